@@ -1,0 +1,17 @@
+// One init_<area> per binding file; module.cpp calls them in order. Bindings only translate:
+// argument conversion, GIL release around blocking calls, errors to Python exceptions.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace lifecore::bindings {
+
+namespace nb = nanobind;
+
+void init_errors(nb::module_& m);
+void init_vendor(nb::module_& m);
+void init_runtime(nb::module_& m);
+void init_sequence(nb::module_& m);
+void init_capture(nb::module_& m);
+
+}  // namespace lifecore::bindings

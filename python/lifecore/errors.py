@@ -1,0 +1,104 @@
+"""The exceptions lifecore raises.
+
+Every failure the C++ core reports arrives as one of these classes (the core names the
+kind; the bindings only translate). Every rejected call leaves the object it was called on
+unchanged and usable.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "LifecoreError",
+    "InvalidArgumentError",
+    "LifecoreTypeError",
+    "CaptureStateError",
+    "CaptureRefusedError",
+    "DriverError",
+    "BackendUnavailableError",
+    "StaleAuthorityError",
+    "CapacityError",
+    "BudgetExceededError",
+    "AdmissionError",
+    "SessionStateError",
+    "ClosedError",
+    "CaptureSessionError",
+]
+
+
+class LifecoreError(Exception):
+    """Base class of every lifecore error."""
+
+
+class InvalidArgumentError(LifecoreError, ValueError):
+    """An argument is out of range or malformed (a size, a name, a shape)."""
+
+
+class LifecoreTypeError(LifecoreError, TypeError):
+    """An argument has the wrong type, or a kernel got the wrong number or kinds of arguments."""
+
+
+class CaptureStateError(LifecoreError):
+    """A graph-capture transition was called out of order, or an operation that cannot be
+    recorded was issued while a stream records. The stream's state is unchanged."""
+
+
+class CaptureRefusedError(LifecoreError):
+    """``end_capture`` refused to seal the recording (memory nodes, an invalidated driver
+    capture, an error queued during the window). The stream is out of capture and usable."""
+
+
+class DriverError(LifecoreError):
+    """A vendor driver call failed.
+
+    Attributes: ``code`` (the native status number), ``status`` (its name, e.g.
+    ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``), ``call`` (the driver call) and
+    ``driver_message``.
+    """
+
+    code: int = 0
+    status: str = ""
+    call: str = ""
+    driver_message: str = ""
+
+
+class BackendUnavailableError(LifecoreError):
+    """The requested backend cannot start on this machine; the message says why."""
+
+
+class StaleAuthorityError(LifecoreError):
+    """A sequence-session operation named a stale epoch, fingerprint or authority, or a lease
+    of another coordinator."""
+
+
+class CapacityError(LifecoreError):
+    """Capacity accounting refused an operation that can never be satisfied, or found itself
+    inconsistent. (Ordinary capacity pressure is a decision, never this error.)"""
+
+
+class BudgetExceededError(LifecoreError):
+    """A capture-session reservation went over a limit with ``on_limit="fail"``.
+
+    Attributes: ``budget`` (``captures``, ``retained_bytes``, ``host_bytes`` or
+    ``encoded_bytes``) and ``cumulative`` (whether the cumulative limit, not the per-step
+    one, was hit). Nothing was charged.
+    """
+
+    budget: str = ""
+    cumulative: bool = False
+
+
+class AdmissionError(LifecoreError):
+    """A plan or a request was refused at admission."""
+
+
+class SessionStateError(LifecoreError):
+    """The session's phase forbids the operation (terminal, fail-closed, poisoned, ...)."""
+
+
+class ClosedError(LifecoreError):
+    """The object was closed or destroyed (a coordinator, a device, a graph, a buffer)."""
+
+
+class CaptureSessionError(LifecoreError):
+    """A capture-session rule was broken at run time (an undrained step, a point observed
+    twice, an unsolicited routing result, ...)."""

@@ -1,0 +1,22 @@
+import lifecore
+import pytest
+
+
+def test_backends_lists_all_three_with_reasons():
+    infos = lifecore.backends()
+    assert [info.name for info in infos] == ["mock", "cuda", "hip"]
+    for info in infos:
+        assert info.available or info.reason, f"{info.name} unavailable without a reason"
+
+
+def test_driver_operations_are_named():
+    names = lifecore.driver_operations()
+    assert "launch_kernel" in names and "stream_end_capture" in names
+    assert len(names) == len(set(names))
+
+
+def test_error_hierarchy():
+    assert issubclass(lifecore.InvalidArgumentError, ValueError)
+    assert issubclass(lifecore.LifecoreTypeError, TypeError)
+    for name in lifecore.errors.__all__:
+        assert issubclass(getattr(lifecore, name), lifecore.LifecoreError)
