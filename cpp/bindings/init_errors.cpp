@@ -1,6 +1,8 @@
 // Translates lifecore::Error into the exception classes of lifecore.errors, by kind.
 // The classes are defined in Python (python/lifecore/errors.py) so they carry docstrings
 // and attributes; they are looked up once, on the first error.
+#include <nanobind/stl/string.h>
+
 #include <array>
 #include <mutex>
 

@@ -1,0 +1,356 @@
+/* A fake CUDA driver library, built only by the tests (tests/test_backend_cuda.py), so the
+ * CUDA loader can be checked on machines without a GPU. It exports what a real libcuda.so.1
+ * exports first (cuGetProcAddress_v2 and a few bootstrap calls); every other entry point is
+ * reachable only through cuGetProcAddress_v2, by base name and minimum ABI version, unless the
+ * library is built with -DFAKE_EXPORT_VERSIONED, which also exports each entry point under its
+ * versioned name (cuMemAlloc_v2, ...) for the dlsym fallback.
+ *
+ * Behaviour, chosen by environment variables:
+ *   FAKE_CUDA_LOG=path        append "name version flags" for every cuGetProcAddress_v2 call
+ *   FAKE_CUDA_VERSION=n       what cuDriverGetVersion reports (default 12040)
+ *   FAKE_CUDA_INIT=code       what cuInit returns (default 0)
+ *   FAKE_CUDA_DEVICES=n       what cuDeviceGetCount reports (default 1)
+ *   FAKE_CUDA_HIDE=a,b        base names cuGetProcAddress_v2 does not know
+ *   FAKE_CUDA_PROC=none       cuGetProcAddress_v2 knows nothing (only versioned exports remain)
+ *   FAKE_CUDA_OOM=1           cuMemAlloc_v2 fails with CUDA_ERROR_OUT_OF_MEMORY
+ *   FAKE_CUDA_INVALIDATE=1    cuStreamEndCapture reports an invalidated capture
+ *   FAKE_CUDA_MEM_NODES=n     captured graphs hold n memory-alloc nodes besides one kernel node
+ * "Device memory" is host memory, so copies and memsets really move bytes.
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+  SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100, INVALID_PTX = 218,
+  NOT_FOUND = 500, CAPTURE_UNMATCHED = 903, CAPTURE_INVALIDATED = 901
+};
+
+static int env_int(const char* name, int fallback) {
+  const char* value = getenv(name);
+  return value && *value ? atoi(value) : fallback;
+}
+
+static int listed(const char* list_env, const char* name) {
+  const char* list = getenv(list_env);
+  if (!list) return 0;
+  size_t length = strlen(name);
+  for (const char* p = list; *p;) {
+    const char* end = strchr(p, ',');
+    size_t n = end ? (size_t)(end - p) : strlen(p);
+    if (n == length && strncmp(p, name, n) == 0) return 1;
+    if (!end) break;
+    p = end + 1;
+  }
+  return 0;
+}
+
+/* ---- errors ---- */
+static const struct { int code; const char* name; const char* text; } errors[] = {
+    {SUCCESS, "CUDA_SUCCESS", "no error"},
+    {INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "fake driver: invalid argument"},
+    {OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "fake driver: out of memory"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED", "fake driver: initialization error"},
+    {NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "fake driver: no CUDA-capable device is detected"},
+    {INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "fake driver: a PTX JIT compilation failed"},
+    {NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "fake driver: named symbol not found"},
+    {CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "fake driver: capture invalidated"},
+    {CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "fake driver: capture unmatched"},
+};
+
+EXPORT CUresult cuGetErrorName(CUresult error, const char** out) {
+  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; ++i)
+    if (errors[i].code == error) { *out = errors[i].name; return SUCCESS; }
+  *out = NULL;
+  return INVALID_VALUE;
+}
+EXPORT CUresult cuGetErrorString(CUresult error, const char** out) {
+  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; ++i)
+    if (errors[i].code == error) { *out = errors[i].text; return SUCCESS; }
+  *out = NULL;
+  return INVALID_VALUE;
+}
+
+/* ---- bootstrap ---- */
+EXPORT CUresult cuInit(unsigned flags) { (void)flags; return env_int("FAKE_CUDA_INIT", 0); }
+EXPORT CUresult cuDriverGetVersion(int* version) { *version = env_int("FAKE_CUDA_VERSION", 12040); return SUCCESS; }
+EXPORT CUresult cuDeviceGetCount(int* count) { *count = env_int("FAKE_CUDA_DEVICES", 1); return SUCCESS; }
+
+/* ---- device and context ---- */
+static int the_context;
+static __thread void* current_context;
+static CUresult fake_cuDeviceGet(int* device, int ordinal) {
+  if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_DEVICES", 1)) return 101;
+  *device = ordinal;
+  return SUCCESS;
+}
+static CUresult fake_cuDeviceGetName(char* name, int length, int device) {
+  snprintf(name, (size_t)length, "Fake CUDA Device %d", device);
+  return SUCCESS;
+}
+static CUresult fake_cuDevicePrimaryCtxRetain(void** context, int device) { (void)device; *context = &the_context; return SUCCESS; }
+static CUresult fake_cuDevicePrimaryCtxRelease(int device) { (void)device; return SUCCESS; }
+static CUresult fake_cuCtxGetCurrent(void** context) { *context = current_context; return SUCCESS; }
+static CUresult fake_cuCtxSetCurrent(void* context) { current_context = context; return SUCCESS; }
+static CUresult fake_cuCtxSynchronize(void) { return current_context ? SUCCESS : 201; }
+static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { *free_bytes = 1u << 30; *total = 2u << 30; return SUCCESS; }
+
+/* ---- streams and events ---- */
+struct stream { int capturing; unsigned long long capture_id; };
+static unsigned long long next_capture_id = 1;
+static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) {
+  (void)flags;
+  *out = calloc(1, sizeof(struct stream));
+  return SUCCESS;
+}
+static CUresult fake_cuStreamDestroy(struct stream* s) { free(s); return SUCCESS; }
+static CUresult fake_cuStreamSynchronize(struct stream* s) { (void)s; return SUCCESS; }
+static CUresult fake_cuStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
+static CUresult fake_cuEventCreate(void** out, unsigned flags) { (void)flags; *out = malloc(8); return SUCCESS; }
+static CUresult fake_cuEventDestroy(void* e) { free(e); return SUCCESS; }
+static CUresult fake_cuEventRecord(void* e, struct stream* s) { (void)e; (void)s; return SUCCESS; }
+static CUresult fake_cuEventSynchronize(void* e) { (void)e; return SUCCESS; }
+static CUresult fake_cuEventQuery(void* e) { (void)e; return SUCCESS; }
+static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) { (void)a; (void)b; *ms = 0.5f; return SUCCESS; }
+
+/* ---- memory: host memory posing as device memory ---- */
+static CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
+  if (env_int("FAKE_CUDA_OOM", 0)) return OUT_OF_MEMORY;
+  *out = (CUdeviceptr)(uintptr_t)calloc(1, bytes ? bytes : 1);
+  return SUCCESS;
+}
+static CUresult fake_cuMemFree(CUdeviceptr p) { free((void*)(uintptr_t)p); return SUCCESS; }
+static CUresult fake_cuMemAllocAsync(CUdeviceptr* out, size_t bytes, struct stream* s) { (void)s; return fake_cuMemAlloc(out, bytes); }
+static CUresult fake_cuMemFreeAsync(CUdeviceptr p, struct stream* s) { (void)s; return fake_cuMemFree(p); }
+static CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) { memcpy((void*)(uintptr_t)dst, src, n); return SUCCESS; }
+static CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) { memcpy(dst, (void*)(uintptr_t)src, n); return SUCCESS; }
+static CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) { memmove((void*)(uintptr_t)dst, (void*)(uintptr_t)src, n); return SUCCESS; }
+static CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, struct stream* st) { (void)st; return fake_cuMemcpyHtoD(d, s, n); }
+static CUresult fake_cuMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, struct stream* st) { (void)st; return fake_cuMemcpyDtoH(d, s, n); }
+static CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, struct stream* st) { (void)st; return fake_cuMemcpyDtoD(d, s, n); }
+static CUresult fake_cuMemsetD32(CUdeviceptr dst, unsigned value, size_t count) {
+  unsigned* p = (unsigned*)(uintptr_t)dst;
+  for (size_t i = 0; i < count; ++i) p[i] = value;
+  return SUCCESS;
+}
+static CUresult fake_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, struct stream* s) { (void)s; return fake_cuMemsetD32(d, v, n); }
+
+/* ---- modules: a PTX "JIT" that only reads the entry signatures ---- */
+struct function { char name[64]; size_t param_sizes[16]; size_t param_count; };
+struct module { struct function functions[16]; size_t count; };
+static CUresult fake_cuModuleLoadDataEx(struct module** out, const void* image, unsigned n, int* options, void** values) {
+  const char* text = image;
+  if (!strstr(text, ".version") || !strstr(text, ".entry")) {
+    for (unsigned i = 0; i < n; ++i)
+      if (options[i] == 5) { /* CU_JIT_ERROR_LOG_BUFFER */
+        size_t size = 0;
+        for (unsigned j = 0; j < n; ++j) if (options[j] == 6) size = (size_t)(uintptr_t)values[j];
+        if (size) snprintf(values[i], size, "ptxas fatal   : fake parse error: no .version or .entry");
+      }
+    return INVALID_PTX;
+  }
+  struct module* m = calloc(1, sizeof *m);
+  for (const char* p = strstr(text, ".entry"); p && m->count < 16; p = strstr(p + 1, ".entry")) {
+    struct function* f = &m->functions[m->count++];
+    p += 6;
+    while (*p == ' ') ++p;
+    size_t k = 0;
+    while (*p && *p != '(' && *p != ' ' && k < sizeof f->name - 1) f->name[k++] = *p++;
+    const char* close = strchr(p, ')');
+    for (const char* q = strstr(p, ".param"); q && q < close && f->param_count < 16; q = strstr(q + 1, ".param")) {
+      const char* type = q + 6;
+      while (*type == ' ') ++type;
+      f->param_sizes[f->param_count++] = (strncmp(type, ".u64", 4) == 0 || strncmp(type, ".f64", 4) == 0 ||
+                                          strncmp(type, ".s64", 4) == 0 || strncmp(type, ".b64", 4) == 0) ? 8 : 4;
+    }
+  }
+  *out = m;
+  return SUCCESS;
+}
+static CUresult fake_cuModuleUnload(struct module* m) { free(m); return SUCCESS; }
+static CUresult fake_cuModuleGetFunction(struct function** out, struct module* m, const char* name) {
+  for (size_t i = 0; i < m->count; ++i)
+    if (strcmp(m->functions[i].name, name) == 0) { *out = &m->functions[i]; return SUCCESS; }
+  return NOT_FOUND;
+}
+static CUresult fake_cuFuncGetParamInfo(struct function* f, size_t index, size_t* offset, size_t* size) {
+  if (index >= f->param_count) return INVALID_VALUE;
+  *offset = 0;
+  *size = f->param_sizes[index];
+  return SUCCESS;
+}
+static CUresult fake_cuLaunchKernel(struct function* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                    unsigned bz, unsigned shared, struct stream* s, void** params, void** extra) {
+  (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)s; (void)params; (void)extra;
+  return SUCCESS;
+}
+
+/* ---- capture and graphs ---- */
+struct graph { int mem_nodes; };
+static CUresult fake_cuStreamBeginCapture(struct stream* s, int mode) {
+  s->capturing = mode + 1;
+  s->capture_id = next_capture_id++;
+  return SUCCESS;
+}
+static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) {
+  *out = NULL;
+  if (!s->capturing) return CAPTURE_UNMATCHED;
+  s->capturing = 0;
+  if (env_int("FAKE_CUDA_INVALIDATE", 0)) return CAPTURE_INVALIDATED;
+  *out = calloc(1, sizeof(struct graph));
+  (*out)->mem_nodes = env_int("FAKE_CUDA_MEM_NODES", 0);
+  return SUCCESS;
+}
+static CUresult fake_cuStreamGetCaptureInfo_v3(struct stream* s, int* status, unsigned long long* id, void* g, void* d,
+                                               void* e, size_t* n) {
+  (void)g; (void)d; (void)e; (void)n;
+  *status = s->capturing ? 1 : 0;
+  if (id) *id = s->capture_id;
+  return SUCCESS;
+}
+static CUresult fake_cuStreamGetCaptureInfo_v2(struct stream* s, int* status, unsigned long long* id, void* g, void* d,
+                                               size_t* n) {
+  return fake_cuStreamGetCaptureInfo_v3(s, status, id, g, d, NULL, n);
+}
+static __thread int capture_mode;
+static CUresult fake_cuThreadExchangeStreamCaptureMode(int* mode) {
+  int previous = capture_mode;
+  capture_mode = *mode;
+  *mode = previous;
+  return SUCCESS;
+}
+static int node_tags[64];
+static CUresult fake_cuGraphGetNodes(struct graph* g, int** nodes, size_t* count) {
+  size_t total = (size_t)g->mem_nodes + 1;
+  if (nodes)
+    for (size_t i = 0; i < total && i < *count && i < 64; ++i) nodes[i] = &node_tags[i];
+  *count = total;
+  return SUCCESS;
+}
+static CUresult fake_cuGraphNodeGetType(int* node, int* type) {
+  *type = node == &node_tags[0] ? 0 /* kernel */ : 10 /* mem alloc */;
+  return SUCCESS;
+}
+static CUresult fake_cuGraphInstantiateWithFlags(void** exec, struct graph* g, unsigned long long flags) {
+  (void)g; (void)flags;
+  *exec = malloc(8);
+  return SUCCESS;
+}
+static CUresult fake_cuGraphUpload(void* exec, struct stream* s) { (void)exec; (void)s; return SUCCESS; }
+static CUresult fake_cuGraphLaunch(void* exec, struct stream* s) { (void)exec; (void)s; return SUCCESS; }
+struct update_info { int result; void* error_node; void* error_from; };
+static CUresult fake_cuGraphExecUpdate(void* exec, struct graph* g, struct update_info* info) {
+  (void)exec;
+  info->result = g->mem_nodes ? 2 /* topology changed */ : 0;
+  return g->mem_nodes ? 910 : SUCCESS;
+}
+static CUresult fake_cuGraphDestroy(struct graph* g) { free(g); return SUCCESS; }
+static CUresult fake_cuGraphExecDestroy(void* exec) { free(exec); return SUCCESS; }
+
+/* ---- the table cuGetProcAddress_v2 serves: base name, ABI version, versioned export ---- */
+#define FAKE_ENTRIES(X)                                                              \
+  X(cuDeviceGet, 2000, cuDeviceGet)                                                  \
+  X(cuDeviceGetName, 2000, cuDeviceGetName)                                          \
+  X(cuDevicePrimaryCtxRetain, 7000, cuDevicePrimaryCtxRetain)                        \
+  X(cuDevicePrimaryCtxRelease, 11000, cuDevicePrimaryCtxRelease_v2)                  \
+  X(cuCtxGetCurrent, 4000, cuCtxGetCurrent)                                          \
+  X(cuCtxSetCurrent, 4000, cuCtxSetCurrent)                                          \
+  X(cuCtxSynchronize, 2000, cuCtxSynchronize)                                        \
+  X(cuMemGetInfo, 3020, cuMemGetInfo_v2)                                             \
+  X(cuStreamCreate, 2000, cuStreamCreate)                                            \
+  X(cuStreamDestroy, 4000, cuStreamDestroy_v2)                                       \
+  X(cuStreamSynchronize, 2000, cuStreamSynchronize)                                  \
+  X(cuStreamQuery, 2000, cuStreamQuery)                                              \
+  X(cuEventCreate, 2000, cuEventCreate)                                              \
+  X(cuEventDestroy, 4000, cuEventDestroy_v2)                                         \
+  X(cuEventRecord, 2000, cuEventRecord)                                              \
+  X(cuEventSynchronize, 2000, cuEventSynchronize)                                    \
+  X(cuEventQuery, 2000, cuEventQuery)                                                \
+  X(cuEventElapsedTime, 2000, cuEventElapsedTime)                                    \
+  X(cuMemAlloc, 3020, cuMemAlloc_v2)                                                 \
+  X(cuMemFree, 3020, cuMemFree_v2)                                                   \
+  X(cuMemAllocAsync, 11020, cuMemAllocAsync)                                         \
+  X(cuMemFreeAsync, 11020, cuMemFreeAsync)                                           \
+  X(cuMemcpyHtoD, 3020, cuMemcpyHtoD_v2)                                             \
+  X(cuMemcpyDtoH, 3020, cuMemcpyDtoH_v2)                                             \
+  X(cuMemcpyDtoD, 3020, cuMemcpyDtoD_v2)                                             \
+  X(cuMemcpyHtoDAsync, 3020, cuMemcpyHtoDAsync_v2)                                   \
+  X(cuMemcpyDtoHAsync, 3020, cuMemcpyDtoHAsync_v2)                                   \
+  X(cuMemcpyDtoDAsync, 3020, cuMemcpyDtoDAsync_v2)                                   \
+  X(cuMemsetD32, 3020, cuMemsetD32_v2)                                               \
+  X(cuMemsetD32Async, 3020, cuMemsetD32Async)                                        \
+  X(cuModuleLoadDataEx, 2010, cuModuleLoadDataEx)                                    \
+  X(cuModuleUnload, 2000, cuModuleUnload)                                            \
+  X(cuModuleGetFunction, 2000, cuModuleGetFunction)                                  \
+  X(cuFuncGetParamInfo, 12040, cuFuncGetParamInfo)                                   \
+  X(cuLaunchKernel, 4000, cuLaunchKernel)                                            \
+  X(cuStreamBeginCapture, 10010, cuStreamBeginCapture_v2)                            \
+  X(cuStreamEndCapture, 10000, cuStreamEndCapture)                                   \
+  X(cuThreadExchangeStreamCaptureMode, 10010, cuThreadExchangeStreamCaptureMode)     \
+  X(cuGraphGetNodes, 10000, cuGraphGetNodes)                                         \
+  X(cuGraphNodeGetType, 10000, cuGraphNodeGetType)                                   \
+  X(cuGraphInstantiateWithFlags, 11040, cuGraphInstantiateWithFlags)                 \
+  X(cuGraphUpload, 11010, cuGraphUpload)                                             \
+  X(cuGraphLaunch, 10000, cuGraphLaunch)                                             \
+  X(cuGraphExecUpdate, 12000, cuGraphExecUpdate_v2)                                  \
+  X(cuGraphDestroy, 10000, cuGraphDestroy)                                           \
+  X(cuGraphExecDestroy, 10000, cuGraphExecDestroy)
+
+struct entry { const char* name; int version; void* pointer; };
+#define FAKE_ENTRY(base, version, versioned) {#base, version, (void*)fake_##base},
+static const struct entry entries[] = {
+    FAKE_ENTRIES(FAKE_ENTRY)
+    /* two ABIs of one base name: the newest one not newer than the request wins */
+    {"cuStreamGetCaptureInfo", 12030, (void*)fake_cuStreamGetCaptureInfo_v3},
+    {"cuStreamGetCaptureInfo", 11030, (void*)fake_cuStreamGetCaptureInfo_v2},
+    {"cuInit", 2000, (void*)cuInit},
+    {"cuDriverGetVersion", 2020, (void*)cuDriverGetVersion},
+    {"cuDeviceGetCount", 2000, (void*)cuDeviceGetCount},
+    {"cuGetErrorName", 6000, (void*)cuGetErrorName},
+    {"cuGetErrorString", 6000, (void*)cuGetErrorString},
+};
+
+EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version, unsigned long long flags, int* found) {
+  const char* log = getenv("FAKE_CUDA_LOG");
+  if (log) {
+    FILE* file = fopen(log, "a");
+    if (file) { fprintf(file, "%s %d %llu\n", symbol, version, flags); fclose(file); }
+  }
+  *pfn = NULL;
+  const char* proc = getenv("FAKE_CUDA_PROC");
+  if ((proc && strcmp(proc, "none") == 0) || listed("FAKE_CUDA_HIDE", symbol)) {
+    if (found) *found = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+    return NOT_FOUND;
+  }
+  int known = 0;
+  const struct entry* best = NULL;
+  for (size_t i = 0; i < sizeof entries / sizeof entries[0]; ++i) {
+    if (strcmp(entries[i].name, symbol) != 0) continue;
+    known = 1;
+    if (entries[i].version <= version && (!best || entries[i].version > best->version)) best = &entries[i];
+  }
+  if (!best) {
+    if (found) *found = known ? 2 /* VERSION_NOT_SUFFICIENT */ : 1;
+    return NOT_FOUND;
+  }
+  *pfn = best->pointer;
+  if (found) *found = 0;
+  return SUCCESS;
+}
+
+#ifdef FAKE_EXPORT_VERSIONED
+#define FAKE_VERSIONED_EXPORT(base, version, versioned) \
+  extern __typeof__(fake_##base) versioned __attribute__((alias("fake_" #base), visibility("default")));
+FAKE_ENTRIES(FAKE_VERSIONED_EXPORT)
+extern __typeof__(fake_cuStreamGetCaptureInfo_v3) cuStreamGetCaptureInfo_v3
+    __attribute__((alias("fake_cuStreamGetCaptureInfo_v3"), visibility("default")));
+extern __typeof__(fake_cuStreamGetCaptureInfo_v2) cuStreamGetCaptureInfo_v2
+    __attribute__((alias("fake_cuStreamGetCaptureInfo_v2"), visibility("default")));
+#endif
