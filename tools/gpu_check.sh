@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Checks lifecore on a machine with an NVIDIA GPU, from a bare checkout and without network:
+# build and install, the backend tests, the whole suite, the stream state machine on cuda
+# (hardware and software graphs), a differential run against the mock, and the benchmarks.
+# Every step has its own time limit and the whole stays under 8 minutes; a failing or
+# missing step is reported, never fatal. Results: ${OUT:-gpu_out}/gpu_check.log,
+# steps.json (one record per step) and figures.json (benchmark figures, when produced).
+set -u
+cd "$(dirname "$0")/.."
+
+OUT="${OUT:-gpu_out}"
+mkdir -p "$OUT"
+LOG="$OUT/gpu_check.log"
+STEPS="$OUT/steps.jsonl"
+: >"$LOG"
+: >"$STEPS"
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INDEX=1 PIP_ROOT_USER_ACTION=ignore
+export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
+export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 4)}"
+PYTHON="${PYTHON:-python3}"
+TOTAL_BUDGET_S="${GPU_CHECK_BUDGET_S:-465}"
+START=$(date +%s)
+
+log() { printf '%s\n' "$*" | tee -a "$LOG"; }
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND under `timeout`, never longer than what is left
+# of the whole budget; records name, exit status and seconds in steps.jsonl.
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  local now left rc began ended
+  now=$(date +%s)
+  left=$((TOTAL_BUDGET_S - (now - START)))
+  if [ "$left" -lt "$limit" ]; then limit=$left; fi
+  if [ "$limit" -lt 10 ]; then
+    log "=== $name: skipped (time budget spent)"
+    printf '{"step": "%s", "status": "skipped", "reason": "time budget spent"}\n' "$name" >>"$STEPS"
+    return 0
+  fi
+  log ""
+  log "=== $name (limit ${limit}s, $(date -u +%T))"
+  began=$(date +%s)
+  timeout --kill-after=5 "$limit" "$@" >>"$LOG" 2>&1
+  rc=$?
+  ended=$(date +%s)
+  local status=passed
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timed_out; elif [ "$rc" -ne 0 ]; then status=failed; fi
+  log "=== $name: $status (exit $rc, $((ended - began))s)"
+  printf '{"step": "%s", "status": "%s", "exit": %d, "seconds": %d}\n' "$name" "$status" "$rc" "$((ended - began))" >>"$STEPS"
+  return 0
+}
+
+# skip NAME REASON: records a step that could not run here.
+skip() {
+  log "=== $1: skipped ($2)"
+  printf '{"step": "%s", "status": "skipped", "reason": "%s"}\n' "$1" "$2" >>"$STEPS"
+}
+
+has_pytest_marker() { grep -rqs "mark.$1" tests/; }
+
+step "environment" 20 bash -c "nvidia-smi || echo 'nvidia-smi not found'; $PYTHON --version; \
+  $PYTHON -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())' || true; \
+  $PYTHON -c 'import cupy; print(\"cupy\", cupy.__version__)' || true"
+
+step "install" 180 "$PYTHON" -m pip install --no-build-isolation --no-deps -q .
+
+step "backends" 20 "$PYTHON" -c "
+import lifecore
+from lifecore import _core
+for info in lifecore.backends():
+    print(f'{info.name}: available={info.available} driver={info.driver_version} devices={info.device_count} '
+          f'device={info.device_name!r} library={info.library!r} reason={info.reason!r}')
+for backend in ('cuda', 'hip'):
+    table = _core._probe_symbols(backend)
+    print(backend, 'symbols resolved:', sum(table.values()), 'of', len(table),
+          'missing:', [name for name, ok in table.items() if not ok])
+print(_core._open_driver_probe('cuda'))
+"
+
+# Run from outside the checkout so the installed package (not the source tree) is imported.
+TESTS="$(pwd)/tests"
+PYTEST=("$PYTHON" -m pytest -p no:cacheprovider -q -rs)
+
+step "backend tests" 60 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS/test_backend_cuda.py' '$TESTS/test_backend_hip.py' --junitxml=backend_tests.xml"
+
+step "whole suite" 150 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS' --junitxml=all_tests.xml"
+
+if [ -f tests/test_stream_machine.py ]; then
+  step "stream state machine on cuda" 60 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS/test_stream_machine.py' -k cuda --junitxml=stream_machine.xml"
+else
+  skip "stream state machine on cuda" "tests/test_stream_machine.py not in this checkout"
+fi
+
+if "$PYTHON" -m lifecore fuzz --help 2>/dev/null | grep -q -- "--differential"; then
+  step "differential mock,cuda" 60 "$PYTHON" -m lifecore fuzz --differential mock,cuda
+elif [ -f benchmarks/differential.py ]; then
+  step "differential mock,cuda" 60 "$PYTHON" benchmarks/differential.py
+elif has_pytest_marker differential; then
+  step "differential mock,cuda" 60 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS' -m differential"
+else
+  skip "differential mock,cuda" "no differential runner in this checkout"
+fi
+
+if "$PYTHON" -m lifecore bench --help >/dev/null 2>&1; then
+  step "benchmarks" 60 "$PYTHON" -m lifecore bench --json "$OUT/figures.json"
+elif ls benchmarks/*.py >/dev/null 2>&1; then
+  for script in benchmarks/*.py; do
+    case "$(basename "$script")" in differential.py|__init__.py) continue ;; esac
+    step "benchmark $(basename "$script" .py)" 45 "$PYTHON" "$script"
+  done
+else
+  skip "benchmarks" "no benchmarks in this checkout"
+fi
+
+# Collect the step records (and the benchmark figures, when a runner wrote them) into JSON.
+"$PYTHON" - "$OUT" <<'PY' | tee -a "$LOG"
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines() if line.strip()]
+(out / "steps.json").write_text(json.dumps(steps, indent=2))
+figures_path = out / "figures.json"
+if not figures_path.exists():
+    figures_path.write_text(json.dumps({"note": "no benchmark runner wrote figures; see gpu_check.log", "steps": steps}, indent=2))
+print("summary:", ", ".join(f"{s['step']}={s['status']}" for s in steps))
+PY
+log "gpu_check finished in $(( $(date +%s) - START ))s; results in $OUT"
+exit 0
