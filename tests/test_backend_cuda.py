@@ -409,3 +409,35 @@ def test_a_lifecore_stream_is_usable_by_torch_as_an_external_stream():
     assert float(t.sum()) == float(sum(range(1024)) * 2)
     driver.stream_destroy(stream)
     driver.close()
+
+
+def test_handles_stay_consistent_when_threads_share_one_driver(fake_cuda, tmp_path):
+    body = """
+    import threading
+    driver = _core._open_vendor_driver("cuda")
+    errors = []
+
+    def churn():
+        try:
+            for _ in range(200):
+                stream = driver.stream_create()
+                pointer = driver.mem_alloc(64)
+                driver.memset_d32_async(pointer, 1, 16, stream)
+                driver.stream_synchronize(stream)
+                driver.mem_free(pointer)
+                driver.stream_destroy(stream)
+        except Exception as error:  # reported below, not swallowed
+            errors.append(repr(error))
+
+    threads = [threading.Thread(target=churn) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result["errors"] = errors
+    result["stale_after"] = failure(driver.stream_destroy, 12345)
+    driver.close()
+    """
+    result = run_scenario(fake_cuda["plain"], tmp_path, body)
+    assert result["errors"] == []
+    assert result["stale_after"]["code"] == 400

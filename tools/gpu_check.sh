@@ -62,7 +62,7 @@ step "environment" 20 bash -c "nvidia-smi || echo 'nvidia-smi not found'; $PYTHO
   $PYTHON -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())' || true; \
   $PYTHON -c 'import cupy; print(\"cupy\", cupy.__version__)' || true"
 
-step "install" 180 "$PYTHON" -m pip install --no-build-isolation --no-deps -q .
+step "install" "${GPU_CHECK_INSTALL_S:-180}" "$PYTHON" -m pip install --no-build-isolation --no-deps -q .
 
 step "backends" 20 "$PYTHON" -c "
 import lifecore
@@ -76,6 +76,56 @@ for backend in ('cuda', 'hip'):
           'missing:', [name for name, ok in table.items() if not ok])
 print(_core._open_driver_probe('cuda'))
 "
+
+# Launch overhead at the driver level, measured side by side in one run: N tiny kernels
+# launched eagerly vs the same N replayed as one captured graph.
+step "driver launch figures" 60 "$PYTHON" - "$OUT/driver_figures.json" <<'PY'
+import json, sys, time
+from lifecore import _core
+
+driver = _core._open_vendor_driver("cuda")
+module = driver.module_load("builtin")
+scale = driver.module_get_function(module, "scale_f32")
+n = 256
+x, y = driver.mem_alloc(4 * n), driver.mem_alloc(4 * n)
+driver.memset_d32(x, 0x3F800000, n)
+stream = driver.stream_create()
+args = [("u32", n), ("f32", 1.0), ("pointer", x), ("pointer", y)]
+figures = {"device": driver.device_name(), "driver_version": driver.driver_version(), "chains": []}
+for kernels in (1, 8, 64, 256):
+    def eager():
+        for _ in range(kernels):
+            driver.launch(scale, (1, 1, 1), (n, 1, 1), stream, args)
+        driver.stream_synchronize(stream)
+    eager()
+    driver.begin_capture(stream, "thread_local")
+    for _ in range(kernels):
+        driver.launch(scale, (1, 1, 1), (n, 1, 1), stream, args)
+    graph = driver.end_capture(stream)
+    exec_ = driver.graph_instantiate(graph)
+    driver.graph_upload(exec_, stream)
+    def replay():
+        driver.graph_launch(exec_, stream)
+        driver.stream_synchronize(stream)
+    replay()
+    timings = {}
+    for name, run in (("eager", eager), ("graph", replay)):
+        best = float("inf")
+        for _ in range(5):
+            began = time.perf_counter()
+            for _ in range(20):
+                run()
+            best = min(best, (time.perf_counter() - began) / 20)
+        timings[name] = best * 1e6
+    figures["chains"].append({"kernels": kernels, "eager_us": round(timings["eager"], 2),
+                              "graph_us": round(timings["graph"], 2),
+                              "speedup": round(timings["eager"] / timings["graph"], 2)})
+    print(figures["chains"][-1])
+    driver.graph_exec_destroy(exec_)
+    driver.graph_destroy(graph)
+driver.close()
+json.dump(figures, open(sys.argv[1], "w"), indent=2)
+PY
 
 # Run from outside the checkout so the installed package (not the source tree) is imported.
 TESTS="$(pwd)/tests"
@@ -119,8 +169,14 @@ out = pathlib.Path(sys.argv[1])
 steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines() if line.strip()]
 (out / "steps.json").write_text(json.dumps(steps, indent=2))
 figures_path = out / "figures.json"
-if not figures_path.exists():
-    figures_path.write_text(json.dumps({"note": "no benchmark runner wrote figures; see gpu_check.log", "steps": steps}, indent=2))
+figures = json.loads(figures_path.read_text()) if figures_path.exists() else {}
+if not isinstance(figures, dict):
+    figures = {"benchmarks": figures}
+driver_figures = out / "driver_figures.json"
+if driver_figures.exists():
+    figures["driver_launch"] = json.loads(driver_figures.read_text())
+figures["steps"] = steps
+figures_path.write_text(json.dumps(figures, indent=2))
 print("summary:", ", ".join(f"{s['step']}={s['status']}" for s in steps))
 PY
 log "gpu_check finished in $(( $(date +%s) - START ))s; results in $OUT"
