@@ -121,7 +121,16 @@ def requests(tmp_path: Path) -> list[tuple[str, int, int]]:
 
 
 def test_fake_driver_starts_and_every_entry_is_requested_by_base_name_and_version(fake_cuda, tmp_path):
-    result = run_scenario(fake_cuda["plain"], tmp_path)
+    body = """
+    result["auto"] = _core._open_driver_probe("auto")["backend"]
+    try:
+        _core._open_driver_probe("cuda", 1)
+    except lifecore.InvalidArgumentError as error:
+        result["ordinal_error"] = str(error)
+    """
+    result = run_scenario(fake_cuda["plain"], tmp_path, body)
+    assert result["auto"] == "cuda"  # auto prefers an available CUDA device
+    assert result["ordinal_error"] == "cuda device ordinal 1 is out of range: 1 device(s)"
     assert result["available"], result["reason"]
     assert result["device_count"] == 1 and result["device_name"] == "Fake CUDA Device 0"
     assert result["driver_version"] == 12040
