@@ -1,7 +1,336 @@
+// Device, Stream, Buffer, Graph and the built-in kernels. Translation only: Python values to
+// core arguments (launch arguments are converted here, checked by the core), the GIL released
+// around blocking calls, errors raised by the core.
+#include <deque>
+#include <string>
+#include <vector>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
 #include "bindings.hpp"
+#include "lifecore/error.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/device.hpp"
+#include "runtime/graph.hpp"
+#include "runtime/kernel.hpp"
+#include "runtime/stream.hpp"
 
 namespace lifecore::bindings {
 
-void init_runtime(nb::module_&) {}  // placeholder until the runtime area lands
+void init_capture_state(nb::module_& m);
+
+namespace {
+
+using runtime::Buffer;
+using runtime::Device;
+using runtime::Graph;
+using runtime::Kernel;
+using runtime::LaunchArg;
+using runtime::Stream;
+
+std::string type_name_of(nb::handle h) { return nb::type_name(h.type()).c_str(); }
+
+// A Python int as int64 (or the bits of a uint64 above INT64_MAX); InvalidArgumentError beyond.
+std::int64_t to_int64(nb::handle h, const char* what, bool* above_int64) {
+  int overflow = 0;
+  long long value = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  *above_int64 = false;
+  if (overflow == 0) {
+    if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+    return value;
+  }
+  if (overflow > 0) {
+    unsigned long long big = PyLong_AsUnsignedLongLong(h.ptr());
+    if (!(big == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+      *above_int64 = true;
+      return static_cast<std::int64_t>(big);
+    }
+    PyErr_Clear();
+  }
+  raise(ErrorKind::InvalidArgument, std::string(what) + " does not fit in 64 bits");
+}
+
+bool is_int(nb::handle h) { return PyLong_Check(h.ptr()); }
+
+// An int or a tuple / list of up to 3 ints, into `values`; returns how many.
+std::size_t to_dims(nb::handle h, const char* what, std::int64_t (&values)[3]) {
+  bool big = false;
+  std::size_t count = 0;
+  if (is_int(h)) {
+    values[count++] = to_int64(h, what, &big);
+  } else if (nb::isinstance<nb::tuple>(h) || nb::isinstance<nb::list>(h)) {
+    for (nb::handle item : h) {
+      if (!is_int(item))
+        raise(ErrorKind::TypeMismatch, std::string("launch: ") + what + " must be an int or a tuple of ints, got a " +
+                                           type_name_of(item) + " inside");
+      if (count == 3)
+        raise(ErrorKind::InvalidArgument, std::string("launch: ") + what + " must have 1 to 3 dimensions, got " +
+                                              std::to_string(nb::len(h)));
+      values[count++] = to_int64(item, what, &big);
+    }
+  } else {
+    raise(ErrorKind::TypeMismatch,
+          std::string("launch: ") + what + " must be an int or a tuple of up to 3 ints, got " + type_name_of(h));
+  }
+  if (big) raise(ErrorKind::InvalidArgument, std::string("launch: ") + what + " dimension too large");
+  return count;
+}
+
+runtime::InfoWords to_info(nb::handle h) {
+  runtime::InfoWords words;
+  if (!nb::isinstance<nb::sequence>(h) || nb::isinstance<nb::str>(h) || nb::isinstance<nb::bytes>(h))
+    raise(ErrorKind::TypeMismatch, "launch: info must be a sequence of ints, got " + type_name_of(h));
+  for (nb::handle item : h) {
+    if (!is_int(item))
+      raise(ErrorKind::TypeMismatch, "launch: info words must be ints, got " + type_name_of(item));
+    bool big = false;
+    std::int64_t value = to_int64(item, "launch: an info word", &big);
+    if (big || value < INT32_MIN || value > static_cast<std::int64_t>(UINT32_MAX))
+      raise(ErrorKind::InvalidArgument, "launch: info word " + std::to_string(value) + " does not fit 32 bits");
+    words.push_back(static_cast<std::uint32_t>(value));
+  }
+  return words;
+}
+
+void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle block, nb::handle args,
+            nb::handle info) {
+  vendor::Dim3 grid_dims;
+  vendor::Dim3 block_dims;
+  {
+    std::int64_t g[3];
+    std::int64_t b[3];
+    const std::size_t gn = to_dims(grid, "grid", g);
+    const std::size_t bn = to_dims(block, "block", b);
+    grid_dims = runtime::make_grid(std::span<const std::int64_t>(g, gn));
+    block_dims = runtime::make_block(std::span<const std::int64_t>(b, bn));
+  }
+  if (!nb::isinstance<nb::tuple>(args) && !nb::isinstance<nb::list>(args))
+    raise(ErrorKind::TypeMismatch, "launch: args must be a list or tuple, got " + type_name_of(args));
+  LaunchArg converted[16];
+  std::vector<LaunchArg> spill;
+  std::deque<std::string> names;  // keeps the type names of unsupported arguments alive
+  const std::size_t count = nb::len(args);
+  LaunchArg* out = converted;
+  if (count > 16) {
+    spill.resize(count);
+    out = spill.data();
+  }
+  std::size_t i = 0;
+  for (nb::handle item : args) {
+    LaunchArg& arg = out[i++];
+    if (is_int(item)) {
+      arg.kind = LaunchArg::Kind::integer;
+      arg.integer = to_int64(item, "launch: an integer argument", &arg.above_int64);
+    } else if (PyFloat_Check(item.ptr())) {
+      arg.kind = LaunchArg::Kind::real;
+      arg.real = PyFloat_AsDouble(item.ptr());
+    } else if (Buffer* buffer = nullptr; nb::try_cast<Buffer*>(item, buffer) && buffer != nullptr) {
+      arg.kind = LaunchArg::Kind::buffer;
+      arg.buffer = buffer;
+    } else {
+      arg.kind = LaunchArg::Kind::other;
+      names.push_back(type_name_of(item));
+      arg.type_name = names.back();
+    }
+  }
+  if (info.is_none()) {
+    stream.launch(kernel, grid_dims, block_dims, out, count, nullptr);
+  } else {
+    runtime::InfoWords words = to_info(info);
+    stream.launch(kernel, grid_dims, block_dims, out, count, &words);
+  }
+}
+
+void write(Stream& stream, Buffer& buffer, nb::handle data) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    raise(ErrorKind::TypeMismatch, "write: data must be a bytes-like object, got " + type_name_of(data));
+  }
+  try {
+    stream.write(buffer, view.buf, static_cast<std::size_t>(view.len));
+  } catch (...) {
+    PyBuffer_Release(&view);
+    throw;
+  }
+  PyBuffer_Release(&view);
+}
+
+std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t warmup, CaptureOwner owner) {
+  if (warmup < 0) raise(ErrorKind::InvalidArgument, "capture: warmup must be >= 0, got " + std::to_string(warmup));
+  Stream& stream = nb::cast<Stream&>(self);
+  stream.graph_prepare(owner);
+  try {
+    for (std::int64_t i = 0; i < warmup; ++i) fn(self);
+    {
+      nb::gil_scoped_release release;
+      stream.begin_capture();
+    }
+    fn(self);
+    return stream.end_capture(owner);
+  } catch (...) {
+    stream.abort_capture();  // a failing warmup, a refused seal, a fault: never leave the window open
+    throw;
+  }
+}
+
+std::string device_repr(const Device& device) {
+  return "Device(backend='" + device.backend() + "', ordinal=" + std::to_string(device.ordinal()) + ", graphs='" +
+         device.graphs_name() + "', capture_mode='" + device.capture_mode_name() + "'" +
+         (device.closed() ? ", closed" : "") + ")";
+}
+
+}  // namespace
+
+void init_runtime(nb::module_& m) {
+  using namespace nb::literals;
+  init_capture_state(m);
+
+  nb::class_<Kernel>(m, "Kernel", "A kernel every backend offers under the same name and parameters.")
+      .def_prop_ro("name", [](const Kernel& k) { return std::string(k.name()); }, "The kernel's name")
+      .def_prop_ro("params",
+                   [](const Kernel& k) {
+                     std::vector<std::string> kinds;
+                     for (auto kind : k.params()) kinds.emplace_back(runtime::arg_kind_name(kind));
+                     return kinds;
+                   },
+                   "The parameter kinds: 'ptr', 'u32', 'f32', ...")
+      .def_prop_ro("param_names",
+                   [](const Kernel& k) {
+                     std::vector<std::string> names;
+                     for (auto name : k.param_names()) names.emplace_back(name);
+                     return names;
+                   },
+                   "The parameter names")
+      .def_prop_ro("summary", [](const Kernel& k) { return std::string(k.summary()); }, "What it computes")
+      .def_prop_ro("signature", &Kernel::signature, "name(param: kind, ...)")
+      .def("__repr__", [](const Kernel& k) { return "Kernel(" + k.signature() + ")"; });
+  m.def("builtin_kernel", &Kernel::builtin, "name"_a, nb::rv_policy::reference,
+        "The built-in kernel of that name (lifecore.kernels holds them all).");
+  m.def("builtin_kernel_names", [] {
+    std::vector<std::string> names;
+    for (const auto& k : Kernel::builtins()) names.emplace_back(k.name());
+    return names;
+  });
+
+  nb::class_<Device>(m, "Device",
+                     "One device of one backend. Device(backend='auto', ordinal=0, *, graphs='auto',\n"
+                     "capture_mode='thread_local'); a context manager that closes it.")
+      .def(nb::new_([](const std::string& backend, int ordinal, const std::string& graphs,
+                       const std::string& capture_mode) { return Device::open(backend, ordinal, graphs, capture_mode); }),
+           "backend"_a = "auto", "ordinal"_a = 0, nb::kw_only(), "graphs"_a = "auto",
+           "capture_mode"_a = "thread_local")
+      .def_prop_ro("backend", &Device::backend, "'mock', 'cuda' or 'hip'")
+      .def_prop_ro("graphs", [](const Device& d) { return std::string(d.graphs_name()); },
+                   "'hardware' (the driver captures) or 'software' (the runtime records and re-issues)")
+      .def_prop_ro("capture_mode", &Device::capture_mode_name, "'thread_local', 'global' or 'relaxed'")
+      .def_prop_ro("ordinal", &Device::ordinal)
+      .def_prop_ro("name", &Device::name, "The device's name")
+      .def_prop_ro("closed", &Device::closed)
+      .def("stream", &Device::stream, "A new stream on this device.")
+      .def("memory_stats",
+           [](const Device& d) {
+             nb::dict out;
+             for (const auto& [key, value] : d.memory_stats()) out[key.c_str()] = value;
+             return out;
+           },
+           "Pool and cache accounting: pool_bytes, slices, slices_in_use, slices_retained, slices_free,\n"
+           "driver_allocations, graphs_alive, info_entries, info_pinned, windows_active.")
+      .def("cleanup", &Device::cleanup, nb::call_guard<nb::gil_scoped_release>(),
+           "Returns unpinned, unretained pool memory to the driver; skipped while a window is active.")
+      .def("inject_fault", &Device::inject_fault, "call"_a, "status"_a, nb::kw_only(), "after"_a = 0, "times"_a = 1,
+           "Mock only: the after-th next call of `call` fails with `status`, `times` times in a row.")
+      .def("clear_faults", &Device::clear_faults, "Mock only: removes every injected fault.")
+      .def("close", &Device::close, nb::call_guard<nb::gil_scoped_release>(),
+           "Aborts open windows, waits for every stream, destroys every graph, returns all memory.")
+      .def("__enter__", [](std::shared_ptr<Device> d) { return d; })
+      .def("__exit__",
+           [](Device& d, nb::handle, nb::handle, nb::handle) {
+             nb::gil_scoped_release release;
+             d.close();
+           },
+           "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
+      .def("__repr__", &device_repr);
+
+  nb::class_<Buffer>(m, "Buffer", "A slice of device memory allocated by Stream.alloc.")
+      .def_prop_ro("nbytes", &Buffer::nbytes, "Its size in bytes")
+      .def_prop_ro("ptr", &Buffer::ptr, "The device address (ClosedError once freed)")
+      .def_prop_ro("device", &Buffer::device)
+      .def_prop_ro("alive", &Buffer::alive, "False once freed or once its device closed")
+      .def("free", &Buffer::free,
+           "Returns the slice to the pool once the stream's queued work is done (ClosedError if freed).")
+      .def("__repr__", [](const Buffer& b) {
+        return "Buffer(nbytes=" + std::to_string(b.nbytes()) + (b.alive() ? "" : ", freed") + ")";
+      });
+
+  nb::class_<Graph>(m, "Graph", "A sealed capture: replay it, destroy it (also on the last reference).")
+      .def("replay", [](Graph& g, Stream* stream) { g.replay(stream); }, "stream"_a = nb::none(),
+           "Re-executes exactly the recorded work on `stream` (default: the stream that captured it).")
+      .def("destroy", &Graph::destroy, nb::call_guard<nb::gil_scoped_release>(),
+           "Waits for the graph's work, then releases its retained slices, cache pins and staging.")
+      .def_prop_ro("alive", &Graph::alive)
+      .def_prop_ro("is_hardware", &Graph::is_hardware, "True for a driver graph, False for a software one")
+      .def_prop_ro("node_count", &Graph::node_count, "Nodes (hardware) or recorded operations (software)")
+      .def("__enter__", [](std::shared_ptr<Graph> g) { return g; })
+      .def("__exit__",
+           [](Graph& g, nb::handle, nb::handle, nb::handle) {
+             nb::gil_scoped_release release;
+             g.destroy();
+           },
+           "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
+      .def("__repr__", [](const Graph& g) {
+        return std::string("Graph(") + (g.is_hardware() ? "hardware" : "software") +
+               ", node_count=" + std::to_string(g.node_count()) + (g.alive() ? "" : ", destroyed") + ")";
+      });
+
+  nb::class_<Stream>(m, "Stream", "A device stream and its graph-capture lifecycle.")
+      .def_prop_ro("device", &Stream::device)
+      .def_prop_ro("handle", &Stream::native_handle, "The native stream pointer, as an int")
+      .def("alloc", &Stream::alloc, "nbytes"_a, "A Buffer of nbytes (> 0, at most the device's memory).")
+      .def("write", &write, "buf"_a, "data"_a,
+           nb::sig("def write(self, buf: Buffer, data: bytes | bytearray | memoryview) -> None"), "Asynchronous host-to-device copy (data is staged first).")
+      .def("read",
+           [](Stream& s, const Buffer& b) {
+             std::vector<std::uint8_t> bytes;
+             {
+               nb::gil_scoped_release release;
+               bytes = s.read(b);
+             }
+             return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+           },
+           "buf"_a, "Synchronizes the stream and returns the buffer's bytes.")
+      .def("fill", &Stream::fill, "buf"_a, "value"_a, "Sets every 32-bit word of the buffer to value.")
+      .def("copy", &Stream::copy, "dst"_a, "src"_a, "Device-to-device copy of same-size buffers.")
+      .def("launch", &launch,
+           nb::sig("def launch(self, kernel: Kernel, grid: int | tuple[int, ...], block: int | tuple[int, ...], "
+                   "args: collections.abc.Sequence[Buffer | int | float], *, "
+                   "info: collections.abc.Sequence[int] | None = None) -> None"),
+           "kernel"_a, "grid"_a.none(), "block"_a.none(), "args"_a.none(), nb::kw_only(), "info"_a.none() = nb::none(),
+           "Launches a kernel: a Buffer for a pointer, int for integers, float for floats. With info=[words],\n"
+           "the words go to the info cache and the cached buffer is passed as the first parameter.")
+      .def("sync", &Stream::sync, nb::call_guard<nb::gil_scoped_release>(),
+           "Waits for the stream; reports the first queued asynchronous failure.")
+      .def("graph_prepare", &Stream::graph_prepare, "owner"_a = 0,
+           "NO_CAPTURE -> PREPARE: arms the pools for the warmup run.")
+      .def("begin_capture", &Stream::begin_capture, nb::call_guard<nb::gil_scoped_release>(),
+           "PREPARE -> CAPTURE: flushes warmup, ends priming, opens the capture.")
+      .def("end_capture", &Stream::end_capture, "caller"_a = 0,
+           "CAPTURE -> NO_CAPTURE: seals the recording into a Graph or raises CaptureRefusedError.")
+      .def("abort_capture", &Stream::abort_capture, "Back to NO_CAPTURE from anywhere, undoing the window.")
+      .def("capture", &capture, "fn"_a, nb::kw_only(), "warmup"_a = 1, "owner"_a = 0,
+           nb::sig("def capture(self, fn: collections.abc.Callable[[Stream], object], *, warmup: int = 1, "
+                   "owner: int = 0) -> Graph"),
+           "Captures fn(stream) into a Graph: graph_prepare, fn run eagerly `warmup` times (priming the\n"
+           "pool so the recorded pass allocates nothing), then one more call of fn recorded between\n"
+           "begin_capture and end_capture. The recorded pass does not execute: replay the graph to run it.\n"
+           "On any failure the window is aborted, so the stream is left out of capture and re-capturable.")
+      .def_prop_ro("capture_state", &Stream::capture_state, "A copy of the stream's StreamCaptureState")
+      .def("__repr__", [](const Stream& s) { return "Stream(" + s.capture_state().repr() + ")"; });
+}
 
 }  // namespace lifecore::bindings

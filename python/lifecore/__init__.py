@@ -8,9 +8,41 @@
 from __future__ import annotations
 
 from . import errors
-from ._core import BackendInfo, backends, driver_operations
+from ._core import (
+    BackendInfo,
+    Buffer,
+    CacheMode,
+    CaptureEnd,
+    CaptureVariant,
+    Device,
+    Graph,
+    Kernel,
+    Stream,
+    StreamCaptureState,
+    backends,
+    driver_operations,
+)
+from . import kernels
 from .errors import *  # noqa: F401,F403
+from .kernels import float_bits
 
 __version__ = "0.1.0"
 
-__all__ = ["BackendInfo", "backends", "driver_operations", "errors", *errors.__all__]
+__all__ = [
+    "BackendInfo",
+    "backends",
+    "driver_operations",
+    "errors",
+    "Buffer",
+    "CacheMode",
+    "CaptureEnd",
+    "CaptureVariant",
+    "Device",
+    "Graph",
+    "Kernel",
+    "Stream",
+    "StreamCaptureState",
+    "float_bits",
+    "kernels",
+    *errors.__all__,
+]

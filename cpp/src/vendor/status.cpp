@@ -13,7 +13,7 @@ struct KnownStatus {
   std::string_view description;
 };
 
-constexpr std::array<KnownStatus, 25> known_statuses{{
+constexpr std::array<KnownStatus, 27> known_statuses{{
     {0, "CUDA_SUCCESS", "hipSuccess", "no error"},
     {1, "CUDA_ERROR_INVALID_VALUE", "hipErrorInvalidValue", "invalid argument"},
     {2, "CUDA_ERROR_OUT_OF_MEMORY", "hipErrorOutOfMemory", "out of memory"},
@@ -24,6 +24,7 @@ constexpr std::array<KnownStatus, 25> known_statuses{{
     {201, "CUDA_ERROR_INVALID_CONTEXT", "hipErrorInvalidContext", "invalid device context"},
     {218, "CUDA_ERROR_INVALID_PTX", "hipErrorInvalidKernelFile", "a PTX JIT compilation failed"},
     {400, "CUDA_ERROR_INVALID_HANDLE", "hipErrorInvalidHandle", "invalid resource handle"},
+    {401, "CUDA_ERROR_ILLEGAL_STATE", "hipErrorIllegalState", "the operation is not valid in the current state"},
     {500, "CUDA_ERROR_NOT_FOUND", "hipErrorNotFound", "named symbol not found"},
     {600, "CUDA_ERROR_NOT_READY", "hipErrorNotReady", "device not ready"},
     {700, "CUDA_ERROR_ILLEGAL_ADDRESS", "hipErrorIllegalAddress", "an illegal memory access was encountered"},
@@ -48,6 +49,8 @@ constexpr std::array<KnownStatus, 25> known_statuses{{
      "operation not permitted on an event last recorded in a capturing stream"},
     {908, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD", "hipErrorStreamCaptureWrongThread",
      "attempt to terminate a thread-local capture sequence from another thread"},
+    {910, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE", "hipErrorGraphExecUpdateFailure",
+     "the graph update was not performed because it included changes which violated constraints"},
 }};
 
 const KnownStatus* find(int code) {

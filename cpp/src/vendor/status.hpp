@@ -20,6 +20,7 @@ inline constexpr int invalid_device = 101;
 inline constexpr int invalid_image = 200;
 inline constexpr int invalid_context = 201;
 inline constexpr int invalid_ptx = 218;
+inline constexpr int illegal_state = 401;
 inline constexpr int not_found = 500;
 inline constexpr int not_ready = 600;
 inline constexpr int illegal_address = 700;
@@ -35,6 +36,7 @@ inline constexpr int capture_isolation = 905;
 inline constexpr int capture_implicit = 906;
 inline constexpr int captured_event = 907;
 inline constexpr int capture_wrong_thread = 908;
+inline constexpr int graph_exec_update_failure = 910;
 inline constexpr int unknown = 999;
 }  // namespace status_code
 

@@ -1,15 +1,25 @@
-// Placeholder until the mock driver lands.
+// The mock backend's entry points: always available, two emulated devices.
 #include "vendor/backends.hpp"
+#include "vendor/mock/mock_driver.hpp"
 
 namespace lifecore::vendor {
 
 BackendInfo probe_mock() {
   BackendInfo info;
   info.name = "mock";
-  info.reason = "the mock backend is not built yet";
+  info.available = true;
+  info.reason = "an emulated device on host memory";
+  info.driver_version = MockDriver::version;
+  info.device_count = MockDriver::device_count;
+  info.device_name = MockDriver::device_label;
   return info;
 }
 
-std::shared_ptr<Driver> open_mock(int) { raise(ErrorKind::BackendUnavailable, "mock: " + probe_mock().reason); }
+std::shared_ptr<Driver> open_mock(int ordinal) {
+  if (ordinal < 0 || ordinal >= MockDriver::device_count)
+    raise(ErrorKind::InvalidArgument, "mock: device ordinal " + std::to_string(ordinal) + " is out of range (the mock has " +
+                                          std::to_string(MockDriver::device_count) + " devices)");
+  return std::make_shared<MockDriver>(ordinal);
+}
 
 }  // namespace lifecore::vendor

@@ -1,0 +1,58 @@
+// StreamCaptureState, CaptureEnd, CacheMode and CaptureVariant: the seed's value type, bound as is.
+#include <nanobind/operators.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+
+#include "bindings.hpp"
+#include "lifecore/stream_capture_state.hpp"
+
+namespace lifecore::bindings {
+
+void init_capture_state(nb::module_& m) {
+  using namespace nb::literals;
+
+  nb::enum_<CacheMode>(m, "CacheMode", "How the metadata info cache behaves at a lifecycle position.")
+      .value("NORMAL", CacheMode::normal, "size-limited, bounded, least recently used entries evicted")
+      .value("CAPTURE", CacheMode::capture, "caches any size, evicts nothing, pins what the window uses");
+
+  nb::enum_<CaptureVariant>(m, "CaptureVariant", "Where a stream sits in the graph-capture lifecycle.")
+      .value("NO_CAPTURE", CaptureVariant::no_capture, "no capture is prepared or recording")
+      .value("PREPARE", CaptureVariant::prepare, "graph_prepare armed the pools; warmup runs eagerly")
+      .value("CAPTURE", CaptureVariant::capture, "launches are being recorded into a graph");
+
+  nb::class_<CaptureEnd>(m, "CaptureEnd", "What StreamCaptureState.end reports: owner, caller, abandoned.")
+      .def_ro("owner", &CaptureEnd::owner, "The owner that opened the window")
+      .def_ro("caller", &CaptureEnd::caller, "Who closed it")
+      .def_ro("abandoned", &CaptureEnd::abandoned,
+              "True when the caller is not the owner: the window is discarded, nothing is sealed")
+      .def(nb::self == nb::self)
+      .def("__repr__", [](const CaptureEnd& end) {
+        return "CaptureEnd(owner=" + std::to_string(end.owner) + ", caller=" + std::to_string(end.caller) +
+               ", abandoned=" + (end.abandoned ? "True" : "False") + ")";
+      });
+
+  nb::class_<StreamCaptureState>(
+      m, "StreamCaptureState",
+      "Where a stream sits in the graph-capture lifecycle, and the only thing allowed to move it:\n"
+      "NO_CAPTURE -> PREPARE -> CAPTURE -> NO_CAPTURE. A rejected transition raises\n"
+      "CaptureStateError and changes nothing.")
+      .def(nb::init<>())
+      .def("prepare", &StreamCaptureState::prepare, "owner"_a = 0,
+           "NO_CAPTURE -> PREPARE (graph_prepare). Refused when a capture is prepared or recording.")
+      .def("begin", &StreamCaptureState::begin,
+           "PREPARE -> CAPTURE (begin_capture). Refused without a prepare, or while recording.")
+      .def("end", &StreamCaptureState::end, "caller"_a = 0,
+           "CAPTURE -> NO_CAPTURE (end_capture). abandoned=True when caller is not the owner.")
+      .def("abort", &StreamCaptureState::abort, "Back to NO_CAPTURE from anywhere; never fails.")
+      .def("is_recording", &StreamCaptureState::is_recording, "True in CAPTURE")
+      .def("is_active", &StreamCaptureState::is_active, "True in PREPARE or CAPTURE")
+      .def("cache_mode", &StreamCaptureState::cache_mode, "CAPTURE in PREPARE and CAPTURE, else NORMAL")
+      .def_prop_ro("owner", &StreamCaptureState::owner, "The window's owner; None in NO_CAPTURE")
+      .def_prop_ro("variant", &StreamCaptureState::variant, "NO_CAPTURE, PREPARE or CAPTURE")
+      .def(nb::self == nb::self)
+      .def("__copy__", [](const StreamCaptureState& state) { return state; })
+      .def("__deepcopy__", [](const StreamCaptureState& state, nb::handle) { return state; }, "memo"_a)
+      .def("__repr__", &StreamCaptureState::repr);
+}
+
+}  // namespace lifecore::bindings

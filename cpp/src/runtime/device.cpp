@@ -1,0 +1,199 @@
+#include "runtime/device.hpp"
+
+#include <algorithm>
+
+#include "lifecore/error.hpp"
+#include "runtime/graph.hpp"
+#include "runtime/stream.hpp"
+#include "vendor/backends.hpp"
+
+namespace lifecore::runtime {
+namespace {
+
+vendor::CaptureMode parse_capture_mode(const std::string& name) {
+  if (name == "thread_local") return vendor::CaptureMode::thread_local_;
+  if (name == "global") return vendor::CaptureMode::global;
+  if (name == "relaxed") return vendor::CaptureMode::relaxed;
+  raise(ErrorKind::InvalidArgument,
+        "unknown capture_mode '" + name + "': expected 'thread_local', 'global' or 'relaxed'");
+}
+
+}  // namespace
+
+std::shared_ptr<Device> Device::open(const std::string& backend, int ordinal, const std::string& graphs,
+                                     const std::string& capture_mode) {
+  // Validate every argument before touching a driver.
+  if (graphs != "auto" && graphs != "hardware" && graphs != "software")
+    raise(ErrorKind::InvalidArgument, "unknown graphs mode '" + graphs + "': expected 'auto', 'hardware' or 'software'");
+  vendor::CaptureMode mode = parse_capture_mode(capture_mode);
+  std::shared_ptr<vendor::Driver> driver = vendor::open_driver(backend, ordinal);
+  GraphsMode graphs_mode = driver->hardware_graphs() ? GraphsMode::hardware : GraphsMode::software;
+  if (graphs == "software") graphs_mode = GraphsMode::software;
+  if (graphs == "hardware" && !driver->hardware_graphs())
+    raise(ErrorKind::InvalidArgument, std::string("graphs='hardware' needs a driver that captures graphs, and the ") +
+                                          vendor::backend_name(driver->kind()) +
+                                          " driver here does not: use graphs='software'");
+  return std::make_shared<Device>(std::move(driver), graphs_mode, mode, capture_mode);
+}
+
+Device::Device(std::shared_ptr<vendor::Driver> driver, GraphsMode graphs, vendor::CaptureMode capture_mode,
+               std::string capture_mode_name)
+    : driver_(std::move(driver)),
+      graphs_(graphs),
+      capture_mode_(capture_mode),
+      capture_mode_name_(std::move(capture_mode_name)) {
+  vendor::check(driver_->device_name(&name_));
+  std::size_t free_bytes = 0;
+  vendor::check(driver_->mem_info(&free_bytes, &total_memory_));
+  vendor::Driver* raw = driver_.get();
+  memory_ = std::make_shared<MemoryManager>([raw](vendor::DevicePtr ptr, bool memory_node) {
+    // Memory a capture recorded as a node was never the pool's to return; a stream-ordered
+    // free is the only call that accepts it, and a failure here has nobody to report to.
+    if (memory_node) (void)raw->mem_free_async(ptr, vendor::StreamHandle{});
+    else (void)raw->mem_free(ptr);
+  });
+  functions_ = std::make_unique<std::atomic<std::uintptr_t>[]>(Kernel::builtins().size());
+}
+
+Device::~Device() { close(); }
+
+void Device::check_open(const char* op) const {
+  if (closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
+}
+
+std::shared_ptr<Stream> Device::stream() {
+  check_open("stream");
+  vendor::StreamHandle handle{};
+  vendor::check(driver_->stream_create(&handle));
+  auto stream = std::make_shared<Stream>(shared_from_this(), handle);
+  std::lock_guard lock(registry_mutex_);
+  std::erase_if(streams_, [](const std::weak_ptr<Stream>& s) { return s.expired(); });
+  streams_.push_back(stream);
+  return stream;
+}
+
+std::vector<std::shared_ptr<Stream>> Device::live_streams() {
+  std::lock_guard lock(registry_mutex_);
+  std::vector<std::shared_ptr<Stream>> alive;
+  for (auto& weak : streams_)
+    if (auto stream = weak.lock()) alive.push_back(std::move(stream));
+  return alive;
+}
+
+std::vector<std::shared_ptr<Graph>> Device::live_graphs() {
+  std::lock_guard lock(registry_mutex_);
+  std::vector<std::shared_ptr<Graph>> alive;
+  for (auto& [id, weak] : graphs_alive_)
+    if (auto graph = weak.lock()) alive.push_back(std::move(graph));
+  return alive;
+}
+
+void Device::register_graph(const std::shared_ptr<Graph>& graph) {
+  std::lock_guard lock(registry_mutex_);
+  graphs_alive_[graph->id()] = graph;
+}
+
+void Device::forget_graph(GraphId graph) {
+  std::lock_guard lock(registry_mutex_);
+  graphs_alive_.erase(graph);
+}
+
+std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
+  MemoryStats stats = memory_->stats();
+  std::size_t graphs = 0;
+  {
+    std::lock_guard lock(registry_mutex_);
+    graphs = graphs_alive_.size();
+  }
+  auto i = [](auto v) { return static_cast<std::int64_t>(v); };
+  return {{"pool_bytes", i(stats.pool_bytes)},
+          {"slices", i(stats.slices)},
+          {"slices_in_use", i(stats.slices_in_use)},
+          {"slices_retained", i(stats.slices_retained)},
+          {"slices_free", i(stats.slices_free)},
+          {"driver_allocations", i(stats.driver_allocations)},
+          {"graphs_alive", i(graphs)},
+          {"info_entries", i(info_.entries())},
+          {"info_pinned", i(info_.pinned())},
+          {"windows_active", i(stats.windows_active)}};
+}
+
+void Device::free_info_buffer(vendor::DevicePtr ptr) {
+  if (!closed()) (void)driver_->mem_free(ptr);
+}
+
+void Device::cleanup() {
+  check_open("cleanup");
+  if (memory_->stats().windows_active > 0) return;  // a free could sync and abort a capture
+  // Wait for every stream so nothing freed here is still read by queued work.
+  for (auto& stream : live_streams()) stream->wait_for_graph_work();
+  if (memory_->stats().windows_active > 0) return;
+  memory_->cleanup();
+  for (vendor::DevicePtr ptr : info_.clear_unpinned()) free_info_buffer(ptr);
+}
+
+void Device::inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times) {
+  check_open("inject_fault");
+  vendor::FaultInjection* faults = driver_->fault_injection();
+  if (faults == nullptr)
+    raise(ErrorKind::Lifecore, std::string("inject_fault: fault injection is mock-only; the ") + backend() +
+                                   " backend does not offer it");
+  vendor::Operation op{};
+  if (!vendor::operation_from_name(call, &op)) {
+    std::string names;
+    for (const auto& name : vendor::operation_names()) names += (names.empty() ? "" : ", ") + name;
+    raise(ErrorKind::InvalidArgument, "inject_fault: unknown driver call '" + call + "'; valid names: " + names);
+  }
+  if (status == 0) raise(ErrorKind::InvalidArgument, "inject_fault: status must be a failure code (non-zero), got 0");
+  if (after < 0) raise(ErrorKind::InvalidArgument, "inject_fault: after must be >= 0, got " + std::to_string(after));
+  if (times < 1) raise(ErrorKind::InvalidArgument, "inject_fault: times must be >= 1, got " + std::to_string(times));
+  faults->inject(op, status, static_cast<std::uint64_t>(after), static_cast<std::uint64_t>(times));
+}
+
+void Device::clear_faults() {
+  check_open("clear_faults");
+  vendor::FaultInjection* faults = driver_->fault_injection();
+  if (faults == nullptr)
+    raise(ErrorKind::Lifecore, std::string("clear_faults: fault injection is mock-only; the ") + backend() +
+                                   " backend does not offer it");
+  faults->clear();
+}
+
+vendor::FunctionHandle Device::function(const Kernel& kernel) {
+  std::atomic<std::uintptr_t>& slot = functions_[kernel.index()];
+  if (auto loaded = slot.load(std::memory_order_acquire)) return vendor::FunctionHandle{loaded};
+  check_open("launch");
+  std::lock_guard lock(functions_mutex_);
+  if (auto loaded = slot.load(std::memory_order_acquire)) return vendor::FunctionHandle{loaded};
+  if (builtin_module_ == vendor::ModuleHandle{}) {
+    std::string reason;
+    if (!driver_->builtin_kernels_available(&reason))
+      raise(ErrorKind::BackendUnavailable, "launch: the built-in kernels cannot run on the " + backend() +
+                                               " backend here: " + reason);
+    vendor::ModuleHandle module{};
+    vendor::check(driver_->module_load(vendor::ModuleImage{vendor::ImageKind::builtin, {}}, &module));
+    builtin_module_ = module;
+  }
+  vendor::FunctionHandle function{};
+  vendor::check(driver_->module_get_function(builtin_module_, std::string(kernel.name()), &function));
+  slot.store(static_cast<std::uintptr_t>(function), std::memory_order_release);
+  return function;
+}
+
+void Device::close() {
+  std::lock_guard close_lock(close_mutex_);
+  if (closed()) return;
+  for (auto& stream : live_streams()) stream->shutdown();
+  for (auto& graph : live_graphs()) graph->destroy();
+  closed_.store(true, std::memory_order_release);
+  memory_->release_all();
+  for (vendor::DevicePtr ptr : info_.release_all()) (void)driver_->mem_free(ptr);
+  {
+    std::lock_guard lock(functions_mutex_);
+    if (builtin_module_ != vendor::ModuleHandle{}) (void)driver_->module_unload(builtin_module_);
+    builtin_module_ = {};
+    for (std::size_t i = 0; i < Kernel::builtins().size(); ++i) functions_[i].store(0, std::memory_order_release);
+  }
+}
+
+}  // namespace lifecore::runtime

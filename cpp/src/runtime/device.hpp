@@ -1,0 +1,104 @@
+// One device of one backend, opened through the vendor abstraction, and everything the
+// device's streams share: the memory manager, the metadata info cache, the loaded built-in
+// kernels, and the registries of live streams and graphs (so close() can reach them).
+// Thread-safe: each shared part has its own lock; close() is idempotent.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "runtime/info_cache.hpp"
+#include "runtime/kernel.hpp"
+#include "runtime/memory_manager.hpp"
+#include "vendor/driver.hpp"
+
+namespace lifecore::runtime {
+
+class Stream;
+class Graph;
+
+enum class GraphsMode : std::uint8_t { hardware, software };
+
+class Device : public std::enable_shared_from_this<Device> {
+ public:
+  // backend: auto | mock | cuda | hip; graphs: auto | hardware | software;
+  // capture_mode: thread_local | global | relaxed.
+  static std::shared_ptr<Device> open(const std::string& backend, int ordinal, const std::string& graphs,
+                                      const std::string& capture_mode);
+  Device(std::shared_ptr<vendor::Driver> driver, GraphsMode graphs, vendor::CaptureMode capture_mode,
+         std::string capture_mode_name);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  std::string backend() const { return vendor::backend_name(driver_->kind()); }
+  int ordinal() const { return driver_->ordinal(); }
+  const std::string& name() const { return name_; }
+  GraphsMode graphs() const { return graphs_; }
+  bool hardware_graphs() const { return graphs_ == GraphsMode::hardware; }
+  const char* graphs_name() const { return hardware_graphs() ? "hardware" : "software"; }
+  vendor::CaptureMode capture_mode() const { return capture_mode_; }
+  const std::string& capture_mode_name() const { return capture_mode_name_; }
+  std::size_t total_memory() const { return total_memory_; }
+
+  std::shared_ptr<Stream> stream();
+  // Ordered (name, value) pairs: the keys of Device.memory_stats().
+  std::vector<std::pair<std::string, std::int64_t>> memory_stats() const;
+  // Returns unpinned, unretained pool memory and unpinned info buffers to the driver after
+  // waiting for the streams; skipped while any capture window is prepared or recording.
+  void cleanup();
+  void inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times);
+  void clear_faults();
+  // Aborts open windows, waits for every stream, destroys every graph, returns all memory.
+  void close();
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  // ClosedError naming `op` when the device is closed.
+  void check_open(const char* op) const;
+
+  // For streams, buffers and graphs of this device.
+  vendor::Driver& driver() { return *driver_; }
+  MemoryManager& memory() { return *memory_; }
+  InfoCache& info() { return info_; }
+  vendor::FunctionHandle function(const Kernel& kernel);
+  WindowId new_window_id() { return next_window_.fetch_add(1) + 1; }
+  GraphId new_graph_id() { return next_graph_.fetch_add(1) + 1; }
+  void register_graph(const std::shared_ptr<Graph>& graph);
+  void forget_graph(GraphId graph);
+  // Returns an info buffer to the driver (after its fence).
+  void free_info_buffer(vendor::DevicePtr ptr);
+
+ private:
+  std::vector<std::shared_ptr<Stream>> live_streams();
+  std::vector<std::shared_ptr<Graph>> live_graphs();
+
+  std::shared_ptr<vendor::Driver> driver_;
+  GraphsMode graphs_;
+  vendor::CaptureMode capture_mode_;
+  std::string capture_mode_name_;
+  std::string name_;
+  std::size_t total_memory_ = 0;
+  std::shared_ptr<MemoryManager> memory_;
+  InfoCache info_;
+  std::atomic<bool> closed_{false};
+  std::atomic<std::uint64_t> next_window_{0};
+  std::atomic<std::uint64_t> next_graph_{0};
+
+  std::mutex close_mutex_;
+  mutable std::mutex registry_mutex_;
+  std::vector<std::weak_ptr<Stream>> streams_;
+  std::unordered_map<GraphId, std::weak_ptr<Graph>> graphs_alive_;
+
+  std::mutex functions_mutex_;
+  vendor::ModuleHandle builtin_module_{};
+  // Read without the lock on the launch path; written once per kernel under it.
+  std::unique_ptr<std::atomic<std::uintptr_t>[]> functions_;
+};
+
+}  // namespace lifecore::runtime

@@ -1,0 +1,62 @@
+#include "runtime/drop_queue.hpp"
+
+namespace lifecore::runtime {
+
+std::size_t DropQueue::in_flight() const noexcept {
+  std::size_t count = 0;
+  for (const auto& batch : batches_) count += batch.items.size();
+  return count;
+}
+
+vendor::Status DropQueue::flush(vendor::Driver& driver, vendor::StreamHandle stream) {
+  if (pending_.empty()) return vendor::Status::success();
+  vendor::EventHandle event{};
+  if (!spare_events_.empty()) {
+    event = spare_events_.back();
+    spare_events_.pop_back();
+  } else if (auto status = driver.event_create(&event); !status.ok()) {
+    return status;
+  }
+  if (auto status = driver.event_record(event, stream); !status.ok()) {
+    spare_events_.push_back(event);
+    return status;
+  }
+  batches_.push_back(Batch{event, std::move(pending_)});
+  pending_.clear();
+  return vendor::Status::success();
+}
+
+void DropQueue::retire(vendor::Driver& driver, Batch& batch) {
+  for (auto& release : batch.items) release();
+  batch.items.clear();
+  if (batch.event != vendor::EventHandle{}) spare_events_.push_back(batch.event);
+}
+
+void DropQueue::collect(vendor::Driver& driver) {
+  while (!batches_.empty()) {
+    if (!driver.event_query(batches_.front().event).ok()) return;  // not ready (or unknown): keep
+    retire(driver, batches_.front());
+    batches_.pop_front();
+  }
+}
+
+void DropQueue::release_all(vendor::Driver& driver) {
+  while (!batches_.empty()) {
+    retire(driver, batches_.front());
+    batches_.pop_front();
+  }
+  for (auto& release : pending_) release();
+  pending_.clear();
+  for (auto event : spare_events_) driver.event_destroy(event);
+  spare_events_.clear();
+}
+
+DropQueue::~DropQueue() {
+  // The owner calls release_all before going away; anything left here is released without
+  // a fence rather than leaked (the device is closing).
+  for (auto& batch : batches_)
+    for (auto& release : batch.items) release();
+  for (auto& release : pending_) release();
+}
+
+}  // namespace lifecore::runtime

@@ -1,0 +1,218 @@
+#include "runtime/memory_manager.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <utility>
+
+#include "lifecore/error.hpp"
+
+namespace lifecore::runtime {
+
+MemoryManager::MemoryManager(Free free) : free_(std::move(free)) {}
+
+std::size_t MemoryManager::bucket_size(std::size_t nbytes) {
+  return std::max(min_bucket, std::bit_ceil(nbytes));
+}
+
+std::size_t MemoryManager::exact_size(std::size_t nbytes) {
+  return (nbytes + alignment - 1) / alignment * alignment;
+}
+
+MemoryManager::Reservation MemoryManager::reserve(std::size_t nbytes, WindowId window, const Allocate& allocate) {
+  if (nbytes == 0) raise(ErrorKind::InvalidArgument, "alloc: nbytes must be > 0");
+  std::lock_guard lock(mutex_);
+  Window* armed = nullptr;
+  if (window != 0) {
+    auto it = windows_.find(window);
+    if (it != windows_.end()) armed = &it->second;
+  }
+  const bool persistent = armed != nullptr;
+  const std::size_t capacity = persistent ? exact_size(nbytes) : bucket_size(nbytes);
+  FreeList& free_list = persistent ? persistent_free_ : dynamic_free_;
+
+  Reservation result;
+  auto take = [&](FreeList& list) {
+    auto bucket = list.find(capacity);
+    if (bucket == list.end() || bucket->second.empty()) return false;
+    result.id = bucket->second.back();
+    bucket->second.pop_back();
+    if (bucket->second.empty()) list.erase(bucket);
+    return true;
+  };
+  // A window first reuses what its own warmup primed, then the shared persistent pool.
+  if (!(armed && take(armed->reserved_free)) && !take(free_list)) {
+    SliceAllocation made = allocate(capacity);  // throws: nothing changed
+    Slice slice;
+    slice.ptr = made.ptr;
+    slice.capacity = capacity;
+    slice.persistent = persistent;
+    slice.memory_node = made.memory_node;
+    result.id = next_id_++;
+    result.allocated = true;
+    slices_.emplace(result.id, slice);
+    pool_bytes_ += capacity;
+    ++driver_allocations_;
+  }
+  Slice& slice = slices_.at(result.id);
+  slice.bound = true;
+  result.ptr = slice.ptr;
+  result.capacity = slice.capacity;
+  if (armed) touch_locked(result.id, slice, *armed);
+  return result;
+}
+
+void MemoryManager::touch_locked(SliceId id, Slice& slice, Window& window) {
+  if (window.priming) {
+    if (window.primed.insert(id).second) retain_locked(slice);
+  } else {
+    if (window.touched.insert(id).second) retain_locked(slice);
+  }
+}
+
+void MemoryManager::touch(SliceId id, WindowId window) {
+  std::lock_guard lock(mutex_);
+  auto w = windows_.find(window);
+  auto s = slices_.find(id);
+  if (w == windows_.end() || s == slices_.end()) return;
+  touch_locked(id, s->second, w->second);
+}
+
+void MemoryManager::maybe_free_locked(SliceId id, Slice& slice) {
+  if (slice.bound || slice.retains > 0) return;
+  if (slice.memory_node) {
+    // Memory a capture recorded as a node belongs to that (discarded) graph, never to the pool.
+    pool_bytes_ -= slice.capacity;
+    free_(slice.ptr, true);
+    slices_.erase(id);
+    return;
+  }
+  if (slice.reserved_for != 0) {
+    auto window = windows_.find(slice.reserved_for);
+    if (window != windows_.end()) {
+      window->second.reserved_free[slice.capacity].push_back(id);
+      return;
+    }
+    slice.reserved_for = 0;
+  }
+  FreeList& free_list = slice.persistent ? persistent_free_ : dynamic_free_;
+  free_list[slice.capacity].push_back(id);
+}
+
+void MemoryManager::unbind(SliceId id) {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(id);
+  if (it == slices_.end() || !it->second.bound) return;
+  it->second.bound = false;
+  maybe_free_locked(id, it->second);
+}
+
+void MemoryManager::drop_retain_locked(SliceId id) {
+  auto it = slices_.find(id);
+  if (it == slices_.end() || it->second.retains == 0) return;
+  if (--it->second.retains == 0) maybe_free_locked(id, it->second);
+}
+
+void MemoryManager::release_retained(const std::vector<SliceId>& ids) {
+  std::lock_guard lock(mutex_);
+  for (SliceId id : ids) drop_retain_locked(id);
+}
+
+void MemoryManager::capture_begin(WindowId window) {
+  std::lock_guard lock(mutex_);
+  windows_.try_emplace(window);  // re-entrant: an armed window keeps what it tracks
+}
+
+void MemoryManager::capture_priming_end(WindowId window) {
+  std::lock_guard lock(mutex_);
+  auto it = windows_.find(window);
+  if (it == windows_.end() || !it->second.priming) return;
+  it->second.priming = false;
+  std::set<SliceId> primed = std::move(it->second.primed);
+  it->second.primed.clear();
+  for (SliceId id : primed) {
+    auto slice = slices_.find(id);
+    if (slice != slices_.end() && slice->second.persistent && slice->second.reserved_for == 0) {
+      slice->second.reserved_for = window;
+      it->second.reserved.insert(id);
+    }
+    drop_retain_locked(id);
+  }
+}
+
+std::vector<SliceId> MemoryManager::capture_end(WindowId window) {
+  std::lock_guard lock(mutex_);
+  auto it = windows_.find(window);
+  if (it == windows_.end()) return {};
+  Window record = std::move(it->second);
+  windows_.erase(it);
+  // What this window set aside goes back to the shared persistent pool.
+  for (SliceId id : record.reserved) {
+    auto slice = slices_.find(id);
+    if (slice == slices_.end() || slice->second.reserved_for != window) continue;
+    slice->second.reserved_for = 0;
+  }
+  for (auto& [capacity, ids] : record.reserved_free)
+    for (SliceId id : ids) persistent_free_[capacity].push_back(id);
+  for (SliceId id : record.primed) drop_retain_locked(id);  // priming never ended
+  return {record.touched.begin(), record.touched.end()};
+}
+
+bool MemoryManager::window_armed(WindowId window) const {
+  std::lock_guard lock(mutex_);
+  return windows_.count(window) != 0;
+}
+
+std::size_t MemoryManager::cleanup() {
+  std::lock_guard lock(mutex_);
+  // A free can synchronise the device, which would abort a live capture; and a prepared
+  // window's pool must keep what warmup grew it to.
+  if (!windows_.empty()) return 0;
+  std::size_t released = 0;
+  for (FreeList* list : {&dynamic_free_, &persistent_free_}) {
+    for (auto& [capacity, ids] : *list) {
+      for (SliceId id : ids) {
+        auto it = slices_.find(id);
+        if (it == slices_.end()) continue;
+        free_(it->second.ptr, it->second.memory_node);
+        pool_bytes_ -= it->second.capacity;
+        released += it->second.capacity;
+        slices_.erase(it);
+      }
+    }
+    list->clear();
+  }
+  return released;
+}
+
+void MemoryManager::release_all() {
+  std::lock_guard lock(mutex_);
+  for (auto& [id, slice] : slices_) free_(slice.ptr, slice.memory_node);
+  slices_.clear();
+  dynamic_free_.clear();
+  persistent_free_.clear();
+  windows_.clear();
+  pool_bytes_ = 0;
+}
+
+MemoryStats MemoryManager::stats() const {
+  std::lock_guard lock(mutex_);
+  MemoryStats stats;
+  stats.pool_bytes = pool_bytes_;
+  stats.slices = slices_.size();
+  for (const auto& [id, slice] : slices_) {
+    if (slice.bound) ++stats.slices_in_use;
+    else if (slice.retains > 0) ++stats.slices_retained;
+    else ++stats.slices_free;
+  }
+  stats.driver_allocations = driver_allocations_;
+  stats.windows_active = windows_.size();
+  return stats;
+}
+
+bool MemoryManager::is_persistent(SliceId id) const {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(id);
+  return it != slices_.end() && it->second.persistent;
+}
+
+}  // namespace lifecore::runtime

@@ -1,0 +1,495 @@
+#include "runtime/stream.hpp"
+
+#include <cstring>
+
+#include "lifecore/error.hpp"
+#include "runtime/buffer.hpp"
+#include "runtime/device.hpp"
+
+namespace lifecore::runtime {
+namespace {
+
+std::string software_refusal(const char* op) {
+  return std::string(op) +
+         ": a software capture window records launches only, so this operation cannot be part of a graph";
+}
+
+std::string status_text(const vendor::Status& status) {
+  return status.name + ", status " + std::to_string(status.code);
+}
+
+std::vector<ErrorAttribute> status_attributes(const vendor::Status& status) {
+  return {{"code", std::int64_t{status.code}}, {"status", status.name}, {"call", status.call}};
+}
+
+}  // namespace
+
+Stream::Stream(std::shared_ptr<Device> device, vendor::StreamHandle handle)
+    : device_(std::move(device)), driver_(device_->driver()), handle_(handle), hardware_(device_->hardware_graphs()) {}
+
+Stream::~Stream() { shutdown(); }
+
+std::uintptr_t Stream::native_handle() const {
+  std::lock_guard lock(mutex_);
+  check_usable("handle");
+  return driver_.stream_native_handle(handle_);
+}
+
+void Stream::check_usable(const char* op) const {
+  if (dead_ || device_->closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
+}
+
+StreamCaptureState Stream::capture_state() const {
+  std::lock_guard lock(mutex_);
+  return state_;
+}
+
+// ---- errors, fences, staging -----------------------------------------------------------
+
+void Stream::queue_error(Error error) {
+  errors_.push(std::move(error), active_window(), state_.owner());
+}
+
+void Stream::queue_failure(const vendor::Status& status) {
+  try {
+    vendor::throw_status(status);
+  } catch (Error& error) {
+    queue_error(std::move(error));
+  }
+}
+
+void Stream::flush_fenced() {
+  if (auto status = drop_.flush(driver_, handle_); !status.ok()) queue_failure(status);
+  drop_.collect(driver_);
+}
+
+void Stream::after_issue() {
+  if (++issued_since_flush_ < DropQueue::flush_threshold) return;
+  issued_since_flush_ = 0;
+  // While a hardware capture records, a fence would itself be captured and querying it is
+  // illegal: the flush waits for end_capture.
+  if (hardware_recording()) return;
+  if (drop_.pending() > 0 || drop_.in_flight() > 0) flush_fenced();
+}
+
+vendor::Status Stream::synchronize_and_release() {
+  vendor::Status status = driver_.stream_synchronize(handle_);
+  if (status.ok()) {
+    drop_.release_all(driver_);
+    issued_since_flush_ = 0;
+  }
+  return status;
+}
+
+void Stream::keep_staging(std::shared_ptr<const std::vector<std::uint8_t>> staging) {
+  if (hardware_recording()) {
+    // The copy is a node of the graph: every replay re-reads this host memory.
+    window_staging_.push_back(std::move(staging));
+  } else {
+    drop_.push([staging = std::move(staging)]() mutable { staging.reset(); });
+  }
+}
+
+void Stream::touch(const Buffer& buffer) {
+  if (window_ != 0 && state_.is_active()) device_->memory().touch(buffer.slice(), window_);
+}
+
+vendor::DevicePtr Stream::upload_info(const InfoWords& words) {
+  const std::size_t bytes = words.size() * sizeof(std::uint32_t);
+  vendor::DevicePtr ptr = 0;
+  // Inside a hardware recording this allocation becomes a memory node (the capture is then
+  // refused): warmup is what puts the entry in the cache before the window opens.
+  vendor::Status status = hardware_recording() ? driver_.mem_alloc_async(bytes, handle_, &ptr)
+                                               : driver_.mem_alloc(bytes, &ptr);
+  vendor::check(status);
+  auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
+  std::memcpy(staging->data(), words.data(), bytes);
+  if (auto copied = driver_.memcpy_htod_async(ptr, staging->data(), bytes, handle_); !copied.ok()) {
+    (void)driver_.mem_free(ptr);
+    vendor::throw_status(copied);
+  }
+  keep_staging(std::move(staging));
+  return ptr;
+}
+
+void Stream::drop_slice(SliceId slice) {
+  std::lock_guard lock(mutex_);
+  if (dead_ || device_->closed()) return;  // the device returned all its memory
+  MemoryManager* memory = &device_->memory();
+  drop_.push([memory, slice] { memory->unbind(slice); });
+}
+
+// ---- eager operations ------------------------------------------------------------------
+
+std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
+  const std::size_t total = device_->total_memory();
+  if (nbytes <= 0 || static_cast<std::uint64_t>(nbytes) > total)
+    raise(ErrorKind::InvalidArgument, "alloc: nbytes must be between 1 and the device's memory (" +
+                                          std::to_string(total) + " bytes), got " + std::to_string(nbytes));
+  std::lock_guard lock(mutex_);
+  check_usable("alloc");
+  const bool in_hardware_recording = hardware_recording();
+  auto allocate = [&](std::size_t bytes) {
+    SliceAllocation made;
+    if (in_hardware_recording) {
+      // The pool could not serve it inside the window: the driver records a memory node,
+      // which end_capture refuses (the graph could not be relaunched).
+      vendor::check(driver_.mem_alloc_async(bytes, handle_, &made.ptr));
+      made.memory_node = true;
+    } else {
+      vendor::check(driver_.mem_alloc(bytes, &made.ptr));
+    }
+    return made;
+  };
+  auto reservation = device_->memory().reserve(static_cast<std::size_t>(nbytes), active_window(), allocate);
+  auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr,
+                                         static_cast<std::size_t>(nbytes));
+  if (reservation.allocated && in_hardware_recording) window_node_buffers_.push_back(buffer);
+  return buffer;
+}
+
+void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  check_usable("write");
+  vendor::DevicePtr ptr = buffer.use(*device_, "write");
+  if (bytes == 0 || bytes > buffer.nbytes())
+    raise(ErrorKind::InvalidArgument, "write: data must hold between 1 and " + std::to_string(buffer.nbytes()) +
+                                          " bytes (the buffer's size), got " + std::to_string(bytes));
+  if (software_recording()) {
+    // Refused lazily: a graph missing this write would be worse than a late diagnostic.
+    queue_error(Error(ErrorKind::CaptureState, software_refusal("write")));
+    return;
+  }
+  auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
+  std::memcpy(staging->data(), data, bytes);
+  touch(buffer);
+  if (auto status = driver_.memcpy_htod_async(ptr, staging->data(), bytes, handle_); !status.ok()) {
+    queue_failure(status);
+    drop_.push([staging] {});  // the driver may still hold it until the stream's next fence
+  } else {
+    keep_staging(std::move(staging));
+  }
+  after_issue();
+}
+
+std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
+  std::lock_guard lock(mutex_);
+  check_usable("read");
+  vendor::DevicePtr ptr = buffer.use(*device_, "read");
+  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("read"));
+  // A synchronous read: on a hardware-graph device inside a capture the driver refuses the
+  // sync and invalidates the capture (end_capture then refuses the recording).
+  vendor::check(synchronize_and_release());
+  errors_.surface("read");
+  std::vector<std::uint8_t> out(buffer.nbytes());
+  vendor::check(driver_.memcpy_dtoh(out.data(), ptr, out.size()));
+  return out;
+}
+
+void Stream::fill(Buffer& buffer, std::uint32_t value) {
+  std::lock_guard lock(mutex_);
+  check_usable("fill");
+  vendor::DevicePtr ptr = buffer.use(*device_, "fill");
+  if (buffer.nbytes() % 4 != 0)
+    raise(ErrorKind::InvalidArgument, "fill: the buffer's size must be a multiple of 4 bytes, got " +
+                                          std::to_string(buffer.nbytes()));
+  touch(buffer);
+  if (software_recording()) {
+    recording_.push_back(FillOp{ptr, value, buffer.nbytes() / 4});
+    return;
+  }
+  if (auto status = driver_.memset_d32_async(ptr, value, buffer.nbytes() / 4, handle_); !status.ok())
+    queue_failure(status);
+  after_issue();
+}
+
+void Stream::copy(Buffer& dst, const Buffer& src) {
+  std::lock_guard lock(mutex_);
+  check_usable("copy");
+  vendor::DevicePtr to = dst.use(*device_, "copy");
+  vendor::DevicePtr from = src.use(*device_, "copy");
+  if (dst.nbytes() != src.nbytes())
+    raise(ErrorKind::InvalidArgument, "copy: the buffers must have the same size, got " +
+                                          std::to_string(dst.nbytes()) + " and " + std::to_string(src.nbytes()));
+  touch(dst);
+  touch(src);
+  if (software_recording()) {
+    recording_.push_back(CopyOp{to, from, dst.nbytes()});
+    return;
+  }
+  if (auto status = driver_.memcpy_dtod_async(to, from, dst.nbytes(), handle_); !status.ok())
+    queue_failure(status);
+  after_issue();
+}
+
+void Stream::launch(const Kernel& kernel, vendor::Dim3 grid, vendor::Dim3 block, const LaunchArg* args,
+                    std::size_t count, const InfoWords* info) {
+  const auto& params = kernel.params();
+  const std::size_t offset = info ? 1 : 0;
+  if (info && (params.empty() || params[0] != vendor::ArgKind::pointer))
+    raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() +
+                                       " takes no metadata buffer first, so info= cannot be given");
+  if (info && info->empty()) raise(ErrorKind::InvalidArgument, "launch: info must hold at least one word");
+  if (count + offset != params.size())
+    raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() + " takes " +
+                                       std::to_string(params.size() - offset) + " argument(s)" +
+                                       (info ? " besides info" : "") + ", got " + std::to_string(count));
+  std::lock_guard lock(mutex_);
+  check_usable("launch");
+  // Reused between launches (under the stream's lock): the hot path allocates nothing.
+  std::vector<vendor::KernelArg>& converted = launch_args_;
+  converted.resize(params.size());
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t param = i + offset;
+    const LaunchArg& arg = args[i];
+    if (params[param] == vendor::ArgKind::pointer) {
+      if (arg.kind != LaunchArg::Kind::buffer)
+        raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() + ": argument '" +
+                                           std::string(kernel.param_names()[param]) + "' must be a Buffer, got " +
+                                           (arg.kind == LaunchArg::Kind::integer ? std::string("int")
+                                            : arg.kind == LaunchArg::Kind::real  ? std::string("float")
+                                                                                 : std::string(arg.type_name)));
+      converted[param] = vendor::KernelArg{vendor::ArgKind::pointer, arg.buffer->use(*device_, "launch")};
+    } else {
+      converted[param] = convert_scalar(kernel, param, arg);
+    }
+  }
+  vendor::FunctionHandle function = device_->function(kernel);
+  InfoCache::Lookup metadata;
+  if (info) {
+    // Inside a hardware recording a new entry's buffer is a memory node: it exists only if the
+    // window seals, so the cache drops it if the window is discarded.
+    metadata = device_->info().get(*info, state_.cache_mode(), active_window(),
+                                   [this](const InfoWords& words) { return upload_info(words); },
+                                   hardware_recording());
+    converted[0] = vendor::KernelArg{vendor::ArgKind::pointer, metadata.ptr};
+  }
+  // Checks passed: from here on the launch is issued (or recorded).
+  for (std::size_t i = 0; i < count; ++i)
+    if (args[i].kind == LaunchArg::Kind::buffer) touch(*args[i].buffer);
+  Device* device = device_.get();
+  for (vendor::DevicePtr evicted : metadata.evicted) drop_.push([device, evicted] { device->free_info_buffer(evicted); });
+  if (software_recording()) {
+    recording_.push_back(LaunchOp{function, grid, block, converted});
+  } else if (auto status = driver_.launch_kernel(function, grid, block, 0, handle_, converted); !status.ok()) {
+    queue_failure(status);
+  }
+  if (metadata.transient) drop_.push([device, ptr = metadata.ptr] { device->free_info_buffer(ptr); });
+  after_issue();
+}
+
+void Stream::sync() {
+  std::lock_guard lock(mutex_);
+  check_usable("sync");
+  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("sync"));
+  vendor::check(synchronize_and_release());
+  errors_.surface("sync");
+}
+
+void Stream::replay(Graph& graph) {
+  std::lock_guard lock(mutex_);
+  check_usable("replay");
+  if (software_recording()) {
+    // Checked before launch_on so a destroyed graph still raises at once.
+    if (!graph.alive()) raise(ErrorKind::Closed, "replay was given an unknown or already-destroyed graph");
+    queue_error(Error(ErrorKind::CaptureState, software_refusal("replay")));
+    return;
+  }
+  if (auto status = graph.launch_on(*this, handle_); !status.ok()) queue_failure(status);
+  after_issue();
+}
+
+void Stream::wait_for_graph_work() noexcept {
+  std::lock_guard lock(mutex_);
+  if (dead_ || device_->closed() || hardware_recording()) return;
+  (void)synchronize_and_release();
+}
+
+// ---- the capture lifecycle -------------------------------------------------------------
+
+void Stream::graph_prepare(CaptureOwner owner) {
+  std::lock_guard lock(mutex_);
+  check_usable("graph_prepare");
+  StreamCaptureState next = state_;
+  next.prepare(owner);  // the rule: refuses an overlapping window, changing nothing
+  // Errors queued before the window belong to work outside it: report them now, not inside.
+  errors_.surface("graph_prepare");
+  state_ = next;
+  window_ = device_->new_window_id();
+  // Arm the pools (persistent, touched, priming); the info cache follows cache_mode().
+  device_->memory().capture_begin(window_);
+}
+
+void Stream::begin_capture() {
+  std::lock_guard lock(mutex_);
+  check_usable("begin_capture");
+  state_.begin();  // first: a rejected begin must not flush (that would abort a live capture)
+  try {
+    // Fenced flush of warmup's work: its staging and freed slices are released, and its
+    // asynchronous failures surface here rather than inside the window.
+    vendor::check(synchronize_and_release());
+    errors_.surface("begin_capture");
+    device_->memory().capture_priming_end(window_);
+    if (hardware_) {
+      vendor::check(driver_.stream_begin_capture(handle_, device_->capture_mode()));
+    } else {
+      recording_.clear();
+    }
+  } catch (...) {
+    undo_window();
+    state_.abort();
+    throw;
+  }
+}
+
+vendor::Status Stream::end_driver_capture(vendor::GraphHandle* graph) {
+  *graph = {};
+  vendor::Status status = driver_.stream_end_capture(handle_, graph);
+  if (status.ok() || status.code == vendor::status_code::capture_invalidated) return status;
+  // The end itself failed: make sure the driver is not left capturing on this stream.
+  vendor::CaptureStatus capture = vendor::CaptureStatus::none;
+  std::uint64_t id = 0;
+  if (driver_.stream_capture_info(handle_, &capture, &id).ok() && capture != vendor::CaptureStatus::none) {
+    vendor::GraphHandle retry{};
+    if (driver_.stream_end_capture(handle_, &retry).ok() && retry != vendor::GraphHandle{})
+      (void)driver_.graph_destroy(retry);
+  }
+  if (*graph != vendor::GraphHandle{}) {
+    (void)driver_.graph_destroy(*graph);
+    *graph = {};
+  }
+  return status;
+}
+
+void Stream::undo_window() noexcept {
+  try {
+    if (window_ != 0) {
+      auto touched = device_->memory().capture_end(window_);
+      device_->memory().release_retained(touched);
+      device_->info().discard(window_);
+      (void)errors_.take_window(window_);  // the window's work is discarded with it
+    }
+    recording_.clear();
+    window_staging_.clear();
+    for (auto& weak : window_node_buffers_)
+      if (auto buffer = weak.lock()) buffer->mark_dangling();
+    window_node_buffers_.clear();
+    window_ = 0;
+    flush_fenced();  // the flushes deferred while recording
+  } catch (...) {
+    // Nothing here reports failure; stay usable whatever happened.
+  }
+}
+
+void Stream::refuse(vendor::GraphHandle raw, const std::string& message, const std::string& cause,
+                    const vendor::Status* status) {
+  if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+  undo_window();
+  std::vector<ErrorAttribute> attributes{{"cause", cause}};
+  if (status) {
+    auto more = status_attributes(*status);
+    attributes.insert(attributes.end(), more.begin(), more.end());
+  }
+  throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
+}
+
+std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
+  std::lock_guard lock(mutex_);
+  check_usable("end_capture");
+  const CaptureEnd ended = state_.end(caller);  // first: a failed seal can never wedge the stream
+  vendor::GraphHandle raw{};
+  vendor::Status ended_status;
+  if (hardware_) ended_status = end_driver_capture(&raw);
+  std::vector<QueuedError> window_errors = errors_.take_window(window_);
+
+  if (ended.abandoned) refuse(raw, abandoned_capture_message(ended), "abandoned");
+  if (!ended_status.ok()) {
+    if (ended_status.code == vendor::status_code::capture_invalidated)
+      refuse(raw, "end_capture: the driver invalidated the capture (" + status_text(ended_status) +
+                      "): an operation it cannot record (a read, a sync) ran inside the window; nothing was sealed",
+             "invalidated", &ended_status);
+    refuse(raw, "end_capture: ending the driver capture failed (" + status_text(ended_status) + ", in " +
+                    ended_status.call + "); nothing was sealed",
+           "driver", &ended_status);
+  }
+  if (!window_errors.empty()) {
+    const Error& first = window_errors.front().error;
+    std::string message = "end_capture: an operation inside the capture window failed, so the recording is "
+                          "incomplete and nothing was sealed: " + std::string(first.what()) +
+                          describe_origin(window_errors.front());
+    if (window_errors.size() > 1) message += " (and " + std::to_string(window_errors.size() - 1) + " more)";
+    std::vector<ErrorAttribute> attributes{{"cause", std::string("queued_error")}};
+    for (const auto& attribute : first.attributes())
+      if (attribute.first != "cause") attributes.push_back(attribute);
+    if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+    undo_window();
+    throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
+  }
+
+  Graph::Parts parts;
+  parts.device = device_;
+  parts.origin = shared_from_this();
+  parts.id = device_->new_graph_id();
+  parts.hardware = hardware_;
+  if (hardware_) {
+    vendor::GraphNodeCounts counts;
+    if (auto status = driver_.graph_node_counts(raw, &counts); !status.ok())
+      refuse(raw, "end_capture: counting the graph's nodes failed (" + status_text(status) + "); nothing was sealed",
+             "driver", &status);
+    const std::size_t memory_nodes = counts.mem_alloc + counts.mem_free;
+    if (memory_nodes > 0)
+      refuse(raw, "end_capture: capture recorded " + std::to_string(memory_nodes) +
+                      " memory node(s): an allocation inside the capture window makes the graph un-relaunchable, so "
+                      "the capture is rejected (the persistent pool should have served this allocation; run a warmup "
+                      "after graph_prepare)",
+             "memory_nodes");
+    if (auto status = driver_.graph_instantiate(raw, &parts.exec); !status.ok())
+      refuse(raw, "end_capture: instantiating the graph failed (" + status_text(status) + "); nothing was sealed",
+             "instantiate", &status);
+    (void)driver_.graph_destroy(raw);
+    parts.node_count = counts.total;
+  } else {
+    parts.ops = std::move(recording_);
+    parts.node_count = parts.ops.size();
+  }
+  recording_.clear();
+  // The graph keeps every slice the recording touched, its info pins and its staging.
+  parts.retained = device_->memory().capture_end(window_);
+  parts.staging = std::move(window_staging_);
+  window_staging_.clear();
+  device_->info().commit(window_, parts.id);
+  const vendor::GraphExecHandle exec = parts.exec;
+  auto graph = std::make_shared<Graph>(std::move(parts));
+  device_->register_graph(graph);
+  window_ = 0;
+  // Uploading ahead of the first replay is an optimisation: its failure costs nothing.
+  if (hardware_) (void)driver_.graph_upload(exec, handle_);
+  flush_fenced();  // the flushes deferred while recording
+  return graph;
+}
+
+void Stream::abort_capture() noexcept {
+  std::lock_guard lock(mutex_);
+  if (!state_.is_active()) return;
+  if (hardware_recording() && !dead_ && !device_->closed()) {
+    vendor::GraphHandle raw{};
+    (void)end_driver_capture(&raw);
+    if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+  }
+  if (!dead_ && !device_->closed()) undo_window();
+  state_.abort();
+  window_ = 0;
+}
+
+void Stream::shutdown() noexcept {
+  abort_capture();
+  std::lock_guard lock(mutex_);
+  if (dead_) return;
+  dead_ = true;
+  if (device_->closed()) return;
+  (void)driver_.stream_synchronize(handle_);
+  drop_.release_all(driver_);
+  (void)driver_.stream_destroy(handle_);
+}
+
+}  // namespace lifecore::runtime

@@ -1,0 +1,66 @@
+#include "lifecore/stream_capture_state.hpp"
+
+#include "lifecore/error.hpp"
+
+namespace lifecore {
+
+void StreamCaptureState::prepare(CaptureOwner owner) {
+  if (variant_ == CaptureVariant::prepare)
+    raise(ErrorKind::CaptureState, "graph_prepare: a graph capture is already prepared on this stream");
+  if (variant_ == CaptureVariant::capture)
+    raise(ErrorKind::CaptureState, "graph_prepare: a graph capture is already recording on this stream");
+  variant_ = CaptureVariant::prepare;
+  owner_ = owner;
+}
+
+void StreamCaptureState::begin() {
+  if (variant_ == CaptureVariant::no_capture)
+    raise(ErrorKind::CaptureState, "begin_capture: call graph_prepare before starting a capture");
+  if (variant_ == CaptureVariant::capture)
+    raise(ErrorKind::CaptureState, "begin_capture: a graph capture is already recording on this stream");
+  variant_ = CaptureVariant::capture;
+}
+
+CaptureEnd StreamCaptureState::end(CaptureOwner caller) {
+  if (variant_ != CaptureVariant::capture)
+    raise(ErrorKind::CaptureState, "end_capture: no graph capture is recording on this stream");
+  CaptureEnd result{owner_, caller, caller != owner_};
+  variant_ = CaptureVariant::no_capture;
+  owner_ = 0;
+  return result;
+}
+
+void StreamCaptureState::abort() noexcept {
+  variant_ = CaptureVariant::no_capture;
+  owner_ = 0;
+}
+
+std::optional<CaptureOwner> StreamCaptureState::owner() const noexcept {
+  if (!is_active()) return std::nullopt;
+  return owner_;
+}
+
+std::string StreamCaptureState::repr() const {
+  std::string text = "StreamCaptureState(";
+  text += capture_variant_name(variant_);
+  if (is_active()) text += ", owner=" + std::to_string(owner_);
+  return text + ")";
+}
+
+const char* capture_variant_name(CaptureVariant variant) {
+  switch (variant) {
+    case CaptureVariant::no_capture: return "NO_CAPTURE";
+    case CaptureVariant::prepare: return "PREPARE";
+    case CaptureVariant::capture: return "CAPTURE";
+  }
+  return "UNKNOWN";
+}
+
+const char* cache_mode_name(CacheMode mode) { return mode == CacheMode::capture ? "CAPTURE" : "NORMAL"; }
+
+std::string abandoned_capture_message(const CaptureEnd& end) {
+  return "end_capture: the capture belongs to owner " + std::to_string(end.owner) + ", not to " +
+         std::to_string(end.caller) + "; it is discarded rather than left recording on a stream both share";
+}
+
+}  // namespace lifecore

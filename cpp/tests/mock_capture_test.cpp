@@ -1,0 +1,517 @@
+// The mock driver's capture and graphs: CUDA's mode rules, invalidation, memory nodes,
+// replay and exec update.
+#include <atomic>
+#include <bit>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "vendor/mock/mock_driver.hpp"
+
+using namespace lifecore::vendor;
+
+namespace {
+
+int failures = 0;
+
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                                   \
+    }                                                                               \
+  } while (0)
+
+#define CHECK_OK(expr)                                                                                  \
+  do {                                                                                                  \
+    Status check_ok_status = (expr);                                                                    \
+    if (!check_ok_status.ok()) {                                                                        \
+      std::fprintf(stderr, "%s:%d: %s failed: %s %d %s\n", __FILE__, __LINE__, #expr,                    \
+                   check_ok_status.call.c_str(), check_ok_status.code, check_ok_status.message.c_str()); \
+      ++failures;                                                                                       \
+    }                                                                                                   \
+  } while (0)
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+KernelArg u32(std::uint32_t v) { return {ArgKind::u32, v}; }
+KernelArg f32(float v) { return {ArgKind::f32, std::bit_cast<std::uint32_t>(v)}; }
+KernelArg ptr(DevicePtr p) { return {ArgKind::pointer, p}; }
+
+FunctionHandle get_kernel(MockDriver& d, const std::string& name) {
+  ModuleHandle module{};
+  CHECK_OK(d.module_load(ModuleImage{}, &module));
+  FunctionHandle f{};
+  CHECK_OK(d.module_get_function(module, name, &f));
+  return f;
+}
+
+float read_float(MockDriver& d, DevicePtr p, std::size_t index = 0) {
+  float value = -1;
+  CHECK_OK(d.memcpy_dtoh(&value, p + index * 4, 4));
+  return value;
+}
+
+CaptureStatus capture_status(MockDriver& d, StreamHandle s, std::uint64_t* id = nullptr) {
+  CaptureStatus status = CaptureStatus::none;
+  CHECK_OK(d.stream_capture_info(s, &status, id));
+  return status;
+}
+
+struct Fixture {
+  MockDriver d{0};
+  StreamHandle s{}, other{};
+  DevicePtr x = 0, y = 0;
+  FunctionHandle axpy{};
+  Fixture() {
+    CHECK_OK(d.stream_create(&s));
+    CHECK_OK(d.stream_create(&other));
+    CHECK_OK(d.mem_alloc(64, &x));
+    CHECK_OK(d.mem_alloc(64, &y));
+    CHECK_OK(d.memset_d32(x, std::bit_cast<std::uint32_t>(1.0f), 16));
+    CHECK_OK(d.memset_d32(y, 0, 16));
+    axpy = get_kernel(d, "axpy_f32");
+  }
+  Status launch_axpy(StreamHandle on, float a = 1.0f) {
+    return d.launch_kernel(axpy, {1}, {16}, 0, on, {u32(16), f32(a), ptr(x), ptr(y)});
+  }
+};
+
+void test_capture_records_and_replays() {
+  Fixture f;
+  std::uint64_t id = 0;
+  CHECK(capture_status(f.d, f.s, &id) == CaptureStatus::none);
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  CHECK(capture_status(f.d, f.s, &id) == CaptureStatus::active);
+  CHECK(id != 0);
+  std::vector<float> input(16, 2.0f);
+  CHECK_OK(f.d.memcpy_htod_async(f.x, input.data(), 64, f.s));  // a node: reads `input` at replay
+  CHECK_OK(f.launch_axpy(f.s));
+  Status again = f.d.stream_begin_capture(f.s, CaptureMode::global);
+  CHECK(again.code == 401 && contains(again.message, "already capturing"));
+  GraphHandle g{};
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  CHECK(g != GraphHandle{0});
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::none);
+  // Recorded, not executed.
+  CHECK(read_float(f.d, f.x) == 1.0f);
+  CHECK(read_float(f.d, f.y) == 0.0f);
+  GraphNodeCounts counts;
+  CHECK_OK(f.d.graph_node_counts(g, &counts));
+  CHECK(counts.total == 2 && counts.mem_alloc == 0 && counts.mem_free == 0);
+
+  GraphExecHandle e{};
+  CHECK_OK(f.d.graph_instantiate(g, &e));
+  CHECK_OK(f.d.graph_upload(e, f.s));
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  CHECK(read_float(f.d, f.y, 15) == 2.0f);
+  // The host input is read at replay time: rewrite it, replay again.
+  for (float& v : input) v = 5.0f;
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  CHECK(read_float(f.d, f.x, 3) == 5.0f);
+  CHECK(read_float(f.d, f.y, 15) == 7.0f);
+  // A replay on another stream works too; ordered by that stream.
+  CHECK_OK(f.d.graph_launch(e, f.other));
+  CHECK_OK(f.d.stream_synchronize(f.other));
+  CHECK(read_float(f.d, f.y, 0) == 12.0f);
+
+  // Ending a stream that is not capturing is an error, but not 901.
+  GraphHandle none{};
+  Status not_capturing = f.d.stream_end_capture(f.s, &none);
+  CHECK(!not_capturing.ok() && not_capturing.code != 901);
+
+  // Capture ids are unique across drivers in the process.
+  MockDriver other_device(1);
+  StreamHandle s2{};
+  CHECK_OK(other_device.stream_create(&s2));
+  CHECK_OK(other_device.stream_begin_capture(s2, CaptureMode::relaxed));
+  std::uint64_t id2 = 0;
+  capture_status(other_device, s2, &id2);
+  CHECK(id2 != id && id2 != 0);
+  CHECK_OK(other_device.stream_end_capture(s2, &none));
+
+  CHECK_OK(f.d.graph_destroy(g));
+  CHECK(f.d.graph_node_counts(g, &counts).code == 400);
+  CHECK_OK(f.d.graph_launch(e, f.s));  // the exec outlives its graph
+  CHECK_OK(f.d.graph_exec_destroy(e));
+  CHECK(f.d.graph_launch(e, f.s).code == 400);
+  CHECK_OK(f.d.stream_synchronize(f.s));
+}
+
+void test_info_kernel_replay_reads_buffer() {
+  Fixture f;
+  DevicePtr info = 0;
+  CHECK_OK(f.d.mem_alloc(8, &info));
+  std::uint32_t words[2] = {4, std::bit_cast<std::uint32_t>(1.0f)};
+  CHECK_OK(f.d.memcpy_htod(info, words, 8));
+  FunctionHandle k = get_kernel(f.d, "axpy_info_f32");
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::thread_local_));
+  CHECK_OK(f.d.launch_kernel(k, {1}, {32}, 0, f.s, {ptr(info), ptr(f.x), ptr(f.y)}));
+  GraphHandle g{};
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  GraphExecHandle e{};
+  CHECK_OK(f.d.graph_instantiate(g, &e));
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  CHECK(read_float(f.d, f.y, 3) == 1.0f && read_float(f.d, f.y, 4) == 0.0f);
+  words[0] = 8;
+  words[1] = std::bit_cast<std::uint32_t>(10.0f);
+  CHECK_OK(f.d.memcpy_htod(info, words, 8));
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  CHECK(read_float(f.d, f.y, 3) == 11.0f && read_float(f.d, f.y, 7) == 10.0f && read_float(f.d, f.y, 8) == 0.0f);
+}
+
+// A conflicting call fails with 900 and invalidates; the stream then refuses work with 901
+// and end capture returns 901 with a null graph, leaving the stream usable.
+void expect_invalidated_and_recover(Fixture& f, const char* what) {
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::invalidated);
+  Status refused = f.launch_axpy(f.s);
+  if (refused.code != 901) std::fprintf(stderr, "  (%s)\n", what);
+  CHECK(refused.code == 901);
+  GraphHandle g{1};
+  Status end = f.d.stream_end_capture(f.s, &g);
+  CHECK(end.code == 901 && end.name == "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED");
+  CHECK(g == GraphHandle{0});
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::none);
+  CHECK_OK(f.launch_axpy(f.s));
+  CHECK_OK(f.d.stream_synchronize(f.s));
+}
+
+void test_global_mode() {
+  Fixture f;
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  // Same thread, another stream: a potentially unsafe call conflicts with a global capture.
+  Status sync = f.d.stream_synchronize(f.other);
+  CHECK(sync.code == 900 && sync.name == "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" &&
+        contains(sync.message, "invalidated"));
+  expect_invalidated_and_recover(f, "global, same thread");
+
+  // Another thread (default global mode) is refused too, and kills the capture.
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  Status from_thread;
+  std::thread([&] { from_thread = f.d.stream_query(f.other); }).join();
+  CHECK(from_thread.code == 900);
+  expect_invalidated_and_recover(f, "global, other thread");
+
+  // ... but not from a thread that switched itself to relaxed.
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  Status relaxed_sync, copy;
+  std::thread([&] {
+    CaptureMode mode = CaptureMode::relaxed;
+    CHECK_OK(f.d.thread_exchange_capture_mode(&mode));
+    CHECK(mode == CaptureMode::global);
+    relaxed_sync = f.d.stream_synchronize(f.other);
+    float v = 0;
+    copy = f.d.memcpy_dtoh(&v, f.x, 4);
+  }).join();
+  CHECK_OK(relaxed_sync);
+  CHECK_OK(copy);
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
+  // Synchronous copies, memsets, allocations and frees are potentially unsafe.
+  float v = 0;
+  CHECK(f.d.memcpy_dtoh(&v, f.x, 4).code == 900);
+  expect_invalidated_and_recover(f, "global, memcpy");
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  DevicePtr p = 0;
+  CHECK(f.d.mem_alloc(16, &p).code == 900);
+  CHECK(f.d.mem_free(f.x).code == 900);
+  CHECK(f.d.memset_d32(f.x, 0, 1).code == 900);
+  expect_invalidated_and_recover(f, "global, alloc");
+  CHECK(read_float(f.d, f.x) == 1.0f);  // the refused memset did nothing
+}
+
+void test_thread_local_mode() {
+  Fixture f;
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::thread_local_));
+  // Other threads are not affected by a thread-local capture, whatever their mode.
+  Status other_sync, other_alloc;
+  std::thread([&] {
+    other_sync = f.d.stream_synchronize(f.other);
+    DevicePtr p = 0;
+    other_alloc = f.d.mem_alloc(16, &p);
+    if (other_alloc.ok()) f.d.mem_free(p);
+  }).join();
+  CHECK_OK(other_sync);
+  CHECK_OK(other_alloc);
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
+  // Ending it from another thread: 908, and the capture stays.
+  Status wrong_thread;
+  std::thread([&] {
+    GraphHandle g{};
+    wrong_thread = f.d.stream_end_capture(f.s, &g);
+  }).join();
+  CHECK(wrong_thread.code == 908 && wrong_thread.name == "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD");
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
+  // The capturing thread itself conflicts.
+  EventHandle ev{};
+  CHECK_OK(f.d.event_create(&ev));
+  CHECK(f.d.event_query(ev).code == 900);
+  expect_invalidated_and_recover(f, "thread_local, same thread");
+
+  // A thread_local capture does not conflict with its own thread once that thread is relaxed.
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::thread_local_));
+  CaptureMode mode = CaptureMode::relaxed;
+  CHECK_OK(f.d.thread_exchange_capture_mode(&mode));
+  CHECK_OK(f.d.stream_synchronize(f.other));
+  CHECK_OK(f.d.event_synchronize(ev));
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
+  CHECK_OK(f.d.thread_exchange_capture_mode(&mode));  // back to global
+  CHECK(mode == CaptureMode::relaxed);
+  GraphHandle g{};
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  mode = static_cast<CaptureMode>(7);
+  CHECK(f.d.thread_exchange_capture_mode(&mode).code == status_code::invalid_value);
+}
+
+void test_relaxed_mode() {
+  Fixture f;
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::relaxed));
+  // Nothing potentially unsafe conflicts with a relaxed capture...
+  CHECK_OK(f.d.stream_synchronize(f.other));
+  DevicePtr p = 0;
+  CHECK_OK(f.d.mem_alloc(16, &p));
+  CHECK_OK(f.d.mem_free(p));
+  EventHandle ev{};
+  CHECK_OK(f.d.event_create(&ev));
+  CHECK_OK(f.d.event_record(ev, f.s));  // recorded into the capture
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
+  // ... but querying an event last recorded in the capture is necessarily illegal (907),
+  Status captured = f.d.event_query(ev);
+  CHECK(captured.code == 907 && captured.name == "CUDA_ERROR_CAPTURED_EVENT");
+  CHECK(f.d.event_synchronize(ev).code == 907);
+  // and so is synchronizing or querying the capturing stream itself (900, invalidates).
+  Status own = f.d.stream_synchronize(f.s);
+  CHECK(own.code == 900 && contains(own.message, "the stream this call acts on"));
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::invalidated);
+  // A relaxed capture may be ended from another thread.
+  Status end;
+  GraphHandle g{1};
+  std::thread([&] { end = f.d.stream_end_capture(f.s, &g); }).join();
+  CHECK(end.code == 901 && g == GraphHandle{0});
+  // Once the capture is gone the event is an ordinary event again.
+  CHECK_OK(f.d.event_query(ev));
+
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::relaxed));
+  CHECK(f.d.stream_query(f.s).code == 900);
+  expect_invalidated_and_recover(f, "relaxed, own stream query");
+
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::relaxed));
+  CHECK_OK(f.launch_axpy(f.s));
+  std::thread([&] { end = f.d.stream_end_capture(f.s, &g); }).join();
+  CHECK_OK(end);
+  CHECK(g != GraphHandle{0});
+  CHECK(f.d.stream_begin_capture(f.s, static_cast<CaptureMode>(5)).code == status_code::invalid_value);
+}
+
+void test_memory_nodes() {
+  Fixture f;
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::thread_local_));
+  DevicePtr scratch = 0;
+  CHECK_OK(f.d.mem_alloc_async(64, f.s, &scratch));
+  CHECK(scratch != 0 && scratch % 256 == 0);
+  CHECK_OK(f.d.memcpy_dtod_async(scratch, f.x, 64, f.s));
+  CHECK_OK(f.d.launch_kernel(f.axpy, {1}, {16}, 0, f.s, {u32(16), f32(3.0f), ptr(scratch), ptr(f.y)}));
+  CHECK_OK(f.d.mem_free_async(scratch, f.s));
+  GraphHandle g{};
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  GraphNodeCounts counts;
+  CHECK_OK(f.d.graph_node_counts(g, &counts));
+  CHECK(counts.total == 4 && counts.mem_alloc == 1 && counts.mem_free == 1);
+  // Not backed until a launch runs the node.
+  float v = 0;
+  CHECK(f.d.memcpy_dtoh(&v, scratch, 4).code == status_code::invalid_value);
+  GraphExecHandle e{}, e2{};
+  CHECK_OK(f.d.graph_instantiate(g, &e));
+  CHECK(f.d.graph_instantiate(g, &e2).code == status_code::invalid_value);  // one at a time
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.graph_launch(e, f.s));  // the graph frees what it allocates: relaunch is fine
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  CHECK(read_float(f.d, f.y, 9) == 6.0f);
+  CHECK(f.d.live_allocations() == 2);
+  CHECK_OK(f.d.graph_exec_destroy(e));
+  CHECK_OK(f.d.graph_instantiate(g, &e2));
+  CHECK_OK(f.d.graph_exec_destroy(e2));
+
+  // A graph whose allocation outlives the launch: relaunch while it is live -> invalid_value.
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  DevicePtr kept = 0;
+  CHECK_OK(f.d.mem_alloc_async(32, f.s, &kept));
+  CHECK_OK(f.d.memset_d32_async(kept, 7, 8, f.s));
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  CHECK_OK(f.d.graph_node_counts(g, &counts));
+  CHECK(counts.total == 2 && counts.mem_alloc == 1 && counts.mem_free == 0);
+  CHECK_OK(f.d.graph_instantiate(g, &e));
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK(f.d.graph_launch(e, f.s).code == status_code::invalid_value);
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  std::uint32_t word = 0;
+  CHECK_OK(f.d.memcpy_dtoh(&word, kept + 28, 4));
+  CHECK(word == 7);
+  CHECK_OK(f.d.mem_free(kept));
+  CHECK(f.d.mem_free(kept).code == status_code::invalid_value);
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  // Destroying the exec and graph does not free an allocation still live.
+  CHECK_OK(f.d.graph_exec_destroy(e));
+  CHECK_OK(f.d.graph_destroy(g));
+  CHECK_OK(f.d.memcpy_dtoh(&word, kept, 4));
+  CHECK_OK(f.d.mem_free(kept));
+
+  // A memory node over the limit fails at replay, as an asynchronous error of the stream.
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  DevicePtr huge = 0;
+  CHECK(f.d.mem_alloc_async(~std::size_t{0}, f.s, &huge).code == status_code::out_of_memory);
+  CHECK_OK(f.d.mem_alloc_async(1 << 20, f.s, &huge));
+  CHECK_OK(f.d.mem_free_async(huge, f.s));
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  CHECK_OK(f.d.graph_instantiate(g, &e));
+  f.d.set_memory_limit(4096);
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  Status oom = f.d.stream_synchronize(f.s);
+  CHECK(oom.code == status_code::out_of_memory && contains(oom.message, "graph node 0"));
+  f.d.set_memory_limit(MockDriver::default_memory_limit);
+  CHECK_OK(f.d.graph_launch(e, f.s));  // the failed launch gave its claim back
+  CHECK_OK(f.d.stream_synchronize(f.s));
+}
+
+void test_exec_update() {
+  Fixture f;
+  auto capture_axpy = [&](float a, int launches) {
+    CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+    for (int i = 0; i < launches; ++i) CHECK_OK(f.launch_axpy(f.s, a));
+    GraphHandle g{};
+    CHECK_OK(f.d.stream_end_capture(f.s, &g));
+    return g;
+  };
+  GraphHandle g1 = capture_axpy(1.0f, 1);
+  GraphHandle g2 = capture_axpy(10.0f, 1);
+  GraphHandle g3 = capture_axpy(1.0f, 2);
+  GraphExecHandle e{};
+  CHECK_OK(f.d.graph_instantiate(g1, &e));
+  GraphUpdateResult result = GraphUpdateResult::error;
+  CHECK_OK(f.d.graph_exec_update(e, g2, &result));
+  CHECK(result == GraphUpdateResult::success);
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  CHECK(read_float(f.d, f.y) == 10.0f);  // the updated parameter
+
+  Status topo = f.d.graph_exec_update(e, g3, &result);
+  CHECK(!topo.ok() && result == GraphUpdateResult::topology_changed);
+
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  CHECK_OK(f.d.launch_kernel(get_kernel(f.d, "scale_f32"), {1}, {16}, 0, f.s, {u32(16), f32(1), ptr(f.x), ptr(f.y)}));
+  GraphHandle other_kernel{};
+  CHECK_OK(f.d.stream_end_capture(f.s, &other_kernel));
+  CHECK(!f.d.graph_exec_update(e, other_kernel, &result).ok());
+  CHECK(result == GraphUpdateResult::function_changed);
+
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  CHECK_OK(f.d.memset_d32_async(f.y, 0, 16, f.s));
+  GraphHandle memset_graph{};
+  CHECK_OK(f.d.stream_end_capture(f.s, &memset_graph));
+  CHECK(!f.d.graph_exec_update(e, memset_graph, &result).ok());
+  CHECK(result == GraphUpdateResult::node_type_changed);
+  // A failed update changes nothing.
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.stream_synchronize(f.s));
+  CHECK(read_float(f.d, f.y) == 20.0f);
+  CHECK(f.d.graph_exec_update(GraphExecHandle{424242}, g1, &result).code == 400);
+}
+
+void test_event_nodes_and_exec_destroy_waits() {
+  Fixture f;
+  EventHandle ev{};
+  CHECK_OK(f.d.event_create(&ev));
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
+  CHECK_OK(f.launch_axpy(f.s));
+  CHECK_OK(f.d.event_record(ev, f.s));
+  GraphHandle g{};
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  GraphExecHandle e{};
+  CHECK_OK(f.d.graph_instantiate(g, &e));
+  f.d.pause_streams();
+  CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK(f.d.event_query(ev).code == status_code::not_ready);  // the replay records it
+  f.d.resume_streams();
+  CHECK_OK(f.d.event_synchronize(ev));
+  CHECK(read_float(f.d, f.y) == 1.0f);
+  // exec destroy waits for queued launches of it.
+  for (int i = 0; i < 20; ++i) CHECK_OK(f.d.graph_launch(e, f.s));
+  CHECK_OK(f.d.graph_exec_destroy(e));
+  CHECK(read_float(f.d, f.y) == 21.0f);
+  // Destroying the driver with a capture still open is clean.
+  CHECK_OK(f.d.stream_begin_capture(f.other, CaptureMode::relaxed));
+  CHECK_OK(f.launch_axpy(f.other));
+}
+
+// Thread-local captures on several threads at once, with another thread polling its own
+// stream in the default global mode: no capture conflicts with another thread's calls.
+void test_concurrent_thread_local_captures() {
+  MockDriver d(0);
+  FunctionHandle axpy = get_kernel(d, "axpy_f32");
+  std::vector<int> good(4, 0);
+  std::atomic<bool> stop{false};
+  Status poll_status;
+  std::thread poller([&] {
+    StreamHandle mine{};
+    if (!d.stream_create(&mine).ok()) return;
+    while (!stop.load()) {
+      std::size_t free_bytes = 0, total = 0;
+      Status s = d.stream_query(mine);
+      if (s.ok()) s = d.mem_info(&free_bytes, &total);
+      if (!s.ok() && poll_status.ok()) poll_status = s;
+    }
+    d.stream_destroy(mine);
+  });
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 4; ++t) {
+    workers.emplace_back([&, t] {
+      StreamHandle s{};
+      DevicePtr x = 0, y = 0;
+      if (!d.stream_create(&s).ok() || !d.mem_alloc(64, &x).ok() || !d.mem_alloc(64, &y).ok()) return;
+      std::vector<float> ones(16, 1.0f), zeros(16, 0.0f), back(16);
+      bool ok = d.memcpy_htod(x, ones.data(), 64).ok() && d.memcpy_htod(y, zeros.data(), 64).ok();
+      for (int round = 0; round < 20 && ok; ++round) {
+        GraphHandle g{};
+        GraphExecHandle e{};
+        ok = d.stream_begin_capture(s, CaptureMode::thread_local_).ok() &&
+             d.launch_kernel(axpy, {1}, {16}, 0, s, {u32(16), f32(float(t + 1)), ptr(x), ptr(y)}).ok() &&
+             d.stream_end_capture(s, &g).ok() && d.graph_instantiate(g, &e).ok() && d.graph_launch(e, s).ok() &&
+             d.stream_synchronize(s).ok() && d.graph_exec_destroy(e).ok() && d.graph_destroy(g).ok();
+      }
+      ok = ok && d.memcpy_dtoh_async(back.data(), y, 64, s).ok() && d.stream_synchronize(s).ok();
+      good[t] = ok && back[15] == 20.0f * float(t + 1);
+      d.stream_destroy(s);
+    });
+  }
+  for (auto& w : workers) w.join();
+  stop.store(true);
+  poller.join();
+  CHECK((good == std::vector<int>{1, 1, 1, 1}));
+  CHECK_OK(poll_status);
+}
+
+}  // namespace
+
+int main() {
+  test_capture_records_and_replays();
+  test_info_kernel_replay_reads_buffer();
+  test_global_mode();
+  test_thread_local_mode();
+  test_relaxed_mode();
+  test_memory_nodes();
+  test_exec_update();
+  test_event_nodes_and_exec_destroy_waits();
+  test_concurrent_thread_local_captures();
+  if (failures) {
+    std::fprintf(stderr, "mock_capture_test: %d failure(s)\n", failures);
+    return 1;
+  }
+  std::puts("mock_capture_test: ok");
+  return 0;
+}

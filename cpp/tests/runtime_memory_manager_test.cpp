@@ -1,0 +1,233 @@
+// The memory manager without a driver: the reference's "tests worth mirroring" for priming,
+// retention and cleanup, plus the pool accounting invariant.
+#include <cstdio>
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "lifecore/error.hpp"
+#include "runtime/memory_manager.hpp"
+
+using lifecore::runtime::MemoryManager;
+using lifecore::runtime::SliceAllocation;
+using lifecore::runtime::SliceId;
+
+namespace {
+
+int failures = 0;
+#define CHECK(cond)                                                       \
+  do {                                                                    \
+    if (!(cond)) {                                                        \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                         \
+    }                                                                     \
+  } while (0)
+
+struct FakeDevice {
+  std::uint64_t next = 0x1000;
+  std::set<std::uint64_t> live;
+  int allocations = 0;
+  bool fail = false;
+  MemoryManager::Allocate allocate() {
+    return [this](std::size_t bytes) {
+      if (fail) lifecore::raise(lifecore::ErrorKind::Driver, "out of memory");
+      SliceAllocation made{next, false};
+      next += bytes;
+      live.insert(made.ptr);
+      ++allocations;
+      return made;
+    };
+  }
+  MemoryManager::Free free() {
+    return [this](std::uint64_t ptr, bool) { live.erase(ptr); };
+  }
+};
+
+void check_invariant(const MemoryManager& mm) {
+  auto s = mm.stats();
+  CHECK(s.slices == s.slices_in_use + s.slices_retained + s.slices_free);
+}
+
+void eager_reuse_by_bucket() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  auto a = mm.reserve(1000, 0, dev.allocate());
+  CHECK(a.allocated && a.capacity == 1024 && !mm.is_persistent(a.id));
+  mm.unbind(a.id);
+  auto b = mm.reserve(700, 0, dev.allocate());  // same bucket: reused
+  CHECK(!b.allocated && b.id == a.id);
+  auto c = mm.reserve(2000, 0, dev.allocate());
+  CHECK(c.allocated && c.capacity == 2048);
+  CHECK(mm.stats().driver_allocations == 2);
+  check_invariant(mm);
+}
+
+void priming_leaves_the_working_set_not_the_peak() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  for (int i = 0; i < 3; ++i) {  // three sequential reservations, each released before the next
+    auto r = mm.reserve(4096, 1, dev.allocate());
+    CHECK(r.allocated && mm.is_persistent(r.id));
+    mm.unbind(r.id);
+  }
+  CHECK(mm.stats().slices == 3);
+  CHECK(mm.stats().slices_retained == 3);  // primed slices held until priming ends
+  mm.capture_priming_end(1);
+  CHECK(mm.stats().slices_free == 3);
+  // The recording reuses them all without allocating.
+  std::vector<SliceId> used;
+  for (int i = 0; i < 3; ++i) {
+    auto r = mm.reserve(4096, 1, dev.allocate());
+    CHECK(!r.allocated);
+    used.push_back(r.id);
+  }
+  CHECK(dev.allocations == 3);
+  auto retained = mm.capture_end(1);
+  CHECK(retained.size() == 3);
+  for (SliceId id : used) mm.unbind(id);
+  CHECK(mm.stats().slices_retained == 3);  // the graph holds them
+  mm.release_retained(retained);
+  CHECK(mm.stats().slices_free == 3);
+  check_invariant(mm);
+}
+
+void capture_end_releases_primed_slices_when_priming_never_ended() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  auto r = mm.reserve(512, 1, dev.allocate());
+  mm.unbind(r.id);
+  CHECK(mm.stats().slices_retained == 1);
+  auto retained = mm.capture_end(1);
+  CHECK(retained.empty());
+  CHECK(mm.stats().slices_free == 1 && mm.stats().windows_active == 0);
+}
+
+void capture_pins_a_reused_persistent_slice_and_not_untouched_ones() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  auto a = mm.reserve(512, 1, dev.allocate());
+  auto b = mm.reserve(1024, 1, dev.allocate());
+  mm.unbind(a.id);
+  mm.unbind(b.id);
+  mm.capture_priming_end(1);
+  auto again = mm.reserve(512, 1, dev.allocate());  // reuses a
+  CHECK(!again.allocated && again.id == a.id);
+  mm.unbind(again.id);
+  auto retained = mm.capture_end(1);
+  CHECK(retained.size() == 1 && retained[0] == a.id);  // b was untouched by the recording
+  auto s = mm.stats();
+  CHECK(s.slices_retained == 1 && s.slices_free == 1);
+  // Touch by binding: an existing eager buffer used inside a window.
+  auto eager = mm.reserve(4096, 0, dev.allocate());
+  mm.capture_begin(2);
+  mm.capture_priming_end(2);
+  mm.touch(eager.id, 2);
+  auto held = mm.capture_end(2);
+  CHECK(held.size() == 1 && held[0] == eager.id);
+  mm.unbind(eager.id);
+  CHECK(mm.stats().slices_retained == 2);
+  mm.release_retained(held);
+  mm.release_retained(retained);
+  CHECK(mm.stats().slices_retained == 0);
+  check_invariant(mm);
+}
+
+void capture_survives_explicit_cleanup_and_is_reentrant() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  auto loose = mm.reserve(512, 0, dev.allocate());
+  mm.unbind(loose.id);
+  mm.capture_begin(1);
+  auto r = mm.reserve(512, 1, dev.allocate());
+  mm.capture_begin(1);  // re-entrant: keeps what it tracks
+  CHECK(mm.stats().windows_active == 1);
+  CHECK(mm.cleanup() == 0);  // skipped while a window is armed
+  CHECK(mm.stats().slices == 2);
+  mm.unbind(r.id);
+  CHECK(mm.stats().slices_retained == 1);  // still primed after the re-entrant begin
+  mm.capture_priming_end(1);
+  mm.release_retained(mm.capture_end(1));
+  CHECK(mm.cleanup() == 512 + 512);
+  CHECK(mm.stats().slices == 0 && mm.stats().pool_bytes == 0 && dev.live.empty());
+}
+
+void failed_allocation_changes_nothing() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.reserve(512, 0, dev.allocate());
+  auto before = mm.stats();
+  dev.fail = true;
+  bool threw = false;
+  try {
+    mm.reserve(1 << 20, 0, dev.allocate());
+  } catch (const lifecore::Error&) {
+    threw = true;
+  }
+  CHECK(threw);
+  auto after = mm.stats();
+  CHECK(after.slices == before.slices && after.pool_bytes == before.pool_bytes &&
+        after.driver_allocations == before.driver_allocations);
+  threw = false;
+  try {
+    mm.reserve(0, 0, dev.allocate());
+  } catch (const lifecore::Error& e) {
+    threw = e.kind() == lifecore::ErrorKind::InvalidArgument;
+  }
+  CHECK(threw);
+}
+
+void memory_node_slices_never_return_to_the_pool() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  mm.capture_priming_end(1);
+  auto node = mm.reserve(512, 1, [&](std::size_t) { return SliceAllocation{0xdead00, true}; });
+  mm.release_retained(mm.capture_end(1));
+  mm.unbind(node.id);
+  CHECK(mm.stats().slices == 0 && mm.stats().pool_bytes == 0);
+}
+
+void primed_slices_are_kept_for_their_own_window() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  auto a = mm.reserve(4096, 1, dev.allocate());
+  mm.unbind(a.id);
+  mm.capture_priming_end(1);
+  CHECK(mm.stats().slices_free == 1);
+  // Another stream's window must not take what window 1's warmup primed.
+  mm.capture_begin(2);
+  auto b = mm.reserve(4096, 2, dev.allocate());
+  CHECK(b.allocated && b.id != a.id);
+  auto again = mm.reserve(4096, 1, dev.allocate());
+  CHECK(!again.allocated && again.id == a.id);
+  mm.unbind(again.id);
+  mm.release_retained(mm.capture_end(1));
+  mm.unbind(b.id);
+  mm.release_retained(mm.capture_end(2));
+  // Back in the shared persistent pool: any later window may reuse it.
+  mm.capture_begin(3);
+  auto later = mm.reserve(4096, 3, dev.allocate());
+  CHECK(!later.allocated);
+  mm.capture_end(3);
+  check_invariant(mm);
+}
+
+}  // namespace
+
+int main() {
+  primed_slices_are_kept_for_their_own_window();
+  eager_reuse_by_bucket();
+  priming_leaves_the_working_set_not_the_peak();
+  capture_end_releases_primed_slices_when_priming_never_ended();
+  capture_pins_a_reused_persistent_slice_and_not_untouched_ones();
+  capture_survives_explicit_cleanup_and_is_reentrant();
+  failed_allocation_changes_nothing();
+  memory_node_slices_never_return_to_the_pool();
+  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
+  else std::printf("runtime_memory_manager_test: all passed\n");
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,863 @@
+"""Executable specification of graph capture on a stream (pure Python, no import of lifecore).
+
+Two layers, mirroring the runtime:
+
+* :class:`StreamCaptureState` -- the state type alone: ``NO_CAPTURE -> PREPARE -> CAPTURE ->
+  NO_CAPTURE`` with the owner that opened the window, the exact rejection messages and the
+  cache mode each position implies.
+* :class:`DeviceModel` -- a device with streams, buffers, graphs and the info cache, with the
+  float32 contents every buffer must hold after eager work and after replays. It says which
+  operation is refused in which state on a hardware-graph and on a software-graph device, what a
+  graph retains (the device memory its recorded work touches, the info words it pins), and what a
+  fault injected into a driver operation does to a transition (the transition fails and the
+  stream is back in ``NO_CAPTURE``, re-capturable).
+
+Failures are raised as :class:`ModelError`, which names the lifecore exception class the real
+implementation must raise (``kind``) and, where the contract fixes it, the exact message. Every
+rejected call changes nothing, except where the contract says a failure closes the window.
+
+Asynchronous failures (a driver operation that fails after being issued) are queued on their
+stream, tagged with the window they happened in, and reported by the next read / sync /
+graph_prepare / begin_capture; a failure inside a hardware recording makes end_capture refuse.
+Memory a hardware recording allocated from the driver (a buffer the pool could not serve, an
+info-cache entry first seen there) is a memory node of that recording: the recording is refused,
+and that memory never exists outside it (the buffer is unusable, the cache entry is dropped).
+
+Memory is modelled as *slots*: the device memory a buffer was bound to. A freed buffer's slot
+lives on while a graph that touched it is alive (the graph retains it, so the pool can never hand
+it to a later allocation while a replay writes it); replays keep reading and writing it.
+Element values are Python floats rounded to float32, or ``None`` where the contents are
+undefined (fresh allocations).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from array import array
+from dataclasses import dataclass, field
+from typing import Iterable, Literal, Optional, Sequence, Union
+
+__all__ = [
+    "CaptureVariant",
+    "CacheMode",
+    "CaptureEnd",
+    "ModelError",
+    "Messages",
+    "StreamCaptureState",
+    "Slot",
+    "BufferModel",
+    "GraphModel",
+    "Window",
+    "StreamModel",
+    "DeviceModel",
+    "Ref",
+    "f32",
+    "f32_from_bits",
+    "f32_bits",
+    "KERNELS",
+    "TRANSITION_DRIVER_OPERATIONS",
+    "DEFERRED_FAULT_OPERATIONS",
+    "SOFTWARE_RECORDED",
+    "SOFTWARE_REFUSED_LAZILY",
+    "SOFTWARE_REFUSED_AT_ONCE",
+    "STREAM_DRIVER_OPERATIONS",
+    "QueuedFailure",
+]
+
+GraphsKind = Literal["hardware", "software"]
+
+
+# --------------------------------------------------------------------------------------------
+# float32 helpers
+
+
+def f32(value: float) -> float:
+    """``value`` rounded to the nearest float32 (overflow gives +-inf, as on the device)."""
+    return array("f", (value,))[0]
+
+
+def f32_from_bits(bits: int) -> float:
+    """The float32 whose IEEE-754 bit pattern is ``bits`` (a u32)."""
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+
+
+def f32_bits(value: float) -> int:
+    """The IEEE-754 bit pattern (u32) of ``value`` rounded to float32."""
+    return struct.unpack("<I", struct.pack("<f", f32(value)))[0]
+
+
+# --------------------------------------------------------------------------------------------
+# The state type
+
+
+class CaptureVariant(enum.Enum):
+    """Where a stream sits in the graph-capture lifecycle."""
+
+    NO_CAPTURE = 0
+    PREPARE = 1
+    CAPTURE = 2
+
+
+class CacheMode(enum.Enum):
+    """How the metadata info cache runs at a lifecycle position."""
+
+    NORMAL = 0
+    CAPTURE = 1
+
+
+@dataclass(frozen=True)
+class CaptureEnd:
+    """What ``end`` reports: who opened the window, who closed it, and whether it was abandoned
+    (closed by a caller that is not the owner: no graph is sealed)."""
+
+    owner: int
+    caller: int
+    abandoned: bool
+
+
+class ModelError(Exception):
+    """A failure the implementation must reproduce.
+
+    ``kind`` is the name of the lifecore exception class (``"CaptureStateError"``, ...);
+    ``message`` is the exact text where the contract fixes it; ``contains`` a fragment the
+    message must contain where only the cause is fixed (e.g. ``"invalidated"``).
+    """
+
+    def __init__(self, kind: str, message: Optional[str] = None, *, contains: Optional[str] = None):
+        super().__init__(message or contains or kind)
+        self.kind = kind
+        self.message = message
+        self.contains = contains
+
+    def __repr__(self) -> str:
+        return f"ModelError({self.kind!r}, {self.message!r}, contains={self.contains!r})"
+
+
+class Messages:
+    """The exact texts of the contract."""
+
+    PREPARE_WHILE_PREPARED = "graph_prepare: a graph capture is already prepared on this stream"
+    PREPARE_WHILE_RECORDING = "graph_prepare: a graph capture is already recording on this stream"
+    BEGIN_UNPREPARED = "begin_capture: call graph_prepare before starting a capture"
+    BEGIN_WHILE_RECORDING = "begin_capture: a graph capture is already recording on this stream"
+    END_NOT_RECORDING = "end_capture: no graph capture is recording on this stream"
+    ABANDONED = (
+        "end_capture: the capture belongs to owner {owner}, not to {caller}; it is discarded "
+        "rather than left recording on a stream both share"
+    )
+    SOFTWARE_REFUSED = (
+        "{op}: a software capture window records launches only, so this operation cannot be "
+        "part of a graph"
+    )
+    REPLAY_DESTROYED = "replay was given an unknown or already-destroyed graph"
+
+
+class StreamCaptureState:
+    """The only thing allowed to move a stream through the capture lifecycle.
+
+    Every rejected call raises ``ModelError("CaptureStateError", exact message)`` and leaves the
+    state untouched, so two captures can never overlap on one stream and a capture can never
+    start unprepared.
+    """
+
+    __slots__ = ("_variant", "_owner")
+
+    def __init__(self) -> None:
+        self._variant = CaptureVariant.NO_CAPTURE
+        self._owner: Optional[int] = None
+
+    @property
+    def variant(self) -> CaptureVariant:
+        return self._variant
+
+    @property
+    def owner(self) -> Optional[int]:
+        """The owner that opened the window; ``None`` in ``NO_CAPTURE``."""
+        return self._owner
+
+    def is_recording(self) -> bool:
+        return self._variant is CaptureVariant.CAPTURE
+
+    def is_active(self) -> bool:
+        return self._variant is not CaptureVariant.NO_CAPTURE
+
+    def cache_mode(self) -> CacheMode:
+        # Warmup primes the info cache and recording must find every buffer still there, so
+        # both PREPARE and CAPTURE run the cache in CAPTURE mode.
+        return CacheMode.CAPTURE if self.is_active() else CacheMode.NORMAL
+
+    def prepare(self, owner: int = 0) -> None:
+        """NO_CAPTURE -> PREPARE."""
+        if self._variant is CaptureVariant.PREPARE:
+            raise ModelError("CaptureStateError", Messages.PREPARE_WHILE_PREPARED)
+        if self._variant is CaptureVariant.CAPTURE:
+            raise ModelError("CaptureStateError", Messages.PREPARE_WHILE_RECORDING)
+        self._variant, self._owner = CaptureVariant.PREPARE, owner
+
+    def begin(self) -> None:
+        """PREPARE -> CAPTURE."""
+        if self._variant is CaptureVariant.NO_CAPTURE:
+            raise ModelError("CaptureStateError", Messages.BEGIN_UNPREPARED)
+        if self._variant is CaptureVariant.CAPTURE:
+            raise ModelError("CaptureStateError", Messages.BEGIN_WHILE_RECORDING)
+        self._variant = CaptureVariant.CAPTURE
+
+    def end(self, caller: int = 0) -> CaptureEnd:
+        """CAPTURE -> NO_CAPTURE. A foreign caller still closes the window (abandoned), so a
+        window whose owner never comes back cannot wedge the stream."""
+        if self._variant is not CaptureVariant.CAPTURE:
+            raise ModelError("CaptureStateError", Messages.END_NOT_RECORDING)
+        owner = self._owner
+        assert owner is not None
+        self._variant, self._owner = CaptureVariant.NO_CAPTURE, None
+        return CaptureEnd(owner=owner, caller=caller, abandoned=caller != owner)
+
+    def abort(self) -> None:
+        """Any -> NO_CAPTURE; never fails (it is the failure path of a transition's own work)."""
+        self._variant, self._owner = CaptureVariant.NO_CAPTURE, None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StreamCaptureState):
+            return NotImplemented
+        return (self._variant, self._owner) == (other._variant, other._owner)
+
+    def __hash__(self) -> int:
+        return hash((self._variant, self._owner))
+
+    def __copy__(self) -> "StreamCaptureState":
+        twin = StreamCaptureState()
+        twin._variant, twin._owner = self._variant, self._owner
+        return twin
+
+    def __repr__(self) -> str:
+        if self._owner is None:
+            return f"StreamCaptureState({self._variant.name})"
+        return f"StreamCaptureState({self._variant.name}, owner={self._owner})"
+
+
+# --------------------------------------------------------------------------------------------
+# Device memory and recorded work
+
+
+Value = Optional[float]  # None: undefined contents
+
+
+@dataclass(eq=False)
+class Slot:
+    """Device memory a buffer was bound to; outlives the buffer while a graph retains it."""
+
+    id: int
+    values: list[Value]
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+
+@dataclass(eq=False)
+class BufferModel:
+    id: int
+    nbytes: int
+    slot: Slot
+    alive: bool = True
+    # Allocated while a hardware capture recorded and the pool could not serve it: its memory
+    # is a memory node of that capture, which exists only if a graph is sealed (never: memory
+    # nodes are refused). Once the window closes the buffer has no memory: every use is refused.
+    memory_node: bool = False
+    orphaned: bool = False
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A buffer argument of a launch (the model's stand-in for a ``Buffer``)."""
+
+    buffer: int
+
+
+def _axpy(a: float, x: Value, y: Value) -> Value:
+    if x is None or y is None:
+        return None
+    return f32(a * x + y)
+
+
+def _scale(a: float, x: Value, _unused: Value) -> Value:
+    return None if x is None else f32(a * x)
+
+
+def _add(_unused: float, x: Value, y: Value) -> Value:
+    return None if x is None or y is None else f32(x + y)
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A built-in kernel: its parameter kinds (as the contract names them) and its effect."""
+
+    name: str
+    params: tuple[str, ...]
+
+
+KERNELS: dict[str, KernelSpec] = {
+    "axpy_f32": KernelSpec("axpy_f32", ("u32", "f32", "ptr", "ptr")),
+    "scale_f32": KernelSpec("scale_f32", ("u32", "f32", "ptr", "ptr")),
+    "add_f32": KernelSpec("add_f32", ("u32", "ptr", "ptr", "ptr")),
+    # info = [n, float_bits(a)] goes through the info cache; the caller passes x and y only.
+    "axpy_info_f32": KernelSpec("axpy_info_f32", ("ptr", "ptr", "ptr")),
+}
+
+
+@dataclass(frozen=True)
+class WriteOp:
+    slot: Slot
+    values: tuple[float, ...]
+
+    def run(self) -> None:
+        self.slot.values[: len(self.values)] = list(self.values)
+
+    def slots(self) -> tuple[Slot, ...]:
+        return (self.slot,)
+
+
+@dataclass(frozen=True)
+class FillOp:
+    slot: Slot
+    value: float
+
+    def run(self) -> None:
+        self.slot.values[:] = [self.value] * self.slot.count
+
+    def slots(self) -> tuple[Slot, ...]:
+        return (self.slot,)
+
+
+@dataclass(frozen=True)
+class CopyOp:
+    dst: Slot
+    src: Slot
+
+    def run(self) -> None:
+        self.dst.values[:] = list(self.src.values)
+
+    def slots(self) -> tuple[Slot, ...]:
+        return (self.dst, self.src)
+
+
+@dataclass(frozen=True)
+class LaunchOp:
+    """One elementwise built-in kernel over ``n`` elements: ``out[i] = f(a, x[i], y[i])``."""
+
+    kernel: str
+    n: int
+    a: float
+    x: Slot
+    y: Optional[Slot]
+    out: Slot
+    info: Optional[tuple[int, ...]] = None
+
+    def run(self) -> None:
+        fn = {"axpy_f32": _axpy, "axpy_info_f32": _axpy, "scale_f32": _scale, "add_f32": _add}[self.kernel]
+        xs, out = self.x.values, self.out.values
+        ys = self.y.values if self.y is not None else None
+        for i in range(self.n):
+            out[i] = fn(self.a, xs[i], ys[i] if ys is not None else None)
+
+    def slots(self) -> tuple[Slot, ...]:
+        return tuple(s for s in (self.x, self.y, self.out) if s is not None)
+
+
+Op = Union[WriteOp, FillOp, CopyOp, LaunchOp]
+
+
+# --------------------------------------------------------------------------------------------
+# Windows, graphs and streams
+
+
+@dataclass(eq=False)
+class Window:
+    """What an open window (PREPARE or CAPTURE) holds."""
+
+    owner: int
+    recorded: list[Op] = field(default_factory=list)  # work recorded while CAPTURE
+    touched: set[int] = field(default_factory=set)  # slot ids the window used or allocated
+    pinned_info: set[tuple[int, ...]] = field(default_factory=set)  # info words used since prepare
+    invalidated: bool = False  # hardware: an illegal call while recording
+    memory_nodes: int = 0  # hardware: allocations the pool could not serve while recording
+    lazy_refusals: list[str] = field(default_factory=list)  # software: operations refused at end
+    memory_node_buffers: list[int] = field(default_factory=list)
+    memory_node_info: set[tuple[int, ...]] = field(default_factory=set)  # info entries made as memory nodes
+
+
+@dataclass(eq=False)
+class GraphModel:
+    id: int
+    ops: tuple[Op, ...]
+    hardware: bool
+    retained: frozenset[int]  # slot ids
+    pinned_info: frozenset[tuple[int, ...]]
+    alive: bool = True
+    replayed_on: set[int] = field(default_factory=set)  # streams destroy must wait for
+
+    @property
+    def node_count(self) -> int:
+        return len(self.ops)
+
+
+@dataclass(eq=False)
+class QueuedFailure:
+    """An asynchronous failure waiting on its stream, tagged with the window it happened in."""
+
+    operation: str  # the driver operation that failed
+    window: Optional[Window]
+
+
+@dataclass(eq=False)
+class StreamModel:
+    id: int
+    state: StreamCaptureState = field(default_factory=StreamCaptureState)
+    window: Optional[Window] = None
+    # Failures of asynchronous work issued outside a recording (eagerly, or during warmup):
+    # the next read / sync / graph_prepare / begin_capture reports them (DriverError) and
+    # clears the queue; a window that closes takes its own with it.
+    queued: list[QueuedFailure] = field(default_factory=list)
+
+
+# Which driver operations each transition calls, by graph kind, and what a failure of each does
+# to it: the lifecore exception class the transition raises (it fails, and the stream is back in
+# NO_CAPTURE), or None when the failure is tolerated (the transition still succeeds).
+# begin_capture synchronizes the stream first (warmup's failures surface there, not inside the
+# window); end_capture reports every failure of its own driver work as a refusal.
+TRANSITION_DRIVER_OPERATIONS: dict[tuple[str, str], dict[str, Optional[str]]] = {
+    ("graph_prepare", "hardware"): {},
+    ("graph_prepare", "software"): {},
+    ("begin_capture", "hardware"): {"stream_synchronize": "DriverError", "stream_begin_capture": "DriverError"},
+    ("begin_capture", "software"): {"stream_synchronize": "DriverError"},
+    ("end_capture", "hardware"): {
+        "stream_end_capture": "CaptureRefusedError",
+        "graph_node_counts": "CaptureRefusedError",
+        "graph_instantiate": "CaptureRefusedError",
+        # Only consulted when ending failed; destroying the raw graph after instantiation and
+        # uploading ahead of the first replay are not worth failing a good graph for.
+        "stream_capture_info": None,
+        "graph_destroy": None,
+        "graph_upload": None,
+    },
+    ("end_capture", "software"): {},
+}
+
+# Operations whose failure inside a transition does not fail it but is queued on the stream and
+# surfaces at its next sync or read: the fence that end_capture (or a failure path) puts behind
+# the work deferred while recording.
+DEFERRED_FAULT_OPERATIONS: frozenset[str] = frozenset({"event_create", "event_record"})
+
+# The driver operation each asynchronous stream operation issues (fault injection targets).
+STREAM_DRIVER_OPERATIONS: dict[str, str] = {
+    "write": "memcpy_htod_async",
+    "fill": "memset_d32_async",
+    "copy": "memcpy_dtod_async",
+    "launch": "launch_kernel",
+}
+# The message of a queued failure when it surfaces.
+EARLIER_FAILURE = "an earlier asynchronous operation on this stream failed"
+# The message fragment of a refusal caused by work that failed inside the window.
+FAILED_IN_WINDOW = "an operation inside the capture window failed"
+
+# What a software capture window does with each stream operation while recording.
+SOFTWARE_RECORDED = frozenset({"launch", "fill", "copy"})
+SOFTWARE_REFUSED_LAZILY = frozenset({"write", "replay"})  # queued; end_capture refuses the graph
+SOFTWARE_REFUSED_AT_ONCE = frozenset({"read", "sync"})
+
+
+class DeviceModel:
+    """A device with streams, buffers, graphs and the info cache.
+
+    Every method either returns what the implementation must return, or raises
+    :class:`ModelError`. Identifiers (streams, buffers, graphs) are small ints handed out by the
+    model; the state machine maps them to the real objects.
+    """
+
+    def __init__(self, graphs: GraphsKind = "hardware", capture_mode: str = "thread_local") -> None:
+        if graphs not in ("hardware", "software"):
+            raise ValueError(f"graphs must be 'hardware' or 'software', got {graphs!r}")
+        if capture_mode not in ("thread_local", "global", "relaxed"):
+            raise ValueError(f"capture_mode must be 'thread_local', 'global' or 'relaxed', got {capture_mode!r}")
+        self.graphs: GraphsKind = graphs
+        # Every call comes from one thread here, so thread_local and global behave alike.
+        self.capture_mode = capture_mode
+        self.streams: dict[int, StreamModel] = {}
+        self.buffers: dict[int, BufferModel] = {}
+        self.graphs_by_id: dict[int, GraphModel] = {}
+        self.slots: dict[int, Slot] = {}
+        self.info_entries: set[tuple[int, ...]] = set()
+        self._next_id = 0
+
+    # ---------------------------------------------------------------- bookkeeping
+
+    @property
+    def hardware(self) -> bool:
+        return self.graphs == "hardware"
+
+    def _new_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def new_stream(self) -> int:
+        sid = self._new_id()
+        self.streams[sid] = StreamModel(sid)
+        return sid
+
+    def state(self, stream: int) -> StreamCaptureState:
+        """A copy of the stream's capture state."""
+        return self.streams[stream].state.__copy__()
+
+    def _buffer(self, buf: int) -> BufferModel:
+        b = self.buffers[buf]
+        if not b.alive or b.orphaned:
+            raise ModelError("ClosedError")
+        return b
+
+    def _touch(self, stream: StreamModel, slots: Iterable[Slot]) -> None:
+        if stream.window is not None:
+            stream.window.touched.update(s.id for s in slots)
+
+    # ---------------------------------------------------------------- expected statistics
+
+    def graphs_alive(self) -> int:
+        return sum(1 for g in self.graphs_by_id.values() if g.alive)
+
+    def windows_active(self) -> int:
+        return sum(1 for s in self.streams.values() if s.state.is_active())
+
+    def buffers_alive(self) -> int:
+        return sum(1 for b in self.buffers.values() if b.alive)
+
+    def pinned_info(self) -> set[tuple[int, ...]]:
+        """Info entries pinned by a live graph or an open window (an entry counts once)."""
+        pinned: set[tuple[int, ...]] = set()
+        for g in self.graphs_by_id.values():
+            if g.alive:
+                pinned |= g.pinned_info
+        for s in self.streams.values():
+            if s.window is not None:
+                pinned |= s.window.pinned_info
+        return pinned
+
+    def retained_slots(self) -> set[int]:
+        """Slots held by a live graph or an open window and not bound to a live buffer."""
+        held: set[int] = set()
+        for g in self.graphs_by_id.values():
+            if g.alive:
+                held |= g.retained
+        for s in self.streams.values():
+            if s.window is not None:
+                held |= s.window.touched
+        return held - {b.slot.id for b in self.buffers.values() if b.alive}
+
+    def info_miss_records_memory_node(self, stream: int, words: Sequence[int]) -> bool:
+        """Whether launching with these info words now would upload them inside a hardware
+        recording (a memory node: end_capture will refuse the graph)."""
+        s = self.streams[stream]
+        return self.hardware and s.state.is_recording() and tuple(words) not in self.info_entries
+
+    def contents(self, buf: int) -> list[Value]:
+        """The expected contents (no state check; for the machine's own bookkeeping)."""
+        return list(self.buffers[buf].slot.values)
+
+    # ---------------------------------------------------------------- buffers
+
+    def alloc(self, stream: int, nbytes: int, *, new_slice: bool = False) -> int:
+        """A buffer of ``nbytes`` (a multiple of 4 here: the model holds float32 elements).
+
+        ``new_slice`` says whether the pool had to ask the driver for memory (the implementation
+        reports it through ``driver_allocations``): which requests a pool can serve is the pool's
+        business, what such an allocation means for a recording window is the contract's. On a
+        hardware-graph device it records a memory node, and ``end_capture`` refuses the graph.
+        """
+        if nbytes <= 0:
+            raise ModelError("InvalidArgumentError")
+        s = self.streams[stream]
+        slot = Slot(self._new_id(), [None] * (nbytes // 4))
+        self.slots[slot.id] = slot
+        bid = self._new_id()
+        self.buffers[bid] = BufferModel(bid, nbytes, slot)
+        if s.window is not None:
+            s.window.touched.add(slot.id)
+            if s.state.is_recording() and new_slice and self.hardware:
+                s.window.memory_nodes += 1
+                s.window.memory_node_buffers.append(bid)
+                self.buffers[bid].memory_node = True
+        return bid
+
+    def free(self, buf: int) -> None:
+        """Frees a buffer (twice: ClosedError). The slot lives on while a graph holds it."""
+        b = self.buffers[buf]
+        if not b.alive:
+            raise ModelError("ClosedError")
+        b.alive = False
+
+    # ---------------------------------------------------------------- stream work
+
+    def _surface(self, s: StreamModel) -> None:
+        """Reports (DriverError) and clears the stream's queued failures, if any."""
+        if s.queued:
+            s.queued.clear()
+            raise ModelError("DriverError", contains=EARLIER_FAILURE)
+
+    def _refuse_unrecordable(self, s: StreamModel, op: str) -> None:
+        """read / sync: while recording they are refused on the spot on a software device, and on
+        a hardware device the driver refuses them (status 900) and invalidates the capture;
+        otherwise they report the stream's queued failures."""
+        if not s.state.is_recording():
+            self._surface(s)
+            return
+        if self.hardware:
+            assert s.window is not None
+            s.window.invalidated = True
+            raise ModelError("DriverError", contains="900")
+        raise ModelError("CaptureStateError", Messages.SOFTWARE_REFUSED.format(op=op))
+
+    def _submit(self, s: StreamModel, op: Op, name: str, fault: Optional[str] = None) -> None:
+        """Executes ``op`` eagerly, or records it while the stream records.
+
+        ``fault``: a driver operation that fails once. When ``op`` issues it, ``op`` has no
+        effect and the failure is queued: outside a recording it waits on the stream; inside a
+        hardware recording it belongs to the window, and end_capture refuses the graph. A
+        software recording issues nothing to the driver, so it is not affected."""
+        self._touch(s, op.slots())
+        failed = fault is not None and fault == STREAM_DRIVER_OPERATIONS.get(name)
+        if not s.state.is_recording():
+            if failed:
+                s.queued.append(QueuedFailure(fault, s.window))  # type: ignore[arg-type]
+            else:
+                op.run()
+            return
+        assert s.window is not None
+        if not self.hardware and name in SOFTWARE_REFUSED_LAZILY:
+            # Refused lazily: a graph missing an operation is worse than a late diagnostic.
+            s.window.lazy_refusals.append(name)
+            return
+        if self.hardware and failed:
+            s.window.lazy_refusals.append(FAILED_IN_WINDOW)
+            return
+        s.window.recorded.append(op)
+
+    def write(self, stream: int, buf: int, values: Sequence[float], *, fault: Optional[str] = None) -> None:
+        b = self._buffer(buf)
+        if len(values) * 4 != b.nbytes:
+            raise ModelError("InvalidArgumentError")
+        self._submit(self.streams[stream], WriteOp(b.slot, tuple(f32(v) for v in values)), "write", fault)
+
+    def fill(self, stream: int, buf: int, bits: int, *, fault: Optional[str] = None) -> None:
+        b = self._buffer(buf)
+        self._submit(self.streams[stream], FillOp(b.slot, f32_from_bits(bits)), "fill", fault)
+
+    def copy(self, stream: int, dst: int, src: int, *, fault: Optional[str] = None) -> None:
+        d, s_ = self._buffer(dst), self._buffer(src)
+        if d.nbytes != s_.nbytes:
+            raise ModelError("InvalidArgumentError")
+        self._submit(self.streams[stream], CopyOp(d.slot, s_.slot), "copy", fault)
+
+    def launch(self, stream: int, kernel: str, args: Sequence[object], info: Optional[Sequence[int]] = None,
+               *, fault: Optional[str] = None) -> None:
+        """Launches a built-in kernel; ``args`` as the caller passes them (``Ref`` for buffers)."""
+        spec = KERNELS[kernel]
+        s = self.streams[stream]
+        refs = [a for a in args if isinstance(a, Ref)]
+        slots = [self._buffer(r.buffer).slot for r in refs]
+        if kernel == "axpy_info_f32":
+            if info is None or len(info) != 2 or len(args) != 2:
+                raise ModelError("LifecoreTypeError")
+            n, a = int(info[0]), f32_from_bits(int(info[1]))
+            op = LaunchOp(kernel, n, a, slots[0], slots[1], slots[1], tuple(int(w) for w in info))
+            self._use_info(s, op.info)
+        elif kernel == "add_f32":
+            if len(args) != len(spec.params):
+                raise ModelError("LifecoreTypeError")
+            op = LaunchOp(kernel, int(args[0]), 0.0, slots[0], slots[1], slots[2])  # type: ignore[arg-type]
+        else:
+            if len(args) != len(spec.params):
+                raise ModelError("LifecoreTypeError")
+            n, a = int(args[0]), f32(float(args[1]))  # type: ignore[arg-type]
+            y = slots[1]
+            op = LaunchOp(kernel, n, a, slots[0], y if kernel == "axpy_f32" else None, y)
+        if any(op.n > slot.count for slot in op.slots()):
+            raise ModelError("InvalidArgumentError")
+        self._submit(s, op, "launch", fault)
+
+    def _use_info(self, s: StreamModel, words: Optional[tuple[int, ...]]) -> None:
+        """The info cache keeps every small entry (well under its size and count limits here);
+        a miss while a hardware capture records uploads into fresh memory, which the driver
+        records as a memory node: warmup is what puts the words in the cache."""
+        assert words is not None
+        if words not in self.info_entries and s.state.is_recording() and self.hardware:
+            assert s.window is not None
+            if s.window.invalidated:
+                # The driver refuses all work on a stream whose capture it invalidated (901).
+                raise ModelError("DriverError", contains="901")
+            s.window.memory_nodes += 1
+            s.window.memory_node_info.add(words)
+        self.info_entries.add(words)
+        if s.window is not None:
+            s.window.pinned_info.add(words)
+
+    def read(self, stream: int, buf: int) -> list[Value]:
+        b = self._buffer(buf)
+        self._refuse_unrecordable(self.streams[stream], "read")
+        return list(b.slot.values)
+
+    def sync(self, stream: int) -> None:
+        self._refuse_unrecordable(self.streams[stream], "sync")
+
+    # ---------------------------------------------------------------- transitions
+
+    def _close_window(self, s: StreamModel) -> None:
+        """Discards the window: its pins, its retained slots, whatever it recorded and the
+        failures queued inside it; buffers whose memory was a memory node of the recording are
+        left without memory."""
+        if s.window is not None:
+            for bid in s.window.memory_node_buffers:
+                self.buffers[bid].orphaned = True
+            # Their memory never existed outside the recording: the cache must not hand it out.
+            self.info_entries -= s.window.memory_node_info
+            s.queued = [q for q in s.queued if q.window is not s.window]
+        s.window = None
+
+    def _fault_kind(self, transition: str, fault: Optional[str]) -> Optional[str]:
+        if fault is None:
+            return None
+        return TRANSITION_DRIVER_OPERATIONS[(transition, self.graphs)].get(fault)
+
+    def graph_prepare(self, stream: int, owner: int = 0, *, fault: Optional[str] = None) -> None:
+        """NO_CAPTURE -> PREPARE: arms priming and puts the info cache in CAPTURE mode.
+
+        ``fault`` names a driver operation that fails once during the call (mock fault
+        injection); see :data:`TRANSITION_DRIVER_OPERATIONS`.
+        """
+        s = self.streams[stream]
+        probe = s.state.__copy__()
+        probe.prepare(owner)
+        # Failures queued before the window belong to work outside it: reported now.
+        self._surface(s)
+        s.state.prepare(owner)
+        kind = self._fault_kind("graph_prepare", fault)
+        if kind is not None:
+            s.state.abort()
+            raise ModelError(kind)
+        s.window = Window(owner)
+
+    def begin_capture(self, stream: int, *, fault: Optional[str] = None) -> None:
+        """PREPARE -> CAPTURE; if opening the window fails, everything is undone and the stream
+        is back in NO_CAPTURE (prepare -> begin can be retried)."""
+        s = self.streams[stream]
+        s.state.begin()
+        kind = self._fault_kind("begin_capture", fault)
+        if kind is None and s.queued:
+            # warmup's failures surface here, not inside the window
+            kind = "DriverError"
+            s.queued.clear()
+        if kind is not None:
+            s.state.abort()
+            self._close_window(s)
+            raise ModelError(kind)
+
+    def end_capture(self, stream: int, caller: int = 0, *, fault: Optional[str] = None) -> int:
+        """CAPTURE -> NO_CAPTURE, sealing a graph; returns its id.
+
+        The state moves first, so every failure below leaves the stream in NO_CAPTURE.
+        Order of the refusals (all CaptureRefusedError): an abandoned window; the driver's end
+        failing, or reporting an invalidated capture; an operation refused lazily or failed inside
+        the window; counting the nodes failing; memory nodes; instantiation failing.
+        """
+        s = self.streams[stream]
+        end = s.state.end(caller)
+        window = s.window
+        assert window is not None
+        self._close_window(s)
+        kind = self._fault_kind("end_capture", fault)
+        if end.abandoned:
+            raise ModelError("CaptureRefusedError", Messages.ABANDONED.format(owner=end.owner, caller=end.caller))
+        if kind is not None and fault == "stream_end_capture":
+            raise ModelError(kind)
+        if window.invalidated:
+            raise ModelError("CaptureRefusedError", contains="invalidated")
+        if window.lazy_refusals:
+            raise ModelError("CaptureRefusedError", contains=window.lazy_refusals[0])
+        if kind is not None and fault == "graph_node_counts":
+            raise ModelError(kind)
+        if window.memory_nodes:
+            raise ModelError("CaptureRefusedError", contains="memory node")
+        if kind is not None:
+            raise ModelError(kind)
+        gid = self._new_id()
+        self.graphs_by_id[gid] = GraphModel(
+            gid,
+            tuple(window.recorded),
+            self.hardware,
+            frozenset(window.touched | {slot.id for op in window.recorded for slot in op.slots()}),
+            frozenset(window.pinned_info),
+        )
+        return gid
+
+    def abort_capture(self, stream: int) -> None:
+        """Back to NO_CAPTURE from anywhere, undoing the window; never fails."""
+        s = self.streams[stream]
+        s.state.abort()
+        self._close_window(s)
+
+    # ---------------------------------------------------------------- graphs
+
+    def replay(self, graph: int, stream: int, *, fault: Optional[str] = None) -> None:
+        """Re-executes exactly the recorded work, on ``stream``.
+
+        A hardware graph is one driver launch (``graph_launch``); a software graph re-issues its
+        operations one by one and stops at the first that fails. A failure is queued on the
+        stream (it surfaces at the next sync or read)."""
+        g = self.graphs_by_id[graph]
+        if not g.alive:
+            raise ModelError("ClosedError", Messages.REPLAY_DESTROYED)
+        s = self.streams[stream]
+        if s.state.is_recording():
+            if self.hardware:
+                raise NotImplementedError("replay inside a hardware recording is not specified")
+            assert s.window is not None
+            s.window.lazy_refusals.append("replay")
+            return
+        g.replayed_on.add(stream)
+        if g.hardware and fault == "graph_launch":
+            s.queued.append(QueuedFailure(fault, s.window))
+            return
+        for op in g.ops:
+            issued = STREAM_DRIVER_OPERATIONS[{WriteOp: "write", FillOp: "fill", CopyOp: "copy", LaunchOp: "launch"}[type(op)]]
+            if not g.hardware and fault == issued:
+                s.queued.append(QueuedFailure(fault, s.window))
+                return
+            self._touch(s, op.slots())
+            op.run()
+
+    def destroy(self, graph: int) -> None:
+        """Releases the graph's retained memory and its info pins; destroying twice is a no-op.
+
+        It first waits for the graph's work on every stream that replayed it (except one that
+        records on a hardware-graph device, where a sync would abort the capture). On a
+        hardware-graph device that wait is a stream synchronization, a call the driver forbids
+        while a capture it conflicts with is live (a thread_local capture begun on this thread, or
+        any global one): such a capture is invalidated and end_capture will refuse it.
+        """
+        g = self.graphs_by_id[graph]
+        if not g.alive:
+            return
+        g.alive = False
+        if not self.hardware or self.capture_mode == "relaxed":
+            return
+        waited = [sid for sid in g.replayed_on if not self.streams[sid].state.is_recording()]
+        if waited:
+            for s in self.streams.values():
+                if s.state.is_recording() and s.window is not None:
+                    s.window.invalidated = True
+
+    def cleanup(self) -> bool:
+        """Frees unpinned, unretained pool memory and unpinned info entries. Returns whether it
+        ran (it is skipped while any window is active)."""
+        if self.windows_active():
+            return False
+        self.info_entries &= self.pinned_info()
+        return True

@@ -1,0 +1,7 @@
+"""``python -m lifecore`` is the ``lifecore`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

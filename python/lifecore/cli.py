@@ -1,0 +1,235 @@
+"""The ``lifecore`` command: ``info``, ``check``, ``fuzz`` and ``bench``.
+
+``lifecore check`` is what to run after ``pip install .``: it lists the backends, runs a short
+graph-capture state machine (differential against the reference model) on the mock with both
+graph kinds and on the best available backend, times a short replay benchmark there, prints a
+summary, and exits 0 only when every check passed. Hypothesis is imported only by the commands
+that need it, so ``lifecore info`` works without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence, TextIO
+
+import lifecore
+
+
+@dataclass
+class CheckResult:
+    name: str
+    target: str
+    passed: bool
+    detail: str
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    cells = [[str(c) for c in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)
+
+
+def backends_table() -> str:
+    rows = []
+    for info in lifecore.backends():
+        version = info.driver_version or "-"
+        rows.append([info.name, "yes" if info.available else "no", version, info.device_name or "-",
+                     info.reason or "-"])
+    return _table(["backend", "available", "driver", "device", "reason / notes"], rows)
+
+
+class _Progress:
+    """A one-line progress bar on stderr, redrawn after every machine run."""
+
+    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+        self.label, self.total, self.stream, self.width = label, max(total, 1), stream, width
+        self.runs_at_start: Optional[int] = None
+
+    def __call__(self, stats: Any) -> None:
+        if self.runs_at_start is None:
+            self.runs_at_start = stats.runs - 1
+        done = min(stats.runs - self.runs_at_start, self.total)
+        filled = self.width * done // self.total
+        self.stream.write(f"\r{self.label:<24} [{'#' * filled}{'.' * (self.width - filled)}] "
+                          f"{done}/{self.total} runs, {stats.steps} steps")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        self.stream.write("\n")
+        self.stream.flush()
+
+
+def _machine_settings(examples: int, steps: int, explain: bool) -> Any:
+    from hypothesis import HealthCheck, Phase, settings
+
+    # The explain phase re-runs a failure many times to annotate it: worth it in a long fuzz
+    # run, not in a quick check.
+    phases = list(Phase) if explain else [p for p in Phase if p is not Phase.explain]
+    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
+                    suppress_health_check=list(HealthCheck), print_blob=True, phases=phases)
+
+
+def _run_machine(backend: str, graphs: str, examples: int, steps: int, seed: Optional[int],
+                 progress: bool, explain: bool = False) -> CheckResult:
+    from lifecore.testing import STATS, run_stream_capture_machine
+
+    target = f"{backend}/{graphs}"
+    bar = _Progress(f"machine {target}", examples) if progress else None
+    steps_before, start = STATS.steps, time.perf_counter()
+    STATS.on_run_end = bar
+    try:
+        run_stream_capture_machine(lambda: lifecore.Device(backend, graphs=graphs),
+                                   settings=_machine_settings(examples, steps, explain), seed=seed)
+    except Exception as error:  # a failed invariant or comparison, after shrinking
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return CheckResult("state machine", target, False, f"{type(error).__name__}: {detail}"[:160])
+    finally:
+        STATS.on_run_end = None
+        if bar is not None:
+            bar.finish()
+    ran = STATS.steps - steps_before
+    seconds = time.perf_counter() - start
+    return CheckResult("state machine", target, ran > 0, f"{ran} steps in {seconds:.1f} s, every invariant held")
+
+
+def _machine_targets() -> list[tuple[str, str]]:
+    """The mock with both graph kinds, plus whatever Device('auto') opens when it is not the mock."""
+    targets = [("mock", "hardware"), ("mock", "software")]
+    device = lifecore.Device("auto")
+    try:
+        if device.backend != "mock":
+            targets.append((device.backend, device.graphs))
+    finally:
+        device.close()
+    return targets
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    print(f"lifecore {lifecore.__version__}")
+    print(backends_table())
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    print(f"lifecore {lifecore.__version__}")
+    print(backends_table())
+    print()
+    results: list[CheckResult] = []
+    infos = lifecore.backends()
+    mock = [i for i in infos if i.name == "mock"]
+    results.append(CheckResult("backends", "all", bool(mock and mock[0].available),
+                               ", ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in infos)))
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        results.append(CheckResult("state machine", "-", False, "hypothesis is not installed"))
+    else:
+        try:
+            targets = _machine_targets()
+        except lifecore.LifecoreError as error:
+            targets = [("mock", "hardware"), ("mock", "software")]
+            results.append(CheckResult("open Device('auto')", "auto", False, str(error)[:160]))
+        for backend, graphs in targets:
+            results.append(_run_machine(backend, graphs, args.examples, args.steps, args.seed, progress=True))
+    try:
+        from lifecore.testing.stream_benchmarks import replay_vs_eager
+
+        rows = replay_vs_eager(lambda: lifecore.Device("auto"), sizes=(100,), repeat=3, min_seconds=0.02)
+        row = rows[0]
+        results.append(CheckResult(
+            "replay benchmark", row["backend"], bool(row["correct"]),
+            f"N={row['N']}: eager {row['eager_us']:.0f} us, replay {row['replay_us']:.0f} us, "
+            f"{row['speedup']:.1f}x" + ("" if row["correct"] else "; REPLAY RESULT WRONG")))
+    except Exception as error:
+        results.append(CheckResult("replay benchmark", "auto", False, f"{type(error).__name__}: {error}"[:160]))
+
+    print()
+    print(_table(["check", "target", "result", "detail"],
+                 [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]))
+    failed = [r for r in results if not r.passed]
+    if failed:
+        print(f"\n{len(failed)} check(s) failed: " + ", ".join(f"{r.name} ({r.target})" for r in failed))
+        return 1
+    print("\nevery check passed")
+    return 0
+
+
+def cmd_fuzz(args: argparse.Namespace) -> int:
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        print("lifecore fuzz needs hypothesis (pip install hypothesis)", file=sys.stderr)
+        return 2
+    graphs = ["hardware", "software"] if args.graphs == "both" else [args.graphs]
+    results = [_run_machine(args.backend, g, args.examples, args.steps, args.seed, progress=True, explain=True)
+               for g in graphs]
+    print(_table(["check", "target", "result", "detail"],
+                 [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]))
+    return 0 if all(r.passed for r in results) else 1
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from lifecore.testing import stream_benchmarks as bench
+
+    def factory() -> Any:
+        return lifecore.Device(args.backend)
+
+    quick = args.quick
+    print("replay of an N-op graph vs the same N launches issued from Python (per pass, with a sync)")
+    print(bench.format_table(bench.replay_vs_eager(factory, repeat=3 if quick else 5,
+                                                   min_seconds=0.02 if quick else 0.05)))
+    print("\nprepare -> begin -> end through the Python API vs the pure-Python reference model")
+    print(bench.format_table(bench.capture_cycle_vs_model(factory, repeat=3 if quick else 5,
+                                                          min_seconds=0.02 if quick else 0.05)))
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        print("\n(state-machine rate skipped: hypothesis is not installed)")
+        return 0
+    print("\nstate-machine steps per second (mock)")
+    row = bench.machine_steps_per_second(lambda: lifecore.Device("mock"), examples=5 if quick else 20)
+    print(bench.format_table([row]))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lifecore", description="lifecore: lifecycles for GPU inference runtimes")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("info", help="list the backends (name, available, driver, device, reason)").set_defaults(func=cmd_info)
+    check = sub.add_parser("check", help="backends, a short state-machine run and a replay benchmark")
+    check.add_argument("--examples", type=int, default=25, help="machine runs per target (default 25)")
+    check.add_argument("--steps", type=int, default=50, help="steps per machine run (default 50)")
+    check.add_argument("--seed", type=int, default=None, help="make the machine runs reproducible")
+    check.set_defaults(func=cmd_check)
+    fuzz = sub.add_parser("fuzz", help="a longer state-machine run")
+    fuzz.add_argument("--backend", default="mock", help="mock, cuda, hip or auto (default mock)")
+    fuzz.add_argument("--graphs", default="both", choices=["hardware", "software", "both"])
+    fuzz.add_argument("--examples", type=int, default=100)
+    fuzz.add_argument("--steps", type=int, default=100)
+    fuzz.add_argument("--seed", type=int, default=None)
+    fuzz.set_defaults(func=cmd_fuzz)
+    bench = sub.add_parser("bench", help="the graph-capture benchmarks (ratios measured side by side)")
+    bench.add_argument("--backend", default="mock", help="mock, cuda, hip or auto (default mock)")
+    bench.add_argument("--quick", action="store_true", help="fewer repetitions")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except lifecore.LifecoreError as error:
+        print(f"lifecore {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

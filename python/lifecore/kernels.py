@@ -1,0 +1,34 @@
+"""The built-in kernels, available on every backend under the same names and parameters.
+
+Each is a :class:`lifecore.Kernel` (``.name``, ``.params``, ``.param_names``, ``.signature``)
+to pass to :meth:`lifecore.Stream.launch`:
+
+- ``axpy_f32(n: u32, a: f32, x: ptr, y: ptr)``: ``y = a*x + y``
+- ``scale_f32(n: u32, a: f32, x: ptr, out: ptr)``: ``out = a*x``
+- ``add_f32(n: u32, x: ptr, y: ptr, out: ptr)``: ``out = x + y``
+- ``axpy_info_f32(info: ptr, x: ptr, y: ptr)``: like ``axpy_f32`` with ``n`` and ``a`` read from a
+  metadata buffer: launch it with ``args=[x, y]`` and ``info=[n, float_bits(a)]``.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from ._core import Kernel, builtin_kernel, builtin_kernel_names
+
+__all__ = ["Kernel", "axpy_f32", "scale_f32", "add_f32", "axpy_info_f32", "all_kernels", "float_bits"]
+
+axpy_f32: Kernel = builtin_kernel("axpy_f32")
+scale_f32: Kernel = builtin_kernel("scale_f32")
+add_f32: Kernel = builtin_kernel("add_f32")
+axpy_info_f32: Kernel = builtin_kernel("axpy_info_f32")
+
+
+def all_kernels() -> list[Kernel]:
+    """Every built-in kernel, in a stable order."""
+    return [builtin_kernel(name) for name in builtin_kernel_names()]
+
+
+def float_bits(value: float) -> int:
+    """The IEEE-754 single-precision bits of ``value`` as an unsigned int (an info word)."""
+    return struct.unpack("<I", struct.pack("<f", value))[0]

@@ -1,0 +1,78 @@
+"""The ``lifecore`` command, run in a subprocess as a user would."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import lifecore
+
+
+def run(*args: str, code: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "lifecore", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def test_info_lists_every_backend():
+    result = run("info")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[1].split()[:2] == ["backend", "available"]
+    for info in lifecore.backends():
+        row = next(line for line in lines if line.split()[0] == info.name)
+        assert row.split()[1] == ("yes" if info.available else "no")
+        if not info.available:
+            assert info.reason.split()[0] in row
+
+
+def test_info_works_without_hypothesis():
+    code = ("import sys; sys.modules['hypothesis'] = None\n"
+            "from lifecore.cli import main\n"
+            "sys.exit(main(['info']))")
+    result = run(code=code)
+    assert result.returncode == 0, result.stderr
+    assert "mock" in result.stdout
+
+
+def test_check_passes_and_reports_every_check():
+    result = run("check", "--examples", "2", "--steps", "15", "--seed", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "every check passed" in result.stdout
+    for target in ("mock/hardware", "mock/software"):
+        assert any(line.startswith("state machine") and target in line and "PASS" in line
+                   for line in result.stdout.splitlines()), result.stdout
+    assert "replay benchmark" in result.stdout
+    assert "runs" in result.stderr  # the progress bar
+
+
+def test_check_fails_when_the_implementation_disagrees_with_the_model():
+    # Corrupt the reference model's count of open windows: the machine must notice, and check
+    # must exit non-zero naming the failed check.
+    code = ("import sys\n"
+            "import lifecore.models.stream_capture as m\n"
+            "m.DeviceModel.windows_active = lambda self: 7\n"
+            "from lifecore.cli import main\n"
+            "sys.exit(main(['check', '--examples', '3', '--steps', '10', '--seed', '3']))")
+    result = run(code=code, timeout=300)
+    assert result.returncode != 0, result.stdout
+    assert "FAIL" in result.stdout and "check(s) failed" in result.stdout
+
+
+def test_fuzz_runs_the_requested_graph_kind():
+    result = run("fuzz", "--graphs", "software", "--examples", "2", "--steps", "10", "--seed", "2")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "mock/software" in result.stdout and "mock/hardware" not in result.stdout
+
+
+def test_bench_prints_the_three_measurements():
+    result = run("bench", "--quick", timeout=180)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "speedup" in result.stdout and "model/lifecore" in result.stdout and "steps_per_s" in result.stdout
+    ns = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("mock/")]
+    assert ns[:3] == ["10", "100", "1000"]
+
+
+def test_unknown_backend_is_a_clean_failure():
+    result = run("bench", "--backend", "nonesuch")
+    assert result.returncode == 1
+    assert "nonesuch" in result.stderr and "Traceback" not in result.stderr

@@ -1,0 +1,277 @@
+"""Bad input to Device / Stream / Buffer / Graph / launch: a clear exception, nothing changed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import (
+    BackendUnavailableError,
+    ClosedError,
+    InvalidArgumentError,
+    LifecoreTypeError,
+)
+from lifecore import kernels as K
+
+N = 64
+
+
+@pytest.fixture(params=["hardware", "software"])
+def device(request):
+    with lifecore.Device("mock", graphs=request.param) as dev:
+        yield dev
+
+
+@pytest.fixture
+def stream(device):
+    return device.stream()
+
+
+def unchanged(device, before) -> None:
+    assert device.memory_stats() == before
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"backend": "tpu"},
+    {"backend": "mock", "graphs": "firmware"},
+    {"backend": "mock", "capture_mode": "loose"},
+    {"backend": "mock", "ordinal": -1},
+    {"backend": "mock", "ordinal": 99},
+])
+def test_device_arguments(kwargs) -> None:
+    with pytest.raises(InvalidArgumentError):
+        lifecore.Device(**kwargs)
+
+
+def test_unavailable_backend_says_why() -> None:
+    infos = {info.name: info for info in lifecore.backends()}
+    for name in ("cuda", "hip"):
+        if not infos[name].available:
+            with pytest.raises(BackendUnavailableError, match=name):
+                lifecore.Device(name)
+
+
+def test_capture_modes_are_accepted() -> None:
+    for mode in ("thread_local", "global", "relaxed"):
+        with lifecore.Device("mock", capture_mode=mode) as dev:
+            assert dev.capture_mode == mode
+            s = dev.stream()
+            x = s.alloc(16)
+            s.fill(x, 1)
+            assert s.capture(lambda st: st.fill(x, 2)).node_count == 1
+
+
+@pytest.mark.parametrize("nbytes", [0, -1, -(2**40), 2**62])
+def test_alloc_sizes(device, stream, nbytes) -> None:
+    before = device.memory_stats()
+    with pytest.raises(InvalidArgumentError, match="alloc"):
+        stream.alloc(nbytes)
+    unchanged(device, before)
+
+
+def test_alloc_more_than_the_device_has_fails_cleanly(device, stream) -> None:
+    before = device.memory_stats()
+    with pytest.raises(lifecore.LifecoreError):
+        stream.alloc(2**60)
+    unchanged(device, before)
+
+
+@pytest.mark.parametrize("nbytes", [1.5, "16", None])
+def test_alloc_types(stream, nbytes) -> None:
+    with pytest.raises(TypeError):
+        stream.alloc(nbytes)
+
+
+def test_buffer_of_another_device(device, stream) -> None:
+    with lifecore.Device("mock", graphs=device.graphs) as other:
+        foreign = other.stream().alloc(4 * N)
+        mine = stream.alloc(4 * N)
+        before = device.memory_stats()
+        for call in (
+            lambda: stream.write(foreign, b"\0" * 16),
+            lambda: stream.read(foreign),
+            lambda: stream.fill(foreign, 0),
+            lambda: stream.copy(mine, foreign),
+            lambda: stream.copy(foreign, mine),
+            lambda: stream.launch(K.scale_f32, 1, N, [N, 1.0, foreign, mine]),
+        ):
+            with pytest.raises(InvalidArgumentError, match="another device"):
+                call()
+        unchanged(device, before)
+
+
+def test_freed_buffer(device, stream) -> None:
+    buf = stream.alloc(4 * N)
+    other = stream.alloc(4 * N)
+    assert buf.alive and buf.nbytes == 4 * N and buf.ptr != 0 and buf.device is device
+    buf.free()
+    assert not buf.alive and "freed" in repr(buf)
+    with pytest.raises(ClosedError):
+        buf.free()
+    with pytest.raises(ClosedError):
+        buf.ptr
+    for call in (
+        lambda: stream.write(buf, b"\0" * 16),
+        lambda: stream.read(buf),
+        lambda: stream.fill(buf, 0),
+        lambda: stream.copy(other, buf),
+        lambda: stream.launch(K.scale_f32, 1, N, [N, 1.0, buf, other]),
+    ):
+        with pytest.raises(ClosedError, match="freed"):
+            call()
+
+
+def test_write_fill_copy_sizes(device, stream) -> None:
+    buf = stream.alloc(4 * N)
+    odd = stream.alloc(6)
+    other = stream.alloc(8 * N)
+    before = device.memory_stats()
+    with pytest.raises(InvalidArgumentError):
+        stream.write(buf, b"")
+    with pytest.raises(InvalidArgumentError):
+        stream.write(buf, b"\0" * (4 * N + 1))
+    with pytest.raises(LifecoreTypeError):
+        stream.write(buf, "text")
+    with pytest.raises(InvalidArgumentError, match="multiple of 4"):
+        stream.fill(odd, 0)
+    with pytest.raises(InvalidArgumentError, match="same size"):
+        stream.copy(buf, other)
+    with pytest.raises(TypeError):
+        stream.fill(buf, -1)
+    unchanged(device, before)
+    stream.write(buf, bytearray(8))  # any bytes-like, up to the buffer's size
+    stream.write(buf, memoryview(np.zeros(N, np.float32)))
+    assert stream.read(buf) == bytes(4 * N)
+
+
+def test_launch_argument_checks(device, stream) -> None:
+    x = stream.alloc(4 * N)
+    y = stream.alloc(4 * N)
+    stream.fill(y, 0)
+    stream.sync()
+    before = device.memory_stats()
+    type_errors = [
+        [N, 1.0, x],                     # too few
+        [N, 1.0, x, y, y],               # too many
+        [1.5, 1.0, x, y],                # float for u32
+        [N, "a", x, y],                  # str for f32
+        [N, 1.0, 3, y],                  # int for a pointer
+        [N, 1.0, x, None],               # None for a pointer
+        [x, 1.0, x, y],                  # Buffer for u32
+    ]
+    for args in type_errors:
+        with pytest.raises(LifecoreTypeError):
+            stream.launch(K.axpy_f32, 1, N, args)
+    for args in ([-1, 1.0, x, y], [2**32, 1.0, x, y], [2**70, 1.0, x, y]):
+        with pytest.raises(InvalidArgumentError):
+            stream.launch(K.axpy_f32, 1, N, args)
+    with pytest.raises(LifecoreTypeError):
+        stream.launch(K.axpy_f32, 1, N, "args")
+    with pytest.raises(TypeError):
+        stream.launch("axpy_f32", 1, N, [N, 1.0, x, y])
+    unchanged(device, before)
+    assert stream.read(y) == bytes(4 * N)  # nothing ran
+    stream.launch(K.axpy_f32, 1, N, (N, 1, x, y))  # an int for a float is fine
+
+
+@pytest.mark.parametrize("dims", [0, -1, (), (1, 1, 1, 1), (1, 0), (2**31,), (1, 65536)])
+def test_grid_values(stream, dims) -> None:
+    x = stream.alloc(4 * N)
+    with pytest.raises(InvalidArgumentError):
+        stream.launch(K.scale_f32, dims, N, [N, 1.0, x, x])
+
+
+@pytest.mark.parametrize("dims", [0, 1025, (32, 33), (1, 1, 65)])
+def test_block_values(stream, dims) -> None:
+    x = stream.alloc(4 * N)
+    with pytest.raises(InvalidArgumentError):
+        stream.launch(K.scale_f32, 1, dims, [N, 1.0, x, x])
+
+
+@pytest.mark.parametrize("dims", ["1", 1.0, None, (1.0,), [1, "2"]])
+def test_dim_types(stream, dims) -> None:
+    x = stream.alloc(4 * N)
+    with pytest.raises(LifecoreTypeError):
+        stream.launch(K.scale_f32, dims, N, [N, 1.0, x, x])
+
+
+def test_info_checks(device, stream) -> None:
+    x = stream.alloc(4 * N)
+    y = stream.alloc(4 * N)
+    before = device.memory_stats()
+    with pytest.raises(LifecoreTypeError, match="info"):
+        stream.launch(K.axpy_f32, 1, N, [x, y], info=[N])  # no metadata parameter first
+    with pytest.raises(LifecoreTypeError):
+        stream.launch(K.axpy_info_f32, 1, N, [x, y], info=[N, 1.5])
+    with pytest.raises(LifecoreTypeError):
+        stream.launch(K.axpy_info_f32, 1, N, [x, y], info=5)
+    with pytest.raises(InvalidArgumentError):
+        stream.launch(K.axpy_info_f32, 1, N, [x, y], info=[N, 2**32])
+    with pytest.raises(InvalidArgumentError):
+        stream.launch(K.axpy_info_f32, 1, N, [x, y], info=[])
+    with pytest.raises(LifecoreTypeError):
+        stream.launch(K.axpy_info_f32, 1, N, [x], info=[N, 0])
+    unchanged(device, before)
+
+
+def test_destroyed_graph(stream) -> None:
+    x = stream.alloc(16)
+    graph = stream.capture(lambda st: st.fill(x, 1))
+    graph.destroy()
+    with pytest.raises(ClosedError, match="^replay was given an unknown or already-destroyed graph$"):
+        graph.replay()
+    with pytest.raises(TypeError):
+        graph.replay("stream")
+
+
+def test_kernels_module() -> None:
+    assert [k.name for k in K.all_kernels()] == ["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"]
+    assert K.axpy_f32.params == ["u32", "f32", "ptr", "ptr"]
+    assert K.axpy_info_f32.param_names == ["info", "x", "y"]
+    assert K.float_bits(1.0) == 0x3F800000
+    with pytest.raises(InvalidArgumentError, match="axpy_f32"):
+        lifecore._core.builtin_kernel("nope")
+
+
+def test_closed_device_rejects_everything() -> None:
+    dev = lifecore.Device("mock")
+    s = dev.stream()
+    buf = s.alloc(16)
+    dev.close()
+    assert "closed" in repr(dev)
+    for call in (
+        lambda: s.alloc(16),
+        lambda: s.fill(buf, 0),
+        lambda: s.graph_prepare(),
+        lambda: s.begin_capture(),
+        lambda: s.end_capture(),
+        lambda: dev.stream(),
+        lambda: dev.cleanup(),
+        lambda: dev.inject_fault("launch_kernel", 1),
+        lambda: s.handle,
+    ):
+        with pytest.raises(ClosedError):
+            call()
+    s.abort_capture()  # never fails
+    buf.free()  # the memory went with the device; freeing is harmless
+
+
+def test_memory_stats_keys(device) -> None:
+    assert set(device.memory_stats()) == {
+        "pool_bytes", "slices", "slices_in_use", "slices_retained", "slices_free", "driver_allocations",
+        "graphs_alive", "info_entries", "info_pinned", "windows_active",
+    }
+    assert all(isinstance(v, int) for v in device.memory_stats().values())
+
+
+@pytest.mark.parametrize("backend", ["cuda", "hip"])
+def test_fault_injection_is_mock_only(backend) -> None:
+    info = {i.name: i for i in lifecore.backends()}[backend]
+    if not info.available:
+        pytest.skip(f"{backend}: {info.reason}")
+    with lifecore.Device(backend) as dev:
+        with pytest.raises(lifecore.LifecoreError, match="mock-only"):
+            dev.inject_fault("launch_kernel", 719)
+        with pytest.raises(lifecore.LifecoreError, match="mock-only"):
+            dev.clear_faults()

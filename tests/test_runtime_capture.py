@@ -1,0 +1,639 @@
+"""Graph capture through Device / Stream / Graph, on both hardware and software graphs (mock)."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import (
+    CaptureRefusedError,
+    CaptureStateError,
+    CaptureVariant,
+    ClosedError,
+    DriverError,
+    InvalidArgumentError,
+)
+from lifecore import kernels as K
+
+N = 300  # not a multiple of the block: the kernels' bounds check matters
+BLOCK = 128
+GRID = (N + BLOCK - 1) // BLOCK
+
+
+def _params(graph_modes):
+    """Every backend x graph mode; unavailable backends are skipped with the reason."""
+    infos = {info.name: info for info in lifecore.backends()}
+    params = []
+    for name in ("mock", "cuda", "hip"):
+        info = infos[name]
+        marks = [] if info.available else [pytest.mark.skip(reason=f"{name}: {info.reason}")]
+        for graphs in graph_modes:
+            params.append(pytest.param((name, graphs), id=f"{name}-{graphs}", marks=marks))
+    return params
+
+
+@pytest.fixture(params=_params(["hardware", "software"]))
+def device(request):
+    backend, graphs = request.param
+    with lifecore.Device(backend, graphs=graphs) as dev:
+        yield dev
+
+
+@pytest.fixture(params=_params(["hardware"]))
+def hardware_device(request):
+    backend, graphs = request.param
+    with lifecore.Device(backend, graphs=graphs) as dev:
+        yield dev
+
+
+@pytest.fixture(params=_params(["software"]))
+def software_device(request):
+    backend, graphs = request.param
+    with lifecore.Device(backend, graphs=graphs) as dev:
+        yield dev
+
+
+@pytest.fixture(params=["hardware", "software"])
+def mock_device(request):
+    """Fault injection is mock-only."""
+    with lifecore.Device("mock", graphs=request.param) as dev:
+        yield dev
+
+
+@pytest.fixture
+def mock_hardware_device():
+    with lifecore.Device("mock", graphs="hardware") as dev:
+        yield dev
+
+
+def f32(stream, buf) -> np.ndarray:
+    return np.frombuffer(stream.read(buf), dtype=np.float32)
+
+
+def upload(stream, values) -> lifecore.Buffer:
+    arr = np.asarray(values, dtype=np.float32)
+    buf = stream.alloc(arr.nbytes)
+    stream.write(buf, arr.tobytes())
+    return buf
+
+
+def stats_consistent(dev) -> dict:
+    stats = dev.memory_stats()
+    assert stats["slices"] == stats["slices_in_use"] + stats["slices_retained"] + stats["slices_free"]
+    return stats
+
+
+def test_device_properties(device) -> None:
+    assert device.backend == "mock"
+    assert device.graphs in ("hardware", "software")
+    assert device.capture_mode == "thread_local"
+    assert device.ordinal == 0 and device.name
+    stream = device.stream()
+    assert isinstance(stream.handle, int) and stream.handle != 0
+    assert stream.device is device
+    assert "graphs=" in repr(device) and "NO_CAPTURE" in repr(stream)
+
+
+def test_prepare_warmup_capture_replay_twice_exact(device) -> None:
+    s = device.stream()
+    xs = np.arange(N, dtype=np.float32)
+    x = upload(s, xs)
+    y = upload(s, np.ones(N))
+
+    def step(st):
+        st.launch(K.axpy_f32, GRID, BLOCK, [N, 2.0, x, y])
+
+    graph = s.capture(step, warmup=1)
+    assert graph.is_hardware == (device.graphs == "hardware")
+    assert graph.node_count >= 1 and graph.alive
+    after_warmup = 1 + 2 * xs
+    np.testing.assert_array_equal(f32(s, y), after_warmup)  # the recorded pass did not execute
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, y), after_warmup + 2 * xs)
+    graph.replay(s)
+    np.testing.assert_array_equal(f32(s, y), after_warmup + 4 * xs)
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    stats = stats_consistent(device)
+    assert stats["graphs_alive"] == 1 and stats["windows_active"] == 0
+
+
+def test_manual_transitions_and_multi_op_graph(device) -> None:
+    s = device.stream()
+    xs = np.linspace(-1, 1, N).astype(np.float32)
+    x = upload(s, xs)
+    y = s.alloc(4 * N)
+    out = s.alloc(4 * N)
+    s.graph_prepare(owner=11)
+    assert s.capture_state.variant is CaptureVariant.PREPARE and s.capture_state.owner == 11
+    s.fill(y, 0)
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 3.0, x, y])
+    s.launch(K.add_f32, GRID, BLOCK, (N, x, y, out))
+    np.testing.assert_allclose(f32(s, out), 4 * xs, rtol=1e-6)  # reads are fine in PREPARE
+    s.begin_capture()
+    assert s.capture_state.is_recording()
+    s.fill(out, 0)
+    s.copy(y, x)
+    s.launch(K.add_f32, GRID, BLOCK, (N, x, y, out))
+    graph = s.end_capture(11)
+    assert graph.node_count >= 3
+    s.fill(out, 0x7FC00000)  # NaN sentinel overwritten by the replay
+    s.sync()
+    graph.replay()
+    np.testing.assert_allclose(f32(s, out), 2 * xs, rtol=1e-6)
+    np.testing.assert_allclose(f32(s, y), xs, rtol=1e-6)
+
+
+def test_rewriting_an_input_changes_the_next_replay(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    out = s.alloc(4 * N)
+    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 5.0, x, out]))
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, out), np.full(N, 5.0, np.float32))
+    s.write(x, np.arange(N, dtype=np.float32).tobytes())
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, out), 5.0 * np.arange(N, dtype=np.float32))
+
+
+def test_more_launches_than_the_flush_threshold_in_one_capture(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    y = upload(s, np.zeros(N))
+    launches = 150  # > 64: fenced flushes inside the window must be deferred, not captured
+
+    def step(st):
+        for _ in range(launches):
+            st.launch(K.axpy_f32, GRID, BLOCK, [N, 1.0, x, y])
+
+    graph = s.capture(step, warmup=1)
+    np.testing.assert_array_equal(f32(s, y), np.full(N, launches, np.float32))  # warmup only
+    graph.replay()
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, y), np.full(N, 3 * launches, np.float32))
+    assert graph.node_count >= launches
+
+
+def test_info_launch_through_the_cache_pins_and_releases(device) -> None:
+    s = device.stream()
+    x = upload(s, np.arange(N))
+    y = upload(s, np.zeros(N))
+    info = [N, K.float_bits(0.5)]
+    s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=info)
+    np.testing.assert_array_equal(f32(s, y), 0.5 * np.arange(N, dtype=np.float32))
+    assert device.memory_stats()["info_entries"] == 1
+    graph = s.capture(lambda st: st.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=info))
+    stats = device.memory_stats()
+    assert stats["info_entries"] == 1 and stats["info_pinned"] == 1  # identical words share one buffer
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, y), 1.5 * np.arange(N, dtype=np.float32))
+    graph.destroy()
+    assert device.memory_stats()["info_pinned"] == 0
+    device.cleanup()
+    assert device.memory_stats()["info_entries"] == 0
+
+
+def test_large_info_is_transient_in_normal_mode_and_cached_in_capture(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    y = upload(s, np.zeros(N))
+    big = [N, K.float_bits(1.0)] + [0] * 600  # > 2048 bytes
+    s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=big)
+    s.sync()
+    assert device.memory_stats()["info_entries"] == 0
+    graph = s.capture(lambda st: st.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=big))
+    assert device.memory_stats()["info_pinned"] == 1
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, y), np.full(N, 3.0, np.float32))
+
+
+def test_stream_transitions_raise_the_state_messages(device) -> None:
+    s = device.stream()
+    with pytest.raises(CaptureStateError, match="^begin_capture: call graph_prepare before starting a capture$"):
+        s.begin_capture()
+    with pytest.raises(CaptureStateError, match="^end_capture: no graph capture is recording on this stream$"):
+        s.end_capture()
+    s.graph_prepare()
+    with pytest.raises(CaptureStateError, match="already prepared"):
+        s.graph_prepare()
+    with pytest.raises(CaptureStateError, match="^end_capture: no graph capture is recording on this stream$"):
+        s.end_capture()
+    s.begin_capture()
+    with pytest.raises(CaptureStateError, match="^graph_prepare: a graph capture is already recording on this stream$"):
+        s.graph_prepare()
+    with pytest.raises(CaptureStateError, match="^begin_capture: a graph capture is already recording on this stream$"):
+        s.begin_capture()
+    assert s.capture_state.is_recording()
+    graph = s.end_capture()
+    assert graph.node_count == 0
+    assert device.memory_stats()["windows_active"] == 0
+
+
+def test_capture_state_is_a_copy(device) -> None:
+    s = device.stream()
+    state = s.capture_state
+    state.prepare(1)
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+
+
+def test_abandoned_end_is_refused_and_the_stream_is_free(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    s.graph_prepare(owner=1)
+    s.begin_capture()
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    with pytest.raises(CaptureRefusedError) as raised:
+        s.end_capture(caller=2)
+    assert str(raised.value) == (
+        "end_capture: the capture belongs to owner 1, not to 2; it is discarded rather than left recording on a "
+        "stream both share"
+    )
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    stats = stats_consistent(device)
+    assert stats["windows_active"] == 0 and stats["graphs_alive"] == 0 and stats["info_pinned"] == 0
+    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]), owner=2)
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))
+
+
+def test_abort_capture_from_anywhere(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    s.abort_capture()  # idle: nothing to do
+    s.graph_prepare()
+    s.launch(K.axpy_info_f32, GRID, BLOCK, [x, x], info=[N, K.float_bits(1.0)])
+    assert device.memory_stats()["info_pinned"] == 1
+    s.abort_capture()
+    assert device.memory_stats()["info_pinned"] == 0 and device.memory_stats()["windows_active"] == 0
+    s.graph_prepare()
+    s.begin_capture()
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    s.abort_capture()
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 2.0, np.float32))  # recorded work never ran
+    assert s.capture(lambda st: None).node_count == 0
+
+
+def test_failing_warmup_in_capture_leaves_the_stream_recapturable(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+
+    def bad(st):
+        raise RuntimeError("warmup failed")
+
+    with pytest.raises(RuntimeError, match="warmup failed"):
+        s.capture(bad)
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    assert device.memory_stats()["windows_active"] == 0
+    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))  # warmup doubles, the replay doubles
+
+
+def test_capture_rejects_bad_warmup(device) -> None:
+    s = device.stream()
+    with pytest.raises(InvalidArgumentError):
+        s.capture(lambda st: None, warmup=-1)
+    with pytest.raises(TypeError):
+        s.capture(42)
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+
+
+def test_priming_grows_the_pool_to_the_working_set(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    out = s.alloc(4 * N)
+
+    def step(st):
+        # Three sequential temporaries: the transient peak is one, the working set three.
+        for scale in (2.0, 3.0, 4.0):
+            tmp = st.alloc(4 * N)
+            st.launch(K.scale_f32, GRID, BLOCK, [N, scale, x, tmp])
+            st.launch(K.add_f32, GRID, BLOCK, [N, tmp, out, out])
+            tmp.free()
+
+    s.fill(out, 0)
+    allocations_before = device.memory_stats()["driver_allocations"]
+    graph = s.capture(step, warmup=1)
+    s.sync()  # freed slices return to the pool after the stream's fence
+    stats = stats_consistent(device)
+    assert stats["driver_allocations"] - allocations_before == 3  # warmup only: the recording allocated none
+    assert stats["slices_retained"] == 3  # the graph holds its temporaries' slices
+    np.testing.assert_array_equal(f32(s, out), np.full(N, 9.0, np.float32))
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, out), np.full(N, 18.0, np.float32))
+    # Sentinels allocated now must not get the graph's slices.
+    sentinels = [s.alloc(4 * N) for _ in range(3)]
+    for sentinel in sentinels:
+        s.fill(sentinel, 0x12345678)
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, out), np.full(N, 27.0, np.float32))
+    for sentinel in sentinels:
+        assert set(np.frombuffer(s.read(sentinel), dtype=np.uint32)) == {0x12345678}
+    graph.destroy()
+    s.sync()
+    assert stats_consistent(device)["slices_retained"] == 0
+
+
+def test_freed_buffer_used_by_a_graph_stays_retained(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    tmp = s.alloc(4 * N)
+    out = s.alloc(4 * N)
+
+    def step(st):
+        st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, tmp])
+        st.launch(K.scale_f32, GRID, BLOCK, [N, 3.0, tmp, out])
+
+    graph = s.capture(step)
+    tmp.free()
+    s.sync()
+    assert not tmp.alive
+    stats = stats_consistent(device)
+    assert stats["slices_retained"] == 1
+    other = s.alloc(4 * N)  # same size: must not reuse the graph's slice
+    s.fill(other, 0)
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, out), np.full(N, 6.0, np.float32))
+    assert set(np.frombuffer(s.read(other), dtype=np.uint32)) == {0}
+    del graph
+    gc.collect()
+    s.sync()
+    stats = stats_consistent(device)
+    assert stats["graphs_alive"] == 0 and stats["slices_retained"] == 0
+
+
+def test_graph_destroy_and_replay_after_destroy(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    with s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 1.0, x, x])) as graph:
+        graph.replay()
+        assert device.memory_stats()["graphs_alive"] == 1
+    assert not graph.alive and "destroyed" in repr(graph)
+    assert device.memory_stats()["graphs_alive"] == 0
+    with pytest.raises(ClosedError, match="^replay was given an unknown or already-destroyed graph$"):
+        graph.replay()
+    graph.destroy()  # idempotent
+
+
+def test_replay_on_another_stream_and_device(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    other = device.stream()
+    s.sync()
+    graph.replay(other)
+    other.sync()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))
+    with lifecore.Device(device.backend, graphs=device.graphs) as second:
+        with pytest.raises(InvalidArgumentError, match="another device"):
+            graph.replay(second.stream())
+
+
+def test_cleanup_is_skipped_while_a_window_is_active(device) -> None:
+    s = device.stream()
+    for _ in range(3):
+        s.alloc(1 << 12).free()
+    s.sync()
+    before = device.memory_stats()
+    assert before["slices_free"] >= 1
+    s.graph_prepare()
+    device.cleanup()
+    assert device.memory_stats()["pool_bytes"] == before["pool_bytes"]
+    s.abort_capture()
+    device.cleanup()
+    after = stats_consistent(device)
+    assert after["slices_free"] == 0 and after["pool_bytes"] < before["pool_bytes"]
+
+
+def test_close_with_an_open_window_then_everything_is_closed(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    s.graph_prepare()
+    device.close()
+    device.close()  # idempotent
+    assert device.closed and not x.alive and not graph.alive
+    with pytest.raises(ClosedError):
+        s.alloc(16)
+    with pytest.raises(ClosedError):
+        s.sync()
+    with pytest.raises(ClosedError):
+        device.stream()
+    with pytest.raises(ClosedError):
+        graph.replay()
+    with pytest.raises(ClosedError):
+        x.ptr
+    del x  # the last reference of a buffer of a closed device is harmless
+
+
+# ---- hardware-graph semantics -----------------------------------------------------------
+
+
+def test_growing_the_pool_inside_the_window_is_refused_for_memory_nodes(hardware_device) -> None:
+    dev = hardware_device
+    s = dev.stream()
+    x = upload(s, np.ones(N))
+    s.graph_prepare()
+    s.begin_capture()
+    fresh = s.alloc(1 << 16)  # the pool cannot serve it: a memory node
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    with pytest.raises(CaptureRefusedError, match=r"memory node") as raised:
+        s.end_capture()
+    assert raised.value.cause == "memory_nodes"
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    stats = stats_consistent(dev)
+    assert stats["windows_active"] == 0 and stats["graphs_alive"] == 0
+    del fresh
+    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))
+
+
+def test_read_during_hardware_capture_invalidates_it(hardware_device) -> None:
+    s = hardware_device.stream()
+    x = upload(s, np.ones(N))
+    s.graph_prepare()
+    s.begin_capture()
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    with pytest.raises(DriverError) as raised:
+        s.read(x)
+    assert raised.value.code == 900
+    assert s.capture_state.is_recording()
+    with pytest.raises(CaptureRefusedError, match="invalidated") as refused:
+        s.end_capture()
+    assert refused.value.code == 901 and "901" in str(refused.value)
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    np.testing.assert_array_equal(f32(s, x), np.ones(N, np.float32))
+    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))
+
+
+def test_sync_during_hardware_capture_invalidates_it(hardware_device) -> None:
+    s = hardware_device.stream()
+    s.graph_prepare()
+    s.begin_capture()
+    with pytest.raises(DriverError):
+        s.sync()
+    with pytest.raises(CaptureRefusedError, match="invalidated"):
+        s.end_capture()
+
+
+def test_write_in_a_hardware_graph_keeps_its_staging(mock_hardware_device) -> None:
+    # Mock only: a real driver may refuse to capture a copy from pageable host memory.
+    s = mock_hardware_device.stream()
+    x = s.alloc(4 * N)
+    out = s.alloc(4 * N)
+    payload = np.full(N, 7.0, np.float32).tobytes()
+
+    def step(st):
+        st.write(x, payload)
+        st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, out])
+
+    graph = s.capture(step)
+    s.fill(x, 0)
+    s.fill(out, 0)
+    s.sync()
+    gc.collect()
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 7.0, np.float32))  # re-read the staging copy
+    np.testing.assert_array_equal(f32(s, out), np.full(N, 14.0, np.float32))
+
+
+# ---- software-graph semantics -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["read", "sync"])
+def test_software_read_and_sync_are_refused_on_the_spot(software_device, op) -> None:
+    s = software_device.stream()
+    x = upload(s, np.ones(N))
+    s.graph_prepare()
+    s.begin_capture()
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    with pytest.raises(CaptureStateError) as raised:
+        s.read(x) if op == "read" else s.sync()
+    assert str(raised.value) == (
+        f"{op}: a software capture window records launches only, so this operation cannot be part of a graph"
+    )
+    assert s.capture_state.is_recording()
+    graph = s.end_capture()  # refused on the spot, so the recording is still whole
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 2.0, np.float32))
+
+
+def test_software_write_is_refused_lazily_at_end_capture(software_device) -> None:
+    s = software_device.stream()
+    x = upload(s, np.ones(N))
+    s.graph_prepare()
+    s.begin_capture()
+    s.write(x, np.zeros(N, np.float32).tobytes())  # accepted now ...
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    with pytest.raises(CaptureRefusedError, match="write: a software capture window records launches only"):
+        s.end_capture()  # ... refused here, nothing sealed
+    stats = stats_consistent(software_device)
+    assert stats["graphs_alive"] == 0 and stats["windows_active"] == 0
+    s.sync()  # the refusal does not linger in the stream's error queue
+    np.testing.assert_array_equal(f32(s, x), np.ones(N, np.float32))
+    assert s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])).node_count == 1
+
+
+def test_software_allocation_inside_the_window_is_legal(software_device) -> None:
+    s = software_device.stream()
+    x = upload(s, np.ones(N))
+    out = s.alloc(4 * N)
+    s.graph_prepare()
+    s.begin_capture()
+    tmp = s.alloc(4 * N)
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 3.0, x, tmp])
+    s.copy(out, tmp)
+    graph = s.end_capture()
+    tmp.free()
+    s.sync()
+    assert software_device.memory_stats()["slices_retained"] == 1
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, out), np.full(N, 3.0, np.float32))
+
+
+def test_errors_queued_before_the_window_surface_at_graph_prepare(mock_device) -> None:
+    device = mock_device
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    device.inject_fault("launch_kernel", 719)
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])  # fails asynchronously: queued
+    with pytest.raises(DriverError, match="graph_prepare") as raised:
+        s.graph_prepare()
+    assert raised.value.code == 719
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    assert device.memory_stats()["windows_active"] == 0
+    s.graph_prepare()  # reported once: the retry is accepted
+    assert s.capture_state.variant is CaptureVariant.PREPARE
+    s.abort_capture()
+
+
+def test_info_words_first_seen_inside_the_window(device) -> None:
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    y = upload(s, np.zeros(N))
+    s.graph_prepare()
+    s.begin_capture()  # no warmup: the cache has never seen these words
+    s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, K.float_bits(2.0)])
+    if device.graphs == "hardware":
+        # Uploading a new info buffer inside the window allocates: a memory node, refused.
+        with pytest.raises(CaptureRefusedError, match="memory node"):
+            s.end_capture()
+        assert device.memory_stats()["info_pinned"] == 0
+    else:
+        graph = s.end_capture()  # a software window may allocate: the entry is pinned
+        assert device.memory_stats()["info_pinned"] == 1
+        graph.replay()
+        np.testing.assert_array_equal(f32(s, y), np.full(N, 2.0, np.float32))
+
+
+def test_replay_inside_a_software_window_is_refused_lazily(software_device) -> None:
+    s = software_device.stream()
+    x = upload(s, np.ones(N))
+    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    s.graph_prepare()
+    s.begin_capture()
+    graph.replay()
+    with pytest.raises(CaptureRefusedError, match="replay"):
+        s.end_capture()
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE and graph.alive
+
+
+@pytest.mark.parametrize("close", ["abort", "refuse"])
+def test_a_memory_node_buffer_dangles_after_the_window(hardware_device, close) -> None:
+    s = hardware_device.stream()
+    s.graph_prepare()
+    s.begin_capture()
+    orphan = s.alloc(1 << 16)  # no free slice of that size: a memory node
+    if close == "abort":
+        s.abort_capture()
+    else:
+        with pytest.raises(CaptureRefusedError, match="memory node"):
+            s.end_capture()
+    assert not orphan.alive
+    for call in (lambda: s.fill(orphan, 0), lambda: s.read(orphan), lambda: orphan.ptr):
+        with pytest.raises(ClosedError, match="discarded"):
+            call()
+    s.sync()  # the stream was not poisoned
+    orphan.free()
+    s.sync()
+    assert stats_consistent(hardware_device)["slices_in_use"] == 0
+
+
+def test_info_words_first_seen_in_a_discarded_recording_are_uploaded_again(hardware_device) -> None:
+    s = hardware_device.stream()
+    x = upload(s, np.arange(N))
+    y = upload(s, np.zeros(N))
+    words = [N, K.float_bits(2.0)]
+    s.graph_prepare()
+    s.begin_capture()
+    s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=words)
+    s.abort_capture()
+    assert hardware_device.memory_stats()["info_entries"] == 0
+    s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=words)
+    np.testing.assert_array_equal(f32(s, y), 2.0 * np.arange(N, dtype=np.float32))

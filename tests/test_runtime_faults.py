@@ -1,0 +1,249 @@
+"""Injected driver faults at every transition (and around them) leave the stream out of capture,
+usable and re-capturable, with the pools disarmed and the cache pins discarded (mock only)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import CaptureRefusedError, CaptureVariant, DriverError, InvalidArgumentError, LifecoreError
+from lifecore import kernels as K
+
+N = 256
+GRID, BLOCK = 2, 128
+FAILED = 719  # CUDA_ERROR_LAUNCH_FAILED
+
+
+@pytest.fixture(params=["hardware", "software"])
+def device(request):
+    with lifecore.Device("mock", graphs=request.param) as dev:
+        yield dev
+
+
+@pytest.fixture
+def hardware_device():
+    with lifecore.Device("mock", graphs="hardware") as dev:
+        yield dev
+
+
+def ones(stream) -> lifecore.Buffer:
+    buf = stream.alloc(4 * N)
+    stream.write(buf, np.ones(N, np.float32).tobytes())
+    return buf
+
+
+def step_for(x, y):
+    def step(st):
+        tmp = st.alloc(4 * N)
+        st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, tmp])
+        st.launch(K.axpy_info_f32, GRID, BLOCK, [tmp, y], info=[N, K.float_bits(1.0)])
+        tmp.free()
+
+    return step
+
+
+def assert_recapturable(dev, stream) -> None:
+    """The window is gone without a trace, and a fresh capture replays exactly."""
+    dev.clear_faults()
+    assert stream.capture_state.variant is CaptureVariant.NO_CAPTURE
+    stream.sync()  # nothing lingers in the error queue
+    stats = dev.memory_stats()
+    assert stats["windows_active"] == 0
+    assert stats["slices"] == stats["slices_in_use"] + stats["slices_retained"] + stats["slices_free"]
+    graphs_before = stats["graphs_alive"]
+    x = ones(stream)
+    y = stream.alloc(4 * N)
+    stream.fill(y, 0)
+    graph = stream.capture(step_for(x, y))
+    after_warmup = np.frombuffer(stream.read(y), np.float32).copy()
+    np.testing.assert_array_equal(after_warmup, np.full(N, 2.0, np.float32))
+    graph.replay()
+    graph.replay()
+    np.testing.assert_array_equal(np.frombuffer(stream.read(y), np.float32), np.full(N, 6.0, np.float32))
+    assert dev.memory_stats()["graphs_alive"] == graphs_before + 1
+    graph.destroy()
+
+
+def test_fault_at_begin_capture_driver_call(hardware_device) -> None:
+    dev = hardware_device
+    s = dev.stream()
+    x, y = ones(s), ones(s)
+    dev.inject_fault("stream_begin_capture", FAILED)
+    with pytest.raises(DriverError) as raised:
+        s.capture(step_for(x, y))
+    assert raised.value.code == FAILED
+    assert dev.memory_stats()["info_pinned"] == 0
+    assert_recapturable(dev, s)
+
+
+def test_fault_at_begin_capture_flush(device) -> None:
+    s = device.stream()
+    x, y = ones(s), ones(s)
+    s.graph_prepare()
+    device.inject_fault("stream_synchronize", FAILED)
+    with pytest.raises(DriverError):
+        s.begin_capture()
+    assert device.memory_stats()["info_pinned"] == 0
+    assert_recapturable(device, s)
+
+
+@pytest.mark.parametrize("call", ["stream_end_capture", "graph_node_counts", "graph_instantiate"])
+def test_fault_while_sealing_is_a_refusal(hardware_device, call) -> None:
+    dev = hardware_device
+    s = dev.stream()
+    x, y = ones(s), ones(s)
+    dev.inject_fault(call, FAILED)
+    with pytest.raises(CaptureRefusedError) as raised:
+        s.capture(step_for(x, y))
+    assert raised.value.code == FAILED
+    stats = dev.memory_stats()
+    assert stats["graphs_alive"] == 0 and stats["info_pinned"] == 0
+    assert_recapturable(dev, s)
+
+
+def test_failed_upload_is_only_a_warning(hardware_device) -> None:
+    dev = hardware_device
+    s = dev.stream()
+    x = ones(s)
+    y = s.alloc(4 * N)
+    s.fill(y, 0)
+    dev.inject_fault("graph_upload", FAILED)
+    graph = s.capture(step_for(x, y))
+    graph.replay()
+    np.testing.assert_array_equal(np.frombuffer(s.read(y), np.float32), np.full(N, 4.0, np.float32))
+
+
+def test_failing_launch_in_warmup_surfaces_at_begin_capture(device) -> None:
+    s = device.stream()
+    x, y = ones(s), ones(s)
+    device.inject_fault("launch_kernel", FAILED)
+    with pytest.raises(DriverError, match="begin_capture"):
+        s.capture(step_for(x, y))
+    assert_recapturable(device, s)
+
+
+def test_failing_launch_while_recording_refuses_the_capture(hardware_device) -> None:
+    dev = hardware_device
+    s = dev.stream()
+    x, y = ones(s), ones(s)
+    s.graph_prepare(owner=4)
+    step_for(x, y)(s)
+    s.begin_capture()
+    dev.inject_fault("launch_kernel", FAILED)
+    step_for(x, y)(s)
+    with pytest.raises(CaptureRefusedError, match="owner 4") as raised:
+        s.end_capture(4)
+    assert raised.value.cause == "queued_error" and raised.value.code == FAILED
+    assert_recapturable(dev, s)
+
+
+@pytest.mark.parametrize("call", ["mem_alloc", "memcpy_htod_async", "module_load"])
+def test_fault_inside_warmup_aborts_the_window(device, call) -> None:
+    dev = device
+    s = dev.stream()
+    x = ones(s)
+    y = s.alloc(4 * N)
+    s.fill(y, 0)
+
+    def step(st):
+        st.write(x, np.ones(N, np.float32).tobytes())
+        tmp = st.alloc(8 * N)  # a size the pool has not seen: a driver allocation
+        st.launch(K.scale_f32, GRID, BLOCK, [N, 1.0, x, y])
+        tmp.free()
+
+    dev.inject_fault(call, FAILED)
+    with pytest.raises(DriverError):
+        s.capture(step)
+    assert_recapturable(dev, s)
+
+
+def test_fault_in_a_memory_node_allocation(hardware_device) -> None:
+    dev = hardware_device
+    s = dev.stream()
+    s.graph_prepare()
+    s.begin_capture()
+    dev.inject_fault("mem_alloc_async", FAILED)
+    with pytest.raises(DriverError):
+        s.alloc(1 << 20)
+    s.abort_capture()
+    assert_recapturable(dev, s)
+
+
+def test_fault_in_replay_surfaces_at_sync(device) -> None:
+    s = device.stream()
+    x = ones(s)
+    y = s.alloc(4 * N)
+    s.fill(y, 0)
+    graph = s.capture(step_for(x, y))
+    device.inject_fault("graph_launch" if device.graphs == "hardware" else "launch_kernel", FAILED)
+    graph.replay()
+    with pytest.raises(DriverError) as raised:
+        s.sync()
+    assert raised.value.code == FAILED
+    s.sync()  # reported once
+    graph.replay()
+    assert graph.alive
+    assert_recapturable(device, s)
+
+
+def test_fault_in_a_fenced_flush_is_queued(device) -> None:
+    s = device.stream()
+    x = ones(s)
+    for _ in range(3):
+        s.alloc(4 * N).free()  # something for the drop queue to hold
+    device.inject_fault("event_record", FAILED, times=100)
+    for _ in range(70):
+        s.launch(K.scale_f32, GRID, BLOCK, [N, 1.0, x, x])
+    device.clear_faults()
+    with pytest.raises(DriverError):
+        s.sync()
+    s.sync()
+    stats = device.memory_stats()
+    assert stats["slices_free"] >= 1  # released after the successful sync
+    assert_recapturable(device, s)
+
+
+def test_fault_in_graph_destroy_still_releases(hardware_device) -> None:
+    dev = hardware_device
+    s = dev.stream()
+    x, y = ones(s), ones(s)
+    graph = s.capture(step_for(x, y))
+    dev.inject_fault("graph_exec_destroy", FAILED)
+    graph.destroy()
+    assert not graph.alive and dev.memory_stats()["graphs_alive"] == 0
+    assert dev.memory_stats()["info_pinned"] == 0
+    assert_recapturable(dev, s)
+
+
+@pytest.mark.parametrize("after", [0, 1, 2, 3, 5, 8])
+@pytest.mark.parametrize("call", ["launch_kernel", "mem_alloc", "memcpy_htod_async", "stream_synchronize", "event_record"])
+def test_faults_anywhere_in_a_capture_never_wedge_the_stream(device, call, after) -> None:
+    s = device.stream()
+    x = ones(s)
+    y = s.alloc(4 * N)
+    s.fill(y, 0)
+    s.sync()
+    device.inject_fault(call, FAILED, after=after)
+    try:
+        graph = s.capture(step_for(x, y), warmup=2)
+        graph.replay()
+        s.sync()
+    except LifecoreError:
+        pass
+    assert_recapturable(device, s)
+
+
+def test_unknown_fault_name_lists_the_valid_ones(device) -> None:
+    with pytest.raises(InvalidArgumentError) as raised:
+        device.inject_fault("launch_kernels", FAILED)
+    assert "launch_kernel" in str(raised.value) and "stream_end_capture" in str(raised.value)
+    with pytest.raises(InvalidArgumentError):
+        device.inject_fault("launch_kernel", 0)
+    with pytest.raises(InvalidArgumentError):
+        device.inject_fault("launch_kernel", FAILED, after=-1)
+    with pytest.raises(InvalidArgumentError):
+        device.inject_fault("launch_kernel", FAILED, times=0)
+    s = device.stream()
+    s.launch(K.scale_f32, 1, 1, [1, 1.0, ones(s), ones(s)])
+    s.sync()  # nothing was injected
