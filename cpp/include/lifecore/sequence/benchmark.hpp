@@ -1,0 +1,22 @@
+// C++ loops for the sequence benchmarks (benchmarks/bench_sequence.py prints them beside the
+// Python figures): the same lifecycle and decode step, without the binding layer.
+#pragma once
+
+#include <cstdint>
+
+namespace lifecore::sequence {
+
+struct SequenceBenchResult {
+  double seconds = 0;
+  std::uint64_t operations = 0;  // lifecycles or steps
+};
+
+// Full lifecycles (admit -> open -> frames while extending page by page to `target_tokens`
+// -> complete -> release) with `live` other sequences admitted and open the whole time.
+SequenceBenchResult bench_lifecycles(std::uint64_t lifecycles, std::uint64_t live, std::uint64_t target_tokens,
+                                     std::uint32_t tokens_per_page);
+// Decode steps of one sequence: `primitives` = acquire_frame / try_ensure_backing_covers /
+// commit as separate calls; otherwise the one-call step().
+SequenceBenchResult bench_decode_steps(std::uint64_t steps, std::uint32_t tokens_per_page, bool primitives);
+
+}  // namespace lifecore::sequence
