@@ -144,7 +144,7 @@ void init_sequence(nb::module_& m) {
       .value("ACTIVE_SEQUENCE_SLOTS", SourceKind::active_sequence_slots).value("DOMAIN", SourceKind::domain);
 
   nb::class_<CapacitySource>(m, "CapacitySource", "A scheduler-visible availability source.")
-      .def_static("domain", [](const std::string& name) {
+      .def_static("of_domain", [](const std::string& name) {
         if (name.empty()) raise(ErrorKind::InvalidArgument, "Domain: a name is required");
         return CapacitySource::domain(std::numeric_limits<std::uint32_t>::max(), name);
       }, nb::arg("name"))
@@ -213,6 +213,10 @@ void init_sequence(nb::module_& m) {
       .def_ro("action", &AdmissionDeferred::action).def_ro("wait_condition", &AdmissionDeferred::wait_condition)
       .def_ro("capacity", &AdmissionDeferred::capacity)
       .def_prop_ro("is_backing_deferral", [](const AdmissionDeferred& d) { return d.backing.has_value(); })
+      .def_prop_ro("sequence_authority", [](const AdmissionDeferred& d) -> std::optional<Authority> {
+        if (d.backing) return d.backing->sequence_authority;
+        return std::nullopt;
+      }, "For a backing deferral: the sequence that asked to grow.")
       .def_prop_ro("expected_generation", [](const AdmissionDeferred& d) -> std::optional<std::uint64_t> {
         if (d.backing) return d.backing->expected_generation;
         return std::nullopt;

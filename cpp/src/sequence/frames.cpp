@@ -25,6 +25,7 @@ FrameHold::~FrameHold() { drop(); }
 void FrameHold::drop() noexcept {
   if (finalized_) return;
   finalized_ = true;
+  std::shared_ptr<const BackingSnapshot> released = std::move(snapshot_);  // dropped after the lock
   std::lock_guard<std::mutex> lock(state_->mutex);
   // An unfinalized hold: the step's outcome is unknown, so the session can no longer be
   // trusted. Its frame id stays consumed.
@@ -35,6 +36,7 @@ void FrameHold::drop() noexcept {
 }
 
 FrameDisposition FrameHold::commit() {
+  std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "commit");
@@ -43,6 +45,7 @@ FrameDisposition FrameHold::commit() {
   s.active_frame.reset();
   ++s.retired;
   finalized_ = true;
+  released = std::move(snapshot_);
   if (s.phase == SessionPhase::cancel_requested) {
     ++s.discarded;
     return FrameDisposition::discarded_cancelled;
@@ -52,15 +55,18 @@ FrameDisposition FrameHold::commit() {
 }
 
 void FrameHold::abort() {
+  std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "abort");
   s.active_frame.reset();
   s.poison_locked();
   finalized_ = true;
+  released = std::move(snapshot_);
 }
 
 void FrameHold::rollback_unsubmitted() {
+  std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "rollback_unsubmitted");
@@ -70,6 +76,7 @@ void FrameHold::rollback_unsubmitted() {
   s.active_frame.reset();
   s.next_frame = frame_id_;  // never submitted: the retry reuses the same frame id
   finalized_ = true;
+  released = std::move(snapshot_);
 }
 
 FlightHold::FlightHold(std::shared_ptr<SessionState> state, std::uint64_t key, std::uint64_t frame_id)

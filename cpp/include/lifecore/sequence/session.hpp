@@ -76,6 +76,7 @@ class FrameHold {
   void drop() noexcept;                // what destruction does, now (poisons if unfinalized)
   std::uint64_t frame_id() const noexcept { return frame_id_; }
   bool finalized() const noexcept { return finalized_; }
+  // The snapshot captured at acquisition; null once finalized (a retired step lets go of it).
   const std::shared_ptr<const BackingSnapshot>& snapshot() const noexcept { return snapshot_; }
 
  private:
