@@ -521,6 +521,27 @@ class ModelSession:
         self.flights[key] = "PREPARED"
         return ModelFlight(self, key)
 
+    def step(self, tokens: int) -> str:
+        """One decode step's bookkeeping: extend (a whole page at a time) if needed, then a
+        frame acquired and committed at once."""
+        if tokens <= 0:
+            raise ModelError("InvalidArgument", "tokens must be positive")
+        self._require_handle("step")
+        self._require_open("step")
+        if not self.quiescent:
+            raise ModelError("SessionState", "step: a frame or flight is live")
+        outcome = "CURRENT"
+        if tokens > self.current.tokens:
+            tpp = self.coordinator.tokens_per_page
+            page_end = -(-tokens // tpp) * tpp
+            outcome, _ = self.try_ensure_backing_covers(max(tokens, min(page_end, self.seq.fit_tokens)))
+            if outcome not in ("CURRENT", "EXTENDED"):
+                return outcome
+        self.next_frame += 1
+        self.retired += 1
+        self.committed += 1
+        return outcome
+
     def close(self) -> None:
         if self.handle_closed:
             return
