@@ -464,8 +464,8 @@ void init_sequence(nb::module_& m) {
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   m.def("_bench_sequence_lifecycles_cpp", [](std::uint64_t lifecycles, std::uint64_t live, std::uint64_t target_tokens,
-                                             std::uint32_t tokens_per_page) {
-    auto r = bench_lifecycles(lifecycles, live, target_tokens, tokens_per_page);
+                                             std::uint32_t tokens_per_page, bool primitives) {
+    auto r = bench_lifecycles(lifecycles, live, target_tokens, tokens_per_page, primitives);
     return std::make_pair(r.seconds, r.operations);
   }, nb::call_guard<nb::gil_scoped_release>());
   m.def("_bench_sequence_steps_cpp", [](std::uint64_t steps, std::uint32_t tokens_per_page, bool primitives) {

@@ -4,22 +4,22 @@
 
 namespace lifecore::sequence {
 
-PreparedPages::PreparedPages(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains)
-    : coordinator_(std::move(coordinator)), domains_(std::move(domains)) {}
+PreparedPages::PreparedPages(AdmissionCoordinator& coordinator, const std::vector<std::uint32_t>& domains)
+    : coordinator_(coordinator), domains_(domains) {}
 
 PreparedPages::~PreparedPages() {
   // Physical before logical: prepared memory is back before the logical release wakes a waiter.
   release_physical();
-  if (logical_pages_ != 0) coordinator_->release_pages(domains_, logical_pages_);
+  if (logical_pages_ != 0) coordinator_.release_pages(domains_, logical_pages_);
 }
 
 bool PreparedPages::allocate_physical(std::uint64_t first_page, std::uint64_t pages) {
   if (pages == 0) return true;
-  const std::uint64_t bytes = pages * coordinator_->page_bytes();
+  const std::uint64_t bytes = pages * coordinator_.page_bytes();
   extents.reserve(extents.size() + domains_.size());
   for (std::uint32_t d : domains_) {
     PageExtent extent;
-    if (!coordinator_->memory()->allocate(bytes, &extent)) {
+    if (!coordinator_.memory()->allocate(bytes, &extent)) {
       release_physical();
       return false;
     }
@@ -30,7 +30,7 @@ bool PreparedPages::allocate_physical(std::uint64_t first_page, std::uint64_t pa
 }
 
 void PreparedPages::release_physical() noexcept {
-  for (auto it = extents.rbegin(); it != extents.rend(); ++it) coordinator_->memory()->release(it->memory);
+  for (auto it = extents.rbegin(); it != extents.rend(); ++it) coordinator_.memory()->release(it->memory);
   extents.clear();
   physical_pages_ = 0;
 }

@@ -30,7 +30,7 @@ std::shared_ptr<AdmittedSequenceResources> admit_or_throw(AdmissionCoordinator& 
 }  // namespace
 
 SequenceBenchResult bench_lifecycles(std::uint64_t lifecycles, std::uint64_t live, std::uint64_t target_tokens,
-                                     std::uint32_t tokens_per_page) {
+                                     std::uint32_t tokens_per_page, bool primitives) {
   auto coordinator = bench_coordinator(tokens_per_page, static_cast<std::uint32_t>(live + 16));
   std::vector<std::unique_ptr<SequenceSession>> others;
   others.reserve(live);
@@ -39,9 +39,13 @@ SequenceBenchResult bench_lifecycles(std::uint64_t lifecycles, std::uint64_t liv
   for (std::uint64_t i = 0; i < lifecycles; ++i) {
     auto session = admit_or_throw(*coordinator, tokens_per_page, static_cast<std::int64_t>(target_tokens))->open_session();
     for (std::uint64_t t = tokens_per_page; t <= target_tokens; t += tokens_per_page) {
-      session->try_ensure_backing_covers(static_cast<std::int64_t>(t));
-      auto frame = session->acquire_frame();
-      frame->commit();
+      if (primitives) {
+        session->try_ensure_backing_covers(static_cast<std::int64_t>(t));
+        auto frame = session->acquire_frame();
+        frame->commit();
+      } else {
+        session->step(static_cast<std::int64_t>(t));
+      }
     }
     session->try_complete();
     session->close();  // the last holder: releases pages, the slot and the authorities

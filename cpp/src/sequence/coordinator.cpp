@@ -205,7 +205,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   // Physical pages outside the lock. On failure the claims above roll back (pages before
   // the slot), which bumps the epochs they touched.
   auto backing = std::make_shared<SequenceBacking>(shared_from_this(), domains, sequence, request_authority);
-  auto prepared = std::make_unique<PreparedPages>(shared_from_this(), domains);
+  auto prepared = std::make_unique<PreparedPages>(*this, backing->domains());
   prepared->logical_pages_ = prompt_pages;
   if (!prepared->allocate_physical(0, prompt_pages)) {
     prepared.reset();  // physical extents first, then the logical pages

@@ -206,7 +206,8 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
 
   // Outside the locks: prepare physical pages, then claim logical capacity.
   auto& coordinator = s.coordinator;
-  auto prepared = std::make_unique<PreparedPages>(coordinator, seen->domains());
+  std::optional<PreparedPages> prepared;
+  prepared.emplace(*coordinator, seen->domains());
   if (delta > 0) {
     if (!prepared->allocate_physical(seen->pages(), delta)) {
       decision.outcome = BackingOutcome::backing_deferred;

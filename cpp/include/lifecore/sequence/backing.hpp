@@ -28,7 +28,8 @@ struct BackingExtent {
 // the logical claim (whose release wakes waiters), unless adopted by a backing.
 class PreparedPages {
  public:
-  PreparedPages(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains);
+  // Both must outlive this object (it lives on the stack of an admission or extension).
+  PreparedPages(AdmissionCoordinator& coordinator, const std::vector<std::uint32_t>& domains);
   ~PreparedPages();
   PreparedPages(const PreparedPages&) = delete;
   PreparedPages& operator=(const PreparedPages&) = delete;
@@ -43,8 +44,8 @@ class PreparedPages {
   std::uint64_t logical_pages_ = 0;
 
  private:
-  std::shared_ptr<AdmissionCoordinator> coordinator_;
-  std::vector<std::uint32_t> domains_;
+  AdmissionCoordinator& coordinator_;
+  const std::vector<std::uint32_t>& domains_;
 };
 
 class SequenceBacking {

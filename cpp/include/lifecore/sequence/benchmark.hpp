@@ -13,8 +13,9 @@ struct SequenceBenchResult {
 
 // Full lifecycles (admit -> open -> frames while extending page by page to `target_tokens`
 // -> complete -> release) with `live` other sequences admitted and open the whole time.
+// `primitives`: try_ensure_backing_covers / acquire_frame / commit per page; else step().
 SequenceBenchResult bench_lifecycles(std::uint64_t lifecycles, std::uint64_t live, std::uint64_t target_tokens,
-                                     std::uint32_t tokens_per_page);
+                                     std::uint32_t tokens_per_page, bool primitives);
 // Decode steps of one sequence: `primitives` = acquire_frame / try_ensure_backing_covers /
 // commit as separate calls; otherwise the one-call step().
 SequenceBenchResult bench_decode_steps(std::uint64_t steps, std::uint32_t tokens_per_page, bool primitives);
