@@ -18,6 +18,8 @@ import argparse
 import gc
 import importlib.util
 import os
+import subprocess
+import sys
 import time
 
 from lifecore import _core
@@ -206,7 +208,16 @@ def bookkeeping(live: int, pages_each: int) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer iterations")
+    parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.memory_only:
+        per_seq, per_page = bookkeeping(LIVE, 32)
+        print(f"{per_seq} {per_page}")
+        return
+    # Memory first, in a fresh process, so freed memory of other runs cannot hide growth.
+    fresh = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-only"], capture_output=True,
+                           text=True, check=True)
+    per_seq, per_page = (float(x) for x in fresh.stdout.split())
     n_life = 100 if args.quick else 400
     n_steps = 200_000 if args.quick else 1_000_000
     repeats = 2 if args.quick else 3
@@ -243,9 +254,11 @@ def main() -> None:
     print(f"  ratio model / lifecore(Python, step): {s_mdl / s_py:5.1f}x;  vLLM KVCacheManager: {vllm_step()}"
           " (reference figure for this machine class: 5.5-7.8 us per request and step)")
 
-    per_seq, per_page = bookkeeping(LIVE, 32)
+    sizes = _core._sequence_bookkeeping_sizes()
     print(f"\nhost bookkeeping (resident-set growth): {per_seq:,.0f} B per live sequence (session + resources + "
           f"1 page, Python objects included), {per_page:,.1f} B per additional page")
+    print(f"  records (sizeof): {sizes}; a page extension adds one extent record per domain, a snapshot "
+          f"per generation while held")
 
 
 if __name__ == "__main__":

@@ -468,6 +468,17 @@ void init_sequence(nb::module_& m) {
     auto r = bench_lifecycles(lifecycles, live, target_tokens, tokens_per_page, primitives);
     return std::make_pair(r.seconds, r.operations);
   }, nb::call_guard<nb::gil_scoped_release>());
+  m.def("_sequence_bookkeeping_sizes", [] {
+    auto z = bookkeeping_sizes();
+    nb::dict out;
+    out["session_state"] = z.session_state;
+    out["session_handle"] = z.session_handle;
+    out["resources"] = z.resources;
+    out["backing"] = z.backing;
+    out["snapshot"] = z.snapshot;
+    out["extent"] = z.extent;
+    return out;
+  });
   m.def("_bench_sequence_steps_cpp", [](std::uint64_t steps, std::uint32_t tokens_per_page, bool primitives) {
     auto r = bench_decode_steps(steps, tokens_per_page, primitives);
     return std::make_pair(r.seconds, r.operations);

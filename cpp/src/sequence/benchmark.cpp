@@ -7,6 +7,7 @@
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "sequence/session_state.hpp"
 
 namespace lifecore::sequence {
 namespace {
@@ -70,6 +71,11 @@ SequenceBenchResult bench_decode_steps(std::uint64_t steps, std::uint32_t tokens
   }
   const auto stop = std::chrono::steady_clock::now();
   return {std::chrono::duration<double>(stop - start).count(), steps};
+}
+
+BookkeepingSizes bookkeeping_sizes() {
+  return {sizeof(SessionState), sizeof(SequenceSession), sizeof(AdmittedSequenceResources), sizeof(SequenceBacking),
+          sizeof(BackingSnapshot), sizeof(BackingExtent)};
 }
 
 }  // namespace lifecore::sequence

@@ -96,7 +96,7 @@ bool SequenceSession::is_closed() const noexcept {
   return state_->handle_closed;
 }
 
-const std::shared_ptr<AdmittedSequenceResources>& SequenceSession::resources() const {
+std::shared_ptr<AdmittedSequenceResources> SequenceSession::resources() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   require_handle(*state_, "resources");
   return state_->resources;

@@ -2,6 +2,7 @@
 // Python figures): the same lifecycle and decode step, without the binding layer.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace lifecore::sequence {
@@ -19,5 +20,11 @@ SequenceBenchResult bench_lifecycles(std::uint64_t lifecycles, std::uint64_t liv
 // Decode steps of one sequence: `primitives` = acquire_frame / try_ensure_backing_covers /
 // commit as separate calls; otherwise the one-call step().
 SequenceBenchResult bench_decode_steps(std::uint64_t steps, std::uint32_t tokens_per_page, bool primitives);
+
+// sizeof of the per-sequence and per-extent records (without allocator overhead).
+struct BookkeepingSizes {
+  std::size_t session_state = 0, session_handle = 0, resources = 0, backing = 0, snapshot = 0, extent = 0;
+};
+BookkeepingSizes bookkeeping_sizes();
 
 }  // namespace lifecore::sequence

@@ -123,7 +123,7 @@ class SequenceSession {
   void close() noexcept;
   bool is_closed() const noexcept;
 
-  const std::shared_ptr<AdmittedSequenceResources>& resources() const;
+  std::shared_ptr<AdmittedSequenceResources> resources() const;
   void write_release_capacity_sources(std::vector<CapacitySource>& out) const;
   std::uint64_t epoch() const noexcept;
   const std::string& fingerprint() const noexcept;
