@@ -1,6 +1,9 @@
 // The sequence core without Python: admission, extension, frames, release, waiters, and
 // pages through the vendor layer when the mock driver is available.
+#include <atomic>
 #include <cstdio>
+#include <string>
+#include <vector>
 #include <thread>
 #include <variant>
 
@@ -95,9 +98,51 @@ void driver_pages() {
   CHECK(admitted != nullptr && admitted->resources->initial_backing()->extents().at(0).memory.address != 0);
 }
 
+// Many threads admitting, extending, stepping, completing and releasing at once, with a
+// waiter thread: accounting must come back to zero and never pass the ceiling.
+void concurrent_lifecycles() {
+  CoordinatorConfig config;
+  config.domains.push_back({"kv", 24 * 4096, 0});
+  config.page_bytes = 4096;
+  config.tokens_per_page = 16;
+  config.max_active_sequences = 3;
+  auto c = AdmissionCoordinator::create(std::move(config));
+  std::atomic<int> admitted{0}, deferred{0};
+  std::atomic<bool> over_ceiling{false};
+  auto worker = [&](int id) {
+    for (int i = 0; i < 300; ++i) {
+      auto decision = c->admit({"w" + std::to_string(id), 16, 128, {}});
+      if (auto* d = std::get_if<AdmissionDeferred>(&decision)) {
+        ++deferred;
+        auto registration = c->register_waiter(*d);
+        registration->wait(0.001);
+        continue;
+      }
+      ++admitted;
+      if (c->capacity().active_sequences > 3) over_ceiling = true;
+      auto session = std::get<Admitted>(decision).resources->open_session();
+      for (std::int64_t t = 16; t <= 128; t += 16)
+        if (session->step(t) == BackingOutcome::backing_deferred) break;
+      if (i % 3 == 0) {
+        auto frame = session->acquire_frame();
+        frame->commit();
+      }
+      session->try_complete();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) threads.emplace_back(worker, i);
+  for (auto& t : threads) t.join();
+  CHECK(!over_ceiling.load());
+  CHECK(admitted.load() > 0);
+  auto cap = c->capacity();
+  CHECK(cap.active_sequences == 0 && cap.domains[0].used_bytes == 0);
+}
+
 }  // namespace
 
 int main() {
+  concurrent_lifecycles();
   lifecycle_and_release();
   waiter_wakes_on_release();
   driver_pages();
