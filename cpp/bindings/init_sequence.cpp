@@ -275,7 +275,11 @@ void init_sequence(nb::module_& m) {
       .def_ro("fingerprint", &TerminalReceipt::fingerprint).def_ro("retired_frames", &TerminalReceipt::retired_frames)
       .def_ro("committed_frames", &TerminalReceipt::committed_frames)
       .def_ro("discarded_frames", &TerminalReceipt::discarded_frames)
-      .def_ro("backing_generation", &TerminalReceipt::backing_generation);
+      .def_ro("backing_generation", &TerminalReceipt::backing_generation)
+      .def("__repr__", [](const TerminalReceipt& r) {
+        return std::string("TerminalReceipt(") + (r.outcome == TerminalOutcome::completed ? "COMPLETED" : "ABORTED") +
+               ", retired_frames=" + std::to_string(r.retired_frames) + ")";
+      });
 
   nb::class_<CapacityWaitRegistration>(m, "CapacityWaitRegistration",
                                        "A subscription to the exact sources of a deferral.")
@@ -300,6 +304,9 @@ void init_sequence(nb::module_& m) {
       .def("commit", &FrameHold::commit).def("abort", &FrameHold::abort)
       .def("rollback_unsubmitted", &FrameHold::rollback_unsubmitted)
       .def("close", &FrameHold::drop, "Drop the hold now (poisons the session if unfinalized).")
+      .def("__repr__", [](const FrameHold& f) {
+        return "FrameHold(frame_id=" + std::to_string(f.frame_id()) + (f.finalized() ? ", finalized)" : ")");
+      })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](FrameHold& f, nb::handle t, nb::handle, nb::handle) { frame_exit(f, t); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none(),
@@ -357,6 +364,11 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("receipt", &SequenceSession::receipt)
       .def_prop_ro("closed", &SequenceSession::is_closed)
       .def("close", &SequenceSession::close, "Drop the session now: fails it closed unless terminal.")
+      .def("__repr__", [](const SequenceSession& s) {
+        auto a = s.sequence_authority();
+        return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
+               ", phase=" + phase_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
+      })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) { s.close(); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
