@@ -1,0 +1,28 @@
+"""The capture-session state machine against the reference model, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from lifecore.capture import CountingBackend, NumpyBackend
+from lifecore.testing import CaptureSessionMachine
+
+
+def _numpy_tensor(shape, dtype, itemsize):
+    return np.ones(shape, dtype={("floating", 4): np.float32, ("integer", 8): np.int64}[(dtype, itemsize)])
+
+
+BACKENDS = {
+    "counting": (CountingBackend, None),
+    "numpy": (NumpyBackend, _numpy_tensor),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_capture_session_machine(name):
+    backend_factory, tensor_factory = BACKENDS[name]
+    run_state_machine_as_test(lambda: CaptureSessionMachine(backend_factory, tensor_factory),
+                              settings=settings(settings.default))
