@@ -61,6 +61,19 @@ TRANSFORMS = {
 }
 
 
+# Room left above the metadata envelopes, per step and in total: (captures, retained, host, encoded).
+_AMPLE_STEP, _AMPLE_TOTAL = (8, 10**6, 10**6, 10**6), (100, 10**7, 10**7, 10**7)
+BUDGET_LEVELS = {
+    "ample": (_AMPLE_STEP, _AMPLE_TOTAL),
+    "ample2": (_AMPLE_STEP, _AMPLE_TOTAL),
+    "tight_step_captures": ((1, 10**6, 10**6, 10**6), _AMPLE_TOTAL),
+    "tight_step_bytes": ((8, 100, 300, 500), _AMPLE_TOTAL),
+    "tight_total_captures": (_AMPLE_STEP, (3, 10**7, 10**7, 10**7)),
+    "tight_total_bytes": (_AMPLE_STEP, (100, 1000, 2000, 3000)),
+    "envelopes_only": ((0, 0, 0, 0), (0, 0, 0, 0)),
+}
+
+
 def _error_name(error: BaseException) -> str:
     return type(error).__name__
 
@@ -99,20 +112,20 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         self.discovery = CaptureDiscovery("machine-artifact", _catalog())
         self.checkpoints: list[tuple[Any, Any]] = []
         self.last_cumulative = (0, 0, 0, 0)
-        self.spy = CountingBackend()  # wraps calls so skipped observes can be checked
+        self.has_routing = self.has_scale = False
 
     # -- setup -----------------------------------------------------------------------------
     @initialize(
         chosen=st.lists(st.tuples(st.sampled_from(PATHS[:3]), st.sampled_from(sorted(TRANSFORMS)),
-                                  st.integers(0, 3), st.integers(1, 3), st.booleans()), max_size=4),
-        max_predictions=st.integers(1, 6),
-        extra_step=st.tuples(st.integers(0, 3), st.integers(0, 400), st.integers(0, 4000), st.integers(0, 20000)),
-        extra_total=st.tuples(st.integers(0, 8), st.integers(0, 1000), st.integers(0, 10000), st.integers(0, 60000)),
+                                  st.integers(0, 3), st.integers(1, 3), st.booleans()), min_size=1, max_size=4),
+        max_predictions=st.integers(1, 10),
+        budgets=st.sampled_from(sorted(BUDGET_LEVELS)),
         on_limit=st.sampled_from(["fail", "skip"]),
         scale_op=st.sampled_from([None, "plain", "evidence"]),
         routing_op=st.sampled_from([None, "plain", "evidence"]),
     )
-    def setup(self, chosen, max_predictions, extra_step, extra_total, on_limit, scale_op, routing_op):
+    def setup(self, chosen, max_predictions, budgets, on_limit, scale_op, routing_op):
+        extra_step, extra_total = BUDGET_LEVELS[budgets]
         selections, model_selections = [], []
         for i, (path, transform, first, every, decode_only) in enumerate(chosen):
             schedule = CaptureSchedule(prefill=not decode_only, first_prediction=first, every=every)
@@ -135,6 +148,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         self.plan = CapturePlan(selections, limits).admit(self.discovery, request)
         self.session = CaptureSession(self.plan)
         ops, model_ops = [], []
+        self.has_routing, self.has_scale = routing_op is not None, scale_op is not None
         if scale_op:
             evidence = "summary" if scale_op == "evidence" else None
             ops.append(interventions.scale("scale", "blocks.1.mlp", 0.5, evidence=evidence))
@@ -192,12 +206,45 @@ class CaptureSessionMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def begin_step(self, data):
         max_p = self.model.max_predictions
-        prediction = data.draw(st.one_of(st.just(self.model.next_prediction), st.integers(0, max_p)))
-        phase = data.draw(st.sampled_from([None, "prefill", "decode"]))
+        prediction = data.draw(st.sampled_from([self.model.next_prediction] * 6 + list(range(max_p + 1))))
+        phase = data.draw(st.sampled_from([None] * 8 + ["prefill", "decode"]))
         phase = phase or (model.PREFILL if prediction == 0 else model.DECODE)
         impl_phase = CapturePhase.PREFILL if phase == model.PREFILL else CapturePhase.DECODE
         self._both(lambda: self.session.begin_step(impl_phase, prediction),
                    lambda: self.model.begin_step(phase, prediction))
+
+    @precondition(lambda self: not self.model.step_open and self.model.next_prediction < self.model.max_predictions)
+    @rule()
+    def begin_next_step(self):
+        prediction = self.model.next_prediction
+        phase = model.PREFILL if prediction == 0 else model.DECODE
+        impl_phase = CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE
+        self._both(lambda: self.session.begin_step(impl_phase, prediction),
+                   lambda: self.model.begin_step(phase, prediction))
+
+    @precondition(lambda self: self.model.step_open)
+    @rule()
+    def take_open_step(self):
+        self.take_step()
+
+    @precondition(lambda self: self.model.step_open)
+    @rule(path=st.sampled_from(PATHS), shape_ok=st.sampled_from([True] * 5 + [False]))
+    def observe_in_step(self, path, shape_ok):
+        self.observe(path, shape_ok)
+
+    @precondition(lambda self: self.model.step_open)
+    @rule(path=st.sampled_from(PATHS))
+    def intervene_in_step(self, path):
+        self.intervene(path)
+
+    @precondition(lambda self: self.model.step_open)
+    @rule(data=st.data())
+    def run_hook(self, data):
+        """What a forward hook does: observe, then intervene, at every point in order."""
+        for path in PATHS[:3]:
+            if data.draw(st.booleans(), label=f"hook at {path}"):
+                self.observe(path, True)
+                self.intervene(path)
 
     @rule(path=st.sampled_from(PATHS), shape_ok=st.booleans())
     def observe(self, path, shape_ok):
@@ -225,10 +272,12 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         if not a.error:
             assert (a.value is not None) == b.value
 
+    @precondition(lambda self: self.has_routing or self.has_scale)
     @rule()
     def finish_interventions(self):
         self._both(self.session.finish_interventions, self.model.finish_interventions)
 
+    @precondition(lambda self: self.has_routing)
     @rule(rows=st.sampled_from([0, 1, PROMPT]))
     def routing_control(self, rows):
         a, b = self._both(lambda: self.session.routing_control(ROUTER, rows),
@@ -248,6 +297,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         self._both(lambda: self.session.routing_applied(self.backend, ROUTER, original, (ids, coefficients)),
                    lambda: self.model.routing_applied(ROUTER, with_original, cost))
 
+    @precondition(lambda self: self.has_routing)
     @rule()
     def routing_failed(self):
         self._both(lambda: self.session.routing_failed(ROUTER, "selector failed " + "é" * 300),
