@@ -109,7 +109,7 @@ void init_capture_session(nb::module_& m) {
       .def("release", [](PreparedCaptureRestore& p) { PreparedCaptureRestore dropped(std::move(p)); },
            "Drops the hold without restoring (as deleting the object does).")
       .def("__enter__", [](nb::handle self) { return self; })
-      .def("__exit__", [](PreparedCaptureRestore& p, nb::handle, nb::handle, nb::handle) {
+      .def("__exit__", [](PreparedCaptureRestore& p, nb::args) {
         PreparedCaptureRestore dropped(std::move(p));  // leaving without commit changes nothing
       });
 

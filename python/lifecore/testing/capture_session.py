@@ -51,6 +51,12 @@ def _catalog() -> list[ObservationPoint]:
     ]
 
 
+def sample_discovery(artifact_identity: str = "machine-artifact") -> CaptureDiscovery:
+    """A small catalog (two hidden points [batch, seq, 8], logits [batch, seq, 16], a
+    router with 4 experts, top 2) for tests and examples."""
+    return CaptureDiscovery(artifact_identity, _catalog())
+
+
 PATHS = ["blocks.0.mlp", "blocks.1.mlp", "logits", "unselected.point"]
 
 TRANSFORMS = {
