@@ -144,7 +144,7 @@ void init_capture_session(nb::module_& m) {
              if (estimator.is_none()) raise(ErrorKind::InvalidArgument, "an intervention estimator is required");
              s.enable_interventions(plan, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
            },
-           nb::arg("plan"), nb::arg("estimator"))
+           nb::arg("plan"), nb::arg("estimator").none())
       .def("intervene",
            [](CaptureSession& s, nb::handle backend, std::string_view path, nb::handle tensor) -> nb::object {
              PythonCaptureBackend adapter(backend);
