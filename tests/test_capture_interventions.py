@@ -160,9 +160,9 @@ def test_evidence_over_the_limit(on_limit):
         assert out is not None and record.outcome == InterventionOutcome.APPLIED and record.evidence == []
 
 
-@pytest.mark.parametrize(
-    "op, fragment",
-    [
+def _bad_operations():
+    """Built per test, so no bound object outlives the run."""
+    return [
         (iv.add("a", "blocks.0.mlp", np.ones((1, 4, 7))), "extent"),
         (iv.add("a", "blocks.0.mlp", np.ones((8,))), "rank"),
         (iv.add("a", "blocks.0.mlp", np.full((1, 4, 8), np.nan), schedule=CaptureSchedule(decode=False)), "finite"),
@@ -179,9 +179,12 @@ def test_evidence_over_the_limit(on_limit):
         (iv.bias_routing_scores("a", ROUTER, [1], [1.0, 2.0]), "biases"),
         (iv.force_experts("a", ROUTER, [[1, 2, 3]]), "top_k"),
         (iv.zero_expert_contribution("a", "blocks.0.mlp", [1]), "no routing policy"),
-    ],
-)
-def test_bad_operations_are_refused_at_admission(op, fragment):
+    ]
+
+
+@pytest.mark.parametrize("case", range(16))
+def test_bad_operations_are_refused_at_admission(case):
+    op, fragment = _bad_operations()[case]
     session = CaptureSession(CapturePlan([], unlimited()).admit(sample_discovery(), REQUEST))
     with pytest.raises(AdmissionError, match=fragment):
         InterventionPlan([op]).admit(sample_discovery(), session)
