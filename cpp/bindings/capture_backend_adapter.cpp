@@ -21,6 +21,15 @@ auto call_backend(const char* what, F&& f) -> decltype(f()) {
   }
 }
 
+// Interned method names: looked up once per process instead of once per call.
+nb::handle name(const char* text) { return nb::handle(PyUnicode_InternFromString(text)); }
+
+nb::handle shape_name() { static nb::handle n = name("shape"); return n; }
+nb::handle dtype_name() { static nb::handle n = name("dtype"); return n; }
+nb::handle estimate_name() { static nb::handle n = name("estimate"); return n; }
+nb::handle transform_name() { static nb::handle n = name("transform"); return n; }
+nb::handle intervene_name() { static nb::handle n = name("intervene"); return n; }
+
 }  // namespace
 
 CaptureUsage usage_from_python(nb::handle value) {
@@ -34,13 +43,13 @@ CaptureUsage usage_from_python(nb::handle value) {
 
 std::vector<std::uint64_t> PythonCaptureBackend::shape(TensorHandle tensor) {
   return call_backend("backend.shape", [&] {
-    return nb::cast<std::vector<std::uint64_t>>(backend_.attr("shape")(nb::handle(static_cast<PyObject*>(tensor))));
+    return nb::cast<std::vector<std::uint64_t>>(backend_.attr(shape_name())(nb::handle(static_cast<PyObject*>(tensor))));
   });
 }
 
 ValueDtype PythonCaptureBackend::dtype(TensorHandle tensor) {
   return call_backend("backend.dtype", [&] {
-    auto name = nb::cast<std::string>(backend_.attr("dtype")(nb::handle(static_cast<PyObject*>(tensor))));
+    auto name = nb::cast<std::string>(backend_.attr(dtype_name())(nb::handle(static_cast<PyObject*>(tensor))));
     if (name == "floating") return ValueDtype::Floating;
     if (name == "integer") return ValueDtype::Integer;
     if (name == "boolean") return ValueDtype::Boolean;
@@ -48,23 +57,32 @@ ValueDtype PythonCaptureBackend::dtype(TensorHandle tensor) {
   });
 }
 
+nb::object PythonCaptureBackend::request_object(const TransformRequest& request) {
+  // A copy, so a backend that keeps the request never sees freed memory.
+  if (request.serial != 0 && request.serial == cached_serial_) return cached_request_;
+  nb::object converted = nb::cast(request, nb::rv_policy::copy);
+  cached_serial_ = request.serial;
+  cached_request_ = converted;
+  return converted;
+}
+
 CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const TransformRequest& request) {
   return call_backend("backend.estimate", [&] {
     return usage_from_python(
-        backend_.attr("estimate")(nb::handle(static_cast<PyObject*>(tensor)), nb::cast(request, nb::rv_policy::copy)));
+        backend_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
   });
 }
 
 CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
   return call_backend("backend.transform", [&] {
     return nb::cast<CapturePayload>(
-        backend_.attr("transform")(nb::handle(static_cast<PyObject*>(tensor)), nb::cast(request, nb::rv_policy::copy)));
+        backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
   });
 }
 
 TensorHandle PythonCaptureBackend::intervene(TensorHandle tensor, const InterventionRequest& request) {
   return call_backend("backend.intervene", [&] {
-    nb::object result = backend_.attr("intervene")(nb::handle(static_cast<PyObject*>(tensor)),
+    nb::object result = backend_.attr(intervene_name())(nb::handle(static_cast<PyObject*>(tensor)),
                                                    nb::cast(request, nb::rv_policy::copy));
     if (result.is_none()) throw BackendFailure{"backend.intervene returned None"};
     kept_.push_back(result);
@@ -75,7 +93,7 @@ TensorHandle PythonCaptureBackend::intervene(TensorHandle tensor, const Interven
 CaptureUsage PythonInterventionEstimator::estimate(TensorHandle tensor, const TransformRequest& request) {
   return call_backend("estimator.estimate", [&] {
     return usage_from_python(
-        estimator_.attr("estimate")(nb::handle(static_cast<PyObject*>(tensor)), nb::cast(request, nb::rv_policy::copy)));
+        estimator_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), nb::cast(request, nb::rv_policy::copy)));
   });
 }
 

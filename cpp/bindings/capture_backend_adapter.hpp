@@ -26,8 +26,11 @@ class PythonCaptureBackend final : public capture::CaptureBackend {
   std::vector<nb::object>& kept() { return kept_; }
 
  private:
+  nb::object request_object(const capture::TransformRequest& request);
   nb::handle backend_;
   std::vector<nb::object> kept_;
+  std::uint64_t cached_serial_ = 0;  // the request converted last, reused by serial
+  nb::object cached_request_;
 };
 
 class PythonInterventionEstimator final : public capture::InterventionEstimator {

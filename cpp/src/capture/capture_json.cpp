@@ -8,23 +8,26 @@ namespace lifecore::capture {
 void JsonWriter::raw(std::string_view text) {
   size_ += text.size();
   if (size_ > limit_) { overflowed_ = true; return; }
-  if (!overflowed_) out_.append(text);
+  if (!overflowed_ && !count_only_) out_.append(text);
 }
 
 void JsonWriter::string(std::string_view text) {
   raw("\"");
-  for (unsigned char c : text) {
+  std::size_t run = 0;  // start of the current run of characters that need no escaping
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c != '"' && c != '\\' && c >= 0x20) continue;
+    raw(text.substr(run, i - run));
+    run = i + 1;
     if (c == '"') raw("\\\"");
     else if (c == '\\') raw("\\\\");
-    else if (c < 0x20) {
+    else {
       static const char* hex = "0123456789abcdef";
       char buf[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
       raw(std::string_view(buf, 6));
-    } else {
-      char ch = static_cast<char>(c);
-      raw(std::string_view(&ch, 1));
     }
   }
+  raw(text.substr(run));
   raw("\"");
 }
 

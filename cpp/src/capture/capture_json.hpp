@@ -15,7 +15,8 @@ namespace lifecore::capture {
 
 class JsonWriter {
  public:
-  explicit JsonWriter(std::uint64_t limit = UINT64_MAX) : limit_(limit) {}
+  explicit JsonWriter(std::uint64_t limit = UINT64_MAX, bool count_only = false)
+      : limit_(limit), count_only_(count_only) {}
   void raw(std::string_view text);
   void string(std::string_view text);
   void number(double value);  // non-finite values become null
@@ -38,6 +39,7 @@ class JsonWriter {
   std::uint64_t size_ = 0;
   std::uint64_t limit_;
   bool overflowed_ = false;
+  bool count_only_ = false;  // measure without building the text
   bool first_ = true;
 };
 

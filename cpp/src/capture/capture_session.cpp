@@ -119,6 +119,7 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
   };
   try {
     TransformRequest request;
+    request.serial = ++request_serial_;
     request.kind = selection.transform.kind;
     request.source_shape = backend.shape(tensor);
     record.source_shape = request.source_shape;
@@ -164,7 +165,7 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       record.outcome.kind = OutcomeKind::Captured;
     }
     // The counting writer: what is published may never exceed what was charged.
-    JsonWriter json(record.charged.encoded_bytes);
+    JsonWriter json(record.charged.encoded_bytes, /*count_only=*/true);
     write_record(json, record);
     if (json.overflowed())
       return fail(FailReason::Native, ErrorKind::CaptureSession,

@@ -23,6 +23,9 @@ struct ResolvedSlice {
 };
 
 struct TransformRequest {
+  // Distinct per request within a session, so an adapter may convert a request once and
+  // reuse it for estimate and transform (0: no reuse).
+  std::uint64_t serial = 0;
   TransformKind kind = TransformKind::Summary;
   std::vector<std::uint64_t> source_shape;
   std::vector<ResolvedSlice> region;        // one per axis

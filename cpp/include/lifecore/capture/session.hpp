@@ -149,6 +149,7 @@ class CaptureSession {
   std::optional<GroupSelectionControl> pending_control_;
   std::chrono::steady_clock::duration capture_time_{};
   mutable std::atomic<bool> busy_{false};
+  std::uint64_t request_serial_ = 0;
   CaptureUsage inherited_;             // usage a fork started from (for re-admission)
   std::uint64_t admitted_from_ = 0;    // the prediction this run was admitted to continue from
   bool restore_prepared_ = false;
