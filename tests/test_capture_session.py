@@ -455,3 +455,26 @@ def test_concurrent_use_is_refused_not_deadlocked():
     for t in threads:
         t.join()
     assert results == [4, 4, 4, 4]
+
+
+def test_summaries_skip_non_finite_values_and_count_them():
+    session = session_for(summary())
+    x = np.arange(32, dtype=np.float32).reshape(HIDDEN)
+    x[0, 0, :3] = [np.nan, np.inf, -np.inf]
+    session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", x)
+    payload = session.take_step().records[0].payload
+    assert (payload.count, payload.nonfinite, payload.min, payload.max) == (32, 3, 3.0, 31.0)
+
+
+def test_non_finite_payload_values_encode_as_null():
+    session = session_for(CaptureSelection("f", "blocks.0.mlp", CaptureTransform.full_tensor(),
+                                           schedule=CaptureSchedule(decode=False)))
+    x = np.zeros(HIDDEN, np.float32)
+    x[0, 0, 0] = np.nan
+    session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", x)
+    record = session.take_step().records[0]
+    decoded = json.loads(record.to_json())
+    assert decoded["payload"]["values"][0] is None and decoded["payload"]["values"][1] == 0
+    assert len(record.to_json()) <= record.charged.encoded_bytes

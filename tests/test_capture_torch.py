@@ -260,6 +260,22 @@ def test_detach_removes_every_hook_and_bad_paths_attach_nothing(model, tokens):
     assert len(model.blocks[0].mlp._forward_hooks) == 0
 
 
+def test_torch_summaries_and_histograms_handle_non_finite_values():
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+    from lifecore.torch import TorchBackend
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", 6)])])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary()),
+                        CaptureSelection("h", "p", CaptureTransform.histogram([0.0, 1.0, 2.0]))], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, 1)))
+    x = torch.tensor([0.5, 1.0, 2.0, float("nan"), float("inf"), 1.5], dtype=torch.float16)
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(TorchBackend(), "p", x)
+    s, h = session.take_step().records
+    assert (s.payload.count, s.payload.nonfinite, s.payload.min, s.payload.max) == (6, 2, 0.5, 2.0)
+    assert h.payload.counts == [1, 3]  # numpy's convention: the last bin is closed
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_tensors_are_summarized_on_the_device(model, tokens):
     from lifecore.torch import attach
