@@ -478,3 +478,17 @@ def test_non_finite_payload_values_encode_as_null():
     decoded = json.loads(record.to_json())
     assert decoded["payload"]["values"][0] is None and decoded["payload"]["values"][1] == 0
     assert len(record.to_json()) <= record.charged.encoded_bytes
+
+
+def test_capture_step_always_drains_the_records():
+    from lifecore.capture import capture_step
+
+    session = session_for(summary())
+    with capture_step(session, 0) as result:
+        session.observe(CountingBackend(), "blocks.0.mlp", MockTensor(HIDDEN))
+    assert result.step.records[0].outcome == CaptureOutcome.CAPTURED
+    with pytest.raises(RuntimeError):
+        with capture_step(session, 1) as result:
+            raise RuntimeError("the forward failed")
+    assert result.step.records[0].outcome == CaptureOutcome.MISSING
+    assert not session.step_pending

@@ -50,7 +50,8 @@ from .._core.capture import (
 )
 from . import interventions
 from .backends import CountingBackend, MockTensor, NumpyBackend
-from .plans import unlimited, limits
+from .plans import limits, unlimited
+from .session import StepResult, capture_step
 
 __all__ = [
     "AdmittedCapturePlan", "AdmittedInterventionPlan", "Axis", "BackendCapabilities", "CaptureCheckpoint",
@@ -60,7 +61,7 @@ __all__ = [
     "InterventionAction", "InterventionOperation", "InterventionOutcome", "InterventionPlan", "InterventionRecord",
     "InterventionRequest", "ObservationPoint", "OnLimit", "PhaseSupport", "PointPosition", "PreparedCaptureRestore",
     "RoutingPolicy", "TransformKind", "TransformRequest", "ValueDtype", "interventions", "CountingBackend",
-    "MockTensor", "NumpyBackend", "unlimited", "limits",
+    "MockTensor", "NumpyBackend", "unlimited", "limits", "capture_step", "StepResult",
 ]
 
 
