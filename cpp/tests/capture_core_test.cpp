@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "capture/capture_json.hpp"
 #include "capture/capture_sha256.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
@@ -79,6 +80,24 @@ void bounded_messages_cut_on_utf8_boundaries() {
   CHECK(cut.size() == 255);  // "x" + 127 whole characters
 }
 
+void counting_writer_measures_what_the_writer_writes() {
+  CaptureRecord record;
+  record.selection_id = "quote\" back\\slash \x01 control \xc3\xa9";
+  record.path = "p";
+  record.source_shape = {1, 2, 3};
+  record.outcome.kind = OutcomeKind::Failed;
+  record.outcome.message = "tab\there";
+  record.payload.kind = PayloadKind::Tensor;
+  record.payload.values = {1.5, -2e-300, 1e300, 0.0};
+  JsonWriter full, counted(UINT64_MAX, true);
+  write_record(full, record);
+  write_record(counted, record);
+  CHECK(full.size() == counted.size() && full.take().size() == counted.size());
+  JsonWriter limited(counted.size() - 1, true);
+  write_record(limited, record);
+  CHECK(limited.overflowed());
+}
+
 void session_round_trip() {
   CaptureDiscovery discovery{"artifact", {ObservationPoint{"p", "p", "activation", ValueDtype::Floating,
                                                           {{"a", {DimKind::Known, 2}}, {"b", {DimKind::Known, 3}}}}},
@@ -113,6 +132,7 @@ int main() {
   sha256_vectors();
   ledger_is_monotone_and_all_or_nothing();
   bounded_messages_cut_on_utf8_boundaries();
+  counting_writer_measures_what_the_writer_writes();
   session_round_trip();
   if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
   else std::puts("capture_core_test: ok");

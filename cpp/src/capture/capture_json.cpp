@@ -5,13 +5,14 @@
 
 namespace lifecore::capture {
 
-void JsonWriter::raw(std::string_view text) {
-  size_ += text.size();
-  if (size_ > limit_) { overflowed_ = true; return; }
-  if (!overflowed_ && !count_only_) out_.append(text);
-}
-
 void JsonWriter::string(std::string_view text) {
+  if (count_only_) {  // the size alone: 2 quotes, 1 extra byte per '"' or '\\', 5 per control byte
+    std::uint64_t n = text.size() + 2;
+    for (unsigned char c : text) n += c == '"' || c == '\\' ? 1 : c < 0x20 ? 5 : 0;
+    size_ += n;
+    if (size_ > limit_) overflowed_ = true;
+    return;
+  }
   raw("\"");
   std::size_t run = 0;  // start of the current run of characters that need no escaping
   for (std::size_t i = 0; i < text.size(); ++i) {

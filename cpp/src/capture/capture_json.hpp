@@ -17,7 +17,11 @@ class JsonWriter {
  public:
   explicit JsonWriter(std::uint64_t limit = UINT64_MAX, bool count_only = false)
       : limit_(limit), count_only_(count_only) {}
-  void raw(std::string_view text);
+  void raw(std::string_view text) {
+    size_ += text.size();
+    if (size_ > limit_) { overflowed_ = true; return; }
+    if (!overflowed_ && !count_only_) out_.append(text);
+  }
   void string(std::string_view text);
   void number(double value);  // non-finite values become null
   void integer(std::uint64_t value);
