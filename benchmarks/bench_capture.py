@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 import time
-from statistics import median
 from typing import Callable
 
 from lifecore.capture import (
@@ -218,7 +217,7 @@ def bench_forward() -> None:
             kept.clear()
             with attach(session, net):
                 lifecore_s.append(per_call(captured, calls, 1))
-        unhooked, hooked, lifecore_time = median(unhooked_s), median(hooked_s), median(lifecore_s)
+        unhooked, hooked, lifecore_time = min(unhooked_s), min(hooked_s), min(lifecore_s)
     print(f"forward pass (4 blocks, d_model {d}, {tokens} tokens, one thread)")
     print(f"  unhooked                          {unhooked * 1e3:7.3f} ms")
     print(f"  plain hooks computing summaries   {hooked * 1e3:7.3f} ms   ({hooked / unhooked:.2f}x unhooked)")

@@ -390,8 +390,9 @@ def test_prepare_restore_holds_the_session_and_dropping_it_changes_nothing():
         session.begin_step(DECODE, 1)
     del prepared
     assert session.next_prediction == 1
-    with session.prepare_restore(cp):
-        pass  # leaving without commit changes nothing
+    with session.prepare_restore(cp) as held:
+        assert held.holding
+    assert not held.holding and not held.committed  # leaving without commit changes nothing
     assert session.next_prediction == 1
     prepared = session.prepare_restore(cp)
     prepared.commit()

@@ -106,6 +106,7 @@ void init_capture_session(nb::module_& m) {
                                      "A validated restore holding its session; commit() cannot fail, dropping it changes nothing.")
       .def("commit", &PreparedCaptureRestore::commit)
       .def_prop_ro("committed", &PreparedCaptureRestore::committed)
+      .def_prop_ro("holding", &PreparedCaptureRestore::holding, "Whether it still holds its session.")
       .def("release", [](PreparedCaptureRestore& p) { PreparedCaptureRestore dropped(std::move(p)); },
            "Drops the hold without restoring (as deleting the object does).")
       .def("__enter__", [](nb::handle self) { return self; })

@@ -272,7 +272,7 @@ void CaptureSession::commit_restore(const CaptureCheckpoint& cp) noexcept {
 }
 
 PreparedCaptureRestore::PreparedCaptureRestore(PreparedCaptureRestore&& other) noexcept
-    : session_(other.session_), checkpoint_(std::move(other.checkpoint_)) {
+    : session_(other.session_), checkpoint_(std::move(other.checkpoint_)), committed_(other.committed_) {
   other.session_ = nullptr;
 }
 
@@ -284,6 +284,7 @@ void PreparedCaptureRestore::commit() noexcept {
   if (!session_) return;
   session_->commit_restore(checkpoint_);
   session_ = nullptr;
+  committed_ = true;
 }
 
 std::unique_ptr<CaptureSession> CaptureSession::fork(const CaptureDiscovery& discovery,

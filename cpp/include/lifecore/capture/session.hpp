@@ -56,7 +56,8 @@ class PreparedCaptureRestore {
   PreparedCaptureRestore& operator=(PreparedCaptureRestore&&) = delete;
   ~PreparedCaptureRestore();
   void commit() noexcept;
-  bool committed() const noexcept { return session_ == nullptr; }
+  bool committed() const noexcept { return committed_; }
+  bool holding() const noexcept { return session_ != nullptr; }
 
  private:
   friend class CaptureSession;
@@ -64,6 +65,7 @@ class PreparedCaptureRestore {
       : session_(session), checkpoint_(std::move(checkpoint)) {}
   CaptureSession* session_;
   CaptureCheckpoint checkpoint_;
+  bool committed_ = false;
 };
 
 class CaptureSession {
