@@ -46,10 +46,12 @@ void JsonWriter::integer(std::uint64_t value) {
 }
 
 void JsonWriter::key(std::string_view name) {
+  // Keys are this writer's own identifiers and never need escaping.
   if (!first_) raw(",");
   first_ = false;
-  string(name);
-  raw(":");
+  raw("\"");
+  raw(name);
+  raw("\":");
 }
 
 void JsonWriter::integers(const std::vector<std::uint64_t>& values) {
