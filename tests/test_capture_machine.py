@@ -26,3 +26,14 @@ def test_capture_session_machine(name):
     backend_factory, tensor_factory = BACKENDS[name]
     run_state_machine_as_test(lambda: CaptureSessionMachine(backend_factory, tensor_factory),
                               settings=settings(settings.default))
+
+
+@pytest.mark.no_sanitizer
+def test_capture_session_machine_on_torch():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from lifecore.torch import TorchBackend
+
+    def tensor(shape, dtype, itemsize):
+        return torch.ones(shape, dtype={("floating", 4): torch.float32, ("integer", 8): torch.int64}[(dtype, itemsize)])
+
+    run_state_machine_as_test(lambda: CaptureSessionMachine(TorchBackend, tensor), settings=settings(settings.default))

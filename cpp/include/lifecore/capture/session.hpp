@@ -80,8 +80,6 @@ class CaptureSession {
 
   void begin_step(CapturePhase phase, std::uint64_t prediction);
   void observe(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
-  // True when `path` has nothing left to do this step (the hot path checks this first).
-  bool observe_is_noop(std::string_view path) const noexcept;
   std::optional<CapturedStep> take_step();
 
   std::optional<std::uint64_t> checkpoint_storage_bytes(const CaptureDiscovery& discovery) const;
@@ -124,7 +122,6 @@ class CaptureSession {
   void observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor,
                          std::optional<Error>& first_error);
   void fail_record(CaptureRecord& record, FailReason reason, std::string_view message);
-  CaptureUsage reserve_evidence(const CaptureUsage& usage, InterventionRecord& record);
   void commit_restore(const CaptureCheckpoint& checkpoint) noexcept;
 
   static std::atomic<std::uint64_t> next_id_;
