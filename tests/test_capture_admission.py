@@ -197,3 +197,10 @@ def test_bad_axis_sizes_and_duplicate_catalog_paths_are_invalid_arguments():
         Axis("d", -1)
     with pytest.raises(InvalidArgumentError, match="duplicate"):
         CaptureDiscovery("m", [ObservationPoint("p"), ObservationPoint("p")])
+
+
+def test_a_session_readmits_its_plan_against_its_own_discovery():
+    admitted = admit(CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary()))
+    CaptureSession(admitted, sample_discovery())
+    with pytest.raises(AdmissionError, match="does not match this session's catalog"):
+        CaptureSession(admitted, sample_discovery("another-model"))

@@ -117,6 +117,8 @@ void init_capture_session(nb::module_& m) {
   nb::class_<CaptureSession>(m, "CaptureSession",
                              "A capture run: one admission, one monotone ledger, at most one undrained step.")
       .def(nb::init<const AdmittedCapturePlan&>(), nb::arg("plan"))
+      .def(nb::init<const AdmittedCapturePlan&, const CaptureDiscovery&>(), nb::arg("plan"), nb::arg("discovery"),
+           "Re-admits the plan against this session's discovery first (refused if it was admitted elsewhere).")
       .def_prop_ro("plan", &CaptureSession::plan, nb::rv_policy::reference_internal)
       .def_prop_ro("intervention_plan", &CaptureSession::intervention_plan, nb::rv_policy::reference_internal)
       .def_prop_ro("id", &CaptureSession::id)

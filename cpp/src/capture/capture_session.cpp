@@ -19,6 +19,24 @@ CaptureSession::CaptureSession(AdmittedCapturePlan plan)
   }
 }
 
+namespace {
+
+const AdmittedCapturePlan& readmitted(const AdmittedCapturePlan& plan, const CaptureDiscovery& discovery) {
+  std::string identity;
+  try {
+    identity = admit(plan.plan(), discovery, plan.request()).identity();
+  } catch (const Error& error) {
+    raise(ErrorKind::Admission, std::string("capture admission does not match this session's catalog: ") + error.what());
+  }
+  if (identity != plan.identity()) raise(ErrorKind::Admission, "capture admission does not match this session's catalog");
+  return plan;
+}
+
+}  // namespace
+
+CaptureSession::CaptureSession(AdmittedCapturePlan plan, const CaptureDiscovery& discovery)
+    : CaptureSession(readmitted(plan, discovery)) {}
+
 void CaptureSession::require_unprepared() const {
   if (restore_prepared_) raise(ErrorKind::CaptureSession, "a prepared restore holds this capture session");
 }

@@ -71,6 +71,9 @@ class PreparedCaptureRestore {
 class CaptureSession {
  public:
   explicit CaptureSession(AdmittedCapturePlan plan);
+  // Also re-admits the plan against the session's own discovery: an admission made for
+  // another catalog is refused ("capture admission does not match this session's catalog").
+  CaptureSession(AdmittedCapturePlan plan, const CaptureDiscovery& discovery);
   CaptureSession(const CaptureSession&) = delete;
   CaptureSession& operator=(const CaptureSession&) = delete;
 
