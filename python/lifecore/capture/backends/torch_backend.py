@@ -46,7 +46,7 @@ class TorchBackend:
 
     def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
         with torch.no_grad():
-            region = tensor.detach()[request.index]
+            region = _region(tensor.detach(), request)
             kind = request.kind
             if kind == TransformKind.PREVIEW:
                 flat = region.reshape(-1)[: request.max_elements]
@@ -94,6 +94,14 @@ class TorchBackend:
             else:
                 raise ValueError(f"{action} is not an activation intervention")
         return out
+
+
+def _region(tensor: torch.Tensor, request: Any) -> torch.Tensor:
+    # Equal extents mean the whole tensor is selected: skip the indexing (a measurable cost
+    # inside a forward pass).
+    if list(tensor.shape) == request.selected_shape:
+        return tensor
+    return tensor[request.index]
 
 
 def summarize(region: torch.Tensor) -> CapturePayload:
