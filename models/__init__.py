@@ -1,0 +1,1 @@
+"""Pure-Python reference models of lifecore's lifecycles (no import of lifecore)."""

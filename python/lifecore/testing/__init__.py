@@ -1,19 +1,33 @@
-"""Hypothesis state machines for lifecore's lifecycles, for lifecore's tests and yours.
+"""Hypothesis state machines that check lifecore's lifecycles against their reference models.
 
-Each machine lives in its own submodule and is imported on first use, so importing
-``lifecore.testing`` does not require Hypothesis.
+They ship with the package so you can run them against your own backends and GPUs; each
+takes a factory for the thing under test. Each machine lives in its own submodule and is
+imported on first use, so importing ``lifecore.testing`` does not require Hypothesis.
+
+- :class:`StreamCaptureMachine`, :func:`run_stream_capture_machine`: graph capture on a stream.
+- :class:`SequenceSessionMachine`: sequence sessions, KV backing and admission.
+- :class:`CaptureSessionMachine`: capture sessions, budgets, checkpoints and interventions.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-_MACHINES = {"SequenceSessionMachine": ".sequence_session"}
+_EXPORTS = {
+    "StreamCaptureMachine": ".stream_capture",
+    "run_stream_capture_machine": ".stream_capture",
+    "MachineStats": ".stream_capture",
+    "STATS": ".stream_capture",
+    "SequenceSessionMachine": ".sequence_session",
+    "CaptureSessionMachine": ".capture_session",
+}
+
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _MACHINES:
-        import importlib
-
-        return getattr(importlib.import_module(_MACHINES[name], __name__), name)
-    raise AttributeError(f"module 'lifecore.testing' has no attribute {name!r}")
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lifecore.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)
