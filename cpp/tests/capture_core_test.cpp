@@ -4,7 +4,6 @@
 #include <string>
 
 #include "capture/capture_json.hpp"
-#include "capture/capture_sha256.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
 #include "lifecore/capture/session.hpp"
@@ -39,14 +38,6 @@ class ScriptedBackend final : public CaptureBackend {
   }
   TensorHandle intervene(TensorHandle t, const InterventionRequest&) override { return t; }
 };
-
-void sha256_vectors() {
-  CHECK(sha256_hex("") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-  CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-  CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
-        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  CHECK(sha256_hex(std::string(1000000, 'a')) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
-}
 
 void ledger_is_monotone_and_all_or_nothing() {
   CaptureLimits limits{{2, 100, 100, 100}, {3, 1000, 1000, 1000}, std::nullopt, OnLimit::Fail};
@@ -129,7 +120,6 @@ void session_round_trip() {
 }  // namespace
 
 int main() {
-  sha256_vectors();
   ledger_is_monotone_and_all_or_nothing();
   bounded_messages_cut_on_utf8_boundaries();
   counting_writer_measures_what_the_writer_writes();

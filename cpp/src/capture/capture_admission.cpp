@@ -5,7 +5,7 @@
 
 #include "capture/capture_geometry.hpp"
 #include "capture/capture_json.hpp"
-#include "capture/capture_sha256.hpp"
+#include "common/sha256.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
 #include "lifecore/error.hpp"
