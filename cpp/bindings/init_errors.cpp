@@ -6,6 +6,8 @@
 #include <array>
 #include <mutex>
 
+#include <nanobind/stl/string.h>
+
 #include "bindings.hpp"
 #include "lifecore/error.hpp"
 

@@ -1,7 +1,500 @@
+// lifecore.sequence bindings: conversion only. Blocking calls (admission and extension,
+// which may reach the driver; waiting) release the GIL. Holds that Python owns (resources,
+// frames, flights, sessions) get close() and context managers so release is explicit.
+#include <limits>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
+
 #include "bindings.hpp"
+#include "lifecore/error.hpp"
+#include "lifecore/sequence/benchmark.hpp"
+#include "lifecore/sequence/coordinator.hpp"
+#include "lifecore/sequence/resources.hpp"
+#include "lifecore/sequence/session.hpp"
+#include "lifecore/sequence/waiter.hpp"
+#include "sequence/driver_page_memory.hpp"
+#include "vendor/backends.hpp"
 
 namespace lifecore::bindings {
+namespace {
 
-void init_sequence(nb::module_&) {}  // placeholder until the sequence area lands
+using namespace lifecore::sequence;
+using SnapshotPtr = std::shared_ptr<BackingSnapshot>;
+
+SnapshotPtr mutable_snapshot(const std::shared_ptr<const BackingSnapshot>& s) {
+  return std::const_pointer_cast<BackingSnapshot>(s);
+}
+
+// Python's hold on admitted resources; close() lets go before the object is collected.
+struct ResourcesHandle {
+  std::shared_ptr<AdmittedSequenceResources> resources;
+  const AdmittedSequenceResources& get(const char* what) const {
+    if (!resources) raise(ErrorKind::Closed, std::string(what) + ": the admitted resources handle is closed");
+    return *resources;
+  }
+};
+
+struct AdmittedDecision {
+  std::shared_ptr<ResourcesHandle> resources;
+};
+
+std::string source_repr(const CapacitySource& s) {
+  return s.kind == SourceKind::domain ? "Domain('" + s.domain_name + "')" : std::string("ActiveSequenceSlots");
+}
+
+nb::dict demand_bytes(const CapacityDemand& d) {
+  nb::dict out;
+  for (const auto& dd : d.domains) out[nb::str(dd.domain_name.c_str())] = dd.bytes;
+  return out;
+}
+
+std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
+  if (device.is_none()) return nullptr;
+  if (nb::isinstance<nb::str>(device))  // a backend name: "mock", "cuda", "hip", "auto"
+    return std::make_shared<DriverPageMemory>(vendor::open_driver(nb::cast<std::string>(device), 0));
+  if (!nb::hasattr(device, "_driver_capsule"))
+    raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device must be None, a backend name or a lifecore.Device");
+  nb::object capsule = device.attr("_driver_capsule")();
+  void* pointer = PyCapsule_GetPointer(capsule.ptr(), "lifecore.vendor.Driver");
+  if (!pointer) {
+    PyErr_Clear();
+    raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device._driver_capsule() must return a 'lifecore.vendor.Driver' capsule");
+  }
+  return std::make_shared<DriverPageMemory>(*static_cast<std::shared_ptr<vendor::Driver>*>(pointer));
+}
+
+std::vector<DomainConfig> parse_domains(nb::handle domains) {
+  if (!nb::isinstance<nb::dict>(domains))
+    raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: domains must be a dict {name: capacity_bytes or (capacity, maximum)}");
+  std::vector<DomainConfig> out;
+  for (auto [key, value] : nb::borrow<nb::dict>(domains)) {
+    DomainConfig d;
+    d.name = nb::cast<std::string>(key);
+    if (nb::isinstance<nb::tuple>(value)) {
+      auto t = nb::borrow<nb::tuple>(value);
+      if (t.size() != 2) raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: a domain tuple is (capacity_bytes, maximum_bytes)");
+      std::int64_t cap = nb::cast<std::int64_t>(t[0]), max = nb::cast<std::int64_t>(t[1]);
+      if (cap < 0 || max <= 0) raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: domain '" + d.name + "' needs positive sizes");
+      d.capacity_bytes = static_cast<std::uint64_t>(cap);
+      d.maximum_bytes = static_cast<std::uint64_t>(max);
+    } else {
+      std::int64_t cap = nb::cast<std::int64_t>(value);
+      if (cap <= 0) raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: domain '" + d.name + "' needs a positive capacity");
+      d.capacity_bytes = d.maximum_bytes = static_cast<std::uint64_t>(cap);
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+std::uint64_t positive(std::int64_t value, const char* name) {
+  if (value <= 0) raise(ErrorKind::InvalidArgument, std::string("AdmissionCoordinator: ") + name + " must be positive");
+  return static_cast<std::uint64_t>(value);
+}
+
+nb::object admission_to_python(AdmissionDecision&& decision) {
+  if (auto* a = std::get_if<Admitted>(&decision))
+    return nb::cast(AdmittedDecision{std::make_shared<ResourcesHandle>(ResourcesHandle{std::move(a->resources)})});
+  if (auto* d = std::get_if<AdmissionDeferred>(&decision))
+    return nb::cast(std::make_shared<AdmissionDeferred>(std::move(*d)));
+  return nb::cast(std::get<AdmissionRejected>(std::move(decision)));
+}
+
+void frame_exit(FrameHold& f, nb::handle exc_type) {
+  if (f.finalized()) return;
+  if (exc_type.is_none()) f.commit();
+  else f.abort();
+}
+
+}  // namespace
+
+void init_sequence(nb::module_& m) {
+  nb::enum_<SessionPhase>(m, "SessionPhase")
+      .value("OPEN", SessionPhase::open).value("CANCEL_REQUESTED", SessionPhase::cancel_requested)
+      .value("POISONED", SessionPhase::poisoned).value("COMPLETED", SessionPhase::completed)
+      .value("ABORTED", SessionPhase::aborted).value("FAIL_CLOSED", SessionPhase::fail_closed);
+  nb::enum_<TerminalOutcome>(m, "TerminalOutcome")
+      .value("COMPLETED", TerminalOutcome::completed).value("ABORTED", TerminalOutcome::aborted);
+  nb::enum_<FrameDisposition>(m, "FrameDisposition")
+      .value("COMMITTED", FrameDisposition::committed).value("DISCARDED_CANCELLED", FrameDisposition::discarded_cancelled)
+      .value("ABORTED", FrameDisposition::aborted).value("ROLLED_BACK", FrameDisposition::rolled_back)
+      .value("DROPPED", FrameDisposition::dropped);
+  nb::enum_<FlightPhase>(m, "FlightPhase").value("PREPARED", FlightPhase::prepared).value("IN_FLIGHT", FlightPhase::in_flight);
+  nb::enum_<BackingOutcome>(m, "BackingOutcome")
+      .value("CURRENT", BackingOutcome::current).value("EXTENDED", BackingOutcome::extended)
+      .value("RETRY_REQUIRED", BackingOutcome::retry_required).value("BACKING_DEFERRED", BackingOutcome::backing_deferred);
+  nb::enum_<BlockerKind>(m, "BlockerKind")
+      .value("IMMEDIATE_AVAILABILITY", BlockerKind::immediate_availability)
+      .value("FIT_AVAILABILITY", BlockerKind::fit_availability)
+      .value("BACKING_GROWTH_REQUIRED", BlockerKind::backing_growth_required)
+      .value("ACTIVE_SEQUENCE_CEILING", BlockerKind::active_sequence_ceiling)
+      .value("PERMANENT_DOMAIN_MAXIMUM", BlockerKind::permanent_domain_maximum);
+  nb::enum_<DeferralAction>(m, "DeferralAction")
+      .value("WAIT_FOR_RELEASE", DeferralAction::wait_for_release)
+      .value("AWAIT_BACKING_GROWTH", DeferralAction::await_backing_growth)
+      .value("PREEMPT_AND_RECOMPUTE", DeferralAction::preempt_and_recompute);
+  nb::enum_<SourceKind>(m, "SourceKind")
+      .value("ACTIVE_SEQUENCE_SLOTS", SourceKind::active_sequence_slots).value("DOMAIN", SourceKind::domain);
+
+  nb::class_<CapacitySource>(m, "CapacitySource", "A scheduler-visible availability source.")
+      .def_static("of_domain", [](const std::string& name) {
+        if (name.empty()) raise(ErrorKind::InvalidArgument, "Domain: a name is required");
+        return CapacitySource::domain(std::numeric_limits<std::uint32_t>::max(), name);
+      }, nb::arg("name"))
+      .def_static("active_sequence_slots", &CapacitySource::slots)
+      .def_ro("kind", &CapacitySource::kind)
+      .def_prop_ro("domain", [](const CapacitySource& s) -> std::optional<std::string> {
+        if (s.kind == SourceKind::domain) return s.domain_name;
+        return std::nullopt;
+      })
+      .def("__eq__", [](const CapacitySource& a, nb::handle other) {
+        if (!nb::isinstance<CapacitySource>(other)) return false;
+        const auto& b = nb::cast<const CapacitySource&>(other);
+        return a.kind == b.kind && a.domain_name == b.domain_name;
+      })
+      .def("__lt__", [](const CapacitySource& a, const CapacitySource& b) {
+        return std::make_pair(int(a.kind), a.domain_name) < std::make_pair(int(b.kind), b.domain_name);
+      })
+      .def("__hash__", [](const CapacitySource& s) { return nb::hash(nb::make_tuple(int(s.kind), s.domain_name)); })
+      .def("__repr__", &source_repr);
+
+  nb::class_<Authority>(m, "Authority", "(sparse id, generation): ids are reused, generations never.")
+      .def_ro("sparse_id", &Authority::sparse_id).def_ro("generation", &Authority::generation)
+      .def("__eq__", [](const Authority& a, nb::handle o) { return nb::isinstance<Authority>(o) && a == nb::cast<const Authority&>(o); })
+      .def("__hash__", [](const Authority& a) { return nb::hash(nb::make_tuple(a.sparse_id, a.generation)); })
+      .def("__repr__", [](const Authority& a) {
+        return "Authority(sparse_id=" + std::to_string(a.sparse_id) + ", generation=" + std::to_string(a.generation) + ")";
+      });
+
+  nb::class_<CapacityDemand>(m, "CapacityDemand")
+      .def_ro("sequences", &CapacityDemand::sequences).def_ro("tokens", &CapacityDemand::tokens)
+      .def_ro("pages", &CapacityDemand::pages)
+      .def_prop_ro("bytes", &demand_bytes, "Bytes per domain name.")
+      .def("__repr__", [](const CapacityDemand& d) {
+        return "CapacityDemand(sequences=" + std::to_string(d.sequences) + ", tokens=" + std::to_string(d.tokens) +
+               ", pages=" + std::to_string(d.pages) + ")";
+      });
+  nb::class_<CapacityBlocker>(m, "CapacityBlocker")
+      .def_ro("kind", &CapacityBlocker::kind).def_ro("source", &CapacityBlocker::source)
+      .def("__repr__", [](const CapacityBlocker& b) {
+        return "CapacityBlocker(" + std::to_string(int(b.kind)) + ", " + source_repr(b.source) + ")";
+      });
+  nb::class_<WaitCondition>(m, "WaitCondition", "The exact sources of a deferral and the epochs observed.")
+      .def_ro("sources", &WaitCondition::sources).def_ro("epochs", &WaitCondition::epochs)
+      .def("items", [](const WaitCondition& w) {
+        std::vector<std::pair<CapacitySource, std::uint64_t>> out;
+        for (std::size_t i = 0; i < w.sources.size(); ++i) out.emplace_back(w.sources[i], w.epochs[i]);
+        return out;
+      });
+  nb::class_<DomainUsage>(m, "DomainUsage")
+      .def_ro("name", &DomainUsage::name).def_ro("used_bytes", &DomainUsage::used_bytes)
+      .def_ro("total_bytes", &DomainUsage::total_bytes).def_ro("maximum_bytes", &DomainUsage::maximum_bytes)
+      .def_ro("epoch", &DomainUsage::epoch);
+  nb::class_<CapacitySnapshot>(m, "CapacitySnapshot")
+      .def_ro("domains", &CapacitySnapshot::domains).def_ro("active_sequences", &CapacitySnapshot::active_sequences)
+      .def_ro("max_active_sequences", &CapacitySnapshot::max_active_sequences)
+      .def_ro("slots_epoch", &CapacitySnapshot::slots_epoch).def_ro("release_epoch", &CapacitySnapshot::release_epoch)
+      .def_prop_ro("used_bytes", [](const CapacitySnapshot& s) {
+        nb::dict out;
+        for (const auto& d : s.domains) out[nb::str(d.name.c_str())] = d.used_bytes;
+        return out;
+      });
+
+  nb::class_<AdmissionDeferred>(m, "AdmissionDeferred", "Admission deferred: capacity pressure, as a decision.")
+      .def_ro("request_id", &AdmissionDeferred::request_id).def_ro("immediate", &AdmissionDeferred::immediate)
+      .def_ro("fit", &AdmissionDeferred::fit).def_ro("blockers", &AdmissionDeferred::blockers)
+      .def_ro("action", &AdmissionDeferred::action).def_ro("wait_condition", &AdmissionDeferred::wait_condition)
+      .def_ro("capacity", &AdmissionDeferred::capacity)
+      .def_prop_ro("is_backing_deferral", [](const AdmissionDeferred& d) { return d.backing.has_value(); })
+      .def_prop_ro("sequence_authority", [](const AdmissionDeferred& d) -> std::optional<Authority> {
+        if (d.backing) return d.backing->sequence_authority;
+        return std::nullopt;
+      }, "For a backing deferral: the sequence that asked to grow.")
+      .def_prop_ro("expected_generation", [](const AdmissionDeferred& d) -> std::optional<std::uint64_t> {
+        if (d.backing) return d.backing->expected_generation;
+        return std::nullopt;
+      })
+      .def("__repr__", [](const AdmissionDeferred& d) {
+        std::string s = "AdmissionDeferred(request_id='" + d.request_id + "', action=" + std::to_string(int(d.action)) + ", sources=[";
+        for (const auto& src : d.wait_condition.sources) s += source_repr(src) + ",";
+        return s + "])";
+      });
+  nb::class_<AdmissionRejected>(m, "AdmissionRejected", "Admission rejected: the request can never fit.")
+      .def_ro("request_id", &AdmissionRejected::request_id).def_ro("reason", &AdmissionRejected::reason)
+      .def_ro("blockers", &AdmissionRejected::blockers)
+      .def("__repr__", [](const AdmissionRejected& r) { return "AdmissionRejected('" + r.request_id + "': " + r.reason + ")"; });
+
+  nb::class_<BackingSnapshot>(m, "BackingSnapshot", "An immutable backing generation.")
+      .def_prop_ro("generation", &BackingSnapshot::generation).def_prop_ro("tokens", &BackingSnapshot::tokens)
+      .def_prop_ro("pages", &BackingSnapshot::pages)
+      .def_prop_ro("extents", [](const BackingSnapshot& s) {
+        // (domain, first_page, pages, address, bytes) per extent
+        std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> out;
+        const auto& c = *s.backing()->coordinator();
+        for (const auto& e : s.extents())
+          out.emplace_back(c.domain_name(e.domain_index), e.first_page, e.pages, e.memory.address, e.memory.bytes);
+        return out;
+      })
+      .def_prop_ro("domains", [](const BackingSnapshot& s) {
+        std::vector<std::string> out;
+        for (auto d : s.domains()) out.push_back(s.backing()->coordinator()->domain_name(d));
+        return out;
+      })
+      .def("__repr__", [](const BackingSnapshot& s) {
+        return "BackingSnapshot(generation=" + std::to_string(s.generation()) + ", tokens=" + std::to_string(s.tokens()) +
+               ", pages=" + std::to_string(s.pages()) + ")";
+      });
+
+  nb::class_<BackingDecision>(m, "BackingDecision")
+      .def_ro("outcome", &BackingDecision::outcome)
+      .def_prop_ro("snapshot", [](const BackingDecision& d) { return mutable_snapshot(d.snapshot); })
+      .def_prop_ro("deferred", [](const BackingDecision& d) -> std::shared_ptr<AdmissionDeferred> {
+        if (!d.deferred) return nullptr;
+        return std::make_shared<AdmissionDeferred>(*d.deferred);
+      })
+      .def_ro("reason", &BackingDecision::reason).def_ro("expected_generation", &BackingDecision::expected_generation)
+      .def_ro("target_tokens", &BackingDecision::target_tokens).def_ro("target_pages", &BackingDecision::target_pages)
+      .def("__repr__", [](const BackingDecision& d) {
+        return "BackingDecision(outcome=" + std::to_string(int(d.outcome)) + ", expected_generation=" +
+               std::to_string(d.expected_generation) + ", reason='" + d.reason + "')";
+      });
+
+  nb::class_<CancelSnapshot>(m, "CancelSnapshot", "What was still live when cancel was requested.")
+      .def_ro("phase", &CancelSnapshot::phase).def_ro("active_frame", &CancelSnapshot::active_frame)
+      .def_ro("flights", &CancelSnapshot::flights).def_ro("retired_frames", &CancelSnapshot::retired_frames);
+  nb::class_<TerminalReceipt>(m, "TerminalReceipt")
+      .def_ro("outcome", &TerminalReceipt::outcome).def_ro("sequence_authority", &TerminalReceipt::sequence_authority)
+      .def_ro("request_authority", &TerminalReceipt::request_authority).def_ro("epoch", &TerminalReceipt::epoch)
+      .def_ro("fingerprint", &TerminalReceipt::fingerprint).def_ro("retired_frames", &TerminalReceipt::retired_frames)
+      .def_ro("committed_frames", &TerminalReceipt::committed_frames)
+      .def_ro("discarded_frames", &TerminalReceipt::discarded_frames)
+      .def_ro("backing_generation", &TerminalReceipt::backing_generation)
+      .def("__repr__", [](const TerminalReceipt& r) {
+        return std::string("TerminalReceipt(") + (r.outcome == TerminalOutcome::completed ? "COMPLETED" : "ABORTED") +
+               ", retired_frames=" + std::to_string(r.retired_frames) + ")";
+      });
+
+  nb::class_<CapacityWaitRegistration>(m, "CapacityWaitRegistration",
+                                       "A subscription to the exact sources of a deferral.")
+      .def("should_retry", &CapacityWaitRegistration::should_retry)
+      .def("recheck", [](const CapacityWaitRegistration& r) {
+        auto c = r.recheck();
+        return std::make_pair(c.changed_since_observation, c.changed_since_registration);
+      }, "(changed since observation, changed since registration)")
+      .def("wait", &CapacityWaitRegistration::wait, nb::arg("timeout") = nb::none(),
+           nb::call_guard<nb::gil_scoped_release>(),
+           "Block until should_retry() (True) or the timeout (False); ClosedError if the coordinator closes.")
+      .def_prop_ro("wake_count", &CapacityWaitRegistration::wake_count)
+      .def_prop_ro("closed", &CapacityWaitRegistration::closed)
+      .def_prop_ro("observed", &CapacityWaitRegistration::observed)
+      .def_prop_ro("registered_epochs", &CapacityWaitRegistration::registered_epochs)
+      .def("cancel", &CapacityWaitRegistration::cancel);
+
+  nb::class_<FrameHold>(m, "FrameHold", "A frame of one step; holds the exact backing snapshot it captured.")
+      .def_prop_ro("frame_id", &FrameHold::frame_id)
+      .def_prop_ro("snapshot", [](const FrameHold& f) { return mutable_snapshot(f.snapshot()); })
+      .def_prop_ro("finalized", &FrameHold::finalized)
+      .def("commit", &FrameHold::commit).def("abort", &FrameHold::abort)
+      .def("rollback_unsubmitted", &FrameHold::rollback_unsubmitted)
+      .def("close", &FrameHold::drop, "Drop the hold now (poisons the session if unfinalized).")
+      .def("__repr__", [](const FrameHold& f) {
+        return "FrameHold(frame_id=" + std::to_string(f.frame_id()) + (f.finalized() ? ", finalized)" : ")");
+      })
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](FrameHold& f, nb::handle t, nb::handle, nb::handle) { frame_exit(f, t); },
+           nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none(),
+           "Commit on a clean exit, abort (poison) on an exception, unless already finalized.");
+
+  nb::class_<FlightHold>(m, "FlightHold", "A participant flight: prepared -> in flight -> released.")
+      .def_prop_ro("key", &FlightHold::key).def_prop_ro("frame_id", &FlightHold::frame_id)
+      .def_prop_ro("phase", &FlightHold::phase).def_prop_ro("released", &FlightHold::released)
+      .def("dispatch", &FlightHold::dispatch).def("not_submitted", &FlightHold::not_submitted)
+      .def("finish", &FlightHold::finish).def("release", &FlightHold::release)
+      .def("close", &FlightHold::drop, "Drop the hold now (poisons the session if it was in flight).");
+
+  nb::class_<SequenceSession>(m, "SequenceSession", "The lifecycle of one generated sequence.")
+      .def_prop_ro("resources", [](const SequenceSession& s) {
+        return std::make_shared<ResourcesHandle>(ResourcesHandle{s.resources()});
+      })
+      .def("write_release_capacity_sources", [](const SequenceSession& s, nb::list out) {
+        std::vector<CapacitySource> sources;
+        const auto& coordinator = *s.state_coordinator();
+        for (nb::handle item : out) {
+          auto src = nb::cast<CapacitySource>(item);
+          if (src.kind == SourceKind::domain) {
+            auto index = coordinator.domain_index(src.domain_name);
+            if (index < 0) raise(ErrorKind::InvalidArgument, "write_release_capacity_sources: unknown domain '" + src.domain_name + "'");
+            src.domain_index = static_cast<std::uint32_t>(index);
+          }
+          sources.push_back(std::move(src));
+        }
+        s.write_release_capacity_sources(sources);
+        out.clear();
+        for (auto& src : sources) out.append(nb::cast(src));
+      }, nb::arg("sources"), "Append the exact sources releasing this sequence advances (sorted, deduplicated).")
+      .def_prop_ro("epoch", &SequenceSession::epoch)
+      .def_prop_ro("fingerprint", &SequenceSession::fingerprint)
+      .def_prop_ro("sequence_authority", &SequenceSession::sequence_authority)
+      .def_prop_ro("request_authority", &SequenceSession::request_authority)
+      .def("verify", &SequenceSession::verify, nb::arg("epoch"), nb::arg("fingerprint"))
+      .def("register_admission_waiter", &SequenceSession::register_admission_waiter, nb::arg("deferred"))
+      .def("try_ensure_backing_covers", &SequenceSession::try_ensure_backing_covers, nb::arg("tokens"),
+           nb::arg("pages") = nb::none(), nb::call_guard<nb::gil_scoped_release>())
+      .def("verify_backing_deferral", &SequenceSession::verify_backing_deferral, nb::arg("decision"))
+      .def("request_cancel", &SequenceSession::request_cancel)
+      .def("try_complete", &SequenceSession::try_complete)
+      .def("try_abort", &SequenceSession::try_abort)
+      .def("try_abort_if_quiescent", &SequenceSession::try_abort_if_quiescent)
+      .def("acquire_frame", &SequenceSession::acquire_frame)
+      .def("prepare_flight", &SequenceSession::prepare_flight, nb::arg("key"))
+      .def("step", &SequenceSession::step, nb::arg("tokens"))
+      .def_prop_ro("phase", &SequenceSession::phase)
+      .def_prop_ro("backing", [](const SequenceSession& s) { return mutable_snapshot(s.backing()); })
+      .def_prop_ro("next_frame_id", &SequenceSession::next_frame_id)
+      .def_prop_ro("active_frame", &SequenceSession::active_frame)
+      .def_prop_ro("flight_count", &SequenceSession::flight_count)
+      .def_prop_ro("retired_frames", &SequenceSession::retired_frames)
+      .def_prop_ro("receipt", &SequenceSession::receipt)
+      .def_prop_ro("closed", &SequenceSession::is_closed)
+      .def("close", &SequenceSession::close, "Drop the session now: fails it closed unless terminal.")
+      .def("__repr__", [](const SequenceSession& s) {
+        auto a = s.sequence_authority();
+        return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
+               ", phase=" + phase_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
+      })
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) { s.close(); },
+           nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
+
+  m.def("acquire_frames", [](const std::vector<SequenceSession*>& sessions) { return acquire_frames(sessions); },
+        nb::arg("sessions"), "Acquire one frame on every session, all or nothing.");
+
+  nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot.")
+      .def("open_session", [](ResourcesHandle& h) {
+        h.get("open_session");
+        return h.resources->open_session();
+      })
+      .def_prop_ro("request_id", [](const ResourcesHandle& h) { return h.get("request_id").request_id(); })
+      .def_prop_ro("prompt_tokens", [](const ResourcesHandle& h) { return h.get("prompt_tokens").prompt_tokens(); })
+      .def_prop_ro("fit_tokens", [](const ResourcesHandle& h) { return h.get("fit_tokens").fit_tokens(); })
+      .def_prop_ro("fit_pages", [](const ResourcesHandle& h) { return h.get("fit_pages").fit_pages(); })
+      .def_prop_ro("opened", [](const ResourcesHandle& h) { return h.get("opened").opened(); })
+      .def_prop_ro("sequence_authority", [](const ResourcesHandle& h) { return h.get("sequence_authority").sequence_authority(); })
+      .def_prop_ro("request_authority", [](const ResourcesHandle& h) { return h.get("request_authority").request_authority(); })
+      .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); })
+      .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; })
+      .def("close", [](ResourcesHandle& h) {
+        auto dropping = std::move(h.resources);  // released here if this was the last holder
+      }, "Let go of this hold; capacity returns when the last holder goes.")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) { h.resources.reset(); },
+           nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
+
+  nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted.")
+      .def_ro("resources", &AdmittedDecision::resources)
+      .def("__repr__", [](const AdmittedDecision& a) {
+        return a.resources->resources ? "Admitted('" + a.resources->resources->request_id() + "')" : std::string("Admitted(<closed>)");
+      });
+
+  nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator", "Capacity admission for sequences on one device.")
+      .def(nb::new_([](nb::handle device, nb::handle domains, std::int64_t page_bytes, std::int64_t tokens_per_page,
+                       std::int64_t max_active_sequences) {
+             CoordinatorConfig config;
+             config.domains = parse_domains(domains);
+             config.page_bytes = positive(page_bytes, "page_bytes");
+             if (tokens_per_page <= 0 || tokens_per_page > std::numeric_limits<std::uint32_t>::max())
+               raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: tokens_per_page must be positive");
+             config.tokens_per_page = static_cast<std::uint32_t>(tokens_per_page);
+             if (max_active_sequences <= 0 || max_active_sequences > std::numeric_limits<std::uint32_t>::max())
+               raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: max_active_sequences must be positive");
+             config.max_active_sequences = static_cast<std::uint32_t>(max_active_sequences);
+             config.memory = memory_for_device(device);
+             return AdmissionCoordinator::create(std::move(config));
+           }),
+           nb::arg("device").none() = nb::none(), nb::kw_only(), nb::arg("domains"), nb::arg("page_bytes"),
+           nb::arg("tokens_per_page"), nb::arg("max_active_sequences"))
+      .def("admit", [](AdmissionCoordinator& c, std::string request_id, std::int64_t prompt_tokens, std::int64_t fit_tokens,
+                       std::optional<std::vector<std::string>> domains) {
+             AdmissionRequest request{std::move(request_id), prompt_tokens, fit_tokens, domains.value_or(std::vector<std::string>{})};
+             AdmissionDecision decision = [&] {
+               nb::gil_scoped_release release;  // may reach the driver for pages
+               return c.admit(request);
+             }();
+             return admission_to_python(std::move(decision));
+           },
+           nb::arg("request_id"), nb::arg("prompt_tokens"), nb::arg("fit_tokens"), nb::arg("domains") = nb::none(),
+           "Admitted(resources) | AdmissionDeferred | AdmissionRejected; capacity pressure is never an exception.")
+      .def("close", &AdmissionCoordinator::close, "Wake every waiter with ClosedError; refuse later admissions.")
+      .def_prop_ro("closed", &AdmissionCoordinator::closed)
+      .def("grow_domain", &AdmissionCoordinator::grow_domain, nb::arg("name"), nb::arg("capacity_bytes"))
+      .def("capacity", &AdmissionCoordinator::capacity)
+      .def("epoch", [](const AdmissionCoordinator& c, const CapacitySource& s) {
+        CapacitySource resolved = s;
+        if (s.kind == SourceKind::domain) {
+          auto index = c.domain_index(s.domain_name);
+          if (index < 0) raise(ErrorKind::InvalidArgument, "epoch: unknown domain '" + s.domain_name + "'");
+          resolved.domain_index = static_cast<std::uint32_t>(index);
+        }
+        return c.epoch_of(resolved);
+      }, nb::arg("source"))
+      .def_prop_ro("release_epoch", &AdmissionCoordinator::release_epoch)
+      .def("fits_now", &AdmissionCoordinator::fits_now, nb::arg("deferred"))
+      .def("verify_sequence_authority", &AdmissionCoordinator::verify_sequence_authority, nb::arg("authority"))
+      .def("register_waiter", &AdmissionCoordinator::register_waiter, nb::arg("deferred"))
+      .def_prop_ro("domain_names", [](const AdmissionCoordinator& c) {
+        std::vector<std::string> out;
+        for (std::uint32_t i = 0; i < c.domain_count(); ++i) out.push_back(c.domain_name(i));
+        return out;
+      })
+      .def_prop_ro("page_bytes", &AdmissionCoordinator::page_bytes)
+      .def_prop_ro("tokens_per_page", &AdmissionCoordinator::tokens_per_page)
+      .def_prop_ro("max_active_sequences", &AdmissionCoordinator::max_active_sequences)
+      .def_prop_ro("page_memory_kind", [](const AdmissionCoordinator& c) { return std::string(c.memory()->kind()); })
+      .def("page_memory_stats", [](const AdmissionCoordinator& c) {
+        nb::dict out;
+        if (auto* host = dynamic_cast<HostPageMemory*>(c.memory().get())) {
+          out["live_bytes"] = host->live_bytes();
+          out["live_extents"] = host->live_extents();
+          out["allocations"] = host->allocations();
+        }
+        return out;
+      })
+      .def("fail_next_page_allocations", [](AdmissionCoordinator& c, std::uint64_t count) {
+        auto* host = dynamic_cast<HostPageMemory*>(c.memory().get());
+        if (!host) raise(ErrorKind::InvalidArgument, "fail_next_page_allocations: only host page memory injects faults");
+        host->fail_next_allocations(count);
+      }, nb::arg("count"), "Testing: make the next `count` physical page allocations fail (host memory only).")
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](AdmissionCoordinator& c, nb::handle, nb::handle, nb::handle) { c.close(); },
+           nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
+
+  m.def("_bench_sequence_lifecycles_cpp", [](std::uint64_t lifecycles, std::uint64_t live, std::uint64_t target_tokens,
+                                             std::uint32_t tokens_per_page, bool primitives) {
+    auto r = bench_lifecycles(lifecycles, live, target_tokens, tokens_per_page, primitives);
+    return std::make_pair(r.seconds, r.operations);
+  }, nb::call_guard<nb::gil_scoped_release>());
+  m.def("_sequence_bookkeeping_sizes", [] {
+    auto z = bookkeeping_sizes();
+    nb::dict out;
+    out["session_state"] = z.session_state;
+    out["session_handle"] = z.session_handle;
+    out["resources"] = z.resources;
+    out["backing"] = z.backing;
+    out["snapshot"] = z.snapshot;
+    out["extent"] = z.extent;
+    return out;
+  });
+  m.def("_bench_sequence_steps_cpp", [](std::uint64_t steps, std::uint32_t tokens_per_page, bool primitives) {
+    auto r = bench_decode_steps(steps, tokens_per_page, primitives);
+    return std::make_pair(r.seconds, r.operations);
+  }, nb::call_guard<nb::gil_scoped_release>());
+}
 
 }  // namespace lifecore::bindings

@@ -1,12 +1,33 @@
-"""Hypothesis state machines for lifecore's lifecycles, shipped with the package so you can run
-them against your own GPUs (they need ``hypothesis``).
+"""Hypothesis state machines that check lifecore's lifecycles against their reference models.
 
-- :class:`StreamCaptureMachine` / :func:`run_stream_capture_machine`: graph capture on a stream,
-  differential against :mod:`lifecore.models.stream_capture`.
+They ship with the package so you can run them against your own backends and GPUs; each
+takes a factory for the thing under test. Each machine lives in its own submodule and is
+imported on first use, so importing ``lifecore.testing`` does not require Hypothesis.
+
+- :class:`StreamCaptureMachine`, :func:`run_stream_capture_machine`: graph capture on a stream.
+- :class:`SequenceSessionMachine`: sequence sessions, KV backing and admission.
+- :class:`CaptureSessionMachine`: capture sessions, budgets, checkpoints and interventions.
 """
 
 from __future__ import annotations
 
-from .stream_capture import STATS, MachineStats, StreamCaptureMachine, run_stream_capture_machine
+import importlib
+from typing import Any
 
-__all__ = ["StreamCaptureMachine", "run_stream_capture_machine", "MachineStats", "STATS"]
+_EXPORTS = {
+    "StreamCaptureMachine": ".stream_capture",
+    "run_stream_capture_machine": ".stream_capture",
+    "MachineStats": ".stream_capture",
+    "STATS": ".stream_capture",
+    "SequenceSessionMachine": ".sequence_session",
+    "CaptureSessionMachine": ".capture_session",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'lifecore.testing' has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

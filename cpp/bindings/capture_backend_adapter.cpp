@@ -1,0 +1,100 @@
+#include "capture_backend_adapter.hpp"
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+namespace lifecore::bindings {
+
+using namespace lifecore::capture;
+
+namespace {
+
+template <typename F>
+auto call_backend(const char* what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (nb::python_error& e) {
+    std::string message = std::string(what) + ": " + e.what();
+    throw BackendFailure{message};
+  } catch (const nb::cast_error&) {
+    throw BackendFailure{std::string(what) + " returned a value of the wrong type"};
+  }
+}
+
+// Interned method names: looked up once per process instead of once per call.
+nb::handle name(const char* text) { return nb::handle(PyUnicode_InternFromString(text)); }
+
+nb::handle shape_name() { static nb::handle n = name("shape"); return n; }
+nb::handle dtype_name() { static nb::handle n = name("dtype"); return n; }
+nb::handle estimate_name() { static nb::handle n = name("estimate"); return n; }
+nb::handle transform_name() { static nb::handle n = name("transform"); return n; }
+nb::handle intervene_name() { static nb::handle n = name("intervene"); return n; }
+
+}  // namespace
+
+CaptureUsage usage_from_python(nb::handle value) {
+  if (value.is_none()) throw BackendFailure{"backend returned an unknown estimate (None); unknown is never zero"};
+  CaptureUsage* usage = nullptr;
+  if (nb::try_cast<CaptureUsage*>(value, usage) && usage) return *usage;
+  auto items = nb::cast<std::vector<std::uint64_t>>(value);
+  if (items.size() != 4) throw BackendFailure{"an estimate needs four numbers"};
+  return {items[0], items[1], items[2], items[3]};
+}
+
+std::vector<std::uint64_t> PythonCaptureBackend::shape(TensorHandle tensor) {
+  return call_backend("backend.shape", [&] {
+    return nb::cast<std::vector<std::uint64_t>>(backend_.attr(shape_name())(nb::handle(static_cast<PyObject*>(tensor))));
+  });
+}
+
+ValueDtype PythonCaptureBackend::dtype(TensorHandle tensor) {
+  return call_backend("backend.dtype", [&] {
+    auto name = nb::cast<std::string>(backend_.attr(dtype_name())(nb::handle(static_cast<PyObject*>(tensor))));
+    if (name == "floating") return ValueDtype::Floating;
+    if (name == "integer") return ValueDtype::Integer;
+    if (name == "boolean") return ValueDtype::Boolean;
+    return ValueDtype::Unknown;
+  });
+}
+
+nb::object PythonCaptureBackend::request_object(const TransformRequest& request) {
+  // A copy, so a backend that keeps the request never sees freed memory.
+  if (request.serial != 0 && request.serial == cached_serial_) return cached_request_;
+  nb::object converted = nb::cast(request, nb::rv_policy::copy);
+  cached_serial_ = request.serial;
+  cached_request_ = converted;
+  return converted;
+}
+
+CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const TransformRequest& request) {
+  return call_backend("backend.estimate", [&] {
+    return usage_from_python(
+        backend_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
+  });
+}
+
+CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
+  return call_backend("backend.transform", [&] {
+    return nb::cast<CapturePayload>(
+        backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
+  });
+}
+
+TensorHandle PythonCaptureBackend::intervene(TensorHandle tensor, const InterventionRequest& request) {
+  return call_backend("backend.intervene", [&] {
+    nb::object result = backend_.attr(intervene_name())(nb::handle(static_cast<PyObject*>(tensor)),
+                                                   nb::cast(request, nb::rv_policy::copy));
+    if (result.is_none()) throw BackendFailure{"backend.intervene returned None"};
+    kept_.push_back(result);
+    return static_cast<TensorHandle>(result.ptr());
+  });
+}
+
+CaptureUsage PythonInterventionEstimator::estimate(TensorHandle tensor, const TransformRequest& request) {
+  return call_backend("estimator.estimate", [&] {
+    return usage_from_python(
+        estimator_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), nb::cast(request, nb::rv_policy::copy)));
+  });
+}
+
+}  // namespace lifecore::bindings

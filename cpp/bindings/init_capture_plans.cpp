@@ -1,0 +1,349 @@
+// Plans, discovery, limits and admission: conversion only; every rule is in the core.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "capture_bindings.hpp"
+#include "lifecore/capture/admission.hpp"
+#include "lifecore/capture/backend.hpp"
+#include "lifecore/error.hpp"
+
+namespace lifecore::bindings {
+
+using namespace lifecore::capture;
+
+namespace {
+
+Dim dim_from_python(nb::handle size) {
+  if (nb::isinstance<nb::int_>(size)) {
+    auto n = nb::cast<std::int64_t>(size);
+    if (n < 0) raise(ErrorKind::InvalidArgument, "an axis size cannot be negative");
+    return {DimKind::Known, static_cast<std::uint64_t>(n)};
+  }
+  if (size.is_none()) return {DimKind::Unknown, 0};
+  auto name = nb::cast<std::string>(size);
+  for (auto kind : {DimKind::Batch, DimKind::Sequence, DimKind::TokenRows, DimKind::Context, DimKind::MediaPositions,
+                    DimKind::Unknown})
+    if (name == to_string(kind)) return {kind, 0};
+  raise(ErrorKind::InvalidArgument, "unknown symbolic axis size '" + name +
+                                        "' (batch, sequence, token_rows, context, media_positions, unknown)");
+}
+
+nb::object dim_to_python(const Dim& d) {
+  if (d.kind == DimKind::Known) return nb::int_(d.size);
+  return nb::str(to_string(d.kind));
+}
+
+[[noreturn]] void refuse_pickle(nb::handle) {
+  raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission: admitted plans are not picklable");
+}
+
+std::string usage_repr(const CaptureUsage& u) {
+  return "CaptureUsage(captures=" + std::to_string(u.captures) + ", retained_bytes=" + std::to_string(u.retained_bytes) +
+         ", host_bytes=" + std::to_string(u.host_bytes) + ", encoded_bytes=" + std::to_string(u.encoded_bytes) + ")";
+}
+
+}  // namespace
+
+void init_capture_plans(nb::module_& m) {
+  nb::enum_<CapturePhase>(m, "CapturePhase")
+      .value("PREFILL", CapturePhase::Prefill)
+      .value("DECODE", CapturePhase::Decode);
+  nb::enum_<ValueDtype>(m, "ValueDtype")
+      .value("FLOATING", ValueDtype::Floating)
+      .value("INTEGER", ValueDtype::Integer)
+      .value("BOOLEAN", ValueDtype::Boolean)
+      .value("UNKNOWN", ValueDtype::Unknown);
+  nb::enum_<PointPosition>(m, "PointPosition")
+      .value("BEFORE_INTERVENTION", PointPosition::BeforeIntervention)
+      .value("READ_ONLY", PointPosition::ReadOnly)
+      .value("AFTER_INTERVENTION", PointPosition::AfterIntervention);
+  nb::enum_<PhaseSupport>(m, "PhaseSupport")
+      .value("SUPPORTED", PhaseSupport::Supported)
+      .value("CONDITIONAL", PhaseSupport::Conditional)
+      .value("UNSUPPORTED", PhaseSupport::Unsupported)
+      .value("UNVERIFIED", PhaseSupport::Unverified);
+  nb::enum_<TransformKind>(m, "TransformKind")
+      .value("PREVIEW", TransformKind::Preview)
+      .value("SLICE", TransformKind::Slice)
+      .value("FULL_TENSOR", TransformKind::FullTensor)
+      .value("SUMMARY", TransformKind::Summary)
+      .value("HISTOGRAM", TransformKind::Histogram)
+      .value("TOP_CANDIDATES", TransformKind::TopCandidates);
+  nb::enum_<OnLimit>(m, "OnLimit").value("FAIL", OnLimit::Fail).value("SKIP", OnLimit::Skip);
+
+  nb::class_<CaptureUsage>(m, "CaptureUsage", "Captures, retained bytes, host bytes and encoded (JSON) bytes.")
+      .def(nb::init<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>(), nb::arg("captures") = 0,
+           nb::arg("retained_bytes") = 0, nb::arg("host_bytes") = 0, nb::arg("encoded_bytes") = 0)
+      .def_rw("captures", &CaptureUsage::captures)
+      .def_rw("retained_bytes", &CaptureUsage::retained_bytes)
+      .def_rw("host_bytes", &CaptureUsage::host_bytes)
+      .def_rw("encoded_bytes", &CaptureUsage::encoded_bytes)
+      .def("__eq__", [](const CaptureUsage& a, nb::handle b) {
+        CaptureUsage* other = nullptr;
+        return nb::try_cast<CaptureUsage*>(b, other) && other && a == *other;
+      })
+      .def("__hash__", [](const CaptureUsage& u) {
+        return nb::hash(nb::make_tuple(u.captures, u.retained_bytes, u.host_bytes, u.encoded_bytes));
+      })
+      .def("as_tuple", [](const CaptureUsage& u) {
+        return nb::make_tuple(u.captures, u.retained_bytes, u.host_bytes, u.encoded_bytes);
+      })
+      .def("__repr__", &usage_repr);
+
+  nb::class_<Axis>(m, "Axis", "A named axis; size is an int (known) or a symbol: batch, sequence, token_rows, context, media_positions, unknown.")
+      .def("__init__", [](Axis* a, std::string name, nb::handle size) { new (a) Axis{std::move(name), dim_from_python(size)}; },
+           nb::arg("name"), nb::arg("size").none() = nb::none())
+      .def_ro("name", &Axis::name)
+      .def_prop_ro("size", [](const Axis& a) { return dim_to_python(a.dim); });
+
+  nb::class_<RoutingPolicy>(m, "RoutingPolicy")
+      .def(nb::init<std::uint64_t, std::uint64_t>(), nb::arg("num_experts"), nb::arg("top_k"))
+      .def_ro("num_experts", &RoutingPolicy::num_experts)
+      .def_ro("top_k", &RoutingPolicy::top_k);
+
+  nb::class_<ObservationPoint>(m, "ObservationPoint", "A place in the model where a value can be observed.")
+      .def("__init__",
+           [](ObservationPoint* p, std::string path, std::vector<Axis> axes, std::string node_id, std::string meaning,
+              ValueDtype dtype, bool prefill, bool decode, PointPosition position, PhaseSupport prefill_support,
+              PhaseSupport decode_support, std::optional<RoutingPolicy> routing) {
+             new (p) ObservationPoint{std::move(path), std::move(node_id), std::move(meaning), dtype, std::move(axes),
+                                      prefill, decode, position, prefill_support, decode_support, routing};
+             if (p->node_id.empty()) p->node_id = p->path;
+           },
+           nb::arg("path"), nb::arg("axes") = std::vector<Axis>{}, nb::kw_only(), nb::arg("node_id") = "",
+           nb::arg("meaning") = "activation", nb::arg("dtype") = ValueDtype::Floating, nb::arg("prefill") = true,
+           nb::arg("decode") = true, nb::arg("position") = PointPosition::ReadOnly,
+           nb::arg("prefill_support") = PhaseSupport::Supported, nb::arg("decode_support") = PhaseSupport::Supported,
+           nb::arg("routing").none() = nb::none())
+      .def_ro("path", &ObservationPoint::path)
+      .def_ro("node_id", &ObservationPoint::node_id)
+      .def_ro("meaning", &ObservationPoint::meaning)
+      .def_ro("dtype", &ObservationPoint::dtype)
+      .def_ro("axes", &ObservationPoint::axes)
+      .def_ro("prefill", &ObservationPoint::prefill)
+      .def_ro("decode", &ObservationPoint::decode)
+      .def_ro("position", &ObservationPoint::position)
+      .def_ro("prefill_support", &ObservationPoint::prefill_support)
+      .def_ro("decode_support", &ObservationPoint::decode_support)
+      .def_ro("routing", &ObservationPoint::routing)
+      .def("__repr__", [](const ObservationPoint& p) { return "ObservationPoint('" + p.path + "')"; });
+
+  nb::class_<BackendCapabilities>(m, "BackendCapabilities")
+      .def("__init__",
+           [](BackendCapabilities* c, std::optional<std::vector<TransformKind>> transforms, std::uint64_t bins,
+              bool physical) {
+             new (c) BackendCapabilities{};
+             if (transforms) c->transforms = *transforms;
+             c->max_histogram_bins = bins;
+             c->physical_native_limit = physical;
+           },
+           nb::arg("transforms").none() = nb::none(), nb::arg("max_histogram_bins") = 4096,
+           nb::arg("physical_native_limit") = false)
+      .def_ro("transforms", &BackendCapabilities::transforms)
+      .def_ro("max_histogram_bins", &BackendCapabilities::max_histogram_bins)
+      .def_ro("physical_native_limit", &BackendCapabilities::physical_native_limit);
+
+  nb::class_<CaptureDiscovery>(m, "CaptureDiscovery", "Facts retained from the loaded model: identity, catalog, capabilities.")
+      .def("__init__",
+           [](CaptureDiscovery* d, std::string artifact, std::vector<ObservationPoint> catalog,
+              std::optional<BackendCapabilities> caps) {
+             new (d) CaptureDiscovery{std::move(artifact), std::move(catalog), caps.value_or(BackendCapabilities{})};
+             std::vector<std::string> seen;
+             for (const auto& p : d->catalog) {
+               for (const auto& s : seen)
+                 if (s == p.path) raise(ErrorKind::InvalidArgument, "duplicate observation path " + p.path);
+               seen.push_back(p.path);
+             }
+           },
+           nb::arg("artifact_identity"), nb::arg("catalog"), nb::arg("capabilities").none() = nb::none())
+      .def_ro("artifact_identity", &CaptureDiscovery::artifact_identity)
+      .def_ro("catalog", &CaptureDiscovery::catalog)
+      .def_ro("capabilities", &CaptureDiscovery::capabilities)
+      .def("point", [](const CaptureDiscovery& d, const std::string& path) -> std::optional<ObservationPoint> {
+        for (const auto& p : d.catalog)
+          if (p.path == path) return p;
+        return std::nullopt;
+      });
+
+  nb::class_<CaptureRequest>(m, "CaptureRequest", "What the run will execute: batch, prompt tokens, predictions.")
+      .def(nb::init<std::uint64_t, std::uint64_t, std::uint64_t>(), nb::arg("batch") = 1, nb::arg("prompt_tokens") = 1,
+           nb::arg("max_predictions") = 1)
+      .def_ro("batch", &CaptureRequest::batch)
+      .def_ro("prompt_tokens", &CaptureRequest::prompt_tokens)
+      .def_ro("max_predictions", &CaptureRequest::max_predictions)
+      .def("__eq__", [](const CaptureRequest& a, const CaptureRequest& b) { return a == b; });
+
+  nb::class_<CaptureSchedule>(m, "CaptureSchedule", "When a selection fires: phases, [first, end) predictions, every n.")
+      .def("__init__",
+           [](CaptureSchedule* s, bool prefill, bool decode, std::uint64_t first, std::optional<std::uint64_t> end,
+              std::uint64_t every) { new (s) CaptureSchedule{prefill, decode, first, end, every}; },
+           nb::kw_only(), nb::arg("prefill") = true, nb::arg("decode") = true, nb::arg("first_prediction") = 0,
+           nb::arg("end_prediction").none() = nb::none(), nb::arg("every") = 1)
+      .def_ro("prefill", &CaptureSchedule::prefill)
+      .def_ro("decode", &CaptureSchedule::decode)
+      .def_ro("first_prediction", &CaptureSchedule::first_prediction)
+      .def_ro("end_prediction", &CaptureSchedule::end_prediction)
+      .def_ro("every", &CaptureSchedule::every)
+      .def("scheduled", &CaptureSchedule::scheduled, nb::arg("phase"), nb::arg("prediction"));
+
+  nb::class_<CaptureSlice>(m, "CaptureSlice", "A half-open slice [start, end) with a positive stride on a named axis.")
+      .def("__init__",
+           [](CaptureSlice* s, std::string axis, std::uint64_t start, std::optional<std::uint64_t> end,
+              std::uint64_t stride) { new (s) CaptureSlice{std::move(axis), start, end, stride}; },
+           nb::arg("axis"), nb::arg("start") = 0, nb::arg("end").none() = nb::none(), nb::arg("stride") = 1)
+      .def_ro("axis", &CaptureSlice::axis)
+      .def_ro("start", &CaptureSlice::start)
+      .def_ro("end", &CaptureSlice::end)
+      .def_ro("stride", &CaptureSlice::stride);
+
+  nb::class_<CaptureTransform>(m, "CaptureTransform", "What is kept of a selected value.")
+      .def_static("preview", [](std::uint64_t n) { return CaptureTransform{TransformKind::Preview, n, {}, 0}; },
+                  nb::arg("max_elements"))
+      .def_static("slice", [] { return CaptureTransform{TransformKind::Slice, 0, {}, 0}; })
+      .def_static("full_tensor", [] { return CaptureTransform{TransformKind::FullTensor, 0, {}, 0}; })
+      .def_static("summary", [] { return CaptureTransform{TransformKind::Summary, 0, {}, 0}; })
+      .def_static("histogram", [](std::vector<double> edges) { return CaptureTransform{TransformKind::Histogram, 0, std::move(edges), 0}; },
+                  nb::arg("edges"))
+      .def_static("top_candidates", [](std::uint64_t k) { return CaptureTransform{TransformKind::TopCandidates, 0, {}, k}; },
+                  nb::arg("count"))
+      .def_ro("kind", &CaptureTransform::kind)
+      .def_ro("max_elements", &CaptureTransform::max_elements)
+      .def_ro("edges", &CaptureTransform::edges)
+      .def_ro("count", &CaptureTransform::count);
+
+  nb::class_<CaptureSelection>(m, "CaptureSelection", "One value to capture: id, point path, schedule, slices, transform.")
+      .def("__init__",
+           [](CaptureSelection* s, std::string id, std::string path, std::optional<CaptureTransform> transform,
+              std::optional<CaptureSchedule> schedule, std::vector<CaptureSlice> slices) {
+             new (s) CaptureSelection{std::move(id), std::move(path), schedule.value_or(CaptureSchedule{}),
+                                      std::move(slices), transform.value_or(CaptureTransform{})};
+           },
+           nb::arg("id"), nb::arg("path"), nb::arg("transform").none() = nb::none(), nb::kw_only(),
+           nb::arg("schedule").none() = nb::none(), nb::arg("slices") = std::vector<CaptureSlice>{})
+      .def_ro("id", &CaptureSelection::id)
+      .def_ro("path", &CaptureSelection::path)
+      .def_ro("schedule", &CaptureSelection::schedule)
+      .def_ro("slices", &CaptureSelection::slices)
+      .def_ro("transform", &CaptureSelection::transform);
+
+  nb::class_<CaptureLimits>(m, "CaptureLimits", "Per-step and cumulative budgets and what to do on a limit.")
+      .def("__init__",
+           [](CaptureLimits* l, CaptureUsage per_step, CaptureUsage cumulative, OnLimit on_limit,
+              std::optional<std::uint64_t> physical) { new (l) CaptureLimits{per_step, cumulative, physical, on_limit}; },
+           nb::arg("per_step"), nb::arg("cumulative"), nb::arg("on_limit") = OnLimit::Fail,
+           nb::arg("physical_native_bytes").none() = nb::none())
+      .def_ro("per_step", &CaptureLimits::per_step)
+      .def_ro("cumulative", &CaptureLimits::cumulative)
+      .def_ro("on_limit", &CaptureLimits::on_limit)
+      .def_ro("physical_native_bytes", &CaptureLimits::physical_native_bytes);
+
+  nb::class_<CapturePlan>(m, "CapturePlan", "Selections and limits. An empty plan captures nothing (there is no capture-all).")
+      .def("__init__",
+           [](CapturePlan* p, std::vector<CaptureSelection> selections, CaptureLimits limits, std::uint32_t version) {
+             new (p) CapturePlan{version, std::move(selections), limits};
+           },
+           nb::arg("selections"), nb::arg("limits"), nb::kw_only(), nb::arg("schema_version") = capture_schema_version)
+      .def_static("none", [] { return CapturePlan{}; }, "The plan that captures nothing, with every budget zero.")
+      .def_ro("schema_version", &CapturePlan::schema_version)
+      .def_ro("selections", &CapturePlan::selections)
+      .def_ro("limits", &CapturePlan::limits)
+      .def("admit",
+           [](const CapturePlan& plan, const CaptureDiscovery& discovery, const CaptureRequest& request) {
+             return admit(plan, discovery, request);
+           },
+           nb::arg("discovery"), nb::arg("request"),
+           "Applies every admission rule; the only way to obtain an AdmittedCapturePlan.");
+
+  nb::class_<AdmittedCapturePlan>(m, "AdmittedCapturePlan",
+                                  "A plan admitted against a discovery. Only CapturePlan.admit creates one.")
+      .def_prop_ro("plan", &AdmittedCapturePlan::plan)
+      .def_prop_ro("points", &AdmittedCapturePlan::points)
+      .def_prop_ro("request", &AdmittedCapturePlan::request)
+      .def_prop_ro("identity", &AdmittedCapturePlan::identity)
+      .def_prop_ro("artifact_identity", &AdmittedCapturePlan::artifact_identity)
+      .def("__reduce__", &refuse_pickle)
+      .def("__reduce_ex__", [](nb::handle self, int) { refuse_pickle(self); })
+      .def("__repr__", [](const AdmittedCapturePlan& a) { return "AdmittedCapturePlan(" + a.identity() + ")"; });
+
+  nb::class_<ResolvedSlice>(m, "ResolvedSlice")
+      .def_ro("start", &ResolvedSlice::start)
+      .def_ro("end", &ResolvedSlice::end)
+      .def_ro("stride", &ResolvedSlice::stride)
+      .def("as_slice", [](const ResolvedSlice& s) {
+        return nb::steal(PySlice_New(nb::int_(s.start).ptr(), nb::int_(s.end).ptr(), nb::int_(s.stride).ptr()));
+      });
+
+  nb::class_<TransformRequest>(m, "TransformRequest", "What a backend must estimate or produce for one selection.")
+      .def_ro("kind", &TransformRequest::kind)
+      .def_ro("source_shape", &TransformRequest::source_shape)
+      .def_ro("region", &TransformRequest::region)
+      .def_ro("selected_shape", &TransformRequest::selected_shape)
+      .def_ro("max_elements", &TransformRequest::max_elements)
+      .def_ro("edges", &TransformRequest::edges)
+      .def_ro("count", &TransformRequest::count)
+      .def_prop_ro("index", [](const TransformRequest& r) {
+        nb::list items;
+        for (const auto& s : r.region)
+          items.append(nb::steal(PySlice_New(nb::int_(s.start).ptr(), nb::int_(s.end).ptr(), nb::int_(s.stride).ptr())));
+        return nb::tuple(items);
+      }, "The region as a tuple of Python slices.");
+
+  nb::class_<CapturePayload>(m, "CapturePayload", "What a transform produced (built by backends).")
+      .def_static("tensor",
+                  [](std::vector<std::uint64_t> shape, std::vector<double> values) {
+                    CapturePayload p;
+                    p.kind = PayloadKind::Tensor;
+                    p.shape = std::move(shape);
+                    p.values = std::move(values);
+                    return p;
+                  },
+                  nb::arg("shape"), nb::arg("values"))
+      .def_static("summary",
+                  [](std::uint64_t count, std::uint64_t nonfinite, double min, double max, double mean, double std) {
+                    CapturePayload p;
+                    p.kind = PayloadKind::Summary;
+                    p.count = count; p.nonfinite = nonfinite; p.min = min; p.max = max; p.mean = mean; p.std = std;
+                    return p;
+                  },
+                  nb::arg("count"), nb::arg("nonfinite"), nb::arg("min"), nb::arg("max"), nb::arg("mean"), nb::arg("std"))
+      .def_static("histogram",
+                  [](std::vector<double> edges, std::vector<std::uint64_t> counts) {
+                    CapturePayload p;
+                    p.kind = PayloadKind::Histogram;
+                    p.values = std::move(edges);
+                    p.counts = std::move(counts);
+                    return p;
+                  },
+                  nb::arg("edges"), nb::arg("counts"))
+      .def_static("candidates",
+                  [](std::vector<std::uint64_t> ids, std::vector<double> scores) {
+                    CapturePayload p;
+                    p.kind = PayloadKind::Candidates;
+                    p.counts = std::move(ids);
+                    p.values = std::move(scores);
+                    return p;
+                  },
+                  nb::arg("ids"), nb::arg("scores"))
+      .def_prop_ro("kind", [](const CapturePayload& p) -> nb::object {
+        switch (p.kind) {
+          case PayloadKind::Tensor: return nb::str("tensor");
+          case PayloadKind::Summary: return nb::str("summary");
+          case PayloadKind::Histogram: return nb::str("histogram");
+          case PayloadKind::Candidates: return nb::str("candidates");
+          default: return nb::none();
+        }
+      })
+      .def_ro("shape", &CapturePayload::shape)
+      .def_ro("values", &CapturePayload::values)
+      .def_ro("counts", &CapturePayload::counts)
+      .def_ro("count", &CapturePayload::count)
+      .def_ro("nonfinite", &CapturePayload::nonfinite)
+      .def_ro("min", &CapturePayload::min)
+      .def_ro("max", &CapturePayload::max)
+      .def_ro("mean", &CapturePayload::mean)
+      .def_ro("std", &CapturePayload::std);
+}
+
+}  // namespace lifecore::bindings

@@ -1,0 +1,71 @@
+// The protocol through which a session reaches tensors. The core never touches tensor
+// memory: a tensor is an opaque handle the backend understands, so a skipped point costs
+// nothing but a lookup and no handle is ever retained past a call.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lifecore/capture/intervention_plan.hpp"
+#include "lifecore/capture/types.hpp"
+
+namespace lifecore::capture {
+
+using TensorHandle = void*;
+
+// One resolved slice per axis of the source: [start, end) step stride.
+struct ResolvedSlice {
+  std::uint64_t start = 0;
+  std::uint64_t end = 0;
+  std::uint64_t stride = 1;
+};
+
+struct TransformRequest {
+  // Distinct per request within a session, so an adapter may convert a request once and
+  // reuse it for estimate and transform (0: no reuse).
+  std::uint64_t serial = 0;
+  TransformKind kind = TransformKind::Summary;
+  std::vector<std::uint64_t> source_shape;
+  std::vector<ResolvedSlice> region;        // one per axis
+  std::vector<std::uint64_t> selected_shape;
+  std::uint64_t max_elements = 0;
+  std::vector<double> edges;
+  std::uint64_t count = 0;
+};
+
+struct InterventionRequest {
+  InterventionAction action = InterventionAction::Zero;
+  std::vector<std::uint64_t> source_shape;
+  std::vector<ResolvedSlice> region;
+  std::vector<std::uint64_t> selected_shape;
+  InterventionOperation operation;
+};
+
+// Thrown by a backend adapter for any native failure; the session turns it into a
+// Failed{Native} outcome and a CaptureSessionError naming it.
+struct BackendFailure {
+  std::string message;
+};
+
+class CaptureBackend {
+ public:
+  virtual ~CaptureBackend() = default;
+  virtual std::vector<std::uint64_t> shape(TensorHandle tensor) = 0;
+  virtual ValueDtype dtype(TensorHandle tensor) = 0;
+  // Side-effect free and conservative; an unknown cost is a failure, never zero.
+  virtual CaptureUsage estimate(TensorHandle tensor, const TransformRequest& request) = 0;
+  virtual CapturePayload transform(TensorHandle tensor, const TransformRequest& request) = 0;
+  // Returns a new tensor owned by the adapter until the session call returns.
+  virtual TensorHandle intervene(TensorHandle tensor, const InterventionRequest& request) = 0;
+};
+
+// The side-effect free cost model an intervention plan is enabled with.
+class InterventionEstimator {
+ public:
+  virtual ~InterventionEstimator() = default;
+  virtual CaptureUsage estimate(TensorHandle tensor, const TransformRequest& request) = 0;
+};
+
+}  // namespace lifecore::capture

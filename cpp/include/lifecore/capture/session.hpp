@@ -1,0 +1,160 @@
+// A capture run: one admission, one monotone ledger, at most one step of records.
+// Consumers drain each step (take_step) before another begins; there is no queue.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "lifecore/capture/admission.hpp"
+#include "lifecore/capture/backend.hpp"
+#include "lifecore/capture/ledger.hpp"
+#include "lifecore/error.hpp"
+#include "lifecore/capture/types.hpp"
+
+namespace lifecore::capture {
+
+// The capture component of a generation snapshot: schedule position and usage. The owner
+// is the run's process-local id and is never serialized.
+struct CaptureCheckpoint {
+  std::uint64_t owner = 0;
+  std::string artifact_identity;
+  std::string plan_identity;
+  std::string intervention_identity;
+  std::uint64_t prediction = 0;
+  CapturePhase phase = CapturePhase::Prefill;
+  bool has_step = false;
+  CaptureUsage usage;
+};
+
+// What a routing selector must do for one scheduled operation.
+struct GroupSelectionControl {
+  std::string operation_id;
+  std::string target;
+  InterventionAction action = InterventionAction::ExcludeExperts;
+  std::uint64_t num_experts = 0;
+  std::uint64_t top_k = 0;
+  std::uint64_t token_rows = 0;
+  std::uint64_t row_start = 0, row_end = 0, row_stride = 1;
+  std::vector<std::uint64_t> expert_ids;  // excluded / zeroed / biased / forced (rows x top_k)
+  std::vector<double> biases;
+  bool capture_original = false;
+};
+
+class CaptureSession;
+
+// Holds the run exclusively between validation and commit. Dropping it changes nothing.
+class PreparedCaptureRestore {
+ public:
+  PreparedCaptureRestore(PreparedCaptureRestore&& other) noexcept;
+  PreparedCaptureRestore& operator=(PreparedCaptureRestore&&) = delete;
+  ~PreparedCaptureRestore();
+  void commit() noexcept;
+  bool committed() const noexcept { return committed_; }
+  bool holding() const noexcept { return session_ != nullptr; }
+
+ private:
+  friend class CaptureSession;
+  PreparedCaptureRestore(CaptureSession* session, CaptureCheckpoint checkpoint) noexcept
+      : session_(session), checkpoint_(std::move(checkpoint)) {}
+  CaptureSession* session_;
+  CaptureCheckpoint checkpoint_;
+  bool committed_ = false;
+};
+
+class CaptureSession {
+ public:
+  explicit CaptureSession(AdmittedCapturePlan plan);
+  // Also re-admits the plan against the session's own discovery: an admission made for
+  // another catalog is refused ("capture admission does not match this session's catalog").
+  CaptureSession(AdmittedCapturePlan plan, const CaptureDiscovery& discovery);
+  CaptureSession(const CaptureSession&) = delete;
+  CaptureSession& operator=(const CaptureSession&) = delete;
+
+  const AdmittedCapturePlan& plan() const noexcept { return plan_; }
+  const AdmittedInterventionPlan* intervention_plan() const noexcept { return interventions_.get(); }
+  std::uint64_t id() const noexcept { return id_; }
+
+  void begin_step(CapturePhase phase, std::uint64_t prediction);
+  void observe(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
+  std::optional<CapturedStep> take_step();
+
+  std::optional<std::uint64_t> checkpoint_storage_bytes(const CaptureDiscovery& discovery) const;
+  CaptureCheckpoint checkpoint(const CaptureDiscovery& discovery) const;
+  void validate_restore(const CaptureCheckpoint& checkpoint) const;
+  PreparedCaptureRestore prepare_restore(const CaptureCheckpoint& checkpoint);
+  void restore(const CaptureCheckpoint& checkpoint);
+  CaptureUsage cumulative_usage() const noexcept { return ledger_.cumulative(); }
+  CaptureUsage step_usage() const noexcept { return ledger_.step(); }
+  std::uint64_t next_prediction() const noexcept { return has_step_ ? prediction_ + 1 : 0; }
+  bool step_pending() const noexcept { return step_open_; }
+  bool checkpoint_ready() const noexcept { return ready_; }
+  // An independent child run continuing from this run's delivered boundary.
+  std::unique_ptr<CaptureSession> fork(const CaptureDiscovery& discovery, std::optional<std::uint64_t> max_predictions,
+                                       std::optional<CaptureLimits> limits) const;
+
+  void enable_interventions(AdmittedInterventionPlan plan, std::shared_ptr<InterventionEstimator> estimator);
+  std::optional<TensorHandle> intervene(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
+  void finish_interventions() const;
+
+  std::optional<GroupSelectionControl> routing_control(std::string_view path, std::uint64_t token_rows);
+  void routing_applied(CaptureBackend& backend, std::string_view path, std::optional<std::pair<TensorHandle, TensorHandle>> original,
+                       std::pair<TensorHandle, TensorHandle> effective);
+  void routing_failed(std::string_view path, std::string_view message);
+
+  // Encodes a record (what take_step hands out) as JSON.
+  static std::string record_json(const CaptureRecord& record);
+  static std::string intervention_record_json(const InterventionRecord& record);
+
+ private:
+  friend class PreparedCaptureRestore;
+  struct Guard;  // rejects concurrent or re-entrant use instead of deadlocking under the GIL
+  struct StringHash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+  };
+  using PathIndex = std::unordered_map<std::string, std::vector<std::size_t>, StringHash, std::equal_to<>>;
+
+  void require_unprepared() const;
+  void observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor,
+                         std::optional<Error>& first_error);
+  void fail_record(CaptureRecord& record, FailReason reason, std::string_view message);
+  void commit_restore(const CaptureCheckpoint& checkpoint) noexcept;
+
+  static std::atomic<std::uint64_t> next_id_;
+  std::uint64_t id_;
+  AdmittedCapturePlan plan_;
+  CaptureLedger ledger_;
+  PathIndex selections_by_path_;
+  std::vector<CaptureUsage> envelopes_;
+  std::shared_ptr<const AdmittedInterventionPlan> interventions_;
+  std::shared_ptr<InterventionEstimator> estimator_;
+  PathIndex operations_by_path_;
+
+  // Schedule position.
+  CapturePhase phase_ = CapturePhase::Prefill;
+  std::uint64_t prediction_ = 0;
+  bool has_step_ = false;
+  bool ever_started_ = false;
+  // The one step slot.
+  bool step_open_ = false;          // records installed and not yet taken
+  bool ready_ = true;               // a delivered, successful boundary (the fresh run is one)
+  std::vector<CaptureRecord> records_;
+  std::vector<InterventionRecord> operation_records_;
+  std::optional<std::size_t> pending_routing_;  // operation index with a control handed out
+  std::optional<GroupSelectionControl> pending_control_;
+  std::chrono::steady_clock::duration capture_time_{};
+  mutable std::atomic<bool> busy_{false};
+  std::uint64_t request_serial_ = 0;
+  CaptureUsage inherited_;             // usage a fork started from (for re-admission)
+  std::uint64_t admitted_from_ = 0;    // the prediction this run was admitted to continue from
+  bool restore_prepared_ = false;
+};
+
+}  // namespace lifecore::capture

@@ -1,0 +1,155 @@
+// The admission coordinator of one device: capacity domains in bytes (KV pages of one page
+// size), a ceiling on active sequences, an availability epoch per source, a release epoch,
+// and the waiters subscribed to those epochs. Every release bumps exactly the sources it
+// frees and wakes exactly the waiters whose condition names them.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <variant>
+#include <vector>
+
+#include "lifecore/sequence/capacity.hpp"
+#include "lifecore/sequence/page_memory.hpp"
+
+namespace lifecore::sequence {
+
+class AdmittedSequenceResources;
+class SequenceBacking;
+class CapacityWaitRegistration;
+struct WaiterState;
+
+struct DomainConfig {
+  std::string name;
+  std::uint64_t capacity_bytes = 0;  // total available now
+  std::uint64_t maximum_bytes = 0;   // what it may grow to (>= capacity); 0 means = capacity
+};
+
+struct CoordinatorConfig {
+  std::vector<DomainConfig> domains;
+  std::uint64_t page_bytes = 0;
+  std::uint32_t tokens_per_page = 0;
+  std::uint32_t max_active_sequences = 0;
+  std::shared_ptr<PageMemory> memory;  // HostPageMemory when null
+};
+
+struct AdmissionRequest {
+  std::string request_id;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t fit_tokens = 0;
+  std::vector<std::string> domains;  // empty: every domain
+};
+
+struct Admitted {
+  std::shared_ptr<AdmittedSequenceResources> resources;
+};
+using AdmissionDecision = std::variant<Admitted, AdmissionDeferred, AdmissionRejected>;
+
+// Issues (sparse id, generation) pairs: ids are recycled (dense storage), generations never.
+class AuthorityAllocator {
+ public:
+  Authority acquire();
+  void release(const Authority& authority) noexcept;
+  // The generation that currently holds `sparse_id`, 0 when free.
+  std::uint64_t live_generation(std::uint32_t sparse_id) const noexcept;
+
+ private:
+  std::vector<std::uint64_t> generation_of_;  // per sparse id; 0 when free
+  std::vector<std::uint32_t> free_ids_;
+  std::uint64_t next_generation_ = 1;
+};
+
+class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordinator> {
+ public:
+  static std::shared_ptr<AdmissionCoordinator> create(CoordinatorConfig config);
+  ~AdmissionCoordinator();
+
+  AdmissionDecision admit(const AdmissionRequest& request);
+  // Wakes every waiter with ClosedError; later admissions and registrations raise ClosedError.
+  // Releases still return capacity.
+  void close();
+  bool closed() const;
+
+  // Raises a domain's total toward its maximum (backing growth); bumps its epoch.
+  void grow_domain(const std::string& name, std::uint64_t capacity_bytes);
+
+  CapacitySnapshot capacity() const;
+  std::uint64_t epoch_of(const CapacitySource& source) const;
+  std::uint64_t release_epoch() const;
+  // Whether `deferred`'s immediate demand would be admitted right now (no claim is made).
+  bool fits_now(const AdmissionDeferred& deferred) const;
+  // Throws StaleAuthorityError unless `authority` is the live holder of its sparse id.
+  void verify_sequence_authority(const Authority& authority) const;
+
+  std::shared_ptr<CapacityWaitRegistration> register_waiter(const AdmissionDeferred& deferred);
+
+  std::uint64_t id() const noexcept { return id_; }
+  std::uint64_t page_bytes() const noexcept { return config_.page_bytes; }
+  std::uint32_t tokens_per_page() const noexcept { return config_.tokens_per_page; }
+  std::uint32_t max_active_sequences() const noexcept { return config_.max_active_sequences; }
+  std::size_t domain_count() const noexcept { return config_.domains.size(); }
+  const std::string& domain_name(std::uint32_t index) const { return config_.domains.at(index).name; }
+  const std::shared_ptr<PageMemory>& memory() const noexcept { return config_.memory; }
+  std::uint64_t pages_for(std::uint64_t tokens) const noexcept {
+    return (tokens + config_.tokens_per_page - 1) / config_.tokens_per_page;
+  }
+  // The index of the domain called `name`; -1 when there is none.
+  std::int64_t domain_index(const std::string& name) const noexcept {
+    for (std::size_t i = 0; i < config_.domains.size(); ++i)
+      if (config_.domains[i].name == name) return static_cast<std::int64_t>(i);
+    return -1;
+  }
+  CapacitySource domain_source(std::uint32_t index) const {
+    return CapacitySource::domain(index, config_.domains.at(index).name);
+  }
+
+  // --- used by the sequence machinery (backing extension and release) ---
+  struct ExtensionClaim {
+    bool claimed = false;
+    std::optional<AdmissionDeferred> deferred;
+  };
+  ExtensionClaim claim_extension(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
+                                 const BackingDeferralContext& context, const std::string& request_id);
+  void release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
+  // Returns the sequence's pages, its slot and both authorities, in that order, in one step.
+  void release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
+                        const Authority& sequence, const Authority& request) noexcept;
+  void unregister_waiter(WaiterState* waiter) noexcept;
+  // Epochs now, for each source (locks once).
+  std::vector<std::uint64_t> epochs_of(const std::vector<CapacitySource>& sources) const;
+
+ private:
+  explicit AdmissionCoordinator(CoordinatorConfig config);
+  struct DomainState {
+    std::uint64_t used = 0;
+    std::uint64_t total = 0;
+    std::uint64_t epoch = 1;
+  };
+  std::uint64_t epoch_locked(std::uint32_t key) const;
+  void bump_and_notify_locked(std::uint32_t key) noexcept;
+  CapacitySnapshot capacity_locked() const;
+  CapacityDemand demand_locked(const std::vector<std::uint32_t>& domains, std::uint32_t sequences,
+                               std::uint64_t tokens, std::uint64_t pages) const;
+  WaitCondition condition_locked(std::vector<CapacitySource> sources) const;
+
+  const std::uint64_t id_;
+  CoordinatorConfig config_;
+  mutable std::mutex mutex_;
+  std::vector<DomainState> domains_;
+  std::uint32_t active_ = 0;
+  std::uint64_t slots_epoch_ = 1;
+  std::uint64_t release_epoch_ = 1;
+  bool closed_ = false;
+  bool poisoned_ = false;  // accounting found itself inconsistent; every decision refuses
+  AuthorityAllocator sequence_ids_;
+  AuthorityAllocator request_ids_;
+  // Waiters indexed by source key (0 = slots, 1 + domain index).
+  std::vector<std::unordered_set<WaiterState*>> waiters_;
+};
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,48 @@
+// What an admission grants: the sequence and request authorities, the fit limit and the
+// initial backing snapshot covering the prompt. open_session() is one-shot: a logical
+// sequence has exactly one incarnation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "lifecore/sequence/backing.hpp"
+#include "lifecore/sequence/capacity.hpp"
+
+namespace lifecore::sequence {
+
+class AdmissionCoordinator;
+class SequenceSession;
+
+class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSequenceResources> {
+ public:
+  AdmittedSequenceResources(std::string request_id, std::uint64_t prompt_tokens, std::uint64_t fit_tokens,
+                            std::uint64_t fit_pages, std::shared_ptr<const BackingSnapshot> initial);
+
+  // SessionStateError when already opened (by anyone, on any thread).
+  std::unique_ptr<SequenceSession> open_session();
+  bool opened() const noexcept { return opened_.load(); }
+
+  const std::string& request_id() const noexcept { return request_id_; }
+  std::uint64_t prompt_tokens() const noexcept { return prompt_tokens_; }
+  std::uint64_t fit_tokens() const noexcept { return fit_tokens_; }
+  std::uint64_t fit_pages() const noexcept { return fit_pages_; }
+  const std::shared_ptr<const BackingSnapshot>& initial_backing() const noexcept { return initial_; }
+  const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept {
+    return initial_->backing()->coordinator();
+  }
+  const Authority& sequence_authority() const noexcept { return initial_->backing()->sequence_authority(); }
+  const Authority& request_authority() const noexcept { return initial_->backing()->request_authority(); }
+
+ private:
+  std::string request_id_;
+  std::uint64_t prompt_tokens_;
+  std::uint64_t fit_tokens_;
+  std::uint64_t fit_pages_;
+  std::shared_ptr<const BackingSnapshot> initial_;
+  std::atomic<bool> opened_{false};
+};
+
+}  // namespace lifecore::sequence

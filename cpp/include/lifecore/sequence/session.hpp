@@ -1,0 +1,170 @@
+// The lifecycle of one generated sequence: phases, frames, participant flights, backing
+// extension in immutable generations, cancel / complete / abort, and fail-closed drop.
+//
+// SequenceSession is the owning handle: destroying (or close()-ing) it while the session is
+// still active fails the session closed. Frame and flight holds share the session's state
+// so they can observe that, and keep the exact backing snapshot they captured alive.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lifecore/sequence/backing.hpp"
+#include "lifecore/sequence/capacity.hpp"
+
+namespace lifecore::sequence {
+
+class AdmissionCoordinator;
+class AdmittedSequenceResources;
+class CapacityWaitRegistration;
+
+enum class SessionPhase : std::uint8_t { open, cancel_requested, poisoned, completed, aborted, fail_closed };
+enum class TerminalOutcome : std::uint8_t { completed, aborted };
+enum class FrameDisposition : std::uint8_t { committed, discarded_cancelled, aborted, rolled_back, dropped };
+enum class FlightPhase : std::uint8_t { prepared, in_flight };
+enum class BackingOutcome : std::uint8_t { current, extended, retry_required, backing_deferred };
+
+const char* phase_name(SessionPhase phase) noexcept;
+
+struct TerminalReceipt {
+  TerminalOutcome outcome = TerminalOutcome::completed;
+  Authority sequence_authority;
+  Authority request_authority;
+  std::uint64_t epoch = 0;
+  std::string fingerprint;
+  std::uint64_t retired_frames = 0;
+  std::uint64_t committed_frames = 0;
+  std::uint64_t discarded_frames = 0;
+  std::uint64_t backing_generation = 0;
+};
+
+struct CancelSnapshot {
+  SessionPhase phase = SessionPhase::cancel_requested;
+  std::optional<std::uint64_t> active_frame;
+  std::vector<std::pair<std::uint64_t, FlightPhase>> flights;  // sorted by key
+  std::uint64_t retired_frames = 0;
+};
+
+struct BackingDecision {
+  BackingOutcome outcome = BackingOutcome::current;
+  std::shared_ptr<const BackingSnapshot> snapshot;  // CURRENT / EXTENDED: the frontier now
+  std::optional<AdmissionDeferred> deferred;         // BACKING_DEFERRED: logical capacity short
+  std::string reason;                                // RETRY_REQUIRED / BACKING_DEFERRED: why
+  std::uint64_t expected_generation = 0;             // the generation this decision was taken on
+  std::uint64_t target_tokens = 0;
+  std::uint64_t target_pages = 0;
+};
+
+class SessionState;
+
+class FrameHold {
+ public:
+  FrameHold(std::shared_ptr<SessionState> state, std::uint64_t frame_id,
+            std::shared_ptr<const BackingSnapshot> snapshot);
+  ~FrameHold();  // unfinalized: poisons the session; the frame id is never reused
+  FrameHold(const FrameHold&) = delete;
+  FrameHold& operator=(const FrameHold&) = delete;
+
+  FrameDisposition commit();           // Committed, or DiscardedCancelled after a cancel
+  void abort();                        // poisons the session
+  void rollback_unsubmitted();         // Open only; the same frame id is reused on retry
+  void drop() noexcept;                // what destruction does, now (poisons if unfinalized)
+  std::uint64_t frame_id() const noexcept { return frame_id_; }
+  bool finalized() const noexcept { return finalized_; }
+  // The snapshot captured at acquisition; null once finalized (a retired step lets go of it).
+  const std::shared_ptr<const BackingSnapshot>& snapshot() const noexcept { return snapshot_; }
+
+ private:
+  std::shared_ptr<SessionState> state_;
+  std::uint64_t frame_id_;
+  std::shared_ptr<const BackingSnapshot> snapshot_;
+  bool finalized_ = false;
+  friend class SessionState;
+};
+
+class FlightHold {
+ public:
+  FlightHold(std::shared_ptr<SessionState> state, std::uint64_t key, std::uint64_t frame_id);
+  ~FlightHold();  // removes the flight; dropped while in flight: poisons (its work may still run)
+  FlightHold(const FlightHold&) = delete;
+  FlightHold& operator=(const FlightHold&) = delete;
+
+  void dispatch();         // Prepared -> InFlight
+  void not_submitted();    // InFlight -> Prepared (definitely never reached the device)
+  void finish();           // InFlight -> released (its work completed)
+  void release();          // Prepared -> released
+  void drop() noexcept;    // what destruction does, now
+  FlightPhase phase() const noexcept { return phase_; }
+  bool released() const noexcept { return released_; }
+  std::uint64_t key() const noexcept { return key_; }
+  std::uint64_t frame_id() const noexcept { return frame_id_; }
+
+ private:
+  std::shared_ptr<SessionState> state_;
+  std::uint64_t key_;
+  std::uint64_t frame_id_;
+  FlightPhase phase_ = FlightPhase::prepared;
+  bool released_ = false;
+};
+
+class SequenceSession {
+ public:
+  explicit SequenceSession(std::shared_ptr<AdmittedSequenceResources> resources);
+  ~SequenceSession();  // close()
+  SequenceSession(const SequenceSession&) = delete;
+  SequenceSession& operator=(const SequenceSession&) = delete;
+
+  // Fails the session closed if still active, and lets go of its resources and backing.
+  void close() noexcept;
+  bool is_closed() const noexcept;
+
+  std::shared_ptr<AdmittedSequenceResources> resources() const;
+  void write_release_capacity_sources(std::vector<CapacitySource>& out) const;
+  std::uint64_t epoch() const noexcept;
+  const std::string& fingerprint() const noexcept;
+  Authority sequence_authority() const noexcept;
+  Authority request_authority() const noexcept;
+  // StaleAuthorityError unless (epoch, fingerprint) names this live session.
+  void verify(std::uint64_t epoch, const std::string& fingerprint) const;
+
+  std::shared_ptr<CapacityWaitRegistration> register_admission_waiter(const AdmissionDeferred& deferred) const;
+  BackingDecision try_ensure_backing_covers(std::int64_t tokens, std::optional<std::int64_t> pages = std::nullopt);
+  // Validates a BACKING_DEFERRED decision: StaleAuthorityError when the backing moved on.
+  void verify_backing_deferral(const BackingDecision& decision) const;
+
+  CancelSnapshot request_cancel();
+  TerminalReceipt try_complete();
+  TerminalReceipt try_abort();
+  TerminalReceipt try_abort_if_quiescent();
+
+  std::unique_ptr<FrameHold> acquire_frame();
+  std::unique_ptr<FlightHold> prepare_flight(std::uint64_t key);
+  // One decode step's bookkeeping in one call: ensure the backing covers `tokens`, acquire a
+  // frame, commit it; an extension covers the whole page. Returns CURRENT or EXTENDED when the frame committed, RETRY_REQUIRED or
+  // BACKING_DEFERRED (nothing changed, no frame) otherwise.
+  BackingOutcome step(std::int64_t tokens);
+
+  SessionPhase phase() const noexcept;
+  std::shared_ptr<const BackingSnapshot> backing() const;
+  std::uint64_t next_frame_id() const noexcept;
+  std::optional<std::uint64_t> active_frame() const noexcept;
+  std::size_t flight_count() const noexcept;
+  std::uint64_t retired_frames() const noexcept;
+  std::optional<TerminalReceipt> receipt() const;
+
+  const std::shared_ptr<SessionState>& state() const noexcept { return state_; }
+  const std::shared_ptr<AdmissionCoordinator>& state_coordinator() const noexcept;
+
+ private:
+  std::shared_ptr<SessionState> state_;
+};
+
+// All-or-nothing acquisition over several sessions: if any refuses, none acquires.
+std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions);
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,63 @@
+// A subscription to the exact sources of a deferral. It keeps the epochs observed when the
+// decision was taken and those read at registration: should_retry() is true when either
+// moved, which closes the race between a decision and its registration (a release that
+// lands in between is never lost).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "lifecore/sequence/capacity.hpp"
+
+namespace lifecore::sequence {
+
+class AdmissionCoordinator;
+
+struct WaiterState {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::uint64_t wakes = 0;  // notifications received
+  bool closed = false;
+};
+
+class CapacityWaitRegistration {
+ public:
+  CapacityWaitRegistration(std::shared_ptr<AdmissionCoordinator> coordinator, WaitCondition observed,
+                           std::vector<std::uint64_t> registered, std::shared_ptr<WaiterState> state);
+  ~CapacityWaitRegistration();
+  CapacityWaitRegistration(const CapacityWaitRegistration&) = delete;
+  CapacityWaitRegistration& operator=(const CapacityWaitRegistration&) = delete;
+
+  struct Recheck {
+    bool changed_since_observation = false;
+    bool changed_since_registration = false;
+  };
+  // Throws CapacityError (EpochRegression) if an epoch went backwards.
+  Recheck recheck() const;
+  bool should_retry() const {
+    Recheck r = recheck();
+    return r.changed_since_observation || r.changed_since_registration;
+  }
+  // Blocks until should_retry() (true) or the timeout (false); ClosedError when the
+  // coordinator closes. Call without any interpreter lock held.
+  bool wait(std::optional<double> timeout_seconds);
+  std::uint64_t wake_count() const;
+  bool closed() const;
+  const WaitCondition& observed() const noexcept { return observed_; }
+  const std::vector<std::uint64_t>& registered_epochs() const noexcept { return registered_; }
+  // Unsubscribes now (also done on destruction).
+  void cancel() noexcept;
+
+ private:
+  std::shared_ptr<AdmissionCoordinator> coordinator_;
+  WaitCondition observed_;
+  std::vector<std::uint64_t> registered_;
+  std::shared_ptr<WaiterState> state_;
+  bool subscribed_ = true;
+};
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,313 @@
+// Admission of capture plans: every rule of the plan against the retained discovery.
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+#include "capture/capture_geometry.hpp"
+#include "capture/capture_json.hpp"
+#include "common/sha256.hpp"
+#include "lifecore/capture/admission.hpp"
+#include "lifecore/capture/ledger.hpp"
+#include "lifecore/error.hpp"
+
+namespace lifecore::capture {
+namespace {
+
+[[noreturn]] void refuse(const std::string& message) { raise(ErrorKind::Admission, message); }
+
+const ObservationPoint& find_point(const CaptureDiscovery& discovery, const std::string& path) {
+  for (const auto& p : discovery.catalog)
+    if (p.path == path) return p;
+  raise(ErrorKind::Admission, "unknown observation path: " + path, {{"path", path}});
+}
+
+void check_request(const CaptureRequest& r) {
+  if (r.batch == 0 || r.prompt_tokens == 0 || r.max_predictions == 0)
+    refuse("capture request numbers must be positive");
+  std::uint64_t out;
+  if (__builtin_mul_overflow(r.batch, r.prompt_tokens, &out) ||
+      __builtin_add_overflow(r.prompt_tokens, r.max_predictions, &out))
+    refuse("capture request numbers overflow");
+}
+
+void check_schedule(const CaptureSchedule& s, const std::string& id) {
+  if (s.every == 0) refuse("schedule of '" + id + "' has every == 0");
+  if (s.end_prediction && *s.end_prediction <= s.first_prediction)
+    refuse("schedule of '" + id + "' ends before it starts");
+}
+
+// The first and last prediction a schedule fires at in a phase, within the request.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> scheduled_window(const CaptureSchedule& s, CapturePhase phase,
+                                                                       const CaptureRequest& r,
+                                                                       std::uint64_t from = 0) {
+  std::uint64_t lo = phase == CapturePhase::Prefill ? 0 : 1;
+  std::uint64_t hi = phase == CapturePhase::Prefill ? 1 : r.max_predictions;  // exclusive
+  if (s.end_prediction) hi = std::min(hi, *s.end_prediction);
+  lo = std::max({lo, s.first_prediction, from});
+  if (lo >= hi || (phase == CapturePhase::Prefill ? !s.prefill : !s.decode)) return std::nullopt;
+  std::uint64_t first = s.first_prediction + ((lo - s.first_prediction + s.every - 1) / s.every) * s.every;
+  if (first >= hi) return std::nullopt;
+  std::uint64_t last = s.first_prediction + ((hi - 1 - s.first_prediction) / s.every) * s.every;
+  return std::make_pair(first, last);
+}
+
+void check_support(const ObservationPoint& point, const CaptureSchedule& s, const CaptureRequest& r,
+                   const std::string& id) {
+  for (auto phase : {CapturePhase::Prefill, CapturePhase::Decode}) {
+    if (!scheduled_window(s, phase, r)) continue;
+    bool offered = phase == CapturePhase::Prefill ? point.prefill : point.decode;
+    auto support = phase == CapturePhase::Prefill ? point.prefill_support : point.decode_support;
+    if (!offered || support != PhaseSupport::Supported)
+      raise(ErrorKind::Admission, "'" + id + "' schedules " + point.path + " in " + to_string(phase) +
+                                      " where its support is " + (offered ? to_string(support) : "absent"));
+  }
+}
+
+// Known extents must hold the slices at the first and last scheduled prediction.
+void check_known_extents(const std::vector<CaptureSlice>& slices, const ObservationPoint& point,
+                         const CaptureSchedule& s, const CaptureRequest& r, const std::string& id) {
+  for (auto phase : {CapturePhase::Prefill, CapturePhase::Decode}) {
+    auto window = scheduled_window(s, phase, r);
+    if (!window) continue;
+    for (auto prediction : {window->first, window->second}) {
+      for (const auto& slice : slices) {
+        for (const auto& axis : point.axes) {
+          if (axis.name != slice.axis) continue;
+          auto extent = resolve_dim(axis.dim, r, phase, prediction);
+          if (!extent) continue;  // checked at run time
+          std::uint64_t end = slice.end.value_or(*extent);
+          if (slice.start >= *extent || end > *extent)
+            refuse("slice of '" + id + "' on axis '" + slice.axis + "' exceeds its extent " +
+                   std::to_string(*extent) + " at prediction " + std::to_string(prediction));
+        }
+      }
+    }
+  }
+}
+
+void check_transform(const CaptureSelection& sel, const ObservationPoint& point, const CaptureDiscovery& d,
+                     const CaptureRequest& r) {
+  const auto& t = sel.transform;
+  const auto& caps = d.capabilities.transforms;
+  if (std::find(caps.begin(), caps.end(), t.kind) == caps.end())
+    refuse(std::string("transform ") + to_string(t.kind) + " is unsupported by this backend");
+  switch (t.kind) {
+    case TransformKind::Preview:
+      if (t.max_elements == 0) refuse("preview of '" + sel.id + "' needs max_elements > 0");
+      break;
+    case TransformKind::Slice:
+      if (sel.slices.empty()) refuse("slice transform of '" + sel.id + "' has no slices");
+      break;
+    case TransformKind::Histogram: {
+      if (t.edges.size() < 2) refuse("histogram of '" + sel.id + "' needs at least two edges");
+      if (t.edges.size() - 1 > d.capabilities.max_histogram_bins)
+        refuse("histogram of '" + sel.id + "' has too many bins");
+      for (std::size_t i = 0; i < t.edges.size(); ++i) {
+        if (!std::isfinite(t.edges[i])) refuse("histogram edges of '" + sel.id + "' must be finite");
+        if (i > 0 && !(t.edges[i] > t.edges[i - 1]))
+          refuse("histogram edges of '" + sel.id + "' must be strictly increasing");
+      }
+      break;
+    }
+    case TransformKind::TopCandidates: {
+      if (point.meaning != "logits" || !sel.slices.empty() || r.batch != 1)
+        refuse("top candidates of '" + sel.id + "' need unsliced logits with batch 1");
+      if (t.count == 0) refuse("top candidates of '" + sel.id + "' need count > 0");
+      if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::Known &&
+          t.count > point.axes.back().dim.size)
+        refuse("top candidates of '" + sel.id + "' exceed the vocabulary");
+      break;
+    }
+    default: break;
+  }
+}
+
+std::string canonical(const CapturePlan& plan, const std::vector<ObservationPoint>& points,
+                      const CaptureRequest& request, const std::string& artifact) {
+  JsonWriter json;
+  json.begin_object();
+  json.key("artifact"); json.string(artifact);
+  json.key("plan"); write_plan(json, plan);
+  json.key("points"); write_points(json, points);
+  json.key("request"); write_request(json, request);
+  json.end_object();
+  return json.take();
+}
+
+}  // namespace
+
+CaptureUsage metadata_envelope(const CaptureSelection& sel, const ObservationPoint& point) {
+  std::uint64_t strings = sel.id.size() + sel.path.size() + point.node_id.size();
+  std::uint64_t rank = point.axes.empty() ? 32 : point.axes.size();
+  return {0, 0, 512 + strings + 128 * rank, 2048 + 6 * strings + 64 * rank};
+}
+
+AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& discovery, const CaptureRequest& request,
+                          const CaptureUsage& inherited, std::uint64_t next_prediction) {
+  if (plan.schema_version != capture_schema_version)
+    refuse("capture plan schema version " + std::to_string(plan.schema_version) + " is not " +
+           std::to_string(capture_schema_version));
+  if (plan.limits.physical_native_bytes && !discovery.capabilities.physical_native_limit)
+    refuse("a physical native byte limit needs a backend that enforces it");
+  check_request(request);
+  AdmittedCapturePlan admitted;
+  std::set<std::string> ids;
+  CaptureUsage envelopes;
+  for (const auto& sel : plan.selections) {
+    if (sel.id.empty()) refuse("selection id is empty");
+    if (!ids.insert(sel.id).second) refuse("duplicate selection id '" + sel.id + "'");
+    const auto& point = find_point(discovery, sel.path);
+    check_schedule(sel.schedule, sel.id);
+    check_transform(sel, point, discovery, request);
+    if (auto message = check_slice_axes(sel.slices, point)) refuse(*message);
+    check_support(point, sel.schedule, request, sel.id);
+    check_known_extents(sel.slices, point, sel.schedule, request, sel.id);
+    auto sum = checked_add(envelopes, metadata_envelope(sel, point));
+    if (!sum) refuse("capture envelope overflow");
+    envelopes = *sum;
+    admitted.points_.push_back(point);
+  }
+  // Static preflight: every step reserves every envelope, so a plan whose envelopes cannot
+  // fit is refused now rather than failing at some later step.
+  if (auto b = exceeded(envelopes, plan.limits.per_step))
+    refuse(std::string("capture envelopes exceed the per-step limit: ") + to_string(*b));
+  std::uint64_t remaining = request.max_predictions > next_prediction ? request.max_predictions - next_prediction : 0;
+  auto future = checked_mul(envelopes, remaining);
+  auto total = future ? checked_add(inherited, *future) : std::nullopt;
+  if (!total) refuse("capture preflight overflow");
+  if (auto b = exceeded(*total, plan.limits.cumulative))
+    refuse(std::string("capture envelopes exceed the cumulative limit: ") + to_string(*b));
+  admitted.plan_ = plan;
+  admitted.request_ = request;
+  admitted.artifact_ = discovery.artifact_identity;
+  std::string encoding = canonical(plan, admitted.points_, request, discovery.artifact_identity);
+  admitted.encoded_size_ = encoding.size();
+  admitted.identity_ = sha256_hex(encoding);
+  return admitted;
+}
+
+AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const CaptureDiscovery& discovery,
+                                             const CaptureRequest& request, const std::string& session_identity,
+                                             std::uint64_t session_id) {
+  check_request(request);
+  if (plan.operations.size() > max_intervention_operations)
+    refuse("intervention plan has more than " + std::to_string(max_intervention_operations) + " operations");
+  AdmittedInterventionPlan admitted;
+  std::set<std::string> ids;
+  std::size_t payload_bytes = 0;
+  for (const auto& op : plan.operations) {
+    if (op.id.empty() || op.id.size() > max_operation_id_bytes)
+      refuse("intervention id must be 1 to 128 bytes");
+    if (!ids.insert(op.id).second) refuse("duplicate intervention id '" + op.id + "'");
+    const auto& point = find_point(discovery, op.target);
+    check_schedule(op.schedule, op.id);
+    check_support(point, op.schedule, request, op.id);
+    if (auto message = check_slice_axes(op.slices, point)) refuse(*message);
+    check_known_extents(op.slices, point, op.schedule, request, op.id);
+    if (op.evidence == EvidenceKind::Preview && (op.evidence_elements == 0 || op.evidence_elements > max_evidence_elements))
+      refuse("preview evidence of '" + op.id + "' must hold 1 to 4096 elements");
+    payload_bytes += 8 * (op.payload.size() + op.ids.size());
+    for (double v : op.payload)
+      if (!std::isfinite(v)) refuse("intervention payload of '" + op.id + "' is not finite");
+    auto stage = stage_of(op.action);
+    if (stage == InterventionStage::Activation) {
+      if (point.dtype != ValueDtype::Floating) refuse("activation intervention '" + op.id + "' needs a floating point");
+      if (point.routing) refuse("'" + op.id + "' is an activation operation on a routing point");
+      if (op.action == InterventionAction::Scale && !std::isfinite(op.factor))
+        refuse("scale factor of '" + op.id + "' is not finite");
+      if (op.action == InterventionAction::Replace || op.action == InterventionAction::Add ||
+          op.action == InterventionAction::Mask) {
+        if (op.payload_shape.empty() || element_count(op.payload_shape) != op.payload.size())
+          refuse("payload of '" + op.id + "' does not match its declared shape");
+        if (op.action == InterventionAction::Mask)
+          for (double v : op.payload)
+            if (v != 0.0 && v != 1.0) refuse("mask of '" + op.id + "' must hold only 0 and 1");
+        // Exact shape, no broadcasting: compare with every extent known now.
+        if (!point.axes.empty()) {
+          if (op.payload_shape.size() != point.axes.size())
+            refuse("payload of '" + op.id + "' has rank " + std::to_string(op.payload_shape.size()) + ", target has " +
+                   std::to_string(point.axes.size()));
+          for (auto phase : {CapturePhase::Prefill, CapturePhase::Decode}) {
+            auto window = scheduled_window(op.schedule, phase, request);
+            if (!window) continue;
+            for (std::size_t i = 0; i < point.axes.size(); ++i) {
+              auto extent = resolve_dim(point.axes[i].dim, request, phase, window->first);
+              if (!extent) continue;
+              std::uint64_t selected = *extent;
+              for (const auto& s : op.slices)
+                if (s.axis == point.axes[i].name)
+                  selected = (s.end.value_or(*extent) - s.start + s.stride - 1) / s.stride;
+              if (selected != op.payload_shape[i])
+                refuse("payload of '" + op.id + "' has extent " + std::to_string(op.payload_shape[i]) + " on axis '" +
+                       point.axes[i].name + "', the target selects " + std::to_string(selected) + " in " +
+                       to_string(phase));
+            }
+          }
+        }
+      }
+    } else if (stage == InterventionStage::LogitsBeforeSampling) {
+      if (point.meaning != "logits") refuse("'" + op.id + "' masks logits at a point that is not logits");
+      if (!point.axes.empty())
+        for (const auto& s : op.slices)
+          if (s.axis == point.axes.back().name) refuse("'" + op.id + "' must keep the full vocabulary axis");
+      if (op.ids.empty()) refuse("'" + op.id + "' masks no token");
+      if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::Known)
+        for (auto id : op.ids)
+          if (id >= point.axes.back().dim.size) refuse("token id out of range in '" + op.id + "'");
+    } else {
+      if (!point.routing) refuse("'" + op.id + "' targets " + op.target + ", which has no routing policy");
+      if (op.evidence == EvidenceKind::Summary) refuse("routing operation '" + op.id + "' cannot take summary evidence");
+      for (const auto& s : op.slices)
+        if (point.axes.empty() || s.axis != point.axes.front().name)
+          refuse("routing operation '" + op.id + "' may only slice the token axis");
+      const auto& policy = *point.routing;
+      std::set<std::uint64_t> experts;
+      for (auto id : op.ids) {
+        if (id >= policy.num_experts) refuse("expert id out of range in '" + op.id + "'");
+        if (op.action != InterventionAction::ForceExperts && !experts.insert(id).second)
+          refuse("repeated expert id in '" + op.id + "'");
+      }
+      if (op.action == InterventionAction::ForceExperts) {
+        if (op.payload_shape.size() != 2 || op.payload_shape[1] != policy.top_k ||
+            element_count(op.payload_shape) != op.ids.size())
+          refuse("forced experts of '" + op.id + "' must be shaped [rows, top_k]");
+      } else if (op.ids.empty()) {
+        refuse("'" + op.id + "' names no expert");
+      }
+      if (op.action == InterventionAction::ExcludeExperts && policy.num_experts - op.ids.size() < policy.top_k)
+        refuse("excluding the experts of '" + op.id + "' leaves fewer than top_k");
+      if (op.action == InterventionAction::BiasRoutingScores && op.payload.size() != op.ids.size())
+        refuse("biases of '" + op.id + "' must match its expert ids");
+      // No overlapping schedules on one routing target: a selector takes one control.
+      for (const auto& other : plan.operations) {
+        if (&other == &op) break;
+        if (other.target != op.target || stage_of(other.action) != InterventionStage::RoutingBeforeDispatch) continue;
+        for (std::uint64_t p = 0; p < request.max_predictions; ++p) {
+          auto phase = p == 0 ? CapturePhase::Prefill : CapturePhase::Decode;
+          if (op.schedule.scheduled(phase, p) && other.schedule.scheduled(phase, p))
+            refuse("routing operations '" + other.id + "' and '" + op.id + "' overlap on " + op.target);
+        }
+      }
+    }
+    admitted.points_.push_back(point);
+  }
+  if (payload_bytes > max_intervention_payload_bytes) refuse("intervention payloads exceed 512 KiB");
+  JsonWriter json;
+  json.begin_object();
+  json.key("plan"); write_intervention_plan(json, plan);
+  json.key("points"); write_points(json, admitted.points_);
+  json.key("request"); write_request(json, request);
+  json.key("artifact"); json.string(discovery.artifact_identity);
+  json.key("session"); json.string(session_identity);
+  json.key("session_id"); json.integer(session_id);
+  json.end_object();
+  std::string encoding = json.take();
+  if (encoding.size() > max_intervention_plan_bytes) refuse("intervention plan exceeds 1 MiB");
+  admitted.plan_ = plan;
+  admitted.request_ = request;
+  admitted.session_id_ = session_id;
+  admitted.identity_ = "intervention-v1-" + sha256_hex(encoding);
+  return admitted;
+}
+
+}  // namespace lifecore::capture

@@ -1,0 +1,297 @@
+#include "capture/capture_json.hpp"
+
+#include <charconv>
+#include <cmath>
+
+namespace lifecore::capture {
+
+void JsonWriter::string(std::string_view text) {
+  if (count_only_) {  // the size alone: 2 quotes, 1 extra byte per '"' or '\\', 5 per control byte
+    std::uint64_t n = text.size() + 2;
+    for (unsigned char c : text) n += c == '"' || c == '\\' ? 1 : c < 0x20 ? 5 : 0;
+    size_ += n;
+    if (size_ > limit_) overflowed_ = true;
+    return;
+  }
+  raw("\"");
+  std::size_t run = 0;  // start of the current run of characters that need no escaping
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c != '"' && c != '\\' && c >= 0x20) continue;
+    raw(text.substr(run, i - run));
+    run = i + 1;
+    if (c == '"') raw("\\\"");
+    else if (c == '\\') raw("\\\\");
+    else {
+      static const char* hex = "0123456789abcdef";
+      char buf[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 0xf]};
+      raw(std::string_view(buf, 6));
+    }
+  }
+  raw(text.substr(run));
+  raw("\"");
+}
+
+void JsonWriter::number(double value) {
+  if (!std::isfinite(value)) { raw("null"); return; }
+  char buf[32];
+  auto result = std::to_chars(buf, buf + sizeof buf, value);
+  raw(std::string_view(buf, static_cast<std::size_t>(result.ptr - buf)));
+}
+
+void JsonWriter::integer(std::uint64_t value) {
+  char buf[24];
+  auto result = std::to_chars(buf, buf + sizeof buf, value);
+  raw(std::string_view(buf, static_cast<std::size_t>(result.ptr - buf)));
+}
+
+void JsonWriter::key(std::string_view name) {
+  // Keys are this writer's own identifiers and never need escaping.
+  if (!first_) raw(",");
+  first_ = false;
+  raw("\"");
+  raw(name);
+  raw("\":");
+}
+
+void JsonWriter::integers(const std::vector<std::uint64_t>& values) {
+  begin_array();
+  for (auto v : values) { element(); integer(v); }
+  end_array();
+}
+
+void JsonWriter::numbers(const std::vector<double>& values) {
+  begin_array();
+  for (auto v : values) { element(); number(v); }
+  end_array();
+}
+
+namespace {
+
+void write_schedule(JsonWriter& json, const CaptureSchedule& s) {
+  json.begin_object();
+  json.key("prefill"); json.boolean(s.prefill);
+  json.key("decode"); json.boolean(s.decode);
+  json.key("first_prediction"); json.integer(s.first_prediction);
+  json.key("end_prediction");
+  if (s.end_prediction) json.integer(*s.end_prediction); else json.raw("null");
+  json.key("every"); json.integer(s.every);
+  json.end_object();
+}
+
+void write_slices(JsonWriter& json, const std::vector<CaptureSlice>& slices) {
+  json.begin_array();
+  for (const auto& s : slices) {
+    json.element();
+    json.begin_object();
+    json.key("axis"); json.string(s.axis);
+    json.key("start"); json.integer(s.start);
+    json.key("end");
+    if (s.end) json.integer(*s.end); else json.raw("null");
+    json.key("stride"); json.integer(s.stride);
+    json.end_object();
+  }
+  json.end_array();
+}
+
+}  // namespace
+
+void write_usage(JsonWriter& json, const CaptureUsage& u) {
+  json.begin_object();
+  json.key("captures"); json.integer(u.captures);
+  json.key("retained_bytes"); json.integer(u.retained_bytes);
+  json.key("host_bytes"); json.integer(u.host_bytes);
+  json.key("encoded_bytes"); json.integer(u.encoded_bytes);
+  json.end_object();
+}
+
+void write_plan(JsonWriter& json, const CapturePlan& plan) {
+  json.begin_object();
+  json.key("schema_version"); json.integer(plan.schema_version);
+  json.key("selections");
+  json.begin_array();
+  for (const auto& s : plan.selections) {
+    json.element();
+    json.begin_object();
+    json.key("id"); json.string(s.id);
+    json.key("path"); json.string(s.path);
+    json.key("schedule"); write_schedule(json, s.schedule);
+    json.key("slices"); write_slices(json, s.slices);
+    json.key("transform");
+    json.begin_object();
+    json.key("kind"); json.string(to_string(s.transform.kind));
+    json.key("max_elements"); json.integer(s.transform.max_elements);
+    json.key("edges"); json.numbers(s.transform.edges);
+    json.key("count"); json.integer(s.transform.count);
+    json.end_object();
+    json.end_object();
+  }
+  json.end_array();
+  json.key("limits");
+  json.begin_object();
+  json.key("per_step"); write_usage(json, plan.limits.per_step);
+  json.key("cumulative"); write_usage(json, plan.limits.cumulative);
+  json.key("physical_native_bytes");
+  if (plan.limits.physical_native_bytes) json.integer(*plan.limits.physical_native_bytes); else json.raw("null");
+  json.key("on_limit"); json.string(plan.limits.on_limit == OnLimit::Fail ? "fail" : "skip");
+  json.end_object();
+  json.end_object();
+}
+
+void write_points(JsonWriter& json, const std::vector<ObservationPoint>& points) {
+  json.begin_array();
+  for (const auto& p : points) {
+    json.element();
+    json.begin_object();
+    json.key("path"); json.string(p.path);
+    json.key("node_id"); json.string(p.node_id);
+    json.key("meaning"); json.string(p.meaning);
+    json.key("dtype"); json.string(to_string(p.dtype));
+    json.key("axes");
+    json.begin_array();
+    for (const auto& a : p.axes) {
+      json.element();
+      json.begin_object();
+      json.key("name"); json.string(a.name);
+      json.key("dim"); json.string(to_string(a.dim.kind));
+      json.key("size"); json.integer(a.dim.size);
+      json.end_object();
+    }
+    json.end_array();
+    json.key("prefill"); json.boolean(p.prefill);
+    json.key("decode"); json.boolean(p.decode);
+    json.key("position"); json.string(to_string(p.position));
+    json.key("prefill_support"); json.string(to_string(p.prefill_support));
+    json.key("decode_support"); json.string(to_string(p.decode_support));
+    json.key("routing");
+    if (p.routing) {
+      json.begin_object();
+      json.key("num_experts"); json.integer(p.routing->num_experts);
+      json.key("top_k"); json.integer(p.routing->top_k);
+      json.end_object();
+    } else {
+      json.raw("null");
+    }
+    json.end_object();
+  }
+  json.end_array();
+}
+
+void write_request(JsonWriter& json, const CaptureRequest& r) {
+  json.begin_object();
+  json.key("batch"); json.integer(r.batch);
+  json.key("prompt_tokens"); json.integer(r.prompt_tokens);
+  json.key("max_predictions"); json.integer(r.max_predictions);
+  json.end_object();
+}
+
+void write_intervention_plan(JsonWriter& json, const InterventionPlan& plan) {
+  json.begin_array();
+  for (const auto& op : plan.operations) {
+    json.element();
+    json.begin_object();
+    json.key("id"); json.string(op.id);
+    json.key("target"); json.string(op.target);
+    json.key("schedule"); write_schedule(json, op.schedule);
+    json.key("slices"); write_slices(json, op.slices);
+    json.key("action"); json.string(to_string(op.action));
+    json.key("factor"); json.number(op.factor);
+    json.key("payload_shape"); json.integers(op.payload_shape);
+    json.key("payload"); json.numbers(op.payload);
+    json.key("ids"); json.integers(op.ids);
+    json.key("evidence"); json.integer(static_cast<std::uint64_t>(op.evidence));
+    json.key("evidence_elements"); json.integer(op.evidence_elements);
+    json.end_object();
+  }
+  json.end_array();
+}
+
+void write_payload(JsonWriter& json, const CapturePayload& p) {
+  switch (p.kind) {
+    case PayloadKind::None: json.raw("null"); return;
+    case PayloadKind::Tensor:
+      json.begin_object();
+      json.key("kind"); json.string("tensor");
+      json.key("shape"); json.integers(p.shape);
+      json.key("values"); json.numbers(p.values);
+      json.end_object();
+      return;
+    case PayloadKind::Summary:
+      json.begin_object();
+      json.key("kind"); json.string("summary");
+      json.key("count"); json.integer(p.count);
+      json.key("nonfinite"); json.integer(p.nonfinite);
+      json.key("min"); json.number(p.min);
+      json.key("max"); json.number(p.max);
+      json.key("mean"); json.number(p.mean);
+      json.key("std"); json.number(p.std);
+      json.end_object();
+      return;
+    case PayloadKind::Histogram:
+      json.begin_object();
+      json.key("kind"); json.string("histogram");
+      json.key("edges"); json.numbers(p.values);
+      json.key("counts"); json.integers(p.counts);
+      json.end_object();
+      return;
+    case PayloadKind::Candidates:
+      json.begin_object();
+      json.key("kind"); json.string("candidates");
+      json.key("ids"); json.integers(p.counts);
+      json.key("scores"); json.numbers(p.values);
+      json.end_object();
+      return;
+  }
+}
+
+static void write_outcome(JsonWriter& json, const CaptureOutcome& o) {
+  json.begin_object();
+  json.key("kind"); json.string(to_string(o.kind));
+  if (o.kind == OutcomeKind::Skipped) {
+    json.key("reason"); json.string(to_string(o.skip));
+  }
+  if (o.kind == OutcomeKind::Failed) {
+    json.key("reason"); json.string(to_string(o.fail));
+    json.key("message"); json.string(o.message);
+  }
+  if ((o.kind == OutcomeKind::Skipped && o.skip == SkipReason::Limit) ||
+      (o.kind == OutcomeKind::Failed && o.fail == FailReason::Limit)) {
+    json.key("budget"); json.string(to_string(o.budget));
+    json.key("cumulative"); json.boolean(o.cumulative);
+  }
+  if (o.kind == OutcomeKind::Truncated) {
+    json.key("available"); json.integer(o.available);
+    json.key("emitted"); json.integer(o.emitted);
+  }
+  json.end_object();
+}
+
+void write_record(JsonWriter& json, const CaptureRecord& r) {
+  json.begin_object();
+  json.key("selection_id"); json.string(r.selection_id);
+  json.key("path"); json.string(r.path);
+  json.key("node_id"); json.string(r.node_id);
+  json.key("position"); json.string(to_string(r.position));
+  json.key("source_shape"); json.integers(r.source_shape);
+  json.key("selected_shape"); json.integers(r.selected_shape);
+  json.key("outcome"); write_outcome(json, r.outcome);
+  json.key("charged"); write_usage(json, r.charged);
+  json.key("payload"); write_payload(json, r.payload);
+  json.end_object();
+}
+
+void write_intervention_record(JsonWriter& json, const InterventionRecord& r) {
+  json.begin_object();
+  json.key("operation_id"); json.string(r.operation_id);
+  json.key("target"); json.string(r.target);
+  json.key("outcome"); json.string(to_string(r.outcome));
+  json.key("message"); json.string(r.message);
+  json.key("charged"); write_usage(json, r.charged);
+  json.key("evidence");
+  json.begin_array();
+  for (const auto& e : r.evidence) { json.element(); write_payload(json, e); }
+  json.end_array();
+  json.end_object();
+}
+
+}  // namespace lifecore::capture

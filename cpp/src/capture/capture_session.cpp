@@ -1,0 +1,347 @@
+// CaptureSession: schedule, ledger, the one step slot, records and checkpoints.
+// Interventions and routing live in capture_session_interventions.cpp.
+#include "lifecore/capture/session.hpp"
+
+#include "capture/capture_geometry.hpp"
+#include "capture/capture_json.hpp"
+#include "capture/capture_session_guard.hpp"
+
+namespace lifecore::capture {
+
+std::atomic<std::uint64_t> CaptureSession::next_id_{1};
+
+CaptureSession::CaptureSession(AdmittedCapturePlan plan)
+    : id_(next_id_.fetch_add(1)), plan_(std::move(plan)), ledger_(plan_.plan().limits, {}) {
+  const auto& selections = plan_.plan().selections;
+  for (std::size_t i = 0; i < selections.size(); ++i) {
+    selections_by_path_[selections[i].path].push_back(i);
+    envelopes_.push_back(metadata_envelope(selections[i], plan_.points()[i]));
+  }
+}
+
+namespace {
+
+const AdmittedCapturePlan& readmitted(const AdmittedCapturePlan& plan, const CaptureDiscovery& discovery) {
+  std::string identity;
+  try {
+    identity = admit(plan.plan(), discovery, plan.request()).identity();
+  } catch (const Error& error) {
+    raise(ErrorKind::Admission, std::string("capture admission does not match this session's catalog: ") + error.what());
+  }
+  if (identity != plan.identity()) raise(ErrorKind::Admission, "capture admission does not match this session's catalog");
+  return plan;
+}
+
+}  // namespace
+
+CaptureSession::CaptureSession(AdmittedCapturePlan plan, const CaptureDiscovery& discovery)
+    : CaptureSession(readmitted(plan, discovery)) {}
+
+void CaptureSession::require_unprepared() const {
+  if (restore_prepared_) raise(ErrorKind::CaptureSession, "a prepared restore holds this capture session");
+}
+
+void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
+  Guard guard(*this);
+  require_unprepared();
+  if (step_open_) raise(ErrorKind::CaptureSession, "previous capture step has not been consumed");
+  if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is still pending");
+  if (prediction >= plan_.request().max_predictions)
+    raise(ErrorKind::InvalidArgument, "prediction " + std::to_string(prediction) + " is beyond max_predictions " +
+                                          std::to_string(plan_.request().max_predictions));
+  if ((phase == CapturePhase::Prefill) != (prediction == 0))
+    raise(ErrorKind::InvalidArgument, "prediction 0 is the prefill prediction; decode starts at 1");
+  ready_ = false;  // a failed begin_step can never become a checkpoint
+  ever_started_ = true;
+  ledger_.begin_step();
+  // Reserve every diagnostic envelope first: an unaccounted skip record would itself
+  // violate the export limit, so any refusal here (fail or skip policy) fails the step.
+  for (const auto& envelope : envelopes_) ledger_.reserve(envelope);
+  const auto& selections = plan_.plan().selections;
+  records_.clear();
+  records_.reserve(selections.size());
+  for (std::size_t i = 0; i < selections.size(); ++i) {
+    const auto& point = plan_.points()[i];
+    CaptureRecord record;
+    record.selection_id = selections[i].id;
+    record.path = selections[i].path;
+    record.node_id = point.node_id;
+    record.position = point.position;
+    record.charged = envelopes_[i];
+    if (!selections[i].schedule.scheduled(phase, prediction)) {
+      record.outcome.kind = OutcomeKind::Skipped;
+      record.outcome.skip = SkipReason::Schedule;
+    }
+    records_.push_back(std::move(record));
+  }
+  operation_records_.clear();
+  if (interventions_) {
+    const auto& operations = interventions_->plan().operations;
+    for (const auto& op : operations) {
+      InterventionRecord record;
+      record.operation_id = op.id;
+      record.target = op.target;
+      record.outcome = op.schedule.scheduled(phase, prediction) ? InterventionOutcomeKind::Missing
+                                                                : InterventionOutcomeKind::Inactive;
+      operation_records_.push_back(std::move(record));
+    }
+  }
+  phase_ = phase;
+  prediction_ = prediction;
+  has_step_ = true;
+  step_open_ = true;
+  capture_time_ = {};
+}
+
+void CaptureSession::fail_record(CaptureRecord& record, FailReason reason, std::string_view message) {
+  record.payload = {};
+  record.outcome = {};
+  record.outcome.kind = OutcomeKind::Failed;
+  record.outcome.fail = reason;
+  record.outcome.message = bound_message(message);
+}
+
+void CaptureSession::observe(CaptureBackend& backend, std::string_view path, TensorHandle tensor) {
+  Guard guard(*this);
+  require_unprepared();
+  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
+  auto found = selections_by_path_.find(path);
+  if (found == selections_by_path_.end()) return;  // nothing selected here
+  bool work = false;
+  for (auto index : found->second) {
+    const auto kind = records_[index].outcome.kind;
+    if (kind == OutcomeKind::Skipped) continue;
+    if (kind != OutcomeKind::Missing)
+      raise(ErrorKind::CaptureSession, "observation emitted twice at " + std::string(path) + " (selection '" +
+                                           records_[index].selection_id + "')");
+    work = true;
+  }
+  if (!work) return;  // skipped: the backend is never called, no handle is kept
+  auto started = std::chrono::steady_clock::now();
+  std::optional<Error> first_error;
+  for (auto index : found->second)
+    if (records_[index].outcome.kind == OutcomeKind::Missing) observe_selection(backend, index, tensor, first_error);
+  capture_time_ += std::chrono::steady_clock::now() - started;
+  if (first_error) throw *first_error;
+}
+
+void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor,
+                                       std::optional<Error>& first_error) {
+  auto& record = records_[index];
+  const auto& selection = plan_.plan().selections[index];
+  const auto& point = plan_.points()[index];
+  auto fail = [&](FailReason reason, ErrorKind kind, const std::string& message,
+                  std::vector<ErrorAttribute> attributes = {}) {
+    fail_record(record, reason, message);
+    if (!first_error) first_error.emplace(kind, message, std::move(attributes));
+  };
+  try {
+    TransformRequest request;
+    request.serial = ++request_serial_;
+    request.kind = selection.transform.kind;
+    request.source_shape = backend.shape(tensor);
+    record.source_shape = request.source_shape;
+    if (auto problem = check_shape(point, request.source_shape, plan_.request(), phase_, prediction_))
+      return fail(FailReason::Invalid, ErrorKind::InvalidArgument, *problem);
+    if (auto problem = resolve_region(selection.slices, point, request.source_shape, request.region,
+                                      request.selected_shape))
+      return fail(FailReason::Invalid, ErrorKind::InvalidArgument, *problem);
+    record.selected_shape = request.selected_shape;
+    request.max_elements = selection.transform.max_elements;
+    request.edges = selection.transform.edges;
+    request.count = selection.transform.count;
+    if (request.kind == TransformKind::TopCandidates &&
+        (request.source_shape.empty() || request.count > request.source_shape.back()))
+      return fail(FailReason::Invalid, ErrorKind::InvalidArgument, "top candidates exceed the vocabulary at " + point.path);
+    CaptureUsage cost = backend.estimate(tensor, request);  // side-effect free; unknown throws
+    auto hit = ledger_.try_reserve(cost);
+    if (hit) {
+      if (plan_.plan().limits.on_limit == OnLimit::Skip) {
+        record.outcome = {};
+        record.outcome.kind = OutcomeKind::Skipped;
+        record.outcome.skip = SkipReason::Limit;
+        record.outcome.budget = hit->budget;
+        record.outcome.cumulative = hit->cumulative;
+        return;  // no transform runs, nothing is materialized
+      }
+      std::string message = std::string("capture ") + (hit->cumulative ? "cumulative" : "per-step") +
+                            " limit exceeded: " + to_string(hit->budget);
+      fail(FailReason::Limit, ErrorKind::BudgetExceeded, message,
+           {{"budget", std::string(to_string(hit->budget))}, {"cumulative", hit->cumulative}});
+      record.outcome.budget = hit->budget;
+      record.outcome.cumulative = hit->cumulative;
+      return;
+    }
+    record.charged = *checked_add(record.charged, cost);
+    record.payload = backend.transform(tensor, request);
+    std::uint64_t available = element_count(request.selected_shape);
+    if (request.kind == TransformKind::Preview && record.payload.values.size() < available) {
+      record.outcome.kind = OutcomeKind::Truncated;
+      record.outcome.available = available;
+      record.outcome.emitted = record.payload.values.size();
+    } else {
+      record.outcome.kind = OutcomeKind::Captured;
+    }
+    // The counting writer: what is published may never exceed what was charged.
+    JsonWriter json(record.charged.encoded_bytes, /*count_only=*/true);
+    write_record(json, record);
+    if (json.overflowed())
+      return fail(FailReason::Native, ErrorKind::CaptureSession,
+                  "backend underestimated encoded capture size at " + point.path);
+  } catch (const BackendFailure& failure) {
+    fail(FailReason::Native, ErrorKind::CaptureSession, "native capture failed: " + failure.message);
+  } catch (const Error& error) {
+    fail(FailReason::Invalid, error.kind(), error.what());
+  }
+}
+
+std::optional<CapturedStep> CaptureSession::take_step() {
+  Guard guard(*this);
+  require_unprepared();
+  if (!step_open_) return std::nullopt;
+  bool succeeded = !pending_control_;
+  for (const auto& r : records_) succeeded = succeeded && r.outcome.kind != OutcomeKind::Failed;
+  for (const auto& r : operation_records_)
+    succeeded = succeeded && (r.outcome == InterventionOutcomeKind::Inactive || r.outcome == InterventionOutcomeKind::Applied);
+  CapturedStep step;
+  step.phase = phase_;
+  step.prediction = prediction_;
+  step.records = std::move(records_);
+  step.interventions = std::move(operation_records_);
+  step.step_usage = ledger_.step();
+  step.cumulative_usage = ledger_.cumulative();
+  step.capture_seconds = std::chrono::duration<double>(capture_time_).count();
+  records_.clear();
+  operation_records_.clear();
+  pending_control_.reset();
+  pending_routing_.reset();
+  step_open_ = false;
+  ready_ = succeeded;
+  return step;
+}
+
+std::optional<std::uint64_t> CaptureSession::checkpoint_storage_bytes(const CaptureDiscovery& discovery) const {
+  std::uint64_t total = sizeof(CaptureCheckpoint);
+  auto add = [&](std::uint64_t n) { return !__builtin_add_overflow(total, n, &total); };
+  bool ok = add(discovery.artifact_identity.size()) && add(plan_.identity().size()) && add(plan_.encoded_size());
+  if (interventions_) {
+    ok = ok && add(interventions_->identity().size());
+    for (const auto& op : interventions_->plan().operations)
+      ok = ok && add(sizeof(InterventionOperation) + op.id.size() + op.target.size() + 8 * op.payload.size() +
+                     8 * op.ids.size() + 8 * op.payload_shape.size());
+  }
+  if (!ok) return std::nullopt;
+  return total;
+}
+
+CaptureCheckpoint CaptureSession::checkpoint(const CaptureDiscovery& discovery) const {
+  Guard guard(*this);
+  require_unprepared();
+  if (step_open_) raise(ErrorKind::CaptureSession, "undelivered capture records must be taken before a checkpoint");
+  if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is still pending");
+  if (!ready_) raise(ErrorKind::CaptureSession, "the last capture step did not complete; it cannot be a checkpoint");
+  std::string identity;
+  try {
+    identity = admit(plan_.plan(), discovery, plan_.request(), inherited_, admitted_from_).identity();
+  } catch (const Error& error) {
+    raise(ErrorKind::CaptureSession, std::string("checkpoint source/admission mismatch: ") + error.what());
+  }
+  if (identity != plan_.identity()) raise(ErrorKind::CaptureSession, "checkpoint source/admission mismatch");
+  CaptureCheckpoint cp;
+  cp.owner = id_;
+  cp.artifact_identity = discovery.artifact_identity;
+  cp.plan_identity = plan_.identity();
+  cp.intervention_identity = interventions_ ? interventions_->identity() : std::string();
+  cp.prediction = prediction_;
+  cp.phase = phase_;
+  cp.has_step = has_step_;
+  cp.usage = ledger_.cumulative();
+  return cp;
+}
+
+void CaptureSession::validate_restore(const CaptureCheckpoint& cp) const {
+  if (cp.owner != id_) raise(ErrorKind::CaptureSession, "checkpoint belongs to another capture session");
+  if (cp.plan_identity != plan_.identity() ||
+      cp.intervention_identity != (interventions_ ? interventions_->identity() : std::string()))
+    raise(ErrorKind::CaptureSession, "checkpoint source/admission mismatch");
+  // Undelivered records must be consumed even when the previous operation failed.
+  if (step_open_) raise(ErrorKind::CaptureSession, "undelivered capture records must be taken before restore");
+  if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is still pending");
+}
+
+PreparedCaptureRestore CaptureSession::prepare_restore(const CaptureCheckpoint& cp) {
+  Guard guard(*this);
+  require_unprepared();
+  validate_restore(cp);
+  restore_prepared_ = true;
+  return PreparedCaptureRestore(this, cp);
+}
+
+void CaptureSession::restore(const CaptureCheckpoint& cp) { prepare_restore(cp).commit(); }
+
+void CaptureSession::commit_restore(const CaptureCheckpoint& cp) noexcept {
+  // Rewinds the position only: no refund, nothing republished.
+  prediction_ = cp.prediction;
+  phase_ = cp.phase;
+  has_step_ = cp.has_step;
+  capture_time_ = {};
+  ready_ = true;
+  restore_prepared_ = false;
+}
+
+PreparedCaptureRestore::PreparedCaptureRestore(PreparedCaptureRestore&& other) noexcept
+    : session_(other.session_), checkpoint_(std::move(other.checkpoint_)), committed_(other.committed_) {
+  other.session_ = nullptr;
+}
+
+PreparedCaptureRestore::~PreparedCaptureRestore() {
+  if (session_) session_->restore_prepared_ = false;
+}
+
+void PreparedCaptureRestore::commit() noexcept {
+  if (!session_) return;
+  session_->commit_restore(checkpoint_);
+  session_ = nullptr;
+  committed_ = true;
+}
+
+std::unique_ptr<CaptureSession> CaptureSession::fork(const CaptureDiscovery& discovery,
+                                                     std::optional<std::uint64_t> max_predictions,
+                                                     std::optional<CaptureLimits> limits) const {
+  Guard guard(*this);
+  require_unprepared();
+  if (step_open_) raise(ErrorKind::CaptureSession, "undelivered capture records must be taken before a fork");
+  if (!ready_) raise(ErrorKind::CaptureSession, "a fork needs a delivered, successful boundary");
+  if (discovery.artifact_identity != plan_.artifact_identity())
+    raise(ErrorKind::Admission, "a fork must use the same artifact");
+  CapturePlan plan = plan_.plan();
+  if (limits) plan.limits = *limits;
+  CaptureRequest request = plan_.request();
+  if (max_predictions) request.max_predictions = *max_predictions;
+  CaptureUsage inherited = ledger_.cumulative();
+  std::uint64_t next = next_prediction();
+  // Re-admission rechecks future geometry and the continuation preflight.
+  auto admitted = admit(plan, discovery, request, inherited, next);
+  auto child = std::make_unique<CaptureSession>(std::move(admitted));
+  child->ledger_ = CaptureLedger(plan.limits, inherited);
+  child->inherited_ = inherited;
+  child->admitted_from_ = next;
+  child->prediction_ = prediction_;
+  child->phase_ = phase_;
+  child->has_step_ = has_step_;
+  return child;
+}
+
+std::string CaptureSession::record_json(const CaptureRecord& record) {
+  JsonWriter json;
+  write_record(json, record);
+  return json.take();
+}
+
+std::string CaptureSession::intervention_record_json(const InterventionRecord& record) {
+  JsonWriter json;
+  write_intervention_record(json, record);
+  return json.take();
+}
+
+}  // namespace lifecore::capture

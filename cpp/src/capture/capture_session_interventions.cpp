@@ -1,0 +1,300 @@
+// Interventions and MoE routing control of a CaptureSession. Both share the capture ledger.
+#include <set>
+
+#include "capture/capture_geometry.hpp"
+#include "capture/capture_json.hpp"
+#include "capture/capture_session_guard.hpp"
+#include "lifecore/capture/session.hpp"
+
+namespace lifecore::capture {
+namespace {
+
+bool is_routing(const InterventionOperation& op) {
+  return stage_of(op.action) == InterventionStage::RoutingBeforeDispatch;
+}
+
+void fail_operation(InterventionRecord& record, std::string_view message) {
+  record.outcome = InterventionOutcomeKind::Failed;
+  record.message = bound_message(message);
+  record.evidence.clear();
+}
+
+}  // namespace
+
+void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
+                                          std::shared_ptr<InterventionEstimator> estimator) {
+  Guard guard(*this);
+  require_unprepared();
+  if (interventions_) raise(ErrorKind::CaptureSession, "interventions are already enabled on this capture session");
+  if (ever_started_ || step_open_) raise(ErrorKind::CaptureSession, "interventions must be enabled before the first step");
+  if (!estimator) raise(ErrorKind::InvalidArgument, "an intervention estimator is required");
+  if (!(plan.request() == plan_.request()))
+    raise(ErrorKind::InvalidArgument, "the intervention request differs from the capture request");
+  if (plan.session_id() != id_)
+    raise(ErrorKind::CaptureSession, "the intervention plan was admitted for another capture session");
+  if (plan.plan().operations.empty()) return;  // an empty plan is not installed
+  PathIndex index;
+  const auto& operations = plan.plan().operations;
+  for (std::size_t i = 0; i < operations.size(); ++i) index[operations[i].target].push_back(i);
+  interventions_ = std::make_shared<const AdmittedInterventionPlan>(std::move(plan));
+  estimator_ = std::move(estimator);
+  operations_by_path_ = std::move(index);
+}
+
+std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, std::string_view path,
+                                                      TensorHandle tensor) {
+  Guard guard(*this);
+  require_unprepared();
+  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
+  if (!interventions_) return std::nullopt;
+  auto found = operations_by_path_.find(path);
+  if (found == operations_by_path_.end()) return std::nullopt;
+  const auto& operations = interventions_->plan().operations;
+  std::vector<std::size_t> active;
+  for (auto i : found->second) {
+    if (is_routing(operations[i])) continue;
+    auto outcome = operation_records_[i].outcome;
+    if (outcome == InterventionOutcomeKind::Applied || outcome == InterventionOutcomeKind::Failed)
+      raise(ErrorKind::CaptureSession, "intervention point executed more than once in one step: " + std::string(path));
+    if (outcome == InterventionOutcomeKind::Missing) active.push_back(i);
+  }
+  if (active.empty()) return std::nullopt;  // nothing cloned, nothing materialized
+  if (auto sel = selections_by_path_.find(path); sel != selections_by_path_.end())
+    for (auto i : sel->second)
+      if (records_[i].outcome.kind == OutcomeKind::Missing)
+        raise(ErrorKind::CaptureSession, "observe must precede intervene at " + std::string(path));
+  auto started = std::chrono::steady_clock::now();
+  TensorHandle current = tensor;
+  bool replaced = false;
+  for (auto i : active) {
+    const auto& op = operations[i];
+    const auto& point = interventions_->points()[i];
+    auto& record = operation_records_[i];
+    try {
+      InterventionRequest request;
+      request.action = op.action;
+      request.operation = op;
+      request.source_shape = backend.shape(current);
+      ValueDtype dtype = backend.dtype(current);
+      if (auto problem = check_shape(point, request.source_shape, plan_.request(), phase_, prediction_)) {
+        fail_operation(record, *problem);
+        continue;
+      }
+      if (auto problem = resolve_region(op.slices, point, request.source_shape, request.region, request.selected_shape)) {
+        fail_operation(record, *problem);
+        continue;
+      }
+      if (dtype != ValueDtype::Floating) {
+        fail_operation(record, std::string("intervention '") + op.id + "' needs a floating tensor, got " + to_string(dtype));
+        continue;
+      }
+      bool shaped = op.action == InterventionAction::Replace || op.action == InterventionAction::Add ||
+                    op.action == InterventionAction::Mask;
+      if (shaped && op.payload_shape != request.selected_shape) {
+        fail_operation(record, "payload of '" + op.id + "' does not match the selected region exactly");
+        continue;
+      }
+      if (op.action == InterventionAction::MaskLogits) {
+        bool in_range = !request.source_shape.empty();
+        for (auto id : op.ids) in_range = in_range && id < request.source_shape.back();
+        if (!in_range) {
+          fail_operation(record, "token id out of range in '" + op.id + "'");
+          continue;
+        }
+      }
+      TransformRequest evidence;
+      CaptureUsage cost;
+      bool with_evidence = op.evidence != EvidenceKind::None;
+      if (with_evidence) {
+        evidence.kind = op.evidence == EvidenceKind::Preview ? TransformKind::Preview : TransformKind::Summary;
+        evidence.source_shape = request.source_shape;
+        evidence.region = request.region;
+        evidence.selected_shape = request.selected_shape;
+        evidence.max_elements = op.evidence_elements;
+        CaptureUsage one = estimator_->estimate(current, evidence);
+        cost = *checked_add(one, one);  // before and after, reserved together
+        if (auto hit = ledger_.try_reserve(cost)) {
+          if (plan_.plan().limits.on_limit == OnLimit::Fail) {
+            fail_operation(record, std::string("intervention evidence exceeds the capture limit: ") + to_string(hit->budget));
+            continue;
+          }
+          with_evidence = false;  // skip policy: apply without evidence
+          cost = {};
+        }
+        record.charged = cost;
+      }
+      if (with_evidence) record.evidence.push_back(backend.transform(current, evidence));
+      TensorHandle out = backend.intervene(current, request);
+      if (backend.shape(out) != request.source_shape || backend.dtype(out) != dtype) {
+        fail_operation(record, "intervention '" + op.id + "' changed the shape or dtype of " + op.target);
+        continue;
+      }
+      if (with_evidence) {
+        record.evidence.push_back(backend.transform(out, evidence));
+        JsonWriter json(cost.encoded_bytes);
+        for (const auto& e : record.evidence) write_payload(json, e);
+        if (json.overflowed()) {
+          fail_operation(record, "backend underestimated encoded evidence size");
+          continue;
+        }
+      }
+      record.outcome = InterventionOutcomeKind::Applied;
+      current = out;
+      replaced = true;
+    } catch (const BackendFailure& failure) {
+      fail_operation(record, "native intervention failed: " + failure.message);
+    } catch (const Error& error) {
+      fail_operation(record, error.what());
+    }
+  }
+  capture_time_ += std::chrono::steady_clock::now() - started;
+  if (!replaced) return std::nullopt;
+  return current;
+}
+
+void CaptureSession::finish_interventions() const {
+  Guard guard(*this);
+  if (!interventions_) return;
+  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
+  if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is still pending");
+  const auto& operations = interventions_->plan().operations;
+  for (std::size_t i = 0; i < operations.size(); ++i) {
+    auto outcome = operation_records_[i].outcome;
+    if (outcome == InterventionOutcomeKind::Missing || outcome == InterventionOutcomeKind::Failed)
+      raise(ErrorKind::CaptureSession, "scheduled intervention " + operations[i].id + " at " + operations[i].target +
+                                           " did not complete");
+  }
+}
+
+std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string_view path, std::uint64_t token_rows) {
+  Guard guard(*this);
+  require_unprepared();
+  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
+  if (!interventions_) return std::nullopt;
+  auto found = operations_by_path_.find(path);
+  if (found == operations_by_path_.end()) return std::nullopt;
+  const auto& operations = interventions_->plan().operations;
+  std::optional<std::size_t> active;
+  for (auto i : found->second) {
+    if (!is_routing(operations[i])) continue;
+    auto outcome = operation_records_[i].outcome;
+    if (outcome == InterventionOutcomeKind::Applied || outcome == InterventionOutcomeKind::Failed)
+      raise(ErrorKind::CaptureSession, "routing point executed more than once in one step: " + std::string(path));
+    if (outcome == InterventionOutcomeKind::Missing) active = i;
+  }
+  if (!active) return std::nullopt;
+  if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is already pending");
+  const auto& op = operations[*active];
+  const auto& point = interventions_->points()[*active];
+  auto& record = operation_records_[*active];
+  auto invalid = [&](const std::string& message) -> std::optional<GroupSelectionControl> {
+    fail_operation(record, message);
+    raise(ErrorKind::InvalidArgument, message);
+  };
+  if (!point.routing) return invalid("routing point " + op.target + " has no routing policy");
+  if (token_rows == 0) return invalid("routing needs at least one token row");
+  GroupSelectionControl control;
+  control.operation_id = op.id;
+  control.target = op.target;
+  control.action = op.action;
+  control.num_experts = point.routing->num_experts;
+  control.top_k = point.routing->top_k;
+  control.token_rows = token_rows;
+  control.row_end = token_rows;
+  for (const auto& s : op.slices) {
+    std::uint64_t end = s.end.value_or(token_rows);
+    if (s.start >= token_rows || end > token_rows)
+      return invalid("routing window of '" + op.id + "' exceeds the " + std::to_string(token_rows) + " token rows");
+    control.row_start = s.start;
+    control.row_end = end;
+    control.row_stride = s.stride;
+  }
+  std::uint64_t rows = (control.row_end - control.row_start + control.row_stride - 1) / control.row_stride;
+  if (op.action == InterventionAction::ForceExperts && op.payload_shape[0] != rows)
+    return invalid("forced experts of '" + op.id + "' cover " + std::to_string(op.payload_shape[0]) +
+                   " rows, the window selects " + std::to_string(rows));
+  control.expert_ids = op.ids;
+  control.biases = op.payload;
+  control.capture_original = op.evidence != EvidenceKind::None;
+  if (control.capture_original) {
+    // Original-decision evidence is reserved before the selector runs; a skip is an error.
+    std::uint64_t bytes = token_rows * control.top_k * 16;
+    CaptureUsage original{0, bytes, bytes, 0};
+    if (auto hit = ledger_.try_reserve(original)) {
+      fail_operation(record, std::string("routing evidence exceeds the capture limit: ") + to_string(hit->budget));
+      raise_limit(*hit);
+    }
+    record.charged = original;
+  }
+  pending_routing_ = *active;
+  pending_control_ = control;
+  return control;
+}
+
+void CaptureSession::routing_applied(CaptureBackend& backend, std::string_view path,
+                                     std::optional<std::pair<TensorHandle, TensorHandle>> original,
+                                     std::pair<TensorHandle, TensorHandle> effective) {
+  Guard guard(*this);
+  require_unprepared();
+  if (!interventions_) raise(ErrorKind::CaptureSession, "unsolicited routing result at " + std::string(path));
+  if (!pending_control_) raise(ErrorKind::CaptureSession, "routing result has no pending control at " + std::string(path));
+  if (pending_control_->target != path)
+    raise(ErrorKind::CaptureSession, "routing result for " + std::string(path) + " does not match the pending control at " +
+                                         pending_control_->target);
+  auto control = std::move(*pending_control_);
+  auto& record = operation_records_[*pending_routing_];
+  pending_control_.reset();
+  pending_routing_.reset();
+  auto fail = [&](ErrorKind kind, const std::string& message) {
+    fail_operation(record, message);
+    raise(kind, message);
+  };
+  try {
+    auto ids_shape = backend.shape(effective.first);
+    if (ids_shape != backend.shape(effective.second))
+      fail(ErrorKind::InvalidArgument, "effective routing ids and coefficients differ in shape");
+    if (ids_shape != std::vector<std::uint64_t>{control.token_rows, control.top_k})
+      fail(ErrorKind::InvalidArgument, "effective routing is not shaped [token_rows, top_k]");
+    if (control.capture_original) {
+      if (!original) fail(ErrorKind::InvalidArgument, "requested original routing decision is missing");
+      if (backend.shape(original->first) != ids_shape || backend.shape(original->second) != ids_shape)
+        fail(ErrorKind::InvalidArgument, "original routing decision is not shaped like the effective one");
+      TensorHandle fields[4] = {original->first, original->second, effective.first, effective.second};
+      TransformRequest request;
+      request.kind = TransformKind::FullTensor;
+      request.source_shape = ids_shape;
+      request.selected_shape = ids_shape;
+      for (auto extent : ids_shape) request.region.push_back({0, extent, 1});
+      CaptureUsage cost;
+      for (auto field : fields) cost = *checked_add(cost, backend.estimate(field, request));
+      if (auto hit = ledger_.try_reserve(cost)) {
+        fail_operation(record, std::string("routing evidence exceeds the capture limit: ") + to_string(hit->budget));
+        raise_limit(*hit);
+      }
+      record.charged = *checked_add(record.charged, cost);
+      for (auto field : fields) record.evidence.push_back(backend.transform(field, request));
+    }
+    record.outcome = InterventionOutcomeKind::Applied;
+  } catch (const BackendFailure& failure) {
+    fail(ErrorKind::CaptureSession, "native capture failed: " + failure.message);
+  }
+}
+
+void CaptureSession::routing_failed(std::string_view path, std::string_view message) {
+  Guard guard(*this);
+  if (pending_control_ && pending_control_->target == path) {
+    fail_operation(operation_records_[*pending_routing_], message);
+    pending_control_.reset();
+    pending_routing_.reset();
+    return;
+  }
+  if (!interventions_ || !step_open_) return;
+  auto found = operations_by_path_.find(path);
+  if (found == operations_by_path_.end()) return;
+  for (auto i : found->second)
+    if (is_routing(interventions_->plan().operations[i]) &&
+        operation_records_[i].outcome == InterventionOutcomeKind::Missing)
+      fail_operation(operation_records_[i], message);
+}
+
+}  // namespace lifecore::capture

@@ -1,0 +1,68 @@
+#include "lifecore/sequence/backing.hpp"
+
+#include "lifecore/sequence/coordinator.hpp"
+
+namespace lifecore::sequence {
+
+PreparedPages::PreparedPages(AdmissionCoordinator& coordinator, const std::vector<std::uint32_t>& domains)
+    : coordinator_(coordinator), domains_(domains) {}
+
+PreparedPages::~PreparedPages() {
+  // Physical before logical: prepared memory is back before the logical release wakes a waiter.
+  release_physical();
+  if (logical_pages_ != 0) coordinator_.release_pages(domains_, logical_pages_);
+}
+
+bool PreparedPages::allocate_physical(std::uint64_t first_page, std::uint64_t pages) {
+  if (pages == 0) return true;
+  const std::uint64_t bytes = pages * coordinator_.page_bytes();
+  extents.reserve(extents.size() + domains_.size());
+  for (std::uint32_t d : domains_) {
+    PageExtent extent;
+    if (!coordinator_.memory()->allocate(bytes, &extent)) {
+      release_physical();
+      return false;
+    }
+    extents.push_back({d, first_page, pages, extent});
+  }
+  physical_pages_ = pages;
+  return true;
+}
+
+void PreparedPages::release_physical() noexcept {
+  for (auto it = extents.rbegin(); it != extents.rend(); ++it) coordinator_.memory()->release(it->memory);
+  extents.clear();
+  physical_pages_ = 0;
+}
+
+SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
+                                 Authority sequence, Authority request)
+    : coordinator_(std::move(coordinator)), domains_(std::move(domains)), sequence_(sequence), request_(request) {}
+
+SequenceBacking::~SequenceBacking() {
+  // Reverse order of allocation (tail pages first), physical before the logical release.
+  for (auto it = extents_.rbegin(); it != extents_.rend(); ++it) coordinator_->memory()->release(it->memory);
+  coordinator_->release_sequence(domains_, pages_, sequence_, request_);
+}
+
+std::size_t SequenceBacking::adopt(PreparedPages& prepared) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  extents_.insert(extents_.end(), prepared.extents.begin(), prepared.extents.end());
+  pages_ += prepared.logical_pages_;
+  prepared.extents.clear();
+  prepared.physical_pages_ = 0;
+  prepared.logical_pages_ = 0;
+  return extents_.size();
+}
+
+std::vector<BackingExtent> SequenceBacking::extents(std::size_t count) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return {extents_.begin(), extents_.begin() + static_cast<std::ptrdiff_t>(std::min(count, extents_.size()))};
+}
+
+std::uint64_t SequenceBacking::claimed_pages() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pages_;
+}
+
+}  // namespace lifecore::sequence

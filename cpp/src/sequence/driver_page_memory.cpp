@@ -1,0 +1,25 @@
+#include "sequence/driver_page_memory.hpp"
+
+#include "lifecore/error.hpp"
+
+namespace lifecore::sequence {
+
+DriverPageMemory::DriverPageMemory(std::shared_ptr<vendor::Driver> driver) : driver_(std::move(driver)) {
+  if (!driver_) raise(ErrorKind::InvalidArgument, "DriverPageMemory: a driver is required");
+}
+
+bool DriverPageMemory::allocate(std::size_t bytes, PageExtent* out) noexcept {
+  vendor::DevicePtr ptr = 0;
+  // A failed allocation (out of memory, an injected fault) is capacity pressure: the caller
+  // turns it into a deferral.
+  if (!driver_->mem_alloc(bytes, &ptr).ok()) return false;
+  out->address = ptr;
+  out->bytes = bytes;
+  return true;
+}
+
+void DriverPageMemory::release(const PageExtent& extent) noexcept {
+  (void)driver_->mem_free(extent.address);  // nothing to do about a failed free in a release path
+}
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,22 @@
+#include "lifecore/sequence/resources.hpp"
+
+#include "lifecore/error.hpp"
+#include "lifecore/sequence/session.hpp"
+
+namespace lifecore::sequence {
+
+AdmittedSequenceResources::AdmittedSequenceResources(std::string request_id, std::uint64_t prompt_tokens,
+                                                     std::uint64_t fit_tokens, std::uint64_t fit_pages,
+                                                     std::shared_ptr<const BackingSnapshot> initial)
+    : request_id_(std::move(request_id)), prompt_tokens_(prompt_tokens), fit_tokens_(fit_tokens),
+      fit_pages_(fit_pages), initial_(std::move(initial)) {}
+
+std::unique_ptr<SequenceSession> AdmittedSequenceResources::open_session() {
+  // One incarnation per logical sequence: the first opener wins, every other is refused.
+  if (opened_.exchange(true))
+    raise(ErrorKind::SessionState,
+          "open_session: the sequence is already bound to a session (a logical sequence has one incarnation)");
+  return std::make_unique<SequenceSession>(shared_from_this());
+}
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,431 @@
+#include "lifecore/sequence/session.hpp"
+
+#include <algorithm>
+
+#include "common/sha256.hpp"
+#include "lifecore/sequence/waiter.hpp"
+#include "sequence/session_state.hpp"
+
+namespace lifecore::sequence {
+namespace {
+
+void append_field(Sha256& hash, std::string_view name, std::string_view value) {
+  // name=len:value; so no two payloads share an encoding.
+  hash.update(name);
+  hash.update("=");
+  hash.update(std::to_string(value.size()));
+  hash.update(":");
+  hash.update(value);
+  hash.update(";");
+}
+
+std::string session_fingerprint(const AdmittedSequenceResources& r, std::uint64_t epoch) {
+  Sha256 hash;
+  hash.update("lifecore.sequence-session.v1");
+  hash.update("\0", 1);  // domain separation from every other lifecore digest
+  const auto& snap = *r.initial_backing();
+  append_field(hash, "coordinator", std::to_string(r.coordinator()->id()));
+  append_field(hash, "request_authority", std::to_string(r.request_authority().sparse_id) + "/" +
+                                              std::to_string(r.request_authority().generation));
+  append_field(hash, "sequence_authority", std::to_string(r.sequence_authority().sparse_id) + "/" +
+                                               std::to_string(r.sequence_authority().generation));
+  append_field(hash, "request_id", r.request_id());
+  append_field(hash, "epoch", std::to_string(epoch));
+  std::string evidence = std::to_string(snap.generation()) + "," + std::to_string(snap.tokens()) + "," +
+                         std::to_string(snap.pages());
+  for (std::uint32_t d : snap.domains()) evidence += ",d" + std::to_string(d);
+  append_field(hash, "backing", evidence);
+  return to_hex(hash.finish());
+}
+
+void require_handle(const SessionState& s, const char* operation) {
+  if (s.handle_closed) raise(ErrorKind::Closed, std::string(operation) + ": the sequence session handle is closed");
+}
+
+}  // namespace
+
+const char* phase_name(SessionPhase phase) noexcept {
+  switch (phase) {
+    case SessionPhase::open: return "open";
+    case SessionPhase::cancel_requested: return "cancel_requested";
+    case SessionPhase::poisoned: return "poisoned";
+    case SessionPhase::completed: return "completed";
+    case SessionPhase::aborted: return "aborted";
+    case SessionPhase::fail_closed: return "fail_closed";
+  }
+  return "unknown";
+}
+
+// ---------------- SequenceSession ----------------
+
+SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> resources)
+    : state_(std::make_shared<SessionState>()) {
+  auto& s = *state_;
+  s.fingerprint = session_fingerprint(*resources, s.epoch);
+  s.sequence = resources->sequence_authority();
+  s.request = resources->request_authority();
+  s.request_id = resources->request_id();
+  s.fit_tokens = resources->fit_tokens();
+  s.fit_pages = resources->fit_pages();
+  s.coordinator = resources->coordinator();
+  s.tokens_per_page = s.coordinator->tokens_per_page();
+  s.current = resources->initial_backing();
+  s.generation = s.current->generation();
+  s.resources = std::move(resources);
+}
+
+SequenceSession::~SequenceSession() { close(); }
+
+void SequenceSession::close() noexcept {
+  std::shared_ptr<AdmittedSequenceResources> resources;
+  std::shared_ptr<const BackingSnapshot> current;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->handle_closed) return;
+    state_->handle_closed = true;
+    // Dropped before a terminal state: fail closed. A terminal session is left alone.
+    if (state_->active_locked()) state_->phase = SessionPhase::fail_closed;
+    resources = std::move(state_->resources);
+    current = std::move(state_->current);
+  }
+  // Released outside the session lock; the last holder returns the capacity.
+}
+
+bool SequenceSession::is_closed() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->handle_closed;
+}
+
+std::shared_ptr<AdmittedSequenceResources> SequenceSession::resources() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  require_handle(*state_, "resources");
+  return state_->resources;
+}
+
+void SequenceSession::write_release_capacity_sources(std::vector<CapacitySource>& out) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  require_handle(*state_, "write_release_capacity_sources");
+  state_->require_active_locked("write_release_capacity_sources");
+  out.push_back(CapacitySource::slots());
+  for (std::uint32_t d : state_->current->domains()) out.push_back(state_->coordinator->domain_source(d));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+}
+
+const std::shared_ptr<AdmissionCoordinator>& SequenceSession::state_coordinator() const noexcept {
+  return state_->coordinator;
+}
+
+std::uint64_t SequenceSession::epoch() const noexcept { return state_->epoch; }
+const std::string& SequenceSession::fingerprint() const noexcept { return state_->fingerprint; }
+Authority SequenceSession::sequence_authority() const noexcept { return state_->sequence; }
+Authority SequenceSession::request_authority() const noexcept { return state_->request; }
+
+void SequenceSession::verify(std::uint64_t epoch, const std::string& fingerprint) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (epoch != state_->epoch || fingerprint != state_->fingerprint)
+    raise(ErrorKind::StaleAuthority, "stale sequence session authority (epoch or fingerprint mismatch)");
+  require_handle(*state_, "verify");
+  state_->require_active_locked("verify");
+}
+
+std::shared_ptr<CapacityWaitRegistration> SequenceSession::register_admission_waiter(const AdmissionDeferred& deferred) const {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    require_handle(*state_, "register_admission_waiter");
+    state_->require_active_locked("register_admission_waiter");
+    if (deferred.coordinator_id != state_->coordinator->id())
+      raise(ErrorKind::StaleAuthority, "register_admission_waiter: the deferral belongs to another coordinator (foreign coordinator)");
+    if (deferred.backing) {
+      if (!(deferred.backing->sequence_authority == state_->sequence))
+        raise(ErrorKind::StaleAuthority, "register_admission_waiter: the backing deferral names another sequence authority");
+      if (deferred.backing->expected_generation != state_->generation)
+        raise(ErrorKind::StaleAuthority, "register_admission_waiter: stale backing generation " +
+                                             std::to_string(deferred.backing->expected_generation) + " (now " +
+                                             std::to_string(state_->generation) + "); retry the extension");
+    }
+  }
+  return state_->coordinator->register_waiter(deferred);
+}
+
+void SequenceSession::verify_backing_deferral(const BackingDecision& decision) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  require_handle(*state_, "verify_backing_deferral");
+  state_->require_open_locked("verify_backing_deferral");
+  if (decision.expected_generation != state_->generation)
+    raise(ErrorKind::StaleAuthority, "stale backing deferral: generation " + std::to_string(decision.expected_generation) +
+                                         " moved on to " + std::to_string(state_->generation) + "; retry admission");
+}
+
+BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_in, std::optional<std::int64_t> pages_in) {
+  auto& s = *state_;
+  if (tokens_in <= 0)
+    raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: tokens must be positive, got " + std::to_string(tokens_in));
+  const auto tokens = static_cast<std::uint64_t>(tokens_in);
+  const std::uint64_t needed_pages = (tokens + s.tokens_per_page - 1) / s.tokens_per_page;
+  if (pages_in && *pages_in <= 0)
+    raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: pages must be positive, got " + std::to_string(*pages_in));
+  const std::uint64_t pages = pages_in ? static_cast<std::uint64_t>(*pages_in) : needed_pages;
+  if (pages < needed_pages)
+    raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: " + std::to_string(pages) + " pages cannot hold " +
+                                          std::to_string(tokens) + " tokens");
+  if (tokens > s.fit_tokens || pages > s.fit_pages)
+    raise(ErrorKind::Capacity, "try_ensure_backing_covers: the target (" + std::to_string(tokens) + " tokens, " +
+                                   std::to_string(pages) + " pages) is above the request's fit limit (" +
+                                   std::to_string(s.fit_tokens) + " tokens, " + std::to_string(s.fit_pages) + " pages)");
+
+  BackingDecision decision;
+  decision.target_tokens = tokens;
+  decision.target_pages = pages;
+  std::shared_ptr<const BackingSnapshot> seen;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    require_handle(s, "try_ensure_backing_covers");
+    s.require_open_locked("try_ensure_backing_covers");
+    seen = s.current;
+    decision.expected_generation = s.generation;
+    const bool tokens_covered = tokens <= seen->tokens(), pages_covered = pages <= seen->pages();
+    if (tokens_covered && pages_covered) {
+      decision.outcome = BackingOutcome::current;
+      decision.snapshot = seen;
+      return decision;
+    }
+    if ((tokens < seen->tokens() && pages > seen->pages()) || (tokens > seen->tokens() && pages < seen->pages()))
+      raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: the target (" + std::to_string(tokens) + " tokens, " +
+                                            std::to_string(pages) + " pages) is incomparable with the frontier (" +
+                                            std::to_string(seen->tokens()) + " tokens, " + std::to_string(seen->pages()) + " pages)");
+    if (!s.quiescent_locked()) {
+      decision.outcome = BackingOutcome::retry_required;
+      decision.reason = "a frame or participant flight is live; extend between frames";
+      return decision;
+    }
+  }
+  const std::uint64_t new_tokens = std::max(tokens, seen->tokens());
+  const std::uint64_t new_pages = std::max(pages, seen->pages());
+  const std::uint64_t delta = new_pages - seen->pages();
+
+  // Outside the locks: prepare physical pages, then claim logical capacity.
+  auto& coordinator = s.coordinator;
+  std::optional<PreparedPages> prepared;
+  prepared.emplace(*coordinator, seen->domains());
+  if (delta > 0) {
+    if (!prepared->allocate_physical(seen->pages(), delta)) {
+      decision.outcome = BackingOutcome::backing_deferred;
+      decision.reason = "physical pages could not be prepared";
+      return decision;
+    }
+    BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
+    auto claim = coordinator->claim_extension(seen->domains(), delta, context, s.request_id);
+    if (!claim.claimed) {
+      prepared.reset();  // physical rollback; nothing logical was claimed
+      decision.outcome = BackingOutcome::backing_deferred;
+      decision.reason = "logical capacity is short";
+      decision.deferred = std::move(claim.deferred);
+      return decision;
+    }
+    prepared->mark_logically_claimed();
+  }
+
+  std::shared_ptr<const BackingSnapshot> replaced;  // destroyed after the lock is released
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.handle_closed || !s.active_locked() || s.phase != SessionPhase::open) {
+      // fall through to the rollback below, then report why
+    } else if (s.current != seen) {
+      decision.outcome = (tokens <= s.current->tokens() && pages <= s.current->pages()) ? BackingOutcome::current
+                                                                                       : BackingOutcome::retry_required;
+      decision.snapshot = decision.outcome == BackingOutcome::current ? s.current : nullptr;
+      decision.reason = "the backing changed while pages were prepared";
+    } else if (!s.quiescent_locked()) {
+      decision.outcome = BackingOutcome::retry_required;
+      decision.reason = "a frame or participant flight became live; extend between frames";
+    } else {
+      std::size_t extents = seen->extent_count();
+      if (delta > 0) extents = seen->backing()->adopt(*prepared);
+      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), seen->generation() + 1, new_tokens, new_pages, extents);
+      replaced = std::move(s.current);
+      s.current = next;
+      s.generation = next->generation();
+      decision.outcome = BackingOutcome::extended;
+      decision.snapshot = std::move(next);
+      return decision;
+    }
+  }
+  prepared.reset();  // rollback: physical first, then the logical claim (which wakes waiters)
+  if (decision.reason.empty()) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    require_handle(s, "try_ensure_backing_covers");
+    s.require_open_locked("try_ensure_backing_covers");
+  }
+  return decision;
+}
+
+CancelSnapshot SequenceSession::request_cancel() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto& s = *state_;
+  require_handle(s, "request_cancel");
+  s.require_active_locked("request_cancel");
+  if (s.phase == SessionPhase::poisoned) raise(ErrorKind::SessionState, "request_cancel: the sequence session is poisoned");
+  s.phase = SessionPhase::cancel_requested;
+  CancelSnapshot snap{s.phase, s.active_frame, {}, s.retired};
+  for (const auto& [key, phase] : s.flights) snap.flights.emplace_back(key, phase);
+  return snap;
+}
+
+TerminalReceipt SequenceSession::try_complete() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto& s = *state_;
+  require_handle(s, "try_complete");
+  s.require_open_locked("try_complete");
+  if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "try_complete: a frame or participant flight is still live");
+  if (s.retired == 0) raise(ErrorKind::SessionState, "try_complete: no frame has retired yet");
+  return s.finish_locked(TerminalOutcome::completed);
+}
+
+TerminalReceipt SequenceSession::try_abort() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto& s = *state_;
+  require_handle(s, "try_abort");
+  s.require_active_locked("try_abort");
+  if (s.phase == SessionPhase::open)
+    raise(ErrorKind::SessionState, "try_abort: the session is open; request_cancel first or use try_abort_if_quiescent");
+  if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "try_abort: a frame or participant flight is still live");
+  return s.finish_locked(TerminalOutcome::aborted);
+}
+
+TerminalReceipt SequenceSession::try_abort_if_quiescent() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto& s = *state_;
+  require_handle(s, "try_abort_if_quiescent");
+  s.require_active_locked("try_abort_if_quiescent");
+  if (s.phase == SessionPhase::poisoned)
+    raise(ErrorKind::SessionState, "try_abort_if_quiescent: the session is poisoned; use try_abort");
+  if (!s.quiescent_locked())
+    raise(ErrorKind::SessionState, "try_abort_if_quiescent: a frame or participant flight is still live (nothing changed)");
+  return s.finish_locked(TerminalOutcome::aborted);
+}
+
+std::unique_ptr<FrameHold> SequenceSession::acquire_frame() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto& s = *state_;
+  require_handle(s, "acquire_frame");
+  s.require_open_locked("acquire_frame");
+  if (s.active_frame) raise(ErrorKind::SessionState, "acquire_frame: frame " + std::to_string(*s.active_frame) + " is still active");
+  const std::uint64_t id = s.next_frame++;
+  s.active_frame = id;
+  return std::make_unique<FrameHold>(state_, id, s.current);
+}
+
+std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto& s = *state_;
+  require_handle(s, "prepare_flight");
+  s.require_open_locked("prepare_flight");
+  if (!s.active_frame) raise(ErrorKind::SessionState, "prepare_flight: no active frame");
+  if (s.flights.count(key)) raise(ErrorKind::SessionState, "prepare_flight: flight " + std::to_string(key) + " is already prepared");
+  s.flights.emplace(key, FlightPhase::prepared);
+  return std::make_unique<FlightHold>(state_, key, *s.active_frame);
+}
+
+BackingOutcome SequenceSession::step(std::int64_t tokens) {
+  auto& s = *state_;
+  if (tokens <= 0) raise(ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens));
+  BackingOutcome outcome = BackingOutcome::current;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    require_handle(s, "step");
+    s.require_open_locked("step");
+    if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
+    if (static_cast<std::uint64_t>(tokens) <= s.current->tokens()) {
+      // The common decode step: the frontier already covers it; acquire and commit at once.
+      ++s.next_frame;
+      ++s.retired;
+      ++s.committed;
+      return outcome;
+    }
+  }
+  // Extend a whole page at a time so the next steps of the page take the fast path above.
+  const std::uint64_t page_end = (static_cast<std::uint64_t>(tokens) + s.tokens_per_page - 1) / s.tokens_per_page * s.tokens_per_page;
+  const std::uint64_t target = std::max<std::uint64_t>(static_cast<std::uint64_t>(tokens), std::min(page_end, s.fit_tokens));
+  BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));
+  if (decision.outcome != BackingOutcome::current && decision.outcome != BackingOutcome::extended) return decision.outcome;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  require_handle(s, "step");
+  s.require_open_locked("step");
+  if (!s.quiescent_locked() || static_cast<std::uint64_t>(tokens) > s.current->tokens()) return BackingOutcome::retry_required;
+  ++s.next_frame;
+  ++s.retired;
+  ++s.committed;
+  return decision.outcome;
+}
+
+SessionPhase SequenceSession::phase() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->phase;
+}
+
+std::shared_ptr<const BackingSnapshot> SequenceSession::backing() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  require_handle(*state_, "backing");
+  return state_->current;
+}
+
+std::uint64_t SequenceSession::next_frame_id() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->next_frame;
+}
+
+std::optional<std::uint64_t> SequenceSession::active_frame() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->active_frame;
+}
+
+std::size_t SequenceSession::flight_count() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->flights.size();
+}
+
+std::uint64_t SequenceSession::retired_frames() const noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->retired;
+}
+
+std::optional<TerminalReceipt> SequenceSession::receipt() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->receipt;
+}
+
+std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions) {
+  std::vector<SessionState*> states;
+  for (auto* session : sessions) {
+    if (!session) raise(ErrorKind::InvalidArgument, "acquire_frames: a session is missing");
+    states.push_back(session->state().get());
+  }
+  std::vector<SessionState*> order = states;
+  std::sort(order.begin(), order.end());
+  if (std::adjacent_find(order.begin(), order.end()) != order.end())
+    raise(ErrorKind::InvalidArgument, "acquire_frames: a session is named twice");
+  // Lock in address order (no deadlock with another batch), check all, then acquire all.
+  std::vector<std::unique_lock<std::mutex>> locks;
+  for (auto* s : order) locks.emplace_back(s->mutex);
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    auto& s = *states[i];
+    try {
+      require_handle(s, "acquire_frames");
+      s.require_open_locked("acquire_frames");
+      if (s.active_frame) raise(ErrorKind::SessionState, "acquire_frames: a frame is still active");
+    } catch (const Error& e) {
+      raise(e.kind(), std::string(e.what()) + " (participant " + std::to_string(i) + "; no frame was acquired)");
+    }
+  }
+  std::vector<std::unique_ptr<FrameHold>> holds;
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    auto& s = *states[i];
+    const std::uint64_t id = s.next_frame++;
+    s.active_frame = id;
+    holds.push_back(std::make_unique<FrameHold>(sessions[i]->state(), id, s.current));
+  }
+  return holds;
+}
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,72 @@
+// The state cell shared by a session handle and its frame and flight holds. Every field is
+// guarded by `mutex`; helpers named *_locked expect it held.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "lifecore/error.hpp"
+#include "lifecore/sequence/coordinator.hpp"
+#include "lifecore/sequence/resources.hpp"
+#include "lifecore/sequence/session.hpp"
+
+namespace lifecore::sequence {
+
+class SessionState {
+ public:
+  mutable std::mutex mutex;
+  SessionPhase phase = SessionPhase::open;
+  bool handle_closed = false;
+  std::uint64_t epoch = 1;
+  std::string fingerprint;
+  Authority sequence;
+  Authority request;
+  std::string request_id;
+  std::uint64_t fit_tokens = 0;
+  std::uint64_t fit_pages = 0;
+  std::uint32_t tokens_per_page = 1;
+  std::shared_ptr<AdmissionCoordinator> coordinator;
+  std::shared_ptr<AdmittedSequenceResources> resources;  // null once the handle closed
+  std::shared_ptr<const BackingSnapshot> current;        // null once the handle closed
+  std::uint64_t generation = 1;                          // of `current`, kept after close
+  std::uint64_t next_frame = 1;
+  std::optional<std::uint64_t> active_frame;
+  std::map<std::uint64_t, FlightPhase> flights;
+  std::uint64_t retired = 0;
+  std::uint64_t committed = 0;
+  std::uint64_t discarded = 0;
+  std::optional<TerminalReceipt> receipt;
+
+  bool active_locked() const noexcept {
+    return phase == SessionPhase::open || phase == SessionPhase::cancel_requested || phase == SessionPhase::poisoned;
+  }
+  bool quiescent_locked() const noexcept { return !active_frame && flights.empty(); }
+
+  // SessionStateError unless the session is active (not terminal, not fail-closed).
+  void require_active_locked(const char* operation) const {
+    if (phase == SessionPhase::completed || phase == SessionPhase::aborted)
+      raise(ErrorKind::SessionState, std::string(operation) + ": the sequence session is already terminal (" +
+                                         phase_name(phase) + ")");
+    if (phase == SessionPhase::fail_closed)
+      raise(ErrorKind::SessionState, std::string(operation) + ": the sequence session failed closed");
+  }
+  void require_open_locked(const char* operation) const {
+    require_active_locked(operation);
+    if (phase != SessionPhase::open)
+      raise(ErrorKind::SessionState, std::string(operation) + ": the sequence session is " + phase_name(phase) +
+                                         ", not open");
+  }
+  void poison_locked() noexcept {
+    if (phase == SessionPhase::open || phase == SessionPhase::cancel_requested) phase = SessionPhase::poisoned;
+  }
+  TerminalReceipt finish_locked(TerminalOutcome outcome) {
+    phase = outcome == TerminalOutcome::completed ? SessionPhase::completed : SessionPhase::aborted;
+    receipt = TerminalReceipt{outcome, sequence, request, epoch, fingerprint, retired, committed, discarded, generation};
+    return *receipt;
+  }
+};
+
+}  // namespace lifecore::sequence

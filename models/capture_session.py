@@ -1,0 +1,371 @@
+"""Executable specification of a capture session: schedule, ledger, records, the one step
+slot, checkpoints, forks, intervention and routing outcomes.
+
+Pure Python, no import of lifecore. Tensor work is abstracted away: callers pass what each
+observation would cost (what a backend's estimate returns), and the model says what the
+implementation must do: which outcome each record gets, what is charged, which error is
+raised. Errors are ``ModelError`` carrying the name of the lifecore exception class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+BUDGETS = ("captures", "retained_bytes", "host_bytes", "encoded_bytes")
+PREFILL, DECODE = "prefill", "decode"
+
+
+class ModelError(Exception):
+    """A refused operation; ``kind`` names the lifecore exception class."""
+
+    def __init__(self, kind: str, message: str = "", budget: str | None = None, cumulative: bool | None = None):
+        super().__init__(message or kind)
+        self.kind = kind
+        self.budget = budget
+        self.cumulative = cumulative
+
+
+@dataclass(frozen=True)
+class Usage:
+    captures: int = 0
+    retained_bytes: int = 0
+    host_bytes: int = 0
+    encoded_bytes: int = 0
+
+    def __add__(self, other: "Usage") -> "Usage":
+        return Usage(*(a + b for a, b in zip(self.astuple(), other.astuple())))
+
+    def __mul__(self, factor: int) -> "Usage":
+        return Usage(*(a * factor for a in self.astuple()))
+
+    def astuple(self) -> tuple[int, int, int, int]:
+        return (self.captures, self.retained_bytes, self.host_bytes, self.encoded_bytes)
+
+    def first_over(self, limit: "Usage") -> Optional[str]:
+        """The first budget over ``limit`` in the order captures, retained, host, encoded."""
+        for name, value, bound in zip(BUDGETS, self.astuple(), limit.astuple()):
+            if value > bound:
+                return name
+        return None
+
+
+@dataclass(frozen=True)
+class Schedule:
+    prefill: bool = True
+    decode: bool = True
+    first: int = 0
+    end: Optional[int] = None
+    every: int = 1
+
+    def fires(self, phase: str, prediction: int) -> bool:
+        if not (self.prefill if phase == PREFILL else self.decode):
+            return False
+        if prediction < self.first or (self.end is not None and prediction >= self.end):
+            return False
+        return (prediction - self.first) % self.every == 0
+
+
+def envelope(selection_id: str, path: str, node_id: str, rank: Optional[int]) -> Usage:
+    """The per-step metadata envelope of a selection (rank None = unknown = 32)."""
+    strings = len(selection_id.encode()) + len(path.encode()) + len(node_id.encode())
+    r = 32 if rank is None else rank
+    return Usage(0, 0, 512 + strings + 128 * r, 2048 + 6 * strings + 64 * r)
+
+
+@dataclass(frozen=True)
+class Selection:
+    id: str
+    path: str
+    schedule: Schedule
+    envelope: Usage
+    preview_truncates: bool = False  # a preview that emits fewer elements than selected
+
+
+@dataclass(frozen=True)
+class Operation:
+    id: str
+    target: str
+    schedule: Schedule
+    routing: bool = False
+    evidence: Optional[Usage] = None  # evidence requested (default cost of one capture) or None
+    capture_original: bool = False   # routing with evidence
+    window: tuple[int, Optional[int]] = (0, None)  # routing rows [start, end)
+
+
+@dataclass
+class Record:
+    outcome: str  # CAPTURED, TRUNCATED, SKIPPED, MISSING, FAILED
+    reason: Optional[str] = None  # skip reason or fail reason
+    budget: Optional[str] = None
+    charged: Usage = Usage()
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    owner: int
+    prediction: int
+    phase: str
+    has_step: bool
+    usage: Usage
+
+
+class Ledger:
+    """Monotone: a reservation is granted whole or not at all, and never refunded."""
+
+    def __init__(self, per_step: Usage, cumulative: Usage, inherited: Usage = Usage()):
+        if inherited.first_over(cumulative):
+            raise ModelError("BudgetExceededError", budget=inherited.first_over(cumulative), cumulative=True)
+        self.per_step_limit, self.cumulative_limit = per_step, cumulative
+        self.step, self.cumulative = Usage(), inherited
+
+    def try_reserve(self, usage: Usage) -> Optional[tuple[str, bool]]:
+        over = (self.step + usage).first_over(self.per_step_limit)
+        if over:
+            return over, False
+        over = (self.cumulative + usage).first_over(self.cumulative_limit)
+        if over:
+            return over, True
+        self.step, self.cumulative = self.step + usage, self.cumulative + usage
+        return None
+
+
+_owners = iter(range(1, 1 << 62))
+
+
+@dataclass
+class CaptureSessionModel:
+    selections: list[Selection]
+    per_step: Usage
+    cumulative: Usage
+    on_limit: str  # "fail" | "skip"
+    max_predictions: int
+    inherited: Usage = Usage()
+    next_from: int = 0
+    operations: list[Operation] = field(default_factory=list)
+    original_route_bytes: int = 0   # rows * top_k * 16 for routing with evidence
+
+    def __post_init__(self) -> None:
+        envelopes = sum((s.envelope for s in self.selections), Usage())
+        if envelopes.first_over(self.per_step):
+            raise ModelError("AdmissionError", "envelopes exceed the per-step limit")
+        remaining = max(self.max_predictions - self.next_from, 0)
+        if (self.inherited + envelopes * remaining).first_over(self.cumulative):
+            raise ModelError("AdmissionError", "envelopes exceed the cumulative limit")
+        self.owner = next(_owners)
+        self.ledger = Ledger(self.per_step, self.cumulative, self.inherited)
+        self.prediction, self.phase, self.has_step = 0, PREFILL, False
+        self.step_open, self.ready, self.started = False, True, False
+        self.records: dict[str, Record] = {}
+        self.op_records: dict[str, Record] = {}
+        self.pending: Optional[Operation] = None
+
+    # -- schedule and step slot ------------------------------------------------------------
+    @property
+    def next_prediction(self) -> int:
+        return self.prediction + 1 if self.has_step else 0
+
+    def begin_step(self, phase: str, prediction: int) -> None:
+        if self.step_open:
+            raise ModelError("CaptureSessionError", "previous capture step has not been consumed")
+        if self.pending:
+            raise ModelError("CaptureSessionError", "a routing control is still pending")
+        if prediction >= self.max_predictions or (phase == PREFILL) != (prediction == 0):
+            raise ModelError("InvalidArgumentError")
+        self.ready, self.started = False, True
+        self.ledger.step = Usage()
+        for s in self.selections:  # envelopes charged before a failure stay charged
+            hit = self.ledger.try_reserve(s.envelope)
+            if hit:
+                raise ModelError("BudgetExceededError", budget=hit[0], cumulative=hit[1])
+        self.records = {
+            s.id: Record("MISSING", charged=s.envelope) if s.schedule.fires(phase, prediction)
+            else Record("SKIPPED", "schedule", charged=s.envelope)
+            for s in self.selections
+        }
+        self.op_records = {o.id: Record("MISSING" if o.schedule.fires(phase, prediction) else "INACTIVE")
+                           for o in self.operations}
+        self.phase, self.prediction, self.has_step, self.step_open = phase, prediction, True, True
+
+    def observe(self, path: str, costs: dict[str, Usage], shape_ok: bool = True) -> bool:
+        """Returns whether the backend is called. ``costs`` maps selection id -> estimate."""
+        if not self.step_open:
+            raise ModelError("CaptureSessionError", "no capture step is open")
+        here = [s for s in self.selections if s.path == path]
+        if any(self.records[s.id].outcome not in ("SKIPPED", "MISSING") for s in here):
+            raise ModelError("CaptureSessionError", "observation emitted twice")
+        todo = [s for s in here if self.records[s.id].outcome == "MISSING"]
+        if not todo:
+            return False
+        error: Optional[ModelError] = None
+        for s in todo:
+            record = self.records[s.id]
+            if not shape_ok:
+                self.records[s.id] = Record("FAILED", "invalid", charged=record.charged)
+                error = error or ModelError("InvalidArgumentError")
+                continue
+            hit = self.ledger.try_reserve(costs[s.id])
+            if hit and self.on_limit == "skip":
+                self.records[s.id] = Record("SKIPPED", "limit", hit[0], charged=record.charged)
+            elif hit:
+                self.records[s.id] = Record("FAILED", "limit", hit[0], charged=record.charged)
+                error = error or ModelError("BudgetExceededError", budget=hit[0], cumulative=hit[1])
+            else:
+                outcome = "TRUNCATED" if s.preview_truncates else "CAPTURED"
+                self.records[s.id] = Record(outcome, charged=record.charged + costs[s.id])
+        if error:
+            raise error
+        return True
+
+    def take_step(self) -> Optional[dict]:
+        if not self.step_open:
+            return None
+        ok = self.pending is None and all(r.outcome != "FAILED" for r in self.records.values()) and all(
+            r.outcome in ("INACTIVE", "APPLIED") for r in self.op_records.values())
+        step = {"phase": self.phase, "prediction": self.prediction, "records": dict(self.records),
+                "interventions": dict(self.op_records), "step_usage": self.ledger.step,
+                "cumulative_usage": self.ledger.cumulative}
+        self.records, self.op_records, self.pending = {}, {}, None
+        self.step_open, self.ready = False, ok
+        return step
+
+    # -- checkpoints and forks -------------------------------------------------------------
+    def _require_boundary(self) -> None:
+        if self.step_open:
+            raise ModelError("CaptureSessionError", "undelivered capture records")
+        if self.pending:
+            raise ModelError("CaptureSessionError", "a routing control is still pending")
+        if not self.ready:
+            raise ModelError("CaptureSessionError", "the last step did not complete")
+
+    def checkpoint(self) -> Checkpoint:
+        self._require_boundary()
+        return Checkpoint(self.owner, self.prediction, self.phase, self.has_step, self.ledger.cumulative)
+
+    def validate_restore(self, cp: Checkpoint) -> None:
+        if cp.owner != self.owner:
+            raise ModelError("CaptureSessionError", "checkpoint belongs to another capture session")
+        if self.step_open:
+            raise ModelError("CaptureSessionError", "undelivered capture records must be taken before restore")
+        if self.pending:
+            raise ModelError("CaptureSessionError", "a routing control is still pending")
+
+    def restore(self, cp: Checkpoint) -> None:
+        """Rewinds the position; no refund, nothing republished."""
+        self.validate_restore(cp)
+        self.prediction, self.phase, self.has_step, self.ready = cp.prediction, cp.phase, cp.has_step, True
+
+    def fork(self, max_predictions: Optional[int] = None) -> "CaptureSessionModel":
+        self._require_boundary()
+        child = CaptureSessionModel(self.selections, self.per_step, self.cumulative, self.on_limit,
+                                    max_predictions if max_predictions is not None else self.max_predictions,
+                                    inherited=self.ledger.cumulative, next_from=self.next_prediction,
+                                    original_route_bytes=self.original_route_bytes)
+        child.prediction, child.phase, child.has_step = self.prediction, self.phase, self.has_step
+        return child
+
+    def cumulative_usage(self) -> Usage:
+        return self.ledger.cumulative
+
+    # -- interventions ---------------------------------------------------------------------
+    def _ops_at(self, path: str, routing: bool) -> list[Operation]:
+        return [o for o in self.operations if o.target == path and o.routing == routing]
+
+    def intervene(self, path: str, evidence_cost: Optional[Usage] = None) -> bool:
+        """Returns whether a replacement is produced. ``evidence_cost``: one evidence
+        capture at this point (before and after are reserved together)."""
+        if not self.step_open:
+            raise ModelError("CaptureSessionError", "no capture step is open")
+        ops = self._ops_at(path, routing=False)
+        if any(self.op_records[o.id].outcome in ("APPLIED", "FAILED") for o in ops):
+            raise ModelError("CaptureSessionError", "intervention point executed more than once in one step")
+        active = [o for o in ops if self.op_records[o.id].outcome == "MISSING"]
+        if not active:
+            return False
+        if any(self.records[s.id].outcome == "MISSING" for s in self.selections if s.path == path):
+            raise ModelError("CaptureSessionError", "observe must precede intervene")
+        replaced = False
+        for o in active:
+            record = self.op_records[o.id]
+            if o.evidence is not None:
+                cost = (evidence_cost if evidence_cost is not None else o.evidence) * 2
+                hit = self.ledger.try_reserve(cost)
+                if hit and self.on_limit == "fail":
+                    self.op_records[o.id] = Record("FAILED", "limit")
+                    continue
+                record.charged = Usage() if hit else cost
+            record.outcome = "APPLIED"
+            replaced = True
+        return replaced
+
+    def finish_interventions(self) -> None:
+        if not self.operations:
+            return
+        if not self.step_open:
+            raise ModelError("CaptureSessionError", "no capture step is open")
+        if self.pending:
+            raise ModelError("CaptureSessionError", "a routing control is still pending")
+        for o in self.operations:
+            if self.op_records[o.id].outcome in ("MISSING", "FAILED"):
+                raise ModelError("CaptureSessionError", f"scheduled intervention {o.id} did not complete")
+
+    def routing_control(self, path: str, token_rows: int) -> Optional[Operation]:
+        if not self.step_open:
+            raise ModelError("CaptureSessionError", "no capture step is open")
+        ops = self._ops_at(path, routing=True)
+        if any(self.op_records[o.id].outcome in ("APPLIED", "FAILED") for o in ops):
+            raise ModelError("CaptureSessionError", "routing point executed more than once in one step")
+        active = [o for o in ops if self.op_records[o.id].outcome == "MISSING"]
+        if not active:
+            return None
+        if self.pending:
+            raise ModelError("CaptureSessionError", "a routing control is already pending")
+        op = active[-1]
+        start, end = op.window
+        end = token_rows if end is None else end
+        if token_rows == 0 or start >= token_rows or end > token_rows:
+            self.op_records[op.id] = Record("FAILED", "invalid")
+            raise ModelError("InvalidArgumentError")
+        if op.capture_original:
+            b = token_rows * self.original_route_bytes
+            hit = self.ledger.try_reserve(Usage(0, b, b, 0))
+            if hit:
+                self.op_records[op.id] = Record("FAILED", "limit")
+                raise ModelError("BudgetExceededError", budget=hit[0], cumulative=hit[1])
+        self.pending = op
+        return op
+
+    def routing_applied(self, path: str, with_original: bool, fields_cost: Usage = Usage()) -> None:
+        """``fields_cost``: what capturing the four routing fields costs (original and
+        effective ids and coefficients), charged only when original evidence was asked for."""
+        if not self.operations:
+            raise ModelError("CaptureSessionError", "unsolicited routing result")
+        if self.pending is None:
+            raise ModelError("CaptureSessionError", "routing result has no pending control")
+        if self.pending.target != path:
+            raise ModelError("CaptureSessionError", "routing result does not match the pending control")
+        op, self.pending = self.pending, None
+        if op.capture_original:
+            if not with_original:
+                self.op_records[op.id] = Record("FAILED", "invalid")
+                raise ModelError("InvalidArgumentError", "requested original routing decision is missing")
+            hit = self.ledger.try_reserve(fields_cost)
+            if hit:
+                self.op_records[op.id] = Record("FAILED", "limit")
+                raise ModelError("BudgetExceededError", budget=hit[0], cumulative=hit[1])
+        self.op_records[op.id].outcome = "APPLIED"
+
+    def routing_failed(self, path: str) -> None:
+        if self.pending is not None and self.pending.target == path:
+            self.op_records[self.pending.id] = Record("FAILED", "native")
+            self.pending = None
+            return
+        if not self.operations or not self.step_open:
+            return
+        for o in self._ops_at(path, routing=True):
+            if self.op_records[o.id].outcome == "MISSING":
+                self.op_records[o.id] = Record("FAILED", "native")
+
+
+def scheduled_ids(selections: Iterable[Selection], phase: str, prediction: int) -> list[str]:
+    return [s.id for s in selections if s.schedule.fires(phase, prediction)]

@@ -1,0 +1,567 @@
+"""Executable reference model of sequence sessions (pure Python, no lifecore import).
+
+It is the specification the C++ core is checked against: admission decisions over capacity
+domains and an active-sequence ceiling, availability epochs, one-shot sessions with phases,
+frames, participant flights, backing generations, terminal receipts, fail-closed drop, and
+release of capacity when the last holder of a sequence's resources and snapshots goes.
+Holders are counted explicitly (``close()``), never by garbage collection, so the model is
+deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+OPEN, CANCEL_REQUESTED, POISONED = "OPEN", "CANCEL_REQUESTED", "POISONED"
+COMPLETED, ABORTED, FAIL_CLOSED = "COMPLETED", "ABORTED", "FAIL_CLOSED"
+ACTIVE_PHASES = (OPEN, CANCEL_REQUESTED, POISONED)
+SLOTS = ("slots", None)
+
+
+def domain(name: str) -> tuple[str, Optional[str]]:
+    """The model's name for the source ``Domain(name)``."""
+    return ("domain", name)
+
+
+class ModelError(Exception):
+    """A refused operation; ``kind`` names the lifecore error class without its suffix."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+def _source_key(source: tuple[str, Optional[str]], order: dict[str, int]) -> int:
+    return 0 if source[0] == "slots" else 1 + order[source[1]]
+
+
+@dataclass
+class ModelDeferred:
+    coordinator: "ModelCoordinator"
+    request_id: str
+    sources: list
+    epochs: list
+    action: str
+    blockers: list
+    immediate_pages: int
+    sequences: int
+    domains: list
+    backing_sequence: Optional[int] = None
+    expected_generation: Optional[int] = None
+
+
+@dataclass
+class ModelRejected:
+    request_id: str
+    reason: str
+
+
+@dataclass
+class ModelSnapshot:
+    sequence: "ModelSequence"
+    generation: int
+    tokens: int
+    pages: int
+
+
+@dataclass
+class ModelSequence:
+    """The accounting record of one admitted sequence (what its backing holds)."""
+
+    coordinator: "ModelCoordinator"
+    sparse_id: int
+    generation: int
+    request_id: str
+    domains: list
+    pages: int
+    fit_tokens: int
+    fit_pages: int
+    holders: int = 0
+    released: bool = False
+
+    def hold(self) -> None:
+        self.holders += 1
+
+    def let_go(self) -> None:
+        self.holders -= 1
+        if self.holders == 0:
+            self.coordinator._release(self)
+
+
+class ModelAdmitted:
+    def __init__(self, resources: "ModelResources") -> None:
+        self.resources = resources
+
+
+class ModelCoordinator:
+    def __init__(self, *, domains: dict, page_bytes: int, tokens_per_page: int, max_active_sequences: int) -> None:
+        self.page_bytes = page_bytes
+        self.tokens_per_page = tokens_per_page
+        self.max_active = max_active_sequences
+        self.total = {}
+        self.maximum = {}
+        for name, value in domains.items():
+            cap, mx = value if isinstance(value, tuple) else (value, value)
+            self.total[name], self.maximum[name] = cap, mx
+        self.order = {name: i for i, name in enumerate(domains)}
+        self.used = {name: 0 for name in domains}
+        self.epochs = {SLOTS: 1, **{domain(n): 1 for n in domains}}
+        self.release_epoch = 1
+        self.active = 0
+        self.closed = False
+        self.generation_counter = 1
+        self.free_ids: list[int] = []
+        self.id_generation: list[int] = []
+        self.waiters: list["ModelWaiter"] = []
+
+    # -- helpers --
+    def pages_for(self, tokens: int) -> int:
+        return -(-tokens // self.tokens_per_page)
+
+    def _bump(self, source) -> None:
+        self.epochs[source] += 1
+        for w in self.waiters:
+            if source in w.sources:
+                w.wakes += 1
+
+    def _condition(self, sources) -> tuple[list, list]:
+        unique = sorted(set(sources), key=lambda s: _source_key(s, self.order))
+        return unique, [self.epochs[s] for s in unique]
+
+    def _acquire_id(self) -> tuple[int, int]:
+        if self.free_ids:
+            sid = self.free_ids.pop()
+        else:
+            sid = len(self.id_generation)
+            self.id_generation.append(0)
+        self.id_generation[sid] = self.generation_counter
+        self.generation_counter += 1
+        return sid, self.id_generation[sid]
+
+    def _release(self, seq: ModelSequence) -> None:
+        assert not seq.released
+        seq.released = True
+        bytes_ = seq.pages * self.page_bytes
+        if bytes_:
+            for d in seq.domains:
+                self.used[d] -= bytes_
+                assert self.used[d] >= 0
+                self._bump(domain(d))
+        self.active -= 1
+        self._bump(SLOTS)
+        self.id_generation[seq.sparse_id] = 0
+        self.free_ids.append(seq.sparse_id)
+        self.release_epoch += 1
+
+    # -- API --
+    def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int, domains=None):
+        if prompt_tokens <= 0:
+            raise ModelError("InvalidArgument", "prompt_tokens must be positive")
+        if fit_tokens < prompt_tokens:
+            raise ModelError("InvalidArgument", "fit_tokens must be at least prompt_tokens")
+        names = list(self.total) if not domains else sorted(set(domains), key=lambda n: self.order.get(n, -1))
+        for n in names:
+            if n not in self.total:
+                raise ModelError("InvalidArgument", f"unknown capacity domain {n!r}")
+        if self.closed:
+            raise ModelError("Closed", "the admission coordinator is closed")
+        prompt_pages, fit_pages = self.pages_for(prompt_tokens), self.pages_for(fit_tokens)
+        pb, fb = prompt_pages * self.page_bytes, fit_pages * self.page_bytes
+        if any(fb > self.maximum[n] for n in names):
+            return ModelRejected(request_id, "fit demand exceeds a domain maximum")
+        blockers, sources, growth = [], [], False
+        if self.active >= self.max_active:
+            blockers.append(("ACTIVE_SEQUENCE_CEILING", SLOTS))
+            sources.append(SLOTS)
+        for n in names:
+            if pb > self.total[n] - self.used[n]:
+                blockers.append(("IMMEDIATE_AVAILABILITY", domain(n)))
+                sources.append(domain(n))
+            if fb > self.total[n]:
+                blockers.append(("BACKING_GROWTH_REQUIRED", domain(n)))
+                sources.append(domain(n))
+                growth = True
+        if blockers:
+            srcs, epochs = self._condition(sources)
+            return ModelDeferred(self, request_id, srcs, epochs,
+                                 "AWAIT_BACKING_GROWTH" if growth else "WAIT_FOR_RELEASE",
+                                 blockers, prompt_pages, 1, names)
+        self.active += 1
+        for n in names:
+            self.used[n] += pb
+        sid, gen = self._acquire_id()
+        seq = ModelSequence(self, sid, gen, request_id, names, prompt_pages, fit_tokens, fit_pages)
+        return ModelAdmitted(ModelResources(seq, ModelSnapshot(seq, 1, prompt_tokens, prompt_pages)))
+
+    def grow_domain(self, name: str, capacity: int) -> None:
+        if name not in self.total or capacity < self.total[name] or capacity > self.maximum[name]:
+            raise ModelError("InvalidArgument", "bad growth")
+        if self.closed:
+            raise ModelError("Closed", "closed")
+        if capacity != self.total[name]:
+            self.total[name] = capacity
+            self._bump(domain(name))
+
+    def close(self) -> None:
+        self.closed = True
+        for w in self.waiters:
+            w.closed = True
+
+    def fits_now(self, deferred: ModelDeferred) -> bool:
+        if deferred.sequences and self.active + 1 > self.max_active:
+            return False
+        need = deferred.immediate_pages * self.page_bytes
+        return all(need <= self.total[n] - self.used[n] for n in deferred.domains)
+
+    def register_waiter(self, deferred: ModelDeferred) -> "ModelWaiter":
+        if deferred.coordinator is not self:
+            raise ModelError("StaleAuthority", "foreign coordinator")
+        if self.closed:
+            raise ModelError("Closed", "closed")
+        w = ModelWaiter(self, list(deferred.sources), list(deferred.epochs), [self.epochs[s] for s in deferred.sources])
+        self.waiters.append(w)
+        return w
+
+
+@dataclass
+class ModelWaiter:
+    coordinator: ModelCoordinator
+    sources: list
+    observed: list
+    registered: list
+    wakes: int = 0
+    closed: bool = False
+
+    def should_retry(self) -> bool:
+        now = [self.coordinator.epochs[s] for s in self.sources]
+        return now != self.observed or now != self.registered
+
+    def cancel(self) -> None:
+        if self in self.coordinator.waiters:
+            self.coordinator.waiters.remove(self)
+
+
+class ModelResources:
+    def __init__(self, seq: ModelSequence, initial: ModelSnapshot) -> None:
+        self.seq = seq
+        self.initial_backing = initial
+        self.opened = False
+        self.closed = False
+        seq.hold()
+
+    def open_session(self) -> "ModelSession":
+        if self.closed:
+            raise ModelError("Closed", "the admitted resources handle is closed")
+        if self.opened:
+            raise ModelError("SessionState", "already bound to a session")
+        self.opened = True
+        return ModelSession(self)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.seq.let_go()
+
+
+class ModelFrame:
+    def __init__(self, session: "ModelSession", frame_id: int, snapshot: ModelSnapshot) -> None:
+        self.session, self.frame_id, self.snapshot, self.finalized = session, frame_id, snapshot, False
+        snapshot.sequence.hold()
+
+    def _check(self, op: str) -> None:
+        s = self.session
+        if self.finalized:
+            raise ModelError("SessionState", f"{op}: already finalized")
+        s._require_active(op)
+        if s.active_frame != self.frame_id:
+            raise ModelError("StaleAuthority", f"{op}: not the active frame")
+
+    def _finalize(self) -> None:
+        self.finalized = True
+        self.snapshot.sequence.let_go()
+
+    def commit(self) -> str:
+        self._check("commit")
+        s = self.session
+        if s.phase == POISONED:
+            raise ModelError("SessionState", "commit: poisoned")
+        if s.flights:
+            raise ModelError("SessionState", "commit: flights live")
+        s.active_frame = None
+        s.retired += 1
+        self._finalize()
+        if s.phase == CANCEL_REQUESTED:
+            s.discarded += 1
+            return "DISCARDED_CANCELLED"
+        s.committed += 1
+        return "COMMITTED"
+
+    def abort(self) -> None:
+        self._check("abort")
+        s = self.session
+        s.active_frame = None
+        s._poison()
+        self._finalize()
+
+    def rollback_unsubmitted(self) -> None:
+        self._check("rollback_unsubmitted")
+        s = self.session
+        if s.phase != OPEN:
+            raise ModelError("SessionState", "rollback_unsubmitted: not open")
+        if s.flights:
+            raise ModelError("SessionState", "rollback_unsubmitted: flights live")
+        s.active_frame = None
+        s.next_frame = self.frame_id
+        self._finalize()
+
+    def close(self) -> None:
+        if self.finalized:
+            return
+        s = self.session
+        if s.active_frame == self.frame_id:
+            s.active_frame = None
+            s._poison()
+        self._finalize()
+
+
+class ModelFlight:
+    def __init__(self, session: "ModelSession", key: int) -> None:
+        self.session, self.key, self.phase, self.released = session, key, "PREPARED", False
+
+    def dispatch(self) -> None:
+        if self.released:
+            raise ModelError("SessionState", "released")
+        self.session._require_open("dispatch")
+        if self.phase != "PREPARED":
+            raise ModelError("SessionState", "already in flight")
+        self.phase = self.session.flights[self.key] = "IN_FLIGHT"
+
+    def not_submitted(self) -> None:
+        if self.released:
+            raise ModelError("SessionState", "released")
+        self.session._require_active("not_submitted")
+        if self.phase != "IN_FLIGHT":
+            raise ModelError("SessionState", "not in flight")
+        self.phase = self.session.flights[self.key] = "PREPARED"
+
+    def finish(self) -> None:
+        if self.released or self.phase != "IN_FLIGHT":
+            raise ModelError("SessionState", "finish: not in flight")
+        self.session.flights.pop(self.key, None)
+        self.released = True
+
+    def release(self) -> None:
+        if self.released or self.phase != "PREPARED":
+            raise ModelError("SessionState", "release: not prepared")
+        self.session.flights.pop(self.key, None)
+        self.released = True
+
+    def close(self) -> None:
+        if self.released:
+            return
+        self.released = True
+        s = self.session
+        s.flights.pop(self.key, None)
+        if self.phase == "IN_FLIGHT":
+            s._poison()
+
+
+class ModelSession:
+    def __init__(self, resources: ModelResources) -> None:
+        self.resources = resources
+        self.seq = resources.seq
+        self.coordinator = self.seq.coordinator
+        self.phase = OPEN
+        self.handle_closed = False
+        self.epoch = 1
+        self.current = resources.initial_backing
+        self.next_frame = 1
+        self.active_frame: Optional[int] = None
+        self.flights: dict[int, str] = {}
+        self.retired = self.committed = self.discarded = 0
+        self.receipt = None
+        self.seq.hold()
+
+    # -- checks --
+    def _require_handle(self, op: str) -> None:
+        if self.handle_closed:
+            raise ModelError("Closed", f"{op}: the session handle is closed")
+
+    def _require_active(self, op: str) -> None:
+        if self.phase in (COMPLETED, ABORTED):
+            raise ModelError("SessionState", f"{op}: already terminal")
+        if self.phase == FAIL_CLOSED:
+            raise ModelError("SessionState", f"{op}: failed closed")
+
+    def _require_open(self, op: str) -> None:
+        self._require_active(op)
+        if self.phase != OPEN:
+            raise ModelError("SessionState", f"{op}: not open")
+
+    def _poison(self) -> None:
+        if self.phase in (OPEN, CANCEL_REQUESTED):
+            self.phase = POISONED
+
+    @property
+    def quiescent(self) -> bool:
+        return self.active_frame is None and not self.flights
+
+    def _finish(self, outcome: str) -> dict:
+        self.phase = COMPLETED if outcome == "COMPLETED" else ABORTED
+        self.receipt = dict(outcome=outcome, retired=self.retired, committed=self.committed,
+                            discarded=self.discarded, generation=self.current.generation)
+        return self.receipt
+
+    # -- API --
+    @property
+    def sequence_authority(self) -> tuple[int, int]:
+        return (self.seq.sparse_id, self.seq.generation)
+
+    def write_release_capacity_sources(self, out: list) -> None:
+        self._require_handle("write_release_capacity_sources")
+        self._require_active("write_release_capacity_sources")
+        merged = set(out) | {SLOTS} | {domain(d) for d in self.seq.domains}
+        out[:] = sorted(merged, key=lambda s: _source_key(s, self.coordinator.order))
+
+    def try_ensure_backing_covers(self, tokens: int, pages: Optional[int] = None) -> tuple[str, Optional[object]]:
+        """Returns (outcome, snapshot-or-deferred)."""
+        c, seq = self.coordinator, self.seq
+        if tokens <= 0:
+            raise ModelError("InvalidArgument", "tokens must be positive")
+        if pages is not None and pages <= 0:
+            raise ModelError("InvalidArgument", "pages must be positive")
+        need = c.pages_for(tokens)
+        pages = need if pages is None else pages
+        if pages < need:
+            raise ModelError("InvalidArgument", "pages cannot hold tokens")
+        if tokens > seq.fit_tokens or pages > seq.fit_pages:
+            raise ModelError("Capacity", "above the fit limit")
+        self._require_handle("try_ensure_backing_covers")
+        self._require_open("try_ensure_backing_covers")
+        cur = self.current
+        if tokens <= cur.tokens and pages <= cur.pages:
+            return "CURRENT", cur
+        if (tokens < cur.tokens and pages > cur.pages) or (tokens > cur.tokens and pages < cur.pages):
+            raise ModelError("InvalidArgument", "incomparable target")
+        if not self.quiescent:
+            return "RETRY_REQUIRED", None
+        delta = max(pages, cur.pages) - cur.pages
+        if delta:
+            if c.closed:
+                raise ModelError("Closed", "closed")
+            b = delta * c.page_bytes
+            short = [d for d in seq.domains if b > c.total[d] - c.used[d]]
+            if short:
+                srcs, epochs = c._condition([domain(d) for d in short])
+                growth = any(b > c.total[d] for d in short)
+                return "BACKING_DEFERRED", ModelDeferred(
+                    c, seq.request_id, srcs, epochs, "AWAIT_BACKING_GROWTH" if growth else "PREEMPT_AND_RECOMPUTE",
+                    [("IMMEDIATE_AVAILABILITY", s) for s in srcs], delta, 0, list(seq.domains),
+                    backing_sequence=seq.sparse_id, expected_generation=cur.generation)
+            for d in seq.domains:
+                c.used[d] += b
+            seq.pages += delta
+        self.current = ModelSnapshot(seq, cur.generation + 1, max(tokens, cur.tokens), max(pages, cur.pages))
+        return "EXTENDED", self.current
+
+    def register_admission_waiter(self, deferred: ModelDeferred) -> ModelWaiter:
+        self._require_handle("register_admission_waiter")
+        self._require_active("register_admission_waiter")
+        if deferred.coordinator is not self.coordinator:
+            raise ModelError("StaleAuthority", "foreign coordinator")
+        if deferred.expected_generation is not None and deferred.expected_generation != self.current.generation:
+            raise ModelError("StaleAuthority", "stale backing generation")
+        return self.coordinator.register_waiter(deferred)
+
+    def request_cancel(self) -> dict:
+        self._require_handle("request_cancel")
+        self._require_active("request_cancel")
+        if self.phase == POISONED:
+            raise ModelError("SessionState", "request_cancel: poisoned")
+        self.phase = CANCEL_REQUESTED
+        return dict(active_frame=self.active_frame, flights=sorted(self.flights.items()))
+
+    def try_complete(self) -> dict:
+        self._require_handle("try_complete")
+        self._require_open("try_complete")
+        if not self.quiescent or self.retired == 0:
+            raise ModelError("SessionState", "try_complete: not quiescent or nothing retired")
+        return self._finish("COMPLETED")
+
+    def try_abort(self) -> dict:
+        self._require_handle("try_abort")
+        self._require_active("try_abort")
+        if self.phase == OPEN or not self.quiescent:
+            raise ModelError("SessionState", "try_abort: open or not quiescent")
+        return self._finish("ABORTED")
+
+    def try_abort_if_quiescent(self) -> dict:
+        self._require_handle("try_abort_if_quiescent")
+        self._require_active("try_abort_if_quiescent")
+        if self.phase == POISONED or not self.quiescent:
+            raise ModelError("SessionState", "try_abort_if_quiescent: poisoned or not quiescent")
+        return self._finish("ABORTED")
+
+    def acquire_frame(self) -> ModelFrame:
+        self._require_handle("acquire_frame")
+        self._require_open("acquire_frame")
+        if self.active_frame is not None:
+            raise ModelError("SessionState", "acquire_frame: a frame is active")
+        fid = self.next_frame
+        self.next_frame += 1
+        self.active_frame = fid
+        return ModelFrame(self, fid, self.current)
+
+    def prepare_flight(self, key: int) -> ModelFlight:
+        self._require_handle("prepare_flight")
+        self._require_open("prepare_flight")
+        if self.active_frame is None or key in self.flights:
+            raise ModelError("SessionState", "prepare_flight: no active frame or duplicate key")
+        self.flights[key] = "PREPARED"
+        return ModelFlight(self, key)
+
+    def step(self, tokens: int) -> str:
+        """One decode step's bookkeeping: extend (a whole page at a time) if needed, then a
+        frame acquired and committed at once."""
+        if tokens <= 0:
+            raise ModelError("InvalidArgument", "tokens must be positive")
+        self._require_handle("step")
+        self._require_open("step")
+        if not self.quiescent:
+            raise ModelError("SessionState", "step: a frame or flight is live")
+        outcome = "CURRENT"
+        if tokens > self.current.tokens:
+            tpp = self.coordinator.tokens_per_page
+            page_end = -(-tokens // tpp) * tpp
+            outcome, _ = self.try_ensure_backing_covers(max(tokens, min(page_end, self.seq.fit_tokens)))
+            if outcome not in ("CURRENT", "EXTENDED"):
+                return outcome
+        self.next_frame += 1
+        self.retired += 1
+        self.committed += 1
+        return outcome
+
+    def close(self) -> None:
+        if self.handle_closed:
+            return
+        self.handle_closed = True
+        if self.phase in ACTIVE_PHASES:
+            self.phase = FAIL_CLOSED
+        self.seq.let_go()
+
+
+def free_list_lifecycle_allocator(total_pages: int):
+    """A plain free-list page allocator (the baseline the benchmarks compare against)."""
+
+    class FreeList:
+        def __init__(self) -> None:
+            self.free = list(range(total_pages))
+
+        def allocate(self) -> int:
+            return self.free.pop()
+
+        def release(self, pages: list) -> None:
+            self.free.extend(reversed(pages))
+
+    return FreeList()

@@ -1,0 +1,82 @@
+"""A counting mock backend for tests: tensors are shapes without data, every call is
+recorded, and failures can be injected (a raising call, an unknown estimate, an
+underestimated encoding, an intervention that changes shape or dtype)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Any
+
+from ..._core.capture import CapturePayload, CaptureUsage, TransformKind, TransformRequest
+from .cost import payload_cost
+
+
+@dataclass(frozen=True)
+class MockTensor:
+    """A tensor with a shape and a dtype class but no data."""
+
+    shape: tuple[int, ...]
+    dtype: str = "floating"
+    itemsize: int = 4
+    generation: int = 0  # bumped by each intervention, so a replacement is distinguishable
+
+
+@dataclass
+class CountingBackend:
+    """Records every call as ``(method, tensor shape)`` in ``calls``."""
+
+    fail_on: set[str] = field(default_factory=set)
+    unknown_estimate: bool = False
+    underestimate: bool = False
+    change_dtype: bool = False
+    calls: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+
+    def _call(self, method: str, tensor: MockTensor) -> None:
+        self.calls.append((method, tensor.shape))
+        if method in self.fail_on:
+            raise RuntimeError(f"injected {method} failure")
+
+    def count(self, method: str) -> int:
+        return sum(1 for name, _ in self.calls if name == method)
+
+    def shape(self, tensor: MockTensor) -> tuple[int, ...]:
+        self._call("shape", tensor)
+        return tensor.shape
+
+    def dtype(self, tensor: MockTensor) -> str:
+        self._call("dtype", tensor)
+        return tensor.dtype
+
+    def estimate(self, tensor: MockTensor, request: TransformRequest) -> CaptureUsage | None:
+        self._call("estimate", tensor)
+        if self.unknown_estimate:
+            return None
+        cost = payload_cost(request.kind, request.selected_shape, tensor.itemsize,
+                            max_elements=request.max_elements, edges=request.edges, count=request.count)
+        if self.underestimate:
+            cost.encoded_bytes = 0
+        return cost
+
+    def transform(self, tensor: MockTensor, request: TransformRequest) -> CapturePayload:
+        self._call("transform", tensor)
+        n = prod(request.selected_shape)
+        kind = request.kind
+        if kind == TransformKind.PREVIEW:
+            k = min(n, request.max_elements)
+            return CapturePayload.tensor([k], [0.5] * k)
+        if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
+            return CapturePayload.tensor(list(request.selected_shape), [0.5] * n)
+        if kind == TransformKind.SUMMARY:
+            return CapturePayload.summary(n, 0, 0.5, 0.5, 0.5, 0.0)
+        if kind == TransformKind.HISTOGRAM:
+            counts = [0] * (len(request.edges) - 1)
+            return CapturePayload.histogram(list(request.edges), counts)
+        if kind == TransformKind.TOP_CANDIDATES:
+            return CapturePayload.candidates(list(range(request.count)), [0.5] * request.count)
+        raise ValueError(f"unsupported transform {kind}")
+
+    def intervene(self, tensor: MockTensor, request: Any) -> MockTensor:
+        self._call("intervene", tensor)
+        dtype = "integer" if self.change_dtype else tensor.dtype
+        return MockTensor(tensor.shape, dtype, tensor.itemsize, tensor.generation + 1)

@@ -1,0 +1,92 @@
+"""The NumPy backend: slices, previews, summaries, histograms, top candidates, and the
+activation interventions zero / scale / mask / replace / add / mask logits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..._core.capture import CapturePayload, CaptureUsage, InterventionAction, TransformKind, TransformRequest
+from .cost import payload_cost
+
+
+def dtype_class(dtype: np.dtype) -> str:
+    if np.issubdtype(dtype, np.floating):
+        return "floating"
+    if np.issubdtype(dtype, np.bool_):
+        return "boolean"
+    if np.issubdtype(dtype, np.integer):
+        return "integer"
+    return "unknown"
+
+
+def summarize(values: np.ndarray) -> CapturePayload:
+    flat = np.asarray(values, dtype=np.float64).ravel()
+    finite = flat[np.isfinite(flat)]
+    nonfinite = int(flat.size - finite.size)
+    if finite.size == 0:
+        nan = float("nan")
+        return CapturePayload.summary(int(flat.size), nonfinite, nan, nan, nan, nan)
+    return CapturePayload.summary(int(flat.size), nonfinite, float(finite.min()), float(finite.max()),
+                                  float(finite.mean()), float(finite.std()))
+
+
+class NumpyBackend:
+    """Tensors are ``numpy.ndarray``s. ``intervene`` returns a new array; the input is never
+    modified in place."""
+
+    def shape(self, tensor: np.ndarray) -> tuple[int, ...]:
+        return tensor.shape
+
+    def dtype(self, tensor: np.ndarray) -> str:
+        return dtype_class(tensor.dtype)
+
+    def estimate(self, tensor: np.ndarray, request: TransformRequest) -> CaptureUsage:
+        itemsize = tensor.dtype.itemsize
+        if itemsize <= 0:
+            raise ValueError(f"no size known for dtype {tensor.dtype}")
+        return payload_cost(request.kind, request.selected_shape, itemsize, max_elements=request.max_elements,
+                            edges=request.edges, count=request.count)
+
+    def transform(self, tensor: np.ndarray, request: TransformRequest) -> CapturePayload:
+        region = tensor[request.index]
+        kind = request.kind
+        if kind == TransformKind.PREVIEW:
+            flat = region.ravel()[: request.max_elements]
+            return CapturePayload.tensor([flat.size], flat.astype(np.float64).tolist())
+        if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
+            return CapturePayload.tensor(list(region.shape), region.astype(np.float64).ravel().tolist())
+        if kind == TransformKind.SUMMARY:
+            return summarize(region)
+        if kind == TransformKind.HISTOGRAM:
+            counts, _ = np.histogram(np.asarray(region, dtype=np.float64).ravel(), bins=np.asarray(request.edges))
+            return CapturePayload.histogram(list(request.edges), counts.astype(np.uint64).tolist())
+        if kind == TransformKind.TOP_CANDIDATES:
+            last = np.asarray(region, dtype=np.float64).reshape(-1, region.shape[-1])[-1]
+            ids = np.argsort(-last, kind="stable")[: request.count]
+            return CapturePayload.candidates(ids.tolist(), last[ids].tolist())
+        raise ValueError(f"unsupported transform {kind}")
+
+    def intervene(self, tensor: np.ndarray, request: Any) -> np.ndarray:
+        out = np.array(tensor, copy=True)
+        index = request.index
+        action = request.action
+        if action == InterventionAction.ZERO:
+            out[index] = 0
+        elif action == InterventionAction.SCALE:
+            out[index] = out[index] * request.factor
+        elif action == InterventionAction.MASK:
+            keep = np.asarray(request.payload, dtype=bool).reshape(request.payload_shape)
+            out[index] = np.where(keep, out[index], 0)
+        elif action == InterventionAction.REPLACE:
+            out[index] = np.asarray(request.payload).reshape(request.payload_shape)
+        elif action == InterventionAction.ADD:
+            out[index] = out[index] + np.asarray(request.payload).reshape(request.payload_shape)
+        elif action == InterventionAction.MASK_LOGITS:
+            region = out[index]
+            region[..., list(request.ids)] = -np.inf
+            out[index] = region
+        else:
+            raise ValueError(f"{action} is not an activation intervention")
+        return out

@@ -1,0 +1,155 @@
+"""The PyTorch backend (CPU and CUDA tensors). Reductions run where the tensor lives; only
+what a transform keeps crosses to the host, in one transfer. Also the routing helper a
+mixture-of-experts selector uses to apply a session's routing control."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from ..._core.capture import (
+    CapturePayload,
+    CaptureUsage,
+    GroupSelectionControl,
+    InterventionAction,
+    TransformKind,
+    TransformRequest,
+)
+from .cost import payload_cost
+
+
+class TorchBackend:
+    """Tensors are ``torch.Tensor``s on any device. Interventions return new tensors (the
+    module's output is replaced by the hook, never modified in place)."""
+
+    def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
+        return tuple(tensor.shape)
+
+    def dtype(self, tensor: torch.Tensor) -> str:
+        if tensor.dtype.is_floating_point:
+            return "floating"
+        if tensor.dtype == torch.bool:
+            return "boolean"
+        if not tensor.dtype.is_complex:
+            return "integer"
+        return "unknown"
+
+    def estimate(self, tensor: torch.Tensor, request: TransformRequest) -> CaptureUsage:
+        # A reduction on the device copies only its results; a value transform copies the region.
+        host_copy = tensor.device.type == "cpu" or request.kind in (
+            TransformKind.PREVIEW, TransformKind.SLICE, TransformKind.FULL_TENSOR)
+        return payload_cost(request.kind, request.selected_shape, tensor.element_size(),
+                            max_elements=request.max_elements, edges=request.edges, count=request.count,
+                            host_copy=host_copy)
+
+    def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
+        with torch.no_grad():
+            region = _region(tensor.detach(), request)
+            kind = request.kind
+            if kind == TransformKind.PREVIEW:
+                flat = region.reshape(-1)[: request.max_elements]
+                return CapturePayload.tensor([flat.numel()], flat.double().cpu().tolist())
+            if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
+                return CapturePayload.tensor(list(region.shape), region.double().reshape(-1).cpu().tolist())
+            if kind == TransformKind.SUMMARY:
+                return summarize(region)
+            if kind == TransformKind.HISTOGRAM:
+                values = region.double().reshape(-1)
+                edges = torch.tensor(request.edges, dtype=torch.float64, device=values.device)
+                inside = values[(values >= edges[0]) & (values <= edges[-1])]
+                bins = torch.bucketize(inside, edges, right=True) - 1
+                bins = bins.clamp(max=len(request.edges) - 2)  # the last bin is closed
+                counts = torch.bincount(bins, minlength=len(request.edges) - 1)
+                return CapturePayload.histogram(list(request.edges), counts.cpu().tolist())
+            if kind == TransformKind.TOP_CANDIDATES:
+                last = region.double().reshape(-1, region.shape[-1])[-1]
+                scores, ids = torch.topk(last, request.count)
+                return CapturePayload.candidates(ids.cpu().tolist(), scores.cpu().tolist())
+        raise ValueError(f"unsupported transform {kind}")
+
+    def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
+        with torch.no_grad():
+            out = tensor.clone()
+            index = request.index
+            action = request.action
+            if action == InterventionAction.ZERO:
+                out[index] = 0
+            elif action == InterventionAction.SCALE:
+                out[index] = out[index] * request.factor
+            elif action in (InterventionAction.MASK, InterventionAction.REPLACE, InterventionAction.ADD):
+                payload = torch.tensor(request.payload, dtype=out.dtype, device=out.device).reshape(
+                    request.payload_shape)
+                if action == InterventionAction.MASK:
+                    out[index] = torch.where(payload.bool(), out[index], torch.zeros_like(out[index]))
+                elif action == InterventionAction.REPLACE:
+                    out[index] = payload
+                else:
+                    out[index] = out[index] + payload
+            elif action == InterventionAction.MASK_LOGITS:
+                region = out[index]
+                region[..., list(request.ids)] = float("-inf")
+                out[index] = region
+            else:
+                raise ValueError(f"{action} is not an activation intervention")
+        return out
+
+
+def _region(tensor: torch.Tensor, request: Any) -> torch.Tensor:
+    # Equal extents mean the whole tensor is selected: skip the indexing (a measurable cost
+    # inside a forward pass).
+    if list(tensor.shape) == request.selected_shape:
+        return tensor
+    return tensor[request.index]
+
+
+def summarize(region: torch.Tensor) -> CapturePayload:
+    """Count, non-finite count, min, max, mean and population std of the finite values,
+    computed where the tensor lives and copied to the host in one transfer."""
+    values = region.reshape(-1)
+    if values.dtype not in (torch.float32, torch.float64):
+        values = values.float()  # half precision accumulates poorly
+    if values.numel() == 0:
+        nan = float("nan")
+        return CapturePayload.summary(0, 0, nan, nan, nan, nan)
+    stats = torch.stack([values.min(), values.max(), values.mean(), values.std(unbiased=False)]).cpu().tolist()
+    if math.isfinite(stats[2]):  # a finite mean means every value is finite: one pass, one transfer
+        return CapturePayload.summary(values.numel(), 0, *stats)
+    kept = values[torch.isfinite(values)].double()
+    nonfinite = int(values.numel() - kept.numel())
+    if kept.numel() == 0:
+        nan = float("nan")
+        return CapturePayload.summary(values.numel(), nonfinite, nan, nan, nan, nan)
+    stats = torch.stack([kept.min(), kept.max(), kept.mean(), kept.std(unbiased=False)]).cpu().tolist()
+    return CapturePayload.summary(values.numel(), nonfinite, *stats)
+
+
+def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | None = None
+          ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-k routing of ``scores`` [rows, experts] -> (ids [rows, top_k], coefficients
+    [rows, top_k]), applying a session's control to the selected rows when given."""
+    with torch.no_grad():
+        scores = scores.detach().float().clone()
+        rows = torch.arange(scores.shape[0], device=scores.device)
+        if control is not None:
+            window = rows[control.row_start:control.row_end:control.row_stride]
+            experts = torch.tensor(list(control.expert_ids), dtype=torch.long, device=scores.device)
+            action = control.action
+            if action == InterventionAction.EXCLUDE_EXPERTS:
+                scores[window.unsqueeze(1), experts.unsqueeze(0)] = float("-inf")
+            elif action == InterventionAction.BIAS_ROUTING_SCORES:
+                biases = torch.tensor(list(control.biases), dtype=scores.dtype, device=scores.device)
+                scores[window.unsqueeze(1), experts.unsqueeze(0)] += biases
+        top, ids = torch.topk(scores, top_k, dim=-1)
+        if control is not None and control.action == InterventionAction.FORCE_EXPERTS:
+            forced = experts.reshape(-1, top_k)
+            ids[window] = forced
+            top = torch.gather(scores, 1, ids)
+        coefficients = torch.softmax(top, dim=-1)
+        if control is not None and control.action == InterventionAction.ZERO_EXPERT_CONTRIBUTION:
+            zeroed = torch.isin(ids[window], experts)
+            sub = coefficients[window]
+            sub[zeroed] = 0
+            coefficients[window] = sub
+    return ids, coefficients

@@ -1,0 +1,37 @@
+"""Python conveniences around :class:`CaptureSession` (the session itself is the C++ type)."""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator, Optional
+
+from .._core.capture import CapturedStep, CapturePhase, CaptureSession
+
+
+class StepResult:
+    """Filled when the ``capture_step`` block ends: the drained step (``None`` only if
+    ``begin_step`` itself failed)."""
+
+    step: Optional[CapturedStep] = None
+
+
+@contextmanager
+def capture_step(session: CaptureSession, prediction: int, phase: Optional[CapturePhase] = None,
+                 finish_interventions: bool = True) -> Iterator[StepResult]:
+    """Begins a step, runs the block, checks interventions, and always drains the records
+    (a step left undrained would block the next one)::
+
+        with capture_step(session, 0) as result:
+            model(tokens)
+        records = result.step.records
+    """
+    if phase is None:
+        phase = CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE
+    result = StepResult()
+    session.begin_step(phase, prediction)
+    try:
+        yield result
+        if finish_interventions:
+            session.finish_interventions()
+    finally:
+        result.step = session.take_step()

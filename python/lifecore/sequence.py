@@ -1,0 +1,151 @@
+"""Sequence sessions: the lifecycle of a generated sequence and the KV pages behind it.
+
+The C++ core does the work; this module names it and adds what is Pythonic:
+
+- ``AdmissionCoordinator(device=None, *, domains, page_bytes, tokens_per_page,
+  max_active_sequences)``: ``domains`` maps a name to its capacity in bytes, or to
+  ``(capacity, maximum)`` when the domain can grow. ``device`` is ``None`` (host page memory:
+  address ranges only, an accounting pool), a backend name (``"mock"``, ``"cuda"``, ``"hip"``),
+  or an object with ``_driver_capsule()`` returning a ``"lifecore.vendor.Driver"`` capsule
+  (a ``lifecore.Device``); pages then come from the device through the vendor layer.
+- ``admit(request_id, prompt_tokens, fit_tokens, domains=None)`` returns ``Admitted``,
+  ``AdmissionDeferred`` or ``AdmissionRejected``: capacity pressure is a decision, never an
+  exception.
+- ``Admitted.resources.open_session()`` (one-shot) returns a ``SequenceSession``.
+- Release: capacity returns when the last holder of a sequence's resources and snapshots goes
+  (``close()``, a ``with`` block, or the last reference). Dropping a session that is not
+  terminal fails it closed.
+
+A deferral (or a registration) of another coordinator is refused with
+``StaleAuthorityError`` (a foreign coordinator is a stale authority here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+from . import _core
+from .errors import ClosedError, SessionStateError
+
+AdmissionCoordinator = _core.AdmissionCoordinator
+Admitted = _core.Admitted
+AdmissionDeferred = _core.AdmissionDeferred
+AdmissionRejected = _core.AdmissionRejected
+AdmittedSequenceResources = _core.AdmittedSequenceResources
+SequenceSession = _core.SequenceSession
+FrameHold = _core.FrameHold
+FlightHold = _core.FlightHold
+BackingSnapshot = _core.BackingSnapshot
+BackingDecision = _core.BackingDecision
+CancelSnapshot = _core.CancelSnapshot
+TerminalReceipt = _core.TerminalReceipt
+CapacityWaitRegistration = _core.CapacityWaitRegistration
+CapacitySource = _core.CapacitySource
+CapacityDemand = _core.CapacityDemand
+CapacityBlocker = _core.CapacityBlocker
+CapacitySnapshot = _core.CapacitySnapshot
+WaitCondition = _core.WaitCondition
+Authority = _core.Authority
+SessionPhase = _core.SessionPhase
+TerminalOutcome = _core.TerminalOutcome
+FrameDisposition = _core.FrameDisposition
+FlightPhase = _core.FlightPhase
+BackingOutcome = _core.BackingOutcome
+BlockerKind = _core.BlockerKind
+DeferralAction = _core.DeferralAction
+SourceKind = _core.SourceKind
+acquire_frames = _core.acquire_frames
+
+#: The active-sequence slots source.
+ActiveSequenceSlots: CapacitySource = CapacitySource.active_sequence_slots()
+
+
+def Domain(name: str) -> CapacitySource:  # noqa: N802 - reads like the source it names
+    """The availability source of capacity domain ``name``."""
+    return CapacitySource.of_domain(name)
+
+
+async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] = None,
+                      *, poll: float = 0.05) -> bool:
+    """Await a change of the registration's sources: True to retry, False on timeout.
+
+    The blocking wait runs in a worker thread in short slices, so cancelling the awaiting
+    task returns within ``poll`` seconds. Raises ClosedError when the coordinator closes."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        slice_ = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
+        if await asyncio.to_thread(self.wait, slice_):
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+
+
+CapacityWaitRegistration.wait_async = _wait_async
+CapacityWaitRegistration.__await__ = lambda self: _wait_async(self).__await__()
+
+
+@dataclass
+class PreemptionReport:
+    """What a preemption did: victims aborted (recompute only), candidates left alone with
+    the reason, the deferral's sources whose epochs advanced, and whether the deferred
+    demand fits now."""
+
+    victims: list = field(default_factory=list)
+    receipts: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    freed_sources: list = field(default_factory=list)
+    satisfied: bool = False
+
+
+def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
+                candidates: Iterable[SequenceSession], *, limit: Optional[int] = None) -> PreemptionReport:
+    """Free capacity for ``deferred`` by aborting quiescent victims (recompute only).
+
+    A candidate is a victim when its release sources intersect the deferral's wait
+    condition; it is aborted with ``try_abort_if_quiescent()`` (one transition, or nothing
+    changes: a candidate with a live frame or flight is skipped, never half-cancelled), then
+    its session hold is dropped. Capacity comes back once every other holder of the victim
+    (its ``Admitted`` / resources handle, snapshots) is gone too; ``freed_sources`` reports
+    what actually came back. Stops once the deferred demand fits, or after ``limit`` victims.
+    """
+    wanted = list(deferred.wait_condition.sources)
+    before = {s: coordinator.epoch(s) for s in wanted}
+    own = deferred.sequence_authority
+    report = PreemptionReport()
+    for session in candidates:
+        if coordinator.fits_now(deferred) or (limit is not None and len(report.victims) >= limit):
+            break
+        if own is not None and session.sequence_authority == own:
+            continue
+        sources: list = []
+        try:
+            session.write_release_capacity_sources(sources)
+        except (SessionStateError, ClosedError) as error:
+            report.skipped.append((session.sequence_authority, str(error)))
+            continue
+        if not any(s in wanted for s in sources):
+            continue
+        try:
+            receipt = session.try_abort_if_quiescent()
+        except SessionStateError as error:
+            report.skipped.append((session.sequence_authority, str(error)))
+            continue
+        report.victims.append(session.sequence_authority)
+        report.receipts.append(receipt)
+        session.close()
+    report.freed_sources = [s for s in wanted if coordinator.epoch(s) != before[s]]
+    report.satisfied = coordinator.fits_now(deferred)
+    return report
+
+
+__all__ = [
+    "AdmissionCoordinator", "Admitted", "AdmissionDeferred", "AdmissionRejected", "AdmittedSequenceResources",
+    "SequenceSession", "FrameHold", "FlightHold", "BackingSnapshot", "BackingDecision", "CancelSnapshot",
+    "TerminalReceipt", "CapacityWaitRegistration", "CapacitySource", "CapacityDemand", "CapacityBlocker",
+    "CapacitySnapshot", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
+    "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames",
+    "ActiveSequenceSlots", "Domain", "PreemptionReport", "preempt_for",
+]

@@ -1,0 +1,389 @@
+"""``CaptureSessionMachine``: drives a CaptureSession and the reference model
+(``lifecore.models.capture_session``) with the same operations and compares results,
+errors, records and usage after every step."""
+
+from __future__ import annotations
+
+from math import prod
+from typing import Any, Callable, Optional
+
+from hypothesis import note
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from .. import errors
+from ..capture import (
+    Axis,
+    CaptureDiscovery,
+    CaptureLimits,
+    CapturePhase,
+    CapturePlan,
+    CaptureRequest,
+    CaptureSchedule,
+    CaptureSelection,
+    CaptureSession,
+    CaptureSlice,
+    CaptureTransform,
+    CaptureUsage,
+    InterventionPlan,
+    ObservationPoint,
+    OnLimit,
+    RoutingPolicy,
+    TransformKind,
+    interventions,
+)
+from ..capture.backends import CountingBackend, MockTensor, payload_cost
+from ..models import capture_session as model
+
+D_MODEL, VOCAB, PROMPT, EXPERTS, TOP_K = 8, 16, 4, 4, 2
+ROUTER = "moe.router#routing"
+
+
+def _catalog() -> list[ObservationPoint]:
+    hidden = [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("d", D_MODEL)]
+    return [
+        ObservationPoint("blocks.0.mlp", hidden),
+        ObservationPoint("blocks.1.mlp", hidden),
+        ObservationPoint("logits", [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("vocab", VOCAB)],
+                         meaning="logits"),
+        ObservationPoint(ROUTER, [Axis("rows", "token_rows"), Axis("experts", EXPERTS)], meaning="routing",
+                         routing=RoutingPolicy(EXPERTS, TOP_K)),
+    ]
+
+
+def sample_discovery(artifact_identity: str = "machine-artifact") -> CaptureDiscovery:
+    """A small catalog (two hidden points [batch, seq, 8], logits [batch, seq, 16], a
+    router with 4 experts, top 2) for tests and examples."""
+    return CaptureDiscovery(artifact_identity, _catalog())
+
+
+PATHS = ["blocks.0.mlp", "blocks.1.mlp", "logits", "unselected.point"]
+
+TRANSFORMS = {
+    "summary": CaptureTransform.summary(),
+    "preview": CaptureTransform.preview(6),
+    "histogram": CaptureTransform.histogram([-1.0, 0.0, 1.0]),
+    "slice": CaptureTransform.slice(),
+}
+
+
+# Room left above the metadata envelopes, per step and in total: (captures, retained, host, encoded).
+_AMPLE_STEP, _AMPLE_TOTAL = (8, 10**6, 10**6, 10**6), (100, 10**7, 10**7, 10**7)
+BUDGET_LEVELS = {
+    "ample": (_AMPLE_STEP, _AMPLE_TOTAL),
+    "ample2": (_AMPLE_STEP, _AMPLE_TOTAL),
+    "tight_step_captures": ((1, 10**6, 10**6, 10**6), _AMPLE_TOTAL),
+    "tight_step_bytes": ((8, 100, 300, 500), _AMPLE_TOTAL),
+    "tight_total_captures": (_AMPLE_STEP, (3, 10**7, 10**7, 10**7)),
+    "tight_total_bytes": (_AMPLE_STEP, (100, 1000, 2000, 3000)),
+    "envelopes_only": ((0, 0, 0, 0), (0, 0, 0, 0)),
+}
+
+
+def _error_name(error: BaseException) -> str:
+    return type(error).__name__
+
+
+class _Outcome:
+    """What one call did: its value, or the name (and budget details) of its error."""
+
+    def __init__(self, fn: Callable[[], Any], model_side: bool = False):
+        self.value: Any = None
+        self.error: Optional[str] = None
+        self.budget: Optional[str] = None
+        self.cumulative: Optional[bool] = None
+        try:
+            self.value = fn()
+        except model.ModelError as e:
+            self.error, self.budget, self.cumulative = e.kind, e.budget, e.cumulative
+        except errors.LifecoreError as e:
+            self.error = _error_name(e)
+            if isinstance(e, errors.BudgetExceededError):
+                self.budget, self.cumulative = e.budget, e.cumulative
+
+
+def _usage(u: CaptureUsage) -> model.Usage:
+    return model.Usage(*u.as_tuple())
+
+
+class CaptureSessionMachine(RuleBasedStateMachine):
+    """Construct with ``backend_factory`` (a capture backend; default: the counting mock) and
+    ``tensor_factory(shape, dtype_class, itemsize)`` making tensors that backend accepts."""
+
+    def __init__(self, backend_factory: Callable[[], Any] = CountingBackend,
+                 tensor_factory: Callable[[tuple[int, ...], str, int], Any] | None = None):
+        super().__init__()
+        self.backend = backend_factory()
+        self.tensor_factory = tensor_factory or (lambda shape, dtype, itemsize: MockTensor(shape, dtype, itemsize))
+        self.discovery = CaptureDiscovery("machine-artifact", _catalog())
+        self.checkpoints: list[tuple[Any, Any]] = []
+        self.last_cumulative = (0, 0, 0, 0)
+        self.has_routing = self.has_scale = False
+
+    # -- setup -----------------------------------------------------------------------------
+    @initialize(
+        chosen=st.lists(st.tuples(st.sampled_from(PATHS[:3]), st.sampled_from(sorted(TRANSFORMS)),
+                                  st.integers(0, 3), st.integers(1, 3), st.booleans()), min_size=1, max_size=4),
+        max_predictions=st.integers(1, 10),
+        budgets=st.sampled_from(sorted(BUDGET_LEVELS)),
+        on_limit=st.sampled_from(["fail", "skip"]),
+        scale_op=st.sampled_from([None, "plain", "evidence"]),
+        routing_op=st.sampled_from([None, "plain", "evidence"]),
+    )
+    def setup(self, chosen, max_predictions, budgets, on_limit, scale_op, routing_op):
+        extra_step, extra_total = BUDGET_LEVELS[budgets]
+        selections, model_selections = [], []
+        for i, (path, transform, first, every, decode_only) in enumerate(chosen):
+            schedule = CaptureSchedule(prefill=not decode_only, first_prediction=first, every=every)
+            slices = [CaptureSlice("d", 1, 7, 2)] if transform == "slice" else []
+            if path == "logits" and transform == "slice":
+                slices = [CaptureSlice("vocab", 0, 8)]
+            sel = CaptureSelection(f"sel{i}", path, TRANSFORMS[transform], schedule=schedule, slices=slices)
+            selections.append(sel)
+            model_selections.append(model.Selection(
+                sel.id, path, model.Schedule(not decode_only, True, first, None, every),
+                model.envelope(sel.id, path, path, 3)))
+        self.selections = selections
+        envelopes = sum((s.envelope for s in model_selections), model.Usage())
+        per_step = envelopes + model.Usage(*extra_step)
+        cumulative = envelopes * max_predictions + model.Usage(*extra_total)
+        limits = CaptureLimits(per_step=CaptureUsage(*per_step.astuple()),
+                               cumulative=CaptureUsage(*cumulative.astuple()),
+                               on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP)
+        request = CaptureRequest(1, PROMPT, max_predictions)
+        self.plan = CapturePlan(selections, limits).admit(self.discovery, request)
+        self.session = CaptureSession(self.plan)
+        ops, model_ops = [], []
+        self.has_routing, self.has_scale = routing_op is not None, scale_op is not None
+        if scale_op:
+            evidence = "summary" if scale_op == "evidence" else None
+            ops.append(interventions.scale("scale", "blocks.1.mlp", 0.5, evidence=evidence))
+            model_ops.append(model.Operation("scale", "blocks.1.mlp", model.Schedule(),
+                                             evidence=None if evidence is None else model.Usage()))
+        if routing_op:
+            evidence = 4 if routing_op == "evidence" else None
+            ops.append(interventions.exclude_experts("route", ROUTER, [3], evidence=evidence))
+            model_ops.append(model.Operation("route", ROUTER, model.Schedule(), routing=True,
+                                             capture_original=evidence is not None))
+        self.model = model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit, max_predictions,
+                                               operations=model_ops, original_route_bytes=TOP_K * 16)
+        if ops:
+            admitted = InterventionPlan(ops).admit(self.discovery, self.session)
+            self.session.enable_interventions(admitted, self.backend)
+        note(f"plan: {[(s.id, s.path, s.transform.kind) for s in selections]}, ops: {[o.id for o in ops]}")
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _both(self, impl: Callable[[], Any], mod: Callable[[], Any]) -> tuple[_Outcome, _Outcome]:
+        a, b = _Outcome(impl), _Outcome(mod)
+        note(f"impl: {a.error or a.value!r}; model: {b.error or b.value!r}")
+        assert a.error == b.error, (a.error, b.error)
+        if a.error == "BudgetExceededError":
+            assert (a.budget, a.cumulative) == (b.budget, b.cumulative)
+        return a, b
+
+    def _shape(self, path: str) -> tuple[int, ...]:
+        seq = PROMPT if self.model.phase == model.PREFILL else 1
+        return (1, seq, VOCAB if path == "logits" else D_MODEL)
+
+    def _costs(self, path: str, shape: tuple[int, ...]) -> dict[str, model.Usage]:
+        costs = {}
+        for sel in self.selections:
+            if sel.path != path:
+                continue
+            selected = list(shape)
+            for s in sel.slices:
+                axis = 2
+                end = s.end if s.end is not None else shape[axis]
+                selected[axis] = (end - s.start + s.stride - 1) // s.stride
+            t = sel.transform
+            costs[sel.id] = _usage(payload_cost(t.kind, selected, 4, max_elements=t.max_elements, edges=t.edges,
+                                                count=t.count))
+        return costs
+
+    def _mark_truncation(self, path: str, shape: tuple[int, ...]) -> None:
+        for i, sel in enumerate(self.selections):
+            if sel.path == path:
+                preview = sel.transform.kind == TRANSFORMS["preview"].kind
+                truncates = preview and prod(shape) > sel.transform.max_elements
+                self.model.selections[i] = model.Selection(sel.id, sel.path, self.model.selections[i].schedule,
+                                                           self.model.selections[i].envelope, truncates)
+
+    # -- rules -----------------------------------------------------------------------------
+    @rule(data=st.data())
+    def begin_step(self, data):
+        max_p = self.model.max_predictions
+        prediction = data.draw(st.sampled_from([self.model.next_prediction] * 6 + list(range(max_p + 1))))
+        phase = data.draw(st.sampled_from([None] * 8 + ["prefill", "decode"]))
+        phase = phase or (model.PREFILL if prediction == 0 else model.DECODE)
+        impl_phase = CapturePhase.PREFILL if phase == model.PREFILL else CapturePhase.DECODE
+        self._both(lambda: self.session.begin_step(impl_phase, prediction),
+                   lambda: self.model.begin_step(phase, prediction))
+
+    @precondition(lambda self: not self.model.step_open and self.model.next_prediction < self.model.max_predictions)
+    @rule()
+    def begin_next_step(self):
+        prediction = self.model.next_prediction
+        phase = model.PREFILL if prediction == 0 else model.DECODE
+        impl_phase = CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE
+        self._both(lambda: self.session.begin_step(impl_phase, prediction),
+                   lambda: self.model.begin_step(phase, prediction))
+
+    @precondition(lambda self: self.model.step_open)
+    @rule()
+    def take_open_step(self):
+        self.take_step()
+
+    @precondition(lambda self: self.model.step_open)
+    @rule(path=st.sampled_from(PATHS), shape_ok=st.sampled_from([True] * 5 + [False]))
+    def observe_in_step(self, path, shape_ok):
+        self.observe(path, shape_ok)
+
+    @precondition(lambda self: self.model.step_open)
+    @rule(path=st.sampled_from(PATHS))
+    def intervene_in_step(self, path):
+        self.intervene(path)
+
+    @precondition(lambda self: self.model.step_open)
+    @rule(data=st.data())
+    def run_hook(self, data):
+        """What a forward hook does: observe, then intervene, at every point in order."""
+        for path in PATHS[:3]:
+            if data.draw(st.booleans(), label=f"hook at {path}"):
+                self.observe(path, True)
+                self.intervene(path)
+
+    @rule(path=st.sampled_from(PATHS), shape_ok=st.booleans())
+    def observe(self, path, shape_ok):
+        shape = self._shape(path)
+        if not shape_ok:
+            shape = shape[:2] + (shape[2] + 1,)
+        self._mark_truncation(path, shape)
+        tensor = self.tensor_factory(shape, "floating", 4)
+        calls = self._calls()
+        _, b = self._both(lambda: self.session.observe(self.backend, path, tensor),
+                          lambda: self.model.observe(path, self._costs(path, shape), shape_ok))
+        if b.value is False or b.error == "CaptureSessionError":
+            assert self._calls() == calls, "the backend was called for a skipped point"
+
+    def _calls(self) -> int:
+        calls = getattr(self.backend, "calls", None)
+        return len(calls) if calls is not None else 0
+
+    @rule(path=st.sampled_from(PATHS))
+    def intervene(self, path):
+        tensor = self.tensor_factory(self._shape(path), "floating", 4)
+        evidence = _usage(payload_cost(TransformKind.SUMMARY, list(self._shape(path)), 4))
+        a, b = self._both(lambda: self.session.intervene(self.backend, path, tensor),
+                          lambda: self.model.intervene(path, evidence))
+        if not a.error:
+            assert (a.value is not None) == b.value
+
+    @precondition(lambda self: self.has_routing or self.has_scale)
+    @rule()
+    def finish_interventions(self):
+        self._both(self.session.finish_interventions, self.model.finish_interventions)
+
+    @precondition(lambda self: self.has_routing)
+    @rule(rows=st.sampled_from([0, 1, PROMPT]))
+    def routing_control(self, rows):
+        a, b = self._both(lambda: self.session.routing_control(ROUTER, rows),
+                          lambda: self.model.routing_control(ROUTER, rows))
+        if not a.error:
+            assert (a.value is None) == (b.value is None)
+            self.rows = rows
+
+    @rule(with_original=st.booleans())
+    def routing_applied(self, with_original):
+        rows = getattr(self, "rows", 1) or 1
+        ids = self.tensor_factory((rows, TOP_K), "integer", 8)
+        coefficients = self.tensor_factory((rows, TOP_K), "floating", 4)
+        full = TransformKind.FULL_TENSOR
+        cost = (_usage(payload_cost(full, [rows, TOP_K], 8)) + _usage(payload_cost(full, [rows, TOP_K], 4))) * 2
+        original = (ids, coefficients) if with_original else None
+        self._both(lambda: self.session.routing_applied(self.backend, ROUTER, original, (ids, coefficients)),
+                   lambda: self.model.routing_applied(ROUTER, with_original, cost))
+
+    @precondition(lambda self: self.has_routing)
+    @rule()
+    def routing_failed(self):
+        self._both(lambda: self.session.routing_failed(ROUTER, "selector failed " + "é" * 300),
+                   lambda: self.model.routing_failed(ROUTER))
+
+    @rule()
+    def take_step(self):
+        a, b = self._both(self.session.take_step, self.model.take_step)
+        assert (a.value is None) == (b.value is None)
+        if a.value is None:
+            return
+        step, expected = a.value, b.value
+        assert step.prediction == expected["prediction"]
+        assert _usage(step.cumulative_usage) == expected["cumulative_usage"]
+        assert _usage(step.step_usage) == expected["step_usage"]
+        for record in step.records:
+            want = expected["records"][record.selection_id]
+            assert record.outcome.name == want.outcome, (record, want)
+            if want.outcome == "SKIPPED":
+                assert record.skip_reason == want.reason
+            if want.outcome == "FAILED":
+                assert record.fail_reason == want.reason
+                assert len(record.message.encode()) <= 256
+            if want.budget:
+                assert record.budget == want.budget
+            assert _usage(record.charged) == want.charged
+            assert len(record.to_json().encode()) <= record.charged.encoded_bytes
+        for record in step.interventions:
+            assert record.outcome.name == expected["interventions"][record.operation_id].outcome
+            assert len(record.message.encode()) <= 256
+
+    @rule()
+    def checkpoint(self):
+        a, b = self._both(lambda: self.session.checkpoint(self.discovery), self.model.checkpoint)
+        if not a.error:
+            assert a.value.prediction == b.value.prediction and a.value.has_step == b.value.has_step
+            assert self.session.checkpoint_storage_bytes(self.discovery) > 0
+            self.checkpoints.append((a.value, b.value))
+
+    @precondition(lambda self: bool(self.checkpoints))
+    @rule(data=st.data(), prepare_only=st.booleans())
+    def restore(self, data, prepare_only):
+        impl_cp, model_cp = data.draw(st.sampled_from(self.checkpoints))
+        before = self.session.cumulative_usage().as_tuple()
+        if prepare_only:
+            # A prepared restore that is dropped changes nothing.
+            a, b = self._both(lambda: self.session.prepare_restore(impl_cp).release(),
+                              lambda: self.model.validate_restore(model_cp))
+        else:
+            a, b = self._both(lambda: self.session.restore(impl_cp), lambda: self.model.restore(model_cp))
+            if not a.error:
+                assert self.session.take_step() is None  # a restore republishes nothing
+                assert self.session.next_prediction == self.model.next_prediction
+        assert self.session.cumulative_usage().as_tuple() == before  # no refund
+
+    @rule(max_predictions=st.sampled_from([None, 2, 8]))
+    def fork(self, max_predictions):
+        a, b = self._both(lambda: self.session.fork(self.discovery, max_predictions=max_predictions),
+                          lambda: self.model.fork(max_predictions))
+        if not a.error:
+            assert a.value.cumulative_usage() == self.session.cumulative_usage()
+            # Continue on the child; the parent's checkpoints now belong to another session.
+            self.session, self.model = a.value, b.value
+
+    # -- invariants ------------------------------------------------------------------------
+    @invariant()
+    def usage_matches_model_and_never_decreases(self):
+        if not hasattr(self, "model"):
+            return
+        usage = self.session.cumulative_usage().as_tuple()
+        assert model.Usage(*usage) == self.model.cumulative_usage()
+        assert all(now >= then for now, then in zip(usage, self.last_cumulative))
+        self.last_cumulative = usage
+
+    @invariant()
+    def no_limit_exceeded(self):
+        if not hasattr(self, "model"):
+            return
+        limits = self.session.plan.plan.limits
+        assert model.Usage(*self.session.cumulative_usage().as_tuple()).first_over(
+            model.Usage(*limits.cumulative.as_tuple())) is None
+        assert model.Usage(*self.session.step_usage().as_tuple()).first_over(
+            model.Usage(*limits.per_step.as_tuple())) is None

@@ -1,0 +1,205 @@
+"""PyTorch integration: discover a module's observation points, attach a CaptureSession
+to an ``nn.Module`` by module path through forward hooks, and route mixture-of-experts
+selectors through the session's routing control.
+
+At each hooked module the hook observes the output, then intervenes, and a replacement
+(if any) becomes the module's output, so downstream modules consume it. A module whose
+forward picks experts takes part in routing control by offering ``routing_policy()``
+(returning ``(num_experts, top_k)``) and ``set_routing_hook(hook)``; it then calls
+``hook.select(scores, top_k)`` (or :func:`route` when no hook is set) to get
+``(expert ids, coefficients)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Iterable, Optional
+
+import torch
+from torch import nn
+
+from .capture import (
+    Axis,
+    BackendCapabilities,
+    CaptureDiscovery,
+    CaptureSession,
+    ObservationPoint,
+    RoutingPolicy,
+    ValueDtype,
+)
+from .capture.backends.torch_backend import TorchBackend, route
+from .errors import InvalidArgumentError
+
+__all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
+           "RoutingHook", "route"]
+
+ROUTING_SUFFIX = "#routing"
+
+
+def artifact_identity(model: nn.Module) -> str:
+    """A SHA-256 over the module tree, parameter names, shapes and dtypes (not values)."""
+    digest = hashlib.sha256()
+    for name, module in model.named_modules():
+        digest.update(f"{name}:{type(module).__qualname__};".encode())
+    for name, parameter in model.named_parameters():
+        digest.update(f"{name}:{tuple(parameter.shape)}:{parameter.dtype};".encode())
+    return digest.hexdigest()
+
+
+def _first_tensor(output: Any) -> Optional[torch.Tensor]:
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
+        return output[0]
+    return None
+
+
+def _dtype(tensor: torch.Tensor) -> ValueDtype:
+    if tensor.dtype.is_floating_point:
+        return ValueDtype.FLOATING
+    return ValueDtype.BOOLEAN if tensor.dtype == torch.bool else ValueDtype.INTEGER
+
+
+def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence_axis: int = 1,
+             logits: Iterable[str] = (), identity: Optional[str] = None,
+             capabilities: Optional[BackendCapabilities] = None, **example_kwargs: Any) -> CaptureDiscovery:
+    """Runs one example forward and records every named module's output as an observation
+    point: the batch axis is symbolic ``batch``, the sequence axis ``sequence`` (the prompt
+    length in prefill, one token in decode), the others known. Paths in ``logits`` are
+    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``."""
+    shapes: dict[str, torch.Tensor] = {}
+    handles = []
+    for name, module in model.named_modules():
+        if not name:
+            continue
+
+        def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
+            tensor = _first_tensor(output)
+            if tensor is not None:
+                shapes[name] = tensor
+
+        handles.append(module.register_forward_hook(record))
+    try:
+        with torch.no_grad():
+            model(*example_args, **example_kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    logits = set(logits)
+    catalog = []
+    for name, tensor in shapes.items():
+        axes = []
+        for i, extent in enumerate(tensor.shape):
+            if i == batch_axis:
+                axes.append(Axis("batch", "batch"))
+            elif i == sequence_axis and tensor.dim() > 2:
+                axes.append(Axis("seq", "sequence"))
+            else:
+                axes.append(Axis("vocab" if name in logits and i == tensor.dim() - 1 else f"d{i}", int(extent)))
+        catalog.append(ObservationPoint(name, axes, meaning="logits" if name in logits else "activation",
+                                        dtype=_dtype(tensor)))
+    for name, module in model.named_modules():
+        policy = getattr(module, "routing_policy", None)
+        if callable(policy):
+            experts, top_k = policy()
+            catalog.append(ObservationPoint(name + ROUTING_SUFFIX, [Axis("rows", "token_rows"), Axis("experts", experts)],
+                                            meaning="routing", routing=RoutingPolicy(experts, top_k)))
+    return CaptureDiscovery(identity or artifact_identity(model), catalog, capabilities)
+
+
+class RoutingHook:
+    """Given to a mixture-of-experts module: applies the session's routing control."""
+
+    def __init__(self, session: CaptureSession, backend: Any, path: str):
+        self.session, self.backend, self.path = session, backend, path
+
+    def select(self, scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Expert ids and coefficients for ``scores`` [rows, experts]."""
+        control = self.session.routing_control(self.path, scores.shape[0])
+        if control is None:
+            return route(scores, top_k)
+        try:
+            original = route(scores, top_k) if control.capture_original else None
+            effective = route(scores, top_k, control)
+        except Exception as error:
+            self.session.routing_failed(self.path, f"{type(error).__name__}: {error}")
+            raise
+        self.session.routing_applied(self.backend, self.path, original, effective)
+        return effective
+
+
+class TorchAttachment:
+    """The hooks attached to one module tree; ``detach()`` (or leaving the ``with`` block)
+    removes them all."""
+
+    def __init__(self, handles: list[Any], routed: list[nn.Module]):
+        self._handles, self._routed = handles, routed
+
+    def detach(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        for module in self._routed:
+            module.set_routing_hook(None)
+        self._handles, self._routed = [], []
+
+    @property
+    def attached(self) -> bool:
+        return bool(self._handles or self._routed)
+
+    def __enter__(self) -> "TorchAttachment":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.detach()
+
+
+def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool):
+    observe, intervene = session.observe, session.intervene
+
+    if not intervenes:
+        def observe_only(module: nn.Module, args: Any, output: Any) -> None:
+            observe(backend, path, output if isinstance(output, torch.Tensor) else output[0])
+        return observe_only
+
+    def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
+        tensor = output if isinstance(output, torch.Tensor) else output[0]
+        observe(backend, path, tensor)
+        replacement = intervene(backend, path, tensor)
+        if replacement is None:
+            return None
+        return replacement if isinstance(output, torch.Tensor) else (replacement, *output[1:])
+
+    return observe_then_intervene
+
+
+def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
+           paths: Optional[Iterable[str]] = None) -> TorchAttachment:
+    """Hooks every module named by the session's capture selections and intervention
+    targets (or by ``paths``). Enable interventions before attaching."""
+    backend = backend if backend is not None else TorchBackend()
+    plan = session.intervention_plan
+    operations = list(plan.plan.operations) if plan is not None else []
+    targets = set(paths) if paths is not None else (
+        {s.path for s in session.plan.plan.selections} | {op.target for op in operations})
+    routing_targets = {t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)}
+    hooked = {t for t in targets if not t.endswith(ROUTING_SUFFIX)}
+    intervened = {op.target for op in operations}
+    modules = dict(model.named_modules())
+    unknown = sorted((hooked | routing_targets) - modules.keys())
+    if unknown:
+        raise InvalidArgumentError(f"no module at path(s) {unknown}")
+    handles, routed = [], []
+    try:
+        for path in sorted(hooked):
+            hook = _make_hook(session, backend, path, path in intervened)
+            handles.append(modules[path].register_forward_hook(hook))
+        for path in sorted(routing_targets):
+            module = modules[path]
+            if not callable(getattr(module, "set_routing_hook", None)):
+                raise InvalidArgumentError(f"module {path} does not take a routing hook")
+            module.set_routing_hook(RoutingHook(session, backend, path + ROUTING_SUFFIX))
+            routed.append(module)
+    except BaseException:
+        TorchAttachment(handles, routed).detach()  # attach is all or nothing
+        raise
+    return TorchAttachment(handles, routed)

@@ -1,0 +1,313 @@
+"""Interventions and MoE routing control through a capture session."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lifecore.capture import (
+    Axis,
+    CaptureDiscovery,
+    CaptureLimits,
+    CaptureOutcome,
+    CapturePhase,
+    CapturePlan,
+    CaptureRequest,
+    CaptureSchedule,
+    CaptureSelection,
+    CaptureSession,
+    CaptureSlice,
+    CaptureTransform,
+    CaptureUsage,
+    CountingBackend,
+    InterventionOutcome,
+    InterventionPlan,
+    MockTensor,
+    NumpyBackend,
+    ObservationPoint,
+    OnLimit,
+    interventions as iv,
+    unlimited,
+)
+from lifecore.errors import AdmissionError, BudgetExceededError, CaptureSessionError, InvalidArgumentError
+from lifecore.testing.capture_session import ROUTER, sample_discovery
+
+PREFILL, DECODE = CapturePhase.PREFILL, CapturePhase.DECODE
+REQUEST = CaptureRequest(1, 4, 3)
+
+
+def session_with(ops, selections=(), limits=None, discovery=None):
+    discovery = discovery or sample_discovery()
+    session = CaptureSession(CapturePlan(list(selections), limits or unlimited()).admit(discovery, REQUEST))
+    admitted = InterventionPlan(list(ops)).admit(discovery, session)
+    assert admitted.identity.startswith("intervention-v1-")
+    session.enable_interventions(admitted, NumpyBackend())
+    return session
+
+
+def hidden(seed=0, rows=4):
+    return np.random.default_rng(seed).standard_normal((1, rows, 8)).astype(np.float32)
+
+
+def test_operations_apply_in_plan_order_and_downstream_consumes_the_result():
+    backend = NumpyBackend()
+    session = session_with([iv.add("plus", "blocks.0.mlp", np.ones((1, 4, 8)), schedule=CaptureSchedule(decode=False)),
+                            iv.scale("twice", "blocks.0.mlp", 2.0)])
+    x = hidden()
+    session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", x)
+    out = session.intervene(backend, "blocks.0.mlp", x)
+    np.testing.assert_allclose(out, (x + 1) * 2)  # add first, then scale: plan order
+    np.testing.assert_array_equal(x, hidden())  # the source is never modified
+    # A downstream point sees the replacement (what a model would feed forward).
+    session.finish_interventions()
+    step = session.take_step()
+    assert [r.outcome for r in step.interventions] == [InterventionOutcome.APPLIED] * 2
+    assert session.checkpoint_ready
+
+
+def test_no_active_operation_returns_none_without_calling_the_backend():
+    backend = CountingBackend()
+    session = session_with([iv.zero("z", "blocks.1.mlp", schedule=CaptureSchedule(prefill=False))])
+    session.begin_step(PREFILL, 0)
+    assert session.intervene(backend, "blocks.1.mlp", MockTensor((1, 4, 8))) is None
+    assert session.intervene(backend, "blocks.0.mlp", MockTensor((1, 4, 8))) is None
+    assert backend.calls == []
+    session.finish_interventions()  # inactive operations are complete
+
+
+def test_prefill_row_patching_leaves_other_rows_unchanged():
+    backend = NumpyBackend()
+    patch = np.full((1, 2, 8), 7.0)
+    session = session_with([iv.replace("patch", "blocks.0.mlp", patch, slices=[CaptureSlice("seq", 1, 3)],
+                                       schedule=CaptureSchedule(decode=False))])
+    x = hidden()
+    session.begin_step(PREFILL, 0)
+    out = session.intervene(backend, "blocks.0.mlp", x)
+    np.testing.assert_array_equal(out[:, 1:3], patch)
+    np.testing.assert_array_equal(out[:, [0, 3]], x[:, [0, 3]])
+
+
+def test_mask_and_mask_logits():
+    backend = NumpyBackend()
+    keep = np.zeros((1, 4, 8), bool)
+    keep[..., :2] = True
+    session = session_with([iv.mask("m", "blocks.0.mlp", keep, schedule=CaptureSchedule(decode=False)),
+                            iv.mask_logits("ban", "logits", [3, 5])])
+    x = hidden()
+    session.begin_step(PREFILL, 0)
+    out = session.intervene(backend, "blocks.0.mlp", x)
+    np.testing.assert_array_equal(out, np.where(keep, x, 0))
+    logits = session.intervene(backend, "logits", np.zeros((1, 4, 16)))
+    assert np.isneginf(logits[..., [3, 5]]).all() and (logits[..., [0, 1, 2, 4]] == 0).all()
+
+
+def test_missing_duplicate_and_failed_operations_stay_distinct():
+    backend = CountingBackend(change_dtype=True)
+    session = session_with([iv.zero("changes_dtype", "blocks.0.mlp"), iv.zero("never_reached", "blocks.1.mlp")])
+    session.begin_step(PREFILL, 0)
+    assert session.intervene(backend, "blocks.0.mlp", MockTensor((1, 4, 8))) is None
+    with pytest.raises(CaptureSessionError, match="more than once"):
+        session.intervene(backend, "blocks.0.mlp", MockTensor((1, 4, 8)))
+    with pytest.raises(CaptureSessionError, match="changes_dtype at blocks.0.mlp did not complete"):
+        session.finish_interventions()
+    step = session.take_step()
+    failed, missing = step.interventions
+    assert failed.outcome == InterventionOutcome.FAILED and "dtype" in failed.message
+    assert missing.outcome == InterventionOutcome.MISSING
+    assert not session.checkpoint_ready
+    with pytest.raises(CaptureSessionError):
+        session.checkpoint(sample_discovery())
+
+
+def test_observe_must_precede_intervene_at_the_same_hook():
+    backend = NumpyBackend()
+    session = session_with([iv.zero("z", "blocks.0.mlp")],
+                           selections=[CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary())])
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="observe must precede"):
+        session.intervene(backend, "blocks.0.mlp", hidden())
+    session.observe(backend, "blocks.0.mlp", hidden())
+    assert session.intervene(backend, "blocks.0.mlp", hidden()) is not None
+
+
+def test_evidence_is_charged_to_the_capture_limits():
+    backend = NumpyBackend()
+    session = session_with([iv.scale("s", "blocks.0.mlp", 3.0, evidence="summary")])
+    session.begin_step(PREFILL, 0)
+    before = session.cumulative_usage()
+    x = hidden()
+    session.intervene(backend, "blocks.0.mlp", x)
+    record = session.take_step().interventions[0]
+    before_evidence, after_evidence = record.evidence
+    assert after_evidence.max == pytest.approx(3 * before_evidence.max, rel=1e-5)
+    assert record.charged.captures == 2
+    assert session.cumulative_usage().captures == before.captures + 2
+
+
+@pytest.mark.parametrize("on_limit", [OnLimit.FAIL, OnLimit.SKIP])
+def test_evidence_over_the_limit(on_limit):
+    limits = CaptureLimits(per_step=CaptureUsage(1, 10**9, 10**9, 10**9),
+                           cumulative=CaptureUsage(10, 10**9, 10**9, 10**9), on_limit=on_limit)
+    session = session_with([iv.scale("s", "blocks.0.mlp", 3.0, evidence=4)], limits=limits)
+    session.begin_step(PREFILL, 0)
+    out = session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
+    record = session.take_step().interventions[0]
+    assert session.cumulative_usage().captures == 0
+    if on_limit == OnLimit.FAIL:
+        assert out is None and record.outcome == InterventionOutcome.FAILED
+    else:
+        assert out is not None and record.outcome == InterventionOutcome.APPLIED and record.evidence == []
+
+
+def _bad_operations():
+    """Built per test, so no bound object outlives the run."""
+    return [
+        (iv.add("a", "blocks.0.mlp", np.ones((1, 4, 7))), "extent"),
+        (iv.add("a", "blocks.0.mlp", np.ones((8,))), "rank"),
+        (iv.add("a", "blocks.0.mlp", np.full((1, 4, 8), np.nan), schedule=CaptureSchedule(decode=False)), "finite"),
+        (iv.scale("a", "blocks.0.mlp", float("inf")), "finite"),
+        (iv.zero("a", "nowhere"), "unknown observation path"),
+        (iv.zero("x" * 129, "blocks.0.mlp"), "128"),
+        (iv.zero("a", ROUTER), "routing point"),
+        (iv.mask_logits("a", "blocks.0.mlp", [1]), "not logits"),
+        (iv.mask_logits("a", "logits", [16]), "out of range"),
+        (iv.exclude_experts("a", ROUTER, [1, 1]), "repeated"),
+        (iv.exclude_experts("a", ROUTER, [0, 1, 2]), "fewer than top_k"),
+        (iv.exclude_experts("a", ROUTER, [9]), "out of range"),
+        (iv.exclude_experts("a", ROUTER, [1], evidence=None, slices=[CaptureSlice("experts", 0, 2)]), "token axis"),
+        (iv.bias_routing_scores("a", ROUTER, [1], [1.0, 2.0]), "biases"),
+        (iv.force_experts("a", ROUTER, [[1, 2, 3]]), "top_k"),
+        (iv.zero_expert_contribution("a", "blocks.0.mlp", [1]), "no routing policy"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(16))
+def test_bad_operations_are_refused_at_admission(case):
+    op, fragment = _bad_operations()[case]
+    session = CaptureSession(CapturePlan([], unlimited()).admit(sample_discovery(), REQUEST))
+    with pytest.raises(AdmissionError, match=fragment):
+        InterventionPlan([op]).admit(sample_discovery(), session)
+
+
+def test_routing_operations_may_not_overlap_and_ids_must_be_unique():
+    session = CaptureSession(CapturePlan([], unlimited()).admit(sample_discovery(), REQUEST))
+    with pytest.raises(AdmissionError, match="overlap"):
+        InterventionPlan([iv.exclude_experts("a", ROUTER, [1]), iv.exclude_experts("b", ROUTER, [2])]).admit(
+            sample_discovery(), session)
+    with pytest.raises(AdmissionError, match="duplicate"):
+        InterventionPlan([iv.zero("a", "blocks.0.mlp"), iv.zero("a", "blocks.1.mlp")]).admit(sample_discovery(), session)
+
+
+def test_enable_interventions_rules():
+    discovery = sample_discovery()
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    other = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    plan = InterventionPlan([iv.zero("z", "blocks.0.mlp")])
+    with pytest.raises(CaptureSessionError, match="another capture session"):
+        session.enable_interventions(plan.admit(discovery, other), NumpyBackend())
+    with pytest.raises(InvalidArgumentError):
+        session.enable_interventions(plan.admit(discovery, session), None)
+    session.enable_interventions(InterventionPlan([]).admit(discovery, session), NumpyBackend())
+    assert session.intervention_plan is None  # an empty plan is not installed
+    session.enable_interventions(plan.admit(discovery, session), NumpyBackend())
+    assert session.intervention_plan.plan.operations[0].id == "z"
+    with pytest.raises(CaptureSessionError, match="already"):
+        session.enable_interventions(plan.admit(discovery, session), NumpyBackend())
+    late = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    late.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="before the first step"):
+        late.enable_interventions(plan.admit(discovery, late), NumpyBackend())
+
+
+def test_a_runtime_mis_shaped_payload_fails_the_operation():
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", "unknown")])])
+    session = session_with([iv.add("a", "p", np.ones(3))], discovery=discovery)
+    session.begin_step(PREFILL, 0)
+    assert session.intervene(NumpyBackend(), "p", np.zeros(4, np.float32)) is None
+    record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED and "exactly" in record.message
+
+
+# -- routing -----------------------------------------------------------------------------------
+def routed(ops, limits=None):
+    return session_with(ops, limits=limits)
+
+
+def decision(rows, top_k=2, ids=None):
+    ids = np.array(ids if ids is not None else [[0, 1]] * rows, dtype=np.int64)
+    return ids, np.full((rows, top_k), 0.5, np.float32)
+
+
+def test_unsolicited_routing_results_fail():
+    plain = CaptureSession(CapturePlan([], unlimited()).admit(sample_discovery(), REQUEST))
+    plain.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="unsolicited"):
+        plain.routing_applied(NumpyBackend(), ROUTER, None, decision(4))
+    session = routed([iv.exclude_experts("x", ROUTER, [3])])
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="no pending control"):
+        session.routing_applied(NumpyBackend(), ROUTER, None, decision(4))
+
+
+def test_routing_control_round_trip_with_original_evidence():
+    session = routed([iv.exclude_experts("x", ROUTER, [3], evidence=8)])
+    backend = NumpyBackend()
+    session.begin_step(PREFILL, 0)
+    control = session.routing_control(ROUTER, 4)
+    assert (control.num_experts, control.top_k, control.expert_ids, control.capture_original) == (4, 2, [3], True)
+    with pytest.raises(CaptureSessionError, match="already pending"):
+        session.routing_control(ROUTER, 4)
+    with pytest.raises(CaptureSessionError, match="pending"):
+        session.finish_interventions()
+    with pytest.raises(CaptureSessionError, match="does not match"):
+        session.routing_applied(backend, "elsewhere", decision(4), decision(4))
+    session.routing_applied(backend, ROUTER, decision(4, ids=[[3, 1]] * 4), decision(4))
+    session.finish_interventions()
+    record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.APPLIED and len(record.evidence) == 4
+    assert record.evidence[0].values[:2] == [3.0, 1.0]
+
+
+def test_a_missing_requested_original_fails_the_operation():
+    session = routed([iv.exclude_experts("x", ROUTER, [3], evidence=8)])
+    session.begin_step(PREFILL, 0)
+    session.routing_control(ROUTER, 4)
+    with pytest.raises(InvalidArgumentError, match="original routing decision is missing"):
+        session.routing_applied(NumpyBackend(), ROUTER, None, decision(4))
+    assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
+
+
+def test_routing_windows_and_phases_are_checked():
+    session = routed([iv.exclude_experts("x", ROUTER, [3], slices=[CaptureSlice("rows", 2, 4)],
+                                         schedule=CaptureSchedule(decode=False))])
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(InvalidArgumentError, match="window"):
+        session.routing_control(ROUTER, 1)
+    assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
+    session.begin_step(DECODE, 1)
+    assert session.routing_control(ROUTER, 1) is None  # not scheduled in decode
+    session.take_step()
+
+
+def test_routing_original_reservation_over_the_limit_is_an_error():
+    limits = CaptureLimits(per_step=CaptureUsage(10, 10, 10**9, 10**9), cumulative=CaptureUsage(10, 10**9, 10**9, 10**9),
+                           on_limit=OnLimit.SKIP)
+    session = routed([iv.exclude_experts("x", ROUTER, [3], evidence=8)], limits=limits)
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(BudgetExceededError):
+        session.routing_control(ROUTER, 4)
+    assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
+
+
+def test_routing_failed_leaves_the_record_failed_with_a_bounded_message():
+    session = routed([iv.force_experts("f", ROUTER, [[0, 1]] * 4, schedule=CaptureSchedule(decode=False))])
+    session.begin_step(PREFILL, 0)
+    control = session.routing_control(ROUTER, 4)
+    assert control.expert_ids == [0, 1] * 4
+    session.routing_failed(ROUTER, "selector crashed: " + "ü" * 300)
+    with pytest.raises(CaptureSessionError, match="did not complete"):
+        session.finish_interventions()
+    record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED
+    assert len(record.message.encode()) <= 256 and record.message.startswith("selector crashed")

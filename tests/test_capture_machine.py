@@ -1,0 +1,39 @@
+"""The capture-session state machine against the reference model, on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from lifecore.capture import CountingBackend, NumpyBackend
+from lifecore.testing import CaptureSessionMachine
+
+
+def _numpy_tensor(shape, dtype, itemsize):
+    return np.ones(shape, dtype={("floating", 4): np.float32, ("integer", 8): np.int64}[(dtype, itemsize)])
+
+
+BACKENDS = {
+    "counting": (CountingBackend, None),
+    "numpy": (NumpyBackend, _numpy_tensor),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKENDS))
+def test_capture_session_machine(name):
+    backend_factory, tensor_factory = BACKENDS[name]
+    run_state_machine_as_test(lambda: CaptureSessionMachine(backend_factory, tensor_factory),
+                              settings=settings(settings.default))
+
+
+@pytest.mark.no_sanitizer
+def test_capture_session_machine_on_torch():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from lifecore.torch import TorchBackend
+
+    def tensor(shape, dtype, itemsize):
+        return torch.ones(shape, dtype={("floating", 4): torch.float32, ("integer", 8): torch.int64}[(dtype, itemsize)])
+
+    run_state_machine_as_test(lambda: CaptureSessionMachine(TorchBackend, tensor), settings=settings(settings.default))

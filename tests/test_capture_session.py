@@ -1,0 +1,495 @@
+"""Capture-session behaviours: schedule, budgets, records, the step slot, checkpoints, forks."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+from lifecore.capture import (
+    Axis,
+    CaptureDiscovery,
+    CaptureLimits,
+    CaptureOutcome,
+    CapturePhase,
+    CapturePlan,
+    CaptureRequest,
+    CaptureSchedule,
+    CaptureSelection,
+    CaptureSession,
+    CaptureSlice,
+    CaptureTransform,
+    CaptureUsage,
+    CountingBackend,
+    MockTensor,
+    NumpyBackend,
+    ObservationPoint,
+    OnLimit,
+    unlimited,
+)
+from lifecore.capture.backends import payload_cost
+from lifecore.errors import AdmissionError, BudgetExceededError, CaptureSessionError, InvalidArgumentError
+from lifecore.testing.capture_session import sample_discovery
+
+PREFILL, DECODE = CapturePhase.PREFILL, CapturePhase.DECODE
+HIDDEN = (1, 4, 8)
+BIG = 10**9
+
+
+def session_for(*selections, limits=None, request=CaptureRequest(1, 4, 4), discovery=None):
+    plan = CapturePlan(list(selections), limits or unlimited()).admit(discovery or sample_discovery(), request)
+    return CaptureSession(plan)
+
+
+def summary(id="s", path="blocks.0.mlp", **kw):
+    return CaptureSelection(id, path, CaptureTransform.summary(), **kw)
+
+
+def envelope_of(session):
+    """Usage of one step's envelopes (what begin_step alone charges)."""
+    session.begin_step(PREFILL, 0) if session.next_prediction == 0 else session.begin_step(DECODE, session.next_prediction)
+    usage = session.step_usage()
+    return usage
+
+
+# -- the none plan and the basic step ----------------------------------------------------------
+def test_the_none_plan_captures_nothing_and_copies_nothing():
+    session = CaptureSession(CapturePlan.none().admit(sample_discovery(), CaptureRequest(1, 4, 2)))
+    backend = CountingBackend()
+    session.begin_step(PREFILL, 0)
+    for path in ("blocks.0.mlp", "blocks.1.mlp", "logits"):
+        session.observe(backend, path, MockTensor(HIDDEN))
+    step = session.take_step()
+    assert step.records == [] and backend.calls == []
+    assert session.cumulative_usage() == CaptureUsage()
+
+
+def test_a_captured_summary_holds_the_values_and_its_charge():
+    session = session_for(summary())
+    x = np.arange(32, dtype=np.float32).reshape(HIDDEN)
+    session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", x)
+    step = session.take_step()
+    (record,) = step.records
+    assert record.outcome == CaptureOutcome.CAPTURED
+    assert record.source_shape == [1, 4, 8] and record.selected_shape == [1, 4, 8]
+    p = record.payload
+    assert (p.kind, p.count, p.min, p.max) == ("summary", 32, 0.0, 31.0)
+    assert p.mean == pytest.approx(15.5) and p.std == pytest.approx(float(np.std(x)))
+    assert record.charged.captures == 1 and step.cumulative_usage == session.cumulative_usage()
+    decoded = json.loads(record.to_json())
+    assert decoded["outcome"]["kind"] == "CAPTURED" and decoded["payload"]["count"] == 32
+    assert len(record.to_json().encode()) <= record.charged.encoded_bytes
+
+
+def test_slices_histograms_and_top_candidates():
+    session = session_for(
+        CaptureSelection("rows", "blocks.0.mlp", CaptureTransform.slice(), schedule=CaptureSchedule(decode=False),
+                         slices=[CaptureSlice("seq", 1, 3), CaptureSlice("d", 0, 8, 4)]),
+        CaptureSelection("hist", "blocks.0.mlp", CaptureTransform.histogram([-10.0, 0.0, 10.0, 100.0])),
+        CaptureSelection("top", "logits", CaptureTransform.top_candidates(2)),
+    )
+    x = np.arange(32, dtype=np.float32).reshape(HIDDEN) - 5
+    logits = np.zeros((1, 4, 16))
+    logits[0, -1, [3, 9]] = [2.0, 5.0]
+    backend = NumpyBackend()
+    session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", x)
+    session.observe(backend, "logits", logits)
+    step = session.take_step()
+    rows, hist, top = step.records
+    assert rows.selected_shape == [1, 2, 2]
+    assert rows.payload.values == x[:, 1:3, 0:8:4].ravel().tolist()
+    assert hist.payload.counts == [5, 10, 17]
+    assert top.payload.counts == [9, 3] and top.payload.values == [5.0, 2.0]
+
+
+def test_a_preview_that_cuts_is_truncated():
+    session = session_for(CaptureSelection("p", "blocks.0.mlp", CaptureTransform.preview(5)))
+    session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", np.ones(HIDDEN, np.float32))
+    (record,) = session.take_step().records
+    assert record.outcome == CaptureOutcome.TRUNCATED
+    assert (record.available, record.emitted) == (32, 5) and len(record.payload.values) == 5
+
+
+def test_schedule_skip_and_missing():
+    session = session_for(summary("every2", schedule=CaptureSchedule(every=2)), summary("late", "blocks.1.mlp"))
+    backend = CountingBackend()
+    session.begin_step(PREFILL, 0)
+    step = session.take_step()  # nothing observed
+    assert [r.outcome for r in step.records] == [CaptureOutcome.MISSING, CaptureOutcome.MISSING]
+    session.begin_step(DECODE, 1)
+    session.observe(backend, "blocks.0.mlp", MockTensor((1, 1, 8)))
+    step = session.take_step()
+    assert step.records[0].outcome == CaptureOutcome.SKIPPED and step.records[0].skip_reason == "schedule"
+    assert backend.calls == []  # a skipped point never calls the backend
+
+
+def test_the_next_step_waits_until_the_records_are_taken():
+    session = session_for(summary())
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="not been consumed"):
+        session.begin_step(DECODE, 1)
+    assert session.take_step() is not None
+    assert session.take_step() is None  # one slot, no queue
+    session.begin_step(DECODE, 1)
+
+
+def test_observe_needs_a_step_and_fires_once():
+    session = session_for(summary())
+    backend = CountingBackend()
+    with pytest.raises(CaptureSessionError, match="no capture step"):
+        session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+    session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+    calls = len(backend.calls)
+    with pytest.raises(CaptureSessionError, match="twice"):
+        session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+    assert len(backend.calls) == calls
+    assert session.take_step().records[0].outcome == CaptureOutcome.CAPTURED
+
+
+def test_begin_step_checks_the_prediction():
+    session = session_for(summary(), request=CaptureRequest(1, 4, 2))
+    with pytest.raises(InvalidArgumentError):
+        session.begin_step(DECODE, 0)
+    with pytest.raises(InvalidArgumentError):
+        session.begin_step(DECODE, 2)
+    assert session.cumulative_usage() == CaptureUsage()
+
+
+# -- budgets ---------------------------------------------------------------------------------
+COST = payload_cost(CaptureTransform.summary().kind, list(HIDDEN), 4)
+
+
+def _limits_short_of(budget: str, on_limit: OnLimit, cumulative: bool) -> CaptureLimits:
+    env = CaptureUsage(0, 0, 512 + len("s") + 2 * len("blocks.0.mlp") + 3 * 128,
+                       2048 + 6 * (1 + 2 * len("blocks.0.mlp")) + 3 * 64)
+    room = [BIG] * 4
+    index = ["captures", "retained_bytes", "host_bytes", "encoded_bytes"].index(budget)
+    need = [COST.captures, COST.retained_bytes, COST.host_bytes, COST.encoded_bytes][index]
+    room[index] = need - 1
+    tight = CaptureUsage(*(e + r for e, r in zip(env.as_tuple(), room)))
+    plenty = CaptureUsage(*(e * 4 + BIG for e in env.as_tuple()))
+    if cumulative:  # used with max_predictions = 1, so the preflight reserves one step of envelopes
+        return CaptureLimits(per_step=plenty, cumulative=tight, on_limit=on_limit)
+    return CaptureLimits(per_step=tight, cumulative=plenty, on_limit=on_limit)
+
+
+@pytest.mark.parametrize("budget", ["captures", "retained_bytes", "host_bytes", "encoded_bytes"])
+@pytest.mark.parametrize("on_limit", [OnLimit.FAIL, OnLimit.SKIP])
+@pytest.mark.parametrize("cumulative", [False, True])
+def test_a_budget_failure_or_skip_never_materializes_a_value(budget, on_limit, cumulative):
+    session = session_for(summary(), limits=_limits_short_of(budget, on_limit, cumulative),
+                          request=CaptureRequest(1, 4, 1 if cumulative else 4))
+    backend = CountingBackend()
+    session.begin_step(PREFILL, 0)
+    before = session.cumulative_usage()
+    if on_limit == OnLimit.FAIL:
+        with pytest.raises(BudgetExceededError) as caught:
+            session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+        assert (caught.value.budget, caught.value.cumulative) == (budget, cumulative)
+    else:
+        session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+    assert backend.count("transform") == 0  # nothing materialized
+    assert session.cumulative_usage() == before  # nothing charged
+    (record,) = session.take_step().records
+    assert record.payload is None and record.budget == budget and record.cumulative == cumulative
+    if on_limit == OnLimit.FAIL:
+        assert (record.outcome, record.fail_reason) == (CaptureOutcome.FAILED, "limit")
+    else:
+        assert (record.outcome, record.skip_reason) == (CaptureOutcome.SKIPPED, "limit")
+
+
+def test_a_cumulative_limit_skips_later_steps_but_keeps_recording_metadata():
+    env_host = 512 + 1 + 24 + 3 * 128
+    env_enc = 2048 + 6 * 25 + 3 * 64
+    decode_cost = payload_cost(CaptureTransform.summary().kind, [1, 1, 8], 4)
+    limits = CaptureLimits(per_step=CaptureUsage(BIG, BIG, BIG, BIG),
+                           cumulative=CaptureUsage(1, BIG, BIG, 4 * env_enc + decode_cost.encoded_bytes),
+                           on_limit=OnLimit.SKIP)
+    session = session_for(summary(schedule=CaptureSchedule(prefill=False)), limits=limits)
+    backend = CountingBackend()
+    outcomes = []
+    session.begin_step(PREFILL, 0)
+    session.take_step()
+    for p in (1, 2, 3):
+        session.begin_step(DECODE, p)
+        session.observe(backend, "blocks.0.mlp", MockTensor((1, 1, 8)))
+        outcomes.append(session.take_step().records[0].skip_reason)
+    assert outcomes == [None, "limit", "limit"]
+    assert backend.count("transform") == 1
+    assert session.cumulative_usage().captures == 1
+    assert session.cumulative_usage().host_bytes == 4 * env_host + decode_cost.host_bytes
+
+
+def test_envelope_exhaustion_fails_begin_step_and_installs_no_records():
+    # Room for exactly two steps of envelopes; the third fails even under the skip policy.
+    probe = session_for(summary(), request=CaptureRequest(1, 4, 2))
+    env = envelope_of(probe)
+    limits = CaptureLimits(per_step=env, cumulative=CaptureUsage(*(2 * v for v in env.as_tuple())), on_limit=OnLimit.SKIP)
+    plan = CapturePlan([summary()], limits).admit(sample_discovery(), CaptureRequest(1, 4, 2))
+    session = CaptureSession(plan)
+    session.begin_step(PREFILL, 0)
+    session.take_step()
+    cp = session.checkpoint(sample_discovery())
+    session.begin_step(DECODE, 1)
+    session.take_step()
+    session.restore(cp)
+    with pytest.raises(BudgetExceededError):
+        session.begin_step(DECODE, 1)
+    assert session.take_step() is None
+    assert not session.checkpoint_ready
+    with pytest.raises(CaptureSessionError, match="did not complete"):
+        session.checkpoint(sample_discovery())  # a failed reservation never becomes a checkpoint
+
+
+def test_an_unknown_estimate_is_a_failure_never_zero():
+    session = session_for(summary())
+    backend = CountingBackend(unknown_estimate=True)
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="unknown estimate"):
+        session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+    assert backend.count("transform") == 0
+    record = session.take_step().records[0]
+    assert (record.outcome, record.fail_reason) == (CaptureOutcome.FAILED, "native")
+    assert record.charged.captures == 0
+
+
+def test_an_underestimated_encoding_is_caught_before_publication():
+    discovery = CaptureDiscovery("m", [ObservationPoint("big", [Axis("n", "unknown")])])
+    session = session_for(CaptureSelection("f", "big", CaptureTransform.full_tensor()), discovery=discovery)
+    backend = CountingBackend(underestimate=True)
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="underestimated"):
+        session.observe(backend, "big", MockTensor((4000,)))
+    record = session.take_step().records[0]
+    assert record.outcome == CaptureOutcome.FAILED and record.payload is None
+    assert len(record.to_json().encode()) <= record.charged.encoded_bytes
+
+
+def test_a_backend_failure_is_a_bounded_failed_record():
+    class Exploding(CountingBackend):
+        def transform(self, tensor, request):
+            raise RuntimeError("é" * 400)
+
+    session = session_for(summary())
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="native capture failed"):
+        session.observe(Exploding(), "blocks.0.mlp", MockTensor(HIDDEN))
+    record = session.take_step().records[0]
+    assert record.outcome == CaptureOutcome.FAILED
+    encoded = record.message.encode()
+    assert len(encoded) <= 256
+    encoded.decode("utf-8")  # cut on a UTF-8 boundary
+    assert record.charged.captures == 1  # the reservation is never refunded
+
+
+def test_a_mis_shaped_tensor_fails_the_record_and_charges_nothing_more():
+    session = session_for(summary())
+    backend = CountingBackend()
+    session.begin_step(PREFILL, 0)
+    before = session.cumulative_usage()
+    with pytest.raises(InvalidArgumentError, match="extent"):
+        session.observe(backend, "blocks.0.mlp", MockTensor((1, 4, 9)))
+    assert session.cumulative_usage() == before and backend.count("estimate") == 0
+    record = session.take_step().records[0]
+    assert (record.outcome, record.fail_reason) == (CaptureOutcome.FAILED, "invalid")
+
+
+def test_unknown_dynamic_extents_are_checked_at_run_time():
+    discovery = CaptureDiscovery("m", [ObservationPoint("img", [Axis("media", "media_positions"), Axis("d", 2)])])
+    session = session_for(summary(path="img", slices=[CaptureSlice("media", 0, 3)]), discovery=discovery)
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(InvalidArgumentError, match="out of range"):
+        session.observe(NumpyBackend(), "img", np.zeros((2, 2), np.float32))
+    session.take_step()
+    session.begin_step(DECODE, 1)
+    session.observe(NumpyBackend(), "img", np.zeros((5, 2), np.float32))
+    assert session.take_step().records[0].selected_shape == [3, 2]
+
+
+# -- checkpoints, restore, forks ---------------------------------------------------------------
+def _run(session, prediction, backend=None):
+    session.begin_step(PREFILL if prediction == 0 else DECODE, prediction)
+    session.observe(backend or CountingBackend(), "blocks.0.mlp", MockTensor((1, 4 if prediction == 0 else 1, 8)))
+    return session.take_step()
+
+
+def test_restore_rewinds_the_position_without_refund_or_republication():
+    session = session_for(summary())
+    discovery = sample_discovery()
+    assert session.checkpoint_storage_bytes(discovery) > 0
+    initial = session.checkpoint(discovery)  # the fresh run is a valid boundary
+    _run(session, 0)
+    cp = session.checkpoint(discovery)
+    assert (cp.prediction, cp.has_step) == (0, True)
+    _run(session, 1)
+    spent = session.cumulative_usage()
+    session.restore(cp)
+    assert session.take_step() is None
+    assert session.cumulative_usage() == spent
+    assert session.next_prediction == 1
+    _run(session, 1)  # a repeated step adds to the usage
+    assert session.cumulative_usage().captures == spent.captures + 1
+    session.restore(initial)
+    assert session.next_prediction == 0
+
+
+def test_records_gate_checkpoint_and_restore():
+    session = session_for(summary())
+    discovery = sample_discovery()
+    cp = session.checkpoint(discovery)
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="undelivered"):
+        session.checkpoint(discovery)
+    with pytest.raises(CaptureSessionError, match="undelivered"):
+        session.validate_restore(cp)
+    with pytest.raises(CaptureSessionError, match="undelivered"):
+        session.restore(cp)
+    session.take_step()
+    session.validate_restore(cp)
+
+
+def test_a_failed_step_must_still_be_drained_and_cannot_be_a_checkpoint():
+    session = session_for(summary())
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(InvalidArgumentError):
+        session.observe(CountingBackend(), "blocks.0.mlp", MockTensor((2, 2)))
+    cp_before = None
+    with pytest.raises(CaptureSessionError):
+        session.checkpoint(sample_discovery())
+    session.take_step()
+    with pytest.raises(CaptureSessionError, match="did not complete"):
+        session.checkpoint(sample_discovery())
+    assert cp_before is None
+
+
+def test_source_identity_gates_checkpoint_and_restore():
+    session = session_for(summary())
+    other = session_for(summary())
+    with pytest.raises(CaptureSessionError, match="mismatch"):
+        session.checkpoint(sample_discovery("another-model"))
+    shrunk = CaptureDiscovery("machine-artifact", [ObservationPoint("blocks.1.mlp", [Axis("d", 8)])])
+    with pytest.raises(CaptureSessionError, match="mismatch"):
+        session.checkpoint(shrunk)
+    with pytest.raises(CaptureSessionError, match="another capture session"):
+        session.restore(other.checkpoint(sample_discovery()))
+
+
+def test_prepare_restore_holds_the_session_and_dropping_it_changes_nothing():
+    session = session_for(summary())
+    discovery = sample_discovery()
+    cp = session.checkpoint(discovery)
+    _run(session, 0)
+    prepared = session.prepare_restore(cp)
+    with pytest.raises(CaptureSessionError, match="prepared restore"):
+        session.begin_step(DECODE, 1)
+    del prepared
+    assert session.next_prediction == 1
+    with session.prepare_restore(cp) as held:
+        assert held.holding
+    assert not held.holding and not held.committed  # leaving without commit changes nothing
+    assert session.next_prediction == 1
+    prepared = session.prepare_restore(cp)
+    prepared.commit()
+    prepared.commit()  # cannot fail
+    assert prepared.committed and session.next_prediction == 0
+
+
+def test_forks_inherit_usage_and_recheck_future_geometry():
+    discovery = CaptureDiscovery("m", [ObservationPoint("kv", [Axis("ctx", "context")])])
+    sel = CaptureSelection("s", "kv", CaptureTransform.summary(), slices=[CaptureSlice("ctx", 0, 5)],
+                           schedule=CaptureSchedule(prefill=False, first_prediction=1))
+    session = session_for(sel, discovery=discovery, request=CaptureRequest(1, 4, 3))
+    session.begin_step(PREFILL, 0)
+    session.take_step()
+    session.begin_step(DECODE, 1)
+    session.observe(NumpyBackend(), "kv", np.zeros(5, np.float32))
+    session.take_step()
+    child = session.fork(discovery)
+    assert child.cumulative_usage() == session.cumulative_usage()
+    assert child.next_prediction == 2 and child.plan.identity != ""
+    child.begin_step(DECODE, 2)
+    child.observe(NumpyBackend(), "kv", np.zeros(6, np.float32))
+    child.take_step()
+    assert child.cumulative_usage().captures == 2 and session.cumulative_usage().captures == 1
+    with pytest.raises(AdmissionError):
+        session.fork(sample_discovery())  # another artifact
+    # Tighter child limits that the inherited usage already exceeds are refused.
+    small = CaptureUsage(0, BIG, BIG, BIG)
+    with pytest.raises(AdmissionError):
+        session.fork(discovery, limits=CaptureLimits(per_step=small, cumulative=small))
+
+
+def test_concurrent_use_is_refused_not_deadlocked():
+    session = session_for(summary())
+    errors = []
+
+    class Reentrant(CountingBackend):
+        def shape(self, tensor):
+            try:
+                session.take_step()
+            except CaptureSessionError as e:
+                errors.append(str(e))
+            return super().shape(tensor)
+
+    session.begin_step(PREFILL, 0)
+    session.observe(Reentrant(), "blocks.0.mlp", MockTensor(HIDDEN))
+    assert errors and "in use" in errors[0]
+    assert session.take_step().records[0].outcome == CaptureOutcome.CAPTURED
+
+    results = []
+
+    def worker():
+        s = session_for(summary())
+        for p in range(4):
+            _run(s, p)
+        results.append(s.cumulative_usage().captures)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [4, 4, 4, 4]
+
+
+def test_summaries_skip_non_finite_values_and_count_them():
+    session = session_for(summary())
+    x = np.arange(32, dtype=np.float32).reshape(HIDDEN)
+    x[0, 0, :3] = [np.nan, np.inf, -np.inf]
+    session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", x)
+    payload = session.take_step().records[0].payload
+    assert (payload.count, payload.nonfinite, payload.min, payload.max) == (32, 3, 3.0, 31.0)
+
+
+def test_non_finite_payload_values_encode_as_null():
+    session = session_for(CaptureSelection("f", "blocks.0.mlp", CaptureTransform.full_tensor(),
+                                           schedule=CaptureSchedule(decode=False)))
+    x = np.zeros(HIDDEN, np.float32)
+    x[0, 0, 0] = np.nan
+    session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", x)
+    record = session.take_step().records[0]
+    decoded = json.loads(record.to_json())
+    assert decoded["payload"]["values"][0] is None and decoded["payload"]["values"][1] == 0
+    assert len(record.to_json()) <= record.charged.encoded_bytes
+
+
+def test_capture_step_always_drains_the_records():
+    from lifecore.capture import capture_step
+
+    session = session_for(summary())
+    with capture_step(session, 0) as result:
+        session.observe(CountingBackend(), "blocks.0.mlp", MockTensor(HIDDEN))
+    assert result.step.records[0].outcome == CaptureOutcome.CAPTURED
+    with pytest.raises(RuntimeError):
+        with capture_step(session, 1) as result:
+            raise RuntimeError("the forward failed")
+    assert result.step.records[0].outcome == CaptureOutcome.MISSING
+    assert not session.step_pending

@@ -1,0 +1,292 @@
+"""lifecore.torch on a tiny randomly initialised transformer with one mixture-of-experts layer."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+from torch import nn  # noqa: E402
+
+from lifecore.capture import (  # noqa: E402
+    CaptureOutcome,
+    CapturePhase,
+    CapturePlan,
+    CaptureRequest,
+    CaptureSchedule,
+    CaptureSelection,
+    CaptureSession,
+    CaptureSlice,
+    CaptureTransform,
+    InterventionOutcome,
+    InterventionPlan,
+    interventions as iv,
+    unlimited,
+)
+from lifecore.errors import CaptureSessionError, InvalidArgumentError  # noqa: E402
+
+pytestmark = pytest.mark.no_sanitizer
+
+D, HEADS, VOCAB, TOKENS, EXPERTS, TOP_K = 32, 4, 50, 6, 4, 2
+
+
+class MoE(nn.Module):
+    """Top-k mixture of experts taking part in routing control."""
+
+    def __init__(self):
+        super().__init__()
+        self.router = nn.Linear(D, EXPERTS)
+        self.experts = nn.ModuleList(nn.Linear(D, D) for _ in range(EXPERTS))
+        self.routing_hook = None
+        self.last_ids = None
+
+    def routing_policy(self):
+        return EXPERTS, TOP_K
+
+    def set_routing_hook(self, hook):
+        self.routing_hook = hook
+
+    def forward(self, x):
+        from lifecore.torch import route
+
+        rows = x.reshape(-1, D)
+        scores = self.router(rows)
+        select = self.routing_hook.select if self.routing_hook is not None else route
+        ids, coefficients = select(scores, TOP_K)
+        self.last_ids = ids
+        out = torch.zeros_like(rows)
+        for k in range(TOP_K):
+            for e in range(EXPERTS):
+                chosen = ids[:, k] == e
+                if chosen.any():
+                    out[chosen] += coefficients[chosen, k, None].to(rows.dtype) * self.experts[e](rows[chosen])
+        return out.reshape(x.shape)
+
+
+class Block(nn.Module):
+    def __init__(self, moe: bool):
+        super().__init__()
+        self.ln = nn.LayerNorm(D)
+        self.attn = nn.MultiheadAttention(D, HEADS, batch_first=True)
+        self.mlp = MoE() if moe else nn.Sequential(nn.Linear(D, 2 * D), nn.GELU(), nn.Linear(2 * D, D))
+
+    def forward(self, x):
+        h = self.ln(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.ln(x))
+
+
+class TinyTransformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(VOCAB, D)
+        self.blocks = nn.ModuleList([Block(False), Block(True)])
+        self.lm_head = nn.Linear(D, VOCAB)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        for block in self.blocks:
+            x = block(x)
+        return self.lm_head(x)
+
+
+@pytest.fixture
+def model():
+    torch.manual_seed(0)
+    return TinyTransformer().eval()
+
+
+@pytest.fixture
+def tokens():
+    return torch.randint(0, VOCAB, (1, TOKENS), generator=torch.Generator().manual_seed(1))
+
+
+def discovery_of(model, tokens):
+    from lifecore.torch import discover
+
+    return discover(model, tokens, logits=["lm_head"])
+
+
+def test_discovery_names_modules_with_symbolic_axes_and_the_router(model, tokens):
+    discovery = discovery_of(model, tokens)
+    points = {p.path: p for p in discovery.catalog}
+    assert [a.size for a in points["blocks.0.mlp"].axes] == ["batch", "sequence", D]
+    assert points["lm_head"].meaning == "logits"
+    router = points["blocks.1.mlp#routing"]
+    assert (router.routing.num_experts, router.routing.top_k) == (EXPERTS, TOP_K)
+    assert discovery.artifact_identity == discovery_of(model, tokens).artifact_identity
+
+
+def test_summaries_at_every_block_match_plain_hooks(model, tokens):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    paths = ["blocks.0.mlp", "blocks.1.mlp", "blocks.0", "blocks.1"]
+    plan = CapturePlan([CaptureSelection(p, p, CaptureTransform.summary()) for p in paths] +
+                       [CaptureSelection("top", "lm_head", CaptureTransform.top_candidates(3))], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 2)))
+    seen = {}
+    manual = [model.get_submodule(p).register_forward_hook(
+        lambda m, a, out, p=p: seen.__setitem__(p, out.detach().clone())) for p in paths]
+    with attach(session, model):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        with torch.no_grad():
+            logits = model(tokens)
+        step = session.take_step()
+    for h in manual:
+        h.remove()
+    for record in step.records[:4]:
+        value = seen[record.selection_id].double()
+        assert record.outcome == CaptureOutcome.CAPTURED
+        assert record.payload.mean == pytest.approx(value.mean().item(), rel=1e-6, abs=1e-9)
+        assert record.payload.max == pytest.approx(value.max().item())
+    top = step.records[4].payload
+    assert top.counts == torch.topk(logits[0, -1], 3).indices.tolist()
+
+
+def test_an_intervention_replaces_the_module_output_for_downstream_modules(model, tokens):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    patch = torch.zeros(1, 2, D)
+    ops = [iv.replace("patch", "blocks.0.mlp", patch.numpy(), slices=[CaptureSlice("seq", 1, 3)]),
+           iv.scale("half", "blocks.0.mlp", 0.5)]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    with torch.no_grad():
+        expected_hook = model.blocks[0].mlp.register_forward_hook(
+            lambda m, a, out: torch.cat([out[:, :1], torch.zeros_like(out[:, 1:3]), out[:, 3:]], dim=1) * 0.5)
+        expected = model(tokens)
+        expected_hook.remove()
+        clean = model(tokens)
+        with attach(session, model):
+            session.begin_step(CapturePhase.PREFILL, 0)
+            patched = model(tokens)
+            session.finish_interventions()
+            step = session.take_step()
+    assert [r.outcome for r in step.interventions] == [InterventionOutcome.APPLIED] * 2
+    torch.testing.assert_close(patched, expected)
+    assert not torch.allclose(patched, clean)
+
+
+def session_backend():
+    from lifecore.torch import TorchBackend
+
+    return TorchBackend()
+
+
+def test_moe_routing_control_excludes_an_expert_and_records_both_decisions(model, tokens):
+    from lifecore.torch import attach, route
+
+    discovery = discovery_of(model, tokens)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 2)))
+    with torch.no_grad():
+        model(tokens)
+    favourite = int(torch.mode(model.blocks[1].mlp.last_ids[:, 0]).values)
+    ops = [iv.exclude_experts("no_fav", "blocks.1.mlp#routing", [favourite], evidence=16,
+                              schedule=CaptureSchedule(decode=False))]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(tokens)
+        session.finish_interventions()
+        step = session.take_step()
+        assert favourite not in model.blocks[1].mlp.last_ids.flatten().tolist()
+        session.begin_step(CapturePhase.DECODE, 1)
+        model(tokens[:, -1:])  # not scheduled in decode: ordinary routing
+        assert session.take_step().interventions[0].outcome == InterventionOutcome.INACTIVE
+    record = step.interventions[0]
+    assert record.outcome == InterventionOutcome.APPLIED
+    original_ids, _, effective_ids, _ = record.evidence
+    assert favourite in [int(v) for v in original_ids.values]
+    assert favourite not in [int(v) for v in effective_ids.values]
+    assert model.blocks[1].mlp.routing_hook is None  # detached
+    ids, coefficients = route(torch.randn(3, EXPERTS), TOP_K)
+    assert ids.shape == (3, TOP_K) and torch.allclose(coefficients.sum(-1), torch.ones(3))
+
+
+def test_a_failing_selector_fails_the_routing_record(model, tokens, monkeypatch):
+    import lifecore.torch as lt
+
+    discovery = discovery_of(model, tokens)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    ops = [iv.bias_routing_scores("bias", "blocks.1.mlp#routing", [0], [1.0])]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+
+    def broken(scores, top_k, control=None):
+        raise RuntimeError("selector exploded")
+
+    with lt.attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        monkeypatch.setattr(lt, "route", broken)
+        with pytest.raises(RuntimeError, match="exploded"):
+            model.blocks[1].mlp.routing_hook.select(torch.randn(TOKENS, EXPERTS), TOP_K)
+        with pytest.raises(CaptureSessionError, match="did not complete"):
+            session.finish_interventions()
+        record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED and "selector exploded" in record.message
+
+
+def test_forced_experts_apply_to_the_window_rows(model, tokens):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    ops = [iv.force_experts("force", "blocks.1.mlp#routing", [[0, 1]] * 2, slices=[CaptureSlice("rows", 0, 2)])]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(tokens)
+        assert model.blocks[1].mlp.last_ids[:2].tolist() == [[0, 1], [0, 1]]
+        session.finish_interventions()
+        session.take_step()
+
+
+def test_detach_removes_every_hook_and_bad_paths_attach_nothing(model, tokens):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    plan = CapturePlan([CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    attachment = attach(session, model)
+    assert len(model.blocks[0].mlp._forward_hooks) == 1
+    with pytest.raises(CaptureSessionError, match="no capture step"):
+        model(tokens)  # hooks outside a step are refused, not silently ignored
+    attachment.detach()
+    assert len(model.blocks[0].mlp._forward_hooks) == 0 and not attachment.attached
+    model(tokens)
+    with pytest.raises(InvalidArgumentError, match="no module"):
+        attach(session, model, paths=["blocks.0.mlp", "blocks.9"])
+    assert len(model.blocks[0].mlp._forward_hooks) == 0
+
+
+def test_torch_summaries_and_histograms_handle_non_finite_values():
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+    from lifecore.torch import TorchBackend
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", 6)])])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary()),
+                        CaptureSelection("h", "p", CaptureTransform.histogram([0.0, 1.0, 2.0]))], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, 1)))
+    x = torch.tensor([0.5, 1.0, 2.0, float("nan"), float("inf"), 1.5], dtype=torch.float16)
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(TorchBackend(), "p", x)
+    s, h = session.take_step().records
+    assert (s.payload.count, s.payload.nonfinite, s.payload.min, s.payload.max) == (6, 2, 0.5, 2.0)
+    assert h.payload.counts == [1, 3]  # numpy's convention: the last bin is closed
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_cuda_tensors_are_summarized_on_the_device(model, tokens):
+    from lifecore.torch import attach
+
+    model, tokens = model.cuda(), tokens.cuda()
+    discovery = discovery_of(model, tokens)
+    plan = CapturePlan([CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(tokens)
+        record = session.take_step().records[0]
+    assert record.outcome == CaptureOutcome.CAPTURED
+    assert record.charged.host_bytes < 512 + 100 + 3 * 128 + TOKENS * D * 4  # only the statistics crossed

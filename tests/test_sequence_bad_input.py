@@ -1,0 +1,169 @@
+"""Bad input: a clear exception, nothing changed, no capacity leaked."""
+
+from __future__ import annotations
+
+import pytest
+
+from lifecore.errors import (CapacityError, ClosedError, InvalidArgumentError, LifecoreTypeError,
+                             SessionStateError, StaleAuthorityError)
+from lifecore.sequence import (AdmissionCoordinator, Admitted, BackingOutcome, SessionPhase)
+
+PAGE = 4096
+
+
+def coordinator(**kw) -> AdmissionCoordinator:
+    args = dict(domains={"kv": 16 * PAGE}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=4)
+    args.update(kw)
+    return AdmissionCoordinator(**args)
+
+
+def snapshot(c):
+    cap = c.capacity()
+    return (cap.used_bytes, cap.active_sequences, cap.slots_epoch, cap.release_epoch,
+            [d.epoch for d in cap.domains], c.page_memory_stats())
+
+
+@pytest.mark.parametrize("kw", [
+    dict(domains={}), dict(domains={"kv": 0}), dict(domains={"kv": -1}), dict(page_bytes=0),
+    dict(tokens_per_page=0), dict(max_active_sequences=0), dict(tokens_per_page=-3),
+    dict(domains={"kv": (4 * PAGE, 2 * PAGE)}),
+])
+def test_bad_coordinator_configuration(kw):
+    with pytest.raises(InvalidArgumentError):
+        coordinator(**kw)
+
+
+def test_bad_device_argument():
+    with pytest.raises(LifecoreTypeError):
+        coordinator(device=42)
+
+
+@pytest.mark.parametrize("prompt,fit", [(0, 16), (-1, 16), (16, 8), (16, -5)])
+def test_bad_admission_tokens(prompt, fit):
+    c = coordinator()
+    before = snapshot(c)
+    with pytest.raises(InvalidArgumentError):
+        c.admit("r", prompt, fit)
+    assert snapshot(c) == before
+
+
+def test_unknown_domain():
+    c = coordinator()
+    before = snapshot(c)
+    with pytest.raises(InvalidArgumentError, match="unknown capacity domain"):
+        c.admit("r", 16, 16, domains=["nope"])
+    with pytest.raises(InvalidArgumentError):
+        c.grow_domain("nope", PAGE)
+    assert snapshot(c) == before
+
+
+def test_bad_extension_targets_change_nothing():
+    c = coordinator()
+    adm = c.admit("r", 20, 64)
+    s = adm.resources.open_session()
+    assert s.try_ensure_backing_covers(24).outcome == BackingOutcome.EXTENDED  # frontier (24, 2)
+    before = snapshot(c), s.backing.generation
+    cases = [
+        (InvalidArgumentError, dict(tokens=0)),
+        (InvalidArgumentError, dict(tokens=-4)),
+        (InvalidArgumentError, dict(tokens=40, pages=1)),      # pages cannot hold tokens
+        (InvalidArgumentError, dict(tokens=10, pages=3)),      # incomparable: fewer tokens, more pages
+        (InvalidArgumentError, dict(tokens=8, pages=0)),
+        (CapacityError, dict(tokens=65)),                      # above the fit limit
+        (CapacityError, dict(tokens=16, pages=5)),
+    ]
+    for error, kw in cases:
+        with pytest.raises(error):
+            s.try_ensure_backing_covers(**kw)
+        assert (snapshot(c), s.backing.generation) == before, kw
+    with pytest.raises(InvalidArgumentError):
+        s.step(0)
+    with pytest.raises(CapacityError):
+        s.step(100)
+    assert s.phase == SessionPhase.OPEN and s.retired_frames == 0
+
+
+def test_operations_on_terminal_and_dropped_sessions():
+    c = coordinator()
+    adm = c.admit("r", 16, 64)
+    s = adm.resources.open_session()
+    s.step(16)
+    s.try_complete()
+    before = snapshot(c)
+    for op in (lambda: s.try_ensure_backing_covers(32), s.acquire_frame, lambda: s.prepare_flight(1),
+               s.request_cancel, s.try_abort, lambda: s.step(16), lambda: s.write_release_capacity_sources([])):
+        with pytest.raises(SessionStateError):
+            op()
+    assert snapshot(c) == before
+    s.close()
+    for op in (lambda: s.try_ensure_backing_covers(32), s.acquire_frame, s.request_cancel, lambda: s.resources):
+        with pytest.raises(ClosedError):
+            op()
+    adm.resources.close()
+    with pytest.raises(ClosedError):
+        adm.resources.open_session()
+    assert c.capacity().used_bytes == {"kv": 0} and c.page_memory_stats()["live_bytes"] == 0
+
+
+def test_closed_coordinator_refuses_new_work_but_accounts_releases():
+    c = coordinator()
+    adm = c.admit("r", 16, 64)
+    s = adm.resources.open_session()
+    c.close()
+    with pytest.raises(ClosedError):
+        c.admit("x", 16, 16)
+    with pytest.raises(ClosedError):
+        s.try_ensure_backing_covers(32)
+    assert s.phase == SessionPhase.OPEN and s.backing.generation == 1
+    assert c.capacity().used_bytes == {"kv": PAGE}  # the prepared page rolled back
+    assert c.page_memory_stats()["live_bytes"] == PAGE
+    s.step(16)
+    s.try_complete()
+    s.close()
+    adm.resources.close()
+    assert c.capacity().used_bytes == {"kv": 0} and c.capacity().active_sequences == 0
+
+
+def test_frame_and_flight_misuse():
+    c = coordinator()
+    adm = c.admit("r", 16, 64)
+    s = adm.resources.open_session()
+    with pytest.raises(SessionStateError):
+        s.prepare_flight(1)  # no active frame
+    f = s.acquire_frame()
+    with pytest.raises(SessionStateError):
+        s.acquire_frame()
+    fl = s.prepare_flight(1)
+    with pytest.raises(SessionStateError):
+        fl.finish()  # not in flight
+    with pytest.raises(SessionStateError):
+        f.rollback_unsubmitted()  # flights live
+    fl.release()
+    with pytest.raises(SessionStateError):
+        fl.release()
+    f.commit()
+    with pytest.raises(SessionStateError):
+        f.commit()
+    with pytest.raises(SessionStateError):
+        f.rollback_unsubmitted()
+    assert s.phase == SessionPhase.OPEN and s.retired_frames == 1
+
+
+def test_negative_wait_timeout():
+    c = coordinator(domains={"kv": PAGE})
+    held = c.admit("a", 16, 16)
+    d = c.admit("b", 16, 16)
+    reg = c.register_waiter(d)
+    with pytest.raises(InvalidArgumentError):
+        reg.wait(-1)
+    assert isinstance(held, Admitted)
+
+
+def test_foreign_or_stale_admission_deferral_from_another_session():
+    c = coordinator(domains={"kv": 2 * PAGE})
+    a = c.admit("a", 16, 32).resources.open_session()
+    b = c.admit("b", 16, 32).resources.open_session()
+    d = a.try_ensure_backing_covers(32)
+    assert d.outcome == BackingOutcome.BACKING_DEFERRED
+    with pytest.raises(StaleAuthorityError):
+        b.register_admission_waiter(d.deferred)

@@ -1,0 +1,24 @@
+"""The sequence-session state machine against every available page memory."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis.stateful import run_state_machine_as_test
+
+from lifecore.errors import BackendUnavailableError
+from lifecore.sequence import AdmissionCoordinator
+from lifecore.testing import SequenceSessionMachine
+
+
+def _mock_factory():
+    try:
+        AdmissionCoordinator("mock", domains={"kv": 4096}, page_bytes=4096, tokens_per_page=1, max_active_sequences=1)
+    except BackendUnavailableError as error:
+        pytest.skip(f"mock backend unavailable: {error}")
+    return lambda **kw: AdmissionCoordinator("mock", **kw)
+
+
+@pytest.mark.parametrize("backend", ["host", "mock"])
+def test_sequence_session_machine(backend):
+    factory = (lambda **kw: AdmissionCoordinator(None, **kw)) if backend == "host" else _mock_factory()
+    run_state_machine_as_test(lambda: SequenceSessionMachine(factory))
