@@ -29,12 +29,42 @@ def test_pages_come_from_the_device(backend):
     assert c.capacity().used_bytes == {"kv": 0}
 
 
-class _NotADevice:
-    def _driver_capsule(self):
-        return object()
+def test_pages_come_from_a_lifecore_device():
+    import lifecore
+
+    with lifecore.Device("mock") as dev:
+        c = AdmissionCoordinator(dev, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                 max_active_sequences=2)
+        assert c.page_memory_kind == "driver"
+        adm = c.admit("r", 32, 64)
+        assert isinstance(adm, Admitted)
+        assert all(address != 0 for _, _, _, address, _ in adm.resources.initial_backing.extents)
+        s = adm.resources.open_session()
+        assert s.try_ensure_backing_covers(64).snapshot.pages == 4
+        assert c.capacity().used_bytes == {"kv": 4 * PAGE}
+        s.close()
+        adm.resources.close()
+        assert c.capacity().used_bytes == {"kv": 0}
 
 
-def test_device_without_a_driver_capsule_is_refused():
-    with pytest.raises(LifecoreTypeError, match="capsule"):
-        AdmissionCoordinator(_NotADevice(), domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
+def test_a_failing_device_allocation_is_a_deferral_not_an_error():
+    import lifecore
+    from lifecore.sequence import AdmissionDeferred
+
+    with lifecore.Device("mock") as dev:
+        c = AdmissionCoordinator(dev, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                 max_active_sequences=2)
+        dev.inject_fault("mem_alloc", 2, times=1)  # out of memory, once
+        first = c.admit("r", 32, 64)
+        assert isinstance(first, AdmissionDeferred)
+        assert c.capacity().used_bytes == {"kv": 0}
+        second = c.admit("r", 32, 64)  # the fault is spent: the same request now fits
+        assert isinstance(second, Admitted)
+        second.resources.close()
+        assert c.capacity().used_bytes == {"kv": 0}
+
+
+def test_an_object_that_is_not_a_device_is_refused():
+    with pytest.raises(LifecoreTypeError, match="lifecore.Device"):
+        AdmissionCoordinator(object(), domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
                              max_active_sequences=1)

@@ -13,6 +13,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "runtime/device.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/benchmark.hpp"
 #include "lifecore/sequence/coordinator.hpp"
@@ -59,15 +60,12 @@ std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   if (device.is_none()) return nullptr;
   if (nb::isinstance<nb::str>(device))  // a backend name: "mock", "cuda", "hip", "auto"
     return std::make_shared<DriverPageMemory>(vendor::open_driver(nb::cast<std::string>(device), 0));
-  if (!nb::hasattr(device, "_driver_capsule"))
+  runtime::Device* runtime_device = nullptr;
+  if (!nb::try_cast<runtime::Device*>(device, runtime_device) || runtime_device == nullptr)
     raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device must be None, a backend name or a lifecore.Device");
-  nb::object capsule = device.attr("_driver_capsule")();
-  void* pointer = PyCapsule_GetPointer(capsule.ptr(), "lifecore.vendor.Driver");
-  if (!pointer) {
-    PyErr_Clear();
-    raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device._driver_capsule() must return a 'lifecore.vendor.Driver' capsule");
-  }
-  return std::make_shared<DriverPageMemory>(*static_cast<std::shared_ptr<vendor::Driver>*>(pointer));
+  runtime_device->check_open("AdmissionCoordinator");
+  // Pages come from the Device's own driver, which the coordinator keeps alive.
+  return std::make_shared<DriverPageMemory>(runtime_device->shared_driver());
 }
 
 std::vector<DomainConfig> parse_domains(nb::handle domains) {

@@ -22,7 +22,7 @@ from ._core import (
     backends,
     driver_operations,
 )
-from . import kernels
+from . import capture, kernels, sequence
 from .errors import *  # noqa: F401,F403
 from .kernels import float_bits
 
@@ -44,5 +44,7 @@ __all__ = [
     "StreamCaptureState",
     "float_bits",
     "kernels",
+    "sequence",
+    "capture",
     *errors.__all__,
 ]

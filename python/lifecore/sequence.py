@@ -5,9 +5,9 @@ The C++ core does the work; this module names it and adds what is Pythonic:
 - ``AdmissionCoordinator(device=None, *, domains, page_bytes, tokens_per_page,
   max_active_sequences)``: ``domains`` maps a name to its capacity in bytes, or to
   ``(capacity, maximum)`` when the domain can grow. ``device`` is ``None`` (host page memory:
-  address ranges only, an accounting pool), a backend name (``"mock"``, ``"cuda"``, ``"hip"``),
-  or an object with ``_driver_capsule()`` returning a ``"lifecore.vendor.Driver"`` capsule
-  (a ``lifecore.Device``); pages then come from the device through the vendor layer.
+  address ranges only, an accounting pool), a ``lifecore.Device`` (pages come from that
+  device's driver through the vendor layer), or a backend name (``"mock"``, ``"cuda"``,
+  ``"hip"``: a device of its own is opened).
 - ``admit(request_id, prompt_tokens, fit_tokens, domains=None)`` returns ``Admitted``,
   ``AdmissionDeferred`` or ``AdmissionRejected``: capacity pressure is a decision, never an
   exception.

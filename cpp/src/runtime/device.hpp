@@ -64,6 +64,8 @@ class Device : public std::enable_shared_from_this<Device> {
 
   // For streams, buffers and graphs of this device.
   vendor::Driver& driver() { return *driver_; }
+  // For areas that allocate device memory of their own (sequence KV pages) and keep it alive.
+  std::shared_ptr<vendor::Driver> shared_driver() const { return driver_; }
   MemoryManager& memory() { return *memory_; }
   InfoCache& info() { return info_; }
   vendor::FunctionHandle function(const Kernel& kernel);
