@@ -61,3 +61,28 @@ def test_threads_capture_and_replay_on_their_own_streams(graphs) -> None:
         assert not errors, errors
         stats = dev.memory_stats()
         assert stats["graphs_alive"] == 0 and stats["windows_active"] == 0 and stats["info_pinned"] == 0
+
+
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_info_entry_is_ready_for_every_stream_once_published(graphs) -> None:
+    """The info cache shares one buffer per metadata array across streams: a launch on another
+    stream that hits a brand-new entry must read its words, even while the inserting stream
+    still has a long queue ahead of the upload (it used to read zeros and do nothing)."""
+    with lifecore.Device("mock", graphs=graphs) as dev:
+        busy, other = dev.stream(), dev.stream()
+        big = busy.alloc(16 << 20)
+        xa, ya = busy.alloc(4 * N), busy.alloc(4 * N)
+        xb, yb = other.alloc(4 * N), other.alloc(4 * N)
+        busy.write(xa, np.full(N, 1.0, np.float32).tobytes())
+        busy.fill(ya, 0)
+        other.write(xb, np.full(N, 3.0, np.float32).tobytes())
+        other.fill(yb, 0)
+        busy.sync()
+        other.sync()
+        for _ in range(8):  # the upload's copy queues behind this work
+            busy.fill(big, 0)
+        words = [N, lifecore.float_bits(0.5)]
+        busy.launch(K.axpy_info_f32, 2, 128, [xa, ya], info=words)
+        other.launch(K.axpy_info_f32, 2, 128, [xb, yb], info=words)
+        np.testing.assert_array_equal(np.frombuffer(other.read(yb), np.float32), np.full(N, 1.5, np.float32))
+        np.testing.assert_array_equal(np.frombuffer(busy.read(ya), np.float32), np.full(N, 0.5, np.float32))

@@ -216,10 +216,51 @@ void primed_slices_are_kept_for_their_own_window() {
   check_invariant(mm);
 }
 
+// The interleaving of two streams capturing the same step at once (warmup tmp freed before
+// priming ends; the recorded tmp's unbind deferred past capture_end by the fenced flush; a
+// poller's cleanup in between): neither window, no later window and no eager allocation may
+// get a slice a live graph retains.
+void concurrent_windows_never_share_a_retained_slice() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  auto warm1 = mm.reserve(1024, 1, dev.allocate());
+  mm.unbind(warm1.id);
+  mm.capture_priming_end(1);
+  mm.capture_begin(2);
+  auto warm2 = mm.reserve(1024, 2, dev.allocate());
+  CHECK(warm2.id != warm1.id);
+  mm.unbind(warm2.id);
+  mm.capture_priming_end(2);
+  auto tmp1 = mm.reserve(1024, 1, dev.allocate());
+  auto tmp2 = mm.reserve(1024, 2, dev.allocate());
+  CHECK(!tmp1.allocated && !tmp2.allocated && tmp1.id != tmp2.id && tmp1.ptr != tmp2.ptr);
+  auto graph1 = mm.capture_end(1);
+  mm.unbind(tmp1.id);  // the deferred flush runs after capture_end
+  CHECK(mm.cleanup() == 0);  // window 2 is still armed
+  auto graph2 = mm.capture_end(2);
+  mm.unbind(tmp2.id);
+  mm.cleanup();
+  CHECK(dev.live.count(tmp1.ptr) == 1 && dev.live.count(tmp2.ptr) == 1);  // retained: not freed
+  check_invariant(mm);
+  mm.capture_begin(3);
+  auto next = mm.reserve(1024, 3, dev.allocate());
+  auto eager = mm.reserve(1024, 0, dev.allocate());
+  CHECK(next.ptr != tmp1.ptr && next.ptr != tmp2.ptr && eager.ptr != tmp1.ptr && eager.ptr != tmp2.ptr);
+  mm.unbind(next.id);
+  mm.unbind(eager.id);
+  mm.release_retained(mm.capture_end(3));
+  mm.release_retained(graph1);
+  mm.release_retained(graph2);
+  CHECK(mm.stats().slices_retained == 0);
+  check_invariant(mm);
+}
+
 }  // namespace
 
 int main() {
   primed_slices_are_kept_for_their_own_window();
+  concurrent_windows_never_share_a_retained_slice();
   eager_reuse_by_bucket();
   priming_leaves_the_working_set_not_the_peak();
   capture_end_releases_primed_slices_when_priming_never_ended();

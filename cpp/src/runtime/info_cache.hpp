@@ -34,7 +34,9 @@ class InfoCache {
   static constexpr std::size_t normal_max_entry_bytes = 2048;
   static constexpr std::size_t normal_max_entries = 4096;
 
-  // Makes a device buffer holding `words` or throws lifecore::Error.
+  // Makes a device buffer holding `words` or throws lifecore::Error. The words must be on the
+  // device when it returns (except for a provisional entry): a hit from any stream uses the
+  // buffer at once, with nothing ordering it after the inserting stream's copy.
   using Upload = std::function<vendor::DevicePtr(const InfoWords& words)>;
 
   struct Lookup {

@@ -97,10 +97,10 @@ void Stream::touch(const Buffer& buffer) {
 vendor::DevicePtr Stream::upload_info(const InfoWords& words) {
   const std::size_t bytes = words.size() * sizeof(std::uint32_t);
   vendor::DevicePtr ptr = 0;
+  const bool recording = hardware_recording();
   // Inside a hardware recording this allocation becomes a memory node (the capture is then
   // refused): warmup is what puts the entry in the cache before the window opens.
-  vendor::Status status = hardware_recording() ? driver_.mem_alloc_async(bytes, handle_, &ptr)
-                                               : driver_.mem_alloc(bytes, &ptr);
+  vendor::Status status = recording ? driver_.mem_alloc_async(bytes, handle_, &ptr) : driver_.mem_alloc(bytes, &ptr);
   vendor::check(status);
   auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
   std::memcpy(staging->data(), words.data(), bytes);
@@ -108,8 +108,31 @@ vendor::DevicePtr Stream::upload_info(const InfoWords& words) {
     (void)driver_.mem_free(ptr);
     vendor::throw_status(copied);
   }
+  if (!recording) {
+    // The cache shares this buffer with every stream of the device the moment it returns, and
+    // nothing orders another stream's launch after this stream's copy: without this wait a
+    // launch elsewhere could read the buffer before the words land (and run with n = 0).
+    // A miss is rare (entries are reused), so waiting for the copy here is cheap.
+    if (auto waited = wait_for_upload(); !waited.ok()) {
+      Device* device = device_.get();
+      drop_.push([device, ptr, staging] { device->free_info_buffer(ptr); });  // the copy may still run
+      vendor::throw_status(waited);
+    }
+    return ptr;  // the copy ran: the staging can go
+  }
   keep_staging(std::move(staging));
   return ptr;
+}
+
+vendor::Status Stream::wait_for_upload() {
+  // An event right after the copy: waiting on it does not pick up unrelated asynchronous
+  // errors of the stream (those surface at the next read or sync, as always).
+  vendor::EventHandle event{};
+  if (auto status = driver_.event_create(&event); !status.ok()) return status;
+  vendor::Status status = driver_.event_record(event, handle_);
+  if (status.ok()) status = driver_.event_synchronize(event);
+  (void)driver_.event_destroy(event);
+  return status;
 }
 
 void Stream::drop_slice(SliceId slice) {

@@ -80,7 +80,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // stream_synchronize; on success everything the drop queue holds is released.
   vendor::Status synchronize_and_release();
   void touch(const Buffer& buffer);
+  // A new info-cache entry's buffer. Outside a hardware recording it returns only once the
+  // words are on the device, because the cache hands the buffer to every stream at once.
   vendor::DevicePtr upload_info(const InfoWords& words);
+  // Blocks until the work issued so far on this stream (the upload's copy) has run.
+  vendor::Status wait_for_upload();
   void keep_staging(std::shared_ptr<const std::vector<std::uint8_t>> staging);
   // Ends the driver's capture, retrying once when a failed end left it open.
   vendor::Status end_driver_capture(vendor::GraphHandle* graph);
