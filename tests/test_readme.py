@@ -1,0 +1,72 @@
+"""Every ```python block of README.md (and docs/backends.md) runs as written.
+
+Blocks run in order, one namespace per ``##`` section (so a block may use what an earlier
+block of its section defined). A block whose first line is ``# needs a GPU`` is not run; a
+block that imports torch skips where torch is missing or under the sanitizer build (torch
+does not load with the ASan runtime preloaded, like the ``no_sanitizer`` tests).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = [README, ROOT / "docs" / "backends.md"]
+NEEDS_GPU = "# needs a GPU"
+USES_TORCH = re.compile(r"^\s*(import torch|from torch\b|from lifecore\.torch\b|import lifecore\.torch)", re.M)
+
+
+def python_blocks(text: str, prefix: str = "") -> list[tuple[str, int, str]]:
+    """(section title, index within the section, source) for each ```python block."""
+    blocks: list[tuple[str, int, str]] = []
+    section, counts = prefix, {}
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("## "):
+            section = prefix + line[3:].strip()
+        elif line.strip() == "```python":
+            end = i + 1
+            while lines[end].strip() != "```":
+                end += 1
+            counts[section] = counts.get(section, 0) + 1
+            blocks.append((section, counts[section], "\n".join(lines[i + 1:end]) + "\n"))
+            i = end
+        i += 1
+    return blocks
+
+
+BLOCKS = [block for path in DOCS
+          for block in python_blocks(path.read_text(encoding="utf-8"), "" if path == README else f"{path.name}: ")]
+NAMESPACES: dict[str, dict] = {}
+
+
+def test_every_area_has_runnable_examples():
+    sections = {section for section, _, _ in BLOCKS}
+    for title in ("Graph capture", "Sequence sessions", "Capture sessions", "Backends", "Errors",
+                  "Checking it on your machine"):
+        assert title in sections, f"README.md has no python example under '## {title}'"
+
+
+@pytest.mark.parametrize("section,index,source", BLOCKS, ids=[f"{s}-{i}" for s, i, _ in BLOCKS])
+def test_readme_block_runs(section: str, index: int, source: str):
+    if source.lstrip().startswith(NEEDS_GPU):
+        pytest.skip("the example needs a GPU")
+    if USES_TORCH.search(source):
+        if importlib.util.find_spec("torch") is None:
+            pytest.skip("torch is not installed")
+        if os.environ.get("LIFECORE_SANITIZED"):
+            pytest.skip("torch does not load under the sanitizer build")
+    namespace = NAMESPACES.setdefault(section, {"__name__": f"readme_{index}"})
+    code = compile(source, f"{section}, block {index}", "exec")
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(code, namespace)
