@@ -144,6 +144,7 @@ class CaptureSessionModel:
     next_from: int = 0
     operations: list[Operation] = field(default_factory=list)
     original_route_bytes: int = 0   # rows * top_k * 16 for routing with evidence
+    physical_native_bytes: Optional[int] = None  # per-capture peak native bytes, checked first
 
     def __post_init__(self) -> None:
         envelopes = sum((s.envelope for s in self.selections), Usage())
@@ -187,8 +188,10 @@ class CaptureSessionModel:
                            for o in self.operations}
         self.phase, self.prediction, self.has_step, self.step_open = phase, prediction, True, True
 
-    def observe(self, path: str, costs: dict[str, Usage], shape_ok: bool = True) -> bool:
-        """Returns whether the backend is called. ``costs`` maps selection id -> estimate."""
+    def observe(self, path: str, costs: dict[str, Usage], shape_ok: bool = True,
+                native: Optional[dict[str, int]] = None) -> bool:
+        """Returns whether the backend is called. ``costs`` maps selection id -> estimate,
+        ``native`` selection id -> native bytes (consulted only under a physical limit)."""
         if not self.step_open:
             raise ModelError("CaptureSessionError", "no capture step is open")
         here = [s for s in self.selections if s.path == path]
@@ -204,7 +207,11 @@ class CaptureSessionModel:
                 self.records[s.id] = Record("FAILED", "invalid", charged=record.charged)
                 error = error or ModelError("InvalidArgumentError")
                 continue
-            hit = self.ledger.try_reserve(costs[s.id])
+            # The physical limit is checked before the ledger: a refused capture is charged nothing.
+            hit: Optional[tuple[str, bool]] = None
+            if self.physical_native_bytes is not None and (native or {})[s.id] > self.physical_native_bytes:
+                hit = ("physical_native_bytes", False)
+            hit = hit or self.ledger.try_reserve(costs[s.id])
             if hit and self.on_limit == "skip":
                 self.records[s.id] = Record("SKIPPED", "limit", hit[0], charged=record.charged)
             elif hit:
@@ -260,7 +267,8 @@ class CaptureSessionModel:
         child = CaptureSessionModel(self.selections, self.per_step, self.cumulative, self.on_limit,
                                     max_predictions if max_predictions is not None else self.max_predictions,
                                     inherited=self.ledger.cumulative, next_from=self.next_prediction,
-                                    original_route_bytes=self.original_route_bytes)
+                                    original_route_bytes=self.original_route_bytes,
+                                    physical_native_bytes=self.physical_native_bytes)
         child.prediction, child.phase, child.has_step = self.prediction, self.phase, self.has_step
         return child
 

@@ -9,6 +9,7 @@ const char* to_string(Budget b) noexcept {
     case Budget::Retention: return "retained_bytes";
     case Budget::Host: return "host_bytes";
     case Budget::Encoded: return "encoded_bytes";
+    case Budget::PhysicalNative: return "physical_native_bytes";
   }
   return "?";
 }

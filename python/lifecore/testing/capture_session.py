@@ -14,6 +14,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from .. import errors
 from ..capture import (
     Axis,
+    BackendCapabilities,
     CaptureDiscovery,
     CaptureLimits,
     CapturePhase,
@@ -115,7 +116,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         super().__init__()
         self.backend = backend_factory()
         self.tensor_factory = tensor_factory or (lambda shape, dtype, itemsize: MockTensor(shape, dtype, itemsize))
-        self.discovery = CaptureDiscovery("machine-artifact", _catalog())
+        self.discovery = CaptureDiscovery("machine-artifact", _catalog(), BackendCapabilities(physical_native_limit=True))
         self.checkpoints: list[tuple[Any, Any]] = []
         self.last_cumulative = (0, 0, 0, 0)
         self.has_routing = self.has_scale = False
@@ -129,8 +130,9 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         on_limit=st.sampled_from(["fail", "skip"]),
         scale_op=st.sampled_from([None, "plain", "evidence"]),
         routing_op=st.sampled_from([None, "plain", "evidence"]),
+        physical=st.sampled_from([None, None, 200, 10**6]),
     )
-    def setup(self, chosen, max_predictions, budgets, on_limit, scale_op, routing_op):
+    def setup(self, chosen, max_predictions, budgets, on_limit, scale_op, routing_op, physical):
         extra_step, extra_total = BUDGET_LEVELS[budgets]
         selections, model_selections = [], []
         for i, (path, transform, first, every, decode_only) in enumerate(chosen):
@@ -149,7 +151,8 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         cumulative = envelopes * max_predictions + model.Usage(*extra_total)
         limits = CaptureLimits(per_step=CaptureUsage(*per_step.astuple()),
                                cumulative=CaptureUsage(*cumulative.astuple()),
-                               on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP)
+                               on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP,
+                               physical_native_bytes=physical)
         request = CaptureRequest(1, PROMPT, max_predictions)
         self.plan = CapturePlan(selections, limits).admit(self.discovery, request)
         self.session = CaptureSession(self.plan)
@@ -166,7 +169,8 @@ class CaptureSessionMachine(RuleBasedStateMachine):
             model_ops.append(model.Operation("route", ROUTER, model.Schedule(), routing=True,
                                              capture_original=evidence is not None))
         self.model = model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit, max_predictions,
-                                               operations=model_ops, original_route_bytes=TOP_K * 16)
+                                               operations=model_ops, original_route_bytes=TOP_K * 16,
+                                               physical_native_bytes=physical)
         if ops:
             admitted = InterventionPlan(ops).admit(self.discovery, self.session)
             self.session.enable_interventions(admitted, self.backend)
@@ -184,6 +188,17 @@ class CaptureSessionMachine(RuleBasedStateMachine):
     def _shape(self, path: str) -> tuple[int, ...]:
         seq = PROMPT if self.model.phase == model.PREFILL else 1
         return (1, seq, VOCAB if path == "logits" else D_MODEL)
+
+    def _selected(self, sel: CaptureSelection, shape: tuple[int, ...]) -> list[int]:
+        selected = list(shape)
+        for s in sel.slices:
+            end = s.end if s.end is not None else shape[2]
+            selected[2] = (end - s.start + s.stride - 1) // s.stride
+        return selected
+
+    def _native(self, path: str, shape: tuple[int, ...]) -> dict[str, int]:
+        # Every backend here reports the selected region at 8 bytes per element or more.
+        return {sel.id: prod(self._selected(sel, shape)) * 8 for sel in self.selections if sel.path == path}
 
     def _costs(self, path: str, shape: tuple[int, ...]) -> dict[str, model.Usage]:
         costs = {}
@@ -261,7 +276,8 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         tensor = self.tensor_factory(shape, "floating", 4)
         calls = self._calls()
         _, b = self._both(lambda: self.session.observe(self.backend, path, tensor),
-                          lambda: self.model.observe(path, self._costs(path, shape), shape_ok))
+                          lambda: self.model.observe(path, self._costs(path, shape), shape_ok,
+                                                     self._native(path, shape)))
         if b.value is False or b.error == "CaptureSessionError":
             assert self._calls() == calls, "the backend was called for a skipped point"
 

@@ -115,7 +115,8 @@ struct CaptureUsage {
   bool operator==(const CaptureUsage&) const = default;
 };
 
-enum class Budget : std::uint8_t { Captures, Retention, Host, Encoded };
+// PhysicalNative: the per-capture physical native byte limit (not a ledger budget).
+enum class Budget : std::uint8_t { Captures, Retention, Host, Encoded, PhysicalNative };
 enum class OnLimit : std::uint8_t { Fail, Skip };
 
 struct CaptureLimits {

@@ -5,6 +5,7 @@ mixture-of-experts selector uses to apply a session's routing control."""
 from __future__ import annotations
 
 import math
+from math import prod
 from typing import Any
 
 import torch
@@ -43,6 +44,11 @@ class TorchBackend:
         return payload_cost(request.kind, request.selected_shape, tensor.element_size(),
                             max_elements=request.max_elements, edges=request.edges, count=request.count,
                             host_copy=host_copy)
+
+    def native_bytes(self, tensor: torch.Tensor, request: TransformRequest) -> int:
+        """Peak native bytes the transform materializes: the selected region, widened to
+        float64 where a transform converts (conservative)."""
+        return prod(request.selected_shape) * max(tensor.element_size(), 8)
 
     def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
         with torch.no_grad():
