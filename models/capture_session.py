@@ -80,6 +80,9 @@ class Selection:
     schedule: Schedule
     envelope: Usage
     preview_truncates: bool = False  # a preview that emits fewer elements than selected
+    # The value cost known at admission, per phase (prefill, decode); None = known only at
+    # run time. Counted in the preflight only under on_limit "fail".
+    floors: tuple[Optional[Usage], Optional[Usage]] = (None, None)
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,8 @@ class CaptureSessionModel:
         remaining = max(self.max_predictions - self.next_from, 0)
         if (self.inherited + envelopes * remaining).first_over(self.cumulative):
             raise ModelError("AdmissionError", "envelopes exceed the cumulative limit")
+        if self.on_limit == "fail":
+            self._preflight_values(envelopes)
         self.owner = next(_owners)
         self.ledger = Ledger(self.per_step, self.cumulative, self.inherited)
         self.prediction, self.phase, self.has_step = 0, PREFILL, False
@@ -160,6 +165,27 @@ class CaptureSessionModel:
         self.records: dict[str, Record] = {}
         self.op_records: dict[str, Record] = {}
         self.pending: Optional[Operation] = None
+
+    def _preflight_values(self, envelopes: Usage) -> None:
+        """Known value costs under "fail": each selection beside the envelopes in one step,
+        the prefill step's selections together, and every remaining firing in total."""
+        prefill = envelopes
+        run = self.inherited + envelopes * max(self.max_predictions - self.next_from, 0)
+        for s in self.selections:
+            for phase, floor in zip((PREFILL, DECODE), s.floors):
+                fired = [p for p in range(self.next_from, self.max_predictions)
+                         if (p == 0) == (phase == PREFILL) and s.schedule.fires(phase, p)]
+                if floor is None or not fired:
+                    continue
+                if (envelopes + floor).first_over(self.per_step):
+                    raise ModelError("AdmissionError", f"{s.id} cannot fit one step")
+                if phase == PREFILL:
+                    prefill = prefill + floor
+                run = run + floor * len(fired)
+        if prefill.first_over(self.per_step):
+            raise ModelError("AdmissionError", "the prefill step cannot fit")
+        if run.first_over(self.cumulative):
+            raise ModelError("AdmissionError", "the run cannot fit")
 
     # -- schedule and step slot ------------------------------------------------------------
     @property

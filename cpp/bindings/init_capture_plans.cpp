@@ -107,16 +107,16 @@ void init_capture_plans(nb::module_& m) {
       .def("__init__",
            [](ObservationPoint* p, std::string path, std::vector<Axis> axes, std::string node_id, std::string meaning,
               ValueDtype dtype, bool prefill, bool decode, PointPosition position, PhaseSupport prefill_support,
-              PhaseSupport decode_support, std::optional<RoutingPolicy> routing) {
+              PhaseSupport decode_support, std::optional<RoutingPolicy> routing, std::uint64_t itemsize) {
              new (p) ObservationPoint{std::move(path), std::move(node_id), std::move(meaning), dtype, std::move(axes),
-                                      prefill, decode, position, prefill_support, decode_support, routing};
+                                      prefill, decode, position, prefill_support, decode_support, routing, itemsize};
              if (p->node_id.empty()) p->node_id = p->path;
            },
            nb::arg("path"), nb::arg("axes") = std::vector<Axis>{}, nb::kw_only(), nb::arg("node_id") = "",
            nb::arg("meaning") = "activation", nb::arg("dtype") = ValueDtype::Floating, nb::arg("prefill") = true,
            nb::arg("decode") = true, nb::arg("position") = PointPosition::ReadOnly,
            nb::arg("prefill_support") = PhaseSupport::Supported, nb::arg("decode_support") = PhaseSupport::Supported,
-           nb::arg("routing").none() = nb::none())
+           nb::arg("routing").none() = nb::none(), nb::arg("itemsize") = 0)
       .def_ro("path", &ObservationPoint::path)
       .def_ro("node_id", &ObservationPoint::node_id)
       .def_ro("meaning", &ObservationPoint::meaning)
@@ -128,6 +128,7 @@ void init_capture_plans(nb::module_& m) {
       .def_ro("prefill_support", &ObservationPoint::prefill_support)
       .def_ro("decode_support", &ObservationPoint::decode_support)
       .def_ro("routing", &ObservationPoint::routing)
+      .def_ro("itemsize", &ObservationPoint::itemsize, "Bytes per element, 0 when unknown.")
       .def("__repr__", [](const ObservationPoint& p) { return "ObservationPoint('" + p.path + "')"; });
 
   nb::class_<BackendCapabilities>(m, "BackendCapabilities")

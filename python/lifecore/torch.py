@@ -97,7 +97,7 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
             else:
                 axes.append(Axis("vocab" if name in logits and i == tensor.dim() - 1 else f"d{i}", int(extent)))
         catalog.append(ObservationPoint(name, axes, meaning="logits" if name in logits else "activation",
-                                        dtype=_dtype(tensor)))
+                                        dtype=_dtype(tensor), itemsize=tensor.element_size()))
     for name, module in model.named_modules():
         policy = getattr(module, "routing_policy", None)
         if callable(policy):

@@ -172,6 +172,7 @@ void write_points(JsonWriter& json, const std::vector<ObservationPoint>& points)
     } else {
       json.raw("null");
     }
+    json.key("itemsize"); json.integer(p.itemsize);
     json.end_object();
   }
   json.end_array();

@@ -4,6 +4,7 @@ errors, records and usage after every step."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 from typing import Any, Callable, Optional
 
@@ -38,15 +39,16 @@ from ..models import capture_session as model
 
 D_MODEL, VOCAB, PROMPT, EXPERTS, TOP_K = 8, 16, 4, 4, 2
 ROUTER = "moe.router#routing"
+ITEMSIZE = 4
 
 
-def _catalog() -> list[ObservationPoint]:
+def _catalog(itemsize: int = 0) -> list[ObservationPoint]:
     hidden = [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("d", D_MODEL)]
     return [
-        ObservationPoint("blocks.0.mlp", hidden),
-        ObservationPoint("blocks.1.mlp", hidden),
+        ObservationPoint("blocks.0.mlp", hidden, itemsize=itemsize),
+        ObservationPoint("blocks.1.mlp", hidden, itemsize=itemsize),
         ObservationPoint("logits", [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("vocab", VOCAB)],
-                         meaning="logits"),
+                         meaning="logits", itemsize=itemsize),
         ObservationPoint(ROUTER, [Axis("rows", "token_rows"), Axis("experts", EXPERTS)], meaning="routing",
                          routing=RoutingPolicy(EXPERTS, TOP_K)),
     ]
@@ -116,7 +118,9 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         super().__init__()
         self.backend = backend_factory()
         self.tensor_factory = tensor_factory or (lambda shape, dtype, itemsize: MockTensor(shape, dtype, itemsize))
-        self.discovery = CaptureDiscovery("machine-artifact", _catalog(), BackendCapabilities(physical_native_limit=True))
+        # Known itemsizes (float32): value costs join the admission preflight under "fail".
+        self.discovery = CaptureDiscovery("machine-artifact", _catalog(ITEMSIZE),
+                                          BackendCapabilities(physical_native_limit=True))
         self.checkpoints: list[tuple[Any, Any]] = []
         self.last_cumulative = (0, 0, 0, 0)
         self.has_routing = self.has_scale = False
@@ -142,9 +146,11 @@ class CaptureSessionMachine(RuleBasedStateMachine):
                 slices = [CaptureSlice("vocab", 0, 8)]
             sel = CaptureSelection(f"sel{i}", path, TRANSFORMS[transform], schedule=schedule, slices=slices)
             selections.append(sel)
+            width = VOCAB if path == "logits" else D_MODEL
+            floors = tuple(self._floor(sel, (1, seq, width)) for seq in (PROMPT, 1))
             model_selections.append(model.Selection(
                 sel.id, path, model.Schedule(not decode_only, True, first, None, every),
-                model.envelope(sel.id, path, path, 3)))
+                model.envelope(sel.id, path, path, 3), floors=floors))
         self.selections = selections
         envelopes = sum((s.envelope for s in model_selections), model.Usage())
         per_step = envelopes + model.Usage(*extra_step)
@@ -154,7 +160,18 @@ class CaptureSessionMachine(RuleBasedStateMachine):
                                on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP,
                                physical_native_bytes=physical)
         request = CaptureRequest(1, PROMPT, max_predictions)
-        self.plan = CapturePlan(selections, limits).admit(self.discovery, request)
+        admitted = _Outcome(lambda: CapturePlan(selections, limits).admit(self.discovery, request))
+        modelled = _Outcome(lambda: model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit,
+                                                              max_predictions))
+        assert admitted.error == modelled.error, (admitted.error, modelled.error)
+        if admitted.error == "AdmissionError":
+            # Known value costs cannot fit under "fail": the same plan under "skip" is admitted.
+            on_limit = "skip"
+            limits = CaptureLimits(per_step=limits.per_step, cumulative=limits.cumulative, on_limit=OnLimit.SKIP,
+                                   physical_native_bytes=physical)
+            admitted = _Outcome(lambda: CapturePlan(selections, limits).admit(self.discovery, request))
+        assert admitted.error is None, admitted.error
+        self.plan = admitted.value
         self.session = CaptureSession(self.plan)
         ops, model_ops = [], []
         self.has_routing, self.has_scale = routing_op is not None, scale_op is not None
@@ -189,7 +206,19 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         seq = PROMPT if self.model.phase == model.PREFILL else 1
         return (1, seq, VOCAB if path == "logits" else D_MODEL)
 
-    def _selected(self, sel: CaptureSelection, shape: tuple[int, ...]) -> list[int]:
+    @staticmethod
+    def _floor(sel: CaptureSelection, shape: tuple[int, ...]) -> model.Usage:
+        """The value cost known at admission (mirrors the core's value floor)."""
+        selected = CaptureSessionMachine._selected(sel, shape)
+        kind, n = sel.transform.kind, prod(selected)
+        kept = {TransformKind.PREVIEW: min(n, sel.transform.max_elements), TransformKind.SLICE: n,
+                TransformKind.FULL_TENSOR: n}.get(kind, 0)
+        numbers = {TransformKind.SUMMARY: 6, TransformKind.HISTOGRAM: 2 * len(sel.transform.edges) - 1,
+                   TransformKind.TOP_CANDIDATES: 2 * sel.transform.count}.get(kind, kept)
+        return model.Usage(1, numbers * min(ITEMSIZE, 8), kept * ITEMSIZE, 2 * numbers)
+
+    @staticmethod
+    def _selected(sel: CaptureSelection, shape: tuple[int, ...]) -> list[int]:
         selected = list(shape)
         for s in sel.slices:
             end = s.end if s.end is not None else shape[2]
@@ -220,8 +249,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
             if sel.path == path:
                 preview = sel.transform.kind == TRANSFORMS["preview"].kind
                 truncates = preview and prod(shape) > sel.transform.max_elements
-                self.model.selections[i] = model.Selection(sel.id, sel.path, self.model.selections[i].schedule,
-                                                           self.model.selections[i].envelope, truncates)
+                self.model.selections[i] = replace(self.model.selections[i], preview_truncates=truncates)
 
     # -- rules -----------------------------------------------------------------------------
     @rule(data=st.data())

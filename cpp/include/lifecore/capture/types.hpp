@@ -45,6 +45,9 @@ struct ObservationPoint {
   PhaseSupport prefill_support = PhaseSupport::Supported;
   PhaseSupport decode_support = PhaseSupport::Supported;
   std::optional<RoutingPolicy> routing;
+  // Bytes per element of the native value, 0 when unknown. With every extent known it makes
+  // a selection's value cost computable at admission (the preflight under OnLimit::Fail).
+  std::uint64_t itemsize = 0;
 };
 
 enum class TransformKind : std::uint8_t { Preview, Slice, FullTensor, Summary, Histogram, TopCandidates };
