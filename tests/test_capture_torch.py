@@ -290,3 +290,38 @@ def test_cuda_tensors_are_summarized_on_the_device(model, tokens):
         record = session.take_step().records[0]
     assert record.outcome == CaptureOutcome.CAPTURED
     assert record.charged.host_bytes < 512 + 100 + 3 * 128 + TOKENS * D * 4  # only the statistics crossed
+
+
+def test_grouped_routing_keeps_the_best_groups_and_scales_coefficients():
+    from lifecore.capture import RoutingPolicy
+    from lifecore.torch import route
+
+    policy = RoutingPolicy(8, 2, scoring="sigmoid", groups=4, topk_groups=1, epsilon=1e-12, scale=2.5)
+    scores = torch.randn(16, 8, generator=torch.Generator().manual_seed(3))
+    ids, coefficients = route(scores, 2, policy=policy)
+    groups = ids // 2
+    assert torch.equal(groups[:, 0], groups[:, 1])  # both experts from the one kept group
+    best = scores.reshape(16, 4, 2).max(-1).values.argmax(-1)
+    assert torch.equal(groups[:, 0], best)
+    assert torch.allclose(coefficients.sum(-1), torch.full((16,), 2.5))
+    plain_ids, plain_coefficients = route(scores, 2)  # no policy: plain top-k with softmax, as before
+    assert torch.equal(plain_ids, torch.topk(scores, 2).indices)
+    assert torch.allclose(plain_coefficients, torch.softmax(torch.topk(scores, 2).values, -1))
+
+
+def test_a_selector_whose_policy_differs_from_discovery_fails_before_routing(model, tokens):
+    from lifecore.capture import RoutingPolicy
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    ops = [iv.exclude_experts("x", "blocks.1.mlp#routing", [0])]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    moe = model.blocks[1].mlp
+    moe.routing_policy = lambda: RoutingPolicy(EXPERTS, TOP_K, scale=2.0)  # changed since discovery
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        with pytest.raises(InvalidArgumentError, match="does not match"):
+            model(tokens)
+        record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED and "does not match" in record.message

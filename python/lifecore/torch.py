@@ -5,9 +5,11 @@ selectors through the session's routing control.
 At each hooked module the hook observes the output, then intervenes, and a replacement
 (if any) becomes the module's output, so downstream modules consume it. A module whose
 forward picks experts takes part in routing control by offering ``routing_policy()``
-(returning ``(num_experts, top_k)``) and ``set_routing_hook(hook)``; it then calls
-``hook.select(scores, top_k)`` (or :func:`route` when no hook is set) to get
-``(expert ids, coefficients)``.
+(returning a :class:`RoutingPolicy`, or ``(num_experts, top_k)`` for plain top-k) and
+``set_routing_hook(hook)``; it then calls ``hook.select(scores, top_k)`` (or :func:`route`
+when no hook is set) to get ``(expert ids, coefficients)``. Before any routing work the hook
+validates the session's control against the module's policy and rows
+(:meth:`GroupSelectionControl.validate`); a mismatch fails the routing record.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from .capture.backends.torch_backend import TorchBackend, route
 from .errors import InvalidArgumentError
 
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
-           "RoutingHook", "route"]
+           "RoutingHook", "route", "routing_policy_of"]
 
 ROUTING_SUFFIX = "#routing"
 
@@ -99,27 +101,48 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
         catalog.append(ObservationPoint(name, axes, meaning="logits" if name in logits else "activation",
                                         dtype=_dtype(tensor), itemsize=tensor.element_size()))
     for name, module in model.named_modules():
-        policy = getattr(module, "routing_policy", None)
-        if callable(policy):
-            experts, top_k = policy()
-            catalog.append(ObservationPoint(name + ROUTING_SUFFIX, [Axis("rows", "token_rows"), Axis("experts", experts)],
-                                            meaning="routing", routing=RoutingPolicy(experts, top_k)))
+        policy = routing_policy_of(module)
+        if policy is not None:
+            catalog.append(ObservationPoint(name + ROUTING_SUFFIX,
+                                            [Axis("rows", "token_rows"), Axis("experts", policy.num_experts)],
+                                            meaning="routing", routing=policy))
     return CaptureDiscovery(identity or artifact_identity(model), catalog, capabilities)
 
 
-class RoutingHook:
-    """Given to a mixture-of-experts module: applies the session's routing control."""
+def routing_policy_of(module: nn.Module) -> Optional[RoutingPolicy]:
+    """The module's routing policy (``routing_policy()`` returning a RoutingPolicy or
+    ``(num_experts, top_k)``), or None for a module that does not route."""
+    policy = getattr(module, "routing_policy", None)
+    if not callable(policy):
+        return None
+    value = policy()
+    if isinstance(value, RoutingPolicy):
+        return value
+    experts, top_k = value
+    return RoutingPolicy(int(experts), int(top_k))
 
-    def __init__(self, session: CaptureSession, backend: Any, path: str):
-        self.session, self.backend, self.path = session, backend, path
+
+class RoutingHook:
+    """Given to a mixture-of-experts module: applies the session's routing control.
+    ``policy`` is the module's actual routing policy, checked against each control."""
+
+    def __init__(self, session: CaptureSession, backend: Any, path: str, policy: Optional[RoutingPolicy] = None):
+        self.session, self.backend, self.path, self.policy = session, backend, path, policy
 
     def select(self, scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Expert ids and coefficients for ``scores`` [rows, experts]."""
-        control = self.session.routing_control(self.path, scores.shape[0])
+        rows = scores.shape[0]
+        control = self.session.routing_control(self.path, rows)
         if control is None:
-            return route(scores, top_k)
+            return route(scores, top_k, policy=self.policy)
         try:
-            original = route(scores, top_k) if control.capture_original else None
+            # Re-checked before any routing work: the module's policy may have changed since
+            # discovery, or it may route a different top_k than it declared.
+            actual = self.policy if self.policy is not None else control.policy
+            if top_k != actual.top_k:
+                raise InvalidArgumentError(f"the selector routes top {top_k}, its policy says {actual.top_k}")
+            control.validate(actual, rows)
+            original = route(scores, top_k, policy=control.policy) if control.capture_original else None
             effective = route(scores, top_k, control)
         except Exception as error:
             self.session.routing_failed(self.path, f"{type(error).__name__}: {error}")
@@ -197,7 +220,7 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
             module = modules[path]
             if not callable(getattr(module, "set_routing_hook", None)):
                 raise InvalidArgumentError(f"module {path} does not take a routing hook")
-            module.set_routing_hook(RoutingHook(session, backend, path + ROUTING_SUFFIX))
+            module.set_routing_hook(RoutingHook(session, backend, path + ROUTING_SUFFIX, routing_policy_of(module)))
             routed.append(module)
     except BaseException:
         TorchAttachment(handles, routed).detach()  # attach is all or nothing

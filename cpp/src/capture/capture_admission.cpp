@@ -8,6 +8,7 @@
 #include "capture/capture_sha256.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
+#include "lifecore/capture/routing.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::capture {
@@ -340,23 +341,12 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
         if (point.axes.empty() || s.axis != point.axes.front().name)
           refuse("routing operation '" + op.id + "' may only slice the token axis");
       const auto& policy = *point.routing;
-      std::set<std::uint64_t> experts;
-      for (auto id : op.ids) {
-        if (id >= policy.num_experts) refuse("expert id out of range in '" + op.id + "'");
-        if (op.action != InterventionAction::ForceExperts && !experts.insert(id).second)
-          refuse("repeated expert id in '" + op.id + "'");
-      }
-      if (op.action == InterventionAction::ForceExperts) {
-        if (op.payload_shape.size() != 2 || op.payload_shape[1] != policy.top_k ||
-            element_count(op.payload_shape) != op.ids.size())
-          refuse("forced experts of '" + op.id + "' must be shaped [rows, top_k]");
-      } else if (op.ids.empty()) {
-        refuse("'" + op.id + "' names no expert");
-      }
-      if (op.action == InterventionAction::ExcludeExperts && policy.num_experts - op.ids.size() < policy.top_k)
-        refuse("excluding the experts of '" + op.id + "' leaves fewer than top_k");
-      if (op.action == InterventionAction::BiasRoutingScores && op.payload.size() != op.ids.size())
-        refuse("biases of '" + op.id + "' must match its expert ids");
+      if (op.action == InterventionAction::ForceExperts &&
+          (op.payload_shape.size() != 2 || op.payload_shape[1] != policy.top_k ||
+           element_count(op.payload_shape) != op.ids.size()))
+        refuse("forced experts of '" + op.id + "' must be shaped [rows, top_k]");
+      if (auto problem = routing_action_problem(op.action, policy, op.ids, op.payload, std::nullopt))
+        refuse("routing operation '" + op.id + "': " + *problem);
       // No overlapping schedules on one routing target: a selector takes one control.
       for (const auto& other : plan.operations) {
         if (&other == &op) break;

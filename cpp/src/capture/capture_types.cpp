@@ -3,6 +3,10 @@
 
 namespace lifecore::capture {
 
+const char* to_string(RoutingScoring s) noexcept {
+  return s == RoutingScoring::Softmax ? "softmax" : "sigmoid";
+}
+
 const char* to_string(Budget b) noexcept {
   switch (b) {
     case Budget::Captures: return "captures";
