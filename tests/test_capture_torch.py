@@ -325,3 +325,59 @@ def test_a_selector_whose_policy_differs_from_discovery_fails_before_routing(mod
             model(tokens)
         record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.FAILED and "does not match" in record.message
+
+
+class TwoOutputs(nn.Module):
+    """Returns (hidden, gate), both [batch, seq, D]; the parent consumes both."""
+
+    def forward(self, x):
+        return x + 3.0, x * 2.0
+
+
+class UsesBoth(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair = TwoOutputs()
+
+    def forward(self, x):
+        hidden, gate = self.pair(x)
+        return hidden + gate
+
+
+@pytest.mark.parametrize("output_index", [1, {"pair": 1}])
+def test_output_index_selects_the_tuple_element_that_is_observed_and_replaced(output_index):
+    from lifecore.torch import attach, discover
+
+    model = UsesBoth()
+    x = torch.ones(1, TOKENS, D)
+    discovery = discover(model, x, output_index=output_index)
+    plan = CapturePlan([CaptureSelection("gate", "pair", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    ops = [iv.zero("zero_gate", "pair", schedule=CaptureSchedule(decode=False))]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    with attach(session, model, output_index=output_index), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)
+        session.finish_interventions()
+        step = session.take_step()
+    assert step.record("gate").payload.mean == 2.0  # the second element was observed
+    assert torch.equal(out, x + 3.0)  # the gate was zeroed; the first element passed through unchanged
+
+
+def test_the_first_tensor_stays_the_default_and_a_bad_index_is_refused():
+    from lifecore.torch import attach, discover
+
+    model = UsesBoth()
+    x = torch.ones(1, TOKENS, D)
+    discovery = discover(model, x)
+    plan = CapturePlan([CaptureSelection("h", "pair", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 2)))
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(x)
+        assert session.take_step().record("h").payload.mean == 4.0  # x + 3, the first element
+    with attach(session, model, output_index=5), torch.no_grad():
+        session.begin_step(CapturePhase.DECODE, 1)
+        with pytest.raises(InvalidArgumentError, match="output_index 5"):
+            model(x[:, :1])
+        session.take_step()

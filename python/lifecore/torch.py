@@ -15,7 +15,7 @@ validates the session's control against the module's policy and rows
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 import torch
 from torch import nn
@@ -48,12 +48,33 @@ def artifact_identity(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def _first_tensor(output: Any) -> Optional[torch.Tensor]:
+OutputIndex = Union[int, Mapping[str, int]]
+
+
+def _index_for(output_index: OutputIndex, path: str) -> int:
+    """The tuple position selected at ``path`` (a mapping names positions per path; paths it
+    does not name use position 0)."""
+    if isinstance(output_index, Mapping):
+        return int(output_index.get(path, 0))
+    return int(output_index)
+
+
+def _selected_tensor(output: Any, index: int = 0) -> Optional[torch.Tensor]:
+    """The tensor a hook observes: the output itself, or element ``index`` of a tuple/list output."""
     if isinstance(output, torch.Tensor):
         return output
-    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
-        return output[0]
+    if isinstance(output, (tuple, list)) and -len(output) <= index < len(output) and isinstance(
+            output[index], torch.Tensor):
+        return output[index]
     return None
+
+
+def _with_replacement(output: Any, index: int, replacement: torch.Tensor) -> Any:
+    if isinstance(output, torch.Tensor):
+        return replacement
+    items = list(output)
+    items[index] = replacement
+    return type(output)(items) if isinstance(output, list) else tuple(items)
 
 
 def _dtype(tensor: torch.Tensor) -> ValueDtype:
@@ -64,11 +85,16 @@ def _dtype(tensor: torch.Tensor) -> ValueDtype:
 
 def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence_axis: int = 1,
              logits: Iterable[str] = (), identity: Optional[str] = None,
-             capabilities: Optional[BackendCapabilities] = None, **example_kwargs: Any) -> CaptureDiscovery:
+             capabilities: Optional[BackendCapabilities] = None, output_index: OutputIndex = 0,
+             **example_kwargs: Any) -> CaptureDiscovery:
     """Runs one example forward and records every named module's output as an observation
     point: the batch axis is symbolic ``batch``, the sequence axis ``sequence`` (the prompt
     length in prefill, one token in decode), the others known. Paths in ``logits`` are
-    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``."""
+    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``.
+
+    A module returning a tuple is observed at element ``output_index`` (an int for every
+    module, or a mapping path -> index; default 0, the first element). Pass the same
+    ``output_index`` to :func:`attach`."""
     shapes: dict[str, torch.Tensor] = {}
     handles = []
     for name, module in model.named_modules():
@@ -76,7 +102,7 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
             continue
 
         def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
-            tensor = _first_tensor(output)
+            tensor = _selected_tensor(output, _index_for(output_index, name))
             if tensor is not None:
                 shapes[name] = tensor
 
@@ -176,29 +202,43 @@ class TorchAttachment:
         self.detach()
 
 
-def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool):
+def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: int):
     observe, intervene = session.observe, session.intervene
+
+    def selected(output: Any) -> torch.Tensor:
+        if isinstance(output, torch.Tensor):
+            return output
+        tensor = _selected_tensor(output, index)
+        if tensor is None:
+            raise InvalidArgumentError(f"output of {path} has no tensor at output_index {index} "
+                                       f"({type(output).__name__} of {len(output) if hasattr(output, '__len__') else '?'})")
+        return tensor
 
     if not intervenes:
         def observe_only(module: nn.Module, args: Any, output: Any) -> None:
-            observe(backend, path, output if isinstance(output, torch.Tensor) else output[0])
+            observe(backend, path, selected(output))
         return observe_only
 
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
-        tensor = output if isinstance(output, torch.Tensor) else output[0]
+        tensor = selected(output)
         observe(backend, path, tensor)
         replacement = intervene(backend, path, tensor)
         if replacement is None:
             return None
-        return replacement if isinstance(output, torch.Tensor) else (replacement, *output[1:])
+        return _with_replacement(output, index, replacement)
 
     return observe_then_intervene
 
 
 def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
-           paths: Optional[Iterable[str]] = None) -> TorchAttachment:
+           paths: Optional[Iterable[str]] = None, output_index: OutputIndex = 0) -> TorchAttachment:
     """Hooks every module named by the session's capture selections and intervention
-    targets (or by ``paths``). Enable interventions before attaching."""
+    targets (or by ``paths``). Enable interventions before attaching.
+
+    ``output_index`` selects which element of a tuple (or list) output is observed and
+    intervened on: an int for every hooked module, or a mapping path -> index (paths it
+    does not name use 0). The default, 0, is the first tensor; a replacement goes back at
+    the same position and the other elements pass through unchanged."""
     backend = backend if backend is not None else TorchBackend()
     plan = session.intervention_plan
     operations = list(plan.plan.operations) if plan is not None else []
@@ -214,7 +254,7 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     handles, routed = [], []
     try:
         for path in sorted(hooked):
-            hook = _make_hook(session, backend, path, path in intervened)
+            hook = _make_hook(session, backend, path, path in intervened, _index_for(output_index, path))
             handles.append(modules[path].register_forward_hook(hook))
         for path in sorted(routing_targets):
             module = modules[path]
