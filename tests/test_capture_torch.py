@@ -381,3 +381,47 @@ def test_the_first_tensor_stays_the_default_and_a_bad_index_is_refused():
         with pytest.raises(InvalidArgumentError, match="output_index 5"):
             model(x[:, :1])
         session.take_step()
+
+
+@pytest.mark.parametrize("observed_too", [False, True])
+def test_interventions_enabled_after_attach_are_hooked_at_the_next_forward(model, tokens, observed_too):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    selections = [CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary())] if observed_too else []
+    session = CaptureSession(CapturePlan(selections, unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    with torch.no_grad():
+        expected_hook = model.blocks[0].mlp.register_forward_hook(lambda m, a, out: out * 0.5)
+        expected = model(tokens)
+        expected_hook.remove()
+        clean = model(tokens)
+        attachment = attach(session, model)  # before any intervention plan exists
+        ops = [iv.scale("half", "blocks.0.mlp", 0.5)]
+        session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+        with attachment:
+            session.begin_step(CapturePhase.PREFILL, 0)
+            patched = model(tokens)
+            session.finish_interventions()
+            step = session.take_step()
+            assert len(model.blocks[0].mlp._forward_hooks) == 1  # upgraded in place, not doubled
+    assert step.interventions[0].outcome == InterventionOutcome.APPLIED
+    if observed_too:
+        assert step.record("s").outcome == CaptureOutcome.CAPTURED
+    torch.testing.assert_close(patched, expected)
+    assert not torch.allclose(patched, clean) and not attachment.attached
+
+
+def test_routing_enabled_after_attach_reaches_the_selector(model, tokens):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    with torch.no_grad(), attach(session, model):
+        ops = [iv.exclude_experts("x", "blocks.1.mlp#routing", [0])]
+        session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(tokens)
+        session.finish_interventions()
+        assert 0 not in model.blocks[1].mlp.last_ids.flatten().tolist()
+        assert session.take_step().interventions[0].outcome == InterventionOutcome.APPLIED
+    assert model.blocks[1].mlp.routing_hook is None

@@ -10,6 +10,9 @@ forward picks experts takes part in routing control by offering ``routing_policy
 when no hook is set) to get ``(expert ids, coefficients)``. Before any routing work the hook
 validates the session's control against the module's policy and rows
 (:meth:`GroupSelectionControl.validate`); a mismatch fails the routing record.
+
+Interventions may be enabled before or after :func:`attach`: a plan enabled later is
+hooked at the next forward through the attached root module.
 """
 
 from __future__ import annotations
@@ -179,21 +182,76 @@ class RoutingHook:
 
 class TorchAttachment:
     """The hooks attached to one module tree; ``detach()`` (or leaving the ``with`` block)
-    removes them all."""
+    removes them all.
 
-    def __init__(self, handles: list[Any], routed: list[nn.Module]):
-        self._handles, self._routed = handles, routed
+    Interventions may be enabled on the session after attaching: a forward pre-hook on the
+    root module notices a new intervention plan at the next forward and hooks its targets
+    (upgrading observe-only hooks to observe-then-intervene) before any submodule runs.
+    Code that calls submodules directly, not through the attached root, calls ``sync()``."""
+
+    def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex):
+        self._session, self._backend, self._output_index = session, backend, output_index
+        self._modules = dict(model.named_modules())
+        self._hooks: dict[str, tuple[Any, bool]] = {}  # path -> (handle, intervenes)
+        self._routed: dict[str, nn.Module] = {}
+        self._synced_plan: Optional[str] = None
+        self._root = model.register_forward_pre_hook(lambda module, args: self.sync())
+
+    def _check(self, hooked: set[str], routed: set[str]) -> None:
+        unknown = sorted((hooked | routed) - self._modules.keys())
+        if unknown:
+            raise InvalidArgumentError(f"no module at path(s) {unknown}")
+        for path in sorted(routed):
+            if not callable(getattr(self._modules[path], "set_routing_hook", None)):
+                raise InvalidArgumentError(f"module {path} does not take a routing hook")
+
+    def _hook(self, targets: set[str], intervened: set[str]) -> None:
+        """Hooks ``targets`` (checked first, so a bad path hooks nothing new)."""
+        routed = {t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)}
+        hooked = {t for t in targets if not t.endswith(ROUTING_SUFFIX)}
+        self._check(hooked, routed)
+        for path in sorted(hooked):
+            intervenes = path in intervened
+            present = self._hooks.get(path)
+            if present is not None and (present[1] or not intervenes):
+                continue
+            hook = _make_hook(self._session, self._backend, path, intervenes, _index_for(self._output_index, path))
+            handle = self._modules[path].register_forward_hook(hook)
+            if present is not None:
+                present[0].remove()  # an observe-only hook becomes observe-then-intervene
+            self._hooks[path] = (handle, intervenes)
+        for path in sorted(routed - self._routed.keys()):
+            module = self._modules[path]
+            module.set_routing_hook(RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX,
+                                                routing_policy_of(module)))
+            self._routed[path] = module
+
+    def sync(self) -> None:
+        """Hooks the targets of an intervention plan enabled since the last sync."""
+        if self._root is None:
+            return
+        plan = self._session.intervention_plan
+        if plan is None:
+            return
+        identity = plan.identity
+        if identity == self._synced_plan:
+            return
+        targets = {op.target for op in plan.plan.operations}
+        self._hook(targets, {t for t in targets if not t.endswith(ROUTING_SUFFIX)})
+        self._synced_plan = identity
 
     def detach(self) -> None:
-        for handle in self._handles:
+        for handle, _ in self._hooks.values():
             handle.remove()
-        for module in self._routed:
+        for module in self._routed.values():
             module.set_routing_hook(None)
-        self._handles, self._routed = [], []
+        if self._root is not None:
+            self._root.remove()
+        self._hooks, self._routed, self._root = {}, {}, None
 
     @property
     def attached(self) -> bool:
-        return bool(self._handles or self._routed)
+        return bool(self._hooks or self._routed)
 
     def __enter__(self) -> "TorchAttachment":
         return self
@@ -233,7 +291,8 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
 def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
            paths: Optional[Iterable[str]] = None, output_index: OutputIndex = 0) -> TorchAttachment:
     """Hooks every module named by the session's capture selections and intervention
-    targets (or by ``paths``). Enable interventions before attaching.
+    targets (or by ``paths``). Interventions enabled after attaching are hooked at the next
+    forward through ``model`` (see :class:`TorchAttachment`).
 
     ``output_index`` selects which element of a tuple (or list) output is observed and
     intervened on: an int for every hooked module, or a mapping path -> index (paths it
@@ -244,25 +303,11 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     operations = list(plan.plan.operations) if plan is not None else []
     targets = set(paths) if paths is not None else (
         {s.path for s in session.plan.plan.selections} | {op.target for op in operations})
-    routing_targets = {t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)}
-    hooked = {t for t in targets if not t.endswith(ROUTING_SUFFIX)}
-    intervened = {op.target for op in operations}
-    modules = dict(model.named_modules())
-    unknown = sorted((hooked | routing_targets) - modules.keys())
-    if unknown:
-        raise InvalidArgumentError(f"no module at path(s) {unknown}")
-    handles, routed = [], []
+    attachment = TorchAttachment(session, model, backend, output_index)
     try:
-        for path in sorted(hooked):
-            hook = _make_hook(session, backend, path, path in intervened, _index_for(output_index, path))
-            handles.append(modules[path].register_forward_hook(hook))
-        for path in sorted(routing_targets):
-            module = modules[path]
-            if not callable(getattr(module, "set_routing_hook", None)):
-                raise InvalidArgumentError(f"module {path} does not take a routing hook")
-            module.set_routing_hook(RoutingHook(session, backend, path + ROUTING_SUFFIX, routing_policy_of(module)))
-            routed.append(module)
+        attachment._hook(targets, {op.target for op in operations})
+        attachment.sync()
     except BaseException:
-        TorchAttachment(handles, routed).detach()  # attach is all or nothing
+        attachment.detach()  # attach is all or nothing
         raise
-    return TorchAttachment(handles, routed)
+    return attachment
