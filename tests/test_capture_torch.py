@@ -404,6 +404,7 @@ def test_interventions_enabled_after_attach_are_hooked_at_the_next_forward(model
             session.finish_interventions()
             step = session.take_step()
             assert len(model.blocks[0].mlp._forward_hooks) == 1  # upgraded in place, not doubled
+            assert len(model._forward_pre_hooks) == 0  # nothing more can arrive: the root hook is gone
     assert step.interventions[0].outcome == InterventionOutcome.APPLIED
     if observed_too:
         assert step.record("s").outcome == CaptureOutcome.CAPTURED

@@ -194,7 +194,6 @@ class TorchAttachment:
         self._modules = dict(model.named_modules())
         self._hooks: dict[str, tuple[Any, bool]] = {}  # path -> (handle, intervenes)
         self._routed: dict[str, nn.Module] = {}
-        self._synced_plan: Optional[str] = None
         self._root = model.register_forward_pre_hook(lambda module, args: self.sync())
 
     def _check(self, hooked: set[str], routed: set[str]) -> None:
@@ -232,22 +231,27 @@ class TorchAttachment:
             return
         plan = self._session.intervention_plan
         if plan is None:
-            return
-        identity = plan.identity
-        if identity == self._synced_plan:
+            # A session takes interventions only before its first step: once one has begun,
+            # none can arrive, and the root hook stops costing anything.
+            if self._session.step_pending or self._session.next_prediction > 0:
+                self._drop_root()
             return
         targets = {op.target for op in plan.plan.operations}
         self._hook(targets, {t for t in targets if not t.endswith(ROUTING_SUFFIX)})
-        self._synced_plan = identity
+        self._drop_root()  # a session takes one intervention plan: nothing more to notice
+
+    def _drop_root(self) -> None:
+        if self._root is not None:
+            self._root.remove()
+            self._root = None
 
     def detach(self) -> None:
         for handle, _ in self._hooks.values():
             handle.remove()
         for module in self._routed.values():
             module.set_routing_hook(None)
-        if self._root is not None:
-            self._root.remove()
-        self._hooks, self._routed, self._root = {}, {}, None
+        self._drop_root()
+        self._hooks, self._routed = {}, {}
 
     @property
     def attached(self) -> bool:
