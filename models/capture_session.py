@@ -80,6 +80,9 @@ class Selection:
     schedule: Schedule
     envelope: Usage
     preview_truncates: bool = False  # a preview that emits fewer elements than selected
+    # The value cost known at admission, per phase (prefill, decode); None = known only at
+    # run time. Counted in the preflight only under on_limit "fail".
+    floors: tuple[Optional[Usage], Optional[Usage]] = (None, None)
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class CaptureSessionModel:
     next_from: int = 0
     operations: list[Operation] = field(default_factory=list)
     original_route_bytes: int = 0   # rows * top_k * 16 for routing with evidence
+    physical_native_bytes: Optional[int] = None  # per-capture peak native bytes, checked first
 
     def __post_init__(self) -> None:
         envelopes = sum((s.envelope for s in self.selections), Usage())
@@ -152,6 +156,8 @@ class CaptureSessionModel:
         remaining = max(self.max_predictions - self.next_from, 0)
         if (self.inherited + envelopes * remaining).first_over(self.cumulative):
             raise ModelError("AdmissionError", "envelopes exceed the cumulative limit")
+        if self.on_limit == "fail":
+            self._preflight_values(envelopes)
         self.owner = next(_owners)
         self.ledger = Ledger(self.per_step, self.cumulative, self.inherited)
         self.prediction, self.phase, self.has_step = 0, PREFILL, False
@@ -159,6 +165,27 @@ class CaptureSessionModel:
         self.records: dict[str, Record] = {}
         self.op_records: dict[str, Record] = {}
         self.pending: Optional[Operation] = None
+
+    def _preflight_values(self, envelopes: Usage) -> None:
+        """Known value costs under "fail": each selection beside the envelopes in one step,
+        the prefill step's selections together, and every remaining firing in total."""
+        prefill = envelopes
+        run = self.inherited + envelopes * max(self.max_predictions - self.next_from, 0)
+        for s in self.selections:
+            for phase, floor in zip((PREFILL, DECODE), s.floors):
+                fired = [p for p in range(self.next_from, self.max_predictions)
+                         if (p == 0) == (phase == PREFILL) and s.schedule.fires(phase, p)]
+                if floor is None or not fired:
+                    continue
+                if (envelopes + floor).first_over(self.per_step):
+                    raise ModelError("AdmissionError", f"{s.id} cannot fit one step")
+                if phase == PREFILL:
+                    prefill = prefill + floor
+                run = run + floor * len(fired)
+        if prefill.first_over(self.per_step):
+            raise ModelError("AdmissionError", "the prefill step cannot fit")
+        if run.first_over(self.cumulative):
+            raise ModelError("AdmissionError", "the run cannot fit")
 
     # -- schedule and step slot ------------------------------------------------------------
     @property
@@ -187,8 +214,10 @@ class CaptureSessionModel:
                            for o in self.operations}
         self.phase, self.prediction, self.has_step, self.step_open = phase, prediction, True, True
 
-    def observe(self, path: str, costs: dict[str, Usage], shape_ok: bool = True) -> bool:
-        """Returns whether the backend is called. ``costs`` maps selection id -> estimate."""
+    def observe(self, path: str, costs: dict[str, Usage], shape_ok: bool = True,
+                native: Optional[dict[str, int]] = None) -> bool:
+        """Returns whether the backend is called. ``costs`` maps selection id -> estimate,
+        ``native`` selection id -> native bytes (consulted only under a physical limit)."""
         if not self.step_open:
             raise ModelError("CaptureSessionError", "no capture step is open")
         here = [s for s in self.selections if s.path == path]
@@ -204,7 +233,11 @@ class CaptureSessionModel:
                 self.records[s.id] = Record("FAILED", "invalid", charged=record.charged)
                 error = error or ModelError("InvalidArgumentError")
                 continue
-            hit = self.ledger.try_reserve(costs[s.id])
+            # The physical limit is checked before the ledger: a refused capture is charged nothing.
+            hit: Optional[tuple[str, bool]] = None
+            if self.physical_native_bytes is not None and (native or {})[s.id] > self.physical_native_bytes:
+                hit = ("physical_native_bytes", False)
+            hit = hit or self.ledger.try_reserve(costs[s.id])
             if hit and self.on_limit == "skip":
                 self.records[s.id] = Record("SKIPPED", "limit", hit[0], charged=record.charged)
             elif hit:
@@ -260,7 +293,8 @@ class CaptureSessionModel:
         child = CaptureSessionModel(self.selections, self.per_step, self.cumulative, self.on_limit,
                                     max_predictions if max_predictions is not None else self.max_predictions,
                                     inherited=self.ledger.cumulative, next_from=self.next_prediction,
-                                    original_route_bytes=self.original_route_bytes)
+                                    original_route_bytes=self.original_route_bytes,
+                                    physical_native_bytes=self.physical_native_bytes)
         child.prediction, child.phase, child.has_step = self.prediction, self.phase, self.has_step
         return child
 

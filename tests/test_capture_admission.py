@@ -204,3 +204,55 @@ def test_a_session_readmits_its_plan_against_its_own_discovery():
     CaptureSession(admitted, sample_discovery())
     with pytest.raises(AdmissionError, match="does not match this session's catalog"):
         CaptureSession(admitted, sample_discovery("another-model"))
+
+
+# -- known value costs in the preflight under "fail" -------------------------------------------
+def _sized_discovery(itemsize=4, media=False):
+    axes = [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("d", 8)]
+    if media:
+        axes = [Axis("batch", "batch"), Axis("media", "media_positions"), Axis("d", 8)]
+    return CaptureDiscovery("sized", [ObservationPoint("h", axes, itemsize=itemsize)])
+
+
+def _limits(on_limit, per_step_captures=10, host=10**6, cumulative_captures=10**6):
+    from lifecore.capture import OnLimit
+
+    return CaptureLimits(per_step=CaptureUsage(per_step_captures, 10**6, host, 10**6),
+                         cumulative=CaptureUsage(cumulative_captures, 10**7, 10**7, 10**7),
+                         on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP)
+
+
+def test_known_value_costs_that_can_never_fit_under_fail_are_refused_at_admission():
+    full = CaptureSelection("full", "h", CaptureTransform.full_tensor())
+    # Prefill holds [1, 4, 8] float32: at least 128 host bytes; envelopes alone fit in 10**4.
+    envelope_host = 512 + len("full") + 2 * len("h") + 128 * 3
+    host = envelope_host + 100
+    with pytest.raises(AdmissionError, match="on_limit=fail.*'full'.*host_bytes"):
+        admit(full, limits=_limits("fail", host=host), discovery=_sized_discovery(), request=CaptureRequest(1, 4, 1))
+    # The same plan under skip is admitted (a skip is recorded at run time instead).
+    admit(full, limits=_limits("skip", host=host), discovery=_sized_discovery(), request=CaptureRequest(1, 4, 1))
+    # Zero captures per step: no scheduled capture can ever succeed under fail.
+    summary = CaptureSelection("s", "h", CaptureTransform.summary())
+    with pytest.raises(AdmissionError, match="captures"):
+        admit(summary, limits=_limits("fail", per_step_captures=0), discovery=_sized_discovery())
+    # Two summaries fit one step each, but not together in the prefill step.
+    twice = [summary, CaptureSelection("t", "h", CaptureTransform.summary())]
+    with pytest.raises(AdmissionError, match="prefill"):
+        admit(*twice, limits=_limits("fail", per_step_captures=1), discovery=_sized_discovery())
+    # Every firing counts against the cumulative limit: 3 predictions, 2 captures allowed.
+    with pytest.raises(AdmissionError, match="cumulative"):
+        admit(summary, limits=_limits("fail", cumulative_captures=2), discovery=_sized_discovery(),
+              request=CaptureRequest(1, 4, 3))
+    admit(summary, limits=_limits("fail", cumulative_captures=3), discovery=_sized_discovery(),
+          request=CaptureRequest(1, 4, 3))
+
+
+def test_unknown_value_costs_are_left_to_run_time():
+    full = CaptureSelection("full", "h", CaptureTransform.full_tensor())
+    # Unknown itemsize, or an extent known only at run time: the preflight cannot know the cost.
+    host = 512 + len("full") + 2 * len("h") + 128 * 3 + 100  # the envelope and 100 bytes
+    admit(full, limits=_limits("fail", host=host), discovery=_sized_discovery(itemsize=0),
+          request=CaptureRequest(1, 4, 1))
+    admit(full, limits=_limits("fail", host=host), discovery=_sized_discovery(media=True),
+          request=CaptureRequest(1, 4, 1))
+    assert _sized_discovery(itemsize=2).catalog[0].itemsize == 2

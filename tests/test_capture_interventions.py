@@ -311,3 +311,71 @@ def test_routing_failed_leaves_the_record_failed_with_a_bounded_message():
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.FAILED
     assert len(record.message.encode()) <= 256 and record.message.startswith("selector crashed")
+
+
+# -- the expected grouped top-k routing policy -------------------------------------------------
+GROUPED = "moe.grouped#routing"
+
+
+def grouped_discovery(top_k=3, topk_groups=2, scoring="sigmoid"):
+    from lifecore.capture import RoutingPolicy
+
+    policy = RoutingPolicy(8, top_k, scoring=scoring, groups=4, topk_groups=topk_groups, epsilon=1e-9, scale=2.5,
+                           learned_coefficient_scale=True)
+    point = ObservationPoint(GROUPED, [Axis("rows", "token_rows"), Axis("experts", 8)], meaning="routing",
+                             routing=policy)
+    return CaptureDiscovery("grouped", [point]), policy
+
+
+def test_routing_policies_are_coherent_and_default_to_plain_top_k():
+    from lifecore.capture import RoutingPolicy
+
+    plain = RoutingPolicy(4, 2)
+    assert (plain.scoring, plain.groups, plain.topk_groups, plain.epsilon, plain.scale,
+            plain.learned_coefficient_scale) == ("softmax", 1, 1, 0.0, 1.0, False)
+    assert RoutingPolicy(8, 2, groups=4).topk_groups == 4  # every group eligible unless told
+    for kwargs, fragment in [(dict(groups=3), "evenly"), (dict(groups=4, topk_groups=5), "topk_groups"),
+                             (dict(groups=4, topk_groups=1, top_k=3), "reached"), (dict(scale=0.0), "scale"),
+                             (dict(epsilon=float("nan")), "epsilon"), (dict(scoring="relu"), "scoring")]:
+        top_k = kwargs.pop("top_k", 2)
+        with pytest.raises(InvalidArgumentError, match=fragment):
+            RoutingPolicy(8, top_k, **kwargs)
+
+
+def test_grouped_feasibility_and_group_limits_are_checked_at_admission():
+    discovery, _ = grouped_discovery()
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    # 6 experts remain, but two groups are left with one each: those two groups give only 2 < 3.
+    with pytest.raises(AdmissionError, match="fewer than top_k"):
+        InterventionPlan([iv.exclude_experts("x", GROUPED, [0, 2])]).admit(discovery, session)
+    InterventionPlan([iv.exclude_experts("x", GROUPED, [0, 1])]).admit(discovery, session)  # a whole group: fine
+    narrow, _ = grouped_discovery(top_k=2, topk_groups=1)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(narrow, REQUEST))
+    with pytest.raises(AdmissionError, match="groups"):  # experts 0 and 2 lie in two groups, one is allowed
+        InterventionPlan([iv.force_experts("f", GROUPED, [[0, 2]] * 4)]).admit(narrow, session)
+    with pytest.raises(AdmissionError, match="repeat"):
+        InterventionPlan([iv.force_experts("f", GROUPED, [[0, 0]] * 4)]).admit(narrow, session)
+    with pytest.raises(AdmissionError, match="finite"):
+        InterventionPlan([iv.bias_routing_scores("b", GROUPED, [1], [float("inf")])]).admit(narrow, session)
+    InterventionPlan([iv.force_experts("f", GROUPED, [[0, 1]] * 4)]).admit(narrow, session)
+
+
+def test_the_control_carries_the_policy_and_validates_before_native_work():
+    from lifecore.capture import RoutingPolicy
+
+    discovery, policy = grouped_discovery()
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    plan = InterventionPlan([iv.exclude_experts("x", GROUPED, [0, 1], slices=[CaptureSlice("rows", 1, 4, 2)],
+                                                 schedule=CaptureSchedule(decode=False))])
+    session.enable_interventions(plan.admit(discovery, session), NumpyBackend())
+    session.begin_step(PREFILL, 0)
+    control = session.routing_control(GROUPED, 4)
+    assert control.policy == policy and (control.row_start, control.row_end, control.row_stride) == (1, 4, 2)
+    assert control.selected_rows == 2
+    control.validate(policy, 4)
+    with pytest.raises(InvalidArgumentError, match="does not match"):
+        control.validate(RoutingPolicy(8, 3, scoring="softmax", groups=4, topk_groups=2), 4)
+    with pytest.raises(InvalidArgumentError, match="token rows"):
+        control.validate(policy, 5)
+    session.routing_failed(GROUPED, "selector refused the control")
+    assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED

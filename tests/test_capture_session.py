@@ -493,3 +493,51 @@ def test_capture_step_always_drains_the_records():
             raise RuntimeError("the forward failed")
     assert result.step.records[0].outcome == CaptureOutcome.MISSING
     assert not session.step_pending
+
+
+# -- the physical native byte limit at run time ------------------------------------------------
+@pytest.mark.parametrize("on_limit", [OnLimit.FAIL, OnLimit.SKIP])
+def test_the_physical_native_limit_refuses_a_capture_at_run_time_and_charges_nothing(on_limit):
+    from lifecore.capture import BackendCapabilities
+
+    discovery = CaptureDiscovery("artifact", sample_discovery().catalog, BackendCapabilities(physical_native_limit=True))
+    # [1, 4, 8] in prefill is 32 elements (256 native bytes at 8 per element); decode is 8 (64).
+    limits = CaptureLimits(per_step=CaptureUsage(BIG, BIG, BIG, BIG), cumulative=CaptureUsage(BIG, BIG, BIG, BIG),
+                           on_limit=on_limit, physical_native_bytes=100)
+    session = session_for(CaptureSelection("full", "blocks.0.mlp", CaptureTransform.full_tensor()), limits=limits,
+                          discovery=discovery)
+    backend = CountingBackend()
+    session.begin_step(PREFILL, 0)
+    envelope = session.step_usage()
+    if on_limit == OnLimit.FAIL:
+        with pytest.raises(BudgetExceededError, match="physical native") as raised:
+            session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+        assert raised.value.budget == "physical_native_bytes" and raised.value.cumulative is False
+    else:
+        session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+    assert backend.count("transform") == 0 and session.step_usage() == envelope  # nothing beyond the envelope
+    record = session.take_step().record("full")
+    want = CaptureOutcome.FAILED if on_limit == OnLimit.FAIL else CaptureOutcome.SKIPPED
+    assert record.outcome == want and record.budget == "physical_native_bytes" and record.payload is None
+    # A region under the limit is captured.
+    session.begin_step(DECODE, 1)
+    session.observe(backend, "blocks.0.mlp", MockTensor((1, 1, 8)))
+    assert session.take_step().record("full").outcome == CaptureOutcome.CAPTURED
+
+
+def test_a_backend_that_cannot_report_native_bytes_fails_under_a_physical_limit():
+    from lifecore.capture import BackendCapabilities
+
+    class NoNative(CountingBackend):
+        native_bytes = None
+
+    discovery = CaptureDiscovery("artifact", sample_discovery().catalog, BackendCapabilities(physical_native_limit=True))
+    limits = CaptureLimits(per_step=CaptureUsage(BIG, BIG, BIG, BIG), cumulative=CaptureUsage(BIG, BIG, BIG, BIG),
+                           physical_native_bytes=10**6)
+    session = session_for(summary(), limits=limits, discovery=discovery)
+    backend = NoNative()
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="native"):
+        session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
+    assert backend.count("transform") == 0
+    assert session.take_step().record("s").fail_reason == "native"

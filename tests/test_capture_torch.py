@@ -290,3 +290,139 @@ def test_cuda_tensors_are_summarized_on_the_device(model, tokens):
         record = session.take_step().records[0]
     assert record.outcome == CaptureOutcome.CAPTURED
     assert record.charged.host_bytes < 512 + 100 + 3 * 128 + TOKENS * D * 4  # only the statistics crossed
+
+
+def test_grouped_routing_keeps_the_best_groups_and_scales_coefficients():
+    from lifecore.capture import RoutingPolicy
+    from lifecore.torch import route
+
+    policy = RoutingPolicy(8, 2, scoring="sigmoid", groups=4, topk_groups=1, epsilon=1e-12, scale=2.5)
+    scores = torch.randn(16, 8, generator=torch.Generator().manual_seed(3))
+    ids, coefficients = route(scores, 2, policy=policy)
+    groups = ids // 2
+    assert torch.equal(groups[:, 0], groups[:, 1])  # both experts from the one kept group
+    best = scores.reshape(16, 4, 2).max(-1).values.argmax(-1)
+    assert torch.equal(groups[:, 0], best)
+    assert torch.allclose(coefficients.sum(-1), torch.full((16,), 2.5))
+    plain_ids, plain_coefficients = route(scores, 2)  # no policy: plain top-k with softmax, as before
+    assert torch.equal(plain_ids, torch.topk(scores, 2).indices)
+    assert torch.allclose(plain_coefficients, torch.softmax(torch.topk(scores, 2).values, -1))
+
+
+def test_a_selector_whose_policy_differs_from_discovery_fails_before_routing(model, tokens):
+    from lifecore.capture import RoutingPolicy
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    ops = [iv.exclude_experts("x", "blocks.1.mlp#routing", [0])]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    moe = model.blocks[1].mlp
+    moe.routing_policy = lambda: RoutingPolicy(EXPERTS, TOP_K, scale=2.0)  # changed since discovery
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        with pytest.raises(InvalidArgumentError, match="does not match"):
+            model(tokens)
+        record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED and "does not match" in record.message
+
+
+class TwoOutputs(nn.Module):
+    """Returns (hidden, gate), both [batch, seq, D]; the parent consumes both."""
+
+    def forward(self, x):
+        return x + 3.0, x * 2.0
+
+
+class UsesBoth(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair = TwoOutputs()
+
+    def forward(self, x):
+        hidden, gate = self.pair(x)
+        return hidden + gate
+
+
+@pytest.mark.parametrize("output_index", [1, {"pair": 1}])
+def test_output_index_selects_the_tuple_element_that_is_observed_and_replaced(output_index):
+    from lifecore.torch import attach, discover
+
+    model = UsesBoth()
+    x = torch.ones(1, TOKENS, D)
+    discovery = discover(model, x, output_index=output_index)
+    plan = CapturePlan([CaptureSelection("gate", "pair", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    ops = [iv.zero("zero_gate", "pair", schedule=CaptureSchedule(decode=False))]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    with attach(session, model, output_index=output_index), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)
+        session.finish_interventions()
+        step = session.take_step()
+    assert step.record("gate").payload.mean == 2.0  # the second element was observed
+    assert torch.equal(out, x + 3.0)  # the gate was zeroed; the first element passed through unchanged
+
+
+def test_the_first_tensor_stays_the_default_and_a_bad_index_is_refused():
+    from lifecore.torch import attach, discover
+
+    model = UsesBoth()
+    x = torch.ones(1, TOKENS, D)
+    discovery = discover(model, x)
+    plan = CapturePlan([CaptureSelection("h", "pair", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 2)))
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(x)
+        assert session.take_step().record("h").payload.mean == 4.0  # x + 3, the first element
+    with attach(session, model, output_index=5), torch.no_grad():
+        session.begin_step(CapturePhase.DECODE, 1)
+        with pytest.raises(InvalidArgumentError, match="output_index 5"):
+            model(x[:, :1])
+        session.take_step()
+
+
+@pytest.mark.parametrize("observed_too", [False, True])
+def test_interventions_enabled_after_attach_are_hooked_at_the_next_forward(model, tokens, observed_too):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    selections = [CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary())] if observed_too else []
+    session = CaptureSession(CapturePlan(selections, unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    with torch.no_grad():
+        expected_hook = model.blocks[0].mlp.register_forward_hook(lambda m, a, out: out * 0.5)
+        expected = model(tokens)
+        expected_hook.remove()
+        clean = model(tokens)
+        attachment = attach(session, model)  # before any intervention plan exists
+        ops = [iv.scale("half", "blocks.0.mlp", 0.5)]
+        session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+        with attachment:
+            session.begin_step(CapturePhase.PREFILL, 0)
+            patched = model(tokens)
+            session.finish_interventions()
+            step = session.take_step()
+            assert len(model.blocks[0].mlp._forward_hooks) == 1  # upgraded in place, not doubled
+            assert len(model._forward_pre_hooks) == 0  # nothing more can arrive: the root hook is gone
+    assert step.interventions[0].outcome == InterventionOutcome.APPLIED
+    if observed_too:
+        assert step.record("s").outcome == CaptureOutcome.CAPTURED
+    torch.testing.assert_close(patched, expected)
+    assert not torch.allclose(patched, clean) and not attachment.attached
+
+
+def test_routing_enabled_after_attach_reaches_the_selector(model, tokens):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    with torch.no_grad(), attach(session, model):
+        ops = [iv.exclude_experts("x", "blocks.1.mlp#routing", [0])]
+        session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(tokens)
+        session.finish_interventions()
+        assert 0 not in model.blocks[1].mlp.last_ids.flatten().tolist()
+        assert session.take_step().interventions[0].outcome == InterventionOutcome.APPLIED
+    assert model.blocks[1].mlp.routing_hook is None

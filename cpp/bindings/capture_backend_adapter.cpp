@@ -28,6 +28,7 @@ nb::handle shape_name() { static nb::handle n = name("shape"); return n; }
 nb::handle dtype_name() { static nb::handle n = name("dtype"); return n; }
 nb::handle estimate_name() { static nb::handle n = name("estimate"); return n; }
 nb::handle transform_name() { static nb::handle n = name("transform"); return n; }
+nb::handle native_bytes_name() { static nb::handle n = name("native_bytes"); return n; }
 nb::handle intervene_name() { static nb::handle n = name("intervene"); return n; }
 
 }  // namespace
@@ -77,6 +78,16 @@ CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const Transf
   return call_backend("backend.transform", [&] {
     return nb::cast<CapturePayload>(
         backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
+  });
+}
+
+std::uint64_t PythonCaptureBackend::native_bytes(TensorHandle tensor, const TransformRequest& request) {
+  if (!nb::hasattr(backend_, native_bytes_name()))
+    throw BackendFailure{"backend has no native_bytes, required by the physical native byte limit"};
+  return call_backend("backend.native_bytes", [&] {
+    nb::object value = backend_.attr(native_bytes_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request));
+    if (value.is_none()) throw BackendFailure{"backend returned unknown native bytes (None); unknown is never zero"};
+    return nb::cast<std::uint64_t>(value);
   });
 }
 

@@ -22,6 +22,7 @@ class PythonCaptureBackend final : public capture::CaptureBackend {
   capture::ValueDtype dtype(capture::TensorHandle tensor) override;
   capture::CaptureUsage estimate(capture::TensorHandle tensor, const capture::TransformRequest& request) override;
   capture::CapturePayload transform(capture::TensorHandle tensor, const capture::TransformRequest& request) override;
+  std::uint64_t native_bytes(capture::TensorHandle tensor, const capture::TransformRequest& request) override;
   capture::TensorHandle intervene(capture::TensorHandle tensor, const capture::InterventionRequest& request) override;
   std::vector<nb::object>& kept() { return kept_; }
 

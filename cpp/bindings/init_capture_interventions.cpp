@@ -98,6 +98,7 @@ void init_capture_interventions(nb::module_& m) {
       .def_ro("operation_id", &GroupSelectionControl::operation_id)
       .def_ro("target", &GroupSelectionControl::target)
       .def_ro("action", &GroupSelectionControl::action)
+      .def_ro("policy", &GroupSelectionControl::policy, "The expected grouped top-k routing policy.")
       .def_ro("num_experts", &GroupSelectionControl::num_experts)
       .def_ro("top_k", &GroupSelectionControl::top_k)
       .def_ro("token_rows", &GroupSelectionControl::token_rows)
@@ -106,7 +107,12 @@ void init_capture_interventions(nb::module_& m) {
       .def_ro("row_stride", &GroupSelectionControl::row_stride)
       .def_ro("expert_ids", &GroupSelectionControl::expert_ids)
       .def_ro("biases", &GroupSelectionControl::biases)
-      .def_ro("capture_original", &GroupSelectionControl::capture_original);
+      .def_ro("capture_original", &GroupSelectionControl::capture_original)
+      .def_prop_ro("selected_rows", &GroupSelectionControl::selected_rows)
+      .def("validate", &GroupSelectionControl::validate, nb::arg("policy"), nb::arg("token_rows"),
+           "Re-checks before native work: policy matches, rows valid, ids unique and in range, grouped top-k "
+           "still feasible after exclusion, finite biases, forced ids shaped rows x top_k within group limits. "
+           "Raises InvalidArgumentError.");
 }
 
 }  // namespace lifecore::bindings

@@ -7,6 +7,7 @@
 #include "capture_bindings.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/backend.hpp"
+#include "lifecore/capture/routing.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::bindings {
@@ -98,25 +99,58 @@ void init_capture_plans(nb::module_& m) {
       .def_ro("name", &Axis::name)
       .def_prop_ro("size", [](const Axis& a) { return dim_to_python(a.dim); });
 
-  nb::class_<RoutingPolicy>(m, "RoutingPolicy")
-      .def(nb::init<std::uint64_t, std::uint64_t>(), nb::arg("num_experts"), nb::arg("top_k"))
+  nb::class_<RoutingPolicy>(m, "RoutingPolicy",
+                            "Expected grouped top-k routing: scoring ('softmax' or 'sigmoid'), experts split into "
+                            "`groups`, the best `topk_groups` groups kept, coefficients normalized with `epsilon` "
+                            "and multiplied by `scale` (and learned per-expert scales when "
+                            "`learned_coefficient_scale`). The defaults are plain top-k.")
+      .def("__init__",
+           [](RoutingPolicy* p, std::uint64_t experts, std::uint64_t top_k, const std::string& scoring,
+              std::uint64_t groups, std::optional<std::uint64_t> topk_groups, double epsilon, double scale,
+              bool learned) {
+             RoutingScoring kind = RoutingScoring::Softmax;
+             if (scoring == "sigmoid") kind = RoutingScoring::Sigmoid;
+             else if (scoring != "softmax")
+               raise(ErrorKind::InvalidArgument, "routing scoring is 'softmax' or 'sigmoid', not '" + scoring + "'");
+             RoutingPolicy policy{experts, top_k, kind, groups, topk_groups.value_or(groups), epsilon, scale, learned};
+             if (auto problem = routing_policy_problem(policy)) raise(ErrorKind::InvalidArgument, *problem);
+             new (p) RoutingPolicy(policy);
+           },
+           nb::arg("num_experts"), nb::arg("top_k"), nb::kw_only(), nb::arg("scoring") = "softmax",
+           nb::arg("groups") = 1, nb::arg("topk_groups").none() = nb::none(), nb::arg("epsilon") = 0.0,
+           nb::arg("scale") = 1.0, nb::arg("learned_coefficient_scale") = false)
       .def_ro("num_experts", &RoutingPolicy::num_experts)
-      .def_ro("top_k", &RoutingPolicy::top_k);
+      .def_ro("top_k", &RoutingPolicy::top_k)
+      .def_prop_ro("scoring", [](const RoutingPolicy& p) { return to_string(p.scoring); })
+      .def_ro("groups", &RoutingPolicy::groups)
+      .def_ro("topk_groups", &RoutingPolicy::topk_groups)
+      .def_ro("epsilon", &RoutingPolicy::epsilon)
+      .def_ro("scale", &RoutingPolicy::scale)
+      .def_ro("learned_coefficient_scale", &RoutingPolicy::learned_coefficient_scale)
+      .def("__eq__", [](const RoutingPolicy& a, nb::handle b) {
+        RoutingPolicy* other = nullptr;
+        return nb::try_cast<RoutingPolicy*>(b, other) && other && a == *other;
+      })
+      .def("__repr__", [](const RoutingPolicy& p) {
+        return "RoutingPolicy(" + std::to_string(p.num_experts) + ", " + std::to_string(p.top_k) + ", scoring='" +
+               to_string(p.scoring) + "', groups=" + std::to_string(p.groups) + ", topk_groups=" +
+               std::to_string(p.topk_groups) + ")";
+      });
 
   nb::class_<ObservationPoint>(m, "ObservationPoint", "A place in the model where a value can be observed.")
       .def("__init__",
            [](ObservationPoint* p, std::string path, std::vector<Axis> axes, std::string node_id, std::string meaning,
               ValueDtype dtype, bool prefill, bool decode, PointPosition position, PhaseSupport prefill_support,
-              PhaseSupport decode_support, std::optional<RoutingPolicy> routing) {
+              PhaseSupport decode_support, std::optional<RoutingPolicy> routing, std::uint64_t itemsize) {
              new (p) ObservationPoint{std::move(path), std::move(node_id), std::move(meaning), dtype, std::move(axes),
-                                      prefill, decode, position, prefill_support, decode_support, routing};
+                                      prefill, decode, position, prefill_support, decode_support, routing, itemsize};
              if (p->node_id.empty()) p->node_id = p->path;
            },
            nb::arg("path"), nb::arg("axes") = std::vector<Axis>{}, nb::kw_only(), nb::arg("node_id") = "",
            nb::arg("meaning") = "activation", nb::arg("dtype") = ValueDtype::Floating, nb::arg("prefill") = true,
            nb::arg("decode") = true, nb::arg("position") = PointPosition::ReadOnly,
            nb::arg("prefill_support") = PhaseSupport::Supported, nb::arg("decode_support") = PhaseSupport::Supported,
-           nb::arg("routing").none() = nb::none())
+           nb::arg("routing").none() = nb::none(), nb::arg("itemsize") = 0)
       .def_ro("path", &ObservationPoint::path)
       .def_ro("node_id", &ObservationPoint::node_id)
       .def_ro("meaning", &ObservationPoint::meaning)
@@ -128,6 +162,7 @@ void init_capture_plans(nb::module_& m) {
       .def_ro("prefill_support", &ObservationPoint::prefill_support)
       .def_ro("decode_support", &ObservationPoint::decode_support)
       .def_ro("routing", &ObservationPoint::routing)
+      .def_ro("itemsize", &ObservationPoint::itemsize, "Bytes per element, 0 when unknown.")
       .def("__repr__", [](const ObservationPoint& p) { return "ObservationPoint('" + p.path + "')"; });
 
   nb::class_<BackendCapabilities>(m, "BackendCapabilities")

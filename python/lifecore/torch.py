@@ -5,15 +5,20 @@ selectors through the session's routing control.
 At each hooked module the hook observes the output, then intervenes, and a replacement
 (if any) becomes the module's output, so downstream modules consume it. A module whose
 forward picks experts takes part in routing control by offering ``routing_policy()``
-(returning ``(num_experts, top_k)``) and ``set_routing_hook(hook)``; it then calls
-``hook.select(scores, top_k)`` (or :func:`route` when no hook is set) to get
-``(expert ids, coefficients)``.
+(returning a :class:`RoutingPolicy`, or ``(num_experts, top_k)`` for plain top-k) and
+``set_routing_hook(hook)``; it then calls ``hook.select(scores, top_k)`` (or :func:`route`
+when no hook is set) to get ``(expert ids, coefficients)``. Before any routing work the hook
+validates the session's control against the module's policy and rows
+(:meth:`GroupSelectionControl.validate`); a mismatch fails the routing record.
+
+Interventions may be enabled before or after :func:`attach`: a plan enabled later is
+hooked at the next forward through the attached root module.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, Union
 
 import torch
 from torch import nn
@@ -31,7 +36,7 @@ from .capture.backends.torch_backend import TorchBackend, route
 from .errors import InvalidArgumentError
 
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
-           "RoutingHook", "route"]
+           "RoutingHook", "route", "routing_policy_of"]
 
 ROUTING_SUFFIX = "#routing"
 
@@ -46,12 +51,33 @@ def artifact_identity(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
-def _first_tensor(output: Any) -> Optional[torch.Tensor]:
+OutputIndex = Union[int, Mapping[str, int]]
+
+
+def _index_for(output_index: OutputIndex, path: str) -> int:
+    """The tuple position selected at ``path`` (a mapping names positions per path; paths it
+    does not name use position 0)."""
+    if isinstance(output_index, Mapping):
+        return int(output_index.get(path, 0))
+    return int(output_index)
+
+
+def _selected_tensor(output: Any, index: int = 0) -> Optional[torch.Tensor]:
+    """The tensor a hook observes: the output itself, or element ``index`` of a tuple/list output."""
     if isinstance(output, torch.Tensor):
         return output
-    if isinstance(output, tuple) and output and isinstance(output[0], torch.Tensor):
-        return output[0]
+    if isinstance(output, (tuple, list)) and -len(output) <= index < len(output) and isinstance(
+            output[index], torch.Tensor):
+        return output[index]
     return None
+
+
+def _with_replacement(output: Any, index: int, replacement: torch.Tensor) -> Any:
+    if isinstance(output, torch.Tensor):
+        return replacement
+    items = list(output)
+    items[index] = replacement
+    return type(output)(items) if isinstance(output, list) else tuple(items)
 
 
 def _dtype(tensor: torch.Tensor) -> ValueDtype:
@@ -62,11 +88,16 @@ def _dtype(tensor: torch.Tensor) -> ValueDtype:
 
 def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence_axis: int = 1,
              logits: Iterable[str] = (), identity: Optional[str] = None,
-             capabilities: Optional[BackendCapabilities] = None, **example_kwargs: Any) -> CaptureDiscovery:
+             capabilities: Optional[BackendCapabilities] = None, output_index: OutputIndex = 0,
+             **example_kwargs: Any) -> CaptureDiscovery:
     """Runs one example forward and records every named module's output as an observation
     point: the batch axis is symbolic ``batch``, the sequence axis ``sequence`` (the prompt
     length in prefill, one token in decode), the others known. Paths in ``logits`` are
-    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``."""
+    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``.
+
+    A module returning a tuple is observed at element ``output_index`` (an int for every
+    module, or a mapping path -> index; default 0, the first element). Pass the same
+    ``output_index`` to :func:`attach`."""
     shapes: dict[str, torch.Tensor] = {}
     handles = []
     for name, module in model.named_modules():
@@ -74,7 +105,7 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
             continue
 
         def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
-            tensor = _first_tensor(output)
+            tensor = _selected_tensor(output, _index_for(output_index, name))
             if tensor is not None:
                 shapes[name] = tensor
 
@@ -97,29 +128,50 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
             else:
                 axes.append(Axis("vocab" if name in logits and i == tensor.dim() - 1 else f"d{i}", int(extent)))
         catalog.append(ObservationPoint(name, axes, meaning="logits" if name in logits else "activation",
-                                        dtype=_dtype(tensor)))
+                                        dtype=_dtype(tensor), itemsize=tensor.element_size()))
     for name, module in model.named_modules():
-        policy = getattr(module, "routing_policy", None)
-        if callable(policy):
-            experts, top_k = policy()
-            catalog.append(ObservationPoint(name + ROUTING_SUFFIX, [Axis("rows", "token_rows"), Axis("experts", experts)],
-                                            meaning="routing", routing=RoutingPolicy(experts, top_k)))
+        policy = routing_policy_of(module)
+        if policy is not None:
+            catalog.append(ObservationPoint(name + ROUTING_SUFFIX,
+                                            [Axis("rows", "token_rows"), Axis("experts", policy.num_experts)],
+                                            meaning="routing", routing=policy))
     return CaptureDiscovery(identity or artifact_identity(model), catalog, capabilities)
 
 
-class RoutingHook:
-    """Given to a mixture-of-experts module: applies the session's routing control."""
+def routing_policy_of(module: nn.Module) -> Optional[RoutingPolicy]:
+    """The module's routing policy (``routing_policy()`` returning a RoutingPolicy or
+    ``(num_experts, top_k)``), or None for a module that does not route."""
+    policy = getattr(module, "routing_policy", None)
+    if not callable(policy):
+        return None
+    value = policy()
+    if isinstance(value, RoutingPolicy):
+        return value
+    experts, top_k = value
+    return RoutingPolicy(int(experts), int(top_k))
 
-    def __init__(self, session: CaptureSession, backend: Any, path: str):
-        self.session, self.backend, self.path = session, backend, path
+
+class RoutingHook:
+    """Given to a mixture-of-experts module: applies the session's routing control.
+    ``policy`` is the module's actual routing policy, checked against each control."""
+
+    def __init__(self, session: CaptureSession, backend: Any, path: str, policy: Optional[RoutingPolicy] = None):
+        self.session, self.backend, self.path, self.policy = session, backend, path, policy
 
     def select(self, scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Expert ids and coefficients for ``scores`` [rows, experts]."""
-        control = self.session.routing_control(self.path, scores.shape[0])
+        rows = scores.shape[0]
+        control = self.session.routing_control(self.path, rows)
         if control is None:
-            return route(scores, top_k)
+            return route(scores, top_k, policy=self.policy)
         try:
-            original = route(scores, top_k) if control.capture_original else None
+            # Re-checked before any routing work: the module's policy may have changed since
+            # discovery, or it may route a different top_k than it declared.
+            actual = self.policy if self.policy is not None else control.policy
+            if top_k != actual.top_k:
+                raise InvalidArgumentError(f"the selector routes top {top_k}, its policy says {actual.top_k}")
+            control.validate(actual, rows)
+            original = route(scores, top_k, policy=control.policy) if control.capture_original else None
             effective = route(scores, top_k, control)
         except Exception as error:
             self.session.routing_failed(self.path, f"{type(error).__name__}: {error}")
@@ -130,21 +182,80 @@ class RoutingHook:
 
 class TorchAttachment:
     """The hooks attached to one module tree; ``detach()`` (or leaving the ``with`` block)
-    removes them all."""
+    removes them all.
 
-    def __init__(self, handles: list[Any], routed: list[nn.Module]):
-        self._handles, self._routed = handles, routed
+    Interventions may be enabled on the session after attaching: a forward pre-hook on the
+    root module notices a new intervention plan at the next forward and hooks its targets
+    (upgrading observe-only hooks to observe-then-intervene) before any submodule runs.
+    Code that calls submodules directly, not through the attached root, calls ``sync()``."""
+
+    def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex):
+        self._session, self._backend, self._output_index = session, backend, output_index
+        self._modules = dict(model.named_modules())
+        self._hooks: dict[str, tuple[Any, bool]] = {}  # path -> (handle, intervenes)
+        self._routed: dict[str, nn.Module] = {}
+        self._root = model.register_forward_pre_hook(lambda module, args: self.sync())
+
+    def _check(self, hooked: set[str], routed: set[str]) -> None:
+        unknown = sorted((hooked | routed) - self._modules.keys())
+        if unknown:
+            raise InvalidArgumentError(f"no module at path(s) {unknown}")
+        for path in sorted(routed):
+            if not callable(getattr(self._modules[path], "set_routing_hook", None)):
+                raise InvalidArgumentError(f"module {path} does not take a routing hook")
+
+    def _hook(self, targets: set[str], intervened: set[str]) -> None:
+        """Hooks ``targets`` (checked first, so a bad path hooks nothing new)."""
+        routed = {t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)}
+        hooked = {t for t in targets if not t.endswith(ROUTING_SUFFIX)}
+        self._check(hooked, routed)
+        for path in sorted(hooked):
+            intervenes = path in intervened
+            present = self._hooks.get(path)
+            if present is not None and (present[1] or not intervenes):
+                continue
+            hook = _make_hook(self._session, self._backend, path, intervenes, _index_for(self._output_index, path))
+            handle = self._modules[path].register_forward_hook(hook)
+            if present is not None:
+                present[0].remove()  # an observe-only hook becomes observe-then-intervene
+            self._hooks[path] = (handle, intervenes)
+        for path in sorted(routed - self._routed.keys()):
+            module = self._modules[path]
+            module.set_routing_hook(RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX,
+                                                routing_policy_of(module)))
+            self._routed[path] = module
+
+    def sync(self) -> None:
+        """Hooks the targets of an intervention plan enabled since the last sync."""
+        if self._root is None:
+            return
+        plan = self._session.intervention_plan
+        if plan is None:
+            # A session takes interventions only before its first step: once one has begun,
+            # none can arrive, and the root hook stops costing anything.
+            if self._session.step_pending or self._session.next_prediction > 0:
+                self._drop_root()
+            return
+        targets = {op.target for op in plan.plan.operations}
+        self._hook(targets, {t for t in targets if not t.endswith(ROUTING_SUFFIX)})
+        self._drop_root()  # a session takes one intervention plan: nothing more to notice
+
+    def _drop_root(self) -> None:
+        if self._root is not None:
+            self._root.remove()
+            self._root = None
 
     def detach(self) -> None:
-        for handle in self._handles:
+        for handle, _ in self._hooks.values():
             handle.remove()
-        for module in self._routed:
+        for module in self._routed.values():
             module.set_routing_hook(None)
-        self._handles, self._routed = [], []
+        self._drop_root()
+        self._hooks, self._routed = {}, {}
 
     @property
     def attached(self) -> bool:
-        return bool(self._handles or self._routed)
+        return bool(self._hooks or self._routed)
 
     def __enter__(self) -> "TorchAttachment":
         return self
@@ -153,53 +264,54 @@ class TorchAttachment:
         self.detach()
 
 
-def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool):
+def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: int):
     observe, intervene = session.observe, session.intervene
+
+    def selected(output: Any) -> torch.Tensor:
+        if isinstance(output, torch.Tensor):
+            return output
+        tensor = _selected_tensor(output, index)
+        if tensor is None:
+            raise InvalidArgumentError(f"output of {path} has no tensor at output_index {index} "
+                                       f"({type(output).__name__} of {len(output) if hasattr(output, '__len__') else '?'})")
+        return tensor
 
     if not intervenes:
         def observe_only(module: nn.Module, args: Any, output: Any) -> None:
-            observe(backend, path, output if isinstance(output, torch.Tensor) else output[0])
+            observe(backend, path, selected(output))
         return observe_only
 
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
-        tensor = output if isinstance(output, torch.Tensor) else output[0]
+        tensor = selected(output)
         observe(backend, path, tensor)
         replacement = intervene(backend, path, tensor)
         if replacement is None:
             return None
-        return replacement if isinstance(output, torch.Tensor) else (replacement, *output[1:])
+        return _with_replacement(output, index, replacement)
 
     return observe_then_intervene
 
 
 def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
-           paths: Optional[Iterable[str]] = None) -> TorchAttachment:
+           paths: Optional[Iterable[str]] = None, output_index: OutputIndex = 0) -> TorchAttachment:
     """Hooks every module named by the session's capture selections and intervention
-    targets (or by ``paths``). Enable interventions before attaching."""
+    targets (or by ``paths``). Interventions enabled after attaching are hooked at the next
+    forward through ``model`` (see :class:`TorchAttachment`).
+
+    ``output_index`` selects which element of a tuple (or list) output is observed and
+    intervened on: an int for every hooked module, or a mapping path -> index (paths it
+    does not name use 0). The default, 0, is the first tensor; a replacement goes back at
+    the same position and the other elements pass through unchanged."""
     backend = backend if backend is not None else TorchBackend()
     plan = session.intervention_plan
     operations = list(plan.plan.operations) if plan is not None else []
     targets = set(paths) if paths is not None else (
         {s.path for s in session.plan.plan.selections} | {op.target for op in operations})
-    routing_targets = {t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)}
-    hooked = {t for t in targets if not t.endswith(ROUTING_SUFFIX)}
-    intervened = {op.target for op in operations}
-    modules = dict(model.named_modules())
-    unknown = sorted((hooked | routing_targets) - modules.keys())
-    if unknown:
-        raise InvalidArgumentError(f"no module at path(s) {unknown}")
-    handles, routed = [], []
+    attachment = TorchAttachment(session, model, backend, output_index)
     try:
-        for path in sorted(hooked):
-            hook = _make_hook(session, backend, path, path in intervened)
-            handles.append(modules[path].register_forward_hook(hook))
-        for path in sorted(routing_targets):
-            module = modules[path]
-            if not callable(getattr(module, "set_routing_hook", None)):
-                raise InvalidArgumentError(f"module {path} does not take a routing hook")
-            module.set_routing_hook(RoutingHook(session, backend, path + ROUTING_SUFFIX))
-            routed.append(module)
+        attachment._hook(targets, {op.target for op in operations})
+        attachment.sync()
     except BaseException:
-        TorchAttachment(handles, routed).detach()  # attach is all or nothing
+        attachment.detach()  # attach is all or nothing
         raise
-    return TorchAttachment(handles, routed)
+    return attachment

@@ -8,6 +8,7 @@
 #include "common/sha256.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
+#include "lifecore/capture/routing.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::capture {
@@ -134,7 +135,47 @@ std::string canonical(const CapturePlan& plan, const std::vector<ObservationPoin
   return json.take();
 }
 
+// How many times a schedule fires in a phase from `from` on, with the first firing.
+std::optional<std::pair<std::uint64_t, std::uint64_t>> firings(const CaptureSchedule& s, CapturePhase phase,
+                                                              const CaptureRequest& r, std::uint64_t from) {
+  auto window = scheduled_window(s, phase, r, from);
+  if (!window) return std::nullopt;
+  return std::make_pair(window->first, (window->second - window->first) / s.every + 1);
+}
+
 }  // namespace
+
+std::optional<CaptureUsage> value_floor(const CaptureSelection& sel, const ObservationPoint& point,
+                                        const CaptureRequest& request, CapturePhase phase, std::uint64_t prediction) {
+  if (point.itemsize == 0) return std::nullopt;
+  const auto& t = sel.transform;
+  bool tensor = t.kind == TransformKind::Preview || t.kind == TransformKind::Slice ||
+                t.kind == TransformKind::FullTensor;
+  std::uint64_t kept = 0;  // elements a tensor payload keeps
+  if (tensor) {
+    if (point.axes.empty()) return std::nullopt;  // unknown rank: unknown size
+    std::uint64_t n = 1;
+    for (const auto& axis : point.axes) {
+      auto extent = resolve_dim(axis.dim, request, phase, prediction);
+      if (!extent) return std::nullopt;  // checked at run time, never treated as zero
+      std::uint64_t selected = *extent;
+      for (const auto& s : sel.slices)
+        if (s.axis == axis.name) selected = (s.end.value_or(*extent) - s.start + s.stride - 1) / s.stride;
+      if (__builtin_mul_overflow(n, selected, &n)) return std::nullopt;
+    }
+    kept = t.kind == TransformKind::Preview ? std::min(n, t.max_elements) : n;
+  }
+  std::uint64_t numbers = kept;
+  if (t.kind == TransformKind::Summary) numbers = 6;
+  if (t.kind == TransformKind::Histogram) numbers = 2 * t.edges.size() - 1;
+  if (t.kind == TransformKind::TopCandidates) numbers = 2 * t.count;
+  CaptureUsage floor{1, 0, 0, 0};
+  if (__builtin_mul_overflow(numbers, std::min<std::uint64_t>(point.itemsize, 8), &floor.retained_bytes) ||
+      __builtin_mul_overflow(kept, point.itemsize, &floor.host_bytes) ||
+      __builtin_mul_overflow(numbers, 2, &floor.encoded_bytes))
+    return std::nullopt;
+  return floor;
+}
 
 CaptureUsage metadata_envelope(const CaptureSelection& sel, const ObservationPoint& point) {
   std::uint64_t strings = sel.id.size() + sel.path.size() + point.node_id.size();
@@ -177,6 +218,45 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
   if (!total) refuse("capture preflight overflow");
   if (auto b = exceeded(*total, plan.limits.cumulative))
     refuse(std::string("capture envelopes exceed the cumulative limit: ") + to_string(*b));
+  if (plan.limits.on_limit == OnLimit::Fail) {
+    // Under Fail a capture over a limit fails the step, so value costs known now join the
+    // preflight: a selection that cannot fit one step beside the envelopes, a prefill step
+    // that cannot hold its selections together, or a run whose known costs exceed the
+    // cumulative limit is refused here. Unknown costs are left to run time.
+    CaptureUsage prefill = envelopes;
+    CaptureUsage run = *total;
+    for (std::size_t i = 0; i < plan.selections.size(); ++i) {
+      const auto& sel = plan.selections[i];
+      for (auto phase : {CapturePhase::Prefill, CapturePhase::Decode}) {
+        auto fired = firings(sel.schedule, phase, request, next_prediction);
+        if (!fired) continue;
+        auto floor = value_floor(sel, admitted.points_[i], request, phase, fired->first);
+        if (!floor) continue;
+        auto step = checked_add(envelopes, *floor);
+        if (!step) refuse("capture preflight overflow");
+        if (auto b = exceeded(*step, plan.limits.per_step))
+          refuse("under on_limit=fail, '" + sel.id + "' needs at least " + std::to_string(
+                     *b == Budget::Captures ? floor->captures : *b == Budget::Retention ? floor->retained_bytes
+                     : *b == Budget::Host ? floor->host_bytes : floor->encoded_bytes) +
+                 " " + to_string(*b) + " per capture, beyond what the per-step limit leaves beside the envelopes");
+        if (phase == CapturePhase::Prefill) {
+          auto sum = checked_add(prefill, *floor);
+          if (!sum) refuse("capture preflight overflow");
+          prefill = *sum;
+        }
+        auto all = checked_mul(*floor, fired->second);
+        auto sum = all ? checked_add(run, *all) : std::nullopt;
+        if (!sum) refuse("capture preflight overflow");
+        run = *sum;
+      }
+    }
+    if (auto b = exceeded(prefill, plan.limits.per_step))
+      refuse(std::string("under on_limit=fail, the prefill step's known capture costs exceed the per-step limit: ") +
+             to_string(*b));
+    if (auto b = exceeded(run, plan.limits.cumulative))
+      refuse(std::string("under on_limit=fail, the run's known capture costs exceed the cumulative limit: ") +
+             to_string(*b));
+  }
   admitted.plan_ = plan;
   admitted.request_ = request;
   admitted.artifact_ = discovery.artifact_identity;
@@ -261,23 +341,12 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
         if (point.axes.empty() || s.axis != point.axes.front().name)
           refuse("routing operation '" + op.id + "' may only slice the token axis");
       const auto& policy = *point.routing;
-      std::set<std::uint64_t> experts;
-      for (auto id : op.ids) {
-        if (id >= policy.num_experts) refuse("expert id out of range in '" + op.id + "'");
-        if (op.action != InterventionAction::ForceExperts && !experts.insert(id).second)
-          refuse("repeated expert id in '" + op.id + "'");
-      }
-      if (op.action == InterventionAction::ForceExperts) {
-        if (op.payload_shape.size() != 2 || op.payload_shape[1] != policy.top_k ||
-            element_count(op.payload_shape) != op.ids.size())
-          refuse("forced experts of '" + op.id + "' must be shaped [rows, top_k]");
-      } else if (op.ids.empty()) {
-        refuse("'" + op.id + "' names no expert");
-      }
-      if (op.action == InterventionAction::ExcludeExperts && policy.num_experts - op.ids.size() < policy.top_k)
-        refuse("excluding the experts of '" + op.id + "' leaves fewer than top_k");
-      if (op.action == InterventionAction::BiasRoutingScores && op.payload.size() != op.ids.size())
-        refuse("biases of '" + op.id + "' must match its expert ids");
+      if (op.action == InterventionAction::ForceExperts &&
+          (op.payload_shape.size() != 2 || op.payload_shape[1] != policy.top_k ||
+           element_count(op.payload_shape) != op.ids.size()))
+        refuse("forced experts of '" + op.id + "' must be shaped [rows, top_k]");
+      if (auto problem = routing_action_problem(op.action, policy, op.ids, op.payload, std::nullopt))
+        refuse("routing operation '" + op.id + "': " + *problem);
       // No overlapping schedules on one routing target: a selector takes one control.
       for (const auto& other : plan.operations) {
         if (&other == &op) break;

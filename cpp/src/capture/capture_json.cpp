@@ -168,10 +168,17 @@ void write_points(JsonWriter& json, const std::vector<ObservationPoint>& points)
       json.begin_object();
       json.key("num_experts"); json.integer(p.routing->num_experts);
       json.key("top_k"); json.integer(p.routing->top_k);
+      json.key("scoring"); json.string(to_string(p.routing->scoring));
+      json.key("groups"); json.integer(p.routing->groups);
+      json.key("topk_groups"); json.integer(p.routing->topk_groups);
+      json.key("epsilon"); json.number(p.routing->epsilon);
+      json.key("scale"); json.number(p.routing->scale);
+      json.key("learned_coefficient_scale"); json.boolean(p.routing->learned_coefficient_scale);
       json.end_object();
     } else {
       json.raw("null");
     }
+    json.key("itemsize"); json.integer(p.itemsize);
     json.end_object();
   }
   json.end_array();

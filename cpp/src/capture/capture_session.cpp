@@ -154,7 +154,13 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
         (request.source_shape.empty() || request.count > request.source_shape.back()))
       return fail(FailReason::Invalid, ErrorKind::InvalidArgument, "top candidates exceed the vocabulary at " + point.path);
     CaptureUsage cost = backend.estimate(tensor, request);  // side-effect free; unknown throws
-    auto hit = ledger_.try_reserve(cost);
+    std::optional<LimitHit> hit;
+    // The physical native byte limit bounds one capture's peak native memory; it is checked
+    // before the ledger so a refused capture is charged nothing beyond its envelope.
+    if (auto physical = plan_.plan().limits.physical_native_bytes;
+        physical && backend.native_bytes(tensor, request) > *physical)
+      hit = LimitHit{Budget::PhysicalNative, false};
+    if (!hit) hit = ledger_.try_reserve(cost);
     if (hit) {
       if (plan_.plan().limits.on_limit == OnLimit::Skip) {
         record.outcome = {};
@@ -164,8 +170,10 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
         record.outcome.cumulative = hit->cumulative;
         return;  // no transform runs, nothing is materialized
       }
-      std::string message = std::string("capture ") + (hit->cumulative ? "cumulative" : "per-step") +
-                            " limit exceeded: " + to_string(hit->budget);
+      std::string message = hit->budget == Budget::PhysicalNative
+                                ? "capture physical native byte limit exceeded at " + point.path
+                                : std::string("capture ") + (hit->cumulative ? "cumulative" : "per-step") +
+                                      " limit exceeded: " + to_string(hit->budget);
       fail(FailReason::Limit, ErrorKind::BudgetExceeded, message,
            {{"budget", std::string(to_string(hit->budget))}, {"cumulative", hit->cumulative}});
       record.outcome.budget = hit->budget;

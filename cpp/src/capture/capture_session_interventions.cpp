@@ -197,6 +197,7 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
   control.operation_id = op.id;
   control.target = op.target;
   control.action = op.action;
+  control.policy = *point.routing;
   control.num_experts = point.routing->num_experts;
   control.top_k = point.routing->top_k;
   control.token_rows = token_rows;
@@ -209,13 +210,11 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
     control.row_end = end;
     control.row_stride = s.stride;
   }
-  std::uint64_t rows = (control.row_end - control.row_start + control.row_stride - 1) / control.row_stride;
-  if (op.action == InterventionAction::ForceExperts && op.payload_shape[0] != rows)
-    return invalid("forced experts of '" + op.id + "' cover " + std::to_string(op.payload_shape[0]) +
-                   " rows, the window selects " + std::to_string(rows));
   control.expert_ids = op.ids;
   control.biases = op.payload;
   control.capture_original = op.evidence != EvidenceKind::None;
+  if (auto problem = control.problem(control.policy, token_rows))
+    return invalid("routing control of '" + op.id + "': " + *problem);
   if (control.capture_original) {
     // Original-decision evidence is reserved before the selector runs; a skip is an error.
     std::uint64_t bytes = token_rows * control.top_k * 16;

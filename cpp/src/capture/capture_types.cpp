@@ -3,12 +3,17 @@
 
 namespace lifecore::capture {
 
+const char* to_string(RoutingScoring s) noexcept {
+  return s == RoutingScoring::Softmax ? "softmax" : "sigmoid";
+}
+
 const char* to_string(Budget b) noexcept {
   switch (b) {
     case Budget::Captures: return "captures";
     case Budget::Retention: return "retained_bytes";
     case Budget::Host: return "host_bytes";
     case Budget::Encoded: return "encoded_bytes";
+    case Budget::PhysicalNative: return "physical_native_bytes";
   }
   return "?";
 }

@@ -4,6 +4,7 @@ errors, records and usage after every step."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from math import prod
 from typing import Any, Callable, Optional
 
@@ -14,6 +15,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from .. import errors
 from ..capture import (
     Axis,
+    BackendCapabilities,
     CaptureDiscovery,
     CaptureLimits,
     CapturePhase,
@@ -37,15 +39,16 @@ from ..models import capture_session as model
 
 D_MODEL, VOCAB, PROMPT, EXPERTS, TOP_K = 8, 16, 4, 4, 2
 ROUTER = "moe.router#routing"
+ITEMSIZE = 4
 
 
-def _catalog() -> list[ObservationPoint]:
+def _catalog(itemsize: int = 0) -> list[ObservationPoint]:
     hidden = [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("d", D_MODEL)]
     return [
-        ObservationPoint("blocks.0.mlp", hidden),
-        ObservationPoint("blocks.1.mlp", hidden),
+        ObservationPoint("blocks.0.mlp", hidden, itemsize=itemsize),
+        ObservationPoint("blocks.1.mlp", hidden, itemsize=itemsize),
         ObservationPoint("logits", [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("vocab", VOCAB)],
-                         meaning="logits"),
+                         meaning="logits", itemsize=itemsize),
         ObservationPoint(ROUTER, [Axis("rows", "token_rows"), Axis("experts", EXPERTS)], meaning="routing",
                          routing=RoutingPolicy(EXPERTS, TOP_K)),
     ]
@@ -115,7 +118,9 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         super().__init__()
         self.backend = backend_factory()
         self.tensor_factory = tensor_factory or (lambda shape, dtype, itemsize: MockTensor(shape, dtype, itemsize))
-        self.discovery = CaptureDiscovery("machine-artifact", _catalog())
+        # Known itemsizes (float32): value costs join the admission preflight under "fail".
+        self.discovery = CaptureDiscovery("machine-artifact", _catalog(ITEMSIZE),
+                                          BackendCapabilities(physical_native_limit=True))
         self.checkpoints: list[tuple[Any, Any]] = []
         self.last_cumulative = (0, 0, 0, 0)
         self.has_routing = self.has_scale = False
@@ -129,8 +134,9 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         on_limit=st.sampled_from(["fail", "skip"]),
         scale_op=st.sampled_from([None, "plain", "evidence"]),
         routing_op=st.sampled_from([None, "plain", "evidence"]),
+        physical=st.sampled_from([None, None, 200, 10**6]),
     )
-    def setup(self, chosen, max_predictions, budgets, on_limit, scale_op, routing_op):
+    def setup(self, chosen, max_predictions, budgets, on_limit, scale_op, routing_op, physical):
         extra_step, extra_total = BUDGET_LEVELS[budgets]
         selections, model_selections = [], []
         for i, (path, transform, first, every, decode_only) in enumerate(chosen):
@@ -140,18 +146,32 @@ class CaptureSessionMachine(RuleBasedStateMachine):
                 slices = [CaptureSlice("vocab", 0, 8)]
             sel = CaptureSelection(f"sel{i}", path, TRANSFORMS[transform], schedule=schedule, slices=slices)
             selections.append(sel)
+            width = VOCAB if path == "logits" else D_MODEL
+            floors = tuple(self._floor(sel, (1, seq, width)) for seq in (PROMPT, 1))
             model_selections.append(model.Selection(
                 sel.id, path, model.Schedule(not decode_only, True, first, None, every),
-                model.envelope(sel.id, path, path, 3)))
+                model.envelope(sel.id, path, path, 3), floors=floors))
         self.selections = selections
         envelopes = sum((s.envelope for s in model_selections), model.Usage())
         per_step = envelopes + model.Usage(*extra_step)
         cumulative = envelopes * max_predictions + model.Usage(*extra_total)
         limits = CaptureLimits(per_step=CaptureUsage(*per_step.astuple()),
                                cumulative=CaptureUsage(*cumulative.astuple()),
-                               on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP)
+                               on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP,
+                               physical_native_bytes=physical)
         request = CaptureRequest(1, PROMPT, max_predictions)
-        self.plan = CapturePlan(selections, limits).admit(self.discovery, request)
+        admitted = _Outcome(lambda: CapturePlan(selections, limits).admit(self.discovery, request))
+        modelled = _Outcome(lambda: model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit,
+                                                              max_predictions))
+        assert admitted.error == modelled.error, (admitted.error, modelled.error)
+        if admitted.error == "AdmissionError":
+            # Known value costs cannot fit under "fail": the same plan under "skip" is admitted.
+            on_limit = "skip"
+            limits = CaptureLimits(per_step=limits.per_step, cumulative=limits.cumulative, on_limit=OnLimit.SKIP,
+                                   physical_native_bytes=physical)
+            admitted = _Outcome(lambda: CapturePlan(selections, limits).admit(self.discovery, request))
+        assert admitted.error is None, admitted.error
+        self.plan = admitted.value
         self.session = CaptureSession(self.plan)
         ops, model_ops = [], []
         self.has_routing, self.has_scale = routing_op is not None, scale_op is not None
@@ -166,7 +186,8 @@ class CaptureSessionMachine(RuleBasedStateMachine):
             model_ops.append(model.Operation("route", ROUTER, model.Schedule(), routing=True,
                                              capture_original=evidence is not None))
         self.model = model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit, max_predictions,
-                                               operations=model_ops, original_route_bytes=TOP_K * 16)
+                                               operations=model_ops, original_route_bytes=TOP_K * 16,
+                                               physical_native_bytes=physical)
         if ops:
             admitted = InterventionPlan(ops).admit(self.discovery, self.session)
             self.session.enable_interventions(admitted, self.backend)
@@ -184,6 +205,29 @@ class CaptureSessionMachine(RuleBasedStateMachine):
     def _shape(self, path: str) -> tuple[int, ...]:
         seq = PROMPT if self.model.phase == model.PREFILL else 1
         return (1, seq, VOCAB if path == "logits" else D_MODEL)
+
+    @staticmethod
+    def _floor(sel: CaptureSelection, shape: tuple[int, ...]) -> model.Usage:
+        """The value cost known at admission (mirrors the core's value floor)."""
+        selected = CaptureSessionMachine._selected(sel, shape)
+        kind, n = sel.transform.kind, prod(selected)
+        kept = {TransformKind.PREVIEW: min(n, sel.transform.max_elements), TransformKind.SLICE: n,
+                TransformKind.FULL_TENSOR: n}.get(kind, 0)
+        numbers = {TransformKind.SUMMARY: 6, TransformKind.HISTOGRAM: 2 * len(sel.transform.edges) - 1,
+                   TransformKind.TOP_CANDIDATES: 2 * sel.transform.count}.get(kind, kept)
+        return model.Usage(1, numbers * min(ITEMSIZE, 8), kept * ITEMSIZE, 2 * numbers)
+
+    @staticmethod
+    def _selected(sel: CaptureSelection, shape: tuple[int, ...]) -> list[int]:
+        selected = list(shape)
+        for s in sel.slices:
+            end = s.end if s.end is not None else shape[2]
+            selected[2] = (end - s.start + s.stride - 1) // s.stride
+        return selected
+
+    def _native(self, path: str, shape: tuple[int, ...]) -> dict[str, int]:
+        # Every backend here reports the selected region at 8 bytes per element or more.
+        return {sel.id: prod(self._selected(sel, shape)) * 8 for sel in self.selections if sel.path == path}
 
     def _costs(self, path: str, shape: tuple[int, ...]) -> dict[str, model.Usage]:
         costs = {}
@@ -205,8 +249,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
             if sel.path == path:
                 preview = sel.transform.kind == TRANSFORMS["preview"].kind
                 truncates = preview and prod(shape) > sel.transform.max_elements
-                self.model.selections[i] = model.Selection(sel.id, sel.path, self.model.selections[i].schedule,
-                                                           self.model.selections[i].envelope, truncates)
+                self.model.selections[i] = replace(self.model.selections[i], preview_truncates=truncates)
 
     # -- rules -----------------------------------------------------------------------------
     @rule(data=st.data())
@@ -261,7 +304,8 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         tensor = self.tensor_factory(shape, "floating", 4)
         calls = self._calls()
         _, b = self._both(lambda: self.session.observe(self.backend, path, tensor),
-                          lambda: self.model.observe(path, self._costs(path, shape), shape_ok))
+                          lambda: self.model.observe(path, self._costs(path, shape), shape_ok,
+                                                     self._native(path, shape)))
         if b.value is False or b.error == "CaptureSessionError":
             assert self._calls() == calls, "the backend was called for a skipped point"
 

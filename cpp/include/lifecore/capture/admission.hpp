@@ -46,6 +46,14 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
 // The per-step diagnostic envelope of a selection (metadata of its record, whatever happens).
 CaptureUsage metadata_envelope(const CaptureSelection& selection, const ObservationPoint& point);
 
+// The least value cost any conforming backend charges for one capture of `selection` at a
+// prediction: 1 capture; retained = numbers kept x min(itemsize, 8); host = elements kept x
+// itemsize for Preview / Slice / FullTensor (reductions: 0); encoded = 2 bytes per number.
+// nullopt when it cannot be known now (itemsize unknown, or an extent the transform
+// depends on is resolved only at run time): such costs are checked at run time, never zero.
+std::optional<CaptureUsage> value_floor(const CaptureSelection& selection, const ObservationPoint& point,
+                                        const CaptureRequest& request, CapturePhase phase, std::uint64_t prediction);
+
 // Resolves a symbolic extent for a phase and prediction; nullopt when unknown.
 std::optional<std::uint64_t> resolve_dim(const Dim& dim, const CaptureRequest& request, CapturePhase phase,
                                          std::uint64_t prediction);

@@ -22,6 +22,12 @@ struct ResolvedSlice {
   std::uint64_t stride = 1;
 };
 
+// Thrown by a backend adapter for any native failure; the session turns it into a
+// Failed{Native} outcome and a CaptureSessionError naming it.
+struct BackendFailure {
+  std::string message;
+};
+
 struct TransformRequest {
   // Distinct per request within a session, so an adapter may convert a request once and
   // reuse it for estimate and transform (0: no reuse).
@@ -43,12 +49,6 @@ struct InterventionRequest {
   InterventionOperation operation;
 };
 
-// Thrown by a backend adapter for any native failure; the session turns it into a
-// Failed{Native} outcome and a CaptureSessionError naming it.
-struct BackendFailure {
-  std::string message;
-};
-
 class CaptureBackend {
  public:
   virtual ~CaptureBackend() = default;
@@ -57,6 +57,12 @@ class CaptureBackend {
   // Side-effect free and conservative; an unknown cost is a failure, never zero.
   virtual CaptureUsage estimate(TensorHandle tensor, const TransformRequest& request) = 0;
   virtual CapturePayload transform(TensorHandle tensor, const TransformRequest& request) = 0;
+  // Peak native bytes the transform would materialize (side-effect free, conservative).
+  // Asked only under a physical native byte limit; a backend that cannot say fails the
+  // capture (an unknown size is never zero).
+  virtual std::uint64_t native_bytes(TensorHandle /*tensor*/, const TransformRequest& /*request*/) {
+    throw BackendFailure{"backend does not report native bytes, required by the physical native byte limit"};
+  }
   // Returns a new tensor owned by the adapter until the session call returns.
   virtual TensorHandle intervene(TensorHandle tensor, const InterventionRequest& request) = 0;
 };

@@ -33,18 +33,30 @@ struct CaptureCheckpoint {
   CaptureUsage usage;
 };
 
-// What a routing selector must do for one scheduled operation.
+// What a routing selector must do for one scheduled operation: the expected grouped top-k
+// policy, the rows [row_start, row_end) step row_stride it applies to, and the action.
 struct GroupSelectionControl {
   std::string operation_id;
   std::string target;
   InterventionAction action = InterventionAction::ExcludeExperts;
-  std::uint64_t num_experts = 0;
-  std::uint64_t top_k = 0;
+  RoutingPolicy policy;
+  std::uint64_t num_experts = 0;  // = policy.num_experts (kept for callers of the plain top-k form)
+  std::uint64_t top_k = 0;        // = policy.top_k
   std::uint64_t token_rows = 0;
   std::uint64_t row_start = 0, row_end = 0, row_stride = 1;
   std::vector<std::uint64_t> expert_ids;  // excluded / zeroed / biased / forced (rows x top_k)
   std::vector<double> biases;
   bool capture_original = false;
+
+  // Re-checks the control against the selector's actual policy and rows before any native
+  // work: policy matches, rows valid, ids unique and in range, grouped top-k still feasible
+  // after exclusion, finite biases, forced ids shaped rows x top_k within group limits.
+  // Throws Error(InvalidArgument) naming the first problem.
+  void validate(const RoutingPolicy& actual, std::uint64_t token_rows) const;
+  std::optional<std::string> problem(const RoutingPolicy& actual, std::uint64_t token_rows) const;
+  std::uint64_t selected_rows() const noexcept {
+    return row_stride == 0 || row_end <= row_start ? 0 : (row_end - row_start + row_stride - 1) / row_stride;
+  }
 };
 
 class CaptureSession;

@@ -27,10 +27,24 @@ struct Axis {
   Dim dim;
 };
 
-// Expected top-k routing of a mixture-of-experts selector observed at a point.
+// How a selector turns router logits into scores: softmax or sigmoid.
+enum class RoutingScoring : std::uint8_t { Softmax, Sigmoid };
+
+// Expected grouped top-k routing of a mixture-of-experts selector observed at a point:
+// experts are split into `groups` equal groups, the best `topk_groups` groups are kept and
+// top_k experts chosen among them; coefficients are normalized with `epsilon` and
+// multiplied by `scale` (and by learned per-expert scales when the selector has them).
+// The defaults (one group, no epsilon, scale 1) are plain top-k.
 struct RoutingPolicy {
   std::uint64_t num_experts = 0;
   std::uint64_t top_k = 0;
+  RoutingScoring scoring = RoutingScoring::Softmax;
+  std::uint64_t groups = 1;
+  std::uint64_t topk_groups = 1;
+  double epsilon = 0.0;
+  double scale = 1.0;
+  bool learned_coefficient_scale = false;
+  bool operator==(const RoutingPolicy&) const = default;
 };
 
 struct ObservationPoint {
@@ -45,6 +59,9 @@ struct ObservationPoint {
   PhaseSupport prefill_support = PhaseSupport::Supported;
   PhaseSupport decode_support = PhaseSupport::Supported;
   std::optional<RoutingPolicy> routing;
+  // Bytes per element of the native value, 0 when unknown. With every extent known it makes
+  // a selection's value cost computable at admission (the preflight under OnLimit::Fail).
+  std::uint64_t itemsize = 0;
 };
 
 enum class TransformKind : std::uint8_t { Preview, Slice, FullTensor, Summary, Histogram, TopCandidates };
@@ -115,7 +132,8 @@ struct CaptureUsage {
   bool operator==(const CaptureUsage&) const = default;
 };
 
-enum class Budget : std::uint8_t { Captures, Retention, Host, Encoded };
+// PhysicalNative: the per-capture physical native byte limit (not a ledger budget).
+enum class Budget : std::uint8_t { Captures, Retention, Host, Encoded, PhysicalNative };
 enum class OnLimit : std::uint8_t { Fail, Skip };
 
 struct CaptureLimits {
@@ -207,6 +225,7 @@ const char* to_string(PhaseSupport support) noexcept;
 const char* to_string(SkipReason reason) noexcept;
 const char* to_string(FailReason reason) noexcept;
 const char* to_string(InterventionOutcomeKind kind) noexcept;
+const char* to_string(RoutingScoring scoring) noexcept;
 
 // Cuts a message to at most 256 bytes without splitting a UTF-8 sequence.
 std::string bound_message(std::string_view message, std::size_t limit = 256);

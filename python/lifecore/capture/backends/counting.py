@@ -58,6 +58,10 @@ class CountingBackend:
             cost.encoded_bytes = 0
         return cost
 
+    def native_bytes(self, tensor: MockTensor, request: TransformRequest) -> int:
+        self._call("native_bytes", tensor)
+        return prod(request.selected_shape) * max(tensor.itemsize, 8)
+
     def transform(self, tensor: MockTensor, request: TransformRequest) -> CapturePayload:
         self._call("transform", tensor)
         n = prod(request.selected_shape)

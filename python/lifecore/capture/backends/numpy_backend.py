@@ -3,6 +3,7 @@ activation interventions zero / scale / mask / replace / add / mask logits."""
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,11 @@ class NumpyBackend:
             raise ValueError(f"no size known for dtype {tensor.dtype}")
         return payload_cost(request.kind, request.selected_shape, itemsize, max_elements=request.max_elements,
                             edges=request.edges, count=request.count)
+
+    def native_bytes(self, tensor: np.ndarray, request: TransformRequest) -> int:
+        """Peak native bytes the transform materializes: the selected region, widened to
+        float64 where a transform converts (conservative)."""
+        return prod(request.selected_shape) * max(tensor.dtype.itemsize, 8)
 
     def transform(self, tensor: np.ndarray, request: TransformRequest) -> CapturePayload:
         region = tensor[request.index]

@@ -5,6 +5,7 @@ mixture-of-experts selector uses to apply a session's routing control."""
 from __future__ import annotations
 
 import math
+from math import prod
 from typing import Any
 
 import torch
@@ -14,6 +15,7 @@ from ..._core.capture import (
     CaptureUsage,
     GroupSelectionControl,
     InterventionAction,
+    RoutingPolicy,
     TransformKind,
     TransformRequest,
 )
@@ -43,6 +45,11 @@ class TorchBackend:
         return payload_cost(request.kind, request.selected_shape, tensor.element_size(),
                             max_elements=request.max_elements, edges=request.edges, count=request.count,
                             host_copy=host_copy)
+
+    def native_bytes(self, tensor: torch.Tensor, request: TransformRequest) -> int:
+        """Peak native bytes the transform materializes: the selected region, widened to
+        float64 where a transform converts (conservative)."""
+        return prod(request.selected_shape) * max(tensor.element_size(), 8)
 
     def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
         with torch.no_grad():
@@ -125,28 +132,53 @@ def summarize(region: torch.Tensor) -> CapturePayload:
     return CapturePayload.summary(values.numel(), nonfinite, *stats)
 
 
-def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | None = None
-          ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Top-k routing of ``scores`` [rows, experts] -> (ids [rows, top_k], coefficients
-    [rows, top_k]), applying a session's control to the selected rows when given."""
+def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | None = None,
+          policy: RoutingPolicy | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Grouped top-k routing of router logits ``scores`` [rows, experts] -> (ids [rows,
+    top_k], coefficients [rows, top_k]), applying a session's control to the selected rows
+    when given (its policy then applies). Without a policy this is plain top-k with softmax
+    coefficients over the chosen logits.
+
+    Under a policy: scores are the logits ('softmax') or their sigmoid ('sigmoid'); a
+    control's exclusion and biases change the scores used for selection; with groups, each
+    group scores as its best expert and only the best ``topk_groups`` groups stay eligible.
+    Coefficients are the softmax of the chosen scores ('softmax'), or the chosen sigmoid
+    scores (unbiased) divided by their sum plus ``epsilon`` ('sigmoid'); then times
+    ``scale``. Learned per-expert coefficient scales belong to the module, applied after."""
+    if control is not None:
+        policy = control.policy
     with torch.no_grad():
-        scores = scores.detach().float().clone()
-        rows = torch.arange(scores.shape[0], device=scores.device)
+        logits = scores.detach().float().clone()
+        sigmoid = policy is not None and policy.scoring == "sigmoid"
+        affinity = torch.sigmoid(logits) if sigmoid else logits
+        selection = affinity.clone()
+        rows = torch.arange(logits.shape[0], device=logits.device)
         if control is not None:
             window = rows[control.row_start:control.row_end:control.row_stride]
-            experts = torch.tensor(list(control.expert_ids), dtype=torch.long, device=scores.device)
+            experts = torch.tensor(list(control.expert_ids), dtype=torch.long, device=logits.device)
             action = control.action
             if action == InterventionAction.EXCLUDE_EXPERTS:
-                scores[window.unsqueeze(1), experts.unsqueeze(0)] = float("-inf")
+                selection[window.unsqueeze(1), experts.unsqueeze(0)] = float("-inf")
             elif action == InterventionAction.BIAS_ROUTING_SCORES:
-                biases = torch.tensor(list(control.biases), dtype=scores.dtype, device=scores.device)
-                scores[window.unsqueeze(1), experts.unsqueeze(0)] += biases
-        top, ids = torch.topk(scores, top_k, dim=-1)
+                biases = torch.tensor(list(control.biases), dtype=selection.dtype, device=logits.device)
+                selection[window.unsqueeze(1), experts.unsqueeze(0)] += biases
+        if policy is not None and policy.groups > 1:
+            grouped = selection.reshape(selection.shape[0], policy.groups, -1)
+            best_groups = torch.topk(grouped.max(dim=-1).values, policy.topk_groups, dim=-1).indices
+            keep = torch.zeros(grouped.shape[:2], dtype=torch.bool, device=logits.device)
+            keep.scatter_(1, best_groups, True)
+            selection = grouped.masked_fill(~keep.unsqueeze(-1), float("-inf")).reshape(selection.shape)
+        top, ids = torch.topk(selection, top_k, dim=-1)
         if control is not None and control.action == InterventionAction.FORCE_EXPERTS:
-            forced = experts.reshape(-1, top_k)
-            ids[window] = forced
-            top = torch.gather(scores, 1, ids)
-        coefficients = torch.softmax(top, dim=-1)
+            ids[window] = experts.reshape(-1, top_k)
+            top = torch.gather(selection, 1, ids)
+        if sigmoid:
+            chosen = torch.gather(affinity, 1, ids)
+            coefficients = chosen / (chosen.sum(dim=-1, keepdim=True) + policy.epsilon)
+        else:
+            coefficients = torch.softmax(top, dim=-1)
+        if policy is not None and policy.scale != 1.0:
+            coefficients = coefficients * policy.scale
         if control is not None and control.action == InterventionAction.ZERO_EXPERT_CONTRIBUTION:
             zeroed = torch.isin(ids[window], experts)
             sub = coefficients[window]

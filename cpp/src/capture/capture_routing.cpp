@@ -1,0 +1,96 @@
+// Grouped top-k routing rules (see lifecore/capture/routing.hpp).
+#include "lifecore/capture/routing.hpp"
+
+#include "lifecore/capture/session.hpp"
+#include "lifecore/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace lifecore::capture {
+
+std::optional<std::string> routing_policy_problem(const RoutingPolicy& p) {
+  if (p.num_experts == 0 || p.top_k == 0) return "a routing policy needs experts and top_k > 0";
+  if (p.top_k > p.num_experts) return "routing top_k exceeds the number of experts";
+  if (p.groups == 0 || p.num_experts % p.groups != 0) return "routing experts must split evenly into groups";
+  if (p.topk_groups == 0 || p.topk_groups > p.groups) return "routing topk_groups must be 1 to groups";
+  if (p.top_k > p.topk_groups * (p.num_experts / p.groups))
+    return "routing top_k cannot be reached within topk_groups groups";
+  if (!std::isfinite(p.epsilon) || p.epsilon < 0) return "routing epsilon must be finite and not negative";
+  if (!std::isfinite(p.scale) || !(p.scale > 0)) return "routing scale must be finite and positive";
+  return std::nullopt;
+}
+
+namespace {
+
+// Whether top_k experts remain whichever topk_groups non-empty groups the scores pick:
+// the group choice depends on scores not known in advance, so the least-stocked groups count.
+bool feasible_after_exclusion(const RoutingPolicy& p, const std::vector<std::uint64_t>& excluded) {
+  std::uint64_t per_group = p.num_experts / p.groups;
+  std::vector<std::uint64_t> remaining(p.groups, per_group);
+  for (auto id : excluded) --remaining[id / per_group];
+  std::vector<std::uint64_t> stocked;
+  for (auto r : remaining)
+    if (r > 0) stocked.push_back(r);
+  if (stocked.size() < p.topk_groups) return false;
+  std::sort(stocked.begin(), stocked.end());
+  std::uint64_t reachable = 0;
+  for (std::uint64_t g = 0; g < p.topk_groups; ++g) reachable += stocked[g];
+  return reachable >= p.top_k;
+}
+
+}  // namespace
+
+std::optional<std::string> routing_action_problem(InterventionAction action, const RoutingPolicy& p,
+                                                  const std::vector<std::uint64_t>& ids,
+                                                  const std::vector<double>& biases,
+                                                  std::optional<std::uint64_t> forced_rows) {
+  if (auto problem = routing_policy_problem(p)) return problem;
+  for (auto id : ids)
+    if (id >= p.num_experts) return "expert id " + std::to_string(id) + " out of range";
+  std::uint64_t per_group = p.num_experts / p.groups;
+  if (action == InterventionAction::ForceExperts) {
+    if (ids.empty() || ids.size() % p.top_k != 0) return "forced experts must be shaped [rows, top_k]";
+    std::uint64_t rows = ids.size() / p.top_k;
+    if (forced_rows && *forced_rows != rows)
+      return "forced experts cover " + std::to_string(rows) + " rows, the window selects " + std::to_string(*forced_rows);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      std::set<std::uint64_t> row(ids.begin() + r * p.top_k, ids.begin() + (r + 1) * p.top_k), groups;
+      if (row.size() != p.top_k) return "forced experts repeat an expert in row " + std::to_string(r);
+      for (auto id : row) groups.insert(id / per_group);
+      if (groups.size() > p.topk_groups)
+        return "forced experts of row " + std::to_string(r) + " span more than topk_groups groups";
+    }
+    return std::nullopt;
+  }
+  if (ids.empty()) return "the routing operation names no expert";
+  if (std::set<std::uint64_t>(ids.begin(), ids.end()).size() != ids.size()) return "repeated expert id";
+  if (action == InterventionAction::ExcludeExperts && !feasible_after_exclusion(p, ids))
+    return "excluding these experts leaves fewer than top_k selectable in the chosen groups";
+  if (action == InterventionAction::BiasRoutingScores) {
+    if (biases.size() != ids.size()) return "routing biases must match the expert ids";
+    for (double b : biases)
+      if (!std::isfinite(b)) return "routing biases must be finite";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> GroupSelectionControl::problem(const RoutingPolicy& actual, std::uint64_t rows) const {
+  if (!(actual == policy)) return "the selector's routing policy does not match the admitted policy at " + target;
+  if (rows == 0 || rows != token_rows)
+    return "the selector routes " + std::to_string(rows) + " token rows, the control was made for " +
+           std::to_string(token_rows);
+  if (row_stride == 0 || row_start >= row_end || row_end > token_rows)
+    return "the routing window [" + std::to_string(row_start) + ", " + std::to_string(row_end) + ") step " +
+           std::to_string(row_stride) + " is not within " + std::to_string(token_rows) + " token rows";
+  std::optional<std::uint64_t> forced;
+  if (action == InterventionAction::ForceExperts) forced = selected_rows();
+  return routing_action_problem(action, policy, expert_ids, biases, forced);
+}
+
+void GroupSelectionControl::validate(const RoutingPolicy& actual, std::uint64_t rows) const {
+  if (auto message = problem(actual, rows)) raise(ErrorKind::InvalidArgument, *message);
+}
+
+}  // namespace lifecore::capture
