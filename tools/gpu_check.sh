@@ -142,17 +142,19 @@ else
 fi
 
 if "$PYTHON" -m lifecore fuzz --help 2>/dev/null | grep -q -- "--differential"; then
-  step "differential mock,cuda" 60 "$PYTHON" -m lifecore fuzz --differential mock,cuda
+  step "differential mock,cuda" 60 "$PYTHON" -m lifecore fuzz --differential mock,cuda --examples 3 --steps 300 --seed 0
 elif [ -f benchmarks/differential.py ]; then
-  step "differential mock,cuda" 60 "$PYTHON" benchmarks/differential.py
+  step "differential mock,cuda" 60 "$PYTHON" benchmarks/differential.py --backends mock,cuda --runs 3 --steps 300 --seed 0
 elif has_pytest_marker differential; then
   step "differential mock,cuda" 60 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS' -m differential"
 else
   skip "differential mock,cuda" "no differential runner in this checkout"
 fi
 
-if "$PYTHON" -m lifecore bench --help >/dev/null 2>&1; then
-  step "benchmarks" 60 "$PYTHON" -m lifecore bench --json "$OUT/figures.json"
+if "$PYTHON" -m lifecore bench --help 2>/dev/null | grep -q -- "--json"; then
+  step "benchmarks" 60 "$PYTHON" -m lifecore bench --backend cuda --json "$OUT/figures.json"
+elif "$PYTHON" -m lifecore bench --help >/dev/null 2>&1; then
+  step "benchmarks" 60 "$PYTHON" -m lifecore bench --backend cuda
 elif ls benchmarks/*.py >/dev/null 2>&1; then
   for script in benchmarks/*.py; do
     case "$(basename "$script")" in differential.py|__init__.py) continue ;; esac

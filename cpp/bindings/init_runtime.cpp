@@ -23,6 +23,7 @@
 namespace lifecore::bindings {
 
 void init_capture_state(nb::module_& m);
+void init_runtime_modules(nb::module_& m);
 
 namespace {
 
@@ -191,7 +192,9 @@ void init_runtime(nb::module_& m) {
   using namespace nb::literals;
   init_capture_state(m);
 
-  nb::class_<Kernel>(m, "Kernel", "A kernel every backend offers under the same name and parameters.")
+  nb::class_<Kernel>(m, "Kernel",
+                     "A kernel for Stream.launch: a built-in (every backend offers it under the same name and\n"
+                     "parameters) or one of a user Module (Module.function).")
       .def_prop_ro("name", [](const Kernel& k) { return std::string(k.name()); }, "The kernel's name")
       .def_prop_ro("params",
                    [](const Kernel& k) {
@@ -209,6 +212,7 @@ void init_runtime(nb::module_& m) {
                    "The parameter names")
       .def_prop_ro("summary", [](const Kernel& k) { return std::string(k.summary()); }, "What it computes")
       .def_prop_ro("signature", &Kernel::signature, "name(param: kind, ...)")
+      .def_prop_ro("is_builtin", &Kernel::is_builtin, "True for lifecore.kernels, False for a Module's kernel")
       .def("__repr__", [](const Kernel& k) { return "Kernel(" + k.signature() + ")"; });
   m.def("builtin_kernel", &Kernel::builtin, "name"_a, nb::rv_policy::reference,
         "The built-in kernel of that name (lifecore.kernels holds them all).");
@@ -331,6 +335,8 @@ void init_runtime(nb::module_& m) {
            "On any failure the window is aborted, so the stream is left out of capture and re-capturable.")
       .def_prop_ro("capture_state", &Stream::capture_state, "A copy of the stream's StreamCaptureState")
       .def("__repr__", [](const Stream& s) { return "Stream(" + s.capture_state().repr() + ")"; });
+
+  init_runtime_modules(m);  // after Device and Kernel, which its signatures name
 }
 
 }  // namespace lifecore::bindings

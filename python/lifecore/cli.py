@@ -1,4 +1,4 @@
-"""The ``lifecore`` command: ``info``, ``check``, ``fuzz`` and ``bench``.
+"""The ``lifecore`` command: ``info``, ``check``, ``fuzz`` (also ``fuzz --differential A,B``) and ``bench``.
 
 ``lifecore check`` is what to run after ``pip install .``: it lists the backends, runs a short
 graph-capture state machine (differential against the reference model) on the mock with both
@@ -159,7 +159,26 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_differential(args: argparse.Namespace) -> int:
+    """``lifecore fuzz --differential A,B``: the same seeded steps on two devices, compared."""
+    from lifecore.testing.differential import parse_specs, run_differential
+
+    try:
+        specs = parse_specs(args.differential)
+        report = run_differential(specs, steps=args.steps, seed=args.seed or 0,
+                                  runs=args.examples if args.examples is not None else 5)
+    except ValueError as error:
+        print(f"lifecore fuzz --differential: {error}", file=sys.stderr)
+        return 2
+    print(report.summary())
+    return 0 if report.identical else 1
+
+
 def cmd_fuzz(args: argparse.Namespace) -> int:
+    if args.differential:
+        return cmd_differential(args)
+    if args.examples is None:
+        args.examples = 100
     try:
         import hypothesis  # noqa: F401
     except ImportError:
@@ -174,26 +193,39 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    import json
+
     from lifecore.testing import stream_benchmarks as bench
+    from lifecore.testing.gpu_replay_benchmarks import compare_replay
 
     def factory() -> Any:
         return lifecore.Device(args.backend)
 
     quick = args.quick
-    print("replay of an N-op graph vs the same N launches issued from Python (per pass, with a sync)")
-    print(bench.format_table(bench.replay_vs_eager(factory, repeat=3 if quick else 5,
-                                                   min_seconds=0.02 if quick else 0.05)))
+    figures: dict[str, Any] = {}
+    print("replay of an N-op graph vs the same N launches issued from Python (per pass, with a sync), the\n"
+          "capture cycle, and on cuda the same kernels through torch / CuPy graphs when importable")
+    replay = compare_replay(factory, repeat=3 if quick else 5, min_seconds=0.02 if quick else 0.05)
+    figures["graph_replay"] = replay
+    print(bench.format_table(replay["rows"]))
+    for name, reason in replay["skipped"].items():
+        print(f"({name} skipped: {reason})")
     print("\nprepare -> begin -> end through the Python API vs the pure-Python reference model")
-    print(bench.format_table(bench.capture_cycle_vs_model(factory, repeat=3 if quick else 5,
-                                                          min_seconds=0.02 if quick else 0.05)))
+    figures["capture_cycle"] = bench.capture_cycle_vs_model(factory, repeat=3 if quick else 5,
+                                                            min_seconds=0.02 if quick else 0.05)
+    print(bench.format_table(figures["capture_cycle"]))
     try:
         import hypothesis  # noqa: F401
     except ImportError:
         print("\n(state-machine rate skipped: hypothesis is not installed)")
-        return 0
-    print("\nstate-machine steps per second (mock)")
-    row = bench.machine_steps_per_second(lambda: lifecore.Device("mock"), examples=5 if quick else 20)
-    print(bench.format_table([row]))
+    else:
+        print("\nstate-machine steps per second (mock)")
+        row = bench.machine_steps_per_second(lambda: lifecore.Device("mock"), examples=5 if quick else 20)
+        figures["state_machine"] = row
+        print(bench.format_table([row]))
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(figures, out, indent=2)
     return 0
 
 
@@ -209,13 +241,18 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz = sub.add_parser("fuzz", help="a longer state-machine run")
     fuzz.add_argument("--backend", default="mock", help="mock, cuda, hip or auto (default mock)")
     fuzz.add_argument("--graphs", default="both", choices=["hardware", "software", "both"])
-    fuzz.add_argument("--examples", type=int, default=100)
-    fuzz.add_argument("--steps", type=int, default=100)
+    fuzz.add_argument("--examples", type=int, default=None,
+                      help="machine runs (default 100); with --differential, seeded runs (default 5)")
+    fuzz.add_argument("--steps", type=int, default=100, help="steps per run (default 100)")
     fuzz.add_argument("--seed", type=int, default=None)
+    fuzz.add_argument("--differential", metavar="A,B", default=None,
+                      help="run the same seeded random steps on two devices (mock, cuda, hip, auto; "
+                           "optionally /hardware or /software) and exit 1 on the first difference")
     fuzz.set_defaults(func=cmd_fuzz)
     bench = sub.add_parser("bench", help="the graph-capture benchmarks (ratios measured side by side)")
     bench.add_argument("--backend", default="mock", help="mock, cuda, hip or auto (default mock)")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions")
+    bench.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON")
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -4,6 +4,7 @@
 
 #include "lifecore/error.hpp"
 #include "runtime/graph.hpp"
+#include "runtime/module.hpp"
 #include "runtime/stream.hpp"
 #include "vendor/backends.hpp"
 
@@ -129,6 +130,7 @@ void Device::cleanup() {
   for (auto& stream : live_streams()) stream->wait_for_graph_work();
   if (memory_->stats().windows_active > 0) return;
   memory_->cleanup();
+  unload_retired_modules();
   for (vendor::DevicePtr ptr : info_.clear_unpinned()) free_info_buffer(ptr);
 }
 
@@ -160,6 +162,7 @@ void Device::clear_faults() {
 }
 
 vendor::FunctionHandle Device::function(const Kernel& kernel) {
+  if (!kernel.is_builtin()) return kernel.module()->launchable(*this, kernel);
   std::atomic<std::uintptr_t>& slot = functions_[kernel.index()];
   if (auto loaded = slot.load(std::memory_order_acquire)) return vendor::FunctionHandle{loaded};
   check_open("launch");
@@ -180,6 +183,50 @@ vendor::FunctionHandle Device::function(const Kernel& kernel) {
   return function;
 }
 
+vendor::ModuleHandle Device::load_module(const vendor::ModuleImage& image) {
+  check_open("module_load");
+  unload_retired_modules();
+  vendor::ModuleHandle module{};
+  vendor::check(driver_->module_load(image, &module));
+  std::lock_guard lock(modules_mutex_);
+  modules_loaded_.push_back(module);
+  return module;
+}
+
+void Device::release_module(vendor::ModuleHandle module) noexcept {
+  {
+    std::lock_guard lock(modules_mutex_);
+    std::erase(modules_loaded_, module);
+    if (closed()) return;  // close() unloaded it
+    modules_retired_.push_back(module);
+  }
+  unload_retired_modules();
+}
+
+void Device::unload_retired_modules() noexcept {
+  {
+    std::lock_guard lock(modules_mutex_);
+    if (modules_retired_.empty()) return;
+  }
+  // A live graph or an open window may hold one of the functions: unloading now would leave
+  // it pointing at freed code.
+  if (memory_->stats().windows_active > 0) return;
+  {
+    std::lock_guard lock(registry_mutex_);
+    if (!graphs_alive_.empty()) return;
+  }
+  // Eagerly queued launches of the functions must have run.
+  for (auto& stream : live_streams()) stream->wait_for_graph_work();
+  std::vector<vendor::ModuleHandle> retired;
+  {
+    std::lock_guard lock(modules_mutex_);
+    if (closed()) return;
+    retired = std::move(modules_retired_);
+    modules_retired_.clear();
+  }
+  for (vendor::ModuleHandle module : retired) (void)driver_->module_unload(module);
+}
+
 void Device::close() {
   std::lock_guard close_lock(close_mutex_);
   if (closed()) return;
@@ -193,6 +240,13 @@ void Device::close() {
     if (builtin_module_ != vendor::ModuleHandle{}) (void)driver_->module_unload(builtin_module_);
     builtin_module_ = {};
     for (std::size_t i = 0; i < Kernel::builtins().size(); ++i) functions_[i].store(0, std::memory_order_release);
+  }
+  {
+    std::lock_guard lock(modules_mutex_);
+    for (vendor::ModuleHandle module : modules_loaded_) (void)driver_->module_unload(module);
+    for (vendor::ModuleHandle module : modules_retired_) (void)driver_->module_unload(module);
+    modules_loaded_.clear();
+    modules_retired_.clear();
   }
 }
 

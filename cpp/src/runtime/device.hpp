@@ -68,7 +68,14 @@ class Device : public std::enable_shared_from_this<Device> {
   std::shared_ptr<vendor::Driver> shared_driver() const { return driver_; }
   MemoryManager& memory() { return *memory_; }
   InfoCache& info() { return info_; }
+  // The function to launch for `kernel` (a built-in's module loads on first use; a user
+  // kernel's module must be of this device and loaded).
   vendor::FunctionHandle function(const Kernel& kernel);
+  // User modules (runtime/module.hpp): loaded through the device so close() can unload them.
+  vendor::ModuleHandle load_module(const vendor::ModuleImage& image);
+  // Retires a module; the driver unload waits until no graph or capture window of this device
+  // could hold one of its functions (then at the next load, release, cleanup() or close()).
+  void release_module(vendor::ModuleHandle module) noexcept;
   WindowId new_window_id() { return next_window_.fetch_add(1) + 1; }
   GraphId new_graph_id() { return next_graph_.fetch_add(1) + 1; }
   void register_graph(const std::shared_ptr<Graph>& graph);
@@ -79,6 +86,7 @@ class Device : public std::enable_shared_from_this<Device> {
  private:
   std::vector<std::shared_ptr<Stream>> live_streams();
   std::vector<std::shared_ptr<Graph>> live_graphs();
+  void unload_retired_modules() noexcept;
 
   std::shared_ptr<vendor::Driver> driver_;
   GraphsMode graphs_;
@@ -101,6 +109,10 @@ class Device : public std::enable_shared_from_this<Device> {
   vendor::ModuleHandle builtin_module_{};
   // Read without the lock on the launch path; written once per kernel under it.
   std::unique_ptr<std::atomic<std::uintptr_t>[]> functions_;
+
+  std::mutex modules_mutex_;
+  std::vector<vendor::ModuleHandle> modules_loaded_;
+  std::vector<vendor::ModuleHandle> modules_retired_;
 };
 
 }  // namespace lifecore::runtime

@@ -3,10 +3,25 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "lifecore/error.hpp"
 
 namespace lifecore::runtime {
+
+Kernel::Kernel(const vendor::BuiltinKernel& builtin, std::size_t index)
+    : name_(builtin.name), params_(builtin.params), summary_(builtin.summary), index_(index) {
+  for (auto name : builtin.param_names) param_names_.emplace_back(name);
+}
+
+Kernel::Kernel(std::shared_ptr<Module> module, vendor::FunctionHandle function, std::string name,
+               std::vector<vendor::ArgKind> params, std::vector<std::string> param_names, std::string summary)
+    : name_(std::move(name)),
+      params_(std::move(params)),
+      param_names_(std::move(param_names)),
+      summary_(std::move(summary)),
+      module_(std::move(module)),
+      function_(function) {}
 
 const std::vector<Kernel>& Kernel::builtins() {
   static const std::vector<Kernel> kernels = [] {
@@ -37,6 +52,19 @@ const char* arg_kind_name(vendor::ArgKind kind) {
     case vendor::ArgKind::f64: return "f64";
   }
   return "?";
+}
+
+bool arg_kind_from_name(std::string_view name, vendor::ArgKind* out) {
+  using vendor::ArgKind;
+  static constexpr std::pair<std::string_view, ArgKind> names[] = {
+      {"ptr", ArgKind::pointer}, {"pointer", ArgKind::pointer}, {"i32", ArgKind::i32}, {"u32", ArgKind::u32},
+      {"i64", ArgKind::i64},     {"u64", ArgKind::u64},         {"f32", ArgKind::f32}, {"f64", ArgKind::f64}};
+  for (const auto& [text, kind] : names)
+    if (text == name) {
+      *out = kind;
+      return true;
+    }
+  return false;
 }
 
 std::string Kernel::signature() const {

@@ -1,10 +1,12 @@
 // A kernel as the runtime sees it: a name and the kinds of its parameters, and the checks a
 // launch must pass before anything reaches the driver (argument count and kinds, value
 // ranges, grid and block shapes). Built-in kernels exist on every backend; each device loads
-// their module lazily, on the first launch.
+// their module lazily, on the first launch. A user kernel comes from a Module the caller
+// loaded (PTX, cubin, fatbin, code object) and keeps that module alive.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,29 +18,44 @@
 namespace lifecore::runtime {
 
 class Buffer;
+class Module;
 
 class Kernel {
  public:
-  Kernel(const vendor::BuiltinKernel& builtin, std::size_t index) : builtin_(&builtin), index_(index) {}
+  Kernel(const vendor::BuiltinKernel& builtin, std::size_t index);
+  // A kernel of a user module: its function handle and the parameter kinds it was given.
+  Kernel(std::shared_ptr<Module> module, vendor::FunctionHandle function, std::string name,
+         std::vector<vendor::ArgKind> params, std::vector<std::string> param_names, std::string summary);
 
   // The built-in kernel of that name; InvalidArgumentError naming the known ones otherwise.
   static const Kernel& builtin(std::string_view name);
   static const std::vector<Kernel>& builtins();
 
-  std::string_view name() const { return builtin_->name; }
-  const std::vector<vendor::ArgKind>& params() const { return builtin_->params; }
-  const std::vector<std::string_view>& param_names() const { return builtin_->param_names; }
-  std::string_view summary() const { return builtin_->summary; }
-  std::size_t index() const { return index_; }  // dense, for per-device function tables
+  std::string_view name() const { return name_; }
+  const std::vector<vendor::ArgKind>& params() const { return params_; }
+  const std::vector<std::string>& param_names() const { return param_names_; }
+  std::string_view summary() const { return summary_; }
+  std::size_t index() const { return index_; }  // built-ins: dense, for per-device function tables
+  bool is_builtin() const noexcept { return module_ == nullptr; }
+  // The user module and function (null / 0 for a built-in).
+  const std::shared_ptr<Module>& module() const noexcept { return module_; }
+  vendor::FunctionHandle user_function() const noexcept { return function_; }
   // "axpy_f32(n: u32, a: f32, x: ptr, y: ptr)"
   std::string signature() const;
 
  private:
-  const vendor::BuiltinKernel* builtin_;
-  std::size_t index_;
+  std::string name_;
+  std::vector<vendor::ArgKind> params_;
+  std::vector<std::string> param_names_;
+  std::string summary_;
+  std::size_t index_ = 0;
+  std::shared_ptr<Module> module_;
+  vendor::FunctionHandle function_{};
 };
 
 const char* arg_kind_name(vendor::ArgKind kind);
+// "ptr" (or "pointer"), "i32", "u32", "i64", "u64", "f32", "f64"; false for anything else.
+bool arg_kind_from_name(std::string_view name, vendor::ArgKind* out);
 
 // One launch argument as the caller gave it, before it is checked against the signature.
 struct LaunchArg {

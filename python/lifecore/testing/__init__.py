@@ -7,6 +7,10 @@ imported on first use, so importing ``lifecore.testing`` does not require Hypoth
 - :class:`StreamCaptureMachine`, :func:`run_stream_capture_machine`: graph capture on a stream.
 - :class:`SequenceSessionMachine`: sequence sessions, KV backing and admission.
 - :class:`CaptureSessionMachine`: capture sessions, budgets, checkpoints and interventions.
+
+Not machines, imported by their module path: :mod:`lifecore.testing.differential` (the same
+seeded steps on two devices, compared) and the benchmarks in
+:mod:`lifecore.testing.stream_benchmarks` and :mod:`lifecore.testing.gpu_replay_benchmarks`.
 """
 
 from __future__ import annotations

@@ -56,7 +56,8 @@ def replay_vs_eager(factory: DeviceFactory, sizes: Sequence[int] = (10, 100, 100
                     repeat: int = 5, min_seconds: float = 0.05) -> list[dict[str, Any]]:
     """Per size N: one pass of N eager launches + sync vs one replay of their graph + sync.
 
-    Also checks that the replay computes what the eager pass computes (``correct``)."""
+    Also checks that the replay computes what the eager pass computes (``correct``) and times
+    one capture cycle (``capture_us``: prepare -> warmup -> begin -> N recorded launches -> end)."""
     rows = []
     device = factory()
     try:
@@ -82,13 +83,17 @@ def replay_vs_eager(factory: DeviceFactory, sizes: Sequence[int] = (10, 100, 100
                 graph.replay()
                 stream.sync()
 
+            def capture_cycle() -> None:
+                stream.capture(lambda s: _issue(s, x, y, n_ops + (n_ops % 2)), warmup=1).destroy()
+
             eager_s = best_of(eager, repeat=repeat, min_seconds=min_seconds)
             replay_s = best_of(replay, repeat=repeat, min_seconds=min_seconds)
+            capture_s = best_of(capture_cycle, repeat=max(1, repeat // 2), min_seconds=min_seconds)
             rows.append({
                 "backend": f"{device.backend}/{device.graphs}", "N": n_ops,
                 "eager_us": eager_s * 1e6, "replay_us": replay_s * 1e6,
                 "speedup": eager_s / replay_s if replay_s > 0 else float("inf"),
-                "nodes": graph.node_count, "correct": correct,
+                "capture_us": capture_s * 1e6, "nodes": graph.node_count, "correct": correct,
             })
             graph.destroy()
     finally:

@@ -1,0 +1,196 @@
+#include "runtime/module.hpp"
+
+#include <cstring>
+
+#include "lifecore/error.hpp"
+#include "runtime/device.hpp"
+
+namespace lifecore::runtime {
+namespace {
+
+// CUDA's fat-binary magic (little-endian 0xBA55ED50) and clang's offload bundle, which HIP
+// fat binaries use.
+constexpr unsigned char fatbin_magic[] = {0x50, 0xED, 0x55, 0xBA};
+constexpr char offload_bundle_magic[] = "__CLANG_OFFLOAD_BUNDLE__";
+
+bool starts_with(const std::string& bytes, const void* magic, std::size_t size) {
+  return bytes.size() >= size && std::memcmp(bytes.data(), magic, size) == 0;
+}
+
+// A failed driver call, re-raised with the Python-level operation in front (the attributes —
+// code, status, call, driver message — stay those of the driver).
+template <class F>
+auto with_op(const std::string& op, F&& call) {
+  try {
+    return call();
+  } catch (const Error& error) {
+    if (error.kind() != ErrorKind::Driver) throw;
+    throw Error(ErrorKind::Driver, op + ": " + error.what(), error.attributes());
+  }
+}
+
+std::string hex_prefix(const std::string& bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::string text;
+  for (std::size_t i = 0; i < bytes.size() && i < 8; ++i) {
+    auto byte = static_cast<unsigned char>(bytes[i]);
+    text += digits[byte >> 4];
+    text += digits[byte & 15];
+  }
+  return text;
+}
+
+}  // namespace
+
+bool Module::image_kind_of(const std::string& backend, const std::string& bytes, vendor::ImageKind* out) {
+  const bool hip = backend == "hip";
+  if (starts_with(bytes, "\x7f" "ELF", 4)) {
+    *out = hip ? vendor::ImageKind::code_object : vendor::ImageKind::cubin;
+    return true;
+  }
+  // CUDA's fat binary for cuda (and the mock, which speaks CUDA); clang's bundle for hip.
+  if (hip ? starts_with(bytes, offload_bundle_magic, sizeof offload_bundle_magic - 1)
+          : starts_with(bytes, fatbin_magic, sizeof fatbin_magic)) {
+    *out = vendor::ImageKind::fatbin;
+    return true;
+  }
+  return false;
+}
+
+std::shared_ptr<Module> Module::load(const std::shared_ptr<Device>& device, vendor::ModuleImage image,
+                                     const char* op) {
+  device->check_open(op);
+  const vendor::ImageKind kind = image.kind;
+  vendor::ModuleHandle handle = with_op(op, [&] { return device->load_module(image); });
+  return std::make_shared<Module>(device, handle, kind);
+}
+
+std::shared_ptr<Module> Module::from_ptx(const std::shared_ptr<Device>& device, const std::string& text) {
+  if (text.empty()) raise(ErrorKind::InvalidArgument, "Module.from_ptx: the PTX text is empty");
+  if (text.find('\0') != std::string::npos)
+    raise(ErrorKind::InvalidArgument, "Module.from_ptx: the PTX text contains a NUL character");
+  return load(device, vendor::ModuleImage{vendor::ImageKind::ptx, text}, "Module.from_ptx");
+}
+
+std::shared_ptr<Module> Module::from_image(const std::shared_ptr<Device>& device, std::string bytes) {
+  device->check_open("Module.from_image");
+  if (bytes.empty()) raise(ErrorKind::InvalidArgument, "Module.from_image: the image is empty");
+  vendor::ImageKind kind{};
+  if (!image_kind_of(device->backend(), bytes, &kind))
+    raise(ErrorKind::InvalidArgument,
+          "Module.from_image: unrecognised image (first bytes " + hex_prefix(bytes) +
+              "): expected an ELF cubin / code object or a fat binary; use Module.from_ptx for PTX text");
+  return load(device, vendor::ModuleImage{kind, std::move(bytes)}, "Module.from_image");
+}
+
+Module::Module(std::shared_ptr<Device> device, vendor::ModuleHandle handle, vendor::ImageKind kind)
+    : device_(std::move(device)), handle_(handle), kind_(kind) {}
+
+Module::~Module() { unload(); }
+
+const char* Module::kind_name() const {
+  switch (kind_) {
+    case vendor::ImageKind::builtin: return "builtin";
+    case vendor::ImageKind::ptx: return "ptx";
+    case vendor::ImageKind::cubin: return "cubin";
+    case vendor::ImageKind::fatbin: return "fatbin";
+    case vendor::ImageKind::code_object: return "code_object";
+  }
+  return "?";
+}
+
+bool Module::alive() const {
+  std::lock_guard lock(mutex_);
+  return loaded_ && !device_->closed();
+}
+
+void Module::unload() noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    if (!loaded_) return;
+    loaded_ = false;
+  }
+  device_->release_module(handle_);
+}
+
+std::shared_ptr<Kernel> Module::function(const std::string& name,
+                                         const std::optional<std::vector<std::string>>& params) {
+  const std::string op = "Module.function('" + name + "')";
+  device_->check_open("Module.function");
+  if (!alive()) raise(ErrorKind::Closed, op + ": the module was unloaded");
+  if (name.empty()) raise(ErrorKind::InvalidArgument, "Module.function: the kernel name is empty");
+  std::vector<vendor::ArgKind> kinds;
+  std::vector<std::string> names;
+  if (params) {
+    for (std::size_t i = 0; i < params->size(); ++i) {
+      std::string text = (*params)[i];
+      std::string param_name = "p" + std::to_string(i);
+      if (auto colon = text.find(':'); colon != std::string::npos) {
+        param_name = text.substr(0, colon);
+        text = text.substr(colon + 1);
+        auto trim = [](std::string& s) {
+          s.erase(0, s.find_first_not_of(' '));
+          s.erase(s.find_last_not_of(' ') + 1);
+        };
+        trim(param_name);
+        trim(text);
+      }
+      vendor::ArgKind kind{};
+      if (param_name.empty() || !arg_kind_from_name(text, &kind))
+        raise(ErrorKind::InvalidArgument, op + ": parameter " + std::to_string(i) + " '" + (*params)[i] +
+                                              "' is not a kind ('ptr', 'i32', 'u32', 'i64', 'u64', 'f32', "
+                                              "'f64', optionally as 'name: kind')");
+      kinds.push_back(kind);
+      names.push_back(param_name);
+    }
+  }
+  vendor::Driver& driver = device_->driver();
+  vendor::FunctionHandle function{};
+  if (auto status = driver.module_get_function(handle_, name, &function); !status.ok()) {
+    if (status.code == vendor::status_code::not_found && status.message.find(name) == std::string::npos)
+      status.message += (status.message.empty() ? "" : ": ") + std::string("no kernel named '") + name + "'";
+    with_op(op, [&] { vendor::throw_status(status); });
+  }
+  std::vector<std::size_t> sizes;
+  vendor::Status sized = driver.function_param_sizes(function, &sizes);
+  if (!sized.ok() && sized.code != vendor::status_code::not_supported) with_op(op, [&] { vendor::throw_status(sized); });
+  if (sized.ok() && params) {
+    bool same = sizes.size() == kinds.size();
+    for (std::size_t i = 0; same && i < sizes.size(); ++i) same = sizes[i] == vendor::arg_size(kinds[i]);
+    if (!same) {
+      std::string driver_sizes, given_sizes;
+      for (auto s : sizes) driver_sizes += (driver_sizes.empty() ? "" : ", ") + std::to_string(s);
+      for (auto k : kinds) given_sizes += (given_sizes.empty() ? "" : ", ") + std::to_string(vendor::arg_size(k));
+      raise(ErrorKind::InvalidArgument, op + ": the driver says the kernel takes " + std::to_string(sizes.size()) +
+                                            " parameter(s) of [" + driver_sizes + "] bytes, params= gives " +
+                                            std::to_string(kinds.size()) + " of [" + given_sizes + "] bytes");
+    }
+  } else if (sized.ok()) {
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      if (sizes[i] != 8 && sizes[i] != 4)
+        raise(ErrorKind::InvalidArgument, op + ": parameter " + std::to_string(i) + " is " +
+                                              std::to_string(sizes[i]) + " bytes; pass params=[...] with its kind");
+      kinds.push_back(sizes[i] == 8 ? vendor::ArgKind::pointer : vendor::ArgKind::u32);
+      names.push_back("p" + std::to_string(i));
+    }
+  } else if (!params) {
+    raise(ErrorKind::InvalidArgument, op + ": the " + device_->backend() +
+                                          " driver here cannot tell the kernel's parameters (" + sized.message +
+                                          "): pass params=[...], e.g. ['u32', 'f32', 'ptr']");
+  }
+  return std::make_shared<Kernel>(shared_from_this(), function, name, std::move(kinds), std::move(names),
+                                  std::string("user kernel from a ") + kind_name() + " module");
+}
+
+vendor::FunctionHandle Module::launchable(const Device& device, const Kernel& kernel) const {
+  if (&device != device_.get())
+    raise(ErrorKind::InvalidArgument, "launch: kernel '" + std::string(kernel.name()) +
+                                          "' belongs to a module of another device than the stream");
+  device.check_open("launch");
+  std::lock_guard lock(mutex_);
+  if (!loaded_)
+    raise(ErrorKind::Closed, "launch: kernel '" + std::string(kernel.name()) + "' belongs to an unloaded module");
+  return kernel.user_function();
+}
+
+}  // namespace lifecore::runtime

@@ -1,0 +1,320 @@
+"""Differential runs: the same seeded random step sequence on two devices, compared step by step.
+
+A run issues allocations, frees, writes, fills, launches of the built-in kernels, capture
+transitions (in and out of order), replays, reads, syncs and the refusals a hardware capture
+owes (a read inside a recording, an allocation that becomes a memory node, out-of-order
+transitions) to two :class:`lifecore.Device` objects in lockstep. After every step it compares
+what the caller can observe: the bytes read, the exception class and its cause (the capture
+message, the refusal's cause, the driver status code), the capture state and the device's
+graph and window counts. The first difference stops the run and is reported with the whole
+step list.
+
+Data stays exactly representable: values are small integers as float32 and the scale factors
+are powers of two, so a fused multiply-add and a multiply then add give the same bits on every
+device. NaN payloads are hardware-specific, so a read maps every NaN to one quiet NaN before
+comparing. What depends on timing rather than behaviour is kept out: a freed slice returns to
+the pool once the GPU passes its fence, so frees happen only outside capture windows and each
+window starts after ``Device.cleanup()`` has settled the pool; graphs are not replayed into a
+recording (a child-graph node, which the mock does not model).
+
+Used by ``lifecore fuzz --differential A,B`` and the source tree's ``benchmarks/differential.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import lifecore
+
+__all__ = ["DeviceSpec", "Step", "Divergence", "DifferentialReport", "parse_specs", "run_differential"]
+
+WORD_SIZES = (4, 16, 64)  # float32 words per buffer: three size classes
+SCALES = (1.0, -1.0, 2.0, 0.5, -2.0)
+CANONICAL_NAN = 0x7FC00000
+OWNERS = (0, 1)
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """``backend`` or ``backend/graphs`` (e.g. ``mock``, ``cuda``, ``mock/software``)."""
+
+    backend: str
+    graphs: str
+
+    @classmethod
+    def parse(cls, text: str) -> "DeviceSpec":
+        backend, _, graphs = text.strip().partition("/")
+        if backend not in ("mock", "cuda", "hip", "auto"):
+            raise ValueError(f"unknown backend {backend!r} in {text!r}: expected mock, cuda, hip or auto")
+        graphs = graphs or ("hardware" if backend == "mock" else "auto")
+        if graphs not in ("auto", "hardware", "software"):
+            raise ValueError(f"unknown graphs mode {graphs!r} in {text!r}: expected hardware or software")
+        return cls(backend, graphs)
+
+    def open(self) -> Any:
+        return lifecore.Device(self.backend, graphs=self.graphs)
+
+    def __str__(self) -> str:
+        return f"{self.backend}/{self.graphs}"
+
+
+def parse_specs(text: str) -> tuple[DeviceSpec, DeviceSpec]:
+    """``"A,B"`` into two specs (ValueError for anything else)."""
+    parts = [p for p in text.split(",") if p.strip()]
+    if len(parts) != 2:
+        raise ValueError(f"expected two devices as A,B (e.g. mock,cuda), got {text!r}")
+    return DeviceSpec.parse(parts[0]), DeviceSpec.parse(parts[1])
+
+
+@dataclass
+class Step:
+    index: int
+    op: str
+    args: dict[str, Any]
+
+    def __str__(self) -> str:
+        text = ", ".join(f"{k}={v}" for k, v in self.args.items())
+        return f"#{self.index} {self.op}({text})"
+
+
+Outcome = tuple[Any, ...]
+
+
+@dataclass
+class Divergence:
+    step: Step
+    outcomes: tuple[Outcome, Outcome]
+    steps: list[tuple[Step, Outcome]]  # every step up to and including the divergent one, with A's outcome
+
+    def describe(self, specs: Sequence[DeviceSpec]) -> str:
+        lines = [f"divergence at step {self.step}:",
+                 f"  {specs[0]}: {self.outcomes[0]}", f"  {specs[1]}: {self.outcomes[1]}", "steps:"]
+        lines += [f"  {step}  -> {outcome}" for step, outcome in self.steps]
+        return "\n".join(lines)
+
+
+@dataclass
+class DifferentialReport:
+    specs: tuple[DeviceSpec, DeviceSpec]
+    seeds: list[int] = field(default_factory=list)
+    steps: int = 0
+    ops: Counter = field(default_factory=Counter)
+    refusals: Counter = field(default_factory=Counter)
+    reads_compared: int = 0
+    graphs_sealed: int = 0
+    replays: int = 0
+    divergence: Optional[Divergence] = None
+
+    @property
+    def identical(self) -> bool:
+        return self.divergence is None
+
+    def summary(self) -> str:
+        a, b = self.specs
+        lines = [f"differential {a} vs {b}: {len(self.seeds)} run(s) (seeds {self.seeds[:1]}..), "
+                 f"{self.steps} steps, {self.reads_compared} reads compared, {self.graphs_sealed} graphs sealed, "
+                 f"{self.replays} replays",
+                 "ops: " + ", ".join(f"{op}={n}" for op, n in sorted(self.ops.items())),
+                 "refusals: " + (", ".join(f"{cause}={n}" for cause, n in sorted(self.refusals.items())) or "none")]
+        if self.divergence is None:
+            lines.append("every step gave identical results on both devices")
+        else:
+            lines.append(self.divergence.describe(self.specs))
+        return "\n".join(lines)
+
+
+def _canonical_read(data: bytes) -> tuple[str, tuple[float, ...]]:
+    words = list(struct.unpack(f"<{len(data) // 4}I", data))
+    words = [CANONICAL_NAN if (w & 0x7F800000) == 0x7F800000 and (w & 0x007FFFFF) else w for w in words]
+    canonical = struct.pack(f"<{len(words)}I", *words)
+    head = struct.unpack(f"<{min(4, len(words))}f", canonical[:16])
+    return hashlib.sha256(canonical).hexdigest()[:16], tuple(round(v, 3) for v in head)
+
+
+def _refusal_cause(error: BaseException) -> str:
+    """What a refusal is about, without the backend's own call names."""
+    text = str(error)
+    if isinstance(error, lifecore.DriverError):
+        return f"status {error.code}"
+    if isinstance(error, lifecore.CaptureStateError):
+        return text
+    if isinstance(error, lifecore.CaptureRefusedError):
+        for cause in ("memory node", "invalidated", "belongs to owner", "unsupported", "queued"):
+            if cause in text:
+                return cause
+        return "other"
+    return ""
+
+
+class _Runner:
+    """One device and the handles the steps refer to by position."""
+
+    def __init__(self, spec: DeviceSpec) -> None:
+        self.device = spec.open()
+        self.stream = self.device.stream()
+        self.buffers: list[tuple[Any, int]] = []  # (Buffer, words)
+        self.graphs: list[Any] = []
+
+    def close(self) -> None:
+        self.stream.abort_capture()
+        self.device.close()
+
+    def observe(self) -> tuple[str, int, int]:
+        stats = self.device.memory_stats()
+        return (self.stream.capture_state.variant.name, stats["graphs_alive"], stats["windows_active"])
+
+    def apply(self, step: Step) -> Outcome:
+        try:
+            value = self._do(step)
+        except lifecore.LifecoreError as error:
+            return ("error", type(error).__name__, _refusal_cause(error)) + self.observe()
+        return ("ok", value) + self.observe()
+
+    def _do(self, step: Step) -> Any:
+        s, a = self.stream, step.args
+        op = step.op
+        if op == "alloc":
+            self.buffers.append((s.alloc(4 * a["words"]), a["words"]))
+            return None
+        if op == "free":
+            buf, _ = self.buffers.pop(a["buf"])
+            buf.free()
+            return None
+        if op == "write":
+            buf, words = self.buffers[a["buf"]]
+            s.write(buf, struct.pack(f"<{words}f", *a["values"][:words]))
+            return None
+        if op == "fill":
+            s.fill(self.buffers[a["buf"]][0], lifecore.float_bits(a["value"]))
+            return None
+        if op == "launch":
+            bufs = [self.buffers[i][0] for i in a["bufs"]]
+            n = self.buffers[a["bufs"][0]][1]
+            kernels = lifecore.kernels
+            if a["kernel"] == "axpy_info_f32":
+                s.launch(kernels.axpy_info_f32, 1, 64, bufs[:2], info=[n, lifecore.float_bits(a["a"])])
+            elif a["kernel"] == "add_f32":
+                s.launch(kernels.add_f32, 1, 64, [n, *bufs[:3]])
+            else:
+                s.launch(getattr(kernels, a["kernel"]), 1, 64, [n, a["a"], *bufs[:2]])
+            return None
+        if op == "read":
+            return _canonical_read(s.read(self.buffers[a["buf"]][0]))
+        if op == "sync":
+            s.sync()
+            return None
+        if op == "prepare":
+            if self.stream.capture_state.variant.name == "NO_CAPTURE":
+                # Freed slices return to the pool when the GPU has passed their fence, which is
+                # timing, not behaviour: settle it so every window starts from the same pool.
+                self.device.cleanup()
+            s.graph_prepare(a["owner"])
+            return None
+        if op == "begin":
+            s.begin_capture()
+            return None
+        if op == "end":
+            self.graphs.append(s.end_capture(a["caller"]))
+            return "graph"
+        if op == "abort":
+            s.abort_capture()
+            return None
+        if op == "replay":
+            self.graphs[a["graph"]].replay()
+            return None
+        if op == "destroy":
+            self.graphs.pop(a["graph"]).destroy()
+            return None
+        raise AssertionError(f"unknown step {op}")
+
+
+def _next_step(rng: random.Random, index: int, runner: _Runner) -> Step:
+    """A random step that refers only to handles that exist (the runners agree on them)."""
+    variant = runner.stream.capture_state.variant.name
+    buffers = runner.buffers
+    # Mostly the lifecycle in order (so graphs get sealed and replayed), with every
+    # out-of-order transition and every refusal still drawn now and then.
+    recording = variant == "CAPTURE"
+    choices: list[tuple[str, float]] = [
+        ("alloc", 4 if len(buffers) < 8 else 1),
+        ("prepare", 3 if variant == "NO_CAPTURE" else 0.3),
+        ("begin", 4 if variant == "PREPARE" else 0.3),
+        ("end", 3 if recording else 0.3),
+        ("abort", 0.3), ("sync", 0.2 if recording else 1)]
+    if buffers:
+        # Frees only outside windows: inside one, whether a freed slice is back in the pool in
+        # time for the next allocation depends on the GPU's progress (see _Runner.apply, prepare).
+        choices += [("write", 3), ("fill", 2), ("launch", 8), ("read", 0.4 if recording else 3),
+                    ("free", 1 if variant == "NO_CAPTURE" else 0)]
+    if runner.graphs and variant != "CAPTURE":  # a graph launched into a capture is not modelled by the mock
+        choices += [("replay", 4), ("destroy", 1)]
+    ops, weights = zip(*choices)
+    op = rng.choices(ops, weights)[0]
+    if op == "alloc":
+        return Step(index, op, {"words": rng.choice(WORD_SIZES)})
+    if op in ("free", "read", "fill", "write"):
+        args: dict[str, Any] = {"buf": rng.randrange(len(buffers))}
+        if op == "fill":
+            args["value"] = float(rng.randint(-8, 8))
+        if op == "write":
+            args["values"] = [float(rng.randint(-8, 8)) for _ in range(buffers[args["buf"]][1])]
+        return Step(index, op, args)
+    if op == "launch":
+        kernel = rng.choice(("axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"))
+        words = buffers[rng.randrange(len(buffers))][1]
+        same = [i for i, (_, w) in enumerate(buffers) if w == words]
+        needed = 3 if kernel == "add_f32" else 2
+        picked = [rng.choice(same) for _ in range(needed)]
+        return Step(index, op, {"kernel": kernel, "a": rng.choice(SCALES), "bufs": picked})
+    if op == "prepare":
+        return Step(index, op, {"owner": 0 if rng.random() < 0.85 else rng.choice(OWNERS)})
+    if op == "end":
+        return Step(index, op, {"caller": 0 if rng.random() < 0.85 else 1})
+    if op in ("replay", "destroy"):
+        return Step(index, op, {"graph": rng.randrange(len(runner.graphs))})
+    return Step(index, op, {})
+
+
+def run_differential(specs: tuple[DeviceSpec, DeviceSpec], *, steps: int = 200, seed: int = 0,
+                     runs: int = 1, report: Optional[DifferentialReport] = None) -> DifferentialReport:
+    """Runs ``runs`` sequences of ``steps`` steps (seeds ``seed``, ``seed + 1``, ...) on both devices.
+
+    Stops at the first divergence (``report.divergence``)."""
+    report = report or DifferentialReport(specs)
+    for run in range(runs):
+        run_seed = seed + run
+        report.seeds.append(run_seed)
+        rng = random.Random(run_seed)
+        first, second = _Runner(specs[0]), _Runner(specs[1])
+        try:
+            if first.device.graphs != second.device.graphs:
+                raise ValueError(f"the devices capture differently ({first.device.graphs} vs "
+                                 f"{second.device.graphs} graphs): pick the same graphs mode for both")
+            history: list[tuple[Step, Outcome]] = []
+            for index in range(steps):
+                step = _next_step(rng, index, first)
+                outcomes = (first.apply(step), second.apply(step))
+                history.append((step, outcomes[0]))
+                report.steps += 1
+                report.ops[step.op] += 1
+                if outcomes[0] != outcomes[1]:
+                    report.divergence = Divergence(step, outcomes, history)
+                    return report
+                outcome = outcomes[0]
+                if outcome[0] == "error":
+                    report.refusals[f"{step.op}: {outcome[1]}" + (f" ({outcome[2]})" if outcome[2] else "")] += 1
+                elif step.op == "read":
+                    report.reads_compared += 1
+                elif step.op == "end":
+                    report.graphs_sealed += 1
+                elif step.op == "replay":
+                    report.replays += 1
+        finally:
+            first.close()
+            second.close()
+    return report

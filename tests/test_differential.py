@@ -1,0 +1,88 @@
+"""The differential runner: the same seeded steps on two devices, compared step by step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import lifecore
+from lifecore import cli
+from lifecore.testing.differential import DeviceSpec, parse_specs, run_differential
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "differential.py"
+
+
+def test_mock_against_mock_is_identical_and_covers_the_refusals() -> None:
+    report = run_differential(parse_specs("mock,mock"), steps=250, seed=3, runs=3)
+    assert report.identical, report.summary()
+    assert report.steps == 750 and report.seeds == [3, 4, 5]
+    assert report.reads_compared > 0 and report.graphs_sealed > 0 and report.replays > 0
+    causes = " ".join(report.refusals)
+    for expected in ("CaptureStateError", "CaptureRefusedError", "DriverError (status 900)"):
+        assert expected in causes, report.summary()
+
+
+def test_the_same_seed_gives_the_same_steps() -> None:
+    one = run_differential(parse_specs("mock,mock"), steps=120, seed=11)
+    two = run_differential(parse_specs("mock,mock"), steps=120, seed=11)
+    assert one.ops == two.ops and one.refusals == two.refusals
+
+
+@dataclass(frozen=True)
+class _FaultySpec(DeviceSpec):
+    """A mock whose kernel launches start failing after a few: a real behavioural difference."""
+
+    def open(self):  # type: ignore[override]
+        device = super().open()
+        device.inject_fault("launch_kernel", 719, after=3, times=1000)
+        return device
+
+
+def test_a_divergence_stops_the_run_and_lists_the_steps() -> None:
+    report = run_differential((DeviceSpec("mock", "hardware"), _FaultySpec("mock", "hardware")), steps=400, seed=0)
+    assert not report.identical
+    divergence = report.divergence
+    assert divergence.outcomes[0] != divergence.outcomes[1]
+    assert divergence.steps[-1][0] is divergence.step and report.steps == divergence.step.index + 1
+    text = report.summary()
+    assert "divergence at step" in text and f"#{divergence.step.index} " in text and "#0 " in text
+
+
+def test_devices_that_capture_differently_are_refused() -> None:
+    with pytest.raises(ValueError, match="capture differently"):
+        run_differential(parse_specs("mock/hardware,mock/software"), steps=5)
+
+
+@pytest.mark.parametrize("text", ["mock", "mock,cuda,hip", "mock,gpu", "mock,mock/sideways"])
+def test_bad_specs(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_specs(text)
+
+
+def test_specs_accept_every_backend() -> None:
+    assert [str(s) for s in parse_specs("cuda,hip")] == ["cuda/auto", "hip/auto"]
+    assert str(parse_specs("mock,mock/software")[1]) == "mock/software"
+
+
+def test_cli_differential(capsys) -> None:
+    assert cli.main(["fuzz", "--differential", "mock,mock", "--examples", "2", "--steps", "60", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "mock/hardware vs mock/hardware: 2 run(s)" in out and "identical" in out
+    assert cli.main(["fuzz", "--differential", "mock"]) == 2
+
+
+def test_script_differential_and_an_unavailable_backend() -> None:
+    ok = subprocess.run([sys.executable, str(SCRIPT), "--backends", "mock,mock", "--runs", "1", "--steps", "50"],
+                        capture_output=True, text=True, timeout=120)
+    assert ok.returncode == 0, ok.stderr
+    assert "identical" in ok.stdout
+    missing = [b.name for b in lifecore.backends() if not b.available]
+    if not missing:
+        pytest.skip("every backend is available here")
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--backends", f"mock,{missing[0]}", "--runs", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "differential:" in bad.stderr
