@@ -29,12 +29,7 @@ from lifecore.capture import (
 from lifecore.errors import AdmissionError, InvalidArgumentError, LifecoreTypeError
 from lifecore.testing.capture_session import sample_discovery
 
-REQUEST = CaptureRequest(1, 4, 3)
-
-
-def admit(*selections, limits=None, discovery=None, request=REQUEST):
-    plan = CapturePlan(list(selections), limits or unlimited())
-    return plan.admit(discovery or sample_discovery(), request)
+from capture_builders import REQUEST, admit
 
 
 def test_a_valid_plan_is_admitted_with_a_stable_sha256_identity():

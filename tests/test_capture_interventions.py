@@ -11,11 +11,8 @@ from lifecore.capture import (
     CaptureLimits,
     CaptureOutcome,
     CapturePhase,
-    CapturePlan,
-    CaptureRequest,
     CaptureSchedule,
     CaptureSelection,
-    CaptureSession,
     CaptureSlice,
     CaptureTransform,
     CaptureUsage,
@@ -27,18 +24,18 @@ from lifecore.capture import (
     ObservationPoint,
     OnLimit,
     interventions as iv,
-    unlimited,
 )
 from lifecore.errors import AdmissionError, BudgetExceededError, CaptureSessionError, InvalidArgumentError
 from lifecore.testing.capture_session import ROUTER, sample_discovery
 
+from capture_builders import session_for
+
 PREFILL, DECODE = CapturePhase.PREFILL, CapturePhase.DECODE
-REQUEST = CaptureRequest(1, 4, 3)
 
 
 def session_with(ops, selections=(), limits=None, discovery=None):
     discovery = discovery or sample_discovery()
-    session = CaptureSession(CapturePlan(list(selections), limits or unlimited()).admit(discovery, REQUEST))
+    session = session_for(*selections, limits=limits, discovery=discovery)
     admitted = InterventionPlan(list(ops)).admit(discovery, session)
     assert admitted.identity.startswith("intervention-v1-")
     session.enable_interventions(admitted, NumpyBackend())
@@ -185,13 +182,13 @@ def _bad_operations():
 @pytest.mark.parametrize("case", range(16))
 def test_bad_operations_are_refused_at_admission(case):
     op, fragment = _bad_operations()[case]
-    session = CaptureSession(CapturePlan([], unlimited()).admit(sample_discovery(), REQUEST))
+    session = session_for()
     with pytest.raises(AdmissionError, match=fragment):
         InterventionPlan([op]).admit(sample_discovery(), session)
 
 
 def test_routing_operations_may_not_overlap_and_ids_must_be_unique():
-    session = CaptureSession(CapturePlan([], unlimited()).admit(sample_discovery(), REQUEST))
+    session = session_for()
     with pytest.raises(AdmissionError, match="overlap"):
         InterventionPlan([iv.exclude_experts("a", ROUTER, [1]), iv.exclude_experts("b", ROUTER, [2])]).admit(
             sample_discovery(), session)
@@ -201,8 +198,8 @@ def test_routing_operations_may_not_overlap_and_ids_must_be_unique():
 
 def test_enable_interventions_rules():
     discovery = sample_discovery()
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
-    other = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    session = session_for(discovery=discovery)
+    other = session_for(discovery=discovery)
     plan = InterventionPlan([iv.zero("z", "blocks.0.mlp")])
     with pytest.raises(CaptureSessionError, match="another capture session"):
         session.enable_interventions(plan.admit(discovery, other), NumpyBackend())
@@ -214,7 +211,7 @@ def test_enable_interventions_rules():
     assert session.intervention_plan.plan.operations[0].id == "z"
     with pytest.raises(CaptureSessionError, match="already"):
         session.enable_interventions(plan.admit(discovery, session), NumpyBackend())
-    late = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    late = session_for(discovery=discovery)
     late.begin_step(PREFILL, 0)
     with pytest.raises(CaptureSessionError, match="before the first step"):
         late.enable_interventions(plan.admit(discovery, late), NumpyBackend())
@@ -240,7 +237,7 @@ def decision(rows, top_k=2, ids=None):
 
 
 def test_unsolicited_routing_results_fail():
-    plain = CaptureSession(CapturePlan([], unlimited()).admit(sample_discovery(), REQUEST))
+    plain = session_for()
     plain.begin_step(PREFILL, 0)
     with pytest.raises(CaptureSessionError, match="unsolicited"):
         plain.routing_applied(NumpyBackend(), ROUTER, None, decision(4))
@@ -344,13 +341,13 @@ def test_routing_policies_are_coherent_and_default_to_plain_top_k():
 
 def test_grouped_feasibility_and_group_limits_are_checked_at_admission():
     discovery, _ = grouped_discovery()
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    session = session_for(discovery=discovery)
     # 6 experts remain, but two groups are left with one each: those two groups give only 2 < 3.
     with pytest.raises(AdmissionError, match="fewer than top_k"):
         InterventionPlan([iv.exclude_experts("x", GROUPED, [0, 2])]).admit(discovery, session)
     InterventionPlan([iv.exclude_experts("x", GROUPED, [0, 1])]).admit(discovery, session)  # a whole group: fine
     narrow, _ = grouped_discovery(top_k=2, topk_groups=1)
-    session = CaptureSession(CapturePlan([], unlimited()).admit(narrow, REQUEST))
+    session = session_for(discovery=narrow)
     with pytest.raises(AdmissionError, match="groups"):  # experts 0 and 2 lie in two groups, one is allowed
         InterventionPlan([iv.force_experts("f", GROUPED, [[0, 2]] * 4)]).admit(narrow, session)
     with pytest.raises(AdmissionError, match="repeat"):
@@ -364,7 +361,7 @@ def test_the_control_carries_the_policy_and_validates_before_native_work():
     from lifecore.capture import RoutingPolicy
 
     discovery, policy = grouped_discovery()
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, REQUEST))
+    session = session_for(discovery=discovery)
     plan = InterventionPlan([iv.exclude_experts("x", GROUPED, [0, 1], slices=[CaptureSlice("rows", 1, 4, 2)],
                                                  schedule=CaptureSchedule(decode=False))])
     session.enable_interventions(plan.admit(discovery, session), NumpyBackend())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 
@@ -27,20 +28,20 @@ from lifecore.capture import (
     NumpyBackend,
     ObservationPoint,
     OnLimit,
-    unlimited,
 )
 from lifecore.capture.backends import payload_cost
 from lifecore.errors import AdmissionError, BudgetExceededError, CaptureSessionError, InvalidArgumentError
 from lifecore.testing.capture_session import sample_discovery
+
+import capture_builders
 
 PREFILL, DECODE = CapturePhase.PREFILL, CapturePhase.DECODE
 HIDDEN = (1, 4, 8)
 BIG = 10**9
 
 
-def session_for(*selections, limits=None, request=CaptureRequest(1, 4, 4), discovery=None):
-    plan = CapturePlan(list(selections), limits or unlimited()).admit(discovery or sample_discovery(), request)
-    return CaptureSession(plan)
+# These sessions default to four predictions rather than the shared request's three.
+session_for = functools.partial(capture_builders.session_for, request=CaptureRequest(1, 4, 4))
 
 
 def summary(id="s", path="blocks.0.mlp", **kw):
@@ -231,8 +232,7 @@ def test_envelope_exhaustion_fails_begin_step_and_installs_no_records():
     probe = session_for(summary(), request=CaptureRequest(1, 4, 2))
     env = envelope_of(probe)
     limits = CaptureLimits(per_step=env, cumulative=CaptureUsage(*(2 * v for v in env.as_tuple())), on_limit=OnLimit.SKIP)
-    plan = CapturePlan([summary()], limits).admit(sample_discovery(), CaptureRequest(1, 4, 2))
-    session = CaptureSession(plan)
+    session = session_for(summary(), limits=limits, request=CaptureRequest(1, 4, 2))
     session.begin_step(PREFILL, 0)
     session.take_step()
     cp = session.checkpoint(sample_discovery())

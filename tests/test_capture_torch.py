@@ -11,19 +11,18 @@ from torch import nn  # noqa: E402
 from lifecore.capture import (  # noqa: E402
     CaptureOutcome,
     CapturePhase,
-    CapturePlan,
     CaptureRequest,
     CaptureSchedule,
     CaptureSelection,
-    CaptureSession,
     CaptureSlice,
     CaptureTransform,
     InterventionOutcome,
     InterventionPlan,
     interventions as iv,
-    unlimited,
 )
 from lifecore.errors import CaptureSessionError, InvalidArgumentError  # noqa: E402
+
+from capture_builders import session_for  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
 
@@ -122,9 +121,9 @@ def test_summaries_at_every_block_match_plain_hooks(model, tokens):
 
     discovery = discovery_of(model, tokens)
     paths = ["blocks.0.mlp", "blocks.1.mlp", "blocks.0", "blocks.1"]
-    plan = CapturePlan([CaptureSelection(p, p, CaptureTransform.summary()) for p in paths] +
-                       [CaptureSelection("top", "lm_head", CaptureTransform.top_candidates(3))], unlimited())
-    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 2)))
+    session = session_for(*[CaptureSelection(p, p, CaptureTransform.summary()) for p in paths],
+                          CaptureSelection("top", "lm_head", CaptureTransform.top_candidates(3)),
+                          discovery=discovery, request=CaptureRequest(1, TOKENS, 2))
     seen = {}
     manual = [model.get_submodule(p).register_forward_hook(
         lambda m, a, out, p=p: seen.__setitem__(p, out.detach().clone())) for p in paths]
@@ -148,7 +147,7 @@ def test_an_intervention_replaces_the_module_output_for_downstream_modules(model
     from lifecore.torch import attach
 
     discovery = discovery_of(model, tokens)
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     patch = torch.zeros(1, 2, D)
     ops = [iv.replace("patch", "blocks.0.mlp", patch.numpy(), slices=[CaptureSlice("seq", 1, 3)]),
            iv.scale("half", "blocks.0.mlp", 0.5)]
@@ -179,7 +178,7 @@ def test_moe_routing_control_excludes_an_expert_and_records_both_decisions(model
     from lifecore.torch import attach, route
 
     discovery = discovery_of(model, tokens)
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 2)))
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 2))
     with torch.no_grad():
         model(tokens)
     favourite = int(torch.mode(model.blocks[1].mlp.last_ids[:, 0]).values)
@@ -209,7 +208,7 @@ def test_a_failing_selector_fails_the_routing_record(model, tokens, monkeypatch)
     import lifecore.torch as lt
 
     discovery = discovery_of(model, tokens)
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     ops = [iv.bias_routing_scores("bias", "blocks.1.mlp#routing", [0], [1.0])]
     session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
 
@@ -231,7 +230,7 @@ def test_forced_experts_apply_to_the_window_rows(model, tokens):
     from lifecore.torch import attach
 
     discovery = discovery_of(model, tokens)
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     ops = [iv.force_experts("force", "blocks.1.mlp#routing", [[0, 1]] * 2, slices=[CaptureSlice("rows", 0, 2)])]
     session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
     with attach(session, model), torch.no_grad():
@@ -246,8 +245,8 @@ def test_detach_removes_every_hook_and_bad_paths_attach_nothing(model, tokens):
     from lifecore.torch import attach
 
     discovery = discovery_of(model, tokens)
-    plan = CapturePlan([CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary())], unlimited())
-    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary()),
+                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     attachment = attach(session, model)
     assert len(model.blocks[0].mlp._forward_hooks) == 1
     with pytest.raises(CaptureSessionError, match="no capture step"):
@@ -265,9 +264,9 @@ def test_torch_summaries_and_histograms_handle_non_finite_values():
     from lifecore.torch import TorchBackend
 
     discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", 6)])])
-    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary()),
-                        CaptureSelection("h", "p", CaptureTransform.histogram([0.0, 1.0, 2.0]))], unlimited())
-    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, 1)))
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()),
+                          CaptureSelection("h", "p", CaptureTransform.histogram([0.0, 1.0, 2.0])),
+                          discovery=discovery, request=CaptureRequest(1, 1, 1))
     x = torch.tensor([0.5, 1.0, 2.0, float("nan"), float("inf"), 1.5], dtype=torch.float16)
     session.begin_step(CapturePhase.PREFILL, 0)
     session.observe(TorchBackend(), "p", x)
@@ -282,8 +281,8 @@ def test_cuda_tensors_are_summarized_on_the_device(model, tokens):
 
     model, tokens = model.cuda(), tokens.cuda()
     discovery = discovery_of(model, tokens)
-    plan = CapturePlan([CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary())], unlimited())
-    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary()),
+                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     with attach(session, model), torch.no_grad():
         session.begin_step(CapturePhase.PREFILL, 0)
         model(tokens)
@@ -314,7 +313,7 @@ def test_a_selector_whose_policy_differs_from_discovery_fails_before_routing(mod
     from lifecore.torch import attach
 
     discovery = discovery_of(model, tokens)
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     ops = [iv.exclude_experts("x", "blocks.1.mlp#routing", [0])]
     session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
     moe = model.blocks[1].mlp
@@ -351,8 +350,8 @@ def test_output_index_selects_the_tuple_element_that_is_observed_and_replaced(ou
     model = UsesBoth()
     x = torch.ones(1, TOKENS, D)
     discovery = discover(model, x, output_index=output_index)
-    plan = CapturePlan([CaptureSelection("gate", "pair", CaptureTransform.summary())], unlimited())
-    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(CaptureSelection("gate", "pair", CaptureTransform.summary()),
+                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     ops = [iv.zero("zero_gate", "pair", schedule=CaptureSchedule(decode=False))]
     session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
     with attach(session, model, output_index=output_index), torch.no_grad():
@@ -370,8 +369,8 @@ def test_the_first_tensor_stays_the_default_and_a_bad_index_is_refused():
     model = UsesBoth()
     x = torch.ones(1, TOKENS, D)
     discovery = discover(model, x)
-    plan = CapturePlan([CaptureSelection("h", "pair", CaptureTransform.summary())], unlimited())
-    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, TOKENS, 2)))
+    session = session_for(CaptureSelection("h", "pair", CaptureTransform.summary()),
+                          discovery=discovery, request=CaptureRequest(1, TOKENS, 2))
     with attach(session, model), torch.no_grad():
         session.begin_step(CapturePhase.PREFILL, 0)
         model(x)
@@ -389,7 +388,7 @@ def test_interventions_enabled_after_attach_are_hooked_at_the_next_forward(model
 
     discovery = discovery_of(model, tokens)
     selections = [CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary())] if observed_too else []
-    session = CaptureSession(CapturePlan(selections, unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(*selections, discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     with torch.no_grad():
         expected_hook = model.blocks[0].mlp.register_forward_hook(lambda m, a, out: out * 0.5)
         expected = model(tokens)
@@ -416,7 +415,7 @@ def test_routing_enabled_after_attach_reaches_the_selector(model, tokens):
     from lifecore.torch import attach
 
     discovery = discovery_of(model, tokens)
-    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, TOKENS, 1)))
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     with torch.no_grad(), attach(session, model):
         ops = [iv.exclude_experts("x", "blocks.1.mlp#routing", [0])]
         session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())

@@ -80,6 +80,29 @@ def upload(stream, values) -> lifecore.Buffer:
     return buf
 
 
+def doubling(x):
+    """A capture step that doubles ``x`` in place."""
+    return lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+
+
+def recording_a_doubling(device, **prepare):
+    """A new stream whose open capture window has recorded one in-place doubling of a buffer of
+    ones: returns the stream and the buffer. ``prepare`` goes to ``graph_prepare``."""
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    s.graph_prepare(**prepare)
+    s.begin_capture()
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    return s, x
+
+
+def assert_a_fresh_capture_doubles_twice(s, x, **capture) -> None:
+    """The stream captures again: the warmup and one replay each double ``x``, still all ones."""
+    graph = s.capture(doubling(x), **capture)
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))
+
+
 def stats_consistent(dev) -> dict:
     stats = dev.memory_stats()
     assert stats["slices"] == stats["slices_in_use"] + stats["slices_retained"] + stats["slices_free"]
@@ -239,11 +262,7 @@ def test_capture_state_is_a_copy(device) -> None:
 
 
 def test_abandoned_end_is_refused_and_the_stream_is_free(device) -> None:
-    s = device.stream()
-    x = upload(s, np.ones(N))
-    s.graph_prepare(owner=1)
-    s.begin_capture()
-    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    s, x = recording_a_doubling(device, owner=1)
     with pytest.raises(CaptureRefusedError) as raised:
         s.end_capture(caller=2)
     assert str(raised.value) == (
@@ -253,9 +272,7 @@ def test_abandoned_end_is_refused_and_the_stream_is_free(device) -> None:
     assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
     stats = stats_consistent(device)
     assert stats["windows_active"] == 0 and stats["graphs_alive"] == 0 and stats["info_pinned"] == 0
-    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]), owner=2)
-    graph.replay()
-    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))
+    assert_a_fresh_capture_doubles_twice(s, x, owner=2)
 
 
 def test_abort_capture_from_anywhere(device) -> None:
@@ -287,7 +304,7 @@ def test_failing_warmup_in_capture_leaves_the_stream_recapturable(device) -> Non
         s.capture(bad)
     assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
     assert device.memory_stats()["windows_active"] == 0
-    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    graph = s.capture(doubling(x))
     graph.replay()
     np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))  # warmup doubles, the replay doubles
 
@@ -381,7 +398,7 @@ def test_graph_destroy_and_replay_after_destroy(device) -> None:
 def test_replay_on_another_stream_and_device(device) -> None:
     s = device.stream()
     x = upload(s, np.ones(N))
-    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    graph = s.capture(doubling(x))
     other = device.stream()
     s.sync()
     graph.replay(other)
@@ -411,7 +428,7 @@ def test_cleanup_is_skipped_while_a_window_is_active(device) -> None:
 def test_close_with_an_open_window_then_everything_is_closed(device) -> None:
     s = device.stream()
     x = upload(s, np.ones(N))
-    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    graph = s.capture(doubling(x))
     s.graph_prepare()
     device.close()
     device.close()  # idempotent
@@ -447,17 +464,11 @@ def test_growing_the_pool_inside_the_window_is_refused_for_memory_nodes(hardware
     stats = stats_consistent(dev)
     assert stats["windows_active"] == 0 and stats["graphs_alive"] == 0
     del fresh
-    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
-    graph.replay()
-    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))
+    assert_a_fresh_capture_doubles_twice(s, x)
 
 
 def test_read_during_hardware_capture_invalidates_it(hardware_device) -> None:
-    s = hardware_device.stream()
-    x = upload(s, np.ones(N))
-    s.graph_prepare()
-    s.begin_capture()
-    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    s, x = recording_a_doubling(hardware_device)
     with pytest.raises(DriverError) as raised:
         s.read(x)
     assert raised.value.code == 900
@@ -467,9 +478,7 @@ def test_read_during_hardware_capture_invalidates_it(hardware_device) -> None:
     assert refused.value.code == 901 and "901" in str(refused.value)
     assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
     np.testing.assert_array_equal(f32(s, x), np.ones(N, np.float32))
-    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
-    graph.replay()
-    np.testing.assert_array_equal(f32(s, x), np.full(N, 4.0, np.float32))
+    assert_a_fresh_capture_doubles_twice(s, x)
 
 
 def test_sync_during_hardware_capture_invalidates_it(hardware_device) -> None:
@@ -508,11 +517,7 @@ def test_write_in_a_hardware_graph_keeps_its_staging(mock_hardware_device) -> No
 
 @pytest.mark.parametrize("op", ["read", "sync"])
 def test_software_read_and_sync_are_refused_on_the_spot(software_device, op) -> None:
-    s = software_device.stream()
-    x = upload(s, np.ones(N))
-    s.graph_prepare()
-    s.begin_capture()
-    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    s, x = recording_a_doubling(software_device)
     with pytest.raises(CaptureStateError) as raised:
         s.read(x) if op == "read" else s.sync()
     assert str(raised.value) == (
@@ -537,7 +542,7 @@ def test_software_write_is_refused_lazily_at_end_capture(software_device) -> Non
     assert stats["graphs_alive"] == 0 and stats["windows_active"] == 0
     s.sync()  # the refusal does not linger in the stream's error queue
     np.testing.assert_array_equal(f32(s, x), np.ones(N, np.float32))
-    assert s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])).node_count == 1
+    assert s.capture(doubling(x)).node_count == 1
 
 
 def test_software_allocation_inside_the_window_is_legal(software_device) -> None:
@@ -595,7 +600,7 @@ def test_info_words_first_seen_inside_the_window(device) -> None:
 def test_replay_inside_a_software_window_is_refused_lazily(software_device) -> None:
     s = software_device.stream()
     x = upload(s, np.ones(N))
-    graph = s.capture(lambda st: st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x]))
+    graph = s.capture(doubling(x))
     s.graph_prepare()
     s.begin_capture()
     graph.replay()

@@ -8,18 +8,10 @@
 #include "lifecore/capture/ledger.hpp"
 #include "lifecore/capture/session.hpp"
 #include "lifecore/error.hpp"
+#include "test_support.hpp"
 
 using namespace lifecore;
 using namespace lifecore::capture;
-
-static int failures = 0;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                     \
-    }                                                                 \
-  } while (0)
 
 namespace {
 
@@ -124,7 +116,5 @@ int main() {
   bounded_messages_cut_on_utf8_boundaries();
   counting_writer_measures_what_the_writer_writes();
   session_round_trip();
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  else std::puts("capture_core_test: ok");
-  return failures ? 1 : 0;
+  return lifecore::test_support::finish("capture_core_test");
 }

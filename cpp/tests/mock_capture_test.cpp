@@ -9,44 +9,13 @@
 #include <vector>
 
 #include "vendor/mock/mock_driver.hpp"
+#include "mock_kernels.hpp"
+#include "test_support.hpp"
 
 using namespace lifecore::vendor;
+using namespace lifecore::test_support;
 
 namespace {
-
-int failures = 0;
-
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                                   \
-    }                                                                               \
-  } while (0)
-
-#define CHECK_OK(expr)                                                                                  \
-  do {                                                                                                  \
-    Status check_ok_status = (expr);                                                                    \
-    if (!check_ok_status.ok()) {                                                                        \
-      std::fprintf(stderr, "%s:%d: %s failed: %s %d %s\n", __FILE__, __LINE__, #expr,                    \
-                   check_ok_status.call.c_str(), check_ok_status.code, check_ok_status.message.c_str()); \
-      ++failures;                                                                                       \
-    }                                                                                                   \
-  } while (0)
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-KernelArg u32(std::uint32_t v) { return {ArgKind::u32, v}; }
-KernelArg f32(float v) { return {ArgKind::f32, std::bit_cast<std::uint32_t>(v)}; }
-KernelArg ptr(DevicePtr p) { return {ArgKind::pointer, p}; }
-
-FunctionHandle get_kernel(MockDriver& d, const std::string& name) {
-  ModuleHandle module{};
-  CHECK_OK(d.module_load(ModuleImage{}, &module));
-  FunctionHandle f{};
-  CHECK_OK(d.module_get_function(module, name, &f));
-  return f;
-}
 
 float read_float(MockDriver& d, DevicePtr p, std::size_t index = 0) {
   float value = -1;
@@ -508,10 +477,5 @@ int main() {
   test_exec_update();
   test_event_nodes_and_exec_destroy_waits();
   test_concurrent_thread_local_captures();
-  if (failures) {
-    std::fprintf(stderr, "mock_capture_test: %d failure(s)\n", failures);
-    return 1;
-  }
-  std::puts("mock_capture_test: ok");
-  return 0;
+  return lifecore::test_support::finish("mock_capture_test");
 }

@@ -8,36 +8,13 @@
 
 #include "vendor/backends.hpp"
 #include "vendor/mock/mock_driver.hpp"
+#include "mock_kernels.hpp"
+#include "test_support.hpp"
 
 using namespace lifecore::vendor;
+using namespace lifecore::test_support;
 
 namespace {
-
-int failures = 0;
-
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
-
-#define CHECK_OK(expr)                                                                      \
-  do {                                                                                      \
-    Status check_ok_status = (expr);                                                        \
-    if (!check_ok_status.ok()) {                                                            \
-      std::fprintf(stderr, "%s:%d: %s failed: %s %d %s\n", __FILE__, __LINE__, #expr,        \
-                   check_ok_status.call.c_str(), check_ok_status.code, check_ok_status.message.c_str()); \
-      ++failures;                                                                           \
-    }                                                                                       \
-  } while (0)
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-KernelArg u32(std::uint32_t v) { return {ArgKind::u32, v}; }
-KernelArg f32(float v) { return {ArgKind::f32, std::bit_cast<std::uint32_t>(v)}; }
-KernelArg ptr(DevicePtr p) { return {ArgKind::pointer, p}; }
 
 DevicePtr alloc_floats(MockDriver& d, const std::vector<float>& values) {
   DevicePtr p = 0;
@@ -50,14 +27,6 @@ std::vector<float> read_floats(MockDriver& d, DevicePtr p, std::size_t n) {
   std::vector<float> out(n, -1.0f);
   CHECK_OK(d.memcpy_dtoh(out.data(), p, n * 4));
   return out;
-}
-
-FunctionHandle get_kernel(MockDriver& d, const std::string& name) {
-  ModuleHandle module{};
-  CHECK_OK(d.module_load(ModuleImage{}, &module));
-  FunctionHandle f{};
-  CHECK_OK(d.module_get_function(module, name, &f));
-  return f;
 }
 
 void test_backend_entry_points() {
@@ -394,10 +363,5 @@ int main() {
   test_events();
   test_handles_after_destroy();
   test_many_threads();
-  if (failures) {
-    std::fprintf(stderr, "mock_driver_test: %d failure(s)\n", failures);
-    return 1;
-  }
-  std::puts("mock_driver_test: ok");
-  return 0;
+  return lifecore::test_support::finish("mock_driver_test");
 }

@@ -6,34 +6,13 @@
 #include <vector>
 
 #include "vendor/mock/mock_driver.hpp"
+#include "mock_kernels.hpp"
+#include "test_support.hpp"
 
 using namespace lifecore::vendor;
+using namespace lifecore::test_support;
 
 namespace {
-
-int failures = 0;
-
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                                   \
-    }                                                                               \
-  } while (0)
-
-#define CHECK_OK(expr)                                                                                  \
-  do {                                                                                                  \
-    Status check_ok_status = (expr);                                                                    \
-    if (!check_ok_status.ok()) {                                                                        \
-      std::fprintf(stderr, "%s:%d: %s failed: %s %d %s\n", __FILE__, __LINE__, #expr,                    \
-                   check_ok_status.call.c_str(), check_ok_status.code, check_ok_status.message.c_str()); \
-      ++failures;                                                                                       \
-    }                                                                                                   \
-  } while (0)
-
-KernelArg u32(std::uint32_t v) { return {ArgKind::u32, v}; }
-KernelArg f32(float v) { return {ArgKind::f32, std::bit_cast<std::uint32_t>(v)}; }
-KernelArg ptr(DevicePtr p) { return {ArgKind::pointer, p}; }
 
 void test_after_and_times() {
   MockDriver d(0);
@@ -161,10 +140,5 @@ void test_stream_ops_and_clear() {
 int main() {
   test_after_and_times();
   test_stream_ops_and_clear();
-  if (failures) {
-    std::fprintf(stderr, "mock_fault_injection_test: %d failure(s)\n", failures);
-    return 1;
-  }
-  std::puts("mock_fault_injection_test: ok");
-  return 0;
+  return lifecore::test_support::finish("mock_fault_injection_test");
 }

@@ -4,21 +4,13 @@
 #include <vector>
 
 #include "runtime/info_cache.hpp"
+#include "test_support.hpp"
 
 using lifecore::CacheMode;
 using lifecore::runtime::InfoCache;
 using lifecore::runtime::InfoWords;
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
 
 struct Uploads {
   std::uint64_t next = 0x100;
@@ -134,7 +126,5 @@ int main() {
   capture_mode_pins_commit_and_release();
   discard_drops_a_windows_pins();
   failed_upload_changes_nothing();
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  else std::printf("runtime_info_cache_test: all passed\n");
-  return failures ? 1 : 0;
+  return lifecore::test_support::finish("runtime_info_cache_test");
 }

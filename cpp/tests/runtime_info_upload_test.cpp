@@ -15,19 +15,11 @@
 #include "runtime/kernel.hpp"
 #include "runtime/stream.hpp"
 #include "vendor/mock/mock_driver.hpp"
+#include "test_support.hpp"
 
 using namespace lifecore::runtime;
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
 
 constexpr std::uint32_t n = 64;
 
@@ -98,6 +90,5 @@ void new_entry_is_published_only_after_its_upload_ran() {
 
 int main() {
   new_entry_is_published_only_after_its_upload_ran();
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  return failures == 0 ? 0 : 1;
+  return lifecore::test_support::finish("runtime_info_upload_test");
 }

@@ -7,21 +7,13 @@
 
 #include "lifecore/error.hpp"
 #include "runtime/memory_manager.hpp"
+#include "test_support.hpp"
 
 using lifecore::runtime::MemoryManager;
 using lifecore::runtime::SliceAllocation;
 using lifecore::runtime::SliceId;
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
 
 struct FakeDevice {
   std::uint64_t next = 0x1000;
@@ -268,7 +260,5 @@ int main() {
   capture_survives_explicit_cleanup_and_is_reentrant();
   failed_allocation_changes_nothing();
   memory_node_slices_never_return_to_the_pool();
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  else std::printf("runtime_memory_manager_test: all passed\n");
-  return failures ? 1 : 0;
+  return lifecore::test_support::finish("runtime_memory_manager_test");
 }

@@ -5,21 +5,13 @@
 
 #include "lifecore/error.hpp"
 #include "lifecore/stream_capture_state.hpp"
+#include "test_support.hpp"
 
 using lifecore::CacheMode;
 using lifecore::CaptureVariant;
 using lifecore::StreamCaptureState;
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                       \
-  do {                                                                    \
-    if (!(cond)) {                                                        \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                         \
-    }                                                                     \
-  } while (0)
 
 void refused(StreamCaptureState state, const std::function<void(StreamCaptureState&)>& call, const std::string& message) {
   const StreamCaptureState before = state;
@@ -67,7 +59,5 @@ int main() {
     s.abort();
     CHECK(s == idle);
   }
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  else std::printf("runtime_stream_capture_state_test: all passed\n");
-  return failures ? 1 : 0;
+  return lifecore::test_support::finish("runtime_stream_capture_state_test");
 }

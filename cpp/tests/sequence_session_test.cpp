@@ -14,20 +14,12 @@
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/driver_page_memory.hpp"
 #include "vendor/backends.hpp"
+#include "test_support.hpp"
 
 using namespace lifecore;
 using namespace lifecore::sequence;
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (!(cond)) {                                                       \
-      std::fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                        \
-    }                                                                    \
-  } while (0)
 
 template <typename F>
 ErrorKind error_of(F&& f) {
@@ -146,6 +138,5 @@ int main() {
   lifecycle_and_release();
   waiter_wakes_on_release();
   driver_pages();
-  if (failures == 0) std::puts("sequence_session_test: ok");
-  return failures == 0 ? 0 : 1;
+  return lifecore::test_support::finish("sequence_session_test");
 }

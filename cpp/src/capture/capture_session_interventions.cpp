@@ -41,24 +41,31 @@ void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
   operations_by_path_ = std::move(index);
 }
 
+std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, bool routing) const {
+  require_unprepared();
+  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
+  std::vector<std::size_t> due;
+  if (!interventions_) return due;
+  auto found = operations_by_path_.find(path);
+  if (found == operations_by_path_.end()) return due;
+  const auto& operations = interventions_->plan().operations;
+  for (auto i : found->second) {
+    if (is_routing(operations[i]) != routing) continue;
+    auto outcome = operation_records_[i].outcome;
+    if (outcome == InterventionOutcomeKind::Applied || outcome == InterventionOutcomeKind::Failed)
+      raise(ErrorKind::CaptureSession, std::string(routing ? "routing" : "intervention") +
+                                           " point executed more than once in one step: " + std::string(path));
+    if (outcome == InterventionOutcomeKind::Missing) due.push_back(i);
+  }
+  return due;
+}
+
 std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, std::string_view path,
                                                       TensorHandle tensor) {
   Guard guard(*this);
-  require_unprepared();
-  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
-  if (!interventions_) return std::nullopt;
-  auto found = operations_by_path_.find(path);
-  if (found == operations_by_path_.end()) return std::nullopt;
-  const auto& operations = interventions_->plan().operations;
-  std::vector<std::size_t> active;
-  for (auto i : found->second) {
-    if (is_routing(operations[i])) continue;
-    auto outcome = operation_records_[i].outcome;
-    if (outcome == InterventionOutcomeKind::Applied || outcome == InterventionOutcomeKind::Failed)
-      raise(ErrorKind::CaptureSession, "intervention point executed more than once in one step: " + std::string(path));
-    if (outcome == InterventionOutcomeKind::Missing) active.push_back(i);
-  }
+  const std::vector<std::size_t> active = due_operations(path, /*routing=*/false);
   if (active.empty()) return std::nullopt;  // nothing cloned, nothing materialized
+  const auto& operations = interventions_->plan().operations;
   if (auto sel = selections_by_path_.find(path); sel != selections_by_path_.end())
     for (auto i : sel->second)
       if (records_[i].outcome.kind == OutcomeKind::Missing)
@@ -168,25 +175,14 @@ void CaptureSession::finish_interventions() const {
 
 std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string_view path, std::uint64_t token_rows) {
   Guard guard(*this);
-  require_unprepared();
-  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
-  if (!interventions_) return std::nullopt;
-  auto found = operations_by_path_.find(path);
-  if (found == operations_by_path_.end()) return std::nullopt;
-  const auto& operations = interventions_->plan().operations;
-  std::optional<std::size_t> active;
-  for (auto i : found->second) {
-    if (!is_routing(operations[i])) continue;
-    auto outcome = operation_records_[i].outcome;
-    if (outcome == InterventionOutcomeKind::Applied || outcome == InterventionOutcomeKind::Failed)
-      raise(ErrorKind::CaptureSession, "routing point executed more than once in one step: " + std::string(path));
-    if (outcome == InterventionOutcomeKind::Missing) active = i;
-  }
-  if (!active) return std::nullopt;
+  const std::vector<std::size_t> due = due_operations(path, /*routing=*/true);
+  if (due.empty()) return std::nullopt;
   if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is already pending");
-  const auto& op = operations[*active];
-  const auto& point = interventions_->points()[*active];
-  auto& record = operation_records_[*active];
+  // Admission keeps routing operations from overlapping; the last one due is the one in force.
+  const std::size_t active = due.back();
+  const auto& op = interventions_->plan().operations[active];
+  const auto& point = interventions_->points()[active];
+  auto& record = operation_records_[active];
   auto invalid = [&](const std::string& message) -> std::optional<GroupSelectionControl> {
     fail_operation(record, message);
     raise(ErrorKind::InvalidArgument, message);
@@ -225,7 +221,7 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
     }
     record.charged = original;
   }
-  pending_routing_ = *active;
+  pending_routing_ = active;
   pending_control_ = control;
   return control;
 }

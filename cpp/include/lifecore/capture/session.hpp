@@ -134,6 +134,9 @@ class CaptureSession {
   using PathIndex = std::unordered_map<std::string, std::vector<std::size_t>, StringHash, std::equal_to<>>;
 
   void require_unprepared() const;
+  // The operations of one stage (routing, or the rest) at `path` still due in the open step, in
+  // plan order; refuses a point that already ran this step. Empty when none are enabled there.
+  std::vector<std::size_t> due_operations(std::string_view path, bool routing) const;
   void observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor,
                          std::optional<Error>& first_error);
   void fail_record(CaptureRecord& record, FailReason reason, std::string_view message);
