@@ -21,7 +21,13 @@ stream, tagged with the window they happened in, and reported by the next read /
 graph_prepare / begin_capture; a failure inside a hardware recording makes end_capture refuse.
 Memory a hardware recording allocated from the driver (a buffer the pool could not serve, an
 info-cache entry first seen there) is a memory node of that recording: the recording is refused,
-and that memory never exists outside it (the buffer is unusable, the cache entry is dropped).
+and that memory never exists outside it (the buffer is unusable; the cache entry is private to
+the window, which no other stream or window ever hits, and is dropped when the window ends).
+
+A profile (``Stream.profile``: driver events around work, then a host wait on the end event)
+measures outside a recording; a software recording refuses it on the spot; inside a hardware
+recording the driver refuses the wait (900, invalidating the capture, or 907 for a relaxed
+capture, which it leaves open) and end_capture refuses the recording either way.
 
 Memory is modelled as *slots*: the device memory a buffer was bound to. A freed buffer's slot
 lives on while a graph that touched it is alive (the graph retains it, so the pool can never hand
@@ -62,6 +68,7 @@ __all__ = [
     "SOFTWARE_REFUSED_LAZILY",
     "SOFTWARE_REFUSED_AT_ONCE",
     "STREAM_DRIVER_OPERATIONS",
+    "PROFILE_DRIVER_OPERATIONS",
     "QueuedFailure",
 ]
 
@@ -384,7 +391,9 @@ class Window:
     memory_nodes: int = 0  # hardware: allocations the pool could not serve while recording
     lazy_refusals: list[str] = field(default_factory=list)  # software: operations refused at end
     memory_node_buffers: list[int] = field(default_factory=list)
-    memory_node_info: set[tuple[int, ...]] = field(default_factory=set)  # info entries made as memory nodes
+    # Info entries made as memory nodes: private to this window (never hit by another stream or
+    # window), dropped when it ends.
+    memory_node_info: set[tuple[int, ...]] = field(default_factory=set)
 
 
 @dataclass(eq=False)
@@ -464,7 +473,12 @@ FAILED_IN_WINDOW = "an operation inside the capture window failed"
 # What a software capture window does with each stream operation while recording.
 SOFTWARE_RECORDED = frozenset({"launch", "fill", "copy"})
 SOFTWARE_REFUSED_LAZILY = frozenset({"write", "replay"})  # queued; end_capture refuses the graph
-SOFTWARE_REFUSED_AT_ONCE = frozenset({"read", "sync"})
+SOFTWARE_REFUSED_AT_ONCE = frozenset({"read", "sync", "profile"})
+
+# The driver operations a profile calls, in order (fault injection targets): its start creates
+# two events and records one; its stop records the other, waits on it and reads the time.
+# event_destroy is not among them: failing to destroy an event loses nothing.
+PROFILE_DRIVER_OPERATIONS: tuple[str, ...] = ("event_create", "event_record", "event_synchronize", "event_elapsed")
 
 
 class DeviceModel:
@@ -487,7 +501,8 @@ class DeviceModel:
         self.buffers: dict[int, BufferModel] = {}
         self.graphs_by_id: dict[int, GraphModel] = {}
         self.slots: dict[int, Slot] = {}
-        self.info_entries: set[tuple[int, ...]] = set()
+        # Info entries every stream shares (a window's private memory-node entries are not here).
+        self.shared_info: set[tuple[int, ...]] = set()
         self._next_id = 0
 
     # ---------------------------------------------------------------- bookkeeping
@@ -552,11 +567,22 @@ class DeviceModel:
                 held |= s.window.touched
         return held - {b.slot.id for b in self.buffers.values() if b.alive}
 
+    @property
+    def info_entries(self) -> frozenset[tuple[int, ...]]:
+        """Distinct info words the cache holds: shared, or private to an open window."""
+        private: set[tuple[int, ...]] = set()
+        for s in self.streams.values():
+            if s.window is not None:
+                private |= s.window.memory_node_info
+        return frozenset(self.shared_info | private)
+
     def info_miss_records_memory_node(self, stream: int, words: Sequence[int]) -> bool:
         """Whether launching with these info words now would upload them inside a hardware
         recording (a memory node: end_capture will refuse the graph)."""
         s = self.streams[stream]
-        return self.hardware and s.state.is_recording() and tuple(words) not in self.info_entries
+        key = tuple(words)
+        return (self.hardware and s.state.is_recording() and key not in self.shared_info
+                and (s.window is None or key not in s.window.memory_node_info))
 
     def contents(self, buf: int) -> list[Value]:
         """The expected contents (no state check; for the machine's own bookkeeping)."""
@@ -688,14 +714,19 @@ class DeviceModel:
         a miss while a hardware capture records uploads into fresh memory, which the driver
         records as a memory node: warmup is what puts the words in the cache."""
         assert words is not None
-        if words not in self.info_entries and s.state.is_recording() and self.hardware:
+        if s.window is not None and words in s.window.memory_node_info:
+            return  # the window's own memory node, already pinned
+        if words not in self.shared_info and s.state.is_recording() and self.hardware:
             assert s.window is not None
             if s.window.invalidated:
                 # The driver refuses all work on a stream whose capture it invalidated (901).
                 raise ModelError("DriverError", contains="901")
+            # Memory with nothing behind it outside this recording: private to the window.
             s.window.memory_nodes += 1
             s.window.memory_node_info.add(words)
-        self.info_entries.add(words)
+            s.window.pinned_info.add(words)
+            return
+        self.shared_info.add(words)
         if s.window is not None:
             s.window.pinned_info.add(words)
 
@@ -707,6 +738,41 @@ class DeviceModel:
     def sync(self, stream: int) -> None:
         self._refuse_unrecordable(self.streams[stream], "sync")
 
+    def profile(self, stream: int, *, fault: Optional[str] = None) -> None:
+        """A whole profile (start, then stop) with no work inside; the elapsed time is the
+        device's business. ``fault``: a driver operation that fails once (one of
+        :data:`PROFILE_DRIVER_OPERATIONS`; any other is not called).
+
+        It never reports the stream's queued failures (its wait is on its own event). A software
+        recording refuses it on the spot (CaptureStateError). Outside a recording a failing
+        driver operation raises DriverError and changes nothing. Inside a hardware recording the
+        start event is recorded into the graph; the stop's wait is refused by the driver (900,
+        invalidating the capture, unless the capture is relaxed: then 907, and the capture is
+        left open) or fails by the injected fault, and the failure belongs to the window, so
+        end_capture refuses the recording. A fault in the start (creating or recording the start
+        event) records nothing and leaves the window alone, as does a start on a capture the driver
+        already invalidated (901)."""
+        s = self.streams[stream]
+        if s.state.is_recording() and not self.hardware:
+            raise ModelError("CaptureStateError", Messages.SOFTWARE_REFUSED.format(op="profile"))
+        if fault in ("event_create", "event_record"):
+            # The start fails (creating an event, or recording the start: the first record)
+            # before anything is recorded.
+            raise ModelError("DriverError")
+        if s.state.is_recording() and s.window is not None and s.window.invalidated:
+            # The driver refuses all work on a stream whose capture it invalidated (901).
+            raise ModelError("DriverError", contains="901")
+        if not s.state.is_recording():
+            if fault in ("event_synchronize", "event_elapsed"):
+                raise ModelError("DriverError")
+            return
+        assert s.window is not None
+        if fault == "event_synchronize" or self.capture_mode == "relaxed":
+            s.window.lazy_refusals.append(FAILED_IN_WINDOW)
+            raise ModelError("DriverError", contains=None if fault else "907")
+        s.window.invalidated = True
+        raise ModelError("DriverError", contains="900")
+
     # ---------------------------------------------------------------- transitions
 
     def _close_window(self, s: StreamModel) -> None:
@@ -716,8 +782,8 @@ class DeviceModel:
         if s.window is not None:
             for bid in s.window.memory_node_buffers:
                 self.buffers[bid].orphaned = True
-            # Their memory never existed outside the recording: the cache must not hand it out.
-            self.info_entries -= s.window.memory_node_info
+            # Their memory never existed outside the recording: the window's private entries go
+            # with it (they are not in shared_info).
             s.queued = [q for q in s.queued if q.window is not s.window]
         s.window = None
 
@@ -859,5 +925,5 @@ class DeviceModel:
         ran (it is skipped while any window is active)."""
         if self.windows_active():
             return False
-        self.info_entries &= self.pinned_info()
+        self.shared_info &= self.pinned_info()
         return True

@@ -18,6 +18,7 @@
 #include "runtime/device.hpp"
 #include "runtime/graph.hpp"
 #include "runtime/kernel.hpp"
+#include "runtime/profile.hpp"
 #include "runtime/stream.hpp"
 
 namespace lifecore::bindings {
@@ -32,6 +33,7 @@ using runtime::Device;
 using runtime::Graph;
 using runtime::Kernel;
 using runtime::LaunchArg;
+using runtime::Profile;
 using runtime::Stream;
 
 std::string type_name_of(nb::handle h) { return nb::type_name(h.type()).c_str(); }
@@ -292,6 +294,31 @@ void init_runtime(nb::module_& m) {
                ", node_count=" + std::to_string(g.node_count()) + (g.alive() ? "" : ", destroyed") + ")";
       });
 
+  nb::class_<Profile>(m, "Profile",
+                      "Device time of a stream's work, measured with driver events (Stream.profile()). Use it\n"
+                      "as a context manager (`with stream.profile() as p: ...`, then p.elapsed_ms) or call stop().")
+      .def("stop", &Profile::stop, nb::call_guard<nb::gil_scoped_release>(),
+           "Records the end event, waits for it and returns the milliseconds since the start.\n"
+           "ClosedError when already stopped; a DriverError releases the profile's events.")
+      .def_prop_ro("elapsed_ms", &Profile::elapsed_ms, "The measured milliseconds; None until stop() succeeded")
+      .def_prop_ro("stopped", &Profile::stopped, "True once stopped (or abandoned, or failed)")
+      .def("__enter__", [](std::shared_ptr<Profile> p) { return p; })
+      .def("__exit__",
+           [](Profile& p, nb::handle exc_type, nb::handle, nb::handle) {
+             nb::gil_scoped_release release;
+             if (!exc_type.is_none()) {
+               p.abandon();  // the profiled work raised: report that, not a measurement
+             } else if (!p.stopped()) {
+               (void)p.stop();
+             }
+           },
+           "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
+      .def("__repr__", [](const Profile& p) {
+        auto elapsed = p.elapsed_ms();
+        return elapsed ? "Profile(elapsed_ms=" + std::to_string(*elapsed) + ")"
+                       : std::string(p.stopped() ? "Profile(failed)" : "Profile(running)");
+      });
+
   nb::class_<Stream>(m, "Stream", "A device stream and its graph-capture lifecycle.")
       .def_prop_ro("device", &Stream::device)
       .def_prop_ro("handle", &Stream::native_handle, "The native stream pointer, as an int")
@@ -319,6 +346,11 @@ void init_runtime(nb::module_& m) {
            "the words go to the info cache and the cached buffer is passed as the first parameter.")
       .def("sync", &Stream::sync, nb::call_guard<nb::gil_scoped_release>(),
            "Waits for the stream; reports the first queued asynchronous failure.")
+      .def("profile", [](std::shared_ptr<Stream> s) { return Profile::start(std::move(s)); },
+           "Starts measuring the device time of the work issued from now on (a start event is recorded).\n"
+           "`with stream.profile() as p: ...` then p.elapsed_ms. Inside a software capture window it raises\n"
+           "CaptureStateError at once; inside a hardware one the driver refuses the end's host wait\n"
+           "(DriverError) and end_capture then refuses the recording.")
       .def("graph_prepare", &Stream::graph_prepare, "owner"_a = 0,
            "NO_CAPTURE -> PREPARE: arms the pools for the warmup run.")
       .def("begin_capture", &Stream::begin_capture, nb::call_guard<nb::gil_scoped_release>(),

@@ -112,15 +112,38 @@ void provisional_entries_vanish_with_a_discarded_window() {
   cache.get({1}, CacheMode::normal, 0, up.fn());
   CHECK(up.count == before + 1);  // uploaded again
   cache.get({3}, CacheMode::capture, 6, up.fn(), true);
+  CHECK(cache.entries() == 3 && cache.pinned() == 1);
   cache.commit(6, 60);
+  CHECK(cache.entries() == 2);  // the graph owns its memory node: it is never shared
   cache.graph_release(60);
-  CHECK(cache.entries() == 3);  // sealed: a real entry now
+  CHECK(cache.entries() == 2);
+}
+
+void provisional_entries_are_private_to_their_window() {
+  Uploads up;
+  InfoCache cache;
+  auto recorded = cache.get({7}, CacheMode::capture, 5, up.fn(), /*provisional=*/true);
+  CHECK(up.count == 1);
+  // The same window reuses its own node.
+  CHECK(cache.get({7}, CacheMode::capture, 5, up.fn(), true).ptr == recorded.ptr && up.count == 1);
+  // Any other stream (eager) or window gets a buffer of its own, never the node.
+  auto eager = cache.get({7}, CacheMode::normal, 0, up.fn());
+  CHECK(up.count == 2 && eager.ptr != recorded.ptr);
+  auto other = cache.get({7}, CacheMode::capture, 6, up.fn(), true);
+  CHECK(up.count == 2 && other.ptr == eager.ptr);  // shared now: a hit, no new node
+  CHECK(cache.entries() == 1 && cache.pinned() == 1);
+  cache.discard(5);
+  CHECK(cache.entries() == 1);
+  CHECK(cache.get({7}, CacheMode::normal, 0, up.fn()).ptr == eager.ptr);
+  cache.discard(6);
+  CHECK(cache.pinned() == 0);
 }
 
 }  // namespace
 
 int main() {
   provisional_entries_vanish_with_a_discarded_window();
+  provisional_entries_are_private_to_their_window();
   identical_words_share_one_buffer();
   normal_mode_limits_size_and_count();
   capture_mode_pins_commit_and_release();

@@ -24,6 +24,16 @@ InfoCache::Lookup InfoCache::get(const InfoWords& words, CacheMode mode, WindowI
                                  bool provisional) {
   std::lock_guard lock(mutex_);
   Lookup result;
+  const bool make_private = provisional && mode == CacheMode::capture;
+  if (make_private) {
+    // The window's own memory nodes first: one recording reuses its node for the same words.
+    if (auto own = private_.find(window); own != private_.end()) {
+      if (auto hit = own->second.find(words); hit != own->second.end()) {
+        result.ptr = hit->second;
+        return result;
+      }
+    }
+  }
   auto found = entries_.find(words);
   if (found == entries_.end()) {
     const std::size_t bytes = words.size() * sizeof(std::uint32_t);
@@ -33,9 +43,13 @@ InfoCache::Lookup InfoCache::get(const InfoWords& words, CacheMode mode, WindowI
       return result;
     }
     vendor::DevicePtr ptr = upload(words);  // throws: nothing changed
+    if (make_private) {
+      private_[window].emplace(words, ptr);
+      result.ptr = ptr;
+      return result;
+    }
     found = entries_.emplace(words, Entry{}).first;
     found->second.ptr = ptr;
-    if (provisional && mode == CacheMode::capture) found->second.provisional_for = window;
     lru_.push_front(&found->first);
     found->second.lru = lru_.begin();
   } else {
@@ -53,6 +67,7 @@ InfoCache::Lookup InfoCache::get(const InfoWords& words, CacheMode mode, WindowI
 
 void InfoCache::commit(WindowId window, GraphId graph) {
   std::lock_guard lock(mutex_);
+  private_.erase(window);  // the graph owns its memory nodes: they are never shared
   auto it = pending_.find(window);
   if (it == pending_.end()) return;
   auto& held = committed_[graph];
@@ -60,7 +75,6 @@ void InfoCache::commit(WindowId window, GraphId graph) {
     Entry& entry = entries_.at(*key);
     --entry.window_pins;
     ++entry.graph_refs;
-    if (entry.provisional_for == window) entry.provisional_for = 0;  // sealed: it exists now
     held.push_back(key);
   }
   pending_.erase(it);
@@ -68,21 +82,12 @@ void InfoCache::commit(WindowId window, GraphId graph) {
 
 void InfoCache::discard(WindowId window) {
   std::lock_guard lock(mutex_);
+  // Its private buffers were nodes of a recording that was never sealed: they never existed.
+  private_.erase(window);
   auto it = pending_.find(window);
   if (it == pending_.end()) return;
-  std::set<const InfoWords*> keys = std::move(it->second);
+  for (const InfoWords* key : it->second) --entries_.at(*key).window_pins;
   pending_.erase(it);
-  for (const InfoWords* key : keys) {
-    auto entry = entries_.find(*key);
-    --entry->second.window_pins;
-    if (entry->second.provisional_for == window) {
-      // Its buffer was a node of a recording that was never sealed: it never existed. Another
-      // window that hit it meanwhile loses the pin with it (its own seal would fail anyway).
-      for (auto& [other, other_keys] : pending_) other_keys.erase(key);
-      lru_.erase(entry->second.lru);
-      entries_.erase(entry);
-    }
-  }
 }
 
 void InfoCache::graph_release(GraphId graph) {
@@ -116,20 +121,32 @@ std::vector<vendor::DevicePtr> InfoCache::release_all() {
   lru_.clear();
   pending_.clear();
   committed_.clear();
+  private_.clear();  // memory nodes of recordings, not driver allocations
   return released;
+}
+
+std::set<InfoWords> InfoCache::private_only_locked() const {
+  std::set<InfoWords> words;
+  for (const auto& [window, own] : private_)
+    for (const auto& [key, ptr] : own)
+      if (!entries_.count(key)) words.insert(key);
+  return words;
 }
 
 std::size_t InfoCache::entries() const {
   std::lock_guard lock(mutex_);
-  return entries_.size();
+  return entries_.size() + private_only_locked().size();
 }
 
 std::size_t InfoCache::pinned() const {
   std::lock_guard lock(mutex_);
-  std::size_t count = 0;
-  for (const auto& [words, entry] : entries_)
-    if (entry.pinned()) ++count;
-  return count;
+  // A private entry is pinned by its window, also when the same words are shared unpinned.
+  std::set<InfoWords> words;
+  for (const auto& [key, entry] : entries_)
+    if (entry.pinned()) words.insert(key);
+  for (const auto& [window, own] : private_)
+    for (const auto& [key, ptr] : own) words.insert(key);
+  return words.size();
 }
 
 }  // namespace lifecore::runtime

@@ -6,6 +6,10 @@
 //    insert is pinned for the window, so a recorded launch never loses its buffer. commit moves
 //    a window's pins to its graph, discard drops them, graph_release undoes a commit (pins are
 //    reference-counted: several graphs may share an entry).
+//  - An entry first made inside a hardware recording is a memory node of that recording: its
+//    pointer has memory behind it only while the graph would run, never for an eager launch. It
+//    stays private to its window (no other stream or window ever gets it) and leaves the cache
+//    when the window ends, sealed or not (a sealed graph owns its memory nodes).
 // Thread-safe. Buffers are made by a caller-supplied upload (which knows the stream and
 // whether it is recording) and returned to the caller for release, never freed in here.
 #pragma once
@@ -49,14 +53,14 @@ class InfoCache {
                      std::size_t max_entry_bytes = normal_max_entry_bytes);
 
   // `window` names the pins in CAPTURE mode (ignored in NORMAL). Nothing changes if upload throws.
-  // `provisional`: an entry created now exists only if the window seals (its buffer is a node of
-  // the recording), so discard(window) removes it.
+  // `provisional`: a miss now creates an entry private to `window` (its buffer is a node of the
+  // recording); it is visible to that window only and leaves the cache when the window ends.
   Lookup get(const InfoWords& words, CacheMode mode, WindowId window, const Upload& upload,
              bool provisional = false);
-  // Moves the window's pins to the graph.
+  // Moves the window's pins to the graph; the window's private entries leave the cache.
   void commit(WindowId window, GraphId graph);
-  // Drops the window's pins (the window was abandoned, refused or aborted) and the entries it
-  // created provisionally.
+  // Drops the window's pins (the window was abandoned, refused or aborted) and its private
+  // entries.
   void discard(WindowId window);
   // The graph is gone: its pins are released.
   void graph_release(GraphId graph);
@@ -65,6 +69,7 @@ class InfoCache {
   // Device close: every buffer, pinned or not.
   std::vector<vendor::DevicePtr> release_all();
 
+  // Distinct words cached, shared or private to a window (a private entry is always pinned).
   std::size_t entries() const;
   std::size_t pinned() const;
 
@@ -73,7 +78,6 @@ class InfoCache {
     vendor::DevicePtr ptr = 0;
     std::size_t window_pins = 0;  // windows that pinned it and have not committed or discarded
     std::size_t graph_refs = 0;   // live graphs that use it
-    WindowId provisional_for = 0; // created inside this window's recording; gone if it is discarded
     std::list<const InfoWords*>::iterator lru;
     bool pinned() const { return window_pins > 0 || graph_refs > 0; }
   };
@@ -81,6 +85,8 @@ class InfoCache {
 
   void touch_lru_locked(Entry& entry);
   void evict_locked(std::vector<vendor::DevicePtr>* evicted);
+  // Words private to some window and not also shared.
+  std::set<InfoWords> private_only_locked() const;
 
   mutable std::mutex mutex_;
   std::size_t max_entries_;
@@ -89,6 +95,9 @@ class InfoCache {
   std::list<const InfoWords*> lru_;  // front: most recently used
   std::unordered_map<WindowId, std::set<const InfoWords*>> pending_;
   std::unordered_map<GraphId, std::vector<const InfoWords*>> committed_;
+  // Entries made inside a hardware recording, per window: never in entries_, so a hit from any
+  // other stream or window can never be handed a pointer with no memory behind it.
+  std::unordered_map<WindowId, std::map<InfoWords, vendor::DevicePtr>> private_;
 };
 
 }  // namespace lifecore::runtime

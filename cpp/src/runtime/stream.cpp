@@ -280,8 +280,9 @@ void Stream::launch(const Kernel& kernel, vendor::Dim3 grid, vendor::Dim3 block,
   vendor::FunctionHandle function = device_->function(kernel);
   InfoCache::Lookup metadata;
   if (info) {
-    // Inside a hardware recording a new entry's buffer is a memory node: it exists only if the
-    // window seals, so the cache drops it if the window is discarded.
+    // Inside a hardware recording a new entry's buffer is a memory node, with memory behind it
+    // only while the graph runs: the cache keeps it private to this window and drops it when
+    // the window ends, so no other stream is ever handed it.
     metadata = device_->info().get(*info, state_.cache_mode(), active_window(),
                                    [this](const InfoWords& words) { return upload_info(words); },
                                    hardware_recording());
@@ -307,6 +308,82 @@ void Stream::sync() {
   if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("sync"));
   vendor::check(synchronize_and_release());
   errors_.surface("sync");
+}
+
+// ---- profiling ---------------------------------------------------------------------------
+
+void Stream::destroy_events(ProfileEvents& events) noexcept {
+  if (!events.live) return;
+  events.live = false;
+  if (dead_ || device_->closed()) return;  // the driver's events went with the device
+  if (events.start != vendor::EventHandle{}) (void)driver_.event_destroy(events.start);
+  if (events.end != vendor::EventHandle{}) (void)driver_.event_destroy(events.end);
+  events.start = events.end = {};
+}
+
+Stream::ProfileEvents Stream::profile_start() {
+  std::lock_guard lock(mutex_);
+  check_usable("profile");
+  // The end waits on the host, which no software recording can hold.
+  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("profile"));
+  ProfileEvents events;
+  events.live = true;
+  vendor::Status status = driver_.event_create(&events.start);
+  if (status.ok()) status = driver_.event_create(&events.end);
+  if (status.ok()) status = driver_.event_record(events.start, handle_);
+  if (!status.ok()) {
+    destroy_events(events);
+    vendor::throw_status(status);
+  }
+  // Inside a hardware recording the record is itself recorded: the start is a node of the graph.
+  events.recorded_in = hardware_recording() ? window_ : 0;
+  return events;
+}
+
+float Stream::profile_stop(ProfileEvents& events) {
+  std::lock_guard lock(mutex_);
+  if (!events.live) raise(ErrorKind::Closed, "profile: this profile has already stopped");
+  struct Release {
+    Stream* self;
+    ProfileEvents* events;
+    ~Release() { self->destroy_events(*events); }
+  } release{this, &events};
+  check_usable("profile");
+  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("profile"));
+  const WindowId recording = hardware_recording() ? window_ : 0;
+  if (events.recorded_in != 0 && events.recorded_in != recording)
+    raise(ErrorKind::CaptureState,
+          "profile: it started inside a capture window that has since ended, so its start was recorded into "
+          "that window rather than run; nothing was measured");
+  vendor::Status status = driver_.event_record(events.end, handle_);
+  // A host wait: inside a hardware recording the driver refuses it (and may invalidate the capture).
+  if (status.ok()) status = driver_.event_synchronize(events.end);
+  float milliseconds = 0.0f;
+  if (status.ok()) status = driver_.event_elapsed(events.start, events.end, &milliseconds);
+  if (!status.ok()) {
+    // The profile's events are part of the recording now: it cannot be sealed as it is.
+    if (recording != 0) queue_failure(status);
+    vendor::throw_status(status);
+  }
+  if (recording != 0) {
+    // A driver that let the wait through still recorded the events into the graph.
+    queue_error(Error(ErrorKind::CaptureState, "profile: a host wait cannot be part of a graph"));
+    raise(ErrorKind::CaptureState, "profile: a host wait cannot be part of a graph");
+  }
+  return milliseconds;
+}
+
+void Stream::profile_abandon(ProfileEvents& events) noexcept {
+  std::lock_guard lock(mutex_);
+  if (events.live && events.recorded_in != 0 && hardware_recording() && window_ == events.recorded_in) {
+    try {
+      // Its start event is a node of this recording, and the event is about to go.
+      queue_error(Error(ErrorKind::CaptureState,
+                        "profile: it was abandoned inside the capture window that recorded its start"));
+    } catch (...) {
+    }
+  }
+  destroy_events(events);
 }
 
 void Stream::replay(Graph& graph) {

@@ -49,6 +49,22 @@ class Stream : public std::enable_shared_from_this<Stream> {
               std::size_t count, const InfoWords* info);
   void sync();
 
+  // Profiling (see Profile): a start event recorded now, an end event recorded at stop, waited
+  // on, and the time between them. A software recording refuses it on the spot; inside a
+  // hardware recording the wait goes to the driver, which refuses it, and the recording is
+  // then refused too. A failure destroys the events and leaves the stream usable.
+  struct ProfileEvents {
+    vendor::EventHandle start{};
+    vendor::EventHandle end{};
+    WindowId recorded_in = 0;  // the hardware recording the start event went into (0: none)
+    bool live = false;
+  };
+  ProfileEvents profile_start();
+  // Blocks until the end event has run (call it without the GIL); returns milliseconds.
+  float profile_stop(ProfileEvents& events);
+  // Destroys the events without waiting (the profiled work failed); never fails.
+  void profile_abandon(ProfileEvents& events) noexcept;
+
   void graph_prepare(CaptureOwner owner);
   void begin_capture();
   std::shared_ptr<Graph> end_capture(CaptureOwner caller);
@@ -86,6 +102,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Blocks until the work issued so far on this stream (the upload's copy) has run.
   vendor::Status wait_for_upload();
   void keep_staging(std::shared_ptr<const std::vector<std::uint8_t>> staging);
+  void destroy_events(ProfileEvents& events) noexcept;
   // Ends the driver's capture, retrying once when a failed end left it open.
   vendor::Status end_driver_capture(vendor::GraphHandle* graph);
   // The failure path of a window: disarm the pools, discard the pins and the recording.

@@ -4,12 +4,12 @@
 reference model (:mod:`lifecore.models.stream_capture`) side by side: every rule applies the
 same operation to both and compares results, exception classes, messages and capture state.
 Rules: allocate / free / write / fill / copy / launch (the built-in kernels on small float
-buffers) / read / sync / cleanup, each transition on its own (in any state, so out-of-order calls
+buffers) / read / sync / profile / cleanup, each transition on its own (in any state, so out-of-order calls
 are exercised), abandoned ends, aborts, whole capture steps (prepare, warmup, begin, the same step,
 end; by hand or through ``Stream.capture``), replays (on the capturing stream or another one),
 destroys, and, on the mock, fault injection: a driver operation fails once, then a transition
-runs (it fails and leaves the stream re-capturable, or is unaffected), or an asynchronous stream
-operation runs (its failure is queued and reported later).
+runs (it fails and leaves the stream re-capturable, or is unaffected), an asynchronous stream
+operation runs (its failure is queued and reported later), or a profile runs (it fails at once).
 
 After every step it checks the invariants: the capture state equals the model's; a stream in
 ``NO_CAPTURE`` accepts a prepare; pool accounting balances and nothing stays retained once every
@@ -46,6 +46,7 @@ from hypothesis.stateful import (
 import lifecore
 from lifecore.models.stream_capture import (
     DEFERRED_FAULT_OPERATIONS,
+    PROFILE_DRIVER_OPERATIONS,
     STREAM_DRIVER_OPERATIONS,
     TRANSITION_DRIVER_OPERATIONS,
     CaptureVariant,
@@ -449,6 +450,23 @@ class StreamCaptureMachine(RuleBasedStateMachine):
     def sync(self) -> None:
         self._both("sync", lambda: self.model.sync(self.sid0), self.real0.sync)
 
+    def _profile(self, what: str, fault: Optional[str] = None) -> None:
+        """A whole profile with nothing inside, on both; a measurement is a time, never negative."""
+
+        def measure() -> Optional[float]:
+            with self.real0.profile() as p:
+                pass
+            return p.elapsed_ms
+
+        _, elapsed, err = self._both(what, lambda: self.model.profile(self.sid0, fault=fault), measure)
+        if err is None:
+            assert elapsed is not None and elapsed >= 0.0, f"profile measured {elapsed!r}"
+
+    @rule()
+    @_counted
+    def profile(self) -> None:
+        self._profile("profile")
+
     @rule()
     @_counted
     def cleanup(self) -> None:
@@ -627,6 +645,19 @@ class StreamCaptureMachine(RuleBasedStateMachine):
             # The failure must leave the stream re-capturable: prove it with a whole cycle.
             assert self.real0.capture_state.variant.name == "NO_CAPTURE"
             self._recapture()
+
+    @precondition(lambda self: self.mock)
+    @rule(op=st.sampled_from(PROFILE_DRIVER_OPERATIONS + ("event_destroy",)), code=FAULT_CODES)
+    @_counted
+    def fault_then_profile(self, op: str, code: int) -> None:
+        """A driver operation of a profile fails once: the profile raises DriverError (or, for
+        event_destroy, still measures), and the stream stays usable."""
+        STATS.faults_injected += 1
+        self.device.inject_fault(op, code, after=0, times=1)
+        try:
+            self._profile(f"profile with {op} failing", fault=op)
+        finally:
+            self.device.clear_faults()
 
     def _drain(self) -> None:
         """Reports the stream's queued failures (a sync that must raise them), so that what

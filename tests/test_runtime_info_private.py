@@ -1,0 +1,119 @@
+"""An info-cache entry first made inside a hardware recording is a memory node of that recording:
+no other stream may ever be handed it (it has no memory behind it for an eager launch)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import CaptureRefusedError
+from lifecore import kernels as K
+
+N = 300
+BLOCK = 128
+GRID = (N + BLOCK - 1) // BLOCK
+
+
+def upload(stream, values):
+    arr = np.asarray(values, dtype=np.float32)
+    buf = stream.alloc(arr.nbytes)
+    stream.write(buf, arr.tobytes())
+    return buf
+
+
+def f32(stream, buf):
+    return np.frombuffer(stream.read(buf), dtype=np.float32)
+
+
+def on_another_thread(fn):
+    """Runs fn on a thread of its own (a thread_local capture forbids this thread's eager
+    allocations, not another thread's) and re-raises what it raised."""
+    failures = []
+
+    def run():
+        try:
+            fn()
+        except BaseException as error:  # noqa: BLE001 - re-raised below
+            failures.append(error)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join()
+    if failures:
+        raise failures[0]
+
+
+@pytest.mark.parametrize("close", ["abort", "end"])
+@pytest.mark.parametrize("mode", ["relaxed", "thread_local"])
+def test_another_stream_never_gets_a_recordings_info_node(mode, close):
+    run = (lambda fn: fn()) if mode == "relaxed" else on_another_thread
+    with lifecore.Device("mock", graphs="hardware", capture_mode=mode) as device:
+        recorder, eager = device.stream(), device.stream()
+        x = upload(eager, np.arange(N))
+        y = upload(eager, np.ones(N))
+        scratch_x, scratch_y = upload(recorder, np.zeros(N)), upload(recorder, np.zeros(N))
+        eager.sync()
+        recorder.sync()
+        words = [N, lifecore.float_bits(3.0)]  # never seen before: a miss inside the recording
+        recorder.graph_prepare()
+        recorder.begin_capture()
+        recorder.launch(K.axpy_info_f32, GRID, BLOCK, [scratch_x, scratch_y], info=words)
+        # The same words from another stream, eagerly, while the recording is open.
+        result = []
+        run(lambda: (eager.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=words), result.append(f32(eager, y))))
+        np.testing.assert_array_equal(result[0], 3.0 * np.arange(N, dtype=np.float32) + 1.0)
+        stats = device.memory_stats()
+        assert stats["info_entries"] == 1 and stats["info_pinned"] == 1  # the same words count once
+        if close == "abort":
+            recorder.abort_capture()
+        else:
+            with pytest.raises(CaptureRefusedError, match="memory node"):
+                recorder.end_capture()
+        # The eager stream's own entry survives the window, and serves every stream.
+        assert device.memory_stats()["info_entries"] == 1
+        recorder.write(y, np.ones(N, np.float32).tobytes())
+        recorder.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=words)
+        np.testing.assert_array_equal(f32(recorder, y), 3.0 * np.arange(N, dtype=np.float32) + 1.0)
+
+
+def test_another_window_gets_its_own_node_not_the_first_ones():
+    with lifecore.Device("mock", graphs="hardware", capture_mode="relaxed") as device:
+        first, second = device.stream(), device.stream()
+        a, b = upload(first, np.zeros(N)), upload(second, np.zeros(N))
+        first.sync()
+        second.sync()
+        words = [N, lifecore.float_bits(5.0)]
+        for s, buf in ((first, a), (second, b)):
+            s.graph_prepare()
+            s.begin_capture()
+            s.launch(K.axpy_info_f32, GRID, BLOCK, [buf, buf], info=words)
+        assert device.memory_stats()["info_entries"] == 1  # private to each window, counted once
+        first.abort_capture()
+        assert device.memory_stats()["info_entries"] == 1  # the second window's stays
+        with pytest.raises(CaptureRefusedError, match="memory node"):
+            second.end_capture()
+        assert device.memory_stats()["info_entries"] == 0
+
+
+def test_model_keeps_a_recordings_info_node_private_to_its_window():
+    from lifecore.models.stream_capture import DeviceModel, Ref, f32_bits
+
+    model = DeviceModel("hardware", "relaxed")
+    recorder, eager = model.new_stream(), model.new_stream()
+    x, y = model.alloc(eager, 16), model.alloc(eager, 16)
+    model.write(eager, x, [1.0, 2.0, 3.0, 4.0])
+    model.write(eager, y, [0.0] * 4)
+    words = [4, f32_bits(3.0)]
+    model.graph_prepare(recorder)
+    model.begin_capture(recorder)
+    model.launch(recorder, "axpy_info_f32", [Ref(x), Ref(y)], info=words)
+    assert model.info_entries == {tuple(words)} and not model.shared_info  # private to the window
+    model.launch(eager, "axpy_info_f32", [Ref(x), Ref(y)], info=words)  # its own, shared entry
+    assert model.shared_info == {tuple(words)} and len(model.info_entries) == 1
+    assert model.read(eager, y) == [3.0, 6.0, 9.0, 12.0]
+    model.abort_capture(recorder)
+    assert model.info_entries == {tuple(words)}  # the eager stream's entry outlives the window
+    assert not model.info_miss_records_memory_node(recorder, words)

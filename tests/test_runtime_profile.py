@@ -1,0 +1,250 @@
+"""Stream.profile: device time measured with driver events, and what each capture state does
+with it (the runtime on the mock, and the reference model)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import CaptureRefusedError, CaptureStateError, CaptureVariant, ClosedError, DriverError
+from lifecore import kernels as K
+from lifecore.models.stream_capture import FAILED_IN_WINDOW, PROFILE_DRIVER_OPERATIONS, DeviceModel, ModelError
+
+N = 256
+SOFTWARE_REFUSAL = ("profile: a software capture window records launches only, so this operation cannot be "
+                    "part of a graph")
+
+
+def _backends():
+    infos = {info.name: info for info in lifecore.backends()}
+    params = []
+    for name in ("mock", "cuda", "hip"):
+        marks = [] if infos[name].available else [pytest.mark.skip(reason=f"{name}: {infos[name].reason}")]
+        params.append(pytest.param(name, id=name, marks=marks))
+    return params
+
+
+def upload(stream, values):
+    arr = np.asarray(values, dtype=np.float32)
+    buf = stream.alloc(arr.nbytes)
+    stream.write(buf, arr.tobytes())
+    return buf
+
+
+def axpy(stream, x, y, a=2.0):
+    stream.launch(K.axpy_f32, (N + 127) // 128, 128, [N, a, x, y])
+
+
+def recapture(stream, x, y):
+    """A whole capture cycle succeeds: the stream was left usable and re-capturable."""
+    graph = stream.capture(lambda s: axpy(s, x, y), warmup=1)
+    assert graph.alive
+    graph.destroy()
+
+
+@pytest.mark.parametrize("backend", _backends())
+def test_profile_measures_the_work_inside_it(backend):
+    with lifecore.Device(backend) as device:
+        s = device.stream()
+        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
+        with s.profile() as p:
+            assert p.elapsed_ms is None and not p.stopped
+            axpy(s, x, y)
+        assert p.stopped and isinstance(p.elapsed_ms, float) and p.elapsed_ms >= 0.0
+        np.testing.assert_array_equal(np.frombuffer(s.read(y), np.float32), 2.0 * np.arange(N, dtype=np.float32))
+        q = s.profile()
+        assert q.stop() == q.elapsed_ms >= 0.0
+        with pytest.raises(ClosedError, match="already stopped"):
+            q.stop()
+
+
+def test_profile_during_warmup_measures():
+    with lifecore.Device("mock") as device:
+        s = device.stream()
+        s.graph_prepare()
+        with s.profile() as p:
+            pass
+        assert p.elapsed_ms is not None
+        s.abort_capture()
+
+
+def test_an_exception_inside_the_profile_propagates_and_leaves_the_stream_usable():
+    with lifecore.Device("mock") as device:
+        s = device.stream()
+        with pytest.raises(KeyError):
+            with s.profile() as p:
+                raise KeyError("the profiled work failed")
+        assert p.stopped and p.elapsed_ms is None
+        s.sync()
+
+
+def test_a_software_recording_refuses_a_profile_on_the_spot():
+    with lifecore.Device("mock", graphs="software") as device:
+        s = device.stream()
+        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
+        s.graph_prepare()
+        axpy(s, x, y)
+        s.begin_capture()
+        with pytest.raises(CaptureStateError) as raised:
+            s.profile()
+        assert str(raised.value) == SOFTWARE_REFUSAL
+        assert s.capture_state.variant == CaptureVariant.CAPTURE
+        axpy(s, x, y)
+        graph = s.end_capture()  # refused on the spot: the recording is not affected
+        assert graph.node_count == 1
+        graph.destroy()
+
+
+def test_a_profile_ending_inside_a_software_recording_is_refused():
+    with lifecore.Device("mock", graphs="software") as device:
+        s = device.stream()
+        s.graph_prepare()
+        p = s.profile()
+        s.begin_capture()
+        with pytest.raises(CaptureStateError) as raised:
+            p.stop()
+        assert str(raised.value) == SOFTWARE_REFUSAL and p.stopped
+        s.abort_capture()
+
+
+@pytest.mark.parametrize("mode, code, refusal", [("thread_local", 900, "invalidated"),
+                                                 ("global", 900, "invalidated"),
+                                                 ("relaxed", 907, FAILED_IN_WINDOW)])
+def test_a_hardware_recording_refuses_the_profiles_wait_and_then_the_recording(mode, code, refusal):
+    with lifecore.Device("mock", graphs="hardware", capture_mode=mode) as device:
+        s = device.stream()
+        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
+        s.graph_prepare()
+        axpy(s, x, y)
+        s.begin_capture()
+        with pytest.raises(DriverError) as raised:
+            with s.profile():
+                axpy(s, x, y)
+        assert raised.value.code == code
+        with pytest.raises(CaptureRefusedError, match=refusal):
+            s.end_capture()
+        assert s.capture_state.variant == CaptureVariant.NO_CAPTURE
+        s.sync()
+        recapture(s, x, y)
+
+
+def test_a_profile_started_in_a_hardware_recording_that_ended_measures_nothing():
+    with lifecore.Device("mock", graphs="hardware") as device:
+        s = device.stream()
+        s.graph_prepare()
+        s.begin_capture()
+        p = s.profile()
+        s.abort_capture()
+        with pytest.raises(CaptureStateError, match="since ended"):
+            p.stop()
+        s.sync()
+
+
+def test_a_profile_abandoned_inside_a_hardware_recording_fails_the_recording():
+    with lifecore.Device("mock", graphs="hardware", capture_mode="relaxed") as device:
+        s = device.stream()
+        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
+        s.graph_prepare()
+        axpy(s, x, y)
+        s.begin_capture()
+        with pytest.raises(KeyError):
+            with s.profile():
+                raise KeyError("work inside failed")
+        axpy(s, x, y)
+        with pytest.raises(CaptureRefusedError, match="abandoned"):
+            s.end_capture()
+        recapture(s, x, y)
+
+
+@pytest.mark.parametrize("op", PROFILE_DRIVER_OPERATIONS)
+@pytest.mark.parametrize("code", [2, 999])
+def test_a_failing_driver_operation_raises_and_leaves_the_stream_usable(op, code):
+    with lifecore.Device("mock") as device:
+        s = device.stream()
+        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
+        device.inject_fault(op, code)
+        with pytest.raises(DriverError) as raised:
+            with s.profile():
+                axpy(s, x, y)
+        assert raised.value.code == code
+        device.clear_faults()
+        with s.profile() as p:
+            pass
+        assert p.elapsed_ms is not None
+        s.sync()  # nothing was queued on the stream
+        # A failed start runs nothing inside the with; a failed stop comes after the work.
+        ran = op in ("event_synchronize", "event_elapsed")
+        expected = 2.0 * np.arange(N, dtype=np.float32) if ran else np.zeros(N, np.float32)
+        np.testing.assert_array_equal(np.frombuffer(s.read(y), np.float32), expected)
+        recapture(s, x, y)
+
+
+def test_a_failing_event_destroy_loses_nothing():
+    with lifecore.Device("mock") as device:
+        s = device.stream()
+        device.inject_fault("event_destroy", 999, times=2)
+        with s.profile() as p:
+            pass
+        assert p.elapsed_ms is not None
+
+
+def test_a_fault_in_the_profiles_wait_inside_a_hardware_recording_fails_the_recording():
+    with lifecore.Device("mock", graphs="hardware") as device:
+        s = device.stream()
+        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
+        s.graph_prepare()
+        axpy(s, x, y)
+        s.begin_capture()
+        device.inject_fault("event_synchronize", 999)
+        with pytest.raises(DriverError) as raised:
+            with s.profile():
+                pass
+        assert raised.value.code == 999
+        device.clear_faults()
+        with pytest.raises(CaptureRefusedError, match=FAILED_IN_WINDOW):
+            s.end_capture()
+        recapture(s, x, y)
+
+
+# ---- the model ---------------------------------------------------------------------------
+
+
+def _recording(graphs, mode="thread_local"):
+    model = DeviceModel(graphs, mode)
+    s = model.new_stream()
+    model.graph_prepare(s)
+    model.begin_capture(s)
+    return model, s
+
+
+def test_model_profile_outside_a_recording_and_its_faults():
+    model = DeviceModel("hardware")
+    s = model.new_stream()
+    model.profile(s)
+    for op in PROFILE_DRIVER_OPERATIONS:
+        with pytest.raises(ModelError) as raised:
+            model.profile(s, fault=op)
+        assert raised.value.kind == "DriverError"
+    model.profile(s, fault="event_destroy")
+    assert not model.streams[s].queued
+
+
+def test_model_profile_in_a_software_recording():
+    model, s = _recording("software")
+    with pytest.raises(ModelError) as raised:
+        model.profile(s)
+    assert (raised.value.kind, raised.value.message) == ("CaptureStateError", SOFTWARE_REFUSAL)
+    model.end_capture(s)
+
+
+@pytest.mark.parametrize("mode, code, refusal", [("thread_local", "900", "invalidated"),
+                                                 ("relaxed", "907", FAILED_IN_WINDOW)])
+def test_model_profile_in_a_hardware_recording(mode, code, refusal):
+    model, s = _recording("hardware", mode)
+    with pytest.raises(ModelError) as raised:
+        model.profile(s)
+    assert (raised.value.kind, raised.value.contains) == ("DriverError", code)
+    with pytest.raises(ModelError) as refused:
+        model.end_capture(s)
+    assert (refused.value.kind, refused.value.contains) == ("CaptureRefusedError", refusal)
