@@ -49,6 +49,7 @@ class ModelDeferred:
     domains: list
     backing_sequence: Optional[int] = None
     expected_generation: Optional[int] = None
+    backing_authority_generation: Optional[int] = None  # with backing_sequence: the sequence's authority
 
 
 @dataclass
@@ -458,7 +459,8 @@ class ModelSession:
                 return "BACKING_DEFERRED", ModelDeferred(
                     c, seq.request_id, srcs, epochs, "AWAIT_BACKING_GROWTH" if growth else "PREEMPT_AND_RECOMPUTE",
                     [("IMMEDIATE_AVAILABILITY", s) for s in srcs], delta, 0, list(seq.domains),
-                    backing_sequence=seq.sparse_id, expected_generation=cur.generation)
+                    backing_sequence=seq.sparse_id, expected_generation=cur.generation,
+                    backing_authority_generation=seq.generation)
             for d in seq.domains:
                 c.used[d] += b
             seq.pages += delta
@@ -470,6 +472,9 @@ class ModelSession:
         self._require_active("register_admission_waiter")
         if deferred.coordinator is not self.coordinator:
             raise ModelError("StaleAuthority", "foreign coordinator")
+        if deferred.backing_sequence is not None and (
+                deferred.backing_sequence, deferred.backing_authority_generation) != self.sequence_authority:
+            raise ModelError("StaleAuthority", "a backing deferral of another sequence")
         if deferred.expected_generation is not None and deferred.expected_generation != self.current.generation:
             raise ModelError("StaleAuthority", "stale backing generation")
         return self.coordinator.register_waiter(deferred)

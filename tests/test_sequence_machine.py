@@ -8,6 +8,7 @@ from hypothesis.stateful import run_state_machine_as_test
 from lifecore.errors import BackendUnavailableError
 from lifecore.sequence import AdmissionCoordinator
 from lifecore.testing import SequenceSessionMachine
+from lifecore.testing.sequence_session import STATS
 
 
 def _mock_factory():
@@ -21,4 +22,9 @@ def _mock_factory():
 @pytest.mark.parametrize("backend", ["host", "mock"])
 def test_sequence_session_machine(backend):
     factory = (lambda **kw: AdmissionCoordinator(None, **kw)) if backend == "host" else _mock_factory()
+    STATS.reset()
     run_state_machine_as_test(lambda: SequenceSessionMachine(factory))
+    assert STATS.steps > 0, "the machine ran no step"
+    # the scheduler-like rules reach growth: without them extensions were a rarity
+    grown = sum(n for (rule, outcome), n in STATS.outcomes.items() if outcome == "EXTENDED")
+    assert grown > 0, STATS.report()

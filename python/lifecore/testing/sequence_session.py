@@ -7,6 +7,9 @@ sum of live backings, within every domain and the ceiling), epochs, waiters, tha
 frame's snapshot never changes, and that terminal states are absorbing. Teardown drops
 everything and checks that usage returns to zero.
 
+``STATS`` counts, across machines in this process, how often each rule ran and which
+outcome or error kind it produced (``print(STATS.report())``), so a skewed rule mix shows.
+
 Bind it to a backend by passing a coordinator factory::
 
     run_state_machine_as_test(lambda: SequenceSessionMachine(lambda **kw: AdmissionCoordinator("mock", **kw)))
@@ -14,10 +17,12 @@ Bind it to a backend by passing a coordinator factory::
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from lifecore import errors
 from lifecore.models import sequence_session as model
@@ -59,7 +64,52 @@ def both(real: Callable[[], Any], modeled: Callable[[], Any]) -> tuple[Any, Any,
     except model.ModelError as e:
         m, m_error = None, e.kind
     assert r_error == m_error, f"implementation: {r_error}, model: {m_error}"
+    if r_error:
+        STATS.note(STATS.current, "err:" + r_error)
     return r, m, r_error
+
+
+@dataclass
+class SequenceMachineStats:
+    """Outcome counters across every machine instance in this process."""
+
+    runs: int = 0
+    steps: int = 0
+    rules: Counter = field(default_factory=Counter)
+    outcomes: Counter = field(default_factory=Counter)
+    current: str = ""
+
+    def note(self, rule: str, outcome: str) -> None:
+        self.outcomes[(rule, outcome)] += 1
+
+    def reset(self) -> None:
+        self.runs = self.steps = 0
+        self.rules.clear()
+        self.outcomes.clear()
+
+    def report(self) -> str:
+        lines = [f"runs {self.runs}, steps {self.steps}"]
+        for rule, n in sorted(self.rules.items(), key=lambda kv: -kv[1]):
+            outs = {o: c for (r, o), c in self.outcomes.items() if r == rule}
+            lines.append(f"  {rule:24} {n:6}  " + ", ".join(f"{o}={c}" for o, c in sorted(outs.items())))
+        other = {(r, o): c for (r, o), c in self.outcomes.items() if r not in self.rules}
+        for (r, o), c in sorted(other.items()):
+            lines.append(f"  {r}/{o} = {c}")
+        return "\n".join(lines)
+
+
+STATS = SequenceMachineStats()
+
+
+def _counted(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def step(self: Any, **kwargs: Any) -> Any:
+        STATS.steps += 1
+        STATS.rules[fn.__name__] += 1
+        STATS.current = fn.__name__
+        return fn(self, **kwargs)
+
+    step.__name__, step.__doc__, step.__qualname__ = fn.__name__, fn.__doc__, fn.__qualname__
+    return step
 
 
 class Entry:
@@ -83,13 +133,24 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         self.model = model.ModelCoordinator(**CONFIG)
         self.entries: list[Entry] = []
         self.deferreds: list[tuple[AdmissionDeferred, model.ModelDeferred]] = []
-        self.waiters: list[tuple[Any, model.ModelWaiter]] = []
+        self.waiters: list[tuple[Any, model.ModelWaiter, model.ModelDeferred]] = []
         self.counter = 0
+        self.cursor = 0
+        self.requests: dict[str, tuple] = {}  # deferred request id -> (prompt, fit, domains)
+        STATS.runs += 1
 
     # ---------- helpers ----------
     def _pick(self, index: int, pred: Callable[[Entry], bool]) -> Optional[Entry]:
         candidates = [e for e in self.entries if pred(e)]
         return candidates[index % len(candidates)] if candidates else None
+
+    def _pick_session(self, index: int) -> Optional[Entry]:
+        """Mostly a session whose handle is open; every fourth pick any session (error paths)."""
+        if index % 4:
+            e = self._pick(index, self._live)
+            if e is not None:
+                return e
+        return self._pick(index, lambda e: e.rs is not None)
 
     def _has(self, pred: Callable[[Entry], bool]) -> bool:
         return any(pred(e) for e in self.entries)
@@ -99,39 +160,91 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         return (snapshot.generation, snapshot.tokens, snapshot.pages)
 
     # ---------- admission ----------
-    @rule(prompt=st.integers(-1, 14), extra=st.integers(0, 28), domains=st.sampled_from([None, ["a"], ["b"], ["b", "a"]]),
-          open_now=st.booleans())
-    def admit(self, prompt: int, extra: int, domains: Optional[list], open_now: bool) -> None:
-        self.counter += 1
-        rid = f"r{self.counter}"
-        r, m, err = both(lambda: self.real.admit(rid, prompt, prompt + extra, domains),
-                         lambda: self.model.admit(rid, prompt, prompt + extra, domains))
+    def _admit(self, prompt: int, fit: int, domains: Optional[list], open_now: bool, keep_resources: bool = True,
+               request_id: Optional[str] = None) -> None:
+        """Admit on both sides; an admitted sequence may be opened at once and, when the
+        scheduler keeps only the session (``keep_resources`` false), its resources handle is
+        dropped so that ending the session releases the capacity."""
+        if request_id is None:
+            self.counter += 1
+            request_id = f"r{self.counter}"
+        rid = request_id
+        r, m, err = both(lambda: self.real.admit(rid, prompt, fit, domains),
+                         lambda: self.model.admit(rid, prompt, fit, domains))
         if err:
             return
         if isinstance(m, model.ModelAdmitted):
             assert isinstance(r, Admitted), r
+            STATS.note(STATS.current, "ADMITTED")
             assert self._snap(r.resources.initial_backing) == (1, prompt, m.resources.initial_backing.pages)
             entry = Entry(r.resources, m.resources)
             self.entries.append(entry)
             if open_now:
                 entry.rs, entry.ms = entry.rr.open_session(), entry.mr.open_session()
+                if not keep_resources:
+                    entry.rr.close()
+                    entry.rr = None
+                    entry.mr.close()
         elif isinstance(m, model.ModelDeferred):
             assert isinstance(r, AdmissionDeferred), r
+            STATS.note(STATS.current, "DEFERRED:" + m.action)
             assert [_source_name(s) for s in r.wait_condition.sources] == m.sources
             assert list(r.wait_condition.epochs) == m.epochs
             assert r.action.name == m.action
-            self.deferreds.append((r, m))
-            self.deferreds = self.deferreds[-6:]
+            self._remember_deferral(r, m)
+            self.requests[rid] = (prompt, fit, domains)
         else:
+            STATS.note(STATS.current, "REJECTED")
             assert isinstance(r, AdmissionRejected), r
 
+    def _remember_deferral(self, r: AdmissionDeferred, m: model.ModelDeferred) -> None:
+        self.deferreds.append((r, m))
+        self.deferreds = self.deferreds[-6:]
+
+    @initialize(sizes=st.lists(st.tuples(st.integers(1, 8), st.integers(0, 12), st.booleans()), min_size=1, max_size=3))
+    def seed_sessions(self, sizes: list) -> None:
+        """Start with live sessions, so that every session rule has targets from the first step."""
+        STATS.current = "seed_sessions"
+        for prompt, extra, keep in sizes:
+            self._admit(prompt, prompt + extra, None, True, keep)
+
+    @rule(prompt=st.integers(-1, 14), extra=st.integers(0, 28), domains=st.sampled_from([None, ["a"], ["b"], ["b", "a"]]),
+          open_now=st.booleans())
+    @_counted
+    def admit(self, prompt: int, extra: int, domains: Optional[list], open_now: bool) -> None:
+        """Any request, invalid and oversized ones included."""
+        self._admit(prompt, prompt + extra, domains, open_now)
+
+    @rule(prompt=st.integers(1, 8), extra=st.integers(0, 16), domains=st.sampled_from([None, None, ["a"], ["b"]]),
+          keep_resources=st.booleans())
+    @_counted
+    def admit_to_run(self, prompt: int, extra: int, domains: Optional[list], keep_resources: bool) -> None:
+        """A request that fits the pool once it is free, opened at once: keeps capacity near its limits."""
+        self._admit(prompt, prompt + extra, domains, True, keep_resources)
+
+    @precondition(lambda self: any(m.request_id in self.requests for _, m in self.deferreds))
+    @rule(d=st.integers(0, 5), keep_resources=st.booleans())
+    @_counted
+    def retry_deferred(self, d: int, keep_resources: bool) -> None:
+        """Re-admit a deferred request, preferring one whose waiter says to retry."""
+        woken = {id(md) for _, m, md in self.waiters if m.should_retry()}
+        pending = [(r, m) for r, m in self.deferreds if m.request_id in self.requests]
+        preferred = [(r, m) for r, m in pending if id(m) in woken] or pending
+        _, md = preferred[d % len(preferred)]
+        prompt, fit, domains = self.requests.pop(md.request_id)
+        STATS.note("retry_deferred", "after_wakeup" if id(md) in woken else "blind")
+        self._admit(prompt, fit, domains, True, keep_resources, request_id=md.request_id)
+
+    @precondition(lambda self: self.model.total["a"] < self.model.maximum["a"] or self.model.closed)
     @rule(extra=st.integers(0, 4))
+    @_counted
     def grow(self, extra: int) -> None:
         target = min(self.model.total["a"] + extra * PAGE_BYTES, self.model.maximum["a"])
         both(lambda: self.real.grow_domain("a", target), lambda: self.model.grow_domain("a", target))
 
     @precondition(lambda self: self._has(lambda e: e.rr is not None and e.rs is None))
     @rule(i=st.integers(0, 50))
+    @_counted
     def open_session(self, i: int) -> None:
         e = self._pick(i, lambda e: e.rr is not None and e.rs is None)
         if e is None:
@@ -144,6 +257,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(lambda e: e.rr is not None))
     @rule(i=st.integers(0, 50))
+    @_counted
     def close_resources(self, i: int) -> None:
         e = self._pick(i, lambda e: e.rr is not None)
         if e is None:
@@ -158,16 +272,21 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(self._live))
     @rule(i=st.integers(0, 50), delta=st.integers(-3, 9), pages=st.one_of(st.none(), st.integers(0, 10)))
+    @_counted
     def extend(self, i: int, delta: int, pages: Optional[int]) -> None:
+        """Any target, invalid ones included."""
         e = self._pick(i, self._live)
         if e is None:
             return
-        tokens = e.ms.current.tokens + delta
+        self._extend(e, e.ms.current.tokens + delta, pages)
+
+    def _extend(self, e: Entry, tokens: int, pages: Optional[int]) -> None:
         r, m, err = both(lambda: e.rs.try_ensure_backing_covers(tokens, pages),
                          lambda: e.ms.try_ensure_backing_covers(tokens, pages))
         if err:
             return
         outcome, payload = m
+        STATS.note(STATS.current, outcome)
         assert r.outcome.name == outcome
         if outcome in ("CURRENT", "EXTENDED"):
             assert self._snap(r.snapshot) == (payload.generation, payload.tokens, payload.pages)
@@ -175,12 +294,12 @@ class SequenceSessionMachine(RuleBasedStateMachine):
             assert r.deferred is not None
             assert [_source_name(s) for s in r.deferred.wait_condition.sources] == payload.sources
             assert r.deferred.action.name == payload.action
-            self.deferreds.append((r.deferred, payload))
-            self.deferreds = self.deferreds[-6:]
+            self._remember_deferral(r.deferred, payload)
         del r
 
     @precondition(lambda self: self._has(self._live))
     @rule(i=st.integers(0, 50), delta=st.integers(-2, 5))
+    @_counted
     def step(self, i: int, delta: int) -> None:
         e = self._pick(i, self._live)
         if e is None:
@@ -188,30 +307,127 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         tokens = e.ms.current.tokens + delta
         r, m, err = both(lambda: e.rs.step(tokens), lambda: e.ms.step(tokens))
         if not err:
+            STATS.note("step", m)
             assert r.name == m
 
-    @precondition(lambda self: self._has(self._live))
+    def _open(self, e: Entry) -> bool:
+        return self._live(e) and e.ms.phase == model.OPEN
+
+    def _growable(self, e: Entry) -> bool:
+        return self._open(e) and e.ms.current.tokens < e.mr.seq.fit_tokens
+
+    @precondition(lambda self: self._has(self._open))
+    @rule(i=st.integers(0, 50), ahead=st.integers(1, 2 * TOKENS_PER_PAGE), spare_pages=st.sampled_from([None, None, 0, 1]))
+    @_counted
+    def extend_frontier(self, i: int, ahead: int, spare_pages: Optional[int]) -> None:
+        """Grow an open session just past its frontier, within its fit limit (a live frame or
+        flight makes this RETRY_REQUIRED; a full pool makes it BACKING_DEFERRED)."""
+        e = self._pick(i, self._growable) or self._pick(i, self._open)
+        seq = e.mr.seq
+        tokens = min(e.ms.current.tokens + ahead, seq.fit_tokens)
+        pages = None
+        if spare_pages is not None:
+            pages = min(max(self.model.pages_for(tokens) + spare_pages, e.ms.current.pages), seq.fit_pages)
+        self._extend(e, tokens, pages)
+
+    @precondition(lambda self: self._has(lambda e: self._open(e) and e.ms.quiescent))
+    @rule(i=st.integers(0, 50), ahead=st.integers(1, TOKENS_PER_PAGE))
+    @_counted
+    def decode_step(self, i: int, ahead: int) -> None:
+        """One decode step of an idle open session, growing it when it still can."""
+        idle = lambda e: self._open(e) and e.ms.quiescent  # noqa: E731
+        e = self._pick(i, lambda e: idle(e) and self._growable(e)) or self._pick(i, idle)
+        tokens = min(e.ms.current.tokens + ahead, e.mr.seq.fit_tokens)
+        r, m, err = both(lambda: e.rs.step(tokens), lambda: e.ms.step(tokens))
+        assert err in (None, "Closed", "InvalidArgument"), err  # closed pool; spare pages make a step incomparable
+        if not err:
+            STATS.note("decode_step", m)
+            assert r.name == m
+
+    def _retirable(self, e: Entry) -> bool:
+        if not (self._live(e) and e.ms.quiescent):
+            return False
+        return e.ms.phase in (model.CANCEL_REQUESTED, model.POISONED) or e.ms.phase == model.OPEN and e.ms.retired > 0
+
+    @precondition(lambda self: self._has(self._retirable))
     @rule(i=st.integers(0, 50))
+    @_counted
+    def retire(self, i: int) -> None:
+        """End a sequence the way a scheduler does: complete (or abort a cancelled or poisoned
+        one), then drop every handle, releasing its capacity and waking waiters."""
+        e = self._pick(i, self._retirable)
+        how = "try_complete" if e.ms.phase == model.OPEN else "try_abort"
+        r, m, err = both(getattr(e.rs, how), getattr(e.ms, how))
+        assert err is None, err
+        STATS.note("retire", m["outcome"])
+        assert r.outcome.name == m["outcome"]
+        e.terminal = m["outcome"]
+        e.rs.close()
+        e.ms.close()
+        if e.rr is not None:
+            e.rr.close()
+            e.rr = None
+            e.mr.close()
+
+    @precondition(lambda self: self._has(self._live))
+    @rule()
+    @_counted
+    def scheduler_tick(self) -> None:
+        """What a scheduler does to the next live session (round robin): commit its frame,
+        decode one token (growing its backing), or retire it once it is done. Having no
+        arguments, this rule sorts first, and Hypothesis favours the first rule."""
+        live = [e for e in self.entries if self._live(e)]
+        self.cursor += 1
+        e = live[self.cursor % len(live)]
+        if e.frame is not None and not e.flights and e.ms.phase == model.OPEN:
+            rf, mf, _ = e.frame
+            r, m, err = both(rf.commit, mf.commit)
+            assert err is None and r.name == m, err
+            STATS.note("scheduler_tick", "commit")
+            e.frame = None
+        elif self._open(e) and e.ms.quiescent and e.ms.current.tokens < e.mr.seq.fit_tokens:
+            tokens = e.ms.current.tokens + 1
+            r, m, err = both(lambda: e.rs.step(tokens), lambda: e.ms.step(tokens))
+            assert err in (None, "Closed", "InvalidArgument"), err
+            if not err:
+                STATS.note("scheduler_tick", m)
+                assert r.name == m
+        elif self._retirable(e):
+            self.retire(i=self._index_in(e, self._retirable))
+        else:
+            STATS.note("scheduler_tick", "idle")
+
+    def _index_in(self, e: Entry, pred: Callable[[Entry], bool]) -> int:
+        return [x for x in self.entries if pred(x)].index(e)
+
+    @precondition(lambda self: self._has(lambda e: self._open(e) and e.ms.active_frame is None))
+    @rule(i=st.integers(0, 50))
+    @_counted
     def acquire(self, i: int) -> None:
-        e = self._pick(i, self._live)
+        e = (self._pick(i, lambda e: self._open(e) and e.ms.active_frame is None) if i % 5 else None) or self._pick(
+            i, self._live)
         if e is None:
             return
         r, m, err = both(e.rs.acquire_frame, e.ms.acquire_frame)
         if err:
             return
+        STATS.note("acquire", "ok")
         assert r.frame_id == m.frame_id
         shape = self._snap(r.snapshot)
         assert shape == (m.snapshot.generation, m.snapshot.tokens, m.snapshot.pages)
         e.frame = (r, m, shape)
 
     @precondition(lambda self: self._has(lambda e: e.frame is not None))
-    @rule(i=st.integers(0, 50), how=st.sampled_from(["commit", "abort", "rollback_unsubmitted", "close"]))
+    @rule(i=st.integers(0, 50), how=st.sampled_from(["commit", "commit", "commit", "abort", "rollback_unsubmitted",
+                                                    "close"]))
+    @_counted
     def finalize_frame(self, i: int, how: str) -> None:
         e = self._pick(i, lambda e: e.frame is not None)
         if e is None:
             return
         rf, mf, _ = e.frame
         r, m, err = both(getattr(rf, how), getattr(mf, how))
+        STATS.note("finalize_frame", how + (":err" if err else ":ok"))
         if how == "commit" and not err:
             assert r.name == m
         if rf.finalized:
@@ -220,23 +436,27 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(lambda e: self._live(e) and e.frame is not None))
     @rule(i=st.integers(0, 50), key=st.integers(0, 3))
+    @_counted
     def prepare_flight(self, i: int, key: int) -> None:
-        e = self._pick(i, self._live)
+        e = self._pick(i, lambda e: self._live(e) and e.frame is not None)
         if e is None:
             return
         r, m, err = both(lambda: e.rs.prepare_flight(key), lambda: e.ms.prepare_flight(key))
         if not err:
+            STATS.note("prepare_flight", "ok")
             e.flights[key] = (r, m)
 
     @precondition(lambda self: self._has(lambda e: bool(e.flights)))
     @rule(i=st.integers(0, 50), how=st.sampled_from(["dispatch", "not_submitted", "finish", "release", "close"]))
+    @_counted
     def flight_op(self, i: int, how: str) -> None:
         e = self._pick(i, lambda e: bool(e.flights))
         if e is None:
             return
         key = sorted(e.flights)[i % len(e.flights)]
         rf, mf = e.flights[key]
-        both(getattr(rf, how), getattr(mf, how))
+        _, _, err = both(getattr(rf, how), getattr(mf, how))
+        STATS.note("flight_op", how + (":err" if err else ":ok"))
         assert rf.released == mf.released
         if rf.released:
             del e.flights[key]
@@ -244,11 +464,13 @@ class SequenceSessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._has(lambda e: e.rs is not None))
     @rule(i=st.integers(0, 50), how=st.sampled_from(["request_cancel", "try_complete", "try_abort",
                                                     "try_abort_if_quiescent"]))
+    @_counted
     def transition(self, i: int, how: str) -> None:
-        e = self._pick(i, lambda e: e.rs is not None)
+        e = self._pick_session(i)
         if e is None:
             return
         r, m, err = both(getattr(e.rs, how), getattr(e.ms, how))
+        STATS.note("transition", how + (":err" if err else ":ok"))
         if err or how == "request_cancel":
             if how == "request_cancel" and not err:
                 assert r.active_frame == m["active_frame"]
@@ -260,6 +482,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(self._live))
     @rule(i=st.integers(0, 50))
+    @_counted
     def drop_session(self, i: int) -> None:
         e = self._pick(i, lambda e: e.rs is not None and not e.ms.handle_closed)
         if e is None:
@@ -269,8 +492,9 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(lambda e: e.rs is not None))
     @rule(i=st.integers(0, 50))
+    @_counted
     def release_sources(self, i: int) -> None:
-        e = self._pick(i, lambda e: e.rs is not None)
+        e = self._pick_session(i)
         if e is None:
             return
         r_out: list = []
@@ -283,11 +507,16 @@ class SequenceSessionMachine(RuleBasedStateMachine):
     # ---------- waiters and preemption ----------
     @precondition(lambda self: bool(self.deferreds))
     @rule(d=st.integers(0, 5), i=st.integers(0, 50), via_session=st.booleans())
+    @_counted
     def register_waiter(self, d: int, i: int, via_session: bool) -> None:
         if not self.deferreds:
             return
         rd, md = self.deferreds[d % len(self.deferreds)]
-        e = self._pick(i, lambda e: e.rs is not None) if via_session else None
+        owner = None if md.backing_sequence is None else (md.backing_sequence, md.backing_authority_generation)
+        owned = lambda e: e.rs is not None and e.ms.sequence_authority == owner  # noqa: E731
+        # a backing deferral registers through its own session (mostly; another session is refused)
+        e = (self._pick(i, owned) if owner is not None and i % 4 else None) or (
+            self._pick_session(i) if via_session else None)
         if e is not None:
             r, m, err = both(lambda: e.rs.register_admission_waiter(rd), lambda: e.ms.register_admission_waiter(md))
         else:
@@ -295,26 +524,29 @@ class SequenceSessionMachine(RuleBasedStateMachine):
                 return  # backing deferrals register through their session
             r, m, err = both(lambda: self.real.register_waiter(rd), lambda: self.model.register_waiter(md))
         if not err:
-            self.waiters.append((r, m))
+            STATS.note("register_waiter", "registered")
+            self.waiters.append((r, m, md))
             if len(self.waiters) > 6:
-                old_r, old_m = self.waiters.pop(0)
+                old_r, old_m, _ = self.waiters.pop(0)
                 old_r.cancel()
                 old_m.cancel()
 
     @precondition(lambda self: bool(self.deferreds))
     @rule(d=st.integers(0, 5))
+    @_counted
     def preempt(self, d: int) -> None:
         if not self.deferreds:
             return
         rd, md = self.deferreds[d % len(self.deferreds)]
-        if md.expected_generation is not None:
-            return
+        own = None if md.backing_sequence is None else (md.backing_sequence, md.backing_authority_generation)
         live = [e for e in self.entries if e.rs is not None and not e.ms.handle_closed]
         report = preempt_for(self.real, rd, [e.rs for e in live])
         victims = []
         for e in live:  # the same policy, on the model
             if self.model.fits_now(md):
                 break
+            if e.ms.sequence_authority == own:
+                continue
             out: list = []
             try:
                 e.ms.write_release_capacity_sources(out)
@@ -327,13 +559,23 @@ class SequenceSessionMachine(RuleBasedStateMachine):
             except model.ModelError:
                 continue
             victims.append(e.ms.sequence_authority)
+            e.terminal = model.ABORTED
             e.ms.close()
+        STATS.note("preempt", "victims" if victims else "no_victim")
+        STATS.outcomes[("preempt", "victim_count")] += len(victims)
+        STATS.note("preempt", "satisfied" if report.satisfied else "unsatisfied")
         assert [(a.sparse_id, a.generation) for a in report.victims] == victims
         assert report.satisfied == self.model.fits_now(md)
 
-    @rule(dice=st.integers(0, 29))
-    def close_coordinator_rarely(self, dice: int) -> None:
-        if dice == 17 and not self.model.closed:
+    @precondition(lambda self: bool(self.deferreds) and not self.model.closed)
+    @rule(d=st.integers(0, 5), dice=st.integers(0, 39))
+    @_counted
+    def observe_or_close(self, d: int, dice: int) -> None:
+        """Whether a deferred demand fits now agrees with the model; rarely, close the coordinator."""
+        rd, md = self.deferreds[d % len(self.deferreds)]
+        assert self.real.fits_now(rd) == self.model.fits_now(md)
+        if dice == 0:
+            STATS.note("observe_or_close", "closed")
             self.real.close()
             self.model.close()
 
@@ -378,12 +620,16 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @invariant()
     def waiters_match(self) -> None:
-        for r, m in self.waiters:
+        for r, m, _ in self.waiters:
             assert r.should_retry() == m.should_retry()
             assert r.wake_count == m.wakes
+            seen = getattr(m, "_stats_seen", 0)
+            if m.wakes > seen:
+                STATS.outcomes[("waiters", "wakeups")] += m.wakes - seen
+                m._stats_seen = m.wakes
 
     def teardown(self) -> None:
-        for r, m in self.waiters:
+        for r, m, _ in self.waiters:
             r.cancel()
             m.cancel()
         for e in self.entries:
