@@ -3,7 +3,8 @@ import os
 from hypothesis import HealthCheck, settings
 
 # dev: quick enough for a laptop loop; ci: derandomized, more steps, no example database;
-# nightly: long runs. Pick one with HYPOTHESIS_PROFILE or --hypothesis-profile.
+# ci-sanitize: dev's sizes, derandomized (the slow instrumented build in CI); nightly: long
+# runs. Pick one with HYPOTHESIS_PROFILE or --hypothesis-profile.
 settings.register_profile(
     "dev", max_examples=15, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -11,6 +12,10 @@ settings.register_profile(
 settings.register_profile(
     "ci", max_examples=60, stateful_step_count=60, deadline=None, derandomize=True, database=None,
     print_blob=True, suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "ci-sanitize", max_examples=15, stateful_step_count=30, deadline=None, derandomize=True,
+    database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile(
     "nightly", max_examples=1000, stateful_step_count=100, deadline=None,
