@@ -1,6 +1,9 @@
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+import lifecore
 
 # dev: quick enough for a laptop loop; ci: derandomized, more steps, no example database;
 # ci-sanitize: dev's sizes, derandomized (the slow instrumented build in CI); nightly: long
@@ -22,3 +25,17 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+@pytest.fixture(params=["hardware", "software"])
+def mock_device(request):
+    """A mock device with hardware, then software graphs (fault injection is mock-only)."""
+    with lifecore.Device("mock", graphs=request.param) as dev:
+        yield dev
+
+
+@pytest.fixture
+def mock_hardware_device():
+    """A mock device recording with hardware graphs."""
+    with lifecore.Device("mock", graphs="hardware") as dev:
+        yield dev

@@ -56,19 +56,6 @@ def software_device(request):
         yield dev
 
 
-@pytest.fixture(params=["hardware", "software"])
-def mock_device(request):
-    """Fault injection is mock-only."""
-    with lifecore.Device("mock", graphs=request.param) as dev:
-        yield dev
-
-
-@pytest.fixture
-def mock_hardware_device():
-    with lifecore.Device("mock", graphs="hardware") as dev:
-        yield dev
-
-
 def f32(stream, buf) -> np.ndarray:
     return np.frombuffer(stream.read(buf), dtype=np.float32)
 

@@ -15,18 +15,6 @@ GRID, BLOCK = 2, 128
 FAILED = 719  # CUDA_ERROR_LAUNCH_FAILED
 
 
-@pytest.fixture(params=["hardware", "software"])
-def device(request):
-    with lifecore.Device("mock", graphs=request.param) as dev:
-        yield dev
-
-
-@pytest.fixture
-def hardware_device():
-    with lifecore.Device("mock", graphs="hardware") as dev:
-        yield dev
-
-
 def ones(stream) -> lifecore.Buffer:
     buf = stream.alloc(4 * N)
     stream.write(buf, np.ones(N, np.float32).tobytes())
@@ -65,8 +53,8 @@ def assert_recapturable(dev, stream) -> None:
     graph.destroy()
 
 
-def test_fault_at_begin_capture_driver_call(hardware_device) -> None:
-    dev = hardware_device
+def test_fault_at_begin_capture_driver_call(mock_hardware_device) -> None:
+    dev = mock_hardware_device
     s = dev.stream()
     x, y = ones(s), ones(s)
     dev.inject_fault("stream_begin_capture", FAILED)
@@ -77,20 +65,20 @@ def test_fault_at_begin_capture_driver_call(hardware_device) -> None:
     assert_recapturable(dev, s)
 
 
-def test_fault_at_begin_capture_flush(device) -> None:
-    s = device.stream()
+def test_fault_at_begin_capture_flush(mock_device) -> None:
+    s = mock_device.stream()
     x, y = ones(s), ones(s)
     s.graph_prepare()
-    device.inject_fault("stream_synchronize", FAILED)
+    mock_device.inject_fault("stream_synchronize", FAILED)
     with pytest.raises(DriverError):
         s.begin_capture()
-    assert device.memory_stats()["info_pinned"] == 0
-    assert_recapturable(device, s)
+    assert mock_device.memory_stats()["info_pinned"] == 0
+    assert_recapturable(mock_device, s)
 
 
 @pytest.mark.parametrize("call", ["stream_end_capture", "graph_node_counts", "graph_instantiate"])
-def test_fault_while_sealing_is_a_refusal(hardware_device, call) -> None:
-    dev = hardware_device
+def test_fault_while_sealing_is_a_refusal(mock_hardware_device, call) -> None:
+    dev = mock_hardware_device
     s = dev.stream()
     x, y = ones(s), ones(s)
     dev.inject_fault(call, FAILED)
@@ -102,8 +90,8 @@ def test_fault_while_sealing_is_a_refusal(hardware_device, call) -> None:
     assert_recapturable(dev, s)
 
 
-def test_failed_upload_is_only_a_warning(hardware_device) -> None:
-    dev = hardware_device
+def test_failed_upload_is_only_a_warning(mock_hardware_device) -> None:
+    dev = mock_hardware_device
     s = dev.stream()
     x = ones(s)
     y = s.alloc(4 * N)
@@ -114,17 +102,17 @@ def test_failed_upload_is_only_a_warning(hardware_device) -> None:
     np.testing.assert_array_equal(np.frombuffer(s.read(y), np.float32), np.full(N, 4.0, np.float32))
 
 
-def test_failing_launch_in_warmup_surfaces_at_begin_capture(device) -> None:
-    s = device.stream()
+def test_failing_launch_in_warmup_surfaces_at_begin_capture(mock_device) -> None:
+    s = mock_device.stream()
     x, y = ones(s), ones(s)
-    device.inject_fault("launch_kernel", FAILED)
+    mock_device.inject_fault("launch_kernel", FAILED)
     with pytest.raises(DriverError, match="begin_capture"):
         s.capture(step_for(x, y))
-    assert_recapturable(device, s)
+    assert_recapturable(mock_device, s)
 
 
-def test_failing_launch_while_recording_refuses_the_capture(hardware_device) -> None:
-    dev = hardware_device
+def test_failing_launch_while_recording_refuses_the_capture(mock_hardware_device) -> None:
+    dev = mock_hardware_device
     s = dev.stream()
     x, y = ones(s), ones(s)
     s.graph_prepare(owner=4)
@@ -139,8 +127,8 @@ def test_failing_launch_while_recording_refuses_the_capture(hardware_device) -> 
 
 
 @pytest.mark.parametrize("call", ["mem_alloc", "memcpy_htod_async", "module_load"])
-def test_fault_inside_warmup_aborts_the_window(device, call) -> None:
-    dev = device
+def test_fault_inside_warmup_aborts_the_window(mock_device, call) -> None:
+    dev = mock_device
     s = dev.stream()
     x = ones(s)
     y = s.alloc(4 * N)
@@ -158,8 +146,8 @@ def test_fault_inside_warmup_aborts_the_window(device, call) -> None:
     assert_recapturable(dev, s)
 
 
-def test_fault_in_a_memory_node_allocation(hardware_device) -> None:
-    dev = hardware_device
+def test_fault_in_a_memory_node_allocation(mock_hardware_device) -> None:
+    dev = mock_hardware_device
     s = dev.stream()
     s.graph_prepare()
     s.begin_capture()
@@ -170,13 +158,13 @@ def test_fault_in_a_memory_node_allocation(hardware_device) -> None:
     assert_recapturable(dev, s)
 
 
-def test_fault_in_replay_surfaces_at_sync(device) -> None:
-    s = device.stream()
+def test_fault_in_replay_surfaces_at_sync(mock_device) -> None:
+    s = mock_device.stream()
     x = ones(s)
     y = s.alloc(4 * N)
     s.fill(y, 0)
     graph = s.capture(step_for(x, y))
-    device.inject_fault("graph_launch" if device.graphs == "hardware" else "launch_kernel", FAILED)
+    mock_device.inject_fault("graph_launch" if mock_device.graphs == "hardware" else "launch_kernel", FAILED)
     graph.replay()
     with pytest.raises(DriverError) as raised:
         s.sync()
@@ -184,28 +172,28 @@ def test_fault_in_replay_surfaces_at_sync(device) -> None:
     s.sync()  # reported once
     graph.replay()
     assert graph.alive
-    assert_recapturable(device, s)
+    assert_recapturable(mock_device, s)
 
 
-def test_fault_in_a_fenced_flush_is_queued(device) -> None:
-    s = device.stream()
+def test_fault_in_a_fenced_flush_is_queued(mock_device) -> None:
+    s = mock_device.stream()
     x = ones(s)
     for _ in range(3):
         s.alloc(4 * N).free()  # something for the drop queue to hold
-    device.inject_fault("event_record", FAILED, times=100)
+    mock_device.inject_fault("event_record", FAILED, times=100)
     for _ in range(70):
         s.launch(K.scale_f32, GRID, BLOCK, [N, 1.0, x, x])
-    device.clear_faults()
+    mock_device.clear_faults()
     with pytest.raises(DriverError):
         s.sync()
     s.sync()
-    stats = device.memory_stats()
+    stats = mock_device.memory_stats()
     assert stats["slices_free"] >= 1  # released after the successful sync
-    assert_recapturable(device, s)
+    assert_recapturable(mock_device, s)
 
 
-def test_fault_in_graph_destroy_still_releases(hardware_device) -> None:
-    dev = hardware_device
+def test_fault_in_graph_destroy_still_releases(mock_hardware_device) -> None:
+    dev = mock_hardware_device
     s = dev.stream()
     x, y = ones(s), ones(s)
     graph = s.capture(step_for(x, y))
@@ -218,32 +206,32 @@ def test_fault_in_graph_destroy_still_releases(hardware_device) -> None:
 
 @pytest.mark.parametrize("after", [0, 1, 2, 3, 5, 8])
 @pytest.mark.parametrize("call", ["launch_kernel", "mem_alloc", "memcpy_htod_async", "stream_synchronize", "event_record"])
-def test_faults_anywhere_in_a_capture_never_wedge_the_stream(device, call, after) -> None:
-    s = device.stream()
+def test_faults_anywhere_in_a_capture_never_wedge_the_stream(mock_device, call, after) -> None:
+    s = mock_device.stream()
     x = ones(s)
     y = s.alloc(4 * N)
     s.fill(y, 0)
     s.sync()
-    device.inject_fault(call, FAILED, after=after)
+    mock_device.inject_fault(call, FAILED, after=after)
     try:
         graph = s.capture(step_for(x, y), warmup=2)
         graph.replay()
         s.sync()
     except LifecoreError:
         pass
-    assert_recapturable(device, s)
+    assert_recapturable(mock_device, s)
 
 
-def test_unknown_fault_name_lists_the_valid_ones(device) -> None:
+def test_unknown_fault_name_lists_the_valid_ones(mock_device) -> None:
     with pytest.raises(InvalidArgumentError) as raised:
-        device.inject_fault("launch_kernels", FAILED)
+        mock_device.inject_fault("launch_kernels", FAILED)
     assert "launch_kernel" in str(raised.value) and "stream_end_capture" in str(raised.value)
     with pytest.raises(InvalidArgumentError):
-        device.inject_fault("launch_kernel", 0)
+        mock_device.inject_fault("launch_kernel", 0)
     with pytest.raises(InvalidArgumentError):
-        device.inject_fault("launch_kernel", FAILED, after=-1)
+        mock_device.inject_fault("launch_kernel", FAILED, after=-1)
     with pytest.raises(InvalidArgumentError):
-        device.inject_fault("launch_kernel", FAILED, times=0)
-    s = device.stream()
+        mock_device.inject_fault("launch_kernel", FAILED, times=0)
+    s = mock_device.stream()
     s.launch(K.scale_f32, 1, 1, [1, 1.0, ones(s), ones(s)])
     s.sync()  # nothing was injected
