@@ -1,3 +1,4 @@
+import faulthandler
 import os
 
 import pytest
@@ -25,6 +26,24 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# Every test has a time limit, so a deadlock is a fast, readable failure rather than a hung
+# run: on expiry faulthandler prints the traceback of every thread and ends the process.
+# LIFECORE_TEST_TIMEOUT overrides it (seconds); the sanitizer build is several times slower.
+_TEST_TIME_LIMIT = float(
+    os.environ.get("LIFECORE_TEST_TIMEOUT", "900" if os.environ.get("LIFECORE_SANITIZED") else "180")
+)
+
+
+@pytest.fixture(autouse=True)
+def _time_limit(request):
+    limit = request.node.get_closest_marker("time_limit")
+    seconds = float(limit.args[0]) if limit else _TEST_TIME_LIMIT
+    faulthandler.dump_traceback_later(seconds, exit=True)
+    try:
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.fixture(params=["hardware", "software"])

@@ -20,3 +20,15 @@ def test_error_hierarchy():
     assert issubclass(lifecore.LifecoreTypeError, TypeError)
     for name in lifecore.errors.__all__:
         assert issubclass(getattr(lifecore, name), lifecore.LifecoreError)
+
+
+def test_error_classes_follow_python_protocol_families():
+    from lifecore import errors
+
+    assert issubclass(errors.LifecoreOverflowError, OverflowError)
+    assert issubclass(errors.LifecoreOverflowError, errors.InvalidArgumentError)
+    assert issubclass(errors.InvalidArgumentError, ValueError)
+    assert issubclass(errors.LifecoreTypeError, TypeError)
+    assert issubclass(errors.DeviceLostError, errors.DriverError)
+    for name in errors.__all__:
+        assert issubclass(getattr(errors, name), errors.LifecoreError)

@@ -1,9 +1,8 @@
 // Translates lifecore::Error into the exception classes of lifecore.errors, by kind.
 // The classes are defined in Python (python/lifecore/errors.py) so they carry docstrings
 // and attributes; they are looked up once, on the first error.
-#include <nanobind/stl/string.h>
-
 #include <array>
+#include <typeinfo>
 #include <mutex>
 
 #include <nanobind/stl/string.h>
@@ -14,22 +13,16 @@
 namespace lifecore::bindings {
 namespace {
 
-constexpr std::array<const char*, 14> class_names{
-    "LifecoreError",      "InvalidArgumentError",    "LifecoreTypeError",   "CaptureStateError",
-    "CaptureRefusedError", "DriverError",            "BackendUnavailableError", "StaleAuthorityError",
-    "CapacityError",      "BudgetExceededError",     "AdmissionError",      "SessionStateError",
-    "ClosedError",        "CaptureSessionError"};
-
 PyObject* class_for(ErrorKind kind) {
-  static PyObject* classes[class_names.size()] = {};
+  static std::array<PyObject*, error_kind_count> classes{};
   static std::once_flag loaded;
   std::call_once(loaded, [] {
     nb::module_ errors = nb::module_::import_("lifecore.errors");
-    for (std::size_t i = 0; i < class_names.size(); ++i)
-      classes[i] = errors.attr(class_names[i]).inc_ref().ptr();  // kept for the process lifetime
+    for (std::size_t i = 0; i < classes.size(); ++i)  // kept for the process lifetime
+      classes[i] = errors.attr(error_class_name(static_cast<ErrorKind>(i))).inc_ref().ptr();
   });
   auto index = static_cast<std::size_t>(kind);
-  return index < class_names.size() ? classes[index] : classes[0];
+  return index < classes.size() ? classes[index] : classes[0];
 }
 
 void raise_python(const Error& error) {
@@ -50,6 +43,11 @@ void init_errors(nb::module_& m) {
       std::rethrow_exception(p);
     } catch (const Error& error) {
       raise_python(error);
+    } catch (const std::bad_cast&) {
+      // A value of the wrong type reached a conversion inside a binding (e.g. a dict's value).
+      // Bindings should name the argument themselves; this is the floor, never a RuntimeError.
+      raise_python(Error(ErrorKind::TypeMismatch,
+                         "an argument has the wrong type (a value could not be converted to what the call expects)"));
     }
   });
 }

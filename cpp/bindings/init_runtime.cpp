@@ -12,6 +12,7 @@
 #include <nanobind/stl/string_view.h>
 #include <nanobind/stl/vector.h>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "lifecore/error.hpp"
 #include "runtime/buffer.hpp"
@@ -36,7 +37,7 @@ using runtime::LaunchArg;
 using runtime::Profile;
 using runtime::Stream;
 
-std::string type_name_of(nb::handle h) { return nb::type_name(h.type()).c_str(); }
+
 
 // A Python int as int64 (or the bits of a uint64 above INT64_MAX); InvalidArgumentError beyond.
 std::int64_t to_int64(nb::handle h, const char* what, bool* above_int64) {

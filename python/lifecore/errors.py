@@ -11,9 +11,11 @@ __all__ = [
     "LifecoreError",
     "InvalidArgumentError",
     "LifecoreTypeError",
+    "LifecoreOverflowError",
     "CaptureStateError",
     "CaptureRefusedError",
     "DriverError",
+    "DeviceLostError",
     "BackendUnavailableError",
     "StaleAuthorityError",
     "CapacityError",
@@ -35,6 +37,12 @@ class InvalidArgumentError(LifecoreError, ValueError):
 
 class LifecoreTypeError(LifecoreError, TypeError):
     """An argument has the wrong type, or a kernel got the wrong number or kinds of arguments."""
+
+
+class LifecoreOverflowError(InvalidArgumentError, OverflowError):
+    """A number is too large for what it sizes or counts, or a size, count, usage or deadline
+    computed from the arguments does not fit in 64 bits. Nothing was changed (arithmetic in
+    lifecore never wraps)."""
 
 
 class CaptureStateError(LifecoreError):
@@ -59,6 +67,13 @@ class DriverError(LifecoreError):
     status: str = ""
     call: str = ""
     driver_message: str = ""
+
+
+class DeviceLostError(DriverError):
+    """The driver reported a sticky error (for example a kernel fault): the device's context
+    is unusable until the process ends. Every later call on the device raises this error
+    again; nothing it held can be used. ``code``, ``status`` and ``call`` name the first
+    failure."""
 
 
 class BackendUnavailableError(LifecoreError):

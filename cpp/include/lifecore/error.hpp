@@ -3,6 +3,7 @@
 // next to the code that fails, and the bindings only translate.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -12,23 +13,50 @@
 
 namespace lifecore {
 
-// One entry per Python exception class in python/lifecore/errors.py (same order, same meaning).
+// One row per Python exception class in python/lifecore/errors.py: the kind and the class
+// name. The enum and the bindings' name table are both generated from this list, so they
+// cannot drift apart.
+#define LIFECORE_ERROR_KINDS(X)                                                                          \
+  X(Lifecore, "LifecoreError")                      /* base, used only when nothing narrower fits */    \
+  X(InvalidArgument, "InvalidArgumentError")        /* also a ValueError: bad sizes, names, shapes */   \
+  X(TypeMismatch, "LifecoreTypeError")              /* also a TypeError: wrong argument types/counts */ \
+  X(Overflow, "LifecoreOverflowError")              /* also an OverflowError: a value or result too large */ \
+  X(CaptureState, "CaptureStateError")              /* an out-of-order capture transition or op while recording */ \
+  X(CaptureRefused, "CaptureRefusedError")          /* end_capture refused a recording */               \
+  X(Driver, "DriverError")                          /* a vendor call failed (code, name, call) */       \
+  X(DeviceLost, "DeviceLostError")                  /* a sticky driver error: the context is unusable */ \
+  X(BackendUnavailable, "BackendUnavailableError")  /* the backend cannot start here (reason) */        \
+  X(StaleAuthority, "StaleAuthorityError")          /* stale epoch / fingerprint / authority / foreign coordinator */ \
+  X(Capacity, "CapacityError")                      /* accounting that can never be satisfied */        \
+  X(BudgetExceeded, "BudgetExceededError")          /* a capture-session limit under on_limit=fail */  \
+  X(Admission, "AdmissionError")                    /* a plan or request refused at admission */        \
+  X(SessionState, "SessionStateError")              /* an operation the session's phase forbids */      \
+  X(Closed, "ClosedError")                          /* the object is closed / destroyed */              \
+  X(CaptureSession, "CaptureSessionError")          /* a capture-session runtime rule was broken */
+
 enum class ErrorKind : std::uint8_t {
-  Lifecore,            // LifecoreError: base, used only when nothing narrower fits
-  InvalidArgument,     // InvalidArgumentError (also a ValueError): bad sizes, names, shapes
-  TypeMismatch,        // LifecoreTypeError (also a TypeError): wrong argument types / counts
-  CaptureState,        // CaptureStateError: an out-of-order capture transition or op while recording
-  CaptureRefused,      // CaptureRefusedError: end_capture refused a recording (memory nodes, invalidated, queued error)
-  Driver,              // DriverError: a vendor call failed (code, name, call)
-  BackendUnavailable,  // BackendUnavailableError: the backend cannot start here (reason)
-  StaleAuthority,      // StaleAuthorityError: stale epoch / fingerprint / authority / foreign coordinator
-  Capacity,            // CapacityError: accounting that can never be satisfied or is inconsistent
-  BudgetExceeded,      // BudgetExceededError: a capture-session limit under on_limit=fail (budget, cumulative)
-  Admission,           // AdmissionError: a plan or request refused at admission
-  SessionState,        // SessionStateError: an operation the session's phase forbids (terminal, fail-closed, ...)
-  Closed,              // ClosedError: the object (coordinator, device, graph, buffer) is closed / destroyed
-  CaptureSession,      // CaptureSessionError: a capture-session runtime rule was broken (drain, twice, ...)
+#define LIFECORE_ERROR_KIND_ENUM(kind, python_name) kind,
+  LIFECORE_ERROR_KINDS(LIFECORE_ERROR_KIND_ENUM)
+#undef LIFECORE_ERROR_KIND_ENUM
 };
+
+// The Python class name of a kind ("LifecoreError" for an unknown value).
+constexpr const char* error_class_name(ErrorKind kind) noexcept {
+  switch (kind) {
+#define LIFECORE_ERROR_KIND_NAME(kind, python_name) \
+  case ErrorKind::kind:                             \
+    return python_name;
+    LIFECORE_ERROR_KINDS(LIFECORE_ERROR_KIND_NAME)
+#undef LIFECORE_ERROR_KIND_NAME
+  }
+  return "LifecoreError";
+}
+
+constexpr std::size_t error_kind_count = 0
+#define LIFECORE_ERROR_KIND_COUNT(kind, python_name) +1
+    LIFECORE_ERROR_KINDS(LIFECORE_ERROR_KIND_COUNT)
+#undef LIFECORE_ERROR_KIND_COUNT
+    ;
 
 // Extra attributes set on the Python exception instance (e.g. DriverError.code).
 using ErrorAttribute = std::pair<std::string, std::variant<std::int64_t, std::string, bool>>;

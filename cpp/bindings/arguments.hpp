@@ -1,0 +1,102 @@
+// Checked conversion of Python arguments, for bindings whose parameters arrive as handles.
+// Every public entry point answers a wrong type or an out-of-range number with a lifecore
+// error that names the call and the argument: LifecoreTypeError (also a TypeError) for a
+// wrong type, bool included where a number is expected (True is not a count), and
+// LifecoreOverflowError (also an OverflowError and a ValueError) for a number outside what
+// the argument can hold. Range rules narrower than the type stay in the core.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "bindings.hpp"
+#include "lifecore/error.hpp"
+
+namespace lifecore::bindings {
+
+inline std::string type_name_of(nb::handle h) { return nb::type_name(h.type()).c_str(); }
+
+inline std::string argument_label(const char* call, const char* name) {
+  return std::string(call) + ": argument '" + name + "'";
+}
+
+// An int (never a bool) within [min, max]; `max` above INT64_MAX is not representable here,
+// use uint_argument.
+inline std::int64_t int_argument(nb::handle h, const char* call, const char* name,
+                                 std::int64_t min = std::numeric_limits<std::int64_t>::min(),
+                                 std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
+  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  int overflow = 0;
+  long long value = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
+  if (overflow == 0 && value == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow != 0 || value < min || value > max) {
+    std::string shown = nb::str(h).c_str();
+    raise(overflow != 0 || value > max ? ErrorKind::Overflow : ErrorKind::InvalidArgument,
+          argument_label(call, name) + " must be between " + std::to_string(min) + " and " + std::to_string(max) +
+              ", got " + shown);
+  }
+  return value;
+}
+
+// A non-negative int (never a bool) up to `max`.
+inline std::uint64_t uint_argument(nb::handle h, const char* call, const char* name,
+                                   std::uint64_t max = std::numeric_limits<std::uint64_t>::max(),
+                                   std::uint64_t min = 0) {
+  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  const bool negative = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_LT) == 1;
+  unsigned long long value = 0;
+  bool too_big = false;
+  if (!negative) {
+    value = PyLong_AsUnsignedLongLong(h.ptr());
+    if (value == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+      PyErr_Clear();
+      too_big = true;
+    }
+  }
+  if (negative || too_big || value < min || value > max) {
+    std::string shown = nb::str(h).c_str();
+    raise(too_big || value > max ? ErrorKind::Overflow : ErrorKind::InvalidArgument,
+          argument_label(call, name) + " must be between " + std::to_string(min) + " and " + std::to_string(max) +
+              ", got " + shown);
+  }
+  return value;
+}
+
+// An int or a float (never a bool), finite unless `allow_infinite`; NaN is always refused.
+inline double real_argument(nb::handle h, const char* call, const char* name, bool allow_infinite = false) {
+  if (PyBool_Check(h.ptr()) || !(PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr())))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a number, got " + type_name_of(h));
+  double value = PyFloat_AsDouble(h.ptr());
+  if (value == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    raise(ErrorKind::Overflow, argument_label(call, name) + " is too large for a float");
+  }
+  if (std::isnan(value) || (!allow_infinite && std::isinf(value)))
+    raise(ErrorKind::InvalidArgument, argument_label(call, name) + " must be a finite number, got " +
+                                          std::string(nb::str(h).c_str()));
+  return value;
+}
+
+// A str.
+inline std::string str_argument(nb::handle h, const char* call, const char* name) {
+  if (!PyUnicode_Check(h.ptr()))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a str, got " + type_name_of(h));
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(h.ptr(), &size);
+  if (!data) throw nb::python_error();
+  return std::string(data, static_cast<std::size_t>(size));
+}
+
+// An instance of bound type T (a reference into the Python object).
+template <class T>
+T& object_argument(nb::handle h, const char* call, const char* name, const char* expected) {
+  if (!nb::isinstance<T>(h))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be " + expected + ", got " + type_name_of(h));
+  return nb::cast<T&>(h);
+}
+
+}  // namespace lifecore::bindings
