@@ -74,6 +74,23 @@ std::optional<std::int64_t> optional_int_argument(nb::handle h, const char* call
   return int_argument(h, call, name);
 }
 
+// wait's timeout in seconds: None, or an int or float (never a bool). An int too large for a
+// float is as good as infinite (and a hugely negative one is negative).
+std::optional<double> timeout_argument(nb::handle h) {
+  if (h.is_none()) return std::nullopt;
+  if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
+    const double value = PyLong_AsDouble(h.ptr());
+    if (value == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      const int positive = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_GT);
+      if (positive < 0) throw nb::python_error();
+      return positive ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+    }
+    return value;
+  }
+  return real_argument(h, "wait", "timeout", /*allow_infinite=*/true);
+}
+
 // A list or tuple (never a str, which would iterate its characters) of items.
 std::vector<nb::handle> sequence_argument(nb::handle h, const char* call, const char* name, const char* expected) {
   if (!nb::isinstance<nb::list>(h) && !nb::isinstance<nb::tuple>(h))
@@ -184,7 +201,7 @@ void init_sequence(nb::module_& m) {
         std::string n = str_argument(name, "Domain", "name");
         if (n.empty()) raise(ErrorKind::InvalidArgument, "Domain: argument 'name' must not be empty");
         return CapacitySource::domain(std::numeric_limits<std::uint32_t>::max(), std::move(n));
-      }, nb::arg("name"), nb::sig("def of_domain(name: str) -> CapacitySource"), "The source of capacity domain `name`.")
+      }, nb::arg("name").none(), nb::sig("def of_domain(name: str) -> CapacitySource"), "The source of capacity domain `name`.")
       .def_static("active_sequence_slots", [] { return CapacitySource::slots(); }, "The active-sequence slots source.")
       .def_static("physical_memory", [] { return CapacitySource::physical(); },
                   "The device memory behind the pages: advanced on every physical page release.")
@@ -341,8 +358,7 @@ void init_sequence(nb::module_& m) {
         return std::make_pair(c.changed_since_observation, c.changed_since_registration);
       }, "(changed since observation, changed since registration)")
       .def("wait", [](CapacityWaitRegistration& r, nb::handle timeout) {
-             std::optional<double> seconds;
-             if (!timeout.is_none()) seconds = real_argument(timeout, "wait", "timeout", /*allow_infinite=*/true);
+             const std::optional<double> seconds = timeout_argument(timeout);
              const auto deadline = CapacityWaitRegistration::deadline_after(seconds);
              // In slices without the GIL; between slices, with it, a pending signal handler
              // runs (Ctrl-C raises KeyboardInterrupt within one slice).
@@ -357,7 +373,7 @@ void init_sequence(nb::module_& m) {
                if (PyErr_CheckSignals() != 0) throw nb::python_error();
              }
            },
-           nb::arg("timeout") = nb::none(), nb::sig("def wait(self, timeout: float | None = None) -> bool"),
+           nb::arg("timeout").none() = nb::none(), nb::sig("def wait(self, timeout: float | None = None) -> bool"),
            "Block until should_retry() (True) or the timeout in seconds (False); None, inf or a timeout too "
            "large for the clock wait without a deadline. NaN or a negative timeout is InvalidArgumentError. "
            "Yields to Ctrl-C (KeyboardInterrupt) within about 0.05 s. ClosedError if the coordinator, or its "
@@ -411,7 +427,7 @@ void init_sequence(nb::module_& m) {
         nb::list target = nb::borrow<nb::list>(out);
         target.clear();
         for (nb::handle src : written) target.append(src);
-      }, nb::arg("sources"), nb::sig("def write_release_capacity_sources(self, sources: list[CapacitySource]) -> None"),
+      }, nb::arg("sources").none(), nb::sig("def write_release_capacity_sources(self, sources: list[CapacitySource]) -> None"),
          "Add to `sources` the exact sources releasing this sequence advances (sorted, deduplicated); a source of "
          "another coordinator is refused (StaleAuthorityError), a non-source item with LifecoreTypeError.")
       .def_prop_ro("epoch", &SequenceSession::epoch)
@@ -420,22 +436,22 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("request_authority", &SequenceSession::request_authority)
       .def("verify", [](const SequenceSession& s, nb::handle epoch, nb::handle fingerprint) {
              s.verify(uint_argument(epoch, "verify", "epoch"), str_argument(fingerprint, "verify", "fingerprint"));
-           }, nb::arg("epoch"), nb::arg("fingerprint"), nb::sig("def verify(self, epoch: int, fingerprint: str) -> None"),
+           }, nb::arg("epoch").none(), nb::arg("fingerprint").none(), nb::sig("def verify(self, epoch: int, fingerprint: str) -> None"),
            "StaleAuthorityError unless (epoch, fingerprint) names this live session.")
       .def("register_admission_waiter", [](const SequenceSession& s, nb::handle deferred) {
              return s.register_admission_waiter(
                  object_argument<AdmissionDeferred>(deferred, "register_admission_waiter", "deferred", "an AdmissionDeferred"));
-           }, nb::arg("deferred"), nb::sig("def register_admission_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"))
+           }, nb::arg("deferred").none(), nb::sig("def register_admission_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"))
       .def("try_ensure_backing_covers", [](SequenceSession& s, nb::handle tokens, nb::handle pages) {
              const std::int64_t t = int_argument(tokens, "try_ensure_backing_covers", "tokens");
              const std::optional<std::int64_t> p = optional_int_argument(pages, "try_ensure_backing_covers", "pages");
              nb::gil_scoped_release release;  // may reach the driver for pages
              return s.try_ensure_backing_covers(t, p);
-           }, nb::arg("tokens"), nb::arg("pages") = nb::none(),
+           }, nb::arg("tokens").none(), nb::arg("pages").none() = nb::none(),
            nb::sig("def try_ensure_backing_covers(self, tokens: int, pages: int | None = None) -> BackingDecision"))
       .def("verify_backing_deferral", [](const SequenceSession& s, nb::handle decision) {
              s.verify_backing_deferral(object_argument<BackingDecision>(decision, "verify_backing_deferral", "decision", "a BackingDecision"));
-           }, nb::arg("decision"), nb::sig("def verify_backing_deferral(self, decision: BackingDecision) -> None"))
+           }, nb::arg("decision").none(), nb::sig("def verify_backing_deferral(self, decision: BackingDecision) -> None"))
       .def("request_cancel", &SequenceSession::request_cancel)
       .def("try_complete", &SequenceSession::try_complete)
       .def("try_abort", &SequenceSession::try_abort)
@@ -443,12 +459,12 @@ void init_sequence(nb::module_& m) {
       .def("acquire_frame", &SequenceSession::acquire_frame)
       .def("prepare_flight", [](SequenceSession& s, nb::handle key) {
              return s.prepare_flight(uint_argument(key, "prepare_flight", "key"));
-           }, nb::arg("key"), nb::sig("def prepare_flight(self, key: int) -> FlightHold"))
+           }, nb::arg("key").none(), nb::sig("def prepare_flight(self, key: int) -> FlightHold"))
       .def("step", [](SequenceSession& s, nb::handle tokens) {
              const std::int64_t t = int_argument(tokens, "step", "tokens");
              nb::gil_scoped_release release;  // an extension may reach the driver for pages
              return s.step(t);
-           }, nb::arg("tokens"), nb::sig("def step(self, tokens: int) -> BackingOutcome"))
+           }, nb::arg("tokens").none(), nb::sig("def step(self, tokens: int) -> BackingOutcome"))
       .def_prop_ro("phase", &SequenceSession::phase)
       .def_prop_ro("backing", [](const SequenceSession& s) { return mutable_snapshot(s.backing()); })
       .def_prop_ro("next_frame_id", &SequenceSession::next_frame_id)
@@ -475,7 +491,7 @@ void init_sequence(nb::module_& m) {
             list.push_back(&object_argument<SequenceSession>(item, "acquire_frames", label.c_str(), "a SequenceSession"));
           }
           return acquire_frames(list);
-        }, nb::arg("sessions"), nb::sig("def acquire_frames(sessions: collections.abc.Sequence[SequenceSession]) -> list[FrameHold]"),
+        }, nb::arg("sessions").none(), nb::sig("def acquire_frames(sessions: collections.abc.Sequence[SequenceSession]) -> list[FrameHold]"),
         "Acquire one frame on every session, all or nothing.");
 
   nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot.")
@@ -518,8 +534,8 @@ void init_sequence(nb::module_& m) {
              config.memory = memory_for_device(device);
              return AdmissionCoordinator::create(std::move(config));
            }),
-           nb::arg("device").none() = nb::none(), nb::kw_only(), nb::arg("domains"), nb::arg("page_bytes"),
-           nb::arg("tokens_per_page"), nb::arg("max_active_sequences"))
+           nb::arg("device").none() = nb::none(), nb::kw_only(), nb::arg("domains").none(), nb::arg("page_bytes").none(),
+           nb::arg("tokens_per_page").none(), nb::arg("max_active_sequences").none())
       .def("admit", [](AdmissionCoordinator& c, nb::handle request_id, nb::handle prompt_tokens, nb::handle fit_tokens,
                        nb::handle domains) {
              AdmissionRequest request;
@@ -539,7 +555,7 @@ void init_sequence(nb::module_& m) {
              }();
              return admission_to_python(std::move(decision));
            },
-           nb::arg("request_id"), nb::arg("prompt_tokens"), nb::arg("fit_tokens"), nb::arg("domains") = nb::none(),
+           nb::arg("request_id").none(), nb::arg("prompt_tokens").none(), nb::arg("fit_tokens").none(), nb::arg("domains").none() = nb::none(),
            nb::sig("def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int, "
                    "domains: collections.abc.Sequence[str] | None = None) -> Admitted | AdmissionDeferred | AdmissionRejected"),
            "Admitted(resources) | AdmissionDeferred | AdmissionRejected; capacity pressure is never an exception. "
@@ -549,23 +565,23 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("id", &AdmissionCoordinator::id, "This coordinator's id: the coordinator_id of what it issues.")
       .def("grow_domain", [](AdmissionCoordinator& c, nb::handle name, nb::handle capacity_bytes) {
              c.grow_domain(str_argument(name, "grow_domain", "name"), uint_argument(capacity_bytes, "grow_domain", "capacity_bytes"));
-           }, nb::arg("name"), nb::arg("capacity_bytes"), nb::sig("def grow_domain(self, name: str, capacity_bytes: int) -> None"))
+           }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: int) -> None"))
       .def("capacity", &AdmissionCoordinator::capacity)
       .def("epoch", [](const AdmissionCoordinator& c, nb::handle source) {
         return c.epoch_of(object_argument<CapacitySource>(source, "epoch", "source", "a CapacitySource"));
-      }, nb::arg("source"), nb::sig("def epoch(self, source: CapacitySource) -> int"),
+      }, nb::arg("source").none(), nb::sig("def epoch(self, source: CapacitySource) -> int"),
          "The epoch of `source` now; StaleAuthorityError for a source of another coordinator.")
       .def_prop_ro("release_epoch", &AdmissionCoordinator::release_epoch)
       .def("fits_now", [](const AdmissionCoordinator& c, nb::handle deferred) {
              return c.fits_now(object_argument<AdmissionDeferred>(deferred, "fits_now", "deferred", "an AdmissionDeferred"));
-           }, nb::arg("deferred"), nb::sig("def fits_now(self, deferred: AdmissionDeferred) -> bool"))
+           }, nb::arg("deferred").none(), nb::sig("def fits_now(self, deferred: AdmissionDeferred) -> bool"))
       .def("verify_sequence_authority", [](const AdmissionCoordinator& c, nb::handle authority) {
              c.verify_sequence_authority(object_argument<Authority>(authority, "verify_sequence_authority", "authority", "an Authority"));
-           }, nb::arg("authority"), nb::sig("def verify_sequence_authority(self, authority: Authority) -> None"),
+           }, nb::arg("authority").none(), nb::sig("def verify_sequence_authority(self, authority: Authority) -> None"),
            "StaleAuthorityError unless `authority` is this coordinator's live sequence authority.")
       .def("register_waiter", [](AdmissionCoordinator& c, nb::handle deferred) {
              return c.register_waiter(object_argument<AdmissionDeferred>(deferred, "register_waiter", "deferred", "an AdmissionDeferred"));
-           }, nb::arg("deferred"), nb::sig("def register_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"))
+           }, nb::arg("deferred").none(), nb::sig("def register_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"))
       .def_prop_ro("domain_names", [](const AdmissionCoordinator& c) {
         std::vector<std::string> out;
         for (std::uint32_t i = 0; i < c.domain_count(); ++i) out.push_back(c.domain_name(i));
@@ -581,6 +597,11 @@ void init_sequence(nb::module_& m) {
           out["live_bytes"] = host->live_bytes();
           out["live_extents"] = host->live_extents();
           out["allocations"] = host->allocations();
+        } else if (auto* driver = dynamic_cast<DriverPageMemory*>(c.memory().get())) {
+          out["live_bytes"] = driver->live_bytes();
+          out["live_extents"] = driver->live_extents();
+          out["allocations"] = driver->allocations();
+          out["failed_releases"] = driver->failed_releases();
         }
         return out;
       })
@@ -589,7 +610,7 @@ void init_sequence(nb::module_& m) {
         auto* host = dynamic_cast<HostPageMemory*>(c.memory().get());
         if (!host) raise(ErrorKind::InvalidArgument, "fail_next_page_allocations: only host page memory injects faults");
         host->fail_next_allocations(count);
-      }, nb::arg("count"), nb::sig("def fail_next_page_allocations(self, count: int) -> None"), "Testing: make the next `count` physical page allocations fail (host memory only).")
+      }, nb::arg("count").none(), nb::sig("def fail_next_page_allocations(self, count: int) -> None"), "Testing: make the next `count` physical page allocations fail (host memory only).")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](AdmissionCoordinator& c, nb::handle, nb::handle, nb::handle) { c.close(); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
@@ -600,7 +621,7 @@ void init_sequence(nb::module_& m) {
     pause_points::arm(pause_points::Point::extension_prepared);
   }, nb::arg("point"), "Testing only: the next thread to reach `point` stops there until _sequence_pause_resume().");
   m.def("_sequence_pause_wait", [](double timeout) { return pause_points::wait_until_reached(timeout); },
-        nb::arg("timeout"), nb::call_guard<nb::gil_scoped_release>(),
+        nb::arg("timeout").none(), nb::call_guard<nb::gil_scoped_release>(),
         "Testing only: True once a thread stopped at the armed point, False after `timeout` seconds.");
   m.def("_sequence_pause_resume", &pause_points::resume, "Testing only: let the stopped thread go on; disarm.");
 

@@ -17,11 +17,17 @@ bool DriverPageMemory::allocate(std::size_t bytes, PageExtent* out) noexcept {
   if (!driver_->mem_alloc(bytes, &ptr).ok()) return false;
   out->address = ptr;
   out->bytes = bytes;
+  live_bytes_.fetch_add(bytes);
+  live_extents_.fetch_add(1);
+  allocations_.fetch_add(1);
   return true;
 }
 
 void DriverPageMemory::release(const PageExtent& extent) noexcept {
-  (void)driver_->mem_free(extent.address);  // nothing to do about a failed free in a release path
+  // Nothing to do about a failed free in a release path but count it.
+  if (!driver_->mem_free(extent.address).ok()) failed_releases_.fetch_add(1);
+  live_bytes_.fetch_sub(extent.bytes);
+  live_extents_.fetch_sub(1);
 }
 
 }  // namespace lifecore::sequence
