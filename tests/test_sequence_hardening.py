@@ -678,3 +678,35 @@ def test_an_extension_published_by_another_thread_meanwhile_is_current(paused_ex
     decision = result["decision"]
     assert decision.outcome == BackingOutcome.CURRENT and decision.snapshot.generation == 2
     assert c.capacity().used_bytes == {"kv": 4 * PAGE} and c.page_memory_stats()["live_extents"] == 2
+
+
+# ---- wait_async follows wait ----
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({"timeout": math.nan}, InvalidArgumentError), ({"timeout": -1}, InvalidArgumentError),
+    ({"timeout": "1"}, LifecoreTypeError), ({"timeout": True}, LifecoreTypeError),
+    ({"poll": 0}, InvalidArgumentError), ({"poll": math.inf}, InvalidArgumentError),
+    ({"poll": math.nan}, InvalidArgumentError), ({"poll": None}, LifecoreTypeError),
+])
+def test_wait_async_refuses_bad_timeouts(kwargs, error):
+    import asyncio
+
+    c = make(slots=1)
+    adm, s, reg = blocked_waiter(c)
+    with pytest.raises(error):
+        asyncio.run(reg.wait_async(**kwargs))  # before: NaN spun for ever, negative returned False
+
+
+@pytest.mark.time_limit(30)
+@pytest.mark.parametrize("timeout", [math.inf, 1e10, 2**64, 10**400])
+def test_wait_async_with_a_huge_timeout_blocks_like_none(timeout):
+    import asyncio
+
+    c = make(slots=1)
+    adm, s, reg = blocked_waiter(c)
+    s.close()
+    releaser = release_later(0.3, adm.resources)
+    started = time.monotonic()
+    assert asyncio.run(reg.wait_async(timeout)) is True
+    assert time.monotonic() - started >= 0.25
+    releaser.join()

@@ -44,6 +44,7 @@ runs in short slices without the GIL, so Ctrl-C (``KeyboardInterrupt``) stops it
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
@@ -92,13 +93,42 @@ def Domain(name: str) -> CapacitySource:  # noqa: N802 - reads like the source i
     return CapacitySource.of_domain(name)
 
 
+# A timeout longer than this (about 31 years) waits like None.
+_FOREVER = 1e9
+
+
+def _checked_seconds(value: object, name: str, *, allow_infinite: bool) -> Optional[float]:
+    """A number of seconds for ``wait_async``: None (only for the timeout), or a non-negative
+    int or float (never a bool, never NaN)."""
+    if value is None and allow_infinite:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LifecoreTypeError(f"wait_async: argument '{name}' must be a number, got {type(value).__name__}")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf if value > 0 else -math.inf
+    if math.isnan(seconds) or seconds < 0:
+        raise InvalidArgumentError(f"wait_async: argument '{name}' must not be NaN or negative, got {value!r}")
+    if math.isinf(seconds) and not allow_infinite:
+        raise InvalidArgumentError(f"wait_async: argument '{name}' must be finite, got {value!r}")
+    return seconds
+
+
 async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] = None,
                       *, poll: float = 0.05) -> bool:
     """Await a change of the registration's sources: True to retry, False on timeout.
 
     The blocking wait runs in a worker thread in short slices, so cancelling the awaiting
-    task returns within ``poll`` seconds. Raises ClosedError when the coordinator closes."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    task returns within ``poll`` seconds. Raises ClosedError when the coordinator closes.
+    ``timeout`` follows ``wait``: None, inf or a timeout too large to matter waits without a
+    deadline; NaN or a negative timeout is InvalidArgumentError. ``poll`` is a positive,
+    finite number of seconds."""
+    timeout = _checked_seconds(timeout, "timeout", allow_infinite=True)
+    poll = _checked_seconds(poll, "poll", allow_infinite=False)
+    if poll == 0:
+        raise InvalidArgumentError("wait_async: argument 'poll' must be positive, got 0")
+    deadline = None if timeout is None or timeout > _FOREVER else time.monotonic() + timeout
     while True:
         slice_ = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
         if await asyncio.to_thread(self.wait, slice_):
