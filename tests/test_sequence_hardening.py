@@ -122,6 +122,9 @@ def test_a_short_timeout_still_times_out():
     assert reg.wait(0) is False
 
 
+INTERRUPT_BOUND = 0.5  # seconds
+
+
 def _interrupt_main_after(seconds: float, fired: list) -> threading.Timer:
     def fire():
         fired.append(time.monotonic())
@@ -142,7 +145,9 @@ def test_a_blocked_wait_yields_to_ctrl_c_promptly(timeout):
         reg.wait(timeout)
     latency = time.monotonic() - fired[0]
     timer.join()
-    assert latency < 0.15, f"KeyboardInterrupt took {latency:.3f} s"
+    # The wait checks for signals every 50 ms; the bound leaves room for a loaded machine. Without
+    # the slices the wait never returns (the test's time limit would end it).
+    assert latency < INTERRUPT_BOUND, f"KeyboardInterrupt took {latency:.3f} s"
     # The registration is intact: a later release still wakes it.
     s.close()
     adm.resources.close()
@@ -174,7 +179,7 @@ def test_a_signal_handler_that_raises_stops_a_wait():
     try:
         with pytest.raises(_Stop):
             reg.wait(None)
-        assert time.monotonic() - fired[0] < 0.15
+        assert time.monotonic() - fired[0] < INTERRUPT_BOUND
     finally:
         timer.join()
         signal.signal(signal.SIGUSR1, previous)
