@@ -248,6 +248,26 @@ void cancel_between_prepare_and_publish() {
   CHECK(memory->live_extents() == 0 && c->capacity().domains[0].used_bytes == 0);
 }
 
+// A size or an address range that would wrap is memory the host pool cannot hand out.
+void host_pages_never_wrap() {
+  HostPageMemory memory;
+  PageExtent extent;
+  CHECK(!memory.allocate(std::numeric_limits<std::size_t>::max(), &extent));
+  CHECK(!memory.allocate(std::numeric_limits<std::size_t>::max() - 4094, &extent));
+  CHECK(memory.live_extents() == 0 && memory.allocations() == 0);
+  CHECK(memory.allocate(std::size_t{1} << 62, &extent) && memory.live_extents() == 1);
+  PageExtent second;
+  CHECK(memory.allocate(std::size_t{1} << 62, &second) && second.address > extent.address);
+  PageExtent third;
+  CHECK(memory.allocate(std::size_t{1} << 62, &third));
+  PageExtent fourth;  // the address range would pass 2**64
+  CHECK(!memory.allocate(std::size_t{1} << 62, &fourth) && memory.live_extents() == 3);
+  memory.release(extent);
+  memory.release(second);
+  memory.release(third);
+  CHECK(memory.live_extents() == 0 && memory.live_bytes() == 0);
+}
+
 }  // namespace
 
 int main() {
@@ -260,5 +280,6 @@ int main() {
   wait_deadlines_never_wrap();
   a_closed_device_closes_its_coordinator();
   cancel_between_prepare_and_publish();
+  host_pages_never_wrap();
   return lifecore::test_support::finish("sequence_session_test");
 }

@@ -366,7 +366,7 @@ void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domai
   for (std::uint32_t d : domains) {
     if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
     domains_[d].used -= *bytes;
-    bump_and_notify_locked(d + 1);
+    bump_and_notify_locked(std::size_t{d} + 1);
   }
   if (auto next = checked::add(release_epoch_, std::uint64_t{1})) release_epoch_ = *next;
   else poisoned_ = true;
@@ -380,7 +380,7 @@ void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& do
     for (std::uint32_t d : domains) {
       if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
       domains_[d].used -= *bytes;
-      bump_and_notify_locked(d + 1);
+      bump_and_notify_locked(std::size_t{d} + 1);
     }
   if (active_ == 0) poisoned_ = true;
   else --active_;
