@@ -473,14 +473,19 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("retired_frames", &SequenceSession::retired_frames)
       .def_prop_ro("receipt", &SequenceSession::receipt)
       .def_prop_ro("closed", &SequenceSession::is_closed)
-      .def("close", &SequenceSession::close, "Drop the session now: fails it closed unless terminal.")
+      .def("close", &SequenceSession::close, nb::call_guard<nb::gil_scoped_release>(),
+           "Drop the session now: fails it closed unless terminal. Pages this frees go back to the device "
+           "without the GIL.")
       .def("__repr__", [](const SequenceSession& s) {
         auto a = s.sequence_authority();
         return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
                ", phase=" + phase_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
       })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) { s.close(); },
+      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) {
+             nb::gil_scoped_release release;  // the last holder frees device pages
+             s.close();
+           },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   m.def("acquire_frames", [](nb::handle sessions) {
@@ -509,10 +514,16 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); })
       .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; })
       .def("close", [](ResourcesHandle& h) {
-        auto dropping = std::move(h.resources);  // released here if this was the last holder
+        auto dropping = std::move(h.resources);  // taken with the GIL: the handle is Python's
+        nb::gil_scoped_release release;          // the last holder frees device pages without it
+        dropping.reset();
       }, "Let go of this hold; capacity returns when the last holder goes.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) { h.resources.reset(); },
+      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) {
+             auto dropping = std::move(h.resources);
+             nb::gil_scoped_release release;
+             dropping.reset();
+           },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted.")
