@@ -17,6 +17,9 @@ OPEN, CANCEL_REQUESTED, POISONED = "OPEN", "CANCEL_REQUESTED", "POISONED"
 COMPLETED, ABORTED, FAIL_CLOSED = "COMPLETED", "ABORTED", "FAIL_CLOSED"
 ACTIVE_PHASES = (OPEN, CANCEL_REQUESTED, POISONED)
 SLOTS = ("slots", None)
+#: The device memory behind the pages: a failed physical allocation defers on it, and every
+#: physical page release advances it.
+PHYSICAL = ("physical", None)
 
 
 def domain(name: str) -> tuple[str, Optional[str]]:
@@ -33,7 +36,11 @@ class ModelError(Exception):
 
 
 def _source_key(source: tuple[str, Optional[str]], order: dict[str, int]) -> int:
-    return 0 if source[0] == "slots" else 1 + order[source[1]]
+    if source[0] == "slots":
+        return 0
+    if source[0] == "physical":
+        return 1 + len(order)
+    return 1 + order[source[1]]
 
 
 @dataclass
@@ -107,7 +114,8 @@ class ModelCoordinator:
             self.total[name], self.maximum[name] = cap, mx
         self.order = {name: i for i, name in enumerate(domains)}
         self.used = {name: 0 for name in domains}
-        self.epochs = {SLOTS: 1, **{domain(n): 1 for n in domains}}
+        self.epochs = {SLOTS: 1, PHYSICAL: 1, **{domain(n): 1 for n in domains}}
+        self.failures_pending = 0  # physical allocations still to fail (host page memory)
         self.release_epoch = 1
         self.active = 0
         self.closed = False
@@ -140,9 +148,28 @@ class ModelCoordinator:
         self.generation_counter += 1
         return sid, self.id_generation[sid]
 
+    def fail_next_page_allocations(self, count: int) -> None:
+        self.failures_pending = count
+
+    def _allocate_physical(self, domains: list) -> bool:
+        """One allocation per domain; the first that fails gives back the ones before it."""
+        for i, _ in enumerate(domains):
+            if self.failures_pending > 0:
+                self.failures_pending -= 1
+                if i > 0:
+                    self._bump(PHYSICAL)
+                return False
+        return True
+
+    def _physical_deferral(self, request_id: str, observed: int, pages: int, sequences: int, names: list,
+                           **backing) -> ModelDeferred:
+        return ModelDeferred(self, request_id, [PHYSICAL], [observed], "WAIT_FOR_RELEASE",
+                             [("PHYSICAL_MEMORY_UNAVAILABLE", PHYSICAL)], pages, sequences, list(names), **backing)
+
     def _release(self, seq: ModelSequence) -> None:
         assert not seq.released
         seq.released = True
+        self._bump(PHYSICAL)  # the pages go back first
         bytes_ = seq.pages * self.page_bytes
         if bytes_:
             for d in seq.domains:
@@ -192,6 +219,20 @@ class ModelCoordinator:
         for n in names:
             self.used[n] += pb
         sid, gen = self._acquire_id()
+        observed = self.epochs[PHYSICAL]
+        if not self._allocate_physical(names):
+            # The device could not supply the pages: the claims roll back (pages, then the slot
+            # and the authority) and the request waits on physical memory.
+            for n in names:
+                self.used[n] -= pb
+                self._bump(domain(n))
+            self.release_epoch += 1
+            self.active -= 1
+            self._bump(SLOTS)
+            self.id_generation[sid] = 0
+            self.free_ids.append(sid)
+            self.release_epoch += 1
+            return self._physical_deferral(request_id, observed, prompt_pages, 1, names)
         seq = ModelSequence(self, sid, gen, request_id, names, prompt_pages, fit_tokens, fit_pages)
         return ModelAdmitted(ModelResources(seq, ModelSnapshot(seq, 1, prompt_tokens, prompt_pages)))
 
@@ -461,6 +502,13 @@ class ModelSession:
                     [("IMMEDIATE_AVAILABILITY", s) for s in srcs], delta, 0, list(seq.domains),
                     backing_sequence=seq.sparse_id, expected_generation=cur.generation,
                     backing_authority_generation=seq.generation)
+            # Logical capacity is there (checked first: a logical deferral never touches the
+            # device); now the device pages.
+            observed = c.epochs[PHYSICAL]
+            if not c._allocate_physical(seq.domains):
+                return "BACKING_DEFERRED", c._physical_deferral(
+                    seq.request_id, observed, delta, 0, seq.domains, backing_sequence=seq.sparse_id,
+                    expected_generation=cur.generation, backing_authority_generation=seq.generation)
             for d in seq.domains:
                 c.used[d] += b
             seq.pages += delta

@@ -1,6 +1,7 @@
 // lifecore.sequence bindings: conversion only. Blocking calls (admission and extension,
 // which may reach the driver; waiting) release the GIL. Holds that Python owns (resources,
 // frames, flights, sessions) get close() and context managers so release is explicit.
+#include <chrono>
 #include <limits>
 
 #include <nanobind/nanobind.h>
@@ -12,11 +13,13 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "runtime/device.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/benchmark.hpp"
 #include "lifecore/sequence/coordinator.hpp"
+#include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
@@ -47,7 +50,54 @@ struct AdmittedDecision {
 };
 
 std::string source_repr(const CapacitySource& s) {
-  return s.kind == SourceKind::domain ? "Domain('" + s.domain_name + "')" : std::string("ActiveSequenceSlots");
+  switch (s.kind) {
+    case SourceKind::domain: return "Domain('" + s.domain_name + "')";
+    case SourceKind::physical_memory: return "PhysicalMemory";
+    case SourceKind::active_sequence_slots: break;
+  }
+  return "ActiveSequenceSlots";
+}
+
+// Sources compare by what they name; a source bound to one coordinator never equals one
+// bound to another (an unbound source, named by hand, equals either).
+bool same_source(const CapacitySource& a, const CapacitySource& b) {
+  if (a.kind != b.kind || a.domain_name != b.domain_name) return false;
+  return a.coordinator_id == 0 || b.coordinator_id == 0 || a.coordinator_id == b.coordinator_id;
+}
+
+constexpr std::int64_t max_count = std::numeric_limits<std::int64_t>::max();
+constexpr std::uint64_t max_u32 = std::numeric_limits<std::uint32_t>::max();
+
+// An optional count: None, or an int in [min, INT64_MAX].
+std::optional<std::int64_t> optional_int_argument(nb::handle h, const char* call, const char* name) {
+  if (h.is_none()) return std::nullopt;
+  return int_argument(h, call, name);
+}
+
+// wait's timeout in seconds: None, or an int or float (never a bool). An int too large for a
+// float is as good as infinite (and a hugely negative one is negative).
+std::optional<double> timeout_argument(nb::handle h) {
+  if (h.is_none()) return std::nullopt;
+  if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
+    const double value = PyLong_AsDouble(h.ptr());
+    if (value == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      const int positive = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_GT);
+      if (positive < 0) throw nb::python_error();
+      return positive ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+    }
+    return value;
+  }
+  return real_argument(h, "wait", "timeout", /*allow_infinite=*/true);
+}
+
+// A list or tuple (never a str, which would iterate its characters) of items.
+std::vector<nb::handle> sequence_argument(nb::handle h, const char* call, const char* name, const char* expected) {
+  if (!nb::isinstance<nb::list>(h) && !nb::isinstance<nb::tuple>(h))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be " + expected + ", got " + type_name_of(h));
+  std::vector<nb::handle> out;
+  for (nb::handle item : h) out.push_back(item);
+  return out;
 }
 
 nb::dict demand_bytes(const CapacityDemand& d) {
@@ -59,42 +109,43 @@ nb::dict demand_bytes(const CapacityDemand& d) {
 std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   if (device.is_none()) return nullptr;
   if (nb::isinstance<nb::str>(device))  // a backend name: "mock", "cuda", "hip", "auto"
-    return std::make_shared<DriverPageMemory>(vendor::open_driver(nb::cast<std::string>(device), 0));
+    return std::make_shared<DriverPageMemory>(vendor::open_driver(str_argument(device, "AdmissionCoordinator", "device"), 0));
   runtime::Device* runtime_device = nullptr;
   if (!nb::try_cast<runtime::Device*>(device, runtime_device) || runtime_device == nullptr)
     raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device must be None, a backend name or a lifecore.Device");
   runtime_device->check_open("AdmissionCoordinator");
-  // Pages come from the Device's own driver, which the coordinator keeps alive.
-  return std::make_shared<DriverPageMemory>(runtime_device->shared_driver());
+  // Pages come from the Device's own driver, which the coordinator keeps alive. Once the
+  // Device is closed (or gone), the coordinator refuses with ClosedError.
+  std::weak_ptr<runtime::Device> weak = runtime_device->weak_from_this();
+  return std::make_shared<DriverPageMemory>(runtime_device->shared_driver(), [weak] {
+    auto device = weak.lock();
+    return !device || device->closed();
+  });
 }
 
 std::vector<DomainConfig> parse_domains(nb::handle domains) {
+  constexpr const char* call = "AdmissionCoordinator";
   if (!nb::isinstance<nb::dict>(domains))
-    raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: domains must be a dict {name: capacity_bytes or (capacity, maximum)}");
+    raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: argument 'domains' must be a dict {name: capacity_bytes or "
+                                   "(capacity_bytes, maximum_bytes)}, got " + type_name_of(domains));
   std::vector<DomainConfig> out;
   for (auto [key, value] : nb::borrow<nb::dict>(domains)) {
     DomainConfig d;
-    d.name = nb::cast<std::string>(key);
+    d.name = str_argument(key, call, "domains (a domain name)");
+    const std::string label = "domains['" + d.name + "']";
     if (nb::isinstance<nb::tuple>(value)) {
       auto t = nb::borrow<nb::tuple>(value);
-      if (t.size() != 2) raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: a domain tuple is (capacity_bytes, maximum_bytes)");
-      std::int64_t cap = nb::cast<std::int64_t>(t[0]), max = nb::cast<std::int64_t>(t[1]);
-      if (cap < 0 || max <= 0) raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: domain '" + d.name + "' needs positive sizes");
-      d.capacity_bytes = static_cast<std::uint64_t>(cap);
-      d.maximum_bytes = static_cast<std::uint64_t>(max);
+      if (t.size() != 2)
+        raise(ErrorKind::InvalidArgument, argument_label(call, label.c_str()) + " as a tuple is (capacity_bytes, maximum_bytes)");
+      d.capacity_bytes = uint_argument(t[0], call, (label + " capacity_bytes").c_str());
+      d.maximum_bytes = uint_argument(t[1], call, (label + " maximum_bytes").c_str(), std::numeric_limits<std::uint64_t>::max(), 1);
     } else {
-      std::int64_t cap = nb::cast<std::int64_t>(value);
-      if (cap <= 0) raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: domain '" + d.name + "' needs a positive capacity");
-      d.capacity_bytes = d.maximum_bytes = static_cast<std::uint64_t>(cap);
+      d.capacity_bytes = d.maximum_bytes =
+          uint_argument(value, call, label.c_str(), std::numeric_limits<std::uint64_t>::max(), 1);
     }
     out.push_back(std::move(d));
   }
   return out;
-}
-
-std::uint64_t positive(std::int64_t value, const char* name) {
-  if (value <= 0) raise(ErrorKind::InvalidArgument, std::string("AdmissionCoordinator: ") + name + " must be positive");
-  return static_cast<std::uint64_t>(value);
 }
 
 nb::object admission_to_python(AdmissionDecision&& decision) {
@@ -133,42 +184,60 @@ void init_sequence(nb::module_& m) {
       .value("FIT_AVAILABILITY", BlockerKind::fit_availability)
       .value("BACKING_GROWTH_REQUIRED", BlockerKind::backing_growth_required)
       .value("ACTIVE_SEQUENCE_CEILING", BlockerKind::active_sequence_ceiling)
-      .value("PERMANENT_DOMAIN_MAXIMUM", BlockerKind::permanent_domain_maximum);
+      .value("PERMANENT_DOMAIN_MAXIMUM", BlockerKind::permanent_domain_maximum)
+      .value("PHYSICAL_MEMORY_UNAVAILABLE", BlockerKind::physical_memory_unavailable);
   nb::enum_<DeferralAction>(m, "DeferralAction")
       .value("WAIT_FOR_RELEASE", DeferralAction::wait_for_release)
       .value("AWAIT_BACKING_GROWTH", DeferralAction::await_backing_growth)
       .value("PREEMPT_AND_RECOMPUTE", DeferralAction::preempt_and_recompute);
   nb::enum_<SourceKind>(m, "SourceKind")
-      .value("ACTIVE_SEQUENCE_SLOTS", SourceKind::active_sequence_slots).value("DOMAIN", SourceKind::domain);
+      .value("ACTIVE_SEQUENCE_SLOTS", SourceKind::active_sequence_slots).value("DOMAIN", SourceKind::domain)
+      .value("PHYSICAL_MEMORY", SourceKind::physical_memory);
 
-  nb::class_<CapacitySource>(m, "CapacitySource", "A scheduler-visible availability source.")
-      .def_static("of_domain", [](const std::string& name) {
-        if (name.empty()) raise(ErrorKind::InvalidArgument, "Domain: a name is required");
-        return CapacitySource::domain(std::numeric_limits<std::uint32_t>::max(), name);
-      }, nb::arg("name"))
-      .def_static("active_sequence_slots", &CapacitySource::slots)
+  nb::class_<CapacitySource>(m, "CapacitySource",
+                             "A scheduler-visible availability source. Sources a coordinator issues name it "
+                             "(coordinator_id); one named by hand (Domain('kv')) names none.")
+      .def_static("of_domain", [](nb::handle name) {
+        std::string n = str_argument(name, "Domain", "name");
+        if (n.empty()) raise(ErrorKind::InvalidArgument, "Domain: argument 'name' must not be empty");
+        return CapacitySource::domain(std::numeric_limits<std::uint32_t>::max(), std::move(n));
+      }, nb::arg("name").none(), nb::sig("def of_domain(name: str) -> CapacitySource"), "The source of capacity domain `name`.")
+      .def_static("active_sequence_slots", [] { return CapacitySource::slots(); }, "The active-sequence slots source.")
+      .def_static("physical_memory", [] { return CapacitySource::physical(); },
+                  "The device memory behind the pages: advanced on every physical page release.")
       .def_ro("kind", &CapacitySource::kind)
       .def_prop_ro("domain", [](const CapacitySource& s) -> std::optional<std::string> {
         if (s.kind == SourceKind::domain) return s.domain_name;
         return std::nullopt;
       })
+      .def_prop_ro("coordinator_id", [](const CapacitySource& s) -> std::optional<std::uint64_t> {
+        if (s.coordinator_id == 0) return std::nullopt;
+        return s.coordinator_id;
+      }, "The coordinator that issued this source; None for a source named by hand.")
       .def("__eq__", [](const CapacitySource& a, nb::handle other) {
         if (!nb::isinstance<CapacitySource>(other)) return false;
+        return same_source(a, nb::cast<const CapacitySource&>(other));
+      }, nb::sig("def __eq__(self, other: object) -> bool"))
+      .def("__lt__", [](const CapacitySource& a, nb::handle other) -> nb::object {
+        if (!nb::isinstance<CapacitySource>(other)) return nb::borrow(Py_NotImplemented);
         const auto& b = nb::cast<const CapacitySource&>(other);
-        return a.kind == b.kind && a.domain_name == b.domain_name;
-      })
-      .def("__lt__", [](const CapacitySource& a, const CapacitySource& b) {
-        return std::make_pair(int(a.kind), a.domain_name) < std::make_pair(int(b.kind), b.domain_name);
-      })
+        return nb::bool_(std::make_tuple(int(a.kind), a.domain_name, a.coordinator_id) <
+                         std::make_tuple(int(b.kind), b.domain_name, b.coordinator_id));
+      }, nb::sig("def __lt__(self, other: CapacitySource) -> bool"))
       .def("__hash__", [](const CapacitySource& s) { return nb::hash(nb::make_tuple(int(s.kind), s.domain_name)); })
       .def("__repr__", &source_repr);
 
-  nb::class_<Authority>(m, "Authority", "(sparse id, generation): ids are reused, generations never.")
+  nb::class_<Authority>(m, "Authority",
+                        "(sparse id, generation) of one coordinator: ids are reused, generations never, and an "
+                        "authority of another coordinator never matches.")
       .def_ro("sparse_id", &Authority::sparse_id).def_ro("generation", &Authority::generation)
-      .def("__eq__", [](const Authority& a, nb::handle o) { return nb::isinstance<Authority>(o) && a == nb::cast<const Authority&>(o); })
-      .def("__hash__", [](const Authority& a) { return nb::hash(nb::make_tuple(a.sparse_id, a.generation)); })
+      .def_ro("coordinator_id", &Authority::coordinator_id, "The coordinator that issued this authority.")
+      .def("__eq__", [](const Authority& a, nb::handle o) { return nb::isinstance<Authority>(o) && a == nb::cast<const Authority&>(o); },
+           nb::sig("def __eq__(self, other: object) -> bool"))
+      .def("__hash__", [](const Authority& a) { return nb::hash(nb::make_tuple(a.sparse_id, a.generation, a.coordinator_id)); })
       .def("__repr__", [](const Authority& a) {
-        return "Authority(sparse_id=" + std::to_string(a.sparse_id) + ", generation=" + std::to_string(a.generation) + ")";
+        return "Authority(sparse_id=" + std::to_string(a.sparse_id) + ", generation=" + std::to_string(a.generation) +
+               ", coordinator_id=" + std::to_string(a.coordinator_id) + ")";
       });
 
   nb::class_<CapacityDemand>(m, "CapacityDemand")
@@ -199,6 +268,7 @@ void init_sequence(nb::module_& m) {
       .def_ro("domains", &CapacitySnapshot::domains).def_ro("active_sequences", &CapacitySnapshot::active_sequences)
       .def_ro("max_active_sequences", &CapacitySnapshot::max_active_sequences)
       .def_ro("slots_epoch", &CapacitySnapshot::slots_epoch).def_ro("release_epoch", &CapacitySnapshot::release_epoch)
+      .def_ro("physical_epoch", &CapacitySnapshot::physical_epoch, "Epoch of the physical-memory source.")
       .def_prop_ro("used_bytes", [](const CapacitySnapshot& s) {
         nb::dict out;
         for (const auto& d : s.domains) out[nb::str(d.name.c_str())] = d.used_bytes;
@@ -210,6 +280,7 @@ void init_sequence(nb::module_& m) {
       .def_ro("fit", &AdmissionDeferred::fit).def_ro("blockers", &AdmissionDeferred::blockers)
       .def_ro("action", &AdmissionDeferred::action).def_ro("wait_condition", &AdmissionDeferred::wait_condition)
       .def_ro("capacity", &AdmissionDeferred::capacity)
+      .def_ro("coordinator_id", &AdmissionDeferred::coordinator_id, "The coordinator that took this decision.")
       .def_prop_ro("is_backing_deferral", [](const AdmissionDeferred& d) { return d.backing.has_value(); })
       .def_prop_ro("sequence_authority", [](const AdmissionDeferred& d) -> std::optional<Authority> {
         if (d.backing) return d.backing->sequence_authority;
@@ -286,9 +357,27 @@ void init_sequence(nb::module_& m) {
         auto c = r.recheck();
         return std::make_pair(c.changed_since_observation, c.changed_since_registration);
       }, "(changed since observation, changed since registration)")
-      .def("wait", &CapacityWaitRegistration::wait, nb::arg("timeout") = nb::none(),
-           nb::call_guard<nb::gil_scoped_release>(),
-           "Block until should_retry() (True) or the timeout (False); ClosedError if the coordinator closes.")
+      .def("wait", [](CapacityWaitRegistration& r, nb::handle timeout) {
+             const std::optional<double> seconds = timeout_argument(timeout);
+             const auto deadline = CapacityWaitRegistration::deadline_after(seconds);
+             // In slices without the GIL; between slices, with it, a pending signal handler
+             // runs (Ctrl-C raises KeyboardInterrupt within one slice).
+             for (;;) {
+               CapacityWaitRegistration::SliceResult result;
+               {
+                 nb::gil_scoped_release release;
+                 result = r.wait_slice(deadline, std::chrono::milliseconds(50));
+               }
+               if (result == CapacityWaitRegistration::SliceResult::retry) return true;
+               if (result == CapacityWaitRegistration::SliceResult::timed_out) return false;
+               if (PyErr_CheckSignals() != 0) throw nb::python_error();
+             }
+           },
+           nb::arg("timeout").none() = nb::none(), nb::sig("def wait(self, timeout: float | None = None) -> bool"),
+           "Block until should_retry() (True) or the timeout in seconds (False); None, inf or a timeout too "
+           "large for the clock wait without a deadline. NaN or a negative timeout is InvalidArgumentError. "
+           "Yields to Ctrl-C (KeyboardInterrupt) within about 0.05 s. ClosedError if the coordinator, or its "
+           "device, is closed.")
       .def_prop_ro("wake_count", &CapacityWaitRegistration::wake_count)
       .def_prop_ro("closed", &CapacityWaitRegistration::closed)
       .def_prop_ro("observed", &CapacityWaitRegistration::observed)
@@ -321,38 +410,61 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("resources", [](const SequenceSession& s) {
         return std::make_shared<ResourcesHandle>(ResourcesHandle{s.resources()});
       })
-      .def("write_release_capacity_sources", [](const SequenceSession& s, nb::list out) {
+      .def("write_release_capacity_sources", [](const SequenceSession& s, nb::handle out) {
+        constexpr const char* call = "write_release_capacity_sources";
+        if (!nb::isinstance<nb::list>(out))
+          raise(ErrorKind::TypeMismatch, argument_label(call, "sources") + " must be a list of CapacitySource, got " + type_name_of(out));
+        // Every item is checked before the list changes: a refusal leaves it as it was.
         std::vector<CapacitySource> sources;
-        const auto& coordinator = *s.state_coordinator();
+        std::size_t i = 0;
         for (nb::handle item : out) {
-          auto src = nb::cast<CapacitySource>(item);
-          if (src.kind == SourceKind::domain) {
-            auto index = coordinator.domain_index(src.domain_name);
-            if (index < 0) raise(ErrorKind::InvalidArgument, "write_release_capacity_sources: unknown domain '" + src.domain_name + "'");
-            src.domain_index = static_cast<std::uint32_t>(index);
-          }
-          sources.push_back(std::move(src));
+          const std::string label = "sources[" + std::to_string(i++) + "]";
+          sources.push_back(object_argument<CapacitySource>(item, call, label.c_str(), "a CapacitySource"));
         }
         s.write_release_capacity_sources(sources);
-        out.clear();
-        for (auto& src : sources) out.append(nb::cast(src));
-      }, nb::arg("sources"), "Append the exact sources releasing this sequence advances (sorted, deduplicated).")
+        nb::list written;
+        for (auto& src : sources) written.append(nb::cast(src));
+        nb::list target = nb::borrow<nb::list>(out);
+        target.clear();
+        for (nb::handle src : written) target.append(src);
+      }, nb::arg("sources").none(), nb::sig("def write_release_capacity_sources(self, sources: list[CapacitySource]) -> None"),
+         "Add to `sources` the exact sources releasing this sequence advances (sorted, deduplicated); a source of "
+         "another coordinator is refused (StaleAuthorityError), a non-source item with LifecoreTypeError.")
       .def_prop_ro("epoch", &SequenceSession::epoch)
       .def_prop_ro("fingerprint", &SequenceSession::fingerprint)
       .def_prop_ro("sequence_authority", &SequenceSession::sequence_authority)
       .def_prop_ro("request_authority", &SequenceSession::request_authority)
-      .def("verify", &SequenceSession::verify, nb::arg("epoch"), nb::arg("fingerprint"))
-      .def("register_admission_waiter", &SequenceSession::register_admission_waiter, nb::arg("deferred"))
-      .def("try_ensure_backing_covers", &SequenceSession::try_ensure_backing_covers, nb::arg("tokens"),
-           nb::arg("pages") = nb::none(), nb::call_guard<nb::gil_scoped_release>())
-      .def("verify_backing_deferral", &SequenceSession::verify_backing_deferral, nb::arg("decision"))
+      .def("verify", [](const SequenceSession& s, nb::handle epoch, nb::handle fingerprint) {
+             s.verify(uint_argument(epoch, "verify", "epoch"), str_argument(fingerprint, "verify", "fingerprint"));
+           }, nb::arg("epoch").none(), nb::arg("fingerprint").none(), nb::sig("def verify(self, epoch: int, fingerprint: str) -> None"),
+           "StaleAuthorityError unless (epoch, fingerprint) names this live session.")
+      .def("register_admission_waiter", [](const SequenceSession& s, nb::handle deferred) {
+             return s.register_admission_waiter(
+                 object_argument<AdmissionDeferred>(deferred, "register_admission_waiter", "deferred", "an AdmissionDeferred"));
+           }, nb::arg("deferred").none(), nb::sig("def register_admission_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"))
+      .def("try_ensure_backing_covers", [](SequenceSession& s, nb::handle tokens, nb::handle pages) {
+             const std::int64_t t = int_argument(tokens, "try_ensure_backing_covers", "tokens");
+             const std::optional<std::int64_t> p = optional_int_argument(pages, "try_ensure_backing_covers", "pages");
+             nb::gil_scoped_release release;  // may reach the driver for pages
+             return s.try_ensure_backing_covers(t, p);
+           }, nb::arg("tokens").none(), nb::arg("pages").none() = nb::none(),
+           nb::sig("def try_ensure_backing_covers(self, tokens: int, pages: int | None = None) -> BackingDecision"))
+      .def("verify_backing_deferral", [](const SequenceSession& s, nb::handle decision) {
+             s.verify_backing_deferral(object_argument<BackingDecision>(decision, "verify_backing_deferral", "decision", "a BackingDecision"));
+           }, nb::arg("decision").none(), nb::sig("def verify_backing_deferral(self, decision: BackingDecision) -> None"))
       .def("request_cancel", &SequenceSession::request_cancel)
       .def("try_complete", &SequenceSession::try_complete)
       .def("try_abort", &SequenceSession::try_abort)
       .def("try_abort_if_quiescent", &SequenceSession::try_abort_if_quiescent)
       .def("acquire_frame", &SequenceSession::acquire_frame)
-      .def("prepare_flight", &SequenceSession::prepare_flight, nb::arg("key"))
-      .def("step", &SequenceSession::step, nb::arg("tokens"))
+      .def("prepare_flight", [](SequenceSession& s, nb::handle key) {
+             return s.prepare_flight(uint_argument(key, "prepare_flight", "key"));
+           }, nb::arg("key").none(), nb::sig("def prepare_flight(self, key: int) -> FlightHold"))
+      .def("step", [](SequenceSession& s, nb::handle tokens) {
+             const std::int64_t t = int_argument(tokens, "step", "tokens");
+             nb::gil_scoped_release release;  // an extension may reach the driver for pages
+             return s.step(t);
+           }, nb::arg("tokens").none(), nb::sig("def step(self, tokens: int) -> BackingOutcome"))
       .def_prop_ro("phase", &SequenceSession::phase)
       .def_prop_ro("backing", [](const SequenceSession& s) { return mutable_snapshot(s.backing()); })
       .def_prop_ro("next_frame_id", &SequenceSession::next_frame_id)
@@ -361,18 +473,31 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("retired_frames", &SequenceSession::retired_frames)
       .def_prop_ro("receipt", &SequenceSession::receipt)
       .def_prop_ro("closed", &SequenceSession::is_closed)
-      .def("close", &SequenceSession::close, "Drop the session now: fails it closed unless terminal.")
+      .def("close", &SequenceSession::close, nb::call_guard<nb::gil_scoped_release>(),
+           "Drop the session now: fails it closed unless terminal. Pages this frees go back to the device "
+           "without the GIL.")
       .def("__repr__", [](const SequenceSession& s) {
         auto a = s.sequence_authority();
         return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
                ", phase=" + phase_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
       })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) { s.close(); },
+      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) {
+             nb::gil_scoped_release release;  // the last holder frees device pages
+             s.close();
+           },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
-  m.def("acquire_frames", [](const std::vector<SequenceSession*>& sessions) { return acquire_frames(sessions); },
-        nb::arg("sessions"), "Acquire one frame on every session, all or nothing.");
+  m.def("acquire_frames", [](nb::handle sessions) {
+          std::vector<SequenceSession*> list;
+          std::size_t i = 0;
+          for (nb::handle item : sequence_argument(sessions, "acquire_frames", "sessions", "a list of SequenceSession")) {
+            const std::string label = "sessions[" + std::to_string(i++) + "]";
+            list.push_back(&object_argument<SequenceSession>(item, "acquire_frames", label.c_str(), "a SequenceSession"));
+          }
+          return acquire_frames(list);
+        }, nb::arg("sessions").none(), nb::sig("def acquire_frames(sessions: collections.abc.Sequence[SequenceSession]) -> list[FrameHold]"),
+        "Acquire one frame on every session, all or nothing.");
 
   nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot.")
       .def("open_session", [](ResourcesHandle& h) {
@@ -389,10 +514,16 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); })
       .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; })
       .def("close", [](ResourcesHandle& h) {
-        auto dropping = std::move(h.resources);  // released here if this was the last holder
+        auto dropping = std::move(h.resources);  // taken with the GIL: the handle is Python's
+        nb::gil_scoped_release release;          // the last holder frees device pages without it
+        dropping.reset();
       }, "Let go of this hold; capacity returns when the last holder goes.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) { h.resources.reset(); },
+      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) {
+             auto dropping = std::move(h.resources);
+             nb::gil_scoped_release release;
+             dropping.reset();
+           },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted.")
@@ -402,50 +533,66 @@ void init_sequence(nb::module_& m) {
       });
 
   nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator", "Capacity admission for sequences on one device.")
-      .def(nb::new_([](nb::handle device, nb::handle domains, std::int64_t page_bytes, std::int64_t tokens_per_page,
-                       std::int64_t max_active_sequences) {
+      .def(nb::new_([](nb::handle device, nb::handle domains, nb::handle page_bytes, nb::handle tokens_per_page,
+                       nb::handle max_active_sequences) {
+             constexpr const char* call = "AdmissionCoordinator";
              CoordinatorConfig config;
              config.domains = parse_domains(domains);
-             config.page_bytes = positive(page_bytes, "page_bytes");
-             if (tokens_per_page <= 0 || tokens_per_page > std::numeric_limits<std::uint32_t>::max())
-               raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: tokens_per_page must be positive");
-             config.tokens_per_page = static_cast<std::uint32_t>(tokens_per_page);
-             if (max_active_sequences <= 0 || max_active_sequences > std::numeric_limits<std::uint32_t>::max())
-               raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: max_active_sequences must be positive");
-             config.max_active_sequences = static_cast<std::uint32_t>(max_active_sequences);
+             config.page_bytes = uint_argument(page_bytes, call, "page_bytes", std::numeric_limits<std::uint64_t>::max(), 1);
+             config.tokens_per_page = static_cast<std::uint32_t>(uint_argument(tokens_per_page, call, "tokens_per_page", max_u32, 1));
+             config.max_active_sequences =
+                 static_cast<std::uint32_t>(uint_argument(max_active_sequences, call, "max_active_sequences", max_u32, 1));
              config.memory = memory_for_device(device);
              return AdmissionCoordinator::create(std::move(config));
            }),
-           nb::arg("device").none() = nb::none(), nb::kw_only(), nb::arg("domains"), nb::arg("page_bytes"),
-           nb::arg("tokens_per_page"), nb::arg("max_active_sequences"))
-      .def("admit", [](AdmissionCoordinator& c, std::string request_id, std::int64_t prompt_tokens, std::int64_t fit_tokens,
-                       std::optional<std::vector<std::string>> domains) {
-             AdmissionRequest request{std::move(request_id), prompt_tokens, fit_tokens, domains.value_or(std::vector<std::string>{})};
+           nb::arg("device").none() = nb::none(), nb::kw_only(), nb::arg("domains").none(), nb::arg("page_bytes").none(),
+           nb::arg("tokens_per_page").none(), nb::arg("max_active_sequences").none())
+      .def("admit", [](AdmissionCoordinator& c, nb::handle request_id, nb::handle prompt_tokens, nb::handle fit_tokens,
+                       nb::handle domains) {
+             AdmissionRequest request;
+             request.request_id = str_argument(request_id, "admit", "request_id");
+             request.prompt_tokens = int_argument(prompt_tokens, "admit", "prompt_tokens");
+             request.fit_tokens = int_argument(fit_tokens, "admit", "fit_tokens");
+             if (!domains.is_none()) {
+               std::size_t i = 0;
+               for (nb::handle item : sequence_argument(domains, "admit", "domains", "None or a list of domain names")) {
+                 const std::string label = "domains[" + std::to_string(i++) + "]";
+                 request.domains.push_back(str_argument(item, "admit", label.c_str()));
+               }
+             }
              AdmissionDecision decision = [&] {
                nb::gil_scoped_release release;  // may reach the driver for pages
                return c.admit(request);
              }();
              return admission_to_python(std::move(decision));
            },
-           nb::arg("request_id"), nb::arg("prompt_tokens"), nb::arg("fit_tokens"), nb::arg("domains") = nb::none(),
-           "Admitted(resources) | AdmissionDeferred | AdmissionRejected; capacity pressure is never an exception.")
+           nb::arg("request_id").none(), nb::arg("prompt_tokens").none(), nb::arg("fit_tokens").none(), nb::arg("domains").none() = nb::none(),
+           nb::sig("def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int, "
+                   "domains: collections.abc.Sequence[str] | None = None) -> Admitted | AdmissionDeferred | AdmissionRejected"),
+           "Admitted(resources) | AdmissionDeferred | AdmissionRejected; capacity pressure is never an exception. "
+           "ClosedError once the coordinator or its device is closed.")
       .def("close", &AdmissionCoordinator::close, "Wake every waiter with ClosedError; refuse later admissions.")
-      .def_prop_ro("closed", &AdmissionCoordinator::closed)
-      .def("grow_domain", &AdmissionCoordinator::grow_domain, nb::arg("name"), nb::arg("capacity_bytes"))
+      .def_prop_ro("closed", &AdmissionCoordinator::closed, "True once closed, or once its device is closed.")
+      .def_prop_ro("id", &AdmissionCoordinator::id, "This coordinator's id: the coordinator_id of what it issues.")
+      .def("grow_domain", [](AdmissionCoordinator& c, nb::handle name, nb::handle capacity_bytes) {
+             c.grow_domain(str_argument(name, "grow_domain", "name"), uint_argument(capacity_bytes, "grow_domain", "capacity_bytes"));
+           }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: int) -> None"))
       .def("capacity", &AdmissionCoordinator::capacity)
-      .def("epoch", [](const AdmissionCoordinator& c, const CapacitySource& s) {
-        CapacitySource resolved = s;
-        if (s.kind == SourceKind::domain) {
-          auto index = c.domain_index(s.domain_name);
-          if (index < 0) raise(ErrorKind::InvalidArgument, "epoch: unknown domain '" + s.domain_name + "'");
-          resolved.domain_index = static_cast<std::uint32_t>(index);
-        }
-        return c.epoch_of(resolved);
-      }, nb::arg("source"))
+      .def("epoch", [](const AdmissionCoordinator& c, nb::handle source) {
+        return c.epoch_of(object_argument<CapacitySource>(source, "epoch", "source", "a CapacitySource"));
+      }, nb::arg("source").none(), nb::sig("def epoch(self, source: CapacitySource) -> int"),
+         "The epoch of `source` now; StaleAuthorityError for a source of another coordinator.")
       .def_prop_ro("release_epoch", &AdmissionCoordinator::release_epoch)
-      .def("fits_now", &AdmissionCoordinator::fits_now, nb::arg("deferred"))
-      .def("verify_sequence_authority", &AdmissionCoordinator::verify_sequence_authority, nb::arg("authority"))
-      .def("register_waiter", &AdmissionCoordinator::register_waiter, nb::arg("deferred"))
+      .def("fits_now", [](const AdmissionCoordinator& c, nb::handle deferred) {
+             return c.fits_now(object_argument<AdmissionDeferred>(deferred, "fits_now", "deferred", "an AdmissionDeferred"));
+           }, nb::arg("deferred").none(), nb::sig("def fits_now(self, deferred: AdmissionDeferred) -> bool"))
+      .def("verify_sequence_authority", [](const AdmissionCoordinator& c, nb::handle authority) {
+             c.verify_sequence_authority(object_argument<Authority>(authority, "verify_sequence_authority", "authority", "an Authority"));
+           }, nb::arg("authority").none(), nb::sig("def verify_sequence_authority(self, authority: Authority) -> None"),
+           "StaleAuthorityError unless `authority` is this coordinator's live sequence authority.")
+      .def("register_waiter", [](AdmissionCoordinator& c, nb::handle deferred) {
+             return c.register_waiter(object_argument<AdmissionDeferred>(deferred, "register_waiter", "deferred", "an AdmissionDeferred"));
+           }, nb::arg("deferred").none(), nb::sig("def register_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"))
       .def_prop_ro("domain_names", [](const AdmissionCoordinator& c) {
         std::vector<std::string> out;
         for (std::uint32_t i = 0; i < c.domain_count(); ++i) out.push_back(c.domain_name(i));
@@ -461,17 +608,33 @@ void init_sequence(nb::module_& m) {
           out["live_bytes"] = host->live_bytes();
           out["live_extents"] = host->live_extents();
           out["allocations"] = host->allocations();
+        } else if (auto* driver = dynamic_cast<DriverPageMemory*>(c.memory().get())) {
+          out["live_bytes"] = driver->live_bytes();
+          out["live_extents"] = driver->live_extents();
+          out["allocations"] = driver->allocations();
+          out["failed_releases"] = driver->failed_releases();
         }
         return out;
       })
-      .def("fail_next_page_allocations", [](AdmissionCoordinator& c, std::uint64_t count) {
+      .def("fail_next_page_allocations", [](AdmissionCoordinator& c, nb::handle count_arg) {
+        const std::uint64_t count = uint_argument(count_arg, "fail_next_page_allocations", "count");
         auto* host = dynamic_cast<HostPageMemory*>(c.memory().get());
         if (!host) raise(ErrorKind::InvalidArgument, "fail_next_page_allocations: only host page memory injects faults");
         host->fail_next_allocations(count);
-      }, nb::arg("count"), "Testing: make the next `count` physical page allocations fail (host memory only).")
+      }, nb::arg("count").none(), nb::sig("def fail_next_page_allocations(self, count: int) -> None"), "Testing: make the next `count` physical page allocations fail (host memory only).")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](AdmissionCoordinator& c, nb::handle, nb::handle, nb::handle) { c.close(); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
+
+  // Test-only: the core's deterministic pause points (see lifecore/sequence/pause_points.hpp).
+  m.def("_sequence_pause_arm", [](const std::string& point) {
+    if (point != "extension_prepared") raise(ErrorKind::InvalidArgument, "_sequence_pause_arm: unknown pause point '" + point + "'");
+    pause_points::arm(pause_points::Point::extension_prepared);
+  }, nb::arg("point"), "Testing only: the next thread to reach `point` stops there until _sequence_pause_resume().");
+  m.def("_sequence_pause_wait", [](double timeout) { return pause_points::wait_until_reached(timeout); },
+        nb::arg("timeout").none(), nb::call_guard<nb::gil_scoped_release>(),
+        "Testing only: True once a thread stopped at the armed point, False after `timeout` seconds.");
+  m.def("_sequence_pause_resume", &pause_points::resume, "Testing only: let the stopped thread go on; disarm.");
 
   m.def("_bench_sequence_lifecycles_cpp", [](std::uint64_t lifecycles, std::uint64_t live, std::uint64_t target_tokens,
                                              std::uint32_t tokens_per_page, bool primitives) {

@@ -1,7 +1,9 @@
 // The sequence core without Python: admission, extension, frames, release, waiters, and
 // pages through the vendor layer when the mock driver is available.
 #include <atomic>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <vector>
 #include <thread>
@@ -9,6 +11,7 @@
 
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
+#include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
@@ -131,6 +134,140 @@ void concurrent_lifecycles() {
   CHECK(cap.active_sequences == 0 && cap.domains[0].used_bytes == 0);
 }
 
+// Source slots are 0 (slots), 1 + domain index, and one past the domains (physical memory):
+// a domain index equal to the number of domains must never reach the physical slot.
+void source_index_equal_to_domain_count_is_refused() {
+  CoordinatorConfig config;
+  config.domains.push_back({"kv", 4096, 0});
+  config.domains.push_back({"v", 4096, 0});
+  config.page_bytes = 4096;
+  config.tokens_per_page = 16;
+  config.max_active_sequences = 1;
+  auto c = AdmissionCoordinator::create(std::move(config));
+  auto held = c->admit({"a", 16, 16, {}});
+  auto decision = c->admit({"b", 16, 16, {}});
+  auto deferred = std::get<AdmissionDeferred>(decision);
+  CHECK(!deferred.wait_condition.sources.empty());
+  auto edge = deferred;
+  edge.wait_condition.sources[0] = CapacitySource::domain(1, "v", c->id());  // the last domain: fine
+  CHECK(error_of([&] { c->register_waiter(edge); }) == ErrorKind::Lifecore);
+  CHECK(error_of([&] { c->epoch_of(CapacitySource::domain(1, "v", c->id())); }) == ErrorKind::Lifecore);
+  auto past = deferred;
+  past.wait_condition.sources[0] = CapacitySource::domain(2, "?", c->id());  // == domain count
+  CHECK(error_of([&] { c->register_waiter(past); }) == ErrorKind::InvalidArgument);
+  CHECK(error_of([&] { c->epoch_of(CapacitySource::domain(2, "?", c->id())); }) == ErrorKind::InvalidArgument);
+  CHECK(error_of([&] { c->resolve_source(CapacitySource::domain(2, "?", c->id()), "test"); }) == ErrorKind::InvalidArgument);
+  // A source of another coordinator is a stale authority here.
+  CHECK(error_of([&] { c->epoch_of(CapacitySource::slots(c->id() + 1)); }) == ErrorKind::StaleAuthority);
+}
+
+void authorities_name_their_coordinator() {
+  auto gpu0 = make(4), gpu1 = make(4);
+  auto a = gpu0->admit({"r", 16, 16, {}});
+  auto b = gpu1->admit({"r", 16, 16, {}});
+  const auto& mine = std::get<Admitted>(a).resources->sequence_authority();
+  const auto& theirs = std::get<Admitted>(b).resources->sequence_authority();
+  CHECK(mine.sparse_id == theirs.sparse_id && mine.generation == theirs.generation && !(mine == theirs));
+  CHECK(error_of([&] { gpu0->verify_sequence_authority(mine); }) == ErrorKind::Lifecore);
+  CHECK(error_of([&] { gpu0->verify_sequence_authority(theirs); }) == ErrorKind::StaleAuthority);
+}
+
+void wait_deadlines_never_wrap() {
+  using R = CapacityWaitRegistration;
+  CHECK(error_of([] { R::deadline_after(std::nan("")); }) == ErrorKind::InvalidArgument);
+  CHECK(error_of([] { R::deadline_after(-1e-9); }) == ErrorKind::InvalidArgument);
+  CHECK(error_of([] { R::deadline_after(-std::numeric_limits<double>::infinity()); }) == ErrorKind::InvalidArgument);
+  for (double huge : {std::numeric_limits<double>::infinity(), 1e10, 1e300, 18446744073709551616.0})
+    CHECK(!R::deadline_after(huge).has_value());
+  CHECK(!R::deadline_after(std::nullopt).has_value());
+  const auto before = std::chrono::steady_clock::now();
+  auto one = R::deadline_after(1.0);
+  CHECK(one.has_value() && *one > before && *one <= std::chrono::steady_clock::now() + std::chrono::seconds(1));
+  auto zero = R::deadline_after(0.0);
+  CHECK(zero.has_value() && *zero <= std::chrono::steady_clock::now());
+}
+
+// A page memory whose device closes under the coordinator.
+class ClosablePageMemory final : public PageMemory {
+ public:
+  bool allocate(std::size_t bytes, PageExtent* out) noexcept override { return host.allocate(bytes, out); }
+  void release(const PageExtent& extent) noexcept override { host.release(extent); }
+  const char* kind() const noexcept override { return "closable"; }
+  bool closed() const noexcept override { return is_closed.load(); }
+  HostPageMemory host;
+  std::atomic<bool> is_closed{false};
+};
+
+void a_closed_device_closes_its_coordinator() {
+  auto memory = std::make_shared<ClosablePageMemory>();
+  auto c = make(4, memory);
+  auto decision = c->admit({"r", 16, 64, {}});
+  auto session = std::get<Admitted>(decision).resources->open_session();
+  decision = AdmissionRejected{};
+  CoordinatorConfig one_slot;
+  one_slot.domains.push_back({"kv", 4096, 0});
+  one_slot.page_bytes = 4096;
+  one_slot.tokens_per_page = 16;
+  one_slot.max_active_sequences = 1;
+  one_slot.memory = memory;
+  auto slots = AdmissionCoordinator::create(std::move(one_slot));
+  auto held = slots->admit({"a", 16, 16, {}});
+  auto registration = slots->register_waiter(std::get<AdmissionDeferred>(slots->admit({"b", 16, 16, {}})));
+  memory->is_closed = true;
+  const auto allocations = memory->host.allocations();
+  CHECK(c->closed());
+  CHECK(error_of([&] { c->admit({"x", 16, 16, {}}); }) == ErrorKind::Closed);
+  CHECK(error_of([&] { session->try_ensure_backing_covers(48); }) == ErrorKind::Closed);
+  CHECK(error_of([&] { registration->wait(std::nullopt); }) == ErrorKind::Closed);
+  CHECK(memory->host.allocations() == allocations);
+  session.reset();
+  held = AdmissionRejected{};
+  CHECK(memory->host.live_extents() == 0 && c->capacity().domains[0].used_bytes == 0);
+}
+
+// The prepare -> publish window of an extension, made deterministic with a pause point: a
+// cancel that lands in it refuses the publish and every prepared page rolls back.
+void cancel_between_prepare_and_publish() {
+  auto memory = std::make_shared<HostPageMemory>();
+  auto c = make(8, memory);
+  auto decision = c->admit({"r", 16, 64, {}});
+  auto session = std::get<Admitted>(decision).resources->open_session();
+  decision = AdmissionRejected{};
+  pause_points::arm(pause_points::Point::extension_prepared);
+  ErrorKind outcome = ErrorKind::Lifecore;
+  std::thread extender([&] { outcome = error_of([&] { session->try_ensure_backing_covers(48); }); });
+  CHECK(pause_points::wait_until_reached(10.0));
+  CHECK(c->capacity().domains[0].used_bytes == 3 * 4096 && memory->live_extents() == 2);
+  session->request_cancel();
+  pause_points::resume();
+  extender.join();
+  CHECK(outcome == ErrorKind::SessionState);
+  CHECK(c->capacity().domains[0].used_bytes == 4096 && memory->live_extents() == 1);
+  CHECK(session->backing()->generation() == 1);
+  session.reset();
+  CHECK(memory->live_extents() == 0 && c->capacity().domains[0].used_bytes == 0);
+}
+
+// A size or an address range that would wrap is memory the host pool cannot hand out.
+void host_pages_never_wrap() {
+  HostPageMemory memory;
+  PageExtent extent;
+  CHECK(!memory.allocate(std::numeric_limits<std::size_t>::max(), &extent));
+  CHECK(!memory.allocate(std::numeric_limits<std::size_t>::max() - 4094, &extent));
+  CHECK(memory.live_extents() == 0 && memory.allocations() == 0);
+  CHECK(memory.allocate(std::size_t{1} << 62, &extent) && memory.live_extents() == 1);
+  PageExtent second;
+  CHECK(memory.allocate(std::size_t{1} << 62, &second) && second.address > extent.address);
+  PageExtent third;
+  CHECK(memory.allocate(std::size_t{1} << 62, &third));
+  PageExtent fourth;  // the address range would pass 2**64
+  CHECK(!memory.allocate(std::size_t{1} << 62, &fourth) && memory.live_extents() == 3);
+  memory.release(extent);
+  memory.release(second);
+  memory.release(third);
+  CHECK(memory.live_extents() == 0 && memory.live_bytes() == 0);
+}
+
 }  // namespace
 
 int main() {
@@ -138,5 +275,11 @@ int main() {
   lifecycle_and_release();
   waiter_wakes_on_release();
   driver_pages();
+  source_index_equal_to_domain_count_is_refused();
+  authorities_name_their_coordinator();
+  wait_deadlines_never_wrap();
+  a_closed_device_closes_its_coordinator();
+  cancel_between_prepare_and_publish();
+  host_pages_never_wrap();
   return lifecore::test_support::finish("sequence_session_test");
 }

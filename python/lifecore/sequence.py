@@ -17,18 +17,40 @@ The C++ core does the work; this module names it and adds what is Pythonic:
   terminal fails it closed.
 
 A deferral (or a registration) of another coordinator is refused with
-``StaleAuthorityError`` (a foreign coordinator is a stale authority here).
+``StaleAuthorityError`` (a foreign coordinator is a stale authority here). Authorities and the
+sources a coordinator issues name it (``coordinator_id``): ``verify_sequence_authority`` refuses
+another coordinator's authority, ``epoch`` and ``write_release_capacity_sources`` refuse its
+sources, and ``preempt_for`` never picks its sessions, even when domain names match.
+
+Every deferral names a source that advances when its condition can change: a domain or the
+slots when a release returns them, a domain when it grows, and ``PhysicalMemory`` when the
+device could not supply the pages (out of memory, an injected fault): that source advances on
+every physical page release of the coordinator. Memory freed on the device by anything else is
+not observed, so a waiter on ``PhysicalMemory`` of a coordinator that holds no pages should wait
+with a timeout. Logical capacity is checked before the device is touched, so a logical deferral
+never allocates pages.
+
+Closing the device a coordinator takes its pages from closes the coordinator: admissions,
+extensions, growth and registrations raise ``ClosedError``, and waiters wake with it (within one
+wait slice). Live sequences keep their pages, unused by lifecore from then on, until their last
+holder goes; the pages then go back to the driver, which the coordinator keeps alive, so nothing
+leaks and nothing new is allocated on a closed device.
+
+``CapacityWaitRegistration.wait(timeout)``: ``None``, ``inf`` or a timeout too large for the
+clock waits without a deadline; NaN or a negative timeout is ``InvalidArgumentError``; the wait
+runs in short slices without the GIL, so Ctrl-C (``KeyboardInterrupt``) stops it promptly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 from . import _core
-from .errors import ClosedError, SessionStateError
+from .errors import ClosedError, InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError
 
 AdmissionCoordinator = _core.AdmissionCoordinator
 Admitted = _core.Admitted
@@ -61,6 +83,9 @@ acquire_frames = _core.acquire_frames
 
 #: The active-sequence slots source.
 ActiveSequenceSlots: CapacitySource = CapacitySource.active_sequence_slots()
+#: The physical-memory source: the device pages behind the domains. A failed device
+#: allocation (out of memory) defers on it; every physical page release advances it.
+PhysicalMemory: CapacitySource = CapacitySource.physical_memory()
 
 
 def Domain(name: str) -> CapacitySource:  # noqa: N802 - reads like the source it names
@@ -68,13 +93,42 @@ def Domain(name: str) -> CapacitySource:  # noqa: N802 - reads like the source i
     return CapacitySource.of_domain(name)
 
 
+# A timeout longer than this (about 31 years) waits like None.
+_FOREVER = 1e9
+
+
+def _checked_seconds(value: object, name: str, *, allow_infinite: bool) -> Optional[float]:
+    """A number of seconds for ``wait_async``: None (only for the timeout), or a non-negative
+    int or float (never a bool, never NaN)."""
+    if value is None and allow_infinite:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LifecoreTypeError(f"wait_async: argument '{name}' must be a number, got {type(value).__name__}")
+    try:
+        seconds = float(value)
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf if value > 0 else -math.inf
+    if math.isnan(seconds) or seconds < 0:
+        raise InvalidArgumentError(f"wait_async: argument '{name}' must not be NaN or negative, got {value!r}")
+    if math.isinf(seconds) and not allow_infinite:
+        raise InvalidArgumentError(f"wait_async: argument '{name}' must be finite, got {value!r}")
+    return seconds
+
+
 async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] = None,
                       *, poll: float = 0.05) -> bool:
     """Await a change of the registration's sources: True to retry, False on timeout.
 
     The blocking wait runs in a worker thread in short slices, so cancelling the awaiting
-    task returns within ``poll`` seconds. Raises ClosedError when the coordinator closes."""
-    deadline = None if timeout is None else time.monotonic() + timeout
+    task returns within ``poll`` seconds. Raises ClosedError when the coordinator closes.
+    ``timeout`` follows ``wait``: None, inf or a timeout too large to matter waits without a
+    deadline; NaN or a negative timeout is InvalidArgumentError. ``poll`` is a positive,
+    finite number of seconds."""
+    timeout = _checked_seconds(timeout, "timeout", allow_infinite=True)
+    poll = _checked_seconds(poll, "poll", allow_infinite=False)
+    if poll == 0:
+        raise InvalidArgumentError("wait_async: argument 'poll' must be positive, got 0")
+    deadline = None if timeout is None or timeout > _FOREVER else time.monotonic() + timeout
     while True:
         slice_ = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
         if await asyncio.to_thread(self.wait, slice_):
@@ -110,30 +164,66 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     its session hold is dropped. Capacity comes back once every other holder of the victim
     (its ``Admitted`` / resources handle, snapshots) is gone too; ``freed_sources`` reports
     what actually came back. Stops once the deferred demand fits, or after ``limit`` victims.
+
+    A candidate of another coordinator is never picked (it is reported in ``skipped``), even
+    when its domains have the same names. Wrong types are refused before anything changes:
+    ``LifecoreTypeError`` for a coordinator, deferral, candidate or limit of the wrong type,
+    ``StaleAuthorityError`` for a deferral of another coordinator, ``InvalidArgumentError``
+    for a negative limit.
     """
+    if not isinstance(coordinator, AdmissionCoordinator):
+        raise LifecoreTypeError(
+            f"preempt_for: argument 'coordinator' must be an AdmissionCoordinator, got {type(coordinator).__name__}")
+    if not isinstance(deferred, AdmissionDeferred):
+        raise LifecoreTypeError(
+            f"preempt_for: argument 'deferred' must be an AdmissionDeferred, got {type(deferred).__name__}")
+    if deferred.coordinator_id != coordinator.id:
+        raise StaleAuthorityError("preempt_for: the deferral belongs to another coordinator (foreign coordinator)")
+    if limit is not None:
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise LifecoreTypeError(f"preempt_for: argument 'limit' must be None or an int, got {type(limit).__name__}")
+        if limit < 0:
+            raise InvalidArgumentError(f"preempt_for: argument 'limit' must not be negative, got {limit}")
+    if isinstance(candidates, (str, bytes)):
+        raise LifecoreTypeError("preempt_for: argument 'candidates' must be an iterable of SequenceSession, got str")
+    try:
+        pool = list(candidates)
+    except TypeError:
+        raise LifecoreTypeError(
+            f"preempt_for: argument 'candidates' must be an iterable of SequenceSession, "
+            f"got {type(candidates).__name__}") from None
+    for i, session in enumerate(pool):
+        if not isinstance(session, SequenceSession):
+            raise LifecoreTypeError(
+                f"preempt_for: argument 'candidates[{i}]' must be a SequenceSession, got {type(session).__name__}")
+
     wanted = list(deferred.wait_condition.sources)
     before = {s: coordinator.epoch(s) for s in wanted}
     own = deferred.sequence_authority
     report = PreemptionReport()
-    for session in candidates:
+    for session in pool:
         if coordinator.fits_now(deferred) or (limit is not None and len(report.victims) >= limit):
             break
-        if own is not None and session.sequence_authority == own:
+        authority = session.sequence_authority
+        if authority.coordinator_id != coordinator.id:
+            report.skipped.append((authority, "preempt_for: the session belongs to another coordinator"))
+            continue
+        if own is not None and authority == own:
             continue
         sources: list = []
         try:
             session.write_release_capacity_sources(sources)
         except (SessionStateError, ClosedError) as error:
-            report.skipped.append((session.sequence_authority, str(error)))
+            report.skipped.append((authority, str(error)))
             continue
         if not any(s in wanted for s in sources):
             continue
         try:
             receipt = session.try_abort_if_quiescent()
         except SessionStateError as error:
-            report.skipped.append((session.sequence_authority, str(error)))
+            report.skipped.append((authority, str(error)))
             continue
-        report.victims.append(session.sequence_authority)
+        report.victims.append(authority)
         report.receipts.append(receipt)
         session.close()
     report.freed_sources = [s for s in wanted if coordinator.epoch(s) != before[s]]
@@ -147,5 +237,5 @@ __all__ = [
     "TerminalReceipt", "CapacityWaitRegistration", "CapacitySource", "CapacityDemand", "CapacityBlocker",
     "CapacitySnapshot", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
     "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames",
-    "ActiveSequenceSlots", "Domain", "PreemptionReport", "preempt_for",
+    "ActiveSequenceSlots", "PhysicalMemory", "Domain", "PreemptionReport", "preempt_for",
 ]

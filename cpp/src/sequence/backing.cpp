@@ -1,5 +1,6 @@
 #include "lifecore/sequence/backing.hpp"
 
+#include "lifecore/checked.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 
 namespace lifecore::sequence {
@@ -15,11 +16,13 @@ PreparedPages::~PreparedPages() {
 
 bool PreparedPages::allocate_physical(std::uint64_t first_page, std::uint64_t pages) {
   if (pages == 0) return true;
-  const std::uint64_t bytes = pages * coordinator_.page_bytes();
+  const std::uint64_t bytes = checked::mul_or_throw(pages, coordinator_.page_bytes(), "backing: pages * page_bytes");
+  const auto size = checked::narrow<std::size_t>(bytes);
+  if (!size) return false;  // more than this process can address: the device cannot supply it
   extents.reserve(extents.size() + domains_.size());
   for (std::uint32_t d : domains_) {
     PageExtent extent;
-    if (!coordinator_.memory()->allocate(bytes, &extent)) {
+    if (!coordinator_.memory()->allocate(*size, &extent)) {
       release_physical();
       return false;
     }
@@ -30,7 +33,7 @@ bool PreparedPages::allocate_physical(std::uint64_t first_page, std::uint64_t pa
 }
 
 void PreparedPages::release_physical() noexcept {
-  for (auto it = extents.rbegin(); it != extents.rend(); ++it) coordinator_.memory()->release(it->memory);
+  coordinator_.release_physical(extents);  // advances the physical-memory source
   extents.clear();
   physical_pages_ = 0;
 }
@@ -41,14 +44,14 @@ SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinat
 
 SequenceBacking::~SequenceBacking() {
   // Reverse order of allocation (tail pages first), physical before the logical release.
-  for (auto it = extents_.rbegin(); it != extents_.rend(); ++it) coordinator_->memory()->release(it->memory);
+  coordinator_->release_physical(extents_);
   coordinator_->release_sequence(domains_, pages_, sequence_, request_);
 }
 
 std::size_t SequenceBacking::adopt(PreparedPages& prepared) {
   std::lock_guard<std::mutex> lock(mutex_);
   extents_.insert(extents_.end(), prepared.extents.begin(), prepared.extents.end());
-  pages_ += prepared.logical_pages_;
+  pages_ += prepared.logical_pages_;  // bounded by the request's fit pages
   prepared.extents.clear();
   prepared.physical_pages_ = 0;
   prepared.logical_pages_ = 0;

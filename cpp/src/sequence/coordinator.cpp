@@ -4,6 +4,7 @@
 #include <atomic>
 #include <limits>
 
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/backing.hpp"
 #include "lifecore/sequence/resources.hpp"
@@ -14,15 +15,13 @@ namespace {
 
 std::atomic<std::uint64_t> next_coordinator_id{1};
 
-bool mul_overflows(std::uint64_t a, std::uint64_t b) {
-  return b != 0 && a > std::numeric_limits<std::uint64_t>::max() / b;
-}
-
 }  // namespace
 
 // ---- AuthorityAllocator ----
 
 Authority AuthorityAllocator::acquire() {
+  // Checked before anything changes: an exhausted allocator refuses and stays as it was.
+  const std::uint64_t generation = checked::add_or_throw(next_generation_, std::uint64_t{1}, "authority generations");
   std::uint32_t id;
   if (!free_ids_.empty()) {
     id = free_ids_.back();
@@ -33,12 +32,13 @@ Authority AuthorityAllocator::acquire() {
     id = static_cast<std::uint32_t>(generation_of_.size());
     generation_of_.push_back(0);
   }
-  generation_of_[id] = next_generation_++;
-  return {id, generation_of_[id]};
+  generation_of_[id] = next_generation_;
+  next_generation_ = generation;
+  return {id, generation_of_[id], coordinator_id_};
 }
 
 void AuthorityAllocator::release(const Authority& authority) noexcept {
-  if (authority.sparse_id < generation_of_.size() &&
+  if (authority.coordinator_id == coordinator_id_ && authority.sparse_id < generation_of_.size() &&
       generation_of_[authority.sparse_id] == authority.generation) {
     generation_of_[authority.sparse_id] = 0;
     free_ids_.push_back(authority.sparse_id);
@@ -57,6 +57,9 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
   if (config.tokens_per_page == 0) raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: tokens_per_page must be positive");
   if (config.max_active_sequences == 0)
     raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: max_active_sequences must be positive");
+  // Source slots are 0, 1 + domain index and one past the domains: all must fit in 32 bits.
+  if (config.domains.size() >= std::numeric_limits<std::uint32_t>::max() - 1)
+    raise(ErrorKind::Overflow, "AdmissionCoordinator: too many capacity domains");
   for (std::size_t i = 0; i < config.domains.size(); ++i) {
     auto& d = config.domains[i];
     if (d.name.empty()) raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: a domain needs a name");
@@ -68,30 +71,88 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
       raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: domain '" + d.name + "' has maximum_bytes below capacity_bytes");
   }
   if (!config.memory) config.memory = std::make_shared<HostPageMemory>();
+  if (config.memory->closed()) raise(ErrorKind::Closed, "AdmissionCoordinator: the device is closed");
   return std::shared_ptr<AdmissionCoordinator>(new AdmissionCoordinator(std::move(config)));
 }
 
 AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
-    : id_(next_coordinator_id.fetch_add(1)), config_(std::move(config)) {
+    : id_(next_coordinator_id.fetch_add(1)), config_(std::move(config)), sequence_ids_(id_), request_ids_(id_) {
   domains_.resize(config_.domains.size());
   for (std::size_t i = 0; i < domains_.size(); ++i) domains_[i].total = config_.domains[i].capacity_bytes;
-  waiters_.resize(domains_.size() + 1);
+  waiters_.resize(source_count());
 }
 
 AdmissionCoordinator::~AdmissionCoordinator() = default;
 
-std::uint64_t AdmissionCoordinator::epoch_locked(std::uint32_t key) const {
-  return key == 0 ? slots_epoch_ : domains_.at(key - 1).epoch;
+std::uint64_t AdmissionCoordinator::pages_for(std::uint64_t tokens, const char* what) const {
+  const std::uint64_t per_page = config_.tokens_per_page;
+  return checked::add_or_throw(tokens, per_page - 1, what) / per_page;
 }
 
-void AdmissionCoordinator::bump_and_notify_locked(std::uint32_t key) noexcept {
-  if (key == 0) ++slots_epoch_;
-  else ++domains_[key - 1].epoch;
-  for (WaiterState* waiter : waiters_[key]) {
+CapacitySource AdmissionCoordinator::resolve_source(const CapacitySource& source, const char* operation) const {
+  if (source.coordinator_id != 0 && source.coordinator_id != id_)
+    raise(ErrorKind::StaleAuthority, std::string(operation) + ": the capacity source belongs to another coordinator (foreign coordinator)");
+  CapacitySource out = source;
+  out.coordinator_id = id_;
+  if (source.kind == SourceKind::domain) {
+    if (source.coordinator_id == 0) {
+      // A source named by hand: the name says which domain.
+      const auto index = domain_index(source.domain_name);
+      if (index < 0) raise(ErrorKind::InvalidArgument, std::string(operation) + ": unknown capacity domain '" + source.domain_name + "'");
+      out.domain_index = static_cast<std::uint32_t>(index);
+    } else if (source.domain_index >= config_.domains.size()) {
+      raise(ErrorKind::InvalidArgument, std::string(operation) + ": capacity domain index " + std::to_string(source.domain_index) +
+                                            " is not below the number of domains (" + std::to_string(config_.domains.size()) + ")");
+    }
+    out.domain_name = config_.domains[out.domain_index].name;
+  }
+  return out;
+}
+
+std::size_t AdmissionCoordinator::slot_of(const CapacitySource& source) const noexcept {
+  switch (source.kind) {
+    case SourceKind::domain: return std::size_t{source.domain_index} + 1;
+    case SourceKind::physical_memory: return config_.domains.size() + 1;
+    case SourceKind::active_sequence_slots: break;
+  }
+  return 0;
+}
+
+std::uint64_t AdmissionCoordinator::epoch_locked(std::size_t slot) const {
+  if (slot == 0) return slots_epoch_;
+  if (slot == domains_.size() + 1) return physical_epoch_;
+  return domains_.at(slot - 1).epoch;
+}
+
+void AdmissionCoordinator::bump_and_notify_locked(std::size_t slot) noexcept {
+  std::uint64_t& epoch = slot == 0 ? slots_epoch_ : slot == domains_.size() + 1 ? physical_epoch_ : domains_[slot - 1].epoch;
+  // An epoch never wraps: an exhausted one poisons the coordinator (every decision refuses).
+  if (auto next = checked::add(epoch, std::uint64_t{1})) epoch = *next;
+  else poisoned_ = true;
+  for (WaiterState* waiter : waiters_[slot]) {
     std::lock_guard<std::mutex> lock(waiter->mutex);
     ++waiter->wakes;
     waiter->changed.notify_all();
   }
+}
+
+void AdmissionCoordinator::close_locked() noexcept {
+  if (closed_) return;
+  closed_ = true;
+  for (auto& set : waiters_)
+    for (WaiterState* waiter : set) {
+      std::lock_guard<std::mutex> wl(waiter->mutex);
+      waiter->closed = true;
+      waiter->changed.notify_all();
+    }
+}
+
+void AdmissionCoordinator::require_open_locked(const char* operation) {
+  if (!closed_ && config_.memory->closed()) close_locked();  // the device went first
+  if (closed_)
+    raise(ErrorKind::Closed, std::string(operation) + (config_.memory->closed()
+                                                           ? ": the device of the admission coordinator is closed"
+                                                           : ": the admission coordinator is closed"));
 }
 
 CapacitySnapshot AdmissionCoordinator::capacity_locked() const {
@@ -103,23 +164,46 @@ CapacitySnapshot AdmissionCoordinator::capacity_locked() const {
   s.max_active_sequences = config_.max_active_sequences;
   s.slots_epoch = slots_epoch_;
   s.release_epoch = release_epoch_;
+  s.physical_epoch = physical_epoch_;
   return s;
 }
 
 CapacityDemand AdmissionCoordinator::demand_locked(const std::vector<std::uint32_t>& domains, std::uint32_t sequences,
                                                    std::uint64_t tokens, std::uint64_t pages) const {
   CapacityDemand demand{sequences, tokens, pages, {}};
-  for (std::uint32_t d : domains) demand.domains.push_back({d, config_.domains[d].name, pages * config_.page_bytes});
+  // Callers computed pages * page_bytes checked already; repeated here so no path wraps.
+  const std::uint64_t bytes = checked::mul_or_throw(pages, config_.page_bytes, "demand: pages * page_bytes");
+  for (std::uint32_t d : domains) demand.domains.push_back({d, config_.domains[d].name, bytes});
   return demand;
 }
 
-WaitCondition AdmissionCoordinator::condition_locked(std::vector<CapacitySource> sources) const {
+WaitCondition AdmissionCoordinator::condition_locked(std::vector<CapacitySource> sources,
+                                                     std::optional<std::uint64_t> observed_physical_epoch) const {
   std::sort(sources.begin(), sources.end());
   sources.erase(std::unique(sources.begin(), sources.end()), sources.end());
   WaitCondition condition;
-  for (const auto& s : sources) condition.epochs.push_back(epoch_locked(s.key()));
+  for (const auto& s : sources)
+    condition.epochs.push_back(s.kind == SourceKind::physical_memory && observed_physical_epoch ? *observed_physical_epoch
+                                                                                                : epoch_locked(slot_of(s)));
   condition.sources = std::move(sources);
   return condition;
+}
+
+AdmissionDeferred AdmissionCoordinator::physical_deferral(const std::vector<std::uint32_t>& domains, std::uint32_t sequences,
+                                                          std::uint64_t tokens, std::uint64_t pages, std::uint64_t fit_tokens,
+                                                          std::uint64_t fit_pages, std::uint64_t observed_physical_epoch,
+                                                          const std::string& request_id) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  AdmissionDeferred deferred;
+  deferred.coordinator_id = id_;
+  deferred.request_id = request_id;
+  deferred.immediate = demand_locked(domains, sequences, tokens, pages);
+  deferred.fit = demand_locked(domains, sequences, fit_tokens, fit_pages);
+  deferred.blockers.push_back({BlockerKind::physical_memory_unavailable, physical_source()});
+  deferred.action = DeferralAction::wait_for_release;
+  deferred.wait_condition = condition_locked({physical_source()}, observed_physical_epoch);
+  deferred.capacity = capacity_locked();
+  return deferred;
 }
 
 AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
@@ -142,14 +226,16 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   }
   const auto prompt = static_cast<std::uint64_t>(request.prompt_tokens);
   const auto fit = static_cast<std::uint64_t>(request.fit_tokens);
-  const std::uint64_t prompt_pages = pages_for(prompt), fit_pages = pages_for(fit);
-  if (mul_overflows(fit_pages, config_.page_bytes)) raise(ErrorKind::InvalidArgument, "admit: fit_tokens overflows the byte count");
-  const std::uint64_t prompt_bytes = prompt_pages * config_.page_bytes, fit_bytes = fit_pages * config_.page_bytes;
+  const std::uint64_t prompt_pages = pages_for(prompt, "admit: prompt_tokens in pages");
+  const std::uint64_t fit_pages = pages_for(fit, "admit: fit_tokens in pages");
+  const std::uint64_t fit_bytes = checked::mul_or_throw(fit_pages, config_.page_bytes, "admit: fit pages * page_bytes");
+  const std::uint64_t prompt_bytes = checked::mul_or_throw(prompt_pages, config_.page_bytes, "admit: prompt pages * page_bytes");
 
   Authority sequence, request_authority;
+  std::uint64_t physical_epoch = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_) raise(ErrorKind::Closed, "admit: the admission coordinator is closed");
+    require_open_locked("admit");
     if (poisoned_) raise(ErrorKind::Capacity, "admit: the coordinator's accounting is inconsistent (poisoned)");
     AdmissionRejected rejected{id_, request.request_id, {}, {}};
     for (std::uint32_t d : domains)
@@ -164,12 +250,12 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     std::vector<CapacityBlocker> blockers;
     bool blocking = false, growth = false;
     if (active_ >= config_.max_active_sequences) {
-      blockers.push_back({BlockerKind::active_sequence_ceiling, CapacitySource::slots()});
+      blockers.push_back({BlockerKind::active_sequence_ceiling, slots_source()});
       blocking = true;
     }
     for (std::uint32_t d : domains) {
       const auto& state = domains_[d];
-      if (prompt_bytes > state.total - state.used) {
+      if (prompt_bytes > state.total - state.used) {  // used <= total always holds
         blockers.push_back({BlockerKind::immediate_availability, domain_source(d)});
         blocking = true;
       }
@@ -196,35 +282,28 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       deferred.capacity = capacity_locked();
       return deferred;
     }
-    ++active_;
-    for (std::uint32_t d : domains) domains_[d].used += prompt_bytes;
+    // Both authorities first (they may refuse), then the claims: a refusal changes nothing.
     sequence = sequence_ids_.acquire();
-    request_authority = request_ids_.acquire();
+    try {
+      request_authority = request_ids_.acquire();
+    } catch (...) {
+      sequence_ids_.release(sequence);
+      throw;
+    }
+    ++active_;  // below max_active_sequences (a u32), so it cannot wrap
+    for (std::uint32_t d : domains) domains_[d].used += prompt_bytes;  // fits: prompt_bytes <= total - used
+    physical_epoch = physical_epoch_;
   }
 
   // Physical pages outside the lock. On failure the claims above roll back (pages before
-  // the slot), which bumps the epochs they touched.
+  // the slot), which bumps the epochs they touched, and the request waits on physical memory.
   auto backing = std::make_shared<SequenceBacking>(shared_from_this(), domains, sequence, request_authority);
   auto prepared = std::make_unique<PreparedPages>(*this, backing->domains());
   prepared->logical_pages_ = prompt_pages;
   if (!prepared->allocate_physical(0, prompt_pages)) {
     prepared.reset();  // physical extents first, then the logical pages
     backing.reset();   // then the slot and the authorities
-    std::lock_guard<std::mutex> lock(mutex_);
-    AdmissionDeferred deferred;
-    deferred.coordinator_id = id_;
-    deferred.request_id = request.request_id;
-    deferred.immediate = demand_locked(domains, 1, prompt, prompt_pages);
-    deferred.fit = demand_locked(domains, 1, fit, fit_pages);
-    std::vector<CapacitySource> sources;
-    for (std::uint32_t d : domains) {
-      deferred.blockers.push_back({BlockerKind::backing_growth_required, domain_source(d)});
-      sources.push_back(domain_source(d));
-    }
-    deferred.action = DeferralAction::await_backing_growth;
-    deferred.wait_condition = condition_locked(std::move(sources));
-    deferred.capacity = capacity_locked();
-    return deferred;
+    return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
   }
   std::size_t extents = backing->adopt(*prepared);
   auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages, extents);
@@ -233,10 +312,10 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
 
 AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
     const std::vector<std::uint32_t>& domains, std::uint64_t pages, const BackingDeferralContext& context,
-    const std::string& request_id) {
-  const std::uint64_t bytes = pages * config_.page_bytes;
+    const std::string& request_id, bool claim) {
+  const std::uint64_t bytes = checked::mul_or_throw(pages, config_.page_bytes, "try_ensure_backing_covers: pages * page_bytes");
   std::lock_guard<std::mutex> lock(mutex_);
-  if (closed_) raise(ErrorKind::Closed, "try_ensure_backing_covers: the admission coordinator is closed");
+  require_open_locked("try_ensure_backing_covers");
   if (poisoned_) raise(ErrorKind::Capacity, "try_ensure_backing_covers: the coordinator's accounting is inconsistent (poisoned)");
   std::vector<CapacityBlocker> blockers;
   bool growth = false;
@@ -248,11 +327,13 @@ AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
       if (bytes > state.total) growth = true;
     }
   }
-  ExtensionClaim claim;
+  ExtensionClaim result;
+  result.physical_epoch = physical_epoch_;
   if (blockers.empty()) {
-    for (std::uint32_t d : domains) domains_[d].used += bytes;
-    claim.claimed = true;
-    return claim;
+    if (claim)
+      for (std::uint32_t d : domains) domains_[d].used += bytes;  // fits: bytes <= total - used
+    result.claimed = claim;
+    return result;
   }
   AdmissionDeferred deferred;
   deferred.coordinator_id = id_;
@@ -266,55 +347,58 @@ AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
   deferred.wait_condition = condition_locked(std::move(sources));
   deferred.capacity = capacity_locked();
   deferred.backing = context;
-  claim.deferred = std::move(deferred);
-  return claim;
+  result.deferred = std::move(deferred);
+  return result;
+}
+
+void AdmissionCoordinator::release_physical(const std::vector<BackingExtent>& extents) noexcept {
+  if (extents.empty()) return;
+  // Reverse order of allocation (tail pages first).
+  for (auto it = extents.rbegin(); it != extents.rend(); ++it) config_.memory->release(it->memory);
+  std::lock_guard<std::mutex> lock(mutex_);
+  bump_and_notify_locked(domains_.size() + 1);
 }
 
 void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept {
   if (pages == 0) return;
-  const std::uint64_t bytes = pages * config_.page_bytes;
+  const auto bytes = checked::mul(pages, config_.page_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
   for (std::uint32_t d : domains) {
-    if (domains_[d].used < bytes) { poisoned_ = true; continue; }
-    domains_[d].used -= bytes;
-    bump_and_notify_locked(d + 1);
+    if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
+    domains_[d].used -= *bytes;
+    bump_and_notify_locked(std::size_t{d} + 1);
   }
-  ++release_epoch_;
+  if (auto next = checked::add(release_epoch_, std::uint64_t{1})) release_epoch_ = *next;
+  else poisoned_ = true;
 }
 
 void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const Authority& sequence, const Authority& request) noexcept {
-  const std::uint64_t bytes = pages * config_.page_bytes;
+  const auto bytes = checked::mul(pages, config_.page_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  if (bytes != 0)
+  if (pages != 0)
     for (std::uint32_t d : domains) {
-      if (domains_[d].used < bytes) { poisoned_ = true; continue; }
-      domains_[d].used -= bytes;
-      bump_and_notify_locked(d + 1);
+      if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
+      domains_[d].used -= *bytes;
+      bump_and_notify_locked(std::size_t{d} + 1);
     }
   if (active_ == 0) poisoned_ = true;
   else --active_;
   bump_and_notify_locked(0);
   sequence_ids_.release(sequence);
   request_ids_.release(request);
-  ++release_epoch_;
+  if (auto next = checked::add(release_epoch_, std::uint64_t{1})) release_epoch_ = *next;
+  else poisoned_ = true;
 }
 
 void AdmissionCoordinator::close() {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (closed_) return;
-  closed_ = true;
-  for (auto& set : waiters_)
-    for (WaiterState* waiter : set) {
-      std::lock_guard<std::mutex> wl(waiter->mutex);
-      waiter->closed = true;
-      waiter->changed.notify_all();
-    }
+  close_locked();
 }
 
 bool AdmissionCoordinator::closed() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return closed_;
+  return closed_ || config_.memory->closed();
 }
 
 void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t capacity_bytes) {
@@ -322,14 +406,14 @@ void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t ca
   if (it == config_.domains.end()) raise(ErrorKind::InvalidArgument, "grow_domain: unknown capacity domain '" + name + "'");
   auto index = static_cast<std::uint32_t>(it - config_.domains.begin());
   std::lock_guard<std::mutex> lock(mutex_);
-  if (closed_) raise(ErrorKind::Closed, "grow_domain: the admission coordinator is closed");
+  require_open_locked("grow_domain");
   if (capacity_bytes < domains_[index].total)
     raise(ErrorKind::InvalidArgument, "grow_domain: a domain's capacity never shrinks");
   if (capacity_bytes > it->maximum_bytes)
     raise(ErrorKind::InvalidArgument, "grow_domain: " + std::to_string(capacity_bytes) + " bytes exceeds the maximum of domain '" + name + "'");
   if (capacity_bytes == domains_[index].total) return;
   domains_[index].total = capacity_bytes;
-  bump_and_notify_locked(index + 1);
+  bump_and_notify_locked(std::size_t{index} + 1);
 }
 
 CapacitySnapshot AdmissionCoordinator::capacity() const {
@@ -338,17 +422,16 @@ CapacitySnapshot AdmissionCoordinator::capacity() const {
 }
 
 std::uint64_t AdmissionCoordinator::epoch_of(const CapacitySource& source) const {
-  if (source.kind == SourceKind::domain && source.domain_index >= domains_.size())
-    raise(ErrorKind::InvalidArgument, "epoch_of: unknown capacity domain");
+  const CapacitySource resolved = resolve_source(source, "epoch");
   std::lock_guard<std::mutex> lock(mutex_);
-  return epoch_locked(source.key());
+  return epoch_locked(slot_of(resolved));
 }
 
 std::vector<std::uint64_t> AdmissionCoordinator::epochs_of(const std::vector<CapacitySource>& sources) const {
   std::vector<std::uint64_t> out;
   out.reserve(sources.size());
   std::lock_guard<std::mutex> lock(mutex_);
-  for (const auto& s : sources) out.push_back(epoch_locked(s.key()));
+  for (const auto& s : sources) out.push_back(epoch_locked(slot_of(s)));
   return out;
 }
 
@@ -360,13 +443,18 @@ std::uint64_t AdmissionCoordinator::release_epoch() const {
 bool AdmissionCoordinator::fits_now(const AdmissionDeferred& deferred) const {
   if (deferred.coordinator_id != id_) raise(ErrorKind::StaleAuthority, "fits_now: the deferral belongs to another coordinator");
   std::lock_guard<std::mutex> lock(mutex_);
-  if (deferred.immediate.sequences > 0 && active_ + deferred.immediate.sequences > config_.max_active_sequences) return false;
+  if (deferred.immediate.sequences > 0) {
+    const auto active = checked::add(std::uint64_t{active_}, std::uint64_t{deferred.immediate.sequences});
+    if (!active || *active > config_.max_active_sequences) return false;
+  }
   for (const auto& d : deferred.immediate.domains)
-    if (d.bytes > domains_[d.domain_index].total - domains_[d.domain_index].used) return false;
+    if (d.bytes > domains_.at(d.domain_index).total - domains_.at(d.domain_index).used) return false;
   return true;
 }
 
 void AdmissionCoordinator::verify_sequence_authority(const Authority& authority) const {
+  if (authority.coordinator_id != id_)
+    raise(ErrorKind::StaleAuthority, "verify_sequence_authority: the authority belongs to another coordinator (foreign coordinator)");
   std::lock_guard<std::mutex> lock(mutex_);
   if (authority.generation == 0 || sequence_ids_.live_generation(authority.sparse_id) != authority.generation)
     raise(ErrorKind::StaleAuthority, "stale sequence session authority (id " + std::to_string(authority.sparse_id) +
@@ -376,21 +464,20 @@ void AdmissionCoordinator::verify_sequence_authority(const Authority& authority)
 std::shared_ptr<CapacityWaitRegistration> AdmissionCoordinator::register_waiter(const AdmissionDeferred& deferred) {
   if (deferred.coordinator_id != id_)
     raise(ErrorKind::StaleAuthority, "register_admission_waiter: the deferral belongs to another coordinator (foreign coordinator)");
-  const auto& sources = deferred.wait_condition.sources;
-  if (sources.empty() || sources.size() != deferred.wait_condition.epochs.size())
+  WaitCondition observed = deferred.wait_condition;
+  if (observed.sources.empty() || observed.sources.size() != observed.epochs.size())
     raise(ErrorKind::InvalidArgument, "register_admission_waiter: the deferral has no wait condition");
+  for (auto& s : observed.sources) s = resolve_source(s, "register_admission_waiter");  // foreign or unknown: refused
+  const auto& sources = observed.sources;
   auto state = std::make_shared<WaiterState>();
   std::vector<std::uint64_t> registered;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (closed_) raise(ErrorKind::Closed, "register_admission_waiter: the admission coordinator is closed");
-    for (const auto& s : sources) {
-      if (s.key() >= waiters_.size()) raise(ErrorKind::InvalidArgument, "register_admission_waiter: unknown source");
-      registered.push_back(epoch_locked(s.key()));
-    }
-    for (const auto& s : sources) waiters_[s.key()].insert(state.get());
+    require_open_locked("register_admission_waiter");
+    for (const auto& s : sources) registered.push_back(epoch_locked(slot_of(s)));
+    for (const auto& s : sources) waiters_[slot_of(s)].insert(state.get());
   }
-  return std::make_shared<CapacityWaitRegistration>(shared_from_this(), deferred.wait_condition, std::move(registered), state);
+  return std::make_shared<CapacityWaitRegistration>(shared_from_this(), std::move(observed), std::move(registered), state);
 }
 
 void AdmissionCoordinator::unregister_waiter(WaiterState* waiter) noexcept {

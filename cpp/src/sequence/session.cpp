@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "common/sha256.hpp"
+#include "lifecore/checked.hpp"
+#include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/session_state.hpp"
 
@@ -106,8 +108,14 @@ void SequenceSession::write_release_capacity_sources(std::vector<CapacitySource>
   std::lock_guard<std::mutex> lock(state_->mutex);
   require_handle(*state_, "write_release_capacity_sources");
   state_->require_active_locked("write_release_capacity_sources");
-  out.push_back(CapacitySource::slots());
-  for (std::uint32_t d : state_->current->domains()) out.push_back(state_->coordinator->domain_source(d));
+  const auto& coordinator = *state_->coordinator;
+  // What the caller passed in must be this coordinator's sources (refused before any change).
+  std::vector<CapacitySource> merged;
+  merged.reserve(out.size() + state_->current->domains().size() + 1);
+  for (const auto& source : out) merged.push_back(coordinator.resolve_source(source, "write_release_capacity_sources"));
+  merged.push_back(coordinator.slots_source());
+  for (std::uint32_t d : state_->current->domains()) merged.push_back(coordinator.domain_source(d));
+  out = std::move(merged);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
@@ -162,7 +170,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   if (tokens_in <= 0)
     raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: tokens must be positive, got " + std::to_string(tokens_in));
   const auto tokens = static_cast<std::uint64_t>(tokens_in);
-  const std::uint64_t needed_pages = (tokens + s.tokens_per_page - 1) / s.tokens_per_page;
+  const std::uint64_t needed_pages = s.coordinator->pages_for(tokens, "try_ensure_backing_covers: tokens in pages");
   if (pages_in && *pages_in <= 0)
     raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: pages must be positive, got " + std::to_string(*pages_in));
   const std::uint64_t pages = pages_in ? static_cast<std::uint64_t>(*pages_in) : needed_pages;
@@ -202,19 +210,33 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   }
   const std::uint64_t new_tokens = std::max(tokens, seen->tokens());
   const std::uint64_t new_pages = std::max(pages, seen->pages());
-  const std::uint64_t delta = new_pages - seen->pages();
+  const std::uint64_t delta = checked::sub_or_throw(new_pages, seen->pages(), "try_ensure_backing_covers: page delta");
+  const std::uint64_t next_generation =
+      checked::add_or_throw(seen->generation(), std::uint64_t{1}, "try_ensure_backing_covers: backing generation");
 
-  // Outside the locks: prepare physical pages, then claim logical capacity.
+  // Outside the locks: check logical capacity (a logical deferral never touches the device),
+  // prepare physical pages, then claim the logical capacity.
   auto& coordinator = s.coordinator;
   std::optional<PreparedPages> prepared;
   prepared.emplace(*coordinator, seen->domains());
   if (delta > 0) {
-    if (!prepared->allocate_physical(seen->pages(), delta)) {
+    BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
+    auto check = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/false);
+    if (check.deferred) {
       decision.outcome = BackingOutcome::backing_deferred;
-      decision.reason = "physical pages could not be prepared";
+      decision.reason = "logical capacity is short";
+      decision.deferred = std::move(check.deferred);
       return decision;
     }
-    BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
+    if (!prepared->allocate_physical(seen->pages(), delta)) {
+      decision.outcome = BackingOutcome::backing_deferred;
+      decision.reason = "physical pages could not be prepared (device memory is short); wait on physical memory";
+      auto deferred = coordinator->physical_deferral(seen->domains(), 0, tokens, delta, tokens, delta, check.physical_epoch,
+                                                     s.request_id);
+      deferred.backing = context;
+      decision.deferred = std::move(deferred);
+      return decision;
+    }
     auto claim = coordinator->claim_extension(seen->domains(), delta, context, s.request_id);
     if (!claim.claimed) {
       prepared.reset();  // physical rollback; nothing logical was claimed
@@ -225,6 +247,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
     }
     prepared->mark_logically_claimed();
   }
+  pause_points::reach(pause_points::Point::extension_prepared);
 
   std::shared_ptr<const BackingSnapshot> replaced;  // destroyed after the lock is released
   {
@@ -242,7 +265,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
     } else {
       std::size_t extents = seen->extent_count();
       if (delta > 0) extents = seen->backing()->adopt(*prepared);
-      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), seen->generation() + 1, new_tokens, new_pages, extents);
+      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages, extents);
       replaced = std::move(s.current);
       s.current = next;
       s.generation = next->generation();
@@ -311,7 +334,7 @@ std::unique_ptr<FrameHold> SequenceSession::acquire_frame() {
   require_handle(s, "acquire_frame");
   s.require_open_locked("acquire_frame");
   if (s.active_frame) raise(ErrorKind::SessionState, "acquire_frame: frame " + std::to_string(*s.active_frame) + " is still active");
-  const std::uint64_t id = s.next_frame++;
+  const std::uint64_t id = s.take_frame_id_locked("acquire_frame");
   s.active_frame = id;
   return std::make_unique<FrameHold>(state_, id, s.current);
 }
@@ -338,14 +361,15 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
     if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
     if (static_cast<std::uint64_t>(tokens) <= s.current->tokens()) {
       // The common decode step: the frontier already covers it; acquire and commit at once.
-      ++s.next_frame;
+      s.take_frame_id_locked("step");
       ++s.retired;
       ++s.committed;
       return outcome;
     }
   }
   // Extend a whole page at a time so the next steps of the page take the fast path above.
-  const std::uint64_t page_end = (static_cast<std::uint64_t>(tokens) + s.tokens_per_page - 1) / s.tokens_per_page * s.tokens_per_page;
+  const std::uint64_t page_end = checked::mul_or_throw(s.coordinator->pages_for(static_cast<std::uint64_t>(tokens), "step: tokens in pages"),
+                                                      std::uint64_t{s.tokens_per_page}, "step: the page's last token");
   const std::uint64_t target = std::max<std::uint64_t>(static_cast<std::uint64_t>(tokens), std::min(page_end, s.fit_tokens));
   BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));
   if (decision.outcome != BackingOutcome::current && decision.outcome != BackingOutcome::extended) return decision.outcome;
@@ -353,7 +377,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   require_handle(s, "step");
   s.require_open_locked("step");
   if (!s.quiescent_locked() || static_cast<std::uint64_t>(tokens) > s.current->tokens()) return BackingOutcome::retry_required;
-  ++s.next_frame;
+  s.take_frame_id_locked("step");
   ++s.retired;
   ++s.committed;
   return decision.outcome;
@@ -414,6 +438,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
       require_handle(s, "acquire_frames");
       s.require_open_locked("acquire_frames");
       if (s.active_frame) raise(ErrorKind::SessionState, "acquire_frames: a frame is still active");
+      if (!checked::add(s.next_frame, std::uint64_t{1})) checked::overflow("acquire_frames: frame ids");
     } catch (const Error& e) {
       raise(e.kind(), std::string(e.what()) + " (participant " + std::to_string(i) + "; no frame was acquired)");
     }
@@ -421,7 +446,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
   std::vector<std::unique_ptr<FrameHold>> holds;
   for (std::size_t i = 0; i < states.size(); ++i) {
     auto& s = *states[i];
-    const std::uint64_t id = s.next_frame++;
+    const std::uint64_t id = s.take_frame_id_locked("acquire_frames");  // checked above: cannot throw
     s.active_frame = id;
     holds.push_back(std::make_unique<FrameHold>(sessions[i]->state(), id, s.current));
   }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/resources.hpp"
@@ -44,6 +45,13 @@ class SessionState {
     return phase == SessionPhase::open || phase == SessionPhase::cancel_requested || phase == SessionPhase::poisoned;
   }
   bool quiescent_locked() const noexcept { return !active_frame && flights.empty(); }
+  // The next frame id, checked before it is taken: a frame id never wraps (retired and
+  // committed counts stay below it, so they cannot wrap either).
+  std::uint64_t take_frame_id_locked(const char* operation) {
+    const std::uint64_t id = next_frame;
+    next_frame = checked::add_or_throw(id, std::uint64_t{1}, std::string(operation) + ": frame ids");
+    return id;
+  }
 
   // SessionStateError unless the session is active (not terminal, not fail-closed).
   void require_active_locked(const char* operation) const {

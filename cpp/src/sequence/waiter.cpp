@@ -1,6 +1,8 @@
 #include "lifecore/sequence/waiter.hpp"
 
 #include <chrono>
+#include <cmath>
+#include <string>
 
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
@@ -33,31 +35,57 @@ CapacityWaitRegistration::Recheck CapacityWaitRegistration::recheck() const {
   return result;
 }
 
-bool CapacityWaitRegistration::wait(std::optional<double> timeout_seconds) {
-  if (timeout_seconds && *timeout_seconds < 0) raise(ErrorKind::InvalidArgument, "wait: timeout must not be negative");
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                            std::chrono::duration<double>(timeout_seconds.value_or(0.0)));
-  for (;;) {
-    std::uint64_t seen;
-    {
-      std::lock_guard<std::mutex> lock(state_->mutex);
-      if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator was closed");
-      seen = state_->wakes;
-    }
-    // Wakes are read before the epochs: a release in between changes `wakes`, never lost.
-    if (should_retry()) return true;
-    std::unique_lock<std::mutex> lock(state_->mutex);
-    auto woken = [&] { return state_->closed || state_->wakes != seen; };
-    if (timeout_seconds) {
-      if (!state_->changed.wait_until(lock, deadline, woken)) {
-        lock.unlock();
-        return should_retry();
-      }
-    } else {
-      state_->changed.wait(lock, woken);
-    }
+CapacityWaitRegistration::Deadline CapacityWaitRegistration::deadline_after(std::optional<double> timeout_seconds) {
+  using Clock = std::chrono::steady_clock;
+  if (!timeout_seconds) return std::nullopt;
+  const double seconds = *timeout_seconds;
+  if (std::isnan(seconds)) raise(ErrorKind::InvalidArgument, "wait: timeout must be a number of seconds, got nan");
+  if (seconds < 0) raise(ErrorKind::InvalidArgument, "wait: timeout must not be negative, got " + std::to_string(seconds));
+  const auto now = Clock::now();
+  // Compared in floating point before any integer conversion: a timeout the clock cannot
+  // reach (infinity, 1e10 s, ...) has no deadline instead of a wrapped one.
+  const double room = std::chrono::duration<double>(Clock::time_point::max() - now).count();
+  if (!(seconds < room / 2)) return std::nullopt;
+  return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const Deadline& deadline,
+                                                                           std::chrono::nanoseconds slice) {
+  using Clock = std::chrono::steady_clock;
+  std::uint64_t seen;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
     if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator was closed");
+    seen = state_->wakes;
+  }
+  // A closed device closes its coordinator; nothing will wake this waiter after that.
+  if (coordinator_->closed()) raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
+  // Wakes are read before the epochs: a release in between changes `wakes`, never lost.
+  if (should_retry()) return SliceResult::retry;
+  const auto now = Clock::now();
+  if (deadline && now >= *deadline) return SliceResult::timed_out;
+  auto until = now + std::chrono::duration_cast<Clock::duration>(slice);
+  if (deadline && *deadline < until) until = *deadline;
+  bool woken;
+  {
+    std::unique_lock<std::mutex> lock(state_->mutex);
+    woken = state_->changed.wait_until(lock, until, [&] { return state_->closed || state_->wakes != seen; });
+    if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator was closed");
+  }
+  if (should_retry()) return SliceResult::retry;
+  if (!woken && deadline && Clock::now() >= *deadline) return SliceResult::timed_out;
+  return SliceResult::pending;
+}
+
+bool CapacityWaitRegistration::wait(std::optional<double> timeout_seconds) {
+  const Deadline deadline = deadline_after(timeout_seconds);
+  // Slices, so a device closed under the waiter is noticed within one.
+  for (;;) {
+    switch (wait_slice(deadline, std::chrono::milliseconds(100))) {
+      case SliceResult::retry: return true;
+      case SliceResult::timed_out: return false;
+      case SliceResult::pending: break;
+    }
   }
 }
 

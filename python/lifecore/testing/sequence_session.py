@@ -27,7 +27,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from lifecore import errors
 from lifecore.models import sequence_session as model
 from lifecore.sequence import (AdmissionCoordinator, AdmissionDeferred, AdmissionRejected, Admitted,
-                               preempt_for)
+                               SourceKind, preempt_for)
 
 PAGE_BYTES = 256
 TOKENS_PER_PAGE = 4
@@ -48,6 +48,8 @@ def _kind(error: BaseException) -> str:
 
 
 def _source_name(source: Any) -> tuple:
+    if source.kind == SourceKind.PHYSICAL_MEMORY:
+        return model.PHYSICAL
     return ("slots", None) if source.domain is None else ("domain", source.domain)
 
 
@@ -187,7 +189,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
                     entry.mr.close()
         elif isinstance(m, model.ModelDeferred):
             assert isinstance(r, AdmissionDeferred), r
-            STATS.note(STATS.current, "DEFERRED:" + m.action)
+            STATS.note(STATS.current, "DEFERRED:" + ("PHYSICAL" if m.sources == [model.PHYSICAL] else m.action))
             assert [_source_name(s) for s in r.wait_condition.sources] == m.sources
             assert list(r.wait_condition.epochs) == m.epochs
             assert r.action.name == m.action
@@ -234,6 +236,15 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         prompt, fit, domains = self.requests.pop(md.request_id)
         STATS.note("retry_deferred", "after_wakeup" if id(md) in woken else "blind")
         self._admit(prompt, fit, domains, True, keep_resources, request_id=md.request_id)
+
+    @precondition(lambda self: self.real.page_memory_kind == "host" and self.model.failures_pending == 0)
+    @rule(count=st.integers(1, 2))
+    @_counted
+    def fail_page_allocations(self, count: int) -> None:
+        """The next physical allocations fail (out of memory): admissions and extensions that
+        reach the device defer on physical memory, which a page release advances."""
+        self.real.fail_next_page_allocations(count)
+        self.model.fail_next_page_allocations(count)
 
     @precondition(lambda self: self.model.total["a"] < self.model.maximum["a"] or self.model.closed)
     @rule(extra=st.integers(0, 4))
@@ -286,7 +297,8 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         if err:
             return
         outcome, payload = m
-        STATS.note(STATS.current, outcome)
+        STATS.note(STATS.current, outcome + (":PHYSICAL" if outcome == "BACKING_DEFERRED" and payload.sources == [model.PHYSICAL]
+                                             else ""))
         assert r.outcome.name == outcome
         if outcome in ("CURRENT", "EXTENDED"):
             assert self._snap(r.snapshot) == (payload.generation, payload.tokens, payload.pages)
@@ -603,6 +615,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
             assert d.used_bytes <= d.total_bytes == self.model.total[d.name]
             assert d.epoch == self.model.epochs[model.domain(d.name)]
         assert cap.slots_epoch == self.model.epochs[model.SLOTS]
+        assert cap.physical_epoch == self.model.epochs[model.PHYSICAL]
         assert cap.release_epoch == self.model.release_epoch
         live = [e.mr.seq for e in self.entries if not e.mr.seq.released]
         for name in self.model.total:

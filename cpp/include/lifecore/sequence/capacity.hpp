@@ -11,21 +11,40 @@
 
 namespace lifecore::sequence {
 
-enum class SourceKind : std::uint8_t { active_sequence_slots = 0, domain = 1 };
+// physical_memory: the device pages behind the domains. A failed physical allocation defers
+// on it, and every physical page release of the coordinator advances it.
+enum class SourceKind : std::uint8_t { active_sequence_slots = 0, domain = 1, physical_memory = 2 };
 
-// A scheduler-visible availability source. Ordered (slots first, then domains by index) so
-// projections can be sorted and deduplicated; compared by kind and domain index.
+// A scheduler-visible availability source. Ordered (slots first, then domains by index, then
+// physical memory) so projections can be sorted and deduplicated; compared by kind and domain
+// index within one coordinator. `coordinator_id` names the coordinator that issued it (0: not
+// bound to one, e.g. a source a caller named by hand), so a source of another coordinator is
+// never taken for one of this coordinator.
 struct CapacitySource {
   SourceKind kind = SourceKind::active_sequence_slots;
   std::uint32_t domain_index = 0;  // only for SourceKind::domain
   std::string domain_name;         // carried for display; not part of identity
+  std::uint64_t coordinator_id = 0;
 
-  static CapacitySource slots() { return {}; }
-  static CapacitySource domain(std::uint32_t index, std::string name) {
-    return {SourceKind::domain, index, std::move(name)};
+  static CapacitySource slots(std::uint64_t coordinator_id = 0) {
+    return {SourceKind::active_sequence_slots, 0, {}, coordinator_id};
   }
-  // Dense key: 0 for the slots, 1 + index for a domain.
-  std::uint32_t key() const noexcept { return kind == SourceKind::domain ? domain_index + 1 : 0; }
+  static CapacitySource physical(std::uint64_t coordinator_id = 0) {
+    return {SourceKind::physical_memory, 0, {}, coordinator_id};
+  }
+  static CapacitySource domain(std::uint32_t index, std::string name, std::uint64_t coordinator_id = 0) {
+    return {SourceKind::domain, index, std::move(name), coordinator_id};
+  }
+  // Dense key within one coordinator: 0 for the slots, 1 + index for a domain; physical
+  // memory sorts last (the coordinator maps it to its own slot, after the domains).
+  std::uint64_t key() const noexcept {
+    switch (kind) {
+      case SourceKind::domain: return std::uint64_t{domain_index} + 1;
+      case SourceKind::physical_memory: return std::uint64_t{1} << 32;
+      case SourceKind::active_sequence_slots: break;
+    }
+    return 0;
+  }
   friend bool operator==(const CapacitySource& a, const CapacitySource& b) noexcept {
     return a.key() == b.key();
   }
@@ -36,9 +55,12 @@ struct CapacitySource {
 
 // (sparse id, generation): sparse ids are recycled, generations never, so an authority of a
 // released sequence never matches the sequence that reuses its id.
+// `coordinator_id` names the issuing coordinator: an authority of another coordinator never
+// matches, even when its (sparse id, generation) pair does.
 struct Authority {
   std::uint32_t sparse_id = 0;
   std::uint64_t generation = 0;
+  std::uint64_t coordinator_id = 0;
   friend bool operator==(const Authority&, const Authority&) = default;
 };
 
@@ -62,6 +84,7 @@ enum class BlockerKind : std::uint8_t {
   backing_growth_required,  // the fit demand exceeds the domain's current total (below its maximum)
   active_sequence_ceiling,  // every active-sequence slot is taken
   permanent_domain_maximum, // the fit demand exceeds the domain's maximum: can never fit
+  physical_memory_unavailable,  // the device could not supply the pages now (out of memory)
 };
 
 struct CapacityBlocker {
@@ -91,6 +114,7 @@ struct CapacitySnapshot {
   std::uint32_t max_active_sequences = 0;
   std::uint64_t slots_epoch = 0;
   std::uint64_t release_epoch = 0;
+  std::uint64_t physical_epoch = 0;
 };
 
 // Set when a deferral came from extending a live sequence's backing.

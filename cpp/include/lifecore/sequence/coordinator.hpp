@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "lifecore/sequence/capacity.hpp"
+#include "lifecore/sequence/backing.hpp"
 #include "lifecore/sequence/page_memory.hpp"
 
 namespace lifecore::sequence {
@@ -53,6 +54,7 @@ using AdmissionDecision = std::variant<Admitted, AdmissionDeferred, AdmissionRej
 // Issues (sparse id, generation) pairs: ids are recycled (dense storage), generations never.
 class AuthorityAllocator {
  public:
+  explicit AuthorityAllocator(std::uint64_t coordinator_id) : coordinator_id_(coordinator_id) {}
   Authority acquire();
   void release(const Authority& authority) noexcept;
   // The generation that currently holds `sparse_id`, 0 when free.
@@ -62,6 +64,7 @@ class AuthorityAllocator {
   std::vector<std::uint64_t> generation_of_;  // per sparse id; 0 when free
   std::vector<std::uint32_t> free_ids_;
   std::uint64_t next_generation_ = 1;
+  std::uint64_t coordinator_id_;
 };
 
 class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordinator> {
@@ -70,8 +73,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   ~AdmissionCoordinator();
 
   AdmissionDecision admit(const AdmissionRequest& request);
-  // Wakes every waiter with ClosedError; later admissions and registrations raise ClosedError.
-  // Releases still return capacity.
+  // Wakes every waiter with ClosedError; later admissions, extensions and registrations raise
+  // ClosedError. Releases still return capacity. Closing the device the pages come from does
+  // the same (seen at the next admission, extension, registration or wait slice).
   void close();
   bool closed() const;
 
@@ -83,7 +87,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint64_t release_epoch() const;
   // Whether `deferred`'s immediate demand would be admitted right now (no claim is made).
   bool fits_now(const AdmissionDeferred& deferred) const;
-  // Throws StaleAuthorityError unless `authority` is the live holder of its sparse id.
+  // Throws StaleAuthorityError unless `authority` is this coordinator's and the live holder
+  // of its sparse id.
   void verify_sequence_authority(const Authority& authority) const;
 
   std::shared_ptr<CapacityWaitRegistration> register_waiter(const AdmissionDeferred& deferred);
@@ -95,9 +100,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::size_t domain_count() const noexcept { return config_.domains.size(); }
   const std::string& domain_name(std::uint32_t index) const { return config_.domains.at(index).name; }
   const std::shared_ptr<PageMemory>& memory() const noexcept { return config_.memory; }
-  std::uint64_t pages_for(std::uint64_t tokens) const noexcept {
-    return (tokens + config_.tokens_per_page - 1) / config_.tokens_per_page;
-  }
+  // Pages that hold `tokens` (rounded up); OverflowError naming `what` if it cannot be computed.
+  std::uint64_t pages_for(std::uint64_t tokens, const char* what) const;
   // The index of the domain called `name`; -1 when there is none.
   std::int64_t domain_index(const std::string& name) const noexcept {
     for (std::size_t i = 0; i < config_.domains.size(); ++i)
@@ -105,16 +109,33 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
     return -1;
   }
   CapacitySource domain_source(std::uint32_t index) const {
-    return CapacitySource::domain(index, config_.domains.at(index).name);
+    return CapacitySource::domain(index, config_.domains.at(index).name, id_);
   }
+  CapacitySource slots_source() const noexcept { return CapacitySource::slots(id_); }
+  CapacitySource physical_source() const noexcept { return CapacitySource::physical(id_); }
+  // Binds `source` to this coordinator: StaleAuthorityError when it names another one,
+  // InvalidArgumentError when its domain index is not one of this coordinator's domains.
+  CapacitySource resolve_source(const CapacitySource& source, const char* operation) const;
 
   // --- used by the sequence machinery (backing extension and release) ---
   struct ExtensionClaim {
     bool claimed = false;
     std::optional<AdmissionDeferred> deferred;
+    std::uint64_t physical_epoch = 0;  // observed with the decision (before touching the device)
   };
+  // `claim` false: only check that the logical capacity is there (nothing changes), so a
+  // logical deferral never touches the device. Raises ClosedError once closed.
   ExtensionClaim claim_extension(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                                 const BackingDeferralContext& context, const std::string& request_id);
+                                 const BackingDeferralContext& context, const std::string& request_id,
+                                 bool claim = true);
+  // The deferral of a failed physical allocation: it waits on the physical-memory source,
+  // with the epoch observed before the allocation was tried (a release in between is seen).
+  AdmissionDeferred physical_deferral(const std::vector<std::uint32_t>& domains, std::uint32_t sequences,
+                                      std::uint64_t tokens, std::uint64_t pages, std::uint64_t fit_tokens,
+                                      std::uint64_t fit_pages, std::uint64_t observed_physical_epoch,
+                                      const std::string& request_id) const;
+  // Gives physical extents back to the page memory and advances the physical-memory source.
+  void release_physical(const std::vector<BackingExtent>& extents) noexcept;
   void release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
   // Returns the sequence's pages, its slot and both authorities, in that order, in one step.
   void release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
@@ -122,6 +143,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   void unregister_waiter(WaiterState* waiter) noexcept;
   // Epochs now, for each source (locks once).
   std::vector<std::uint64_t> epochs_of(const std::vector<CapacitySource>& sources) const;
+  // Number of availability sources: the slots, every domain, physical memory.
+  std::size_t source_count() const noexcept { return config_.domains.size() + 2; }
 
  private:
   explicit AdmissionCoordinator(CoordinatorConfig config);
@@ -130,12 +153,19 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
     std::uint64_t total = 0;
     std::uint64_t epoch = 1;
   };
-  std::uint64_t epoch_locked(std::uint32_t key) const;
-  void bump_and_notify_locked(std::uint32_t key) noexcept;
+  // Dense index of a source (0 slots, 1 + domain, domains + 1 physical); the source must
+  // have been resolved (resolve_source) or issued by this coordinator.
+  std::size_t slot_of(const CapacitySource& source) const noexcept;
+  std::uint64_t epoch_locked(std::size_t slot) const;
+  void bump_and_notify_locked(std::size_t slot) noexcept;
+  // ClosedError when closed or when the device of the page memory is (which closes this).
+  void require_open_locked(const char* operation);
+  void close_locked() noexcept;
   CapacitySnapshot capacity_locked() const;
   CapacityDemand demand_locked(const std::vector<std::uint32_t>& domains, std::uint32_t sequences,
                                std::uint64_t tokens, std::uint64_t pages) const;
-  WaitCondition condition_locked(std::vector<CapacitySource> sources) const;
+  WaitCondition condition_locked(std::vector<CapacitySource> sources,
+                                 std::optional<std::uint64_t> observed_physical_epoch = std::nullopt) const;
 
   const std::uint64_t id_;
   CoordinatorConfig config_;
@@ -144,11 +174,12 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint32_t active_ = 0;
   std::uint64_t slots_epoch_ = 1;
   std::uint64_t release_epoch_ = 1;
+  std::uint64_t physical_epoch_ = 1;
   bool closed_ = false;
   bool poisoned_ = false;  // accounting found itself inconsistent; every decision refuses
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
-  // Waiters indexed by source key (0 = slots, 1 + domain index).
+  // Waiters indexed by source slot (slot_of).
   std::vector<std::unordered_set<WaiterState*>> waiters_;
 };
 

@@ -24,6 +24,9 @@ class PageMemory {
   virtual bool allocate(std::size_t bytes, PageExtent* out) noexcept = 0;
   virtual void release(const PageExtent& extent) noexcept = 0;
   virtual const char* kind() const noexcept = 0;
+  // True once the memory's device is closed: no page is handed out after that (the
+  // coordinator refuses with ClosedError); pages handed out before go back on release.
+  virtual bool closed() const noexcept { return false; }
 };
 
 // Synthetic, never-reused-while-live addresses; counts what is live so tests can prove that

@@ -4,6 +4,7 @@
 // lands in between is never lost).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -42,6 +43,16 @@ class CapacityWaitRegistration {
     Recheck r = recheck();
     return r.changed_since_observation || r.changed_since_registration;
   }
+  using Deadline = std::optional<std::chrono::steady_clock::time_point>;
+  // The deadline `timeout_seconds` from now. None, infinity, and a timeout beyond what the
+  // clock can represent have none (they wait like None, never a wrapped deadline in the
+  // past); NaN or a negative timeout is InvalidArgumentError.
+  static Deadline deadline_after(std::optional<double> timeout_seconds);
+  enum class SliceResult : std::uint8_t { retry, timed_out, pending };
+  // Waits at most `slice` and never past `deadline`: retry once should_retry(), timed_out at
+  // the deadline, pending when the slice ended first (the caller may check for an interrupt
+  // and call again). ClosedError when the coordinator, or its device, is closed.
+  SliceResult wait_slice(const Deadline& deadline, std::chrono::nanoseconds slice);
   // Blocks until should_retry() (true) or the timeout (false); ClosedError when the
   // coordinator closes. Call without any interpreter lock held.
   bool wait(std::optional<double> timeout_seconds);
