@@ -155,8 +155,35 @@ void guard_function(nb::handle func, bool check_bools_here) {
       raise(ErrorKind::InvalidArgument, "_guard_function: more nanobind dispatchers than expected");
     dispatchers[dispatcher_count++] = *slot;
   }
-  func.inc_ref();  // the entry points into this module for as long as the function lives: keep it
   *slot = check_bools_here ? with_bool_check[index] : without_bool_check[index];
+}
+
+// Classes without a constructor: nanobind's type call raises a plain TypeError ("no
+// constructor defined"); the guarded type call turns it into a LifecoreTypeError through explain.
+Vectorcall type_dispatcher = nullptr;
+
+PyObject* guarded_construction(PyObject* type, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  PyObject* result = type_dispatcher(type, args, nargsf, kwnames);
+  if (result == nullptr) translate_failure(type, args, nargsf, kwnames);
+  return result;
+}
+
+// Guards construction of one bound class; false where it cannot (the limited API hides the
+// type's call entry), so the package can say which classes keep nanobind's error.
+bool guard_type(nb::handle cls) {
+#if defined(Py_LIMITED_API)
+  (void)cls;
+  return false;
+#else
+  if (!PyType_Check(cls.ptr())) raise(ErrorKind::TypeMismatch, "_guard_type: not a class");
+  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
+  if (type->tp_vectorcall == nullptr) return false;
+  if (type->tp_vectorcall == &guarded_construction) return true;
+  if (type_dispatcher == nullptr) type_dispatcher = type->tp_vectorcall;
+  if (type->tp_vectorcall != type_dispatcher) return false;  // not nanobind's: leave it
+  type->tp_vectorcall = &guarded_construction;
+  return true;
+#endif
 }
 
 }  // namespace
@@ -175,6 +202,8 @@ void init_call_guard(nb::module_& m) {
       "Internal (lifecore._call_guard): the Python halves of the guard, set once at import.");
   m.def("_guard_function", &guard_function, "func"_a, "check_bools"_a,
         "Internal (lifecore._call_guard): guards one bound function; see the package's call guard.");
+  m.def("_guard_type", &guard_type, "cls"_a,
+        "Internal (lifecore._call_guard): guards the construction of one bound class; False if it cannot.");
 }
 
 }  // namespace lifecore::bindings

@@ -228,11 +228,20 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple,
 
 def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException) -> Optional[BaseException]:
     """The lifecore error for nanobind's "incompatible function arguments" ``error`` raised by
-    ``func``, or None when ``error`` is something else (it then passes through unchanged)."""
+    ``func`` (or its "no constructor defined" raised by calling a class that lifecore creates
+    itself), or None when ``error`` is something else (it then passes through unchanged)."""
+    if isinstance(func, type):
+        if not str(error).endswith("no constructor defined!"):
+            return None
+        found: BaseException = LifecoreTypeError(f"{func.__name__} cannot be constructed directly: lifecore "
+                                                 f"creates it (see its documentation)")
+        found.__suppress_context__ = True
+        return found
     name = getattr(func, "__name__", "")
     if not str(error).startswith(f"{name}(): incompatible function arguments"):
         return None
     overloads = _overloads_of(func)
+    found: Optional[BaseException]
     if len(overloads) == 1:
         found = _explain_overload(func, overloads[0], args, kwargs)
     else:
@@ -261,9 +270,14 @@ def _bound_functions(namespace: Any) -> list[Any]:
     return found
 
 
+# Bound classes whose construction keeps nanobind's plain TypeError (limited-API builds only).
+UNGUARDED_CLASSES: set[type] = set()
+
+
 def install() -> int:
     """Guards every bound function of ``lifecore._core`` and its submodules (module functions,
-    methods, constructors, property accessors, static methods). Returns how many."""
+    methods, constructors, property accessors, static methods) and the construction of every
+    bound class. Returns how many functions."""
     _core._install_call_guard(check_bools, explain)
     count = 0
     modules = [_core] + [m for m in vars(_core).values()
@@ -272,6 +286,9 @@ def install() -> int:
         namespaces: list[Any] = [module]
         namespaces += [v for v in vars(module).values() if isinstance(v, type)]
         for namespace in namespaces:
+            if isinstance(namespace, type) and type(namespace).__name__.startswith("nb_type"):
+                if not _core._guard_type(namespace):
+                    UNGUARDED_CLASSES.add(namespace)
             for func in _bound_functions(namespace):
                 _core._guard_function(func, takes_numbers(func))
                 count += 1
