@@ -22,6 +22,11 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from . import _core
+
+# The binding's private entry points of the guard (generated stubs leave private names out).
+_install_call_guard: Any = getattr(_core, "_install_call_guard")
+_guard_function: Any = getattr(_core, "_guard_function")
+_guard_type: Any = getattr(_core, "_guard_type")
 from .errors import LifecoreOverflowError, LifecoreTypeError
 
 _NUMBER_ONLY = {"int", "float", "int | None", "float | None", "int | float", "float | int"}
@@ -148,7 +153,7 @@ def _matches(value: Any, annotation: Optional[ast.expr]) -> Optional[bool]:
 
 
 def _label(func: Any) -> str:
-    qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", "?")
+    qualname = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", "?"))
     for special in (".__init__", ".__new__"):
         if qualname.endswith(special):
             return qualname[: -len(special)] + "()"
@@ -233,10 +238,10 @@ def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException
     if isinstance(func, type):
         if not str(error).endswith("no constructor defined!"):
             return None
-        found: BaseException = LifecoreTypeError(f"{func.__name__} cannot be constructed directly: lifecore "
-                                                 f"creates it (see its documentation)")
-        found.__suppress_context__ = True
-        return found
+        refused = LifecoreTypeError(f"{func.__name__} cannot be constructed directly: lifecore creates it "
+                                    f"(see its documentation)")
+        refused.__suppress_context__ = True
+        return refused
     name = getattr(func, "__name__", "")
     if not str(error).startswith(f"{name}(): incompatible function arguments"):
         return None
@@ -278,7 +283,7 @@ def install() -> int:
     """Guards every bound function of ``lifecore._core`` and its submodules (module functions,
     methods, constructors, property accessors, static methods) and the construction of every
     bound class. Returns how many functions."""
-    _core._install_call_guard(check_bools, explain)
+    _install_call_guard(check_bools, explain)
     count = 0
     modules = [_core] + [m for m in vars(_core).values()
                          if isinstance(m, type(_core)) and m.__name__.startswith(_core.__name__ + ".")]
@@ -287,10 +292,10 @@ def install() -> int:
         namespaces += [v for v in vars(module).values() if isinstance(v, type)]
         for namespace in namespaces:
             if isinstance(namespace, type) and type(namespace).__name__.startswith("nb_type"):
-                if not _core._guard_type(namespace):
+                if not _guard_type(namespace):
                     UNGUARDED_CLASSES.add(namespace)
             for func in _bound_functions(namespace):
-                _core._guard_function(func, takes_numbers(func))
+                _guard_function(func, takes_numbers(func))
                 count += 1
     return count
 
