@@ -108,7 +108,7 @@ def _call(entry: bw.Entry, receiver: Any, args: list[Any], kwargs: dict[str, Any
 def _allowed(entry: bw.Entry, error: BaseException) -> bool:
     if isinstance(error, (errors.LifecoreError, bw.CallbackStop)):  # a callback's own error passes through
         return True
-    if entry.kind == "constructor" and entry.target in _call_guard.UNGUARDED_CLASSES:
+    if entry.kind == "constructor" and entry.target.__name__ in _call_guard.UNGUARDED_CLASSES:
         return "no constructor defined" in str(error)  # the limited API's documented gap
     protocol = PROTOCOL_ERRORS.get(entry.name)
     return protocol is not None and isinstance(error, protocol)
@@ -246,7 +246,7 @@ def test_the_checker_catches_an_escaped_error_and_a_changed_state() -> None:
 
 
 def test_a_class_lifecore_creates_and_float_bits_refuse_clearly() -> None:
-    if lifecore.Stream not in _call_guard.UNGUARDED_CLASSES:
+    if "Stream" not in _call_guard.UNGUARDED_CLASSES:
         with pytest.raises(errors.LifecoreTypeError, match="Stream cannot be constructed directly"):
             lifecore.Stream()
     assert lifecore.float_bits(1.0) == 0x3F800000

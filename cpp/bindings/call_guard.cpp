@@ -30,9 +30,11 @@ constexpr std::size_t max_dispatchers = 8;
 Vectorcall dispatchers[max_dispatchers] = {};
 std::size_t dispatcher_count = 0;
 
-// lifecore._call_guard.check_bools and .explain (strong references, kept for the process).
-PyObject* check_bools = nullptr;
-PyObject* explain = nullptr;
+// lifecore._call_guard.check_bools or .explain, looked up on each (refused) call: a reference
+// kept in a static would keep the package's objects alive past the interpreter's shutdown.
+nb::object python_half(const char* name) {
+  return nb::module_::import_("lifecore._call_guard").attr(name);
+}
 
 // Where a function object keeps its vectorcall entry. nanobind's function objects start with
 // the variable-size header followed by that entry (the type's tp_vectorcall_offset says so;
@@ -74,9 +76,15 @@ bool pack_arguments(PyObject* const* args, size_t nargsf, PyObject* kwnames, nb:
 bool bools_accepted(PyObject* func, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   nb::object positional, keywords;
   if (!pack_arguments(args, nargsf, kwnames, positional, keywords)) return false;
-  PyObject* verdict = PyObject_CallFunctionObjArgs(check_bools, func, positional.ptr(), keywords.ptr(), nullptr);
-  if (verdict == nullptr) return false;
-  Py_DECREF(verdict);
+  try {
+    python_half("check_bools")(nb::handle(func), positional, keywords);
+  } catch (nb::python_error& error) {
+    error.restore();
+    return false;
+  } catch (...) {  // nothing may unwind into the interpreter's call machinery
+    PyErr_NoMemory();
+    return false;
+  }
   return true;
 }
 
@@ -93,8 +101,13 @@ void translate_failure(PyObject* func, PyObject* const* args, size_t nargsf, PyO
   }
   nb::object positional, keywords;
   PyObject* replacement = nullptr;
-  if (pack_arguments(args, nargsf, kwnames, positional, keywords))
-    replacement = PyObject_CallFunctionObjArgs(explain, func, positional.ptr(), keywords.ptr(), value, nullptr);
+  if (pack_arguments(args, nargsf, kwnames, positional, keywords)) {
+    try {
+      replacement = python_half("explain")(nb::handle(func), positional, keywords, nb::handle(value)).release().ptr();
+    } catch (...) {
+      replacement = nullptr;  // explain itself failed: keep nanobind's error
+    }
+  }
   if (replacement == nullptr || replacement == Py_None) {  // not nanobind's failure (or explain failed)
     Py_XDECREF(replacement);
     PyErr_Clear();
@@ -190,16 +203,6 @@ bool guard_type(nb::handle cls) {
 
 void init_call_guard(nb::module_& m) {
   using namespace nb::literals;
-  m.def(
-      "_install_call_guard",
-      [](nb::callable bools, nb::callable explainer) {
-        if (check_bools == nullptr) {
-          check_bools = bools.inc_ref().ptr();
-          explain = explainer.inc_ref().ptr();
-        }
-      },
-      "check_bools"_a, "explain"_a,
-      "Internal (lifecore._call_guard): the Python halves of the guard, set once at import.");
   m.def("_guard_function", &guard_function, "func"_a, "check_bools"_a,
         "Internal (lifecore._call_guard): guards one bound function; see the package's call guard.");
   m.def("_guard_type", &guard_type, "cls"_a,

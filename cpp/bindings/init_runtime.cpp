@@ -189,11 +189,22 @@ std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t wa
 
 // The core's waits that may start with the interpreter lock held (a Graph's or a Device's
 // last reference dropped) let go of it for the wait.
-// A thread without a Python thread state (a driver or timer thread) holds nothing to let go.
-void* release_interpreter() {
-  const bool holds = PyGILState_GetThisThreadState() != nullptr && PyGILState_Check();
-  return holds ? static_cast<void*>(PyEval_SaveThread()) : nullptr;
+// Whether this thread holds the interpreter lock. A thread without a Python thread state (a
+// driver or timer thread) holds nothing. The limited API has no PyGILState_Check: there, a
+// Python thread holds the lock exactly when it has a current thread state, which a swap out
+// and back reveals without changing anything.
+bool holds_interpreter() {
+  if (PyGILState_GetThisThreadState() == nullptr) return false;
+#if defined(Py_LIMITED_API)
+  PyThreadState* current = PyThreadState_Swap(nullptr);
+  if (current != nullptr) PyThreadState_Swap(current);
+  return current != nullptr;
+#else
+  return PyGILState_Check() != 0;
+#endif
 }
+
+void* release_interpreter() { return holds_interpreter() ? static_cast<void*>(PyEval_SaveThread()) : nullptr; }
 void reacquire_interpreter(void* token) { PyEval_RestoreThread(static_cast<PyThreadState*>(token)); }
 
 // Mock only, for tests: holds every stream's queued work for `seconds` (a waiting call blocks

@@ -24,13 +24,13 @@ from typing import Any, Optional
 from . import _core
 
 # The binding's private entry points of the guard (generated stubs leave private names out).
-_install_call_guard: Any = getattr(_core, "_install_call_guard")
 _guard_function: Any = getattr(_core, "_guard_function")
 _guard_type: Any = getattr(_core, "_guard_type")
 from .errors import LifecoreOverflowError, LifecoreTypeError
 
 _NUMBER_ONLY = {"int", "float", "int | None", "float | None", "int | float", "float | int"}
 _PLACEHOLDER = re.compile(r"\\\d+")  # nanobind writes a default value as \0, \1, ...
+_DEFAULT_NEW = re.compile(r"def __new__\(\w+: object, /\)")
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ def _parse(text: str) -> Optional[_Overload]:
     a = node.args
     positional = tuple(_Parameter(p.arg, p.annotation, False) for p in a.posonlyargs + a.args)
     keyword_only = tuple(_Parameter(p.arg, p.annotation, True) for p in a.kwonlyargs)
-    return _Overload(text, positional, keyword_only, a.vararg is not None, a.kwarg is not None)
+    shown = _PLACEHOLDER.sub("...", text)  # the default values are not in the text
+    return _Overload(shown, positional, keyword_only, a.vararg is not None, a.kwarg is not None)
 
 
 def _overloads_of(func: Any) -> tuple[_Overload, ...]:
@@ -245,19 +246,17 @@ def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException
     name = getattr(func, "__name__", "")
     if not str(error).startswith(f"{name}(): incompatible function arguments"):
         return None
-    overloads = _overloads_of(func)
-    found: Optional[BaseException]
-    if len(overloads) == 1:
-        found = _explain_overload(func, overloads[0], args, kwargs)
-    else:
-        found = None
-        for overload in overloads:  # the first specific answer of any overload
-            found = _explain_overload(func, overload, args, kwargs)
-            if found is not None:
-                break
+    # nanobind adds a one-argument __new__ overload beside nb::new_ (for unpickling): not one
+    # the caller meant.
+    overloads = tuple(o for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text)) or _overloads_of(func)
+    answers = [a for a in (_explain_overload(func, o, args, kwargs) for o in overloads) if a is not None]
+    # The most specific answer: a wrong argument type or range before a wrong arity or keyword.
+    answers.sort(key=lambda a: 0 if "must be" in str(a) or "out of the range" in str(a) else 1)
+    found = answers[0] if answers else None
     if found is None:
         expected = "; ".join(o.text for o in overloads) or "its signature"
-        got = ", ".join([_type_name(a) for a in args] + [f"{k}={_type_name(v)}" for k, v in (kwargs or {}).items()])
+        given = args[1:] if name == "__new__" else args  # not the class itself
+        got = ", ".join([_type_name(a) for a in given] + [f"{k}={_type_name(v)}" for k, v in (kwargs or {}).items()])
         found = LifecoreTypeError(f"{_label(func)}: the arguments ({got}) match none of: {expected}")
     found.__suppress_context__ = True
     return found
@@ -275,15 +274,15 @@ def _bound_functions(namespace: Any) -> list[Any]:
     return found
 
 
-# Bound classes whose construction keeps nanobind's plain TypeError (limited-API builds only).
-UNGUARDED_CLASSES: set[type] = set()
+# Names of the bound classes whose construction keeps nanobind's plain TypeError (limited-API
+# builds only). Names, not the classes: nothing here may keep a bound type alive at shutdown.
+UNGUARDED_CLASSES: set[str] = set()
 
 
 def install() -> int:
     """Guards every bound function of ``lifecore._core`` and its submodules (module functions,
     methods, constructors, property accessors, static methods) and the construction of every
     bound class. Returns how many functions."""
-    _install_call_guard(check_bools, explain)
     count = 0
     modules = [_core] + [m for m in vars(_core).values()
                          if isinstance(m, type(_core)) and m.__name__.startswith(_core.__name__ + ".")]
@@ -293,7 +292,7 @@ def install() -> int:
         for namespace in namespaces:
             if isinstance(namespace, type) and type(namespace).__name__.startswith("nb_type"):
                 if not _guard_type(namespace):
-                    UNGUARDED_CLASSES.add(namespace)
+                    UNGUARDED_CLASSES.add(namespace.__name__)
             for func in _bound_functions(namespace):
                 _guard_function(func, takes_numbers(func))
                 count += 1
