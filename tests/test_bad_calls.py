@@ -266,3 +266,19 @@ def test_a_callback_error_passes_through_and_its_capture_is_undone() -> None:
         with pytest.raises(bw.CallbackStop):
             s.capture(bw.budgeted_callback(8), warmup=2**32)
         assert s.capture_state.variant == lifecore.CaptureVariant.NO_CAPTURE
+
+
+def test_the_guard_names_the_call_of_a_nameless_wrong_type_and_leaves_callback_errors_alone() -> None:
+    from lifecore.capture import Axis
+
+    with pytest.raises(errors.LifecoreTypeError, match=r"^Axis\(\): .*expected def __init__"):
+        Axis("d", 1.5)  # converted inside the binding: the translator's floor, now with the call
+
+    def callback(stream: lifecore.Stream) -> None:
+        raise TypeError("the callback's own")
+
+    with lifecore.Device("mock") as dev:
+        s = dev.stream()
+        with pytest.raises(TypeError, match="the callback's own") as caught:
+            s.capture(callback)
+        assert type(caught.value) is TypeError  # not rewritten into a lifecore error

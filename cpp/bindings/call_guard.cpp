@@ -88,14 +88,15 @@ bool bools_accepted(PyObject* func, PyObject* const* args, size_t nargsf, PyObje
   return true;
 }
 
-// The dispatcher failed: if it was nanobind's own "incompatible function arguments", replace
-// it with the lifecore error that explain() builds; any other error passes through untouched.
+// The dispatcher failed with a TypeError: if it was nanobind's own "incompatible function
+// arguments" (or the translator's nameless wrong-type floor), replace it with the lifecore
+// error that explain() builds; any other error passes through untouched.
 void translate_failure(PyObject* func, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   if (!PyErr_ExceptionMatches(PyExc_TypeError)) return;
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);
-  if (type != PyExc_TypeError || value == nullptr) {  // a subclass (a lifecore error) or odd: leave it
+  if (value == nullptr) {
     PyErr_Restore(type, value, traceback);
     return;
   }

@@ -10,7 +10,9 @@ so no call pays for it on success:
 - ``check_bools`` refuses a bool given for a parameter that takes only numbers
   (``LifecoreTypeError``);
 - ``explain`` turns nanobind's overload failure into ``LifecoreTypeError`` (a wrong type) or
-  ``LifecoreOverflowError`` (an int of the right type outside what the parameter can hold).
+  ``LifecoreOverflowError`` (an int of the right type outside what the parameter can hold), and
+  names the call in the translator's nameless wrong-type error (a value converted inside a
+  binding, e.g. a dict's value).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from .errors import LifecoreOverflowError, LifecoreTypeError
 
 _NUMBER_ONLY = {"int", "float", "int | None", "float | None", "int | float", "float | int"}
 _PLACEHOLDER = re.compile(r"\\\d+")  # nanobind writes a default value as \0, \1, ...
+_FLOOR = "an argument has the wrong type"  # init_errors.cpp: a std::bad_cast inside a binding
 _DEFAULT_NEW = re.compile(r"def __new__\(\w+: object, /\)")
 
 
@@ -244,7 +247,13 @@ def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException
         refused.__suppress_context__ = True
         return refused
     name = getattr(func, "__name__", "")
-    if not str(error).startswith(f"{name}(): incompatible function arguments"):
+    if type(error) is LifecoreTypeError and str(error).startswith(_FLOOR):
+        # The translator's floor for a value converted inside the binding: name the call.
+        expected = "; ".join(o.text for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text))
+        named = LifecoreTypeError(f"{_label(func)}: {error} (expected {expected or 'its signature'})")
+        named.__suppress_context__ = True
+        return named
+    if type(error) is not TypeError or not str(error).startswith(f"{name}(): incompatible function arguments"):
         return None
     # nanobind adds a one-argument __new__ overload beside nb::new_ (for unpickling): not one
     # the caller meant.
