@@ -296,7 +296,8 @@ class World:
 
     def observe(self) -> list[Any]:
         """What a refused call must not change: every device's memory accounting, every
-        stream's capture state, every coordinator's capacity and every capture session's usage."""
+        stream's capture state, every coordinator's capacity, every capture session's usage,
+        and whether each buffer, graph, profile, session, frame and flight is still alive."""
         out: list[Any] = []
         for d in self.devices:
             out.append(("device", d.closed, None if d.closed else sorted(d.memory_stats().items())))
@@ -312,6 +313,17 @@ class World:
         for cs in self.capture_sessions:
             out.append(("capture", cs.cumulative_usage().as_tuple(), cs.step_usage().as_tuple(), cs.step_pending,
                         cs.next_prediction))
+        # Lifecycles: a refused call frees, destroys, stops, closes or moves nothing.
+        for o in self.objects:
+            if isinstance(o, (lifecore.Buffer, lifecore.Graph)):
+                out.append((type(o).__name__, o.alive))
+            elif isinstance(o, lifecore.Profile):
+                out.append(("Profile", o.stopped))
+            elif isinstance(o, sequence.SequenceSession):
+                out.append(("SequenceSession", o.phase, o.closed))
+            elif isinstance(o, (sequence.AdmittedSequenceResources, sequence.FrameHold, sequence.FlightHold)):
+                out.append((type(o).__name__, getattr(o, "closed", None), getattr(o, "finalized", None),
+                            getattr(o, "released", None)))
         return out
 
     def close(self) -> None:
