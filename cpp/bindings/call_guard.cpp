@@ -182,22 +182,44 @@ PyObject* guarded_construction(PyObject* type, PyObject* const* args, size_t nar
   return result;
 }
 
-// Guards construction of one bound class; false where it cannot (the limited API hides the
-// type's call entry), so the package can say which classes keep nanobind's error.
-bool guard_type(nb::handle cls) {
+// Where a bound class keeps its call entry. The full API names it (tp_vectorcall). The limited
+// API hides it: nanobind keeps it in its own per-type data, at the offset its metaclass declares
+// as __vectorcalloffset__, which reads as the entry itself; the one word of the class object
+// holding that value is the slot (none, or more than one, and the class stays unguarded).
+Vectorcall* type_call_slot(nb::handle cls) {
 #if defined(Py_LIMITED_API)
-  (void)cls;
-  return false;
+  nb::object entry = nb::getattr(cls, "__vectorcalloffset__", nb::none());
+  if (entry.is_none()) return nullptr;
+  void* value = PyLong_AsVoidPtr(entry.ptr());
+  const Py_ssize_t size = PyLong_AsSsize_t(nb::getattr(cls.type(), "__basicsize__").ptr());
+  if (value == nullptr || size <= 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  Vectorcall* found = nullptr;
+  auto* words = reinterpret_cast<void**>(cls.ptr());
+  for (Py_ssize_t i = 0; i < size / static_cast<Py_ssize_t>(sizeof(void*)); ++i) {
+    if (words[i] != value) continue;
+    if (found != nullptr) return nullptr;  // ambiguous: leave the class alone
+    found = reinterpret_cast<Vectorcall*>(&words[i]);
+  }
+  return found;
 #else
-  if (!PyType_Check(cls.ptr())) raise(ErrorKind::TypeMismatch, "_guard_type: not a class");
-  auto* type = reinterpret_cast<PyTypeObject*>(cls.ptr());
-  if (type->tp_vectorcall == nullptr) return false;
-  if (type->tp_vectorcall == &guarded_construction) return true;
-  if (type_dispatcher == nullptr) type_dispatcher = type->tp_vectorcall;
-  if (type->tp_vectorcall != type_dispatcher) return false;  // not nanobind's: leave it
-  type->tp_vectorcall = &guarded_construction;
-  return true;
+  return &reinterpret_cast<PyTypeObject*>(cls.ptr())->tp_vectorcall;
 #endif
+}
+
+// Guards construction of one bound class; false where it cannot, so the package can say which
+// classes keep nanobind's error.
+bool guard_type(nb::handle cls) {
+  if (!PyType_Check(cls.ptr())) raise(ErrorKind::TypeMismatch, "_guard_type: not a class");
+  Vectorcall* slot = type_call_slot(cls);
+  if (slot == nullptr || *slot == nullptr) return false;
+  if (*slot == &guarded_construction) return true;
+  if (type_dispatcher == nullptr) type_dispatcher = *slot;
+  if (*slot != type_dispatcher) return false;  // not nanobind's: leave it
+  *slot = &guarded_construction;
+  return true;
 }
 
 }  // namespace
