@@ -463,5 +463,3 @@ def _shown(value: Any) -> str:
     text = repr(value) if not type(value).__module__.startswith("lifecore") else type(value).__name__
     return text if len(text) < 40 else text[:37] + "..."
 
-
-Call = Callable[[], Any]

@@ -58,14 +58,12 @@ KNOWN_IN_OTHER_AREAS: dict[str, str] = {
                                      "candidates",
     "lifecore.capture.limits": "KeyError / TypeError escape for a bad per_step, cumulative or on_limit",
     "CountingBackend": "reference backend: AttributeError / TypeError / ValueError on a wrong tensor, "
-                                "request or field",
-    "NumpyBackend": "reference backend: AttributeError / TypeError / ValueError on a wrong tensor or "
-                             "request",
+                       "request or field",
+    "NumpyBackend": "reference backend: AttributeError / TypeError / ValueError on a wrong tensor or request",
 }
 
 SEEN: Counter = Counter()
 CALLS: Counter = Counter()
-FAILURES: list[str] = []
 
 API = bw.public_api()
 
