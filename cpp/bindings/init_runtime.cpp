@@ -1,8 +1,10 @@
 // Device, Stream, Buffer, Graph and the built-in kernels. Translation only: Python values to
 // core arguments (launch arguments are converted here, checked by the core), the GIL released
 // around blocking calls, errors raised by the core.
+#include <chrono>
 #include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nanobind/stl/optional.h>
@@ -15,12 +17,14 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "lifecore/error.hpp"
+#include "runtime/blocking_wait.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/device.hpp"
 #include "runtime/graph.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/profile.hpp"
 #include "runtime/stream.hpp"
+#include "vendor/mock/mock_driver.hpp"
 
 namespace lifecore::bindings {
 
@@ -183,6 +187,41 @@ std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t wa
   }
 }
 
+// The core's waits that may start with the interpreter lock held (a Graph's or a Device's
+// last reference dropped) let go of it for the wait.
+// Whether this thread holds the interpreter lock. A thread without a Python thread state (a
+// driver or timer thread) holds nothing. The limited API has no PyGILState_Check: there, a
+// Python thread holds the lock exactly when it has a current thread state, which a swap out
+// and back reveals without changing anything.
+bool holds_interpreter() {
+  if (PyGILState_GetThisThreadState() == nullptr) return false;
+#if defined(Py_LIMITED_API)
+  PyThreadState* current = PyThreadState_Swap(nullptr);
+  if (current != nullptr) PyThreadState_Swap(current);
+  return current != nullptr;
+#else
+  return PyGILState_Check() != 0;
+#endif
+}
+
+void* release_interpreter() { return holds_interpreter() ? static_cast<void*>(PyEval_SaveThread()) : nullptr; }
+void reacquire_interpreter(void* token) { PyEval_RestoreThread(static_cast<PyThreadState*>(token)); }
+
+// Mock only, for tests: holds every stream's queued work for `seconds` (a waiting call blocks
+// until then), released by a thread of its own so no Python code has to run to end it.
+void pause_mock_streams_for(std::shared_ptr<Device> device, double seconds) {
+  auto* mock = vendor::MockDriver::from(&device->driver());
+  if (mock == nullptr) raise(ErrorKind::InvalidArgument, "_pause_streams_for: the device is not the mock");
+  if (!(seconds >= 0.0 && seconds <= 60.0))
+    raise(ErrorKind::InvalidArgument, "_pause_streams_for: seconds must be between 0 and 60");
+  mock->pause_streams();
+  // The thread keeps the driver (not the device) alive, so it never runs a device's close.
+  std::thread([driver = device->shared_driver(), mock, seconds] {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    mock->resume_streams();
+  }).detach();
+}
+
 std::string device_repr(const Device& device) {
   return "Device(backend='" + device.backend() + "', ordinal=" + std::to_string(device.ordinal()) + ", graphs='" +
          device.graphs_name() + "', capture_mode='" + device.capture_mode_name() + "'" +
@@ -193,6 +232,7 @@ std::string device_repr(const Device& device) {
 
 void init_runtime(nb::module_& m) {
   using namespace nb::literals;
+  runtime::set_blocking_wait_hooks({&release_interpreter, &reacquire_interpreter});
   init_capture_state(m);
 
   nb::class_<Kernel>(m, "Kernel",
@@ -253,6 +293,8 @@ void init_runtime(nb::module_& m) {
       .def("inject_fault", &Device::inject_fault, "call"_a, "status"_a, nb::kw_only(), "after"_a = 0, "times"_a = 1,
            "Mock only: the after-th next call of `call` fails with `status`, `times` times in a row.")
       .def("clear_faults", &Device::clear_faults, "Mock only: removes every injected fault.")
+      .def("_pause_streams_for", &pause_mock_streams_for, "seconds"_a,
+           "Mock only, for tests: holds every stream's queued work for `seconds` (waits block until then).")
       .def("close", &Device::close, nb::call_guard<nb::gil_scoped_release>(),
            "Aborts open windows, waits for every stream, destroys every graph, returns all memory.")
       .def("__enter__", [](std::shared_ptr<Device> d) { return d; })

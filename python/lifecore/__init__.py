@@ -24,6 +24,10 @@ from ._core import (
     backends,
     driver_operations,
 )
+from . import _call_guard
+
+# Every bound function answers a wrong argument with a lifecore error (see _call_guard).
+_call_guard.install()
 from . import capture, kernels, sequence
 from .errors import *  # noqa: F401,F403
 from .kernels import float_bits

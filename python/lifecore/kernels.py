@@ -15,6 +15,7 @@ from __future__ import annotations
 import struct
 
 from ._core import Kernel, builtin_kernel, builtin_kernel_names
+from .errors import LifecoreOverflowError, LifecoreTypeError
 
 __all__ = ["Kernel", "axpy_f32", "scale_f32", "add_f32", "axpy_info_f32", "all_kernels", "float_bits"]
 
@@ -30,5 +31,13 @@ def all_kernels() -> list[Kernel]:
 
 
 def float_bits(value: float) -> int:
-    """The IEEE-754 single-precision bits of ``value`` as an unsigned int (an info word)."""
-    return struct.unpack("<I", struct.pack("<f", value))[0]
+    """The IEEE-754 single-precision bits of ``value`` as an unsigned int (an info word).
+
+    ``value`` is an int or a float (not a bool: LifecoreTypeError); infinities and NaN have
+    bits, a finite number beyond the float32 range raises LifecoreOverflowError."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise LifecoreTypeError(f"float_bits: argument 'value' must be a float, got {type(value).__name__}")
+    try:
+        return struct.unpack("<I", struct.pack("<f", value))[0]
+    except OverflowError:
+        raise LifecoreOverflowError(f"float_bits: argument 'value' is outside the float32 range, got {value}") from None

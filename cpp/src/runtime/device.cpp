@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lifecore/error.hpp"
+#include "runtime/blocking_wait.hpp"
 #include "runtime/graph.hpp"
 #include "runtime/module.hpp"
 #include "runtime/stream.hpp"
@@ -56,7 +57,10 @@ Device::Device(std::shared_ptr<vendor::Driver> driver, GraphsMode graphs, vendor
   functions_ = std::make_unique<std::atomic<std::uintptr_t>[]>(Kernel::builtins().size());
 }
 
-Device::~Device() { close(); }
+Device::~Device() {
+  BlockingWait blocking;  // the last reference may be dropped from Python: close waits for the device
+  close();
+}
 
 void Device::check_open(const char* op) const {
   if (closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");

@@ -1,6 +1,7 @@
 #include "runtime/graph.hpp"
 
 #include "lifecore/error.hpp"
+#include "runtime/blocking_wait.hpp"
 #include "runtime/device.hpp"
 #include "runtime/stream.hpp"
 
@@ -69,7 +70,9 @@ void Graph::destroy() noexcept {
     exec_ = {};
     ops_.clear();
   }
-  // Wait for the graph's work before its memory, pins and staging can be reused.
+  // Wait for the graph's work before its memory, pins and staging can be reused. The last
+  // reference may be dropped from Python: never wait with the interpreter lock held.
+  BlockingWait blocking;
   for (auto& weak : streams)
     if (auto stream = weak.lock()) stream->wait_for_graph_work();
   if (hardware_ && exec != vendor::GraphExecHandle{} && !device_->closed())

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "lifecore/error.hpp"
+#include "runtime/blocking_wait.hpp"
 #include "runtime/buffer.hpp"
 #include "runtime/device.hpp"
 
@@ -27,7 +28,10 @@ std::vector<ErrorAttribute> status_attributes(const vendor::Status& status) {
 Stream::Stream(std::shared_ptr<Device> device, vendor::StreamHandle handle)
     : device_(std::move(device)), driver_(device_->driver()), handle_(handle), hardware_(device_->hardware_graphs()) {}
 
-Stream::~Stream() { shutdown(); }
+Stream::~Stream() {
+  BlockingWait blocking;  // the last reference may be dropped from Python: shutdown waits for the stream
+  shutdown();
+}
 
 std::uintptr_t Stream::native_handle() const {
   std::lock_guard lock(mutex_);

@@ -1,0 +1,309 @@
+"""The Python half of the call guard over every function of ``lifecore._core``.
+
+nanobind answers arguments that match none of a function's signatures with a plain
+``TypeError`` and converts a bool wherever an int or a float is expected. lifecore promises a
+lifecore error instead, naming the argument and what it expects. ``install()`` (run once at
+import) puts a guard on every bound function; the guard, in C++, only calls into this module
+when a call is being refused anyway (or a bool reached a function with a number parameter),
+so no call pays for it on success:
+
+- ``check_bools`` refuses a bool given for a parameter that takes only numbers
+  (``LifecoreTypeError``);
+- ``explain`` turns nanobind's overload failure into ``LifecoreTypeError`` (a wrong type) or
+  ``LifecoreOverflowError`` (an int of the right type outside what the parameter can hold), and
+  names the call in the translator's nameless wrong-type error (a value converted inside a
+  binding, e.g. a dict's value).
+"""
+
+from __future__ import annotations
+
+import ast
+import collections.abc
+import re
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from . import _core
+
+# The binding's private entry points of the guard (generated stubs leave private names out).
+_guard_function: Any = getattr(_core, "_guard_function")
+_guard_type: Any = getattr(_core, "_guard_type")
+from .errors import LifecoreOverflowError, LifecoreTypeError
+
+_NUMBER_ONLY = {"int", "float", "int | None", "float | None", "int | float", "float | int"}
+_PLACEHOLDER = re.compile(r"\\\d+")  # nanobind writes a default value as \0, \1, ...
+_FLOOR = "an argument has the wrong type"  # init_errors.cpp: a std::bad_cast inside a binding
+_DEFAULT_NEW = re.compile(r"def __new__\(\w+: object, /\)")
+
+
+@dataclass(frozen=True)
+class _Parameter:
+    name: str
+    annotation: Optional[ast.expr]
+    keyword_only: bool
+
+
+@dataclass(frozen=True)
+class _Overload:
+    text: str
+    positional: tuple[_Parameter, ...]  # in order, self / cls included
+    keyword_only: tuple[_Parameter, ...]
+    star_args: bool
+    star_kwargs: bool
+
+    def parameter(self, position: Optional[int], name: Optional[str]) -> Optional[_Parameter]:
+        if position is not None:
+            return self.positional[position] if position < len(self.positional) else None
+        for p in self.positional + self.keyword_only:
+            if p.name == name:
+                return p
+        return None
+
+
+_overloads: dict[int, tuple[_Overload, ...]] = {}
+
+
+def _parse(text: str) -> Optional[_Overload]:
+    try:
+        tree = ast.parse(_PLACEHOLDER.sub("None", text) + ": pass")
+    except SyntaxError:
+        return None
+    node = tree.body[0]
+    if not isinstance(node, ast.FunctionDef):
+        return None
+    a = node.args
+    positional = tuple(_Parameter(p.arg, p.annotation, False) for p in a.posonlyargs + a.args)
+    keyword_only = tuple(_Parameter(p.arg, p.annotation, True) for p in a.kwonlyargs)
+    shown = _PLACEHOLDER.sub("...", text)  # the default values are not in the text
+    return _Overload(shown, positional, keyword_only, a.vararg is not None, a.kwarg is not None)
+
+
+def _overloads_of(func: Any) -> tuple[_Overload, ...]:
+    key = id(func)
+    if key not in _overloads:
+        parsed = (_parse(entry[0]) for entry in getattr(func, "__nb_signature__", ()))
+        _overloads[key] = tuple(o for o in parsed if o is not None)
+    return _overloads[key]
+
+
+def _text(annotation: Optional[ast.expr]) -> str:
+    return "object" if annotation is None else ast.unparse(annotation)
+
+
+def _bound_class(name: str) -> Optional[type]:
+    leaf = name.rsplit(".", 1)[-1]
+    for module in (_core, _core.capture):
+        found = getattr(module, leaf, None)
+        if isinstance(found, type):
+            return found
+    return None
+
+
+def _matches(value: Any, annotation: Optional[ast.expr]) -> Optional[bool]:
+    """True / False when the annotation clearly accepts / refuses the value, None if unsure."""
+    if annotation is None:
+        return None
+    if isinstance(annotation, ast.Constant) and annotation.value is None:
+        return value is None
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        left, right = _matches(value, annotation.left), _matches(value, annotation.right)
+        if left or right:
+            return True
+        return None if left is None or right is None else False
+    if isinstance(annotation, ast.Subscript):
+        outer = ast.unparse(annotation.value)
+        inner = annotation.slice
+        items = list(inner.elts) if isinstance(inner, ast.Tuple) else [inner]
+        if outer.endswith(("Sequence", "list")):
+            if isinstance(value, (str, bytes)) or not isinstance(value, collections.abc.Sequence):
+                return False
+            verdicts = [_matches(v, items[0]) for v in value]
+            return False if False in verdicts else (True if all(verdicts) else None)
+        if outer.endswith("tuple"):
+            if not isinstance(value, (tuple, list)):
+                return False
+            if len(items) == 2 and isinstance(items[1], ast.Constant) and items[1].value is Ellipsis:
+                verdicts = [_matches(v, items[0]) for v in value]
+            elif len(items) != len(value):
+                return False
+            else:
+                verdicts = [_matches(v, t) for v, t in zip(value, items)]
+            return False if False in verdicts else (True if all(verdicts) else None)
+        if outer.endswith(("Mapping", "dict")):
+            if not isinstance(value, collections.abc.Mapping):
+                return False
+            verdicts = [_matches(k, items[0]) for k in value] + [_matches(v, items[-1]) for v in value.values()]
+            return False if False in verdicts else (True if all(verdicts) else None)
+        if outer.endswith("Callable"):
+            return callable(value)
+        return None
+    name = ast.unparse(annotation)
+    if name in ("object", "typing.Any", "Any"):
+        return True
+    if name == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if name == "float":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if name == "bool":
+        return isinstance(value, bool)
+    if name == "str":
+        return isinstance(value, str)
+    if name == "bytes":
+        return isinstance(value, (bytes, bytearray, memoryview))
+    cls = _bound_class(name)
+    if cls is not None:
+        return isinstance(value, cls)
+    return None
+
+
+def _label(func: Any) -> str:
+    qualname = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", "?"))
+    for special in (".__init__", ".__new__"):
+        if qualname.endswith(special):
+            return qualname[: -len(special)] + "()"
+    return qualname + "()"
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def _arguments(args: tuple, kwargs: Optional[dict]) -> list[tuple[Optional[int], Optional[str], Any]]:
+    out: list[tuple[Optional[int], Optional[str], Any]] = [(i, None, v) for i, v in enumerate(args)]
+    out += [(None, k, v) for k, v in (kwargs or {}).items()]
+    return out
+
+
+def _number_only(parameter: Optional[_Parameter]) -> bool:
+    return parameter is not None and _text(parameter.annotation) in _NUMBER_ONLY
+
+
+def takes_numbers(func: Any) -> bool:
+    """Whether a bool could reach a number-only parameter of ``func`` (so the guard checks)."""
+    return any(_number_only(p) for o in _overloads_of(func) for p in o.positional + o.keyword_only)
+
+
+def check_bools(func: Any, args: tuple, kwargs: Optional[dict]) -> None:
+    """Raises LifecoreTypeError when a bool is given for a parameter that every overload types
+    as a number (True is not a count)."""
+    overloads = _overloads_of(func)
+    if not overloads:
+        return
+    for position, name, value in _arguments(args, kwargs):
+        if not isinstance(value, bool):
+            continue
+        parameters = [o.parameter(position, name) for o in overloads]
+        if all(_number_only(p) for p in parameters):
+            shown = parameters[0].name if parameters[0] else name
+            raise LifecoreTypeError(f"{_label(func)}: argument '{shown}' must be "
+                                    f"{_text(parameters[0].annotation) if parameters[0] else 'a number'}, "
+                                    f"got bool ({value})")
+
+
+def _out_of_range(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and not (-(2**31) <= value < 2**32)
+
+
+def _explain_overload(func: Any, overload: _Overload, args: tuple,
+                      kwargs: Optional[dict]) -> Optional[BaseException]:
+    label = _label(func)
+    if len(args) > len(overload.positional) and not overload.star_args:
+        return LifecoreTypeError(f"{label}: takes at most {len(overload.positional)} positional arguments "
+                                 f"(self included), got {len(args)}; expected {overload.text}")
+    for position, name, value in _arguments(args, kwargs):
+        parameter = overload.parameter(position, name)
+        if parameter is None:
+            if name is not None and not overload.star_kwargs:
+                return LifecoreTypeError(f"{label}: unexpected keyword argument '{name}'; expected {overload.text}")
+            continue
+        if position is not None and parameter.keyword_only:
+            return LifecoreTypeError(f"{label}: argument '{parameter.name}' is keyword-only; expected {overload.text}")
+        if position == 0 and parameter.name == "self" and parameter.annotation is None:
+            owner = _bound_class(_label(func).rsplit(".", 1)[0]) if "." in _label(func) else None
+            if owner is not None and not isinstance(value, owner):
+                return LifecoreTypeError(f"{label}: 'self' must be a {owner.__name__}, got {_type_name(value)}")
+            continue
+        verdict = _matches(value, parameter.annotation)
+        if verdict is False:
+            return LifecoreTypeError(f"{label}: argument '{parameter.name}' must be {_text(parameter.annotation)}, "
+                                     f"got {_type_name(value)}")
+    for position, name, value in _arguments(args, kwargs):
+        parameter = overload.parameter(position, name)
+        if parameter is not None and _out_of_range(value) and "int" in _text(parameter.annotation):
+            return LifecoreOverflowError(f"{label}: argument '{parameter.name}' is out of the range it can hold "
+                                         f"(got {value})")
+    return None
+
+
+def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException) -> Optional[BaseException]:
+    """The lifecore error for nanobind's "incompatible function arguments" ``error`` raised by
+    ``func`` (or its "no constructor defined" raised by calling a class that lifecore creates
+    itself), or None when ``error`` is something else (it then passes through unchanged)."""
+    if isinstance(func, type):
+        if not str(error).endswith("no constructor defined!"):
+            return None
+        refused = LifecoreTypeError(f"{func.__name__} cannot be constructed directly: lifecore creates it "
+                                    f"(see its documentation)")
+        refused.__suppress_context__ = True
+        return refused
+    name = getattr(func, "__name__", "")
+    if type(error) is LifecoreTypeError and str(error).startswith(_FLOOR):
+        # The translator's floor for a value converted inside the binding: name the call.
+        expected = "; ".join(o.text for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text))
+        named = LifecoreTypeError(f"{_label(func)}: {error} (expected {expected or 'its signature'})")
+        named.__suppress_context__ = True
+        return named
+    if type(error) is not TypeError or not str(error).startswith(f"{name}(): incompatible function arguments"):
+        return None
+    # nanobind adds a one-argument __new__ overload beside nb::new_ (for unpickling): not one
+    # the caller meant.
+    overloads = tuple(o for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text)) or _overloads_of(func)
+    answers = [a for a in (_explain_overload(func, o, args, kwargs) for o in overloads) if a is not None]
+    # The most specific answer: a wrong argument type or range before a wrong arity or keyword.
+    answers.sort(key=lambda a: 0 if "must be" in str(a) or "out of the range" in str(a) else 1)
+    found = answers[0] if answers else None
+    if found is None:
+        expected = "; ".join(o.text for o in overloads) or "its signature"
+        given = args[1:] if name == "__new__" else args  # not the class itself
+        got = ", ".join([_type_name(a) for a in given] + [f"{k}={_type_name(v)}" for k, v in (kwargs or {}).items()])
+        found = LifecoreTypeError(f"{_label(func)}: the arguments ({got}) match none of: {expected}")
+    found.__suppress_context__ = True
+    return found
+
+
+def _bound_functions(namespace: Any) -> list[Any]:
+    found = []
+    for value in vars(namespace).values():
+        candidates = [value]
+        if isinstance(value, property):
+            candidates = [value.fget, value.fset, value.fdel]
+        elif isinstance(value, (staticmethod, classmethod)):
+            candidates = [value.__func__]
+        found += [c for c in candidates if type(c).__name__ in ("nb_func", "nb_method")]
+    return found
+
+
+# Names of the bound classes whose construction keeps nanobind's plain TypeError (limited-API
+# builds only). Names, not the classes: nothing here may keep a bound type alive at shutdown.
+UNGUARDED_CLASSES: set[str] = set()
+
+
+def install() -> int:
+    """Guards every bound function of ``lifecore._core`` and its submodules (module functions,
+    methods, constructors, property accessors, static methods) and the construction of every
+    bound class. Returns how many functions."""
+    count = 0
+    modules = [_core] + [m for m in vars(_core).values()
+                         if isinstance(m, type(_core)) and m.__name__.startswith(_core.__name__ + ".")]
+    for module in modules:
+        namespaces: list[Any] = [module]
+        namespaces += [v for v in vars(module).values() if isinstance(v, type)]
+        for namespace in namespaces:
+            if isinstance(namespace, type) and type(namespace).__name__.startswith("nb_type"):
+                if not _guard_type(namespace):
+                    UNGUARDED_CLASSES.add(namespace.__name__)
+            for func in _bound_functions(namespace):
+                _guard_function(func, takes_numbers(func))
+                count += 1
+    return count
+
