@@ -54,8 +54,6 @@ NOT_CALLED = {"CapacityWaitRegistration.wait_async"}
 # class, or a module function by its full name); the integrator removes a mark once the area's
 # fix is in.
 KNOWN_IN_OTHER_AREAS: dict[str, str] = {
-    "lifecore.sequence.preempt_for": "AttributeError / TypeError escape for a wrong coordinator, deferral or "
-                                     "candidates",
     "lifecore.capture.limits": "KeyError / TypeError escape for a bad per_step, cumulative or on_limit",
     "CountingBackend": "reference backend: AttributeError / TypeError / ValueError on a wrong tensor, "
                        "request or field",
