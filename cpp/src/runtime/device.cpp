@@ -66,22 +66,27 @@ void Device::check_open(const char* op) const {
 void Device::note_status(const vendor::Status& status) {
   if (!status.sticky || lost()) return;
   std::lock_guard lock(lost_mutex_);
-  if (lost_reason_.empty())
+  if (lost_reason_.empty()) {
     lost_reason_ = status.name + " (" + std::to_string(status.code) + ") from " + status.call;
+    lost_status_ = status;
+  }
   lost_.store(true, std::memory_order_release);
 }
 
 void Device::check_not_lost(const char* op) const {
   if (!lost()) return;
   std::string reason;
+  vendor::Status status;
   {
     std::lock_guard lock(lost_mutex_);
     reason = lost_reason_;
+    status = lost_status_;
   }
+  // The attributes of the status that lost it, as a DriverError carries them.
   raise(ErrorKind::DeviceLost, std::string(op) + ": the device is lost: a sticky driver error (" + reason +
                                    ") left its context unusable, so every call on it is refused; close it and open "
                                    "a new device (on a real GPU, in a new process)",
-        {{"reason", reason}});
+        {{"code", std::int64_t{status.code}}, {"status", status.name}, {"call", status.call}, {"reason", reason}});
 }
 
 std::shared_ptr<Stream> Device::stream() {

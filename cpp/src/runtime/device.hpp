@@ -114,6 +114,7 @@ class Device : public std::enable_shared_from_this<Device> {
   std::atomic<bool> lost_{false};
   mutable std::mutex lost_mutex_;
   std::string lost_reason_;  // the sticky status that lost the device
+  vendor::Status lost_status_;
   std::atomic<std::int64_t> abandoned_captures_{0};
   std::atomic<std::uint64_t> next_window_{0};
   std::atomic<std::uint64_t> next_graph_{0};

@@ -566,6 +566,9 @@ void Stream::refuse(vendor::GraphHandle raw, const std::string& message, const s
                     const vendor::Status* status) {
   if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
   undo_window();
+  // A sticky status is not a refused recording but a lost device.
+  if (status) device_->note_status(*status);
+  device_->check_not_lost("end_capture");
   std::vector<ErrorAttribute> attributes{{"cause", cause}};
   if (status) {
     auto more = status_attributes(*status);
@@ -652,6 +655,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
       if (attribute.first != "cause") attributes.push_back(attribute);
     if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
     undo_window();
+    device_->check_not_lost("end_capture");  // the failure inside was a sticky one
     throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
   }
 
