@@ -29,7 +29,9 @@ from lifecore import kernels as K
 
 N = 64
 GRID, BLOCK = 1, 64
-STATUSES = (2, 801, 999)  # out of memory, not supported, unknown: recoverable (719 and 700 are sticky)
+# Recoverable statuses: out of memory, illegal state, not supported, wrong thread, unknown (719
+# and 700 are sticky: a lost device, swept separately below).
+STATUSES = (2, 401, 801, 908, 999)
 FOREVER = 10**9
 DURATIONS = (1, 2, FOREVER)
 FULL = os.environ.get("LIFECORE_FAULT_SWEEP") == "full"

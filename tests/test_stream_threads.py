@@ -137,3 +137,31 @@ def test_one_stream_shared_by_eight_threads(mode, graphs_kind, record_property) 
         if mode != "relaxed":
             refused_by_rule = counts[("end", "CaptureStateError")] + counts[("abort", "CaptureStateError")]
             assert refused_by_rule > 0
+
+
+@pytest.mark.time_limit(120)
+@pytest.mark.parametrize("mode", ["thread_local", "global", "relaxed"])
+def test_close_while_eight_threads_use_the_stream_never_hangs(mode) -> None:
+    dev = lifecore.Device("mock", graphs="hardware", capture_mode=mode)
+    s = dev.stream()
+    bufs = [s.alloc(4 * N) for _ in range(4)]
+    counts: collections.Counter = collections.Counter()
+    problems: list[str] = []
+    barrier = threading.Barrier(THREADS + 1)
+    threads = [
+        threading.Thread(target=hammer, args=(dev, s, bufs, [], threading.Lock(), i, 11, counts, problems, barrier))
+        for i in range(THREADS)
+    ]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    dev.close()  # from this thread, while the others prepare, record, end and abort
+    for t in threads:
+        t.join(timeout=90)
+    assert not any(t.is_alive() for t in threads), "deadlock: a thread never finished"
+    assert not problems, "\n".join(problems[:20])
+    assert dev.closed
+    # Each capture close() left to its thread was ended by that thread's next call.
+    assert dev.abandoned_captures == 0
+    assert not s.driver_capturing
+    assert counts[("sync", "ClosedError")] > 0  # the close happened while they ran

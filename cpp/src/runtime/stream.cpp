@@ -510,10 +510,10 @@ vendor::Status Stream::end_driver_capture(vendor::GraphHandle* graph) {
   *graph = {};
   vendor::Status status = driver_.stream_end_capture(handle_, graph);
   // Success and 901 (invalidated: the driver ends the sequence with no graph) end the capture;
-  // 401 says the stream was not capturing; after a sticky status the context is gone.
+  // after a sticky status the context is gone, and its capture with it. Anything else may have
+  // left it running (908: a wrong thread): the driver is asked.
   auto ended = [](const vendor::Status& s) {
-    return s.ok() || s.code == vendor::status_code::capture_invalidated ||
-           s.code == vendor::status_code::illegal_state || s.sticky;
+    return s.ok() || s.code == vendor::status_code::capture_invalidated || s.sticky;
   };
   if (ended(status)) {
     driver_capturing_ = false;
@@ -523,9 +523,9 @@ vendor::Status Stream::end_driver_capture(vendor::GraphHandle* graph) {
     (void)driver_.graph_destroy(*graph);
     *graph = {};
   }
-  // The end itself failed: make sure the driver is not left capturing on this stream.
   driver_capturing_ = driver_still_captures();
   if (driver_capturing_) {
+    // The end itself failed and the driver still captures: one retry before giving up.
     vendor::GraphHandle retry{};
     vendor::Status retried = driver_.stream_end_capture(handle_, &retry);
     if (retry != vendor::GraphHandle{}) (void)driver_.graph_destroy(retry);
