@@ -715,7 +715,8 @@ void Stream::abort_capture() {
   if (!state_.is_active()) return;
   if (dead_ || device_->closed() || device_->lost()) {
     // Nothing of the driver's can be ended any more (the device went, or its context is lost).
-    discard_window();
+    if (!dead_ && !device_->closed()) discard_window();  // a closed device returned its memory
+    window_ = 0;
     state_.abort();
     driver_capturing_ = window_discarded_ = false;
     return;
