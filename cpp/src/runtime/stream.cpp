@@ -793,9 +793,11 @@ void Stream::shutdown() noexcept {
     state_.abort();
     driver_capturing_ = window_discarded_ = false;
   }
+  // Destroyed before the drop queue is released: a driver whose synchronize failed without
+  // waiting has, by then, let go of the stream's work and the host memory it reads.
   (void)driver_.stream_synchronize(handle_);
-  drop_.release_all(driver_);
   (void)driver_.stream_destroy(handle_);
+  drop_.release_all(driver_);
 }
 
 }  // namespace lifecore::runtime

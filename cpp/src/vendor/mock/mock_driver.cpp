@@ -368,7 +368,9 @@ Status MockDriver::stream_create(StreamHandle* out) {
 }
 
 Status MockDriver::stream_destroy(StreamHandle handle) {
-  LIFECORE_MOCK_GATE(stream_destroy)
+  // A lost device still lets its streams go (and their workers finish): nothing runs after them.
+  Status gate_status = gate(Operation::stream_destroy);
+  if (!gate_status.ok() && lost_code_.load(std::memory_order_acquire) == 0) return gate_status;
   std::shared_ptr<Stream> stream;
   {
     std::lock_guard lock(mutex_);
@@ -378,12 +380,23 @@ Status MockDriver::stream_destroy(StreamHandle handle) {
     streams_.erase(it);  // a capture in flight on it is discarded with it
   }
   stream->worker.stop();
-  return {};
+  return gate_status;
 }
 
 Status MockDriver::stream_synchronize(StreamHandle handle) {
-  LIFECORE_MOCK_GATE(stream_synchronize)
   constexpr Operation op = Operation::stream_synchronize;
+  if (Status lost = lost_status(op); !lost.ok()) {
+    // A lost context runs nothing more: once the worker is done with what it holds (the mock's
+    // emulation of that), host memory its queued copies read may go.
+    std::shared_ptr<Stream> stream;
+    {
+      std::lock_guard lock(mutex_);
+      stream = find_stream_locked(handle);
+    }
+    if (stream) stream->worker.wait_idle();
+    return lost;
+  }
+  LIFECORE_MOCK_GATE(stream_synchronize)
   std::shared_ptr<Stream> stream;
   {
     std::lock_guard lock(mutex_);
