@@ -864,7 +864,10 @@ class DeviceModel:
         return gid
 
     def abort_capture(self, stream: int) -> None:
-        """Back to NO_CAPTURE from anywhere, undoing the window; never fails."""
+        """Back to NO_CAPTURE from anywhere, undoing the window. In this model (one thread, one
+        fault at a time, failing once) it never fails; the real abort_capture may raise when
+        another thread began the recording in thread_local / global mode, or when the driver
+        still captures after its end failed twice (docs/graph-capture-threads.md)."""
         s = self.streams[stream]
         s.state.abort()
         self._close_window(s)

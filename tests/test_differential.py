@@ -38,7 +38,7 @@ class _FaultySpec(DeviceSpec):
 
     def open(self):  # type: ignore[override]
         device = super().open()
-        device.inject_fault("launch_kernel", 719, after=3, times=1000)
+        device.inject_fault("launch_kernel", 999, after=3, times=1000)
         return device
 
 

@@ -553,11 +553,11 @@ def test_errors_queued_before_the_window_surface_at_graph_prepare(mock_device) -
     device = mock_device
     s = device.stream()
     x = upload(s, np.ones(N))
-    device.inject_fault("launch_kernel", 719)
+    device.inject_fault("launch_kernel", 999)
     s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])  # fails asynchronously: queued
     with pytest.raises(DriverError, match="graph_prepare") as raised:
         s.graph_prepare()
-    assert raised.value.code == 719
+    assert raised.value.code == 999
     assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
     assert device.memory_stats()["windows_active"] == 0
     s.graph_prepare()  # reported once: the retry is accepted

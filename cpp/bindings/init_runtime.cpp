@@ -182,7 +182,13 @@ std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t wa
     fn(self);
     return stream.end_capture(owner);
   } catch (...) {
-    stream.abort_capture();  // a failing warmup, a refused seal, a fault: never leave the window open
+    // A failing warmup, a refused seal, a fault: never leave the window open. The first failure is
+    // the one to report; an abort that cannot end the driver capture leaves the stream in CAPTURE
+    // (driver_capturing), where the next end or abort from this thread ends it.
+    try {
+      stream.abort_capture();
+    } catch (...) {
+    }
     throw;
   }
 }
@@ -279,6 +285,12 @@ void init_runtime(nb::module_& m) {
       .def_prop_ro("ordinal", &Device::ordinal)
       .def_prop_ro("name", &Device::name, "The device's name")
       .def_prop_ro("closed", &Device::closed)
+      .def_prop_ro("lost", &Device::lost,
+                   "True once a sticky driver error left the device's context unusable: every later call raises\n"
+                   "DeviceLostError.")
+      .def_prop_ro("abandoned_captures", &Device::abandoned_captures,
+                   "Driver captures close() left to the threads that began them (thread_local / global mode); each\n"
+                   "ends at its thread's next call on its stream. One whose thread is gone stays open: a leak.")
       .def("stream", &Device::stream, "A new stream on this device.")
       .def("memory_stats",
            [](const Device& d) {
@@ -400,7 +412,10 @@ void init_runtime(nb::module_& m) {
            "PREPARE -> CAPTURE: flushes warmup, ends priming, opens the capture.")
       .def("end_capture", &Stream::end_capture, "caller"_a = 0,
            "CAPTURE -> NO_CAPTURE: seals the recording into a Graph or raises CaptureRefusedError.")
-      .def("abort_capture", &Stream::abort_capture, "Back to NO_CAPTURE from anywhere, undoing the window.")
+      .def("abort_capture", &Stream::abort_capture,
+           "Back to NO_CAPTURE from anywhere, undoing the window. In thread_local / global mode only the thread\n"
+           "that began the recording may abort it (CaptureStateError otherwise, nothing changed); a DriverError\n"
+           "when the driver still captures afterwards (the stream stays in CAPTURE: call it again).")
       .def("capture", &capture, "fn"_a, nb::kw_only(), "warmup"_a = 1, "owner"_a = 0,
            nb::sig("def capture(self, fn: collections.abc.Callable[[Stream], object], *, warmup: int = 1, "
                    "owner: int = 0) -> Graph"),
@@ -409,6 +424,10 @@ void init_runtime(nb::module_& m) {
            "begin_capture and end_capture. The recorded pass does not execute: replay the graph to run it.\n"
            "On any failure the window is aborted, so the stream is left out of capture and re-capturable.")
       .def_prop_ro("capture_state", &Stream::capture_state, "A copy of the stream's StreamCaptureState")
+      .def_prop_ro("driver_capturing", &Stream::driver_capturing,
+                   "True while the driver holds a capture on this stream (hardware graphs); the state is then CAPTURE.")
+      .def_prop_ro("capture_thread", &Stream::capture_thread,
+                   "The thread that began the recording (as threading.get_ident() on Linux), '' outside CAPTURE.")
       .def("__repr__", [](const Stream& s) { return "Stream(" + s.capture_state().repr() + ")"; });
 
   init_runtime_modules(m);  // after Device and Kernel, which its signatures name

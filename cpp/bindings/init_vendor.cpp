@@ -76,6 +76,8 @@ void init_vendor_diagnostics(nb::module_& m) {
   using vendor::check;
   using H = VendorDriverHandle;
   using G = nb::gil_scoped_release;
+  m.def("_driver_operations", &vendor::operation_names,
+        "Every driver operation's neutral name, in the driver interface's order (inject_fault's names).");
   m.def("_probe_symbols", [](const std::string& backend) {
         nb::dict out;
         for (const auto& [name, resolved] : vendor::backend_symbols(backend)) out[name.c_str()] = resolved;

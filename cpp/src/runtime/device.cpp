@@ -64,6 +64,33 @@ Device::~Device() {
 
 void Device::check_open(const char* op) const {
   if (closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
+  check_not_lost(op);
+}
+
+void Device::note_status(const vendor::Status& status) {
+  if (!status.sticky || lost()) return;
+  std::lock_guard lock(lost_mutex_);
+  if (lost_reason_.empty()) {
+    lost_reason_ = status.name + " (" + std::to_string(status.code) + ") from " + status.call;
+    lost_status_ = status;
+  }
+  lost_.store(true, std::memory_order_release);
+}
+
+void Device::check_not_lost(const char* op) const {
+  if (!lost()) return;
+  std::string reason;
+  vendor::Status status;
+  {
+    std::lock_guard lock(lost_mutex_);
+    reason = lost_reason_;
+    status = lost_status_;
+  }
+  // The attributes of the status that lost it, as a DriverError carries them.
+  raise(ErrorKind::DeviceLost, std::string(op) + ": the device is lost: a sticky driver error (" + reason +
+                                   ") left its context unusable, so every call on it is refused; close it and open "
+                                   "a new device (on a real GPU, in a new process)",
+        {{"code", std::int64_t{status.code}}, {"status", status.name}, {"call", status.call}, {"reason", reason}});
 }
 
 std::shared_ptr<Stream> Device::stream() {
@@ -234,6 +261,18 @@ void Device::unload_retired_modules() noexcept {
 void Device::close() {
   std::lock_guard close_lock(close_mutex_);
   if (closed()) return;
+  // Relaxed for the closing thread: its synchronizations and frees must not invalidate (or be
+  // refused by) another thread's live capture, which close() leaves to that thread.
+  vendor::CaptureMode previous = vendor::CaptureMode::relaxed;
+  const bool exchanged = driver_->thread_exchange_capture_mode(&previous).ok();
+  struct Restore {
+    vendor::Driver& driver;
+    bool exchanged;
+    vendor::CaptureMode mode;
+    ~Restore() {
+      if (exchanged) (void)driver.thread_exchange_capture_mode(&mode);
+    }
+  } restore{*driver_, exchanged, previous};
   for (auto& stream : live_streams()) stream->shutdown();
   for (auto& graph : live_graphs()) graph->destroy();
   closed_.store(true, std::memory_order_release);

@@ -59,8 +59,22 @@ class Device : public std::enable_shared_from_this<Device> {
   // Aborts open windows, waits for every stream, destroys every graph, returns all memory.
   void close();
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
-  // ClosedError naming `op` when the device is closed.
+  // ClosedError naming `op` when the device is closed, DeviceLostError when it is lost.
   void check_open(const char* op) const;
+
+  // A sticky driver status (Status::sticky) loses the device: its context is unusable, and
+  // every later call on it is refused with DeviceLostError. note_status records the first one.
+  void note_status(const vendor::Status& status);
+  bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
+  void check_not_lost(const char* op) const;
+
+  // Driver captures that close() could not end because another thread began them in
+  // thread_local / global mode (the driver lets only that thread end them). Each is ended, and
+  // its driver stream destroyed, by that thread's next call on the stream; one whose thread
+  // never calls again stays open until the driver goes (the documented leak).
+  std::int64_t abandoned_captures() const noexcept { return abandoned_captures_.load(std::memory_order_acquire); }
+  void capture_left_open() noexcept { abandoned_captures_.fetch_add(1, std::memory_order_acq_rel); }
+  void capture_left_ended() noexcept { abandoned_captures_.fetch_sub(1, std::memory_order_acq_rel); }
 
   // For streams, buffers and graphs of this device.
   vendor::Driver& driver() { return *driver_; }
@@ -97,6 +111,11 @@ class Device : public std::enable_shared_from_this<Device> {
   std::shared_ptr<MemoryManager> memory_;
   InfoCache info_;
   std::atomic<bool> closed_{false};
+  std::atomic<bool> lost_{false};
+  mutable std::mutex lost_mutex_;
+  std::string lost_reason_;  // the sticky status that lost the device
+  vendor::Status lost_status_;
+  std::atomic<std::int64_t> abandoned_captures_{0};
   std::atomic<std::uint64_t> next_window_{0};
   std::atomic<std::uint64_t> next_graph_{0};
 

@@ -1,6 +1,7 @@
 #include "runtime/stream.hpp"
 
 #include <cstring>
+#include <sstream>
 
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
@@ -23,6 +24,21 @@ std::vector<ErrorAttribute> status_attributes(const vendor::Status& status) {
   return {{"code", std::int64_t{status.code}}, {"status", status.name}, {"call", status.call}};
 }
 
+std::string thread_text(std::thread::id id) {
+  std::ostringstream out;
+  out << id;
+  return out.str();
+}
+
+const char* capture_mode_text(vendor::CaptureMode mode) {
+  switch (mode) {
+    case vendor::CaptureMode::global: return "global";
+    case vendor::CaptureMode::thread_local_: return "thread_local";
+    case vendor::CaptureMode::relaxed: return "relaxed";
+  }
+  return "unknown";
+}
+
 }  // namespace
 
 Stream::Stream(std::shared_ptr<Device> device, vendor::StreamHandle handle)
@@ -33,19 +49,55 @@ Stream::~Stream() {
   shutdown();
 }
 
-std::uintptr_t Stream::native_handle() const {
+std::uintptr_t Stream::native_handle() {
   std::lock_guard lock(mutex_);
   check_usable("handle");
   return driver_.stream_native_handle(handle_);
 }
 
-void Stream::check_usable(const char* op) const {
+void Stream::check_usable(const char* op) {
+  if (left_by_close_ && std::this_thread::get_id() == capture_thread_) {
+    end_capture_left_by_close();
+    raise(ErrorKind::Closed, std::string(op) +
+                                 ": the device is closed (the capture this thread had open on this stream is now ended)");
+  }
   if (dead_ || device_->closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
+  device_->check_not_lost(op);
+}
+
+void Stream::check_capture_thread(const char* op) const {
+  if (!state_.is_recording() || device_->capture_mode() == vendor::CaptureMode::relaxed) return;
+  const std::thread::id me = std::this_thread::get_id();
+  if (me == capture_thread_) return;
+  raise(ErrorKind::CaptureState,
+        std::string(op) + ": the recording on this stream was begun by thread " + thread_text(capture_thread_) +
+            ", and in capture_mode '" + capture_mode_text(device_->capture_mode()) +
+            "' only that thread may end or abort it (this is thread " + thread_text(me) +
+            "); nothing was changed. Use capture_mode='relaxed' to end captures from any thread");
+}
+
+void Stream::check_status(const vendor::Status& status) {
+  if (!status.ok()) throw_driver(status);
+}
+
+void Stream::throw_driver(const vendor::Status& status) {
+  device_->note_status(status);
+  vendor::throw_status(status);
 }
 
 StreamCaptureState Stream::capture_state() const {
   std::lock_guard lock(mutex_);
   return state_;
+}
+
+bool Stream::driver_capturing() const {
+  std::lock_guard lock(mutex_);
+  return driver_capturing_;
+}
+
+std::string Stream::capture_thread() const {
+  std::lock_guard lock(mutex_);
+  return state_.is_recording() ? thread_text(capture_thread_) : std::string();
 }
 
 // ---- errors, fences, staging -----------------------------------------------------------
@@ -55,6 +107,7 @@ void Stream::queue_error(Error error) {
 }
 
 void Stream::queue_failure(const vendor::Status& status) {
+  device_->note_status(status);
   try {
     vendor::throw_status(status);
   } catch (Error& error) {
@@ -105,12 +158,12 @@ vendor::DevicePtr Stream::upload_info(const InfoWords& words) {
   // Inside a hardware recording this allocation becomes a memory node (the capture is then
   // refused): warmup is what puts the entry in the cache before the window opens.
   vendor::Status status = recording ? driver_.mem_alloc_async(bytes, handle_, &ptr) : driver_.mem_alloc(bytes, &ptr);
-  vendor::check(status);
+  check_status(status);
   auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
   std::memcpy(staging->data(), words.data(), bytes);
   if (auto copied = driver_.memcpy_htod_async(ptr, staging->data(), bytes, handle_); !copied.ok()) {
     (void)driver_.mem_free(ptr);
-    vendor::throw_status(copied);
+    throw_driver(copied);
   }
   if (!recording) {
     // The cache shares this buffer with every stream of the device the moment it returns, and
@@ -120,7 +173,7 @@ vendor::DevicePtr Stream::upload_info(const InfoWords& words) {
     if (auto waited = wait_for_upload(); !waited.ok()) {
       Device* device = device_.get();
       drop_.push([device, ptr, staging] { device->free_info_buffer(ptr); });  // the copy may still run
-      vendor::throw_status(waited);
+      throw_driver(waited);
     }
     return ptr;  // the copy ran: the staging can go
   }
@@ -161,10 +214,10 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
     if (in_hardware_recording) {
       // The pool could not serve it inside the window: the driver records a memory node,
       // which end_capture refuses (the graph could not be relaunched).
-      vendor::check(driver_.mem_alloc_async(bytes, handle_, &made.ptr));
+      check_status(driver_.mem_alloc_async(bytes, handle_, &made.ptr));
       made.memory_node = true;
     } else {
-      vendor::check(driver_.mem_alloc(bytes, &made.ptr));
+      check_status(driver_.mem_alloc(bytes, &made.ptr));
     }
     return made;
   };
@@ -206,10 +259,10 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("read"));
   // A synchronous read: on a hardware-graph device inside a capture the driver refuses the
   // sync and invalidates the capture (end_capture then refuses the recording).
-  vendor::check(synchronize_and_release());
+  check_status(synchronize_and_release());
   errors_.surface("read");
   std::vector<std::uint8_t> out(buffer.nbytes());
-  vendor::check(driver_.memcpy_dtoh(out.data(), ptr, out.size()));
+  check_status(driver_.memcpy_dtoh(out.data(), ptr, out.size()));
   return out;
 }
 
@@ -310,7 +363,7 @@ void Stream::sync() {
   std::lock_guard lock(mutex_);
   check_usable("sync");
   if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("sync"));
-  vendor::check(synchronize_and_release());
+  check_status(synchronize_and_release());
   errors_.surface("sync");
 }
 
@@ -337,7 +390,7 @@ Stream::ProfileEvents Stream::profile_start() {
   if (status.ok()) status = driver_.event_record(events.start, handle_);
   if (!status.ok()) {
     destroy_events(events);
-    vendor::throw_status(status);
+    throw_driver(status);
   }
   // Inside a hardware recording the record is itself recorded: the start is a node of the graph.
   events.recorded_in = hardware_recording() ? window_ : 0;
@@ -367,7 +420,7 @@ float Stream::profile_stop(ProfileEvents& events) {
   if (!status.ok()) {
     // The profile's events are part of the recording now: it cannot be sealed as it is.
     if (recording != 0) queue_failure(status);
-    vendor::throw_status(status);
+    throw_driver(status);
   }
   if (recording != 0) {
     // A driver that let the wait through still recorded the events into the graph.
@@ -431,14 +484,16 @@ void Stream::begin_capture() {
   try {
     // Fenced flush of warmup's work: its staging and freed slices are released, and its
     // asynchronous failures surface here rather than inside the window.
-    vendor::check(synchronize_and_release());
+    check_status(synchronize_and_release());
     errors_.surface("begin_capture");
     device_->memory().capture_priming_end(window_);
     if (hardware_) {
-      vendor::check(driver_.stream_begin_capture(handle_, device_->capture_mode()));
+      check_status(driver_.stream_begin_capture(handle_, device_->capture_mode()));
+      driver_capturing_ = true;
     } else {
       recording_.clear();
     }
+    capture_thread_ = std::this_thread::get_id();
   } catch (...) {
     undo_window();
     state_.abort();
@@ -446,26 +501,45 @@ void Stream::begin_capture() {
   }
 }
 
+bool Stream::driver_still_captures() {
+  vendor::CaptureStatus capture = vendor::CaptureStatus::none;
+  std::uint64_t id = 0;
+  vendor::Status status = driver_.stream_capture_info(handle_, &capture, &id);
+  if (status.sticky) return false;  // the context is gone, and its capture with it
+  // A failed query proves nothing: assume it still captures (the next end finds out).
+  return !status.ok() || capture != vendor::CaptureStatus::none;
+}
+
 vendor::Status Stream::end_driver_capture(vendor::GraphHandle* graph) {
   *graph = {};
   vendor::Status status = driver_.stream_end_capture(handle_, graph);
-  if (status.ok() || status.code == vendor::status_code::capture_invalidated) return status;
-  // The end itself failed: make sure the driver is not left capturing on this stream.
-  vendor::CaptureStatus capture = vendor::CaptureStatus::none;
-  std::uint64_t id = 0;
-  if (driver_.stream_capture_info(handle_, &capture, &id).ok() && capture != vendor::CaptureStatus::none) {
-    vendor::GraphHandle retry{};
-    if (driver_.stream_end_capture(handle_, &retry).ok() && retry != vendor::GraphHandle{})
-      (void)driver_.graph_destroy(retry);
+  // Success and 901 (invalidated: the driver ends the sequence with no graph) end the capture;
+  // after a sticky status the context is gone, and its capture with it. Anything else may have
+  // left it running (908: a wrong thread): the driver is asked.
+  auto ended = [](const vendor::Status& s) {
+    return s.ok() || s.code == vendor::status_code::capture_invalidated || s.sticky;
+  };
+  if (ended(status)) {
+    driver_capturing_ = false;
+    return status;
   }
   if (*graph != vendor::GraphHandle{}) {
     (void)driver_.graph_destroy(*graph);
     *graph = {};
   }
+  driver_capturing_ = driver_still_captures();
+  if (driver_capturing_) {
+    // The end itself failed and the driver still captures: one retry before giving up.
+    vendor::GraphHandle retry{};
+    vendor::Status retried = driver_.stream_end_capture(handle_, &retry);
+    if (retry != vendor::GraphHandle{}) (void)driver_.graph_destroy(retry);
+    if (retried.sticky) return retried;
+    driver_capturing_ = !ended(retried) && driver_still_captures();
+  }
   return status;
 }
 
-void Stream::undo_window() noexcept {
+void Stream::discard_window() noexcept {
   try {
     if (window_ != 0) {
       auto touched = device_->memory().capture_end(window_);
@@ -479,9 +553,16 @@ void Stream::undo_window() noexcept {
       if (auto buffer = weak.lock()) buffer->mark_dangling();
     window_node_buffers_.clear();
     window_ = 0;
-    flush_fenced();  // the flushes deferred while recording
   } catch (...) {
     // Nothing here reports failure; stay usable whatever happened.
+  }
+}
+
+void Stream::undo_window() noexcept {
+  discard_window();
+  try {
+    flush_fenced();  // the flushes deferred while recording
+  } catch (...) {
   }
 }
 
@@ -489,6 +570,9 @@ void Stream::refuse(vendor::GraphHandle raw, const std::string& message, const s
                     const vendor::Status* status) {
   if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
   undo_window();
+  // A sticky status is not a refused recording but a lost device.
+  if (status) device_->note_status(*status);
+  device_->check_not_lost("end_capture");
   std::vector<ErrorAttribute> attributes{{"cause", cause}};
   if (status) {
     auto more = status_attributes(*status);
@@ -497,13 +581,61 @@ void Stream::refuse(vendor::GraphHandle raw, const std::string& message, const s
   throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
 }
 
+void Stream::raise_still_capturing(const char* op, const vendor::Status& status, ErrorKind kind) {
+  std::vector<ErrorAttribute> attributes{{"cause", std::string("driver_still_capturing")}};
+  auto more = status_attributes(status);
+  attributes.insert(attributes.end(), more.begin(), more.end());
+  throw Error(kind,
+              std::string(op) + ": ending the driver capture failed (" + status_text(status) + ", in " + status.call +
+                  ") and the driver still captures on this stream, so the stream stays in CAPTURE with its window "
+                  "discarded (nothing was sealed); call end_capture or abort_capture again from thread " +
+                  thread_text(capture_thread_) + " to end it",
+              std::move(attributes));
+}
+
+void Stream::end_discarded_capture(const char* op) {
+  vendor::GraphHandle raw{};
+  vendor::Status status = end_driver_capture(&raw);
+  if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+  if (driver_capturing_) raise_still_capturing(op, status, ErrorKind::CaptureRefused);
+  window_discarded_ = false;
+  discard_window();  // whatever was recorded since the window was discarded
+  state_.abort();
+  undo_window();
+  if (status.sticky) throw_driver(status);
+}
+
 std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   std::lock_guard lock(mutex_);
   check_usable("end_capture");
+  if (!state_.is_recording()) {
+    StreamCaptureState probe = state_;
+    (void)probe.end(caller);  // raises the rule's CaptureStateError
+  }
+  check_capture_thread("end_capture");
+  if (window_discarded_) {
+    end_discarded_capture("end_capture");
+    raise(ErrorKind::CaptureRefused,
+          "end_capture: this window was already discarded when an earlier end or abort could not end the driver "
+          "capture; the driver capture is now ended and the stream is out of capture; nothing was sealed",
+          {{"cause", std::string("discarded")}});
+  }
+  const StreamCaptureState recording = state_;
   const CaptureEnd ended = state_.end(caller);  // first: a failed seal can never wedge the stream
   vendor::GraphHandle raw{};
   vendor::Status ended_status;
   if (hardware_) ended_status = end_driver_capture(&raw);
+  if (driver_capturing_) {
+    // The driver still captures: the stream never says NO_CAPTURE while it does.
+    state_ = recording;
+    window_discarded_ = true;
+    discard_window();
+    raise_still_capturing("end_capture", ended_status, ErrorKind::CaptureRefused);
+  }
+  if (ended_status.sticky) {
+    undo_window();
+    throw_driver(ended_status);
+  }
   std::vector<QueuedError> window_errors = errors_.take_window(window_);
 
   if (ended.abandoned) refuse(raw, abandoned_capture_message(ended), "abandoned");
@@ -527,6 +659,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
       if (attribute.first != "cause") attributes.push_back(attribute);
     if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
     undo_window();
+    device_->check_not_lost("end_capture");  // the failure inside was a sticky one
     throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
   }
 
@@ -537,9 +670,11 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   parts.hardware = hardware_;
   if (hardware_) {
     vendor::GraphNodeCounts counts;
-    if (auto status = driver_.graph_node_counts(raw, &counts); !status.ok())
+    if (auto status = driver_.graph_node_counts(raw, &counts); !status.ok()) {
+      device_->note_status(status);
       refuse(raw, "end_capture: counting the graph's nodes failed (" + status_text(status) + "); nothing was sealed",
              "driver", &status);
+    }
     const std::size_t memory_nodes = counts.mem_alloc + counts.mem_free;
     if (memory_nodes > 0)
       refuse(raw, "end_capture: capture recorded " + std::to_string(memory_nodes) +
@@ -547,9 +682,11 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
                       "the capture is rejected (the persistent pool should have served this allocation; run a warmup "
                       "after graph_prepare)",
              "memory_nodes");
-    if (auto status = driver_.graph_instantiate(raw, &parts.exec); !status.ok())
+    if (auto status = driver_.graph_instantiate(raw, &parts.exec); !status.ok()) {
+      device_->note_status(status);
       refuse(raw, "end_capture: instantiating the graph failed (" + status_text(status) + "); nothing was sealed",
              "instantiate", &status);
+    }
     (void)driver_.graph_destroy(raw);
     parts.node_count = counts.total;
   } else {
@@ -572,28 +709,99 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   return graph;
 }
 
-void Stream::abort_capture() noexcept {
+void Stream::abort_capture() {
   std::lock_guard lock(mutex_);
+  if (left_by_close_) {
+    // The capture close() left to its thread: that thread's abort ends it; any other has nothing to do.
+    if (std::this_thread::get_id() == capture_thread_) end_capture_left_by_close();
+    return;
+  }
   if (!state_.is_active()) return;
-  if (hardware_recording() && !dead_ && !device_->closed()) {
+  if (dead_ || device_->closed() || device_->lost()) {
+    // Nothing of the driver's can be ended any more (the device went, or its context is lost).
+    if (!dead_ && !device_->closed()) discard_window();  // a closed device returned its memory
+    window_ = 0;
+    state_.abort();
+    driver_capturing_ = window_discarded_ = false;
+    return;
+  }
+  check_capture_thread("abort_capture");
+  if (window_discarded_) {
+    end_discarded_capture("abort_capture");
+    return;
+  }
+  vendor::Status ended_status;
+  if (hardware_recording()) {
+    vendor::GraphHandle raw{};
+    ended_status = end_driver_capture(&raw);
+    if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+    if (driver_capturing_) {
+      window_discarded_ = true;
+      discard_window();
+      raise_still_capturing("abort_capture", ended_status, ErrorKind::Driver);
+    }
+  }
+  undo_window();
+  state_.abort();
+  if (ended_status.sticky) throw_driver(ended_status);
+}
+
+void Stream::end_capture_left_by_close() noexcept {
+  left_by_close_ = false;
+  if (driver_capturing_) {
     vendor::GraphHandle raw{};
     (void)end_driver_capture(&raw);
     if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
   }
-  if (!dead_ && !device_->closed()) undo_window();
+  // Ended or not, nobody else could end it: the stream goes now.
+  driver_capturing_ = window_discarded_ = false;
   state_.abort();
-  window_ = 0;
+  drop_.release_all(driver_);
+  (void)driver_.stream_destroy(handle_);
+  device_->capture_left_ended();
 }
 
 void Stream::shutdown() noexcept {
-  abort_capture();
   std::lock_guard lock(mutex_);
+  if (left_by_close_ && std::this_thread::get_id() == capture_thread_) {
+    end_capture_left_by_close();  // the last reference went on the capturing thread
+    return;
+  }
   if (dead_) return;
   dead_ = true;
-  if (device_->closed()) return;
+  if (device_->closed()) {
+    state_.abort();  // the driver's objects went with the device
+    return;
+  }
+  const bool lost = device_->lost();
+  if (driver_capturing_ && !lost && device_->capture_mode() != vendor::CaptureMode::relaxed &&
+      std::this_thread::get_id() != capture_thread_) {
+    // Another thread's non-relaxed capture: the driver refuses an end from here (908), and waiting
+    // for that thread could hang. Discard the window, leave the capture to that thread's next call
+    // on this stream; nothing it recorded will run, and nothing queued before it still runs
+    // (begin_capture synchronized the stream).
+    discard_window();
+    window_discarded_ = true;
+    left_by_close_ = true;
+    drop_.release_all(driver_);
+    device_->capture_left_open();
+    return;
+  }
+  if (state_.is_active()) {
+    if (driver_capturing_ && !lost) {
+      vendor::GraphHandle raw{};
+      (void)end_driver_capture(&raw);
+      if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+    }
+    discard_window();
+    state_.abort();
+    driver_capturing_ = window_discarded_ = false;
+  }
+  // Destroyed before the drop queue is released: a driver whose synchronize failed without
+  // waiting has, by then, let go of the stream's work and the host memory it reads.
   (void)driver_.stream_synchronize(handle_);
-  drop_.release_all(driver_);
   (void)driver_.stream_destroy(handle_);
+  drop_.release_all(driver_);
 }
 
 }  // namespace lifecore::runtime

@@ -3,12 +3,20 @@
 // path safe (see graph_prepare / begin_capture / end_capture), plus the per-stream drop queue
 // and error queue. One mutex serialises the stream's operations; blocking driver calls
 // (synchronize) happen under it but never under a device-wide lock.
+//
+// Threads (docs/graph-capture-threads.md): in thread_local and global capture mode only the
+// thread that began a recording may end or abort it (another thread is refused up front and
+// nothing changes); in relaxed mode any thread may. The stream keeps the driver's side of the
+// window as a fact of its own: while the driver still captures (its end failed, or close()
+// came from another thread) the stream stays in CAPTURE, and the capturing thread's next end
+// or abort ends the driver capture.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "lifecore/stream_capture_state.hpp"
@@ -33,7 +41,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Stream& operator=(const Stream&) = delete;
 
   const std::shared_ptr<Device>& device() const noexcept { return device_; }
-  std::uintptr_t native_handle() const;
+  std::uintptr_t native_handle();
 
   // nbytes in 1 .. the device's total memory, else InvalidArgumentError.
   std::shared_ptr<Buffer> alloc(std::int64_t nbytes);
@@ -67,10 +75,21 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   void graph_prepare(CaptureOwner owner);
   void begin_capture();
+  // CAPTURE -> NO_CAPTURE, sealing a graph. From a thread other than the capturing one in
+  // thread_local / global mode: CaptureStateError, nothing changed. When the driver's end fails
+  // and the driver still captures, the window is discarded but the stream stays in CAPTURE
+  // (driver_capturing()); the capturing thread's next end_capture or abort_capture ends it.
   std::shared_ptr<Graph> end_capture(CaptureOwner caller);
-  // Back to NO_CAPTURE from anywhere, undoing the window; never fails.
-  void abort_capture() noexcept;
+  // Back to NO_CAPTURE from anywhere, undoing the window. Refused like end_capture from another
+  // thread (CaptureStateError); a DriverError when the driver still captures afterwards (the
+  // stream then stays in CAPTURE: call it again); a DeviceLostError after a sticky status.
+  void abort_capture();
   StreamCaptureState capture_state() const;
+  // Whether the driver holds a capture on this stream (hardware graphs): true from a successful
+  // begin until the driver's capture is known to be ended.
+  bool driver_capturing() const;
+  // The thread that began the recording ("" outside CAPTURE), as the standard library prints it.
+  std::string capture_thread() const;
 
   // For Graph and Buffer.
   void replay(Graph& graph);
@@ -79,13 +98,30 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // hardware-graph device (a host sync would abort the capture).
   void wait_for_graph_work() noexcept;
   // Device close: ends any window, waits, releases everything, destroys the driver stream.
+  // A non-relaxed driver capture of another thread cannot be ended from here: its window is
+  // discarded and the capture is left to that thread's next call on this stream (see
+  // Device::abandoned_captures); nothing waits for it.
   void shutdown() noexcept;
 
  private:
   bool hardware_recording() const { return hardware_ && state_.is_recording(); }
   bool software_recording() const { return !hardware_ && state_.is_recording(); }
   WindowId active_window() const { return state_.is_active() ? window_ : 0; }
-  void check_usable(const char* op) const;
+  // ClosedError / DeviceLostError naming `op`. On the capturing thread of a capture that
+  // close() left behind, it first ends that capture and destroys the driver stream.
+  void check_usable(const char* op);
+  // CaptureStateError naming both threads when the calling thread may not end or abort the
+  // recording (thread_local / global mode, another thread began it).
+  void check_capture_thread(const char* op) const;
+  // vendor::check / throw_status that first records a sticky status as the device being lost.
+  void check_status(const vendor::Status& status);
+  [[noreturn]] void throw_driver(const vendor::Status& status);
+  // Ends the driver capture of a window already discarded; throws (state untouched) when the
+  // driver still captures, else the stream is back in NO_CAPTURE.
+  void end_discarded_capture(const char* op);
+  // The capture close() left to this thread: end it, destroy the driver stream.
+  void end_capture_left_by_close() noexcept;
+  [[noreturn]] void raise_still_capturing(const char* op, const vendor::Status& status, ErrorKind kind);
   // A failed asynchronous call: queued, tagged with the window (if any).
   void queue_failure(const vendor::Status& status);
   void queue_error(Error error);
@@ -103,10 +139,15 @@ class Stream : public std::enable_shared_from_this<Stream> {
   vendor::Status wait_for_upload();
   void keep_staging(std::shared_ptr<const std::vector<std::uint8_t>> staging);
   void destroy_events(ProfileEvents& events) noexcept;
-  // Ends the driver's capture, retrying once when a failed end left it open.
+  // Ends the driver's capture, retrying once when a failed end left it open; afterwards
+  // driver_capturing_ says whether the driver still captures (both attempts failed).
   vendor::Status end_driver_capture(vendor::GraphHandle* graph);
-  // The failure path of a window: disarm the pools, discard the pins and the recording.
+  bool driver_still_captures();
+  // The failure path of a window: disarm the pools, discard the pins and the recording, then
+  // run the flushes deferred while recording (discard_window alone skips that: a fence on a
+  // stream the driver still captures would be captured).
   void undo_window() noexcept;
+  void discard_window() noexcept;
   [[noreturn]] void refuse(vendor::GraphHandle raw, const std::string& message, const std::string& cause,
                            const vendor::Status* status = nullptr);
 
@@ -118,6 +159,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   mutable std::mutex mutex_;
   bool dead_ = false;
   StreamCaptureState state_;
+  std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
+  bool driver_capturing_ = false;     // the driver holds a capture on this stream
+  bool window_discarded_ = false;     // ... whose window is already discarded (ending it is all that is left)
+  bool left_by_close_ = false;        // close() left that capture to capture_thread_
   WindowId window_ = 0;
   std::vector<SoftwareOp> recording_;
   std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> window_staging_;

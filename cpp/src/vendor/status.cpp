@@ -78,9 +78,28 @@ std::string_view status_description(int code) {
   return "unknown error";
 }
 
+bool cuda_sticky(int code) {
+  switch (code) {
+    case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719: case 911:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool hip_sticky(int code) {
+  switch (code) {
+    case 700: case 702: case 710: case 719:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Status make_status(int code, std::string call, std::string message) {
   Status status;
   status.code = code;
+  status.sticky = cuda_sticky(code);
   status.name = cuda_status_name(code);
   status.call = std::move(call);
   status.message = message.empty() ? std::string(status_description(code)) : std::move(message);
@@ -90,7 +109,10 @@ Status make_status(int code, std::string call, std::string message) {
 void throw_status(const Status& status) {
   std::string text = status.call + " failed: " + status.name + " (" + std::to_string(status.code) + ")";
   if (!status.message.empty()) text += ": " + status.message;
-  raise(ErrorKind::Driver, text,
+  if (status.sticky)
+    text += "; the device is lost (a sticky error leaves the driver's context unusable): every later call on it "
+            "is refused; close it and open a new device (on a real GPU, a new process)";
+  raise(status.sticky ? ErrorKind::DeviceLost : ErrorKind::Driver, text,
         {{"code", std::int64_t{status.code}}, {"status", status.name}, {"call", status.call},
          {"driver_message", status.message}});
 }

@@ -45,6 +45,9 @@ struct Status {
   std::string name;                 // native name, e.g. CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
   std::string call;                 // the vendor call that failed, e.g. cuStreamEndCapture
   std::string message;              // the driver's own description, when it has one
+  // A sticky error: the driver's context is unusable and every later call on the device fails
+  // (the device is lost). Which codes are sticky is the backend's call: cuda_sticky / hip_sticky.
+  bool sticky = false;
 
   bool ok() const noexcept { return code == status_code::success; }
   static Status success() { return {}; }
@@ -57,10 +60,16 @@ std::string hip_status_name(int code);
 // A short description for the codes above ("operation not permitted when stream is capturing").
 std::string_view status_description(int code);
 
-// Builds a failed Status with the CUDA-style name and the standard description.
+// Whether a code leaves the context unusable ("any further work returns the same error"): CUDA's
+// 700, 702, 710, 714-719 and 911; HIP's 700, 702, 710 and 719. The mock uses CUDA's.
+bool cuda_sticky(int code);
+bool hip_sticky(int code);
+
+// Builds a failed Status with the CUDA-style name, the standard description and CUDA's stickiness.
 Status make_status(int code, std::string call, std::string message = {});
 
-// Throws lifecore::Error(ErrorKind::Driver, ...) carrying code, name and call as attributes.
+// Throws lifecore::Error(ErrorKind::Driver, ...) carrying code, name and call as attributes;
+// ErrorKind::DeviceLost for a sticky status.
 [[noreturn]] void throw_status(const Status& status);
 inline void check(const Status& status) {
   if (!status.ok()) throw_status(status);

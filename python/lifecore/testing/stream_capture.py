@@ -69,7 +69,7 @@ FILL_BITS = st.sampled_from([f32_bits(v) for v in (0.0, 1.0, -2.0, 0.25)])
 OWNERS = st.integers(0, 3)
 PICK = st.integers(0, 63)  # an index taken modulo whatever list it picks from
 TRANSITIONS = ("graph_prepare", "begin_capture", "end_capture")
-FAULT_CODES = st.sampled_from([2, 700, 999])
+FAULT_CODES = st.sampled_from([2, 801, 999])  # recoverable statuses (sticky ones lose the device)
 
 
 @dataclass

@@ -122,6 +122,7 @@ const CudaRuntime& cuda_runtime() {
 
 Status cuda_status(const CudaApi& api, CUresult result, const char* call) {
   Status status = make_status(result, call);
+  status.sticky = cuda_sticky(result);  // CUDA's own list (make_status's default, stated here)
   const char* text = nullptr;
   if (result >= status_code::capture_unsupported && result <= status_code::capture_wrong_thread) {
     status.name = cuda_status_name(result);  // the capture errors keep their canonical names

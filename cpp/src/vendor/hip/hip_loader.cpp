@@ -119,6 +119,7 @@ const HipRuntime& hip_runtime() {
 Status hip_status(const HipApi& api, hipError_t error, const char* call) {
   Status status = make_status(error, call);
   status.name = hip_status_name(error);
+  status.sticky = hip_sticky(error);
   bool capture_error = error >= status_code::capture_unsupported && error <= status_code::capture_wrong_thread;
   if (!capture_error && api.hipGetErrorName != nullptr) {
     const char* name = api.hipGetErrorName(error);
@@ -138,6 +139,7 @@ Status hip_status(const HipApi& api, hipError_t error, const char* call) {
 Status hip_local_status(int code, const char* call, std::string message) {
   Status status = make_status(code, call, std::move(message));
   status.name = hip_status_name(code);
+  status.sticky = hip_sticky(code);
   return status;
 }
 

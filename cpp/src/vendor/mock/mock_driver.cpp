@@ -104,9 +104,31 @@ std::string args_text(const std::vector<KernelArg>& args) {
 }  // namespace
 
 #define LIFECORE_MOCK_GATE(op)                                                  \
-  if (Status gate_status = faults_.pass(Operation::op); !gate_status.ok()) {    \
+  if (Status gate_status = gate(Operation::op); !gate_status.ok()) {            \
     return gate_status;                                                         \
   }
+
+Status MockDriver::lost_status(Operation op) const {
+  const int code = lost_code_.load(std::memory_order_acquire);
+  if (code == 0) return {};
+  return fail(op, code, "the device is lost: an earlier call failed with sticky status " + std::to_string(code) +
+                            ", and every later call fails with it (as a CUDA context does)");
+}
+
+void MockDriver::note_status(const Status& status) {
+  // A sticky status poisons the device, as in CUDA: the first one is what every later call returns.
+  if (status.sticky) {
+    int none = 0;
+    lost_code_.compare_exchange_strong(none, status.code, std::memory_order_acq_rel);
+  }
+}
+
+Status MockDriver::gate(Operation op) {
+  if (Status lost = lost_status(op); !lost.ok()) return lost;
+  Status injected = faults_.pass(op);
+  note_status(injected);
+  return injected;
+}
 
 struct MockDriver::Capture {
   std::uint64_t id = 0;
@@ -346,7 +368,9 @@ Status MockDriver::stream_create(StreamHandle* out) {
 }
 
 Status MockDriver::stream_destroy(StreamHandle handle) {
-  LIFECORE_MOCK_GATE(stream_destroy)
+  // A lost device still lets its streams go (and their workers finish): nothing runs after them.
+  Status gate_status = gate(Operation::stream_destroy);
+  if (!gate_status.ok() && lost_code_.load(std::memory_order_acquire) == 0) return gate_status;
   std::shared_ptr<Stream> stream;
   {
     std::lock_guard lock(mutex_);
@@ -356,12 +380,23 @@ Status MockDriver::stream_destroy(StreamHandle handle) {
     streams_.erase(it);  // a capture in flight on it is discarded with it
   }
   stream->worker.stop();
-  return {};
+  return gate_status;
 }
 
 Status MockDriver::stream_synchronize(StreamHandle handle) {
-  LIFECORE_MOCK_GATE(stream_synchronize)
   constexpr Operation op = Operation::stream_synchronize;
+  if (Status lost = lost_status(op); !lost.ok()) {
+    // A lost context runs nothing more: once the worker is done with what it holds (the mock's
+    // emulation of that), host memory its queued copies read may go.
+    std::shared_ptr<Stream> stream;
+    {
+      std::lock_guard lock(mutex_);
+      stream = find_stream_locked(handle);
+    }
+    if (stream) stream->worker.wait_idle();
+    return lost;
+  }
+  LIFECORE_MOCK_GATE(stream_synchronize)
   std::shared_ptr<Stream> stream;
   {
     std::lock_guard lock(mutex_);
@@ -372,7 +407,10 @@ Status MockDriver::stream_synchronize(StreamHandle handle) {
   stream->worker.wait_idle();
   Status error = stream->worker.take_error();
   if (error.ok()) return {};
-  return make_status(error.code, mock_call_name(op), "asynchronous error from " + error.call + ": " + error.message);
+  Status reported =
+      make_status(error.code, mock_call_name(op), "asynchronous error from " + error.call + ": " + error.message);
+  note_status(reported);
+  return reported;
 }
 
 Status MockDriver::stream_query(StreamHandle handle) {
@@ -745,8 +783,17 @@ Status MockDriver::stream_begin_capture(StreamHandle handle, CaptureMode mode) {
 }
 
 Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
-  LIFECORE_MOCK_GATE(stream_end_capture)
   constexpr Operation op = Operation::stream_end_capture;
+  if (Status injected = gate(op); !injected.ok()) {
+    // What a failed end does follows the driver documentation: 901 (invalidated) ends the capture
+    // sequence with a null graph; any other failure (a wrong thread, a sticky error) leaves it.
+    if (out) *out = GraphHandle{0};
+    if (injected.code == status_code::capture_invalidated) {
+      std::lock_guard lock(mutex_);
+      if (std::shared_ptr<Stream> stream = find_stream_locked(handle)) stream->capture.reset();
+    }
+    return injected;
+  }
   if (!out) return bad_value(op, "the output pointer is null");
   std::lock_guard lock(mutex_);
   std::shared_ptr<Stream> stream = find_stream_locked(handle);

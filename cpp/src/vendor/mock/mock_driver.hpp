@@ -15,8 +15,11 @@
 // enqueued on an invalidated stream fails with 901, and ending it returns a null graph and 901.
 // Querying / synchronizing an event last recorded in a live capture fails with 907 (without
 // invalidating anything). Ending a global or thread_local capture from another thread fails
-// with 908 and leaves it open. Beginning on a capturing stream, or ending on one that is not
-// capturing, fails with 401 (CUDA_ERROR_ILLEGAL_STATE); a failed exec update with 910 (CUDA's
+// with 908 and leaves it open; an injected 901 at the end ends it (null graph), any other
+// injected end failure leaves it open. A sticky status (CUDA's: 700, 702, 710, 714-719, 911),
+// injected or asynchronous, loses the device: every later call fails with that status.
+// Beginning on a capturing stream, or ending on one that is not capturing, fails with 401
+// (CUDA_ERROR_ILLEGAL_STATE); a failed exec update with 910 (CUDA's
 // CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) and the reason in *result.
 //
 // Capture bookkeeping (live captures, each thread's capture mode) is per MockDriver instance:
@@ -30,6 +33,7 @@
 // its capture.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -151,12 +155,18 @@ class MockDriver final : public Driver {
   Status check_captured_event_locked(Operation op, const mock::EventState& event) const;
   void wait_device_idle();
   Status run_synchronous(Operation op, mock::WorkNode node);
+  // Every operation passes here first: a lost device fails it with its sticky status, else the
+  // fault gate counts it and may fail it (an injected sticky status loses the device).
+  Status gate(Operation op);
+  Status lost_status(Operation op) const;
+  void note_status(const Status& status);
 
   const int ordinal_;
   const std::uint64_t uid_;  // keys this instance's per-thread capture modes
   mock::FaultGate faults_;
   mock::WorkerGate worker_gate_;
   mock::AddressSpace memory_;
+  std::atomic<int> lost_code_{0};  // the sticky status that lost the device; 0 while usable
 
   mutable std::mutex mutex_;  // the tables below and all capture state
   std::uintptr_t next_handle_ = 1;

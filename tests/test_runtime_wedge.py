@@ -1,0 +1,283 @@
+"""A stream can never be wedged: the capturing thread's rule per capture mode, a driver end
+that fails more than once, close() from another thread, and sticky statuses (mock only).
+
+The first two tests are the reported repros: before the fix the stream said NO_CAPTURE while
+the driver still captured, and every later capture failed with 900 for ever."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import (
+    CaptureRefusedError,
+    CaptureStateError,
+    CaptureVariant,
+    ClosedError,
+    DeviceLostError,
+    DriverError,
+)
+
+N = 256
+RECOVERABLE = (2, 801, 999)  # out of memory, not supported, unknown: none of them sticky
+STICKY = (700, 719)  # illegal address, launch failed: the context is unusable afterwards
+
+
+def run_in_thread(fn):
+    """Runs fn on a new thread and returns what it returned or raised."""
+    out: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as error:  # noqa: BLE001 - handed back to the test
+            out["error"] = error
+
+    thread = threading.Thread(target=body)
+    thread.start()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the call hung"
+    return out
+
+
+def read_u32(stream, buf) -> np.ndarray:
+    return np.frombuffer(stream.read(buf), np.uint32)
+
+
+def assert_recapturable(dev, stream) -> None:
+    """Out of capture, nothing left in a window, and a new capture replays exactly."""
+    if dev.backend == "mock":
+        dev.clear_faults()
+    assert stream.capture_state.variant is CaptureVariant.NO_CAPTURE
+    assert not stream.driver_capturing
+    stream.sync()
+    assert dev.memory_stats()["windows_active"] == 0
+    buf = stream.alloc(4 * N)
+    stream.fill(buf, 0)
+    graph = stream.capture(lambda st: st.fill(buf, 7))
+    stream.fill(buf, 0)
+    graph.replay()
+    np.testing.assert_array_equal(read_u32(stream, buf), np.full(N, 7, np.uint32))
+    graph.destroy()
+
+
+def open_recording(dev):
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    s.graph_prepare()
+    s.begin_capture()
+    s.fill(buf, 1)
+    return s, buf
+
+
+def open_device(backend: str, graphs: str, mode: str) -> lifecore.Device:
+    """A device of `backend`; the test skips, with the reason, where the backend is unavailable."""
+    if backend != "mock":
+        info = {i.name: i for i in lifecore.backends()}[backend]
+        if not info.available:
+            pytest.skip(f"{backend}: {info.reason}")
+    return lifecore.Device(backend, graphs=graphs, capture_mode=mode)
+
+
+@pytest.mark.parametrize("backend", ["mock", "cuda", "hip"])
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+@pytest.mark.parametrize("mode", ["thread_local", "global"])
+@pytest.mark.parametrize("call", ["abort_capture", "end_capture"])
+def test_an_end_or_abort_from_another_thread_is_refused_and_changes_nothing(backend, graphs, mode, call) -> None:
+    with open_device(backend, graphs, mode) as dev:
+        s, buf = open_recording(dev)
+        before = dev.memory_stats()
+        out = run_in_thread(getattr(s, call))
+        error = out.get("error")
+        assert isinstance(error, CaptureStateError), out
+        # Both threads are named, and the rule's mode.
+        assert str(threading.get_ident()) in str(error) and mode in str(error)
+        assert s.capture_thread == str(threading.get_ident())
+        assert s.capture_state.variant is CaptureVariant.CAPTURE
+        assert s.driver_capturing is (graphs == "hardware")
+        assert dev.memory_stats() == before
+        # The capturing thread still owns a live window: it seals it and the graph is exact.
+        s.fill(buf, 3)
+        graph = s.end_capture()
+        s.fill(buf, 0)
+        graph.replay()
+        np.testing.assert_array_equal(read_u32(s, buf), np.full(N, 3, np.uint32))
+        assert_recapturable(dev, s)
+
+
+@pytest.mark.parametrize("backend", ["mock", "cuda", "hip"])
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_in_relaxed_mode_any_thread_may_end_or_abort(backend, graphs) -> None:
+    with open_device(backend, graphs, "relaxed") as dev:
+        s, buf = open_recording(dev)
+        s.fill(buf, 5)
+        out = run_in_thread(s.end_capture)
+        assert "error" not in out, out
+        graph = out["value"]
+        s.fill(buf, 0)
+        graph.replay()
+        np.testing.assert_array_equal(read_u32(s, buf), np.full(N, 5, np.uint32))
+        s2, _ = open_recording(dev)
+        assert "error" not in run_in_thread(s2.abort_capture)
+        assert s2.capture_state.variant is CaptureVariant.NO_CAPTURE and not s2.driver_capturing
+        assert_recapturable(dev, s)
+        assert_recapturable(dev, s2)
+
+
+@pytest.mark.parametrize("code", RECOVERABLE)
+@pytest.mark.parametrize("times", [2, 3, 4, 10**6])
+def test_an_end_that_fails_twice_leaves_the_stream_capturing_and_recoverable(mock_hardware_device, code, times) -> None:
+    dev = mock_hardware_device
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    dev.inject_fault("stream_end_capture", code, times=times)
+    with pytest.raises(CaptureRefusedError, match="still captures") as raised:
+        s.capture(lambda st: st.fill(buf, 1))
+    assert raised.value.code == code
+    if times <= 3:
+        # capture()'s own abort ended it: its end (or the one retry) was the first the driver accepted.
+        assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    else:
+        # Never NO_CAPTURE while the driver captures, and the window is already discarded.
+        assert s.capture_state.variant is CaptureVariant.CAPTURE and s.driver_capturing
+        assert dev.memory_stats()["windows_active"] == 0
+        with pytest.raises(CaptureStateError, match="already recording"):
+            s.graph_prepare()
+        dev.clear_faults()
+        s.abort_capture()
+    assert_recapturable(dev, s)
+
+
+def test_after_a_failed_end_the_next_end_ends_the_driver_capture(mock_hardware_device) -> None:
+    dev = mock_hardware_device
+    s, buf = open_recording(dev)
+    dev.inject_fault("stream_end_capture", 999, times=2)
+    with pytest.raises(CaptureRefusedError, match="still captures"):
+        s.end_capture()
+    assert s.capture_state.variant is CaptureVariant.CAPTURE and s.driver_capturing
+    # The next end from the capturing thread ends the driver capture; nothing is sealed.
+    with pytest.raises(CaptureRefusedError, match="already discarded") as raised:
+        s.end_capture()
+    assert raised.value.cause == "discarded"
+    assert_recapturable(dev, s)
+
+
+def test_a_failed_abort_keeps_the_stream_capturing_until_an_abort_succeeds(mock_hardware_device) -> None:
+    dev = mock_hardware_device
+    s, _ = open_recording(dev)
+    dev.inject_fault("stream_end_capture", 2, times=2)
+    with pytest.raises(DriverError, match="still captures") as raised:
+        s.abort_capture()
+    assert not isinstance(raised.value, DeviceLostError)
+    assert s.capture_state.variant is CaptureVariant.CAPTURE and s.driver_capturing
+    s.abort_capture()
+    assert_recapturable(dev, s)
+
+
+def test_an_invalidated_end_ends_the_capture_sequence_at_once(mock_hardware_device) -> None:
+    # The driver documentation: an end that reports 901 has ended the capture (null graph).
+    dev = mock_hardware_device
+    s, _ = open_recording(dev)
+    dev.inject_fault("stream_end_capture", 901, times=10**6)
+    with pytest.raises(CaptureRefusedError, match="invalidated") as raised:
+        s.end_capture()
+    assert raised.value.cause == "invalidated"
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE and not s.driver_capturing
+    assert_recapturable(dev, s)
+
+
+@pytest.mark.parametrize("mode", ["thread_local", "global"])
+def test_close_from_another_thread_leaves_the_capture_to_its_thread(mode) -> None:
+    dev = lifecore.Device("mock", graphs="hardware", capture_mode=mode)
+    s, buf = open_recording(dev)
+    started = time.monotonic()
+    out = run_in_thread(dev.close)
+    assert "error" not in out, out
+    assert time.monotonic() - started < 10
+    assert dev.closed and dev.abandoned_captures == 1
+    # The capturing thread's next call on the stream ends the driver capture.
+    with pytest.raises(ClosedError, match="now ended"):
+        s.fill(buf, 2)
+    assert dev.abandoned_captures == 0
+    assert not s.driver_capturing
+    with pytest.raises(ClosedError):
+        s.sync()
+
+
+def test_close_from_another_thread_after_the_capturing_thread_is_gone_reports_the_leak() -> None:
+    dev = lifecore.Device("mock", graphs="hardware", capture_mode="thread_local")
+    out = run_in_thread(lambda: open_recording(dev))
+    s, _ = out["value"]
+    dev.close()  # from this thread: the capturing thread has exited
+    assert dev.abandoned_captures == 1  # nobody can end it: reported, not waited for
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE or s.driver_capturing
+    with pytest.raises(ClosedError):
+        s.sync()  # another thread's call does not end it, and does not hang
+    s.abort_capture()  # a no-op from a thread that does not own it
+    assert dev.abandoned_captures == 1
+
+
+def test_close_from_another_thread_in_relaxed_mode_ends_the_capture() -> None:
+    dev = lifecore.Device("mock", graphs="hardware", capture_mode="relaxed")
+    s, buf = open_recording(dev)
+    assert "error" not in run_in_thread(dev.close)
+    assert dev.abandoned_captures == 0 and not s.driver_capturing
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    with pytest.raises(ClosedError):
+        s.fill(buf, 1)
+
+
+@pytest.mark.parametrize("code", STICKY)
+def test_a_sticky_status_loses_the_device_and_every_later_call_is_refused(mock_device, code) -> None:
+    dev = mock_device
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    other = dev.stream()
+    dev.inject_fault("stream_synchronize", code)
+    with pytest.raises(DeviceLostError, match="lost") as raised:
+        s.sync()
+    assert isinstance(raised.value, DriverError) and raised.value.code == code
+    assert dev.lost
+    for call in (
+        lambda: s.sync(),
+        lambda: other.fill(buf, 1),
+        lambda: s.alloc(16),
+        lambda: s.graph_prepare(),
+        lambda: dev.stream(),
+        lambda: dev.inject_fault("launch_kernel", 999),
+        lambda: dev.cleanup(),
+    ):
+        with pytest.raises(DeviceLostError, match=str(code)):
+            call()
+    dev.close()  # never hangs, never raises
+    with lifecore.Device("mock", graphs=dev.graphs) as fresh:  # another device is unaffected
+        assert not fresh.lost
+        assert_recapturable(fresh, fresh.stream())
+
+
+def test_a_sticky_status_at_the_end_of_a_capture_loses_the_device_not_the_stream_state(mock_hardware_device) -> None:
+    dev = mock_hardware_device
+    s, _ = open_recording(dev)
+    dev.inject_fault("stream_end_capture", 719)
+    with pytest.raises(DeviceLostError):
+        s.end_capture()
+    assert dev.lost
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE and not s.driver_capturing
+    s.abort_capture()  # nothing left to end; never raises on a lost device
+    with pytest.raises(DeviceLostError):
+        s.graph_prepare()
+
+
+def test_a_sticky_status_recorded_asynchronously_surfaces_as_device_lost(mock_device) -> None:
+    dev = mock_device
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    dev.inject_fault("memset_d32_async", 719)
+    s.fill(buf, 1)  # queued
+    with pytest.raises(DeviceLostError):
+        s.sync()
+    assert dev.lost
