@@ -409,14 +409,16 @@ class StreamCaptureMachine(RuleBasedStateMachine):
     @_counted
     def write(self, i: int, values: list[float]) -> None:
         buf = self._pick(i)
-        assert buf is not None
+        if buf is None:
+            return  # no live buffer of that size (all freed or discarded with their window)
         self._write(0, buf, values[: buf.count])
 
     @rule(i=PICK, bits=FILL_BITS)
     @_counted
     def fill(self, i: int, bits: int) -> None:
         buf = self._pick(i)
-        assert buf is not None
+        if buf is None:
+            return  # no live buffer of that size (all freed or discarded with their window)
         self._both(f"fill({buf.mid})", lambda: self.model.fill(self.sid0, buf.mid, bits),
                    lambda: self.real0.fill(buf.real, bits))
 
@@ -424,9 +426,11 @@ class StreamCaptureMachine(RuleBasedStateMachine):
     @_counted
     def copy(self, i: int, j: int) -> None:
         dst = self._pick(i)
-        assert dst is not None
+        if dst is None:
+            return  # no live buffer of that size (all freed or discarded with their window)
         src = self._pick(j, dst.count)
-        assert src is not None
+        if src is None:
+            return  # no live buffer of that size (all freed or discarded with their window)
         self._both(f"copy({dst.mid} <- {src.mid})", lambda: self.model.copy(self.sid0, dst.mid, src.mid),
                    lambda: self.real0.copy(dst.real, src.real))
 
@@ -435,14 +439,16 @@ class StreamCaptureMachine(RuleBasedStateMachine):
     @_counted
     def launch(self, kernel: str, a: float, i: int, j: int, k: int) -> None:
         first = self._pick(i)
-        assert first is not None
+        if first is None:
+            return  # no live buffer of that size (all freed or discarded with their window)
         self._launch(0, kernel, a, [first, self._pick(j, first.count), self._pick(k, first.count)])  # type: ignore[list-item]
 
     @rule(i=PICK)
     @_counted
     def read(self, i: int) -> None:
         buf = self._pick(i)
-        assert buf is not None
+        if buf is None:
+            return  # no live buffer of that size (all freed or discarded with their window)
         self._read(0, buf)
 
     @rule()
@@ -693,7 +699,8 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         else:
             op = STREAM_DRIVER_OPERATIONS[operation]
         buf = self._pick(i)
-        assert buf is not None
+        if buf is None:
+            return  # no live buffer of that size (all freed or discarded with their window)
         STATS.faults_injected += 1
         self.device.inject_fault(op, code, after=0, times=1)
         try:
@@ -705,13 +712,15 @@ class StreamCaptureMachine(RuleBasedStateMachine):
                            lambda: self.real0.fill(buf.real, f32_bits(values[0])))
             elif operation == "copy":
                 src = self._pick(j, buf.count)
-                assert src is not None
+                if src is None:
+                    return  # no live buffer of that size (all freed or discarded with their window)
                 self._both(f"copy({buf.mid} <- {src.mid}) with {op} failing",
                            lambda: self.model.copy(self.sid0, buf.mid, src.mid, fault=op),
                            lambda: self.real0.copy(buf.real, src.real))
             elif operation == "launch":
                 other = self._pick(j, buf.count)
-                assert other is not None
+                if other is None:
+                    return  # no live buffer of that size (all freed or discarded with their window)
                 self._launch(0, "axpy_f32", values[1] or 1.0, [other, buf], fault=op)
             else:
                 self._both(f"replay with {op} failing", lambda: self.model.replay(g.gid, self.sid0, fault=op),
