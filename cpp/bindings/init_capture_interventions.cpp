@@ -71,9 +71,10 @@ void init_capture_interventions(nb::module_& m) {
            "Admits the plan for one session (its identity binds the session's admission and id).");
 
   nb::class_<AdmittedInterventionPlan>(m, "AdmittedInterventionPlan")
-      .def_prop_ro("plan", &AdmittedInterventionPlan::plan)
+      // Copies: an admitted plan cannot be changed from Python (what is handed out is a value).
+      .def_prop_ro("plan", &AdmittedInterventionPlan::plan, nb::rv_policy::copy)
       .def_prop_ro("identity", &AdmittedInterventionPlan::identity)
-      .def_prop_ro("request", &AdmittedInterventionPlan::request)
+      .def_prop_ro("request", &AdmittedInterventionPlan::request, nb::rv_policy::copy)
       .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); })
       .def("__reduce_ex__", [](nb::handle, int) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); });
 

@@ -17,13 +17,12 @@ using namespace lifecore::capture;
 namespace {
 
 Dim dim_from_python(nb::handle size) {
-  if (nb::isinstance<nb::int_>(size)) {
-    auto n = nb::cast<std::int64_t>(size);
-    if (n < 0) raise(ErrorKind::InvalidArgument, "an axis size cannot be negative");
-    return {DimKind::Known, static_cast<std::uint64_t>(n)};
-  }
+  if (PyLong_Check(size.ptr()) && !PyBool_Check(size.ptr())) return {DimKind::Known, uint_argument(size, "Axis", "size")};
   if (size.is_none()) return {DimKind::Unknown, 0};
-  auto name = nb::cast<std::string>(size);
+  if (!PyUnicode_Check(size.ptr()))
+    raise(ErrorKind::TypeMismatch, "Axis: argument 'size' must be an int, a symbol (str) or None, got " +
+                                       type_name_of(size));
+  auto name = str_argument(size, "Axis", "size");
   for (auto kind : {DimKind::Batch, DimKind::Sequence, DimKind::TokenRows, DimKind::Context, DimKind::MediaPositions,
                     DimKind::Unknown})
     if (name == to_string(kind)) return {kind, 0};
@@ -38,6 +37,15 @@ nb::object dim_to_python(const Dim& d) {
 
 [[noreturn]] void refuse_pickle(nb::handle) {
   raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission: admitted plans are not picklable");
+}
+
+// A CaptureUsage field, settable only to a count that fits in 64 bits.
+template <std::uint64_t CaptureUsage::*Field>
+void usage_field(nb::class_<CaptureUsage>& cls, const char* name, const char* setter_sig) {
+  cls.def_prop_rw(
+      name, [](const CaptureUsage& u) { return u.*Field; },
+      [name](CaptureUsage& u, nb::handle value) { u.*Field = uint_argument(value, "CaptureUsage", name); },
+      nb::for_setter(nb::sig(setter_sig)));
 }
 
 std::string usage_repr(const CaptureUsage& u) {
@@ -74,14 +82,25 @@ void init_capture_plans(nb::module_& m) {
       .value("TOP_CANDIDATES", TransformKind::TopCandidates);
   nb::enum_<OnLimit>(m, "OnLimit").value("FAIL", OnLimit::Fail).value("SKIP", OnLimit::Skip);
 
-  nb::class_<CaptureUsage>(m, "CaptureUsage", "Captures, retained bytes, host bytes and encoded (JSON) bytes.")
-      .def(nb::init<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>(), nb::arg("captures") = 0,
-           nb::arg("retained_bytes") = 0, nb::arg("host_bytes") = 0, nb::arg("encoded_bytes") = 0)
-      .def_rw("captures", &CaptureUsage::captures)
-      .def_rw("retained_bytes", &CaptureUsage::retained_bytes)
-      .def_rw("host_bytes", &CaptureUsage::host_bytes)
-      .def_rw("encoded_bytes", &CaptureUsage::encoded_bytes)
-      .def("__eq__", [](const CaptureUsage& a, nb::handle b) {
+  nb::class_<CaptureUsage> usage(m, "CaptureUsage",
+                                 "Captures, retained bytes, host bytes and encoded (JSON) bytes. A value: what a "
+                                 "plan, limit, record or checkpoint hands out is a copy.");
+  usage.def("__init__",
+            [](CaptureUsage* u, nb::handle captures, nb::handle retained, nb::handle host, nb::handle encoded) {
+              new (u) CaptureUsage{uint_argument(captures, "CaptureUsage", "captures"),
+                                   uint_argument(retained, "CaptureUsage", "retained_bytes"),
+                                   uint_argument(host, "CaptureUsage", "host_bytes"),
+                                   uint_argument(encoded, "CaptureUsage", "encoded_bytes")};
+            },
+            nb::arg("captures").none() = 0, nb::arg("retained_bytes").none() = 0, nb::arg("host_bytes").none() = 0,
+            nb::arg("encoded_bytes").none() = 0,
+            nb::sig("def __init__(self, captures: int = 0, retained_bytes: int = 0, host_bytes: int = 0, "
+                    "encoded_bytes: int = 0) -> None"));
+  usage_field<&CaptureUsage::captures>(usage, "captures", "def captures(self, arg: int, /) -> None");
+  usage_field<&CaptureUsage::retained_bytes>(usage, "retained_bytes", "def retained_bytes(self, arg: int, /) -> None");
+  usage_field<&CaptureUsage::host_bytes>(usage, "host_bytes", "def host_bytes(self, arg: int, /) -> None");
+  usage_field<&CaptureUsage::encoded_bytes>(usage, "encoded_bytes", "def encoded_bytes(self, arg: int, /) -> None");
+  usage.def("__eq__", [](const CaptureUsage& a, nb::handle b) {
         CaptureUsage* other = nullptr;
         return nb::try_cast<CaptureUsage*>(b, other) && other && a == *other;
       })
@@ -94,8 +113,12 @@ void init_capture_plans(nb::module_& m) {
       .def("__repr__", &usage_repr);
 
   nb::class_<Axis>(m, "Axis", "A named axis; size is an int (known) or a symbol: batch, sequence, token_rows, context, media_positions, unknown.")
-      .def("__init__", [](Axis* a, std::string name, nb::handle size) { new (a) Axis{std::move(name), dim_from_python(size)}; },
-           nb::arg("name"), nb::arg("size").none() = nb::none())
+      .def("__init__",
+           [](Axis* a, nb::handle name, nb::handle size) {
+             new (a) Axis{str_argument(name, "Axis", "name"), dim_from_python(size)};
+           },
+           nb::arg("name").none(), nb::arg("size").none() = nb::none(),
+           nb::sig("def __init__(self, name: str, size: int | str | None = None) -> None"))
       .def_ro("name", &Axis::name)
       .def_prop_ro("size", [](const Axis& a) { return dim_to_python(a.dim); });
 
@@ -105,9 +128,18 @@ void init_capture_plans(nb::module_& m) {
                             "and multiplied by `scale` (and learned per-expert scales when "
                             "`learned_coefficient_scale`). The defaults are plain top-k.")
       .def("__init__",
-           [](RoutingPolicy* p, std::uint64_t experts, std::uint64_t top_k, const std::string& scoring,
-              std::uint64_t groups, std::optional<std::uint64_t> topk_groups, double epsilon, double scale,
-              bool learned) {
+           [](RoutingPolicy* p, nb::handle experts_arg, nb::handle top_k_arg, nb::handle scoring_arg,
+              nb::handle groups_arg, nb::handle topk_groups_arg, nb::handle epsilon_arg, nb::handle scale_arg,
+              nb::handle learned_arg) {
+             const char* call = "RoutingPolicy";
+             std::uint64_t experts = uint_argument(experts_arg, call, "num_experts");
+             std::uint64_t top_k = uint_argument(top_k_arg, call, "top_k");
+             std::string scoring = str_argument(scoring_arg, call, "scoring");
+             std::uint64_t groups = uint_argument(groups_arg, call, "groups");
+             std::optional<std::uint64_t> topk_groups = optional_uint_argument(topk_groups_arg, call, "topk_groups");
+             double epsilon = real_argument(epsilon_arg, call, "epsilon");
+             double scale = real_argument(scale_arg, call, "scale");
+             bool learned = bool_argument(learned_arg, call, "learned_coefficient_scale");
              RoutingScoring kind = RoutingScoring::Softmax;
              if (scoring == "sigmoid") kind = RoutingScoring::Sigmoid;
              else if (scoring != "softmax")
@@ -116,9 +148,12 @@ void init_capture_plans(nb::module_& m) {
              if (auto problem = routing_policy_problem(policy)) raise(ErrorKind::InvalidArgument, *problem);
              new (p) RoutingPolicy(policy);
            },
-           nb::arg("num_experts"), nb::arg("top_k"), nb::kw_only(), nb::arg("scoring") = "softmax",
-           nb::arg("groups") = 1, nb::arg("topk_groups").none() = nb::none(), nb::arg("epsilon") = 0.0,
-           nb::arg("scale") = 1.0, nb::arg("learned_coefficient_scale") = false)
+           nb::arg("num_experts").none(), nb::arg("top_k").none(), nb::kw_only(), nb::arg("scoring").none() = "softmax",
+           nb::arg("groups").none() = 1, nb::arg("topk_groups").none() = nb::none(), nb::arg("epsilon").none() = 0.0,
+           nb::arg("scale").none() = 1.0, nb::arg("learned_coefficient_scale").none() = false,
+           nb::sig("def __init__(self, num_experts: int, top_k: int, *, scoring: str = 'softmax', groups: int = 1, "
+                   "topk_groups: int | None = None, epsilon: float = 0.0, scale: float = 1.0, "
+                   "learned_coefficient_scale: bool = False) -> None"))
       .def_ro("num_experts", &RoutingPolicy::num_experts)
       .def_ro("top_k", &RoutingPolicy::top_k)
       .def_prop_ro("scoring", [](const RoutingPolicy& p) { return to_string(p.scoring); })
@@ -203,8 +238,14 @@ void init_capture_plans(nb::module_& m) {
       });
 
   nb::class_<CaptureRequest>(m, "CaptureRequest", "What the run will execute: batch, prompt tokens, predictions.")
-      .def(nb::init<std::uint64_t, std::uint64_t, std::uint64_t>(), nb::arg("batch") = 1, nb::arg("prompt_tokens") = 1,
-           nb::arg("max_predictions") = 1)
+      .def("__init__",
+           [](CaptureRequest* r, nb::handle batch, nb::handle prompt_tokens, nb::handle max_predictions) {
+             new (r) CaptureRequest{uint_argument(batch, "CaptureRequest", "batch"),
+                                    uint_argument(prompt_tokens, "CaptureRequest", "prompt_tokens"),
+                                    uint_argument(max_predictions, "CaptureRequest", "max_predictions")};
+           },
+           nb::arg("batch").none() = 1, nb::arg("prompt_tokens").none() = 1, nb::arg("max_predictions").none() = 1,
+           nb::sig("def __init__(self, batch: int = 1, prompt_tokens: int = 1, max_predictions: int = 1) -> None"))
       .def_ro("batch", &CaptureRequest::batch)
       .def_ro("prompt_tokens", &CaptureRequest::prompt_tokens)
       .def_ro("max_predictions", &CaptureRequest::max_predictions)
@@ -212,10 +253,18 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<CaptureSchedule>(m, "CaptureSchedule", "When a selection fires: phases, [first, end) predictions, every n.")
       .def("__init__",
-           [](CaptureSchedule* s, bool prefill, bool decode, std::uint64_t first, std::optional<std::uint64_t> end,
-              std::uint64_t every) { new (s) CaptureSchedule{prefill, decode, first, end, every}; },
-           nb::kw_only(), nb::arg("prefill") = true, nb::arg("decode") = true, nb::arg("first_prediction") = 0,
-           nb::arg("end_prediction").none() = nb::none(), nb::arg("every") = 1)
+           [](CaptureSchedule* s, nb::handle prefill, nb::handle decode, nb::handle first, nb::handle end,
+              nb::handle every) {
+             const char* call = "CaptureSchedule";
+             new (s) CaptureSchedule{bool_argument(prefill, call, "prefill"), bool_argument(decode, call, "decode"),
+                                     uint_argument(first, call, "first_prediction"),
+                                     optional_uint_argument(end, call, "end_prediction"),
+                                     uint_argument(every, call, "every")};
+           },
+           nb::kw_only(), nb::arg("prefill").none() = true, nb::arg("decode").none() = true, nb::arg("first_prediction").none() = 0,
+           nb::arg("end_prediction").none() = nb::none(), nb::arg("every").none() = 1,
+           nb::sig("def __init__(self, *, prefill: bool = True, decode: bool = True, first_prediction: int = 0, "
+                   "end_prediction: int | None = None, every: int = 1) -> None"))
       .def_ro("prefill", &CaptureSchedule::prefill)
       .def_ro("decode", &CaptureSchedule::decode)
       .def_ro("first_prediction", &CaptureSchedule::first_prediction)
@@ -225,24 +274,36 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<CaptureSlice>(m, "CaptureSlice", "A half-open slice [start, end) with a positive stride on a named axis.")
       .def("__init__",
-           [](CaptureSlice* s, std::string axis, std::uint64_t start, std::optional<std::uint64_t> end,
-              std::uint64_t stride) { new (s) CaptureSlice{std::move(axis), start, end, stride}; },
-           nb::arg("axis"), nb::arg("start") = 0, nb::arg("end").none() = nb::none(), nb::arg("stride") = 1)
+           [](CaptureSlice* s, nb::handle axis, nb::handle start, nb::handle end, nb::handle stride) {
+             const char* call = "CaptureSlice";
+             new (s) CaptureSlice{str_argument(axis, call, "axis"), uint_argument(start, call, "start"),
+                                  optional_uint_argument(end, call, "end"), uint_argument(stride, call, "stride")};
+           },
+           nb::arg("axis").none(), nb::arg("start").none() = 0, nb::arg("end").none() = nb::none(), nb::arg("stride").none() = 1,
+           nb::sig("def __init__(self, axis: str, start: int = 0, end: int | None = None, stride: int = 1) -> None"))
       .def_ro("axis", &CaptureSlice::axis)
       .def_ro("start", &CaptureSlice::start)
       .def_ro("end", &CaptureSlice::end)
       .def_ro("stride", &CaptureSlice::stride);
 
   nb::class_<CaptureTransform>(m, "CaptureTransform", "What is kept of a selected value.")
-      .def_static("preview", [](std::uint64_t n) { return CaptureTransform{TransformKind::Preview, n, {}, 0}; },
-                  nb::arg("max_elements"))
+      .def_static("preview",
+                  [](nb::handle n) {
+                    return CaptureTransform{TransformKind::Preview,
+                                            uint_argument(n, "CaptureTransform.preview", "max_elements"), {}, 0};
+                  },
+                  nb::arg("max_elements").none(), nb::sig("def preview(max_elements: int) -> CaptureTransform"))
       .def_static("slice", [] { return CaptureTransform{TransformKind::Slice, 0, {}, 0}; })
       .def_static("full_tensor", [] { return CaptureTransform{TransformKind::FullTensor, 0, {}, 0}; })
       .def_static("summary", [] { return CaptureTransform{TransformKind::Summary, 0, {}, 0}; })
       .def_static("histogram", [](std::vector<double> edges) { return CaptureTransform{TransformKind::Histogram, 0, std::move(edges), 0}; },
                   nb::arg("edges"))
-      .def_static("top_candidates", [](std::uint64_t k) { return CaptureTransform{TransformKind::TopCandidates, 0, {}, k}; },
-                  nb::arg("count"))
+      .def_static("top_candidates",
+                  [](nb::handle k) {
+                    return CaptureTransform{TransformKind::TopCandidates, 0, {},
+                                            uint_argument(k, "CaptureTransform.top_candidates", "count")};
+                  },
+                  nb::arg("count").none(), nb::sig("def top_candidates(count: int) -> CaptureTransform"))
       .def_ro("kind", &CaptureTransform::kind)
       .def_ro("max_elements", &CaptureTransform::max_elements)
       .def_ro("edges", &CaptureTransform::edges)
@@ -265,12 +326,24 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<CaptureLimits>(m, "CaptureLimits", "Per-step and cumulative budgets and what to do on a limit.")
       .def("__init__",
-           [](CaptureLimits* l, CaptureUsage per_step, CaptureUsage cumulative, OnLimit on_limit,
-              std::optional<std::uint64_t> physical) { new (l) CaptureLimits{per_step, cumulative, physical, on_limit}; },
-           nb::arg("per_step"), nb::arg("cumulative"), nb::arg("on_limit") = OnLimit::Fail,
-           nb::arg("physical_native_bytes").none() = nb::none())
-      .def_ro("per_step", &CaptureLimits::per_step)
-      .def_ro("cumulative", &CaptureLimits::cumulative)
+           [](CaptureLimits* l, nb::handle per_step, nb::handle cumulative, nb::handle on_limit, nb::handle physical) {
+             const char* call = "CaptureLimits";
+             const auto& step = object_argument<CaptureUsage>(per_step, call, "per_step", "a CaptureUsage");
+             const auto& total = object_argument<CaptureUsage>(cumulative, call, "cumulative", "a CaptureUsage");
+             if (!nb::isinstance(on_limit, nb::type<OnLimit>()))
+               raise(ErrorKind::TypeMismatch, argument_label(call, "on_limit") + " must be an OnLimit (FAIL or SKIP), got " +
+                                                  type_name_of(on_limit));
+             OnLimit policy = nb::cast<OnLimit>(on_limit);
+             auto native = optional_uint_argument(physical, call, "physical_native_bytes");
+             new (l) CaptureLimits{step, total, native, policy};
+           },
+           nb::arg("per_step").none(), nb::arg("cumulative").none(), nb::arg("on_limit").none() = OnLimit::Fail,
+           nb::arg("physical_native_bytes").none() = nb::none(),
+           nb::sig("def __init__(self, per_step: CaptureUsage, cumulative: CaptureUsage, on_limit: OnLimit = "
+                   "OnLimit.FAIL, physical_native_bytes: int | None = None) -> None"))
+      // Copies: a limit handed out can be changed without changing what anything enforces.
+      .def_ro("per_step", &CaptureLimits::per_step, nb::rv_policy::copy)
+      .def_ro("cumulative", &CaptureLimits::cumulative, nb::rv_policy::copy)
       .def_ro("on_limit", &CaptureLimits::on_limit)
       .def_ro("physical_native_bytes", &CaptureLimits::physical_native_bytes);
 
@@ -293,9 +366,10 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<AdmittedCapturePlan>(m, "AdmittedCapturePlan",
                                   "A plan admitted against a discovery. Only CapturePlan.admit creates one.")
-      .def_prop_ro("plan", &AdmittedCapturePlan::plan)
-      .def_prop_ro("points", &AdmittedCapturePlan::points)
-      .def_prop_ro("request", &AdmittedCapturePlan::request)
+      // Copies: an admitted plan cannot be changed from Python (what is handed out is a value).
+      .def_prop_ro("plan", &AdmittedCapturePlan::plan, nb::rv_policy::copy)
+      .def_prop_ro("points", &AdmittedCapturePlan::points, nb::rv_policy::copy)
+      .def_prop_ro("request", &AdmittedCapturePlan::request, nb::rv_policy::copy)
       .def_prop_ro("identity", &AdmittedCapturePlan::identity)
       .def_prop_ro("artifact_identity", &AdmittedCapturePlan::artifact_identity)
       .def("__reduce__", &refuse_pickle)

@@ -187,7 +187,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
                                              capture_original=evidence is not None))
         self.model = model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit, max_predictions,
                                                operations=model_ops, original_route_bytes=TOP_K * 16,
-                                               physical_native_bytes=physical)
+                                               physical_native_bytes=physical, routed_rows=(PROMPT, 1))
         if ops:
             admitted = InterventionPlan(ops).admit(self.discovery, self.session)
             self.session.enable_interventions(admitted, self.backend)
