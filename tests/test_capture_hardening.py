@@ -37,6 +37,7 @@ from lifecore.capture import (
     unlimited,
 )
 from lifecore.errors import (
+    LifecoreError,
     AdmissionError,
     BudgetExceededError,
     CaptureSessionError,
@@ -699,3 +700,94 @@ def test_exclusion_leaving_exactly_top_k_reachable_is_admitted_and_one_less_is_r
     emptied = InterventionPlan([iv.exclude_experts("x", "router", [0, 1, 2, 3, 4, 5])])  # 1 stocked group < 2
     with pytest.raises(AdmissionError, match="fewer than top_k"):
         emptied.admit(discovery, session)
+
+
+# -- Section 6: a sweep of the capture entry points -------------------------------------------
+
+BAD_VALUES = [None, True, -1, 2**64, 1.5, float("nan"), "str", b"bytes", [1], (1, 2), {}, object()]
+
+
+def _entry_points(admitted, discovery):
+    """(name, callable, good arguments) for the public capture constructors and helpers."""
+    usage = CaptureUsage()
+    return [
+        ("CaptureUsage", CaptureUsage, (1, 1, 1, 1)),
+        ("Axis", Axis, ("d", 3)),
+        ("RoutingPolicy", RoutingPolicy, (4, 2)),
+        ("ObservationPoint", ObservationPoint, ("p", [])),
+        ("CaptureDiscovery", CaptureDiscovery, ("m", [])),
+        ("CaptureRequest", CaptureRequest, (1, 1, 1)),
+        ("CaptureSlice", CaptureSlice, ("d", 0, 1, 1)),
+        ("CaptureSelection", CaptureSelection, ("s", "p")),
+        ("CaptureLimits", CaptureLimits, (usage, usage)),
+        ("CapturePlan", CapturePlan, ([], unlimited())),
+        ("InterventionPlan", InterventionPlan, ([],)),
+        ("CaptureSession", CaptureSession, (admitted,)),
+        ("CaptureTransform.preview", CaptureTransform.preview, (3,)),
+        ("CaptureTransform.histogram", CaptureTransform.histogram, ([0.0, 1.0],)),
+        ("CaptureTransform.top_candidates", CaptureTransform.top_candidates, (2,)),
+        ("CapturePlan.admit", CapturePlan([], unlimited()).admit, (discovery, REQUEST)),
+        ("CaptureDiscovery.point", discovery.point, ("blocks.0.mlp",)),
+        ("CaptureSchedule.scheduled", CaptureSchedule().scheduled, (PREFILL, 0)),
+        ("iv.scale", iv.scale, ("a", "blocks.0.mlp", 2.0)),
+        ("iv.replace", iv.replace, ("a", "blocks.0.mlp", [1.0])),
+        ("iv.exclude_experts", iv.exclude_experts, ("a", ROUTER, [1])),
+        ("iv.bias_routing_scores", iv.bias_routing_scores, ("a", ROUTER, [1], [0.5])),
+        ("iv.force_experts", iv.force_experts, ("a", ROUTER, [[0, 1]])),
+    ]
+
+
+def test_capture_entry_points_answer_every_bad_argument_with_a_lifecore_error():
+    discovery = sample_discovery()
+    admitted = admit(CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary()), discovery=discovery)
+    calls = 0
+    for name, fn, good in _entry_points(admitted, discovery):
+        fn(*good)  # the good call works: the refusals below are about the argument
+        for position in range(len(good)):
+            for bad in BAD_VALUES:
+                args = list(good)
+                args[position] = bad
+                calls += 1
+                try:
+                    fn(*args)
+                except LifecoreError as error:
+                    assert isinstance(error, (TypeError, ValueError)), (name, position, bad, error)
+                except Exception as error:  # pragma: no cover - the failure message names the call
+                    pytest.fail(f"{name} argument {position} = {bad!r} raised {type(error).__name__}: {error}")
+    assert calls > 600
+
+
+def test_session_methods_refuse_bad_arguments_and_change_nothing():
+    discovery = sample_discovery()
+    session = session_for(CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary()), discovery=discovery)
+    admitted = InterventionPlan([iv.scale("x", "blocks.0.mlp", 2.0)]).admit(discovery, session)
+    methods = [
+        ("checkpoint", session.checkpoint, (discovery,)),
+        ("checkpoint_storage_bytes", session.checkpoint_storage_bytes, (discovery,)),
+        ("fork", session.fork, (discovery,)),
+        ("begin_step", session.begin_step, (PREFILL, 0)),
+        ("enable_interventions", session.enable_interventions, (admitted, NumpyBackend())),
+        ("restore", session.restore, (session.checkpoint(discovery),)),
+        ("validate_restore", session.validate_restore, (session.checkpoint(discovery),)),
+        ("InterventionPlan.admit", InterventionPlan([]).admit, (discovery, session)),
+    ]
+    for name, fn, good in methods:
+        for position in range(len(good)):
+            for bad in BAD_VALUES:
+                if name == "enable_interventions" and position == 1 and bad is not None:
+                    continue  # any object may be an estimator; it is asked only when evidence is due
+                args = list(good)
+                args[position] = bad
+                with pytest.raises(LifecoreError):
+                    fn(*args)
+                assert not session.step_pending and session.next_prediction == 0, name
+                assert session.cumulative_usage() == CaptureUsage() and session.intervention_plan is None
+    session.enable_interventions(admitted, NumpyBackend())  # still usable: nothing was changed
+    assert session.intervention_plan is not None
+
+
+def test_capture_step_needs_a_session():
+    from lifecore.capture import capture_step
+    with pytest.raises(LifecoreTypeError, match="session"):
+        with capture_step(None, 0):
+            pass

@@ -129,11 +129,15 @@ void init_capture_session(nb::module_& m) {
       .def_ro("step_usage", &CapturedStep::step_usage, nb::rv_policy::copy)
       .def_ro("cumulative_usage", &CapturedStep::cumulative_usage, nb::rv_policy::copy)
       .def_ro("capture_seconds", &CapturedStep::capture_seconds)
-      .def("record", [](const CapturedStep& s, const std::string& id) -> const CaptureRecord& {
-        for (const auto& r : s.records)
-          if (r.selection_id == id) return r;
-        raise(ErrorKind::InvalidArgument, "no record for selection '" + id + "'");
-      }, nb::rv_policy::reference_internal);
+      .def("record",
+           [](const CapturedStep& s, nb::handle id_arg) -> const CaptureRecord& {
+             std::string id = argument<std::string>(id_arg, "CapturedStep.record", "id");
+             for (const auto& r : s.records)
+               if (r.selection_id == id) return r;
+             raise(ErrorKind::InvalidArgument, "no record for selection '" + id + "'");
+           },
+           nb::arg("id").none(), nb::rv_policy::reference_internal,
+           nb::sig("def record(self, id: str) -> CaptureRecord"));
 
   nb::class_<CaptureCheckpoint>(m, "CaptureCheckpoint", "The capture component of a generation snapshot.")
       .def_ro("artifact_identity", &CaptureCheckpoint::artifact_identity)
@@ -159,9 +163,20 @@ void init_capture_session(nb::module_& m) {
   nb::class_<CaptureSession>(m, "CaptureSession",
                              "A capture run: one admission, one monotone ledger, at most one undrained step.",
                              nb::type_slots(session_slots))
-      .def(nb::init<const AdmittedCapturePlan&>(), nb::arg("plan"))
-      .def(nb::init<const AdmittedCapturePlan&, const CaptureDiscovery&>(), nb::arg("plan"), nb::arg("discovery"),
-           "Re-admits the plan against this session's discovery first (refused if it was admitted elsewhere).")
+      .def("__init__",
+           [](CaptureSession* s, nb::handle plan, nb::handle discovery) {
+             const char* call = "CaptureSession";
+             const auto& admitted = object_argument<AdmittedCapturePlan>(plan, call, "plan", "an AdmittedCapturePlan");
+             if (discovery.is_none()) {
+               new (s) CaptureSession(admitted);
+             } else {
+               new (s) CaptureSession(admitted, object_argument<CaptureDiscovery>(discovery, call, "discovery",
+                                                                                  "a CaptureDiscovery"));
+             }
+           },
+           nb::arg("plan").none(), nb::arg("discovery").none() = nb::none(),
+           nb::sig("def __init__(self, plan: AdmittedCapturePlan, discovery: CaptureDiscovery | None = None) -> None"),
+           "With a discovery, re-admits the plan against it first (refused if it was admitted elsewhere).")
       // Copies: what the session enforces cannot be changed through what it hands out.
       .def_prop_ro("plan", &CaptureSession::plan, nb::rv_policy::copy)
       .def_prop_ro("intervention_plan", &CaptureSession::intervention_plan, nb::rv_policy::copy)
@@ -169,7 +184,7 @@ void init_capture_session(nb::module_& m) {
       .def("begin_step",
            [](CaptureSession& s, nb::handle phase, nb::handle prediction) {
              s.begin_step(phase_argument(phase, "CaptureSession.begin_step"),
-                          uint_argument(prediction, "CaptureSession.begin_step", "prediction"));
+                          count_argument(prediction, "CaptureSession.begin_step", "prediction"));
            },
            nb::arg("phase").none(), nb::arg("prediction").none(),
            nb::sig("def begin_step(self, phase: CapturePhase, prediction: int) -> None"))
@@ -179,35 +194,66 @@ void init_capture_session(nb::module_& m) {
              PythonCaptureBackend adapter(backend);
              keeping_cause(adapter.cause(), [&] { s.observe(adapter, where, tensor.ptr()); });
            },
-           nb::arg("backend"), nb::arg("path").none(), nb::arg("tensor"),
+           nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
            nb::sig("def observe(self, backend: object, path: str, tensor: object) -> None"))
       .def("take_step", &CaptureSession::take_step)
-      .def("checkpoint_storage_bytes", &CaptureSession::checkpoint_storage_bytes, nb::arg("discovery"))
-      .def("checkpoint", &CaptureSession::checkpoint, nb::arg("discovery"))
-      .def("validate_restore", &CaptureSession::validate_restore, nb::arg("checkpoint"))
-      .def("prepare_restore", &CaptureSession::prepare_restore, nb::arg("checkpoint"), nb::keep_alive<0, 1>())
-      .def("restore", &CaptureSession::restore, nb::arg("checkpoint"))
+      .def("checkpoint_storage_bytes",
+           [](const CaptureSession& s, nb::handle discovery) {
+             return s.checkpoint_storage_bytes(object_argument<CaptureDiscovery>(
+                 discovery, "CaptureSession.checkpoint_storage_bytes", "discovery", "a CaptureDiscovery"));
+           },
+           nb::arg("discovery").none(),
+           nb::sig("def checkpoint_storage_bytes(self, discovery: CaptureDiscovery) -> int | None"))
+      .def("checkpoint",
+           [](const CaptureSession& s, nb::handle discovery) {
+             return s.checkpoint(object_argument<CaptureDiscovery>(discovery, "CaptureSession.checkpoint", "discovery",
+                                                                   "a CaptureDiscovery"));
+           },
+           nb::arg("discovery").none(), nb::sig("def checkpoint(self, discovery: CaptureDiscovery) -> CaptureCheckpoint"))
+      .def("validate_restore",
+           [](const CaptureSession& s, nb::handle checkpoint) {
+             s.validate_restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.validate_restore",
+                                                                   "checkpoint", "a CaptureCheckpoint"));
+           },
+           nb::arg("checkpoint").none(), nb::sig("def validate_restore(self, checkpoint: CaptureCheckpoint) -> None"))
+      .def("prepare_restore",
+           [](CaptureSession& s, nb::handle checkpoint) {
+             return s.prepare_restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.prepare_restore",
+                                                                         "checkpoint", "a CaptureCheckpoint"));
+           },
+           nb::arg("checkpoint").none(), nb::keep_alive<0, 1>(),
+           nb::sig("def prepare_restore(self, checkpoint: CaptureCheckpoint) -> PreparedCaptureRestore"))
+      .def("restore",
+           [](CaptureSession& s, nb::handle checkpoint) {
+             s.restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.restore", "checkpoint",
+                                                          "a CaptureCheckpoint"));
+           },
+           nb::arg("checkpoint").none(), nb::sig("def restore(self, checkpoint: CaptureCheckpoint) -> None"))
       .def("cumulative_usage", &CaptureSession::cumulative_usage)
       .def("step_usage", &CaptureSession::step_usage)
       .def_prop_ro("next_prediction", &CaptureSession::next_prediction)
       .def_prop_ro("step_pending", &CaptureSession::step_pending)
       .def_prop_ro("checkpoint_ready", &CaptureSession::checkpoint_ready)
       .def("fork",
-           [](const CaptureSession& s, const CaptureDiscovery& discovery, nb::handle max_predictions,
-              std::optional<CaptureLimits> limits) {
-             return s.fork(discovery, optional_uint_argument(max_predictions, "CaptureSession.fork", "max_predictions"),
-                           std::move(limits));
+           [](const CaptureSession& s, nb::handle discovery, nb::handle max_predictions, nb::handle limits) {
+             const char* call = "CaptureSession.fork";
+             return s.fork(object_argument<CaptureDiscovery>(discovery, call, "discovery", "a CaptureDiscovery"),
+                           optional_uint_argument(max_predictions, call, "max_predictions"),
+                           argument<std::optional<CaptureLimits>>(limits, call, "limits"));
            },
-           nb::arg("discovery"), nb::kw_only(), nb::arg("max_predictions").none() = nb::none(),
+           nb::arg("discovery").none(), nb::kw_only(), nb::arg("max_predictions").none() = nb::none(),
            nb::arg("limits").none() = nb::none(),
            nb::sig("def fork(self, discovery: CaptureDiscovery, *, max_predictions: int | None = None, "
                    "limits: CaptureLimits | None = None) -> CaptureSession"))
       .def("enable_interventions",
-           [](CaptureSession& s, const AdmittedInterventionPlan& plan, nb::object estimator) {
+           [](CaptureSession& s, nb::handle plan, nb::object estimator) {
+             const auto& admitted = object_argument<AdmittedInterventionPlan>(
+                 plan, "CaptureSession.enable_interventions", "plan", "an AdmittedInterventionPlan");
              if (estimator.is_none()) raise(ErrorKind::InvalidArgument, "an intervention estimator is required");
-             s.enable_interventions(plan, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
+             s.enable_interventions(admitted, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
            },
-           nb::arg("plan"), nb::arg("estimator").none())
+           nb::arg("plan").none(), nb::arg("estimator").none(),
+           nb::sig("def enable_interventions(self, plan: AdmittedInterventionPlan, estimator: object) -> None"))
       .def("intervene",
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
              std::string where = str_argument(path, "CaptureSession.intervene", "path");
@@ -216,13 +262,13 @@ void init_capture_session(nb::module_& m) {
              if (!result) return nb::none();
              return nb::borrow(static_cast<PyObject*>(*result));
            },
-           nb::arg("backend"), nb::arg("path").none(), nb::arg("tensor"),
+           nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
            nb::sig("def intervene(self, backend: object, path: str, tensor: object) -> object | None"))
       .def("finish_interventions", &CaptureSession::finish_interventions)
       .def("routing_control",
            [](CaptureSession& s, nb::handle path, nb::handle token_rows) {
              return s.routing_control(str_argument(path, "CaptureSession.routing_control", "path"),
-                                      uint_argument(token_rows, "CaptureSession.routing_control", "token_rows"));
+                                      count_argument(token_rows, "CaptureSession.routing_control", "token_rows"));
            },
            nb::arg("path").none(), nb::arg("token_rows").none(),
            nb::sig("def routing_control(self, path: str, token_rows: int) -> GroupSelectionControl | None"))
@@ -238,7 +284,7 @@ void init_capture_session(nb::module_& m) {
              PythonCaptureBackend adapter(backend);
              keeping_cause(adapter.cause(), [&] { s.routing_applied(adapter, where, before, after); });
            },
-           nb::arg("backend"), nb::arg("path").none(), nb::arg("original").none(), nb::arg("effective").none(),
+           nb::arg("backend").none(), nb::arg("path").none(), nb::arg("original").none(), nb::arg("effective").none(),
            nb::sig("def routing_applied(self, backend: object, path: str, original: tuple[object, object] | None, "
                    "effective: tuple[object, object]) -> None"))
       .def("routing_failed",
