@@ -791,3 +791,32 @@ def test_capture_step_needs_a_session():
     with pytest.raises(LifecoreTypeError, match="session"):
         with capture_step(None, 0):
             pass
+
+
+@pytest.mark.parametrize("backend_type", ["numpy", "counting"])
+def test_bundled_backends_refuse_what_is_not_their_tensor_or_a_request(backend_type):
+    from lifecore.capture import CountingBackend, MockTensor
+    backend = NumpyBackend() if backend_type == "numpy" else CountingBackend()
+    for bad in (None, 5, "tensor", [1, 2], object()):
+        for method in ("shape", "dtype"):
+            with pytest.raises(LifecoreTypeError, match="tensor"):
+                getattr(backend, method)(bad)
+        for method in ("estimate", "native_bytes", "transform", "intervene"):
+            with pytest.raises(LifecoreTypeError, match="tensor"):
+                getattr(backend, method)(bad, None)
+    tensor = hidden() if backend_type == "numpy" else MockTensor((1, 4, 8))
+    for method in ("estimate", "native_bytes", "transform", "intervene"):
+        with pytest.raises(LifecoreTypeError, match="request"):
+            getattr(backend, method)(tensor, "request")
+
+
+def test_the_counting_mock_refuses_malformed_fields():
+    from lifecore.capture import CountingBackend, MockTensor
+    with pytest.raises(LifecoreTypeError, match="calls"):
+        CountingBackend(calls=5)
+    with pytest.raises(LifecoreTypeError, match="fail_on"):
+        CountingBackend(fail_on="shape")
+    with pytest.raises(LifecoreTypeError, match="shape"):
+        MockTensor([1, 2])
+    with pytest.raises(LifecoreTypeError, match="itemsize"):
+        MockTensor((1,), itemsize=True)

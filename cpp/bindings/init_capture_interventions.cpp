@@ -59,7 +59,7 @@ void init_capture_interventions(nb::module_& m) {
                    "schedule: CaptureSchedule | None = None, slices: collections.abc.Sequence[CaptureSlice] = [], "
                    "factor: float = 1.0, payload_shape: collections.abc.Sequence[int] = [], "
                    "payload: collections.abc.Sequence[float] = [], ids: collections.abc.Sequence[int] = [], "
-                   "evidence: EvidenceKind = EvidenceKind.NONE, evidence_elements: int = 0) -> None"))
+                   "evidence: EvidenceKind = ..., evidence_elements: int = 0) -> None"))
       .def_ro("id", &InterventionOperation::id)
       .def_ro("target", &InterventionOperation::target)
       .def_ro("action", &InterventionOperation::action)

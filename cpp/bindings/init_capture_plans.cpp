@@ -201,10 +201,10 @@ void init_capture_plans(nb::module_& m) {
            nb::arg("decode_support").none() = PhaseSupport::Supported, nb::arg("routing").none() = nb::none(),
            nb::arg("itemsize").none() = 0,
            nb::sig("def __init__(self, path: str, axes: collections.abc.Sequence[Axis] = [], *, node_id: str = '', "
-                   "meaning: str = 'activation', dtype: ValueDtype = ValueDtype.FLOATING, prefill: bool = True, "
-                   "decode: bool = True, position: PointPosition = PointPosition.READ_ONLY, "
-                   "prefill_support: PhaseSupport = PhaseSupport.SUPPORTED, "
-                   "decode_support: PhaseSupport = PhaseSupport.SUPPORTED, routing: RoutingPolicy | None = None, "
+                   "meaning: str = 'activation', dtype: ValueDtype = ..., prefill: bool = True, "
+                   "decode: bool = True, position: PointPosition = ..., "
+                   "prefill_support: PhaseSupport = ..., "
+                   "decode_support: PhaseSupport = ..., routing: RoutingPolicy | None = None, "
                    "itemsize: int = 0) -> None"))
       .def_ro("path", &ObservationPoint::path)
       .def_ro("node_id", &ObservationPoint::node_id)
@@ -392,7 +392,7 @@ void init_capture_plans(nb::module_& m) {
            nb::arg("per_step").none(), nb::arg("cumulative").none(), nb::arg("on_limit").none() = OnLimit::Fail,
            nb::arg("physical_native_bytes").none() = nb::none(),
            nb::sig("def __init__(self, per_step: CaptureUsage, cumulative: CaptureUsage, on_limit: OnLimit = "
-                   "OnLimit.FAIL, physical_native_bytes: int | None = None) -> None"))
+                   "..., physical_native_bytes: int | None = None) -> None"))
       // Copies: a limit handed out can be changed without changing what anything enforces.
       .def_ro("per_step", &CaptureLimits::per_step, nb::rv_policy::copy)
       .def_ro("cumulative", &CaptureLimits::cumulative, nb::rv_policy::copy)
