@@ -820,3 +820,60 @@ def test_the_counting_mock_refuses_malformed_fields():
         MockTensor([1, 2])
     with pytest.raises(LifecoreTypeError, match="itemsize"):
         MockTensor((1,), itemsize=True)
+
+
+def _overlap_by_enumeration(a, b, max_predictions):
+    return any(a.scheduled(PREFILL if p == 0 else DECODE, p) and b.scheduled(PREFILL if p == 0 else DECODE, p)
+               for p in range(max_predictions))
+
+
+def test_overlapping_routing_schedules_are_found_exactly_as_by_enumeration():
+    import itertools
+    discovery = sample_discovery()
+    request = CaptureRequest(1, 4, 13)
+    session = session_for(discovery=discovery, request=request)
+    schedules = [CaptureSchedule(prefill=pre, first_prediction=first, every=every, end_prediction=end)
+                 for pre, first, every, end in itertools.product([True, False], [0, 1, 3, 6], [1, 2, 4, 6],
+                                                                 [None, 9])]
+    checked = 0
+    for a, b in itertools.product(schedules, repeat=2):
+        plan = InterventionPlan([iv.exclude_experts("a", ROUTER, [3], schedule=a),
+                                 iv.exclude_experts("b", ROUTER, [2], schedule=b)])
+        expected = _overlap_by_enumeration(a, b, 13)
+        try:
+            plan.admit(discovery, session)
+            refused = False
+        except AdmissionError as error:
+            assert "overlap" in str(error)
+            refused = True
+        assert refused == expected, (a.prefill, a.first_prediction, a.every, a.end_prediction,
+                                     b.prefill, b.first_prediction, b.every, b.end_prediction)
+        checked += 1
+    assert checked == len(schedules) ** 2
+
+
+@pytest.mark.time_limit(10)
+@pytest.mark.parametrize("predictions", [2**32, 2**62])
+def test_routing_schedules_of_a_huge_run_are_checked_without_a_loop(predictions):
+    discovery = sample_discovery()
+    session = session_for(discovery=discovery, request=CaptureRequest(1, 4, predictions))
+    even = CaptureSchedule(prefill=False, first_prediction=2, every=2)
+    odd = CaptureSchedule(prefill=False, first_prediction=1, every=2)
+    InterventionPlan([iv.exclude_experts("a", ROUTER, [3], schedule=even),
+                      iv.exclude_experts("b", ROUTER, [2], schedule=odd)]).admit(discovery, session)
+    late = CaptureSchedule(prefill=False, first_prediction=predictions - 1, every=predictions)
+    with pytest.raises(AdmissionError, match="overlap"):
+        InterventionPlan([iv.exclude_experts("a", ROUTER, [3], schedule=odd),
+                          iv.exclude_experts("b", ROUTER, [2], schedule=late)]).admit(discovery, session)
+
+
+@pytest.mark.time_limit(10)
+def test_exclusion_feasibility_with_2_40_groups_needs_no_table_per_group():
+    policy = RoutingPolicy(2**41, 2, groups=2**40, topk_groups=2)  # two experts per group
+    discovery = grouped_discovery(policy)
+    session = session_for(discovery=discovery)
+    InterventionPlan([iv.exclude_experts("x", "router", [0, 2])]).admit(discovery, session)
+    # One group kept: group 0 left with one expert can be the one the scores pick.
+    single = grouped_discovery(RoutingPolicy(2**41, 2, groups=2**40, topk_groups=1))
+    with pytest.raises(AdmissionError, match="fewer than top_k"):
+        InterventionPlan([iv.exclude_experts("x", "router", [0])]).admit(single, session_for(discovery=single))

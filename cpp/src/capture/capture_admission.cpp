@@ -138,6 +138,47 @@ std::string canonical(const CapturePlan& plan, const std::vector<ObservationPoin
   return json.take();
 }
 
+// Whether two schedules fire at one prediction of the request. Decode firings are two
+// arithmetic progressions; they meet where the congruences first + k * every agree (the
+// Chinese remainder theorem, in 128 bits), so a run of 2**63 predictions costs no loop.
+bool schedules_meet(const CaptureSchedule& a, const CaptureSchedule& b, const CaptureRequest& r) {
+  if (a.scheduled(CapturePhase::Prefill, 0) && b.scheduled(CapturePhase::Prefill, 0)) return true;
+  if (!a.decode || !b.decode) return false;
+  using u128 = unsigned __int128;
+  using i128 = __int128;
+  u128 lo = std::max({std::uint64_t{1}, a.first_prediction, b.first_prediction});
+  u128 hi = std::min({r.max_predictions, a.end_prediction.value_or(UINT64_MAX), b.end_prediction.value_or(UINT64_MAX)});
+  if (lo >= hi) return false;
+  // x = a.first (mod a.every) and x = b.first (mod b.every): extended Euclid on the steps.
+  i128 m1 = a.every, m2 = b.every;
+  i128 old_r = m1, rem = m2, old_s = 1, s = 0;
+  while (rem != 0) {
+    i128 q = old_r / rem;
+    i128 next_r = old_r - q * rem;
+    old_r = rem;
+    rem = next_r;
+    i128 next_s = old_s - q * s;
+    old_s = s;
+    s = next_s;
+  }
+  i128 g = old_r;  // gcd; old_s * m1 = g (mod m2)
+  i128 r1 = a.first_prediction % a.every, r2 = b.first_prediction % b.every;
+  i128 diff = r2 - r1;
+  if (diff % g != 0) return false;
+  // k = (diff / g) * inverse(m1 / g) mod (m2 / g), in unsigned 128 bits (factors < 2**64).
+  u128 m2g = static_cast<u128>(m2 / g);
+  auto reduced = [&](i128 v) { return static_cast<u128>(((v % static_cast<i128>(m2g)) + static_cast<i128>(m2g)) %
+                                                        static_cast<i128>(m2g)); };
+  u128 k = reduced(diff / g) * reduced(old_s) % m2g;
+  u128 lcm = static_cast<u128>(m1) * m2g;  // < 2**128
+  u128 x = (static_cast<u128>(r1) + static_cast<u128>(m1) * k) % lcm;  // the least solution
+  if (x < lo) {
+    if (lcm >= hi) return false;  // the next solution, x + lcm, is past the run
+    x += ((lo - x + lcm - 1) / lcm) * lcm;  // lcm < 2**64 here: no wrap
+  }
+  return x < hi;
+}
+
 // How many times a schedule fires in a phase from `from` on, with the first firing.
 std::optional<std::pair<std::uint64_t, std::uint64_t>> firings(const CaptureSchedule& s, CapturePhase phase,
                                                               const CaptureRequest& r, std::uint64_t from) {
@@ -365,11 +406,8 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
       for (const auto& other : plan.operations) {
         if (&other == &op) break;
         if (other.target != op.target || stage_of(other.action) != InterventionStage::RoutingBeforeDispatch) continue;
-        for (std::uint64_t p = 0; p < request.max_predictions; ++p) {
-          auto phase = p == 0 ? CapturePhase::Prefill : CapturePhase::Decode;
-          if (op.schedule.scheduled(phase, p) && other.schedule.scheduled(phase, p))
-            refuse("routing operations '" + other.id + "' and '" + op.id + "' overlap on " + op.target);
-        }
+        if (schedules_meet(op.schedule, other.schedule, request))
+          refuse("routing operations '" + other.id + "' and '" + op.id + "' overlap on " + op.target);
       }
     }
     admitted.points_.push_back(point);
