@@ -877,3 +877,18 @@ def test_exclusion_feasibility_with_2_40_groups_needs_no_table_per_group():
     single = grouped_discovery(RoutingPolicy(2**41, 2, groups=2**40, topk_groups=1))
     with pytest.raises(AdmissionError, match="fewer than top_k"):
         InterventionPlan([iv.exclude_experts("x", "router", [0])]).admit(single, session_for(discovery=single))
+
+
+def test_the_torch_entry_points_refuse_what_is_not_a_model_or_a_session():
+    torch_module = pytest.importorskip("lifecore.torch", reason="PyTorch is not installed")
+    from torch import nn
+    model = nn.Linear(2, 2)
+    for bad in (None, 5, "model", object()):
+        with pytest.raises(LifecoreTypeError, match="model"):
+            torch_module.discover(bad)
+        with pytest.raises(LifecoreTypeError, match="model"):
+            torch_module.artifact_identity(bad)
+        with pytest.raises(LifecoreTypeError, match="session"):
+            torch_module.attach(bad, model)
+    with pytest.raises(LifecoreTypeError, match="model"):
+        torch_module.attach(session_for(), None)

@@ -214,7 +214,8 @@ std::optional<CaptureUsage> value_floor(const CaptureSelection& sel, const Obser
   auto floor_mul = [](std::uint64_t a, std::uint64_t b) { return checked::mul(a, b).value_or(UINT64_MAX); };
   std::uint64_t numbers = kept;
   if (t.kind == TransformKind::Summary) numbers = 6;
-  if (t.kind == TransformKind::Histogram) numbers = floor_mul(t.edges.size(), 2) - 1;  // admission: >= 2 edges
+  if (t.kind == TransformKind::Histogram)  // edges and counts: 2 x edges - 1 numbers
+    numbers = checked::sub(floor_mul(t.edges.size(), 2), std::uint64_t{1}).value_or(0);
   if (t.kind == TransformKind::TopCandidates) numbers = floor_mul(t.count, 2);
   return CaptureUsage{1, floor_mul(numbers, std::min<std::uint64_t>(point.itemsize, 8)),
                       floor_mul(kept, point.itemsize), floor_mul(numbers, 2)};

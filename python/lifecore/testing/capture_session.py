@@ -328,7 +328,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         self._both(self.session.finish_interventions, self.model.finish_interventions)
 
     @precondition(lambda self: self.has_routing)
-    @rule(rows=st.sampled_from([0, 1, PROMPT]))
+    @rule(rows=st.sampled_from([0, 1, PROMPT, 2**63]))
     def routing_control(self, rows):
         a, b = self._both(lambda: self.session.routing_control(ROUTER, rows),
                           lambda: self.model.routing_control(ROUTER, rows))
