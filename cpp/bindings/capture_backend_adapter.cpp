@@ -10,12 +10,12 @@ using namespace lifecore::capture;
 namespace {
 
 template <typename F>
-auto call_backend(PythonCause& cause, const char* what, F&& f) -> decltype(f()) {
+auto call_backend(PythonCause* cause, const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (nb::python_error& e) {
     std::string message = std::string(what) + ": " + e.what();
-    cause.record(e.value(), message);
+    if (cause) cause->record(e.value(), message);
     throw BackendFailure{message};
   } catch (const nb::cast_error&) {
     throw BackendFailure{std::string(what) + " returned a value of the wrong type"};
@@ -56,13 +56,13 @@ CaptureUsage usage_from_python(nb::handle value) {
 }
 
 std::vector<std::uint64_t> PythonCaptureBackend::shape(TensorHandle tensor) {
-  return call_backend(cause_, "backend.shape", [&] {
+  return call_backend(&cause_, "backend.shape", [&] {
     return nb::cast<std::vector<std::uint64_t>>(backend_.attr(shape_name())(nb::handle(static_cast<PyObject*>(tensor))));
   });
 }
 
 ValueDtype PythonCaptureBackend::dtype(TensorHandle tensor) {
-  return call_backend(cause_, "backend.dtype", [&] {
+  return call_backend(&cause_, "backend.dtype", [&] {
     auto name = nb::cast<std::string>(backend_.attr(dtype_name())(nb::handle(static_cast<PyObject*>(tensor))));
     if (name == "floating") return ValueDtype::Floating;
     if (name == "integer") return ValueDtype::Integer;
@@ -81,14 +81,14 @@ nb::object PythonCaptureBackend::request_object(const TransformRequest& request)
 }
 
 CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const TransformRequest& request) {
-  return call_backend(cause_, "backend.estimate", [&] {
+  return call_backend(&cause_, "backend.estimate", [&] {
     return usage_from_python(
         backend_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
   });
 }
 
 CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
-  return call_backend(cause_, "backend.transform", [&] {
+  return call_backend(&cause_, "backend.transform", [&] {
     return nb::cast<CapturePayload>(
         backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
   });
@@ -97,7 +97,7 @@ CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const Transf
 std::uint64_t PythonCaptureBackend::native_bytes(TensorHandle tensor, const TransformRequest& request) {
   if (!nb::hasattr(backend_, native_bytes_name()))
     throw BackendFailure{"backend has no native_bytes, required by the physical native byte limit"};
-  return call_backend(cause_, "backend.native_bytes", [&] {
+  return call_backend(&cause_, "backend.native_bytes", [&] {
     nb::object value = backend_.attr(native_bytes_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request));
     if (value.is_none()) throw BackendFailure{"backend returned unknown native bytes (None); unknown is never zero"};
     return nb::cast<std::uint64_t>(value);
@@ -105,7 +105,7 @@ std::uint64_t PythonCaptureBackend::native_bytes(TensorHandle tensor, const Tran
 }
 
 TensorHandle PythonCaptureBackend::intervene(TensorHandle tensor, const InterventionRequest& request) {
-  return call_backend(cause_, "backend.intervene", [&] {
+  return call_backend(&cause_, "backend.intervene", [&] {
     nb::object result = backend_.attr(intervene_name())(nb::handle(static_cast<PyObject*>(tensor)),
                                                    nb::cast(request, nb::rv_policy::copy));
     if (result.is_none()) throw BackendFailure{"backend.intervene returned None"};
@@ -115,7 +115,7 @@ TensorHandle PythonCaptureBackend::intervene(TensorHandle tensor, const Interven
 }
 
 CaptureUsage PythonInterventionEstimator::estimate(TensorHandle tensor, const TransformRequest& request) {
-  return call_backend(cause_, "estimator.estimate", [&] {
+  return call_backend(nullptr, "estimator.estimate", [&] {
     return usage_from_python(
         estimator_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), nb::cast(request, nb::rv_policy::copy)));
   });

@@ -78,8 +78,9 @@ class PythonInterventionEstimator final : public capture::InterventionEstimator 
   void clear() { estimator_ = nb::none(); }
 
  private:
+  // No PythonCause here: the estimator lives as long as its session, and a kept exception
+  // (with its traceback's frames) would hold objects the collector cannot see.
   nb::object estimator_;
-  PythonCause cause_;
 };
 
 // Converts what a backend's `estimate` returned; None or anything else is a failure.
