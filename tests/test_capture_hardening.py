@@ -892,3 +892,94 @@ def test_the_torch_entry_points_refuse_what_is_not_a_model_or_a_session():
             torch_module.attach(bad, model)
     with pytest.raises(LifecoreTypeError, match="model"):
         torch_module.attach(session_for(), None)
+
+
+# -- Section 2: observed geometry at the 64-bit edges -----------------------------------------
+
+def _unranked_session(transform, slices=()):
+    discovery = CaptureDiscovery("m", [ObservationPoint("u", [])])  # rank and extents known at run time
+    return session_for(CaptureSelection("s", "u", transform, slices=list(slices)), discovery=discovery)
+
+
+def _small_cost_backend():
+    from lifecore.capture import CountingBackend
+
+    class SmallCost(CountingBackend):
+        """Estimates a small fixed cost whatever the shape (a preview keeps four numbers)."""
+
+        def estimate(self, tensor, request):
+            return CaptureUsage(1, 64, 64, 4096)
+
+    return SmallCost()
+
+
+@pytest.mark.parametrize("shape, available", [((2**32, 2**31), 2**63), ((2**63,), 2**63), ((2**64 - 1,), 2**64 - 1),
+                                              ((2**32, 2**32), 2**64 - 1)])
+def test_huge_observed_shapes_are_counted_exactly_or_saturated_never_wrapped(shape, available):
+    from lifecore.capture import MockTensor
+    session = _unranked_session(CaptureTransform.preview(4))
+    session.begin_step(PREFILL, 0)
+    session.observe(_small_cost_backend(), "u", MockTensor(shape))
+    record = session.take_step().record("s")
+    assert record.source_shape == list(shape) and record.selected_shape == list(shape)
+    assert record.outcome == CaptureOutcome.TRUNCATED
+    assert (record.available, record.emitted) == (available, 4)  # 2**64 elements saturate at 2**64 - 1
+
+
+def test_a_backend_count_past_64_bits_fails_the_capture_with_the_overflow_as_cause():
+    from lifecore.capture import CountingBackend, MockTensor
+    session = _unranked_session(CaptureTransform.summary())
+    session.begin_step(PREFILL, 0)
+    # The mock charges the whole region to the host: 2**64 elements x 4 bytes cannot be a usage.
+    with pytest.raises(CaptureSessionError, match="backend.estimate") as raised:
+        session.observe(CountingBackend(), "u", MockTensor((2**32, 2**32)))
+    assert isinstance(raised.value.__cause__, LifecoreOverflowError)
+    assert session.take_step().record("s").outcome == CaptureOutcome.FAILED
+
+
+@pytest.mark.parametrize("start", [2**32, 2**63, 2**64 - 1])
+def test_slices_starting_at_the_64_bit_edges_are_out_of_range_at_run_time(start):
+    from lifecore.capture import CountingBackend, MockTensor
+    discovery = CaptureDiscovery("m", [ObservationPoint("u", [Axis("a", "unknown")])])
+    session = session_for(CaptureSelection("s", "u", CaptureTransform.slice(), slices=[CaptureSlice("a", start)]),
+                          discovery=discovery)
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(InvalidArgumentError, match="out of range"):
+        session.observe(CountingBackend(), "u", MockTensor((8,)))
+    assert session.take_step().record("s").outcome == CaptureOutcome.FAILED
+
+
+@pytest.mark.parametrize("end", [2**32, 2**63, 2**64 - 1])
+def test_slices_ending_at_the_64_bit_edges_of_a_huge_extent_select_exactly(end):
+    from lifecore.capture import CountingBackend, MockTensor
+    discovery = CaptureDiscovery("m", [ObservationPoint("u", [Axis("a", "unknown")])])
+    session = session_for(CaptureSelection("s", "u", CaptureTransform.preview(1),
+                                           slices=[CaptureSlice("a", 1, end, 2**31)]), discovery=discovery)
+    session.begin_step(PREFILL, 0)
+    session.observe(_small_cost_backend(), "u", MockTensor((2**64 - 1,)))
+    record = session.take_step().record("s")
+    assert record.selected_shape == [(end - 2) // 2**31 + 1]  # ceil((end - 1) / 2**31)
+    assert record.outcome == CaptureOutcome.TRUNCATED
+
+
+def test_slice_bounds_of_2_64_are_overflow_errors():
+    with pytest.raises(LifecoreOverflowError, match="start"):
+        CaptureSlice("a", 2**64)
+    with pytest.raises(LifecoreOverflowError, match="end"):
+        CaptureSlice("a", 0, 2**64)
+
+
+@pytest.mark.parametrize("top_k", [2**31, 2**32])
+def test_the_original_route_reservation_with_a_huge_top_k_is_refused(top_k):
+    # 2**32 rows x top_k x 16 bytes is past 64 bits.
+    policy = RoutingPolicy(2**33, top_k)
+    discovery = CaptureDiscovery("m", [ObservationPoint("router", [Axis("rows", "token_rows"), Axis("e", 2**33)],
+                                                        meaning="routing", routing=policy)])
+    request = CaptureRequest(1, 2**32, 1)
+    session = with_interventions([iv.exclude_experts("x", "router", [0], evidence=8)], discovery=discovery,
+                                 request=request)
+    session.begin_step(PREFILL, 0)
+    before = session.cumulative_usage()
+    with pytest.raises(BudgetExceededError):
+        session.routing_control("router", 2**32)
+    assert session.cumulative_usage() == before

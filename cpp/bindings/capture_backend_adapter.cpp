@@ -9,12 +9,28 @@ using namespace lifecore::capture;
 
 namespace {
 
+std::string exception_summary(const nb::python_error& e) {
+  std::string summary = nb::type_name(e.type()).c_str();
+  PyObject* text = PyObject_Str(e.value().ptr());
+  if (!text) {
+    PyErr_Clear();
+    return summary;
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+  if (data && size > 0) summary += ": " + std::string(data, static_cast<std::size_t>(size));
+  if (!data) PyErr_Clear();
+  Py_DECREF(text);
+  return summary;
+}
+
 template <typename F>
 auto call_backend(PythonCause* cause, const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (nb::python_error& e) {
-    std::string message = std::string(what) + ": " + e.what();
+    // "what: Type: message"; the traceback stays with the exception (the error's __cause__).
+    std::string message = std::string(what) + ": " + exception_summary(e);
     if (cause) cause->record(e.value(), message);
     throw BackendFailure{message};
   } catch (const nb::cast_error&) {
