@@ -983,3 +983,13 @@ def test_the_original_route_reservation_with_a_huge_top_k_is_refused(top_k):
     with pytest.raises(BudgetExceededError):
         session.routing_control("router", 2**32)
     assert session.cumulative_usage() == before
+
+
+def test_numpy_integers_are_counts_where_ints_are():
+    assert Axis("d", np.int64(8)).size == 8
+    assert CaptureSlice("d", np.uint64(1), np.int32(3), np.int64(2)).end == 3
+    assert CaptureRequest(np.int64(1), np.int64(4), np.int64(2)).prompt_tokens == 4
+    with pytest.raises(LifecoreTypeError, match="stride"):
+        CaptureSlice("d", 0, None, np.float64(2.0))
+    with pytest.raises(InvalidArgumentError, match="start"):
+        CaptureSlice("d", np.int64(-1))

@@ -75,17 +75,17 @@ void init_capture_interventions(nb::module_& m) {
   nb::class_<InterventionPlan>(m, "InterventionPlan", "Operations applied in plan order.")
       .def("__init__",
            [](InterventionPlan* p, nb::handle ops) {
-             new (p) InterventionPlan{argument<std::vector<InterventionOperation>>(ops, "InterventionPlan", "operations")};
+             auto operations = argument<std::vector<InterventionOperation>>(ops, "InterventionPlan", "operations");
+             new (p) InterventionPlan{std::move(operations)};
            },
            nb::arg("operations").none(),
            nb::sig("def __init__(self, operations: collections.abc.Sequence[InterventionOperation]) -> None"))
       .def_ro("operations", &InterventionPlan::operations)
       .def("admit",
            [](const InterventionPlan& plan, nb::handle discovery_arg, nb::handle session_arg) {
-             const auto& discovery =
-                 object_argument<CaptureDiscovery>(discovery_arg, "InterventionPlan.admit", "discovery", "a CaptureDiscovery");
-             const auto& session =
-                 object_argument<CaptureSession>(session_arg, "InterventionPlan.admit", "session", "a CaptureSession");
+             const char* call = "InterventionPlan.admit";
+             const auto& discovery = object_argument<CaptureDiscovery>(discovery_arg, call, "discovery", "a CaptureDiscovery");
+             const auto& session = object_argument<CaptureSession>(session_arg, call, "session", "a CaptureSession");
              return admit_interventions(plan, discovery, session.plan().request(), session.plan().identity(), session.id());
            },
            nb::arg("discovery").none(), nb::arg("session").none(),

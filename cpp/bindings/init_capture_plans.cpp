@@ -17,7 +17,8 @@ using namespace lifecore::capture;
 namespace {
 
 Dim dim_from_python(nb::handle size) {
-  if (PyLong_Check(size.ptr()) && !PyBool_Check(size.ptr())) return {DimKind::Known, count_argument(size, "Axis", "size")};
+  if (PyIndex_Check(size.ptr()) && !PyBool_Check(size.ptr()))  // an int or a NumPy integer
+    return {DimKind::Known, count_argument(size, "Axis", "size")};
   if (size.is_none()) return {DimKind::Unknown, 0};
   if (!PyUnicode_Check(size.ptr()))
     raise(ErrorKind::TypeMismatch, "Axis: argument 'size' must be an int, a symbol (str) or None, got " +
@@ -294,7 +295,8 @@ void init_capture_plans(nb::module_& m) {
                                      optional_uint_argument(end, call, "end_prediction"),
                                      count_argument(every, call, "every")};
            },
-           nb::kw_only(), nb::arg("prefill").none() = true, nb::arg("decode").none() = true, nb::arg("first_prediction").none() = 0,
+           nb::kw_only(), nb::arg("prefill").none() = true, nb::arg("decode").none() = true,
+           nb::arg("first_prediction").none() = 0,
            nb::arg("end_prediction").none() = nb::none(), nb::arg("every").none() = 1,
            nb::sig("def __init__(self, *, prefill: bool = True, decode: bool = True, first_prediction: int = 0, "
                    "end_prediction: int | None = None, every: int = 1) -> None"))
