@@ -334,7 +334,8 @@ class CaptureSessionMachine(RuleBasedStateMachine):
                           lambda: self.model.routing_control(ROUTER, rows))
         if not a.error:
             assert (a.value is None) == (b.value is None)
-            self.rows = rows
+            if a.value is not None:  # only a control handed out fixes the rows routing_applied reports
+                self.rows = rows
 
     @rule(with_original=st.booleans())
     def routing_applied(self, with_original):
