@@ -148,6 +148,7 @@ class CaptureSessionModel:
     operations: list[Operation] = field(default_factory=list)
     original_route_bytes: int = 0   # rows * top_k * 16 for routing with evidence
     physical_native_bytes: Optional[int] = None  # per-capture peak native bytes, checked first
+    routed_rows: tuple[int, int] = (2**64 - 1, 2**64 - 1)  # token rows the request routes (prefill, decode)
 
     def __post_init__(self) -> None:
         envelopes = sum((s.envelope for s in self.selections), Usage())
@@ -294,7 +295,8 @@ class CaptureSessionModel:
                                     max_predictions if max_predictions is not None else self.max_predictions,
                                     inherited=self.ledger.cumulative, next_from=self.next_prediction,
                                     original_route_bytes=self.original_route_bytes,
-                                    physical_native_bytes=self.physical_native_bytes)
+                                    physical_native_bytes=self.physical_native_bytes,
+                                    routed_rows=self.routed_rows)
         child.prediction, child.phase, child.has_step = self.prediction, self.phase, self.has_step
         return child
 
@@ -355,6 +357,8 @@ class CaptureSessionModel:
         if self.pending:
             raise ModelError("CaptureSessionError", "a routing control is already pending")
         op = active[-1]
+        if token_rows > self.routed_rows[0 if self.phase == PREFILL else 1]:
+            raise ModelError("InvalidArgumentError", "more token rows than the request routes")  # record unchanged
         start, end = op.window
         end = token_rows if end is None else end
         if token_rows == 0 or start >= token_rows or end > token_rows:

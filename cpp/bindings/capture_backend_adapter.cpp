@@ -9,12 +9,29 @@ using namespace lifecore::capture;
 
 namespace {
 
+std::string exception_summary(const nb::python_error& e) {
+  std::string summary = nb::type_name(e.type()).c_str();
+  PyObject* text = PyObject_Str(e.value().ptr());
+  if (!text) {
+    PyErr_Clear();
+    return summary;
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+  if (data && size > 0) summary += ": " + std::string(data, static_cast<std::size_t>(size));
+  if (!data) PyErr_Clear();
+  Py_DECREF(text);
+  return summary;
+}
+
 template <typename F>
-auto call_backend(const char* what, F&& f) -> decltype(f()) {
+auto call_backend(PythonCause* cause, const char* what, F&& f) -> decltype(f()) {
   try {
     return f();
   } catch (nb::python_error& e) {
-    std::string message = std::string(what) + ": " + e.what();
+    // "what: Type: message"; the traceback stays with the exception (the error's __cause__).
+    std::string message = std::string(what) + ": " + exception_summary(e);
+    if (cause) cause->record(e.value(), message);
     throw BackendFailure{message};
   } catch (const nb::cast_error&) {
     throw BackendFailure{std::string(what) + " returned a value of the wrong type"};
@@ -33,6 +50,18 @@ nb::handle intervene_name() { static nb::handle n = name("intervene"); return n;
 
 }  // namespace
 
+void raise_keeping_cause(const Error& error, const PythonCause& cause) {
+  if (!cause.exception || cause.text.empty() || std::string_view(error.what()).find(cause.text) == std::string_view::npos)
+    throw;  // not caused by the recorded exception: the usual translation
+  nb::object type = nb::module_::import_("lifecore.errors").attr(error_class_name(error.kind()));
+  nb::object instance = type(nb::str(error.what()));
+  for (const auto& [name, value] : error.attributes())
+    nb::setattr(instance, name.c_str(), std::visit([](const auto& v) { return nb::cast(v); }, value));
+  PyException_SetCause(instance.ptr(), cause.exception.inc_ref().ptr());  // steals the reference
+  PyErr_SetObject(type.ptr(), instance.ptr());
+  throw nb::python_error();
+}
+
 CaptureUsage usage_from_python(nb::handle value) {
   if (value.is_none()) throw BackendFailure{"backend returned an unknown estimate (None); unknown is never zero"};
   CaptureUsage* usage = nullptr;
@@ -43,13 +72,13 @@ CaptureUsage usage_from_python(nb::handle value) {
 }
 
 std::vector<std::uint64_t> PythonCaptureBackend::shape(TensorHandle tensor) {
-  return call_backend("backend.shape", [&] {
+  return call_backend(&cause_, "backend.shape", [&] {
     return nb::cast<std::vector<std::uint64_t>>(backend_.attr(shape_name())(nb::handle(static_cast<PyObject*>(tensor))));
   });
 }
 
 ValueDtype PythonCaptureBackend::dtype(TensorHandle tensor) {
-  return call_backend("backend.dtype", [&] {
+  return call_backend(&cause_, "backend.dtype", [&] {
     auto name = nb::cast<std::string>(backend_.attr(dtype_name())(nb::handle(static_cast<PyObject*>(tensor))));
     if (name == "floating") return ValueDtype::Floating;
     if (name == "integer") return ValueDtype::Integer;
@@ -68,14 +97,14 @@ nb::object PythonCaptureBackend::request_object(const TransformRequest& request)
 }
 
 CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const TransformRequest& request) {
-  return call_backend("backend.estimate", [&] {
+  return call_backend(&cause_, "backend.estimate", [&] {
     return usage_from_python(
         backend_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
   });
 }
 
 CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
-  return call_backend("backend.transform", [&] {
+  return call_backend(&cause_, "backend.transform", [&] {
     return nb::cast<CapturePayload>(
         backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
   });
@@ -84,7 +113,7 @@ CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const Transf
 std::uint64_t PythonCaptureBackend::native_bytes(TensorHandle tensor, const TransformRequest& request) {
   if (!nb::hasattr(backend_, native_bytes_name()))
     throw BackendFailure{"backend has no native_bytes, required by the physical native byte limit"};
-  return call_backend("backend.native_bytes", [&] {
+  return call_backend(&cause_, "backend.native_bytes", [&] {
     nb::object value = backend_.attr(native_bytes_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request));
     if (value.is_none()) throw BackendFailure{"backend returned unknown native bytes (None); unknown is never zero"};
     return nb::cast<std::uint64_t>(value);
@@ -92,7 +121,7 @@ std::uint64_t PythonCaptureBackend::native_bytes(TensorHandle tensor, const Tran
 }
 
 TensorHandle PythonCaptureBackend::intervene(TensorHandle tensor, const InterventionRequest& request) {
-  return call_backend("backend.intervene", [&] {
+  return call_backend(&cause_, "backend.intervene", [&] {
     nb::object result = backend_.attr(intervene_name())(nb::handle(static_cast<PyObject*>(tensor)),
                                                    nb::cast(request, nb::rv_policy::copy));
     if (result.is_none()) throw BackendFailure{"backend.intervene returned None"};
@@ -102,7 +131,7 @@ TensorHandle PythonCaptureBackend::intervene(TensorHandle tensor, const Interven
 }
 
 CaptureUsage PythonInterventionEstimator::estimate(TensorHandle tensor, const TransformRequest& request) {
-  return call_backend("estimator.estimate", [&] {
+  return call_backend(nullptr, "estimator.estimate", [&] {
     return usage_from_python(
         estimator_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), nb::cast(request, nb::rv_policy::copy)));
   });

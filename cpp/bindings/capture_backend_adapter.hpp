@@ -10,10 +10,38 @@
 #include <nanobind/nanobind.h>
 
 #include "lifecore/capture/backend.hpp"
+#include "lifecore/error.hpp"
 
 namespace lifecore::bindings {
 
 namespace nb = nanobind;
+
+// The first Python exception a backend or estimator raised during one session call, and the
+// text the core carries for it: when the call's error names that text, the Python exception
+// becomes its __cause__ instead of being lost.
+struct PythonCause {
+  nb::object exception;
+  std::string text;
+  void record(nb::handle value, const std::string& message) {
+    if (exception) return;
+    exception = nb::borrow(value);
+    text = message;
+  }
+};
+
+// Raises `error` as its lifecore exception class with `cause` as __cause__ when the error
+// carries the cause's text; otherwise rethrows it unchanged (the usual translation).
+[[noreturn]] void raise_keeping_cause(const Error& error, const PythonCause& cause);
+
+// Runs a session call; an Error it throws keeps the backend's Python exception as __cause__.
+template <class F>
+decltype(auto) keeping_cause(const PythonCause& cause, F&& call) {
+  try {
+    return call();
+  } catch (const Error& error) {
+    raise_keeping_cause(error, cause);
+  }
+}
 
 class PythonCaptureBackend final : public capture::CaptureBackend {
  public:
@@ -25,10 +53,12 @@ class PythonCaptureBackend final : public capture::CaptureBackend {
   std::uint64_t native_bytes(capture::TensorHandle tensor, const capture::TransformRequest& request) override;
   capture::TensorHandle intervene(capture::TensorHandle tensor, const capture::InterventionRequest& request) override;
   std::vector<nb::object>& kept() { return kept_; }
+  const PythonCause& cause() const { return cause_; }
 
  private:
   nb::object request_object(const capture::TransformRequest& request);
   nb::handle backend_;
+  PythonCause cause_;
   std::vector<nb::object> kept_;
   std::uint64_t cached_serial_ = 0;  // the request converted last, reused by serial
   nb::object cached_request_;
@@ -42,8 +72,14 @@ class PythonInterventionEstimator final : public capture::InterventionEstimator 
     estimator_.reset();
   }
   capture::CaptureUsage estimate(capture::TensorHandle tensor, const capture::TransformRequest& request) override;
+  // The Python estimator, for the session type's garbage-collector traversal.
+  nb::handle object() const { return estimator_; }
+  // Breaks a reference cycle (the collector's tp_clear): later estimates fail as natively.
+  void clear() { estimator_ = nb::none(); }
 
  private:
+  // No PythonCause here: the estimator lives as long as its session, and a kept exception
+  // (with its traceback's frames) would hold objects the collector cannot see.
   nb::object estimator_;
 };
 

@@ -34,19 +34,32 @@ void init_capture_interventions(nb::module_& m) {
   nb::class_<InterventionOperation>(m, "InterventionOperation",
                                     "One scheduled operation (see lifecore.capture.interventions for builders).")
       .def("__init__",
-           [](InterventionOperation* op, std::string id, std::string target, InterventionAction action,
-              std::optional<CaptureSchedule> schedule, std::vector<CaptureSlice> slices, double factor,
-              std::vector<std::uint64_t> payload_shape, std::vector<double> payload, std::vector<std::uint64_t> ids,
-              EvidenceKind evidence, std::uint64_t evidence_elements) {
-             new (op) InterventionOperation{std::move(id), std::move(target), schedule.value_or(CaptureSchedule{}),
-                                            std::move(slices), action, factor, std::move(payload_shape),
-                                            std::move(payload), std::move(ids), evidence, evidence_elements};
+           [](InterventionOperation* op, nb::handle id, nb::handle target, nb::handle action, nb::handle schedule,
+              nb::handle slices, nb::handle factor, nb::handle payload_shape, nb::handle payload, nb::handle ids,
+              nb::handle evidence, nb::handle evidence_elements) {
+             const char* call = "InterventionOperation";
+             InterventionOperation operation{
+                 argument<std::string>(id, call, "id"), argument<std::string>(target, call, "target"),
+                 argument<std::optional<CaptureSchedule>>(schedule, call, "schedule").value_or(CaptureSchedule{}),
+                 argument<std::vector<CaptureSlice>>(slices, call, "slices"),
+                 argument<InterventionAction>(action, call, "action"), argument<double>(factor, call, "factor"),
+                 argument<std::vector<std::uint64_t>>(payload_shape, call, "payload_shape"),
+                 argument<std::vector<double>>(payload, call, "payload"),
+                 argument<std::vector<std::uint64_t>>(ids, call, "ids"),
+                 argument<EvidenceKind>(evidence, call, "evidence"),
+                 argument<std::uint64_t>(evidence_elements, call, "evidence_elements")};
+             new (op) InterventionOperation(std::move(operation));
            },
-           nb::arg("id"), nb::arg("target"), nb::arg("action"), nb::kw_only(), nb::arg("schedule").none() = nb::none(),
-           nb::arg("slices") = std::vector<CaptureSlice>{}, nb::arg("factor") = 1.0,
-           nb::arg("payload_shape") = std::vector<std::uint64_t>{}, nb::arg("payload") = std::vector<double>{},
-           nb::arg("ids") = std::vector<std::uint64_t>{}, nb::arg("evidence") = EvidenceKind::None,
-           nb::arg("evidence_elements") = 0)
+           nb::arg("id").none(), nb::arg("target").none(), nb::arg("action").none(), nb::kw_only(),
+           nb::arg("schedule").none() = nb::none(), nb::arg("slices").none() = nb::list(),
+           nb::arg("factor").none() = 1.0, nb::arg("payload_shape").none() = nb::list(),
+           nb::arg("payload").none() = nb::list(), nb::arg("ids").none() = nb::list(),
+           nb::arg("evidence").none() = EvidenceKind::None, nb::arg("evidence_elements").none() = 0,
+           nb::sig("def __init__(self, id: str, target: str, action: InterventionAction, *, "
+                   "schedule: CaptureSchedule | None = None, slices: collections.abc.Sequence[CaptureSlice] = [], "
+                   "factor: float = 1.0, payload_shape: collections.abc.Sequence[int] = [], "
+                   "payload: collections.abc.Sequence[float] = [], ids: collections.abc.Sequence[int] = [], "
+                   "evidence: EvidenceKind = ..., evidence_elements: int = 0) -> None"))
       .def_ro("id", &InterventionOperation::id)
       .def_ro("target", &InterventionOperation::target)
       .def_ro("action", &InterventionOperation::action)
@@ -60,20 +73,30 @@ void init_capture_interventions(nb::module_& m) {
       .def_ro("evidence_elements", &InterventionOperation::evidence_elements);
 
   nb::class_<InterventionPlan>(m, "InterventionPlan", "Operations applied in plan order.")
-      .def("__init__", [](InterventionPlan* p, std::vector<InterventionOperation> ops) { new (p) InterventionPlan{std::move(ops)}; },
-           nb::arg("operations"))
+      .def("__init__",
+           [](InterventionPlan* p, nb::handle ops) {
+             auto operations = argument<std::vector<InterventionOperation>>(ops, "InterventionPlan", "operations");
+             new (p) InterventionPlan{std::move(operations)};
+           },
+           nb::arg("operations").none(),
+           nb::sig("def __init__(self, operations: collections.abc.Sequence[InterventionOperation]) -> None"))
       .def_ro("operations", &InterventionPlan::operations)
       .def("admit",
-           [](const InterventionPlan& plan, const CaptureDiscovery& discovery, const CaptureSession& session) {
+           [](const InterventionPlan& plan, nb::handle discovery_arg, nb::handle session_arg) {
+             const char* call = "InterventionPlan.admit";
+             const auto& discovery = object_argument<CaptureDiscovery>(discovery_arg, call, "discovery", "a CaptureDiscovery");
+             const auto& session = object_argument<CaptureSession>(session_arg, call, "session", "a CaptureSession");
              return admit_interventions(plan, discovery, session.plan().request(), session.plan().identity(), session.id());
            },
-           nb::arg("discovery"), nb::arg("session"),
+           nb::arg("discovery").none(), nb::arg("session").none(),
+           nb::sig("def admit(self, discovery: CaptureDiscovery, session: CaptureSession) -> AdmittedInterventionPlan"),
            "Admits the plan for one session (its identity binds the session's admission and id).");
 
   nb::class_<AdmittedInterventionPlan>(m, "AdmittedInterventionPlan")
-      .def_prop_ro("plan", &AdmittedInterventionPlan::plan)
+      // Copies: an admitted plan cannot be changed from Python (what is handed out is a value).
+      .def_prop_ro("plan", &AdmittedInterventionPlan::plan, nb::rv_policy::copy)
       .def_prop_ro("identity", &AdmittedInterventionPlan::identity)
-      .def_prop_ro("request", &AdmittedInterventionPlan::request)
+      .def_prop_ro("request", &AdmittedInterventionPlan::request, nb::rv_policy::copy)
       .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); })
       .def("__reduce_ex__", [](nb::handle, int) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); });
 
@@ -109,7 +132,13 @@ void init_capture_interventions(nb::module_& m) {
       .def_ro("biases", &GroupSelectionControl::biases)
       .def_ro("capture_original", &GroupSelectionControl::capture_original)
       .def_prop_ro("selected_rows", &GroupSelectionControl::selected_rows)
-      .def("validate", &GroupSelectionControl::validate, nb::arg("policy"), nb::arg("token_rows"),
+      .def("validate",
+           [](const GroupSelectionControl& control, nb::handle policy, nb::handle token_rows) {
+             control.validate(argument<RoutingPolicy>(policy, "GroupSelectionControl.validate", "policy"),
+                              argument<std::uint64_t>(token_rows, "GroupSelectionControl.validate", "token_rows"));
+           },
+           nb::arg("policy").none(), nb::arg("token_rows").none(),
+           nb::sig("def validate(self, policy: RoutingPolicy, token_rows: int) -> None"),
            "Re-checks before native work: policy matches, rows valid, ids unique and in range, grouped top-k "
            "still feasible after exclusion, finite biases, forced ids shaped rows x top_k within group limits. "
            "Raises InvalidArgumentError.");

@@ -17,13 +17,13 @@ using namespace lifecore::capture;
 namespace {
 
 Dim dim_from_python(nb::handle size) {
-  if (nb::isinstance<nb::int_>(size)) {
-    auto n = nb::cast<std::int64_t>(size);
-    if (n < 0) raise(ErrorKind::InvalidArgument, "an axis size cannot be negative");
-    return {DimKind::Known, static_cast<std::uint64_t>(n)};
-  }
+  if (PyIndex_Check(size.ptr()) && !PyBool_Check(size.ptr()))  // an int or a NumPy integer
+    return {DimKind::Known, count_argument(size, "Axis", "size")};
   if (size.is_none()) return {DimKind::Unknown, 0};
-  auto name = nb::cast<std::string>(size);
+  if (!PyUnicode_Check(size.ptr()))
+    raise(ErrorKind::TypeMismatch, "Axis: argument 'size' must be an int, a symbol (str) or None, got " +
+                                       type_name_of(size));
+  auto name = str_argument(size, "Axis", "size");
   for (auto kind : {DimKind::Batch, DimKind::Sequence, DimKind::TokenRows, DimKind::Context, DimKind::MediaPositions,
                     DimKind::Unknown})
     if (name == to_string(kind)) return {kind, 0};
@@ -38,6 +38,15 @@ nb::object dim_to_python(const Dim& d) {
 
 [[noreturn]] void refuse_pickle(nb::handle) {
   raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission: admitted plans are not picklable");
+}
+
+// A CaptureUsage field, settable only to a count that fits in 64 bits.
+template <std::uint64_t CaptureUsage::*Field>
+void usage_field(nb::class_<CaptureUsage>& cls, const char* name, const char* setter_sig) {
+  cls.def_prop_rw(
+      name, [](const CaptureUsage& u) { return u.*Field; },
+      [name](CaptureUsage& u, nb::handle value) { u.*Field = count_argument(value, "CaptureUsage", name); },
+      nb::for_setter(nb::sig(setter_sig)));
 }
 
 std::string usage_repr(const CaptureUsage& u) {
@@ -74,14 +83,25 @@ void init_capture_plans(nb::module_& m) {
       .value("TOP_CANDIDATES", TransformKind::TopCandidates);
   nb::enum_<OnLimit>(m, "OnLimit").value("FAIL", OnLimit::Fail).value("SKIP", OnLimit::Skip);
 
-  nb::class_<CaptureUsage>(m, "CaptureUsage", "Captures, retained bytes, host bytes and encoded (JSON) bytes.")
-      .def(nb::init<std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>(), nb::arg("captures") = 0,
-           nb::arg("retained_bytes") = 0, nb::arg("host_bytes") = 0, nb::arg("encoded_bytes") = 0)
-      .def_rw("captures", &CaptureUsage::captures)
-      .def_rw("retained_bytes", &CaptureUsage::retained_bytes)
-      .def_rw("host_bytes", &CaptureUsage::host_bytes)
-      .def_rw("encoded_bytes", &CaptureUsage::encoded_bytes)
-      .def("__eq__", [](const CaptureUsage& a, nb::handle b) {
+  nb::class_<CaptureUsage> usage(m, "CaptureUsage",
+                                 "Captures, retained bytes, host bytes and encoded (JSON) bytes. A value: what a "
+                                 "plan, limit, record or checkpoint hands out is a copy.");
+  usage.def("__init__",
+            [](CaptureUsage* u, nb::handle captures, nb::handle retained, nb::handle host, nb::handle encoded) {
+              new (u) CaptureUsage{count_argument(captures, "CaptureUsage", "captures"),
+                                   count_argument(retained, "CaptureUsage", "retained_bytes"),
+                                   count_argument(host, "CaptureUsage", "host_bytes"),
+                                   count_argument(encoded, "CaptureUsage", "encoded_bytes")};
+            },
+            nb::arg("captures").none() = 0, nb::arg("retained_bytes").none() = 0, nb::arg("host_bytes").none() = 0,
+            nb::arg("encoded_bytes").none() = 0,
+            nb::sig("def __init__(self, captures: int = 0, retained_bytes: int = 0, host_bytes: int = 0, "
+                    "encoded_bytes: int = 0) -> None"));
+  usage_field<&CaptureUsage::captures>(usage, "captures", "def captures(self, arg: int, /) -> None");
+  usage_field<&CaptureUsage::retained_bytes>(usage, "retained_bytes", "def retained_bytes(self, arg: int, /) -> None");
+  usage_field<&CaptureUsage::host_bytes>(usage, "host_bytes", "def host_bytes(self, arg: int, /) -> None");
+  usage_field<&CaptureUsage::encoded_bytes>(usage, "encoded_bytes", "def encoded_bytes(self, arg: int, /) -> None");
+  usage.def("__eq__", [](const CaptureUsage& a, nb::handle b) {
         CaptureUsage* other = nullptr;
         return nb::try_cast<CaptureUsage*>(b, other) && other && a == *other;
       })
@@ -94,8 +114,12 @@ void init_capture_plans(nb::module_& m) {
       .def("__repr__", &usage_repr);
 
   nb::class_<Axis>(m, "Axis", "A named axis; size is an int (known) or a symbol: batch, sequence, token_rows, context, media_positions, unknown.")
-      .def("__init__", [](Axis* a, std::string name, nb::handle size) { new (a) Axis{std::move(name), dim_from_python(size)}; },
-           nb::arg("name"), nb::arg("size").none() = nb::none())
+      .def("__init__",
+           [](Axis* a, nb::handle name, nb::handle size) {
+             new (a) Axis{str_argument(name, "Axis", "name"), dim_from_python(size)};
+           },
+           nb::arg("name").none(), nb::arg("size").none() = nb::none(),
+           nb::sig("def __init__(self, name: str, size: int | str | None = None) -> None"))
       .def_ro("name", &Axis::name)
       .def_prop_ro("size", [](const Axis& a) { return dim_to_python(a.dim); });
 
@@ -105,9 +129,18 @@ void init_capture_plans(nb::module_& m) {
                             "and multiplied by `scale` (and learned per-expert scales when "
                             "`learned_coefficient_scale`). The defaults are plain top-k.")
       .def("__init__",
-           [](RoutingPolicy* p, std::uint64_t experts, std::uint64_t top_k, const std::string& scoring,
-              std::uint64_t groups, std::optional<std::uint64_t> topk_groups, double epsilon, double scale,
-              bool learned) {
+           [](RoutingPolicy* p, nb::handle experts_arg, nb::handle top_k_arg, nb::handle scoring_arg,
+              nb::handle groups_arg, nb::handle topk_groups_arg, nb::handle epsilon_arg, nb::handle scale_arg,
+              nb::handle learned_arg) {
+             const char* call = "RoutingPolicy";
+             std::uint64_t experts = count_argument(experts_arg, call, "num_experts");
+             std::uint64_t top_k = count_argument(top_k_arg, call, "top_k");
+             std::string scoring = str_argument(scoring_arg, call, "scoring");
+             std::uint64_t groups = count_argument(groups_arg, call, "groups");
+             std::optional<std::uint64_t> topk_groups = optional_uint_argument(topk_groups_arg, call, "topk_groups");
+             double epsilon = real_argument(epsilon_arg, call, "epsilon");
+             double scale = real_argument(scale_arg, call, "scale");
+             bool learned = bool_argument(learned_arg, call, "learned_coefficient_scale");
              RoutingScoring kind = RoutingScoring::Softmax;
              if (scoring == "sigmoid") kind = RoutingScoring::Sigmoid;
              else if (scoring != "softmax")
@@ -116,9 +149,12 @@ void init_capture_plans(nb::module_& m) {
              if (auto problem = routing_policy_problem(policy)) raise(ErrorKind::InvalidArgument, *problem);
              new (p) RoutingPolicy(policy);
            },
-           nb::arg("num_experts"), nb::arg("top_k"), nb::kw_only(), nb::arg("scoring") = "softmax",
-           nb::arg("groups") = 1, nb::arg("topk_groups").none() = nb::none(), nb::arg("epsilon") = 0.0,
-           nb::arg("scale") = 1.0, nb::arg("learned_coefficient_scale") = false)
+           nb::arg("num_experts").none(), nb::arg("top_k").none(), nb::kw_only(), nb::arg("scoring").none() = "softmax",
+           nb::arg("groups").none() = 1, nb::arg("topk_groups").none() = nb::none(), nb::arg("epsilon").none() = 0.0,
+           nb::arg("scale").none() = 1.0, nb::arg("learned_coefficient_scale").none() = false,
+           nb::sig("def __init__(self, num_experts: int, top_k: int, *, scoring: str = 'softmax', groups: int = 1, "
+                   "topk_groups: int | None = None, epsilon: float = 0.0, scale: float = 1.0, "
+                   "learned_coefficient_scale: bool = False) -> None"))
       .def_ro("num_experts", &RoutingPolicy::num_experts)
       .def_ro("top_k", &RoutingPolicy::top_k)
       .def_prop_ro("scoring", [](const RoutingPolicy& p) { return to_string(p.scoring); })
@@ -139,18 +175,38 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<ObservationPoint>(m, "ObservationPoint", "A place in the model where a value can be observed.")
       .def("__init__",
-           [](ObservationPoint* p, std::string path, std::vector<Axis> axes, std::string node_id, std::string meaning,
-              ValueDtype dtype, bool prefill, bool decode, PointPosition position, PhaseSupport prefill_support,
-              PhaseSupport decode_support, std::optional<RoutingPolicy> routing, std::uint64_t itemsize) {
-             new (p) ObservationPoint{std::move(path), std::move(node_id), std::move(meaning), dtype, std::move(axes),
-                                      prefill, decode, position, prefill_support, decode_support, routing, itemsize};
-             if (p->node_id.empty()) p->node_id = p->path;
+           [](ObservationPoint* p, nb::handle path, nb::handle axes, nb::handle node_id, nb::handle meaning,
+              nb::handle dtype, nb::handle prefill, nb::handle decode, nb::handle position, nb::handle prefill_support,
+              nb::handle decode_support, nb::handle routing, nb::handle itemsize) {
+             const char* call = "ObservationPoint";
+             ObservationPoint point{argument<std::string>(path, call, "path"),
+                                    argument<std::string>(node_id, call, "node_id"),
+                                    argument<std::string>(meaning, call, "meaning"),
+                                    argument<ValueDtype>(dtype, call, "dtype"),
+                                    argument<std::vector<Axis>>(axes, call, "axes"),
+                                    argument<bool>(prefill, call, "prefill"),
+                                    argument<bool>(decode, call, "decode"),
+                                    argument<PointPosition>(position, call, "position"),
+                                    argument<PhaseSupport>(prefill_support, call, "prefill_support"),
+                                    argument<PhaseSupport>(decode_support, call, "decode_support"),
+                                    argument<std::optional<RoutingPolicy>>(routing, call, "routing"),
+                                    argument<std::uint64_t>(itemsize, call, "itemsize")};
+             if (point.node_id.empty()) point.node_id = point.path;
+             new (p) ObservationPoint(std::move(point));
            },
-           nb::arg("path"), nb::arg("axes") = std::vector<Axis>{}, nb::kw_only(), nb::arg("node_id") = "",
-           nb::arg("meaning") = "activation", nb::arg("dtype") = ValueDtype::Floating, nb::arg("prefill") = true,
-           nb::arg("decode") = true, nb::arg("position") = PointPosition::ReadOnly,
-           nb::arg("prefill_support") = PhaseSupport::Supported, nb::arg("decode_support") = PhaseSupport::Supported,
-           nb::arg("routing").none() = nb::none(), nb::arg("itemsize") = 0)
+           nb::arg("path").none(), nb::arg("axes").none() = nb::list(), nb::kw_only(), nb::arg("node_id").none() = "",
+           nb::arg("meaning").none() = "activation", nb::arg("dtype").none() = ValueDtype::Floating,
+           nb::arg("prefill").none() = true, nb::arg("decode").none() = true,
+           nb::arg("position").none() = PointPosition::ReadOnly,
+           nb::arg("prefill_support").none() = PhaseSupport::Supported,
+           nb::arg("decode_support").none() = PhaseSupport::Supported, nb::arg("routing").none() = nb::none(),
+           nb::arg("itemsize").none() = 0,
+           nb::sig("def __init__(self, path: str, axes: collections.abc.Sequence[Axis] = [], *, node_id: str = '', "
+                   "meaning: str = 'activation', dtype: ValueDtype = ..., prefill: bool = True, "
+                   "decode: bool = True, position: PointPosition = ..., "
+                   "prefill_support: PhaseSupport = ..., "
+                   "decode_support: PhaseSupport = ..., routing: RoutingPolicy | None = None, "
+                   "itemsize: int = 0) -> None"))
       .def_ro("path", &ObservationPoint::path)
       .def_ro("node_id", &ObservationPoint::node_id)
       .def_ro("meaning", &ObservationPoint::meaning)
@@ -167,44 +223,63 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<BackendCapabilities>(m, "BackendCapabilities")
       .def("__init__",
-           [](BackendCapabilities* c, std::optional<std::vector<TransformKind>> transforms, std::uint64_t bins,
-              bool physical) {
-             new (c) BackendCapabilities{};
-             if (transforms) c->transforms = *transforms;
-             c->max_histogram_bins = bins;
-             c->physical_native_limit = physical;
+           [](BackendCapabilities* c, nb::handle transforms, nb::handle bins, nb::handle physical) {
+             const char* call = "BackendCapabilities";
+             BackendCapabilities caps;
+             if (auto kinds = argument<std::optional<std::vector<TransformKind>>>(transforms, call, "transforms"))
+               caps.transforms = std::move(*kinds);
+             caps.max_histogram_bins = argument<std::uint64_t>(bins, call, "max_histogram_bins");
+             caps.physical_native_limit = argument<bool>(physical, call, "physical_native_limit");
+             new (c) BackendCapabilities(std::move(caps));
            },
-           nb::arg("transforms").none() = nb::none(), nb::arg("max_histogram_bins") = 4096,
-           nb::arg("physical_native_limit") = false)
+           nb::arg("transforms").none() = nb::none(), nb::arg("max_histogram_bins").none() = 4096,
+           nb::arg("physical_native_limit").none() = false,
+           nb::sig("def __init__(self, transforms: collections.abc.Sequence[TransformKind] | None = None, "
+                   "max_histogram_bins: int = 4096, physical_native_limit: bool = False) -> None"))
       .def_ro("transforms", &BackendCapabilities::transforms)
       .def_ro("max_histogram_bins", &BackendCapabilities::max_histogram_bins)
       .def_ro("physical_native_limit", &BackendCapabilities::physical_native_limit);
 
   nb::class_<CaptureDiscovery>(m, "CaptureDiscovery", "Facts retained from the loaded model: identity, catalog, capabilities.")
       .def("__init__",
-           [](CaptureDiscovery* d, std::string artifact, std::vector<ObservationPoint> catalog,
-              std::optional<BackendCapabilities> caps) {
-             new (d) CaptureDiscovery{std::move(artifact), std::move(catalog), caps.value_or(BackendCapabilities{})};
+           [](CaptureDiscovery* d, nb::handle artifact, nb::handle catalog, nb::handle caps) {
+             const char* call = "CaptureDiscovery";
+             CaptureDiscovery discovery{argument<std::string>(artifact, call, "artifact_identity"),
+                                        argument<std::vector<ObservationPoint>>(catalog, call, "catalog"),
+                                        argument<std::optional<BackendCapabilities>>(caps, call, "capabilities")
+                                            .value_or(BackendCapabilities{})};
              std::vector<std::string> seen;
-             for (const auto& p : d->catalog) {
+             for (const auto& p : discovery.catalog) {
                for (const auto& s : seen)
                  if (s == p.path) raise(ErrorKind::InvalidArgument, "duplicate observation path " + p.path);
                seen.push_back(p.path);
              }
+             new (d) CaptureDiscovery(std::move(discovery));
            },
-           nb::arg("artifact_identity"), nb::arg("catalog"), nb::arg("capabilities").none() = nb::none())
+           nb::arg("artifact_identity").none(), nb::arg("catalog").none(), nb::arg("capabilities").none() = nb::none(),
+           nb::sig("def __init__(self, artifact_identity: str, catalog: collections.abc.Sequence[ObservationPoint], "
+                   "capabilities: BackendCapabilities | None = None) -> None"))
       .def_ro("artifact_identity", &CaptureDiscovery::artifact_identity)
       .def_ro("catalog", &CaptureDiscovery::catalog)
       .def_ro("capabilities", &CaptureDiscovery::capabilities)
-      .def("point", [](const CaptureDiscovery& d, const std::string& path) -> std::optional<ObservationPoint> {
-        for (const auto& p : d.catalog)
-          if (p.path == path) return p;
-        return std::nullopt;
-      });
+      .def("point",
+           [](const CaptureDiscovery& d, nb::handle path_arg) -> std::optional<ObservationPoint> {
+             std::string path = argument<std::string>(path_arg, "CaptureDiscovery.point", "path");
+             for (const auto& p : d.catalog)
+               if (p.path == path) return p;
+             return std::nullopt;
+           },
+           nb::arg("path").none(), nb::sig("def point(self, path: str) -> ObservationPoint | None"));
 
   nb::class_<CaptureRequest>(m, "CaptureRequest", "What the run will execute: batch, prompt tokens, predictions.")
-      .def(nb::init<std::uint64_t, std::uint64_t, std::uint64_t>(), nb::arg("batch") = 1, nb::arg("prompt_tokens") = 1,
-           nb::arg("max_predictions") = 1)
+      .def("__init__",
+           [](CaptureRequest* r, nb::handle batch, nb::handle prompt_tokens, nb::handle max_predictions) {
+             new (r) CaptureRequest{count_argument(batch, "CaptureRequest", "batch"),
+                                    count_argument(prompt_tokens, "CaptureRequest", "prompt_tokens"),
+                                    count_argument(max_predictions, "CaptureRequest", "max_predictions")};
+           },
+           nb::arg("batch").none() = 1, nb::arg("prompt_tokens").none() = 1, nb::arg("max_predictions").none() = 1,
+           nb::sig("def __init__(self, batch: int = 1, prompt_tokens: int = 1, max_predictions: int = 1) -> None"))
       .def_ro("batch", &CaptureRequest::batch)
       .def_ro("prompt_tokens", &CaptureRequest::prompt_tokens)
       .def_ro("max_predictions", &CaptureRequest::max_predictions)
@@ -212,37 +287,69 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<CaptureSchedule>(m, "CaptureSchedule", "When a selection fires: phases, [first, end) predictions, every n.")
       .def("__init__",
-           [](CaptureSchedule* s, bool prefill, bool decode, std::uint64_t first, std::optional<std::uint64_t> end,
-              std::uint64_t every) { new (s) CaptureSchedule{prefill, decode, first, end, every}; },
-           nb::kw_only(), nb::arg("prefill") = true, nb::arg("decode") = true, nb::arg("first_prediction") = 0,
-           nb::arg("end_prediction").none() = nb::none(), nb::arg("every") = 1)
+           [](CaptureSchedule* s, nb::handle prefill, nb::handle decode, nb::handle first, nb::handle end,
+              nb::handle every) {
+             const char* call = "CaptureSchedule";
+             new (s) CaptureSchedule{bool_argument(prefill, call, "prefill"), bool_argument(decode, call, "decode"),
+                                     count_argument(first, call, "first_prediction"),
+                                     optional_uint_argument(end, call, "end_prediction"),
+                                     count_argument(every, call, "every")};
+           },
+           nb::kw_only(), nb::arg("prefill").none() = true, nb::arg("decode").none() = true,
+           nb::arg("first_prediction").none() = 0,
+           nb::arg("end_prediction").none() = nb::none(), nb::arg("every").none() = 1,
+           nb::sig("def __init__(self, *, prefill: bool = True, decode: bool = True, first_prediction: int = 0, "
+                   "end_prediction: int | None = None, every: int = 1) -> None"))
       .def_ro("prefill", &CaptureSchedule::prefill)
       .def_ro("decode", &CaptureSchedule::decode)
       .def_ro("first_prediction", &CaptureSchedule::first_prediction)
       .def_ro("end_prediction", &CaptureSchedule::end_prediction)
       .def_ro("every", &CaptureSchedule::every)
-      .def("scheduled", &CaptureSchedule::scheduled, nb::arg("phase"), nb::arg("prediction"));
+      .def("scheduled",
+           [](const CaptureSchedule& s, nb::handle phase, nb::handle prediction) {
+             return s.scheduled(argument<CapturePhase>(phase, "CaptureSchedule.scheduled", "phase"),
+                                argument<std::uint64_t>(prediction, "CaptureSchedule.scheduled", "prediction"));
+           },
+           nb::arg("phase").none(), nb::arg("prediction").none(),
+           nb::sig("def scheduled(self, phase: CapturePhase, prediction: int) -> bool"));
 
   nb::class_<CaptureSlice>(m, "CaptureSlice", "A half-open slice [start, end) with a positive stride on a named axis.")
       .def("__init__",
-           [](CaptureSlice* s, std::string axis, std::uint64_t start, std::optional<std::uint64_t> end,
-              std::uint64_t stride) { new (s) CaptureSlice{std::move(axis), start, end, stride}; },
-           nb::arg("axis"), nb::arg("start") = 0, nb::arg("end").none() = nb::none(), nb::arg("stride") = 1)
+           [](CaptureSlice* s, nb::handle axis, nb::handle start, nb::handle end, nb::handle stride) {
+             const char* call = "CaptureSlice";
+             new (s) CaptureSlice{str_argument(axis, call, "axis"), count_argument(start, call, "start"),
+                                  optional_uint_argument(end, call, "end"), count_argument(stride, call, "stride")};
+           },
+           nb::arg("axis").none(), nb::arg("start").none() = 0, nb::arg("end").none() = nb::none(), nb::arg("stride").none() = 1,
+           nb::sig("def __init__(self, axis: str, start: int = 0, end: int | None = None, stride: int = 1) -> None"))
       .def_ro("axis", &CaptureSlice::axis)
       .def_ro("start", &CaptureSlice::start)
       .def_ro("end", &CaptureSlice::end)
       .def_ro("stride", &CaptureSlice::stride);
 
   nb::class_<CaptureTransform>(m, "CaptureTransform", "What is kept of a selected value.")
-      .def_static("preview", [](std::uint64_t n) { return CaptureTransform{TransformKind::Preview, n, {}, 0}; },
-                  nb::arg("max_elements"))
+      .def_static("preview",
+                  [](nb::handle n) {
+                    return CaptureTransform{TransformKind::Preview,
+                                            count_argument(n, "CaptureTransform.preview", "max_elements"), {}, 0};
+                  },
+                  nb::arg("max_elements").none(), nb::sig("def preview(max_elements: int) -> CaptureTransform"))
       .def_static("slice", [] { return CaptureTransform{TransformKind::Slice, 0, {}, 0}; })
       .def_static("full_tensor", [] { return CaptureTransform{TransformKind::FullTensor, 0, {}, 0}; })
       .def_static("summary", [] { return CaptureTransform{TransformKind::Summary, 0, {}, 0}; })
-      .def_static("histogram", [](std::vector<double> edges) { return CaptureTransform{TransformKind::Histogram, 0, std::move(edges), 0}; },
-                  nb::arg("edges"))
-      .def_static("top_candidates", [](std::uint64_t k) { return CaptureTransform{TransformKind::TopCandidates, 0, {}, k}; },
-                  nb::arg("count"))
+      .def_static("histogram",
+                  [](nb::handle edges) {
+                    return CaptureTransform{TransformKind::Histogram, 0,
+                                            argument<std::vector<double>>(edges, "CaptureTransform.histogram", "edges"), 0};
+                  },
+                  nb::arg("edges").none(),
+                  nb::sig("def histogram(edges: collections.abc.Sequence[float]) -> CaptureTransform"))
+      .def_static("top_candidates",
+                  [](nb::handle k) {
+                    return CaptureTransform{TransformKind::TopCandidates, 0, {},
+                                            count_argument(k, "CaptureTransform.top_candidates", "count")};
+                  },
+                  nb::arg("count").none(), nb::sig("def top_candidates(count: int) -> CaptureTransform"))
       .def_ro("kind", &CaptureTransform::kind)
       .def_ro("max_elements", &CaptureTransform::max_elements)
       .def_ro("edges", &CaptureTransform::edges)
@@ -250,13 +357,21 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<CaptureSelection>(m, "CaptureSelection", "One value to capture: id, point path, schedule, slices, transform.")
       .def("__init__",
-           [](CaptureSelection* s, std::string id, std::string path, std::optional<CaptureTransform> transform,
-              std::optional<CaptureSchedule> schedule, std::vector<CaptureSlice> slices) {
-             new (s) CaptureSelection{std::move(id), std::move(path), schedule.value_or(CaptureSchedule{}),
-                                      std::move(slices), transform.value_or(CaptureTransform{})};
+           [](CaptureSelection* s, nb::handle id, nb::handle path, nb::handle transform, nb::handle schedule,
+              nb::handle slices) {
+             const char* call = "CaptureSelection";
+             CaptureSelection selection{
+                 argument<std::string>(id, call, "id"), argument<std::string>(path, call, "path"),
+                 argument<std::optional<CaptureSchedule>>(schedule, call, "schedule").value_or(CaptureSchedule{}),
+                 argument<std::vector<CaptureSlice>>(slices, call, "slices"),
+                 argument<std::optional<CaptureTransform>>(transform, call, "transform").value_or(CaptureTransform{})};
+             new (s) CaptureSelection(std::move(selection));
            },
-           nb::arg("id"), nb::arg("path"), nb::arg("transform").none() = nb::none(), nb::kw_only(),
-           nb::arg("schedule").none() = nb::none(), nb::arg("slices") = std::vector<CaptureSlice>{})
+           nb::arg("id").none(), nb::arg("path").none(), nb::arg("transform").none() = nb::none(), nb::kw_only(),
+           nb::arg("schedule").none() = nb::none(), nb::arg("slices").none() = nb::list(),
+           nb::sig("def __init__(self, id: str, path: str, transform: CaptureTransform | None = None, *, "
+                   "schedule: CaptureSchedule | None = None, slices: collections.abc.Sequence[CaptureSlice] = []) "
+                   "-> None"))
       .def_ro("id", &CaptureSelection::id)
       .def_ro("path", &CaptureSelection::path)
       .def_ro("schedule", &CaptureSelection::schedule)
@@ -265,37 +380,59 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<CaptureLimits>(m, "CaptureLimits", "Per-step and cumulative budgets and what to do on a limit.")
       .def("__init__",
-           [](CaptureLimits* l, CaptureUsage per_step, CaptureUsage cumulative, OnLimit on_limit,
-              std::optional<std::uint64_t> physical) { new (l) CaptureLimits{per_step, cumulative, physical, on_limit}; },
-           nb::arg("per_step"), nb::arg("cumulative"), nb::arg("on_limit") = OnLimit::Fail,
-           nb::arg("physical_native_bytes").none() = nb::none())
-      .def_ro("per_step", &CaptureLimits::per_step)
-      .def_ro("cumulative", &CaptureLimits::cumulative)
+           [](CaptureLimits* l, nb::handle per_step, nb::handle cumulative, nb::handle on_limit, nb::handle physical) {
+             const char* call = "CaptureLimits";
+             const auto& step = object_argument<CaptureUsage>(per_step, call, "per_step", "a CaptureUsage");
+             const auto& total = object_argument<CaptureUsage>(cumulative, call, "cumulative", "a CaptureUsage");
+             if (!nb::isinstance(on_limit, nb::type<OnLimit>()))
+               raise(ErrorKind::TypeMismatch, argument_label(call, "on_limit") + " must be an OnLimit (FAIL or SKIP), got " +
+                                                  type_name_of(on_limit));
+             OnLimit policy = nb::cast<OnLimit>(on_limit);
+             auto native = optional_uint_argument(physical, call, "physical_native_bytes");
+             new (l) CaptureLimits{step, total, native, policy};
+           },
+           nb::arg("per_step").none(), nb::arg("cumulative").none(), nb::arg("on_limit").none() = OnLimit::Fail,
+           nb::arg("physical_native_bytes").none() = nb::none(),
+           nb::sig("def __init__(self, per_step: CaptureUsage, cumulative: CaptureUsage, on_limit: OnLimit = "
+                   "..., physical_native_bytes: int | None = None) -> None"))
+      // Copies: a limit handed out can be changed without changing what anything enforces.
+      .def_ro("per_step", &CaptureLimits::per_step, nb::rv_policy::copy)
+      .def_ro("cumulative", &CaptureLimits::cumulative, nb::rv_policy::copy)
       .def_ro("on_limit", &CaptureLimits::on_limit)
       .def_ro("physical_native_bytes", &CaptureLimits::physical_native_bytes);
 
   nb::class_<CapturePlan>(m, "CapturePlan", "Selections and limits. An empty plan captures nothing (there is no capture-all).")
       .def("__init__",
-           [](CapturePlan* p, std::vector<CaptureSelection> selections, CaptureLimits limits, std::uint32_t version) {
-             new (p) CapturePlan{version, std::move(selections), limits};
+           [](CapturePlan* p, nb::handle selections, nb::handle limits, nb::handle version) {
+             const char* call = "CapturePlan";
+             CapturePlan plan{argument<std::uint32_t>(version, call, "schema_version"),
+                              argument<std::vector<CaptureSelection>>(selections, call, "selections"),
+                              argument<CaptureLimits>(limits, call, "limits")};
+             new (p) CapturePlan(std::move(plan));
            },
-           nb::arg("selections"), nb::arg("limits"), nb::kw_only(), nb::arg("schema_version") = capture_schema_version)
+           nb::arg("selections").none(), nb::arg("limits").none(), nb::kw_only(),
+           nb::arg("schema_version").none() = capture_schema_version,
+           nb::sig("def __init__(self, selections: collections.abc.Sequence[CaptureSelection], limits: CaptureLimits, "
+                   "*, schema_version: int = 1) -> None"))
       .def_static("none", [] { return CapturePlan{}; }, "The plan that captures nothing, with every budget zero.")
       .def_ro("schema_version", &CapturePlan::schema_version)
       .def_ro("selections", &CapturePlan::selections)
       .def_ro("limits", &CapturePlan::limits)
       .def("admit",
-           [](const CapturePlan& plan, const CaptureDiscovery& discovery, const CaptureRequest& request) {
-             return admit(plan, discovery, request);
+           [](const CapturePlan& plan, nb::handle discovery, nb::handle request) {
+             return admit(plan, argument<CaptureDiscovery>(discovery, "CapturePlan.admit", "discovery"),
+                          argument<CaptureRequest>(request, "CapturePlan.admit", "request"));
            },
-           nb::arg("discovery"), nb::arg("request"),
+           nb::arg("discovery").none(), nb::arg("request").none(),
+           nb::sig("def admit(self, discovery: CaptureDiscovery, request: CaptureRequest) -> AdmittedCapturePlan"),
            "Applies every admission rule; the only way to obtain an AdmittedCapturePlan.");
 
   nb::class_<AdmittedCapturePlan>(m, "AdmittedCapturePlan",
                                   "A plan admitted against a discovery. Only CapturePlan.admit creates one.")
-      .def_prop_ro("plan", &AdmittedCapturePlan::plan)
-      .def_prop_ro("points", &AdmittedCapturePlan::points)
-      .def_prop_ro("request", &AdmittedCapturePlan::request)
+      // Copies: an admitted plan cannot be changed from Python (what is handed out is a value).
+      .def_prop_ro("plan", &AdmittedCapturePlan::plan, nb::rv_policy::copy)
+      .def_prop_ro("points", &AdmittedCapturePlan::points, nb::rv_policy::copy)
+      .def_prop_ro("request", &AdmittedCapturePlan::request, nb::rv_policy::copy)
       .def_prop_ro("identity", &AdmittedCapturePlan::identity)
       .def_prop_ro("artifact_identity", &AdmittedCapturePlan::artifact_identity)
       .def("__reduce__", &refuse_pickle)
@@ -327,40 +464,56 @@ void init_capture_plans(nb::module_& m) {
 
   nb::class_<CapturePayload>(m, "CapturePayload", "What a transform produced (built by backends).")
       .def_static("tensor",
-                  [](std::vector<std::uint64_t> shape, std::vector<double> values) {
+                  [](nb::handle shape, nb::handle values) {
                     CapturePayload p;
                     p.kind = PayloadKind::Tensor;
-                    p.shape = std::move(shape);
-                    p.values = std::move(values);
+                    p.shape = argument<std::vector<std::uint64_t>>(shape, "CapturePayload.tensor", "shape");
+                    p.values = argument<std::vector<double>>(values, "CapturePayload.tensor", "values");
                     return p;
                   },
-                  nb::arg("shape"), nb::arg("values"))
+                  nb::arg("shape").none(), nb::arg("values").none(),
+                  nb::sig("def tensor(shape: collections.abc.Sequence[int], values: collections.abc.Sequence[float]) "
+                          "-> CapturePayload"))
       .def_static("summary",
-                  [](std::uint64_t count, std::uint64_t nonfinite, double min, double max, double mean, double std) {
+                  [](nb::handle count, nb::handle nonfinite, nb::handle min, nb::handle max, nb::handle mean,
+                     nb::handle std) {
+                    const char* call = "CapturePayload.summary";
                     CapturePayload p;
                     p.kind = PayloadKind::Summary;
-                    p.count = count; p.nonfinite = nonfinite; p.min = min; p.max = max; p.mean = mean; p.std = std;
+                    p.count = argument<std::uint64_t>(count, call, "count");
+                    p.nonfinite = argument<std::uint64_t>(nonfinite, call, "nonfinite");
+                    p.min = argument<double>(min, call, "min");
+                    p.max = argument<double>(max, call, "max");
+                    p.mean = argument<double>(mean, call, "mean");
+                    p.std = argument<double>(std, call, "std");
                     return p;
                   },
-                  nb::arg("count"), nb::arg("nonfinite"), nb::arg("min"), nb::arg("max"), nb::arg("mean"), nb::arg("std"))
+                  nb::arg("count").none(), nb::arg("nonfinite").none(), nb::arg("min").none(), nb::arg("max").none(),
+                  nb::arg("mean").none(), nb::arg("std").none(),
+                  nb::sig("def summary(count: int, nonfinite: int, min: float, max: float, mean: float, std: float) "
+                          "-> CapturePayload"))
       .def_static("histogram",
-                  [](std::vector<double> edges, std::vector<std::uint64_t> counts) {
+                  [](nb::handle edges, nb::handle counts) {
                     CapturePayload p;
                     p.kind = PayloadKind::Histogram;
-                    p.values = std::move(edges);
-                    p.counts = std::move(counts);
+                    p.values = argument<std::vector<double>>(edges, "CapturePayload.histogram", "edges");
+                    p.counts = argument<std::vector<std::uint64_t>>(counts, "CapturePayload.histogram", "counts");
                     return p;
                   },
-                  nb::arg("edges"), nb::arg("counts"))
+                  nb::arg("edges").none(), nb::arg("counts").none(),
+                  nb::sig("def histogram(edges: collections.abc.Sequence[float], counts: collections.abc.Sequence[int]) "
+                          "-> CapturePayload"))
       .def_static("candidates",
-                  [](std::vector<std::uint64_t> ids, std::vector<double> scores) {
+                  [](nb::handle ids, nb::handle scores) {
                     CapturePayload p;
                     p.kind = PayloadKind::Candidates;
-                    p.counts = std::move(ids);
-                    p.values = std::move(scores);
+                    p.counts = argument<std::vector<std::uint64_t>>(ids, "CapturePayload.candidates", "ids");
+                    p.values = argument<std::vector<double>>(scores, "CapturePayload.candidates", "scores");
                     return p;
                   },
-                  nb::arg("ids"), nb::arg("scores"))
+                  nb::arg("ids").none(), nb::arg("scores").none(),
+                  nb::sig("def candidates(ids: collections.abc.Sequence[int], scores: collections.abc.Sequence[float]) "
+                          "-> CapturePayload"))
       .def_prop_ro("kind", [](const CapturePayload& p) -> nb::object {
         switch (p.kind) {
           case PayloadKind::Tensor: return nb::str("tensor");

@@ -19,6 +19,48 @@ namespace {
 
 nb::object optional_reason(bool present, const char* name) { return present ? nb::object(nb::str(name)) : nb::none(); }
 
+// Garbage-collector support: a session holds its Python estimator, and an estimator that
+// refers to its session would otherwise make a cycle the collector cannot see through.
+PythonInterventionEstimator* python_estimator(PyObject* self) {
+  if (!nb::inst_ready(self)) return nullptr;
+  return dynamic_cast<PythonInterventionEstimator*>(nb::inst_ptr<CaptureSession>(self)->estimator());
+}
+
+int session_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (auto* estimator = python_estimator(self)) Py_VISIT(estimator->object().ptr());
+  return 0;
+}
+
+int session_clear(PyObject* self) {
+  if (auto* estimator = python_estimator(self)) estimator->clear();
+  return 0;
+}
+
+PyType_Slot session_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(session_traverse)},
+                               {Py_tp_clear, reinterpret_cast<void*>(session_clear)},
+                               {0, nullptr}};
+
+CapturePhase phase_argument(nb::handle h, const char* call) {
+  if (!nb::isinstance(h, nb::type<CapturePhase>()))
+    raise(ErrorKind::TypeMismatch, argument_label(call, "phase") + " must be a CapturePhase (PREFILL or DECODE), got " +
+                                       type_name_of(h));
+  return nb::cast<CapturePhase>(h);
+}
+
+// A routing decision: a pair (ids, coefficients) of tensors the backend understands, as a
+// tuple the caller keeps alive through the call (a list could be changed under it).
+nb::tuple decision_argument(nb::handle h, const char* name) {
+  if (!(PyTuple_Check(h.ptr()) || PyList_Check(h.ptr())) || PySequence_Size(h.ptr()) != 2)
+    raise(ErrorKind::TypeMismatch, argument_label("CaptureSession.routing_applied", name) +
+                                       " must be a pair (ids, coefficients), got " + type_name_of(h));
+  return nb::steal<nb::tuple>(PySequence_Tuple(h.ptr()));
+}
+
+std::pair<TensorHandle, TensorHandle> handles_of(const nb::tuple& pair) {
+  return {pair[0].ptr(), pair[1].ptr()};
+}
+
 }  // namespace
 
 void init_capture_session(nb::module_& m) {
@@ -61,7 +103,7 @@ void init_capture_session(nb::module_& m) {
         if (r.payload.kind == PayloadKind::None) return std::nullopt;
         return r.payload;
       })
-      .def_ro("charged", &CaptureRecord::charged)
+      .def_ro("charged", &CaptureRecord::charged, nb::rv_policy::copy)
       .def("to_json", &CaptureSession::record_json, "The record as JSON; never longer than charged.encoded_bytes.")
       .def("__repr__", [](const CaptureRecord& r) {
         return "CaptureRecord('" + r.selection_id + "', " + to_string(r.outcome.kind) + ")";
@@ -73,7 +115,7 @@ void init_capture_session(nb::module_& m) {
       .def_ro("outcome", &InterventionRecord::outcome)
       .def_ro("message", &InterventionRecord::message)
       .def_ro("evidence", &InterventionRecord::evidence)
-      .def_ro("charged", &InterventionRecord::charged)
+      .def_ro("charged", &InterventionRecord::charged, nb::rv_policy::copy)
       .def("to_json", &CaptureSession::intervention_record_json)
       .def("__repr__", [](const InterventionRecord& r) {
         return "InterventionRecord('" + r.operation_id + "', " + to_string(r.outcome) + ")";
@@ -84,14 +126,18 @@ void init_capture_session(nb::module_& m) {
       .def_ro("prediction", &CapturedStep::prediction)
       .def_ro("records", &CapturedStep::records)
       .def_ro("interventions", &CapturedStep::interventions)
-      .def_ro("step_usage", &CapturedStep::step_usage)
-      .def_ro("cumulative_usage", &CapturedStep::cumulative_usage)
+      .def_ro("step_usage", &CapturedStep::step_usage, nb::rv_policy::copy)
+      .def_ro("cumulative_usage", &CapturedStep::cumulative_usage, nb::rv_policy::copy)
       .def_ro("capture_seconds", &CapturedStep::capture_seconds)
-      .def("record", [](const CapturedStep& s, const std::string& id) -> const CaptureRecord& {
-        for (const auto& r : s.records)
-          if (r.selection_id == id) return r;
-        raise(ErrorKind::InvalidArgument, "no record for selection '" + id + "'");
-      }, nb::rv_policy::reference_internal);
+      .def("record",
+           [](const CapturedStep& s, nb::handle id_arg) -> const CaptureRecord& {
+             std::string id = argument<std::string>(id_arg, "CapturedStep.record", "id");
+             for (const auto& r : s.records)
+               if (r.selection_id == id) return r;
+             raise(ErrorKind::InvalidArgument, "no record for selection '" + id + "'");
+           },
+           nb::arg("id").none(), nb::rv_policy::reference_internal,
+           nb::sig("def record(self, id: str) -> CaptureRecord"));
 
   nb::class_<CaptureCheckpoint>(m, "CaptureCheckpoint", "The capture component of a generation snapshot.")
       .def_ro("artifact_identity", &CaptureCheckpoint::artifact_identity)
@@ -99,7 +145,7 @@ void init_capture_session(nb::module_& m) {
       .def_ro("prediction", &CaptureCheckpoint::prediction)
       .def_ro("phase", &CaptureCheckpoint::phase)
       .def_ro("has_step", &CaptureCheckpoint::has_step)
-      .def_ro("usage", &CaptureCheckpoint::usage)
+      .def_ro("usage", &CaptureCheckpoint::usage, nb::rv_policy::copy)
       .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "a capture checkpoint belongs to its run"); });
 
   nb::class_<PreparedCaptureRestore>(m, "PreparedCaptureRestore",
@@ -115,64 +161,138 @@ void init_capture_session(nb::module_& m) {
       });
 
   nb::class_<CaptureSession>(m, "CaptureSession",
-                             "A capture run: one admission, one monotone ledger, at most one undrained step.")
-      .def(nb::init<const AdmittedCapturePlan&>(), nb::arg("plan"))
-      .def(nb::init<const AdmittedCapturePlan&, const CaptureDiscovery&>(), nb::arg("plan"), nb::arg("discovery"),
-           "Re-admits the plan against this session's discovery first (refused if it was admitted elsewhere).")
-      .def_prop_ro("plan", &CaptureSession::plan, nb::rv_policy::reference_internal)
-      .def_prop_ro("intervention_plan", &CaptureSession::intervention_plan, nb::rv_policy::reference_internal)
-      .def_prop_ro("id", &CaptureSession::id)
-      .def("begin_step", &CaptureSession::begin_step, nb::arg("phase"), nb::arg("prediction"))
-      .def("observe",
-           [](CaptureSession& s, nb::handle backend, std::string_view path, nb::handle tensor) {
-             PythonCaptureBackend adapter(backend);
-             s.observe(adapter, path, tensor.ptr());
+                             "A capture run: one admission, one monotone ledger, at most one undrained step.",
+                             nb::type_slots(session_slots))
+      .def("__init__",
+           [](CaptureSession* s, nb::handle plan, nb::handle discovery) {
+             const char* call = "CaptureSession";
+             const auto& admitted = object_argument<AdmittedCapturePlan>(plan, call, "plan", "an AdmittedCapturePlan");
+             if (discovery.is_none()) {
+               new (s) CaptureSession(admitted);
+             } else {
+               new (s) CaptureSession(admitted, object_argument<CaptureDiscovery>(discovery, call, "discovery",
+                                                                                  "a CaptureDiscovery"));
+             }
            },
-           nb::arg("backend"), nb::arg("path"), nb::arg("tensor"))
+           nb::arg("plan").none(), nb::arg("discovery").none() = nb::none(),
+           nb::sig("def __init__(self, plan: AdmittedCapturePlan, discovery: CaptureDiscovery | None = None) -> None"),
+           "With a discovery, re-admits the plan against it first (refused if it was admitted elsewhere).")
+      // Copies: what the session enforces cannot be changed through what it hands out.
+      .def_prop_ro("plan", &CaptureSession::plan, nb::rv_policy::copy)
+      .def_prop_ro("intervention_plan", &CaptureSession::intervention_plan, nb::rv_policy::copy)
+      .def_prop_ro("id", &CaptureSession::id)
+      .def("begin_step",
+           [](CaptureSession& s, nb::handle phase, nb::handle prediction) {
+             s.begin_step(phase_argument(phase, "CaptureSession.begin_step"),
+                          count_argument(prediction, "CaptureSession.begin_step", "prediction"));
+           },
+           nb::arg("phase").none(), nb::arg("prediction").none(),
+           nb::sig("def begin_step(self, phase: CapturePhase, prediction: int) -> None"))
+      .def("observe",
+           [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) {
+             std::string where = str_argument(path, "CaptureSession.observe", "path");
+             PythonCaptureBackend adapter(backend);
+             keeping_cause(adapter.cause(), [&] { s.observe(adapter, where, tensor.ptr()); });
+           },
+           nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
+           nb::sig("def observe(self, backend: object, path: str, tensor: object) -> None"))
       .def("take_step", &CaptureSession::take_step)
-      .def("checkpoint_storage_bytes", &CaptureSession::checkpoint_storage_bytes, nb::arg("discovery"))
-      .def("checkpoint", &CaptureSession::checkpoint, nb::arg("discovery"))
-      .def("validate_restore", &CaptureSession::validate_restore, nb::arg("checkpoint"))
-      .def("prepare_restore", &CaptureSession::prepare_restore, nb::arg("checkpoint"), nb::keep_alive<0, 1>())
-      .def("restore", &CaptureSession::restore, nb::arg("checkpoint"))
+      .def("checkpoint_storage_bytes",
+           [](const CaptureSession& s, nb::handle discovery) {
+             return s.checkpoint_storage_bytes(object_argument<CaptureDiscovery>(
+                 discovery, "CaptureSession.checkpoint_storage_bytes", "discovery", "a CaptureDiscovery"));
+           },
+           nb::arg("discovery").none(),
+           nb::sig("def checkpoint_storage_bytes(self, discovery: CaptureDiscovery) -> int | None"))
+      .def("checkpoint",
+           [](const CaptureSession& s, nb::handle discovery) {
+             return s.checkpoint(object_argument<CaptureDiscovery>(discovery, "CaptureSession.checkpoint", "discovery",
+                                                                   "a CaptureDiscovery"));
+           },
+           nb::arg("discovery").none(), nb::sig("def checkpoint(self, discovery: CaptureDiscovery) -> CaptureCheckpoint"))
+      .def("validate_restore",
+           [](const CaptureSession& s, nb::handle checkpoint) {
+             s.validate_restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.validate_restore",
+                                                                   "checkpoint", "a CaptureCheckpoint"));
+           },
+           nb::arg("checkpoint").none(), nb::sig("def validate_restore(self, checkpoint: CaptureCheckpoint) -> None"))
+      .def("prepare_restore",
+           [](CaptureSession& s, nb::handle checkpoint) {
+             return s.prepare_restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.prepare_restore",
+                                                                         "checkpoint", "a CaptureCheckpoint"));
+           },
+           nb::arg("checkpoint").none(), nb::keep_alive<0, 1>(),
+           nb::sig("def prepare_restore(self, checkpoint: CaptureCheckpoint) -> PreparedCaptureRestore"))
+      .def("restore",
+           [](CaptureSession& s, nb::handle checkpoint) {
+             s.restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.restore", "checkpoint",
+                                                          "a CaptureCheckpoint"));
+           },
+           nb::arg("checkpoint").none(), nb::sig("def restore(self, checkpoint: CaptureCheckpoint) -> None"))
       .def("cumulative_usage", &CaptureSession::cumulative_usage)
       .def("step_usage", &CaptureSession::step_usage)
       .def_prop_ro("next_prediction", &CaptureSession::next_prediction)
       .def_prop_ro("step_pending", &CaptureSession::step_pending)
       .def_prop_ro("checkpoint_ready", &CaptureSession::checkpoint_ready)
-      .def("fork", &CaptureSession::fork, nb::arg("discovery"), nb::kw_only(),
-           nb::arg("max_predictions").none() = nb::none(), nb::arg("limits").none() = nb::none())
-      .def("enable_interventions",
-           [](CaptureSession& s, const AdmittedInterventionPlan& plan, nb::object estimator) {
-             if (estimator.is_none()) raise(ErrorKind::InvalidArgument, "an intervention estimator is required");
-             s.enable_interventions(plan, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
+      .def("fork",
+           [](const CaptureSession& s, nb::handle discovery, nb::handle max_predictions, nb::handle limits) {
+             const char* call = "CaptureSession.fork";
+             return s.fork(object_argument<CaptureDiscovery>(discovery, call, "discovery", "a CaptureDiscovery"),
+                           optional_uint_argument(max_predictions, call, "max_predictions"),
+                           argument<std::optional<CaptureLimits>>(limits, call, "limits"));
            },
-           nb::arg("plan"), nb::arg("estimator").none())
+           nb::arg("discovery").none(), nb::kw_only(), nb::arg("max_predictions").none() = nb::none(),
+           nb::arg("limits").none() = nb::none(),
+           nb::sig("def fork(self, discovery: CaptureDiscovery, *, max_predictions: int | None = None, "
+                   "limits: CaptureLimits | None = None) -> CaptureSession"))
+      .def("enable_interventions",
+           [](CaptureSession& s, nb::handle plan, nb::object estimator) {
+             const auto& admitted = object_argument<AdmittedInterventionPlan>(
+                 plan, "CaptureSession.enable_interventions", "plan", "an AdmittedInterventionPlan");
+             if (estimator.is_none()) raise(ErrorKind::InvalidArgument, "an intervention estimator is required");
+             s.enable_interventions(admitted, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
+           },
+           nb::arg("plan").none(), nb::arg("estimator").none(),
+           nb::sig("def enable_interventions(self, plan: AdmittedInterventionPlan, estimator: object) -> None"))
       .def("intervene",
-           [](CaptureSession& s, nb::handle backend, std::string_view path, nb::handle tensor) -> nb::object {
+           [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
+             std::string where = str_argument(path, "CaptureSession.intervene", "path");
              PythonCaptureBackend adapter(backend);
-             auto result = s.intervene(adapter, path, tensor.ptr());
+             auto result = s.intervene(adapter, where, tensor.ptr());
              if (!result) return nb::none();
              return nb::borrow(static_cast<PyObject*>(*result));
            },
-           nb::arg("backend"), nb::arg("path"), nb::arg("tensor"))
+           nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
+           nb::sig("def intervene(self, backend: object, path: str, tensor: object) -> object | None"))
       .def("finish_interventions", &CaptureSession::finish_interventions)
-      .def("routing_control", &CaptureSession::routing_control, nb::arg("path"), nb::arg("token_rows"))
-      .def("routing_applied",
-           [](CaptureSession& s, nb::handle backend, std::string_view path, nb::object original, nb::object effective) {
-             PythonCaptureBackend adapter(backend);
-             auto pair_of = [](nb::handle pair) {
-               nb::tuple items = nb::cast<nb::tuple>(pair);
-               if (items.size() != 2) raise(ErrorKind::InvalidArgument, "a routing decision is a pair (ids, coefficients)");
-               return std::pair<TensorHandle, TensorHandle>(items[0].ptr(), items[1].ptr());
-             };
-             std::optional<std::pair<TensorHandle, TensorHandle>> before;
-             nb::tuple original_items, effective_items;  // keep the tuples alive through the call
-             if (!original.is_none()) before = pair_of(original);
-             s.routing_applied(adapter, path, before, pair_of(effective));
+      .def("routing_control",
+           [](CaptureSession& s, nb::handle path, nb::handle token_rows) {
+             return s.routing_control(str_argument(path, "CaptureSession.routing_control", "path"),
+                                      count_argument(token_rows, "CaptureSession.routing_control", "token_rows"));
            },
-           nb::arg("backend"), nb::arg("path"), nb::arg("original").none(), nb::arg("effective"))
-      .def("routing_failed", &CaptureSession::routing_failed, nb::arg("path"), nb::arg("message"));
+           nb::arg("path").none(), nb::arg("token_rows").none(),
+           nb::sig("def routing_control(self, path: str, token_rows: int) -> GroupSelectionControl | None"))
+      .def("routing_applied",
+           [](CaptureSession& s, nb::handle backend, nb::handle path, nb::object original, nb::object effective) {
+             std::string where = str_argument(path, "CaptureSession.routing_applied", "path");
+             std::optional<nb::tuple> original_items;
+             if (!original.is_none()) original_items = decision_argument(original, "original");
+             nb::tuple effective_items = decision_argument(effective, "effective");
+             std::optional<std::pair<TensorHandle, TensorHandle>> before;
+             if (original_items) before = handles_of(*original_items);
+             auto after = handles_of(effective_items);
+             PythonCaptureBackend adapter(backend);
+             keeping_cause(adapter.cause(), [&] { s.routing_applied(adapter, where, before, after); });
+           },
+           nb::arg("backend").none(), nb::arg("path").none(), nb::arg("original").none(), nb::arg("effective").none(),
+           nb::sig("def routing_applied(self, backend: object, path: str, original: tuple[object, object] | None, "
+                   "effective: tuple[object, object]) -> None"))
+      .def("routing_failed",
+           [](CaptureSession& s, nb::handle path, nb::handle message) {
+             s.routing_failed(str_argument(path, "CaptureSession.routing_failed", "path"),
+                              str_argument(message, "CaptureSession.routing_failed", "message"));
+           },
+           nb::arg("path").none(), nb::arg("message").none(), nb::sig("def routing_failed(self, path: str, message: str) -> None"));
 }
 
 }  // namespace lifecore::bindings

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <string>
 
+#include "capture/capture_geometry.hpp"
 #include "capture/capture_json.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
@@ -53,6 +54,68 @@ void ledger_is_monotone_and_all_or_nothing() {
     threw = e.kind() == ErrorKind::BudgetExceeded;
   }
   CHECK(threw);
+}
+
+// A sum past 64 bits is refused as over its limit, never wrapped, and nothing is charged.
+void ledger_refuses_sums_past_64_bits() {
+  constexpr std::uint64_t max = UINT64_MAX;
+  CaptureLimits limits{{max, max, max, max}, {max, max, max, max}, std::nullopt, OnLimit::Fail};
+  CaptureLedger ledger(limits, {});
+  CHECK(!ledger.try_reserve({1, std::uint64_t{1} << 63, 0, 0}));
+  auto hit = ledger.try_reserve({1, std::uint64_t{1} << 63, 0, 0});
+  CHECK(hit && hit->budget == Budget::Retention && !hit->cumulative);
+  CHECK(ledger.cumulative() == (CaptureUsage{1, std::uint64_t{1} << 63, 0, 0}));
+  ledger.begin_step();  // the per-step sum restarts, the cumulative one overflows
+  hit = ledger.try_reserve({0, std::uint64_t{1} << 63, 0, 0});
+  CHECK(hit && hit->budget == Budget::Retention && hit->cumulative);
+  CHECK(overflowing_budget({0, 0, 0, max}, {0, 0, 0, 1}) == Budget::Encoded);
+  CHECK(!overflowing_budget({0, 0, 0, max - 1}, {0, 0, 0, 1}));
+  CHECK(!checked_add({0, max, 0, 0}, {0, 1, 0, 0}));
+  CHECK(!checked_mul({0, 0, std::uint64_t{1} << 32, 0}, std::uint64_t{1} << 32));
+  bool threw = false;
+  try {
+    add_or_throw({max, 0, 0, 0}, {1, 0, 0, 0}, "test charge");
+  } catch (const Error& e) {
+    threw = e.kind() == ErrorKind::Overflow;
+  }
+  CHECK(threw);
+}
+
+// ceil((end - start) / stride) at the edges of 64 bits.
+void slice_extents_never_wrap() {
+  constexpr std::uint64_t max = UINT64_MAX;
+  CHECK(slice_extent(0, 8, 1) == 8);
+  CHECK(slice_extent(0, 8, 3) == 3);
+  CHECK(slice_extent(0, 8, max) == 1);
+  CHECK(slice_extent(0, 8, std::uint64_t{1} << 63) == 1);
+  CHECK(slice_extent(0, max, max) == 1);
+  CHECK(slice_extent(1, max, 2) == (max - 1) / 2);
+  CHECK(slice_extent(5, 5, 1) == 0 && slice_extent(0, 8, 0) == 0);
+  GroupSelectionControl control;
+  control.row_start = 0;
+  control.row_end = 4;
+  control.row_stride = max;
+  CHECK(control.selected_rows() == 1);
+  CHECK(element_count({std::uint64_t{1} << 32, std::uint64_t{1} << 32}) == max);  // saturates
+}
+
+// A value floor past 64 bits saturates (still a floor) so the Fail preflight refuses it.
+void value_floors_saturate() {
+  ObservationPoint point{"p", "p", "activation", ValueDtype::Floating,
+                         {{"a", {DimKind::Known, std::uint64_t{1} << 32}}, {"b", {DimKind::Known, std::uint64_t{1} << 32}}}};
+  point.itemsize = 4;
+  CaptureSelection selection{"s", "p", {}, {}, {TransformKind::FullTensor, 0, {}, 0}};
+  auto floor = value_floor(selection, point, {1, 1, 1}, CapturePhase::Prefill, 0);
+  CHECK(floor && floor->host_bytes == UINT64_MAX && floor->retained_bytes == UINT64_MAX);
+  CaptureUsage big{100, 1u << 30, 1u << 30, 1u << 30};
+  CapturePlan plan{capture_schema_version, {selection}, {big, big, std::nullopt, OnLimit::Fail}};
+  bool refused = false;
+  try {
+    admit(plan, CaptureDiscovery{"artifact", {point}, {}}, {1, 1, 1});
+  } catch (const Error& e) {
+    refused = e.kind() == ErrorKind::Admission;
+  }
+  CHECK(refused);
 }
 
 void bounded_messages_cut_on_utf8_boundaries() {
@@ -113,6 +176,9 @@ void session_round_trip() {
 
 int main() {
   ledger_is_monotone_and_all_or_nothing();
+  ledger_refuses_sums_past_64_bits();
+  slice_extents_never_wrap();
+  value_floors_saturate();
   bounded_messages_cut_on_utf8_boundaries();
   counting_writer_measures_what_the_writer_writes();
   session_round_trip();

@@ -33,7 +33,7 @@ from .capture import (
     ValueDtype,
 )
 from .capture.backends.torch_backend import TorchBackend, route
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, LifecoreTypeError
 
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
            "RoutingHook", "route", "routing_policy_of"]
@@ -43,6 +43,7 @@ ROUTING_SUFFIX = "#routing"
 
 def artifact_identity(model: nn.Module) -> str:
     """A SHA-256 over the module tree, parameter names, shapes and dtypes (not values)."""
+    _require_module(model, "artifact_identity")
     digest = hashlib.sha256()
     for name, module in model.named_modules():
         digest.update(f"{name}:{type(module).__qualname__};".encode())
@@ -52,6 +53,11 @@ def artifact_identity(model: nn.Module) -> str:
 
 
 OutputIndex = Union[int, Mapping[str, int]]
+
+
+def _require_module(model: Any, call: str) -> None:
+    if not isinstance(model, nn.Module):
+        raise LifecoreTypeError(f"{call}: argument 'model' must be a torch.nn.Module, got {type(model).__name__}")
 
 
 def _index_for(output_index: OutputIndex, path: str) -> int:
@@ -98,6 +104,7 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     A module returning a tuple is observed at element ``output_index`` (an int for every
     module, or a mapping path -> index; default 0, the first element). Pass the same
     ``output_index`` to :func:`attach`."""
+    _require_module(model, "discover")
     shapes: dict[str, torch.Tensor] = {}
     handles = []
     for name, module in model.named_modules():
@@ -302,6 +309,9 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     intervened on: an int for every hooked module, or a mapping path -> index (paths it
     does not name use 0). The default, 0, is the first tensor; a replacement goes back at
     the same position and the other elements pass through unchanged."""
+    if not isinstance(session, CaptureSession):
+        raise LifecoreTypeError(f"attach: argument 'session' must be a CaptureSession, got {type(session).__name__}")
+    _require_module(model, "attach")
     backend = backend if backend is not None else TorchBackend()
     plan = session.intervention_plan
     operations = list(plan.plan.operations) if plan is not None else []

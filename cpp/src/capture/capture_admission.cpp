@@ -9,6 +9,7 @@
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
 #include "lifecore/capture/routing.hpp"
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::capture {
@@ -25,10 +26,9 @@ const ObservationPoint& find_point(const CaptureDiscovery& discovery, const std:
 void check_request(const CaptureRequest& r) {
   if (r.batch == 0 || r.prompt_tokens == 0 || r.max_predictions == 0)
     refuse("capture request numbers must be positive");
-  std::uint64_t out;
-  if (__builtin_mul_overflow(r.batch, r.prompt_tokens, &out) ||
-      __builtin_add_overflow(r.prompt_tokens, r.max_predictions, &out))
-    refuse("capture request numbers overflow");
+  if (!checked::mul(r.batch, r.prompt_tokens) || !checked::add(r.prompt_tokens, r.max_predictions))
+    refuse("capture request numbers overflow (batch * prompt_tokens and prompt_tokens + max_predictions must fit "
+           "in 64 bits)");
 }
 
 void check_schedule(const CaptureSchedule& s, const std::string& id) {
@@ -46,8 +46,11 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> scheduled_window(const Ca
   if (s.end_prediction) hi = std::min(hi, *s.end_prediction);
   lo = std::max({lo, s.first_prediction, from});
   if (lo >= hi || (phase == CapturePhase::Prefill ? !s.prefill : !s.decode)) return std::nullopt;
-  std::uint64_t first = s.first_prediction + ((lo - s.first_prediction + s.every - 1) / s.every) * s.every;
-  if (first >= hi) return std::nullopt;
+  // The first firing at or after lo; a firing beyond 64 bits is beyond hi, so never.
+  auto first_or = checked::add(checked::mul(slice_extent(0, lo - s.first_prediction, s.every), s.every),
+                               s.first_prediction);
+  if (!first_or || *first_or >= hi) return std::nullopt;
+  std::uint64_t first = *first_or;
   std::uint64_t last = s.first_prediction + ((hi - 1 - s.first_prediction) / s.every) * s.every;
   return std::make_pair(first, last);
 }
@@ -135,6 +138,47 @@ std::string canonical(const CapturePlan& plan, const std::vector<ObservationPoin
   return json.take();
 }
 
+// Whether two schedules fire at one prediction of the request. Decode firings are two
+// arithmetic progressions; they meet where the congruences first + k * every agree (the
+// Chinese remainder theorem, in 128 bits), so a run of 2**63 predictions costs no loop.
+bool schedules_meet(const CaptureSchedule& a, const CaptureSchedule& b, const CaptureRequest& r) {
+  if (a.scheduled(CapturePhase::Prefill, 0) && b.scheduled(CapturePhase::Prefill, 0)) return true;
+  if (!a.decode || !b.decode) return false;
+  using u128 = unsigned __int128;
+  using i128 = __int128;
+  u128 lo = std::max({std::uint64_t{1}, a.first_prediction, b.first_prediction});
+  u128 hi = std::min({r.max_predictions, a.end_prediction.value_or(UINT64_MAX), b.end_prediction.value_or(UINT64_MAX)});
+  if (lo >= hi) return false;
+  // x = a.first (mod a.every) and x = b.first (mod b.every): extended Euclid on the steps.
+  i128 m1 = a.every, m2 = b.every;
+  i128 old_r = m1, rem = m2, old_s = 1, s = 0;
+  while (rem != 0) {
+    i128 q = old_r / rem;
+    i128 next_r = old_r - q * rem;
+    old_r = rem;
+    rem = next_r;
+    i128 next_s = old_s - q * s;
+    old_s = s;
+    s = next_s;
+  }
+  i128 g = old_r;  // gcd; old_s * m1 = g (mod m2)
+  i128 r1 = a.first_prediction % a.every, r2 = b.first_prediction % b.every;
+  i128 diff = r2 - r1;
+  if (diff % g != 0) return false;
+  // k = (diff / g) * inverse(m1 / g) mod (m2 / g), in unsigned 128 bits (factors < 2**64).
+  u128 m2g = static_cast<u128>(m2 / g);
+  auto reduced = [&](i128 v) { return static_cast<u128>(((v % static_cast<i128>(m2g)) + static_cast<i128>(m2g)) %
+                                                        static_cast<i128>(m2g)); };
+  u128 k = reduced(diff / g) * reduced(old_s) % m2g;
+  u128 lcm = static_cast<u128>(m1) * m2g;  // < 2**128
+  u128 x = (static_cast<u128>(r1) + static_cast<u128>(m1) * k) % lcm;  // the least solution
+  if (x < lo) {
+    if (lcm >= hi) return false;  // the next solution, x + lcm, is past the run
+    x += ((lo - x + lcm - 1) / lcm) * lcm;  // lcm < 2**64 here: no wrap
+  }
+  return x < hi;
+}
+
 // How many times a schedule fires in a phase from `from` on, with the first firing.
 std::optional<std::pair<std::uint64_t, std::uint64_t>> firings(const CaptureSchedule& s, CapturePhase phase,
                                                               const CaptureRequest& r, std::uint64_t from) {
@@ -160,27 +204,35 @@ std::optional<CaptureUsage> value_floor(const CaptureSelection& sel, const Obser
       if (!extent) return std::nullopt;  // checked at run time, never treated as zero
       std::uint64_t selected = *extent;
       for (const auto& s : sel.slices)
-        if (s.axis == axis.name) selected = (s.end.value_or(*extent) - s.start + s.stride - 1) / s.stride;
-      if (__builtin_mul_overflow(n, selected, &n)) return std::nullopt;
+        if (s.axis == axis.name) selected = slice_extent(s.start, s.end.value_or(*extent), s.stride);
+      // A floor past 64 bits is at least UINT64_MAX: saturating keeps it a floor (over any limit).
+      n = checked::mul(n, selected).value_or(UINT64_MAX);
     }
     kept = t.kind == TransformKind::Preview ? std::min(n, t.max_elements) : n;
   }
+  // Saturating products: a floor past 64 bits is at least UINT64_MAX, which exceeds any limit.
+  auto floor_mul = [](std::uint64_t a, std::uint64_t b) { return checked::mul(a, b).value_or(UINT64_MAX); };
   std::uint64_t numbers = kept;
   if (t.kind == TransformKind::Summary) numbers = 6;
-  if (t.kind == TransformKind::Histogram) numbers = 2 * t.edges.size() - 1;
-  if (t.kind == TransformKind::TopCandidates) numbers = 2 * t.count;
-  CaptureUsage floor{1, 0, 0, 0};
-  if (__builtin_mul_overflow(numbers, std::min<std::uint64_t>(point.itemsize, 8), &floor.retained_bytes) ||
-      __builtin_mul_overflow(kept, point.itemsize, &floor.host_bytes) ||
-      __builtin_mul_overflow(numbers, 2, &floor.encoded_bytes))
-    return std::nullopt;
-  return floor;
+  if (t.kind == TransformKind::Histogram)  // edges and counts: 2 x edges - 1 numbers
+    numbers = checked::sub(floor_mul(t.edges.size(), 2), std::uint64_t{1}).value_or(0);
+  if (t.kind == TransformKind::TopCandidates) numbers = floor_mul(t.count, 2);
+  return CaptureUsage{1, floor_mul(numbers, std::min<std::uint64_t>(point.itemsize, 8)),
+                      floor_mul(kept, point.itemsize), floor_mul(numbers, 2)};
 }
 
 CaptureUsage metadata_envelope(const CaptureSelection& sel, const ObservationPoint& point) {
-  std::uint64_t strings = sel.id.size() + sel.path.size() + point.node_id.size();
+  using checked::add_or_throw, checked::mul_or_throw;
+  const std::string what = "metadata envelope of '" + sel.id + "'";
+  std::uint64_t strings = add_or_throw<std::uint64_t>(
+      add_or_throw<std::uint64_t>(sel.id.size(), sel.path.size(), what), point.node_id.size(), what);
   std::uint64_t rank = point.axes.empty() ? 32 : point.axes.size();
-  return {0, 0, 512 + strings + 128 * rank, 2048 + 6 * strings + 64 * rank};
+  std::uint64_t host = add_or_throw<std::uint64_t>(add_or_throw<std::uint64_t>(512, strings, what),
+                                                   mul_or_throw<std::uint64_t>(128, rank, what), what);
+  std::uint64_t encoded = add_or_throw<std::uint64_t>(
+      add_or_throw<std::uint64_t>(2048, mul_or_throw<std::uint64_t>(6, strings, what), what),
+      mul_or_throw<std::uint64_t>(64, rank, what), what);
+  return {0, 0, host, encoded};
 }
 
 AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& discovery, const CaptureRequest& request,
@@ -286,7 +338,11 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
     check_known_extents(op.slices, point, op.schedule, request, op.id);
     if (op.evidence == EvidenceKind::Preview && (op.evidence_elements == 0 || op.evidence_elements > max_evidence_elements))
       refuse("preview evidence of '" + op.id + "' must hold 1 to 4096 elements");
-    payload_bytes += 8 * (op.payload.size() + op.ids.size());
+    payload_bytes = checked::add_or_throw(
+        payload_bytes,
+        checked::mul_or_throw<std::size_t>(8, checked::add_or_throw(op.payload.size(), op.ids.size(), "payload size"),
+                                           "payload size"),
+        "intervention payload bytes");
     for (double v : op.payload)
       if (!std::isfinite(v)) refuse("intervention payload of '" + op.id + "' is not finite");
     auto stage = stage_of(op.action);
@@ -316,7 +372,7 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
               std::uint64_t selected = *extent;
               for (const auto& s : op.slices)
                 if (s.axis == point.axes[i].name)
-                  selected = (s.end.value_or(*extent) - s.start + s.stride - 1) / s.stride;
+                  selected = slice_extent(s.start, s.end.value_or(*extent), s.stride);
               if (selected != op.payload_shape[i])
                 refuse("payload of '" + op.id + "' has extent " + std::to_string(op.payload_shape[i]) + " on axis '" +
                        point.axes[i].name + "', the target selects " + std::to_string(selected) + " in " +
@@ -351,11 +407,8 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
       for (const auto& other : plan.operations) {
         if (&other == &op) break;
         if (other.target != op.target || stage_of(other.action) != InterventionStage::RoutingBeforeDispatch) continue;
-        for (std::uint64_t p = 0; p < request.max_predictions; ++p) {
-          auto phase = p == 0 ? CapturePhase::Prefill : CapturePhase::Decode;
-          if (op.schedule.scheduled(phase, p) && other.schedule.scheduled(phase, p))
-            refuse("routing operations '" + other.id + "' and '" + op.id + "' overlap on " + op.target);
-        }
+        if (schedules_meet(op.schedule, other.schedule, request))
+          refuse("routing operations '" + other.id + "' and '" + op.id + "' overlap on " + op.target);
       }
     }
     admitted.points_.push_back(point);

@@ -2,6 +2,8 @@
 
 #include <set>
 
+#include "lifecore/checked.hpp"
+
 #include "lifecore/capture/admission.hpp"
 
 namespace lifecore::capture {
@@ -13,8 +15,9 @@ std::optional<std::uint64_t> resolve_dim(const Dim& dim, const CaptureRequest& r
     case DimKind::Known: return dim.size;
     case DimKind::Batch: return request.batch;
     case DimKind::Sequence: return sequence;
-    case DimKind::TokenRows: return request.batch * sequence;
-    case DimKind::Context: return request.prompt_tokens + prediction;
+    // Admission refuses a request whose products overflow; an overflow here stays unknown.
+    case DimKind::TokenRows: return checked::mul(request.batch, sequence);
+    case DimKind::Context: return checked::add(request.prompt_tokens, prediction);
     case DimKind::MediaPositions:
     case DimKind::Unknown: return std::nullopt;  // checked at run time, never assumed zero
   }
@@ -52,7 +55,7 @@ std::optional<std::string> resolve_region(const std::vector<CaptureSlice>& slice
       return "slice [" + std::to_string(s.start) + ", " + std::to_string(end) + ") out of range for axis '" +
              s.axis + "' of extent " + std::to_string(shape[axis]);
     region[axis] = {s.start, end, s.stride};
-    selected_shape[axis] = (end - s.start + s.stride - 1) / s.stride;
+    selected_shape[axis] = slice_extent(s.start, end, s.stride);
   }
   return std::nullopt;
 }
@@ -76,10 +79,9 @@ std::optional<std::string> check_shape(const ObservationPoint& point, const std:
 }
 
 std::uint64_t element_count(const std::vector<std::uint64_t>& shape) noexcept {
-  std::uint64_t n = 1;
-  for (auto d : shape)
-    if (__builtin_mul_overflow(n, d, &n)) return UINT64_MAX;
-  return n;
+  std::optional<std::uint64_t> n = 1;
+  for (auto d : shape) n = checked::mul(n, d);
+  return n.value_or(UINT64_MAX);
 }
 
 }  // namespace lifecore::capture

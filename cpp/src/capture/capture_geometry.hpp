@@ -27,4 +27,12 @@ std::optional<std::string> check_shape(const ObservationPoint& point, const std:
 
 std::uint64_t element_count(const std::vector<std::uint64_t>& shape) noexcept;  // saturating
 
+// Elements a slice [start, end) step stride selects: ceil((end - start) / stride), computed
+// without forming end - start + stride - 1 (which wraps for a stride near 2**64). Zero when
+// the slice is empty or the stride is zero.
+constexpr std::uint64_t slice_extent(std::uint64_t start, std::uint64_t end, std::uint64_t stride) noexcept {
+  if (stride == 0 || end <= start) return 0;
+  return (end - start - 1) / stride + 1;
+}
+
 }  // namespace lifecore::capture

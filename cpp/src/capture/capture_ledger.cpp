@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::capture {
@@ -14,24 +15,35 @@ std::optional<Budget> exceeded(const CaptureUsage& u, const CaptureUsage& limit)
   return std::nullopt;
 }
 
+std::optional<Budget> overflowing_budget(const CaptureUsage& a, const CaptureUsage& b) noexcept {
+  if (!checked::add(a.captures, b.captures)) return Budget::Captures;
+  if (!checked::add(a.retained_bytes, b.retained_bytes)) return Budget::Retention;
+  if (!checked::add(a.host_bytes, b.host_bytes)) return Budget::Host;
+  if (!checked::add(a.encoded_bytes, b.encoded_bytes)) return Budget::Encoded;
+  return std::nullopt;
+}
+
 std::optional<CaptureUsage> checked_add(const CaptureUsage& a, const CaptureUsage& b) noexcept {
-  CaptureUsage r;
-  if (__builtin_add_overflow(a.captures, b.captures, &r.captures) ||
-      __builtin_add_overflow(a.retained_bytes, b.retained_bytes, &r.retained_bytes) ||
-      __builtin_add_overflow(a.host_bytes, b.host_bytes, &r.host_bytes) ||
-      __builtin_add_overflow(a.encoded_bytes, b.encoded_bytes, &r.encoded_bytes))
-    return std::nullopt;
-  return r;
+  auto captures = checked::add(a.captures, b.captures);
+  auto retained = checked::add(a.retained_bytes, b.retained_bytes);
+  auto host = checked::add(a.host_bytes, b.host_bytes);
+  auto encoded = checked::add(a.encoded_bytes, b.encoded_bytes);
+  if (!captures || !retained || !host || !encoded) return std::nullopt;
+  return CaptureUsage{*captures, *retained, *host, *encoded};
 }
 
 std::optional<CaptureUsage> checked_mul(const CaptureUsage& a, std::uint64_t f) noexcept {
-  CaptureUsage r;
-  if (__builtin_mul_overflow(a.captures, f, &r.captures) ||
-      __builtin_mul_overflow(a.retained_bytes, f, &r.retained_bytes) ||
-      __builtin_mul_overflow(a.host_bytes, f, &r.host_bytes) ||
-      __builtin_mul_overflow(a.encoded_bytes, f, &r.encoded_bytes))
-    return std::nullopt;
-  return r;
+  auto captures = checked::mul(a.captures, f);
+  auto retained = checked::mul(a.retained_bytes, f);
+  auto host = checked::mul(a.host_bytes, f);
+  auto encoded = checked::mul(a.encoded_bytes, f);
+  if (!captures || !retained || !host || !encoded) return std::nullopt;
+  return CaptureUsage{*captures, *retained, *host, *encoded};
+}
+
+CaptureUsage add_or_throw(const CaptureUsage& a, const CaptureUsage& b, const char* what) {
+  if (auto sum = checked_add(a, b)) return *sum;
+  checked::overflow(what);
 }
 
 void raise_limit(LimitHit hit) {
@@ -47,11 +59,12 @@ CaptureLedger::CaptureLedger(const CaptureLimits& limits, const CaptureUsage& in
 }
 
 std::optional<LimitHit> CaptureLedger::try_reserve(const CaptureUsage& usage) {
+  // A sum past 64 bits exceeds every limit: it is refused like any other, never wrapped.
+  if (auto b = overflowing_budget(step_, usage)) return LimitHit{*b, false};
   auto step = checked_add(step_, usage);
-  if (!step) raise(ErrorKind::InvalidArgument, "capture usage overflow");
   if (auto b = exceeded(*step, limits_.per_step)) return LimitHit{*b, false};
+  if (auto b = overflowing_budget(cumulative_, usage)) return LimitHit{*b, true};
   auto total = checked_add(cumulative_, usage);
-  if (!total) raise(ErrorKind::InvalidArgument, "capture usage overflow");
   if (auto b = exceeded(*total, limits_.cumulative)) return LimitHit{*b, true};
   step_ = *step;
   cumulative_ = *total;

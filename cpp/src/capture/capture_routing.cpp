@@ -6,7 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
+
+#include "lifecore/checked.hpp"
 
 namespace lifecore::capture {
 
@@ -26,18 +29,25 @@ namespace {
 
 // Whether top_k experts remain whichever topk_groups non-empty groups the scores pick:
 // the group choice depends on scores not known in advance, so the least-stocked groups count.
+// Only groups an exclusion touches are counted one by one (a policy may have 2**40 groups);
+// every other group keeps per_group experts, at least as many as any touched one.
 bool feasible_after_exclusion(const RoutingPolicy& p, const std::vector<std::uint64_t>& excluded) {
   std::uint64_t per_group = p.num_experts / p.groups;
-  std::vector<std::uint64_t> remaining(p.groups, per_group);
-  for (auto id : excluded) --remaining[id / per_group];
-  std::vector<std::uint64_t> stocked;
-  for (auto r : remaining)
-    if (r > 0) stocked.push_back(r);
-  if (stocked.size() < p.topk_groups) return false;
-  std::sort(stocked.begin(), stocked.end());
+  std::map<std::uint64_t, std::uint64_t> removed;  // group -> experts excluded from it
+  for (auto id : excluded) ++removed[id / per_group];
+  std::vector<std::uint64_t> touched;  // what remains in touched groups that still have experts
+  for (const auto& [group, count] : removed)
+    if (count < per_group) touched.push_back(per_group - count);
+  std::uint64_t untouched = p.groups - removed.size();
+  auto stocked = checked::add(std::uint64_t{touched.size()}, untouched);
+  if (!stocked || *stocked < p.topk_groups) return false;
+  std::sort(touched.begin(), touched.end());
+  std::uint64_t from_touched = std::min<std::uint64_t>(p.topk_groups, touched.size());
   std::uint64_t reachable = 0;
-  for (std::uint64_t g = 0; g < p.topk_groups; ++g) reachable += stocked[g];
-  return reachable >= p.top_k;
+  for (std::uint64_t g = 0; g < from_touched; ++g) reachable += touched[g];  // <= num_experts
+  // The rest come from untouched groups; a product past 64 bits is more than any top_k.
+  auto rest = checked::add(checked::mul(p.topk_groups - from_touched, per_group), reachable);
+  return !rest || *rest >= p.top_k;
 }
 
 }  // namespace

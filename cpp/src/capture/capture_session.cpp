@@ -5,6 +5,7 @@
 #include "capture/capture_geometry.hpp"
 #include "capture/capture_json.hpp"
 #include "capture/capture_session_guard.hpp"
+#include "lifecore/checked.hpp"
 
 namespace lifecore::capture {
 
@@ -180,7 +181,8 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       record.outcome.cumulative = hit->cumulative;
       return;
     }
-    record.charged = *checked_add(record.charged, cost);
+    // Within the step's reservation (envelopes + cost), so it cannot overflow; checked anyway.
+    record.charged = add_or_throw(record.charged, cost, "capture charge");
     record.payload = backend.transform(tensor, request);
     std::uint64_t available = element_count(request.selected_shape);
     if (request.kind == TransformKind::Preview && record.payload.values.size() < available) {
@@ -229,17 +231,24 @@ std::optional<CapturedStep> CaptureSession::take_step() {
 }
 
 std::optional<std::uint64_t> CaptureSession::checkpoint_storage_bytes(const CaptureDiscovery& discovery) const {
-  std::uint64_t total = sizeof(CaptureCheckpoint);
-  auto add = [&](std::uint64_t n) { return !__builtin_add_overflow(total, n, &total); };
-  bool ok = add(discovery.artifact_identity.size()) && add(plan_.identity().size()) && add(plan_.encoded_size());
+  std::optional<std::uint64_t> total = sizeof(CaptureCheckpoint);
+  auto add = [&](std::optional<std::uint64_t> n) { total = n ? checked::add(total, *n) : std::nullopt; };
+  auto words = [](std::size_t n) { return checked::mul(std::uint64_t{n}, std::uint64_t{8}); };
+  add(discovery.artifact_identity.size());
+  add(plan_.identity().size());
+  add(plan_.encoded_size());
   if (interventions_) {
-    ok = ok && add(interventions_->identity().size());
-    for (const auto& op : interventions_->plan().operations)
-      ok = ok && add(sizeof(InterventionOperation) + op.id.size() + op.target.size() + 8 * op.payload.size() +
-                     8 * op.ids.size() + 8 * op.payload_shape.size());
+    add(interventions_->identity().size());
+    for (const auto& op : interventions_->plan().operations) {
+      add(sizeof(InterventionOperation));
+      add(op.id.size());
+      add(op.target.size());
+      add(words(op.payload.size()));
+      add(words(op.ids.size()));
+      add(words(op.payload_shape.size()));
+    }
   }
-  if (!ok) return std::nullopt;
-  return total;
+  return total;  // nullopt: the size does not fit in 64 bits
 }
 
 CaptureCheckpoint CaptureSession::checkpoint(const CaptureDiscovery& discovery) const {

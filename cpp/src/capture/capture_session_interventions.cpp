@@ -5,6 +5,7 @@
 #include "capture/capture_json.hpp"
 #include "capture/capture_session_guard.hpp"
 #include "lifecore/capture/session.hpp"
+#include "lifecore/checked.hpp"
 
 namespace lifecore::capture {
 namespace {
@@ -119,8 +120,11 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         evidence.selected_shape = request.selected_shape;
         evidence.max_elements = op.evidence_elements;
         CaptureUsage one = estimator_->estimate(current, evidence);
-        cost = *checked_add(one, one);  // before and after, reserved together
-        if (auto hit = ledger_.try_reserve(cost)) {
+        // Before and after, reserved together; a sum past 64 bits exceeds every limit.
+        std::optional<LimitHit> hit;
+        if (auto b = overflowing_budget(one, one)) hit = LimitHit{*b, false};
+        else hit = ledger_.try_reserve(cost = *checked_add(one, one));
+        if (hit) {
           if (plan_.plan().limits.on_limit == OnLimit::Fail) {
             fail_operation(record, std::string("intervention evidence exceeds the capture limit: ") + to_string(hit->budget));
             continue;
@@ -188,6 +192,15 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
     raise(ErrorKind::InvalidArgument, message);
   };
   if (!point.routing) return invalid("routing point " + op.target + " has no routing policy");
+  // At most the rows the request routes in this phase (batch x prompt tokens, or batch).
+  // Refused before anything changes: the operation stays due and a correct call may follow.
+  const auto& request = plan_.request();
+  std::uint64_t allowed = checked::value_or_throw(
+      checked::mul(request.batch, phase_ == CapturePhase::Prefill ? request.prompt_tokens : std::uint64_t{1}),
+      "routing_control: request token rows");
+  if (token_rows > allowed)
+    raise(ErrorKind::InvalidArgument, "routing_control: " + std::to_string(token_rows) + " token rows exceed the " +
+                                          std::to_string(allowed) + " the request routes in " + to_string(phase_));
   if (token_rows == 0) return invalid("routing needs at least one token row");
   GroupSelectionControl control;
   control.operation_id = op.id;
@@ -213,9 +226,13 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
     return invalid("routing control of '" + op.id + "': " + *problem);
   if (control.capture_original) {
     // Original-decision evidence is reserved before the selector runs; a skip is an error.
-    std::uint64_t bytes = token_rows * control.top_k * 16;
-    CaptureUsage original{0, bytes, bytes, 0};
-    if (auto hit = ledger_.try_reserve(original)) {
+    // token_rows x top_k x 16 bytes; a product past 64 bits exceeds every limit.
+    auto bytes = checked::mul(checked::mul(token_rows, control.top_k), std::uint64_t{16});
+    CaptureUsage original{0, bytes.value_or(0), bytes.value_or(0), 0};
+    std::optional<LimitHit> hit;
+    if (!bytes) hit = LimitHit{Budget::Retention, false};
+    else hit = ledger_.try_reserve(original);
+    if (hit) {
       fail_operation(record, std::string("routing evidence exceeds the capture limit: ") + to_string(hit->budget));
       raise_limit(*hit);
     }
@@ -261,12 +278,21 @@ void CaptureSession::routing_applied(CaptureBackend& backend, std::string_view p
       request.selected_shape = ids_shape;
       for (auto extent : ids_shape) request.region.push_back({0, extent, 1});
       CaptureUsage cost;
-      for (auto field : fields) cost = *checked_add(cost, backend.estimate(field, request));
-      if (auto hit = ledger_.try_reserve(cost)) {
+      std::optional<LimitHit> hit;  // a sum past 64 bits exceeds every limit
+      for (auto field : fields) {
+        CaptureUsage estimate = backend.estimate(field, request);
+        if (auto b = overflowing_budget(cost, estimate)) {
+          hit = LimitHit{*b, false};
+          break;
+        }
+        cost = *checked_add(cost, estimate);
+      }
+      if (!hit) hit = ledger_.try_reserve(cost);
+      if (hit) {
         fail_operation(record, std::string("routing evidence exceeds the capture limit: ") + to_string(hit->budget));
         raise_limit(*hit);
       }
-      record.charged = *checked_add(record.charged, cost);
+      record.charged = add_or_throw(record.charged, cost, "routing evidence charge");
       for (auto field : fields) record.evidence.push_back(backend.transform(field, request));
     }
     record.outcome = InterventionOutcomeKind::Applied;

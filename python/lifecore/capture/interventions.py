@@ -6,11 +6,14 @@ they are finite and exactly shaped like the selected region (no broadcasting).
 
 from __future__ import annotations
 
+import operator
+from numbers import Real
 from typing import Any, Sequence
 
 import numpy as np
 
 from .._core.capture import CaptureSchedule, CaptureSlice, EvidenceKind, InterventionAction, InterventionOperation
+from ..errors import InvalidArgumentError, LifecoreTypeError
 
 __all__ = [
     "zero", "scale", "mask", "replace", "add", "mask_logits", "exclude_experts", "zero_expert_contribution",
@@ -25,18 +28,47 @@ def _evidence(evidence: None | str | int) -> dict[str, Any]:
         return {"evidence": EvidenceKind.SUMMARY}
     if isinstance(evidence, int) and not isinstance(evidence, bool):
         return {"evidence": EvidenceKind.PREVIEW, "evidence_elements": evidence}
-    raise ValueError("evidence is None, 'summary' or a preview size (int)")
+    message = f"argument 'evidence' is None, 'summary' or a preview size (int), got {evidence!r}"
+    raise (InvalidArgumentError if isinstance(evidence, str) else LifecoreTypeError)(message)
+
+
+def _sequence(values: Any, name: str) -> list[Any]:
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise LifecoreTypeError(f"argument '{name}' must be a sequence, got {type(values).__name__}")
+    return list(values)
 
 
 def _op(id: str, target: str, action: InterventionAction, schedule: CaptureSchedule | None,
         slices: Sequence[CaptureSlice], evidence: None | str | int, **fields: Any) -> InterventionOperation:
-    return InterventionOperation(id, target, action, schedule=schedule, slices=list(slices), **_evidence(evidence),
-                                 **fields)
+    return InterventionOperation(id, target, action, schedule=schedule, slices=_sequence(slices, "slices"),
+                                 **_evidence(evidence), **fields)
 
 
-def _array(values: Any) -> tuple[list[int], list[float]]:
-    array = np.asarray(values, dtype=np.float64)
+def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as error:
+        raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {error}") from error
     return list(array.shape), array.ravel().tolist()
+
+
+def _ids(values: Any, name: str) -> list[int]:
+    """Integer ids (ints or NumPy integers, never floats or bools)."""
+    ids = []
+    for value in _sequence(values, name):
+        if isinstance(value, bool):
+            raise LifecoreTypeError(f"argument '{name}' must hold ints, got a bool")
+        try:
+            ids.append(operator.index(value))
+        except TypeError as error:
+            raise LifecoreTypeError(f"argument '{name}' must hold ints, got {type(value).__name__}") from error
+    return ids
+
+
+def _number(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
+        raise LifecoreTypeError(f"argument '{name}' must be a number, got {type(value).__name__}")
+    return float(value)
 
 
 def zero(id: str, target: str, *, schedule: CaptureSchedule | None = None, slices: Sequence[CaptureSlice] = (),
@@ -48,41 +80,42 @@ def zero(id: str, target: str, *, schedule: CaptureSchedule | None = None, slice
 def scale(id: str, target: str, factor: float, *, schedule: CaptureSchedule | None = None,
           slices: Sequence[CaptureSlice] = (), evidence: None | str | int = None) -> InterventionOperation:
     """Multiplies the selected region by ``factor``."""
-    return _op(id, target, InterventionAction.SCALE, schedule, slices, evidence, factor=float(factor))
+    return _op(id, target, InterventionAction.SCALE, schedule, slices, evidence, factor=_number(factor, "factor"))
 
 
 def mask(id: str, target: str, keep: Any, *, schedule: CaptureSchedule | None = None,
          slices: Sequence[CaptureSlice] = (), evidence: None | str | int = None) -> InterventionOperation:
     """Keeps the selected elements where ``keep`` is true and zeroes the others."""
-    shape, values = _array(np.asarray(keep, dtype=bool))
+    shape, values = _array(keep, "keep")
+    values = [float(v != 0) for v in values]
     return _op(id, target, InterventionAction.MASK, schedule, slices, evidence, payload_shape=shape, payload=values)
 
 
 def replace(id: str, target: str, tensor: Any, *, schedule: CaptureSchedule | None = None,
             slices: Sequence[CaptureSlice] = (), evidence: None | str | int = None) -> InterventionOperation:
     """Replaces the selected region (activation patching is replace + slices)."""
-    shape, values = _array(tensor)
+    shape, values = _array(tensor, "tensor")
     return _op(id, target, InterventionAction.REPLACE, schedule, slices, evidence, payload_shape=shape, payload=values)
 
 
 def add(id: str, target: str, tensor: Any, *, schedule: CaptureSchedule | None = None,
         slices: Sequence[CaptureSlice] = (), evidence: None | str | int = None) -> InterventionOperation:
     """Adds ``tensor`` to the selected region (e.g. a steering vector)."""
-    shape, values = _array(tensor)
+    shape, values = _array(tensor, "tensor")
     return _op(id, target, InterventionAction.ADD, schedule, slices, evidence, payload_shape=shape, payload=values)
 
 
 def mask_logits(id: str, target: str, token_ids: Sequence[int], *, schedule: CaptureSchedule | None = None,
                 slices: Sequence[CaptureSlice] = (), evidence: None | str | int = None) -> InterventionOperation:
     """Sets the logits of ``token_ids`` to -inf before sampling (the full vocabulary axis)."""
-    return _op(id, target, InterventionAction.MASK_LOGITS, schedule, slices, evidence, ids=[int(i) for i in token_ids])
+    return _op(id, target, InterventionAction.MASK_LOGITS, schedule, slices, evidence, ids=_ids(token_ids, "token_ids"))
 
 
 def exclude_experts(id: str, target: str, expert_ids: Sequence[int], *, schedule: CaptureSchedule | None = None,
                     slices: Sequence[CaptureSlice] = (), evidence: None | int = None) -> InterventionOperation:
     """Removes experts from the routing choice of the selected token rows."""
     return _op(id, target, InterventionAction.EXCLUDE_EXPERTS, schedule, slices, evidence,
-               ids=[int(i) for i in expert_ids])
+               ids=_ids(expert_ids, "expert_ids"))
 
 
 def zero_expert_contribution(id: str, target: str, expert_ids: Sequence[int], *,
@@ -90,7 +123,7 @@ def zero_expert_contribution(id: str, target: str, expert_ids: Sequence[int], *,
                              evidence: None | int = None) -> InterventionOperation:
     """Keeps the routing choice but zeroes the coefficients of these experts."""
     return _op(id, target, InterventionAction.ZERO_EXPERT_CONTRIBUTION, schedule, slices, evidence,
-               ids=[int(i) for i in expert_ids])
+               ids=_ids(expert_ids, "expert_ids"))
 
 
 def bias_routing_scores(id: str, target: str, expert_ids: Sequence[int], biases: Sequence[float], *,
@@ -98,14 +131,17 @@ def bias_routing_scores(id: str, target: str, expert_ids: Sequence[int], biases:
                         evidence: None | int = None) -> InterventionOperation:
     """Adds a bias to the routing scores of these experts before top-k selection."""
     return _op(id, target, InterventionAction.BIAS_ROUTING_SCORES, schedule, slices, evidence,
-               ids=[int(i) for i in expert_ids], payload=[float(b) for b in biases])
+               ids=_ids(expert_ids, "expert_ids"), payload=[_number(b, "biases") for b in _sequence(biases, "biases")])
 
 
 def force_experts(id: str, target: str, expert_ids: Any, *, schedule: CaptureSchedule | None = None,
                   slices: Sequence[CaptureSlice] = (), evidence: None | int = None) -> InterventionOperation:
     """Forces the experts of each selected row; ``expert_ids`` is shaped [rows, top_k]."""
-    ids = np.asarray(expert_ids)
+    try:
+        ids = np.asarray(expert_ids)
+    except (TypeError, ValueError) as error:
+        raise LifecoreTypeError(f"argument 'expert_ids' must be an array of ints: {error}") from error
     if ids.ndim != 2:
-        raise ValueError("forced expert ids must be shaped [rows, top_k]")
+        raise InvalidArgumentError("forced expert ids must be shaped [rows, top_k]")
     return _op(id, target, InterventionAction.FORCE_EXPERTS, schedule, slices, evidence,
-               payload_shape=list(ids.shape), ids=[int(i) for i in ids.ravel()])
+               payload_shape=list(ids.shape), ids=_ids(ids.ravel().tolist(), "expert_ids"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .._core.capture import CaptureLimits, CaptureUsage, OnLimit
+from ..errors import InvalidArgumentError, LifecoreTypeError
 
 _BIG = 2**62
 
@@ -20,9 +21,19 @@ def limits(
     on_limit: OnLimit | str = OnLimit.FAIL,
 ) -> CaptureLimits:
     """Limits from (captures, retained_bytes, host_bytes, encoded_bytes) tuples."""
-    def usage(value: tuple[int, int, int, int] | CaptureUsage) -> CaptureUsage:
-        return value if isinstance(value, CaptureUsage) else CaptureUsage(*value)
+    def usage(name: str, value: tuple[int, int, int, int] | CaptureUsage) -> CaptureUsage:
+        if isinstance(value, CaptureUsage):
+            return value
+        if not isinstance(value, (tuple, list)) or len(value) != 4:
+            raise LifecoreTypeError(f"limits: argument '{name}' must be a CaptureUsage or a tuple of four ints "
+                                    f"(captures, retained_bytes, host_bytes, encoded_bytes), got {value!r}")
+        return CaptureUsage(*value)
 
     if isinstance(on_limit, str):
-        on_limit = {"fail": OnLimit.FAIL, "skip": OnLimit.SKIP}[on_limit]
-    return CaptureLimits(per_step=usage(per_step), cumulative=usage(cumulative), on_limit=on_limit)
+        policies = {"fail": OnLimit.FAIL, "skip": OnLimit.SKIP}
+        if on_limit not in policies:
+            raise InvalidArgumentError(f"limits: argument 'on_limit' must be 'fail', 'skip' or an OnLimit, "
+                                       f"got {on_limit!r}")
+        on_limit = policies[on_limit]
+    return CaptureLimits(per_step=usage("per_step", per_step), cumulative=usage("cumulative", cumulative),
+                         on_limit=on_limit)

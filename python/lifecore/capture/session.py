@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional
 
 from .._core.capture import CapturedStep, CapturePhase, CaptureSession
+from ..errors import LifecoreTypeError
 
 
 class StepResult:
@@ -25,6 +26,8 @@ def capture_step(session: CaptureSession, prediction: int, phase: Optional[Captu
             model(tokens)
         records = result.step.records
     """
+    if not isinstance(session, CaptureSession):
+        raise LifecoreTypeError(f"capture_step: argument 'session' must be a CaptureSession, got {type(session).__name__}")
     if phase is None:
         phase = CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE
     result = StepResult()

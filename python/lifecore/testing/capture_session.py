@@ -187,7 +187,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
                                              capture_original=evidence is not None))
         self.model = model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit, max_predictions,
                                                operations=model_ops, original_route_bytes=TOP_K * 16,
-                                               physical_native_bytes=physical)
+                                               physical_native_bytes=physical, routed_rows=(PROMPT, 1))
         if ops:
             admitted = InterventionPlan(ops).admit(self.discovery, self.session)
             self.session.enable_interventions(admitted, self.backend)
@@ -328,13 +328,14 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         self._both(self.session.finish_interventions, self.model.finish_interventions)
 
     @precondition(lambda self: self.has_routing)
-    @rule(rows=st.sampled_from([0, 1, PROMPT]))
+    @rule(rows=st.sampled_from([0, 1, PROMPT, 2**63]))
     def routing_control(self, rows):
         a, b = self._both(lambda: self.session.routing_control(ROUTER, rows),
                           lambda: self.model.routing_control(ROUTER, rows))
         if not a.error:
             assert (a.value is None) == (b.value is None)
-            self.rows = rows
+            if a.value is not None:  # only a control handed out fixes the rows routing_applied reports
+                self.rows = rows
 
     @rule(with_original=st.booleans())
     def routing_applied(self, with_original):

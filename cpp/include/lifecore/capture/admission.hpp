@@ -51,6 +51,7 @@ CaptureUsage metadata_envelope(const CaptureSelection& selection, const Observat
 // itemsize for Preview / Slice / FullTensor (reductions: 0); encoded = 2 bytes per number.
 // nullopt when it cannot be known now (itemsize unknown, or an extent the transform
 // depends on is resolved only at run time): such costs are checked at run time, never zero.
+// A product past 64 bits saturates at UINT64_MAX: still a floor, and beyond any limit.
 std::optional<CaptureUsage> value_floor(const CaptureSelection& selection, const ObservationPoint& point,
                                         const CaptureRequest& request, CapturePhase phase, std::uint64_t prediction);
 

@@ -38,9 +38,13 @@ class CaptureLedger {
 
 // The first budget of `usage` over `limit`, in the order captures, retention, host, encoded.
 std::optional<Budget> exceeded(const CaptureUsage& usage, const CaptureUsage& limit) noexcept;
+// The first budget whose sum a + b does not fit in 64 bits (it exceeds any limit).
+std::optional<Budget> overflowing_budget(const CaptureUsage& a, const CaptureUsage& b) noexcept;
 // Overflow-checked sum; nullopt on overflow.
 std::optional<CaptureUsage> checked_add(const CaptureUsage& a, const CaptureUsage& b) noexcept;
 std::optional<CaptureUsage> checked_mul(const CaptureUsage& a, std::uint64_t factor) noexcept;
+// a + b, or OverflowError naming `what`.
+CaptureUsage add_or_throw(const CaptureUsage& a, const CaptureUsage& b, const char* what);
 
 [[noreturn]] void raise_limit(LimitHit hit);
 

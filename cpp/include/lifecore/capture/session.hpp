@@ -55,7 +55,8 @@ struct GroupSelectionControl {
   void validate(const RoutingPolicy& actual, std::uint64_t token_rows) const;
   std::optional<std::string> problem(const RoutingPolicy& actual, std::uint64_t token_rows) const;
   std::uint64_t selected_rows() const noexcept {
-    return row_stride == 0 || row_end <= row_start ? 0 : (row_end - row_start + row_stride - 1) / row_stride;
+    // ceil((row_end - row_start) / row_stride) without a sum that could wrap
+    return row_stride == 0 || row_end <= row_start ? 0 : (row_end - row_start - 1) / row_stride + 1;
   }
 };
 
@@ -92,6 +93,9 @@ class CaptureSession {
   const AdmittedCapturePlan& plan() const noexcept { return plan_; }
   const AdmittedInterventionPlan* intervention_plan() const noexcept { return interventions_.get(); }
   std::uint64_t id() const noexcept { return id_; }
+  // The estimator interventions were enabled with (null before); bindings reach the
+  // foreign objects it holds for garbage collection.
+  InterventionEstimator* estimator() const noexcept { return estimator_.get(); }
 
   void begin_step(CapturePhase phase, std::uint64_t prediction);
   void observe(CaptureBackend& backend, std::string_view path, TensorHandle tensor);

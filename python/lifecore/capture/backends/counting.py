@@ -9,6 +9,8 @@ from math import prod
 from typing import Any
 
 from ..._core.capture import CapturePayload, CaptureUsage, TransformKind, TransformRequest
+from ...errors import LifecoreTypeError
+from .arguments import require, require_intervention, require_transform
 from .cost import payload_cost
 
 
@@ -21,6 +23,16 @@ class MockTensor:
     itemsize: int = 4
     generation: int = 0  # bumped by each intervention, so a replacement is distinguishable
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.shape, tuple) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                        for d in self.shape):
+            raise LifecoreTypeError(f"MockTensor: argument 'shape' must be a tuple of counts, got {self.shape!r}")
+        require(self.dtype, str, "MockTensor", "dtype")
+        for name in ("itemsize", "generation"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise LifecoreTypeError(f"MockTensor: argument '{name}' must be a count, got {value!r}")
+
 
 @dataclass
 class CountingBackend:
@@ -32,12 +44,24 @@ class CountingBackend:
     change_dtype: bool = False
     calls: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
 
-    def _call(self, method: str, tensor: MockTensor) -> None:
+    def __post_init__(self) -> None:
+        require(self.fail_on, (set, frozenset), "CountingBackend", "fail_on")
+        for name in ("unknown_estimate", "underestimate", "change_dtype"):
+            require(getattr(self, name), bool, "CountingBackend", name)
+        require(self.calls, list, "CountingBackend", "calls")
+
+    def _call(self, method: str, tensor: MockTensor, request: Any = None) -> None:
+        require(tensor, MockTensor, f"CountingBackend.{method}", "tensor")
+        if method in ("estimate", "native_bytes", "transform"):
+            require_transform(tensor, MockTensor, request, f"CountingBackend.{method}")
+        elif method == "intervene":
+            require_intervention(tensor, MockTensor, request, f"CountingBackend.{method}")
         self.calls.append((method, tensor.shape))
         if method in self.fail_on:
             raise RuntimeError(f"injected {method} failure")
 
     def count(self, method: str) -> int:
+        require(method, str, "CountingBackend.count", "method")
         return sum(1 for name, _ in self.calls if name == method)
 
     def shape(self, tensor: MockTensor) -> tuple[int, ...]:
@@ -49,7 +73,7 @@ class CountingBackend:
         return tensor.dtype
 
     def estimate(self, tensor: MockTensor, request: TransformRequest) -> CaptureUsage | None:
-        self._call("estimate", tensor)
+        self._call("estimate", tensor, request)
         if self.unknown_estimate:
             return None
         cost = payload_cost(request.kind, request.selected_shape, tensor.itemsize,
@@ -59,11 +83,11 @@ class CountingBackend:
         return cost
 
     def native_bytes(self, tensor: MockTensor, request: TransformRequest) -> int:
-        self._call("native_bytes", tensor)
+        self._call("native_bytes", tensor, request)
         return prod(request.selected_shape) * max(tensor.itemsize, 8)
 
     def transform(self, tensor: MockTensor, request: TransformRequest) -> CapturePayload:
-        self._call("transform", tensor)
+        self._call("transform", tensor, request)
         n = prod(request.selected_shape)
         kind = request.kind
         if kind == TransformKind.PREVIEW:
@@ -81,6 +105,6 @@ class CountingBackend:
         raise ValueError(f"unsupported transform {kind}")
 
     def intervene(self, tensor: MockTensor, request: Any) -> MockTensor:
-        self._call("intervene", tensor)
+        self._call("intervene", tensor, request)
         dtype = "integer" if self.change_dtype else tensor.dtype
         return MockTensor(tensor.shape, dtype, tensor.itemsize, tensor.generation + 1)

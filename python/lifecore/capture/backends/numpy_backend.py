@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..._core.capture import CapturePayload, CaptureUsage, InterventionAction, TransformKind, TransformRequest
+from .arguments import require, require_intervention, require_transform
 from .cost import payload_cost
 
 
@@ -38,12 +39,15 @@ class NumpyBackend:
     modified in place."""
 
     def shape(self, tensor: np.ndarray) -> tuple[int, ...]:
+        require(tensor, np.ndarray, "NumpyBackend.shape", "tensor")
         return tensor.shape
 
     def dtype(self, tensor: np.ndarray) -> str:
+        require(tensor, np.ndarray, "NumpyBackend.dtype", "tensor")
         return dtype_class(tensor.dtype)
 
     def estimate(self, tensor: np.ndarray, request: TransformRequest) -> CaptureUsage:
+        require_transform(tensor, np.ndarray, request, "NumpyBackend.estimate")
         itemsize = tensor.dtype.itemsize
         if itemsize <= 0:
             raise ValueError(f"no size known for dtype {tensor.dtype}")
@@ -53,9 +57,11 @@ class NumpyBackend:
     def native_bytes(self, tensor: np.ndarray, request: TransformRequest) -> int:
         """Peak native bytes the transform materializes: the selected region, widened to
         float64 where a transform converts (conservative)."""
+        require_transform(tensor, np.ndarray, request, "NumpyBackend.native_bytes")
         return prod(request.selected_shape) * max(tensor.dtype.itemsize, 8)
 
     def transform(self, tensor: np.ndarray, request: TransformRequest) -> CapturePayload:
+        require_transform(tensor, np.ndarray, request, "NumpyBackend.transform")
         region = tensor[request.index]
         kind = request.kind
         if kind == TransformKind.PREVIEW:
@@ -75,6 +81,7 @@ class NumpyBackend:
         raise ValueError(f"unsupported transform {kind}")
 
     def intervene(self, tensor: np.ndarray, request: Any) -> np.ndarray:
+        require_intervention(tensor, np.ndarray, request, "NumpyBackend.intervene")
         out = np.array(tensor, copy=True)
         index = request.index
         action = request.action

@@ -19,6 +19,7 @@ from ..._core.capture import (
     TransformKind,
     TransformRequest,
 )
+from .arguments import require, require_intervention, require_transform
 from .cost import payload_cost
 
 
@@ -27,9 +28,11 @@ class TorchBackend:
     module's output is replaced by the hook, never modified in place)."""
 
     def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
+        require(tensor, torch.Tensor, "TorchBackend.shape", "tensor")
         return tuple(tensor.shape)
 
     def dtype(self, tensor: torch.Tensor) -> str:
+        require(tensor, torch.Tensor, "TorchBackend.dtype", "tensor")
         if tensor.dtype.is_floating_point:
             return "floating"
         if tensor.dtype == torch.bool:
@@ -39,6 +42,7 @@ class TorchBackend:
         return "unknown"
 
     def estimate(self, tensor: torch.Tensor, request: TransformRequest) -> CaptureUsage:
+        require_transform(tensor, torch.Tensor, request, "TorchBackend.estimate")
         # A reduction on the device copies only its results; a value transform copies the region.
         host_copy = tensor.device.type == "cpu" or request.kind in (
             TransformKind.PREVIEW, TransformKind.SLICE, TransformKind.FULL_TENSOR)
@@ -49,9 +53,11 @@ class TorchBackend:
     def native_bytes(self, tensor: torch.Tensor, request: TransformRequest) -> int:
         """Peak native bytes the transform materializes: the selected region, widened to
         float64 where a transform converts (conservative)."""
+        require_transform(tensor, torch.Tensor, request, "TorchBackend.native_bytes")
         return prod(request.selected_shape) * max(tensor.element_size(), 8)
 
     def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
+        require_transform(tensor, torch.Tensor, request, "TorchBackend.transform")
         with torch.no_grad():
             region = _region(tensor.detach(), request)
             kind = request.kind
@@ -77,6 +83,7 @@ class TorchBackend:
         raise ValueError(f"unsupported transform {kind}")
 
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
+        require_intervention(tensor, torch.Tensor, request, "TorchBackend.intervene")
         with torch.no_grad():
             out = tensor.clone()
             index = request.index

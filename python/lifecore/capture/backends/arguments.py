@@ -1,0 +1,28 @@
+"""Argument checks for the bundled backends: a backend method called with something that is
+not its tensor type or a request answers LifecoreTypeError naming the argument, never an
+AttributeError from deep inside (when the session calls it, that error becomes the
+``__cause__`` of the CaptureSessionError)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..._core.capture import InterventionRequest, TransformRequest
+from ...errors import LifecoreTypeError
+
+
+def require(value: Any, expected: type | tuple[type, ...], call: str, name: str) -> None:
+    """Raises LifecoreTypeError unless ``value`` is an instance of ``expected``."""
+    if not isinstance(value, expected):
+        names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+        raise LifecoreTypeError(f"{call}: argument '{name}' must be a {names}, got {type(value).__name__}")
+
+
+def require_transform(tensor: Any, tensor_type: type, request: Any, call: str) -> None:
+    require(tensor, tensor_type, call, "tensor")
+    require(request, TransformRequest, call, "request")
+
+
+def require_intervention(tensor: Any, tensor_type: type, request: Any, call: str) -> None:
+    require(tensor, tensor_type, call, "tensor")
+    require(request, InterventionRequest, call, "request")
