@@ -49,6 +49,10 @@ class CountingBackend:
         for name in ("unknown_estimate", "underestimate", "change_dtype"):
             require(getattr(self, name), bool, "CountingBackend", name)
         require(self.calls, list, "CountingBackend", "calls")
+        for call in self.calls:  # count() reads each entry as a (method, shape) pair
+            if not (isinstance(call, tuple) and len(call) == 2 and isinstance(call[0], str)):
+                raise LifecoreTypeError(
+                    f"CountingBackend: argument 'calls' must hold (method, shape) pairs, got {call!r}")
 
     def _call(self, method: str, tensor: MockTensor, request: Any = None) -> None:
         require(tensor, MockTensor, f"CountingBackend.{method}", "tensor")
