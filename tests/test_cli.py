@@ -42,7 +42,7 @@ def test_check_passes_and_reports_every_check():
         assert any(line.startswith("state machine") and target in line and "PASS" in line
                    for line in result.stdout.splitlines()), result.stdout
     assert "replay benchmark" in result.stdout
-    assert "runs" in result.stderr  # the progress bar
+    assert "runs," not in result.stderr  # no progress bar: stderr is not a terminal here
 
 
 def test_check_fails_when_the_implementation_disagrees_with_the_model():
@@ -72,7 +72,37 @@ def test_bench_prints_the_three_measurements():
     assert ns[:3] == ["10", "100", "1000"]
 
 
-def test_unknown_backend_is_a_clean_failure():
+def test_unknown_backend_is_a_usage_error():
     result = run("bench", "--backend", "nonesuch")
-    assert result.returncode == 1
-    assert "nonesuch" in result.stderr and "Traceback" not in result.stderr
+    assert result.returncode == 2
+    assert "usage:" in result.stderr and "nonesuch" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_an_unavailable_backend_is_a_usage_error_naming_why():
+    missing = [info for info in lifecore.backends() if not info.available]
+    if not missing:
+        import pytest
+
+        pytest.skip("every backend is available on this machine")
+    result = run("fuzz", "--backend", missing[0].name, "--examples", "1")
+    assert result.returncode == 2
+    assert "not available here" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_out_of_range_counts_are_usage_errors():
+    for args in (("fuzz", "--steps", "0"), ("fuzz", "--examples", "-1"), ("check", "--examples", "x")):
+        result = run(*args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "usage:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_version():
+    result = run("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"lifecore {lifecore.__version__}"
+
+
+def test_no_progress_redraws_off_a_terminal():
+    result = run("fuzz", "--graphs", "software", "--examples", "3", "--steps", "5", "--seed", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "\r" not in result.stderr and "runs," not in result.stderr

@@ -79,7 +79,8 @@ def _run_machine(backend: str, graphs: str, examples: int, steps: int, seed: Opt
     from lifecore.testing import STATS, run_stream_capture_machine
 
     target = f"{backend}/{graphs}"
-    bar = _Progress(f"machine {target}", examples) if progress else None
+    # Redraws belong on a terminal: in a log file they are only noise.
+    bar = _Progress(f"machine {target}", examples) if progress and sys.stderr.isatty() else None
     steps_before, start = STATS.steps, time.perf_counter()
     STATS.on_run_end = bar
     try:
@@ -223,36 +224,63 @@ def cmd_bench(args: argparse.Namespace) -> int:
         row = bench.machine_steps_per_second(lambda: lifecore.Device("mock"), examples=5 if quick else 20)
         figures["state_machine"] = row
         print(bench.format_table([row]))
-    if args.json:
+    if args.json == "-":
+        json.dump(figures, sys.stdout, indent=2)
+        print()
+    elif args.json:
         with open(args.json, "w") as out:
             json.dump(figures, out, indent=2)
     return 0
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: an int of at least 1 (a bad value exits 2 with the usage)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _backend_name(text: str) -> str:
+    """argparse type: 'auto' or a known backend that can open a device here."""
+    if text == "auto":
+        return text
+    known = {info.name: info for info in lifecore.backends()}
+    if text not in known:
+        raise argparse.ArgumentTypeError(f"unknown backend {text!r} (known: auto, {', '.join(known)})")
+    if not known[text].available:
+        raise argparse.ArgumentTypeError(f"backend {text!r} is not available here: {known[text].reason}")
+    return text
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lifecore", description="lifecore: lifecycles for GPU inference runtimes")
+    parser.add_argument("--version", action="version", version=f"lifecore {lifecore.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="list the backends (name, available, driver, device, reason)").set_defaults(func=cmd_info)
     check = sub.add_parser("check", help="backends, a short state-machine run and a replay benchmark")
-    check.add_argument("--examples", type=int, default=25, help="machine runs per target (default 25)")
-    check.add_argument("--steps", type=int, default=50, help="steps per machine run (default 50)")
+    check.add_argument("--examples", type=_positive_int, default=25, help="machine runs per target (default 25)")
+    check.add_argument("--steps", type=_positive_int, default=50, help="steps per machine run (default 50)")
     check.add_argument("--seed", type=int, default=None, help="make the machine runs reproducible")
     check.set_defaults(func=cmd_check)
     fuzz = sub.add_parser("fuzz", help="a longer state-machine run")
-    fuzz.add_argument("--backend", default="mock", help="mock, cuda, hip or auto (default mock)")
+    fuzz.add_argument("--backend", type=_backend_name, default="mock", help="mock, cuda, hip or auto (default mock)")
     fuzz.add_argument("--graphs", default="both", choices=["hardware", "software", "both"])
-    fuzz.add_argument("--examples", type=int, default=None,
+    fuzz.add_argument("--examples", type=_positive_int, default=None,
                       help="machine runs (default 100); with --differential, seeded runs (default 5)")
-    fuzz.add_argument("--steps", type=int, default=100, help="steps per run (default 100)")
+    fuzz.add_argument("--steps", type=_positive_int, default=100, help="steps per run (default 100)")
     fuzz.add_argument("--seed", type=int, default=None)
     fuzz.add_argument("--differential", metavar="A,B", default=None,
                       help="run the same seeded random steps on two devices (mock, cuda, hip, auto; "
                            "optionally /hardware or /software) and exit 1 on the first difference")
     fuzz.set_defaults(func=cmd_fuzz)
     bench = sub.add_parser("bench", help="the graph-capture benchmarks (ratios measured side by side)")
-    bench.add_argument("--backend", default="mock", help="mock, cuda, hip or auto (default mock)")
+    bench.add_argument("--backend", type=_backend_name, default="mock", help="mock, cuda, hip or auto (default mock)")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions")
-    bench.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON")
+    bench.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON ('-': standard output)")
     bench.set_defaults(func=cmd_bench)
     return parser
 
