@@ -324,7 +324,7 @@ class Workspace:
         """Runs the C++ test programs, then pytest; returns (outcome, killer, output tail)."""
         remaining = deadline - time.monotonic()
         status, output, timed_out = run(["ctest", "--test-dir", str(self.build), "--stop-on-failure",
-                                         "--timeout", "120", "-Q"], self.tree, self.env, timeout=max(remaining, 1))
+                                         "--timeout", "120"], self.tree, self.env, timeout=max(remaining, 1))
         if timed_out:
             return "timeout", "C++ test programs", output[-2000:]
         if status:
