@@ -35,7 +35,9 @@ What it does
    the mutated area first, so a kill comes early), under a per-mutant time limit, then restore
    the source. A mutant is *killed* (a test failed or a test program crashed), *timeout* (the
    limit expired: counted as killed), *survived*, or *build-failed* (not counted: the next site
-   is drawn instead) until ``--mutants`` mutants have been counted.
+   is drawn instead) until ``--mutants`` mutants have been counted. With ``--sanitize`` a
+   survivor is also run through the C++ test programs built with ASan + UBSan, as CI does
+   (undefined behaviour a Release build tolerates, e.g. a negative shift, then kills it).
 4. Writes a table and a JSON report and prints the kill rate, with and without the mutants judged
    equivalent in ``--equivalent`` (a JSON object: mutant id -> reason).
 
@@ -295,7 +297,7 @@ class Workspace:
         self.build_env = dict(os.environ, CCACHE_BASEDIR=str(tree), CCACHE_NOHASHDIR="1")
 
     def configure(self) -> None:
-        import nanobind  # the build needs it anyway
+        import nanobind  # type: ignore[import-untyped]  # the build needs it anyway
 
         command = ["cmake", "-S", str(self.tree), "-B", str(self.build), "-G", "Ninja", "-DSKBUILD=ON",
                    "-DLIFECORE_BUILD_TESTS=ON", "-DLIFECORE_STUBS=OFF", "-DCMAKE_BUILD_TYPE=Release",
@@ -319,6 +321,33 @@ class Workspace:
             if not link.exists():
                 link.symlink_to(module)
         return True, output
+
+    def sanitizer_check(self, timeout: float) -> tuple[str, str]:
+        """Builds the C++ test programs with ASan + UBSan (as CI does) and runs them.
+
+        Returns ("killed", program) when one fails, ("survived", "") when all pass, or
+        ("build-failed", output) when the instrumented build fails."""
+        sanitized = self.tree / "build" / "mutate-sanitize"
+        if not (sanitized / "build.ninja").exists():
+            command = ["cmake", "-S", str(self.tree), "-B", str(sanitized), "-G", "Ninja", "-DLIFECORE_BUILD_TESTS=ON",
+                       "-DLIFECORE_SANITIZE=ON", "-DCMAKE_BUILD_TYPE=Debug", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache"]
+            status, output, _ = run(command, self.tree, self.build_env)
+            if status:
+                return "build-failed", output[-2000:]
+        with build_lock(self.lock):
+            status, output, timed_out = run(["cmake", "--build", str(sanitized), f"-j{self.jobs}"], self.tree,
+                                            self.build_env, timeout=timeout)
+        if status or timed_out:
+            return "build-failed", output[-2000:]
+        env = dict(self.env, ASAN_OPTIONS="detect_leaks=1", UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1")
+        status, output, timed_out = run(["ctest", "--test-dir", str(sanitized), "--timeout", "300"], self.tree, env,
+                                        timeout=timeout)
+        if timed_out:
+            return "killed", "C++ test programs under ASan + UBSan (timeout)"
+        if status:
+            failed = re.findall(r"\d+ - (\S+) \(", output) or ["a C++ test program"]
+            return "killed", f"{failed[0]} under ASan + UBSan"
+        return "survived", ""
 
     def test(self, first: tuple[str, ...], deadline: float) -> tuple[str, str, str]:
         """Runs the C++ test programs, then pytest; returns (outcome, killer, output tail)."""
@@ -429,6 +458,10 @@ def campaign(args: argparse.Namespace) -> int:
         baseline = time.monotonic() - t0
         if outcome != "survived":
             sys.exit(f"the unmutated tree fails its tests ({outcome}: {killer}):\n{output}")
+        if args.sanitize:
+            verdict, detail = workspace.sanitizer_check(3600)
+            if verdict != "survived":
+                sys.exit(f"the unmutated tree fails its sanitizer check ({verdict}): {detail}")
         limit = args.mutant_timeout or max(120.0, 3 * baseline)
         print(f"baseline: tests pass in {baseline:.0f} s; per-mutant test limit {limit:.0f} s", flush=True)
 
@@ -448,6 +481,12 @@ def campaign(args: argparse.Namespace) -> int:
                     print(f"  build-failed {mutant.ident} (drawing another)", flush=True)
                     continue
                 outcome, killer, _ = workspace.test(area_of(mutant.path), time.monotonic() + limit)
+                if outcome == "survived" and args.sanitize:
+                    verdict, detail = workspace.sanitizer_check(args.build_timeout)
+                    if verdict == "killed":
+                        outcome, killer = "killed", detail
+                    elif verdict == "build-failed":
+                        print(f"  the sanitizer build failed for {mutant.ident}: {detail[-300:]}", flush=True)
             finally:
                 restorer.restore()
             record = {"id": mutant.ident, "file": mutant.path, "line": mutant.line, "operator": mutant.operator,
@@ -527,6 +566,8 @@ def main() -> int:
     parser.add_argument("--build-lock", help="a lock file: hold it while building (to take turns with other builds)")
     parser.add_argument("--ref", help="test this commit's tree (e.g. the base branch) instead of the working tree")
     parser.add_argument("--only", help="comma-separated mutant ids to run (in this order)")
+    parser.add_argument("--sanitize", action="store_true",
+                        help="a survivor also runs the C++ test programs built with ASan + UBSan (as CI does)")
     parser.add_argument("--list", action="store_true", help="print the mutation sites and exit")
     parser.add_argument("--keep", action="store_true", help="keep the scratch tree")
     return campaign(parser.parse_args())
