@@ -5,7 +5,8 @@ in for libcuda.so.1 through LIFECORE_LIBCUDA, in a subprocess (the driver loads 
 process). For each handle kind (stream, event, module, function, graph, executable graph), an
 unknown and a destroyed handle get CUDA_ERROR_INVALID_HANDLE (400) naming the driver call, the
 call changes nothing (the live objects still work), and the same operation with a live handle
-does its work. Reaching the driver with a handle it never saw would pass it garbage.
+does its work. Reaching the driver with a handle it never saw would pass it garbage. An
+allocation already freed (at once or in stream order) is refused the same way.
 """
 
 from __future__ import annotations
@@ -146,6 +147,16 @@ def test_unknown_and_destroyed_handles_are_refused_by_every_operation(fake_libcu
     driver.module_unload(module)
     driver.stream_destroy(stream)
     result["closed"] = refusal(driver.stream_synchronize, stream)
+    # An allocation freed (synchronously or in stream order) is not live any more.
+    other = driver.stream_create()
+    a = driver.mem_alloc(16)
+    driver.mem_free_async(a, other)
+    result["free_async_twice"] = refusal(driver.mem_free_async, a, other)
+    result["free_after_free_async"] = refusal(driver.mem_free, a)
+    b = driver.mem_alloc(16)
+    driver.mem_free(b)
+    result["free_async_after_free"] = refusal(driver.mem_free_async, b, other)
+    result["free_unknown"] = refusal(driver.mem_free, 0x5100)
     driver.close()
     """
     result = run_fake(fake_libcuda, body)
@@ -159,3 +170,7 @@ def test_unknown_and_destroyed_handles_are_refused_by_every_operation(fake_libcu
     assert result["counts"][0] == 1
     assert result["sizes"] == [4, 4, 8, 8]
     assert result["closed"] == [400, "cuStreamSynchronize"]
+    assert result["free_async_twice"] == [1, "cuMemFreeAsync"]
+    assert result["free_after_free_async"][0] == 1
+    assert result["free_async_after_free"] == [1, "cuMemFreeAsync"]
+    assert result["free_unknown"][0] == 1
