@@ -86,8 +86,13 @@ void grid_dimension_limits() {
   f.refused({n, 65536, 1}, {1, 1, 1});
   f.accepted({n, 1, 65535}, {1, 1, 1});
   f.refused({n, 1, 65536}, {1, 1, 1});
+  // Zero in any one of the six dimensions.
   f.refused({0, 1, 1}, {n, 1, 1});
+  f.refused({1, 0, 1}, {n, 1, 1});
+  f.refused({1, 1, 0}, {n, 1, 1});
+  f.refused({1, 1, 1}, {0, 1, 1});
   f.refused({1, 1, 1}, {n, 0, 1});
+  f.refused({1, 1, 1}, {n, 1, 0});
 }
 
 void shared_memory_and_argument_width() {
