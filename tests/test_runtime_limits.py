@@ -267,3 +267,32 @@ def a_slice_primed_by_one_window_is_not_handed_to_another(device) -> None:
     graph.replay()
     np.testing.assert_array_equal(floats(a, again), np.ones(N, np.float32))
     graph.destroy()
+
+
+# ---- how far a kernel writes ----------------------------------------------------------------
+
+
+def _launch_builtin(stream, name, n, threads, x, y, out):
+    if name == "axpy_f32":
+        stream.launch(K.axpy_f32, 1, threads, [n, 2.0, x, out])
+    elif name == "scale_f32":
+        stream.launch(K.scale_f32, 1, threads, [n, 2.0, x, out])
+    elif name == "add_f32":
+        stream.launch(K.add_f32, 1, threads, [n, x, y, out])
+    else:
+        stream.launch(K.axpy_info_f32, 1, threads, [x, out], info=[n, f32_bits(2.0)])
+
+
+@pytest.mark.parametrize("name", ["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"])
+@pytest.mark.parametrize("n, threads", [(N - 1, N), (N, N - 1), (1, N), (N, 1)])
+def test_a_kernel_writes_exactly_min_of_n_and_threads_elements(stream, name, n, threads) -> None:
+    x = upload(stream, np.arange(1, N + 1))
+    y = upload(stream, np.full(N, 10.0))
+    out = upload(stream, np.full(N, -7.0))
+    _launch_builtin(stream, name, n, threads, x, y, out)
+    got = floats(stream, out)
+    count = min(n, threads)
+    xs = np.arange(1, N + 1, dtype=np.float32)
+    written = {"axpy_f32": 2 * xs - 7, "scale_f32": 2 * xs, "add_f32": xs + 10, "axpy_info_f32": 2 * xs - 7}[name]
+    np.testing.assert_array_equal(got[:count], written[:count])
+    np.testing.assert_array_equal(got[count:], np.full(N - count, -7.0, np.float32))  # untouched past the end
