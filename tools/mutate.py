@@ -466,8 +466,7 @@ def campaign(args: argparse.Namespace) -> int:
         print(f"baseline: tests pass in {baseline:.0f} s; per-mutant test limit {limit:.0f} s", flush=True)
 
         for mutant in order:
-            counted = sum(1 for r in results)
-            if counted >= target:
+            if len(results) >= target:
                 break
             file = tree / mutant.path
             source = file.read_text()
