@@ -2,7 +2,8 @@
 // that window's recording until its capture_end, so another window (another stream capturing
 // at the same time) is never handed it. Pinned for the orders the shared-pool tests miss: a
 // primed slice still bound when priming ends (it is set aside only at its unbind), a slice two
-// windows both primed (the first priming end owns it), and the end of the owning window.
+// windows both primed (the first priming end owns it), the end of the owning window, and a
+// slice set aside again by a later window.
 #include <cstdio>
 #include <set>
 
@@ -120,9 +121,39 @@ void an_ended_window_returns_what_it_set_aside() {
   CHECK(dev.live.empty());
 }
 
+// A slice set aside by a window that ended is an ordinary pooled slice again: the next window
+// whose warmup uses it sets it aside for itself, and a third window is not handed it.
+void a_slice_set_aside_by_an_ended_window_can_be_set_aside_again() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  auto first = mm.reserve(1024, 1, dev.allocate());
+  mm.unbind(first.id);
+  mm.capture_priming_end(1);
+  mm.release_retained(mm.capture_end(1));  // the recording never used it
+  mm.capture_begin(2);
+  auto warm = mm.reserve(1024, 2, dev.allocate());  // window 2's warmup reuses it
+  CHECK(!warm.allocated && warm.id == first.id);
+  mm.unbind(warm.id);
+  mm.capture_priming_end(2);
+  mm.capture_begin(3);
+  mm.capture_priming_end(3);
+  auto other = mm.reserve(1024, 3, dev.allocate());
+  CHECK(other.allocated && other.id != first.id);
+  auto own = mm.reserve(1024, 2, dev.allocate());
+  CHECK(!own.allocated && own.id == first.id);
+  mm.unbind(own.id);
+  mm.unbind(other.id);
+  mm.release_retained(mm.capture_end(2));
+  mm.release_retained(mm.capture_end(3));
+  CHECK(mm.stats().slices_retained == 0);
+  check_invariant(mm);
+}
+
 }  // namespace
 
 int main() {
+  a_slice_set_aside_by_an_ended_window_can_be_set_aside_again();
   a_slice_bound_at_priming_end_is_set_aside_at_its_unbind();
   a_slice_two_windows_primed_belongs_to_the_first_priming_end();
   an_ended_window_returns_what_it_set_aside();
