@@ -1,0 +1,161 @@
+// Per-window reservation in the memory manager: a slice one window's warmup primed is kept for
+// that window's recording until its capture_end, so another window (another stream capturing
+// at the same time) is never handed it. Pinned for the orders the shared-pool tests miss: a
+// primed slice still bound when priming ends (it is set aside only at its unbind), a slice two
+// windows both primed (the first priming end owns it), the end of the owning window, and a
+// slice set aside again by a later window.
+#include <cstdio>
+#include <set>
+
+#include "lifecore/error.hpp"
+#include "runtime/memory_manager.hpp"
+#include "test_support.hpp"
+
+using lifecore::runtime::MemoryManager;
+using lifecore::runtime::SliceAllocation;
+
+namespace {
+
+struct FakeDevice {
+  std::uint64_t next = 0x10000;
+  std::set<std::uint64_t> live;
+  MemoryManager::Allocate allocate() {
+    return [this](std::size_t bytes) {
+      SliceAllocation made{next, false};
+      next += bytes + 256;
+      live.insert(made.ptr);
+      return made;
+    };
+  }
+  MemoryManager::Free free() {
+    return [this](std::uint64_t ptr, bool) { live.erase(ptr); };
+  }
+};
+
+void check_invariant(const MemoryManager& mm) {
+  auto s = mm.stats();
+  CHECK(s.slices == s.slices_in_use + s.slices_retained + s.slices_free);
+}
+
+// Primed by window 1 and still bound when its priming ends: set aside at the unbind.
+void a_slice_bound_at_priming_end_is_set_aside_at_its_unbind() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  auto held = mm.reserve(2048, 1, dev.allocate());
+  mm.capture_priming_end(1);   // still bound: nothing to set aside yet
+  mm.capture_begin(2);
+  mm.capture_priming_end(2);
+  mm.unbind(held.id);          // now free, but only for window 1
+  CHECK(mm.stats().slices_free == 1);
+  auto other = mm.reserve(2048, 2, dev.allocate());
+  CHECK(other.allocated && other.id != held.id && other.ptr != held.ptr);
+  auto eager = mm.reserve(2048, 0, dev.allocate());  // an eager allocation never takes it either
+  CHECK(eager.allocated && eager.id != held.id);
+  auto own = mm.reserve(2048, 1, dev.allocate());
+  CHECK(!own.allocated && own.id == held.id);
+  mm.unbind(own.id);
+  mm.unbind(other.id);
+  mm.unbind(eager.id);
+  mm.release_retained(mm.capture_end(2));
+  mm.release_retained(mm.capture_end(1));
+  check_invariant(mm);
+  // Window 1 is over: the slice is back in the shared persistent pool.
+  mm.capture_begin(3);
+  mm.capture_priming_end(3);
+  auto later = mm.reserve(2048, 3, dev.allocate());
+  CHECK(!later.allocated && (later.id == held.id || later.id == other.id));
+  mm.unbind(later.id);
+  mm.release_retained(mm.capture_end(3));
+  check_invariant(mm);
+}
+
+// An eager buffer both windows' warmups used: the first priming end owns it; the second window
+// neither takes it over nor finds it in its own set-aside slices.
+void a_slice_two_windows_primed_belongs_to_the_first_priming_end() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  mm.capture_begin(2);
+  auto shared = mm.reserve(4096, 1, dev.allocate());  // persistent, primed by window 1
+  mm.touch(shared.id, 2);                             // window 2's warmup used it as well
+  auto mine = mm.reserve(4096, 2, dev.allocate());    // window 2's own warmup slice
+  mm.unbind(mine.id);
+  mm.capture_priming_end(1);
+  mm.capture_priming_end(2);
+  mm.unbind(shared.id);
+  // Window 2 gets back its own slice first, then must allocate: `shared` is window 1's.
+  auto first = mm.reserve(4096, 2, dev.allocate());
+  CHECK(!first.allocated && first.id == mine.id);
+  auto second = mm.reserve(4096, 2, dev.allocate());
+  CHECK(second.allocated && second.id != shared.id);
+  auto own = mm.reserve(4096, 1, dev.allocate());
+  CHECK(!own.allocated && own.id == shared.id);
+  for (auto id : {first.id, second.id, own.id}) mm.unbind(id);
+  mm.release_retained(mm.capture_end(1));
+  mm.release_retained(mm.capture_end(2));
+  CHECK(mm.stats().slices_retained == 0);
+  check_invariant(mm);
+}
+
+// A window that ends without its recording using what it set aside gives it back to the shared
+// pool: a later window reuses it rather than allocating.
+void an_ended_window_returns_what_it_set_aside() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  auto primed = mm.reserve(1024, 1, dev.allocate());
+  mm.unbind(primed.id);
+  mm.capture_priming_end(1);
+  mm.capture_begin(2);
+  mm.capture_priming_end(2);
+  auto before = mm.reserve(1024, 2, dev.allocate());
+  CHECK(before.allocated);                 // window 1 still holds it
+  CHECK(mm.capture_end(1).empty());        // its recording touched nothing
+  auto after = mm.reserve(1024, 2, dev.allocate());
+  CHECK(!after.allocated && after.id == primed.id);
+  mm.unbind(before.id);
+  mm.unbind(after.id);
+  mm.release_retained(mm.capture_end(2));
+  CHECK(mm.cleanup() == 2048);
+  CHECK(dev.live.empty());
+}
+
+// A slice set aside by a window that ended is an ordinary pooled slice again: the next window
+// whose warmup uses it sets it aside for itself, and a third window is not handed it.
+void a_slice_set_aside_by_an_ended_window_can_be_set_aside_again() {
+  FakeDevice dev;
+  MemoryManager mm(dev.free());
+  mm.capture_begin(1);
+  auto first = mm.reserve(1024, 1, dev.allocate());
+  mm.unbind(first.id);
+  mm.capture_priming_end(1);
+  mm.release_retained(mm.capture_end(1));  // the recording never used it
+  mm.capture_begin(2);
+  auto warm = mm.reserve(1024, 2, dev.allocate());  // window 2's warmup reuses it
+  CHECK(!warm.allocated && warm.id == first.id);
+  mm.unbind(warm.id);
+  mm.capture_priming_end(2);
+  mm.capture_begin(3);
+  mm.capture_priming_end(3);
+  auto other = mm.reserve(1024, 3, dev.allocate());
+  CHECK(other.allocated && other.id != first.id);
+  auto own = mm.reserve(1024, 2, dev.allocate());
+  CHECK(!own.allocated && own.id == first.id);
+  mm.unbind(own.id);
+  mm.unbind(other.id);
+  mm.release_retained(mm.capture_end(2));
+  mm.release_retained(mm.capture_end(3));
+  CHECK(mm.stats().slices_retained == 0);
+  check_invariant(mm);
+}
+
+}  // namespace
+
+int main() {
+  a_slice_set_aside_by_an_ended_window_can_be_set_aside_again();
+  a_slice_bound_at_priming_end_is_set_aside_at_its_unbind();
+  a_slice_two_windows_primed_belongs_to_the_first_priming_end();
+  an_ended_window_returns_what_it_set_aside();
+  return lifecore::test_support::finish("runtime_memory_window_reservation_test");
+}

@@ -1,0 +1,281 @@
+/* A fake HIP runtime (and hiprtc), built only by the tests (tests/test_backend_hip_fake.py), so
+ * the HIP backend can be checked on machines without an AMD GPU. One library exports both the
+ * runtime's and hiprtc's entry points under their plain names (no hipGetProcAddress: the loader
+ * falls back to dlsym); point LIFECORE_LIBHIP and LIFECORE_LIBHIPRTC at it.
+ *
+ * Behaviour, chosen by environment variables:
+ *   FAKE_HIP_DEVICES=n      what hipGetDeviceCount reports (default 1; 0 answers hipErrorNoDevice)
+ *   FAKE_HIP_LOG=path       append one line per kernel launch: "launch <kernel> <grid x> <block x> <args>"
+ *   FAKE_HIPRTC_FAIL=1      hiprtcCompileProgram fails with a log
+ * "Device memory" is host memory, so copies and memsets really move bytes; kernels do nothing
+ * but are logged. A stream in capture records nodes instead of running them.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef int hipError_t;
+enum {
+  SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100, INVALID_DEVICE = 101,
+  INVALID_IMAGE = 200, NOT_FOUND = 500, CAPTURE_UNMATCHED = 903, UPDATE_FAILURE = 910
+};
+enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_MEMSET = 2, NODE_MEM_ALLOC = 10, NODE_MEM_FREE = 11 };
+#define MAX_NODES 64
+
+static int env_int(const char* name, int fallback) {
+  const char* value = getenv(name);
+  return value && *value ? atoi(value) : fallback;
+}
+
+/* ---- errors ---- */
+static const struct { int code; const char* name; const char* text; } errors[] = {
+    {SUCCESS, "hipSuccess", "no error"},
+    {INVALID_VALUE, "hipErrorInvalidValue", "fake runtime: invalid argument"},
+    {OUT_OF_MEMORY, "hipErrorOutOfMemory", "fake runtime: out of memory"},
+    {NO_DEVICE, "hipErrorNoDevice", "fake runtime: no ROCm-capable device is detected"},
+    {INVALID_DEVICE, "hipErrorInvalidDevice", "fake runtime: invalid device ordinal"},
+    {NOT_FOUND, "hipErrorNotFound", "fake runtime: named symbol not found"},
+    {CAPTURE_UNMATCHED, "hipErrorStreamCaptureUnmatched", "fake runtime: capture unmatched"},
+};
+EXPORT const char* hipGetErrorName(hipError_t error) {
+  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; ++i)
+    if (errors[i].code == error) return errors[i].name;
+  return "hipErrorUnknown";
+}
+EXPORT const char* hipGetErrorString(hipError_t error) {
+  for (size_t i = 0; i < sizeof errors / sizeof errors[0]; ++i)
+    if (errors[i].code == error) return errors[i].text;
+  return "unknown error";
+}
+
+/* ---- device ---- */
+static __thread int current_device = 0;
+static __thread int capture_mode = 0;
+EXPORT hipError_t hipInit(unsigned flags) { (void)flags; return env_int("FAKE_HIP_DEVICES", 1) > 0 ? SUCCESS : NO_DEVICE; }
+EXPORT hipError_t hipDriverGetVersion(int* version) { *version = 60100000; return SUCCESS; }
+EXPORT hipError_t hipRuntimeGetVersion(int* version) { *version = 60100000; return SUCCESS; }
+EXPORT hipError_t hipGetDeviceCount(int* count) {
+  *count = env_int("FAKE_HIP_DEVICES", 1);
+  return *count > 0 ? SUCCESS : NO_DEVICE;
+}
+EXPORT hipError_t hipDeviceGet(int* device, int ordinal) {
+  if (ordinal < 0 || ordinal >= env_int("FAKE_HIP_DEVICES", 1)) return INVALID_DEVICE;
+  *device = ordinal;
+  return SUCCESS;
+}
+EXPORT hipError_t hipDeviceGetName(char* name, int length, int device) {
+  snprintf(name, (size_t)length, "fake HIP device %d", device);
+  return SUCCESS;
+}
+EXPORT hipError_t hipSetDevice(int device) {
+  if (device < 0 || device >= env_int("FAKE_HIP_DEVICES", 1)) return INVALID_DEVICE;
+  current_device = device;
+  return SUCCESS;
+}
+EXPORT hipError_t hipGetDevice(int* device) { *device = current_device; return SUCCESS; }
+EXPORT hipError_t hipDeviceSynchronize(void) { return SUCCESS; }
+EXPORT hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total) {
+  *free_bytes = (size_t)1 << 32;
+  *total = (size_t)1 << 33;
+  return SUCCESS;
+}
+
+/* ---- graphs (recorded by a capturing stream) ---- */
+struct graph { int count; int types[MAX_NODES]; };
+struct exec { int count; int launches; };
+
+/* ---- streams and events ---- */
+struct stream { int capturing; unsigned long long capture_id; struct graph* graph; };
+struct event { int recorded; };
+static unsigned long long next_capture_id = 1;
+
+/* A node for a capturing stream; 1 when the operation was recorded rather than to be run. */
+static int record(struct stream* s, int type) {
+  if (!s || !s->capturing) return 0;
+  if (s->graph->count < MAX_NODES) s->graph->types[s->graph->count++] = type;
+  return 1;
+}
+
+EXPORT hipError_t hipStreamCreateWithFlags(struct stream** out, unsigned flags) {
+  (void)flags;
+  *out = calloc(1, sizeof(struct stream));
+  return *out ? SUCCESS : OUT_OF_MEMORY;
+}
+EXPORT hipError_t hipStreamDestroy(struct stream* s) { free(s->graph); free(s); return SUCCESS; }
+EXPORT hipError_t hipStreamSynchronize(struct stream* s) { (void)s; return SUCCESS; }
+EXPORT hipError_t hipStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
+EXPORT hipError_t hipEventCreateWithFlags(struct event** out, unsigned flags) {
+  (void)flags;
+  *out = calloc(1, sizeof(struct event));
+  return *out ? SUCCESS : OUT_OF_MEMORY;
+}
+EXPORT hipError_t hipEventDestroy(struct event* e) { free(e); return SUCCESS; }
+EXPORT hipError_t hipEventRecord(struct event* e, struct stream* s) { (void)s; e->recorded = 1; return SUCCESS; }
+EXPORT hipError_t hipEventSynchronize(struct event* e) { (void)e; return SUCCESS; }
+EXPORT hipError_t hipEventQuery(struct event* e) { (void)e; return SUCCESS; }
+EXPORT hipError_t hipEventElapsedTime(float* ms, struct event* a, struct event* b) {
+  if (!a->recorded || !b->recorded) return INVALID_VALUE;
+  *ms = 0.5f;
+  return SUCCESS;
+}
+
+/* ---- memory ---- */
+EXPORT hipError_t hipMalloc(void** out, size_t bytes) {
+  *out = calloc(1, bytes ? bytes : 1);
+  return *out ? SUCCESS : OUT_OF_MEMORY;
+}
+EXPORT hipError_t hipFree(void* p) { free(p); return SUCCESS; }
+EXPORT hipError_t hipMallocAsync(void** out, size_t bytes, struct stream* s) {
+  record(s, NODE_MEM_ALLOC);
+  return hipMalloc(out, bytes);
+}
+EXPORT hipError_t hipFreeAsync(void* p, struct stream* s) {
+  if (record(s, NODE_MEM_FREE)) return SUCCESS;
+  free(p);
+  return SUCCESS;
+}
+EXPORT hipError_t hipMemcpyHtoD(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }
+EXPORT hipError_t hipMemcpyDtoH(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }
+EXPORT hipError_t hipMemcpyDtoD(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }
+EXPORT hipError_t hipMemcpyHtoDAsync(void* dst, void* src, size_t n, struct stream* s) {
+  if (!record(s, NODE_MEMCPY)) memcpy(dst, src, n);
+  return SUCCESS;
+}
+EXPORT hipError_t hipMemcpyDtoHAsync(void* dst, void* src, size_t n, struct stream* s) {
+  if (!record(s, NODE_MEMCPY)) memcpy(dst, src, n);
+  return SUCCESS;
+}
+EXPORT hipError_t hipMemcpyDtoDAsync(void* dst, void* src, size_t n, struct stream* s) {
+  if (!record(s, NODE_MEMCPY)) memcpy(dst, src, n);
+  return SUCCESS;
+}
+EXPORT hipError_t hipMemsetD32(void* dst, int value, size_t count) {
+  for (size_t i = 0; i < count; ++i) memcpy((char*)dst + 4 * i, &value, 4);
+  return SUCCESS;
+}
+EXPORT hipError_t hipMemsetD32Async(void* dst, int value, size_t count, struct stream* s) {
+  if (!record(s, NODE_MEMSET)) hipMemsetD32(dst, value, count);
+  return SUCCESS;
+}
+
+/* ---- modules and kernels ---- */
+static const char* const kernel_names[] = {"axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"};
+struct module { int functions_taken; };
+struct function { const char* name; };
+static struct function functions[4] = {{"axpy_f32"}, {"scale_f32"}, {"add_f32"}, {"axpy_info_f32"}};
+
+EXPORT hipError_t hipModuleLoadData(struct module** out, const void* image) {
+  if (!image) return INVALID_VALUE;
+  *out = calloc(1, sizeof(struct module));
+  return *out ? SUCCESS : OUT_OF_MEMORY;
+}
+EXPORT hipError_t hipModuleUnload(struct module* m) { free(m); return SUCCESS; }
+EXPORT hipError_t hipModuleGetFunction(struct function** out, struct module* m, const char* name) {
+  (void)m;
+  for (int i = 0; i < 4; ++i)
+    if (strcmp(kernel_names[i], name) == 0) { *out = &functions[i]; return SUCCESS; }
+  return NOT_FOUND;
+}
+EXPORT hipError_t hipModuleLaunchKernel(struct function* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                        unsigned by, unsigned bz, unsigned shared, struct stream* s, void** params,
+                                        void** extra) {
+  (void)gy; (void)gz; (void)by; (void)bz; (void)shared; (void)extra;
+  if (record(s, NODE_KERNEL)) return SUCCESS;
+  const char* path = getenv("FAKE_HIP_LOG");
+  if (path && *path) {
+    FILE* log = fopen(path, "a");
+    if (log) {
+      unsigned first = 0;
+      if (params && params[0]) memcpy(&first, params[0], sizeof first);
+      fprintf(log, "launch %s %u %u %u\n", f->name, gx, bx, first);
+      fclose(log);
+    }
+  }
+  return SUCCESS;
+}
+
+/* ---- capture ---- */
+EXPORT hipError_t hipStreamBeginCapture(struct stream* s, int mode) {
+  (void)mode;
+  if (s->capturing) return INVALID_VALUE;
+  s->capturing = 1;
+  s->capture_id = next_capture_id++;
+  s->graph = calloc(1, sizeof(struct graph));
+  return s->graph ? SUCCESS : OUT_OF_MEMORY;
+}
+EXPORT hipError_t hipStreamEndCapture(struct stream* s, struct graph** out) {
+  *out = NULL;
+  if (!s->capturing) return CAPTURE_UNMATCHED;
+  s->capturing = 0;
+  *out = s->graph;
+  s->graph = NULL;
+  return SUCCESS;
+}
+EXPORT hipError_t hipStreamGetCaptureInfo(struct stream* s, int* status, unsigned long long* id) {
+  *status = s->capturing ? 1 : 0;
+  *id = s->capturing ? s->capture_id : 0;
+  return SUCCESS;
+}
+EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int* mode) {
+  int previous = capture_mode;
+  capture_mode = *mode;
+  *mode = previous;
+  return SUCCESS;
+}
+EXPORT hipError_t hipGraphGetNodes(struct graph* g, int** nodes, size_t* count) {
+  if (!nodes) { *count = (size_t)g->count; return SUCCESS; }
+  size_t n = *count < (size_t)g->count ? *count : (size_t)g->count;
+  for (size_t i = 0; i < n; ++i) nodes[i] = &g->types[i];
+  *count = n;
+  return SUCCESS;
+}
+EXPORT hipError_t hipGraphNodeGetType(int* node, int* type) { *type = *node; return SUCCESS; }
+EXPORT hipError_t hipGraphInstantiate(struct exec** out, struct graph* g, void* error_node, char* log, size_t size) {
+  (void)error_node; (void)log; (void)size;
+  *out = calloc(1, sizeof(struct exec));
+  if (!*out) return OUT_OF_MEMORY;
+  (*out)->count = g->count;
+  return SUCCESS;
+}
+EXPORT hipError_t hipGraphInstantiateWithFlags(struct exec** out, struct graph* g, unsigned long long flags) {
+  (void)flags;
+  return hipGraphInstantiate(out, g, NULL, NULL, 0);
+}
+EXPORT hipError_t hipGraphUpload(struct exec* e, struct stream* s) { (void)e; (void)s; return SUCCESS; }
+EXPORT hipError_t hipGraphLaunch(struct exec* e, struct stream* s) { (void)s; ++e->launches; return SUCCESS; }
+EXPORT hipError_t hipGraphExecUpdate(struct exec* e, struct graph* g, void** error_node, int* result) {
+  *error_node = NULL;
+  if (e->count != g->count) { *result = 2; return UPDATE_FAILURE; } /* topology changed */
+  *result = 0;
+  return SUCCESS;
+}
+EXPORT hipError_t hipGraphDestroy(struct graph* g) { free(g); return SUCCESS; }
+EXPORT hipError_t hipGraphExecDestroy(struct exec* e) { free(e); return SUCCESS; }
+
+/* ---- hiprtc ---- */
+typedef int hiprtcResult;
+struct program { int compiled; };
+static const char fake_log[] = "fake hiprtc: error: the fake compiler refuses";
+static const char fake_code[] = "FAKE-HIP-CODE-OBJECT";
+EXPORT const char* hiprtcGetErrorString(hiprtcResult r) { return r == 0 ? "HIPRTC_SUCCESS" : "HIPRTC_ERROR_COMPILATION"; }
+EXPORT hiprtcResult hiprtcCreateProgram(struct program** out, const char* src, const char* name, int n,
+                                        const char* const* headers, const char* const* includes) {
+  (void)name; (void)n; (void)headers; (void)includes;
+  if (!src) return 3;
+  *out = calloc(1, sizeof(struct program));
+  return *out ? 0 : 1;
+}
+EXPORT hiprtcResult hiprtcCompileProgram(struct program* p, int n, const char* const* options) {
+  (void)n; (void)options;
+  if (env_int("FAKE_HIPRTC_FAIL", 0)) return 6;
+  p->compiled = 1;
+  return 0;
+}
+EXPORT hiprtcResult hiprtcGetProgramLogSize(struct program* p, size_t* size) { (void)p; *size = sizeof fake_log; return 0; }
+EXPORT hiprtcResult hiprtcGetProgramLog(struct program* p, char* log) { (void)p; memcpy(log, fake_log, sizeof fake_log); return 0; }
+EXPORT hiprtcResult hiprtcGetCodeSize(struct program* p, size_t* size) { *size = p->compiled ? sizeof fake_code : 0; return 0; }
+EXPORT hiprtcResult hiprtcGetCode(struct program* p, char* code) { (void)p; memcpy(code, fake_code, sizeof fake_code); return 0; }
+EXPORT hiprtcResult hiprtcDestroyProgram(struct program** p) { free(*p); *p = NULL; return 0; }

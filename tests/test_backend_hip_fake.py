@@ -1,0 +1,333 @@
+"""The HIP backend's driver layer, checked without an AMD GPU through a fake HIP runtime.
+
+tests/fake_driver/fake_libamdhip64.c, compiled here with the system C compiler, exports the HIP
+runtime's and hiprtc's entry points; LIFECORE_LIBHIP and LIFECORE_LIBHIPRTC point at it, in a
+subprocess per scenario (the runtime loads once per process). Pinned: availability and its
+reasons, the refusal of every unknown or destroyed handle (400, naming the HIP call) before the
+runtime sees it, allocations freed once only, copies and memsets, launches reaching the runtime
+with their geometry, capture into graphs with their node kinds, executable-graph update
+verdicts, the images HIP cannot load, and a failing hiprtc compile reported with its log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+FAKE_SOURCE = Path(__file__).parent / "fake_driver" / "fake_libamdhip64.c"
+
+PRELUDE = """
+import json, struct, lifecore
+from lifecore import _core
+result = {}
+
+def refusal(call, *args):
+    try:
+        call(*args)
+    except lifecore.DriverError as error:
+        return [error.code, error.call]
+    return None
+
+UNKNOWN = 0x5151
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_hip(tmp_path_factory) -> Path:
+    compiler = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
+    if compiler is None:
+        pytest.skip("no C compiler to build the fake HIP runtime")
+    library = tmp_path_factory.mktemp("fake_hip") / "libfakehip.so"
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o", str(library),
+                            str(FAKE_SOURCE)], capture_output=True, text=True)
+    if built.returncode != 0:
+        pytest.skip(f"the fake HIP runtime did not compile: {built.stderr.strip()[:400]}")
+    return library
+
+
+def run_fake(library: Path, body: str, **env: str) -> dict:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_HIP")}
+    environment.update(env)
+    environment["LIFECORE_LIBHIP"] = str(library)
+    environment["LIFECORE_LIBHIPRTC"] = str(library)
+    code = PRELUDE + textwrap.dedent(body) + "\nprint('RESULT=' + json.dumps(result))\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
+    assert done.returncode == 0, f"scenario crashed ({done.returncode}): {done.stderr[-2000:]}"
+    line = [l for l in done.stdout.splitlines() if l.startswith("RESULT=")][-1]
+    return json.loads(line[len("RESULT="):])
+
+
+def test_the_fake_runtime_starts_and_describes_its_device(fake_hip) -> None:
+    body = """
+    info = [b for b in lifecore.backends() if b.name == "hip"][0]
+    result["info"] = [info.available, info.reason, info.device_count, info.device_name, info.driver_version]
+    result["probe"] = _core._open_driver_probe("hip")
+    driver = _core._open_vendor_driver("hip")
+    result["name"] = driver.device_name()
+    result["version"] = driver.driver_version()
+    result["mem_info"] = list(driver.mem_info())
+    try:
+        _core._open_vendor_driver("hip", 1)
+    except lifecore.InvalidArgumentError as error:
+        result["ordinal"] = str(error)
+    driver.close()
+    """
+    result = run_fake(fake_hip, body)
+    assert result["info"] == [True, "", 1, "fake HIP device 0", 60100000]
+    assert result["probe"]["builtin_kernels"] is True and result["probe"]["hardware_graphs"] is True
+    assert result["name"] == "fake HIP device 0" and result["version"] == 60100000
+    assert result["mem_info"] == [2**32, 2**33]
+    assert "out of range" in result["ordinal"]
+
+
+def test_no_device_makes_the_backend_unavailable_with_the_reason(fake_hip) -> None:
+    body = """
+    info = [b for b in lifecore.backends() if b.name == "hip"][0]
+    result["info"] = [info.available, info.reason, info.device_count]
+    try:
+        _core._open_driver_probe("hip")
+    except lifecore.BackendUnavailableError as error:
+        result["error"] = str(error)
+    """
+    result = run_fake(fake_hip, body, FAKE_HIP_DEVICES="0")
+    available, reason, count = result["info"]
+    assert available is False and count == 0
+    assert reason.startswith("no HIP device") and "hipGetDeviceCount" in reason and "hipErrorNoDevice" in reason
+    assert "hipInit" in reason  # the failed init is named as well
+    assert result["error"] == "hip: " + reason
+
+
+def test_unknown_and_destroyed_handles_are_refused_before_the_runtime(fake_hip) -> None:
+    body = """
+    driver = _core._open_vendor_driver("hip")
+    stream = driver.stream_create()
+    gone_stream = driver.stream_create()
+    driver.stream_destroy(gone_stream)
+    event = driver.event_create()
+    gone_event = driver.event_create()
+    driver.event_destroy(gone_event)
+    module = driver.module_load("builtin", b"")
+    function = driver.module_get_function(module, "axpy_f32")
+    gone_module = driver.module_load("builtin", b"")
+    gone_function = driver.module_get_function(gone_module, "scale_f32")
+    driver.module_unload(gone_module)
+    x = driver.mem_alloc(16)
+    args = [("u32", 4), ("f32", 2.0), ("pointer", x), ("pointer", x)]
+    driver.begin_capture(stream, "relaxed")
+    driver.memset_d32_async(x, 1, 4, stream)
+    graph = driver.end_capture(stream)
+    exec_ = driver.graph_instantiate(graph)
+    driver.begin_capture(stream, "relaxed")
+    driver.memset_d32_async(x, 1, 4, stream)
+    gone_graph = driver.end_capture(stream)
+    gone_exec = driver.graph_instantiate(gone_graph)
+    driver.graph_exec_destroy(gone_exec)
+    driver.graph_destroy(gone_graph)
+
+    cases = {}
+    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_stream)):
+        cases[f"stream_synchronize {label}"] = refusal(driver.stream_synchronize, bad)
+        cases[f"stream_query {label}"] = refusal(driver.stream_query, bad)
+        cases[f"stream_destroy {label}"] = refusal(driver.stream_destroy, bad)
+        cases[f"event_record {label} stream"] = refusal(driver.event_record, event, bad)
+        cases[f"mem_alloc_async {label}"] = refusal(driver.mem_alloc_async, 16, bad)
+        cases[f"mem_free_async {label}"] = refusal(driver.mem_free_async, x, bad)
+        cases[f"memset_d32_async {label}"] = refusal(driver.memset_d32_async, x, 9, 4, bad)
+        cases[f"launch {label} stream"] = refusal(driver.launch, function, (1, 1, 1), (4, 1, 1), bad, args, 0)
+        cases[f"begin_capture {label}"] = refusal(driver.begin_capture, bad, "relaxed")
+        cases[f"end_capture {label}"] = refusal(driver.end_capture, bad)
+        cases[f"capture_info {label}"] = refusal(driver.capture_info, bad)
+        cases[f"graph_launch {label} stream"] = refusal(driver.graph_launch, exec_, bad)
+        cases[f"graph_upload {label} stream"] = refusal(driver.graph_upload, exec_, bad)
+    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_event)):
+        cases[f"event_record {label}"] = refusal(driver.event_record, bad, stream)
+        cases[f"event_synchronize {label}"] = refusal(driver.event_synchronize, bad)
+        cases[f"event_destroy {label}"] = refusal(driver.event_destroy, bad)
+        cases[f"event_elapsed {label} first"] = refusal(driver.event_elapsed, bad, event)
+        cases[f"event_elapsed {label} second"] = refusal(driver.event_elapsed, event, bad)
+    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_module)):
+        cases[f"module_get_function {label}"] = refusal(driver.module_get_function, bad, "axpy_f32")
+        cases[f"module_unload {label}"] = refusal(driver.module_unload, bad)
+    for label, bad in (("unknown", UNKNOWN), ("of an unloaded module", gone_function)):
+        cases[f"launch {label} function"] = refusal(driver.launch, bad, (1, 1, 1), (4, 1, 1), stream, args, 0)
+    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_graph)):
+        cases[f"graph_instantiate {label}"] = refusal(driver.graph_instantiate, bad)
+        cases[f"graph_node_counts {label}"] = refusal(driver.graph_node_counts, bad)
+        cases[f"graph_destroy {label}"] = refusal(driver.graph_destroy, bad)
+        cases[f"graph_exec_update {label} graph"] = refusal(driver.graph_exec_update, exec_, bad)
+    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_exec)):
+        cases[f"graph_launch {label}"] = refusal(driver.graph_launch, bad, stream)
+        cases[f"graph_upload {label}"] = refusal(driver.graph_upload, bad, stream)
+        cases[f"graph_exec_update {label}"] = refusal(driver.graph_exec_update, bad, graph)
+        cases[f"graph_exec_destroy {label}"] = refusal(driver.graph_exec_destroy, bad)
+    result["cases"] = cases
+    result["native_unknown"] = driver.stream_native_handle(UNKNOWN)
+    result["native_live"] = driver.stream_native_handle(stream) == stream
+
+    # Nothing changed: the live objects still work.
+    driver.memset_d32_async(x, 7, 4, stream)
+    driver.stream_synchronize(stream)
+    result["memset"] = list(struct.unpack("4I", driver.memcpy_dtoh(x, 16)))
+    driver.event_record(event, stream)
+    driver.event_synchronize(event)
+    result["counts"] = driver.graph_node_counts(graph)
+    driver.graph_launch(exec_, stream)
+    driver.graph_exec_destroy(exec_)
+    driver.graph_destroy(graph)
+    driver.event_destroy(event)
+    driver.module_unload(module)
+    result["function_of_unloaded"] = refusal(driver.launch, function, (1, 1, 1), (4, 1, 1), stream, args, 0)
+    driver.stream_destroy(stream)
+    driver.close()
+    """
+    result = run_fake(fake_hip, body)
+    cases = result["cases"]
+    assert len(cases) == 58
+    not_refused = {name: got for name, got in cases.items() if got is None or got[0] != 400}
+    assert not_refused == {}
+    unnamed = {name: got for name, got in cases.items() if not got[1].startswith("hip")}
+    assert unnamed == {}
+    assert result["native_unknown"] == 0 and result["native_live"] is True
+    assert result["memset"] == [7, 7, 7, 7]
+    assert result["counts"] == [1, 0, 0]
+    assert result["function_of_unloaded"][0] == 400
+
+
+def test_memory_copies_and_frees(fake_hip) -> None:
+    body = """
+    driver = _core._open_vendor_driver("hip")
+    stream = driver.stream_create()
+    a = driver.mem_alloc(16)
+    b = driver.mem_alloc(16)
+    driver.memcpy_htod(a, struct.pack("4I", 1, 2, 3, 4))
+    driver.memcpy_dtod(b, a, 16)
+    result["dtod"] = list(struct.unpack("4I", driver.memcpy_dtoh(b, 16)))
+    driver.memset_d32(a, 0xFFFFFFFF, 4)
+    result["memset"] = list(struct.unpack("4I", driver.memcpy_dtoh(a, 16)))
+    driver.mem_free(a)
+    result["free_twice"] = refusal(driver.mem_free, a)
+    result["free_async_after_free"] = refusal(driver.mem_free_async, a, stream)
+    result["free_unknown"] = refusal(driver.mem_free, 0x5100)
+    c = driver.mem_alloc_async(32, stream)
+    driver.mem_free_async(c, stream)
+    result["free_async_twice"] = refusal(driver.mem_free_async, c, stream)
+    result["free_after_free_async"] = refusal(driver.mem_free, c)
+    driver.mem_free(b)
+    driver.close()
+    """
+    result = run_fake(fake_hip, body)
+    assert result["dtod"] == [1, 2, 3, 4]
+    assert result["memset"] == [0xFFFFFFFF] * 4
+    assert result["free_twice"] == [1, "hipFree"]
+    assert result["free_async_after_free"] == [1, "hipFreeAsync"]
+    assert result["free_unknown"] == [1, "hipFree"]
+    assert result["free_async_twice"] == [1, "hipFreeAsync"]
+    assert result["free_after_free_async"] == [1, "hipFree"]
+
+
+def test_launches_captures_graphs_and_updates(fake_hip, tmp_path) -> None:
+    log = tmp_path / "launches.log"
+    body = """
+    driver = _core._open_vendor_driver("hip")
+    stream = driver.stream_create()
+    module = driver.module_load("builtin", b"")
+    axpy = driver.module_get_function(module, "axpy_f32")
+    x = driver.mem_alloc(64)
+    driver.launch(axpy, (3, 1, 1), (16, 1, 1), stream, [("u32", 48), ("f32", 1.0), ("pointer", x), ("pointer", x)], 0)
+    result["idle"] = driver.capture_info(stream)
+    driver.begin_capture(stream, "thread_local")
+    status, capture_id = driver.capture_info(stream)
+    result["capturing"] = [status, capture_id > 0]
+    driver.launch(axpy, (1, 1, 1), (16, 1, 1), stream, [("u32", 16), ("f32", 1.0), ("pointer", x), ("pointer", x)], 0)
+    driver.memset_d32_async(x, 5, 16, stream)
+    scratch = driver.mem_alloc_async(64, stream)
+    driver.mem_free_async(scratch, stream)
+    graph = driver.end_capture(stream)
+    result["counts"] = driver.graph_node_counts(graph)
+    result["after"] = driver.capture_info(stream)
+    exec_ = driver.graph_instantiate(graph)
+    driver.graph_upload(exec_, stream)
+    driver.graph_launch(exec_, stream)
+    driver.begin_capture(stream, "global")
+    driver.launch(axpy, (1, 1, 1), (16, 1, 1), stream, [("u32", 16), ("f32", 3.0), ("pointer", x), ("pointer", x)], 0)
+    driver.memset_d32_async(x, 6, 16, stream)
+    driver.memset_d32_async(x, 6, 16, stream)
+    driver.memset_d32_async(x, 6, 16, stream)
+    same_shape = driver.end_capture(stream)
+    driver.begin_capture(stream, "global")
+    driver.memset_d32_async(x, 6, 16, stream)
+    smaller = driver.end_capture(stream)
+    result["update_same"] = driver.graph_exec_update(exec_, same_shape)
+    result["update_smaller"] = driver.graph_exec_update(exec_, smaller)
+    result["unmatched_end"] = refusal(driver.end_capture, stream)
+    result["usable"] = driver.stream_query(stream)
+    result["modes"] = [driver.exchange_capture_mode("relaxed"), driver.exchange_capture_mode("global")]
+    result["param_sizes"] = refusal(driver.function_param_sizes, axpy)
+    result["no_kernel"] = refusal(driver.module_get_function, module, "no_such_kernel")
+    result["ptx"] = refusal(driver.module_load, "ptx", b"// ptx")
+    result["cubin"] = refusal(driver.module_load, "cubin", b"\\x7fELF")
+    result["empty"] = refusal(driver.module_load, "code_object", b"")
+    other = driver.module_load("code_object", b"\\x7fELF-ish")
+    driver.module_unload(other)
+    for g in (graph, same_shape, smaller):
+        driver.graph_destroy(g)
+    driver.graph_exec_destroy(exec_)
+    driver.close()
+    """
+    result = run_fake(fake_hip, body, FAKE_HIP_LOG=str(log))
+    # Only the launch outside the capture reached the runtime, with its geometry and arguments.
+    assert log.read_text().splitlines() == ["launch axpy_f32 3 16 48"]
+    assert result["idle"] == [0, 0] and result["capturing"] == [1, True] and result["after"] == [0, 0]
+    assert result["counts"] == [4, 1, 1]  # kernel, memset, memory alloc, memory free
+    assert result["update_same"] == 0  # success
+    assert result["update_smaller"] == 2  # topology changed: a verdict, not an error
+    assert result["unmatched_end"] == [903, "hipStreamEndCapture"]
+    assert result["usable"] is True
+    assert result["modes"] == [0, 2]
+    assert result["param_sizes"][1] == "hipFuncGetParamInfo"
+    assert result["no_kernel"] == [500, "hipModuleGetFunction"]
+    for kind in ("ptx", "cubin", "empty"):
+        assert result[kind][1] == "hipModuleLoadData", kind
+    assert result["ptx"][0] == result["cubin"][0] == result["empty"][0] == 200
+
+
+def test_a_failing_hiprtc_compile_is_reported_with_its_log(fake_hip) -> None:
+    body = """
+    driver = _core._open_vendor_driver("hip")
+    try:
+        driver.module_load("builtin", b"")
+    except lifecore.DriverError as error:
+        result["error"] = [error.code, error.call, str(error)]
+    driver.close()
+    """
+    result = run_fake(fake_hip, body, FAKE_HIPRTC_FAIL="1")
+    code, call, text = result["error"]
+    assert code == 200 and call == "hiprtcCompileProgram"
+    assert "HIPRTC_ERROR_COMPILATION" in text and "the fake compiler refuses" in text
+
+
+def test_the_runtime_runs_on_the_fake_hip_device(fake_hip) -> None:
+    body = """
+    with lifecore.Device("hip") as dev:
+        s = dev.stream()
+        buf = s.alloc(64)
+        s.fill(buf, 0x01020304)
+        result["filled"] = s.read(buf) == bytes([4, 3, 2, 1]) * 16
+        graph = s.capture(lambda st: st.fill(buf, 9))
+        result["graph"] = [graph.is_hardware, graph.node_count]
+        graph.replay()
+        s.sync()
+        graph.destroy()
+        result["backend"] = dev.backend
+    """
+    result = run_fake(fake_hip, body)
+    assert result["filled"] is True
+    assert result["graph"] == [True, 1]
+    assert result["backend"] == "hip"

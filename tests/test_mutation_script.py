@@ -1,0 +1,109 @@
+"""tools/mutate.py's site finder and its source restoration, without building anything: which
+text counts as an operator (never comments, strings, raw strings, preprocessor lines, template
+brackets, shifts, arrows or rvalue references), the one replacement of each operator, what a
+dropped throw removes, ids stable for a file, and a mutated file always put back."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "tools" / "mutate.py"
+
+
+@pytest.fixture(scope="module")
+def mutate():
+    if not SCRIPT.exists():
+        pytest.skip("tools/mutate.py is not part of this tree")
+    spec = importlib.util.spec_from_file_location("lifecore_mutate", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["lifecore_mutate"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+SOURCE = r'''#include <vector>
+#define LIMIT(a) ((a) < 3 && !(a))
+// a < b && c in a comment
+/* if (x == y) return true; */
+namespace n {
+template <typename T> bool f(std::vector<T> v, int a, int b, T&& t) {
+  const char* s = "a < b || c == d";
+  const char c = '!';
+  auto raw = R"X(x != y && !z)X";
+  int shifted = a << 2 >> 1;
+  auto* p = &v; p->size();
+  if (a < b && b <= 9 || a > b) return true;
+  if (a >= 0 && a == b && a != 4) return false;
+  if (!ok(a)) throw Error("bad");
+  raise(ErrorKind::InvalidArgument, "x " + std::to_string(a));
+  return 1'000 == a;
+}
+void raise(ErrorKind kind);
+}
+'''
+
+
+def test_sites_are_found_only_in_code(tmp_path, mutate) -> None:
+    source_dir = tmp_path / "cpp" / "src" / "part"
+    source_dir.mkdir(parents=True)
+    (source_dir / "file.cpp").write_text(SOURCE)
+    sites = mutate.find_sites(tmp_path)
+    found = [(s.line, s.operator, s.original, s.replacement) for s in sites]
+    assert found == [
+        (12, "lt", "<", "<="), (12, "and", "&&", "||"), (12, "le", "<=", "<"), (12, "or", "||", "&&"),
+        (12, "gt", ">", ">="), (12, "true", "return true;", "return false;"),
+        (13, "ge", ">=", ">"), (13, "and", "&&", "||"), (13, "eq", "==", "!="), (13, "and", "&&", "||"),
+        (13, "ne", "!=", "=="), (13, "false", "return false;", "return true;"),
+        (14, "not", "!", ""), (14, "throw", 'throw Error("bad");', ";"),
+        (15, "throw", 'raise(ErrorKind::InvalidArgument, "x " + std::to_string(a));', ";"),
+        (16, "eq", "==", "!="),
+    ]
+    ids = {s.ident for s in sites}
+    assert len(ids) == len(sites)  # one id per site
+    assert all(s.ident.startswith("cpp/src/part/file.cpp:") for s in sites)
+    for site in sites:
+        assert SOURCE[site.start:site.end] == site.original
+
+
+def test_masking_keeps_offsets_and_lines(mutate) -> None:
+    masked = mutate.mask(SOURCE)
+    assert len(masked) == len(SOURCE)
+    assert masked.count("\n") == SOURCE.count("\n")
+    assert "a < b || c == d" not in masked and "x != y" not in masked and "LIMIT" not in masked
+
+
+def test_a_mutated_file_is_restored(tmp_path, mutate) -> None:
+    file = tmp_path / "f.cpp"
+    file.write_text("return a < b;\n")
+    restorer = mutate.Restorer()
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            restorer.apply(file, "return a <= b;\n")
+            assert file.read_text() == "return a <= b;\n"
+            raise KeyboardInterrupt
+        finally:
+            restorer.restore()
+    assert file.read_text() == "return a < b;\n"
+    restorer.restore()  # idempotent
+    assert file.read_text() == "return a < b;\n"
+
+
+def test_the_sample_is_fixed_by_the_seed(tmp_path, mutate) -> None:
+    import random
+
+    source_dir = tmp_path / "cpp" / "src" / "part"
+    source_dir.mkdir(parents=True)
+    (source_dir / "file.cpp").write_text(SOURCE)
+    sites = mutate.find_sites(tmp_path)
+
+    def sample(seed):
+        order = list(sites)
+        random.Random(seed).shuffle(order)
+        return [s.ident for s in order]
+
+    assert sample(8) == sample(8)
+    assert sorted(sample(8)) == sorted(sample(3))
