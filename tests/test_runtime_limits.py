@@ -158,8 +158,6 @@ def test_info_words_outside_32_bits_are_refused(device, stream, word) -> None:
                              lambda: stream.launch(K.axpy_info_f32, 1, N, [x, y], info=[N, word]), [y])
 
 
-@pytest.mark.xfail(strict=True, reason="the message of a refused info word above 2**63 shows the value wrapped "
-                                       "to a negative number (the binding prints its int64 bits)")
 def test_a_refused_info_word_is_named_as_given(device, stream) -> None:
     x = upload(stream, np.ones(N))
     error = refused_changing_nothing(device, stream,
@@ -177,9 +175,6 @@ def test_fill_values_up_to_32_bits_are_written(stream, value) -> None:
     assert np.frombuffer(stream.read(buf), dtype=np.uint32).tolist() == [value] * N
 
 
-@pytest.mark.xfail(strict=True, reason="fill() takes its value as a nanobind uint32: a value outside 32 bits "
-                                       "escapes as nanobind's TypeError 'incompatible function arguments' instead "
-                                       "of a lifecore error naming the argument (issue 8, section 6)")
 @pytest.mark.parametrize("value", [2**32, 2**63, 2**64, -1])
 def test_fill_values_outside_32_bits_are_refused(device, stream, value) -> None:
     buf = stream.alloc(4 * N)
@@ -219,9 +214,6 @@ def test_one_byte_past_the_device_memory_is_refused(device, stream) -> None:
     whole.free()
 
 
-@pytest.mark.xfail(strict=True, reason="alloc() takes nbytes as a nanobind int64: 2**63 and beyond escape as "
-                                       "nanobind's TypeError 'incompatible function arguments' instead of a "
-                                       "lifecore error naming the argument (issue 8, section 6)")
 @pytest.mark.parametrize("nbytes", [2**63, 2**64, 2**64 + 1, -(2**63) - 1])
 def test_allocation_sizes_outside_64_bits_are_refused(device, stream, nbytes) -> None:
     keep = upload(stream, np.ones(N))

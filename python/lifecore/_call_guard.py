@@ -201,7 +201,9 @@ def check_bools(func: Any, args: tuple, kwargs: Optional[dict]) -> None:
 
 
 def _out_of_range(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and not (-(2**31) <= value < 2**32)
+    # Every integer parameter holds 0 .. 2**31 - 1; past the type checks, an int outside that
+    # (negative for an unsigned parameter, or too large) is what nanobind refused.
+    return isinstance(value, int) and not isinstance(value, bool) and not (0 <= value < 2**31)
 
 
 def _explain_overload(func: Any, overload: _Overload, args: tuple,
