@@ -11,61 +11,28 @@ allocation already freed (at once or in stream order) is refused the same way.
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-FAKE_SOURCE = Path(__file__).parent / "fake_driver" / "fake_libcuda.c"
+from driver_scenarios import build_fake_library, run_scenario
 
 
 @pytest.fixture(scope="module")
 def fake_libcuda(tmp_path_factory) -> Path:
-    compiler = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
-    if compiler is None:
-        pytest.skip("no C compiler to build the fake CUDA driver")
-    library = tmp_path_factory.mktemp("fake_cuda_handles") / "libfakecuda.so"
-    built = subprocess.run([compiler, "-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o", str(library),
-                            str(FAKE_SOURCE)], capture_output=True, text=True)
-    if built.returncode != 0:
-        pytest.skip(f"the fake CUDA driver did not compile: {built.stderr.strip()[:400]}")
-    return library
-
-
-PRELUDE = """
-import json, struct, lifecore
-from lifecore import _core
-result = {}
-driver = _core._open_vendor_driver("cuda")
-
-def refusal(call, *args):
-    try:
-        call(*args)
-    except lifecore.DriverError as error:
-        return [error.code, error.call]
-    return None
-
-UNKNOWN = 0x5151
-"""
+    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
 
 
 def run_fake(library: Path, body: str) -> dict:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
     environment["LIFECORE_LIBCUDA"] = str(library)
-    code = PRELUDE + textwrap.dedent(body) + "\nprint('RESULT=' + json.dumps(result))\n"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
-    assert done.returncode == 0, f"scenario crashed ({done.returncode}): {done.stderr[-2000:]}"
-    line = [l for l in done.stdout.splitlines() if l.startswith("RESULT=")][-1]
-    return json.loads(line[len("RESULT="):])
+    return run_scenario(body, environment)
 
 
 def test_unknown_and_destroyed_handles_are_refused_by_every_operation(fake_libcuda) -> None:
     body = """
+    driver = _core._open_vendor_driver("cuda")
     stream = driver.stream_create()
     gone_stream = driver.stream_create()
     driver.stream_destroy(gone_stream)
@@ -91,42 +58,13 @@ def test_unknown_and_destroyed_handles_are_refused_by_every_operation(fake_libcu
     driver.graph_exec_destroy(gone_exec)
     driver.graph_destroy(other_graph)
 
-    cases = {}
-    for label, bad_stream in (("unknown", UNKNOWN), ("destroyed", gone_stream)):
-        cases[f"stream_synchronize {label}"] = refusal(driver.stream_synchronize, bad_stream)
-        cases[f"stream_query {label}"] = refusal(driver.stream_query, bad_stream)
-        cases[f"stream_destroy {label}"] = refusal(driver.stream_destroy, bad_stream)
-        cases[f"event_record {label} stream"] = refusal(driver.event_record, event, bad_stream)
-        cases[f"mem_alloc_async {label}"] = refusal(driver.mem_alloc_async, 16, bad_stream)
-        cases[f"mem_free_async {label}"] = refusal(driver.mem_free_async, y, bad_stream)
-        cases[f"memset_d32_async {label}"] = refusal(driver.memset_d32_async, x, 9, 4, bad_stream)
-        cases[f"launch {label} stream"] = refusal(driver.launch, function, (1, 1, 1), (4, 1, 1), bad_stream, args, 0)
-        cases[f"begin_capture {label}"] = refusal(driver.begin_capture, bad_stream, "relaxed")
-        cases[f"end_capture {label}"] = refusal(driver.end_capture, bad_stream)
-        cases[f"capture_info {label}"] = refusal(driver.capture_info, bad_stream)
-        cases[f"graph_launch {label} stream"] = refusal(driver.graph_launch, exec_, bad_stream)
-        cases[f"graph_upload {label} stream"] = refusal(driver.graph_upload, exec_, bad_stream)
-    for label, bad_event in (("unknown", UNKNOWN), ("destroyed", gone_event)):
-        cases[f"event_record {label}"] = refusal(driver.event_record, bad_event, stream)
-        cases[f"event_synchronize {label}"] = refusal(driver.event_synchronize, bad_event)
-        cases[f"event_destroy {label}"] = refusal(driver.event_destroy, bad_event)
-        cases[f"event_elapsed {label} first"] = refusal(driver.event_elapsed, bad_event, event)
-        cases[f"event_elapsed {label} second"] = refusal(driver.event_elapsed, event, bad_event)
-    for label, bad_module in (("unknown", UNKNOWN), ("destroyed", gone_module)):
-        cases[f"module_get_function {label}"] = refusal(driver.module_get_function, bad_module, "axpy_f32")
-        cases[f"module_unload {label}"] = refusal(driver.module_unload, bad_module)
+    # The shared cases, then the ones only this backend has.
+    cases = handle_refusal_cases(driver, stream=stream, gone_stream=gone_stream, event=event, gone_event=gone_event,
+                                 function=function, gone_module=gone_module, graph=graph,
+                                 gone_graph=other_graph, exec_=exec_, gone_exec=gone_exec, args=args, ptr=x,
+                                 async_ptr=y)
     cases["launch unknown function"] = refusal(driver.launch, UNKNOWN, (1, 1, 1), (4, 1, 1), stream, args, 0)
     cases["function_param_sizes unknown"] = refusal(driver.function_param_sizes, UNKNOWN)
-    for label, bad_graph in (("unknown", UNKNOWN), ("destroyed", other_graph)):
-        cases[f"graph_instantiate {label}"] = refusal(driver.graph_instantiate, bad_graph)
-        cases[f"graph_node_counts {label}"] = refusal(driver.graph_node_counts, bad_graph)
-        cases[f"graph_destroy {label}"] = refusal(driver.graph_destroy, bad_graph)
-        cases[f"graph_exec_update {label} graph"] = refusal(driver.graph_exec_update, exec_, bad_graph)
-    for label, bad_exec in (("unknown", UNKNOWN), ("destroyed", gone_exec)):
-        cases[f"graph_launch {label}"] = refusal(driver.graph_launch, bad_exec, stream)
-        cases[f"graph_upload {label}"] = refusal(driver.graph_upload, bad_exec, stream)
-        cases[f"graph_exec_update {label}"] = refusal(driver.graph_exec_update, bad_exec, graph)
-        cases[f"graph_exec_destroy {label}"] = refusal(driver.graph_exec_destroy, bad_exec)
     result["cases"] = cases
 
     # Nothing changed: every live object still works, and does its work.

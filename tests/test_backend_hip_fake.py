@@ -11,45 +11,17 @@ verdicts, the images HIP cannot load, and a failing hiprtc compile reported with
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-FAKE_SOURCE = Path(__file__).parent / "fake_driver" / "fake_libamdhip64.c"
-
-PRELUDE = """
-import json, struct, lifecore
-from lifecore import _core
-result = {}
-
-def refusal(call, *args):
-    try:
-        call(*args)
-    except lifecore.DriverError as error:
-        return [error.code, error.call]
-    return None
-
-UNKNOWN = 0x5151
-"""
+from driver_scenarios import build_fake_library, run_scenario
 
 
 @pytest.fixture(scope="module")
 def fake_hip(tmp_path_factory) -> Path:
-    compiler = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
-    if compiler is None:
-        pytest.skip("no C compiler to build the fake HIP runtime")
-    library = tmp_path_factory.mktemp("fake_hip") / "libfakehip.so"
-    built = subprocess.run([compiler, "-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o", str(library),
-                            str(FAKE_SOURCE)], capture_output=True, text=True)
-    if built.returncode != 0:
-        pytest.skip(f"the fake HIP runtime did not compile: {built.stderr.strip()[:400]}")
-    return library
+    return build_fake_library(tmp_path_factory, "fake_libamdhip64.c", "fake HIP runtime")
 
 
 def run_fake(library: Path, body: str, **env: str) -> dict:
@@ -57,11 +29,7 @@ def run_fake(library: Path, body: str, **env: str) -> dict:
     environment.update(env)
     environment["LIFECORE_LIBHIP"] = str(library)
     environment["LIFECORE_LIBHIPRTC"] = str(library)
-    code = PRELUDE + textwrap.dedent(body) + "\nprint('RESULT=' + json.dumps(result))\n"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment, timeout=120)
-    assert done.returncode == 0, f"scenario crashed ({done.returncode}): {done.stderr[-2000:]}"
-    line = [l for l in done.stdout.splitlines() if l.startswith("RESULT=")][-1]
-    return json.loads(line[len("RESULT="):])
+    return run_scenario(body, environment)
 
 
 def test_the_fake_runtime_starts_and_describes_its_device(fake_hip) -> None:
@@ -131,42 +99,12 @@ def test_unknown_and_destroyed_handles_are_refused_before_the_runtime(fake_hip) 
     driver.graph_exec_destroy(gone_exec)
     driver.graph_destroy(gone_graph)
 
-    cases = {}
-    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_stream)):
-        cases[f"stream_synchronize {label}"] = refusal(driver.stream_synchronize, bad)
-        cases[f"stream_query {label}"] = refusal(driver.stream_query, bad)
-        cases[f"stream_destroy {label}"] = refusal(driver.stream_destroy, bad)
-        cases[f"event_record {label} stream"] = refusal(driver.event_record, event, bad)
-        cases[f"mem_alloc_async {label}"] = refusal(driver.mem_alloc_async, 16, bad)
-        cases[f"mem_free_async {label}"] = refusal(driver.mem_free_async, x, bad)
-        cases[f"memset_d32_async {label}"] = refusal(driver.memset_d32_async, x, 9, 4, bad)
-        cases[f"launch {label} stream"] = refusal(driver.launch, function, (1, 1, 1), (4, 1, 1), bad, args, 0)
-        cases[f"begin_capture {label}"] = refusal(driver.begin_capture, bad, "relaxed")
-        cases[f"end_capture {label}"] = refusal(driver.end_capture, bad)
-        cases[f"capture_info {label}"] = refusal(driver.capture_info, bad)
-        cases[f"graph_launch {label} stream"] = refusal(driver.graph_launch, exec_, bad)
-        cases[f"graph_upload {label} stream"] = refusal(driver.graph_upload, exec_, bad)
-    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_event)):
-        cases[f"event_record {label}"] = refusal(driver.event_record, bad, stream)
-        cases[f"event_synchronize {label}"] = refusal(driver.event_synchronize, bad)
-        cases[f"event_destroy {label}"] = refusal(driver.event_destroy, bad)
-        cases[f"event_elapsed {label} first"] = refusal(driver.event_elapsed, bad, event)
-        cases[f"event_elapsed {label} second"] = refusal(driver.event_elapsed, event, bad)
-    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_module)):
-        cases[f"module_get_function {label}"] = refusal(driver.module_get_function, bad, "axpy_f32")
-        cases[f"module_unload {label}"] = refusal(driver.module_unload, bad)
+    # The shared cases, then the ones only this backend has.
+    cases = handle_refusal_cases(driver, stream=stream, gone_stream=gone_stream, event=event, gone_event=gone_event,
+                                 function=function, gone_module=gone_module, graph=graph, gone_graph=gone_graph,
+                                 exec_=exec_, gone_exec=gone_exec, args=args, ptr=x, async_ptr=x)
     for label, bad in (("unknown", UNKNOWN), ("of an unloaded module", gone_function)):
         cases[f"launch {label} function"] = refusal(driver.launch, bad, (1, 1, 1), (4, 1, 1), stream, args, 0)
-    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_graph)):
-        cases[f"graph_instantiate {label}"] = refusal(driver.graph_instantiate, bad)
-        cases[f"graph_node_counts {label}"] = refusal(driver.graph_node_counts, bad)
-        cases[f"graph_destroy {label}"] = refusal(driver.graph_destroy, bad)
-        cases[f"graph_exec_update {label} graph"] = refusal(driver.graph_exec_update, exec_, bad)
-    for label, bad in (("unknown", UNKNOWN), ("destroyed", gone_exec)):
-        cases[f"graph_launch {label}"] = refusal(driver.graph_launch, bad, stream)
-        cases[f"graph_upload {label}"] = refusal(driver.graph_upload, bad, stream)
-        cases[f"graph_exec_update {label}"] = refusal(driver.graph_exec_update, bad, graph)
-        cases[f"graph_exec_destroy {label}"] = refusal(driver.graph_exec_destroy, bad)
     result["cases"] = cases
     result["native_unknown"] = driver.stream_native_handle(UNKNOWN)
     result["native_live"] = driver.stream_native_handle(stream) == stream
