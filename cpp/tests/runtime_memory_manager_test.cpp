@@ -7,41 +7,21 @@
 
 #include "lifecore/error.hpp"
 #include "runtime/memory_manager.hpp"
+#include "fake_memory_device.hpp"
 #include "test_support.hpp"
 
 using lifecore::runtime::MemoryManager;
 using lifecore::runtime::SliceAllocation;
 using lifecore::runtime::SliceId;
 
+using lifecore::test_support::check_pool_invariant;
+using lifecore::test_support::FakeMemoryDevice;
+
 namespace {
 
-struct FakeDevice {
-  std::uint64_t next = 0x1000;
-  std::set<std::uint64_t> live;
-  int allocations = 0;
-  bool fail = false;
-  MemoryManager::Allocate allocate() {
-    return [this](std::size_t bytes) {
-      if (fail) lifecore::raise(lifecore::ErrorKind::Driver, "out of memory");
-      SliceAllocation made{next, false};
-      next += bytes;
-      live.insert(made.ptr);
-      ++allocations;
-      return made;
-    };
-  }
-  MemoryManager::Free free() {
-    return [this](std::uint64_t ptr, bool) { live.erase(ptr); };
-  }
-};
-
-void check_invariant(const MemoryManager& mm) {
-  auto s = mm.stats();
-  CHECK(s.slices == s.slices_in_use + s.slices_retained + s.slices_free);
-}
 
 void eager_reuse_by_bucket() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   auto a = mm.reserve(1000, 0, dev.allocate());
   CHECK(a.allocated && a.capacity == 1024 && !mm.is_persistent(a.id));
@@ -51,11 +31,11 @@ void eager_reuse_by_bucket() {
   auto c = mm.reserve(2000, 0, dev.allocate());
   CHECK(c.allocated && c.capacity == 2048);
   CHECK(mm.stats().driver_allocations == 2);
-  check_invariant(mm);
+  check_pool_invariant(mm);
 }
 
 void priming_leaves_the_working_set_not_the_peak() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   for (int i = 0; i < 3; ++i) {  // three sequential reservations, each released before the next
@@ -81,11 +61,11 @@ void priming_leaves_the_working_set_not_the_peak() {
   CHECK(mm.stats().slices_retained == 3);  // the graph holds them
   mm.release_retained(retained);
   CHECK(mm.stats().slices_free == 3);
-  check_invariant(mm);
+  check_pool_invariant(mm);
 }
 
 void capture_end_releases_primed_slices_when_priming_never_ended() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   auto r = mm.reserve(512, 1, dev.allocate());
@@ -97,7 +77,7 @@ void capture_end_releases_primed_slices_when_priming_never_ended() {
 }
 
 void capture_pins_a_reused_persistent_slice_and_not_untouched_ones() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   auto a = mm.reserve(512, 1, dev.allocate());
@@ -124,11 +104,11 @@ void capture_pins_a_reused_persistent_slice_and_not_untouched_ones() {
   mm.release_retained(held);
   mm.release_retained(retained);
   CHECK(mm.stats().slices_retained == 0);
-  check_invariant(mm);
+  check_pool_invariant(mm);
 }
 
 void capture_survives_explicit_cleanup_and_is_reentrant() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   auto loose = mm.reserve(512, 0, dev.allocate());
   mm.unbind(loose.id);
@@ -147,7 +127,7 @@ void capture_survives_explicit_cleanup_and_is_reentrant() {
 }
 
 void failed_allocation_changes_nothing() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   mm.reserve(512, 0, dev.allocate());
   auto before = mm.stats();
@@ -172,7 +152,7 @@ void failed_allocation_changes_nothing() {
 }
 
 void memory_node_slices_never_return_to_the_pool() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   mm.capture_priming_end(1);
@@ -183,7 +163,7 @@ void memory_node_slices_never_return_to_the_pool() {
 }
 
 void primed_slices_are_kept_for_their_own_window() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   auto a = mm.reserve(4096, 1, dev.allocate());
@@ -205,7 +185,7 @@ void primed_slices_are_kept_for_their_own_window() {
   auto later = mm.reserve(4096, 3, dev.allocate());
   CHECK(!later.allocated);
   mm.capture_end(3);
-  check_invariant(mm);
+  check_pool_invariant(mm);
 }
 
 // The interleaving of two streams capturing the same step at once (warmup tmp freed before
@@ -213,7 +193,7 @@ void primed_slices_are_kept_for_their_own_window() {
 // poller's cleanup in between): neither window, no later window and no eager allocation may
 // get a slice a live graph retains.
 void concurrent_windows_never_share_a_retained_slice() {
-  FakeDevice dev;
+  FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   auto warm1 = mm.reserve(1024, 1, dev.allocate());
@@ -234,7 +214,7 @@ void concurrent_windows_never_share_a_retained_slice() {
   mm.unbind(tmp2.id);
   mm.cleanup();
   CHECK(dev.live.count(tmp1.ptr) == 1 && dev.live.count(tmp2.ptr) == 1);  // retained: not freed
-  check_invariant(mm);
+  check_pool_invariant(mm);
   mm.capture_begin(3);
   auto next = mm.reserve(1024, 3, dev.allocate());
   auto eager = mm.reserve(1024, 0, dev.allocate());
@@ -245,7 +225,7 @@ void concurrent_windows_never_share_a_retained_slice() {
   mm.release_retained(graph1);
   mm.release_retained(graph2);
   CHECK(mm.stats().slices_retained == 0);
-  check_invariant(mm);
+  check_pool_invariant(mm);
 }
 
 }  // namespace

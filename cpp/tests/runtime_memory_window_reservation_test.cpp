@@ -9,37 +9,21 @@
 
 #include "lifecore/error.hpp"
 #include "runtime/memory_manager.hpp"
+#include "fake_memory_device.hpp"
 #include "test_support.hpp"
 
 using lifecore::runtime::MemoryManager;
 using lifecore::runtime::SliceAllocation;
 
+using lifecore::test_support::check_pool_invariant;
+using lifecore::test_support::FakeMemoryDevice;
+
 namespace {
 
-struct FakeDevice {
-  std::uint64_t next = 0x10000;
-  std::set<std::uint64_t> live;
-  MemoryManager::Allocate allocate() {
-    return [this](std::size_t bytes) {
-      SliceAllocation made{next, false};
-      next += bytes + 256;
-      live.insert(made.ptr);
-      return made;
-    };
-  }
-  MemoryManager::Free free() {
-    return [this](std::uint64_t ptr, bool) { live.erase(ptr); };
-  }
-};
-
-void check_invariant(const MemoryManager& mm) {
-  auto s = mm.stats();
-  CHECK(s.slices == s.slices_in_use + s.slices_retained + s.slices_free);
-}
 
 // Primed by window 1 and still bound when its priming ends: set aside at the unbind.
 void a_slice_bound_at_priming_end_is_set_aside_at_its_unbind() {
-  FakeDevice dev;
+  FakeMemoryDevice dev{.next = 0x10000, .gap = 256};
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   auto held = mm.reserve(2048, 1, dev.allocate());
@@ -59,7 +43,7 @@ void a_slice_bound_at_priming_end_is_set_aside_at_its_unbind() {
   mm.unbind(eager.id);
   mm.release_retained(mm.capture_end(2));
   mm.release_retained(mm.capture_end(1));
-  check_invariant(mm);
+  check_pool_invariant(mm);
   // Window 1 is over: the slice is back in the shared persistent pool.
   mm.capture_begin(3);
   mm.capture_priming_end(3);
@@ -67,13 +51,13 @@ void a_slice_bound_at_priming_end_is_set_aside_at_its_unbind() {
   CHECK(!later.allocated && (later.id == held.id || later.id == other.id));
   mm.unbind(later.id);
   mm.release_retained(mm.capture_end(3));
-  check_invariant(mm);
+  check_pool_invariant(mm);
 }
 
 // An eager buffer both windows' warmups used: the first priming end owns it; the second window
 // neither takes it over nor finds it in its own set-aside slices.
 void a_slice_two_windows_primed_belongs_to_the_first_priming_end() {
-  FakeDevice dev;
+  FakeMemoryDevice dev{.next = 0x10000, .gap = 256};
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   mm.capture_begin(2);
@@ -95,13 +79,13 @@ void a_slice_two_windows_primed_belongs_to_the_first_priming_end() {
   mm.release_retained(mm.capture_end(1));
   mm.release_retained(mm.capture_end(2));
   CHECK(mm.stats().slices_retained == 0);
-  check_invariant(mm);
+  check_pool_invariant(mm);
 }
 
 // A window that ends without its recording using what it set aside gives it back to the shared
 // pool: a later window reuses it rather than allocating.
 void an_ended_window_returns_what_it_set_aside() {
-  FakeDevice dev;
+  FakeMemoryDevice dev{.next = 0x10000, .gap = 256};
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   auto primed = mm.reserve(1024, 1, dev.allocate());
@@ -124,7 +108,7 @@ void an_ended_window_returns_what_it_set_aside() {
 // A slice set aside by a window that ended is an ordinary pooled slice again: the next window
 // whose warmup uses it sets it aside for itself, and a third window is not handed it.
 void a_slice_set_aside_by_an_ended_window_can_be_set_aside_again() {
-  FakeDevice dev;
+  FakeMemoryDevice dev{.next = 0x10000, .gap = 256};
   MemoryManager mm(dev.free());
   mm.capture_begin(1);
   auto first = mm.reserve(1024, 1, dev.allocate());
@@ -147,7 +131,7 @@ void a_slice_set_aside_by_an_ended_window_can_be_set_aside_again() {
   mm.release_retained(mm.capture_end(2));
   mm.release_retained(mm.capture_end(3));
   CHECK(mm.stats().slices_retained == 0);
-  check_invariant(mm);
+  check_pool_invariant(mm);
 }
 
 }  // namespace
