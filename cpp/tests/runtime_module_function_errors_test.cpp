@@ -1,0 +1,57 @@
+// Module::function's lookup errors: only a not-found answer says the kernel is missing. A lookup
+// the driver refuses for another reason (here an injected invalid-context failure, whose message
+// does not name the kernel) keeps the driver's code and message, and claims no missing kernel;
+// a not-found answer names the kernel. Run on the mock driver's built-in module.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "lifecore/error.hpp"
+#include "runtime/device.hpp"
+#include "runtime/kernel.hpp"
+#include "runtime/module.hpp"
+#include "vendor/mock/mock_driver.hpp"
+#include "vendor/status.hpp"
+#include "test_support.hpp"
+
+using namespace lifecore;
+using namespace lifecore::runtime;
+
+namespace {
+
+std::string message_of(Module& module, const std::string& name) {
+  try {
+    module.function(name, std::nullopt);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+void only_a_not_found_lookup_says_the_kernel_is_missing() {
+  auto device = Device::open("mock", 0, "hardware", "thread_local");
+  auto* mock = vendor::MockDriver::from(&device->driver());
+  CHECK(mock != nullptr);
+  if (mock == nullptr) return;
+  auto module = std::make_shared<Module>(device, device->load_module(vendor::ModuleImage{}), vendor::ImageKind::builtin);
+  CHECK(module->function("scale_f32", std::nullopt) != nullptr);
+
+  mock->fault_injection()->inject(vendor::Operation::module_get_function, vendor::status_code::invalid_context, 0, 1);
+  const std::string refused = message_of(*module, "scale_f32");
+  CHECK(test_support::contains(refused, "injected fault"));
+  CHECK(!test_support::contains(refused, "no kernel named"));
+  CHECK(!test_support::contains(refused, "no built-in kernel named"));
+
+  const std::string missing = message_of(*module, "no_such_kernel");
+  CHECK(test_support::contains(missing, "no_such_kernel"));
+  CHECK(module->function("scale_f32", std::nullopt) != nullptr);  // the fault was one call
+  module->unload();
+  device->close();
+}
+
+}  // namespace
+
+int main() {
+  only_a_not_found_lookup_says_the_kernel_is_missing();
+  return test_support::finish("runtime_module_function_errors_test");
+}
