@@ -15,6 +15,9 @@
  *   FAKE_CUDA_OOM=1           cuMemAlloc_v2 fails with CUDA_ERROR_OUT_OF_MEMORY
  *   FAKE_CUDA_INVALIDATE=1    cuStreamEndCapture reports an invalidated capture
  *   FAKE_CUDA_MEM_NODES=n     captured graphs hold n memory-alloc nodes besides one kernel node
+ *   FAKE_CUDA_DEVICE_GET=code what cuDeviceGet returns for an ordinal in range (default 0)
+ * fake_cuda_live_events() (exported, not a CUDA entry point) counts the events created and not
+ * yet destroyed, so a test can load the library again with ctypes and check for leaks.
  * "Device memory" is host memory, so copies and memsets really move bytes.
  */
 #define _GNU_SOURCE
@@ -88,6 +91,7 @@ static int the_context;
 static __thread void* current_context;
 static CUresult fake_cuDeviceGet(int* device, int ordinal) {
   if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_DEVICES", 1)) return 101;
+  if (env_int("FAKE_CUDA_DEVICE_GET", 0)) return env_int("FAKE_CUDA_DEVICE_GET", 0);
   *device = ordinal;
   return SUCCESS;
 }
@@ -113,8 +117,19 @@ static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) {
 static CUresult fake_cuStreamDestroy(struct stream* s) { free(s); return SUCCESS; }
 static CUresult fake_cuStreamSynchronize(struct stream* s) { (void)s; return SUCCESS; }
 static CUresult fake_cuStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
-static CUresult fake_cuEventCreate(void** out, unsigned flags) { (void)flags; *out = malloc(8); return SUCCESS; }
-static CUresult fake_cuEventDestroy(void* e) { free(e); return SUCCESS; }
+static long live_events;
+EXPORT long fake_cuda_live_events(void) { return __atomic_load_n(&live_events, __ATOMIC_SEQ_CST); }
+static CUresult fake_cuEventCreate(void** out, unsigned flags) {
+  (void)flags;
+  *out = malloc(8);
+  __atomic_add_fetch(&live_events, 1, __ATOMIC_SEQ_CST);
+  return SUCCESS;
+}
+static CUresult fake_cuEventDestroy(void* e) {
+  free(e);
+  __atomic_sub_fetch(&live_events, 1, __ATOMIC_SEQ_CST);
+  return SUCCESS;
+}
 static CUresult fake_cuEventRecord(void* e, struct stream* s) { (void)e; (void)s; return SUCCESS; }
 static CUresult fake_cuEventSynchronize(void* e) { (void)e; return SUCCESS; }
 static CUresult fake_cuEventQuery(void* e) { (void)e; return SUCCESS; }
