@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from lifecore.capture import CaptureDiscovery, CaptureSelection, CaptureTransform
+from lifecore.testing.capture_session import sample_discovery
+
+import capture_builders
 from driver_scenarios import build_fake_library, run_scenario
 
 
@@ -75,3 +79,21 @@ def test_every_profile_destroys_both_of_its_events(fake_libcuda) -> None:
     assert result["after_stop"] == 0
     assert result["after_exception"] == 0
     assert result["after_abandon"] == 0
+
+
+
+def test_the_checkpoint_storage_estimate_counts_the_plan_and_the_artifact_identity() -> None:
+    # The estimate covers what a checkpoint keeps: the artifact identity and the admitted plan's
+    # encoding (which grows with a selection's id), not only fixed-size parts and hashes.
+    def estimate(selection_id: str, artifact: str) -> int:
+        sample = sample_discovery()
+        discovery = CaptureDiscovery(artifact, [sample.point("blocks.0.mlp")])
+        selection = CaptureSelection(selection_id, "blocks.0.mlp", CaptureTransform.summary())
+        session = capture_builders.session_for(selection, discovery=discovery)
+        size = session.checkpoint_storage_bytes(discovery)
+        assert isinstance(size, int) and size > 0
+        return size
+
+    short = estimate("s", "m")
+    assert estimate("s" * 1001, "m") - short >= 1000  # the plan's encoding holds the id
+    assert estimate("s", "m" * 1001) - short >= 1000  # the artifact identity is kept
