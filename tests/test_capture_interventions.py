@@ -333,7 +333,8 @@ def test_routing_policies_are_coherent_and_default_to_plain_top_k():
     assert RoutingPolicy(8, 2, groups=4).topk_groups == 4  # every group eligible unless told
     for kwargs, fragment in [(dict(groups=3), "evenly"), (dict(groups=4, topk_groups=5), "topk_groups"),
                              (dict(groups=4, topk_groups=1, top_k=3), "reached"), (dict(scale=0.0), "scale"),
-                             (dict(epsilon=float("nan")), "epsilon"), (dict(scoring="relu"), "scoring")]:
+                             (dict(epsilon=float("nan")), "epsilon"), (dict(epsilon=-1e-9), "epsilon"),
+                             (dict(scoring="relu"), "scoring")]:
         top_k = kwargs.pop("top_k", 2)
         with pytest.raises(InvalidArgumentError, match=fragment):
             RoutingPolicy(8, top_k, **kwargs)
