@@ -287,6 +287,15 @@ def test_routing_windows_and_phases_are_checked():
     session.take_step()
 
 
+def test_a_routing_window_that_starts_inside_the_rows_but_ends_past_them_is_refused():
+    session = routed([iv.exclude_experts("x", ROUTER, [3], slices=[CaptureSlice("rows", 0, 4)],
+                                         schedule=CaptureSchedule(decode=False))])
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(InvalidArgumentError, match="window"):
+        session.routing_control(ROUTER, 2)  # rows 0..4 of 2: the window's end is past them
+    assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
+
+
 def test_routing_original_reservation_over_the_limit_is_an_error():
     limits = CaptureLimits(per_step=CaptureUsage(10, 10, 10**9, 10**9), cumulative=CaptureUsage(10, 10**9, 10**9, 10**9),
                            on_limit=OnLimit.SKIP)

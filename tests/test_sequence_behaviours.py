@@ -125,6 +125,10 @@ def test_duplicate_prepared_flight_is_rejected():
     fl.dispatch()
     fl.finish()
     assert s.flight_count == 0
+    for released_call in (fl.not_submitted, fl.dispatch):  # a released flight is gone for good
+        with pytest.raises(SessionStateError, match="already released"):
+            released_call()
+    assert s.flight_count == 0
     f.commit()
 
 
