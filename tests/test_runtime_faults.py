@@ -123,6 +123,22 @@ def test_failing_launch_while_recording_refuses_the_capture(mock_hardware_device
     with pytest.raises(CaptureRefusedError, match="owner 4") as raised:
         s.end_capture(4)
     assert raised.value.cause == "queued_error" and raised.value.code == FAILED
+    assert "more)" not in str(raised.value)  # one failure: nothing else to count
+    assert_recapturable(dev, s)
+
+
+def test_a_refused_recording_counts_the_failures_after_the_first(mock_hardware_device) -> None:
+    dev = mock_hardware_device
+    s = dev.stream()
+    x, y = ones(s), ones(s)
+    s.graph_prepare()
+    step_for(x, y)(s)
+    s.begin_capture()
+    dev.inject_fault("launch_kernel", FAILED, times=3)
+    for _ in range(3):
+        step_for(x, y)(s)
+    with pytest.raises(CaptureRefusedError, match=r"\(and 2 more\)"):
+        s.end_capture()
     assert_recapturable(dev, s)
 
 

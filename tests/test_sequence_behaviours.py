@@ -177,6 +177,16 @@ def test_a_step_captures_the_exact_backing_snapshot():
     g.commit()
 
 
+def test_a_target_with_the_same_tokens_and_fewer_pages_is_covered_not_incomparable():
+    c = make(pages=8)
+    _, s = open_one(c, prompt=16, fit=64)
+    assert s.try_ensure_backing_covers(32, 3).outcome == BackingOutcome.EXTENDED  # 32 tokens on 3 pages
+    covered = s.try_ensure_backing_covers(32, 2)
+    assert covered.outcome == BackingOutcome.CURRENT and covered.snapshot.pages == 3
+    assert s.backing.pages == 3
+    s.close()
+
+
 def test_extension_publishes_atomically_between_frames():
     c = make(pages=8)
     adm, s = open_one(c, prompt=16, fit=64)
