@@ -14,18 +14,9 @@
 
 using namespace lifecore;
 using namespace lifecore::sequence;
+using lifecore::test_support::error_of;
 
 namespace {
-
-template <typename F>
-ErrorKind error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.kind();
-  }
-  return ErrorKind::Lifecore;  // "no error" marker for these tests
-}
 
 std::shared_ptr<AdmissionCoordinator> make(std::uint64_t pages) {
   CoordinatorConfig config;

@@ -13,18 +13,9 @@
 
 using namespace lifecore;
 using namespace lifecore::sequence;
+using lifecore::test_support::error_of;
 
 namespace {
-
-template <typename F>
-ErrorKind error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.kind();
-  }
-  return ErrorKind::Lifecore;  // "no error" marker
-}
 
 std::unique_ptr<SequenceSession> open_session(const std::shared_ptr<AdmissionCoordinator>& c, const char* request) {
   auto decision = c->admit({request, 16, 64, {}});

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <string>
 
+#include "lifecore/error.hpp"
+
 namespace lifecore::test_support {
 
 inline int failures = 0;
@@ -30,6 +32,18 @@ inline void expect_equal(const std::string& got, const std::string& want, const 
   if (got == want) return;
   std::fprintf(stderr, "FAIL %s\n  got  %s\n  want %s\n", what, got.c_str(), want.c_str());
   ++failures;
+}
+
+// The kind of lifecore::Error that f() throws; ErrorKind::Lifecore (the base kind, which the
+// core never throws) when it throws nothing.
+template <typename F>
+ErrorKind error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.kind();
+  }
+  return ErrorKind::Lifecore;
 }
 
 // The value main() returns: 0 when every check passed, 1 otherwise, with a one-line summary.
