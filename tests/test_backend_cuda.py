@@ -166,7 +166,7 @@ def test_a_missing_required_entry_point_names_it(fake_cuda, tmp_path):
 
 def test_missing_optional_entry_points_only_disable_their_operations(fake_cuda, tmp_path):
     body = """
-    driver = _core._open_vendor_driver("cuda")
+    driver = _core._open_driver("cuda")
     module = driver.module_load("builtin")
     function = driver.module_get_function(module, "axpy_f32")
     result["param_sizes"] = failure(driver.function_param_sizes, function)
@@ -226,7 +226,7 @@ def test_an_override_that_does_not_load_is_a_reason(tmp_path):
 
 def test_native_errors_map_to_status_with_name_call_and_driver_message(fake_cuda, tmp_path):
     body = """
-    driver = _core._open_vendor_driver("cuda")
+    driver = _core._open_driver("cuda")
     result["oom"] = failure(driver.mem_alloc, 1024)
     result["bad_ptx"] = failure(driver.module_load, "ptx", b"this is not PTX")
     result["code_object"] = failure(driver.module_load, "code_object", b"\\x7fELF")
@@ -264,7 +264,7 @@ def test_native_errors_map_to_status_with_name_call_and_driver_message(fake_cuda
 def test_operations_through_the_fake_driver(fake_cuda, tmp_path):
     body = """
     import struct
-    driver = _core._open_vendor_driver("cuda")
+    driver = _core._open_driver("cuda")
     module = driver.module_load("builtin")
     result["param_sizes"] = {name: driver.function_param_sizes(driver.module_get_function(module, name))
                              for name in ("axpy_f32", "scale_f32", "add_f32", "axpy_info_f32")}
@@ -333,7 +333,7 @@ def test_opening_cuda_where_it_is_unavailable_raises_with_the_probe_reason():
         _core._open_driver_probe("cuda")
     assert str(raised.value) == "cuda: " + info.reason
     with pytest.raises(lifecore.BackendUnavailableError):
-        _core._open_vendor_driver("cuda")
+        _core._open_driver("cuda")
 
 
 # ---- real hardware ----
@@ -342,7 +342,7 @@ def _real_cuda():
     info = [b for b in lifecore.backends() if b.name == "cuda"][0]
     if not info.available or "LIFECORE_LIBCUDA" in os.environ:
         pytest.skip(f"no CUDA device: {info.reason}")
-    return _core._open_vendor_driver("cuda")
+    return _core._open_driver("cuda")
 
 
 def test_builtin_kernels_run_and_replay_in_a_graph_on_a_cuda_device():
@@ -423,7 +423,7 @@ def test_a_lifecore_stream_is_usable_by_torch_as_an_external_stream():
 def test_handles_stay_consistent_when_threads_share_one_driver(fake_cuda, tmp_path):
     body = """
     import threading
-    driver = _core._open_vendor_driver("cuda")
+    driver = _core._open_driver("cuda")
     errors = []
 
     def churn():

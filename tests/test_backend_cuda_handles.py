@@ -32,7 +32,7 @@ def run_fake(library: Path, body: str) -> dict:
 
 def test_unknown_and_destroyed_handles_are_refused_by_every_operation(fake_libcuda) -> None:
     body = """
-    driver = _core._open_vendor_driver("cuda")
+    driver = _core._open_driver("cuda")
     stream = driver.stream_create()
     gone_stream = driver.stream_create()
     driver.stream_destroy(gone_stream)

@@ -90,7 +90,7 @@ def test_hip_on_a_device():
         pytest.skip(f"no HIP device: {info.reason}")
     import struct
 
-    driver = _core._open_vendor_driver("hip")
+    driver = _core._open_driver("hip")
     stream = driver.stream_create()
     assert driver.stream_native_handle(stream) == stream
     pointer = driver.mem_alloc(64)

@@ -37,12 +37,12 @@ def test_the_fake_runtime_starts_and_describes_its_device(fake_hip) -> None:
     info = [b for b in lifecore.backends() if b.name == "hip"][0]
     result["info"] = [info.available, info.reason, info.device_count, info.device_name, info.driver_version]
     result["probe"] = _core._open_driver_probe("hip")
-    driver = _core._open_vendor_driver("hip")
+    driver = _core._open_driver("hip")
     result["name"] = driver.device_name()
     result["version"] = driver.driver_version()
     result["mem_info"] = list(driver.mem_info())
     try:
-        _core._open_vendor_driver("hip", 1)
+        _core._open_driver("hip", 1)
     except lifecore.InvalidArgumentError as error:
         result["ordinal"] = str(error)
     driver.close()
@@ -74,7 +74,7 @@ def test_no_device_makes_the_backend_unavailable_with_the_reason(fake_hip) -> No
 
 def test_unknown_and_destroyed_handles_are_refused_before_the_runtime(fake_hip) -> None:
     body = """
-    driver = _core._open_vendor_driver("hip")
+    driver = _core._open_driver("hip")
     stream = driver.stream_create()
     gone_stream = driver.stream_create()
     driver.stream_destroy(gone_stream)
@@ -140,7 +140,7 @@ def test_unknown_and_destroyed_handles_are_refused_before_the_runtime(fake_hip) 
 
 def test_memory_copies_and_frees(fake_hip) -> None:
     body = """
-    driver = _core._open_vendor_driver("hip")
+    driver = _core._open_driver("hip")
     stream = driver.stream_create()
     a = driver.mem_alloc(16)
     b = driver.mem_alloc(16)
@@ -173,7 +173,7 @@ def test_memory_copies_and_frees(fake_hip) -> None:
 def test_launches_captures_graphs_and_updates(fake_hip, tmp_path) -> None:
     log = tmp_path / "launches.log"
     body = """
-    driver = _core._open_vendor_driver("hip")
+    driver = _core._open_driver("hip")
     stream = driver.stream_create()
     module = driver.module_load("builtin", b"")
     axpy = driver.module_get_function(module, "axpy_f32")
@@ -238,7 +238,7 @@ def test_launches_captures_graphs_and_updates(fake_hip, tmp_path) -> None:
 
 def test_a_failing_hiprtc_compile_is_reported_with_its_log(fake_hip) -> None:
     body = """
-    driver = _core._open_vendor_driver("hip")
+    driver = _core._open_driver("hip")
     try:
         driver.module_load("builtin", b"")
     except lifecore.DriverError as error:

@@ -1,4 +1,4 @@
-"""Pages from a device through the vendor layer (skipped where no such backend runs)."""
+"""Pages from a device through the driver floor (skipped where no such backend runs)."""
 
 from __future__ import annotations
 

@@ -83,7 +83,7 @@ step "driver launch figures" 60 "$PYTHON" - "$OUT/driver_figures.json" <<'PY'
 import json, sys, time
 from lifecore import _core
 
-driver = _core._open_vendor_driver("cuda")
+driver = _core._open_driver("cuda")
 module = driver.module_load("builtin")
 scale = driver.module_get_function(module, "scale_f32")
 n = 256

@@ -80,7 +80,7 @@ CORE = "cpp/src"
 # Test files tried first for a mutant in each part of the core (the rest follow).
 AREA_TESTS = {
     "runtime": ("test_runtime_", "test_stream_", "test_differential"),
-    "vendor": ("test_runtime_", "test_backend_", "test_stream_"),
+    "driver": ("test_runtime_", "test_backend_", "test_stream_"),
     "sequence": ("test_sequence_",),
     "capture": ("test_capture_",),
 }

@@ -9,7 +9,7 @@ namespace lifecore::bindings {
 namespace nb = nanobind;
 
 void init_errors(nb::module_& m);
-void init_vendor(nb::module_& m);
+void init_driver(nb::module_& m);
 void init_runtime(nb::module_& m);
 void init_sequence(nb::module_& m);
 void init_capture(nb::module_& m);

@@ -4,7 +4,7 @@
 #include <nanobind/stl/string.h>
 
 #include "bindings.hpp"
-#include "lifecore/stream_capture_state.hpp"
+#include "lifecore/runtime/stream_capture_state.hpp"
 
 namespace lifecore::bindings {
 

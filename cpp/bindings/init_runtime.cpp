@@ -18,13 +18,13 @@
 #include "bindings.hpp"
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
-#include "runtime/buffer.hpp"
-#include "runtime/device.hpp"
-#include "runtime/graph.hpp"
-#include "runtime/kernel.hpp"
-#include "runtime/profile.hpp"
-#include "runtime/stream.hpp"
-#include "vendor/mock/mock_driver.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/kernel.hpp"
+#include "lifecore/runtime/profile.hpp"
+#include "lifecore/runtime/stream.hpp"
+#include "driver/mock/mock_driver.hpp"
 
 namespace lifecore::bindings {
 
@@ -107,8 +107,8 @@ runtime::InfoWords to_info(nb::handle h) {
 
 void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle block, nb::handle args,
             nb::handle info) {
-  vendor::Dim3 grid_dims;
-  vendor::Dim3 block_dims;
+  driver::Dim3 grid_dims;
+  driver::Dim3 block_dims;
   {
     std::int64_t g[3];
     std::int64_t b[3];
@@ -216,7 +216,7 @@ void reacquire_interpreter(void* token) { PyEval_RestoreThread(static_cast<PyThr
 // Mock only, for tests: holds every stream's queued work for `seconds` (a waiting call blocks
 // until then), released by a thread of its own so no Python code has to run to end it.
 void pause_mock_streams_for(std::shared_ptr<Device> device, double seconds) {
-  auto* mock = vendor::MockDriver::from(&device->driver());
+  auto* mock = driver::MockDriver::from(&device->driver());
   if (mock == nullptr) raise(ErrorKind::InvalidArgument, "_pause_streams_for: the device is not the mock");
   if (!(seconds >= 0.0 && seconds <= 60.0))
     raise(ErrorKind::InvalidArgument, "_pause_streams_for: seconds must be between 0 and 60");

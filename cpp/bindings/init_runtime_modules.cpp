@@ -11,8 +11,8 @@
 
 #include "bindings.hpp"
 #include "lifecore/error.hpp"
-#include "runtime/device.hpp"
-#include "runtime/module.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/module.hpp"
 
 namespace lifecore::bindings {
 

@@ -15,7 +15,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
-#include "runtime/device.hpp"
+#include "lifecore/runtime/device.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/benchmark.hpp"
 #include "lifecore/sequence/coordinator.hpp"
@@ -24,7 +24,7 @@
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/driver_page_memory.hpp"
-#include "vendor/backends.hpp"
+#include "lifecore/driver/backends.hpp"
 
 namespace lifecore::bindings {
 namespace {
@@ -109,7 +109,7 @@ nb::dict demand_bytes(const CapacityDemand& d) {
 std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   if (device.is_none()) return nullptr;
   if (nb::isinstance<nb::str>(device))  // a backend name: "mock", "cuda", "hip", "auto"
-    return std::make_shared<DriverPageMemory>(vendor::open_driver(str_argument(device, "AdmissionCoordinator", "device"), 0));
+    return std::make_shared<DriverPageMemory>(driver::open_driver(str_argument(device, "AdmissionCoordinator", "device"), 0));
   runtime::Device* runtime_device = nullptr;
   if (!nb::try_cast<runtime::Device*>(device, runtime_device) || runtime_device == nullptr)
     raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device must be None, a backend name or a lifecore.Device");

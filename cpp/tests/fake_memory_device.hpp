@@ -8,7 +8,7 @@
 #include <set>
 
 #include "lifecore/error.hpp"
-#include "runtime/memory_manager.hpp"
+#include "lifecore/runtime/memory_manager.hpp"
 #include "test_support.hpp"
 
 namespace lifecore::test_support {

@@ -6,12 +6,12 @@
 #include <thread>
 #include <vector>
 
-#include "vendor/backends.hpp"
-#include "vendor/mock/mock_driver.hpp"
+#include "lifecore/driver/backends.hpp"
+#include "driver/mock/mock_driver.hpp"
 #include "mock_kernels.hpp"
 #include "test_support.hpp"
 
-using namespace lifecore::vendor;
+using namespace lifecore::driver;
 using namespace lifecore::test_support;
 
 namespace {

@@ -5,11 +5,11 @@
 #include <string>
 #include <vector>
 
-#include "vendor/mock/mock_driver.hpp"
+#include "driver/mock/mock_driver.hpp"
 #include "mock_kernels.hpp"
 #include "test_support.hpp"
 
-using namespace lifecore::vendor;
+using namespace lifecore::driver;
 using namespace lifecore::test_support;
 
 namespace {

@@ -2,10 +2,10 @@
 // shadows a real fault injected for the same call after it.
 #include <cstdio>
 
-#include "vendor/mock/mock_driver.hpp"
+#include "driver/mock/mock_driver.hpp"
 #include "test_support.hpp"
 
-using namespace lifecore::vendor;
+using namespace lifecore::driver;
 using namespace lifecore::test_support;
 
 int main() {

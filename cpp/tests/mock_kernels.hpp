@@ -7,18 +7,18 @@
 #include <string>
 
 #include "test_support.hpp"
-#include "vendor/mock/mock_driver.hpp"
+#include "driver/mock/mock_driver.hpp"
 
 namespace lifecore::test_support {
 
-inline vendor::KernelArg u32(std::uint32_t v) { return {vendor::ArgKind::u32, v}; }
-inline vendor::KernelArg f32(float v) { return {vendor::ArgKind::f32, std::bit_cast<std::uint32_t>(v)}; }
-inline vendor::KernelArg ptr(vendor::DevicePtr p) { return {vendor::ArgKind::pointer, p}; }
+inline driver::KernelArg u32(std::uint32_t v) { return {driver::ArgKind::u32, v}; }
+inline driver::KernelArg f32(float v) { return {driver::ArgKind::f32, std::bit_cast<std::uint32_t>(v)}; }
+inline driver::KernelArg ptr(driver::DevicePtr p) { return {driver::ArgKind::pointer, p}; }
 
-inline vendor::FunctionHandle get_kernel(vendor::MockDriver& d, const std::string& name) {
-  vendor::ModuleHandle module{};
-  CHECK_OK(d.module_load(vendor::ModuleImage{}, &module));
-  vendor::FunctionHandle f{};
+inline driver::FunctionHandle get_kernel(driver::MockDriver& d, const std::string& name) {
+  driver::ModuleHandle module{};
+  CHECK_OK(d.module_load(driver::ModuleImage{}, &module));
+  driver::FunctionHandle f{};
   CHECK_OK(d.module_get_function(module, name, &f));
   return f;
 }

@@ -9,11 +9,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/buffer.hpp"
-#include "runtime/device.hpp"
-#include "runtime/graph.hpp"
-#include "runtime/stream.hpp"
-#include "vendor/mock/mock_driver.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/stream.hpp"
+#include "driver/mock/mock_driver.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore::runtime;
@@ -32,7 +32,7 @@ std::shared_ptr<Graph> capture_fill(Stream& stream, Buffer& buffer, std::uint32_
 
 // Destroys `graph` on another thread while the device holds every stream's work: it must not
 // return until the device is resumed (it waits for the replays it remembers).
-bool destroy_waits_for_paused_work(lifecore::vendor::MockDriver& mock, Graph& graph) {
+bool destroy_waits_for_paused_work(lifecore::driver::MockDriver& mock, Graph& graph) {
   std::atomic<bool> returned{false};
   std::thread destroyer([&] {
     graph.destroy();
@@ -59,7 +59,7 @@ bool all_words(Stream& stream, const Buffer& buffer, std::uint32_t value) {
 
 void destroy_waits_for_a_stream_the_graph_did_not_know(const char* graphs) {
   auto device = Device::open("mock", 0, graphs, "thread_local");
-  auto* mock = lifecore::vendor::MockDriver::from(&device->driver());
+  auto* mock = lifecore::driver::MockDriver::from(&device->driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;
   auto a = device->stream();
@@ -77,7 +77,7 @@ void destroy_waits_for_a_stream_the_graph_did_not_know(const char* graphs) {
 
 void destroy_waits_for_the_capturing_stream_replayed_after_another(const char* graphs) {
   auto device = Device::open("mock", 0, graphs, "thread_local");
-  auto* mock = lifecore::vendor::MockDriver::from(&device->driver());
+  auto* mock = lifecore::driver::MockDriver::from(&device->driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;
   auto a = device->stream();

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "runtime/info_cache.hpp"
+#include "lifecore/runtime/info_cache.hpp"
 #include "test_support.hpp"
 
 using lifecore::CacheMode;

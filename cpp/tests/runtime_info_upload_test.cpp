@@ -10,11 +10,11 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/buffer.hpp"
-#include "runtime/device.hpp"
-#include "runtime/kernel.hpp"
-#include "runtime/stream.hpp"
-#include "vendor/mock/mock_driver.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/kernel.hpp"
+#include "lifecore/runtime/stream.hpp"
+#include "driver/mock/mock_driver.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore::runtime;
@@ -46,7 +46,7 @@ void write_floats(Stream& stream, Buffer& buffer, float value) {
 // (so no other stream can hit the entry) until its upload has run.
 void new_entry_is_published_only_after_its_upload_ran() {
   auto device = Device::open("mock", 0, "hardware", "thread_local");
-  auto* mock = lifecore::vendor::MockDriver::from(&device->driver());
+  auto* mock = lifecore::driver::MockDriver::from(&device->driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;
   auto a = device->stream();

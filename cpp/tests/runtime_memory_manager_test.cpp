@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "lifecore/error.hpp"
-#include "runtime/memory_manager.hpp"
+#include "lifecore/runtime/memory_manager.hpp"
 #include "fake_memory_device.hpp"
 #include "test_support.hpp"
 

@@ -8,7 +8,7 @@
 #include <set>
 
 #include "lifecore/error.hpp"
-#include "runtime/memory_manager.hpp"
+#include "lifecore/runtime/memory_manager.hpp"
 #include "fake_memory_device.hpp"
 #include "test_support.hpp"
 

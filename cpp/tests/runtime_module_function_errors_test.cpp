@@ -7,11 +7,11 @@
 #include <string>
 
 #include "lifecore/error.hpp"
-#include "runtime/device.hpp"
-#include "runtime/kernel.hpp"
-#include "runtime/module.hpp"
-#include "vendor/mock/mock_driver.hpp"
-#include "vendor/status.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/kernel.hpp"
+#include "lifecore/runtime/module.hpp"
+#include "driver/mock/mock_driver.hpp"
+#include "lifecore/driver/status.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
@@ -30,13 +30,13 @@ std::string message_of(Module& module, const std::string& name) {
 
 void only_a_not_found_lookup_says_the_kernel_is_missing() {
   auto device = Device::open("mock", 0, "hardware", "thread_local");
-  auto* mock = vendor::MockDriver::from(&device->driver());
+  auto* mock = driver::MockDriver::from(&device->driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;
-  auto module = std::make_shared<Module>(device, device->load_module(vendor::ModuleImage{}), vendor::ImageKind::builtin);
+  auto module = std::make_shared<Module>(device, device->load_module(driver::ModuleImage{}), driver::ImageKind::builtin);
   CHECK(module->function("scale_f32", std::nullopt) != nullptr);
 
-  mock->fault_injection()->inject(vendor::Operation::module_get_function, vendor::status_code::invalid_context, 0, 1);
+  mock->fault_injection()->inject(driver::Operation::module_get_function, driver::status_code::invalid_context, 0, 1);
   const std::string refused = message_of(*module, "scale_f32");
   CHECK(test_support::contains(refused, "injected fault"));
   CHECK(!test_support::contains(refused, "no kernel named"));

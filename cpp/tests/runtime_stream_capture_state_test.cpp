@@ -4,7 +4,7 @@
 #include <string>
 
 #include "lifecore/error.hpp"
-#include "lifecore/stream_capture_state.hpp"
+#include "lifecore/runtime/stream_capture_state.hpp"
 #include "test_support.hpp"
 
 using lifecore::CacheMode;

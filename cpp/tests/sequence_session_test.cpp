@@ -1,5 +1,5 @@
 // The sequence core without Python: admission, extension, frames, release, waiters, and
-// pages through the vendor layer when the mock driver is available.
+// pages through the driver floor when the mock driver is available.
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -16,7 +16,7 @@
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/driver_page_memory.hpp"
-#include "vendor/backends.hpp"
+#include "lifecore/driver/backends.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
@@ -71,9 +71,9 @@ void waiter_wakes_on_release() {
 }
 
 void driver_pages() {
-  std::shared_ptr<vendor::Driver> driver;
+  std::shared_ptr<driver::Driver> driver;
   try {
-    driver = vendor::open_driver("mock", 0);
+    driver = driver::open_driver("mock", 0);
   } catch (const Error& e) {
     std::printf("sequence_session_test: driver pages skipped (%s)\n", e.what());
     return;

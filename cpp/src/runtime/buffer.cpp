@@ -1,12 +1,12 @@
-#include "runtime/buffer.hpp"
+#include "lifecore/runtime/buffer.hpp"
 
 #include "lifecore/error.hpp"
-#include "runtime/device.hpp"
-#include "runtime/stream.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/stream.hpp"
 
 namespace lifecore::runtime {
 
-Buffer::Buffer(std::shared_ptr<Stream> stream, SliceId slice, vendor::DevicePtr ptr, std::size_t nbytes)
+Buffer::Buffer(std::shared_ptr<Stream> stream, SliceId slice, driver::DevicePtr ptr, std::size_t nbytes)
     : stream_(std::move(stream)), device_(stream_->device()), slice_(slice), ptr_(ptr), nbytes_(nbytes) {}
 
 Buffer::~Buffer() {
@@ -24,7 +24,7 @@ const char* dangling_reason() {
 }
 }  // namespace
 
-vendor::DevicePtr Buffer::ptr() const {
+driver::DevicePtr Buffer::ptr() const {
   if (freed_.load(std::memory_order_acquire)) raise(ErrorKind::Closed, "ptr: the buffer was freed");
   if (dangling_.load(std::memory_order_acquire)) raise(ErrorKind::Closed, std::string("ptr") + dangling_reason());
   device_->check_open("ptr");
@@ -36,7 +36,7 @@ void Buffer::free() {
   stream_->drop_slice(slice_);
 }
 
-vendor::DevicePtr Buffer::use(const Device& device, const char* op) const {
+driver::DevicePtr Buffer::use(const Device& device, const char* op) const {
   if (device_.get() != &device)
     raise(ErrorKind::InvalidArgument, std::string(op) + ": the buffer belongs to another device");
   if (freed_.load(std::memory_order_acquire))

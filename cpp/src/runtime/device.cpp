@@ -1,21 +1,21 @@
-#include "runtime/device.hpp"
+#include "lifecore/runtime/device.hpp"
 
 #include <algorithm>
 
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
-#include "runtime/graph.hpp"
-#include "runtime/module.hpp"
-#include "runtime/stream.hpp"
-#include "vendor/backends.hpp"
+#include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/module.hpp"
+#include "lifecore/runtime/stream.hpp"
+#include "lifecore/driver/backends.hpp"
 
 namespace lifecore::runtime {
 namespace {
 
-vendor::CaptureMode parse_capture_mode(const std::string& name) {
-  if (name == "thread_local") return vendor::CaptureMode::thread_local_;
-  if (name == "global") return vendor::CaptureMode::global;
-  if (name == "relaxed") return vendor::CaptureMode::relaxed;
+driver::CaptureMode parse_capture_mode(const std::string& name) {
+  if (name == "thread_local") return driver::CaptureMode::thread_local_;
+  if (name == "global") return driver::CaptureMode::global;
+  if (name == "relaxed") return driver::CaptureMode::relaxed;
   raise(ErrorKind::InvalidArgument,
         "unknown capture_mode '" + name + "': expected 'thread_local', 'global' or 'relaxed'");
 }
@@ -27,31 +27,31 @@ std::shared_ptr<Device> Device::open(const std::string& backend, int ordinal, co
   // Validate every argument before touching a driver.
   if (graphs != "auto" && graphs != "hardware" && graphs != "software")
     raise(ErrorKind::InvalidArgument, "unknown graphs mode '" + graphs + "': expected 'auto', 'hardware' or 'software'");
-  vendor::CaptureMode mode = parse_capture_mode(capture_mode);
-  std::shared_ptr<vendor::Driver> driver = vendor::open_driver(backend, ordinal);
+  driver::CaptureMode mode = parse_capture_mode(capture_mode);
+  std::shared_ptr<driver::Driver> driver = driver::open_driver(backend, ordinal);
   GraphsMode graphs_mode = driver->hardware_graphs() ? GraphsMode::hardware : GraphsMode::software;
   if (graphs == "software") graphs_mode = GraphsMode::software;
   if (graphs == "hardware" && !driver->hardware_graphs())
     raise(ErrorKind::InvalidArgument, std::string("graphs='hardware' needs a driver that captures graphs, and the ") +
-                                          vendor::backend_name(driver->kind()) +
+                                          driver::backend_name(driver->kind()) +
                                           " driver here does not: use graphs='software'");
   return std::make_shared<Device>(std::move(driver), graphs_mode, mode, capture_mode);
 }
 
-Device::Device(std::shared_ptr<vendor::Driver> driver, GraphsMode graphs, vendor::CaptureMode capture_mode,
+Device::Device(std::shared_ptr<driver::Driver> driver, GraphsMode graphs, driver::CaptureMode capture_mode,
                std::string capture_mode_name)
     : driver_(std::move(driver)),
       graphs_(graphs),
       capture_mode_(capture_mode),
       capture_mode_name_(std::move(capture_mode_name)) {
-  vendor::check(driver_->device_name(&name_));
+  driver::check(driver_->device_name(&name_));
   std::size_t free_bytes = 0;
-  vendor::check(driver_->mem_info(&free_bytes, &total_memory_));
-  vendor::Driver* raw = driver_.get();
-  memory_ = std::make_shared<MemoryManager>([raw](vendor::DevicePtr ptr, bool memory_node) {
+  driver::check(driver_->mem_info(&free_bytes, &total_memory_));
+  driver::Driver* raw = driver_.get();
+  memory_ = std::make_shared<MemoryManager>([raw](driver::DevicePtr ptr, bool memory_node) {
     // Memory a capture recorded as a node was never the pool's to return; a stream-ordered
     // free is the only call that accepts it, and a failure here has nobody to report to.
-    if (memory_node) (void)raw->mem_free_async(ptr, vendor::StreamHandle{});
+    if (memory_node) (void)raw->mem_free_async(ptr, driver::StreamHandle{});
     else (void)raw->mem_free(ptr);
   });
   functions_ = std::make_unique<std::atomic<std::uintptr_t>[]>(Kernel::builtins().size());
@@ -67,7 +67,7 @@ void Device::check_open(const char* op) const {
   check_not_lost(op);
 }
 
-void Device::note_status(const vendor::Status& status) {
+void Device::note_status(const driver::Status& status) {
   if (!status.sticky || lost()) return;
   std::lock_guard lock(lost_mutex_);
   if (lost_reason_.empty()) {
@@ -80,7 +80,7 @@ void Device::note_status(const vendor::Status& status) {
 void Device::check_not_lost(const char* op) const {
   if (!lost()) return;
   std::string reason;
-  vendor::Status status;
+  driver::Status status;
   {
     std::lock_guard lock(lost_mutex_);
     reason = lost_reason_;
@@ -95,8 +95,8 @@ void Device::check_not_lost(const char* op) const {
 
 std::shared_ptr<Stream> Device::stream() {
   check_open("stream");
-  vendor::StreamHandle handle{};
-  vendor::check(driver_->stream_create(&handle));
+  driver::StreamHandle handle{};
+  driver::check(driver_->stream_create(&handle));
   auto stream = std::make_shared<Stream>(shared_from_this(), handle);
   std::lock_guard lock(registry_mutex_);
   std::erase_if(streams_, [](const std::weak_ptr<Stream>& s) { return s.expired(); });
@@ -150,7 +150,7 @@ std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
           {"windows_active", i(stats.windows_active)}};
 }
 
-void Device::free_info_buffer(vendor::DevicePtr ptr) {
+void Device::free_info_buffer(driver::DevicePtr ptr) {
   if (!closed()) (void)driver_->mem_free(ptr);
 }
 
@@ -162,19 +162,19 @@ void Device::cleanup() {
   if (memory_->stats().windows_active > 0) return;
   memory_->cleanup();
   unload_retired_modules();
-  for (vendor::DevicePtr ptr : info_.clear_unpinned()) free_info_buffer(ptr);
+  for (driver::DevicePtr ptr : info_.clear_unpinned()) free_info_buffer(ptr);
 }
 
 void Device::inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times) {
   check_open("inject_fault");
-  vendor::FaultInjection* faults = driver_->fault_injection();
+  driver::FaultInjection* faults = driver_->fault_injection();
   if (faults == nullptr)
     raise(ErrorKind::Lifecore, std::string("inject_fault: fault injection is mock-only; the ") + backend() +
                                    " backend does not offer it");
-  vendor::Operation op{};
-  if (!vendor::operation_from_name(call, &op)) {
+  driver::Operation op{};
+  if (!driver::operation_from_name(call, &op)) {
     std::string names;
-    for (const auto& name : vendor::operation_names()) names += (names.empty() ? "" : ", ") + name;
+    for (const auto& name : driver::operation_names()) names += (names.empty() ? "" : ", ") + name;
     raise(ErrorKind::InvalidArgument, "inject_fault: unknown driver call '" + call + "'; valid names: " + names);
   }
   if (status == 0) raise(ErrorKind::InvalidArgument, "inject_fault: status must be a failure code (non-zero), got 0");
@@ -185,46 +185,46 @@ void Device::inject_fault(const std::string& call, int status, std::int64_t afte
 
 void Device::clear_faults() {
   check_open("clear_faults");
-  vendor::FaultInjection* faults = driver_->fault_injection();
+  driver::FaultInjection* faults = driver_->fault_injection();
   if (faults == nullptr)
     raise(ErrorKind::Lifecore, std::string("clear_faults: fault injection is mock-only; the ") + backend() +
                                    " backend does not offer it");
   faults->clear();
 }
 
-vendor::FunctionHandle Device::function(const Kernel& kernel) {
+driver::FunctionHandle Device::function(const Kernel& kernel) {
   if (!kernel.is_builtin()) return kernel.module()->launchable(*this, kernel);
   std::atomic<std::uintptr_t>& slot = functions_[kernel.index()];
-  if (auto loaded = slot.load(std::memory_order_acquire)) return vendor::FunctionHandle{loaded};
+  if (auto loaded = slot.load(std::memory_order_acquire)) return driver::FunctionHandle{loaded};
   check_open("launch");
   std::lock_guard lock(functions_mutex_);
-  if (auto loaded = slot.load(std::memory_order_acquire)) return vendor::FunctionHandle{loaded};
-  if (builtin_module_ == vendor::ModuleHandle{}) {
+  if (auto loaded = slot.load(std::memory_order_acquire)) return driver::FunctionHandle{loaded};
+  if (builtin_module_ == driver::ModuleHandle{}) {
     std::string reason;
     if (!driver_->builtin_kernels_available(&reason))
       raise(ErrorKind::BackendUnavailable, "launch: the built-in kernels cannot run on the " + backend() +
                                                " backend here: " + reason);
-    vendor::ModuleHandle module{};
-    vendor::check(driver_->module_load(vendor::ModuleImage{vendor::ImageKind::builtin, {}}, &module));
+    driver::ModuleHandle module{};
+    driver::check(driver_->module_load(driver::ModuleImage{driver::ImageKind::builtin, {}}, &module));
     builtin_module_ = module;
   }
-  vendor::FunctionHandle function{};
-  vendor::check(driver_->module_get_function(builtin_module_, std::string(kernel.name()), &function));
+  driver::FunctionHandle function{};
+  driver::check(driver_->module_get_function(builtin_module_, std::string(kernel.name()), &function));
   slot.store(static_cast<std::uintptr_t>(function), std::memory_order_release);
   return function;
 }
 
-vendor::ModuleHandle Device::load_module(const vendor::ModuleImage& image) {
+driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
   check_open("module_load");
   unload_retired_modules();
-  vendor::ModuleHandle module{};
-  vendor::check(driver_->module_load(image, &module));
+  driver::ModuleHandle module{};
+  driver::check(driver_->module_load(image, &module));
   std::lock_guard lock(modules_mutex_);
   modules_loaded_.push_back(module);
   return module;
 }
 
-void Device::release_module(vendor::ModuleHandle module) noexcept {
+void Device::release_module(driver::ModuleHandle module) noexcept {
   {
     std::lock_guard lock(modules_mutex_);
     std::erase(modules_loaded_, module);
@@ -248,14 +248,14 @@ void Device::unload_retired_modules() noexcept {
   }
   // Eagerly queued launches of the functions must have run.
   for (auto& stream : live_streams()) stream->wait_for_graph_work();
-  std::vector<vendor::ModuleHandle> retired;
+  std::vector<driver::ModuleHandle> retired;
   {
     std::lock_guard lock(modules_mutex_);
     if (closed()) return;
     retired = std::move(modules_retired_);
     modules_retired_.clear();
   }
-  for (vendor::ModuleHandle module : retired) (void)driver_->module_unload(module);
+  for (driver::ModuleHandle module : retired) (void)driver_->module_unload(module);
 }
 
 void Device::close() {
@@ -263,12 +263,12 @@ void Device::close() {
   if (closed()) return;
   // Relaxed for the closing thread: its synchronizations and frees must not invalidate (or be
   // refused by) another thread's live capture, which close() leaves to that thread.
-  vendor::CaptureMode previous = vendor::CaptureMode::relaxed;
+  driver::CaptureMode previous = driver::CaptureMode::relaxed;
   const bool exchanged = driver_->thread_exchange_capture_mode(&previous).ok();
   struct Restore {
-    vendor::Driver& driver;
+    driver::Driver& driver;
     bool exchanged;
-    vendor::CaptureMode mode;
+    driver::CaptureMode mode;
     ~Restore() {
       if (exchanged) (void)driver.thread_exchange_capture_mode(&mode);
     }
@@ -277,17 +277,17 @@ void Device::close() {
   for (auto& graph : live_graphs()) graph->destroy();
   closed_.store(true, std::memory_order_release);
   memory_->release_all();
-  for (vendor::DevicePtr ptr : info_.release_all()) (void)driver_->mem_free(ptr);
+  for (driver::DevicePtr ptr : info_.release_all()) (void)driver_->mem_free(ptr);
   {
     std::lock_guard lock(functions_mutex_);
-    if (builtin_module_ != vendor::ModuleHandle{}) (void)driver_->module_unload(builtin_module_);
+    if (builtin_module_ != driver::ModuleHandle{}) (void)driver_->module_unload(builtin_module_);
     builtin_module_ = {};
     for (std::size_t i = 0; i < Kernel::builtins().size(); ++i) functions_[i].store(0, std::memory_order_release);
   }
   {
     std::lock_guard lock(modules_mutex_);
-    for (vendor::ModuleHandle module : modules_loaded_) (void)driver_->module_unload(module);
-    for (vendor::ModuleHandle module : modules_retired_) (void)driver_->module_unload(module);
+    for (driver::ModuleHandle module : modules_loaded_) (void)driver_->module_unload(module);
+    for (driver::ModuleHandle module : modules_retired_) (void)driver_->module_unload(module);
     modules_loaded_.clear();
     modules_retired_.clear();
   }

@@ -1,4 +1,4 @@
-#include "runtime/drop_queue.hpp"
+#include "lifecore/runtime/drop_queue.hpp"
 
 namespace lifecore::runtime {
 
@@ -8,9 +8,9 @@ std::size_t DropQueue::in_flight() const noexcept {
   return count;
 }
 
-vendor::Status DropQueue::flush(vendor::Driver& driver, vendor::StreamHandle stream) {
-  if (pending_.empty()) return vendor::Status::success();
-  vendor::EventHandle event{};
+driver::Status DropQueue::flush(driver::Driver& driver, driver::StreamHandle stream) {
+  if (pending_.empty()) return driver::Status::success();
+  driver::EventHandle event{};
   if (!spare_events_.empty()) {
     event = spare_events_.back();
     spare_events_.pop_back();
@@ -23,16 +23,16 @@ vendor::Status DropQueue::flush(vendor::Driver& driver, vendor::StreamHandle str
   }
   batches_.push_back(Batch{event, std::move(pending_)});
   pending_.clear();
-  return vendor::Status::success();
+  return driver::Status::success();
 }
 
-void DropQueue::retire(vendor::Driver& driver, Batch& batch) {
+void DropQueue::retire(driver::Driver& driver, Batch& batch) {
   for (auto& release : batch.items) release();
   batch.items.clear();
-  if (batch.event != vendor::EventHandle{}) spare_events_.push_back(batch.event);
+  if (batch.event != driver::EventHandle{}) spare_events_.push_back(batch.event);
 }
 
-void DropQueue::collect(vendor::Driver& driver) {
+void DropQueue::collect(driver::Driver& driver) {
   while (!batches_.empty()) {
     if (!driver.event_query(batches_.front().event).ok()) return;  // not ready (or unknown): keep
     retire(driver, batches_.front());
@@ -40,7 +40,7 @@ void DropQueue::collect(vendor::Driver& driver) {
   }
 }
 
-void DropQueue::release_all(vendor::Driver& driver) {
+void DropQueue::release_all(driver::Driver& driver) {
   while (!batches_.empty()) {
     retire(driver, batches_.front());
     batches_.pop_front();

@@ -1,9 +1,9 @@
-#include "runtime/graph.hpp"
+#include "lifecore/runtime/graph.hpp"
 
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
-#include "runtime/device.hpp"
-#include "runtime/stream.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/stream.hpp"
 
 namespace lifecore::runtime {
 
@@ -32,7 +32,7 @@ void Graph::replay(Stream* stream) {
   target.replay(*this);
 }
 
-vendor::Status Graph::launch_on(Stream& stream, vendor::StreamHandle handle) {
+driver::Status Graph::launch_on(Stream& stream, driver::StreamHandle handle) {
   std::lock_guard lock(mutex_);
   if (!alive_) raise(ErrorKind::Closed, "replay was given an unknown or already-destroyed graph");
   bool known = false;
@@ -41,10 +41,10 @@ vendor::Status Graph::launch_on(Stream& stream, vendor::StreamHandle handle) {
     if (s.get() == &stream) known = true;
   }
   if (!known) replayed_on_.push_back(stream.weak_from_this());
-  vendor::Driver& driver = device_->driver();
+  driver::Driver& driver = device_->driver();
   if (hardware_) return driver.graph_launch(exec_, handle);
   for (const SoftwareOp& op : ops_) {
-    vendor::Status status;
+    driver::Status status;
     if (const auto* launch = std::get_if<LaunchOp>(&op))
       status = driver.launch_kernel(launch->function, launch->grid, launch->block, 0, handle, launch->args);
     else if (const auto* copy = std::get_if<CopyOp>(&op))
@@ -53,13 +53,13 @@ vendor::Status Graph::launch_on(Stream& stream, vendor::StreamHandle handle) {
       status = driver.memset_d32_async(fill->dst, fill->value, fill->count, handle);
     if (!status.ok()) return status;
   }
-  return vendor::Status::success();
+  return driver::Status::success();
 }
 
 void Graph::destroy() noexcept {
   std::vector<std::weak_ptr<Stream>> streams;
   std::vector<SliceId> retained;
-  vendor::GraphExecHandle exec{};
+  driver::GraphExecHandle exec{};
   {
     std::lock_guard lock(mutex_);
     if (!alive_) return;
@@ -75,7 +75,7 @@ void Graph::destroy() noexcept {
   BlockingWait blocking;
   for (auto& weak : streams)
     if (auto stream = weak.lock()) stream->wait_for_graph_work();
-  if (hardware_ && exec != vendor::GraphExecHandle{} && !device_->closed())
+  if (hardware_ && exec != driver::GraphExecHandle{} && !device_->closed())
     (void)device_->driver().graph_exec_destroy(exec);
   device_->memory().release_retained(retained);
   device_->info().graph_release(id_);

@@ -1,4 +1,4 @@
-#include "runtime/info_cache.hpp"
+#include "lifecore/runtime/info_cache.hpp"
 
 namespace lifecore::runtime {
 
@@ -7,7 +7,7 @@ InfoCache::InfoCache(std::size_t max_entries, std::size_t max_entry_bytes)
 
 void InfoCache::touch_lru_locked(Entry& entry) { lru_.splice(lru_.begin(), lru_, entry.lru); }
 
-void InfoCache::evict_locked(std::vector<vendor::DevicePtr>* evicted) {
+void InfoCache::evict_locked(std::vector<driver::DevicePtr>* evicted) {
   // Oldest first; pinned entries are never evicted (a recorded launch may read them).
   auto it = lru_.end();
   while (entries_.size() > max_entries_ && it != lru_.begin()) {
@@ -42,7 +42,7 @@ InfoCache::Lookup InfoCache::get(const InfoWords& words, CacheMode mode, WindowI
       result.transient = true;
       return result;
     }
-    vendor::DevicePtr ptr = upload(words);  // throws: nothing changed
+    driver::DevicePtr ptr = upload(words);  // throws: nothing changed
     if (make_private) {
       private_[window].emplace(words, ptr);
       result.ptr = ptr;
@@ -98,9 +98,9 @@ void InfoCache::graph_release(GraphId graph) {
   committed_.erase(it);
 }
 
-std::vector<vendor::DevicePtr> InfoCache::clear_unpinned() {
+std::vector<driver::DevicePtr> InfoCache::clear_unpinned() {
   std::lock_guard lock(mutex_);
-  std::vector<vendor::DevicePtr> released;
+  std::vector<driver::DevicePtr> released;
   for (auto it = entries_.begin(); it != entries_.end();) {
     if (it->second.pinned()) {
       ++it;
@@ -113,9 +113,9 @@ std::vector<vendor::DevicePtr> InfoCache::clear_unpinned() {
   return released;
 }
 
-std::vector<vendor::DevicePtr> InfoCache::release_all() {
+std::vector<driver::DevicePtr> InfoCache::release_all() {
   std::lock_guard lock(mutex_);
-  std::vector<vendor::DevicePtr> released;
+  std::vector<driver::DevicePtr> released;
   for (auto& [words, entry] : entries_) released.push_back(entry.ptr);
   entries_.clear();
   lru_.clear();

@@ -1,4 +1,4 @@
-#include "runtime/kernel.hpp"
+#include "lifecore/runtime/kernel.hpp"
 
 #include <bit>
 #include <cmath>
@@ -9,13 +9,13 @@
 
 namespace lifecore::runtime {
 
-Kernel::Kernel(const vendor::BuiltinKernel& builtin, std::size_t index)
+Kernel::Kernel(const driver::BuiltinKernel& builtin, std::size_t index)
     : name_(builtin.name), params_(builtin.params), summary_(builtin.summary), index_(index) {
   for (auto name : builtin.param_names) param_names_.emplace_back(name);
 }
 
-Kernel::Kernel(std::shared_ptr<Module> module, vendor::FunctionHandle function, std::string name,
-               std::vector<vendor::ArgKind> params, std::vector<std::string> param_names, std::string summary)
+Kernel::Kernel(std::shared_ptr<Module> module, driver::FunctionHandle function, std::string name,
+               std::vector<driver::ArgKind> params, std::vector<std::string> param_names, std::string summary)
     : name_(std::move(name)),
       params_(std::move(params)),
       param_names_(std::move(param_names)),
@@ -26,7 +26,7 @@ Kernel::Kernel(std::shared_ptr<Module> module, vendor::FunctionHandle function, 
 const std::vector<Kernel>& Kernel::builtins() {
   static const std::vector<Kernel> kernels = [] {
     std::vector<Kernel> made;
-    const auto& builtins = vendor::builtin_kernels();
+    const auto& builtins = driver::builtin_kernels();
     for (std::size_t i = 0; i < builtins.size(); ++i) made.emplace_back(builtins[i], i);
     return made;
   }();
@@ -41,21 +41,21 @@ const Kernel& Kernel::builtin(std::string_view name) {
   raise(ErrorKind::InvalidArgument, "unknown built-in kernel '" + std::string(name) + "': expected one of " + known);
 }
 
-const char* arg_kind_name(vendor::ArgKind kind) {
+const char* arg_kind_name(driver::ArgKind kind) {
   switch (kind) {
-    case vendor::ArgKind::pointer: return "ptr";
-    case vendor::ArgKind::i32: return "i32";
-    case vendor::ArgKind::u32: return "u32";
-    case vendor::ArgKind::i64: return "i64";
-    case vendor::ArgKind::u64: return "u64";
-    case vendor::ArgKind::f32: return "f32";
-    case vendor::ArgKind::f64: return "f64";
+    case driver::ArgKind::pointer: return "ptr";
+    case driver::ArgKind::i32: return "i32";
+    case driver::ArgKind::u32: return "u32";
+    case driver::ArgKind::i64: return "i64";
+    case driver::ArgKind::u64: return "u64";
+    case driver::ArgKind::f32: return "f32";
+    case driver::ArgKind::f64: return "f64";
   }
   return "?";
 }
 
-bool arg_kind_from_name(std::string_view name, vendor::ArgKind* out) {
-  using vendor::ArgKind;
+bool arg_kind_from_name(std::string_view name, driver::ArgKind* out) {
+  using driver::ArgKind;
   static constexpr std::pair<std::string_view, ArgKind> names[] = {
       {"ptr", ArgKind::pointer}, {"pointer", ArgKind::pointer}, {"i32", ArgKind::i32}, {"u32", ArgKind::u32},
       {"i64", ArgKind::i64},     {"u64", ArgKind::u64},         {"f32", ArgKind::f32}, {"f64", ArgKind::f64}};
@@ -78,7 +78,7 @@ std::string Kernel::signature() const {
 
 namespace {
 
-vendor::Dim3 make_dims(const char* what, std::span<const std::int64_t> values, std::int64_t max_x,
+driver::Dim3 make_dims(const char* what, std::span<const std::int64_t> values, std::int64_t max_x,
                        std::int64_t max_yz, std::int64_t max_product) {
   if (values.empty() || values.size() > 3)
     raise(ErrorKind::InvalidArgument, std::string("launch: ") + what + " must have 1 to 3 dimensions, got " +
@@ -98,7 +98,7 @@ vendor::Dim3 make_dims(const char* what, std::span<const std::int64_t> values, s
   if (max_product > 0 && product > max_product)
     raise(ErrorKind::InvalidArgument, std::string("launch: ") + what + " has " + std::to_string(product) +
                                           " threads, more than the " + std::to_string(max_product) + " allowed");
-  return vendor::Dim3{static_cast<std::uint32_t>(dims[0]), static_cast<std::uint32_t>(dims[1]),
+  return driver::Dim3{static_cast<std::uint32_t>(dims[0]), static_cast<std::uint32_t>(dims[1]),
                       static_cast<std::uint32_t>(dims[2])};
 }
 
@@ -125,44 +125,44 @@ vendor::Dim3 make_dims(const char* what, std::span<const std::int64_t> values, s
 
 }  // namespace
 
-vendor::Dim3 make_grid(std::span<const std::int64_t> values) {
+driver::Dim3 make_grid(std::span<const std::int64_t> values) {
   return make_dims("grid", values, 2147483647, 65535, 0);
 }
 
-vendor::Dim3 make_block(std::span<const std::int64_t> values) { return make_dims("block", values, 1024, 1024, 1024); }
+driver::Dim3 make_block(std::span<const std::int64_t> values) { return make_dims("block", values, 1024, 1024, 1024); }
 
-vendor::KernelArg convert_scalar(const Kernel& kernel, std::size_t param, const LaunchArg& arg) {
-  const vendor::ArgKind kind = kernel.params()[param];
-  vendor::KernelArg out;
+driver::KernelArg convert_scalar(const Kernel& kernel, std::size_t param, const LaunchArg& arg) {
+  const driver::ArgKind kind = kernel.params()[param];
+  driver::KernelArg out;
   out.kind = kind;
   switch (kind) {
-    case vendor::ArgKind::pointer:
+    case driver::ArgKind::pointer:
       wrong_kind(kernel, param, "a Buffer", arg);  // buffers are converted by the stream
-    case vendor::ArgKind::i32:
-    case vendor::ArgKind::u32:
-    case vendor::ArgKind::i64:
-    case vendor::ArgKind::u64: {
+    case driver::ArgKind::i32:
+    case driver::ArgKind::u32:
+    case driver::ArgKind::i64:
+    case driver::ArgKind::u64: {
       if (arg.kind != LaunchArg::Kind::integer) wrong_kind(kernel, param, "an int", arg);
       const std::int64_t v = arg.integer;
       bool fits = false;
-      if (kind == vendor::ArgKind::i32) fits = !arg.above_int64 && v >= INT32_MIN && v <= INT32_MAX;
-      if (kind == vendor::ArgKind::u32) fits = !arg.above_int64 && v >= 0 && v <= static_cast<std::int64_t>(UINT32_MAX);
-      if (kind == vendor::ArgKind::i64) fits = !arg.above_int64;
-      if (kind == vendor::ArgKind::u64) fits = arg.above_int64 || v >= 0;
+      if (kind == driver::ArgKind::i32) fits = !arg.above_int64 && v >= INT32_MIN && v <= INT32_MAX;
+      if (kind == driver::ArgKind::u32) fits = !arg.above_int64 && v >= 0 && v <= static_cast<std::int64_t>(UINT32_MAX);
+      if (kind == driver::ArgKind::i64) fits = !arg.above_int64;
+      if (kind == driver::ArgKind::u64) fits = arg.above_int64 || v >= 0;
       if (!fits) out_of_range(kernel, param, arg);
-      out.bits = kind == vendor::ArgKind::i32 ? static_cast<std::uint32_t>(static_cast<std::int32_t>(v))
+      out.bits = kind == driver::ArgKind::i32 ? static_cast<std::uint32_t>(static_cast<std::int32_t>(v))
                                               : static_cast<std::uint64_t>(v);
       return out;
     }
-    case vendor::ArgKind::f32:
-    case vendor::ArgKind::f64: {
+    case driver::ArgKind::f32:
+    case driver::ArgKind::f64: {
       double value = 0;
       if (arg.kind == LaunchArg::Kind::real) value = arg.real;
       else if (arg.kind == LaunchArg::Kind::integer)
         value = arg.above_int64 ? static_cast<double>(static_cast<std::uint64_t>(arg.integer))
                                 : static_cast<double>(arg.integer);
       else wrong_kind(kernel, param, "a float", arg);
-      if (kind == vendor::ArgKind::f32) out.bits = std::bit_cast<std::uint32_t>(static_cast<float>(value));
+      if (kind == driver::ArgKind::f32) out.bits = std::bit_cast<std::uint32_t>(static_cast<float>(value));
       else out.bits = std::bit_cast<std::uint64_t>(value);
       return out;
     }

@@ -1,4 +1,4 @@
-#include "runtime/memory_manager.hpp"
+#include "lifecore/runtime/memory_manager.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -1,9 +1,9 @@
-#include "runtime/module.hpp"
+#include "lifecore/runtime/module.hpp"
 
 #include <cstring>
 
 #include "lifecore/error.hpp"
-#include "runtime/device.hpp"
+#include "lifecore/runtime/device.hpp"
 
 namespace lifecore::runtime {
 namespace {
@@ -42,26 +42,26 @@ std::string hex_prefix(const std::string& bytes) {
 
 }  // namespace
 
-bool Module::image_kind_of(const std::string& backend, const std::string& bytes, vendor::ImageKind* out) {
+bool Module::image_kind_of(const std::string& backend, const std::string& bytes, driver::ImageKind* out) {
   const bool hip = backend == "hip";
   if (starts_with(bytes, "\x7f" "ELF", 4)) {
-    *out = hip ? vendor::ImageKind::code_object : vendor::ImageKind::cubin;
+    *out = hip ? driver::ImageKind::code_object : driver::ImageKind::cubin;
     return true;
   }
   // CUDA's fat binary for cuda (and the mock, which speaks CUDA); clang's bundle for hip.
   if (hip ? starts_with(bytes, offload_bundle_magic, sizeof offload_bundle_magic - 1)
           : starts_with(bytes, fatbin_magic, sizeof fatbin_magic)) {
-    *out = vendor::ImageKind::fatbin;
+    *out = driver::ImageKind::fatbin;
     return true;
   }
   return false;
 }
 
-std::shared_ptr<Module> Module::load(const std::shared_ptr<Device>& device, vendor::ModuleImage image,
+std::shared_ptr<Module> Module::load(const std::shared_ptr<Device>& device, driver::ModuleImage image,
                                      const char* op) {
   device->check_open(op);
-  const vendor::ImageKind kind = image.kind;
-  vendor::ModuleHandle handle = with_op(op, [&] { return device->load_module(image); });
+  const driver::ImageKind kind = image.kind;
+  driver::ModuleHandle handle = with_op(op, [&] { return device->load_module(image); });
   return std::make_shared<Module>(device, handle, kind);
 }
 
@@ -69,32 +69,32 @@ std::shared_ptr<Module> Module::from_ptx(const std::shared_ptr<Device>& device, 
   if (text.empty()) raise(ErrorKind::InvalidArgument, "Module.from_ptx: the PTX text is empty");
   if (text.find('\0') != std::string::npos)
     raise(ErrorKind::InvalidArgument, "Module.from_ptx: the PTX text contains a NUL character");
-  return load(device, vendor::ModuleImage{vendor::ImageKind::ptx, text}, "Module.from_ptx");
+  return load(device, driver::ModuleImage{driver::ImageKind::ptx, text}, "Module.from_ptx");
 }
 
 std::shared_ptr<Module> Module::from_image(const std::shared_ptr<Device>& device, std::string bytes) {
   device->check_open("Module.from_image");
   if (bytes.empty()) raise(ErrorKind::InvalidArgument, "Module.from_image: the image is empty");
-  vendor::ImageKind kind{};
+  driver::ImageKind kind{};
   if (!image_kind_of(device->backend(), bytes, &kind))
     raise(ErrorKind::InvalidArgument,
           "Module.from_image: unrecognised image (first bytes " + hex_prefix(bytes) +
               "): expected an ELF cubin / code object or a fat binary; use Module.from_ptx for PTX text");
-  return load(device, vendor::ModuleImage{kind, std::move(bytes)}, "Module.from_image");
+  return load(device, driver::ModuleImage{kind, std::move(bytes)}, "Module.from_image");
 }
 
-Module::Module(std::shared_ptr<Device> device, vendor::ModuleHandle handle, vendor::ImageKind kind)
+Module::Module(std::shared_ptr<Device> device, driver::ModuleHandle handle, driver::ImageKind kind)
     : device_(std::move(device)), handle_(handle), kind_(kind) {}
 
 Module::~Module() { unload(); }
 
 const char* Module::kind_name() const {
   switch (kind_) {
-    case vendor::ImageKind::builtin: return "builtin";
-    case vendor::ImageKind::ptx: return "ptx";
-    case vendor::ImageKind::cubin: return "cubin";
-    case vendor::ImageKind::fatbin: return "fatbin";
-    case vendor::ImageKind::code_object: return "code_object";
+    case driver::ImageKind::builtin: return "builtin";
+    case driver::ImageKind::ptx: return "ptx";
+    case driver::ImageKind::cubin: return "cubin";
+    case driver::ImageKind::fatbin: return "fatbin";
+    case driver::ImageKind::code_object: return "code_object";
   }
   return "?";
 }
@@ -119,7 +119,7 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
   device_->check_open("Module.function");
   if (!alive()) raise(ErrorKind::Closed, op + ": the module was unloaded");
   if (name.empty()) raise(ErrorKind::InvalidArgument, "Module.function: the kernel name is empty");
-  std::vector<vendor::ArgKind> kinds;
+  std::vector<driver::ArgKind> kinds;
   std::vector<std::string> names;
   if (params) {
     for (std::size_t i = 0; i < params->size(); ++i) {
@@ -135,7 +135,7 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
         trim(param_name);
         trim(text);
       }
-      vendor::ArgKind kind{};
+      driver::ArgKind kind{};
       if (param_name.empty() || !arg_kind_from_name(text, &kind))
         raise(ErrorKind::InvalidArgument, op + ": parameter " + std::to_string(i) + " '" + (*params)[i] +
                                               "' is not a kind ('ptr', 'i32', 'u32', 'i64', 'u64', 'f32', "
@@ -144,23 +144,23 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
       names.push_back(param_name);
     }
   }
-  vendor::Driver& driver = device_->driver();
-  vendor::FunctionHandle function{};
+  driver::Driver& driver = device_->driver();
+  driver::FunctionHandle function{};
   if (auto status = driver.module_get_function(handle_, name, &function); !status.ok()) {
-    if (status.code == vendor::status_code::not_found && status.message.find(name) == std::string::npos)
+    if (status.code == driver::status_code::not_found && status.message.find(name) == std::string::npos)
       status.message += (status.message.empty() ? "" : ": ") + std::string("no kernel named '") + name + "'";
-    with_op(op, [&] { vendor::throw_status(status); });
+    with_op(op, [&] { driver::throw_status(status); });
   }
   std::vector<std::size_t> sizes;
-  vendor::Status sized = driver.function_param_sizes(function, &sizes);
-  if (!sized.ok() && sized.code != vendor::status_code::not_supported) with_op(op, [&] { vendor::throw_status(sized); });
+  driver::Status sized = driver.function_param_sizes(function, &sizes);
+  if (!sized.ok() && sized.code != driver::status_code::not_supported) with_op(op, [&] { driver::throw_status(sized); });
   if (sized.ok() && params) {
     bool same = sizes.size() == kinds.size();
-    for (std::size_t i = 0; same && i < sizes.size(); ++i) same = sizes[i] == vendor::arg_size(kinds[i]);
+    for (std::size_t i = 0; same && i < sizes.size(); ++i) same = sizes[i] == driver::arg_size(kinds[i]);
     if (!same) {
       std::string driver_sizes, given_sizes;
       for (auto s : sizes) driver_sizes += (driver_sizes.empty() ? "" : ", ") + std::to_string(s);
-      for (auto k : kinds) given_sizes += (given_sizes.empty() ? "" : ", ") + std::to_string(vendor::arg_size(k));
+      for (auto k : kinds) given_sizes += (given_sizes.empty() ? "" : ", ") + std::to_string(driver::arg_size(k));
       raise(ErrorKind::InvalidArgument, op + ": the driver says the kernel takes " + std::to_string(sizes.size()) +
                                             " parameter(s) of [" + driver_sizes + "] bytes, params= gives " +
                                             std::to_string(kinds.size()) + " of [" + given_sizes + "] bytes");
@@ -170,7 +170,7 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
       if (sizes[i] != 8 && sizes[i] != 4)
         raise(ErrorKind::InvalidArgument, op + ": parameter " + std::to_string(i) + " is " +
                                               std::to_string(sizes[i]) + " bytes; pass params=[...] with its kind");
-      kinds.push_back(sizes[i] == 8 ? vendor::ArgKind::pointer : vendor::ArgKind::u32);
+      kinds.push_back(sizes[i] == 8 ? driver::ArgKind::pointer : driver::ArgKind::u32);
       names.push_back("p" + std::to_string(i));
     }
   } else if (!params) {
@@ -182,7 +182,7 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
                                   std::string("user kernel from a ") + kind_name() + " module");
 }
 
-vendor::FunctionHandle Module::launchable(const Device& device, const Kernel& kernel) const {
+driver::FunctionHandle Module::launchable(const Device& device, const Kernel& kernel) const {
   if (&device != device_.get())
     raise(ErrorKind::InvalidArgument, "launch: kernel '" + std::string(kernel.name()) +
                                           "' belongs to a module of another device than the stream");

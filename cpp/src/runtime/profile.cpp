@@ -1,4 +1,4 @@
-#include "runtime/profile.hpp"
+#include "lifecore/runtime/profile.hpp"
 
 namespace lifecore::runtime {
 

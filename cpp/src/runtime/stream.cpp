@@ -1,12 +1,12 @@
-#include "runtime/stream.hpp"
+#include "lifecore/runtime/stream.hpp"
 
 #include <cstring>
 #include <sstream>
 
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
-#include "runtime/buffer.hpp"
-#include "runtime/device.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/device.hpp"
 
 namespace lifecore::runtime {
 namespace {
@@ -16,11 +16,11 @@ std::string software_refusal(const char* op) {
          ": a software capture window records launches only, so this operation cannot be part of a graph";
 }
 
-std::string status_text(const vendor::Status& status) {
+std::string status_text(const driver::Status& status) {
   return status.name + ", status " + std::to_string(status.code);
 }
 
-std::vector<ErrorAttribute> status_attributes(const vendor::Status& status) {
+std::vector<ErrorAttribute> status_attributes(const driver::Status& status) {
   return {{"code", std::int64_t{status.code}}, {"status", status.name}, {"call", status.call}};
 }
 
@@ -30,18 +30,18 @@ std::string thread_text(std::thread::id id) {
   return out.str();
 }
 
-const char* capture_mode_text(vendor::CaptureMode mode) {
+const char* capture_mode_text(driver::CaptureMode mode) {
   switch (mode) {
-    case vendor::CaptureMode::global: return "global";
-    case vendor::CaptureMode::thread_local_: return "thread_local";
-    case vendor::CaptureMode::relaxed: return "relaxed";
+    case driver::CaptureMode::global: return "global";
+    case driver::CaptureMode::thread_local_: return "thread_local";
+    case driver::CaptureMode::relaxed: return "relaxed";
   }
   return "unknown";
 }
 
 }  // namespace
 
-Stream::Stream(std::shared_ptr<Device> device, vendor::StreamHandle handle)
+Stream::Stream(std::shared_ptr<Device> device, driver::StreamHandle handle)
     : device_(std::move(device)), driver_(device_->driver()), handle_(handle), hardware_(device_->hardware_graphs()) {}
 
 Stream::~Stream() {
@@ -66,7 +66,7 @@ void Stream::check_usable(const char* op) {
 }
 
 void Stream::check_capture_thread(const char* op) const {
-  if (!state_.is_recording() || device_->capture_mode() == vendor::CaptureMode::relaxed) return;
+  if (!state_.is_recording() || device_->capture_mode() == driver::CaptureMode::relaxed) return;
   const std::thread::id me = std::this_thread::get_id();
   if (me == capture_thread_) return;
   raise(ErrorKind::CaptureState,
@@ -76,13 +76,13 @@ void Stream::check_capture_thread(const char* op) const {
             "); nothing was changed. Use capture_mode='relaxed' to end captures from any thread");
 }
 
-void Stream::check_status(const vendor::Status& status) {
+void Stream::check_status(const driver::Status& status) {
   if (!status.ok()) throw_driver(status);
 }
 
-void Stream::throw_driver(const vendor::Status& status) {
+void Stream::throw_driver(const driver::Status& status) {
   device_->note_status(status);
-  vendor::throw_status(status);
+  driver::throw_status(status);
 }
 
 StreamCaptureState Stream::capture_state() const {
@@ -106,10 +106,10 @@ void Stream::queue_error(Error error) {
   errors_.push(std::move(error), active_window(), state_.owner());
 }
 
-void Stream::queue_failure(const vendor::Status& status) {
+void Stream::queue_failure(const driver::Status& status) {
   device_->note_status(status);
   try {
-    vendor::throw_status(status);
+    driver::throw_status(status);
   } catch (Error& error) {
     queue_error(std::move(error));
   }
@@ -129,8 +129,8 @@ void Stream::after_issue() {
   if (drop_.pending() > 0 || drop_.in_flight() > 0) flush_fenced();
 }
 
-vendor::Status Stream::synchronize_and_release() {
-  vendor::Status status = driver_.stream_synchronize(handle_);
+driver::Status Stream::synchronize_and_release() {
+  driver::Status status = driver_.stream_synchronize(handle_);
   if (status.ok()) {
     drop_.release_all(driver_);
     issued_since_flush_ = 0;
@@ -151,13 +151,13 @@ void Stream::touch(const Buffer& buffer) {
   if (window_ != 0 && state_.is_active()) device_->memory().touch(buffer.slice(), window_);
 }
 
-vendor::DevicePtr Stream::upload_info(const InfoWords& words) {
+driver::DevicePtr Stream::upload_info(const InfoWords& words) {
   const std::size_t bytes = words.size() * sizeof(std::uint32_t);
-  vendor::DevicePtr ptr = 0;
+  driver::DevicePtr ptr = 0;
   const bool recording = hardware_recording();
   // Inside a hardware recording this allocation becomes a memory node (the capture is then
   // refused): warmup is what puts the entry in the cache before the window opens.
-  vendor::Status status = recording ? driver_.mem_alloc_async(bytes, handle_, &ptr) : driver_.mem_alloc(bytes, &ptr);
+  driver::Status status = recording ? driver_.mem_alloc_async(bytes, handle_, &ptr) : driver_.mem_alloc(bytes, &ptr);
   check_status(status);
   auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
   std::memcpy(staging->data(), words.data(), bytes);
@@ -181,12 +181,12 @@ vendor::DevicePtr Stream::upload_info(const InfoWords& words) {
   return ptr;
 }
 
-vendor::Status Stream::wait_for_upload() {
+driver::Status Stream::wait_for_upload() {
   // An event right after the copy: waiting on it does not pick up unrelated asynchronous
   // errors of the stream (those surface at the next read or sync, as always).
-  vendor::EventHandle event{};
+  driver::EventHandle event{};
   if (auto status = driver_.event_create(&event); !status.ok()) return status;
-  vendor::Status status = driver_.event_record(event, handle_);
+  driver::Status status = driver_.event_record(event, handle_);
   if (status.ok()) status = driver_.event_synchronize(event);
   (void)driver_.event_destroy(event);
   return status;
@@ -231,7 +231,7 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
 void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
   std::lock_guard lock(mutex_);
   check_usable("write");
-  vendor::DevicePtr ptr = buffer.use(*device_, "write");
+  driver::DevicePtr ptr = buffer.use(*device_, "write");
   if (bytes == 0 || bytes > buffer.nbytes())
     raise(ErrorKind::InvalidArgument, "write: data must hold between 1 and " + std::to_string(buffer.nbytes()) +
                                           " bytes (the buffer's size), got " + std::to_string(bytes));
@@ -255,7 +255,7 @@ void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
 std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   std::lock_guard lock(mutex_);
   check_usable("read");
-  vendor::DevicePtr ptr = buffer.use(*device_, "read");
+  driver::DevicePtr ptr = buffer.use(*device_, "read");
   if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("read"));
   // A synchronous read: on a hardware-graph device inside a capture the driver refuses the
   // sync and invalidates the capture (end_capture then refuses the recording).
@@ -269,7 +269,7 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
 void Stream::fill(Buffer& buffer, std::uint32_t value) {
   std::lock_guard lock(mutex_);
   check_usable("fill");
-  vendor::DevicePtr ptr = buffer.use(*device_, "fill");
+  driver::DevicePtr ptr = buffer.use(*device_, "fill");
   if (buffer.nbytes() % 4 != 0)
     raise(ErrorKind::InvalidArgument, "fill: the buffer's size must be a multiple of 4 bytes, got " +
                                           std::to_string(buffer.nbytes()));
@@ -286,8 +286,8 @@ void Stream::fill(Buffer& buffer, std::uint32_t value) {
 void Stream::copy(Buffer& dst, const Buffer& src) {
   std::lock_guard lock(mutex_);
   check_usable("copy");
-  vendor::DevicePtr to = dst.use(*device_, "copy");
-  vendor::DevicePtr from = src.use(*device_, "copy");
+  driver::DevicePtr to = dst.use(*device_, "copy");
+  driver::DevicePtr from = src.use(*device_, "copy");
   if (dst.nbytes() != src.nbytes())
     raise(ErrorKind::InvalidArgument, "copy: the buffers must have the same size, got " +
                                           std::to_string(dst.nbytes()) + " and " + std::to_string(src.nbytes()));
@@ -302,11 +302,11 @@ void Stream::copy(Buffer& dst, const Buffer& src) {
   after_issue();
 }
 
-void Stream::launch(const Kernel& kernel, vendor::Dim3 grid, vendor::Dim3 block, const LaunchArg* args,
+void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block, const LaunchArg* args,
                     std::size_t count, const InfoWords* info) {
   const auto& params = kernel.params();
   const std::size_t offset = info ? 1 : 0;
-  if (info && (params.empty() || params[0] != vendor::ArgKind::pointer))
+  if (info && (params.empty() || params[0] != driver::ArgKind::pointer))
     raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() +
                                        " takes no metadata buffer first, so info= cannot be given");
   if (info && info->empty()) raise(ErrorKind::InvalidArgument, "launch: info must hold at least one word");
@@ -317,24 +317,24 @@ void Stream::launch(const Kernel& kernel, vendor::Dim3 grid, vendor::Dim3 block,
   std::lock_guard lock(mutex_);
   check_usable("launch");
   // Reused between launches (under the stream's lock): the hot path allocates nothing.
-  std::vector<vendor::KernelArg>& converted = launch_args_;
+  std::vector<driver::KernelArg>& converted = launch_args_;
   converted.resize(params.size());
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t param = i + offset;
     const LaunchArg& arg = args[i];
-    if (params[param] == vendor::ArgKind::pointer) {
+    if (params[param] == driver::ArgKind::pointer) {
       if (arg.kind != LaunchArg::Kind::buffer)
         raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() + ": argument '" +
                                            std::string(kernel.param_names()[param]) + "' must be a Buffer, got " +
                                            (arg.kind == LaunchArg::Kind::integer ? std::string("int")
                                             : arg.kind == LaunchArg::Kind::real  ? std::string("float")
                                                                                  : std::string(arg.type_name)));
-      converted[param] = vendor::KernelArg{vendor::ArgKind::pointer, arg.buffer->use(*device_, "launch")};
+      converted[param] = driver::KernelArg{driver::ArgKind::pointer, arg.buffer->use(*device_, "launch")};
     } else {
       converted[param] = convert_scalar(kernel, param, arg);
     }
   }
-  vendor::FunctionHandle function = device_->function(kernel);
+  driver::FunctionHandle function = device_->function(kernel);
   InfoCache::Lookup metadata;
   if (info) {
     // Inside a hardware recording a new entry's buffer is a memory node, with memory behind it
@@ -343,13 +343,13 @@ void Stream::launch(const Kernel& kernel, vendor::Dim3 grid, vendor::Dim3 block,
     metadata = device_->info().get(*info, state_.cache_mode(), active_window(),
                                    [this](const InfoWords& words) { return upload_info(words); },
                                    hardware_recording());
-    converted[0] = vendor::KernelArg{vendor::ArgKind::pointer, metadata.ptr};
+    converted[0] = driver::KernelArg{driver::ArgKind::pointer, metadata.ptr};
   }
   // Checks passed: from here on the launch is issued (or recorded).
   for (std::size_t i = 0; i < count; ++i)
     if (args[i].kind == LaunchArg::Kind::buffer) touch(*args[i].buffer);
   Device* device = device_.get();
-  for (vendor::DevicePtr evicted : metadata.evicted) drop_.push([device, evicted] { device->free_info_buffer(evicted); });
+  for (driver::DevicePtr evicted : metadata.evicted) drop_.push([device, evicted] { device->free_info_buffer(evicted); });
   if (software_recording()) {
     recording_.push_back(LaunchOp{function, grid, block, converted});
   } else if (auto status = driver_.launch_kernel(function, grid, block, 0, handle_, converted); !status.ok()) {
@@ -373,8 +373,8 @@ void Stream::destroy_events(ProfileEvents& events) noexcept {
   if (!events.live) return;
   events.live = false;
   if (dead_ || device_->closed()) return;  // the driver's events went with the device
-  if (events.start != vendor::EventHandle{}) (void)driver_.event_destroy(events.start);
-  if (events.end != vendor::EventHandle{}) (void)driver_.event_destroy(events.end);
+  if (events.start != driver::EventHandle{}) (void)driver_.event_destroy(events.start);
+  if (events.end != driver::EventHandle{}) (void)driver_.event_destroy(events.end);
   events.start = events.end = {};
 }
 
@@ -385,7 +385,7 @@ Stream::ProfileEvents Stream::profile_start() {
   if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("profile"));
   ProfileEvents events;
   events.live = true;
-  vendor::Status status = driver_.event_create(&events.start);
+  driver::Status status = driver_.event_create(&events.start);
   if (status.ok()) status = driver_.event_create(&events.end);
   if (status.ok()) status = driver_.event_record(events.start, handle_);
   if (!status.ok()) {
@@ -412,7 +412,7 @@ float Stream::profile_stop(ProfileEvents& events) {
     raise(ErrorKind::CaptureState,
           "profile: it started inside a capture window that has since ended, so its start was recorded into "
           "that window rather than run; nothing was measured");
-  vendor::Status status = driver_.event_record(events.end, handle_);
+  driver::Status status = driver_.event_record(events.end, handle_);
   // A host wait: inside a hardware recording the driver refuses it (and may invalidate the capture).
   if (status.ok()) status = driver_.event_synchronize(events.end);
   float milliseconds = 0.0f;
@@ -502,37 +502,37 @@ void Stream::begin_capture() {
 }
 
 bool Stream::driver_still_captures() {
-  vendor::CaptureStatus capture = vendor::CaptureStatus::none;
+  driver::CaptureStatus capture = driver::CaptureStatus::none;
   std::uint64_t id = 0;
-  vendor::Status status = driver_.stream_capture_info(handle_, &capture, &id);
+  driver::Status status = driver_.stream_capture_info(handle_, &capture, &id);
   if (status.sticky) return false;  // the context is gone, and its capture with it
   // A failed query proves nothing: assume it still captures (the next end finds out).
-  return !status.ok() || capture != vendor::CaptureStatus::none;
+  return !status.ok() || capture != driver::CaptureStatus::none;
 }
 
-vendor::Status Stream::end_driver_capture(vendor::GraphHandle* graph) {
+driver::Status Stream::end_driver_capture(driver::GraphHandle* graph) {
   *graph = {};
-  vendor::Status status = driver_.stream_end_capture(handle_, graph);
+  driver::Status status = driver_.stream_end_capture(handle_, graph);
   // Success and 901 (invalidated: the driver ends the sequence with no graph) end the capture;
   // after a sticky status the context is gone, and its capture with it. Anything else may have
   // left it running (908: a wrong thread): the driver is asked.
-  auto ended = [](const vendor::Status& s) {
-    return s.ok() || s.code == vendor::status_code::capture_invalidated || s.sticky;
+  auto ended = [](const driver::Status& s) {
+    return s.ok() || s.code == driver::status_code::capture_invalidated || s.sticky;
   };
   if (ended(status)) {
     driver_capturing_ = false;
     return status;
   }
-  if (*graph != vendor::GraphHandle{}) {
+  if (*graph != driver::GraphHandle{}) {
     (void)driver_.graph_destroy(*graph);
     *graph = {};
   }
   driver_capturing_ = driver_still_captures();
   if (driver_capturing_) {
     // The end itself failed and the driver still captures: one retry before giving up.
-    vendor::GraphHandle retry{};
-    vendor::Status retried = driver_.stream_end_capture(handle_, &retry);
-    if (retry != vendor::GraphHandle{}) (void)driver_.graph_destroy(retry);
+    driver::GraphHandle retry{};
+    driver::Status retried = driver_.stream_end_capture(handle_, &retry);
+    if (retry != driver::GraphHandle{}) (void)driver_.graph_destroy(retry);
     if (retried.sticky) return retried;
     driver_capturing_ = !ended(retried) && driver_still_captures();
   }
@@ -566,9 +566,9 @@ void Stream::undo_window() noexcept {
   }
 }
 
-void Stream::refuse(vendor::GraphHandle raw, const std::string& message, const std::string& cause,
-                    const vendor::Status* status) {
-  if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+void Stream::refuse(driver::GraphHandle raw, const std::string& message, const std::string& cause,
+                    const driver::Status* status) {
+  if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
   undo_window();
   // A sticky status is not a refused recording but a lost device.
   if (status) device_->note_status(*status);
@@ -581,7 +581,7 @@ void Stream::refuse(vendor::GraphHandle raw, const std::string& message, const s
   throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
 }
 
-void Stream::raise_still_capturing(const char* op, const vendor::Status& status, ErrorKind kind) {
+void Stream::raise_still_capturing(const char* op, const driver::Status& status, ErrorKind kind) {
   std::vector<ErrorAttribute> attributes{{"cause", std::string("driver_still_capturing")}};
   auto more = status_attributes(status);
   attributes.insert(attributes.end(), more.begin(), more.end());
@@ -594,9 +594,9 @@ void Stream::raise_still_capturing(const char* op, const vendor::Status& status,
 }
 
 void Stream::end_discarded_capture(const char* op) {
-  vendor::GraphHandle raw{};
-  vendor::Status status = end_driver_capture(&raw);
-  if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+  driver::GraphHandle raw{};
+  driver::Status status = end_driver_capture(&raw);
+  if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
   if (driver_capturing_) raise_still_capturing(op, status, ErrorKind::CaptureRefused);
   window_discarded_ = false;
   discard_window();  // whatever was recorded since the window was discarded
@@ -622,8 +622,8 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   }
   const StreamCaptureState recording = state_;
   const CaptureEnd ended = state_.end(caller);  // first: a failed seal can never wedge the stream
-  vendor::GraphHandle raw{};
-  vendor::Status ended_status;
+  driver::GraphHandle raw{};
+  driver::Status ended_status;
   if (hardware_) ended_status = end_driver_capture(&raw);
   if (driver_capturing_) {
     // The driver still captures: the stream never says NO_CAPTURE while it does.
@@ -640,7 +640,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
 
   if (ended.abandoned) refuse(raw, abandoned_capture_message(ended), "abandoned");
   if (!ended_status.ok()) {
-    if (ended_status.code == vendor::status_code::capture_invalidated)
+    if (ended_status.code == driver::status_code::capture_invalidated)
       refuse(raw, "end_capture: the driver invalidated the capture (" + status_text(ended_status) +
                       "): an operation it cannot record (a read, a sync) ran inside the window; nothing was sealed",
              "invalidated", &ended_status);
@@ -657,7 +657,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
     std::vector<ErrorAttribute> attributes{{"cause", std::string("queued_error")}};
     for (const auto& attribute : first.attributes())
       if (attribute.first != "cause") attributes.push_back(attribute);
-    if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+    if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
     undo_window();
     device_->check_not_lost("end_capture");  // the failure inside was a sticky one
     throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
@@ -669,7 +669,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   parts.id = device_->new_graph_id();
   parts.hardware = hardware_;
   if (hardware_) {
-    vendor::GraphNodeCounts counts;
+    driver::GraphNodeCounts counts;
     if (auto status = driver_.graph_node_counts(raw, &counts); !status.ok()) {
       device_->note_status(status);
       refuse(raw, "end_capture: counting the graph's nodes failed (" + status_text(status) + "); nothing was sealed",
@@ -699,7 +699,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   parts.staging = std::move(window_staging_);
   window_staging_.clear();
   device_->info().commit(window_, parts.id);
-  const vendor::GraphExecHandle exec = parts.exec;
+  const driver::GraphExecHandle exec = parts.exec;
   auto graph = std::make_shared<Graph>(std::move(parts));
   device_->register_graph(graph);
   window_ = 0;
@@ -730,11 +730,11 @@ void Stream::abort_capture() {
     end_discarded_capture("abort_capture");
     return;
   }
-  vendor::Status ended_status;
+  driver::Status ended_status;
   if (hardware_recording()) {
-    vendor::GraphHandle raw{};
+    driver::GraphHandle raw{};
     ended_status = end_driver_capture(&raw);
-    if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+    if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
     if (driver_capturing_) {
       window_discarded_ = true;
       discard_window();
@@ -749,9 +749,9 @@ void Stream::abort_capture() {
 void Stream::end_capture_left_by_close() noexcept {
   left_by_close_ = false;
   if (driver_capturing_) {
-    vendor::GraphHandle raw{};
+    driver::GraphHandle raw{};
     (void)end_driver_capture(&raw);
-    if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+    if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
   }
   // Ended or not, nobody else could end it: the stream goes now.
   driver_capturing_ = window_discarded_ = false;
@@ -774,7 +774,7 @@ void Stream::shutdown() noexcept {
     return;
   }
   const bool lost = device_->lost();
-  if (driver_capturing_ && !lost && device_->capture_mode() != vendor::CaptureMode::relaxed &&
+  if (driver_capturing_ && !lost && device_->capture_mode() != driver::CaptureMode::relaxed &&
       std::this_thread::get_id() != capture_thread_) {
     // Another thread's non-relaxed capture: the driver refuses an end from here (908), and waiting
     // for that thread could hang. Discard the window, leave the capture to that thread's next call
@@ -789,9 +789,9 @@ void Stream::shutdown() noexcept {
   }
   if (state_.is_active()) {
     if (driver_capturing_ && !lost) {
-      vendor::GraphHandle raw{};
+      driver::GraphHandle raw{};
       (void)end_driver_capture(&raw);
-      if (raw != vendor::GraphHandle{}) (void)driver_.graph_destroy(raw);
+      if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
     }
     discard_window();
     state_.abort();

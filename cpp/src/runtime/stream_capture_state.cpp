@@ -1,4 +1,4 @@
-#include "lifecore/stream_capture_state.hpp"
+#include "lifecore/runtime/stream_capture_state.hpp"
 
 #include "lifecore/error.hpp"
 

@@ -1,4 +1,4 @@
-#include "runtime/stream_errors.hpp"
+#include "lifecore/runtime/stream_errors.hpp"
 
 #include <utility>
 

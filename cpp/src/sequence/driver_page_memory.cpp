@@ -4,14 +4,14 @@
 
 namespace lifecore::sequence {
 
-DriverPageMemory::DriverPageMemory(std::shared_ptr<vendor::Driver> driver, std::function<bool()> device_closed)
+DriverPageMemory::DriverPageMemory(std::shared_ptr<driver::Driver> driver, std::function<bool()> device_closed)
     : driver_(std::move(driver)), device_closed_(std::move(device_closed)) {
   if (!driver_) raise(ErrorKind::InvalidArgument, "DriverPageMemory: a driver is required");
 }
 
 bool DriverPageMemory::allocate(std::size_t bytes, PageExtent* out) noexcept {
   if (closed()) return false;  // never a page of a closed device (the coordinator refuses first)
-  vendor::DevicePtr ptr = 0;
+  driver::DevicePtr ptr = 0;
   // A failed allocation (out of memory, an injected fault) is capacity pressure: the caller
   // turns it into a deferral.
   if (!driver_->mem_alloc(bytes, &ptr).ok()) return false;

@@ -1,0 +1,29 @@
+// The built-in kernels every backend offers under the same names and parameters
+// (mock: C++ functions; cuda: PTX; hip: hiprtc). One thread per element:
+// i = blockIdx.x * blockDim.x + threadIdx.x, guarded by i < n.
+#pragma once
+
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "lifecore/driver/driver.hpp"
+
+namespace lifecore::driver {
+
+struct BuiltinKernel {
+  std::string_view name;
+  std::vector<ArgKind> params;
+  std::vector<std::string_view> param_names;
+  std::string_view summary;
+};
+
+// axpy_f32(n: u32, a: f32, x: f32*, y: f32*)     y[i] = a * x[i] + y[i]
+// scale_f32(n: u32, a: f32, x: f32*, out: f32*)  out[i] = a * x[i]
+// add_f32(n: u32, x: f32*, y: f32*, out: f32*)   out[i] = x[i] + y[i]
+// axpy_info_f32(info: u32*, x: f32*, y: f32*)    like axpy_f32 with n = info[0], a = bits of info[1]
+//   (the metadata words come from the runtime's info cache: Stream.launch(..., info=[...]))
+const std::vector<BuiltinKernel>& builtin_kernels();
+const BuiltinKernel* find_builtin_kernel(std::string_view name);
+
+}  // namespace lifecore::driver

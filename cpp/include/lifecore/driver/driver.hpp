@@ -1,0 +1,195 @@
+// The driver floor: the only interface through which the runtime reaches a GPU driver.
+// Everything above it is backend-neutral; everything below it (cpp/src/driver/cuda, hip,
+// mock) knows exactly one backend. One Driver instance serves one device of one backend.
+//
+// Conventions:
+//  - every operation returns a Status (never throws); outputs go through pointers;
+//  - a failed Status names the native call (Status::call) and carries the native code;
+//  - handles are opaque integers; 0 is never a valid handle;
+//  - all operations are thread-safe; blocking ones may be called without the GIL.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lifecore/driver/status.hpp"
+
+namespace lifecore::driver {
+
+// Every driver operation by its neutral name. Fault injection (mock) and error messages use
+// these names; a backend reports the native call name in Status::call.
+#define LIFECORE_DRIVER_OPERATIONS(X)                                                          \
+  X(device_name) X(driver_version) X(mem_info)                                                 \
+  X(stream_create) X(stream_destroy) X(stream_synchronize) X(stream_query)                    \
+  X(event_create) X(event_destroy) X(event_record) X(event_synchronize) X(event_query)        \
+  X(event_elapsed)                                                                             \
+  X(mem_alloc) X(mem_free) X(mem_alloc_async) X(mem_free_async)                               \
+  X(memcpy_htod) X(memcpy_dtoh) X(memcpy_dtod)                                                 \
+  X(memcpy_htod_async) X(memcpy_dtoh_async) X(memcpy_dtod_async)                              \
+  X(memset_d32) X(memset_d32_async)                                                            \
+  X(module_load) X(module_unload) X(module_get_function) X(function_param_sizes)              \
+  X(launch_kernel)                                                                             \
+  X(stream_begin_capture) X(stream_end_capture) X(stream_capture_info)                        \
+  X(thread_exchange_capture_mode)                                                              \
+  X(graph_node_counts) X(graph_instantiate) X(graph_upload) X(graph_launch)                   \
+  X(graph_exec_update) X(graph_destroy) X(graph_exec_destroy)
+
+enum class Operation : int {
+#define LIFECORE_OPERATION_ENUM(name) name,
+  LIFECORE_DRIVER_OPERATIONS(LIFECORE_OPERATION_ENUM)
+#undef LIFECORE_OPERATION_ENUM
+  count_
+};
+const char* operation_name(Operation op);
+// Returns false when `name` is not an operation name.
+bool operation_from_name(const std::string& name, Operation* out);
+std::vector<std::string> operation_names();
+
+enum class StreamHandle : std::uintptr_t {};
+enum class EventHandle : std::uintptr_t {};
+enum class ModuleHandle : std::uintptr_t {};
+enum class FunctionHandle : std::uintptr_t {};
+enum class GraphHandle : std::uintptr_t {};
+enum class GraphExecHandle : std::uintptr_t {};
+using DevicePtr = std::uint64_t;
+
+// CUDA's numbering (CU_STREAM_CAPTURE_MODE_*), which HIP shares.
+enum class CaptureMode : int { global = 0, thread_local_ = 1, relaxed = 2 };
+// CUDA's numbering (CU_STREAM_CAPTURE_STATUS_*).
+enum class CaptureStatus : int { none = 0, active = 1, invalidated = 2 };
+
+struct Dim3 {
+  std::uint32_t x = 1, y = 1, z = 1;
+};
+
+// A kernel argument: its kind fixes the size the driver passes (pointers are 8 bytes).
+enum class ArgKind : std::uint8_t { pointer, i32, u32, i64, u64, f32, f64 };
+std::size_t arg_size(ArgKind kind);
+struct KernelArg {
+  ArgKind kind = ArgKind::u64;
+  std::uint64_t bits = 0;  // the value's bytes, little-endian, zero-extended to 64 bits
+};
+
+enum class ImageKind : std::uint8_t { builtin, ptx, cubin, fatbin, code_object };
+struct ModuleImage {
+  ImageKind kind = ImageKind::builtin;
+  std::string bytes;  // PTX text, cubin / fatbin / code-object bytes; empty for builtin
+};
+
+struct GraphNodeCounts {
+  std::size_t total = 0;
+  std::size_t mem_alloc = 0;
+  std::size_t mem_free = 0;
+};
+
+// CUDA's CUgraphExecUpdateResult numbering.
+enum class GraphUpdateResult : int {
+  success = 0, error = 1, topology_changed = 2, node_type_changed = 3, function_changed = 4,
+  parameters_changed = 5, not_supported = 6, unsupported_function_change = 7, attributes_changed = 8
+};
+
+enum class BackendKind : std::uint8_t { mock, cuda, hip };
+const char* backend_name(BackendKind kind);
+
+// Fault injection, offered by the mock only: the `after`-th next call (0 = the very next)
+// of `op` fails with `code`, for `times` consecutive calls of that operation.
+class FaultInjection {
+ public:
+  virtual ~FaultInjection() = default;
+  virtual void inject(Operation op, int code, std::uint64_t after, std::uint64_t times) = 0;
+  virtual void clear() = 0;
+  // How many calls of each operation have been made (also those that failed).
+  virtual std::uint64_t call_count(Operation op) const = 0;
+};
+
+class Driver {
+ public:
+  virtual ~Driver() = default;
+
+  virtual BackendKind kind() const = 0;
+  virtual int ordinal() const = 0;
+  // True when capture is done by the driver (a stream capture that records a graph).
+  virtual bool hardware_graphs() const = 0;
+  // Whether the built-in kernels (lifecore.kernels) can run here, and why not.
+  virtual bool builtin_kernels_available(std::string* reason) const = 0;
+  virtual FaultInjection* fault_injection() { return nullptr; }
+
+  // device
+  virtual Status device_name(std::string* out) = 0;
+  virtual Status driver_version(int* out) = 0;
+  virtual Status mem_info(std::size_t* free_bytes, std::size_t* total_bytes) = 0;
+
+  // streams
+  virtual Status stream_create(StreamHandle* out) = 0;
+  virtual Status stream_destroy(StreamHandle stream) = 0;
+  virtual Status stream_synchronize(StreamHandle stream) = 0;
+  // ok when idle; status_code::not_ready when work is pending.
+  virtual Status stream_query(StreamHandle stream) = 0;
+  // The native stream pointer (CUstream / hipStream_t) for interop; the mock's own id.
+  virtual std::uintptr_t stream_native_handle(StreamHandle stream) = 0;
+
+  // events
+  virtual Status event_create(EventHandle* out) = 0;
+  virtual Status event_destroy(EventHandle event) = 0;
+  virtual Status event_record(EventHandle event, StreamHandle stream) = 0;
+  virtual Status event_synchronize(EventHandle event) = 0;
+  virtual Status event_query(EventHandle event) = 0;
+  virtual Status event_elapsed(EventHandle start, EventHandle end, float* milliseconds) = 0;
+
+  // memory
+  virtual Status mem_alloc(std::size_t bytes, DevicePtr* out) = 0;
+  virtual Status mem_free(DevicePtr ptr) = 0;
+  virtual Status mem_alloc_async(std::size_t bytes, StreamHandle stream, DevicePtr* out) = 0;
+  virtual Status mem_free_async(DevicePtr ptr, StreamHandle stream) = 0;
+  virtual Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) = 0;
+  virtual Status memcpy_dtoh(void* dst, DevicePtr src, std::size_t bytes) = 0;
+  virtual Status memcpy_dtod(DevicePtr dst, DevicePtr src, std::size_t bytes) = 0;
+  // The host memory must stay valid until the stream's work reaches the copy.
+  virtual Status memcpy_htod_async(DevicePtr dst, const void* src, std::size_t bytes, StreamHandle stream) = 0;
+  virtual Status memcpy_dtoh_async(void* dst, DevicePtr src, std::size_t bytes, StreamHandle stream) = 0;
+  virtual Status memcpy_dtod_async(DevicePtr dst, DevicePtr src, std::size_t bytes, StreamHandle stream) = 0;
+  virtual Status memset_d32(DevicePtr dst, std::uint32_t value, std::size_t count) = 0;
+  virtual Status memset_d32_async(DevicePtr dst, std::uint32_t value, std::size_t count, StreamHandle stream) = 0;
+
+  // modules and kernels
+  virtual Status module_load(const ModuleImage& image, ModuleHandle* out) = 0;
+  virtual Status module_unload(ModuleHandle module) = 0;
+  virtual Status module_get_function(ModuleHandle module, const std::string& name, FunctionHandle* out) = 0;
+  // The byte size of each kernel parameter, where the driver can tell (else not_supported).
+  virtual Status function_param_sizes(FunctionHandle function, std::vector<std::size_t>* out) = 0;
+  virtual Status launch_kernel(FunctionHandle function, Dim3 grid, Dim3 block, std::uint32_t shared_bytes,
+                               StreamHandle stream, const std::vector<KernelArg>& args) = 0;
+
+  // capture
+  virtual Status stream_begin_capture(StreamHandle stream, CaptureMode mode) = 0;
+  // On an invalidated capture: ends it, *out = 0, returns capture_invalidated (901).
+  virtual Status stream_end_capture(StreamHandle stream, GraphHandle* out) = 0;
+  virtual Status stream_capture_info(StreamHandle stream, CaptureStatus* status, std::uint64_t* capture_id) = 0;
+  // Sets the calling thread's capture mode to *mode and returns the previous one in *mode.
+  virtual Status thread_exchange_capture_mode(CaptureMode* mode) = 0;
+
+  // graphs
+  virtual Status graph_node_counts(GraphHandle graph, GraphNodeCounts* out) = 0;
+  virtual Status graph_instantiate(GraphHandle graph, GraphExecHandle* out) = 0;
+  virtual Status graph_upload(GraphExecHandle exec, StreamHandle stream) = 0;
+  virtual Status graph_launch(GraphExecHandle exec, StreamHandle stream) = 0;
+  virtual Status graph_exec_update(GraphExecHandle exec, GraphHandle graph, GraphUpdateResult* result) = 0;
+  virtual Status graph_destroy(GraphHandle graph) = 0;
+  virtual Status graph_exec_destroy(GraphExecHandle exec) = 0;
+};
+
+// What lifecore.backends() reports for one backend.
+struct BackendInfo {
+  std::string name;            // "mock", "cuda", "hip"
+  bool available = false;
+  std::string reason;          // why not, when unavailable; details (e.g. "no hiprtc") otherwise
+  int driver_version = 0;      // 0 when unknown
+  int device_count = 0;
+  std::string device_name;     // of device 0, when there is one
+  std::string library;         // the shared library that was loaded, when any
+};
+
+}  // namespace lifecore::driver

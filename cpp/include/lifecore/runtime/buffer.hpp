@@ -1,0 +1,53 @@
+// A slice of the device's memory, bound to the stream that allocated it. Freeing (explicitly
+// or on the last reference) hands the slice to that stream's drop queue: it returns to the
+// pool once the work queued before the free is done.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+#include "lifecore/runtime/memory_manager.hpp"
+#include "lifecore/driver/driver.hpp"
+
+namespace lifecore::runtime {
+
+class Device;
+class Stream;
+
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<Stream> stream, SliceId slice, driver::DevicePtr ptr, std::size_t nbytes);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  std::size_t nbytes() const noexcept { return nbytes_; }
+  // ClosedError once freed (or once the device closed).
+  driver::DevicePtr ptr() const;
+  // False once freed, once its device closed, or once it dangles (below).
+  bool alive() const noexcept;
+  // The buffer's memory was a memory node of a capture that was never sealed: it does not
+  // exist, so every later use is refused (ClosedError) rather than faulting on the device.
+  void mark_dangling() noexcept { dangling_.store(true, std::memory_order_release); }
+  // ClosedError when already freed.
+  void free();
+
+  const std::shared_ptr<Device>& device() const noexcept { return device_; }
+  const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
+  SliceId slice() const noexcept { return slice_; }
+  // The pointer for an operation `op` on `device`: ClosedError when freed or closed,
+  // InvalidArgumentError when the buffer belongs to another device.
+  driver::DevicePtr use(const Device& device, const char* op) const;
+
+ private:
+  std::shared_ptr<Stream> stream_;
+  std::shared_ptr<Device> device_;
+  SliceId slice_;
+  driver::DevicePtr ptr_;
+  std::size_t nbytes_;
+  std::atomic<bool> freed_{false};
+  std::atomic<bool> dangling_{false};
+};
+
+}  // namespace lifecore::runtime

@@ -1,0 +1,137 @@
+// One device of one backend, opened through the vendor abstraction, and everything the
+// device's streams share: the memory manager, the metadata info cache, the loaded built-in
+// kernels, and the registries of live streams and graphs (so close() can reach them).
+// Thread-safe: each shared part has its own lock; close() is idempotent.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "lifecore/runtime/info_cache.hpp"
+#include "lifecore/runtime/kernel.hpp"
+#include "lifecore/runtime/memory_manager.hpp"
+#include "lifecore/driver/driver.hpp"
+
+namespace lifecore::runtime {
+
+class Stream;
+class Graph;
+
+enum class GraphsMode : std::uint8_t { hardware, software };
+
+class Device : public std::enable_shared_from_this<Device> {
+ public:
+  // backend: auto | mock | cuda | hip; graphs: auto | hardware | software;
+  // capture_mode: thread_local | global | relaxed.
+  static std::shared_ptr<Device> open(const std::string& backend, int ordinal, const std::string& graphs,
+                                      const std::string& capture_mode);
+  Device(std::shared_ptr<driver::Driver> driver, GraphsMode graphs, driver::CaptureMode capture_mode,
+         std::string capture_mode_name);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  std::string backend() const { return driver::backend_name(driver_->kind()); }
+  int ordinal() const { return driver_->ordinal(); }
+  const std::string& name() const { return name_; }
+  GraphsMode graphs() const { return graphs_; }
+  bool hardware_graphs() const { return graphs_ == GraphsMode::hardware; }
+  const char* graphs_name() const { return hardware_graphs() ? "hardware" : "software"; }
+  driver::CaptureMode capture_mode() const { return capture_mode_; }
+  const std::string& capture_mode_name() const { return capture_mode_name_; }
+  std::size_t total_memory() const { return total_memory_; }
+
+  std::shared_ptr<Stream> stream();
+  // Ordered (name, value) pairs: the keys of Device.memory_stats().
+  std::vector<std::pair<std::string, std::int64_t>> memory_stats() const;
+  // Returns unpinned, unretained pool memory and unpinned info buffers to the driver after
+  // waiting for the streams; skipped while any capture window is prepared or recording.
+  void cleanup();
+  void inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times);
+  void clear_faults();
+  // Aborts open windows, waits for every stream, destroys every graph, returns all memory.
+  void close();
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  // ClosedError naming `op` when the device is closed, DeviceLostError when it is lost.
+  void check_open(const char* op) const;
+
+  // A sticky driver status (Status::sticky) loses the device: its context is unusable, and
+  // every later call on it is refused with DeviceLostError. note_status records the first one.
+  void note_status(const driver::Status& status);
+  bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
+  void check_not_lost(const char* op) const;
+
+  // Driver captures that close() could not end because another thread began them in
+  // thread_local / global mode (the driver lets only that thread end them). Each is ended, and
+  // its driver stream destroyed, by that thread's next call on the stream; one whose thread
+  // never calls again stays open until the driver goes (the documented leak).
+  std::int64_t abandoned_captures() const noexcept { return abandoned_captures_.load(std::memory_order_acquire); }
+  void capture_left_open() noexcept { abandoned_captures_.fetch_add(1, std::memory_order_acq_rel); }
+  void capture_left_ended() noexcept { abandoned_captures_.fetch_sub(1, std::memory_order_acq_rel); }
+
+  // For streams, buffers and graphs of this device.
+  driver::Driver& driver() { return *driver_; }
+  // For areas that allocate device memory of their own (sequence KV pages) and keep it alive.
+  std::shared_ptr<driver::Driver> shared_driver() const { return driver_; }
+  MemoryManager& memory() { return *memory_; }
+  InfoCache& info() { return info_; }
+  // The function to launch for `kernel` (a built-in's module loads on first use; a user
+  // kernel's module must be of this device and loaded).
+  driver::FunctionHandle function(const Kernel& kernel);
+  // User modules (runtime/module.hpp): loaded through the device so close() can unload them.
+  driver::ModuleHandle load_module(const driver::ModuleImage& image);
+  // Retires a module; the driver unload waits until no graph or capture window of this device
+  // could hold one of its functions (then at the next load, release, cleanup() or close()).
+  void release_module(driver::ModuleHandle module) noexcept;
+  WindowId new_window_id() { return next_window_.fetch_add(1) + 1; }
+  GraphId new_graph_id() { return next_graph_.fetch_add(1) + 1; }
+  void register_graph(const std::shared_ptr<Graph>& graph);
+  void forget_graph(GraphId graph);
+  // Returns an info buffer to the driver (after its fence).
+  void free_info_buffer(driver::DevicePtr ptr);
+
+ private:
+  std::vector<std::shared_ptr<Stream>> live_streams();
+  std::vector<std::shared_ptr<Graph>> live_graphs();
+  void unload_retired_modules() noexcept;
+
+  std::shared_ptr<driver::Driver> driver_;
+  GraphsMode graphs_;
+  driver::CaptureMode capture_mode_;
+  std::string capture_mode_name_;
+  std::string name_;
+  std::size_t total_memory_ = 0;
+  std::shared_ptr<MemoryManager> memory_;
+  InfoCache info_;
+  std::atomic<bool> closed_{false};
+  std::atomic<bool> lost_{false};
+  mutable std::mutex lost_mutex_;
+  std::string lost_reason_;  // the sticky status that lost the device
+  driver::Status lost_status_;
+  std::atomic<std::int64_t> abandoned_captures_{0};
+  std::atomic<std::uint64_t> next_window_{0};
+  std::atomic<std::uint64_t> next_graph_{0};
+
+  std::mutex close_mutex_;
+  mutable std::mutex registry_mutex_;
+  std::vector<std::weak_ptr<Stream>> streams_;
+  std::unordered_map<GraphId, std::weak_ptr<Graph>> graphs_alive_;
+
+  std::mutex functions_mutex_;
+  driver::ModuleHandle builtin_module_{};
+  // Read without the lock on the launch path; written once per kernel under it.
+  std::unique_ptr<std::atomic<std::uintptr_t>[]> functions_;
+
+  std::mutex modules_mutex_;
+  std::vector<driver::ModuleHandle> modules_loaded_;
+  std::vector<driver::ModuleHandle> modules_retired_;
+};
+
+}  // namespace lifecore::runtime

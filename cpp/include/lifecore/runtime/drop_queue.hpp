@@ -1,0 +1,50 @@
+// Resources a stream's queued work may still read (freed slices, staging host copies,
+// evicted info buffers) are released only once that work is done: a fenced flush records an
+// event after everything pushed so far, and the batch is released when the event completes
+// (or the stream is known idle after a successful synchronize).
+// Not thread-safe on its own: the owning Stream serialises calls.
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <functional>
+#include <vector>
+
+#include "lifecore/driver/driver.hpp"
+
+namespace lifecore::runtime {
+
+class DropQueue {
+ public:
+  using Release = std::function<void()>;  // must not throw
+
+  // Flush automatically once this many operations were issued with something pending.
+  static constexpr std::size_t flush_threshold = 64;
+
+  void push(Release release) { pending_.push_back(std::move(release)); }
+  std::size_t pending() const noexcept { return pending_.size(); }
+  std::size_t in_flight() const noexcept;
+
+  // Records a fence after everything pushed so far. A failed event call leaves the items
+  // pending (a later flush or synchronize releases them) and returns the status.
+  driver::Status flush(driver::Driver& driver, driver::StreamHandle stream);
+  // Releases the batches whose fence completed, in order; never blocks.
+  void collect(driver::Driver& driver);
+  // The stream was synchronized successfully: everything pushed so far is done.
+  void release_all(driver::Driver& driver);
+
+  ~DropQueue();
+
+ private:
+  struct Batch {
+    driver::EventHandle event{};
+    std::vector<Release> items;
+  };
+  void retire(driver::Driver& driver, Batch& batch);
+
+  std::vector<Release> pending_;
+  std::deque<Batch> batches_;
+  std::vector<driver::EventHandle> spare_events_;
+};
+
+}  // namespace lifecore::runtime

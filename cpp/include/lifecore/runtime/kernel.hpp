@@ -1,0 +1,79 @@
+// A kernel as the runtime sees it: a name and the kinds of its parameters, and the checks a
+// launch must pass before anything reaches the driver (argument count and kinds, value
+// ranges, grid and block shapes). Built-in kernels exist on every backend; each device loads
+// their module lazily, on the first launch. A user kernel comes from a Module the caller
+// loaded (PTX, cubin, fatbin, code object) and keeps that module alive.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "lifecore/driver/builtin_kernels.hpp"
+#include "lifecore/driver/driver.hpp"
+
+namespace lifecore::runtime {
+
+class Buffer;
+class Module;
+
+class Kernel {
+ public:
+  Kernel(const driver::BuiltinKernel& builtin, std::size_t index);
+  // A kernel of a user module: its function handle and the parameter kinds it was given.
+  Kernel(std::shared_ptr<Module> module, driver::FunctionHandle function, std::string name,
+         std::vector<driver::ArgKind> params, std::vector<std::string> param_names, std::string summary);
+
+  // The built-in kernel of that name; InvalidArgumentError naming the known ones otherwise.
+  static const Kernel& builtin(std::string_view name);
+  static const std::vector<Kernel>& builtins();
+
+  std::string_view name() const { return name_; }
+  const std::vector<driver::ArgKind>& params() const { return params_; }
+  const std::vector<std::string>& param_names() const { return param_names_; }
+  std::string_view summary() const { return summary_; }
+  std::size_t index() const { return index_; }  // built-ins: dense, for per-device function tables
+  bool is_builtin() const noexcept { return module_ == nullptr; }
+  // The user module and function (null / 0 for a built-in).
+  const std::shared_ptr<Module>& module() const noexcept { return module_; }
+  driver::FunctionHandle user_function() const noexcept { return function_; }
+  // "axpy_f32(n: u32, a: f32, x: ptr, y: ptr)"
+  std::string signature() const;
+
+ private:
+  std::string name_;
+  std::vector<driver::ArgKind> params_;
+  std::vector<std::string> param_names_;
+  std::string summary_;
+  std::size_t index_ = 0;
+  std::shared_ptr<Module> module_;
+  driver::FunctionHandle function_{};
+};
+
+const char* arg_kind_name(driver::ArgKind kind);
+// "ptr" (or "pointer"), "i32", "u32", "i64", "u64", "f32", "f64"; false for anything else.
+bool arg_kind_from_name(std::string_view name, driver::ArgKind* out);
+
+// One launch argument as the caller gave it, before it is checked against the signature.
+struct LaunchArg {
+  enum class Kind : std::uint8_t { buffer, integer, real, other };
+  Kind kind = Kind::other;
+  const Buffer* buffer = nullptr;
+  std::int64_t integer = 0;    // the value; when above_int64, the bits of a uint64 above INT64_MAX
+  bool above_int64 = false;
+  double real = 0.0;
+  std::string_view type_name;  // the caller's type, for messages about `other`
+};
+
+// Checks `values` (1 to 3 entries) as a grid or block shape; InvalidArgumentError otherwise.
+driver::Dim3 make_grid(std::span<const std::int64_t> values);
+driver::Dim3 make_block(std::span<const std::int64_t> values);
+
+// Converts a scalar argument for a parameter of `kind`; LifecoreTypeError for the wrong kind,
+// InvalidArgumentError for a value out of the parameter's range.
+driver::KernelArg convert_scalar(const Kernel& kernel, std::size_t param, const LaunchArg& arg);
+
+}  // namespace lifecore::runtime

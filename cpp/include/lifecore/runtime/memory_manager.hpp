@@ -1,0 +1,138 @@
+// The device memory behind Buffers: two pools of slices, one driver allocation each.
+//  - dynamic pool: sizes rounded up to power-of-two buckets; a free slice of the same bucket
+//    is reused. Serves eager allocations.
+//  - persistent pool: exact-fit slices (only alignment padding), reused only by the same size.
+//    Forced while a capture window is armed, so the addresses a graph bakes in come from
+//    slices the pool keeps for as long as the graph retains them.
+// A window (graph_prepare .. end_capture) records every slice it reserves or binds ("touched").
+// While it is priming (the warmup, until begin_capture) it also retains them, so the pool grows
+// to the step's whole working set rather than its transient peak and the recorded pass finds
+// every slice it needs without allocating. Touched slices of the recording are retained by
+// the window and handed to the graph at capture_end, so the pool can never give that memory
+// to a later allocation while a replay writes it.
+// Thread-safe: one mutex guards all of it (driver allocations happen under it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include "lifecore/driver/driver.hpp"
+
+namespace lifecore::runtime {
+
+using SliceId = std::uint64_t;
+using WindowId = std::uint64_t;  // 0: no window
+
+struct MemoryStats {
+  std::size_t pool_bytes = 0;
+  std::size_t slices = 0;
+  std::size_t slices_in_use = 0;
+  std::size_t slices_retained = 0;
+  std::size_t slices_free = 0;
+  std::uint64_t driver_allocations = 0;
+  std::size_t windows_active = 0;
+};
+
+// What an allocation callback produced: the pointer, and whether the driver recorded it as a
+// memory node of a live capture (such memory belongs to that graph, never to the pool).
+struct SliceAllocation {
+  driver::DevicePtr ptr = 0;
+  bool memory_node = false;
+};
+
+class MemoryManager {
+ public:
+  // Allocates `bytes` from the driver or throws lifecore::Error; called under the lock.
+  using Allocate = std::function<SliceAllocation(std::size_t bytes)>;
+  // Returns a driver allocation; must not throw.
+  using Free = std::function<void(driver::DevicePtr ptr, bool memory_node)>;
+
+  static constexpr std::size_t alignment = 256;
+  static constexpr std::size_t min_bucket = 512;
+
+  explicit MemoryManager(Free free);
+  MemoryManager(const MemoryManager&) = delete;
+  MemoryManager& operator=(const MemoryManager&) = delete;
+
+  struct Reservation {
+    SliceId id = 0;
+    driver::DevicePtr ptr = 0;
+    std::size_t capacity = 0;
+    bool allocated = false;  // the pool could not serve it: a new driver allocation was made
+  };
+  // Binds a slice of at least `nbytes` (> 0) for a new Buffer. Inside an armed `window` the
+  // slice comes from the persistent pool and is touched. Nothing changes when allocate throws.
+  Reservation reserve(std::size_t nbytes, WindowId window, const Allocate& allocate);
+  // A recorded (or warmup) operation bound this slice inside `window`.
+  void touch(SliceId slice, WindowId window);
+  // The Buffer bound to the slice is gone (after its fence): the slice returns to its pool
+  // unless something retains it.
+  void unbind(SliceId slice);
+  // Drops one retention per id (a graph going away).
+  void release_retained(const std::vector<SliceId>& slices);
+
+  // Arms `window`: force the persistent pool, track touched slices, start priming. Re-entrant.
+  void capture_begin(WindowId window);
+  // Ends priming: the slices warmup retained become free but stay pooled, set aside for this
+  // window's recording (another stream's window must not take them). Mandatory before the
+  // recording, or the recorded pass would allocate.
+  void capture_priming_end(WindowId window);
+  // Disarms `window`; returns every slice the recording touched, each with one retention the
+  // caller now owns (a graph keeps them; a refused capture releases them at once).
+  std::vector<SliceId> capture_end(WindowId window);
+  bool window_armed(WindowId window) const;
+
+  // Returns every free slice to the driver; skipped (returns 0) while any window is armed.
+  std::size_t cleanup();
+  // Device close: returns every slice to the driver, whatever holds it.
+  void release_all();
+
+  MemoryStats stats() const;
+  // The pool a slice lives in (for tests): true when persistent.
+  bool is_persistent(SliceId slice) const;
+
+  static std::size_t bucket_size(std::size_t nbytes);
+  static std::size_t exact_size(std::size_t nbytes);
+
+ private:
+  struct Slice {
+    driver::DevicePtr ptr = 0;
+    std::size_t capacity = 0;
+    bool persistent = false;
+    bool bound = false;
+    bool memory_node = false;
+    std::uint32_t retains = 0;
+    WindowId reserved_for = 0;  // primed by this window: only its recording may reuse it
+  };
+  using FreeList = std::map<std::size_t, std::vector<SliceId>>;
+  struct Window {
+    bool priming = true;
+    std::set<SliceId> primed;    // retained until priming ends
+    std::set<SliceId> touched;   // retained by the window, then by the graph
+    std::set<SliceId> reserved;  // primed here: kept for this window's recording until capture_end
+    FreeList reserved_free;      // the free ones among them
+  };
+
+  void touch_locked(SliceId id, Slice& slice, Window& window);
+  void retain_locked(Slice& slice) { ++slice.retains; }
+  void drop_retain_locked(SliceId id);
+  void maybe_free_locked(SliceId id, Slice& slice);
+
+  mutable std::mutex mutex_;
+  Free free_;
+  std::unordered_map<SliceId, Slice> slices_;
+  FreeList dynamic_free_;
+  FreeList persistent_free_;
+  std::unordered_map<WindowId, Window> windows_;
+  SliceId next_id_ = 1;
+  std::size_t pool_bytes_ = 0;
+  std::uint64_t driver_allocations_ = 0;
+};
+
+}  // namespace lifecore::runtime

@@ -1,0 +1,177 @@
+// A device stream and its graph-capture lifecycle. The ordering rule is StreamCaptureState's;
+// this class supplies the work each transition brackets, in the order that keeps every failure
+// path safe (see graph_prepare / begin_capture / end_capture), plus the per-stream drop queue
+// and error queue. One mutex serialises the stream's operations; blocking driver calls
+// (synchronize) happen under it but never under a device-wide lock.
+//
+// Threads (docs/graph-capture-threads.md): in thread_local and global capture mode only the
+// thread that began a recording may end or abort it (another thread is refused up front and
+// nothing changes); in relaxed mode any thread may. The stream keeps the driver's side of the
+// window as a fact of its own: while the driver still captures (its end failed, or close()
+// came from another thread) the stream stays in CAPTURE, and the capturing thread's next end
+// or abort ends the driver capture.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "lifecore/runtime/stream_capture_state.hpp"
+#include "lifecore/runtime/drop_queue.hpp"
+#include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/info_cache.hpp"
+#include "lifecore/runtime/kernel.hpp"
+#include "lifecore/runtime/memory_manager.hpp"
+#include "lifecore/runtime/stream_errors.hpp"
+#include "lifecore/driver/driver.hpp"
+
+namespace lifecore::runtime {
+
+class Buffer;
+class Device;
+
+class Stream : public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(std::shared_ptr<Device> device, driver::StreamHandle handle);
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  const std::shared_ptr<Device>& device() const noexcept { return device_; }
+  std::uintptr_t native_handle();
+
+  // nbytes in 1 .. the device's total memory, else InvalidArgumentError.
+  std::shared_ptr<Buffer> alloc(std::int64_t nbytes);
+  // Asynchronous: `data` is copied to staging host memory first. 0 < bytes <= buffer.nbytes.
+  void write(Buffer& buffer, const void* data, std::size_t bytes);
+  // Synchronizes the stream, then copies the buffer out.
+  std::vector<std::uint8_t> read(const Buffer& buffer);
+  // 32-bit pattern over the whole buffer (nbytes % 4 == 0).
+  void fill(Buffer& buffer, std::uint32_t value);
+  // Device to device, same size.
+  void copy(Buffer& dst, const Buffer& src);
+  void launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block, const LaunchArg* args,
+              std::size_t count, const InfoWords* info);
+  void sync();
+
+  // Profiling (see Profile): a start event recorded now, an end event recorded at stop, waited
+  // on, and the time between them. A software recording refuses it on the spot; inside a
+  // hardware recording the wait goes to the driver, which refuses it, and the recording is
+  // then refused too. A failure destroys the events and leaves the stream usable.
+  struct ProfileEvents {
+    driver::EventHandle start{};
+    driver::EventHandle end{};
+    WindowId recorded_in = 0;  // the hardware recording the start event went into (0: none)
+    bool live = false;
+  };
+  ProfileEvents profile_start();
+  // Blocks until the end event has run (call it without the GIL); returns milliseconds.
+  float profile_stop(ProfileEvents& events);
+  // Destroys the events without waiting (the profiled work failed); never fails.
+  void profile_abandon(ProfileEvents& events) noexcept;
+
+  void graph_prepare(CaptureOwner owner);
+  void begin_capture();
+  // CAPTURE -> NO_CAPTURE, sealing a graph. From a thread other than the capturing one in
+  // thread_local / global mode: CaptureStateError, nothing changed. When the driver's end fails
+  // and the driver still captures, the window is discarded but the stream stays in CAPTURE
+  // (driver_capturing()); the capturing thread's next end_capture or abort_capture ends it.
+  std::shared_ptr<Graph> end_capture(CaptureOwner caller);
+  // Back to NO_CAPTURE from anywhere, undoing the window. Refused like end_capture from another
+  // thread (CaptureStateError); a DriverError when the driver still captures afterwards (the
+  // stream then stays in CAPTURE: call it again); a DeviceLostError after a sticky status.
+  void abort_capture();
+  StreamCaptureState capture_state() const;
+  // Whether the driver holds a capture on this stream (hardware graphs): true from a successful
+  // begin until the driver's capture is known to be ended.
+  bool driver_capturing() const;
+  // The thread that began the recording ("" outside CAPTURE), as the standard library prints it.
+  std::string capture_thread() const;
+
+  // For Graph and Buffer.
+  void replay(Graph& graph);
+  void drop_slice(SliceId slice);
+  // Waits for the stream's queued work (for Graph::destroy); skipped while it records on a
+  // hardware-graph device (a host sync would abort the capture).
+  void wait_for_graph_work() noexcept;
+  // Device close: ends any window, waits, releases everything, destroys the driver stream.
+  // A non-relaxed driver capture of another thread cannot be ended from here: its window is
+  // discarded and the capture is left to that thread's next call on this stream (see
+  // Device::abandoned_captures); nothing waits for it.
+  void shutdown() noexcept;
+
+ private:
+  bool hardware_recording() const { return hardware_ && state_.is_recording(); }
+  bool software_recording() const { return !hardware_ && state_.is_recording(); }
+  WindowId active_window() const { return state_.is_active() ? window_ : 0; }
+  // ClosedError / DeviceLostError naming `op`. On the capturing thread of a capture that
+  // close() left behind, it first ends that capture and destroys the driver stream.
+  void check_usable(const char* op);
+  // CaptureStateError naming both threads when the calling thread may not end or abort the
+  // recording (thread_local / global mode, another thread began it).
+  void check_capture_thread(const char* op) const;
+  // driver::check / throw_status that first records a sticky status as the device being lost.
+  void check_status(const driver::Status& status);
+  [[noreturn]] void throw_driver(const driver::Status& status);
+  // Ends the driver capture of a window already discarded; throws (state untouched) when the
+  // driver still captures, else the stream is back in NO_CAPTURE.
+  void end_discarded_capture(const char* op);
+  // The capture close() left to this thread: end it, destroy the driver stream.
+  void end_capture_left_by_close() noexcept;
+  [[noreturn]] void raise_still_capturing(const char* op, const driver::Status& status, ErrorKind kind);
+  // A failed asynchronous call: queued, tagged with the window (if any).
+  void queue_failure(const driver::Status& status);
+  void queue_error(Error error);
+  // After issuing an operation: flush the drop queue every so often, unless recording on a
+  // hardware-graph device, where a fence would be captured (flushes wait for end_capture).
+  void after_issue();
+  void flush_fenced();
+  // stream_synchronize; on success everything the drop queue holds is released.
+  driver::Status synchronize_and_release();
+  void touch(const Buffer& buffer);
+  // A new info-cache entry's buffer. Outside a hardware recording it returns only once the
+  // words are on the device, because the cache hands the buffer to every stream at once.
+  driver::DevicePtr upload_info(const InfoWords& words);
+  // Blocks until the work issued so far on this stream (the upload's copy) has run.
+  driver::Status wait_for_upload();
+  void keep_staging(std::shared_ptr<const std::vector<std::uint8_t>> staging);
+  void destroy_events(ProfileEvents& events) noexcept;
+  // Ends the driver's capture, retrying once when a failed end left it open; afterwards
+  // driver_capturing_ says whether the driver still captures (both attempts failed).
+  driver::Status end_driver_capture(driver::GraphHandle* graph);
+  bool driver_still_captures();
+  // The failure path of a window: disarm the pools, discard the pins and the recording, then
+  // run the flushes deferred while recording (discard_window alone skips that: a fence on a
+  // stream the driver still captures would be captured).
+  void undo_window() noexcept;
+  void discard_window() noexcept;
+  [[noreturn]] void refuse(driver::GraphHandle raw, const std::string& message, const std::string& cause,
+                           const driver::Status* status = nullptr);
+
+  std::shared_ptr<Device> device_;
+  driver::Driver& driver_;
+  driver::StreamHandle handle_;
+  const bool hardware_;
+
+  mutable std::mutex mutex_;
+  bool dead_ = false;
+  StreamCaptureState state_;
+  std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
+  bool driver_capturing_ = false;     // the driver holds a capture on this stream
+  bool window_discarded_ = false;     // ... whose window is already discarded (ending it is all that is left)
+  bool left_by_close_ = false;        // close() left that capture to capture_thread_
+  WindowId window_ = 0;
+  std::vector<SoftwareOp> recording_;
+  std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> window_staging_;
+  // Buffers whose memory is a memory node of the open recording: they dangle if it is discarded.
+  std::vector<std::weak_ptr<Buffer>> window_node_buffers_;
+  DropQueue drop_;
+  StreamErrors errors_;
+  std::size_t issued_since_flush_ = 0;
+  std::vector<driver::KernelArg> launch_args_;
+};
+
+}  // namespace lifecore::runtime

@@ -1,0 +1,25 @@
+#include "lifecore/driver/builtin_kernels.hpp"
+
+namespace lifecore::driver {
+
+const std::vector<BuiltinKernel>& builtin_kernels() {
+  static const std::vector<BuiltinKernel> kernels{
+      {"axpy_f32", {ArgKind::u32, ArgKind::f32, ArgKind::pointer, ArgKind::pointer}, {"n", "a", "x", "y"},
+       "y[i] = a * x[i] + y[i]"},
+      {"scale_f32", {ArgKind::u32, ArgKind::f32, ArgKind::pointer, ArgKind::pointer}, {"n", "a", "x", "out"},
+       "out[i] = a * x[i]"},
+      {"add_f32", {ArgKind::u32, ArgKind::pointer, ArgKind::pointer, ArgKind::pointer}, {"n", "x", "y", "out"},
+       "out[i] = x[i] + y[i]"},
+      {"axpy_info_f32", {ArgKind::pointer, ArgKind::pointer, ArgKind::pointer}, {"info", "x", "y"},
+       "y[i] = a * x[i] + y[i], with n = info[0] and a = bit_cast<float>(info[1]) read from a metadata buffer"},
+  };
+  return kernels;
+}
+
+const BuiltinKernel* find_builtin_kernel(std::string_view name) {
+  for (const auto& kernel : builtin_kernels())
+    if (kernel.name == name) return &kernel;
+  return nullptr;
+}
+
+}  // namespace lifecore::driver

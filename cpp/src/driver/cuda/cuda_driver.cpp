@@ -1,0 +1,514 @@
+// The CUDA backend: one Driver per device, over the driver API resolved by cuda_loader.
+// Every operation makes the device's primary context current on the calling thread first
+// (threads of a Python program come and go; the context must follow the call).
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lifecore/driver/backends.hpp"
+#include "lifecore/driver/builtin_kernels.hpp"
+#include "driver/cuda/cuda_builtin_ptx.hpp"
+#include "driver/cuda/cuda_loader.hpp"
+#include "driver/handle_registry.hpp"
+
+namespace lifecore::driver {
+namespace cuda {
+namespace {
+
+using namespace cuda_abi;
+
+class CudaDriver final : public Driver {
+ public:
+  CudaDriver(const CudaApi& api, int ordinal, CUdevice device, CUcontext context)
+      : api_(api), ordinal_(ordinal), device_(device), context_(context) {}
+
+  ~CudaDriver() override {
+    // Release what the runtime left behind, then the primary context reference. Failures
+    // are ignored: there is no one left to report them to.
+    if (!make_current("cuCtxSetCurrent").ok()) return;
+    api_.cuCtxSynchronize();
+    for (auto exec : execs_.take_all()) api_.cuGraphExecDestroy(exec);
+    for (auto graph : graphs_.take_all()) api_.cuGraphDestroy(graph);
+    for (auto event : events_.take_all()) api_.cuEventDestroy(event);
+    for (auto stream : streams_.take_all()) api_.cuStreamDestroy(stream);
+    for (auto module : modules_.take_all()) api_.cuModuleUnload(module);
+    for (auto pointer : take_allocations()) api_.cuMemFree(pointer);
+    api_.cuDevicePrimaryCtxRelease(device_);
+  }
+
+  BackendKind kind() const override { return BackendKind::cuda; }
+  int ordinal() const override { return ordinal_; }
+  bool hardware_graphs() const override { return true; }
+  bool builtin_kernels_available(std::string*) const override { return true; }
+
+  // device
+  Status device_name(std::string* out) override {
+    char name[256] = {};
+    Status status = call(api_.cuDeviceGetName(name, sizeof name - 1, device_), "cuDeviceGetName");
+    if (status.ok()) *out = name;
+    return status;
+  }
+  Status driver_version(int* out) override { return call(api_.cuDriverGetVersion(out), "cuDriverGetVersion"); }
+  Status mem_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
+    return current("cuMemGetInfo_v2", [&] { return api_.cuMemGetInfo(free_bytes, total_bytes); });
+  }
+
+  // streams
+  Status stream_create(StreamHandle* out) override {
+    CUstream stream = nullptr;
+    Status status = current("cuStreamCreate", [&] { return api_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); });
+    if (!status.ok()) return status;
+    streams_.add(stream);
+    *out = static_cast<StreamHandle>(reinterpret_cast<std::uintptr_t>(stream));
+    return status;
+  }
+  Status stream_destroy(StreamHandle handle) override {
+    CUstream stream;
+    if (Status s = streams_.find(raw(handle), "cuStreamDestroy_v2", &stream); !s.ok()) return s;
+    Status status = current("cuStreamDestroy_v2", [&] { return api_.cuStreamDestroy(stream); });
+    if (status.ok()) streams_.remove(stream);
+    return status;
+  }
+  Status stream_synchronize(StreamHandle handle) override {
+    return on_stream(handle, "cuStreamSynchronize", [&](CUstream s) { return api_.cuStreamSynchronize(s); });
+  }
+  Status stream_query(StreamHandle handle) override {
+    return on_stream(handle, "cuStreamQuery", [&](CUstream s) { return api_.cuStreamQuery(s); });
+  }
+  std::uintptr_t stream_native_handle(StreamHandle handle) override {
+    CUstream stream;
+    return streams_.find(raw(handle), "stream_native_handle", &stream).ok() ? raw(handle) : 0;
+  }
+
+  // events
+  Status event_create(EventHandle* out) override {
+    CUevent event = nullptr;
+    Status status = current("cuEventCreate", [&] { return api_.cuEventCreate(&event, CU_EVENT_DEFAULT); });
+    if (!status.ok()) return status;
+    events_.add(event);
+    *out = static_cast<EventHandle>(reinterpret_cast<std::uintptr_t>(event));
+    return status;
+  }
+  Status event_destroy(EventHandle handle) override {
+    CUevent event;
+    if (Status s = events_.find(raw(handle), "cuEventDestroy_v2", &event); !s.ok()) return s;
+    Status status = current("cuEventDestroy_v2", [&] { return api_.cuEventDestroy(event); });
+    if (status.ok()) events_.remove(event);
+    return status;
+  }
+  Status event_record(EventHandle event_handle, StreamHandle stream_handle) override {
+    CUevent event;
+    CUstream stream;
+    if (Status s = events_.find(raw(event_handle), "cuEventRecord", &event); !s.ok()) return s;
+    if (Status s = streams_.find(raw(stream_handle), "cuEventRecord", &stream); !s.ok()) return s;
+    return current("cuEventRecord", [&] { return api_.cuEventRecord(event, stream); });
+  }
+  Status event_synchronize(EventHandle handle) override {
+    return on_event(handle, "cuEventSynchronize", [&](CUevent e) { return api_.cuEventSynchronize(e); });
+  }
+  Status event_query(EventHandle handle) override {
+    return on_event(handle, "cuEventQuery", [&](CUevent e) { return api_.cuEventQuery(e); });
+  }
+  Status event_elapsed(EventHandle start_handle, EventHandle end_handle, float* milliseconds) override {
+    CUevent start, end;
+    if (Status s = events_.find(raw(start_handle), "cuEventElapsedTime", &start); !s.ok()) return s;
+    if (Status s = events_.find(raw(end_handle), "cuEventElapsedTime", &end); !s.ok()) return s;
+    return current("cuEventElapsedTime", [&] { return api_.cuEventElapsedTime(milliseconds, start, end); });
+  }
+
+  // memory
+  Status mem_alloc(std::size_t bytes, DevicePtr* out) override {
+    CUdeviceptr pointer = 0;
+    Status status = current("cuMemAlloc_v2", [&] { return api_.cuMemAlloc(&pointer, bytes); });
+    if (status.ok()) {
+      remember_allocation(pointer);
+      *out = pointer;
+    }
+    return status;
+  }
+  Status mem_free(DevicePtr pointer) override {
+    if (!forget_allocation(pointer))
+      return make_status(status_code::invalid_value, "cuMemFree_v2", "not a live allocation of this device");
+    Status status = current("cuMemFree_v2", [&] { return api_.cuMemFree(pointer); });
+    if (!status.ok()) remember_allocation(pointer);
+    return status;
+  }
+  Status mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) override {
+    if (api_.cuMemAllocAsync == nullptr) return unsupported("cuMemAllocAsync");
+    CUdeviceptr pointer = 0;
+    Status status = on_stream(handle, "cuMemAllocAsync", [&](CUstream s) { return api_.cuMemAllocAsync(&pointer, bytes, s); });
+    if (status.ok()) {
+      remember_allocation(pointer);
+      *out = pointer;
+    }
+    return status;
+  }
+  Status mem_free_async(DevicePtr pointer, StreamHandle handle) override {
+    if (api_.cuMemFreeAsync == nullptr) return unsupported("cuMemFreeAsync");
+    CUstream stream;
+    if (Status s = streams_.find(raw(handle), "cuMemFreeAsync", &stream); !s.ok()) return s;
+    if (!forget_allocation(pointer))
+      return make_status(status_code::invalid_value, "cuMemFreeAsync", "not a live allocation of this device");
+    Status status = current("cuMemFreeAsync", [&] { return api_.cuMemFreeAsync(pointer, stream); });
+    if (!status.ok()) remember_allocation(pointer);
+    return status;
+  }
+  Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) override {
+    return current("cuMemcpyHtoD_v2", [&] { return api_.cuMemcpyHtoD(dst, src, bytes); });
+  }
+  Status memcpy_dtoh(void* dst, DevicePtr src, std::size_t bytes) override {
+    return current("cuMemcpyDtoH_v2", [&] { return api_.cuMemcpyDtoH(dst, src, bytes); });
+  }
+  Status memcpy_dtod(DevicePtr dst, DevicePtr src, std::size_t bytes) override {
+    return current("cuMemcpyDtoD_v2", [&] { return api_.cuMemcpyDtoD(dst, src, bytes); });
+  }
+  Status memcpy_htod_async(DevicePtr dst, const void* src, std::size_t bytes, StreamHandle handle) override {
+    return on_stream(handle, "cuMemcpyHtoDAsync_v2", [&](CUstream s) { return api_.cuMemcpyHtoDAsync(dst, src, bytes, s); });
+  }
+  Status memcpy_dtoh_async(void* dst, DevicePtr src, std::size_t bytes, StreamHandle handle) override {
+    return on_stream(handle, "cuMemcpyDtoHAsync_v2", [&](CUstream s) { return api_.cuMemcpyDtoHAsync(dst, src, bytes, s); });
+  }
+  Status memcpy_dtod_async(DevicePtr dst, DevicePtr src, std::size_t bytes, StreamHandle handle) override {
+    return on_stream(handle, "cuMemcpyDtoDAsync_v2", [&](CUstream s) { return api_.cuMemcpyDtoDAsync(dst, src, bytes, s); });
+  }
+  Status memset_d32(DevicePtr dst, std::uint32_t value, std::size_t count) override {
+    return current("cuMemsetD32_v2", [&] { return api_.cuMemsetD32(dst, value, count); });
+  }
+  Status memset_d32_async(DevicePtr dst, std::uint32_t value, std::size_t count, StreamHandle handle) override {
+    return on_stream(handle, "cuMemsetD32Async", [&](CUstream s) { return api_.cuMemsetD32Async(dst, value, count, s); });
+  }
+
+  // modules and kernels
+  Status module_load(const ModuleImage& image, ModuleHandle* out) override {
+    const void* data = nullptr;
+    std::string text;
+    switch (image.kind) {
+      case ImageKind::builtin:
+        text = builtin_ptx();
+        data = text.c_str();
+        break;
+      case ImageKind::ptx:
+        text = image.bytes;  // the JIT reads a NUL-terminated string
+        data = text.c_str();
+        break;
+      case ImageKind::cubin:
+      case ImageKind::fatbin:
+        if (image.bytes.empty()) return make_status(status_code::invalid_image, "cuModuleLoadDataEx", "the image is empty");
+        data = image.bytes.data();
+        break;
+      case ImageKind::code_object:
+        return make_status(status_code::invalid_image, "cuModuleLoadDataEx",
+                           "a HIP code object cannot be loaded by the CUDA driver (expected PTX, cubin or fatbin)");
+    }
+    // The JIT's own diagnostics go into the Status message: "syntax error at line 3" beats
+    // CUDA_ERROR_INVALID_PTX alone.
+    std::vector<char> error_log(8192, '\0');
+    CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void* values[] = {error_log.data(), reinterpret_cast<void*>(static_cast<std::uintptr_t>(error_log.size() - 1))};
+    CUmodule module = nullptr;
+    Status status = current("cuModuleLoadDataEx", [&] { return api_.cuModuleLoadDataEx(&module, data, 2, options, values); });
+    if (!status.ok()) {
+      std::string log(error_log.data());
+      while (!log.empty() && (log.back() == '\n' || log.back() == '\0')) log.pop_back();
+      if (!log.empty()) status.message += ": " + log;
+      return status;
+    }
+    modules_.add(module);
+    *out = static_cast<ModuleHandle>(reinterpret_cast<std::uintptr_t>(module));
+    return status;
+  }
+  Status module_unload(ModuleHandle handle) override {
+    CUmodule module;
+    if (Status s = modules_.find(raw(handle), "cuModuleUnload", &module); !s.ok()) return s;
+    Status status = current("cuModuleUnload", [&] { return api_.cuModuleUnload(module); });
+    if (status.ok()) {
+      modules_.remove(module);
+      forget_functions_of(module);  // their handles die with the module
+    }
+    return status;
+  }
+  Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
+    CUmodule module;
+    if (Status s = modules_.find(raw(handle), "cuModuleGetFunction", &module); !s.ok()) return s;
+    CUfunction function = nullptr;
+    Status status = current("cuModuleGetFunction", [&] { return api_.cuModuleGetFunction(&function, module, name.c_str()); });
+    if (!status.ok()) {
+      status.message += ": no kernel named '" + name + "' in the module";
+      return status;
+    }
+    functions_.add(function);
+    {
+      std::lock_guard lock(allocations_mutex_);
+      function_modules_.emplace_back(function, module);
+    }
+    *out = static_cast<FunctionHandle>(reinterpret_cast<std::uintptr_t>(function));
+    return status;
+  }
+  Status function_param_sizes(FunctionHandle handle, std::vector<std::size_t>* out) override {
+    if (api_.cuFuncGetParamInfo == nullptr) return unsupported("cuFuncGetParamInfo");
+    CUfunction function;
+    if (Status s = functions_.find(raw(handle), "cuFuncGetParamInfo", &function); !s.ok()) return s;
+    if (Status s = make_current("cuFuncGetParamInfo"); !s.ok()) return s;
+    std::vector<std::size_t> sizes;
+    for (std::size_t index = 0;; ++index) {
+      std::size_t offset = 0, size = 0;
+      CUresult result = api_.cuFuncGetParamInfo(function, index, &offset, &size);
+      if (result == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+      if (result != CUDA_SUCCESS) return cuda_status(api_, result, "cuFuncGetParamInfo");
+      sizes.push_back(size);
+    }
+    *out = std::move(sizes);
+    return Status::success();
+  }
+  Status launch_kernel(FunctionHandle function_handle, Dim3 grid, Dim3 block, std::uint32_t shared_bytes,
+                       StreamHandle stream_handle, const std::vector<KernelArg>& args) override {
+    CUfunction function;
+    CUstream stream;
+    if (Status s = functions_.find(raw(function_handle), "cuLaunchKernel", &function); !s.ok()) return s;
+    if (Status s = streams_.find(raw(stream_handle), "cuLaunchKernel", &stream); !s.ok()) return s;
+    // Each argument lives in its own 8-byte slot; the driver copies arg_size(kind) bytes
+    // from the slot's start, which on a little-endian host is the value itself.
+    std::vector<std::uint64_t> slots(args.size());
+    std::vector<void*> params(args.size());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      slots[i] = args[i].bits;
+      params[i] = &slots[i];
+    }
+    return current("cuLaunchKernel", [&] {
+      return api_.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, stream,
+                                 params.empty() ? nullptr : params.data(), nullptr);
+    });
+  }
+
+  // capture
+  Status stream_begin_capture(StreamHandle handle, CaptureMode mode) override {
+    return on_stream(handle, "cuStreamBeginCapture_v2",
+                     [&](CUstream s) { return api_.cuStreamBeginCapture(s, static_cast<CUstreamCaptureMode>(mode)); });
+  }
+  Status stream_end_capture(StreamHandle handle, GraphHandle* out) override {
+    *out = GraphHandle{0};
+    CUgraph graph = nullptr;
+    Status status = on_stream(handle, "cuStreamEndCapture", [&](CUstream s) { return api_.cuStreamEndCapture(s, &graph); });
+    if (graph == nullptr) {
+      if (status.ok()) return make_status(status_code::capture_invalidated, "cuStreamEndCapture", "the capture produced no graph");
+      return status;
+    }
+    if (!status.ok()) {  // a graph with a failed end: never hand it out
+      api_.cuGraphDestroy(graph);
+      return status;
+    }
+    graphs_.add(graph);
+    *out = static_cast<GraphHandle>(reinterpret_cast<std::uintptr_t>(graph));
+    return status;
+  }
+  Status stream_capture_info(StreamHandle handle, CaptureStatus* capture_status, std::uint64_t* capture_id) override {
+    CUstreamCaptureStatus native = CU_STREAM_CAPTURE_STATUS_NONE;
+    cuuint64_t id = 0;
+    Status status = api_.cuStreamGetCaptureInfo_v3 != nullptr
+        ? on_stream(handle, "cuStreamGetCaptureInfo_v3", [&](CUstream s) {
+            return api_.cuStreamGetCaptureInfo_v3(s, &native, &id, nullptr, nullptr, nullptr, nullptr);
+          })
+        : on_stream(handle, "cuStreamGetCaptureInfo_v2", [&](CUstream s) {
+            return api_.cuStreamGetCaptureInfo_v2(s, &native, &id, nullptr, nullptr, nullptr);
+          });
+    if (status.ok()) {
+      *capture_status = static_cast<CaptureStatus>(native);
+      *capture_id = native == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : id;
+    }
+    return status;
+  }
+  Status thread_exchange_capture_mode(CaptureMode* mode) override {
+    CUstreamCaptureMode native = static_cast<CUstreamCaptureMode>(*mode);
+    Status status = current("cuThreadExchangeStreamCaptureMode", [&] { return api_.cuThreadExchangeStreamCaptureMode(&native); });
+    if (status.ok()) *mode = static_cast<CaptureMode>(native);
+    return status;
+  }
+
+  // graphs
+  Status graph_node_counts(GraphHandle handle, GraphNodeCounts* out) override {
+    CUgraph graph;
+    if (Status s = graphs_.find(raw(handle), "cuGraphGetNodes", &graph); !s.ok()) return s;
+    std::size_t count = 0;
+    if (Status s = current("cuGraphGetNodes", [&] { return api_.cuGraphGetNodes(graph, nullptr, &count); }); !s.ok()) return s;
+    std::vector<CUgraphNode> nodes(count);
+    if (count > 0) {
+      Status s = current("cuGraphGetNodes", [&] { return api_.cuGraphGetNodes(graph, nodes.data(), &count); });
+      if (!s.ok()) return s;
+      nodes.resize(count);
+    }
+    GraphNodeCounts counts;
+    counts.total = nodes.size();
+    for (CUgraphNode node : nodes) {
+      CUgraphNodeType type = 0;
+      if (CUresult r = api_.cuGraphNodeGetType(node, &type); r != CUDA_SUCCESS) return cuda_status(api_, r, "cuGraphNodeGetType");
+      if (type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) ++counts.mem_alloc;
+      if (type == CU_GRAPH_NODE_TYPE_MEM_FREE) ++counts.mem_free;
+    }
+    *out = counts;
+    return Status::success();
+  }
+  Status graph_instantiate(GraphHandle handle, GraphExecHandle* out) override {
+    CUgraph graph;
+    if (Status s = graphs_.find(raw(handle), "cuGraphInstantiateWithFlags", &graph); !s.ok()) return s;
+    CUgraphExec exec = nullptr;
+    Status status = current("cuGraphInstantiateWithFlags", [&] { return api_.cuGraphInstantiateWithFlags(&exec, graph, 0); });
+    if (!status.ok()) return status;
+    execs_.add(exec);
+    *out = static_cast<GraphExecHandle>(reinterpret_cast<std::uintptr_t>(exec));
+    return status;
+  }
+  Status graph_upload(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
+    return on_exec_and_stream(exec_handle, stream_handle, "cuGraphUpload",
+                              [&](CUgraphExec e, CUstream s) { return api_.cuGraphUpload(e, s); });
+  }
+  Status graph_launch(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
+    return on_exec_and_stream(exec_handle, stream_handle, "cuGraphLaunch",
+                              [&](CUgraphExec e, CUstream s) { return api_.cuGraphLaunch(e, s); });
+  }
+  Status graph_exec_update(GraphExecHandle exec_handle, GraphHandle graph_handle, GraphUpdateResult* result) override {
+    if (api_.cuGraphExecUpdate == nullptr) return unsupported("cuGraphExecUpdate_v2");
+    CUgraphExec exec;
+    CUgraph graph;
+    if (Status s = execs_.find(raw(exec_handle), "cuGraphExecUpdate_v2", &exec); !s.ok()) return s;
+    if (Status s = graphs_.find(raw(graph_handle), "cuGraphExecUpdate_v2", &graph); !s.ok()) return s;
+    if (Status s = make_current("cuGraphExecUpdate_v2"); !s.ok()) return s;
+    CUgraphExecUpdateResultInfo info{};
+    CUresult native = api_.cuGraphExecUpdate(exec, graph, &info);
+    // A refused update is an answer (the result says why), not a failed call.
+    if (native != CUDA_SUCCESS && native != CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE)
+      return cuda_status(api_, native, "cuGraphExecUpdate_v2");
+    *result = static_cast<GraphUpdateResult>(info.result);
+    return Status::success();
+  }
+  Status graph_destroy(GraphHandle handle) override {
+    CUgraph graph;
+    if (Status s = graphs_.find(raw(handle), "cuGraphDestroy", &graph); !s.ok()) return s;
+    Status status = current("cuGraphDestroy", [&] { return api_.cuGraphDestroy(graph); });
+    if (status.ok()) graphs_.remove(graph);
+    return status;
+  }
+  Status graph_exec_destroy(GraphExecHandle handle) override {
+    CUgraphExec exec;
+    if (Status s = execs_.find(raw(handle), "cuGraphExecDestroy", &exec); !s.ok()) return s;
+    Status status = current("cuGraphExecDestroy", [&] { return api_.cuGraphExecDestroy(exec); });
+    if (status.ok()) execs_.remove(exec);
+    return status;
+  }
+
+ private:
+  template <class Handle>
+  static std::uintptr_t raw(Handle handle) {
+    return static_cast<std::uintptr_t>(handle);
+  }
+
+  Status call(CUresult result, const char* name) const {
+    return result == CUDA_SUCCESS ? Status::success() : cuda_status(api_, result, name);
+  }
+  Status unsupported(const char* name) const {
+    return make_status(status_code::not_supported, name, "this CUDA driver does not provide " + std::string(name));
+  }
+
+  // Makes the primary context current on this thread (cheap when it already is).
+  Status make_current(const char* for_call) const {
+    CUcontext now = nullptr;
+    if (api_.cuCtxGetCurrent(&now) == CUDA_SUCCESS && now == context_) return Status::success();
+    if (CUresult result = api_.cuCtxSetCurrent(context_); result != CUDA_SUCCESS) {
+      Status status = cuda_status(api_, result, "cuCtxSetCurrent");
+      status.message += std::string(" (before ") + for_call + ")";
+      return status;
+    }
+    return Status::success();
+  }
+  template <class F>
+  Status current(const char* name, F&& native_call) const {
+    if (Status s = make_current(name); !s.ok()) return s;
+    return call(native_call(), name);
+  }
+  template <class F>
+  Status on_stream(StreamHandle handle, const char* name, F&& native_call) const {
+    CUstream stream;
+    if (Status s = streams_.find(raw(handle), name, &stream); !s.ok()) return s;
+    return current(name, [&] { return native_call(stream); });
+  }
+  template <class F>
+  Status on_event(EventHandle handle, const char* name, F&& native_call) const {
+    CUevent event;
+    if (Status s = events_.find(raw(handle), name, &event); !s.ok()) return s;
+    return current(name, [&] { return native_call(event); });
+  }
+  template <class F>
+  Status on_exec_and_stream(GraphExecHandle exec_handle, StreamHandle stream_handle, const char* name, F&& native_call) const {
+    CUgraphExec exec;
+    CUstream stream;
+    if (Status s = execs_.find(raw(exec_handle), name, &exec); !s.ok()) return s;
+    if (Status s = streams_.find(raw(stream_handle), name, &stream); !s.ok()) return s;
+    return current(name, [&] { return native_call(exec, stream); });
+  }
+
+  void remember_allocation(CUdeviceptr pointer) {
+    std::lock_guard lock(allocations_mutex_);
+    allocations_.push_back(pointer);
+  }
+  bool forget_allocation(CUdeviceptr pointer) {
+    std::lock_guard lock(allocations_mutex_);
+    for (auto it = allocations_.begin(); it != allocations_.end(); ++it) {
+      if (*it == pointer) {
+        *it = allocations_.back();
+        allocations_.pop_back();
+        return true;
+      }
+    }
+    return false;
+  }
+  void forget_functions_of(CUmodule module) {
+    std::lock_guard lock(allocations_mutex_);
+    std::erase_if(function_modules_, [&](const auto& entry) {
+      if (entry.second != module) return false;
+      functions_.remove(entry.first);
+      return true;
+    });
+  }
+  std::vector<CUdeviceptr> take_allocations() {
+    std::lock_guard lock(allocations_mutex_);
+    return std::exchange(allocations_, {});
+  }
+
+  const CudaApi& api_;
+  int ordinal_;
+  CUdevice device_;
+  CUcontext context_;
+  HandleRegistry<CUstream> streams_{"stream"};
+  HandleRegistry<CUevent> events_{"event"};
+  HandleRegistry<CUmodule> modules_{"module"};
+  HandleRegistry<CUfunction> functions_{"kernel function"};
+  HandleRegistry<CUgraph> graphs_{"graph"};
+  HandleRegistry<CUgraphExec> execs_{"executable graph"};
+  std::mutex allocations_mutex_;
+  std::vector<CUdeviceptr> allocations_;
+  std::vector<std::pair<CUfunction, CUmodule>> function_modules_;  // guarded by allocations_mutex_
+};
+
+}  // namespace
+}  // namespace cuda
+
+BackendInfo probe_cuda() { return cuda::cuda_runtime().info; }
+
+std::shared_ptr<Driver> open_cuda(int ordinal) {
+  const cuda::CudaRuntime& runtime = cuda::cuda_runtime();
+  if (!runtime.info.available) raise(ErrorKind::BackendUnavailable, "cuda: " + runtime.info.reason);
+  if (ordinal < 0 || ordinal >= runtime.info.device_count)
+    raise(ErrorKind::InvalidArgument, "cuda device ordinal " + std::to_string(ordinal) + " is out of range: " +
+                                          std::to_string(runtime.info.device_count) + " device(s)");
+  const cuda::CudaApi& api = runtime.api;
+  cuda_abi::CUdevice device = 0;
+  if (cuda_abi::CUresult r = api.cuDeviceGet(&device, ordinal); r != cuda_abi::CUDA_SUCCESS)
+    throw_status(cuda::cuda_status(api, r, "cuDeviceGet"));
+  cuda_abi::CUcontext context = nullptr;
+  if (cuda_abi::CUresult r = api.cuDevicePrimaryCtxRetain(&context, device); r != cuda_abi::CUDA_SUCCESS)
+    throw_status(cuda::cuda_status(api, r, "cuDevicePrimaryCtxRetain"));
+  return std::make_shared<cuda::CudaDriver>(api, ordinal, device, context);
+}
+
+}  // namespace lifecore::driver

@@ -1,0 +1,541 @@
+// The HIP backend: one Driver per device, over the runtime resolved by hip_loader. Every
+// operation selects the device on the calling thread first (HIP's current device is
+// per thread, like CUDA's current context).
+#include <algorithm>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lifecore/driver/backends.hpp"
+#include "driver/handle_registry.hpp"
+#include "driver/hip/hip_builtin_source.hpp"
+#include "driver/hip/hip_loader.hpp"
+
+namespace lifecore::driver {
+namespace hip {
+namespace {
+
+using namespace hip_abi;
+
+void* as_pointer(DevicePtr pointer) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(pointer)); }
+
+class HipDriver final : public Driver {
+ public:
+  HipDriver(const HipRuntime& runtime, int ordinal) : runtime_(runtime), api_(runtime.api), ordinal_(ordinal) {}
+
+  ~HipDriver() override {
+    if (!select_device("hipSetDevice").ok()) return;
+    api_.hipDeviceSynchronize();
+    for (auto exec : execs_.take_all()) api_.hipGraphExecDestroy(exec);
+    for (auto graph : graphs_.take_all()) api_.hipGraphDestroy(graph);
+    for (auto event : events_.take_all()) api_.hipEventDestroy(event);
+    for (auto stream : streams_.take_all()) api_.hipStreamDestroy(stream);
+    for (auto module : modules_.take_all()) api_.hipModuleUnload(module);
+    for (auto pointer : take_allocations()) api_.hipFree(pointer);
+    api_.hipDeviceSynchronize();  // hipGraphExecDestroy and hipFree release lazily
+  }
+
+  BackendKind kind() const override { return BackendKind::hip; }
+  int ordinal() const override { return ordinal_; }
+  bool hardware_graphs() const override { return true; }
+  bool builtin_kernels_available(std::string* reason) const override {
+    if (runtime_.hiprtc_available) return true;
+    if (reason != nullptr) *reason = runtime_.hiprtc_reason;
+    return false;
+  }
+
+  // device
+  Status device_name(std::string* out) override {
+    hipDevice_t device = 0;
+    if (Status s = call(api_.hipDeviceGet(&device, ordinal_), "hipDeviceGet"); !s.ok()) return s;
+    char name[256] = {};
+    Status status = call(api_.hipDeviceGetName(name, sizeof name - 1, device), "hipDeviceGetName");
+    if (status.ok()) *out = name;
+    return status;
+  }
+  Status driver_version(int* out) override { return call(api_.hipDriverGetVersion(out), "hipDriverGetVersion"); }
+  Status mem_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
+    return current("hipMemGetInfo", [&] { return api_.hipMemGetInfo(free_bytes, total_bytes); });
+  }
+
+  // streams
+  Status stream_create(StreamHandle* out) override {
+    hipStream_t stream = nullptr;
+    Status status = current("hipStreamCreateWithFlags", [&] { return api_.hipStreamCreateWithFlags(&stream, hipStreamNonBlocking); });
+    if (!status.ok()) return status;
+    streams_.add(stream);
+    *out = static_cast<StreamHandle>(reinterpret_cast<std::uintptr_t>(stream));
+    return status;
+  }
+  Status stream_destroy(StreamHandle handle) override {
+    hipStream_t stream;
+    if (Status s = streams_.find(raw(handle), "hipStreamDestroy", &stream); !s.ok()) return s;
+    Status status = current("hipStreamDestroy", [&] { return api_.hipStreamDestroy(stream); });
+    if (status.ok()) streams_.remove(stream);
+    return status;
+  }
+  Status stream_synchronize(StreamHandle handle) override {
+    return on_stream(handle, "hipStreamSynchronize", [&](hipStream_t s) { return api_.hipStreamSynchronize(s); });
+  }
+  Status stream_query(StreamHandle handle) override {
+    return on_stream(handle, "hipStreamQuery", [&](hipStream_t s) { return api_.hipStreamQuery(s); });
+  }
+  std::uintptr_t stream_native_handle(StreamHandle handle) override {
+    hipStream_t stream;
+    return streams_.find(raw(handle), "stream_native_handle", &stream).ok() ? raw(handle) : 0;
+  }
+
+  // events
+  Status event_create(EventHandle* out) override {
+    hipEvent_t event = nullptr;
+    Status status = current("hipEventCreateWithFlags", [&] { return api_.hipEventCreateWithFlags(&event, hipEventDefault); });
+    if (!status.ok()) return status;
+    events_.add(event);
+    *out = static_cast<EventHandle>(reinterpret_cast<std::uintptr_t>(event));
+    return status;
+  }
+  Status event_destroy(EventHandle handle) override {
+    hipEvent_t event;
+    if (Status s = events_.find(raw(handle), "hipEventDestroy", &event); !s.ok()) return s;
+    Status status = current("hipEventDestroy", [&] { return api_.hipEventDestroy(event); });
+    if (status.ok()) events_.remove(event);
+    return status;
+  }
+  Status event_record(EventHandle event_handle, StreamHandle stream_handle) override {
+    hipEvent_t event;
+    hipStream_t stream;
+    if (Status s = events_.find(raw(event_handle), "hipEventRecord", &event); !s.ok()) return s;
+    if (Status s = streams_.find(raw(stream_handle), "hipEventRecord", &stream); !s.ok()) return s;
+    return current("hipEventRecord", [&] { return api_.hipEventRecord(event, stream); });
+  }
+  Status event_synchronize(EventHandle handle) override {
+    return on_event(handle, "hipEventSynchronize", [&](hipEvent_t e) { return api_.hipEventSynchronize(e); });
+  }
+  Status event_query(EventHandle handle) override {
+    return on_event(handle, "hipEventQuery", [&](hipEvent_t e) { return api_.hipEventQuery(e); });
+  }
+  Status event_elapsed(EventHandle start_handle, EventHandle end_handle, float* milliseconds) override {
+    hipEvent_t start, end;
+    if (Status s = events_.find(raw(start_handle), "hipEventElapsedTime", &start); !s.ok()) return s;
+    if (Status s = events_.find(raw(end_handle), "hipEventElapsedTime", &end); !s.ok()) return s;
+    return current("hipEventElapsedTime", [&] { return api_.hipEventElapsedTime(milliseconds, start, end); });
+  }
+
+  // memory
+  Status mem_alloc(std::size_t bytes, DevicePtr* out) override {
+    void* pointer = nullptr;
+    Status status = current("hipMalloc", [&] { return api_.hipMalloc(&pointer, bytes); });
+    if (status.ok()) {
+      remember_allocation(pointer);
+      *out = reinterpret_cast<std::uintptr_t>(pointer);
+    }
+    return status;
+  }
+  Status mem_free(DevicePtr pointer) override {
+    if (!forget_allocation(as_pointer(pointer)))
+      return hip_local_status(status_code::invalid_value, "hipFree", "not a live allocation of this device");
+    Status status = current("hipFree", [&] { return api_.hipFree(as_pointer(pointer)); });
+    if (!status.ok()) remember_allocation(as_pointer(pointer));
+    return status;
+  }
+  Status mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) override {
+    if (api_.hipMallocAsync == nullptr) return unsupported("hipMallocAsync");
+    void* pointer = nullptr;
+    Status status = on_stream(handle, "hipMallocAsync", [&](hipStream_t s) { return api_.hipMallocAsync(&pointer, bytes, s); });
+    if (status.ok()) {
+      remember_allocation(pointer);
+      *out = reinterpret_cast<std::uintptr_t>(pointer);
+    }
+    return status;
+  }
+  Status mem_free_async(DevicePtr pointer, StreamHandle handle) override {
+    if (api_.hipFreeAsync == nullptr) return unsupported("hipFreeAsync");
+    hipStream_t stream;
+    if (Status s = streams_.find(raw(handle), "hipFreeAsync", &stream); !s.ok()) return s;
+    if (!forget_allocation(as_pointer(pointer)))
+      return hip_local_status(status_code::invalid_value, "hipFreeAsync", "not a live allocation of this device");
+    Status status = current("hipFreeAsync", [&] { return api_.hipFreeAsync(as_pointer(pointer), stream); });
+    if (!status.ok()) remember_allocation(as_pointer(pointer));
+    return status;
+  }
+  Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) override {
+    return current("hipMemcpyHtoD", [&] { return api_.hipMemcpyHtoD(as_pointer(dst), const_cast<void*>(src), bytes); });
+  }
+  Status memcpy_dtoh(void* dst, DevicePtr src, std::size_t bytes) override {
+    return current("hipMemcpyDtoH", [&] { return api_.hipMemcpyDtoH(dst, as_pointer(src), bytes); });
+  }
+  Status memcpy_dtod(DevicePtr dst, DevicePtr src, std::size_t bytes) override {
+    return current("hipMemcpyDtoD", [&] { return api_.hipMemcpyDtoD(as_pointer(dst), as_pointer(src), bytes); });
+  }
+  Status memcpy_htod_async(DevicePtr dst, const void* src, std::size_t bytes, StreamHandle handle) override {
+    return on_stream(handle, "hipMemcpyHtoDAsync", [&](hipStream_t s) {
+      return api_.hipMemcpyHtoDAsync(as_pointer(dst), const_cast<void*>(src), bytes, s);
+    });
+  }
+  Status memcpy_dtoh_async(void* dst, DevicePtr src, std::size_t bytes, StreamHandle handle) override {
+    return on_stream(handle, "hipMemcpyDtoHAsync", [&](hipStream_t s) { return api_.hipMemcpyDtoHAsync(dst, as_pointer(src), bytes, s); });
+  }
+  Status memcpy_dtod_async(DevicePtr dst, DevicePtr src, std::size_t bytes, StreamHandle handle) override {
+    return on_stream(handle, "hipMemcpyDtoDAsync", [&](hipStream_t s) {
+      return api_.hipMemcpyDtoDAsync(as_pointer(dst), as_pointer(src), bytes, s);
+    });
+  }
+  Status memset_d32(DevicePtr dst, std::uint32_t value, std::size_t count) override {
+    return current("hipMemsetD32", [&] { return api_.hipMemsetD32(as_pointer(dst), static_cast<int>(value), count); });
+  }
+  Status memset_d32_async(DevicePtr dst, std::uint32_t value, std::size_t count, StreamHandle handle) override {
+    return on_stream(handle, "hipMemsetD32Async", [&](hipStream_t s) {
+      return api_.hipMemsetD32Async(as_pointer(dst), static_cast<int>(value), count, s);
+    });
+  }
+
+  // modules and kernels
+  Status module_load(const ModuleImage& image, ModuleHandle* out) override {
+    const void* data = nullptr;
+    std::string code;
+    switch (image.kind) {
+      case ImageKind::builtin: {
+        if (Status s = builtin_code_object(&code); !s.ok()) return s;
+        data = code.data();
+        break;
+      }
+      case ImageKind::code_object:
+      case ImageKind::fatbin:
+        if (image.bytes.empty()) return hip_local_status(status_code::invalid_image, "hipModuleLoadData", "the image is empty");
+        data = image.bytes.data();
+        break;
+      case ImageKind::ptx:
+      case ImageKind::cubin:
+        return hip_local_status(status_code::invalid_image, "hipModuleLoadData",
+                                "PTX and cubin images are CUDA's; the HIP runtime loads code objects and fat binaries");
+    }
+    hipModule_t module = nullptr;
+    Status status = current("hipModuleLoadData", [&] { return api_.hipModuleLoadData(&module, data); });
+    if (!status.ok()) return status;
+    modules_.add(module);
+    *out = static_cast<ModuleHandle>(reinterpret_cast<std::uintptr_t>(module));
+    return status;
+  }
+  Status module_unload(ModuleHandle handle) override {
+    hipModule_t module;
+    if (Status s = modules_.find(raw(handle), "hipModuleUnload", &module); !s.ok()) return s;
+    Status status = current("hipModuleUnload", [&] { return api_.hipModuleUnload(module); });
+    if (status.ok()) {
+      modules_.remove(module);
+      forget_functions_of(module);
+    }
+    return status;
+  }
+  Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
+    hipModule_t module;
+    if (Status s = modules_.find(raw(handle), "hipModuleGetFunction", &module); !s.ok()) return s;
+    hipFunction_t function = nullptr;
+    Status status = current("hipModuleGetFunction", [&] { return api_.hipModuleGetFunction(&function, module, name.c_str()); });
+    if (!status.ok()) {
+      status.message += ": no kernel named '" + name + "' in the module";
+      return status;
+    }
+    functions_.add(function);
+    {
+      std::lock_guard lock(mutex_);
+      function_modules_.emplace_back(function, module);
+    }
+    *out = static_cast<FunctionHandle>(reinterpret_cast<std::uintptr_t>(function));
+    return status;
+  }
+  Status function_param_sizes(FunctionHandle, std::vector<std::size_t>*) override {
+    return unsupported("hipFuncGetParamInfo");
+  }
+  Status launch_kernel(FunctionHandle function_handle, Dim3 grid, Dim3 block, std::uint32_t shared_bytes,
+                       StreamHandle stream_handle, const std::vector<KernelArg>& args) override {
+    hipFunction_t function;
+    hipStream_t stream;
+    if (Status s = functions_.find(raw(function_handle), "hipModuleLaunchKernel", &function); !s.ok()) return s;
+    if (Status s = streams_.find(raw(stream_handle), "hipModuleLaunchKernel", &stream); !s.ok()) return s;
+    // One 8-byte slot per argument; the runtime copies the parameter's size from its start.
+    std::vector<std::uint64_t> slots(args.size());
+    std::vector<void*> params(args.size());
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      slots[i] = args[i].bits;
+      params[i] = &slots[i];
+    }
+    return current("hipModuleLaunchKernel", [&] {
+      return api_.hipModuleLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, stream,
+                                        params.empty() ? nullptr : params.data(), nullptr);
+    });
+  }
+
+  // capture
+  Status stream_begin_capture(StreamHandle handle, CaptureMode mode) override {
+    return on_stream(handle, "hipStreamBeginCapture",
+                     [&](hipStream_t s) { return api_.hipStreamBeginCapture(s, static_cast<hipStreamCaptureMode>(mode)); });
+  }
+  Status stream_end_capture(StreamHandle handle, GraphHandle* out) override {
+    *out = GraphHandle{0};
+    hipGraph_t graph = nullptr;
+    Status status = on_stream(handle, "hipStreamEndCapture", [&](hipStream_t s) { return api_.hipStreamEndCapture(s, &graph); });
+    if (graph == nullptr) {
+      if (status.ok()) return hip_local_status(status_code::capture_invalidated, "hipStreamEndCapture", "the capture produced no graph");
+      return status;
+    }
+    if (!status.ok()) {  // a graph with a failed end: never hand it out
+      api_.hipGraphDestroy(graph);
+      return status;
+    }
+    graphs_.add(graph);
+    *out = static_cast<GraphHandle>(reinterpret_cast<std::uintptr_t>(graph));
+    return status;
+  }
+  Status stream_capture_info(StreamHandle handle, CaptureStatus* capture_status, std::uint64_t* capture_id) override {
+    hipStreamCaptureStatus native = hipStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    Status status = on_stream(handle, "hipStreamGetCaptureInfo",
+                              [&](hipStream_t s) { return api_.hipStreamGetCaptureInfo(s, &native, &id); });
+    if (status.ok()) {
+      *capture_status = static_cast<CaptureStatus>(native);
+      *capture_id = native == hipStreamCaptureStatusNone ? 0 : id;
+    }
+    return status;
+  }
+  Status thread_exchange_capture_mode(CaptureMode* mode) override {
+    hipStreamCaptureMode native = static_cast<hipStreamCaptureMode>(*mode);
+    Status status = current("hipThreadExchangeStreamCaptureMode", [&] { return api_.hipThreadExchangeStreamCaptureMode(&native); });
+    if (status.ok()) *mode = static_cast<CaptureMode>(native);
+    return status;
+  }
+
+  // graphs
+  Status graph_node_counts(GraphHandle handle, GraphNodeCounts* out) override {
+    hipGraph_t graph;
+    if (Status s = graphs_.find(raw(handle), "hipGraphGetNodes", &graph); !s.ok()) return s;
+    std::size_t count = 0;
+    if (Status s = current("hipGraphGetNodes", [&] { return api_.hipGraphGetNodes(graph, nullptr, &count); }); !s.ok()) return s;
+    std::vector<hipGraphNode_t> nodes(count);
+    if (count > 0) {
+      Status s = current("hipGraphGetNodes", [&] { return api_.hipGraphGetNodes(graph, nodes.data(), &count); });
+      if (!s.ok()) return s;
+      nodes.resize(count);
+    }
+    GraphNodeCounts counts;
+    counts.total = nodes.size();
+    for (hipGraphNode_t node : nodes) {
+      hipGraphNodeType type = 0;
+      if (hipError_t e = api_.hipGraphNodeGetType(node, &type); e != hipSuccess) return hip_status(api_, e, "hipGraphNodeGetType");
+      if (type == hipGraphNodeTypeMemAlloc) ++counts.mem_alloc;
+      if (type == hipGraphNodeTypeMemFree) ++counts.mem_free;
+    }
+    *out = counts;
+    return Status::success();
+  }
+  Status graph_instantiate(GraphHandle handle, GraphExecHandle* out) override {
+    hipGraph_t graph;
+    const char* name = api_.hipGraphInstantiateWithFlags ? "hipGraphInstantiateWithFlags" : "hipGraphInstantiate";
+    if (Status s = graphs_.find(raw(handle), name, &graph); !s.ok()) return s;
+    hipGraphExec_t exec = nullptr;
+    // ROCm ignores instantiate flags; lifecore passes none, so both entry points agree.
+    Status status = current(name, [&] {
+      return api_.hipGraphInstantiateWithFlags ? api_.hipGraphInstantiateWithFlags(&exec, graph, 0)
+                                               : api_.hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0);
+    });
+    if (!status.ok()) return status;
+    execs_.add(exec);
+    *out = static_cast<GraphExecHandle>(reinterpret_cast<std::uintptr_t>(exec));
+    return status;
+  }
+  Status graph_upload(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
+    hipGraphExec_t exec;
+    hipStream_t stream;
+    if (Status s = execs_.find(raw(exec_handle), "hipGraphUpload", &exec); !s.ok()) return s;
+    if (Status s = streams_.find(raw(stream_handle), "hipGraphUpload", &stream); !s.ok()) return s;
+    // Upload only moves the first launch's setup earlier; a runtime without it (ROCm < 5.3)
+    // does the same work at the first launch.
+    if (api_.hipGraphUpload == nullptr) return Status::success();
+    return current("hipGraphUpload", [&] { return api_.hipGraphUpload(exec, stream); });
+  }
+  Status graph_launch(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
+    hipGraphExec_t exec;
+    hipStream_t stream;
+    if (Status s = execs_.find(raw(exec_handle), "hipGraphLaunch", &exec); !s.ok()) return s;
+    if (Status s = streams_.find(raw(stream_handle), "hipGraphLaunch", &stream); !s.ok()) return s;
+    return current("hipGraphLaunch", [&] { return api_.hipGraphLaunch(exec, stream); });
+  }
+  Status graph_exec_update(GraphExecHandle exec_handle, GraphHandle graph_handle, GraphUpdateResult* result) override {
+    if (api_.hipGraphExecUpdate == nullptr) return unsupported("hipGraphExecUpdate");
+    hipGraphExec_t exec;
+    hipGraph_t graph;
+    if (Status s = execs_.find(raw(exec_handle), "hipGraphExecUpdate", &exec); !s.ok()) return s;
+    if (Status s = graphs_.find(raw(graph_handle), "hipGraphExecUpdate", &graph); !s.ok()) return s;
+    if (Status s = select_device("hipGraphExecUpdate"); !s.ok()) return s;
+    hipGraphNode_t error_node = nullptr;
+    hipGraphExecUpdateResult native_result = 0;
+    hipError_t native = api_.hipGraphExecUpdate(exec, graph, &error_node, &native_result);
+    if (native != hipSuccess && native != hipErrorGraphExecUpdateFailure) return hip_status(api_, native, "hipGraphExecUpdate");
+    *result = static_cast<GraphUpdateResult>(native_result);
+    return Status::success();
+  }
+  Status graph_destroy(GraphHandle handle) override {
+    hipGraph_t graph;
+    if (Status s = graphs_.find(raw(handle), "hipGraphDestroy", &graph); !s.ok()) return s;
+    Status status = current("hipGraphDestroy", [&] { return api_.hipGraphDestroy(graph); });
+    if (status.ok()) graphs_.remove(graph);
+    return status;
+  }
+  Status graph_exec_destroy(GraphExecHandle handle) override {
+    hipGraphExec_t exec;
+    if (Status s = execs_.find(raw(handle), "hipGraphExecDestroy", &exec); !s.ok()) return s;
+    Status status = current("hipGraphExecDestroy", [&] { return api_.hipGraphExecDestroy(exec); });
+    if (!status.ok()) return status;
+    execs_.remove(exec);
+    // ROCm frees an executable graph's resources lazily; synchronising makes the release
+    // (and the memory the graph held) real before the caller reuses that memory.
+    return call(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
+  }
+
+ private:
+  template <class Handle>
+  static std::uintptr_t raw(Handle handle) {
+    return static_cast<std::uintptr_t>(handle);
+  }
+
+  Status call(hipError_t error, const char* name) const {
+    return error == hipSuccess ? Status::success() : hip_status(api_, error, name);
+  }
+  Status unsupported(const char* name) const {
+    return hip_local_status(status_code::not_supported, name, "this HIP runtime does not provide " + std::string(name));
+  }
+  Status select_device(const char* for_call) const {
+    int now = -1;
+    if (api_.hipGetDevice(&now) == hipSuccess && now == ordinal_) return Status::success();
+    if (hipError_t error = api_.hipSetDevice(ordinal_); error != hipSuccess) {
+      Status status = hip_status(api_, error, "hipSetDevice");
+      status.message += std::string(" (before ") + for_call + ")";
+      return status;
+    }
+    return Status::success();
+  }
+  template <class F>
+  Status current(const char* name, F&& native_call) const {
+    if (Status s = select_device(name); !s.ok()) return s;
+    return call(native_call(), name);
+  }
+  template <class F>
+  Status on_stream(StreamHandle handle, const char* name, F&& native_call) const {
+    hipStream_t stream;
+    if (Status s = streams_.find(raw(handle), name, &stream); !s.ok()) return s;
+    return current(name, [&] { return native_call(stream); });
+  }
+  template <class F>
+  Status on_event(EventHandle handle, const char* name, F&& native_call) const {
+    hipEvent_t event;
+    if (Status s = events_.find(raw(handle), name, &event); !s.ok()) return s;
+    return current(name, [&] { return native_call(event); });
+  }
+
+  // Compiles the built-in kernels once per driver (hiprtc targets the current device).
+  Status builtin_code_object(std::string* out) {
+    std::lock_guard lock(builtin_mutex_);
+    if (!builtin_code_.empty()) {
+      *out = builtin_code_;
+      return Status::success();
+    }
+    if (!runtime_.hiprtc_available)
+      return hip_local_status(status_code::not_supported, "hiprtcCompileProgram", runtime_.hiprtc_reason);
+    if (Status s = select_device("hiprtcCompileProgram"); !s.ok()) return s;
+    const HiprtcApi& rtc = runtime_.hiprtc;
+    auto rtc_failure = [&](hiprtcResult result, const char* call, const std::string& log) {
+      const char* text = rtc.hiprtcGetErrorString(result);
+      std::string message = text ? text : "hiprtc error";
+      if (!log.empty()) message += ": " + log;
+      return hip_local_status(status_code::invalid_image, call, message);
+    };
+    hiprtcProgram program = nullptr;
+    std::string source(builtin_source());
+    if (hiprtcResult r = rtc.hiprtcCreateProgram(&program, source.c_str(), "lifecore_builtin.hip", 0, nullptr, nullptr);
+        r != HIPRTC_SUCCESS)
+      return rtc_failure(r, "hiprtcCreateProgram", {});
+    std::vector<const char*> options(std::begin(builtin_compile_options), std::end(builtin_compile_options));
+    hiprtcResult compiled = rtc.hiprtcCompileProgram(program, static_cast<int>(options.size()), options.data());
+    if (compiled != HIPRTC_SUCCESS) {
+      std::size_t size = 0;
+      std::string log;
+      if (rtc.hiprtcGetProgramLogSize(program, &size) == HIPRTC_SUCCESS && size > 1) {
+        log.resize(size);
+        if (rtc.hiprtcGetProgramLog(program, log.data()) != HIPRTC_SUCCESS) log.clear();
+        while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+      }
+      rtc.hiprtcDestroyProgram(&program);
+      return rtc_failure(compiled, "hiprtcCompileProgram", log);
+    }
+    std::size_t size = 0;
+    std::string code;
+    hiprtcResult got = rtc.hiprtcGetCodeSize(program, &size);
+    if (got == HIPRTC_SUCCESS) {
+      code.resize(size);
+      got = rtc.hiprtcGetCode(program, code.data());
+    }
+    rtc.hiprtcDestroyProgram(&program);
+    if (got != HIPRTC_SUCCESS) return rtc_failure(got, "hiprtcGetCode", {});
+    builtin_code_ = std::move(code);
+    *out = builtin_code_;
+    return Status::success();
+  }
+
+  void remember_allocation(void* pointer) {
+    std::lock_guard lock(mutex_);
+    allocations_.push_back(pointer);
+  }
+  bool forget_allocation(void* pointer) {
+    std::lock_guard lock(mutex_);
+    auto it = std::find(allocations_.begin(), allocations_.end(), pointer);
+    if (it == allocations_.end()) return false;
+    *it = allocations_.back();
+    allocations_.pop_back();
+    return true;
+  }
+  void forget_functions_of(hipModule_t module) {
+    std::lock_guard lock(mutex_);
+    std::erase_if(function_modules_, [&](const auto& entry) {
+      if (entry.second != module) return false;
+      functions_.remove(entry.first);
+      return true;
+    });
+  }
+  std::vector<void*> take_allocations() {
+    std::lock_guard lock(mutex_);
+    return std::exchange(allocations_, {});
+  }
+
+  const HipRuntime& runtime_;
+  const HipApi& api_;
+  int ordinal_;
+  HandleRegistry<hipStream_t> streams_{"stream", hip_status_name};
+  HandleRegistry<hipEvent_t> events_{"event", hip_status_name};
+  HandleRegistry<hipModule_t> modules_{"module", hip_status_name};
+  HandleRegistry<hipFunction_t> functions_{"kernel function", hip_status_name};
+  HandleRegistry<hipGraph_t> graphs_{"graph", hip_status_name};
+  HandleRegistry<hipGraphExec_t> execs_{"executable graph", hip_status_name};
+  std::mutex mutex_;
+  std::vector<void*> allocations_;                                    // guarded by mutex_
+  std::vector<std::pair<hipFunction_t, hipModule_t>> function_modules_;  // guarded by mutex_
+  std::mutex builtin_mutex_;
+  std::string builtin_code_;  // guarded by builtin_mutex_
+};
+
+}  // namespace
+}  // namespace hip
+
+BackendInfo probe_hip() { return hip::hip_runtime().info; }
+
+std::shared_ptr<Driver> open_hip(int ordinal) {
+  const hip::HipRuntime& runtime = hip::hip_runtime();
+  if (!runtime.info.available) raise(ErrorKind::BackendUnavailable, "hip: " + runtime.info.reason);
+  if (ordinal < 0 || ordinal >= runtime.info.device_count)
+    raise(ErrorKind::InvalidArgument, "hip device ordinal " + std::to_string(ordinal) + " is out of range: " +
+                                          std::to_string(runtime.info.device_count) + " device(s)");
+  if (hip_abi::hipError_t e = runtime.api.hipSetDevice(ordinal); e != hip_abi::hipSuccess)
+    throw_status(hip::hip_status(runtime.api, e, "hipSetDevice"));
+  return std::make_shared<hip::HipDriver>(runtime, ordinal);
+}
+
+}  // namespace lifecore::driver

@@ -1,0 +1,989 @@
+#include "driver/mock/mock_driver.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <optional>
+#include <sstream>
+#include <thread>
+#include <utility>
+
+namespace lifecore::driver {
+namespace {
+
+using mock::mock_call_name;
+
+constexpr int invalid_handle = 400;              // CUDA_ERROR_INVALID_HANDLE
+constexpr int illegal_state = 401;               // CUDA_ERROR_ILLEGAL_STATE
+constexpr int graph_exec_update_failure = 910;   // CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
+constexpr std::uint32_t max_block_threads = 1024;
+constexpr std::uint32_t max_shared_bytes = 48 * 1024;
+
+// Capture ids are unique in the process, as cuStreamGetCaptureInfo's are.
+std::atomic<std::uint64_t> next_capture_id{1};
+std::atomic<std::uint64_t> next_driver_uid{1};
+
+// The calling thread's capture mode for one driver instance (CUDA keeps one per thread;
+// the mock keeps one per thread and per device, see mock_driver.hpp). Defaults to global.
+CaptureMode& thread_capture_mode(std::uint64_t driver_uid) {
+  thread_local std::unordered_map<std::uint64_t, CaptureMode> modes;
+  return modes.try_emplace(driver_uid, CaptureMode::global).first->second;
+}
+
+bool valid_mode(CaptureMode mode) {
+  const int value = static_cast<int>(mode);
+  return value >= 0 && value <= 2;
+}
+
+const char* mode_name(CaptureMode mode) {
+  switch (mode) {
+    case CaptureMode::global: return "global";
+    case CaptureMode::thread_local_: return "thread_local";
+    case CaptureMode::relaxed: return "relaxed";
+  }
+  return "unknown";
+}
+
+const char* arg_kind_name(ArgKind kind) {
+  switch (kind) {
+    case ArgKind::pointer: return "pointer";
+    case ArgKind::i32: return "i32";
+    case ArgKind::u32: return "u32";
+    case ArgKind::i64: return "i64";
+    case ArgKind::u64: return "u64";
+    case ArgKind::f32: return "f32";
+    case ArgKind::f64: return "f64";
+  }
+  return "unknown";
+}
+
+std::string hex(std::uint64_t value) {
+  std::ostringstream out;
+  out << "0x" << std::hex << value;
+  return out.str();
+}
+
+std::string dim_text(Dim3 d) {
+  return "(" + std::to_string(d.x) + ", " + std::to_string(d.y) + ", " + std::to_string(d.z) + ")";
+}
+
+template <class Handle>
+std::uintptr_t raw(Handle handle) {
+  return static_cast<std::uintptr_t>(handle);
+}
+
+// Every message starts with the neutral operation name; Status::call carries the mock's.
+Status fail(Operation op, int code, const std::string& message) {
+  return make_status(code, mock_call_name(op), std::string(operation_name(op)) + ": " + message);
+}
+
+Status bad_handle(Operation op, const char* what, std::uintptr_t handle) {
+  return fail(op, invalid_handle, "unknown or destroyed " + std::string(what) + " handle " + std::to_string(handle));
+}
+
+Status bad_value(Operation op, const std::string& message) { return fail(op, status_code::invalid_value, message); }
+
+std::string signature_text(const BuiltinKernel& kernel) {
+  std::string text;
+  for (std::size_t i = 0; i < kernel.params.size(); ++i) {
+    if (i) text += ", ";
+    text += std::string(kernel.param_names[i]) + ": " + arg_kind_name(kernel.params[i]);
+  }
+  return text;
+}
+
+std::string args_text(const std::vector<KernelArg>& args) {
+  std::string text;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (i) text += ", ";
+    text += arg_kind_name(args[i].kind);
+  }
+  return text;
+}
+
+}  // namespace
+
+#define LIFECORE_MOCK_GATE(op)                                                  \
+  if (Status gate_status = gate(Operation::op); !gate_status.ok()) {            \
+    return gate_status;                                                         \
+  }
+
+Status MockDriver::lost_status(Operation op) const {
+  const int code = lost_code_.load(std::memory_order_acquire);
+  if (code == 0) return {};
+  return fail(op, code, "the device is lost: an earlier call failed with sticky status " + std::to_string(code) +
+                            ", and every later call fails with it (as a CUDA context does)");
+}
+
+void MockDriver::note_status(const Status& status) {
+  // A sticky status poisons the device, as in CUDA: the first one is what every later call returns.
+  if (status.sticky) {
+    int none = 0;
+    lost_code_.compare_exchange_strong(none, status.code, std::memory_order_acq_rel);
+  }
+}
+
+Status MockDriver::gate(Operation op) {
+  if (Status lost = lost_status(op); !lost.ok()) return lost;
+  Status injected = faults_.pass(op);
+  note_status(injected);
+  return injected;
+}
+
+struct MockDriver::Capture {
+  std::uint64_t id = 0;
+  CaptureMode mode = CaptureMode::global;
+  std::thread::id thread;
+  CaptureStatus status = CaptureStatus::active;
+  std::string invalidated_by;  // the operation that invalidated it
+  std::shared_ptr<mock::GraphData> graph;
+};
+
+struct MockDriver::Stream {
+  Stream(std::uintptr_t stream_id, mock::WorkerGate* gate) : id(stream_id), worker(gate) {}
+  std::uintptr_t id;
+  mock::StreamWorker worker;
+  std::optional<Capture> capture;  // guarded by MockDriver::mutex_
+};
+
+struct MockDriver::Module {
+  std::unordered_map<std::string, std::uintptr_t> functions;  // by kernel name
+};
+
+struct MockDriver::Function {
+  std::uintptr_t module = 0;
+  const mock::MockKernel* kernel = nullptr;
+};
+
+struct MockDriver::Exec {
+  std::shared_ptr<mock::GraphData> source;
+  std::shared_ptr<const std::vector<mock::WorkNode>> nodes;  // swapped by exec update; MockDriver::mutex_
+  std::vector<DevicePtr> allocations;                        // alloc-node addresses the graph does not free
+  std::mutex run_mutex;                                      // one launch of an exec runs at a time
+  std::mutex launches_mutex;
+  std::condition_variable launches_done;
+  std::size_t launches = 0;  // enqueued, not finished
+
+  void launch_enqueued() {
+    std::lock_guard lock(launches_mutex);
+    ++launches;
+  }
+  void launch_finished() {
+    std::lock_guard lock(launches_mutex);
+    if (--launches == 0) launches_done.notify_all();
+  }
+  void wait_launches() {
+    std::unique_lock lock(launches_mutex);
+    launches_done.wait(lock, [this] { return launches == 0; });
+  }
+};
+
+// --- construction ----------------------------------------------------------------------
+
+MockDriver::MockDriver(int ordinal)
+    : ordinal_(ordinal),
+      uid_(next_driver_uid.fetch_add(1)),
+      // Each ordinal's addresses start at its own TiB, so a pointer from another device fails.
+      memory_(DevicePtr(ordinal + 1) << 40, default_memory_limit) {}
+
+MockDriver::~MockDriver() {
+  worker_gate_.resume();
+  std::vector<std::shared_ptr<Stream>> streams;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, stream] : streams_) streams.push_back(stream);
+    streams_.clear();
+  }
+  for (auto& stream : streams) stream->worker.stop();
+}
+
+MockDriver* MockDriver::from(Driver* driver) { return dynamic_cast<MockDriver*>(driver); }
+
+void MockDriver::set_memory_limit(std::size_t bytes) { memory_.set_limit(bytes); }
+std::size_t MockDriver::memory_limit() const { return memory_.limit(); }
+std::size_t MockDriver::memory_in_use() const { return memory_.in_use(); }
+std::size_t MockDriver::live_allocations() const { return memory_.live_allocations(); }
+void MockDriver::pause_streams() { worker_gate_.pause(); }
+void MockDriver::resume_streams() { worker_gate_.resume(); }
+
+std::size_t MockDriver::stream_count() const {
+  std::lock_guard lock(mutex_);
+  return streams_.size();
+}
+
+bool MockDriver::builtin_kernels_available(std::string* reason) const {
+  if (reason) reason->clear();
+  return true;
+}
+
+// --- helpers ---------------------------------------------------------------------------
+
+std::shared_ptr<MockDriver::Stream> MockDriver::find_stream_locked(StreamHandle stream) const {
+  auto it = streams_.find(raw(stream));
+  return it == streams_.end() ? nullptr : it->second;
+}
+
+Status MockDriver::route_locked(Operation op, StreamHandle handle, Stream** stream, Route* route) {
+  auto it = streams_.find(raw(handle));
+  if (it == streams_.end()) return bad_handle(op, "stream", raw(handle));
+  Stream* found = it->second.get();
+  if (found->capture && found->capture->status == CaptureStatus::invalidated) {
+    return fail(op, status_code::capture_invalidated,
+                "capture " + std::to_string(found->capture->id) + " on stream " + std::to_string(found->id) +
+                    " was invalidated by " + found->capture->invalidated_by +
+                    "; end it with stream_end_capture before using the stream");
+  }
+  *stream = found;
+  *route = found->capture ? Route::capture : Route::queue;
+  return {};
+}
+
+Status MockDriver::submit(Operation op, StreamHandle handle, mock::WorkNode node) {
+  std::lock_guard lock(mutex_);
+  Stream* stream = nullptr;
+  Route route{};
+  if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
+  if (route == Route::capture) {
+    stream->capture->graph->nodes.push_back(std::move(node));
+    return {};
+  }
+  const std::string* call = &mock_call_name(op);
+  mock::AddressSpace* memory = &memory_;
+  const bool queued = stream->worker.enqueue([memory, call, node = std::move(node)]() {
+    return mock::execute_node(node, mock::ExecContext{*memory, *call, status_code::illegal_address});
+  });
+  return queued ? Status{} : bad_handle(op, "stream", raw(handle));
+}
+
+// CUDA's rule for a potentially unsafe call from thread T against each live capture C:
+// it conflicts when C is the stream the call acts on (necessarily illegal, every mode),
+// when C is global and T's mode is not relaxed, or when C is thread_local, began on T, and
+// T's mode is not relaxed. Every capture it conflicts with is invalidated; the call fails.
+Status MockDriver::check_unsafe_call_locked(Operation op, const Stream* target) {
+  const CaptureMode mine = thread_capture_mode(uid_);
+  const std::thread::id me = std::this_thread::get_id();
+  std::string conflicts;
+  for (auto& [id, stream] : streams_) {
+    if (!stream->capture) continue;
+    Capture& capture = *stream->capture;
+    const bool own_stream = stream.get() == target;
+    // CUDA's rule: a non-relaxed thread may not make unsafe calls while it has a non-relaxed
+    // capture of its own; a thread in global mode also not while another thread has a global one.
+    const bool by_mode = mine != CaptureMode::relaxed &&
+                         ((capture.thread == me && capture.mode != CaptureMode::relaxed) ||
+                          (capture.thread != me && capture.mode == CaptureMode::global &&
+                           mine == CaptureMode::global));
+    if (!own_stream && !by_mode) continue;
+    if (capture.status == CaptureStatus::active) {
+      capture.status = CaptureStatus::invalidated;
+      capture.invalidated_by = operation_name(op);
+    }
+    if (!conflicts.empty()) conflicts += ", ";
+    conflicts += "capture " + std::to_string(capture.id) + " (" + mode_name(capture.mode) + ") on stream " +
+                 std::to_string(stream->id) + (own_stream ? ", the stream this call acts on" : "");
+  }
+  if (conflicts.empty()) return {};
+  return fail(op, status_code::capture_unsupported,
+              std::string("not permitted while a stream capture is live (") + conflicts +
+                  "; this thread's capture mode is " + mode_name(mine) +
+                  "); the capture is invalidated and must be ended");
+}
+
+bool MockDriver::capture_live_locked(std::uint64_t capture_id) const {
+  for (const auto& [id, stream] : streams_)
+    if (stream->capture && stream->capture->id == capture_id) return true;
+  return false;
+}
+
+Status MockDriver::check_captured_event_locked(Operation op, const mock::EventState& event) const {
+  if (event.captured_by == 0 || !capture_live_locked(event.captured_by)) return {};
+  return fail(op, status_code::captured_event,
+              "the event was last recorded in capture " + std::to_string(event.captured_by) +
+                  ", which is still live on its stream");
+}
+
+void MockDriver::wait_device_idle() {
+  std::vector<std::shared_ptr<Stream>> streams;
+  {
+    std::lock_guard lock(mutex_);
+    for (auto& [id, stream] : streams_) streams.push_back(stream);
+  }
+  for (auto& stream : streams) stream->worker.wait_idle();
+}
+
+// Synchronous copies and memsets: legacy default-stream semantics, so they first wait for
+// every stream of the device, then run on the calling thread.
+Status MockDriver::run_synchronous(Operation op, mock::WorkNode node) {
+  {
+    std::lock_guard lock(mutex_);
+    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
+  }
+  wait_device_idle();
+  return mock::execute_node(node, mock::ExecContext{memory_, mock_call_name(op), status_code::invalid_value});
+}
+
+// --- device ----------------------------------------------------------------------------
+
+Status MockDriver::device_name(std::string* out) {
+  LIFECORE_MOCK_GATE(device_name)
+  if (!out) return bad_value(Operation::device_name, "the output pointer is null");
+  *out = device_label;
+  return {};
+}
+
+Status MockDriver::driver_version(int* out) {
+  LIFECORE_MOCK_GATE(driver_version)
+  if (!out) return bad_value(Operation::driver_version, "the output pointer is null");
+  *out = version;
+  return {};
+}
+
+Status MockDriver::mem_info(std::size_t* free_bytes, std::size_t* total_bytes) {
+  LIFECORE_MOCK_GATE(mem_info)
+  if (!free_bytes || !total_bytes) return bad_value(Operation::mem_info, "an output pointer is null");
+  const std::size_t limit = memory_.limit();
+  const std::size_t used = memory_.in_use();
+  *free_bytes = used < limit ? limit - used : 0;
+  *total_bytes = limit;
+  return {};
+}
+
+// --- streams ---------------------------------------------------------------------------
+
+Status MockDriver::stream_create(StreamHandle* out) {
+  LIFECORE_MOCK_GATE(stream_create)
+  if (!out) return bad_value(Operation::stream_create, "the output pointer is null");
+  std::uintptr_t id;
+  {
+    std::lock_guard lock(mutex_);
+    id = new_handle_locked();
+  }
+  auto stream = std::make_shared<Stream>(id, &worker_gate_);  // starts its thread: outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    streams_.emplace(id, std::move(stream));
+  }
+  *out = StreamHandle{id};
+  return {};
+}
+
+Status MockDriver::stream_destroy(StreamHandle handle) {
+  // A lost device still lets its streams go (and their workers finish): nothing runs after them.
+  Status gate_status = gate(Operation::stream_destroy);
+  if (!gate_status.ok() && lost_code_.load(std::memory_order_acquire) == 0) return gate_status;
+  std::shared_ptr<Stream> stream;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = streams_.find(raw(handle));
+    if (it == streams_.end()) return bad_handle(Operation::stream_destroy, "stream", raw(handle));
+    stream = std::move(it->second);
+    streams_.erase(it);  // a capture in flight on it is discarded with it
+  }
+  stream->worker.stop();
+  return gate_status;
+}
+
+Status MockDriver::stream_synchronize(StreamHandle handle) {
+  constexpr Operation op = Operation::stream_synchronize;
+  if (Status lost = lost_status(op); !lost.ok()) {
+    // A lost context runs nothing more: once the worker is done with what it holds (the mock's
+    // emulation of that), host memory its queued copies read may go.
+    std::shared_ptr<Stream> stream;
+    {
+      std::lock_guard lock(mutex_);
+      stream = find_stream_locked(handle);
+    }
+    if (stream) stream->worker.wait_idle();
+    return lost;
+  }
+  LIFECORE_MOCK_GATE(stream_synchronize)
+  std::shared_ptr<Stream> stream;
+  {
+    std::lock_guard lock(mutex_);
+    stream = find_stream_locked(handle);
+    if (!stream) return bad_handle(op, "stream", raw(handle));
+    if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
+  }
+  stream->worker.wait_idle();
+  Status error = stream->worker.take_error();
+  if (error.ok()) return {};
+  Status reported =
+      make_status(error.code, mock_call_name(op), "asynchronous error from " + error.call + ": " + error.message);
+  note_status(reported);
+  return reported;
+}
+
+Status MockDriver::stream_query(StreamHandle handle) {
+  LIFECORE_MOCK_GATE(stream_query)
+  constexpr Operation op = Operation::stream_query;
+  std::shared_ptr<Stream> stream;
+  {
+    std::lock_guard lock(mutex_);
+    stream = find_stream_locked(handle);
+    if (!stream) return bad_handle(op, "stream", raw(handle));
+    if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
+  }
+  if (stream->worker.idle()) return {};
+  return make_status(status_code::not_ready, mock_call_name(op));
+}
+
+std::uintptr_t MockDriver::stream_native_handle(StreamHandle handle) {
+  std::lock_guard lock(mutex_);
+  return streams_.count(raw(handle)) ? raw(handle) : 0;
+}
+
+// --- events ----------------------------------------------------------------------------
+
+Status MockDriver::event_create(EventHandle* out) {
+  LIFECORE_MOCK_GATE(event_create)
+  if (!out) return bad_value(Operation::event_create, "the output pointer is null");
+  std::lock_guard lock(mutex_);
+  const std::uintptr_t id = new_handle_locked();
+  events_.emplace(id, std::make_shared<mock::EventState>());
+  *out = EventHandle{id};
+  return {};
+}
+
+Status MockDriver::event_destroy(EventHandle event) {
+  LIFECORE_MOCK_GATE(event_destroy)
+  std::lock_guard lock(mutex_);
+  if (events_.erase(raw(event)) == 0) return bad_handle(Operation::event_destroy, "event", raw(event));
+  return {};  // a record still queued keeps the state alive until it runs
+}
+
+Status MockDriver::event_record(EventHandle event, StreamHandle handle) {
+  LIFECORE_MOCK_GATE(event_record)
+  constexpr Operation op = Operation::event_record;
+  std::lock_guard lock(mutex_);
+  auto it = events_.find(raw(event));
+  if (it == events_.end()) return bad_handle(op, "event", raw(event));
+  std::shared_ptr<mock::EventState> state = it->second;
+  Stream* stream = nullptr;
+  Route route{};
+  if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
+  if (route == Route::capture) {
+    state->captured_by = stream->capture->id;
+    stream->capture->graph->nodes.push_back(mock::EventRecordNode{std::move(state)});
+    return {};
+  }
+  state->captured_by = 0;
+  const std::uint64_t generation = state->begin_record();
+  const bool queued = stream->worker.enqueue([state, generation]() {
+    state->complete(generation);
+    return Status{};
+  });
+  if (!queued) {
+    state->complete(generation);
+    return bad_handle(op, "stream", raw(handle));
+  }
+  return {};
+}
+
+Status MockDriver::event_synchronize(EventHandle event) {
+  LIFECORE_MOCK_GATE(event_synchronize)
+  constexpr Operation op = Operation::event_synchronize;
+  std::shared_ptr<mock::EventState> state;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = events_.find(raw(event));
+    if (it == events_.end()) return bad_handle(op, "event", raw(event));
+    state = it->second;
+    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
+    if (Status status = check_captured_event_locked(op, *state); !status.ok()) return status;
+  }
+  state->wait();
+  return {};
+}
+
+Status MockDriver::event_query(EventHandle event) {
+  LIFECORE_MOCK_GATE(event_query)
+  constexpr Operation op = Operation::event_query;
+  std::shared_ptr<mock::EventState> state;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = events_.find(raw(event));
+    if (it == events_.end()) return bad_handle(op, "event", raw(event));
+    state = it->second;
+    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
+    if (Status status = check_captured_event_locked(op, *state); !status.ok()) return status;
+  }
+  if (state->done()) return {};
+  return make_status(status_code::not_ready, mock_call_name(op));
+}
+
+Status MockDriver::event_elapsed(EventHandle start, EventHandle end, float* milliseconds) {
+  LIFECORE_MOCK_GATE(event_elapsed)
+  constexpr Operation op = Operation::event_elapsed;
+  if (!milliseconds) return bad_value(op, "the output pointer is null");
+  std::shared_ptr<mock::EventState> first, second;
+  {
+    std::lock_guard lock(mutex_);
+    auto a = events_.find(raw(start));
+    if (a == events_.end()) return bad_handle(op, "event", raw(start));
+    auto b = events_.find(raw(end));
+    if (b == events_.end()) return bad_handle(op, "event", raw(end));
+    first = a->second;
+    second = b->second;
+    if (Status status = check_captured_event_locked(op, *first); !status.ok()) return status;
+    if (Status status = check_captured_event_locked(op, *second); !status.ok()) return status;
+  }
+  if (!first->ever_recorded() || !second->ever_recorded())
+    return fail(op, invalid_handle, "both events must have been recorded");
+  if (!first->done() || !second->done()) return make_status(status_code::not_ready, mock_call_name(op));
+  *milliseconds = std::chrono::duration<float, std::milli>(second->timestamp() - first->timestamp()).count();
+  return {};
+}
+
+// --- memory ----------------------------------------------------------------------------
+
+Status MockDriver::mem_alloc(std::size_t bytes, DevicePtr* out) {
+  LIFECORE_MOCK_GATE(mem_alloc)
+  constexpr Operation op = Operation::mem_alloc;
+  if (!out) return bad_value(op, "the output pointer is null");
+  if (bytes == 0) return bad_value(op, "cannot allocate 0 bytes");
+  {
+    std::lock_guard lock(mutex_);
+    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
+  }
+  if (memory_.allocate(bytes, out)) return {};
+  return fail(op, status_code::out_of_memory,
+              "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
+                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
+}
+
+Status MockDriver::mem_free(DevicePtr ptr) {
+  LIFECORE_MOCK_GATE(mem_free)
+  constexpr Operation op = Operation::mem_free;
+  {
+    std::lock_guard lock(mutex_);
+    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
+  }
+  wait_device_idle();  // as cuMemFree: work in flight may still use the memory
+  if (memory_.free(ptr)) return {};
+  return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+}
+
+Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) {
+  LIFECORE_MOCK_GATE(mem_alloc_async)
+  constexpr Operation op = Operation::mem_alloc_async;
+  if (!out) return bad_value(op, "the output pointer is null");
+  if (bytes == 0) return bad_value(op, "cannot allocate 0 bytes");
+  std::lock_guard lock(mutex_);
+  Stream* stream = nullptr;
+  Route route{};
+  if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
+  if (route == Route::capture) {
+    if (bytes > memory_.limit())
+      return fail(op, status_code::out_of_memory,
+                  std::to_string(bytes) + " bytes exceed the device's memory (" + std::to_string(memory_.limit()) +
+                      " bytes)");
+    // A memory-alloc node: the address is fixed now, the memory exists only after a launch.
+    const DevicePtr ptr = memory_.reserve(bytes);
+    stream->capture->graph->nodes.push_back(mock::MemAllocNode{ptr, bytes});
+    *out = ptr;
+    return {};
+  }
+  // Allocating at once is a valid stream order: the memory exists before any later work.
+  if (memory_.allocate(bytes, out)) return {};
+  return fail(op, status_code::out_of_memory,
+              "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
+                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
+}
+
+Status MockDriver::mem_free_async(DevicePtr ptr, StreamHandle handle) {
+  LIFECORE_MOCK_GATE(mem_free_async)
+  constexpr Operation op = Operation::mem_free_async;
+  {
+    std::lock_guard lock(mutex_);
+    Stream* stream = nullptr;
+    Route route{};
+    if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
+    if (route == Route::capture) {
+      // A memory-free node; it may free a graph allocation this capture made.
+      if (!memory_.is_region_base(ptr)) return bad_value(op, hex(ptr) + " is not the start of an allocation");
+      stream->capture->graph->nodes.push_back(mock::MemFreeNode{ptr});
+      return {};
+    }
+    if (!memory_.is_freeable(ptr))
+      return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+  }
+  return submit(op, handle, mock::MemFreeNode{ptr});
+}
+
+Status MockDriver::memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) {
+  LIFECORE_MOCK_GATE(memcpy_htod)
+  if (bytes && !src) return bad_value(Operation::memcpy_htod, "the host source is null");
+  return run_synchronous(Operation::memcpy_htod, mock::CopyHostToDeviceNode{dst, src, bytes});
+}
+
+Status MockDriver::memcpy_dtoh(void* dst, DevicePtr src, std::size_t bytes) {
+  LIFECORE_MOCK_GATE(memcpy_dtoh)
+  if (bytes && !dst) return bad_value(Operation::memcpy_dtoh, "the host destination is null");
+  return run_synchronous(Operation::memcpy_dtoh, mock::CopyDeviceToHostNode{dst, src, bytes});
+}
+
+Status MockDriver::memcpy_dtod(DevicePtr dst, DevicePtr src, std::size_t bytes) {
+  LIFECORE_MOCK_GATE(memcpy_dtod)
+  return run_synchronous(Operation::memcpy_dtod, mock::CopyDeviceToDeviceNode{dst, src, bytes});
+}
+
+Status MockDriver::memcpy_htod_async(DevicePtr dst, const void* src, std::size_t bytes, StreamHandle stream) {
+  LIFECORE_MOCK_GATE(memcpy_htod_async)
+  if (bytes && !src) return bad_value(Operation::memcpy_htod_async, "the host source is null");
+  return submit(Operation::memcpy_htod_async, stream, mock::CopyHostToDeviceNode{dst, src, bytes});
+}
+
+Status MockDriver::memcpy_dtoh_async(void* dst, DevicePtr src, std::size_t bytes, StreamHandle stream) {
+  LIFECORE_MOCK_GATE(memcpy_dtoh_async)
+  if (bytes && !dst) return bad_value(Operation::memcpy_dtoh_async, "the host destination is null");
+  return submit(Operation::memcpy_dtoh_async, stream, mock::CopyDeviceToHostNode{dst, src, bytes});
+}
+
+Status MockDriver::memcpy_dtod_async(DevicePtr dst, DevicePtr src, std::size_t bytes, StreamHandle stream) {
+  LIFECORE_MOCK_GATE(memcpy_dtod_async)
+  return submit(Operation::memcpy_dtod_async, stream, mock::CopyDeviceToDeviceNode{dst, src, bytes});
+}
+
+Status MockDriver::memset_d32(DevicePtr dst, std::uint32_t value, std::size_t count) {
+  LIFECORE_MOCK_GATE(memset_d32)
+  if (dst % 4 != 0) return bad_value(Operation::memset_d32, "the destination " + hex(dst) + " is not 4-byte aligned");
+  return run_synchronous(Operation::memset_d32, mock::MemsetNode{dst, value, count});
+}
+
+Status MockDriver::memset_d32_async(DevicePtr dst, std::uint32_t value, std::size_t count, StreamHandle stream) {
+  LIFECORE_MOCK_GATE(memset_d32_async)
+  if (dst % 4 != 0)
+    return bad_value(Operation::memset_d32_async, "the destination " + hex(dst) + " is not 4-byte aligned");
+  return submit(Operation::memset_d32_async, stream, mock::MemsetNode{dst, value, count});
+}
+
+// --- modules and kernels ---------------------------------------------------------------
+
+Status MockDriver::module_load(const ModuleImage& image, ModuleHandle* out) {
+  LIFECORE_MOCK_GATE(module_load)
+  constexpr Operation op = Operation::module_load;
+  if (!out) return bad_value(op, "the output pointer is null");
+  if (image.kind != ImageKind::builtin)
+    return fail(op, status_code::not_supported,
+                "the mock device runs built-in kernels only; it cannot load PTX, cubin, fatbin or code objects");
+  std::lock_guard lock(mutex_);
+  const std::uintptr_t id = new_handle_locked();
+  modules_.emplace(id, std::make_shared<Module>());
+  *out = ModuleHandle{id};
+  return {};
+}
+
+Status MockDriver::module_unload(ModuleHandle module) {
+  LIFECORE_MOCK_GATE(module_unload)
+  std::lock_guard lock(mutex_);
+  auto it = modules_.find(raw(module));
+  if (it == modules_.end()) return bad_handle(Operation::module_unload, "module", raw(module));
+  for (const auto& [name, function] : it->second->functions) functions_.erase(function);
+  modules_.erase(it);
+  return {};
+}
+
+Status MockDriver::module_get_function(ModuleHandle module, const std::string& name, FunctionHandle* out) {
+  LIFECORE_MOCK_GATE(module_get_function)
+  constexpr Operation op = Operation::module_get_function;
+  if (!out) return bad_value(op, "the output pointer is null");
+  std::lock_guard lock(mutex_);
+  auto it = modules_.find(raw(module));
+  if (it == modules_.end()) return bad_handle(op, "module", raw(module));
+  const mock::MockKernel* kernel = mock::find_mock_kernel(name);
+  if (!kernel)
+    return fail(op, status_code::not_found,
+                "no built-in kernel named '" + name + "' (the mock has " + mock::mock_kernel_names() + ")");
+  auto& functions = it->second->functions;
+  if (auto known = functions.find(name); known != functions.end()) {
+    *out = FunctionHandle{known->second};
+    return {};
+  }
+  const std::uintptr_t id = new_handle_locked();
+  functions_.emplace(id, std::make_shared<Function>(Function{raw(module), kernel}));
+  functions.emplace(name, id);
+  *out = FunctionHandle{id};
+  return {};
+}
+
+Status MockDriver::function_param_sizes(FunctionHandle function, std::vector<std::size_t>* out) {
+  LIFECORE_MOCK_GATE(function_param_sizes)
+  constexpr Operation op = Operation::function_param_sizes;
+  if (!out) return bad_value(op, "the output pointer is null");
+  std::lock_guard lock(mutex_);
+  auto it = functions_.find(raw(function));
+  if (it == functions_.end()) return bad_handle(op, "function", raw(function));
+  out->clear();
+  for (ArgKind kind : it->second->kernel->signature->params) out->push_back(arg_size(kind));
+  return {};
+}
+
+Status MockDriver::launch_kernel(FunctionHandle function, Dim3 grid, Dim3 block, std::uint32_t shared_bytes,
+                                 StreamHandle stream, const std::vector<KernelArg>& args) {
+  LIFECORE_MOCK_GATE(launch_kernel)
+  constexpr Operation op = Operation::launch_kernel;
+  const mock::MockKernel* kernel = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = functions_.find(raw(function));
+    if (it == functions_.end()) return bad_handle(op, "function", raw(function));
+    kernel = it->second->kernel;
+  }
+  const BuiltinKernel& signature = *kernel->signature;
+  const std::string name(signature.name);
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0 || block.x == 0 || block.y == 0 || block.z == 0)
+    return bad_value(op, name + ": grid " + dim_text(grid) + " and block " + dim_text(block) +
+                             " must be at least 1 in every dimension");
+  if (std::uint64_t{block.x} * block.y * block.z > max_block_threads || block.z > 64)
+    return bad_value(op, name + ": block " + dim_text(block) + " exceeds 1024 threads per block (z at most 64)");
+  if (grid.x > 0x7fffffffu || grid.y > 65535 || grid.z > 65535)
+    return bad_value(op, name + ": grid " + dim_text(grid) + " exceeds (2^31 - 1, 65535, 65535)");
+  if (shared_bytes > max_shared_bytes)
+    return bad_value(op, name + ": " + std::to_string(shared_bytes) + " bytes of shared memory exceed 48 KiB");
+  if (args.size() != signature.params.size())
+    return bad_value(op, name + " expects " + std::to_string(signature.params.size()) + " arguments (" +
+                             signature_text(signature) + "), got " + std::to_string(args.size()) + " (" +
+                             args_text(args) + ")");
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const ArgKind expected = signature.params[i];
+    if (args[i].kind != expected)
+      return bad_value(op, name + " argument " + std::to_string(i) + " (" + std::string(signature.param_names[i]) +
+                               ") expects " + arg_kind_name(expected) + ", got " + arg_kind_name(args[i].kind) +
+                               " (signature: " + signature_text(signature) + ")");
+    if (arg_size(expected) == 4 && (args[i].bits >> 32) != 0)
+      return bad_value(op, name + " argument " + std::to_string(i) + " (" + std::string(signature.param_names[i]) +
+                               ") is 4 bytes wide but its bits " + hex(args[i].bits) + " do not fit");
+  }
+  return submit(op, stream, mock::KernelNode{function, kernel, grid, block, shared_bytes, args});
+}
+
+// --- capture ---------------------------------------------------------------------------
+
+Status MockDriver::stream_begin_capture(StreamHandle handle, CaptureMode mode) {
+  LIFECORE_MOCK_GATE(stream_begin_capture)
+  constexpr Operation op = Operation::stream_begin_capture;
+  if (!valid_mode(mode)) return bad_value(op, "unknown capture mode " + std::to_string(static_cast<int>(mode)));
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<Stream> stream = find_stream_locked(handle);
+  if (!stream) return bad_handle(op, "stream", raw(handle));
+  if (stream->capture) {
+    const Capture& live = *stream->capture;
+    return fail(op, illegal_state,
+                "stream " + std::to_string(stream->id) + " is already capturing (capture " + std::to_string(live.id) +
+                    (live.status == CaptureStatus::invalidated ? ", invalidated" : ", active") +
+                    "); end that capture first");
+  }
+  Capture capture;
+  capture.id = next_capture_id.fetch_add(1);
+  capture.mode = mode;
+  capture.thread = std::this_thread::get_id();
+  capture.graph = std::make_shared<mock::GraphData>();
+  stream->capture = std::move(capture);
+  return {};
+}
+
+Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
+  constexpr Operation op = Operation::stream_end_capture;
+  if (Status injected = gate(op); !injected.ok()) {
+    // What a failed end does follows the driver documentation: 901 (invalidated) ends the capture
+    // sequence with a null graph; any other failure (a wrong thread, a sticky error) leaves it.
+    if (out) *out = GraphHandle{0};
+    if (injected.code == status_code::capture_invalidated) {
+      std::lock_guard lock(mutex_);
+      if (std::shared_ptr<Stream> stream = find_stream_locked(handle)) stream->capture.reset();
+    }
+    return injected;
+  }
+  if (!out) return bad_value(op, "the output pointer is null");
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<Stream> stream = find_stream_locked(handle);
+  if (!stream) return bad_handle(op, "stream", raw(handle));
+  if (!stream->capture) return fail(op, illegal_state, "stream " + std::to_string(stream->id) + " is not capturing");
+  Capture& capture = *stream->capture;
+  if (capture.mode != CaptureMode::relaxed && capture.thread != std::this_thread::get_id())
+    return fail(op, status_code::capture_wrong_thread,
+                "capture " + std::to_string(capture.id) + " (" + mode_name(capture.mode) +
+                    ") began on another thread; only that thread may end it");
+  if (capture.status == CaptureStatus::invalidated) {
+    const std::string reason = "capture " + std::to_string(capture.id) + " was invalidated by " +
+                               capture.invalidated_by + "; it is ended and no graph was made";
+    stream->capture.reset();
+    *out = GraphHandle{0};
+    return fail(op, status_code::capture_invalidated, reason);
+  }
+  const std::uintptr_t id = new_handle_locked();
+  graphs_.emplace(id, std::move(capture.graph));
+  stream->capture.reset();
+  *out = GraphHandle{id};
+  return {};
+}
+
+Status MockDriver::stream_capture_info(StreamHandle handle, CaptureStatus* status, std::uint64_t* capture_id) {
+  LIFECORE_MOCK_GATE(stream_capture_info)
+  constexpr Operation op = Operation::stream_capture_info;
+  if (!status) return bad_value(op, "the status output pointer is null");
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<Stream> stream = find_stream_locked(handle);
+  if (!stream) return bad_handle(op, "stream", raw(handle));
+  *status = stream->capture ? stream->capture->status : CaptureStatus::none;
+  if (capture_id) *capture_id = stream->capture ? stream->capture->id : 0;
+  return {};
+}
+
+Status MockDriver::thread_exchange_capture_mode(CaptureMode* mode) {
+  LIFECORE_MOCK_GATE(thread_exchange_capture_mode)
+  constexpr Operation op = Operation::thread_exchange_capture_mode;
+  if (!mode) return bad_value(op, "the mode pointer is null");
+  if (!valid_mode(*mode)) return bad_value(op, "unknown capture mode " + std::to_string(static_cast<int>(*mode)));
+  std::swap(*mode, thread_capture_mode(uid_));
+  return {};
+}
+
+// --- graphs ----------------------------------------------------------------------------
+
+Status MockDriver::graph_node_counts(GraphHandle graph, GraphNodeCounts* out) {
+  LIFECORE_MOCK_GATE(graph_node_counts)
+  constexpr Operation op = Operation::graph_node_counts;
+  if (!out) return bad_value(op, "the output pointer is null");
+  std::lock_guard lock(mutex_);
+  auto it = graphs_.find(raw(graph));
+  if (it == graphs_.end()) return bad_handle(op, "graph", raw(graph));
+  *out = it->second->counts();
+  return {};
+}
+
+Status MockDriver::graph_instantiate(GraphHandle graph, GraphExecHandle* out) {
+  LIFECORE_MOCK_GATE(graph_instantiate)
+  constexpr Operation op = Operation::graph_instantiate;
+  if (!out) return bad_value(op, "the output pointer is null");
+  std::lock_guard lock(mutex_);
+  auto it = graphs_.find(raw(graph));
+  if (it == graphs_.end()) return bad_handle(op, "graph", raw(graph));
+  const std::shared_ptr<mock::GraphData>& source = it->second;
+  if (source->has_memory_nodes() && source->live_execs > 0)
+    return bad_value(op, "the graph has memory nodes and already has a live executable graph; destroy that one "
+                         "first (one instantiation at a time, as in CUDA)");
+  auto exec = std::make_shared<Exec>();
+  exec->source = source;
+  exec->nodes = std::make_shared<const std::vector<mock::WorkNode>>(source->nodes);
+  // An allocation the graph also frees is gone again by the end of each replay, so later
+  // launches (in stream order) may reuse its address; only the others need a claim.
+  for (const auto& node : source->nodes) {
+    const auto* alloc = std::get_if<mock::MemAllocNode>(&node);
+    if (!alloc) continue;
+    const bool freed_inside = std::any_of(source->nodes.begin(), source->nodes.end(), [&](const mock::WorkNode& other) {
+      const auto* free = std::get_if<mock::MemFreeNode>(&other);
+      return free && free->ptr == alloc->ptr;
+    });
+    if (!freed_inside) exec->allocations.push_back(alloc->ptr);
+  }
+  ++source->live_execs;
+  const std::uintptr_t id = new_handle_locked();
+  execs_.emplace(id, std::move(exec));
+  *out = GraphExecHandle{id};
+  return {};
+}
+
+Status MockDriver::graph_upload(GraphExecHandle exec, StreamHandle stream) {
+  LIFECORE_MOCK_GATE(graph_upload)
+  constexpr Operation op = Operation::graph_upload;
+  std::lock_guard lock(mutex_);
+  if (!execs_.count(raw(exec))) return bad_handle(op, "executable graph", raw(exec));
+  if (!streams_.count(raw(stream))) return bad_handle(op, "stream", raw(stream));
+  return {};  // host memory is the device memory: there is nothing to upload
+}
+
+Status MockDriver::graph_launch(GraphExecHandle handle, StreamHandle stream_handle) {
+  LIFECORE_MOCK_GATE(graph_launch)
+  constexpr Operation op = Operation::graph_launch;
+  std::lock_guard lock(mutex_);
+  auto it = execs_.find(raw(handle));
+  if (it == execs_.end()) return bad_handle(op, "executable graph", raw(handle));
+  std::shared_ptr<Exec> exec = it->second;
+  Stream* stream = nullptr;
+  Route route{};
+  if (Status status = route_locked(op, stream_handle, &stream, &route); !status.ok()) return status;
+  if (route == Route::capture)
+    return fail(op, status_code::not_supported,
+                "the mock does not record a graph launch into a capture (a child-graph node)");
+  DevicePtr busy = 0;
+  if (!exec->allocations.empty() && !memory_.claim(exec->allocations, &busy))
+    return bad_value(op, "the allocation at " + hex(busy) +
+                             " made by this graph's memory-alloc node is still live (or a launch making it is "
+                             "queued); free it before launching the graph again");
+  std::vector<std::uint64_t> generations;
+  for (const auto& node : *exec->nodes) {
+    if (const auto* record = std::get_if<mock::EventRecordNode>(&node)) {
+      record->event->captured_by = 0;
+      generations.push_back(record->event->begin_record());
+    }
+  }
+  exec->launch_enqueued();
+  mock::AddressSpace* memory = &memory_;
+  // The whole graph is ONE work item: that is what makes a replay cheaper than its launches.
+  const bool queued = stream->worker.enqueue([memory, exec, nodes = exec->nodes, generations]() {
+    Status status;
+    {
+      std::lock_guard run(exec->run_mutex);
+      status = mock::run_graph(*nodes, generations,
+                               mock::ExecContext{*memory, mock_call_name(Operation::graph_launch),
+                                                 status_code::illegal_address});
+    }
+    exec->launch_finished();
+    return status;
+  });
+  if (!queued) {
+    for (DevicePtr ptr : exec->allocations) memory_.unclaim(ptr);
+    exec->launch_finished();
+    return bad_handle(op, "stream", raw(stream_handle));
+  }
+  return {};
+}
+
+Status MockDriver::graph_exec_update(GraphExecHandle exec, GraphHandle graph, GraphUpdateResult* result) {
+  LIFECORE_MOCK_GATE(graph_exec_update)
+  constexpr Operation op = Operation::graph_exec_update;
+  if (!result) return bad_value(op, "the result pointer is null");
+  std::lock_guard lock(mutex_);
+  auto e = execs_.find(raw(exec));
+  if (e == execs_.end()) return bad_handle(op, "executable graph", raw(exec));
+  auto g = graphs_.find(raw(graph));
+  if (g == graphs_.end()) return bad_handle(op, "graph", raw(graph));
+  std::string why;
+  GraphUpdateResult outcome = mock::compare_for_update(*e->second->nodes, g->second->nodes, &why);
+  if (outcome == GraphUpdateResult::success && g->second->has_memory_nodes()) {
+    outcome = GraphUpdateResult::not_supported;
+    why = "graphs with memory nodes cannot be updated";
+  }
+  *result = outcome;
+  if (outcome != GraphUpdateResult::success) return fail(op, graph_exec_update_failure, why);
+  // Launches already queued keep the nodes they were given; later launches see the update.
+  e->second->nodes = std::make_shared<const std::vector<mock::WorkNode>>(g->second->nodes);
+  return {};
+}
+
+Status MockDriver::graph_destroy(GraphHandle graph) {
+  LIFECORE_MOCK_GATE(graph_destroy)
+  std::lock_guard lock(mutex_);
+  if (graphs_.erase(raw(graph)) == 0) return bad_handle(Operation::graph_destroy, "graph", raw(graph));
+  return {};  // executable graphs keep their own copy of the nodes
+}
+
+Status MockDriver::graph_exec_destroy(GraphExecHandle handle) {
+  LIFECORE_MOCK_GATE(graph_exec_destroy)
+  std::shared_ptr<Exec> exec;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = execs_.find(raw(handle));
+    if (it == execs_.end()) return bad_handle(Operation::graph_exec_destroy, "executable graph", raw(handle));
+    exec = std::move(it->second);
+    execs_.erase(it);
+    --exec->source->live_execs;
+  }
+  exec->wait_launches();
+  return {};
+}
+
+#undef LIFECORE_MOCK_GATE
+
+}  // namespace lifecore::driver

@@ -1,0 +1,39 @@
+// A mock event: a marker that completes when the stream's worker reaches it, with the time
+// it did. Generations let a re-record on another stream and an older marker coexist.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+namespace lifecore::driver::mock {
+
+class EventState {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // A new record was enqueued: returns its generation, which complete() will be given.
+  std::uint64_t begin_record();
+  // The worker reached that record.
+  void complete(std::uint64_t generation);
+  bool ever_recorded() const;
+  // True when every record enqueued so far has completed (also when never recorded, as CUDA).
+  bool done() const;
+  // Waits for the records enqueued before this call.
+  void wait() const;
+  Clock::time_point timestamp() const;
+
+  // The capture that last recorded this event (0: the last record was not captured).
+  // Guarded by the owning driver's table mutex, not by this object's.
+  std::uint64_t captured_by = 0;
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable completed_cv_;
+  std::uint64_t recorded_ = 0;
+  std::uint64_t completed_ = 0;
+  Clock::time_point timestamp_{};
+};
+
+}  // namespace lifecore::driver::mock
