@@ -46,6 +46,22 @@ def _time_limit(request):
         faulthandler.cancel_dump_traceback_later()
 
 
+def backend_params() -> list:
+    """One pytest param per registered backend, in registry order, id = its name; an unavailable
+    backend carries a skip with the registry's reason, so the same test runs where it is present."""
+    params = []
+    for info in lifecore.backends():
+        marks = () if info.available else (pytest.mark.skip(reason=f"{info.name}: {info.reason or 'unavailable'}"),)
+        params.append(pytest.param(info.name, id=info.name, marks=marks))
+    return params
+
+
+@pytest.fixture(params=backend_params())
+def backend_name(request) -> str:
+    """The name of each registered backend (lifecore.backends()); skipped where unavailable."""
+    return request.param
+
+
 @pytest.fixture(params=["hardware", "software"])
 def mock_device(request):
     """A mock device with hardware, then software graphs (fault injection is mock-only)."""

@@ -25,6 +25,7 @@ from ._core import (
     driver_operations,
 )
 from . import _call_guard
+from ._registry import available_backends, backend_info, backend_names
 
 # Every bound function answers a wrong argument with a lifecore error (see _call_guard).
 _call_guard.install()
@@ -36,6 +37,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BackendInfo",
+    "available_backends",
+    "backend_info",
+    "backend_names",
     "backends",
     "driver_operations",
     "errors",

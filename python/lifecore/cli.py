@@ -1,9 +1,10 @@
 """The ``lifecore`` command: ``info``, ``check``, ``fuzz`` (also ``fuzz --differential A,B``) and ``bench``.
 
 ``lifecore check`` is what to run after ``pip install .``: it lists the backends, runs a short
-graph-capture state machine (differential against the reference model) on the mock with both
-graph kinds and on the best available backend, times a short replay benchmark there, prints a
-summary, and exits 0 only when every check passed. Hypothesis is imported only by the commands
+graph-capture state machine (differential against the reference model) on every available
+backend (the registry's first, the mock, with both graph kinds), times a short replay benchmark
+on the best available backend, prints a summary, and exits 0 only when every check passed.
+Every list of backends here comes from the registry (``lifecore.backends()``). Hypothesis is imported only by the commands
 that need it, so ``lifecore info`` works without it.
 """
 
@@ -99,14 +100,16 @@ def _run_machine(backend: str, graphs: str, examples: int, steps: int, seed: Opt
 
 
 def _machine_targets() -> list[tuple[str, str]]:
-    """The mock with both graph kinds, plus whatever Device('auto') opens when it is not the mock."""
-    targets = [("mock", "hardware"), ("mock", "software")]
-    device = lifecore.Device("auto")
-    try:
-        if device.backend != "mock":
-            targets.append((device.backend, device.graphs))
-    finally:
-        device.close()
+    """Every available backend, in registry order: the first with both graph kinds, the others
+    with the graphs their device picks."""
+    names = lifecore.available_backends()
+    targets = [(names[0], "hardware"), (names[0], "software")] if names else []
+    for name in names[1:]:
+        device = lifecore.Device(name)
+        try:
+            targets.append((name, device.graphs))
+        finally:
+            device.close()
     return targets
 
 
@@ -122,8 +125,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     print()
     results: list[CheckResult] = []
     infos = lifecore.backends()
-    mock = [i for i in infos if i.name == "mock"]
-    results.append(CheckResult("backends", "all", bool(mock and mock[0].available),
+    results.append(CheckResult("backends", "all", any(i.available for i in infos),
                                ", ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in infos)))
     try:
         import hypothesis  # noqa: F401
@@ -133,8 +135,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         try:
             targets = _machine_targets()
         except lifecore.LifecoreError as error:
-            targets = [("mock", "hardware"), ("mock", "software")]
-            results.append(CheckResult("open Device('auto')", "auto", False, str(error)[:160]))
+            targets = []
+            results.append(CheckResult("open the available backends", "all", False, str(error)[:160]))
         for backend, graphs in targets:
             results.append(_run_machine(backend, graphs, args.examples, args.steps, args.seed, progress=True))
     try:
@@ -220,8 +222,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     except ImportError:
         print("\n(state-machine rate skipped: hypothesis is not installed)")
     else:
-        print("\nstate-machine steps per second (mock)")
-        row = bench.machine_steps_per_second(lambda: lifecore.Device("mock"), examples=5 if quick else 20)
+        reference = _default_backend()
+        print(f"\nstate-machine steps per second ({reference})")
+        row = bench.machine_steps_per_second(lambda: lifecore.Device(reference), examples=5 if quick else 20)
         figures["state_machine"] = row
         print(bench.format_table([row]))
     if args.json == "-":
@@ -244,13 +247,23 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _default_backend() -> str:
+    """The registry's first available backend (the mock, which is always there)."""
+    names = lifecore.available_backends()
+    return names[0] if names else "auto"
+
+
+def _backend_choices() -> str:
+    return ", ".join(["auto", *lifecore.backend_names()])
+
+
 def _backend_name(text: str) -> str:
-    """argparse type: 'auto' or a known backend that can open a device here."""
+    """argparse type: 'auto' or a registered backend that can open a device here."""
     if text == "auto":
         return text
     known = {info.name: info for info in lifecore.backends()}
     if text not in known:
-        raise argparse.ArgumentTypeError(f"unknown backend {text!r} (known: auto, {', '.join(known)})")
+        raise argparse.ArgumentTypeError(f"unknown backend {text!r} (known: {_backend_choices()})")
     if not known[text].available:
         raise argparse.ArgumentTypeError(f"backend {text!r} is not available here: {known[text].reason}")
     return text
@@ -259,6 +272,7 @@ def _backend_name(text: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lifecore", description="lifecore: lifecycles for GPU inference runtimes")
     parser.add_argument("--version", action="version", version=f"lifecore {lifecore.__version__}")
+    default_backend, choices = _default_backend(), _backend_choices()
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("info", help="list the backends (name, available, driver, device, reason)").set_defaults(func=cmd_info)
     check = sub.add_parser("check", help="backends, a short state-machine run and a replay benchmark")
@@ -267,18 +281,20 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--seed", type=int, default=None, help="make the machine runs reproducible")
     check.set_defaults(func=cmd_check)
     fuzz = sub.add_parser("fuzz", help="a longer state-machine run")
-    fuzz.add_argument("--backend", type=_backend_name, default="mock", help="mock, cuda, hip or auto (default mock)")
+    fuzz.add_argument("--backend", type=_backend_name, default=default_backend,
+                      help=f"{choices} (default {default_backend})")
     fuzz.add_argument("--graphs", default="both", choices=["hardware", "software", "both"])
     fuzz.add_argument("--examples", type=_positive_int, default=None,
                       help="machine runs (default 100); with --differential, seeded runs (default 5)")
     fuzz.add_argument("--steps", type=_positive_int, default=100, help="steps per run (default 100)")
     fuzz.add_argument("--seed", type=int, default=None)
     fuzz.add_argument("--differential", metavar="A,B", default=None,
-                      help="run the same seeded random steps on two devices (mock, cuda, hip, auto; "
+                      help=f"run the same seeded random steps on two devices ({choices}; "
                            "optionally /hardware or /software) and exit 1 on the first difference")
     fuzz.set_defaults(func=cmd_fuzz)
     bench = sub.add_parser("bench", help="the graph-capture benchmarks (ratios measured side by side)")
-    bench.add_argument("--backend", type=_backend_name, default="mock", help="mock, cuda, hip or auto (default mock)")
+    bench.add_argument("--backend", type=_backend_name, default=default_backend,
+                       help=f"{choices} (default {default_backend})")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions")
     bench.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON ('-': standard output)")
     bench.set_defaults(func=cmd_bench)

@@ -8,7 +8,10 @@ imported on first use, so importing ``lifecore.testing`` does not require Hypoth
 - :class:`SequenceSessionMachine`: sequence sessions, KV backing and admission.
 - :class:`CaptureSessionMachine`: capture sessions, budgets, checkpoints and interventions.
 
-Not machines, imported by their module path: :mod:`lifecore.testing.differential` (the same
+:func:`offers_fault_injection` asks a device whether ``inject_fault`` works on it.
+
+Not machines, imported by their module path: :mod:`lifecore.testing.conformance` (a pytest
+suite every backend must pass; subclass it for your own backend), :mod:`lifecore.testing.differential` (the same
 seeded steps on two devices, compared) and the benchmarks in
 :mod:`lifecore.testing.stream_benchmarks` and :mod:`lifecore.testing.gpu_replay_benchmarks`.
 """
@@ -25,6 +28,7 @@ _EXPORTS = {
     "STATS": ".stream_capture",
     "SequenceSessionMachine": ".sequence_session",
     "CaptureSessionMachine": ".capture_session",
+    "offers_fault_injection": ".fault_injection",
 }
 
 __all__ = sorted(_EXPORTS)

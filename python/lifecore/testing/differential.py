@@ -26,7 +26,7 @@ import hashlib
 import random
 import struct
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 import lifecore
@@ -41,7 +41,8 @@ OWNERS = (0, 1)
 
 @dataclass(frozen=True)
 class DeviceSpec:
-    """``backend`` or ``backend/graphs`` (e.g. ``mock``, ``cuda``, ``mock/software``)."""
+    """``backend`` or ``backend/graphs``: a registered backend's name or ``auto``, and
+    ``hardware``, ``software`` or ``auto`` (the default: what ``Device(backend)`` picks)."""
 
     backend: str
     graphs: str
@@ -49,15 +50,20 @@ class DeviceSpec:
     @classmethod
     def parse(cls, text: str) -> "DeviceSpec":
         backend, _, graphs = text.strip().partition("/")
-        if backend not in ("mock", "cuda", "hip", "auto"):
-            raise ValueError(f"unknown backend {backend!r} in {text!r}: expected mock, cuda, hip or auto")
-        graphs = graphs or ("hardware" if backend == "mock" else "auto")
+        known = ["auto", *lifecore.backend_names()]
+        if backend not in known:
+            raise ValueError(f"unknown backend {backend!r} in {text!r}: expected one of {', '.join(known)}")
+        graphs = graphs or "auto"
         if graphs not in ("auto", "hardware", "software"):
             raise ValueError(f"unknown graphs mode {graphs!r} in {text!r}: expected hardware or software")
         return cls(backend, graphs)
 
     def open(self) -> Any:
         return lifecore.Device(self.backend, graphs=self.graphs)
+
+    def resolved(self, device: Any) -> "DeviceSpec":
+        """This spec with ``auto`` replaced by what ``device`` (opened from it) turned out to be."""
+        return replace(self, backend=device.backend, graphs=device.graphs)
 
     def __str__(self) -> str:
         return f"{self.backend}/{self.graphs}"
@@ -67,7 +73,9 @@ def parse_specs(text: str) -> tuple[DeviceSpec, DeviceSpec]:
     """``"A,B"`` into two specs (ValueError for anything else)."""
     parts = [p for p in text.split(",") if p.strip()]
     if len(parts) != 2:
-        raise ValueError(f"expected two devices as A,B (e.g. mock,cuda), got {text!r}")
+        names = ", ".join(["auto", *lifecore.backend_names()])
+        raise ValueError(f"expected two devices as A,B (each one of {names}, optionally /hardware or /software), "
+                         f"got {text!r}")
     return DeviceSpec.parse(parts[0]), DeviceSpec.parse(parts[1])
 
 
@@ -291,6 +299,8 @@ def run_differential(specs: tuple[DeviceSpec, DeviceSpec], *, steps: int = 200, 
         report.seeds.append(run_seed)
         rng = random.Random(run_seed)
         first, second = _Runner(specs[0]), _Runner(specs[1])
+        # The report names what was opened: ``auto`` resolved to the backend and graphs chosen.
+        report.specs = (specs[0].resolved(first.device), specs[1].resolved(second.device))
         try:
             if first.device.graphs != second.device.graphs:
                 raise ValueError(f"the devices capture differently ({first.device.graphs} vs "

@@ -7,7 +7,7 @@ Rules: allocate / free / write / fill / copy / launch (the built-in kernels on s
 buffers) / read / sync / profile / cleanup, each transition on its own (in any state, so out-of-order calls
 are exercised), abandoned ends, aborts, whole capture steps (prepare, warmup, begin, the same step,
 end; by hand or through ``Stream.capture``), replays (on the capturing stream or another one),
-destroys, and, on the mock, fault injection: a driver operation fails once, then a transition
+destroys, and, where the device offers it (the mock does), fault injection: a driver operation fails once, then a transition
 runs (it fails and leaves the stream re-capturable, or is unaffected), an asynchronous stream
 operation runs (its failure is queued and reported later), or a profile runs (it fails at once).
 
@@ -21,8 +21,9 @@ warmup's results; every read is compared with the model's float32 contents.
 Usage::
 
     from lifecore.testing import StreamCaptureMachine, run_stream_capture_machine
-    TestMock = StreamCaptureMachine.bind(lambda: lifecore.Device("mock")).TestCase
-    run_stream_capture_machine(lambda: lifecore.Device("cuda"), settings=my_settings)
+    TestDefault = StreamCaptureMachine.bind(lambda: lifecore.Device("auto")).TestCase
+    for name in lifecore.available_backends():
+        run_stream_capture_machine(lambda: lifecore.Device(name), settings=my_settings)
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from hypothesis.stateful import (
 )
 
 import lifecore
+from lifecore.testing.fault_injection import offers_fault_injection
 from lifecore.models.stream_capture import (
     DEFERRED_FAULT_OPERATIONS,
     PROFILE_DRIVER_OPERATIONS,
@@ -180,7 +182,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
             raise TypeError("StreamCaptureMachine needs a device factory (see StreamCaptureMachine.bind)")
         STATS.runs += 1
         self.device = factory()
-        self.mock = self.device.backend == "mock"
+        self.fault_injection = offers_fault_injection(self.device)
         self.model = DeviceModel(self.device.graphs, self.device.capture_mode)
         self.kernels = lifecore.kernels
         self.streams = [(self.device.stream(), self.model.new_stream()) for _ in range(2)]
@@ -612,9 +614,9 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         g = self.destroyed[i % len(self.destroyed)]
         self._both("replay destroyed", lambda: self.model.replay(g.gid, self.sid0), lambda: g.real.replay())
 
-    # ------------------------------------------------------------------ fault injection (mock)
+    # ------------------------------------------------------------------ fault injection (where offered)
 
-    @precondition(lambda self: self.mock)
+    @precondition(lambda self: self.fault_injection)
     @rule(transition=st.sampled_from(TRANSITIONS), code=FAULT_CODES, data=st.data())
     @_counted
     def fault_then_transition(self, transition: str, code: int, data: Any) -> None:
@@ -652,7 +654,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
             assert self.real0.capture_state.variant.name == "NO_CAPTURE"
             self._recapture()
 
-    @precondition(lambda self: self.mock)
+    @precondition(lambda self: self.fault_injection)
     @rule(op=st.sampled_from(PROFILE_DRIVER_OPERATIONS + ("event_destroy",)), code=FAULT_CODES)
     @_counted
     def fault_then_profile(self, op: str, code: int) -> None:
@@ -684,7 +686,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         self._launch(0, "axpy_f32", 1.0, [first, first])
         assert self._end(0)[0] is not None, "a capture right after a failed transition was refused"
 
-    @precondition(lambda self: self.mock)
+    @precondition(lambda self: self.fault_injection)
     @rule(operation=st.sampled_from(["write", "fill", "copy", "launch", "replay"]), code=FAULT_CODES,
           i=PICK, j=PICK, values=st.lists(VALUES, min_size=16, max_size=16))
     @_counted

@@ -1,0 +1,33 @@
+"""Whether a device offers fault injection, asked of the device rather than of its backend's name.
+
+``Device.inject_fault`` makes a chosen driver operation fail; only a backend whose driver
+offers it (today the emulated one) accepts the call, the others refuse it with a
+``LifecoreError``. Code that runs over every registered backend asks this instead of comparing
+names, so a new backend that offers fault injection is exercised with faults too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import InvalidArgumentError, LifecoreError
+
+__all__ = ["offers_fault_injection"]
+
+
+def offers_fault_injection(device: Any) -> bool:
+    """True when ``device.inject_fault`` can make a driver operation fail on this device.
+
+    The probe names no driver operation, so it injects nothing: a device that offers fault
+    injection refuses the empty name as a bad argument, one that does not refuses the call
+    itself. A closed device raises ``ClosedError`` as every other call does.
+    """
+    try:
+        device.inject_fault("", 1)
+    except InvalidArgumentError:
+        return True
+    except LifecoreError as error:
+        if type(error) is LifecoreError:  # the refusal of the call itself, not a closed device
+            return False
+        raise
+    raise AssertionError("inject_fault accepted an empty operation name")
