@@ -2,9 +2,11 @@ import lifecore
 import pytest
 
 
-def test_backends_lists_all_three_with_reasons():
+def test_backends_lists_every_registered_backend_with_reasons():
     infos = lifecore.backends()
-    assert [info.name for info in infos] == ["mock", "cuda", "hip"]
+    names = [info.name for info in infos]
+    assert names and len(names) == len(set(names)) and "auto" not in names
+    assert any(info.available for info in infos), "no backend can open a device"
     for info in infos:
         assert info.available or info.reason, f"{info.name} unavailable without a reason"
 

@@ -10,9 +10,10 @@ everything and checks that usage returns to zero.
 ``STATS`` counts, across machines in this process, how often each rule ran and which
 outcome or error kind it produced (``print(STATS.report())``), so a skewed rule mix shows.
 
-Bind it to a backend by passing a coordinator factory::
+Bind it to a backend by passing a coordinator factory (``None`` for host pages)::
 
-    run_state_machine_as_test(lambda: SequenceSessionMachine(lambda **kw: AdmissionCoordinator("mock", **kw)))
+    for name in lifecore.available_backends():
+        run_state_machine_as_test(lambda: SequenceSessionMachine(lambda **kw: AdmissionCoordinator(name, **kw)))
 """
 
 from __future__ import annotations
