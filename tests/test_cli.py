@@ -31,14 +31,15 @@ def test_info_works_without_hypothesis():
             "sys.exit(main(['info']))")
     result = run(code=code)
     assert result.returncode == 0, result.stderr
-    assert "mock" in result.stdout
+    assert all(name in result.stdout for name in lifecore.backend_names())
 
 
 def test_check_passes_and_reports_every_check():
     result = run("check", "--examples", "2", "--steps", "15", "--seed", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "every check passed" in result.stdout
-    for target in ("mock/hardware", "mock/software"):
+    first, *others = lifecore.available_backends()
+    for target in (f"{first}/hardware", f"{first}/software", *(f"{name}/" for name in others)):
         assert any(line.startswith("state machine") and target in line and "PASS" in line
                    for line in result.stdout.splitlines()), result.stdout
     assert "replay benchmark" in result.stdout
@@ -61,14 +62,16 @@ def test_check_fails_when_the_implementation_disagrees_with_the_model():
 def test_fuzz_runs_the_requested_graph_kind():
     result = run("fuzz", "--graphs", "software", "--examples", "2", "--steps", "10", "--seed", "2")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "mock/software" in result.stdout and "mock/hardware" not in result.stdout
+    default = lifecore.available_backends()[0]
+    assert f"{default}/software" in result.stdout and f"{default}/hardware" not in result.stdout
 
 
 def test_bench_prints_the_three_measurements():
     result = run("bench", "--quick", timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "speedup" in result.stdout and "model/lifecore" in result.stdout and "steps_per_s" in result.stdout
-    ns = [line.split()[1] for line in result.stdout.splitlines() if line.startswith("mock/")]
+    default = lifecore.available_backends()[0]
+    ns = [line.split()[1] for line in result.stdout.splitlines() if line.startswith(f"{default}/")]
     assert ns[:3] == ["10", "100", "1000"]
 
 
@@ -76,6 +79,15 @@ def test_unknown_backend_is_a_usage_error():
     result = run("bench", "--backend", "nonesuch")
     assert result.returncode == 2
     assert "usage:" in result.stderr and "nonesuch" in result.stderr and "Traceback" not in result.stderr
+    assert all(name in result.stderr for name in lifecore.backend_names())  # the registry's names
+
+
+def test_the_help_offers_the_registered_backends():
+    result = run("fuzz", "--help")
+    assert result.returncode == 0, result.stderr
+    text = " ".join(result.stdout.split())
+    assert ", ".join(["auto", *lifecore.backend_names()]) in text
+    assert f"(default {lifecore.available_backends()[0]})" in text
 
 
 def test_an_unavailable_backend_is_a_usage_error_naming_why():

@@ -57,15 +57,32 @@ def test_devices_that_capture_differently_are_refused() -> None:
         run_differential(parse_specs("mock/hardware,mock/software"), steps=5)
 
 
-@pytest.mark.parametrize("text", ["mock", "mock,cuda,hip", "mock,gpu", "mock,mock/sideways"])
+NAMES = lifecore.backend_names()
+
+
+@pytest.mark.parametrize("text", [NAMES[0], ",".join([NAMES[0]] * 3), f"{NAMES[0]},gpu",
+                                  f"{NAMES[0]},{NAMES[0]}/sideways"])
 def test_bad_specs(text: str) -> None:
     with pytest.raises(ValueError):
         parse_specs(text)
 
 
+def test_an_unknown_backend_names_the_registered_ones() -> None:
+    with pytest.raises(ValueError, match=", ".join(["auto", *NAMES])):
+        parse_specs("auto,gpu")
+
+
 def test_specs_accept_every_backend() -> None:
-    assert [str(s) for s in parse_specs("cuda,hip")] == ["cuda/auto", "hip/auto"]
-    assert str(parse_specs("mock,mock/software")[1]) == "mock/software"
+    for name in NAMES:
+        assert [str(s) for s in parse_specs(f"{name},{name}/software")] == [f"{name}/auto", f"{name}/software"]
+
+
+def test_the_report_names_what_auto_opened() -> None:
+    report = run_differential(parse_specs("auto,auto"), steps=5)
+    with lifecore.Device("auto") as device:
+        opened = f"{device.backend}/{device.graphs}"
+    assert [str(s) for s in report.specs] == [opened, opened]
+    assert report.summary().startswith(f"differential {opened} vs {opened}:")
 
 
 def test_cli_differential(capsys) -> None:

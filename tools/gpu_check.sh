@@ -70,8 +70,11 @@ from lifecore import _core
 for info in lifecore.backends():
     print(f'{info.name}: available={info.available} driver={info.driver_version} devices={info.device_count} '
           f'device={info.device_name!r} library={info.library!r} reason={info.reason!r}')
-for backend in ('cuda', 'hip'):
-    table = _core._probe_symbols(backend)
+for backend in lifecore.backend_names():
+    try:
+        table = _core._probe_symbols(backend)
+    except lifecore.InvalidArgumentError:
+        continue  # a backend without a vendor library has no symbol table
     print(backend, 'symbols resolved:', sum(table.values()), 'of', len(table),
           'missing:', [name for name, ok in table.items() if not ok])
 print(_core._open_driver_probe('cuda'))

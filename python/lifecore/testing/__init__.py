@@ -11,8 +11,9 @@ imported on first use, so importing ``lifecore.testing`` does not require Hypoth
 :func:`offers_fault_injection` asks a device whether ``inject_fault`` works on it.
 
 Not machines, imported by their module path: :mod:`lifecore.testing.conformance` (a pytest
-suite every backend must pass; subclass it for your own backend), :mod:`lifecore.testing.differential` (the same
-seeded steps on two devices, compared) and the benchmarks in
+suite every backend must pass; subclass it for your own backend),
+:mod:`lifecore.testing.differential` (the same seeded steps on two devices, compared) and the
+benchmarks in
 :mod:`lifecore.testing.stream_benchmarks` and :mod:`lifecore.testing.gpu_replay_benchmarks`.
 """
 
