@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "driver/cuda/cuda_abi.hpp"
+#include "driver/cuda/cuda_status.hpp"
 #include "driver/cuda/cuda_symbols.hpp"
 #include "lifecore/driver/driver.hpp"
 
