@@ -42,7 +42,7 @@ struct BackendDescriptor {
   // How from_image tells the binary kinds apart; the first match wins.
   std::vector<ImageFormat> image_formats;
   // Interop facts: DLPack's device type for the memory, whether a buffer offers
-  // __cuda_array_interface__, and the torch device string ("cuda" also for torch's HIP builds).
+  // __cuda_array_interface__, and the torch device string (torch's HIP builds use its CUDA name).
   int dlpack_device_type = dlpack_device::cpu;
   bool cuda_array_interface = false;
   std::string torch_device = "cpu";
