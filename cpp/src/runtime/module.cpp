@@ -67,10 +67,15 @@ std::shared_ptr<Module> Module::from_image(const std::shared_ptr<Device>& device
   device->check_open("Module.from_image");
   if (bytes.empty()) raise(ErrorKind::InvalidArgument, "Module.from_image: the image is empty");
   driver::ImageKind kind{};
-  if (!image_kind_of(device->descriptor(), bytes, &kind))
+  const driver::BackendDescriptor& backend = device->descriptor();
+  if (!image_kind_of(backend, bytes, &kind)) {
+    std::string kinds;
+    for (const auto& format : backend.image_formats) kinds += (kinds.empty() ? "" : " or ") + std::string(driver::image_kind_name(format.kind));
     raise(ErrorKind::InvalidArgument,
-          "Module.from_image: unrecognised image (first bytes " + hex_prefix(bytes) +
-              "): expected an ELF cubin / code object or a fat binary; use Module.from_ptx for PTX text");
+          "Module.from_image: unrecognised image (first bytes " + hex_prefix(bytes) + "): the " + backend.name +
+              " backend recognises " + (kinds.empty() ? std::string("no binary image") : kinds) +
+              "; use Module.from_ptx for PTX text");
+  }
   return load(device, driver::ModuleImage{kind, std::move(bytes)}, "Module.from_image");
 }
 

@@ -26,7 +26,7 @@ struct HiprtcApi {
 };
 
 struct HipRuntime {
-  BackendInfo info;  // what probe_hip() reports
+  BackendInfo info;  // what the backend's probe reports
   HipApi api;        // valid when info.available
   // Every entry of the symbol table and whether it resolved (introspection and tests).
   std::vector<std::pair<std::string, bool>> symbols;
