@@ -80,7 +80,7 @@ void init_driver_diagnostics(nb::module_& m) {
         nb::dict out;
         for (const auto& [name, resolved] : driver::backend_symbols(backend)) out[name.c_str()] = resolved;
         return out;
-      }, "Each entry of a backend's symbol table ('cuda' or 'hip') and whether it resolved.");
+      }, "Each entry of a backend's symbol table (a backend that loads a library) and whether it resolved.");
   m.def("_open_driver_probe", [](const std::string& backend, int ordinal) {
         std::shared_ptr<driver::Driver> driver;
         {
