@@ -12,6 +12,7 @@
 #include "driver/backend_introspection.hpp"
 #include "lifecore/driver/backends.hpp"
 #include "lifecore/driver/driver.hpp"
+#include "lifecore/driver/registry.hpp"
 
 namespace lifecore::bindings {
 namespace {
@@ -33,12 +34,9 @@ class VendorDriverHandle {
 };
 
 driver::ImageKind image_kind(const std::string& name) {
-  if (name == "builtin") return driver::ImageKind::builtin;
-  if (name == "ptx") return driver::ImageKind::ptx;
-  if (name == "cubin") return driver::ImageKind::cubin;
-  if (name == "fatbin") return driver::ImageKind::fatbin;
-  if (name == "code_object") return driver::ImageKind::code_object;
-  raise(ErrorKind::InvalidArgument, "unknown image kind '" + name + "'");
+  driver::ImageKind kind{};
+  if (!driver::image_kind_from_name(name, &kind)) raise(ErrorKind::InvalidArgument, "unknown image kind '" + name + "'");
+  return kind;
 }
 
 driver::CaptureMode capture_mode(const std::string& name) {
@@ -82,7 +80,7 @@ void init_driver_diagnostics(nb::module_& m) {
         nb::dict out;
         for (const auto& [name, resolved] : driver::backend_symbols(backend)) out[name.c_str()] = resolved;
         return out;
-      }, "Each entry of a backend's symbol table ('cuda' or 'hip') and whether it resolved.");
+      }, "Each entry of a backend's symbol table (a backend that loads a library) and whether it resolved.");
   m.def("_open_driver_probe", [](const std::string& backend, int ordinal) {
         std::shared_ptr<driver::Driver> driver;
         {
@@ -90,7 +88,7 @@ void init_driver_diagnostics(nb::module_& m) {
           driver = driver::open_driver(backend, ordinal);
         }
         nb::dict out;
-        out["backend"] = driver::backend_name(driver->kind());
+        out["backend"] = driver->backend().name;
         out["ordinal"] = driver->ordinal();
         out["hardware_graphs"] = driver->hardware_graphs();
         std::string reason;
@@ -103,7 +101,7 @@ void init_driver_diagnostics(nb::module_& m) {
 
   nb::class_<H>(m, "_Driver", "A driver opened below the runtime (tests and diagnostics).")
       .def("close", &H::close)
-      .def_prop_ro("backend", [](H& h) { return std::string(driver::backend_name(h.get().kind())); })
+      .def_prop_ro("backend", [](H& h) { return h.get().backend().name; })
       .def_prop_ro("hardware_graphs", [](H& h) { return h.get().hardware_graphs(); })
       .def("builtin_kernels_available", [](H& h) {
         std::string reason;
@@ -122,7 +120,7 @@ void init_driver_diagnostics(nb::module_& m) {
       .def("stream_synchronize", [](H& h, std::uintptr_t s) { check(h.get().stream_synchronize(driver::StreamHandle{s})); }, nb::call_guard<G>())
       .def("stream_query", [](H& h, std::uintptr_t s) {
         driver::Status status = h.get().stream_query(driver::StreamHandle{s});
-        if (status.code == driver::status_code::not_ready) return false;
+        if (status.code == driver::Code::not_ready) return false;
         check(status);
         return true;
       }, nb::call_guard<G>())
@@ -246,19 +244,33 @@ void init_driver_diagnostics(nb::module_& m) {
 void init_driver(nb::module_& m) {
   using driver::BackendInfo;
   nb::class_<BackendInfo>(m, "BackendInfo", "What one backend can do on this machine.")
-      .def_ro("name", &BackendInfo::name, "'mock', 'cuda' or 'hip'")
+      .def_ro("name", &BackendInfo::name, "The backend's registered name")
       .def_ro("available", &BackendInfo::available, "Whether Device(name) can open a device here")
       .def_ro("reason", &BackendInfo::reason, "Why not, when unavailable; notes otherwise")
       .def_ro("driver_version", &BackendInfo::driver_version, "Driver version (0 when unknown)")
       .def_ro("device_count", &BackendInfo::device_count, "Number of devices seen")
       .def_ro("device_name", &BackendInfo::device_name, "Name of device 0, when there is one")
       .def_ro("library", &BackendInfo::library, "The shared library loaded, when any")
+      .def_ro("dlpack_device_type", &BackendInfo::dlpack_device_type,
+              "DLPack's device type for the backend's memory (kDLCPU=1, kDLCUDA=2, kDLROCM=10)")
+      .def_ro("cuda_array_interface", &BackendInfo::cuda_array_interface,
+              "Whether the backend's buffers can offer __cuda_array_interface__")
+      .def_ro("torch_device", &BackendInfo::torch_device, "torch's device string for the backend's memory")
+      .def_ro("code_object_kinds", &BackendInfo::code_object_kinds,
+              "The module image kinds the backend loads ('builtin', 'ptx', 'cubin', 'fatbin', 'code_object')")
       .def("__repr__", [](const BackendInfo& info) {
         return "BackendInfo(name='" + info.name + "', available=" + (info.available ? "True" : "False") +
                ", reason='" + info.reason + "')";
       });
   m.def("backends", &driver::list_backends, nb::call_guard<nb::gil_scoped_release>(),
-        "Every backend (mock, cuda, hip) with its availability and the reason.");
+        "Every registered backend, in the registry's order, with its availability and the reason.");
+  m.def("registered_backends", &driver::registered_backend_names,
+        "The registered backends' names, in the registry's order (without probing them).");
+  m.def("status_codes", [] {
+        std::vector<std::string> names;
+        for (driver::Code code : driver::all_codes()) names.emplace_back(driver::code_name(code));
+        return names;
+      }, "lifecore's own status codes (DriverError.lifecore_status), in order.");
   m.def("driver_operations", &driver::operation_names,
         "Names of the driver operations (the names Device.inject_fault accepts).");
   init_driver_diagnostics(m);

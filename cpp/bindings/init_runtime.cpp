@@ -278,7 +278,7 @@ void init_runtime(nb::module_& m) {
                        const std::string& capture_mode) { return Device::open(backend, ordinal, graphs, capture_mode); }),
            "backend"_a = "auto", "ordinal"_a = 0, nb::kw_only(), "graphs"_a = "auto",
            "capture_mode"_a = "thread_local")
-      .def_prop_ro("backend", &Device::backend, "'mock', 'cuda' or 'hip'")
+      .def_prop_ro("backend", &Device::backend, "The backend's registered name (lifecore.backends())")
       .def_prop_ro("graphs", [](const Device& d) { return std::string(d.graphs_name()); },
                    "'hardware' (the driver captures) or 'software' (the runtime records and re-issues)")
       .def_prop_ro("capture_mode", &Device::capture_mode_name, "'thread_local', 'global' or 'relaxed'")

@@ -108,7 +108,7 @@ nb::dict demand_bytes(const CapacityDemand& d) {
 
 std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   if (device.is_none()) return nullptr;
-  if (nb::isinstance<nb::str>(device))  // a backend name: "mock", "cuda", "hip", "auto"
+  if (nb::isinstance<nb::str>(device))  // a registered backend's name, or auto
     return std::make_shared<DriverPageMemory>(driver::open_driver(str_argument(device, "AdmissionCoordinator", "device"), 0));
   runtime::Device* runtime_device = nullptr;
   if (!nb::try_cast<runtime::Device*>(device, runtime_device) || runtime_device == nullptr)

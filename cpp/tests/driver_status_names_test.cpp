@@ -16,6 +16,15 @@ using lifecore::test_support::expect_equal;
 
 namespace {
 
+std::string hip_status_name(int native) { return hip::hip_naming().name(native); }
+std::string cuda_status_name(int native) { return cuda::cuda_naming().name(native); }
+// The standard description of a native code, as lifecore's table has it.
+std::string table_text(const StatusNaming& naming, int native) {
+  return std::string(code_description(naming.code(native)));
+}
+std::string hip_text_of(int native) { return table_text(hip::hip_naming(), native); }
+std::string cuda_text_of(int native) { return table_text(cuda::cuda_naming(), native); }
+
 // --- a HIP runtime's answers -------------------------------------------------------------
 
 const char* hip_name(int code) {
@@ -42,7 +51,7 @@ void hip_names_and_texts() {
   api.hipGetErrorName = &hip_name;
   api.hipGetErrorString = &hip_text;
   Status s = hip::hip_status(api, 1, "hipCall");
-  CHECK(s.code == 1 && s.call == "hipCall");
+  CHECK(s.native_code == 1 && s.code == Code::invalid_value && s.call == "hipCall");
   expect_equal(s.name, "runtimeName", "hip: the runtime's name");
   expect_equal(s.message, "runtime text", "hip: the runtime's text");
   // The capture errors keep their names, exactly from 900 to 908.
@@ -54,16 +63,16 @@ void hip_names_and_texts() {
   expect_equal(hip::hip_status(api, 777, "c").name, hip_status_name(777), "hip: unknown to the runtime");
   expect_equal(hip::hip_status(api, 5, "c").name, hip_status_name(5), "hip: empty name");
   expect_equal(hip::hip_status(api, 6, "c").name, hip_status_name(6), "hip: no name");
-  const std::string table_text_2 = make_status(2, "c").message;
+  const std::string table_text_2 = hip_text_of(2);
   expect_equal(hip::hip_status(api, 2, "c").message, table_text_2, "hip: 'unknown error'");
-  expect_equal(hip::hip_status(api, 3, "c").message, make_status(3, "c").message, "hip: the name again");
-  expect_equal(hip::hip_status(api, 4, "c").message, make_status(4, "c").message, "hip: empty text");
-  expect_equal(hip::hip_status(api, 6, "c").message, make_status(6, "c").message, "hip: no text");
+  expect_equal(hip::hip_status(api, 3, "c").message, hip_text_of(3), "hip: the name again");
+  expect_equal(hip::hip_status(api, 4, "c").message, hip_text_of(4), "hip: empty text");
+  expect_equal(hip::hip_status(api, 6, "c").message, hip_text_of(6), "hip: no text");
   // A runtime without the entry points: the table alone.
   hip::HipApi bare;
   Status plain = hip::hip_status(bare, 1, "c");
   expect_equal(plain.name, hip_status_name(1), "hip bare name");
-  expect_equal(plain.message, make_status(1, "c").message, "hip bare text");
+  expect_equal(plain.message, hip_text_of(1), "hip bare text");
 }
 
 // --- a CUDA driver's answers -------------------------------------------------------------
@@ -89,7 +98,7 @@ void cuda_names_and_texts() {
   api.cuGetErrorName = &cu_name;
   api.cuGetErrorString = &cu_text;
   Status s = cuda::cuda_status(api, 1, "cuCall");
-  CHECK(s.code == 1 && s.call == "cuCall");
+  CHECK(s.native_code == 1 && s.code == Code::invalid_value && s.call == "cuCall");
   expect_equal(s.name, "DRIVER_NAME", "cuda: the driver's name");
   expect_equal(s.message, "driver text", "cuda: the driver's text");
   expect_equal(cuda::cuda_status(api, 900, "c").name, cuda_status_name(900), "cuda 900");
@@ -99,14 +108,14 @@ void cuda_names_and_texts() {
   expect_equal(cuda::cuda_status(api, 900, "c").message, "driver text", "cuda 900 text");
   Status failed = cuda::cuda_status(api, 3, "c");
   expect_equal(failed.name, cuda_status_name(3), "cuda: a failed name lookup");
-  expect_equal(failed.message, make_status(3, "c").message, "cuda: a failed text lookup");
+  expect_equal(failed.message, cuda_text_of(3), "cuda: a failed text lookup");
   Status empty = cuda::cuda_status(api, 4, "c");
   expect_equal(empty.name, cuda_status_name(4), "cuda: no name");
-  expect_equal(empty.message, make_status(4, "c").message, "cuda: no text");
+  expect_equal(empty.message, cuda_text_of(4), "cuda: no text");
   cuda::CudaApi bare;
   Status plain = cuda::cuda_status(bare, 1, "c");
   expect_equal(plain.name, cuda_status_name(1), "cuda bare name");
-  expect_equal(plain.message, make_status(1, "c").message, "cuda bare text");
+  expect_equal(plain.message, cuda_text_of(1), "cuda bare text");
 }
 
 }  // namespace

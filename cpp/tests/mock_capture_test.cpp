@@ -59,7 +59,7 @@ void test_capture_records_and_replays() {
   CHECK_OK(f.d.memcpy_htod_async(f.x, input.data(), 64, f.s));  // a node: reads `input` at replay
   CHECK_OK(f.launch_axpy(f.s));
   Status again = f.d.stream_begin_capture(f.s, CaptureMode::global);
-  CHECK(again.code == 401 && contains(again.message, "already capturing"));
+  CHECK(again.native_code == 401 && contains(again.message, "already capturing"));
   GraphHandle g{};
   CHECK_OK(f.d.stream_end_capture(f.s, &g));
   CHECK(g != GraphHandle{0});
@@ -91,7 +91,7 @@ void test_capture_records_and_replays() {
   // Ending a stream that is not capturing is an error, but not 901.
   GraphHandle none{};
   Status not_capturing = f.d.stream_end_capture(f.s, &none);
-  CHECK(!not_capturing.ok() && not_capturing.code != 901);
+  CHECK(!not_capturing.ok() && not_capturing.native_code != 901);
 
   // Capture ids are unique across drivers in the process.
   MockDriver other_device(1);
@@ -104,10 +104,10 @@ void test_capture_records_and_replays() {
   CHECK_OK(other_device.stream_end_capture(s2, &none));
 
   CHECK_OK(f.d.graph_destroy(g));
-  CHECK(f.d.graph_node_counts(g, &counts).code == 400);
+  CHECK(f.d.graph_node_counts(g, &counts).native_code == 400);
   CHECK_OK(f.d.graph_launch(e, f.s));  // the exec outlives its graph
   CHECK_OK(f.d.graph_exec_destroy(e));
-  CHECK(f.d.graph_launch(e, f.s).code == 400);
+  CHECK(f.d.graph_launch(e, f.s).native_code == 400);
   CHECK_OK(f.d.stream_synchronize(f.s));
 }
 
@@ -140,11 +140,11 @@ void test_info_kernel_replay_reads_buffer() {
 void expect_invalidated_and_recover(Fixture& f, const char* what) {
   CHECK(capture_status(f.d, f.s) == CaptureStatus::invalidated);
   Status refused = f.launch_axpy(f.s);
-  if (refused.code != 901) std::fprintf(stderr, "  (%s)\n", what);
-  CHECK(refused.code == 901);
+  if (refused.native_code != 901) std::fprintf(stderr, "  (%s)\n", what);
+  CHECK(refused.native_code == 901);
   GraphHandle g{1};
   Status end = f.d.stream_end_capture(f.s, &g);
-  CHECK(end.code == 901 && end.name == "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED");
+  CHECK(end.native_code == 901 && end.name == "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED");
   CHECK(g == GraphHandle{0});
   CHECK(capture_status(f.d, f.s) == CaptureStatus::none);
   CHECK_OK(f.launch_axpy(f.s));
@@ -156,7 +156,7 @@ void test_global_mode() {
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
   // Same thread, another stream: a potentially unsafe call conflicts with a global capture.
   Status sync = f.d.stream_synchronize(f.other);
-  CHECK(sync.code == 900 && sync.name == "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" &&
+  CHECK(sync.native_code == 900 && sync.name == "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED" &&
         contains(sync.message, "invalidated"));
   expect_invalidated_and_recover(f, "global, same thread");
 
@@ -164,7 +164,7 @@ void test_global_mode() {
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
   Status from_thread;
   std::thread([&] { from_thread = f.d.stream_query(f.other); }).join();
-  CHECK(from_thread.code == 900);
+  CHECK(from_thread.native_code == 900);
   expect_invalidated_and_recover(f, "global, other thread");
 
   // ... but not from a thread that switched itself to relaxed.
@@ -183,13 +183,13 @@ void test_global_mode() {
   CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
   // Synchronous copies, memsets, allocations and frees are potentially unsafe.
   float v = 0;
-  CHECK(f.d.memcpy_dtoh(&v, f.x, 4).code == 900);
+  CHECK(f.d.memcpy_dtoh(&v, f.x, 4).native_code == 900);
   expect_invalidated_and_recover(f, "global, memcpy");
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
   DevicePtr p = 0;
-  CHECK(f.d.mem_alloc(16, &p).code == 900);
-  CHECK(f.d.mem_free(f.x).code == 900);
-  CHECK(f.d.memset_d32(f.x, 0, 1).code == 900);
+  CHECK(f.d.mem_alloc(16, &p).native_code == 900);
+  CHECK(f.d.mem_free(f.x).native_code == 900);
+  CHECK(f.d.memset_d32(f.x, 0, 1).native_code == 900);
   expect_invalidated_and_recover(f, "global, alloc");
   CHECK(read_float(f.d, f.x) == 1.0f);  // the refused memset did nothing
 }
@@ -214,12 +214,12 @@ void test_thread_local_mode() {
     GraphHandle g{};
     wrong_thread = f.d.stream_end_capture(f.s, &g);
   }).join();
-  CHECK(wrong_thread.code == 908 && wrong_thread.name == "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD");
+  CHECK(wrong_thread.native_code == 908 && wrong_thread.name == "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD");
   CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
   // The capturing thread itself conflicts.
   EventHandle ev{};
   CHECK_OK(f.d.event_create(&ev));
-  CHECK(f.d.event_query(ev).code == 900);
+  CHECK(f.d.event_query(ev).native_code == 900);
   expect_invalidated_and_recover(f, "thread_local, same thread");
 
   // A thread_local capture does not conflict with its own thread once that thread is relaxed.
@@ -234,7 +234,7 @@ void test_thread_local_mode() {
   GraphHandle g{};
   CHECK_OK(f.d.stream_end_capture(f.s, &g));
   mode = static_cast<CaptureMode>(7);
-  CHECK(f.d.thread_exchange_capture_mode(&mode).code == status_code::invalid_value);
+  CHECK(f.d.thread_exchange_capture_mode(&mode).code == Code::invalid_value);
 }
 
 void test_relaxed_mode() {
@@ -251,22 +251,22 @@ void test_relaxed_mode() {
   CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
   // ... but querying an event last recorded in the capture is necessarily illegal (907),
   Status captured = f.d.event_query(ev);
-  CHECK(captured.code == 907 && captured.name == "CUDA_ERROR_CAPTURED_EVENT");
-  CHECK(f.d.event_synchronize(ev).code == 907);
+  CHECK(captured.native_code == 907 && captured.name == "CUDA_ERROR_CAPTURED_EVENT");
+  CHECK(f.d.event_synchronize(ev).native_code == 907);
   // and so is synchronizing or querying the capturing stream itself (900, invalidates).
   Status own = f.d.stream_synchronize(f.s);
-  CHECK(own.code == 900 && contains(own.message, "the stream this call acts on"));
+  CHECK(own.native_code == 900 && contains(own.message, "the stream this call acts on"));
   CHECK(capture_status(f.d, f.s) == CaptureStatus::invalidated);
   // A relaxed capture may be ended from another thread.
   Status end;
   GraphHandle g{1};
   std::thread([&] { end = f.d.stream_end_capture(f.s, &g); }).join();
-  CHECK(end.code == 901 && g == GraphHandle{0});
+  CHECK(end.native_code == 901 && g == GraphHandle{0});
   // Once the capture is gone the event is an ordinary event again.
   CHECK_OK(f.d.event_query(ev));
 
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::relaxed));
-  CHECK(f.d.stream_query(f.s).code == 900);
+  CHECK(f.d.stream_query(f.s).native_code == 900);
   expect_invalidated_and_recover(f, "relaxed, own stream query");
 
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::relaxed));
@@ -274,7 +274,7 @@ void test_relaxed_mode() {
   std::thread([&] { end = f.d.stream_end_capture(f.s, &g); }).join();
   CHECK_OK(end);
   CHECK(g != GraphHandle{0});
-  CHECK(f.d.stream_begin_capture(f.s, static_cast<CaptureMode>(5)).code == status_code::invalid_value);
+  CHECK(f.d.stream_begin_capture(f.s, static_cast<CaptureMode>(5)).code == Code::invalid_value);
 }
 
 void test_memory_nodes() {
@@ -293,10 +293,10 @@ void test_memory_nodes() {
   CHECK(counts.total == 4 && counts.mem_alloc == 1 && counts.mem_free == 1);
   // Not backed until a launch runs the node.
   float v = 0;
-  CHECK(f.d.memcpy_dtoh(&v, scratch, 4).code == status_code::invalid_value);
+  CHECK(f.d.memcpy_dtoh(&v, scratch, 4).code == Code::invalid_value);
   GraphExecHandle e{}, e2{};
   CHECK_OK(f.d.graph_instantiate(g, &e));
-  CHECK(f.d.graph_instantiate(g, &e2).code == status_code::invalid_value);  // one at a time
+  CHECK(f.d.graph_instantiate(g, &e2).code == Code::invalid_value);  // one at a time
   CHECK_OK(f.d.graph_launch(e, f.s));
   CHECK_OK(f.d.graph_launch(e, f.s));  // the graph frees what it allocates: relaunch is fine
   CHECK_OK(f.d.stream_synchronize(f.s));
@@ -316,13 +316,13 @@ void test_memory_nodes() {
   CHECK(counts.total == 2 && counts.mem_alloc == 1 && counts.mem_free == 0);
   CHECK_OK(f.d.graph_instantiate(g, &e));
   CHECK_OK(f.d.graph_launch(e, f.s));
-  CHECK(f.d.graph_launch(e, f.s).code == status_code::invalid_value);
+  CHECK(f.d.graph_launch(e, f.s).code == Code::invalid_value);
   CHECK_OK(f.d.stream_synchronize(f.s));
   std::uint32_t word = 0;
   CHECK_OK(f.d.memcpy_dtoh(&word, kept + 28, 4));
   CHECK(word == 7);
   CHECK_OK(f.d.mem_free(kept));
-  CHECK(f.d.mem_free(kept).code == status_code::invalid_value);
+  CHECK(f.d.mem_free(kept).code == Code::invalid_value);
   CHECK_OK(f.d.graph_launch(e, f.s));
   CHECK_OK(f.d.stream_synchronize(f.s));
   // Destroying the exec and graph does not free an allocation still live.
@@ -334,7 +334,7 @@ void test_memory_nodes() {
   // A memory node over the limit fails at replay, as an asynchronous error of the stream.
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
   DevicePtr huge = 0;
-  CHECK(f.d.mem_alloc_async(~std::size_t{0}, f.s, &huge).code == status_code::out_of_memory);
+  CHECK(f.d.mem_alloc_async(~std::size_t{0}, f.s, &huge).code == Code::out_of_memory);
   CHECK_OK(f.d.mem_alloc_async(1 << 20, f.s, &huge));
   CHECK_OK(f.d.mem_free_async(huge, f.s));
   CHECK_OK(f.d.stream_end_capture(f.s, &g));
@@ -342,7 +342,7 @@ void test_memory_nodes() {
   f.d.set_memory_limit(4096);
   CHECK_OK(f.d.graph_launch(e, f.s));
   Status oom = f.d.stream_synchronize(f.s);
-  CHECK(oom.code == status_code::out_of_memory && contains(oom.message, "graph node 0"));
+  CHECK(oom.code == Code::out_of_memory && contains(oom.message, "graph node 0"));
   f.d.set_memory_limit(MockDriver::default_memory_limit);
   CHECK_OK(f.d.graph_launch(e, f.s));  // the failed launch gave its claim back
   CHECK_OK(f.d.stream_synchronize(f.s));
@@ -389,7 +389,7 @@ void test_exec_update() {
   CHECK_OK(f.d.graph_launch(e, f.s));
   CHECK_OK(f.d.stream_synchronize(f.s));
   CHECK(read_float(f.d, f.y) == 20.0f);
-  CHECK(f.d.graph_exec_update(GraphExecHandle{424242}, g1, &result).code == 400);
+  CHECK(f.d.graph_exec_update(GraphExecHandle{424242}, g1, &result).native_code == 400);
 }
 
 void test_event_nodes_and_exec_destroy_waits() {
@@ -405,7 +405,7 @@ void test_event_nodes_and_exec_destroy_waits() {
   CHECK_OK(f.d.graph_instantiate(g, &e));
   f.d.pause_streams();
   CHECK_OK(f.d.graph_launch(e, f.s));
-  CHECK(f.d.event_query(ev).code == status_code::not_ready);  // the replay records it
+  CHECK(f.d.event_query(ev).code == Code::not_ready);  // the replay records it
   f.d.resume_streams();
   CHECK_OK(f.d.event_synchronize(ev));
   CHECK(read_float(f.d, f.y) == 1.0f);

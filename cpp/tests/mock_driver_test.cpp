@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lifecore/driver/backends.hpp"
+#include "lifecore/driver/registry.hpp"
 #include "driver/mock/mock_driver.hpp"
 #include "mock_kernels.hpp"
 #include "test_support.hpp"
@@ -30,29 +31,30 @@ std::vector<float> read_floats(MockDriver& d, DevicePtr p, std::size_t n) {
 }
 
 void test_backend_entry_points() {
-  BackendInfo info = probe_mock();
+  const BackendDescriptor& mock = backend_descriptor("mock");
+  BackendInfo info = mock.probe();
   CHECK(info.available);
   CHECK(info.driver_version == 12080);
   CHECK(info.device_count == 2);
   CHECK(info.device_name == "lifecore mock device");
   bool threw = false;
   try {
-    open_mock(2);
+    mock.open(2);
   } catch (const lifecore::Error& e) {
     threw = e.kind() == lifecore::ErrorKind::InvalidArgument;
   }
   CHECK(threw);
-  auto a = open_mock(0);
-  auto b = open_mock(1);
-  CHECK(a->kind() == BackendKind::mock);
+  auto a = mock.open(0);
+  auto b = mock.open(1);
+  CHECK(&a->backend() == &mock);
   CHECK(b->ordinal() == 1);
   CHECK(a->hardware_graphs());
   CHECK(MockDriver::from(a.get()) != nullptr);
   // Two opens are independent devices: a pointer of one is unknown to the other.
-  auto c = open_mock(0);
+  auto c = mock.open(0);
   DevicePtr p = 0;
   CHECK_OK(a->mem_alloc(64, &p));
-  CHECK(c->mem_free(p).code == status_code::invalid_value);
+  CHECK(c->mem_free(p).code == Code::invalid_value);
   CHECK_OK(a->mem_free(p));
   std::string name;
   CHECK_OK(a->device_name(&name));
@@ -74,22 +76,22 @@ void test_memory() {
   CHECK_OK(d.mem_alloc(1, &b));
   CHECK(a != 0 && a % 256 == 0 && b % 256 == 0 && a != b);
   CHECK(d.live_allocations() == 2);
-  CHECK(d.mem_alloc(0, &a).code == status_code::invalid_value);
+  CHECK(d.mem_alloc(0, &a).code == Code::invalid_value);
 
   // Range checks of synchronous calls: invalid_value, nothing copied.
   std::vector<std::uint8_t> host(200, 7);
-  CHECK(d.memcpy_htod(a, host.data(), 101).code == status_code::invalid_value);
-  CHECK(d.memcpy_htod(a + 50, host.data(), 51).code == status_code::invalid_value);
+  CHECK(d.memcpy_htod(a, host.data(), 101).code == Code::invalid_value);
+  CHECK(d.memcpy_htod(a + 50, host.data(), 51).code == Code::invalid_value);
   CHECK_OK(d.memcpy_htod(a + 50, host.data(), 50));
-  CHECK(d.memcpy_dtoh(host.data(), 0x1234, 4).code == status_code::invalid_value);
-  CHECK(d.memset_d32(a + 2, 0, 1).code == status_code::invalid_value);  // unaligned
+  CHECK(d.memcpy_dtoh(host.data(), 0x1234, 4).code == Code::invalid_value);
+  CHECK(d.memset_d32(a + 2, 0, 1).code == Code::invalid_value);  // unaligned
 
   // memset then read back.
   CHECK_OK(d.memset_d32(a, 0xdeadbeef, 25));
   std::vector<std::uint32_t> words(25);
   CHECK_OK(d.memcpy_dtoh(words.data(), a, 100));
   CHECK(words[0] == 0xdeadbeef && words[24] == 0xdeadbeef);
-  CHECK(d.memset_d32(a, 0, 26).code == status_code::invalid_value);
+  CHECK(d.memset_d32(a, 0, 26).code == Code::invalid_value);
 
   // dtod
   CHECK_OK(d.memcpy_dtod(b, a, 1));
@@ -98,13 +100,13 @@ void test_memory() {
   CHECK(byte == 0xef);
 
   // Frees: unknown, interior, double.
-  CHECK(d.mem_free(0x42).code == status_code::invalid_value);
-  CHECK(d.mem_free(a + 4).code == status_code::invalid_value);
+  CHECK(d.mem_free(0x42).code == Code::invalid_value);
+  CHECK(d.mem_free(a + 4).code == Code::invalid_value);
   CHECK_OK(d.mem_free(a));
   Status twice = d.mem_free(a);
-  CHECK(twice.code == status_code::invalid_value);
+  CHECK(twice.code == Code::invalid_value);
   CHECK(twice.call == "mockMemFree");
-  CHECK(d.memcpy_dtoh(words.data(), a, 4).code == status_code::invalid_value);  // freed
+  CHECK(d.memcpy_dtoh(words.data(), a, 4).code == Code::invalid_value);  // freed
   CHECK(d.live_allocations() == 1);
 
   // The memory limit: mem_info reports it, mem_alloc enforces it.
@@ -114,10 +116,10 @@ void test_memory() {
   CHECK(free_bytes == 4096 - 256);  // b is charged one 256-byte granule
   DevicePtr big = 0;
   Status oom = d.mem_alloc(4096, &big);
-  CHECK(oom.code == status_code::out_of_memory);
+  CHECK(oom.code == Code::out_of_memory);
   CHECK(oom.name == "CUDA_ERROR_OUT_OF_MEMORY");
-  CHECK(d.mem_alloc(~std::size_t{0}, &big).code == status_code::out_of_memory);
-  CHECK(d.memset_d32(b, 0, ~std::size_t{0} / 2).code == status_code::invalid_value);
+  CHECK(d.mem_alloc(~std::size_t{0}, &big).code == Code::out_of_memory);
+  CHECK(d.memset_d32(b, 0, ~std::size_t{0} / 2).code == Code::invalid_value);
   CHECK_OK(d.mem_alloc(3840, &big));
   CHECK_OK(d.mem_free(big));
   CHECK_OK(d.mem_free(b));
@@ -170,30 +172,30 @@ void test_kernels_eager() {
 
   // Validation: count, kinds, grid, names in messages.
   Status wrong_count = d.launch_kernel(axpy, {1}, {1}, 0, s, {u32(n), f32(1), ptr(x)});
-  CHECK(wrong_count.code == status_code::invalid_value);
+  CHECK(wrong_count.code == Code::invalid_value);
   CHECK(contains(wrong_count.message, "axpy_f32") && contains(wrong_count.message, "expects 4") &&
         contains(wrong_count.message, "got 3"));
   Status wrong_kind = d.launch_kernel(axpy, {1}, {1}, 0, s, {u32(n), u32(1), ptr(x), ptr(y)});
-  CHECK(wrong_kind.code == status_code::invalid_value && contains(wrong_kind.message, "expects f32, got u32"));
-  CHECK(d.launch_kernel(axpy, {0}, {1}, 0, s, {u32(n), f32(1), ptr(x), ptr(y)}).code == status_code::invalid_value);
+  CHECK(wrong_kind.code == Code::invalid_value && contains(wrong_kind.message, "expects f32, got u32"));
+  CHECK(d.launch_kernel(axpy, {0}, {1}, 0, s, {u32(n), f32(1), ptr(x), ptr(y)}).code == Code::invalid_value);
   CHECK(d.launch_kernel(axpy, {1}, {2048}, 0, s, {u32(n), f32(1), ptr(x), ptr(y)}).code ==
-        status_code::invalid_value);
+        Code::invalid_value);
   CHECK(d.launch_kernel(axpy, {1}, {1}, 0, s, {KernelArg{ArgKind::u32, 1ull << 33}, f32(1), ptr(x), ptr(y)}).code ==
-        status_code::invalid_value);
+        Code::invalid_value);
 
   // Modules: only built-in images; unknown names.
   ModuleHandle module{};
   Status ptx = d.module_load(ModuleImage{ImageKind::ptx, ".version 6.0"}, &module);
-  CHECK(ptx.code == status_code::not_supported && contains(ptx.message, "built-in kernels only"));
+  CHECK(ptx.code == Code::not_supported && contains(ptx.message, "built-in kernels only"));
   CHECK_OK(d.module_load(ModuleImage{}, &module));
   FunctionHandle f{};
-  CHECK(d.module_get_function(module, "gemm", &f).code == status_code::not_found);
+  CHECK(d.module_get_function(module, "gemm", &f).code == Code::not_found);
   FunctionHandle again{};
   CHECK_OK(d.module_get_function(module, "axpy_f32", &f));
   CHECK_OK(d.module_get_function(module, "axpy_f32", &again));
   CHECK(f == again);
   CHECK_OK(d.module_unload(module));
-  CHECK(d.launch_kernel(f, {1}, {1}, 0, s, {u32(1), f32(1), ptr(x), ptr(y)}).code == 400);
+  CHECK(d.launch_kernel(f, {1}, {1}, 0, s, {u32(1), f32(1), ptr(x), ptr(y)}).native_code == 400);
   CHECK_OK(d.stream_destroy(s));
 }
 
@@ -218,15 +220,15 @@ void test_async_errors_and_order() {
   CHECK_OK(d.memcpy_htod_async(p + 32, host.data(), 64, s));
   CHECK_OK(d.launch_kernel(scale, {1}, {32}, 0, s, {u32(17), f32(2.0f), ptr(p), ptr(p)}));
   Status err = d.stream_synchronize(s);
-  CHECK(err.code == status_code::illegal_address);
+  CHECK(err.code == Code::illegal_address);
   CHECK(err.call == "mockStreamSynchronize");
   CHECK(contains(err.message, "mockMemcpyHtodAsync"));  // the first error wins
   CHECK(err.sticky);
   // 700 is sticky, as in CUDA ("any further work returns the same error"): the device is lost.
   err = d.stream_synchronize(s);
-  CHECK(err.code == status_code::illegal_address && contains(err.message, "lost"));
+  CHECK(err.code == Code::illegal_address && contains(err.message, "lost"));
   DevicePtr gone = 0;
-  CHECK(d.mem_alloc(64, &gone).code == status_code::illegal_address && gone == 0);
+  CHECK(d.mem_alloc(64, &gone).code == Code::illegal_address && gone == 0);
 }
 
 void test_a_freed_pointer_is_an_illegal_address() {
@@ -240,7 +242,7 @@ void test_a_freed_pointer_is_an_illegal_address() {
   FunctionHandle scale = get_kernel(d, "scale_f32");
   CHECK_OK(d.launch_kernel(scale, {1}, {32}, 0, s, {u32(16), f32(2.0f), ptr(gone), ptr(p)}));
   Status err = d.stream_synchronize(s);
-  CHECK(err.code == status_code::illegal_address && contains(err.message, "scale_f32"));
+  CHECK(err.code == Code::illegal_address && contains(err.message, "scale_f32"));
 }
 
 void test_stream_order_and_synchronous_copies() {
@@ -254,7 +256,7 @@ void test_stream_order_and_synchronous_copies() {
   // stream_query: not_ready while work is pending (workers held), ok once drained.
   d.pause_streams();
   CHECK_OK(d.memset_d32_async(p, 0, 16, s));
-  CHECK(d.stream_query(s).code == status_code::not_ready);
+  CHECK(d.stream_query(s).code == Code::not_ready);
   d.resume_streams();
   CHECK_OK(d.stream_synchronize(s));
   CHECK_OK(d.stream_query(s));
@@ -280,7 +282,7 @@ void test_stream_order_and_synchronous_copies() {
   CHECK_OK(d.memset_d32_async(q, 1, 8, s));
   CHECK_OK(d.mem_free_async(q, s));
   CHECK_OK(d.stream_synchronize(s));
-  CHECK(d.mem_free_async(q, s).code == status_code::invalid_value);
+  CHECK(d.mem_free_async(q, s).code == Code::invalid_value);
   CHECK_OK(d.mem_free(p));
   CHECK(d.live_allocations() == 0);
 }
@@ -293,12 +295,12 @@ void test_events() {
   CHECK_OK(d.event_create(&a));
   CHECK_OK(d.event_create(&b));
   float ms = -1;
-  CHECK(d.event_elapsed(a, b, &ms).code == 400);  // never recorded
+  CHECK(d.event_elapsed(a, b, &ms).native_code == 400);  // never recorded
   CHECK_OK(d.event_query(a));                     // never recorded: complete, as CUDA
   d.pause_streams();
   CHECK_OK(d.event_record(a, s));
-  CHECK(d.event_query(a).code == status_code::not_ready);
-  CHECK(d.event_elapsed(a, a, &ms).code == status_code::not_ready);
+  CHECK(d.event_query(a).code == Code::not_ready);
+  CHECK(d.event_elapsed(a, a, &ms).code == Code::not_ready);
   d.resume_streams();
   CHECK_OK(d.event_synchronize(a));
   CHECK_OK(d.event_query(a));
@@ -307,9 +309,9 @@ void test_events() {
   CHECK_OK(d.event_elapsed(a, b, &ms));
   CHECK(ms >= 0.0f);
   CHECK_OK(d.event_destroy(a));
-  CHECK(d.event_query(a).code == 400);
-  CHECK(d.event_destroy(a).code == 400);
-  CHECK(d.event_record(b, StreamHandle{999}).code == 400);
+  CHECK(d.event_query(a).native_code == 400);
+  CHECK(d.event_destroy(a).native_code == 400);
+  CHECK(d.event_record(b, StreamHandle{999}).native_code == 400);
 }
 
 void test_handles_after_destroy() {
@@ -320,22 +322,22 @@ void test_handles_after_destroy() {
   CHECK_OK(d.stream_destroy(s));
   CHECK(d.stream_native_handle(s) == 0);
   Status bad = d.stream_synchronize(s);
-  CHECK(bad.code == 400 && bad.name == "CUDA_ERROR_INVALID_HANDLE" && bad.call == "mockStreamSynchronize");
-  CHECK(d.stream_query(s).code == 400);
-  CHECK(d.stream_destroy(s).code == 400);
-  CHECK(d.memset_d32_async(0, 0, 0, s).code == 400);
-  CHECK(d.stream_begin_capture(s, CaptureMode::global).code == 400);
-  CHECK(d.stream_synchronize(StreamHandle{0}).code == 400);
+  CHECK(bad.native_code == 400 && bad.name == "CUDA_ERROR_INVALID_HANDLE" && bad.call == "mockStreamSynchronize");
+  CHECK(d.stream_query(s).native_code == 400);
+  CHECK(d.stream_destroy(s).native_code == 400);
+  CHECK(d.memset_d32_async(0, 0, 0, s).native_code == 400);
+  CHECK(d.stream_begin_capture(s, CaptureMode::global).native_code == 400);
+  CHECK(d.stream_synchronize(StreamHandle{0}).native_code == 400);
   ModuleHandle m{};
   CHECK_OK(d.module_load(ModuleImage{}, &m));
   CHECK_OK(d.module_unload(m));
-  CHECK(d.module_unload(m).code == 400);
+  CHECK(d.module_unload(m).native_code == 400);
   FunctionHandle f{};
-  CHECK(d.module_get_function(m, "axpy_f32", &f).code == 400);
-  CHECK(d.graph_destroy(GraphHandle{12345}).code == 400);
-  CHECK(d.graph_exec_destroy(GraphExecHandle{12345}).code == 400);
+  CHECK(d.module_get_function(m, "axpy_f32", &f).native_code == 400);
+  CHECK(d.graph_destroy(GraphHandle{12345}).native_code == 400);
+  CHECK(d.graph_exec_destroy(GraphExecHandle{12345}).native_code == 400);
   GraphNodeCounts counts;
-  CHECK(d.graph_node_counts(GraphHandle{1}, &counts).code == 400);
+  CHECK(d.graph_node_counts(GraphHandle{1}, &counts).native_code == 400);
 }
 
 void test_many_threads() {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "driver/mock/mock_driver.hpp"
+#include "lifecore/driver/registry.hpp"
 #include "mock_kernels.hpp"
 #include "test_support.hpp"
 
@@ -20,18 +21,18 @@ void test_after_and_times() {
   CHECK(faults != nullptr);
   CHECK(faults->call_count(Operation::mem_alloc) == 0);
   // Calls 1 and 2 from now fail (after = 1, times = 2); 0 and 3 succeed.
-  faults->inject(Operation::mem_alloc, status_code::out_of_memory, 1, 2);
+  faults->inject(Operation::mem_alloc, mock::mock_native(Code::out_of_memory), 1, 2);
   DevicePtr p = 0;
   CHECK_OK(d.mem_alloc(16, &p));
   DevicePtr untouched = 0xabc;
   Status first = d.mem_alloc(16, &untouched);
-  CHECK(first.code == status_code::out_of_memory);
+  CHECK(first.code == Code::out_of_memory);
   CHECK(first.name == "CUDA_ERROR_OUT_OF_MEMORY");
   CHECK(first.call == "mockMemAlloc");
   CHECK(first.message == "injected fault");
   CHECK(untouched == 0xabc);          // did nothing else
   CHECK(d.live_allocations() == 1);   // nothing allocated
-  CHECK(d.mem_alloc(16, &untouched).code == status_code::out_of_memory);
+  CHECK(d.mem_alloc(16, &untouched).code == Code::out_of_memory);
   CHECK_OK(d.mem_alloc(16, &untouched));
   CHECK(faults->call_count(Operation::mem_alloc) == 4);  // failed calls count too
   CHECK(d.live_allocations() == 2);
@@ -53,9 +54,9 @@ void test_stream_ops_and_clear() {
   CHECK_OK(d.module_get_function(m, "axpy_f32", &axpy));
 
   // A failed launch enqueues nothing.
-  faults->inject(Operation::launch_kernel, status_code::unknown, 0, 1);
+  faults->inject(Operation::launch_kernel, mock::mock_native(Code::unknown), 0, 1);
   Status launch = d.launch_kernel(axpy, {1}, {16}, 0, s, {u32(16), f32(1.0f), ptr(x), ptr(y)});
-  CHECK(launch.code == status_code::unknown && launch.call == "mockLaunchKernel" && !launch.sticky);
+  CHECK(launch.code == Code::unknown && launch.call == "mockLaunchKernel" && !launch.sticky);
   CHECK_OK(d.launch_kernel(axpy, {1}, {16}, 0, s, {u32(16), f32(1.0f), ptr(x), ptr(y)}));
   CHECK_OK(d.stream_synchronize(s));
   float v = 0;
@@ -64,8 +65,8 @@ void test_stream_ops_and_clear() {
 
 
   // Capture operations go through the gate too; an injected begin leaves the stream idle.
-  faults->inject(Operation::stream_begin_capture, status_code::capture_unsupported, 0, 1);
-  CHECK(d.stream_begin_capture(s, CaptureMode::global).code == status_code::capture_unsupported);
+  faults->inject(Operation::stream_begin_capture, mock::mock_native(Code::capture_unsupported), 0, 1);
+  CHECK(d.stream_begin_capture(s, CaptureMode::global).code == Code::capture_unsupported);
   CaptureStatus status = CaptureStatus::active;
   CHECK_OK(d.stream_capture_info(s, &status, nullptr));
   CHECK(status == CaptureStatus::none);
@@ -73,27 +74,27 @@ void test_stream_ops_and_clear() {
   CHECK_OK(d.launch_kernel(axpy, {1}, {16}, 0, s, {u32(16), f32(1.0f), ptr(x), ptr(y)}));
   // A failed end does what the driver documents: a wrong-thread end (or any other failure but
   // 901) leaves the capture running; see test_failed_ends_and_sticky_statuses for 901.
-  faults->inject(Operation::stream_end_capture, status_code::capture_wrong_thread, 0, 1);
+  faults->inject(Operation::stream_end_capture, mock::mock_native(Code::capture_wrong_thread), 0, 1);
   GraphHandle g{7};
-  CHECK(d.stream_end_capture(s, &g).code == status_code::capture_wrong_thread);
+  CHECK(d.stream_end_capture(s, &g).code == Code::capture_wrong_thread);
   CHECK(g == GraphHandle{0});
   CHECK_OK(d.stream_capture_info(s, &status, nullptr));
   CHECK(status == CaptureStatus::active);  // still open
   CHECK_OK(d.stream_end_capture(s, &g));
   GraphExecHandle e{};
-  faults->inject(Operation::graph_instantiate, status_code::out_of_memory, 0, 1);
-  CHECK(d.graph_instantiate(g, &e).code == status_code::out_of_memory);
+  faults->inject(Operation::graph_instantiate, mock::mock_native(Code::out_of_memory), 0, 1);
+  CHECK(d.graph_instantiate(g, &e).code == Code::out_of_memory);
   CHECK_OK(d.graph_instantiate(g, &e));
-  faults->inject(Operation::graph_launch, status_code::unknown, 1, 1);
+  faults->inject(Operation::graph_launch, mock::mock_native(Code::unknown), 1, 1);
   CHECK_OK(d.graph_launch(e, s));
-  CHECK(d.graph_launch(e, s).code == status_code::unknown);
+  CHECK(d.graph_launch(e, s).code == Code::unknown);
   CHECK_OK(d.stream_synchronize(s));
   CHECK_OK(d.memcpy_dtoh(&v, y, 4));
   CHECK(v == 2.0f);  // one eager launch + exactly one replay
   CHECK(faults->call_count(Operation::graph_launch) == 2);
 
   // clear() drops pending faults, not counts.
-  faults->inject(Operation::memcpy_dtoh, status_code::illegal_address, 0, 5);
+  faults->inject(Operation::memcpy_dtoh, mock::mock_native(Code::illegal_address), 0, 5);
   faults->clear();
   CHECK_OK(d.memcpy_dtoh(&v, y, 4));
   CHECK(faults->call_count(Operation::memcpy_dtoh) == 3);
@@ -113,21 +114,21 @@ void test_stream_ops_and_clear() {
   // And every operation is gated: inject on each, call a representative few.
   faults->inject(Operation::device_name, 999, 0, 1);
   std::string name;
-  CHECK(d.device_name(&name).code == 999 && name.empty());
+  CHECK(d.device_name(&name).native_code == 999 && name.empty());
   faults->inject(Operation::event_create, 999, 0, 1);
   EventHandle ev{};
-  CHECK(d.event_create(&ev).code == 999);
+  CHECK(d.event_create(&ev).native_code == 999);
   faults->inject(Operation::thread_exchange_capture_mode, 999, 0, 1);
   CaptureMode mode = CaptureMode::relaxed;
-  CHECK(d.thread_exchange_capture_mode(&mode).code == 999 && mode == CaptureMode::relaxed);
+  CHECK(d.thread_exchange_capture_mode(&mode).native_code == 999 && mode == CaptureMode::relaxed);
   faults->inject(Operation::graph_exec_destroy, 999, 0, 1);
-  CHECK(d.graph_exec_destroy(e).code == 999);
+  CHECK(d.graph_exec_destroy(e).native_code == 999);
   CHECK_OK(d.graph_exec_destroy(e));
   // times = UINT64_MAX: every call from then on, until clear().
-  faults->inject(Operation::stream_query, status_code::unknown, 2, ~std::uint64_t{0});
+  faults->inject(Operation::stream_query, mock::mock_native(Code::unknown), 2, ~std::uint64_t{0});
   CHECK_OK(d.stream_query(s));
   CHECK_OK(d.stream_query(s));
-  for (int i = 0; i < 5; ++i) CHECK(d.stream_query(s).code == status_code::unknown);
+  for (int i = 0; i < 5; ++i) CHECK(d.stream_query(s).code == Code::unknown);
   faults->clear();
   CHECK_OK(d.stream_query(s));
 }
@@ -138,42 +139,46 @@ void test_stream_ops_and_clear() {
 // 901 ends the capture sequence (null graph); a sticky status (per backend, in the status
 // mapping) loses the device, and every later call returns it.
 void test_failed_ends_and_sticky_statuses() {
+  auto cuda_sticky = backend_descriptor("cuda").naming.sticky;
+  auto hip_sticky = backend_descriptor("hip").naming.sticky;
   CHECK(cuda_sticky(719) && cuda_sticky(700) && cuda_sticky(702) && cuda_sticky(710) && cuda_sticky(714) &&
         cuda_sticky(718) && cuda_sticky(911));
   CHECK(!cuda_sticky(1) && !cuda_sticky(2) && !cuda_sticky(801) && !cuda_sticky(901) && !cuda_sticky(908) &&
         !cuda_sticky(999) && !cuda_sticky(720));
   CHECK(hip_sticky(719) && hip_sticky(700) && hip_sticky(702) && hip_sticky(710));
   CHECK(!hip_sticky(714) && !hip_sticky(2) && !hip_sticky(999));
-  CHECK(make_status(719, "x").sticky && !make_status(999, "x").sticky);
+  // The mock's stickiness is CUDA's.
+  CHECK(mock::mock_native_status(719, "x").sticky && !mock::mock_native_status(999, "x").sticky);
+  CHECK(mock::mock_native_status(714, "x").sticky);
 
   MockDriver d(0);
   FaultInjection* faults = d.fault_injection();
   StreamHandle s{};
   CHECK_OK(d.stream_create(&s));
   CHECK_OK(d.stream_begin_capture(s, CaptureMode::thread_local_));
-  faults->inject(Operation::stream_end_capture, status_code::capture_invalidated, 0, 1);
+  faults->inject(Operation::stream_end_capture, mock::mock_native(Code::capture_invalidated), 0, 1);
   GraphHandle g{7};
-  CHECK(d.stream_end_capture(s, &g).code == status_code::capture_invalidated);
+  CHECK(d.stream_end_capture(s, &g).code == Code::capture_invalidated);
   CHECK(g == GraphHandle{0});
   CaptureStatus status = CaptureStatus::active;
   CHECK_OK(d.stream_capture_info(s, &status, nullptr));
   CHECK(status == CaptureStatus::none);  // ended: a second end finds nothing to end
-  CHECK(d.stream_end_capture(s, &g).code == status_code::illegal_state);
+  CHECK(d.stream_end_capture(s, &g).code == Code::illegal_state);
 
   // A recoverable injected status fails one call; a sticky one loses the device.
-  faults->inject(Operation::event_create, status_code::unknown, 0, 1);
+  faults->inject(Operation::event_create, mock::mock_native(Code::unknown), 0, 1);
   EventHandle e{};
-  CHECK(d.event_create(&e).code == status_code::unknown);
+  CHECK(d.event_create(&e).code == Code::unknown);
   CHECK_OK(d.event_create(&e));
-  faults->inject(Operation::event_record, status_code::launch_failed, 0, 1);
+  faults->inject(Operation::event_record, mock::mock_native(Code::launch_failure), 0, 1);
   Status lost = d.event_record(e, s);
-  CHECK(lost.code == status_code::launch_failed && lost.sticky);
+  CHECK(lost.code == Code::launch_failure && lost.sticky);
   faults->clear();  // clearing faults does not bring a lost device back
   Status later = d.stream_synchronize(s);
-  CHECK(later.code == status_code::launch_failed && later.sticky && contains(later.message, "lost"));
+  CHECK(later.code == Code::launch_failure && later.sticky && contains(later.message, "lost"));
   DevicePtr p = 0;
-  CHECK(d.mem_alloc(16, &p).code == status_code::launch_failed && p == 0);
-  CHECK(d.stream_begin_capture(s, CaptureMode::global).code == status_code::launch_failed);
+  CHECK(d.mem_alloc(16, &p).code == Code::launch_failure && p == 0);
+  CHECK(d.stream_begin_capture(s, CaptureMode::global).code == Code::launch_failure);
 }
 
 int main() {

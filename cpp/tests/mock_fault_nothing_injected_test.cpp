@@ -13,17 +13,17 @@ int main() {
   FaultInjection* faults = d.fault_injection();
   CHECK(faults != nullptr);
   if (faults == nullptr) return finish("mock_fault_nothing_injected_test");
-  faults->inject(Operation::mem_alloc, status_code::success, 0, 1);
-  faults->inject(Operation::mem_alloc, status_code::out_of_memory, 0, 0);
-  faults->inject(Operation::mem_alloc, status_code::out_of_memory, 0, 1);  // the real one
+  faults->inject(Operation::mem_alloc, mock::mock_native(Code::success), 0, 1);
+  faults->inject(Operation::mem_alloc, mock::mock_native(Code::out_of_memory), 0, 0);
+  faults->inject(Operation::mem_alloc, mock::mock_native(Code::out_of_memory), 0, 1);  // the real one
   DevicePtr p = 0;
   Status first = d.mem_alloc(16, &p);
-  CHECK(first.code == status_code::out_of_memory && p == 0);
+  CHECK(first.code == Code::out_of_memory && p == 0);
   CHECK_OK(d.mem_alloc(16, &p));  // spent after one call
   CHECK_OK(d.mem_free(p));
   // Nothing but the no-op injections: every call passes.
-  faults->inject(Operation::mem_alloc, status_code::success, 0, ~std::uint64_t{0});
-  faults->inject(Operation::mem_alloc, status_code::invalid_value, 0, 0);
+  faults->inject(Operation::mem_alloc, mock::mock_native(Code::success), 0, ~std::uint64_t{0});
+  faults->inject(Operation::mem_alloc, mock::mock_native(Code::invalid_value), 0, 0);
   for (int i = 0; i < 3; ++i) {
     CHECK_OK(d.mem_alloc(16, &p));
     CHECK_OK(d.mem_free(p));

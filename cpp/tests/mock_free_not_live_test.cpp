@@ -28,10 +28,10 @@ void refused_both_ways(MockDriver& d, StreamHandle s, DevicePtr ptr, const char*
   const Snapshot before = snapshot(d);
   Status now = d.mem_free(ptr);
   Status ordered = d.mem_free_async(ptr, s);
-  if (now.code != status_code::invalid_value || ordered.code != status_code::invalid_value)
+  if (now.code != Code::invalid_value || ordered.code != Code::invalid_value)
     std::fprintf(stderr, "freeing %s: mem_free -> %d, mem_free_async -> %d\n", what, now.code, ordered.code);
-  CHECK(now.code == status_code::invalid_value);
-  CHECK(ordered.code == status_code::invalid_value);
+  CHECK(now.code == Code::invalid_value);
+  CHECK(ordered.code == Code::invalid_value);
   CHECK_OK(d.stream_synchronize(s));  // no asynchronous error was queued either
   CHECK(snapshot(d) == before);
 }

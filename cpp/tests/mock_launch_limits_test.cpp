@@ -49,10 +49,10 @@ struct Fixture {
   void refused(Dim3 grid, Dim3 block, std::uint32_t shared = 0, KernelArg count = u32(n)) {
     CHECK_OK(d.memset_d32(out, 0, n));
     Status status = launch(grid, block, shared, count);
-    if (status.code != status_code::invalid_value)
+    if (status.code != Code::invalid_value)
       std::fprintf(stderr, "not refused: grid (%u,%u,%u) block (%u,%u,%u) shared %u: %d\n", grid.x, grid.y, grid.z,
                    block.x, block.y, block.z, shared, status.code);
-    CHECK(status.code == status_code::invalid_value);
+    CHECK(status.code == Code::invalid_value);
     CHECK_OK(d.stream_synchronize(s));  // nothing was queued
     float value = -1;
     CHECK_OK(d.memcpy_dtoh(&value, out, 4));

@@ -36,7 +36,7 @@ void only_a_not_found_lookup_says_the_kernel_is_missing() {
   auto module = std::make_shared<Module>(device, device->load_module(driver::ModuleImage{}), driver::ImageKind::builtin);
   CHECK(module->function("scale_f32", std::nullopt) != nullptr);
 
-  mock->fault_injection()->inject(driver::Operation::module_get_function, driver::status_code::invalid_context, 0, 1);
+  mock->fault_injection()->inject(driver::Operation::module_get_function, driver::mock::mock_native(driver::Code::invalid_context), 0, 1);
   const std::string refused = message_of(*module, "scale_f32");
   CHECK(test_support::contains(refused, "injected fault"));
   CHECK(!test_support::contains(refused, "no kernel named"));

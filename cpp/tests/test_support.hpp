@@ -22,7 +22,7 @@ template <typename StatusLike>
 void check_ok(const StatusLike& status, const char* file, int line, const char* expression) {
   if (status.ok()) return;
   std::fprintf(stderr, "%s:%d: %s failed: %s %d %s %s\n", file, line, expression, status.call.c_str(),
-               status.code, status.name.c_str(), status.message.c_str());
+               status.native_code, status.name.c_str(), status.message.c_str());
   ++failures;
 }
 

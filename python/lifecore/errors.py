@@ -59,12 +59,14 @@ class DriverError(LifecoreError):
     """A vendor driver call failed.
 
     Attributes: ``code`` (the native status number), ``status`` (its name, e.g.
-    ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``), ``call`` (the driver call) and
-    ``driver_message``.
+    ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``), ``call`` (the driver call),
+    ``driver_message`` and ``lifecore_status`` (lifecore's own name for the status, the same
+    on every backend, e.g. ``capture_invalidated``; one of ``lifecore._core.status_codes()``).
     """
 
     code: int = 0
     status: str = ""
+    lifecore_status: str = ""
     call: str = ""
     driver_message: str = ""
 

@@ -6,11 +6,18 @@
 #include <utility>
 #include <vector>
 
+#include "lifecore/driver/registry.hpp"
+#include "lifecore/error.hpp"
+
 namespace lifecore::driver {
 
-// Each entry of the backend's symbol table ("cuda" or "hip") and whether it resolved, in
-// table order; empty when the library itself could not be loaded. Loads the library on
-// first use (cached like probe_*). Throws InvalidArgument for another name.
-std::vector<std::pair<std::string, bool>> backend_symbols(const std::string& backend);
+// Each entry of the backend's symbol table and whether it resolved, in table order; empty
+// when the library itself could not be loaded. Throws InvalidArgument for an unknown backend
+// and for one that loads no library.
+inline std::vector<std::pair<std::string, bool>> backend_symbols(const std::string& backend) {
+  const BackendDescriptor& d = backend_descriptor(backend);
+  if (!d.symbols) raise(ErrorKind::InvalidArgument, "backend '" + backend + "' loads no library: it has no symbol table");
+  return d.symbols();
+}
 
 }  // namespace lifecore::driver

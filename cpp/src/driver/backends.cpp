@@ -1,21 +1,34 @@
 #include "lifecore/driver/backends.hpp"
 
+#include <algorithm>
+
+#include "lifecore/driver/registry.hpp"
+
 namespace lifecore::driver {
 
-std::vector<BackendInfo> list_backends() { return {probe_mock(), probe_cuda(), probe_hip()}; }
+std::vector<BackendInfo> list_backends() {
+  std::vector<BackendInfo> infos;
+  for (const auto* d : registered_backends()) {
+    BackendInfo info = d->probe();
+    info.name = d->name;
+    info.dlpack_device_type = d->dlpack_device_type;
+    info.cuda_array_interface = d->cuda_array_interface;
+    info.torch_device = d->torch_device;
+    for (ImageKind kind : d->code_object_kinds) info.code_object_kinds.emplace_back(image_kind_name(kind));
+    infos.push_back(std::move(info));
+  }
+  return infos;
+}
 
 std::shared_ptr<Driver> open_driver(const std::string& backend, int ordinal) {
   if (ordinal < 0) raise(ErrorKind::InvalidArgument, "device ordinal must be >= 0, got " + std::to_string(ordinal));
-  if (backend == "mock") return open_mock(ordinal);
-  if (backend == "cuda") return open_cuda(ordinal);
-  if (backend == "hip") return open_hip(ordinal);
-  if (backend == "auto") {
-    if (probe_cuda().available) return open_cuda(ordinal);
-    if (probe_hip().available) return open_hip(ordinal);
-    return open_mock(ordinal);
-  }
-  raise(ErrorKind::InvalidArgument,
-        "unknown backend '" + backend + "': expected 'auto', 'mock', 'cuda' or 'hip'");
+  if (backend != "auto") return backend_descriptor(backend).open(ordinal);
+  std::vector<const BackendDescriptor*> by_priority = registered_backends();
+  std::stable_sort(by_priority.begin(), by_priority.end(),
+                   [](const auto* a, const auto* b) { return a->auto_priority > b->auto_priority; });
+  for (const auto* d : by_priority)
+    if (d->probe().available) return d->open(ordinal);
+  raise(ErrorKind::BackendUnavailable, "backend 'auto': no registered backend is available here");
 }
 
 }  // namespace lifecore::driver

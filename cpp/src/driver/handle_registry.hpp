@@ -17,9 +17,8 @@ namespace lifecore::driver {
 template <class Native>
 class HandleRegistry {
  public:
-  // `status_name` names the refusal the vendor's way (cuda_status_name / hip_status_name).
-  explicit HandleRegistry(const char* what, std::string (*status_name)(int) = cuda_status_name)
-      : what_(what), status_name_(status_name) {}
+  // `naming` reports the refusal the backend's way.
+  HandleRegistry(const char* what, const StatusNaming& naming) : what_(what), naming_(naming) {}
 
   void add(Native native) {
     std::lock_guard lock(mutex_);
@@ -29,10 +28,8 @@ class HandleRegistry {
   Status find(std::uintptr_t handle, const char* call, Native* out) const {
     std::lock_guard lock(mutex_);
     if (handle == 0 || live_.count(handle) == 0) {
-      Status status = make_status(invalid_handle, call,
-                                  std::string("not a live ") + what_ + " of this device (destroyed, or from another device)");
-      status.name = status_name_(invalid_handle);
-      return status;
+      return local_status(naming_, Code::invalid_handle, call,
+                          std::string("not a live ") + what_ + " of this device (destroyed, or from another device)");
     }
     *out = reinterpret_cast<Native>(handle);
     return Status::success();
@@ -50,9 +47,8 @@ class HandleRegistry {
   }
 
  private:
-  static constexpr int invalid_handle = 400;  // CUDA_ERROR_INVALID_HANDLE / hipErrorInvalidHandle
   const char* what_;
-  std::string (*status_name_)(int);
+  const StatusNaming& naming_;
   mutable std::mutex mutex_;
   std::unordered_set<std::uintptr_t> live_;
 };

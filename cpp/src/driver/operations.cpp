@@ -43,13 +43,4 @@ std::size_t arg_size(ArgKind kind) {
   }
 }
 
-const char* backend_name(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::mock: return "mock";
-    case BackendKind::cuda: return "cuda";
-    case BackendKind::hip: return "hip";
-  }
-  return "unknown";
-}
-
 }  // namespace lifecore::driver

@@ -33,7 +33,7 @@ std::shared_ptr<Device> Device::open(const std::string& backend, int ordinal, co
   if (graphs == "software") graphs_mode = GraphsMode::software;
   if (graphs == "hardware" && !driver->hardware_graphs())
     raise(ErrorKind::InvalidArgument, std::string("graphs='hardware' needs a driver that captures graphs, and the ") +
-                                          driver::backend_name(driver->kind()) +
+                                          driver->backend().name +
                                           " driver here does not: use graphs='software'");
   return std::make_shared<Device>(std::move(driver), graphs_mode, mode, capture_mode);
 }
@@ -71,7 +71,7 @@ void Device::note_status(const driver::Status& status) {
   if (!status.sticky || lost()) return;
   std::lock_guard lock(lost_mutex_);
   if (lost_reason_.empty()) {
-    lost_reason_ = status.name + " (" + std::to_string(status.code) + ") from " + status.call;
+    lost_reason_ = status.name + " (" + std::to_string(status.native_code) + ") from " + status.call;
     lost_status_ = status;
   }
   lost_.store(true, std::memory_order_release);
@@ -90,7 +90,8 @@ void Device::check_not_lost(const char* op) const {
   raise(ErrorKind::DeviceLost, std::string(op) + ": the device is lost: a sticky driver error (" + reason +
                                    ") left its context unusable, so every call on it is refused; close it and open "
                                    "a new device (on a real GPU, in a new process)",
-        {{"code", std::int64_t{status.code}}, {"status", status.name}, {"call", status.call}, {"reason", reason}});
+        {{"code", std::int64_t{status.native_code}}, {"status", status.name}, {"call", status.call}, {"reason", reason},
+         {"lifecore_status", std::string(driver::code_name(status.code))}});
 }
 
 std::shared_ptr<Stream> Device::stream() {

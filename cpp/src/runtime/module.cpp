@@ -2,16 +2,12 @@
 
 #include <cstring>
 
+#include "lifecore/driver/registry.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/device.hpp"
 
 namespace lifecore::runtime {
 namespace {
-
-// CUDA's fat-binary magic (little-endian 0xBA55ED50) and clang's offload bundle, which HIP
-// fat binaries use.
-constexpr unsigned char fatbin_magic[] = {0x50, 0xED, 0x55, 0xBA};
-constexpr char offload_bundle_magic[] = "__CLANG_OFFLOAD_BUNDLE__";
 
 bool starts_with(const std::string& bytes, const void* magic, std::size_t size) {
   return bytes.size() >= size && std::memcmp(bytes.data(), magic, size) == 0;
@@ -42,17 +38,12 @@ std::string hex_prefix(const std::string& bytes) {
 
 }  // namespace
 
-bool Module::image_kind_of(const std::string& backend, const std::string& bytes, driver::ImageKind* out) {
-  const bool hip = backend == "hip";
-  if (starts_with(bytes, "\x7f" "ELF", 4)) {
-    *out = hip ? driver::ImageKind::code_object : driver::ImageKind::cubin;
-    return true;
-  }
-  // CUDA's fat binary for cuda (and the mock, which speaks CUDA); clang's bundle for hip.
-  if (hip ? starts_with(bytes, offload_bundle_magic, sizeof offload_bundle_magic - 1)
-          : starts_with(bytes, fatbin_magic, sizeof fatbin_magic)) {
-    *out = driver::ImageKind::fatbin;
-    return true;
+bool Module::image_kind_of(const driver::BackendDescriptor& backend, const std::string& bytes, driver::ImageKind* out) {
+  for (const auto& format : backend.image_formats) {
+    if (starts_with(bytes, format.magic.data(), format.magic.size())) {
+      *out = format.kind;
+      return true;
+    }
   }
   return false;
 }
@@ -76,10 +67,15 @@ std::shared_ptr<Module> Module::from_image(const std::shared_ptr<Device>& device
   device->check_open("Module.from_image");
   if (bytes.empty()) raise(ErrorKind::InvalidArgument, "Module.from_image: the image is empty");
   driver::ImageKind kind{};
-  if (!image_kind_of(device->backend(), bytes, &kind))
+  const driver::BackendDescriptor& backend = device->descriptor();
+  if (!image_kind_of(backend, bytes, &kind)) {
+    std::string kinds;
+    for (const auto& format : backend.image_formats) kinds += (kinds.empty() ? "" : " or ") + std::string(driver::image_kind_name(format.kind));
     raise(ErrorKind::InvalidArgument,
-          "Module.from_image: unrecognised image (first bytes " + hex_prefix(bytes) +
-              "): expected an ELF cubin / code object or a fat binary; use Module.from_ptx for PTX text");
+          "Module.from_image: unrecognised image (first bytes " + hex_prefix(bytes) + "): the " + backend.name +
+              " backend recognises " + (kinds.empty() ? std::string("no binary image") : kinds) +
+              "; use Module.from_ptx for PTX text");
+  }
   return load(device, driver::ModuleImage{kind, std::move(bytes)}, "Module.from_image");
 }
 
@@ -88,16 +84,7 @@ Module::Module(std::shared_ptr<Device> device, driver::ModuleHandle handle, driv
 
 Module::~Module() { unload(); }
 
-const char* Module::kind_name() const {
-  switch (kind_) {
-    case driver::ImageKind::builtin: return "builtin";
-    case driver::ImageKind::ptx: return "ptx";
-    case driver::ImageKind::cubin: return "cubin";
-    case driver::ImageKind::fatbin: return "fatbin";
-    case driver::ImageKind::code_object: return "code_object";
-  }
-  return "?";
-}
+const char* Module::kind_name() const { return driver::image_kind_name(kind_); }
 
 bool Module::alive() const {
   std::lock_guard lock(mutex_);
@@ -147,13 +134,13 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
   driver::Driver& driver = device_->driver();
   driver::FunctionHandle function{};
   if (auto status = driver.module_get_function(handle_, name, &function); !status.ok()) {
-    if (status.code == driver::status_code::not_found && status.message.find(name) == std::string::npos)
+    if (status.code == driver::Code::not_found && status.message.find(name) == std::string::npos)
       status.message += (status.message.empty() ? "" : ": ") + std::string("no kernel named '") + name + "'";
     with_op(op, [&] { driver::throw_status(status); });
   }
   std::vector<std::size_t> sizes;
   driver::Status sized = driver.function_param_sizes(function, &sizes);
-  if (!sized.ok() && sized.code != driver::status_code::not_supported) with_op(op, [&] { driver::throw_status(sized); });
+  if (!sized.ok() && sized.code != driver::Code::not_supported) with_op(op, [&] { driver::throw_status(sized); });
   if (sized.ok() && params) {
     bool same = sizes.size() == kinds.size();
     for (std::size_t i = 0; same && i < sizes.size(); ++i) same = sizes[i] == driver::arg_size(kinds[i]);

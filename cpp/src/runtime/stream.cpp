@@ -17,11 +17,12 @@ std::string software_refusal(const char* op) {
 }
 
 std::string status_text(const driver::Status& status) {
-  return status.name + ", status " + std::to_string(status.code);
+  return status.name + ", status " + std::to_string(status.native_code);
 }
 
 std::vector<ErrorAttribute> status_attributes(const driver::Status& status) {
-  return {{"code", std::int64_t{status.code}}, {"status", status.name}, {"call", status.call}};
+  return {{"code", std::int64_t{status.native_code}}, {"status", status.name}, {"call", status.call},
+          {"lifecore_status", std::string(driver::code_name(status.code))}};
 }
 
 std::string thread_text(std::thread::id id) {
@@ -513,11 +514,11 @@ bool Stream::driver_still_captures() {
 driver::Status Stream::end_driver_capture(driver::GraphHandle* graph) {
   *graph = {};
   driver::Status status = driver_.stream_end_capture(handle_, graph);
-  // Success and 901 (invalidated: the driver ends the sequence with no graph) end the capture;
+  // Success and capture_invalidated (the driver ends the sequence with no graph) end the capture;
   // after a sticky status the context is gone, and its capture with it. Anything else may have
-  // left it running (908: a wrong thread): the driver is asked.
+  // left it running (capture_wrong_thread): the driver is asked.
   auto ended = [](const driver::Status& s) {
-    return s.ok() || s.code == driver::status_code::capture_invalidated || s.sticky;
+    return s.ok() || s.code == driver::Code::capture_invalidated || s.sticky;
   };
   if (ended(status)) {
     driver_capturing_ = false;
@@ -640,7 +641,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
 
   if (ended.abandoned) refuse(raw, abandoned_capture_message(ended), "abandoned");
   if (!ended_status.ok()) {
-    if (ended_status.code == driver::status_code::capture_invalidated)
+    if (ended_status.code == driver::Code::capture_invalidated)
       refuse(raw, "end_capture: the driver invalidated the capture (" + status_text(ended_status) +
                       "): an operation it cannot record (a read, a sync) ran inside the window; nothing was sealed",
              "invalidated", &ended_status);
@@ -776,7 +777,7 @@ void Stream::shutdown() noexcept {
   const bool lost = device_->lost();
   if (driver_capturing_ && !lost && device_->capture_mode() != driver::CaptureMode::relaxed &&
       std::this_thread::get_id() != capture_thread_) {
-    // Another thread's non-relaxed capture: the driver refuses an end from here (908), and waiting
+    // Another thread's non-relaxed capture: the driver refuses an end from here (capture_wrong_thread), and waiting
     // for that thread could hang. Discard the window, leave the capture to that thread's next call
     // on this stream; nothing it recorded will run, and nothing queued before it still runs
     // (begin_capture synchronized the stream).

@@ -1,5 +1,5 @@
-// Which backends exist, whether each can start here, and opening one device of one.
-// Each backend folder defines its probe_* and open_* pair; nothing else names a backend.
+// Which backends exist, whether each can start here, and opening one device of one; both
+// read the backend registry (registry.hpp), so nothing here names a backend.
 #pragma once
 
 #include <memory>
@@ -10,19 +10,9 @@
 
 namespace lifecore::driver {
 
-BackendInfo probe_mock();
-BackendInfo probe_cuda();
-BackendInfo probe_hip();
-
-// Each throws lifecore::Error(ErrorKind::BackendUnavailable, reason) when it cannot start,
-// and ErrorKind::InvalidArgument for an ordinal out of range.
-std::shared_ptr<Driver> open_mock(int ordinal);
-std::shared_ptr<Driver> open_cuda(int ordinal);
-std::shared_ptr<Driver> open_hip(int ordinal);
-
-// mock, cuda, hip, in that order.
+// Each registered backend's probe, in the registry's order, with its interop facts.
 std::vector<BackendInfo> list_backends();
-// "mock" | "cuda" | "hip" | "auto" (cuda, then hip, then mock).
+// A registered backend's name, or "auto": the available backend of the highest priority.
 std::shared_ptr<Driver> open_driver(const std::string& backend, int ordinal);
 
 }  // namespace lifecore::driver

@@ -91,8 +91,7 @@ enum class GraphUpdateResult : int {
   parameters_changed = 5, not_supported = 6, unsupported_function_change = 7, attributes_changed = 8
 };
 
-enum class BackendKind : std::uint8_t { mock, cuda, hip };
-const char* backend_name(BackendKind kind);
+struct BackendDescriptor;  // registry.hpp
 
 // Fault injection, offered by the mock only: the `after`-th next call (0 = the very next)
 // of `op` fails with `code`, for `times` consecutive calls of that operation.
@@ -109,7 +108,8 @@ class Driver {
  public:
   virtual ~Driver() = default;
 
-  virtual BackendKind kind() const = 0;
+  // The registry entry of the backend this driver belongs to.
+  virtual const BackendDescriptor& backend() const = 0;
   virtual int ordinal() const = 0;
   // True when capture is done by the driver (a stream capture that records a graph).
   virtual bool hardware_graphs() const = 0;
@@ -126,7 +126,7 @@ class Driver {
   virtual Status stream_create(StreamHandle* out) = 0;
   virtual Status stream_destroy(StreamHandle stream) = 0;
   virtual Status stream_synchronize(StreamHandle stream) = 0;
-  // ok when idle; status_code::not_ready when work is pending.
+  // ok when idle; Code::not_ready when work is pending.
   virtual Status stream_query(StreamHandle stream) = 0;
   // The native stream pointer (CUstream / hipStream_t) for interop; the mock's own id.
   virtual std::uintptr_t stream_native_handle(StreamHandle stream) = 0;
@@ -165,7 +165,7 @@ class Driver {
 
   // capture
   virtual Status stream_begin_capture(StreamHandle stream, CaptureMode mode) = 0;
-  // On an invalidated capture: ends it, *out = 0, returns capture_invalidated (901).
+  // On an invalidated capture: ends it, *out = 0, returns Code::capture_invalidated.
   virtual Status stream_end_capture(StreamHandle stream, GraphHandle* out) = 0;
   virtual Status stream_capture_info(StreamHandle stream, CaptureStatus* status, std::uint64_t* capture_id) = 0;
   // Sets the calling thread's capture mode to *mode and returns the previous one in *mode.
@@ -183,13 +183,18 @@ class Driver {
 
 // What lifecore.backends() reports for one backend.
 struct BackendInfo {
-  std::string name;            // "mock", "cuda", "hip"
+  std::string name;            // the registry's name for the backend
   bool available = false;
   std::string reason;          // why not, when unavailable; details (e.g. "no hiprtc") otherwise
   int driver_version = 0;      // 0 when unknown
   int device_count = 0;
   std::string device_name;     // of device 0, when there is one
   std::string library;         // the shared library that was loaded, when any
+  // Interop facts, from the backend's registry entry (see BackendDescriptor).
+  int dlpack_device_type = 0;
+  bool cuda_array_interface = false;
+  std::string torch_device;
+  std::vector<std::string> code_object_kinds;
 };
 
 }  // namespace lifecore::driver

@@ -1,75 +1,72 @@
-// A vendor call's outcome, vendor-neutral: the native code, its name and the call.
-// CUDA and HIP share the numbers of the capture errors (900..908); the mock uses CUDA's
-// numbering throughout so a differential run can compare statuses across backends.
+// A driver call's outcome: lifecore's own code (the same for every backend), the native code
+// and name the backend reported, and the native call. Each backend maps its native codes into
+// lifecore's (its StatusNaming); everything above the backend folders compares lifecore codes.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "lifecore/error.hpp"
 
 namespace lifecore::driver {
 
-namespace status_code {
-inline constexpr int success = 0;
-inline constexpr int invalid_value = 1;
-inline constexpr int out_of_memory = 2;
-inline constexpr int not_initialized = 3;
-inline constexpr int no_device = 100;
-inline constexpr int invalid_device = 101;
-inline constexpr int invalid_image = 200;
-inline constexpr int invalid_context = 201;
-inline constexpr int invalid_ptx = 218;
-inline constexpr int illegal_state = 401;
-inline constexpr int not_found = 500;
-inline constexpr int not_ready = 600;
-inline constexpr int illegal_address = 700;
-inline constexpr int launch_failed = 719;
-inline constexpr int not_permitted = 800;
-inline constexpr int not_supported = 801;
-inline constexpr int capture_unsupported = 900;
-inline constexpr int capture_invalidated = 901;
-inline constexpr int capture_merge = 902;
-inline constexpr int capture_unmatched = 903;
-inline constexpr int capture_unjoined = 904;
-inline constexpr int capture_isolation = 905;
-inline constexpr int capture_implicit = 906;
-inline constexpr int captured_event = 907;
-inline constexpr int capture_wrong_thread = 908;
-inline constexpr int graph_exec_update_failure = 910;
-inline constexpr int unknown = 999;
-}  // namespace status_code
+// lifecore's status codes. Only the names are stable; the numbers are an enum's order.
+#define LIFECORE_STATUS_CODES(X)                                                              \
+  X(success) X(invalid_value) X(out_of_memory) X(not_initialized) X(no_device)               \
+  X(invalid_device) X(invalid_image) X(invalid_context) X(invalid_kernel_source)             \
+  X(invalid_handle) X(illegal_state) X(not_found) X(not_ready) X(illegal_address)            \
+  X(launch_failure) X(not_permitted) X(not_supported)                                        \
+  X(capture_unsupported) X(capture_invalidated) X(capture_merge) X(capture_unmatched)        \
+  X(capture_unjoined) X(capture_isolation) X(capture_implicit) X(captured_event)             \
+  X(capture_wrong_thread) X(graph_exec_update_failure) X(unknown)
+
+enum class Code : int {
+#define LIFECORE_STATUS_CODE_ENUM(name) name,
+  LIFECORE_STATUS_CODES(LIFECORE_STATUS_CODE_ENUM)
+#undef LIFECORE_STATUS_CODE_ENUM
+};
+
+// "capture_invalidated" for Code::capture_invalidated.
+const char* code_name(Code code);
+// Returns false when `name` is not a code's name.
+bool code_from_name(std::string_view name, Code* out);
+// Every code, in the enum's order.
+const std::vector<Code>& all_codes();
+// A short description ("operation failed due to a previous error during capture").
+std::string_view code_description(Code code);
+
+// How one backend names its native codes; each backend folder defines its own.
+struct StatusNaming {
+  Code (*code)(int native) = nullptr;         // lifecore's code; Code::unknown when it has none
+  int (*native)(Code code) = nullptr;         // the native code for a failure lifecore detects itself
+  std::string (*name)(int native) = nullptr;  // the native name, e.g. CUDA_ERROR_INVALID_VALUE
+  // Whether the native code leaves the driver's context unusable ("any further work returns
+  // the same error"): the device is lost.
+  bool (*sticky)(int native) = nullptr;
+};
 
 struct Status {
-  int code = status_code::success;  // native code
-  std::string name;                 // native name, e.g. CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
-  std::string call;                 // the vendor call that failed, e.g. cuStreamEndCapture
-  std::string message;              // the driver's own description, when it has one
-  // A sticky error: the driver's context is unusable and every later call on the device fails
-  // (the device is lost). Which codes are sticky is the backend's call: cuda_sticky / hip_sticky.
+  Code code = Code::success;  // lifecore's code
+  int native_code = 0;        // the backend's own number
+  std::string name;           // the backend's own name, e.g. CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+  std::string call;           // the native call that failed, e.g. cuStreamEndCapture
+  std::string message;        // the driver's own description, when it has one
+  // A sticky error: every later call on the device fails (the device is lost).
   bool sticky = false;
 
-  bool ok() const noexcept { return code == status_code::success; }
+  bool ok() const noexcept { return code == Code::success; }
   static Status success() { return {}; }
 };
 
-// CUDA-style name for a code ("CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"); "CUDA_ERROR_<code>" if unknown.
-std::string cuda_status_name(int code);
-// HIP-style name for a code ("hipErrorStreamCaptureInvalidated"); "hipError<code>" if unknown.
-std::string hip_status_name(int code);
-// A short description for the codes above ("operation not permitted when stream is capturing").
-std::string_view status_description(int code);
+// A native code as a Status named by `naming`, with the standard description when `message`
+// is empty.
+Status native_status(const StatusNaming& naming, int native, std::string call, std::string message = {});
+// A failure lifecore detected itself (a bad handle, an empty image), reported the backend's way.
+Status local_status(const StatusNaming& naming, Code code, std::string call, std::string message = {});
 
-// Whether a code leaves the context unusable ("any further work returns the same error"): CUDA's
-// 700, 702, 710, 714-719 and 911; HIP's 700, 702, 710 and 719. The mock uses CUDA's.
-bool cuda_sticky(int code);
-bool hip_sticky(int code);
-
-// Builds a failed Status with the CUDA-style name, the standard description and CUDA's stickiness.
-Status make_status(int code, std::string call, std::string message = {});
-
-// Throws lifecore::Error(ErrorKind::Driver, ...) carrying code, name and call as attributes;
-// ErrorKind::DeviceLost for a sticky status.
+// Throws lifecore::Error(ErrorKind::Driver, ...) carrying the native code and name, lifecore's
+// code name and the call as attributes; ErrorKind::DeviceLost for a sticky status.
 [[noreturn]] void throw_status(const Status& status);
 inline void check(const Status& status) {
   if (!status.ok()) throw_status(status);

@@ -18,6 +18,7 @@
 #include "lifecore/runtime/kernel.hpp"
 #include "lifecore/runtime/memory_manager.hpp"
 #include "lifecore/driver/driver.hpp"
+#include "lifecore/driver/registry.hpp"
 
 namespace lifecore::runtime {
 
@@ -28,7 +29,7 @@ enum class GraphsMode : std::uint8_t { hardware, software };
 
 class Device : public std::enable_shared_from_this<Device> {
  public:
-  // backend: auto | mock | cuda | hip; graphs: auto | hardware | software;
+  // backend: a registered backend's name or auto; graphs: auto | hardware | software;
   // capture_mode: thread_local | global | relaxed.
   static std::shared_ptr<Device> open(const std::string& backend, int ordinal, const std::string& graphs,
                                       const std::string& capture_mode);
@@ -38,7 +39,8 @@ class Device : public std::enable_shared_from_this<Device> {
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
 
-  std::string backend() const { return driver::backend_name(driver_->kind()); }
+  std::string backend() const { return driver_->backend().name; }
+  const driver::BackendDescriptor& descriptor() const { return driver_->backend(); }
   int ordinal() const { return driver_->ordinal(); }
   const std::string& name() const { return name_; }
   GraphsMode graphs() const { return graphs_; }

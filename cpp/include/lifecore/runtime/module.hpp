@@ -27,8 +27,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // A binary image; its kind (cubin, fatbin, code object) comes from the backend and the
   // magic bytes. InvalidArgumentError for an empty or unrecognised image.
   static std::shared_ptr<Module> from_image(const std::shared_ptr<Device>& device, std::string bytes);
-  // Which ImageKind `bytes` is for `backend` ("cuda", "hip", "mock"); false when unrecognised.
-  static bool image_kind_of(const std::string& backend, const std::string& bytes, driver::ImageKind* out);
+  // Which ImageKind `bytes` is, by the backend's image formats; false when unrecognised.
+  static bool image_kind_of(const driver::BackendDescriptor& backend, const std::string& bytes, driver::ImageKind* out);
 
   Module(std::shared_ptr<Device> device, driver::ModuleHandle handle, driver::ImageKind kind);
   ~Module();

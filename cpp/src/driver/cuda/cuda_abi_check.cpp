@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "driver/cuda/cuda_abi.hpp"
+#include "driver/cuda/cuda_status.hpp"
 #include "lifecore/driver/driver.hpp"
 
 namespace lifecore::driver::cuda_abi_check {
@@ -156,10 +157,13 @@ static_assert(static_cast<int>(CaptureMode::relaxed) == ::CU_STREAM_CAPTURE_MODE
 static_assert(static_cast<int>(CaptureStatus::invalidated) == ::CU_STREAM_CAPTURE_STATUS_INVALIDATED);
 static_assert(static_cast<int>(GraphUpdateResult::topology_changed) == ::CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
 static_assert(static_cast<int>(GraphUpdateResult::attributes_changed) == ::CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED);
-static_assert(status_code::capture_invalidated == ::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
-static_assert(status_code::capture_wrong_thread == ::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
-static_assert(status_code::invalid_ptx == ::CUDA_ERROR_INVALID_PTX);
-static_assert(status_code::not_ready == ::CUDA_ERROR_NOT_READY);
+static_assert(cuda::cuda_native(Code::capture_invalidated) == ::CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+static_assert(cuda::cuda_native(Code::capture_wrong_thread) == ::CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD);
+static_assert(cuda::cuda_native(Code::invalid_kernel_source) == ::CUDA_ERROR_INVALID_PTX);
+static_assert(cuda::cuda_native(Code::not_ready) == ::CUDA_ERROR_NOT_READY);
+static_assert(cuda::cuda_native(Code::invalid_handle) == ::CUDA_ERROR_INVALID_HANDLE);
+static_assert(cuda::cuda_native(Code::illegal_state) == ::CUDA_ERROR_ILLEGAL_STATE);
+static_assert(cuda::cuda_native(Code::graph_exec_update_failure) == ::CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
 
 }  // namespace lifecore::driver::cuda_abi_check
 

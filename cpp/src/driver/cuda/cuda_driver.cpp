@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "lifecore/driver/backends.hpp"
 #include "lifecore/driver/builtin_kernels.hpp"
 #include "driver/cuda/cuda_builtin_ptx.hpp"
+#include "driver/cuda/cuda_backend.hpp"
 #include "driver/cuda/cuda_loader.hpp"
 #include "driver/handle_registry.hpp"
 
@@ -38,7 +38,7 @@ class CudaDriver final : public Driver {
     api_.cuDevicePrimaryCtxRelease(device_);
   }
 
-  BackendKind kind() const override { return BackendKind::cuda; }
+  const BackendDescriptor& backend() const override { return cuda_backend(); }
   int ordinal() const override { return ordinal_; }
   bool hardware_graphs() const override { return true; }
   bool builtin_kernels_available(std::string*) const override { return true; }
@@ -130,7 +130,7 @@ class CudaDriver final : public Driver {
   }
   Status mem_free(DevicePtr pointer) override {
     if (!forget_allocation(pointer))
-      return make_status(status_code::invalid_value, "cuMemFree_v2", "not a live allocation of this device");
+      return cuda_local_status(Code::invalid_value, "cuMemFree_v2", "not a live allocation of this device");
     Status status = current("cuMemFree_v2", [&] { return api_.cuMemFree(pointer); });
     if (!status.ok()) remember_allocation(pointer);
     return status;
@@ -150,7 +150,7 @@ class CudaDriver final : public Driver {
     CUstream stream;
     if (Status s = streams_.find(raw(handle), "cuMemFreeAsync", &stream); !s.ok()) return s;
     if (!forget_allocation(pointer))
-      return make_status(status_code::invalid_value, "cuMemFreeAsync", "not a live allocation of this device");
+      return cuda_local_status(Code::invalid_value, "cuMemFreeAsync", "not a live allocation of this device");
     Status status = current("cuMemFreeAsync", [&] { return api_.cuMemFreeAsync(pointer, stream); });
     if (!status.ok()) remember_allocation(pointer);
     return status;
@@ -195,11 +195,11 @@ class CudaDriver final : public Driver {
         break;
       case ImageKind::cubin:
       case ImageKind::fatbin:
-        if (image.bytes.empty()) return make_status(status_code::invalid_image, "cuModuleLoadDataEx", "the image is empty");
+        if (image.bytes.empty()) return cuda_local_status(Code::invalid_image, "cuModuleLoadDataEx", "the image is empty");
         data = image.bytes.data();
         break;
       case ImageKind::code_object:
-        return make_status(status_code::invalid_image, "cuModuleLoadDataEx",
+        return cuda_local_status(Code::invalid_image, "cuModuleLoadDataEx",
                            "a HIP code object cannot be loaded by the CUDA driver (expected PTX, cubin or fatbin)");
     }
     // The JIT's own diagnostics go into the Status message: "syntax error at line 3" beats
@@ -292,7 +292,7 @@ class CudaDriver final : public Driver {
     CUgraph graph = nullptr;
     Status status = on_stream(handle, "cuStreamEndCapture", [&](CUstream s) { return api_.cuStreamEndCapture(s, &graph); });
     if (graph == nullptr) {
-      if (status.ok()) return make_status(status_code::capture_invalidated, "cuStreamEndCapture", "the capture produced no graph");
+      if (status.ok()) return cuda_local_status(Code::capture_invalidated, "cuStreamEndCapture", "the capture produced no graph");
       return status;
     }
     if (!status.ok()) {  // a graph with a failed end: never hand it out
@@ -407,7 +407,7 @@ class CudaDriver final : public Driver {
     return result == CUDA_SUCCESS ? Status::success() : cuda_status(api_, result, name);
   }
   Status unsupported(const char* name) const {
-    return make_status(status_code::not_supported, name, "this CUDA driver does not provide " + std::string(name));
+    return cuda_local_status(Code::not_supported, name, "this CUDA driver does not provide " + std::string(name));
   }
 
   // Makes the primary context current on this thread (cheap when it already is).
@@ -479,21 +479,18 @@ class CudaDriver final : public Driver {
   int ordinal_;
   CUdevice device_;
   CUcontext context_;
-  HandleRegistry<CUstream> streams_{"stream"};
-  HandleRegistry<CUevent> events_{"event"};
-  HandleRegistry<CUmodule> modules_{"module"};
-  HandleRegistry<CUfunction> functions_{"kernel function"};
-  HandleRegistry<CUgraph> graphs_{"graph"};
-  HandleRegistry<CUgraphExec> execs_{"executable graph"};
+  HandleRegistry<CUstream> streams_{"stream", cuda_naming()};
+  HandleRegistry<CUevent> events_{"event", cuda_naming()};
+  HandleRegistry<CUmodule> modules_{"module", cuda_naming()};
+  HandleRegistry<CUfunction> functions_{"kernel function", cuda_naming()};
+  HandleRegistry<CUgraph> graphs_{"graph", cuda_naming()};
+  HandleRegistry<CUgraphExec> execs_{"executable graph", cuda_naming()};
   std::mutex allocations_mutex_;
   std::vector<CUdeviceptr> allocations_;
   std::vector<std::pair<CUfunction, CUmodule>> function_modules_;  // guarded by allocations_mutex_
 };
 
 }  // namespace
-}  // namespace cuda
-
-BackendInfo probe_cuda() { return cuda::cuda_runtime().info; }
 
 std::shared_ptr<Driver> open_cuda(int ordinal) {
   const cuda::CudaRuntime& runtime = cuda::cuda_runtime();
@@ -511,4 +508,5 @@ std::shared_ptr<Driver> open_cuda(int ordinal) {
   return std::make_shared<cuda::CudaDriver>(api, ordinal, device, context);
 }
 
+}  // namespace cuda
 }  // namespace lifecore::driver

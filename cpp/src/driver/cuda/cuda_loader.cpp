@@ -121,14 +121,14 @@ const CudaRuntime& cuda_runtime() {
 }
 
 Status cuda_status(const CudaApi& api, CUresult result, const char* call) {
-  Status status = make_status(result, call);
-  status.sticky = cuda_sticky(result);  // CUDA's own list (make_status's default, stated here)
+  Status status = native_status(cuda_naming(), result, call);
   const char* text = nullptr;
-  if (result >= status_code::capture_unsupported && result <= status_code::capture_wrong_thread) {
-    status.name = cuda_status_name(result);  // the capture errors keep their canonical names
-  } else if (api.cuGetErrorName != nullptr && api.cuGetErrorName(result, &text) == CUDA_SUCCESS && text != nullptr) {
+  // The capture errors keep their canonical names.
+  const bool capture_error =
+      result >= cuda_native(Code::capture_unsupported) && result <= cuda_native(Code::capture_wrong_thread);
+  if (!capture_error && api.cuGetErrorName != nullptr && api.cuGetErrorName(result, &text) == CUDA_SUCCESS &&
+      text != nullptr)
     status.name = text;
-  }
   text = nullptr;
   if (api.cuGetErrorString != nullptr && api.cuGetErrorString(result, &text) == CUDA_SUCCESS && text != nullptr)
     status.message = text;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "driver/cuda/cuda_abi.hpp"
+#include "driver/cuda/cuda_status.hpp"
 #include "driver/cuda/cuda_symbols.hpp"
 #include "lifecore/driver/driver.hpp"
 
@@ -20,7 +21,7 @@ struct CudaApi {
 };
 
 struct CudaRuntime {
-  BackendInfo info;   // what probe_cuda() reports
+  BackendInfo info;   // what the backend's probe reports
   CudaApi api;        // valid when info.available
   // Every entry of the symbol table and whether it resolved (introspection and tests).
   std::vector<std::pair<std::string, bool>> symbols;

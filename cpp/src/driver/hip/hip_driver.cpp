@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "lifecore/driver/backends.hpp"
 #include "driver/handle_registry.hpp"
 #include "driver/hip/hip_builtin_source.hpp"
+#include "driver/hip/hip_backend.hpp"
 #include "driver/hip/hip_loader.hpp"
 
 namespace lifecore::driver {
@@ -36,7 +36,7 @@ class HipDriver final : public Driver {
     api_.hipDeviceSynchronize();  // hipGraphExecDestroy and hipFree release lazily
   }
 
-  BackendKind kind() const override { return BackendKind::hip; }
+  const BackendDescriptor& backend() const override { return hip_backend(); }
   int ordinal() const override { return ordinal_; }
   bool hardware_graphs() const override { return true; }
   bool builtin_kernels_available(std::string* reason) const override {
@@ -134,7 +134,7 @@ class HipDriver final : public Driver {
   }
   Status mem_free(DevicePtr pointer) override {
     if (!forget_allocation(as_pointer(pointer)))
-      return hip_local_status(status_code::invalid_value, "hipFree", "not a live allocation of this device");
+      return hip_local_status(Code::invalid_value, "hipFree", "not a live allocation of this device");
     Status status = current("hipFree", [&] { return api_.hipFree(as_pointer(pointer)); });
     if (!status.ok()) remember_allocation(as_pointer(pointer));
     return status;
@@ -154,7 +154,7 @@ class HipDriver final : public Driver {
     hipStream_t stream;
     if (Status s = streams_.find(raw(handle), "hipFreeAsync", &stream); !s.ok()) return s;
     if (!forget_allocation(as_pointer(pointer)))
-      return hip_local_status(status_code::invalid_value, "hipFreeAsync", "not a live allocation of this device");
+      return hip_local_status(Code::invalid_value, "hipFreeAsync", "not a live allocation of this device");
     Status status = current("hipFreeAsync", [&] { return api_.hipFreeAsync(as_pointer(pointer), stream); });
     if (!status.ok()) remember_allocation(as_pointer(pointer));
     return status;
@@ -202,12 +202,12 @@ class HipDriver final : public Driver {
       }
       case ImageKind::code_object:
       case ImageKind::fatbin:
-        if (image.bytes.empty()) return hip_local_status(status_code::invalid_image, "hipModuleLoadData", "the image is empty");
+        if (image.bytes.empty()) return hip_local_status(Code::invalid_image, "hipModuleLoadData", "the image is empty");
         data = image.bytes.data();
         break;
       case ImageKind::ptx:
       case ImageKind::cubin:
-        return hip_local_status(status_code::invalid_image, "hipModuleLoadData",
+        return hip_local_status(Code::invalid_image, "hipModuleLoadData",
                                 "PTX and cubin images are CUDA's; the HIP runtime loads code objects and fat binaries");
     }
     hipModule_t module = nullptr;
@@ -276,7 +276,7 @@ class HipDriver final : public Driver {
     hipGraph_t graph = nullptr;
     Status status = on_stream(handle, "hipStreamEndCapture", [&](hipStream_t s) { return api_.hipStreamEndCapture(s, &graph); });
     if (graph == nullptr) {
-      if (status.ok()) return hip_local_status(status_code::capture_invalidated, "hipStreamEndCapture", "the capture produced no graph");
+      if (status.ok()) return hip_local_status(Code::capture_invalidated, "hipStreamEndCapture", "the capture produced no graph");
       return status;
     }
     if (!status.ok()) {  // a graph with a failed end: never hand it out
@@ -402,7 +402,7 @@ class HipDriver final : public Driver {
     return error == hipSuccess ? Status::success() : hip_status(api_, error, name);
   }
   Status unsupported(const char* name) const {
-    return hip_local_status(status_code::not_supported, name, "this HIP runtime does not provide " + std::string(name));
+    return hip_local_status(Code::not_supported, name, "this HIP runtime does not provide " + std::string(name));
   }
   Status select_device(const char* for_call) const {
     int now = -1;
@@ -440,14 +440,14 @@ class HipDriver final : public Driver {
       return Status::success();
     }
     if (!runtime_.hiprtc_available)
-      return hip_local_status(status_code::not_supported, "hiprtcCompileProgram", runtime_.hiprtc_reason);
+      return hip_local_status(Code::not_supported, "hiprtcCompileProgram", runtime_.hiprtc_reason);
     if (Status s = select_device("hiprtcCompileProgram"); !s.ok()) return s;
     const HiprtcApi& rtc = runtime_.hiprtc;
     auto rtc_failure = [&](hiprtcResult result, const char* call, const std::string& log) {
       const char* text = rtc.hiprtcGetErrorString(result);
       std::string message = text ? text : "hiprtc error";
       if (!log.empty()) message += ": " + log;
-      return hip_local_status(status_code::invalid_image, call, message);
+      return hip_local_status(Code::invalid_image, call, message);
     };
     hiprtcProgram program = nullptr;
     std::string source(builtin_source());
@@ -509,12 +509,12 @@ class HipDriver final : public Driver {
   const HipRuntime& runtime_;
   const HipApi& api_;
   int ordinal_;
-  HandleRegistry<hipStream_t> streams_{"stream", hip_status_name};
-  HandleRegistry<hipEvent_t> events_{"event", hip_status_name};
-  HandleRegistry<hipModule_t> modules_{"module", hip_status_name};
-  HandleRegistry<hipFunction_t> functions_{"kernel function", hip_status_name};
-  HandleRegistry<hipGraph_t> graphs_{"graph", hip_status_name};
-  HandleRegistry<hipGraphExec_t> execs_{"executable graph", hip_status_name};
+  HandleRegistry<hipStream_t> streams_{"stream", hip_naming()};
+  HandleRegistry<hipEvent_t> events_{"event", hip_naming()};
+  HandleRegistry<hipModule_t> modules_{"module", hip_naming()};
+  HandleRegistry<hipFunction_t> functions_{"kernel function", hip_naming()};
+  HandleRegistry<hipGraph_t> graphs_{"graph", hip_naming()};
+  HandleRegistry<hipGraphExec_t> execs_{"executable graph", hip_naming()};
   std::mutex mutex_;
   std::vector<void*> allocations_;                                    // guarded by mutex_
   std::vector<std::pair<hipFunction_t, hipModule_t>> function_modules_;  // guarded by mutex_
@@ -523,9 +523,6 @@ class HipDriver final : public Driver {
 };
 
 }  // namespace
-}  // namespace hip
-
-BackendInfo probe_hip() { return hip::hip_runtime().info; }
 
 std::shared_ptr<Driver> open_hip(int ordinal) {
   const hip::HipRuntime& runtime = hip::hip_runtime();
@@ -538,4 +535,5 @@ std::shared_ptr<Driver> open_hip(int ordinal) {
   return std::make_shared<hip::HipDriver>(runtime, ordinal);
 }
 
+}  // namespace hip
 }  // namespace lifecore::driver

@@ -117,14 +117,12 @@ const HipRuntime& hip_runtime() {
 }
 
 Status hip_status(const HipApi& api, hipError_t error, const char* call) {
-  Status status = make_status(error, call);
-  status.name = hip_status_name(error);
-  status.sticky = hip_sticky(error);
-  bool capture_error = error >= status_code::capture_unsupported && error <= status_code::capture_wrong_thread;
+  Status status = native_status(hip_naming(), error, call);
+  bool capture_error = error >= hip_native(Code::capture_unsupported) && error <= hip_native(Code::capture_wrong_thread);
   if (!capture_error && api.hipGetErrorName != nullptr) {
     const char* name = api.hipGetErrorName(error);
     // ROCm answers "hipErrorUnknown" for codes it does not know; lifecore's table is better then.
-    if (name != nullptr && name[0] != '\0' && (std::string_view(name) != "hipErrorUnknown" || error == status_code::unknown))
+    if (name != nullptr && name[0] != '\0' && (std::string_view(name) != "hipErrorUnknown" || error == hip_native(Code::unknown)))
       status.name = name;
   }
   if (api.hipGetErrorString != nullptr) {
@@ -136,11 +134,8 @@ Status hip_status(const HipApi& api, hipError_t error, const char* call) {
   return status;
 }
 
-Status hip_local_status(int code, const char* call, std::string message) {
-  Status status = make_status(code, call, std::move(message));
-  status.name = hip_status_name(code);
-  status.sticky = hip_sticky(code);
-  return status;
+Status hip_local_status(Code code, const char* call, std::string message) {
+  return local_status(hip_naming(), code, call, std::move(message));
 }
 
 }  // namespace lifecore::driver::hip

@@ -8,6 +8,7 @@
 
 #include "lifecore/driver/driver.hpp"
 #include "driver/hip/hip_abi.hpp"
+#include "driver/hip/hip_status.hpp"
 #include "driver/hip/hip_symbols.hpp"
 
 namespace lifecore::driver::hip {
@@ -25,7 +26,7 @@ struct HiprtcApi {
 };
 
 struct HipRuntime {
-  BackendInfo info;  // what probe_hip() reports
+  BackendInfo info;  // what the backend's probe reports
   HipApi api;        // valid when info.available
   // Every entry of the symbol table and whether it resolved (introspection and tests).
   std::vector<std::pair<std::string, bool>> symbols;
@@ -42,6 +43,6 @@ const HipRuntime& hip_runtime();
 // A native code as a vendor Status with HIP's names (the capture errors keep theirs).
 Status hip_status(const HipApi& api, hip_abi::hipError_t error, const char* call);
 // A Status produced by lifecore itself (not by the runtime), named the HIP way.
-Status hip_local_status(int code, const char* call, std::string message);
+Status hip_local_status(Code code, const char* call, std::string message);
 
 }  // namespace lifecore::driver::hip

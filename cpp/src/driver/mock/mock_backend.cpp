@@ -1,12 +1,15 @@
-// The mock backend's entry points: always available, two emulated devices.
-#include "lifecore/driver/backends.hpp"
+// The mock backend as the registry sees it: always available, two emulated devices on host
+// memory behind fake device addresses.
+#include "driver/cuda/cuda_backend.hpp"
 #include "driver/mock/mock_driver.hpp"
+#include "driver/mock/mock_status.hpp"
+#include "lifecore/driver/registry.hpp"
 
 namespace lifecore::driver {
+namespace {
 
 BackendInfo probe_mock() {
   BackendInfo info;
-  info.name = "mock";
   info.available = true;
   info.reason = "an emulated device on host memory";
   info.driver_version = MockDriver::version;
@@ -20,6 +23,26 @@ std::shared_ptr<Driver> open_mock(int ordinal) {
     raise(ErrorKind::InvalidArgument, "mock: device ordinal " + std::to_string(ordinal) + " is out of range (the mock has " +
                                           std::to_string(MockDriver::device_count) + " devices)");
   return std::make_shared<MockDriver>(ordinal);
+}
+
+}  // namespace
+
+const BackendDescriptor& mock_backend() {
+  static const BackendDescriptor descriptor{
+      .name = "mock",
+      .probe = probe_mock,
+      .open = open_mock,
+      .naming = mock::mock_naming(),
+      .code_object_kinds = {ImageKind::builtin},
+      // It recognises CUDA's binaries, and refuses them with not_supported as it loads them.
+      .image_formats = cuda::cuda_image_formats(),
+      .dlpack_device_type = dlpack_device::cpu,
+      .cuda_array_interface = false,
+      .torch_device = "cpu",
+      .auto_priority = 10,
+      .symbols = {},
+  };
+  return descriptor;
 }
 
 }  // namespace lifecore::driver

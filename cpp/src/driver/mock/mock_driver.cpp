@@ -12,10 +12,9 @@ namespace lifecore::driver {
 namespace {
 
 using mock::mock_call_name;
+using mock::mock_native_status;
+using mock::mock_status;
 
-constexpr int invalid_handle = 400;              // CUDA_ERROR_INVALID_HANDLE
-constexpr int illegal_state = 401;               // CUDA_ERROR_ILLEGAL_STATE
-constexpr int graph_exec_update_failure = 910;   // CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE
 constexpr std::uint32_t max_block_threads = 1024;
 constexpr std::uint32_t max_shared_bytes = 48 * 1024;
 
@@ -73,15 +72,15 @@ std::uintptr_t raw(Handle handle) {
 }
 
 // Every message starts with the neutral operation name; Status::call carries the mock's.
-Status fail(Operation op, int code, const std::string& message) {
-  return make_status(code, mock_call_name(op), std::string(operation_name(op)) + ": " + message);
+Status fail(Operation op, Code code, const std::string& message) {
+  return mock_status(code, mock_call_name(op), std::string(operation_name(op)) + ": " + message);
 }
 
 Status bad_handle(Operation op, const char* what, std::uintptr_t handle) {
-  return fail(op, invalid_handle, "unknown or destroyed " + std::string(what) + " handle " + std::to_string(handle));
+  return fail(op, Code::invalid_handle, "unknown or destroyed " + std::string(what) + " handle " + std::to_string(handle));
 }
 
-Status bad_value(Operation op, const std::string& message) { return fail(op, status_code::invalid_value, message); }
+Status bad_value(Operation op, const std::string& message) { return fail(op, Code::invalid_value, message); }
 
 std::string signature_text(const BuiltinKernel& kernel) {
   std::string text;
@@ -108,18 +107,21 @@ std::string args_text(const std::vector<KernelArg>& args) {
     return gate_status;                                                         \
   }
 
+const BackendDescriptor& MockDriver::backend() const { return mock_backend(); }
+
 Status MockDriver::lost_status(Operation op) const {
   const int code = lost_code_.load(std::memory_order_acquire);
   if (code == 0) return {};
-  return fail(op, code, "the device is lost: an earlier call failed with sticky status " + std::to_string(code) +
-                            ", and every later call fails with it (as a CUDA context does)");
+  return mock_native_status(code, mock_call_name(op),
+                            std::string(operation_name(op)) + ": the device is lost: an earlier call failed with sticky status " +
+                                std::to_string(code) + ", and every later call fails with it (as a CUDA context does)");
 }
 
 void MockDriver::note_status(const Status& status) {
   // A sticky status poisons the device, as in CUDA: the first one is what every later call returns.
   if (status.sticky) {
     int none = 0;
-    lost_code_.compare_exchange_strong(none, status.code, std::memory_order_acq_rel);
+    lost_code_.compare_exchange_strong(none, status.native_code, std::memory_order_acq_rel);
   }
 }
 
@@ -228,7 +230,7 @@ Status MockDriver::route_locked(Operation op, StreamHandle handle, Stream** stre
   if (it == streams_.end()) return bad_handle(op, "stream", raw(handle));
   Stream* found = it->second.get();
   if (found->capture && found->capture->status == CaptureStatus::invalidated) {
-    return fail(op, status_code::capture_invalidated,
+    return fail(op, Code::capture_invalidated,
                 "capture " + std::to_string(found->capture->id) + " on stream " + std::to_string(found->id) +
                     " was invalidated by " + found->capture->invalidated_by +
                     "; end it with stream_end_capture before using the stream");
@@ -250,7 +252,7 @@ Status MockDriver::submit(Operation op, StreamHandle handle, mock::WorkNode node
   const std::string* call = &mock_call_name(op);
   mock::AddressSpace* memory = &memory_;
   const bool queued = stream->worker.enqueue([memory, call, node = std::move(node)]() {
-    return mock::execute_node(node, mock::ExecContext{*memory, *call, status_code::illegal_address});
+    return mock::execute_node(node, mock::ExecContext{*memory, *call, Code::illegal_address});
   });
   return queued ? Status{} : bad_handle(op, "stream", raw(handle));
 }
@@ -283,7 +285,7 @@ Status MockDriver::check_unsafe_call_locked(Operation op, const Stream* target) 
                  std::to_string(stream->id) + (own_stream ? ", the stream this call acts on" : "");
   }
   if (conflicts.empty()) return {};
-  return fail(op, status_code::capture_unsupported,
+  return fail(op, Code::capture_unsupported,
               std::string("not permitted while a stream capture is live (") + conflicts +
                   "; this thread's capture mode is " + mode_name(mine) +
                   "); the capture is invalidated and must be ended");
@@ -297,7 +299,7 @@ bool MockDriver::capture_live_locked(std::uint64_t capture_id) const {
 
 Status MockDriver::check_captured_event_locked(Operation op, const mock::EventState& event) const {
   if (event.captured_by == 0 || !capture_live_locked(event.captured_by)) return {};
-  return fail(op, status_code::captured_event,
+  return fail(op, Code::captured_event,
               "the event was last recorded in capture " + std::to_string(event.captured_by) +
                   ", which is still live on its stream");
 }
@@ -319,7 +321,7 @@ Status MockDriver::run_synchronous(Operation op, mock::WorkNode node) {
     if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
   }
   wait_device_idle();
-  return mock::execute_node(node, mock::ExecContext{memory_, mock_call_name(op), status_code::invalid_value});
+  return mock::execute_node(node, mock::ExecContext{memory_, mock_call_name(op), Code::invalid_value});
 }
 
 // --- device ----------------------------------------------------------------------------
@@ -408,7 +410,7 @@ Status MockDriver::stream_synchronize(StreamHandle handle) {
   Status error = stream->worker.take_error();
   if (error.ok()) return {};
   Status reported =
-      make_status(error.code, mock_call_name(op), "asynchronous error from " + error.call + ": " + error.message);
+      mock_native_status(error.native_code, mock_call_name(op), "asynchronous error from " + error.call + ": " + error.message);
   note_status(reported);
   return reported;
 }
@@ -424,7 +426,7 @@ Status MockDriver::stream_query(StreamHandle handle) {
     if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
   }
   if (stream->worker.idle()) return {};
-  return make_status(status_code::not_ready, mock_call_name(op));
+  return mock_status(Code::not_ready, mock_call_name(op));
 }
 
 std::uintptr_t MockDriver::stream_native_handle(StreamHandle handle) {
@@ -508,7 +510,7 @@ Status MockDriver::event_query(EventHandle event) {
     if (Status status = check_captured_event_locked(op, *state); !status.ok()) return status;
   }
   if (state->done()) return {};
-  return make_status(status_code::not_ready, mock_call_name(op));
+  return mock_status(Code::not_ready, mock_call_name(op));
 }
 
 Status MockDriver::event_elapsed(EventHandle start, EventHandle end, float* milliseconds) {
@@ -528,8 +530,8 @@ Status MockDriver::event_elapsed(EventHandle start, EventHandle end, float* mill
     if (Status status = check_captured_event_locked(op, *second); !status.ok()) return status;
   }
   if (!first->ever_recorded() || !second->ever_recorded())
-    return fail(op, invalid_handle, "both events must have been recorded");
-  if (!first->done() || !second->done()) return make_status(status_code::not_ready, mock_call_name(op));
+    return fail(op, Code::invalid_handle, "both events must have been recorded");
+  if (!first->done() || !second->done()) return mock_status(Code::not_ready, mock_call_name(op));
   *milliseconds = std::chrono::duration<float, std::milli>(second->timestamp() - first->timestamp()).count();
   return {};
 }
@@ -546,7 +548,7 @@ Status MockDriver::mem_alloc(std::size_t bytes, DevicePtr* out) {
     if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
   }
   if (memory_.allocate(bytes, out)) return {};
-  return fail(op, status_code::out_of_memory,
+  return fail(op, Code::out_of_memory,
               "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
                   std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
 }
@@ -574,7 +576,7 @@ Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, Devic
   if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
   if (route == Route::capture) {
     if (bytes > memory_.limit())
-      return fail(op, status_code::out_of_memory,
+      return fail(op, Code::out_of_memory,
                   std::to_string(bytes) + " bytes exceed the device's memory (" + std::to_string(memory_.limit()) +
                       " bytes)");
     // A memory-alloc node: the address is fixed now, the memory exists only after a launch.
@@ -585,7 +587,7 @@ Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, Devic
   }
   // Allocating at once is a valid stream order: the memory exists before any later work.
   if (memory_.allocate(bytes, out)) return {};
-  return fail(op, status_code::out_of_memory,
+  return fail(op, Code::out_of_memory,
               "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
                   std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
 }
@@ -664,7 +666,7 @@ Status MockDriver::module_load(const ModuleImage& image, ModuleHandle* out) {
   constexpr Operation op = Operation::module_load;
   if (!out) return bad_value(op, "the output pointer is null");
   if (image.kind != ImageKind::builtin)
-    return fail(op, status_code::not_supported,
+    return fail(op, Code::not_supported,
                 "the mock device runs built-in kernels only; it cannot load PTX, cubin, fatbin or code objects");
   std::lock_guard lock(mutex_);
   const std::uintptr_t id = new_handle_locked();
@@ -692,7 +694,7 @@ Status MockDriver::module_get_function(ModuleHandle module, const std::string& n
   if (it == modules_.end()) return bad_handle(op, "module", raw(module));
   const mock::MockKernel* kernel = mock::find_mock_kernel(name);
   if (!kernel)
-    return fail(op, status_code::not_found,
+    return fail(op, Code::not_found,
                 "no built-in kernel named '" + name + "' (the mock has " + mock::mock_kernel_names() + ")");
   auto& functions = it->second->functions;
   if (auto known = functions.find(name); known != functions.end()) {
@@ -768,7 +770,7 @@ Status MockDriver::stream_begin_capture(StreamHandle handle, CaptureMode mode) {
   if (!stream) return bad_handle(op, "stream", raw(handle));
   if (stream->capture) {
     const Capture& live = *stream->capture;
-    return fail(op, illegal_state,
+    return fail(op, Code::illegal_state,
                 "stream " + std::to_string(stream->id) + " is already capturing (capture " + std::to_string(live.id) +
                     (live.status == CaptureStatus::invalidated ? ", invalidated" : ", active") +
                     "); end that capture first");
@@ -788,7 +790,7 @@ Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
     // What a failed end does follows the driver documentation: 901 (invalidated) ends the capture
     // sequence with a null graph; any other failure (a wrong thread, a sticky error) leaves it.
     if (out) *out = GraphHandle{0};
-    if (injected.code == status_code::capture_invalidated) {
+    if (injected.code == Code::capture_invalidated) {
       std::lock_guard lock(mutex_);
       if (std::shared_ptr<Stream> stream = find_stream_locked(handle)) stream->capture.reset();
     }
@@ -798,10 +800,10 @@ Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
   std::lock_guard lock(mutex_);
   std::shared_ptr<Stream> stream = find_stream_locked(handle);
   if (!stream) return bad_handle(op, "stream", raw(handle));
-  if (!stream->capture) return fail(op, illegal_state, "stream " + std::to_string(stream->id) + " is not capturing");
+  if (!stream->capture) return fail(op, Code::illegal_state, "stream " + std::to_string(stream->id) + " is not capturing");
   Capture& capture = *stream->capture;
   if (capture.mode != CaptureMode::relaxed && capture.thread != std::this_thread::get_id())
-    return fail(op, status_code::capture_wrong_thread,
+    return fail(op, Code::capture_wrong_thread,
                 "capture " + std::to_string(capture.id) + " (" + mode_name(capture.mode) +
                     ") began on another thread; only that thread may end it");
   if (capture.status == CaptureStatus::invalidated) {
@@ -809,7 +811,7 @@ Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
                                capture.invalidated_by + "; it is ended and no graph was made";
     stream->capture.reset();
     *out = GraphHandle{0};
-    return fail(op, status_code::capture_invalidated, reason);
+    return fail(op, Code::capture_invalidated, reason);
   }
   const std::uintptr_t id = new_handle_locked();
   graphs_.emplace(id, std::move(capture.graph));
@@ -904,7 +906,7 @@ Status MockDriver::graph_launch(GraphExecHandle handle, StreamHandle stream_hand
   Route route{};
   if (Status status = route_locked(op, stream_handle, &stream, &route); !status.ok()) return status;
   if (route == Route::capture)
-    return fail(op, status_code::not_supported,
+    return fail(op, Code::not_supported,
                 "the mock does not record a graph launch into a capture (a child-graph node)");
   DevicePtr busy = 0;
   if (!exec->allocations.empty() && !memory_.claim(exec->allocations, &busy))
@@ -927,7 +929,7 @@ Status MockDriver::graph_launch(GraphExecHandle handle, StreamHandle stream_hand
       std::lock_guard run(exec->run_mutex);
       status = mock::run_graph(*nodes, generations,
                                mock::ExecContext{*memory, mock_call_name(Operation::graph_launch),
-                                                 status_code::illegal_address});
+                                                 Code::illegal_address});
     }
     exec->launch_finished();
     return status;
@@ -956,7 +958,7 @@ Status MockDriver::graph_exec_update(GraphExecHandle exec, GraphHandle graph, Gr
     why = "graphs with memory nodes cannot be updated";
   }
   *result = outcome;
-  if (outcome != GraphUpdateResult::success) return fail(op, graph_exec_update_failure, why);
+  if (outcome != GraphUpdateResult::success) return fail(op, Code::graph_exec_update_failure, why);
   // Launches already queued keep the nodes they were given; later launches see the update.
   e->second->nodes = std::make_shared<const std::vector<mock::WorkNode>>(g->second->nodes);
   return {};

@@ -43,12 +43,15 @@
 #include <vector>
 
 #include "lifecore/driver/driver.hpp"
+#include "driver/mock/mock_status.hpp"
 #include "driver/mock/mock_address_space.hpp"
 #include "driver/mock/mock_fault_gate.hpp"
 #include "driver/mock/mock_stream_worker.hpp"
 #include "driver/mock/mock_work.hpp"
 
 namespace lifecore::driver {
+
+const BackendDescriptor& mock_backend();
 
 class MockDriver final : public Driver {
  public:
@@ -80,7 +83,7 @@ class MockDriver final : public Driver {
   std::size_t stream_count() const;
 
   // Driver
-  BackendKind kind() const override { return BackendKind::mock; }
+  const BackendDescriptor& backend() const override;
   int ordinal() const override { return ordinal_; }
   bool hardware_graphs() const override { return true; }
   bool builtin_kernels_available(std::string* reason) const override;

@@ -1,4 +1,5 @@
 #include "driver/mock/mock_fault_gate.hpp"
+#include "driver/mock/mock_status.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -35,7 +36,7 @@ const std::string& mock_call_name(Operation op) {
 
 void FaultGate::inject(Operation op, int code, std::uint64_t after, std::uint64_t times) {
   const auto index = static_cast<std::size_t>(op);
-  if (index >= operation_count || code == status_code::success || times == 0) return;
+  if (index >= operation_count || code == 0 || times == 0) return;
   std::lock_guard lock(mutex_);
   constexpr std::uint64_t never = ~std::uint64_t{0};
   // Saturating: after or times = UINT64_MAX mean "never" and "from then on" respectively.
@@ -65,7 +66,7 @@ Status FaultGate::pass(Operation op) {
     return fault.op == op && call >= fault.first && call < fault.end;
   });
   if (due == faults_.end()) return {};
-  Status status = make_status(due->code, mock_call_name(op), "injected fault");
+  Status status = mock_native_status(due->code, mock_call_name(op), "injected fault");
   // A fault whose last call has passed is spent; drop it so the list stays short.
   faults_.erase(std::remove_if(faults_.begin(), faults_.end(),
                                [&](const Fault& fault) { return fault.op == op && fault.end <= call + 1; }),

@@ -30,7 +30,7 @@ Status access(const ExecContext& context, std::string_view kernel, std::string_v
   std::ostringstream message;
   message << kernel << ": parameter " << param << " = 0x" << std::hex << ptr << std::dec << " with " << bytes
           << " bytes to access is not inside a live allocation";
-  return make_status(context.access_error, context.call, message.str());
+  return mock_status(context.access_error, context.call, message.str());
 }
 
 // axpy_f32(n, a, x, y) and its info-buffer twin share this loop.

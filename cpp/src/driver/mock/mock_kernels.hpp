@@ -10,6 +10,7 @@
 
 #include "lifecore/driver/builtin_kernels.hpp"
 #include "driver/mock/mock_address_space.hpp"
+#include "driver/mock/mock_status.hpp"
 
 namespace lifecore::driver::mock {
 
@@ -18,7 +19,7 @@ namespace lifecore::driver::mock {
 struct ExecContext {
   AddressSpace& memory;
   const std::string& call;
-  int access_error;
+  Code access_error;
 };
 
 // Runs the kernel body for `threads` threads (grid.x * block.x) with already-validated args.

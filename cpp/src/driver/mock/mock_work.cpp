@@ -1,4 +1,5 @@
 #include "driver/mock/mock_work.hpp"
+#include "driver/mock/mock_status.hpp"
 
 #include <cstring>
 #include <sstream>
@@ -20,7 +21,7 @@ std::string hex(std::uint64_t value) {
 }
 
 Status refused(const ExecContext& context, const char* what, const char* side, DevicePtr ptr, std::size_t bytes) {
-  return make_status(context.access_error, context.call,
+  return mock_status(context.access_error, context.call,
                      std::string(what) + ": " + side + " " + hex(ptr) + " with " + std::to_string(bytes) +
                          " bytes is not inside a live allocation");
 }
@@ -73,13 +74,13 @@ Status execute_node(const WorkNode& node, const ExecContext& context) {
           },
           [&](const MemAllocNode& alloc) -> Status {
             if (context.memory.back(alloc.ptr)) return {};
-            return make_status(status_code::out_of_memory, context.call,
+            return mock_status(Code::out_of_memory, context.call,
                                "mem_alloc node: backing " + std::to_string(alloc.bytes) + " bytes at " +
                                    hex(alloc.ptr) + " would pass the device's memory limit");
           },
           [&](const MemFreeNode& free) -> Status {
             if (context.memory.free(free.ptr)) return {};
-            return make_status(context.access_error, context.call,
+            return mock_status(context.access_error, context.call,
                                "mem_free: " + hex(free.ptr) + " is not a live allocation");
           },
           [&](const EventRecordNode&) -> Status { return {}; },

@@ -1,0 +1,51 @@
+// CUDA's status codes: the native numbers and names, lifecore's code for each, and which
+// ones are sticky. The mock reports statuses with the same numbers and names.
+#pragma once
+
+#include <array>
+
+#include "driver/native_status_table.hpp"
+
+namespace lifecore::driver::cuda {
+
+inline constexpr std::array<NativeStatus, 28> cuda_statuses{{
+    {0, Code::success, "CUDA_SUCCESS"},
+    {1, Code::invalid_value, "CUDA_ERROR_INVALID_VALUE"},
+    {2, Code::out_of_memory, "CUDA_ERROR_OUT_OF_MEMORY"},
+    {3, Code::not_initialized, "CUDA_ERROR_NOT_INITIALIZED"},
+    {100, Code::no_device, "CUDA_ERROR_NO_DEVICE"},
+    {101, Code::invalid_device, "CUDA_ERROR_INVALID_DEVICE"},
+    {200, Code::invalid_image, "CUDA_ERROR_INVALID_IMAGE"},
+    {201, Code::invalid_context, "CUDA_ERROR_INVALID_CONTEXT"},
+    {218, Code::invalid_kernel_source, "CUDA_ERROR_INVALID_PTX"},
+    {400, Code::invalid_handle, "CUDA_ERROR_INVALID_HANDLE"},
+    {401, Code::illegal_state, "CUDA_ERROR_ILLEGAL_STATE"},
+    {500, Code::not_found, "CUDA_ERROR_NOT_FOUND"},
+    {600, Code::not_ready, "CUDA_ERROR_NOT_READY"},
+    {700, Code::illegal_address, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+    {719, Code::launch_failure, "CUDA_ERROR_LAUNCH_FAILED"},
+    {800, Code::not_permitted, "CUDA_ERROR_NOT_PERMITTED"},
+    {801, Code::not_supported, "CUDA_ERROR_NOT_SUPPORTED"},
+    {900, Code::capture_unsupported, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"},
+    {901, Code::capture_invalidated, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"},
+    {902, Code::capture_merge, "CUDA_ERROR_STREAM_CAPTURE_MERGE"},
+    {903, Code::capture_unmatched, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED"},
+    {904, Code::capture_unjoined, "CUDA_ERROR_STREAM_CAPTURE_UNJOINED"},
+    {905, Code::capture_isolation, "CUDA_ERROR_STREAM_CAPTURE_ISOLATION"},
+    {906, Code::capture_implicit, "CUDA_ERROR_STREAM_CAPTURE_IMPLICIT"},
+    {907, Code::captured_event, "CUDA_ERROR_CAPTURED_EVENT"},
+    {908, Code::capture_wrong_thread, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"},
+    {910, Code::graph_exec_update_failure, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE"},
+    {999, Code::unknown, "CUDA_ERROR_UNKNOWN"},
+}};
+
+constexpr int cuda_native(Code code) { return native_in(cuda_statuses, code); }
+
+// CUDA's naming: the table's names ("CUDA_ERROR_<n>" for other numbers) and CUDA's sticky
+// codes (700, 702, 710, 714-719 and 911: "any further work returns the same error").
+const StatusNaming& cuda_naming();
+
+// A failure lifecore detects itself in the CUDA backend, named the CUDA way.
+Status cuda_local_status(Code code, const char* call, std::string message);
+
+}  // namespace lifecore::driver::cuda

@@ -1,0 +1,112 @@
+#include "lifecore/driver/registry.hpp"
+
+#include <deque>
+#include <mutex>
+
+#include "lifecore/error.hpp"
+
+namespace lifecore::driver {
+
+#define LIFECORE_BACKEND(name) const BackendDescriptor& name##_backend();
+#include "driver/registered_backends.inc"
+#undef LIFECORE_BACKEND
+
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::vector<const BackendDescriptor*> backends;
+  std::deque<BackendDescriptor> added;  // runtime registrations; a deque keeps their addresses
+};
+
+std::string quoted_names(const std::vector<const BackendDescriptor*>& backends) {
+  std::string text;
+  for (std::size_t i = 0; i < backends.size(); ++i) {
+    if (i > 0) text += i + 1 == backends.size() ? " or " : ", ";
+    text += "'" + backends[i]->name + "'";
+  }
+  return text;
+}
+
+void validate(const BackendDescriptor& d, const std::vector<const BackendDescriptor*>& known) {
+  if (d.name.empty()) raise(ErrorKind::InvalidArgument, "register_backend: the backend needs a name");
+  if (d.name == "auto") raise(ErrorKind::InvalidArgument, "register_backend: 'auto' is reserved for the automatic choice");
+  for (const auto* other : known)
+    if (other->name == d.name)
+      raise(ErrorKind::InvalidArgument, "register_backend: a backend named '" + d.name + "' is already registered");
+  if (!d.probe || !d.open)
+    raise(ErrorKind::InvalidArgument, "register_backend: backend '" + d.name + "' needs both probe and open");
+  const StatusNaming& n = d.naming;
+  if (n.code == nullptr || n.native == nullptr || n.name == nullptr || n.sticky == nullptr)
+    raise(ErrorKind::InvalidArgument,
+          "register_backend: backend '" + d.name + "' needs a complete status naming (code, native, name, sticky)");
+}
+
+Registry& registry() {
+  static Registry* instance = [] {
+    auto* r = new Registry;  // never destroyed: drivers may outlive static destruction order
+#define LIFECORE_BACKEND(name) r->backends.push_back(&name##_backend());
+#include "driver/registered_backends.inc"
+#undef LIFECORE_BACKEND
+    return r;
+  }();
+  return *instance;
+}
+
+}  // namespace
+
+std::vector<const BackendDescriptor*> registered_backends() {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  return r.backends;
+}
+
+std::vector<std::string> registered_backend_names() {
+  std::vector<std::string> names;
+  for (const auto* d : registered_backends()) names.push_back(d->name);
+  return names;
+}
+
+const BackendDescriptor* find_backend(std::string_view name) {
+  for (const auto* d : registered_backends())
+    if (d->name == name) return d;
+  return nullptr;
+}
+
+const BackendDescriptor& backend_descriptor(std::string_view name) {
+  if (const auto* d = find_backend(name)) return *d;
+  raise(ErrorKind::InvalidArgument,
+        "unknown backend '" + std::string(name) + "': expected 'auto', " + quoted_names(registered_backends()));
+}
+
+const BackendDescriptor& register_backend(BackendDescriptor descriptor) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  validate(descriptor, r.backends);
+  const BackendDescriptor& added = r.added.emplace_back(std::move(descriptor));
+  r.backends.push_back(&added);
+  return added;
+}
+
+const char* image_kind_name(ImageKind kind) {
+  switch (kind) {
+    case ImageKind::builtin: return "builtin";
+    case ImageKind::ptx: return "ptx";
+    case ImageKind::cubin: return "cubin";
+    case ImageKind::fatbin: return "fatbin";
+    case ImageKind::code_object: return "code_object";
+  }
+  return "unknown";
+}
+
+bool image_kind_from_name(std::string_view name, ImageKind* out) {
+  for (ImageKind kind : {ImageKind::builtin, ImageKind::ptx, ImageKind::cubin, ImageKind::fatbin, ImageKind::code_object}) {
+    if (name == image_kind_name(kind)) {
+      *out = kind;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace lifecore::driver
