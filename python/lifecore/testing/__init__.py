@@ -9,8 +9,9 @@ imported on first use, so importing ``lifecore.testing`` does not require Hypoth
 - :class:`CaptureSessionMachine`: capture sessions, budgets, checkpoints and interventions.
 
 Not machines, imported by their module path: :mod:`lifecore.testing.differential` (the same
-seeded steps on two devices, compared) and the benchmarks in
-:mod:`lifecore.testing.stream_benchmarks` and :mod:`lifecore.testing.gpu_replay_benchmarks`.
+seeded steps on two devices, compared). The benchmarks live in :mod:`lifecore.benchmarks`
+(:mod:`lifecore.testing.stream_benchmarks` and :mod:`lifecore.testing.gpu_replay_benchmarks`
+remain as the older import paths).
 """
 
 from __future__ import annotations
