@@ -1,35 +1,40 @@
-"""Sequence-session bookkeeping, measured side by side in one run (ratios, not absolutes).
+"""Sequence-session bookkeeping: every side interleaved in one run, medians with quartiles.
 
-1. Full lifecycles per second with 10,000 other sequences live: admit -> open -> a frame per
-   page while extending page by page to 2,048 tokens -> complete -> release. lifecore from
-   Python (one-call ``step`` and the primitives), the same loop in C++, the pure-Python
-   reference model, and a plain free-list page allocator in Python.
-2. One decode step of one sequence (acquire frame -> extend if needed -> commit), 16 tokens
-   per page: lifecore from Python (``step`` and primitives), from C++, the model; vLLM's
-   KVCacheManager only if it is already installed.
-3. Host bookkeeping bytes per live sequence and per page (resident-set growth).
+1. Full lifecycles with 10,000 other sequences live: admit -> open -> a frame per page while
+   extending page by page to 2,048 tokens -> complete -> release. lifecore from Python (the
+   one-call ``step`` and the primitives), the same loop in C++ (called from Python once per
+   batch, timed by the same harness), the pure-Python reference model, and a plain free-list
+   page allocator in Python.
+2. Decode steps of one long sequence (acquire frame -> extend if needed -> commit), 16 tokens
+   per page: lifecore from Python (``step`` and the primitives), in C++, the reference model.
+3. Host bookkeeping bytes per live sequence and per page (resident-set growth, measured in a
+   fresh process), and the records' sizes.
 
-Run: python benchmarks/bench_sequence.py [--quick]
+    python -m lifecore.benchmarks.sequence [--quick]
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import os
 import subprocess
 import sys
-import time
+from typing import Any, Optional, Sequence
 
 from lifecore import _core
+from lifecore.benchmarks.harness import Run, Side, format_run, interleave
 from lifecore.models import sequence_session as model
 from lifecore.sequence import AdmissionCoordinator
+
+__all__ = ["lifecycles", "decode_steps", "bookkeeping", "main"]
 
 TPP = 16
 PAGE_BYTES = 4096
 TARGET = 2048
 LIVE = 10_000
+DECODE_FIT = 1 << 40  # the decode sequence's target: far beyond any run's steps
+HUGE_DOMAIN = 1 << 50  # bytes: accounting only, so a domain this large costs nothing
 
 
 def coordinator(live: int) -> AdmissionCoordinator:
@@ -44,20 +49,17 @@ def model_coordinator(live: int) -> model.ModelCoordinator:
                                   max_active_sequences=live + 64)
 
 
-def best_of(fn, repeats: int) -> float:
-    return min(fn() for _ in range(repeats))
-
-
 # ---------------------------------------------------------------- lifecycles
-def lifecore_lifecycles(n: int, live: int, primitives: bool) -> float:
+def lifecycles(*, live: int = LIVE, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.01,
+               cpp_batch: int = 10) -> Run:
     c = coordinator(live)
-    others = []
-    for i in range(live):
+    kept = []
+    for _ in range(live):
         adm = c.admit("live", TPP, TARGET)
-        others.append((adm, adm.resources.open_session()))
+        kept.append((adm, adm.resources.open_session()))
     admit = c.admit
-    start = time.perf_counter()
-    for _ in range(n):
+
+    def lifecore_lifecycle(primitives: bool) -> None:
         adm = admit("r", TPP, TARGET)
         resources = adm.resources
         s = resources.open_session()
@@ -73,25 +75,12 @@ def lifecore_lifecycles(n: int, live: int, primitives: bool) -> float:
         s.try_complete()
         s.close()
         resources.close()
-    elapsed = time.perf_counter() - start
-    assert c.capacity().active_sequences == live
-    return elapsed / n
 
+    mc = model_coordinator(live)
+    model_kept = [mc.admit("live", TPP, TARGET).resources.open_session() for _ in range(live)]
 
-def cpp_lifecycles(n: int, live: int, primitives: bool) -> float:
-    seconds, ops = _core._bench_sequence_lifecycles_cpp(n, live, TARGET, TPP, primitives)
-    return seconds / ops
-
-
-def model_lifecycles(n: int, live: int) -> float:
-    c = model_coordinator(live)
-    others = []
-    for _ in range(live):
-        adm = c.admit("live", TPP, TARGET)
-        others.append(adm.resources.open_session())
-    start = time.perf_counter()
-    for _ in range(n):
-        adm = c.admit("r", TPP, TARGET)
+    def model_lifecycle() -> None:
+        adm = mc.admit("r", TPP, TARGET)
         s = adm.resources.open_session()
         for t in range(TPP, TARGET + 1, TPP):
             s.try_ensure_backing_covers(t)
@@ -99,81 +88,105 @@ def model_lifecycles(n: int, live: int) -> float:
         s.try_complete()
         s.close()
         adm.resources.close()
-    elapsed = time.perf_counter() - start
-    assert c.active == live
-    return elapsed / n
 
-
-def free_list_lifecycles(n: int, live: int) -> float:
     pages_per = TARGET // TPP
     free = list(range((live + 64) * pages_per))
     held = [[free.pop()] for _ in range(live)]
     pop, extend = free.pop, free.extend
-    start = time.perf_counter()
-    for _ in range(n):
+
+    def free_list_lifecycle() -> None:
         pages = [pop()]
         append = pages.append
         for _t in range(2 * TPP, TARGET + 1, TPP):
             append(pop())
         pages.reverse()
         extend(pages)
-    elapsed = time.perf_counter() - start
-    assert len(held) == live
-    return elapsed / n
+
+    loop = _core._SequenceBenchLoop(live, TARGET, TPP)
+    sides = {
+        "Python step()": Side(lambda: lifecore_lifecycle(False), unit="lifecycle"),
+        "Python primitives": Side(lambda: lifecore_lifecycle(True), unit="lifecycle"),
+        "C++ step()": Side(lambda: loop.lifecycles(cpp_batch, False), per=cpp_batch, unit="lifecycle"),
+        "C++ primitives": Side(lambda: loop.lifecycles(cpp_batch, True), per=cpp_batch, unit="lifecycle"),
+        "reference model": Side(model_lifecycle, unit="lifecycle"),
+        "Python free list": Side(free_list_lifecycle, unit="lifecycle"),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
+                     title=f"lifecycles: admit -> open -> frames extending page by page to {TARGET} tokens "
+                           f"({pages_per} pages) -> complete -> release, {live:,} sequences live")
+    run.ratio("reference model", "Python step()")
+    run.ratio("reference model", "Python primitives")
+    run.ratio("Python step()", "Python free list")
+    run.ratio("Python step()", "C++ step()")
+    # Nothing leaked: every timed lifecycle released what it took.
+    if c.capacity().active_sequences != live or mc.active != live or len(held) != live:
+        raise RuntimeError("a timed lifecycle did not release its sequence")
+    run.facts["live sequences"] = live
+    del kept, model_kept
+    return run
 
 
 # ---------------------------------------------------------------- decode steps
-def step_coordinator(n: int) -> AdmissionCoordinator:
-    pages = n // TPP + 2
-    return AdmissionCoordinator(domains={"kv": pages * PAGE_BYTES}, page_bytes=PAGE_BYTES, tokens_per_page=TPP,
-                                max_active_sequences=4)
+class _Decoder:
+    """One long lifecore sequence whose decode steps continue from call to call."""
+
+    def __init__(self, batch: int, primitives: bool) -> None:
+        c = AdmissionCoordinator(domains={"kv": HUGE_DOMAIN}, page_bytes=PAGE_BYTES, tokens_per_page=TPP,
+                                 max_active_sequences=4)
+        self.coordinator, self.batch, self.primitives = c, batch, primitives
+        self.session = c.admit("r", 1, DECODE_FIT).resources.open_session()
+        self.t = 0
+        self.frontier = self.session.backing.tokens
+
+    def __call__(self) -> None:
+        s, t, end = self.session, self.t, self.t + self.batch
+        if self.primitives:
+            ensure, acquire, frontier = s.try_ensure_backing_covers, s.acquire_frame, self.frontier
+            while t < end:
+                t += 1
+                if t > frontier:  # extend if needed, a page at a time
+                    frontier = -(-t // TPP) * TPP
+                    ensure(frontier)
+                acquire().commit()
+            self.frontier = frontier
+        else:
+            step = s.step
+            while t < end:
+                t += 1
+                step(t)
+        self.t = t
 
 
-def lifecore_steps(n: int, primitives: bool) -> float:
-    c = step_coordinator(n)
-    adm = c.admit("r", 1, n + 1)
-    s = adm.resources.open_session()
-    if primitives:
-        ensure, acquire = s.try_ensure_backing_covers, s.acquire_frame
-        frontier = s.backing.tokens
-        start = time.perf_counter()
-        for t in range(1, n + 1):
-            if t > frontier:  # extend if needed, a page at a time
-                frontier = min(-(-t // TPP) * TPP, n + 1)
-                ensure(frontier)
-            acquire().commit()
-        elapsed = time.perf_counter() - start
-    else:
-        step = s.step
-        start = time.perf_counter()
-        for t in range(1, n + 1):
+class _ModelDecoder:
+    def __init__(self, batch: int) -> None:
+        c = model.ModelCoordinator(domains={"kv": HUGE_DOMAIN}, page_bytes=PAGE_BYTES, tokens_per_page=TPP,
+                                   max_active_sequences=4)
+        self.coordinator, self.batch, self.t = c, batch, 0
+        self.session = c.admit("r", 1, DECODE_FIT).resources.open_session()
+
+    def __call__(self) -> None:
+        step, t, end = self.session.step, self.t, self.t + self.batch
+        while t < end:
+            t += 1
             step(t)
-        elapsed = time.perf_counter() - start
-    s.close()
-    return elapsed / n
+        self.t = t
 
 
-def cpp_steps(n: int, primitives: bool) -> float:
-    seconds, ops = _core._bench_sequence_steps_cpp(n, TPP, primitives)
-    return seconds / ops
-
-
-def model_steps(n: int) -> float:
-    pages = n // TPP + 2
-    c = model.ModelCoordinator(domains={"kv": pages * PAGE_BYTES}, page_bytes=PAGE_BYTES, tokens_per_page=TPP,
-                               max_active_sequences=4)
-    s = c.admit("r", 1, n + 1).resources.open_session()
-    step = s.step
-    start = time.perf_counter()
-    for t in range(1, n + 1):
-        step(t)
-    return (time.perf_counter() - start) / n
-
-
-def vllm_step() -> str:
-    if importlib.util.find_spec("vllm") is None:
-        return "not installed (not measured)"
-    return "installed, but this benchmark does not drive it yet"
+def decode_steps(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.01, batch: int = 1000) -> Run:
+    loop = _core._SequenceBenchLoop(0, TPP, TPP)
+    sides = {
+        "Python step() (1 call)": Side(_Decoder(batch, False), per=batch, unit="step"),
+        "Python primitives (3 calls)": Side(_Decoder(batch, True), per=batch, unit="step"),
+        "C++ step()": Side(lambda: loop.decode_steps(batch * 10, False), per=batch * 10, unit="step"),
+        "C++ primitives": Side(lambda: loop.decode_steps(batch * 10, True), per=batch * 10, unit="step"),
+        "reference model step()": Side(_ModelDecoder(batch), per=batch, unit="step"),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
+                     title=f"decode steps of one sequence ({TPP} tokens per page): acquire frame -> extend if "
+                           "needed -> commit")
+    run.ratio("reference model step()", "Python step() (1 call)")
+    run.ratio("Python step() (1 call)", "C++ step()")
+    return run
 
 
 # ---------------------------------------------------------------- memory
@@ -182,7 +195,8 @@ def rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def bookkeeping(live: int, pages_each: int) -> tuple[float, float]:
+def bookkeeping(live: int = LIVE, pages_each: int = 32) -> tuple[float, float]:
+    """Resident-set growth per live sequence and per extra page (call it in a fresh process)."""
     gc.collect()
     c = coordinator(live)
     base = rss_bytes()
@@ -205,61 +219,29 @@ def bookkeeping(live: int, pages_each: int) -> tuple[float, float]:
     return per_sequence, per_page
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="fewer iterations")
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.sequence", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter batches")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.memory_only:
-        per_seq, per_page = bookkeeping(LIVE, 32)
+        per_seq, per_page = bookkeeping()
         print(f"{per_seq} {per_page}")
-        return
+        return 0
     # Memory first, in a fresh process, so freed memory of other runs cannot hide growth.
-    fresh = subprocess.run([sys.executable, os.path.abspath(__file__), "--memory-only"], capture_output=True,
-                           text=True, check=True)
+    fresh = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.sequence", "--memory-only"],
+                           capture_output=True, text=True, check=True)
     per_seq, per_page = (float(x) for x in fresh.stdout.split())
-    n_life = 100 if args.quick else 400
-    n_steps = 200_000 if args.quick else 1_000_000
-    repeats = 2 if args.quick else 3
-
-    print(f"lifecycles: admit -> open -> frames extending page by page to {TARGET} tokens "
-          f"({TARGET // TPP} pages) -> complete -> release, {LIVE:,} sequences live")
-    py_step = best_of(lambda: lifecore_lifecycles(n_life, LIVE, primitives=False), repeats)
-    py_prim = best_of(lambda: lifecore_lifecycles(n_life, LIVE, primitives=True), repeats)
-    cpp = best_of(lambda: cpp_lifecycles(n_life * 2, LIVE, False), repeats)
-    cpp_prim = best_of(lambda: cpp_lifecycles(n_life * 2, LIVE, True), repeats)
-    mdl = best_of(lambda: model_lifecycles(max(20, n_life // 5), LIVE), repeats)
-    fl = best_of(lambda: free_list_lifecycles(n_life * 2, LIVE), repeats)
-    rows = [("lifecore from Python, step()", py_step), ("lifecore from Python, primitives", py_prim),
-            ("lifecore C++ loop, step()", cpp), ("lifecore C++ loop, primitives", cpp_prim), ("pure-Python reference model", mdl), ("Python free-list allocator", fl)]
-    for name, sec in rows:
-        print(f"  {name:36s} {1 / sec:12,.0f} lifecycles/s  {sec * 1e6:9.1f} us each")
-    print(f"  ratio lifecore(Python, step) / model: {mdl / py_step:6.1f}x faster (target >= 10x)")
-    print(f"  ratio lifecore(Python, primitives) / model: {mdl / py_prim:6.1f}x faster")
-    print(f"  ratio free list / lifecore(Python, step): lifecore is {py_step / fl:5.2f}x the free list's time")
-    print(f"  ratio lifecore C++ / Python step(): {py_step / cpp:5.1f}x faster")
-
-    print(f"\ndecode step of one sequence ({TPP} tokens per page): acquire frame -> extend if needed -> commit")
-    s_py = best_of(lambda: lifecore_steps(n_steps, primitives=False), repeats)
-    s_py_prim = best_of(lambda: lifecore_steps(n_steps, primitives=True), repeats)
-    s_cpp = best_of(lambda: cpp_steps(n_steps * 5, primitives=False), repeats)
-    s_cpp_prim = best_of(lambda: cpp_steps(n_steps * 5, primitives=True), repeats)
-    s_mdl = best_of(lambda: model_steps(n_steps // 5), repeats)
-    for name, sec, target in [("lifecore from Python, step() (1 call)", s_py, "< 1.5 us"),
-                              ("lifecore from Python, primitives (3 calls)", s_py_prim, "< 1.5 us"),
-                              ("lifecore C++, step()", s_cpp, "< 300 ns"),
-                              ("lifecore C++, primitives", s_cpp_prim, "< 300 ns"),
-                              ("pure-Python reference model, step()", s_mdl, "")]:
-        print(f"  {name:44s} {sec * 1e9:9.0f} ns  {target}")
-    print(f"  ratio model / lifecore(Python, step): {s_mdl / s_py:5.1f}x;  vLLM KVCacheManager: {vllm_step()}"
-          " (reference figure for this machine class: 5.5-7.8 us per request and step)")
-
+    timing: dict[str, Any] = dict(rounds=3, warmup=1, min_batch_s=0.003) if args.quick else {}
+    print(format_run(lifecycles(**timing)))
+    print(format_run(decode_steps(**timing)))
     sizes = _core._sequence_bookkeeping_sizes()
-    print(f"\nhost bookkeeping (resident-set growth): {per_seq:,.0f} B per live sequence (session + resources + "
-          f"1 page, Python objects included), {per_page:,.1f} B per additional page")
-    print(f"  records (sizeof): {sizes}; a page extension adds one extent record per domain, a snapshot "
-          f"per generation while held")
+    print(f"host bookkeeping (resident-set growth, {LIVE:,} sequences): {per_seq:,.0f} B per live sequence "
+          f"(session + resources + 1 page, Python objects included), {per_page:,.1f} B per additional page")
+    print(f"  records (sizeof, bytes): {sizes}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
