@@ -1,22 +1,24 @@
-"""Capture-session overhead, measured side by side in one run (prints ratios).
+"""Capture-session overhead: every side interleaved in one run, medians with quartiles.
 
 1. ``observe`` on a skipped point and on a captured point, from Python, against the
-   pure-Python reference model doing the same bookkeeping. The captured figure excludes the
-   backend's own work (a constant backend's calls are timed alone and subtracted).
+   pure-Python reference model doing the same bookkeeping. The captured figure is derived per
+   round: a step with an observe, minus the same step without, minus a constant backend's own
+   calls (all three timed in the same round).
 2. A forward pass of a small transformer (4 blocks, d_model 128, 64 tokens, batch 1, one
    thread) capturing a summary at every block's MLP through ``lifecore.torch.attach``,
    against plain forward hooks computing the same summaries with no accounting, and
-   against the unhooked forward.
+   against the unhooked forward (skipped with the reason when torch is not importable).
 
-Usage: python benchmarks/bench_capture.py [--quick]
+    python -m lifecore.benchmarks.capture [--quick]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
-import time
-from typing import Callable
+from typing import Any, Optional, Sequence
 
+from lifecore.benchmarks.harness import Run, Side, format_run, interleave
 from lifecore.capture import (
     Axis,
     CaptureDiscovery,
@@ -34,20 +36,7 @@ from lifecore.capture import (
 )
 from lifecore.models import capture_session as model
 
-QUICK = "--quick" in sys.argv
-
-
-def per_call(fn: Callable[[], None], calls: int, repeats: int = 7) -> float:
-    """Best (minimum) seconds per call over ``repeats`` timed loops of ``calls`` calls: the
-    least disturbed loop on a shared machine, as timeit recommends."""
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        samples.append((time.perf_counter() - start) / calls)
-    return min(samples)
-
+__all__ = ["observe", "forward", "main"]
 
 class ConstantBackend:
     """A backend whose work is nothing: fixed shape, estimate and payload."""
@@ -70,83 +59,88 @@ class ConstantBackend:
         return self._payload
 
 
-def bench_observe() -> None:
+def observe(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.005) -> Run:
     hidden = [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("d", 8)]
     discovery = CaptureDiscovery("bench", [ObservationPoint("skipped", hidden), ObservationPoint("captured", hidden)])
     selections = [CaptureSelection("skip", "skipped", CaptureTransform.summary(), schedule=CaptureSchedule(prefill=False)),
                   CaptureSelection("cap", "captured", CaptureTransform.summary())]
-    steps = 10**7
-    session = CaptureSession(CapturePlan(selections, unlimited()).admit(discovery, CaptureRequest(1, 4, steps)))
+    steps = 10**7  # the model preflights every step, so no larger than the run needs
     backend, tensor = ConstantBackend(), object()
     big = model.Usage(*(2**62,) * 4)
-    env = lambda s, p: model.envelope(s, p, p, 3)  # noqa: E731
-    ref = model.CaptureSessionModel([model.Selection("skip", "skipped", model.Schedule(prefill=False), env("skip", "skipped")),
-                                     model.Selection("cap", "captured", model.Schedule(), env("cap", "captured"))],
-                                    big, big, "fail", steps)
-    cost = model.Usage(1, 48, 128, 300)
-    n = 20_000 if QUICK else 200_000
 
-    session.begin_step(CapturePhase.PREFILL, 0)
-    ref.begin_step("prefill", 0)
-    observe = session.observe
-    skipped = per_call(lambda: observe(backend, "skipped", tensor), n)
-    skipped_ref = per_call(lambda: ref.observe("skipped", {}), n)
+    def session() -> CaptureSession:
+        return CaptureSession(CapturePlan(selections, unlimited()).admit(discovery, CaptureRequest(1, 4, steps)))
+
+    def reference() -> model.CaptureSessionModel:
+        def env(s: str, p: str) -> Any:
+            return model.envelope(s, p, p, 3)
+        return model.CaptureSessionModel(
+            [model.Selection("skip", "skipped", model.Schedule(prefill=False), env("skip", "skipped")),
+             model.Selection("cap", "captured", model.Schedule(), env("cap", "captured"))], big, big, "fail", steps)
+
+    cost = model.Usage(1, 48, 128, 300)
+    # The skipped-point sides stay inside one prefill step; the step sides have their own sessions.
+    skipping, ref_skipping = session(), reference()
+    skipping.begin_step(CapturePhase.PREFILL, 0)
+    ref_skipping.begin_step("prefill", 0)
+    skip_observe = skipping.observe
 
     class NoOp:
         def observe(self, backend: object, path: str, tensor: object) -> None:
             pass
 
     noop = NoOp().observe
-    python_call = per_call(lambda: noop(backend, "skipped", tensor), n)
-    session.take_step()
-    ref.take_step()
-
-    prediction = [0]
+    stepping, ref_stepping = session(), reference()
+    prediction = [0, 0]
 
     def step(observe_it: bool) -> None:
         prediction[0] += 1
-        session.begin_step(CapturePhase.DECODE, prediction[0])
+        stepping.begin_step(CapturePhase.DECODE, prediction[0])
         if observe_it:
-            session.observe(backend, "captured", tensor)
-        session.take_step()
+            stepping.observe(backend, "captured", tensor)
+        stepping.take_step()
 
     def ref_step(observe_it: bool) -> None:
-        prediction[0] += 1
-        ref.begin_step("decode", prediction[0])
+        prediction[1] += 1
+        ref_stepping.begin_step("decode", prediction[1])
         if observe_it:
-            ref.observe("captured", {"cap": cost})
-        ref.take_step()
+            ref_stepping.observe("captured", {"cap": cost})
+        ref_stepping.take_step()
 
-    m = n // 10
-    with_observe = per_call(lambda: step(True), m)
-    without = per_call(lambda: step(False), m)
-    backend_work = per_call(lambda: (backend.shape(tensor), backend.estimate(tensor, None),
-                                     backend.transform(tensor, None)), m)
-    captured = with_observe - without - backend_work
-    ref_with = per_call(lambda: ref_step(True), m)
-    ref_without = per_call(lambda: ref_step(False), m)
-    captured_ref = ref_with - ref_without
+    stepping.begin_step(CapturePhase.PREFILL, 0)
+    stepping.take_step()
+    ref_stepping.begin_step("prefill", 0)
+    ref_stepping.take_step()
+    sides = {
+        "lifecore skipped observe": Side(lambda: skip_observe(backend, "skipped", tensor), unit="observe"),
+        "model skipped observe": Side(lambda: ref_skipping.observe("skipped", {}), unit="observe"),
+        "no-op Python method": Side(lambda: noop(backend, "skipped", tensor), unit="call"),
+        "lifecore step with observe": Side(lambda: step(True), unit="step"),
+        "lifecore step": Side(lambda: step(False), unit="step"),
+        "constant backend calls": Side(lambda: (backend.shape(tensor), backend.estimate(tensor, None),
+                                               backend.transform(tensor, None)), unit="observe"),
+        "model step with observe": Side(lambda: ref_step(True), unit="step"),
+        "model step": Side(lambda: ref_step(False), unit="step"),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
+                     title="capture-session observe from Python (step = begin_step + take_step, 2 selections)")
+    run.difference("lifecore captured observe", "lifecore step with observe", "lifecore step",
+                   "constant backend calls", unit="observe")
+    run.difference("model captured observe", "model step with observe", "model step", unit="observe")
+    run.ratio("model skipped observe", "lifecore skipped observe")
+    run.ratio("lifecore skipped observe", "no-op Python method")
+    run.ratio("model captured observe", "lifecore captured observe")
+    run.ratio("model step", "lifecore step")
+    return run
 
-    print("observe (from Python)")
-    print(f"  skipped point:  {skipped * 1e9:8.0f} ns   (target < 300 ns)   reference model {skipped_ref * 1e9:8.0f} ns"
-          f"   ratio model/lifecore {skipped_ref / skipped:5.1f}x")
-    print(f"    (a no-op Python method with the same arguments: {python_call * 1e9:.0f} ns; "
-          f"lifecore skipped observe = {skipped / python_call:.2f}x that)")
-    print(f"  captured point: {captured * 1e9:8.0f} ns   (target < 3000 ns)  reference model {captured_ref * 1e9:8.0f} ns"
-          f"   ratio model/lifecore {captured_ref / captured:5.1f}x")
-    print(f"    (observe incl. a constant backend {(with_observe - without) * 1e9:.0f} ns; "
-          f"that backend's own calls {backend_work * 1e9:.0f} ns, excluded)")
-    print(f"  step (begin_step + take_step, 2 selections): {without * 1e9:.0f} ns;"
-          f" reference model {ref_without * 1e9:.0f} ns")
 
-
-def bench_forward() -> None:
+def forward(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.02) -> Optional[Run]:
+    """None (after printing why) when torch is not importable."""
     try:
         import torch
         from torch import nn
     except ImportError:
-        print("forward pass: skipped (torch is not installed)")
-        return
+        return None
     from lifecore.torch import artifact_identity, attach
 
     torch.set_num_threads(1)
@@ -185,8 +179,7 @@ def bench_forward() -> None:
     discovery = CaptureDiscovery(artifact_identity(net), [
         ObservationPoint(p, [Axis("batch", "batch"), Axis("seq", tokens), Axis("d", d)]) for p in paths])
     plan = CapturePlan([CaptureSelection(p, p, CaptureTransform.summary()) for p in paths], unlimited())
-    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, tokens, 10**6)))
-    calls = 30 if QUICK else 200
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, tokens, 10**9)))
     kept: list[list[float]] = []
 
     def plain() -> None:
@@ -194,6 +187,17 @@ def bench_forward() -> None:
 
     def summary_hook(module: nn.Module, args: object, out: torch.Tensor) -> None:
         kept.append(torch.stack([out.min(), out.max(), out.mean(), out.std()]).tolist())
+
+    handles: list[Any] = []
+
+    def hook() -> None:
+        handles.extend(net.get_submodule(p).register_forward_hook(summary_hook) for p in paths)
+
+    def unhook() -> None:
+        for h in handles:
+            h.remove()
+        handles.clear()
+        kept.clear()
 
     prediction = [0]
 
@@ -203,30 +207,43 @@ def bench_forward() -> None:
         net(ids)
         session.take_step()
 
+    attached: list[Any] = []
+
+    def attach_hooks() -> None:
+        attached.append(attach(session, net))
+        attached[-1].__enter__()
+
+    def detach_hooks() -> None:
+        attached.pop().__exit__(None, None, None)
+
+    sides = {
+        "unhooked": Side(plain, unit="forward"),
+        "plain hooks computing summaries": Side(plain, unit="forward", before=hook, after=unhook),
+        "lifecore capture of the summaries": Side(captured, unit="forward", before=attach_hooks, after=detach_hooks),
+    }
     with torch.no_grad():
-        for _ in range(5):
-            plain()
-        # Interleave the variants so drift on a shared machine hits all of them alike.
-        unhooked_s, hooked_s, lifecore_s = [], [], []
-        for _ in range(5):
-            unhooked_s.append(per_call(plain, calls, 1))
-            handles = [net.get_submodule(p).register_forward_hook(summary_hook) for p in paths]
-            hooked_s.append(per_call(plain, calls, 1))
-            for h in handles:
-                h.remove()
-            kept.clear()
-            with attach(session, net):
-                lifecore_s.append(per_call(captured, calls, 1))
-        unhooked, hooked, lifecore_time = min(unhooked_s), min(hooked_s), min(lifecore_s)
-    print(f"forward pass (4 blocks, d_model {d}, {tokens} tokens, one thread)")
-    print(f"  unhooked                          {unhooked * 1e3:7.3f} ms")
-    print(f"  plain hooks computing summaries   {hooked * 1e3:7.3f} ms   ({hooked / unhooked:.2f}x unhooked)")
-    print(f"  lifecore capture of the summaries {lifecore_time * 1e3:7.3f} ms   "
-          f"({lifecore_time / hooked:.2f}x plain hooks, target <= 1.3x; {lifecore_time / unhooked:.2f}x unhooked)")
-    per_hook = (lifecore_time - hooked) / blocks
-    print(f"  lifecore overhead per captured point inside the forward: {per_hook * 1e6:.1f} us")
+        run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
+                         title=f"forward pass ({blocks} blocks, d_model {d}, {tokens} tokens, one thread, "
+                               f"torch {torch.__version__})")
+    run.ratio("plain hooks computing summaries", "unhooked")
+    run.ratio("lifecore capture of the summaries", "plain hooks computing summaries")
+    run.ratio("lifecore capture of the summaries", "unhooked")
+    run.difference("lifecore over plain hooks", "lifecore capture of the summaries", "plain hooks computing summaries")
+    run.facts["captured points per forward"] = blocks
+    return run
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.capture", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter batches")
+    args = parser.parse_args(argv)
+    timing: dict[str, Any] = dict(rounds=3, warmup=1, min_batch_s=0.002) if args.quick else {}
+    print(format_run(observe(**timing)))
+    run = forward(**timing)
+    print("forward pass: skipped (torch is not importable)" if run is None else format_run(run))
+    return 0
 
 
 if __name__ == "__main__":
-    bench_observe()
-    bench_forward()
+    sys.exit(main())
