@@ -17,7 +17,8 @@ from lifecore.testing.differential import parse_specs, run_differential
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.differential", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.differential", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="mock,auto",
                         help="two devices A,B: mock, cuda, hip or auto, optionally /hardware or /software "
                              "(default mock,auto)")
