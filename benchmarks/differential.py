@@ -1,9 +1,10 @@
 """Differential run: the same seeded random steps (allocations, writes, fills, built-in kernel
 launches, captures, replays, reads and the refusals a hardware capture owes) on two devices;
 every observable result must be identical. Prints a summary; exits 1 at the first divergence
-(with the step list), 2 when a device cannot be opened.
+(with the step list), 2 when a device cannot be opened. It times nothing: every figure it prints
+is a count.
 
-    python benchmarks/differential.py --backends mock,cuda --steps 300 --runs 5 --seed 0
+    python -m lifecore.benchmarks.differential --backends mock,cuda --steps 300 --runs 5 --seed 0
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from lifecore.testing.differential import parse_specs, run_differential
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.differential", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="mock,auto",
                         help="two devices A,B: mock, cuda, hip or auto, optionally /hardware or /software "
                              "(default mock,auto)")

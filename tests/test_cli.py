@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -42,7 +43,8 @@ def test_check_passes_and_reports_every_check():
     for target in (f"{first}/hardware", f"{first}/software", *(f"{name}/" for name in others)):
         assert any(line.startswith("state machine") and target in line and "PASS" in line
                    for line in result.stdout.splitlines()), result.stdout
-    assert "replay benchmark" in result.stdout
+    assert any(line.startswith("replay benchmark") and "per launch" in line and "per node" in line
+               for line in result.stdout.splitlines()), result.stdout
     assert "runs," not in result.stderr  # no progress bar: stderr is not a terminal here
 
 
@@ -66,13 +68,19 @@ def test_fuzz_runs_the_requested_graph_kind():
     assert f"{default}/software" in result.stdout and f"{default}/hardware" not in result.stdout
 
 
-def test_bench_prints_the_three_measurements():
-    result = run("bench", "--quick", timeout=180)
+def test_bench_prints_the_three_measurements(tmp_path):
+    out = tmp_path / "figures.json"
+    result = run("bench", "--quick", "--json", str(out), timeout=180)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "speedup" in result.stdout and "model/lifecore" in result.stdout and "steps_per_s" in result.stdout
     default = lifecore.available_backends()[0]
-    ns = [line.split()[1] for line in result.stdout.splitlines() if line.startswith(f"{default}/")]
-    assert ns[:3] == ["10", "100", "1000"]
+    titles = [line for line in result.stdout.splitlines() if line.startswith(f"graph replay vs eager issue, {default}/")]
+    assert [t.split("N = ")[1].split()[0] for t in titles] == ["10", "100", "1000"]
+    assert "per launch" in result.stdout and "per node" in result.stdout and "eager / replay" in result.stdout
+    assert "model / lifecore" in result.stdout and "steps/s" in result.stdout
+    figures = json.loads(out.read_text())
+    assert set(figures) == {"graph_replay", "capture_cycle", "state_machine"}
+    assert [r["facts"]["N"] for r in figures["graph_replay"]["runs"]] == [10, 100, 1000]
+    assert figures["state_machine"]["facts"]["seed"] == 0
 
 
 def test_unknown_backend_is_a_usage_error():

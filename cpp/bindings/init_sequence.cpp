@@ -636,11 +636,13 @@ void init_sequence(nb::module_& m) {
         "Testing only: True once a thread stopped at the armed point, False after `timeout` seconds.");
   m.def("_sequence_pause_resume", &pause_points::resume, "Testing only: let the stopped thread go on; disarm.");
 
-  m.def("_bench_sequence_lifecycles_cpp", [](std::uint64_t lifecycles, std::uint64_t live, std::uint64_t target_tokens,
-                                             std::uint32_t tokens_per_page, bool primitives) {
-    auto r = bench_lifecycles(lifecycles, live, target_tokens, tokens_per_page, primitives);
-    return std::make_pair(r.seconds, r.operations);
-  }, nb::call_guard<nb::gil_scoped_release>());
+  nb::class_<SequenceBenchLoop>(m, "_SequenceBenchLoop", "Benchmarks only: the sequence loops in C++ (untimed).")
+      .def(nb::init<std::uint64_t, std::uint64_t, std::uint32_t>(), nb::arg("live"), nb::arg("target_tokens"),
+           nb::arg("tokens_per_page"))
+      .def("lifecycles", &SequenceBenchLoop::lifecycles, nb::arg("count"), nb::arg("primitives"),
+           nb::call_guard<nb::gil_scoped_release>())
+      .def("decode_steps", &SequenceBenchLoop::decode_steps, nb::arg("count"), nb::arg("primitives"),
+           nb::call_guard<nb::gil_scoped_release>());
   m.def("_sequence_bookkeeping_sizes", [] {
     auto z = bookkeeping_sizes();
     nb::dict out;
@@ -652,10 +654,6 @@ void init_sequence(nb::module_& m) {
     out["extent"] = z.extent;
     return out;
   });
-  m.def("_bench_sequence_steps_cpp", [](std::uint64_t steps, std::uint32_t tokens_per_page, bool primitives) {
-    auto r = bench_decode_steps(steps, tokens_per_page, primitives);
-    return std::make_pair(r.seconds, r.operations);
-  }, nb::call_guard<nb::gil_scoped_release>());
 }
 
 }  // namespace lifecore::bindings

@@ -140,14 +140,17 @@ def cmd_check(args: argparse.Namespace) -> int:
         for backend, graphs in targets:
             results.append(_run_machine(backend, graphs, args.examples, args.steps, args.seed, progress=True))
     try:
-        from lifecore.testing.stream_benchmarks import replay_vs_eager
+        from lifecore.benchmarks.graph_replay import replay_vs_eager
 
-        rows = replay_vs_eager(lambda: lifecore.Device("auto"), sizes=(100,), repeat=3, min_seconds=0.02)
-        row = rows[0]
+        replay = replay_vs_eager(lambda: lifecore.Device("auto"), sizes=(100,), rounds=5, warmup=1,
+                                 min_batch_s=0.002, frameworks=False)
+        run = replay["runs"][0]
+        eager, graph, ratio = run["eager"].summary, run["replay"].summary, run.ratios[0].summary
         results.append(CheckResult(
-            "replay benchmark", row["backend"], bool(row["correct"]),
-            f"N={row['N']}: eager {row['eager_us']:.0f} us, replay {row['replay_us']:.0f} us, "
-            f"{row['speedup']:.1f}x" + ("" if row["correct"] else "; REPLAY RESULT WRONG")))
+            "replay benchmark", replay["target"], bool(run.facts["correct"]),
+            f"N={run.facts['N']}: eager {eager.median / 1e3:.2f} us per launch, replay {graph.median / 1e3:.3f} us "
+            f"per node, {ratio.median:.1f}x [{ratio.q1:.1f} .. {ratio.q3:.1f}]"
+            + ("" if run.facts["correct"] else "; REPLAY RESULT WRONG")))
     except Exception as error:
         results.append(CheckResult("replay benchmark", "auto", False, f"{type(error).__name__}: {error}"[:160]))
 
@@ -198,35 +201,35 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     import json
 
-    from lifecore.testing import stream_benchmarks as bench
-    from lifecore.testing.gpu_replay_benchmarks import compare_replay
+    from lifecore.benchmarks import capture_cycle, graph_replay, state_machine
+    from lifecore.benchmarks.harness import format_run
 
     def factory() -> Any:
         return lifecore.Device(args.backend)
 
     quick = args.quick
+    rounds, warmup, batch = (5, 1, 0.001) if quick else (15, 2, 0.005)
     figures: dict[str, Any] = {}
-    print("replay of an N-op graph vs the same N launches issued from Python (per pass, with a sync), the\n"
-          "capture cycle, and on cuda the same kernels through torch / CuPy graphs when importable")
-    replay = compare_replay(factory, repeat=3 if quick else 5, min_seconds=0.02 if quick else 0.05)
-    figures["graph_replay"] = replay
-    print(bench.format_table(replay["rows"]))
+    replay = graph_replay.replay_vs_eager(factory, rounds=rounds, warmup=warmup, min_batch_s=batch)
+    figures["graph_replay"] = graph_replay.to_json(replay)
+    for run in replay["runs"]:
+        print(format_run(run))
     for name, reason in replay["skipped"].items():
         print(f"({name} skipped: {reason})")
-    print("\nprepare -> begin -> end through the Python API vs the pure-Python reference model")
-    figures["capture_cycle"] = bench.capture_cycle_vs_model(factory, repeat=3 if quick else 5,
-                                                            min_seconds=0.02 if quick else 0.05)
-    print(bench.format_table(figures["capture_cycle"]))
+    cycles = capture_cycle.capture_cycle_vs_model(factory, rounds=rounds, warmup=warmup, min_batch_s=batch)
+    figures["capture_cycle"] = [run.to_json() for run in cycles]
+    for run in cycles:
+        print(format_run(run))
     try:
         import hypothesis  # noqa: F401
     except ImportError:
-        print("\n(state-machine rate skipped: hypothesis is not installed)")
+        print("(state-machine rate skipped: hypothesis is not installed)")
     else:
         reference = _default_backend()
-        print(f"\nstate-machine steps per second ({reference})")
-        row = bench.machine_steps_per_second(lambda: lifecore.Device(reference), examples=5 if quick else 20)
-        figures["state_machine"] = row
-        print(bench.format_table([row]))
+        machine = state_machine.machine_throughput(lambda: lifecore.Device(reference), examples=5 if quick else 20,
+                                                   rounds=2 if quick else 3, backend=reference)
+        figures["state_machine"] = machine.to_json()
+        print(format_run(machine))
     if args.json == "-":
         json.dump(figures, sys.stdout, indent=2)
         print()
@@ -292,7 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"run the same seeded random steps on two devices ({choices}; "
                            "optionally /hardware or /software) and exit 1 on the first difference")
     fuzz.set_defaults(func=cmd_fuzz)
-    bench = sub.add_parser("bench", help="the graph-capture benchmarks (ratios measured side by side)")
+    bench = sub.add_parser("bench", help="the graph-capture benchmarks (sides interleaved in one run, medians with quartiles)")
     bench.add_argument("--backend", type=_backend_name, default=default_backend,
                        help=f"{choices} (default {default_backend})")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions")

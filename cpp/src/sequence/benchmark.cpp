@@ -1,6 +1,5 @@
 #include "lifecore/sequence/benchmark.hpp"
 
-#include <chrono>
 #include <vector>
 
 #include "lifecore/error.hpp"
@@ -28,18 +27,31 @@ std::shared_ptr<AdmittedSequenceResources> admit_or_throw(AdmissionCoordinator& 
   return admitted->resources;
 }
 
+// The decode sequence's fit: far beyond any benchmark's steps, so it never runs out.
+constexpr std::int64_t kDecodeFit = std::int64_t{1} << 40;
+
 }  // namespace
 
-SequenceBenchResult bench_lifecycles(std::uint64_t lifecycles, std::uint64_t live, std::uint64_t target_tokens,
-                                     std::uint32_t tokens_per_page, bool primitives) {
-  auto coordinator = bench_coordinator(tokens_per_page, static_cast<std::uint32_t>(live + 16));
-  std::vector<std::unique_ptr<SequenceSession>> others;
-  others.reserve(live);
-  for (std::uint64_t i = 0; i < live; ++i) others.push_back(admit_or_throw(*coordinator, tokens_per_page, target_tokens)->open_session());
-  const auto start = std::chrono::steady_clock::now();
-  for (std::uint64_t i = 0; i < lifecycles; ++i) {
-    auto session = admit_or_throw(*coordinator, tokens_per_page, static_cast<std::int64_t>(target_tokens))->open_session();
-    for (std::uint64_t t = tokens_per_page; t <= target_tokens; t += tokens_per_page) {
+SequenceBenchLoop::SequenceBenchLoop(std::uint64_t live, std::uint64_t target_tokens, std::uint32_t tokens_per_page)
+    : target_tokens_(target_tokens), tokens_per_page_(tokens_per_page) {
+  if (tokens_per_page == 0 || target_tokens < tokens_per_page) {
+    raise(ErrorKind::InvalidArgument, "SequenceBenchLoop: target_tokens must be at least tokens_per_page (> 0)");
+  }
+  coordinator_ = bench_coordinator(tokens_per_page, static_cast<std::uint32_t>(live + 16));
+  others_.reserve(live);
+  for (std::uint64_t i = 0; i < live; ++i) {
+    others_.push_back(admit_or_throw(*coordinator_, tokens_per_page, static_cast<std::int64_t>(target_tokens))->open_session());
+  }
+  decode_coordinator_ = bench_coordinator(tokens_per_page, 4);
+  decoding_ = admit_or_throw(*decode_coordinator_, 1, kDecodeFit)->open_session();
+}
+
+SequenceBenchLoop::~SequenceBenchLoop() = default;
+
+void SequenceBenchLoop::lifecycles(std::uint64_t count, bool primitives) {
+  for (std::uint64_t i = 0; i < count; ++i) {
+    auto session = admit_or_throw(*coordinator_, tokens_per_page_, static_cast<std::int64_t>(target_tokens_))->open_session();
+    for (std::uint64_t t = tokens_per_page_; t <= target_tokens_; t += tokens_per_page_) {
       if (primitives) {
         session->try_ensure_backing_covers(static_cast<std::int64_t>(t));
         auto frame = session->acquire_frame();
@@ -51,26 +63,23 @@ SequenceBenchResult bench_lifecycles(std::uint64_t lifecycles, std::uint64_t liv
     session->try_complete();
     session->close();  // the last holder: releases pages, the slot and the authorities
   }
-  const auto stop = std::chrono::steady_clock::now();
-  return {std::chrono::duration<double>(stop - start).count(), lifecycles};
 }
 
-SequenceBenchResult bench_decode_steps(std::uint64_t steps, std::uint32_t tokens_per_page, bool primitives) {
-  auto coordinator = bench_coordinator(tokens_per_page, 4);
-  auto session = admit_or_throw(*coordinator, 1, static_cast<std::int64_t>(steps + 1))->open_session();
-  const auto start = std::chrono::steady_clock::now();
-  for (std::uint64_t t = 1; t <= steps; ++t) {
+void SequenceBenchLoop::decode_steps(std::uint64_t count, bool primitives) {
+  if (decoded_ + count >= static_cast<std::uint64_t>(kDecodeFit)) {
+    raise(ErrorKind::InvalidArgument, "SequenceBenchLoop::decode_steps: the decode sequence's fit is used up");
+  }
+  for (std::uint64_t i = 0; i < count; ++i) {
+    const std::uint64_t t = ++decoded_;
     if (primitives) {
-      const std::uint64_t page_end = (t + tokens_per_page - 1) / tokens_per_page * tokens_per_page;
-      session->try_ensure_backing_covers(static_cast<std::int64_t>(std::min(page_end, steps + 1)));
-      auto frame = session->acquire_frame();
+      const std::uint64_t page_end = (t + tokens_per_page_ - 1) / tokens_per_page_ * tokens_per_page_;
+      decoding_->try_ensure_backing_covers(static_cast<std::int64_t>(page_end));
+      auto frame = decoding_->acquire_frame();
       frame->commit();
     } else {
-      session->step(static_cast<std::int64_t>(t));
+      decoding_->step(static_cast<std::int64_t>(t));
     }
   }
-  const auto stop = std::chrono::steady_clock::now();
-  return {std::chrono::duration<double>(stop - start).count(), steps};
 }
 
 BookkeepingSizes bookkeeping_sizes() {

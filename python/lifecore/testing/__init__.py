@@ -11,10 +11,10 @@ imported on first use, so importing ``lifecore.testing`` does not require Hypoth
 :func:`offers_fault_injection` asks a device whether ``inject_fault`` works on it.
 
 Not machines, imported by their module path: :mod:`lifecore.testing.conformance` (a pytest
-suite every backend must pass; subclass it for your own backend),
-:mod:`lifecore.testing.differential` (the same seeded steps on two devices, compared) and the
-benchmarks in
-:mod:`lifecore.testing.stream_benchmarks` and :mod:`lifecore.testing.gpu_replay_benchmarks`.
+suite every backend must pass; subclass it for your own backend) and
+:mod:`lifecore.testing.differential` (the same seeded steps on two devices, compared). The
+benchmarks live in :mod:`lifecore.benchmarks` (:mod:`lifecore.testing.stream_benchmarks` and
+:mod:`lifecore.testing.gpu_replay_benchmarks` remain as the older import paths).
 """
 
 from __future__ import annotations

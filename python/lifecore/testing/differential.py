@@ -17,7 +17,7 @@ the pool once the GPU passes its fence, so frees happen only outside capture win
 window starts after ``Device.cleanup()`` has settled the pool; graphs are not replayed into a
 recording (a child-graph node, which the mock does not model).
 
-Used by ``lifecore fuzz --differential A,B`` and the source tree's ``benchmarks/differential.py``.
+Used by ``lifecore fuzz --differential A,B`` and ``python -m lifecore.benchmarks.differential``.
 """
 
 from __future__ import annotations

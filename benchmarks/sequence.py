@@ -1,0 +1,247 @@
+"""Sequence-session bookkeeping: every side interleaved in one run, medians with quartiles.
+
+1. Full lifecycles with 10,000 other sequences live: admit -> open -> a frame per page while
+   extending page by page to 2,048 tokens -> complete -> release. lifecore from Python (the
+   one-call ``step`` and the primitives), the same loop in C++ (called from Python once per
+   batch, timed by the same harness), the pure-Python reference model, and a plain free-list
+   page allocator in Python.
+2. Decode steps of one long sequence (acquire frame -> extend if needed -> commit), 16 tokens
+   per page: lifecore from Python (``step`` and the primitives), in C++, the reference model.
+3. Host bookkeeping bytes per live sequence and per page (resident-set growth, measured in a
+   fresh process), and the records' sizes.
+
+    python -m lifecore.benchmarks.sequence [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import subprocess
+import sys
+from typing import Any, Optional, Sequence
+
+from lifecore import _core
+from lifecore.benchmarks.harness import Run, Side, format_run, interleave
+from lifecore.models import sequence_session as model
+from lifecore.sequence import AdmissionCoordinator
+
+__all__ = ["lifecycles", "decode_steps", "bookkeeping", "main"]
+
+TPP = 16
+PAGE_BYTES = 4096
+TARGET = 2048
+LIVE = 10_000
+DECODE_FIT = 1 << 40  # the decode sequence's target: far beyond any run's steps
+HUGE_DOMAIN = 1 << 50  # bytes: accounting only, so a domain this large costs nothing
+
+
+def coordinator(live: int) -> AdmissionCoordinator:
+    pages = (live + 64) * (TARGET // TPP)
+    return AdmissionCoordinator(domains={"kv": pages * PAGE_BYTES}, page_bytes=PAGE_BYTES, tokens_per_page=TPP,
+                                max_active_sequences=live + 64)
+
+
+def model_coordinator(live: int) -> model.ModelCoordinator:
+    pages = (live + 64) * (TARGET // TPP)
+    return model.ModelCoordinator(domains={"kv": pages * PAGE_BYTES}, page_bytes=PAGE_BYTES, tokens_per_page=TPP,
+                                  max_active_sequences=live + 64)
+
+
+# ---------------------------------------------------------------- lifecycles
+def lifecycles(*, live: int = LIVE, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.01,
+               cpp_batch: int = 10) -> Run:
+    c = coordinator(live)
+    kept = []
+    for _ in range(live):
+        adm = c.admit("live", TPP, TARGET)
+        kept.append((adm, adm.resources.open_session()))
+    admit = c.admit
+
+    def lifecore_lifecycle(primitives: bool) -> None:
+        adm = admit("r", TPP, TARGET)
+        resources = adm.resources
+        s = resources.open_session()
+        if primitives:
+            ensure, acquire = s.try_ensure_backing_covers, s.acquire_frame
+            for t in range(TPP, TARGET + 1, TPP):
+                ensure(t)
+                acquire().commit()
+        else:
+            step = s.step
+            for t in range(TPP, TARGET + 1, TPP):
+                step(t)
+        s.try_complete()
+        s.close()
+        resources.close()
+
+    mc = model_coordinator(live)
+    model_kept = [mc.admit("live", TPP, TARGET).resources.open_session() for _ in range(live)]
+
+    def model_lifecycle() -> None:
+        adm = mc.admit("r", TPP, TARGET)
+        s = adm.resources.open_session()
+        for t in range(TPP, TARGET + 1, TPP):
+            s.try_ensure_backing_covers(t)
+            s.acquire_frame().commit()
+        s.try_complete()
+        s.close()
+        adm.resources.close()
+
+    pages_per = TARGET // TPP
+    free = list(range((live + 64) * pages_per))
+    held = [[free.pop()] for _ in range(live)]
+    pop, extend = free.pop, free.extend
+
+    def free_list_lifecycle() -> None:
+        pages = [pop()]
+        append = pages.append
+        for _t in range(2 * TPP, TARGET + 1, TPP):
+            append(pop())
+        pages.reverse()
+        extend(pages)
+
+    loop = _core._SequenceBenchLoop(live, TARGET, TPP)
+    sides = {
+        "Python step()": Side(lambda: lifecore_lifecycle(False), unit="lifecycle"),
+        "Python primitives": Side(lambda: lifecore_lifecycle(True), unit="lifecycle"),
+        "C++ step()": Side(lambda: loop.lifecycles(cpp_batch, False), per=cpp_batch, unit="lifecycle"),
+        "C++ primitives": Side(lambda: loop.lifecycles(cpp_batch, True), per=cpp_batch, unit="lifecycle"),
+        "reference model": Side(model_lifecycle, unit="lifecycle"),
+        "Python free list": Side(free_list_lifecycle, unit="lifecycle"),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
+                     title=f"lifecycles: admit -> open -> frames extending page by page to {TARGET} tokens "
+                           f"({pages_per} pages) -> complete -> release, {live:,} sequences live")
+    run.ratio("reference model", "Python step()")
+    run.ratio("reference model", "Python primitives")
+    run.ratio("Python step()", "Python free list")
+    run.ratio("Python step()", "C++ step()")
+    # Nothing leaked: every timed lifecycle released what it took.
+    if c.capacity().active_sequences != live or mc.active != live or len(held) != live:
+        raise RuntimeError("a timed lifecycle did not release its sequence")
+    run.facts["live sequences"] = live
+    del kept, model_kept
+    return run
+
+
+# ---------------------------------------------------------------- decode steps
+class _Decoder:
+    """One long lifecore sequence whose decode steps continue from call to call."""
+
+    def __init__(self, batch: int, primitives: bool) -> None:
+        c = AdmissionCoordinator(domains={"kv": HUGE_DOMAIN}, page_bytes=PAGE_BYTES, tokens_per_page=TPP,
+                                 max_active_sequences=4)
+        self.coordinator, self.batch, self.primitives = c, batch, primitives
+        self.session = c.admit("r", 1, DECODE_FIT).resources.open_session()
+        self.t = 0
+        self.frontier = self.session.backing.tokens
+
+    def __call__(self) -> None:
+        s, t, end = self.session, self.t, self.t + self.batch
+        if self.primitives:
+            ensure, acquire, frontier = s.try_ensure_backing_covers, s.acquire_frame, self.frontier
+            while t < end:
+                t += 1
+                if t > frontier:  # extend if needed, a page at a time
+                    frontier = -(-t // TPP) * TPP
+                    ensure(frontier)
+                acquire().commit()
+            self.frontier = frontier
+        else:
+            step = s.step
+            while t < end:
+                t += 1
+                step(t)
+        self.t = t
+
+
+class _ModelDecoder:
+    def __init__(self, batch: int) -> None:
+        c = model.ModelCoordinator(domains={"kv": HUGE_DOMAIN}, page_bytes=PAGE_BYTES, tokens_per_page=TPP,
+                                   max_active_sequences=4)
+        self.coordinator, self.batch, self.t = c, batch, 0
+        self.session = c.admit("r", 1, DECODE_FIT).resources.open_session()
+
+    def __call__(self) -> None:
+        step, t, end = self.session.step, self.t, self.t + self.batch
+        while t < end:
+            t += 1
+            step(t)
+        self.t = t
+
+
+def decode_steps(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.01, batch: int = 1000) -> Run:
+    loop = _core._SequenceBenchLoop(0, TPP, TPP)
+    sides = {
+        "Python step() (1 call)": Side(_Decoder(batch, False), per=batch, unit="step"),
+        "Python primitives (3 calls)": Side(_Decoder(batch, True), per=batch, unit="step"),
+        "C++ step()": Side(lambda: loop.decode_steps(batch * 10, False), per=batch * 10, unit="step"),
+        "C++ primitives": Side(lambda: loop.decode_steps(batch * 10, True), per=batch * 10, unit="step"),
+        "reference model step()": Side(_ModelDecoder(batch), per=batch, unit="step"),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
+                     title=f"decode steps of one sequence ({TPP} tokens per page): acquire frame -> extend if "
+                           "needed -> commit")
+    run.ratio("reference model step()", "Python step() (1 call)")
+    run.ratio("Python step() (1 call)", "C++ step()")
+    return run
+
+
+# ---------------------------------------------------------------- memory
+def rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def bookkeeping(live: int = LIVE, pages_each: int = 32) -> tuple[float, float]:
+    """Resident-set growth per live sequence and per extra page (call it in a fresh process)."""
+    gc.collect()
+    c = coordinator(live)
+    base = rss_bytes()
+    kept = []
+    for _ in range(live):
+        adm = c.admit("r", TPP, TARGET)
+        kept.append(adm.resources.open_session())
+        adm.resources.close()  # keep only the session (it holds the resources)
+    gc.collect()
+    after_open = rss_bytes()
+    for s in kept:
+        for t in range(2 * TPP, (pages_each + 1) * TPP, TPP):
+            s.step(t)
+    gc.collect()
+    after_pages = rss_bytes()
+    per_sequence = (after_open - base) / live
+    per_page = (after_pages - after_open) / (live * (pages_each - 1))
+    for s in kept:
+        s.close()
+    return per_sequence, per_page
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.sequence", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter batches")
+    parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.memory_only:
+        per_seq, per_page = bookkeeping()
+        print(f"{per_seq} {per_page}")
+        return 0
+    # Memory first, in a fresh process, so freed memory of other runs cannot hide growth.
+    fresh = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.sequence", "--memory-only"],
+                           capture_output=True, text=True, check=True)
+    per_seq, per_page = (float(x) for x in fresh.stdout.split())
+    timing: dict[str, Any] = dict(rounds=3, warmup=1, min_batch_s=0.003) if args.quick else {}
+    print(format_run(lifecycles(**timing)))
+    print(format_run(decode_steps(**timing)))
+    sizes = _core._sequence_bookkeeping_sizes()
+    print(f"host bookkeeping (resident-set growth, {LIVE:,} sequences): {per_seq:,.0f} B per live sequence "
+          f"(session + resources + 1 page, Python objects included), {per_page:,.1f} B per additional page")
+    print(f"  records (sizeof, bytes): {sizes}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

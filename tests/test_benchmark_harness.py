@@ -1,0 +1,157 @@
+"""The benchmark harness, on injected clocks: what it times, in which order, and what it reports.
+
+Correctness only: every cost here is a fake clock's tick, so every figure is exact."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lifecore.benchmarks.harness import Side, Summary, compare, format_run, interleave, measure
+
+
+class FakeClock:
+    """Nanoseconds that pass only when a fake side says it did some work."""
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.log: list[str] = []
+
+    def __call__(self) -> int:
+        return self.now
+
+    def side(self, name: str, cost: int):
+        def work() -> None:
+            self.log.append(name)
+            self.now += cost
+        return work
+
+
+def test_a_costing_twice_b_gives_exact_samples_and_a_ratio_of_two() -> None:
+    clock = FakeClock()
+    run = compare(clock.side("A", 2000), clock.side("B", 1000), rounds=5, warmup=2, inner=3, clock=clock)
+    assert run["A"].samples_ns == (2000.0,) * 5 and run["B"].samples_ns == (1000.0,) * 5
+    assert run.ratios[0].samples == (2.0,) * 5
+    assert run.ratios[0].summary == Summary(2.0, 2.0, 2.0)
+    assert run["A"].summary.median == 2000 and run["A"].inner == 3
+    # Warmup rounds run too, interleaved batch by batch: AAA BBB AAA BBB ...
+    assert clock.log == (["A"] * 3 + ["B"] * 3) * 7
+
+
+def test_more_sides_interleave_in_the_order_given() -> None:
+    clock = FakeClock()
+    run = interleave({"x": clock.side("x", 5), "y": clock.side("y", 7), "z": clock.side("z", 1)},
+                     rounds=2, warmup=0, inner=1, clock=clock)
+    assert clock.log == ["x", "y", "z", "x", "y", "z"]
+    assert list(run.measurements) == ["x", "y", "z"]
+
+
+def test_a_ratio_is_taken_per_round() -> None:
+    clock = FakeClock()
+    costs = iter([100, 10, 300, 10, 200, 10])  # A, B alternately: ratios 10, 30, 20
+
+    def step() -> None:
+        clock.now += next(costs)
+
+    run = compare(step, step, rounds=3, warmup=0, inner=1, clock=clock, names=("slow", "fast"))
+    assert run.ratios[0].samples == (10.0, 30.0, 20.0)
+    assert run.ratios[0].summary == Summary(20.0, 15.0, 25.0)
+
+
+def test_quartiles_interpolate_linearly() -> None:
+    assert Summary.of([1, 2, 3, 4, 5]) == Summary(3, 2, 4)
+    assert Summary.of([4, 1, 3, 2]) == Summary(2.5, 1.75, 3.25)
+    assert Summary.of([7.0]) == Summary(7.0, 7.0, 7.0)
+    with pytest.raises(ValueError):
+        Summary.of([])
+
+
+def test_per_divides_by_the_units_of_work_and_rates_are_per_second() -> None:
+    clock = FakeClock()
+    run = measure(Side(clock.side("n", 4000), per=4, unit="node", rate=True), rounds=3, warmup=0, inner=2,
+                  clock=clock)
+    m = run["time"]
+    assert m.samples_ns == (1000.0,) * 3 and m.unit == "node"
+    assert m.rate_summary.median == pytest.approx(1e6)
+
+
+def test_before_and_after_stay_outside_the_timed_span() -> None:
+    clock = FakeClock()
+    events: list[str] = []
+
+    def before() -> None:
+        events.append("before")
+        clock.now += 10**6
+
+    def after() -> None:
+        events.append("after")
+        clock.now += 10**6
+
+    run = measure(Side(clock.side("w", 50), before=before, after=after), rounds=2, warmup=1, inner=4, clock=clock)
+    assert run["time"].samples_ns == (50.0, 50.0)
+    assert events == ["before", "after"] * 3
+
+
+def test_inner_is_calibrated_until_a_batch_lasts_long_enough() -> None:
+    clock = FakeClock()
+    run = measure(clock.side("c", 1000), rounds=1, warmup=0, min_batch_s=1e-5, clock=clock)
+    assert run["time"].inner == 16  # 1, 2, 4, 8 calls last under 10,000 ns; 16 do not
+    assert run["time"].samples_ns == (1000.0,)
+    # Per-side counts when given as a mapping.
+    run = compare(clock.side("a", 1), clock.side("b", 1), inner={"A": 2, "B": 5}, rounds=1, warmup=0, clock=clock)
+    assert (run["A"].inner, run["B"].inner) == (2, 5)
+
+
+def test_a_difference_is_derived_round_by_round() -> None:
+    clock = FakeClock()
+    run = interleave({"with": clock.side("w", 900), "without": clock.side("o", 600), "backend": clock.side("b", 100)},
+                     rounds=2, warmup=0, inner=1, clock=clock)
+    derived = run.difference("observe", "with", "without", "backend")
+    assert derived.samples_ns == (200.0, 200.0) and run["observe"] is derived
+    assert run.ratio("without", "observe").samples == (3.0, 3.0)
+    with pytest.raises(KeyError, match="no side named"):
+        run.ratio("with", "nonesuch")
+
+
+def test_the_formatter_prints_only_what_was_measured() -> None:
+    clock = FakeClock()
+    run = compare(clock.side("A", 2000), clock.side("B", 1000), rounds=3, warmup=0, inner=1, clock=clock,
+                  names=("eager", "replay"), title="demo")
+    run.facts["correct"] = True
+    text = format_run(run)
+    assert text.splitlines()[0] == "demo (3 rounds interleaved, median [q1 .. q3])"
+    assert "eager" in text and "2 us per call  [2 us .. 2 us]" in text and "1 us per call" in text
+    assert "eager / replay" in text and "2x  [2 .. 2]" in text and "correct: True" in text
+    # JSON carries the same figures and every sample.
+    data = json.loads(json.dumps(run.to_json()))
+    assert data["sides"]["eager"]["median_ns"] == 2000 and data["sides"]["eager"]["samples_ns"] == [2000] * 3
+    assert data["ratios"]["eager / replay"]["median"] == 2 and data["rounds"] == 3
+    assert "interquartile" in data["spread"] and data["facts"] == {"correct": True}
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"rounds": 0}, "rounds"),
+    ({"rounds": True}, "rounds"),
+    ({"warmup": -1}, "warmup"),
+    ({"inner": 0}, "inner"),
+    ({"inner": {"A": 1}}, "no count for: B"),
+    ({"inner": {"A": 1, "B": 1, "C": 1}}, "do not exist: C"),
+    ({"min_batch_s": 0}, "min_batch_s"),
+    ({"names": ("A", "A")}, "two different names"),
+])
+def test_bad_arguments_are_refused_before_anything_runs(kwargs, message) -> None:
+    clock = FakeClock()
+    with pytest.raises(ValueError, match=message):
+        compare(clock.side("A", 1), clock.side("B", 1), clock=clock, **kwargs)
+    assert clock.log == []
+
+
+def test_a_side_needs_a_callable_and_whole_units() -> None:
+    with pytest.raises(TypeError):
+        Side(42)  # type: ignore[arg-type]
+    for per in (0, -1, 1.5, True):
+        with pytest.raises(ValueError):
+            Side(lambda: None, per=per)  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        interleave({}, clock=FakeClock())

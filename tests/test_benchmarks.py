@@ -1,0 +1,96 @@
+"""The benchmarks other than graph replay: each runs through the harness and reports what it
+measured. No timing is asserted; the tests check the sides, the ratios and the counted facts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import lifecore
+from lifecore import _core
+from lifecore.benchmarks import capture, capture_cycle, sequence, state_machine
+from lifecore.benchmarks.harness import format_run
+
+QUICK = dict(rounds=2, warmup=0, min_batch_s=0.0005)
+
+
+def test_capture_cycle_sets_lifecore_beside_the_model() -> None:
+    runs = capture_cycle.capture_cycle_vs_model(lambda: lifecore.Device("mock"), **QUICK)
+    assert len(runs) == 2
+    for run in runs:
+        assert list(run.measurements) == ["model", "lifecore"]
+        assert run.ratios[0].name == "model / lifecore" and len(run.ratios[0].samples) == 2
+    assert "mock/" in runs[1].title
+
+
+def test_the_state_machine_workload_is_the_same_for_the_same_seed() -> None:
+    run = state_machine.machine_throughput(lambda: lifecore.Device("mock"), examples=3, steps=10, seed=0,
+                                           rounds=2, warmup=0)
+    again = state_machine.run_machine_once(lambda: lifecore.Device("mock"), examples=3, steps=10, seed=0)
+    assert {k: run.facts[k] for k in again} == again and again["steps"] > 0
+    m = run["machine step"]
+    assert m.per == again["steps"] and m.unit == "step" and m.rate
+    assert "steps/s" in format_run(run)
+
+
+def test_the_state_machine_workload_does_not_depend_on_the_process() -> None:
+    outputs = []
+    for hash_seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.state_machine", "--examples", "3",
+                               "--steps", "10", "--rounds", "1", "--seed", "5"], capture_output=True, text=True,
+                              timeout=120, env={**os.environ, "PYTHONHASHSEED": hash_seed})
+        assert done.returncode == 0, done.stderr
+        outputs.append([line for line in done.stdout.splitlines() if line.strip().startswith("seed: 5")])
+    assert outputs[0] == outputs[1] and len(outputs[0]) == 1
+
+
+def test_the_state_machine_refuses_a_seed_that_is_not_an_int() -> None:
+    with pytest.raises(ValueError, match="seed"):
+        state_machine.machine_throughput(lambda: lifecore.Device("mock"), seed=None)  # type: ignore[arg-type]
+
+
+def test_sequence_lifecycles_time_python_cpp_model_and_free_list_alike() -> None:
+    run = sequence.lifecycles(live=8, cpp_batch=2, **QUICK)
+    assert list(run.measurements) == ["Python step()", "Python primitives", "C++ step()", "C++ primitives",
+                                      "reference model", "Python free list"]
+    assert all(m.unit == "lifecycle" and len(m.samples_ns) == 2 for m in run.measurements.values())
+    assert run["C++ step()"].per == 2 and len(run.ratios) == 4
+    assert run.facts == {"live sequences": 8}
+
+
+def test_sequence_decode_steps_continue_one_long_sequence() -> None:
+    run = sequence.decode_steps(batch=40, **QUICK)
+    assert run["Python step() (1 call)"].per == 40 and run["C++ step()"].per == 400
+    assert [r.name for r in run.ratios] == ["reference model step() / Python step() (1 call)",
+                                            "Python step() (1 call) / C++ step()"]
+
+
+def test_the_cpp_loop_refuses_bad_sizes_and_does_its_work_untimed() -> None:
+    with pytest.raises(lifecore.InvalidArgumentError):
+        _core._SequenceBenchLoop(1, 8, 16)
+    loop = _core._SequenceBenchLoop(3, 64, 16)
+    assert loop.lifecycles(5, True) is None and loop.decode_steps(100, False) is None
+
+
+def test_capture_observe_derives_the_captured_cost_per_round() -> None:
+    run = capture.observe(**QUICK)
+    derived = run["lifecore captured observe"]
+    with_, without, backend = (run[n].samples_ns for n in ("lifecore step with observe", "lifecore step",
+                                                           "constant backend calls"))
+    assert derived.samples_ns == tuple(a - b - c for a, b, c in zip(with_, without, backend))
+    assert "model captured observe / lifecore captured observe" in format_run(run)
+
+
+@pytest.mark.no_sanitizer
+def test_capture_forward_pass_or_its_reason() -> None:
+    run = capture.forward(rounds=1, warmup=0, min_batch_s=0.0005)
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        assert run is None
+        return
+    assert run is not None and list(run.measurements)[:3] == [
+        "unhooked", "plain hooks computing summaries", "lifecore capture of the summaries"]
