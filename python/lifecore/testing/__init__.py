@@ -8,6 +8,11 @@ imported on first use, so importing ``lifecore.testing`` does not require Hypoth
 - :class:`SequenceSessionMachine`: sequence sessions, KV backing and admission.
 - :class:`CaptureSessionMachine`: capture sessions, budgets, checkpoints and interventions.
 
+All three have one shape (:mod:`lifecore.testing.machine`): a factory of the thing under test,
+``Machine.bind(factory)`` and ``Machine.run(factory, settings=..., seed=...)``, one
+:class:`MachineStats` per lifecycle (``Machine.stats``; ``STATS`` is graph capture's), and one
+comparison with the reference model (:func:`lifecore.testing.contract.both`).
+
 Not machines, imported by their module path: :mod:`lifecore.testing.differential` (the same
 seeded steps on two devices, compared) and the benchmarks in
 :mod:`lifecore.testing.stream_benchmarks` and :mod:`lifecore.testing.gpu_replay_benchmarks`.
@@ -21,10 +26,12 @@ from typing import Any
 _EXPORTS = {
     "StreamCaptureMachine": ".stream_capture",
     "run_stream_capture_machine": ".stream_capture",
-    "MachineStats": ".stream_capture",
     "STATS": ".stream_capture",
     "SequenceSessionMachine": ".sequence_session",
     "CaptureSessionMachine": ".capture_session",
+    "LifecycleMachine": ".machine",
+    "run_machine": ".machine",
+    "MachineStats": ".machine_stats",
 }
 
 __all__ = sorted(_EXPORTS)
