@@ -58,7 +58,7 @@ class Entry:
         self.rr: Any = real  # real resources handle (None once closed)
         self.mr = modeled
         self.rs: Any = None  # real session
-        self.ms: Optional[model.ModelSession] = None
+        self.ms: Any = None  # model.ModelSession, once opened
         self.frame: Optional[tuple[Any, model.ModelFrame, tuple]] = None
         self.flights: dict[int, tuple[Any, model.ModelFlight]] = {}
         self.terminal: Optional[str] = None
@@ -76,18 +76,28 @@ class SequenceSessionMachine(LifecycleMachine):
         super().__init__()
         factory = self.factory_or_bound(coordinator_factory) or (lambda **kw: AdmissionCoordinator(None, **kw))
         self.real = factory(**CONFIG)
-        self.model = model.ModelCoordinator(**CONFIG)
+        self.model = model.ModelCoordinator(**CONFIG)  # type: ignore[arg-type]
         self.entries: list[Entry] = []
         self.deferreds: list[tuple[AdmissionDeferred, model.ModelDeferred]] = []
         self.waiters: list[tuple[Any, model.ModelWaiter, model.ModelDeferred]] = []
         self.counter = 0
         self.cursor = 0
         self.requests: dict[str, tuple] = {}  # deferred request id -> (prompt, fit, domains)
+        # model waiter (kept, so its id stays its own) -> its wake-ups already in STATS
+        self.wakes_counted: dict[int, tuple[model.ModelWaiter, int]] = {}
 
     # ---------- helpers ----------
     def _pick(self, index: int, pred: Callable[[Entry], bool]) -> Optional[Entry]:
         candidates = [e for e in self.entries if pred(e)]
         return candidates[index % len(candidates)] if candidates else None
+
+    def _target(self, index: int, *preds: Callable[[Entry], bool]) -> Entry:
+        """The pick of the first predicate with candidates (a rule's precondition promises one)."""
+        for pred in preds:
+            e = self._pick(index, pred)
+            if e is not None:
+                return e
+        raise AssertionError("the precondition promised a target")
 
     def _pick_session(self, index: int) -> Optional[Entry]:
         """Mostly a session whose handle is open; every fourth pick any session (error paths)."""
@@ -280,7 +290,7 @@ class SequenceSessionMachine(LifecycleMachine):
     def extend_frontier(self, i: int, ahead: int, spare_pages: Optional[int]) -> None:
         """Grow an open session just past its frontier, within its fit limit (a live frame or
         flight makes this RETRY_REQUIRED; a full pool makes it BACKING_DEFERRED)."""
-        e = self._pick(i, self._growable) or self._pick(i, self._open)
+        e = self._target(i, self._growable, self._open)
         seq = e.mr.seq
         tokens = min(e.ms.current.tokens + ahead, seq.fit_tokens)
         pages = None
@@ -294,7 +304,7 @@ class SequenceSessionMachine(LifecycleMachine):
     def decode_step(self, i: int, ahead: int) -> None:
         """One decode step of an idle open session, growing it when it still can."""
         idle = lambda e: self._open(e) and e.ms.quiescent  # noqa: E731
-        e = self._pick(i, lambda e: idle(e) and self._growable(e)) or self._pick(i, idle)
+        e = self._target(i, lambda e: idle(e) and self._growable(e), idle)
         tokens = min(e.ms.current.tokens + ahead, e.mr.seq.fit_tokens)
         m, r, err = self.both(f"step({tokens})", lambda: e.ms.step(tokens), lambda: e.rs.step(tokens))
         assert err in (None, "Closed", "InvalidArgument"), err  # closed pool; spare pages make a step incomparable
@@ -313,7 +323,7 @@ class SequenceSessionMachine(LifecycleMachine):
     def retire(self, i: int) -> None:
         """End a sequence the way a scheduler does: complete (or abort a cancelled or poisoned
         one), then drop every handle, releasing its capacity and waking waiters."""
-        e = self._pick(i, self._retirable)
+        e = self._target(i, self._retirable)
         how = "try_complete" if e.ms.phase == model.OPEN else "try_abort"
         m, r, err = self.both(how, getattr(e.ms, how), getattr(e.rs, how))
         assert err is None, err
@@ -383,7 +393,7 @@ class SequenceSessionMachine(LifecycleMachine):
         e = self._pick(i, lambda e: e.frame is not None)
         if e is None:
             return
-        rf, mf, _ = e.frame
+        rf, mf, _ = e.frame  # type: ignore[misc]
         m, r, err = self.both(f"frame {how}", getattr(mf, how), getattr(rf, how))
         STATS.note("finalize_frame", how + (":err" if err else ":ok"))
         if how == "commit" and not err:
@@ -585,10 +595,10 @@ class SequenceSessionMachine(LifecycleMachine):
         for r, m, _ in self.waiters:
             assert r.should_retry() == m.should_retry()
             assert r.wake_count == m.wakes
-            seen = getattr(m, "_stats_seen", 0)
+            seen = self.wakes_counted.get(id(m), (m, 0))[1]
             if m.wakes > seen:
                 STATS.outcomes[("waiters", "wakeups")] += m.wakes - seen
-                m._stats_seen = m.wakes
+                self.wakes_counted[id(m)] = (m, m.wakes)
 
     def teardown(self) -> None:
         try:

@@ -195,7 +195,7 @@ class StreamCaptureMachine(LifecycleMachine):
         for buf in [b for b in self.buffers if self.model.buffers[b.mid].orphaned]:
             self.buffers.remove(buf)
             self.both(f"fill({buf.mid}) after its window closed",
-                       lambda: self.model.fill(self.sid0, buf.mid, 0), lambda: self.real0.fill(buf.real, 0))
+                      lambda: self.model.fill(self.sid0, buf.mid, 0), lambda: self.real0.fill(buf.real, 0))
             self.both(f"free({buf.mid})", lambda: self.model.free(buf.mid), buf.real.free)
             self.freed.append(buf)
 
@@ -207,7 +207,7 @@ class StreamCaptureMachine(LifecycleMachine):
         stream, sid = self.streams[stream_index]
         data = struct.pack(f"<{len(values)}f", *values)
         self.both(f"write({buf.mid})", lambda: self.model.write(sid, buf.mid, values, fault=fault),
-                   lambda: stream.write(buf.real, data))
+                  lambda: stream.write(buf.real, data))
 
     def _launch(self, stream_index: int, kernel: str, a: float, bufs: Sequence[_Buffer],
                 fault: Optional[str] = None) -> None:
@@ -215,6 +215,7 @@ class StreamCaptureMachine(LifecycleMachine):
         stream, sid = self.streams[stream_index]
         n = bufs[0].count
         grid, block = (n + 63) // 64, 64
+        margs: list[Any]
         if kernel == "axpy_info_f32":
             info = [n, f32_bits(a)]
             margs, rargs = [Ref(bufs[0].mid), Ref(bufs[1].mid)], [bufs[0].real, bufs[1].real]
@@ -227,8 +228,8 @@ class StreamCaptureMachine(LifecycleMachine):
             margs, rargs = [n, a, Ref(bufs[0].mid), Ref(bufs[1].mid)], [n, a, bufs[0].real, bufs[1].real]
         k = getattr(self.kernels, kernel)
         self.both(f"launch {kernel}{tuple(b.mid for b in bufs)}",
-                   lambda: self.model.launch(sid, kernel, margs, info, fault=fault),
-                   lambda: stream.launch(k, grid, block, rargs, info=info))
+                  lambda: self.model.launch(sid, kernel, margs, info, fault=fault),
+                  lambda: stream.launch(k, grid, block, rargs, info=info))
 
     def _read(self, stream_index: int, buf: _Buffer) -> None:
         stream, sid = self.streams[stream_index]
@@ -353,7 +354,7 @@ class StreamCaptureMachine(LifecycleMachine):
         if buf is None:
             return  # no live buffer of that size (all freed or discarded with their window)
         self.both(f"fill({buf.mid})", lambda: self.model.fill(self.sid0, buf.mid, bits),
-                   lambda: self.real0.fill(buf.real, bits))
+                  lambda: self.real0.fill(buf.real, bits))
 
     @rule(i=PICK, j=PICK)
     @counted
@@ -365,7 +366,7 @@ class StreamCaptureMachine(LifecycleMachine):
         if src is None:
             return  # no live buffer of that size (all freed or discarded with their window)
         self.both(f"copy({dst.mid} <- {src.mid})", lambda: self.model.copy(self.sid0, dst.mid, src.mid),
-                   lambda: self.real0.copy(dst.real, src.real))
+                  lambda: self.real0.copy(dst.real, src.real))
 
     @rule(kernel=st.sampled_from(["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"]), a=SCALARS,
           i=PICK, j=PICK, k=PICK)
@@ -427,7 +428,7 @@ class StreamCaptureMachine(LifecycleMachine):
     @counted
     def graph_prepare(self, owner: int) -> None:
         self.both(f"graph_prepare({owner})", lambda: self.model.graph_prepare(self.sid0, owner),
-                   lambda: self.real0.graph_prepare(owner))
+                  lambda: self.real0.graph_prepare(owner))
 
     @rule()
     @counted
@@ -488,7 +489,7 @@ class StreamCaptureMachine(LifecycleMachine):
             STATS.count("graphs_sealed")
         else:
             self.both(f"graph_prepare({owner})", lambda: self.model.graph_prepare(self.sid0, owner),
-                       lambda: self.real0.graph_prepare(owner))
+                      lambda: self.real0.graph_prepare(owner))
             self._run_program(program)
             self.both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
             marks["begin"] = self.device.memory_stats()["driver_allocations"]
@@ -526,7 +527,7 @@ class StreamCaptureMachine(LifecycleMachine):
             stream.sync()
         else:
             self.both("replay", lambda: self.model.replay(g.gid, self.sid0),
-                       lambda: g.real.replay(self.real0) if explicit else g.real.replay())
+                      lambda: g.real.replay(self.real0) if explicit else g.real.replay())
         STATS.count("replays")
 
     @precondition(lambda self: bool(self.graphs))
@@ -611,7 +612,7 @@ class StreamCaptureMachine(LifecycleMachine):
         if first is None:
             return
         self.both("graph_prepare (re-capture)", lambda: self.model.graph_prepare(self.sid0, 0),
-                   lambda: self.real0.graph_prepare(0))
+                  lambda: self.real0.graph_prepare(0))
         self._launch(0, "axpy_f32", 1.0, [first, first])
         self.both("begin_capture (re-capture)", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
         self._launch(0, "axpy_f32", 1.0, [first, first])
@@ -641,15 +642,15 @@ class StreamCaptureMachine(LifecycleMachine):
                 self._write(0, buf, values[: buf.count], fault=op)
             elif operation == "fill":
                 self.both(f"fill({buf.mid}) with {op} failing",
-                           lambda: self.model.fill(self.sid0, buf.mid, f32_bits(values[0]), fault=op),
-                           lambda: self.real0.fill(buf.real, f32_bits(values[0])))
+                          lambda: self.model.fill(self.sid0, buf.mid, f32_bits(values[0]), fault=op),
+                          lambda: self.real0.fill(buf.real, f32_bits(values[0])))
             elif operation == "copy":
                 src = self._pick(j, buf.count)
                 if src is None:
                     return  # no live buffer of that size (all freed or discarded with their window)
                 self.both(f"copy({buf.mid} <- {src.mid}) with {op} failing",
-                           lambda: self.model.copy(self.sid0, buf.mid, src.mid, fault=op),
-                           lambda: self.real0.copy(buf.real, src.real))
+                          lambda: self.model.copy(self.sid0, buf.mid, src.mid, fault=op),
+                          lambda: self.real0.copy(buf.real, src.real))
             elif operation == "launch":
                 other = self._pick(j, buf.count)
                 if other is None:
@@ -657,7 +658,7 @@ class StreamCaptureMachine(LifecycleMachine):
                 self._launch(0, "axpy_f32", values[1] or 1.0, [other, buf], fault=op)
             else:
                 self.both(f"replay with {op} failing", lambda: self.model.replay(g.gid, self.sid0, fault=op),
-                           lambda: g.real.replay())
+                          lambda: g.real.replay())
         finally:
             self.device.clear_faults()
 
@@ -684,9 +685,9 @@ class StreamCaptureMachine(LifecycleMachine):
         stats = self.device.memory_stats()
         assert stats["slices"] == stats["slices_in_use"] + stats["slices_retained"] + stats["slices_free"], (
             f"pool accounting does not balance: {stats}")
-        expected = {"graphs_alive": self.model.graphs_alive(), "windows_active": self.model.windows_active(),
-                    "info_pinned": len(self.model.pinned_info()), "info_entries": len(self.model.info_entries)}
-        for key, value in expected.items():
+        counts = {"graphs_alive": self.model.graphs_alive(), "windows_active": self.model.windows_active(),
+                  "info_pinned": len(self.model.pinned_info()), "info_entries": len(self.model.info_entries)}
+        for key, value in counts.items():
             assert stats[key] == value, f"{key} is {stats[key]}, the model says {value} ({stats})"
         assert stats["driver_allocations"] >= self.driver_allocations, "driver_allocations went backwards"
         self.driver_allocations = stats["driver_allocations"]
