@@ -4,26 +4,18 @@ slot, checkpoints, forks, intervention and routing outcomes.
 Pure Python, no import of lifecore. Tensor work is abstracted away: callers pass what each
 observation would cost (what a backend's estimate returns), and the model says what the
 implementation must do: which outcome each record gets, what is charged, which error is
-raised. Errors are ``ModelError`` carrying the name of the lifecore exception class.
+raised. Errors are ``ModelError`` (:mod:`.contract`) carrying the error kind.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Optional
+
+from .contract import ModelError
 
 BUDGETS = ("captures", "retained_bytes", "host_bytes", "encoded_bytes")
 PREFILL, DECODE = "prefill", "decode"
-
-
-class ModelError(Exception):
-    """A refused operation; ``kind`` names the lifecore exception class."""
-
-    def __init__(self, kind: str, message: str = "", budget: str | None = None, cumulative: bool | None = None):
-        super().__init__(message or kind)
-        self.kind = kind
-        self.budget = budget
-        self.cumulative = cumulative
 
 
 @dataclass(frozen=True)
@@ -118,7 +110,7 @@ class Ledger:
 
     def __init__(self, per_step: Usage, cumulative: Usage, inherited: Usage = Usage()):
         if inherited.first_over(cumulative):
-            raise ModelError("BudgetExceededError", budget=inherited.first_over(cumulative), cumulative=True)
+            raise ModelError("BudgetExceeded", budget=inherited.first_over(cumulative), cumulative=True)
         self.per_step_limit, self.cumulative_limit = per_step, cumulative
         self.step, self.cumulative = Usage(), inherited
 
@@ -153,10 +145,10 @@ class CaptureSessionModel:
     def __post_init__(self) -> None:
         envelopes = sum((s.envelope for s in self.selections), Usage())
         if envelopes.first_over(self.per_step):
-            raise ModelError("AdmissionError", "envelopes exceed the per-step limit")
+            raise ModelError("Admission", "envelopes exceed the per-step limit")
         remaining = max(self.max_predictions - self.next_from, 0)
         if (self.inherited + envelopes * remaining).first_over(self.cumulative):
-            raise ModelError("AdmissionError", "envelopes exceed the cumulative limit")
+            raise ModelError("Admission", "envelopes exceed the cumulative limit")
         if self.on_limit == "fail":
             self._preflight_values(envelopes)
         self.owner = next(_owners)
@@ -179,14 +171,14 @@ class CaptureSessionModel:
                 if floor is None or not fired:
                     continue
                 if (envelopes + floor).first_over(self.per_step):
-                    raise ModelError("AdmissionError", f"{s.id} cannot fit one step")
+                    raise ModelError("Admission", f"{s.id} cannot fit one step")
                 if phase == PREFILL:
                     prefill = prefill + floor
                 run = run + floor * len(fired)
         if prefill.first_over(self.per_step):
-            raise ModelError("AdmissionError", "the prefill step cannot fit")
+            raise ModelError("Admission", "the prefill step cannot fit")
         if run.first_over(self.cumulative):
-            raise ModelError("AdmissionError", "the run cannot fit")
+            raise ModelError("Admission", "the run cannot fit")
 
     # -- schedule and step slot ------------------------------------------------------------
     @property
@@ -195,17 +187,17 @@ class CaptureSessionModel:
 
     def begin_step(self, phase: str, prediction: int) -> None:
         if self.step_open:
-            raise ModelError("CaptureSessionError", "previous capture step has not been consumed")
+            raise ModelError("CaptureSession", "previous capture step has not been consumed")
         if self.pending:
-            raise ModelError("CaptureSessionError", "a routing control is still pending")
+            raise ModelError("CaptureSession", "a routing control is still pending")
         if prediction >= self.max_predictions or (phase == PREFILL) != (prediction == 0):
-            raise ModelError("InvalidArgumentError")
+            raise ModelError("InvalidArgument")
         self.ready, self.started = False, True
         self.ledger.step = Usage()
         for s in self.selections:  # envelopes charged before a failure stay charged
             hit = self.ledger.try_reserve(s.envelope)
             if hit:
-                raise ModelError("BudgetExceededError", budget=hit[0], cumulative=hit[1])
+                raise ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
         self.records = {
             s.id: Record("MISSING", charged=s.envelope) if s.schedule.fires(phase, prediction)
             else Record("SKIPPED", "schedule", charged=s.envelope)
@@ -220,10 +212,10 @@ class CaptureSessionModel:
         """Returns whether the backend is called. ``costs`` maps selection id -> estimate,
         ``native`` selection id -> native bytes (consulted only under a physical limit)."""
         if not self.step_open:
-            raise ModelError("CaptureSessionError", "no capture step is open")
+            raise ModelError("CaptureSession", "no capture step is open")
         here = [s for s in self.selections if s.path == path]
         if any(self.records[s.id].outcome not in ("SKIPPED", "MISSING") for s in here):
-            raise ModelError("CaptureSessionError", "observation emitted twice")
+            raise ModelError("CaptureSession", "observation emitted twice")
         todo = [s for s in here if self.records[s.id].outcome == "MISSING"]
         if not todo:
             return False
@@ -232,7 +224,7 @@ class CaptureSessionModel:
             record = self.records[s.id]
             if not shape_ok:
                 self.records[s.id] = Record("FAILED", "invalid", charged=record.charged)
-                error = error or ModelError("InvalidArgumentError")
+                error = error or ModelError("InvalidArgument")
                 continue
             # The physical limit is checked before the ledger: a refused capture is charged nothing.
             hit: Optional[tuple[str, bool]] = None
@@ -243,7 +235,7 @@ class CaptureSessionModel:
                 self.records[s.id] = Record("SKIPPED", "limit", hit[0], charged=record.charged)
             elif hit:
                 self.records[s.id] = Record("FAILED", "limit", hit[0], charged=record.charged)
-                error = error or ModelError("BudgetExceededError", budget=hit[0], cumulative=hit[1])
+                error = error or ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
             else:
                 outcome = "TRUNCATED" if s.preview_truncates else "CAPTURED"
                 self.records[s.id] = Record(outcome, charged=record.charged + costs[s.id])
@@ -266,11 +258,11 @@ class CaptureSessionModel:
     # -- checkpoints and forks -------------------------------------------------------------
     def _require_boundary(self) -> None:
         if self.step_open:
-            raise ModelError("CaptureSessionError", "undelivered capture records")
+            raise ModelError("CaptureSession", "undelivered capture records")
         if self.pending:
-            raise ModelError("CaptureSessionError", "a routing control is still pending")
+            raise ModelError("CaptureSession", "a routing control is still pending")
         if not self.ready:
-            raise ModelError("CaptureSessionError", "the last step did not complete")
+            raise ModelError("CaptureSession", "the last step did not complete")
 
     def checkpoint(self) -> Checkpoint:
         self._require_boundary()
@@ -278,11 +270,11 @@ class CaptureSessionModel:
 
     def validate_restore(self, cp: Checkpoint) -> None:
         if cp.owner != self.owner:
-            raise ModelError("CaptureSessionError", "checkpoint belongs to another capture session")
+            raise ModelError("CaptureSession", "checkpoint belongs to another capture session")
         if self.step_open:
-            raise ModelError("CaptureSessionError", "undelivered capture records must be taken before restore")
+            raise ModelError("CaptureSession", "undelivered capture records must be taken before restore")
         if self.pending:
-            raise ModelError("CaptureSessionError", "a routing control is still pending")
+            raise ModelError("CaptureSession", "a routing control is still pending")
 
     def restore(self, cp: Checkpoint) -> None:
         """Rewinds the position; no refund, nothing republished."""
@@ -311,15 +303,15 @@ class CaptureSessionModel:
         """Returns whether a replacement is produced. ``evidence_cost``: one evidence
         capture at this point (before and after are reserved together)."""
         if not self.step_open:
-            raise ModelError("CaptureSessionError", "no capture step is open")
+            raise ModelError("CaptureSession", "no capture step is open")
         ops = self._ops_at(path, routing=False)
         if any(self.op_records[o.id].outcome in ("APPLIED", "FAILED") for o in ops):
-            raise ModelError("CaptureSessionError", "intervention point executed more than once in one step")
+            raise ModelError("CaptureSession", "intervention point executed more than once in one step")
         active = [o for o in ops if self.op_records[o.id].outcome == "MISSING"]
         if not active:
             return False
         if any(self.records[s.id].outcome == "MISSING" for s in self.selections if s.path == path):
-            raise ModelError("CaptureSessionError", "observe must precede intervene")
+            raise ModelError("CaptureSession", "observe must precede intervene")
         replaced = False
         for o in active:
             record = self.op_records[o.id]
@@ -338,38 +330,38 @@ class CaptureSessionModel:
         if not self.operations:
             return
         if not self.step_open:
-            raise ModelError("CaptureSessionError", "no capture step is open")
+            raise ModelError("CaptureSession", "no capture step is open")
         if self.pending:
-            raise ModelError("CaptureSessionError", "a routing control is still pending")
+            raise ModelError("CaptureSession", "a routing control is still pending")
         for o in self.operations:
             if self.op_records[o.id].outcome in ("MISSING", "FAILED"):
-                raise ModelError("CaptureSessionError", f"scheduled intervention {o.id} did not complete")
+                raise ModelError("CaptureSession", f"scheduled intervention {o.id} did not complete")
 
     def routing_control(self, path: str, token_rows: int) -> Optional[Operation]:
         if not self.step_open:
-            raise ModelError("CaptureSessionError", "no capture step is open")
+            raise ModelError("CaptureSession", "no capture step is open")
         ops = self._ops_at(path, routing=True)
         if any(self.op_records[o.id].outcome in ("APPLIED", "FAILED") for o in ops):
-            raise ModelError("CaptureSessionError", "routing point executed more than once in one step")
+            raise ModelError("CaptureSession", "routing point executed more than once in one step")
         active = [o for o in ops if self.op_records[o.id].outcome == "MISSING"]
         if not active:
             return None
         if self.pending:
-            raise ModelError("CaptureSessionError", "a routing control is already pending")
+            raise ModelError("CaptureSession", "a routing control is already pending")
         op = active[-1]
         if token_rows > self.routed_rows[0 if self.phase == PREFILL else 1]:
-            raise ModelError("InvalidArgumentError", "more token rows than the request routes")  # record unchanged
+            raise ModelError("InvalidArgument", "more token rows than the request routes")  # record unchanged
         start, end = op.window
         end = token_rows if end is None else end
         if token_rows == 0 or start >= token_rows or end > token_rows:
             self.op_records[op.id] = Record("FAILED", "invalid")
-            raise ModelError("InvalidArgumentError")
+            raise ModelError("InvalidArgument")
         if op.capture_original:
             b = token_rows * self.original_route_bytes
             hit = self.ledger.try_reserve(Usage(0, b, b, 0))
             if hit:
                 self.op_records[op.id] = Record("FAILED", "limit")
-                raise ModelError("BudgetExceededError", budget=hit[0], cumulative=hit[1])
+                raise ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
         self.pending = op
         return op
 
@@ -377,20 +369,20 @@ class CaptureSessionModel:
         """``fields_cost``: what capturing the four routing fields costs (original and
         effective ids and coefficients), charged only when original evidence was asked for."""
         if not self.operations:
-            raise ModelError("CaptureSessionError", "unsolicited routing result")
+            raise ModelError("CaptureSession", "unsolicited routing result")
         if self.pending is None:
-            raise ModelError("CaptureSessionError", "routing result has no pending control")
+            raise ModelError("CaptureSession", "routing result has no pending control")
         if self.pending.target != path:
-            raise ModelError("CaptureSessionError", "routing result does not match the pending control")
+            raise ModelError("CaptureSession", "routing result does not match the pending control")
         op, self.pending = self.pending, None
         if op.capture_original:
             if not with_original:
                 self.op_records[op.id] = Record("FAILED", "invalid")
-                raise ModelError("InvalidArgumentError", "requested original routing decision is missing")
+                raise ModelError("InvalidArgument", "requested original routing decision is missing")
             hit = self.ledger.try_reserve(fields_cost)
             if hit:
                 self.op_records[op.id] = Record("FAILED", "limit")
-                raise ModelError("BudgetExceededError", budget=hit[0], cumulative=hit[1])
+                raise ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
         self.op_records[op.id].outcome = "APPLIED"
 
     def routing_failed(self, path: str) -> None:
@@ -403,7 +395,3 @@ class CaptureSessionModel:
         for o in self._ops_at(path, routing=True):
             if self.op_records[o.id].outcome == "MISSING":
                 self.op_records[o.id] = Record("FAILED", "native")
-
-
-def scheduled_ids(selections: Iterable[Selection], phase: str, prediction: int) -> list[str]:
-    return [s.id for s in selections if s.schedule.fires(phase, prediction)]

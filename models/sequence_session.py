@@ -10,8 +10,10 @@ deterministic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
+
+from .contract import ModelError
 
 OPEN, CANCEL_REQUESTED, POISONED = "OPEN", "CANCEL_REQUESTED", "POISONED"
 COMPLETED, ABORTED, FAIL_CLOSED = "COMPLETED", "ABORTED", "FAIL_CLOSED"
@@ -25,14 +27,6 @@ PHYSICAL = ("physical", None)
 def domain(name: str) -> tuple[str, Optional[str]]:
     """The model's name for the source ``Domain(name)``."""
     return ("domain", name)
-
-
-class ModelError(Exception):
-    """A refused operation; ``kind`` names the lifecore error class without its suffix."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 def _source_key(source: tuple[str, Optional[str]], order: dict[str, int]) -> int:
@@ -602,19 +596,3 @@ class ModelSession:
         if self.phase in ACTIVE_PHASES:
             self.phase = FAIL_CLOSED
         self.seq.let_go()
-
-
-def free_list_lifecycle_allocator(total_pages: int):
-    """A plain free-list page allocator (the baseline the benchmarks compare against)."""
-
-    class FreeList:
-        def __init__(self) -> None:
-            self.free = list(range(total_pages))
-
-        def allocate(self) -> int:
-            return self.free.pop()
-
-        def release(self, pages: list) -> None:
-            self.free.extend(reversed(pages))
-
-    return FreeList()

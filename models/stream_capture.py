@@ -12,8 +12,8 @@ Two layers, mirroring the runtime:
   fault injected into a driver operation does to a transition (the transition fails and the
   stream is back in ``NO_CAPTURE``, re-capturable).
 
-Failures are raised as :class:`ModelError`, which names the lifecore exception class the real
-implementation must raise (``kind``) and, where the contract fixes it, the exact message. Every
+Failures are raised as :class:`ModelError` (:mod:`.contract`), which names the error kind the
+real implementation must raise and, where the contract fixes it, the exact message. Every
 rejected call changes nothing, except where the contract says a failure closes the window.
 
 Asynchronous failures (a driver operation that fails after being issued) are queued on their
@@ -43,6 +43,8 @@ import struct
 from array import array
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Optional, Sequence, Union
+
+from .contract import ModelError
 
 __all__ = [
     "CaptureVariant",
@@ -123,24 +125,6 @@ class CaptureEnd:
     abandoned: bool
 
 
-class ModelError(Exception):
-    """A failure the implementation must reproduce.
-
-    ``kind`` is the name of the lifecore exception class (``"CaptureStateError"``, ...);
-    ``message`` is the exact text where the contract fixes it; ``contains`` a fragment the
-    message must contain where only the cause is fixed (e.g. ``"invalidated"``).
-    """
-
-    def __init__(self, kind: str, message: Optional[str] = None, *, contains: Optional[str] = None):
-        super().__init__(message or contains or kind)
-        self.kind = kind
-        self.message = message
-        self.contains = contains
-
-    def __repr__(self) -> str:
-        return f"ModelError({self.kind!r}, {self.message!r}, contains={self.contains!r})"
-
-
 class Messages:
     """The exact texts of the contract."""
 
@@ -163,7 +147,7 @@ class Messages:
 class StreamCaptureState:
     """The only thing allowed to move a stream through the capture lifecycle.
 
-    Every rejected call raises ``ModelError("CaptureStateError", exact message)`` and leaves the
+    Every rejected call raises ``ModelError("CaptureState", exact message)`` and leaves the
     state untouched, so two captures can never overlap on one stream and a capture can never
     start unprepared.
     """
@@ -197,24 +181,24 @@ class StreamCaptureState:
     def prepare(self, owner: int = 0) -> None:
         """NO_CAPTURE -> PREPARE."""
         if self._variant is CaptureVariant.PREPARE:
-            raise ModelError("CaptureStateError", Messages.PREPARE_WHILE_PREPARED)
+            raise ModelError("CaptureState", Messages.PREPARE_WHILE_PREPARED)
         if self._variant is CaptureVariant.CAPTURE:
-            raise ModelError("CaptureStateError", Messages.PREPARE_WHILE_RECORDING)
+            raise ModelError("CaptureState", Messages.PREPARE_WHILE_RECORDING)
         self._variant, self._owner = CaptureVariant.PREPARE, owner
 
     def begin(self) -> None:
         """PREPARE -> CAPTURE."""
         if self._variant is CaptureVariant.NO_CAPTURE:
-            raise ModelError("CaptureStateError", Messages.BEGIN_UNPREPARED)
+            raise ModelError("CaptureState", Messages.BEGIN_UNPREPARED)
         if self._variant is CaptureVariant.CAPTURE:
-            raise ModelError("CaptureStateError", Messages.BEGIN_WHILE_RECORDING)
+            raise ModelError("CaptureState", Messages.BEGIN_WHILE_RECORDING)
         self._variant = CaptureVariant.CAPTURE
 
     def end(self, caller: int = 0) -> CaptureEnd:
         """CAPTURE -> NO_CAPTURE. A foreign caller still closes the window (abandoned), so a
         window whose owner never comes back cannot wedge the stream."""
         if self._variant is not CaptureVariant.CAPTURE:
-            raise ModelError("CaptureStateError", Messages.END_NOT_RECORDING)
+            raise ModelError("CaptureState", Messages.END_NOT_RECORDING)
         owner = self._owner
         assert owner is not None
         self._variant, self._owner = CaptureVariant.NO_CAPTURE, None
@@ -527,7 +511,7 @@ class DeviceModel:
     def _buffer(self, buf: int) -> BufferModel:
         b = self.buffers[buf]
         if not b.alive or b.orphaned:
-            raise ModelError("ClosedError")
+            raise ModelError("Closed")
         return b
 
     def _touch(self, stream: StreamModel, slots: Iterable[Slot]) -> None:
@@ -541,9 +525,6 @@ class DeviceModel:
 
     def windows_active(self) -> int:
         return sum(1 for s in self.streams.values() if s.state.is_active())
-
-    def buffers_alive(self) -> int:
-        return sum(1 for b in self.buffers.values() if b.alive)
 
     def pinned_info(self) -> set[tuple[int, ...]]:
         """Info entries pinned by a live graph or an open window (an entry counts once)."""
@@ -599,7 +580,7 @@ class DeviceModel:
         hardware-graph device it records a memory node, and ``end_capture`` refuses the graph.
         """
         if nbytes <= 0:
-            raise ModelError("InvalidArgumentError")
+            raise ModelError("InvalidArgument")
         s = self.streams[stream]
         slot = Slot(self._new_id(), [None] * (nbytes // 4))
         self.slots[slot.id] = slot
@@ -617,7 +598,7 @@ class DeviceModel:
         """Frees a buffer (twice: ClosedError). The slot lives on while a graph holds it."""
         b = self.buffers[buf]
         if not b.alive:
-            raise ModelError("ClosedError")
+            raise ModelError("Closed")
         b.alive = False
 
     # ---------------------------------------------------------------- stream work
@@ -626,7 +607,7 @@ class DeviceModel:
         """Reports (DriverError) and clears the stream's queued failures, if any."""
         if s.queued:
             s.queued.clear()
-            raise ModelError("DriverError", contains=EARLIER_FAILURE)
+            raise ModelError("Driver", contains=EARLIER_FAILURE)
 
     def _refuse_unrecordable(self, s: StreamModel, op: str) -> None:
         """read / sync: while recording they are refused on the spot on a software device, and on
@@ -638,8 +619,8 @@ class DeviceModel:
         if self.hardware:
             assert s.window is not None
             s.window.invalidated = True
-            raise ModelError("DriverError", contains="900")
-        raise ModelError("CaptureStateError", Messages.SOFTWARE_REFUSED.format(op=op))
+            raise ModelError("Driver", contains="900")
+        raise ModelError("CaptureState", Messages.SOFTWARE_REFUSED.format(op=op))
 
     def _submit(self, s: StreamModel, op: Op, name: str, fault: Optional[str] = None) -> None:
         """Executes ``op`` eagerly, or records it while the stream records.
@@ -669,7 +650,7 @@ class DeviceModel:
     def write(self, stream: int, buf: int, values: Sequence[float], *, fault: Optional[str] = None) -> None:
         b = self._buffer(buf)
         if len(values) * 4 != b.nbytes:
-            raise ModelError("InvalidArgumentError")
+            raise ModelError("InvalidArgument")
         self._submit(self.streams[stream], WriteOp(b.slot, tuple(f32(v) for v in values)), "write", fault)
 
     def fill(self, stream: int, buf: int, bits: int, *, fault: Optional[str] = None) -> None:
@@ -679,7 +660,7 @@ class DeviceModel:
     def copy(self, stream: int, dst: int, src: int, *, fault: Optional[str] = None) -> None:
         d, s_ = self._buffer(dst), self._buffer(src)
         if d.nbytes != s_.nbytes:
-            raise ModelError("InvalidArgumentError")
+            raise ModelError("InvalidArgument")
         self._submit(self.streams[stream], CopyOp(d.slot, s_.slot), "copy", fault)
 
     def launch(self, stream: int, kernel: str, args: Sequence[object], info: Optional[Sequence[int]] = None,
@@ -691,22 +672,22 @@ class DeviceModel:
         slots = [self._buffer(r.buffer).slot for r in refs]
         if kernel == "axpy_info_f32":
             if info is None or len(info) != 2 or len(args) != 2:
-                raise ModelError("LifecoreTypeError")
+                raise ModelError("TypeMismatch")
             n, a = int(info[0]), f32_from_bits(int(info[1]))
             op = LaunchOp(kernel, n, a, slots[0], slots[1], slots[1], tuple(int(w) for w in info))
             self._use_info(s, op.info)
         elif kernel == "add_f32":
             if len(args) != len(spec.params):
-                raise ModelError("LifecoreTypeError")
+                raise ModelError("TypeMismatch")
             op = LaunchOp(kernel, int(args[0]), 0.0, slots[0], slots[1], slots[2])  # type: ignore[arg-type]
         else:
             if len(args) != len(spec.params):
-                raise ModelError("LifecoreTypeError")
+                raise ModelError("TypeMismatch")
             n, a = int(args[0]), f32(float(args[1]))  # type: ignore[arg-type]
             y = slots[1]
             op = LaunchOp(kernel, n, a, slots[0], y if kernel == "axpy_f32" else None, y)
         if any(op.n > slot.count for slot in op.slots()):
-            raise ModelError("InvalidArgumentError")
+            raise ModelError("InvalidArgument")
         self._submit(s, op, "launch", fault)
 
     def _use_info(self, s: StreamModel, words: Optional[tuple[int, ...]]) -> None:
@@ -720,7 +701,7 @@ class DeviceModel:
             assert s.window is not None
             if s.window.invalidated:
                 # The driver refuses all work on a stream whose capture it invalidated (901).
-                raise ModelError("DriverError", contains="901")
+                raise ModelError("Driver", contains="901")
             # Memory with nothing behind it outside this recording: private to the window.
             s.window.memory_nodes += 1
             s.window.memory_node_info.add(words)
@@ -754,24 +735,24 @@ class DeviceModel:
         already invalidated (901)."""
         s = self.streams[stream]
         if s.state.is_recording() and not self.hardware:
-            raise ModelError("CaptureStateError", Messages.SOFTWARE_REFUSED.format(op="profile"))
+            raise ModelError("CaptureState", Messages.SOFTWARE_REFUSED.format(op="profile"))
         if fault in ("event_create", "event_record"):
             # The start fails (creating an event, or recording the start: the first record)
             # before anything is recorded.
-            raise ModelError("DriverError")
+            raise ModelError("Driver")
         if s.state.is_recording() and s.window is not None and s.window.invalidated:
             # The driver refuses all work on a stream whose capture it invalidated (901).
-            raise ModelError("DriverError", contains="901")
+            raise ModelError("Driver", contains="901")
         if not s.state.is_recording():
             if fault in ("event_synchronize", "event_elapsed"):
-                raise ModelError("DriverError")
+                raise ModelError("Driver")
             return
         assert s.window is not None
         if fault == "event_synchronize" or self.capture_mode == "relaxed":
             s.window.lazy_refusals.append(FAILED_IN_WINDOW)
-            raise ModelError("DriverError", contains=None if fault else "907")
+            raise ModelError("Driver", contains=None if fault else "907")
         s.window.invalidated = True
-        raise ModelError("DriverError", contains="900")
+        raise ModelError("Driver", contains="900")
 
     # ---------------------------------------------------------------- transitions
 
@@ -818,7 +799,7 @@ class DeviceModel:
         kind = self._fault_kind("begin_capture", fault)
         if kind is None and s.queued:
             # warmup's failures surface here, not inside the window
-            kind = "DriverError"
+            kind = "Driver"
             s.queued.clear()
         if kind is not None:
             s.state.abort()
@@ -840,17 +821,17 @@ class DeviceModel:
         self._close_window(s)
         kind = self._fault_kind("end_capture", fault)
         if end.abandoned:
-            raise ModelError("CaptureRefusedError", Messages.ABANDONED.format(owner=end.owner, caller=end.caller))
+            raise ModelError("CaptureRefused", Messages.ABANDONED.format(owner=end.owner, caller=end.caller))
         if kind is not None and fault == "stream_end_capture":
             raise ModelError(kind)
         if window.invalidated:
-            raise ModelError("CaptureRefusedError", contains="invalidated")
+            raise ModelError("CaptureRefused", contains="invalidated")
         if window.lazy_refusals:
-            raise ModelError("CaptureRefusedError", contains=window.lazy_refusals[0])
+            raise ModelError("CaptureRefused", contains=window.lazy_refusals[0])
         if kind is not None and fault == "graph_node_counts":
             raise ModelError(kind)
         if window.memory_nodes:
-            raise ModelError("CaptureRefusedError", contains="memory node")
+            raise ModelError("CaptureRefused", contains="memory node")
         if kind is not None:
             raise ModelError(kind)
         gid = self._new_id()
@@ -882,7 +863,7 @@ class DeviceModel:
         stream (it surfaces at the next sync or read)."""
         g = self.graphs_by_id[graph]
         if not g.alive:
-            raise ModelError("ClosedError", Messages.REPLAY_DESTROYED)
+            raise ModelError("Closed", Messages.REPLAY_DESTROYED)
         s = self.streams[stream]
         if s.state.is_recording():
             if self.hardware:

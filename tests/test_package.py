@@ -34,3 +34,34 @@ def test_error_classes_follow_python_protocol_families():
     assert issubclass(errors.DeviceLostError, errors.DriverError)
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.LifecoreError)
+
+
+def test_the_core_has_one_submodule_per_lifecycle_and_the_driver_floor():
+    from lifecore import _core
+
+    areas = {"driver": "BackendInfo", "runtime": "Device", "sequence": "SequenceSession", "capture": "CaptureSession"}
+    for area, name in areas.items():
+        module = getattr(_core, area)
+        assert module.__name__ == f"lifecore._core.{area}"
+        assert getattr(module, name).__module__ == f"lifecore._core.{area}"
+    # The names that were flat before the submodules stay flat: the same objects.
+    for area in ("driver", "runtime", "sequence"):
+        module = getattr(_core, area)
+        for name in (n for n in vars(module) if not n.startswith("__")):
+            assert getattr(_core, name) is getattr(module, name), f"_core.{name} is not _core.{area}.{name}"
+    # The capture area was a submodule already and stays one only.
+    assert not hasattr(_core, "CaptureSession")
+    assert lifecore.Device is _core.runtime.Device and lifecore.backends is _core.driver.backends
+
+
+def test_every_function_of_every_core_submodule_is_guarded():
+    from lifecore import _call_guard, _core
+
+    # The guard refuses a wrong type with a lifecore error in every area, flat name or not.
+    for call in (_core.sequence.acquire_frames, _core.runtime.builtin_kernel, _core.builtin_kernel,
+                 _core.driver._open_driver_probe):
+        with pytest.raises(lifecore.LifecoreTypeError):
+            call(object(), object(), object())
+    assert _call_guard.install() > 0  # idempotent: guarding again changes nothing
+    with pytest.raises(lifecore.LifecoreTypeError):
+        _core.runtime.builtin_kernel(3)

@@ -215,7 +215,7 @@ def test_model_profile_outside_a_recording_and_its_faults():
     for op in PROFILE_DRIVER_OPERATIONS:
         with pytest.raises(ModelError) as raised:
             model.profile(s, fault=op)
-        assert raised.value.kind == "DriverError"
+        assert raised.value.kind == "Driver"
     model.profile(s, fault="event_destroy")
     assert not model.streams[s].queued
 
@@ -224,7 +224,7 @@ def test_model_profile_in_a_software_recording():
     model, s = _recording("software")
     with pytest.raises(ModelError) as raised:
         model.profile(s)
-    assert (raised.value.kind, raised.value.message) == ("CaptureStateError", SOFTWARE_REFUSAL)
+    assert (raised.value.kind, raised.value.message) == ("CaptureState", SOFTWARE_REFUSAL)
     model.end_capture(s)
 
 
@@ -234,7 +234,7 @@ def test_model_profile_in_a_hardware_recording(mode, code, refusal):
     model, s = _recording("hardware", mode)
     with pytest.raises(ModelError) as raised:
         model.profile(s)
-    assert (raised.value.kind, raised.value.contains) == ("DriverError", code)
+    assert (raised.value.kind, raised.value.contains) == ("Driver", code)
     with pytest.raises(ModelError) as refused:
         model.end_capture(s)
-    assert (refused.value.kind, refused.value.contains) == ("CaptureRefusedError", refusal)
+    assert (refused.value.kind, refused.value.contains) == ("CaptureRefused", refusal)

@@ -1,5 +1,7 @@
-// One init_<area> per binding file; module.cpp calls them in order. Bindings only translate:
-// argument conversion, GIL release around blocking calls, errors to Python exceptions.
+// One init_<area> per binding file; module.cpp calls them in order, each with the submodule of
+// its area (lifecore._core.driver, .runtime, .sequence, .capture; errors at the top). Bindings
+// only translate: argument conversion, GIL release around blocking calls, errors to Python
+// exceptions.
 #pragma once
 
 #include <nanobind/nanobind.h>

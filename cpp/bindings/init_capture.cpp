@@ -3,10 +3,9 @@
 namespace lifecore::bindings {
 
 void init_capture(nb::module_& m) {
-  nb::module_ capture = m.def_submodule("capture", "Bounded activation capture, interventions and MoE routing");
-  init_capture_plans(capture);
-  init_capture_interventions(capture);
-  init_capture_session(capture);
+  init_capture_plans(m);
+  init_capture_interventions(m);
+  init_capture_session(m);
 }
 
 }  // namespace lifecore::bindings

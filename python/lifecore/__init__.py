@@ -8,8 +8,8 @@
 from __future__ import annotations
 
 from . import errors
-from ._core import (
-    BackendInfo,
+from ._core.driver import BackendInfo, backends, driver_operations
+from ._core.runtime import (
     Buffer,
     CacheMode,
     CaptureEnd,
@@ -21,8 +21,6 @@ from ._core import (
     Profile,
     Stream,
     StreamCaptureState,
-    backends,
-    driver_operations,
 )
 from . import _call_guard
 from ._registry import available_backends, backend_info, backend_names

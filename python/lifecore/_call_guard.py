@@ -90,9 +90,22 @@ def _text(annotation: Optional[ast.expr]) -> str:
     return "object" if annotation is None else ast.unparse(annotation)
 
 
+def _core_modules() -> list[Any]:
+    """``lifecore._core`` and its submodules (one per lifecycle and the driver floor), nested
+    ones included."""
+    found: list[Any] = []
+    pending = [_core]
+    while pending:
+        module = pending.pop(0)
+        found.append(module)
+        pending += [m for m in vars(module).values() if isinstance(m, type(_core))
+                    and m.__name__.startswith(module.__name__ + ".") and m not in found]
+    return found
+
+
 def _bound_class(name: str) -> Optional[type]:
     leaf = name.rsplit(".", 1)[-1]
-    for module in (_core, _core.capture):
+    for module in _core_modules():
         found = getattr(module, leaf, None)
         if isinstance(found, type):
             return found
@@ -294,17 +307,23 @@ def install() -> int:
     """Guards every bound function of ``lifecore._core`` and its submodules (module functions,
     methods, constructors, property accessors, static methods) and the construction of every
     bound class. Returns how many functions."""
+    # The top keeps the submodules' names too (the same objects): each is guarded once.
     count = 0
-    modules = [_core] + [m for m in vars(_core).values()
-                         if isinstance(m, type(_core)) and m.__name__.startswith(_core.__name__ + ".")]
-    for module in modules:
+    seen: set[int] = set()
+    for module in _core_modules():
         namespaces: list[Any] = [module]
         namespaces += [v for v in vars(module).values() if isinstance(v, type)]
         for namespace in namespaces:
+            if id(namespace) in seen:
+                continue
+            seen.add(id(namespace))
             if isinstance(namespace, type) and type(namespace).__name__.startswith("nb_type"):
                 if not _guard_type(namespace):
                     UNGUARDED_CLASSES.add(namespace.__name__)
             for func in _bound_functions(namespace):
+                if id(func) in seen:
+                    continue
+                seen.add(id(func))
                 _guard_function(func, takes_numbers(func))
                 count += 1
     return count

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from ._core import Kernel, builtin_kernel, builtin_kernel_names
+from ._core.runtime import Kernel, builtin_kernel, builtin_kernel_names
 from .errors import LifecoreOverflowError, LifecoreTypeError
 
 __all__ = ["Kernel", "axpy_f32", "scale_f32", "add_f32", "axpy_info_f32", "all_kernels", "float_bits"]

@@ -49,37 +49,37 @@ import time
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
-from . import _core
+from ._core import sequence as _core_sequence
 from .errors import ClosedError, InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError
 
-AdmissionCoordinator = _core.AdmissionCoordinator
-Admitted = _core.Admitted
-AdmissionDeferred = _core.AdmissionDeferred
-AdmissionRejected = _core.AdmissionRejected
-AdmittedSequenceResources = _core.AdmittedSequenceResources
-SequenceSession = _core.SequenceSession
-FrameHold = _core.FrameHold
-FlightHold = _core.FlightHold
-BackingSnapshot = _core.BackingSnapshot
-BackingDecision = _core.BackingDecision
-CancelSnapshot = _core.CancelSnapshot
-TerminalReceipt = _core.TerminalReceipt
-CapacityWaitRegistration = _core.CapacityWaitRegistration
-CapacitySource = _core.CapacitySource
-CapacityDemand = _core.CapacityDemand
-CapacityBlocker = _core.CapacityBlocker
-CapacitySnapshot = _core.CapacitySnapshot
-WaitCondition = _core.WaitCondition
-Authority = _core.Authority
-SessionPhase = _core.SessionPhase
-TerminalOutcome = _core.TerminalOutcome
-FrameDisposition = _core.FrameDisposition
-FlightPhase = _core.FlightPhase
-BackingOutcome = _core.BackingOutcome
-BlockerKind = _core.BlockerKind
-DeferralAction = _core.DeferralAction
-SourceKind = _core.SourceKind
-acquire_frames = _core.acquire_frames
+AdmissionCoordinator = _core_sequence.AdmissionCoordinator
+Admitted = _core_sequence.Admitted
+AdmissionDeferred = _core_sequence.AdmissionDeferred
+AdmissionRejected = _core_sequence.AdmissionRejected
+AdmittedSequenceResources = _core_sequence.AdmittedSequenceResources
+SequenceSession = _core_sequence.SequenceSession
+FrameHold = _core_sequence.FrameHold
+FlightHold = _core_sequence.FlightHold
+BackingSnapshot = _core_sequence.BackingSnapshot
+BackingDecision = _core_sequence.BackingDecision
+CancelSnapshot = _core_sequence.CancelSnapshot
+TerminalReceipt = _core_sequence.TerminalReceipt
+CapacityWaitRegistration = _core_sequence.CapacityWaitRegistration
+CapacitySource = _core_sequence.CapacitySource
+CapacityDemand = _core_sequence.CapacityDemand
+CapacityBlocker = _core_sequence.CapacityBlocker
+CapacitySnapshot = _core_sequence.CapacitySnapshot
+WaitCondition = _core_sequence.WaitCondition
+Authority = _core_sequence.Authority
+SessionPhase = _core_sequence.SessionPhase
+TerminalOutcome = _core_sequence.TerminalOutcome
+FrameDisposition = _core_sequence.FrameDisposition
+FlightPhase = _core_sequence.FlightPhase
+BackingOutcome = _core_sequence.BackingOutcome
+BlockerKind = _core_sequence.BlockerKind
+DeferralAction = _core_sequence.DeferralAction
+SourceKind = _core_sequence.SourceKind
+acquire_frames = _core_sequence.acquire_frames
 
 #: The active-sequence slots source.
 ActiveSequenceSlots: CapacitySource = CapacitySource.active_sequence_slots()

@@ -8,6 +8,10 @@ imported on first use, so importing ``lifecore.testing`` does not require Hypoth
 - :class:`SequenceSessionMachine`: sequence sessions, KV backing and admission.
 - :class:`CaptureSessionMachine`: capture sessions, budgets, checkpoints and interventions.
 
+All three have one shape (:mod:`lifecore.testing.machine`): a factory of the thing under test,
+``Machine.bind(factory)`` and ``Machine.run(factory, settings=..., seed=...)``, one
+:class:`MachineStats` per lifecycle (``Machine.stats``; ``STATS`` is graph capture's), and one
+comparison with the reference model (:func:`lifecore.testing.contract.both`).
 :func:`offers_fault_injection` asks a device whether ``inject_fault`` works on it.
 
 Not machines, imported by their module path: :mod:`lifecore.testing.conformance` (a pytest
@@ -25,11 +29,13 @@ from typing import Any
 _EXPORTS = {
     "StreamCaptureMachine": ".stream_capture",
     "run_stream_capture_machine": ".stream_capture",
-    "MachineStats": ".stream_capture",
     "STATS": ".stream_capture",
     "SequenceSessionMachine": ".sequence_session",
     "CaptureSessionMachine": ".capture_session",
     "offers_fault_injection": ".fault_injection",
+    "LifecycleMachine": ".machine",
+    "run_machine": ".machine",
+    "MachineStats": ".machine_stats",
 }
 
 __all__ = sorted(_EXPORTS)

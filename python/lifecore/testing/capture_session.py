@@ -1,6 +1,14 @@
 """``CaptureSessionMachine``: drives a CaptureSession and the reference model
 (``lifecore.models.capture_session``) with the same operations and compares results,
-errors, records and usage after every step."""
+errors, records and usage after every step.
+
+It has the shape of every lifecycle's machine (:mod:`lifecore.testing.machine`): a capture
+backend factory first (and a tensor factory for tensors that backend accepts), ``bind`` /
+``run``, its rules counted in ``STATS``, and each refusal compared by kind and by the budget a
+limit names (``compared_fields``)::
+
+    CaptureSessionMachine.run(NumpyBackend, tensor_factory=numpy_tensor, seed=0)
+"""
 
 from __future__ import annotations
 
@@ -10,9 +18,8 @@ from typing import Any, Callable, Optional
 
 from hypothesis import note
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
-from .. import errors
 from ..capture import (
     Axis,
     BackendCapabilities,
@@ -36,6 +43,8 @@ from ..capture import (
 )
 from ..capture.backends import CountingBackend, MockTensor, payload_cost
 from ..models import capture_session as model
+from .machine import LifecycleMachine, counted
+from .machine_stats import MachineStats
 
 D_MODEL, VOCAB, PROMPT, EXPERTS, TOP_K = 8, 16, 4, 4, 2
 ROUTER = "moe.router#routing"
@@ -83,41 +92,30 @@ BUDGET_LEVELS = {
 }
 
 
-def _error_name(error: BaseException) -> str:
-    return type(error).__name__
+#: Every capture-session machine in this process, counted.
+STATS = MachineStats("capture session")
 
-
-class _Outcome:
-    """What one call did: its value, or the name (and budget details) of its error."""
-
-    def __init__(self, fn: Callable[[], Any], model_side: bool = False):
-        self.value: Any = None
-        self.error: Optional[str] = None
-        self.budget: Optional[str] = None
-        self.cumulative: Optional[bool] = None
-        try:
-            self.value = fn()
-        except model.ModelError as e:
-            self.error, self.budget, self.cumulative = e.kind, e.budget, e.cumulative
-        except errors.LifecoreError as e:
-            self.error = _error_name(e)
-            if isinstance(e, errors.BudgetExceededError):
-                self.budget, self.cumulative = e.budget, e.cumulative
+TensorFactory = Callable[[tuple[int, ...], str, int], Any]
 
 
 def _usage(u: CaptureUsage) -> model.Usage:
     return model.Usage(*u.as_tuple())
 
 
-class CaptureSessionMachine(RuleBasedStateMachine):
+class CaptureSessionMachine(LifecycleMachine):
     """Construct with ``backend_factory`` (a capture backend; default: the counting mock) and
-    ``tensor_factory(shape, dtype_class, itemsize)`` making tensors that backend accepts."""
+    ``tensor_factory(shape, dtype_class, itemsize)`` making tensors that backend accepts (default:
+    the counting mock's), or bind both with ``bind(backend_factory, tensor_factory=...)``."""
 
-    def __init__(self, backend_factory: Callable[[], Any] = CountingBackend,
-                 tensor_factory: Callable[[tuple[int, ...], str, int], Any] | None = None):
+    stats = STATS
+    compared_fields = ("budget", "cumulative")
+
+    def __init__(self, backend_factory: Optional[Callable[[], Any]] = None,
+                 tensor_factory: Optional[TensorFactory] = None):
         super().__init__()
-        self.backend = backend_factory()
-        self.tensor_factory = tensor_factory or (lambda shape, dtype, itemsize: MockTensor(shape, dtype, itemsize))
+        self.backend = (self.factory_or_bound(backend_factory) or CountingBackend)()
+        self.tensor_factory: TensorFactory = (self.option_or_bound("tensor_factory", tensor_factory)
+                                              or (lambda shape, dtype, itemsize: MockTensor(shape, dtype, itemsize)))
         # Known itemsizes (float32): value costs join the admission preflight under "fail".
         self.discovery = CaptureDiscovery("machine-artifact", _catalog(ITEMSIZE),
                                           BackendCapabilities(physical_native_limit=True))
@@ -160,18 +158,16 @@ class CaptureSessionMachine(RuleBasedStateMachine):
                                on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP,
                                physical_native_bytes=physical)
         request = CaptureRequest(1, PROMPT, max_predictions)
-        admitted = _Outcome(lambda: CapturePlan(selections, limits).admit(self.discovery, request))
-        modelled = _Outcome(lambda: model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit,
-                                                              max_predictions))
-        assert admitted.error == modelled.error, (admitted.error, modelled.error)
-        if admitted.error == "AdmissionError":
+        admitted = self.both("admit", lambda: model.CaptureSessionModel(model_selections, per_step, cumulative,
+                                                                        on_limit, max_predictions),
+                             lambda: CapturePlan(selections, limits).admit(self.discovery, request))
+        self.plan = admitted.actual
+        if admitted.kind == "Admission":
             # Known value costs cannot fit under "fail": the same plan under "skip" is admitted.
             on_limit = "skip"
             limits = CaptureLimits(per_step=limits.per_step, cumulative=limits.cumulative, on_limit=OnLimit.SKIP,
                                    physical_native_bytes=physical)
-            admitted = _Outcome(lambda: CapturePlan(selections, limits).admit(self.discovery, request))
-        assert admitted.error is None, admitted.error
-        self.plan = admitted.value
+            self.plan = CapturePlan(selections, limits).admit(self.discovery, request)
         self.session = CaptureSession(self.plan)
         ops, model_ops = [], []
         self.has_routing, self.has_scale = routing_op is not None, scale_op is not None
@@ -194,14 +190,6 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         note(f"plan: {[(s.id, s.path, s.transform.kind) for s in selections]}, ops: {[o.id for o in ops]}")
 
     # -- helpers ---------------------------------------------------------------------------
-    def _both(self, impl: Callable[[], Any], mod: Callable[[], Any]) -> tuple[_Outcome, _Outcome]:
-        a, b = _Outcome(impl), _Outcome(mod)
-        note(f"impl: {a.error or a.value!r}; model: {b.error or b.value!r}")
-        assert a.error == b.error, (a.error, b.error)
-        if a.error == "BudgetExceededError":
-            assert (a.budget, a.cumulative) == (b.budget, b.cumulative)
-        return a, b
-
     def _shape(self, path: str) -> tuple[int, ...]:
         seq = PROMPT if self.model.phase == model.PREFILL else 1
         return (1, seq, VOCAB if path == "logits" else D_MODEL)
@@ -253,41 +241,47 @@ class CaptureSessionMachine(RuleBasedStateMachine):
 
     # -- rules -----------------------------------------------------------------------------
     @rule(data=st.data())
+    @counted
     def begin_step(self, data):
         max_p = self.model.max_predictions
         prediction = data.draw(st.sampled_from([self.model.next_prediction] * 6 + list(range(max_p + 1))))
         phase = data.draw(st.sampled_from([None] * 8 + ["prefill", "decode"]))
         phase = phase or (model.PREFILL if prediction == 0 else model.DECODE)
         impl_phase = CapturePhase.PREFILL if phase == model.PREFILL else CapturePhase.DECODE
-        self._both(lambda: self.session.begin_step(impl_phase, prediction),
-                   lambda: self.model.begin_step(phase, prediction))
+        self.both("begin_step", lambda: self.model.begin_step(phase, prediction),
+                                lambda: self.session.begin_step(impl_phase, prediction))
 
     @precondition(lambda self: not self.model.step_open and self.model.next_prediction < self.model.max_predictions)
     @rule()
+    @counted
     def begin_next_step(self):
         prediction = self.model.next_prediction
         phase = model.PREFILL if prediction == 0 else model.DECODE
         impl_phase = CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE
-        self._both(lambda: self.session.begin_step(impl_phase, prediction),
-                   lambda: self.model.begin_step(phase, prediction))
+        self.both("begin_next_step", lambda: self.model.begin_step(phase, prediction),
+                                     lambda: self.session.begin_step(impl_phase, prediction))
 
     @precondition(lambda self: self.model.step_open)
     @rule()
+    @counted
     def take_open_step(self):
         self.take_step()
 
     @precondition(lambda self: self.model.step_open)
     @rule(path=st.sampled_from(PATHS), shape_ok=st.sampled_from([True] * 5 + [False]))
+    @counted
     def observe_in_step(self, path, shape_ok):
         self.observe(path, shape_ok)
 
     @precondition(lambda self: self.model.step_open)
     @rule(path=st.sampled_from(PATHS))
+    @counted
     def intervene_in_step(self, path):
         self.intervene(path)
 
     @precondition(lambda self: self.model.step_open)
     @rule(data=st.data())
+    @counted
     def run_hook(self, data):
         """What a forward hook does: observe, then intervene, at every point in order."""
         for path in PATHS[:3]:
@@ -296,6 +290,7 @@ class CaptureSessionMachine(RuleBasedStateMachine):
                 self.intervene(path)
 
     @rule(path=st.sampled_from(PATHS), shape_ok=st.booleans())
+    @counted
     def observe(self, path, shape_ok):
         shape = self._shape(path)
         if not shape_ok:
@@ -303,10 +298,10 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         self._mark_truncation(path, shape)
         tensor = self.tensor_factory(shape, "floating", 4)
         calls = self._calls()
-        _, b = self._both(lambda: self.session.observe(self.backend, path, tensor),
-                          lambda: self.model.observe(path, self._costs(path, shape), shape_ok,
-                                                     self._native(path, shape)))
-        if b.value is False or b.error == "CaptureSessionError":
+        costs, native = self._costs(path, shape), self._native(path, shape)
+        r = self.both("observe", lambda: self.model.observe(path, costs, shape_ok, native),
+                                 lambda: self.session.observe(self.backend, path, tensor))
+        if r.expected is False or r.kind == "CaptureSession":
             assert self._calls() == calls, "the backend was called for a skipped point"
 
     def _calls(self) -> int:
@@ -314,30 +309,34 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         return len(calls) if calls is not None else 0
 
     @rule(path=st.sampled_from(PATHS))
+    @counted
     def intervene(self, path):
         tensor = self.tensor_factory(self._shape(path), "floating", 4)
         evidence = _usage(payload_cost(TransformKind.SUMMARY, list(self._shape(path)), 4))
-        a, b = self._both(lambda: self.session.intervene(self.backend, path, tensor),
-                          lambda: self.model.intervene(path, evidence))
-        if not a.error:
-            assert (a.value is not None) == b.value
+        r = self.both("intervene", lambda: self.model.intervene(path, evidence),
+                                   lambda: self.session.intervene(self.backend, path, tensor))
+        if not r.kind:
+            assert (r.actual is not None) == r.expected
 
     @precondition(lambda self: self.has_routing or self.has_scale)
     @rule()
+    @counted
     def finish_interventions(self):
-        self._both(self.session.finish_interventions, self.model.finish_interventions)
+        self.both("finish_interventions", self.model.finish_interventions, self.session.finish_interventions)
 
     @precondition(lambda self: self.has_routing)
     @rule(rows=st.sampled_from([0, 1, PROMPT, 2**63]))
+    @counted
     def routing_control(self, rows):
-        a, b = self._both(lambda: self.session.routing_control(ROUTER, rows),
-                          lambda: self.model.routing_control(ROUTER, rows))
-        if not a.error:
-            assert (a.value is None) == (b.value is None)
-            if a.value is not None:  # only a control handed out fixes the rows routing_applied reports
+        r = self.both("routing_control", lambda: self.model.routing_control(ROUTER, rows),
+                                         lambda: self.session.routing_control(ROUTER, rows))
+        if not r.kind:
+            assert (r.actual is None) == (r.expected is None)
+            if r.actual is not None:  # only a control handed out fixes the rows routing_applied reports
                 self.rows = rows
 
     @rule(with_original=st.booleans())
+    @counted
     def routing_applied(self, with_original):
         rows = getattr(self, "rows", 1) or 1
         ids = self.tensor_factory((rows, TOP_K), "integer", 8)
@@ -345,22 +344,25 @@ class CaptureSessionMachine(RuleBasedStateMachine):
         full = TransformKind.FULL_TENSOR
         cost = (_usage(payload_cost(full, [rows, TOP_K], 8)) + _usage(payload_cost(full, [rows, TOP_K], 4))) * 2
         original = (ids, coefficients) if with_original else None
-        self._both(lambda: self.session.routing_applied(self.backend, ROUTER, original, (ids, coefficients)),
-                   lambda: self.model.routing_applied(ROUTER, with_original, cost))
+        routed = (ids, coefficients)
+        self.both("routing_applied", lambda: self.model.routing_applied(ROUTER, with_original, cost),
+                                     lambda: self.session.routing_applied(self.backend, ROUTER, original, routed))
 
     @precondition(lambda self: self.has_routing)
     @rule()
+    @counted
     def routing_failed(self):
-        self._both(lambda: self.session.routing_failed(ROUTER, "selector failed " + "é" * 300),
-                   lambda: self.model.routing_failed(ROUTER))
+        self.both("routing_failed", lambda: self.model.routing_failed(ROUTER),
+                                    lambda: self.session.routing_failed(ROUTER, "selector failed " + "é" * 300))
 
     @rule()
+    @counted
     def take_step(self):
-        a, b = self._both(self.session.take_step, self.model.take_step)
-        assert (a.value is None) == (b.value is None)
-        if a.value is None:
+        r = self.both("take_step", self.model.take_step, self.session.take_step)
+        assert (r.actual is None) == (r.expected is None)
+        if r.actual is None:
             return
-        step, expected = a.value, b.value
+        step, expected = r.actual, r.expected
         assert step.prediction == expected["prediction"]
         assert _usage(step.cumulative_usage) == expected["cumulative_usage"]
         assert _usage(step.step_usage) == expected["step_usage"]
@@ -381,37 +383,40 @@ class CaptureSessionMachine(RuleBasedStateMachine):
             assert len(record.message.encode()) <= 256
 
     @rule()
+    @counted
     def checkpoint(self):
-        a, b = self._both(lambda: self.session.checkpoint(self.discovery), self.model.checkpoint)
-        if not a.error:
-            assert a.value.prediction == b.value.prediction and a.value.has_step == b.value.has_step
+        r = self.both("checkpoint", self.model.checkpoint, lambda: self.session.checkpoint(self.discovery))
+        if not r.kind:
+            assert r.actual.prediction == r.expected.prediction and r.actual.has_step == r.expected.has_step
             assert self.session.checkpoint_storage_bytes(self.discovery) > 0
-            self.checkpoints.append((a.value, b.value))
+            self.checkpoints.append((r.actual, r.expected))
 
     @precondition(lambda self: bool(self.checkpoints))
     @rule(data=st.data(), prepare_only=st.booleans())
+    @counted
     def restore(self, data, prepare_only):
         impl_cp, model_cp = data.draw(st.sampled_from(self.checkpoints))
         before = self.session.cumulative_usage().as_tuple()
         if prepare_only:
             # A prepared restore that is dropped changes nothing.
-            a, b = self._both(lambda: self.session.prepare_restore(impl_cp).release(),
-                              lambda: self.model.validate_restore(model_cp))
+            r = self.both("restore", lambda: self.model.validate_restore(model_cp),
+                                     lambda: self.session.prepare_restore(impl_cp).release())
         else:
-            a, b = self._both(lambda: self.session.restore(impl_cp), lambda: self.model.restore(model_cp))
-            if not a.error:
+            r = self.both("restore", lambda: self.model.restore(model_cp), lambda: self.session.restore(impl_cp))
+            if not r.kind:
                 assert self.session.take_step() is None  # a restore republishes nothing
                 assert self.session.next_prediction == self.model.next_prediction
         assert self.session.cumulative_usage().as_tuple() == before  # no refund
 
     @rule(max_predictions=st.sampled_from([None, 2, 8]))
+    @counted
     def fork(self, max_predictions):
-        a, b = self._both(lambda: self.session.fork(self.discovery, max_predictions=max_predictions),
-                          lambda: self.model.fork(max_predictions))
-        if not a.error:
-            assert a.value.cumulative_usage() == self.session.cumulative_usage()
+        r = self.both("fork", lambda: self.model.fork(max_predictions),
+                              lambda: self.session.fork(self.discovery, max_predictions=max_predictions))
+        if not r.kind:
+            assert r.actual.cumulative_usage() == self.session.cumulative_usage()
             # Continue on the child; the parent's checkpoints now belong to another session.
-            self.session, self.model = a.value, b.value
+            self.session, self.model = r.actual, r.expected
 
     # -- invariants ------------------------------------------------------------------------
     @invariant()

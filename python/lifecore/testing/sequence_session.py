@@ -10,42 +10,32 @@ everything and checks that usage returns to zero.
 ``STATS`` counts, across machines in this process, how often each rule ran and which
 outcome or error kind it produced (``print(STATS.report())``), so a skewed rule mix shows.
 
-Bind it to a backend by passing a coordinator factory (``None`` for host pages)::
+It has the shape of every lifecycle's machine (:mod:`lifecore.testing.machine`). Bind it to a
+backend by passing a coordinator factory (``None`` for host pages)::
 
     for name in lifecore.available_backends():
-        run_state_machine_as_test(lambda: SequenceSessionMachine(lambda **kw: AdmissionCoordinator(name, **kw)))
+        SequenceSessionMachine.run(lambda **kw: AdmissionCoordinator(name, **kw), seed=0)
+    TestMock = SequenceSessionMachine.bind(lambda **kw: AdmissionCoordinator("mock", **kw)).TestCase
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
-from lifecore import errors
 from lifecore.models import sequence_session as model
 from lifecore.sequence import (AdmissionCoordinator, AdmissionDeferred, AdmissionRejected, Admitted,
                                SourceKind, preempt_for)
+
+from .machine import LifecycleMachine, counted
+from .machine_stats import MachineStats
 
 PAGE_BYTES = 256
 TOKENS_PER_PAGE = 4
 CONFIG = dict(domains={"a": (6 * PAGE_BYTES, 10 * PAGE_BYTES), "b": 6 * PAGE_BYTES},
               page_bytes=PAGE_BYTES, tokens_per_page=TOKENS_PER_PAGE, max_active_sequences=3)
-
-_KINDS = {
-    errors.SessionStateError: "SessionState", errors.StaleAuthorityError: "StaleAuthority",
-    errors.InvalidArgumentError: "InvalidArgument", errors.CapacityError: "Capacity", errors.ClosedError: "Closed",
-}
-
-
-def _kind(error: BaseException) -> str:
-    for cls, name in _KINDS.items():
-        if isinstance(error, cls):
-            return name
-    raise error
 
 
 def _source_name(source: Any) -> tuple:
@@ -54,65 +44,12 @@ def _source_name(source: Any) -> tuple:
     return ("slots", None) if source.domain is None else ("domain", source.domain)
 
 
-def both(real: Callable[[], Any], modeled: Callable[[], Any]) -> tuple[Any, Any, Optional[str]]:
-    """Run both sides; they must succeed together or fail with the same error kind."""
-    try:
-        r = real()
-        r_error = None
-    except errors.LifecoreError as e:
-        r, r_error = None, _kind(e)
-    try:
-        m = modeled()
-        m_error = None
-    except model.ModelError as e:
-        m, m_error = None, e.kind
-    assert r_error == m_error, f"implementation: {r_error}, model: {m_error}"
-    if r_error:
-        STATS.note(STATS.current, "err:" + r_error)
-    return r, m, r_error
+#: Every sequence-session machine in this process, counted: how often each rule ran and which
+#: outcome or error kind it produced.
+STATS = MachineStats("sequence session")
 
-
-@dataclass
-class SequenceMachineStats:
-    """Outcome counters across every machine instance in this process."""
-
-    runs: int = 0
-    steps: int = 0
-    rules: Counter = field(default_factory=Counter)
-    outcomes: Counter = field(default_factory=Counter)
-    current: str = ""
-
-    def note(self, rule: str, outcome: str) -> None:
-        self.outcomes[(rule, outcome)] += 1
-
-    def reset(self) -> None:
-        self.runs = self.steps = 0
-        self.rules.clear()
-        self.outcomes.clear()
-
-    def report(self) -> str:
-        lines = [f"runs {self.runs}, steps {self.steps}"]
-        for rule, n in sorted(self.rules.items(), key=lambda kv: -kv[1]):
-            outs = {o: c for (r, o), c in self.outcomes.items() if r == rule}
-            lines.append(f"  {rule:24} {n:6}  " + ", ".join(f"{o}={c}" for o, c in sorted(outs.items())))
-        other = {(r, o): c for (r, o), c in self.outcomes.items() if r not in self.rules}
-        for (r, o), c in sorted(other.items()):
-            lines.append(f"  {r}/{o} = {c}")
-        return "\n".join(lines)
-
-
-STATS = SequenceMachineStats()
-
-
-def _counted(fn: Callable[..., Any]) -> Callable[..., Any]:
-    def step(self: Any, **kwargs: Any) -> Any:
-        STATS.steps += 1
-        STATS.rules[fn.__name__] += 1
-        STATS.current = fn.__name__
-        return fn(self, **kwargs)
-
-    step.__name__, step.__doc__, step.__qualname__ = fn.__name__, fn.__doc__, fn.__qualname__
-    return step
+#: The statistics' former name (one class serves every lifecycle now).
+SequenceMachineStats = MachineStats
 
 
 class Entry:
@@ -122,30 +59,46 @@ class Entry:
         self.rr: Any = real  # real resources handle (None once closed)
         self.mr = modeled
         self.rs: Any = None  # real session
-        self.ms: Optional[model.ModelSession] = None
+        self.ms: Any = None  # model.ModelSession, once opened
         self.frame: Optional[tuple[Any, model.ModelFrame, tuple]] = None
         self.flights: dict[int, tuple[Any, model.ModelFlight]] = {}
         self.terminal: Optional[str] = None
 
 
-class SequenceSessionMachine(RuleBasedStateMachine):
+class SequenceSessionMachine(LifecycleMachine):
+    """Differential state machine: sequence sessions on an admission coordinator against the
+    reference model. Construct with a coordinator factory (called with the coordinator's
+    configuration as keywords; default: host page memory), or bind one with :meth:`bind`.
+    Refusals are compared by error kind (the model's texts describe, they do not fix)."""
+
+    stats = STATS
+
     def __init__(self, coordinator_factory: Optional[Callable[..., AdmissionCoordinator]] = None) -> None:
         super().__init__()
-        factory = coordinator_factory or (lambda **kw: AdmissionCoordinator(None, **kw))
+        factory = self.factory_or_bound(coordinator_factory) or (lambda **kw: AdmissionCoordinator(None, **kw))
         self.real = factory(**CONFIG)
-        self.model = model.ModelCoordinator(**CONFIG)
+        self.model = model.ModelCoordinator(**CONFIG)  # type: ignore[arg-type]
         self.entries: list[Entry] = []
         self.deferreds: list[tuple[AdmissionDeferred, model.ModelDeferred]] = []
         self.waiters: list[tuple[Any, model.ModelWaiter, model.ModelDeferred]] = []
         self.counter = 0
         self.cursor = 0
         self.requests: dict[str, tuple] = {}  # deferred request id -> (prompt, fit, domains)
-        STATS.runs += 1
+        # model waiter (kept, so its id stays its own) -> its wake-ups already in STATS
+        self.wakes_counted: dict[int, tuple[model.ModelWaiter, int]] = {}
 
     # ---------- helpers ----------
     def _pick(self, index: int, pred: Callable[[Entry], bool]) -> Optional[Entry]:
         candidates = [e for e in self.entries if pred(e)]
         return candidates[index % len(candidates)] if candidates else None
+
+    def _target(self, index: int, *preds: Callable[[Entry], bool]) -> Entry:
+        """The pick of the first predicate with candidates (a rule's precondition promises one)."""
+        for pred in preds:
+            e = self._pick(index, pred)
+            if e is not None:
+                return e
+        raise AssertionError("the precondition promised a target")
 
     def _pick_session(self, index: int) -> Optional[Entry]:
         """Mostly a session whose handle is open; every fourth pick any session (error paths)."""
@@ -172,8 +125,9 @@ class SequenceSessionMachine(RuleBasedStateMachine):
             self.counter += 1
             request_id = f"r{self.counter}"
         rid = request_id
-        r, m, err = both(lambda: self.real.admit(rid, prompt, fit, domains),
-                         lambda: self.model.admit(rid, prompt, fit, domains))
+        m, r, err = self.both(f"admit({rid}, {prompt}, {fit}, {domains})",
+                              lambda: self.model.admit(rid, prompt, fit, domains),
+                              lambda: self.real.admit(rid, prompt, fit, domains))
         if err:
             return
         if isinstance(m, model.ModelAdmitted):
@@ -213,21 +167,21 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @rule(prompt=st.integers(-1, 14), extra=st.integers(0, 28), domains=st.sampled_from([None, ["a"], ["b"], ["b", "a"]]),
           open_now=st.booleans())
-    @_counted
+    @counted
     def admit(self, prompt: int, extra: int, domains: Optional[list], open_now: bool) -> None:
         """Any request, invalid and oversized ones included."""
         self._admit(prompt, prompt + extra, domains, open_now)
 
     @rule(prompt=st.integers(1, 8), extra=st.integers(0, 16), domains=st.sampled_from([None, None, ["a"], ["b"]]),
           keep_resources=st.booleans())
-    @_counted
+    @counted
     def admit_to_run(self, prompt: int, extra: int, domains: Optional[list], keep_resources: bool) -> None:
         """A request that fits the pool once it is free, opened at once: keeps capacity near its limits."""
         self._admit(prompt, prompt + extra, domains, True, keep_resources)
 
     @precondition(lambda self: any(m.request_id in self.requests for _, m in self.deferreds))
     @rule(d=st.integers(0, 5), keep_resources=st.booleans())
-    @_counted
+    @counted
     def retry_deferred(self, d: int, keep_resources: bool) -> None:
         """Re-admit a deferred request, preferring one whose waiter says to retry."""
         woken = {id(md) for _, m, md in self.waiters if m.should_retry()}
@@ -240,7 +194,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.real.page_memory_kind == "host" and self.model.failures_pending == 0)
     @rule(count=st.integers(1, 2))
-    @_counted
+    @counted
     def fail_page_allocations(self, count: int) -> None:
         """The next physical allocations fail (out of memory): admissions and extensions that
         reach the device defer on physical memory, which a page release advances."""
@@ -249,27 +203,28 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self.model.total["a"] < self.model.maximum["a"] or self.model.closed)
     @rule(extra=st.integers(0, 4))
-    @_counted
+    @counted
     def grow(self, extra: int) -> None:
         target = min(self.model.total["a"] + extra * PAGE_BYTES, self.model.maximum["a"])
-        both(lambda: self.real.grow_domain("a", target), lambda: self.model.grow_domain("a", target))
+        self.both(f"grow_domain(a, {target})", lambda: self.model.grow_domain("a", target),
+                  lambda: self.real.grow_domain("a", target))
 
     @precondition(lambda self: self._has(lambda e: e.rr is not None and e.rs is None))
     @rule(i=st.integers(0, 50))
-    @_counted
+    @counted
     def open_session(self, i: int) -> None:
         e = self._pick(i, lambda e: e.rr is not None and e.rs is None)
         if e is None:
             return
-        r, m, err = both(e.rr.open_session, e.mr.open_session)
+        m, r, err = self.both("open_session", e.mr.open_session, e.rr.open_session)
         assert err is None
         e.rs, e.ms = r, m
-        _, _, err = both(e.rr.open_session, e.mr.open_session)
+        _, _, err = self.both("open_session (again)", e.mr.open_session, e.rr.open_session)
         assert err == "SessionState"
 
     @precondition(lambda self: self._has(lambda e: e.rr is not None))
     @rule(i=st.integers(0, 50))
-    @_counted
+    @counted
     def close_resources(self, i: int) -> None:
         e = self._pick(i, lambda e: e.rr is not None)
         if e is None:
@@ -284,7 +239,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(self._live))
     @rule(i=st.integers(0, 50), delta=st.integers(-3, 9), pages=st.one_of(st.none(), st.integers(0, 10)))
-    @_counted
+    @counted
     def extend(self, i: int, delta: int, pages: Optional[int]) -> None:
         """Any target, invalid ones included."""
         e = self._pick(i, self._live)
@@ -293,8 +248,9 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         self._extend(e, e.ms.current.tokens + delta, pages)
 
     def _extend(self, e: Entry, tokens: int, pages: Optional[int]) -> None:
-        r, m, err = both(lambda: e.rs.try_ensure_backing_covers(tokens, pages),
-                         lambda: e.ms.try_ensure_backing_covers(tokens, pages))
+        m, r, err = self.both(f"try_ensure_backing_covers({tokens}, {pages})",
+                              lambda: e.ms.try_ensure_backing_covers(tokens, pages),
+                              lambda: e.rs.try_ensure_backing_covers(tokens, pages))
         if err:
             return
         outcome, payload = m
@@ -312,13 +268,13 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(self._live))
     @rule(i=st.integers(0, 50), delta=st.integers(-2, 5))
-    @_counted
+    @counted
     def step(self, i: int, delta: int) -> None:
         e = self._pick(i, self._live)
         if e is None:
             return
         tokens = e.ms.current.tokens + delta
-        r, m, err = both(lambda: e.rs.step(tokens), lambda: e.ms.step(tokens))
+        m, r, err = self.both(f"step({tokens})", lambda: e.ms.step(tokens), lambda: e.rs.step(tokens))
         if not err:
             STATS.note("step", m)
             assert r.name == m
@@ -331,11 +287,11 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(self._open))
     @rule(i=st.integers(0, 50), ahead=st.integers(1, 2 * TOKENS_PER_PAGE), spare_pages=st.sampled_from([None, None, 0, 1]))
-    @_counted
+    @counted
     def extend_frontier(self, i: int, ahead: int, spare_pages: Optional[int]) -> None:
         """Grow an open session just past its frontier, within its fit limit (a live frame or
         flight makes this RETRY_REQUIRED; a full pool makes it BACKING_DEFERRED)."""
-        e = self._pick(i, self._growable) or self._pick(i, self._open)
+        e = self._target(i, self._growable, self._open)
         seq = e.mr.seq
         tokens = min(e.ms.current.tokens + ahead, seq.fit_tokens)
         pages = None
@@ -345,13 +301,13 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(lambda e: self._open(e) and e.ms.quiescent))
     @rule(i=st.integers(0, 50), ahead=st.integers(1, TOKENS_PER_PAGE))
-    @_counted
+    @counted
     def decode_step(self, i: int, ahead: int) -> None:
         """One decode step of an idle open session, growing it when it still can."""
         idle = lambda e: self._open(e) and e.ms.quiescent  # noqa: E731
-        e = self._pick(i, lambda e: idle(e) and self._growable(e)) or self._pick(i, idle)
+        e = self._target(i, lambda e: idle(e) and self._growable(e), idle)
         tokens = min(e.ms.current.tokens + ahead, e.mr.seq.fit_tokens)
-        r, m, err = both(lambda: e.rs.step(tokens), lambda: e.ms.step(tokens))
+        m, r, err = self.both(f"step({tokens})", lambda: e.ms.step(tokens), lambda: e.rs.step(tokens))
         assert err in (None, "Closed", "InvalidArgument"), err  # closed pool; spare pages make a step incomparable
         if not err:
             STATS.note("decode_step", m)
@@ -364,13 +320,13 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(self._retirable))
     @rule(i=st.integers(0, 50))
-    @_counted
+    @counted
     def retire(self, i: int) -> None:
         """End a sequence the way a scheduler does: complete (or abort a cancelled or poisoned
         one), then drop every handle, releasing its capacity and waking waiters."""
-        e = self._pick(i, self._retirable)
+        e = self._target(i, self._retirable)
         how = "try_complete" if e.ms.phase == model.OPEN else "try_abort"
-        r, m, err = both(getattr(e.rs, how), getattr(e.ms, how))
+        m, r, err = self.both(how, getattr(e.ms, how), getattr(e.rs, how))
         assert err is None, err
         STATS.note("retire", m["outcome"])
         assert r.outcome.name == m["outcome"]
@@ -384,7 +340,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(self._live))
     @rule()
-    @_counted
+    @counted
     def scheduler_tick(self) -> None:
         """What a scheduler does to the next live session (round robin): commit its frame,
         decode one token (growing its backing), or retire it once it is done. Having no
@@ -394,13 +350,13 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         e = live[self.cursor % len(live)]
         if e.frame is not None and not e.flights and e.ms.phase == model.OPEN:
             rf, mf, _ = e.frame
-            r, m, err = both(rf.commit, mf.commit)
+            m, r, err = self.both("commit", mf.commit, rf.commit)
             assert err is None and r.name == m, err
             STATS.note("scheduler_tick", "commit")
             e.frame = None
         elif self._open(e) and e.ms.quiescent and e.ms.current.tokens < e.mr.seq.fit_tokens:
             tokens = e.ms.current.tokens + 1
-            r, m, err = both(lambda: e.rs.step(tokens), lambda: e.ms.step(tokens))
+            m, r, err = self.both(f"step({tokens})", lambda: e.ms.step(tokens), lambda: e.rs.step(tokens))
             assert err in (None, "Closed", "InvalidArgument"), err
             if not err:
                 STATS.note("scheduler_tick", m)
@@ -415,13 +371,13 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(lambda e: self._open(e) and e.ms.active_frame is None))
     @rule(i=st.integers(0, 50))
-    @_counted
+    @counted
     def acquire(self, i: int) -> None:
         e = (self._pick(i, lambda e: self._open(e) and e.ms.active_frame is None) if i % 5 else None) or self._pick(
             i, self._live)
         if e is None:
             return
-        r, m, err = both(e.rs.acquire_frame, e.ms.acquire_frame)
+        m, r, err = self.both("acquire_frame", e.ms.acquire_frame, e.rs.acquire_frame)
         if err:
             return
         STATS.note("acquire", "ok")
@@ -433,13 +389,13 @@ class SequenceSessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._has(lambda e: e.frame is not None))
     @rule(i=st.integers(0, 50), how=st.sampled_from(["commit", "commit", "commit", "abort", "rollback_unsubmitted",
                                                     "close"]))
-    @_counted
+    @counted
     def finalize_frame(self, i: int, how: str) -> None:
         e = self._pick(i, lambda e: e.frame is not None)
         if e is None:
             return
-        rf, mf, _ = e.frame
-        r, m, err = both(getattr(rf, how), getattr(mf, how))
+        rf, mf, _ = e.frame  # type: ignore[misc]
+        m, r, err = self.both(f"frame {how}", getattr(mf, how), getattr(rf, how))
         STATS.note("finalize_frame", how + (":err" if err else ":ok"))
         if how == "commit" and not err:
             assert r.name == m
@@ -449,26 +405,27 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(lambda e: self._live(e) and e.frame is not None))
     @rule(i=st.integers(0, 50), key=st.integers(0, 3))
-    @_counted
+    @counted
     def prepare_flight(self, i: int, key: int) -> None:
         e = self._pick(i, lambda e: self._live(e) and e.frame is not None)
         if e is None:
             return
-        r, m, err = both(lambda: e.rs.prepare_flight(key), lambda: e.ms.prepare_flight(key))
+        m, r, err = self.both(f"prepare_flight({key})", lambda: e.ms.prepare_flight(key),
+                              lambda: e.rs.prepare_flight(key))
         if not err:
             STATS.note("prepare_flight", "ok")
             e.flights[key] = (r, m)
 
     @precondition(lambda self: self._has(lambda e: bool(e.flights)))
     @rule(i=st.integers(0, 50), how=st.sampled_from(["dispatch", "not_submitted", "finish", "release", "close"]))
-    @_counted
+    @counted
     def flight_op(self, i: int, how: str) -> None:
         e = self._pick(i, lambda e: bool(e.flights))
         if e is None:
             return
         key = sorted(e.flights)[i % len(e.flights)]
         rf, mf = e.flights[key]
-        _, _, err = both(getattr(rf, how), getattr(mf, how))
+        _, _, err = self.both(f"flight {how}", getattr(mf, how), getattr(rf, how))
         STATS.note("flight_op", how + (":err" if err else ":ok"))
         assert rf.released == mf.released
         if rf.released:
@@ -477,12 +434,12 @@ class SequenceSessionMachine(RuleBasedStateMachine):
     @precondition(lambda self: self._has(lambda e: e.rs is not None))
     @rule(i=st.integers(0, 50), how=st.sampled_from(["request_cancel", "try_complete", "try_abort",
                                                     "try_abort_if_quiescent"]))
-    @_counted
+    @counted
     def transition(self, i: int, how: str) -> None:
         e = self._pick_session(i)
         if e is None:
             return
-        r, m, err = both(getattr(e.rs, how), getattr(e.ms, how))
+        m, r, err = self.both(how, getattr(e.ms, how), getattr(e.rs, how))
         STATS.note("transition", how + (":err" if err else ":ok"))
         if err or how == "request_cancel":
             if how == "request_cancel" and not err:
@@ -495,7 +452,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(self._live))
     @rule(i=st.integers(0, 50))
-    @_counted
+    @counted
     def drop_session(self, i: int) -> None:
         e = self._pick(i, lambda e: e.rs is not None and not e.ms.handle_closed)
         if e is None:
@@ -505,22 +462,22 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: self._has(lambda e: e.rs is not None))
     @rule(i=st.integers(0, 50))
-    @_counted
+    @counted
     def release_sources(self, i: int) -> None:
         e = self._pick_session(i)
         if e is None:
             return
         r_out: list = []
         m_out: list = []
-        _, _, err = both(lambda: e.rs.write_release_capacity_sources(r_out),
-                         lambda: e.ms.write_release_capacity_sources(m_out))
+        _, _, err = self.both("write_release_capacity_sources", lambda: e.ms.write_release_capacity_sources(m_out),
+                              lambda: e.rs.write_release_capacity_sources(r_out))
         if not err:
             assert [_source_name(s) for s in r_out] == m_out
 
     # ---------- waiters and preemption ----------
     @precondition(lambda self: bool(self.deferreds))
     @rule(d=st.integers(0, 5), i=st.integers(0, 50), via_session=st.booleans())
-    @_counted
+    @counted
     def register_waiter(self, d: int, i: int, via_session: bool) -> None:
         if not self.deferreds:
             return
@@ -531,11 +488,13 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         e = (self._pick(i, owned) if owner is not None and i % 4 else None) or (
             self._pick_session(i) if via_session else None)
         if e is not None:
-            r, m, err = both(lambda: e.rs.register_admission_waiter(rd), lambda: e.ms.register_admission_waiter(md))
+            m, r, err = self.both("register_admission_waiter", lambda: e.ms.register_admission_waiter(md),
+                                  lambda: e.rs.register_admission_waiter(rd))
         else:
             if md.expected_generation is not None:
                 return  # backing deferrals register through their session
-            r, m, err = both(lambda: self.real.register_waiter(rd), lambda: self.model.register_waiter(md))
+            m, r, err = self.both("register_waiter", lambda: self.model.register_waiter(md),
+                                  lambda: self.real.register_waiter(rd))
         if not err:
             STATS.note("register_waiter", "registered")
             self.waiters.append((r, m, md))
@@ -546,7 +505,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.deferreds))
     @rule(d=st.integers(0, 5))
-    @_counted
+    @counted
     def preempt(self, d: int) -> None:
         if not self.deferreds:
             return
@@ -582,7 +541,7 @@ class SequenceSessionMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.deferreds) and not self.model.closed)
     @rule(d=st.integers(0, 5), dice=st.integers(0, 39))
-    @_counted
+    @counted
     def observe_or_close(self, d: int, dice: int) -> None:
         """Whether a deferred demand fits now agrees with the model; rarely, close the coordinator."""
         rd, md = self.deferreds[d % len(self.deferreds)]
@@ -637,12 +596,19 @@ class SequenceSessionMachine(RuleBasedStateMachine):
         for r, m, _ in self.waiters:
             assert r.should_retry() == m.should_retry()
             assert r.wake_count == m.wakes
-            seen = getattr(m, "_stats_seen", 0)
+            seen = self.wakes_counted.get(id(m), (m, 0))[1]
             if m.wakes > seen:
                 STATS.outcomes[("waiters", "wakeups")] += m.wakes - seen
-                m._stats_seen = m.wakes
+                self.wakes_counted[id(m)] = (m, m.wakes)
 
     def teardown(self) -> None:
+        try:
+            self._release_everything()
+        finally:
+            super().teardown()
+
+    def _release_everything(self) -> None:
+        """Drops every handle on both sides; usage must return to zero."""
         for r, m, _ in self.waiters:
             r.cancel()
             m.cancel()

@@ -18,12 +18,17 @@ says; info-cache entries and pins are exactly what they should be. Each capture 
 that the recorded pass allocated nothing and that replaying from the pre-step contents gives the
 warmup's results; every read is compared with the model's float32 contents.
 
+It has the shape of every lifecycle's machine (:mod:`lifecore.testing.machine`): a device
+factory first, ``bind`` / ``run``, its rules counted in ``STATS``, and each operation compared
+by kind, exact message and cause (``compared_fields``).
+
 Usage::
 
     from lifecore.testing import StreamCaptureMachine, run_stream_capture_machine
     TestDefault = StreamCaptureMachine.bind(lambda: lifecore.Device("auto")).TestCase
     for name in lifecore.available_backends():
-        run_stream_capture_machine(lambda: lifecore.Device(name), settings=my_settings)
+        StreamCaptureMachine.run(lambda: lifecore.Device(name), settings=my_settings, seed=0)
+    run_stream_capture_machine(lambda: lifecore.Device("auto"), settings=my_settings)  # the same
 """
 
 from __future__ import annotations
@@ -34,15 +39,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional, Sequence
 
-from hypothesis import note, seed as hypothesis_seed, settings as Settings, strategies as st
-from hypothesis.stateful import (
-    RuleBasedStateMachine,
-    initialize,
-    invariant,
-    precondition,
-    rule,
-    run_state_machine_as_test,
-)
+from hypothesis import settings as Settings, strategies as st
+from hypothesis.stateful import initialize, invariant, precondition, rule
 
 import lifecore
 from lifecore.testing.fault_injection import offers_fault_injection
@@ -59,6 +57,9 @@ from lifecore.models.stream_capture import (
     f32_bits,
 )
 
+from .machine import LifecycleMachine, counted
+from .machine_stats import MachineStats
+
 __all__ = ["StreamCaptureMachine", "run_stream_capture_machine", "MachineStats", "STATS"]
 
 DeviceFactory = Callable[[], Any]
@@ -74,42 +75,8 @@ TRANSITIONS = ("graph_prepare", "begin_capture", "end_capture")
 FAULT_CODES = st.sampled_from([2, 801, 999])  # recoverable statuses (sticky ones lose the device)
 
 
-@dataclass
-class MachineStats:
-    """Counters across every machine instance in this process (for the CLI and benchmarks)."""
-
-    runs: int = 0
-    steps: int = 0
-    graphs_sealed: int = 0
-    replays: int = 0
-    faults_injected: int = 0
-    rule_seconds: float = 0.0  # time inside rules (device + model), without Hypothesis
-    invariant_seconds: float = 0.0
-    on_run_end: Optional[Callable[["MachineStats"], None]] = None  # progress reporting
-
-    def reset(self) -> None:
-        self.runs = self.steps = self.graphs_sealed = self.replays = self.faults_injected = 0
-        self.rule_seconds = self.invariant_seconds = 0.0
-
-
-STATS = MachineStats()
-
-
-def _counted(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Counts a rule as one step (applied below @rule, so Hypothesis sees the wrapper)."""
-
-    def step(self: "StreamCaptureMachine", **kwargs: Any) -> Any:
-        STATS.steps += 1
-        start = time.perf_counter()
-        try:
-            result = fn(self, **kwargs)
-            self._drop_orphans()
-            return result
-        finally:
-            STATS.rule_seconds += time.perf_counter() - start
-
-    step.__name__, step.__doc__, step.__qualname__ = fn.__name__, fn.__doc__, fn.__qualname__
-    return step
+#: Every stream-capture machine in this process, counted (the CLI and the benchmarks read it).
+STATS = MachineStats("stream capture", event_names=("graphs_sealed", "replays", "faults_injected"))
 
 
 def _close(expected: Value, actual: float) -> bool:
@@ -161,26 +128,23 @@ def _programs(draw: Any) -> _Program:
     return _Program(draw(st.integers(0, len(SIZES) - 1)), temps, tuple(ops))
 
 
-class StreamCaptureMachine(RuleBasedStateMachine):
+class StreamCaptureMachine(LifecycleMachine):
     """Differential state machine: a lifecore device against the reference model.
 
     Construct with a device factory (``StreamCaptureMachine(factory)``), or bind one to a
     subclass with :meth:`bind` and use its ``TestCase``.
     """
 
+    stats = STATS
+    compared_fields = ("message", "contains")
+    #: A device factory a subclass sets itself (bind() is the usual way).
     device_factory: ClassVar[Optional[DeviceFactory]] = None
 
-    @classmethod
-    def bind(cls, factory: DeviceFactory, name: Optional[str] = None) -> type["StreamCaptureMachine"]:
-        """A subclass whose instances open their device with ``factory``."""
-        return type(name or f"{cls.__name__}Bound", (cls,), {"device_factory": staticmethod(factory)})
-
     def __init__(self, device_factory: Optional[DeviceFactory] = None) -> None:
-        super().__init__()
-        factory = device_factory or type(self).device_factory
+        factory = self.factory_or_bound(device_factory) or type(self).device_factory
         if factory is None:
             raise TypeError("StreamCaptureMachine needs a device factory (see StreamCaptureMachine.bind)")
-        STATS.runs += 1
+        super().__init__()
         self.device = factory()
         self.fault_injection = offers_fault_injection(self.device)
         self.model = DeviceModel(self.device.graphs, self.device.capture_mode)
@@ -205,39 +169,6 @@ class StreamCaptureMachine(RuleBasedStateMachine):
     def model_state(self, sid: Optional[int] = None) -> Any:
         return self.model.state(self.sid0 if sid is None else sid)
 
-    def _both(self, what: str, model_call: Callable[[], Any], real_call: Callable[[], Any]) -> tuple[Any, Any, Optional[ModelError]]:
-        """Runs the same operation on the model and on the device; asserts they agree on
-        success or on the failure (class and message). Returns (expected, actual, model error)."""
-        expected = actual = None
-        model_error: Optional[ModelError] = None
-        real_error: Optional[BaseException] = None
-        try:
-            expected = model_call()
-        except ModelError as e:
-            model_error = e
-        try:
-            actual = real_call()
-        except lifecore.LifecoreError as e:
-            real_error = e
-        note(f"{what}: model -> {model_error!r}, device -> {real_error!r}")
-        if model_error is None and real_error is not None:
-            raise AssertionError(f"{what}: the model accepts it but the device raised {type(real_error).__name__}: {real_error}")
-        if model_error is not None and real_error is None:
-            raise AssertionError(f"{what}: expected {model_error.kind} ({model_error}) but the device accepted it")
-        if model_error is not None:
-            assert real_error is not None
-            expected_class = getattr(lifecore, model_error.kind)
-            assert isinstance(real_error, expected_class), (
-                f"{what}: expected {model_error.kind}, got {type(real_error).__name__}: {real_error}")
-            text = str(real_error)
-            if model_error.message is not None:
-                assert text == model_error.message, f"{what}: message {text!r} != {model_error.message!r}"
-            if model_error.contains is not None:
-                code = getattr(real_error, "code", None)
-                assert model_error.contains in text or str(code) == model_error.contains, (
-                    f"{what}: {text!r} does not name {model_error.contains!r}")
-        return expected, actual, model_error
-
     def _alloc(self, count: int) -> Optional[_Buffer]:
         """Allocates on both; the model learns from driver_allocations whether the pool grew.
 
@@ -257,14 +188,17 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         mid = self.model.alloc(self.sid0, 4 * count, new_slice=new_slice)
         return _Buffer(real, mid, count)
 
+    def after_step(self) -> None:
+        self._drop_orphans()
+
     def _drop_orphans(self) -> None:
         """Buffers whose memory was a memory node of a window that closed without a graph have
         no memory: one use of each must be refused (ClosedError), then the machine frees it."""
         for buf in [b for b in self.buffers if self.model.buffers[b.mid].orphaned]:
             self.buffers.remove(buf)
-            self._both(f"fill({buf.mid}) after its window closed",
-                       lambda: self.model.fill(self.sid0, buf.mid, 0), lambda: self.real0.fill(buf.real, 0))
-            self._both(f"free({buf.mid})", lambda: self.model.free(buf.mid), buf.real.free)
+            self.both(f"fill({buf.mid}) after its window closed",
+                      lambda: self.model.fill(self.sid0, buf.mid, 0), lambda: self.real0.fill(buf.real, 0))
+            self.both(f"free({buf.mid})", lambda: self.model.free(buf.mid), buf.real.free)
             self.freed.append(buf)
 
     def _pick(self, index: int, count: Optional[int] = None) -> Optional[_Buffer]:
@@ -274,8 +208,8 @@ class StreamCaptureMachine(RuleBasedStateMachine):
     def _write(self, stream_index: int, buf: _Buffer, values: Sequence[float], fault: Optional[str] = None) -> None:
         stream, sid = self.streams[stream_index]
         data = struct.pack(f"<{len(values)}f", *values)
-        self._both(f"write({buf.mid})", lambda: self.model.write(sid, buf.mid, values, fault=fault),
-                   lambda: stream.write(buf.real, data))
+        self.both(f"write({buf.mid})", lambda: self.model.write(sid, buf.mid, values, fault=fault),
+                  lambda: stream.write(buf.real, data))
 
     def _launch(self, stream_index: int, kernel: str, a: float, bufs: Sequence[_Buffer],
                 fault: Optional[str] = None) -> None:
@@ -283,6 +217,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         stream, sid = self.streams[stream_index]
         n = bufs[0].count
         grid, block = (n + 63) // 64, 64
+        margs: list[Any]
         if kernel == "axpy_info_f32":
             info = [n, f32_bits(a)]
             margs, rargs = [Ref(bufs[0].mid), Ref(bufs[1].mid)], [bufs[0].real, bufs[1].real]
@@ -294,32 +229,32 @@ class StreamCaptureMachine(RuleBasedStateMachine):
             info = None
             margs, rargs = [n, a, Ref(bufs[0].mid), Ref(bufs[1].mid)], [n, a, bufs[0].real, bufs[1].real]
         k = getattr(self.kernels, kernel)
-        self._both(f"launch {kernel}{tuple(b.mid for b in bufs)}",
-                   lambda: self.model.launch(sid, kernel, margs, info, fault=fault),
-                   lambda: stream.launch(k, grid, block, rargs, info=info))
+        self.both(f"launch {kernel}{tuple(b.mid for b in bufs)}",
+                  lambda: self.model.launch(sid, kernel, margs, info, fault=fault),
+                  lambda: stream.launch(k, grid, block, rargs, info=info))
 
     def _read(self, stream_index: int, buf: _Buffer) -> None:
         stream, sid = self.streams[stream_index]
-        expected, data, err = self._both(f"read({buf.mid})", lambda: self.model.read(sid, buf.mid),
-                                         lambda: stream.read(buf.real))
-        if err is None:
-            actual = struct.unpack(f"<{buf.count}f", data)
+        result = self.both(f"read({buf.mid})", lambda: self.model.read(sid, buf.mid), lambda: stream.read(buf.real))
+        if result.kind is None:
+            expected, actual = result.expected, struct.unpack(f"<{buf.count}f", result.actual)
             for i, (e, a) in enumerate(zip(expected, actual)):
                 assert _close(e, a), f"buffer {buf.mid}[{i}]: device {a!r}, model {e!r} (all: {actual} vs {expected})"
 
     def _end(self, caller: int, fault: Optional[str] = None) -> tuple[Optional[_Graph], Optional[ModelError]]:
-        _, real, err = self._both(f"end_capture(caller={caller})",
-                                  lambda: self.model.end_capture(self.sid0, caller, fault=fault),
-                                  lambda: self.real0.end_capture(caller))
-        if err is not None:
-            return None, err
+        result = self.both(f"end_capture(caller={caller})",
+                           lambda: self.model.end_capture(self.sid0, caller, fault=fault),
+                           lambda: self.real0.end_capture(caller))
+        if result.model_error is not None:
+            return None, result.model_error
+        real = result.actual
         gid = max(self.model.graphs_by_id)
         graph = _Graph(real, gid)
         assert real.alive and real.is_hardware == (self.device.graphs == "hardware")
         assert real.node_count == self.model.graphs_by_id[gid].node_count or not real.is_hardware, (
             f"graph has {real.node_count} nodes, the model recorded {self.model.graphs_by_id[gid].node_count}")
         self.graphs.append(graph)
-        STATS.graphs_sealed += 1
+        STATS.count("graphs_sealed")
         return graph, None
 
     def _run_program(self, program: _Program) -> None:
@@ -369,14 +304,13 @@ class StreamCaptureMachine(RuleBasedStateMachine):
             assert stats["info_pinned"] == 0, f"info entries still pinned: {stats}"
         finally:
             self.device.close()
-            if STATS.on_run_end is not None:
-                STATS.on_run_end(STATS)
+            super().teardown()
 
     # ------------------------------------------------------------------ buffers and eager work
 
     @precondition(lambda self: len(self.buffers) < MAX_BUFFERS)
     @rule(size_class=st.integers(0, len(SIZES) - 1), values=st.none() | st.lists(VALUES, min_size=16, max_size=16))
-    @_counted
+    @counted
     def alloc(self, size_class: int, values: Optional[list[float]]) -> None:
         buf = self._alloc(SIZES[size_class])
         if buf is None:
@@ -387,7 +321,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: len(self.buffers) > 2)
     @rule(i=PICK)
-    @_counted
+    @counted
     def free(self, i: int) -> None:
         buf = self.buffers.pop(i % len(self.buffers))
         buf.real.free()
@@ -397,7 +331,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.freed))
     @rule(i=PICK)
-    @_counted
+    @counted
     def use_after_free(self, i: int) -> None:
         buf = self.freed[i % len(self.freed)]
         try:
@@ -408,7 +342,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
             raise AssertionError("a fill of a freed buffer was accepted")
 
     @rule(i=PICK, values=st.lists(VALUES, min_size=16, max_size=16))
-    @_counted
+    @counted
     def write(self, i: int, values: list[float]) -> None:
         buf = self._pick(i)
         if buf is None:
@@ -416,16 +350,16 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         self._write(0, buf, values[: buf.count])
 
     @rule(i=PICK, bits=FILL_BITS)
-    @_counted
+    @counted
     def fill(self, i: int, bits: int) -> None:
         buf = self._pick(i)
         if buf is None:
             return  # no live buffer of that size (all freed or discarded with their window)
-        self._both(f"fill({buf.mid})", lambda: self.model.fill(self.sid0, buf.mid, bits),
-                   lambda: self.real0.fill(buf.real, bits))
+        self.both(f"fill({buf.mid})", lambda: self.model.fill(self.sid0, buf.mid, bits),
+                  lambda: self.real0.fill(buf.real, bits))
 
     @rule(i=PICK, j=PICK)
-    @_counted
+    @counted
     def copy(self, i: int, j: int) -> None:
         dst = self._pick(i)
         if dst is None:
@@ -433,12 +367,12 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         src = self._pick(j, dst.count)
         if src is None:
             return  # no live buffer of that size (all freed or discarded with their window)
-        self._both(f"copy({dst.mid} <- {src.mid})", lambda: self.model.copy(self.sid0, dst.mid, src.mid),
-                   lambda: self.real0.copy(dst.real, src.real))
+        self.both(f"copy({dst.mid} <- {src.mid})", lambda: self.model.copy(self.sid0, dst.mid, src.mid),
+                  lambda: self.real0.copy(dst.real, src.real))
 
     @rule(kernel=st.sampled_from(["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"]), a=SCALARS,
           i=PICK, j=PICK, k=PICK)
-    @_counted
+    @counted
     def launch(self, kernel: str, a: float, i: int, j: int, k: int) -> None:
         first = self._pick(i)
         if first is None:
@@ -446,7 +380,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         self._launch(0, kernel, a, [first, self._pick(j, first.count), self._pick(k, first.count)])  # type: ignore[list-item]
 
     @rule(i=PICK)
-    @_counted
+    @counted
     def read(self, i: int) -> None:
         buf = self._pick(i)
         if buf is None:
@@ -454,9 +388,9 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         self._read(0, buf)
 
     @rule()
-    @_counted
+    @counted
     def sync(self) -> None:
-        self._both("sync", lambda: self.model.sync(self.sid0), self.real0.sync)
+        self.both("sync", lambda: self.model.sync(self.sid0), self.real0.sync)
 
     def _profile(self, what: str, fault: Optional[str] = None) -> None:
         """A whole profile with nothing inside, on both; a measurement is a time, never negative."""
@@ -466,17 +400,18 @@ class StreamCaptureMachine(RuleBasedStateMachine):
                 pass
             return p.elapsed_ms
 
-        _, elapsed, err = self._both(what, lambda: self.model.profile(self.sid0, fault=fault), measure)
-        if err is None:
+        result = self.both(what, lambda: self.model.profile(self.sid0, fault=fault), measure)
+        elapsed = result.actual
+        if result.kind is None:
             assert elapsed is not None and elapsed >= 0.0, f"profile measured {elapsed!r}"
 
     @rule()
-    @_counted
+    @counted
     def profile(self) -> None:
         self._profile("profile")
 
     @rule()
-    @_counted
+    @counted
     def cleanup(self) -> None:
         before = self.device.memory_stats()
         ran = self.model.cleanup()
@@ -492,30 +427,30 @@ class StreamCaptureMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ transitions
 
     @rule(owner=OWNERS)
-    @_counted
+    @counted
     def graph_prepare(self, owner: int) -> None:
-        self._both(f"graph_prepare({owner})", lambda: self.model.graph_prepare(self.sid0, owner),
-                   lambda: self.real0.graph_prepare(owner))
+        self.both(f"graph_prepare({owner})", lambda: self.model.graph_prepare(self.sid0, owner),
+                  lambda: self.real0.graph_prepare(owner))
 
     @rule()
-    @_counted
+    @counted
     def begin_capture(self) -> None:
-        self._both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
+        self.both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
 
     @rule()
-    @_counted
+    @counted
     def end_capture(self) -> None:
         owner = self.model_state().owner
         self._end(0 if owner is None else owner)
 
     @rule()
-    @_counted
+    @counted
     def end_capture_abandoned(self) -> None:
         owner = self.model_state().owner
         self._end(1 if owner is None else owner + 1)
 
     @rule()
-    @_counted
+    @counted
     def abort_capture(self) -> None:
         self.model.abort_capture(self.sid0)
         self.real0.abort_capture()
@@ -524,7 +459,7 @@ class StreamCaptureMachine(RuleBasedStateMachine):
                   and any(b.count == SIZES[1] for b in self.buffers)
                   and not self.model_state().is_active())
     @rule(program=_programs(), owner=OWNERS, use_capture_call=st.booleans(), verify=st.booleans())
-    @_counted
+    @counted
     def capture_step(self, program: _Program, owner: int, use_capture_call: bool, verify: bool) -> None:
         """prepare -> warmup (the step) -> begin -> the same step -> end. The recorded pass must
         not allocate, and replaying from the pre-step contents must give the warmup's results."""
@@ -553,12 +488,12 @@ class StreamCaptureMachine(RuleBasedStateMachine):
             self.model.end_capture(self.sid0, 0)
             graph = _Graph(real_graph, max(self.model.graphs_by_id))
             self.graphs.append(graph)
-            STATS.graphs_sealed += 1
+            STATS.count("graphs_sealed")
         else:
-            self._both(f"graph_prepare({owner})", lambda: self.model.graph_prepare(self.sid0, owner),
-                       lambda: self.real0.graph_prepare(owner))
+            self.both(f"graph_prepare({owner})", lambda: self.model.graph_prepare(self.sid0, owner),
+                      lambda: self.real0.graph_prepare(owner))
             self._run_program(program)
-            self._both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
+            self.both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
             marks["begin"] = self.device.memory_stats()["driver_allocations"]
             marks["warm"] = {b.mid: self.model.contents(b.mid) for b in persistent}
             self._run_program(program)
@@ -572,8 +507,8 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         if verify and all(v is not None for values in before.values() for v in values):
             for b in persistent:
                 self._write(0, b, before[b.mid])  # type: ignore[arg-type]
-            self._both("replay", lambda: self.model.replay(graph.gid, self.sid0), lambda: graph.real.replay())
-            STATS.replays += 1
+            self.both("replay", lambda: self.model.replay(graph.gid, self.sid0), lambda: graph.real.replay())
+            STATS.count("replays")
             for b in persistent:
                 assert self.model.contents(b.mid) == warm[b.mid], "model: replay differs from the eager step"
                 self._read(0, b)
@@ -582,24 +517,24 @@ class StreamCaptureMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.graphs) and not self.model_state().is_recording())
     @rule(i=PICK, elsewhere=st.booleans(), explicit=st.booleans())
-    @_counted
+    @counted
     def replay(self, i: int, elsewhere: bool, explicit: bool) -> None:
         g = self.graphs[i % len(self.graphs)]
         if elsewhere:
             # Order the other stream after stream 0's eager work, and stream 0 after the replay.
             self._drain()
-            self._both("sync", lambda: self.model.sync(self.sid0), self.real0.sync)
+            self.both("sync", lambda: self.model.sync(self.sid0), self.real0.sync)
             stream, sid = self.streams[1]
-            self._both("replay elsewhere", lambda: self.model.replay(g.gid, sid), lambda: g.real.replay(stream))
+            self.both("replay elsewhere", lambda: self.model.replay(g.gid, sid), lambda: g.real.replay(stream))
             stream.sync()
         else:
-            self._both("replay", lambda: self.model.replay(g.gid, self.sid0),
-                       lambda: g.real.replay(self.real0) if explicit else g.real.replay())
-        STATS.replays += 1
+            self.both("replay", lambda: self.model.replay(g.gid, self.sid0),
+                      lambda: g.real.replay(self.real0) if explicit else g.real.replay())
+        STATS.count("replays")
 
     @precondition(lambda self: bool(self.graphs))
     @rule(i=PICK)
-    @_counted
+    @counted
     def destroy(self, i: int) -> None:
         g = self.graphs.pop(i % len(self.graphs))
         g.real.destroy()
@@ -609,33 +544,33 @@ class StreamCaptureMachine(RuleBasedStateMachine):
 
     @precondition(lambda self: bool(self.destroyed) and not self.model_state().is_recording())
     @rule(i=PICK)
-    @_counted
+    @counted
     def replay_destroyed(self, i: int) -> None:
         g = self.destroyed[i % len(self.destroyed)]
-        self._both("replay destroyed", lambda: self.model.replay(g.gid, self.sid0), lambda: g.real.replay())
+        self.both("replay destroyed", lambda: self.model.replay(g.gid, self.sid0), lambda: g.real.replay())
 
     # ------------------------------------------------------------------ fault injection (where offered)
 
     @precondition(lambda self: self.fault_injection)
     @rule(transition=st.sampled_from(TRANSITIONS), code=FAULT_CODES, data=st.data())
-    @_counted
+    @counted
     def fault_then_transition(self, transition: str, code: int, data: Any) -> None:
         """A driver operation fails once, then a transition runs: either the transition does not
         use it (no effect), or it fails and the stream is back in NO_CAPTURE, re-capturable."""
         used = list(TRANSITION_DRIVER_OPERATIONS[(transition, self.device.graphs)])
         names = lifecore.driver_operations()
         op = data.draw(st.sampled_from(used) | st.sampled_from(names) if used else st.sampled_from(names), label="operation")
-        STATS.faults_injected += 1
+        STATS.count("faults_injected")
         self.device.inject_fault(op, code, after=0, times=1)
         try:
             owner = self.model_state().owner
             if transition == "graph_prepare":
-                _, _, err = self._both(f"graph_prepare with {op} failing",
-                                       lambda: self.model.graph_prepare(self.sid0, 0, fault=op),
-                                       lambda: self.real0.graph_prepare(0))
+                err = self.both(f"graph_prepare with {op} failing",
+                                lambda: self.model.graph_prepare(self.sid0, 0, fault=op),
+                                lambda: self.real0.graph_prepare(0)).model_error
             elif transition == "begin_capture":
-                _, _, err = self._both(f"begin_capture with {op} failing",
-                                       lambda: self.model.begin_capture(self.sid0, fault=op), self.real0.begin_capture)
+                err = self.both(f"begin_capture with {op} failing",
+                                lambda: self.model.begin_capture(self.sid0, fault=op), self.real0.begin_capture).model_error
             else:
                 caller = 0 if owner is None else owner
                 _, err = self._end(caller, fault=op)
@@ -649,18 +584,18 @@ class StreamCaptureMachine(RuleBasedStateMachine):
                 self.real0.sync()
             except lifecore.DriverError:
                 pass
-        if err is not None and err.kind != "CaptureStateError":
+        if err is not None and err.kind != "CaptureState":
             # The failure must leave the stream re-capturable: prove it with a whole cycle.
             assert self.real0.capture_state.variant.name == "NO_CAPTURE"
             self._recapture()
 
     @precondition(lambda self: self.fault_injection)
     @rule(op=st.sampled_from(PROFILE_DRIVER_OPERATIONS + ("event_destroy",)), code=FAULT_CODES)
-    @_counted
+    @counted
     def fault_then_profile(self, op: str, code: int) -> None:
         """A driver operation of a profile fails once: the profile raises DriverError (or, for
         event_destroy, still measures), and the stream stays usable."""
-        STATS.faults_injected += 1
+        STATS.count("faults_injected")
         self.device.inject_fault(op, code, after=0, times=1)
         try:
             self._profile(f"profile with {op} failing", fault=op)
@@ -671,25 +606,24 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         """Reports the stream's queued failures (a sync that must raise them), so that what
         follows starts clean."""
         if self.model.streams[self.sid0].queued:
-            _, _, err = self._both("sync (drain)", lambda: self.model.sync(self.sid0), self.real0.sync)
-            assert err is not None
+            assert self.both("sync (drain)", lambda: self.model.sync(self.sid0), self.real0.sync).kind is not None
 
     def _recapture(self) -> None:
         self._drain()
         first = self._pick(0, SIZES[0])
         if first is None:
             return
-        self._both("graph_prepare (re-capture)", lambda: self.model.graph_prepare(self.sid0, 0),
-                   lambda: self.real0.graph_prepare(0))
+        self.both("graph_prepare (re-capture)", lambda: self.model.graph_prepare(self.sid0, 0),
+                  lambda: self.real0.graph_prepare(0))
         self._launch(0, "axpy_f32", 1.0, [first, first])
-        self._both("begin_capture (re-capture)", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
+        self.both("begin_capture (re-capture)", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
         self._launch(0, "axpy_f32", 1.0, [first, first])
         assert self._end(0)[0] is not None, "a capture right after a failed transition was refused"
 
     @precondition(lambda self: self.fault_injection)
     @rule(operation=st.sampled_from(["write", "fill", "copy", "launch", "replay"]), code=FAULT_CODES,
           i=PICK, j=PICK, values=st.lists(VALUES, min_size=16, max_size=16))
-    @_counted
+    @counted
     def fault_then_operation(self, operation: str, code: int, i: int, j: int, values: list[float]) -> None:
         """The driver operation an asynchronous stream operation issues fails once: the operation
         has no effect and the failure waits on the stream (or fails the recording it was in)."""
@@ -703,30 +637,30 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         buf = self._pick(i)
         if buf is None:
             return  # no live buffer of that size (all freed or discarded with their window)
-        STATS.faults_injected += 1
+        STATS.count("faults_injected")
         self.device.inject_fault(op, code, after=0, times=1)
         try:
             if operation == "write":
                 self._write(0, buf, values[: buf.count], fault=op)
             elif operation == "fill":
-                self._both(f"fill({buf.mid}) with {op} failing",
-                           lambda: self.model.fill(self.sid0, buf.mid, f32_bits(values[0]), fault=op),
-                           lambda: self.real0.fill(buf.real, f32_bits(values[0])))
+                self.both(f"fill({buf.mid}) with {op} failing",
+                          lambda: self.model.fill(self.sid0, buf.mid, f32_bits(values[0]), fault=op),
+                          lambda: self.real0.fill(buf.real, f32_bits(values[0])))
             elif operation == "copy":
                 src = self._pick(j, buf.count)
                 if src is None:
                     return  # no live buffer of that size (all freed or discarded with their window)
-                self._both(f"copy({buf.mid} <- {src.mid}) with {op} failing",
-                           lambda: self.model.copy(self.sid0, buf.mid, src.mid, fault=op),
-                           lambda: self.real0.copy(buf.real, src.real))
+                self.both(f"copy({buf.mid} <- {src.mid}) with {op} failing",
+                          lambda: self.model.copy(self.sid0, buf.mid, src.mid, fault=op),
+                          lambda: self.real0.copy(buf.real, src.real))
             elif operation == "launch":
                 other = self._pick(j, buf.count)
                 if other is None:
                     return  # no live buffer of that size (all freed or discarded with their window)
                 self._launch(0, "axpy_f32", values[1] or 1.0, [other, buf], fault=op)
             else:
-                self._both(f"replay with {op} failing", lambda: self.model.replay(g.gid, self.sid0, fault=op),
-                           lambda: g.real.replay())
+                self.both(f"replay with {op} failing", lambda: self.model.replay(g.gid, self.sid0, fault=op),
+                          lambda: g.real.replay())
         finally:
             self.device.clear_faults()
 
@@ -753,9 +687,9 @@ class StreamCaptureMachine(RuleBasedStateMachine):
         stats = self.device.memory_stats()
         assert stats["slices"] == stats["slices_in_use"] + stats["slices_retained"] + stats["slices_free"], (
             f"pool accounting does not balance: {stats}")
-        expected = {"graphs_alive": self.model.graphs_alive(), "windows_active": self.model.windows_active(),
-                    "info_pinned": len(self.model.pinned_info()), "info_entries": len(self.model.info_entries)}
-        for key, value in expected.items():
+        counts = {"graphs_alive": self.model.graphs_alive(), "windows_active": self.model.windows_active(),
+                  "info_pinned": len(self.model.pinned_info()), "info_entries": len(self.model.info_entries)}
+        for key, value in counts.items():
             assert stats[key] == value, f"{key} is {stats[key]}, the model says {value} ({stats})"
         assert stats["driver_allocations"] >= self.driver_allocations, "driver_allocations went backwards"
         self.driver_allocations = stats["driver_allocations"]
@@ -766,11 +700,6 @@ class StreamCaptureMachine(RuleBasedStateMachine):
 def run_stream_capture_machine(factory: DeviceFactory, settings: Optional[Settings] = None,
                                seed: Optional[int] = None) -> None:
     """Runs the machine against devices made by ``factory`` (raises on the first failure,
-    after Hypothesis has shrunk it). ``seed`` makes the run reproducible."""
-
-    def make() -> StreamCaptureMachine:
-        return StreamCaptureMachine(factory)
-
-    if seed is not None:
-        make = hypothesis_seed(seed)(make)
-    run_state_machine_as_test(make, settings=settings)
+    after Hypothesis has shrunk it). ``seed`` makes the run reproducible: the same seed runs
+    the same steps. The same as ``StreamCaptureMachine.run``."""
+    StreamCaptureMachine.run(factory, settings=settings, seed=seed)

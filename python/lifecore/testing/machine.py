@@ -1,0 +1,120 @@
+"""The one shape of lifecore's state machines: how each is built, bound, run and counted.
+
+Every lifecycle's machine (:class:`~lifecore.testing.StreamCaptureMachine`,
+:class:`~lifecore.testing.SequenceSessionMachine`, :class:`~lifecore.testing.CaptureSessionMachine`)
+is a :class:`LifecycleMachine`:
+
+- its first argument is a factory of the thing under test (a device, an admission
+  coordinator, a capture backend), or it takes the one :meth:`~LifecycleMachine.bind` gave
+  its class (``Machine.bind(factory).TestCase`` is a unittest case);
+- :meth:`~LifecycleMachine.run` runs it (``seed`` makes the run reproducible: the same seed
+  executes the same steps);
+- its rules are :func:`counted` in the lifecycle's one :class:`MachineStats` (``Machine.stats``);
+- each operation goes through :meth:`~LifecycleMachine.both`: the model and lifecore must
+  agree on the outcome's kind and on the fields the lifecycle declares (``compared_fields``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, ClassVar, Optional, Sequence
+
+from hypothesis import HealthCheck, seed as hypothesis_seed, settings as Settings
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+from .contract import Agreement, both
+from .machine_stats import MachineStats
+
+__all__ = ["LifecycleMachine", "counted", "run_machine"]
+
+
+def run_machine(make: Callable[[], RuleBasedStateMachine], *, settings: Optional[Settings] = None,
+                seed: Optional[int] = None) -> None:
+    """Runs the machines ``make`` builds as one Hypothesis test (raises on the first failure,
+    after shrinking it).
+
+    With a ``seed`` the run is reproducible: the same seed and settings execute the same steps.
+    Such a run never reads the example database (examples stored by an earlier failure would
+    run first, a different workload)."""
+    if seed is not None:
+        base = settings if settings is not None else Settings(deadline=None, suppress_health_check=list(HealthCheck))
+        settings = Settings(base, database=None)
+
+        unseeded = make
+
+        def seeded() -> RuleBasedStateMachine:
+            return unseeded()
+
+        make = hypothesis_seed(seed)(seeded)
+    run_state_machine_as_test(make, settings=settings)
+
+
+def counted(body: Callable[..., Any]) -> Callable[..., Any]:
+    """Counts a rule in its machine's stats (apply it below ``@rule``, so Hypothesis sees the
+    wrapper). A rule called from another rule is part of that step, not a step of its own."""
+
+    def step(self: "LifecycleMachine", *args: Any, **kwargs: Any) -> Any:
+        if self._in_rule:
+            return body(self, *args, **kwargs)
+        stats = type(self).stats
+        stats.step(body.__name__, dict(zip(("#" + str(i) for i in range(len(args))), args), **kwargs))
+        start = time.perf_counter()
+        self._in_rule = True
+        try:
+            result = body(self, *args, **kwargs)
+            self.after_step()
+            return result
+        finally:
+            self._in_rule = False
+            stats.rule_seconds += time.perf_counter() - start
+
+    step.__name__, step.__doc__, step.__qualname__ = body.__name__, body.__doc__, body.__qualname__
+    return step
+
+
+class LifecycleMachine(RuleBasedStateMachine):
+    """The base of every lifecycle's state machine (see the module's documentation)."""
+
+    #: The lifecycle's statistics (one per lifecycle, shared by its machines).
+    stats: ClassVar[MachineStats] = MachineStats()
+    #: The fields of a refusal lifecore must agree on, beyond its kind (see contract.FIELDS).
+    compared_fields: ClassVar[Sequence[str]] = ()
+    #: The factory bound by :meth:`bind` (None: the machine's own default, if it has one).
+    bound_factory: ClassVar[Optional[Callable[..., Any]]] = None
+    #: Further options bound by :meth:`bind`, by the names the constructor takes.
+    bound_options: ClassVar[dict[str, Any]] = {}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._in_rule = False
+        type(self).stats.runs += 1
+
+    @classmethod
+    def bind(cls, factory: Callable[..., Any], name: Optional[str] = None, **options: Any) -> type:
+        """A subclass whose machines test what ``factory`` makes (and take ``options``): its
+        ``TestCase`` runs it under unittest or pytest."""
+        return type(name or f"{cls.__name__}Bound", (cls,),
+                    {"bound_factory": staticmethod(factory), "bound_options": dict(options)})
+
+    @classmethod
+    def run(cls, factory: Optional[Callable[..., Any]] = None, *, settings: Optional[Settings] = None,
+            seed: Optional[int] = None, **options: Any) -> None:
+        """Runs machines testing what ``factory`` makes (see :func:`run_machine`)."""
+        run_machine(lambda: cls(factory, **options), settings=settings, seed=seed)  # type: ignore[call-arg]
+
+    def factory_or_bound(self, given: Optional[Callable[..., Any]]) -> Optional[Callable[..., Any]]:
+        """The factory the constructor was given, else the one bound to the class."""
+        return given if given is not None else type(self).bound_factory
+
+    def option_or_bound(self, name: str, given: Any) -> Any:
+        return given if given is not None else type(self).bound_options.get(name)
+
+    def both(self, what: str, model_call: Callable[[], Any], core_call: Callable[[], Any]) -> Agreement:
+        """The same operation on the model and on lifecore; they must agree (contract.both)."""
+        return both(model_call, core_call, fields=self.compared_fields, what=what, stats=type(self).stats)
+
+    def after_step(self) -> None:
+        """Runs after every counted rule (a lifecycle's clean-up between steps)."""
+
+    def teardown(self) -> None:
+        type(self).stats.run_ended()
