@@ -56,8 +56,6 @@ const char* capture_variant_name(CaptureVariant variant) {
   return "UNKNOWN";
 }
 
-const char* cache_mode_name(CacheMode mode) { return mode == CacheMode::capture ? "CAPTURE" : "NORMAL"; }
-
 std::string abandoned_capture_message(const CaptureEnd& end) {
   return "end_capture: the capture belongs to owner " + std::to_string(end.owner) + ", not to " +
          std::to_string(end.caller) + "; it is discarded rather than left recording on a stream both share";

@@ -60,7 +60,6 @@ class StreamCaptureState {
 };
 
 const char* capture_variant_name(CaptureVariant variant);
-const char* cache_mode_name(CacheMode mode);
 
 // The message a Stream reports (as CaptureRefusedError) for an abandoned end.
 std::string abandoned_capture_message(const CaptureEnd& end);

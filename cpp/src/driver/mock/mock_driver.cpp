@@ -200,16 +200,10 @@ MockDriver::~MockDriver() {
 MockDriver* MockDriver::from(Driver* driver) { return dynamic_cast<MockDriver*>(driver); }
 
 void MockDriver::set_memory_limit(std::size_t bytes) { memory_.set_limit(bytes); }
-std::size_t MockDriver::memory_limit() const { return memory_.limit(); }
 std::size_t MockDriver::memory_in_use() const { return memory_.in_use(); }
 std::size_t MockDriver::live_allocations() const { return memory_.live_allocations(); }
 void MockDriver::pause_streams() { worker_gate_.pause(); }
 void MockDriver::resume_streams() { worker_gate_.resume(); }
-
-std::size_t MockDriver::stream_count() const {
-  std::lock_guard lock(mutex_);
-  return streams_.size();
-}
 
 bool MockDriver::builtin_kernels_available(std::string* reason) const {
   if (reason) reason->clear();

@@ -69,7 +69,6 @@ class MockDriver final : public Driver {
   // Mock-only knobs.
   // The device memory size mem_info reports and mem_alloc enforces (out_of_memory beyond it).
   void set_memory_limit(std::size_t bytes);
-  std::size_t memory_limit() const;
   std::size_t memory_in_use() const;
   std::size_t live_allocations() const;
   // Holds every stream's worker before its next item until resume_streams(): work stays
@@ -77,7 +76,6 @@ class MockDriver final : public Driver {
   // device (sync, synchronous copy, mem_free, stream/exec destroy) blocks until resumed.
   void pause_streams();
   void resume_streams();
-  std::size_t stream_count() const;
 
   // Driver
   BackendKind kind() const override { return BackendKind::mock; }
