@@ -8,6 +8,7 @@
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/backend.hpp"
 #include "lifecore/capture/routing.hpp"
+#include "lifecore/capture/transform_cost.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::bindings {
@@ -354,6 +355,34 @@ void init_capture_plans(nb::module_& m) {
       .def_ro("max_elements", &CaptureTransform::max_elements)
       .def_ro("edges", &CaptureTransform::edges)
       .def_ro("count", &CaptureTransform::count);
+
+  // The core's cost table, so the backends' charges and the tests' models never restate it.
+  m.def("transform_size",
+        [](nb::handle kind, nb::handle selected_elements, nb::handle max_elements, nb::handle edge_count,
+           nb::handle count) {
+          const char* call = "transform_size";
+          TransformSize size = transform_size(
+              argument<TransformKind>(kind, call, "kind"), count_argument(selected_elements, call, "selected_elements"),
+              count_argument(max_elements, call, "max_elements"), count_argument(edge_count, call, "edge_count"),
+              count_argument(count, call, "count"));
+          return nb::make_tuple(size.kept_elements, size.numbers);
+        },
+        nb::arg("kind").none(), nb::arg("selected_elements").none(), nb::kw_only(), nb::arg("max_elements").none() = 0,
+        nb::arg("edge_count").none() = 0, nb::arg("count").none() = 0,
+        nb::sig("def transform_size(kind: TransformKind, selected_elements: int, *, max_elements: int = 0, "
+                "edge_count: int = 0, count: int = 0) -> tuple[int, int]"),
+        "(elements kept, numbers held) of a transform's payload over a selected region of that many elements.");
+  m.def("transform_floor",
+        [](nb::handle transform, nb::handle selected_elements, nb::handle itemsize) {
+          const char* call = "transform_floor";
+          return transform_floor(argument<CaptureTransform>(transform, call, "transform"),
+                                 count_argument(selected_elements, call, "selected_elements"),
+                                 count_argument(itemsize, call, "itemsize"));
+        },
+        nb::arg("transform").none(), nb::arg("selected_elements").none(), nb::arg("itemsize").none(),
+        nb::sig("def transform_floor(transform: CaptureTransform, selected_elements: int, itemsize: int) "
+                "-> CaptureUsage"),
+        "The least value cost any backend charges for one capture (the admission preflight's floor).");
 
   nb::class_<CaptureSelection>(m, "CaptureSelection", "One value to capture: id, point path, schedule, slices, transform.")
       .def("__init__",

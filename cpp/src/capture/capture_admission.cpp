@@ -9,6 +9,7 @@
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
 #include "lifecore/capture/routing.hpp"
+#include "lifecore/capture/transform_cost.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 
@@ -193,12 +194,10 @@ std::optional<CaptureUsage> value_floor(const CaptureSelection& sel, const Obser
                                         const CaptureRequest& request, CapturePhase phase, std::uint64_t prediction) {
   if (point.itemsize == 0) return std::nullopt;
   const auto& t = sel.transform;
-  bool tensor = t.kind == TransformKind::preview || t.kind == TransformKind::slice ||
-                t.kind == TransformKind::full_tensor;
-  std::uint64_t kept = 0;  // elements a tensor payload keeps
-  if (tensor) {
+  std::uint64_t n = 0;  // elements of the selected region, needed only when the payload keeps them
+  if (keeps_elements(t.kind)) {
     if (point.axes.empty()) return std::nullopt;  // unknown rank: unknown size
-    std::uint64_t n = 1;
+    n = 1;
     for (const auto& axis : point.axes) {
       auto extent = resolve_dim(axis.dim, request, phase, prediction);
       if (!extent) return std::nullopt;  // checked at run time, never treated as zero
@@ -208,17 +207,8 @@ std::optional<CaptureUsage> value_floor(const CaptureSelection& sel, const Obser
       // A floor past 64 bits is at least UINT64_MAX: saturating keeps it a floor (over any limit).
       n = checked::mul(n, selected).value_or(UINT64_MAX);
     }
-    kept = t.kind == TransformKind::preview ? std::min(n, t.max_elements) : n;
   }
-  // Saturating products: a floor past 64 bits is at least UINT64_MAX, which exceeds any limit.
-  auto floor_mul = [](std::uint64_t a, std::uint64_t b) { return checked::mul(a, b).value_or(UINT64_MAX); };
-  std::uint64_t numbers = kept;
-  if (t.kind == TransformKind::summary) numbers = 6;
-  if (t.kind == TransformKind::histogram)  // edges and counts: 2 x edges - 1 numbers
-    numbers = checked::sub(floor_mul(t.edges.size(), 2), std::uint64_t{1}).value_or(0);
-  if (t.kind == TransformKind::top_candidates) numbers = floor_mul(t.count, 2);
-  return CaptureUsage{1, floor_mul(numbers, std::min<std::uint64_t>(point.itemsize, 8)),
-                      floor_mul(kept, point.itemsize), floor_mul(numbers, 2)};
+  return transform_floor(t, n, point.itemsize);
 }
 
 CaptureUsage metadata_envelope(const CaptureSelection& sel, const ObservationPoint& point) {
