@@ -88,16 +88,7 @@ Module::Module(std::shared_ptr<Device> device, driver::ModuleHandle handle, driv
 
 Module::~Module() { unload(); }
 
-const char* Module::kind_name() const {
-  switch (kind_) {
-    case driver::ImageKind::builtin: return "builtin";
-    case driver::ImageKind::ptx: return "ptx";
-    case driver::ImageKind::cubin: return "cubin";
-    case driver::ImageKind::fatbin: return "fatbin";
-    case driver::ImageKind::code_object: return "code_object";
-  }
-  return "?";
-}
+const char* Module::kind_name() const { return driver::image_kind_name(kind_); }
 
 bool Module::alive() const {
   std::lock_guard lock(mutex_);

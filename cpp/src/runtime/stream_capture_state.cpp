@@ -49,9 +49,11 @@ std::string StreamCaptureState::repr() const {
 
 const char* capture_variant_name(CaptureVariant variant) {
   switch (variant) {
-    case CaptureVariant::no_capture: return "NO_CAPTURE";
-    case CaptureVariant::prepare: return "PREPARE";
-    case CaptureVariant::capture: return "CAPTURE";
+#define LIFECORE_CAPTURE_VARIANT_NAME(value, name) \
+  case CaptureVariant::value:                      \
+    return name;
+    LIFECORE_CAPTURE_VARIANTS(LIFECORE_CAPTURE_VARIANT_NAME)
+#undef LIFECORE_CAPTURE_VARIANT_NAME
   }
   return "UNKNOWN";
 }
