@@ -32,3 +32,15 @@ def test_error_classes_follow_python_protocol_families():
     assert issubclass(errors.DeviceLostError, errors.DriverError)
     for name in errors.__all__:
         assert issubclass(getattr(errors, name), errors.LifecoreError)
+
+
+def test_every_error_kind_of_the_core_names_a_class_of_lifecore_errors():
+    # The C++ side checks at compile time that its table follows ErrorKind; this checks the
+    # other end: each row names a class here, and each class here has its row.
+    from lifecore import _core, errors
+
+    names = _core._error_class_names()
+    assert names[0] == "LifecoreError" and len(set(names)) == len(names)
+    for name in names:
+        assert issubclass(getattr(errors, name), errors.LifecoreError), name
+    assert set(names) == set(errors.__all__)
