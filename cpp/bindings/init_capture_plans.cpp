@@ -544,13 +544,8 @@ void init_capture_plans(nb::module_& m) {
                   nb::sig("def candidates(ids: collections.abc.Sequence[int], scores: collections.abc.Sequence[float]) "
                           "-> CapturePayload"))
       .def_prop_ro("kind", [](const CapturePayload& p) -> nb::object {
-        switch (p.kind) {
-          case PayloadKind::tensor: return nb::str("tensor");
-          case PayloadKind::summary: return nb::str("summary");
-          case PayloadKind::histogram: return nb::str("histogram");
-          case PayloadKind::candidates: return nb::str("candidates");
-          default: return nb::none();
-        }
+        if (p.kind == PayloadKind::none) return nb::none();
+        return nb::str(to_string(p.kind));
       })
       .def_ro("shape", &CapturePayload::shape)
       .def_ro("values", &CapturePayload::values)

@@ -133,7 +133,7 @@ void write_plan(JsonWriter& json, const CapturePlan& plan) {
   json.key("cumulative"); write_usage(json, plan.limits.cumulative);
   json.key("physical_native_bytes");
   if (plan.limits.physical_native_bytes) json.integer(*plan.limits.physical_native_bytes); else json.raw("null");
-  json.key("on_limit"); json.string(plan.limits.on_limit == OnLimit::fail ? "fail" : "skip");
+  json.key("on_limit"); json.string(to_string(plan.limits.on_limit));
   json.end_object();
   json.end_object();
 }
@@ -218,14 +218,14 @@ void write_payload(JsonWriter& json, const CapturePayload& p) {
     case PayloadKind::none: json.raw("null"); return;
     case PayloadKind::tensor:
       json.begin_object();
-      json.key("kind"); json.string("tensor");
+      json.key("kind"); json.string(to_string(p.kind));
       json.key("shape"); json.integers(p.shape);
       json.key("values"); json.numbers(p.values);
       json.end_object();
       return;
     case PayloadKind::summary:
       json.begin_object();
-      json.key("kind"); json.string("summary");
+      json.key("kind"); json.string(to_string(p.kind));
       json.key("count"); json.integer(p.count);
       json.key("nonfinite"); json.integer(p.nonfinite);
       json.key("min"); json.number(p.min);
@@ -236,14 +236,14 @@ void write_payload(JsonWriter& json, const CapturePayload& p) {
       return;
     case PayloadKind::histogram:
       json.begin_object();
-      json.key("kind"); json.string("histogram");
+      json.key("kind"); json.string(to_string(p.kind));
       json.key("edges"); json.numbers(p.values);
       json.key("counts"); json.integers(p.counts);
       json.end_object();
       return;
     case PayloadKind::candidates:
       json.begin_object();
-      json.key("kind"); json.string("candidates");
+      json.key("kind"); json.string(to_string(p.kind));
       json.key("ids"); json.integers(p.counts);
       json.key("scores"); json.numbers(p.values);
       json.end_object();

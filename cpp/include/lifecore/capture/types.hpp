@@ -157,7 +157,8 @@ struct CaptureUsage {
   X(captures, "captures") X(retention, "retained_bytes") X(host, "host_bytes") X(encoded, "encoded_bytes") \
   X(physical_native, "physical_native_bytes")
 enum class Budget : std::uint8_t { LIFECORE_BUDGETS(LIFECORE_CAPTURE_ENUM_CASE) };
-enum class OnLimit : std::uint8_t { fail, skip };
+#define LIFECORE_ON_LIMITS(X) X(fail, "fail") X(skip, "skip")
+enum class OnLimit : std::uint8_t { LIFECORE_ON_LIMITS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 struct CaptureLimits {
   CaptureUsage per_step;
@@ -196,7 +197,9 @@ struct CaptureOutcome {
   std::string message;               // Failed, at most 256 bytes, cut on a UTF-8 boundary
 };
 
-enum class PayloadKind : std::uint8_t { none, tensor, summary, histogram, candidates };
+#define LIFECORE_PAYLOAD_KINDS(X)                                                                                 \
+  X(none, "none") X(tensor, "tensor") X(summary, "summary") X(histogram, "histogram") X(candidates, "candidates")
+enum class PayloadKind : std::uint8_t { LIFECORE_PAYLOAD_KINDS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 struct CapturePayload {
   PayloadKind kind = PayloadKind::none;
@@ -257,6 +260,8 @@ const char* to_string(SkipReason reason) noexcept;
 const char* to_string(FailReason reason) noexcept;
 const char* to_string(InterventionOutcomeKind kind) noexcept;
 const char* to_string(RoutingScoring scoring) noexcept;
+const char* to_string(PayloadKind kind) noexcept;
+const char* to_string(OnLimit on_limit) noexcept;
 
 // Cuts a message to at most 256 bytes without splitting a UTF-8 sequence.
 std::string bound_message(std::string_view message, std::size_t limit = 256);
