@@ -34,28 +34,6 @@ bool valid_mode(CaptureMode mode) {
   return value >= 0 && value <= 2;
 }
 
-const char* mode_name(CaptureMode mode) {
-  switch (mode) {
-    case CaptureMode::global: return "global";
-    case CaptureMode::thread_local_: return "thread_local";
-    case CaptureMode::relaxed: return "relaxed";
-  }
-  return "unknown";
-}
-
-const char* arg_kind_name(ArgKind kind) {
-  switch (kind) {
-    case ArgKind::pointer: return "pointer";
-    case ArgKind::i32: return "i32";
-    case ArgKind::u32: return "u32";
-    case ArgKind::i64: return "i64";
-    case ArgKind::u64: return "u64";
-    case ArgKind::f32: return "f32";
-    case ArgKind::f64: return "f64";
-  }
-  return "unknown";
-}
-
 std::string hex(std::uint64_t value) {
   std::ostringstream out;
   out << "0x" << std::hex << value;
@@ -202,16 +180,10 @@ MockDriver::~MockDriver() {
 MockDriver* MockDriver::from(Driver* driver) { return dynamic_cast<MockDriver*>(driver); }
 
 void MockDriver::set_memory_limit(std::size_t bytes) { memory_.set_limit(bytes); }
-std::size_t MockDriver::memory_limit() const { return memory_.limit(); }
 std::size_t MockDriver::memory_in_use() const { return memory_.in_use(); }
 std::size_t MockDriver::live_allocations() const { return memory_.live_allocations(); }
 void MockDriver::pause_streams() { worker_gate_.pause(); }
 void MockDriver::resume_streams() { worker_gate_.resume(); }
-
-std::size_t MockDriver::stream_count() const {
-  std::lock_guard lock(mutex_);
-  return streams_.size();
-}
 
 bool MockDriver::builtin_kernels_available(std::string* reason) const {
   if (reason) reason->clear();
@@ -281,13 +253,13 @@ Status MockDriver::check_unsafe_call_locked(Operation op, const Stream* target) 
       capture.invalidated_by = operation_name(op);
     }
     if (!conflicts.empty()) conflicts += ", ";
-    conflicts += "capture " + std::to_string(capture.id) + " (" + mode_name(capture.mode) + ") on stream " +
+    conflicts += "capture " + std::to_string(capture.id) + " (" + capture_mode_name(capture.mode) + ") on stream " +
                  std::to_string(stream->id) + (own_stream ? ", the stream this call acts on" : "");
   }
   if (conflicts.empty()) return {};
   return fail(op, Code::capture_unsupported,
               std::string("not permitted while a stream capture is live (") + conflicts +
-                  "; this thread's capture mode is " + mode_name(mine) +
+                  "; this thread's capture mode is " + capture_mode_name(mine) +
                   "); the capture is invalidated and must be ended");
 }
 
@@ -804,7 +776,7 @@ Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
   Capture& capture = *stream->capture;
   if (capture.mode != CaptureMode::relaxed && capture.thread != std::this_thread::get_id())
     return fail(op, Code::capture_wrong_thread,
-                "capture " + std::to_string(capture.id) + " (" + mode_name(capture.mode) +
+                "capture " + std::to_string(capture.id) + " (" + capture_mode_name(capture.mode) +
                     ") began on another thread; only that thread may end it");
   if (capture.status == CaptureStatus::invalidated) {
     const std::string reason = "capture " + std::to_string(capture.id) + " was invalidated by " +

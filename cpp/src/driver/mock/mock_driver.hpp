@@ -72,7 +72,6 @@ class MockDriver final : public Driver {
   // Mock-only knobs.
   // The device memory size mem_info reports and mem_alloc enforces (out_of_memory beyond it).
   void set_memory_limit(std::size_t bytes);
-  std::size_t memory_limit() const;
   std::size_t memory_in_use() const;
   std::size_t live_allocations() const;
   // Holds every stream's worker before its next item until resume_streams(): work stays
@@ -80,7 +79,6 @@ class MockDriver final : public Driver {
   // device (sync, synchronous copy, mem_free, stream/exec destroy) blocks until resumed.
   void pause_streams();
   void resume_streams();
-  std::size_t stream_count() const;
 
   // Driver
   const BackendDescriptor& backend() const override;
