@@ -13,6 +13,7 @@
 #include "driver/cuda/cuda_loader.hpp"
 #include "driver/handle_registry.hpp"
 #include "driver/kernel_params.hpp"
+#include "driver/native_driver.hpp"
 #include "driver/open_checks.hpp"
 
 namespace lifecore::driver {
@@ -21,7 +22,7 @@ namespace {
 
 using namespace cuda_abi;
 
-class CudaDriver final : public Driver {
+class CudaDriver final : public NativeDriver {
  public:
   CudaDriver(const CudaApi& api, int ordinal, CUdevice device, CUcontext context)
       : api_(api), ordinal_(ordinal), device_(device), context_(context) {}
@@ -48,11 +49,11 @@ class CudaDriver final : public Driver {
   // device
   Status device_name(std::string* out) override {
     char name[256] = {};
-    Status status = call(api_.cuDeviceGetName(name, sizeof name - 1, device_), "cuDeviceGetName");
+    Status status = checked(api_.cuDeviceGetName(name, sizeof name - 1, device_), "cuDeviceGetName");
     if (status.ok()) *out = name;
     return status;
   }
-  Status driver_version(int* out) override { return call(api_.cuDriverGetVersion(out), "cuDriverGetVersion"); }
+  Status driver_version(int* out) override { return checked(api_.cuDriverGetVersion(out), "cuDriverGetVersion"); }
   Status mem_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
     return current("cuMemGetInfo_v2", [&] { return api_.cuMemGetInfo(free_bytes, total_bytes); });
   }
@@ -350,15 +351,13 @@ class CudaDriver final : public Driver {
   }
 
  private:
-  Status call(CUresult result, const char* name) const {
-    return result == CUDA_SUCCESS ? Status::success() : cuda_status(api_, result, name);
-  }
+  Status failure(int native, const char* call) const override { return cuda_status(api_, native, call); }
   Status unsupported(const char* name) const {
     return cuda_local_status(Code::not_supported, name, "this CUDA driver does not provide " + std::string(name));
   }
 
   // Makes the primary context current on this thread (cheap when it already is).
-  Status make_current(const char* for_call) const {
+  Status make_current(const char* for_call) const override {
     CUcontext now = nullptr;
     if (api_.cuCtxGetCurrent(&now) == CUDA_SUCCESS && now == context_) return Status::success();
     if (CUresult result = api_.cuCtxSetCurrent(context_); result != CUDA_SUCCESS) {
@@ -367,26 +366,6 @@ class CudaDriver final : public Driver {
       return status;
     }
     return Status::success();
-  }
-  template <class F>
-  Status current(const char* name, F&& native_call) const {
-    if (Status s = make_current(name); !s.ok()) return s;
-    return call(native_call(), name);
-  }
-  // The native object behind `handle`, passed to `native_call` with the context current; a
-  // stale handle fails before the call.
-  template <class Native, class Handle, class F>
-  Status on(const HandleRegistry<Native, Handle>& registry, Handle handle, const char* name, F&& native_call) const {
-    Native native;
-    if (Status s = registry.find(handle, name, &native); !s.ok()) return s;
-    return current(name, [&] { return native_call(native); });
-  }
-  // Destroys the native object behind `handle`; the handle is forgotten once that succeeded.
-  template <class Native, class Handle, class F>
-  Status release(HandleRegistry<Native, Handle>& registry, Handle handle, const char* name, F&& native_destroy) {
-    Status status = on(registry, handle, name, std::forward<F>(native_destroy));
-    if (status.ok()) registry.remove(handle);
-    return status;
   }
   template <class F>
   Status on_exec_and_stream(GraphExecHandle exec_handle, StreamHandle stream_handle, const char* name, F&& native_call) const {

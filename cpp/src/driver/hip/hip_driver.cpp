@@ -12,6 +12,7 @@
 #include "driver/hip/hip_backend.hpp"
 #include "driver/hip/hip_loader.hpp"
 #include "driver/kernel_params.hpp"
+#include "driver/native_driver.hpp"
 #include "driver/open_checks.hpp"
 
 namespace lifecore::driver {
@@ -22,12 +23,12 @@ using namespace hip_abi;
 
 void* as_pointer(DevicePtr pointer) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(pointer)); }
 
-class HipDriver final : public Driver {
+class HipDriver final : public NativeDriver {
  public:
   HipDriver(const HipRuntime& runtime, int ordinal) : runtime_(runtime), api_(runtime.api), ordinal_(ordinal) {}
 
   ~HipDriver() override {
-    if (!select_device("hipSetDevice").ok()) return;
+    if (!make_current("hipSetDevice").ok()) return;
     api_.hipDeviceSynchronize();
     for (auto exec : execs_.take_all()) api_.hipGraphExecDestroy(exec);
     for (auto graph : graphs_.take_all()) api_.hipGraphDestroy(graph);
@@ -50,13 +51,13 @@ class HipDriver final : public Driver {
   // device
   Status device_name(std::string* out) override {
     hipDevice_t device = 0;
-    if (Status s = call(api_.hipDeviceGet(&device, ordinal_), "hipDeviceGet"); !s.ok()) return s;
+    if (Status s = checked(api_.hipDeviceGet(&device, ordinal_), "hipDeviceGet"); !s.ok()) return s;
     char name[256] = {};
-    Status status = call(api_.hipDeviceGetName(name, sizeof name - 1, device), "hipDeviceGetName");
+    Status status = checked(api_.hipDeviceGetName(name, sizeof name - 1, device), "hipDeviceGetName");
     if (status.ok()) *out = name;
     return status;
   }
-  Status driver_version(int* out) override { return call(api_.hipDriverGetVersion(out), "hipDriverGetVersion"); }
+  Status driver_version(int* out) override { return checked(api_.hipDriverGetVersion(out), "hipDriverGetVersion"); }
   Status mem_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
     return current("hipMemGetInfo", [&] { return api_.hipMemGetInfo(free_bytes, total_bytes); });
   }
@@ -326,7 +327,7 @@ class HipDriver final : public Driver {
     hipGraph_t graph;
     if (Status s = execs_.find(exec_handle, "hipGraphExecUpdate", &exec); !s.ok()) return s;
     if (Status s = graphs_.find(graph_handle, "hipGraphExecUpdate", &graph); !s.ok()) return s;
-    if (Status s = select_device("hipGraphExecUpdate"); !s.ok()) return s;
+    if (Status s = make_current("hipGraphExecUpdate"); !s.ok()) return s;
     hipGraphNode_t error_node = nullptr;
     hipGraphExecUpdateResult native_result = 0;
     hipError_t native = api_.hipGraphExecUpdate(exec, graph, &error_node, &native_result);
@@ -342,17 +343,16 @@ class HipDriver final : public Driver {
     if (!status.ok()) return status;
     // ROCm frees an executable graph's resources lazily; synchronising makes the release
     // (and the memory the graph held) real before the caller reuses that memory.
-    return call(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
+    return checked(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
   }
 
  private:
-  Status call(hipError_t error, const char* name) const {
-    return error == hipSuccess ? Status::success() : hip_status(api_, error, name);
-  }
+  Status failure(int native, const char* call) const override { return hip_status(api_, native, call); }
   Status unsupported(const char* name) const {
     return hip_local_status(Code::not_supported, name, "this HIP runtime does not provide " + std::string(name));
   }
-  Status select_device(const char* for_call) const {
+  // Selects this driver's device on this thread (cheap when it already is).
+  Status make_current(const char* for_call) const override {
     int now = -1;
     if (api_.hipGetDevice(&now) == hipSuccess && now == ordinal_) return Status::success();
     if (hipError_t error = api_.hipSetDevice(ordinal_); error != hipSuccess) {
@@ -362,27 +362,6 @@ class HipDriver final : public Driver {
     }
     return Status::success();
   }
-  template <class F>
-  Status current(const char* name, F&& native_call) const {
-    if (Status s = select_device(name); !s.ok()) return s;
-    return call(native_call(), name);
-  }
-  // The native object behind `handle`, passed to `native_call` with the device selected; a
-  // stale handle fails before the call.
-  template <class Native, class Handle, class F>
-  Status on(const HandleRegistry<Native, Handle>& registry, Handle handle, const char* name, F&& native_call) const {
-    Native native;
-    if (Status s = registry.find(handle, name, &native); !s.ok()) return s;
-    return current(name, [&] { return native_call(native); });
-  }
-  // Destroys the native object behind `handle`; the handle is forgotten once that succeeded.
-  template <class Native, class Handle, class F>
-  Status release(HandleRegistry<Native, Handle>& registry, Handle handle, const char* name, F&& native_destroy) {
-    Status status = on(registry, handle, name, std::forward<F>(native_destroy));
-    if (status.ok()) registry.remove(handle);
-    return status;
-  }
-
   // Compiles the built-in kernels once per driver (hiprtc targets the current device).
   Status builtin_code_object(std::string* out) {
     std::lock_guard lock(builtin_mutex_);
@@ -392,7 +371,7 @@ class HipDriver final : public Driver {
     }
     if (!runtime_.hiprtc_available)
       return hip_local_status(Code::not_supported, "hiprtcCompileProgram", runtime_.hiprtc_reason);
-    if (Status s = select_device("hiprtcCompileProgram"); !s.ok()) return s;
+    if (Status s = make_current("hiprtcCompileProgram"); !s.ok()) return s;
     const HiprtcApi& rtc = runtime_.hiprtc;
     auto rtc_failure = [&](hiprtcResult result, const char* call, const std::string& log) {
       const char* text = rtc.hiprtcGetErrorString(result);

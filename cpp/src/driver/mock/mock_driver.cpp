@@ -82,6 +82,10 @@ Status bad_handle(Operation op, const char* what, std::uintptr_t handle) {
 
 Status bad_value(Operation op, const std::string& message) { return fail(op, Code::invalid_value, message); }
 
+Status not_live(Operation op, DevicePtr ptr) {
+  return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+}
+
 std::string signature_text(const BuiltinKernel& kernel) {
   std::string text;
   for (std::size_t i = 0; i < kernel.params.size(); ++i) {
@@ -560,7 +564,7 @@ Status MockDriver::mem_free(DevicePtr ptr) {
   if (Status status = check_unsafe_call(op); !status.ok()) return status;
   wait_device_idle();  // as cuMemFree: work in flight may still use the memory
   if (memory_.free(ptr)) return {};
-  return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+  return not_live(op, ptr);
 }
 
 Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) {
@@ -602,7 +606,7 @@ Status MockDriver::mem_free_async(DevicePtr ptr, StreamHandle handle) {
       return {};
     }
     if (!memory_.is_freeable(ptr))
-      return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+      return not_live(op, ptr);
   }
   return submit(op, handle, mock::MemFreeNode{ptr});
 }
