@@ -60,6 +60,10 @@ Status bad_handle(Operation op, const char* what, std::uintptr_t handle) {
 
 Status bad_value(Operation op, const std::string& message) { return fail(op, Code::invalid_value, message); }
 
+Status not_live(Operation op, DevicePtr ptr) {
+  return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+}
+
 std::string signature_text(const BuiltinKernel& kernel) {
   std::string text;
   for (std::size_t i = 0; i < kernel.params.size(); ++i) {
@@ -276,6 +280,38 @@ Status MockDriver::check_captured_event_locked(Operation op, const mock::EventSt
                   ", which is still live on its stream");
 }
 
+Status MockDriver::check_unsafe_call(Operation op) {
+  std::lock_guard lock(mutex_);
+  return check_unsafe_call_locked(op, nullptr);
+}
+
+Status MockDriver::stream_for_host_wait(Operation op, StreamHandle handle, std::shared_ptr<Stream>* out) {
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<Stream> stream = find_stream_locked(handle);
+  if (!stream) return bad_handle(op, "stream", raw(handle));
+  if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
+  *out = std::move(stream);
+  return {};
+}
+
+Status MockDriver::event_for_host_wait(Operation op, EventHandle handle, std::shared_ptr<mock::EventState>* out) {
+  std::lock_guard lock(mutex_);
+  auto it = events_.find(raw(handle));
+  if (it == events_.end()) return bad_handle(op, "event", raw(handle));
+  if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
+  if (Status status = check_captured_event_locked(op, *it->second); !status.ok()) return status;
+  *out = it->second;
+  return {};
+}
+
+// Allocates at once (mem_alloc, and mem_alloc_async outside a capture).
+Status MockDriver::allocate_now(Operation op, std::size_t bytes, DevicePtr* out) {
+  if (memory_.allocate(bytes, out)) return {};
+  return fail(op, Code::out_of_memory,
+              "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
+                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
+}
+
 void MockDriver::wait_device_idle() {
   std::vector<std::shared_ptr<Stream>> streams;
   {
@@ -372,12 +408,7 @@ Status MockDriver::stream_synchronize(StreamHandle handle) {
   }
   LIFECORE_MOCK_GATE(stream_synchronize)
   std::shared_ptr<Stream> stream;
-  {
-    std::lock_guard lock(mutex_);
-    stream = find_stream_locked(handle);
-    if (!stream) return bad_handle(op, "stream", raw(handle));
-    if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
-  }
+  if (Status status = stream_for_host_wait(op, handle, &stream); !status.ok()) return status;
   stream->worker.wait_idle();
   Status error = stream->worker.take_error();
   if (error.ok()) return {};
@@ -391,12 +422,7 @@ Status MockDriver::stream_query(StreamHandle handle) {
   LIFECORE_MOCK_GATE(stream_query)
   constexpr Operation op = Operation::stream_query;
   std::shared_ptr<Stream> stream;
-  {
-    std::lock_guard lock(mutex_);
-    stream = find_stream_locked(handle);
-    if (!stream) return bad_handle(op, "stream", raw(handle));
-    if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
-  }
+  if (Status status = stream_for_host_wait(op, handle, &stream); !status.ok()) return status;
   if (stream->worker.idle()) return {};
   return mock_status(Code::not_ready, mock_call_name(op));
 }
@@ -455,16 +481,8 @@ Status MockDriver::event_record(EventHandle event, StreamHandle handle) {
 
 Status MockDriver::event_synchronize(EventHandle event) {
   LIFECORE_MOCK_GATE(event_synchronize)
-  constexpr Operation op = Operation::event_synchronize;
   std::shared_ptr<mock::EventState> state;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = events_.find(raw(event));
-    if (it == events_.end()) return bad_handle(op, "event", raw(event));
-    state = it->second;
-    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
-    if (Status status = check_captured_event_locked(op, *state); !status.ok()) return status;
-  }
+  if (Status status = event_for_host_wait(Operation::event_synchronize, event, &state); !status.ok()) return status;
   state->wait();
   return {};
 }
@@ -473,14 +491,7 @@ Status MockDriver::event_query(EventHandle event) {
   LIFECORE_MOCK_GATE(event_query)
   constexpr Operation op = Operation::event_query;
   std::shared_ptr<mock::EventState> state;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = events_.find(raw(event));
-    if (it == events_.end()) return bad_handle(op, "event", raw(event));
-    state = it->second;
-    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
-    if (Status status = check_captured_event_locked(op, *state); !status.ok()) return status;
-  }
+  if (Status status = event_for_host_wait(op, event, &state); !status.ok()) return status;
   if (state->done()) return {};
   return mock_status(Code::not_ready, mock_call_name(op));
 }
@@ -515,26 +526,17 @@ Status MockDriver::mem_alloc(std::size_t bytes, DevicePtr* out) {
   constexpr Operation op = Operation::mem_alloc;
   if (!out) return bad_value(op, "the output pointer is null");
   if (bytes == 0) return bad_value(op, "cannot allocate 0 bytes");
-  {
-    std::lock_guard lock(mutex_);
-    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
-  }
-  if (memory_.allocate(bytes, out)) return {};
-  return fail(op, Code::out_of_memory,
-              "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
-                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
+  if (Status status = check_unsafe_call(op); !status.ok()) return status;
+  return allocate_now(op, bytes, out);
 }
 
 Status MockDriver::mem_free(DevicePtr ptr) {
   LIFECORE_MOCK_GATE(mem_free)
   constexpr Operation op = Operation::mem_free;
-  {
-    std::lock_guard lock(mutex_);
-    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
-  }
+  if (Status status = check_unsafe_call(op); !status.ok()) return status;
   wait_device_idle();  // as cuMemFree: work in flight may still use the memory
   if (memory_.free(ptr)) return {};
-  return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+  return not_live(op, ptr);
 }
 
 Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) {
@@ -558,10 +560,7 @@ Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, Devic
     return {};
   }
   // Allocating at once is a valid stream order: the memory exists before any later work.
-  if (memory_.allocate(bytes, out)) return {};
-  return fail(op, Code::out_of_memory,
-              "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
-                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
+  return allocate_now(op, bytes, out);
 }
 
 Status MockDriver::mem_free_async(DevicePtr ptr, StreamHandle handle) {
@@ -579,7 +578,7 @@ Status MockDriver::mem_free_async(DevicePtr ptr, StreamHandle handle) {
       return {};
     }
     if (!memory_.is_freeable(ptr))
-      return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+      return not_live(op, ptr);
   }
   return submit(op, handle, mock::MemFreeNode{ptr});
 }

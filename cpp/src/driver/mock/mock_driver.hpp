@@ -154,6 +154,11 @@ class MockDriver final : public Driver {
   Status check_unsafe_call_locked(Operation op, const Stream* target);
   bool capture_live_locked(std::uint64_t capture_id) const;
   Status check_captured_event_locked(Operation op, const mock::EventState& event) const;
+  Status check_unsafe_call(Operation op);
+  // The stream / event a host call waits on or polls, once the capture rules allow the call.
+  Status stream_for_host_wait(Operation op, StreamHandle handle, std::shared_ptr<Stream>* out);
+  Status event_for_host_wait(Operation op, EventHandle handle, std::shared_ptr<mock::EventState>* out);
+  Status allocate_now(Operation op, std::size_t bytes, DevicePtr* out);
   void wait_device_idle();
   Status run_synchronous(Operation op, mock::WorkNode node);
   // Every operation passes here first: a lost device fails it with its sticky status, else the
