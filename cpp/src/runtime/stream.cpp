@@ -221,10 +221,10 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
   std::lock_guard lock(mutex_);
   check_usable("alloc");
-  const bool in_hardware_recording = driver_captures();
+  const bool in_driver_capture = driver_captures();
   auto allocate = [&](std::size_t bytes) {
     SliceAllocation made;
-    if (in_hardware_recording) {
+    if (in_driver_capture) {
       // The pool could not serve it inside the window: the driver records a memory node,
       // which end_capture refuses (the graph could not be relaunched).
       check_status(driver_.mem_alloc_async(bytes, handle_, &made.ptr));
@@ -237,7 +237,7 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
   auto reservation = device_->memory().reserve(static_cast<std::size_t>(nbytes), active_window(), allocate);
   auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr,
                                          static_cast<std::size_t>(nbytes));
-  if (reservation.allocated && in_hardware_recording) window_node_buffers_.push_back(buffer);
+  if (reservation.allocated && in_driver_capture) window_node_buffers_.push_back(buffer);
   return buffer;
 }
 
