@@ -155,12 +155,18 @@ bool StreamWorker::spin_for_work() const {
 
 void StreamWorker::run() {
   Item current;  // swapped with the queue's slot: the slot keeps this item's storage for reuse
+  // Work is arriving in a burst (items queued up behind the one taken, or one arrived while
+  // watching): only then is watching for the next item worth a core. Work issued one call at
+  // a time, each waited for, never makes the worker watch.
+  bool burst = false;
   std::unique_lock lock(mutex_);
   for (;;) {
     if (count_ == 0 && !stopping_) {
-      lock.unlock();
-      (void)spin_for_work();
-      lock.lock();
+      if (burst) {
+        lock.unlock();
+        burst = spin_for_work();
+        lock.lock();
+      }
       while (count_ == 0 && !stopping_) {
         waiting_ = true;
         work_.wait(lock);
@@ -168,6 +174,7 @@ void StreamWorker::run() {
       }
     }
     if (count_ == 0) return;  // stopping, and everything queued has run
+    if (count_ > 1) burst = true;
     std::swap(current, ring_[head_]);
     head_ = (head_ + 1) % ring_.size();
     --count_;

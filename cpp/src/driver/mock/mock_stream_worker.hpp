@@ -4,8 +4,8 @@
 // The eager path is kept cheap because a replay's advantage is measured against it: the queue
 // is a ring of reused slots (a kernel node written into a slot reuses the slot's argument
 // storage, so a steady stream of launches allocates nothing), and a worker that ran out of
-// work watches the queue for a short while before it sleeps, so a burst of launches wakes it
-// once instead of once per launch.
+// work in the middle of a burst watches the queue for a short while before it sleeps, so a
+// burst of launches wakes it about once instead of once per launch.
 #pragma once
 
 #include <atomic>
