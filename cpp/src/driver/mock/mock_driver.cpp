@@ -124,7 +124,8 @@ struct MockDriver::Capture {
 };
 
 struct MockDriver::Stream {
-  Stream(std::uintptr_t stream_id, mock::WorkerGate* gate) : id(stream_id), worker(gate) {}
+  Stream(std::uintptr_t stream_id, mock::WorkerGate* gate, mock::AddressSpace* memory)
+      : id(stream_id), worker(gate, memory) {}
   std::uintptr_t id;
   mock::StreamWorker worker;
   std::optional<Capture> capture;  // guarded by MockDriver::mutex_
@@ -225,11 +226,24 @@ Status MockDriver::submit(Operation op, StreamHandle handle, mock::WorkNode node
     stream->capture->graph->nodes.push_back(std::move(node));
     return {};
   }
-  const std::string* call = &mock_call_name(op);
-  mock::AddressSpace* memory = &memory_;
-  const bool queued = stream->worker.enqueue([memory, call, node = std::move(node)]() {
-    return mock::execute_node(node, mock::ExecContext{*memory, *call, Code::illegal_address});
-  });
+  const bool queued = stream->worker.enqueue(std::move(node), &mock_call_name(op));
+  return queued ? Status{} : bad_handle(op, "stream", raw(handle));
+}
+
+Status MockDriver::submit_launch(StreamHandle handle, const mock::KernelNode& kernel, const std::vector<KernelArg>& args) {
+  constexpr Operation op = Operation::launch_kernel;
+  std::lock_guard lock(mutex_);
+  Stream* stream = nullptr;
+  Route route{};
+  if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
+  if (route == Route::capture) {
+    mock::KernelNode node = kernel;
+    node.args = args;
+    stream->capture->graph->nodes.push_back(std::move(node));
+    return {};
+  }
+  // Written into the queue's slot in place: an eager launch allocates nothing.
+  const bool queued = stream->worker.enqueue_kernel(kernel, args, &mock_call_name(op));
   return queued ? Status{} : bad_handle(op, "stream", raw(handle));
 }
 
@@ -368,7 +382,7 @@ Status MockDriver::stream_create(StreamHandle* out) {
     std::lock_guard lock(mutex_);
     id = new_handle_locked();
   }
-  auto stream = std::make_shared<Stream>(id, &worker_gate_);  // starts its thread: outside the lock
+  auto stream = std::make_shared<Stream>(id, &worker_gate_, &memory_);  // starts its thread: outside the lock
   {
     std::lock_guard lock(mutex_);
     streams_.emplace(id, std::move(stream));
@@ -727,7 +741,7 @@ Status MockDriver::launch_kernel(FunctionHandle function, Dim3 grid, Dim3 block,
       return bad_value(op, name + " argument " + std::to_string(i) + " (" + std::string(signature.param_names[i]) +
                                ") is 4 bytes wide but its bits " + hex(args[i].bits) + " do not fit");
   }
-  return submit(op, stream, mock::KernelNode{function, kernel, grid, block, shared_bytes, args});
+  return submit_launch(stream, mock::KernelNode{function, kernel, grid, block, shared_bytes, {}}, args);
 }
 
 // --- capture ---------------------------------------------------------------------------

@@ -151,6 +151,8 @@ class MockDriver final : public Driver {
   std::shared_ptr<Stream> find_stream_locked(StreamHandle stream) const;
   Status route_locked(Operation op, StreamHandle handle, Stream** stream, Route* route);
   Status submit(Operation op, StreamHandle stream, mock::WorkNode node);
+  // launch_kernel's submit: the arguments are copied once, into the capture or the queue.
+  Status submit_launch(StreamHandle stream, const mock::KernelNode& kernel, const std::vector<KernelArg>& args);
   Status check_unsafe_call_locked(Operation op, const Stream* target);
   bool capture_live_locked(std::uint64_t capture_id) const;
   Status check_captured_event_locked(Operation op, const mock::EventState& event) const;
