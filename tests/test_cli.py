@@ -100,17 +100,16 @@ def test_an_unseeded_run_prints_its_seed():
     assert re.search(r"^seed \d+ \(pass --seed \d+ to repeat this run\)", result.stdout, re.M), result.stdout
 
 
-def test_check_fails_when_the_implementation_disagrees_with_the_model():
+def test_check_fails_when_the_implementation_disagrees_with_the_model(tmp_path):
     # Corrupt the reference model's count of open windows: the machine must notice, and check
-    # must exit non-zero naming the failed check.
-    code = ("import sys\n"
-            "import lifecore.models.stream_capture as m\n"
-            "m.DeviceModel.windows_active = lambda self: 7\n"
-            "from lifecore.cli import main\n"
-            "sys.exit(main(['check', '--examples', '3', '--steps', '10', '--seed', '3']))")
-    result = run(code=code, timeout=300)
+    # must exit non-zero naming the failed check and saving the failure (by default, here).
+    argv = ["check", "--lifecycle", "graph", "--examples", "3", "--steps", "10", "--seed", "3"]
+    result = run(code=BROKEN.format(argv=argv), timeout=300, cwd=tmp_path)
     assert result.returncode != 0, result.stdout
     assert "FAIL" in result.stdout and "check(s) failed" in result.stdout
+    saved = {p.name for p in tmp_path.iterdir()}
+    first = lifecore.available_backends()[0]
+    assert {f"lifecore-failure-graph-{first}-{g}-seed3.txt" for g in ("hardware", "software")} <= saved, saved
 
 
 def test_a_failure_is_saved_and_replays_from_the_printed_command(tmp_path):
