@@ -126,18 +126,16 @@ def _write_json(path: str, data: Any) -> None:
 class _Progress:
     """A one-line progress bar on stderr, redrawn after every machine run."""
 
-    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(self, label: str, total: int, stats: Any, stream: TextIO = sys.stderr, width: int = 30) -> None:
         self.label, self.total, self.stream, self.width = label, max(total, 1), stream, width
-        self.runs_at_start: Optional[int] = None
-        self.steps_at_start = 0
+        # This target's own counts: the statistics are shared by every target of the lifecycle.
+        self.runs_at_start, self.steps_at_start = stats.runs, stats.steps
 
     def __call__(self, stats: Any) -> None:
-        if self.runs_at_start is None:
-            self.runs_at_start, self.steps_at_start = stats.runs - 1, 0
         done = min(stats.runs - self.runs_at_start, self.total)
         filled = self.width * done // self.total
         self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] "
-                          f"{done}/{self.total} runs, {stats.steps} steps")
+                          f"{done}/{self.total} runs, {stats.steps - self.steps_at_start} steps")
         self.stream.flush()
 
     def finish(self) -> None:
@@ -325,7 +323,7 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
 
     stats = target.machine().stats
     # Redraws belong on a terminal: in a log file they are only noise.
-    bar = (_Progress(f"{target.lifecycle} {target.label}", examples)
+    bar = (_Progress(f"{target.lifecycle} {target.label}", examples, stats)
            if progress and sys.stderr.isatty() else None)
     runs_before, steps_before = stats.runs, stats.steps
     rules_before, outcomes_before = Counter(stats.rules), Counter(stats.outcomes)
