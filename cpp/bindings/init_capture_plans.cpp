@@ -55,9 +55,7 @@ std::string usage_repr(const CaptureUsage& u) {
          ", host_bytes=" + std::to_string(u.host_bytes) + ", encoded_bytes=" + std::to_string(u.encoded_bytes) + ")";
 }
 
-}  // namespace
-
-void init_capture_plans(nb::module_& m) {
+void bind_plan_enums(nb::module_& m) {
   nb::enum_<CapturePhase>(m, "CapturePhase")
       .value("PREFILL", CapturePhase::prefill)
       .value("DECODE", CapturePhase::decode);
@@ -83,7 +81,9 @@ void init_capture_plans(nb::module_& m) {
       .value("HISTOGRAM", TransformKind::histogram)
       .value("TOP_CANDIDATES", TransformKind::top_candidates);
   nb::enum_<OnLimit>(m, "OnLimit").value("FAIL", OnLimit::fail).value("SKIP", OnLimit::skip);
+}
 
+void bind_usage(nb::module_& m) {
   nb::class_<CaptureUsage> usage(m, "CaptureUsage",
                                  "Captures, retained bytes, host bytes and encoded (JSON) bytes. A value: what a "
                                  "plan, limit, record or checkpoint hands out is a copy.");
@@ -113,7 +113,9 @@ void init_capture_plans(nb::module_& m) {
         return nb::make_tuple(u.captures, u.retained_bytes, u.host_bytes, u.encoded_bytes);
       })
       .def("__repr__", &usage_repr);
+}
 
+void bind_points(nb::module_& m) {
   nb::class_<Axis>(m, "Axis", "A named axis; size is an int (known) or a symbol: batch, sequence, token_rows, context, media_positions, unknown.")
       .def("__init__",
            [](Axis* a, nb::handle name, nb::handle size) {
@@ -221,7 +223,9 @@ void init_capture_plans(nb::module_& m) {
       .def_ro("routing", &ObservationPoint::routing)
       .def_ro("itemsize", &ObservationPoint::itemsize, "Bytes per element, 0 when unknown.")
       .def("__repr__", [](const ObservationPoint& p) { return "ObservationPoint('" + p.path + "')"; });
+}
 
+void bind_discovery(nb::module_& m) {
   nb::class_<BackendCapabilities>(m, "BackendCapabilities")
       .def("__init__",
            [](BackendCapabilities* c, nb::handle transforms, nb::handle bins, nb::handle physical) {
@@ -271,7 +275,9 @@ void init_capture_plans(nb::module_& m) {
              return std::nullopt;
            },
            nb::arg("path").none(), nb::sig("def point(self, path: str) -> ObservationPoint | None"));
+}
 
+void bind_request_and_schedule(nb::module_& m) {
   nb::class_<CaptureRequest>(m, "CaptureRequest", "What the run will execute: batch, prompt tokens, predictions.")
       .def("__init__",
            [](CaptureRequest* r, nb::handle batch, nb::handle prompt_tokens, nb::handle max_predictions) {
@@ -327,7 +333,9 @@ void init_capture_plans(nb::module_& m) {
       .def_ro("start", &CaptureSlice::start)
       .def_ro("end", &CaptureSlice::end)
       .def_ro("stride", &CaptureSlice::stride);
+}
 
+void bind_transforms(nb::module_& m) {
   nb::class_<CaptureTransform>(m, "CaptureTransform", "What is kept of a selected value.")
       .def_static("preview",
                   [](nb::handle n) {
@@ -383,7 +391,9 @@ void init_capture_plans(nb::module_& m) {
         nb::sig("def transform_floor(transform: CaptureTransform, selected_elements: int, itemsize: int) "
                 "-> CaptureUsage"),
         "The least value cost any backend charges for one capture (the admission preflight's floor).");
+}
 
+void bind_plans(nb::module_& m) {
   nb::class_<CaptureSelection>(m, "CaptureSelection", "One value to capture: id, point path, schedule, slices, transform.")
       .def("__init__",
            [](CaptureSelection* s, nb::handle id, nb::handle path, nb::handle transform, nb::handle schedule,
@@ -467,7 +477,9 @@ void init_capture_plans(nb::module_& m) {
       .def("__reduce__", &refuse_pickle)
       .def("__reduce_ex__", [](nb::handle self, int) { refuse_pickle(self); })
       .def("__repr__", [](const AdmittedCapturePlan& a) { return "AdmittedCapturePlan(" + a.identity() + ")"; });
+}
 
+void bind_backend_contract(nb::module_& m) {
   nb::class_<ResolvedSlice>(m, "ResolvedSlice")
       .def_ro("start", &ResolvedSlice::start)
       .def_ro("end", &ResolvedSlice::end)
@@ -556,6 +568,19 @@ void init_capture_plans(nb::module_& m) {
       .def_ro("max", &CapturePayload::max)
       .def_ro("mean", &CapturePayload::mean)
       .def_ro("std", &CapturePayload::std);
+}
+
+}  // namespace
+
+void init_capture_plans(nb::module_& m) {
+  bind_plan_enums(m);
+  bind_usage(m);
+  bind_points(m);
+  bind_discovery(m);
+  bind_request_and_schedule(m);
+  bind_transforms(m);
+  bind_plans(m);
+  bind_backend_contract(m);
 }
 
 }  // namespace lifecore::bindings

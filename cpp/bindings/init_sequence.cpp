@@ -167,9 +167,7 @@ void frame_exit(FrameHold& f, nb::handle exc_type) {
   else f.abort();
 }
 
-}  // namespace
-
-void init_sequence(nb::module_& m) {
+void bind_enums(nb::module_& m) {
   nb::enum_<SessionPhase>(m, "SessionPhase")
       .value("OPEN", SessionPhase::open).value("CANCEL_REQUESTED", SessionPhase::cancel_requested)
       .value("POISONED", SessionPhase::poisoned).value("COMPLETED", SessionPhase::completed)
@@ -198,7 +196,9 @@ void init_sequence(nb::module_& m) {
   nb::enum_<SourceKind>(m, "SourceKind")
       .value("ACTIVE_SEQUENCE_SLOTS", SourceKind::active_sequence_slots).value("DOMAIN", SourceKind::domain)
       .value("PHYSICAL_MEMORY", SourceKind::physical_memory);
+}
 
+void bind_capacity_facts(nb::module_& m) {
   nb::class_<CapacitySource>(m, "CapacitySource",
                              "A scheduler-visible availability source. Sources a coordinator issues name it "
                              "(coordinator_id); one named by hand (Domain('kv')) names none.")
@@ -279,7 +279,9 @@ void init_sequence(nb::module_& m) {
         for (const auto& d : s.domains) out[nb::str(d.name.c_str())] = d.used_bytes;
         return out;
       });
+}
 
+void bind_admission_answers(nb::module_& m) {
   nb::class_<AdmissionDeferred>(m, "AdmissionDeferred", "Admission deferred: capacity pressure, as a decision.")
       .def_ro("request_id", &AdmissionDeferred::request_id).def_ro("immediate", &AdmissionDeferred::immediate)
       .def_ro("fit", &AdmissionDeferred::fit).def_ro("blockers", &AdmissionDeferred::blockers)
@@ -304,7 +306,9 @@ void init_sequence(nb::module_& m) {
       .def_ro("request_id", &AdmissionRejected::request_id).def_ro("reason", &AdmissionRejected::reason)
       .def_ro("blockers", &AdmissionRejected::blockers)
       .def("__repr__", [](const AdmissionRejected& r) { return "AdmissionRejected('" + r.request_id + "': " + r.reason + ")"; });
+}
 
+void bind_backing(nb::module_& m) {
   nb::class_<BackingSnapshot>(m, "BackingSnapshot", "An immutable backing generation.")
       .def_prop_ro("generation", &BackingSnapshot::generation).def_prop_ro("tokens", &BackingSnapshot::tokens)
       .def_prop_ro("pages", &BackingSnapshot::pages)
@@ -339,7 +343,9 @@ void init_sequence(nb::module_& m) {
         return "BackingDecision(outcome=" + std::to_string(int(d.outcome)) + ", expected_generation=" +
                std::to_string(d.expected_generation) + ", reason='" + d.reason + "')";
       });
+}
 
+void bind_terminal_facts(nb::module_& m) {
   nb::class_<CancelSnapshot>(m, "CancelSnapshot", "What was still live when cancel was requested.")
       .def_ro("phase", &CancelSnapshot::phase).def_ro("active_frame", &CancelSnapshot::active_frame)
       .def_ro("flights", &CancelSnapshot::flights).def_ro("retired_frames", &CancelSnapshot::retired_frames);
@@ -354,7 +360,9 @@ void init_sequence(nb::module_& m) {
         return std::string("TerminalReceipt(") + (r.outcome == TerminalOutcome::completed ? "COMPLETED" : "ABORTED") +
                ", retired_frames=" + std::to_string(r.retired_frames) + ")";
       });
+}
 
+void bind_waiters(nb::module_& m) {
   nb::class_<CapacityWaitRegistration>(m, "CapacityWaitRegistration",
                                        "A subscription to the exact sources of a deferral.")
       .def("should_retry", &CapacityWaitRegistration::should_retry)
@@ -388,7 +396,9 @@ void init_sequence(nb::module_& m) {
       .def_prop_ro("observed", &CapacityWaitRegistration::observed)
       .def_prop_ro("registered_epochs", &CapacityWaitRegistration::registered_epochs)
       .def("cancel", &CapacityWaitRegistration::cancel);
+}
 
+void bind_frames_and_flights(nb::module_& m) {
   nb::class_<FrameHold>(m, "FrameHold", "A frame of one step; holds the exact backing snapshot it captured.")
       .def_prop_ro("frame_id", &FrameHold::frame_id)
       .def_prop_ro("snapshot", [](const FrameHold& f) { return mutable_snapshot(f.snapshot()); })
@@ -410,7 +420,9 @@ void init_sequence(nb::module_& m) {
       .def("dispatch", &FlightHold::dispatch).def("not_submitted", &FlightHold::not_submitted)
       .def("finish", &FlightHold::finish).def("release", &FlightHold::release)
       .def("close", &FlightHold::drop, "Drop the hold now (poisons the session if it was in flight).");
+}
 
+void bind_session(nb::module_& m) {
   nb::class_<SequenceSession>(m, "SequenceSession", "The lifecycle of one generated sequence.")
       .def_prop_ro("resources", [](const SequenceSession& s) {
         return std::make_shared<ResourcesHandle>(ResourcesHandle{s.resources()});
@@ -503,7 +515,9 @@ void init_sequence(nb::module_& m) {
           return acquire_frames(list);
         }, nb::arg("sessions").none(), nb::sig("def acquire_frames(sessions: collections.abc.Sequence[SequenceSession]) -> list[FrameHold]"),
         "Acquire one frame on every session, all or nothing.");
+}
 
+void bind_admission(nb::module_& m) {
   nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot.")
       .def("open_session", [](ResourcesHandle& h) {
         h.get("open_session");
@@ -630,7 +644,9 @@ void init_sequence(nb::module_& m) {
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](AdmissionCoordinator& c, nb::handle, nb::handle, nb::handle) { c.close(); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
+}
 
+void bind_testing_hooks(nb::module_& m) {
   // Test-only: the core's deterministic pause points (see lifecore/sequence/pause_points.hpp).
   m.def("_sequence_pause_arm", [](const std::string& point) {
     if (point != "extension_prepared") raise(ErrorKind::InvalidArgument, "_sequence_pause_arm: unknown pause point '" + point + "'");
@@ -659,6 +675,21 @@ void init_sequence(nb::module_& m) {
     out["extent"] = z.extent;
     return out;
   });
+}
+
+}  // namespace
+
+void init_sequence(nb::module_& m) {
+  bind_enums(m);
+  bind_capacity_facts(m);
+  bind_admission_answers(m);
+  bind_backing(m);
+  bind_terminal_facts(m);
+  bind_waiters(m);
+  bind_frames_and_flights(m);
+  bind_session(m);
+  bind_admission(m);
+  bind_testing_hooks(m);
 }
 
 }  // namespace lifecore::bindings
