@@ -268,6 +268,7 @@ static CUresult fake_cuGraphExecUpdate(void* exec, struct graph* g, struct updat
 }
 static CUresult fake_cuGraphDestroy(struct graph* g) { free(g); return SUCCESS; }
 static CUresult fake_cuGraphExecDestroy(void* exec) { free(exec); return SUCCESS; }
+static CUresult fake_cuStreamWaitEvent(struct stream* s, void* e, unsigned flags) { (void)s; (void)e; (void)flags; return SUCCESS; }
 
 /* ---- the table cuGetProcAddress_v2 serves: base name, ABI version, versioned export ---- */
 #define FAKE_ENTRIES(X)                                                              \
@@ -316,7 +317,8 @@ static CUresult fake_cuGraphExecDestroy(void* exec) { free(exec); return SUCCESS
   X(cuGraphLaunch, 10000, cuGraphLaunch)                                             \
   X(cuGraphExecUpdate, 12000, cuGraphExecUpdate_v2)                                  \
   X(cuGraphDestroy, 10000, cuGraphDestroy)                                           \
-  X(cuGraphExecDestroy, 10000, cuGraphExecDestroy)
+  X(cuGraphExecDestroy, 10000, cuGraphExecDestroy)                                    \
+  X(cuStreamWaitEvent, 3020, cuStreamWaitEvent)
 
 struct entry { const char* name; int version; void* pointer; };
 #define FAKE_ENTRY(base, version, versioned) {#base, version, (void*)fake_##base},
