@@ -119,9 +119,13 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
     view.shape.push_back(static_cast<std::int64_t>(buffer->nbytes() / item));
     return view;
   }
+  if (!PySequence_Check(shape.ptr()) || nb::isinstance<nb::str>(shape) || nb::isinstance<nb::bytes>(shape))
+    raise(ErrorKind::TypeMismatch, "view: shape must be a sequence of ints or None, got " +
+                                       std::string(Py_TYPE(shape.ptr())->tp_name));
   std::uint64_t count = 1;
   for (nb::handle dim : nb::iter(shape)) {
-    if (!PyLong_Check(dim.ptr())) raise(ErrorKind::TypeMismatch, "view: a shape holds ints");
+    if (!PyLong_Check(dim.ptr()) || PyBool_Check(dim.ptr()))
+      raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + std::string(Py_TYPE(dim.ptr())->tp_name));
     const long long n = PyLong_AsLongLong(dim.ptr());
     if (n == -1 && PyErr_Occurred()) {
       PyErr_Clear();
@@ -184,6 +188,15 @@ std::pair<int, int> dlpack_device(const Buffer& buffer) {
   return {type, type == driver::dlpack_device::cpu ? 0 : driver.ordinal()};
 }
 
+// DLPack's (a, b) pairs: max_version and dl_device.
+std::pair<int, int> int_pair(nb::handle value, const char* what) {
+  std::pair<int, int> out;
+  if (!nb::try_cast(value, out))
+    raise(ErrorKind::TypeMismatch, std::string("__dlpack__: ") + what + " must be a pair of ints or None, got " +
+                                       Py_TYPE(value.ptr())->tp_name);
+  return out;
+}
+
 // The consumer stream DLPack's `stream` names, or nullopt for a host wait.
 std::optional<std::uintptr_t> consumer_stream(int device_type, nb::handle stream) {
   if (device_type == driver::dlpack_device::cpu) {
@@ -211,17 +224,17 @@ std::optional<std::uintptr_t> consumer_stream(int device_type, nb::handle stream
 nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                          nb::handle copy) {
   const auto [type, id] = dlpack_device(*view.buffer);
-  if (!copy.is_none() && nb::cast<bool>(copy))
+  if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
     throw nb::buffer_error("__dlpack__: a buffer is exported without a copy only (copy=True is not offered)");
   if (!dl_device.is_none()) {
-    auto wanted = nb::cast<std::pair<int, int>>(dl_device);
+    auto wanted = int_pair(dl_device, "dl_device");
     if (wanted.first != type || wanted.second != id)
       throw nb::buffer_error(("__dlpack__: the buffer lives on DLPack device (" + std::to_string(type) + ", " +
                               std::to_string(id) + "); a copy to another device is not offered")
                                  .c_str());
   }
   bool versioned = false;
-  if (!max_version.is_none()) versioned = nb::cast<std::pair<int, int>>(max_version).first >= 1;
+  if (!max_version.is_none()) versioned = int_pair(max_version, "max_version").first >= 1;
   std::optional<std::uintptr_t> consumer = consumer_stream(type, stream);
 
   auto owner = std::make_unique<Exported>();
