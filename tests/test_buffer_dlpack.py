@@ -337,3 +337,69 @@ def test_write_refusals(dev) -> None:
     with pytest.raises(TypeError):
         s.write(buf, [1.0] * N)
     assert (f32(s, buf) == 0).all()  # nothing changed
+
+
+# ---- CUDA, against the fake driver ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory):
+    from driver_scenarios import build_fake_library
+
+    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
+
+
+def test_a_cuda_export_orders_the_consumers_stream(fake_libcuda) -> None:
+    """On CUDA (the fake driver, in a fresh interpreter) a buffer exports DLPack's CUDA device and
+    the CUDA array interface, and the consumer's stream waits on an event (cuStreamWaitEvent):
+    None names the legacy default stream (1), -1 asks for no device-side ordering, 0 is refused."""
+    import os
+
+    from driver_scenarios import run_scenario
+
+    body = """
+    import ctypes, gc, os
+    lib = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
+    lib.fake_cuda_stream_waits.restype = ctypes.c_long
+    lib.fake_cuda_last_wait_stream.restype = ctypes.c_ulonglong
+    live = lib.fake_cuda_live_events
+    live.restype = ctypes.c_long
+    dev = lifecore.Device("cuda")
+    s = dev.stream()
+    buf = s.alloc(64)
+    result["device"] = list(buf.__dlpack_device__())
+    cai = buf.view("float32", (4, 4)).__cuda_array_interface__
+    result["cai"] = [list(cai["shape"]), cai["typestr"], cai["data"][0] == buf.ptr, cai["data"][1], cai["version"],
+                     cai["stream"] == s.handle]
+    events = live()
+    waits = lib.fake_cuda_stream_waits()
+    kept = [buf.__dlpack__()]
+    result["none"] = [lib.fake_cuda_stream_waits() - waits, lib.fake_cuda_last_wait_stream()]
+    kept.append(buf.view("int32").__dlpack__(stream=4096, max_version=(1, 0)))
+    result["pointer"] = [lib.fake_cuda_stream_waits() - waits, lib.fake_cuda_last_wait_stream()]
+    kept.append(buf.__dlpack__(stream=-1))
+    result["no_order"] = lib.fake_cuda_stream_waits() - waits
+    try:
+        buf.__dlpack__(stream=0)
+        result["zero"] = "accepted"
+    except BufferError:
+        result["zero"] = "refused"
+    result["events_left"] = live() - events
+    result["views"] = buf.views
+    del kept
+    gc.collect()
+    result["views_after"] = buf.views
+    buf.free()
+    dev.close()
+    """
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
+    environment["LIFECORE_LIBCUDA"] = str(fake_libcuda)
+    result = run_scenario(body, environment)
+    assert result["device"] == [2, 0]
+    assert result["cai"] == [[4, 4], "<f4", True, False, 3, True]
+    assert result["none"] == [1, 1]  # the legacy default stream
+    assert result["pointer"] == [2, 4096]
+    assert result["no_order"] == 2  # -1: a host wait, no device-side wait
+    assert result["zero"] == "refused"
+    assert result["events_left"] == 0  # each export's event is destroyed once the wait is queued
+    assert result["views"] == 3 and result["views_after"] == 0
