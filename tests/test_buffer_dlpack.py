@@ -17,6 +17,7 @@ import pytest
 import lifecore
 from lifecore import CaptureStateError, ClosedError, DriverError, InvalidArgumentError, LifecoreError
 from lifecore import kernels as K
+from lifecore.models.stream_capture import VIEW_DRIVER_OPERATIONS
 
 N = 16
 DLPACK_CPU = 1
@@ -265,6 +266,20 @@ def test_a_fault_in_host_view_changes_nothing(dev) -> None:
     assert raised.value.code == 999
     assert buf.views == 0
     buf.free()
+
+
+@pytest.mark.parametrize("op", VIEW_DRIVER_OPERATIONS["cpu"])
+def test_a_fault_in_each_view_operation_takes_no_view(op: str) -> None:
+    with lifecore.Device("mock") as dev:
+        s = dev.stream()
+        buf = arange(s)
+        dev.inject_fault(op, 999)
+        with pytest.raises(DriverError) as raised:
+            np.from_dlpack(buf.view("float32"))
+        assert raised.value.code == 999 and raised.value.call.startswith("mock")
+        assert buf.views == 0
+        dev.clear_faults()
+        np.testing.assert_array_equal(np.from_dlpack(buf.view("float32")), np.arange(N, dtype=np.float32))
 
 
 def test_the_new_driver_operations_are_named() -> None:
