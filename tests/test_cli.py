@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import subprocess
 import sys
 
 import lifecore
 
 
-def run(*args: str, code: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run(*args: str, code: str | None = None, timeout: float = 120, cwd=None,
+        env: dict | None = None) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", code] if code else [sys.executable, "-m", "lifecore", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    # Off a terminal the tables are not wrapped, unless COLUMNS (which a test runner may set) says so.
+    base = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=cwd, env={**base, **(env or {})})
+
+
+# A deliberately broken reference model (its count of open windows is wrong), then the CLI.
+BROKEN = ("import sys\n"
+          "import lifecore.models.stream_capture as m\n"
+          "m.DeviceModel.windows_active = lambda self: 7\n"
+          "from lifecore.cli import main\n"
+          "sys.exit(main({argv!r}))")
 
 
 def test_info_lists_every_backend():
@@ -46,19 +60,89 @@ def test_check_passes_and_reports_every_check():
     assert any(line.startswith("replay benchmark") and "per launch" in line and "per node" in line
                for line in result.stdout.splitlines()), result.stdout
     assert "runs," not in result.stderr  # no progress bar: stderr is not a terminal here
+    for target in ("sequence host", *(f"sequence {name}" for name in lifecore.available_backends()),
+                   "capture counting", "capture numpy"):
+        assert any(line.startswith("state machine") and target in line and "PASS" in line
+                   for line in result.stdout.splitlines()), (target, result.stdout)
+    # The coverage table: every lifecycle, its transitions with their counts (0 shown).
+    for lifecycle, transition in (("graph", "begin_capture"), ("sequence", "admit"), ("capture", "checkpoint")):
+        assert f"coverage: {lifecycle} (seed 1)" in result.stdout, result.stdout
+        assert re.search(rf"^{transition}\s+\d+", result.stdout, re.M), (transition, result.stdout)
+    assert re.search(r"^\S+\s+(\d+\s+)*0(\s|$)", result.stdout, re.M), "no gap shown as 0"
 
 
-def test_check_fails_when_the_implementation_disagrees_with_the_model():
+def test_check_runs_one_lifecycle_and_writes_json(tmp_path):
+    out = tmp_path / "check.json"
+    result = run("check", "--lifecycle", "sequence", "--examples", "2", "--steps", "10", "--seed", "4",
+                 "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "graph mock" not in result.stdout and "capture counting" not in result.stdout
+    report = json.loads(out.read_text())
+    assert report["seed"] == 4 and report["passed"] is True and report["lifecycles"] == ["sequence"]
+    machines = [c for c in report["checks"] if c["check"] == "state machine"]
+    assert [c["target"] for c in machines] == ["sequence host", *(f"sequence {n}" for n in lifecore.available_backends())]
+    assert all(sum(c["rules"].values()) > 0 for c in machines)
+    coverage = report["coverage"]["sequence"]
+    assert coverage["targets"] == ["host", *lifecore.available_backends()]
+    assert "admit" in coverage["rows"]
+
+
+def test_check_json_to_standard_output_is_json_alone():
+    result = run("check", "--lifecycle", "capture", "--examples", "1", "--steps", "5", "--seed", "2", "--json", "-")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["passed"] and "every check passed" in result.stderr
+
+
+def test_an_unseeded_run_prints_its_seed():
+    result = run("fuzz", "--lifecycle", "capture", "--examples", "1", "--steps", "5")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"^seed \d+ \(pass --seed \d+ to repeat this run\)", result.stdout, re.M), result.stdout
+
+
+def test_check_fails_when_the_implementation_disagrees_with_the_model(tmp_path):
     # Corrupt the reference model's count of open windows: the machine must notice, and check
-    # must exit non-zero naming the failed check.
-    code = ("import sys\n"
-            "import lifecore.models.stream_capture as m\n"
-            "m.DeviceModel.windows_active = lambda self: 7\n"
-            "from lifecore.cli import main\n"
-            "sys.exit(main(['check', '--examples', '3', '--steps', '10', '--seed', '3']))")
-    result = run(code=code, timeout=300)
+    # must exit non-zero naming the failed check and saving the failure (by default, here).
+    argv = ["check", "--lifecycle", "graph", "--examples", "3", "--steps", "10", "--seed", "3"]
+    result = run(code=BROKEN.format(argv=argv), timeout=300, cwd=tmp_path)
     assert result.returncode != 0, result.stdout
     assert "FAIL" in result.stdout and "check(s) failed" in result.stdout
+    saved = {p.name for p in tmp_path.iterdir()}
+    first = lifecore.available_backends()[0]
+    assert {f"lifecore-failure-graph-{first}-{g}-seed3.txt" for g in ("hardware", "software")} <= saved, saved
+
+
+def test_a_failure_is_saved_and_replays_from_the_printed_command(tmp_path):
+    argv = ["fuzz", "--lifecycle", "graph", "--graphs", "software", "--examples", "5", "--steps", "10",
+            "--seed", "11", "--failure-dir", str(tmp_path)]
+    result = run(code=BROKEN.format(argv=argv), timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    error = next(line for line in result.stdout.splitlines() if line.startswith("AssertionError"))
+    assert "windows_active" in error
+    assert "FAILED graph machine on" in result.stdout and "seed 11" in result.stdout
+    assert "state = StreamCaptureMachine()" in result.stdout  # the falsifying steps, in full
+    blob = re.search(r"@reproduce_failure\('[^']+', b'([^']+)'\)", result.stdout)
+    assert blob, result.stdout
+    command = next(line for line in result.stdout.splitlines() if line.startswith("replay: ")).split(": ", 1)[1]
+    replay = shlex.split(command)
+    assert replay[:2] == ["lifecore", "fuzz"] and "--reproduce" in replay and blob.group(1) in replay
+    saved = list(tmp_path.glob("lifecore-failure-graph-*-seed11.txt"))
+    assert len(saved) == 1 and command in saved[0].read_text() and error in saved[0].read_text()
+    # The printed command, run against the same broken model, fails the same way.
+    again = run(code=BROKEN.format(argv=replay[1:] + ["--failure-dir", str(tmp_path / "again")]), timeout=300)
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert error in again.stdout.splitlines(), again.stdout
+    assert "state = StreamCaptureMachine()" in again.stdout
+    # Against the correct model the same example passes: the blob does not reproduce a failure.
+    fixed = run(*replay[1:], "--failure-dir", str(tmp_path / "fixed"), timeout=300)
+    assert fixed.returncode == 1 and "did not reproduce" in fixed.stdout, fixed.stdout + fixed.stderr
+
+
+def test_reproduce_needs_one_target():
+    result = run("fuzz", "--reproduce", "AAAA")
+    assert result.returncode == 2 and "--target" in result.stderr and "Traceback" not in result.stderr
+    result = run("fuzz", "--lifecycle", "capture", "--target", "nonesuch")
+    assert result.returncode == 2 and "nonesuch" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_fuzz_runs_the_requested_graph_kind():
@@ -68,9 +152,9 @@ def test_fuzz_runs_the_requested_graph_kind():
     assert f"{default}/software" in result.stdout and f"{default}/hardware" not in result.stdout
 
 
-def test_bench_prints_the_three_measurements(tmp_path):
+def test_bench_prints_the_three_lifecycles_measurements(tmp_path):
     out = tmp_path / "figures.json"
-    result = run("bench", "--quick", "--json", str(out), timeout=180)
+    result = run("bench", "--quick", "--json", str(out), timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
     default = lifecore.available_backends()[0]
     titles = [line for line in result.stdout.splitlines() if line.startswith(f"graph replay vs eager issue, {default}/")]
@@ -78,7 +162,8 @@ def test_bench_prints_the_three_measurements(tmp_path):
     assert "per launch" in result.stdout and "per node" in result.stdout and "eager / replay" in result.stdout
     assert "model / lifecore" in result.stdout and "steps/s" in result.stdout
     figures = json.loads(out.read_text())
-    assert set(figures) == {"graph_replay", "capture_cycle", "state_machine"}
+    assert set(figures) == {"graph_replay", "capture_cycle", "state_machine", "sequence", "capture"}
+    assert "decode steps" in result.stdout and "capture-session observe" in result.stdout
     assert [r["facts"]["N"] for r in figures["graph_replay"]["runs"]] == [10, 100, 1000]
     assert figures["state_machine"]["facts"]["seed"] == 0
 
@@ -126,3 +211,29 @@ def test_no_progress_redraws_off_a_terminal():
     result = run("fuzz", "--graphs", "software", "--examples", "3", "--steps", "5", "--seed", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "\r" not in result.stderr and "runs," not in result.stderr
+
+
+def test_bench_fails_when_a_result_is_wrong():
+    code = ("import sys\n"
+            "import lifecore.benchmarks.capture as c\n"
+            "observe = c.observe\n"
+            "def wrong(**kw):\n"
+            "    run = observe(**kw)\n"
+            "    run.facts['correct'] = False\n"
+            "    return run\n"
+            "c.observe = wrong\n"
+            "from lifecore.cli import main\n"
+            "sys.exit(main(['bench', '--quick', '--lifecycle', 'capture']))")
+    result = run(code=code, timeout=200)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "correctness FAILED: capture[0].facts.correct" in result.stdout
+
+
+def test_info_fits_the_terminal_and_writes_json():
+    result = run("info", env={"COLUMNS": "80"})
+    assert result.returncode == 0, result.stderr
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80, result.stdout
+    data = json.loads(run("info", "--json", "-").stdout)
+    assert [b["backend"] for b in data["backends"]] == lifecore.backend_names()
+    for row, info in zip(data["backends"], lifecore.backends()):
+        assert row["available"] == info.available and (row["reason"] or "") == (info.reason or "")

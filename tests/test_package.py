@@ -65,3 +65,15 @@ def test_every_function_of_every_core_submodule_is_guarded():
     assert _call_guard.install() > 0  # idempotent: guarding again changes nothing
     with pytest.raises(lifecore.LifecoreTypeError):
         _core.runtime.builtin_kernel(3)
+
+
+def test_every_error_kind_of_the_core_names_a_class_of_lifecore_errors():
+    # The C++ side checks at compile time that its table follows ErrorKind; this checks the
+    # other end: each row names a class here, and each class here has its row.
+    from lifecore import _core, errors
+
+    names = _core._error_class_names()
+    assert names[0] == "LifecoreError" and len(set(names)) == len(names)
+    for name in names:
+        assert issubclass(getattr(errors, name), errors.LifecoreError), name
+    assert set(names) == set(errors.__all__)

@@ -64,3 +64,40 @@ def test_an_object_that_is_not_a_device_is_refused():
     with pytest.raises(LifecoreTypeError, match="lifecore.Device"):
         AdmissionCoordinator(object(), domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
                              max_active_sequences=1)
+
+
+def test_no_device_is_host_page_memory():
+    c = AdmissionCoordinator(None, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                             max_active_sequences=2)
+    assert c.page_memory_kind == "host"
+    adm = c.admit("r", 32, 64)
+    assert isinstance(adm, Admitted)
+    adm.resources.close()
+
+
+def test_a_backend_name_opens_a_device_the_coordinator_keeps():
+    import gc
+
+    # Nothing outside holds the device opened for the name: the coordinator must, or it would
+    # see that device closed (ClosedError) as soon as the name was resolved.
+    c = AdmissionCoordinator("mock", domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                             max_active_sequences=2)
+    gc.collect()
+    adm = c.admit("r", 32, 64)
+    assert isinstance(adm, Admitted) and c.page_memory_kind == "driver"
+    s = adm.resources.open_session()
+    assert s.try_ensure_backing_covers(64).snapshot.pages == 4
+    s.close()
+    adm.resources.close()
+    assert c.page_memory_stats()["live_extents"] == 0
+
+
+def test_an_unknown_backend_name_is_refused_as_a_device_refuses_it():
+    import lifecore
+
+    with pytest.raises(Exception) as by_device:
+        lifecore.Device("no-such-backend")
+    with pytest.raises(type(by_device.value)) as by_coordinator:
+        AdmissionCoordinator("no-such-backend", domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                             max_active_sequences=1)
+    assert str(by_coordinator.value) == str(by_device.value)

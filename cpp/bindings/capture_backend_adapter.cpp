@@ -80,10 +80,10 @@ std::vector<std::uint64_t> PythonCaptureBackend::shape(TensorHandle tensor) {
 ValueDtype PythonCaptureBackend::dtype(TensorHandle tensor) {
   return call_backend(&cause_, "backend.dtype", [&] {
     auto name = nb::cast<std::string>(backend_.attr(dtype_name())(nb::handle(static_cast<PyObject*>(tensor))));
-    if (name == "floating") return ValueDtype::Floating;
-    if (name == "integer") return ValueDtype::Integer;
-    if (name == "boolean") return ValueDtype::Boolean;
-    return ValueDtype::Unknown;
+    if (name == "floating") return ValueDtype::floating;
+    if (name == "integer") return ValueDtype::integer;
+    if (name == "boolean") return ValueDtype::boolean;
+    return ValueDtype::unknown;
   });
 }
 

@@ -16,20 +16,20 @@ using namespace lifecore::capture;
 
 void init_capture_interventions(nb::module_& m) {
   nb::enum_<InterventionAction>(m, "InterventionAction")
-      .value("ZERO", InterventionAction::Zero)
-      .value("SCALE", InterventionAction::Scale)
-      .value("MASK", InterventionAction::Mask)
-      .value("REPLACE", InterventionAction::Replace)
-      .value("ADD", InterventionAction::Add)
-      .value("MASK_LOGITS", InterventionAction::MaskLogits)
-      .value("EXCLUDE_EXPERTS", InterventionAction::ExcludeExperts)
-      .value("ZERO_EXPERT_CONTRIBUTION", InterventionAction::ZeroExpertContribution)
-      .value("BIAS_ROUTING_SCORES", InterventionAction::BiasRoutingScores)
-      .value("FORCE_EXPERTS", InterventionAction::ForceExperts);
+      .value("ZERO", InterventionAction::zero)
+      .value("SCALE", InterventionAction::scale)
+      .value("MASK", InterventionAction::mask)
+      .value("REPLACE", InterventionAction::replace)
+      .value("ADD", InterventionAction::add)
+      .value("MASK_LOGITS", InterventionAction::mask_logits)
+      .value("EXCLUDE_EXPERTS", InterventionAction::exclude_experts)
+      .value("ZERO_EXPERT_CONTRIBUTION", InterventionAction::zero_expert_contribution)
+      .value("BIAS_ROUTING_SCORES", InterventionAction::bias_routing_scores)
+      .value("FORCE_EXPERTS", InterventionAction::force_experts);
   nb::enum_<EvidenceKind>(m, "EvidenceKind")
-      .value("NONE", EvidenceKind::None)
-      .value("PREVIEW", EvidenceKind::Preview)
-      .value("SUMMARY", EvidenceKind::Summary);
+      .value("NONE", EvidenceKind::none)
+      .value("PREVIEW", EvidenceKind::preview)
+      .value("SUMMARY", EvidenceKind::summary);
 
   nb::class_<InterventionOperation>(m, "InterventionOperation",
                                     "One scheduled operation (see lifecore.capture.interventions for builders).")
@@ -54,7 +54,7 @@ void init_capture_interventions(nb::module_& m) {
            nb::arg("schedule").none() = nb::none(), nb::arg("slices").none() = nb::list(),
            nb::arg("factor").none() = 1.0, nb::arg("payload_shape").none() = nb::list(),
            nb::arg("payload").none() = nb::list(), nb::arg("ids").none() = nb::list(),
-           nb::arg("evidence").none() = EvidenceKind::None, nb::arg("evidence_elements").none() = 0,
+           nb::arg("evidence").none() = EvidenceKind::none, nb::arg("evidence_elements").none() = 0,
            nb::sig("def __init__(self, id: str, target: str, action: InterventionAction, *, "
                    "schedule: CaptureSchedule | None = None, slices: collections.abc.Sequence[CaptureSlice] = [], "
                    "factor: float = 1.0, payload_shape: collections.abc.Sequence[int] = [], "

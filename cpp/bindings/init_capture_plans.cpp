@@ -8,6 +8,7 @@
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/backend.hpp"
 #include "lifecore/capture/routing.hpp"
+#include "lifecore/capture/transform_cost.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::bindings {
@@ -18,21 +19,21 @@ namespace {
 
 Dim dim_from_python(nb::handle size) {
   if (PyIndex_Check(size.ptr()) && !PyBool_Check(size.ptr()))  // an int or a NumPy integer
-    return {DimKind::Known, count_argument(size, "Axis", "size")};
-  if (size.is_none()) return {DimKind::Unknown, 0};
+    return {DimKind::known, count_argument(size, "Axis", "size")};
+  if (size.is_none()) return {DimKind::unknown, 0};
   if (!PyUnicode_Check(size.ptr()))
     raise(ErrorKind::TypeMismatch, "Axis: argument 'size' must be an int, a symbol (str) or None, got " +
                                        type_name_of(size));
   auto name = str_argument(size, "Axis", "size");
-  for (auto kind : {DimKind::Batch, DimKind::Sequence, DimKind::TokenRows, DimKind::Context, DimKind::MediaPositions,
-                    DimKind::Unknown})
+  for (auto kind : {DimKind::batch, DimKind::sequence, DimKind::token_rows, DimKind::context, DimKind::media_positions,
+                    DimKind::unknown})
     if (name == to_string(kind)) return {kind, 0};
   raise(ErrorKind::InvalidArgument, "unknown symbolic axis size '" + name +
                                         "' (batch, sequence, token_rows, context, media_positions, unknown)");
 }
 
 nb::object dim_to_python(const Dim& d) {
-  if (d.kind == DimKind::Known) return nb::int_(d.size);
+  if (d.kind == DimKind::known) return nb::int_(d.size);
   return nb::str(to_string(d.kind));
 }
 
@@ -58,30 +59,30 @@ std::string usage_repr(const CaptureUsage& u) {
 
 void init_capture_plans(nb::module_& m) {
   nb::enum_<CapturePhase>(m, "CapturePhase")
-      .value("PREFILL", CapturePhase::Prefill)
-      .value("DECODE", CapturePhase::Decode);
+      .value("PREFILL", CapturePhase::prefill)
+      .value("DECODE", CapturePhase::decode);
   nb::enum_<ValueDtype>(m, "ValueDtype")
-      .value("FLOATING", ValueDtype::Floating)
-      .value("INTEGER", ValueDtype::Integer)
-      .value("BOOLEAN", ValueDtype::Boolean)
-      .value("UNKNOWN", ValueDtype::Unknown);
+      .value("FLOATING", ValueDtype::floating)
+      .value("INTEGER", ValueDtype::integer)
+      .value("BOOLEAN", ValueDtype::boolean)
+      .value("UNKNOWN", ValueDtype::unknown);
   nb::enum_<PointPosition>(m, "PointPosition")
-      .value("BEFORE_INTERVENTION", PointPosition::BeforeIntervention)
-      .value("READ_ONLY", PointPosition::ReadOnly)
-      .value("AFTER_INTERVENTION", PointPosition::AfterIntervention);
+      .value("BEFORE_INTERVENTION", PointPosition::before_intervention)
+      .value("READ_ONLY", PointPosition::read_only)
+      .value("AFTER_INTERVENTION", PointPosition::after_intervention);
   nb::enum_<PhaseSupport>(m, "PhaseSupport")
-      .value("SUPPORTED", PhaseSupport::Supported)
-      .value("CONDITIONAL", PhaseSupport::Conditional)
-      .value("UNSUPPORTED", PhaseSupport::Unsupported)
-      .value("UNVERIFIED", PhaseSupport::Unverified);
+      .value("SUPPORTED", PhaseSupport::supported)
+      .value("CONDITIONAL", PhaseSupport::conditional)
+      .value("UNSUPPORTED", PhaseSupport::unsupported)
+      .value("UNVERIFIED", PhaseSupport::unverified);
   nb::enum_<TransformKind>(m, "TransformKind")
-      .value("PREVIEW", TransformKind::Preview)
-      .value("SLICE", TransformKind::Slice)
-      .value("FULL_TENSOR", TransformKind::FullTensor)
-      .value("SUMMARY", TransformKind::Summary)
-      .value("HISTOGRAM", TransformKind::Histogram)
-      .value("TOP_CANDIDATES", TransformKind::TopCandidates);
-  nb::enum_<OnLimit>(m, "OnLimit").value("FAIL", OnLimit::Fail).value("SKIP", OnLimit::Skip);
+      .value("PREVIEW", TransformKind::preview)
+      .value("SLICE", TransformKind::slice)
+      .value("FULL_TENSOR", TransformKind::full_tensor)
+      .value("SUMMARY", TransformKind::summary)
+      .value("HISTOGRAM", TransformKind::histogram)
+      .value("TOP_CANDIDATES", TransformKind::top_candidates);
+  nb::enum_<OnLimit>(m, "OnLimit").value("FAIL", OnLimit::fail).value("SKIP", OnLimit::skip);
 
   nb::class_<CaptureUsage> usage(m, "CaptureUsage",
                                  "Captures, retained bytes, host bytes and encoded (JSON) bytes. A value: what a "
@@ -141,8 +142,8 @@ void init_capture_plans(nb::module_& m) {
              double epsilon = real_argument(epsilon_arg, call, "epsilon");
              double scale = real_argument(scale_arg, call, "scale");
              bool learned = bool_argument(learned_arg, call, "learned_coefficient_scale");
-             RoutingScoring kind = RoutingScoring::Softmax;
-             if (scoring == "sigmoid") kind = RoutingScoring::Sigmoid;
+             RoutingScoring kind = RoutingScoring::softmax;
+             if (scoring == "sigmoid") kind = RoutingScoring::sigmoid;
              else if (scoring != "softmax")
                raise(ErrorKind::InvalidArgument, "routing scoring is 'softmax' or 'sigmoid', not '" + scoring + "'");
              RoutingPolicy policy{experts, top_k, kind, groups, topk_groups.value_or(groups), epsilon, scale, learned};
@@ -195,11 +196,11 @@ void init_capture_plans(nb::module_& m) {
              new (p) ObservationPoint(std::move(point));
            },
            nb::arg("path").none(), nb::arg("axes").none() = nb::list(), nb::kw_only(), nb::arg("node_id").none() = "",
-           nb::arg("meaning").none() = "activation", nb::arg("dtype").none() = ValueDtype::Floating,
+           nb::arg("meaning").none() = "activation", nb::arg("dtype").none() = ValueDtype::floating,
            nb::arg("prefill").none() = true, nb::arg("decode").none() = true,
-           nb::arg("position").none() = PointPosition::ReadOnly,
-           nb::arg("prefill_support").none() = PhaseSupport::Supported,
-           nb::arg("decode_support").none() = PhaseSupport::Supported, nb::arg("routing").none() = nb::none(),
+           nb::arg("position").none() = PointPosition::read_only,
+           nb::arg("prefill_support").none() = PhaseSupport::supported,
+           nb::arg("decode_support").none() = PhaseSupport::supported, nb::arg("routing").none() = nb::none(),
            nb::arg("itemsize").none() = 0,
            nb::sig("def __init__(self, path: str, axes: collections.abc.Sequence[Axis] = [], *, node_id: str = '', "
                    "meaning: str = 'activation', dtype: ValueDtype = ..., prefill: bool = True, "
@@ -330,23 +331,23 @@ void init_capture_plans(nb::module_& m) {
   nb::class_<CaptureTransform>(m, "CaptureTransform", "What is kept of a selected value.")
       .def_static("preview",
                   [](nb::handle n) {
-                    return CaptureTransform{TransformKind::Preview,
+                    return CaptureTransform{TransformKind::preview,
                                             count_argument(n, "CaptureTransform.preview", "max_elements"), {}, 0};
                   },
                   nb::arg("max_elements").none(), nb::sig("def preview(max_elements: int) -> CaptureTransform"))
-      .def_static("slice", [] { return CaptureTransform{TransformKind::Slice, 0, {}, 0}; })
-      .def_static("full_tensor", [] { return CaptureTransform{TransformKind::FullTensor, 0, {}, 0}; })
-      .def_static("summary", [] { return CaptureTransform{TransformKind::Summary, 0, {}, 0}; })
+      .def_static("slice", [] { return CaptureTransform{TransformKind::slice, 0, {}, 0}; })
+      .def_static("full_tensor", [] { return CaptureTransform{TransformKind::full_tensor, 0, {}, 0}; })
+      .def_static("summary", [] { return CaptureTransform{TransformKind::summary, 0, {}, 0}; })
       .def_static("histogram",
                   [](nb::handle edges) {
-                    return CaptureTransform{TransformKind::Histogram, 0,
+                    return CaptureTransform{TransformKind::histogram, 0,
                                             argument<std::vector<double>>(edges, "CaptureTransform.histogram", "edges"), 0};
                   },
                   nb::arg("edges").none(),
                   nb::sig("def histogram(edges: collections.abc.Sequence[float]) -> CaptureTransform"))
       .def_static("top_candidates",
                   [](nb::handle k) {
-                    return CaptureTransform{TransformKind::TopCandidates, 0, {},
+                    return CaptureTransform{TransformKind::top_candidates, 0, {},
                                             count_argument(k, "CaptureTransform.top_candidates", "count")};
                   },
                   nb::arg("count").none(), nb::sig("def top_candidates(count: int) -> CaptureTransform"))
@@ -354,6 +355,34 @@ void init_capture_plans(nb::module_& m) {
       .def_ro("max_elements", &CaptureTransform::max_elements)
       .def_ro("edges", &CaptureTransform::edges)
       .def_ro("count", &CaptureTransform::count);
+
+  // The core's cost table, so the backends' charges and the tests' models never restate it.
+  m.def("transform_size",
+        [](nb::handle kind, nb::handle selected_elements, nb::handle max_elements, nb::handle edge_count,
+           nb::handle count) {
+          const char* call = "transform_size";
+          TransformSize size = transform_size(
+              argument<TransformKind>(kind, call, "kind"), count_argument(selected_elements, call, "selected_elements"),
+              count_argument(max_elements, call, "max_elements"), count_argument(edge_count, call, "edge_count"),
+              count_argument(count, call, "count"));
+          return nb::make_tuple(size.kept_elements, size.numbers);
+        },
+        nb::arg("kind").none(), nb::arg("selected_elements").none(), nb::kw_only(), nb::arg("max_elements").none() = 0,
+        nb::arg("edge_count").none() = 0, nb::arg("count").none() = 0,
+        nb::sig("def transform_size(kind: TransformKind, selected_elements: int, *, max_elements: int = 0, "
+                "edge_count: int = 0, count: int = 0) -> tuple[int, int]"),
+        "(elements kept, numbers held) of a transform's payload over a selected region of that many elements.");
+  m.def("transform_floor",
+        [](nb::handle transform, nb::handle selected_elements, nb::handle itemsize) {
+          const char* call = "transform_floor";
+          return transform_floor(argument<CaptureTransform>(transform, call, "transform"),
+                                 count_argument(selected_elements, call, "selected_elements"),
+                                 count_argument(itemsize, call, "itemsize"));
+        },
+        nb::arg("transform").none(), nb::arg("selected_elements").none(), nb::arg("itemsize").none(),
+        nb::sig("def transform_floor(transform: CaptureTransform, selected_elements: int, itemsize: int) "
+                "-> CaptureUsage"),
+        "The least value cost any backend charges for one capture (the admission preflight's floor).");
 
   nb::class_<CaptureSelection>(m, "CaptureSelection", "One value to capture: id, point path, schedule, slices, transform.")
       .def("__init__",
@@ -391,7 +420,7 @@ void init_capture_plans(nb::module_& m) {
              auto native = optional_uint_argument(physical, call, "physical_native_bytes");
              new (l) CaptureLimits{step, total, native, policy};
            },
-           nb::arg("per_step").none(), nb::arg("cumulative").none(), nb::arg("on_limit").none() = OnLimit::Fail,
+           nb::arg("per_step").none(), nb::arg("cumulative").none(), nb::arg("on_limit").none() = OnLimit::fail,
            nb::arg("physical_native_bytes").none() = nb::none(),
            nb::sig("def __init__(self, per_step: CaptureUsage, cumulative: CaptureUsage, on_limit: OnLimit = "
                    "..., physical_native_bytes: int | None = None) -> None"))
@@ -466,7 +495,7 @@ void init_capture_plans(nb::module_& m) {
       .def_static("tensor",
                   [](nb::handle shape, nb::handle values) {
                     CapturePayload p;
-                    p.kind = PayloadKind::Tensor;
+                    p.kind = PayloadKind::tensor;
                     p.shape = argument<std::vector<std::uint64_t>>(shape, "CapturePayload.tensor", "shape");
                     p.values = argument<std::vector<double>>(values, "CapturePayload.tensor", "values");
                     return p;
@@ -479,7 +508,7 @@ void init_capture_plans(nb::module_& m) {
                      nb::handle std) {
                     const char* call = "CapturePayload.summary";
                     CapturePayload p;
-                    p.kind = PayloadKind::Summary;
+                    p.kind = PayloadKind::summary;
                     p.count = argument<std::uint64_t>(count, call, "count");
                     p.nonfinite = argument<std::uint64_t>(nonfinite, call, "nonfinite");
                     p.min = argument<double>(min, call, "min");
@@ -495,7 +524,7 @@ void init_capture_plans(nb::module_& m) {
       .def_static("histogram",
                   [](nb::handle edges, nb::handle counts) {
                     CapturePayload p;
-                    p.kind = PayloadKind::Histogram;
+                    p.kind = PayloadKind::histogram;
                     p.values = argument<std::vector<double>>(edges, "CapturePayload.histogram", "edges");
                     p.counts = argument<std::vector<std::uint64_t>>(counts, "CapturePayload.histogram", "counts");
                     return p;
@@ -506,7 +535,7 @@ void init_capture_plans(nb::module_& m) {
       .def_static("candidates",
                   [](nb::handle ids, nb::handle scores) {
                     CapturePayload p;
-                    p.kind = PayloadKind::Candidates;
+                    p.kind = PayloadKind::candidates;
                     p.counts = argument<std::vector<std::uint64_t>>(ids, "CapturePayload.candidates", "ids");
                     p.values = argument<std::vector<double>>(scores, "CapturePayload.candidates", "scores");
                     return p;
@@ -515,13 +544,8 @@ void init_capture_plans(nb::module_& m) {
                   nb::sig("def candidates(ids: collections.abc.Sequence[int], scores: collections.abc.Sequence[float]) "
                           "-> CapturePayload"))
       .def_prop_ro("kind", [](const CapturePayload& p) -> nb::object {
-        switch (p.kind) {
-          case PayloadKind::Tensor: return nb::str("tensor");
-          case PayloadKind::Summary: return nb::str("summary");
-          case PayloadKind::Histogram: return nb::str("histogram");
-          case PayloadKind::Candidates: return nb::str("candidates");
-          default: return nb::none();
-        }
+        if (p.kind == PayloadKind::none) return nb::none();
+        return nb::str(to_string(p.kind));
       })
       .def_ro("shape", &CapturePayload::shape)
       .def_ro("values", &CapturePayload::values)

@@ -65,16 +65,16 @@ std::pair<TensorHandle, TensorHandle> handles_of(const nb::tuple& pair) {
 
 void init_capture_session(nb::module_& m) {
   nb::enum_<OutcomeKind>(m, "CaptureOutcome")
-      .value("CAPTURED", OutcomeKind::Captured)
-      .value("TRUNCATED", OutcomeKind::Truncated)
-      .value("SKIPPED", OutcomeKind::Skipped)
-      .value("MISSING", OutcomeKind::Missing)
-      .value("FAILED", OutcomeKind::Failed);
+      .value("CAPTURED", OutcomeKind::captured)
+      .value("TRUNCATED", OutcomeKind::truncated)
+      .value("SKIPPED", OutcomeKind::skipped)
+      .value("MISSING", OutcomeKind::missing)
+      .value("FAILED", OutcomeKind::failed);
   nb::enum_<InterventionOutcomeKind>(m, "InterventionOutcome")
-      .value("INACTIVE", InterventionOutcomeKind::Inactive)
-      .value("APPLIED", InterventionOutcomeKind::Applied)
-      .value("MISSING", InterventionOutcomeKind::Missing)
-      .value("FAILED", InterventionOutcomeKind::Failed);
+      .value("INACTIVE", InterventionOutcomeKind::inactive)
+      .value("APPLIED", InterventionOutcomeKind::applied)
+      .value("MISSING", InterventionOutcomeKind::missing)
+      .value("FAILED", InterventionOutcomeKind::failed);
 
   nb::class_<CaptureRecord>(m, "CaptureRecord", "What one selection produced in one step, and what it was charged.")
       .def_ro("selection_id", &CaptureRecord::selection_id)
@@ -85,14 +85,14 @@ void init_capture_session(nb::module_& m) {
       .def_ro("selected_shape", &CaptureRecord::selected_shape)
       .def_prop_ro("outcome", [](const CaptureRecord& r) { return r.outcome.kind; })
       .def_prop_ro("skip_reason", [](const CaptureRecord& r) {
-        return optional_reason(r.outcome.kind == OutcomeKind::Skipped, to_string(r.outcome.skip));
+        return optional_reason(r.outcome.kind == OutcomeKind::skipped, to_string(r.outcome.skip));
       }, "'schedule' or 'limit' for a SKIPPED record, else None")
       .def_prop_ro("fail_reason", [](const CaptureRecord& r) {
-        return optional_reason(r.outcome.kind == OutcomeKind::Failed, to_string(r.outcome.fail));
+        return optional_reason(r.outcome.kind == OutcomeKind::failed, to_string(r.outcome.fail));
       }, "'limit', 'unsupported', 'invalid' or 'native' for a FAILED record, else None")
       .def_prop_ro("budget", [](const CaptureRecord& r) {
-        bool limit = (r.outcome.kind == OutcomeKind::Skipped && r.outcome.skip == SkipReason::Limit) ||
-                     (r.outcome.kind == OutcomeKind::Failed && r.outcome.fail == FailReason::Limit);
+        bool limit = (r.outcome.kind == OutcomeKind::skipped && r.outcome.skip == SkipReason::limit) ||
+                     (r.outcome.kind == OutcomeKind::failed && r.outcome.fail == FailReason::limit);
         return optional_reason(limit, to_string(r.outcome.budget));
       })
       .def_prop_ro("cumulative", [](const CaptureRecord& r) { return r.outcome.cumulative; })
@@ -100,7 +100,7 @@ void init_capture_session(nb::module_& m) {
       .def_prop_ro("available", [](const CaptureRecord& r) { return r.outcome.available; })
       .def_prop_ro("emitted", [](const CaptureRecord& r) { return r.outcome.emitted; })
       .def_prop_ro("payload", [](const CaptureRecord& r) -> std::optional<CapturePayload> {
-        if (r.payload.kind == PayloadKind::None) return std::nullopt;
+        if (r.payload.kind == PayloadKind::none) return std::nullopt;
         return r.payload;
       })
       .def_ro("charged", &CaptureRecord::charged, nb::rv_policy::copy)

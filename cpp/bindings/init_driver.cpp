@@ -35,32 +35,25 @@ class VendorDriverHandle {
 
 driver::ImageKind image_kind(const std::string& name) {
   driver::ImageKind kind{};
-  if (!driver::image_kind_from_name(name, &kind)) raise(ErrorKind::InvalidArgument, "unknown image kind '" + name + "'");
-  return kind;
+  if (driver::image_kind_from_name(name, &kind)) return kind;
+  raise(ErrorKind::InvalidArgument, "unknown image kind '" + name + "'");
 }
 
 driver::CaptureMode capture_mode(const std::string& name) {
-  if (name == "global") return driver::CaptureMode::global;
-  if (name == "thread_local") return driver::CaptureMode::thread_local_;
-  if (name == "relaxed") return driver::CaptureMode::relaxed;
+  driver::CaptureMode mode{};
+  if (driver::capture_mode_from_name(name, &mode)) return mode;
   raise(ErrorKind::InvalidArgument, "unknown capture mode '" + name + "'");
 }
 
 driver::KernelArg kernel_arg(const std::string& kind, nb::handle value) {
   driver::KernelArg arg;
-  if (kind == "f32") {
-    arg.kind = driver::ArgKind::f32;
+  if (!driver::arg_kind_from_name(kind, &arg.kind))
+    raise(ErrorKind::InvalidArgument, "unknown argument kind '" + kind + "'");
+  if (arg.kind == driver::ArgKind::f32) {
     arg.bits = std::bit_cast<std::uint32_t>(static_cast<float>(nb::cast<double>(value)));
-  } else if (kind == "f64") {
-    arg.kind = driver::ArgKind::f64;
+  } else if (arg.kind == driver::ArgKind::f64) {
     arg.bits = std::bit_cast<std::uint64_t>(nb::cast<double>(value));
   } else {
-    if (kind == "pointer") arg.kind = driver::ArgKind::pointer;
-    else if (kind == "i32") arg.kind = driver::ArgKind::i32;
-    else if (kind == "u32") arg.kind = driver::ArgKind::u32;
-    else if (kind == "i64") arg.kind = driver::ArgKind::i64;
-    else if (kind == "u64") arg.kind = driver::ArgKind::u64;
-    else raise(ErrorKind::InvalidArgument, "unknown argument kind '" + kind + "'");
     auto bits = nb::cast<long long>(value);
     arg.bits = driver::arg_size(arg.kind) == 4 ? static_cast<std::uint32_t>(bits) : static_cast<std::uint64_t>(bits);
   }

@@ -19,7 +19,7 @@ PyObject* class_for(ErrorKind kind) {
   std::call_once(loaded, [] {
     nb::module_ errors = nb::module_::import_("lifecore.errors");
     for (std::size_t i = 0; i < classes.size(); ++i)  // kept for the process lifetime
-      classes[i] = errors.attr(error_class_name(static_cast<ErrorKind>(i))).inc_ref().ptr();
+      classes[i] = errors.attr(error_class_names[i].data()).inc_ref().ptr();
   });
   auto index = static_cast<std::size_t>(kind);
   return index < classes.size() ? classes[index] : classes[0];
@@ -38,6 +38,11 @@ void raise_python(const Error& error) {
 }  // namespace
 
 void init_errors(nb::module_& m) {
+  m.def("_error_class_names", [] {
+        nb::list names;
+        for (std::string_view name : error_class_names) names.append(nb::str(name.data(), name.size()));
+        return names;
+      }, "The lifecore.errors class of every error kind of the core, in the kinds' order.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

@@ -21,6 +21,7 @@
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/graph_capture.hpp"
 #include "lifecore/runtime/kernel.hpp"
 #include "lifecore/runtime/profile.hpp"
 #include "lifecore/runtime/stream.hpp"
@@ -173,28 +174,11 @@ void write(Stream& stream, Buffer& buffer, nb::handle data) {
   PyBuffer_Release(&view);
 }
 
+// The lifecycle is the core's (capture_graph); fn(stream) is its pass, and a Python exception
+// it raises propagates through the core's abort unchanged.
 std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t warmup, CaptureOwner owner) {
-  if (warmup < 0) raise(ErrorKind::InvalidArgument, "capture: warmup must be >= 0, got " + std::to_string(warmup));
   Stream& stream = nb::cast<Stream&>(self);
-  stream.graph_prepare(owner);
-  try {
-    for (std::int64_t i = 0; i < warmup; ++i) fn(self);
-    {
-      nb::gil_scoped_release release;
-      stream.begin_capture();
-    }
-    fn(self);
-    return stream.end_capture(owner);
-  } catch (...) {
-    // A failing warmup, a refused seal, a fault: never leave the window open. The first failure is
-    // the one to report; an abort that cannot end the driver capture leaves the stream in CAPTURE
-    // (driver_capturing), where the next end or abort from this thread ends it.
-    try {
-      stream.abort_capture();
-    } catch (...) {
-    }
-    throw;
-  }
+  return runtime::capture_graph(stream, warmup, owner, [&] { fn(self); });
 }
 
 // The core's waits that may start with the interpreter lock held (a Graph's or a Device's

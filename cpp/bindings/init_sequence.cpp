@@ -24,7 +24,6 @@
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/driver_page_memory.hpp"
-#include "lifecore/driver/backends.hpp"
 
 namespace lifecore::bindings {
 namespace {
@@ -106,10 +105,16 @@ nb::dict demand_bytes(const CapacityDemand& d) {
   return out;
 }
 
+// None: host page memory. A Device: pages from its driver. A registered backend's name (or
+// "auto"), kept for compatibility: a runtime Device of the coordinator's own, opened as
+// Device(name) opens one and kept alive by the pages' memory.
 std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   if (device.is_none()) return nullptr;
-  if (nb::isinstance<nb::str>(device))  // a registered backend's name, or auto
-    return std::make_shared<DriverPageMemory>(driver::open_driver(str_argument(device, "AdmissionCoordinator", "device"), 0));
+  if (nb::isinstance<nb::str>(device)) {
+    std::shared_ptr<runtime::Device> own =
+        runtime::Device::open(str_argument(device, "AdmissionCoordinator", "device"), 0, "auto", "thread_local");
+    return std::make_shared<DriverPageMemory>(own->shared_driver(), [own] { return own->closed(); });
+  }
   runtime::Device* runtime_device = nullptr;
   if (!nb::try_cast<runtime::Device*>(device, runtime_device) || runtime_device == nullptr)
     raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device must be None, a backend name or a lifecore.Device");

@@ -20,12 +20,12 @@ class ScriptedBackend final : public CaptureBackend {
  public:
   int transforms = 0;
   std::vector<std::uint64_t> shape(TensorHandle) override { return {2, 3}; }
-  ValueDtype dtype(TensorHandle) override { return ValueDtype::Floating; }
+  ValueDtype dtype(TensorHandle) override { return ValueDtype::floating; }
   CaptureUsage estimate(TensorHandle, const TransformRequest&) override { return {1, 48, 24, 400}; }
   CapturePayload transform(TensorHandle, const TransformRequest&) override {
     ++transforms;
     CapturePayload p;
-    p.kind = PayloadKind::Summary;
+    p.kind = PayloadKind::summary;
     p.count = 6;
     return p;
   }
@@ -33,19 +33,19 @@ class ScriptedBackend final : public CaptureBackend {
 };
 
 void ledger_is_monotone_and_all_or_nothing() {
-  CaptureLimits limits{{2, 100, 100, 100}, {3, 1000, 1000, 1000}, std::nullopt, OnLimit::Fail};
+  CaptureLimits limits{{2, 100, 100, 100}, {3, 1000, 1000, 1000}, std::nullopt, OnLimit::fail};
   CaptureLedger ledger(limits, {});
   CHECK(!ledger.try_reserve({1, 10, 10, 10}));
   auto hit = ledger.try_reserve({0, 0, 0, 91});
-  CHECK(hit && hit->budget == Budget::Encoded && !hit->cumulative);
+  CHECK(hit && hit->budget == Budget::encoded && !hit->cumulative);
   CHECK(ledger.cumulative() == (CaptureUsage{1, 10, 10, 10}));
   ledger.begin_step();
   CHECK(!ledger.try_reserve({1, 0, 0, 0}));
   hit = ledger.try_reserve({2, 0, 0, 0});  // per-step is checked first
-  CHECK(hit && hit->budget == Budget::Captures && !hit->cumulative);
+  CHECK(hit && hit->budget == Budget::captures && !hit->cumulative);
   ledger.begin_step();
   hit = ledger.try_reserve({2, 0, 0, 0});
-  CHECK(hit && hit->budget == Budget::Captures && hit->cumulative);
+  CHECK(hit && hit->budget == Budget::captures && hit->cumulative);
   CHECK(ledger.cumulative() == (CaptureUsage{2, 10, 10, 10}));
   bool threw = false;
   try {
@@ -59,16 +59,16 @@ void ledger_is_monotone_and_all_or_nothing() {
 // A sum past 64 bits is refused as over its limit, never wrapped, and nothing is charged.
 void ledger_refuses_sums_past_64_bits() {
   constexpr std::uint64_t max = UINT64_MAX;
-  CaptureLimits limits{{max, max, max, max}, {max, max, max, max}, std::nullopt, OnLimit::Fail};
+  CaptureLimits limits{{max, max, max, max}, {max, max, max, max}, std::nullopt, OnLimit::fail};
   CaptureLedger ledger(limits, {});
   CHECK(!ledger.try_reserve({1, std::uint64_t{1} << 63, 0, 0}));
   auto hit = ledger.try_reserve({1, std::uint64_t{1} << 63, 0, 0});
-  CHECK(hit && hit->budget == Budget::Retention && !hit->cumulative);
+  CHECK(hit && hit->budget == Budget::retention && !hit->cumulative);
   CHECK(ledger.cumulative() == (CaptureUsage{1, std::uint64_t{1} << 63, 0, 0}));
   ledger.begin_step();  // the per-step sum restarts, the cumulative one overflows
   hit = ledger.try_reserve({0, std::uint64_t{1} << 63, 0, 0});
-  CHECK(hit && hit->budget == Budget::Retention && hit->cumulative);
-  CHECK(overflowing_budget({0, 0, 0, max}, {0, 0, 0, 1}) == Budget::Encoded);
+  CHECK(hit && hit->budget == Budget::retention && hit->cumulative);
+  CHECK(overflowing_budget({0, 0, 0, max}, {0, 0, 0, 1}) == Budget::encoded);
   CHECK(!overflowing_budget({0, 0, 0, max - 1}, {0, 0, 0, 1}));
   CHECK(!checked_add({0, max, 0, 0}, {0, 1, 0, 0}));
   CHECK(!checked_mul({0, 0, std::uint64_t{1} << 32, 0}, std::uint64_t{1} << 32));
@@ -101,14 +101,14 @@ void slice_extents_never_wrap() {
 
 // A value floor past 64 bits saturates (still a floor) so the Fail preflight refuses it.
 void value_floors_saturate() {
-  ObservationPoint point{"p", "p", "activation", ValueDtype::Floating,
-                         {{"a", {DimKind::Known, std::uint64_t{1} << 32}}, {"b", {DimKind::Known, std::uint64_t{1} << 32}}}};
+  ObservationPoint point{"p", "p", "activation", ValueDtype::floating,
+                         {{"a", {DimKind::known, std::uint64_t{1} << 32}}, {"b", {DimKind::known, std::uint64_t{1} << 32}}}};
   point.itemsize = 4;
-  CaptureSelection selection{"s", "p", {}, {}, {TransformKind::FullTensor, 0, {}, 0}};
-  auto floor = value_floor(selection, point, {1, 1, 1}, CapturePhase::Prefill, 0);
+  CaptureSelection selection{"s", "p", {}, {}, {TransformKind::full_tensor, 0, {}, 0}};
+  auto floor = value_floor(selection, point, {1, 1, 1}, CapturePhase::prefill, 0);
   CHECK(floor && floor->host_bytes == UINT64_MAX && floor->retained_bytes == UINT64_MAX);
   CaptureUsage big{100, 1u << 30, 1u << 30, 1u << 30};
-  CapturePlan plan{capture_schema_version, {selection}, {big, big, std::nullopt, OnLimit::Fail}};
+  CapturePlan plan{capture_schema_version, {selection}, {big, big, std::nullopt, OnLimit::fail}};
   bool refused = false;
   try {
     admit(plan, CaptureDiscovery{"artifact", {point}, {}}, {1, 1, 1});
@@ -131,9 +131,9 @@ void counting_writer_measures_what_the_writer_writes() {
   record.selection_id = "quote\" back\\slash \x01 control \xc3\xa9";
   record.path = "p";
   record.source_shape = {1, 2, 3};
-  record.outcome.kind = OutcomeKind::Failed;
+  record.outcome.kind = OutcomeKind::failed;
   record.outcome.message = "tab\there";
-  record.payload.kind = PayloadKind::Tensor;
+  record.payload.kind = PayloadKind::tensor;
   record.payload.values = {1.5, -2e-300, 1e300, 0.0};
   JsonWriter full, counted(UINT64_MAX, true);
   write_record(full, record);
@@ -145,22 +145,22 @@ void counting_writer_measures_what_the_writer_writes() {
 }
 
 void session_round_trip() {
-  CaptureDiscovery discovery{"artifact", {ObservationPoint{"p", "p", "activation", ValueDtype::Floating,
-                                                          {{"a", {DimKind::Known, 2}}, {"b", {DimKind::Known, 3}}}}},
+  CaptureDiscovery discovery{"artifact", {ObservationPoint{"p", "p", "activation", ValueDtype::floating,
+                                                          {{"a", {DimKind::known, 2}}, {"b", {DimKind::known, 3}}}}},
                              {}};
   CaptureUsage big{100, 1u << 30, 1u << 30, 1u << 30};
-  CapturePlan plan{capture_schema_version, {CaptureSelection{"s", "p", {}, {}, {}}}, {big, big, std::nullopt, OnLimit::Fail}};
+  CapturePlan plan{capture_schema_version, {CaptureSelection{"s", "p", {}, {}, {}}}, {big, big, std::nullopt, OnLimit::fail}};
   CaptureSession session(admit(plan, discovery, {1, 1, 3}));
   ScriptedBackend backend;
   int tensor = 0;
-  session.begin_step(CapturePhase::Prefill, 0);
+  session.begin_step(CapturePhase::prefill, 0);
   session.observe(backend, "p", &tensor);
   session.observe(backend, "elsewhere", &tensor);
   auto step = session.take_step();
-  CHECK(step && step->records.size() == 1 && step->records[0].outcome.kind == OutcomeKind::Captured);
+  CHECK(step && step->records.size() == 1 && step->records[0].outcome.kind == OutcomeKind::captured);
   CHECK(backend.transforms == 1);
   auto cp = session.checkpoint(discovery);
-  session.begin_step(CapturePhase::Decode, 1);
+  session.begin_step(CapturePhase::decode, 1);
   session.take_step();
   auto spent = session.cumulative_usage();
   {

@@ -1,22 +1,53 @@
 """The ``lifecore`` command: ``info``, ``check``, ``fuzz`` (also ``fuzz --differential A,B``) and ``bench``.
 
-``lifecore check`` is what to run after ``pip install .``: it lists the backends, runs a short
-graph-capture state machine (differential against the reference model) on every available
-backend (the registry's first, the mock, with both graph kinds), times a short replay benchmark
-on the best available backend, prints a summary, and exits 0 only when every check passed.
-Every list of backends here comes from the registry (``lifecore.backends()``). Hypothesis is imported only by the commands
-that need it, so ``lifecore info`` works without it.
+``lifecore check`` is what to run after ``pip install .``: it lists the backends, runs each
+lifecycle's short differential state machine (graph capture on every available backend, the
+registry's first with both graph kinds; sequence sessions on host pages and on every available
+backend; capture sessions on the counting and the numpy capture backends), times a short replay
+benchmark, prints a summary and a coverage table (every transition and outcome of each
+lifecycle, and how often the run exercised it), and exits 0 only when every check passed.
+
+A failing machine run is reproducible: its seed, the falsifying steps Hypothesis found, the
+reproduction blob and the command that replays it are printed and saved to a file. Every list
+of backends here comes from the registry (``lifecore.backends()``). Hypothesis is imported only
+by the commands that need it, so ``lifecore info`` works without it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import random
+import re
+import shlex
+import shutil
 import sys
+import textwrap
 import time
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence, TextIO
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, TextIO
 
 import lifecore
+
+LIFECYCLES = ("graph", "sequence", "capture")
+HOST = "host"  # the sequence target on host page memory
+CAPTURE_BACKENDS = ("counting", "numpy")
+BLOB = re.compile(r"@reproduce_failure\((['\"])([^'\"]+)\1, b(['\"])([^'\"]+)\3\)")
+
+
+@dataclass
+class Target:
+    """One thing a lifecycle's machine runs against, named as the tables print it."""
+
+    lifecycle: str
+    label: str
+    make: Callable[[], Any]  # builds one machine (imports Hypothesis on first call)
+    machine: Callable[[], Any]  # the machine class (imported lazily)
+
+    def replay_args(self) -> list[str]:
+        return ["--lifecycle", self.lifecycle, "--target", self.label]
 
 
 @dataclass
@@ -25,39 +56,86 @@ class CheckResult:
     target: str
     passed: bool
     detail: str
+    lifecycle: str = ""
+    rules: Counter = field(default_factory=Counter)
+    outcomes: Counter = field(default_factory=Counter)
+    failure: Optional[dict[str, Any]] = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"check": self.name, "target": self.target, "passed": self.passed, "detail": self.detail}
+        if self.lifecycle:
+            out["lifecycle"] = self.lifecycle
+            out["rules"] = dict(self.rules)
+            out["outcomes"] = {f"{r}: {o}": n for (r, o), n in self.outcomes.items()}
+        if self.failure is not None:
+            out["failure"] = self.failure
+        return out
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _width() -> int:
+    """The terminal's columns (``COLUMNS`` when set); off a terminal, lines are not wrapped, so
+    a log keeps one line per row."""
+    return shutil.get_terminal_size((10_000, 24)).columns
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]], flex: int = -1, width: Optional[int] = None) -> str:
+    """Columns padded to their widest cell; when the table is wider than ``width`` (default:
+    the terminal), column ``flex`` is narrowed and its cells wrapped onto further lines."""
     cells = [[str(c) for c in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(row, widths)) for row in cells]
+    flex %= len(headers)
+    room = (width or _width()) - 1 - sum(w for i, w in enumerate(widths) if i != flex) - 2 * (len(headers) - 1)
+    widths[flex] = max(min(widths[flex], room), len(headers[flex]), 12)
+
+    def lines_of(row: Sequence[str]) -> list[str]:
+        wrapped = textwrap.wrap(row[flex], widths[flex], break_on_hyphens=False) or [""]
+        out = []
+        for k, part in enumerate(wrapped):
+            line = [(c if k == 0 else "") if i != flex else part for i, c in enumerate(row)]
+            out.append("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip())
+        return out
+
+    lines = lines_of(list(headers)) + ["  ".join("-" * w for w in widths)]
+    for row in cells:
+        lines += lines_of(row)
     return "\n".join(lines)
 
 
-def backends_table() -> str:
-    rows = []
-    for info in lifecore.backends():
-        version = info.driver_version or "-"
-        rows.append([info.name, "yes" if info.available else "no", version, info.device_name or "-",
-                     info.reason or "-"])
-    return _table(["backend", "available", "driver", "device", "reason / notes"], rows)
+def _backend_rows() -> list[dict[str, Any]]:
+    return [{"backend": i.name, "available": bool(i.available), "driver": i.driver_version or None,
+             "device": i.device_name or None, "reason": i.reason or None} for i in lifecore.backends()]
+
+
+def backends_table(width: Optional[int] = None) -> str:
+    rows = [[r["backend"], "yes" if r["available"] else "no", r["driver"] or "-", r["device"] or "-", r["reason"] or "-"]
+            for r in _backend_rows()]
+    return _table(["backend", "available", "driver", "device", "reason / notes"], rows, width=width)
+
+
+def _write_json(path: str, data: Any) -> None:
+    """``path`` or, for ``-``, standard output."""
+    if path == "-":
+        json.dump(data, sys.stdout, indent=2)
+        print()
+    else:
+        with open(path, "w") as out:
+            json.dump(data, out, indent=2)
+            out.write("\n")
 
 
 class _Progress:
     """A one-line progress bar on stderr, redrawn after every machine run."""
 
-    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(self, label: str, total: int, stats: Any, stream: TextIO = sys.stderr, width: int = 30) -> None:
         self.label, self.total, self.stream, self.width = label, max(total, 1), stream, width
-        self.runs_at_start: Optional[int] = None
+        # This target's own counts: the statistics are shared by every target of the lifecycle.
+        self.runs_at_start, self.steps_at_start = stats.runs, stats.steps
 
     def __call__(self, stats: Any) -> None:
-        if self.runs_at_start is None:
-            self.runs_at_start = stats.runs - 1
         done = min(stats.runs - self.runs_at_start, self.total)
         filled = self.width * done // self.total
-        self.stream.write(f"\r{self.label:<24} [{'#' * filled}{'.' * (self.width - filled)}] "
-                          f"{done}/{self.total} runs, {stats.steps} steps")
+        self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] "
+                          f"{done}/{self.total} runs, {stats.steps - self.steps_at_start} steps")
         self.stream.flush()
 
     def finish(self) -> None:
@@ -69,34 +147,73 @@ def _machine_settings(examples: int, steps: int, explain: bool) -> Any:
     from hypothesis import HealthCheck, Phase, settings
 
     # The explain phase re-runs a failure many times to annotate it: worth it in a long fuzz
-    # run, not in a quick check.
+    # run, not in a quick check. One failure per run, so there is one blob to replay.
     phases = list(Phase) if explain else [p for p in Phase if p is not Phase.explain]
     return settings(max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
-                    suppress_health_check=list(HealthCheck), print_blob=True, phases=phases)
+                    suppress_health_check=list(HealthCheck), print_blob=True, phases=phases,
+                    report_multiple_bugs=False)
 
 
-def _run_machine(backend: str, graphs: str, examples: int, steps: int, seed: Optional[int],
-                 progress: bool, explain: bool = False) -> CheckResult:
-    from lifecore.testing import STATS, run_stream_capture_machine
+# ---------------------------------------------------------------- targets
+def _graph_target(backend: str, graphs: str) -> Target:
+    def machine() -> type:
+        from lifecore.testing import StreamCaptureMachine
+        return StreamCaptureMachine
 
-    target = f"{backend}/{graphs}"
-    # Redraws belong on a terminal: in a log file they are only noise.
-    bar = _Progress(f"machine {target}", examples) if progress and sys.stderr.isatty() else None
-    steps_before, start = STATS.steps, time.perf_counter()
-    STATS.on_run_end = bar
+    return Target("graph", f"{backend}/{graphs}", lambda: machine()(lambda: lifecore.Device(backend, graphs=graphs)),
+                  machine)
+
+
+def _sequence_target(backend: str) -> Target:
+    def machine() -> type:
+        from lifecore.testing import SequenceSessionMachine
+        return SequenceSessionMachine
+
+    def make() -> Any:
+        from lifecore.sequence import AdmissionCoordinator
+        name = None if backend == HOST else backend
+        return machine()(lambda **kw: AdmissionCoordinator(name, **kw))
+
+    return Target("sequence", backend, make, machine)
+
+
+def _numpy_tensor(shape: Any, dtype: str, itemsize: int) -> Any:
+    import numpy as np
+    return np.ones(shape, dtype={("floating", 4): np.float32, ("integer", 8): np.int64}[(dtype, itemsize)])
+
+
+def _capture_target(backend: str) -> Target:
+    def machine() -> type:
+        from lifecore.testing import CaptureSessionMachine
+        return CaptureSessionMachine
+
+    def make() -> Any:
+        if backend == "numpy":
+            from lifecore.capture import NumpyBackend
+            return machine()(NumpyBackend, _numpy_tensor)
+        from lifecore.capture import CountingBackend
+        return machine()(CountingBackend)
+
+    return Target("capture", backend, make, machine)
+
+
+def _capture_backends() -> list[str]:
     try:
-        run_stream_capture_machine(lambda: lifecore.Device(backend, graphs=graphs),
-                                   settings=_machine_settings(examples, steps, explain), seed=seed)
-    except Exception as error:  # a failed invariant or comparison, after shrinking
-        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        return CheckResult("state machine", target, False, f"{type(error).__name__}: {detail}"[:160])
+        import numpy  # noqa: F401
+    except ImportError:
+        return ["counting"]
+    return list(CAPTURE_BACKENDS)
+
+
+def _resolve(backend: str) -> str:
+    """A backend name for ``auto``: the one a device opened with it gets."""
+    if backend != "auto":
+        return backend
+    device = lifecore.Device("auto")
+    try:
+        return str(device.backend)
     finally:
-        STATS.on_run_end = None
-        if bar is not None:
-            bar.finish()
-    ran = STATS.steps - steps_before
-    seconds = time.perf_counter() - start
-    return CheckResult("state machine", target, ran > 0, f"{ran} steps in {seconds:.1f} s, every invariant held")
+        device.close()
 
 
 def _machine_targets() -> list[tuple[str, str]]:
@@ -113,32 +230,259 @@ def _machine_targets() -> list[tuple[str, str]]:
     return targets
 
 
+def _check_targets(lifecycles: Sequence[str]) -> list[Target]:
+    targets: list[Target] = []
+    if "graph" in lifecycles:
+        targets += [_graph_target(b, g) for b, g in _machine_targets()]
+    if "sequence" in lifecycles:
+        targets += [_sequence_target(b) for b in [HOST, *lifecore.available_backends()]]
+    if "capture" in lifecycles:
+        targets += [_capture_target(b) for b in _capture_backends()]
+    return targets
+
+
+def _parse_target(lifecycle: str, label: str) -> Target:
+    """The target a label names (as the tables print it); ValueError when it names none."""
+    if lifecycle == "graph":
+        backend, _, graphs = label.partition("/")
+        if graphs not in ("hardware", "software"):
+            raise ValueError(f"a graph target is BACKEND/hardware or BACKEND/software, got {label!r}")
+        return _graph_target(_backend_name(backend), graphs)
+    if lifecycle == "sequence":
+        return _sequence_target(label if label == HOST else _backend_name(label))
+    if label not in CAPTURE_BACKENDS:
+        raise ValueError(f"a capture target is one of {', '.join(CAPTURE_BACKENDS)}, got {label!r}")
+    return _capture_target(label)
+
+
+# ---------------------------------------------------------------- running and reporting
+def _counted_rules(machine: type) -> list[str]:
+    """The machine's rules that its statistics count, in the order the class declares them."""
+    from lifecore.testing.machine import counted
+
+    from hypothesis.stateful import INITIALIZE_RULE_MARKER, RULE_MARKER
+
+    counted_code = counted(lambda self: None).__code__
+    names: dict[str, None] = {}
+    for klass in reversed(machine.__mro__):
+        for value in vars(klass).values():
+            rule = getattr(value, RULE_MARKER, None) or getattr(value, INITIALIZE_RULE_MARKER, None)
+            if rule is not None and getattr(rule.function, "__code__", None) is counted_code:
+                names[rule.function.__name__] = None
+    return list(names)
+
+
+def _failure(target: Target, error: BaseException, seed: int, examples: int, steps: int) -> dict[str, Any]:
+    notes = [str(n) for n in getattr(error, "__notes__", ())]
+    text = "\n".join(notes)
+    found = BLOB.search(text)
+    steps_text = [n for n in notes if "@reproduce_failure" not in n]
+    message = f"{type(error).__name__}: {str(error).strip() or '(no message)'}"
+    failure: dict[str, Any] = {"lifecycle": target.lifecycle, "target": target.label, "seed": seed,
+                               "error": message, "steps": "\n".join(steps_text).strip(),
+                               "blob": found.group(4) if found else None,
+                               "hypothesis": found.group(2) if found else None}
+    command = ["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples), "--steps", str(steps),
+               "--seed", str(seed)]
+    if found:
+        command += ["--reproduce", found.group(4)]
+    failure["command"] = shlex.join(command)
+    return failure
+
+
+def _save_failure(failure: dict[str, Any], directory: str) -> str:
+    slug = re.sub(r"[^A-Za-z0-9]+", "-", failure["target"]).strip("-")
+    folder = Path(directory)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"lifecore-failure-{failure['lifecycle']}-{slug}-seed{failure['seed']}.txt"
+    path.write_text(_failure_text(failure) + "\n")
+    return str(path)
+
+
+def _failure_text(failure: dict[str, Any]) -> str:
+    blob = (f"@reproduce_failure({failure['hypothesis']!r}, b{failure['blob']!r})" if failure["blob"]
+            else "(none: Hypothesis printed no blob)")
+    return "\n".join([
+        f"FAILED {failure['lifecycle']} machine on {failure['target']}, seed {failure['seed']}",
+        failure["error"],
+        "falsifying steps:",
+        textwrap.indent(failure["steps"] or "(none reported)", "    "),
+        f"reproduction blob: {blob}",
+        f"replay: {failure['command']}",
+    ])
+
+
+def _run_target(target: Target, examples: int, steps: int, seed: int, *, progress: bool, explain: bool = False,
+                reproduce: Optional[str] = None, failure_dir: str = ".", out: TextIO = sys.stdout) -> CheckResult:
+    from hypothesis import __version__ as hypothesis_version
+    from hypothesis import reproduce_failure
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis.errors import DidNotReproduce
+    from hypothesis.reporting import with_reporter
+    from hypothesis.stateful import run_state_machine_as_test
+
+    stats = target.machine().stats
+    # Redraws belong on a terminal: in a log file they are only noise.
+    bar = (_Progress(f"{target.lifecycle} {target.label}", examples, stats)
+           if progress and sys.stderr.isatty() else None)
+    runs_before, steps_before = stats.runs, stats.steps
+    rules_before, outcomes_before = Counter(stats.rules), Counter(stats.outcomes)
+    start = time.perf_counter()
+
+    def make() -> Any:
+        return target.make()
+
+    # The same seed and settings execute the same steps; a blob replays one exact example.
+    make = hypothesis_seed(seed)(make)
+    if reproduce:
+        make = reproduce_failure(hypothesis_version, reproduce.encode())(make)
+    stats.on_run_end = bar
+    result = CheckResult("state machine", f"{target.lifecycle} {target.label}", True, "", target.lifecycle)
+    reported: list[str] = []  # what Hypothesis reports instead of attaching it as notes (a replay's steps)
+    try:
+        with with_reporter(lambda value: reported.append(str(value))):
+            run_state_machine_as_test(make, settings=_machine_settings(examples, steps, explain))
+    except DidNotReproduce as error:
+        result.passed, result.detail = False, f"the blob did not reproduce a failure: {error}"
+    except Exception as error:  # a failed invariant or comparison, after shrinking
+        if bar is not None:
+            bar.finish()
+            bar = None
+        failure = _failure(target, error, seed, examples, steps)
+        if not failure["steps"]:
+            failure["steps"] = "\n".join(r for r in reported if "@reproduce_failure" not in r).strip()
+        if reproduce and not failure["blob"]:
+            failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
+            failure["command"] = shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples),
+                                             "--steps", str(steps), "--seed", str(seed), "--reproduce", reproduce])
+        failure["saved"] = _save_failure(failure, failure_dir)
+        print(_failure_text(failure), file=out)
+        print(f"saved: {failure['saved']}\n", file=out, flush=True)
+        result.passed, result.failure = False, failure
+        result.detail = failure["error"].splitlines()[0] + f" (seed {seed}; replay: see {failure['saved']})"
+    finally:
+        stats.on_run_end = None
+        if bar is not None:
+            bar.finish()
+    result.rules = Counter(stats.rules) - rules_before
+    result.outcomes = Counter(stats.outcomes) - outcomes_before
+    if result.passed and result.failure is None and not result.detail:
+        ran, runs = stats.steps - steps_before, stats.runs - runs_before
+        result.passed = ran > 0
+        seconds = time.perf_counter() - start
+        result.detail = (f"{runs} runs, {ran} steps in {seconds:.1f} s, every invariant held" if ran
+                         else "the machine ran no step")
+    return result
+
+
+def _coverage(results: Sequence[CheckResult], lifecycle: str, machine: type) -> tuple[list[str], list[list[Any]]]:
+    """The table of one lifecycle's transitions and outcomes: how often each target ran it."""
+    mine = [r for r in results if r.lifecycle == lifecycle]
+    rules = _counted_rules(machine)
+    rules += sorted({rule for r in mine for rule in r.rules} - set(rules))
+    outcomes = sorted({key for r in mine for key in r.outcomes})
+    rows: list[list[Any]] = []
+    for rule in rules:
+        rows.append([rule, *[r.rules[rule] for r in mine]])
+        rows += [[f"  -> {o}", *[r.outcomes[(rule, o)] for r in mine]] for (ru, o) in outcomes if ru == rule]
+    rows += [[f"{ru} -> {o}", *[r.outcomes[(ru, o)] for r in mine]] for (ru, o) in outcomes if ru not in rules]
+    headers = ["transition / outcome", *[r.target.split(" ", 1)[1] for r in mine]]
+    return headers, rows
+
+
+def _coverage_json(results: Sequence[CheckResult], machines: dict[str, type]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for lifecycle, machine in machines.items():
+        headers, rows = _coverage(results, lifecycle, machine)
+        out[lifecycle] = {"targets": headers[1:], "rows": {str(row[0]).strip(): row[1:] for row in rows}}
+    return out
+
+
+def _print_coverage(results: Sequence[CheckResult], machines: dict[str, type], seed: int, out: TextIO) -> None:
+    for lifecycle, machine in machines.items():
+        headers, rows = _coverage(results, lifecycle, machine)
+        if len(headers) < 2:
+            continue
+        transitions = [row for row in rows if not str(row[0]).startswith(" ")]
+        missed = [row for row in transitions if not any(row[1:])]
+        summary = (f"coverage: {lifecycle} (seed {seed}): {len(transitions) - len(missed)} of {len(transitions)} "
+                   "transitions exercised" + (f"; never: {', '.join(str(r[0]) for r in missed)}" if missed else ""))
+        print("\n" + textwrap.fill(summary, _width() - 1, subsequent_indent="  "), file=out)
+        print(_table(headers, rows, flex=0), file=out)
+
+
+def _seed(given: Optional[int], out: TextIO) -> int:
+    """The run's seed: the given one, or a fresh one, printed so the run can be repeated."""
+    if given is not None:
+        return given
+    chosen = random.SystemRandom().randrange(2**32)
+    print(f"seed {chosen} (pass --seed {chosen} to repeat this run)", file=out)
+    return chosen
+
+
+def _lifecycles(choice: str) -> list[str]:
+    return list(LIFECYCLES) if choice == "all" else [choice]
+
+
 def cmd_info(args: argparse.Namespace) -> int:
+    if args.json:
+        _write_json(args.json, {"version": lifecore.__version__, "backends": _backend_rows()})
+        if args.json == "-":
+            return 0
     print(f"lifecore {lifecore.__version__}")
     print(backends_table())
     return 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    print(f"lifecore {lifecore.__version__}")
-    print(backends_table())
-    print()
+    # With --json -, standard output carries the JSON alone; the report goes to stderr.
+    out = sys.stderr if args.json == "-" else sys.stdout
+    print(f"lifecore {lifecore.__version__}", file=out)
+    print(backends_table(), file=out)
+    print(file=out)
     results: list[CheckResult] = []
     infos = lifecore.backends()
     results.append(CheckResult("backends", "all", any(i.available for i in infos),
                                ", ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in infos)))
+    lifecycles = _lifecycles(args.lifecycle)
+    machines: dict[str, type] = {}
+    seed = None
     try:
         import hypothesis  # noqa: F401
     except ImportError:
         results.append(CheckResult("state machine", "-", False, "hypothesis is not installed"))
     else:
+        seed = _seed(args.seed, out)
         try:
-            targets = _machine_targets()
+            targets = _check_targets(lifecycles)
         except lifecore.LifecoreError as error:
             targets = []
-            results.append(CheckResult("open the available backends", "all", False, str(error)[:160]))
-        for backend, graphs in targets:
-            results.append(_run_machine(backend, graphs, args.examples, args.steps, args.seed, progress=True))
+            results.append(CheckResult("open the available backends", "all", False, str(error)))
+        for target in targets:
+            machines.setdefault(target.lifecycle, target.machine())
+            results.append(_run_target(target, args.examples, args.steps, seed, progress=True,
+                                       failure_dir=args.failure_dir, out=out))
+    if "graph" in lifecycles:
+        results.append(_replay_check())
+
+    print(file=out)
+    print(_table(["check", "target", "result", "detail"],
+                 [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]), file=out)
+    if seed is not None:
+        _print_coverage(results, machines, seed, out)
+    failed = [r for r in results if not r.passed]
+    if args.json:
+        _write_json(args.json, {"version": lifecore.__version__, "seed": seed, "lifecycles": lifecycles,
+                                "passed": not failed, "checks": [r.to_json() for r in results],
+                                "coverage": _coverage_json(results, machines)})
+    if failed:
+        print(f"\n{len(failed)} check(s) failed: " + ", ".join(f"{r.name} ({r.target})" for r in failed), file=out)
+        return 1
+    print("\nevery check passed", file=out)
+    return 0
+
+
+def _replay_check() -> CheckResult:
     try:
         from lifecore.benchmarks.graph_replay import replay_vs_eager
 
@@ -146,23 +490,13 @@ def cmd_check(args: argparse.Namespace) -> int:
                                  min_batch_s=0.002, frameworks=False)
         run = replay["runs"][0]
         eager, graph, ratio = run["eager"].summary, run["replay"].summary, run.ratios[0].summary
-        results.append(CheckResult(
+        return CheckResult(
             "replay benchmark", replay["target"], bool(run.facts["correct"]),
             f"N={run.facts['N']}: eager {eager.median / 1e3:.2f} us per launch, replay {graph.median / 1e3:.3f} us "
             f"per node, {ratio.median:.1f}x [{ratio.q1:.1f} .. {ratio.q3:.1f}]"
-            + ("" if run.facts["correct"] else "; REPLAY RESULT WRONG")))
+            + ("" if run.facts["correct"] else "; REPLAY RESULT WRONG"))
     except Exception as error:
-        results.append(CheckResult("replay benchmark", "auto", False, f"{type(error).__name__}: {error}"[:160]))
-
-    print()
-    print(_table(["check", "target", "result", "detail"],
-                 [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]))
-    failed = [r for r in results if not r.passed]
-    if failed:
-        print(f"\n{len(failed)} check(s) failed: " + ", ".join(f"{r.name} ({r.target})" for r in failed))
-        return 1
-    print("\nevery check passed")
-    return 0
+        return CheckResult("replay benchmark", "auto", False, f"{type(error).__name__}: {error}")
 
 
 def cmd_differential(args: argparse.Namespace) -> int:
@@ -190,52 +524,106 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     except ImportError:
         print("lifecore fuzz needs hypothesis (pip install hypothesis)", file=sys.stderr)
         return 2
-    graphs = ["hardware", "software"] if args.graphs == "both" else [args.graphs]
-    results = [_run_machine(args.backend, g, args.examples, args.steps, args.seed, progress=True, explain=True)
-               for g in graphs]
+    lifecycles = _lifecycles(args.lifecycle)
+    if args.target is not None:
+        if len(lifecycles) != 1:
+            return _usage_error("fuzz", "--target names a target of one lifecycle: give --lifecycle too")
+        try:
+            targets = [_parse_target(lifecycles[0], args.target)]
+        except (ValueError, argparse.ArgumentTypeError) as error:
+            return _usage_error("fuzz", str(error))
+    else:
+        if args.reproduce:
+            return _usage_error("fuzz", "--reproduce replays one target: give --lifecycle and --target")
+        backend = _resolve(args.backend)
+        targets = []
+        if "graph" in lifecycles:
+            graphs = ["hardware", "software"] if args.graphs == "both" else [args.graphs]
+            targets += [_graph_target(backend, g) for g in graphs]
+        if "sequence" in lifecycles:
+            targets += [_sequence_target(b) for b in dict.fromkeys([HOST, backend])]
+        if "capture" in lifecycles:
+            targets += [_capture_target(b) for b in _capture_backends()]
+    seed = _seed(args.seed, sys.stdout)
+    results = [_run_target(t, args.examples, args.steps, seed, progress=True, explain=not args.reproduce,
+                           reproduce=args.reproduce, failure_dir=args.failure_dir) for t in targets]
     print(_table(["check", "target", "result", "detail"],
                  [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]))
     return 0 if all(r.passed for r in results) else 1
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    import json
+def _usage_error(command: str, message: str) -> int:
+    print(f"usage: lifecore {command} ...\nlifecore {command}: error: {message}", file=sys.stderr)
+    return 2
 
-    from lifecore.benchmarks import capture_cycle, graph_replay, state_machine
+
+def _false_correctness(figures: Any, where: str = "") -> list[str]:
+    """Every ``...correct`` field of the figures that is false, by its path."""
+    found = []
+    if isinstance(figures, dict):
+        for key, value in figures.items():
+            path = f"{where}.{key}" if where else str(key)
+            if str(key).endswith("correct") and value is False:
+                found.append(path)
+            else:
+                found += _false_correctness(value, path)
+    elif isinstance(figures, list):
+        for i, value in enumerate(figures):
+            found += _false_correctness(value, f"{where}[{i}]")
+    return found
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from lifecore.benchmarks import capture, capture_cycle, graph_replay, sequence, state_machine
     from lifecore.benchmarks.harness import format_run
 
     def factory() -> Any:
         return lifecore.Device(args.backend)
 
+    # With --json -, standard output carries the JSON alone; the figures go to stderr.
+    out = sys.stderr if args.json == "-" else sys.stdout
     quick = args.quick
     rounds, warmup, batch = (5, 1, 0.001) if quick else (15, 2, 0.005)
+    lifecycles = _lifecycles(args.lifecycle)
     figures: dict[str, Any] = {}
-    replay = graph_replay.replay_vs_eager(factory, rounds=rounds, warmup=warmup, min_batch_s=batch)
-    figures["graph_replay"] = graph_replay.to_json(replay)
-    for run in replay["runs"]:
-        print(format_run(run))
-    for name, reason in replay["skipped"].items():
-        print(f"({name} skipped: {reason})")
-    cycles = capture_cycle.capture_cycle_vs_model(factory, rounds=rounds, warmup=warmup, min_batch_s=batch)
-    figures["capture_cycle"] = [run.to_json() for run in cycles]
-    for run in cycles:
-        print(format_run(run))
-    try:
-        import hypothesis  # noqa: F401
-    except ImportError:
-        print("(state-machine rate skipped: hypothesis is not installed)")
-    else:
-        reference = _default_backend()
-        machine = state_machine.machine_throughput(lambda: lifecore.Device(reference), examples=5 if quick else 20,
-                                                   rounds=2 if quick else 3, backend=reference)
-        figures["state_machine"] = machine.to_json()
-        print(format_run(machine))
-    if args.json == "-":
-        json.dump(figures, sys.stdout, indent=2)
-        print()
-    elif args.json:
-        with open(args.json, "w") as out:
-            json.dump(figures, out, indent=2)
+    if "graph" in lifecycles:
+        replay = graph_replay.replay_vs_eager(factory, rounds=rounds, warmup=warmup, min_batch_s=batch)
+        figures["graph_replay"] = graph_replay.to_json(replay)
+        for run in replay["runs"]:
+            print(format_run(run), file=out)
+        for name, reason in replay["skipped"].items():
+            print(f"({name} skipped: {reason})", file=out)
+        cycles = capture_cycle.capture_cycle_vs_model(factory, rounds=rounds, warmup=warmup, min_batch_s=batch)
+        figures["capture_cycle"] = [run.to_json() for run in cycles]
+        for run in cycles:
+            print(format_run(run), file=out)
+        try:
+            import hypothesis  # noqa: F401
+        except ImportError:
+            print("(state-machine rate skipped: hypothesis is not installed)", file=out)
+        else:
+            reference = _default_backend()
+            machine = state_machine.machine_throughput(lambda: lifecore.Device(reference), examples=5 if quick else 20,
+                                                       rounds=2 if quick else 3, backend=reference)
+            figures["state_machine"] = machine.to_json()
+            print(format_run(machine), file=out)
+    if "sequence" in lifecycles:
+        timing = dict(rounds=3, warmup=1, min_batch_s=0.003) if quick else {}
+        runs = [sequence.lifecycles(live=1000 if quick else sequence.LIVE, **timing), sequence.decode_steps(**timing)]
+        figures["sequence"] = [run.to_json() for run in runs]
+        for run in runs:
+            print(format_run(run), file=out)
+    if "capture" in lifecycles:
+        timing = dict(rounds=3, warmup=1, min_batch_s=0.002) if quick else {}
+        observe = capture.observe(**timing)
+        figures["capture"] = [observe.to_json()]
+        print(format_run(observe), file=out)
+    if args.json:
+        _write_json(args.json, figures)
+    wrong = _false_correctness(figures)
+    if wrong:
+        print(f"\ncorrectness FAILED: {', '.join(wrong)}", file=out)
+        return 1
     return 0
 
 
@@ -276,30 +664,53 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lifecore", description="lifecore: lifecycles for GPU inference runtimes")
     parser.add_argument("--version", action="version", version=f"lifecore {lifecore.__version__}")
     default_backend, choices = _default_backend(), _backend_choices()
+    lifecycle_choices = [*LIFECYCLES, "all"]
+    json_help = "also write the results as JSON to PATH ('-': standard output, the report going to stderr)"
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("info", help="list the backends (name, available, driver, device, reason)").set_defaults(func=cmd_info)
-    check = sub.add_parser("check", help="backends, a short state-machine run and a replay benchmark")
+    info = sub.add_parser("info", help="list the backends (name, available, driver, device, reason)")
+    info.add_argument("--json", metavar="PATH", default=None, help="write the table as JSON ('-': standard output)")
+    info.set_defaults(func=cmd_info)
+    check = sub.add_parser("check", help="backends, each lifecycle's short state-machine run, coverage, a replay "
+                                         "benchmark")
+    check.add_argument("--lifecycle", choices=lifecycle_choices, default="all",
+                       help="which lifecycle's machines to run (default all)")
     check.add_argument("--examples", type=_positive_int, default=25, help="machine runs per target (default 25)")
     check.add_argument("--steps", type=_positive_int, default=50, help="steps per machine run (default 50)")
-    check.add_argument("--seed", type=int, default=None, help="make the machine runs reproducible")
+    check.add_argument("--seed", type=int, default=None,
+                       help="make the machine runs reproducible (default: a fresh seed, printed)")
+    check.add_argument("--failure-dir", metavar="DIR", default=".",
+                       help="where a failure's seed, steps, blob and replay command are saved (default .)")
+    check.add_argument("--json", metavar="PATH", default=None, help=json_help)
     check.set_defaults(func=cmd_check)
     fuzz = sub.add_parser("fuzz", help="a longer state-machine run")
+    fuzz.add_argument("--lifecycle", choices=lifecycle_choices, default="graph",
+                      help="which lifecycle's machines to run (default graph)")
     fuzz.add_argument("--backend", type=_backend_name, default=default_backend,
-                      help=f"{choices} (default {default_backend})")
+                      help=f"{choices} (default {default_backend}); the sequence machine also runs on host pages")
     fuzz.add_argument("--graphs", default="both", choices=["hardware", "software", "both"])
+    fuzz.add_argument("--target", default=None,
+                      help="one target, as the tables name it (BACKEND/GRAPHS, host or BACKEND, "
+                           f"{' or '.join(CAPTURE_BACKENDS)}); needs --lifecycle")
     fuzz.add_argument("--examples", type=_positive_int, default=None,
                       help="machine runs (default 100); with --differential, seeded runs (default 5)")
     fuzz.add_argument("--steps", type=_positive_int, default=100, help="steps per run (default 100)")
-    fuzz.add_argument("--seed", type=int, default=None)
+    fuzz.add_argument("--seed", type=int, default=None, help="default: a fresh seed, printed")
+    fuzz.add_argument("--reproduce", metavar="BLOB", default=None,
+                      help="replay the one example a failure's reproduction blob names (with its --target)")
+    fuzz.add_argument("--failure-dir", metavar="DIR", default=".",
+                      help="where a failure's seed, steps, blob and replay command are saved (default .)")
     fuzz.add_argument("--differential", metavar="A,B", default=None,
                       help=f"run the same seeded random steps on two devices ({choices}; "
                            "optionally /hardware or /software) and exit 1 on the first difference")
     fuzz.set_defaults(func=cmd_fuzz)
-    bench = sub.add_parser("bench", help="the graph-capture benchmarks (sides interleaved in one run, medians with quartiles)")
+    bench = sub.add_parser("bench", help="the benchmarks of the three lifecycles (sides interleaved in one run, "
+                                         "medians with quartiles); exits 1 when a result is wrong")
+    bench.add_argument("--lifecycle", choices=lifecycle_choices, default="all",
+                       help="which lifecycle's benchmarks to run (default all)")
     bench.add_argument("--backend", type=_backend_name, default=default_backend,
                        help=f"{choices} (default {default_backend})")
     bench.add_argument("--quick", action="store_true", help="fewer repetitions")
-    bench.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON ('-': standard output)")
+    bench.add_argument("--json", metavar="PATH", default=None, help=json_help)
     bench.set_defaults(func=cmd_bench)
     return parser
 

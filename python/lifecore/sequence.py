@@ -7,7 +7,8 @@ The C++ core does the work; this module names it and adds what is Pythonic:
   ``(capacity, maximum)`` when the domain can grow. ``device`` is ``None`` (host page memory:
   address ranges only, an accounting pool), a ``lifecore.Device`` (pages come from that
   device's driver through the driver floor), or a registered backend's name (one of
-  ``lifecore.backend_names()``, or ``"auto"``: a device of its own is opened).
+  ``lifecore.backend_names()``, or ``"auto"``, kept for compatibility: the coordinator opens and
+  keeps a ``lifecore.Device`` of its own, as ``lifecore.Device(name)`` would open it).
 - ``admit(request_id, prompt_tokens, fit_tokens, domains=None)`` returns ``Admitted``,
   ``AdmissionDeferred`` or ``AdmissionRejected``: capacity pressure is a decision, never an
   exception.

@@ -3,10 +3,12 @@
 // next to the code that fails, and the bindings only translate.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -40,23 +42,38 @@ enum class ErrorKind : std::uint8_t {
 #undef LIFECORE_ERROR_KIND_ENUM
 };
 
-// The Python class name of a kind ("LifecoreError" for an unknown value).
-constexpr const char* error_class_name(ErrorKind kind) noexcept {
-  switch (kind) {
-#define LIFECORE_ERROR_KIND_NAME(kind, python_name) \
-  case ErrorKind::kind:                             \
-    return python_name;
-    LIFECORE_ERROR_KINDS(LIFECORE_ERROR_KIND_NAME)
-#undef LIFECORE_ERROR_KIND_NAME
-  }
-  return "LifecoreError";
-}
-
 constexpr std::size_t error_kind_count = 0
 #define LIFECORE_ERROR_KIND_COUNT(kind, python_name) +1
     LIFECORE_ERROR_KINDS(LIFECORE_ERROR_KIND_COUNT)
 #undef LIFECORE_ERROR_KIND_COUNT
     ;
+
+// The Python class names in table order. The bindings look a class up by a kind's value,
+// so the check below proves, at compile time, that each row sits at its kind's value.
+inline constexpr std::array<std::string_view, error_kind_count> error_class_names{{
+#define LIFECORE_ERROR_KIND_NAME(kind, python_name) python_name,
+    LIFECORE_ERROR_KINDS(LIFECORE_ERROR_KIND_NAME)
+#undef LIFECORE_ERROR_KIND_NAME
+}};
+
+constexpr bool error_class_names_follow_the_kinds() {
+  std::size_t row = 0;
+  bool ordered = true;
+#define LIFECORE_ERROR_KIND_ROW(kind, python_name)                                         \
+  ordered = ordered && static_cast<std::size_t>(ErrorKind::kind) == row &&                 \
+            error_class_names[static_cast<std::size_t>(ErrorKind::kind)] == python_name; \
+  ++row;
+  LIFECORE_ERROR_KINDS(LIFECORE_ERROR_KIND_ROW)
+#undef LIFECORE_ERROR_KIND_ROW
+  return ordered && row == error_class_names.size();
+}
+static_assert(error_class_names_follow_the_kinds(), "LIFECORE_ERROR_KINDS and ErrorKind disagree");
+
+// The Python class name of a kind ("LifecoreError" for an unknown value).
+constexpr const char* error_class_name(ErrorKind kind) noexcept {
+  const auto index = static_cast<std::size_t>(kind);
+  return index < error_class_names.size() ? error_class_names[index].data() : "LifecoreError";  // literals
+}
 
 // Extra attributes set on the Python exception instance (e.g. DriverError.code).
 using ErrorAttribute = std::pair<std::string, std::variant<std::int64_t, std::string, bool>>;

@@ -9,6 +9,7 @@
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
 #include "lifecore/capture/routing.hpp"
+#include "lifecore/capture/transform_cost.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 
@@ -41,11 +42,11 @@ void check_schedule(const CaptureSchedule& s, const std::string& id) {
 std::optional<std::pair<std::uint64_t, std::uint64_t>> scheduled_window(const CaptureSchedule& s, CapturePhase phase,
                                                                        const CaptureRequest& r,
                                                                        std::uint64_t from = 0) {
-  std::uint64_t lo = phase == CapturePhase::Prefill ? 0 : 1;
-  std::uint64_t hi = phase == CapturePhase::Prefill ? 1 : r.max_predictions;  // exclusive
+  std::uint64_t lo = phase == CapturePhase::prefill ? 0 : 1;
+  std::uint64_t hi = phase == CapturePhase::prefill ? 1 : r.max_predictions;  // exclusive
   if (s.end_prediction) hi = std::min(hi, *s.end_prediction);
   lo = std::max({lo, s.first_prediction, from});
-  if (lo >= hi || (phase == CapturePhase::Prefill ? !s.prefill : !s.decode)) return std::nullopt;
+  if (lo >= hi || (phase == CapturePhase::prefill ? !s.prefill : !s.decode)) return std::nullopt;
   // The first firing at or after lo; a firing beyond 64 bits is beyond hi, so never.
   auto first_or = checked::add(checked::mul(slice_extent(0, lo - s.first_prediction, s.every), s.every),
                                s.first_prediction);
@@ -57,11 +58,11 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> scheduled_window(const Ca
 
 void check_support(const ObservationPoint& point, const CaptureSchedule& s, const CaptureRequest& r,
                    const std::string& id) {
-  for (auto phase : {CapturePhase::Prefill, CapturePhase::Decode}) {
+  for (auto phase : {CapturePhase::prefill, CapturePhase::decode}) {
     if (!scheduled_window(s, phase, r)) continue;
-    bool offered = phase == CapturePhase::Prefill ? point.prefill : point.decode;
-    auto support = phase == CapturePhase::Prefill ? point.prefill_support : point.decode_support;
-    if (!offered || support != PhaseSupport::Supported)
+    bool offered = phase == CapturePhase::prefill ? point.prefill : point.decode;
+    auto support = phase == CapturePhase::prefill ? point.prefill_support : point.decode_support;
+    if (!offered || support != PhaseSupport::supported)
       raise(ErrorKind::Admission, "'" + id + "' schedules " + point.path + " in " + to_string(phase) +
                                       " where its support is " + (offered ? to_string(support) : "absent"));
   }
@@ -70,7 +71,7 @@ void check_support(const ObservationPoint& point, const CaptureSchedule& s, cons
 // Known extents must hold the slices at the first and last scheduled prediction.
 void check_known_extents(const std::vector<CaptureSlice>& slices, const ObservationPoint& point,
                          const CaptureSchedule& s, const CaptureRequest& r, const std::string& id) {
-  for (auto phase : {CapturePhase::Prefill, CapturePhase::Decode}) {
+  for (auto phase : {CapturePhase::prefill, CapturePhase::decode}) {
     auto window = scheduled_window(s, phase, r);
     if (!window) continue;
     for (auto prediction : {window->first, window->second}) {
@@ -96,13 +97,13 @@ void check_transform(const CaptureSelection& sel, const ObservationPoint& point,
   if (std::find(caps.begin(), caps.end(), t.kind) == caps.end())
     refuse(std::string("transform ") + to_string(t.kind) + " is unsupported by this backend");
   switch (t.kind) {
-    case TransformKind::Preview:
+    case TransformKind::preview:
       if (t.max_elements == 0) refuse("preview of '" + sel.id + "' needs max_elements > 0");
       break;
-    case TransformKind::Slice:
+    case TransformKind::slice:
       if (sel.slices.empty()) refuse("slice transform of '" + sel.id + "' has no slices");
       break;
-    case TransformKind::Histogram: {
+    case TransformKind::histogram: {
       if (t.edges.size() < 2) refuse("histogram of '" + sel.id + "' needs at least two edges");
       if (t.edges.size() - 1 > d.capabilities.max_histogram_bins)
         refuse("histogram of '" + sel.id + "' has too many bins");
@@ -113,11 +114,11 @@ void check_transform(const CaptureSelection& sel, const ObservationPoint& point,
       }
       break;
     }
-    case TransformKind::TopCandidates: {
+    case TransformKind::top_candidates: {
       if (point.meaning != "logits" || !sel.slices.empty() || r.batch != 1)
         refuse("top candidates of '" + sel.id + "' need unsliced logits with batch 1");
       if (t.count == 0) refuse("top candidates of '" + sel.id + "' need count > 0");
-      if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::Known &&
+      if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::known &&
           t.count > point.axes.back().dim.size)
         refuse("top candidates of '" + sel.id + "' exceed the vocabulary");
       break;
@@ -142,7 +143,7 @@ std::string canonical(const CapturePlan& plan, const std::vector<ObservationPoin
 // arithmetic progressions; they meet where the congruences first + k * every agree (the
 // Chinese remainder theorem, in 128 bits), so a run of 2**63 predictions costs no loop.
 bool schedules_meet(const CaptureSchedule& a, const CaptureSchedule& b, const CaptureRequest& r) {
-  if (a.scheduled(CapturePhase::Prefill, 0) && b.scheduled(CapturePhase::Prefill, 0)) return true;
+  if (a.scheduled(CapturePhase::prefill, 0) && b.scheduled(CapturePhase::prefill, 0)) return true;
   if (!a.decode || !b.decode) return false;
   using u128 = unsigned __int128;
   using i128 = __int128;
@@ -193,12 +194,10 @@ std::optional<CaptureUsage> value_floor(const CaptureSelection& sel, const Obser
                                         const CaptureRequest& request, CapturePhase phase, std::uint64_t prediction) {
   if (point.itemsize == 0) return std::nullopt;
   const auto& t = sel.transform;
-  bool tensor = t.kind == TransformKind::Preview || t.kind == TransformKind::Slice ||
-                t.kind == TransformKind::FullTensor;
-  std::uint64_t kept = 0;  // elements a tensor payload keeps
-  if (tensor) {
+  std::uint64_t n = 0;  // elements of the selected region, needed only when the payload keeps them
+  if (keeps_elements(t.kind)) {
     if (point.axes.empty()) return std::nullopt;  // unknown rank: unknown size
-    std::uint64_t n = 1;
+    n = 1;
     for (const auto& axis : point.axes) {
       auto extent = resolve_dim(axis.dim, request, phase, prediction);
       if (!extent) return std::nullopt;  // checked at run time, never treated as zero
@@ -208,17 +207,8 @@ std::optional<CaptureUsage> value_floor(const CaptureSelection& sel, const Obser
       // A floor past 64 bits is at least UINT64_MAX: saturating keeps it a floor (over any limit).
       n = checked::mul(n, selected).value_or(UINT64_MAX);
     }
-    kept = t.kind == TransformKind::Preview ? std::min(n, t.max_elements) : n;
   }
-  // Saturating products: a floor past 64 bits is at least UINT64_MAX, which exceeds any limit.
-  auto floor_mul = [](std::uint64_t a, std::uint64_t b) { return checked::mul(a, b).value_or(UINT64_MAX); };
-  std::uint64_t numbers = kept;
-  if (t.kind == TransformKind::Summary) numbers = 6;
-  if (t.kind == TransformKind::Histogram)  // edges and counts: 2 x edges - 1 numbers
-    numbers = checked::sub(floor_mul(t.edges.size(), 2), std::uint64_t{1}).value_or(0);
-  if (t.kind == TransformKind::TopCandidates) numbers = floor_mul(t.count, 2);
-  return CaptureUsage{1, floor_mul(numbers, std::min<std::uint64_t>(point.itemsize, 8)),
-                      floor_mul(kept, point.itemsize), floor_mul(numbers, 2)};
+  return transform_floor(t, n, point.itemsize);
 }
 
 CaptureUsage metadata_envelope(const CaptureSelection& sel, const ObservationPoint& point) {
@@ -270,7 +260,7 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
   if (!total) refuse("capture preflight overflow");
   if (auto b = exceeded(*total, plan.limits.cumulative))
     refuse(std::string("capture envelopes exceed the cumulative limit: ") + to_string(*b));
-  if (plan.limits.on_limit == OnLimit::Fail) {
+  if (plan.limits.on_limit == OnLimit::fail) {
     // Under Fail a capture over a limit fails the step, so value costs known now join the
     // preflight: a selection that cannot fit one step beside the envelopes, a prefill step
     // that cannot hold its selections together, or a run whose known costs exceed the
@@ -279,7 +269,7 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
     CaptureUsage run = *total;
     for (std::size_t i = 0; i < plan.selections.size(); ++i) {
       const auto& sel = plan.selections[i];
-      for (auto phase : {CapturePhase::Prefill, CapturePhase::Decode}) {
+      for (auto phase : {CapturePhase::prefill, CapturePhase::decode}) {
         auto fired = firings(sel.schedule, phase, request, next_prediction);
         if (!fired) continue;
         auto floor = value_floor(sel, admitted.points_[i], request, phase, fired->first);
@@ -288,10 +278,10 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
         if (!step) refuse("capture preflight overflow");
         if (auto b = exceeded(*step, plan.limits.per_step))
           refuse("under on_limit=fail, '" + sel.id + "' needs at least " + std::to_string(
-                     *b == Budget::Captures ? floor->captures : *b == Budget::Retention ? floor->retained_bytes
-                     : *b == Budget::Host ? floor->host_bytes : floor->encoded_bytes) +
+                     *b == Budget::captures ? floor->captures : *b == Budget::retention ? floor->retained_bytes
+                     : *b == Budget::host ? floor->host_bytes : floor->encoded_bytes) +
                  " " + to_string(*b) + " per capture, beyond what the per-step limit leaves beside the envelopes");
-        if (phase == CapturePhase::Prefill) {
+        if (phase == CapturePhase::prefill) {
           auto sum = checked_add(prefill, *floor);
           if (!sum) refuse("capture preflight overflow");
           prefill = *sum;
@@ -336,7 +326,7 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
     check_support(point, op.schedule, request, op.id);
     if (auto message = check_slice_axes(op.slices, point)) refuse(*message);
     check_known_extents(op.slices, point, op.schedule, request, op.id);
-    if (op.evidence == EvidenceKind::Preview && (op.evidence_elements == 0 || op.evidence_elements > max_evidence_elements))
+    if (op.evidence == EvidenceKind::preview && (op.evidence_elements == 0 || op.evidence_elements > max_evidence_elements))
       refuse("preview evidence of '" + op.id + "' must hold 1 to 4096 elements");
     payload_bytes = checked::add_or_throw(
         payload_bytes,
@@ -346,16 +336,16 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
     for (double v : op.payload)
       if (!std::isfinite(v)) refuse("intervention payload of '" + op.id + "' is not finite");
     auto stage = stage_of(op.action);
-    if (stage == InterventionStage::Activation) {
-      if (point.dtype != ValueDtype::Floating) refuse("activation intervention '" + op.id + "' needs a floating point");
+    if (stage == InterventionStage::activation) {
+      if (point.dtype != ValueDtype::floating) refuse("activation intervention '" + op.id + "' needs a floating point");
       if (point.routing) refuse("'" + op.id + "' is an activation operation on a routing point");
-      if (op.action == InterventionAction::Scale && !std::isfinite(op.factor))
+      if (op.action == InterventionAction::scale && !std::isfinite(op.factor))
         refuse("scale factor of '" + op.id + "' is not finite");
-      if (op.action == InterventionAction::Replace || op.action == InterventionAction::Add ||
-          op.action == InterventionAction::Mask) {
+      if (op.action == InterventionAction::replace || op.action == InterventionAction::add ||
+          op.action == InterventionAction::mask) {
         if (op.payload_shape.empty() || element_count(op.payload_shape) != op.payload.size())
           refuse("payload of '" + op.id + "' does not match its declared shape");
-        if (op.action == InterventionAction::Mask)
+        if (op.action == InterventionAction::mask)
           for (double v : op.payload)
             if (v != 0.0 && v != 1.0) refuse("mask of '" + op.id + "' must hold only 0 and 1");
         // Exact shape, no broadcasting: compare with every extent known now.
@@ -363,7 +353,7 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
           if (op.payload_shape.size() != point.axes.size())
             refuse("payload of '" + op.id + "' has rank " + std::to_string(op.payload_shape.size()) + ", target has " +
                    std::to_string(point.axes.size()));
-          for (auto phase : {CapturePhase::Prefill, CapturePhase::Decode}) {
+          for (auto phase : {CapturePhase::prefill, CapturePhase::decode}) {
             auto window = scheduled_window(op.schedule, phase, request);
             if (!window) continue;
             for (std::size_t i = 0; i < point.axes.size(); ++i) {
@@ -381,23 +371,23 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
           }
         }
       }
-    } else if (stage == InterventionStage::LogitsBeforeSampling) {
+    } else if (stage == InterventionStage::logits_before_sampling) {
       if (point.meaning != "logits") refuse("'" + op.id + "' masks logits at a point that is not logits");
       if (!point.axes.empty())
         for (const auto& s : op.slices)
           if (s.axis == point.axes.back().name) refuse("'" + op.id + "' must keep the full vocabulary axis");
       if (op.ids.empty()) refuse("'" + op.id + "' masks no token");
-      if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::Known)
+      if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::known)
         for (auto id : op.ids)
           if (id >= point.axes.back().dim.size) refuse("token id out of range in '" + op.id + "'");
     } else {
       if (!point.routing) refuse("'" + op.id + "' targets " + op.target + ", which has no routing policy");
-      if (op.evidence == EvidenceKind::Summary) refuse("routing operation '" + op.id + "' cannot take summary evidence");
+      if (op.evidence == EvidenceKind::summary) refuse("routing operation '" + op.id + "' cannot take summary evidence");
       for (const auto& s : op.slices)
         if (point.axes.empty() || s.axis != point.axes.front().name)
           refuse("routing operation '" + op.id + "' may only slice the token axis");
       const auto& policy = *point.routing;
-      if (op.action == InterventionAction::ForceExperts &&
+      if (op.action == InterventionAction::force_experts &&
           (op.payload_shape.size() != 2 || op.payload_shape[1] != policy.top_k ||
            element_count(op.payload_shape) != op.ids.size()))
         refuse("forced experts of '" + op.id + "' must be shaped [rows, top_k]");
@@ -406,7 +396,7 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
       // No overlapping schedules on one routing target: a selector takes one control.
       for (const auto& other : plan.operations) {
         if (&other == &op) break;
-        if (other.target != op.target || stage_of(other.action) != InterventionStage::RoutingBeforeDispatch) continue;
+        if (other.target != op.target || stage_of(other.action) != InterventionStage::routing_before_dispatch) continue;
         if (schedules_meet(op.schedule, other.schedule, request))
           refuse("routing operations '" + other.id + "' and '" + op.id + "' overlap on " + op.target);
       }

@@ -10,16 +10,16 @@ namespace lifecore::capture {
 
 std::optional<std::uint64_t> resolve_dim(const Dim& dim, const CaptureRequest& request, CapturePhase phase,
                                          std::uint64_t prediction) {
-  std::uint64_t sequence = phase == CapturePhase::Prefill ? request.prompt_tokens : 1;
+  std::uint64_t sequence = phase == CapturePhase::prefill ? request.prompt_tokens : 1;
   switch (dim.kind) {
-    case DimKind::Known: return dim.size;
-    case DimKind::Batch: return request.batch;
-    case DimKind::Sequence: return sequence;
+    case DimKind::known: return dim.size;
+    case DimKind::batch: return request.batch;
+    case DimKind::sequence: return sequence;
     // Admission refuses a request whose products overflow; an overflow here stays unknown.
-    case DimKind::TokenRows: return checked::mul(request.batch, sequence);
-    case DimKind::Context: return checked::add(request.prompt_tokens, prediction);
-    case DimKind::MediaPositions:
-    case DimKind::Unknown: return std::nullopt;  // checked at run time, never assumed zero
+    case DimKind::token_rows: return checked::mul(request.batch, sequence);
+    case DimKind::context: return checked::add(request.prompt_tokens, prediction);
+    case DimKind::media_positions:
+    case DimKind::unknown: return std::nullopt;  // checked at run time, never assumed zero
   }
   return std::nullopt;
 }

@@ -133,7 +133,7 @@ void write_plan(JsonWriter& json, const CapturePlan& plan) {
   json.key("cumulative"); write_usage(json, plan.limits.cumulative);
   json.key("physical_native_bytes");
   if (plan.limits.physical_native_bytes) json.integer(*plan.limits.physical_native_bytes); else json.raw("null");
-  json.key("on_limit"); json.string(plan.limits.on_limit == OnLimit::Fail ? "fail" : "skip");
+  json.key("on_limit"); json.string(to_string(plan.limits.on_limit));
   json.end_object();
   json.end_object();
 }
@@ -215,17 +215,17 @@ void write_intervention_plan(JsonWriter& json, const InterventionPlan& plan) {
 
 void write_payload(JsonWriter& json, const CapturePayload& p) {
   switch (p.kind) {
-    case PayloadKind::None: json.raw("null"); return;
-    case PayloadKind::Tensor:
+    case PayloadKind::none: json.raw("null"); return;
+    case PayloadKind::tensor:
       json.begin_object();
-      json.key("kind"); json.string("tensor");
+      json.key("kind"); json.string(to_string(p.kind));
       json.key("shape"); json.integers(p.shape);
       json.key("values"); json.numbers(p.values);
       json.end_object();
       return;
-    case PayloadKind::Summary:
+    case PayloadKind::summary:
       json.begin_object();
-      json.key("kind"); json.string("summary");
+      json.key("kind"); json.string(to_string(p.kind));
       json.key("count"); json.integer(p.count);
       json.key("nonfinite"); json.integer(p.nonfinite);
       json.key("min"); json.number(p.min);
@@ -234,16 +234,16 @@ void write_payload(JsonWriter& json, const CapturePayload& p) {
       json.key("std"); json.number(p.std);
       json.end_object();
       return;
-    case PayloadKind::Histogram:
+    case PayloadKind::histogram:
       json.begin_object();
-      json.key("kind"); json.string("histogram");
+      json.key("kind"); json.string(to_string(p.kind));
       json.key("edges"); json.numbers(p.values);
       json.key("counts"); json.integers(p.counts);
       json.end_object();
       return;
-    case PayloadKind::Candidates:
+    case PayloadKind::candidates:
       json.begin_object();
-      json.key("kind"); json.string("candidates");
+      json.key("kind"); json.string(to_string(p.kind));
       json.key("ids"); json.integers(p.counts);
       json.key("scores"); json.numbers(p.values);
       json.end_object();
@@ -254,19 +254,19 @@ void write_payload(JsonWriter& json, const CapturePayload& p) {
 static void write_outcome(JsonWriter& json, const CaptureOutcome& o) {
   json.begin_object();
   json.key("kind"); json.string(to_string(o.kind));
-  if (o.kind == OutcomeKind::Skipped) {
+  if (o.kind == OutcomeKind::skipped) {
     json.key("reason"); json.string(to_string(o.skip));
   }
-  if (o.kind == OutcomeKind::Failed) {
+  if (o.kind == OutcomeKind::failed) {
     json.key("reason"); json.string(to_string(o.fail));
     json.key("message"); json.string(o.message);
   }
-  if ((o.kind == OutcomeKind::Skipped && o.skip == SkipReason::Limit) ||
-      (o.kind == OutcomeKind::Failed && o.fail == FailReason::Limit)) {
+  if ((o.kind == OutcomeKind::skipped && o.skip == SkipReason::limit) ||
+      (o.kind == OutcomeKind::failed && o.fail == FailReason::limit)) {
     json.key("budget"); json.string(to_string(o.budget));
     json.key("cumulative"); json.boolean(o.cumulative);
   }
-  if (o.kind == OutcomeKind::Truncated) {
+  if (o.kind == OutcomeKind::truncated) {
     json.key("available"); json.integer(o.available);
     json.key("emitted"); json.integer(o.emitted);
   }

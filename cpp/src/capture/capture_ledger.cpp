@@ -8,18 +8,18 @@
 namespace lifecore::capture {
 
 std::optional<Budget> exceeded(const CaptureUsage& u, const CaptureUsage& limit) noexcept {
-  if (u.captures > limit.captures) return Budget::Captures;
-  if (u.retained_bytes > limit.retained_bytes) return Budget::Retention;
-  if (u.host_bytes > limit.host_bytes) return Budget::Host;
-  if (u.encoded_bytes > limit.encoded_bytes) return Budget::Encoded;
+  if (u.captures > limit.captures) return Budget::captures;
+  if (u.retained_bytes > limit.retained_bytes) return Budget::retention;
+  if (u.host_bytes > limit.host_bytes) return Budget::host;
+  if (u.encoded_bytes > limit.encoded_bytes) return Budget::encoded;
   return std::nullopt;
 }
 
 std::optional<Budget> overflowing_budget(const CaptureUsage& a, const CaptureUsage& b) noexcept {
-  if (!checked::add(a.captures, b.captures)) return Budget::Captures;
-  if (!checked::add(a.retained_bytes, b.retained_bytes)) return Budget::Retention;
-  if (!checked::add(a.host_bytes, b.host_bytes)) return Budget::Host;
-  if (!checked::add(a.encoded_bytes, b.encoded_bytes)) return Budget::Encoded;
+  if (!checked::add(a.captures, b.captures)) return Budget::captures;
+  if (!checked::add(a.retained_bytes, b.retained_bytes)) return Budget::retention;
+  if (!checked::add(a.host_bytes, b.host_bytes)) return Budget::host;
+  if (!checked::add(a.encoded_bytes, b.encoded_bytes)) return Budget::encoded;
   return std::nullopt;
 }
 

@@ -60,7 +60,7 @@ std::optional<std::string> routing_action_problem(InterventionAction action, con
   for (auto id : ids)
     if (id >= p.num_experts) return "expert id " + std::to_string(id) + " out of range";
   std::uint64_t per_group = p.num_experts / p.groups;
-  if (action == InterventionAction::ForceExperts) {
+  if (action == InterventionAction::force_experts) {
     if (ids.empty() || ids.size() % p.top_k != 0) return "forced experts must be shaped [rows, top_k]";
     std::uint64_t rows = ids.size() / p.top_k;
     if (forced_rows && *forced_rows != rows)
@@ -76,9 +76,9 @@ std::optional<std::string> routing_action_problem(InterventionAction action, con
   }
   if (ids.empty()) return "the routing operation names no expert";
   if (std::set<std::uint64_t>(ids.begin(), ids.end()).size() != ids.size()) return "repeated expert id";
-  if (action == InterventionAction::ExcludeExperts && !feasible_after_exclusion(p, ids))
+  if (action == InterventionAction::exclude_experts && !feasible_after_exclusion(p, ids))
     return "excluding these experts leaves fewer than top_k selectable in the chosen groups";
-  if (action == InterventionAction::BiasRoutingScores) {
+  if (action == InterventionAction::bias_routing_scores) {
     if (biases.size() != ids.size()) return "routing biases must match the expert ids";
     for (double b : biases)
       if (!std::isfinite(b)) return "routing biases must be finite";
@@ -95,7 +95,7 @@ std::optional<std::string> GroupSelectionControl::problem(const RoutingPolicy& a
     return "the routing window [" + std::to_string(row_start) + ", " + std::to_string(row_end) + ") step " +
            std::to_string(row_stride) + " is not within " + std::to_string(token_rows) + " token rows";
   std::optional<std::uint64_t> forced;
-  if (action == InterventionAction::ForceExperts) forced = selected_rows();
+  if (action == InterventionAction::force_experts) forced = selected_rows();
   return routing_action_problem(action, policy, expert_ids, biases, forced);
 }
 

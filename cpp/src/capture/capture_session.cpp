@@ -50,7 +50,7 @@ void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
   if (prediction >= plan_.request().max_predictions)
     raise(ErrorKind::InvalidArgument, "prediction " + std::to_string(prediction) + " is beyond max_predictions " +
                                           std::to_string(plan_.request().max_predictions));
-  if ((phase == CapturePhase::Prefill) != (prediction == 0))
+  if ((phase == CapturePhase::prefill) != (prediction == 0))
     raise(ErrorKind::InvalidArgument, "prediction 0 is the prefill prediction; decode starts at 1");
   ready_ = false;  // a failed begin_step can never become a checkpoint
   ever_started_ = true;
@@ -70,8 +70,8 @@ void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
     record.position = point.position;
     record.charged = envelopes_[i];
     if (!selections[i].schedule.scheduled(phase, prediction)) {
-      record.outcome.kind = OutcomeKind::Skipped;
-      record.outcome.skip = SkipReason::Schedule;
+      record.outcome.kind = OutcomeKind::skipped;
+      record.outcome.skip = SkipReason::schedule;
     }
     records_.push_back(std::move(record));
   }
@@ -82,8 +82,8 @@ void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
       InterventionRecord record;
       record.operation_id = op.id;
       record.target = op.target;
-      record.outcome = op.schedule.scheduled(phase, prediction) ? InterventionOutcomeKind::Missing
-                                                                : InterventionOutcomeKind::Inactive;
+      record.outcome = op.schedule.scheduled(phase, prediction) ? InterventionOutcomeKind::missing
+                                                                : InterventionOutcomeKind::inactive;
       operation_records_.push_back(std::move(record));
     }
   }
@@ -97,7 +97,7 @@ void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
 void CaptureSession::fail_record(CaptureRecord& record, FailReason reason, std::string_view message) {
   record.payload = {};
   record.outcome = {};
-  record.outcome.kind = OutcomeKind::Failed;
+  record.outcome.kind = OutcomeKind::failed;
   record.outcome.fail = reason;
   record.outcome.message = bound_message(message);
 }
@@ -111,8 +111,8 @@ void CaptureSession::observe(CaptureBackend& backend, std::string_view path, Ten
   bool work = false;
   for (auto index : found->second) {
     const auto kind = records_[index].outcome.kind;
-    if (kind == OutcomeKind::Skipped) continue;
-    if (kind != OutcomeKind::Missing)
+    if (kind == OutcomeKind::skipped) continue;
+    if (kind != OutcomeKind::missing)
       raise(ErrorKind::CaptureSession, "observation emitted twice at " + std::string(path) + " (selection '" +
                                            records_[index].selection_id + "')");
     work = true;
@@ -121,7 +121,7 @@ void CaptureSession::observe(CaptureBackend& backend, std::string_view path, Ten
   auto started = std::chrono::steady_clock::now();
   std::optional<Error> first_error;
   for (auto index : found->second)
-    if (records_[index].outcome.kind == OutcomeKind::Missing) observe_selection(backend, index, tensor, first_error);
+    if (records_[index].outcome.kind == OutcomeKind::missing) observe_selection(backend, index, tensor, first_error);
   capture_time_ += std::chrono::steady_clock::now() - started;
   if (first_error) throw *first_error;
 }
@@ -143,39 +143,39 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     request.source_shape = backend.shape(tensor);
     record.source_shape = request.source_shape;
     if (auto problem = check_shape(point, request.source_shape, plan_.request(), phase_, prediction_))
-      return fail(FailReason::Invalid, ErrorKind::InvalidArgument, *problem);
+      return fail(FailReason::invalid, ErrorKind::InvalidArgument, *problem);
     if (auto problem = resolve_region(selection.slices, point, request.source_shape, request.region,
                                       request.selected_shape))
-      return fail(FailReason::Invalid, ErrorKind::InvalidArgument, *problem);
+      return fail(FailReason::invalid, ErrorKind::InvalidArgument, *problem);
     record.selected_shape = request.selected_shape;
     request.max_elements = selection.transform.max_elements;
     request.edges = selection.transform.edges;
     request.count = selection.transform.count;
-    if (request.kind == TransformKind::TopCandidates &&
+    if (request.kind == TransformKind::top_candidates &&
         (request.source_shape.empty() || request.count > request.source_shape.back()))
-      return fail(FailReason::Invalid, ErrorKind::InvalidArgument, "top candidates exceed the vocabulary at " + point.path);
+      return fail(FailReason::invalid, ErrorKind::InvalidArgument, "top candidates exceed the vocabulary at " + point.path);
     CaptureUsage cost = backend.estimate(tensor, request);  // side-effect free; unknown throws
     std::optional<LimitHit> hit;
     // The physical native byte limit bounds one capture's peak native memory; it is checked
     // before the ledger so a refused capture is charged nothing beyond its envelope.
     if (auto physical = plan_.plan().limits.physical_native_bytes;
         physical && backend.native_bytes(tensor, request) > *physical)
-      hit = LimitHit{Budget::PhysicalNative, false};
+      hit = LimitHit{Budget::physical_native, false};
     if (!hit) hit = ledger_.try_reserve(cost);
     if (hit) {
-      if (plan_.plan().limits.on_limit == OnLimit::Skip) {
+      if (plan_.plan().limits.on_limit == OnLimit::skip) {
         record.outcome = {};
-        record.outcome.kind = OutcomeKind::Skipped;
-        record.outcome.skip = SkipReason::Limit;
+        record.outcome.kind = OutcomeKind::skipped;
+        record.outcome.skip = SkipReason::limit;
         record.outcome.budget = hit->budget;
         record.outcome.cumulative = hit->cumulative;
         return;  // no transform runs, nothing is materialized
       }
-      std::string message = hit->budget == Budget::PhysicalNative
+      std::string message = hit->budget == Budget::physical_native
                                 ? "capture physical native byte limit exceeded at " + point.path
                                 : std::string("capture ") + (hit->cumulative ? "cumulative" : "per-step") +
                                       " limit exceeded: " + to_string(hit->budget);
-      fail(FailReason::Limit, ErrorKind::BudgetExceeded, message,
+      fail(FailReason::limit, ErrorKind::BudgetExceeded, message,
            {{"budget", std::string(to_string(hit->budget))}, {"cumulative", hit->cumulative}});
       record.outcome.budget = hit->budget;
       record.outcome.cumulative = hit->cumulative;
@@ -185,23 +185,23 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     record.charged = add_or_throw(record.charged, cost, "capture charge");
     record.payload = backend.transform(tensor, request);
     std::uint64_t available = element_count(request.selected_shape);
-    if (request.kind == TransformKind::Preview && record.payload.values.size() < available) {
-      record.outcome.kind = OutcomeKind::Truncated;
+    if (request.kind == TransformKind::preview && record.payload.values.size() < available) {
+      record.outcome.kind = OutcomeKind::truncated;
       record.outcome.available = available;
       record.outcome.emitted = record.payload.values.size();
     } else {
-      record.outcome.kind = OutcomeKind::Captured;
+      record.outcome.kind = OutcomeKind::captured;
     }
     // The counting writer: what is published may never exceed what was charged.
     JsonWriter json(record.charged.encoded_bytes, /*count_only=*/true);
     write_record(json, record);
     if (json.overflowed())
-      return fail(FailReason::Native, ErrorKind::CaptureSession,
+      return fail(FailReason::native, ErrorKind::CaptureSession,
                   "backend underestimated encoded capture size at " + point.path);
   } catch (const BackendFailure& failure) {
-    fail(FailReason::Native, ErrorKind::CaptureSession, "native capture failed: " + failure.message);
+    fail(FailReason::native, ErrorKind::CaptureSession, "native capture failed: " + failure.message);
   } catch (const Error& error) {
-    fail(FailReason::Invalid, error.kind(), error.what());
+    fail(FailReason::invalid, error.kind(), error.what());
   }
 }
 
@@ -210,9 +210,9 @@ std::optional<CapturedStep> CaptureSession::take_step() {
   require_unprepared();
   if (!step_open_) return std::nullopt;
   bool succeeded = !pending_control_;
-  for (const auto& r : records_) succeeded = succeeded && r.outcome.kind != OutcomeKind::Failed;
+  for (const auto& r : records_) succeeded = succeeded && r.outcome.kind != OutcomeKind::failed;
   for (const auto& r : operation_records_)
-    succeeded = succeeded && (r.outcome == InterventionOutcomeKind::Inactive || r.outcome == InterventionOutcomeKind::Applied);
+    succeeded = succeeded && (r.outcome == InterventionOutcomeKind::inactive || r.outcome == InterventionOutcomeKind::applied);
   CapturedStep step;
   step.phase = phase_;
   step.prediction = prediction_;

@@ -11,11 +11,11 @@ namespace lifecore::capture {
 namespace {
 
 bool is_routing(const InterventionOperation& op) {
-  return stage_of(op.action) == InterventionStage::RoutingBeforeDispatch;
+  return stage_of(op.action) == InterventionStage::routing_before_dispatch;
 }
 
 void fail_operation(InterventionRecord& record, std::string_view message) {
-  record.outcome = InterventionOutcomeKind::Failed;
+  record.outcome = InterventionOutcomeKind::failed;
   record.message = bound_message(message);
   record.evidence.clear();
 }
@@ -53,10 +53,10 @@ std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, b
   for (auto i : found->second) {
     if (is_routing(operations[i]) != routing) continue;
     auto outcome = operation_records_[i].outcome;
-    if (outcome == InterventionOutcomeKind::Applied || outcome == InterventionOutcomeKind::Failed)
+    if (outcome == InterventionOutcomeKind::applied || outcome == InterventionOutcomeKind::failed)
       raise(ErrorKind::CaptureSession, std::string(routing ? "routing" : "intervention") +
                                            " point executed more than once in one step: " + std::string(path));
-    if (outcome == InterventionOutcomeKind::Missing) due.push_back(i);
+    if (outcome == InterventionOutcomeKind::missing) due.push_back(i);
   }
   return due;
 }
@@ -69,7 +69,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
   const auto& operations = interventions_->plan().operations;
   if (auto sel = selections_by_path_.find(path); sel != selections_by_path_.end())
     for (auto i : sel->second)
-      if (records_[i].outcome.kind == OutcomeKind::Missing)
+      if (records_[i].outcome.kind == OutcomeKind::missing)
         raise(ErrorKind::CaptureSession, "observe must precede intervene at " + std::string(path));
   auto started = std::chrono::steady_clock::now();
   TensorHandle current = tensor;
@@ -92,17 +92,17 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         fail_operation(record, *problem);
         continue;
       }
-      if (dtype != ValueDtype::Floating) {
+      if (dtype != ValueDtype::floating) {
         fail_operation(record, std::string("intervention '") + op.id + "' needs a floating tensor, got " + to_string(dtype));
         continue;
       }
-      bool shaped = op.action == InterventionAction::Replace || op.action == InterventionAction::Add ||
-                    op.action == InterventionAction::Mask;
+      bool shaped = op.action == InterventionAction::replace || op.action == InterventionAction::add ||
+                    op.action == InterventionAction::mask;
       if (shaped && op.payload_shape != request.selected_shape) {
         fail_operation(record, "payload of '" + op.id + "' does not match the selected region exactly");
         continue;
       }
-      if (op.action == InterventionAction::MaskLogits) {
+      if (op.action == InterventionAction::mask_logits) {
         bool in_range = !request.source_shape.empty();
         for (auto id : op.ids) in_range = in_range && id < request.source_shape.back();
         if (!in_range) {
@@ -112,9 +112,9 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
       }
       TransformRequest evidence;
       CaptureUsage cost;
-      bool with_evidence = op.evidence != EvidenceKind::None;
+      bool with_evidence = op.evidence != EvidenceKind::none;
       if (with_evidence) {
-        evidence.kind = op.evidence == EvidenceKind::Preview ? TransformKind::Preview : TransformKind::Summary;
+        evidence.kind = op.evidence == EvidenceKind::preview ? TransformKind::preview : TransformKind::summary;
         evidence.source_shape = request.source_shape;
         evidence.region = request.region;
         evidence.selected_shape = request.selected_shape;
@@ -125,7 +125,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         if (auto b = overflowing_budget(one, one)) hit = LimitHit{*b, false};
         else hit = ledger_.try_reserve(cost = *checked_add(one, one));
         if (hit) {
-          if (plan_.plan().limits.on_limit == OnLimit::Fail) {
+          if (plan_.plan().limits.on_limit == OnLimit::fail) {
             fail_operation(record, std::string("intervention evidence exceeds the capture limit: ") + to_string(hit->budget));
             continue;
           }
@@ -149,7 +149,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
           continue;
         }
       }
-      record.outcome = InterventionOutcomeKind::Applied;
+      record.outcome = InterventionOutcomeKind::applied;
       current = out;
       replaced = true;
     } catch (const BackendFailure& failure) {
@@ -171,7 +171,7 @@ void CaptureSession::finish_interventions() const {
   const auto& operations = interventions_->plan().operations;
   for (std::size_t i = 0; i < operations.size(); ++i) {
     auto outcome = operation_records_[i].outcome;
-    if (outcome == InterventionOutcomeKind::Missing || outcome == InterventionOutcomeKind::Failed)
+    if (outcome == InterventionOutcomeKind::missing || outcome == InterventionOutcomeKind::failed)
       raise(ErrorKind::CaptureSession, "scheduled intervention " + operations[i].id + " at " + operations[i].target +
                                            " did not complete");
   }
@@ -196,7 +196,7 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
   // Refused before anything changes: the operation stays due and a correct call may follow.
   const auto& request = plan_.request();
   std::uint64_t allowed = checked::value_or_throw(
-      checked::mul(request.batch, phase_ == CapturePhase::Prefill ? request.prompt_tokens : std::uint64_t{1}),
+      checked::mul(request.batch, phase_ == CapturePhase::prefill ? request.prompt_tokens : std::uint64_t{1}),
       "routing_control: request token rows");
   if (token_rows > allowed)
     raise(ErrorKind::InvalidArgument, "routing_control: " + std::to_string(token_rows) + " token rows exceed the " +
@@ -221,7 +221,7 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
   }
   control.expert_ids = op.ids;
   control.biases = op.payload;
-  control.capture_original = op.evidence != EvidenceKind::None;
+  control.capture_original = op.evidence != EvidenceKind::none;
   if (auto problem = control.problem(control.policy, token_rows))
     return invalid("routing control of '" + op.id + "': " + *problem);
   if (control.capture_original) {
@@ -230,7 +230,7 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
     auto bytes = checked::mul(checked::mul(token_rows, control.top_k), std::uint64_t{16});
     CaptureUsage original{0, bytes.value_or(0), bytes.value_or(0), 0};
     std::optional<LimitHit> hit;
-    if (!bytes) hit = LimitHit{Budget::Retention, false};
+    if (!bytes) hit = LimitHit{Budget::retention, false};
     else hit = ledger_.try_reserve(original);
     if (hit) {
       fail_operation(record, std::string("routing evidence exceeds the capture limit: ") + to_string(hit->budget));
@@ -273,7 +273,7 @@ void CaptureSession::routing_applied(CaptureBackend& backend, std::string_view p
         fail(ErrorKind::InvalidArgument, "original routing decision is not shaped like the effective one");
       TensorHandle fields[4] = {original->first, original->second, effective.first, effective.second};
       TransformRequest request;
-      request.kind = TransformKind::FullTensor;
+      request.kind = TransformKind::full_tensor;
       request.source_shape = ids_shape;
       request.selected_shape = ids_shape;
       for (auto extent : ids_shape) request.region.push_back({0, extent, 1});
@@ -295,7 +295,7 @@ void CaptureSession::routing_applied(CaptureBackend& backend, std::string_view p
       record.charged = add_or_throw(record.charged, cost, "routing evidence charge");
       for (auto field : fields) record.evidence.push_back(backend.transform(field, request));
     }
-    record.outcome = InterventionOutcomeKind::Applied;
+    record.outcome = InterventionOutcomeKind::applied;
   } catch (const BackendFailure& failure) {
     fail(ErrorKind::CaptureSession, "native capture failed: " + failure.message);
   }
@@ -314,7 +314,7 @@ void CaptureSession::routing_failed(std::string_view path, std::string_view mess
   if (found == operations_by_path_.end()) return;
   for (auto i : found->second)
     if (is_routing(interventions_->plan().operations[i]) &&
-        operation_records_[i].outcome == InterventionOutcomeKind::Missing)
+        operation_records_[i].outcome == InterventionOutcomeKind::missing)
       fail_operation(operation_records_[i], message);
 }
 

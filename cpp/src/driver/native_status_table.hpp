@@ -1,7 +1,9 @@
 // A backend's table of native status codes: each native number with lifecore's code and the
-// native name. Backends whose naming is such a table build their StatusNaming from it.
+// native name, and which numbers are sticky. A backend fills the rows; the StatusNaming it
+// registers is built from them here.
 #pragma once
 
+#include <algorithm>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,6 +47,30 @@ constexpr int native_in(std::span<const NativeStatus> table, Code code) {
 inline std::string name_in(std::span<const NativeStatus> table, int native, std::string_view prefix) {
   if (const NativeStatus* row = find_native(table, native)) return std::string(row->name);
   return std::string(prefix) + std::to_string(native);
+}
+
+// The stream-capture errors keep the table's names even where the driver offers its own.
+constexpr bool keeps_table_name(Code code) {
+  return code >= Code::capture_unsupported && code <= Code::capture_wrong_thread;
+}
+
+struct NativeStatusTable {
+  std::span<const NativeStatus> rows;
+  std::string_view unknown_prefix;  // a number without a row is named prefix + number
+  std::span<const int> sticky;      // the numbers that leave the driver's context unusable
+};
+
+// The naming of a table with static storage. StatusNaming holds plain function pointers, so
+// the table is a template argument rather than captured state.
+template <const NativeStatusTable& table>
+const StatusNaming& table_naming() {
+  static const StatusNaming naming{
+      [](int native) { return code_in(table.rows, native); },
+      [](Code code) { return native_in(table.rows, code); },
+      [](int native) { return name_in(table.rows, native, table.unknown_prefix); },
+      [](int native) { return std::ranges::find(table.sticky, native) != table.sticky.end(); },
+  };
+  return naming;
 }
 
 }  // namespace lifecore::driver

@@ -2,6 +2,8 @@
 
 #include <array>
 
+#include "driver/enum_names.hpp"
+
 namespace lifecore::driver {
 namespace {
 
@@ -13,19 +15,10 @@ constexpr std::array<const char*, static_cast<std::size_t>(Operation::count_)> o
 
 }  // namespace
 
-const char* operation_name(Operation op) {
-  auto index = static_cast<std::size_t>(op);
-  return index < operation_names_table.size() ? operation_names_table[index] : "unknown";
-}
+const char* operation_name(Operation op) { return enum_name(operation_names_table, op); }
 
 bool operation_from_name(const std::string& name, Operation* out) {
-  for (std::size_t i = 0; i < operation_names_table.size(); ++i) {
-    if (name == operation_names_table[i]) {
-      *out = static_cast<Operation>(i);
-      return true;
-    }
-  }
-  return false;
+  return enum_from_name(operation_names_table, name, out);
 }
 
 std::vector<std::string> operation_names() {

@@ -88,25 +88,4 @@ const BackendDescriptor& register_backend(BackendDescriptor descriptor) {
   return added;
 }
 
-const char* image_kind_name(ImageKind kind) {
-  switch (kind) {
-    case ImageKind::builtin: return "builtin";
-    case ImageKind::ptx: return "ptx";
-    case ImageKind::cubin: return "cubin";
-    case ImageKind::fatbin: return "fatbin";
-    case ImageKind::code_object: return "code_object";
-  }
-  return "unknown";
-}
-
-bool image_kind_from_name(std::string_view name, ImageKind* out) {
-  for (ImageKind kind : {ImageKind::builtin, ImageKind::ptx, ImageKind::cubin, ImageKind::fatbin, ImageKind::code_object}) {
-    if (name == image_kind_name(kind)) {
-      *out = kind;
-      return true;
-    }
-  }
-  return false;
-}
-
 }  // namespace lifecore::driver

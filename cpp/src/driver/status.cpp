@@ -3,6 +3,8 @@
 #include <array>
 #include <utility>
 
+#include "driver/enum_names.hpp"
+
 namespace lifecore::driver {
 namespace {
 
@@ -14,20 +16,9 @@ constexpr std::array code_names{
 
 }  // namespace
 
-const char* code_name(Code code) {
-  auto index = static_cast<std::size_t>(code);
-  return index < code_names.size() ? code_names[index] : "unknown";
-}
+const char* code_name(Code code) { return enum_name(code_names, code); }
 
-bool code_from_name(std::string_view name, Code* out) {
-  for (std::size_t i = 0; i < code_names.size(); ++i) {
-    if (name == code_names[i]) {
-      *out = static_cast<Code>(i);
-      return true;
-    }
-  }
-  return false;
-}
+bool code_from_name(std::string_view name, Code* out) { return enum_from_name(code_names, name, out); }
 
 const std::vector<Code>& all_codes() {
   static const std::vector<Code> codes{
@@ -92,9 +83,14 @@ Status local_status(const StatusNaming& naming, Code code, std::string call, std
   return status;
 }
 
-void throw_status(const Status& status) {
+std::string failure_text(const Status& status) {
   std::string text = status.call + " failed: " + status.name + " (" + std::to_string(status.native_code) + ")";
   if (!status.message.empty()) text += ": " + status.message;
+  return text;
+}
+
+void throw_status(const Status& status) {
+  std::string text = failure_text(status);
   if (status.sticky)
     text += "; the device is lost (a sticky error leaves the driver's context unusable): every later call on it "
             "is refused; close it and open a new device (on a real GPU, a new process)";

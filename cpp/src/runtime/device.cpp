@@ -13,9 +13,8 @@ namespace lifecore::runtime {
 namespace {
 
 driver::CaptureMode parse_capture_mode(const std::string& name) {
-  if (name == "thread_local") return driver::CaptureMode::thread_local_;
-  if (name == "global") return driver::CaptureMode::global;
-  if (name == "relaxed") return driver::CaptureMode::relaxed;
+  driver::CaptureMode mode{};
+  if (driver::capture_mode_from_name(name, &mode)) return mode;
   raise(ErrorKind::InvalidArgument,
         "unknown capture_mode '" + name + "': expected 'thread_local', 'global' or 'relaxed'");
 }

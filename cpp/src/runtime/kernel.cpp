@@ -41,32 +41,6 @@ const Kernel& Kernel::builtin(std::string_view name) {
   raise(ErrorKind::InvalidArgument, "unknown built-in kernel '" + std::string(name) + "': expected one of " + known);
 }
 
-const char* arg_kind_name(driver::ArgKind kind) {
-  switch (kind) {
-    case driver::ArgKind::pointer: return "ptr";
-    case driver::ArgKind::i32: return "i32";
-    case driver::ArgKind::u32: return "u32";
-    case driver::ArgKind::i64: return "i64";
-    case driver::ArgKind::u64: return "u64";
-    case driver::ArgKind::f32: return "f32";
-    case driver::ArgKind::f64: return "f64";
-  }
-  return "?";
-}
-
-bool arg_kind_from_name(std::string_view name, driver::ArgKind* out) {
-  using driver::ArgKind;
-  static constexpr std::pair<std::string_view, ArgKind> names[] = {
-      {"ptr", ArgKind::pointer}, {"pointer", ArgKind::pointer}, {"i32", ArgKind::i32}, {"u32", ArgKind::u32},
-      {"i64", ArgKind::i64},     {"u64", ArgKind::u64},         {"f32", ArgKind::f32}, {"f64", ArgKind::f64}};
-  for (const auto& [text, kind] : names)
-    if (text == name) {
-      *out = kind;
-      return true;
-    }
-  return false;
-}
-
 std::string Kernel::signature() const {
   std::string text = std::string(name()) + "(";
   for (std::size_t i = 0; i < params().size(); ++i) {

@@ -157,11 +157,6 @@ std::vector<SliceId> MemoryManager::capture_end(WindowId window) {
   return {record.touched.begin(), record.touched.end()};
 }
 
-bool MemoryManager::window_armed(WindowId window) const {
-  std::lock_guard lock(mutex_);
-  return windows_.count(window) != 0;
-}
-
 std::size_t MemoryManager::cleanup() {
   std::lock_guard lock(mutex_);
   // A free can synchronise the device, which would abort a live capture; and a prepared

@@ -11,11 +11,6 @@
 namespace lifecore::runtime {
 namespace {
 
-std::string software_refusal(const char* op) {
-  return std::string(op) +
-         ": a software capture window records launches only, so this operation cannot be part of a graph";
-}
-
 std::string status_text(const driver::Status& status) {
   return status.name + ", status " + std::to_string(status.native_code);
 }
@@ -43,7 +38,10 @@ const char* capture_mode_text(driver::CaptureMode mode) {
 }  // namespace
 
 Stream::Stream(std::shared_ptr<Device> device, driver::StreamHandle handle)
-    : device_(std::move(device)), driver_(device_->driver()), handle_(handle), hardware_(device_->hardware_graphs()) {}
+    : device_(std::move(device)),
+      driver_(device_->driver()),
+      handle_(handle),
+      recorder_(device_->hardware_graphs() ? make_driver_recorder(driver_, handle_) : make_op_list_recorder()) {}
 
 Stream::~Stream() {
   BlockingWait blocking;  // the last reference may be dropped from Python: shutdown waits for the stream
@@ -93,7 +91,7 @@ StreamCaptureState Stream::capture_state() const {
 
 bool Stream::driver_capturing() const {
   std::lock_guard lock(mutex_);
-  return driver_capturing_;
+  return recorder_->driver_capturing();
 }
 
 std::string Stream::capture_thread() const {
@@ -102,6 +100,21 @@ std::string Stream::capture_thread() const {
 }
 
 // ---- errors, fences, staging -----------------------------------------------------------
+
+void Stream::check_host_work(const char* op) const {
+  if (!state_.is_recording()) return;
+  if (std::string refusal = recorder_->host_work_refusal(op); !refusal.empty())
+    raise(ErrorKind::CaptureState, refusal);
+}
+
+bool Stream::refuse_host_work_lazily(const char* op) {
+  if (!state_.is_recording()) return false;
+  std::string refusal = recorder_->host_work_refusal(op);
+  if (refusal.empty()) return false;
+  // Refused lazily: a graph missing this work would be worse than a late diagnostic.
+  queue_error(Error(ErrorKind::CaptureState, refusal));
+  return true;
+}
 
 void Stream::queue_error(Error error) {
   errors_.push(std::move(error), active_window(), state_.owner());
@@ -124,9 +137,9 @@ void Stream::flush_fenced() {
 void Stream::after_issue() {
   if (++issued_since_flush_ < DropQueue::flush_threshold) return;
   issued_since_flush_ = 0;
-  // While a hardware capture records, a fence would itself be captured and querying it is
-  // illegal: the flush waits for end_capture.
-  if (hardware_recording()) return;
+  // While the driver captures, a fence would itself be captured and querying it is illegal:
+  // the flush waits for end_capture.
+  if (driver_captures()) return;
   if (drop_.pending() > 0 || drop_.in_flight() > 0) flush_fenced();
 }
 
@@ -139,10 +152,10 @@ driver::Status Stream::synchronize_and_release() {
   return status;
 }
 
-void Stream::keep_staging(std::shared_ptr<const std::vector<std::uint8_t>> staging) {
-  if (hardware_recording()) {
+void Stream::keep_staging(Staging staging) {
+  if (driver_captures()) {
     // The copy is a node of the graph: every replay re-reads this host memory.
-    window_staging_.push_back(std::move(staging));
+    recorder_->retain(std::move(staging));
   } else {
     drop_.push([staging = std::move(staging)]() mutable { staging.reset(); });
   }
@@ -155,8 +168,8 @@ void Stream::touch(const Buffer& buffer) {
 driver::DevicePtr Stream::upload_info(const InfoWords& words) {
   const std::size_t bytes = words.size() * sizeof(std::uint32_t);
   driver::DevicePtr ptr = 0;
-  const bool recording = hardware_recording();
-  // Inside a hardware recording this allocation becomes a memory node (the capture is then
+  const bool recording = driver_captures();
+  // Inside a driver capture this allocation becomes a memory node (the capture is then
   // refused): warmup is what puts the entry in the cache before the window opens.
   driver::Status status = recording ? driver_.mem_alloc_async(bytes, handle_, &ptr) : driver_.mem_alloc(bytes, &ptr);
   check_status(status);
@@ -209,10 +222,10 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
   std::lock_guard lock(mutex_);
   check_usable("alloc");
-  const bool in_hardware_recording = hardware_recording();
+  const bool in_driver_capture = driver_captures();
   auto allocate = [&](std::size_t bytes) {
     SliceAllocation made;
-    if (in_hardware_recording) {
+    if (in_driver_capture) {
       // The pool could not serve it inside the window: the driver records a memory node,
       // which end_capture refuses (the graph could not be relaunched).
       check_status(driver_.mem_alloc_async(bytes, handle_, &made.ptr));
@@ -225,7 +238,7 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
   auto reservation = device_->memory().reserve(static_cast<std::size_t>(nbytes), active_window(), allocate);
   auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr,
                                          static_cast<std::size_t>(nbytes));
-  if (reservation.allocated && in_hardware_recording) window_node_buffers_.push_back(buffer);
+  if (reservation.allocated && in_driver_capture) window_node_buffers_.push_back(buffer);
   return buffer;
 }
 
@@ -236,11 +249,7 @@ void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
   if (bytes == 0 || bytes > buffer.nbytes())
     raise(ErrorKind::InvalidArgument, "write: data must hold between 1 and " + std::to_string(buffer.nbytes()) +
                                           " bytes (the buffer's size), got " + std::to_string(bytes));
-  if (software_recording()) {
-    // Refused lazily: a graph missing this write would be worse than a late diagnostic.
-    queue_error(Error(ErrorKind::CaptureState, software_refusal("write")));
-    return;
-  }
+  if (refuse_host_work_lazily("write")) return;
   auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
   std::memcpy(staging->data(), data, bytes);
   touch(buffer);
@@ -257,7 +266,7 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   std::lock_guard lock(mutex_);
   check_usable("read");
   driver::DevicePtr ptr = buffer.use(*device_, "read");
-  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("read"));
+  check_host_work("read");
   // A synchronous read: on a hardware-graph device inside a capture the driver refuses the
   // sync and invalidates the capture (end_capture then refuses the recording).
   check_status(synchronize_and_release());
@@ -275,12 +284,11 @@ void Stream::fill(Buffer& buffer, std::uint32_t value) {
     raise(ErrorKind::InvalidArgument, "fill: the buffer's size must be a multiple of 4 bytes, got " +
                                           std::to_string(buffer.nbytes()));
   touch(buffer);
-  if (software_recording()) {
-    recording_.push_back(FillOp{ptr, value, buffer.nbytes() / 4});
-    return;
-  }
-  if (auto status = driver_.memset_d32_async(ptr, value, buffer.nbytes() / 4, handle_); !status.ok())
-    queue_failure(status);
+  const std::size_t count = buffer.nbytes() / 4;
+  driver::Status status = state_.is_recording() ? recorder_->fill(ptr, value, count)
+                                                : driver_.memset_d32_async(ptr, value, count, handle_);
+  if (!status.ok()) queue_failure(status);
+  if (runtime_records()) return;  // nothing reached the driver
   after_issue();
 }
 
@@ -294,12 +302,10 @@ void Stream::copy(Buffer& dst, const Buffer& src) {
                                           std::to_string(dst.nbytes()) + " and " + std::to_string(src.nbytes()));
   touch(dst);
   touch(src);
-  if (software_recording()) {
-    recording_.push_back(CopyOp{to, from, dst.nbytes()});
-    return;
-  }
-  if (auto status = driver_.memcpy_dtod_async(to, from, dst.nbytes(), handle_); !status.ok())
-    queue_failure(status);
+  driver::Status status = state_.is_recording() ? recorder_->copy(to, from, dst.nbytes())
+                                                : driver_.memcpy_dtod_async(to, from, dst.nbytes(), handle_);
+  if (!status.ok()) queue_failure(status);
+  if (runtime_records()) return;  // nothing reached the driver
   after_issue();
 }
 
@@ -338,12 +344,12 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   driver::FunctionHandle function = device_->function(kernel);
   InfoCache::Lookup metadata;
   if (info) {
-    // Inside a hardware recording a new entry's buffer is a memory node, with memory behind it
+    // Inside a driver capture a new entry's buffer is a memory node, with memory behind it
     // only while the graph runs: the cache keeps it private to this window and drops it when
     // the window ends, so no other stream is ever handed it.
     metadata = device_->info().get(*info, state_.cache_mode(), active_window(),
                                    [this](const InfoWords& words) { return upload_info(words); },
-                                   hardware_recording());
+                                   driver_captures());
     converted[0] = driver::KernelArg{driver::ArgKind::pointer, metadata.ptr};
   }
   // Checks passed: from here on the launch is issued (or recorded).
@@ -351,11 +357,9 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     if (args[i].kind == LaunchArg::Kind::buffer) touch(*args[i].buffer);
   Device* device = device_.get();
   for (driver::DevicePtr evicted : metadata.evicted) drop_.push([device, evicted] { device->free_info_buffer(evicted); });
-  if (software_recording()) {
-    recording_.push_back(LaunchOp{function, grid, block, converted});
-  } else if (auto status = driver_.launch_kernel(function, grid, block, 0, handle_, converted); !status.ok()) {
-    queue_failure(status);
-  }
+  driver::Status status = state_.is_recording() ? recorder_->launch(function, grid, block, converted)
+                                                : driver_.launch_kernel(function, grid, block, 0, handle_, converted);
+  if (!status.ok()) queue_failure(status);
   if (metadata.transient) drop_.push([device, ptr = metadata.ptr] { device->free_info_buffer(ptr); });
   after_issue();
 }
@@ -363,7 +367,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
 void Stream::sync() {
   std::lock_guard lock(mutex_);
   check_usable("sync");
-  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("sync"));
+  check_host_work("sync");
   check_status(synchronize_and_release());
   errors_.surface("sync");
 }
@@ -382,8 +386,8 @@ void Stream::destroy_events(ProfileEvents& events) noexcept {
 Stream::ProfileEvents Stream::profile_start() {
   std::lock_guard lock(mutex_);
   check_usable("profile");
-  // The end waits on the host, which no software recording can hold.
-  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("profile"));
+  // The end waits on the host, which an op list cannot hold.
+  check_host_work("profile");
   ProfileEvents events;
   events.live = true;
   driver::Status status = driver_.event_create(&events.start);
@@ -393,8 +397,8 @@ Stream::ProfileEvents Stream::profile_start() {
     destroy_events(events);
     throw_driver(status);
   }
-  // Inside a hardware recording the record is itself recorded: the start is a node of the graph.
-  events.recorded_in = hardware_recording() ? window_ : 0;
+  // Inside a driver capture the record is itself recorded: the start is a node of the graph.
+  events.recorded_in = driver_captures() ? window_ : 0;
   return events;
 }
 
@@ -407,8 +411,8 @@ float Stream::profile_stop(ProfileEvents& events) {
     ~Release() { self->destroy_events(*events); }
   } release{this, &events};
   check_usable("profile");
-  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("profile"));
-  const WindowId recording = hardware_recording() ? window_ : 0;
+  check_host_work("profile");
+  const WindowId recording = driver_captures() ? window_ : 0;
   if (events.recorded_in != 0 && events.recorded_in != recording)
     raise(ErrorKind::CaptureState,
           "profile: it started inside a capture window that has since ended, so its start was recorded into "
@@ -433,7 +437,7 @@ float Stream::profile_stop(ProfileEvents& events) {
 
 void Stream::profile_abandon(ProfileEvents& events) noexcept {
   std::lock_guard lock(mutex_);
-  if (events.live && events.recorded_in != 0 && hardware_recording() && window_ == events.recorded_in) {
+  if (events.live && events.recorded_in != 0 && driver_captures() && window_ == events.recorded_in) {
     try {
       // Its start event is a node of this recording, and the event is about to go.
       queue_error(Error(ErrorKind::CaptureState,
@@ -447,19 +451,16 @@ void Stream::profile_abandon(ProfileEvents& events) noexcept {
 void Stream::replay(Graph& graph) {
   std::lock_guard lock(mutex_);
   check_usable("replay");
-  if (software_recording()) {
-    // Checked before launch_on so a destroyed graph still raises at once.
-    if (!graph.alive()) raise(ErrorKind::Closed, "replay was given an unknown or already-destroyed graph");
-    queue_error(Error(ErrorKind::CaptureState, software_refusal("replay")));
-    return;
-  }
+  // Checked first so a destroyed graph raises at once, also inside a window that refuses replays.
+  if (!graph.alive()) raise(ErrorKind::Closed, "replay was given an unknown or already-destroyed graph");
+  if (refuse_host_work_lazily("replay")) return;
   if (auto status = graph.launch_on(*this, handle_); !status.ok()) queue_failure(status);
   after_issue();
 }
 
 void Stream::wait_for_graph_work() noexcept {
   std::lock_guard lock(mutex_);
-  if (dead_ || device_->closed() || hardware_recording()) return;
+  if (dead_ || device_->closed() || driver_captures()) return;
   (void)synchronize_and_release();
 }
 
@@ -488,12 +489,7 @@ void Stream::begin_capture() {
     check_status(synchronize_and_release());
     errors_.surface("begin_capture");
     device_->memory().capture_priming_end(window_);
-    if (hardware_) {
-      check_status(driver_.stream_begin_capture(handle_, device_->capture_mode()));
-      driver_capturing_ = true;
-    } else {
-      recording_.clear();
-    }
+    check_status(recorder_->begin(device_->capture_mode()));
     capture_thread_ = std::this_thread::get_id();
   } catch (...) {
     undo_window();
@@ -502,54 +498,15 @@ void Stream::begin_capture() {
   }
 }
 
-bool Stream::driver_still_captures() {
-  driver::CaptureStatus capture = driver::CaptureStatus::none;
-  std::uint64_t id = 0;
-  driver::Status status = driver_.stream_capture_info(handle_, &capture, &id);
-  if (status.sticky) return false;  // the context is gone, and its capture with it
-  // A failed query proves nothing: assume it still captures (the next end finds out).
-  return !status.ok() || capture != driver::CaptureStatus::none;
-}
-
-driver::Status Stream::end_driver_capture(driver::GraphHandle* graph) {
-  *graph = {};
-  driver::Status status = driver_.stream_end_capture(handle_, graph);
-  // Success and capture_invalidated (the driver ends the sequence with no graph) end the capture;
-  // after a sticky status the context is gone, and its capture with it. Anything else may have
-  // left it running (capture_wrong_thread): the driver is asked.
-  auto ended = [](const driver::Status& s) {
-    return s.ok() || s.code == driver::Code::capture_invalidated || s.sticky;
-  };
-  if (ended(status)) {
-    driver_capturing_ = false;
-    return status;
-  }
-  if (*graph != driver::GraphHandle{}) {
-    (void)driver_.graph_destroy(*graph);
-    *graph = {};
-  }
-  driver_capturing_ = driver_still_captures();
-  if (driver_capturing_) {
-    // The end itself failed and the driver still captures: one retry before giving up.
-    driver::GraphHandle retry{};
-    driver::Status retried = driver_.stream_end_capture(handle_, &retry);
-    if (retry != driver::GraphHandle{}) (void)driver_.graph_destroy(retry);
-    if (retried.sticky) return retried;
-    driver_capturing_ = !ended(retried) && driver_still_captures();
-  }
-  return status;
-}
-
 void Stream::discard_window() noexcept {
   try {
+    recorder_->discard();
     if (window_ != 0) {
       auto touched = device_->memory().capture_end(window_);
       device_->memory().release_retained(touched);
       device_->info().discard(window_);
       (void)errors_.take_window(window_);  // the window's work is discarded with it
     }
-    recording_.clear();
-    window_staging_.clear();
     for (auto& weak : window_node_buffers_)
       if (auto buffer = weak.lock()) buffer->mark_dangling();
     window_node_buffers_.clear();
@@ -567,9 +524,7 @@ void Stream::undo_window() noexcept {
   }
 }
 
-void Stream::refuse(driver::GraphHandle raw, const std::string& message, const std::string& cause,
-                    const driver::Status* status) {
-  if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
+void Stream::refuse(const std::string& message, const std::string& cause, const driver::Status* status) {
   undo_window();
   // A sticky status is not a refused recording but a lost device.
   if (status) device_->note_status(*status);
@@ -595,10 +550,8 @@ void Stream::raise_still_capturing(const char* op, const driver::Status& status,
 }
 
 void Stream::end_discarded_capture(const char* op) {
-  driver::GraphHandle raw{};
-  driver::Status status = end_driver_capture(&raw);
-  if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
-  if (driver_capturing_) raise_still_capturing(op, status, ErrorKind::CaptureRefused);
+  driver::Status status = recorder_->abandon();
+  if (recorder_->driver_capturing()) raise_still_capturing(op, status, ErrorKind::CaptureRefused);
   window_discarded_ = false;
   discard_window();  // whatever was recorded since the window was discarded
   state_.abort();
@@ -623,10 +576,8 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   }
   const StreamCaptureState recording = state_;
   const CaptureEnd ended = state_.end(caller);  // first: a failed seal can never wedge the stream
-  driver::GraphHandle raw{};
-  driver::Status ended_status;
-  if (hardware_) ended_status = end_driver_capture(&raw);
-  if (driver_capturing_) {
+  driver::Status ended_status = recorder_->end();
+  if (recorder_->driver_capturing()) {
     // The driver still captures: the stream never says NO_CAPTURE while it does.
     state_ = recording;
     window_discarded_ = true;
@@ -639,13 +590,13 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   }
   std::vector<QueuedError> window_errors = errors_.take_window(window_);
 
-  if (ended.abandoned) refuse(raw, abandoned_capture_message(ended), "abandoned");
+  if (ended.abandoned) refuse(abandoned_capture_message(ended), "abandoned");
   if (!ended_status.ok()) {
     if (ended_status.code == driver::Code::capture_invalidated)
-      refuse(raw, "end_capture: the driver invalidated the capture (" + status_text(ended_status) +
+      refuse("end_capture: the driver invalidated the capture (" + status_text(ended_status) +
                       "): an operation it cannot record (a read, a sync) ran inside the window; nothing was sealed",
              "invalidated", &ended_status);
-    refuse(raw, "end_capture: ending the driver capture failed (" + status_text(ended_status) + ", in " +
+    refuse("end_capture: ending the driver capture failed (" + status_text(ended_status) + ", in " +
                     ended_status.call + "); nothing was sealed",
            "driver", &ended_status);
   }
@@ -658,7 +609,6 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
     std::vector<ErrorAttribute> attributes{{"cause", std::string("queued_error")}};
     for (const auto& attribute : first.attributes())
       if (attribute.first != "cause") attributes.push_back(attribute);
-    if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
     undo_window();
     device_->check_not_lost("end_capture");  // the failure inside was a sticky one
     throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
@@ -668,44 +618,20 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   parts.device = device_;
   parts.origin = shared_from_this();
   parts.id = device_->new_graph_id();
-  parts.hardware = hardware_;
-  if (hardware_) {
-    driver::GraphNodeCounts counts;
-    if (auto status = driver_.graph_node_counts(raw, &counts); !status.ok()) {
-      device_->note_status(status);
-      refuse(raw, "end_capture: counting the graph's nodes failed (" + status_text(status) + "); nothing was sealed",
-             "driver", &status);
-    }
-    const std::size_t memory_nodes = counts.mem_alloc + counts.mem_free;
-    if (memory_nodes > 0)
-      refuse(raw, "end_capture: capture recorded " + std::to_string(memory_nodes) +
-                      " memory node(s): an allocation inside the capture window makes the graph un-relaunchable, so "
-                      "the capture is rejected (the persistent pool should have served this allocation; run a warmup "
-                      "after graph_prepare)",
-             "memory_nodes");
-    if (auto status = driver_.graph_instantiate(raw, &parts.exec); !status.ok()) {
-      device_->note_status(status);
-      refuse(raw, "end_capture: instantiating the graph failed (" + status_text(status) + "); nothing was sealed",
-             "instantiate", &status);
-    }
-    (void)driver_.graph_destroy(raw);
-    parts.node_count = counts.total;
-  } else {
-    parts.ops = std::move(recording_);
-    parts.node_count = parts.ops.size();
+  SealRefusal refusal;
+  parts.recording = recorder_->seal(&refusal);
+  if (!parts.recording) {
+    if (refusal.status) device_->note_status(*refusal.status);  // before the undo's driver calls
+    refuse(refusal.message, refusal.cause, refusal.status ? &*refusal.status : nullptr);
   }
-  recording_.clear();
-  // The graph keeps every slice the recording touched, its info pins and its staging.
+  Recording& sealed = *parts.recording;
+  // The graph keeps every slice the recording touched and its info pins (the recording, its staging).
   parts.retained = device_->memory().capture_end(window_);
-  parts.staging = std::move(window_staging_);
-  window_staging_.clear();
   device_->info().commit(window_, parts.id);
-  const driver::GraphExecHandle exec = parts.exec;
   auto graph = std::make_shared<Graph>(std::move(parts));
   device_->register_graph(graph);
   window_ = 0;
-  // Uploading ahead of the first replay is an optimisation: its failure costs nothing.
-  if (hardware_) (void)driver_.graph_upload(exec, handle_);
+  sealed.upload(driver_, handle_);
   flush_fenced();  // the flushes deferred while recording
   return graph;
 }
@@ -723,7 +649,8 @@ void Stream::abort_capture() {
     if (!dead_ && !device_->closed()) discard_window();  // a closed device returned its memory
     window_ = 0;
     state_.abort();
-    driver_capturing_ = window_discarded_ = false;
+    recorder_->forget();
+    window_discarded_ = false;
     return;
   }
   check_capture_thread("abort_capture");
@@ -732,11 +659,9 @@ void Stream::abort_capture() {
     return;
   }
   driver::Status ended_status;
-  if (hardware_recording()) {
-    driver::GraphHandle raw{};
-    ended_status = end_driver_capture(&raw);
-    if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
-    if (driver_capturing_) {
+  if (state_.is_recording()) {
+    ended_status = recorder_->abandon();
+    if (recorder_->driver_capturing()) {
       window_discarded_ = true;
       discard_window();
       raise_still_capturing("abort_capture", ended_status, ErrorKind::Driver);
@@ -749,13 +674,10 @@ void Stream::abort_capture() {
 
 void Stream::end_capture_left_by_close() noexcept {
   left_by_close_ = false;
-  if (driver_capturing_) {
-    driver::GraphHandle raw{};
-    (void)end_driver_capture(&raw);
-    if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
-  }
+  if (recorder_->driver_capturing()) (void)recorder_->abandon();
   // Ended or not, nobody else could end it: the stream goes now.
-  driver_capturing_ = window_discarded_ = false;
+  recorder_->forget();
+  window_discarded_ = false;
   state_.abort();
   drop_.release_all(driver_);
   (void)driver_.stream_destroy(handle_);
@@ -775,7 +697,7 @@ void Stream::shutdown() noexcept {
     return;
   }
   const bool lost = device_->lost();
-  if (driver_capturing_ && !lost && device_->capture_mode() != driver::CaptureMode::relaxed &&
+  if (recorder_->driver_capturing() && !lost && device_->capture_mode() != driver::CaptureMode::relaxed &&
       std::this_thread::get_id() != capture_thread_) {
     // Another thread's non-relaxed capture: the driver refuses an end from here (capture_wrong_thread), and waiting
     // for that thread could hang. Discard the window, leave the capture to that thread's next call
@@ -789,14 +711,11 @@ void Stream::shutdown() noexcept {
     return;
   }
   if (state_.is_active()) {
-    if (driver_capturing_ && !lost) {
-      driver::GraphHandle raw{};
-      (void)end_driver_capture(&raw);
-      if (raw != driver::GraphHandle{}) (void)driver_.graph_destroy(raw);
-    }
+    if (recorder_->driver_capturing() && !lost) (void)recorder_->abandon();
     discard_window();
     state_.abort();
-    driver_capturing_ = window_discarded_ = false;
+    recorder_->forget();
+    window_discarded_ = false;
   }
   // Destroyed before the drop queue is released: a driver whose synchronize failed without
   // waiting has, by then, let go of the stream's work and the host memory it reads.

@@ -49,14 +49,14 @@ std::string StreamCaptureState::repr() const {
 
 const char* capture_variant_name(CaptureVariant variant) {
   switch (variant) {
-    case CaptureVariant::no_capture: return "NO_CAPTURE";
-    case CaptureVariant::prepare: return "PREPARE";
-    case CaptureVariant::capture: return "CAPTURE";
+#define LIFECORE_CAPTURE_VARIANT_NAME(value, name) \
+  case CaptureVariant::value:                      \
+    return name;
+    LIFECORE_CAPTURE_VARIANTS(LIFECORE_CAPTURE_VARIANT_NAME)
+#undef LIFECORE_CAPTURE_VARIANT_NAME
   }
   return "UNKNOWN";
 }
-
-const char* cache_mode_name(CacheMode mode) { return mode == CacheMode::capture ? "CAPTURE" : "NORMAL"; }
 
 std::string abandoned_capture_message(const CaptureEnd& end) {
   return "end_capture: the capture belongs to owner " + std::to_string(end.owner) + ", not to " +

@@ -63,9 +63,4 @@ std::vector<BackingExtent> SequenceBacking::extents(std::size_t count) const {
   return {extents_.begin(), extents_.begin() + static_cast<std::ptrdiff_t>(std::min(count, extents_.size()))};
 }
 
-std::uint64_t SequenceBacking::claimed_pages() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return pages_;
-}
-
 }  // namespace lifecore::sequence

@@ -48,12 +48,11 @@ void require_handle(const SessionState& s, const char* operation) {
 
 const char* phase_name(SessionPhase phase) noexcept {
   switch (phase) {
-    case SessionPhase::open: return "open";
-    case SessionPhase::cancel_requested: return "cancel_requested";
-    case SessionPhase::poisoned: return "poisoned";
-    case SessionPhase::completed: return "completed";
-    case SessionPhase::aborted: return "aborted";
-    case SessionPhase::fail_closed: return "fail_closed";
+#define LIFECORE_SESSION_PHASE_NAME(value) \
+  case SessionPhase::value:                \
+    return #value;
+    LIFECORE_SESSION_PHASES(LIFECORE_SESSION_PHASE_NAME)
+#undef LIFECORE_SESSION_PHASE_NAME
   }
   return "unknown";
 }

@@ -41,6 +41,7 @@ from ..capture import (
     TransformKind,
     interventions,
 )
+from .._core.capture import transform_floor
 from ..capture.backends import CountingBackend, MockTensor, payload_cost
 from ..models import capture_session as model
 from .machine import LifecycleMachine, counted
@@ -196,14 +197,9 @@ class CaptureSessionMachine(LifecycleMachine):
 
     @staticmethod
     def _floor(sel: CaptureSelection, shape: tuple[int, ...]) -> model.Usage:
-        """The value cost known at admission (mirrors the core's value floor)."""
+        """The value cost known at admission: the core's own floor of the selected region."""
         selected = CaptureSessionMachine._selected(sel, shape)
-        kind, n = sel.transform.kind, prod(selected)
-        kept = {TransformKind.PREVIEW: min(n, sel.transform.max_elements), TransformKind.SLICE: n,
-                TransformKind.FULL_TENSOR: n}.get(kind, 0)
-        numbers = {TransformKind.SUMMARY: 6, TransformKind.HISTOGRAM: 2 * len(sel.transform.edges) - 1,
-                   TransformKind.TOP_CANDIDATES: 2 * sel.transform.count}.get(kind, kept)
-        return model.Usage(1, numbers * min(ITEMSIZE, 8), kept * ITEMSIZE, 2 * numbers)
+        return _usage(transform_floor(sel.transform, prod(selected), ITEMSIZE))
 
     @staticmethod
     def _selected(sel: CaptureSelection, shape: tuple[int, ...]) -> list[int]:
@@ -222,11 +218,7 @@ class CaptureSessionMachine(LifecycleMachine):
         for sel in self.selections:
             if sel.path != path:
                 continue
-            selected = list(shape)
-            for s in sel.slices:
-                axis = 2
-                end = s.end if s.end is not None else shape[axis]
-                selected[axis] = (end - s.start + s.stride - 1) // s.stride
+            selected = self._selected(sel, shape)
             t = sel.transform
             costs[sel.id] = _usage(payload_cost(t.kind, selected, 4, max_elements=t.max_elements, edges=t.edges,
                                                 count=t.count))

@@ -47,8 +47,7 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
 CaptureUsage metadata_envelope(const CaptureSelection& selection, const ObservationPoint& point);
 
 // The least value cost any conforming backend charges for one capture of `selection` at a
-// prediction: 1 capture; retained = numbers kept x min(itemsize, 8); host = elements kept x
-// itemsize for Preview / Slice / FullTensor (reductions: 0); encoded = 2 bytes per number.
+// prediction: transform_floor (transform_cost.hpp) of the selected region.
 // nullopt when it cannot be known now (itemsize unknown, or an extent the transform
 // depends on is resolved only at run time): such costs are checked at run time, never zero.
 // A product past 64 bits saturates at UINT64_MAX: still a floor, and beyond any limit.

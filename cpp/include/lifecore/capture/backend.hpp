@@ -32,7 +32,7 @@ struct TransformRequest {
   // Distinct per request within a session, so an adapter may convert a request once and
   // reuse it for estimate and transform (0: no reuse).
   std::uint64_t serial = 0;
-  TransformKind kind = TransformKind::Summary;
+  TransformKind kind = TransformKind::summary;
   std::vector<std::uint64_t> source_shape;
   std::vector<ResolvedSlice> region;        // one per axis
   std::vector<std::uint64_t> selected_shape;
@@ -42,7 +42,7 @@ struct TransformRequest {
 };
 
 struct InterventionRequest {
-  InterventionAction action = InterventionAction::Zero;
+  InterventionAction action = InterventionAction::zero;
   std::vector<std::uint64_t> source_shape;
   std::vector<ResolvedSlice> region;
   std::vector<std::uint64_t> selected_shape;

@@ -10,27 +10,30 @@
 
 namespace lifecore::capture {
 
-enum class InterventionAction : std::uint8_t {
-  Zero, Scale, Mask, Replace, Add,           // activation stage
-  MaskLogits,                                // logits before sampling
-  ExcludeExperts, ZeroExpertContribution,    // routing before dispatch
-  BiasRoutingScores, ForceExperts,
-};
+#define LIFECORE_INTERVENTION_ACTIONS(X)                                                        \
+  /* activation stage */                                                                        \
+  X(zero, "zero") X(scale, "scale") X(mask, "mask") X(replace, "replace") X(add, "add")         \
+  /* logits before sampling */                                                                  \
+  X(mask_logits, "mask_logits")                                                                 \
+  /* routing before dispatch */                                                                 \
+  X(exclude_experts, "exclude_experts") X(zero_expert_contribution, "zero_expert_contribution") \
+  X(bias_routing_scores, "bias_routing_scores") X(force_experts, "force_experts")
+enum class InterventionAction : std::uint8_t { LIFECORE_INTERVENTION_ACTIONS(LIFECORE_CAPTURE_ENUM_CASE) };
 
-enum class InterventionStage : std::uint8_t { Activation, LogitsBeforeSampling, RoutingBeforeDispatch };
-enum class EvidenceKind : std::uint8_t { None, Preview, Summary };
+enum class InterventionStage : std::uint8_t { activation, logits_before_sampling, routing_before_dispatch };
+enum class EvidenceKind : std::uint8_t { none, preview, summary };
 
 struct InterventionOperation {
   std::string id;
   std::string target;
   CaptureSchedule schedule;
   std::vector<CaptureSlice> slices;
-  InterventionAction action = InterventionAction::Zero;
+  InterventionAction action = InterventionAction::zero;
   double factor = 1.0;                       // Scale
   std::vector<std::uint64_t> payload_shape;  // Mask / Replace / Add / ForceExperts
   std::vector<double> payload;               // Replace / Add values, Mask keep (0/1), Bias biases
   std::vector<std::uint64_t> ids;            // MaskLogits token ids, expert ids, forced ids (row-major)
-  EvidenceKind evidence = EvidenceKind::None;
+  EvidenceKind evidence = EvidenceKind::none;
   std::uint64_t evidence_elements = 0;       // Preview{max_elements}
 };
 

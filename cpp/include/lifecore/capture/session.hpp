@@ -28,7 +28,7 @@ struct CaptureCheckpoint {
   std::string plan_identity;
   std::string intervention_identity;
   std::uint64_t prediction = 0;
-  CapturePhase phase = CapturePhase::Prefill;
+  CapturePhase phase = CapturePhase::prefill;
   bool has_step = false;
   CaptureUsage usage;
 };
@@ -38,7 +38,7 @@ struct CaptureCheckpoint {
 struct GroupSelectionControl {
   std::string operation_id;
   std::string target;
-  InterventionAction action = InterventionAction::ExcludeExperts;
+  InterventionAction action = InterventionAction::exclude_experts;
   RoutingPolicy policy;
   std::uint64_t num_experts = 0;  // = policy.num_experts (kept for callers of the plain top-k form)
   std::uint64_t top_k = 0;        // = policy.top_k
@@ -157,7 +157,7 @@ class CaptureSession {
   PathIndex operations_by_path_;
 
   // Schedule position.
-  CapturePhase phase_ = CapturePhase::Prefill;
+  CapturePhase phase_ = CapturePhase::prefill;
   std::uint64_t prediction_ = 0;
   bool has_step_ = false;
   bool ever_started_ = false;

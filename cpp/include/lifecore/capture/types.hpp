@@ -9,16 +9,32 @@
 
 namespace lifecore::capture {
 
-enum class CapturePhase : std::uint8_t { Prefill, Decode };
-enum class ValueDtype : std::uint8_t { Floating, Integer, Boolean, Unknown };
-enum class PointPosition : std::uint8_t { BeforeIntervention, ReadOnly, AfterIntervention };
-enum class PhaseSupport : std::uint8_t { Supported, Conditional, Unsupported, Unverified };
+// Each enum is generated from one table of (case, name) rows, and so is its to_string:
+// a case cannot be added without its name.
+#define LIFECORE_CAPTURE_ENUM_CASE(value, name) value,
+
+#define LIFECORE_CAPTURE_PHASES(X) X(prefill, "prefill") X(decode, "decode")
+enum class CapturePhase : std::uint8_t { LIFECORE_CAPTURE_PHASES(LIFECORE_CAPTURE_ENUM_CASE) };
+#define LIFECORE_VALUE_DTYPES(X)                                                            \
+  X(floating, "floating") X(integer, "integer") X(boolean, "boolean") X(unknown, "unknown")
+enum class ValueDtype : std::uint8_t { LIFECORE_VALUE_DTYPES(LIFECORE_CAPTURE_ENUM_CASE) };
+#define LIFECORE_POINT_POSITIONS(X)                                       \
+  X(before_intervention, "before_intervention") X(read_only, "read_only") \
+  X(after_intervention, "after_intervention")
+enum class PointPosition : std::uint8_t { LIFECORE_POINT_POSITIONS(LIFECORE_CAPTURE_ENUM_CASE) };
+#define LIFECORE_PHASE_SUPPORTS(X)                                                      \
+  X(supported, "supported") X(conditional, "conditional") X(unsupported, "unsupported") \
+  X(unverified, "unverified")
+enum class PhaseSupport : std::uint8_t { LIFECORE_PHASE_SUPPORTS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 // A symbolic extent: Known(n) or a size resolved from the request at run time.
-enum class DimKind : std::uint8_t { Known, Batch, Sequence, TokenRows, Context, MediaPositions, Unknown };
+#define LIFECORE_DIM_KINDS(X)                                                                                   \
+  X(known, "known") X(batch, "batch") X(sequence, "sequence") X(token_rows, "token_rows") X(context, "context") \
+  X(media_positions, "media_positions") X(unknown, "unknown")
+enum class DimKind : std::uint8_t { LIFECORE_DIM_KINDS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 struct Dim {
-  DimKind kind = DimKind::Unknown;
+  DimKind kind = DimKind::unknown;
   std::uint64_t size = 0;  // only for Known
 };
 
@@ -28,7 +44,8 @@ struct Axis {
 };
 
 // How a selector turns router logits into scores: softmax or sigmoid.
-enum class RoutingScoring : std::uint8_t { Softmax, Sigmoid };
+#define LIFECORE_ROUTING_SCORINGS(X) X(softmax, "softmax") X(sigmoid, "sigmoid")
+enum class RoutingScoring : std::uint8_t { LIFECORE_ROUTING_SCORINGS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 // Expected grouped top-k routing of a mixture-of-experts selector observed at a point:
 // experts are split into `groups` equal groups, the best `topk_groups` groups are kept and
@@ -38,7 +55,7 @@ enum class RoutingScoring : std::uint8_t { Softmax, Sigmoid };
 struct RoutingPolicy {
   std::uint64_t num_experts = 0;
   std::uint64_t top_k = 0;
-  RoutingScoring scoring = RoutingScoring::Softmax;
+  RoutingScoring scoring = RoutingScoring::softmax;
   std::uint64_t groups = 1;
   std::uint64_t topk_groups = 1;
   double epsilon = 0.0;
@@ -51,25 +68,28 @@ struct ObservationPoint {
   std::string path;
   std::string node_id;
   std::string meaning;  // e.g. "activation", "logits", "routing"
-  ValueDtype dtype = ValueDtype::Floating;
+  ValueDtype dtype = ValueDtype::floating;
   std::vector<Axis> axes;
   bool prefill = true;
   bool decode = true;
-  PointPosition position = PointPosition::ReadOnly;
-  PhaseSupport prefill_support = PhaseSupport::Supported;
-  PhaseSupport decode_support = PhaseSupport::Supported;
+  PointPosition position = PointPosition::read_only;
+  PhaseSupport prefill_support = PhaseSupport::supported;
+  PhaseSupport decode_support = PhaseSupport::supported;
   std::optional<RoutingPolicy> routing;
   // Bytes per element of the native value, 0 when unknown. With every extent known it makes
-  // a selection's value cost computable at admission (the preflight under OnLimit::Fail).
+  // a selection's value cost computable at admission (the preflight under OnLimit::fail).
   std::uint64_t itemsize = 0;
 };
 
-enum class TransformKind : std::uint8_t { Preview, Slice, FullTensor, Summary, Histogram, TopCandidates };
+#define LIFECORE_TRANSFORM_KINDS(X)                                                           \
+  X(preview, "preview") X(slice, "slice") X(full_tensor, "full_tensor") X(summary, "summary") \
+  X(histogram, "histogram") X(top_candidates, "top_candidates")
+enum class TransformKind : std::uint8_t { LIFECORE_TRANSFORM_KINDS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 struct BackendCapabilities {
-  std::vector<TransformKind> transforms{TransformKind::Preview, TransformKind::Slice, TransformKind::FullTensor,
-                                        TransformKind::Summary, TransformKind::Histogram,
-                                        TransformKind::TopCandidates};
+  std::vector<TransformKind> transforms{TransformKind::preview, TransformKind::slice, TransformKind::full_tensor,
+                                        TransformKind::summary, TransformKind::histogram,
+                                        TransformKind::top_candidates};
   std::uint64_t max_histogram_bins = 4096;
   bool physical_native_limit = false;
 };
@@ -95,7 +115,7 @@ struct CaptureSchedule {
   std::uint64_t every = 1;
 
   bool scheduled(CapturePhase phase, std::uint64_t prediction) const noexcept {
-    if (phase == CapturePhase::Prefill ? !prefill : !decode) return false;
+    if (phase == CapturePhase::prefill ? !prefill : !decode) return false;
     if (prediction < first_prediction) return false;
     if (end_prediction && prediction >= *end_prediction) return false;
     return every != 0 && (prediction - first_prediction) % every == 0;
@@ -110,7 +130,7 @@ struct CaptureSlice {
 };
 
 struct CaptureTransform {
-  TransformKind kind = TransformKind::Summary;
+  TransformKind kind = TransformKind::summary;
   std::uint64_t max_elements = 0;     // Preview
   std::vector<double> edges;          // Histogram
   std::uint64_t count = 0;            // TopCandidates
@@ -133,14 +153,18 @@ struct CaptureUsage {
 };
 
 // PhysicalNative: the per-capture physical native byte limit (not a ledger budget).
-enum class Budget : std::uint8_t { Captures, Retention, Host, Encoded, PhysicalNative };
-enum class OnLimit : std::uint8_t { Fail, Skip };
+#define LIFECORE_BUDGETS(X)                                                                                \
+  X(captures, "captures") X(retention, "retained_bytes") X(host, "host_bytes") X(encoded, "encoded_bytes") \
+  X(physical_native, "physical_native_bytes")
+enum class Budget : std::uint8_t { LIFECORE_BUDGETS(LIFECORE_CAPTURE_ENUM_CASE) };
+#define LIFECORE_ON_LIMITS(X) X(fail, "fail") X(skip, "skip")
+enum class OnLimit : std::uint8_t { LIFECORE_ON_LIMITS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 struct CaptureLimits {
   CaptureUsage per_step;
   CaptureUsage cumulative;
   std::optional<std::uint64_t> physical_native_bytes;
-  OnLimit on_limit = OnLimit::Fail;
+  OnLimit on_limit = OnLimit::fail;
 };
 
 constexpr std::uint32_t capture_schema_version = 1;
@@ -152,25 +176,33 @@ struct CapturePlan {
 };
 
 // Outcomes of one selection in one step.
-enum class OutcomeKind : std::uint8_t { Captured, Truncated, Skipped, Missing, Failed };
-enum class SkipReason : std::uint8_t { None, Schedule, Limit };
-enum class FailReason : std::uint8_t { None, Limit, Unsupported, Invalid, Native };
+#define LIFECORE_OUTCOME_KINDS(X)                                                               \
+  X(captured, "CAPTURED") X(truncated, "TRUNCATED") X(skipped, "SKIPPED") X(missing, "MISSING") \
+  X(failed, "FAILED")
+enum class OutcomeKind : std::uint8_t { LIFECORE_OUTCOME_KINDS(LIFECORE_CAPTURE_ENUM_CASE) };
+#define LIFECORE_SKIP_REASONS(X) X(none, "none") X(schedule, "schedule") X(limit, "limit")
+enum class SkipReason : std::uint8_t { LIFECORE_SKIP_REASONS(LIFECORE_CAPTURE_ENUM_CASE) };
+#define LIFECORE_FAIL_REASONS(X)                                                                            \
+  X(none, "none") X(limit, "limit") X(unsupported, "unsupported") X(invalid, "invalid") X(native, "native")
+enum class FailReason : std::uint8_t { LIFECORE_FAIL_REASONS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 struct CaptureOutcome {
-  OutcomeKind kind = OutcomeKind::Missing;
-  SkipReason skip = SkipReason::None;
-  FailReason fail = FailReason::None;
-  Budget budget = Budget::Captures;  // Skipped{Limit} / Failed{Limit}
+  OutcomeKind kind = OutcomeKind::missing;
+  SkipReason skip = SkipReason::none;
+  FailReason fail = FailReason::none;
+  Budget budget = Budget::captures;  // Skipped{Limit} / Failed{Limit}
   bool cumulative = false;
   std::uint64_t available = 0;       // Truncated
   std::uint64_t emitted = 0;
   std::string message;               // Failed, at most 256 bytes, cut on a UTF-8 boundary
 };
 
-enum class PayloadKind : std::uint8_t { None, Tensor, Summary, Histogram, Candidates };
+#define LIFECORE_PAYLOAD_KINDS(X)                                                                                 \
+  X(none, "none") X(tensor, "tensor") X(summary, "summary") X(histogram, "histogram") X(candidates, "candidates")
+enum class PayloadKind : std::uint8_t { LIFECORE_PAYLOAD_KINDS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 struct CapturePayload {
-  PayloadKind kind = PayloadKind::None;
+  PayloadKind kind = PayloadKind::none;
   std::vector<std::uint64_t> shape;    // Tensor
   std::vector<double> values;          // Tensor values / Histogram edges / Candidate scores
   std::vector<std::uint64_t> counts;   // Histogram counts / Candidate ids
@@ -184,7 +216,7 @@ struct CaptureRecord {
   std::string selection_id;
   std::string path;
   std::string node_id;
-  PointPosition position = PointPosition::ReadOnly;
+  PointPosition position = PointPosition::read_only;
   std::vector<std::uint64_t> source_shape;
   std::vector<std::uint64_t> selected_shape;
   CaptureOutcome outcome;
@@ -193,19 +225,21 @@ struct CaptureRecord {
 };
 
 // Outcome of one intervention operation in one step.
-enum class InterventionOutcomeKind : std::uint8_t { Inactive, Applied, Missing, Failed };
+#define LIFECORE_INTERVENTION_OUTCOME_KINDS(X)                                            \
+  X(inactive, "INACTIVE") X(applied, "APPLIED") X(missing, "MISSING") X(failed, "FAILED")
+enum class InterventionOutcomeKind : std::uint8_t { LIFECORE_INTERVENTION_OUTCOME_KINDS(LIFECORE_CAPTURE_ENUM_CASE) };
 
 struct InterventionRecord {
   std::string operation_id;
   std::string target;
-  InterventionOutcomeKind outcome = InterventionOutcomeKind::Inactive;
+  InterventionOutcomeKind outcome = InterventionOutcomeKind::inactive;
   std::string message;
   std::vector<CapturePayload> evidence;  // before / after, or the four routing fields
   CaptureUsage charged;
 };
 
 struct CapturedStep {
-  CapturePhase phase = CapturePhase::Prefill;
+  CapturePhase phase = CapturePhase::prefill;
   std::uint64_t prediction = 0;
   std::vector<CaptureRecord> records;
   std::vector<InterventionRecord> interventions;
@@ -226,6 +260,8 @@ const char* to_string(SkipReason reason) noexcept;
 const char* to_string(FailReason reason) noexcept;
 const char* to_string(InterventionOutcomeKind kind) noexcept;
 const char* to_string(RoutingScoring scoring) noexcept;
+const char* to_string(PayloadKind kind) noexcept;
+const char* to_string(OnLimit on_limit) noexcept;
 
 // Cuts a message to at most 256 bytes without splitting a UTF-8 sequence.
 std::string bound_message(std::string_view message, std::size_t limit = 256);

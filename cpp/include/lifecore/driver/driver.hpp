@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lifecore/driver/status.hpp"
@@ -21,21 +22,21 @@ namespace lifecore::driver {
 
 // Every driver operation by its neutral name. Fault injection (mock) and error messages use
 // these names; a backend reports the native call name in Status::call.
-#define LIFECORE_DRIVER_OPERATIONS(X)                                                          \
-  X(device_name) X(driver_version) X(mem_info)                                                 \
-  X(stream_create) X(stream_destroy) X(stream_synchronize) X(stream_query)                    \
-  X(event_create) X(event_destroy) X(event_record) X(event_synchronize) X(event_query)        \
-  X(event_elapsed)                                                                             \
-  X(mem_alloc) X(mem_free) X(mem_alloc_async) X(mem_free_async)                               \
-  X(memcpy_htod) X(memcpy_dtoh) X(memcpy_dtod)                                                 \
-  X(memcpy_htod_async) X(memcpy_dtoh_async) X(memcpy_dtod_async)                              \
-  X(memset_d32) X(memset_d32_async)                                                            \
-  X(module_load) X(module_unload) X(module_get_function) X(function_param_sizes)              \
-  X(launch_kernel)                                                                             \
-  X(stream_begin_capture) X(stream_end_capture) X(stream_capture_info)                        \
-  X(thread_exchange_capture_mode)                                                              \
-  X(graph_node_counts) X(graph_instantiate) X(graph_upload) X(graph_launch)                   \
-  X(graph_exec_update) X(graph_destroy) X(graph_exec_destroy)                                 \
+#define LIFECORE_DRIVER_OPERATIONS(X)                                                  \
+  X(device_name) X(driver_version) X(mem_info)                                         \
+  X(stream_create) X(stream_destroy) X(stream_synchronize) X(stream_query)             \
+  X(event_create) X(event_destroy) X(event_record) X(event_synchronize) X(event_query) \
+  X(event_elapsed)                                                                     \
+  X(mem_alloc) X(mem_free) X(mem_alloc_async) X(mem_free_async)                        \
+  X(memcpy_htod) X(memcpy_dtoh) X(memcpy_dtod)                                         \
+  X(memcpy_htod_async) X(memcpy_dtoh_async) X(memcpy_dtod_async)                       \
+  X(memset_d32) X(memset_d32_async)                                                    \
+  X(module_load) X(module_unload) X(module_get_function) X(function_param_sizes)       \
+  X(launch_kernel)                                                                     \
+  X(stream_begin_capture) X(stream_end_capture) X(stream_capture_info)                 \
+  X(thread_exchange_capture_mode)                                                      \
+  X(graph_node_counts) X(graph_instantiate) X(graph_upload) X(graph_launch)            \
+  X(graph_exec_update) X(graph_destroy) X(graph_exec_destroy)                          \
   X(stream_wait_event) X(host_view)
 
 enum class Operation : int {
@@ -57,8 +58,18 @@ enum class GraphHandle : std::uintptr_t {};
 enum class GraphExecHandle : std::uintptr_t {};
 using DevicePtr = std::uint64_t;
 
-// CUDA's numbering (CU_STREAM_CAPTURE_MODE_*), which HIP shares.
-enum class CaptureMode : int { global = 0, thread_local_ = 1, relaxed = 2 };
+// Each enum below with names is generated from one (case, name) table, as are its name
+// functions, so a case cannot be added without its name.
+#define LIFECORE_DRIVER_ENUM_CASE(value, name) value,
+
+// CUDA's numbering (CU_STREAM_CAPTURE_MODE_*), which HIP shares: the table is in that order.
+#define LIFECORE_CAPTURE_MODES(X) X(global, "global") X(thread_local_, "thread_local") X(relaxed, "relaxed")
+enum class CaptureMode : int { LIFECORE_CAPTURE_MODES(LIFECORE_DRIVER_ENUM_CASE) };
+static_assert(static_cast<int>(CaptureMode::global) == 0 && static_cast<int>(CaptureMode::thread_local_) == 1 &&
+              static_cast<int>(CaptureMode::relaxed) == 2);
+const char* capture_mode_name(CaptureMode mode);
+// Returns false when `name` is not a capture mode's name.
+bool capture_mode_from_name(std::string_view name, CaptureMode* out);
 // CUDA's numbering (CU_STREAM_CAPTURE_STATUS_*).
 enum class CaptureStatus : int { none = 0, active = 1, invalidated = 2 };
 
@@ -67,14 +78,25 @@ struct Dim3 {
 };
 
 // A kernel argument: its kind fixes the size the driver passes (pointers are 8 bytes).
-enum class ArgKind : std::uint8_t { pointer, i32, u32, i64, u64, f32, f64 };
+#define LIFECORE_ARG_KINDS(X)                                                                           \
+  X(pointer, "ptr") X(i32, "i32") X(u32, "u32") X(i64, "i64") X(u64, "u64") X(f32, "f32") X(f64, "f64")
+enum class ArgKind : std::uint8_t { LIFECORE_ARG_KINDS(LIFECORE_DRIVER_ENUM_CASE) };
+const char* arg_kind_name(ArgKind kind);
+// The table's names, and "pointer" (the spelling the driver diagnostics took first); false
+// for anything else.
+bool arg_kind_from_name(std::string_view name, ArgKind* out);
 std::size_t arg_size(ArgKind kind);
 struct KernelArg {
   ArgKind kind = ArgKind::u64;
   std::uint64_t bits = 0;  // the value's bytes, little-endian, zero-extended to 64 bits
 };
 
-enum class ImageKind : std::uint8_t { builtin, ptx, cubin, fatbin, code_object };
+#define LIFECORE_IMAGE_KINDS(X)                                                                           \
+  X(builtin, "builtin") X(ptx, "ptx") X(cubin, "cubin") X(fatbin, "fatbin") X(code_object, "code_object")
+enum class ImageKind : std::uint8_t { LIFECORE_IMAGE_KINDS(LIFECORE_DRIVER_ENUM_CASE) };
+const char* image_kind_name(ImageKind kind);
+// Returns false when `name` is not an image kind's name.
+bool image_kind_from_name(std::string_view name, ImageKind* out);
 struct ModuleImage {
   ImageKind kind = ImageKind::builtin;
   std::string bytes;  // PTX text, cubin / fatbin / code-object bytes; empty for builtin

@@ -67,8 +67,4 @@ const BackendDescriptor& backend_descriptor(std::string_view name);
 // descriptor lives until the process ends.
 const BackendDescriptor& register_backend(BackendDescriptor descriptor);
 
-// The names of a code-object kind ("cubin") and back.
-const char* image_kind_name(ImageKind kind);
-bool image_kind_from_name(std::string_view name, ImageKind* out);
-
 }  // namespace lifecore::driver

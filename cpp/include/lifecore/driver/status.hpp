@@ -65,6 +65,9 @@ Status native_status(const StatusNaming& naming, int native, std::string call, s
 // A failure lifecore detected itself (a bad handle, an empty image), reported the backend's way.
 Status local_status(const StatusNaming& naming, Code code, std::string call, std::string message = {});
 
+// "<call> failed: <name> (<native code>): <message>", the message part only when there is one.
+std::string failure_text(const Status& status);
+
 // Throws lifecore::Error(ErrorKind::Driver, ...) carrying the native code and name, lifecore's
 // code name and the call as attributes; ErrorKind::DeviceLost for a sticky status.
 [[noreturn]] void throw_status(const Status& status);

@@ -1,19 +1,18 @@
-// A sealed capture. A hardware graph is the driver's executable graph; a software graph is
-// the list of operations the runtime recorded, replayed by re-issuing them. Either way the
-// graph retains every pool slice its recording touched (so the pool cannot hand that memory
-// out while a replay writes it), the info-cache entries it launched with, and, for writes a
-// hardware graph recorded, their staging host memory (a replay re-reads it).
-// destroy() (also on the last reference) waits for the graph's work, then releases all that.
+// A sealed capture: its Recording (the driver's executable graph, or the runtime's op list; see
+// recorder.hpp), launched one way whichever it is. The graph retains every pool slice its
+// recording touched (so the pool cannot hand that memory out while a replay writes it) and the
+// info-cache entries it launched with; the recording keeps the staging host memory its copies
+// re-read. destroy() (also on the last reference) waits for the graph's work, then releases all that.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <variant>
 #include <vector>
 
 #include "lifecore/runtime/info_cache.hpp"
 #include "lifecore/runtime/memory_manager.hpp"
+#include "lifecore/runtime/recorder.hpp"
 #include "lifecore/driver/driver.hpp"
 
 namespace lifecore::runtime {
@@ -21,36 +20,14 @@ namespace lifecore::runtime {
 class Device;
 class Stream;
 
-struct LaunchOp {
-  driver::FunctionHandle function{};
-  driver::Dim3 grid;
-  driver::Dim3 block;
-  std::vector<driver::KernelArg> args;
-};
-struct CopyOp {
-  driver::DevicePtr dst = 0;
-  driver::DevicePtr src = 0;
-  std::size_t bytes = 0;
-};
-struct FillOp {
-  driver::DevicePtr dst = 0;
-  std::uint32_t value = 0;
-  std::size_t count = 0;
-};
-using SoftwareOp = std::variant<LaunchOp, CopyOp, FillOp>;
-
 class Graph {
  public:
   struct Parts {
     std::shared_ptr<Device> device;
     std::shared_ptr<Stream> origin;
     GraphId id = 0;
-    bool hardware = false;
-    driver::GraphExecHandle exec{};
-    std::vector<SoftwareOp> ops;
-    std::size_t node_count = 0;
+    std::unique_ptr<Recording> recording;
     std::vector<SliceId> retained;
-    std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> staging;
   };
   explicit Graph(Parts parts);
   ~Graph();
@@ -80,10 +57,8 @@ class Graph {
 
   mutable std::mutex mutex_;
   bool alive_ = true;
-  driver::GraphExecHandle exec_{};
-  std::vector<SoftwareOp> ops_;
+  std::unique_ptr<Recording> recording_;  // null once destroyed
   std::vector<SliceId> retained_;
-  std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> staging_;
   std::vector<std::weak_ptr<Stream>> replayed_on_;
 };
 

@@ -53,9 +53,9 @@ class Kernel {
   driver::FunctionHandle function_{};
 };
 
-const char* arg_kind_name(driver::ArgKind kind);
-// "ptr" (or "pointer"), "i32", "u32", "i64", "u64", "f32", "f64"; false for anything else.
-bool arg_kind_from_name(std::string_view name, driver::ArgKind* out);
+// The driver floor's one name table: "ptr" (or "pointer"), "i32", "u32", "i64", "u64", "f32", "f64".
+using driver::arg_kind_from_name;
+using driver::arg_kind_name;
 
 // One launch argument as the caller gave it, before it is checked against the signature.
 struct LaunchArg {

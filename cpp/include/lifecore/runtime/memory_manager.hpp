@@ -86,7 +86,6 @@ class MemoryManager {
   // Disarms `window`; returns every slice the recording touched, each with one retention the
   // caller now owns (a graph keeps them; a refused capture releases them at once).
   std::vector<SliceId> capture_end(WindowId window);
-  bool window_armed(WindowId window) const;
 
   // Returns every free slice to the driver; skipped (returns 0) while any window is armed.
   std::size_t cleanup();

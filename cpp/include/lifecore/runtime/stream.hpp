@@ -1,7 +1,8 @@
 // A device stream and its graph-capture lifecycle. The ordering rule is StreamCaptureState's;
 // this class supplies the work each transition brackets, in the order that keeps every failure
 // path safe (see graph_prepare / begin_capture / end_capture), plus the per-stream drop queue
-// and error queue. One mutex serialises the stream's operations; blocking driver calls
+// and error queue. What a window records, and how, is its Recorder's (recorder.hpp): driver
+// capture or an op list, chosen once by the device's graphs mode. One mutex serialises the stream's operations; blocking driver calls
 // (synchronize) happen under it but never under a device-wide lock.
 //
 // Threads (docs/graph-capture-threads.md): in thread_local and global capture mode only the
@@ -25,6 +26,7 @@
 #include "lifecore/runtime/info_cache.hpp"
 #include "lifecore/runtime/kernel.hpp"
 #include "lifecore/runtime/memory_manager.hpp"
+#include "lifecore/runtime/recorder.hpp"
 #include "lifecore/runtime/stream_errors.hpp"
 #include "lifecore/driver/driver.hpp"
 
@@ -112,8 +114,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream);
 
  private:
-  bool hardware_recording() const { return hardware_ && state_.is_recording(); }
-  bool software_recording() const { return !hardware_ && state_.is_recording(); }
+  // The driver captures this stream's work (a driver-capture window is recording).
+  bool driver_captures() const { return state_.is_recording() && recorder_->in_driver(); }
+  // The runtime keeps this stream's work (an op-list window is recording): nothing reaches the driver.
+  bool runtime_records() const { return state_.is_recording() && !recorder_->in_driver(); }
+  // Host work named `op` inside a window whose recorder cannot hold it: raised at once, or
+  // (`lazily`) queued for end_capture to refuse, which returns true (nothing to issue).
+  void check_host_work(const char* op) const;
+  bool refuse_host_work_lazily(const char* op);
   WindowId active_window() const { return state_.is_active() ? window_ : 0; }
   // ClosedError / DeviceLostError naming `op`. On the capturing thread of a capture that
   // close() left behind, it first ends that capture and destroys the driver stream.
@@ -145,35 +153,28 @@ class Stream : public std::enable_shared_from_this<Stream> {
   driver::DevicePtr upload_info(const InfoWords& words);
   // Blocks until the work issued so far on this stream (the upload's copy) has run.
   driver::Status wait_for_upload();
-  void keep_staging(std::shared_ptr<const std::vector<std::uint8_t>> staging);
+  void keep_staging(Staging staging);
   void destroy_events(ProfileEvents& events) noexcept;
-  // Ends the driver's capture, retrying once when a failed end left it open; afterwards
-  // driver_capturing_ says whether the driver still captures (both attempts failed).
-  driver::Status end_driver_capture(driver::GraphHandle* graph);
-  bool driver_still_captures();
   // The failure path of a window: disarm the pools, discard the pins and the recording, then
   // run the flushes deferred while recording (discard_window alone skips that: a fence on a
   // stream the driver still captures would be captured).
   void undo_window() noexcept;
   void discard_window() noexcept;
-  [[noreturn]] void refuse(driver::GraphHandle raw, const std::string& message, const std::string& cause,
+  [[noreturn]] void refuse(const std::string& message, const std::string& cause,
                            const driver::Status* status = nullptr);
 
   std::shared_ptr<Device> device_;
   driver::Driver& driver_;
   driver::StreamHandle handle_;
-  const bool hardware_;
+  const std::unique_ptr<Recorder> recorder_;
 
   mutable std::mutex mutex_;
   bool dead_ = false;
   StreamCaptureState state_;
   std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
-  bool driver_capturing_ = false;     // the driver holds a capture on this stream
-  bool window_discarded_ = false;     // ... whose window is already discarded (ending it is all that is left)
+  bool window_discarded_ = false;     // the driver still captures a window already discarded (ending it is all that is left)
   bool left_by_close_ = false;        // close() left that capture to capture_thread_
   WindowId window_ = 0;
-  std::vector<SoftwareOp> recording_;
-  std::vector<std::shared_ptr<const std::vector<std::uint8_t>>> window_staging_;
   // Buffers whose memory is a memory node of the open recording: they dangle if it is discarded.
   std::vector<std::weak_ptr<Buffer>> window_node_buffers_;
   DropQueue drop_;

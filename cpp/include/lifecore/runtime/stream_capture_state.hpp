@@ -13,7 +13,13 @@ namespace lifecore {
 // How the metadata info cache behaves at a lifecycle position.
 enum class CacheMode : std::uint8_t { normal, capture };
 
-enum class CaptureVariant : std::uint8_t { no_capture, prepare, capture };
+// One table for the variants and their names (capture_variant_name).
+#define LIFECORE_CAPTURE_VARIANTS(X) X(no_capture, "NO_CAPTURE") X(prepare, "PREPARE") X(capture, "CAPTURE")
+enum class CaptureVariant : std::uint8_t {
+#define LIFECORE_CAPTURE_VARIANT_CASE(variant, name) variant,
+  LIFECORE_CAPTURE_VARIANTS(LIFECORE_CAPTURE_VARIANT_CASE)
+#undef LIFECORE_CAPTURE_VARIANT_CASE
+};
 
 // The identity of whoever opened a window (a logical stream, a thread, a task).
 using CaptureOwner = std::int64_t;
@@ -60,7 +66,6 @@ class StreamCaptureState {
 };
 
 const char* capture_variant_name(CaptureVariant variant);
-const char* cache_mode_name(CacheMode mode);
 
 // The message a Stream reports (as CaptureRefusedError) for an abandoned end.
 std::string abandoned_capture_message(const CaptureEnd& end);

@@ -59,7 +59,6 @@ class SequenceBacking {
   // Takes over prepared pages (already claimed logically); returns the new extent count.
   std::size_t adopt(PreparedPages& prepared);
   std::vector<BackingExtent> extents(std::size_t count) const;
-  std::uint64_t claimed_pages() const;
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
   const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }

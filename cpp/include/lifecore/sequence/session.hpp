@@ -23,7 +23,13 @@ class AdmissionCoordinator;
 class AdmittedSequenceResources;
 class CapacityWaitRegistration;
 
-enum class SessionPhase : std::uint8_t { open, cancel_requested, poisoned, completed, aborted, fail_closed };
+// One table for the phases and their names (phase_name): each name is its case's spelling.
+#define LIFECORE_SESSION_PHASES(X) X(open) X(cancel_requested) X(poisoned) X(completed) X(aborted) X(fail_closed)
+enum class SessionPhase : std::uint8_t {
+#define LIFECORE_SESSION_PHASE_CASE(phase) phase,
+  LIFECORE_SESSION_PHASES(LIFECORE_SESSION_PHASE_CASE)
+#undef LIFECORE_SESSION_PHASE_CASE
+};
 enum class TerminalOutcome : std::uint8_t { completed, aborted };
 enum class FrameDisposition : std::uint8_t { committed, discarded_cancelled, aborted, rolled_back, dropped };
 enum class FlightPhase : std::uint8_t { prepared, in_flight };

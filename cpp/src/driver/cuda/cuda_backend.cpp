@@ -6,14 +6,6 @@
 
 namespace lifecore::driver {
 
-const std::vector<ImageFormat>& cuda::cuda_image_formats() {
-  static const std::vector<ImageFormat> formats{
-      {ImageKind::cubin, std::string("\x7f" "ELF", 4)},
-      {ImageKind::fatbin, std::string("\x50\xED\x55\xBA", 4)},  // 0xBA55ED50, little-endian
-  };
-  return formats;
-}
-
 const BackendDescriptor& cuda_backend() {
   static const BackendDescriptor descriptor{
       .name = "cuda",
@@ -21,7 +13,9 @@ const BackendDescriptor& cuda_backend() {
       .open = cuda::open_cuda,
       .naming = cuda::cuda_naming(),
       .code_object_kinds = {ImageKind::builtin, ImageKind::ptx, ImageKind::cubin, ImageKind::fatbin},
-      .image_formats = cuda::cuda_image_formats(),
+      // An ELF file is a cubin; a fat binary starts with 0xBA55ED50, little-endian.
+      .image_formats = {{ImageKind::cubin, std::string("\x7f" "ELF", 4)},
+                        {ImageKind::fatbin, std::string("\x50\xED\x55\xBA", 4)}},
       .dlpack_device_type = dlpack_device::cuda,
       .cuda_array_interface = true,
       .torch_device = "cuda",

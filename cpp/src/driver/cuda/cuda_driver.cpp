@@ -2,16 +2,19 @@
 // Every operation makes the device's primary context current on the calling thread first
 // (threads of a Python program come and go; the context must follow the call).
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "lifecore/driver/builtin_kernels.hpp"
+#include "driver/allocation_registry.hpp"
 #include "driver/cuda/cuda_builtin_ptx.hpp"
 #include "driver/cuda/cuda_backend.hpp"
 #include "driver/cuda/cuda_loader.hpp"
 #include "driver/handle_registry.hpp"
+#include "driver/kernel_params.hpp"
+#include "driver/native_driver.hpp"
+#include "driver/open_checks.hpp"
 
 namespace lifecore::driver {
 namespace cuda {
@@ -19,7 +22,7 @@ namespace {
 
 using namespace cuda_abi;
 
-class CudaDriver final : public Driver {
+class CudaDriver final : public NativeDriver {
  public:
   CudaDriver(const CudaApi& api, int ordinal, CUdevice device, CUcontext context)
       : api_(api), ordinal_(ordinal), device_(device), context_(context) {}
@@ -34,7 +37,7 @@ class CudaDriver final : public Driver {
     for (auto event : events_.take_all()) api_.cuEventDestroy(event);
     for (auto stream : streams_.take_all()) api_.cuStreamDestroy(stream);
     for (auto module : modules_.take_all()) api_.cuModuleUnload(module);
-    for (auto pointer : take_allocations()) api_.cuMemFree(pointer);
+    for (DevicePtr pointer : allocations_.take_all()) api_.cuMemFree(pointer);
     api_.cuDevicePrimaryCtxRelease(device_);
   }
 
@@ -46,11 +49,11 @@ class CudaDriver final : public Driver {
   // device
   Status device_name(std::string* out) override {
     char name[256] = {};
-    Status status = call(api_.cuDeviceGetName(name, sizeof name - 1, device_), "cuDeviceGetName");
+    Status status = checked(api_.cuDeviceGetName(name, sizeof name - 1, device_), "cuDeviceGetName");
     if (status.ok()) *out = name;
     return status;
   }
-  Status driver_version(int* out) override { return call(api_.cuDriverGetVersion(out), "cuDriverGetVersion"); }
+  Status driver_version(int* out) override { return checked(api_.cuDriverGetVersion(out), "cuDriverGetVersion"); }
   Status mem_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
     return current("cuMemGetInfo_v2", [&] { return api_.cuMemGetInfo(free_bytes, total_bytes); });
   }
@@ -59,62 +62,49 @@ class CudaDriver final : public Driver {
   Status stream_create(StreamHandle* out) override {
     CUstream stream = nullptr;
     Status status = current("cuStreamCreate", [&] { return api_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); });
-    if (!status.ok()) return status;
-    streams_.add(stream);
-    *out = static_cast<StreamHandle>(reinterpret_cast<std::uintptr_t>(stream));
+    if (status.ok()) *out = streams_.adopt(stream);
     return status;
   }
   Status stream_destroy(StreamHandle handle) override {
-    CUstream stream;
-    if (Status s = streams_.find(raw(handle), "cuStreamDestroy_v2", &stream); !s.ok()) return s;
-    Status status = current("cuStreamDestroy_v2", [&] { return api_.cuStreamDestroy(stream); });
-    if (status.ok()) streams_.remove(stream);
-    return status;
+    return release(streams_, handle, "cuStreamDestroy_v2", [&](CUstream s) { return api_.cuStreamDestroy(s); });
   }
   Status stream_synchronize(StreamHandle handle) override {
-    return on_stream(handle, "cuStreamSynchronize", [&](CUstream s) { return api_.cuStreamSynchronize(s); });
+    return on(streams_, handle, "cuStreamSynchronize", [&](CUstream s) { return api_.cuStreamSynchronize(s); });
   }
   Status stream_query(StreamHandle handle) override {
-    return on_stream(handle, "cuStreamQuery", [&](CUstream s) { return api_.cuStreamQuery(s); });
+    return on(streams_, handle, "cuStreamQuery", [&](CUstream s) { return api_.cuStreamQuery(s); });
   }
   std::uintptr_t stream_native_handle(StreamHandle handle) override {
-    CUstream stream;
-    return streams_.find(raw(handle), "stream_native_handle", &stream).ok() ? raw(handle) : 0;
+    return streams_.contains(handle) ? static_cast<std::uintptr_t>(handle) : 0;
   }
 
   // events
   Status event_create(EventHandle* out) override {
     CUevent event = nullptr;
     Status status = current("cuEventCreate", [&] { return api_.cuEventCreate(&event, CU_EVENT_DEFAULT); });
-    if (!status.ok()) return status;
-    events_.add(event);
-    *out = static_cast<EventHandle>(reinterpret_cast<std::uintptr_t>(event));
+    if (status.ok()) *out = events_.adopt(event);
     return status;
   }
   Status event_destroy(EventHandle handle) override {
-    CUevent event;
-    if (Status s = events_.find(raw(handle), "cuEventDestroy_v2", &event); !s.ok()) return s;
-    Status status = current("cuEventDestroy_v2", [&] { return api_.cuEventDestroy(event); });
-    if (status.ok()) events_.remove(event);
-    return status;
+    return release(events_, handle, "cuEventDestroy_v2", [&](CUevent e) { return api_.cuEventDestroy(e); });
   }
   Status event_record(EventHandle event_handle, StreamHandle stream_handle) override {
     CUevent event;
     CUstream stream;
-    if (Status s = events_.find(raw(event_handle), "cuEventRecord", &event); !s.ok()) return s;
-    if (Status s = streams_.find(raw(stream_handle), "cuEventRecord", &stream); !s.ok()) return s;
+    if (Status s = events_.find(event_handle, "cuEventRecord", &event); !s.ok()) return s;
+    if (Status s = streams_.find(stream_handle, "cuEventRecord", &stream); !s.ok()) return s;
     return current("cuEventRecord", [&] { return api_.cuEventRecord(event, stream); });
   }
   Status event_synchronize(EventHandle handle) override {
-    return on_event(handle, "cuEventSynchronize", [&](CUevent e) { return api_.cuEventSynchronize(e); });
+    return on(events_, handle, "cuEventSynchronize", [&](CUevent e) { return api_.cuEventSynchronize(e); });
   }
   Status event_query(EventHandle handle) override {
-    return on_event(handle, "cuEventQuery", [&](CUevent e) { return api_.cuEventQuery(e); });
+    return on(events_, handle, "cuEventQuery", [&](CUevent e) { return api_.cuEventQuery(e); });
   }
   Status event_elapsed(EventHandle start_handle, EventHandle end_handle, float* milliseconds) override {
     CUevent start, end;
-    if (Status s = events_.find(raw(start_handle), "cuEventElapsedTime", &start); !s.ok()) return s;
-    if (Status s = events_.find(raw(end_handle), "cuEventElapsedTime", &end); !s.ok()) return s;
+    if (Status s = events_.find(start_handle, "cuEventElapsedTime", &start); !s.ok()) return s;
+    if (Status s = events_.find(end_handle, "cuEventElapsedTime", &end); !s.ok()) return s;
     return current("cuEventElapsedTime", [&] { return api_.cuEventElapsedTime(milliseconds, start, end); });
   }
 
@@ -122,37 +112,29 @@ class CudaDriver final : public Driver {
   Status mem_alloc(std::size_t bytes, DevicePtr* out) override {
     CUdeviceptr pointer = 0;
     Status status = current("cuMemAlloc_v2", [&] { return api_.cuMemAlloc(&pointer, bytes); });
-    if (status.ok()) {
-      remember_allocation(pointer);
-      *out = pointer;
-    }
+    if (status.ok()) *out = allocations_.adopt(pointer);
     return status;
   }
   Status mem_free(DevicePtr pointer) override {
-    if (!forget_allocation(pointer))
-      return cuda_local_status(Code::invalid_value, "cuMemFree_v2", "not a live allocation of this device");
+    if (Status s = allocations_.forget(pointer, "cuMemFree_v2"); !s.ok()) return s;
     Status status = current("cuMemFree_v2", [&] { return api_.cuMemFree(pointer); });
-    if (!status.ok()) remember_allocation(pointer);
+    if (!status.ok()) allocations_.adopt(pointer);
     return status;
   }
   Status mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) override {
     if (api_.cuMemAllocAsync == nullptr) return unsupported("cuMemAllocAsync");
     CUdeviceptr pointer = 0;
-    Status status = on_stream(handle, "cuMemAllocAsync", [&](CUstream s) { return api_.cuMemAllocAsync(&pointer, bytes, s); });
-    if (status.ok()) {
-      remember_allocation(pointer);
-      *out = pointer;
-    }
+    Status status = on(streams_, handle, "cuMemAllocAsync", [&](CUstream s) { return api_.cuMemAllocAsync(&pointer, bytes, s); });
+    if (status.ok()) *out = allocations_.adopt(pointer);
     return status;
   }
   Status mem_free_async(DevicePtr pointer, StreamHandle handle) override {
     if (api_.cuMemFreeAsync == nullptr) return unsupported("cuMemFreeAsync");
     CUstream stream;
-    if (Status s = streams_.find(raw(handle), "cuMemFreeAsync", &stream); !s.ok()) return s;
-    if (!forget_allocation(pointer))
-      return cuda_local_status(Code::invalid_value, "cuMemFreeAsync", "not a live allocation of this device");
+    if (Status s = streams_.find(handle, "cuMemFreeAsync", &stream); !s.ok()) return s;
+    if (Status s = allocations_.forget(pointer, "cuMemFreeAsync"); !s.ok()) return s;
     Status status = current("cuMemFreeAsync", [&] { return api_.cuMemFreeAsync(pointer, stream); });
-    if (!status.ok()) remember_allocation(pointer);
+    if (!status.ok()) allocations_.adopt(pointer);
     return status;
   }
   Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) override {
@@ -165,19 +147,19 @@ class CudaDriver final : public Driver {
     return current("cuMemcpyDtoD_v2", [&] { return api_.cuMemcpyDtoD(dst, src, bytes); });
   }
   Status memcpy_htod_async(DevicePtr dst, const void* src, std::size_t bytes, StreamHandle handle) override {
-    return on_stream(handle, "cuMemcpyHtoDAsync_v2", [&](CUstream s) { return api_.cuMemcpyHtoDAsync(dst, src, bytes, s); });
+    return on(streams_, handle, "cuMemcpyHtoDAsync_v2", [&](CUstream s) { return api_.cuMemcpyHtoDAsync(dst, src, bytes, s); });
   }
   Status memcpy_dtoh_async(void* dst, DevicePtr src, std::size_t bytes, StreamHandle handle) override {
-    return on_stream(handle, "cuMemcpyDtoHAsync_v2", [&](CUstream s) { return api_.cuMemcpyDtoHAsync(dst, src, bytes, s); });
+    return on(streams_, handle, "cuMemcpyDtoHAsync_v2", [&](CUstream s) { return api_.cuMemcpyDtoHAsync(dst, src, bytes, s); });
   }
   Status memcpy_dtod_async(DevicePtr dst, DevicePtr src, std::size_t bytes, StreamHandle handle) override {
-    return on_stream(handle, "cuMemcpyDtoDAsync_v2", [&](CUstream s) { return api_.cuMemcpyDtoDAsync(dst, src, bytes, s); });
+    return on(streams_, handle, "cuMemcpyDtoDAsync_v2", [&](CUstream s) { return api_.cuMemcpyDtoDAsync(dst, src, bytes, s); });
   }
   Status memset_d32(DevicePtr dst, std::uint32_t value, std::size_t count) override {
     return current("cuMemsetD32_v2", [&] { return api_.cuMemsetD32(dst, value, count); });
   }
   Status memset_d32_async(DevicePtr dst, std::uint32_t value, std::size_t count, StreamHandle handle) override {
-    return on_stream(handle, "cuMemsetD32Async", [&](CUstream s) { return api_.cuMemsetD32Async(dst, value, count, s); });
+    return on(streams_, handle, "cuMemsetD32Async", [&](CUstream s) { return api_.cuMemsetD32Async(dst, value, count, s); });
   }
 
   // modules and kernels
@@ -215,41 +197,30 @@ class CudaDriver final : public Driver {
       if (!log.empty()) status.message += ": " + log;
       return status;
     }
-    modules_.add(module);
-    *out = static_cast<ModuleHandle>(reinterpret_cast<std::uintptr_t>(module));
+    *out = modules_.adopt(module);
     return status;
   }
   Status module_unload(ModuleHandle handle) override {
-    CUmodule module;
-    if (Status s = modules_.find(raw(handle), "cuModuleUnload", &module); !s.ok()) return s;
-    Status status = current("cuModuleUnload", [&] { return api_.cuModuleUnload(module); });
-    if (status.ok()) {
-      modules_.remove(module);
-      forget_functions_of(module);  // their handles die with the module
-    }
+    Status status = release(modules_, handle, "cuModuleUnload", [&](CUmodule m) { return api_.cuModuleUnload(m); });
+    if (status.ok()) functions_.remove_owned_by(handle);  // their handles die with the module
     return status;
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
     CUmodule module;
-    if (Status s = modules_.find(raw(handle), "cuModuleGetFunction", &module); !s.ok()) return s;
+    if (Status s = modules_.find(handle, "cuModuleGetFunction", &module); !s.ok()) return s;
     CUfunction function = nullptr;
     Status status = current("cuModuleGetFunction", [&] { return api_.cuModuleGetFunction(&function, module, name.c_str()); });
     if (!status.ok()) {
       status.message += ": no kernel named '" + name + "' in the module";
       return status;
     }
-    functions_.add(function);
-    {
-      std::lock_guard lock(allocations_mutex_);
-      function_modules_.emplace_back(function, module);
-    }
-    *out = static_cast<FunctionHandle>(reinterpret_cast<std::uintptr_t>(function));
+    *out = functions_.adopt(function, handle);
     return status;
   }
   Status function_param_sizes(FunctionHandle handle, std::vector<std::size_t>* out) override {
     if (api_.cuFuncGetParamInfo == nullptr) return unsupported("cuFuncGetParamInfo");
     CUfunction function;
-    if (Status s = functions_.find(raw(handle), "cuFuncGetParamInfo", &function); !s.ok()) return s;
+    if (Status s = functions_.find(handle, "cuFuncGetParamInfo", &function); !s.ok()) return s;
     if (Status s = make_current("cuFuncGetParamInfo"); !s.ok()) return s;
     std::vector<std::size_t> sizes;
     for (std::size_t index = 0;; ++index) {
@@ -266,31 +237,24 @@ class CudaDriver final : public Driver {
                        StreamHandle stream_handle, const std::vector<KernelArg>& args) override {
     CUfunction function;
     CUstream stream;
-    if (Status s = functions_.find(raw(function_handle), "cuLaunchKernel", &function); !s.ok()) return s;
-    if (Status s = streams_.find(raw(stream_handle), "cuLaunchKernel", &stream); !s.ok()) return s;
-    // Each argument lives in its own 8-byte slot; the driver copies arg_size(kind) bytes
-    // from the slot's start, which on a little-endian host is the value itself.
-    std::vector<std::uint64_t> slots(args.size());
-    std::vector<void*> params(args.size());
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      slots[i] = args[i].bits;
-      params[i] = &slots[i];
-    }
+    if (Status s = functions_.find(function_handle, "cuLaunchKernel", &function); !s.ok()) return s;
+    if (Status s = streams_.find(stream_handle, "cuLaunchKernel", &stream); !s.ok()) return s;
+    KernelParams params(args);
     return current("cuLaunchKernel", [&] {
       return api_.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, stream,
-                                 params.empty() ? nullptr : params.data(), nullptr);
+                                 params.data(), nullptr);
     });
   }
 
   // capture
   Status stream_begin_capture(StreamHandle handle, CaptureMode mode) override {
-    return on_stream(handle, "cuStreamBeginCapture_v2",
-                     [&](CUstream s) { return api_.cuStreamBeginCapture(s, static_cast<CUstreamCaptureMode>(mode)); });
+    return on(streams_, handle, "cuStreamBeginCapture_v2",
+              [&](CUstream s) { return api_.cuStreamBeginCapture(s, static_cast<CUstreamCaptureMode>(mode)); });
   }
   Status stream_end_capture(StreamHandle handle, GraphHandle* out) override {
     *out = GraphHandle{0};
     CUgraph graph = nullptr;
-    Status status = on_stream(handle, "cuStreamEndCapture", [&](CUstream s) { return api_.cuStreamEndCapture(s, &graph); });
+    Status status = on(streams_, handle, "cuStreamEndCapture", [&](CUstream s) { return api_.cuStreamEndCapture(s, &graph); });
     if (graph == nullptr) {
       if (status.ok()) return cuda_local_status(Code::capture_invalidated, "cuStreamEndCapture", "the capture produced no graph");
       return status;
@@ -299,18 +263,17 @@ class CudaDriver final : public Driver {
       api_.cuGraphDestroy(graph);
       return status;
     }
-    graphs_.add(graph);
-    *out = static_cast<GraphHandle>(reinterpret_cast<std::uintptr_t>(graph));
+    *out = graphs_.adopt(graph);
     return status;
   }
   Status stream_capture_info(StreamHandle handle, CaptureStatus* capture_status, std::uint64_t* capture_id) override {
     CUstreamCaptureStatus native = CU_STREAM_CAPTURE_STATUS_NONE;
     cuuint64_t id = 0;
     Status status = api_.cuStreamGetCaptureInfo_v3 != nullptr
-        ? on_stream(handle, "cuStreamGetCaptureInfo_v3", [&](CUstream s) {
+        ? on(streams_, handle, "cuStreamGetCaptureInfo_v3", [&](CUstream s) {
             return api_.cuStreamGetCaptureInfo_v3(s, &native, &id, nullptr, nullptr, nullptr, nullptr);
           })
-        : on_stream(handle, "cuStreamGetCaptureInfo_v2", [&](CUstream s) {
+        : on(streams_, handle, "cuStreamGetCaptureInfo_v2", [&](CUstream s) {
             return api_.cuStreamGetCaptureInfo_v2(s, &native, &id, nullptr, nullptr, nullptr);
           });
     if (status.ok()) {
@@ -329,7 +292,7 @@ class CudaDriver final : public Driver {
   // graphs
   Status graph_node_counts(GraphHandle handle, GraphNodeCounts* out) override {
     CUgraph graph;
-    if (Status s = graphs_.find(raw(handle), "cuGraphGetNodes", &graph); !s.ok()) return s;
+    if (Status s = graphs_.find(handle, "cuGraphGetNodes", &graph); !s.ok()) return s;
     std::size_t count = 0;
     if (Status s = current("cuGraphGetNodes", [&] { return api_.cuGraphGetNodes(graph, nullptr, &count); }); !s.ok()) return s;
     std::vector<CUgraphNode> nodes(count);
@@ -351,12 +314,10 @@ class CudaDriver final : public Driver {
   }
   Status graph_instantiate(GraphHandle handle, GraphExecHandle* out) override {
     CUgraph graph;
-    if (Status s = graphs_.find(raw(handle), "cuGraphInstantiateWithFlags", &graph); !s.ok()) return s;
+    if (Status s = graphs_.find(handle, "cuGraphInstantiateWithFlags", &graph); !s.ok()) return s;
     CUgraphExec exec = nullptr;
     Status status = current("cuGraphInstantiateWithFlags", [&] { return api_.cuGraphInstantiateWithFlags(&exec, graph, 0); });
-    if (!status.ok()) return status;
-    execs_.add(exec);
-    *out = static_cast<GraphExecHandle>(reinterpret_cast<std::uintptr_t>(exec));
+    if (status.ok()) *out = execs_.adopt(exec);
     return status;
   }
   Status graph_upload(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
@@ -371,8 +332,8 @@ class CudaDriver final : public Driver {
     if (api_.cuGraphExecUpdate == nullptr) return unsupported("cuGraphExecUpdate_v2");
     CUgraphExec exec;
     CUgraph graph;
-    if (Status s = execs_.find(raw(exec_handle), "cuGraphExecUpdate_v2", &exec); !s.ok()) return s;
-    if (Status s = graphs_.find(raw(graph_handle), "cuGraphExecUpdate_v2", &graph); !s.ok()) return s;
+    if (Status s = execs_.find(exec_handle, "cuGraphExecUpdate_v2", &exec); !s.ok()) return s;
+    if (Status s = graphs_.find(graph_handle, "cuGraphExecUpdate_v2", &graph); !s.ok()) return s;
     if (Status s = make_current("cuGraphExecUpdate_v2"); !s.ok()) return s;
     CUgraphExecUpdateResultInfo info{};
     CUresult native = api_.cuGraphExecUpdate(exec, graph, &info);
@@ -383,18 +344,10 @@ class CudaDriver final : public Driver {
     return Status::success();
   }
   Status graph_destroy(GraphHandle handle) override {
-    CUgraph graph;
-    if (Status s = graphs_.find(raw(handle), "cuGraphDestroy", &graph); !s.ok()) return s;
-    Status status = current("cuGraphDestroy", [&] { return api_.cuGraphDestroy(graph); });
-    if (status.ok()) graphs_.remove(graph);
-    return status;
+    return release(graphs_, handle, "cuGraphDestroy", [&](CUgraph g) { return api_.cuGraphDestroy(g); });
   }
   Status graph_exec_destroy(GraphExecHandle handle) override {
-    CUgraphExec exec;
-    if (Status s = execs_.find(raw(handle), "cuGraphExecDestroy", &exec); !s.ok()) return s;
-    Status status = current("cuGraphExecDestroy", [&] { return api_.cuGraphExecDestroy(exec); });
-    if (status.ok()) execs_.remove(exec);
-    return status;
+    return release(execs_, handle, "cuGraphExecDestroy", [&](CUgraphExec e) { return api_.cuGraphExecDestroy(e); });
   }
 
   // interop
@@ -409,20 +362,13 @@ class CudaDriver final : public Driver {
   }
 
  private:
-  template <class Handle>
-  static std::uintptr_t raw(Handle handle) {
-    return static_cast<std::uintptr_t>(handle);
-  }
-
-  Status call(CUresult result, const char* name) const {
-    return result == CUDA_SUCCESS ? Status::success() : cuda_status(api_, result, name);
-  }
+  Status failure(int native, const char* call) const override { return cuda_status(api_, native, call); }
   Status unsupported(const char* name) const {
     return cuda_local_status(Code::not_supported, name, "this CUDA driver does not provide " + std::string(name));
   }
 
   // Makes the primary context current on this thread (cheap when it already is).
-  Status make_current(const char* for_call) const {
+  Status make_current(const char* for_call) const override {
     CUcontext now = nullptr;
     if (api_.cuCtxGetCurrent(&now) == CUDA_SUCCESS && now == context_) return Status::success();
     if (CUresult result = api_.cuCtxSetCurrent(context_); result != CUDA_SUCCESS) {
@@ -433,82 +379,32 @@ class CudaDriver final : public Driver {
     return Status::success();
   }
   template <class F>
-  Status current(const char* name, F&& native_call) const {
-    if (Status s = make_current(name); !s.ok()) return s;
-    return call(native_call(), name);
-  }
-  template <class F>
-  Status on_stream(StreamHandle handle, const char* name, F&& native_call) const {
-    CUstream stream;
-    if (Status s = streams_.find(raw(handle), name, &stream); !s.ok()) return s;
-    return current(name, [&] { return native_call(stream); });
-  }
-  template <class F>
-  Status on_event(EventHandle handle, const char* name, F&& native_call) const {
-    CUevent event;
-    if (Status s = events_.find(raw(handle), name, &event); !s.ok()) return s;
-    return current(name, [&] { return native_call(event); });
-  }
-  template <class F>
   Status on_exec_and_stream(GraphExecHandle exec_handle, StreamHandle stream_handle, const char* name, F&& native_call) const {
     CUgraphExec exec;
     CUstream stream;
-    if (Status s = execs_.find(raw(exec_handle), name, &exec); !s.ok()) return s;
-    if (Status s = streams_.find(raw(stream_handle), name, &stream); !s.ok()) return s;
+    if (Status s = execs_.find(exec_handle, name, &exec); !s.ok()) return s;
+    if (Status s = streams_.find(stream_handle, name, &stream); !s.ok()) return s;
     return current(name, [&] { return native_call(exec, stream); });
-  }
-
-  void remember_allocation(CUdeviceptr pointer) {
-    std::lock_guard lock(allocations_mutex_);
-    allocations_.push_back(pointer);
-  }
-  bool forget_allocation(CUdeviceptr pointer) {
-    std::lock_guard lock(allocations_mutex_);
-    for (auto it = allocations_.begin(); it != allocations_.end(); ++it) {
-      if (*it == pointer) {
-        *it = allocations_.back();
-        allocations_.pop_back();
-        return true;
-      }
-    }
-    return false;
-  }
-  void forget_functions_of(CUmodule module) {
-    std::lock_guard lock(allocations_mutex_);
-    std::erase_if(function_modules_, [&](const auto& entry) {
-      if (entry.second != module) return false;
-      functions_.remove(entry.first);
-      return true;
-    });
-  }
-  std::vector<CUdeviceptr> take_allocations() {
-    std::lock_guard lock(allocations_mutex_);
-    return std::exchange(allocations_, {});
   }
 
   const CudaApi& api_;
   int ordinal_;
   CUdevice device_;
   CUcontext context_;
-  HandleRegistry<CUstream> streams_{"stream", cuda_naming()};
-  HandleRegistry<CUevent> events_{"event", cuda_naming()};
-  HandleRegistry<CUmodule> modules_{"module", cuda_naming()};
-  HandleRegistry<CUfunction> functions_{"kernel function", cuda_naming()};
-  HandleRegistry<CUgraph> graphs_{"graph", cuda_naming()};
-  HandleRegistry<CUgraphExec> execs_{"executable graph", cuda_naming()};
-  std::mutex allocations_mutex_;
-  std::vector<CUdeviceptr> allocations_;
-  std::vector<std::pair<CUfunction, CUmodule>> function_modules_;  // guarded by allocations_mutex_
+  HandleRegistry<CUstream, StreamHandle> streams_{"stream", cuda_naming()};
+  HandleRegistry<CUevent, EventHandle> events_{"event", cuda_naming()};
+  HandleRegistry<CUmodule, ModuleHandle> modules_{"module", cuda_naming()};
+  HandleRegistry<CUfunction, FunctionHandle> functions_{"kernel function", cuda_naming()};  // owned by modules
+  HandleRegistry<CUgraph, GraphHandle> graphs_{"graph", cuda_naming()};
+  HandleRegistry<CUgraphExec, GraphExecHandle> execs_{"executable graph", cuda_naming()};
+  AllocationRegistry allocations_{cuda_naming()};
 };
 
 }  // namespace
 
 std::shared_ptr<Driver> open_cuda(int ordinal) {
   const cuda::CudaRuntime& runtime = cuda::cuda_runtime();
-  if (!runtime.info.available) raise(ErrorKind::BackendUnavailable, "cuda: " + runtime.info.reason);
-  if (ordinal < 0 || ordinal >= runtime.info.device_count)
-    raise(ErrorKind::InvalidArgument, "cuda device ordinal " + std::to_string(ordinal) + " is out of range: " +
-                                          std::to_string(runtime.info.device_count) + " device(s)");
+  check_can_open(runtime.info, ordinal);
   const cuda::CudaApi& api = runtime.api;
   cuda_abi::CUdevice device = 0;
   if (cuda_abi::CUresult r = api.cuDeviceGet(&device, ordinal); r != cuda_abi::CUDA_SUCCESS)

@@ -4,6 +4,7 @@
 
 #include "lifecore/driver/backends.hpp"
 #include "driver/dynamic_library.hpp"
+#include "driver/symbol_table.hpp"
 
 namespace lifecore::driver::cuda {
 namespace {
@@ -31,8 +32,7 @@ void* resolve(const DynamicLibrary& library, PFN_cuGetProcAddress_v12000 get_pro
 }
 
 std::string call_failure(const CudaApi& api, CUresult result, const char* call) {
-  Status status = cuda_status(api, result, call);
-  return std::string(call) + " failed: " + status.name + " (" + std::to_string(result) + "): " + status.message;
+  return failure_text(cuda_status(api, result, call));
 }
 
 CudaRuntime load() {
@@ -50,14 +50,14 @@ CudaRuntime load() {
 
   auto get_proc_address = reinterpret_cast<PFN_cuGetProcAddress_v12000>(library.symbol("cuGetProcAddress_v2"));
   CudaApi& api = runtime.api;
-  std::string missing;
-#define LIFECORE_CUDA_RESOLVE(member, name, version, versioned, required)                          \
-  api.member = reinterpret_cast<PFN_##member>(resolve(library, get_proc_address, name, version, versioned)); \
-  runtime.symbols.emplace_back(#member, api.member != nullptr);                                    \
-  if (required && api.member == nullptr && missing.empty())                                       \
-    missing = std::string(name) + " (version " + std::to_string(version) + ", or " + versioned + ")";
+  SymbolTable table;
+#define LIFECORE_CUDA_RESOLVE(member, name, version, versioned, required)                           \
+  table.bind(api.member, resolve(library, get_proc_address, name, version, versioned), #member, required, \
+             std::string(name) + " (version " + std::to_string(version) + ", or " + versioned + ")");
   LIFECORE_CUDA_SYMBOLS(LIFECORE_CUDA_RESOLVE)
 #undef LIFECORE_CUDA_RESOLVE
+  runtime.symbols = table.take_resolved();
+  const std::string& missing = table.missing();
 
   if (api.cuDriverGetVersion == nullptr) {
     info.reason = info.library + " is not a usable CUDA driver: it lacks cuDriverGetVersion";
@@ -123,10 +123,7 @@ const CudaRuntime& cuda_runtime() {
 Status cuda_status(const CudaApi& api, CUresult result, const char* call) {
   Status status = native_status(cuda_naming(), result, call);
   const char* text = nullptr;
-  // The capture errors keep their canonical names.
-  const bool capture_error =
-      result >= cuda_native(Code::capture_unsupported) && result <= cuda_native(Code::capture_wrong_thread);
-  if (!capture_error && api.cuGetErrorName != nullptr && api.cuGetErrorName(result, &text) == CUDA_SUCCESS &&
+  if (!keeps_table_name(status.code) && api.cuGetErrorName != nullptr && api.cuGetErrorName(result, &text) == CUDA_SUCCESS &&
       text != nullptr)
     status.name = text;
   text = nullptr;

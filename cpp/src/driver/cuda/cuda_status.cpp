@@ -5,26 +5,13 @@
 namespace lifecore::driver::cuda {
 namespace {
 
-bool cuda_sticky(int native) {
-  switch (native) {
-    case 700: case 702: case 710: case 714: case 715: case 716: case 717: case 718: case 719: case 911:
-      return true;
-    default:
-      return false;
-  }
-}
+// "Any further work returns the same error."
+constexpr std::array cuda_sticky{700, 702, 710, 714, 715, 716, 717, 718, 719, 911};
+constexpr NativeStatusTable cuda_table{cuda_statuses, "CUDA_ERROR_", cuda_sticky};
 
 }  // namespace
 
-const StatusNaming& cuda_naming() {
-  static const StatusNaming naming{
-      [](int native) { return code_in(cuda_statuses, native); },
-      [](Code code) { return cuda_native(code); },
-      [](int native) { return name_in(cuda_statuses, native, "CUDA_ERROR_"); },
-      cuda_sticky,
-  };
-  return naming;
-}
+const StatusNaming& cuda_naming() { return table_naming<cuda_table>(); }
 
 Status cuda_local_status(Code code, const char* call, std::string message) {
   return local_status(cuda_naming(), code, call, std::move(message));

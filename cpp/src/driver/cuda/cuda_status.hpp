@@ -1,5 +1,5 @@
 // CUDA's status codes: the native numbers and names, lifecore's code for each, and which
-// ones are sticky. The mock reports statuses with the same numbers and names.
+// ones are sticky.
 #pragma once
 
 #include <array>

@@ -1,16 +1,19 @@
 // The HIP backend: one Driver per device, over the runtime resolved by hip_loader. Every
 // operation selects the device on the calling thread first (HIP's current device is
 // per thread, like CUDA's current context).
-#include <algorithm>
 #include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "driver/allocation_registry.hpp"
 #include "driver/handle_registry.hpp"
 #include "driver/hip/hip_builtin_source.hpp"
 #include "driver/hip/hip_backend.hpp"
 #include "driver/hip/hip_loader.hpp"
+#include "driver/kernel_params.hpp"
+#include "driver/native_driver.hpp"
+#include "driver/open_checks.hpp"
 
 namespace lifecore::driver {
 namespace hip {
@@ -20,19 +23,19 @@ using namespace hip_abi;
 
 void* as_pointer(DevicePtr pointer) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(pointer)); }
 
-class HipDriver final : public Driver {
+class HipDriver final : public NativeDriver {
  public:
   HipDriver(const HipRuntime& runtime, int ordinal) : runtime_(runtime), api_(runtime.api), ordinal_(ordinal) {}
 
   ~HipDriver() override {
-    if (!select_device("hipSetDevice").ok()) return;
+    if (!make_current("hipSetDevice").ok()) return;
     api_.hipDeviceSynchronize();
     for (auto exec : execs_.take_all()) api_.hipGraphExecDestroy(exec);
     for (auto graph : graphs_.take_all()) api_.hipGraphDestroy(graph);
     for (auto event : events_.take_all()) api_.hipEventDestroy(event);
     for (auto stream : streams_.take_all()) api_.hipStreamDestroy(stream);
     for (auto module : modules_.take_all()) api_.hipModuleUnload(module);
-    for (auto pointer : take_allocations()) api_.hipFree(pointer);
+    for (DevicePtr pointer : allocations_.take_all()) api_.hipFree(as_pointer(pointer));
     api_.hipDeviceSynchronize();  // hipGraphExecDestroy and hipFree release lazily
   }
 
@@ -48,13 +51,13 @@ class HipDriver final : public Driver {
   // device
   Status device_name(std::string* out) override {
     hipDevice_t device = 0;
-    if (Status s = call(api_.hipDeviceGet(&device, ordinal_), "hipDeviceGet"); !s.ok()) return s;
+    if (Status s = checked(api_.hipDeviceGet(&device, ordinal_), "hipDeviceGet"); !s.ok()) return s;
     char name[256] = {};
-    Status status = call(api_.hipDeviceGetName(name, sizeof name - 1, device), "hipDeviceGetName");
+    Status status = checked(api_.hipDeviceGetName(name, sizeof name - 1, device), "hipDeviceGetName");
     if (status.ok()) *out = name;
     return status;
   }
-  Status driver_version(int* out) override { return call(api_.hipDriverGetVersion(out), "hipDriverGetVersion"); }
+  Status driver_version(int* out) override { return checked(api_.hipDriverGetVersion(out), "hipDriverGetVersion"); }
   Status mem_info(std::size_t* free_bytes, std::size_t* total_bytes) override {
     return current("hipMemGetInfo", [&] { return api_.hipMemGetInfo(free_bytes, total_bytes); });
   }
@@ -63,62 +66,49 @@ class HipDriver final : public Driver {
   Status stream_create(StreamHandle* out) override {
     hipStream_t stream = nullptr;
     Status status = current("hipStreamCreateWithFlags", [&] { return api_.hipStreamCreateWithFlags(&stream, hipStreamNonBlocking); });
-    if (!status.ok()) return status;
-    streams_.add(stream);
-    *out = static_cast<StreamHandle>(reinterpret_cast<std::uintptr_t>(stream));
+    if (status.ok()) *out = streams_.adopt(stream);
     return status;
   }
   Status stream_destroy(StreamHandle handle) override {
-    hipStream_t stream;
-    if (Status s = streams_.find(raw(handle), "hipStreamDestroy", &stream); !s.ok()) return s;
-    Status status = current("hipStreamDestroy", [&] { return api_.hipStreamDestroy(stream); });
-    if (status.ok()) streams_.remove(stream);
-    return status;
+    return release(streams_, handle, "hipStreamDestroy", [&](hipStream_t s) { return api_.hipStreamDestroy(s); });
   }
   Status stream_synchronize(StreamHandle handle) override {
-    return on_stream(handle, "hipStreamSynchronize", [&](hipStream_t s) { return api_.hipStreamSynchronize(s); });
+    return on(streams_, handle, "hipStreamSynchronize", [&](hipStream_t s) { return api_.hipStreamSynchronize(s); });
   }
   Status stream_query(StreamHandle handle) override {
-    return on_stream(handle, "hipStreamQuery", [&](hipStream_t s) { return api_.hipStreamQuery(s); });
+    return on(streams_, handle, "hipStreamQuery", [&](hipStream_t s) { return api_.hipStreamQuery(s); });
   }
   std::uintptr_t stream_native_handle(StreamHandle handle) override {
-    hipStream_t stream;
-    return streams_.find(raw(handle), "stream_native_handle", &stream).ok() ? raw(handle) : 0;
+    return streams_.contains(handle) ? static_cast<std::uintptr_t>(handle) : 0;
   }
 
   // events
   Status event_create(EventHandle* out) override {
     hipEvent_t event = nullptr;
     Status status = current("hipEventCreateWithFlags", [&] { return api_.hipEventCreateWithFlags(&event, hipEventDefault); });
-    if (!status.ok()) return status;
-    events_.add(event);
-    *out = static_cast<EventHandle>(reinterpret_cast<std::uintptr_t>(event));
+    if (status.ok()) *out = events_.adopt(event);
     return status;
   }
   Status event_destroy(EventHandle handle) override {
-    hipEvent_t event;
-    if (Status s = events_.find(raw(handle), "hipEventDestroy", &event); !s.ok()) return s;
-    Status status = current("hipEventDestroy", [&] { return api_.hipEventDestroy(event); });
-    if (status.ok()) events_.remove(event);
-    return status;
+    return release(events_, handle, "hipEventDestroy", [&](hipEvent_t e) { return api_.hipEventDestroy(e); });
   }
   Status event_record(EventHandle event_handle, StreamHandle stream_handle) override {
     hipEvent_t event;
     hipStream_t stream;
-    if (Status s = events_.find(raw(event_handle), "hipEventRecord", &event); !s.ok()) return s;
-    if (Status s = streams_.find(raw(stream_handle), "hipEventRecord", &stream); !s.ok()) return s;
+    if (Status s = events_.find(event_handle, "hipEventRecord", &event); !s.ok()) return s;
+    if (Status s = streams_.find(stream_handle, "hipEventRecord", &stream); !s.ok()) return s;
     return current("hipEventRecord", [&] { return api_.hipEventRecord(event, stream); });
   }
   Status event_synchronize(EventHandle handle) override {
-    return on_event(handle, "hipEventSynchronize", [&](hipEvent_t e) { return api_.hipEventSynchronize(e); });
+    return on(events_, handle, "hipEventSynchronize", [&](hipEvent_t e) { return api_.hipEventSynchronize(e); });
   }
   Status event_query(EventHandle handle) override {
-    return on_event(handle, "hipEventQuery", [&](hipEvent_t e) { return api_.hipEventQuery(e); });
+    return on(events_, handle, "hipEventQuery", [&](hipEvent_t e) { return api_.hipEventQuery(e); });
   }
   Status event_elapsed(EventHandle start_handle, EventHandle end_handle, float* milliseconds) override {
     hipEvent_t start, end;
-    if (Status s = events_.find(raw(start_handle), "hipEventElapsedTime", &start); !s.ok()) return s;
-    if (Status s = events_.find(raw(end_handle), "hipEventElapsedTime", &end); !s.ok()) return s;
+    if (Status s = events_.find(start_handle, "hipEventElapsedTime", &start); !s.ok()) return s;
+    if (Status s = events_.find(end_handle, "hipEventElapsedTime", &end); !s.ok()) return s;
     return current("hipEventElapsedTime", [&] { return api_.hipEventElapsedTime(milliseconds, start, end); });
   }
 
@@ -126,37 +116,29 @@ class HipDriver final : public Driver {
   Status mem_alloc(std::size_t bytes, DevicePtr* out) override {
     void* pointer = nullptr;
     Status status = current("hipMalloc", [&] { return api_.hipMalloc(&pointer, bytes); });
-    if (status.ok()) {
-      remember_allocation(pointer);
-      *out = reinterpret_cast<std::uintptr_t>(pointer);
-    }
+    if (status.ok()) *out = allocations_.adopt(reinterpret_cast<std::uintptr_t>(pointer));
     return status;
   }
   Status mem_free(DevicePtr pointer) override {
-    if (!forget_allocation(as_pointer(pointer)))
-      return hip_local_status(Code::invalid_value, "hipFree", "not a live allocation of this device");
+    if (Status s = allocations_.forget(pointer, "hipFree"); !s.ok()) return s;
     Status status = current("hipFree", [&] { return api_.hipFree(as_pointer(pointer)); });
-    if (!status.ok()) remember_allocation(as_pointer(pointer));
+    if (!status.ok()) allocations_.adopt(pointer);
     return status;
   }
   Status mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) override {
     if (api_.hipMallocAsync == nullptr) return unsupported("hipMallocAsync");
     void* pointer = nullptr;
-    Status status = on_stream(handle, "hipMallocAsync", [&](hipStream_t s) { return api_.hipMallocAsync(&pointer, bytes, s); });
-    if (status.ok()) {
-      remember_allocation(pointer);
-      *out = reinterpret_cast<std::uintptr_t>(pointer);
-    }
+    Status status = on(streams_, handle, "hipMallocAsync", [&](hipStream_t s) { return api_.hipMallocAsync(&pointer, bytes, s); });
+    if (status.ok()) *out = allocations_.adopt(reinterpret_cast<std::uintptr_t>(pointer));
     return status;
   }
   Status mem_free_async(DevicePtr pointer, StreamHandle handle) override {
     if (api_.hipFreeAsync == nullptr) return unsupported("hipFreeAsync");
     hipStream_t stream;
-    if (Status s = streams_.find(raw(handle), "hipFreeAsync", &stream); !s.ok()) return s;
-    if (!forget_allocation(as_pointer(pointer)))
-      return hip_local_status(Code::invalid_value, "hipFreeAsync", "not a live allocation of this device");
+    if (Status s = streams_.find(handle, "hipFreeAsync", &stream); !s.ok()) return s;
+    if (Status s = allocations_.forget(pointer, "hipFreeAsync"); !s.ok()) return s;
     Status status = current("hipFreeAsync", [&] { return api_.hipFreeAsync(as_pointer(pointer), stream); });
-    if (!status.ok()) remember_allocation(as_pointer(pointer));
+    if (!status.ok()) allocations_.adopt(pointer);
     return status;
   }
   Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) override {
@@ -169,15 +151,15 @@ class HipDriver final : public Driver {
     return current("hipMemcpyDtoD", [&] { return api_.hipMemcpyDtoD(as_pointer(dst), as_pointer(src), bytes); });
   }
   Status memcpy_htod_async(DevicePtr dst, const void* src, std::size_t bytes, StreamHandle handle) override {
-    return on_stream(handle, "hipMemcpyHtoDAsync", [&](hipStream_t s) {
+    return on(streams_, handle, "hipMemcpyHtoDAsync", [&](hipStream_t s) {
       return api_.hipMemcpyHtoDAsync(as_pointer(dst), const_cast<void*>(src), bytes, s);
     });
   }
   Status memcpy_dtoh_async(void* dst, DevicePtr src, std::size_t bytes, StreamHandle handle) override {
-    return on_stream(handle, "hipMemcpyDtoHAsync", [&](hipStream_t s) { return api_.hipMemcpyDtoHAsync(dst, as_pointer(src), bytes, s); });
+    return on(streams_, handle, "hipMemcpyDtoHAsync", [&](hipStream_t s) { return api_.hipMemcpyDtoHAsync(dst, as_pointer(src), bytes, s); });
   }
   Status memcpy_dtod_async(DevicePtr dst, DevicePtr src, std::size_t bytes, StreamHandle handle) override {
-    return on_stream(handle, "hipMemcpyDtoDAsync", [&](hipStream_t s) {
+    return on(streams_, handle, "hipMemcpyDtoDAsync", [&](hipStream_t s) {
       return api_.hipMemcpyDtoDAsync(as_pointer(dst), as_pointer(src), bytes, s);
     });
   }
@@ -185,7 +167,7 @@ class HipDriver final : public Driver {
     return current("hipMemsetD32", [&] { return api_.hipMemsetD32(as_pointer(dst), static_cast<int>(value), count); });
   }
   Status memset_d32_async(DevicePtr dst, std::uint32_t value, std::size_t count, StreamHandle handle) override {
-    return on_stream(handle, "hipMemsetD32Async", [&](hipStream_t s) {
+    return on(streams_, handle, "hipMemsetD32Async", [&](hipStream_t s) {
       return api_.hipMemsetD32Async(as_pointer(dst), static_cast<int>(value), count, s);
     });
   }
@@ -212,36 +194,24 @@ class HipDriver final : public Driver {
     }
     hipModule_t module = nullptr;
     Status status = current("hipModuleLoadData", [&] { return api_.hipModuleLoadData(&module, data); });
-    if (!status.ok()) return status;
-    modules_.add(module);
-    *out = static_cast<ModuleHandle>(reinterpret_cast<std::uintptr_t>(module));
+    if (status.ok()) *out = modules_.adopt(module);
     return status;
   }
   Status module_unload(ModuleHandle handle) override {
-    hipModule_t module;
-    if (Status s = modules_.find(raw(handle), "hipModuleUnload", &module); !s.ok()) return s;
-    Status status = current("hipModuleUnload", [&] { return api_.hipModuleUnload(module); });
-    if (status.ok()) {
-      modules_.remove(module);
-      forget_functions_of(module);
-    }
+    Status status = release(modules_, handle, "hipModuleUnload", [&](hipModule_t m) { return api_.hipModuleUnload(m); });
+    if (status.ok()) functions_.remove_owned_by(handle);  // their handles die with the module
     return status;
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
     hipModule_t module;
-    if (Status s = modules_.find(raw(handle), "hipModuleGetFunction", &module); !s.ok()) return s;
+    if (Status s = modules_.find(handle, "hipModuleGetFunction", &module); !s.ok()) return s;
     hipFunction_t function = nullptr;
     Status status = current("hipModuleGetFunction", [&] { return api_.hipModuleGetFunction(&function, module, name.c_str()); });
     if (!status.ok()) {
       status.message += ": no kernel named '" + name + "' in the module";
       return status;
     }
-    functions_.add(function);
-    {
-      std::lock_guard lock(mutex_);
-      function_modules_.emplace_back(function, module);
-    }
-    *out = static_cast<FunctionHandle>(reinterpret_cast<std::uintptr_t>(function));
+    *out = functions_.adopt(function, handle);
     return status;
   }
   Status function_param_sizes(FunctionHandle, std::vector<std::size_t>*) override {
@@ -251,30 +221,24 @@ class HipDriver final : public Driver {
                        StreamHandle stream_handle, const std::vector<KernelArg>& args) override {
     hipFunction_t function;
     hipStream_t stream;
-    if (Status s = functions_.find(raw(function_handle), "hipModuleLaunchKernel", &function); !s.ok()) return s;
-    if (Status s = streams_.find(raw(stream_handle), "hipModuleLaunchKernel", &stream); !s.ok()) return s;
-    // One 8-byte slot per argument; the runtime copies the parameter's size from its start.
-    std::vector<std::uint64_t> slots(args.size());
-    std::vector<void*> params(args.size());
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      slots[i] = args[i].bits;
-      params[i] = &slots[i];
-    }
+    if (Status s = functions_.find(function_handle, "hipModuleLaunchKernel", &function); !s.ok()) return s;
+    if (Status s = streams_.find(stream_handle, "hipModuleLaunchKernel", &stream); !s.ok()) return s;
+    KernelParams params(args);
     return current("hipModuleLaunchKernel", [&] {
       return api_.hipModuleLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z, shared_bytes, stream,
-                                        params.empty() ? nullptr : params.data(), nullptr);
+                                        params.data(), nullptr);
     });
   }
 
   // capture
   Status stream_begin_capture(StreamHandle handle, CaptureMode mode) override {
-    return on_stream(handle, "hipStreamBeginCapture",
-                     [&](hipStream_t s) { return api_.hipStreamBeginCapture(s, static_cast<hipStreamCaptureMode>(mode)); });
+    return on(streams_, handle, "hipStreamBeginCapture",
+              [&](hipStream_t s) { return api_.hipStreamBeginCapture(s, static_cast<hipStreamCaptureMode>(mode)); });
   }
   Status stream_end_capture(StreamHandle handle, GraphHandle* out) override {
     *out = GraphHandle{0};
     hipGraph_t graph = nullptr;
-    Status status = on_stream(handle, "hipStreamEndCapture", [&](hipStream_t s) { return api_.hipStreamEndCapture(s, &graph); });
+    Status status = on(streams_, handle, "hipStreamEndCapture", [&](hipStream_t s) { return api_.hipStreamEndCapture(s, &graph); });
     if (graph == nullptr) {
       if (status.ok()) return hip_local_status(Code::capture_invalidated, "hipStreamEndCapture", "the capture produced no graph");
       return status;
@@ -283,15 +247,14 @@ class HipDriver final : public Driver {
       api_.hipGraphDestroy(graph);
       return status;
     }
-    graphs_.add(graph);
-    *out = static_cast<GraphHandle>(reinterpret_cast<std::uintptr_t>(graph));
+    *out = graphs_.adopt(graph);
     return status;
   }
   Status stream_capture_info(StreamHandle handle, CaptureStatus* capture_status, std::uint64_t* capture_id) override {
     hipStreamCaptureStatus native = hipStreamCaptureStatusNone;
     unsigned long long id = 0;
-    Status status = on_stream(handle, "hipStreamGetCaptureInfo",
-                              [&](hipStream_t s) { return api_.hipStreamGetCaptureInfo(s, &native, &id); });
+    Status status = on(streams_, handle, "hipStreamGetCaptureInfo",
+                       [&](hipStream_t s) { return api_.hipStreamGetCaptureInfo(s, &native, &id); });
     if (status.ok()) {
       *capture_status = static_cast<CaptureStatus>(native);
       *capture_id = native == hipStreamCaptureStatusNone ? 0 : id;
@@ -308,7 +271,7 @@ class HipDriver final : public Driver {
   // graphs
   Status graph_node_counts(GraphHandle handle, GraphNodeCounts* out) override {
     hipGraph_t graph;
-    if (Status s = graphs_.find(raw(handle), "hipGraphGetNodes", &graph); !s.ok()) return s;
+    if (Status s = graphs_.find(handle, "hipGraphGetNodes", &graph); !s.ok()) return s;
     std::size_t count = 0;
     if (Status s = current("hipGraphGetNodes", [&] { return api_.hipGraphGetNodes(graph, nullptr, &count); }); !s.ok()) return s;
     std::vector<hipGraphNode_t> nodes(count);
@@ -331,23 +294,21 @@ class HipDriver final : public Driver {
   Status graph_instantiate(GraphHandle handle, GraphExecHandle* out) override {
     hipGraph_t graph;
     const char* name = api_.hipGraphInstantiateWithFlags ? "hipGraphInstantiateWithFlags" : "hipGraphInstantiate";
-    if (Status s = graphs_.find(raw(handle), name, &graph); !s.ok()) return s;
+    if (Status s = graphs_.find(handle, name, &graph); !s.ok()) return s;
     hipGraphExec_t exec = nullptr;
     // ROCm ignores instantiate flags; lifecore passes none, so both entry points agree.
     Status status = current(name, [&] {
       return api_.hipGraphInstantiateWithFlags ? api_.hipGraphInstantiateWithFlags(&exec, graph, 0)
                                                : api_.hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0);
     });
-    if (!status.ok()) return status;
-    execs_.add(exec);
-    *out = static_cast<GraphExecHandle>(reinterpret_cast<std::uintptr_t>(exec));
+    if (status.ok()) *out = execs_.adopt(exec);
     return status;
   }
   Status graph_upload(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
     hipGraphExec_t exec;
     hipStream_t stream;
-    if (Status s = execs_.find(raw(exec_handle), "hipGraphUpload", &exec); !s.ok()) return s;
-    if (Status s = streams_.find(raw(stream_handle), "hipGraphUpload", &stream); !s.ok()) return s;
+    if (Status s = execs_.find(exec_handle, "hipGraphUpload", &exec); !s.ok()) return s;
+    if (Status s = streams_.find(stream_handle, "hipGraphUpload", &stream); !s.ok()) return s;
     // Upload only moves the first launch's setup earlier; a runtime without it (ROCm < 5.3)
     // does the same work at the first launch.
     if (api_.hipGraphUpload == nullptr) return Status::success();
@@ -356,17 +317,17 @@ class HipDriver final : public Driver {
   Status graph_launch(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
     hipGraphExec_t exec;
     hipStream_t stream;
-    if (Status s = execs_.find(raw(exec_handle), "hipGraphLaunch", &exec); !s.ok()) return s;
-    if (Status s = streams_.find(raw(stream_handle), "hipGraphLaunch", &stream); !s.ok()) return s;
+    if (Status s = execs_.find(exec_handle, "hipGraphLaunch", &exec); !s.ok()) return s;
+    if (Status s = streams_.find(stream_handle, "hipGraphLaunch", &stream); !s.ok()) return s;
     return current("hipGraphLaunch", [&] { return api_.hipGraphLaunch(exec, stream); });
   }
   Status graph_exec_update(GraphExecHandle exec_handle, GraphHandle graph_handle, GraphUpdateResult* result) override {
     if (api_.hipGraphExecUpdate == nullptr) return unsupported("hipGraphExecUpdate");
     hipGraphExec_t exec;
     hipGraph_t graph;
-    if (Status s = execs_.find(raw(exec_handle), "hipGraphExecUpdate", &exec); !s.ok()) return s;
-    if (Status s = graphs_.find(raw(graph_handle), "hipGraphExecUpdate", &graph); !s.ok()) return s;
-    if (Status s = select_device("hipGraphExecUpdate"); !s.ok()) return s;
+    if (Status s = execs_.find(exec_handle, "hipGraphExecUpdate", &exec); !s.ok()) return s;
+    if (Status s = graphs_.find(graph_handle, "hipGraphExecUpdate", &graph); !s.ok()) return s;
+    if (Status s = make_current("hipGraphExecUpdate"); !s.ok()) return s;
     hipGraphNode_t error_node = nullptr;
     hipGraphExecUpdateResult native_result = 0;
     hipError_t native = api_.hipGraphExecUpdate(exec, graph, &error_node, &native_result);
@@ -375,21 +336,14 @@ class HipDriver final : public Driver {
     return Status::success();
   }
   Status graph_destroy(GraphHandle handle) override {
-    hipGraph_t graph;
-    if (Status s = graphs_.find(raw(handle), "hipGraphDestroy", &graph); !s.ok()) return s;
-    Status status = current("hipGraphDestroy", [&] { return api_.hipGraphDestroy(graph); });
-    if (status.ok()) graphs_.remove(graph);
-    return status;
+    return release(graphs_, handle, "hipGraphDestroy", [&](hipGraph_t g) { return api_.hipGraphDestroy(g); });
   }
   Status graph_exec_destroy(GraphExecHandle handle) override {
-    hipGraphExec_t exec;
-    if (Status s = execs_.find(raw(handle), "hipGraphExecDestroy", &exec); !s.ok()) return s;
-    Status status = current("hipGraphExecDestroy", [&] { return api_.hipGraphExecDestroy(exec); });
+    Status status = release(execs_, handle, "hipGraphExecDestroy", [&](hipGraphExec_t e) { return api_.hipGraphExecDestroy(e); });
     if (!status.ok()) return status;
-    execs_.remove(exec);
     // ROCm frees an executable graph's resources lazily; synchronising makes the release
     // (and the memory the graph held) real before the caller reuses that memory.
-    return call(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
+    return checked(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
   }
 
   // interop
@@ -404,18 +358,12 @@ class HipDriver final : public Driver {
   }
 
  private:
-  template <class Handle>
-  static std::uintptr_t raw(Handle handle) {
-    return static_cast<std::uintptr_t>(handle);
-  }
-
-  Status call(hipError_t error, const char* name) const {
-    return error == hipSuccess ? Status::success() : hip_status(api_, error, name);
-  }
+  Status failure(int native, const char* call) const override { return hip_status(api_, native, call); }
   Status unsupported(const char* name) const {
     return hip_local_status(Code::not_supported, name, "this HIP runtime does not provide " + std::string(name));
   }
-  Status select_device(const char* for_call) const {
+  // Selects this driver's device on this thread (cheap when it already is).
+  Status make_current(const char* for_call) const override {
     int now = -1;
     if (api_.hipGetDevice(&now) == hipSuccess && now == ordinal_) return Status::success();
     if (hipError_t error = api_.hipSetDevice(ordinal_); error != hipSuccess) {
@@ -425,24 +373,6 @@ class HipDriver final : public Driver {
     }
     return Status::success();
   }
-  template <class F>
-  Status current(const char* name, F&& native_call) const {
-    if (Status s = select_device(name); !s.ok()) return s;
-    return call(native_call(), name);
-  }
-  template <class F>
-  Status on_stream(StreamHandle handle, const char* name, F&& native_call) const {
-    hipStream_t stream;
-    if (Status s = streams_.find(raw(handle), name, &stream); !s.ok()) return s;
-    return current(name, [&] { return native_call(stream); });
-  }
-  template <class F>
-  Status on_event(EventHandle handle, const char* name, F&& native_call) const {
-    hipEvent_t event;
-    if (Status s = events_.find(raw(handle), name, &event); !s.ok()) return s;
-    return current(name, [&] { return native_call(event); });
-  }
-
   // Compiles the built-in kernels once per driver (hiprtc targets the current device).
   Status builtin_code_object(std::string* out) {
     std::lock_guard lock(builtin_mutex_);
@@ -452,7 +382,7 @@ class HipDriver final : public Driver {
     }
     if (!runtime_.hiprtc_available)
       return hip_local_status(Code::not_supported, "hiprtcCompileProgram", runtime_.hiprtc_reason);
-    if (Status s = select_device("hiprtcCompileProgram"); !s.ok()) return s;
+    if (Status s = make_current("hiprtcCompileProgram"); !s.ok()) return s;
     const HiprtcApi& rtc = runtime_.hiprtc;
     auto rtc_failure = [&](hiprtcResult result, const char* call, const std::string& log) {
       const char* text = rtc.hiprtcGetErrorString(result);
@@ -492,43 +422,16 @@ class HipDriver final : public Driver {
     return Status::success();
   }
 
-  void remember_allocation(void* pointer) {
-    std::lock_guard lock(mutex_);
-    allocations_.push_back(pointer);
-  }
-  bool forget_allocation(void* pointer) {
-    std::lock_guard lock(mutex_);
-    auto it = std::find(allocations_.begin(), allocations_.end(), pointer);
-    if (it == allocations_.end()) return false;
-    *it = allocations_.back();
-    allocations_.pop_back();
-    return true;
-  }
-  void forget_functions_of(hipModule_t module) {
-    std::lock_guard lock(mutex_);
-    std::erase_if(function_modules_, [&](const auto& entry) {
-      if (entry.second != module) return false;
-      functions_.remove(entry.first);
-      return true;
-    });
-  }
-  std::vector<void*> take_allocations() {
-    std::lock_guard lock(mutex_);
-    return std::exchange(allocations_, {});
-  }
-
   const HipRuntime& runtime_;
   const HipApi& api_;
   int ordinal_;
-  HandleRegistry<hipStream_t> streams_{"stream", hip_naming()};
-  HandleRegistry<hipEvent_t> events_{"event", hip_naming()};
-  HandleRegistry<hipModule_t> modules_{"module", hip_naming()};
-  HandleRegistry<hipFunction_t> functions_{"kernel function", hip_naming()};
-  HandleRegistry<hipGraph_t> graphs_{"graph", hip_naming()};
-  HandleRegistry<hipGraphExec_t> execs_{"executable graph", hip_naming()};
-  std::mutex mutex_;
-  std::vector<void*> allocations_;                                    // guarded by mutex_
-  std::vector<std::pair<hipFunction_t, hipModule_t>> function_modules_;  // guarded by mutex_
+  HandleRegistry<hipStream_t, StreamHandle> streams_{"stream", hip_naming()};
+  HandleRegistry<hipEvent_t, EventHandle> events_{"event", hip_naming()};
+  HandleRegistry<hipModule_t, ModuleHandle> modules_{"module", hip_naming()};
+  HandleRegistry<hipFunction_t, FunctionHandle> functions_{"kernel function", hip_naming()};  // owned by modules
+  HandleRegistry<hipGraph_t, GraphHandle> graphs_{"graph", hip_naming()};
+  HandleRegistry<hipGraphExec_t, GraphExecHandle> execs_{"executable graph", hip_naming()};
+  AllocationRegistry allocations_{hip_naming()};
   std::mutex builtin_mutex_;
   std::string builtin_code_;  // guarded by builtin_mutex_
 };
@@ -537,10 +440,7 @@ class HipDriver final : public Driver {
 
 std::shared_ptr<Driver> open_hip(int ordinal) {
   const hip::HipRuntime& runtime = hip::hip_runtime();
-  if (!runtime.info.available) raise(ErrorKind::BackendUnavailable, "hip: " + runtime.info.reason);
-  if (ordinal < 0 || ordinal >= runtime.info.device_count)
-    raise(ErrorKind::InvalidArgument, "hip device ordinal " + std::to_string(ordinal) + " is out of range: " +
-                                          std::to_string(runtime.info.device_count) + " device(s)");
+  check_can_open(runtime.info, ordinal);
   if (hip_abi::hipError_t e = runtime.api.hipSetDevice(ordinal); e != hip_abi::hipSuccess)
     throw_status(hip::hip_status(runtime.api, e, "hipSetDevice"));
   return std::make_shared<hip::HipDriver>(runtime, ordinal);

@@ -3,6 +3,7 @@
 #include <string_view>
 
 #include "driver/dynamic_library.hpp"
+#include "driver/symbol_table.hpp"
 
 namespace lifecore::driver::hip {
 namespace {
@@ -21,8 +22,7 @@ void* resolve(const DynamicLibrary& library, PFN_hipGetProcAddress get_proc_addr
 }
 
 std::string call_failure(const HipApi& api, hipError_t error, const char* call) {
-  Status status = hip_status(api, error, call);
-  return std::string(call) + " failed: " + status.name + " (" + std::to_string(error) + "): " + status.message;
+  return failure_text(hip_status(api, error, call));
 }
 
 void load_hiprtc(HipRuntime& runtime) {
@@ -34,14 +34,12 @@ void load_hiprtc(HipRuntime& runtime) {
     return;
   }
   runtime.hiprtc_library = library.path();
-  std::string missing;
-#define LIFECORE_HIPRTC_RESOLVE(member)                                                   \
-  runtime.hiprtc.member = reinterpret_cast<PFN_##member>(library.symbol(#member));        \
-  if (runtime.hiprtc.member == nullptr && missing.empty()) missing = #member;
+  SymbolTable table;
+#define LIFECORE_HIPRTC_RESOLVE(member) table.bind(runtime.hiprtc.member, library.symbol(#member), #member, true, #member);
   LIFECORE_HIPRTC_SYMBOLS(LIFECORE_HIPRTC_RESOLVE)
 #undef LIFECORE_HIPRTC_RESOLVE
-  if (!missing.empty()) {
-    runtime.hiprtc_reason = library.path() + " lacks " + missing + ", so the built-in kernels cannot be compiled";
+  if (!table.missing().empty()) {
+    runtime.hiprtc_reason = library.path() + " lacks " + table.missing() + ", so the built-in kernels cannot be compiled";
     return;
   }
   runtime.hiprtc_available = true;
@@ -64,16 +62,15 @@ HipRuntime load() {
   auto get_proc_address = reinterpret_cast<PFN_hipGetProcAddress>(library.symbol("hipGetProcAddress"));
   runtime.resolved_through_get_proc_address = get_proc_address != nullptr;
   HipApi& api = runtime.api;
-  std::string missing;
-#define LIFECORE_HIP_RESOLVE(member, required)                                             \
-  api.member = reinterpret_cast<PFN_##member>(resolve(library, get_proc_address, #member)); \
-  runtime.symbols.emplace_back(#member, api.member != nullptr);                            \
-  if (required && api.member == nullptr && missing.empty()) missing = #member;
+  SymbolTable table;
+#define LIFECORE_HIP_RESOLVE(member, required) \
+  table.bind(api.member, resolve(library, get_proc_address, #member), #member, required, #member);
   LIFECORE_HIP_SYMBOLS(LIFECORE_HIP_RESOLVE)
 #undef LIFECORE_HIP_RESOLVE
+  runtime.symbols = table.take_resolved();
 
-  if (!missing.empty()) {
-    info.reason = "the HIP runtime " + info.library + " lacks the required entry point " + missing;
+  if (!table.missing().empty()) {
+    info.reason = "the HIP runtime " + info.library + " lacks the required entry point " + table.missing();
     return runtime;
   }
   int version = 0;
@@ -118,8 +115,7 @@ const HipRuntime& hip_runtime() {
 
 Status hip_status(const HipApi& api, hipError_t error, const char* call) {
   Status status = native_status(hip_naming(), error, call);
-  bool capture_error = error >= hip_native(Code::capture_unsupported) && error <= hip_native(Code::capture_wrong_thread);
-  if (!capture_error && api.hipGetErrorName != nullptr) {
+  if (!keeps_table_name(status.code) && api.hipGetErrorName != nullptr) {
     const char* name = api.hipGetErrorName(error);
     // ROCm answers "hipErrorUnknown" for codes it does not know; lifecore's table is better then.
     if (name != nullptr && name[0] != '\0' && (std::string_view(name) != "hipErrorUnknown" || error == hip_native(Code::unknown)))

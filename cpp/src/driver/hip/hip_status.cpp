@@ -3,25 +3,11 @@
 namespace lifecore::driver::hip {
 namespace {
 
-bool hip_sticky(int native) {
-  switch (native) {
-    case 700: case 702: case 710: case 719:
-      return true;
-    default:
-      return false;
-  }
-}
+constexpr std::array hip_sticky{700, 702, 710, 719};
+constexpr NativeStatusTable hip_table{hip_statuses, "hipError", hip_sticky};
 
 }  // namespace
 
-const StatusNaming& hip_naming() {
-  static const StatusNaming naming{
-      [](int native) { return code_in(hip_statuses, native); },
-      [](Code code) { return hip_native(code); },
-      [](int native) { return name_in(hip_statuses, native, "hipError"); },
-      hip_sticky,
-  };
-  return naming;
-}
+const StatusNaming& hip_naming() { return table_naming<hip_table>(); }
 
 }  // namespace lifecore::driver::hip

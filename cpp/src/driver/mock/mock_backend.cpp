@@ -1,6 +1,5 @@
 // The mock backend as the registry sees it: always available, two emulated devices on host
 // memory behind fake device addresses.
-#include "driver/cuda/cuda_backend.hpp"
 #include "driver/mock/mock_driver.hpp"
 #include "driver/mock/mock_status.hpp"
 #include "lifecore/driver/registry.hpp"
@@ -34,8 +33,10 @@ const BackendDescriptor& mock_backend() {
       .open = open_mock,
       .naming = mock::mock_naming(),
       .code_object_kinds = {ImageKind::builtin},
-      // It recognises CUDA's binaries, and refuses them with not_supported as it loads them.
-      .image_formats = cuda::cuda_image_formats(),
+      // It tells CUDA's binaries apart as that driver does (an ELF file is a cubin; a fat
+      // binary starts with 0xBA55ED50, little-endian), and refuses them as it loads them.
+      .image_formats = {{ImageKind::cubin, std::string("\x7f" "ELF", 4)},
+                        {ImageKind::fatbin, std::string("\x50\xED\x55\xBA", 4)}},
       .dlpack_device_type = dlpack_device::cpu,
       .cuda_array_interface = false,
       .torch_device = "cpu",

@@ -34,28 +34,6 @@ bool valid_mode(CaptureMode mode) {
   return value >= 0 && value <= 2;
 }
 
-const char* mode_name(CaptureMode mode) {
-  switch (mode) {
-    case CaptureMode::global: return "global";
-    case CaptureMode::thread_local_: return "thread_local";
-    case CaptureMode::relaxed: return "relaxed";
-  }
-  return "unknown";
-}
-
-const char* arg_kind_name(ArgKind kind) {
-  switch (kind) {
-    case ArgKind::pointer: return "pointer";
-    case ArgKind::i32: return "i32";
-    case ArgKind::u32: return "u32";
-    case ArgKind::i64: return "i64";
-    case ArgKind::u64: return "u64";
-    case ArgKind::f32: return "f32";
-    case ArgKind::f64: return "f64";
-  }
-  return "unknown";
-}
-
 std::string hex(std::uint64_t value) {
   std::ostringstream out;
   out << "0x" << std::hex << value;
@@ -81,6 +59,10 @@ Status bad_handle(Operation op, const char* what, std::uintptr_t handle) {
 }
 
 Status bad_value(Operation op, const std::string& message) { return fail(op, Code::invalid_value, message); }
+
+Status not_live(Operation op, DevicePtr ptr) {
+  return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+}
 
 std::string signature_text(const BuiltinKernel& kernel) {
   std::string text;
@@ -142,7 +124,8 @@ struct MockDriver::Capture {
 };
 
 struct MockDriver::Stream {
-  Stream(std::uintptr_t stream_id, mock::WorkerGate* gate) : id(stream_id), worker(gate) {}
+  Stream(std::uintptr_t stream_id, mock::WorkerGate* gate, mock::AddressSpace* memory)
+      : id(stream_id), worker(gate, memory) {}
   std::uintptr_t id;
   mock::StreamWorker worker;
   std::optional<Capture> capture;  // guarded by MockDriver::mutex_
@@ -202,16 +185,10 @@ MockDriver::~MockDriver() {
 MockDriver* MockDriver::from(Driver* driver) { return dynamic_cast<MockDriver*>(driver); }
 
 void MockDriver::set_memory_limit(std::size_t bytes) { memory_.set_limit(bytes); }
-std::size_t MockDriver::memory_limit() const { return memory_.limit(); }
 std::size_t MockDriver::memory_in_use() const { return memory_.in_use(); }
 std::size_t MockDriver::live_allocations() const { return memory_.live_allocations(); }
 void MockDriver::pause_streams() { worker_gate_.pause(); }
 void MockDriver::resume_streams() { worker_gate_.resume(); }
-
-std::size_t MockDriver::stream_count() const {
-  std::lock_guard lock(mutex_);
-  return streams_.size();
-}
 
 bool MockDriver::builtin_kernels_available(std::string* reason) const {
   if (reason) reason->clear();
@@ -249,11 +226,24 @@ Status MockDriver::submit(Operation op, StreamHandle handle, mock::WorkNode node
     stream->capture->graph->nodes.push_back(std::move(node));
     return {};
   }
-  const std::string* call = &mock_call_name(op);
-  mock::AddressSpace* memory = &memory_;
-  const bool queued = stream->worker.enqueue([memory, call, node = std::move(node)]() {
-    return mock::execute_node(node, mock::ExecContext{*memory, *call, Code::illegal_address});
-  });
+  const bool queued = stream->worker.enqueue(std::move(node), &mock_call_name(op));
+  return queued ? Status{} : bad_handle(op, "stream", raw(handle));
+}
+
+Status MockDriver::submit_launch(StreamHandle handle, const mock::KernelNode& kernel, const std::vector<KernelArg>& args) {
+  constexpr Operation op = Operation::launch_kernel;
+  std::lock_guard lock(mutex_);
+  Stream* stream = nullptr;
+  Route route{};
+  if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
+  if (route == Route::capture) {
+    mock::KernelNode node = kernel;
+    node.args = args;
+    stream->capture->graph->nodes.push_back(std::move(node));
+    return {};
+  }
+  // Written into the queue's slot in place: an eager launch allocates nothing.
+  const bool queued = stream->worker.enqueue_kernel(kernel, args, &mock_call_name(op));
   return queued ? Status{} : bad_handle(op, "stream", raw(handle));
 }
 
@@ -281,13 +271,13 @@ Status MockDriver::check_unsafe_call_locked(Operation op, const Stream* target) 
       capture.invalidated_by = operation_name(op);
     }
     if (!conflicts.empty()) conflicts += ", ";
-    conflicts += "capture " + std::to_string(capture.id) + " (" + mode_name(capture.mode) + ") on stream " +
+    conflicts += "capture " + std::to_string(capture.id) + " (" + capture_mode_name(capture.mode) + ") on stream " +
                  std::to_string(stream->id) + (own_stream ? ", the stream this call acts on" : "");
   }
   if (conflicts.empty()) return {};
   return fail(op, Code::capture_unsupported,
               std::string("not permitted while a stream capture is live (") + conflicts +
-                  "; this thread's capture mode is " + mode_name(mine) +
+                  "; this thread's capture mode is " + capture_mode_name(mine) +
                   "); the capture is invalidated and must be ended");
 }
 
@@ -302,6 +292,38 @@ Status MockDriver::check_captured_event_locked(Operation op, const mock::EventSt
   return fail(op, Code::captured_event,
               "the event was last recorded in capture " + std::to_string(event.captured_by) +
                   ", which is still live on its stream");
+}
+
+Status MockDriver::check_unsafe_call(Operation op) {
+  std::lock_guard lock(mutex_);
+  return check_unsafe_call_locked(op, nullptr);
+}
+
+Status MockDriver::stream_for_host_wait(Operation op, StreamHandle handle, std::shared_ptr<Stream>* out) {
+  std::lock_guard lock(mutex_);
+  std::shared_ptr<Stream> stream = find_stream_locked(handle);
+  if (!stream) return bad_handle(op, "stream", raw(handle));
+  if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
+  *out = std::move(stream);
+  return {};
+}
+
+Status MockDriver::event_for_host_wait(Operation op, EventHandle handle, std::shared_ptr<mock::EventState>* out) {
+  std::lock_guard lock(mutex_);
+  auto it = events_.find(raw(handle));
+  if (it == events_.end()) return bad_handle(op, "event", raw(handle));
+  if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
+  if (Status status = check_captured_event_locked(op, *it->second); !status.ok()) return status;
+  *out = it->second;
+  return {};
+}
+
+// Allocates at once (mem_alloc, and mem_alloc_async outside a capture).
+Status MockDriver::allocate_now(Operation op, std::size_t bytes, DevicePtr* out) {
+  if (memory_.allocate(bytes, out)) return {};
+  return fail(op, Code::out_of_memory,
+              "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
+                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
 }
 
 void MockDriver::wait_device_idle() {
@@ -360,7 +382,7 @@ Status MockDriver::stream_create(StreamHandle* out) {
     std::lock_guard lock(mutex_);
     id = new_handle_locked();
   }
-  auto stream = std::make_shared<Stream>(id, &worker_gate_);  // starts its thread: outside the lock
+  auto stream = std::make_shared<Stream>(id, &worker_gate_, &memory_);  // starts its thread: outside the lock
   {
     std::lock_guard lock(mutex_);
     streams_.emplace(id, std::move(stream));
@@ -400,12 +422,7 @@ Status MockDriver::stream_synchronize(StreamHandle handle) {
   }
   LIFECORE_MOCK_GATE(stream_synchronize)
   std::shared_ptr<Stream> stream;
-  {
-    std::lock_guard lock(mutex_);
-    stream = find_stream_locked(handle);
-    if (!stream) return bad_handle(op, "stream", raw(handle));
-    if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
-  }
+  if (Status status = stream_for_host_wait(op, handle, &stream); !status.ok()) return status;
   stream->worker.wait_idle();
   Status error = stream->worker.take_error();
   if (error.ok()) return {};
@@ -419,12 +436,7 @@ Status MockDriver::stream_query(StreamHandle handle) {
   LIFECORE_MOCK_GATE(stream_query)
   constexpr Operation op = Operation::stream_query;
   std::shared_ptr<Stream> stream;
-  {
-    std::lock_guard lock(mutex_);
-    stream = find_stream_locked(handle);
-    if (!stream) return bad_handle(op, "stream", raw(handle));
-    if (Status status = check_unsafe_call_locked(op, stream.get()); !status.ok()) return status;
-  }
+  if (Status status = stream_for_host_wait(op, handle, &stream); !status.ok()) return status;
   if (stream->worker.idle()) return {};
   return mock_status(Code::not_ready, mock_call_name(op));
 }
@@ -483,16 +495,8 @@ Status MockDriver::event_record(EventHandle event, StreamHandle handle) {
 
 Status MockDriver::event_synchronize(EventHandle event) {
   LIFECORE_MOCK_GATE(event_synchronize)
-  constexpr Operation op = Operation::event_synchronize;
   std::shared_ptr<mock::EventState> state;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = events_.find(raw(event));
-    if (it == events_.end()) return bad_handle(op, "event", raw(event));
-    state = it->second;
-    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
-    if (Status status = check_captured_event_locked(op, *state); !status.ok()) return status;
-  }
+  if (Status status = event_for_host_wait(Operation::event_synchronize, event, &state); !status.ok()) return status;
   state->wait();
   return {};
 }
@@ -501,14 +505,7 @@ Status MockDriver::event_query(EventHandle event) {
   LIFECORE_MOCK_GATE(event_query)
   constexpr Operation op = Operation::event_query;
   std::shared_ptr<mock::EventState> state;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = events_.find(raw(event));
-    if (it == events_.end()) return bad_handle(op, "event", raw(event));
-    state = it->second;
-    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
-    if (Status status = check_captured_event_locked(op, *state); !status.ok()) return status;
-  }
+  if (Status status = event_for_host_wait(op, event, &state); !status.ok()) return status;
   if (state->done()) return {};
   return mock_status(Code::not_ready, mock_call_name(op));
 }
@@ -543,26 +540,17 @@ Status MockDriver::mem_alloc(std::size_t bytes, DevicePtr* out) {
   constexpr Operation op = Operation::mem_alloc;
   if (!out) return bad_value(op, "the output pointer is null");
   if (bytes == 0) return bad_value(op, "cannot allocate 0 bytes");
-  {
-    std::lock_guard lock(mutex_);
-    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
-  }
-  if (memory_.allocate(bytes, out)) return {};
-  return fail(op, Code::out_of_memory,
-              "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
-                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
+  if (Status status = check_unsafe_call(op); !status.ok()) return status;
+  return allocate_now(op, bytes, out);
 }
 
 Status MockDriver::mem_free(DevicePtr ptr) {
   LIFECORE_MOCK_GATE(mem_free)
   constexpr Operation op = Operation::mem_free;
-  {
-    std::lock_guard lock(mutex_);
-    if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
-  }
+  if (Status status = check_unsafe_call(op); !status.ok()) return status;
   wait_device_idle();  // as cuMemFree: work in flight may still use the memory
   if (memory_.free(ptr)) return {};
-  return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+  return not_live(op, ptr);
 }
 
 Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) {
@@ -586,10 +574,7 @@ Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, Devic
     return {};
   }
   // Allocating at once is a valid stream order: the memory exists before any later work.
-  if (memory_.allocate(bytes, out)) return {};
-  return fail(op, Code::out_of_memory,
-              "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
-                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
+  return allocate_now(op, bytes, out);
 }
 
 Status MockDriver::mem_free_async(DevicePtr ptr, StreamHandle handle) {
@@ -607,7 +592,7 @@ Status MockDriver::mem_free_async(DevicePtr ptr, StreamHandle handle) {
       return {};
     }
     if (!memory_.is_freeable(ptr))
-      return bad_value(op, hex(ptr) + " is not the start of a live allocation (unknown, inside one, or already freed)");
+      return not_live(op, ptr);
   }
   return submit(op, handle, mock::MemFreeNode{ptr});
 }
@@ -756,7 +741,7 @@ Status MockDriver::launch_kernel(FunctionHandle function, Dim3 grid, Dim3 block,
       return bad_value(op, name + " argument " + std::to_string(i) + " (" + std::string(signature.param_names[i]) +
                                ") is 4 bytes wide but its bits " + hex(args[i].bits) + " do not fit");
   }
-  return submit(op, stream, mock::KernelNode{function, kernel, grid, block, shared_bytes, args});
+  return submit_launch(stream, mock::KernelNode{function, kernel, grid, block, shared_bytes, {}}, args);
 }
 
 // --- capture ---------------------------------------------------------------------------
@@ -804,7 +789,7 @@ Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
   Capture& capture = *stream->capture;
   if (capture.mode != CaptureMode::relaxed && capture.thread != std::this_thread::get_id())
     return fail(op, Code::capture_wrong_thread,
-                "capture " + std::to_string(capture.id) + " (" + mode_name(capture.mode) +
+                "capture " + std::to_string(capture.id) + " (" + capture_mode_name(capture.mode) +
                     ") began on another thread; only that thread may end it");
   if (capture.status == CaptureStatus::invalidated) {
     const std::string reason = "capture " + std::to_string(capture.id) + " was invalidated by " +

@@ -72,7 +72,6 @@ class MockDriver final : public Driver {
   // Mock-only knobs.
   // The device memory size mem_info reports and mem_alloc enforces (out_of_memory beyond it).
   void set_memory_limit(std::size_t bytes);
-  std::size_t memory_limit() const;
   std::size_t memory_in_use() const;
   std::size_t live_allocations() const;
   // Holds every stream's worker before its next item until resume_streams(): work stays
@@ -80,7 +79,6 @@ class MockDriver final : public Driver {
   // device (sync, synchronous copy, mem_free, stream/exec destroy) blocks until resumed.
   void pause_streams();
   void resume_streams();
-  std::size_t stream_count() const;
 
   // Driver
   const BackendDescriptor& backend() const override;
@@ -158,9 +156,16 @@ class MockDriver final : public Driver {
   std::shared_ptr<Stream> find_stream_locked(StreamHandle stream) const;
   Status route_locked(Operation op, StreamHandle handle, Stream** stream, Route* route);
   Status submit(Operation op, StreamHandle stream, mock::WorkNode node);
+  // launch_kernel's submit: the arguments are copied once, into the capture or the queue.
+  Status submit_launch(StreamHandle stream, const mock::KernelNode& kernel, const std::vector<KernelArg>& args);
   Status check_unsafe_call_locked(Operation op, const Stream* target);
   bool capture_live_locked(std::uint64_t capture_id) const;
   Status check_captured_event_locked(Operation op, const mock::EventState& event) const;
+  Status check_unsafe_call(Operation op);
+  // The stream / event a host call waits on or polls, once the capture rules allow the call.
+  Status stream_for_host_wait(Operation op, StreamHandle handle, std::shared_ptr<Stream>* out);
+  Status event_for_host_wait(Operation op, EventHandle handle, std::shared_ptr<mock::EventState>* out);
+  Status allocate_now(Operation op, std::size_t bytes, DevicePtr* out);
   void wait_device_idle();
   Status run_synchronous(Operation op, mock::WorkNode node);
   // Every operation passes here first: a lost device fails it with its sticky status, else the

@@ -2,11 +2,15 @@
 
 #include <utility>
 
-#include "driver/cuda/cuda_status.hpp"
-
 namespace lifecore::driver::mock {
+namespace {
 
-const StatusNaming& mock_naming() { return cuda::cuda_naming(); }
+constexpr std::array mock_sticky{700, 702, 710, 714, 715, 716, 717, 718, 719, 911};
+constexpr NativeStatusTable mock_table{mock_statuses, "CUDA_ERROR_", mock_sticky};
+
+}  // namespace
+
+const StatusNaming& mock_naming() { return table_naming<mock_table>(); }
 
 Status mock_status(Code code, std::string call, std::string message) {
   return local_status(mock_naming(), code, std::move(call), std::move(message));

@@ -1,16 +1,24 @@
 // One mock stream's execution engine: a FIFO of work items run in order by one worker thread,
 // so the order, fences and synchronisation the runtime relies on are real, not simulated.
+//
+// The eager path is kept cheap because a replay's advantage is measured against it: the queue
+// is a ring of reused slots (a kernel node written into a slot reuses the slot's argument
+// storage, so a steady stream of launches allocates nothing), and a worker that ran out of
+// work in the middle of a burst watches the queue for a short while before it sleeps, so a
+// burst of launches wakes it about once instead of once per launch.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "lifecore/driver/status.hpp"
+#include "driver/mock/mock_work.hpp"
 
 namespace lifecore::driver::mock {
 
@@ -30,16 +38,25 @@ class WorkerGate {
 
 class StreamWorker {
  public:
-  // A work item; a failed Status becomes the stream's asynchronous error.
+  // A work item of its own; a failed Status becomes the stream's asynchronous error.
   using Task = std::function<Status()>;
+  // A queue slot: a node run against the stream's memory (named `call` in errors), or a task.
+  struct Item {
+    WorkNode node;
+    const std::string* call = nullptr;
+    Task task;
+  };
 
-  explicit StreamWorker(WorkerGate* gate);
+  StreamWorker(WorkerGate* gate, AddressSpace* memory);
   ~StreamWorker();  // drains the queue and joins the thread
   StreamWorker(const StreamWorker&) = delete;
   StreamWorker& operator=(const StreamWorker&) = delete;
 
-  // False (task dropped) once the worker is stopping.
+  // False (nothing queued) once the worker is stopping.
   bool enqueue(Task task);
+  bool enqueue(WorkNode node, const std::string* call);
+  // A kernel node, written into its slot in place.
+  bool enqueue_kernel(const KernelNode& kernel, const std::vector<KernelArg>& args, const std::string* call);
   // True when no item is queued or running.
   bool idle() const;
   void wait_idle() const;
@@ -49,13 +66,25 @@ class StreamWorker {
   void stop();
 
  private:
+  // Under mutex_: the slot the next item goes into (the ring grows when full). The item
+  // counts as queued only once commit_locked() says so.
+  Item& next_slot_locked();
+  // Under mutex_: the slot is queued; returns whether the worker must be woken.
+  bool commit_locked();
   void run();
+  // Watches the queue without the lock for a short while; true when work arrived.
+  bool spin_for_work() const;
 
   WorkerGate* gate_;
+  AddressSpace* memory_;
   mutable std::mutex mutex_;
   std::condition_variable work_;
   mutable std::condition_variable drained_;
-  std::deque<Task> queue_;
+  std::vector<Item> ring_;
+  std::size_t head_ = 0;                  // the oldest queued slot
+  std::size_t count_ = 0;                 // queued slots
+  std::atomic<std::size_t> queued_{0};    // count_, for spin_for_work
+  std::atomic<bool> stop_requested_{false};
   std::size_t pending_ = 0;  // queued + running
   bool waiting_ = false;     // the worker sleeps on work_: only then does enqueue notify
   bool stopping_ = false;

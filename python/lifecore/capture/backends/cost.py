@@ -1,5 +1,7 @@
 """The conservative cost model shared by the backends (and by the tests' reference model).
 
+What a transform keeps is the core's cost table (``transform_size``); this module only prices it.
+
 Encoded bytes follow the core's JSON writer: each number takes at most 25 bytes (the
 shortest round-trip form and a comma), each shape entry at most 21.
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 from math import prod
 from typing import Sequence
 
-from ..._core.capture import CaptureUsage, TransformKind
+from ..._core.capture import CaptureUsage, TransformKind, transform_size
 
 NUMBER_BYTES = 25
 SHAPE_ENTRY_BYTES = 21
@@ -18,19 +20,9 @@ PAYLOAD_OVERHEAD = 128
 
 def payload_numbers(kind: TransformKind, selected_shape: Sequence[int], max_elements: int = 0,
                     edges: Sequence[float] = (), count: int = 0) -> int:
-    """How many numbers a payload of this transform holds at most."""
-    n = prod(selected_shape)
-    if kind == TransformKind.PREVIEW:
-        return min(n, max_elements)
-    if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
-        return n
-    if kind == TransformKind.SUMMARY:
-        return 6
-    if kind == TransformKind.HISTOGRAM:
-        return 2 * len(edges) - 1
-    if kind == TransformKind.TOP_CANDIDATES:
-        return 2 * count
-    raise ValueError(f"no cost model for {kind}")
+    """How many numbers a payload of this transform holds at most (the core's cost table)."""
+    return transform_size(kind, prod(selected_shape), max_elements=max_elements, edge_count=len(edges),
+                          count=count)[1]
 
 
 def payload_cost(kind: TransformKind, selected_shape: Sequence[int], itemsize: int, *, max_elements: int = 0,

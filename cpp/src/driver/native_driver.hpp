@@ -1,0 +1,49 @@
+// The base of a Driver over a native library whose calls return an int status, 0 meaning
+// success. Every call runs with the driver's device current on the calling thread (a native
+// library keeps the current device per thread, and a program's threads come and go), its
+// result becomes a Status named the backend's way, and a neutral handle reaches the native
+// object only while it is live. The backend says how its device is made current and how a
+// failed result is named; its operations stay written out against its own library.
+#pragma once
+
+#include <utility>
+
+#include "driver/handle_registry.hpp"
+#include "lifecore/driver/driver.hpp"
+
+namespace lifecore::driver {
+
+class NativeDriver : public Driver {
+ protected:
+  // Makes this driver's device current on the calling thread; a failure names `for_call`.
+  virtual Status make_current(const char* for_call) const = 0;
+  // The Status of a failed native result of `call`.
+  virtual Status failure(int native, const char* call) const = 0;
+
+  Status checked(int native, const char* call) const {
+    return native == 0 ? Status::success() : failure(native, call);
+  }
+  // Runs `native_call` (returning the native result) with the device current.
+  template <class F>
+  Status current(const char* call, F&& native_call) const {
+    if (Status s = make_current(call); !s.ok()) return s;
+    return checked(native_call(), call);
+  }
+  // Passes the native object behind `handle` to `native_call`, with the device current; a
+  // stale handle fails before the call.
+  template <class Native, class Handle, class F>
+  Status on(const HandleRegistry<Native, Handle>& registry, Handle handle, const char* call, F&& native_call) const {
+    Native native;
+    if (Status s = registry.find(handle, call, &native); !s.ok()) return s;
+    return current(call, [&] { return native_call(native); });
+  }
+  // Destroys the native object behind `handle`; the handle is forgotten once that succeeded.
+  template <class Native, class Handle, class F>
+  Status release(HandleRegistry<Native, Handle>& registry, Handle handle, const char* call, F&& native_destroy) {
+    Status status = on(registry, handle, call, std::forward<F>(native_destroy));
+    if (status.ok()) registry.remove(handle);
+    return status;
+  }
+};
+
+}  // namespace lifecore::driver

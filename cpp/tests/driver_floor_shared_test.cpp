@@ -1,0 +1,115 @@
+// The backend-neutral pieces of the driver floor, without any backend: a status table's
+// naming, the handle and allocation registries' refusals, the symbol table's bookkeeping and
+// the kernel parameter slots.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "driver/allocation_registry.hpp"
+#include "driver/handle_registry.hpp"
+#include "driver/kernel_params.hpp"
+#include "driver/native_status_table.hpp"
+#include "driver/symbol_table.hpp"
+#include "test_support.hpp"
+
+using namespace lifecore::driver;
+using lifecore::test_support::expect_equal;
+
+namespace {
+
+constexpr std::array<NativeStatus, 4> rows{{
+    {0, Code::success, "T_OK"},
+    {7, Code::invalid_value, "T_BAD_VALUE"},
+    {8, Code::invalid_handle, "T_BAD_HANDLE"},
+    {9, Code::unknown, "T_UNKNOWN"},
+}};
+constexpr std::array sticky{8};
+constexpr NativeStatusTable table{rows, "T_", sticky};
+
+void a_table_names_its_codes() {
+  const StatusNaming& naming = table_naming<table>();
+  CHECK(naming.code(7) == Code::invalid_value && naming.code(5) == Code::unknown);
+  CHECK(naming.native(Code::invalid_handle) == 8);
+  CHECK(naming.native(Code::out_of_memory) == 9);  // no row: the table's unknown
+  expect_equal(naming.name(7), "T_BAD_VALUE", "a row's name");
+  expect_equal(naming.name(42), "T_42", "a number without a row");
+  CHECK(naming.sticky(8) && !naming.sticky(7));
+  CHECK(&naming == &table_naming<table>());
+  CHECK(keeps_table_name(Code::capture_unsupported) && keeps_table_name(Code::capture_wrong_thread));
+  CHECK(!keeps_table_name(Code::graph_exec_update_failure) && !keeps_table_name(Code::not_supported));
+}
+
+struct Thing {};
+enum class ThingHandle : std::uintptr_t {};
+enum class OwnerHandle : std::uintptr_t {};
+
+void the_handle_registry_refuses_what_is_not_live() {
+  const StatusNaming& naming = table_naming<table>();
+  HandleRegistry<Thing*, ThingHandle> things{"thing", naming};
+  Thing a, b, c;
+  const ThingHandle ha = things.adopt(&a, OwnerHandle{1});
+  const ThingHandle hb = things.adopt(&b, OwnerHandle{2});
+  const ThingHandle hc = things.adopt(&c);
+  CHECK(static_cast<std::uintptr_t>(ha) == reinterpret_cast<std::uintptr_t>(&a));
+  Thing* found = nullptr;
+  CHECK(things.find(ha, "get", &found).ok() && found == &a);
+  Status stale = things.find(ThingHandle{0}, "get", &found);
+  CHECK(stale.code == Code::invalid_handle && stale.native_code == 8 && stale.call == "get");
+  CHECK(lifecore::test_support::contains(stale.message, "not a live thing"));
+  things.remove_owned_by(OwnerHandle{1});
+  CHECK(!things.contains(ha) && things.contains(hb) && things.contains(hc));
+  things.remove(hb);
+  CHECK(!things.find(hb, "get", &found).ok());
+  std::vector<Thing*> rest = things.take_all();
+  CHECK(rest.size() == 1 && rest[0] == &c && !things.contains(hc));
+}
+
+void the_allocation_registry_refuses_a_foreign_free() {
+  AllocationRegistry allocations{table_naming<table>()};
+  CHECK(allocations.adopt(0x1000) == 0x1000);
+  allocations.adopt(0x2000);
+  CHECK(allocations.forget(0x1000, "free").ok());
+  Status twice = allocations.forget(0x1000, "free");
+  CHECK(twice.code == Code::invalid_value && twice.native_code == 7 && twice.call == "free");
+  CHECK(!allocations.forget(0x2008, "free").ok());  // inside an allocation, not its start
+  CHECK(allocations.take_all() == std::vector<DevicePtr>{0x2000});
+}
+
+int resolved_entry(int x) { return x + 1; }
+
+void the_symbol_table_records_each_entry() {
+  using Entry = int (*)(int);
+  Entry present = nullptr, optional = nullptr, required = nullptr;
+  SymbolTable symbols;
+  symbols.bind(present, reinterpret_cast<void*>(&resolved_entry), "present", true, "present (v1)");
+  symbols.bind(optional, nullptr, "optional", false, "optional (v2)");
+  CHECK(symbols.missing().empty());
+  symbols.bind(required, nullptr, "required", true, "required (v3)");
+  symbols.bind(required, nullptr, "later", true, "later (v4)");
+  expect_equal(symbols.missing(), "required (v3)", "the first missing required entry");
+  CHECK(present != nullptr && present(1) == 2 && optional == nullptr);
+  auto resolved = symbols.take_resolved();
+  CHECK(resolved.size() == 4 && resolved[0].first == "present" && resolved[0].second && !resolved[1].second);
+}
+
+void kernel_params_give_each_argument_a_slot() {
+  std::vector<KernelArg> args{{ArgKind::u32, 7}, {ArgKind::pointer, 0x1234567890}};
+  KernelParams params(args);
+  void** data = params.data();
+  CHECK(*static_cast<std::uint32_t*>(data[0]) == 7);
+  CHECK(*static_cast<std::uint64_t*>(data[1]) == 0x1234567890);
+  KernelParams none(std::vector<KernelArg>{});
+  CHECK(none.data() == nullptr);
+}
+
+}  // namespace
+
+int main() {
+  a_table_names_its_codes();
+  the_handle_registry_refuses_what_is_not_live();
+  the_allocation_registry_refuses_a_foreign_free();
+  the_symbol_table_records_each_entry();
+  kernel_params_give_each_argument_a_slot();
+  return lifecore::test_support::finish("driver_floor_shared_test");
+}
