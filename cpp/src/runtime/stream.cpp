@@ -733,7 +733,7 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
   if (bytes != buffer.nbytes())
     raise(ErrorKind::InvalidArgument, "read_into: the target holds " + std::to_string(bytes) +
                                           " bytes, the buffer " + std::to_string(buffer.nbytes()));
-  if (software_recording()) raise(ErrorKind::CaptureState, software_refusal("read_into"));
+  check_host_work("read_into");
   check_status(synchronize_and_release());
   errors_.surface("read_into");
   check_status(driver_.memcpy_dtoh(dst, ptr, bytes));

@@ -352,10 +352,8 @@ class CudaDriver final : public NativeDriver {
 
   // interop
   Status stream_wait_event(std::uintptr_t native_stream, EventHandle handle) override {
-    CUevent event;
-    if (Status s = events_.find(raw(handle), "cuStreamWaitEvent", &event); !s.ok()) return s;
     auto stream = reinterpret_cast<CUstream>(native_stream);  // the consumer's: not in streams_
-    return current("cuStreamWaitEvent", [&] { return api_.cuStreamWaitEvent(stream, event, 0); });
+    return on(events_, handle, "cuStreamWaitEvent", [&](CUevent e) { return api_.cuStreamWaitEvent(stream, e, 0); });
   }
   Status host_view(DevicePtr, std::size_t, HostView*) override {
     return cuda_local_status(Code::not_supported, "host_view", "a CUDA device's memory is not host memory");

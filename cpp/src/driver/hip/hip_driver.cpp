@@ -348,10 +348,8 @@ class HipDriver final : public NativeDriver {
 
   // interop
   Status stream_wait_event(std::uintptr_t native_stream, EventHandle handle) override {
-    hipEvent_t event;
-    if (Status s = events_.find(raw(handle), "hipStreamWaitEvent", &event); !s.ok()) return s;
     auto stream = reinterpret_cast<hipStream_t>(native_stream);  // the consumer's: not in streams_
-    return current("hipStreamWaitEvent", [&] { return api_.hipStreamWaitEvent(stream, event, 0); });
+    return on(events_, handle, "hipStreamWaitEvent", [&](hipEvent_t e) { return api_.hipStreamWaitEvent(stream, e, 0); });
   }
   Status host_view(DevicePtr, std::size_t, HostView*) override {
     return hip_local_status(Code::not_supported, "host_view", "a HIP device's memory is not host memory");
