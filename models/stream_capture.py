@@ -71,6 +71,7 @@ __all__ = [
     "SOFTWARE_REFUSED_AT_ONCE",
     "STREAM_DRIVER_OPERATIONS",
     "PROFILE_DRIVER_OPERATIONS",
+    "VIEW_DRIVER_OPERATIONS",
     "QueuedFailure",
 ]
 
@@ -463,6 +464,17 @@ SOFTWARE_REFUSED_AT_ONCE = frozenset({"read", "sync", "profile"})
 # two events and records one; its stop records the other, waits on it and reads the time.
 # event_destroy is not among them: failing to destroy an event loses nothing.
 PROFILE_DRIVER_OPERATIONS: tuple[str, ...] = ("event_create", "event_record", "event_synchronize", "event_elapsed")
+
+# The driver operations a zero-copy view (DLPack export) calls, in order, by the kind of memory
+# the backend exports (fault injection targets). Host memory ("cpu", the mock): the buffer's
+# stream is waited for, then the host bytes are looked up. Device memory: an event recorded on
+# the buffer's stream, the consumer's stream made to wait on it, the event destroyed (a failure
+# to destroy it loses nothing). A view is refused, calling none of them, while the buffer's
+# stream has a window prepared or recording; a failure takes no view and changes nothing.
+VIEW_DRIVER_OPERATIONS: dict[str, tuple[str, ...]] = {
+    "cpu": ("stream_synchronize", "host_view"),
+    "device": ("event_create", "event_record", "stream_wait_event"),
+}
 
 
 class DeviceModel:

@@ -185,7 +185,9 @@ class World:
         state.prepare()
         state.begin()
         ended = state.end()
-        for v in (dev, s, b, c, g, dead_graph, freed, s.profile(), s.capture_state, kernels.scale_f32, state, ended):
+        views = (b.view("float32", (8, 8)), freed.view())  # typed views of a live and of a freed buffer
+        for v in (dev, s, b, c, g, dead_graph, freed, s.profile(), s.capture_state, kernels.scale_f32, state, ended,
+                  *views):
             self.add(v)
         if closed:
             dev.close()

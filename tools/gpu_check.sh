@@ -144,6 +144,60 @@ else
   skip "stream state machine on cuda" "tests/test_stream_machine.py not in this checkout"
 fi
 
+# Buffers as tensors on cuda: torch.from_dlpack (with the consumer's stream), and CuPy through
+# __cuda_array_interface__, each a zero-copy view (written through the view, read through the
+# buffer, and the reverse). A missing torch or CuPy build with CUDA skips that half.
+step "buffers as tensors on cuda" 60 "$PYTHON" - <<'PY'
+import numpy as np
+import lifecore
+
+N = 1024
+with lifecore.Device("cuda") as dev:
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    s.write(buf, np.arange(N, dtype=np.float32))
+    assert buf.__dlpack_device__() == (2, 0), buf.__dlpack_device__()
+    try:
+        import torch
+        cuda_torch = torch.cuda.is_available()
+    except ImportError:
+        cuda_torch = False
+    if cuda_torch:
+        t = torch.from_dlpack(buf.view(torch.float32, (32, 32)))  # torch passes its current stream
+        assert t.is_cuda and t.data_ptr() == buf.ptr, (t.device, t.data_ptr(), buf.ptr)
+        assert t[1, 2].item() == 34.0
+        t.mul_(2.0)
+        torch.cuda.synchronize()
+        assert np.frombuffer(s.read(buf), np.float32)[5] == 10.0
+        s.fill(buf, 0)
+        s.sync()
+        assert t.abs().sum().item() == 0.0
+        del t
+        print("torch.from_dlpack: zero-copy both ways")
+    else:
+        print("torch with CUDA not installed: torch half skipped")
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        cai = buf.view("float32").__cuda_array_interface__
+        assert cai["data"][0] == buf.ptr and cai["typestr"] == "<f4" and cai["version"] == 3
+        s.write(buf, np.ones(N, np.float32))
+        a = cupy.asarray(buf.view("float32"))  # synchronizes with the interface's stream
+        assert int(a.data.ptr) == buf.ptr
+        assert float(a.sum()) == float(N)
+        a += 1
+        cupy.cuda.runtime.deviceSynchronize()
+        assert np.frombuffer(s.read(buf), np.float32)[0] == 2.0
+        del a
+        print("cupy via __cuda_array_interface__: zero-copy both ways")
+    else:
+        print("cupy not installed: cupy half skipped")
+    assert buf.views == 0
+    buf.free()
+PY
+
 if "$PYTHON" -m lifecore fuzz --help 2>/dev/null | grep -q -- "--differential"; then
   step "differential mock,cuda" 60 "$PYTHON" -m lifecore fuzz --differential mock,cuda --examples 3 --steps 300 --seed 0
 elif [ -f benchmarks/differential.py ]; then

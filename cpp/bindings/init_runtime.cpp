@@ -31,6 +31,8 @@ namespace lifecore::bindings {
 
 void init_capture_state(nb::module_& m);
 void init_runtime_modules(nb::module_& m);
+void init_buffer_interop(nb::module_& m, nb::class_<runtime::Buffer>& buffer_class);
+void init_stream_interop(nb::class_<runtime::Stream>& stream_class);
 
 namespace {
 
@@ -159,6 +161,8 @@ void write(Stream& stream, Buffer& buffer, nb::handle data) {
   Py_buffer view;
   if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
     PyErr_Clear();
+    if (PyObject_CheckBuffer(data.ptr()))
+      raise(ErrorKind::InvalidArgument, "write: data must be contiguous (copy a strided array first)");
     raise(ErrorKind::TypeMismatch, "write: data must be a bytes-like object, got " + type_name_of(data));
   }
   try {
@@ -415,6 +419,10 @@ void init_runtime(nb::module_& m) {
       .def("__repr__", [](const Stream& s) { return "Stream(" + s.capture_state().repr() + ")"; });
 
   init_runtime_modules(m);  // after Device and Kernel, which its signatures name
+  auto buffer_class = nb::borrow<nb::class_<Buffer>>(m.attr("Buffer"));
+  init_buffer_interop(m, buffer_class);
+  auto stream_class = nb::borrow<nb::class_<Stream>>(m.attr("Stream"));
+  init_stream_interop(stream_class);
 }
 
 }  // namespace lifecore::bindings

@@ -373,6 +373,60 @@ void test_many_threads() {
   for (int i = 0; i < 10; ++i) CHECK_OK(d.memset_d32_async(p, 1, 64, s));
 }
 
+// A stream waits, on the device, for an event another stream records; an unknown stream or
+// event is refused.
+void test_stream_wait_event() {
+  MockDriver d(0);
+  StreamHandle producer{}, consumer{};
+  CHECK_OK(d.stream_create(&producer));
+  CHECK_OK(d.stream_create(&consumer));
+  EventHandle e{};
+  CHECK_OK(d.event_create(&e));
+  CHECK_OK(d.stream_wait_event(d.stream_native_handle(consumer), e));  // never recorded: no wait
+  constexpr std::size_t words = std::size_t{1} << 18;
+  DevicePtr p = 0;
+  CHECK_OK(d.mem_alloc(words * 4, &p));
+  for (int i = 0; i < 64; ++i) CHECK_OK(d.memset_d32_async(p, 7, words, producer));  // slow work
+  CHECK_OK(d.event_record(e, producer));
+  CHECK_OK(d.stream_wait_event(d.stream_native_handle(consumer), e));
+  std::uint32_t first = 0;
+  CHECK_OK(d.memcpy_dtoh_async(&first, p, 4, consumer));
+  CHECK_OK(d.stream_synchronize(consumer));
+  CHECK_OK(d.event_query(e));  // the consumer ran past the wait only once the event completed
+  CHECK(first == 7);
+  CHECK(d.stream_wait_event(999, e).native_code == 400);
+  CHECK(d.stream_wait_event(d.stream_native_handle(consumer), EventHandle{999}).native_code == 400);
+}
+
+// host_view: the host bytes behind a live range, held past the allocation's free.
+void test_host_view() {
+  MockDriver d(0);
+  DevicePtr p = 0;
+  CHECK_OK(d.mem_alloc(256, &p));
+  const std::uint32_t value = 0x01020304;
+  CHECK_OK(d.memcpy_htod(p + 4, &value, 4));
+  HostView view;
+  CHECK_OK(d.host_view(p, 256, &view));
+  CHECK(view.data != nullptr && view.keep_alive != nullptr);
+  std::uint32_t seen = 0;
+  std::memcpy(&seen, static_cast<const std::byte*>(view.data) + 4, 4);
+  CHECK(seen == value);
+  HostView inner;
+  CHECK_OK(d.host_view(p + 4, 4, &inner));
+  CHECK(inner.data == static_cast<std::byte*>(view.data) + 4);
+  CHECK(d.host_view(p, 257, &inner).code == Code::invalid_value);  // past the allocation
+  CHECK(d.host_view(p, 0, &inner).code == Code::invalid_value);
+  CHECK(d.host_view(p, 4, nullptr).code == Code::invalid_value);
+  CHECK_OK(d.mem_free(p));
+  CHECK(d.host_view(p, 4, &inner).code == Code::invalid_value);  // freed
+  std::memset(view.data, 0, 256);  // still this view's storage, never unmapped under it
+  d.fault_injection()->inject(Operation::host_view, 999, 0, 1);
+  DevicePtr q = 0;
+  CHECK_OK(d.mem_alloc(64, &q));
+  CHECK(d.host_view(q, 64, &inner).native_code == 999);
+  CHECK_OK(d.host_view(q, 64, &inner));
+}
+
 }  // namespace
 
 int main() {
@@ -385,5 +439,7 @@ int main() {
   test_events();
   test_handles_after_destroy();
   test_many_threads();
+  test_stream_wait_event();
+  test_host_view();
   return lifecore::test_support::finish("mock_driver_test");
 }

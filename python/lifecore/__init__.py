@@ -11,6 +11,7 @@ from . import errors
 from ._core.driver import BackendInfo, backends, driver_operations
 from ._core.runtime import (
     Buffer,
+    BufferView,
     CacheMode,
     CaptureEnd,
     CaptureVariant,
@@ -42,6 +43,7 @@ __all__ = [
     "driver_operations",
     "errors",
     "Buffer",
+    "BufferView",
     "CacheMode",
     "CaptureEnd",
     "CaptureVariant",

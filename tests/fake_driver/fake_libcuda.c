@@ -268,6 +268,19 @@ static CUresult fake_cuGraphExecUpdate(void* exec, struct graph* g, struct updat
 }
 static CUresult fake_cuGraphDestroy(struct graph* g) { free(g); return SUCCESS; }
 static CUresult fake_cuGraphExecDestroy(void* exec) { free(exec); return SUCCESS; }
+static long stream_waits;
+static unsigned long long last_wait_stream;
+/* fake_cuda_stream_waits() / fake_cuda_last_wait_stream() (exported, not CUDA entry points):
+ * how many cuStreamWaitEvent calls there were, and the stream of the last one. */
+EXPORT long fake_cuda_stream_waits(void) { return __atomic_load_n(&stream_waits, __ATOMIC_SEQ_CST); }
+EXPORT unsigned long long fake_cuda_last_wait_stream(void) { return __atomic_load_n(&last_wait_stream, __ATOMIC_SEQ_CST); }
+static CUresult fake_cuStreamWaitEvent(struct stream* s, void* e, unsigned flags) {
+  (void)e;
+  (void)flags;
+  __atomic_store_n(&last_wait_stream, (unsigned long long)(uintptr_t)s, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&stream_waits, 1, __ATOMIC_SEQ_CST);
+  return SUCCESS;
+}
 
 /* ---- the table cuGetProcAddress_v2 serves: base name, ABI version, versioned export ---- */
 #define FAKE_ENTRIES(X)                                                              \
@@ -316,7 +329,8 @@ static CUresult fake_cuGraphExecDestroy(void* exec) { free(exec); return SUCCESS
   X(cuGraphLaunch, 10000, cuGraphLaunch)                                             \
   X(cuGraphExecUpdate, 12000, cuGraphExecUpdate_v2)                                  \
   X(cuGraphDestroy, 10000, cuGraphDestroy)                                           \
-  X(cuGraphExecDestroy, 10000, cuGraphExecDestroy)
+  X(cuGraphExecDestroy, 10000, cuGraphExecDestroy)                                    \
+  X(cuStreamWaitEvent, 3020, cuStreamWaitEvent)
 
 struct entry { const char* name; int version; void* pointer; };
 #define FAKE_ENTRY(base, version, versioned) {#base, version, (void*)fake_##base},

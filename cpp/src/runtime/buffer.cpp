@@ -32,6 +32,10 @@ driver::DevicePtr Buffer::ptr() const {
 }
 
 void Buffer::free() {
+  if (std::size_t n = views(); n != 0 && !freed_.load(std::memory_order_acquire))
+    raise(ErrorKind::Lifecore, "free: " + std::to_string(n) +
+                                   " zero-copy view(s) of the buffer are alive (DLPack or array interface); "
+                                   "free it once they are gone");
   if (freed_.exchange(true)) raise(ErrorKind::Closed, "free: the buffer was already freed");
   stream_->drop_slice(slice_);
 }

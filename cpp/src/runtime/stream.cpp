@@ -724,4 +724,41 @@ void Stream::shutdown() noexcept {
   drop_.release_all(driver_);
 }
 
+// ---- zero-copy interop ------------------------------------------------------------------
+
+void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
+  std::lock_guard lock(mutex_);
+  check_usable("read_into");
+  driver::DevicePtr ptr = buffer.use(*device_, "read_into");
+  if (bytes != buffer.nbytes())
+    raise(ErrorKind::InvalidArgument, "read_into: the target holds " + std::to_string(bytes) +
+                                          " bytes, the buffer " + std::to_string(buffer.nbytes()));
+  check_host_work("read_into");
+  check_status(synchronize_and_release());
+  errors_.surface("read_into");
+  check_status(driver_.memcpy_dtoh(dst, ptr, bytes));
+}
+
+void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream) {
+  std::lock_guard lock(mutex_);
+  check_usable("view");
+  (void)buffer.use(*device_, "view");
+  // Work a window records runs only at replay: a view taken now would read memory the graph
+  // has not written yet, and a host wait here would abort a hardware capture.
+  if (state_.is_active())
+    raise(ErrorKind::CaptureState,
+          "view: the buffer's stream has a capture window prepared or recording; take views outside it");
+  if (consumer_stream == nullptr) {
+    check_status(synchronize_and_release());
+    errors_.surface("view");
+    return;
+  }
+  driver::EventHandle event{};
+  check_status(driver_.event_create(&event));
+  driver::Status status = driver_.event_record(event, handle_);
+  if (status.ok()) status = driver_.stream_wait_event(*consumer_stream, event);
+  (void)driver_.event_destroy(event);  // a wait already enqueued outlives the event
+  check_status(status);
+}
+
 }  // namespace lifecore::runtime

@@ -128,6 +128,10 @@ class ToyDriver final : public drv::Driver {
   }
   drv::Status graph_destroy(drv::GraphHandle g) override { return own(inner_->graph_destroy(g)); }
   drv::Status graph_exec_destroy(drv::GraphExecHandle e) override { return own(inner_->graph_exec_destroy(e)); }
+  drv::Status stream_wait_event(std::uintptr_t s, drv::EventHandle e) override { return own(inner_->stream_wait_event(s, e)); }
+  drv::Status host_view(drv::DevicePtr p, std::size_t n, drv::HostView* out) override {
+    return own(inner_->host_view(p, n, out));
+  }
 
  private:
   // The emulation's status in the toy's words: lifecore's code stays, the native number,

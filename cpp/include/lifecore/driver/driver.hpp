@@ -36,7 +36,8 @@ namespace lifecore::driver {
   X(stream_begin_capture) X(stream_end_capture) X(stream_capture_info)                 \
   X(thread_exchange_capture_mode)                                                      \
   X(graph_node_counts) X(graph_instantiate) X(graph_upload) X(graph_launch)            \
-  X(graph_exec_update) X(graph_destroy) X(graph_exec_destroy)
+  X(graph_exec_update) X(graph_destroy) X(graph_exec_destroy)                          \
+  X(stream_wait_event) X(host_view)
 
 enum class Operation : int {
 #define LIFECORE_OPERATION_ENUM(name) name,
@@ -111,6 +112,14 @@ struct GraphNodeCounts {
 enum class GraphUpdateResult : int {
   success = 0, error = 1, topology_changed = 2, node_type_changed = 3, function_changed = 4,
   parameters_changed = 5, not_supported = 6, unsupported_function_change = 7, attributes_changed = 8
+};
+
+// The host bytes behind a device range, where device memory is host memory (the mock).
+// `keep_alive` holds the storage: the bytes stay valid while it is held, even once the range
+// is freed or the device is gone (they are then nobody else's, but never unmapped under a view).
+struct HostView {
+  void* data = nullptr;
+  std::shared_ptr<void> keep_alive;
 };
 
 struct BackendDescriptor;  // registry.hpp
@@ -201,6 +210,14 @@ class Driver {
   virtual Status graph_exec_update(GraphExecHandle exec, GraphHandle graph, GraphUpdateResult* result) = 0;
   virtual Status graph_destroy(GraphHandle graph) = 0;
   virtual Status graph_exec_destroy(GraphExecHandle exec) = 0;
+
+  // interop
+  // Makes the stream with native pointer `native_stream` (another library's stream, or 0 for
+  // the legacy default stream) wait, on the device, for the work `event` recorded.
+  virtual Status stream_wait_event(std::uintptr_t native_stream, EventHandle event) = 0;
+  // The host bytes behind [ptr, ptr + bytes) when the device's memory is host memory;
+  // Code::not_supported on a device whose memory the host cannot address.
+  virtual Status host_view(DevicePtr ptr, std::size_t bytes, HostView* out) = 0;
 };
 
 // What lifecore.backends() reports for one backend.

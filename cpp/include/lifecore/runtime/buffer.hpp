@@ -30,7 +30,7 @@ class Buffer {
   // The buffer's memory was a memory node of a capture that was never sealed: it does not
   // exist, so every later use is refused (ClosedError) rather than faulting on the device.
   void mark_dangling() noexcept { dangling_.store(true, std::memory_order_release); }
-  // ClosedError when already freed.
+  // ClosedError when already freed; LifecoreError (nothing changed) while views of it live.
   void free();
 
   const std::shared_ptr<Device>& device() const noexcept { return device_; }
@@ -40,6 +40,12 @@ class Buffer {
   // InvalidArgumentError when the buffer belongs to another device.
   driver::DevicePtr use(const Device& device, const char* op) const;
 
+  // Zero-copy views lent out (runtime/buffer_lease.hpp). While one lives, free() is refused:
+  // the slice would go back to the pool and be handed out again under the view.
+  void add_view() noexcept { views_.fetch_add(1, std::memory_order_acq_rel); }
+  void drop_view() noexcept { views_.fetch_sub(1, std::memory_order_acq_rel); }
+  std::size_t views() const noexcept { return views_.load(std::memory_order_acquire); }
+
  private:
   std::shared_ptr<Stream> stream_;
   std::shared_ptr<Device> device_;
@@ -48,6 +54,7 @@ class Buffer {
   std::size_t nbytes_;
   std::atomic<bool> freed_{false};
   std::atomic<bool> dangling_{false};
+  std::atomic<std::size_t> views_{0};
 };
 
 }  // namespace lifecore::runtime

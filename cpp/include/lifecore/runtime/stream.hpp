@@ -105,6 +105,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Device::abandoned_captures); nothing waits for it.
   void shutdown() noexcept;
 
+  // Zero-copy interop (runtime/buffer_lease.hpp).
+  // Synchronizes, then copies the buffer into `dst`, which must hold exactly buffer.nbytes().
+  void read_into(const Buffer& buffer, void* dst, std::size_t bytes);
+  // Makes the buffer's memory ready for a consumer: with `consumer_stream` null the stream's
+  // work is waited for on the host; otherwise that native stream waits on an event recorded
+  // here. Refused (CaptureStateError) while this stream has a window prepared or recording.
+  void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream);
+
  private:
   // The driver captures this stream's work (a driver-capture window is recording).
   bool driver_captures() const { return state_.is_recording() && recorder_->in_driver(); }

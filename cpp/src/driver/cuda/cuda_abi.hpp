@@ -143,5 +143,6 @@ using PFN_cuGraphLaunch = CUresult (*)(CUgraphExec exec, CUstream stream);
 using PFN_cuGraphExecUpdate = CUresult (*)(CUgraphExec exec, CUgraph graph, CUgraphExecUpdateResultInfo* info);
 using PFN_cuGraphDestroy = CUresult (*)(CUgraph graph);
 using PFN_cuGraphExecDestroy = CUresult (*)(CUgraphExec exec);
+using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned int flags);
 
 }  // namespace lifecore::driver::cuda_abi

@@ -110,6 +110,7 @@ LIFECORE_SAME_ABI(PFN_cuGraphLaunch, PFN_cuGraphLaunch_v10000);
 LIFECORE_SAME_ABI(PFN_cuGraphExecUpdate, PFN_cuGraphExecUpdate_v12000);
 LIFECORE_SAME_ABI(PFN_cuGraphDestroy, PFN_cuGraphDestroy_v10000);
 LIFECORE_SAME_ABI(PFN_cuGraphExecDestroy, PFN_cuGraphExecDestroy_v10000);
+LIFECORE_SAME_ABI(PFN_cuStreamWaitEvent, PFN_cuStreamWaitEvent_v3020);
 #undef LIFECORE_SAME_ABI
 
 static_assert(std::is_same_v<abi::CUdeviceptr, ::CUdeviceptr>);

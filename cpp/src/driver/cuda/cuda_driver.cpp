@@ -350,6 +350,15 @@ class CudaDriver final : public NativeDriver {
     return release(execs_, handle, "cuGraphExecDestroy", [&](CUgraphExec e) { return api_.cuGraphExecDestroy(e); });
   }
 
+  // interop
+  Status stream_wait_event(std::uintptr_t native_stream, EventHandle handle) override {
+    auto stream = reinterpret_cast<CUstream>(native_stream);  // the consumer's: not in streams_
+    return on(events_, handle, "cuStreamWaitEvent", [&](CUevent e) { return api_.cuStreamWaitEvent(stream, e, 0); });
+  }
+  Status host_view(DevicePtr, std::size_t, HostView*) override {
+    return cuda_local_status(Code::not_supported, "host_view", "a CUDA device's memory is not host memory");
+  }
+
  private:
   Status failure(int native, const char* call) const override { return cuda_status(api_, native, call); }
   Status unsupported(const char* name) const {

@@ -60,4 +60,5 @@
   X(cuGraphLaunch, "cuGraphLaunch", 10000, "cuGraphLaunch", true)                                  \
   X(cuGraphExecUpdate, "cuGraphExecUpdate", 12000, "cuGraphExecUpdate_v2", false)                  \
   X(cuGraphDestroy, "cuGraphDestroy", 10000, "cuGraphDestroy", true)                               \
-  X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, "cuGraphExecDestroy", true)
+  X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, "cuGraphExecDestroy", true)                   \
+  X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, "cuStreamWaitEvent", true)

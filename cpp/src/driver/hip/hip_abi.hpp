@@ -108,6 +108,7 @@ using PFN_hipGraphExecUpdate = hipError_t (*)(hipGraphExec_t exec, hipGraph_t gr
                                               hipGraphExecUpdateResult* result);
 using PFN_hipGraphDestroy = hipError_t (*)(hipGraph_t graph);
 using PFN_hipGraphExecDestroy = hipError_t (*)(hipGraphExec_t exec);
+using PFN_hipStreamWaitEvent = hipError_t (*)(hipStream_t stream, hipEvent_t event, unsigned int flags);
 
 // hiprtc, loaded separately (it ships in its own library and may be absent).
 using hiprtcResult = int;

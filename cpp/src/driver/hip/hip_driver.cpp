@@ -346,6 +346,15 @@ class HipDriver final : public NativeDriver {
     return checked(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
   }
 
+  // interop
+  Status stream_wait_event(std::uintptr_t native_stream, EventHandle handle) override {
+    auto stream = reinterpret_cast<hipStream_t>(native_stream);  // the consumer's: not in streams_
+    return on(events_, handle, "hipStreamWaitEvent", [&](hipEvent_t e) { return api_.hipStreamWaitEvent(stream, e, 0); });
+  }
+  Status host_view(DevicePtr, std::size_t, HostView*) override {
+    return hip_local_status(Code::not_supported, "host_view", "a HIP device's memory is not host memory");
+  }
+
  private:
   Status failure(int native, const char* call) const override { return hip_status(api_, native, call); }
   Status unsupported(const char* name) const {

@@ -56,7 +56,8 @@
   X(hipGraphLaunch, true)                                                     \
   X(hipGraphExecUpdate, false)                                                \
   X(hipGraphDestroy, true)                                                    \
-  X(hipGraphExecDestroy, true)
+  X(hipGraphExecDestroy, true)                                                \
+  X(hipStreamWaitEvent, true)
 
 #define LIFECORE_HIPRTC_SYMBOLS(X) \
   X(hiprtcCreateProgram)           \

@@ -971,6 +971,40 @@ Status MockDriver::graph_exec_destroy(GraphExecHandle handle) {
   return {};
 }
 
+// --- interop ---------------------------------------------------------------------------
+
+Status MockDriver::stream_wait_event(std::uintptr_t native_stream, EventHandle event) {
+  LIFECORE_MOCK_GATE(stream_wait_event)
+  constexpr Operation op = Operation::stream_wait_event;
+  std::lock_guard lock(mutex_);
+  auto it = events_.find(raw(event));
+  if (it == events_.end()) return bad_handle(op, "event", raw(event));
+  std::shared_ptr<mock::EventState> state = it->second;
+  Stream* stream = nullptr;
+  Route route{};
+  if (Status status = route_locked(op, StreamHandle{native_stream}, &stream, &route); !status.ok()) return status;
+  if (route == Route::capture) return fail(op, Code::not_supported, "a wait inside a capture is not modelled");
+  const std::uint64_t generation = state->latest_generation();
+  if (generation == 0) return {};  // never recorded: nothing to wait for, as CUDA
+  (void)stream->worker.enqueue([state, generation]() {
+    state->wait_for(generation);
+    return Status{};
+  });
+  return {};
+}
+
+Status MockDriver::host_view(DevicePtr ptr, std::size_t bytes, HostView* out) {
+  LIFECORE_MOCK_GATE(host_view)
+  constexpr Operation op = Operation::host_view;
+  if (!out) return bad_value(op, "the output pointer is null");
+  if (bytes == 0) return bad_value(op, "the range is empty");
+  mock::DeviceSpan span = memory_.resolve(ptr, bytes);
+  if (!span.data) return bad_value(op, "the range is not inside one live allocation");
+  out->data = span.data;
+  out->keep_alive = std::move(span.block);
+  return {};
+}
+
 #undef LIFECORE_MOCK_GATE
 
 }  // namespace lifecore::driver

@@ -137,6 +137,11 @@ class MockDriver final : public Driver {
   Status graph_destroy(GraphHandle graph) override;
   Status graph_exec_destroy(GraphExecHandle exec) override;
 
+  // The mock's native stream pointer is its own stream id, so only its streams can wait.
+  Status stream_wait_event(std::uintptr_t native_stream, EventHandle event) override;
+  // The device memory is host memory: the view holds the allocation's storage.
+  Status host_view(DevicePtr ptr, std::size_t bytes, HostView* out) override;
+
  private:
   struct Capture;
   struct Stream;

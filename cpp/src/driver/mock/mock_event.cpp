@@ -38,4 +38,14 @@ EventState::Clock::time_point EventState::timestamp() const {
   return timestamp_;
 }
 
+std::uint64_t EventState::latest_generation() const {
+  std::lock_guard lock(mutex_);
+  return recorded_;
+}
+
+void EventState::wait_for(std::uint64_t generation) const {
+  std::unique_lock lock(mutex_);
+  completed_cv_.wait(lock, [&] { return completed_ >= generation; });
+}
+
 }  // namespace lifecore::driver::mock

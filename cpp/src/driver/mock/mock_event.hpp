@@ -23,6 +23,10 @@ class EventState {
   // Waits for the records enqueued before this call.
   void wait() const;
   Clock::time_point timestamp() const;
+  // The generation of the latest record enqueued so far (0: never recorded), and a wait for
+  // that one (not for later records: a stream waiting on its own later record would hang).
+  std::uint64_t latest_generation() const;
+  void wait_for(std::uint64_t generation) const;
 
   // The capture that last recorded this event (0: the last record was not captured).
   // Guarded by the owning driver's table mutex, not by this object's.

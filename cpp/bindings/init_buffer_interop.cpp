@@ -1,0 +1,383 @@
+// Buffers as tensors: DLPack capsules (legacy and versioned), __dlpack_device__, the CUDA
+// array interface, typed views and the buffer-protocol copies Stream.read_into / write.
+// Translation only: the core lends the memory (runtime::BufferLease); this file builds the
+// structures the consumers read.
+#include <cstring>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+#include "lifecore/error.hpp"
+#include "lifecore/driver/registry.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/buffer_lease.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/stream.hpp"
+
+namespace lifecore::bindings {
+namespace {
+
+using namespace nb::literals;
+
+using runtime::Buffer;
+using runtime::BufferLease;
+using runtime::Stream;
+
+// DLPack's ABI (dlpack.h, version 1.x), declared here: the layout is the standard.
+struct DLDevice {
+  std::int32_t device_type;
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;
+  std::uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+struct DLPackVersion {
+  std::uint32_t major;
+  std::uint32_t minor;
+};
+struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+  std::uint64_t flags;
+  DLTensor dl_tensor;
+};
+constexpr DLPackVersion dlpack_version{1, 0};
+
+// An element type: DLPack's code and bits, and the array-interface type string ("" when it
+// has none, as bfloat16).
+struct ElementType {
+  const char* name;
+  std::uint8_t code;  // kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6
+  std::uint8_t bits;
+  const char* typestr;
+};
+constexpr ElementType element_types[] = {
+    {"uint8", 1, 8, "|u1"},     {"int8", 0, 8, "|i1"},       {"uint16", 1, 16, "<u2"}, {"int16", 0, 16, "<i2"},
+    {"uint32", 1, 32, "<u4"},   {"int32", 0, 32, "<i4"},     {"uint64", 1, 64, "<u8"}, {"int64", 0, 64, "<i8"},
+    {"float16", 2, 16, "<f2"},  {"float32", 2, 32, "<f4"},   {"float64", 2, 64, "<f8"}, {"bfloat16", 4, 16, ""},
+    {"bool", 6, 8, "|b1"},
+};
+
+// "float32", numpy.float32, numpy.dtype("float32") and torch.float32 all name float32.
+const ElementType& element_type(nb::handle dtype) {
+  std::string name;
+  if (nb::isinstance<nb::str>(dtype)) {
+    name = nb::cast<std::string>(dtype);
+  } else if (nb::hasattr(dtype, "name") && nb::isinstance<nb::str>(dtype.attr("name"))) {
+    name = nb::cast<std::string>(dtype.attr("name"));  // numpy.dtype
+  } else if (nb::isinstance<nb::type_object>(dtype) && nb::hasattr(dtype, "__name__")) {
+    name = nb::cast<std::string>(dtype.attr("__name__"));  // numpy.float32
+  } else {
+    name = nb::cast<std::string>(nb::str(dtype));  // torch.float32
+  }
+  if (name.rfind("torch.", 0) == 0) name = name.substr(6);
+  if (name == "bool_") name = "bool";
+  for (const ElementType& type : element_types)
+    if (name == type.name) return type;
+  std::string known;
+  for (const ElementType& type : element_types) known += std::string(known.empty() ? "" : ", ") + type.name;
+  raise(ErrorKind::InvalidArgument, "view: unsupported dtype " + name + " (supported: " + known + ")");
+}
+
+// A typed, shaped, zero-copy view of a whole buffer; it takes its lease at export.
+struct BufferView {
+  std::shared_ptr<Buffer> buffer;
+  const ElementType* type = nullptr;
+  std::vector<std::int64_t> shape;
+};
+
+BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handle shape) {
+  BufferView view{buffer, &element_type(dtype), {}};
+  const std::size_t item = view.type->bits / 8;
+  if (buffer->nbytes() % item != 0)
+    raise(ErrorKind::InvalidArgument, "view: " + std::to_string(buffer->nbytes()) + " bytes are not a whole number of " +
+                                          view.type->name + " elements");
+  if (shape.is_none()) {
+    view.shape.push_back(static_cast<std::int64_t>(buffer->nbytes() / item));
+    return view;
+  }
+  if (!PySequence_Check(shape.ptr()) || nb::isinstance<nb::str>(shape) || nb::isinstance<nb::bytes>(shape))
+    raise(ErrorKind::TypeMismatch, "view: shape must be a sequence of ints or None, got " +
+                                       std::string(Py_TYPE(shape.ptr())->tp_name));
+  std::uint64_t count = 1;
+  for (nb::handle dim : nb::iter(shape)) {
+    if (!PyLong_Check(dim.ptr()) || PyBool_Check(dim.ptr()))
+      raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + std::string(Py_TYPE(dim.ptr())->tp_name));
+    const long long n = PyLong_AsLongLong(dim.ptr());
+    if (n == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      raise(ErrorKind::InvalidArgument, "view: a dimension is out of range");
+    }
+    if (n < 0) raise(ErrorKind::InvalidArgument, "view: a dimension is negative: " + std::to_string(n));
+    if (n != 0 && count > buffer->nbytes() / static_cast<std::uint64_t>(n))
+      raise(ErrorKind::InvalidArgument, "view: the shape holds more than the buffer's bytes");
+    count *= static_cast<std::uint64_t>(n);
+    view.shape.push_back(n);
+  }
+  if (count * item != buffer->nbytes())
+    raise(ErrorKind::InvalidArgument, "view: the shape covers " + std::to_string(count * item) +
+                                          " bytes, the buffer holds " + std::to_string(buffer->nbytes()));
+  return view;
+}
+
+// The capsule's owner: the lease and the shape and strides the tensor points at.
+struct Exported {
+  std::shared_ptr<BufferLease> lease;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;
+  DLManagedTensor legacy{};
+  DLManagedTensorVersioned versioned{};
+};
+
+void fill_tensor(DLTensor* tensor, Exported* owner, const BufferView& view) {
+  owner->shape = view.shape;
+  owner->strides.assign(view.shape.size(), 1);
+  for (std::size_t i = view.shape.size(); i-- > 1;) owner->strides[i - 1] = owner->strides[i] * view.shape[i];
+  tensor->data = owner->lease->data();
+  tensor->device = {owner->lease->device_type(), owner->lease->device_id()};
+  tensor->ndim = static_cast<std::int32_t>(view.shape.size());
+  tensor->dtype = {view.type->code, view.type->bits, 1};
+  tensor->shape = owner->shape.data();
+  tensor->strides = owner->strides.data();
+  tensor->byte_offset = 0;
+}
+
+// May run on any thread, without the GIL: it touches C++ objects only.
+void delete_legacy(DLManagedTensor* self) { delete static_cast<Exported*>(self->manager_ctx); }
+void delete_versioned(DLManagedTensorVersioned* self) { delete static_cast<Exported*>(self->manager_ctx); }
+
+// An unconsumed capsule deletes its tensor; a consumer renames it "used_..." and owns it.
+template <class Tensor>
+void capsule_destructor(PyObject* capsule, const char* name) {
+  if (!PyCapsule_IsValid(capsule, name)) return;
+  auto* tensor = static_cast<Tensor*>(PyCapsule_GetPointer(capsule, name));
+  if (tensor != nullptr && tensor->deleter != nullptr) tensor->deleter(tensor);
+}
+void legacy_capsule_destructor(PyObject* capsule) { capsule_destructor<DLManagedTensor>(capsule, "dltensor"); }
+void versioned_capsule_destructor(PyObject* capsule) {
+  capsule_destructor<DLManagedTensorVersioned>(capsule, "dltensor_versioned");
+}
+
+std::pair<int, int> dlpack_device(const Buffer& buffer) {
+  (void)buffer.ptr();  // ClosedError once freed
+  const driver::Driver& driver = buffer.device()->driver();
+  const int type = driver.backend().dlpack_device_type;
+  return {type, type == driver::dlpack_device::cpu ? 0 : driver.ordinal()};
+}
+
+// DLPack's (a, b) pairs: max_version and dl_device.
+std::pair<int, int> int_pair(nb::handle value, const char* what) {
+  std::pair<int, int> out;
+  if (!nb::try_cast(value, out))
+    raise(ErrorKind::TypeMismatch, std::string("__dlpack__: ") + what + " must be a pair of ints or None, got " +
+                                       Py_TYPE(value.ptr())->tp_name);
+  return out;
+}
+
+// The consumer stream DLPack's `stream` names, or nullopt for a host wait.
+std::optional<std::uintptr_t> consumer_stream(int device_type, nb::handle stream) {
+  if (device_type == driver::dlpack_device::cpu) {
+    if (!stream.is_none() && !(PyLong_Check(stream.ptr()) && PyLong_AsLongLong(stream.ptr()) == -1))
+      throw nb::buffer_error("__dlpack__: this device's memory is exported as CPU memory; stream must be None");
+    return std::nullopt;
+  }
+  if (stream.is_none()) {
+    // The array API: None is CUDA's legacy default stream (1) and ROCm's default stream (0).
+    return device_type == driver::dlpack_device::cuda ? 1 : 0;
+  }
+  if (!PyLong_Check(stream.ptr())) throw nb::buffer_error("__dlpack__: stream must be an int or None");
+  const long long value = PyLong_AsLongLong(stream.ptr());
+  if (value == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    throw nb::buffer_error("__dlpack__: stream is out of range");
+  }
+  if (value == -1) return std::nullopt;  // the consumer asks for no ordering: a host wait is stricter, and safe
+  if (value == 0 && device_type == driver::dlpack_device::cuda)
+    throw nb::buffer_error("__dlpack__: stream 0 is ambiguous on CUDA; pass 1 (legacy default) or 2 (per-thread)");
+  if (value < -1) throw nb::buffer_error("__dlpack__: stream must be -1, 0 or a stream pointer");
+  return static_cast<std::uintptr_t>(value);
+}
+
+nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+                         nb::handle copy) {
+  const auto [type, id] = dlpack_device(*view.buffer);
+  if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
+    throw nb::buffer_error("__dlpack__: a buffer is exported without a copy only (copy=True is not offered)");
+  if (!dl_device.is_none()) {
+    auto wanted = int_pair(dl_device, "dl_device");
+    if (wanted.first != type || wanted.second != id)
+      throw nb::buffer_error(("__dlpack__: the buffer lives on DLPack device (" + std::to_string(type) + ", " +
+                              std::to_string(id) + "); a copy to another device is not offered")
+                                 .c_str());
+  }
+  bool versioned = false;
+  if (!max_version.is_none()) versioned = int_pair(max_version, "max_version").first >= 1;
+  std::optional<std::uintptr_t> consumer = consumer_stream(type, stream);
+
+  auto owner = std::make_unique<Exported>();
+  {
+    nb::gil_scoped_release release;  // the lease may wait for the buffer's stream
+    owner->lease = BufferLease::take(view.buffer, consumer ? &*consumer : nullptr);
+  }
+  PyObject* capsule = nullptr;
+  if (versioned) {
+    DLManagedTensorVersioned* tensor = &owner->versioned;
+    tensor->version = dlpack_version;
+    tensor->manager_ctx = owner.get();
+    tensor->deleter = &delete_versioned;
+    tensor->flags = 0;
+    fill_tensor(&tensor->dl_tensor, owner.get(), view);
+    capsule = PyCapsule_New(tensor, "dltensor_versioned", &versioned_capsule_destructor);
+  } else {
+    DLManagedTensor* tensor = &owner->legacy;
+    tensor->manager_ctx = owner.get();
+    tensor->deleter = &delete_legacy;
+    fill_tensor(&tensor->dl_tensor, owner.get(), view);
+    capsule = PyCapsule_New(tensor, "dltensor", &legacy_capsule_destructor);
+  }
+  if (capsule == nullptr) throw nb::python_error();
+  owner.release();  // the capsule (or its consumer) deletes it
+  return nb::steal(capsule);
+}
+
+nb::dict cuda_array_interface(const BufferView& view) {
+  const Buffer& buffer = *view.buffer;
+  const driver::BackendDescriptor& backend = buffer.device()->driver().backend();
+  if (!backend.cuda_array_interface)
+    throw nb::attribute_error(("__cuda_array_interface__: the " + backend.name +
+                               " backend's memory is not offered through the CUDA array interface")
+                                  .c_str());
+  if (view.type->typestr[0] == '\0')
+    throw nb::attribute_error((std::string("__cuda_array_interface__: ") + view.type->name + " has no type string").c_str());
+  nb::list shape;
+  for (std::int64_t n : view.shape) shape.append(n);
+  nb::dict out;
+  out["shape"] = nb::tuple(shape);
+  out["typestr"] = view.type->typestr;
+  out["data"] = nb::make_tuple(static_cast<std::uint64_t>(buffer.ptr()), false);
+  out["strides"] = nb::none();
+  out["version"] = 3;
+  // The consumer synchronizes with the buffer's stream (version 3's "stream").
+  out["stream"] = static_cast<std::uint64_t>(buffer.stream()->native_handle());
+  return out;
+}
+
+void read_into(Stream& stream, const Buffer& buffer, nb::handle out) {
+  if (!PyObject_CheckBuffer(out.ptr()))
+    raise(ErrorKind::TypeMismatch, "read_into: the target must support the buffer protocol, got " +
+                                       std::string(Py_TYPE(out.ptr())->tp_name));
+  Py_buffer view;
+  if (PyObject_GetBuffer(out.ptr(), &view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS) != 0) {
+    PyErr_Clear();
+    Py_buffer probe;
+    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_ANY_CONTIGUOUS) == 0) {
+      PyBuffer_Release(&probe);
+      raise(ErrorKind::InvalidArgument, "read_into: the target is read-only");
+    }
+    PyErr_Clear();
+    raise(ErrorKind::InvalidArgument, "read_into: the target must be contiguous");
+  }
+  try {
+    nb::gil_scoped_release release;
+    stream.read_into(buffer, view.buf, static_cast<std::size_t>(view.len));
+  } catch (...) {
+    PyBuffer_Release(&view);
+    throw;
+  }
+  PyBuffer_Release(&view);
+}
+
+nb::tuple shape_tuple(const BufferView& view) {
+  nb::list shape;
+  for (std::int64_t n : view.shape) shape.append(n);
+  return nb::tuple(shape);
+}
+
+BufferView bytes_view(std::shared_ptr<Buffer> buffer) {
+  return BufferView{std::move(buffer), &element_types[0], {}};
+}
+BufferView whole(std::shared_ptr<Buffer> buffer) {
+  BufferView view = bytes_view(buffer);
+  view.shape.push_back(static_cast<std::int64_t>(view.buffer->nbytes()));
+  return view;
+}
+
+}  // namespace
+
+void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
+  const char* dlpack_doc =
+      "DLPack export (the array API's signature): a zero-copy view of the memory. A versioned capsule\n"
+      "when max_version >= (1, 0). On CUDA / HIP the consumer's `stream` waits on an event recorded on\n"
+      "the buffer's stream; a device whose memory is host memory (the mock) exports CPU memory after a\n"
+      "host wait. copy=True and another dl_device raise BufferError.";
+  nb::class_<BufferView>(m, "BufferView",
+                         "A typed, shaped, zero-copy view of a whole Buffer (Buffer.view), for DLPack consumers\n"
+                         "and the CUDA array interface. It keeps its buffer alive.")
+      .def_prop_ro("buffer", [](const BufferView& v) { return v.buffer; })
+      .def_prop_ro("dtype", [](const BufferView& v) { return std::string(v.type->name); })
+      .def_prop_ro("shape", &shape_tuple)
+      .def("__dlpack__", &export_dlpack, nb::kw_only(), "stream"_a.none() = nb::none(),
+           "max_version"_a.none() = nb::none(), "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(),
+           dlpack_doc)
+      .def("__dlpack_device__", [](const BufferView& v) { return dlpack_device(*v.buffer); })
+      .def_prop_ro("__cuda_array_interface__", &cuda_array_interface)
+      .def("__repr__", [](const BufferView& v) {
+        std::string shape;
+        for (std::int64_t n : v.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(n);
+        return "BufferView(dtype=" + std::string(v.type->name) + ", shape=(" + shape + (v.shape.size() == 1 ? ",)" : ")");
+      });
+
+  buffer_class
+      .def(
+          "view",
+          [](std::shared_ptr<Buffer> b, nb::handle dtype, nb::handle shape) { return make_view(std::move(b), dtype, shape); },
+          "dtype"_a = "uint8", "shape"_a.none() = nb::none(),
+          nb::sig("def view(self, dtype: object = 'uint8', shape: collections.abc.Sequence[int] | None = None) -> BufferView"),
+          "A typed view of the whole buffer (dtype: a name, a numpy or torch dtype; shape: its elements exactly;\n"
+          "default: one dimension). Export it with DLPack or the CUDA array interface.")
+      .def(
+          "__dlpack__",
+          [](std::shared_ptr<Buffer> b, nb::handle stream, nb::handle max_version, nb::handle dl_device, nb::handle copy) {
+            return export_dlpack(whole(std::move(b)), stream, max_version, dl_device, copy);
+          },
+          nb::kw_only(), "stream"_a.none() = nb::none(), "max_version"_a.none() = nb::none(),
+          "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(), dlpack_doc)
+      .def("__dlpack_device__", [](const Buffer& b) { return dlpack_device(b); },
+           "(DLPack device type, device id): the registry's type for the backend (CPU for the mock)")
+      .def_prop_ro("__cuda_array_interface__",
+                   [](std::shared_ptr<Buffer> b) { return cuda_array_interface(whole(std::move(b))); },
+                   "Version 3 of the CUDA array interface (uint8, one dimension); only where the backend offers it")
+      .def_prop_ro("views", &Buffer::views, "How many zero-copy views of it are alive (free() is refused meanwhile)");
+}
+
+void init_stream_interop(nb::class_<Stream>& stream_class) {
+  stream_class.def("read_into", &read_into, "buf"_a, "out"_a,
+                   nb::sig("def read_into(self, buf: Buffer, out: bytearray | memoryview | object) -> None"),
+                   "Synchronizes the stream and copies the buffer into `out`, a writable contiguous buffer-protocol\n"
+                   "object (numpy array, bytearray, memoryview) of exactly buf.nbytes bytes, without an intermediate copy.");
+}
+
+}  // namespace lifecore::bindings

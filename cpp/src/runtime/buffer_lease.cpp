@@ -1,0 +1,42 @@
+#include "lifecore/runtime/buffer_lease.hpp"
+
+#include "lifecore/driver/registry.hpp"
+#include "lifecore/error.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/stream.hpp"
+
+namespace lifecore::runtime {
+
+std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream) {
+  if (!buffer) raise(ErrorKind::InvalidArgument, "view: no buffer");
+  Device& device = *buffer->device();
+  driver::Driver& driver = device.driver();
+  const driver::BackendDescriptor& backend = driver.backend();
+  const bool host_memory = backend.dlpack_device_type == driver::dlpack_device::cpu;
+  if (host_memory && consumer_stream != nullptr)
+    raise(ErrorKind::InvalidArgument, "view: this device's memory is exported as CPU memory, which takes no stream");
+  buffer->stream()->lend(*buffer, consumer_stream);
+  std::shared_ptr<BufferLease> lease(new BufferLease());
+  lease->device_type_ = backend.dlpack_device_type;
+  lease->device_id_ = host_memory ? 0 : driver.ordinal();  // DLPack numbers the host as CPU device 0
+  const driver::DevicePtr ptr = buffer->use(device, "view");
+  if (host_memory) {
+    driver::HostView view;
+    driver::Status status = driver.host_view(ptr, buffer->nbytes(), &view);
+    device.note_status(status);
+    driver::check(status);
+    lease->data_ = view.data;
+    lease->keep_alive_ = std::move(view.keep_alive);
+  } else {
+    lease->data_ = reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr));
+  }
+  buffer->add_view();
+  lease->buffer_ = std::move(buffer);
+  return lease;
+}
+
+BufferLease::~BufferLease() {
+  if (buffer_) buffer_->drop_view();
+}
+
+}  // namespace lifecore::runtime

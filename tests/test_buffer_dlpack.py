@@ -1,0 +1,420 @@
+"""Buffers as tensors: DLPack export (numpy, torch), typed views, read_into and write from any
+buffer-protocol object, and what happens to a view when its buffer is freed, its device
+closes or its stream opens a capture window.
+
+The mock's memory is host memory, exported as CPU memory: every view here is a zero-copy view
+of the mock device's bytes, which the tests prove by writing through one side and reading
+through the other.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import CaptureStateError, ClosedError, DriverError, InvalidArgumentError, LifecoreError
+from lifecore import kernels as K
+from lifecore.models.stream_capture import VIEW_DRIVER_OPERATIONS
+
+N = 16
+DLPACK_CPU = 1
+
+
+@pytest.fixture
+def dev():
+    with lifecore.Device("mock") as device:
+        yield device
+
+
+def arange(s, n: int = N):
+    buf = s.alloc(4 * n)
+    s.write(buf, np.arange(n, dtype=np.float32))
+    return buf
+
+
+def f32(s, buf) -> np.ndarray:
+    return np.frombuffer(s.read(buf), np.float32)
+
+
+# ---- DLPack -----------------------------------------------------------------------------
+
+
+def test_the_mock_exports_cpu_memory_as_the_registry_says(dev) -> None:
+    buf = dev.stream().alloc(64)
+    assert lifecore.backend_info("mock").dlpack_device_type == DLPACK_CPU
+    assert buf.__dlpack_device__() == (DLPACK_CPU, 0)
+    assert buf.view("float32").__dlpack_device__() == (DLPACK_CPU, 0)
+    with lifecore.Device("mock", ordinal=1) as other:  # the host is CPU device 0 whatever the ordinal
+        assert other.stream().alloc(8).__dlpack_device__() == (DLPACK_CPU, 0)
+
+
+def test_numpy_view_is_zero_copy_both_ways(dev) -> None:
+    s = dev.stream()
+    buf = arange(s)
+    a = np.from_dlpack(buf.view("float32", (4, 4)))
+    assert a.shape == (4, 4) and a.dtype == np.float32
+    assert a.flags.writeable  # a versioned capsule without the read-only flag
+    np.testing.assert_array_equal(a.ravel(), np.arange(N, dtype=np.float32))
+    a[1, 2] = 42.0  # through the view ...
+    assert f32(s, buf)[6] == 42.0  # ... read through the buffer
+    s.write(buf, np.full(N, 3.0, np.float32))  # through the buffer ...
+    s.sync()
+    assert (a == 3.0).all()  # ... read through the view
+    s.fill(buf, 0)
+    s.sync()
+    assert (a == 0).all()
+
+
+def test_torch_view_is_zero_copy_both_ways(dev) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    s = dev.stream()
+    buf = arange(s)
+    t = torch.from_dlpack(buf.view(torch.float32))
+    assert t.device.type == "cpu" and t.dtype == torch.float32 and tuple(t.shape) == (N,)
+    assert t.data_ptr() == np.from_dlpack(buf).ctypes.data  # the same bytes, no copy
+    t[0] = -1.0
+    assert f32(s, buf)[0] == -1.0
+    s.launch(K.scale_f32, 1, 64, [N, 2.0, buf, buf])
+    s.sync()
+    assert t[1].item() == 2.0 and t[0].item() == -2.0
+
+
+def test_a_whole_buffer_exports_bytes(dev) -> None:
+    s = dev.stream()
+    buf = s.alloc(8)
+    s.write(buf, bytes(range(8)))
+    a = np.from_dlpack(buf)
+    assert a.dtype == np.uint8 and a.shape == (8,)
+    assert bytes(a) == bytes(range(8))
+
+
+def test_export_waits_for_the_buffers_stream(dev) -> None:
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    dev._pause_streams_for(0.2)  # the fill stays queued for a while
+    s.fill(buf, 0x40400000)  # 3.0f
+    a = np.from_dlpack(buf.view("float32"))  # a CPU export is host-ready: the stream was waited for
+    assert (a == 3.0).all()
+
+
+@pytest.mark.parametrize(
+    "dtype, bits",
+    [("uint8", 8), ("int8", 8), ("int16", 16), ("uint16", 16), ("int32", 32), ("uint32", 32),
+     ("int64", 64), ("uint64", 64), ("float16", 16), ("float32", 32), ("float64", 64), ("bool", 8)],
+)
+def test_typed_views_by_name_and_by_numpy_dtype(dev, dtype: str, bits: int) -> None:
+    buf = dev.stream().alloc(64)
+    for spec in (dtype, np.dtype(dtype), np.dtype(dtype).type):
+        view = buf.view(spec)
+        assert view.dtype == dtype
+        assert view.shape == (64 * 8 // bits,)
+        assert np.from_dlpack(view).dtype == np.dtype(dtype)
+
+
+def test_bfloat16_and_torch_dtypes(dev) -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    buf = dev.stream().alloc(16)
+    assert torch.from_dlpack(buf.view(torch.bfloat16)).dtype == torch.bfloat16
+    assert torch.from_dlpack(buf.view(torch.int64, (2, 1))).shape == (2, 1)
+
+
+def test_versioned_and_legacy_capsules(dev) -> None:
+    buf = dev.stream().alloc(16)
+    assert "dltensor_versioned" in repr(buf.__dlpack__(max_version=(1, 0)))
+    assert '"dltensor"' in repr(buf.__dlpack__())
+    assert '"dltensor"' in repr(buf.__dlpack__(max_version=(0, 8)))
+    gc.collect()
+    assert buf.views == 0  # an unconsumed capsule deletes its tensor (and its lease) once
+
+
+def test_dlpack_refusals(dev) -> None:
+    buf = dev.stream().alloc(16)
+    with pytest.raises(BufferError, match="copy"):
+        buf.__dlpack__(copy=True)
+    with pytest.raises(BufferError, match="another device"):
+        buf.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(BufferError, match="stream must be None"):
+        buf.__dlpack__(stream=5)
+    buf.__dlpack__(copy=False, dl_device=(DLPACK_CPU, 0), stream=-1)
+    gc.collect()
+    assert buf.views == 0
+
+
+def test_the_cuda_array_interface_is_only_where_the_registry_offers_it(dev) -> None:
+    buf = dev.stream().alloc(16)
+    assert not lifecore.backend_info("mock").cuda_array_interface
+    assert not hasattr(buf, "__cuda_array_interface__")
+    assert not hasattr(buf.view("float32"), "__cuda_array_interface__")
+
+
+# ---- bad views --------------------------------------------------------------------------
+
+
+def test_bad_views_are_refused(dev) -> None:
+    buf = dev.stream().alloc(12)
+    with pytest.raises(InvalidArgumentError, match="unsupported dtype"):
+        buf.view("complex64")
+    with pytest.raises(InvalidArgumentError, match="whole number"):
+        buf.view("float64")  # 12 bytes
+    with pytest.raises(InvalidArgumentError, match="covers 8 bytes"):
+        buf.view("float32", (2,))
+    with pytest.raises(InvalidArgumentError, match="negative"):
+        buf.view("float32", (-1, -3))
+    with pytest.raises(InvalidArgumentError, match="more than"):
+        buf.view("uint8", (2**40, 2**40))
+    assert buf.view("float32", (3, 1)).shape == (3, 1)
+    assert buf.views == 0  # a view object takes its lease only at export
+
+
+# ---- lifetime ---------------------------------------------------------------------------
+
+
+def test_a_view_keeps_its_buffer_alive(dev) -> None:
+    s = dev.stream()
+    buf = arange(s)
+    a = np.from_dlpack(buf.view("float32"))
+    before = dev.memory_stats()["slices_in_use"]
+    del buf
+    gc.collect()
+    assert dev.memory_stats()["slices_in_use"] == before  # the view holds the slice
+    np.testing.assert_array_equal(a, np.arange(N, dtype=np.float32))
+    a[:] = 9.0
+    del a
+    gc.collect()
+    s.sync()
+    assert dev.memory_stats()["slices_in_use"] == before - 1
+
+
+def test_free_is_refused_while_views_live(dev) -> None:
+    s = dev.stream()
+    buf = arange(s)
+    a = np.from_dlpack(buf.view("float32"))
+    assert buf.views == 1
+    with pytest.raises(LifecoreError, match="view"):
+        buf.free()
+    assert buf.alive and f32(s, buf)[3] == 3.0  # nothing changed
+    del a
+    gc.collect()
+    assert buf.views == 0
+    buf.free()
+    assert not buf.alive
+    with pytest.raises(ClosedError):
+        buf.__dlpack__()
+    with pytest.raises(ClosedError):
+        buf.__dlpack_device__()
+
+
+def test_a_view_survives_its_device_closing(dev) -> None:
+    s = dev.stream()
+    buf = arange(s)
+    a = np.from_dlpack(buf.view("float32"))
+    dev.close()
+    # The mock's host storage stays with the view (it is nobody else's now); on CUDA / HIP a
+    # view must not outlive its device (see README).
+    np.testing.assert_array_equal(a, np.arange(N, dtype=np.float32))
+    a[:] = 1.0
+    with pytest.raises(ClosedError):
+        buf.__dlpack__()
+
+
+def test_views_are_refused_inside_a_capture_window(mock_device) -> None:
+    s = mock_device.stream()
+    x = arange(s)
+    refused: list[Exception] = []
+
+    def step(st) -> None:
+        tmp = st.alloc(4 * N)
+        for target in (x, tmp):
+            try:
+                np.from_dlpack(target)
+            except CaptureStateError as e:
+                refused.append(e)
+        st.launch(K.scale_f32, 1, 64, [N, 2.0, x, tmp])
+        tmp.free()
+
+    graph = s.capture(step)
+    assert len(refused) == 4  # warmup (PREPARE) and the recording, for both buffers
+    assert x.views == 0
+    graph.replay()
+    a = np.from_dlpack(x.view("float32"))  # outside the window again
+    np.testing.assert_array_equal(a, np.arange(N, dtype=np.float32))
+    graph.destroy()
+
+
+def test_a_view_taken_before_a_capture_sees_the_replays(mock_hardware_device) -> None:
+    s = mock_hardware_device.stream()
+    x = arange(s)
+    y = s.alloc(4 * N)
+    s.fill(y, 0)
+    view = np.from_dlpack(y.view("float32"))
+    graph = s.capture(lambda st: st.launch(K.scale_f32, 1, 64, [N, 2.0, x, y]), warmup=0)
+    assert (view == 0).all()  # recorded, not run
+    graph.replay()
+    s.sync()  # a view reads memory the stream writes: wait for the stream first
+    np.testing.assert_array_equal(view, 2 * np.arange(N, dtype=np.float32))
+    graph.destroy()
+
+
+def test_a_fault_in_host_view_changes_nothing(dev) -> None:
+    buf = arange(dev.stream())
+    dev.inject_fault("host_view", 999)
+    with pytest.raises(DriverError) as raised:
+        np.from_dlpack(buf)
+    assert raised.value.code == 999
+    assert buf.views == 0
+    buf.free()
+
+
+@pytest.mark.parametrize("op", VIEW_DRIVER_OPERATIONS["cpu"])
+def test_a_fault_in_each_view_operation_takes_no_view(op: str) -> None:
+    with lifecore.Device("mock") as dev:
+        s = dev.stream()
+        buf = arange(s)
+        dev.inject_fault(op, 999)
+        with pytest.raises(DriverError) as raised:
+            np.from_dlpack(buf.view("float32"))
+        assert raised.value.code == 999 and raised.value.call.startswith("mock")
+        assert buf.views == 0
+        dev.clear_faults()
+        np.testing.assert_array_equal(np.from_dlpack(buf.view("float32")), np.arange(N, dtype=np.float32))
+
+
+def test_the_new_driver_operations_are_named() -> None:
+    assert {"host_view", "stream_wait_event"} <= set(lifecore.driver_operations())
+
+
+# ---- read_into and write ----------------------------------------------------------------
+
+
+def test_read_into_numpy_bytearray_memoryview(dev) -> None:
+    s = dev.stream()
+    buf = arange(s)
+    out = np.zeros(N, np.float32)
+    s.read_into(buf, out)
+    np.testing.assert_array_equal(out, np.arange(N, dtype=np.float32))
+    raw = bytearray(4 * N)
+    s.read_into(buf, raw)
+    assert bytes(raw) == s.read(buf)
+    target = bytearray(4 * N + 4)
+    s.read_into(buf, memoryview(target)[4:])
+    assert bytes(target[4:]) == s.read(buf)
+    grid = np.zeros((4, 4), np.float32)
+    s.read_into(buf, grid)
+    assert grid[3, 3] == 15.0
+
+
+def test_read_into_refusals(dev) -> None:
+    s = dev.stream()
+    buf = arange(s)
+    with pytest.raises(InvalidArgumentError, match="holds 60 bytes"):
+        s.read_into(buf, np.zeros(N - 1, np.float32))
+    with pytest.raises(InvalidArgumentError, match="read-only"):
+        s.read_into(buf, bytes(4 * N))
+    ro = np.zeros(N, np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(InvalidArgumentError, match="read-only"):
+        s.read_into(buf, ro)
+    strided = np.zeros(2 * N, np.float32)[::2]
+    with pytest.raises(InvalidArgumentError, match="contiguous"):
+        s.read_into(buf, strided)
+    assert (strided == 0).all()
+    with pytest.raises(TypeError):
+        s.read_into(buf, [0.0] * N)
+    buf.free()
+    with pytest.raises(ClosedError):
+        s.read_into(buf, np.zeros(N, np.float32))
+
+
+def test_write_from_any_buffer_protocol_object(dev) -> None:
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    s.write(buf, np.arange(N, dtype=np.float32))
+    np.testing.assert_array_equal(f32(s, buf), np.arange(N, dtype=np.float32))
+    s.write(buf, bytearray(b"\x01" * (4 * N)))
+    assert s.read(buf) == b"\x01" * (4 * N)
+    s.write(buf, memoryview(np.full((4, 4), 5.0, np.float32)))
+    assert (f32(s, buf) == 5.0).all()
+    s.write(buf, np.full(N, 6.0, np.float32).view(np.uint8))
+    assert (f32(s, buf) == 6.0).all()
+
+
+def test_write_refusals(dev) -> None:
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    s.fill(buf, 0)
+    with pytest.raises(InvalidArgumentError, match="contiguous"):
+        s.write(buf, np.ones(2 * N, np.float32)[::2])
+    with pytest.raises(InvalidArgumentError):
+        s.write(buf, np.ones(N + 1, np.float32))  # larger than the buffer
+    with pytest.raises(TypeError):
+        s.write(buf, [1.0] * N)
+    assert (f32(s, buf) == 0).all()  # nothing changed
+
+
+# ---- CUDA, against the fake driver ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory):
+    from driver_scenarios import build_fake_library
+
+    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
+
+
+def test_a_cuda_export_orders_the_consumers_stream(fake_libcuda) -> None:
+    """On CUDA (the fake driver, in a fresh interpreter) a buffer exports DLPack's CUDA device and
+    the CUDA array interface, and the consumer's stream waits on an event (cuStreamWaitEvent):
+    None names the legacy default stream (1), -1 asks for no device-side ordering, 0 is refused."""
+    import os
+
+    from driver_scenarios import run_scenario
+
+    body = """
+    import ctypes, gc, os
+    lib = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
+    lib.fake_cuda_stream_waits.restype = ctypes.c_long
+    lib.fake_cuda_last_wait_stream.restype = ctypes.c_ulonglong
+    live = lib.fake_cuda_live_events
+    live.restype = ctypes.c_long
+    dev = lifecore.Device("cuda")
+    s = dev.stream()
+    buf = s.alloc(64)
+    result["device"] = list(buf.__dlpack_device__())
+    cai = buf.view("float32", (4, 4)).__cuda_array_interface__
+    result["cai"] = [list(cai["shape"]), cai["typestr"], cai["data"][0] == buf.ptr, cai["data"][1], cai["version"],
+                     cai["stream"] == s.handle]
+    events = live()
+    waits = lib.fake_cuda_stream_waits()
+    kept = [buf.__dlpack__()]
+    result["none"] = [lib.fake_cuda_stream_waits() - waits, lib.fake_cuda_last_wait_stream()]
+    kept.append(buf.view("int32").__dlpack__(stream=4096, max_version=(1, 0)))
+    result["pointer"] = [lib.fake_cuda_stream_waits() - waits, lib.fake_cuda_last_wait_stream()]
+    kept.append(buf.__dlpack__(stream=-1))
+    result["no_order"] = lib.fake_cuda_stream_waits() - waits
+    try:
+        buf.__dlpack__(stream=0)
+        result["zero"] = "accepted"
+    except BufferError:
+        result["zero"] = "refused"
+    result["events_left"] = live() - events
+    result["views"] = buf.views
+    del kept
+    gc.collect()
+    result["views_after"] = buf.views
+    buf.free()
+    dev.close()
+    """
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
+    environment["LIFECORE_LIBCUDA"] = str(fake_libcuda)
+    result = run_scenario(body, environment)
+    assert result["device"] == [2, 0]
+    assert result["cai"] == [[4, 4], "<f4", True, False, 3, True]
+    assert result["none"] == [1, 1]  # the legacy default stream
+    assert result["pointer"] == [2, 4096]
+    assert result["no_order"] == 2  # -1: a host wait, no device-side wait
+    assert result["zero"] == "refused"
+    assert result["events_left"] == 0  # each export's event is destroyed once the wait is queued
+    assert result["views"] == 3 and result["views_after"] == 0
