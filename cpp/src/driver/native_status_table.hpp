@@ -37,10 +37,14 @@ constexpr Code code_in(std::span<const NativeStatus> table, int native) {
 }
 
 // The native code of `code`, else the table's code for Code::unknown.
+// Loops over the rows, not find_code: GCC refuses a null test of a pointer into a constexpr
+// table in a constant expression, and the CUDA ABI check static_asserts on this function.
 constexpr int native_in(std::span<const NativeStatus> table, Code code) {
-  if (const NativeStatus* row = find_code(table, code)) return row->native;
-  const NativeStatus* unknown = find_code(table, Code::unknown);
-  return unknown != nullptr ? unknown->native : -1;
+  for (const NativeStatus& row : table)
+    if (row.code == code) return row.native;
+  for (const NativeStatus& row : table)
+    if (row.code == Code::unknown) return row.native;
+  return -1;
 }
 
 // The table's name, else `prefix` followed by the number.
