@@ -105,7 +105,7 @@ void test_held_flood_then_release() {
   d.pause_streams();
   const std::vector<KernelArg> args{u32(1), f32(1.0f), ptr(one), ptr(counter)};
   for (int i = 0; i < 1000; ++i) CHECK_OK(d.launch_kernel(axpy, {1, 1, 1}, {1, 1, 1}, 0, s, args));
-  CHECK(d.stream_query(s).code == status_code::not_ready);
+  CHECK(d.stream_query(s).code == Code::not_ready);
   d.resume_streams();
   CHECK_OK(d.stream_synchronize(s));
   CHECK(read_floats(d, counter, 1)[0] == 1000.0f);
@@ -122,7 +122,7 @@ void test_fault_in_flood() {
   CHECK_OK(d.mem_alloc(4, &counter));
   CHECK_OK(d.memset_d32(one, std::bit_cast<std::uint32_t>(1.0f), 1));
   CHECK_OK(d.memset_d32(counter, 0, 1));
-  d.fault_injection()->inject(Operation::launch_kernel, status_code::invalid_value, 777, 1);
+  d.fault_injection()->inject(Operation::launch_kernel, mock::mock_native(Code::invalid_value), 777, 1);
   const std::vector<KernelArg> args{u32(1), f32(1.0f), ptr(one), ptr(counter)};
   int failed_at = -1, failures_seen = 0;
   for (int i = 0; i < 2000; ++i) {
