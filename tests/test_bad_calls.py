@@ -189,15 +189,16 @@ def test_the_api_is_found_by_introspection() -> None:
     assert len(API) > 300
 
 
-# Classes the emulated device cannot produce an instance of (their bad calls run on a real device only).
-NO_RECEIVER_ON_THE_MOCK = {"Module"}  # the emulated device loads no user module (its constructors are still called)
+# Classes the emulated device cannot produce an instance of (their bad calls run on a real device
+# only): it loads no user module (its constructors are still called).
+NO_RECEIVER_ON_THE_EMULATED_DEVICE = {"Module"}
 
 
 def test_every_class_with_methods_has_a_receiver() -> None:
     world = bw.World("hardware")
     try:
         missing = sorted({e.owner for e in API if e.kind in ("method", "property") and not world.instances(e.target)}
-                         - NO_RECEIVER_ON_THE_MOCK)
+                         - NO_RECEIVER_ON_THE_EMULATED_DEVICE)
     finally:
         world.close()
     assert not missing, f"no receiver in the world for: {missing}"

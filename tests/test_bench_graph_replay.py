@@ -20,7 +20,7 @@ from backend_roles import EMULATED
 SCRIPT = [sys.executable, "-m", "lifecore.benchmarks.graph_replay"]
 
 
-def test_compare_replay_on_the_mock_skips_the_frameworks_with_reasons() -> None:
+def test_compare_replay_on_the_emulated_device_skips_the_frameworks_with_reasons() -> None:
     result = compare_replay(lambda: lifecore.Device(EMULATED), (10, 20), rounds=2, warmup=0, min_batch_s=0.0005)
     assert result["backend"] == EMULATED
     assert [row["N"] for row in result["rows"]] == [10, 20]

@@ -18,7 +18,7 @@ from backend_roles import EMULATED
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "differential.py"
 
 
-def test_mock_against_mock_is_identical_and_covers_the_refusals() -> None:
+def test_the_emulated_device_against_itself_is_identical_and_covers_the_refusals() -> None:
     report = run_differential(parse_specs(f"{EMULATED},{EMULATED}"), steps=250, seed=3, runs=3)
     assert report.identical, report.summary()
     assert report.steps == 750 and report.seeds == [3, 4, 5]

@@ -68,7 +68,7 @@ def test_dropping_the_last_stream_and_device_references_lets_other_threads_run()
     assert stall < STALL_BOUND, f"this thread stalled {stall:.2f} s while a stream and its device were dropped"
 
 
-def test_the_pause_knob_is_mock_only_and_bounded() -> None:
+def test_the_pause_knob_is_emulated_only_and_bounded() -> None:
     with lifecore.Device(EMULATED) as dev:
         for bad in (-1.0, 61.0, float("nan")):
             with pytest.raises(lifecore.InvalidArgumentError):

@@ -56,7 +56,7 @@ FATBIN_HEADER = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 0)
     lambda d: lifecore.Module.from_image(d, b"\x7fELF" + b"\0" * 60),
     lambda d: lifecore.Module.from_image(d, FATBIN_HEADER + b"\0" * 16),
 ], ids=["ptx", "elf", "fatbin"])
-def test_the_mock_refuses_user_images_clearly_and_stays_usable(load) -> None:
+def test_the_emulated_device_refuses_user_images_clearly_and_stays_usable(load) -> None:
     with lifecore.Device(EMULATED) as device:
         with pytest.raises(DriverError, match="runs built-in kernels only") as raised:
             load(device)
