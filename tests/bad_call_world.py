@@ -28,6 +28,8 @@ from lifecore.capture import interventions as iv
 from lifecore.sequence import AdmissionCoordinator, AdmissionDeferred, Admitted
 from lifecore.testing.capture_session import ROUTER, sample_discovery
 
+from backend_roles import EMULATED
+
 PUBLIC_MODULES = (lifecore, sequence, capture, kernels, errors)
 PAGE = 4096
 
@@ -173,7 +175,7 @@ class World:
                         self.capture_sessions.append(v)
 
     def _runtime(self, graphs: str, closed: bool) -> None:
-        dev = lifecore.Device("mock", graphs=graphs)
+        dev = lifecore.Device(EMULATED, graphs=graphs)
         s = dev.stream()
         b, c = s.alloc(256), s.alloc(256)
         g = s.capture(lambda st: st.fill(b, 1))

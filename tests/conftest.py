@@ -6,6 +6,8 @@ from hypothesis import HealthCheck, settings
 
 import lifecore
 
+from backend_roles import EMULATED
+
 # dev: quick enough for a laptop loop; ci: derandomized, more steps, no example database;
 # ci-sanitize: dev's sizes, derandomized (the slow instrumented build in CI); nightly: long
 # runs. Pick one with HYPOTHESIS_PROFILE or --hypothesis-profile.
@@ -64,13 +66,13 @@ def backend_name(request) -> str:
 
 @pytest.fixture(params=["hardware", "software"])
 def mock_device(request):
-    """A mock device with hardware, then software graphs (fault injection is mock-only)."""
-    with lifecore.Device("mock", graphs=request.param) as dev:
+    """An emulated device with hardware, then software graphs (it offers fault injection)."""
+    with lifecore.Device(EMULATED, graphs=request.param) as dev:
         yield dev
 
 
 @pytest.fixture
 def mock_hardware_device():
-    """A mock device recording with hardware graphs."""
-    with lifecore.Device("mock", graphs="hardware") as dev:
+    """An emulated device recording with hardware graphs."""
+    with lifecore.Device(EMULATED, graphs="hardware") as dev:
         yield dev

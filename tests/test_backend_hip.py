@@ -17,6 +17,8 @@ import pytest
 import lifecore
 from lifecore import _core
 
+from backend_roles import EMULATED
+
 # Entry points the backend can run without (each disables one operation or is a no-op).
 OPTIONAL = {"hipRuntimeGetVersion", "hipMallocAsync", "hipFreeAsync", "hipGraphInstantiateWithFlags",
             "hipGraphUpload", "hipGraphExecUpdate"}
@@ -81,7 +83,7 @@ def test_a_hip_override_that_does_not_load_is_a_reason(tmp_path):
 
 def test_the_symbol_table_introspection_rejects_other_backends():
     with pytest.raises(lifecore.InvalidArgumentError):
-        _core._probe_symbols("mock")
+        _core._probe_symbols(EMULATED)
 
 
 def test_hip_on_a_device():

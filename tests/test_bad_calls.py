@@ -29,6 +29,7 @@ import lifecore
 from lifecore import _call_guard, errors
 
 import bad_call_world as bw
+from backend_roles import EMULATED
 
 SEED = int(os.environ.get("LIFECORE_BAD_CALL_SEED", "8"))
 # Calls per entry of the API; the dev profile runs 15 examples, ci 60, nightly 1000.
@@ -188,22 +189,23 @@ def test_the_api_is_found_by_introspection() -> None:
     assert len(API) > 300
 
 
-# Classes the mock cannot produce an instance of (their bad calls run on a real device only).
-NO_RECEIVER_ON_THE_MOCK = {"Module"}  # the mock loads no user module (its constructors are still called)
+# Classes the emulated device cannot produce an instance of (their bad calls run on a real device
+# only): it loads no user module (its constructors are still called).
+NO_RECEIVER_ON_THE_EMULATED_DEVICE = {"Module"}
 
 
 def test_every_class_with_methods_has_a_receiver() -> None:
     world = bw.World("hardware")
     try:
         missing = sorted({e.owner for e in API if e.kind in ("method", "property") and not world.instances(e.target)}
-                         - NO_RECEIVER_ON_THE_MOCK)
+                         - NO_RECEIVER_ON_THE_EMULATED_DEVICE)
     finally:
         world.close()
     assert not missing, f"no receiver in the world for: {missing}"
 
 
 def test_a_bool_for_a_count_and_an_int_past_64_bits_are_lifecore_errors() -> None:
-    with lifecore.Device("mock") as dev:
+    with lifecore.Device(EMULATED) as dev:
         s = dev.stream()
         before = dev.memory_stats()
         with pytest.raises(errors.LifecoreTypeError, match="nbytes"):
@@ -254,7 +256,7 @@ def test_a_class_lifecore_creates_and_float_bits_refuse_clearly() -> None:
 def test_a_callback_error_passes_through_and_its_capture_is_undone() -> None:
     """capture(fn, warmup=2**32) is a valid request; a callback that stops raising its own
     error reaches the caller unchanged and leaves the stream out of capture."""
-    with lifecore.Device("mock") as dev:
+    with lifecore.Device(EMULATED) as dev:
         s = dev.stream()
         with pytest.raises(bw.CallbackStop):
             s.capture(bw.budgeted_callback(8), warmup=2**32)
@@ -270,7 +272,7 @@ def test_the_guard_names_the_call_of_a_nameless_wrong_type_and_leaves_callback_e
     def callback(stream: lifecore.Stream) -> None:
         raise TypeError("the callback's own")
 
-    with lifecore.Device("mock") as dev:
+    with lifecore.Device(EMULATED) as dev:
         s = dev.stream()
         with pytest.raises(TypeError, match="the callback's own") as caught:
             s.capture(callback)

@@ -15,12 +15,14 @@ import pytest
 import lifecore
 from lifecore.benchmarks.graph_replay import compare_replay, cupy_unavailable_reason, torch_unavailable_reason
 
+from backend_roles import EMULATED
+
 SCRIPT = [sys.executable, "-m", "lifecore.benchmarks.graph_replay"]
 
 
-def test_compare_replay_on_the_mock_skips_the_frameworks_with_reasons() -> None:
-    result = compare_replay(lambda: lifecore.Device("mock"), (10, 20), rounds=2, warmup=0, min_batch_s=0.0005)
-    assert result["backend"] == "mock"
+def test_compare_replay_on_the_emulated_device_skips_the_frameworks_with_reasons() -> None:
+    result = compare_replay(lambda: lifecore.Device(EMULATED), (10, 20), rounds=2, warmup=0, min_batch_s=0.0005)
+    assert result["backend"] == EMULATED
     assert [row["N"] for row in result["rows"]] == [10, 20]
     for row in result["rows"]:
         assert row["correct"] and row["eager_us"] > 0 and row["replay_us"] > 0 and row["capture_us"] > 0
@@ -37,7 +39,7 @@ def test_compare_replay_on_the_mock_skips_the_frameworks_with_reasons() -> None:
 
 def test_the_script_writes_json(tmp_path) -> None:
     out = tmp_path / "figures.json"
-    done = subprocess.run([*SCRIPT, "--backend", "mock", "--quick", "--sizes", "10",
+    done = subprocess.run([*SCRIPT, "--backend", EMULATED, "--quick", "--sizes", "10",
                            "--json", str(out)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "torch skipped" in done.stdout and "eager / replay" in done.stdout
@@ -59,10 +61,10 @@ def test_an_unavailable_backend_is_a_clean_failure() -> None:
 
 
 def test_frameworks_run_only_beside_backends_whose_memory_they_see() -> None:
-    # The registry's interop facts decide: the mock's memory is host memory (torch device "cpu",
+    # The registry's interop facts decide: the emulated device's memory is host memory (torch device "cpu",
     # no CUDA array interface), HIP's memory has no CUDA array interface for CuPy.
-    assert "torch sees as its GPU" in torch_unavailable_reason("mock")
-    assert "CUDA array interface" in cupy_unavailable_reason("mock")
+    assert "torch sees as its GPU" in torch_unavailable_reason(EMULATED)
+    assert "CUDA array interface" in cupy_unavailable_reason(EMULATED)
     assert "CUDA array interface" in cupy_unavailable_reason("hip")
 
 
@@ -83,9 +85,9 @@ def test_the_older_import_paths_still_work() -> None:
     from lifecore.testing.gpu_replay_benchmarks import compare_replay as old_compare
     from lifecore.testing.stream_benchmarks import capture_cycle_vs_model, format_table, replay_vs_eager
 
-    rows = replay_vs_eager(lambda: lifecore.Device("mock"), (10,), repeat=1, min_seconds=0.0005)
+    rows = replay_vs_eager(lambda: lifecore.Device(EMULATED), (10,), repeat=1, min_seconds=0.0005)
     assert rows[0]["N"] == 10 and rows[0]["correct"] and rows[0]["nodes"] == 10 and rows[0]["speedup"] > 0
     assert "speedup" in format_table(rows)
-    assert old_compare(lambda: lifecore.Device("mock"), (10,), repeat=1, min_seconds=0.0005)["rows"][0]["correct"]
-    cycle = capture_cycle_vs_model(lambda: lifecore.Device("mock"), repeat=1, min_seconds=0.0005)
+    assert old_compare(lambda: lifecore.Device(EMULATED), (10,), repeat=1, min_seconds=0.0005)["rows"][0]["correct"]
+    cycle = capture_cycle_vs_model(lambda: lifecore.Device(EMULATED), repeat=1, min_seconds=0.0005)
     assert [row["model/lifecore"] > 0 for row in cycle] == [True, True]

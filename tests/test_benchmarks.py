@@ -14,22 +14,24 @@ from lifecore import _core
 from lifecore.benchmarks import capture, capture_cycle, sequence, state_machine
 from lifecore.benchmarks.harness import format_run
 
+from backend_roles import EMULATED
+
 QUICK = dict(rounds=2, warmup=0, min_batch_s=0.0005)
 
 
 def test_capture_cycle_sets_lifecore_beside_the_model() -> None:
-    runs = capture_cycle.capture_cycle_vs_model(lambda: lifecore.Device("mock"), **QUICK)
+    runs = capture_cycle.capture_cycle_vs_model(lambda: lifecore.Device(EMULATED), **QUICK)
     assert len(runs) == 2
     for run in runs:
         assert list(run.measurements) == ["model", "lifecore"]
         assert run.ratios[0].name == "model / lifecore" and len(run.ratios[0].samples) == 2
-    assert "mock/" in runs[1].title
+    assert f"{EMULATED}/" in runs[1].title
 
 
 def test_the_state_machine_workload_is_the_same_for_the_same_seed() -> None:
-    run = state_machine.machine_throughput(lambda: lifecore.Device("mock"), examples=3, steps=10, seed=0,
+    run = state_machine.machine_throughput(lambda: lifecore.Device(EMULATED), examples=3, steps=10, seed=0,
                                            rounds=2, warmup=0)
-    again = state_machine.run_machine_once(lambda: lifecore.Device("mock"), examples=3, steps=10, seed=0)
+    again = state_machine.run_machine_once(lambda: lifecore.Device(EMULATED), examples=3, steps=10, seed=0)
     assert {k: run.facts[k] for k in again} == again and again["steps"] > 0
     m = run["machine step"]
     assert m.per == again["steps"] and m.unit == "step" and m.rate
@@ -49,7 +51,7 @@ def test_the_state_machine_workload_does_not_depend_on_the_process() -> None:
 
 def test_the_state_machine_refuses_a_seed_that_is_not_an_int() -> None:
     with pytest.raises(ValueError, match="seed"):
-        state_machine.machine_throughput(lambda: lifecore.Device("mock"), seed=None)  # type: ignore[arg-type]
+        state_machine.machine_throughput(lambda: lifecore.Device(EMULATED), seed=None)  # type: ignore[arg-type]
 
 
 def test_sequence_lifecycles_time_python_cpp_model_and_free_list_alike() -> None:

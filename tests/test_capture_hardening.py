@@ -930,7 +930,7 @@ def test_a_backend_count_past_64_bits_fails_the_capture_with_the_overflow_as_cau
     from lifecore.capture import CountingBackend, MockTensor
     session = _unranked_session(CaptureTransform.summary())
     session.begin_step(PREFILL, 0)
-    # The mock charges the whole region to the host: 2**64 elements x 4 bytes cannot be a usage.
+    # The emulated device charges the whole region to the host: 2**64 elements x 4 bytes cannot be a usage.
     with pytest.raises(CaptureSessionError, match="backend.estimate") as raised:
         session.observe(CountingBackend(), "u", MockTensor((2**32, 2**32)))
     assert isinstance(raised.value.__cause__, LifecoreOverflowError)

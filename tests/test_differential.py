@@ -13,11 +13,13 @@ import lifecore
 from lifecore import cli
 from lifecore.testing.differential import DeviceSpec, parse_specs, run_differential
 
+from backend_roles import EMULATED
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "differential.py"
 
 
-def test_mock_against_mock_is_identical_and_covers_the_refusals() -> None:
-    report = run_differential(parse_specs("mock,mock"), steps=250, seed=3, runs=3)
+def test_the_emulated_device_against_itself_is_identical_and_covers_the_refusals() -> None:
+    report = run_differential(parse_specs(f"{EMULATED},{EMULATED}"), steps=250, seed=3, runs=3)
     assert report.identical, report.summary()
     assert report.steps == 750 and report.seeds == [3, 4, 5]
     assert report.reads_compared > 0 and report.graphs_sealed > 0 and report.replays > 0
@@ -27,14 +29,14 @@ def test_mock_against_mock_is_identical_and_covers_the_refusals() -> None:
 
 
 def test_the_same_seed_gives_the_same_steps() -> None:
-    one = run_differential(parse_specs("mock,mock"), steps=120, seed=11)
-    two = run_differential(parse_specs("mock,mock"), steps=120, seed=11)
+    one = run_differential(parse_specs(f"{EMULATED},{EMULATED}"), steps=120, seed=11)
+    two = run_differential(parse_specs(f"{EMULATED},{EMULATED}"), steps=120, seed=11)
     assert one.ops == two.ops and one.refusals == two.refusals
 
 
 @dataclass(frozen=True)
 class _FaultySpec(DeviceSpec):
-    """A mock whose kernel launches start failing after a few: a real behavioural difference."""
+    """An emulated device whose kernel launches start failing after a few: a real behavioural difference."""
 
     def open(self):  # type: ignore[override]
         device = super().open()
@@ -43,7 +45,7 @@ class _FaultySpec(DeviceSpec):
 
 
 def test_a_divergence_stops_the_run_and_lists_the_steps() -> None:
-    report = run_differential((DeviceSpec("mock", "hardware"), _FaultySpec("mock", "hardware")), steps=400, seed=0)
+    report = run_differential((DeviceSpec(EMULATED, "hardware"), _FaultySpec(EMULATED, "hardware")), steps=400, seed=0)
     assert not report.identical
     divergence = report.divergence
     assert divergence.outcomes[0] != divergence.outcomes[1]
@@ -54,7 +56,7 @@ def test_a_divergence_stops_the_run_and_lists_the_steps() -> None:
 
 def test_devices_that_capture_differently_are_refused() -> None:
     with pytest.raises(ValueError, match="capture differently"):
-        run_differential(parse_specs("mock/hardware,mock/software"), steps=5)
+        run_differential(parse_specs(f"{EMULATED}/hardware,{EMULATED}/software"), steps=5)
 
 
 NAMES = lifecore.backend_names()
@@ -86,20 +88,22 @@ def test_the_report_names_what_auto_opened() -> None:
 
 
 def test_cli_differential(capsys) -> None:
-    assert cli.main(["fuzz", "--differential", "mock,mock", "--examples", "2", "--steps", "60", "--seed", "1"]) == 0
+    pair = f"{EMULATED},{EMULATED}"
+    assert cli.main(["fuzz", "--differential", pair, "--examples", "2", "--steps", "60", "--seed", "1"]) == 0
     out = capsys.readouterr().out
-    assert "mock/hardware vs mock/hardware: 2 run(s)" in out and "identical" in out
-    assert cli.main(["fuzz", "--differential", "mock"]) == 2
+    assert f"{EMULATED}/hardware vs {EMULATED}/hardware: 2 run(s)" in out and "identical" in out
+    assert cli.main(["fuzz", "--differential", EMULATED]) == 2
 
 
 def test_script_differential_and_an_unavailable_backend() -> None:
-    ok = subprocess.run([sys.executable, str(SCRIPT), "--backends", "mock,mock", "--runs", "1", "--steps", "50"],
+    pair = f"{EMULATED},{EMULATED}"
+    ok = subprocess.run([sys.executable, str(SCRIPT), "--backends", pair, "--runs", "1", "--steps", "50"],
                         capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stderr
     assert "identical" in ok.stdout
     missing = [b.name for b in lifecore.backends() if not b.available]
     if not missing:
         pytest.skip("every backend is available here")
-    bad = subprocess.run([sys.executable, str(SCRIPT), "--backends", f"mock,{missing[0]}", "--runs", "1"],
+    bad = subprocess.run([sys.executable, str(SCRIPT), "--backends", f"{EMULATED},{missing[0]}", "--runs", "1"],
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "differential:" in bad.stderr

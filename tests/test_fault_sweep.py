@@ -1,5 +1,5 @@
 """The fault sweep: every driver operation x recoverable statuses x positions x durations x
-hardware / software graphs x capture() / manual transitions, derandomized (mock only).
+hardware / software graphs x capture() / manual transitions, derandomized (the emulated device only).
 
 Each cycle opens a device, injects one fault, runs a full capture cycle (warmup with
 allocations, writes, fills, copies, launches with and without info words; the recorded pass;
@@ -26,6 +26,8 @@ import pytest
 import lifecore
 from lifecore import CaptureVariant, LifecoreError
 from lifecore import kernels as K
+
+from backend_roles import EMULATED
 
 N = 64
 GRID, BLOCK = 1, 64
@@ -123,7 +125,7 @@ def sweep(graphs: str, manual: bool) -> tuple[collections.Counter, list[str], di
         for status in STATUSES:
             for after in POSITIONS:
                 for times in DURATIONS:
-                    with lifecore.Device("mock", graphs=graphs) as dev:
+                    with lifecore.Device(EMULATED, graphs=graphs) as dev:
                         s = dev.stream()
                         s.sync()
                         baseline = dev.memory_stats()
@@ -187,7 +189,7 @@ def test_a_sticky_fault_anywhere_is_reported_as_a_lost_device(graphs) -> None:
     for op in OPERATIONS:
         for status in STICKY:
             for after in (0, 2):
-                with lifecore.Device("mock", graphs=graphs) as dev:
+                with lifecore.Device(EMULATED, graphs=graphs) as dev:
                     s = dev.stream()
                     dev.inject_fault(op, status, after=after)
                     try:

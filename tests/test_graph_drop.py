@@ -10,7 +10,9 @@ import pytest
 
 import lifecore
 
-# Seconds the mock holds the streams' queued work. A drop that held the interpreter lock would
+from backend_roles import EMULATED
+
+# Seconds the emulated device holds the streams' queued work. A drop that held the interpreter lock would
 # stall the other thread for all of it; the bound (three quarters of it) leaves ample room for a
 # busy machine's scheduling without letting a held lock pass.
 PAUSE = 1.5
@@ -35,7 +37,7 @@ def longest_stall_while_dropping(holder: list) -> tuple[float, float]:
 @pytest.mark.time_limit(60)
 @pytest.mark.parametrize("graphs", ["hardware", "software"])
 def test_dropping_the_last_graph_reference_lets_other_threads_run(graphs: str) -> None:
-    with lifecore.Device("mock", graphs=graphs) as dev:
+    with lifecore.Device(EMULATED, graphs=graphs) as dev:
         s = dev.stream()
         b = s.alloc(4096)
         holder = [s.capture(lambda st: st.fill(b, 1))]
@@ -54,7 +56,7 @@ def test_dropping_the_last_graph_reference_lets_other_threads_run(graphs: str) -
 
 @pytest.mark.time_limit(60)
 def test_dropping_the_last_stream_and_device_references_lets_other_threads_run() -> None:
-    dev = lifecore.Device("mock")
+    dev = lifecore.Device(EMULATED)
     s = dev.stream()
     b = s.alloc(4096)
     dev._pause_streams_for(PAUSE)
@@ -66,8 +68,8 @@ def test_dropping_the_last_stream_and_device_references_lets_other_threads_run()
     assert stall < STALL_BOUND, f"this thread stalled {stall:.2f} s while a stream and its device were dropped"
 
 
-def test_the_pause_knob_is_mock_only_and_bounded() -> None:
-    with lifecore.Device("mock") as dev:
+def test_the_pause_knob_is_emulated_only_and_bounded() -> None:
+    with lifecore.Device(EMULATED) as dev:
         for bad in (-1.0, 61.0, float("nan")):
             with pytest.raises(lifecore.InvalidArgumentError):
                 dev._pause_streams_for(bad)

@@ -25,6 +25,8 @@ from lifecore.testing import (
 )
 from lifecore.testing.stream_benchmarks import machine_steps_per_second
 
+from backend_roles import EMULATED
+
 SMALL = settings(max_examples=4, stateful_step_count=15, deadline=None, database=None,
                  suppress_health_check=list(HealthCheck))
 
@@ -36,7 +38,7 @@ def _numpy_tensor(shape, dtype, itemsize):
 
 # Each lifecycle: its machine and a factory of the thing under test.
 MACHINES = {
-    "stream": (StreamCaptureMachine, lambda: lifecore.Device("mock")),
+    "stream": (StreamCaptureMachine, lambda: lifecore.Device(EMULATED)),
     "sequence": (SequenceSessionMachine, lambda **kw: AdmissionCoordinator(None, **kw)),
     "capture": (CaptureSessionMachine, NumpyBackend),
 }
@@ -84,9 +86,9 @@ def test_the_same_seed_executes_the_same_steps(lifecycle: str) -> None:
 _TRACE_IN_A_FRESH_PROCESS = """
 import hashlib, lifecore
 from hypothesis import HealthCheck, settings
-from lifecore.testing import StreamCaptureMachine
+from lifecore.testing import StreamCaptureMachine, emulated_backend
 StreamCaptureMachine.stats.trace = []
-StreamCaptureMachine.run(lambda: lifecore.Device("mock"), seed=0, settings=settings(
+StreamCaptureMachine.run(lambda: lifecore.Device(emulated_backend()), seed=0, settings=settings(
     max_examples=4, stateful_step_count=15, deadline=None, database=None, suppress_health_check=list(HealthCheck)))
 print(hashlib.sha256(repr(StreamCaptureMachine.stats.trace).encode()).hexdigest())
 """
@@ -94,7 +96,7 @@ print(hashlib.sha256(repr(StreamCaptureMachine.stats.trace).encode()).hexdigest(
 
 def test_a_seeded_run_is_the_same_in_another_process() -> None:
     """Nothing of the process (hash seed, what ran before) changes the steps of a seed."""
-    here = hashlib.sha256(repr(_traced_run(StreamCaptureMachine, lambda: lifecore.Device("mock"), 0)).encode())
+    here = hashlib.sha256(repr(_traced_run(StreamCaptureMachine, lambda: lifecore.Device(EMULATED), 0)).encode())
     result = subprocess.run([sys.executable, "-c", _TRACE_IN_A_FRESH_PROCESS], capture_output=True, text=True,
                             timeout=120, env={**__import__("os").environ, "PYTHONHASHSEED": "123"})
     assert result.returncode == 0, result.stderr
@@ -102,14 +104,14 @@ def test_a_seeded_run_is_the_same_in_another_process() -> None:
 
 
 def test_the_throughput_run_executes_the_same_workload_for_a_seed() -> None:
-    rows = [machine_steps_per_second(lambda: lifecore.Device("mock"), examples=3, steps=20, seed=0) for _ in range(2)]
+    rows = [machine_steps_per_second(lambda: lifecore.Device(EMULATED), examples=3, steps=20, seed=0) for _ in range(2)]
     workload = [{k: row[k] for k in ("runs", "steps", "graphs", "replays", "faults")} for row in rows]
     assert workload[0] == workload[1] and workload[0]["steps"] > 0
 
 
 def test_the_old_entry_points_still_work() -> None:
     steps = STATS.steps
-    run_stream_capture_machine(lambda: lifecore.Device("mock", graphs="software"), settings=SMALL, seed=2)
+    run_stream_capture_machine(lambda: lifecore.Device(EMULATED, graphs="software"), settings=SMALL, seed=2)
     assert STATS.steps > steps and STATS is StreamCaptureMachine.stats
     assert STATS.graphs_sealed == STATS.events["graphs_sealed"]
     from lifecore.testing.sequence_session import SequenceMachineStats

@@ -55,3 +55,32 @@ def test_the_helpers_are_public():
     for name in ("backends", "backend_names", "available_backends", "backend_info"):
         assert name in lifecore.__all__ and callable(getattr(lifecore, name))
         assert getattr(lifecore, name).__doc__
+
+
+def test_the_emulated_backend_is_the_first_emulated_entry_and_offers_the_test_hooks():
+    from lifecore.testing import emulated_backend, offers_fault_injection
+
+    emulated = [info.name for info in lifecore.backends() if info.emulated]
+    assert emulated, "no registered backend is emulated"
+    name = emulated_backend()
+    assert name == emulated[0] and lifecore.backend_info(name).emulated
+    assert name in lifecore.available_backends()
+    with lifecore.Device(name) as device:
+        assert device.backend == name and offers_fault_injection(device)
+
+
+def test_emulated_is_a_plain_fact_of_every_backend():
+    for info in lifecore.backends():
+        assert isinstance(info.emulated, bool)
+        assert lifecore.backend_info(info.name).emulated is info.emulated
+
+
+def test_no_emulated_backend_is_a_clear_error(monkeypatch):
+    from lifecore.testing import emulated
+
+    real = [info for info in lifecore.backends() if not info.emulated]
+    monkeypatch.setattr(emulated, "backends", lambda: real)
+    with pytest.raises(lifecore.BackendUnavailableError, match="no registered backend is an emulated device") as none:
+        emulated.emulated_backend()
+    for info in real:
+        assert repr(info.name) in str(none.value)

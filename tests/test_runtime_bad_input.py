@@ -15,12 +15,14 @@ from lifecore import (
 from lifecore import kernels as K
 from lifecore.testing import offers_fault_injection
 
+from backend_roles import EMULATED
+
 N = 64
 
 
 @pytest.fixture(params=["hardware", "software"])
 def device(request):
-    with lifecore.Device("mock", graphs=request.param) as dev:
+    with lifecore.Device(EMULATED, graphs=request.param) as dev:
         yield dev
 
 
@@ -35,10 +37,10 @@ def unchanged(device, before) -> None:
 
 @pytest.mark.parametrize("kwargs", [
     {"backend": "tpu"},
-    {"backend": "mock", "graphs": "firmware"},
-    {"backend": "mock", "capture_mode": "loose"},
-    {"backend": "mock", "ordinal": -1},
-    {"backend": "mock", "ordinal": 99},
+    {"backend": EMULATED, "graphs": "firmware"},
+    {"backend": EMULATED, "capture_mode": "loose"},
+    {"backend": EMULATED, "ordinal": -1},
+    {"backend": EMULATED, "ordinal": 99},
 ])
 def test_device_arguments(kwargs) -> None:
     with pytest.raises(InvalidArgumentError):
@@ -56,7 +58,7 @@ def test_unavailable_backend_says_why() -> None:
 
 def test_capture_modes_are_accepted() -> None:
     for mode in ("thread_local", "global", "relaxed"):
-        with lifecore.Device("mock", capture_mode=mode) as dev:
+        with lifecore.Device(EMULATED, capture_mode=mode) as dev:
             assert dev.capture_mode == mode
             s = dev.stream()
             x = s.alloc(16)
@@ -86,7 +88,7 @@ def test_alloc_types(stream, nbytes) -> None:
 
 
 def test_buffer_of_another_device(device, stream) -> None:
-    with lifecore.Device("mock", graphs=device.graphs) as other:
+    with lifecore.Device(EMULATED, graphs=device.graphs) as other:
         foreign = other.stream().alloc(4 * N)
         mine = stream.alloc(4 * N)
         before = device.memory_stats()
@@ -237,7 +239,7 @@ def test_kernels_module() -> None:
 
 
 def test_closed_device_rejects_everything() -> None:
-    dev = lifecore.Device("mock")
+    dev = lifecore.Device(EMULATED)
     s = dev.stream()
     buf = s.alloc(16)
     dev.close()

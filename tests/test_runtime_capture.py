@@ -467,7 +467,7 @@ def test_sync_during_hardware_capture_invalidates_it(hardware_device) -> None:
 
 
 def test_write_in_a_hardware_graph_keeps_its_staging(mock_hardware_device) -> None:
-    # Mock only: a real driver may refuse to capture a copy from pageable host memory.
+    # Emulated device only: a real driver may refuse to capture a copy from pageable host memory.
     s = mock_hardware_device.stream()
     x = s.alloc(4 * N)
     out = s.alloc(4 * N)

@@ -11,13 +11,15 @@ import pytest
 import lifecore
 from lifecore import kernels as K
 
+from backend_roles import EMULATED
+
 N = 256
 
 
 @pytest.mark.parametrize("graphs", ["hardware", "software"])
 def test_threads_capture_and_replay_on_their_own_streams(graphs) -> None:
     errors: list[BaseException] = []
-    with lifecore.Device("mock", graphs=graphs) as dev:
+    with lifecore.Device(EMULATED, graphs=graphs) as dev:
         stop = threading.Event()
 
         def worker(seed: int) -> None:
@@ -68,7 +70,7 @@ def test_info_entry_is_ready_for_every_stream_once_published(graphs) -> None:
     """The info cache shares one buffer per metadata array across streams: a launch on another
     stream that hits a brand-new entry must read its words, even while the inserting stream
     still has a long queue ahead of the upload (it used to read zeros and do nothing)."""
-    with lifecore.Device("mock", graphs=graphs) as dev:
+    with lifecore.Device(EMULATED, graphs=graphs) as dev:
         busy, other = dev.stream(), dev.stream()
         big = busy.alloc(16 << 20)
         xa, ya = busy.alloc(4 * N), busy.alloc(4 * N)

@@ -1,5 +1,5 @@
 """Injected driver faults at every transition (and around them) leave the stream out of capture,
-usable and re-capturable, with the pools disarmed and the cache pins discarded (mock only)."""
+usable and re-capturable, with the pools disarmed and the cache pins discarded (the emulated device only)."""
 
 from __future__ import annotations
 

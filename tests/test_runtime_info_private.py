@@ -12,6 +12,8 @@ import lifecore
 from lifecore import CaptureRefusedError
 from lifecore import kernels as K
 
+from backend_roles import EMULATED
+
 N = 300
 BLOCK = 128
 GRID = (N + BLOCK - 1) // BLOCK
@@ -50,7 +52,7 @@ def on_another_thread(fn):
 @pytest.mark.parametrize("mode", ["relaxed", "thread_local"])
 def test_another_stream_never_gets_a_recordings_info_node(mode, close):
     run = (lambda fn: fn()) if mode == "relaxed" else on_another_thread
-    with lifecore.Device("mock", graphs="hardware", capture_mode=mode) as device:
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode) as device:
         recorder, eager = device.stream(), device.stream()
         x = upload(eager, np.arange(N))
         y = upload(eager, np.ones(N))
@@ -80,7 +82,7 @@ def test_another_stream_never_gets_a_recordings_info_node(mode, close):
 
 
 def test_another_window_gets_its_own_node_not_the_first_ones():
-    with lifecore.Device("mock", graphs="hardware", capture_mode="relaxed") as device:
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode="relaxed") as device:
         first, second = device.stream(), device.stream()
         a, b = upload(first, np.zeros(N)), upload(second, np.zeros(N))
         first.sync()

@@ -21,13 +21,15 @@ import lifecore
 from lifecore import InvalidArgumentError, LifecoreError
 from lifecore import kernels as K
 
+from backend_roles import EMULATED
+
 N = 64
 HUGE = [2**32, 2**63 - 1, 2**63, 2**64, 2**64 + 1]
 
 
 @pytest.fixture(params=["hardware", "software"])
 def device(request):
-    with lifecore.Device("mock", graphs=request.param) as dev:
+    with lifecore.Device(EMULATED, graphs=request.param) as dev:
         yield dev
 
 
@@ -187,7 +189,7 @@ def test_fill_values_outside_32_bits_are_refused(device, stream, value) -> None:
 def test_allocation_sizes_past_32_bits(stream) -> None:
     one = stream.alloc(1)
     assert one.nbytes == 1
-    four_gib = stream.alloc(2**32)  # past 32 bits: the mock's memory is larger
+    four_gib = stream.alloc(2**32)  # past 32 bits: the emulated device's memory is larger
     assert four_gib.nbytes == 2**32
     four_gib.free()
     one.free()
@@ -227,7 +229,7 @@ def test_allocation_sizes_outside_64_bits_are_refused(device, stream, nbytes) ->
 @pytest.mark.parametrize("graphs", ["hardware", "software"])
 def test_a_slice_primed_by_one_window_is_not_handed_to_another(graphs) -> None:
     # relaxed: b may allocate on this thread while a's hardware recording is live.
-    with lifecore.Device("mock", graphs=graphs, capture_mode="relaxed") as device:
+    with lifecore.Device(EMULATED, graphs=graphs, capture_mode="relaxed") as device:
         a_slice_primed_by_one_window_is_not_handed_to_another(device)
 
 

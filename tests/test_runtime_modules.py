@@ -1,6 +1,6 @@
 """User kernels: lifecore.Module.from_ptx / from_image, module.function(name, params).
 
-On the mock, loading anything but the built-ins is refused with a clear DriverError. The CUDA
+On the emulated device, loading anything but the built-ins is refused with a clear DriverError. The CUDA
 path (against the fake driver library, and on a real CUDA device) is the cuda backend's own
 test, test_backend_cuda_modules.py.
 """
@@ -13,6 +13,8 @@ import pytest
 
 import lifecore
 from lifecore import ClosedError, DriverError, InvalidArgumentError
+
+from backend_roles import EMULATED
 
 
 # fill_u32(n: u32, value: u32, out: ptr): out[i] = value for i < n.
@@ -47,15 +49,15 @@ done:
 FATBIN_HEADER = struct.pack("<IHHQ", 0xBA55ED50, 1, 16, 0)
 
 
-# ---- the mock: built-in kernels only ----
+# ---- the emulated device: built-in kernels only ----
 
 @pytest.mark.parametrize("load", [
     lambda d: lifecore.Module.from_ptx(d, FILL_PTX),
     lambda d: lifecore.Module.from_image(d, b"\x7fELF" + b"\0" * 60),
     lambda d: lifecore.Module.from_image(d, FATBIN_HEADER + b"\0" * 16),
 ], ids=["ptx", "elf", "fatbin"])
-def test_the_mock_refuses_user_images_clearly_and_stays_usable(load) -> None:
-    with lifecore.Device("mock") as device:
+def test_the_emulated_device_refuses_user_images_clearly_and_stays_usable(load) -> None:
+    with lifecore.Device(EMULATED) as device:
         with pytest.raises(DriverError, match="runs built-in kernels only") as raised:
             load(device)
         assert raised.value.code == 801 and raised.value.status == "CUDA_ERROR_NOT_SUPPORTED"
@@ -73,20 +75,20 @@ def test_the_mock_refuses_user_images_clearly_and_stays_usable(load) -> None:
     (FILL_PTX.encode(), "use Module.from_ptx"),
 ])
 def test_bad_images_are_invalid_arguments(data, match) -> None:
-    with lifecore.Device("mock") as device:
+    with lifecore.Device(EMULATED) as device:
         with pytest.raises(InvalidArgumentError, match=match):
             lifecore.Module.from_image(device, data)
 
 
 def test_empty_or_nul_ptx_is_an_invalid_argument() -> None:
-    with lifecore.Device("mock") as device:
+    with lifecore.Device(EMULATED) as device:
         for text in ("", "abc\0def"):
             with pytest.raises(InvalidArgumentError):
                 lifecore.Module.from_ptx(device, text)
 
 
 def test_a_closed_device_refuses_modules_and_its_handles() -> None:
-    device = lifecore.Device("mock")
+    device = lifecore.Device(EMULATED)
     stream = device.stream()
     buf = stream.alloc(64)
     graph = stream.capture(lambda s: s.fill(buf, 1))
@@ -99,7 +101,7 @@ def test_a_closed_device_refuses_modules_and_its_handles() -> None:
         graph.replay()
     with pytest.raises(ClosedError):
         buf.ptr
-    with lifecore.Device("mock") as other:
+    with lifecore.Device(EMULATED) as other:
         # A handle of the closed device is refused on a live one, never used.
         s = other.stream()
         with pytest.raises((ClosedError, InvalidArgumentError)):

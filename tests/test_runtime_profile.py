@@ -1,5 +1,5 @@
 """Stream.profile: device time measured with driver events, and what each capture state does
-with it (the runtime on the mock, and the reference model)."""
+with it (the runtime on the emulated device, and the reference model)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import lifecore
 from lifecore import CaptureRefusedError, CaptureStateError, CaptureVariant, ClosedError, DriverError
 from lifecore import kernels as K
 from lifecore.models.stream_capture import FAILED_IN_WINDOW, PROFILE_DRIVER_OPERATIONS, DeviceModel, ModelError
+
+from backend_roles import EMULATED
 
 N = 256
 SOFTWARE_REFUSAL = ("profile: a software capture window records launches only, so this operation cannot be "
@@ -50,7 +52,7 @@ def test_profile_measures_the_work_inside_it(backend_name):
 
 
 def test_profile_during_warmup_measures():
-    with lifecore.Device("mock") as device:
+    with lifecore.Device(EMULATED) as device:
         s = device.stream()
         s.graph_prepare()
         with s.profile() as p:
@@ -60,7 +62,7 @@ def test_profile_during_warmup_measures():
 
 
 def test_an_exception_inside_the_profile_propagates_and_leaves_the_stream_usable():
-    with lifecore.Device("mock") as device:
+    with lifecore.Device(EMULATED) as device:
         s = device.stream()
         with pytest.raises(KeyError):
             with s.profile() as p:
@@ -70,7 +72,7 @@ def test_an_exception_inside_the_profile_propagates_and_leaves_the_stream_usable
 
 
 def test_a_software_recording_refuses_a_profile_on_the_spot():
-    with lifecore.Device("mock", graphs="software") as device:
+    with lifecore.Device(EMULATED, graphs="software") as device:
         s = device.stream()
         x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
         s.graph_prepare()
@@ -87,7 +89,7 @@ def test_a_software_recording_refuses_a_profile_on_the_spot():
 
 
 def test_a_profile_ending_inside_a_software_recording_is_refused():
-    with lifecore.Device("mock", graphs="software") as device:
+    with lifecore.Device(EMULATED, graphs="software") as device:
         s = device.stream()
         s.graph_prepare()
         p = s.profile()
@@ -102,7 +104,7 @@ def test_a_profile_ending_inside_a_software_recording_is_refused():
                                                  ("global", 900, "invalidated"),
                                                  ("relaxed", 907, FAILED_IN_WINDOW)])
 def test_a_hardware_recording_refuses_the_profiles_wait_and_then_the_recording(mode, code, refusal):
-    with lifecore.Device("mock", graphs="hardware", capture_mode=mode) as device:
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode) as device:
         s = device.stream()
         x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
         s.graph_prepare()
@@ -120,7 +122,7 @@ def test_a_hardware_recording_refuses_the_profiles_wait_and_then_the_recording(m
 
 
 def test_a_profile_started_in_a_hardware_recording_that_ended_measures_nothing():
-    with lifecore.Device("mock", graphs="hardware") as device:
+    with lifecore.Device(EMULATED, graphs="hardware") as device:
         s = device.stream()
         s.graph_prepare()
         s.begin_capture()
@@ -132,7 +134,7 @@ def test_a_profile_started_in_a_hardware_recording_that_ended_measures_nothing()
 
 
 def test_a_profile_abandoned_inside_a_hardware_recording_fails_the_recording():
-    with lifecore.Device("mock", graphs="hardware", capture_mode="relaxed") as device:
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode="relaxed") as device:
         s = device.stream()
         x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
         s.graph_prepare()
@@ -150,7 +152,7 @@ def test_a_profile_abandoned_inside_a_hardware_recording_fails_the_recording():
 @pytest.mark.parametrize("op", PROFILE_DRIVER_OPERATIONS)
 @pytest.mark.parametrize("code", [2, 999])
 def test_a_failing_driver_operation_raises_and_leaves_the_stream_usable(op, code):
-    with lifecore.Device("mock") as device:
+    with lifecore.Device(EMULATED) as device:
         s = device.stream()
         x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
         device.inject_fault(op, code)
@@ -171,7 +173,7 @@ def test_a_failing_driver_operation_raises_and_leaves_the_stream_usable(op, code
 
 
 def test_a_failing_event_destroy_loses_nothing():
-    with lifecore.Device("mock") as device:
+    with lifecore.Device(EMULATED) as device:
         s = device.stream()
         device.inject_fault("event_destroy", 999, times=2)
         with s.profile() as p:
@@ -180,7 +182,7 @@ def test_a_failing_event_destroy_loses_nothing():
 
 
 def test_a_fault_in_the_profiles_wait_inside_a_hardware_recording_fails_the_recording():
-    with lifecore.Device("mock", graphs="hardware") as device:
+    with lifecore.Device(EMULATED, graphs="hardware") as device:
         s = device.stream()
         x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
         s.graph_prepare()

@@ -1,5 +1,5 @@
 """A stream can never be wedged: the capturing thread's rule per capture mode, a driver end
-that fails more than once, close() from another thread, and sticky statuses (mock only).
+that fails more than once, close() from another thread, and sticky statuses (the emulated device only).
 
 The first two tests are the reported repros: before the fix the stream said NO_CAPTURE while
 the driver still captured, and every later capture failed with 900 for ever."""
@@ -22,6 +22,8 @@ from lifecore import (
     DriverError,
 )
 from lifecore.testing import offers_fault_injection
+
+from backend_roles import EMULATED
 
 N = 256
 RECOVERABLE = (2, 801, 999)  # out of memory, not supported, unknown: none of them sticky
@@ -187,7 +189,7 @@ def test_an_invalidated_end_ends_the_capture_sequence_at_once(mock_hardware_devi
 
 @pytest.mark.parametrize("mode", ["thread_local", "global"])
 def test_close_from_another_thread_leaves_the_capture_to_its_thread(mode) -> None:
-    dev = lifecore.Device("mock", graphs="hardware", capture_mode=mode)
+    dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode)
     s, buf = open_recording(dev)
     started = time.monotonic()
     out = run_in_thread(dev.close)
@@ -204,7 +206,7 @@ def test_close_from_another_thread_leaves_the_capture_to_its_thread(mode) -> Non
 
 
 def test_close_from_another_thread_after_the_capturing_thread_is_gone_reports_the_leak() -> None:
-    dev = lifecore.Device("mock", graphs="hardware", capture_mode="thread_local")
+    dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode="thread_local")
     out = run_in_thread(lambda: open_recording(dev))
     s, _ = out["value"]
     dev.close()  # from this thread: the capturing thread has exited
@@ -217,7 +219,7 @@ def test_close_from_another_thread_after_the_capturing_thread_is_gone_reports_th
 
 
 def test_close_from_another_thread_in_relaxed_mode_ends_the_capture() -> None:
-    dev = lifecore.Device("mock", graphs="hardware", capture_mode="relaxed")
+    dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode="relaxed")
     s, buf = open_recording(dev)
     assert "error" not in run_in_thread(dev.close)
     assert dev.abandoned_captures == 0 and not s.driver_capturing
@@ -249,7 +251,7 @@ def test_a_sticky_status_loses_the_device_and_every_later_call_is_refused(mock_d
         with pytest.raises(DeviceLostError, match=str(code)):
             call()
     dev.close()  # never hangs, never raises
-    with lifecore.Device("mock", graphs=dev.graphs) as fresh:  # another device is unaffected
+    with lifecore.Device(EMULATED, graphs=dev.graphs) as fresh:  # another device is unaffected
         assert not fresh.lost
         assert_recapturable(fresh, fresh.stream())
 

@@ -7,6 +7,8 @@ import pytest
 from lifecore.errors import LifecoreTypeError
 from lifecore.sequence import AdmissionCoordinator, Admitted
 
+from backend_roles import EMULATED
+
 PAGE = 4096
 
 
@@ -47,7 +49,7 @@ def test_a_failing_device_allocation_is_a_deferral_not_an_error():
     import lifecore
     from lifecore.sequence import AdmissionDeferred
 
-    with lifecore.Device("mock") as dev:
+    with lifecore.Device(EMULATED) as dev:
         c = AdmissionCoordinator(dev, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
                                  max_active_sequences=2)
         dev.inject_fault("mem_alloc", 2, times=1)  # out of memory, once
@@ -80,7 +82,7 @@ def test_a_backend_name_opens_a_device_the_coordinator_keeps():
 
     # Nothing outside holds the device opened for the name: the coordinator must, or it would
     # see that device closed (ClosedError) as soon as the name was resolved.
-    c = AdmissionCoordinator("mock", domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+    c = AdmissionCoordinator(EMULATED, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
                              max_active_sequences=2)
     gc.collect()
     adm = c.admit("r", 32, 64)

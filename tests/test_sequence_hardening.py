@@ -40,6 +40,8 @@ from lifecore.sequence import (
     preempt_for,
 )
 
+from backend_roles import EMULATED
+
 PAGE = 4096
 
 
@@ -362,7 +364,7 @@ def test_a_deferral_of_another_coordinator_is_refused_everywhere():
 
 @pytest.mark.time_limit(30)
 def test_a_failed_device_allocation_defers_on_physical_memory_and_a_release_wakes_the_waiter():
-    with lifecore.Device("mock") as dev:
+    with lifecore.Device(EMULATED) as dev:
         c = make(pages=8, device=dev)
         held, s = open_one(c, prompt=16, fit=16, name="held")
         dev.inject_fault("mem_alloc", 2, times=1)  # out of memory, once
@@ -382,7 +384,7 @@ def test_a_failed_device_allocation_defers_on_physical_memory_and_a_release_wake
 
 @pytest.mark.time_limit(30)
 def test_a_failed_extension_allocation_defers_on_physical_memory():
-    with lifecore.Device("mock") as dev:
+    with lifecore.Device(EMULATED) as dev:
         c = make(pages=8, device=dev)
         other, o = open_one(c, name="other")
         adm, s = open_one(c)
@@ -407,7 +409,7 @@ def test_a_logical_deferral_never_touches_the_device():
     d = s.try_ensure_backing_covers(48)
     assert d.outcome == BackingOutcome.BACKING_DEFERRED and d.deferred.wait_condition.sources == [Domain("kv")]
     assert c.page_memory_stats() == stats  # before: pages were allocated, then freed
-    with lifecore.Device("mock") as dev:
+    with lifecore.Device(EMULATED) as dev:
         c2 = make(pages=4, device=dev)
         _, s2 = open_one(c2, prompt=16, fit=64)
         _, t2 = open_one(c2, prompt=48, fit=48, name="t")
@@ -418,7 +420,7 @@ def test_a_logical_deferral_never_touches_the_device():
 
 
 def test_a_closed_device_refuses_admission_and_extension_and_leaks_nothing():
-    dev = lifecore.Device("mock")
+    dev = lifecore.Device(EMULATED)
     c = make(pages=8, device=dev)
     adm, s = open_one(c, prompt=16, fit=64)
     deferred_slots = make(pages=8, slots=1, device=dev)
@@ -454,7 +456,7 @@ def test_a_closed_device_refuses_admission_and_extension_and_leaks_nothing():
 
 @pytest.mark.time_limit(30)
 def test_closing_the_device_wakes_a_waiter_with_closed_error():
-    dev = lifecore.Device("mock")
+    dev = lifecore.Device(EMULATED)
     c = make(slots=1, device=dev)
     adm, s, reg = blocked_waiter(c)
     closer = threading.Timer(0.2, dev.close)
@@ -470,7 +472,7 @@ def test_closing_the_device_wakes_a_waiter_with_closed_error():
 
 
 def test_a_coordinator_cannot_be_made_on_a_closed_device():
-    dev = lifecore.Device("mock")
+    dev = lifecore.Device(EMULATED)
     dev.close()
     with pytest.raises(ClosedError):
         make(device=dev)

@@ -10,6 +10,8 @@ from hypothesis import settings
 import lifecore
 from lifecore.testing import STATS, StreamCaptureMachine, run_stream_capture_machine
 
+from backend_roles import EMULATED
+
 CONFIGURATIONS = [
     pytest.param("hardware", "thread_local", id="hardware"),
     pytest.param("software", "thread_local", id="software"),
@@ -39,7 +41,7 @@ def test_machine_needs_a_factory() -> None:
 
 def test_a_buffer_allocated_as_a_memory_node_is_refused_after_the_window_closes() -> None:
     """Its memory was a memory node of a recording that was never sealed: it has none."""
-    with lifecore.Device("mock", graphs="hardware") as device:
+    with lifecore.Device(EMULATED, graphs="hardware") as device:
         stream = device.stream()
         stream.graph_prepare()
         stream.begin_capture()
@@ -56,7 +58,7 @@ def test_info_words_first_seen_inside_a_discarded_recording_are_uploaded_again()
     """The cache must not keep an entry whose memory existed only inside a discarded recording."""
     import struct
 
-    with lifecore.Device("mock", graphs="hardware") as device:
+    with lifecore.Device(EMULATED, graphs="hardware") as device:
         stream = device.stream()
         x, y = stream.alloc(16), stream.alloc(16)
         stream.write(x, struct.pack("<4f", 1, 2, 3, 4))

@@ -1,4 +1,4 @@
-"""One stream shared by 8 threads, in each capture mode (mock): a seeded random mix of prepare,
+"""One stream shared by 8 threads, in each capture mode (emulated device): a seeded random mix of prepare,
 begin, work, end, abort, sync and replay from every thread at once. Nothing deadlocks, nothing
 but a lifecore error escapes, the thread rule holds (in thread_local and global mode only the
 capturing thread ends or aborts a recording), and afterwards the stream agrees with the driver
@@ -17,6 +17,8 @@ import pytest
 import lifecore
 from lifecore import CaptureStateError, CaptureVariant, LifecoreError
 from lifecore import kernels as K
+
+from backend_roles import EMULATED
 
 THREADS = 8
 OPERATIONS_PER_THREAD = 1000
@@ -83,7 +85,7 @@ def hammer(dev, s, bufs, graphs, lock, index, seed, counts, problems, barrier) -
 @pytest.mark.parametrize("graphs_kind", ["hardware", "software"])
 @pytest.mark.parametrize("mode", ["thread_local", "global", "relaxed"])
 def test_one_stream_shared_by_eight_threads(mode, graphs_kind, record_property) -> None:
-    with lifecore.Device("mock", graphs=graphs_kind, capture_mode=mode) as dev:
+    with lifecore.Device(EMULATED, graphs=graphs_kind, capture_mode=mode) as dev:
         s = dev.stream()
         bufs = [s.alloc(4 * N) for _ in range(4)]
         for b in bufs:
@@ -142,7 +144,7 @@ def test_one_stream_shared_by_eight_threads(mode, graphs_kind, record_property) 
 @pytest.mark.time_limit(120)
 @pytest.mark.parametrize("mode", ["thread_local", "global", "relaxed"])
 def test_close_while_eight_threads_use_the_stream_never_hangs(mode) -> None:
-    dev = lifecore.Device("mock", graphs="hardware", capture_mode=mode)
+    dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode)
     s = dev.stream()
     bufs = [s.alloc(4 * N) for _ in range(4)]
     counts: collections.Counter = collections.Counter()

@@ -1,7 +1,8 @@
 // The backend registry over the built-in backends: every entry is complete, an unknown name
 // is refused with the list of names, a second registration under a taken name (or "auto",
 // or an incomplete descriptor) is refused and registers nothing, and each backend's status
-// naming maps every lifecore code to a native one and back.
+// naming maps every lifecore code to a native one and back. The emulated role is held by a
+// backend that is always available and whose driver offers fault injection.
 #include <set>
 #include <string>
 #include <vector>
@@ -125,6 +126,20 @@ void image_kinds_by_name() {
   CHECK(!image_kind_from_name("elf", &unused));
 }
 
+void the_emulated_backend_offers_the_test_hooks() {
+  const std::string name = emulated_backend();
+  const BackendDescriptor& emulated = backend_descriptor(name);
+  CHECK(emulated.emulated);
+  CHECK(emulated.probe().available);
+  CHECK(open_driver(name, 0)->fault_injection() != nullptr);
+  // The first emulated backend in the registry's order, and no other is chosen.
+  for (const auto* d : registered_backends()) {
+    if (!d->emulated) continue;
+    CHECK(d == &emulated);
+    break;
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -135,5 +150,6 @@ int main() {
   code_names_round_trip();
   auto_opens_the_available_backend_of_highest_priority();
   image_kinds_by_name();
+  the_emulated_backend_offers_the_test_hooks();
   return finish("driver_registry_test");
 }

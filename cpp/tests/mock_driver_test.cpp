@@ -32,6 +32,7 @@ std::vector<float> read_floats(MockDriver& d, DevicePtr p, std::size_t n) {
 
 void test_backend_entry_points() {
   const BackendDescriptor& mock = backend_descriptor("mock");
+  CHECK(mock.emulated);  // the role the tests ask the registry for
   BackendInfo info = mock.probe();
   CHECK(info.available);
   CHECK(info.driver_version == 12080);

@@ -33,7 +33,7 @@ bool all_words(Stream& stream, const Buffer& buffer, std::uint32_t value) {
 bool out_of_capture(Stream& stream) { return !stream.capture_state().is_active() && !stream.driver_capturing(); }
 
 void seals_and_replays(const char* graphs) {
-  auto device = Device::open("mock", 0, graphs, "thread_local");
+  auto device = Device::open(lifecore::test_support::emulated_backend(), 0, graphs, "thread_local");
   auto stream = device->stream();
   auto x = stream->alloc(64);
   auto y = stream->alloc(64);
@@ -57,7 +57,7 @@ void seals_and_replays(const char* graphs) {
 }
 
 void failures_leave_the_stream_out_of_capture(const char* graphs) {
-  auto device = Device::open("mock", 0, graphs, "thread_local");
+  auto device = Device::open(lifecore::test_support::emulated_backend(), 0, graphs, "thread_local");
   auto stream = device->stream();
   auto x = stream->alloc(64);
   int passes = 0;

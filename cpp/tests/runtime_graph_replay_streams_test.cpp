@@ -58,7 +58,7 @@ bool all_words(Stream& stream, const Buffer& buffer, std::uint32_t value) {
 }
 
 void destroy_waits_for_a_stream_the_graph_did_not_know(const char* graphs) {
-  auto device = Device::open("mock", 0, graphs, "thread_local");
+  auto device = Device::open(lifecore::test_support::emulated_backend(), 0, graphs, "thread_local");
   auto* mock = lifecore::driver::MockDriver::from(&device->driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;
@@ -76,7 +76,7 @@ void destroy_waits_for_a_stream_the_graph_did_not_know(const char* graphs) {
 }
 
 void destroy_waits_for_the_capturing_stream_replayed_after_another(const char* graphs) {
-  auto device = Device::open("mock", 0, graphs, "thread_local");
+  auto device = Device::open(lifecore::test_support::emulated_backend(), 0, graphs, "thread_local");
   auto* mock = lifecore::driver::MockDriver::from(&device->driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;

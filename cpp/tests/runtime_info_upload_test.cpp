@@ -45,7 +45,7 @@ void write_floats(Stream& stream, Buffer& buffer, float value) {
 // While the device holds every stream's work, a launch that creates an entry must not return
 // (so no other stream can hit the entry) until its upload has run.
 void new_entry_is_published_only_after_its_upload_ran() {
-  auto device = Device::open("mock", 0, "hardware", "thread_local");
+  auto device = Device::open(lifecore::test_support::emulated_backend(), 0, "hardware", "thread_local");
   auto* mock = lifecore::driver::MockDriver::from(&device->driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;

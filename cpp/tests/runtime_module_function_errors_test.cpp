@@ -29,7 +29,7 @@ std::string message_of(Module& module, const std::string& name) {
 }
 
 void only_a_not_found_lookup_says_the_kernel_is_missing() {
-  auto device = Device::open("mock", 0, "hardware", "thread_local");
+  auto device = Device::open(lifecore::test_support::emulated_backend(), 0, "hardware", "thread_local");
   auto* mock = driver::MockDriver::from(&device->driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;

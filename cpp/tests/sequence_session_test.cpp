@@ -1,5 +1,5 @@
 // The sequence core without Python: admission, extension, frames, release, waiters, and
-// pages through the driver floor when the mock driver is available.
+// pages through the driver floor when an emulated driver is available.
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -73,7 +73,7 @@ void waiter_wakes_on_release() {
 void driver_pages() {
   std::shared_ptr<driver::Driver> driver;
   try {
-    driver = driver::open_driver("mock", 0);
+    driver = driver::open_driver(test_support::emulated_backend(), 0);
   } catch (const Error& e) {
     std::printf("sequence_session_test: driver pages skipped (%s)\n", e.what());
     return;

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "lifecore/driver/registry.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::test_support {
@@ -44,6 +45,15 @@ ErrorKind error_of(F&& f) {
     return e.kind();
   }
   return ErrorKind::Lifecore;
+}
+
+// The first registered backend that is an emulated device on host memory with fault injection
+// and the test hooks: the tests that need those ask for the role, not for a backend's name.
+// Throws BackendUnavailable when no backend takes that role.
+inline std::string emulated_backend() {
+  for (const driver::BackendDescriptor* backend : driver::registered_backends())
+    if (backend->emulated) return backend->name;
+  raise(ErrorKind::BackendUnavailable, "no registered backend is an emulated device (BackendDescriptor::emulated)");
 }
 
 // The value main() returns: 0 when every check passed, 1 otherwise, with a one-line summary.

@@ -24,7 +24,7 @@ inline drv::BackendInfo toy_probe() {
 inline std::shared_ptr<drv::Driver> toy_open(int ordinal) {
   if (ordinal < 0 || ordinal >= device_count)
     lifecore::raise(lifecore::ErrorKind::InvalidArgument, "toy: device ordinal " + std::to_string(ordinal) + " is out of range");
-  return std::make_shared<ToyDriver>(drv::backend_descriptor("mock").open(ordinal));
+  return std::make_shared<ToyDriver>(drv::backend_descriptor(lifecore::test_support::emulated_backend()).open(ordinal));
 }
 
 inline drv::BackendDescriptor describe_toy() {

@@ -1,5 +1,5 @@
-// The toy backend's Driver, for tests only: a device on host memory that borrows the mock's
-// emulation (opened through the registry, like any user of a backend) and reports every
+// The toy backend's Driver, for tests only: a device on host memory that borrows the emulated
+// backend's device (opened through the registry, like any user of a backend) and reports every
 // status with the toy's own numbering and names. Fault injection takes the toy's numbers.
 #pragma once
 
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_support.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "toy_status.hpp"
 
@@ -21,7 +22,8 @@ class ToyFaults final : public drv::FaultInjection {
   explicit ToyFaults(drv::FaultInjection* inner) : inner_(inner) {}
   void inject(drv::Operation op, int code, std::uint64_t after, std::uint64_t times) override {
     // A toy number becomes the emulation's number for the same lifecore code.
-    const int emulated = code == 0 ? 0 : drv::backend_descriptor("mock").naming.native(toy_code(code));
+    const drv::StatusNaming& naming = drv::backend_descriptor(lifecore::test_support::emulated_backend()).naming;
+    const int emulated = code == 0 ? 0 : naming.native(toy_code(code));
     inner_->inject(op, emulated, after, times);
   }
   void clear() override { inner_->clear(); }

@@ -12,7 +12,9 @@ All three have one shape (:mod:`lifecore.testing.machine`): a factory of the thi
 ``Machine.bind(factory)`` and ``Machine.run(factory, settings=..., seed=...)``, one
 :class:`MachineStats` per lifecycle (``Machine.stats``; ``STATS`` is graph capture's), and one
 comparison with the reference model (:func:`lifecore.testing.contract.both`).
-:func:`offers_fault_injection` asks a device whether ``inject_fault`` works on it.
+:func:`offers_fault_injection` asks a device whether ``inject_fault`` works on it, and
+:func:`emulated_backend` names the registry's emulated backend (the device with fault injection
+and the test hooks).
 
 Not machines, imported by their module path: :mod:`lifecore.testing.conformance` (a pytest
 suite every backend must pass; subclass it for your own backend) and
@@ -33,6 +35,7 @@ _EXPORTS = {
     "SequenceSessionMachine": ".sequence_session",
     "CaptureSessionMachine": ".capture_session",
     "offers_fault_injection": ".fault_injection",
+    "emulated_backend": ".emulated",
     "LifecycleMachine": ".machine",
     "run_machine": ".machine",
     "MachineStats": ".machine_stats",

@@ -15,7 +15,7 @@ device. NaN payloads are hardware-specific, so a read maps every NaN to one quie
 comparing. What depends on timing rather than behaviour is kept out: a freed slice returns to
 the pool once the GPU passes its fence, so frees happen only outside capture windows and each
 window starts after ``Device.cleanup()`` has settled the pool; graphs are not replayed into a
-recording (a child-graph node, which the mock does not model).
+recording (a child-graph node, which the emulated device does not model).
 
 Used by ``lifecore fuzz --differential A,B`` and ``python -m lifecore.benchmarks.differential``.
 """
@@ -259,7 +259,7 @@ def _next_step(rng: random.Random, index: int, runner: _Runner) -> Step:
         # time for the next allocation depends on the GPU's progress (see _Runner.apply, prepare).
         choices += [("write", 3), ("fill", 2), ("launch", 8), ("read", 0.4 if recording else 3),
                     ("free", 1 if variant == "NO_CAPTURE" else 0)]
-    if runner.graphs and variant != "CAPTURE":  # a graph launched into a capture is not modelled by the mock
+    if runner.graphs and variant != "CAPTURE":  # a graph launched into a capture is not modelled by the emulated device
         choices += [("replay", 4), ("destroy", 1)]
     ops, weights = zip(*choices)
     op = rng.choices(ops, weights)[0]

@@ -15,7 +15,8 @@ backend by passing a coordinator factory (``None`` for host pages)::
 
     for name in lifecore.available_backends():
         SequenceSessionMachine.run(lambda **kw: AdmissionCoordinator(name, **kw), seed=0)
-    TestMock = SequenceSessionMachine.bind(lambda **kw: AdmissionCoordinator("mock", **kw)).TestCase
+    TestEmulated = SequenceSessionMachine.bind(
+        lambda **kw: AdmissionCoordinator(lifecore.testing.emulated_backend(), **kw)).TestCase
 """
 
 from __future__ import annotations

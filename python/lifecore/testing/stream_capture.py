@@ -7,9 +7,10 @@ Rules: allocate / free / write / fill / copy / launch (the built-in kernels on s
 buffers) / read / sync / profile / cleanup, each transition on its own (in any state, so out-of-order calls
 are exercised), abandoned ends, aborts, whole capture steps (prepare, warmup, begin, the same step,
 end; by hand or through ``Stream.capture``), replays (on the capturing stream or another one),
-destroys, and, where the device offers it (the mock does), fault injection: a driver operation fails once, then a transition
-runs (it fails and leaves the stream re-capturable, or is unaffected), an asynchronous stream
-operation runs (its failure is queued and reported later), or a profile runs (it fails at once).
+destroys, and, where the device offers it (the emulated one), fault injection: a driver
+operation fails once, then a transition runs (it fails and leaves the stream re-capturable, or
+is unaffected), an asynchronous stream operation runs (its failure is queued and reported
+later), or a profile runs (it fails at once).
 
 After every step it checks the invariants: the capture state equals the model's; a stream in
 ``NO_CAPTURE`` accepts a prepare; pool accounting balances and nothing stays retained once every

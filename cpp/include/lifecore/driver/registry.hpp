@@ -1,5 +1,5 @@
 // The backend registry: each backend described once, by its own folder, in one descriptor
-// (name, probe, open, status naming, code-object kinds, interop facts, auto priority).
+// (name, role, probe, open, status naming, code-object kinds, interop facts, auto priority).
 // Everything above the backend folders reads the registry instead of naming a backend.
 // The backends built into lifecore are one line each in cpp/src/driver/registered_backends.inc.
 #pragma once
@@ -31,6 +31,9 @@ inline constexpr int rocm = 10;
 
 struct BackendDescriptor {
   std::string name;  // what Device(name) and lifecore.backends() use
+  // An emulated device on host memory that offers fault injection and the test hooks: tests
+  // that need those ask the registry for this role instead of naming a backend.
+  bool emulated = false;
   // Whether the backend can start here, and why not; never throws.
   std::function<BackendInfo()> probe;
   // One device; throws lifecore::Error(BackendUnavailable) when it cannot start and

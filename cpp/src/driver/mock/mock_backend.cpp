@@ -29,6 +29,7 @@ std::shared_ptr<Driver> open_mock(int ordinal) {
 const BackendDescriptor& mock_backend() {
   static const BackendDescriptor descriptor{
       .name = "mock",
+      .emulated = true,
       .probe = probe_mock,
       .open = open_mock,
       .naming = mock::mock_naming(),

@@ -1,0 +1,26 @@
+"""The emulated backend, asked of the registry by its role rather than by its name.
+
+Tests that need fault injection, the pause hooks or memory limits need an emulated device on
+host memory that offers them; the registry marks such a backend ``BackendInfo.emulated``.
+Code that asks for the role keeps working when the backend behind it is renamed or replaced.
+"""
+
+from __future__ import annotations
+
+from .._core import backends
+from ..errors import BackendUnavailableError
+
+__all__ = ["emulated_backend"]
+
+
+def emulated_backend() -> str:
+    """The name of the first registered backend with ``emulated=True``, in registry order.
+
+    Raises ``BackendUnavailableError`` when no registered backend is emulated.
+    """
+    infos = backends()
+    for info in infos:
+        if info.emulated:
+            return info.name
+    known = ", ".join(repr(info.name) for info in infos) or "none"
+    raise BackendUnavailableError(f"no registered backend is an emulated device (registered backends: {known})")
