@@ -37,6 +37,15 @@ class NativeDriver : public Driver {
     if (Status s = registry.find(handle, call, &native); !s.ok()) return s;
     return current(call, [&] { return native_call(native); });
   }
+  // Runs `native_create` (which writes a new native object through its argument) with the
+  // device current; the object gets a handle, in *out, only once that succeeded.
+  template <class Native, class Handle, class F>
+  Status create(HandleRegistry<Native, Handle>& registry, Handle* out, const char* call, F&& native_create) {
+    Native native = nullptr;
+    Status status = current(call, [&] { return native_create(&native); });
+    if (status.ok()) *out = registry.adopt(native);
+    return status;
+  }
   // Destroys the native object behind `handle`; the handle is forgotten once that succeeded.
   template <class Native, class Handle, class F>
   Status release(HandleRegistry<Native, Handle>& registry, Handle handle, const char* call, F&& native_destroy) {

@@ -60,10 +60,7 @@ class CudaDriver final : public NativeDriver {
 
   // streams
   Status stream_create(StreamHandle* out) override {
-    CUstream stream = nullptr;
-    Status status = current("cuStreamCreate", [&] { return api_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); });
-    if (status.ok()) *out = streams_.adopt(stream);
-    return status;
+    return create(streams_, out, "cuStreamCreate", [&](CUstream* s) { return api_.cuStreamCreate(s, CU_STREAM_NON_BLOCKING); });
   }
   Status stream_destroy(StreamHandle handle) override {
     return release(streams_, handle, "cuStreamDestroy_v2", [&](CUstream s) { return api_.cuStreamDestroy(s); });
@@ -80,10 +77,7 @@ class CudaDriver final : public NativeDriver {
 
   // events
   Status event_create(EventHandle* out) override {
-    CUevent event = nullptr;
-    Status status = current("cuEventCreate", [&] { return api_.cuEventCreate(&event, CU_EVENT_DEFAULT); });
-    if (status.ok()) *out = events_.adopt(event);
-    return status;
+    return create(events_, out, "cuEventCreate", [&](CUevent* e) { return api_.cuEventCreate(e, CU_EVENT_DEFAULT); });
   }
   Status event_destroy(EventHandle handle) override {
     return release(events_, handle, "cuEventDestroy_v2", [&](CUevent e) { return api_.cuEventDestroy(e); });
@@ -315,10 +309,8 @@ class CudaDriver final : public NativeDriver {
   Status graph_instantiate(GraphHandle handle, GraphExecHandle* out) override {
     CUgraph graph;
     if (Status s = graphs_.find(handle, "cuGraphInstantiateWithFlags", &graph); !s.ok()) return s;
-    CUgraphExec exec = nullptr;
-    Status status = current("cuGraphInstantiateWithFlags", [&] { return api_.cuGraphInstantiateWithFlags(&exec, graph, 0); });
-    if (status.ok()) *out = execs_.adopt(exec);
-    return status;
+    return create(execs_, out, "cuGraphInstantiateWithFlags",
+                  [&](CUgraphExec* e) { return api_.cuGraphInstantiateWithFlags(e, graph, 0); });
   }
   Status graph_upload(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
     return on_exec_and_stream(exec_handle, stream_handle, "cuGraphUpload",
