@@ -83,11 +83,8 @@ class CudaDriver final : public NativeDriver {
     return release(events_, handle, "cuEventDestroy_v2", [&](CUevent e) { return api_.cuEventDestroy(e); });
   }
   Status event_record(EventHandle event_handle, StreamHandle stream_handle) override {
-    CUevent event;
-    CUstream stream;
-    if (Status s = events_.find(event_handle, "cuEventRecord", &event); !s.ok()) return s;
-    if (Status s = streams_.find(stream_handle, "cuEventRecord", &stream); !s.ok()) return s;
-    return current("cuEventRecord", [&] { return api_.cuEventRecord(event, stream); });
+    return on(events_, event_handle, streams_, stream_handle, "cuEventRecord",
+              [&](CUevent e, CUstream s) { return api_.cuEventRecord(e, s); });
   }
   Status event_synchronize(EventHandle handle) override {
     return on(events_, handle, "cuEventSynchronize", [&](CUevent e) { return api_.cuEventSynchronize(e); });
@@ -313,12 +310,12 @@ class CudaDriver final : public NativeDriver {
                   [&](CUgraphExec* e) { return api_.cuGraphInstantiateWithFlags(e, graph, 0); });
   }
   Status graph_upload(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
-    return on_exec_and_stream(exec_handle, stream_handle, "cuGraphUpload",
-                              [&](CUgraphExec e, CUstream s) { return api_.cuGraphUpload(e, s); });
+    return on(execs_, exec_handle, streams_, stream_handle, "cuGraphUpload",
+              [&](CUgraphExec e, CUstream s) { return api_.cuGraphUpload(e, s); });
   }
   Status graph_launch(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
-    return on_exec_and_stream(exec_handle, stream_handle, "cuGraphLaunch",
-                              [&](CUgraphExec e, CUstream s) { return api_.cuGraphLaunch(e, s); });
+    return on(execs_, exec_handle, streams_, stream_handle, "cuGraphLaunch",
+              [&](CUgraphExec e, CUstream s) { return api_.cuGraphLaunch(e, s); });
   }
   Status graph_exec_update(GraphExecHandle exec_handle, GraphHandle graph_handle, GraphUpdateResult* result) override {
     if (api_.cuGraphExecUpdate == nullptr) return unsupported("cuGraphExecUpdate_v2");
@@ -358,14 +355,6 @@ class CudaDriver final : public NativeDriver {
       return status;
     }
     return Status::success();
-  }
-  template <class F>
-  Status on_exec_and_stream(GraphExecHandle exec_handle, StreamHandle stream_handle, const char* name, F&& native_call) const {
-    CUgraphExec exec;
-    CUstream stream;
-    if (Status s = execs_.find(exec_handle, name, &exec); !s.ok()) return s;
-    if (Status s = streams_.find(stream_handle, name, &stream); !s.ok()) return s;
-    return current(name, [&] { return native_call(exec, stream); });
   }
 
   const CudaApi& api_;

@@ -89,11 +89,8 @@ class HipDriver final : public NativeDriver {
     return release(events_, handle, "hipEventDestroy", [&](hipEvent_t e) { return api_.hipEventDestroy(e); });
   }
   Status event_record(EventHandle event_handle, StreamHandle stream_handle) override {
-    hipEvent_t event;
-    hipStream_t stream;
-    if (Status s = events_.find(event_handle, "hipEventRecord", &event); !s.ok()) return s;
-    if (Status s = streams_.find(stream_handle, "hipEventRecord", &stream); !s.ok()) return s;
-    return current("hipEventRecord", [&] { return api_.hipEventRecord(event, stream); });
+    return on(events_, event_handle, streams_, stream_handle, "hipEventRecord",
+              [&](hipEvent_t e, hipStream_t s) { return api_.hipEventRecord(e, s); });
   }
   Status event_synchronize(EventHandle handle) override {
     return on(events_, handle, "hipEventSynchronize", [&](hipEvent_t e) { return api_.hipEventSynchronize(e); });
@@ -305,11 +302,8 @@ class HipDriver final : public NativeDriver {
     return current("hipGraphUpload", [&] { return api_.hipGraphUpload(exec, stream); });
   }
   Status graph_launch(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
-    hipGraphExec_t exec;
-    hipStream_t stream;
-    if (Status s = execs_.find(exec_handle, "hipGraphLaunch", &exec); !s.ok()) return s;
-    if (Status s = streams_.find(stream_handle, "hipGraphLaunch", &stream); !s.ok()) return s;
-    return current("hipGraphLaunch", [&] { return api_.hipGraphLaunch(exec, stream); });
+    return on(execs_, exec_handle, streams_, stream_handle, "hipGraphLaunch",
+              [&](hipGraphExec_t e, hipStream_t s) { return api_.hipGraphLaunch(e, s); });
   }
   Status graph_exec_update(GraphExecHandle exec_handle, GraphHandle graph_handle, GraphUpdateResult* result) override {
     if (api_.hipGraphExecUpdate == nullptr) return unsupported("hipGraphExecUpdate");
