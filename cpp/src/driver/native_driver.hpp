@@ -37,6 +37,26 @@ class NativeDriver : public Driver {
     if (Status s = registry.find(handle, call, &native); !s.ok()) return s;
     return current(call, [&] { return native_call(native); });
   }
+  // The same with two native objects (an event and the stream it is recorded on); either
+  // handle being stale fails before the call.
+  template <class N1, class H1, class N2, class H2, class F>
+  Status on(const HandleRegistry<N1, H1>& first_registry, H1 first, const HandleRegistry<N2, H2>& second_registry,
+            H2 second, const char* call, F&& native_call) const {
+    N1 first_native;
+    N2 second_native;
+    if (Status s = first_registry.find(first, call, &first_native); !s.ok()) return s;
+    if (Status s = second_registry.find(second, call, &second_native); !s.ok()) return s;
+    return current(call, [&] { return native_call(first_native, second_native); });
+  }
+  // Runs `native_create` (which writes a new native object through its argument) with the
+  // device current; the object gets a handle, in *out, only once that succeeded.
+  template <class Native, class Handle, class F>
+  Status create(HandleRegistry<Native, Handle>& registry, Handle* out, const char* call, F&& native_create) {
+    Native native = nullptr;
+    Status status = current(call, [&] { return native_create(&native); });
+    if (status.ok()) *out = registry.adopt(native);
+    return status;
+  }
   // Destroys the native object behind `handle`; the handle is forgotten once that succeeded.
   template <class Native, class Handle, class F>
   Status release(HandleRegistry<Native, Handle>& registry, Handle handle, const char* call, F&& native_destroy) {

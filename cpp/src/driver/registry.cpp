@@ -3,13 +3,10 @@
 #include <deque>
 #include <mutex>
 
+#include "driver/registered_backends.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::driver {
-
-#define LIFECORE_BACKEND(name) const BackendDescriptor& name##_backend();
-#include "driver/registered_backends.inc"
-#undef LIFECORE_BACKEND
 
 namespace {
 

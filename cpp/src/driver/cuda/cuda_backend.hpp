@@ -1,17 +1,14 @@
-// The CUDA backend's registry entry.
+// How the CUDA backend's registry entry opens a device; the entry itself, cuda_backend(), is
+// declared with the other built-in backends.
 #pragma once
 
 #include <memory>
 
-#include "lifecore/driver/registry.hpp"
+#include "driver/registered_backends.hpp"
 
-namespace lifecore::driver {
+namespace lifecore::driver::cuda {
 
-const BackendDescriptor& cuda_backend();
-
-namespace cuda {
 // One device of the CUDA driver (cuda_driver.cpp).
 std::shared_ptr<Driver> open_cuda(int ordinal);
-}  // namespace cuda
 
-}  // namespace lifecore::driver
+}  // namespace lifecore::driver::cuda

@@ -60,10 +60,7 @@ class CudaDriver final : public NativeDriver {
 
   // streams
   Status stream_create(StreamHandle* out) override {
-    CUstream stream = nullptr;
-    Status status = current("cuStreamCreate", [&] { return api_.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING); });
-    if (status.ok()) *out = streams_.adopt(stream);
-    return status;
+    return create(streams_, out, "cuStreamCreate", [&](CUstream* s) { return api_.cuStreamCreate(s, CU_STREAM_NON_BLOCKING); });
   }
   Status stream_destroy(StreamHandle handle) override {
     return release(streams_, handle, "cuStreamDestroy_v2", [&](CUstream s) { return api_.cuStreamDestroy(s); });
@@ -80,20 +77,14 @@ class CudaDriver final : public NativeDriver {
 
   // events
   Status event_create(EventHandle* out) override {
-    CUevent event = nullptr;
-    Status status = current("cuEventCreate", [&] { return api_.cuEventCreate(&event, CU_EVENT_DEFAULT); });
-    if (status.ok()) *out = events_.adopt(event);
-    return status;
+    return create(events_, out, "cuEventCreate", [&](CUevent* e) { return api_.cuEventCreate(e, CU_EVENT_DEFAULT); });
   }
   Status event_destroy(EventHandle handle) override {
     return release(events_, handle, "cuEventDestroy_v2", [&](CUevent e) { return api_.cuEventDestroy(e); });
   }
   Status event_record(EventHandle event_handle, StreamHandle stream_handle) override {
-    CUevent event;
-    CUstream stream;
-    if (Status s = events_.find(event_handle, "cuEventRecord", &event); !s.ok()) return s;
-    if (Status s = streams_.find(stream_handle, "cuEventRecord", &stream); !s.ok()) return s;
-    return current("cuEventRecord", [&] { return api_.cuEventRecord(event, stream); });
+    return on(events_, event_handle, streams_, stream_handle, "cuEventRecord",
+              [&](CUevent e, CUstream s) { return api_.cuEventRecord(e, s); });
   }
   Status event_synchronize(EventHandle handle) override {
     return on(events_, handle, "cuEventSynchronize", [&](CUevent e) { return api_.cuEventSynchronize(e); });
@@ -315,18 +306,16 @@ class CudaDriver final : public NativeDriver {
   Status graph_instantiate(GraphHandle handle, GraphExecHandle* out) override {
     CUgraph graph;
     if (Status s = graphs_.find(handle, "cuGraphInstantiateWithFlags", &graph); !s.ok()) return s;
-    CUgraphExec exec = nullptr;
-    Status status = current("cuGraphInstantiateWithFlags", [&] { return api_.cuGraphInstantiateWithFlags(&exec, graph, 0); });
-    if (status.ok()) *out = execs_.adopt(exec);
-    return status;
+    return create(execs_, out, "cuGraphInstantiateWithFlags",
+                  [&](CUgraphExec* e) { return api_.cuGraphInstantiateWithFlags(e, graph, 0); });
   }
   Status graph_upload(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
-    return on_exec_and_stream(exec_handle, stream_handle, "cuGraphUpload",
-                              [&](CUgraphExec e, CUstream s) { return api_.cuGraphUpload(e, s); });
+    return on(execs_, exec_handle, streams_, stream_handle, "cuGraphUpload",
+              [&](CUgraphExec e, CUstream s) { return api_.cuGraphUpload(e, s); });
   }
   Status graph_launch(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
-    return on_exec_and_stream(exec_handle, stream_handle, "cuGraphLaunch",
-                              [&](CUgraphExec e, CUstream s) { return api_.cuGraphLaunch(e, s); });
+    return on(execs_, exec_handle, streams_, stream_handle, "cuGraphLaunch",
+              [&](CUgraphExec e, CUstream s) { return api_.cuGraphLaunch(e, s); });
   }
   Status graph_exec_update(GraphExecHandle exec_handle, GraphHandle graph_handle, GraphUpdateResult* result) override {
     if (api_.cuGraphExecUpdate == nullptr) return unsupported("cuGraphExecUpdate_v2");
@@ -375,14 +364,6 @@ class CudaDriver final : public NativeDriver {
       return status;
     }
     return Status::success();
-  }
-  template <class F>
-  Status on_exec_and_stream(GraphExecHandle exec_handle, StreamHandle stream_handle, const char* name, F&& native_call) const {
-    CUgraphExec exec;
-    CUstream stream;
-    if (Status s = execs_.find(exec_handle, name, &exec); !s.ok()) return s;
-    if (Status s = streams_.find(stream_handle, name, &stream); !s.ok()) return s;
-    return current(name, [&] { return native_call(exec, stream); });
   }
 
   const CudaApi& api_;

@@ -1,17 +1,14 @@
-// The HIP backend's registry entry.
+// How the HIP backend's registry entry opens a device; the entry itself, hip_backend(), is
+// declared with the other built-in backends.
 #pragma once
 
 #include <memory>
 
-#include "lifecore/driver/registry.hpp"
+#include "driver/registered_backends.hpp"
 
-namespace lifecore::driver {
+namespace lifecore::driver::hip {
 
-const BackendDescriptor& hip_backend();
-
-namespace hip {
 // One device of the HIP runtime (hip_driver.cpp).
 std::shared_ptr<Driver> open_hip(int ordinal);
-}  // namespace hip
 
-}  // namespace lifecore::driver
+}  // namespace lifecore::driver::hip

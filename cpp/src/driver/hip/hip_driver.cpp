@@ -64,10 +64,8 @@ class HipDriver final : public NativeDriver {
 
   // streams
   Status stream_create(StreamHandle* out) override {
-    hipStream_t stream = nullptr;
-    Status status = current("hipStreamCreateWithFlags", [&] { return api_.hipStreamCreateWithFlags(&stream, hipStreamNonBlocking); });
-    if (status.ok()) *out = streams_.adopt(stream);
-    return status;
+    return create(streams_, out, "hipStreamCreateWithFlags",
+                  [&](hipStream_t* s) { return api_.hipStreamCreateWithFlags(s, hipStreamNonBlocking); });
   }
   Status stream_destroy(StreamHandle handle) override {
     return release(streams_, handle, "hipStreamDestroy", [&](hipStream_t s) { return api_.hipStreamDestroy(s); });
@@ -84,20 +82,15 @@ class HipDriver final : public NativeDriver {
 
   // events
   Status event_create(EventHandle* out) override {
-    hipEvent_t event = nullptr;
-    Status status = current("hipEventCreateWithFlags", [&] { return api_.hipEventCreateWithFlags(&event, hipEventDefault); });
-    if (status.ok()) *out = events_.adopt(event);
-    return status;
+    return create(events_, out, "hipEventCreateWithFlags",
+                  [&](hipEvent_t* e) { return api_.hipEventCreateWithFlags(e, hipEventDefault); });
   }
   Status event_destroy(EventHandle handle) override {
     return release(events_, handle, "hipEventDestroy", [&](hipEvent_t e) { return api_.hipEventDestroy(e); });
   }
   Status event_record(EventHandle event_handle, StreamHandle stream_handle) override {
-    hipEvent_t event;
-    hipStream_t stream;
-    if (Status s = events_.find(event_handle, "hipEventRecord", &event); !s.ok()) return s;
-    if (Status s = streams_.find(stream_handle, "hipEventRecord", &stream); !s.ok()) return s;
-    return current("hipEventRecord", [&] { return api_.hipEventRecord(event, stream); });
+    return on(events_, event_handle, streams_, stream_handle, "hipEventRecord",
+              [&](hipEvent_t e, hipStream_t s) { return api_.hipEventRecord(e, s); });
   }
   Status event_synchronize(EventHandle handle) override {
     return on(events_, handle, "hipEventSynchronize", [&](hipEvent_t e) { return api_.hipEventSynchronize(e); });
@@ -192,10 +185,7 @@ class HipDriver final : public NativeDriver {
         return hip_local_status(Code::invalid_image, "hipModuleLoadData",
                                 "PTX and cubin images are CUDA's; the HIP runtime loads code objects and fat binaries");
     }
-    hipModule_t module = nullptr;
-    Status status = current("hipModuleLoadData", [&] { return api_.hipModuleLoadData(&module, data); });
-    if (status.ok()) *out = modules_.adopt(module);
-    return status;
+    return create(modules_, out, "hipModuleLoadData", [&](hipModule_t* m) { return api_.hipModuleLoadData(m, data); });
   }
   Status module_unload(ModuleHandle handle) override {
     Status status = release(modules_, handle, "hipModuleUnload", [&](hipModule_t m) { return api_.hipModuleUnload(m); });
@@ -295,14 +285,11 @@ class HipDriver final : public NativeDriver {
     hipGraph_t graph;
     const char* name = api_.hipGraphInstantiateWithFlags ? "hipGraphInstantiateWithFlags" : "hipGraphInstantiate";
     if (Status s = graphs_.find(handle, name, &graph); !s.ok()) return s;
-    hipGraphExec_t exec = nullptr;
     // ROCm ignores instantiate flags; lifecore passes none, so both entry points agree.
-    Status status = current(name, [&] {
-      return api_.hipGraphInstantiateWithFlags ? api_.hipGraphInstantiateWithFlags(&exec, graph, 0)
-                                               : api_.hipGraphInstantiate(&exec, graph, nullptr, nullptr, 0);
+    return create(execs_, out, name, [&](hipGraphExec_t* exec) {
+      return api_.hipGraphInstantiateWithFlags ? api_.hipGraphInstantiateWithFlags(exec, graph, 0)
+                                               : api_.hipGraphInstantiate(exec, graph, nullptr, nullptr, 0);
     });
-    if (status.ok()) *out = execs_.adopt(exec);
-    return status;
   }
   Status graph_upload(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
     hipGraphExec_t exec;
@@ -315,11 +302,8 @@ class HipDriver final : public NativeDriver {
     return current("hipGraphUpload", [&] { return api_.hipGraphUpload(exec, stream); });
   }
   Status graph_launch(GraphExecHandle exec_handle, StreamHandle stream_handle) override {
-    hipGraphExec_t exec;
-    hipStream_t stream;
-    if (Status s = execs_.find(exec_handle, "hipGraphLaunch", &exec); !s.ok()) return s;
-    if (Status s = streams_.find(stream_handle, "hipGraphLaunch", &stream); !s.ok()) return s;
-    return current("hipGraphLaunch", [&] { return api_.hipGraphLaunch(exec, stream); });
+    return on(execs_, exec_handle, streams_, stream_handle, "hipGraphLaunch",
+              [&](hipGraphExec_t e, hipStream_t s) { return api_.hipGraphLaunch(e, s); });
   }
   Status graph_exec_update(GraphExecHandle exec_handle, GraphHandle graph_handle, GraphUpdateResult* result) override {
     if (api_.hipGraphExecUpdate == nullptr) return unsupported("hipGraphExecUpdate");

@@ -48,10 +48,9 @@
 #include "driver/mock/mock_fault_gate.hpp"
 #include "driver/mock/mock_stream_worker.hpp"
 #include "driver/mock/mock_work.hpp"
+#include "driver/registered_backends.hpp"
 
 namespace lifecore::driver {
-
-const BackendDescriptor& mock_backend();
 
 class MockDriver final : public Driver {
  public:

@@ -62,42 +62,37 @@ bool StreamWorker::commit_locked() {
   return waiting_;
 }
 
-bool StreamWorker::enqueue(Task task) {
+template <class Fill>
+bool StreamWorker::push(Fill fill) {
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return false;
-    Item& slot = next_slot_locked();
-    slot.task = std::move(task);
-    slot.call = nullptr;
+    fill(next_slot_locked());
     wake = commit_locked();
   }
   if (wake) work_.notify_one();
   return true;
 }
 
+bool StreamWorker::enqueue(Task task) {
+  return push([&](Item& slot) {
+    slot.task = std::move(task);
+    slot.call = nullptr;
+  });
+}
+
 bool StreamWorker::enqueue(WorkNode node, const std::string* call) {
-  bool wake = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return false;
-    Item& slot = next_slot_locked();
+  return push([&](Item& slot) {
     slot.node = std::move(node);
     slot.call = call;
     slot.task = nullptr;
-    wake = commit_locked();
-  }
-  if (wake) work_.notify_one();
-  return true;
+  });
 }
 
 bool StreamWorker::enqueue_kernel(const KernelNode& kernel, const std::vector<KernelArg>& args,
                                   const std::string* call) {
-  bool wake = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (stopping_) return false;
-    Item& slot = next_slot_locked();
+  return push([&](Item& slot) {
     if (auto* reused = std::get_if<KernelNode>(&slot.node)) {
       reused->function = kernel.function;
       reused->kernel = kernel.kernel;
@@ -112,10 +107,7 @@ bool StreamWorker::enqueue_kernel(const KernelNode& kernel, const std::vector<Ke
     }
     slot.call = call;
     slot.task = nullptr;
-    wake = commit_locked();
-  }
-  if (wake) work_.notify_one();
-  return true;
+  });
 }
 
 bool StreamWorker::idle() const {

@@ -71,6 +71,9 @@ class StreamWorker {
   Item& next_slot_locked();
   // Under mutex_: the slot is queued; returns whether the worker must be woken.
   bool commit_locked();
+  // Queues one item: `fill` writes it into its slot under the lock. False once stopping.
+  template <class Fill>
+  bool push(Fill fill);
   void run();
   // Watches the queue without the lock for a short while; true when work arrived.
   bool spin_for_work() const;
