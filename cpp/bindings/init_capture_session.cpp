@@ -61,9 +61,7 @@ std::pair<TensorHandle, TensorHandle> handles_of(const nb::tuple& pair) {
   return {pair[0].ptr(), pair[1].ptr()};
 }
 
-}  // namespace
-
-void init_capture_session(nb::module_& m) {
+void bind_outcome_enums(nb::module_& m) {
   nb::enum_<OutcomeKind>(m, "CaptureOutcome")
       .value("CAPTURED", OutcomeKind::captured)
       .value("TRUNCATED", OutcomeKind::truncated)
@@ -75,7 +73,9 @@ void init_capture_session(nb::module_& m) {
       .value("APPLIED", InterventionOutcomeKind::applied)
       .value("MISSING", InterventionOutcomeKind::missing)
       .value("FAILED", InterventionOutcomeKind::failed);
+}
 
+void bind_records(nb::module_& m) {
   nb::class_<CaptureRecord>(m, "CaptureRecord", "What one selection produced in one step, and what it was charged.")
       .def_ro("selection_id", &CaptureRecord::selection_id)
       .def_ro("path", &CaptureRecord::path)
@@ -138,7 +138,9 @@ void init_capture_session(nb::module_& m) {
            },
            nb::arg("id").none(), nb::rv_policy::reference_internal,
            nb::sig("def record(self, id: str) -> CaptureRecord"));
+}
 
+void bind_checkpoints(nb::module_& m) {
   nb::class_<CaptureCheckpoint>(m, "CaptureCheckpoint", "The capture component of a generation snapshot.")
       .def_ro("artifact_identity", &CaptureCheckpoint::artifact_identity)
       .def_ro("plan_identity", &CaptureCheckpoint::plan_identity)
@@ -159,7 +161,9 @@ void init_capture_session(nb::module_& m) {
       .def("__exit__", [](PreparedCaptureRestore& p, nb::args) {
         PreparedCaptureRestore dropped(std::move(p));  // leaving without commit changes nothing
       });
+}
 
+void bind_capture_session(nb::module_& m) {
   nb::class_<CaptureSession>(m, "CaptureSession",
                              "A capture run: one admission, one monotone ledger, at most one undrained step.",
                              nb::type_slots(session_slots))
@@ -293,6 +297,15 @@ void init_capture_session(nb::module_& m) {
                               str_argument(message, "CaptureSession.routing_failed", "message"));
            },
            nb::arg("path").none(), nb::arg("message").none(), nb::sig("def routing_failed(self, path: str, message: str) -> None"));
+}
+
+}  // namespace
+
+void init_capture_session(nb::module_& m) {
+  bind_outcome_enums(m);
+  bind_records(m);
+  bind_checkpoints(m);
+  bind_capture_session(m);
 }
 
 }  // namespace lifecore::bindings

@@ -222,13 +222,8 @@ std::string device_repr(const Device& device) {
          (device.closed() ? ", closed" : "") + ")";
 }
 
-}  // namespace
-
-void init_runtime(nb::module_& m) {
+void bind_kernels(nb::module_& m) {
   using namespace nb::literals;
-  runtime::set_blocking_wait_hooks({&release_interpreter, &reacquire_interpreter});
-  init_capture_state(m);
-
   nb::class_<Kernel>(m, "Kernel",
                      "A kernel for Stream.launch: a built-in (every backend offers it under the same name and\n"
                      "parameters) or one of a user Module (Module.function).")
@@ -258,7 +253,10 @@ void init_runtime(nb::module_& m) {
     for (const auto& k : Kernel::builtins()) names.emplace_back(k.name());
     return names;
   });
+}
 
+void bind_device(nb::module_& m) {
+  using namespace nb::literals;
   nb::class_<Device>(m, "Device",
                      "One device of one backend. Device(backend='auto', ordinal=0, *, graphs='auto',\n"
                      "capture_mode='thread_local'); a context manager that closes it.")
@@ -305,7 +303,10 @@ void init_runtime(nb::module_& m) {
            },
            "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
       .def("__repr__", &device_repr);
+}
 
+void bind_buffer_graph_profile(nb::module_& m) {
+  using namespace nb::literals;
   nb::class_<Buffer>(m, "Buffer", "A slice of device memory allocated by Stream.alloc.")
       .def_prop_ro("nbytes", &Buffer::nbytes, "Its size in bytes")
       .def_prop_ro("ptr", &Buffer::ptr, "The device address (ClosedError once freed)")
@@ -361,7 +362,10 @@ void init_runtime(nb::module_& m) {
         return elapsed ? "Profile(elapsed_ms=" + std::to_string(*elapsed) + ")"
                        : std::string(p.stopped() ? "Profile(failed)" : "Profile(running)");
       });
+}
 
+void bind_stream(nb::module_& m) {
+  using namespace nb::literals;
   nb::class_<Stream>(m, "Stream", "A device stream and its graph-capture lifecycle.")
       .def_prop_ro("device", &Stream::device)
       .def_prop_ro("handle", &Stream::native_handle, "The native stream pointer, as an int")
@@ -417,7 +421,17 @@ void init_runtime(nb::module_& m) {
       .def_prop_ro("capture_thread", &Stream::capture_thread,
                    "The thread that began the recording (as threading.get_ident() on Linux), '' outside CAPTURE.")
       .def("__repr__", [](const Stream& s) { return "Stream(" + s.capture_state().repr() + ")"; });
+}
 
+}  // namespace
+
+void init_runtime(nb::module_& m) {
+  runtime::set_blocking_wait_hooks({&release_interpreter, &reacquire_interpreter});
+  init_capture_state(m);
+  bind_kernels(m);
+  bind_device(m);
+  bind_buffer_graph_profile(m);
+  bind_stream(m);
   init_runtime_modules(m);  // after Device and Kernel, which its signatures name
   auto buffer_class = nb::borrow<nb::class_<Buffer>>(m.attr("Buffer"));
   init_buffer_interop(m, buffer_class);
