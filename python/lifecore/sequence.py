@@ -40,6 +40,8 @@ leaks and nothing new is allocated on a closed device.
 ``CapacityWaitRegistration.wait(timeout)``: ``None``, ``inf`` or a timeout too large for the
 clock waits without a deadline; NaN or a negative timeout is ``InvalidArgumentError``; the wait
 runs in short slices without the GIL, so Ctrl-C (``KeyboardInterrupt``) stops it promptly.
+``wait_async`` (and ``await registration``) takes no thread: the registration writes a byte to a
+pipe the event loop watches, and the loop rechecks.
 """
 
 from __future__ import annotations
@@ -137,6 +139,8 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
     loop = asyncio.get_running_loop()
     done: asyncio.Future[bool] = loop.create_future()
     deadline = None if timeout is None or timeout > _FOREVER else loop.time() + timeout
+    timer: Optional[asyncio.TimerHandle] = None
+    deadline_timer: Optional[asyncio.TimerHandle] = None
 
     def check() -> None:
         if done.done():
@@ -171,8 +175,6 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
     os.set_blocking(write_fd, False)
-    timer: Optional[asyncio.TimerHandle] = None
-    deadline_timer: Optional[asyncio.TimerHandle] = None
     try:
         loop.add_reader(read_fd, woken)
         try:
