@@ -11,7 +11,7 @@ import pytest
 
 import lifecore
 from lifecore import _core
-from lifecore.benchmarks import capture, capture_cycle, sequence, state_machine
+from lifecore.benchmarks import asyncio_waiters, capture, capture_cycle, sequence, state_machine
 from lifecore.benchmarks.harness import format_run
 
 from backend_roles import EMULATED
@@ -96,3 +96,13 @@ def test_capture_forward_pass_or_its_reason() -> None:
         return
     assert run is not None and list(run.measurements)[:3] == [
         "unhooked", "plain hooks computing summaries", "lifecore capture of the summaries"]
+
+
+def test_asyncio_waiters_time_to_thread_beside_both_kinds_of_awaiters() -> None:
+    run = asyncio_waiters.to_thread_latency(16, rounds=1, warmup=0, calls=2, polling_calls=1)
+    assert list(run.measurements) == ["no awaiters", "16 awaiters, wait_async", "16 awaiters, former polling"]
+    assert run.ratios[0].name == "16 awaiters, former polling / 16 awaiters, wait_async"
+    # wait_async starts no thread; the former polling loop filled the default pool.
+    assert run.facts["live threads, 16 awaiters, wait_async"] == run.facts["live threads, no awaiters"]
+    assert run.facts["live threads, 16 awaiters, former polling"] > run.facts["live threads, no awaiters"]
+    assert "per to_thread" in format_run(run)

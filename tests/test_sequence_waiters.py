@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
 import threading
 import time
 
 import pytest
 
+import lifecore
+from backend_roles import EMULATED
 from lifecore.errors import ClosedError
 from lifecore.sequence import AdmissionCoordinator, AdmissionDeferred, Admitted
 
@@ -85,3 +89,153 @@ def test_release_between_decision_and_registration_is_not_lost():
     reg = c.register_waiter(deferred)
     assert reg.recheck() == (True, False)
     assert reg.should_retry() and reg.wait(0) is True
+
+
+# ---- wait_async without the thread pool ----
+
+# A recheck interval far beyond the tests' limits: a wait that ends within them was woken by
+# its registration (or its deadline), never by a periodic recheck.
+NO_POLL = 60.0
+
+
+class CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The loop's default executor, counting what is submitted to it."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=1)
+        self.submitted = 0
+
+    def submit(self, *args, **kwargs):
+        self.submitted += 1
+        return super().submit(*args, **kwargs)
+
+
+def pool_of(waiters: int):
+    c = AdmissionCoordinator(domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                             max_active_sequences=waiters + 1)
+    held = c.admit("held", 16, 16)
+    assert isinstance(held, Admitted)
+    regs = []
+    for i in range(waiters):
+        deferred = c.admit(f"want{i}", 16, 16)
+        assert isinstance(deferred, AdmissionDeferred)
+        regs.append(c.register_waiter(deferred))
+    return c, held, regs
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+needs_proc = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors through /proc")
+
+
+def test_many_awaiters_leave_the_thread_pool_alone():
+    c, held, regs = pool_of(128)
+    threads_before = threading.active_count()
+
+    async def main():
+        executor = CountingExecutor()
+        asyncio.get_running_loop().set_default_executor(executor)
+        tasks = [asyncio.create_task(r.wait_async(poll=NO_POLL)) for r in regs]
+        await asyncio.sleep(0.05)
+        assert not any(t.done() for t in tasks)
+        assert executor.submitted == 0 and threading.active_count() == threads_before
+        # An unrelated call goes through the pool alone: one submission, one worker.
+        assert await asyncio.wait_for(asyncio.to_thread(lambda: 42), 5) == 42
+        assert executor.submitted == 1
+        held.resources.close()
+        return await asyncio.wait_for(asyncio.gather(*tasks), 5)
+
+    assert asyncio.run(main()) == [True] * 128
+
+
+def test_wait_async_wakes_on_signal_and_on_close_without_polling():
+    c, held, regs = pool_of(1)
+    other, other_held, other_regs = pool_of(1)
+
+    async def main():
+        woken = asyncio.create_task(regs[0].wait_async(poll=NO_POLL))
+        await asyncio.sleep(0.02)
+        held.resources.close()
+        assert await asyncio.wait_for(woken, 5) is True
+        closing = asyncio.create_task(other_regs[0].wait_async(poll=NO_POLL))
+        await asyncio.sleep(0.02)
+        assert not closing.done()
+        other.close()
+        with pytest.raises(ClosedError):
+            await asyncio.wait_for(closing, 5)
+
+    asyncio.run(main())
+
+
+def test_wait_async_times_out_on_its_deadline():
+    c, held, regs = pool_of(1)
+
+    async def main():
+        return await asyncio.wait_for(regs[0].wait_async(0.05, poll=NO_POLL), 5)
+
+    assert asyncio.run(main()) is False
+    assert not regs[0].should_retry()
+    assert asyncio.run(regs[0].wait_async(0)) is False
+
+
+def test_a_registration_cancelled_under_an_awaiter_keeps_it_waiting_until_a_change():
+    c, held, regs = pool_of(1)
+
+    async def main():
+        task = asyncio.create_task(regs[0].wait_async(poll=0.02))
+        await asyncio.sleep(0.02)
+        regs[0].cancel()  # wakes the loop; nothing changed, so the wait goes on
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        held.resources.close()  # unsubscribed: noticed at the next recheck
+        return await asyncio.wait_for(task, 5)
+
+    assert asyncio.run(main()) is True
+
+
+def test_a_closed_device_ends_an_awaiter():
+    dev = lifecore.Device(EMULATED)
+    c = AdmissionCoordinator(dev, domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=1)
+    held = c.admit("held", 16, 16)
+    reg = c.register_waiter(c.admit("want", 16, 16))
+
+    async def main():
+        task = asyncio.create_task(reg.wait_async(poll=0.02))
+        await asyncio.sleep(0.02)
+        dev.close()  # signals no waiter: found at the next recheck
+        with pytest.raises(ClosedError):
+            await asyncio.wait_for(task, 5)
+
+    asyncio.run(main())
+    assert held is not None
+
+
+@needs_proc
+def test_cancelling_the_awaiting_task_removes_the_hook_and_its_pipe():
+    c, held, regs = pool_of(1)
+    fds_before = open_fds()
+
+    async def main():
+        for _ in range(3):
+            task = asyncio.create_task(regs[0].wait_async(poll=NO_POLL))
+            await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+    asyncio.run(main())
+    assert open_fds() == fds_before
+    # A new pipe likely reuses the old numbers: a hook left behind would write into it.
+    r, w = os.pipe()
+    try:
+        os.set_blocking(r, False)
+        held.resources.close()
+        assert regs[0].should_retry()
+        with pytest.raises(BlockingIOError):
+            os.read(r, 1)
+    finally:
+        os.close(r)
+        os.close(w)
+    assert asyncio.run(regs[0].wait_async(poll=NO_POLL)) is True

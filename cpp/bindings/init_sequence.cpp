@@ -4,6 +4,9 @@
 #include <chrono>
 #include <limits>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -391,6 +394,23 @@ void bind_waiters(nb::module_& m) {
            "large for the clock wait without a deadline. NaN or a negative timeout is InvalidArgumentError. "
            "Yields to Ctrl-C (KeyboardInterrupt) within about 0.05 s. ClosedError if the coordinator, or its "
            "device, is closed.")
+      .def("_check", [](CapacityWaitRegistration& r) {
+             return r.wait_slice(std::nullopt, std::chrono::nanoseconds(0)) == CapacityWaitRegistration::SliceResult::retry;
+           },
+           "Without blocking: True once should_retry(); ClosedError if the coordinator, or its device, is closed.")
+      .def("_set_wake_fd", [](CapacityWaitRegistration& r, std::optional<int> fd) {
+             if (!fd) return r.set_notify({});
+             if (*fd < 0) raise(ErrorKind::InvalidArgument, "_set_wake_fd: the descriptor must not be negative");
+             // A byte on a non-blocking descriptor: no GIL, no lock, safe while the
+             // interpreter shuts down. A full pipe already holds a pending wake.
+             r.set_notify([f = *fd]() noexcept {
+               const char byte = 1;
+               while (::write(f, &byte, 1) < 0 && errno == EINTR) {}
+             });
+           },
+           nb::arg("fd").none(),
+           "Write one byte to `fd` (non-blocking) whenever the registration is signalled, cancelled or its "
+           "coordinator closes; None removes the hook. For wait_async's event loop.")
       .def_prop_ro("wake_count", &CapacityWaitRegistration::wake_count)
       .def_prop_ro("closed", &CapacityWaitRegistration::closed)
       .def_prop_ro("observed", &CapacityWaitRegistration::observed)

@@ -70,6 +70,33 @@ void waiter_wakes_on_release() {
   CHECK(error_of([&] { registration->wait(0.0); }) == ErrorKind::Closed);
 }
 
+void notify_hook_fires_on_signal_cancel_and_close() {
+  // The counters outlive the registrations: a destructor cancels, and a cancel calls the hook.
+  std::atomic<int> first_calls{0}, second_calls{0}, third_calls{0};
+  auto c = make(1);
+  auto held = c->admit({"a", 16, 16, {}});
+  auto first = c->register_waiter(std::get<AdmissionDeferred>(c->admit({"b", 16, 16, {}})));
+  auto second = c->register_waiter(std::get<AdmissionDeferred>(c->admit({"c", 16, 16, {}})));
+  first->set_notify([&]() noexcept { ++first_calls; });
+  second->set_notify([&]() noexcept { ++second_calls; });
+  CHECK(first_calls == 0 && second_calls == 0);
+  held = AdmissionRejected{};  // the release signals both
+  CHECK(first_calls >= 1 && second_calls >= 1);
+  const int after_signal = first_calls;
+  first->cancel();  // a cancel calls the hook once, then no more signals
+  CHECK(first_calls == after_signal + 1);
+  const int second_before_close = second_calls;
+  second->set_notify({});  // removed: never called again
+  c->close();
+  CHECK(second_calls == second_before_close && first_calls == after_signal + 1);
+  auto other = make(1);
+  auto kept = other->admit({"a", 16, 16, {}});
+  auto third = other->register_waiter(std::get<AdmissionDeferred>(other->admit({"b", 16, 16, {}})));
+  third->set_notify([&]() noexcept { ++third_calls; });
+  other->close();
+  CHECK(third_calls == 1 && third->closed());
+}
+
 void driver_pages() {
   std::shared_ptr<driver::Driver> driver;
   try {
@@ -265,6 +292,7 @@ int main() {
   concurrent_lifecycles();
   lifecycle_and_release();
   waiter_wakes_on_release();
+  notify_hook_fires_on_signal_cancel_and_close();
   driver_pages();
   source_index_equal_to_domain_count_is_refused();
   authorities_name_their_coordinator();

@@ -40,13 +40,15 @@ leaks and nothing new is allocated on a closed device.
 ``CapacityWaitRegistration.wait(timeout)``: ``None``, ``inf`` or a timeout too large for the
 clock waits without a deadline; NaN or a negative timeout is ``InvalidArgumentError``; the wait
 runs in short slices without the GIL, so Ctrl-C (``KeyboardInterrupt``) stops it promptly.
+``wait_async`` (and ``await registration``) takes no thread: the registration writes a byte to a
+pipe the event loop watches, and the loop rechecks.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-import time
+import os
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -120,22 +122,79 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
                       *, poll: float = 0.05) -> bool:
     """Await a change of the registration's sources: True to retry, False on timeout.
 
-    The blocking wait runs in a worker thread in short slices, so cancelling the awaiting
-    task returns within ``poll`` seconds. Raises ClosedError when the coordinator closes.
-    ``timeout`` follows ``wait``: None, inf or a timeout too large to matter waits without a
-    deadline; NaN or a negative timeout is InvalidArgumentError. ``poll`` is a positive,
-    finite number of seconds."""
+    No thread: the registration writes a byte to a pipe the event loop watches when it is
+    signalled, cancelled or its coordinator closes, and the loop rechecks. A device closed
+    under the coordinator signals nothing, so the loop also rechecks every ``poll`` seconds.
+    Raises ClosedError when the coordinator closes. ``timeout`` follows ``wait``: None, inf
+    or a timeout too large to matter waits without a deadline; NaN or a negative timeout is
+    InvalidArgumentError. ``poll`` is a positive, finite number of seconds."""
     timeout = _checked_seconds(timeout, "timeout", allow_infinite=True)
     poll = _checked_seconds(poll, "poll", allow_infinite=False)
     if poll == 0:
         raise InvalidArgumentError("wait_async: argument 'poll' must be positive, got 0")
-    deadline = None if timeout is None or timeout > _FOREVER else time.monotonic() + timeout
-    while True:
-        slice_ = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
-        if await asyncio.to_thread(self.wait, slice_):
-            return True
-        if deadline is not None and time.monotonic() >= deadline:
-            return False
+    if self._check():
+        return True
+    if timeout == 0:
+        return False
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[bool] = loop.create_future()
+    deadline = None if timeout is None or timeout > _FOREVER else loop.time() + timeout
+    timer: Optional[asyncio.TimerHandle] = None
+    deadline_timer: Optional[asyncio.TimerHandle] = None
+
+    def check() -> None:
+        if done.done():
+            return
+        try:
+            if self._check():
+                done.set_result(True)
+            elif deadline is not None and loop.time() >= deadline:
+                done.set_result(False)
+        except Exception as error:  # ClosedError, an epoch regression
+            done.set_exception(error)
+
+    def woken() -> None:
+        try:
+            while os.read(read_fd, 4096):
+                pass
+        except BlockingIOError:
+            pass
+        check()
+
+    def expire() -> None:
+        check()
+        if not done.done():
+            done.set_result(False)
+
+    def tick() -> None:
+        nonlocal timer
+        check()
+        if not done.done():
+            timer = loop.call_later(poll, tick)
+
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    try:
+        loop.add_reader(read_fd, woken)
+        try:
+            self._set_wake_fd(write_fd)
+            try:
+                check()  # a wake between the first check and the hook
+                timer = loop.call_later(poll, tick)
+                if deadline is not None:
+                    deadline_timer = loop.call_at(deadline, expire)
+                return await done
+            finally:
+                self._set_wake_fd(None)  # never called after this: the pipe can close
+        finally:
+            loop.remove_reader(read_fd)
+            for handle in (timer, deadline_timer):
+                if handle is not None:
+                    handle.cancel()
+    finally:
+        os.close(read_fd)
+        os.close(write_fd)
 
 
 CapacityWaitRegistration.wait_async = _wait_async

@@ -133,6 +133,7 @@ void AdmissionCoordinator::bump_and_notify_locked(std::size_t slot) noexcept {
     std::lock_guard<std::mutex> lock(waiter->mutex);
     ++waiter->wakes;
     waiter->changed.notify_all();
+    if (waiter->notify) waiter->notify();
   }
 }
 
@@ -144,6 +145,7 @@ void AdmissionCoordinator::close_locked() noexcept {
       std::lock_guard<std::mutex> wl(waiter->mutex);
       waiter->closed = true;
       waiter->changed.notify_all();
+      if (waiter->notify) waiter->notify();
     }
 }
 

@@ -21,6 +21,13 @@ void CapacityWaitRegistration::cancel() noexcept {
   if (!subscribed_) return;
   subscribed_ = false;
   coordinator_->unregister_waiter(state_.get());
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->notify) state_->notify();
+}
+
+void CapacityWaitRegistration::set_notify(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->notify = std::move(hook);
 }
 
 CapacityWaitRegistration::Recheck CapacityWaitRegistration::recheck() const {

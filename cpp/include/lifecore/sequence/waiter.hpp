@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +24,10 @@ struct WaiterState {
   std::condition_variable changed;
   std::uint64_t wakes = 0;  // notifications received
   bool closed = false;
+  // Called on every wake and on close, under `mutex` (and the coordinator's lock): it must
+  // only signal (e.g. write a byte to a non-blocking descriptor), never block, never call
+  // back into the core. Cleared under `mutex`, so it is never called after set_notify({}).
+  std::function<void()> notify;
 };
 
 class CapacityWaitRegistration {
@@ -60,8 +65,13 @@ class CapacityWaitRegistration {
   bool closed() const;
   const WaitCondition& observed() const noexcept { return observed_; }
   const std::vector<std::uint64_t>& registered_epochs() const noexcept { return registered_; }
-  // Unsubscribes now (also done on destruction).
+  // Unsubscribes now (also done on destruction); calls the notify hook once, so an event
+  // loop waiting on it rechecks.
   void cancel() noexcept;
+  // Installs (or, with an empty function, removes) the hook called when this registration is
+  // signalled, cancelled or its coordinator closes: lets an event loop wait without a thread.
+  // A device closed under the coordinator calls no hook (the waiter notices at its next check).
+  void set_notify(std::function<void()> hook);
 
  private:
   std::shared_ptr<AdmissionCoordinator> coordinator_;
