@@ -138,8 +138,8 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
             return False
 
 
-CapacityWaitRegistration.wait_async = _wait_async
-CapacityWaitRegistration.__await__ = lambda self: _wait_async(self).__await__()
+CapacityWaitRegistration.wait_async = _wait_async  # type: ignore[method-assign]  # declared in the stub
+CapacityWaitRegistration.__await__ = lambda self: _wait_async(self).__await__()  # type: ignore[method-assign]
 
 
 @dataclass
