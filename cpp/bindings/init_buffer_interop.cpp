@@ -341,6 +341,8 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
       .def_prop_ro("shape", &shape_tuple)
       .def("__dlpack__", &export_dlpack, nb::kw_only(), "stream"_a.none() = nb::none(),
            "max_version"_a.none() = nb::none(), "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(),
+           nb::sig("def __dlpack__(self, *, stream: object | None = None, max_version: object | None = None, "
+                   "dl_device: object | None = None, copy: object | None = None) -> typing_extensions.CapsuleType"),
            dlpack_doc)
       .def("__dlpack_device__", [](const BufferView& v) { return dlpack_device(*v.buffer); })
       .def_prop_ro("__cuda_array_interface__", &cuda_array_interface)
@@ -364,7 +366,10 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
             return export_dlpack(whole(std::move(b)), stream, max_version, dl_device, copy);
           },
           nb::kw_only(), "stream"_a.none() = nb::none(), "max_version"_a.none() = nb::none(),
-          "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(), dlpack_doc)
+          "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(),
+          nb::sig("def __dlpack__(self, *, stream: object | None = None, max_version: object | None = None, "
+                  "dl_device: object | None = None, copy: object | None = None) -> typing_extensions.CapsuleType"),
+          dlpack_doc)
       .def("__dlpack_device__", [](const Buffer& b) { return dlpack_device(b); },
            "(DLPack device type, device id): the registry's type for the backend (CPU for the mock)")
       .def_prop_ro("__cuda_array_interface__",

@@ -157,7 +157,7 @@ void bind_checkpoints(nb::module_& m) {
       .def_prop_ro("holding", &PreparedCaptureRestore::holding, "Whether it still holds its session.")
       .def("release", [](PreparedCaptureRestore& p) { PreparedCaptureRestore dropped(std::move(p)); },
            "Drops the hold without restoring (as deleting the object does).")
-      .def("__enter__", [](nb::handle self) { return self; })
+      .def("__enter__", [](nb::handle self) { return self; }, nb::sig("def __enter__(self) -> PreparedCaptureRestore"))
       .def("__exit__", [](PreparedCaptureRestore& p, nb::args) {
         PreparedCaptureRestore dropped(std::move(p));  // leaving without commit changes nothing
       });
@@ -183,7 +183,8 @@ void bind_capture_session(nb::module_& m) {
            "With a discovery, re-admits the plan against it first (refused if it was admitted elsewhere).")
       // Copies: what the session enforces cannot be changed through what it hands out.
       .def_prop_ro("plan", &CaptureSession::plan, nb::rv_policy::copy)
-      .def_prop_ro("intervention_plan", &CaptureSession::intervention_plan, nb::rv_policy::copy)
+      .def_prop_ro("intervention_plan", &CaptureSession::intervention_plan, nb::rv_policy::copy,
+                   nb::for_getter(nb::sig("def intervention_plan(self, /) -> AdmittedInterventionPlan | None")))
       .def_prop_ro("id", &CaptureSession::id)
       .def("begin_step",
            [](CaptureSession& s, nb::handle phase, nb::handle prediction) {
@@ -267,7 +268,7 @@ void bind_capture_session(nb::module_& m) {
              return nb::borrow(static_cast<PyObject*>(*result));
            },
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
-           nb::sig("def intervene(self, backend: object, path: str, tensor: object) -> object | None"))
+           nb::sig("def intervene(self, backend: object, path: str, tensor: typing.Any) -> typing.Any | None"))
       .def("finish_interventions", &CaptureSession::finish_interventions)
       .def("routing_control",
            [](CaptureSession& s, nb::handle path, nb::handle token_rows) {

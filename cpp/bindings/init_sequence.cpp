@@ -429,7 +429,7 @@ void bind_frames_and_flights(nb::module_& m) {
       .def("__repr__", [](const FrameHold& f) {
         return "FrameHold(frame_id=" + std::to_string(f.frame_id()) + (f.finalized() ? ", finalized)" : ")");
       })
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> FrameHold"))
       .def("__exit__", [](FrameHold& f, nb::handle t, nb::handle, nb::handle) { frame_exit(f, t); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none(),
            "Commit on a clean exit, abort (poison) on an exception, unless already finalized.");
@@ -518,7 +518,7 @@ void bind_session(nb::module_& m) {
         return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
                ", phase=" + phase_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
       })
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> SequenceSession"))
       .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) {
              nb::gil_scoped_release release;  // the last holder frees device pages
              s.close();
@@ -557,7 +557,7 @@ void bind_admission(nb::module_& m) {
         nb::gil_scoped_release release;          // the last holder frees device pages without it
         dropping.reset();
       }, "Let go of this hold; capacity returns when the last holder goes.")
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmittedSequenceResources"))
       .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) {
              auto dropping = std::move(h.resources);
              nb::gil_scoped_release release;
@@ -661,7 +661,7 @@ void bind_admission(nb::module_& m) {
         if (!host) raise(ErrorKind::InvalidArgument, "fail_next_page_allocations: only host page memory injects faults");
         host->fail_next_allocations(count);
       }, nb::arg("count").none(), nb::sig("def fail_next_page_allocations(self, count: int) -> None"), "Testing: make the next `count` physical page allocations fail (host memory only).")
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmissionCoordinator"))
       .def("__exit__", [](AdmissionCoordinator& c, nb::handle, nb::handle, nb::handle) { c.close(); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 }

@@ -608,7 +608,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             figures["state_machine"] = machine.to_json()
             print(format_run(machine), file=out)
     if "sequence" in lifecycles:
-        timing = dict(rounds=3, warmup=1, min_batch_s=0.003) if quick else {}
+        timing: dict[str, Any] = dict(rounds=3, warmup=1, min_batch_s=0.003) if quick else {}
         runs = [sequence.lifecycles(live=1000 if quick else sequence.LIVE, **timing), sequence.decode_steps(**timing)]
         figures["sequence"] = [run.to_json() for run in runs]
         for run in runs:

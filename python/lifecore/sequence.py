@@ -197,8 +197,8 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
         os.close(write_fd)
 
 
-CapacityWaitRegistration.wait_async = _wait_async
-CapacityWaitRegistration.__await__ = lambda self: _wait_async(self).__await__()
+CapacityWaitRegistration.wait_async = _wait_async  # type: ignore[method-assign]  # declared in the stub
+CapacityWaitRegistration.__await__ = lambda self: _wait_async(self).__await__()  # type: ignore[method-assign]
 
 
 @dataclass

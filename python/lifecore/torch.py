@@ -200,8 +200,8 @@ class TorchAttachment:
         self._session, self._backend, self._output_index = session, backend, output_index
         self._modules = dict(model.named_modules())
         self._hooks: dict[str, tuple[Any, bool]] = {}  # path -> (handle, intervenes)
-        self._routed: dict[str, nn.Module] = {}
-        self._root = model.register_forward_pre_hook(lambda module, args: self.sync())
+        self._routed: dict[str, Any] = {}  # path -> a routed module (it has set_routing_hook)
+        self._root: Optional[torch.utils.hooks.RemovableHandle] = model.register_forward_pre_hook(lambda module, args: self.sync())
 
     def _check(self, hooked: set[str], routed: set[str]) -> None:
         unknown = sorted((hooked | routed) - self._modules.keys())

@@ -179,7 +179,7 @@ def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | Non
         if control is not None and control.action == InterventionAction.FORCE_EXPERTS:
             ids[window] = experts.reshape(-1, top_k)
             top = torch.gather(selection, 1, ids)
-        if sigmoid:
+        if sigmoid and policy is not None:  # sigmoid scoring comes from a policy
             chosen = torch.gather(affinity, 1, ids)
             coefficients = chosen / (chosen.sum(dim=-1, keepdim=True) + policy.epsilon)
         else:

@@ -1,0 +1,80 @@
+"""Type-check the README's python examples and examples/*.py with ``mypy --strict``.
+
+Each ```python block of README.md becomes one module; blocks of one ``##`` section are joined
+in order (a block may use what an earlier block of its section defined), as tests/test_readme.py
+runs them. Every block is checked, those marked ``# needs a GPU`` too: types do not need a
+device. Prints mypy's report; the exit status is mypy's (0: no errors).
+
+    python tools/check_typing.py
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+EXAMPLES = ROOT / "examples"
+
+
+def readme_sections(text: str) -> dict[str, str]:
+    """Section title -> the section's python blocks, joined in order."""
+    sections: dict[str, list[str]] = {}
+    section = ""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("## "):
+            section = line[3:].strip()
+        elif line.strip() == "```python":
+            end = i + 1
+            while lines[end].strip() != "```":
+                end += 1
+            sections.setdefault(section, []).append("\n".join(lines[i + 1:end]) + "\n")
+            i = end
+        i += 1
+    return {title: "\n".join(blocks) for title, blocks in sections.items()}
+
+
+def module_name(title: str) -> str:
+    return "readme_" + (re.sub(r"\W+", "_", title).strip("_").lower() or "top")
+
+
+def run_mypy(extra: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    """mypy --strict over the README's sections and examples/*.py, from the running interpreter
+    (so it sees the lifecore installed there)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        files = []
+        for title, source in readme_sections(README.read_text(encoding="utf-8")).items():
+            path = Path(tmp) / f"{module_name(title)}.py"
+            path.write_text(source, encoding="utf-8")
+            files.append(str(path))
+        files += sorted(str(p) for p in EXAMPLES.glob("*.py"))
+        # Only torch may be missing (its examples skip then); a missing lifecore is an error.
+        config = Path(tmp) / "mypy.ini"
+        config.write_text("[mypy]\nuntyped_calls_exclude = torch\n[mypy-torch.*]\nignore_missing_imports = True\n", encoding="utf-8")
+        # Blocks of a section are separate snippets joined here: a name may be rebound to
+        # another type by a later block.
+        command = [sys.executable, "-m", "mypy", "--strict", "--config-file", str(config),
+                   "--allow-redefinition-new", "--local-partial-types",
+                   "--cache-dir", str(Path(tmp) / "cache"), *(extra or []), *files]
+        result = subprocess.run(command, capture_output=True, text=True, cwd=tmp)
+        # Name the README section, not the temporary file.
+        result.stdout = result.stdout.replace(tmp + "/", "README.md:")
+        return result
+
+
+def main() -> int:
+    result = run_mypy(sys.argv[1:])
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    return result.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
