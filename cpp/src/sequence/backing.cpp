@@ -47,7 +47,7 @@ SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinat
 SequenceBacking::~SequenceBacking() {
   // Reverse order of allocation (tail pages first), physical before the logical release.
   coordinator_->release_physical(extents_);
-  coordinator_->release_sequence(domains_, pages_, sequence_, request_, this);
+  coordinator_->release_sequence(domains_, pages_, sequence_, request_, request_id_);
 }
 
 std::size_t SequenceBacking::adopt(PreparedPages& prepared) {

@@ -386,10 +386,10 @@ void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domai
 
 void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const Authority& sequence, const Authority& request,
-                                            const SequenceBacking* backing) noexcept {
+                                            const std::string& request_id) noexcept {
   const auto bytes = checked::mul(pages, config_.page_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
-  live_.erase(backing->request_id());  // the id may be admitted again
+  live_.erase(request_id);  // the id may be admitted again
   if (pages != 0)
     for (std::uint32_t d : domains) {
       if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }

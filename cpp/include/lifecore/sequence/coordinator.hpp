@@ -152,10 +152,10 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // Gives physical extents back to the page memory and advances the physical-memory source.
   void release_physical(const std::vector<BackingExtent>& extents) noexcept;
   void release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
-  // Returns the sequence's pages, its slot and both authorities, in that order, in one step.
+  // Returns the sequence's pages, its slot, both authorities and its request id, in that
+  // order, in one step.
   void release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                        const Authority& sequence, const Authority& request,
-                        const SequenceBacking* backing) noexcept;
+                        const Authority& sequence, const Authority& request, const std::string& request_id) noexcept;
   void unregister_waiter(WaiterState* waiter) noexcept;
   // Epochs now, for each source (locks once).
   std::vector<std::uint64_t> epochs_of(const std::vector<CapacitySource>& sources) const;
