@@ -54,8 +54,8 @@ def lifecycles(*, live: int = LIVE, rounds: int = 9, warmup: int = 1, min_batch_
                cpp_batch: int = 10) -> Run:
     c = coordinator(live)
     kept = []
-    for _ in range(live):
-        adm = c.admit("live", TPP, TARGET)
+    for i in range(live):
+        adm = c.admit(f"live-{i}", TPP, TARGET)  # one live sequence per request id
         kept.append((adm, adm.resources.open_session()))
     admit = c.admit
 
@@ -77,7 +77,7 @@ def lifecycles(*, live: int = LIVE, rounds: int = 9, warmup: int = 1, min_batch_
         resources.close()
 
     mc = model_coordinator(live)
-    model_kept = [mc.admit("live", TPP, TARGET).resources.open_session() for _ in range(live)]
+    model_kept = [mc.admit(f"live-{i}", TPP, TARGET).resources.open_session() for i in range(live)]
 
     def model_lifecycle() -> None:
         adm = mc.admit("r", TPP, TARGET)
@@ -201,8 +201,8 @@ def bookkeeping(live: int = LIVE, pages_each: int = 32) -> tuple[float, float]:
     c = coordinator(live)
     base = rss_bytes()
     kept = []
-    for _ in range(live):
-        adm = c.admit("r", TPP, TARGET)
+    for i in range(live):
+        adm = c.admit(f"r{i}", TPP, TARGET)
         kept.append(adm.resources.open_session())
         adm.resources.close()  # keep only the session (it holds the resources)
     gc.collect()

@@ -3,7 +3,9 @@
 It is the specification the C++ core is checked against: admission decisions over capacity
 domains and an active-sequence ceiling, availability epochs, one-shot sessions with phases,
 frames, participant flights, backing generations, terminal receipts, fail-closed drop, and
-release of capacity when the last holder of a sequence's resources and snapshots goes.
+release of capacity when the last real holder of a sequence goes (its resources, which the
+session keeps until it closes, and live frames; never a snapshot). A request id is live from
+its admission to that release; admitting it again meanwhile is refused.
 Holders are counted explicitly (``close()``), never by garbage collection, so the model is
 deterministic.
 """
@@ -117,6 +119,7 @@ class ModelCoordinator:
         self.free_ids: list[int] = []
         self.id_generation: list[int] = []
         self.waiters: list["ModelWaiter"] = []
+        self.live_ids: set[str] = set()  # request ids of sequences that still hold capacity
 
     # -- helpers --
     def pages_for(self, tokens: int) -> int:
@@ -163,6 +166,7 @@ class ModelCoordinator:
     def _release(self, seq: ModelSequence) -> None:
         assert not seq.released
         seq.released = True
+        self.live_ids.discard(seq.request_id)
         self._bump(PHYSICAL)  # the pages go back first
         bytes_ = seq.pages * self.page_bytes
         if bytes_:
@@ -188,6 +192,8 @@ class ModelCoordinator:
                 raise ModelError("InvalidArgument", f"unknown capacity domain {n!r}")
         if self.closed:
             raise ModelError("Closed", "the admission coordinator is closed")
+        if request_id in self.live_ids:
+            raise ModelError("InvalidArgument", f"request id {request_id!r} is already live")
         prompt_pages, fit_pages = self.pages_for(prompt_tokens), self.pages_for(fit_tokens)
         pb, fb = prompt_pages * self.page_bytes, fit_pages * self.page_bytes
         if any(fb > self.maximum[n] for n in names):
@@ -228,6 +234,7 @@ class ModelCoordinator:
             self.release_epoch += 1
             return self._physical_deferral(request_id, observed, prompt_pages, 1, names)
         seq = ModelSequence(self, sid, gen, request_id, names, prompt_pages, fit_tokens, fit_pages)
+        self.live_ids.add(request_id)
         return ModelAdmitted(ModelResources(seq, ModelSnapshot(seq, 1, prompt_tokens, prompt_pages)))
 
     def grow_domain(self, name: str, capacity: int) -> None:

@@ -318,19 +318,21 @@ void bind_backing(nb::module_& m) {
       .def_prop_ro("extents", [](const BackingSnapshot& s) {
         // (domain, first_page, pages, address, bytes) per extent
         std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> out;
-        const auto& c = *s.backing()->coordinator();
+        const auto& c = *s.coordinator();
         for (const auto& e : s.extents())
           out.emplace_back(c.domain_name(e.domain_index), e.first_page, e.pages, e.memory.address, e.memory.bytes);
         return out;
       })
       .def_prop_ro("domains", [](const BackingSnapshot& s) {
         std::vector<std::string> out;
-        for (auto d : s.domains()) out.push_back(s.backing()->coordinator()->domain_name(d));
+        for (auto d : s.domains()) out.push_back(s.coordinator()->domain_name(d));
         return out;
       })
+      .def_prop_ro("released", &BackingSnapshot::released,
+                   "True once every holder of its sequence let go: a stale snapshot owns no pages.")
       .def("__repr__", [](const BackingSnapshot& s) {
         return "BackingSnapshot(generation=" + std::to_string(s.generation()) + ", tokens=" + std::to_string(s.tokens()) +
-               ", pages=" + std::to_string(s.pages()) + ")";
+               ", pages=" + std::to_string(s.pages()) + (s.released() ? ", released" : "") + ")";
       });
 
   nb::class_<BackingDecision>(m, "BackingDecision")
@@ -355,7 +357,7 @@ void bind_terminal_facts(nb::module_& m) {
   nb::class_<TerminalReceipt>(m, "TerminalReceipt")
       .def_ro("outcome", &TerminalReceipt::outcome).def_ro("sequence_authority", &TerminalReceipt::sequence_authority)
       .def_ro("request_authority", &TerminalReceipt::request_authority).def_ro("epoch", &TerminalReceipt::epoch)
-      .def_ro("fingerprint", &TerminalReceipt::fingerprint).def_ro("retired_frames", &TerminalReceipt::retired_frames)
+      .def_prop_ro("fingerprint", &TerminalReceipt::fingerprint).def_ro("retired_frames", &TerminalReceipt::retired_frames)
       .def_ro("committed_frames", &TerminalReceipt::committed_frames)
       .def_ro("discarded_frames", &TerminalReceipt::discarded_frames)
       .def_ro("backing_generation", &TerminalReceipt::backing_generation)
@@ -502,6 +504,12 @@ void bind_session(nb::module_& m) {
              nb::gil_scoped_release release;  // an extension may reach the driver for pages
              return s.step(t);
            }, nb::arg("tokens").none(), nb::sig("def step(self, tokens: int) -> BackingOutcome"))
+      .def_prop_ro("step_deferral", [](const SequenceSession& s) -> std::shared_ptr<AdmissionDeferred> {
+             auto deferred = s.step_deferral();
+             if (!deferred) return nullptr;
+             return std::make_shared<AdmissionDeferred>(std::move(*deferred));
+           }, "The deferral behind the last step() that answered BACKING_DEFERRED (to wait on or preempt for); "
+              "None after any other answer.")
       .def_prop_ro("phase", &SequenceSession::phase)
       .def_prop_ro("backing", [](const SequenceSession& s) { return mutable_snapshot(s.backing()); })
       .def_prop_ro("next_frame_id", &SequenceSession::next_frame_id)
@@ -617,6 +625,17 @@ void bind_admission(nb::module_& m) {
              c.grow_domain(str_argument(name, "grow_domain", "name"), uint_argument(capacity_bytes, "grow_domain", "capacity_bytes"));
            }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: int) -> None"))
       .def("capacity", &AdmissionCoordinator::capacity)
+      .def("holders", [](const AdmissionCoordinator& c) {
+             // (request_id, pages per domain, domains, owners) for each sequence still holding capacity
+             std::vector<std::tuple<std::string, std::uint64_t, std::vector<std::string>, long>> out;
+             for (const auto& h : c.holders()) {
+               std::vector<std::string> names;
+               for (auto d : h.domains) names.push_back(c.domain_name(d));
+               out.emplace_back(h.request_id, h.pages, std::move(names), h.holders);
+             }
+             return out;
+           }, "What still holds capacity: (request_id, pages, domains, owners) per live sequence; owners are the "
+              "admitted resources (kept by their session until it closes) and live frames, never snapshots.")
       .def("epoch", [](const AdmissionCoordinator& c, nb::handle source) {
         return c.epoch_of(object_argument<CapacitySource>(source, "epoch", "source", "a CapacitySource"));
       }, nb::arg("source").none(), nb::sig("def epoch(self, source: CapacitySource) -> int"),

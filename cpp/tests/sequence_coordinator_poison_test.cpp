@@ -43,7 +43,7 @@ void releasing_pages_never_handed_out_poisons() {
 
 void releasing_a_sequence_that_is_not_active_poisons() {
   auto c = make(8);
-  c->release_sequence({0}, 0, Authority{}, Authority{});  // no sequence is active
+  c->release_sequence({0}, 0, Authority{}, Authority{}, "none");  // no sequence is active
   CHECK(error_of([&] { c->admit({"after", 16, 16, {}}); }) == ErrorKind::Capacity);
 }
 

@@ -9,6 +9,7 @@
 #include <thread>
 #include <variant>
 
+#include "common/sha256.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/pause_points.hpp"
@@ -288,7 +289,90 @@ void host_pages_never_wrap() {
 
 }  // namespace
 
+// The v1 session fingerprint, hashed eagerly here from the same fields (the encoding is a
+// published identity: the lazy digest must equal it bit for bit).
+std::string eager_fingerprint(std::uint64_t coordinator, const Authority& request, const Authority& sequence,
+                              const std::string& request_id, std::uint64_t epoch, const std::string& backing) {
+  Sha256 hash;
+  auto field = [&](const std::string& name, const std::string& value) {
+    const std::string encoded = name + "=" + std::to_string(value.size()) + ":" + value + ";";
+    hash.update(encoded.data(), encoded.size());
+  };
+  const std::string tag = "lifecore.sequence-session.v1";
+  hash.update(tag.data(), tag.size());
+  hash.update("\0", 1);
+  field("coordinator", std::to_string(coordinator));
+  field("request_authority", std::to_string(request.sparse_id) + "/" + std::to_string(request.generation));
+  field("sequence_authority", std::to_string(sequence.sparse_id) + "/" + std::to_string(sequence.generation));
+  field("request_id", request_id);
+  field("epoch", std::to_string(epoch));
+  field("backing", backing);
+  return to_hex(hash.finish());
+}
+
+void lazy_fingerprint_matches_the_eager_one() {
+  auto c = make(8);
+  auto decision = c->admit({"fp", 20, 64, {}});
+  auto resources = std::move(std::get<Admitted>(decision).resources);
+  const Authority request = resources->request_authority(), sequence = resources->sequence_authority();
+  auto session = resources->open_session();
+  resources.reset();
+  // The backing moves on before the first read: the digest still names the open-time backing.
+  CHECK(session->step(40) == BackingOutcome::extended);
+  const std::string expected = eager_fingerprint(c->id(), request, sequence, "fp", 1, "1,20,2,d0");
+  std::string seen[2];
+  std::thread first([&] { seen[0] = session->fingerprint(); });
+  std::thread second([&] { seen[1] = session->fingerprint(); });
+  first.join();
+  second.join();
+  CHECK(seen[0] == expected && seen[1] == expected);
+  session->verify(1, expected);
+  CHECK(error_of([&] { session->verify(1, std::string(64, '0')); }) == ErrorKind::StaleAuthority);
+  const auto receipt = session->try_complete();
+  CHECK(receipt.fingerprint() == expected && session->receipt()->fingerprint() == expected);
+}
+
+void stale_decisions_hold_nothing() {
+  auto c = make(8);
+  auto decision = c->admit({"r", 16, 64, {}});
+  auto resources = std::move(std::get<Admitted>(decision).resources);
+  CHECK(error_of([&] { c->admit({"r", 16, 64, {}}); }) == ErrorKind::InvalidArgument);
+  CHECK(c->capacity().active_sequences == 1);  // the refusal claimed nothing
+  auto session = resources->open_session();
+  resources.reset();
+  CHECK(session->step(16) == BackingOutcome::current);
+  auto kept = session->try_ensure_backing_covers(48);  // left in a variable, as a scheduler might
+  CHECK(kept.outcome == BackingOutcome::extended && !kept.snapshot->released());
+  auto holders = c->holders();
+  CHECK(holders.size() == 1 && holders[0].request_id == "r" && holders[0].pages == 3 && holders[0].holders == 1);
+  auto frame = session->acquire_frame();
+  CHECK(c->holders().at(0).holders == 2);  // a live frame is a holder
+  CHECK(frame->commit() == FrameDisposition::committed);
+  CHECK(session->try_complete().outcome == TerminalOutcome::completed);
+  session->close();
+  CHECK(c->capacity().domains[0].used_bytes == 0 && c->capacity().active_sequences == 0);
+  CHECK(c->holders().empty() && kept.snapshot->released());
+  CHECK(error_of([&] { kept.snapshot->extents(); }) == ErrorKind::SessionState);
+  CHECK(std::holds_alternative<Admitted>(c->admit({"r", 16, 64, {}})));  // the id is free again
+}
+
+void step_names_its_deferral() {
+  auto c = make(2);
+  auto resources = std::get<Admitted>(c->admit({"a", 16, 32, {}})).resources;
+  auto other = std::get<Admitted>(c->admit({"b", 16, 32, {}})).resources;
+  auto session = resources->open_session();
+  CHECK(session->step(16) == BackingOutcome::current && !session->step_deferral());
+  CHECK(session->step(17) == BackingOutcome::backing_deferred);
+  auto deferred = session->step_deferral();
+  CHECK(deferred && deferred->request_id == "a" && deferred->backing && deferred->backing->expected_generation == 1);
+  other.reset();  // the page comes back: the deferral's source advances
+  CHECK(session->step(17) == BackingOutcome::extended && !session->step_deferral());
+}
+
 int main() {
+  lazy_fingerprint_matches_the_eager_one();
+  stale_decisions_hold_nothing();
+  step_names_its_deferral();
   concurrent_lifecycles();
   lifecycle_and_release();
   waiter_wakes_on_release();

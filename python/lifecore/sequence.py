@@ -12,10 +12,21 @@ The C++ core does the work; this module names it and adds what is Pythonic:
 - ``admit(request_id, prompt_tokens, fit_tokens, domains=None)`` returns ``Admitted``,
   ``AdmissionDeferred`` or ``AdmissionRejected``: capacity pressure is a decision, never an
   exception.
+  A request id is live from its admission until its sequence's capacity is released;
+  admitting a live id again raises ``InvalidArgumentError`` (a ``ValueError``) and changes
+  nothing, as a serving engine refuses a duplicate request id.
 - ``Admitted.resources.open_session()`` (one-shot) returns a ``SequenceSession``.
-- Release: capacity returns when the last holder of a sequence's resources and snapshots goes
-  (``close()``, a ``with`` block, or the last reference). Dropping a session that is not
-  terminal fails it closed.
+- Release: only real holders keep a sequence's pages and active slot: its admitted resources
+  (which the session keeps until it closes) and its live frames. Capacity returns when the
+  last of them goes (``close()``, a ``with`` block, or the last reference). Snapshots and
+  ``BackingDecision``s left in variables observe without owning: once the holders are gone a
+  snapshot reports ``released`` and its ``extents`` raise ``SessionStateError``.
+  ``coordinator.holders()`` names what still holds capacity: ``(request_id, pages, domains,
+  owners)`` per live sequence. Dropping a session that is not terminal fails it closed.
+- ``session.step(tokens)`` answers a plain ``BackingOutcome``; after ``BACKING_DEFERRED``,
+  ``session.step_deferral`` is the ``AdmissionDeferred`` to wait on
+  (``register_admission_waiter``) or to preempt for (``preempt_for``), with no second call.
+- ``session.fingerprint`` is hashed on first read (opening a session computes no digest).
 
 A deferral (or a registration) of another coordinator is refused with
 ``StaleAuthorityError`` (a foreign coordinator is a stale authority here). Authorities and the

@@ -1,6 +1,7 @@
 #include "lifecore/sequence/backing.hpp"
 
 #include "lifecore/checked.hpp"
+#include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 
 namespace lifecore::sequence {
@@ -39,13 +40,14 @@ void PreparedPages::release_physical() noexcept {
 }
 
 SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
-                                 Authority sequence, Authority request)
-    : coordinator_(std::move(coordinator)), domains_(std::move(domains)), sequence_(sequence), request_(request) {}
+                                 Authority sequence, Authority request, std::string request_id)
+    : coordinator_(std::move(coordinator)), domains_(std::move(domains)), sequence_(sequence), request_(request),
+      request_id_(std::move(request_id)) {}
 
 SequenceBacking::~SequenceBacking() {
   // Reverse order of allocation (tail pages first), physical before the logical release.
   coordinator_->release_physical(extents_);
-  coordinator_->release_sequence(domains_, pages_, sequence_, request_);
+  coordinator_->release_sequence(domains_, pages_, sequence_, request_, request_id_);
 }
 
 std::size_t SequenceBacking::adopt(PreparedPages& prepared) {
@@ -61,6 +63,19 @@ std::size_t SequenceBacking::adopt(PreparedPages& prepared) {
 std::vector<BackingExtent> SequenceBacking::extents(std::size_t count) const {
   std::lock_guard<std::mutex> lock(mutex_);
   return {extents_.begin(), extents_.begin() + static_cast<std::ptrdiff_t>(std::min(count, extents_.size()))};
+}
+
+std::uint64_t SequenceBacking::pages() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pages_;
+}
+
+std::vector<BackingExtent> BackingSnapshot::extents() const {
+  auto backing = backing_.lock();
+  if (!backing)
+    raise(ErrorKind::SessionState, "BackingSnapshot.extents: the backing was released (its session ended and every "
+                                   "holder let go); a stale snapshot owns no pages");
+  return backing->extents(extent_count_);
 }
 
 }  // namespace lifecore::sequence

@@ -1,5 +1,6 @@
 #include "lifecore/sequence/benchmark.hpp"
 
+#include <string>
 #include <vector>
 
 #include "lifecore/error.hpp"
@@ -20,8 +21,10 @@ std::shared_ptr<AdmissionCoordinator> bench_coordinator(std::uint32_t tokens_per
   return AdmissionCoordinator::create(std::move(config));
 }
 
-std::shared_ptr<AdmittedSequenceResources> admit_or_throw(AdmissionCoordinator& c, std::int64_t prompt, std::int64_t fit) {
-  auto decision = c.admit({"bench", prompt, fit, {}});
+// One live sequence per request id: the sequences kept live are named apart.
+std::shared_ptr<AdmittedSequenceResources> admit_or_throw(AdmissionCoordinator& c, std::string request_id,
+                                                          std::int64_t prompt, std::int64_t fit) {
+  auto decision = c.admit({std::move(request_id), prompt, fit, {}});
   auto* admitted = std::get_if<Admitted>(&decision);
   if (!admitted) raise(ErrorKind::Capacity, "benchmark: admission was not granted");
   return admitted->resources;
@@ -40,17 +43,18 @@ SequenceBenchLoop::SequenceBenchLoop(std::uint64_t live, std::uint64_t target_to
   coordinator_ = bench_coordinator(tokens_per_page, static_cast<std::uint32_t>(live + 16));
   others_.reserve(live);
   for (std::uint64_t i = 0; i < live; ++i) {
-    others_.push_back(admit_or_throw(*coordinator_, tokens_per_page, static_cast<std::int64_t>(target_tokens))->open_session());
+    others_.push_back(admit_or_throw(*coordinator_, "live-" + std::to_string(i), tokens_per_page,
+                                     static_cast<std::int64_t>(target_tokens))->open_session());
   }
   decode_coordinator_ = bench_coordinator(tokens_per_page, 4);
-  decoding_ = admit_or_throw(*decode_coordinator_, 1, kDecodeFit)->open_session();
+  decoding_ = admit_or_throw(*decode_coordinator_, "decode", 1, kDecodeFit)->open_session();
 }
 
 SequenceBenchLoop::~SequenceBenchLoop() = default;
 
 void SequenceBenchLoop::lifecycles(std::uint64_t count, bool primitives) {
   for (std::uint64_t i = 0; i < count; ++i) {
-    auto session = admit_or_throw(*coordinator_, tokens_per_page_, static_cast<std::int64_t>(target_tokens_))->open_session();
+    auto session = admit_or_throw(*coordinator_, "bench", tokens_per_page_, static_cast<std::int64_t>(target_tokens_))->open_session();
     for (std::uint64_t t = tokens_per_page_; t <= target_tokens_; t += tokens_per_page_) {
       if (primitives) {
         session->try_ensure_backing_covers(static_cast<std::int64_t>(t));

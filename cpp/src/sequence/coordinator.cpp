@@ -239,6 +239,11 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     std::lock_guard<std::mutex> lock(mutex_);
     require_open_locked("admit");
     if (poisoned_) raise(ErrorKind::Capacity, "admit: the coordinator's accounting is inconsistent (poisoned)");
+    // One live sequence per request id (as a serving engine keys its requests): a second
+    // admission under a live id is a caller error, refused before any claim.
+    if (live_.count(request.request_id))
+      raise(ErrorKind::InvalidArgument, "admit: request id '" + request.request_id +
+                                            "' is already live; complete or close its sequence first");
     AdmissionRejected rejected{id_, request.request_id, {}, {}};
     for (std::uint32_t d : domains)
       if (fit_bytes > config_.domains[d].maximum_bytes) {
@@ -293,13 +298,15 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       throw;
     }
     ++active_;  // below max_active_sequences (a u32), so it cannot wrap
+    live_.emplace(request.request_id, nullptr);  // reserved; the backing is named below
     for (std::uint32_t d : domains) domains_[d].used += prompt_bytes;  // fits: prompt_bytes <= total - used
     physical_epoch = physical_epoch_;
   }
 
   // Physical pages outside the lock. On failure the claims above roll back (pages before
   // the slot), which bumps the epochs they touched, and the request waits on physical memory.
-  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), domains, sequence, request_authority);
+  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), domains, sequence, request_authority,
+                                                   request.request_id);
   auto prepared = std::make_unique<PreparedPages>(*this, backing->domains());
   prepared->logical_pages_ = prompt_pages;
   if (!prepared->allocate_physical(0, prompt_pages)) {
@@ -309,7 +316,12 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   }
   std::size_t extents = backing->adopt(*prepared);
   auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages, extents);
-  return Admitted{std::make_shared<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages, std::move(snapshot))};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    live_[request.request_id] = backing.get();  // capacity is now held by the resources
+  }
+  return Admitted{std::make_shared<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
+                                                              std::move(backing), std::move(snapshot))};
 }
 
 AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
@@ -375,9 +387,11 @@ void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domai
 }
 
 void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                                            const Authority& sequence, const Authority& request) noexcept {
+                                            const Authority& sequence, const Authority& request,
+                                            const std::string& request_id) noexcept {
   const auto bytes = checked::mul(pages, config_.page_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
+  live_.erase(request_id);  // the id may be admitted again
   if (pages != 0)
     for (std::uint32_t d : domains) {
       if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
@@ -485,6 +499,18 @@ std::shared_ptr<CapacityWaitRegistration> AdmissionCoordinator::register_waiter(
 void AdmissionCoordinator::unregister_waiter(WaiterState* waiter) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   for (auto& set : waiters_) set.erase(waiter);
+}
+
+std::vector<CapacityHolder> AdmissionCoordinator::holders() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<CapacityHolder> out;
+  out.reserve(live_.size());
+  for (const auto& [request_id, backing] : live_) {
+    if (!backing) continue;  // still being admitted
+    out.push_back({request_id, backing->sequence_authority(), backing->pages(), backing->domains(),
+                   backing->holder_count()});
+  }
+  return out;
 }
 
 }  // namespace lifecore::sequence

@@ -18,7 +18,8 @@ void require_frame_locked(const SessionState& s, std::uint64_t frame_id, bool fi
 
 FrameHold::FrameHold(std::shared_ptr<SessionState> state, std::uint64_t frame_id,
                      std::shared_ptr<const BackingSnapshot> snapshot)
-    : state_(std::move(state)), frame_id_(frame_id), snapshot_(std::move(snapshot)) {}
+    : state_(std::move(state)), frame_id_(frame_id), snapshot_(std::move(snapshot)),
+      pin_(snapshot_ ? snapshot_->backing() : nullptr) {}
 
 FrameHold::~FrameHold() { drop(); }
 
@@ -26,6 +27,7 @@ void FrameHold::drop() noexcept {
   if (finalized_) return;
   finalized_ = true;
   std::shared_ptr<const BackingSnapshot> released = std::move(snapshot_);  // dropped after the lock
+  std::shared_ptr<SequenceBacking> pin = std::move(pin_);
   std::lock_guard<std::mutex> lock(state_->mutex);
   // An unfinalized hold: the step's outcome is unknown, so the session can no longer be
   // trusted. Its frame id stays consumed.
@@ -37,6 +39,7 @@ void FrameHold::drop() noexcept {
 
 FrameDisposition FrameHold::commit() {
   std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
+  std::shared_ptr<SequenceBacking> pin;             // likewise: the last holder returns capacity
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "commit");
@@ -46,6 +49,7 @@ FrameDisposition FrameHold::commit() {
   ++s.retired;
   finalized_ = true;
   released = std::move(snapshot_);
+  pin = std::move(pin_);
   if (s.phase == SessionPhase::cancel_requested) {
     ++s.discarded;
     return FrameDisposition::discarded_cancelled;
@@ -56,6 +60,7 @@ FrameDisposition FrameHold::commit() {
 
 void FrameHold::abort() {
   std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
+  std::shared_ptr<SequenceBacking> pin;             // likewise: the last holder returns capacity
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "abort");
@@ -63,10 +68,12 @@ void FrameHold::abort() {
   s.poison_locked();
   finalized_ = true;
   released = std::move(snapshot_);
+  pin = std::move(pin_);
 }
 
 void FrameHold::rollback_unsubmitted() {
   std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
+  std::shared_ptr<SequenceBacking> pin;             // likewise: the last holder returns capacity
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "rollback_unsubmitted");
@@ -77,6 +84,7 @@ void FrameHold::rollback_unsubmitted() {
   s.next_frame = frame_id_;  // never submitted: the retry reuses the same frame id
   finalized_ = true;
   released = std::move(snapshot_);
+  pin = std::move(pin_);
 }
 
 FlightHold::FlightHold(std::shared_ptr<SessionState> state, std::uint64_t key, std::uint64_t frame_id)

@@ -7,9 +7,10 @@ namespace lifecore::sequence {
 
 AdmittedSequenceResources::AdmittedSequenceResources(std::string request_id, std::uint64_t prompt_tokens,
                                                      std::uint64_t fit_tokens, std::uint64_t fit_pages,
+                                                     std::shared_ptr<SequenceBacking> backing,
                                                      std::shared_ptr<const BackingSnapshot> initial)
     : request_id_(std::move(request_id)), prompt_tokens_(prompt_tokens), fit_tokens_(fit_tokens),
-      fit_pages_(fit_pages), initial_(std::move(initial)) {}
+      fit_pages_(fit_pages), backing_(std::move(backing)), initial_(std::move(initial)) {}
 
 std::unique_ptr<SequenceSession> AdmittedSequenceResources::open_session() {
   // One incarnation per logical sequence: the first opener wins, every other is refused.

@@ -21,17 +21,15 @@ void append_field(Sha256& hash, std::string_view name, std::string_view value) {
   hash.update(";");
 }
 
-std::string session_fingerprint(const AdmittedSequenceResources& r, std::uint64_t epoch) {
+std::string session_fingerprint(std::uint64_t coordinator_id, const Authority& request, const Authority& sequence,
+                                const std::string& request_id, std::uint64_t epoch, const BackingSnapshot& snap) {
   Sha256 hash;
   hash.update("lifecore.sequence-session.v1");
   hash.update("\0", 1);  // domain separation from every other lifecore digest
-  const auto& snap = *r.initial_backing();
-  append_field(hash, "coordinator", std::to_string(r.coordinator()->id()));
-  append_field(hash, "request_authority", std::to_string(r.request_authority().sparse_id) + "/" +
-                                              std::to_string(r.request_authority().generation));
-  append_field(hash, "sequence_authority", std::to_string(r.sequence_authority().sparse_id) + "/" +
-                                               std::to_string(r.sequence_authority().generation));
-  append_field(hash, "request_id", r.request_id());
+  append_field(hash, "coordinator", std::to_string(coordinator_id));
+  append_field(hash, "request_authority", std::to_string(request.sparse_id) + "/" + std::to_string(request.generation));
+  append_field(hash, "sequence_authority", std::to_string(sequence.sparse_id) + "/" + std::to_string(sequence.generation));
+  append_field(hash, "request_id", request_id);
   append_field(hash, "epoch", std::to_string(epoch));
   std::string evidence = std::to_string(snap.generation()) + "," + std::to_string(snap.tokens()) + "," +
                          std::to_string(snap.pages());
@@ -45,6 +43,18 @@ void require_handle(const SessionState& s, const char* operation) {
 }
 
 }  // namespace
+
+const std::string& SessionState::fingerprint() const {
+  std::call_once(fingerprint_once_, [this] {
+    fingerprint_ = session_fingerprint(coordinator->id(), request, sequence, request_id, epoch, *initial);
+  });
+  return fingerprint_;
+}
+
+const std::string& TerminalReceipt::fingerprint() const {
+  static const std::string none;
+  return session ? session->fingerprint() : none;
+}
 
 const char* phase_name(SessionPhase phase) noexcept {
   switch (phase) {
@@ -62,7 +72,6 @@ const char* phase_name(SessionPhase phase) noexcept {
 SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> resources)
     : state_(std::make_shared<SessionState>()) {
   auto& s = *state_;
-  s.fingerprint = session_fingerprint(*resources, s.epoch);
   s.sequence = resources->sequence_authority();
   s.request = resources->request_authority();
   s.request_id = resources->request_id();
@@ -71,6 +80,7 @@ SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> reso
   s.coordinator = resources->coordinator();
   s.tokens_per_page = s.coordinator->tokens_per_page();
   s.current = resources->initial_backing();
+  s.initial = s.current;
   s.generation = s.current->generation();
   s.resources = std::move(resources);
 }
@@ -124,13 +134,13 @@ const std::shared_ptr<AdmissionCoordinator>& SequenceSession::state_coordinator(
 }
 
 std::uint64_t SequenceSession::epoch() const noexcept { return state_->epoch; }
-const std::string& SequenceSession::fingerprint() const noexcept { return state_->fingerprint; }
+const std::string& SequenceSession::fingerprint() const { return state_->fingerprint(); }
 Authority SequenceSession::sequence_authority() const noexcept { return state_->sequence; }
 Authority SequenceSession::request_authority() const noexcept { return state_->request; }
 
 void SequenceSession::verify(std::uint64_t epoch, const std::string& fingerprint) const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  if (epoch != state_->epoch || fingerprint != state_->fingerprint)
+  if (epoch != state_->epoch || fingerprint != state_->fingerprint())
     raise(ErrorKind::StaleAuthority, "stale sequence session authority (epoch or fingerprint mismatch)");
   require_handle(*state_, "verify");
   state_->require_active_locked("verify");
@@ -301,7 +311,7 @@ TerminalReceipt SequenceSession::try_complete() {
   s.require_open_locked("try_complete");
   if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "try_complete: a frame or participant flight is still live");
   if (s.retired == 0) raise(ErrorKind::SessionState, "try_complete: no frame has retired yet");
-  return s.finish_locked(TerminalOutcome::completed);
+  return s.finish_locked(TerminalOutcome::completed, state_);
 }
 
 TerminalReceipt SequenceSession::try_abort() {
@@ -312,7 +322,7 @@ TerminalReceipt SequenceSession::try_abort() {
   if (s.phase == SessionPhase::open)
     raise(ErrorKind::SessionState, "try_abort: the session is open; request_cancel first or use try_abort_if_quiescent");
   if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "try_abort: a frame or participant flight is still live");
-  return s.finish_locked(TerminalOutcome::aborted);
+  return s.finish_locked(TerminalOutcome::aborted, state_);
 }
 
 TerminalReceipt SequenceSession::try_abort_if_quiescent() {
@@ -324,7 +334,7 @@ TerminalReceipt SequenceSession::try_abort_if_quiescent() {
     raise(ErrorKind::SessionState, "try_abort_if_quiescent: the session is poisoned; use try_abort");
   if (!s.quiescent_locked())
     raise(ErrorKind::SessionState, "try_abort_if_quiescent: a frame or participant flight is still live (nothing changed)");
-  return s.finish_locked(TerminalOutcome::aborted);
+  return s.finish_locked(TerminalOutcome::aborted, state_);
 }
 
 std::unique_ptr<FrameHold> SequenceSession::acquire_frame() {
@@ -361,6 +371,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
     if (static_cast<std::uint64_t>(tokens) <= s.current->tokens()) {
       // The common decode step: the frontier already covers it; acquire and commit at once.
       s.take_frame_id_locked("step");
+      s.step_deferral.reset();
       ++s.retired;
       ++s.committed;
       return outcome;
@@ -371,8 +382,13 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
                                                       std::uint64_t{s.tokens_per_page}, "step: the page's last token");
   const std::uint64_t target = std::max<std::uint64_t>(static_cast<std::uint64_t>(tokens), std::min(page_end, s.fit_tokens));
   BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));
-  if (decision.outcome != BackingOutcome::current && decision.outcome != BackingOutcome::extended) return decision.outcome;
   std::lock_guard<std::mutex> lock(s.mutex);
+  if (decision.outcome == BackingOutcome::backing_deferred) {
+    s.step_deferral = std::move(decision.deferred);
+    return decision.outcome;
+  }
+  s.step_deferral.reset();
+  if (decision.outcome != BackingOutcome::current && decision.outcome != BackingOutcome::extended) return decision.outcome;
   require_handle(s, "step");
   s.require_open_locked("step");
   if (!s.quiescent_locked() || static_cast<std::uint64_t>(tokens) > s.current->tokens()) return BackingOutcome::retry_required;
@@ -380,6 +396,11 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   ++s.retired;
   ++s.committed;
   return decision.outcome;
+}
+
+std::optional<AdmissionDeferred> SequenceSession::step_deferral() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->step_deferral;
 }
 
 SessionPhase SequenceSession::phase() const noexcept {
@@ -415,7 +436,9 @@ std::uint64_t SequenceSession::retired_frames() const noexcept {
 
 std::optional<TerminalReceipt> SequenceSession::receipt() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->receipt;
+  auto out = state_->receipt;
+  if (out) out->session = state_;
+  return out;
 }
 
 std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions) {

@@ -22,7 +22,7 @@ class SessionState {
   SessionPhase phase = SessionPhase::open;
   bool handle_closed = false;
   std::uint64_t epoch = 1;
-  std::string fingerprint;
+  std::shared_ptr<const BackingSnapshot> initial;  // observes only: part of the fingerprint
   Authority sequence;
   Authority request;
   std::string request_id;
@@ -40,6 +40,10 @@ class SessionState {
   std::uint64_t committed = 0;
   std::uint64_t discarded = 0;
   std::optional<TerminalReceipt> receipt;
+  std::optional<AdmissionDeferred> step_deferral;  // behind the last BACKING_DEFERRED step
+
+  // The fingerprint over the immutable open-time fields, hashed once by the first reader.
+  const std::string& fingerprint() const;
 
   bool active_locked() const noexcept {
     return phase == SessionPhase::open || phase == SessionPhase::cancel_requested || phase == SessionPhase::poisoned;
@@ -70,11 +74,18 @@ class SessionState {
   void poison_locked() noexcept {
     if (phase == SessionPhase::open || phase == SessionPhase::cancel_requested) phase = SessionPhase::poisoned;
   }
-  TerminalReceipt finish_locked(TerminalOutcome outcome) {
+  TerminalReceipt finish_locked(TerminalOutcome outcome, std::shared_ptr<const SessionState> self) {
     phase = outcome == TerminalOutcome::completed ? SessionPhase::completed : SessionPhase::aborted;
-    receipt = TerminalReceipt{outcome, sequence, request, epoch, fingerprint, retired, committed, discarded, generation};
-    return *receipt;
+    // Kept without the back reference (no cycle); each copy handed out names the state.
+    receipt = TerminalReceipt{outcome, sequence, request, epoch, nullptr, retired, committed, discarded, generation};
+    TerminalReceipt out = *receipt;
+    out.session = std::move(self);
+    return out;
   }
+
+ private:
+  mutable std::once_flag fingerprint_once_;
+  mutable std::string fingerprint_;
 };
 
 }  // namespace lifecore::sequence

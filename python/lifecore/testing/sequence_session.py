@@ -180,6 +180,16 @@ class SequenceSessionMachine(LifecycleMachine):
         """A request that fits the pool once it is free, opened at once: keeps capacity near its limits."""
         self._admit(prompt, prompt + extra, domains, True, keep_resources)
 
+    @precondition(lambda self: bool(self.entries))
+    @rule(i=st.integers(0, 7), prompt=st.integers(1, 8))
+    @counted
+    def readmit_request_id(self, i: int, prompt: int) -> None:
+        """Admit an admitted request's id again: refused while its sequence still holds capacity
+        (one live sequence per request id), a fresh admission once the last holder let go."""
+        entry = self.entries[i % len(self.entries)]
+        STATS.note("readmit_request_id", "released" if entry.mr.seq.released else "live")
+        self._admit(prompt, prompt, None, False, request_id=entry.mr.seq.request_id)
+
     @precondition(lambda self: any(m.request_id in self.requests for _, m in self.deferreds))
     @rule(d=st.integers(0, 5), keep_resources=st.booleans())
     @counted

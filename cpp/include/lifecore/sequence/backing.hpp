@@ -1,7 +1,9 @@
 // The backing of one sequence: page extents (one per domain per extension, append-only)
-// plus the logical capacity and the active-sequence slot they were claimed with. Snapshots
-// are immutable views of a prefix of it; the whole backing is released, physical extents
-// first, when the last snapshot (and so the last holder) goes.
+// plus the logical capacity and the active-sequence slot they were claimed with. Only real
+// holders own it (the admitted resources, the session through them, and live frames);
+// snapshots are immutable views of a prefix of it that only observe it, so a snapshot or
+// decision left behind never keeps pages or a slot. The whole backing is released, physical
+// extents first, when the last holder goes.
 #pragma once
 
 #include <cstdint>
@@ -48,10 +50,10 @@ class PreparedPages {
   const std::vector<std::uint32_t>& domains_;
 };
 
-class SequenceBacking {
+class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
  public:
   SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
-                  Authority sequence, Authority request);
+                  Authority sequence, Authority request, std::string request_id);
   ~SequenceBacking();
   SequenceBacking(const SequenceBacking&) = delete;
   SequenceBacking& operator=(const SequenceBacking&) = delete;
@@ -64,37 +66,50 @@ class SequenceBacking {
   const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }
   const Authority& sequence_authority() const noexcept { return sequence_; }
   const Authority& request_authority() const noexcept { return request_; }
+  const std::string& request_id() const noexcept { return request_id_; }
+  std::uint64_t pages() const;
+  // How many owners keep it now (resources and live frames); 0 while it is being released.
+  long holder_count() const noexcept { return weak_from_this().use_count(); }
 
  private:
   std::shared_ptr<AdmissionCoordinator> coordinator_;
   std::vector<std::uint32_t> domains_;
   Authority sequence_;
   Authority request_;
+  std::string request_id_;
   mutable std::mutex mutex_;
   std::vector<BackingExtent> extents_;
   std::uint64_t pages_ = 0;  // logically claimed pages per domain
 };
 
 // Immutable: generation (from 1, strictly growing), committed shape, and the extents that
-// were published with it. advanced() never changes an existing snapshot.
+// were published with it. advanced() never changes an existing snapshot. It observes its
+// backing without owning it: once the last holder let go, released() is true and extents()
+// raises (the pages are gone).
 class BackingSnapshot {
  public:
-  BackingSnapshot(std::shared_ptr<SequenceBacking> backing, std::uint64_t generation, std::uint64_t tokens,
+  BackingSnapshot(const std::shared_ptr<SequenceBacking>& backing, std::uint64_t generation, std::uint64_t tokens,
                   std::uint64_t pages, std::size_t extent_count)
-      : backing_(std::move(backing)), generation_(generation), tokens_(tokens), pages_(pages),
-        extent_count_(extent_count) {}
+      : backing_(backing), coordinator_(backing->coordinator()), domains_(backing->domains()),
+        generation_(generation), tokens_(tokens), pages_(pages), extent_count_(extent_count) {}
 
   std::uint64_t generation() const noexcept { return generation_; }
   std::uint64_t tokens() const noexcept { return tokens_; }
   std::uint64_t pages() const noexcept { return pages_; }
   std::size_t extent_count() const noexcept { return extent_count_; }
-  std::vector<BackingExtent> extents() const { return backing_->extents(extent_count_); }
-  const std::shared_ptr<SequenceBacking>& backing() const noexcept { return backing_; }
+  bool released() const noexcept { return backing_.expired(); }
+  // SessionStateError once released.
+  std::vector<BackingExtent> extents() const;
+  // The backing while some holder keeps it; null once released.
+  std::shared_ptr<SequenceBacking> backing() const noexcept { return backing_.lock(); }
+  const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
   // Domains this snapshot's slices live in, sorted.
-  const std::vector<std::uint32_t>& domains() const noexcept { return backing_->domains(); }
+  const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }
 
  private:
-  std::shared_ptr<SequenceBacking> backing_;
+  std::weak_ptr<SequenceBacking> backing_;
+  std::shared_ptr<AdmissionCoordinator> coordinator_;  // not capacity: names domains after release
+  std::vector<std::uint32_t> domains_;
   std::uint64_t generation_;
   std::uint64_t tokens_;
   std::uint64_t pages_;

@@ -6,6 +6,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -67,6 +68,17 @@ class AuthorityAllocator {
   std::uint64_t coordinator_id_;
 };
 
+// A live sequence that still holds capacity (pages and an active slot), named for a
+// diagnosis: `holders` owners (the admitted resources, which the session keeps until it
+// closes, and each live frame) keep it. Snapshots and decisions are never among them.
+struct CapacityHolder {
+  std::string request_id;
+  Authority sequence_authority;
+  std::uint64_t pages = 0;  // per domain
+  std::vector<std::uint32_t> domains;
+  long holders = 0;
+};
+
 class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordinator> {
  public:
   static std::shared_ptr<AdmissionCoordinator> create(CoordinatorConfig config);
@@ -90,6 +102,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // Throws StaleAuthorityError unless `authority` is this coordinator's and the live holder
   // of its sparse id.
   void verify_sequence_authority(const Authority& authority) const;
+  // Every live sequence that holds capacity now, sorted by request id; empty once every
+  // holder let go.
+  std::vector<CapacityHolder> holders() const;
 
   std::shared_ptr<CapacityWaitRegistration> register_waiter(const AdmissionDeferred& deferred);
 
@@ -137,9 +152,10 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // Gives physical extents back to the page memory and advances the physical-memory source.
   void release_physical(const std::vector<BackingExtent>& extents) noexcept;
   void release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
-  // Returns the sequence's pages, its slot and both authorities, in that order, in one step.
+  // Returns the sequence's pages, its slot, both authorities and its request id, in that
+  // order, in one step.
   void release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                        const Authority& sequence, const Authority& request) noexcept;
+                        const Authority& sequence, const Authority& request, const std::string& request_id) noexcept;
   void unregister_waiter(WaiterState* waiter) noexcept;
   // Epochs now, for each source (locks once).
   std::vector<std::uint64_t> epochs_of(const std::vector<CapacitySource>& sources) const;
@@ -179,6 +195,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   bool poisoned_ = false;  // accounting found itself inconsistent; every decision refuses
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
+  // Live request ids and their backings (null while the admission is still preparing pages).
+  std::map<std::string, const SequenceBacking*> live_;
   // Waiters indexed by source slot (slot_of).
   std::vector<std::unordered_set<WaiterState*>> waiters_;
 };

@@ -1,5 +1,6 @@
 // What an admission grants: the sequence and request authorities, the fit limit and the
-// initial backing snapshot covering the prompt. open_session() is one-shot: a logical
+// initial backing snapshot covering the prompt. The resources are the first holder of the
+// backing (the session holds them until it closes). open_session() is one-shot: a logical
 // sequence has exactly one incarnation.
 #pragma once
 
@@ -19,7 +20,8 @@ class SequenceSession;
 class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSequenceResources> {
  public:
   AdmittedSequenceResources(std::string request_id, std::uint64_t prompt_tokens, std::uint64_t fit_tokens,
-                            std::uint64_t fit_pages, std::shared_ptr<const BackingSnapshot> initial);
+                            std::uint64_t fit_pages, std::shared_ptr<SequenceBacking> backing,
+                            std::shared_ptr<const BackingSnapshot> initial);
 
   // SessionStateError when already opened (by anyone, on any thread).
   std::unique_ptr<SequenceSession> open_session();
@@ -31,16 +33,17 @@ class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSe
   std::uint64_t fit_pages() const noexcept { return fit_pages_; }
   const std::shared_ptr<const BackingSnapshot>& initial_backing() const noexcept { return initial_; }
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept {
-    return initial_->backing()->coordinator();
+    return backing_->coordinator();
   }
-  const Authority& sequence_authority() const noexcept { return initial_->backing()->sequence_authority(); }
-  const Authority& request_authority() const noexcept { return initial_->backing()->request_authority(); }
+  const Authority& sequence_authority() const noexcept { return backing_->sequence_authority(); }
+  const Authority& request_authority() const noexcept { return backing_->request_authority(); }
 
  private:
   std::string request_id_;
   std::uint64_t prompt_tokens_;
   std::uint64_t fit_tokens_;
   std::uint64_t fit_pages_;
+  std::shared_ptr<SequenceBacking> backing_;
   std::shared_ptr<const BackingSnapshot> initial_;
   std::atomic<bool> opened_{false};
 };

@@ -37,12 +37,16 @@ enum class BackingOutcome : std::uint8_t { current, extended, retry_required, ba
 
 const char* phase_name(SessionPhase phase) noexcept;
 
+class SessionState;
+
 struct TerminalReceipt {
   TerminalOutcome outcome = TerminalOutcome::completed;
   Authority sequence_authority;
   Authority request_authority;
   std::uint64_t epoch = 0;
-  std::string fingerprint;
+  // The session's fingerprint, hashed on first read (a receipt nobody inspects costs no digest).
+  const std::string& fingerprint() const;
+  std::shared_ptr<const SessionState> session;  // where the fingerprint is read from
   std::uint64_t retired_frames = 0;
   std::uint64_t committed_frames = 0;
   std::uint64_t discarded_frames = 0;
@@ -66,8 +70,6 @@ struct BackingDecision {
   std::uint64_t target_pages = 0;
 };
 
-class SessionState;
-
 class FrameHold {
  public:
   FrameHold(std::shared_ptr<SessionState> state, std::uint64_t frame_id,
@@ -89,6 +91,7 @@ class FrameHold {
   std::shared_ptr<SessionState> state_;
   std::uint64_t frame_id_;
   std::shared_ptr<const BackingSnapshot> snapshot_;
+  std::shared_ptr<SequenceBacking> pin_;  // a live frame holds the capacity its snapshot observes
   bool finalized_ = false;
   friend class SessionState;
 };
@@ -132,7 +135,8 @@ class SequenceSession {
   std::shared_ptr<AdmittedSequenceResources> resources() const;
   void write_release_capacity_sources(std::vector<CapacitySource>& out) const;
   std::uint64_t epoch() const noexcept;
-  const std::string& fingerprint() const noexcept;
+  // Hashed once, on first read (thread-safe): opening a session computes no digest.
+  const std::string& fingerprint() const;
   Authority sequence_authority() const noexcept;
   Authority request_authority() const noexcept;
   // StaleAuthorityError unless (epoch, fingerprint) names this live session.
@@ -154,6 +158,9 @@ class SequenceSession {
   // frame, commit it; an extension covers the whole page. Returns CURRENT or EXTENDED when the frame committed, RETRY_REQUIRED or
   // BACKING_DEFERRED (nothing changed, no frame) otherwise.
   BackingOutcome step(std::int64_t tokens);
+  // The deferral behind the last step() that answered BACKING_DEFERRED (what to wait on or
+  // preempt for), beside step's plain answer; empty after any other answer.
+  std::optional<AdmissionDeferred> step_deferral() const;
 
   SessionPhase phase() const noexcept;
   std::shared_ptr<const BackingSnapshot> backing() const;
