@@ -61,7 +61,7 @@ import asyncio
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from ._core import sequence as _core_sequence
 from .errors import ClosedError, InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError
@@ -140,10 +140,16 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
     or a timeout too large to matter waits without a deadline; NaN or a negative timeout is
     InvalidArgumentError. ``poll`` is a positive, finite number of seconds."""
     timeout = _checked_seconds(timeout, "timeout", allow_infinite=True)
-    poll = _checked_seconds(poll, "poll", allow_infinite=False)
-    if poll == 0:
+    checked_poll = _checked_seconds(poll, "poll", allow_infinite=False)
+    if checked_poll is None:
+        raise LifecoreTypeError("wait_async: argument 'poll' must be a number, got NoneType")
+    if checked_poll == 0:
         raise InvalidArgumentError("wait_async: argument 'poll' must be positive, got 0")
-    if self._check():
+    poll = checked_poll
+    # _check and _set_wake_fd are the binding's private half of this method: the generated
+    # stubs list public names only, so they are reached through an untyped name.
+    registration: Any = self
+    if registration._check():
         return True
     if timeout == 0:
         return False
@@ -157,7 +163,7 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
         if done.done():
             return
         try:
-            if self._check():
+            if registration._check():
                 done.set_result(True)
             elif deadline is not None and loop.time() >= deadline:
                 done.set_result(False)
@@ -189,7 +195,7 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
     try:
         loop.add_reader(read_fd, woken)
         try:
-            self._set_wake_fd(write_fd)
+            registration._set_wake_fd(write_fd)
             try:
                 check()  # a wake between the first check and the hook
                 timer = loop.call_later(poll, tick)
@@ -197,7 +203,7 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
                     deadline_timer = loop.call_at(deadline, expire)
                 return await done
             finally:
-                self._set_wake_fd(None)  # never called after this: the pipe can close
+                registration._set_wake_fd(None)  # never called after this: the pipe can close
         finally:
             loop.remove_reader(read_fd)
             for handle in (timer, deadline_timer):
