@@ -19,13 +19,15 @@ from lifecore import CaptureStateError, ClosedError, DriverError, InvalidArgumen
 from lifecore import kernels as K
 from lifecore.models.stream_capture import VIEW_DRIVER_OPERATIONS
 
+from backend_roles import EMULATED
+
 N = 16
 DLPACK_CPU = 1
 
 
 @pytest.fixture
 def dev():
-    with lifecore.Device("mock") as device:
+    with lifecore.Device(EMULATED) as device:
         yield device
 
 
@@ -44,10 +46,10 @@ def f32(s, buf) -> np.ndarray:
 
 def test_the_mock_exports_cpu_memory_as_the_registry_says(dev) -> None:
     buf = dev.stream().alloc(64)
-    assert lifecore.backend_info("mock").dlpack_device_type == DLPACK_CPU
+    assert lifecore.backend_info(EMULATED).dlpack_device_type == DLPACK_CPU
     assert buf.__dlpack_device__() == (DLPACK_CPU, 0)
     assert buf.view("float32").__dlpack_device__() == (DLPACK_CPU, 0)
-    with lifecore.Device("mock", ordinal=1) as other:  # the host is CPU device 0 whatever the ordinal
+    with lifecore.Device(EMULATED, ordinal=1) as other:  # the host is CPU device 0 whatever the ordinal
         assert other.stream().alloc(8).__dlpack_device__() == (DLPACK_CPU, 0)
 
 
@@ -145,7 +147,7 @@ def test_dlpack_refusals(dev) -> None:
 
 def test_the_cuda_array_interface_is_only_where_the_registry_offers_it(dev) -> None:
     buf = dev.stream().alloc(16)
-    assert not lifecore.backend_info("mock").cuda_array_interface
+    assert not lifecore.backend_info(EMULATED).cuda_array_interface
     assert not hasattr(buf, "__cuda_array_interface__")
     assert not hasattr(buf.view("float32"), "__cuda_array_interface__")
 
@@ -270,13 +272,13 @@ def test_a_fault_in_host_view_changes_nothing(dev) -> None:
 
 @pytest.mark.parametrize("op", VIEW_DRIVER_OPERATIONS["cpu"])
 def test_a_fault_in_each_view_operation_takes_no_view(op: str) -> None:
-    with lifecore.Device("mock") as dev:
+    with lifecore.Device(EMULATED) as dev:
         s = dev.stream()
         buf = arange(s)
         dev.inject_fault(op, 999)
         with pytest.raises(DriverError) as raised:
             np.from_dlpack(buf.view("float32"))
-        assert raised.value.code == 999 and raised.value.call.startswith("mock")
+        assert raised.value.code == 999 and raised.value.call.startswith(EMULATED)
         assert buf.views == 0
         dev.clear_faults()
         np.testing.assert_array_equal(np.from_dlpack(buf.view("float32")), np.arange(N, dtype=np.float32))
