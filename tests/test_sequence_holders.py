@@ -119,3 +119,19 @@ def test_fingerprint_is_stable_and_verifiable_after_the_backing_moves():
     assert receipt.fingerprint == fp and session.receipt.fingerprint == fp
     other = c.admit("g", 16, 64).resources.open_session()
     assert other.fingerprint != fp
+
+
+def test_reprs_name_enum_members_not_numbers():
+    c = AdmissionCoordinator(domains={"kv": 4 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                             max_active_sequences=1)
+    first = c.admit("a", 16, 16)
+    deferred = c.admit("b", 16, 16)
+    assert isinstance(first, Admitted) and isinstance(deferred, AdmissionDeferred)
+    text = repr(deferred)
+    assert f"action={deferred.action.name}," in text and "action=0" not in text
+    session = first.resources.open_session()
+    first.resources.close()
+    decision = session.try_ensure_backing_covers(16)
+    assert repr(decision).startswith(f"BackingDecision(outcome={decision.outcome.name},")
+    session.request_cancel()
+    session.close()

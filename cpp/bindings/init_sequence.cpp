@@ -51,6 +51,12 @@ struct AdmittedDecision {
   std::shared_ptr<ResourcesHandle> resources;
 };
 
+// A repr names an enum member as Python does (its bound name), never by its number.
+template <class Enum>
+std::string member_name(Enum value) {
+  return nb::cast<std::string>(nb::cast(value).attr("name"));
+}
+
 std::string source_repr(const CapacitySource& s) {
   switch (s.kind) {
     case SourceKind::domain: return "Domain('" + s.domain_name + "')";
@@ -259,7 +265,7 @@ void bind_capacity_facts(nb::module_& m) {
   nb::class_<CapacityBlocker>(m, "CapacityBlocker")
       .def_ro("kind", &CapacityBlocker::kind).def_ro("source", &CapacityBlocker::source)
       .def("__repr__", [](const CapacityBlocker& b) {
-        return "CapacityBlocker(" + std::to_string(int(b.kind)) + ", " + source_repr(b.source) + ")";
+        return "CapacityBlocker(" + member_name(b.kind) + ", " + source_repr(b.source) + ")";
       });
   nb::class_<WaitCondition>(m, "WaitCondition", "The exact sources of a deferral and the epochs observed.")
       .def_ro("sources", &WaitCondition::sources).def_ro("epochs", &WaitCondition::epochs)
@@ -301,7 +307,7 @@ void bind_admission_answers(nb::module_& m) {
         return std::nullopt;
       })
       .def("__repr__", [](const AdmissionDeferred& d) {
-        std::string s = "AdmissionDeferred(request_id='" + d.request_id + "', action=" + std::to_string(int(d.action)) + ", sources=[";
+        std::string s = "AdmissionDeferred(request_id='" + d.request_id + "', action=" + member_name(d.action) + ", sources=[";
         for (const auto& src : d.wait_condition.sources) s += source_repr(src) + ",";
         return s + "])";
       });
@@ -345,7 +351,7 @@ void bind_backing(nb::module_& m) {
       .def_ro("reason", &BackingDecision::reason).def_ro("expected_generation", &BackingDecision::expected_generation)
       .def_ro("target_tokens", &BackingDecision::target_tokens).def_ro("target_pages", &BackingDecision::target_pages)
       .def("__repr__", [](const BackingDecision& d) {
-        return "BackingDecision(outcome=" + std::to_string(int(d.outcome)) + ", expected_generation=" +
+        return "BackingDecision(outcome=" + member_name(d.outcome) + ", expected_generation=" +
                std::to_string(d.expected_generation) + ", reason='" + d.reason + "')";
       });
 }
