@@ -89,6 +89,10 @@ std::string failure_text(const Status& status) {
   return text;
 }
 
+std::string status_summary(const Status& status) {
+  return status.name + ", status " + std::to_string(status.native_code);
+}
+
 void throw_status(const Status& status) {
   std::string text = failure_text(status);
   if (status.sticky)

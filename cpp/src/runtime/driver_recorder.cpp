@@ -8,10 +8,6 @@
 namespace lifecore::runtime {
 namespace {
 
-std::string status_text(const driver::Status& status) {
-  return status.name + ", status " + std::to_string(status.native_code);
-}
-
 class DriverRecording final : public Recording {
  public:
   DriverRecording(driver::GraphExecHandle exec, std::size_t nodes, std::vector<Staging> staging)
@@ -65,7 +61,7 @@ class DriverRecorder final : public Recorder {
   std::unique_ptr<Recording> seal(SealRefusal* refusal) override {
     driver::GraphNodeCounts counts;
     if (auto status = driver_.graph_node_counts(graph_, &counts); !status.ok()) {
-      *refusal = {"end_capture: counting the graph's nodes failed (" + status_text(status) + "); nothing was sealed",
+      *refusal = {"end_capture: counting the graph's nodes failed (" + driver::status_summary(status) + "); nothing was sealed",
                   "driver", status};
       return nullptr;
     }
@@ -80,7 +76,7 @@ class DriverRecorder final : public Recorder {
     }
     driver::GraphExecHandle exec{};
     if (auto status = driver_.graph_instantiate(graph_, &exec); !status.ok()) {
-      *refusal = {"end_capture: instantiating the graph failed (" + status_text(status) + "); nothing was sealed",
+      *refusal = {"end_capture: instantiating the graph failed (" + driver::status_summary(status) + "); nothing was sealed",
                   "instantiate", status};
       return nullptr;
     }

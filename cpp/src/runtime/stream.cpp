@@ -11,10 +11,6 @@
 namespace lifecore::runtime {
 namespace {
 
-std::string status_text(const driver::Status& status) {
-  return status.name + ", status " + std::to_string(status.native_code);
-}
-
 std::vector<ErrorAttribute> status_attributes(const driver::Status& status) {
   return {{"code", std::int64_t{status.native_code}}, {"status", status.name}, {"call", status.call},
           {"lifecore_status", std::string(driver::code_name(status.code))}};
@@ -24,15 +20,6 @@ std::string thread_text(std::thread::id id) {
   std::ostringstream out;
   out << id;
   return out.str();
-}
-
-const char* capture_mode_text(driver::CaptureMode mode) {
-  switch (mode) {
-    case driver::CaptureMode::global: return "global";
-    case driver::CaptureMode::thread_local_: return "thread_local";
-    case driver::CaptureMode::relaxed: return "relaxed";
-  }
-  return "unknown";
 }
 
 }  // namespace
@@ -70,7 +57,7 @@ void Stream::check_capture_thread(const char* op) const {
   if (me == capture_thread_) return;
   raise(ErrorKind::CaptureState,
         std::string(op) + ": the recording on this stream was begun by thread " + thread_text(capture_thread_) +
-            ", and in capture_mode '" + capture_mode_text(device_->capture_mode()) +
+            ", and in capture_mode '" + driver::capture_mode_name(device_->capture_mode()) +
             "' only that thread may end or abort it (this is thread " + thread_text(me) +
             "); nothing was changed. Use capture_mode='relaxed' to end captures from any thread");
 }
@@ -542,7 +529,7 @@ void Stream::raise_still_capturing(const char* op, const driver::Status& status,
   auto more = status_attributes(status);
   attributes.insert(attributes.end(), more.begin(), more.end());
   throw Error(kind,
-              std::string(op) + ": ending the driver capture failed (" + status_text(status) + ", in " + status.call +
+              std::string(op) + ": ending the driver capture failed (" + driver::status_summary(status) + ", in " + status.call +
                   ") and the driver still captures on this stream, so the stream stays in CAPTURE with its window "
                   "discarded (nothing was sealed); call end_capture or abort_capture again from thread " +
                   thread_text(capture_thread_) + " to end it",
@@ -593,10 +580,10 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   if (ended.abandoned) refuse(abandoned_capture_message(ended), "abandoned");
   if (!ended_status.ok()) {
     if (ended_status.code == driver::Code::capture_invalidated)
-      refuse("end_capture: the driver invalidated the capture (" + status_text(ended_status) +
+      refuse("end_capture: the driver invalidated the capture (" + driver::status_summary(ended_status) +
                       "): an operation it cannot record (a read, a sync) ran inside the window; nothing was sealed",
              "invalidated", &ended_status);
-    refuse("end_capture: ending the driver capture failed (" + status_text(ended_status) + ", in " +
+    refuse("end_capture: ending the driver capture failed (" + driver::status_summary(ended_status) + ", in " +
                     ended_status.call + "); nothing was sealed",
            "driver", &ended_status);
   }

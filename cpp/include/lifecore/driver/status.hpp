@@ -67,6 +67,8 @@ Status local_status(const StatusNaming& naming, Code code, std::string call, std
 
 // "<call> failed: <name> (<native code>): <message>", the message part only when there is one.
 std::string failure_text(const Status& status);
+// "<name>, status <native code>": a status inside a sentence that already names the call.
+std::string status_summary(const Status& status);
 
 // Throws lifecore::Error(ErrorKind::Driver, ...) carrying the native code and name, lifecore's
 // code name and the call as attributes; ErrorKind::DeviceLost for a sticky status.
