@@ -136,6 +136,9 @@ class CaptureSessionMachine(LifecycleMachine):
         physical=st.sampled_from([None, None, 200, 10**6]),
     )
     def setup(self, chosen, max_predictions, budgets, on_limit, scale_op, routing_op, physical):
+        """Admits a random plan on both (one to four selections, budgets at one of ``BUDGET_LEVELS``,
+        fail or skip, an optional physical limit), opens the session and, when drawn, enables a scale
+        and an expert-exclusion intervention."""
         extra_step, extra_total = BUDGET_LEVELS[budgets]
         selections, model_selections = [], []
         for i, (path, transform, first, every, decode_only) in enumerate(chosen):
@@ -235,6 +238,9 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule(data=st.data())
     @counted
     def begin_step(self, data):
+        """Begins a step at a drawn prediction and phase (mostly the next prediction in its own phase,
+        wrong ones included), on both: the refusals (a step still open, a routing control pending, a
+        prediction out of range or in the wrong phase, envelopes over budget) must agree."""
         max_p = self.model.max_predictions
         prediction = data.draw(st.sampled_from([self.model.next_prediction] * 6 + list(range(max_p + 1))))
         phase = data.draw(st.sampled_from([None] * 8 + ["prefill", "decode"]))
@@ -247,6 +253,8 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule()
     @counted
     def begin_next_step(self):
+        """Begins the next prediction's step in its own phase (prefill at 0, decode after), when no step
+        is open and predictions remain, on both."""
         prediction = self.model.next_prediction
         phase = model.PREFILL if prediction == 0 else model.DECODE
         impl_phase = CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE
@@ -257,18 +265,21 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule()
     @counted
     def take_open_step(self):
+        """``take_step`` while a step is open."""
         self.take_step()
 
     @precondition(lambda self: self.model.step_open)
     @rule(path=st.sampled_from(PATHS), shape_ok=st.sampled_from([True] * 5 + [False]))
     @counted
     def observe_in_step(self, path, shape_ok):
+        """``observe`` while a step is open, mostly with the right shape."""
         self.observe(path, shape_ok)
 
     @precondition(lambda self: self.model.step_open)
     @rule(path=st.sampled_from(PATHS))
     @counted
     def intervene_in_step(self, path):
+        """``intervene`` while a step is open."""
         self.intervene(path)
 
     @precondition(lambda self: self.model.step_open)
@@ -284,6 +295,9 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule(path=st.sampled_from(PATHS), shape_ok=st.booleans())
     @counted
     def observe(self, path, shape_ok):
+        """Observes ``path`` (with a wrong shape when ``shape_ok`` is false) on both: whether the backend
+        is called, and the refusals, must agree; a point with nothing to capture, or a call that breaks
+        a session rule, must not call the backend."""
         shape = self._shape(path)
         if not shape_ok:
             shape = shape[:2] + (shape[2] + 1,)
@@ -303,6 +317,9 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule(path=st.sampled_from(PATHS))
     @counted
     def intervene(self, path):
+        """Runs the interventions at ``path`` on a tensor of the step's shape, on both: whether a
+        replacement is produced, and the refusals (no open step, a point run twice in a step,
+        intervene before observe), must agree."""
         tensor = self.tensor_factory(self._shape(path), "floating", 4)
         evidence = _usage(payload_cost(TransformKind.SUMMARY, list(self._shape(path)), 4))
         r = self.both("intervene", lambda: self.model.intervene(path, evidence),
@@ -314,12 +331,17 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule()
     @counted
     def finish_interventions(self):
+        """Calls ``finish_interventions`` on both: refused alike when no step is open, a routing control
+        is pending, or a scheduled intervention did not complete."""
         self.both("finish_interventions", self.model.finish_interventions, self.session.finish_interventions)
 
     @precondition(lambda self: self.has_routing)
     @rule(rows=st.sampled_from([0, 1, PROMPT, 2**63]))
     @counted
     def routing_control(self, rows):
+        """Asks for the router's routing control for ``rows`` token rows (0, 1, the prompt's, or far too
+        many), on both: whether a control is handed out, and the refusals, must agree. A control
+        handed out fixes the rows ``routing_applied`` reports."""
         r = self.both("routing_control", lambda: self.model.routing_control(ROUTER, rows),
                                          lambda: self.session.routing_control(ROUTER, rows))
         if not r.kind:
@@ -330,6 +352,9 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule(with_original=st.booleans())
     @counted
     def routing_applied(self, with_original):
+        """Reports a routing result at the router (with or without the original decision) for the rows
+        of the last control handed out, on both: an unsolicited or unmatched result, a missing
+        original and an evidence budget must be refused alike."""
         rows = getattr(self, "rows", 1) or 1
         ids = self.tensor_factory((rows, TOP_K), "integer", 8)
         coefficients = self.tensor_factory((rows, TOP_K), "floating", 4)
@@ -344,12 +369,18 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule()
     @counted
     def routing_failed(self):
+        """Reports that the router's selector failed (with an over-long, non-ASCII message), on both:
+        the pending control's operation, or the point's scheduled routing operations, fail; the
+        outcomes must agree."""
         self.both("routing_failed", lambda: self.model.routing_failed(ROUTER),
                                     lambda: self.session.routing_failed(ROUTER, "selector failed " + "é" * 300))
 
     @rule()
     @counted
     def take_step(self):
+        """Takes the step on both (None when no step is open): the prediction, step and cumulative
+        usage, each record's outcome, reason, budget and charge, and each intervention's outcome must
+        agree; messages fit 256 bytes and a record's JSON fits its charged encoded bytes."""
         r = self.both("take_step", self.model.take_step, self.session.take_step)
         assert (r.actual is None) == (r.expected is None)
         if r.actual is None:
@@ -377,6 +408,9 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule()
     @counted
     def checkpoint(self):
+        """Checkpoints the session on both (refused alike inside a step, with a routing control pending,
+        or after a step that did not complete): the prediction agrees, the checkpoint has stored
+        bytes, and it is kept for ``restore``."""
         r = self.both("checkpoint", self.model.checkpoint, lambda: self.session.checkpoint(self.discovery))
         if not r.kind:
             assert r.actual.prediction == r.expected.prediction and r.actual.has_step == r.expected.has_step
@@ -387,6 +421,9 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule(data=st.data(), prepare_only=st.booleans())
     @counted
     def restore(self, data, prepare_only):
+        """Restores a kept checkpoint on both, or prepares a restore and drops it (which changes
+        nothing); a checkpoint of another session (the parent, after a fork) is refused alike. A
+        restore republishes no step, moves to the model's next prediction and refunds nothing."""
         impl_cp, model_cp = data.draw(st.sampled_from(self.checkpoints))
         before = self.session.cumulative_usage().as_tuple()
         if prepare_only:
@@ -403,6 +440,8 @@ class CaptureSessionMachine(LifecycleMachine):
     @rule(max_predictions=st.sampled_from([None, 2, 8]))
     @counted
     def fork(self, max_predictions):
+        """Forks the session at a step boundary (optionally with a new prediction limit) on both: the
+        child starts with the parent's cumulative usage, and the machine goes on with the child."""
         r = self.both("fork", lambda: self.model.fork(max_predictions),
                               lambda: self.session.fork(self.discovery, max_predictions=max_predictions))
         if not r.kind:
@@ -413,6 +452,8 @@ class CaptureSessionMachine(LifecycleMachine):
     # -- invariants ------------------------------------------------------------------------
     @invariant()
     def usage_matches_model_and_never_decreases(self):
+        """Checks that the session's cumulative usage is the model's and never decreases (no refund,
+        across restores and forks)."""
         if not hasattr(self, "model"):
             return
         usage = self.session.cumulative_usage().as_tuple()
@@ -422,6 +463,8 @@ class CaptureSessionMachine(LifecycleMachine):
 
     @invariant()
     def no_limit_exceeded(self):
+        """Checks that neither the cumulative usage nor the current step's usage is over the plan's
+        limits."""
         if not hasattr(self, "model"):
             return
         limits = self.session.plan.plan.limits

@@ -107,6 +107,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         return given if given is not None else type(self).bound_factory
 
     def option_or_bound(self, name: str, given: Any) -> Any:
+        """The option ``name`` the constructor was given (``given``), else the one :meth:`bind` bound
+        under that name (None when neither)."""
         return given if given is not None else type(self).bound_options.get(name)
 
     def both(self, what: str, model_call: Callable[[], Any], core_call: Callable[[], Any]) -> Agreement:
@@ -117,4 +119,5 @@ class LifecycleMachine(RuleBasedStateMachine):
         """Runs after every counted rule (a lifecycle's clean-up between steps)."""
 
     def teardown(self) -> None:
+        """Counts the machine's end in the lifecycle's stats (their ``on_run_end`` runs)."""
         type(self).stats.run_ended()

@@ -80,6 +80,7 @@ class MachineStats:
             self.trace.append((rule, tuple(sorted((k, repr(v)) for k, v in arguments.items()))))
 
     def run_ended(self) -> None:
+        """Called at every machine's teardown: runs ``on_run_end`` with these stats, when one is set."""
         if self.on_run_end is not None:
             self.on_run_end(self)
 

@@ -216,6 +216,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(extra=st.integers(0, 4))
     @counted
     def grow(self, extra: int) -> None:
+        """Grows domain ``a`` by up to ``extra`` pages (never past its maximum) on both; the outcomes
+        must agree (a closed coordinator refuses alike)."""
         target = min(self.model.total["a"] + extra * PAGE_BYTES, self.model.maximum["a"])
         self.both(f"grow_domain(a, {target})", lambda: self.model.grow_domain("a", target),
                   lambda: self.real.grow_domain("a", target))
@@ -224,6 +226,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50))
     @counted
     def open_session(self, i: int) -> None:
+        """Opens the session of an admitted sequence whose resources are held and have none yet, on
+        both; a second ``open_session`` must then be refused on both (SessionStateError)."""
         e = self._pick(i, lambda e: e.rr is not None and e.rs is None)
         if e is None:
             return
@@ -237,6 +241,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50))
     @counted
     def close_resources(self, i: int) -> None:
+        """Closes a held resources handle on both; the sequence's capacity is released once no session
+        holds it either."""
         e = self._pick(i, lambda e: e.rr is not None)
         if e is None:
             return
@@ -281,6 +287,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50), delta=st.integers(-2, 5))
     @counted
     def step(self, i: int, delta: int) -> None:
+        """Calls ``step(tokens)`` on a live session (its current tokens plus ``delta``, invalid targets
+        included), on both: the outcome's name or the refusal must agree."""
         e = self._pick(i, self._live)
         if e is None:
             return
@@ -384,6 +392,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50))
     @counted
     def acquire(self, i: int) -> None:
+        """Acquires a frame on an open session without one (one pick in five: any live session, to reach
+        the refusals), on both: the frame id and its snapshot must agree. The frame is kept."""
         e = (self._pick(i, lambda e: self._open(e) and e.ms.active_frame is None) if i % 5 else None) or self._pick(
             i, self._live)
         if e is None:
@@ -402,6 +412,8 @@ class SequenceSessionMachine(LifecycleMachine):
                                                     "close"]))
     @counted
     def finalize_frame(self, i: int, how: str) -> None:
+        """Ends a kept frame by commit, abort, rollback_unsubmitted or close, on both: the outcomes must
+        agree (commit's by name), and a frame lifecore finalized is finalized in the model."""
         e = self._pick(i, lambda e: e.frame is not None)
         if e is None:
             return
@@ -418,6 +430,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50), key=st.integers(0, 3))
     @counted
     def prepare_flight(self, i: int, key: int) -> None:
+        """Prepares flight ``key`` on a live session holding a frame, on both (a duplicate key or no
+        active frame is refused alike); a prepared flight is kept."""
         e = self._pick(i, lambda e: self._live(e) and e.frame is not None)
         if e is None:
             return
@@ -431,6 +445,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50), how=st.sampled_from(["dispatch", "not_submitted", "finish", "release", "close"]))
     @counted
     def flight_op(self, i: int, how: str) -> None:
+        """Dispatches, marks not submitted, finishes, releases or closes a kept flight, on both: the
+        outcomes must agree, and whether the flight is released."""
         e = self._pick(i, lambda e: bool(e.flights))
         if e is None:
             return
@@ -447,6 +463,9 @@ class SequenceSessionMachine(LifecycleMachine):
                                                     "try_abort_if_quiescent"]))
     @counted
     def transition(self, i: int, how: str) -> None:
+        """Calls request_cancel, try_complete, try_abort or try_abort_if_quiescent on a session (mostly
+        a live one), on both: request_cancel's active frame and flights, or the receipt's outcome,
+        frame counts and backing generation, must agree."""
         e = self._pick_session(i)
         if e is None:
             return
@@ -465,6 +484,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50))
     @counted
     def drop_session(self, i: int) -> None:
+        """Closes a live session's handle on both; the sequence's capacity is released once its
+        resources handle is closed too."""
         e = self._pick(i, lambda e: e.rs is not None and not e.ms.handle_closed)
         if e is None:
             return
@@ -475,6 +496,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50))
     @counted
     def release_sources(self, i: int) -> None:
+        """Asks a session (mostly a live one) which capacity sources it would release, on both: the
+        outcomes must agree, and the sources be the model's, in its order."""
         e = self._pick_session(i)
         if e is None:
             return
@@ -490,6 +513,9 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(d=st.integers(0, 5), i=st.integers(0, 50), via_session=st.booleans())
     @counted
     def register_waiter(self, d: int, i: int, via_session: bool) -> None:
+        """Registers a waiter for a remembered deferral, on both: through a session (mostly the owning
+        one, for a backing deferral) or on the coordinator; the outcomes must agree. The six newest
+        waiters are kept; an older one is cancelled."""
         if not self.deferreds:
             return
         rd, md = self.deferreds[d % len(self.deferreds)]
@@ -518,6 +544,9 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(d=st.integers(0, 5))
     @counted
     def preempt(self, d: int) -> None:
+        """Runs ``preempt_for`` for a remembered deferral over the live sessions, and the same policy on
+        the model (abort quiescent sessions that release a source the demand waits on, until it
+        fits): the victims and whether the demand is satisfied must agree."""
         if not self.deferreds:
             return
         rd, md = self.deferreds[d % len(self.deferreds)]
@@ -565,6 +594,8 @@ class SequenceSessionMachine(LifecycleMachine):
     # ---------- invariants ----------
     @invariant()
     def phases_match(self) -> None:
+        """Checks that each session's phase, next frame id, retired frames and flight count are the
+        model's, and that a terminal phase (COMPLETED, ABORTED) never changes."""
         for e in self.entries:
             if e.rs is None:
                 continue
@@ -579,6 +610,9 @@ class SequenceSessionMachine(LifecycleMachine):
 
     @invariant()
     def capacity_matches(self) -> None:
+        """Checks the coordinator's capacity (used bytes, active sequences, each domain's total and
+        epoch, the slots, physical and release epochs) against the model, and that each domain's use,
+        and the live page-memory bytes, are its live sequences' pages."""
         cap = self.real.capacity()
         assert cap.used_bytes == self.model.used
         assert cap.active_sequences == self.model.active <= self.model.max_active
@@ -597,6 +631,8 @@ class SequenceSessionMachine(LifecycleMachine):
 
     @invariant()
     def live_frames_keep_their_snapshot(self) -> None:
+        """Checks that a frame not yet finalized still reports the snapshot (generation, tokens, pages)
+        it was acquired with."""
         for e in self.entries:
             if e.frame is not None and not e.frame[0].finalized:
                 snap = e.frame[0].snapshot
@@ -604,6 +640,8 @@ class SequenceSessionMachine(LifecycleMachine):
 
     @invariant()
     def waiters_match(self) -> None:
+        """Checks that each kept waiter's ``should_retry()`` and wake count are the model's (and counts
+        new wake-ups in the stats)."""
         for r, m, _ in self.waiters:
             assert r.should_retry() == m.should_retry()
             assert r.wake_count == m.wakes
@@ -613,6 +651,7 @@ class SequenceSessionMachine(LifecycleMachine):
                 self.wakes_counted[id(m)] = (m, m.wakes)
 
     def teardown(self) -> None:
+        """Drops every handle on both sides; usage must return to zero."""
         try:
             self._release_everything()
         finally:

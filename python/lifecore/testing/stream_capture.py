@@ -161,13 +161,16 @@ class StreamCaptureMachine(LifecycleMachine):
 
     @property
     def real0(self) -> Any:
+        """Stream 0 of the device under test: the stream most rules work on."""
         return self.streams[0][0]
 
     @property
     def sid0(self) -> int:
+        """The model's id of stream 0."""
         return self.streams[0][1]
 
     def model_state(self, sid: Optional[int] = None) -> Any:
+        """The model's capture state of stream ``sid`` (stream 0 when None)."""
         return self.model.state(self.sid0 if sid is None else sid)
 
     def _alloc(self, count: int) -> Optional[_Buffer]:
@@ -313,6 +316,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(size_class=st.integers(0, len(SIZES) - 1), values=st.none() | st.lists(VALUES, min_size=16, max_size=16))
     @counted
     def alloc(self, size_class: int, values: Optional[list[float]]) -> None:
+        """Allocates a buffer of one size class on both and, outside a recording, writes ``values`` into
+        it. A refused allocation (legitimate only inside an invalidated hardware capture) adds nothing."""
         buf = self._alloc(SIZES[size_class])
         if buf is None:
             return
@@ -324,6 +329,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK)
     @counted
     def free(self, i: int) -> None:
+        """Frees a live buffer (more than two are live) on both; the device's buffer must then report
+        itself not alive. It is kept for ``use_after_free``."""
         buf = self.buffers.pop(i % len(self.buffers))
         buf.real.free()
         self.model.free(buf.mid)
@@ -334,6 +341,7 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK)
     @counted
     def use_after_free(self, i: int) -> None:
+        """Fills a freed buffer on stream 0: lifecore must refuse it with ClosedError."""
         buf = self.freed[i % len(self.freed)]
         try:
             self.real0.fill(buf.real, 0)
@@ -345,6 +353,7 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK, values=st.lists(VALUES, min_size=16, max_size=16))
     @counted
     def write(self, i: int, values: list[float]) -> None:
+        """Writes values into a live buffer on stream 0, on both; the outcomes must agree."""
         buf = self._pick(i)
         if buf is None:
             return  # no live buffer of that size (all freed or discarded with their window)
@@ -353,6 +362,7 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK, bits=FILL_BITS)
     @counted
     def fill(self, i: int, bits: int) -> None:
+        """Fills a live buffer with a 32-bit pattern on stream 0, on both; the outcomes must agree."""
         buf = self._pick(i)
         if buf is None:
             return  # no live buffer of that size (all freed or discarded with their window)
@@ -362,6 +372,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK, j=PICK)
     @counted
     def copy(self, i: int, j: int) -> None:
+        """Copies a live buffer into another of the same size on stream 0, on both; the outcomes must
+        agree."""
         dst = self._pick(i)
         if dst is None:
             return  # no live buffer of that size (all freed or discarded with their window)
@@ -375,6 +387,8 @@ class StreamCaptureMachine(LifecycleMachine):
           i=PICK, j=PICK, k=PICK)
     @counted
     def launch(self, kernel: str, a: float, i: int, j: int, k: int) -> None:
+        """Launches one of the built-in kernels over live buffers of one size on stream 0, on both; the
+        outcomes must agree."""
         first = self._pick(i)
         if first is None:
             return  # no live buffer of that size (all freed or discarded with their window)
@@ -383,6 +397,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK)
     @counted
     def read(self, i: int) -> None:
+        """Reads a live buffer on stream 0, on both: the outcomes must agree, and the contents must be
+        the model's float32 values (up to rounding; undefined contents match anything)."""
         buf = self._pick(i)
         if buf is None:
             return  # no live buffer of that size (all freed or discarded with their window)
@@ -391,6 +407,7 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule()
     @counted
     def sync(self) -> None:
+        """Synchronizes stream 0 on both: a queued failure must surface on both alike."""
         self.both("sync", lambda: self.model.sync(self.sid0), self.real0.sync)
 
     def _profile(self, what: str, fault: Optional[str] = None) -> None:
@@ -409,11 +426,15 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule()
     @counted
     def profile(self) -> None:
+        """Profiles an empty stretch of stream 0 on both: the outcomes must agree and a measured time is
+        never negative."""
         self._profile("profile")
 
     @rule()
     @counted
     def cleanup(self) -> None:
+        """Runs the device's cleanup and the model's: while a window is active it changes nothing (pool
+        bytes and slices); otherwise it leaves no free slice and no unpinned info entry."""
         before = self.device.memory_stats()
         ran = self.model.cleanup()
         self.device.cleanup()
@@ -430,29 +451,40 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(owner=OWNERS)
     @counted
     def graph_prepare(self, owner: int) -> None:
+        """Calls ``graph_prepare(owner)`` on stream 0 in whatever state it is in, on both; the outcomes
+        must agree (an out-of-order call is refused alike)."""
         self.both(f"graph_prepare({owner})", lambda: self.model.graph_prepare(self.sid0, owner),
                   lambda: self.real0.graph_prepare(owner))
 
     @rule()
     @counted
     def begin_capture(self) -> None:
+        """Calls ``begin_capture`` on stream 0 in whatever state it is in, on both; the outcomes must
+        agree."""
         self.both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
 
     @rule()
     @counted
     def end_capture(self) -> None:
+        """Calls ``end_capture`` on stream 0 as the window's owner (0 when there is none), on both. A
+        sealed graph must be alive, hardware exactly on a hardware-graph device, and then hold the
+        model's node count."""
         owner = self.model_state().owner
         self._end(0 if owner is None else owner)
 
     @rule()
     @counted
     def end_capture_abandoned(self) -> None:
+        """Calls ``end_capture`` on stream 0 as a caller that does not own the window, on both: the
+        window closes without a graph (CaptureRefusedError), or the out-of-order call is refused
+        alike."""
         owner = self.model_state().owner
         self._end(1 if owner is None else owner + 1)
 
     @rule()
     @counted
     def abort_capture(self) -> None:
+        """Aborts stream 0's capture on both, from any state: back to NO_CAPTURE, its window undone."""
         self.model.abort_capture(self.sid0)
         self.real0.abort_capture()
 
@@ -520,6 +552,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK, elsewhere=st.booleans(), explicit=st.booleans())
     @counted
     def replay(self, i: int, elsewhere: bool, explicit: bool) -> None:
+        """Replays a live graph outside a recording, on both: on stream 0 (the default stream or named),
+        or on stream 1 after stream 0 is drained and synchronized. The outcomes must agree."""
         g = self.graphs[i % len(self.graphs)]
         if elsewhere:
             # Order the other stream after stream 0's eager work, and stream 0 after the replay.
@@ -537,6 +571,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK)
     @counted
     def destroy(self, i: int) -> None:
+        """Destroys a live graph on both; the device's graph must then report itself not alive. It is
+        kept for ``replay_destroyed``."""
         g = self.graphs.pop(i % len(self.graphs))
         g.real.destroy()
         self.model.destroy(g.gid)
@@ -547,6 +583,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @rule(i=PICK)
     @counted
     def replay_destroyed(self, i: int) -> None:
+        """Replays a destroyed graph outside a recording: lifecore must refuse it as the model does
+        (ClosedError)."""
         g = self.destroyed[i % len(self.destroyed)]
         self.both("replay destroyed", lambda: self.model.replay(g.gid, self.sid0), lambda: g.real.replay())
 
@@ -669,6 +707,9 @@ class StreamCaptureMachine(LifecycleMachine):
 
     @invariant()
     def agrees_with_the_model(self) -> None:
+        """Checks each stream's capture state against the model's (and that NO_CAPTURE accepts a
+        prepare), that the pool balances, that graphs, windows, info entries and pins are the model's
+        counts, and that nothing stays retained once no graph and no window is left."""
         start = time.perf_counter()
         try:
             self._check_invariants()
