@@ -1,9 +1,16 @@
 """Walk lifecore's public API: list what has no docstring, or write the API reference.
 
 The public API is every name a public module exports (``__all__``, or its names without a
-leading underscore), and every public method and property of each exported class. Enum members
-are values, documented by their enum's docstring. A nanobind function always has a
-``__doc__`` (its signature); it counts as documented only when text follows the signature.
+leading underscore), and every public method, property and annotated attribute of each exported
+class. Enum members are values, documented by their enum's docstring. A method that overrides a
+documented one without a docstring of its own reads the base's (``inspect.getdoc``).
+
+What does not count as documentation: the signature nanobind puts first in a function's
+``__doc__`` (only text after it counts; a nanobind property's getter carries the same), the
+``Name(field, ...)`` line a dataclass or named tuple gets when it has no docstring, and a class
+docstring inherited from a base. An attribute is documented by a string right below it (an
+attribute docstring), by ``#:`` comments right above it, or by its class docstring naming it
+in double backquotes (the paragraph or list item that does is its text).
 
     python tools/api_reference.py --missing     # one line per undocumented name; exit 1 if any
     python tools/api_reference.py --write       # regenerate docs/api.md from the docstrings
@@ -12,10 +19,13 @@ are values, documented by their enum's docstring. A nanobind function always has
 from __future__ import annotations
 
 import argparse
+import ast
 import enum
 import importlib
 import inspect
+import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -42,7 +52,7 @@ class Entry:
 
     module: str
     qualname: str
-    kind: str  # "class", "function", "method", "property", "constant"
+    kind: str  # "class", "function", "method", "property", "attribute"
     signature: str
     doc: str
 
@@ -53,11 +63,15 @@ def _is_nanobind_function(obj: Any) -> bool:
 
 def _split_nanobind_doc(obj: Any) -> tuple[str, str]:
     """(signature lines, docstring) of a nanobind function's ``__doc__``."""
-    doc = obj.__doc__ or ""
-    name = getattr(obj, "__name__", "")
+    return _split_signatures(obj.__doc__ or "", getattr(obj, "__name__", ""))
+
+
+def _split_signatures(doc: str, name: str) -> tuple[str, str]:
+    """The leading signature lines of a nanobind ``__doc__`` (one per overload: ``name(...)``,
+    or ``(...)`` for an unnamed getter), and the text after them."""
     lines = doc.splitlines()
     signatures: list[str] = []
-    while lines and lines[0].startswith(name + "("):
+    while lines and (lines[0].startswith(name + "(") if name else lines[0].startswith("(")):
         signatures.append(lines.pop(0))
     return "\n".join(signatures), "\n".join(lines).strip()
 
@@ -71,6 +85,11 @@ def _signature(obj: Any) -> str:
         return ""
 
 
+def _generated_class_doc(cls: type, doc: str) -> bool:
+    """Whether ``doc`` is the one line a dataclass or named tuple gets without a docstring."""
+    return "\n" not in doc.strip() and doc.strip().startswith(cls.__name__ + "(")
+
+
 def _doc(obj: Any) -> str:
     if _is_nanobind_function(obj):
         return _split_nanobind_doc(obj)[1]
@@ -80,7 +99,81 @@ def _doc(obj: Any) -> str:
         return ""
     if inspect.isclass(obj) and len(obj.__mro__) > 1 and obj.__doc__ == obj.__mro__[1].__doc__:
         return ""
+    if inspect.isclass(obj) and _generated_class_doc(obj, doc):
+        return ""
     return doc
+
+
+def _property_doc(prop: Any) -> str:
+    """A property's docstring; for a nanobind property whose getter has none, nanobind gives the
+    getter's signature (``(self) -> int``), which is not documentation."""
+    doc = prop.__doc__ or ""
+    getter = getattr(prop, "fget", None)
+    if getter is not None and _is_nanobind_function(getter):
+        return _split_signatures(doc, getattr(getter, "__name__", ""))[1]
+    return inspect.cleandoc(doc)
+
+
+def _attribute_docs(cls: type) -> dict[str, str]:
+    """The attribute docstrings (a string right below the assignment) and ``#:`` comments (right
+    above it) in the class body's source; empty for a class without Python source."""
+    try:
+        lines, _ = inspect.getsourcelines(cls)
+    except (OSError, TypeError):
+        return {}
+    source = textwrap.dedent("".join(lines))
+    try:
+        body = ast.parse(source).body[0]
+    except (SyntaxError, IndexError):
+        return {}
+    if not isinstance(body, ast.ClassDef):
+        return {}
+    source_lines = source.splitlines()
+    docs: dict[str, str] = {}
+    for statement, following in zip(body.body, body.body[1:] + [None]):
+        if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+            name = statement.target.id
+        elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            name = statement.targets[0].id
+        else:
+            continue
+        if (isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)):
+            docs[name] = inspect.cleandoc(following.value.value)
+            continue
+        comments: list[str] = []
+        row = statement.lineno - 2  # the line above, 0-based
+        while row >= 0 and source_lines[row].strip().startswith("#:"):
+            comments.insert(0, source_lines[row].strip()[2:].strip())
+            row -= 1
+        if comments:
+            docs[name] = " ".join(comments)
+    return docs
+
+
+def _class_doc_naming(cls: type, name: str) -> str:
+    """The paragraph or list item of the class's own docstring that names ``name`` (in double
+    backquotes, as reStructuredText marks code)."""
+    doc = inspect.cleandoc(cls.__doc__ or "")
+    blocks = re.split(r"\n\s*\n|\n(?=\s*- )", doc)
+    for block in blocks:
+        if f"``{name}``" in block:
+            return " ".join(line.strip() for line in block.splitlines()).removeprefix("- ")
+    return ""
+
+
+def _attributes(cls: type) -> Iterator[tuple[str, str, str]]:
+    """(name, annotation, docstring) for the public attributes a class annotates itself."""
+    annotations = inspect.get_annotations(cls)  # the class's own, as written
+    if not annotations:
+        return
+    sourced = _attribute_docs(cls)
+    for name, annotation in annotations.items():
+        if name.startswith("_"):
+            continue
+        if not isinstance(annotation, str):
+            annotation = getattr(annotation, "__name__", repr(annotation))
+        yield name, annotation, sourced.get(name) or _class_doc_naming(cls, name)
 
 
 def _module_names(module: Any) -> list[str]:
@@ -102,8 +195,21 @@ def _members(cls: type) -> Iterator[tuple[str, str, Any]]:
             yield name, "method", value.__func__
         elif isinstance(value, property) or type(value).__name__ == "nb_property":
             yield name, "property", value
+        elif inspect.isclass(value):
+            continue  # a nested class is reached through the module that exports it, if any
         elif callable(value):
             yield name, "method", value
+
+
+def _import(module_name: str) -> Any:
+    """The module, or None when it does not exist in this build or needs a package that is not
+    installed (e.g. lifecore.torch without torch). A lifecore import that breaks is raised."""
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name == module_name or not (error.name or "").startswith("lifecore"):
+            return None
+        raise
 
 
 def walk() -> list[Entry]:
@@ -111,10 +217,9 @@ def walk() -> list[Entry]:
     entries: list[Entry] = []
     seen: set[int] = set()
     for module_name in PUBLIC_MODULES:
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue  # an optional module whose dependency is missing (e.g. lifecore.torch)
+        module = _import(module_name)
+        if module is None:
+            continue
         for name in _module_names(module):
             obj = getattr(module, name, None)
             if obj is None or inspect.ismodule(obj) or id(obj) in seen:
@@ -122,8 +227,11 @@ def walk() -> list[Entry]:
             seen.add(id(obj))
             if inspect.isclass(obj):
                 entries.append(Entry(module_name, name, "class", "", _doc(obj)))
+                for attribute, annotation, doc in _attributes(obj):
+                    entries.append(Entry(module_name, f"{name}.{attribute}", "attribute",
+                                         f"{attribute}: {annotation}", doc))
                 for member, kind, value in _members(obj):
-                    doc = (value.__doc__ or "").strip() if kind == "property" else _doc(value)
+                    doc = _property_doc(value) if kind == "property" else _doc(value)
                     signature = "" if kind == "property" else _signature(value)
                     entries.append(Entry(module_name, f"{name}.{member}", kind, signature, doc))
             elif callable(obj):

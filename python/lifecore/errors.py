@@ -52,7 +52,10 @@ class CaptureStateError(LifecoreError):
 
 class CaptureRefusedError(LifecoreError):
     """``end_capture`` refused to seal the recording (memory nodes, an invalidated driver
-    capture, an error queued during the window). The stream is out of capture and usable."""
+    capture, an error queued during the window). The stream is out of capture and usable.
+    ``cause`` names why (e.g. ``memory_nodes``, ``invalidated``, ``queued_error``); a refusal a
+    driver status caused also carries that status's ``code``, ``status``, ``call`` and
+    ``lifecore_status``."""
 
 
 class DriverError(LifecoreError):
@@ -62,20 +65,27 @@ class DriverError(LifecoreError):
     ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``), ``call`` (the driver call),
     ``driver_message`` and ``lifecore_status`` (lifecore's own name for the status, the same
     on every backend, e.g. ``capture_invalidated``; one of ``lifecore._core.status_codes()``).
+    An error raised without them (by Python code) reads the class's defaults.
     """
 
     code: int = 0
+    """The status number the driver returned, as the backend's own API numbers it."""
     status: str = ""
+    """The native name of that status, e.g. ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``."""
     lifecore_status: str = ""
+    """lifecore's name for the status, the same on every backend (e.g. ``capture_invalidated``):
+    one of ``lifecore._core.status_codes()``. Branch on this, not on ``code``."""
     call: str = ""
+    """The driver call that failed, by its native name (e.g. ``cuModuleLoadDataEx``)."""
     driver_message: str = ""
+    """The driver's own description of the status, when it gives one (else empty)."""
 
 
 class DeviceLostError(DriverError):
     """The driver reported a sticky error (for example a kernel fault): the device's context
     is unusable until the process ends. Every later call on the device raises this error
     again; nothing it held can be used. ``code``, ``status`` and ``call`` name the first
-    failure."""
+    failure; a later call's error also carries ``reason``, the first failure's text."""
 
 
 class BackendUnavailableError(LifecoreError):
@@ -101,11 +111,15 @@ class BudgetExceededError(LifecoreError):
     """
 
     budget: str = ""
+    """The budget the reservation went over: ``captures``, ``retained_bytes``, ``host_bytes`` or
+    ``encoded_bytes``."""
     cumulative: bool = False
+    """True when the session's cumulative limit was hit, False when the per-step one was."""
 
 
 class AdmissionError(LifecoreError):
-    """A plan or a request was refused at admission."""
+    """A plan or a request was refused at admission (an unknown observation path is named in the
+    error's ``path``)."""
 
 
 class SessionStateError(LifecoreError):

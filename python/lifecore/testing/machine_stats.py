@@ -21,6 +21,8 @@ Step = tuple[str, tuple[tuple[str, str], ...]]
 class MachineStats:
     """Counters across every machine of one lifecycle in this process.
 
+    - ``lifecycle``: the lifecycle's name (errors and reports name it); ``current``: the rule
+      running now (an outcome noted outside a rule of its own counts for it);
     - ``runs``: machines constructed; ``steps``: rules run (a rule that calls another is one
       step); ``rules``: how often each rule ran;
     - ``outcomes``: ``(rule, outcome) -> count``: what a rule noted, and ``err:<kind>`` for
@@ -43,7 +45,7 @@ class MachineStats:
     events: Counter = field(default_factory=Counter)
     rule_seconds: float = 0.0
     invariant_seconds: float = 0.0
-    current: str = ""  # the rule running now (outcomes without a rule of their own go to it)
+    current: str = ""
     trace: Optional[list[Step]] = None
     on_run_end: Optional[Callable[["MachineStats"], None]] = None
 
