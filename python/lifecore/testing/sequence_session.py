@@ -241,8 +241,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50))
     @counted
     def close_resources(self, i: int) -> None:
-        """Closes a held resources handle on both; the sequence's capacity is released once no session
-        holds it either."""
+        """Closes a held resources handle on both; the sequence's capacity is released once nothing
+        else (its session, a frame) holds it."""
         e = self._pick(i, lambda e: e.rr is not None)
         if e is None:
             return
@@ -484,8 +484,8 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(i=st.integers(0, 50))
     @counted
     def drop_session(self, i: int) -> None:
-        """Closes a live session's handle on both; the sequence's capacity is released once its
-        resources handle is closed too."""
+        """Closes a live session's handle on both; the sequence's capacity is released once nothing
+        else (its resources handle, a frame) holds it."""
         e = self._pick(i, lambda e: e.rs is not None and not e.ms.handle_closed)
         if e is None:
             return
