@@ -428,10 +428,10 @@ void bind_stream(nb::module_& m) {
              return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
            },
            "buf"_a, "Synchronizes the stream and returns the buffer's bytes.")
-      .def("fill", &fill, "buf"_a, "value"_a,
+      .def("fill", &fill, "buf"_a.none(), "value"_a,
            nb::sig("def fill(self, buf: Buffer | BufferView | object, value: int) -> None"),
            "Sets every 32-bit word of the buffer to value. buf may be a BufferView or a tensor (see launch).")
-      .def("copy", &copy, "dst"_a, "src"_a,
+      .def("copy", &copy, "dst"_a.none(), "src"_a.none(),
            nb::sig("def copy(self, dst: Buffer | BufferView | object, src: Buffer | BufferView | object) -> None"),
            "Device-to-device copy of same-size buffers; either may be a BufferView or a tensor (see launch).")
       .def("launch", &launch,
