@@ -437,3 +437,103 @@ def test_replays_of_a_graph_write_the_array_each_time(gdev) -> None:
         s.sync()
         assert np.all(host == value)
     graph.destroy()
+
+
+# ---- CUDA, against the fake driver (its device memory is host memory) --------------------
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory):
+    from driver_scenarios import build_fake_library
+
+    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
+
+
+def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None:
+    """On CUDA (the fake driver, in a fresh interpreter, where a device address is a host
+    address): a CUDA-array-interface object and a DLPack producer on CUDA device 0 are used by
+    address, the producer is handed the stream's handle as DLPack's `stream`, a graph holds
+    what it recorded, and a NumPy array, another ordinal or a read-only array are refused."""
+    import os
+
+    from driver_scenarios import run_scenario
+
+    body = """
+    import gc, weakref
+    import numpy as np
+
+    def released(ref):
+        for _ in range(10000):
+            if ref() is None:
+                return True
+        gc.collect()
+        return ref() is None
+
+    class Cai:
+        def __init__(self, array, read_only=False, strides=None):
+            self.array = array
+            self.__cuda_array_interface__ = {"shape": array.shape, "typestr": "<f4", "version": 3,
+                                             "data": (array.ctypes.data, read_only), "strides": strides}
+
+    class Wrap:  # a DLPack producer: the buffer's own export, and what it was asked
+        def __init__(self, buf, device=None):
+            self.buf, self.device, self.asked = buf, device, {}
+        def __dlpack_device__(self):
+            return self.device or self.buf.__dlpack_device__()
+        def __dlpack__(self, **kwargs):
+            self.asked.update(kwargs)
+            return self.buf.__dlpack__(**kwargs)
+
+    def refused(call, *args):
+        try:
+            call(*args)
+        except lifecore.InvalidArgumentError as error:
+            return str(error)
+        return "accepted"
+
+    dev = lifecore.Device("cuda")
+    s = dev.stream()
+    host = np.zeros(16, np.float32)
+    s.fill(Cai(host), 0x40E00000)
+    s.sync()
+    result["fill"] = host.tolist()
+    buf = s.alloc(64)
+    s.write(buf, np.arange(16, dtype=np.float32))
+    s.copy(Cai(host), buf)
+    s.sync()
+    result["copy"] = host.tolist()
+    wrapped = Wrap(buf)
+    s.fill(wrapped, 0)
+    result["stream_asked"] = wrapped.asked.get("stream") == s.handle
+    result["max_version_asked"] = list(wrapped.asked.get("max_version", ()))
+    result["through_wrap"] = np.frombuffer(s.read(buf), np.float32).tolist()
+    result["numpy"] = refused(s.fill, np.zeros(16, np.float32), 0)
+    result["ordinal"] = refused(s.fill, Wrap(buf, (2, 1)), 0)
+    result["read_only"] = refused(s.fill, Cai(host, read_only=True), 0)
+    result["strided"] = refused(s.fill, Cai(np.zeros(16, np.float32)[:8], strides=(8,)), 0)
+    target = Cai(np.zeros(16, np.float32))
+    ref = weakref.ref(target)
+    graph = s.capture(lambda st: st.fill(target, 0x3F800000))  # the fake's graphs run nothing
+    del target
+    gc.collect()
+    result["held"] = ref() is not None
+    graph.replay()
+    s.sync()
+    graph.destroy()
+    result["released"] = released(ref)
+    buf.free()
+    dev.close()
+    """
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
+    environment["LIFECORE_LIBCUDA"] = str(fake_libcuda)
+    result = run_scenario(body, environment)
+    assert result["fill"] == [7.0] * 16
+    assert result["copy"] == [float(i) for i in range(16)]
+    assert result["stream_asked"] is True and result["max_version_asked"] == [1, 0]
+    assert result["through_wrap"] == [0.0] * 16
+    assert "fill: argument 'buf' lives on cpu:0, but the stream's cuda device takes cuda:0 memory" in result["numpy"]
+    assert "lives on cuda:1" in result["ordinal"]
+    assert "is read-only" in result["read_only"]
+    assert "not C-contiguous" in result["strided"]
+    assert result["held"] is True
+    assert result["released"] is True
