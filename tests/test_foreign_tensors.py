@@ -294,6 +294,19 @@ def test_a_numpy_view_of_a_buffer_is_that_buffer(dev) -> None:
     del view
 
 
+def test_a_view_passed_in_lets_go_of_its_buffer_when_the_call_returns(dev) -> None:
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    view = np.from_dlpack(buf.view("float32"))
+    s.fill(view, ONE)
+    with pytest.raises(InvalidArgumentError):
+        s.copy(view, np.zeros(1, np.float32))  # a refused call lets go too
+    assert buf.views == 1
+    del view
+    assert buf.views == 0  # nothing of the calls still holds the view
+    buf.free()
+
+
 def test_a_torch_view_of_a_buffer_is_that_buffer(dev) -> None:
     torch = torch_or_skip()
     s = dev.stream()

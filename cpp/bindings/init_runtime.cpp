@@ -135,7 +135,7 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
   }
   if (!nb::isinstance<nb::tuple>(args) && !nb::isinstance<nb::list>(args))
     raise(ErrorKind::TypeMismatch, "launch: args must be a list or tuple, got " + type_name_of(args));
-  release_deferred_references();
+  ReleaseReferencesOnExit release_references;
   const std::size_t offset = info.is_none() ? 0 : 1;
   LaunchArg converted[16];
   std::vector<LaunchArg> spill;
@@ -188,14 +188,14 @@ void convert_memory(nb::handle h, Stream& stream, const char* call, const char* 
 }
 
 void fill(Stream& stream, nb::handle buf, std::uint32_t value) {
-  release_deferred_references();
+  ReleaseReferencesOnExit release_references;
   MemoryArgument dst;
   convert_memory(buf, stream, "fill", "buf", &dst);
   stream.fill(dst.ref, value);
 }
 
 void copy(Stream& stream, nb::handle dst, nb::handle src) {
-  release_deferred_references();
+  ReleaseReferencesOnExit release_references;
   MemoryArgument to;
   MemoryArgument from;
   convert_memory(dst, stream, "copy", "dst", &to);

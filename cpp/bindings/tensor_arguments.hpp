@@ -33,4 +33,13 @@ bool memory_argument(nb::handle h, runtime::Stream& stream, const char* call, co
 // a core lock); cheap when there are none. Called on every entry that takes tensors.
 void release_deferred_references();
 
+// Declared before a call's MemoryArguments, it drops their references (and any others
+// waiting) when the call returns or raises: a view passed in lets go of its buffer at once.
+struct ReleaseReferencesOnExit {
+  ReleaseReferencesOnExit() { release_deferred_references(); }
+  ~ReleaseReferencesOnExit() { release_deferred_references(); }
+  ReleaseReferencesOnExit(const ReleaseReferencesOnExit&) = delete;
+  ReleaseReferencesOnExit& operator=(const ReleaseReferencesOnExit&) = delete;
+};
+
 }  // namespace lifecore::bindings
