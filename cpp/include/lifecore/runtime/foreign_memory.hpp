@@ -8,6 +8,10 @@
 //    (the mock), mapped into the device's address space (driver map_host). Its hold (the
 //    producer's reference and the mapping) lives as long as work that may touch it: until the
 //    stream's next fence for eager work, for the graph's life for recorded work.
+// Recording foreign memory inside a capture window is allowed, not refused: a captured step's
+// inputs and outputs are often another library's tensors (an engine's activations, its KV
+// cache), and holding them for the graph's life costs one reference, where a refusal would
+// force a copy into a Buffer at every replay.
 #pragma once
 
 #include <cstddef>
