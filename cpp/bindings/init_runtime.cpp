@@ -3,6 +3,7 @@
 // around blocking calls, errors raised by the core.
 #include <chrono>
 #include <deque>
+#include <list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,7 +141,7 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
   LaunchArg converted[16];
   std::vector<LaunchArg> spill;
   std::deque<std::string> names;  // keeps the type names of unsupported arguments alive
-  std::deque<MemoryArgument> tensors;  // foreign tensors' descriptions, at stable addresses
+  std::list<MemoryArgument> tensors;  // tensors' descriptions, at stable addresses (empty: no allocation)
   const std::size_t count = nb::len(args);
   LaunchArg* out = converted;
   if (count > 16) {
