@@ -465,7 +465,8 @@ def fake_libcuda(tmp_path_factory):
 def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None:
     """On CUDA (the fake driver, in a fresh interpreter, where a device address is a host
     address): a CUDA-array-interface object and a DLPack producer on CUDA device 0 are used by
-    address, the producer is handed the stream's handle as DLPack's `stream`, a graph holds
+    address, the producer is handed the stream's handle as DLPack's `stream` (-1, no wait,
+    while the stream records: the work runs at replay), a graph holds
     what it recorded, and a NumPy array, another ordinal or a read-only array are refused."""
     import os
 
@@ -490,11 +491,12 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
 
     class Wrap:  # a DLPack producer: the buffer's own export, and what it was asked
         def __init__(self, buf, device=None):
-            self.buf, self.device, self.asked = buf, device, {}
+            self.buf, self.device, self.asked, self.streams = buf, device, {}, []
         def __dlpack_device__(self):
             return self.device or self.buf.__dlpack_device__()
         def __dlpack__(self, **kwargs):
             self.asked.update(kwargs)
+            self.streams.append(kwargs.get("stream"))
             return self.buf.__dlpack__(**kwargs)
 
     def refused(call, *args):
@@ -524,6 +526,10 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     result["ordinal"] = refused(s.fill, Wrap(buf, (2, 1)), 0)
     result["read_only"] = refused(s.fill, Cai(host, read_only=True), 0)
     result["strided"] = refused(s.fill, Cai(np.zeros(16, np.float32)[:8], strides=(8,)), 0)
+    other = dev.stream()
+    elsewhere = Wrap(other.alloc(64))  # a buffer of another stream: its views are not refused here
+    s.capture(lambda st: st.fill(elsewhere, 0)).destroy()
+    result["capture_streams"] = [x == s.handle if x != -1 else -1 for x in elsewhere.streams]
     target = Cai(np.zeros(16, np.float32))
     ref = weakref.ref(target)
     graph = s.capture(lambda st: st.fill(target, 0x3F800000))  # the fake's graphs run nothing
@@ -548,5 +554,6 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     assert "lives on cuda:1" in result["ordinal"]
     assert "is read-only" in result["read_only"]
     assert "not C-contiguous" in result["strided"]
+    assert result["capture_streams"] == [True, -1]  # the warmup orders; the recorded pass does not wait
     assert result["held"] is True
     assert result["released"] is True

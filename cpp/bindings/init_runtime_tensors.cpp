@@ -11,6 +11,7 @@
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/stream_capture_state.hpp"
 
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -97,9 +98,13 @@ std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& label) {
 }
 
 // The stream DLPack's consumer passes: its own native stream on a GPU, None for host memory.
+// While the stream records, -1 (no ordering): the recorded work runs at replay, not now, and a
+// wait on the producer's event would itself be captured, joining another stream's work to the
+// graph.
 nb::object consumer_stream(runtime::Stream& stream) {
   const int type = stream.device()->driver().backend().dlpack_device_type;
   if (type == driver::dlpack_device::cpu) return nb::none();
+  if (stream.capture_state().is_recording()) return nb::int_(-1);
   return nb::int_(stream.native_handle());
 }
 
