@@ -467,7 +467,9 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     address): a CUDA-array-interface object and a DLPack producer on CUDA device 0 are used by
     address, the producer is handed the stream's handle as DLPack's `stream` (-1, no wait,
     while the stream records: the work runs at replay), a graph holds
-    what it recorded, and a NumPy array, another ordinal or a read-only array are refused."""
+    what it recorded, a buffer's memory reached through the array interface is recognised by
+    address, and a NumPy array, another ordinal, a read-only array or a freed buffer's memory
+    are refused."""
     import os
 
     from driver_scenarios import run_scenario
@@ -526,6 +528,24 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     result["ordinal"] = refused(s.fill, Wrap(buf, (2, 1)), 0)
     result["read_only"] = refused(s.fill, Cai(host, read_only=True), 0)
     result["strided"] = refused(s.fill, Cai(np.zeros(16, np.float32)[:8], strides=(8,)), 0)
+    class Interface:  # an object that offers only the CUDA array interface
+        def __init__(self, interface):
+            self.__cuda_array_interface__ = interface
+
+    pooled = s.alloc(256)
+    s.sync()
+    by_address = Interface(pooled.view("float32").__cuda_array_interface__)  # lends no lease
+    retained_before = dev.memory_stats()["slices_retained"]
+    kept = s.capture(lambda st: st.fill(by_address, 0))
+    pooled.free()  # not refused: the interface lends no lease
+    s.sync()
+    result["retained_by_graph"] = dev.memory_stats()["slices_retained"] - retained_before
+    try:
+        s.fill(by_address, 0)
+        result["freed_view"] = "accepted"
+    except lifecore.ClosedError as error:
+        result["freed_view"] = str(error)
+    kept.destroy()
     other = dev.stream()
     elsewhere = Wrap(other.alloc(64))  # a buffer of another stream: its views are not refused here
     s.capture(lambda st: st.fill(elsewhere, 0)).destroy()
@@ -554,6 +574,8 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     assert "lives on cuda:1" in result["ordinal"]
     assert "is read-only" in result["read_only"]
     assert "not C-contiguous" in result["strided"]
+    assert result["retained_by_graph"] == 1  # recognised by address: the graph retains the buffer's slice
+    assert "fill: argument 'buf' points into the memory of a freed buffer" in result["freed_view"]
     assert result["capture_streams"] == [True, -1]  # the warmup orders; the recorded pass does not wait
     assert result["held"] is True
     assert result["released"] is True

@@ -86,6 +86,15 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
   out.nbytes = range.nbytes;
   if (!host_memory) {
     out.ptr = static_cast<driver::DevicePtr>(range.address);
+    // Pool memory reached without a lease (the CUDA array interface lends none): by address.
+    SliceId slice = 0;
+    bool bound = false;
+    if (device.memory().slice_at(out.ptr, out.nbytes, &slice, &bound)) {
+      if (!bound) raise(ErrorKind::Closed, label + " points into the memory of a freed buffer");
+      out.pooled = true;
+      out.slice = slice;
+      return out;
+    }
     out.hold = range.owner;
     return out;
   }

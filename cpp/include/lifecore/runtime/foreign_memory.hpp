@@ -2,8 +2,9 @@
 // another library's tensor: a DLPack or CUDA-array-interface object, described by the binding
 // as a ForeignRange. On a stream's device it resolves to one of two things:
 //  - a view of one of the device's own buffers (found by address among the live leases,
-//    runtime/buffer_lease.hpp): it is then that buffer, touched and retained by a capture
-//    window exactly as the Buffer would be;
+//    runtime/buffer_lease.hpp, or, where device addresses are the tensor's addresses, among
+//    the pool's slices): it is then that buffer, touched and retained by a capture window
+//    exactly as the Buffer would be; a range in the slice of a freed buffer is refused;
 //  - foreign memory: used by its device address, or, on a device whose memory is host memory
 //    (the mock), mapped into the device's address space (driver map_host). Its hold (the
 //    producer's reference and the mapping) lives as long as work that may touch it: until the
@@ -55,7 +56,7 @@ struct ResolvedMemory {
 // Resolves `ref` for operation `op` on `device`; errors about a tensor name `argument`
 // ("copy: argument 'dst'"). `written`: the operation may write it (a read-only tensor is
 // refused). Errors: InvalidArgumentError (another device, read-only, empty), ClosedError (a
-// freed buffer), a DriverError from map_host; nothing is left behind on failure.
+// freed buffer, or a view of one), a DriverError from map_host; nothing is left behind on failure.
 ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* op, const std::string& argument,
                               bool written);
 
