@@ -2,8 +2,9 @@
 hardware / software graphs x capture() / manual transitions, derandomized (the emulated device only).
 
 Each cycle opens a device, injects one fault, runs a full capture cycle (warmup with
-allocations, writes, fills, copies, launches with and without info words; the recorded pass;
-two replays; a profile), and records what happened. Then, with the faults cleared and at most
+allocations, writes, fills, copies, launches with and without info words, a copy into a NumPy
+array mapped into the device; the recorded pass; two replays; a profile), and records what
+happened. Then, with the faults cleared and at most
 two aborts from the capturing thread, the stream must be usable: out of capture, re-capturable
 with exact replays, and the pool balanced (memory_stats back to the baseline). A cycle that
 fails that check is "wedged"; the sweep asserts there are none, and that a cycle reported as a
@@ -53,11 +54,13 @@ def run_cycle(dev, s, manual: bool) -> str:
     y = s.alloc(4 * N)
     s.write(x, np.full(N, 1.0, np.float32).tobytes())
     s.fill(y, 0)
+    host = np.zeros(N, np.float32)  # foreign memory: mapped (map_host) for each use, held by the graph
 
     def step(st) -> None:
         tmp = st.alloc(4 * N)
         st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, tmp])  # tmp = 2
         st.launch(K.axpy_info_f32, GRID, BLOCK, [tmp, y], info=[N, K.float_bits(1.0)])  # y += 2
+        st.copy(host, y)
         tmp.free()
 
     if manual:
@@ -75,7 +78,7 @@ def run_cycle(dev, s, manual: bool) -> str:
     graph.destroy()
     x.free()
     y.free()
-    if not np.array_equal(got, np.full(N, 6.0, np.float32)):
+    if not np.array_equal(got, np.full(N, 6.0, np.float32)) or not np.array_equal(host, got):
         return "wrong"  # a graph that replays wrongly after reporting success
     return "sealed"
 

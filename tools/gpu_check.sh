@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks lifecore on a machine with an NVIDIA GPU, from a bare checkout and without network:
 # build and install, the backend tests, the whole suite, the stream state machine on cuda
-# (hardware and software graphs), a differential run against the mock, and the benchmarks.
+# (hardware and software graphs), buffers as tensors both ways (out by DLPack and the CUDA array
+# interface, in through launch / copy / fill), a differential run against the mock, and the benchmarks.
 # Every step has its own time limit and the whole stays under 8 minutes; a failing or
 # missing step is reported, never fatal. Results: ${OUT:-gpu_out}/gpu_check.log,
 # steps.json (one record per step) and figures.json (benchmark figures, when produced).
@@ -192,6 +193,125 @@ with lifecore.Device("cuda") as dev:
         assert np.frombuffer(s.read(buf), np.float32)[0] == 2.0
         del a
         print("cupy via __cuda_array_interface__: zero-copy both ways")
+    else:
+        print("cupy not installed: cupy half skipped")
+    assert buf.views == 0
+    buf.free()
+PY
+
+# Tensors in on cuda: launch, copy and fill take torch CUDA tensors and CuPy arrays (DLPack,
+# and the CUDA array interface for an object that offers only that); a view of a buffer passed
+# back in is that buffer; a graph holds the tensor it recorded; a host array is refused. Then
+# the buffer goes out to torch and CuPy by DLPack with an explicit stream= and by the array
+# interface. A missing torch or CuPy build with CUDA skips that half.
+step "tensors in on cuda" 60 "$PYTHON" - <<'PY'
+import gc
+import weakref
+
+import numpy as np
+import lifecore
+from lifecore import kernels as K
+
+N = 1024
+SEVEN = 0x40E00000  # float32 7.0
+GRID, BLOCK = N // 256, 256
+with lifecore.Device("cuda") as dev:
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    s.write(buf, np.arange(N, dtype=np.float32))
+    ramp = np.arange(N, dtype=np.float32)
+    try:
+        s.fill(np.zeros(N, np.float32), 0)
+        raise AssertionError("a host array was accepted on cuda")
+    except lifecore.InvalidArgumentError as error:
+        assert "lives on cpu" in str(error), error
+    try:
+        import torch
+        cuda_torch = torch.cuda.is_available()
+    except ImportError:
+        cuda_torch = False
+    if cuda_torch:
+        t = torch.zeros(N, device="cuda")
+        s.fill(t, SEVEN)
+        s.sync()
+        assert bool((t == 7.0).all()), t[:4]
+        out = torch.empty(N, device="cuda")
+        s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, buf, out])
+        s.sync()
+        assert np.array_equal(out.cpu().numpy(), 2 * ramp)
+        s.copy(t, out)
+        s.sync()
+        assert np.array_equal(t.cpu().numpy(), 2 * ramp)
+        try:
+            s.fill(t.view(32, 32).t(), 0)
+            raise AssertionError("a strided tensor was accepted")
+        except lifecore.InvalidArgumentError as error:
+            assert "not C-contiguous" in str(error), error
+        view = torch.from_dlpack(buf.view(torch.float32))  # a view of the buffer, passed back in
+        s.launch(K.scale_f32, GRID, BLOCK, [N, 3.0, view, view])
+        assert np.array_equal(np.frombuffer(s.read(buf), np.float32), 3 * ramp)
+        del view
+        held = torch.zeros(N, device="cuda")
+        ref = weakref.ref(held)
+        graph = s.capture(lambda st: st.fill(held, SEVEN))
+        s.sync()  # the warmup's fill, before torch zeroes the tensor on its own stream
+        held.zero_()
+        torch.cuda.synchronize()
+        del held
+        gc.collect()
+        assert ref() is not None, "the graph let go of its tensor"
+        graph.replay()
+        s.sync()
+        assert bool((ref() == 7.0).all())
+        graph.destroy()
+        for _ in range(100):
+            gc.collect()
+            if ref() is None:
+                break
+        assert ref() is None, "destroying the graph kept its tensor"
+        s.write(buf, ramp)
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):  # DLPack with stream=: that stream waits for the buffer's
+            out = torch.utils.dlpack.from_dlpack(buf.view(torch.float32).__dlpack__(stream=side.cuda_stream))
+            total = float(out.sum())
+        assert total == float(ramp.sum()), total
+        del out
+        cai = torch.as_tensor(buf.view("float32"), device="cuda")  # torch reads __cuda_array_interface__
+        assert cai.data_ptr() == buf.ptr and float(cai[5]) == 5.0
+        del cai
+        print("torch: launch / copy / fill into CUDA tensors, views recognised, graph holds; export with stream=")
+    else:
+        print("torch with CUDA not installed: torch half skipped")
+    try:
+        import cupy
+    except ImportError:
+        cupy = None
+    if cupy is not None:
+        a = cupy.zeros(N, dtype=cupy.float32)
+        s.fill(a, SEVEN)
+        s.sync()
+        assert float(a.sum()) == 7.0 * N
+        s.write(buf, ramp)
+        s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, buf, a])
+        s.sync()
+        assert np.array_equal(cupy.asnumpy(a), 2 * ramp)
+
+        class OnlyInterface:  # the CUDA array interface alone
+            def __init__(self, array):
+                self.__cuda_array_interface__ = array.__cuda_array_interface__
+
+        b = cupy.zeros(N, dtype=cupy.float32)
+        cupy.cuda.runtime.deviceSynchronize()
+        s.copy(OnlyInterface(b), a)
+        s.sync()
+        assert np.array_equal(cupy.asnumpy(b), 2 * ramp)
+        side = cupy.cuda.Stream(non_blocking=True)
+        with side:  # DLPack with stream=: CuPy passes its current stream
+            c = cupy.from_dlpack(buf.view("float32"))
+            total = float(c.sum())
+        assert total == float(ramp.sum()) and int(c.data.ptr) == buf.ptr
+        del c
+        print("cupy: launch / copy / fill into CuPy arrays (DLPack and the array interface); export with stream=")
     else:
         print("cupy not installed: cupy half skipped")
     assert buf.views == 0

@@ -13,6 +13,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "buffer_view.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/runtime/buffer.hpp"
@@ -29,51 +30,8 @@ using runtime::Buffer;
 using runtime::BufferLease;
 using runtime::Stream;
 
-// DLPack's ABI (dlpack.h, version 1.x), declared here: the layout is the standard.
-struct DLDevice {
-  std::int32_t device_type;
-  std::int32_t device_id;
-};
-struct DLDataType {
-  std::uint8_t code;
-  std::uint8_t bits;
-  std::uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  std::int32_t ndim;
-  DLDataType dtype;
-  std::int64_t* shape;
-  std::int64_t* strides;
-  std::uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
-struct DLPackVersion {
-  std::uint32_t major;
-  std::uint32_t minor;
-};
-struct DLManagedTensorVersioned {
-  DLPackVersion version;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensorVersioned* self);
-  std::uint64_t flags;
-  DLTensor dl_tensor;
-};
 constexpr DLPackVersion dlpack_version{1, 0};
 
-// An element type: DLPack's code and bits, and the array-interface type string ("" when it
-// has none, as bfloat16).
-struct ElementType {
-  const char* name;
-  std::uint8_t code;  // kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6
-  std::uint8_t bits;
-  const char* typestr;
-};
 constexpr ElementType element_types[] = {
     {"uint8", 1, 8, "|u1"},     {"int8", 0, 8, "|i1"},       {"uint16", 1, 16, "<u2"}, {"int16", 0, 16, "<i2"},
     {"uint32", 1, 32, "<u4"},   {"int32", 0, 32, "<i4"},     {"uint64", 1, 64, "<u8"}, {"int64", 0, 64, "<i8"},
@@ -101,13 +59,6 @@ const ElementType& element_type(nb::handle dtype) {
   for (const ElementType& type : element_types) known += std::string(known.empty() ? "" : ", ") + type.name;
   raise(ErrorKind::InvalidArgument, "view: unsupported dtype " + name + " (supported: " + known + ")");
 }
-
-// A typed, shaped, zero-copy view of a whole buffer; it takes its lease at export.
-struct BufferView {
-  std::shared_ptr<Buffer> buffer;
-  const ElementType* type = nullptr;
-  std::vector<std::int64_t> shape;
-};
 
 BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handle shape) {
   BufferView view{buffer, &element_type(dtype), {}};

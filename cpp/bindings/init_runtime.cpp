@@ -3,6 +3,7 @@
 // around blocking calls, errors raised by the core.
 #include <chrono>
 #include <deque>
+#include <list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "tensor_arguments.hpp"
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
 #include "lifecore/runtime/buffer.hpp"
@@ -108,6 +110,18 @@ runtime::InfoWords to_info(nb::handle h) {
   return words;
 }
 
+// Whether argument `index` goes to a pointer parameter (only there is an object read as a tensor).
+bool pointer_parameter(const Kernel& kernel, std::size_t index, std::size_t offset) {
+  const auto& params = kernel.params();
+  return index + offset < params.size() && params[index + offset] == driver::ArgKind::pointer;
+}
+
+// The kernel's name for argument `index` (after the info buffer, when given), for messages.
+std::string parameter_name(const Kernel& kernel, std::size_t index, std::size_t offset) {
+  const auto& names = kernel.param_names();
+  return index + offset < names.size() ? names[index + offset] : "#" + std::to_string(index);
+}
+
 void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle block, nb::handle args,
             nb::handle info) {
   driver::Dim3 grid_dims;
@@ -122,9 +136,12 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
   }
   if (!nb::isinstance<nb::tuple>(args) && !nb::isinstance<nb::list>(args))
     raise(ErrorKind::TypeMismatch, "launch: args must be a list or tuple, got " + type_name_of(args));
+  ReleaseReferencesOnExit release_references;
+  const std::size_t offset = info.is_none() ? 0 : 1;
   LaunchArg converted[16];
   std::vector<LaunchArg> spill;
   std::deque<std::string> names;  // keeps the type names of unsupported arguments alive
+  std::list<MemoryArgument> tensors;  // tensors' descriptions, at stable addresses (empty: no allocation)
   const std::size_t count = nb::len(args);
   LaunchArg* out = converted;
   if (count > 16) {
@@ -143,6 +160,12 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
     } else if (Buffer* buffer = nullptr; nb::try_cast<Buffer*>(item, buffer) && buffer != nullptr) {
       arg.kind = LaunchArg::Kind::buffer;
       arg.buffer = buffer;
+    } else if (pointer_parameter(kernel, i - 1, offset) &&
+               memory_argument(item, stream, "launch", parameter_name(kernel, i - 1, offset), &tensors.emplace_back())) {
+      const MemoryArgument& memory = tensors.back();
+      arg.kind = memory.ref.buffer ? LaunchArg::Kind::buffer : LaunchArg::Kind::foreign;
+      arg.buffer = memory.ref.buffer;
+      arg.foreign = memory.ref.foreign;
     } else {
       arg.kind = LaunchArg::Kind::other;
       names.push_back(type_name_of(item));
@@ -155,6 +178,30 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
     runtime::InfoWords words = to_info(info);
     stream.launch(kernel, grid_dims, block_dims, out, count, &words);
   }
+}
+
+// A memory argument of fill / copy, or LifecoreTypeError naming it.
+void convert_memory(nb::handle h, Stream& stream, const char* call, const char* name, MemoryArgument* out) {
+  if (!memory_argument(h, stream, call, name, out))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) +
+                                       " must be a Buffer, a BufferView or a tensor (an object with __dlpack__ or "
+                                       "__cuda_array_interface__), got " + type_name_of(h));
+}
+
+void fill(Stream& stream, nb::handle buf, std::uint32_t value) {
+  ReleaseReferencesOnExit release_references;
+  MemoryArgument dst;
+  convert_memory(buf, stream, "fill", "buf", &dst);
+  stream.fill(dst.ref, value);
+}
+
+void copy(Stream& stream, nb::handle dst, nb::handle src) {
+  ReleaseReferencesOnExit release_references;
+  MemoryArgument to;
+  MemoryArgument from;
+  convert_memory(dst, stream, "copy", "dst", &to);
+  convert_memory(src, stream, "copy", "src", &from);
+  stream.copy(to.ref, from.ref);
 }
 
 void write(Stream& stream, Buffer& buffer, nb::handle data) {
@@ -382,15 +429,24 @@ void bind_stream(nb::module_& m) {
              return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
            },
            "buf"_a, "Synchronizes the stream and returns the buffer's bytes.")
-      .def("fill", &Stream::fill, "buf"_a, "value"_a, "Sets every 32-bit word of the buffer to value.")
-      .def("copy", &Stream::copy, "dst"_a, "src"_a, "Device-to-device copy of same-size buffers.")
+      .def("fill", &fill, "buf"_a.none(), "value"_a,
+           nb::sig("def fill(self, buf: Buffer | BufferView | object, value: int) -> None"),
+           "Sets every 32-bit word of the buffer to value. buf may be a BufferView or a tensor (see launch).")
+      .def("copy", &copy, "dst"_a.none(), "src"_a.none(),
+           nb::sig("def copy(self, dst: Buffer | BufferView | object, src: Buffer | BufferView | object) -> None"),
+           "Device-to-device copy of same-size buffers; either may be a BufferView or a tensor (see launch).")
       .def("launch", &launch,
            nb::sig("def launch(self, kernel: Kernel, grid: int | tuple[int, ...], block: int | tuple[int, ...], "
-                   "args: collections.abc.Sequence[Buffer | int | float], *, "
+                   "args: collections.abc.Sequence[Buffer | BufferView | object | int | float], *, "
                    "info: collections.abc.Sequence[int] | None = None) -> None"),
            "kernel"_a, "grid"_a.none(), "block"_a.none(), "args"_a.none(), nb::kw_only(), "info"_a.none() = nb::none(),
            "Launches a kernel: a Buffer for a pointer, int for integers, float for floats. With info=[words],\n"
-           "the words go to the info cache and the cached buffer is passed as the first parameter.")
+           "the words go to the info cache and the cached buffer is passed as the first parameter.\n"
+           "A pointer may also be a BufferView or a tensor: any C-contiguous object with __dlpack__ or\n"
+           "__cuda_array_interface__ on the stream's device (torch, CuPy; NumPy on a device whose memory is\n"
+           "host memory, the mock, which maps it for the call). A view of one of the device's buffers is that\n"
+           "buffer; other tensors are held until the work is done, or for the graph's life when recorded.\n"
+           "A read-only tensor is refused: a kernel may write through any pointer.")
       .def("sync", &Stream::sync, nb::call_guard<nb::gil_scoped_release>(),
            "Waits for the stream; reports the first queued asynchronous failure.")
       .def("profile", [](std::shared_ptr<Stream> s) { return Profile::start(std::move(s)); },

@@ -428,6 +428,43 @@ void test_host_view() {
   CHECK_OK(d.host_view(q, 64, &inner));
 }
 
+// map_host: another owner's host bytes under a device address of their own, reached by
+// copies and fills, never charged as device memory, never freed by mem_free, gone at unmap.
+void test_map_host() {
+  MockDriver d(0);
+  std::uint32_t host[64] = {};
+  const std::size_t live = d.live_allocations();
+  const std::size_t in_use = d.memory_in_use();
+  DevicePtr mapped = 0;
+  CHECK_OK(d.map_host(host, sizeof host, &mapped));
+  CHECK(mapped != 0);
+  CHECK(d.live_allocations() == live && d.memory_in_use() == in_use);
+  CHECK_OK(d.memset_d32(mapped + 8, 7u, 4));
+  CHECK(host[1] == 0 && host[2] == 7u && host[5] == 7u && host[6] == 0);
+  DevicePtr p = 0;
+  CHECK_OK(d.mem_alloc(256, &p));
+  const std::uint32_t value = 0x01020304;
+  CHECK_OK(d.memcpy_htod(p, &value, 4));
+  CHECK_OK(d.memcpy_dtod(mapped, p, 4));
+  CHECK(host[0] == value);
+  CHECK(d.memset_d32(mapped, 0, 65).code == Code::invalid_value);  // past the mapping
+  CHECK(d.mem_free(mapped).code != Code::success);                 // not an allocation
+  CHECK_OK(d.unmap_host(mapped));
+  CHECK(d.memset_d32(mapped, 0, 1).code == Code::invalid_value);  // gone
+  CHECK(d.unmap_host(mapped).code == Code::invalid_value);
+  CHECK(d.unmap_host(p).code == Code::invalid_value);  // an allocation is not a mapping
+  CHECK(d.map_host(nullptr, 4, &mapped).code == Code::invalid_value);
+  CHECK(d.map_host(host, 0, &mapped).code == Code::invalid_value);
+  CHECK(d.map_host(host, 4, nullptr).code == Code::invalid_value);
+  d.fault_injection()->inject(Operation::map_host, 999, 0, 1);
+  CHECK(d.map_host(host, 4, &mapped).native_code == 999);
+  CHECK_OK(d.map_host(host, 4, &mapped));
+  d.fault_injection()->inject(Operation::unmap_host, 999, 0, 1);
+  CHECK(d.unmap_host(mapped).native_code == 999);
+  CHECK_OK(d.unmap_host(mapped));
+  CHECK_OK(d.mem_free(p));
+}
+
 }  // namespace
 
 int main() {
@@ -442,5 +479,6 @@ int main() {
   test_many_threads();
   test_stream_wait_event();
   test_host_view();
+  test_map_host();
   return lifecore::test_support::finish("mock_driver_test");
 }

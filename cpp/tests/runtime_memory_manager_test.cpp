@@ -230,6 +230,23 @@ void concurrent_windows_never_share_a_retained_slice() {
 
 }  // namespace
 
+// A range inside a slice's capacity names that slice and whether a Buffer holds it.
+void slice_at_finds_the_slice_by_address() {
+  FakeMemoryDevice dev;
+  MemoryManager mm(dev.free());
+  auto a = mm.reserve(1000, 0, dev.allocate());
+  SliceId slice = 0;
+  bool bound = false;
+  CHECK(mm.slice_at(a.ptr + 8, 16, &slice, &bound) && slice == a.id && bound);
+  CHECK(mm.slice_at(a.ptr, a.capacity, &slice, &bound));
+  CHECK(!mm.slice_at(a.ptr, a.capacity + 1, &slice, &bound));  // past the slice
+  CHECK(!mm.slice_at(a.ptr - 1, 4, &slice, &bound));
+  mm.unbind(a.id);
+  CHECK(mm.slice_at(a.ptr, 4, &slice, &bound) && slice == a.id && !bound);  // pooled, no Buffer
+  mm.cleanup();
+  CHECK(!mm.slice_at(a.ptr, 4, &slice, &bound));  // back to the driver: not pool memory
+}
+
 int main() {
   primed_slices_are_kept_for_their_own_window();
   concurrent_windows_never_share_a_retained_slice();
@@ -240,5 +257,6 @@ int main() {
   capture_survives_explicit_cleanup_and_is_reentrant();
   failed_allocation_changes_nothing();
   memory_node_slices_never_return_to_the_pool();
+  slice_at_finds_the_slice_by_address();
   return lifecore::test_support::finish("runtime_memory_manager_test");
 }

@@ -32,11 +32,40 @@ std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, c
   }
   buffer->add_view();
   lease->buffer_ = std::move(buffer);
+  device.leases().add(lease.get());
   return lease;
 }
 
 BufferLease::~BufferLease() {
-  if (buffer_) buffer_->drop_view();
+  if (!buffer_) return;
+  buffer_->device()->leases().remove(this);
+  buffer_->drop_view();
+}
+
+void LeaseTable::add(const BufferLease* lease) {
+  std::lock_guard lock(mutex_);
+  leases_.push_back(lease);
+}
+
+void LeaseTable::remove(const BufferLease* lease) noexcept {
+  std::lock_guard lock(mutex_);
+  for (auto it = leases_.begin(); it != leases_.end(); ++it) {
+    if (*it == lease) {
+      leases_.erase(it);
+      return;
+    }
+  }
+}
+
+std::shared_ptr<Buffer> LeaseTable::find(std::uintptr_t address, std::size_t bytes, std::size_t* offset) const {
+  std::lock_guard lock(mutex_);
+  for (const BufferLease* lease : leases_) {
+    const auto first = reinterpret_cast<std::uintptr_t>(lease->data());
+    if (address < first || address - first >= lease->nbytes() || bytes > lease->nbytes() - (address - first)) continue;
+    *offset = address - first;
+    return lease->buffer();
+  }
+  return nullptr;
 }
 
 }  // namespace lifecore::runtime

@@ -14,7 +14,8 @@ Graph::Graph(Parts parts)
       hardware_(parts.recording->in_driver()),
       node_count_(parts.recording->node_count()),
       recording_(std::move(parts.recording)),
-      retained_(std::move(parts.retained)) {}
+      retained_(std::move(parts.retained)),
+      holds_(std::move(parts.holds)) {}
 
 Graph::~Graph() { destroy(); }
 
@@ -46,6 +47,7 @@ void Graph::destroy() noexcept {
   std::vector<std::weak_ptr<Stream>> streams;
   std::vector<SliceId> retained;
   std::unique_ptr<Recording> recording;
+  std::vector<std::shared_ptr<void>> holds;
   {
     std::lock_guard lock(mutex_);
     if (!alive_) return;
@@ -53,6 +55,7 @@ void Graph::destroy() noexcept {
     streams = std::move(replayed_on_);
     retained = std::move(retained_);
     recording = std::move(recording_);
+    holds = std::move(holds_);
   }
   // Wait for the graph's work before its memory, pins and staging can be reused. The last
   // reference may be dropped from Python: never wait with the interpreter lock held.
@@ -63,6 +66,7 @@ void Graph::destroy() noexcept {
   device_->memory().release_retained(retained);
   device_->info().graph_release(id_);
   recording.reset();  // its staging last, once nothing can read it
+  holds.clear();      // and the foreign memory, once no recording names its addresses
   device_->forget_graph(id_);
 }
 

@@ -80,6 +80,7 @@ driver::Dim3 make_dims(const char* what, std::span<const std::int64_t> values, s
   std::string got;
   switch (arg.kind) {
     case LaunchArg::Kind::buffer: got = "Buffer"; break;
+    case LaunchArg::Kind::foreign: got = "a tensor"; break;
     case LaunchArg::Kind::integer: got = "int"; break;
     case LaunchArg::Kind::real: got = "float"; break;
     case LaunchArg::Kind::other: got = std::string(arg.type_name); break;

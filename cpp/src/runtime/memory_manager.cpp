@@ -210,4 +210,16 @@ bool MemoryManager::is_persistent(SliceId id) const {
   return it != slices_.end() && it->second.persistent;
 }
 
+bool MemoryManager::slice_at(driver::DevicePtr ptr, std::size_t bytes, SliceId* slice, bool* bound) const {
+  std::lock_guard lock(mutex_);
+  for (const auto& [id, candidate] : slices_) {
+    if (ptr < candidate.ptr || ptr - candidate.ptr >= candidate.capacity || bytes > candidate.capacity - (ptr - candidate.ptr))
+      continue;
+    *slice = id;
+    *bound = candidate.bound;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace lifecore::runtime

@@ -148,8 +148,19 @@ void Stream::keep_staging(Staging staging) {
   }
 }
 
-void Stream::touch(const Buffer& buffer) {
-  if (window_ != 0 && state_.is_active()) device_->memory().touch(buffer.slice(), window_);
+void Stream::touch(const Buffer& buffer) { touch(buffer.slice()); }
+
+void Stream::touch(SliceId slice) {
+  if (window_ != 0 && state_.is_active()) device_->memory().touch(slice, window_);
+}
+
+void Stream::keep_hold(std::shared_ptr<void> hold) {
+  if (!hold) return;
+  if (state_.is_recording()) {
+    window_holds_.push_back(std::move(hold));  // every replay uses it: the graph keeps it
+  } else {
+    drop_.push([hold = std::move(hold)]() mutable { hold.reset(); });
+  }
 }
 
 driver::DevicePtr Stream::upload_info(const InfoWords& words) {
@@ -263,35 +274,48 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   return out;
 }
 
-void Stream::fill(Buffer& buffer, std::uint32_t value) {
+void Stream::fill(Buffer& buffer, std::uint32_t value) { fill(MemoryRef{&buffer, nullptr}, value); }
+
+void Stream::copy(Buffer& dst, const Buffer& src) { copy(MemoryRef{&dst, nullptr}, MemoryRef{&src, nullptr}); }
+
+void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
   std::lock_guard lock(mutex_);
   check_usable("fill");
-  driver::DevicePtr ptr = buffer.use(*device_, "fill");
-  if (buffer.nbytes() % 4 != 0)
-    raise(ErrorKind::InvalidArgument, "fill: the buffer's size must be a multiple of 4 bytes, got " +
-                                          std::to_string(buffer.nbytes()));
-  touch(buffer);
-  const std::size_t count = buffer.nbytes() / 4;
-  driver::Status status = state_.is_recording() ? recorder_->fill(ptr, value, count)
-                                                : driver_.memset_d32_async(ptr, value, count, handle_);
+  ResolvedMemory target = resolve_memory(*device_, dst, "fill", "buf", true);
+  if (target.nbytes % 4 != 0)
+    raise(ErrorKind::InvalidArgument, dst.buffer ? "fill: the buffer's size must be a multiple of 4 bytes, got " +
+                                                       std::to_string(target.nbytes)
+                                                 : "fill: argument 'buf' holds " + std::to_string(target.nbytes) +
+                                                       " bytes, not a multiple of 4 (fill writes 32-bit words)");
+  if (target.pooled) touch(target.slice);
+  const std::size_t count = target.nbytes / 4;
+  driver::Status status = state_.is_recording() ? recorder_->fill(target.ptr, value, count)
+                                                : driver_.memset_d32_async(target.ptr, value, count, handle_);
   if (!status.ok()) queue_failure(status);
+  keep_hold(std::move(target.hold));
   if (runtime_records()) return;  // nothing reached the driver
   after_issue();
 }
 
-void Stream::copy(Buffer& dst, const Buffer& src) {
+void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
   std::lock_guard lock(mutex_);
   check_usable("copy");
-  driver::DevicePtr to = dst.use(*device_, "copy");
-  driver::DevicePtr from = src.use(*device_, "copy");
-  if (dst.nbytes() != src.nbytes())
-    raise(ErrorKind::InvalidArgument, "copy: the buffers must have the same size, got " +
-                                          std::to_string(dst.nbytes()) + " and " + std::to_string(src.nbytes()));
-  touch(dst);
-  touch(src);
-  driver::Status status = state_.is_recording() ? recorder_->copy(to, from, dst.nbytes())
-                                                : driver_.memcpy_dtod_async(to, from, dst.nbytes(), handle_);
+  ResolvedMemory to = resolve_memory(*device_, dst, "copy", "dst", true);
+  ResolvedMemory from = resolve_memory(*device_, src, "copy", "src", false);
+  if (to.nbytes != from.nbytes)
+    raise(ErrorKind::InvalidArgument,
+          dst.buffer && src.buffer
+              ? "copy: the buffers must have the same size, got " + std::to_string(to.nbytes) + " and " +
+                    std::to_string(from.nbytes)
+              : "copy: argument 'dst' holds " + std::to_string(to.nbytes) + " bytes and 'src' " +
+                    std::to_string(from.nbytes) + "; they must be the same size");
+  if (to.pooled) touch(to.slice);
+  if (from.pooled) touch(from.slice);
+  driver::Status status = state_.is_recording() ? recorder_->copy(to.ptr, from.ptr, to.nbytes)
+                                                : driver_.memcpy_dtod_async(to.ptr, from.ptr, to.nbytes, handle_);
   if (!status.ok()) queue_failure(status);
+  keep_hold(std::move(to.hold));
+  keep_hold(std::move(from.hold));
   if (runtime_records()) return;  // nothing reached the driver
   after_issue();
 }
@@ -313,13 +337,25 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   // Reused between launches (under the stream's lock): the hot path allocates nothing.
   std::vector<driver::KernelArg>& converted = launch_args_;
   converted.resize(params.size());
+  std::vector<SliceId> foreign_slices;         // tensors recognised as buffers of this device
+  std::vector<std::shared_ptr<void>> holds;    // foreign memory (empty, never allocated, without it)
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t param = i + offset;
     const LaunchArg& arg = args[i];
     if (params[param] == driver::ArgKind::pointer) {
+      if (arg.kind == LaunchArg::Kind::foreign) {
+        // A kernel may write through any pointer it is given: a read-only tensor is refused.
+        ResolvedMemory memory = resolve_memory(*device_, MemoryRef{nullptr, arg.foreign}, "launch",
+                                               std::string(kernel.param_names()[param]), true);
+        converted[param] = driver::KernelArg{driver::ArgKind::pointer, memory.ptr};
+        if (memory.pooled) foreign_slices.push_back(memory.slice);
+        if (memory.hold) holds.push_back(std::move(memory.hold));
+        continue;
+      }
       if (arg.kind != LaunchArg::Kind::buffer)
         raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() + ": argument '" +
-                                           std::string(kernel.param_names()[param]) + "' must be a Buffer, got " +
+                                           std::string(kernel.param_names()[param]) +
+                                           "' must be a Buffer or a tensor, got " +
                                            (arg.kind == LaunchArg::Kind::integer ? std::string("int")
                                             : arg.kind == LaunchArg::Kind::real  ? std::string("float")
                                                                                  : std::string(arg.type_name)));
@@ -342,11 +378,13 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   // Checks passed: from here on the launch is issued (or recorded).
   for (std::size_t i = 0; i < count; ++i)
     if (args[i].kind == LaunchArg::Kind::buffer) touch(*args[i].buffer);
+  for (SliceId slice : foreign_slices) touch(slice);
   Device* device = device_.get();
   for (driver::DevicePtr evicted : metadata.evicted) drop_.push([device, evicted] { device->free_info_buffer(evicted); });
   driver::Status status = state_.is_recording() ? recorder_->launch(function, grid, block, converted)
                                                 : driver_.launch_kernel(function, grid, block, 0, handle_, converted);
   if (!status.ok()) queue_failure(status);
+  for (auto& hold : holds) keep_hold(std::move(hold));
   if (metadata.transient) drop_.push([device, ptr = metadata.ptr] { device->free_info_buffer(ptr); });
   after_issue();
 }
@@ -497,6 +535,7 @@ void Stream::discard_window() noexcept {
     for (auto& weak : window_node_buffers_)
       if (auto buffer = weak.lock()) buffer->mark_dangling();
     window_node_buffers_.clear();
+    window_holds_.clear();  // nothing recorded will run
     window_ = 0;
   } catch (...) {
     // Nothing here reports failure; stay usable whatever happened.
@@ -614,6 +653,8 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   Recording& sealed = *parts.recording;
   // The graph keeps every slice the recording touched and its info pins (the recording, its staging).
   parts.retained = device_->memory().capture_end(window_);
+  parts.holds = std::move(window_holds_);
+  window_holds_.clear();
   device_->info().commit(window_, parts.id);
   auto graph = std::make_shared<Graph>(std::move(parts));
   device_->register_graph(graph);

@@ -134,6 +134,8 @@ class ToyDriver final : public drv::Driver {
   drv::Status host_view(drv::DevicePtr p, std::size_t n, drv::HostView* out) override {
     return own(inner_->host_view(p, n, out));
   }
+  drv::Status map_host(void* h, std::size_t n, drv::DevicePtr* out) override { return own(inner_->map_host(h, n, out)); }
+  drv::Status unmap_host(drv::DevicePtr p) override { return own(inner_->unmap_host(p)); }
 
  private:
   // The emulation's status in the toy's words: lifecore's code stays, the native number,

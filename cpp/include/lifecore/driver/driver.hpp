@@ -37,7 +37,7 @@ namespace lifecore::driver {
   X(thread_exchange_capture_mode)                                                      \
   X(graph_node_counts) X(graph_instantiate) X(graph_upload) X(graph_launch)            \
   X(graph_exec_update) X(graph_destroy) X(graph_exec_destroy)                          \
-  X(stream_wait_event) X(host_view)
+  X(stream_wait_event) X(host_view) X(map_host) X(unmap_host)
 
 enum class Operation : int {
 #define LIFECORE_OPERATION_ENUM(name) name,
@@ -218,6 +218,12 @@ class Driver {
   // The host bytes behind [ptr, ptr + bytes) when the device's memory is host memory;
   // Code::not_supported on a device whose memory the host cannot address.
   virtual Status host_view(DevicePtr ptr, std::size_t bytes, HostView* out) = 0;
+  // The reverse, for another library's host memory (a NumPy array) where the device's memory
+  // is host memory: [host, host + bytes) gets a device address of its own, valid until
+  // unmap_host. The caller keeps the host memory alive and unmaps only once no queued work
+  // reads it. Code::not_supported on a device that cannot address host memory this way.
+  virtual Status map_host(void* host, std::size_t bytes, DevicePtr* out) = 0;
+  virtual Status unmap_host(DevicePtr ptr) = 0;
 };
 
 // What lifecore.backends() reports for one backend.

@@ -2,10 +2,14 @@
 // A lease holds the buffer (so a view keeps it alive), counts as one of its views (free() is
 // refused while it lives) and, on a device whose memory is host memory (the mock), holds the
 // host storage the view points at. The export's device is the registry's fact for the backend.
+// Each device keeps a table of its live leases, so a tensor passed back in (launch, copy, fill)
+// is recognised, by address, as the buffer it views (runtime/foreign_memory.hpp).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <vector>
 
 #include "lifecore/runtime/buffer.hpp"
 
@@ -35,6 +39,20 @@ class BufferLease {
   void* data_ = nullptr;
   int device_type_ = 0;
   int device_id_ = 0;
+};
+
+// A device's live leases, looked up by the addresses they lent. Thread-safe.
+class LeaseTable {
+ public:
+  void add(const BufferLease* lease);
+  void remove(const BufferLease* lease) noexcept;
+  // The buffer whose lent bytes hold [address, address + bytes), and the offset of `address`
+  // in it; null when no live lease lent those bytes.
+  std::shared_ptr<Buffer> find(std::uintptr_t address, std::size_t bytes, std::size_t* offset) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<const BufferLease*> leases_;  // few live at once: a scan is cheaper than an index
 };
 
 }  // namespace lifecore::runtime

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "lifecore/runtime/buffer_lease.hpp"
 #include "lifecore/runtime/info_cache.hpp"
 #include "lifecore/runtime/kernel.hpp"
 #include "lifecore/runtime/memory_manager.hpp"
@@ -84,6 +85,8 @@ class Device : public std::enable_shared_from_this<Device> {
   std::shared_ptr<driver::Driver> shared_driver() const { return driver_; }
   MemoryManager& memory() { return *memory_; }
   InfoCache& info() { return info_; }
+  // The zero-copy views lent out: a tensor passed back in is recognised as its buffer.
+  LeaseTable& leases() { return leases_; }
   // The function to launch for `kernel` (a built-in's module loads on first use; a user
   // kernel's module must be of this device and loaded).
   driver::FunctionHandle function(const Kernel& kernel);
@@ -112,6 +115,7 @@ class Device : public std::enable_shared_from_this<Device> {
   std::size_t total_memory_ = 0;
   std::shared_ptr<MemoryManager> memory_;
   InfoCache info_;
+  LeaseTable leases_;
   std::atomic<bool> closed_{false};
   std::atomic<bool> lost_{false};
   mutable std::mutex lost_mutex_;

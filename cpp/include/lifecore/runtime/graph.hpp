@@ -2,7 +2,8 @@
 // recorder.hpp), launched one way whichever it is. The graph retains every pool slice its
 // recording touched (so the pool cannot hand that memory out while a replay writes it) and the
 // info-cache entries it launched with; the recording keeps the staging host memory its copies
-// re-read. destroy() (also on the last reference) waits for the graph's work, then releases all that.
+// re-read, and the graph holds the foreign tensors it was recorded with. destroy() (also on the
+// last reference) waits for the graph's work, then releases all that.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,9 @@ class Graph {
     GraphId id = 0;
     std::unique_ptr<Recording> recording;
     std::vector<SliceId> retained;
+    // Foreign memory the recording reads or writes (runtime/foreign_memory.hpp): released
+    // after the graph's work and its recording, so no replay reaches memory its owner freed.
+    std::vector<std::shared_ptr<void>> holds;
   };
   explicit Graph(Parts parts);
   ~Graph();
@@ -59,6 +63,7 @@ class Graph {
   bool alive_ = true;
   std::unique_ptr<Recording> recording_;  // null once destroyed
   std::vector<SliceId> retained_;
+  std::vector<std::shared_ptr<void>> holds_;
   std::vector<std::weak_ptr<Stream>> replayed_on_;
 };
 

@@ -19,6 +19,7 @@ namespace lifecore::runtime {
 
 class Buffer;
 class Module;
+struct ForeignRange;
 
 class Kernel {
  public:
@@ -59,9 +60,10 @@ using driver::arg_kind_name;
 
 // One launch argument as the caller gave it, before it is checked against the signature.
 struct LaunchArg {
-  enum class Kind : std::uint8_t { buffer, integer, real, other };
+  enum class Kind : std::uint8_t { buffer, foreign, integer, real, other };
   Kind kind = Kind::other;
   const Buffer* buffer = nullptr;
+  const ForeignRange* foreign = nullptr;  // another library's tensor (runtime/foreign_memory.hpp)
   std::int64_t integer = 0;    // the value; when above_int64, the bits of a uint64 above INT64_MAX
   bool above_int64 = false;
   double real = 0.0;

@@ -95,6 +95,9 @@ class MemoryManager {
   MemoryStats stats() const;
   // The pool a slice lives in (for tests): true when persistent.
   bool is_persistent(SliceId slice) const;
+  // The slice whose memory holds [ptr, ptr + bytes), and whether a Buffer is bound to it; false
+  // when the range is not pool memory. A scan: for tensors passed in, which few calls take.
+  bool slice_at(driver::DevicePtr ptr, std::size_t bytes, SliceId* slice, bool* bound) const;
 
   static std::size_t bucket_size(std::size_t nbytes);
   static std::size_t exact_size(std::size_t nbytes);

@@ -22,6 +22,7 @@
 
 #include "lifecore/runtime/stream_capture_state.hpp"
 #include "lifecore/runtime/drop_queue.hpp"
+#include "lifecore/runtime/foreign_memory.hpp"
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/info_cache.hpp"
 #include "lifecore/runtime/kernel.hpp"
@@ -55,6 +56,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void fill(Buffer& buffer, std::uint32_t value);
   // Device to device, same size.
   void copy(Buffer& dst, const Buffer& src);
+  // The same, where either may be another library's tensor (runtime/foreign_memory.hpp):
+  // a view of a buffer of this device is that buffer; foreign memory is held until the
+  // stream's next fence, or by the graph when recorded.
+  void fill(const MemoryRef& dst, std::uint32_t value);
+  void copy(const MemoryRef& dst, const MemoryRef& src);
   void launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block, const LaunchArg* args,
               std::size_t count, const InfoWords* info);
   void sync();
@@ -148,6 +154,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // stream_synchronize; on success everything the drop queue holds is released.
   driver::Status synchronize_and_release();
   void touch(const Buffer& buffer);
+  void touch(SliceId slice);
+  // Foreign memory an operation just used: held until the next fence, or by the window (and
+  // then its graph) while recording.
+  void keep_hold(std::shared_ptr<void> hold);
   // A new info-cache entry's buffer. Outside a hardware recording it returns only once the
   // words are on the device, because the cache hands the buffer to every stream at once.
   driver::DevicePtr upload_info(const InfoWords& words);
@@ -177,6 +187,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   WindowId window_ = 0;
   // Buffers whose memory is a memory node of the open recording: they dangle if it is discarded.
   std::vector<std::weak_ptr<Buffer>> window_node_buffers_;
+  // Foreign memory the open recording uses: the graph holds it for its life.
+  std::vector<std::shared_ptr<void>> window_holds_;
   DropQueue drop_;
   StreamErrors errors_;
   std::size_t issued_since_flush_ = 0;

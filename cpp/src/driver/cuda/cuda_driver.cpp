@@ -347,6 +347,14 @@ class CudaDriver final : public NativeDriver {
   Status host_view(DevicePtr, std::size_t, HostView*) override {
     return cuda_local_status(Code::not_supported, "host_view", "a CUDA device's memory is not host memory");
   }
+  // Host arrays are refused before this on CUDA (their DLPack device is the CPU): pinning
+  // someone else's pages for one call would cost more than the copy it saves.
+  Status map_host(void*, std::size_t, DevicePtr*) override {
+    return cuda_local_status(Code::not_supported, "map_host", "a CUDA device does not map host arrays");
+  }
+  Status unmap_host(DevicePtr) override {
+    return cuda_local_status(Code::not_supported, "unmap_host", "a CUDA device does not map host arrays");
+  }
 
  private:
   Status failure(int native, const char* call) const override { return cuda_status(api_, native, call); }

@@ -338,6 +338,12 @@ class HipDriver final : public NativeDriver {
   Status host_view(DevicePtr, std::size_t, HostView*) override {
     return hip_local_status(Code::not_supported, "host_view", "a HIP device's memory is not host memory");
   }
+  Status map_host(void*, std::size_t, DevicePtr*) override {
+    return hip_local_status(Code::not_supported, "map_host", "a HIP device does not map host arrays");
+  }
+  Status unmap_host(DevicePtr) override {
+    return hip_local_status(Code::not_supported, "unmap_host", "a HIP device does not map host arrays");
+  }
 
  private:
   Status failure(int native, const char* call) const override { return hip_status(api_, native, call); }

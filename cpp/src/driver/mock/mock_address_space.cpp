@@ -10,7 +10,9 @@ DeviceBlock::DeviceBlock(std::size_t bytes) {
   data_ = static_cast<std::byte*>(std::calloc(bytes, 1));
 }
 
-DeviceBlock::~DeviceBlock() { std::free(data_); }
+DeviceBlock::~DeviceBlock() {
+  if (owned_) std::free(data_);
+}
 
 AddressSpace::AddressSpace(DevicePtr base, std::size_t limit) : next_(base), limit_(limit) {}
 
@@ -58,7 +60,7 @@ bool AddressSpace::free(DevicePtr ptr) {
   {
     std::lock_guard lock(mutex_);
     auto it = regions_.find(ptr);
-    if (it == regions_.end() || it->second.state != State::live) return false;
+    if (it == regions_.end() || it->second.state != State::live || it->second.mapped) return false;
     Region& region = it->second;
     in_use_ -= charge(region.bytes);
     --live_;
@@ -75,7 +77,28 @@ bool AddressSpace::free(DevicePtr ptr) {
 bool AddressSpace::is_freeable(DevicePtr ptr) const {
   std::lock_guard lock(mutex_);
   auto it = regions_.find(ptr);
-  return it != regions_.end() && it->second.state != State::reserved;
+  return it != regions_.end() && it->second.state != State::reserved && !it->second.mapped;
+}
+
+bool AddressSpace::map(std::byte* host, std::size_t bytes, DevicePtr* out) {
+  if (host == nullptr || bytes == 0) return false;
+  std::lock_guard lock(mutex_);
+  const DevicePtr ptr = next_;
+  next_ += charge(bytes) + alignment;
+  Region region{bytes, State::live, false, nullptr};
+  region.mapped = true;
+  region.block = std::make_shared<DeviceBlock>(host);
+  regions_.emplace(ptr, std::move(region));
+  *out = ptr;
+  return true;
+}
+
+bool AddressSpace::unmap(DevicePtr ptr) {
+  std::lock_guard lock(mutex_);
+  auto it = regions_.find(ptr);
+  if (it == regions_.end() || !it->second.mapped) return false;
+  regions_.erase(it);
+  return true;
 }
 
 bool AddressSpace::is_region_base(DevicePtr ptr) const {

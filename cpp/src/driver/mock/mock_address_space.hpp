@@ -19,6 +19,8 @@ namespace lifecore::driver::mock {
 class DeviceBlock {
  public:
   explicit DeviceBlock(std::size_t bytes);  // data() is null when host memory ran out
+  // Another owner's host memory (map_host): never freed here.
+  explicit DeviceBlock(std::byte* borrowed) noexcept : data_(borrowed), owned_(false) {}
   ~DeviceBlock();
   DeviceBlock(const DeviceBlock&) = delete;
   DeviceBlock& operator=(const DeviceBlock&) = delete;
@@ -26,6 +28,7 @@ class DeviceBlock {
 
  private:
   std::byte* data_ = nullptr;
+  bool owned_ = true;
 };
 
 // The host bytes behind a checked device range; `data` is null when the range was refused.
@@ -45,6 +48,11 @@ class AddressSpace {
   bool allocate(std::size_t bytes, DevicePtr* out);
   // Frees the live allocation starting at `ptr`; false when there is none.
   bool free(DevicePtr ptr);
+  // Another owner's host bytes under an address of their own (map_host): live for every
+  // access, never charged against the limit, never freed by free(), only by unmap().
+  bool map(std::byte* host, std::size_t bytes, DevicePtr* out);
+  // False when `ptr` is not the base of a mapping.
+  bool unmap(DevicePtr ptr);
   // True when `ptr` is the base of a live allocation or of a graph allocation a launch claimed.
   bool is_freeable(DevicePtr ptr) const;
   // True when `ptr` is the base of any region, live or reserved.
@@ -77,6 +85,7 @@ class AddressSpace {
     State state = State::live;
     bool graph_owned = false;
     std::shared_ptr<DeviceBlock> block;  // non-null exactly when live
+    bool mapped = false;                 // another owner's host bytes (map)
   };
   static std::size_t charge(std::size_t bytes);
   bool back_locked(Region& region);

@@ -1005,6 +1005,23 @@ Status MockDriver::host_view(DevicePtr ptr, std::size_t bytes, HostView* out) {
   return {};
 }
 
+Status MockDriver::map_host(void* host, std::size_t bytes, DevicePtr* out) {
+  LIFECORE_MOCK_GATE(map_host)
+  constexpr Operation op = Operation::map_host;
+  if (!out) return bad_value(op, "the output pointer is null");
+  if (host == nullptr) return bad_value(op, "the host pointer is null");
+  if (bytes == 0) return bad_value(op, "the range is empty");
+  if (!memory_.map(static_cast<std::byte*>(host), bytes, out)) return bad_value(op, "the range cannot be mapped");
+  return {};
+}
+
+Status MockDriver::unmap_host(DevicePtr ptr) {
+  LIFECORE_MOCK_GATE(unmap_host)
+  constexpr Operation op = Operation::unmap_host;
+  if (!memory_.unmap(ptr)) return bad_value(op, hex(ptr) + " is not the start of a host mapping");
+  return {};
+}
+
 #undef LIFECORE_MOCK_GATE
 
 }  // namespace lifecore::driver

@@ -140,6 +140,8 @@ class MockDriver final : public Driver {
   Status stream_wait_event(std::uintptr_t native_stream, EventHandle event) override;
   // The device memory is host memory: the view holds the allocation's storage.
   Status host_view(DevicePtr ptr, std::size_t bytes, HostView* out) override;
+  Status map_host(void* host, std::size_t bytes, DevicePtr* out) override;
+  Status unmap_host(DevicePtr ptr) override;
 
  private:
   struct Capture;

@@ -1,0 +1,227 @@
+// Another library's tensors as pointer arguments (tensor_arguments.hpp): DLPack capsules and
+// the CUDA array interface read into a runtime::ForeignRange.
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "arguments.hpp"
+#include "buffer_view.hpp"
+#include "lifecore/error.hpp"
+#include "lifecore/driver/registry.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/stream_capture_state.hpp"
+
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include "tensor_arguments.hpp"
+
+namespace lifecore::bindings {
+namespace {
+
+using runtime::Buffer;
+using runtime::ForeignRange;
+
+// Producer references let go of without the interpreter lock, or under a stream's lock where
+// a deallocation running Python code could call back into that stream: dropped later, under
+// the interpreter lock and no core lock (a pending call, or the next entry that takes tensors).
+std::mutex deferred_mutex;
+std::vector<PyObject*> deferred;
+std::atomic<bool> deferred_any{false};
+bool deferred_scheduled = false;
+
+int drain_deferred(void*) {
+  release_deferred_references();
+  return 0;
+}
+
+void release_later(PyObject* object) {
+  if (object == nullptr || !Py_IsInitialized()) return;  // at exit the interpreter takes everything
+  std::lock_guard lock(deferred_mutex);
+  deferred.push_back(object);
+  deferred_any.store(true, std::memory_order_release);
+  if (!deferred_scheduled) deferred_scheduled = Py_AddPendingCall(&drain_deferred, nullptr) == 0;
+}
+
+// The references that keep a tensor's memory alive: the producer object and its capsule.
+struct ProducerReferences {
+  PyObject* object = nullptr;
+  PyObject* capsule = nullptr;
+  ~ProducerReferences() {
+    release_later(capsule);  // the capsule first: its deleter may still read the object
+    release_later(object);
+  }
+};
+
+std::shared_ptr<void> hold_producer(nb::handle object, nb::handle capsule) {
+  auto refs = std::make_shared<ProducerReferences>();
+  refs->object = nb::borrow(object).release().ptr();
+  if (capsule.is_valid()) refs->capsule = nb::borrow(capsule).release().ptr();
+  return refs;
+}
+
+[[noreturn]] void refuse(const std::string& label, const std::string& why) {
+  raise(ErrorKind::InvalidArgument, label + " " + why);
+}
+
+// Bytes of a C-contiguous tensor; refuses a strided one.
+std::size_t contiguous_bytes(const std::string& label, std::int32_t ndim, const std::int64_t* shape,
+                             const std::int64_t* strides, std::size_t item_bytes) {
+  std::uint64_t count = 1;
+  for (std::int32_t i = 0; i < ndim; ++i) {
+    if (shape[i] < 0) refuse(label, "has a negative dimension");
+    count *= static_cast<std::uint64_t>(shape[i]);
+  }
+  if (strides != nullptr && count > 1) {
+    std::int64_t expected = 1;  // in elements
+    for (std::int32_t i = ndim; i-- > 0;) {
+      if (shape[i] != 1 && strides[i] != expected)
+        refuse(label, "is not C-contiguous (strides in elements: given " + [&] {
+          std::string text;
+          for (std::int32_t k = 0; k < ndim; ++k) text += (k ? ", " : "") + std::to_string(strides[k]);
+          return "(" + text + ")";
+        }() + "); pass a contiguous copy");
+      expected *= shape[i];
+    }
+  }
+  return static_cast<std::size_t>(count * item_bytes);
+}
+
+std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& label) {
+  if (!nb::hasattr(h, "__dlpack_device__")) return {-1, -1};
+  nb::object device = h.attr("__dlpack_device__")();
+  std::pair<int, int> out;
+  if (!nb::try_cast(device, out)) refuse(label, "has a __dlpack_device__ that is not a pair of ints");
+  return out;
+}
+
+// The stream DLPack's consumer passes: its own native stream on a GPU, None for host memory.
+// While the stream records, -1 (no ordering): the recorded work runs at replay, not now, and a
+// wait on the producer's event would itself be captured, joining another stream's work to the
+// graph.
+nb::object consumer_stream(runtime::Stream& stream) {
+  const int type = stream.device()->driver().backend().dlpack_device_type;
+  if (type == driver::dlpack_device::cpu) return nb::none();
+  if (stream.capture_state().is_recording()) return nb::int_(-1);
+  return nb::int_(stream.native_handle());
+}
+
+void read_dlpack(nb::handle h, runtime::Stream& stream, const std::string& label, ForeignRange* out) {
+  auto [type, id] = dlpack_device_of(h, label);
+  if (type >= 0) runtime::check_foreign_device(*stream.device(), type, id, label);  // before any export
+  nb::object export_fn = h.attr("__dlpack__");
+  nb::object stream_arg = consumer_stream(stream);
+  nb::object capsule;
+  try {
+    capsule = export_fn(nb::arg("stream") = stream_arg, nb::arg("max_version") = nb::make_tuple(1, 0));
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_TypeError)) {
+      refuse(label, "could not be exported by its __dlpack__: " + std::string(nb::str(error.value()).c_str()));
+    }
+    try {
+      capsule = export_fn(nb::arg("stream") = stream_arg);  // a producer before DLPack 1.0
+    } catch (nb::python_error& again) {
+      refuse(label, "could not be exported by its __dlpack__: " + std::string(nb::str(again.value()).c_str()));
+    }
+  }
+  const DLTensor* tensor = nullptr;
+  std::uint64_t flags = 0;
+  if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
+    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
+    if (managed->version.major != 1) refuse(label, "was exported in DLPack " + std::to_string(managed->version.major) + ".x, not 1.x");
+    tensor = &managed->dl_tensor;
+    flags = managed->flags;
+  } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
+    tensor = &static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"))->dl_tensor;
+  } else {
+    refuse(label, "has a __dlpack__ that returned no DLPack capsule");
+  }
+  if (flags & dlpack_flag_is_copied)
+    refuse(label, "was exported as a copy by its producer, so the operation would not reach its memory");
+  const std::size_t bits = std::size_t{tensor->dtype.bits} * tensor->dtype.lanes;
+  if (bits == 0 || bits % 8 != 0) refuse(label, "has elements of " + std::to_string(bits) + " bits, not whole bytes");
+  out->device_type = tensor->device.device_type;
+  out->device_id = tensor->device.device_id;
+  out->nbytes = contiguous_bytes(label, tensor->ndim, tensor->shape, tensor->strides, bits / 8);
+  out->address = reinterpret_cast<std::uintptr_t>(tensor->data) + tensor->byte_offset;
+  out->read_only = (flags & dlpack_flag_read_only) != 0;
+  // The capsule stays unconsumed and referenced: its destructor returns the tensor to its
+  // producer once the last hold lets go.
+  out->owner = hold_producer(h, capsule);
+}
+
+void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std::string& label, ForeignRange* out) {
+  // The interface says nothing of the device ordinal: only the memory's kind is checked.
+  runtime::check_foreign_device(*stream.device(), driver::dlpack_device::cuda, -1, label);
+  nb::object cai = h.attr("__cuda_array_interface__");
+  if (!nb::isinstance<nb::dict>(cai)) refuse(label, "has a __cuda_array_interface__ that is not a dict");
+  nb::dict dict = nb::borrow<nb::dict>(cai);
+  std::string typestr;
+  std::vector<std::int64_t> shape;
+  std::pair<std::uint64_t, bool> data;
+  if (!dict.contains("typestr") || !nb::try_cast(dict["typestr"], typestr) || typestr.size() < 3 ||
+      !dict.contains("shape") || !nb::try_cast(dict["shape"], shape) || !dict.contains("data") ||
+      !nb::try_cast(dict["data"], data))
+    refuse(label, "has a __cuda_array_interface__ without a valid typestr, shape and data");
+  const long item = std::strtol(typestr.c_str() + 2, nullptr, 10);
+  if (item <= 0) refuse(label, "has an unknown typestr " + typestr);
+  std::vector<std::int64_t> strides;
+  const std::int64_t* stride_ptr = nullptr;
+  if (dict.contains("strides") && !dict["strides"].is_none()) {
+    std::vector<std::int64_t> bytes_strides;
+    if (!nb::try_cast(dict["strides"], bytes_strides) || bytes_strides.size() != shape.size())
+      refuse(label, "has __cuda_array_interface__ strides that do not match its shape");
+    for (std::int64_t s : bytes_strides) {
+      if (s % item != 0) refuse(label, "is not C-contiguous (a stride is not a whole number of elements)");
+      strides.push_back(s / item);
+    }
+    stride_ptr = strides.data();
+  }
+  out->device_type = driver::dlpack_device::cuda;
+  out->device_id = -1;
+  out->nbytes = contiguous_bytes(label, static_cast<std::int32_t>(shape.size()), shape.data(), stride_ptr,
+                                 static_cast<std::size_t>(item));
+  out->address = static_cast<std::uintptr_t>(data.first);
+  out->read_only = data.second;
+  out->owner = hold_producer(h, nb::handle());
+}
+
+}  // namespace
+
+void release_deferred_references() {
+  if (!deferred_any.load(std::memory_order_acquire)) return;
+  std::vector<PyObject*> objects;
+  {
+    std::lock_guard lock(deferred_mutex);
+    objects.swap(deferred);
+    deferred_any.store(false, std::memory_order_release);
+    deferred_scheduled = false;
+  }
+  for (PyObject* object : objects) Py_DECREF(object);
+}
+
+bool memory_argument(nb::handle h, runtime::Stream& stream, const char* call, const std::string& name,
+                     MemoryArgument* out) {
+  if (Buffer* buffer = nullptr; nb::try_cast<Buffer*>(h, buffer) && buffer != nullptr) {
+    out->ref.buffer = buffer;
+    return true;
+  }
+  if (BufferView* view = nullptr; nb::try_cast<BufferView*>(h, view) && view != nullptr) {
+    out->ref.buffer = view->buffer.get();
+    return true;
+  }
+  const std::string label = std::string(call) + ": argument '" + name + "'";
+  if (nb::hasattr(h, "__dlpack__")) {
+    read_dlpack(h, stream, label, &out->foreign);
+  } else if (nb::hasattr(h, "__cuda_array_interface__")) {
+    read_cuda_array_interface(h, stream, label, &out->foreign);
+  } else {
+    return false;
+  }
+  out->ref.foreign = &out->foreign;
+  return true;
+}
+
+}  // namespace lifecore::bindings

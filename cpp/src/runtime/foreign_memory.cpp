@@ -1,0 +1,114 @@
+#include "lifecore/runtime/foreign_memory.hpp"
+
+#include "lifecore/driver/registry.hpp"
+#include "lifecore/error.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/buffer_lease.hpp"
+#include "lifecore/runtime/device.hpp"
+
+namespace lifecore::runtime {
+namespace {
+
+// Host memory mapped into a device's address space for as long as work may read it. The
+// mapping goes before the producer's reference: nothing can reach the bytes once unmapped.
+struct HostMapping {
+  std::shared_ptr<driver::Driver> driver;
+  driver::DevicePtr ptr = 0;
+  std::shared_ptr<void> owner;
+  ~HostMapping() {
+    (void)driver->unmap_host(ptr);  // a failure leaves an address nothing uses any more
+    owner.reset();
+  }
+};
+
+std::string device_text(int type, int id) {
+  return dlpack_device_name(type) + (id < 0 ? std::string() : ":" + std::to_string(id));
+}
+
+}  // namespace
+
+std::string dlpack_device_name(int device_type) {
+  switch (device_type) {
+    case 1: return "cpu";
+    case 2: return "cuda";
+    case 3: return "cuda_host";
+    case 4: return "opencl";
+    case 7: return "vulkan";
+    case 8: return "metal";
+    case 10: return "rocm";
+    case 11: return "rocm_host";
+    case 13: return "cuda_managed";
+    case 14: return "oneapi";
+    default: return "device type " + std::to_string(device_type);
+  }
+}
+
+void check_foreign_device(Device& device, int type, int id, const std::string& label) {
+  driver::Driver& driver = device.driver();
+  const int own_type = driver.backend().dlpack_device_type;
+  const bool host_memory = own_type == driver::dlpack_device::cpu;
+  const int own_id = host_memory ? 0 : driver.ordinal();
+  if (type != own_type || (id >= 0 && id != own_id))
+    raise(ErrorKind::InvalidArgument,
+          label + " lives on " + device_text(type, id) + ", but the stream's " + driver.backend().name +
+              " device takes " + device_text(own_type, own_id) + " memory" +
+              (host_memory ? " (its memory is host memory)" : ""));
+}
+
+ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* op, const std::string& argument,
+                              bool written) {
+  ResolvedMemory out;
+  if (ref.buffer != nullptr) {
+    out.ptr = ref.buffer->use(device, op);
+    out.nbytes = ref.buffer->nbytes();
+    out.pooled = true;
+    out.slice = ref.buffer->slice();
+    return out;
+  }
+  const std::string label = std::string(op) + ": argument '" + argument + "'";
+  if (ref.foreign == nullptr) raise(ErrorKind::InvalidArgument, label + ": no memory given");
+  const ForeignRange& range = *ref.foreign;
+  driver::Driver& driver = device.driver();
+  const bool host_memory = driver.backend().dlpack_device_type == driver::dlpack_device::cpu;
+  check_foreign_device(device, range.device_type, range.device_id, label);
+  if (range.nbytes == 0) raise(ErrorKind::InvalidArgument, label + " is empty (0 bytes)");
+  if (written && range.read_only)
+    raise(ErrorKind::InvalidArgument, label + " is read-only, and the operation writes it");
+  // A view of one of this device's buffers is that buffer.
+  std::size_t offset = 0;
+  if (std::shared_ptr<Buffer> buffer = device.leases().find(range.address, range.nbytes, &offset)) {
+    out.ptr = buffer->use(device, op) + offset;
+    out.nbytes = range.nbytes;
+    out.pooled = true;
+    out.slice = buffer->slice();
+    return out;
+  }
+  out.nbytes = range.nbytes;
+  if (!host_memory) {
+    out.ptr = static_cast<driver::DevicePtr>(range.address);
+    // Pool memory reached without a lease (the CUDA array interface lends none): by address.
+    SliceId slice = 0;
+    bool bound = false;
+    if (device.memory().slice_at(out.ptr, out.nbytes, &slice, &bound)) {
+      if (!bound) raise(ErrorKind::Closed, label + " points into the memory of a freed buffer");
+      out.pooled = true;
+      out.slice = slice;
+      return out;
+    }
+    out.hold = range.owner;
+    return out;
+  }
+  driver::DevicePtr mapped = 0;
+  driver::Status status = driver.map_host(reinterpret_cast<void*>(range.address), range.nbytes, &mapped);
+  device.note_status(status);
+  driver::check(status);
+  auto mapping = std::make_shared<HostMapping>();
+  mapping->driver = device.shared_driver();
+  mapping->ptr = mapped;
+  mapping->owner = range.owner;
+  out.ptr = mapped;
+  out.hold = std::move(mapping);
+  return out;
+}
+
+}  // namespace lifecore::runtime

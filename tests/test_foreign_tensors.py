@@ -1,0 +1,581 @@
+"""Foreign tensors in: Stream.launch, copy and fill take a BufferView or another library's
+tensor (DLPack, CUDA array interface) where a Buffer goes.
+
+On the emulated device (its memory is host memory) a NumPy array or a torch CPU tensor is
+mapped into the device's address space for the call, so a kernel, a fill or a copy writes
+into the array itself: the tests prove it by reading the array after the stream's work. A
+view of one of the device's own buffers is that buffer (a fault injected into map_host does
+not reach it), with the buffer's window touch and retention rules. A graph holds the foreign
+tensors it recorded for its life; dropping the graph lets them go.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import DriverError, InvalidArgumentError, LifecoreTypeError
+from lifecore import kernels as K
+
+from backend_roles import EMULATED
+
+N = 64
+ONE = 0x3F800000  # float32 1.0
+SEVEN = 0x40E00000  # float32 7.0
+GRAPHS = ["hardware", "software"]
+
+
+@pytest.fixture
+def dev():
+    with lifecore.Device(EMULATED) as device:
+        yield device
+
+
+@pytest.fixture(params=GRAPHS)
+def gdev(request):
+    with lifecore.Device(EMULATED, graphs=request.param) as device:
+        yield device
+
+
+def f32(s, buf) -> np.ndarray:
+    return np.frombuffer(s.read(buf), np.float32)
+
+
+def filled(s, value: float, n: int = N):
+    buf = s.alloc(4 * n)
+    s.write(buf, np.full(n, value, np.float32))
+    return buf
+
+
+def released(ref: weakref.ref) -> bool:
+    """Whether the object is gone. References let go of without the interpreter lock are
+    dropped by a pending call on this thread, which runs within a few bytecodes."""
+    gc.collect()
+    for attempt in range(10_000):
+        if ref() is None:
+            return True
+        if attempt % 1000 == 999:
+            gc.collect()
+    return False
+
+
+def torch_or_skip():
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - depends on the environment
+        pytest.skip("torch is not installed")
+    return torch
+
+
+# ---- NumPy on the emulated device: writes land in the array ------------------------------
+
+
+def test_fill_writes_into_a_numpy_array(dev) -> None:
+    s = dev.stream()
+    a = np.zeros(N, np.float32)
+    s.fill(a, SEVEN)
+    s.sync()
+    assert np.array_equal(a, np.full(N, 7.0, np.float32))
+
+
+def test_a_kernel_writes_into_and_reads_from_numpy_arrays(dev) -> None:
+    s = dev.stream()
+    x = np.arange(N, dtype=np.float32)
+    out = np.zeros(N, np.float32)
+    s.launch(K.scale_f32, 1, N, [N, 3.0, x, out])
+    s.sync()
+    assert np.array_equal(out, 3.0 * np.arange(N, dtype=np.float32))
+    assert np.array_equal(x, np.arange(N, dtype=np.float32))  # the input is untouched
+
+
+def test_copy_between_numpy_arrays_and_buffers(dev) -> None:
+    s = dev.stream()
+    buf = filled(s, 5.0)
+    host = np.zeros((8, 8), np.float32)  # any C-contiguous shape of the same bytes
+    s.copy(host, buf)
+    s.sync()
+    assert np.all(host == 5.0)
+    back = np.arange(N, dtype=np.float32)
+    s.copy(buf, back)
+    assert np.array_equal(f32(s, buf), back)
+    other = np.zeros(N, np.float32)
+    s.copy(other, back)
+    s.sync()
+    assert np.array_equal(other, back)
+
+
+def test_a_view_of_a_numpy_array_lands_at_its_offset(dev) -> None:
+    s = dev.stream()
+    a = np.zeros(N, np.float32)
+    s.fill(a[16:32], ONE)  # a contiguous slice: data + offset
+    s.sync()
+    assert np.array_equal(np.nonzero(a)[0], np.arange(16, 32))
+
+
+def test_a_buffer_view_is_its_buffer(dev) -> None:
+    s = dev.stream()
+    buf = filled(s, 0.0)
+    s.fill(buf.view("float32", (8, 8)), ONE)
+    assert np.all(f32(s, buf) == 1.0)
+    out = np.zeros(N, np.float32)
+    s.launch(K.scale_f32, 1, N, [N, 2.0, buf.view("float32"), out])
+    s.sync()
+    assert np.all(out == 2.0)
+
+
+# ---- torch CPU -------------------------------------------------------------------------
+
+
+def test_torch_cpu_tensors_in_launch_copy_and_fill(dev) -> None:
+    torch = torch_or_skip()
+    s = dev.stream()
+    t = torch.zeros(N)
+    s.fill(t, SEVEN)
+    s.sync()
+    assert torch.equal(t, torch.full((N,), 7.0))
+    out = torch.zeros(N)
+    s.launch(K.scale_f32, 1, N, [N, 2.0, t, out])
+    s.sync()
+    assert torch.equal(out, torch.full((N,), 14.0))
+    buf = s.alloc(4 * N)
+    s.copy(buf, out)
+    assert np.all(f32(s, buf) == 14.0)
+    with pytest.raises(InvalidArgumentError, match="not C-contiguous"):
+        s.fill(torch.zeros(N, 2).t(), 0)
+
+
+# ---- refusals: each names the argument, and changes nothing -----------------------------
+
+
+def assert_nothing_changed(dev, s, arrays, before) -> None:
+    s.sync()  # nothing was queued, so nothing surfaces
+    for array, copy in zip(arrays, before):
+        assert np.array_equal(array, copy)
+    assert dev.memory_stats() == before[-1]
+
+
+def test_a_strided_array_is_refused(dev) -> None:
+    s = dev.stream()
+    a = np.zeros((8, 8), np.float32)
+    before = [a.copy(), dev.memory_stats()]
+    with pytest.raises(InvalidArgumentError, match=r"fill: argument 'buf' is not C-contiguous"):
+        s.fill(a[:, ::2], ONE)
+    with pytest.raises(InvalidArgumentError, match=r"launch: argument 'x' is not C-contiguous"):
+        s.launch(K.scale_f32, 1, N, [32, 2.0, a[:, ::2], np.zeros(32, np.float32)])
+    assert_nothing_changed(dev, s, [a], before)
+
+
+def test_a_tensor_of_another_device_is_refused(dev) -> None:
+    s = dev.stream()
+
+    class CudaTensor:  # says it lives on CUDA device 0; must never be exported here
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, **kwargs):  # pragma: no cover - the refusal comes first
+            raise AssertionError("exported although on another device")
+
+    class CudaArray:  # the CUDA array interface is CUDA memory by definition
+        __cuda_array_interface__ = {"shape": (N,), "typestr": "<f4", "data": (1 << 40, False), "version": 3}
+
+    with pytest.raises(InvalidArgumentError, match=r"fill: argument 'buf' lives on cuda:0, but the stream's"):
+        s.fill(CudaTensor(), 0)
+    with pytest.raises(InvalidArgumentError, match=r"copy: argument 'src' lives on cuda"):
+        s.copy(np.zeros(N, np.float32), CudaArray())
+    with pytest.raises(InvalidArgumentError, match=r"launch: argument 'out' lives on cuda"):
+        s.launch(K.scale_f32, 1, N, [N, 2.0, np.zeros(N, np.float32), CudaArray()])
+
+
+def test_sizes_out_of_bounds_are_refused(dev) -> None:
+    s = dev.stream()
+    small = np.zeros(N // 2, np.float32)
+    buf = filled(s, 1.0)
+    before = [small.copy(), dev.memory_stats()]
+    with pytest.raises(InvalidArgumentError, match=r"copy: argument 'dst' holds 128 bytes and 'src' 256"):
+        s.copy(small, buf)
+    with pytest.raises(InvalidArgumentError, match=r"copy: argument 'dst' holds 256 bytes and 'src' 128"):
+        s.copy(buf, small)
+    with pytest.raises(InvalidArgumentError, match=r"fill: argument 'buf' holds 6 bytes, not a multiple of 4"):
+        s.fill(np.zeros(6, np.uint8), 0)
+    with pytest.raises(InvalidArgumentError, match=r"fill: argument 'buf' is empty"):
+        s.fill(np.zeros(0, np.float32), 0)
+    assert_nothing_changed(dev, s, [small], before)
+    assert np.all(f32(s, buf) == 1.0)
+
+
+def test_a_read_only_array_is_refused_as_a_destination(dev) -> None:
+    s = dev.stream()
+    ro = np.ones(N, np.float32)
+    ro.flags.writeable = False
+    before = [ro.copy(), dev.memory_stats()]
+    with pytest.raises(InvalidArgumentError, match=r"fill: argument 'buf' is read-only"):
+        s.fill(ro, 0)
+    with pytest.raises(InvalidArgumentError, match=r"copy: argument 'dst' is read-only"):
+        s.copy(ro, np.zeros(N, np.float32))
+    with pytest.raises(InvalidArgumentError, match=r"launch: argument 'out' is read-only"):
+        s.launch(K.scale_f32, 1, N, [N, 2.0, np.zeros(N, np.float32), ro])
+    assert_nothing_changed(dev, s, [ro], before)
+    out = np.zeros(N, np.float32)
+    s.copy(out, ro)  # a read-only source is fine
+    s.sync()
+    assert np.all(out == 1.0)
+
+
+def test_an_object_that_is_not_a_tensor_is_refused(dev) -> None:
+    s = dev.stream()
+    for bad in ("abc", [1.0, 2.0], 3, None, object()):
+        with pytest.raises(LifecoreTypeError, match=r"fill: argument 'buf' must be a Buffer, a BufferView or a tensor"):
+            s.fill(bad, 0)
+        with pytest.raises(LifecoreTypeError, match=r"copy: argument 'src' must be a Buffer, a BufferView or a tensor"):
+            s.copy(np.zeros(4, np.float32), bad)
+    with pytest.raises(LifecoreTypeError, match=r"argument 'x' must be a Buffer or a tensor, got str"):
+        s.launch(K.scale_f32, 1, N, [N, 2.0, "abc", np.zeros(N, np.float32)])
+
+
+def test_a_tensor_for_a_scalar_parameter_is_not_read_as_memory(dev) -> None:
+    s = dev.stream()
+    with pytest.raises(LifecoreTypeError, match=r"argument 'a' must be"):
+        s.launch(K.scale_f32, 1, N, [N, np.float32(2.0), np.zeros(N, np.float32), np.zeros(N, np.float32)])
+
+
+def test_a_producer_that_refuses_the_export_is_named(dev) -> None:
+    s = dev.stream()
+
+    class Refuses:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise BufferError("no export today")
+
+    with pytest.raises(InvalidArgumentError, match=r"fill: argument 'buf' could not be exported .*no export today"):
+        s.fill(Refuses(), 0)
+
+
+def test_a_fault_in_map_host_changes_nothing(dev) -> None:
+    s = dev.stream()
+    a = np.zeros(N, np.float32)
+    dev.inject_fault("map_host", 999)
+    with pytest.raises(DriverError) as caught:
+        s.fill(a, ONE)
+    assert caught.value.code == 999
+    s.sync()
+    assert not a.any()
+    s.fill(a, ONE)  # the fault is spent
+    s.sync()
+    assert np.all(a == 1.0)
+
+
+def test_map_host_and_unmap_host_are_driver_operations() -> None:
+    assert {"map_host", "unmap_host"} <= set(lifecore.driver_operations())
+
+
+# ---- views of the device's own buffers ---------------------------------------------------
+
+
+def test_a_numpy_view_of_a_buffer_is_that_buffer(dev) -> None:
+    s = dev.stream()
+    buf = filled(s, 0.0)
+    view = np.from_dlpack(buf.view("float32"))
+    dev.inject_fault("map_host", 999, times=10**6)  # foreign host memory cannot be mapped now
+    s.fill(view, SEVEN)  # recognised as the buffer: no mapping
+    s.launch(K.scale_f32, 1, N, [N, 2.0, view, buf])
+    assert np.all(f32(s, buf) == 14.0)
+    s.fill(view[8:16], ONE)  # a slice of the view: the buffer at an offset
+    s.sync()
+    assert np.array_equal(np.nonzero(view == 1.0)[0], np.arange(8, 16))
+    with pytest.raises(DriverError):
+        s.fill(np.zeros(N, np.float32), 0)  # a foreign array does need the mapping
+    dev.clear_faults()
+    del view
+
+
+def test_a_view_passed_in_lets_go_of_its_buffer_when_the_call_returns(dev) -> None:
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    view = np.from_dlpack(buf.view("float32"))
+    s.fill(view, ONE)
+    with pytest.raises(InvalidArgumentError):
+        s.copy(view, np.zeros(1, np.float32))  # a refused call lets go too
+    assert buf.views == 1
+    del view
+    assert buf.views == 0  # nothing of the calls still holds the view
+    buf.free()
+
+
+def test_a_torch_view_of_a_buffer_is_that_buffer(dev) -> None:
+    torch = torch_or_skip()
+    s = dev.stream()
+    buf = filled(s, 3.0)
+    t = torch.from_dlpack(buf.view("float32"))
+    dev.inject_fault("map_host", 999, times=10**6)
+    out = s.alloc(4 * N)
+    s.launch(K.scale_f32, 1, N, [N, 2.0, t, out])
+    assert np.all(f32(s, out) == 6.0)
+    dev.clear_faults()
+
+
+def test_a_view_in_a_window_is_touched_and_retained_like_its_buffer(gdev) -> None:
+    """The same capture with the Buffer and with a NumPy view of it leaves the same pool state:
+    the graph retains the slice, so freeing the buffer does not hand its memory out again."""
+
+    def capture(as_view: bool):
+        s = gdev.stream()
+        buf = s.alloc(4 * N)
+        s.sync()
+        arg = np.from_dlpack(buf.view("float32")) if as_view else buf  # views are taken outside windows
+        graph = s.capture(lambda st: st.fill(arg, SEVEN))
+        del arg
+        buf.free()
+        s.sync()
+        return graph, gdev.memory_stats()
+
+    g1, with_buffer = capture(False)
+    g1.destroy()
+    g2, with_view = capture(True)
+    for key in ("slices_retained", "slices_in_use", "graphs_alive"):
+        assert with_view[key] == with_buffer[key], key
+    assert with_view["slices_retained"] >= 1
+    g2.destroy()
+
+
+def test_a_retained_slice_is_not_handed_out_while_the_graph_lives(gdev) -> None:
+    s = gdev.stream()
+    buf = s.alloc(4 * N)
+    s.sync()
+    view = np.from_dlpack(buf.view("float32"))
+    graph = s.capture(lambda st: st.fill(view, SEVEN))
+    del view
+    old = buf.ptr
+    buf.free()
+    s.sync()
+    fresh = s.alloc(4 * N)
+    assert fresh.ptr != old  # the graph retains the slice the view stood for
+    s.fill(fresh, 0)
+    graph.replay()
+    assert not np.any(f32(s, fresh))  # the replay writes the retained slice, never the new buffer
+    graph.destroy()
+
+
+# ---- holds: eager work and graphs --------------------------------------------------------
+
+
+def test_eager_work_holds_a_foreign_array_until_the_stream_is_done(dev) -> None:
+    s = dev.stream()
+    a = np.zeros(N, np.float32)
+    ref = weakref.ref(a)
+    s.fill(a, ONE)
+    del a
+    gc.collect()
+    assert ref() is not None  # queued work may still write it
+    s.sync()
+    assert released(ref)
+
+
+def test_a_graph_holds_a_recorded_foreign_array_for_its_life(gdev) -> None:
+    """Recording a foreign tensor inside a window is allowed: the graph holds it, so a replay
+    after the caller dropped it still writes live memory; dropping the graph lets it go."""
+    s = gdev.stream()
+    x = filled(s, 4.0)
+    out = np.zeros(N, np.float32)
+    ref = weakref.ref(out)
+    graph = s.capture(lambda st: st.launch(K.scale_f32, 1, N, [N, 2.0, x, out]))
+    out[:] = 0.0  # the warmup wrote it; the replay must again
+    del out
+    gc.collect()
+    assert ref() is not None
+    graph.replay()
+    s.sync()
+    assert np.all(ref() == 8.0)
+    s.write(x, np.full(N, 1.0, np.float32))
+    graph.replay()
+    s.sync()
+    assert np.all(ref() == 2.0)
+    del graph
+    assert released(ref)
+
+
+def test_destroying_a_graph_releases_its_torch_tensors(gdev) -> None:
+    torch = torch_or_skip()
+    s = gdev.stream()
+    t = torch.zeros(N)
+    ref = weakref.ref(t)
+    graph = s.capture(lambda st: st.fill(t, SEVEN))
+    t.zero_()
+    del t
+    graph.replay()
+    s.sync()
+    assert torch.equal(ref(), torch.full((N,), 7.0))
+    graph.destroy()
+    assert released(ref)
+
+
+def test_an_aborted_window_lets_go_of_its_foreign_tensors(gdev) -> None:
+    s = gdev.stream()
+    a = np.zeros(N, np.float32)
+    ref = weakref.ref(a)
+    s.graph_prepare()
+    s.begin_capture()
+    s.fill(a, ONE)
+    del a
+    s.abort_capture()
+    s.sync()
+    assert released(ref)
+
+
+def test_closing_the_device_lets_go_of_a_graphs_foreign_tensors() -> None:
+    dev = lifecore.Device(EMULATED)
+    s = dev.stream()
+    a = np.zeros(N, np.float32)
+    ref = weakref.ref(a)
+    graph = s.capture(lambda st: st.fill(a, ONE))
+    del a
+    dev.close()
+    assert not graph.alive
+    assert released(ref)
+
+
+def test_replays_of_a_graph_write_the_array_each_time(gdev) -> None:
+    s = gdev.stream()
+    src = filled(s, 2.0)
+    host = np.zeros(N, np.float32)
+    graph = s.capture(lambda st: st.copy(host, src))
+    for value in (3.0, 4.0):
+        s.write(src, np.full(N, value, np.float32))
+        graph.replay()
+        s.sync()
+        assert np.all(host == value)
+    graph.destroy()
+
+
+# ---- CUDA, against the fake driver (its device memory is host memory) --------------------
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory):
+    from driver_scenarios import build_fake_library
+
+    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
+
+
+def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None:
+    """On CUDA (the fake driver, in a fresh interpreter, where a device address is a host
+    address): a CUDA-array-interface object and a DLPack producer on CUDA device 0 are used by
+    address, the producer is handed the stream's handle as DLPack's `stream` (-1, no wait,
+    while the stream records: the work runs at replay), a graph holds
+    what it recorded, a buffer's memory reached through the array interface is recognised by
+    address, and a NumPy array, another ordinal, a read-only array or a freed buffer's memory
+    are refused."""
+    import os
+
+    from driver_scenarios import run_scenario
+
+    body = """
+    import gc, weakref
+    import numpy as np
+
+    def released(ref):
+        for _ in range(10000):
+            if ref() is None:
+                return True
+        gc.collect()
+        return ref() is None
+
+    class Cai:
+        def __init__(self, array, read_only=False, strides=None):
+            self.array = array
+            self.__cuda_array_interface__ = {"shape": array.shape, "typestr": "<f4", "version": 3,
+                                             "data": (array.ctypes.data, read_only), "strides": strides}
+
+    class Wrap:  # a DLPack producer: the buffer's own export, and what it was asked
+        def __init__(self, buf, device=None):
+            self.buf, self.device, self.asked, self.streams = buf, device, {}, []
+        def __dlpack_device__(self):
+            return self.device or self.buf.__dlpack_device__()
+        def __dlpack__(self, **kwargs):
+            self.asked.update(kwargs)
+            self.streams.append(kwargs.get("stream"))
+            return self.buf.__dlpack__(**kwargs)
+
+    def refused(call, *args):
+        try:
+            call(*args)
+        except lifecore.InvalidArgumentError as error:
+            return str(error)
+        return "accepted"
+
+    dev = lifecore.Device("cuda")
+    s = dev.stream()
+    host = np.zeros(16, np.float32)
+    s.fill(Cai(host), 0x40E00000)
+    s.sync()
+    result["fill"] = host.tolist()
+    buf = s.alloc(64)
+    s.write(buf, np.arange(16, dtype=np.float32))
+    s.copy(Cai(host), buf)
+    s.sync()
+    result["copy"] = host.tolist()
+    wrapped = Wrap(buf)
+    s.fill(wrapped, 0)
+    result["stream_asked"] = wrapped.asked.get("stream") == s.handle
+    result["max_version_asked"] = list(wrapped.asked.get("max_version", ()))
+    result["through_wrap"] = np.frombuffer(s.read(buf), np.float32).tolist()
+    result["numpy"] = refused(s.fill, np.zeros(16, np.float32), 0)
+    result["ordinal"] = refused(s.fill, Wrap(buf, (2, 1)), 0)
+    result["read_only"] = refused(s.fill, Cai(host, read_only=True), 0)
+    result["strided"] = refused(s.fill, Cai(np.zeros(16, np.float32)[:8], strides=(8,)), 0)
+    class Interface:  # an object that offers only the CUDA array interface
+        def __init__(self, interface):
+            self.__cuda_array_interface__ = interface
+
+    pooled = s.alloc(256)
+    s.sync()
+    by_address = Interface(pooled.view("float32").__cuda_array_interface__)  # lends no lease
+    retained_before = dev.memory_stats()["slices_retained"]
+    kept = s.capture(lambda st: st.fill(by_address, 0))
+    pooled.free()  # not refused: the interface lends no lease
+    s.sync()
+    result["retained_by_graph"] = dev.memory_stats()["slices_retained"] - retained_before
+    try:
+        s.fill(by_address, 0)
+        result["freed_view"] = "accepted"
+    except lifecore.ClosedError as error:
+        result["freed_view"] = str(error)
+    kept.destroy()
+    other = dev.stream()
+    elsewhere = Wrap(other.alloc(64))  # a buffer of another stream: its views are not refused here
+    s.capture(lambda st: st.fill(elsewhere, 0)).destroy()
+    result["capture_streams"] = [x == s.handle if x != -1 else -1 for x in elsewhere.streams]
+    target = Cai(np.zeros(16, np.float32))
+    ref = weakref.ref(target)
+    graph = s.capture(lambda st: st.fill(target, 0x3F800000))  # the fake's graphs run nothing
+    del target
+    gc.collect()
+    result["held"] = ref() is not None
+    graph.replay()
+    s.sync()
+    graph.destroy()
+    result["released"] = released(ref)
+    buf.free()
+    dev.close()
+    """
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
+    environment["LIFECORE_LIBCUDA"] = str(fake_libcuda)
+    result = run_scenario(body, environment)
+    assert result["fill"] == [7.0] * 16
+    assert result["copy"] == [float(i) for i in range(16)]
+    assert result["stream_asked"] is True and result["max_version_asked"] == [1, 0]
+    assert result["through_wrap"] == [0.0] * 16
+    assert "fill: argument 'buf' lives on cpu:0, but the stream's cuda device takes cuda:0 memory" in result["numpy"]
+    assert "lives on cuda:1" in result["ordinal"]
+    assert "is read-only" in result["read_only"]
+    assert "not C-contiguous" in result["strided"]
+    assert result["retained_by_graph"] == 1  # recognised by address: the graph retains the buffer's slice
+    assert "fill: argument 'buf' points into the memory of a freed buffer" in result["freed_view"]
+    assert result["capture_streams"] == [True, -1]  # the warmup orders; the recorded pass does not wait
+    assert result["held"] is True
+    assert result["released"] is True
