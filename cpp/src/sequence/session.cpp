@@ -237,7 +237,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
       decision.deferred = std::move(check.deferred);
       return decision;
     }
-    if (!prepared->allocate_physical(seen->pages(), delta)) {
+    if (!prepared->allocate_physical(delta)) {
       decision.outcome = BackingOutcome::backing_deferred;
       decision.reason = "physical pages could not be prepared (device memory is short); wait on physical memory";
       auto deferred = coordinator->physical_deferral(seen->domains(), 0, tokens, delta, tokens, delta, check.physical_epoch,
@@ -272,9 +272,8 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
       decision.outcome = BackingOutcome::retry_required;
       decision.reason = "a frame or participant flight became live; extend between frames";
     } else {
-      std::size_t extents = seen->extent_count();
-      if (delta > 0) extents = seen->backing()->adopt(*prepared);
-      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages, extents);
+      if (delta > 0) seen->backing()->adopt(*prepared);
+      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages);
       replaced = std::move(s.current);
       s.current = next;
       s.generation = next->generation();
