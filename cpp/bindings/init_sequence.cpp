@@ -491,7 +491,10 @@ void bind_session(nb::module_& m) {
       .def("try_ensure_backing_covers", [](SequenceSession& s, nb::handle tokens, nb::handle pages) {
              const std::int64_t t = int_argument(tokens, "try_ensure_backing_covers", "tokens");
              const std::optional<std::int64_t> p = optional_int_argument(pages, "try_ensure_backing_covers", "pages");
-             return s.try_ensure_backing_covers(t, p);  // ids from the arena: no driver call
+             // Ids come from the arena (no driver call): the GIL is let go only for a test's pause point.
+             if (!pause_points::armed()) return s.try_ensure_backing_covers(t, p);
+             nb::gil_scoped_release release;
+             return s.try_ensure_backing_covers(t, p);
            }, nb::arg("tokens").none(), nb::arg("pages").none() = nb::none(),
            nb::sig("def try_ensure_backing_covers(self, tokens: int, pages: int | None = None) -> BackingDecision"))
       .def("verify_backing_deferral", [](const SequenceSession& s, nb::handle decision) {
@@ -506,8 +509,12 @@ void bind_session(nb::module_& m) {
              return s.prepare_flight(uint_argument(key, "prepare_flight", "key"));
            }, nb::arg("key").none(), nb::sig("def prepare_flight(self, key: int) -> FlightHold"))
       .def("step", [](SequenceSession& s, nb::handle tokens) {
-             // No GIL release: an extension takes ids from the arena, never calls the driver.
-             return s.step(int_argument(tokens, "step", "tokens"));
+             // No GIL release: an extension takes ids from the arena, never calls the driver
+             // (only a test's armed pause point may stop the thread).
+             const std::int64_t t = int_argument(tokens, "step", "tokens");
+             if (!pause_points::armed()) return s.step(t);
+             nb::gil_scoped_release release;
+             return s.step(t);
            }, nb::arg("tokens").none(), nb::sig("def step(self, tokens: int) -> BackingOutcome"))
       .def_prop_ro("step_deferral", [](const SequenceSession& s) -> std::shared_ptr<AdmissionDeferred> {
              auto deferred = s.step_deferral();
