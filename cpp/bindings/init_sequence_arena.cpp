@@ -176,6 +176,56 @@ void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Target& t)
   t.capsule = std::move(capsule);
 }
 
+// The C++ object of an instance of exactly T's Python type (the classes are final), or null:
+// a type comparison, not a conversion attempt, on the per-row path.
+template <class T>
+T* exact_instance(nb::handle item) {
+  static PyTypeObject* const type = reinterpret_cast<PyTypeObject*>(nb::type<T>().ptr());
+  if (Py_TYPE(item.ptr()) != type || !nb::inst_ready(item)) return nullptr;
+  return nb::inst_ptr<T>(item);
+}
+
+nb::object step_all_sessions(nb::handle sessions, nb::handle tokens) {
+  constexpr const char* call = "step_all";
+  if (!nb::isinstance<nb::list>(sessions) && !nb::isinstance<nb::tuple>(sessions))
+    raise(ErrorKind::TypeMismatch, argument_label(call, "sessions") + " must be a list or tuple of SequenceSession, got " +
+                                       type_name_of(sessions));
+  std::vector<SequenceSession*> list;
+  list.reserve(nb::len(sessions));
+  for (nb::handle item : sessions) {
+    auto* session = exact_instance<SequenceSession>(item);
+    if (!session)
+      raise(ErrorKind::TypeMismatch, argument_label(call, ("sessions[" + std::to_string(list.size()) + "]").c_str()) +
+                                         " must be a SequenceSession, got " + type_name_of(item));
+    list.push_back(session);
+  }
+  std::vector<std::int64_t> targets;
+  nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> array;
+  const std::int64_t* data = nullptr;
+  if (nb::try_cast(tokens, array, /*convert=*/false)) {
+    data = array.data();
+    if (array.shape(0) != list.size())
+      raise(ErrorKind::InvalidArgument, "step_all: argument 'tokens' holds " + std::to_string(array.shape(0)) +
+                                            " values for " + std::to_string(list.size()) + " sessions");
+  } else {
+    if (!nb::isinstance<nb::list>(tokens) && !nb::isinstance<nb::tuple>(tokens))
+      raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
+                                         " must be a C-contiguous int64 NumPy array or a list of ints, got " +
+                                         type_name_of(tokens));
+    for (nb::handle t : tokens) targets.push_back(int_argument(t, call, "tokens[i]"));
+    if (targets.size() != list.size())
+      raise(ErrorKind::InvalidArgument, "step_all: argument 'tokens' holds " + std::to_string(targets.size()) +
+                                            " values for " + std::to_string(list.size()) + " sessions");
+    data = targets.data();
+  }
+  auto* outcomes = new std::uint8_t[list.size() ? list.size() : 1];
+  nb::capsule keep(outcomes, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+  static_assert(sizeof(BackingOutcome) == 1);
+  step_all(list, data, reinterpret_cast<BackingOutcome*>(outcomes));
+  const std::size_t shape[1] = {list.size()};
+  return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(outcomes, 1, shape, keep));
+}
+
 nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::handle width_arg, nb::handle out,
                        nb::handle domain, nb::handle pad_arg) {
   constexpr const char* call = "block_table";
@@ -191,10 +241,8 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
   std::size_t i = 0;
   for (nb::handle item : frames) {
     BlockTableRow row;
-    FrameHold* frame = nullptr;
-    SequenceSession* session = nullptr;
-    if (nb::try_cast<FrameHold*>(item, frame) && frame) row.frame = frame;
-    else if (nb::try_cast<SequenceSession*>(item, session) && session) row.session = session;
+    if (auto* session = exact_instance<SequenceSession>(item)) row.session = session;
+    else if (auto* frame = exact_instance<FrameHold>(item)) row.frame = frame;
     else
       raise(ErrorKind::TypeMismatch, argument_label(call, ("frames[" + std::to_string(i) + "]").c_str()) +
                                          " must be a FrameHold or SequenceSession, got " + type_name_of(item));
@@ -210,8 +258,9 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
     const std::size_t shape[2] = {rows.size(), width};
     return nb::cast(nb::ndarray<nb::numpy, std::int32_t, nb::ndim<2>>(data, 2, shape, keep));
   }
-  std::shared_ptr<runtime::Buffer> buffer;
-  if (nb::try_cast<std::shared_ptr<runtime::Buffer>>(out, buffer) && buffer) {
+  // A type check first: a failed conversion attempt costs more than the whole table.
+  if (nb::isinstance<runtime::Buffer>(out)) {
+    auto buffer = nb::cast<std::shared_ptr<runtime::Buffer>>(out);
     const std::size_t bytes = count * sizeof(std::int32_t);
     if (buffer->nbytes() < bytes)
       bad_out("(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
@@ -267,7 +316,13 @@ std::vector<std::tuple<std::int32_t, std::uint64_t, std::shared_ptr<runtime::Buf
 }  // namespace
 
 void init_sequence_arena(nb::module_& m) {
-  (void)m;
+  m.def("step_all", &step_all_sessions, nb::arg("sessions").none(), nb::arg("tokens").none(),
+        nb::sig("def step_all(sessions: collections.abc.Sequence[SequenceSession], tokens: object) -> "
+                "numpy.typing.NDArray[numpy.uint8]"),
+        "A decode iteration's bookkeeping in one call: sessions[i].step(tokens[i]) for every row (tokens: an\n"
+        "int64 NumPy array or a list of ints); returns the BackingOutcome values (0 CURRENT, 1 EXTENDED,\n"
+        "2 RETRY_REQUIRED, 3 BACKING_DEFERRED) as a uint8 array. Not all-or-nothing: the first row that raises\n"
+        "stops the batch (its error names the row); the rows before it stepped.");
   nb::handle snapshot = nb::type<BackingSnapshot>();
   nb::cpp_function_def(&snapshot_block_ids, nb::scope(snapshot), nb::name("block_ids"), nb::is_method(),
                        nb::arg("domain").none() = nb::none(),

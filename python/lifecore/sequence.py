@@ -94,6 +94,7 @@ BlockerKind = _core_sequence.BlockerKind
 DeferralAction = _core_sequence.DeferralAction
 SourceKind = _core_sequence.SourceKind
 acquire_frames = _core_sequence.acquire_frames
+step_all = _core_sequence.step_all
 
 #: The active-sequence slots source.
 ActiveSequenceSlots: CapacitySource = CapacitySource.active_sequence_slots()
@@ -313,6 +314,6 @@ __all__ = [
     "SequenceSession", "FrameHold", "FlightHold", "BackingSnapshot", "BackingDecision", "CancelSnapshot",
     "TerminalReceipt", "CapacityWaitRegistration", "CapacitySource", "CapacityDemand", "CapacityBlocker",
     "CapacitySnapshot", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
-    "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames",
+    "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames", "step_all",
     "ActiveSequenceSlots", "PhysicalMemory", "Domain", "PreemptionReport", "preempt_for",
 ]

@@ -383,7 +383,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));
   std::lock_guard<std::mutex> lock(s.mutex);
   if (decision.outcome == BackingOutcome::backing_deferred) {
-    s.step_deferral = std::move(decision.deferred);
+    s.step_deferral = decision.deferred ? std::make_unique<AdmissionDeferred>(std::move(*decision.deferred)) : nullptr;
     return decision.outcome;
   }
   s.step_deferral.reset();
@@ -399,7 +399,8 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
 
 std::optional<AdmissionDeferred> SequenceSession::step_deferral() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->step_deferral;
+  if (!state_->step_deferral) return std::nullopt;
+  return *state_->step_deferral;
 }
 
 SessionPhase SequenceSession::phase() const noexcept {
@@ -435,9 +436,20 @@ std::uint64_t SequenceSession::retired_frames() const noexcept {
 
 std::optional<TerminalReceipt> SequenceSession::receipt() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  auto out = state_->receipt;
+  std::optional<TerminalReceipt> out;
+  if (state_->receipt) out = *state_->receipt;
   if (out) out->session = state_;
   return out;
+}
+
+void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes) {
+  for (std::size_t i = 0; i < sessions.size(); ++i) {
+    try {
+      outcomes[i] = sessions[i]->step(tokens[i]);
+    } catch (const Error& e) {
+      raise(e.kind(), std::string(e.what()) + " (step_all: row " + std::to_string(i) + "; the rows before it stepped)");
+    }
+  }
 }
 
 std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions) {

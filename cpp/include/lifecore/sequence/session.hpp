@@ -177,6 +177,11 @@ class SequenceSession {
   std::shared_ptr<SessionState> state_;
 };
 
+// One decode step on each session (sessions[i]->step(tokens[i])), outcomes written to
+// `outcomes`. Not all-or-nothing: the first row that raises stops the batch, naming the row;
+// the rows before it stepped.
+void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
+
 // All-or-nothing acquisition over several sessions: if any refuses, none acquires.
 std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions);
 
