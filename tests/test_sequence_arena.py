@@ -330,3 +330,37 @@ def test_block_table_refuses_a_domain_the_sequence_is_not_in():
         c.block_table([a, b], 1, out, domain="k")
     assert (out == 5).all()
     assert c.block_table([a, b], 1, domain="v").tolist() == [[0], [1]]
+
+
+def test_a_growth_the_device_refuses_changes_nothing():
+    from lifecore.errors import LifecoreError
+
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev, pages=2, maximum=8)
+        before, stats = c.capacity().domains[0].total_bytes, dev.memory_stats()
+        dev.inject_fault("mem_alloc", 2, times=1)
+        with pytest.raises(LifecoreError):
+            c.grow_domain("kv", 8 * PAGE)
+        dev.clear_faults()
+        assert c.capacity().domains[0].total_bytes == before and c.num_blocks() == 2
+        assert dev.memory_stats()["arena_bytes"] == stats["arena_bytes"]
+        c.grow_domain("kv", 8 * PAGE)
+        assert c.num_blocks() == 8
+
+
+def test_step_all_steps_a_batch_and_names_the_row_that_raises():
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    outcomes = lifecore.sequence.step_all(sessions, np.array([TPP + 1, 2 * TPP, 3 * TPP], dtype=np.int64))
+    assert outcomes.dtype == np.uint8
+    assert [BackingOutcome(v) for v in outcomes.tolist()] == [BackingOutcome.EXTENDED, BackingOutcome.CURRENT,
+                                                              BackingOutcome.CURRENT]
+    assert lifecore.sequence.step_all(sessions, [TPP + 2, 2 * TPP, 3 * TPP]).tolist() == [0, 0, 0]
+    with pytest.raises(InvalidArgumentError, match="3 sessions"):
+        lifecore.sequence.step_all(sessions, [1, 2])
+    with pytest.raises(LifecoreTypeError, match="sessions"):
+        lifecore.sequence.step_all(sessions + [object()], [1, 2, 3, 4])
+    sessions[1].close()
+    with pytest.raises(lifecore.errors.ClosedError, match="row 1"):
+        lifecore.sequence.step_all(sessions, [TPP + 3, 2 * TPP, 3 * TPP])
+    assert sessions[0].retired_frames == 3  # the row before the refusal stepped
