@@ -29,27 +29,34 @@ void build_block_table(const AdmissionCoordinator& coordinator, const std::vecto
   if (d >= coordinator.domain_count()) raise(ErrorKind::InvalidArgument, "block_table: unknown domain index");
   std::vector<Resolved> resolved(rows.size());
   for (std::size_t r = 0; r < rows.size(); ++r) {
-    std::shared_ptr<const BackingSnapshot> snapshot;
-    if (rows[r].frame) {
+    const AdmissionCoordinator* owner = nullptr;
+    std::size_t slot = std::string::npos;
+    if (rows[r].session) {
+      // One lock, one reference: the common row of a decode batch.
+      auto source = rows[r].session->table_source(d);
+      owner = source.coordinator;
+      slot = source.slot;
+      resolved[r].backing = std::move(source.backing);
+      resolved[r].pages = source.pages;
+    } else {
       if (rows[r].frame->finalized() || !rows[r].frame->snapshot())
         refuse(ErrorKind::SessionState, r, "the frame is finalized (its snapshot was let go)");
-      snapshot = rows[r].frame->snapshot();
-    } else {
-      snapshot = rows[r].session->backing();  // ClosedError once the handle is closed
+      const auto& snapshot = rows[r].frame->snapshot();
+      owner = snapshot->coordinator().get();
+      const auto& domains = snapshot->domains();
+      auto it = std::find(domains.begin(), domains.end(), d);
+      if (it != domains.end()) slot = static_cast<std::size_t>(it - domains.begin());
+      resolved[r].backing = snapshot->backing();  // the live frame pins it
+      resolved[r].pages = snapshot->pages();
     }
-    if (snapshot->coordinator().get() != &coordinator)
-      refuse(ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)");
-    const auto& domains = snapshot->domains();
-    auto it = std::find(domains.begin(), domains.end(), d);
-    if (it == domains.end())
+    if (owner != &coordinator) refuse(ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)");
+    if (slot == std::string::npos)
       refuse(ErrorKind::InvalidArgument, r, "the sequence holds no pages in domain '" + coordinator.domain_name(d) + "'");
-    if (snapshot->pages() > width)
+    if (resolved[r].pages > width)
       refuse(ErrorKind::InvalidArgument, r,
-             std::to_string(snapshot->pages()) + " blocks do not fit in width " + std::to_string(width));
-    resolved[r].backing = snapshot->backing();
+             std::to_string(resolved[r].pages) + " blocks do not fit in width " + std::to_string(width));
     if (!resolved[r].backing) refuse(ErrorKind::SessionState, r, "the backing was released");
-    resolved[r].slot = static_cast<std::size_t>(it - domains.begin());
-    resolved[r].pages = snapshot->pages();
+    resolved[r].slot = slot;
   }
   for (std::size_t r = 0; r < rows.size(); ++r) {
     std::int32_t* row = out + r * width;

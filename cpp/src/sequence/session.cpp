@@ -414,6 +414,17 @@ std::shared_ptr<const BackingSnapshot> SequenceSession::backing() const {
   return state_->current;
 }
 
+SequenceSession::TableSource SequenceSession::table_source(std::uint32_t domain_index) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  require_handle(*state_, "block_table");
+  const BackingSnapshot& current = *state_->current;
+  const auto& domains = current.domains();
+  const auto it = std::find(domains.begin(), domains.end(), domain_index);
+  // The session's resources hold the backing while the handle is open.
+  return {state_->resources->backing(), current.coordinator().get(), current.pages(),
+          it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin())};
+}
+
 std::uint64_t SequenceSession::next_frame_id() const noexcept {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->next_frame;
