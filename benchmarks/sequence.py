@@ -9,6 +9,13 @@
    per page: lifecore from Python (``step`` and the primitives), in C++, the reference model.
 3. Host bookkeeping bytes per live sequence and per page (resident-set growth, measured in a
    fresh process), and the records' sizes.
+4. Block ids against a plain Python baseline (a free list ``free = list(range(n))``, a sequence
+   as a Python list of ids, admission slicing ids off the free list, a decode step appending
+   an id when the last block is full and writing it into a preallocated NumPy block table,
+   release extending the free list in reverse): one decode iteration of 256 sequences
+   (``step()`` each, then one ``block_table(sessions, width, out=table)``) with 1,000 /
+   10,000 / 100,000 sequences live; admit + open of a 2,048-token prompt; release of a
+   128-block sequence.
 
     python -m lifecore.benchmarks.sequence [--quick]
 """
@@ -18,16 +25,20 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import tracemalloc
 import subprocess
 import sys
 from typing import Any, Optional, Sequence
 
+import numpy as np
+
 from lifecore import _core
 from lifecore.benchmarks.harness import Run, Side, format_run, interleave
 from lifecore.models import sequence_session as model
-from lifecore.sequence import AdmissionCoordinator
+from lifecore.sequence import AdmissionCoordinator, step_all
 
-__all__ = ["lifecycles", "decode_steps", "bookkeeping", "main"]
+__all__ = ["lifecycles", "decode_steps", "bookkeeping", "decode_iteration", "admission", "release",
+           "arena_memory", "main"]
 
 TPP = 16
 PAGE_BYTES = 4096
@@ -189,6 +200,242 @@ def decode_steps(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.01,
     return run
 
 
+# ---------------------------------------------------------------- block ids vs a Python free list
+BATCH = 256
+WIDTH = TARGET // TPP  # table columns: a 2,048-token context
+START = TARGET // 2    # batch sequences decode from here; rows are staggered so extensions spread
+
+
+class _LifecoreBatch:
+    """``live`` sequences live; a batch of 256 decodes in lockstep, each iteration one step()
+    per sequence and one block_table() into a preallocated table."""
+
+    def __init__(self, live: int, inner: int) -> None:
+        self.c = AdmissionCoordinator(domains={"kv": (live + 2 * BATCH) * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
+                                      tokens_per_page=TPP, max_active_sequences=live + 2 * BATCH)
+        self.kept = []
+        for i in range(live - BATCH):
+            adm = self.c.admit(f"live-{i}", TPP, TARGET)
+            self.kept.append(adm.resources.open_session())
+            adm.resources.close()
+        self.inner, self.round, self.batch, self.tokens = inner, 0, [], []
+        self.table = np.zeros((BATCH, WIDTH), dtype=np.int32)
+        self.refresh(force=True)
+
+    def refresh(self, force: bool = False) -> None:
+        """Outside the timed span: a batch that could outgrow its context starts again."""
+        if not force and max(self.tokens) + self.inner < TARGET:
+            return
+        for s in self.batch:
+            s.close()
+        self.round += 1
+        self.batch, self.tokens = [], []
+        for r in range(BATCH):
+            start = START + r % TPP
+            adm = self.c.admit(f"b{self.round}-{r}", start, TARGET)
+            self.batch.append(adm.resources.open_session())
+            adm.resources.close()
+            self.tokens.append(start)
+
+    def __call__(self) -> None:
+        tokens, batch = self.tokens, self.batch
+        for r in range(BATCH):
+            t = tokens[r] + 1
+            tokens[r] = t
+            batch[r].step(t)
+        self.c.block_table(batch, WIDTH, self.table)
+
+    def batched(self) -> None:
+        """The same iteration through the batch API: step_all over a NumPy token array."""
+        array = self.array
+        array += 1
+        step_all(self.batch, array)
+        self.c.block_table(self.batch, WIDTH, self.table)
+
+    def refresh_batched(self) -> None:
+        self.refresh()
+        self.array = np.array(self.tokens, dtype=np.int64)
+
+    def sync(self) -> None:
+        self.tokens = self.array.tolist()
+
+
+class _FreeListBatch:
+    """The baseline: the same bookkeeping with Python lists and a NumPy table."""
+
+    def __init__(self, live: int, inner: int) -> None:
+        self.free = list(range((live + 2 * BATCH) * WIDTH))
+        self.kept = [self.admit(TPP) for _ in range(live - BATCH)]
+        self.inner, self.batch, self.tokens = inner, [], []
+        self.table = np.zeros((BATCH, WIDTH), dtype=np.int32)
+        self.refresh(force=True)
+
+    def admit(self, tokens: int) -> list:
+        n = -(-tokens // TPP)
+        ids = self.free[-n:]
+        del self.free[-n:]
+        return ids
+
+    def release(self, ids: list) -> None:
+        self.free.extend(reversed(ids))
+
+    def refresh(self, force: bool = False) -> None:
+        if not force and max(self.tokens) + self.inner < TARGET:
+            return
+        for ids in self.batch:
+            self.release(ids)
+        self.batch, self.tokens = [], []
+        for r in range(BATCH):
+            start = START + r % TPP
+            ids = self.admit(start)
+            self.batch.append(ids)
+            self.tokens.append(start)
+            self.table[r, :len(ids)] = ids
+
+    def __call__(self) -> None:
+        tokens, batch, table, pop = self.tokens, self.batch, self.table, self.free.pop
+        for r in range(BATCH):
+            t = tokens[r] + 1
+            tokens[r] = t
+            ids = batch[r]
+            if t > len(ids) * TPP:
+                block = pop()
+                ids.append(block)
+                table[r, len(ids) - 1] = block
+
+
+def decode_iteration(live: int, *, rounds: int = 9, warmup: int = 1, inner: int = 16) -> Run:
+    lc, fl = _LifecoreBatch(live, inner), _FreeListBatch(live, inner)
+    sides = {
+        "lifecore step() x256 + block_table": Side(lc, unit="iteration", before=lc.refresh),
+        "lifecore step_all + block_table": Side(lc.batched, unit="iteration", before=lc.refresh_batched,
+                                                after=lc.sync),
+        "Python free list + NumPy table": Side(fl, unit="iteration", before=fl.refresh),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
+                     title=f"one decode iteration of {BATCH} sequences, {live:,} live")
+    run.ratio("lifecore step() x256 + block_table", "Python free list + NumPy table")
+    run.ratio("lifecore step_all + block_table", "Python free list + NumPy table")
+    # The table holds each row's ids, padded.
+    for r in (0, BATCH - 1):
+        ids = lc.batch[r].backing.block_ids()
+        if not (np.array_equal(lc.table[r, :len(ids)], ids) and not lc.table[r, len(ids):].any()):
+            raise RuntimeError("the block table does not hold a row's ids")
+    run.facts["live sequences"] = live
+    return run
+
+
+def admission(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
+    c = AdmissionCoordinator(domains={"kv": (LIVE + 2 * inner) * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
+                             tokens_per_page=TPP, max_active_sequences=LIVE + 2 * inner)
+    kept = []
+    for i in range(LIVE):
+        adm = c.admit(f"live-{i}", TPP, TARGET)
+        kept.append(adm.resources.open_session())
+        adm.resources.close()
+    admitted: list = []
+    counter = [0]
+    admit = c.admit
+
+    def lifecore_admit() -> None:
+        counter[0] += 1
+        resources = admit(f"a{counter[0]}", TARGET, TARGET).resources
+        admitted.append((resources, resources.open_session()))
+
+    def lifecore_release_all() -> None:
+        for resources, s in admitted:
+            s.close()
+            resources.close()
+        admitted.clear()
+
+    free = list(range((LIVE + 2 * inner) * WIDTH))
+    del free[-LIVE:]
+    taken: list = []
+
+    def free_list_admit() -> None:
+        ids = free[-WIDTH:]
+        del free[-WIDTH:]
+        taken.append(ids)
+
+    def free_list_release_all() -> None:
+        for ids in taken:
+            free.extend(reversed(ids))
+        taken.clear()
+
+    sides = {
+        "lifecore admit + open_session": Side(lifecore_admit, unit="admission", after=lifecore_release_all),
+        "Python free list slice": Side(free_list_admit, unit="admission", after=free_list_release_all),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
+                     title=f"admit + open of a {TARGET}-token prompt ({WIDTH} blocks), {LIVE:,} live")
+    run.ratio("lifecore admit + open_session", "Python free list slice")
+    del kept
+    return run
+
+
+def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
+    c = AdmissionCoordinator(domains={"kv": (2 * inner) * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
+                             tokens_per_page=TPP, max_active_sequences=2 * inner)
+    ready: list = []
+    counter = [0]
+
+    def lifecore_prepare() -> None:
+        while len(ready) < inner:
+            counter[0] += 1
+            adm = c.admit(f"r{counter[0]}", TARGET, TARGET)
+            ready.append((adm.resources, adm.resources.open_session()))
+        ready.reverse()
+
+    def lifecore_release() -> None:
+        resources, s = ready.pop()
+        s.close()
+        resources.close()
+
+    free = list(range(2 * inner * WIDTH))
+    held: list = []
+
+    def free_list_prepare() -> None:
+        while len(held) < inner:
+            ids = free[-WIDTH:]
+            del free[-WIDTH:]
+            held.append(ids)
+
+    def free_list_release() -> None:
+        free.extend(reversed(held.pop()))
+
+    sides = {
+        "lifecore close (session + resources)": Side(lifecore_release, unit="release", before=lifecore_prepare),
+        "Python free list extend": Side(free_list_release, unit="release", before=free_list_prepare),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
+                     title=f"release of a {WIDTH}-block sequence")
+    run.ratio("lifecore close (session + resources)", "Python free list extend")
+    return run
+
+
+def arena_memory(live: int = LIVE) -> tuple[float, float]:
+    """Bytes per live sequence with its Python handles (the session; it holds the resources):
+    tracemalloc sees the Python objects, resident-set growth the C++ records too. Call it in a
+    fresh process."""
+    gc.collect()
+    c = AdmissionCoordinator(domains={"kv": (live + 1) * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
+                             tokens_per_page=TPP, max_active_sequences=live + 1)
+    kept = []
+    base = rss_bytes()
+    tracemalloc.start()
+    for i in range(live):
+        adm = c.admit(f"r{i}", TPP, TARGET)
+        kept.append(adm.resources.open_session())
+        adm.resources.close()
+    gc.collect()
+    traced, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    grown = rss_bytes() - base
+    for s in kept:
+        s.close()
+    return grown / live, traced / live
+
+
 # ---------------------------------------------------------------- memory
 def rss_bytes() -> int:
     with open("/proc/self/statm") as f:
@@ -224,16 +471,35 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter batches")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--arena-memory-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--block-ids", action="store_true", help="only the block-id comparisons (section 4)")
     args = parser.parse_args(argv)
     if args.memory_only:
         per_seq, per_page = bookkeeping()
         print(f"{per_seq} {per_page}")
         return 0
+    if args.arena_memory_only:
+        rss, traced = arena_memory()
+        print(f"{rss} {traced}")
+        return 0
+    timing: dict[str, Any] = dict(rounds=3, warmup=1) if args.quick else {}
+    fresh = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.sequence", "--arena-memory-only"],
+                           capture_output=True, text=True, check=True)
+    rss, traced = (float(x) for x in fresh.stdout.split())
+    for live in (1_000, 10_000, 100_000):
+        print(format_run(decode_iteration(live, **timing)))
+    print(format_run(admission(**timing)))
+    print(format_run(release(**timing)))
+    print(f"memory per live sequence ({LIVE:,} live, fit {WIDTH} blocks, its session and resources included): "
+          f"{rss:,.0f} B resident-set growth, {traced:,.0f} B of Python objects (tracemalloc); "
+          f"target 1,024 B + 4 B x {WIDTH} blocks = {1024 + 4 * WIDTH:,} B")
+    if args.block_ids:
+        return 0
     # Memory first, in a fresh process, so freed memory of other runs cannot hide growth.
     fresh = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.sequence", "--memory-only"],
                            capture_output=True, text=True, check=True)
     per_seq, per_page = (float(x) for x in fresh.stdout.split())
-    timing: dict[str, Any] = dict(rounds=3, warmup=1, min_batch_s=0.003) if args.quick else {}
+    timing = dict(rounds=3, warmup=1, min_batch_s=0.003) if args.quick else {}
     print(format_run(lifecycles(**timing)))
     print(format_run(decode_steps(**timing)))
     sizes = _core._sequence_bookkeeping_sizes()

@@ -70,6 +70,21 @@ def test_sequence_decode_steps_continue_one_long_sequence() -> None:
                                             "Python step() (1 call) / C++ step()"]
 
 
+def test_the_block_id_comparisons_time_lifecore_beside_a_python_free_list() -> None:
+    quick = dict(rounds=2, warmup=0)
+    run = sequence.decode_iteration(300, inner=4, **quick)
+    assert list(run.measurements) == ["lifecore step() x256 + block_table", "lifecore step_all + block_table",
+                                      "Python free list + NumPy table"]
+    assert len(run.ratios) == 2 and run.facts == {"live sequences": 300}
+    assert all(m.unit == "iteration" for m in run.measurements.values())
+    admitted = sequence.admission(inner=4, **quick)
+    assert admitted.ratios[0].name == "lifecore admit + open_session / Python free list slice"
+    released = sequence.release(inner=4, **quick)
+    assert released.ratios[0].name == "lifecore close (session + resources) / Python free list extend"
+    rss, traced = sequence.arena_memory(200)
+    assert rss >= 0 and traced > 0
+
+
 def test_the_cpp_loop_refuses_bad_sizes_and_does_its_work_untimed() -> None:
     with pytest.raises(lifecore.InvalidArgumentError):
         _core._SequenceBenchLoop(1, 8, 16)

@@ -45,20 +45,23 @@ def test_pages_come_from_a_lifecore_device(backend_name):
         assert c.capacity().used_bytes == {"kv": 0}
 
 
-def test_a_failing_device_allocation_is_a_deferral_not_an_error():
+def test_the_arena_is_allocated_once_and_admission_never_reaches_the_driver():
     import lifecore
-    from lifecore.sequence import AdmissionDeferred
+    from lifecore.errors import LifecoreError
 
     with lifecore.Device(EMULATED) as dev:
+        dev.inject_fault("mem_alloc", 2, times=1)  # out of memory, once: the arena cannot be had
+        with pytest.raises(LifecoreError):
+            AdmissionCoordinator(dev, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                 max_active_sequences=2)
+        assert dev.memory_stats()["arena_bytes"] == 0  # the refusal left nothing behind
         c = AdmissionCoordinator(dev, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
                                  max_active_sequences=2)
-        dev.inject_fault("mem_alloc", 2, times=1)  # out of memory, once
-        first = c.admit("r", 32, 64)
-        assert isinstance(first, AdmissionDeferred)
-        assert c.capacity().used_bytes == {"kv": 0}
-        second = c.admit("r", 32, 64)  # the fault is spent: the same request now fits
-        assert isinstance(second, Admitted)
-        second.resources.close()
+        dev.inject_fault("mem_alloc", 2, times=1)  # would fail the next driver allocation
+        adm = c.admit("r", 32, 64)
+        assert isinstance(adm, Admitted)  # the pages are block ids of the arena: no driver call
+        dev.clear_faults()
+        adm.resources.close()
         assert c.capacity().used_bytes == {"kv": 0}
 
 

@@ -19,6 +19,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/benchmark.hpp"
 #include "lifecore/sequence/coordinator.hpp"
@@ -26,9 +27,12 @@
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
-#include "sequence/driver_page_memory.hpp"
+#include "sequence/device_arena_memory.hpp"
 
 namespace lifecore::bindings {
+
+void init_sequence_arena(nb::module_& m);  // init_sequence_arena.cpp
+
 namespace {
 
 using namespace lifecore::sequence;
@@ -114,27 +118,23 @@ nb::dict demand_bytes(const CapacityDemand& d) {
   return out;
 }
 
-// None: host page memory. A Device: pages from its driver. A registered backend's name (or
-// "auto"), kept for compatibility: a runtime Device of the coordinator's own, opened as
-// Device(name) opens one and kept alive by the pages' memory.
+// None: host accounting. A Device: the arena from its memory manager. A registered backend's
+// name (or "auto"), kept for compatibility: a runtime Device of the coordinator's own, opened
+// as Device(name) opens one and kept alive by the arena's memory.
 std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   if (device.is_none()) return nullptr;
   if (nb::isinstance<nb::str>(device)) {
     std::shared_ptr<runtime::Device> own =
         runtime::Device::open(str_argument(device, "AdmissionCoordinator", "device"), 0, "auto", "thread_local");
-    return std::make_shared<DriverPageMemory>(own->shared_driver(), [own] { return own->closed(); });
+    return std::make_shared<DeviceArenaMemory>(own, /*owned=*/true);
   }
   runtime::Device* runtime_device = nullptr;
   if (!nb::try_cast<runtime::Device*>(device, runtime_device) || runtime_device == nullptr)
     raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device must be None, a backend name or a lifecore.Device");
   runtime_device->check_open("AdmissionCoordinator");
-  // Pages come from the Device's own driver, which the coordinator keeps alive. Once the
-  // Device is closed (or gone), the coordinator refuses with ClosedError.
-  std::weak_ptr<runtime::Device> weak = runtime_device->weak_from_this();
-  return std::make_shared<DriverPageMemory>(runtime_device->shared_driver(), [weak] {
-    auto device = weak.lock();
-    return !device || device->closed();
-  });
+  // The Device is observed: once it is closed (or gone, which closes it), the coordinator
+  // refuses with ClosedError; its close returned the arena.
+  return std::make_shared<DeviceArenaMemory>(runtime_device->shared_from_this());
 }
 
 std::vector<DomainConfig> parse_domains(nb::handle domains) {
@@ -322,7 +322,8 @@ void bind_backing(nb::module_& m) {
       .def_prop_ro("generation", &BackingSnapshot::generation).def_prop_ro("tokens", &BackingSnapshot::tokens)
       .def_prop_ro("pages", &BackingSnapshot::pages)
       .def_prop_ro("extents", [](const BackingSnapshot& s) {
-        // (domain, first_page, pages, address, bytes) per extent
+        // (domain, first_page, pages, address, bytes) per run of consecutive block ids in one
+        // arena chunk, domain by domain; block_ids() is the data plane
         std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> out;
         const auto& c = *s.coordinator();
         for (const auto& e : s.extents())
@@ -490,7 +491,9 @@ void bind_session(nb::module_& m) {
       .def("try_ensure_backing_covers", [](SequenceSession& s, nb::handle tokens, nb::handle pages) {
              const std::int64_t t = int_argument(tokens, "try_ensure_backing_covers", "tokens");
              const std::optional<std::int64_t> p = optional_int_argument(pages, "try_ensure_backing_covers", "pages");
-             nb::gil_scoped_release release;  // may reach the driver for pages
+             // Ids come from the arena (no driver call): the GIL is let go only for a test's pause point.
+             if (!pause_points::armed()) return s.try_ensure_backing_covers(t, p);
+             nb::gil_scoped_release release;
              return s.try_ensure_backing_covers(t, p);
            }, nb::arg("tokens").none(), nb::arg("pages").none() = nb::none(),
            nb::sig("def try_ensure_backing_covers(self, tokens: int, pages: int | None = None) -> BackingDecision"))
@@ -506,8 +509,11 @@ void bind_session(nb::module_& m) {
              return s.prepare_flight(uint_argument(key, "prepare_flight", "key"));
            }, nb::arg("key").none(), nb::sig("def prepare_flight(self, key: int) -> FlightHold"))
       .def("step", [](SequenceSession& s, nb::handle tokens) {
+             // No GIL release: an extension takes ids from the arena, never calls the driver
+             // (only a test's armed pause point may stop the thread).
              const std::int64_t t = int_argument(tokens, "step", "tokens");
-             nb::gil_scoped_release release;  // an extension may reach the driver for pages
+             if (!pause_points::armed()) return s.step(t);
+             nb::gil_scoped_release release;
              return s.step(t);
            }, nb::arg("tokens").none(), nb::sig("def step(self, tokens: int) -> BackingOutcome"))
       .def_prop_ro("step_deferral", [](const SequenceSession& s) -> std::shared_ptr<AdmissionDeferred> {
@@ -613,11 +619,7 @@ void bind_admission(nb::module_& m) {
                  request.domains.push_back(str_argument(item, "admit", label.c_str()));
                }
              }
-             AdmissionDecision decision = [&] {
-               nb::gil_scoped_release release;  // may reach the driver for pages
-               return c.admit(request);
-             }();
-             return admission_to_python(std::move(decision));
+             return admission_to_python(c.admit(request));  // ids from the arena: no driver call
            },
            nb::arg("request_id").none(), nb::arg("prompt_tokens").none(), nb::arg("fit_tokens").none(), nb::arg("domains").none() = nb::none(),
            nb::sig("def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int, "
@@ -667,19 +669,27 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("max_active_sequences", &AdmissionCoordinator::max_active_sequences)
       .def_prop_ro("page_memory_kind", [](const AdmissionCoordinator& c) { return std::string(c.memory()->kind()); })
       .def("page_memory_stats", [](const AdmissionCoordinator& c) {
-        nb::dict out;
-        if (auto* host = dynamic_cast<HostPageMemory*>(c.memory().get())) {
-          out["live_bytes"] = host->live_bytes();
-          out["live_extents"] = host->live_extents();
-          out["allocations"] = host->allocations();
-        } else if (auto* driver = dynamic_cast<DriverPageMemory*>(c.memory().get())) {
-          out["live_bytes"] = driver->live_bytes();
-          out["live_extents"] = driver->live_extents();
-          out["allocations"] = driver->allocations();
-          out["failed_releases"] = driver->failed_releases();
+        nb::dict out, blocks, free_blocks;
+        out["live_bytes"] = checked::mul_or_throw(c.live_blocks(), c.page_bytes(), "page_memory_stats: live bytes");
+        out["live_extents"] = c.live_takes();
+        out["allocations"] = c.memory()->allocations();
+        out["failed_releases"] = c.memory()->failed_releases();
+        std::uint64_t chunks = 0, arena_bytes = 0;
+        for (std::uint32_t d = 0; d < c.domain_count(); ++d) {
+          const ArenaState state = c.arena_state(d);
+          blocks[nb::str(c.domain_name(d).c_str())] = state.blocks;
+          free_blocks[nb::str(c.domain_name(d).c_str())] = state.free_blocks;
+          chunks += state.chunks.size();
+          for (const auto& chunk : state.chunks) arena_bytes += chunk.memory.bytes;
         }
+        out["arena_chunks"] = chunks;
+        out["arena_bytes"] = arena_bytes;
+        out["blocks"] = blocks;
+        out["free_blocks"] = free_blocks;
         return out;
-      })
+      }, "live_bytes (pages handed out * page_bytes), live_extents (takes: one per domain per admission or\n"
+         "extension), allocations (arena chunks allocated: one per domain at creation, one per growth; never\n"
+         "one per page), failed_releases, arena_chunks, arena_bytes, and blocks / free_blocks per domain.")
       .def("fail_next_page_allocations", [](AdmissionCoordinator& c, nb::handle count_arg) {
         const std::uint64_t count = uint_argument(count_arg, "fail_next_page_allocations", "count");
         auto* host = dynamic_cast<HostPageMemory*>(c.memory().get());
@@ -734,6 +744,7 @@ void init_sequence(nb::module_& m) {
   bind_frames_and_flights(m);
   bind_session(m);
   bind_admission(m);
+  init_sequence_arena(m);
   bind_testing_hooks(m);
 }
 

@@ -247,7 +247,30 @@ void slice_at_finds_the_slice_by_address() {
   CHECK(!mm.slice_at(a.ptr, 4, &slice, &bound));  // back to the driver: not pool memory
 }
 
+// An arena is exact-size, outside the pools, never retained by a window or freed by cleanup,
+// and goes back to the driver with its last hold.
+void arenas_sit_beside_the_pools() {
+  FakeMemoryDevice dev;
+  MemoryManager mm(dev.free());
+  auto arena = mm.reserve_arena(12288 + 4096, dev.allocate());
+  CHECK(arena.allocated && arena.capacity == 16384);
+  auto stats = mm.stats();
+  CHECK(stats.arena_bytes == 16384 && stats.arenas == 1 && stats.pool_bytes == 0 && stats.slices == 0);
+  CHECK(stats.driver_allocations == 1);
+  check_pool_invariant(mm);
+  mm.capture_begin(7);
+  mm.touch(arena.id, 7);  // a window never retains an arena
+  CHECK(mm.capture_end(7).empty());
+  CHECK(mm.hold_arena(arena.id));  // a Buffer lent over it
+  mm.release_arena(arena.id);      // the owner lets go: the lent Buffer still holds it
+  CHECK(mm.cleanup() == 0 && mm.stats().arena_bytes == 16384 && dev.live.count(arena.ptr) == 1);
+  mm.unbind(arena.id);  // the Buffer goes
+  CHECK(mm.stats().arena_bytes == 0 && mm.stats().arenas == 0 && dev.live.empty());
+  CHECK(!mm.hold_arena(arena.id));
+}
+
 int main() {
+  arenas_sit_beside_the_pools();
   primed_slices_are_kept_for_their_own_window();
   concurrent_windows_never_share_a_retained_slice();
   eager_reuse_by_bucket();

@@ -1,5 +1,5 @@
 // The sequence core without Python: admission, extension, frames, release, waiters, and
-// pages through the driver floor when an emulated driver is available.
+// the KV arena on a device when an emulated driver is available.
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -16,7 +16,9 @@
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
-#include "sequence/driver_page_memory.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/sequence/block_arena.hpp"
+#include "sequence/device_arena_memory.hpp"
 #include "lifecore/driver/backends.hpp"
 #include "test_support.hpp"
 
@@ -99,17 +101,44 @@ void notify_hook_fires_on_signal_cancel_and_close() {
 }
 
 void driver_pages() {
-  std::shared_ptr<driver::Driver> driver;
+  std::shared_ptr<runtime::Device> device;
   try {
-    driver = driver::open_driver(test_support::emulated_backend(), 0);
+    device = runtime::Device::open(test_support::emulated_backend(), 0, "auto", "thread_local");
   } catch (const Error& e) {
     std::printf("sequence_session_test: driver pages skipped (%s)\n", e.what());
     return;
   }
-  auto c = make(4, std::make_shared<DriverPageMemory>(driver));
+  auto c = make(4, std::make_shared<DeviceArenaMemory>(device));
+  const auto arena = device->memory().stats();
+  CHECK(arena.arena_bytes == 4 * 4096 && arena.arenas == 1 && arena.pool_bytes == 0);
   auto decision = c->admit({"r", 32, 64, {}});
   auto* admitted = std::get_if<Admitted>(&decision);
   CHECK(admitted != nullptr && admitted->resources->initial_backing()->extents().at(0).memory.address != 0);
+  // The pages are block ids of the arena: no driver allocation per admission or extension.
+  auto session = admitted->resources->open_session();
+  CHECK(session->try_ensure_backing_covers(64).outcome == BackingOutcome::extended);
+  CHECK(device->memory().stats().driver_allocations == arena.driver_allocations);
+  session.reset();
+  decision = AdmissionRejected{};
+  c.reset();  // the last holder: the arena goes back
+  CHECK(device->memory().stats().arena_bytes == 0);
+  device->close();
+}
+
+// Block ids are reused last-released first, and a release gives a sequence's ids back in an
+// order that hands them out again as they were.
+void block_ids_are_a_lifo_free_list() {
+  BlockArena arena;
+  arena.add_blocks(4, nullptr);
+  std::int32_t a[2], b[1], c[2];
+  CHECK(arena.take(2, a) && a[0] == 0 && a[1] == 1);
+  CHECK(arena.take(1, b) && b[0] == 2 && arena.free_blocks() == 1);
+  CHECK(!arena.take(2, c) && arena.free_blocks() == 1);  // nothing taken
+  arena.give_back(a, 2);
+  CHECK(arena.take(2, c) && c[0] == 0 && c[1] == 1);
+  arena.give_back(b, 1);
+  arena.give_back(c, 2);
+  CHECK(arena.live() == 0 && arena.free_blocks() == 4);
 }
 
 // Many threads admitting, extending, stepping, completing and releasing at once, with a
@@ -209,7 +238,7 @@ void wait_deadlines_never_wrap() {
 // A page memory whose device closes under the coordinator.
 class ClosablePageMemory final : public PageMemory {
  public:
-  bool allocate(std::size_t bytes, PageExtent* out) noexcept override { return host.allocate(bytes, out); }
+  PageExtent allocate(std::size_t bytes) override { return host.allocate(bytes); }
   void release(const PageExtent& extent) noexcept override { host.release(extent); }
   const char* kind() const noexcept override { return "closable"; }
   bool closed() const noexcept override { return is_closed.load(); }
@@ -241,7 +270,7 @@ void a_closed_device_closes_its_coordinator() {
   CHECK(memory->host.allocations() == allocations);
   session.reset();
   held = AdmissionRejected{};
-  CHECK(memory->host.live_extents() == 0 && c->capacity().domains[0].used_bytes == 0);
+  CHECK(c->live_takes() == 0 && c->live_blocks() == 0 && c->capacity().domains[0].used_bytes == 0);
 }
 
 // The prepare -> publish window of an extension, made deterministic with a pause point: a
@@ -256,35 +285,29 @@ void cancel_between_prepare_and_publish() {
   ErrorKind outcome = ErrorKind::Lifecore;
   std::thread extender([&] { outcome = error_of([&] { session->try_ensure_backing_covers(48); }); });
   CHECK(pause_points::wait_until_reached(10.0));
-  CHECK(c->capacity().domains[0].used_bytes == 3 * 4096 && memory->live_extents() == 2);
+  CHECK(c->capacity().domains[0].used_bytes == 3 * 4096 && c->live_takes() == 2 && c->live_blocks() == 3);
   session->request_cancel();
   pause_points::resume();
   extender.join();
   CHECK(outcome == ErrorKind::SessionState);
-  CHECK(c->capacity().domains[0].used_bytes == 4096 && memory->live_extents() == 1);
+  CHECK(c->capacity().domains[0].used_bytes == 4096 && c->live_takes() == 1 && c->live_blocks() == 1);
   CHECK(session->backing()->generation() == 1);
   session.reset();
-  CHECK(memory->live_extents() == 0 && c->capacity().domains[0].used_bytes == 0);
+  CHECK(c->live_takes() == 0 && c->capacity().domains[0].used_bytes == 0);
 }
 
-// A size or an address range that would wrap is memory the host pool cannot hand out.
+// Host chunks get synthetic addresses that never overlap; one the address space cannot hold
+// gets address 0 (there is no memory behind host pages either way).
 void host_pages_never_wrap() {
   HostPageMemory memory;
-  PageExtent extent;
-  CHECK(!memory.allocate(std::numeric_limits<std::size_t>::max(), &extent));
-  CHECK(!memory.allocate(std::numeric_limits<std::size_t>::max() - 4094, &extent));
-  CHECK(memory.live_extents() == 0 && memory.allocations() == 0);
-  CHECK(memory.allocate(std::size_t{1} << 62, &extent) && memory.live_extents() == 1);
-  PageExtent second;
-  CHECK(memory.allocate(std::size_t{1} << 62, &second) && second.address > extent.address);
-  PageExtent third;
-  CHECK(memory.allocate(std::size_t{1} << 62, &third));
-  PageExtent fourth;  // the address range would pass 2**64
-  CHECK(!memory.allocate(std::size_t{1} << 62, &fourth) && memory.live_extents() == 3);
-  memory.release(extent);
-  memory.release(second);
-  memory.release(third);
-  CHECK(memory.live_extents() == 0 && memory.live_bytes() == 0);
+  CHECK(memory.allocate(std::numeric_limits<std::size_t>::max()).address == 0);
+  CHECK(memory.allocate(std::numeric_limits<std::size_t>::max() - 4094).address == 0);
+  const PageExtent first = memory.allocate(std::size_t{1} << 62);
+  const PageExtent second = memory.allocate(std::size_t{1} << 62);
+  const PageExtent third = memory.allocate(std::size_t{1} << 62);
+  CHECK(first.address != 0 && second.address > first.address && third.address > second.address);
+  CHECK(memory.allocate(std::size_t{1} << 62).address == 0);  // the range would pass 2**64
+  CHECK(memory.live_extents() == 6 && memory.allocations() == 6);
 }
 
 }  // namespace
@@ -378,6 +401,7 @@ int main() {
   waiter_wakes_on_release();
   notify_hook_fires_on_signal_cancel_and_close();
   driver_pages();
+  block_ids_are_a_lifo_free_list();
   source_index_equal_to_domain_count_is_refused();
   authorities_name_their_coordinator();
   wait_deadlines_never_wrap();

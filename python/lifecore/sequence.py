@@ -4,9 +4,9 @@ The C++ core does the work; this module names it and adds what is Pythonic:
 
 - ``AdmissionCoordinator(device=None, *, domains, page_bytes, tokens_per_page,
   max_active_sequences)``: ``domains`` maps a name to its capacity in bytes, or to
-  ``(capacity, maximum)`` when the domain can grow. ``device`` is ``None`` (host page memory:
-  address ranges only, an accounting pool), a ``lifecore.Device`` (pages come from that
-  device's driver through the driver floor), or a registered backend's name (one of
+  ``(capacity, maximum)`` when the domain can grow. ``device`` is ``None`` (host accounting:
+  block ids with no memory behind them), a ``lifecore.Device`` (each domain's pages are blocks
+  of one arena of that device's memory), or a registered backend's name (one of
   ``lifecore.backend_names()``, or ``"auto"``, kept for compatibility: the coordinator opens and
   keeps a ``lifecore.Device`` of its own, as ``lifecore.Device(name)`` would open it).
 - ``admit(request_id, prompt_tokens, fit_tokens, domains=None)`` returns ``Admitted``,
@@ -28,6 +28,46 @@ The C++ core does the work; this module names it and adds what is Pythonic:
   (``register_admission_waiter``) or to preempt for (``preempt_for``), with no second call.
 - ``session.fingerprint`` is hashed on first read (opening a session computes no digest).
 
+KV pages are block ids. Each domain has ``num_blocks(domain)`` = floor(capacity_bytes /
+page_bytes) blocks, ids ``0 .. num_blocks - 1``, in one arena: on a device, one exact-size
+allocation of the device's memory manager made when the coordinator is created (counted by
+``memory_stats()["arena_bytes"]``, outside the pools, never retained by a capture window);
+``grow_domain`` adds one chunk for the new blocks, whose ids continue from the last chunk. Host
+accounting hands out the same ids with no memory. A per-domain LIFO free list hands ids out
+(released ids first; a release gives a sequence's ids back in reverse, so they come out again in
+their order): an admission, an extension or a release makes no driver call. No id is ever held
+by two live sequences.
+
+- ``snapshot.block_ids(domain=None)`` (``frame.block_ids()`` alike): the snapshot's ``pages`` ids as
+  a zero-copy, read-only int32 NumPy array (``None``: the snapshot's first domain). The storage
+  behind it is reserved at admission for the fit (up to 65,536 pages per domain; a larger fit
+  grows by doubling and an earlier array keeps its old storage), so it never moves under a view.
+  Once the sequence is released, ``block_ids`` raises ``SessionStateError`` and every array taken
+  before reads -1: it can never show ids another sequence may now hold.
+- ``coordinator.block_table(frames, width, out=None, *, domain=None, pad=0)``: the padded
+  ``[len(frames), width]`` int32 table, built in C++ in one pass. A row comes from a live
+  ``FrameHold`` or an open ``SequenceSession`` (its current backing). ``out`` may be a C-contiguous
+  writable int32 array of that shape (NumPy, any buffer-protocol object, a host DLPack tensor such
+  as a torch CPU tensor) filled in place, or a lifecore ``Buffer`` of at least that many bytes (one
+  host-to-device copy, so a captured decode step can read a fixed table). Any error writes
+  nothing.
+- ``step_all(sessions, tokens)``: ``sessions[i].step(tokens[i])`` for a batch in one call; returns
+  the outcomes as a uint8 array. Not all-or-nothing: a row that raises stops the batch.
+- ``coordinator.arena(domain=None)``: the arena as a ``Buffer`` (block ``b`` at byte
+  ``b * page_bytes``) exporting ``__dlpack__`` (and ``__cuda_array_interface__`` on CUDA); on the
+  mock it is host memory exported as CPU. Shape it into the KV cache, e.g.
+  ``torch.from_dlpack(c.arena("kv")).view(torch.float16).view(num_blocks, block_size, heads,
+  head_dim)``. The Buffer and its views keep the memory alive after the coordinator; freeing the
+  Buffer drops only its own hold. A grown domain has several chunks: ``arena()`` raises and
+  ``arena_chunks(domain)`` gives ``(first_block, blocks, Buffer)`` each (create the coordinator at
+  its maximum for one tensor). Host accounting has no memory: ``arena()`` raises.
+- ``snapshot.extents`` still gives ``(domain, first_page, pages, address, bytes)``, now one per run
+  of consecutive block ids within one chunk, domain by domain. ``page_memory_stats()`` counts
+  ``live_bytes``, ``live_extents`` (takes: one per domain per admission or extension),
+  ``allocations`` (arena chunks, never pages), ``arena_bytes``, and ``blocks`` / ``free_blocks`` per
+  domain. ``fail_next_page_allocations(n)`` (host accounting) makes the next ``n`` takes of ids
+  fail, the physical deferral path.
+
 A deferral (or a registration) of another coordinator is refused with
 ``StaleAuthorityError`` (a foreign coordinator is a stale authority here). Authorities and the
 sources a coordinator issues name it (``coordinator_id``): ``verify_sequence_authority`` refuses
@@ -36,17 +76,17 @@ sources, and ``preempt_for`` never picks its sessions, even when domain names ma
 
 Every deferral names a source that advances when its condition can change: a domain or the
 slots when a release returns them, a domain when it grows, and ``PhysicalMemory`` when the
-device could not supply the pages (out of memory, an injected fault): that source advances on
-every physical page release of the coordinator. Memory freed on the device by anything else is
+pages could not be taken (an injected fault on host accounting; a device's arena is allocated
+up front): that source advances on every page release of the coordinator. Memory freed on the device by anything else is
 not observed, so a waiter on ``PhysicalMemory`` of a coordinator that holds no pages should wait
 with a timeout. Logical capacity is checked before the device is touched, so a logical deferral
 never allocates pages.
 
 Closing the device a coordinator takes its pages from closes the coordinator: admissions,
 extensions, growth and registrations raise ``ClosedError``, and waiters wake with it (within one
-wait slice). Live sequences keep their pages, unused by lifecore from then on, until their last
-holder goes; the pages then go back to the driver, which the coordinator keeps alive, so nothing
-leaks and nothing new is allocated on a closed device.
+wait slice). Live sequences keep their block ids until their last holder goes; the device's
+close returned the arena's memory, so nothing leaks and nothing new is allocated on a closed
+device.
 
 ``CapacityWaitRegistration.wait(timeout)``: ``None``, ``inf`` or a timeout too large for the
 clock waits without a deadline; NaN or a negative timeout is ``InvalidArgumentError``; the wait
@@ -94,6 +134,7 @@ BlockerKind = _core_sequence.BlockerKind
 DeferralAction = _core_sequence.DeferralAction
 SourceKind = _core_sequence.SourceKind
 acquire_frames = _core_sequence.acquire_frames
+step_all = _core_sequence.step_all
 
 #: The active-sequence slots source.
 ActiveSequenceSlots: CapacitySource = CapacitySource.active_sequence_slots()
@@ -313,6 +354,6 @@ __all__ = [
     "SequenceSession", "FrameHold", "FlightHold", "BackingSnapshot", "BackingDecision", "CancelSnapshot",
     "TerminalReceipt", "CapacityWaitRegistration", "CapacitySource", "CapacityDemand", "CapacityBlocker",
     "CapacitySnapshot", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
-    "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames",
+    "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames", "step_all",
     "ActiveSequenceSlots", "PhysicalMemory", "Domain", "PreemptionReport", "preempt_for",
 ]

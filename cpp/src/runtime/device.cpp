@@ -147,7 +147,9 @@ std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
           {"graphs_alive", i(graphs)},
           {"info_entries", i(info_.entries())},
           {"info_pinned", i(info_.pinned())},
-          {"windows_active", i(stats.windows_active)}};
+          {"windows_active", i(stats.windows_active)},
+          {"arena_bytes", i(stats.arena_bytes)},
+          {"arenas", i(stats.arenas)}};
 }
 
 void Device::free_info_buffer(driver::DevicePtr ptr) {

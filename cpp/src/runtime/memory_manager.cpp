@@ -69,11 +69,52 @@ void MemoryManager::touch_locked(SliceId id, Slice& slice, Window& window) {
   }
 }
 
+MemoryManager::Reservation MemoryManager::reserve_arena(std::size_t nbytes, const Allocate& allocate) {
+  if (nbytes == 0) raise(ErrorKind::InvalidArgument, "reserve_arena: nbytes must be > 0");
+  std::lock_guard lock(mutex_);
+  SliceAllocation made = allocate(nbytes);  // throws: nothing changed
+  Slice slice;
+  slice.ptr = made.ptr;
+  slice.capacity = nbytes;
+  slice.memory_node = made.memory_node;
+  slice.arena_holds = 1;
+  Reservation result{next_id_++, made.ptr, nbytes, true};
+  slices_.emplace(result.id, slice);
+  arena_bytes_ += nbytes;
+  ++arenas_;
+  ++driver_allocations_;
+  return result;
+}
+
+bool MemoryManager::hold_arena(SliceId id) {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(id);
+  if (it == slices_.end() || it->second.arena_holds == 0) return false;
+  ++it->second.arena_holds;
+  return true;
+}
+
+void MemoryManager::drop_arena_hold_locked(std::unordered_map<SliceId, Slice>::iterator it) {
+  if (--it->second.arena_holds != 0) return;
+  free_(it->second.ptr, it->second.memory_node);
+  arena_bytes_ -= it->second.capacity;
+  --arenas_;
+  slices_.erase(it);
+}
+
+void MemoryManager::release_arena(SliceId id) {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(id);
+  if (it == slices_.end() || it->second.arena_holds == 0) return;
+  drop_arena_hold_locked(it);
+}
+
 void MemoryManager::touch(SliceId id, WindowId window) {
   std::lock_guard lock(mutex_);
   auto w = windows_.find(window);
   auto s = slices_.find(id);
   if (w == windows_.end() || s == slices_.end()) return;
+  if (s->second.arena_holds > 0) return;  // an arena belongs to its owner, never to a window
   touch_locked(id, s->second, w->second);
 }
 
@@ -101,7 +142,9 @@ void MemoryManager::maybe_free_locked(SliceId id, Slice& slice) {
 void MemoryManager::unbind(SliceId id) {
   std::lock_guard lock(mutex_);
   auto it = slices_.find(id);
-  if (it == slices_.end() || !it->second.bound) return;
+  if (it == slices_.end()) return;
+  if (it->second.arena_holds > 0) return drop_arena_hold_locked(it);  // a Buffer lent over an arena
+  if (!it->second.bound) return;
   it->second.bound = false;
   maybe_free_locked(id, it->second);
 }
@@ -187,20 +230,25 @@ void MemoryManager::release_all() {
   persistent_free_.clear();
   windows_.clear();
   pool_bytes_ = 0;
+  arena_bytes_ = 0;
+  arenas_ = 0;
 }
 
 MemoryStats MemoryManager::stats() const {
   std::lock_guard lock(mutex_);
   MemoryStats stats;
   stats.pool_bytes = pool_bytes_;
-  stats.slices = slices_.size();
+  stats.slices = slices_.size() - arenas_;
   for (const auto& [id, slice] : slices_) {
+    if (slice.arena_holds > 0) continue;
     if (slice.bound) ++stats.slices_in_use;
     else if (slice.retains > 0) ++stats.slices_retained;
     else ++stats.slices_free;
   }
   stats.driver_allocations = driver_allocations_;
   stats.windows_active = windows_.size();
+  stats.arena_bytes = arena_bytes_;
+  stats.arenas = arenas_;
   return stats;
 }
 

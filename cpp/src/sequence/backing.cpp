@@ -1,68 +1,118 @@
 #include "lifecore/sequence/backing.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 
 namespace lifecore::sequence {
+namespace {
+
+std::size_t to_size(std::uint64_t value, const char* what) {
+  const auto n = checked::narrow<std::size_t>(value);
+  if (!n) checked::overflow(what);
+  return *n;
+}
+
+}  // namespace
 
 PreparedPages::PreparedPages(AdmissionCoordinator& coordinator, const std::vector<std::uint32_t>& domains)
     : coordinator_(coordinator), domains_(domains) {}
 
 PreparedPages::~PreparedPages() {
-  // Physical before logical: prepared memory is back before the logical release wakes a waiter.
+  // Physical before logical: the ids are back before the logical release wakes a waiter.
   release_physical();
   if (logical_pages_ != 0) coordinator_.release_pages(domains_, logical_pages_);
 }
 
-bool PreparedPages::allocate_physical(std::uint64_t first_page, std::uint64_t pages) {
+bool PreparedPages::allocate_physical(std::uint64_t pages) {
   if (pages == 0) return true;
-  const std::uint64_t bytes = checked::mul_or_throw(pages, coordinator_.page_bytes(), "backing: pages * page_bytes");
-  const auto size = checked::narrow<std::size_t>(bytes);
-  if (!size) return false;  // more than this process can address: the device cannot supply it
-  extents.reserve(extents.size() + domains_.size());
-  for (std::uint32_t d : domains_) {
-    PageExtent extent;
-    if (!coordinator_.memory()->allocate(*size, &extent)) {
-      release_physical();
-      return false;
-    }
-    extents.push_back({d, first_page, pages, extent});
+  const std::uint64_t count = checked::mul_or_throw(pages, std::uint64_t{domains_.size()}, "backing: pages * domains");
+  ids.resize(to_size(count, "backing: block ids"));
+  if (!coordinator_.take_blocks(domains_, pages, ids.data())) {
+    ids.clear();
+    return false;
   }
   physical_pages_ = pages;
   return true;
 }
 
 void PreparedPages::release_physical() noexcept {
-  coordinator_.release_physical(extents);  // advances the physical-memory source
-  extents.clear();
+  if (physical_pages_ != 0) coordinator_.give_back_blocks(domains_, physical_pages_, ids.data());
+  ids.clear();
   physical_pages_ = 0;
 }
 
 SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
-                                 Authority sequence, Authority request, std::string request_id)
+                                 Authority sequence, Authority request, std::string request_id, std::uint64_t fit_pages)
     : coordinator_(std::move(coordinator)), domains_(std::move(domains)), sequence_(sequence), request_(request),
-      request_id_(std::move(request_id)) {}
+      request_id_(std::move(request_id)), fit_pages_(fit_pages), ids_(domains_.size()) {
+  const std::uint64_t room = std::min(fit_pages_, initial_id_room);
+  if (room != 0)
+    for (auto& d : ids_) d.current = {std::make_shared_for_overwrite<std::int32_t[]>(room), room};
+}
 
 SequenceBacking::~SequenceBacking() {
-  // Reverse order of allocation (tail pages first), physical before the logical release.
-  coordinator_->release_physical(extents_);
+  // Ids first (overwritten with -1 before anyone can take them again), then the logical release.
+  coordinator_->release_backing_blocks(*this);
   coordinator_->release_sequence(domains_, pages_, sequence_, request_, request_id_);
 }
 
-std::size_t SequenceBacking::adopt(PreparedPages& prepared) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  extents_.insert(extents_.end(), prepared.extents.begin(), prepared.extents.end());
-  pages_ += prepared.logical_pages_;  // bounded by the request's fit pages
-  prepared.extents.clear();
-  prepared.physical_pages_ = 0;
-  prepared.logical_pages_ = 0;
-  return extents_.size();
+void SequenceBacking::grow_locked(DomainIds& ids, std::uint64_t needed) {
+  std::uint64_t capacity = std::max<std::uint64_t>(ids.current.capacity * 2, 16);
+  capacity = std::min(std::max(capacity, needed), std::max(fit_pages_, needed));
+  Storage next{std::make_shared_for_overwrite<std::int32_t[]>(to_size(capacity, "backing: id storage")),
+               capacity};
+  if (pages_ != 0) std::memcpy(next.data.get(), ids.current.data.get(), pages_ * sizeof(std::int32_t));
+  ids.retired.reserve(ids.retired.size() + 1);
+  if (ids.current.data) ids.retired.push_back(std::move(ids.current));
+  ids.current = std::move(next);
 }
 
-std::vector<BackingExtent> SequenceBacking::extents(std::size_t count) const {
+void SequenceBacking::adopt(PreparedPages& prepared) {
+  const std::uint64_t delta = prepared.physical_pages_;
   std::lock_guard<std::mutex> lock(mutex_);
-  return {extents_.begin(), extents_.begin() + static_cast<std::ptrdiff_t>(std::min(count, extents_.size()))};
+  const std::uint64_t total = pages_ + delta;  // bounded by the request's fit pages
+  for (std::size_t i = 0; i < ids_.size() && delta != 0; ++i) {
+    auto& d = ids_[i];
+    if (total > d.current.capacity) grow_locked(d, total);
+  }
+  for (std::size_t i = 0; i < ids_.size() && delta != 0; ++i)
+    std::memcpy(ids_[i].current.data.get() + pages_, prepared.ids.data() + i * delta, delta * sizeof(std::int32_t));
+  pages_ += prepared.logical_pages_;
+  if (delta != 0) takes_ += ids_.size();
+  prepared.ids.clear();
+  prepared.physical_pages_ = 0;
+  prepared.logical_pages_ = 0;
+}
+
+std::vector<BackingExtent> SequenceBacking::extents(std::uint64_t pages) const {
+  // The ids are copied under this backing's lock, the runs found under the coordinator's
+  // (which names the chunks): never both at once here.
+  std::vector<std::vector<std::int32_t>> copies(ids_.size());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pages = std::min(pages, pages_);
+    for (std::size_t i = 0; i < ids_.size(); ++i)
+      if (pages != 0) copies[i].assign(ids_[i].current.data.get(), ids_[i].current.data.get() + pages);
+  }
+  std::vector<BackingExtent> out;
+  for (std::size_t i = 0; i < copies.size(); ++i) coordinator_->append_runs(domains_[i], copies[i], out);
+  return out;
+}
+
+BlockIds SequenceBacking::block_ids(std::size_t slot, std::uint64_t pages) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto& storage = ids_.at(slot).current;
+  return {std::shared_ptr<const std::int32_t>(storage.data, storage.data.get()),
+          static_cast<std::size_t>(std::min(pages, pages_))};
+}
+
+void SequenceBacking::copy_ids(std::size_t slot, std::uint64_t pages, std::int32_t* out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (pages != 0) std::memcpy(out, ids_[slot].current.data.get(), std::min(pages, pages_) * sizeof(std::int32_t));
 }
 
 std::uint64_t SequenceBacking::pages() const {
@@ -70,12 +120,28 @@ std::uint64_t SequenceBacking::pages() const {
   return pages_;
 }
 
+namespace {
+[[noreturn]] void raise_released(const char* what) {
+  raise(ErrorKind::SessionState, std::string("BackingSnapshot.") + what +
+                                     ": the backing was released (its session ended and every holder let go); a "
+                                     "stale snapshot owns no pages");
+}
+}  // namespace
+
 std::vector<BackingExtent> BackingSnapshot::extents() const {
   auto backing = backing_.lock();
-  if (!backing)
-    raise(ErrorKind::SessionState, "BackingSnapshot.extents: the backing was released (its session ended and every "
-                                   "holder let go); a stale snapshot owns no pages");
-  return backing->extents(extent_count_);
+  if (!backing) raise_released("extents");
+  return backing->extents(pages_);
+}
+
+BlockIds BackingSnapshot::block_ids(std::uint32_t domain_index) const {
+  auto it = std::find(domains_.begin(), domains_.end(), domain_index);
+  if (it == domains_.end())
+    raise(ErrorKind::InvalidArgument, "BackingSnapshot.block_ids: the sequence holds no pages in domain '" +
+                                          coordinator_->domain_name(domain_index) + "'");
+  auto backing = backing_.lock();
+  if (!backing) raise_released("block_ids");
+  return backing->block_ids(static_cast<std::size_t>(it - domains_.begin()), pages_);
 }
 
 }  // namespace lifecore::sequence

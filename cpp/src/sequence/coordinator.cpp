@@ -78,11 +78,36 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
 AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
     : id_(next_coordinator_id.fetch_add(1)), config_(std::move(config)), sequence_ids_(id_), request_ids_(id_) {
   domains_.resize(config_.domains.size());
-  for (std::size_t i = 0; i < domains_.size(); ++i) domains_[i].total = config_.domains[i].capacity_bytes;
   waiters_.resize(source_count());
+  try {
+    for (std::size_t i = 0; i < domains_.size(); ++i) {
+      add_blocks_locked(static_cast<std::uint32_t>(i), config_.domains[i].capacity_bytes);
+      domains_[i].total = config_.domains[i].capacity_bytes;
+    }
+  } catch (...) {
+    release_arenas();  // the chunks made before the refusal
+    throw;
+  }
 }
 
-AdmissionCoordinator::~AdmissionCoordinator() = default;
+AdmissionCoordinator::~AdmissionCoordinator() { release_arenas(); }
+
+void AdmissionCoordinator::release_arenas() noexcept {
+  for (auto& d : domains_)
+    for (const auto& chunk : d.arena.chunks()) config_.memory->release(chunk.memory);
+}
+
+void AdmissionCoordinator::add_blocks_locked(std::uint32_t index, std::uint64_t total) {
+  auto& arena = domains_[index].arena;
+  const std::uint64_t blocks = total / config_.page_bytes;
+  if (blocks <= arena.blocks()) return;
+  const std::uint64_t added = blocks - arena.blocks();
+  // Exact bytes: added * page_bytes <= total, so it cannot wrap.
+  const auto bytes = checked::narrow<std::size_t>(added * config_.page_bytes);
+  if (!bytes) checked::overflow("AdmissionCoordinator: the arena's bytes");
+  const PageExtent chunk = config_.memory->allocate(*bytes);  // throws: nothing changed
+  arena.add_blocks(added, &chunk);
+}
 
 std::uint64_t AdmissionCoordinator::pages_for(std::uint64_t tokens, const char* what) const {
   const std::uint64_t per_page = config_.tokens_per_page;
@@ -306,16 +331,16 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   // Physical pages outside the lock. On failure the claims above roll back (pages before
   // the slot), which bumps the epochs they touched, and the request waits on physical memory.
   auto backing = std::make_shared<SequenceBacking>(shared_from_this(), domains, sequence, request_authority,
-                                                   request.request_id);
+                                                   request.request_id, fit_pages);
   auto prepared = std::make_unique<PreparedPages>(*this, backing->domains());
   prepared->logical_pages_ = prompt_pages;
-  if (!prepared->allocate_physical(0, prompt_pages)) {
+  if (!prepared->allocate_physical(prompt_pages)) {
     prepared.reset();  // physical extents first, then the logical pages
     backing.reset();   // then the slot and the authorities
     return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
   }
-  std::size_t extents = backing->adopt(*prepared);
-  auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages, extents);
+  backing->adopt(*prepared);
+  auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     live_[request.request_id] = backing.get();  // capacity is now held by the resources
@@ -365,12 +390,79 @@ AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
   return result;
 }
 
-void AdmissionCoordinator::release_physical(const std::vector<BackingExtent>& extents) noexcept {
-  if (extents.empty()) return;
-  // Reverse order of allocation (tail pages first).
-  for (auto it = extents.rbegin(); it != extents.rend(); ++it) config_.memory->release(it->memory);
+bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids) {
   std::lock_guard<std::mutex> lock(mutex_);
+  for (std::size_t i = 0; i < domains.size(); ++i) {
+    if (config_.memory->closed() || !config_.memory->take_permitted() ||
+        !domains_[domains[i]].arena.take(pages, ids + i * pages)) {
+      // The domains taken before this one give their ids back (last first).
+      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(ids + j * pages, pages);
+      if (i > 0) bump_and_notify_locked(domains_.size() + 1);
+      return false;
+    }
+  }
+  live_takes_ += domains.size();
+  return true;
+}
+
+void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
+                                            const std::int32_t* ids) noexcept {
+  if (pages == 0 || domains.empty()) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (std::size_t j = domains.size(); j-- > 0;) domains_[domains[j]].arena.give_back(ids + j * pages, pages);
+  live_takes_ -= std::min<std::uint64_t>(live_takes_, domains.size());
   bump_and_notify_locked(domains_.size() + 1);
+}
+
+void AdmissionCoordinator::release_backing_blocks(SequenceBacking& backing) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> backing_lock(backing.mutex_);
+  if (backing.pages_ == 0) return;
+  for (std::size_t j = backing.domains_.size(); j-- > 0;) {
+    auto& ids = backing.ids_[j];
+    domains_[backing.domains_[j]].arena.give_back(ids.current.data.get(), backing.pages_);
+    // No view may show ids another sequence can now take.
+    std::fill_n(ids.current.data.get(), backing.pages_, -1);
+    for (auto& old : ids.retired) std::fill_n(old.data.get(), old.capacity, -1);
+  }
+  live_takes_ -= std::min(live_takes_, backing.takes_);
+  bump_and_notify_locked(domains_.size() + 1);
+}
+
+void AdmissionCoordinator::append_runs(std::uint32_t domain_index, const std::vector<std::int32_t>& ids,
+                                       std::vector<BackingExtent>& out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto& arena = domains_.at(domain_index).arena;
+  std::size_t start = 0;
+  for (std::size_t p = 1; p <= ids.size(); ++p) {
+    if (p < ids.size() && ids[p] == ids[p - 1] + 1 && arena.chunk_of(ids[p]) == arena.chunk_of(ids[start])) continue;
+    BackingExtent e;
+    e.domain_index = domain_index;
+    e.first_page = start;
+    e.pages = p - start;
+    e.memory.address = arena.address_of(ids[start], config_.page_bytes);
+    e.memory.bytes = e.pages * config_.page_bytes;  // pages of one chunk: cannot wrap
+    out.push_back(e);
+    start = p;
+  }
+}
+
+ArenaState AdmissionCoordinator::arena_state(std::uint32_t domain_index) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto& arena = domains_.at(domain_index).arena;
+  return {arena.blocks(), arena.free_blocks(), arena.chunks()};
+}
+
+std::uint64_t AdmissionCoordinator::live_blocks() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::uint64_t live = 0;
+  for (const auto& d : domains_) live += d.arena.live();
+  return live;
+}
+
+std::uint64_t AdmissionCoordinator::live_takes() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_takes_;
 }
 
 void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept {
@@ -428,6 +520,7 @@ void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t ca
   if (capacity_bytes > it->maximum_bytes)
     raise(ErrorKind::InvalidArgument, "grow_domain: " + std::to_string(capacity_bytes) + " bytes exceeds the maximum of domain '" + name + "'");
   if (capacity_bytes == domains_[index].total) return;
+  add_blocks_locked(index, capacity_bytes);  // throws (the device refused the chunk): nothing changed
   domains_[index].total = capacity_bytes;
   bump_and_notify_locked(std::size_t{index} + 1);
 }

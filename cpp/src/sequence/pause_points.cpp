@@ -50,6 +50,8 @@ void disarm() {
   g.changed.notify_all();
 }
 
+bool armed() noexcept { return gate().armed.load(std::memory_order_relaxed); }
+
 void reach(Point point) noexcept {
   Gate& g = gate();
   if (!g.armed.load(std::memory_order_relaxed)) return;

@@ -237,7 +237,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
       decision.deferred = std::move(check.deferred);
       return decision;
     }
-    if (!prepared->allocate_physical(seen->pages(), delta)) {
+    if (!prepared->allocate_physical(delta)) {
       decision.outcome = BackingOutcome::backing_deferred;
       decision.reason = "physical pages could not be prepared (device memory is short); wait on physical memory";
       auto deferred = coordinator->physical_deferral(seen->domains(), 0, tokens, delta, tokens, delta, check.physical_epoch,
@@ -272,9 +272,8 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
       decision.outcome = BackingOutcome::retry_required;
       decision.reason = "a frame or participant flight became live; extend between frames";
     } else {
-      std::size_t extents = seen->extent_count();
-      if (delta > 0) extents = seen->backing()->adopt(*prepared);
-      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages, extents);
+      if (delta > 0) seen->backing()->adopt(*prepared);
+      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages);
       replaced = std::move(s.current);
       s.current = next;
       s.generation = next->generation();
@@ -384,7 +383,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));
   std::lock_guard<std::mutex> lock(s.mutex);
   if (decision.outcome == BackingOutcome::backing_deferred) {
-    s.step_deferral = std::move(decision.deferred);
+    s.step_deferral = decision.deferred ? std::make_unique<AdmissionDeferred>(std::move(*decision.deferred)) : nullptr;
     return decision.outcome;
   }
   s.step_deferral.reset();
@@ -400,7 +399,8 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
 
 std::optional<AdmissionDeferred> SequenceSession::step_deferral() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->step_deferral;
+  if (!state_->step_deferral) return std::nullopt;
+  return *state_->step_deferral;
 }
 
 SessionPhase SequenceSession::phase() const noexcept {
@@ -412,6 +412,17 @@ std::shared_ptr<const BackingSnapshot> SequenceSession::backing() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   require_handle(*state_, "backing");
   return state_->current;
+}
+
+SequenceSession::TableSource SequenceSession::table_source(std::uint32_t domain_index) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  require_handle(*state_, "block_table");
+  const BackingSnapshot& current = *state_->current;
+  const auto& domains = current.domains();
+  const auto it = std::find(domains.begin(), domains.end(), domain_index);
+  // The session's resources hold the backing while the handle is open.
+  return {state_->resources->backing(), current.coordinator().get(), current.pages(),
+          it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin())};
 }
 
 std::uint64_t SequenceSession::next_frame_id() const noexcept {
@@ -436,9 +447,20 @@ std::uint64_t SequenceSession::retired_frames() const noexcept {
 
 std::optional<TerminalReceipt> SequenceSession::receipt() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  auto out = state_->receipt;
+  std::optional<TerminalReceipt> out;
+  if (state_->receipt) out = *state_->receipt;
   if (out) out->session = state_;
   return out;
+}
+
+void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes) {
+  for (std::size_t i = 0; i < sessions.size(); ++i) {
+    try {
+      outcomes[i] = sessions[i]->step(tokens[i]);
+    } catch (const Error& e) {
+      raise(e.kind(), std::string(e.what()) + " (step_all: row " + std::to_string(i) + "; the rows before it stepped)");
+    }
+  }
 }
 
 std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions) {

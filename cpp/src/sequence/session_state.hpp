@@ -39,8 +39,9 @@ class SessionState {
   std::uint64_t retired = 0;
   std::uint64_t committed = 0;
   std::uint64_t discarded = 0;
-  std::optional<TerminalReceipt> receipt;
-  std::optional<AdmissionDeferred> step_deferral;  // behind the last BACKING_DEFERRED step
+  // Rare, so held out of line: a live sequence's record stays small.
+  std::unique_ptr<TerminalReceipt> receipt;
+  std::unique_ptr<AdmissionDeferred> step_deferral;  // behind the last BACKING_DEFERRED step
 
   // The fingerprint over the immutable open-time fields, hashed once by the first reader.
   const std::string& fingerprint() const;
@@ -77,7 +78,8 @@ class SessionState {
   TerminalReceipt finish_locked(TerminalOutcome outcome, std::shared_ptr<const SessionState> self) {
     phase = outcome == TerminalOutcome::completed ? SessionPhase::completed : SessionPhase::aborted;
     // Kept without the back reference (no cycle); each copy handed out names the state.
-    receipt = TerminalReceipt{outcome, sequence, request, epoch, nullptr, retired, committed, discarded, generation};
+    receipt = std::make_unique<TerminalReceipt>(
+        TerminalReceipt{outcome, sequence, request, epoch, nullptr, retired, committed, discarded, generation});
     TerminalReceipt out = *receipt;
     out.session = std::move(self);
     return out;

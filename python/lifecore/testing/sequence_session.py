@@ -630,6 +630,22 @@ class SequenceSessionMachine(LifecycleMachine):
             assert stats["live_bytes"] == sum(s.pages * PAGE_BYTES * len(s.domains) for s in live)
 
     @invariant()
+    def block_ids_are_never_shared(self) -> None:
+        # Per domain, no block id is held by two live sequences, and a snapshot has one id per page.
+        owners: dict[tuple[str, int], Any] = {}
+        for e in self.entries:
+            if e.rs is None or e.rs.closed:
+                continue
+            snap = e.rs.backing
+            if snap.released:
+                continue
+            for name in snap.domains:
+                ids = snap.block_ids(name)
+                assert len(ids) == snap.pages
+                for block in ids.tolist():
+                    assert block >= 0 and owners.setdefault((name, block), e) is e, (name, block)
+
+    @invariant()
     def live_frames_keep_their_snapshot(self) -> None:
         """Checks that a frame not yet finalized still reports the snapshot (generation, tokens, pages)
         it was acquired with."""

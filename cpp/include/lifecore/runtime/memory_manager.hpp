@@ -10,6 +10,10 @@
 // every slice it needs without allocating. Touched slices of the recording are retained by
 // the window and handed to the graph at capture_end, so the pool can never give that memory
 // to a later allocation while a replay writes it.
+// Arenas (reserve_arena) sit beside the pools: one exact-size driver allocation for a
+// long-lived owner (a KV arena of the sequence coordinator), never rounded, never pooled, never
+// touched, retained or reserved by a capture window, returned to the driver as soon as its
+// last hold goes (or at device close). pool_bytes counts the pools only; arena_bytes the arenas.
 // Thread-safe: one mutex guards all of it (driver allocations happen under it).
 #pragma once
 
@@ -37,6 +41,8 @@ struct MemoryStats {
   std::size_t slices_free = 0;
   std::uint64_t driver_allocations = 0;
   std::size_t windows_active = 0;
+  std::size_t arena_bytes = 0;
+  std::size_t arenas = 0;
 };
 
 // What an allocation callback produced: the pointer, and whether the driver recorded it as a
@@ -87,6 +93,15 @@ class MemoryManager {
   // caller now owns (a graph keeps them; a refused capture releases them at once).
   std::vector<SliceId> capture_end(WindowId window);
 
+  // An arena of exactly `nbytes` (> 0): one new driver allocation, held once by the caller
+  // (release_arena drops that hold). Nothing changes when allocate throws.
+  Reservation reserve_arena(std::size_t nbytes, const Allocate& allocate);
+  // One more hold on a live arena (a Buffer lent over it: unbind drops it); false when the
+  // arena is gone (released, or the device closed).
+  bool hold_arena(SliceId arena);
+  // Drops one hold; the memory goes back to the driver with the last one.
+  void release_arena(SliceId arena);
+
   // Returns every free slice to the driver; skipped (returns 0) while any window is armed.
   std::size_t cleanup();
   // Device close: returns every slice to the driver, whatever holds it.
@@ -111,6 +126,7 @@ class MemoryManager {
     bool memory_node = false;
     std::uint32_t retains = 0;
     WindowId reserved_for = 0;  // primed by this window: only its recording may reuse it
+    std::uint32_t arena_holds = 0;  // > 0: an arena (outside the pools), freed when it reaches 0
   };
   using FreeList = std::map<std::size_t, std::vector<SliceId>>;
   struct Window {
@@ -125,6 +141,7 @@ class MemoryManager {
   void retain_locked(Slice& slice) { ++slice.retains; }
   void drop_retain_locked(SliceId id);
   void maybe_free_locked(SliceId id, Slice& slice);
+  void drop_arena_hold_locked(std::unordered_map<SliceId, Slice>::iterator it);
 
   mutable std::mutex mutex_;
   Free free_;
@@ -134,6 +151,8 @@ class MemoryManager {
   std::unordered_map<WindowId, Window> windows_;
   SliceId next_id_ = 1;
   std::size_t pool_bytes_ = 0;
+  std::size_t arena_bytes_ = 0;
+  std::size_t arenas_ = 0;
   std::uint64_t driver_allocations_ = 0;
 };
 

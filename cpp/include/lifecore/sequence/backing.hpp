@@ -1,9 +1,15 @@
-// The backing of one sequence: page extents (one per domain per extension, append-only)
+// The backing of one sequence: per domain, the block ids of its pages (in order, append-only)
 // plus the logical capacity and the active-sequence slot they were claimed with. Only real
 // holders own it (the admitted resources, the session through them, and live frames);
 // snapshots are immutable views of a prefix of it that only observe it, so a snapshot or
-// decision left behind never keeps pages or a slot. The whole backing is released, physical
-// extents first, when the last holder goes.
+// decision left behind never keeps pages or a slot. The whole backing is released, block
+// ids first, when the last holder goes.
+//
+// Id storage never moves under a view: room for the request's fit pages (up to
+// initial_id_room) is reserved at admission; a larger fit grows by doubling, and a view taken
+// before keeps the old storage (the same prefix) alive. On release every storage the
+// sequence ever used is overwritten with -1, so a view taken earlier can never show ids that
+// another sequence may now hold.
 #pragma once
 
 #include <cstdint>
@@ -19,15 +25,24 @@ namespace lifecore::sequence {
 
 class AdmissionCoordinator;
 
+// A run of consecutive block ids of one domain inside one arena chunk (derived, for
+// BackingSnapshot::extents).
 struct BackingExtent {
   std::uint32_t domain_index = 0;
-  std::uint64_t first_page = 0;  // index of the extent's first page within the sequence
+  std::uint64_t first_page = 0;  // index of the run's first page within the sequence
   std::uint64_t pages = 0;
-  PageExtent memory;
+  PageExtent memory;             // address of the run's first block, pages * page_bytes bytes
 };
 
-// Pages prepared for an extension but not yet published: rolled back physical first, then
-// the logical claim (whose release wakes waiters), unless adopted by a backing.
+// A zero-copy, read-only window on a prefix of a sequence's ids in one domain: `data` owns
+// the storage (not the capacity).
+struct BlockIds {
+  std::shared_ptr<const std::int32_t> data;
+  std::size_t count = 0;
+};
+
+// Block ids taken for an admission or an extension but not yet published: given back (and
+// the logical claim released, which wakes waiters) unless adopted by a backing.
 class PreparedPages {
  public:
   // Both must outlive this object (it lives on the stack of an admission or extension).
@@ -36,12 +51,13 @@ class PreparedPages {
   PreparedPages(const PreparedPages&) = delete;
   PreparedPages& operator=(const PreparedPages&) = delete;
 
-  // Physical pages for `pages` more pages starting at `first_page`, in every domain.
-  bool allocate_physical(std::uint64_t first_page, std::uint64_t pages);
+  // Block ids for `pages` more pages in every domain (no allocation call); false (nothing
+  // taken) when the page memory refuses (a physical deferral).
+  bool allocate_physical(std::uint64_t pages);
   void mark_logically_claimed() noexcept { logical_pages_ = physical_pages_; }
   void release_physical() noexcept;
 
-  std::vector<BackingExtent> extents;
+  std::vector<std::int32_t> ids;  // domain by domain, physical_pages_ each
   std::uint64_t physical_pages_ = 0;
   std::uint64_t logical_pages_ = 0;
 
@@ -52,15 +68,23 @@ class PreparedPages {
 
 class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
  public:
+  // Room reserved at admission, per domain, for at most this many ids.
+  static constexpr std::uint64_t initial_id_room = 65536;
+
   SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
-                  Authority sequence, Authority request, std::string request_id);
+                  Authority sequence, Authority request, std::string request_id, std::uint64_t fit_pages);
   ~SequenceBacking();
   SequenceBacking(const SequenceBacking&) = delete;
   SequenceBacking& operator=(const SequenceBacking&) = delete;
 
-  // Takes over prepared pages (already claimed logically); returns the new extent count.
-  std::size_t adopt(PreparedPages& prepared);
-  std::vector<BackingExtent> extents(std::size_t count) const;
+  // Takes over prepared pages (already claimed logically).
+  void adopt(PreparedPages& prepared);
+  // Runs of consecutive ids over the first `pages` pages, domain by domain.
+  std::vector<BackingExtent> extents(std::uint64_t pages) const;
+  // The first `pages` ids of domain `slot` (an index into domains()).
+  BlockIds block_ids(std::size_t slot, std::uint64_t pages) const;
+  // Copies the first `pages` ids of domain `slot` to `out`.
+  void copy_ids(std::size_t slot, std::uint64_t pages, std::int32_t* out) const;
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
   const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }
@@ -72,34 +96,49 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   long holder_count() const noexcept { return weak_from_this().use_count(); }
 
  private:
+  struct Storage {
+    std::shared_ptr<std::int32_t[]> data;
+    std::uint64_t capacity = 0;
+  };
+  struct DomainIds {
+    Storage current;
+    std::vector<Storage> retired;  // outgrown storage a view may still read
+  };
+  void grow_locked(DomainIds& ids, std::uint64_t needed);
+
   std::shared_ptr<AdmissionCoordinator> coordinator_;
   std::vector<std::uint32_t> domains_;
   Authority sequence_;
   Authority request_;
   std::string request_id_;
+  std::uint64_t fit_pages_;
   mutable std::mutex mutex_;
-  std::vector<BackingExtent> extents_;
-  std::uint64_t pages_ = 0;  // logically claimed pages per domain
+  std::vector<DomainIds> ids_;  // parallel to domains_
+  std::uint64_t pages_ = 0;     // logically claimed pages per domain (= ids per domain)
+  std::uint64_t takes_ = 0;     // one per domain per admission or extension
+  friend class AdmissionCoordinator;  // gives the ids back and overwrites them at release
 };
 
-// Immutable: generation (from 1, strictly growing), committed shape, and the extents that
-// were published with it. advanced() never changes an existing snapshot. It observes its
-// backing without owning it: once the last holder let go, released() is true and extents()
-// raises (the pages are gone).
+// Immutable: generation (from 1, strictly growing), committed shape, and the prefix of the
+// backing's ids that was published with it. advanced() never changes an existing snapshot.
+// It observes its backing without owning it: once the last holder let go, released() is
+// true and extents() / block_ids() raise (the pages are gone).
 class BackingSnapshot {
  public:
   BackingSnapshot(const std::shared_ptr<SequenceBacking>& backing, std::uint64_t generation, std::uint64_t tokens,
-                  std::uint64_t pages, std::size_t extent_count)
+                  std::uint64_t pages)
       : backing_(backing), coordinator_(backing->coordinator()), domains_(backing->domains()),
-        generation_(generation), tokens_(tokens), pages_(pages), extent_count_(extent_count) {}
+        generation_(generation), tokens_(tokens), pages_(pages) {}
 
   std::uint64_t generation() const noexcept { return generation_; }
   std::uint64_t tokens() const noexcept { return tokens_; }
   std::uint64_t pages() const noexcept { return pages_; }
-  std::size_t extent_count() const noexcept { return extent_count_; }
   bool released() const noexcept { return backing_.expired(); }
   // SessionStateError once released.
   std::vector<BackingExtent> extents() const;
+  // This snapshot's ids in domain `domain_index` (a coordinator domain index):
+  // InvalidArgumentError when the sequence is not in it, SessionStateError once released.
+  BlockIds block_ids(std::uint32_t domain_index) const;
   // The backing while some holder keeps it; null once released.
   std::shared_ptr<SequenceBacking> backing() const noexcept { return backing_.lock(); }
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
@@ -113,7 +152,6 @@ class BackingSnapshot {
   std::uint64_t generation_;
   std::uint64_t tokens_;
   std::uint64_t pages_;
-  std::size_t extent_count_;
 };
 
 }  // namespace lifecore::sequence

@@ -1,7 +1,9 @@
 // The admission coordinator of one device: capacity domains in bytes (KV pages of one page
 // size), a ceiling on active sequences, an availability epoch per source, a release epoch,
 // and the waiters subscribed to those epochs. Every release bumps exactly the sources it
-// frees and wakes exactly the waiters whose condition names them.
+// frees and wakes exactly the waiters whose condition names them. Pages are block ids of one
+// arena per domain (block_arena.hpp): the arena is allocated at creation (and per growth),
+// and an admission, an extension or a release only moves ids.
 #pragma once
 
 #include <condition_variable>
@@ -17,6 +19,7 @@
 
 #include "lifecore/sequence/capacity.hpp"
 #include "lifecore/sequence/backing.hpp"
+#include "lifecore/sequence/block_arena.hpp"
 #include "lifecore/sequence/page_memory.hpp"
 
 namespace lifecore::sequence {
@@ -38,6 +41,13 @@ struct CoordinatorConfig {
   std::uint32_t tokens_per_page = 0;
   std::uint32_t max_active_sequences = 0;
   std::shared_ptr<PageMemory> memory;  // HostPageMemory when null
+};
+
+// One domain's arena now: blocks that exist, free ones, and its chunks.
+struct ArenaState {
+  std::uint64_t blocks = 0;
+  std::uint64_t free_blocks = 0;
+  std::vector<ArenaChunk> chunks;
 };
 
 struct AdmissionRequest {
@@ -81,8 +91,10 @@ struct CapacityHolder {
 
 class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordinator> {
  public:
+  // Allocates every domain's arena (floor(capacity_bytes / page_bytes) blocks, exactly that
+  // many pages' bytes); an allocation that fails raises and leaves nothing behind.
   static std::shared_ptr<AdmissionCoordinator> create(CoordinatorConfig config);
-  ~AdmissionCoordinator();
+  ~AdmissionCoordinator();  // returns the arenas
 
   AdmissionDecision admit(const AdmissionRequest& request);
   // Wakes every waiter with ClosedError; later admissions, extensions and registrations raise
@@ -91,7 +103,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   void close();
   bool closed() const;
 
-  // Raises a domain's total toward its maximum (backing growth); bumps its epoch.
+  // Raises a domain's total toward its maximum (backing growth): one arena chunk for the new
+  // blocks (ids continue from the last chunk); bumps its epoch.
   void grow_domain(const std::string& name, std::uint64_t capacity_bytes);
 
   CapacitySnapshot capacity() const;
@@ -105,6 +118,11 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // Every live sequence that holds capacity now, sorted by request id; empty once every
   // holder let go.
   std::vector<CapacityHolder> holders() const;
+  ArenaState arena_state(std::uint32_t domain_index) const;
+  // Pages handed out and not given back, summed over domains; and the takes behind them (one
+  // per domain per admission or extension).
+  std::uint64_t live_blocks() const;
+  std::uint64_t live_takes() const;
 
   std::shared_ptr<CapacityWaitRegistration> register_waiter(const AdmissionDeferred& deferred);
 
@@ -149,8 +167,16 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
                                       std::uint64_t tokens, std::uint64_t pages, std::uint64_t fit_tokens,
                                       std::uint64_t fit_pages, std::uint64_t observed_physical_epoch,
                                       const std::string& request_id) const;
-  // Gives physical extents back to the page memory and advances the physical-memory source.
-  void release_physical(const std::vector<BackingExtent>& extents) noexcept;
+  // `pages` block ids in every domain of `domains` (written domain by domain to `out`), under
+  // one lock; false, nothing taken, when the page memory refuses a domain (a physical
+  // deferral; ids taken for earlier domains go back and advance the physical source).
+  bool take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids);
+  // Gives prepared ids back and advances the physical-memory source.
+  void give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, const std::int32_t* ids) noexcept;
+  // A released backing's ids go back; its storage is overwritten with -1 first.
+  void release_backing_blocks(SequenceBacking& backing) noexcept;
+  // Runs of consecutive ids within one chunk, for BackingSnapshot::extents.
+  void append_runs(std::uint32_t domain_index, const std::vector<std::int32_t>& ids, std::vector<BackingExtent>& out) const;
   void release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
   // Returns the sequence's pages, its slot, both authorities and its request id, in that
   // order, in one step.
@@ -168,7 +194,11 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
     std::uint64_t used = 0;
     std::uint64_t total = 0;
     std::uint64_t epoch = 1;
+    BlockArena arena;
   };
+  // Adds the blocks `total` bytes hold beyond the arena's, with one chunk of memory.
+  void add_blocks_locked(std::uint32_t domain_index, std::uint64_t total);
+  void release_arenas() noexcept;
   // Dense index of a source (0 slots, 1 + domain, domains + 1 physical); the source must
   // have been resolved (resolve_source) or issued by this coordinator.
   std::size_t slot_of(const CapacitySource& source) const noexcept;
@@ -193,6 +223,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint64_t physical_epoch_ = 1;
   bool closed_ = false;
   bool poisoned_ = false;  // accounting found itself inconsistent; every decision refuses
+  std::uint64_t live_takes_ = 0;
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
   // Live request ids and their backings (null while the admission is still preparing pages).

@@ -1,52 +1,62 @@
-// Where KV pages come from. The coordinator accounts capacity logically; a PageMemory hands
-// out the physical extents behind it. HostPageMemory reserves address ranges only (an
-// accounting-only pool for device=None and tests); a driver-backed one lives in
-// src/sequence/driver_page_memory.hpp.
+// Where the KV arena's memory comes from. The coordinator hands out pages as block ids of
+// one arena per domain (sequence/block_arena.hpp); a PageMemory supplies the arena's chunks
+// (one allocation per domain at creation, one per growth) and nothing per page.
+// HostPageMemory reserves address ranges only (accounting for device=None and tests); a
+// device-backed one lives in src/sequence/device_arena_memory.hpp.
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 
 namespace lifecore::sequence {
 
 struct PageExtent {
   std::uint64_t address = 0;  // device (or synthetic) address of the first byte
   std::uint64_t bytes = 0;
+  std::uint64_t handle = 0;  // the memory's own name for the chunk (a device's arena id)
 };
 
 class PageMemory {
  public:
   virtual ~PageMemory() = default;
-  // False when the memory cannot be had now (out of memory, an injected fault): the caller
-  // answers with a deferral, never an error.
-  virtual bool allocate(std::size_t bytes, PageExtent* out) noexcept = 0;
+  // One arena chunk of exactly `bytes`; throws lifecore::Error when the memory cannot be had
+  // (out of memory, an injected fault, a closed device), and nothing changes.
+  virtual PageExtent allocate(std::size_t bytes) = 0;
   virtual void release(const PageExtent& extent) noexcept = 0;
+  // Asked (under the coordinator's lock) before block ids are taken for an admission or an
+  // extension: false makes that take a physical deferral (a testing hook on host memory).
+  virtual bool take_permitted() noexcept { return true; }
   virtual const char* kind() const noexcept = 0;
   // True once the memory's device is closed: no page is handed out after that (the
   // coordinator refuses with ClosedError); pages handed out before go back on release.
   virtual bool closed() const noexcept { return false; }
+  // Counters for page_memory_stats: chunks allocated in all, and frees the memory refused.
+  std::uint64_t allocations() const noexcept { return allocations_.load(); }
+  std::uint64_t failed_releases() const noexcept { return failed_releases_.load(); }
+
+ protected:
+  std::atomic<std::uint64_t> allocations_{0};
+  std::atomic<std::uint64_t> failed_releases_{0};
 };
 
-// Synthetic, never-reused-while-live addresses; counts what is live so tests can prove that
-// nothing leaks, and can be told to fail the next allocations.
+// Synthetic, never-reused-while-live addresses for the chunks; can be told to fail the next
+// block takes (the physical deferral path).
 class HostPageMemory final : public PageMemory {
  public:
-  bool allocate(std::size_t bytes, PageExtent* out) noexcept override;
+  PageExtent allocate(std::size_t bytes) override;
   void release(const PageExtent& extent) noexcept override;
+  bool take_permitted() noexcept override;
   const char* kind() const noexcept override { return "host"; }
 
   void fail_next_allocations(std::uint64_t count) noexcept { failures_pending_.store(count); }
   std::uint64_t live_bytes() const noexcept { return live_bytes_.load(); }
   std::uint64_t live_extents() const noexcept { return live_extents_.load(); }
-  std::uint64_t allocations() const noexcept { return allocations_.load(); }
 
  private:
   std::atomic<std::uint64_t> next_address_{0x1000};
   std::atomic<std::uint64_t> live_bytes_{0};
   std::atomic<std::uint64_t> live_extents_{0};
-  std::atomic<std::uint64_t> allocations_{0};
   std::atomic<std::uint64_t> failures_pending_{0};
 };
 

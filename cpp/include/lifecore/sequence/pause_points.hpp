@@ -22,6 +22,9 @@ bool wait_until_reached(double timeout_seconds);
 void resume();
 // Disarms; a stopped thread goes on.
 void disarm();
+// Whether a point is armed (a caller that holds an interpreter lock lets go of it then, or
+// the stopped thread would block the test that resumes it).
+bool armed() noexcept;
 // Called by the core where a point is.
 void reach(Point point) noexcept;
 

@@ -35,6 +35,7 @@ class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSe
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept {
     return backing_->coordinator();
   }
+  const std::shared_ptr<SequenceBacking>& backing() const noexcept { return backing_; }
   const Authority& sequence_authority() const noexcept { return backing_->sequence_authority(); }
   const Authority& request_authority() const noexcept { return backing_->request_authority(); }
 

@@ -164,6 +164,16 @@ class SequenceSession {
 
   SessionPhase phase() const noexcept;
   std::shared_ptr<const BackingSnapshot> backing() const;
+  // For a block table, read under one lock: the current backing's pages, the slot of
+  // `domain_index` among its domains (`slot` == npos when the sequence is not in it), and the
+  // backing its ids are read from. ClosedError once the handle is closed.
+  struct TableSource {
+    std::shared_ptr<SequenceBacking> backing;
+    const AdmissionCoordinator* coordinator = nullptr;
+    std::uint64_t pages = 0;
+    std::size_t slot = 0;
+  };
+  TableSource table_source(std::uint32_t domain_index) const;
   std::uint64_t next_frame_id() const noexcept;
   std::optional<std::uint64_t> active_frame() const noexcept;
   std::size_t flight_count() const noexcept;
@@ -176,6 +186,11 @@ class SequenceSession {
  private:
   std::shared_ptr<SessionState> state_;
 };
+
+// One decode step on each session (sessions[i]->step(tokens[i])), outcomes written to
+// `outcomes`. Not all-or-nothing: the first row that raises stops the batch, naming the row;
+// the rows before it stepped.
+void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
 
 // All-or-nothing acquisition over several sessions: if any refuses, none acquires.
 std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions);

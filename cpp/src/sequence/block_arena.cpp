@@ -1,0 +1,57 @@
+#include "lifecore/sequence/block_arena.hpp"
+
+#include <algorithm>
+
+namespace lifecore::sequence {
+
+void BlockArena::add_blocks(std::uint64_t blocks, const PageExtent* chunk) {
+  if (chunk) {
+    ArenaChunk made;
+    made.first_block = static_cast<std::int32_t>(std::min(blocks_, max_ids - 1));
+    made.blocks = blocks;
+    made.memory = *chunk;
+    chunks_.push_back(made);
+  }
+  blocks_ += blocks;
+}
+
+bool BlockArena::take(std::uint64_t count, std::int32_t* out) {
+  if (count > free_blocks()) return false;
+  const std::uint64_t reused = std::min<std::uint64_t>(count, free_.size());
+  const std::uint64_t fresh = count - reused;
+  if (fresh > std::min(blocks_, max_ids) - watermark_) return false;  // beyond the int32 ids
+  if (fresh > 0) free_.reserve(watermark_ + fresh);  // so give_back never allocates
+  for (std::uint64_t i = 0; i < reused; ++i) {
+    out[i] = free_.back();
+    free_.pop_back();
+  }
+  for (std::uint64_t i = 0; i < fresh; ++i) out[reused + i] = static_cast<std::int32_t>(watermark_++);
+  live_ += count;
+  return true;
+}
+
+void BlockArena::give_back(const std::int32_t* ids, std::uint64_t count) noexcept {
+  // take reserved room for every id ever handed out: this never allocates.
+  for (std::uint64_t i = count; i-- > 0;) free_.push_back(ids[i]);
+  live_ -= std::min(live_, count);
+}
+
+std::size_t BlockArena::chunk_of(std::int32_t id) const noexcept {
+  // Chunks are few (one per growth) and sorted by first block.
+  auto it = std::upper_bound(chunks_.begin(), chunks_.end(), id,
+                             [](std::int32_t v, const ArenaChunk& c) { return v < c.first_block; });
+  if (it == chunks_.begin()) return chunks_.size();
+  const std::size_t index = static_cast<std::size_t>(it - chunks_.begin()) - 1;
+  const auto& c = chunks_[index];
+  return static_cast<std::uint64_t>(id - c.first_block) < c.blocks ? index : chunks_.size();
+}
+
+std::uint64_t BlockArena::address_of(std::int32_t id, std::uint64_t page_bytes) const noexcept {
+  const std::size_t index = chunk_of(id);
+  if (index == chunks_.size()) return 0;
+  const auto& c = chunks_[index];
+  if (c.memory.address == 0) return 0;
+  return c.memory.address + static_cast<std::uint64_t>(id - c.first_block) * page_bytes;
+}
+
+}  // namespace lifecore::sequence

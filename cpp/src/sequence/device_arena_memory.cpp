@@ -1,0 +1,47 @@
+#include "sequence/device_arena_memory.hpp"
+
+#include "lifecore/error.hpp"
+#include "lifecore/runtime/stream.hpp"
+
+namespace lifecore::sequence {
+
+DeviceArenaMemory::DeviceArenaMemory(const std::shared_ptr<runtime::Device>& device, bool owned)
+    : device_(device), owned_(owned ? device : nullptr) {
+  if (!device) raise(ErrorKind::InvalidArgument, "DeviceArenaMemory: a device is required");
+}
+
+bool DeviceArenaMemory::closed() const noexcept {
+  auto device = device_.lock();
+  return !device || device->closed();
+}
+
+PageExtent DeviceArenaMemory::allocate(std::size_t bytes) {
+  auto device = device_.lock();
+  if (!device) raise(ErrorKind::Closed, "AdmissionCoordinator: the device is gone");
+  device->check_open("AdmissionCoordinator");
+  auto made = device->memory().reserve_arena(bytes, [&](std::size_t n) {
+    runtime::SliceAllocation allocation;
+    const driver::Status status = device->driver().mem_alloc(n, &allocation.ptr);
+    device->note_status(status);
+    driver::check(status);
+    return allocation;
+  });
+  allocations_.fetch_add(1);
+  return {made.ptr, bytes, made.id};
+}
+
+void DeviceArenaMemory::release(const PageExtent& extent) noexcept {
+  // A closed (or gone) device returned every arena already.
+  if (auto device = device_.lock(); device && !device->closed()) device->memory().release_arena(extent.handle);
+}
+
+std::shared_ptr<runtime::Buffer> DeviceArenaMemory::lend(const PageExtent& chunk) const {
+  auto device = device_.lock();
+  if (!device) raise(ErrorKind::Closed, "arena: the device is gone");
+  device->check_open("arena");
+  std::shared_ptr<runtime::Stream> stream = device->stream();
+  if (!device->memory().hold_arena(chunk.handle)) raise(ErrorKind::Closed, "arena: the arena's memory was returned");
+  return std::make_shared<runtime::Buffer>(std::move(stream), chunk.handle, chunk.address, chunk.bytes);
+}
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,32 @@
+// KV arena chunks from a runtime Device: each chunk is one exact-size arena of the device's
+// memory manager (counted by memory_stats, outside the pools and every capture window), and
+// can be lent out as a Buffer for zero-copy tensor views.
+#pragma once
+
+#include <memory>
+
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/sequence/page_memory.hpp"
+
+namespace lifecore::sequence {
+
+class DeviceArenaMemory final : public PageMemory {
+ public:
+  // `device` is observed: once it is closed or gone, nothing more is allocated (its close
+  // returned every arena). `owned`, when given, is kept alive (a device opened for a name).
+  explicit DeviceArenaMemory(const std::shared_ptr<runtime::Device>& device, bool owned = false);
+  PageExtent allocate(std::size_t bytes) override;
+  void release(const PageExtent& extent) noexcept override;
+  const char* kind() const noexcept override { return "driver"; }
+  bool closed() const noexcept override;
+  // A Buffer over `chunk` that holds its arena: the memory outlives the coordinator while the
+  // buffer (or a view of it) lives. ClosedError once the device is closed or gone.
+  std::shared_ptr<runtime::Buffer> lend(const PageExtent& chunk) const;
+
+ private:
+  std::weak_ptr<runtime::Device> device_;
+  std::shared_ptr<runtime::Device> owned_;
+};
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,366 @@
+"""KV pages as block ids of one arena per domain: zero-copy arena views, ids that are never
+shared by two live sequences, no driver call per extension or release, block_ids views that
+never show another sequence's ids, and block tables built in one call (NumPy-based, so these
+also run under the sanitizers)."""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore.errors import (InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError)
+from lifecore.sequence import AdmissionCoordinator, Admitted, AdmissionDeferred, BackingOutcome
+
+from backend_roles import EMULATED
+
+PAGE = 4096
+TPP = 16
+
+
+def make(device=None, pages: int = 8, slots: int = 8, maximum: int | None = None) -> AdmissionCoordinator:
+    domain = pages * PAGE if maximum is None else (pages * PAGE, maximum * PAGE)
+    return AdmissionCoordinator(device, domains={"kv": domain}, page_bytes=PAGE, tokens_per_page=TPP,
+                                max_active_sequences=slots)
+
+
+def open_one(c: AdmissionCoordinator, name: str = "r", prompt: int = TPP, fit: int = 4 * TPP):
+    adm = c.admit(name, prompt, fit)
+    assert isinstance(adm, Admitted), adm
+    return adm.resources, adm.resources.open_session()
+
+
+# ---- the arena on a device ----
+
+def test_the_arena_is_one_exact_allocation_counted_by_memory_stats():
+    with lifecore.Device(EMULATED) as dev:
+        before = dev.memory_stats()
+        # 5 pages and a bit: the arena is exactly floor(capacity / page) pages, never a bucket
+        c = AdmissionCoordinator(dev, domains={"kv": 5 * PAGE + 100}, page_bytes=PAGE, tokens_per_page=TPP,
+                                 max_active_sequences=2)
+        stats = dev.memory_stats()
+        assert c.num_blocks("kv") == 5 and stats["arena_bytes"] == 5 * PAGE and stats["arenas"] == 1
+        assert stats["driver_allocations"] == before["driver_allocations"] + 1
+        assert stats["pool_bytes"] == before["pool_bytes"]  # the pools are not the arena
+        assert c.page_memory_stats()["free_blocks"] == {"kv": 5}
+        del c
+        gc.collect()
+        assert dev.memory_stats()["arena_bytes"] == 0  # the last holder returned it
+
+
+def test_writes_through_a_dlpack_view_of_the_arena_are_read_through_the_buffer():
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev)
+        arena = c.arena("kv")
+        view = np.from_dlpack(arena)  # host memory behind the mock: a CPU view, zero-copy
+        assert view.nbytes == 8 * PAGE
+        res, s = open_one(c)
+        block = int(s.backing.block_ids()[0])
+        kv = view.view(np.float32).reshape(c.num_blocks(), PAGE // 4)
+        kv[block, :] = np.arange(PAGE // 4, dtype=np.float32)
+        raw = np.frombuffer(dev.stream().read(arena), dtype=np.float32).reshape(c.num_blocks(), PAGE // 4)
+        assert np.array_equal(raw[block], np.arange(PAGE // 4, dtype=np.float32))
+        # The view keeps the arena alive after the coordinator and every sequence are gone.
+        s.close()
+        res.close()
+        del c, arena, s, res
+        gc.collect()
+        assert dev.memory_stats()["arena_bytes"] == 8 * PAGE
+        assert kv[block, 3] == 3.0
+        del kv, view, raw
+        gc.collect()
+        assert dev.memory_stats()["arena_bytes"] == 0
+
+
+def test_freeing_the_arena_buffer_drops_only_its_own_hold():
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev)
+        buffer = c.arena()
+        buffer.free()
+        assert dev.memory_stats()["arena_bytes"] == 8 * PAGE  # the coordinator still holds it
+        assert np.from_dlpack(c.arena()).nbytes == 8 * PAGE  # a fresh Buffer over the same arena
+
+
+def test_no_driver_call_per_admission_extension_or_release():
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev, pages=64, slots=16)
+        allocations = dev.memory_stats()["driver_allocations"]
+        dev.inject_fault("mem_alloc", 2, times=10_000)  # any allocation would now fail
+        for round_ in range(20):
+            held = [open_one(c, f"r{round_}-{i}", TPP, 16 * TPP) for i in range(4)]
+            for tokens in range(TPP + 1, 4 * TPP + 1):
+                for _, s in held:
+                    assert s.step(tokens) in (BackingOutcome.CURRENT, BackingOutcome.EXTENDED)
+            for res, s in held:
+                s.try_complete()
+                s.close()
+                res.close()
+        dev.clear_faults()
+        assert dev.memory_stats()["driver_allocations"] == allocations
+        assert c.page_memory_stats()["allocations"] == 1
+
+
+def test_a_deferral_never_allocates_device_memory():
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev, pages=2)
+        before = dev.memory_stats()
+        res, s = open_one(c, fit=2 * TPP)
+        other = c.admit("q", 2 * TPP, 2 * TPP)
+        assert isinstance(other, AdmissionDeferred)
+        assert dev.memory_stats() == before
+
+
+def test_host_accounting_has_no_arena_memory():
+    c = make()
+    with pytest.raises(InvalidArgumentError, match="host accounting"):
+        c.arena("kv")
+    with pytest.raises(InvalidArgumentError, match="unknown capacity domain"):
+        c.num_blocks("nope")
+
+
+def test_a_grown_domain_adds_one_chunk_and_ids_continue():
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev, pages=2, maximum=8)
+        res, s = open_one(c, fit=2 * TPP)
+        assert list(s.backing.block_ids()) == [0]
+        c.grow_domain("kv", 6 * PAGE)
+        assert c.num_blocks() == 6 and dev.memory_stats()["arenas"] == 2
+        assert c.page_memory_stats()["allocations"] == 2  # one chunk for four blocks, not four
+        chunks = c.arena_chunks("kv")
+        assert [(first, blocks, b.nbytes) for first, blocks, b in chunks] == [(0, 2, 2 * PAGE), (2, 4, 4 * PAGE)]
+        with pytest.raises(InvalidArgumentError, match="arena_chunks"):
+            c.arena("kv")
+        held = [open_one(c, f"g{i}", TPP, TPP) for i in range(5)]
+        assert sorted(int(h[1].backing.block_ids()[0]) for h in held) == [1, 2, 3, 4, 5]
+
+
+# ---- block ids ----
+
+def test_block_ids_are_a_read_only_zero_copy_view():
+    c = make()
+    res, s = open_one(c, prompt=2 * TPP)
+    ids = s.backing.block_ids()
+    assert ids.dtype == np.int32 and list(ids) == [0, 1] and not ids.flags.writeable
+    with pytest.raises(ValueError):
+        ids[0] = 7
+    again = s.backing.block_ids("kv")
+    assert np.shares_memory(ids, again)
+
+
+def test_a_prefix_view_never_moves_and_a_released_one_reads_minus_one():
+    c = make(pages=8)
+    res, s = open_one(c, prompt=TPP, fit=8 * TPP)
+    first = s.backing.block_ids()
+    snapshot = s.backing
+    for tokens in range(TPP + 1, 8 * TPP + 1):
+        s.step(tokens)
+    assert list(first) == [0] and list(s.backing.block_ids()) == list(range(8))
+    everything = s.backing.block_ids()
+    s.close()
+    res.close()
+    assert snapshot.released
+    with pytest.raises(SessionStateError, match="released"):
+        snapshot.block_ids()
+    assert list(first) == [-1] and list(everything) == [-1] * 8
+    # The next sequence gets the ids back in the order they had (a LIFO free list).
+    res2, s2 = open_one(c, "again", prompt=3 * TPP)
+    assert list(s2.backing.block_ids()) == [0, 1, 2]
+
+
+def test_a_fit_beyond_the_reserved_room_grows_and_earlier_views_stay_valid():
+    room = 65536  # ids reserved at admission, per domain
+    c = AdmissionCoordinator(domains={"kv": (room + 2) * PAGE}, page_bytes=PAGE, tokens_per_page=1,
+                             max_active_sequences=1)
+    res, s = open_one(c, prompt=room, fit=room + 2)
+    before = s.backing.block_ids()
+    assert s.try_ensure_backing_covers(room + 2).outcome == BackingOutcome.EXTENDED
+    after = s.backing.block_ids()
+    assert len(before) == room and len(after) == room + 2
+    assert np.array_equal(before, after[:room]) and not np.shares_memory(before, after)
+    s.close()
+    res.close()
+    assert (before == -1).all() and (after == -1).all()
+
+
+def test_block_ids_of_a_domain_the_sequence_is_not_in_is_refused():
+    c = AdmissionCoordinator(domains={"k": 4 * PAGE, "v": 4 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                             max_active_sequences=2)
+    adm = c.admit("r", TPP, TPP, ["v"])
+    with pytest.raises(InvalidArgumentError, match="no pages in domain 'k'"):
+        adm.resources.initial_backing.block_ids("k")
+    assert list(adm.resources.initial_backing.block_ids()) == [0]
+
+
+def _random_run(c: AdmissionCoordinator, seed: int, steps: int = 400) -> list:
+    rng = random.Random(seed)
+    live: dict[str, tuple] = {}
+    trace = []
+    for i in range(steps):
+        op = rng.random()
+        if op < 0.35 and len(live) < 6:
+            name = f"s{i}"
+            adm = c.admit(name, rng.randint(1, 3 * TPP), 6 * TPP)
+            if isinstance(adm, Admitted):
+                live[name] = (adm.resources, adm.resources.open_session(), [adm.resources.initial_backing.pages * TPP])
+        elif op < 0.8 and live:
+            name = rng.choice(sorted(live))
+            res, s, tokens = live[name]
+            target = min(tokens[0] + rng.randint(1, TPP), 6 * TPP)
+            if s.step(target) in (BackingOutcome.CURRENT, BackingOutcome.EXTENDED):
+                tokens[0] = max(tokens[0], target)
+        elif live:
+            name = rng.choice(sorted(live))
+            res, s, _ = live.pop(name)
+            s.close()
+            res.close()
+        # Never two live sequences on one id, and every live page has an id.
+        owned = [int(b) for _, s, _ in live.values() for b in s.backing.block_ids()]
+        assert len(owned) == len(set(owned)) and all(0 <= b < c.num_blocks() for b in owned)
+        assert c.page_memory_stats()["free_blocks"]["kv"] == c.num_blocks() - len(owned)
+        trace.append(sorted((n, tuple(int(b) for b in s.backing.block_ids())) for n, (_, s, _) in live.items()))
+    return trace
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ids_are_never_held_by_two_live_sequences(seed):
+    _random_run(make(pages=12), seed)
+
+
+def test_host_accounting_hands_out_the_same_ids_as_a_device():
+    with lifecore.Device(EMULATED) as dev:
+        assert _random_run(make(dev, pages=12), 7, 200) == _random_run(make(pages=12), 7, 200)
+
+
+# ---- block tables ----
+
+def _batch(c: AdmissionCoordinator):
+    held = [open_one(c, f"b{i}", (i + 1) * TPP, 4 * TPP) for i in range(3)]
+    return held, [s for _, s in held]
+
+
+def test_block_table_from_sessions_and_frames_into_a_new_array():
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    table = c.block_table(sessions, 4, pad=-1)
+    assert table.dtype == np.int32 and table.shape == (3, 4)
+    assert table.tolist() == [[0, -1, -1, -1], [1, 2, -1, -1], [3, 4, 5, -1]]
+    frames = lifecore.sequence.acquire_frames(sessions)
+    assert np.array_equal(c.block_table(frames, 4, pad=-1), table)
+    assert list(frames[1].block_ids()) == [1, 2]
+    for f in frames:
+        f.commit()
+
+
+def test_block_table_fills_numpy_torch_and_a_buffer_in_place():
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    out = np.full((3, 5), 99, dtype=np.int32)
+    assert c.block_table(sessions, 5, out) is out
+    assert out.tolist() == [[0, 0, 0, 0, 0], [1, 2, 0, 0, 0], [3, 4, 5, 0, 0]]
+    with lifecore.Device(EMULATED) as dev:
+        buffer = dev.stream().alloc(3 * 5 * 4 + 8)  # at least the table's bytes
+        c.block_table(sessions, 5, buffer, pad=-2)
+        got = np.frombuffer(dev.stream().read(buffer), dtype=np.int32)[:15].reshape(3, 5)
+        assert got.tolist() == [[0, -2, -2, -2, -2], [1, 2, -2, -2, -2], [3, 4, 5, -2, -2]]
+        with pytest.raises(InvalidArgumentError, match="smaller"):
+            c.block_table(sessions, 6, buffer)
+
+
+def test_block_table_fills_a_torch_cpu_tensor_in_place():
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    out = torch.full((3, 4), 7, dtype=torch.int32)
+    c.block_table(sessions, 4, out, pad=-1)
+    assert out.tolist() == [[0, -1, -1, -1], [1, 2, -1, -1], [3, 4, 5, -1]]
+    with pytest.raises(InvalidArgumentError, match="int32"):
+        c.block_table(sessions, 4, torch.zeros((3, 4), dtype=torch.int64))
+    with pytest.raises(InvalidArgumentError, match="C-contiguous"):
+        c.block_table(sessions, 4, torch.zeros((4, 3), dtype=torch.int32).t())
+
+
+def test_every_block_table_error_writes_nothing():
+    c = make(pages=8)
+    other = make(pages=8)
+    held, sessions = _batch(c)
+    _, foreign = open_one(other, "f")
+    out = np.full((3, 4), 42, dtype=np.int32)
+    cases = [
+        (lambda: c.block_table(sessions, 2, out[:, :2].copy()), InvalidArgumentError, "width"),
+        (lambda: c.block_table(sessions[:2] + [foreign], 4, out), StaleAuthorityError, "another coordinator"),
+        (lambda: c.block_table(sessions, 4, np.zeros((3, 4), dtype=np.int64)), InvalidArgumentError, "int32"),
+        (lambda: c.block_table(sessions, 4, np.zeros((4, 3), dtype=np.int32)), InvalidArgumentError, "shape"),
+        (lambda: c.block_table(sessions, 4, np.zeros((3, 8), dtype=np.int32)[:, ::2]), InvalidArgumentError,
+         "contiguous"),
+        (lambda: c.block_table(sessions, 4, np.zeros((3, 4), dtype=np.int32).copy(order="F")),
+         InvalidArgumentError, "contiguous"),
+        (lambda: c.block_table(sessions, 4, out, domain="nope"), InvalidArgumentError, "unknown"),
+        (lambda: c.block_table(sessions + [object()], 4, out), LifecoreTypeError, "frames"),
+        (lambda: c.block_table("abc", 4, out), LifecoreTypeError, "frames"),
+        (lambda: c.block_table(sessions, 4, object()), LifecoreTypeError, "out"),
+        (lambda: c.block_table(sessions, -1, out), InvalidArgumentError, "width"),
+    ]
+    readonly = np.zeros((3, 4), dtype=np.int32)
+    readonly.flags.writeable = False
+    cases.append((lambda: c.block_table(sessions, 4, readonly), InvalidArgumentError, "read-only"))
+    for call, error, match in cases:
+        with pytest.raises(error, match=match):
+            call()
+        assert (out == 42).all() and not readonly.any()
+    frames = lifecore.sequence.acquire_frames(sessions)
+    frames[0].commit()
+    with pytest.raises(SessionStateError, match="finalized"):
+        c.block_table(frames, 4, out)
+    assert (out == 42).all()
+    for f in frames[1:]:
+        f.commit()
+
+
+def test_block_table_refuses_a_domain_the_sequence_is_not_in():
+    c = AdmissionCoordinator(domains={"k": 4 * PAGE, "v": 4 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                             max_active_sequences=2)
+    a = c.admit("a", TPP, TPP).resources.open_session()
+    b_adm = c.admit("b", TPP, TPP, ["v"])
+    b = b_adm.resources.open_session()
+    out = np.full((2, 1), 5, dtype=np.int32)
+    with pytest.raises(InvalidArgumentError, match="row 1.*domain 'k'"):
+        c.block_table([a, b], 1, out, domain="k")
+    assert (out == 5).all()
+    assert c.block_table([a, b], 1, domain="v").tolist() == [[0], [1]]
+
+
+def test_a_growth_the_device_refuses_changes_nothing():
+    from lifecore.errors import LifecoreError
+
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev, pages=2, maximum=8)
+        before, stats = c.capacity().domains[0].total_bytes, dev.memory_stats()
+        dev.inject_fault("mem_alloc", 2, times=1)
+        with pytest.raises(LifecoreError):
+            c.grow_domain("kv", 8 * PAGE)
+        dev.clear_faults()
+        assert c.capacity().domains[0].total_bytes == before and c.num_blocks() == 2
+        assert dev.memory_stats()["arena_bytes"] == stats["arena_bytes"]
+        c.grow_domain("kv", 8 * PAGE)
+        assert c.num_blocks() == 8
+
+
+def test_step_all_steps_a_batch_and_names_the_row_that_raises():
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    outcomes = lifecore.sequence.step_all(sessions, np.array([TPP + 1, 2 * TPP, 3 * TPP], dtype=np.int64))
+    assert outcomes.dtype == np.uint8
+    assert [BackingOutcome(v) for v in outcomes.tolist()] == [BackingOutcome.EXTENDED, BackingOutcome.CURRENT,
+                                                              BackingOutcome.CURRENT]
+    assert lifecore.sequence.step_all(sessions, [TPP + 2, 2 * TPP, 3 * TPP]).tolist() == [0, 0, 0]
+    with pytest.raises(InvalidArgumentError, match="3 sessions"):
+        lifecore.sequence.step_all(sessions, [1, 2])
+    with pytest.raises(LifecoreTypeError, match="sessions"):
+        lifecore.sequence.step_all(sessions + [object()], [1, 2, 3, 4])
+    sessions[1].close()
+    with pytest.raises(lifecore.errors.ClosedError, match="row 1"):
+        lifecore.sequence.step_all(sessions, [TPP + 3, 2 * TPP, 3 * TPP])
+    assert sessions[0].retired_frames == 3  # the row before the refusal stepped
