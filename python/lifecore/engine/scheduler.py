@@ -30,6 +30,7 @@ __all__ = ["Request", "Running", "Memory", "LifecoreMemory", "Scheduler", "Stats
            "REJECTED"]
 
 ADMITTED, DEFERRED, REJECTED = "admitted", "deferred", "rejected"
+_CURRENT = BackingOutcome.CURRENT
 
 
 @dataclass
@@ -117,6 +118,8 @@ class LifecoreMemory:
 
     def extend(self, handle: _Sequence, tokens: int) -> bool:
         outcome = handle.session.step(tokens)
+        if outcome is _CURRENT:  # the common step: the last block has room
+            return True
         if outcome == BackingOutcome.BACKING_DEFERRED:
             return False
         self.kv.extended(handle.request_id, handle.session)
