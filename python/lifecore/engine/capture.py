@@ -70,6 +70,8 @@ class EngineCapture:
         if self.session.intervention_plan is not None:
             self.session.finish_interventions()
         step = self.session.take_step()
+        if step is None:
+            return
         for record in step.records:
             ok = record.outcome == CaptureOutcome.CAPTURED
             self.captured += ok

@@ -53,9 +53,12 @@ class Engine:
         self.device = torch.device(device)
         dtype = next(model.parameters()).dtype
         on_cuda = self.device.type == "cuda"
-        self.graphs_enabled = bool(on_cuda if graphs is None else graphs) and capture is None
+        pools = hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool")
+        self.graphs_enabled = bool(on_cuda and pools if graphs is None else graphs) and capture is None
         if self.graphs_enabled and not on_cuda:
             raise ValueError("Engine: graphs need a CUDA device")
+        if self.graphs_enabled and not pools:
+            raise ValueError("Engine: graphs need torch.cuda.MemPool (torch 2.6 or later)")
         self.block_size, self.max_batch = block_size, max_batch
         self.max_blocks = -(-config.max_positions // block_size)
         self.lifecore_device: Any = None

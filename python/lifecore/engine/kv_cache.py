@@ -56,7 +56,8 @@ class KVCache:
             raw = torch.from_dlpack(self.coordinator.arena(DOMAIN))
         except Exception:  # host accounting has no arena to export: the engine allocates
             return None
-        if raw.device != torch.device(device):
+        wanted = torch.device(device)
+        if raw.device.type != wanted.type or (wanted.index is not None and raw.device.index != wanted.index):
             return None
         elements = self.num_blocks * int(np.prod(shape[1:]))
         return raw.reshape(-1).view(torch.uint8).view(dtype)[:elements].view(shape)
