@@ -144,8 +144,14 @@ def compare(concurrency: int, model_name: str, *, rounds: int = 5, warmup: int =
     iterations, deferrals, preemptions, _ = counts["lifecore"]
     sides = {"lifecore": Side(lambda: run("lifecore"), per=iterations, unit="iteration"),
              "free list": Side(lambda: run("free list"), per=iterations, unit="iteration")}
-    result = interleave(sides, rounds=rounds, warmup=warmup, inner=1,
-                        title=f"{model_name} model, {concurrency} concurrent sequences: time per scheduler iteration")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread: a shared machine's other load moves both sides less
+    try:
+        result = interleave(sides, rounds=rounds, warmup=warmup, inner=1,
+                            title=f"{model_name} model, {concurrency} concurrent sequences: time per scheduler "
+                                  "iteration")
+    finally:
+        torch.set_num_threads(threads)
     result.ratio("lifecore", "free list")
     if counts["lifecore"] != counts["free list"]:
         raise RuntimeError(f"the sides decided differently: lifecore {counts['lifecore'][:3]}, "
