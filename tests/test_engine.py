@@ -164,3 +164,16 @@ def test_graphs_on_cuda_match_the_reference_where_the_margin_is_clear():
                 break
     engine.close()
     assert_released(engine)
+
+
+def test_the_graph_paths_padding_block_is_held_apart_and_given_back():
+    """The block that padded batch rows write into is a sequence of its own (never a request's
+    block); closing the engine completes it and every block comes back."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=4, max_batch=2)
+    pad = engine._hold_padding_block()
+    assert engine.coordinator.holders()[0][:2] == ("lifecore-engine-padding", 1)
+    result = engine.generate([Request("a", [1, 2, 3], 40), Request("b", [4, 5], 20)])
+    assert len(result.tokens["a"]) == 40
+    assert engine.kv.native or pad not in engine.kv._free  # still held while the engine lives
+    engine.close()
+    assert_released(engine)

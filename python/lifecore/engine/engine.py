@@ -168,8 +168,8 @@ class Engine:
             self.decode_graphs = None
         if self._padding is not None:
             session, frame = self._padding
-            frame.abort()
-            session.try_abort_if_quiescent()
+            frame.commit()  # the graphs that read the block are gone
+            session.try_complete()
             session.close()
             self.kv.released(PAD_REQUEST)
             self._padding = None
