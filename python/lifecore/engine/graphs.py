@@ -5,10 +5,12 @@ the step reads fixed buffers (tokens, positions, the block table) that each iter
 before the replay, so a new batch needs no new capture. A batch is padded to its bucket
 (1, 2, 4, 8, ...): pad rows write into the engine's padding block, which no sequence holds.
 
-Memory: the warmup pass primes a private allocation pool per bucket, and the recorded pass
-takes exactly the blocks the warmup freed, so nothing is allocated inside the window; the
-graph's intermediates stay in that pool for the graph's life. The weights and the KV cache
-are allocated before any capture and are the engine's to keep alive while the graphs live.
+Memory: the warmup pass primes a private ``torch.cuda.MemPool`` per bucket, and the recorded
+pass takes exactly the blocks the warmup freed, so nothing is allocated inside the window; the
+graph's intermediates stay in that pool for the graph's life. That pool is torch's: until
+lifecore offers an allocator torch can pool over, lifecore's guarantees cover the window and
+the stream, not torch's intermediates. The weights and the KV cache are allocated before any
+capture and are the engine's to keep alive while the graphs live.
 """
 
 from __future__ import annotations
