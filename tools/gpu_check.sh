@@ -317,6 +317,16 @@ with lifecore.Device("cuda") as dev:
     assert buf.views == 0
     buf.free()
 PY
+# The reference engine with graphs on: its tests (tokens against the plain implementation
+# where the top-2 margin is clear), the demo, and the decode step replayed against eager and
+# against torch.cuda.CUDAGraph at batch 8.
+if [ -f tests/test_engine.py ]; then
+  step "engine with graphs on cuda" 120 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS/test_engine.py' && \
+    $PYTHON -m lifecore demo --device cuda --requests 64 --json && \
+    $PYTHON -m lifecore.benchmarks.engine --gpu-step"
+else
+  skip "engine with graphs on cuda" "no engine in this checkout"
+fi
 
 if "$PYTHON" -m lifecore fuzz --help 2>/dev/null | grep -q -- "--differential"; then
   step "differential mock,cuda" 60 "$PYTHON" -m lifecore fuzz --differential mock,cuda --examples 3 --steps 300 --seed 0

@@ -1,4 +1,4 @@
-"""The ``lifecore`` command: ``info``, ``check``, ``fuzz`` (also ``fuzz --differential A,B``) and ``bench``.
+"""The ``lifecore`` command: ``info``, ``check``, ``fuzz`` (also ``fuzz --differential A,B``), ``bench`` and ``demo``.
 
 ``lifecore check`` is what to run after ``pip install .``: it lists the backends, runs each
 lifecycle's short differential state machine (graph capture on every available backend, the
@@ -627,6 +627,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace) -> int:
+    try:
+        from lifecore.engine.demo import run_demo
+    except ImportError as error:
+        print(f"lifecore demo: needs torch ({error}); pip install lifecore[torch]", file=sys.stderr)
+        return 1
+    run_demo(args.preset, args.requests, args.seed, args.device, args.capture, args.json)
+    return 0
+
+
 def _positive_int(text: str) -> int:
     """argparse type: an int of at least 1 (a bad value exits 2 with the usage)."""
     try:
@@ -712,6 +722,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--quick", action="store_true", help="fewer repetitions")
     bench.add_argument("--json", metavar="PATH", default=None, help=json_help)
     bench.set_defaults(func=cmd_bench)
+    demo = sub.add_parser("demo", help="the reference engine serving random requests on lifecore (needs torch), "
+                                       "then a summary table")
+    demo.add_argument("--preset", choices=["tiny", "gpt2-small"], default="tiny", help="the model (default tiny)")
+    demo.add_argument("--requests", type=_positive_int, default=64, help="requests to serve (default 64)")
+    demo.add_argument("--seed", type=int, default=0, help="weights and requests (default 0)")
+    demo.add_argument("--device", default="cpu", help="a torch device: cpu (default) or cuda; graphs on cuda")
+    demo.add_argument("--capture", action="store_true",
+                      help="capture per-layer summaries under a byte budget (the step then runs eagerly)")
+    demo.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    demo.set_defaults(func=cmd_demo)
     return parser
 
 

@@ -1,0 +1,86 @@
+"""Activation capture on the engine's model through ``lifecore.torch``.
+
+One capture session covers the whole run: every forward (a prefill, a decode iteration) is
+one capture step, and each layer's output (``layers.<i>``, ``[rows, d_model]``) is summarised
+under a byte budget; a step that would pass the budget is recorded as skipped (``OnLimit.SKIP``),
+never as a failure. An optional intervention scales one layer's output, which changes the
+tokens the engine generates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..capture import (Axis, CaptureDiscovery, CaptureOutcome, CapturePhase, CapturePlan, CaptureRequest,
+                       CaptureSelection, CaptureSession, CaptureTransform, InterventionPlan, ObservationPoint,
+                       OnLimit, interventions, limits)
+from .model import Transformer
+
+__all__ = ["CaptureOptions", "EngineCapture"]
+
+# Decode iterations a session may number (predictions 1..); far beyond any run of the engine.
+MAX_PREDICTIONS = 1 << 30
+
+
+@dataclass
+class CaptureOptions:
+    """``budget_bytes``: the cumulative budget of retained bytes; ``scale``: ``(layer, factor)``
+    to scale one layer's output, or None."""
+
+    budget_bytes: int = 64 * 1024
+    scale: Optional[tuple[int, float]] = None
+
+
+@dataclass
+class EngineCapture:
+    model: Transformer
+    options: CaptureOptions
+    session: CaptureSession = field(init=False)
+    records: list = field(default_factory=list)  # (phase, prediction, selection id, payload or None)
+    captured: int = 0
+    skipped: int = 0
+
+    def __post_init__(self) -> None:
+        from ..torch import TorchBackend, attach
+
+        d = self.model.config.d_model
+        paths = [f"layers.{i}" for i in range(self.model.config.layers)]
+        discovery = CaptureDiscovery("lifecore-engine", [
+            ObservationPoint(path, [Axis("rows", "unknown"), Axis("d", d)]) for path in paths])
+        huge = 1 << 60
+        budget = limits(per_step=(huge, huge, huge, huge),
+                        cumulative=(huge, self.options.budget_bytes, huge, huge), on_limit=OnLimit.SKIP)
+        plan = CapturePlan([CaptureSelection(path, path, CaptureTransform.summary()) for path in paths], budget)
+        self.session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, MAX_PREDICTIONS)), discovery)
+        backend = TorchBackend()
+        if self.options.scale is not None:
+            layer, factor = self.options.scale
+            op = interventions.scale("scale", f"layers.{layer}", factor)
+            self.session.enable_interventions(InterventionPlan([op]).admit(discovery, self.session), backend)
+        self.attachment: Any = attach(self.session, self.model, backend)
+
+    def begin(self, prefill: bool, iteration: int) -> None:
+        if prefill:
+            self.session.begin_step(CapturePhase.PREFILL, 0)
+        else:
+            self.session.begin_step(CapturePhase.DECODE, iteration)
+
+    def end(self) -> None:
+        if self.session.intervention_plan is not None:
+            self.session.finish_interventions()
+        step = self.session.take_step()
+        if step is None:
+            return
+        for record in step.records:
+            ok = record.outcome == CaptureOutcome.CAPTURED
+            self.captured += ok
+            self.skipped += not ok
+            self.records.append((record.selection_id, record.payload if ok else None))
+
+    @property
+    def used_bytes(self) -> int:
+        return int(self.session.cumulative_usage().retained_bytes)
+
+    def close(self) -> None:
+        self.attachment.detach()

@@ -1,0 +1,183 @@
+"""The engine: a model, a coordinator, a KV cache, a scheduler, optional capture and graphs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from ..sequence import AdmissionCoordinator, Admitted
+from .capture import CaptureOptions, EngineCapture
+from .graphs import DecodeGraphs
+from .kv_cache import DOMAIN, KVCache, page_bytes
+from .model import PRESETS, ModelConfig, StepInputs, Transformer
+from .scheduler import LifecoreMemory, Request, Running, Scheduler, Stats
+
+__all__ = ["Engine", "Result"]
+
+PAD_REQUEST = "lifecore-engine-padding"
+
+
+@dataclass
+class Result:
+    tokens: dict[str, list[int]]
+    stats: Stats
+    seconds: float
+    graph_captures: int
+    graph_replays: int
+
+
+class Engine:
+    """Serves greedy generation with continuous batching over a paged KV cache.
+
+    ``num_blocks`` is the KV pool in blocks of ``block_size`` tokens; ``max_batch`` the
+    coordinator's active-sequence slots. ``graphs``: capture the decode step per batch-size
+    bucket (only on CUDA, and never while capturing activations); None picks it on CUDA.
+    """
+
+    def __init__(self, model: Union[str, ModelConfig, Transformer] = "tiny", *, seed: int = 0,
+                 dtype: torch.dtype = torch.float32, device: str = "cpu", block_size: int = 16,
+                 num_blocks: int = 256, max_batch: int = 32, graphs: Optional[bool] = None,
+                 capture: Optional[CaptureOptions] = None):
+        if isinstance(model, str):
+            if model not in PRESETS:
+                raise ValueError(f"Engine: unknown preset {model!r} (presets: {', '.join(PRESETS)})")
+            model = PRESETS[model]
+        if isinstance(model, ModelConfig):
+            model = Transformer(model, seed=seed, dtype=dtype, device=device)
+        self.model = model
+        config = model.config
+        self.device = torch.device(device)
+        dtype = next(model.parameters()).dtype
+        on_cuda = self.device.type == "cuda"
+        pools = hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool")
+        self.graphs_enabled = bool(on_cuda and pools if graphs is None else graphs) and capture is None
+        if self.graphs_enabled and not on_cuda:
+            raise ValueError("Engine: graphs need a CUDA device")
+        if self.graphs_enabled and not pools:
+            raise ValueError("Engine: graphs need torch.cuda.MemPool (torch 2.6 or later)")
+        self.block_size, self.max_batch = block_size, max_batch
+        self.max_blocks = -(-config.max_positions // block_size)
+        self.lifecore_device: Any = None
+        if on_cuda:
+            import lifecore
+
+            self.lifecore_device = lifecore.Device("cuda", self.device.index or 0)
+        # The graph path holds one padding block for the rows a bucket pads (and one slot for it).
+        padding = 1 if self.graphs_enabled else 0
+        page = page_bytes(config.layers, config.heads, config.head_dim, block_size, dtype)
+        self.coordinator = AdmissionCoordinator(self.lifecore_device, domains={DOMAIN: (num_blocks + padding) * page},
+                                                page_bytes=page, tokens_per_page=block_size,
+                                                max_active_sequences=max_batch + padding)
+        self.kv = KVCache(self.coordinator, config.layers, config.heads, config.head_dim, block_size, dtype,
+                          self.device)
+        self.kv.tensor.zero_()  # masked positions are gathered too: they must hold finite values
+        self.memory = LifecoreMemory(self.coordinator, self.kv)
+        self.capture = EngineCapture(model, capture) if capture is not None else None
+        self.decode_graphs: Optional[DecodeGraphs] = None
+        self._padding: Any = None
+        if self.graphs_enabled:
+            pad_block = self._hold_padding_block()
+            self.decode_graphs = DecodeGraphs(model, self.kv.tensor, self.lifecore_device.stream(),
+                                              max_batch=max_batch, width=self.max_blocks, pad_block=pad_block)
+        self._iteration = 0
+
+    def _hold_padding_block(self) -> int:
+        decision = self.coordinator.admit(PAD_REQUEST, 1, 1)
+        if not isinstance(decision, Admitted):
+            raise RuntimeError(f"Engine: no padding block: {decision}")
+        session = decision.resources.open_session()
+        self.kv.admitted(PAD_REQUEST, session)
+        frame = session.acquire_frame()
+        self._padding = (session, frame)  # the live frame keeps the block's id ours
+        return self.kv.block_ids(PAD_REQUEST, frame)[0]
+
+    # ---------------------------------------------------------------- the scheduler's model
+    def table_width(self, blocks: int) -> int:
+        return self.max_blocks if self.graphs_enabled else blocks
+
+    def _forward(self, tokens: list[int], pos: list[int], seq: list[int], table: np.ndarray, prefill: bool,
+                 last: list[int]) -> list[int]:
+        dev = self.device
+        inputs = StepInputs(torch.tensor(tokens, device=dev), torch.tensor(pos, device=dev),
+                            torch.tensor(seq, device=dev), torch.from_numpy(table).to(dev), self.kv.tensor)
+        if self.capture is not None:
+            self.capture.begin(prefill, self._iteration)
+        try:
+            with torch.no_grad():
+                logits = self.model(inputs)
+        finally:
+            if self.capture is not None:
+                self.capture.end()
+        return logits[last].argmax(-1).tolist()
+
+    def prefill(self, requests: Sequence[Request], table: np.ndarray) -> list[int]:
+        tokens: list[int] = []
+        pos: list[int] = []
+        seq: list[int] = []
+        last: list[int] = []
+        for row, request in enumerate(requests):
+            context = request.tokens
+            tokens += context
+            pos += range(len(context))
+            seq += [row] * len(context)
+            last.append(len(tokens) - 1)
+        with self._on_stream():
+            return self._forward(tokens, pos, seq, table, True, last)
+
+    def decode(self, running: Sequence[Running], table: np.ndarray) -> list[int]:
+        self._iteration += 1
+        tokens = [r.request.tokens[-1] for r in running]
+        pos = [r.cached for r in running]
+        if self.decode_graphs is not None:
+            out = self.decode_graphs.run(torch.tensor(tokens), torch.tensor(pos), torch.from_numpy(table))
+            return out.tolist()
+        with self._on_stream():
+            return self._forward(tokens, pos, list(range(len(running))), table, False, list(range(len(running))))
+
+    def _on_stream(self) -> Any:
+        """Eager work on the graphs' stream, so it is ordered with the replays."""
+        if self.decode_graphs is not None:
+            return torch.cuda.stream(self.decode_graphs.torch_stream)
+        return torch.no_grad()
+
+    # ---------------------------------------------------------------- serving
+    def generate(self, requests: Sequence[Request], progress: Optional[Callable[[int], None]] = None) -> Result:
+        """Runs every request to completion (or rejection); the tokens each generated."""
+        scheduler = Scheduler(self.memory, self, block_size=self.block_size, max_batch=self.max_batch,
+                              max_blocks=self.max_blocks, progress=progress)
+        for request in requests:
+            if len(request.prompt) + request.max_new_tokens > self.model.config.max_positions:
+                raise ValueError(f"request {request.request_id}: prompt and output exceed the model's "
+                                 f"{self.model.config.max_positions} positions")
+            scheduler.add(request)
+        start = time.perf_counter()
+        stats = scheduler.run()
+        seconds = time.perf_counter() - start
+        graphs = self.decode_graphs
+        return Result({r.request_id: list(r.generated) for r in scheduler.finished}, stats, seconds,
+                      graphs.captures if graphs else 0, graphs.replays if graphs else 0)
+
+    def close(self) -> None:
+        """Graphs first (they read the cache), then the padding block, capture hooks, the device."""
+        if self.decode_graphs is not None:
+            self.decode_graphs.close()
+            self.decode_graphs = None
+        if self._padding is not None:
+            session, frame = self._padding
+            frame.commit()  # the graphs that read the block are gone
+            session.try_complete()
+            session.close()
+            self.kv.released(PAD_REQUEST)
+            self._padding = None
+        if self.capture is not None:
+            self.capture.close()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()

@@ -1,0 +1,89 @@
+"""The decode step captured once per batch-size bucket in a lifecore graph window, then replayed.
+
+Torch's kernels run on the lifecore stream (``torch.cuda.ExternalStream(stream.handle)``);
+the step reads fixed buffers (tokens, positions, the block table) that each iteration fills
+before the replay, so a new batch needs no new capture. A batch is padded to its bucket
+(1, 2, 4, 8, ...): pad rows write into the engine's padding block, which no sequence holds.
+
+Memory: the warmup pass primes a private ``torch.cuda.MemPool`` per bucket, and the recorded
+pass takes exactly the blocks the warmup freed, so nothing is allocated inside the window; the
+graph's intermediates stay in that pool for the graph's life. That pool is torch's: until
+lifecore offers an allocator torch can pool over, lifecore's guarantees cover the window and
+the stream, not torch's intermediates. The weights and the KV cache are allocated before any
+capture and are the engine's to keep alive while the graphs live.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .model import StepInputs, Transformer
+
+__all__ = ["DecodeGraphs", "buckets"]
+
+
+def buckets(max_batch: int) -> list[int]:
+    """1, 2, 4, ... up to the first power of two that holds ``max_batch``."""
+    sizes = [1]
+    while sizes[-1] < max_batch:
+        sizes.append(sizes[-1] * 2)
+    return sizes
+
+
+class DecodeGraphs:
+    def __init__(self, model: Transformer, kv: torch.Tensor, stream: Any, *, max_batch: int, width: int,
+                 pad_block: int):
+        self.model, self.kv, self.stream, self.width = model, kv, stream, width
+        self.torch_stream = torch.cuda.ExternalStream(stream.handle, device=kv.device)
+        size = buckets(max_batch)[-1]
+        device = kv.device
+        self.tokens = torch.zeros(size, dtype=torch.int64, device=device)
+        self.pos = torch.zeros(size, dtype=torch.int64, device=device)
+        self.seq = torch.arange(size, dtype=torch.int64, device=device)
+        self.table = torch.full((size, width), pad_block, dtype=torch.int32, device=device)
+        self.pad_block = pad_block
+        self.graphs: dict[int, tuple[Any, torch.Tensor, Any]] = {}  # bucket -> (graph, next tokens, pool)
+        self.captures = self.replays = 0
+
+    def _capture(self, bucket: int) -> tuple[Any, torch.Tensor, Any]:
+        inputs = StepInputs(self.tokens[:bucket], self.pos[:bucket], self.seq[:bucket], self.table[:bucket], self.kv)
+        pool = torch.cuda.MemPool()
+        stream = self.stream
+        stream.graph_prepare()
+        with torch.cuda.stream(self.torch_stream), torch.cuda.use_mem_pool(pool), torch.no_grad():
+            self.model(inputs).argmax(-1)  # warmup: eager, primes the pool with the step's blocks
+            stream.sync()
+            stream.begin_capture()
+            try:
+                out = self.model(inputs).argmax(-1)  # recorded, not run
+            except BaseException:
+                stream.abort_capture()
+                raise
+            graph = stream.end_capture()
+        self.captures += 1
+        return graph, out, pool
+
+    def run(self, tokens: torch.Tensor, pos: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+        """Next tokens for ``len(tokens)`` rows; ``table`` is ``[rows, width]`` (width at most the graphs')."""
+        rows = tokens.shape[0]
+        bucket = next(b for b in buckets(rows) if b >= rows)
+        with torch.cuda.stream(self.torch_stream):
+            self.tokens[:rows].copy_(tokens, non_blocking=True)
+            self.pos[:rows].copy_(pos, non_blocking=True)
+            self.tokens[rows:bucket].zero_()
+            self.pos[rows:bucket].zero_()
+            self.table[:bucket].fill_(self.pad_block)
+            self.table[:rows, : table.shape[1]].copy_(table, non_blocking=True)
+            if bucket not in self.graphs:
+                self.graphs[bucket] = self._capture(bucket)
+            graph, out, _ = self.graphs[bucket]
+            graph.replay()
+            self.replays += 1
+            return out[:rows].cpu()  # waits for the lifecore stream
+
+    def close(self) -> None:
+        for graph, _, _ in self.graphs.values():
+            graph.destroy()
+        self.graphs.clear()

@@ -1,0 +1,99 @@
+"""The engine's KV cache: one tensor of blocks, and the block table of a batch's frames.
+
+The coordinator decides which sequence holds which pages; a page is one block id, so the
+cache is ``[num_blocks, layers, 2, block_size, heads, head_dim]`` and one page's bytes are
+``block_size * layers * 2 * heads * head_dim * itemsize``. Where the coordinator lays its
+pages in an arena, the cache tensor is a view of that arena (``arena("kv")``) and the block
+table comes from the frames in one call (``block_table``): lifecore owns the memory, the
+engine shapes it, and it is the engine's to keep alive while a captured graph may read it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["KVCache", "DOMAIN"]
+
+DOMAIN = "kv"
+
+
+def page_bytes(layers: int, heads: int, head_dim: int, block_size: int, dtype: torch.dtype) -> int:
+    """The bytes of one block: every layer's keys and values for ``block_size`` tokens."""
+    return block_size * layers * 2 * heads * head_dim * torch.empty((), dtype=dtype).element_size()
+
+
+class KVCache:
+    """``tensor`` is the cache; ``block_table(frames, request_ids, width, out)`` the batch's table.
+
+    ``admitted`` / ``extended`` / ``released`` tell the cache what the coordinator did for a
+    request; with block ids from the coordinator they do nothing.
+    """
+
+    def __init__(self, coordinator: Any, layers: int, heads: int, head_dim: int, block_size: int,
+                 dtype: torch.dtype, device: torch.device | str):
+        self.coordinator, self.block_size = coordinator, block_size
+        self.page_bytes = page_bytes(layers, heads, head_dim, block_size, dtype)
+        if coordinator.page_bytes != self.page_bytes or coordinator.tokens_per_page != block_size:
+            raise ValueError(f"KVCache: the coordinator's pages ({coordinator.page_bytes} bytes, "
+                             f"{coordinator.tokens_per_page} tokens) are not this cache's blocks "
+                             f"({self.page_bytes} bytes, {block_size} tokens)")
+        capacity = next(d.total_bytes for d in coordinator.capacity().domains if d.name == DOMAIN)
+        self.num_blocks = capacity // self.page_bytes
+        shape = (self.num_blocks, layers, 2, block_size, heads, head_dim)
+        self.native = hasattr(coordinator, "block_table")
+        arena = self._arena(dtype, device, shape) if self.native else None
+        self.tensor = arena if arena is not None else torch.zeros(shape, dtype=dtype, device=device)
+        # ---- engine-side block ids, until the coordinator hands them out (delete after the merge)
+        self._free: list[int] = list(range(self.num_blocks - 1, -1, -1))
+        self._ids: dict[str, list[int]] = {}
+
+    def _arena(self, dtype: torch.dtype, device: torch.device | str, shape: tuple) -> Optional[torch.Tensor]:
+        """The coordinator's arena as the cache tensor, when its pages live on ``device``."""
+        try:
+            raw = torch.from_dlpack(self.coordinator.arena(DOMAIN))
+        except Exception:  # host accounting has no arena to export: the engine allocates
+            return None
+        wanted = torch.device(device)
+        if raw.device.type != wanted.type or (wanted.index is not None and raw.device.index != wanted.index):
+            return None
+        elements = self.num_blocks * int(np.prod(shape[1:]))
+        return raw.reshape(-1).view(torch.uint8).view(dtype)[:elements].view(shape)
+
+    def block_ids(self, request_id: str, frame: Any = None) -> list[int]:
+        """The blocks of one sequence, in token order."""
+        if self.native:
+            return [int(i) for i in frame.snapshot.block_ids(DOMAIN)]
+        return list(self._ids.get(request_id, ()))
+
+    def block_table(self, frames: Sequence[Any], request_ids: Sequence[str], width: int,
+                    out: np.ndarray) -> np.ndarray:
+        """Fills ``out[:len(frames), :width]`` (int32) with each frame's blocks, padded with 0."""
+        if self.native:
+            return self.coordinator.block_table(frames, width, out=out, domain=DOMAIN, pad=0)
+        rows = out[: len(request_ids), :width]
+        rows.fill(0)
+        for row, request_id in zip(rows, request_ids):
+            ids = self._ids[request_id]
+            row[: len(ids)] = ids
+        return out
+
+    # ---- engine-side block ids, until the coordinator hands them out (delete after the merge)
+    def admitted(self, request_id: str, session: Any) -> None:
+        if not self.native:
+            self._ids[request_id] = []
+            self.extended(request_id, session)
+
+    def extended(self, request_id: str, session: Any) -> None:
+        if not self.native:
+            ids, pages = self._ids[request_id], session.backing.pages
+            while len(ids) < pages:
+                ids.append(self._free.pop())
+
+    def released(self, request_id: str) -> None:
+        if not self.native:
+            ids = self._ids.pop(request_id, [])
+            ids.reverse()
+            self._free.extend(ids)

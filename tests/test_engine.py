@@ -1,0 +1,179 @@
+"""The reference engine: the same tokens as a plain non-paged implementation, through
+deferrals and preemptions; capture summaries equal to direct ones; everything released."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+from engine_reference import generate as reference_generate  # noqa: E402
+
+from lifecore.capture import CapturePhase  # noqa: E402,F401
+from lifecore.engine import CaptureOptions, Engine, Request  # noqa: E402
+
+pytestmark = pytest.mark.no_sanitizer
+
+
+def requests(count=32, seed=0):
+    rng = random.Random(seed)
+    return [Request(f"r{i}", [rng.randrange(97) for _ in range(rng.randint(3, 40))], rng.randint(1, 30))
+            for i in range(count)]
+
+
+def fresh(batch):
+    return [Request(r.request_id, list(r.prompt), r.max_new_tokens) for r in batch]
+
+
+def assert_released(engine):
+    capacity = engine.coordinator.capacity()
+    assert capacity.used_bytes == {"kv": 0}
+    assert capacity.active_sequences == 0
+    assert engine.coordinator.holders() == []
+    if not engine.kv.native:  # the engine-side ids are all free again
+        assert sorted(engine.kv._free) == list(range(engine.kv.num_blocks))
+
+
+@pytest.fixture(scope="module")
+def tight():
+    """32 requests through 24 blocks of 16 tokens and 16 slots, float64."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=24, max_batch=16)
+    batch = requests()
+    result = engine.generate(batch)
+    return engine, batch, result
+
+
+def test_tokens_equal_the_plain_reference_through_deferrals_and_preemptions(tight):
+    engine, batch, result = tight
+    assert result.stats.deferrals >= 5 and result.stats.preemptions >= 3, result.stats
+    assert len(result.tokens) == 32
+    for request in batch:
+        expected = reference_generate(engine.model, request.prompt, request.max_new_tokens)
+        assert result.tokens[request.request_id] == expected, request.request_id
+    assert result.stats.generated >= sum(r.max_new_tokens for r in batch)  # recompute regenerates nothing
+    assert_released(engine)
+
+
+def test_a_roomy_pool_gives_the_same_tokens_without_preempting(tight):
+    engine, batch, result = tight
+    roomy = Engine("tiny", dtype=torch.float64, num_blocks=512, max_batch=32)
+    again = roomy.generate(fresh(batch))
+    assert again.stats.preemptions == 0 and again.stats.deferrals == 0
+    assert again.tokens == result.tokens
+    assert again.stats.iterations < result.stats.iterations
+    assert_released(roomy)
+
+
+def layer_outputs(engine):
+    """Every layer's output per forward, recorded by plain forward hooks."""
+    seen = []
+    handles = [layer.register_forward_hook(lambda m, a, out, i=i: seen.append((f"layers.{i}", out.detach().clone())))
+               for i, layer in enumerate(engine.model.layers)]
+    return seen, handles
+
+
+def test_captured_summaries_equal_summaries_computed_directly():
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=12, max_batch=8,
+                    capture=CaptureOptions(budget_bytes=1 << 40))
+    seen, handles = layer_outputs(engine)
+    try:
+        result = engine.generate(requests(12, seed=1))
+    finally:
+        for h in handles:
+            h.remove()
+    records = engine.capture.records
+    assert engine.capture.skipped == 0 and len(records) == len(seen) > 0
+    for (selection, payload), (path, tensor) in zip(records, seen):
+        assert selection == path
+        assert payload.count == tensor.numel()
+        assert payload.mean == pytest.approx(tensor.mean().item(), rel=1e-12, abs=1e-12)
+        assert payload.min == tensor.min().item() and payload.max == tensor.max().item()
+        assert payload.std == pytest.approx(tensor.std(unbiased=False).item(), rel=1e-9)
+    assert result.stats.preemptions > 0  # capture went through preemptions too
+    engine.close()
+    assert_released(engine)
+
+
+def test_a_byte_budget_skips_and_changes_no_token(tight):
+    engine, batch, result = tight
+    budget = 2000
+    captured = Engine("tiny", dtype=torch.float64, num_blocks=24, max_batch=16,
+                      capture=CaptureOptions(budget_bytes=budget))
+    again = captured.generate(fresh(batch))
+    capture = captured.capture
+    assert capture.captured > 0 and capture.skipped > 0
+    assert 0 < capture.used_bytes <= budget
+    assert again.tokens == result.tokens
+    captured.close()
+
+
+def test_scaling_one_layer_changes_the_tokens_as_the_reference_predicts(tight):
+    engine, batch, result = tight
+    scaled = Engine("tiny", dtype=torch.float64, num_blocks=24, max_batch=16,
+                    capture=CaptureOptions(budget_bytes=0, scale=(0, 3.0)))
+    again = scaled.generate(fresh(batch))
+    assert again.tokens != result.tokens
+    changed = [r for r in batch if again.tokens[r.request_id] != result.tokens[r.request_id]]
+    assert len(changed) >= 4
+    for request in batch[:8]:
+        expected = reference_generate(engine.model, request.prompt, request.max_new_tokens,
+                                      hook=lambda i, x: x * 3.0 if i == 0 else None)
+        assert again.tokens[request.request_id] == expected
+    scaled.close()
+    assert_released(scaled)
+
+
+def test_bad_input_is_refused_and_changes_nothing():
+    with pytest.raises(ValueError, match="unknown preset"):
+        Engine("huge")
+    engine = Engine("tiny", num_blocks=8, max_batch=2)
+    with pytest.raises(ValueError, match="positions"):
+        engine.generate([Request("ok", [1, 2], 2), Request("long", [1] * 250, 10)])
+    assert_released(engine)
+    with pytest.raises(ValueError, match="graphs need a CUDA device"):
+        Engine("tiny", graphs=True)
+
+
+def test_a_request_larger_than_the_pool_is_rejected_and_the_rest_complete():
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=2, max_batch=2)
+    result = engine.generate([Request("small", [1, 2, 3], 4), Request("big", list(range(40)), 10)])
+    assert result.tokens["big"] == []
+    assert result.tokens["small"] == reference_generate(engine.model, [1, 2, 3], 4)
+    assert_released(engine)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_graphs_on_cuda_match_the_reference_where_the_margin_is_clear():
+    """In the model's own dtype (float32): every token whose reference top-2 logit margin
+    exceeds MARGIN is equal; the first token under it may differ, and the request's later
+    tokens are then not comparable."""
+    margin_threshold = 1e-3
+    engine = Engine("tiny", device="cuda", num_blocks=24, max_batch=16)
+    assert engine.graphs_enabled
+    batch = requests()
+    result = engine.generate(batch)
+    assert result.graph_captures > 0 and result.graph_replays > result.graph_captures
+    for request in batch:
+        margins = []
+        expected = reference_generate(engine.model, request.prompt, request.max_new_tokens, margins=margins)
+        for got, want, margin in zip(result.tokens[request.request_id], expected, margins):
+            if got != want:
+                assert margin < margin_threshold, (request.request_id, margin)
+                break
+    engine.close()
+    assert_released(engine)
+
+
+def test_the_graph_paths_padding_block_is_held_apart_and_given_back():
+    """The block that padded batch rows write into is a sequence of its own (never a request's
+    block); closing the engine completes it and every block comes back."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=4, max_batch=2)
+    pad = engine._hold_padding_block()
+    assert engine.coordinator.holders()[0][:2] == ("lifecore-engine-padding", 1)
+    result = engine.generate([Request("a", [1, 2, 3], 40), Request("b", [4, 5], 20)])
+    assert len(result.tokens["a"]) == 40
+    assert engine.kv.native or pad not in engine.kv._free  # still held while the engine lives
+    engine.close()
+    assert_released(engine)

@@ -1,0 +1,51 @@
+"""``lifecore demo`` and the engine benchmark's two memories, run as a user would."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("torch", reason="torch is not installed")
+
+pytestmark = pytest.mark.no_sanitizer
+
+
+def demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "lifecore", "demo", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_demo_json_reports_the_run():
+    result = demo("--requests", "12", "--seed", "3", "--capture", "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["requests"] == 12 and summary["tokens generated"] > 12 * 8 - 1
+    assert summary["decode iterations"] > 0 and summary["deferrals"] > 0
+    assert 0 < summary["captured bytes"] <= summary["capture budget"]
+    assert 0 < summary["bookkeeping share"] < 1
+    assert summary["graph captures"] == 0  # the CPU runs the step eagerly
+
+
+def test_demo_prints_a_table_and_no_progress_bar_off_a_terminal():
+    result = demo("--requests", "6")
+    assert result.returncode == 0, result.stderr
+    rows = {line.split("  ")[1].strip() for line in result.stdout.splitlines() if line.strip()}
+    for key in ("requests", "tokens generated", "tokens/s", "decode iterations", "deferrals", "preemptions",
+                "graph captures", "graph replays", "captured bytes", "bookkeeping share"):
+        assert key in rows
+    assert "#" not in result.stdout and "\r" not in result.stdout
+
+
+def test_demo_refuses_a_bad_option():
+    result = demo("--requests", "0")
+    assert result.returncode == 2 and "at least 1" in result.stderr
+
+
+def test_the_free_list_and_lifecore_make_the_same_decisions():
+    from lifecore.benchmarks.engine import compare
+
+    run = compare(8, "stub", rounds=1, warmup=0)
+    assert run.facts["same decisions and tokens"] and run.facts["preemptions"] > 0 and run.facts["deferrals"] > 0
