@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
@@ -32,8 +34,8 @@ def assert_released(engine):
     assert capacity.used_bytes == {"kv": 0}
     assert capacity.active_sequences == 0
     assert engine.coordinator.holders() == []
-    if not engine.kv.native:  # the engine-side ids are all free again
-        assert sorted(engine.kv._free) == list(range(engine.kv.num_blocks))
+    stats = engine.coordinator.page_memory_stats()
+    assert stats["free_blocks"] == stats["blocks"] == {"kv": engine.kv.num_blocks}  # every block id is free again
 
 
 @pytest.fixture(scope="module")
@@ -174,6 +176,22 @@ def test_the_graph_paths_padding_block_is_held_apart_and_given_back():
     assert engine.coordinator.holders()[0][:2] == ("lifecore-engine-padding", 1)
     result = engine.generate([Request("a", [1, 2, 3], 40), Request("b", [4, 5], 20)])
     assert len(result.tokens["a"]) == 40
-    assert engine.kv.native or pad not in engine.kv._free  # still held while the engine lives
+    assert engine.coordinator.page_memory_stats()["free_blocks"]["kv"] < engine.kv.num_blocks  # the padding block is held
+    assert engine.coordinator.holders()[0][0] == "lifecore-engine-padding"
     engine.close()
     assert_released(engine)
+
+
+def test_the_kv_cache_lives_on_the_coordinators_arena():
+    """The cache tensor is a zero-copy view of lifecore's arena (the emulated device's on a CPU):
+    a value written through the tensor reads back through the arena's own DLPack export."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=4, max_batch=2)
+    try:
+        assert engine.kv.on_arena
+        stats = engine.lifecore_device.memory_stats()
+        assert stats["arena_bytes"] == engine.kv.tensor.numel() * engine.kv.tensor.element_size()
+        engine.kv.tensor.view(-1)[5] = 42.5
+        arena = np.from_dlpack(engine.coordinator.arena("kv")).view(np.float64)
+        assert arena[5] == 42.5
+    finally:
+        engine.close()

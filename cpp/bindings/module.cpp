@@ -1,5 +1,6 @@
 // lifecore._core: one submodule per lifecycle (runtime, sequence, capture) and one for the
 // driver floor beneath them; errors and the call guard are shared, at the top.
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 
@@ -22,6 +23,11 @@ void keep_flat_names(nb::module_& top, nb::module_& area) {
 
 void init_module(nb::module_& m) {
   m.doc() = "lifecore's C++ core (use the lifecore package, not this module)";
+  // At interpreter exit, objects another library still holds (a torch tensor keeps the
+  // buffer it was imported from, and garbage in cycles is never collected) would be reported
+  // as leaks; the report is for lifecore's developers, who ask for it.
+  const char* leaks = std::getenv("LIFECORE_LEAK_WARNINGS");
+  nb::set_leak_warnings(leaks != nullptr && leaks[0] != '\0' && leaks[0] != '0');
   init_errors(m);
   nb::module_ driver = m.def_submodule("driver", "The driver floor: backends, driver operations, diagnostics");
   init_driver(driver);

@@ -61,11 +61,12 @@ class Engine:
             raise ValueError("Engine: graphs need torch.cuda.MemPool (torch 2.6 or later)")
         self.block_size, self.max_batch = block_size, max_batch
         self.max_blocks = -(-config.max_positions // block_size)
-        self.lifecore_device: Any = None
-        if on_cuda:
-            import lifecore
+        # The KV cache lives on lifecore's memory: the CUDA device's arena, or on a CPU the
+        # emulated device's, whose memory is host memory that torch reads through DLPack.
+        import lifecore
 
-            self.lifecore_device = lifecore.Device("cuda", self.device.index or 0)
+        self.lifecore_device: Any = (lifecore.Device("cuda", self.device.index or 0) if on_cuda
+                                     else lifecore.Device("mock"))
         # The graph path holds one padding block for the rows a bucket pads (and one slot for it).
         padding = 1 if self.graphs_enabled else 0
         page = page_bytes(config.layers, config.heads, config.head_dim, block_size, dtype)
@@ -90,7 +91,6 @@ class Engine:
         if not isinstance(decision, Admitted):
             raise RuntimeError(f"Engine: no padding block: {decision}")
         session = decision.resources.open_session()
-        self.kv.admitted(PAD_REQUEST, session)
         frame = session.acquire_frame()
         self._padding = (session, frame)  # the live frame keeps the block's id ours
         return self.kv.block_ids(PAD_REQUEST, frame)[0]
@@ -171,7 +171,6 @@ class Engine:
             frame.commit()  # the graphs that read the block are gone
             session.try_complete()
             session.close()
-            self.kv.released(PAD_REQUEST)
             self._padding = None
         if self.capture is not None:
             self.capture.close()

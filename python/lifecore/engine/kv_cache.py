@@ -28,8 +28,7 @@ def page_bytes(layers: int, heads: int, head_dim: int, block_size: int, dtype: t
 class KVCache:
     """``tensor`` is the cache; ``block_table(frames, request_ids, width, out)`` the batch's table.
 
-    ``admitted`` / ``extended`` / ``released`` tell the cache what the coordinator did for a
-    request; with block ids from the coordinator they do nothing.
+    The block ids are the coordinator's: the cache keeps no bookkeeping of its own.
     """
 
     def __init__(self, coordinator: Any, layers: int, heads: int, head_dim: int, block_size: int,
@@ -43,12 +42,10 @@ class KVCache:
         capacity = next(d.total_bytes for d in coordinator.capacity().domains if d.name == DOMAIN)
         self.num_blocks = capacity // self.page_bytes
         shape = (self.num_blocks, layers, 2, block_size, heads, head_dim)
-        self.native = hasattr(coordinator, "block_table")
-        arena = self._arena(dtype, device, shape) if self.native else None
+        arena = self._arena(dtype, device, shape)
+        # Host accounting hands out the same block ids but owns no memory: the engine allocates.
         self.tensor = arena if arena is not None else torch.zeros(shape, dtype=dtype, device=device)
-        # ---- engine-side block ids, until the coordinator hands them out (delete after the merge)
-        self._free: list[int] = list(range(self.num_blocks - 1, -1, -1))
-        self._ids: dict[str, list[int]] = {}
+        self.on_arena = arena is not None
 
     def _arena(self, dtype: torch.dtype, device: torch.device | str, shape: tuple) -> Optional[torch.Tensor]:
         """The coordinator's arena as the cache tensor, when its pages live on ``device``."""
@@ -64,36 +61,14 @@ class KVCache:
 
     def block_ids(self, request_id: str, frame: Any = None) -> list[int]:
         """The blocks of one sequence, in token order."""
-        if self.native:
-            return [int(i) for i in frame.snapshot.block_ids(DOMAIN)]
-        return list(self._ids.get(request_id, ()))
+        return [int(i) for i in frame.snapshot.block_ids(DOMAIN)]
 
     def block_table(self, frames: Sequence[Any], request_ids: Sequence[str], width: int,
                     out: np.ndarray) -> np.ndarray:
         """Fills ``out[:len(frames), :width]`` (int32) with each frame's blocks, padded with 0."""
-        if self.native:
-            return self.coordinator.block_table(frames, width, out=out, domain=DOMAIN, pad=0)
-        rows = out[: len(request_ids), :width]
-        rows.fill(0)
-        for row, request_id in zip(rows, request_ids):
-            ids = self._ids[request_id]
-            row[: len(ids)] = ids
+        rows = out[: len(frames), :width]
+        if rows.flags.c_contiguous:  # the graph path's full-width table: written in place
+            self.coordinator.block_table(frames, width, out=rows, domain=DOMAIN, pad=0)
+        else:
+            rows[...] = self.coordinator.block_table(frames, width, domain=DOMAIN, pad=0)
         return out
-
-    # ---- engine-side block ids, until the coordinator hands them out (delete after the merge)
-    def admitted(self, request_id: str, session: Any) -> None:
-        if not self.native:
-            self._ids[request_id] = []
-            self.extended(request_id, session)
-
-    def extended(self, request_id: str, session: Any) -> None:
-        if not self.native:
-            ids, pages = self._ids[request_id], session.backing.pages
-            while len(ids) < pages:
-                ids.append(self._free.pop())
-
-    def released(self, request_id: str) -> None:
-        if not self.native:
-            ids = self._ids.pop(request_id, [])
-            ids.reverse()
-            self._free.extend(ids)

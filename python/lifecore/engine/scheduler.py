@@ -106,7 +106,6 @@ class LifecoreMemory:
         if isinstance(decision, Admitted):
             self.waiter = None
             session = decision.resources.open_session()  # the session holds the resources now
-            self.kv.admitted(request_id, session)
             return ADMITTED, _Sequence(request_id, session)
         if isinstance(decision, AdmissionDeferred):
             self.waiter = self.coordinator.register_waiter(decision)
@@ -120,16 +119,11 @@ class LifecoreMemory:
         outcome = handle.session.step(tokens)
         if outcome is _CURRENT:  # the common step: the last block has room
             return True
-        if outcome == BackingOutcome.BACKING_DEFERRED:
-            return False
-        self.kv.extended(handle.request_id, handle.session)
-        return True
+        return outcome != BackingOutcome.BACKING_DEFERRED
 
     def preempt(self, handle: _Sequence, candidates: Sequence[_Sequence]) -> tuple[list[_Sequence], bool]:
         report = preempt_for(self.coordinator, handle.session.step_deferral, [c.session for c in candidates])
         victims = [c for c in candidates if c.session.closed]
-        for victim in victims:
-            self.kv.released(victim.request_id)
         return victims, report.satisfied
 
     def release(self, handle: _Sequence, completed: bool) -> None:
@@ -139,7 +133,6 @@ class LifecoreMemory:
         else:
             session.try_abort_if_quiescent()  # preempted: no frame is live between steps
         session.close()
-        self.kv.released(handle.request_id)
 
     def block_table(self, handles: Sequence[_Sequence], width: int, out: np.ndarray) -> np.ndarray:
         # The frames hold their snapshots, so the ids in the table stay theirs until commit.
