@@ -61,9 +61,14 @@ std::string member_name(Enum value) {
   return nb::cast<std::string>(nb::cast(value).attr("name"));
 }
 
+// A name as Python writes a str ('kv'), whatever it holds.
+std::string quoted(const std::string& name) {
+  return nb::cast<std::string>(nb::repr(nb::str(name.c_str(), name.size())));
+}
+
 std::string source_repr(const CapacitySource& s) {
   switch (s.kind) {
-    case SourceKind::domain: return "Domain('" + s.domain_name + "')";
+    case SourceKind::domain: return "Domain(" + quoted(s.domain_name) + ")";
     case SourceKind::physical_memory: return "PhysicalMemory";
     case SourceKind::active_sequence_slots: break;
   }
@@ -177,34 +182,65 @@ void frame_exit(FrameHold& f, nb::handle exc_type) {
 }
 
 void bind_enums(nb::module_& m) {
-  nb::enum_<SessionPhase>(m, "SessionPhase")
-      .value("OPEN", SessionPhase::open).value("CANCEL_REQUESTED", SessionPhase::cancel_requested)
-      .value("POISONED", SessionPhase::poisoned).value("COMPLETED", SessionPhase::completed)
-      .value("ABORTED", SessionPhase::aborted).value("FAIL_CLOSED", SessionPhase::fail_closed);
-  nb::enum_<TerminalOutcome>(m, "TerminalOutcome")
-      .value("COMPLETED", TerminalOutcome::completed).value("ABORTED", TerminalOutcome::aborted);
-  nb::enum_<FrameDisposition>(m, "FrameDisposition")
-      .value("COMMITTED", FrameDisposition::committed).value("DISCARDED_CANCELLED", FrameDisposition::discarded_cancelled)
-      .value("ABORTED", FrameDisposition::aborted).value("ROLLED_BACK", FrameDisposition::rolled_back)
-      .value("DROPPED", FrameDisposition::dropped);
-  nb::enum_<FlightPhase>(m, "FlightPhase").value("PREPARED", FlightPhase::prepared).value("IN_FLIGHT", FlightPhase::in_flight);
-  nb::enum_<BackingOutcome>(m, "BackingOutcome")
-      .value("CURRENT", BackingOutcome::current).value("EXTENDED", BackingOutcome::extended)
-      .value("RETRY_REQUIRED", BackingOutcome::retry_required).value("BACKING_DEFERRED", BackingOutcome::backing_deferred);
-  nb::enum_<BlockerKind>(m, "BlockerKind")
-      .value("IMMEDIATE_AVAILABILITY", BlockerKind::immediate_availability)
-      .value("FIT_AVAILABILITY", BlockerKind::fit_availability)
-      .value("BACKING_GROWTH_REQUIRED", BlockerKind::backing_growth_required)
-      .value("ACTIVE_SEQUENCE_CEILING", BlockerKind::active_sequence_ceiling)
-      .value("PERMANENT_DOMAIN_MAXIMUM", BlockerKind::permanent_domain_maximum)
-      .value("PHYSICAL_MEMORY_UNAVAILABLE", BlockerKind::physical_memory_unavailable);
-  nb::enum_<DeferralAction>(m, "DeferralAction")
-      .value("WAIT_FOR_RELEASE", DeferralAction::wait_for_release)
-      .value("AWAIT_BACKING_GROWTH", DeferralAction::await_backing_growth)
-      .value("PREEMPT_AND_RECOMPUTE", DeferralAction::preempt_and_recompute);
-  nb::enum_<SourceKind>(m, "SourceKind")
-      .value("ACTIVE_SEQUENCE_SLOTS", SourceKind::active_sequence_slots).value("DOMAIN", SourceKind::domain)
-      .value("PHYSICAL_MEMORY", SourceKind::physical_memory);
+  nb::enum_<SessionPhase>(m, "SessionPhase", "Where a SequenceSession is in its lifecycle (SequenceSession.phase).")
+      .value("OPEN", SessionPhase::open, "Frames may be acquired and the backing extended.")
+      .value("CANCEL_REQUESTED", SessionPhase::cancel_requested,
+             "request_cancel() was called: a live frame commits as DISCARDED_CANCELLED; try_abort() ends it.")
+      .value("POISONED", SessionPhase::poisoned,
+             "A frame was aborted or dropped unfinalized, or a flight dropped in flight: only try_abort() ends it.")
+      .value("COMPLETED", SessionPhase::completed, "Terminal: try_complete() succeeded.")
+      .value("ABORTED", SessionPhase::aborted, "Terminal: try_abort() or try_abort_if_quiescent() succeeded.")
+      .value("FAIL_CLOSED", SessionPhase::fail_closed,
+             "Terminal: the session was closed or dropped while still active, or a stale flight was dropped.");
+  nb::enum_<TerminalOutcome>(m, "TerminalOutcome", "How a session ended (TerminalReceipt.outcome).")
+      .value("COMPLETED", TerminalOutcome::completed, "Ended by try_complete().")
+      .value("ABORTED", TerminalOutcome::aborted, "Ended by try_abort() or try_abort_if_quiescent().");
+  nb::enum_<FrameDisposition>(m, "FrameDisposition",
+                              "How a frame was finalized. FrameHold.commit() answers COMMITTED or DISCARDED_CANCELLED; "
+                              "the other members name what abort(), rollback_unsubmitted() and close() do.")
+      .value("COMMITTED", FrameDisposition::committed, "Committed in an open session: the step counts.")
+      .value("DISCARDED_CANCELLED", FrameDisposition::discarded_cancelled,
+             "Committed after request_cancel(): retired, counted as discarded.")
+      .value("ABORTED", FrameDisposition::aborted, "Ended by abort(): the session is poisoned.")
+      .value("ROLLED_BACK", FrameDisposition::rolled_back,
+             "Ended by rollback_unsubmitted(): never submitted, its frame id is reused.")
+      .value("DROPPED", FrameDisposition::dropped, "Let go unfinalized (close() or collection): the session is poisoned.");
+  nb::enum_<FlightPhase>(m, "FlightPhase", "Where a participant flight is (FlightHold.phase).")
+      .value("PREPARED", FlightPhase::prepared, "Prepared, not submitted: release() lets it go.")
+      .value("IN_FLIGHT", FlightPhase::in_flight, "Dispatched to the device: finish() or not_submitted().");
+  nb::enum_<BackingOutcome>(m, "BackingOutcome",
+                            "The answer of SequenceSession.step() and try_ensure_backing_covers() (BackingDecision.outcome).")
+      .value("CURRENT", BackingOutcome::current, "The backing already covers the target.")
+      .value("EXTENDED", BackingOutcome::extended, "The backing was extended: a new generation covers the target.")
+      .value("RETRY_REQUIRED", BackingOutcome::retry_required,
+             "Nothing changed: a frame or flight was live, or the backing moved meanwhile; retry between frames.")
+      .value("BACKING_DEFERRED", BackingOutcome::backing_deferred,
+             "Nothing changed: capacity is short; the deferral says what to wait on or preempt for.");
+  nb::enum_<BlockerKind>(m, "BlockerKind", "Why a decision deferred or rejected (CapacityBlocker.kind).")
+      .value("IMMEDIATE_AVAILABILITY", BlockerKind::immediate_availability,
+             "The immediate demand does not fit what the source has free now.")
+      .value("FIT_AVAILABILITY", BlockerKind::fit_availability,
+             "The fit demand does not fit what is free now (reported beside the blockers that defer).")
+      .value("BACKING_GROWTH_REQUIRED", BlockerKind::backing_growth_required,
+             "The fit demand exceeds the domain's current total, but not its maximum: growth can help.")
+      .value("ACTIVE_SEQUENCE_CEILING", BlockerKind::active_sequence_ceiling, "Every active-sequence slot is taken.")
+      .value("PERMANENT_DOMAIN_MAXIMUM", BlockerKind::permanent_domain_maximum,
+             "The fit demand exceeds the domain's maximum: the request can never fit (a rejection).")
+      .value("PHYSICAL_MEMORY_UNAVAILABLE", BlockerKind::physical_memory_unavailable,
+             "The pages could not be taken now (the physical-memory source).");
+  nb::enum_<DeferralAction>(m, "DeferralAction", "What a deferral suggests doing (AdmissionDeferred.action).")
+      .value("WAIT_FOR_RELEASE", DeferralAction::wait_for_release,
+             "Wait (register a waiter) until a release advances one of the wait condition's sources.")
+      .value("AWAIT_BACKING_GROWTH", DeferralAction::await_backing_growth,
+             "Only growth helps: the demand exceeds a domain's current total (grow_domain advances it).")
+      .value("PREEMPT_AND_RECOMPUTE", DeferralAction::preempt_and_recompute,
+             "A live sequence's extension is short: free capacity by preempting others (preempt_for), or wait.");
+  nb::enum_<SourceKind>(m, "SourceKind", "The kind of a CapacitySource.")
+      .value("ACTIVE_SEQUENCE_SLOTS", SourceKind::active_sequence_slots,
+             "The active-sequence slots: advanced when a sequence is released.")
+      .value("DOMAIN", SourceKind::domain, "A capacity domain: advanced when its pages are released or it grows.")
+      .value("PHYSICAL_MEMORY", SourceKind::physical_memory,
+             "The memory behind the pages: advanced on every physical page release.");
 }
 
 void bind_capacity_facts(nb::module_& m) {
@@ -219,11 +255,11 @@ void bind_capacity_facts(nb::module_& m) {
       .def_static("active_sequence_slots", [] { return CapacitySource::slots(); }, "The active-sequence slots source.")
       .def_static("physical_memory", [] { return CapacitySource::physical(); },
                   "The device memory behind the pages: advanced on every physical page release.")
-      .def_ro("kind", &CapacitySource::kind)
+      .def_ro("kind", &CapacitySource::kind, "What it counts: the slots, a domain, or physical memory (a SourceKind).")
       .def_prop_ro("domain", [](const CapacitySource& s) -> std::optional<std::string> {
         if (s.kind == SourceKind::domain) return s.domain_name;
         return std::nullopt;
-      })
+      }, "The domain's name for a DOMAIN source; None for the others.")
       .def_prop_ro("coordinator_id", [](const CapacitySource& s) -> std::optional<std::uint64_t> {
         if (s.coordinator_id == 0) return std::nullopt;
         return s.coordinator_id;
@@ -244,7 +280,9 @@ void bind_capacity_facts(nb::module_& m) {
   nb::class_<Authority>(m, "Authority",
                         "(sparse id, generation) of one coordinator: ids are reused, generations never, and an "
                         "authority of another coordinator never matches.")
-      .def_ro("sparse_id", &Authority::sparse_id).def_ro("generation", &Authority::generation)
+      .def_ro("sparse_id", &Authority::sparse_id, "The id: reused once its holder is released.")
+      .def_ro("generation", &Authority::generation,
+              "The generation: never reused, so a released holder's authority never matches its successor's.")
       .def_ro("coordinator_id", &Authority::coordinator_id, "The coordinator that issued this authority.")
       .def("__eq__", [](const Authority& a, nb::handle o) { return nb::isinstance<Authority>(o) && a == nb::cast<const Authority&>(o); },
            nb::sig("def __eq__(self, other: object) -> bool"))
@@ -254,50 +292,94 @@ void bind_capacity_facts(nb::module_& m) {
                ", coordinator_id=" + std::to_string(a.coordinator_id) + ")";
       });
 
-  nb::class_<CapacityDemand>(m, "CapacityDemand")
-      .def_ro("sequences", &CapacityDemand::sequences).def_ro("tokens", &CapacityDemand::tokens)
-      .def_ro("pages", &CapacityDemand::pages)
+  nb::class_<CapacityDemand>(m, "CapacityDemand",
+                             "What a request needs (AdmissionDeferred.immediate, .fit): active-sequence slots, tokens, "
+                             "pages in each of its domains, and the bytes those pages take.")
+      .def_ro("sequences", &CapacityDemand::sequences,
+              "Active-sequence slots needed: 1 for an admission, 0 for extending a live sequence.")
+      .def_ro("tokens", &CapacityDemand::tokens, "Tokens to cover.")
+      .def_ro("pages", &CapacityDemand::pages, "Pages needed in each of the request's domains.")
       .def_prop_ro("bytes", &demand_bytes, "Bytes per domain name.")
       .def("__repr__", [](const CapacityDemand& d) {
         return "CapacityDemand(sequences=" + std::to_string(d.sequences) + ", tokens=" + std::to_string(d.tokens) +
                ", pages=" + std::to_string(d.pages) + ")";
       });
-  nb::class_<CapacityBlocker>(m, "CapacityBlocker")
-      .def_ro("kind", &CapacityBlocker::kind).def_ro("source", &CapacityBlocker::source)
+  nb::class_<CapacityBlocker>(m, "CapacityBlocker", "One reason a decision deferred or rejected: its kind and the source it concerns.")
+      .def_ro("kind", &CapacityBlocker::kind, "Why (a BlockerKind).")
+      .def_ro("source", &CapacityBlocker::source, "The CapacitySource that is short.")
       .def("__repr__", [](const CapacityBlocker& b) {
         return "CapacityBlocker(" + member_name(b.kind) + ", " + source_repr(b.source) + ")";
       });
   nb::class_<WaitCondition>(m, "WaitCondition", "The exact sources of a deferral and the epochs observed.")
-      .def_ro("sources", &WaitCondition::sources).def_ro("epochs", &WaitCondition::epochs)
+      .def_ro("sources", &WaitCondition::sources, "The CapacitySources the deferral depends on, sorted and unique.")
+      .def_ro("epochs", &WaitCondition::epochs, "The epoch of each source when the decision was taken (parallel to sources).")
       .def("items", [](const WaitCondition& w) {
         std::vector<std::pair<CapacitySource, std::uint64_t>> out;
         for (std::size_t i = 0; i < w.sources.size(); ++i) out.emplace_back(w.sources[i], w.epochs[i]);
         return out;
+      }, "A list of (source, epoch) pairs.")
+      .def("__repr__", [](const WaitCondition& w) {
+        std::string s = "WaitCondition(";
+        for (std::size_t i = 0; i < w.sources.size(); ++i)
+          s += (i ? ", " : "") + source_repr(w.sources[i]) + "@" + std::to_string(w.epochs[i]);
+        return s + ")";
       });
-  nb::class_<DomainUsage>(m, "DomainUsage")
-      .def_ro("name", &DomainUsage::name).def_ro("used_bytes", &DomainUsage::used_bytes)
-      .def_ro("total_bytes", &DomainUsage::total_bytes).def_ro("maximum_bytes", &DomainUsage::maximum_bytes)
-      .def_ro("epoch", &DomainUsage::epoch);
-  nb::class_<CapacitySnapshot>(m, "CapacitySnapshot")
-      .def_ro("domains", &CapacitySnapshot::domains).def_ro("active_sequences", &CapacitySnapshot::active_sequences)
-      .def_ro("max_active_sequences", &CapacitySnapshot::max_active_sequences)
-      .def_ro("slots_epoch", &CapacitySnapshot::slots_epoch).def_ro("release_epoch", &CapacitySnapshot::release_epoch)
+  nb::class_<DomainUsage>(m, "DomainUsage", "One capacity domain's accounting in a CapacitySnapshot.")
+      .def_ro("name", &DomainUsage::name, "The domain's name.")
+      .def_ro("used_bytes", &DomainUsage::used_bytes, "Bytes claimed by live sequences.")
+      .def_ro("total_bytes", &DomainUsage::total_bytes, "Bytes available now (grow_domain raises it).")
+      .def_ro("maximum_bytes", &DomainUsage::maximum_bytes, "Bytes it may grow to.")
+      .def_ro("epoch", &DomainUsage::epoch, "The domain source's epoch.")
+      .def("__repr__", [](const DomainUsage& d) {
+        return "DomainUsage(" + quoted(d.name) + ", used_bytes=" + std::to_string(d.used_bytes) +
+               ", total_bytes=" + std::to_string(d.total_bytes) + ", maximum_bytes=" + std::to_string(d.maximum_bytes) +
+               ", epoch=" + std::to_string(d.epoch) + ")";
+      });
+  nb::class_<CapacitySnapshot>(m, "CapacitySnapshot",
+                               "A coordinator's accounting at one moment (AdmissionCoordinator.capacity(), "
+                               "AdmissionDeferred.capacity): each domain's usage, the active sequences, the epochs.")
+      .def_ro("domains", &CapacitySnapshot::domains,
+              "A DomainUsage (name, used_bytes, total_bytes, maximum_bytes, epoch) per domain, in the order configured.")
+      .def_ro("active_sequences", &CapacitySnapshot::active_sequences, "Sequences holding an active slot.")
+      .def_ro("max_active_sequences", &CapacitySnapshot::max_active_sequences, "The ceiling on active sequences.")
+      .def_ro("slots_epoch", &CapacitySnapshot::slots_epoch,
+              "Epoch of the active-sequence slots source: advanced when a sequence is released.")
+      .def_ro("release_epoch", &CapacitySnapshot::release_epoch,
+              "Advanced whenever claimed capacity comes back: a sequence released, or a claim rolled back.")
       .def_ro("physical_epoch", &CapacitySnapshot::physical_epoch, "Epoch of the physical-memory source.")
       .def_prop_ro("used_bytes", [](const CapacitySnapshot& s) {
         nb::dict out;
         for (const auto& d : s.domains) out[nb::str(d.name.c_str())] = d.used_bytes;
         return out;
+      }, "A dict: bytes claimed in each domain, by name.")
+      .def("__repr__", [](const CapacitySnapshot& s) {
+        std::string out = "CapacitySnapshot(domains={";
+        for (std::size_t i = 0; i < s.domains.size(); ++i)
+          out += (i ? ", " : "") + quoted(s.domains[i].name) + ": " + std::to_string(s.domains[i].used_bytes) + "/" +
+                 std::to_string(s.domains[i].total_bytes);
+        return out + "}, active_sequences=" + std::to_string(s.active_sequences) + "/" +
+               std::to_string(s.max_active_sequences) + ", slots_epoch=" + std::to_string(s.slots_epoch) +
+               ", release_epoch=" + std::to_string(s.release_epoch) + ", physical_epoch=" +
+               std::to_string(s.physical_epoch) + ")";
       });
 }
 
 void bind_admission_answers(nb::module_& m) {
-  nb::class_<AdmissionDeferred>(m, "AdmissionDeferred", "Admission deferred: capacity pressure, as a decision.")
-      .def_ro("request_id", &AdmissionDeferred::request_id).def_ro("immediate", &AdmissionDeferred::immediate)
-      .def_ro("fit", &AdmissionDeferred::fit).def_ro("blockers", &AdmissionDeferred::blockers)
-      .def_ro("action", &AdmissionDeferred::action).def_ro("wait_condition", &AdmissionDeferred::wait_condition)
-      .def_ro("capacity", &AdmissionDeferred::capacity)
+  nb::class_<AdmissionDeferred>(m, "AdmissionDeferred",
+                                "Admission deferred: capacity pressure, as a decision. Also what a backing extension "
+                                "that is short answers (BackingDecision.deferred, SequenceSession.step_deferral).")
+      .def_ro("request_id", &AdmissionDeferred::request_id, "The request id the decision was taken for.")
+      .def_ro("immediate", &AdmissionDeferred::immediate,
+              "The CapacityDemand that must fit now: the prompt for an admission, the added pages for an extension.")
+      .def_ro("fit", &AdmissionDeferred::fit, "The CapacityDemand at the request's fit_tokens.")
+      .def_ro("blockers", &AdmissionDeferred::blockers, "The CapacityBlockers: every reason it did not fit.")
+      .def_ro("action", &AdmissionDeferred::action, "What to do about it (a DeferralAction).")
+      .def_ro("wait_condition", &AdmissionDeferred::wait_condition,
+              "The exact sources to wait on and their epochs at the decision (a WaitCondition).")
+      .def_ro("capacity", &AdmissionDeferred::capacity, "The coordinator's CapacitySnapshot when the decision was taken.")
       .def_ro("coordinator_id", &AdmissionDeferred::coordinator_id, "The coordinator that took this decision.")
-      .def_prop_ro("is_backing_deferral", [](const AdmissionDeferred& d) { return d.backing.has_value(); })
+      .def_prop_ro("is_backing_deferral", [](const AdmissionDeferred& d) { return d.backing.has_value(); },
+                   "True when it came from extending a live sequence's backing, False for an admission.")
       .def_prop_ro("sequence_authority", [](const AdmissionDeferred& d) -> std::optional<Authority> {
         if (d.backing) return d.backing->sequence_authority;
         return std::nullopt;
@@ -305,22 +387,30 @@ void bind_admission_answers(nb::module_& m) {
       .def_prop_ro("expected_generation", [](const AdmissionDeferred& d) -> std::optional<std::uint64_t> {
         if (d.backing) return d.backing->expected_generation;
         return std::nullopt;
-      })
+      }, "For a backing deferral: the backing generation it was taken on (a waiter registered after the backing "
+         "moved on is refused); None for an admission.")
       .def("__repr__", [](const AdmissionDeferred& d) {
-        std::string s = "AdmissionDeferred(request_id='" + d.request_id + "', action=" + member_name(d.action) + ", sources=[";
-        for (const auto& src : d.wait_condition.sources) s += source_repr(src) + ",";
+        std::string s = "AdmissionDeferred(request_id=" + quoted(d.request_id) + ", action=" + member_name(d.action) + ", sources=[";
+        for (std::size_t i = 0; i < d.wait_condition.sources.size(); ++i)
+          s += (i ? ", " : "") + source_repr(d.wait_condition.sources[i]);
         return s + "])";
       });
   nb::class_<AdmissionRejected>(m, "AdmissionRejected", "Admission rejected: the request can never fit.")
-      .def_ro("request_id", &AdmissionRejected::request_id).def_ro("reason", &AdmissionRejected::reason)
-      .def_ro("blockers", &AdmissionRejected::blockers)
-      .def("__repr__", [](const AdmissionRejected& r) { return "AdmissionRejected('" + r.request_id + "': " + r.reason + ")"; });
+      .def_ro("request_id", &AdmissionRejected::request_id, "The request id the decision was taken for.")
+      .def_ro("reason", &AdmissionRejected::reason, "Why, in words: the fit demand and the domain maximum it exceeds.")
+      .def_ro("blockers", &AdmissionRejected::blockers,
+              "The permanent CapacityBlockers: PERMANENT_DOMAIN_MAXIMUM for each domain too small.")
+      .def("__repr__", [](const AdmissionRejected& r) { return "AdmissionRejected(" + quoted(r.request_id) + ": " + r.reason + ")"; });
 }
 
 void bind_backing(nb::module_& m) {
-  nb::class_<BackingSnapshot>(m, "BackingSnapshot", "An immutable backing generation.")
-      .def_prop_ro("generation", &BackingSnapshot::generation).def_prop_ro("tokens", &BackingSnapshot::tokens)
-      .def_prop_ro("pages", &BackingSnapshot::pages)
+  nb::class_<BackingSnapshot>(m, "BackingSnapshot",
+                              "An immutable backing generation: the tokens and pages it covers. It observes its sequence's "
+                              "pages without owning them.")
+      .def_prop_ro("generation", &BackingSnapshot::generation,
+                   "The generation: 1 at admission, one more for each extension of the sequence's backing.")
+      .def_prop_ro("tokens", &BackingSnapshot::tokens, "The tokens this generation covers.")
+      .def_prop_ro("pages", &BackingSnapshot::pages, "The pages this generation covers in each of its domains.")
       .def_prop_ro("extents", [](const BackingSnapshot& s) {
         // (domain, first_page, pages, address, bytes) per run of consecutive block ids in one
         // arena chunk, domain by domain; block_ids() is the data plane
@@ -329,12 +419,13 @@ void bind_backing(nb::module_& m) {
         for (const auto& e : s.extents())
           out.emplace_back(c.domain_name(e.domain_index), e.first_page, e.pages, e.memory.address, e.memory.bytes);
         return out;
-      })
+      }, "A list of (domain, first_page, pages, address, bytes), one per run of consecutive block ids in one arena "
+         "chunk, domain by domain. SessionStateError once released.")
       .def_prop_ro("domains", [](const BackingSnapshot& s) {
         std::vector<std::string> out;
         for (auto d : s.domains()) out.push_back(s.coordinator()->domain_name(d));
         return out;
-      })
+      }, "The names of the domains its pages live in, in the coordinator's order.")
       .def_prop_ro("released", &BackingSnapshot::released,
                    "True once every holder of its sequence let go: a stale snapshot owns no pages.")
       .def("__repr__", [](const BackingSnapshot& s) {
@@ -342,15 +433,23 @@ void bind_backing(nb::module_& m) {
                ", pages=" + std::to_string(s.pages()) + (s.released() ? ", released" : "") + ")";
       });
 
-  nb::class_<BackingDecision>(m, "BackingDecision")
-      .def_ro("outcome", &BackingDecision::outcome)
-      .def_prop_ro("snapshot", [](const BackingDecision& d) { return mutable_snapshot(d.snapshot); })
+  nb::class_<BackingDecision>(m, "BackingDecision",
+                              "The answer of SequenceSession.try_ensure_backing_covers(): an outcome, and the snapshot, "
+                              "the deferral or the reason that goes with it. It owns no capacity.")
+      .def_ro("outcome", &BackingDecision::outcome, "CURRENT, EXTENDED, RETRY_REQUIRED or BACKING_DEFERRED (a BackingOutcome).")
+      .def_prop_ro("snapshot", [](const BackingDecision& d) { return mutable_snapshot(d.snapshot); },
+                   "CURRENT or EXTENDED: the BackingSnapshot that covers the target; None otherwise.")
       .def_prop_ro("deferred", [](const BackingDecision& d) -> std::shared_ptr<AdmissionDeferred> {
         if (!d.deferred) return nullptr;
         return std::make_shared<AdmissionDeferred>(*d.deferred);
-      })
-      .def_ro("reason", &BackingDecision::reason).def_ro("expected_generation", &BackingDecision::expected_generation)
-      .def_ro("target_tokens", &BackingDecision::target_tokens).def_ro("target_pages", &BackingDecision::target_pages)
+      }, "BACKING_DEFERRED: the AdmissionDeferred to wait on or preempt for; None otherwise.")
+      .def_ro("reason", &BackingDecision::reason,
+              "Why, in words, for RETRY_REQUIRED and BACKING_DEFERRED (or a CURRENT found after the backing moved); "
+              "empty otherwise.")
+      .def_ro("expected_generation", &BackingDecision::expected_generation,
+              "The backing generation the decision was taken on; verify_backing_deferral() checks it.")
+      .def_ro("target_tokens", &BackingDecision::target_tokens, "The tokens asked for.")
+      .def_ro("target_pages", &BackingDecision::target_pages, "The pages asked for (those the tokens need, by default).")
       .def("__repr__", [](const BackingDecision& d) {
         return "BackingDecision(outcome=" + member_name(d.outcome) + ", expected_generation=" +
                std::to_string(d.expected_generation) + ", reason='" + d.reason + "')";
@@ -358,26 +457,43 @@ void bind_backing(nb::module_& m) {
 }
 
 void bind_terminal_facts(nb::module_& m) {
-  nb::class_<CancelSnapshot>(m, "CancelSnapshot", "What was still live when cancel was requested.")
-      .def_ro("phase", &CancelSnapshot::phase).def_ro("active_frame", &CancelSnapshot::active_frame)
-      .def_ro("flights", &CancelSnapshot::flights).def_ro("retired_frames", &CancelSnapshot::retired_frames);
-  nb::class_<TerminalReceipt>(m, "TerminalReceipt")
-      .def_ro("outcome", &TerminalReceipt::outcome).def_ro("sequence_authority", &TerminalReceipt::sequence_authority)
-      .def_ro("request_authority", &TerminalReceipt::request_authority).def_ro("epoch", &TerminalReceipt::epoch)
-      .def_prop_ro("fingerprint", &TerminalReceipt::fingerprint).def_ro("retired_frames", &TerminalReceipt::retired_frames)
-      .def_ro("committed_frames", &TerminalReceipt::committed_frames)
-      .def_ro("discarded_frames", &TerminalReceipt::discarded_frames)
-      .def_ro("backing_generation", &TerminalReceipt::backing_generation)
+  nb::class_<CancelSnapshot>(m, "CancelSnapshot", "What was still live when cancel was requested (request_cancel()).")
+      .def_ro("phase", &CancelSnapshot::phase, "The session's phase after the request: CANCEL_REQUESTED.")
+      .def_ro("active_frame", &CancelSnapshot::active_frame, "The id of the frame still active, or None.")
+      .def_ro("flights", &CancelSnapshot::flights, "A list of (key, FlightPhase) per live participant flight, sorted by key.")
+      .def_ro("retired_frames", &CancelSnapshot::retired_frames, "Frames retired before the request.")
+      .def("__repr__", [](const CancelSnapshot& c) {
+        std::string s = "CancelSnapshot(phase=" + member_name(c.phase) + ", active_frame=" +
+                        (c.active_frame ? std::to_string(*c.active_frame) : std::string("None")) + ", flights=[";
+        for (std::size_t i = 0; i < c.flights.size(); ++i)
+          s += (i ? ", " : "") + std::string("(") + std::to_string(c.flights[i].first) + ", " +
+               member_name(c.flights[i].second) + ")";
+        return s + "], retired_frames=" + std::to_string(c.retired_frames) + ")";
+      });
+  nb::class_<TerminalReceipt>(m, "TerminalReceipt",
+                              "What a terminal transition recorded (try_complete(), try_abort(), "
+                              "try_abort_if_quiescent(); SequenceSession.receipt).")
+      .def_ro("outcome", &TerminalReceipt::outcome, "COMPLETED or ABORTED (a TerminalOutcome).")
+      .def_ro("sequence_authority", &TerminalReceipt::sequence_authority, "The ended sequence's Authority.")
+      .def_ro("request_authority", &TerminalReceipt::request_authority, "The ended sequence's request Authority.")
+      .def_ro("epoch", &TerminalReceipt::epoch, "The session's epoch (SequenceSession.epoch).")
+      .def_prop_ro("fingerprint", &TerminalReceipt::fingerprint,
+                   "The session's fingerprint (SequenceSession.fingerprint), hashed on first read.")
+      .def_ro("retired_frames", &TerminalReceipt::retired_frames, "Frames retired: committed plus discarded.")
+      .def_ro("committed_frames", &TerminalReceipt::committed_frames, "Frames committed while the session was open.")
+      .def_ro("discarded_frames", &TerminalReceipt::discarded_frames, "Frames committed after request_cancel() (discarded).")
+      .def_ro("backing_generation", &TerminalReceipt::backing_generation, "The backing generation at the end.")
       .def("__repr__", [](const TerminalReceipt& r) {
-        return std::string("TerminalReceipt(") + (r.outcome == TerminalOutcome::completed ? "COMPLETED" : "ABORTED") +
-               ", retired_frames=" + std::to_string(r.retired_frames) + ")";
+        return "TerminalReceipt(" + member_name(r.outcome) + ", retired_frames=" + std::to_string(r.retired_frames) + ")";
       });
 }
 
 void bind_waiters(nb::module_& m) {
   nb::class_<CapacityWaitRegistration>(m, "CapacityWaitRegistration",
                                        "A subscription to the exact sources of a deferral.")
-      .def("should_retry", &CapacityWaitRegistration::should_retry)
+      .def("should_retry", &CapacityWaitRegistration::should_retry,
+           "True once a source's epoch moved since the decision or since registration: admission (or the "
+           "extension) is worth retrying. CapacityError if an epoch went backwards.")
       .def("recheck", [](const CapacityWaitRegistration& r) {
         auto c = r.recheck();
         return std::make_pair(c.changed_since_observation, c.changed_since_registration);
@@ -420,20 +536,34 @@ void bind_waiters(nb::module_& m) {
            nb::arg("fd").none(),
            "Write one byte to `fd` (non-blocking) whenever the registration is signalled, cancelled or its "
            "coordinator closes; None removes the hook. For wait_async's event loop.")
-      .def_prop_ro("wake_count", &CapacityWaitRegistration::wake_count)
-      .def_prop_ro("closed", &CapacityWaitRegistration::closed)
-      .def_prop_ro("observed", &CapacityWaitRegistration::observed)
-      .def_prop_ro("registered_epochs", &CapacityWaitRegistration::registered_epochs)
-      .def("cancel", &CapacityWaitRegistration::cancel);
+      .def_prop_ro("wake_count", &CapacityWaitRegistration::wake_count,
+                   "How many times a release or growth of one of its sources signalled it.")
+      .def_prop_ro("closed", &CapacityWaitRegistration::closed,
+                   "True once its coordinator was closed (wait() raises ClosedError).")
+      .def_prop_ro("observed", &CapacityWaitRegistration::observed,
+                   "The deferral's WaitCondition: the sources and their epochs at the decision.")
+      .def_prop_ro("registered_epochs", &CapacityWaitRegistration::registered_epochs,
+                   "The sources' epochs read at registration (parallel to observed.sources).")
+      .def("cancel", &CapacityWaitRegistration::cancel,
+           "Unsubscribe now (collection does it too); an awaiting event loop is woken to recheck. Never raises.");
 }
 
 void bind_frames_and_flights(nb::module_& m) {
   nb::class_<FrameHold>(m, "FrameHold", "A frame of one step; holds the exact backing snapshot it captured.")
-      .def_prop_ro("frame_id", &FrameHold::frame_id)
-      .def_prop_ro("snapshot", [](const FrameHold& f) { return mutable_snapshot(f.snapshot()); })
-      .def_prop_ro("finalized", &FrameHold::finalized)
-      .def("commit", &FrameHold::commit).def("abort", &FrameHold::abort)
-      .def("rollback_unsubmitted", &FrameHold::rollback_unsubmitted)
+      .def_prop_ro("frame_id", &FrameHold::frame_id, "The frame's id within its session (from 1).")
+      .def_prop_ro("snapshot", [](const FrameHold& f) { return mutable_snapshot(f.snapshot()); },
+                   "The BackingSnapshot captured at acquisition; None once finalized.")
+      .def_prop_ro("finalized", &FrameHold::finalized, "True once committed, aborted, rolled back or closed.")
+      .def("commit", &FrameHold::commit,
+           "Retire the frame: COMMITTED, or DISCARDED_CANCELLED after request_cancel() (a FrameDisposition). "
+           "SessionStateError if already finalized, the session is poisoned or terminal, or a flight of it is live; "
+           "StaleAuthorityError if it is no longer the session's active frame.")
+      .def("abort", &FrameHold::abort,
+           "Finalize the frame and poison the session (the step's outcome is unknown). SessionStateError if "
+           "already finalized or the session is terminal; StaleAuthorityError for a stale frame.")
+      .def("rollback_unsubmitted", &FrameHold::rollback_unsubmitted,
+           "Finalize a frame that was never submitted: the next frame reuses its id. SessionStateError unless the "
+           "session is open and no flight of it is live; StaleAuthorityError for a stale frame.")
       .def("close", &FrameHold::drop, "Drop the hold now (poisons the session if unfinalized).")
       .def("__repr__", [](const FrameHold& f) {
         return "FrameHold(frame_id=" + std::to_string(f.frame_id()) + (f.finalized() ? ", finalized)" : ")");
@@ -444,18 +574,33 @@ void bind_frames_and_flights(nb::module_& m) {
            "Commit on a clean exit, abort (poison) on an exception, unless already finalized.");
 
   nb::class_<FlightHold>(m, "FlightHold", "A participant flight: prepared -> in flight -> released.")
-      .def_prop_ro("key", &FlightHold::key).def_prop_ro("frame_id", &FlightHold::frame_id)
-      .def_prop_ro("phase", &FlightHold::phase).def_prop_ro("released", &FlightHold::released)
-      .def("dispatch", &FlightHold::dispatch).def("not_submitted", &FlightHold::not_submitted)
-      .def("finish", &FlightHold::finish).def("release", &FlightHold::release)
-      .def("close", &FlightHold::drop, "Drop the hold now (poisons the session if it was in flight).");
+      .def_prop_ro("key", &FlightHold::key, "The participant's key (prepare_flight's argument).")
+      .def_prop_ro("frame_id", &FlightHold::frame_id, "The id of the frame it belongs to.")
+      .def_prop_ro("phase", &FlightHold::phase, "PREPARED or IN_FLIGHT (a FlightPhase).")
+      .def_prop_ro("released", &FlightHold::released, "True once finished, released or closed.")
+      .def("dispatch", &FlightHold::dispatch,
+           "PREPARED -> IN_FLIGHT, before its work is submitted. SessionStateError if released, already in flight, "
+           "or the session is not open.")
+      .def("not_submitted", &FlightHold::not_submitted,
+           "IN_FLIGHT -> PREPARED: the work never reached the device. SessionStateError if released, not in flight, "
+           "or the session is terminal.")
+      .def("finish", &FlightHold::finish,
+           "IN_FLIGHT -> released: its work completed. SessionStateError if released or not in flight (use release).")
+      .def("release", &FlightHold::release,
+           "PREPARED -> released, never submitted. SessionStateError if released or in flight (use finish).")
+      .def("close", &FlightHold::drop, "Drop the hold now (poisons the session if it was in flight).")
+      .def("__repr__", [](const FlightHold& f) {
+        return "FlightHold(key=" + std::to_string(f.key()) + ", frame_id=" + std::to_string(f.frame_id()) +
+               (f.released() ? std::string(", released)") : ", phase=" + member_name(f.phase()) + ")");
+      });
 }
 
 void bind_session(nb::module_& m) {
   nb::class_<SequenceSession>(m, "SequenceSession", "The lifecycle of one generated sequence.")
       .def_prop_ro("resources", [](const SequenceSession& s) {
         return std::make_shared<ResourcesHandle>(ResourcesHandle{s.resources()});
-      })
+      }, "A new AdmittedSequenceResources hold on this session's admission (closing it leaves the session "
+         "open). ClosedError once the session is closed.")
       .def("write_release_capacity_sources", [](const SequenceSession& s, nb::handle out) {
         constexpr const char* call = "write_release_capacity_sources";
         if (!nb::isinstance<nb::list>(out))
@@ -476,10 +621,14 @@ void bind_session(nb::module_& m) {
       }, nb::arg("sources").none(), nb::sig("def write_release_capacity_sources(self, sources: list[CapacitySource]) -> None"),
          "Add to `sources` the exact sources releasing this sequence advances (sorted, deduplicated); a source of "
          "another coordinator is refused (StaleAuthorityError), a non-source item with LifecoreTypeError.")
-      .def_prop_ro("epoch", &SequenceSession::epoch)
-      .def_prop_ro("fingerprint", &SequenceSession::fingerprint)
-      .def_prop_ro("sequence_authority", &SequenceSession::sequence_authority)
-      .def_prop_ro("request_authority", &SequenceSession::request_authority)
+      .def_prop_ro("epoch", &SequenceSession::epoch,
+                   "The session's epoch (a logical sequence has one incarnation); with fingerprint, what verify() checks.")
+      .def_prop_ro("fingerprint", &SequenceSession::fingerprint,
+                   "A hex SHA-256 of the session's identity (coordinator, authorities, request id, epoch, initial "
+                   "backing), hashed on first read; stable for the session's life.")
+      .def_prop_ro("sequence_authority", &SequenceSession::sequence_authority,
+                   "The sequence's Authority (verify_sequence_authority checks it while the sequence is live).")
+      .def_prop_ro("request_authority", &SequenceSession::request_authority, "The request's Authority.")
       .def("verify", [](const SequenceSession& s, nb::handle epoch, nb::handle fingerprint) {
              s.verify(uint_argument(epoch, "verify", "epoch"), str_argument(fingerprint, "verify", "fingerprint"));
            }, nb::arg("epoch").none(), nb::arg("fingerprint").none(), nb::sig("def verify(self, epoch: int, fingerprint: str) -> None"),
@@ -487,7 +636,10 @@ void bind_session(nb::module_& m) {
       .def("register_admission_waiter", [](const SequenceSession& s, nb::handle deferred) {
              return s.register_admission_waiter(
                  object_argument<AdmissionDeferred>(deferred, "register_admission_waiter", "deferred", "an AdmissionDeferred"));
-           }, nb::arg("deferred").none(), nb::sig("def register_admission_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"))
+           }, nb::arg("deferred").none(), nb::sig("def register_admission_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"),
+           "A CapacityWaitRegistration on the deferral's sources. StaleAuthorityError for a deferral of another "
+           "coordinator, or a backing deferral of another sequence or an older generation; SessionStateError once "
+           "the session is terminal; ClosedError once it or the coordinator is closed.")
       .def("try_ensure_backing_covers", [](SequenceSession& s, nb::handle tokens, nb::handle pages) {
              const std::int64_t t = int_argument(tokens, "try_ensure_backing_covers", "tokens");
              const std::optional<std::int64_t> p = optional_int_argument(pages, "try_ensure_backing_covers", "pages");
@@ -496,18 +648,37 @@ void bind_session(nb::module_& m) {
              nb::gil_scoped_release release;
              return s.try_ensure_backing_covers(t, p);
            }, nb::arg("tokens").none(), nb::arg("pages").none() = nb::none(),
-           nb::sig("def try_ensure_backing_covers(self, tokens: int, pages: int | None = None) -> BackingDecision"))
+           nb::sig("def try_ensure_backing_covers(self, tokens: int, pages: int | None = None) -> BackingDecision"),
+           "Extend the backing to cover `tokens` (and `pages`; None: those the tokens need), between frames. Returns a "
+           "BackingDecision: CURRENT, EXTENDED, RETRY_REQUIRED (a frame or flight is live, or the backing moved) or "
+           "BACKING_DEFERRED. "
+           "InvalidArgumentError for a bad target, CapacityError above the fit, SessionStateError unless open, "
+           "ClosedError once closed.")
       .def("verify_backing_deferral", [](const SequenceSession& s, nb::handle decision) {
              s.verify_backing_deferral(object_argument<BackingDecision>(decision, "verify_backing_deferral", "decision", "a BackingDecision"));
-           }, nb::arg("decision").none(), nb::sig("def verify_backing_deferral(self, decision: BackingDecision) -> None"))
-      .def("request_cancel", &SequenceSession::request_cancel)
-      .def("try_complete", &SequenceSession::try_complete)
-      .def("try_abort", &SequenceSession::try_abort)
-      .def("try_abort_if_quiescent", &SequenceSession::try_abort_if_quiescent)
-      .def("acquire_frame", &SequenceSession::acquire_frame)
+           }, nb::arg("decision").none(), nb::sig("def verify_backing_deferral(self, decision: BackingDecision) -> None"),
+           "StaleAuthorityError when the backing moved past the decision's expected_generation (retry instead of "
+           "waiting); SessionStateError unless open; ClosedError once closed. Returns None.")
+      .def("request_cancel", &SequenceSession::request_cancel,
+           "OPEN -> CANCEL_REQUESTED: a live frame's commit is discarded, try_abort() ends the session. Returns a "
+           "CancelSnapshot of what is live. SessionStateError if poisoned or terminal; ClosedError once closed.")
+      .def("try_complete", &SequenceSession::try_complete,
+           "OPEN -> COMPLETED; returns the TerminalReceipt. SessionStateError unless open, no frame or flight is "
+           "live and a frame has retired; ClosedError once closed.")
+      .def("try_abort", &SequenceSession::try_abort,
+           "CANCEL_REQUESTED or POISONED -> ABORTED; returns the TerminalReceipt. SessionStateError when open (use "
+           "try_abort_if_quiescent), terminal, or a frame or flight is live; ClosedError once closed.")
+      .def("try_abort_if_quiescent", &SequenceSession::try_abort_if_quiescent,
+           "OPEN or CANCEL_REQUESTED -> ABORTED when no frame or flight is live; returns the TerminalReceipt. "
+           "Otherwise SessionStateError and nothing changes (poisoned: use try_abort); ClosedError once closed.")
+      .def("acquire_frame", &SequenceSession::acquire_frame,
+           "A FrameHold for the next frame id, holding the current backing snapshot. SessionStateError unless open "
+           "or while a frame is active; ClosedError once closed.")
       .def("prepare_flight", [](SequenceSession& s, nb::handle key) {
              return s.prepare_flight(uint_argument(key, "prepare_flight", "key"));
-           }, nb::arg("key").none(), nb::sig("def prepare_flight(self, key: int) -> FlightHold"))
+           }, nb::arg("key").none(), nb::sig("def prepare_flight(self, key: int) -> FlightHold"),
+           "A PREPARED FlightHold for participant `key` of the active frame. SessionStateError unless open, without "
+           "an active frame, or when `key` is already prepared; ClosedError once closed.")
       .def("step", [](SequenceSession& s, nb::handle tokens) {
              // No GIL release: an extension takes ids from the arena, never calls the driver
              // (only a test's armed pause point may stop the thread).
@@ -515,28 +686,34 @@ void bind_session(nb::module_& m) {
              if (!pause_points::armed()) return s.step(t);
              nb::gil_scoped_release release;
              return s.step(t);
-           }, nb::arg("tokens").none(), nb::sig("def step(self, tokens: int) -> BackingOutcome"))
+           }, nb::arg("tokens").none(), nb::sig("def step(self, tokens: int) -> BackingOutcome"),
+           "One decode step's bookkeeping: cover `tokens` (extending a whole page at a time, up to the fit), acquire "
+           "and commit a frame. Returns CURRENT or EXTENDED (committed), or RETRY_REQUIRED / BACKING_DEFERRED (nothing "
+           "changed; see step_deferral). InvalidArgumentError for tokens < 1, CapacityError above the fit, "
+           "SessionStateError unless open with no frame or flight live, ClosedError once closed.")
       .def_prop_ro("step_deferral", [](const SequenceSession& s) -> std::shared_ptr<AdmissionDeferred> {
              auto deferred = s.step_deferral();
              if (!deferred) return nullptr;
              return std::make_shared<AdmissionDeferred>(std::move(*deferred));
            }, "The deferral behind the last step() that answered BACKING_DEFERRED (to wait on or preempt for); "
               "None after any other answer.")
-      .def_prop_ro("phase", &SequenceSession::phase)
-      .def_prop_ro("backing", [](const SequenceSession& s) { return mutable_snapshot(s.backing()); })
-      .def_prop_ro("next_frame_id", &SequenceSession::next_frame_id)
-      .def_prop_ro("active_frame", &SequenceSession::active_frame)
-      .def_prop_ro("flight_count", &SequenceSession::flight_count)
-      .def_prop_ro("retired_frames", &SequenceSession::retired_frames)
-      .def_prop_ro("receipt", &SequenceSession::receipt)
-      .def_prop_ro("closed", &SequenceSession::is_closed)
+      .def_prop_ro("phase", &SequenceSession::phase, "The session's SessionPhase now (readable after close).")
+      .def_prop_ro("backing", [](const SequenceSession& s) { return mutable_snapshot(s.backing()); },
+                   "The current BackingSnapshot (the frontier). ClosedError once closed.")
+      .def_prop_ro("next_frame_id", &SequenceSession::next_frame_id, "The id the next frame gets.")
+      .def_prop_ro("active_frame", &SequenceSession::active_frame, "The id of the active frame, or None.")
+      .def_prop_ro("flight_count", &SequenceSession::flight_count, "How many participant flights are live.")
+      .def_prop_ro("retired_frames", &SequenceSession::retired_frames,
+                   "Frames retired so far (committed or discarded), step() included.")
+      .def_prop_ro("receipt", &SequenceSession::receipt, "The TerminalReceipt once COMPLETED or ABORTED; None before.")
+      .def_prop_ro("closed", &SequenceSession::is_closed, "True once close() ran (or its with block ended).")
       .def("close", &SequenceSession::close, nb::call_guard<nb::gil_scoped_release>(),
            "Drop the session now: fails it closed unless terminal. Pages this frees go back to the device "
            "without the GIL.")
       .def("__repr__", [](const SequenceSession& s) {
         auto a = s.sequence_authority();
         return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
-               ", phase=" + phase_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
+               ", phase=" + member_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
       })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> SequenceSession"))
       .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) {
@@ -562,16 +739,26 @@ void bind_admission(nb::module_& m) {
       .def("open_session", [](ResourcesHandle& h) {
         h.get("open_session");
         return h.resources->open_session();
-      })
-      .def_prop_ro("request_id", [](const ResourcesHandle& h) { return h.get("request_id").request_id(); })
-      .def_prop_ro("prompt_tokens", [](const ResourcesHandle& h) { return h.get("prompt_tokens").prompt_tokens(); })
-      .def_prop_ro("fit_tokens", [](const ResourcesHandle& h) { return h.get("fit_tokens").fit_tokens(); })
-      .def_prop_ro("fit_pages", [](const ResourcesHandle& h) { return h.get("fit_pages").fit_pages(); })
-      .def_prop_ro("opened", [](const ResourcesHandle& h) { return h.get("opened").opened(); })
-      .def_prop_ro("sequence_authority", [](const ResourcesHandle& h) { return h.get("sequence_authority").sequence_authority(); })
-      .def_prop_ro("request_authority", [](const ResourcesHandle& h) { return h.get("request_authority").request_authority(); })
-      .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); })
-      .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; })
+      }, "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
+         "when a session was already opened (by any holder); ClosedError once this handle is closed.")
+      .def_prop_ro("request_id", [](const ResourcesHandle& h) { return h.get("request_id").request_id(); },
+                   "The request id it was admitted under. ClosedError once this handle is closed (as every property "
+                   "but closed).")
+      .def_prop_ro("prompt_tokens", [](const ResourcesHandle& h) { return h.get("prompt_tokens").prompt_tokens(); },
+                   "The prompt's tokens: the initial backing covers them.")
+      .def_prop_ro("fit_tokens", [](const ResourcesHandle& h) { return h.get("fit_tokens").fit_tokens(); },
+                   "The most tokens the sequence may grow to (an extension above it is a CapacityError).")
+      .def_prop_ro("fit_pages", [](const ResourcesHandle& h) { return h.get("fit_pages").fit_pages(); },
+                   "The pages fit_tokens take, per domain.")
+      .def_prop_ro("opened", [](const ResourcesHandle& h) { return h.get("opened").opened(); },
+                   "True once open_session() succeeded.")
+      .def_prop_ro("sequence_authority", [](const ResourcesHandle& h) { return h.get("sequence_authority").sequence_authority(); },
+                   "The sequence's Authority.")
+      .def_prop_ro("request_authority", [](const ResourcesHandle& h) { return h.get("request_authority").request_authority(); },
+                   "The request's Authority.")
+      .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); },
+                   "The BackingSnapshot granted at admission (generation 1, covering the prompt).")
+      .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; }, "True once this handle let go (close()).")
       .def("close", [](ResourcesHandle& h) {
         auto dropping = std::move(h.resources);  // taken with the GIL: the handle is Python's
         nb::gil_scoped_release release;          // the last holder frees device pages without it
@@ -586,9 +773,10 @@ void bind_admission(nb::module_& m) {
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted.")
-      .def_ro("resources", &AdmittedDecision::resources)
+      .def_ro("resources", &AdmittedDecision::resources,
+              "The AdmittedSequenceResources granted: open_session() on it; closing it gives up this hold.")
       .def("__repr__", [](const AdmittedDecision& a) {
-        return a.resources->resources ? "Admitted('" + a.resources->resources->request_id() + "')" : std::string("Admitted(<closed>)");
+        return a.resources->resources ? "Admitted(" + quoted(a.resources->resources->request_id()) + ")" : std::string("Admitted(<closed>)");
       });
 
   nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator", "Capacity admission for sequences on one device.")
@@ -631,8 +819,12 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("id", &AdmissionCoordinator::id, "This coordinator's id: the coordinator_id of what it issues.")
       .def("grow_domain", [](AdmissionCoordinator& c, nb::handle name, nb::handle capacity_bytes) {
              c.grow_domain(str_argument(name, "grow_domain", "name"), uint_argument(capacity_bytes, "grow_domain", "capacity_bytes"));
-           }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: int) -> None"))
-      .def("capacity", &AdmissionCoordinator::capacity)
+           }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: int) -> None"),
+           "Raise domain `name`'s total to `capacity_bytes` (one arena chunk for the new blocks) and advance its "
+           "epoch. InvalidArgumentError for an unknown domain, a shrink or a size above its maximum; ClosedError once "
+           "closed; a refused allocation raises and changes nothing.")
+      .def("capacity", &AdmissionCoordinator::capacity,
+           "A CapacitySnapshot of the accounting now: each domain's usage, the active sequences, the epochs.")
       .def("holders", [](const AdmissionCoordinator& c) {
              // (request_id, pages per domain, domains, owners) for each sequence still holding capacity
              std::vector<std::tuple<std::string, std::uint64_t, std::vector<std::string>, long>> out;
@@ -648,26 +840,34 @@ void bind_admission(nb::module_& m) {
         return c.epoch_of(object_argument<CapacitySource>(source, "epoch", "source", "a CapacitySource"));
       }, nb::arg("source").none(), nb::sig("def epoch(self, source: CapacitySource) -> int"),
          "The epoch of `source` now; StaleAuthorityError for a source of another coordinator.")
-      .def_prop_ro("release_epoch", &AdmissionCoordinator::release_epoch)
+      .def_prop_ro("release_epoch", &AdmissionCoordinator::release_epoch,
+                   "Advanced whenever claimed capacity comes back: a sequence released, or a claim rolled back.")
       .def("fits_now", [](const AdmissionCoordinator& c, nb::handle deferred) {
              return c.fits_now(object_argument<AdmissionDeferred>(deferred, "fits_now", "deferred", "an AdmissionDeferred"));
-           }, nb::arg("deferred").none(), nb::sig("def fits_now(self, deferred: AdmissionDeferred) -> bool"))
+           }, nb::arg("deferred").none(), nb::sig("def fits_now(self, deferred: AdmissionDeferred) -> bool"),
+           "Whether the deferral's immediate demand (slots and domain bytes) would fit now; claims nothing. "
+           "StaleAuthorityError for a deferral of another coordinator.")
       .def("verify_sequence_authority", [](const AdmissionCoordinator& c, nb::handle authority) {
              c.verify_sequence_authority(object_argument<Authority>(authority, "verify_sequence_authority", "authority", "an Authority"));
            }, nb::arg("authority").none(), nb::sig("def verify_sequence_authority(self, authority: Authority) -> None"),
            "StaleAuthorityError unless `authority` is this coordinator's live sequence authority.")
       .def("register_waiter", [](AdmissionCoordinator& c, nb::handle deferred) {
              return c.register_waiter(object_argument<AdmissionDeferred>(deferred, "register_waiter", "deferred", "an AdmissionDeferred"));
-           }, nb::arg("deferred").none(), nb::sig("def register_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"))
+           }, nb::arg("deferred").none(), nb::sig("def register_waiter(self, deferred: AdmissionDeferred) -> CapacityWaitRegistration"),
+           "A CapacityWaitRegistration subscribed to the deferral's wait condition. StaleAuthorityError for a "
+           "deferral or source of another coordinator; InvalidArgumentError for one without a wait condition; "
+           "ClosedError once closed.")
       .def_prop_ro("domain_names", [](const AdmissionCoordinator& c) {
         std::vector<std::string> out;
         for (std::uint32_t i = 0; i < c.domain_count(); ++i) out.push_back(c.domain_name(i));
         return out;
-      })
-      .def_prop_ro("page_bytes", &AdmissionCoordinator::page_bytes)
-      .def_prop_ro("tokens_per_page", &AdmissionCoordinator::tokens_per_page)
-      .def_prop_ro("max_active_sequences", &AdmissionCoordinator::max_active_sequences)
-      .def_prop_ro("page_memory_kind", [](const AdmissionCoordinator& c) { return std::string(c.memory()->kind()); })
+      }, "The capacity domains' names, in the order configured.")
+      .def_prop_ro("page_bytes", &AdmissionCoordinator::page_bytes, "Bytes of one KV page (one block) in every domain.")
+      .def_prop_ro("tokens_per_page", &AdmissionCoordinator::tokens_per_page, "Tokens one page holds.")
+      .def_prop_ro("max_active_sequences", &AdmissionCoordinator::max_active_sequences,
+                   "The ceiling on sequences holding capacity at once.")
+      .def_prop_ro("page_memory_kind", [](const AdmissionCoordinator& c) { return std::string(c.memory()->kind()); },
+                   "'host' (device=None: block ids without memory) or 'driver' (an arena of a Device's memory).")
       .def("page_memory_stats", [](const AdmissionCoordinator& c) {
         nb::dict out, blocks, free_blocks;
         out["live_bytes"] = checked::mul_or_throw(c.live_blocks(), c.page_bytes(), "page_memory_stats: live bytes");
@@ -696,6 +896,12 @@ void bind_admission(nb::module_& m) {
         if (!host) raise(ErrorKind::InvalidArgument, "fail_next_page_allocations: only host page memory injects faults");
         host->fail_next_allocations(count);
       }, nb::arg("count").none(), nb::sig("def fail_next_page_allocations(self, count: int) -> None"), "Testing: make the next `count` physical page allocations fail (host memory only).")
+      .def("__repr__", [](const AdmissionCoordinator& c) {
+        std::string names;
+        for (std::uint32_t i = 0; i < c.domain_count(); ++i) names += (i ? ", " : "") + quoted(c.domain_name(i));
+        return "AdmissionCoordinator(id=" + std::to_string(c.id()) + ", page_memory=" + quoted(c.memory()->kind()) +
+               ", domains=[" + names + "], closed=" + (c.closed() ? "True" : "False") + ")";
+      })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmissionCoordinator"))
       .def("__exit__", [](AdmissionCoordinator& c, nb::handle, nb::handle, nb::handle) { c.close(); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());

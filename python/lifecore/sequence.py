@@ -266,10 +266,16 @@ class PreemptionReport:
     demand fits now."""
 
     victims: list = field(default_factory=list)
+    """The Authority of each session aborted, in the order they were picked."""
     receipts: list = field(default_factory=list)
+    """The TerminalReceipt of each victim (parallel to ``victims``)."""
     skipped: list = field(default_factory=list)
+    """``(Authority, reason)`` for each candidate left alone: another coordinator's, not quiescent,
+    terminal or closed."""
     freed_sources: list = field(default_factory=list)
+    """The deferral's sources whose epochs advanced: capacity that actually came back."""
     satisfied: bool = False
+    """Whether the deferred demand fits now (``coordinator.fits_now(deferred)``)."""
 
 
 def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
