@@ -426,3 +426,46 @@ def test_routing_enabled_after_attach_reaches_the_selector(model, tokens):
         assert 0 not in model.blocks[1].mlp.last_ids.flatten().tolist()
         assert session.take_step().interventions[0].outcome == InterventionOutcome.APPLIED
     assert model.blocks[1].mlp.routing_hook is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32,
+                                   torch.int64, torch.bool], ids=str)
+def test_torch_tensor_payloads_are_host_tensors_in_the_source_dtype(dtype):
+    import json
+
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+    from lifecore.torch import TorchBackend
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("r", 2), Axis("c", 3)])])
+    session = session_for(CaptureSelection("full", "p", CaptureTransform.full_tensor()),
+                          CaptureSelection("rows", "p", CaptureTransform.slice(), slices=[CaptureSlice("c", 1, 3)]),
+                          CaptureSelection("head", "p", CaptureTransform.preview(4)),
+                          discovery=discovery, request=CaptureRequest(1, 1, 1))
+    x = (torch.arange(6).reshape(2, 3) - 2).to(dtype)
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(TorchBackend(), "p", x)
+    step = session.take_step()
+    for record, want in zip(step.records, (x, x[:, 1:3], x.reshape(-1)[:4])):
+        kept = record.payload.tensor
+        assert isinstance(kept, torch.Tensor) and kept.dtype == dtype and kept.device.type == "cpu"
+        assert torch.equal(kept, want) and kept.data_ptr() != x.data_ptr()  # a copy, never a view
+        assert record.charged.retained_bytes == record.payload.nbytes == want.numel() * want.element_size()
+        assert len(record.to_json()) <= record.charged.encoded_bytes
+        assert json.loads(record.to_json())["payload"]["values"] == [
+            v if dtype != torch.bool else bool(v) for v in want.reshape(-1).tolist()]
+
+
+def test_torch_payloads_of_a_tensor_that_requires_grad_keep_no_history():
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+    from lifecore.torch import TorchBackend
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", 4)])])
+    session = session_for(CaptureSelection("v", "p", CaptureTransform.full_tensor()),
+                          CaptureSelection("s", "p", CaptureTransform.summary()),
+                          discovery=discovery, request=CaptureRequest(1, 1, 1))
+    x = torch.ones(4, requires_grad=True) * 2
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(TorchBackend(), "p", x)
+    values, summary = session.take_step().records
+    assert not values.payload.tensor.requires_grad and values.payload.tensor.tolist() == [2.0] * 4
+    assert summary.payload.summary.mean == 2.0

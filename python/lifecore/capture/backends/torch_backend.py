@@ -4,8 +4,7 @@ mixture-of-experts selector uses to apply a session's routing control."""
 
 from __future__ import annotations
 
-import math
-from math import prod
+from math import isfinite, prod
 from typing import Any
 
 import torch
@@ -79,7 +78,10 @@ class TorchBackend:
         if tensor.requires_grad:
             tensor = tensor.detach()  # no autograd history for what is only observed
         region = tensor if request.whole else tensor[request.index]
-        return self._transforms[request.kind](region, request)
+        kind = request.kind
+        if kind is _SUMMARY:  # the hot case, without a dispatch frame
+            return summarize(region)
+        return self._transforms[kind](region, request)
 
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
         require_intervention(tensor, torch.Tensor, request, "TorchBackend.intervene")
@@ -107,6 +109,11 @@ class TorchBackend:
             else:
                 raise ValueError(f"{action} is not an activation intervention")
         return out
+
+
+_SUMMARY = TransformKind.SUMMARY
+_FLOAT32, _FLOAT64 = torch.float32, torch.float64
+_summary_payload = CapturePayload.summary  # the constructor, looked up once
 
 
 def _kept(values: torch.Tensor) -> CapturePayload:
@@ -153,15 +160,16 @@ def summarize(region: torch.Tensor) -> CapturePayload:
     """Count, non-finite count, min, max, mean and population std of the finite values,
     computed where the tensor lives and copied to the host in one transfer."""
     values = region
-    if values.dtype is not torch.float32 and values.dtype is not torch.float64:
+    dtype = values.dtype
+    if dtype is not _FLOAT32 and dtype is not _FLOAT64:
         values = values.float()  # half precision accumulates poorly
     count = values.numel()
     if count == 0:
         nan = float("nan")
-        return CapturePayload.summary(0, 0, nan, nan, nan, nan)
-    stats = torch.stack([values.min(), values.max(), values.mean(), values.std(unbiased=False)]).tolist()
-    if math.isfinite(stats[2]):  # a finite mean means every value is finite: one pass, one transfer
-        return CapturePayload.summary(count, 0, *stats)
+        return _summary_payload(0, 0, nan, nan, nan, nan)
+    low, high, mean, std = torch.stack([values.min(), values.max(), values.mean(), values.std(unbiased=False)]).tolist()
+    if isfinite(mean):  # a finite mean means every value is finite: one pass, one transfer
+        return _summary_payload(count, 0, low, high, mean, std)
     values = values.reshape(-1)
     kept = values[torch.isfinite(values)].double()
     nonfinite = int(values.numel() - kept.numel())
