@@ -64,8 +64,9 @@ __all__ = [
     "InterventionRequest", "ObservationPoint", "OnLimit", "PhaseSupport", "PointPosition", "PreparedCaptureRestore",
     "RoutingPolicy", "TransformKind", "TransformRequest", "ValueDtype", "interventions", "CountingBackend",
     "MockTensor", "NumpyBackend", "unlimited", "limits", "capture_step", "StepResult", "CaptureObserver",
-    "Summary", "Histogram", "Candidates",
 ]
+# Summary, Histogram and Candidates (the values of payload.summary / .histogram / .candidates)
+# are importable here; they are plain value types, built by the payload, not by callers.
 
 
 def __getattr__(name: str):

@@ -15,17 +15,22 @@ still answer as before, with a DeprecationWarning.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Optional
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, NamedTuple, Optional, TypeVar, cast, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from .._core.capture import CapturePayload
 
-__all__ = ["Summary", "Histogram", "Candidates"]
+__all__ = ["Summary", "Histogram", "Candidates", "ValueOrConstructor"]
 
 
-class Summary(NamedTuple):
+@dataclass(frozen=True)
+class Summary:
+    """A summary payload's value: the count of values, how many were not finite, and min,
+    max, mean and population std of the finite ones."""
+
     count: int
     nonfinite: int
     min: float
@@ -44,14 +49,24 @@ class Candidates(NamedTuple):
     scores: npt.NDArray[np.float64]
 
 
-class _ValueOrConstructor:
+C = TypeVar("C")
+V = TypeVar("V")
+
+
+class ValueOrConstructor(Generic[C, V]):
     """On the class: the constructor (``CapturePayload.summary(...)``); on a payload: its value."""
 
-    def __init__(self, constructor: Callable[..., CapturePayload], value: Callable[[CapturePayload], Any]):
+    def __init__(self, constructor: C, value: Callable[[Any], V]):
         self._constructor, self._value = constructor, value
         self.__doc__ = getattr(constructor, "__doc__", None)
 
-    def __get__(self, instance: Optional[CapturePayload], owner: Optional[type] = None) -> Any:
+    @overload
+    def __get__(self, instance: None, owner: Optional[type] = None) -> C: ...
+
+    @overload
+    def __get__(self, instance: object, owner: Optional[type] = None) -> V: ...
+
+    def __get__(self, instance: object, owner: Optional[type] = None) -> Any:
         return self._constructor if instance is None else self._value(instance)
 
 
@@ -62,21 +77,21 @@ def _summary(p: CapturePayload) -> Optional[Summary]:
 def _histogram(p: CapturePayload) -> Optional[Histogram]:
     if p.kind != "histogram":
         return None
-    return Histogram(p.bin_edges, p.counts)  # type: ignore[arg-type]
+    return Histogram(cast(npt.NDArray[np.float64], p.bin_edges), p.counts)
 
 
 def _candidates(p: CapturePayload) -> Optional[Candidates]:
     if p.kind != "candidates":
         return None
-    return Candidates(p.candidate_ids, p.scores)  # type: ignore[arg-type]
+    return Candidates(cast(npt.NDArray[np.int64], p.candidate_ids), cast(npt.NDArray[np.float64], p.scores))
 
 
 def _install() -> None:
-    if isinstance(CapturePayload.__dict__.get("summary"), _ValueOrConstructor):
+    if isinstance(CapturePayload.__dict__.get("summary"), ValueOrConstructor):
         return  # already installed (a reload)
     for name, value in (("tensor", lambda p: p._tensor), ("summary", _summary), ("histogram", _histogram),
                         ("candidates", _candidates)):
-        setattr(CapturePayload, name, _ValueOrConstructor(getattr(CapturePayload, name), value))
+        setattr(CapturePayload, name, ValueOrConstructor(getattr(CapturePayload, name), value))
 
 
 _install()
