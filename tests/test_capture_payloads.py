@@ -63,13 +63,18 @@ def sample(dtype) -> np.ndarray:
     return values.astype(dtype)
 
 
+# Built per test (a native object held by a parameter would outlive the module at exit).
+TENSOR_TRANSFORMS = {
+    "full_tensor": lambda: (CaptureTransform.full_tensor(), (), lambda x: x),
+    "slice": lambda: (CaptureTransform.slice(), (CaptureSlice("a2", 1, 4, 2),), lambda x: x[:, :, 1:4:2]),
+    "preview": lambda: (CaptureTransform.preview(5), (), lambda x: x.ravel()[:5]),
+}
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
-@pytest.mark.parametrize("transform, slices, expected", [
-    (CaptureTransform.full_tensor(), (), lambda x: x),
-    (CaptureTransform.slice(), (CaptureSlice("a2", 1, 4, 2),), lambda x: x[:, :, 1:4:2]),
-    (CaptureTransform.preview(5), (), lambda x: x.ravel()[:5]),
-], ids=["full_tensor", "slice", "preview"])
-def test_tensor_payloads_keep_the_source_dtype_and_are_charged_their_real_bytes(dtype, transform, slices, expected):
+@pytest.mark.parametrize("name", list(TENSOR_TRANSFORMS))
+def test_tensor_payloads_keep_the_source_dtype_and_are_charged_their_real_bytes(dtype, name):
+    transform, slices, expected = TENSOR_TRANSFORMS[name]()
     x = sample(dtype)
     record = capture(transform, x, slices=slices)
     want = expected(x)
@@ -221,9 +226,10 @@ def test_a_points_request_is_reused_while_its_facts_hold_and_rechecked_when_they
     assert [r.selected_shape for r in records[:4]] == [[3, 2], [3, 2], [3, 2], [5, 2]]
     assert records[4].outcome == CaptureOutcome.FAILED and "extent 3" in records[4].message  # never a stale check
     assert backend.described == 5 and len(backend.requests) == 4
-    # The same facts in the same phase reuse the converted request; new facts give a new one.
-    assert backend.requests[1] is backend.requests[2]
-    assert backend.requests[0] is not backend.requests[1] and backend.requests[3] is not backend.requests[2]
+    # The same facts reuse the converted request (this point's extents do not depend on the
+    # phase); new facts give a new one.
+    assert backend.requests[0] is backend.requests[1] is backend.requests[2]
+    assert backend.requests[3] is not backend.requests[2]
 
 
 def test_an_observer_matches_observe_and_is_a_forward_hook():
@@ -257,3 +263,22 @@ def test_observer_arguments_are_checked(kwargs, error):
                           request=CaptureRequest(1, 1, 3))
     with pytest.raises(error, match="CaptureSession.observer"):
         session.observer(**kwargs)
+
+
+def test_a_cached_request_never_hides_a_phase_or_prediction_check():
+    disc = CaptureDiscovery("payloads", [
+        ObservationPoint("seq", [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("d", 2)]),
+        ObservationPoint("ctx", [Axis("batch", "batch"), Axis("ctx", "context")])])
+    plan = CapturePlan([CaptureSelection("s", "seq", CaptureTransform.summary()),
+                        CaptureSelection("c", "ctx", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(disc, CaptureRequest(1, 3, 3)))
+    seq, ctx = session.observer("seq", NumpyBackend()), session.observer("ctx", NumpyBackend())
+    session.begin_step(PREFILL, 0)
+    seq.observe(np.ones((1, 3, 2)))
+    ctx.observe(np.ones((1, 3)))
+    assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.CAPTURED] * 2
+    session.begin_step(DECODE, 1)  # the same shapes again: decode expects one token and context 4
+    for observer, value in ((seq, np.ones((1, 3, 2))), (ctx, np.ones((1, 3)))):
+        with pytest.raises(InvalidArgumentError, match="expected"):
+            observer.observe(value)
+    assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.FAILED] * 2

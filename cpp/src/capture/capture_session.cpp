@@ -18,9 +18,14 @@ CaptureSession::CaptureSession(AdmittedCapturePlan plan)
   for (std::size_t i = 0; i < selections.size(); ++i) {
     selections_by_path_[selections[i].path].push_back(i);
     envelopes_.push_back(metadata_envelope(selections[i], plan_.points()[i]));
-    bool by_prediction = false;
-    for (const auto& axis : plan_.points()[i].axes) by_prediction = by_prediction || axis.dim.kind == DimKind::context;
-    priced_by_prediction_.push_back(by_prediction);
+    // What a point's expected extents depend on, beside its shape: the phase (sequence, token
+    // rows) and the prediction (context).
+    std::uint8_t depends = 0;
+    for (const auto& axis : plan_.points()[i].axes) {
+      if (axis.dim.kind == DimKind::sequence || axis.dim.kind == DimKind::token_rows) depends |= depends_on_phase;
+      if (axis.dim.kind == DimKind::context) depends |= depends_on_prediction;
+    }
+    priced_depends_.push_back(depends);
   }
   priced_.resize(selections.size());
 }
@@ -162,10 +167,11 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       facts.asked = true;
     }
     auto& priced = priced_[index];
-    const bool by_prediction = priced_by_prediction_[index];
+    const std::uint8_t depends = priced_depends_[index];
     if (facts.facts && priced.valid && priced.source_shape == facts.facts->shape &&
-        priced.itemsize == facts.facts->itemsize && priced.on_host == facts.facts->on_host && priced.phase == phase_ &&
-        (!by_prediction || priced.prediction == prediction_)) {
+        priced.itemsize == facts.facts->itemsize && priced.on_host == facts.facts->on_host &&
+        (!(depends & depends_on_phase) || priced.phase == phase_) &&
+        (!(depends & depends_on_prediction) || priced.prediction == prediction_)) {
       // Seen before with these facts: checked, resolved and priced then.
       record.source_shape = priced.request.source_shape;
       record.selected_shape = priced.request.selected_shape;

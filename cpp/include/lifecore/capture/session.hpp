@@ -175,7 +175,8 @@ class CaptureSession {
   PathIndex selections_by_path_;
   std::vector<CaptureUsage> envelopes_;
   std::vector<PricedRequest> priced_;
-  std::vector<bool> priced_by_prediction_;  // geometry that depends on the prediction (a context axis)
+  static constexpr std::uint8_t depends_on_phase = 1, depends_on_prediction = 2;
+  std::vector<std::uint8_t> priced_depends_;  // per selection: what its geometry depends on
   std::shared_ptr<const AdmittedInterventionPlan> interventions_;
   std::shared_ptr<InterventionEstimator> estimator_;
   PathIndex operations_by_path_;
