@@ -142,8 +142,14 @@ CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const Transform
 
 CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
   return call_backend(&cause_, "backend.transform", [&] {
-    return nb::cast<CapturePayload>(
-        backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
+    nb::object result =
+        backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request));
+    CapturePayload* payload = nullptr;
+    if (!nb::try_cast<CapturePayload*>(result, payload, false) || !payload)
+      throw BackendFailure{"backend.transform returned a value of the wrong type"};
+    // A payload nothing else refers to is about to be freed: take its contents, copy nothing.
+    if (Py_REFCNT(result.ptr()) == 1) return std::move(*payload);
+    return *payload;
   });
 }
 

@@ -79,9 +79,17 @@ class TorchBackend:
             tensor = tensor.detach()  # no autograd history for what is only observed
         region = tensor if request.whole else tensor[request.index]
         kind = request.kind
-        if kind is _SUMMARY:  # the hot case, without a dispatch frame
-            return summarize(region)
-        return self._transforms[kind](region, request)
+        if kind is not _SUMMARY:
+            return self._transforms[kind](region, request)
+        # The hot case, inline: a summary of float values that are all finite.
+        if region.dtype is _FLOAT32 or region.dtype is _FLOAT64:
+            count = region.numel()
+            if count:
+                low, high, mean, std = torch.stack(
+                    [region.min(), region.max(), region.mean(), region.std(unbiased=False)]).tolist()
+                if isfinite(mean):
+                    return _summary_payload(count, 0, low, high, mean, std)
+        return summarize(region)
 
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
         require_intervention(tensor, torch.Tensor, request, "TorchBackend.intervene")
