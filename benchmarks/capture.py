@@ -4,10 +4,13 @@
    pure-Python reference model doing the same bookkeeping. The captured figure is derived per
    round: a step with an observe, minus the same step without, minus a constant backend's own
    calls (all three timed in the same round).
-2. A forward pass of a small transformer (4 blocks, d_model 128, 64 tokens, batch 1, one
-   thread) capturing a summary at every block's MLP through ``lifecore.torch.attach``,
-   against plain forward hooks computing the same summaries with no accounting, and
-   against the unhooked forward (skipped with the reason when torch is not importable).
+2. One captured summary point (through the session's observer and through
+   ``CaptureSession.observe``) against the bare summary it computes.
+3. A forward pass of a small transformer (4 and 32 blocks, d_model 128, 64 tokens, batch 1,
+   one thread) capturing a summary at 1 and at 16 modules per block through
+   ``lifecore.torch.attach``, every point CAPTURED under finite limits, against plain forward
+   hooks computing the same summaries (copied to the host) with no accounting, and against
+   the unhooked forward. 2 and 3 are skipped with the reason when torch is not importable.
 
     python -m lifecore.benchmarks.capture [--quick]
 """
@@ -22,6 +25,8 @@ from lifecore.benchmarks.harness import Run, Side, format_run, interleave
 from lifecore.capture import (
     Axis,
     CaptureDiscovery,
+    CaptureLimits,
+    CaptureOutcome,
     CapturePayload,
     CapturePhase,
     CapturePlan,
@@ -134,30 +139,41 @@ def observe(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.005) -> 
     return run
 
 
-def forward(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.02) -> Optional[Run]:
-    """None (after printing why) when torch is not importable."""
-    try:
-        import torch
-        from torch import nn
-    except ImportError:
-        return None
-    from lifecore.torch import artifact_identity, attach
+BLOCK_POINTS = ("hook_resid_pre", "ln1", "attn", "attn.q", "attn.k", "attn.v", "attn.o", "hook_attn_out",
+                "hook_resid_mid", "ln2", "mlp", "mlp.0", "mlp.1", "mlp.2", "hook_mlp_out", "hook_resid_post")
 
-    torch.set_num_threads(1)
-    torch.manual_seed(0)
-    d, heads, blocks, tokens, vocab = 128, 4, 4, 64, 512
+
+def _transformer(blocks: int, d: int = 128, heads: int = 4, vocab: int = 512) -> Any:
+    """The benchmark's transformer: pre-norm blocks (attention with q/k/v/o projections, a 4x
+    GELU MLP) whose 16 modules per block (BLOCK_POINTS) are all observation points."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.q, self.k, self.v, self.o = (nn.Linear(d, d) for _ in range(4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, _ = x.shape
+            q, k, v = (m(x).view(b, t, heads, d // heads).transpose(1, 2) for m in (self.q, self.k, self.v))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.o(y.transpose(1, 2).reshape(b, t, d))
 
     class Block(nn.Module):
         def __init__(self) -> None:
             super().__init__()
+            self.hook_resid_pre, self.hook_attn_out, self.hook_resid_mid = nn.Identity(), nn.Identity(), nn.Identity()
+            self.hook_mlp_out, self.hook_resid_post = nn.Identity(), nn.Identity()
             self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.attn = nn.MultiheadAttention(d, heads, batch_first=True)
+            self.attn = Attention()
             self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
-            h = self.ln1(x)
-            x = x + self.attn(h, h, h, need_weights=False)[0]
-            return x + self.mlp(self.ln2(x))
+            x = self.hook_resid_pre(x)
+            x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x))))
+            return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
 
     class Model(nn.Module):
         def __init__(self) -> None:
@@ -172,21 +188,63 @@ def forward(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.02) -> O
                 x = block(x)
             return self.head(x)
 
-    net = Model().eval()
-    ids = torch.randint(0, vocab, (1, tokens))
-    paths = [f"blocks.{i}.mlp" for i in range(blocks)]
-    # Every step here runs the whole 64-token forward, so the sequence axis is known (64).
+    return Model().eval()
+
+
+def _summary_plan(net: Any, ids: Any, paths: Sequence[str]) -> tuple[CaptureSession, int]:
+    """A session capturing a summary at every path, each CAPTURED under finite limits that fit
+    them all (per step: exactly one capture per path)."""
+    import torch
+
+    shapes: dict[str, tuple[int, ...]] = {}
+    handles = [net.get_submodule(p).register_forward_hook(
+        lambda m, a, out, p=p: shapes.__setitem__(p, tuple(out.shape))) for p in paths]
+    with torch.no_grad():
+        net(ids)
+    for h in handles:
+        h.remove()
+    from lifecore.torch import artifact_identity
+
+    # Every step here runs the whole forward, so every extent is known.
     discovery = CaptureDiscovery(artifact_identity(net), [
-        ObservationPoint(p, [Axis("batch", "batch"), Axis("seq", tokens), Axis("d", d)]) for p in paths])
-    plan = CapturePlan([CaptureSelection(p, p, CaptureTransform.summary()) for p in paths], unlimited())
-    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, tokens, 10**9)))
+        ObservationPoint(p, [Axis(f"a{i}", n) for i, n in enumerate(shapes[p])], itemsize=4) for p in paths])
+    room = 2**40  # finite; far above what one step keeps
+    per_step = CaptureUsage(len(paths), room, room, room)
+    plan = CapturePlan([CaptureSelection(p, p, CaptureTransform.summary()) for p in paths],
+                       CaptureLimits(per_step, CaptureUsage(2**62, 2**62, 2**62, 2**62)))
+    return CaptureSession(plan.admit(discovery, CaptureRequest(1, int(ids.shape[1]), 10**9))), len(paths)
+
+
+def forward(*, blocks: int = 4, points_per_block: int = 1, rounds: int = 9, warmup: int = 1,
+            min_batch_s: float = 0.02) -> Optional[Run]:
+    """A forward pass of the benchmark transformer (d_model 128, 64 tokens, batch 1, one
+    thread) capturing a summary at ``points_per_block`` modules of every block through
+    ``lifecore.torch.attach`` (1: the MLP; 16: every module of BLOCK_POINTS), against plain
+    forward hooks computing the same summaries (min, max, mean, population std, copied to the
+    host as a list), and against the unhooked forward. None (after printing why) when torch
+    is not importable."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    from lifecore.torch import attach
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    tokens, vocab = 64, 512
+    net = _transformer(blocks)
+    ids = torch.randint(0, vocab, (1, tokens))
+    names = ("mlp",) if points_per_block == 1 else BLOCK_POINTS[:points_per_block]
+    paths = [f"blocks.{i}.{n}" for i in range(blocks) for n in names]
+    session, points = _summary_plan(net, ids, paths)
     kept: list[list[float]] = []
+    outcomes: dict[str, int] = {}
 
     def plain() -> None:
         net(ids)
 
-    def summary_hook(module: nn.Module, args: object, out: torch.Tensor) -> None:
-        kept.append(torch.stack([out.min(), out.max(), out.mean(), out.std()]).tolist())
+    def summary_hook(module: Any, args: object, out: torch.Tensor) -> None:
+        kept.append(torch.stack([out.min(), out.max(), out.mean(), out.std(unbiased=False)]).tolist())
 
     handles: list[Any] = []
 
@@ -205,16 +263,18 @@ def forward(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.02) -> O
         session.begin_step(CapturePhase.PREFILL if prediction[0] == 0 else CapturePhase.DECODE, prediction[0])
         prediction[0] += 1
         net(ids)
-        session.take_step()
+        step = session.take_step()
+        if not outcomes:  # checked once: every point was captured, its summary on the host
+            for record in step.records:
+                outcomes[record.outcome.name] = outcomes.get(record.outcome.name, 0) + 1
 
     attached: list[Any] = []
 
     def attach_hooks() -> None:
         attached.append(attach(session, net))
-        attached[-1].__enter__()
 
     def detach_hooks() -> None:
-        attached.pop().__exit__(None, None, None)
+        attached.pop().detach()
 
     sides = {
         "unhooked": Side(plain, unit="forward"),
@@ -223,13 +283,78 @@ def forward(*, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.02) -> O
     }
     with torch.no_grad():
         run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
-                         title=f"forward pass ({blocks} blocks, d_model {d}, {tokens} tokens, one thread, "
-                               f"torch {torch.__version__})")
-    run.ratio("plain hooks computing summaries", "unhooked")
+                         title=f"forward pass ({blocks} blocks, {points_per_block} point(s) per block, d_model 128, "
+                               f"{tokens} tokens, one thread, torch {torch.__version__})")
     run.ratio("lifecore capture of the summaries", "plain hooks computing summaries")
+    run.ratio("plain hooks computing summaries", "unhooked")
     run.ratio("lifecore capture of the summaries", "unhooked")
     run.difference("lifecore over plain hooks", "lifecore capture of the summaries", "plain hooks computing summaries")
-    run.facts["captured points per forward"] = blocks
+    run.facts["captured points per forward"] = points
+    run.facts["record outcomes in a step"] = ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items()))
+    return run
+
+
+def per_point(*, points: int = 16, rounds: int = 9, warmup: int = 1, min_batch_s: float = 0.02) -> Optional[Run]:
+    """One captured point against the bare transform it runs: a summary of a [1, 64, 128]
+    float32 tensor (min, max, mean, population std, copied to the host). A lifecore unit is
+    one step (begin_step, ``points`` observes, take_step) divided by ``points``, so the step's
+    own bookkeeping is included; through the session's observer (what ``attach`` hooks) and
+    through ``CaptureSession.observe``. None when torch is not importable."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    from lifecore.torch import TorchBackend
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    paths = [f"p{i}" for i in range(points)]
+    discovery = CaptureDiscovery("per-point", [
+        ObservationPoint(p, [Axis("batch", 1), Axis("seq", 64), Axis("d", 128)], itemsize=4) for p in paths])
+    room = 2**40
+    plan = CapturePlan([CaptureSelection(p, p, CaptureTransform.summary()) for p in paths],
+                       CaptureLimits(CaptureUsage(points, room, room, room), CaptureUsage(2**62, 2**62, 2**62, 2**62)))
+    backend = TorchBackend()
+    xs = [torch.randn(1, 64, 128) for _ in paths]
+    sessions = [CaptureSession(plan.admit(discovery, CaptureRequest(1, 64, 10**9))) for _ in range(2)]
+    observers = [sessions[0].observer(p, backend) for p in paths]
+    predictions = [0, 0]
+    sink: list[Any] = []
+
+    def step(which: int, body: Any) -> None:
+        session = sessions[which]
+        session.begin_step(CapturePhase.PREFILL if predictions[which] == 0 else CapturePhase.DECODE, predictions[which])
+        predictions[which] += 1
+        body()
+        step = session.take_step()
+        if step.records[-1].outcome != CaptureOutcome.CAPTURED:
+            raise RuntimeError(f"a benchmark point was not captured: {step.records[-1].message}")
+
+    def through_observer() -> None:
+        for observer, x in zip(observers, xs):
+            observer.observe(x)
+
+    def through_observe() -> None:
+        observe = sessions[1].observe
+        for p, x in zip(paths, xs):
+            observe(backend, p, x)
+
+    def bare() -> None:
+        for x in xs:
+            sink.append(torch.stack([x.min(), x.max(), x.mean(), x.std(unbiased=False)]).tolist())
+        sink.clear()
+
+    sides = {
+        "bare summary": Side(bare, per=points, unit="point"),
+        "captured point (observer)": Side(lambda: step(0, through_observer), per=points, unit="point"),
+        "captured point (session.observe)": Side(lambda: step(1, through_observe), per=points, unit="point"),
+    }
+    with torch.no_grad():
+        run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
+                         title=f"one captured summary point ({points} per step, [1, 64, 128] float32, one thread)")
+    run.ratio("captured point (observer)", "bare summary")
+    run.ratio("captured point (session.observe)", "bare summary")
+    run.difference("observer over bare", "captured point (observer)", "bare summary", unit="point")
     return run
 
 
@@ -240,8 +365,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     timing: dict[str, Any] = dict(rounds=3, warmup=1, min_batch_s=0.002) if args.quick else {}
     print(format_run(observe(**timing)))
-    run = forward(**timing)
-    print("forward pass: skipped (torch is not importable)" if run is None else format_run(run))
+    point = per_point(**timing)
+    if point is None:
+        print("forward pass and per point: skipped (torch is not importable)")
+        return 0
+    print(format_run(point))
+    for blocks in (4, 32):
+        for points_per_block in (1, 16):
+            run = forward(blocks=blocks, points_per_block=points_per_block, **timing)
+            assert run is not None
+            print(format_run(run))
     return 0
 
 

@@ -232,6 +232,7 @@ class World:
         plan = CapturePlan(selections, unlimited())
         admitted = plan.admit(discovery, CaptureRequest(1, 4, 3))
         fresh = CaptureSession(admitted)
+        self.add(fresh.observer("blocks.0.mlp", NumpyBackend()))
         stepping = CaptureSession(admitted)
         stepping.begin_step(CapturePhase.PREFILL, 0)
         stepping.observe(NumpyBackend(), "blocks.0.mlp", np.zeros((1, 4, 8), np.float32))

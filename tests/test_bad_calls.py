@@ -61,6 +61,10 @@ CALLS: Counter = Counter()
 
 API = bw.public_api()
 
+# The world reads every property, the deprecated payload aliases included (they warn by design).
+pytestmark = pytest.mark.filterwarnings("ignore:CapturePayload.*deprecated:DeprecationWarning",
+                                        "ignore:CapturePayload.counts holds:DeprecationWarning")
+
 
 def _entries_by_group() -> dict[str, list[bw.Entry]]:
     """One test per class (its constructor, methods and properties) and per module function."""

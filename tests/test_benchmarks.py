@@ -111,6 +111,18 @@ def test_capture_forward_pass_or_its_reason() -> None:
         return
     assert run is not None and list(run.measurements)[:3] == [
         "unhooked", "plain hooks computing summaries", "lifecore capture of the summaries"]
+    assert run.facts["record outcomes in a step"] == "CAPTURED: 4"  # every point captured under finite limits
+
+
+@pytest.mark.no_sanitizer
+def test_capture_sixteen_points_per_block_and_one_point_against_the_bare_summary() -> None:
+    run = capture.forward(blocks=1, points_per_block=16, rounds=1, warmup=0, min_batch_s=0.0005)
+    if run is None:
+        return  # torch is not importable (the other forward test checks that answer)
+    assert run.facts["record outcomes in a step"] == "CAPTURED: 16"
+    point = capture.per_point(points=4, rounds=1, warmup=0, min_batch_s=0.0005)
+    assert point is not None and list(point.measurements)[:3] == [
+        "bare summary", "captured point (observer)", "captured point (session.observe)"]
 
 
 def test_asyncio_waiters_time_to_thread_beside_both_kinds_of_awaiters() -> None:

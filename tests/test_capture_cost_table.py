@@ -46,7 +46,11 @@ def size_of(t: CaptureTransform, elements: int = ELEMENTS) -> tuple[int, int]:
 def numbers_in(payload) -> int:
     if payload.kind == "summary":
         return 6  # count, nonfinite, min, max, mean, std
-    return len(payload.values) + len(payload.counts)
+    if payload.kind == "tensor":
+        return payload.tensor.size
+    if payload.kind == "histogram":
+        return payload.bin_edges.size + payload.counts.size
+    return payload.candidate_ids.size + payload.scores.size
 
 
 def test_every_transform_kind_has_a_row():
@@ -75,7 +79,11 @@ def test_a_backend_charges_and_emits_what_the_table_counts(kind):
     args = dict(max_elements=transform.max_elements, edges=transform.edges, count=transform.count)
     assert payload_numbers(kind, shape, **args) == numbers
     charge, floor = payload_cost(kind, shape, 4, **args), transform_floor(transform, prod(shape), 4)
-    assert charge.retained_bytes == 8 * numbers
+    # A tensor payload is charged its real bytes (float32 here), a reduction 8 per number.
+    tensor_payload = kind in (TransformKind.PREVIEW, TransformKind.SLICE, TransformKind.FULL_TENSOR)
+    assert charge.retained_bytes == (4 if tensor_payload else 8) * numbers
+    assert record.charged.retained_bytes == charge.retained_bytes
+    assert record.payload.nbytes == (4 if tensor_payload else 8) * numbers
     for field in ("captures", "retained_bytes", "host_bytes", "encoded_bytes"):  # the floor is a lower bound
         assert getattr(floor, field) <= getattr(charge, field), field
 

@@ -263,7 +263,7 @@ def test_routing_control_round_trip_with_original_evidence():
     session.finish_interventions()
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.APPLIED and len(record.evidence) == 4
-    assert record.evidence[0].values[:2] == [3.0, 1.0]
+    assert record.evidence[0].tensor.ravel()[:2].tolist() == [3, 1]
 
 
 def test_a_missing_requested_original_fails_the_operation():

@@ -102,9 +102,15 @@ def test_slices_histograms_and_top_candidates():
     step = session.take_step()
     rows, hist, top = step.records
     assert rows.selected_shape == [1, 2, 2]
-    assert rows.payload.values == x[:, 1:3, 0:8:4].ravel().tolist()
-    assert hist.payload.counts == [5, 10, 17]
-    assert top.payload.counts == [9, 3] and top.payload.values == [5.0, 2.0]
+    # A slice is an array in the source dtype and the selected shape; small results are
+    # arrays under names that say what they hold.
+    assert rows.payload.tensor.dtype == np.float32 and rows.payload.tensor.shape == (1, 2, 2)
+    assert np.array_equal(rows.payload.tensor, x[:, 1:3, 0:8:4])
+    assert hist.payload.counts.tolist() == [5, 10, 17] and hist.payload.bin_edges.tolist() == [-10.0, 0.0, 10.0, 100.0]
+    assert hist.payload.histogram.counts.tolist() == [5, 10, 17]
+    assert top.payload.candidate_ids.tolist() == [9, 3] and top.payload.scores.tolist() == [5.0, 2.0]
+    assert top.payload.candidates.ids.tolist() == [9, 3]
+    assert rows.payload.summary is None and rows.payload.histogram is None and top.payload.tensor is None
 
 
 def test_a_preview_that_cuts_is_truncated():
@@ -113,7 +119,7 @@ def test_a_preview_that_cuts_is_truncated():
     session.observe(NumpyBackend(), "blocks.0.mlp", np.ones(HIDDEN, np.float32))
     (record,) = session.take_step().records
     assert record.outcome == CaptureOutcome.TRUNCATED
-    assert (record.available, record.emitted) == (32, 5) and len(record.payload.values) == 5
+    assert (record.available, record.emitted) == (32, 5) and record.payload.tensor.shape == (5,)
 
 
 def test_schedule_skip_and_missing():

@@ -140,7 +140,7 @@ def test_summaries_at_every_block_match_plain_hooks(model, tokens):
         assert record.payload.mean == pytest.approx(value.mean().item(), rel=1e-6, abs=1e-9)
         assert record.payload.max == pytest.approx(value.max().item())
     top = step.records[4].payload
-    assert top.counts == torch.topk(logits[0, -1], 3).indices.tolist()
+    assert top.candidate_ids.tolist() == torch.topk(logits[0, -1], 3).indices.tolist()
 
 
 def test_an_intervention_replaces_the_module_output_for_downstream_modules(model, tokens):
@@ -197,8 +197,9 @@ def test_moe_routing_control_excludes_an_expert_and_records_both_decisions(model
     record = step.interventions[0]
     assert record.outcome == InterventionOutcome.APPLIED
     original_ids, _, effective_ids, _ = record.evidence
-    assert favourite in [int(v) for v in original_ids.values]
-    assert favourite not in [int(v) for v in effective_ids.values]
+    assert original_ids.tensor.dtype == torch.int64  # routing ids keep their dtype
+    assert favourite in original_ids.tensor.ravel().tolist()
+    assert favourite not in effective_ids.tensor.ravel().tolist()
     assert model.blocks[1].mlp.routing_hook is None  # detached
     ids, coefficients = route(torch.randn(3, EXPERTS), TOP_K)
     assert ids.shape == (3, TOP_K) and torch.allclose(coefficients.sum(-1), torch.ones(3))
@@ -272,7 +273,7 @@ def test_torch_summaries_and_histograms_handle_non_finite_values():
     session.observe(TorchBackend(), "p", x)
     s, h = session.take_step().records
     assert (s.payload.count, s.payload.nonfinite, s.payload.min, s.payload.max) == (6, 2, 0.5, 2.0)
-    assert h.payload.counts == [1, 3]  # numpy's convention: the last bin is closed
+    assert h.payload.counts.tolist() == [1, 3]  # numpy's convention: the last bin is closed
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
@@ -425,3 +426,46 @@ def test_routing_enabled_after_attach_reaches_the_selector(model, tokens):
         assert 0 not in model.blocks[1].mlp.last_ids.flatten().tolist()
         assert session.take_step().interventions[0].outcome == InterventionOutcome.APPLIED
     assert model.blocks[1].mlp.routing_hook is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.int32,
+                                   torch.int64, torch.bool], ids=str)
+def test_torch_tensor_payloads_are_host_tensors_in_the_source_dtype(dtype):
+    import json
+
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+    from lifecore.torch import TorchBackend
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("r", 2), Axis("c", 3)])])
+    session = session_for(CaptureSelection("full", "p", CaptureTransform.full_tensor()),
+                          CaptureSelection("rows", "p", CaptureTransform.slice(), slices=[CaptureSlice("c", 1, 3)]),
+                          CaptureSelection("head", "p", CaptureTransform.preview(4)),
+                          discovery=discovery, request=CaptureRequest(1, 1, 1))
+    x = (torch.arange(6).reshape(2, 3) - 2).to(dtype)
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(TorchBackend(), "p", x)
+    step = session.take_step()
+    for record, want in zip(step.records, (x, x[:, 1:3], x.reshape(-1)[:4])):
+        kept = record.payload.tensor
+        assert isinstance(kept, torch.Tensor) and kept.dtype == dtype and kept.device.type == "cpu"
+        assert torch.equal(kept, want) and kept.data_ptr() != x.data_ptr()  # a copy, never a view
+        assert record.charged.retained_bytes == record.payload.nbytes == want.numel() * want.element_size()
+        assert len(record.to_json()) <= record.charged.encoded_bytes
+        assert json.loads(record.to_json())["payload"]["values"] == [
+            v if dtype != torch.bool else bool(v) for v in want.reshape(-1).tolist()]
+
+
+def test_torch_payloads_of_a_tensor_that_requires_grad_keep_no_history():
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+    from lifecore.torch import TorchBackend
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", 4)])])
+    session = session_for(CaptureSelection("v", "p", CaptureTransform.full_tensor()),
+                          CaptureSelection("s", "p", CaptureTransform.summary()),
+                          discovery=discovery, request=CaptureRequest(1, 1, 1))
+    x = torch.ones(4, requires_grad=True) * 2
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(TorchBackend(), "p", x)
+    values, summary = session.take_step().records
+    assert not values.payload.tensor.requires_grad and values.payload.tensor.tolist() == [2.0] * 4
+    assert summary.payload.summary.mean == 2.0

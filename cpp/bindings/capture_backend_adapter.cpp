@@ -1,6 +1,7 @@
 #include "capture_backend_adapter.hpp"
 
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 
 namespace lifecore::bindings {
@@ -47,6 +48,24 @@ nb::handle estimate_name() { static nb::handle n = name("estimate"); return n; }
 nb::handle transform_name() { static nb::handle n = name("transform"); return n; }
 nb::handle native_bytes_name() { static nb::handle n = name("native_bytes"); return n; }
 nb::handle intervene_name() { static nb::handle n = name("intervene"); return n; }
+nb::handle describe_name() { static nb::handle n = name("describe"); return n; }
+
+// A shape as extents; a tuple (NumPy's shape, torch.Size) is read without a conversion.
+std::vector<std::uint64_t> extents(nb::handle value) {
+  if (!PyTuple_Check(value.ptr())) return nb::cast<std::vector<std::uint64_t>>(value);
+  Py_ssize_t n = PyTuple_GET_SIZE(value.ptr());
+  std::vector<std::uint64_t> out(static_cast<std::size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PyTuple_GET_ITEM(value.ptr(), i);
+    unsigned long long extent = PyLong_Check(item) ? PyLong_AsUnsignedLongLong(item) : (unsigned long long)-1;
+    if (extent == (unsigned long long)-1 && (!PyLong_Check(item) || PyErr_Occurred())) {
+      PyErr_Clear();
+      throw BackendFailure{"backend.describe returned a shape that is not a tuple of extents"};
+    }
+    out[static_cast<std::size_t>(i)] = extent;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -69,6 +88,24 @@ CaptureUsage usage_from_python(nb::handle value) {
   auto items = nb::cast<std::vector<std::uint64_t>>(value);
   if (items.size() != 4) throw BackendFailure{"an estimate needs four numbers"};
   return {items[0], items[1], items[2], items[3]};
+}
+
+std::optional<TensorFacts> PythonCaptureBackend::describe(TensorHandle tensor) {
+  if (describes_ < 0) describes_ = nb::hasattr(backend_, describe_name()) ? 1 : 0;
+  if (describes_ == 0) return std::nullopt;
+  return call_backend(&cause_, "backend.describe", [&] {
+    nb::object value = backend_.attr(describe_name())(nb::handle(static_cast<PyObject*>(tensor)));
+    if (!PyTuple_Check(value.ptr()) || PyTuple_GET_SIZE(value.ptr()) != 3)
+      throw BackendFailure{"backend.describe must return (shape, itemsize, on_host)"};
+    TensorFacts facts;
+    facts.shape = extents(nb::handle(PyTuple_GET_ITEM(value.ptr(), 0)));
+    facts.itemsize = nb::cast<std::uint64_t>(nb::handle(PyTuple_GET_ITEM(value.ptr(), 1)));
+    PyObject* on_host = PyTuple_GET_ITEM(value.ptr(), 2);
+    if (!PyBool_Check(on_host)) throw BackendFailure{"backend.describe must return on_host as a bool"};
+    facts.on_host = on_host == Py_True;
+    if (facts.itemsize == 0) throw BackendFailure{"backend.describe returned itemsize 0; an unknown size is never zero"};
+    return facts;
+  });
 }
 
 std::vector<std::uint64_t> PythonCaptureBackend::shape(TensorHandle tensor) {
@@ -105,8 +142,14 @@ CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const Transform
 
 CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
   return call_backend(&cause_, "backend.transform", [&] {
-    return nb::cast<CapturePayload>(
-        backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
+    nb::object result =
+        backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request));
+    CapturePayload* payload = nullptr;
+    if (!nb::try_cast<CapturePayload*>(result, payload, false) || !payload)
+      throw BackendFailure{"backend.transform returned a value of the wrong type"};
+    // A payload nothing else refers to is about to be freed: take its contents, copy nothing.
+    if (Py_REFCNT(result.ptr()) == 1) return std::move(*payload);
+    return *payload;
   });
 }
 

@@ -46,6 +46,7 @@ decltype(auto) keeping_cause(const PythonCause& cause, F&& call) {
 class PythonCaptureBackend final : public capture::CaptureBackend {
  public:
   explicit PythonCaptureBackend(nb::handle backend) : backend_(backend) {}
+  std::optional<capture::TensorFacts> describe(capture::TensorHandle tensor) override;
   std::vector<std::uint64_t> shape(capture::TensorHandle tensor) override;
   capture::ValueDtype dtype(capture::TensorHandle tensor) override;
   capture::CaptureUsage estimate(capture::TensorHandle tensor, const capture::TransformRequest& request) override;
@@ -54,10 +55,13 @@ class PythonCaptureBackend final : public capture::CaptureBackend {
   capture::TensorHandle intervene(capture::TensorHandle tensor, const capture::InterventionRequest& request) override;
   std::vector<nb::object>& kept() { return kept_; }
   const PythonCause& cause() const { return cause_; }
+  // An adapter kept across session calls forgets the previous call's exception.
+  void reset_cause() { cause_ = {}; }
 
  private:
   nb::object request_object(const capture::TransformRequest& request);
   nb::handle backend_;
+  int describes_ = -1;  // whether the backend offers describe (-1: not asked yet)
   PythonCause cause_;
   std::vector<nb::object> kept_;
   std::uint64_t cached_serial_ = 0;  // the request converted last, reused by serial

@@ -18,6 +18,8 @@ namespace lifecore::bindings {
 void init_capture_plans(nb::module_& m);
 void init_capture_interventions(nb::module_& m);
 void init_capture_session(nb::module_& m);
+void init_capture_payloads(nb::module_& m);
+void init_capture_observer(nb::module_& m);
 
 // A count: an int or anything with __index__ (a NumPy integer), never a bool, within 64 bits.
 inline std::uint64_t count_argument(nb::handle h, const char* call, const char* name) {

@@ -380,6 +380,23 @@ void bind_transforms(nb::module_& m) {
         nb::sig("def transform_size(kind: TransformKind, selected_elements: int, *, max_elements: int = 0, "
                 "edge_count: int = 0, count: int = 0) -> tuple[int, int]"),
         "(elements kept, numbers held) of a transform's payload over a selected region of that many elements.");
+  m.def("transform_usage",
+        [](nb::handle kind, nb::handle selected_shape, nb::handle itemsize, nb::handle max_elements,
+           nb::handle edge_count, nb::handle count, nb::handle on_host) {
+          const char* call = "transform_usage";
+          return transform_usage(argument<TransformKind>(kind, call, "kind"),
+                                 argument<std::vector<std::uint64_t>>(selected_shape, call, "selected_shape"),
+                                 count_argument(itemsize, call, "itemsize"), count_argument(max_elements, call, "max_elements"),
+                                 count_argument(edge_count, call, "edge_count"), count_argument(count, call, "count"),
+                                 bool_argument(on_host, call, "on_host"));
+        },
+        nb::arg("kind").none(), nb::arg("selected_shape").none(), nb::arg("itemsize").none(), nb::kw_only(),
+        nb::arg("max_elements").none() = 0, nb::arg("edge_count").none() = 0, nb::arg("count").none() = 0,
+        nb::arg("on_host").none() = true,
+        nb::sig("def transform_usage(kind: TransformKind, selected_shape: collections.abc.Sequence[int], itemsize: int, "
+                "*, max_elements: int = 0, edge_count: int = 0, count: int = 0, on_host: bool = True) -> CaptureUsage"),
+        "The bundled backends' cost of one capture, as the session prices a backend's describe() facts: tensor "
+        "payloads at their real bytes, reductions at 8 bytes per number.");
   m.def("transform_floor",
         [](nb::handle transform, nb::handle selected_elements, nb::handle itemsize) {
           const char* call = "transform_floor";
@@ -496,6 +513,11 @@ void bind_backend_contract(nb::module_& m) {
       .def_ro("max_elements", &TransformRequest::max_elements)
       .def_ro("edges", &TransformRequest::edges)
       .def_ro("count", &TransformRequest::count)
+      .def_prop_ro("whole", [](const TransformRequest& r) {
+        for (std::size_t i = 0; i < r.region.size(); ++i)
+          if (r.region[i].start != 0 || r.region[i].stride != 1 || r.region[i].end != r.source_shape[i]) return false;
+        return true;
+      }, "Whether the region is the whole tensor (a backend may skip the indexing).")
       .def_prop_ro("index", [](const TransformRequest& r) {
         nb::list items;
         for (const auto& s : r.region)
@@ -503,71 +525,6 @@ void bind_backend_contract(nb::module_& m) {
         return nb::tuple(items);
       }, "The region as a tuple of Python slices.");
 
-  nb::class_<CapturePayload>(m, "CapturePayload", "What a transform produced (built by backends).")
-      .def_static("tensor",
-                  [](nb::handle shape, nb::handle values) {
-                    CapturePayload p;
-                    p.kind = PayloadKind::tensor;
-                    p.shape = argument<std::vector<std::uint64_t>>(shape, "CapturePayload.tensor", "shape");
-                    p.values = argument<std::vector<double>>(values, "CapturePayload.tensor", "values");
-                    return p;
-                  },
-                  nb::arg("shape").none(), nb::arg("values").none(),
-                  nb::sig("def tensor(shape: collections.abc.Sequence[int], values: collections.abc.Sequence[float]) "
-                          "-> CapturePayload"))
-      .def_static("summary",
-                  [](nb::handle count, nb::handle nonfinite, nb::handle min, nb::handle max, nb::handle mean,
-                     nb::handle std) {
-                    const char* call = "CapturePayload.summary";
-                    CapturePayload p;
-                    p.kind = PayloadKind::summary;
-                    p.count = argument<std::uint64_t>(count, call, "count");
-                    p.nonfinite = argument<std::uint64_t>(nonfinite, call, "nonfinite");
-                    p.min = argument<double>(min, call, "min");
-                    p.max = argument<double>(max, call, "max");
-                    p.mean = argument<double>(mean, call, "mean");
-                    p.std = argument<double>(std, call, "std");
-                    return p;
-                  },
-                  nb::arg("count").none(), nb::arg("nonfinite").none(), nb::arg("min").none(), nb::arg("max").none(),
-                  nb::arg("mean").none(), nb::arg("std").none(),
-                  nb::sig("def summary(count: int, nonfinite: int, min: float, max: float, mean: float, std: float) "
-                          "-> CapturePayload"))
-      .def_static("histogram",
-                  [](nb::handle edges, nb::handle counts) {
-                    CapturePayload p;
-                    p.kind = PayloadKind::histogram;
-                    p.values = argument<std::vector<double>>(edges, "CapturePayload.histogram", "edges");
-                    p.counts = argument<std::vector<std::uint64_t>>(counts, "CapturePayload.histogram", "counts");
-                    return p;
-                  },
-                  nb::arg("edges").none(), nb::arg("counts").none(),
-                  nb::sig("def histogram(edges: collections.abc.Sequence[float], counts: collections.abc.Sequence[int]) "
-                          "-> CapturePayload"))
-      .def_static("candidates",
-                  [](nb::handle ids, nb::handle scores) {
-                    CapturePayload p;
-                    p.kind = PayloadKind::candidates;
-                    p.counts = argument<std::vector<std::uint64_t>>(ids, "CapturePayload.candidates", "ids");
-                    p.values = argument<std::vector<double>>(scores, "CapturePayload.candidates", "scores");
-                    return p;
-                  },
-                  nb::arg("ids").none(), nb::arg("scores").none(),
-                  nb::sig("def candidates(ids: collections.abc.Sequence[int], scores: collections.abc.Sequence[float]) "
-                          "-> CapturePayload"))
-      .def_prop_ro("kind", [](const CapturePayload& p) -> nb::object {
-        if (p.kind == PayloadKind::none) return nb::none();
-        return nb::str(to_string(p.kind));
-      })
-      .def_ro("shape", &CapturePayload::shape)
-      .def_ro("values", &CapturePayload::values)
-      .def_ro("counts", &CapturePayload::counts)
-      .def_ro("count", &CapturePayload::count)
-      .def_ro("nonfinite", &CapturePayload::nonfinite)
-      .def_ro("min", &CapturePayload::min)
-      .def_ro("max", &CapturePayload::max)
-      .def_ro("mean", &CapturePayload::mean)
-      .def_ro("std", &CapturePayload::std);
 }
 
 }  // namespace

@@ -2,12 +2,14 @@
 // messages, and a session driven through a scripted backend.
 #include <cstdio>
 #include <string>
+#include <tuple>
 
 #include "capture/capture_geometry.hpp"
 #include "capture/capture_json.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/ledger.hpp"
 #include "lifecore/capture/session.hpp"
+#include "lifecore/capture/transform_cost.hpp"
 #include "lifecore/error.hpp"
 #include "test_support.hpp"
 
@@ -144,6 +146,42 @@ void counting_writer_measures_what_the_writer_writes() {
   CHECK(limited.overflowed());
 }
 
+void typed_arrays_encode_in_their_element_type_within_the_cost_model() {
+  // float16: 1, -2, 65504 (the largest), a subnormal (2**-24), +inf; int64 extremes; bfloat16 1.5.
+  const std::uint16_t halves[] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00};
+  const std::int64_t longs[] = {INT64_MIN, INT64_MAX, -1};
+  const std::uint16_t bf16[] = {0x3fc0};
+  auto payload = [](ElementType type, const void* data, std::uint64_t n) {
+    CapturePayload p;
+    p.kind = PayloadKind::tensor;
+    p.shape = {n};
+    p.array = {type, n, data, nullptr};
+    return p;
+  };
+  auto text = [](const CapturePayload& p) {
+    JsonWriter json;
+    write_payload(json, p);
+    return json.take();
+  };
+  CHECK(text(payload(ElementType::float16, halves, 5)) ==
+        R"({"kind":"tensor","dtype":"float16","shape":[5],"values":[1,-2,65504,5.960464477539063e-08,null]})");
+  CHECK(text(payload(ElementType::int64, longs, 3)) ==
+        R"({"kind":"tensor","dtype":"int64","shape":[3],"values":[-9223372036854775808,9223372036854775807,-1]})");
+  CHECK(text(payload(ElementType::bfloat16, bf16, 1)) == R"({"kind":"tensor","dtype":"bfloat16","shape":[1],"values":[1.5]})");
+  CHECK(payload(ElementType::float16, halves, 5).retained_bytes() == 10);
+  // The cost model's encoded bound covers each payload; retained is the real bytes.
+  for (auto [type, data, n] : {std::tuple{ElementType::float16, static_cast<const void*>(halves), 5},
+                               std::tuple{ElementType::int64, static_cast<const void*>(longs), 3}}) {
+    auto usage = transform_usage(TransformKind::full_tensor, {std::uint64_t(n)}, itemsize(type), 0, 0, 0, true);
+    auto p = payload(type, data, n);
+    CHECK(text(p).size() <= usage.encoded_bytes);
+    CHECK(usage.retained_bytes == p.retained_bytes());
+  }
+  CHECK(transform_usage(TransformKind::summary, {2, 3}, 2, 0, 0, 0, false) ==
+        (CaptureUsage{1, 48, 48, 128 + 25 * 6 + 21 * 2}));
+  CHECK(transform_usage(TransformKind::full_tensor, {UINT64_MAX, 2}, 4, 0, 0, 0, true).retained_bytes == UINT64_MAX);
+}
+
 void session_round_trip() {
   CaptureDiscovery discovery{"artifact", {ObservationPoint{"p", "p", "activation", ValueDtype::floating,
                                                           {{"a", {DimKind::known, 2}}, {"b", {DimKind::known, 3}}}}},
@@ -181,6 +219,7 @@ int main() {
   value_floors_saturate();
   bounded_messages_cut_on_utf8_boundaries();
   counting_writer_measures_what_the_writer_writes();
+  typed_arrays_encode_in_their_element_type_within_the_cost_model();
   session_round_trip();
   return lifecore::test_support::finish("capture_core_test");
 }

@@ -284,9 +284,10 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         return tensor
 
     if not intervenes:
-        def observe_only(module: nn.Module, args: Any, output: Any) -> None:
-            observe(backend, path, selected(output))
-        return observe_only
+        # The session's observer is itself the hook: no Python frame of ours per forward, the
+        # path resolved once. A plain tensor output is observed as is; anything else goes
+        # through selected() (a tuple element, or the error naming what is missing).
+        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected)
 
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
         tensor = selected(output)

@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 
 namespace lifecore::capture {
 
@@ -43,6 +44,44 @@ void JsonWriter::integer(std::uint64_t value) {
   char buf[24];
   auto result = std::to_chars(buf, buf + sizeof buf, value);
   raw(std::string_view(buf, static_cast<std::size_t>(result.ptr - buf)));
+}
+
+void JsonWriter::signed_integer(std::int64_t value) {
+  char buf[24];
+  auto result = std::to_chars(buf, buf + sizeof buf, value);
+  raw(std::string_view(buf, static_cast<std::size_t>(result.ptr - buf)));
+}
+
+void JsonWriter::elements(const PayloadArray& array) {
+  begin_array();
+  // Integers stay integers (a double would round past 2**53); floating values take the
+  // shortest form that reads back as the same double.
+  for (std::uint64_t i = 0; i < array.size && !overflowed_; ++i) {
+    element();
+    switch (array.type) {
+      case ElementType::int8:
+      case ElementType::int16:
+      case ElementType::int32: signed_integer(static_cast<std::int64_t>(array.number(i))); break;
+      case ElementType::int64: {
+        std::int64_t v;
+        std::memcpy(&v, static_cast<const unsigned char*>(array.data) + i * 8, 8);
+        signed_integer(v);
+        break;
+      }
+      case ElementType::uint64: {
+        std::uint64_t v;
+        std::memcpy(&v, static_cast<const unsigned char*>(array.data) + i * 8, 8);
+        integer(v);
+        break;
+      }
+      case ElementType::uint8:
+      case ElementType::uint16:
+      case ElementType::uint32: integer(static_cast<std::uint64_t>(array.number(i))); break;
+      case ElementType::boolean: boolean(array.number(i) != 0); break;
+      default: number(array.number(i));
+    }
+  }
+  end_array();
 }
 
 void JsonWriter::key(std::string_view name) {
@@ -219,8 +258,10 @@ void write_payload(JsonWriter& json, const CapturePayload& p) {
     case PayloadKind::tensor:
       json.begin_object();
       json.key("kind"); json.string(to_string(p.kind));
+      json.key("dtype"); json.string(p.array.present() ? to_string(p.array.type) : "float64");
       json.key("shape"); json.integers(p.shape);
-      json.key("values"); json.numbers(p.values);
+      json.key("values");
+      if (p.array.present()) json.elements(p.array); else json.numbers(p.values);
       json.end_object();
       return;
     case PayloadKind::summary:

@@ -25,6 +25,7 @@ class JsonWriter {
   void string(std::string_view text);
   void number(double value);  // non-finite values become null
   void integer(std::uint64_t value);
+  void signed_integer(std::int64_t value);
   void boolean(bool value) { raw(value ? "true" : "false"); }
   void key(std::string_view name);  // writes the separating comma when needed
   void begin_object() { raw("{"); first_ = true; }
@@ -34,6 +35,7 @@ class JsonWriter {
   void element() { if (!first_) raw(","); first_ = false; }  // before each array element
   void integers(const std::vector<std::uint64_t>& values);
   void numbers(const std::vector<double>& values);
+  void elements(const PayloadArray& array);  // a tensor payload's values in their element type
   bool overflowed() const noexcept { return overflowed_; }
   std::uint64_t size() const noexcept { return size_; }
   std::string take() { return std::move(out_); }

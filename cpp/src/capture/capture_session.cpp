@@ -5,6 +5,7 @@
 #include "capture/capture_geometry.hpp"
 #include "capture/capture_json.hpp"
 #include "capture/capture_session_guard.hpp"
+#include "lifecore/capture/transform_cost.hpp"
 #include "lifecore/checked.hpp"
 
 namespace lifecore::capture {
@@ -17,7 +18,16 @@ CaptureSession::CaptureSession(AdmittedCapturePlan plan)
   for (std::size_t i = 0; i < selections.size(); ++i) {
     selections_by_path_[selections[i].path].push_back(i);
     envelopes_.push_back(metadata_envelope(selections[i], plan_.points()[i]));
+    // What a point's expected extents depend on, beside its shape: the phase (sequence, token
+    // rows) and the prediction (context).
+    std::uint8_t depends = 0;
+    for (const auto& axis : plan_.points()[i].axes) {
+      if (axis.dim.kind == DimKind::sequence || axis.dim.kind == DimKind::token_rows) depends |= depends_on_phase;
+      if (axis.dim.kind == DimKind::context) depends |= depends_on_prediction;
+    }
+    priced_depends_.push_back(depends);
   }
+  priced_.resize(selections.size());
 }
 
 namespace {
@@ -102,14 +112,28 @@ void CaptureSession::fail_record(CaptureRecord& record, FailReason reason, std::
   record.outcome.message = bound_message(message);
 }
 
+std::vector<std::size_t> CaptureSession::selections_at(std::string_view path) const {
+  auto found = selections_by_path_.find(path);
+  return found == selections_by_path_.end() ? std::vector<std::size_t>{} : found->second;
+}
+
 void CaptureSession::observe(CaptureBackend& backend, std::string_view path, TensorHandle tensor) {
+  auto found = selections_by_path_.find(path);
+  static const std::vector<std::size_t> none;
+  observe_at(backend, path, found == selections_by_path_.end() ? none : found->second, tensor);
+}
+
+void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
+                                const std::vector<std::size_t>& selections, TensorHandle tensor) {
   Guard guard(*this);
   require_unprepared();
   if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
-  auto found = selections_by_path_.find(path);
-  if (found == selections_by_path_.end()) return;  // nothing selected here
+  if (selections.empty()) return;  // nothing selected here
+  for (auto index : selections)
+    if (index >= records_.size() || plan_.plan().selections[index].path != path)
+      raise(ErrorKind::InvalidArgument, "selection " + std::to_string(index) + " is not observed at " + std::string(path));
   bool work = false;
-  for (auto index : found->second) {
+  for (auto index : selections) {
     const auto kind = records_[index].outcome.kind;
     if (kind == OutcomeKind::skipped) continue;
     if (kind != OutcomeKind::missing)
@@ -120,13 +144,14 @@ void CaptureSession::observe(CaptureBackend& backend, std::string_view path, Ten
   if (!work) return;  // skipped: the backend is never called, no handle is kept
   auto started = std::chrono::steady_clock::now();
   std::optional<Error> first_error;
-  for (auto index : found->second)
-    if (records_[index].outcome.kind == OutcomeKind::missing) observe_selection(backend, index, tensor, first_error);
+  Facts facts;
+  for (auto index : selections)
+    if (records_[index].outcome.kind == OutcomeKind::missing) observe_selection(backend, index, tensor, facts, first_error);
   capture_time_ += std::chrono::steady_clock::now() - started;
   if (first_error) throw *first_error;
 }
 
-void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor,
+void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor, Facts& facts,
                                        std::optional<Error>& first_error) {
   auto& record = records_[index];
   const auto& selection = plan_.plan().selections[index];
@@ -137,24 +162,56 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     if (!first_error) first_error.emplace(kind, message, std::move(attributes));
   };
   try {
-    TransformRequest request;
-    request.serial = ++request_serial_;
-    request.kind = selection.transform.kind;
-    request.source_shape = backend.shape(tensor);
-    record.source_shape = request.source_shape;
-    if (auto problem = check_shape(point, request.source_shape, plan_.request(), phase_, prediction_))
-      return fail(FailReason::invalid, ErrorKind::InvalidArgument, *problem);
-    if (auto problem = resolve_region(selection.slices, point, request.source_shape, request.region,
-                                      request.selected_shape))
-      return fail(FailReason::invalid, ErrorKind::InvalidArgument, *problem);
-    record.selected_shape = request.selected_shape;
-    request.max_elements = selection.transform.max_elements;
-    request.edges = selection.transform.edges;
-    request.count = selection.transform.count;
-    if (request.kind == TransformKind::top_candidates &&
-        (request.source_shape.empty() || request.count > request.source_shape.back()))
-      return fail(FailReason::invalid, ErrorKind::InvalidArgument, "top candidates exceed the vocabulary at " + point.path);
-    CaptureUsage cost = backend.estimate(tensor, request);  // side-effect free; unknown throws
+    if (!facts.asked) {
+      facts.facts = backend.describe(tensor);
+      facts.asked = true;
+    }
+    auto& priced = priced_[index];
+    const std::uint8_t depends = priced_depends_[index];
+    if (facts.facts && priced.valid && priced.source_shape == facts.facts->shape &&
+        priced.itemsize == facts.facts->itemsize && priced.on_host == facts.facts->on_host &&
+        (!(depends & depends_on_phase) || priced.phase == phase_) &&
+        (!(depends & depends_on_prediction) || priced.prediction == prediction_)) {
+      // Seen before with these facts: checked, resolved and priced then.
+      record.source_shape = priced.request.source_shape;
+      record.selected_shape = priced.request.selected_shape;
+    } else {
+      priced.valid = false;
+      TransformRequest request;
+      request.serial = ++request_serial_;
+      request.kind = selection.transform.kind;
+      request.source_shape = facts.facts ? facts.facts->shape : backend.shape(tensor);
+      record.source_shape = request.source_shape;
+      if (auto problem = check_shape(point, request.source_shape, plan_.request(), phase_, prediction_))
+        return fail(FailReason::invalid, ErrorKind::InvalidArgument, *problem);
+      if (auto problem = resolve_region(selection.slices, point, request.source_shape, request.region,
+                                        request.selected_shape))
+        return fail(FailReason::invalid, ErrorKind::InvalidArgument, *problem);
+      record.selected_shape = request.selected_shape;
+      request.max_elements = selection.transform.max_elements;
+      request.edges = selection.transform.edges;
+      request.count = selection.transform.count;
+      if (request.kind == TransformKind::top_candidates &&
+          (request.source_shape.empty() || request.count > request.source_shape.back()))
+        return fail(FailReason::invalid, ErrorKind::InvalidArgument, "top candidates exceed the vocabulary at " + point.path);
+      if (facts.facts) {
+        priced.cost = transform_usage(request.kind, request.selected_shape, facts.facts->itemsize, request.max_elements,
+                                      request.edges.size(), request.count, facts.facts->on_host);
+        priced.source_shape = facts.facts->shape;
+        priced.itemsize = facts.facts->itemsize;
+        priced.on_host = facts.facts->on_host;
+        priced.phase = phase_;
+        priced.prediction = prediction_;
+        priced.request = std::move(request);
+        priced.valid = true;
+      } else {
+        // A backend pricing its own transforms is asked every time (its estimate may change).
+        priced.request = std::move(request);
+        priced.cost = backend.estimate(tensor, priced.request);  // side-effect free; unknown throws
+      }
+    }
+    const TransformRequest& request = priced.request;
+    const CaptureUsage cost = priced.cost;
     std::optional<LimitHit> hit;
     // The physical native byte limit bounds one capture's peak native memory; it is checked
     // before the ledger so a refused capture is charged nothing beyond its envelope.
@@ -184,11 +241,15 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     // Within the step's reservation (envelopes + cost), so it cannot overflow; checked anyway.
     record.charged = add_or_throw(record.charged, cost, "capture charge");
     record.payload = backend.transform(tensor, request);
+    // The ledger is the authority: what is kept may never exceed what was charged for it.
+    if (record.payload.retained_bytes() > cost.retained_bytes)
+      return fail(FailReason::native, ErrorKind::CaptureSession,
+                  "backend underestimated retained capture bytes at " + point.path);
     std::uint64_t available = element_count(request.selected_shape);
-    if (request.kind == TransformKind::preview && record.payload.values.size() < available) {
+    if (request.kind == TransformKind::preview && record.payload.elements() < available) {
       record.outcome.kind = OutcomeKind::truncated;
       record.outcome.available = available;
-      record.outcome.emitted = record.payload.values.size();
+      record.outcome.emitted = record.payload.elements();
     } else {
       record.outcome.kind = OutcomeKind::captured;
     }

@@ -43,4 +43,20 @@ CaptureUsage transform_floor(const CaptureTransform& transform, std::uint64_t se
           saturating_mul(size.kept_elements, itemsize), saturating_mul(size.numbers, 2)};
 }
 
+CaptureUsage transform_usage(TransformKind kind, const std::vector<std::uint64_t>& selected_shape,
+                             std::uint64_t itemsize, std::uint64_t max_elements, std::uint64_t edge_count,
+                             std::uint64_t count, bool on_host) noexcept {
+  std::uint64_t elements = 1;
+  for (auto extent : selected_shape) elements = saturating_mul(elements, extent);
+  const TransformSize size = transform_size(kind, elements, max_elements, edge_count, count);
+  const bool tensor_payload = keeps_elements(kind);
+  std::uint64_t retained = tensor_payload ? saturating_mul(size.kept_elements, itemsize) : saturating_mul(size.numbers, 8);
+  std::uint64_t host = on_host || tensor_payload ? saturating_mul(elements, itemsize) : saturating_mul(size.numbers, 8);
+  std::uint64_t encoded = checked::add(checked::add(std::optional<std::uint64_t>(payload_encoded_overhead),
+                                                    saturating_mul(encoded_number_bytes, size.numbers)),
+                                       saturating_mul(encoded_shape_entry_bytes, selected_shape.size()))
+                              .value_or(UINT64_MAX);
+  return {1, retained, host, encoded};
+}
+
 }  // namespace lifecore::capture

@@ -18,6 +18,7 @@ from .._core.capture import (
     CapturedStep,
     CaptureDiscovery,
     CaptureLimits,
+    CaptureObserver,
     CaptureOutcome,
     CapturePayload,
     CapturePhase,
@@ -49,6 +50,7 @@ from .._core.capture import (
     ValueDtype,
 )
 from . import interventions
+from .payloads import Candidates, Histogram, Summary
 from .backends import CountingBackend, MockTensor, NumpyBackend
 from .plans import limits, unlimited
 from .session import StepResult, capture_step
@@ -61,8 +63,10 @@ __all__ = [
     "InterventionAction", "InterventionOperation", "InterventionOutcome", "InterventionPlan", "InterventionRecord",
     "InterventionRequest", "ObservationPoint", "OnLimit", "PhaseSupport", "PointPosition", "PreparedCaptureRestore",
     "RoutingPolicy", "TransformKind", "TransformRequest", "ValueDtype", "interventions", "CountingBackend",
-    "MockTensor", "NumpyBackend", "unlimited", "limits", "capture_step", "StepResult",
+    "MockTensor", "NumpyBackend", "unlimited", "limits", "capture_step", "StepResult", "CaptureObserver",
 ]
+# Summary, Histogram and Candidates (the values of payload.summary / .histogram / .candidates)
+# are importable here; they are plain value types, built by the payload, not by callers.
 
 
 def __getattr__(name: str):

@@ -49,9 +49,20 @@ struct InterventionRequest {
   InterventionOperation operation;
 };
 
+// What the core's cost model (transform_usage) prices a capture from, reported by a backend in
+// one call: the tensor's shape, bytes per element, and whether it lives in host memory.
+struct TensorFacts {
+  std::vector<std::uint64_t> shape;
+  std::uint64_t itemsize = 0;
+  bool on_host = true;
+};
+
 class CaptureBackend {
  public:
   virtual ~CaptureBackend() = default;
+  // The facts of a tensor, or nullopt for a backend that prices its own transforms
+  // (shape, then estimate). With facts the session prices and caches each point itself.
+  virtual std::optional<TensorFacts> describe(TensorHandle /*tensor*/) { return std::nullopt; }
   virtual std::vector<std::uint64_t> shape(TensorHandle tensor) = 0;
   virtual ValueDtype dtype(TensorHandle tensor) = 0;
   // Side-effect free and conservative; an unknown cost is a failure, never zero.

@@ -99,6 +99,12 @@ class CaptureSession {
 
   void begin_step(CapturePhase phase, std::uint64_t prediction);
   void observe(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
+  // The selections observed at `path`, in plan order (empty when none): resolved once, so a
+  // hook observing one point need not look its path up on every call.
+  std::vector<std::size_t> selections_at(std::string_view path) const;
+  // observe() for selections resolved by selections_at (on this session).
+  void observe_at(CaptureBackend& backend, std::string_view path, const std::vector<std::size_t>& selections,
+                  TensorHandle tensor);
   std::optional<CapturedStep> take_step();
 
   std::optional<std::uint64_t> checkpoint_storage_bytes(const CaptureDiscovery& discovery) const;
@@ -141,7 +147,23 @@ class CaptureSession {
   // The operations of one stage (routing, or the rest) at `path` still due in the open step, in
   // plan order; refuses a point that already ran this step. Empty when none are enabled there.
   std::vector<std::size_t> due_operations(std::string_view path, bool routing) const;
-  void observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor,
+  // A point's resolved request and cost for the facts it was priced from: a hook observing
+  // the same shape again skips the shape check, region resolution and pricing.
+  struct PricedRequest {
+    bool valid = false;
+    std::vector<std::uint64_t> source_shape;
+    std::uint64_t itemsize = 0;
+    bool on_host = true;
+    CapturePhase phase = CapturePhase::prefill;
+    std::uint64_t prediction = 0;
+    TransformRequest request;
+    CaptureUsage cost;
+  };
+  struct Facts {  // what observe learned of one tensor, asked once for all its selections
+    bool asked = false;
+    std::optional<TensorFacts> facts;
+  };
+  void observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor, Facts& facts,
                          std::optional<Error>& first_error);
   void fail_record(CaptureRecord& record, FailReason reason, std::string_view message);
   void commit_restore(const CaptureCheckpoint& checkpoint) noexcept;
@@ -152,6 +174,9 @@ class CaptureSession {
   CaptureLedger ledger_;
   PathIndex selections_by_path_;
   std::vector<CaptureUsage> envelopes_;
+  std::vector<PricedRequest> priced_;
+  static constexpr std::uint8_t depends_on_phase = 1, depends_on_prediction = 2;
+  std::vector<std::uint8_t> priced_depends_;  // per selection: what its geometry depends on
   std::shared_ptr<const AdmittedInterventionPlan> interventions_;
   std::shared_ptr<InterventionEstimator> estimator_;
   PathIndex operations_by_path_;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "lifecore/capture/types.hpp"
 
@@ -28,5 +29,17 @@ TransformSize transform_size(const CaptureTransform& transform, std::uint64_t se
 // kept x itemsize (reductions: 0); encoded = 2 bytes per number.
 CaptureUsage transform_floor(const CaptureTransform& transform, std::uint64_t selected_elements,
                              std::uint64_t itemsize) noexcept;
+
+// The cost model of the bundled backends, priced from facts about the tensor: 1 capture;
+// retained = a tensor payload's real bytes (elements kept x itemsize) or 8 per number of a
+// reduction; host = the selected region's bytes when it crosses to the host (a host tensor,
+// or a tensor payload), else 8 per number; encoded = the JSON writer's bound (128 per payload,
+// 25 per number, 21 per shape entry). Saturates like transform_size.
+inline constexpr std::uint64_t payload_encoded_overhead = 128;
+inline constexpr std::uint64_t encoded_number_bytes = 25;
+inline constexpr std::uint64_t encoded_shape_entry_bytes = 21;
+CaptureUsage transform_usage(TransformKind kind, const std::vector<std::uint64_t>& selected_shape,
+                             std::uint64_t itemsize, std::uint64_t max_elements, std::uint64_t edge_count,
+                             std::uint64_t count, bool on_host) noexcept;
 
 }  // namespace lifecore::capture

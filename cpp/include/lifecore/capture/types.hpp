@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -201,15 +202,49 @@ struct CaptureOutcome {
   X(none, "none") X(tensor, "tensor") X(summary, "summary") X(histogram, "histogram") X(candidates, "candidates")
 enum class PayloadKind : std::uint8_t { LIFECORE_PAYLOAD_KINDS(LIFECORE_CAPTURE_ENUM_CASE) };
 
+// Element types a tensor payload keeps: the source tensor's own.
+#define LIFECORE_ELEMENT_TYPES(X)                                                                          \
+  X(float16, "float16") X(bfloat16, "bfloat16") X(float32, "float32") X(float64, "float64") X(int8, "int8") \
+  X(int16, "int16") X(int32, "int32") X(int64, "int64") X(uint8, "uint8") X(uint16, "uint16")               \
+  X(uint32, "uint32") X(uint64, "uint64") X(boolean, "bool")
+enum class ElementType : std::uint8_t { LIFECORE_ELEMENT_TYPES(LIFECORE_CAPTURE_ENUM_CASE) };
+std::uint64_t itemsize(ElementType type) noexcept;
+
+// Whoever built a payload keeps its array alive through one of these (the bindings hold a
+// Python array in theirs); the core only reads the host view it was given.
+class PayloadStorage {
+ public:
+  virtual ~PayloadStorage() = default;
+};
+
+// A tensor payload's values in their own element type: `size` contiguous elements in host
+// memory at `data`, valid while `storage` lives.
+struct PayloadArray {
+  ElementType type = ElementType::float64;
+  std::uint64_t size = 0;
+  const void* data = nullptr;
+  std::shared_ptr<const PayloadStorage> storage;
+  bool present() const noexcept { return data != nullptr || (storage && size == 0); }
+  std::uint64_t bytes() const noexcept;  // size x itemsize, saturating
+  double number(std::uint64_t i) const noexcept;  // element i as a double (floating types)
+};
+
 struct CapturePayload {
   PayloadKind kind = PayloadKind::none;
   std::vector<std::uint64_t> shape;    // Tensor
-  std::vector<double> values;          // Tensor values / Histogram edges / Candidate scores
+  PayloadArray array;                  // Tensor values, when built from an array
+  std::vector<double> values;          // Tensor values (float64, built from numbers) / Histogram edges / Candidate scores
   std::vector<std::uint64_t> counts;   // Histogram counts / Candidate ids
   // Summary
   std::uint64_t count = 0;
   std::uint64_t nonfinite = 0;
   double min = 0, max = 0, mean = 0, std = 0;
+
+  // Elements a tensor payload holds.
+  std::uint64_t elements() const noexcept { return array.present() ? array.size : values.size(); }
+  // Bytes the payload's values occupy where they are kept: a tensor payload's real bytes,
+  // 8 per number otherwise.
+  std::uint64_t retained_bytes() const noexcept;
 };
 
 struct CaptureRecord {
@@ -262,6 +297,7 @@ const char* to_string(InterventionOutcomeKind kind) noexcept;
 const char* to_string(RoutingScoring scoring) noexcept;
 const char* to_string(PayloadKind kind) noexcept;
 const char* to_string(OnLimit on_limit) noexcept;
+const char* to_string(ElementType type) noexcept;
 
 // Cuts a message to at most 256 bytes without splitting a UTF-8 sequence.
 std::string bound_message(std::string_view message, std::size_t limit = 256);

@@ -1,8 +1,13 @@
-"""Backends: where tensor work happens. The session calls ``shape``, ``dtype``,
-``estimate`` (side-effect free; an unknown cost raises, it is never zero), ``native_bytes``
+"""Backends: where tensor work happens. A backend offering ``describe(tensor) -> (shape,
+itemsize, on_host)`` is priced by the core's cost model (``transform_usage``: tensor payloads
+at their real bytes) and its request reused while a point's facts hold; otherwise the session
+calls ``shape`` and ``estimate`` (side-effect free; an unknown cost raises, it is never zero)
+every time. It also calls ``dtype``, ``native_bytes``
 (only under a physical native byte limit: the peak native bytes the transform would
 materialize; a backend without it fails such captures), ``transform`` (only after the cost
-was reserved) and ``intervene``. A backend keeps no tensor handles. An estimate is never
+was reserved; a tensor payload is ``CapturePayload.from_array`` of a copy in the source
+dtype, and may never keep more bytes than were charged) and ``intervene``. A backend keeps
+no tensor handles. An estimate is never
 below the core's admission value floor (1 capture; retained bytes >= numbers kept x
 min(itemsize, 8); host bytes >= elements kept x itemsize for tensor payloads; encoded
 bytes >= 2 per number)."""

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from math import prod
 from typing import Any
 
+import numpy as np
+
 from ..._core.capture import CapturePayload, CaptureUsage, TransformKind, TransformRequest
 from ...errors import LifecoreTypeError
 from .arguments import require, require_intervention, require_transform
@@ -32,6 +34,18 @@ class MockTensor:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise LifecoreTypeError(f"MockTensor: argument '{name}' must be a count, got {value!r}")
+
+
+_DTYPES = {1: np.int8, 2: np.float16, 4: np.float32, 8: np.float64}
+
+
+def _filled(shape: tuple[int, ...], itemsize: int) -> CapturePayload:
+    """A tensor payload of the mock's element size (0.5 where it is floating), so it is
+    charged and kept at the size the mock reports."""
+    dtype = _DTYPES.get(itemsize)
+    if dtype is None:  # no array type of that size: numbers, as before
+        return CapturePayload.tensor(list(shape), [0.5] * prod(shape))
+    return CapturePayload.from_array(np.full(shape, 0 if itemsize == 1 else 0.5, dtype=dtype))
 
 
 @dataclass
@@ -95,10 +109,9 @@ class CountingBackend:
         n = prod(request.selected_shape)
         kind = request.kind
         if kind == TransformKind.PREVIEW:
-            k = min(n, request.max_elements)
-            return CapturePayload.tensor([k], [0.5] * k)
+            return _filled((min(n, request.max_elements),), tensor.itemsize)
         if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
-            return CapturePayload.tensor(list(request.selected_shape), [0.5] * n)
+            return _filled(tuple(request.selected_shape), tensor.itemsize)
         if kind == TransformKind.SUMMARY:
             return CapturePayload.summary(n, 0, 0.5, 0.5, 0.5, 0.0)
         if kind == TransformKind.HISTOGRAM:

@@ -34,9 +34,24 @@ def summarize(values: np.ndarray) -> CapturePayload:
                                   float(finite.mean()), float(finite.std()))
 
 
+def _kept(values: np.ndarray) -> CapturePayload:
+    """A tensor payload owning a read-only, contiguous copy of ``values`` in their dtype (a
+    view would change when the model reuses its buffer)."""
+    kept = np.array(values, copy=True, order="C")
+    kept.flags.writeable = False
+    return CapturePayload.from_array(kept)
+
+
 class NumpyBackend:
-    """Tensors are ``numpy.ndarray``s. ``intervene`` returns a new array; the input is never
-    modified in place."""
+    """Tensors are ``numpy.ndarray``s. Tensor payloads (preview, slice, full tensor) are
+    read-only NumPy arrays in the source dtype. ``intervene`` returns a new array; the input
+    is never modified in place."""
+
+    def describe(self, tensor: np.ndarray) -> tuple[tuple[int, ...], int, bool]:
+        """(shape, itemsize, on_host): the facts the session prices a capture from."""
+        if type(tensor) is not np.ndarray:
+            require(tensor, np.ndarray, "NumpyBackend.describe", "tensor")
+        return tensor.shape, tensor.dtype.itemsize, True
 
     def shape(self, tensor: np.ndarray) -> tuple[int, ...]:
         require(tensor, np.ndarray, "NumpyBackend.shape", "tensor")
@@ -62,13 +77,12 @@ class NumpyBackend:
 
     def transform(self, tensor: np.ndarray, request: TransformRequest) -> CapturePayload:
         require_transform(tensor, np.ndarray, request, "NumpyBackend.transform")
-        region = tensor[request.index]
+        region = tensor if request.whole else tensor[request.index]
         kind = request.kind
         if kind == TransformKind.PREVIEW:
-            flat = region.ravel()[: request.max_elements]
-            return CapturePayload.tensor([flat.size], flat.astype(np.float64).tolist())
+            return _kept(region.ravel()[: request.max_elements])
         if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
-            return CapturePayload.tensor(list(region.shape), region.astype(np.float64).ravel().tolist())
+            return _kept(region)
         if kind == TransformKind.SUMMARY:
             return summarize(region)
         if kind == TransformKind.HISTOGRAM:

@@ -4,8 +4,7 @@ mixture-of-experts selector uses to apply a session's routing control."""
 
 from __future__ import annotations
 
-import math
-from math import prod
+from math import isfinite, prod
 from typing import Any
 
 import torch
@@ -24,8 +23,27 @@ from .cost import payload_cost
 
 
 class TorchBackend:
-    """Tensors are ``torch.Tensor``s on any device. Interventions return new tensors (the
-    module's output is replaced by the hook, never modified in place)."""
+    """Tensors are ``torch.Tensor``s on any device. Tensor payloads (preview, slice, full
+    tensor) are host torch tensors in the source dtype; reductions run where the tensor lives
+    and copy only their results. Interventions return new tensors (the module's output is
+    replaced by the hook, never modified in place)."""
+
+    def __init__(self) -> None:
+        # One dict lookup per capture instead of a chain of enum comparisons.
+        self._transforms = {
+            TransformKind.SUMMARY: _summary,
+            TransformKind.PREVIEW: _preview,
+            TransformKind.SLICE: _values,
+            TransformKind.FULL_TENSOR: _values,
+            TransformKind.HISTOGRAM: _histogram,
+            TransformKind.TOP_CANDIDATES: _top_candidates,
+        }
+
+    def describe(self, tensor: torch.Tensor) -> tuple[tuple[int, ...], int, bool]:
+        """(shape, itemsize, on_host): the facts the session prices a capture from."""
+        if type(tensor) is not torch.Tensor:
+            require(tensor, torch.Tensor, "TorchBackend.describe", "tensor")
+        return tensor.shape, tensor.element_size(), tensor.is_cpu
 
     def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
         require(tensor, torch.Tensor, "TorchBackend.shape", "tensor")
@@ -44,11 +62,9 @@ class TorchBackend:
     def estimate(self, tensor: torch.Tensor, request: TransformRequest) -> CaptureUsage:
         require_transform(tensor, torch.Tensor, request, "TorchBackend.estimate")
         # A reduction on the device copies only its results; a value transform copies the region.
-        host_copy = tensor.device.type == "cpu" or request.kind in (
-            TransformKind.PREVIEW, TransformKind.SLICE, TransformKind.FULL_TENSOR)
         return payload_cost(request.kind, request.selected_shape, tensor.element_size(),
                             max_elements=request.max_elements, edges=request.edges, count=request.count,
-                            host_copy=host_copy)
+                            host_copy=tensor.is_cpu)
 
     def native_bytes(self, tensor: torch.Tensor, request: TransformRequest) -> int:
         """Peak native bytes the transform materializes: the selected region, widened to
@@ -57,30 +73,23 @@ class TorchBackend:
         return prod(request.selected_shape) * max(tensor.element_size(), 8)
 
     def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
-        require_transform(tensor, torch.Tensor, request, "TorchBackend.transform")
-        with torch.no_grad():
-            region = _region(tensor.detach(), request)
-            kind = request.kind
-            if kind == TransformKind.PREVIEW:
-                flat = region.reshape(-1)[: request.max_elements]
-                return CapturePayload.tensor([flat.numel()], flat.double().cpu().tolist())
-            if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
-                return CapturePayload.tensor(list(region.shape), region.double().reshape(-1).cpu().tolist())
-            if kind == TransformKind.SUMMARY:
-                return summarize(region)
-            if kind == TransformKind.HISTOGRAM:
-                values = region.double().reshape(-1)
-                edges = torch.tensor(request.edges, dtype=torch.float64, device=values.device)
-                inside = values[(values >= edges[0]) & (values <= edges[-1])]
-                bins = torch.bucketize(inside, edges, right=True) - 1
-                bins = bins.clamp(max=len(request.edges) - 2)  # the last bin is closed
-                counts = torch.bincount(bins, minlength=len(request.edges) - 1)
-                return CapturePayload.histogram(list(request.edges), counts.cpu().tolist())
-            if kind == TransformKind.TOP_CANDIDATES:
-                last = region.double().reshape(-1, region.shape[-1])[-1]
-                scores, ids = torch.topk(last, request.count)
-                return CapturePayload.candidates(ids.cpu().tolist(), scores.cpu().tolist())
-        raise ValueError(f"unsupported transform {kind}")
+        if type(tensor) is not torch.Tensor or type(request) is not TransformRequest:
+            require_transform(tensor, torch.Tensor, request, "TorchBackend.transform")
+        if tensor.requires_grad:
+            tensor = tensor.detach()  # no autograd history for what is only observed
+        region = tensor if request.whole else tensor[request.index]
+        kind = request.kind
+        if kind is not _SUMMARY:
+            return self._transforms[kind](region, request)
+        # The hot case, inline: a summary of float values that are all finite.
+        if region.dtype is _FLOAT32 or region.dtype is _FLOAT64:
+            count = region.numel()
+            if count:
+                low, high, mean, std = torch.stack(
+                    [region.min(), region.max(), region.mean(), region.std(unbiased=False)]).tolist()
+                if isfinite(mean):
+                    return _summary_payload(count, 0, low, high, mean, std)
+        return summarize(region)
 
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
         require_intervention(tensor, torch.Tensor, request, "TorchBackend.intervene")
@@ -110,26 +119,66 @@ class TorchBackend:
         return out
 
 
-def _region(tensor: torch.Tensor, request: Any) -> torch.Tensor:
-    # Equal extents mean the whole tensor is selected: skip the indexing (a measurable cost
-    # inside a forward pass).
-    if list(tensor.shape) == request.selected_shape:
-        return tensor
-    return tensor[request.index]
+_SUMMARY = TransformKind.SUMMARY
+_FLOAT32, _FLOAT64 = torch.float32, torch.float64
+_summary_payload = CapturePayload.summary  # the constructor, looked up once
+
+
+def _kept(values: torch.Tensor) -> CapturePayload:
+    """A tensor payload owning a contiguous host copy of ``values`` in their dtype (a view
+    would change when the model reuses its buffer)."""
+    if values.is_cpu:
+        kept = values.clone(memory_format=torch.contiguous_format)
+    else:
+        kept = values.to("cpu").contiguous()
+    return CapturePayload.from_array(kept)
+
+
+def _preview(region: torch.Tensor, request: Any) -> CapturePayload:
+    return _kept(region.reshape(-1)[: request.max_elements])
+
+
+def _values(region: torch.Tensor, request: Any) -> CapturePayload:
+    return _kept(region)
+
+
+def _histogram(region: torch.Tensor, request: Any) -> CapturePayload:
+    with torch.no_grad():
+        values = region.double().reshape(-1)
+        edges = torch.tensor(request.edges, dtype=torch.float64, device=values.device)
+        inside = values[(values >= edges[0]) & (values <= edges[-1])]
+        bins = torch.bucketize(inside, edges, right=True) - 1
+        bins = bins.clamp(max=len(request.edges) - 2)  # the last bin is closed
+        counts = torch.bincount(bins, minlength=len(request.edges) - 1)
+        return CapturePayload.histogram(list(request.edges), counts.cpu().tolist())
+
+
+def _top_candidates(region: torch.Tensor, request: Any) -> CapturePayload:
+    with torch.no_grad():
+        last = region.double().reshape(-1, region.shape[-1])[-1]
+        scores, ids = torch.topk(last, request.count)
+        return CapturePayload.candidates(ids.cpu().tolist(), scores.cpu().tolist())
+
+
+def _summary(region: torch.Tensor, request: Any) -> CapturePayload:
+    return summarize(region)
 
 
 def summarize(region: torch.Tensor) -> CapturePayload:
     """Count, non-finite count, min, max, mean and population std of the finite values,
     computed where the tensor lives and copied to the host in one transfer."""
-    values = region.reshape(-1)
-    if values.dtype not in (torch.float32, torch.float64):
+    values = region
+    dtype = values.dtype
+    if dtype is not _FLOAT32 and dtype is not _FLOAT64:
         values = values.float()  # half precision accumulates poorly
-    if values.numel() == 0:
+    count = values.numel()
+    if count == 0:
         nan = float("nan")
-        return CapturePayload.summary(0, 0, nan, nan, nan, nan)
-    stats = torch.stack([values.min(), values.max(), values.mean(), values.std(unbiased=False)]).cpu().tolist()
-    if math.isfinite(stats[2]):  # a finite mean means every value is finite: one pass, one transfer
-        return CapturePayload.summary(values.numel(), 0, *stats)
+        return _summary_payload(0, 0, nan, nan, nan, nan)
+    low, high, mean, std = torch.stack([values.min(), values.max(), values.mean(), values.std(unbiased=False)]).tolist()
+    if isfinite(mean):  # a finite mean means every value is finite: one pass, one transfer
+        return _summary_payload(count, 0, low, high, mean, std)
+    values = values.reshape(-1)
     kept = values[torch.isfinite(values)].double()
     nonfinite = int(values.numel() - kept.numel())
     if kept.numel() == 0:

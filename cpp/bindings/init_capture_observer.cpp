@@ -1,0 +1,119 @@
+// CaptureObserver: one point of one session, ready to be called per forward. The path is
+// resolved once and the backend adapter kept across calls, so a hook pays no path lookup,
+// and the request the backend sees is converted once while the point's geometry holds.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "capture_backend_adapter.hpp"
+#include "capture_bindings.hpp"
+#include "lifecore/capture/session.hpp"
+#include "lifecore/error.hpp"
+
+namespace lifecore::bindings {
+
+using namespace lifecore::capture;
+
+namespace {
+
+struct CaptureObserver {
+  nb::object session_object;  // keeps the session alive
+  CaptureSession* session;
+  std::string path;
+  std::vector<std::size_t> selections;
+  nb::object backend;
+  PythonCaptureBackend adapter;
+  nb::object tensor_type;  // an output of exactly this type is observed as is
+  nb::object select;       // otherwise select(output) gives the tensor (and raises for none)
+
+  CaptureObserver(nb::object session_object, std::string path, nb::object backend, nb::object tensor_type,
+                  nb::object select)
+      : session_object(std::move(session_object)),
+        session(nb::inst_ptr<CaptureSession>(this->session_object)),
+        path(std::move(path)),
+        selections(session->selections_at(this->path)),
+        backend(std::move(backend)),
+        adapter(this->backend),
+        tensor_type(std::move(tensor_type)),
+        select(std::move(select)) {}
+
+  void observe(nb::handle tensor) {
+    adapter.reset_cause();
+    keeping_cause(adapter.cause(), [&] { session->observe_at(adapter, path, selections, tensor.ptr()); });
+  }
+
+  // The forward-hook form: hook(module, args, output).
+  void hook(nb::handle output) {
+    if (!tensor_type.is_none() && Py_TYPE(output.ptr()) == reinterpret_cast<PyTypeObject*>(tensor_type.ptr()))
+      return observe(output);
+    if (select.is_none()) return observe(output);
+    nb::object tensor = select(output);
+    observe(tensor);
+  }
+};
+
+// The observer holds its session, backend and selector: let the collector see them.
+int observer_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  auto* o = nb::inst_ptr<CaptureObserver>(self);
+  Py_VISIT(o->session_object.ptr());
+  Py_VISIT(o->backend.ptr());
+  Py_VISIT(o->tensor_type.ptr());
+  Py_VISIT(o->select.ptr());
+  return 0;
+}
+
+int observer_clear(PyObject* self) {
+  if (!nb::inst_ready(self)) return 0;
+  auto* o = nb::inst_ptr<CaptureObserver>(self);
+  o->select = nb::none();
+  o->tensor_type = nb::none();
+  return 0;
+}
+
+PyType_Slot observer_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(observer_traverse)},
+                                {Py_tp_clear, reinterpret_cast<void*>(observer_clear)},
+                                {0, nullptr}};
+
+}  // namespace
+
+void init_capture_observer(nb::module_& m) {
+  nb::class_<CaptureObserver>(m, "CaptureObserver",
+                              "One point of a session, observed per call: CaptureSession.observer(path, backend).",
+                              nb::type_slots(observer_slots))
+      .def_prop_ro("path", [](const CaptureObserver& o) { return o.path; })
+      .def_prop_ro("selected", [](const CaptureObserver& o) { return !o.selections.empty(); },
+                   "Whether any selection observes this point (an observer of no selection does nothing).")
+      .def("observe", [](CaptureObserver& o, nb::handle tensor) { o.observe(tensor); }, nb::arg("tensor").none(),
+           nb::sig("def observe(self, tensor: object) -> None"), "As CaptureSession.observe(backend, path, tensor).")
+      .def("__call__", [](CaptureObserver& o, nb::handle, nb::handle, nb::handle output) { o.hook(output); },
+           nb::arg("module").none(), nb::arg("args").none(), nb::arg("output").none(),
+           nb::sig("def __call__(self, module: object, args: object, output: object) -> None"),
+           "The forward-hook form: observes the output (or what the selector picks from it).");
+
+  // Bound onto the session type here, beside the type it makes.
+  nb::type<CaptureSession>().attr("observer") = nb::cpp_function(
+      [](nb::handle self, nb::handle path, nb::handle backend, nb::handle tensor_type, nb::handle select) {
+        const char* call = "CaptureSession.observer";
+        if (!nb::isinstance<CaptureSession>(self))
+          raise(ErrorKind::TypeMismatch, std::string(call) + ": self must be a CaptureSession");
+        std::string where = str_argument(path, call, "path");
+        if (backend.is_none()) raise(ErrorKind::InvalidArgument, argument_label(call, "backend") + " is required");
+        if (!tensor_type.is_none() && !PyType_Check(tensor_type.ptr()))
+          raise(ErrorKind::TypeMismatch, argument_label(call, "tensor_type") + " must be a type, got " +
+                                             type_name_of(tensor_type));
+        if (!select.is_none() && !PyCallable_Check(select.ptr()))
+          raise(ErrorKind::TypeMismatch, argument_label(call, "select") + " must be callable, got " + type_name_of(select));
+        return CaptureObserver(nb::borrow(self), where, nb::borrow(backend), nb::borrow(tensor_type), nb::borrow(select));
+      },
+      nb::is_method(), nb::arg("path").none(), nb::arg("backend").none(), nb::kw_only(),
+      nb::arg("tensor_type").none() = nb::none(), nb::arg("select").none() = nb::none(),
+      nb::scope(nb::type<CaptureSession>()), nb::name("observer"),
+      nb::sig("def observer(self, path: str, backend: object, *, tensor_type: type | None = None, "
+              "select: collections.abc.Callable[[typing.Any], typing.Any] | None = None) -> CaptureObserver"),
+      "An observer of one point: observer.observe(tensor) is observe(backend, path, tensor) without the per-call "
+      "path lookup; the observer is itself a forward hook (module, args, output). An output of exactly "
+      "tensor_type is observed as is; any other goes through select(output) when given.");
+}
+
+}  // namespace lifecore::bindings

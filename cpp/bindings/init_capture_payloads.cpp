@@ -1,0 +1,247 @@
+// CapturePayload: what a transform produced. A tensor payload keeps the backend's own array
+// (NumPy or torch, in the source dtype) in a storage the core holds opaquely and reads through
+// a host view; small results come back as NumPy arrays named for what they hold.
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "capture_bindings.hpp"
+#include "lifecore/capture/types.hpp"
+#include "lifecore/error.hpp"
+
+namespace lifecore::bindings {
+
+using namespace lifecore::capture;
+
+namespace {
+
+using HostView = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+// Keeps the Python array a payload was built from, and the host view the core reads.
+struct PythonArrayStorage final : PayloadStorage {
+  nb::object original;
+  HostView view;
+  ~PythonArrayStorage() override {
+    if (!Py_IsInitialized()) return;  // the interpreter is gone, and the references with it
+    nb::gil_scoped_acquire gil;
+    view = HostView();
+    original.reset();
+  }
+};
+
+std::optional<ElementType> element_type(nb::dlpack::dtype dtype) {
+  using code = nb::dlpack::dtype_code;
+  if (dtype.lanes != 1) return std::nullopt;
+  switch (static_cast<code>(dtype.code)) {
+    case code::Float:
+      if (dtype.bits == 16) return ElementType::float16;
+      if (dtype.bits == 32) return ElementType::float32;
+      if (dtype.bits == 64) return ElementType::float64;
+      return std::nullopt;
+    case code::Bfloat: return dtype.bits == 16 ? std::optional(ElementType::bfloat16) : std::nullopt;
+    case code::Int:
+      if (dtype.bits == 8) return ElementType::int8;
+      if (dtype.bits == 16) return ElementType::int16;
+      if (dtype.bits == 32) return ElementType::int32;
+      if (dtype.bits == 64) return ElementType::int64;
+      return std::nullopt;
+    case code::UInt:
+      if (dtype.bits == 8) return ElementType::uint8;
+      if (dtype.bits == 16) return ElementType::uint16;
+      if (dtype.bits == 32) return ElementType::uint32;
+      if (dtype.bits == 64) return ElementType::uint64;
+      return std::nullopt;
+    case code::Bool: return dtype.bits == 8 ? std::optional(ElementType::boolean) : std::nullopt;
+    default: return std::nullopt;
+  }
+}
+
+CapturePayload payload_from_array(nb::handle array) {
+  const char* call = "CapturePayload.from_array";
+  HostView view;
+  if (!nb::try_cast(array, view, /*convert=*/false))
+    raise(ErrorKind::TypeMismatch, argument_label(call, "array") +
+                                       " must be a contiguous host array (NumPy, or anything with __dlpack__), got " +
+                                       type_name_of(array));
+  auto type = element_type(view.dtype());
+  if (!type)
+    raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " has an element type a payload cannot keep");
+  CapturePayload p;
+  p.kind = PayloadKind::tensor;
+  std::uint64_t size = 1;
+  for (std::size_t i = 0; i < view.ndim(); ++i) {
+    p.shape.push_back(static_cast<std::uint64_t>(view.shape(i)));
+    size *= static_cast<std::uint64_t>(view.shape(i));
+  }
+  auto storage = std::make_shared<PythonArrayStorage>();
+  storage->original = nb::borrow(array);
+  storage->view = view;
+  p.array.type = *type;
+  p.array.size = size;
+  p.array.data = view.data();
+  p.array.storage = std::move(storage);
+  return p;
+}
+
+// A fresh NumPy array holding a copy of `values` (the caller may keep it past the record).
+template <class T, class Source>
+nb::object numpy_copy(const std::vector<Source>& values, std::vector<std::size_t> shape = {}) {
+  auto* data = new std::vector<T>(values.begin(), values.end());
+  nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  if (shape.empty()) shape.push_back(data->size());
+  return nb::cast(nb::ndarray<nb::numpy, T>(data->data(), shape.size(), shape.data(), owner));
+}
+
+void deprecated(const char* message) {
+  if (PyErr_WarnEx(PyExc_DeprecationWarning, message, 1) < 0) throw nb::python_error();
+}
+
+nb::object tensor_value(const CapturePayload& p) {
+  if (p.kind != PayloadKind::tensor) return nb::none();
+  if (auto* storage = dynamic_cast<const PythonArrayStorage*>(p.array.storage.get())) return storage->original;
+  std::vector<std::size_t> shape(p.shape.begin(), p.shape.end());
+  if (p.array.present()) {  // an array the core was given by other means: its numbers, as float64
+    std::vector<double> numbers(p.array.size);
+    for (std::uint64_t i = 0; i < p.array.size; ++i) numbers[i] = p.array.number(i);
+    return numpy_copy<double>(numbers, shape);
+  }
+  return numpy_copy<double>(p.values, p.values.size() == 0 && shape.empty() ? std::vector<std::size_t>{0} : shape);
+}
+
+// What `values` held before payloads were arrays: a tensor's numbers, a histogram's edges or
+// candidates' scores, as a list of floats.
+std::vector<double> legacy_values(const CapturePayload& p) {
+  if (p.kind == PayloadKind::tensor && p.array.present()) {
+    std::vector<double> numbers(p.array.size);
+    for (std::uint64_t i = 0; i < p.array.size; ++i) numbers[i] = p.array.number(i);
+    return numbers;
+  }
+  return p.values;
+}
+
+}  // namespace
+
+void init_capture_payloads(nb::module_& m) {
+  nb::class_<CapturePayload>(
+      m, "CapturePayload",
+      "What a transform produced (built by backends). On a payload, tensor / summary / histogram / candidates "
+      "are its value (None for another kind); on the class they are the constructors backends have always used.")
+      .def_static("from_array", &payload_from_array, nb::arg("array").none(),
+                  nb::sig("def from_array(array: typing.Any) -> CapturePayload"),
+                  "A tensor payload keeping `array` (a contiguous host NumPy array or torch tensor) in its own dtype "
+                  "and shape; charged at its real bytes.")
+      .def_static("tensor",
+                  [](nb::handle shape, nb::handle values) {
+                    CapturePayload p;
+                    p.kind = PayloadKind::tensor;
+                    p.shape = argument<std::vector<std::uint64_t>>(shape, "CapturePayload.tensor", "shape");
+                    p.values = argument<std::vector<double>>(values, "CapturePayload.tensor", "values");
+                    return p;
+                  },
+                  nb::arg("shape").none(), nb::arg("values").none(),
+                  nb::sig("def tensor(shape: collections.abc.Sequence[int], values: collections.abc.Sequence[float]) "
+                          "-> CapturePayload"),
+                  "A float64 tensor payload from numbers (from_array keeps an array's own dtype).")
+      .def_static("summary",
+                  [](nb::handle count, nb::handle nonfinite, nb::handle min, nb::handle max, nb::handle mean,
+                     nb::handle std) {
+                    const char* call = "CapturePayload.summary";
+                    CapturePayload p;
+                    p.kind = PayloadKind::summary;
+                    p.count = argument<std::uint64_t>(count, call, "count");
+                    p.nonfinite = argument<std::uint64_t>(nonfinite, call, "nonfinite");
+                    p.min = argument<double>(min, call, "min");
+                    p.max = argument<double>(max, call, "max");
+                    p.mean = argument<double>(mean, call, "mean");
+                    p.std = argument<double>(std, call, "std");
+                    return p;
+                  },
+                  nb::arg("count").none(), nb::arg("nonfinite").none(), nb::arg("min").none(), nb::arg("max").none(),
+                  nb::arg("mean").none(), nb::arg("std").none(),
+                  nb::sig("def summary(count: int, nonfinite: int, min: float, max: float, mean: float, std: float) "
+                          "-> CapturePayload"))
+      .def_static("histogram",
+                  [](nb::handle edges, nb::handle counts) {
+                    CapturePayload p;
+                    p.kind = PayloadKind::histogram;
+                    p.values = argument<std::vector<double>>(edges, "CapturePayload.histogram", "edges");
+                    p.counts = argument<std::vector<std::uint64_t>>(counts, "CapturePayload.histogram", "counts");
+                    return p;
+                  },
+                  nb::arg("edges").none(), nb::arg("counts").none(),
+                  nb::sig("def histogram(edges: collections.abc.Sequence[float], counts: collections.abc.Sequence[int]) "
+                          "-> CapturePayload"))
+      .def_static("candidates",
+                  [](nb::handle ids, nb::handle scores) {
+                    CapturePayload p;
+                    p.kind = PayloadKind::candidates;
+                    p.counts = argument<std::vector<std::uint64_t>>(ids, "CapturePayload.candidates", "ids");
+                    p.values = argument<std::vector<double>>(scores, "CapturePayload.candidates", "scores");
+                    return p;
+                  },
+                  nb::arg("ids").none(), nb::arg("scores").none(),
+                  nb::sig("def candidates(ids: collections.abc.Sequence[int], scores: collections.abc.Sequence[float]) "
+                          "-> CapturePayload"))
+      .def_prop_ro("kind", [](const CapturePayload& p) -> nb::object {
+        if (p.kind == PayloadKind::none) return nb::none();
+        return nb::str(to_string(p.kind));
+      })
+      .def_ro("shape", &CapturePayload::shape)
+      .def_prop_ro("dtype", [](const CapturePayload& p) -> nb::object {
+        if (p.kind != PayloadKind::tensor) return nb::none();
+        return nb::str(p.array.present() ? to_string(p.array.type) : "float64");
+      }, nb::for_getter(nb::sig("def dtype(self, /) -> str | None")),
+         "A tensor payload's element type ('float16', 'int64', ...), else None.")
+      .def_prop_ro("nbytes", &CapturePayload::retained_bytes,
+                   "Bytes the payload's values occupy (a tensor payload's real bytes; 8 per number otherwise).")
+      .def_prop_ro("_tensor", &tensor_value, nb::for_getter(nb::sig("def _tensor(self, /) -> typing.Any")))
+      .def_prop_ro("bin_edges", [](const CapturePayload& p) -> nb::object {
+        return p.kind == PayloadKind::histogram ? numpy_copy<double>(p.values) : nb::none();
+      }, nb::for_getter(nb::sig("def bin_edges(self, /) -> numpy.typing.NDArray[numpy.float64] | None")),
+         "A histogram's bin edges (float64), else None.")
+      .def_prop_ro("candidate_ids", [](const CapturePayload& p) -> nb::object {
+        return p.kind == PayloadKind::candidates ? numpy_copy<std::int64_t>(p.counts) : nb::none();
+      }, nb::for_getter(nb::sig("def candidate_ids(self, /) -> numpy.typing.NDArray[numpy.int64] | None")),
+         "Top candidates' ids (int64), best first, else None.")
+      .def_prop_ro("scores", [](const CapturePayload& p) -> nb::object {
+        return p.kind == PayloadKind::candidates ? numpy_copy<double>(p.values) : nb::none();
+      }, nb::for_getter(nb::sig("def scores(self, /) -> numpy.typing.NDArray[numpy.float64] | None")),
+         "Top candidates' scores (float64), best first, else None.")
+      .def_prop_ro("stats", [](const CapturePayload& p) -> nb::object {
+        if (p.kind != PayloadKind::summary) return nb::none();
+        return numpy_copy<double>(std::vector<double>{p.min, p.max, p.mean, p.std});
+      }, nb::for_getter(nb::sig("def stats(self, /) -> numpy.typing.NDArray[numpy.float64] | None")),
+         "A summary's [min, max, mean, std] of its finite values (float64), else None.")
+      .def_prop_ro("counts", [](const CapturePayload& p) -> nb::object {
+        if (p.kind == PayloadKind::histogram) return numpy_copy<std::int64_t>(p.counts);
+        deprecated("CapturePayload.counts holds histogram counts only; use candidate_ids for candidates");
+        return nb::cast(p.counts);
+      }, nb::for_getter(nb::sig("def counts(self, /) -> typing.Any")),
+         "A histogram's counts per bin (int64). Deprecated elsewhere: on candidates it is their ids as a list.")
+      .def_prop_ro("values", [](const CapturePayload& p) {
+        deprecated("CapturePayload.values is deprecated: use tensor, bin_edges or scores");
+        return legacy_values(p);
+      }, "Deprecated: a tensor's numbers, a histogram's edges or candidates' scores, as a list of floats.")
+      .def_ro("count", &CapturePayload::count)
+      .def_ro("nonfinite", &CapturePayload::nonfinite)
+      .def_ro("min", &CapturePayload::min)
+      .def_ro("max", &CapturePayload::max)
+      .def_ro("mean", &CapturePayload::mean)
+      .def_ro("std", &CapturePayload::std)
+      .def("__repr__", [](const CapturePayload& p) {
+        std::string shape;
+        for (auto extent : p.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(extent);
+        switch (p.kind) {
+          case PayloadKind::tensor:
+            return "CapturePayload(tensor, dtype=" + std::string(p.array.present() ? to_string(p.array.type) : "float64") +
+                   ", shape=[" + shape + "])";
+          case PayloadKind::summary: return std::string("CapturePayload(summary, count=") + std::to_string(p.count) + ")";
+          case PayloadKind::histogram: return "CapturePayload(histogram, bins=" + std::to_string(p.counts.size()) + ")";
+          case PayloadKind::candidates: return "CapturePayload(candidates, count=" + std::to_string(p.counts.size()) + ")";
+          case PayloadKind::none: break;
+        }
+        return std::string("CapturePayload(none)");
+      });
+}
+
+}  // namespace lifecore::bindings

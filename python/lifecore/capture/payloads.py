@@ -1,0 +1,97 @@
+"""Payload values: what ``payload.tensor``, ``.summary``, ``.histogram`` and ``.candidates``
+give on a payload (on the class they stay the constructors backends use).
+
+- ``tensor``: the array a tensor payload keeps (a NumPy array from the NumPy backend, a host
+  torch tensor from the torch backend) in the source dtype and the selected shape; a payload
+  built from numbers (``CapturePayload.tensor(shape, values)``) gives a float64 NumPy array.
+- ``summary``: a :class:`Summary` (count, nonfinite, min, max, mean, std); ``stats`` is
+  ``[min, max, mean, std]`` as a float64 array.
+- ``histogram``: a :class:`Histogram` (``bin_edges`` float64, ``counts`` int64).
+- ``candidates``: :class:`Candidates` (``ids`` int64, ``scores`` float64), best first.
+
+Each is None on a payload of another kind. ``values`` (and ``counts`` outside histograms)
+still answer as before, with a DeprecationWarning.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Generic, NamedTuple, Optional, TypeVar, cast, overload
+
+import numpy as np
+import numpy.typing as npt
+
+from .._core.capture import CapturePayload
+
+__all__ = ["Summary", "Histogram", "Candidates", "ValueOrConstructor"]
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A summary payload's value: the count of values, how many were not finite, and min,
+    max, mean and population std of the finite ones."""
+
+    count: int
+    nonfinite: int
+    min: float
+    max: float
+    mean: float
+    std: float
+
+
+class Histogram(NamedTuple):
+    bin_edges: npt.NDArray[np.float64]
+    counts: npt.NDArray[np.int64]
+
+
+class Candidates(NamedTuple):
+    ids: npt.NDArray[np.int64]
+    scores: npt.NDArray[np.float64]
+
+
+C = TypeVar("C")
+V = TypeVar("V")
+
+
+class ValueOrConstructor(Generic[C, V]):
+    """On the class: the constructor (``CapturePayload.summary(...)``); on a payload: its value."""
+
+    def __init__(self, constructor: C, value: Callable[[Any], V]):
+        self._constructor, self._value = constructor, value
+        self.__doc__ = getattr(constructor, "__doc__", None)
+
+    @overload
+    def __get__(self, instance: None, owner: Optional[type] = None) -> C: ...
+
+    @overload
+    def __get__(self, instance: object, owner: Optional[type] = None) -> V: ...
+
+    def __get__(self, instance: object, owner: Optional[type] = None) -> Any:
+        return self._constructor if instance is None else self._value(instance)
+
+
+def _summary(p: CapturePayload) -> Optional[Summary]:
+    return Summary(p.count, p.nonfinite, p.min, p.max, p.mean, p.std) if p.kind == "summary" else None
+
+
+def _histogram(p: CapturePayload) -> Optional[Histogram]:
+    if p.kind != "histogram":
+        return None
+    return Histogram(cast(npt.NDArray[np.float64], p.bin_edges), p.counts)
+
+
+def _candidates(p: CapturePayload) -> Optional[Candidates]:
+    if p.kind != "candidates":
+        return None
+    return Candidates(cast(npt.NDArray[np.int64], p.candidate_ids), cast(npt.NDArray[np.float64], p.scores))
+
+
+def _install() -> None:
+    if isinstance(CapturePayload.__dict__.get("summary"), ValueOrConstructor):
+        return  # already installed (a reload)
+    for name, value in (("tensor", lambda p: p._tensor), ("summary", _summary), ("histogram", _histogram),
+                        ("candidates", _candidates)):
+        setattr(CapturePayload, name, ValueOrConstructor(getattr(CapturePayload, name), value))
+
+
+_install()

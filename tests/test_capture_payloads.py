@@ -1,0 +1,284 @@
+"""Payloads as arrays (NumPy backend; no torch, so these also run under the sanitizers): tensor
+payloads keep the source dtype and are charged their real bytes, small results are arrays
+under names that say what they hold, payload.tensor and friends are values, JSON stays
+bounded by what was charged, and the session prices a describing backend itself."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+from lifecore.capture import (
+    Axis,
+    Candidates,
+    CaptureDiscovery,
+    CaptureOutcome,
+    CapturePayload,
+    CapturePhase,
+    CapturePlan,
+    CaptureRequest,
+    CaptureSelection,
+    CaptureSession,
+    CaptureSlice,
+    CaptureTransform,
+    CaptureUsage,
+    Histogram,
+    NumpyBackend,
+    ObservationPoint,
+    Summary,
+    TransformKind,
+    unlimited,
+)
+from lifecore.capture.backends import payload_cost
+from lifecore.errors import CaptureSessionError, InvalidArgumentError, LifecoreTypeError
+
+from capture_builders import session_for
+
+PREFILL, DECODE = CapturePhase.PREFILL, CapturePhase.DECODE
+SHAPE = (2, 3, 4)
+DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.uint8, np.uint64, np.bool_]
+
+
+def discovery(shape=SHAPE, name: str = "p", meaning: str = "activation") -> CaptureDiscovery:
+    return CaptureDiscovery("payloads", [ObservationPoint(name, [Axis(f"a{i}", n) for i, n in enumerate(shape)],
+                                                          meaning=meaning)])
+
+
+def capture(transform: CaptureTransform, value: np.ndarray, *, slices=(), backend=None):
+    meaning = "logits" if transform.kind == TransformKind.TOP_CANDIDATES else "activation"
+    session = session_for(CaptureSelection("s", "p", transform, slices=list(slices)),
+                          discovery=discovery(value.shape, meaning=meaning), request=CaptureRequest(1, 1, 3))
+    session.begin_step(PREFILL, 0)
+    session.observe(backend or NumpyBackend(), "p", value)
+    return session.take_step().record("s")
+
+
+def sample(dtype) -> np.ndarray:
+    values = np.arange(np.prod(SHAPE)).reshape(SHAPE) - 7
+    if np.issubdtype(dtype, np.unsignedinteger) or dtype == np.bool_:
+        values = np.abs(values) % 2 if dtype == np.bool_ else np.abs(values)
+    return values.astype(dtype)
+
+
+# Built per test (a native object held by a parameter would outlive the module at exit).
+TENSOR_TRANSFORMS = {
+    "full_tensor": lambda: (CaptureTransform.full_tensor(), (), lambda x: x),
+    "slice": lambda: (CaptureTransform.slice(), (CaptureSlice("a2", 1, 4, 2),), lambda x: x[:, :, 1:4:2]),
+    "preview": lambda: (CaptureTransform.preview(5), (), lambda x: x.ravel()[:5]),
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", list(TENSOR_TRANSFORMS))
+def test_tensor_payloads_keep_the_source_dtype_and_are_charged_their_real_bytes(dtype, name):
+    transform, slices, expected = TENSOR_TRANSFORMS[name]()
+    x = sample(dtype)
+    record = capture(transform, x, slices=slices)
+    want = expected(x)
+    payload = record.payload
+    assert record.outcome in (CaptureOutcome.CAPTURED, CaptureOutcome.TRUNCATED)
+    assert isinstance(payload.tensor, np.ndarray) and payload.tensor.dtype == x.dtype
+    assert payload.tensor.shape == want.shape and np.array_equal(payload.tensor, want)
+    assert payload.dtype == np.dtype(dtype).name and payload.shape == list(want.shape)
+    # Retained bytes are the array's own bytes (the metadata envelope retains nothing).
+    assert payload.nbytes == want.nbytes == np.dtype(dtype).itemsize * want.size
+    assert record.charged.retained_bytes == want.nbytes
+    encoded = record.to_json()
+    assert len(encoded) <= record.charged.encoded_bytes
+    decoded = json.loads(encoded)["payload"]
+    assert decoded["dtype"] == payload.dtype and decoded["shape"] == list(want.shape)
+    assert decoded["values"] == want.ravel().tolist()
+
+
+def test_a_payload_is_a_read_only_copy_not_a_view_of_the_activation():
+    x = np.ones(SHAPE, np.float32)
+    payload = capture(CaptureTransform.full_tensor(), x).payload
+    x[...] = 5  # the model reuses its buffer
+    assert float(payload.tensor.max()) == 1.0
+    with pytest.raises(ValueError):
+        payload.tensor[0, 0, 0] = 2
+
+
+def test_extreme_values_encode_within_the_charge():
+    x = np.array([[[np.iinfo(np.int64).min, np.iinfo(np.int64).max, -1, 0]] * 3] * 2, dtype=np.int64)
+    record = capture(CaptureTransform.full_tensor(), x)
+    assert len(record.to_json()) <= record.charged.encoded_bytes
+    assert json.loads(record.to_json())["payload"]["values"][:2] == [np.iinfo(np.int64).min, np.iinfo(np.int64).max]
+    y = np.full(SHAPE, -2.2250738585072014e-308, np.float64)
+    y[0, 0, 0], y[0, 0, 1] = np.nan, -np.inf
+    record = capture(CaptureTransform.full_tensor(), y)
+    assert len(record.to_json()) <= record.charged.encoded_bytes
+    assert json.loads(record.to_json())["payload"]["values"][:3] == [None, None, -2.2250738585072014e-308]
+    h = capture(CaptureTransform.full_tensor(), np.full(SHAPE, 65504.0, np.float16))  # float16's largest
+    assert json.loads(h.to_json())["payload"]["values"][0] == 65504.0
+
+
+def test_small_results_are_arrays_named_for_what_they_hold():
+    x = np.linspace(-1.0, 1.0, 24, dtype=np.float32).reshape(SHAPE)
+    summary = capture(CaptureTransform.summary(), x).payload
+    assert isinstance(summary.summary, Summary) and summary.summary.count == 24 and summary.summary.nonfinite == 0
+    assert summary.stats.dtype == np.float64 and summary.stats.tolist() == [summary.min, summary.max, summary.mean,
+                                                                             summary.std]
+    hist = capture(CaptureTransform.histogram([-1.0, 0.0, 1.0]), x).payload
+    assert isinstance(hist.histogram, Histogram)
+    assert hist.bin_edges.dtype == np.float64 and hist.bin_edges.tolist() == [-1.0, 0.0, 1.0]
+    assert hist.counts.dtype == np.int64 and hist.counts.tolist() == [12, 12]
+    top = capture(CaptureTransform.top_candidates(2), x).payload
+    assert isinstance(top.candidates, Candidates)
+    assert top.candidate_ids.dtype == np.int64 and top.candidate_ids.tolist() == [3, 2]
+    assert top.scores.dtype == np.float64 and top.scores.tolist() == pytest.approx([1.0, x[1, 2, 2]])
+    # Each value is None on a payload of another kind.
+    assert summary.tensor is None and summary.histogram is None and summary.candidates is None
+    assert hist.summary is None and hist.candidate_ids is None and top.bin_edges is None and top.stats is None
+
+
+def test_on_the_class_the_names_stay_the_constructors():
+    assert CapturePayload.summary(3, 0, 0.0, 1.0, 0.5, 0.1).summary == Summary(3, 0, 0.0, 1.0, 0.5, 0.1)
+    legacy = CapturePayload.tensor([2, 2], [1.0, 2.0, 3.0, 4.0])
+    assert legacy.tensor.dtype == np.float64 and legacy.tensor.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert legacy.dtype == "float64" and legacy.nbytes == 32
+    assert CapturePayload.histogram([0.0, 1.0], [4]).histogram.counts.tolist() == [4]
+    assert CapturePayload.candidates([7], [0.5]).candidates.ids.tolist() == [7]
+    assert "<nanobind" not in repr(legacy.tensor) and "<nanobind" not in repr(legacy.summary)
+
+
+def test_the_old_names_still_answer_with_a_deprecation_warning():
+    top = CapturePayload.candidates([7, 1], [0.5, 0.25])
+    with pytest.warns(DeprecationWarning, match="candidate_ids"):
+        assert top.counts == [7, 1]
+    with pytest.warns(DeprecationWarning, match="values is deprecated"):
+        assert top.values == [0.5, 0.25]
+    array = CapturePayload.from_array(np.array([1, 2], np.int16))
+    with pytest.warns(DeprecationWarning):
+        assert array.values == [1.0, 2.0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert CapturePayload.histogram([0.0, 1.0], [4]).counts.tolist() == [4]  # the new meaning: no warning
+
+
+@pytest.mark.parametrize("bad, error", [([1.0, 2.0], LifecoreTypeError), ("text", LifecoreTypeError),
+                                        (np.zeros(3, np.complex64), InvalidArgumentError),
+                                        (np.zeros((4, 4), np.float32)[:, ::2], LifecoreTypeError)],
+                         ids=["list", "str", "complex", "strided"])
+def test_from_array_refuses_what_it_cannot_keep(bad, error):
+    with pytest.raises(error, match="from_array"):
+        CapturePayload.from_array(bad)
+
+
+class OverKeeping(NumpyBackend):
+    """Charges float32 but keeps float64: more than the ledger granted."""
+
+    def describe(self, tensor):
+        return tensor.shape, 4, True
+
+    def transform(self, tensor, request):
+        return CapturePayload.from_array(np.zeros(request.selected_shape, np.float64))
+
+
+def test_a_payload_larger_than_its_charge_fails_the_capture():
+    with pytest.raises(CaptureSessionError, match="underestimated retained"):
+        capture(CaptureTransform.full_tensor(), np.zeros(SHAPE, np.float32), backend=OverKeeping())
+
+
+def test_a_describing_backend_is_priced_by_the_core_cost_model():
+    x = np.zeros(SHAPE, np.float16)
+    record = capture(CaptureTransform.slice(), x, slices=[CaptureSlice("a0", 0, 1)])
+    cost = payload_cost(TransformKind.SLICE, [1, 3, 4], 2)
+    assert cost == CaptureUsage(1, 24, 24, 128 + 25 * 12 + 21 * 3)
+    assert record.charged.retained_bytes == cost.retained_bytes
+    summary = capture(CaptureTransform.summary(), x)
+    assert summary.charged.retained_bytes == 48  # 6 numbers x 8 bytes
+
+
+class Counting(NumpyBackend):
+    def __init__(self):
+        self.described = 0
+        self.requests = []
+
+    def describe(self, tensor):
+        self.described += 1
+        return super().describe(tensor)
+
+    def transform(self, tensor, request):
+        self.requests.append(request)
+        return super().transform(tensor, request)
+
+
+def test_a_points_request_is_reused_while_its_facts_hold_and_rechecked_when_they_change():
+    disc = CaptureDiscovery("payloads", [ObservationPoint("p", [Axis("rows", None), Axis("d", 4)])])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.slice(), slices=[CaptureSlice("d", 0, 2)])],
+                       unlimited())
+    session = CaptureSession(plan.admit(disc, CaptureRequest(1, 1, 5)))
+    backend = Counting()
+    observer = session.observer("p", backend)
+    shapes = [(3, 4), (3, 4), (3, 4), (5, 4), (5, 3)]
+    records = []
+    for prediction, shape in enumerate(shapes):
+        session.begin_step(PREFILL if prediction == 0 else DECODE, prediction)
+        try:
+            observer.observe(np.ones(shape, np.float32))
+        except InvalidArgumentError:
+            pass
+        records.append(session.take_step().record("s"))
+    assert [r.selected_shape for r in records[:4]] == [[3, 2], [3, 2], [3, 2], [5, 2]]
+    assert records[4].outcome == CaptureOutcome.FAILED and "extent 3" in records[4].message  # never a stale check
+    assert backend.described == 5 and len(backend.requests) == 4
+    # The same facts reuse the converted request (this point's extents do not depend on the
+    # phase); new facts give a new one.
+    assert backend.requests[0] is backend.requests[1] is backend.requests[2]
+    assert backend.requests[3] is not backend.requests[2]
+
+
+def test_an_observer_matches_observe_and_is_a_forward_hook():
+    x = np.arange(24, dtype=np.float32).reshape(SHAPE)
+    via_observe = capture(CaptureTransform.summary(), x).payload.summary
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()), discovery=discovery(),
+                          request=CaptureRequest(1, 1, 3))
+    observer = session.observer("p", NumpyBackend(), tensor_type=np.ndarray, select=lambda out: out[1])
+    assert observer.path == "p" and observer.selected
+    with pytest.raises(CaptureSessionError, match="no capture step is open"):
+        observer.observe(x)
+    session.begin_step(PREFILL, 0)
+    observer(None, (), ("ignored", x))  # hook(module, args, output): the selector picks element 1
+    assert session.take_step().record("s").payload.summary == via_observe
+    session.begin_step(DECODE, 1)
+    observer(None, (), x)  # a plain output of the tensor type is observed as is
+    assert session.take_step().record("s").outcome == CaptureOutcome.CAPTURED
+    idle = session.observer("elsewhere", NumpyBackend())
+    assert not idle.selected
+    session.begin_step(DECODE, 2)
+    idle.observe(x)  # nothing selected there: nothing happens
+    assert session.take_step().record("s").outcome == CaptureOutcome.MISSING
+
+
+@pytest.mark.parametrize("kwargs, error", [(dict(path=3, backend=NumpyBackend()), LifecoreTypeError),
+                                           (dict(path="p", backend=None), InvalidArgumentError),
+                                           (dict(path="p", backend=NumpyBackend(), tensor_type=3), LifecoreTypeError),
+                                           (dict(path="p", backend=NumpyBackend(), select=3), LifecoreTypeError)])
+def test_observer_arguments_are_checked(kwargs, error):
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()), discovery=discovery(),
+                          request=CaptureRequest(1, 1, 3))
+    with pytest.raises(error, match="CaptureSession.observer"):
+        session.observer(**kwargs)
+
+
+def test_a_cached_request_never_hides_a_phase_or_prediction_check():
+    disc = CaptureDiscovery("payloads", [
+        ObservationPoint("seq", [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("d", 2)]),
+        ObservationPoint("ctx", [Axis("batch", "batch"), Axis("ctx", "context")])])
+    plan = CapturePlan([CaptureSelection("s", "seq", CaptureTransform.summary()),
+                        CaptureSelection("c", "ctx", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(disc, CaptureRequest(1, 3, 3)))
+    seq, ctx = session.observer("seq", NumpyBackend()), session.observer("ctx", NumpyBackend())
+    session.begin_step(PREFILL, 0)
+    seq.observe(np.ones((1, 3, 2)))
+    ctx.observe(np.ones((1, 3)))
+    assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.CAPTURED] * 2
+    session.begin_step(DECODE, 1)  # the same shapes again: decode expects one token and context 4
+    for observer, value in ((seq, np.ones((1, 3, 2))), (ctx, np.ones((1, 3)))):
+        with pytest.raises(InvalidArgumentError, match="expected"):
+            observer.observe(value)
+    assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.FAILED] * 2
