@@ -1,7 +1,8 @@
 """tools/api_reference.py walks the public API: every name it finds in lifecore.testing,
-lifecore.errors and lifecore.sequence has a docstring, a planted undocumented name is found (a class, a method, a
-property, an attribute, a nanobind-style property whose only text is its getter's signature,
-a dataclass's generated one-line docstring), and the reference it renders lists every name."""
+lifecore.errors, lifecore.sequence and the native capture, runtime and driver types has a
+docstring, a planted undocumented name is found (a class, a method, a property, an attribute,
+a nanobind-style property whose only text is its getter's signature, a dataclass's generated
+one-line docstring), and the reference it renders lists every name."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ def _defined_in(entry, prefixes: tuple[str, ...]) -> bool:
 
 # The modules whose every public name must be documented (a native class counts by the
 # extension module that defines it).
-DOCUMENTED_MODULES = ("lifecore.testing", "lifecore.errors", "lifecore.sequence", "lifecore._core.sequence")
+DOCUMENTED_MODULES = ("lifecore.testing", "lifecore.errors", "lifecore.sequence", "lifecore._core.sequence",
+                      "lifecore._core.capture", "lifecore._core.runtime", "lifecore._core.driver")
 
 
 def test_every_name_of_the_documented_modules_is_documented(api):
@@ -53,7 +55,8 @@ def test_every_name_of_the_documented_modules_is_documented(api):
                      "DriverError.driver_message", "BudgetExceededError.budget", "BudgetExceededError.cumulative",
                      "SequenceSession.step", "SequenceSession.phase", "AdmissionCoordinator.capacity",
                      "AdmissionCoordinator.register_waiter", "SessionPhase", "PreemptionReport.victims",
-                     "preempt_for"):
+                     "preempt_for", "CaptureSession.begin_step", "CaptureRecord.budget", "OnLimit",
+                     "CaptureUsage.captures", "BufferView.dtype", "Device.closed"):
         assert expected in names, f"the walk did not reach {expected}"
     undocumented = [f"{e.module}.{e.qualname} ({e.kind})" for e in entries if not e.doc]
     assert not undocumented, "public names without a docstring:\n" + "\n".join(undocumented)

@@ -287,9 +287,10 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
   nb::class_<BufferView>(m, "BufferView",
                          "A typed, shaped, zero-copy view of a whole Buffer (Buffer.view), for DLPack consumers\n"
                          "and the CUDA array interface. It keeps its buffer alive.")
-      .def_prop_ro("buffer", [](const BufferView& v) { return v.buffer; })
-      .def_prop_ro("dtype", [](const BufferView& v) { return std::string(v.type->name); })
-      .def_prop_ro("shape", &shape_tuple)
+      .def_prop_ro("buffer", [](const BufferView& v) { return v.buffer; }, "The Buffer viewed (kept alive by the view)")
+      .def_prop_ro("dtype", [](const BufferView& v) { return std::string(v.type->name); },
+                   "The element type's name: 'uint8', 'float32', 'bfloat16', 'bool', ...")
+      .def_prop_ro("shape", &shape_tuple, "The view's extents, as a tuple of ints")
       .def("__dlpack__", &export_dlpack, nb::kw_only(), "stream"_a.none() = nb::none(),
            "max_version"_a.none() = nb::none(), "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(),
            nb::sig("def __dlpack__(self, *, stream: object | None = None, max_version: object | None = None, "

@@ -15,21 +15,31 @@ namespace lifecore::bindings {
 using namespace lifecore::capture;
 
 void init_capture_interventions(nb::module_& m) {
-  nb::enum_<InterventionAction>(m, "InterventionAction")
-      .value("ZERO", InterventionAction::zero)
-      .value("SCALE", InterventionAction::scale)
-      .value("MASK", InterventionAction::mask)
-      .value("REPLACE", InterventionAction::replace)
-      .value("ADD", InterventionAction::add)
-      .value("MASK_LOGITS", InterventionAction::mask_logits)
-      .value("EXCLUDE_EXPERTS", InterventionAction::exclude_experts)
-      .value("ZERO_EXPERT_CONTRIBUTION", InterventionAction::zero_expert_contribution)
-      .value("BIAS_ROUTING_SCORES", InterventionAction::bias_routing_scores)
-      .value("FORCE_EXPERTS", InterventionAction::force_experts);
-  nb::enum_<EvidenceKind>(m, "EvidenceKind")
-      .value("NONE", EvidenceKind::none)
-      .value("PREVIEW", EvidenceKind::preview)
-      .value("SUMMARY", EvidenceKind::summary);
+  nb::enum_<InterventionAction>(m, "InterventionAction",
+       "What an intervention operation does: activation actions, MASK_LOGITS before sampling, and routing "
+       "actions before expert dispatch.")
+      .value("ZERO", InterventionAction::zero, "sets the selected region to zero")
+      .value("SCALE", InterventionAction::scale, "multiplies the selected region by factor")
+      .value("MASK", InterventionAction::mask, "keeps the region where the 0/1 payload is 1 and zeroes the rest")
+      .value("REPLACE", InterventionAction::replace, "replaces the selected region with the payload")
+      .value("ADD", InterventionAction::add, "adds the payload to the selected region")
+      .value("MASK_LOGITS", InterventionAction::mask_logits,
+           "sets the logits of the given token ids to -inf before sampling")
+      .value("EXCLUDE_EXPERTS", InterventionAction::exclude_experts,
+           "removes the given experts from the routing choice")
+      .value("ZERO_EXPERT_CONTRIBUTION", InterventionAction::zero_expert_contribution,
+           "keeps the routing choice but zeroes the given experts' coefficients")
+      .value("BIAS_ROUTING_SCORES", InterventionAction::bias_routing_scores,
+           "adds biases to the given experts' routing scores before top-k selection")
+      .value("FORCE_EXPERTS", InterventionAction::force_experts,
+           "routes each selected row to the given experts (ids shaped rows x top_k)");
+  nb::enum_<EvidenceKind>(m, "EvidenceKind",
+                          "What an operation records as evidence: an activation operation its target's region before "
+                          "and after it applies; a routing operation with any evidence the original and effective "
+                          "decisions.")
+      .value("NONE", EvidenceKind::none, "no evidence")
+      .value("PREVIEW", EvidenceKind::preview, "a preview of evidence_elements elements (1 to 4096)")
+      .value("SUMMARY", EvidenceKind::summary, "a summary (not for routing operations)");
 
   nb::class_<InterventionOperation>(m, "InterventionOperation",
                                     "One scheduled operation (see lifecore.capture.interventions for builders).")
@@ -60,17 +70,23 @@ void init_capture_interventions(nb::module_& m) {
                    "factor: float = 1.0, payload_shape: collections.abc.Sequence[int] = [], "
                    "payload: collections.abc.Sequence[float] = [], ids: collections.abc.Sequence[int] = [], "
                    "evidence: EvidenceKind = ..., evidence_elements: int = 0) -> None"))
-      .def_ro("id", &InterventionOperation::id)
-      .def_ro("target", &InterventionOperation::target)
-      .def_ro("action", &InterventionOperation::action)
-      .def_ro("schedule", &InterventionOperation::schedule)
-      .def_ro("slices", &InterventionOperation::slices)
-      .def_ro("factor", &InterventionOperation::factor)
-      .def_ro("payload_shape", &InterventionOperation::payload_shape)
-      .def_ro("payload", &InterventionOperation::payload)
-      .def_ro("ids", &InterventionOperation::ids)
-      .def_ro("evidence", &InterventionOperation::evidence)
-      .def_ro("evidence_elements", &InterventionOperation::evidence_elements);
+      .def_ro("id", &InterventionOperation::id,
+           "Its id (1 to 128 bytes, unique in the plan), which names its records.")
+      .def_ro("target", &InterventionOperation::target, "The path of the ObservationPoint it changes.")
+      .def_ro("action", &InterventionOperation::action, "Its InterventionAction.")
+      .def_ro("schedule", &InterventionOperation::schedule, "Its CaptureSchedule (every step by default).")
+      .def_ro("slices", &InterventionOperation::slices,
+           "Its CaptureSlices: the region it changes (the whole value without any).")
+      .def_ro("factor", &InterventionOperation::factor, "SCALE: the factor (finite).")
+      .def_ro("payload_shape", &InterventionOperation::payload_shape,
+           "MASK, REPLACE, ADD, FORCE_EXPERTS: the payload's shape (the selected region's, for activations).")
+      .def_ro("payload", &InterventionOperation::payload,
+           "REPLACE and ADD values, MASK's 0/1 keep flags or BIAS_ROUTING_SCORES' biases, as floats.")
+      .def_ro("ids", &InterventionOperation::ids,
+           "MASK_LOGITS token ids, or expert ids for routing actions (FORCE_EXPERTS: row-major rows x top_k).")
+      .def_ro("evidence", &InterventionOperation::evidence, "Its EvidenceKind.")
+      .def_ro("evidence_elements", &InterventionOperation::evidence_elements,
+           "PREVIEW evidence: the elements kept (1 to 4096).");
 
   nb::class_<InterventionPlan>(m, "InterventionPlan", "Operations applied in plan order.")
       .def("__init__",
@@ -80,7 +96,7 @@ void init_capture_interventions(nb::module_& m) {
            },
            nb::arg("operations").none(),
            nb::sig("def __init__(self, operations: collections.abc.Sequence[InterventionOperation]) -> None"))
-      .def_ro("operations", &InterventionPlan::operations)
+      .def_ro("operations", &InterventionPlan::operations, "Its InterventionOperations, in the order they apply.")
       .def("admit",
            [](const InterventionPlan& plan, nb::handle discovery_arg, nb::handle session_arg) {
              const char* call = "InterventionPlan.admit";
@@ -92,46 +108,60 @@ void init_capture_interventions(nb::module_& m) {
            nb::sig("def admit(self, discovery: CaptureDiscovery, session: CaptureSession) -> AdmittedInterventionPlan"),
            "Admits the plan for one session (its identity binds the session's admission and id).");
 
-  nb::class_<AdmittedInterventionPlan>(m, "AdmittedInterventionPlan")
+  nb::class_<AdmittedInterventionPlan>(m, "AdmittedInterventionPlan",
+       "An intervention plan admitted for one capture session; only InterventionPlan.admit creates one, and "
+       "it cannot be pickled.")
       // Copies: an admitted plan cannot be changed from Python (what is handed out is a value).
-      .def_prop_ro("plan", &AdmittedInterventionPlan::plan, nb::rv_policy::copy)
-      .def_prop_ro("identity", &AdmittedInterventionPlan::identity)
-      .def_prop_ro("request", &AdmittedInterventionPlan::request, nb::rv_policy::copy)
+      .def_prop_ro("plan", &AdmittedInterventionPlan::plan, nb::rv_policy::copy,
+           "The InterventionPlan admitted (a copy).")
+      .def_prop_ro("identity", &AdmittedInterventionPlan::identity,
+           "'intervention-v1-' and the SHA-256 (hex) of its canonical encoding, bound to the session's "
+           "admission.")
+      .def_prop_ro("request", &AdmittedInterventionPlan::request, nb::rv_policy::copy,
+           "The session's CaptureRequest it was admitted for (a copy).")
       .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); })
       .def("__reduce_ex__", [](nb::handle, int) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); });
 
   nb::class_<InterventionRequest>(m, "InterventionRequest", "What a backend must apply for one operation.")
-      .def_ro("action", &InterventionRequest::action)
-      .def_ro("source_shape", &InterventionRequest::source_shape)
-      .def_ro("region", &InterventionRequest::region)
-      .def_ro("selected_shape", &InterventionRequest::selected_shape)
-      .def_prop_ro("operation_id", [](const InterventionRequest& r) { return r.operation.id; })
-      .def_prop_ro("factor", [](const InterventionRequest& r) { return r.operation.factor; })
-      .def_prop_ro("ids", [](const InterventionRequest& r) { return r.operation.ids; })
-      .def_prop_ro("payload_shape", [](const InterventionRequest& r) { return r.operation.payload_shape; })
-      .def_prop_ro("payload", [](const InterventionRequest& r) { return r.operation.payload; })
+      .def_ro("action", &InterventionRequest::action, "The InterventionAction to apply.")
+      .def_ro("source_shape", &InterventionRequest::source_shape, "The target tensor's shape.")
+      .def_ro("region", &InterventionRequest::region,
+           "One ResolvedSlice per axis of the source: the region to change.")
+      .def_ro("selected_shape", &InterventionRequest::selected_shape, "The shape of that region.")
+      .def_prop_ro("operation_id", [](const InterventionRequest& r) { return r.operation.id; },
+           "The id of the operation.")
+      .def_prop_ro("factor", [](const InterventionRequest& r) { return r.operation.factor; }, "SCALE: the factor.")
+      .def_prop_ro("ids", [](const InterventionRequest& r) { return r.operation.ids; },
+           "MASK_LOGITS: the token ids to mask.")
+      .def_prop_ro("payload_shape", [](const InterventionRequest& r) { return r.operation.payload_shape; },
+           "MASK, REPLACE, ADD: the payload's shape (the selected region's).")
+      .def_prop_ro("payload", [](const InterventionRequest& r) { return r.operation.payload; },
+           "MASK's 0/1 keep flags, or REPLACE and ADD values, as a flat list of floats.")
       .def_prop_ro("index", [](const InterventionRequest& r) {
         nb::list items;
         for (const auto& s : r.region)
           items.append(nb::steal(PySlice_New(nb::int_(s.start).ptr(), nb::int_(s.end).ptr(), nb::int_(s.stride).ptr())));
         return nb::tuple(items);
-      });
+      }, "The region as a tuple of Python slices.");
 
   nb::class_<GroupSelectionControl>(m, "GroupSelectionControl", "What a routing selector must apply this step.")
-      .def_ro("operation_id", &GroupSelectionControl::operation_id)
-      .def_ro("target", &GroupSelectionControl::target)
-      .def_ro("action", &GroupSelectionControl::action)
+      .def_ro("operation_id", &GroupSelectionControl::operation_id, "The id of the routing operation.")
+      .def_ro("target", &GroupSelectionControl::target, "The path of the routing point.")
+      .def_ro("action", &GroupSelectionControl::action, "The routing InterventionAction to apply.")
       .def_ro("policy", &GroupSelectionControl::policy, "The expected grouped top-k routing policy.")
-      .def_ro("num_experts", &GroupSelectionControl::num_experts)
-      .def_ro("top_k", &GroupSelectionControl::top_k)
-      .def_ro("token_rows", &GroupSelectionControl::token_rows)
-      .def_ro("row_start", &GroupSelectionControl::row_start)
-      .def_ro("row_end", &GroupSelectionControl::row_end)
-      .def_ro("row_stride", &GroupSelectionControl::row_stride)
-      .def_ro("expert_ids", &GroupSelectionControl::expert_ids)
-      .def_ro("biases", &GroupSelectionControl::biases)
-      .def_ro("capture_original", &GroupSelectionControl::capture_original)
-      .def_prop_ro("selected_rows", &GroupSelectionControl::selected_rows)
+      .def_ro("num_experts", &GroupSelectionControl::num_experts, "policy.num_experts.")
+      .def_ro("top_k", &GroupSelectionControl::top_k, "policy.top_k.")
+      .def_ro("token_rows", &GroupSelectionControl::token_rows, "The token rows the selector routes this step.")
+      .def_ro("row_start", &GroupSelectionControl::row_start, "The first row it applies to.")
+      .def_ro("row_end", &GroupSelectionControl::row_end, "The row it stops before.")
+      .def_ro("row_stride", &GroupSelectionControl::row_stride, "The step between rows it applies to.")
+      .def_ro("expert_ids", &GroupSelectionControl::expert_ids,
+           "Experts excluded, zeroed or biased, or FORCE_EXPERTS' ids (row-major, rows x top_k).")
+      .def_ro("biases", &GroupSelectionControl::biases, "BIAS_ROUTING_SCORES: one bias per expert id.")
+      .def_ro("capture_original", &GroupSelectionControl::capture_original,
+           "Whether routing_applied must also receive the original decision as evidence.")
+      .def_prop_ro("selected_rows", &GroupSelectionControl::selected_rows,
+           "The rows it applies to: ceil((row_end - row_start) / row_stride), 0 when empty.")
       .def("validate",
            [](const GroupSelectionControl& control, nb::handle policy, nb::handle token_rows) {
              control.validate(argument<RoutingPolicy>(policy, "GroupSelectionControl.validate", "policy"),

@@ -81,7 +81,7 @@ void init_capture_observer(nb::module_& m) {
   nb::class_<CaptureObserver>(m, "CaptureObserver",
                               "One point of a session, observed per call: CaptureSession.observer(path, backend).",
                               nb::type_slots(observer_slots))
-      .def_prop_ro("path", [](const CaptureObserver& o) { return o.path; })
+      .def_prop_ro("path", [](const CaptureObserver& o) { return o.path; }, "The path of the point it observes.")
       .def_prop_ro("selected", [](const CaptureObserver& o) { return !o.selections.empty(); },
                    "Whether any selection observes this point (an observer of no selection does nothing).")
       .def("observe", [](CaptureObserver& o, nb::handle tensor) { o.observe(tensor); }, nb::arg("tensor").none(),

@@ -185,8 +185,8 @@ void init_capture_payloads(nb::module_& m) {
       .def_prop_ro("kind", [](const CapturePayload& p) -> nb::object {
         if (p.kind == PayloadKind::none) return nb::none();
         return nb::str(to_string(p.kind));
-      })
-      .def_ro("shape", &CapturePayload::shape)
+      }, "'tensor', 'summary', 'histogram' or 'candidates'; None for an empty payload.")
+      .def_ro("shape", &CapturePayload::shape, "A tensor payload's shape as a list of ints (empty for other kinds).")
       .def_prop_ro("dtype", [](const CapturePayload& p) -> nb::object {
         if (p.kind != PayloadKind::tensor) return nb::none();
         return nb::str(p.array.present() ? to_string(p.array.type) : "float64");
@@ -222,12 +222,14 @@ void init_capture_payloads(nb::module_& m) {
         deprecated("CapturePayload.values is deprecated: use tensor, bin_edges or scores");
         return legacy_values(p);
       }, "Deprecated: a tensor's numbers, a histogram's edges or candidates' scores, as a list of floats.")
-      .def_ro("count", &CapturePayload::count)
-      .def_ro("nonfinite", &CapturePayload::nonfinite)
-      .def_ro("min", &CapturePayload::min)
-      .def_ro("max", &CapturePayload::max)
-      .def_ro("mean", &CapturePayload::mean)
-      .def_ro("std", &CapturePayload::std)
+      .def_ro("count", &CapturePayload::count, "A summary's element count, finite or not (0 for other kinds).")
+      .def_ro("nonfinite", &CapturePayload::nonfinite,
+           "A summary's count of NaN and infinite elements (0 for other kinds).")
+      .def_ro("min", &CapturePayload::min, "A summary's least finite value (0.0 for other kinds).")
+      .def_ro("max", &CapturePayload::max, "A summary's greatest finite value (0.0 for other kinds).")
+      .def_ro("mean", &CapturePayload::mean, "A summary's mean of the finite values (0.0 for other kinds).")
+      .def_ro("std", &CapturePayload::std,
+           "A summary's population standard deviation of the finite values (0.0 for other kinds).")
       .def("__repr__", [](const CapturePayload& p) {
         std::string shape;
         for (auto extent : p.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(extent);

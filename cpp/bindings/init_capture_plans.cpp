@@ -43,11 +43,11 @@ nb::object dim_to_python(const Dim& d) {
 
 // A CaptureUsage field, settable only to a count that fits in 64 bits.
 template <std::uint64_t CaptureUsage::*Field>
-void usage_field(nb::class_<CaptureUsage>& cls, const char* name, const char* setter_sig) {
+void usage_field(nb::class_<CaptureUsage>& cls, const char* name, const char* setter_sig, const char* doc) {
   cls.def_prop_rw(
       name, [](const CaptureUsage& u) { return u.*Field; },
       [name](CaptureUsage& u, nb::handle value) { u.*Field = count_argument(value, "CaptureUsage", name); },
-      nb::for_setter(nb::sig(setter_sig)));
+      nb::for_setter(nb::sig(setter_sig)), doc);
 }
 
 std::string usage_repr(const CaptureUsage& u) {
@@ -56,31 +56,42 @@ std::string usage_repr(const CaptureUsage& u) {
 }
 
 void bind_plan_enums(nb::module_& m) {
-  nb::enum_<CapturePhase>(m, "CapturePhase")
-      .value("PREFILL", CapturePhase::prefill)
-      .value("DECODE", CapturePhase::decode);
-  nb::enum_<ValueDtype>(m, "ValueDtype")
-      .value("FLOATING", ValueDtype::floating)
-      .value("INTEGER", ValueDtype::integer)
-      .value("BOOLEAN", ValueDtype::boolean)
-      .value("UNKNOWN", ValueDtype::unknown);
-  nb::enum_<PointPosition>(m, "PointPosition")
-      .value("BEFORE_INTERVENTION", PointPosition::before_intervention)
-      .value("READ_ONLY", PointPosition::read_only)
-      .value("AFTER_INTERVENTION", PointPosition::after_intervention);
-  nb::enum_<PhaseSupport>(m, "PhaseSupport")
-      .value("SUPPORTED", PhaseSupport::supported)
-      .value("CONDITIONAL", PhaseSupport::conditional)
-      .value("UNSUPPORTED", PhaseSupport::unsupported)
-      .value("UNVERIFIED", PhaseSupport::unverified);
-  nb::enum_<TransformKind>(m, "TransformKind")
-      .value("PREVIEW", TransformKind::preview)
-      .value("SLICE", TransformKind::slice)
-      .value("FULL_TENSOR", TransformKind::full_tensor)
-      .value("SUMMARY", TransformKind::summary)
-      .value("HISTOGRAM", TransformKind::histogram)
-      .value("TOP_CANDIDATES", TransformKind::top_candidates);
-  nb::enum_<OnLimit>(m, "OnLimit").value("FAIL", OnLimit::fail).value("SKIP", OnLimit::skip);
+  nb::enum_<CapturePhase>(m, "CapturePhase",
+       "The phase of a step: PREFILL (the prompt, prediction 0) or DECODE (one generated token, predictions "
+       "1 on).")
+      .value("PREFILL", CapturePhase::prefill, "the prompt's forward; its prediction is 0")
+      .value("DECODE", CapturePhase::decode, "one generated token's forward; predictions 1 and on");
+  nb::enum_<ValueDtype>(m, "ValueDtype",
+       "The kind of value a point holds. Activation interventions need a FLOATING point.")
+      .value("FLOATING", ValueDtype::floating, "floating-point values")
+      .value("INTEGER", ValueDtype::integer, "integer values (ids, indices)")
+      .value("BOOLEAN", ValueDtype::boolean, "boolean values (masks)")
+      .value("UNKNOWN", ValueDtype::unknown, "not declared by the backend");
+  nb::enum_<PointPosition>(m, "PointPosition",
+       "Where a point's value sits relative to the interventions at its hook; copied onto its records.")
+      .value("BEFORE_INTERVENTION", PointPosition::before_intervention, "the value before interventions change it")
+      .value("READ_ONLY", PointPosition::read_only, "a value interventions do not change")
+      .value("AFTER_INTERVENTION", PointPosition::after_intervention, "the value after interventions changed it");
+  nb::enum_<PhaseSupport>(m, "PhaseSupport",
+       "How a point supports capture in a phase. Admission schedules a point only in a phase where it is "
+       "SUPPORTED.")
+      .value("SUPPORTED", PhaseSupport::supported, "observed as declared; may be scheduled")
+      .value("CONDITIONAL", PhaseSupport::conditional,
+           "observed only under conditions not guaranteed; admission refuses it")
+      .value("UNSUPPORTED", PhaseSupport::unsupported, "not observed in this phase; admission refuses it")
+      .value("UNVERIFIED", PhaseSupport::unverified, "not verified for this phase; admission refuses it");
+  nb::enum_<TransformKind>(m, "TransformKind",
+       "What a transform keeps of a selected region; CaptureTransform builds each kind.")
+      .value("PREVIEW", TransformKind::preview,
+           "the first max_elements elements, flattened (TRUNCATED when the region holds more)")
+      .value("SLICE", TransformKind::slice, "the region the selection's slices pick (at least one slice is required)")
+      .value("FULL_TENSOR", TransformKind::full_tensor, "every element of the selected region")
+      .value("SUMMARY", TransformKind::summary, "count, nonfinite, and min, max, mean, std of the finite values")
+      .value("HISTOGRAM", TransformKind::histogram, "counts per bin between strictly increasing finite edges")
+      .value("TOP_CANDIDATES", TransformKind::top_candidates, "the best-scoring ids of unsliced logits (batch 1)");
+  nb::enum_<OnLimit>(m, "OnLimit", "What a capture that would exceed a limit does: FAIL or SKIP.")
+      .value("FAIL", OnLimit::fail, "the record is FAILED and observe raises BudgetExceededError")
+      .value("SKIP", OnLimit::skip, "the record is SKIPPED (skip_reason 'limit'); no transform runs");
 }
 
 void bind_usage(nb::module_& m) {
@@ -98,10 +109,14 @@ void bind_usage(nb::module_& m) {
             nb::arg("encoded_bytes").none() = 0,
             nb::sig("def __init__(self, captures: int = 0, retained_bytes: int = 0, host_bytes: int = 0, "
                     "encoded_bytes: int = 0) -> None"));
-  usage_field<&CaptureUsage::captures>(usage, "captures", "def captures(self, arg: int, /) -> None");
-  usage_field<&CaptureUsage::retained_bytes>(usage, "retained_bytes", "def retained_bytes(self, arg: int, /) -> None");
-  usage_field<&CaptureUsage::host_bytes>(usage, "host_bytes", "def host_bytes(self, arg: int, /) -> None");
-  usage_field<&CaptureUsage::encoded_bytes>(usage, "encoded_bytes", "def encoded_bytes(self, arg: int, /) -> None");
+  usage_field<&CaptureUsage::captures>(usage, "captures", "def captures(self, arg: int, /) -> None",
+                                       "Captures: one per transform that ran (record metadata counts none).");
+  usage_field<&CaptureUsage::retained_bytes>(usage, "retained_bytes", "def retained_bytes(self, arg: int, /) -> None",
+                                             "Bytes of payload values kept.");
+  usage_field<&CaptureUsage::host_bytes>(usage, "host_bytes", "def host_bytes(self, arg: int, /) -> None",
+                                         "Bytes held in host memory: record metadata and values brought to the host.");
+  usage_field<&CaptureUsage::encoded_bytes>(usage, "encoded_bytes", "def encoded_bytes(self, arg: int, /) -> None",
+                                            "Bytes of the records' JSON encoding (a bound on to_json's length).");
   usage.def("__eq__", [](const CaptureUsage& a, nb::handle b) {
         CaptureUsage* other = nullptr;
         return nb::try_cast<CaptureUsage*>(b, other) && other && a == *other;
@@ -111,7 +126,7 @@ void bind_usage(nb::module_& m) {
       })
       .def("as_tuple", [](const CaptureUsage& u) {
         return nb::make_tuple(u.captures, u.retained_bytes, u.host_bytes, u.encoded_bytes);
-      })
+      }, "(captures, retained_bytes, host_bytes, encoded_bytes) as a tuple of ints.")
       .def("__repr__", &usage_repr);
 }
 
@@ -123,8 +138,10 @@ void bind_points(nb::module_& m) {
            },
            nb::arg("name").none(), nb::arg("size").none() = nb::none(),
            nb::sig("def __init__(self, name: str, size: int | str | None = None) -> None"))
-      .def_ro("name", &Axis::name)
-      .def_prop_ro("size", [](const Axis& a) { return dim_to_python(a.dim); });
+      .def_ro("name", &Axis::name, "The axis name that slices refer to.")
+      .def_prop_ro("size", [](const Axis& a) { return dim_to_python(a.dim); },
+           "The extent: an int when known, else a symbol resolved from the request at run time ('batch', "
+           "'sequence', 'token_rows', 'context', 'media_positions' or 'unknown').");
 
   nb::class_<RoutingPolicy>(m, "RoutingPolicy",
                             "Expected grouped top-k routing: scoring ('softmax' or 'sigmoid'), experts split into "
@@ -158,14 +175,17 @@ void bind_points(nb::module_& m) {
            nb::sig("def __init__(self, num_experts: int, top_k: int, *, scoring: str = 'softmax', groups: int = 1, "
                    "topk_groups: int | None = None, epsilon: float = 0.0, scale: float = 1.0, "
                    "learned_coefficient_scale: bool = False) -> None"))
-      .def_ro("num_experts", &RoutingPolicy::num_experts)
-      .def_ro("top_k", &RoutingPolicy::top_k)
-      .def_prop_ro("scoring", [](const RoutingPolicy& p) { return to_string(p.scoring); })
-      .def_ro("groups", &RoutingPolicy::groups)
-      .def_ro("topk_groups", &RoutingPolicy::topk_groups)
-      .def_ro("epsilon", &RoutingPolicy::epsilon)
-      .def_ro("scale", &RoutingPolicy::scale)
-      .def_ro("learned_coefficient_scale", &RoutingPolicy::learned_coefficient_scale)
+      .def_ro("num_experts", &RoutingPolicy::num_experts, "Experts the selector chooses among.")
+      .def_ro("top_k", &RoutingPolicy::top_k, "Experts chosen per token row.")
+      .def_prop_ro("scoring", [](const RoutingPolicy& p) { return to_string(p.scoring); },
+           "'softmax' or 'sigmoid': how router logits become scores.")
+      .def_ro("groups", &RoutingPolicy::groups, "Equal groups the experts are split into (1: plain top-k).")
+      .def_ro("topk_groups", &RoutingPolicy::topk_groups,
+           "Best groups kept before top_k experts are chosen among them.")
+      .def_ro("epsilon", &RoutingPolicy::epsilon, "Added to the denominator when coefficients are normalized.")
+      .def_ro("scale", &RoutingPolicy::scale, "Factor the normalized coefficients are multiplied by.")
+      .def_ro("learned_coefficient_scale", &RoutingPolicy::learned_coefficient_scale,
+           "Whether the selector also multiplies coefficients by learned per-expert scales.")
       .def("__eq__", [](const RoutingPolicy& a, nb::handle b) {
         RoutingPolicy* other = nullptr;
         return nb::try_cast<RoutingPolicy*>(b, other) && other && a == *other;
@@ -210,23 +230,29 @@ void bind_points(nb::module_& m) {
                    "prefill_support: PhaseSupport = ..., "
                    "decode_support: PhaseSupport = ..., routing: RoutingPolicy | None = None, "
                    "itemsize: int = 0) -> None"))
-      .def_ro("path", &ObservationPoint::path)
-      .def_ro("node_id", &ObservationPoint::node_id)
-      .def_ro("meaning", &ObservationPoint::meaning)
-      .def_ro("dtype", &ObservationPoint::dtype)
-      .def_ro("axes", &ObservationPoint::axes)
-      .def_ro("prefill", &ObservationPoint::prefill)
-      .def_ro("decode", &ObservationPoint::decode)
-      .def_ro("position", &ObservationPoint::position)
-      .def_ro("prefill_support", &ObservationPoint::prefill_support)
-      .def_ro("decode_support", &ObservationPoint::decode_support)
-      .def_ro("routing", &ObservationPoint::routing)
+      .def_ro("path", &ObservationPoint::path,
+           "The point's path, unique in its catalog; selections and operations name it.")
+      .def_ro("node_id", &ObservationPoint::node_id, "The model node it observes (the path when not given).")
+      .def_ro("meaning", &ObservationPoint::meaning,
+           "What the value is: 'activation', 'logits', 'routing', ... (TOP_CANDIDATES and MASK_LOGITS need "
+           "'logits').")
+      .def_ro("dtype", &ObservationPoint::dtype, "The ValueDtype of its value.")
+      .def_ro("axes", &ObservationPoint::axes, "Its axes, outermost first, as a list of Axis.")
+      .def_ro("prefill", &ObservationPoint::prefill, "Whether the point is reached in prefill.")
+      .def_ro("decode", &ObservationPoint::decode, "Whether the point is reached in decode.")
+      .def_ro("position", &ObservationPoint::position, "Its PointPosition relative to interventions at the same hook.")
+      .def_ro("prefill_support", &ObservationPoint::prefill_support, "Its PhaseSupport in prefill.")
+      .def_ro("decode_support", &ObservationPoint::decode_support, "Its PhaseSupport in decode.")
+      .def_ro("routing", &ObservationPoint::routing,
+           "The RoutingPolicy of a routing selector observed here, else None (routing operations need one).")
       .def_ro("itemsize", &ObservationPoint::itemsize, "Bytes per element, 0 when unknown.")
       .def("__repr__", [](const ObservationPoint& p) { return "ObservationPoint('" + p.path + "')"; });
 }
 
 void bind_discovery(nb::module_& m) {
-  nb::class_<BackendCapabilities>(m, "BackendCapabilities")
+  nb::class_<BackendCapabilities>(m, "BackendCapabilities",
+       "What the capture backend can do: its transforms, its largest histogram, and whether it enforces a "
+       "physical native byte limit. Admission refuses a plan that needs more.")
       .def("__init__",
            [](BackendCapabilities* c, nb::handle transforms, nb::handle bins, nb::handle physical) {
              const char* call = "BackendCapabilities";
@@ -241,9 +267,11 @@ void bind_discovery(nb::module_& m) {
            nb::arg("physical_native_limit").none() = false,
            nb::sig("def __init__(self, transforms: collections.abc.Sequence[TransformKind] | None = None, "
                    "max_histogram_bins: int = 4096, physical_native_limit: bool = False) -> None"))
-      .def_ro("transforms", &BackendCapabilities::transforms)
-      .def_ro("max_histogram_bins", &BackendCapabilities::max_histogram_bins)
-      .def_ro("physical_native_limit", &BackendCapabilities::physical_native_limit);
+      .def_ro("transforms", &BackendCapabilities::transforms,
+           "The TransformKinds the backend produces (all six by default).")
+      .def_ro("max_histogram_bins", &BackendCapabilities::max_histogram_bins, "The most bins a HISTOGRAM may have.")
+      .def_ro("physical_native_limit", &BackendCapabilities::physical_native_limit,
+           "Whether the backend reports native bytes, so a plan may set CaptureLimits.physical_native_bytes.");
 
   nb::class_<CaptureDiscovery>(m, "CaptureDiscovery", "Facts retained from the loaded model: identity, catalog, capabilities.")
       .def("__init__",
@@ -264,9 +292,10 @@ void bind_discovery(nb::module_& m) {
            nb::arg("artifact_identity").none(), nb::arg("catalog").none(), nb::arg("capabilities").none() = nb::none(),
            nb::sig("def __init__(self, artifact_identity: str, catalog: collections.abc.Sequence[ObservationPoint], "
                    "capabilities: BackendCapabilities | None = None) -> None"))
-      .def_ro("artifact_identity", &CaptureDiscovery::artifact_identity)
-      .def_ro("catalog", &CaptureDiscovery::catalog)
-      .def_ro("capabilities", &CaptureDiscovery::capabilities)
+      .def_ro("artifact_identity", &CaptureDiscovery::artifact_identity,
+           "The loaded model's identity; admissions, checkpoints and forks are bound to it.")
+      .def_ro("catalog", &CaptureDiscovery::catalog, "The ObservationPoints of the model, paths unique.")
+      .def_ro("capabilities", &CaptureDiscovery::capabilities, "The backend's BackendCapabilities.")
       .def("point",
            [](const CaptureDiscovery& d, nb::handle path_arg) -> std::optional<ObservationPoint> {
              std::string path = argument<std::string>(path_arg, "CaptureDiscovery.point", "path");
@@ -274,7 +303,9 @@ void bind_discovery(nb::module_& m) {
                if (p.path == path) return p;
              return std::nullopt;
            },
-           nb::arg("path").none(), nb::sig("def point(self, path: str) -> ObservationPoint | None"));
+           nb::arg("path").none(), nb::sig("def point(self, path: str) -> ObservationPoint | None"),
+           "The ObservationPoint at `path`, or None when the catalog has none. LifecoreTypeError when path is "
+           "not a str.");
 }
 
 void bind_request_and_schedule(nb::module_& m) {
@@ -287,9 +318,10 @@ void bind_request_and_schedule(nb::module_& m) {
            },
            nb::arg("batch").none() = 1, nb::arg("prompt_tokens").none() = 1, nb::arg("max_predictions").none() = 1,
            nb::sig("def __init__(self, batch: int = 1, prompt_tokens: int = 1, max_predictions: int = 1) -> None"))
-      .def_ro("batch", &CaptureRequest::batch)
-      .def_ro("prompt_tokens", &CaptureRequest::prompt_tokens)
-      .def_ro("max_predictions", &CaptureRequest::max_predictions)
+      .def_ro("batch", &CaptureRequest::batch, "Sequences run together.")
+      .def_ro("prompt_tokens", &CaptureRequest::prompt_tokens, "Prompt tokens per sequence (the prefill step's rows).")
+      .def_ro("max_predictions", &CaptureRequest::max_predictions,
+           "Steps the run may take, prefill included: predictions 0 to max_predictions - 1.")
       .def("__eq__", [](const CaptureRequest& a, const CaptureRequest& b) { return a == b; });
 
   nb::class_<CaptureSchedule>(m, "CaptureSchedule", "When a selection fires: phases, [first, end) predictions, every n.")
@@ -307,18 +339,22 @@ void bind_request_and_schedule(nb::module_& m) {
            nb::arg("end_prediction").none() = nb::none(), nb::arg("every").none() = 1,
            nb::sig("def __init__(self, *, prefill: bool = True, decode: bool = True, first_prediction: int = 0, "
                    "end_prediction: int | None = None, every: int = 1) -> None"))
-      .def_ro("prefill", &CaptureSchedule::prefill)
-      .def_ro("decode", &CaptureSchedule::decode)
-      .def_ro("first_prediction", &CaptureSchedule::first_prediction)
-      .def_ro("end_prediction", &CaptureSchedule::end_prediction)
-      .def_ro("every", &CaptureSchedule::every)
+      .def_ro("prefill", &CaptureSchedule::prefill, "Whether the selection fires in the prefill step.")
+      .def_ro("decode", &CaptureSchedule::decode, "Whether it fires in decode steps.")
+      .def_ro("first_prediction", &CaptureSchedule::first_prediction, "The first prediction it fires at.")
+      .def_ro("end_prediction", &CaptureSchedule::end_prediction,
+           "The prediction it stops before (exclusive), or None for no end.")
+      .def_ro("every", &CaptureSchedule::every, "It fires every `every` predictions from first_prediction.")
       .def("scheduled",
            [](const CaptureSchedule& s, nb::handle phase, nb::handle prediction) {
              return s.scheduled(argument<CapturePhase>(phase, "CaptureSchedule.scheduled", "phase"),
                                 argument<std::uint64_t>(prediction, "CaptureSchedule.scheduled", "prediction"));
            },
            nb::arg("phase").none(), nb::arg("prediction").none(),
-           nb::sig("def scheduled(self, phase: CapturePhase, prediction: int) -> bool"));
+           nb::sig("def scheduled(self, phase: CapturePhase, prediction: int) -> bool"),
+           "Whether the schedule fires at (phase, prediction): the phase is enabled and the prediction is in "
+           "[first_prediction, end_prediction) on the every-step grid. LifecoreTypeError on a wrong argument "
+           "type.");
 
   nb::class_<CaptureSlice>(m, "CaptureSlice", "A half-open slice [start, end) with a positive stride on a named axis.")
       .def("__init__",
@@ -329,10 +365,10 @@ void bind_request_and_schedule(nb::module_& m) {
            },
            nb::arg("axis").none(), nb::arg("start").none() = 0, nb::arg("end").none() = nb::none(), nb::arg("stride").none() = 1,
            nb::sig("def __init__(self, axis: str, start: int = 0, end: int | None = None, stride: int = 1) -> None"))
-      .def_ro("axis", &CaptureSlice::axis)
-      .def_ro("start", &CaptureSlice::start)
-      .def_ro("end", &CaptureSlice::end)
-      .def_ro("stride", &CaptureSlice::stride);
+      .def_ro("axis", &CaptureSlice::axis, "The name of the point's axis it slices.")
+      .def_ro("start", &CaptureSlice::start, "The first index kept.")
+      .def_ro("end", &CaptureSlice::end, "The index it stops before, or None for the end of the axis.")
+      .def_ro("stride", &CaptureSlice::stride, "The step between kept indices.");
 }
 
 void bind_transforms(nb::module_& m) {
@@ -342,27 +378,36 @@ void bind_transforms(nb::module_& m) {
                     return CaptureTransform{TransformKind::preview,
                                             count_argument(n, "CaptureTransform.preview", "max_elements"), {}, 0};
                   },
-                  nb::arg("max_elements").none(), nb::sig("def preview(max_elements: int) -> CaptureTransform"))
-      .def_static("slice", [] { return CaptureTransform{TransformKind::slice, 0, {}, 0}; })
-      .def_static("full_tensor", [] { return CaptureTransform{TransformKind::full_tensor, 0, {}, 0}; })
-      .def_static("summary", [] { return CaptureTransform{TransformKind::summary, 0, {}, 0}; })
+                  nb::arg("max_elements").none(), nb::sig("def preview(max_elements: int) -> CaptureTransform"),
+                  "Keeps at most the first max_elements elements of the region, flattened (TRUNCATED when it holds "
+                  "more). Admission refuses max_elements 0.")
+      .def_static("slice", [] { return CaptureTransform{TransformKind::slice, 0, {}, 0}; },
+           "Keeps the region picked by the selection's slices; admission refuses it without slices.")
+      .def_static("full_tensor", [] { return CaptureTransform{TransformKind::full_tensor, 0, {}, 0}; },
+           "Keeps every element of the selected region.")
+      .def_static("summary", [] { return CaptureTransform{TransformKind::summary, 0, {}, 0}; },
+           "Keeps count, nonfinite, and min, max, mean, std of the finite values (the default transform).")
       .def_static("histogram",
                   [](nb::handle edges) {
                     return CaptureTransform{TransformKind::histogram, 0,
                                             argument<std::vector<double>>(edges, "CaptureTransform.histogram", "edges"), 0};
                   },
                   nb::arg("edges").none(),
-                  nb::sig("def histogram(edges: collections.abc.Sequence[float]) -> CaptureTransform"))
+                  nb::sig("def histogram(edges: collections.abc.Sequence[float]) -> CaptureTransform"),
+                  "Keeps counts per bin between `edges`; admission needs at least two strictly increasing finite edges,"
+                  " within the backend's max_histogram_bins.")
       .def_static("top_candidates",
                   [](nb::handle k) {
                     return CaptureTransform{TransformKind::top_candidates, 0, {},
                                             count_argument(k, "CaptureTransform.top_candidates", "count")};
                   },
-                  nb::arg("count").none(), nb::sig("def top_candidates(count: int) -> CaptureTransform"))
-      .def_ro("kind", &CaptureTransform::kind)
-      .def_ro("max_elements", &CaptureTransform::max_elements)
-      .def_ro("edges", &CaptureTransform::edges)
-      .def_ro("count", &CaptureTransform::count);
+                  nb::arg("count").none(), nb::sig("def top_candidates(count: int) -> CaptureTransform"),
+                  "Keeps the `count` best-scoring ids and their scores from the last row of unsliced logits (batch 1); "
+                  "admission refuses count 0.")
+      .def_ro("kind", &CaptureTransform::kind, "Its TransformKind.")
+      .def_ro("max_elements", &CaptureTransform::max_elements, "PREVIEW: the most elements kept (0 for other kinds).")
+      .def_ro("edges", &CaptureTransform::edges, "HISTOGRAM: the bin edges (empty for other kinds).")
+      .def_ro("count", &CaptureTransform::count, "TOP_CANDIDATES: the candidates kept (0 for other kinds).");
 
   // The core's cost table, so the backends' charges and the tests' models never restate it.
   m.def("transform_size",
@@ -428,11 +473,11 @@ void bind_plans(nb::module_& m) {
            nb::sig("def __init__(self, id: str, path: str, transform: CaptureTransform | None = None, *, "
                    "schedule: CaptureSchedule | None = None, slices: collections.abc.Sequence[CaptureSlice] = []) "
                    "-> None"))
-      .def_ro("id", &CaptureSelection::id)
-      .def_ro("path", &CaptureSelection::path)
-      .def_ro("schedule", &CaptureSelection::schedule)
-      .def_ro("slices", &CaptureSelection::slices)
-      .def_ro("transform", &CaptureSelection::transform);
+      .def_ro("id", &CaptureSelection::id, "Its id, which names its records.")
+      .def_ro("path", &CaptureSelection::path, "The path of the ObservationPoint it captures.")
+      .def_ro("schedule", &CaptureSelection::schedule, "Its CaptureSchedule (every step by default).")
+      .def_ro("slices", &CaptureSelection::slices, "Its CaptureSlices, by axis name; none selects the whole value.")
+      .def_ro("transform", &CaptureSelection::transform, "Its CaptureTransform (summary by default).");
 
   nb::class_<CaptureLimits>(m, "CaptureLimits", "Per-step and cumulative budgets and what to do on a limit.")
       .def("__init__",
@@ -452,10 +497,14 @@ void bind_plans(nb::module_& m) {
            nb::sig("def __init__(self, per_step: CaptureUsage, cumulative: CaptureUsage, on_limit: OnLimit = "
                    "..., physical_native_bytes: int | None = None) -> None"))
       // Copies: a limit handed out can be changed without changing what anything enforces.
-      .def_ro("per_step", &CaptureLimits::per_step, nb::rv_policy::copy)
-      .def_ro("cumulative", &CaptureLimits::cumulative, nb::rv_policy::copy)
-      .def_ro("on_limit", &CaptureLimits::on_limit)
-      .def_ro("physical_native_bytes", &CaptureLimits::physical_native_bytes);
+      .def_ro("per_step", &CaptureLimits::per_step, nb::rv_policy::copy,
+           "The CaptureUsage one step may charge (a copy).")
+      .def_ro("cumulative", &CaptureLimits::cumulative, nb::rv_policy::copy,
+           "The CaptureUsage the whole run may charge (a copy).")
+      .def_ro("on_limit", &CaptureLimits::on_limit, "OnLimit.FAIL or OnLimit.SKIP: what a capture over a limit does.")
+      .def_ro("physical_native_bytes", &CaptureLimits::physical_native_bytes,
+           "The most native bytes one capture may materialize, or None for no limit (needs a backend with "
+           "physical_native_limit).");
 
   nb::class_<CapturePlan>(m, "CapturePlan", "Selections and limits. An empty plan captures nothing (there is no capture-all).")
       .def("__init__",
@@ -471,9 +520,9 @@ void bind_plans(nb::module_& m) {
            nb::sig("def __init__(self, selections: collections.abc.Sequence[CaptureSelection], limits: CaptureLimits, "
                    "*, schema_version: int = 1) -> None"))
       .def_static("none", [] { return CapturePlan{}; }, "The plan that captures nothing, with every budget zero.")
-      .def_ro("schema_version", &CapturePlan::schema_version)
-      .def_ro("selections", &CapturePlan::selections)
-      .def_ro("limits", &CapturePlan::limits)
+      .def_ro("schema_version", &CapturePlan::schema_version, "The plan format's version; admission accepts only 1.")
+      .def_ro("selections", &CapturePlan::selections, "Its CaptureSelections, in order.")
+      .def_ro("limits", &CapturePlan::limits, "Its CaptureLimits.")
       .def("admit",
            [](const CapturePlan& plan, nb::handle discovery, nb::handle request) {
              return admit(plan, argument<CaptureDiscovery>(discovery, "CapturePlan.admit", "discovery"),
@@ -486,33 +535,38 @@ void bind_plans(nb::module_& m) {
   nb::class_<AdmittedCapturePlan>(m, "AdmittedCapturePlan",
                                   "A plan admitted against a discovery. Only CapturePlan.admit creates one.")
       // Copies: an admitted plan cannot be changed from Python (what is handed out is a value).
-      .def_prop_ro("plan", &AdmittedCapturePlan::plan, nb::rv_policy::copy)
-      .def_prop_ro("points", &AdmittedCapturePlan::points, nb::rv_policy::copy)
-      .def_prop_ro("request", &AdmittedCapturePlan::request, nb::rv_policy::copy)
-      .def_prop_ro("identity", &AdmittedCapturePlan::identity)
-      .def_prop_ro("artifact_identity", &AdmittedCapturePlan::artifact_identity)
+      .def_prop_ro("plan", &AdmittedCapturePlan::plan, nb::rv_policy::copy, "The CapturePlan admitted (a copy).")
+      .def_prop_ro("points", &AdmittedCapturePlan::points, nb::rv_policy::copy,
+           "The ObservationPoint of each selection, in selection order (copies).")
+      .def_prop_ro("request", &AdmittedCapturePlan::request, nb::rv_policy::copy,
+           "The CaptureRequest it was admitted for (a copy).")
+      .def_prop_ro("identity", &AdmittedCapturePlan::identity,
+           "SHA-256 (hex) of the canonical encoding of plan, points, request and artifact.")
+      .def_prop_ro("artifact_identity", &AdmittedCapturePlan::artifact_identity,
+           "The artifact_identity of the discovery it was admitted against.")
       .def("__reduce__", &refuse_pickle)
       .def("__reduce_ex__", [](nb::handle self, int) { refuse_pickle(self); })
       .def("__repr__", [](const AdmittedCapturePlan& a) { return "AdmittedCapturePlan(" + a.identity() + ")"; });
 }
 
 void bind_backend_contract(nb::module_& m) {
-  nb::class_<ResolvedSlice>(m, "ResolvedSlice")
-      .def_ro("start", &ResolvedSlice::start)
-      .def_ro("end", &ResolvedSlice::end)
-      .def_ro("stride", &ResolvedSlice::stride)
+  nb::class_<ResolvedSlice>(m, "ResolvedSlice",
+       "One axis of a request's region: [start, end) step stride, resolved against the tensor's shape.")
+      .def_ro("start", &ResolvedSlice::start, "The first index.")
+      .def_ro("end", &ResolvedSlice::end, "The index it stops before.")
+      .def_ro("stride", &ResolvedSlice::stride, "The step.")
       .def("as_slice", [](const ResolvedSlice& s) {
         return nb::steal(PySlice_New(nb::int_(s.start).ptr(), nb::int_(s.end).ptr(), nb::int_(s.stride).ptr()));
-      });
+      }, "The region of this axis as a Python slice.");
 
   nb::class_<TransformRequest>(m, "TransformRequest", "What a backend must estimate or produce for one selection.")
-      .def_ro("kind", &TransformRequest::kind)
-      .def_ro("source_shape", &TransformRequest::source_shape)
-      .def_ro("region", &TransformRequest::region)
-      .def_ro("selected_shape", &TransformRequest::selected_shape)
-      .def_ro("max_elements", &TransformRequest::max_elements)
-      .def_ro("edges", &TransformRequest::edges)
-      .def_ro("count", &TransformRequest::count)
+      .def_ro("kind", &TransformRequest::kind, "The TransformKind to estimate or produce.")
+      .def_ro("source_shape", &TransformRequest::source_shape, "The observed tensor's shape.")
+      .def_ro("region", &TransformRequest::region, "One ResolvedSlice per axis of the source.")
+      .def_ro("selected_shape", &TransformRequest::selected_shape, "The shape of the selected region.")
+      .def_ro("max_elements", &TransformRequest::max_elements, "PREVIEW: the most elements to keep.")
+      .def_ro("edges", &TransformRequest::edges, "HISTOGRAM: the bin edges.")
+      .def_ro("count", &TransformRequest::count, "TOP_CANDIDATES: the candidates to keep.")
       .def_prop_ro("whole", [](const TransformRequest& r) {
         for (std::size_t i = 0; i < r.region.size(); ++i)
           if (r.region[i].start != 0 || r.region[i].stride != 1 || r.region[i].end != r.source_shape[i]) return false;

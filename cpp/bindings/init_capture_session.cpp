@@ -62,28 +62,34 @@ std::pair<TensorHandle, TensorHandle> handles_of(const nb::tuple& pair) {
 }
 
 void bind_outcome_enums(nb::module_& m) {
-  nb::enum_<OutcomeKind>(m, "CaptureOutcome")
-      .value("CAPTURED", OutcomeKind::captured)
-      .value("TRUNCATED", OutcomeKind::truncated)
-      .value("SKIPPED", OutcomeKind::skipped)
-      .value("MISSING", OutcomeKind::missing)
-      .value("FAILED", OutcomeKind::failed);
-  nb::enum_<InterventionOutcomeKind>(m, "InterventionOutcome")
-      .value("INACTIVE", InterventionOutcomeKind::inactive)
-      .value("APPLIED", InterventionOutcomeKind::applied)
-      .value("MISSING", InterventionOutcomeKind::missing)
-      .value("FAILED", InterventionOutcomeKind::failed);
+  nb::enum_<OutcomeKind>(m, "CaptureOutcome", "What one selection produced in one step (CaptureRecord.outcome).")
+      .value("CAPTURED", OutcomeKind::captured, "the transform ran and its payload is whole")
+      .value("TRUNCATED", OutcomeKind::truncated,
+           "a preview kept fewer elements than the region holds (see available, emitted)")
+      .value("SKIPPED", OutcomeKind::skipped,
+           "not captured: not scheduled, or over a limit under OnLimit.SKIP (see skip_reason)")
+      .value("MISSING", OutcomeKind::missing, "scheduled, but the point was not observed this step")
+      .value("FAILED", OutcomeKind::failed, "the capture failed (see fail_reason and message)");
+  nb::enum_<InterventionOutcomeKind>(m, "InterventionOutcome",
+       "What one intervention operation did in one step (InterventionRecord.outcome).")
+      .value("INACTIVE", InterventionOutcomeKind::inactive, "not scheduled this step")
+      .value("APPLIED", InterventionOutcomeKind::applied, "applied to its target")
+      .value("MISSING", InterventionOutcomeKind::missing, "scheduled, but its target was not reached this step")
+      .value("FAILED", InterventionOutcomeKind::failed,
+           "refused or failed (see message); it did not change the value");
 }
 
 void bind_records(nb::module_& m) {
   nb::class_<CaptureRecord>(m, "CaptureRecord", "What one selection produced in one step, and what it was charged.")
-      .def_ro("selection_id", &CaptureRecord::selection_id)
-      .def_ro("path", &CaptureRecord::path)
-      .def_ro("node_id", &CaptureRecord::node_id)
-      .def_ro("position", &CaptureRecord::position)
-      .def_ro("source_shape", &CaptureRecord::source_shape)
-      .def_ro("selected_shape", &CaptureRecord::selected_shape)
-      .def_prop_ro("outcome", [](const CaptureRecord& r) { return r.outcome.kind; })
+      .def_ro("selection_id", &CaptureRecord::selection_id, "The id of the selection it records.")
+      .def_ro("path", &CaptureRecord::path, "The observed point's path.")
+      .def_ro("node_id", &CaptureRecord::node_id, "The observed point's node_id.")
+      .def_ro("position", &CaptureRecord::position, "The point's PointPosition.")
+      .def_ro("source_shape", &CaptureRecord::source_shape,
+           "The observed tensor's shape (empty when it was not observed).")
+      .def_ro("selected_shape", &CaptureRecord::selected_shape,
+           "The shape of the region the slices selected (empty when none was).")
+      .def_prop_ro("outcome", [](const CaptureRecord& r) { return r.outcome.kind; }, "Its CaptureOutcome.")
       .def_prop_ro("skip_reason", [](const CaptureRecord& r) {
         return optional_reason(r.outcome.kind == OutcomeKind::skipped, to_string(r.outcome.skip));
       }, "'schedule' or 'limit' for a SKIPPED record, else None")
@@ -94,41 +100,55 @@ void bind_records(nb::module_& m) {
         bool limit = (r.outcome.kind == OutcomeKind::skipped && r.outcome.skip == SkipReason::limit) ||
                      (r.outcome.kind == OutcomeKind::failed && r.outcome.fail == FailReason::limit);
         return optional_reason(limit, to_string(r.outcome.budget));
-      })
-      .def_prop_ro("cumulative", [](const CaptureRecord& r) { return r.outcome.cumulative; })
-      .def_prop_ro("message", [](const CaptureRecord& r) { return r.outcome.message; })
-      .def_prop_ro("available", [](const CaptureRecord& r) { return r.outcome.available; })
-      .def_prop_ro("emitted", [](const CaptureRecord& r) { return r.outcome.emitted; })
+      }, "For a record SKIPPED or FAILED on a limit, the budget it hit: 'captures', 'retained_bytes', "
+         "'host_bytes', 'encoded_bytes' or 'physical_native_bytes'; else None.")
+      .def_prop_ro("cumulative", [](const CaptureRecord& r) { return r.outcome.cumulative; },
+           "For a limit outcome, True when the cumulative limit refused it, False for the per-step one.")
+      .def_prop_ro("message", [](const CaptureRecord& r) { return r.outcome.message; },
+           "A FAILED record's reason (at most 256 bytes), else ''.")
+      .def_prop_ro("available", [](const CaptureRecord& r) { return r.outcome.available; },
+           "TRUNCATED: the elements the selected region holds (else 0).")
+      .def_prop_ro("emitted", [](const CaptureRecord& r) { return r.outcome.emitted; },
+           "TRUNCATED: the elements the payload kept (else 0).")
       .def_prop_ro("payload", [](const CaptureRecord& r) -> std::optional<CapturePayload> {
         if (r.payload.kind == PayloadKind::none) return std::nullopt;
         return r.payload;
-      })
-      .def_ro("charged", &CaptureRecord::charged, nb::rv_policy::copy)
+      }, "The CapturePayload the transform produced, or None when none was kept.")
+      .def_ro("charged", &CaptureRecord::charged, nb::rv_policy::copy,
+           "The CaptureUsage charged for it: its metadata envelope plus any value cost (a copy).")
       .def("to_json", &CaptureSession::record_json, "The record as JSON; never longer than charged.encoded_bytes.")
       .def("__repr__", [](const CaptureRecord& r) {
         return "CaptureRecord('" + r.selection_id + "', " + to_string(r.outcome.kind) + ")";
       });
 
-  nb::class_<InterventionRecord>(m, "InterventionRecord")
-      .def_ro("operation_id", &InterventionRecord::operation_id)
-      .def_ro("target", &InterventionRecord::target)
-      .def_ro("outcome", &InterventionRecord::outcome)
-      .def_ro("message", &InterventionRecord::message)
-      .def_ro("evidence", &InterventionRecord::evidence)
-      .def_ro("charged", &InterventionRecord::charged, nb::rv_policy::copy)
-      .def("to_json", &CaptureSession::intervention_record_json)
+  nb::class_<InterventionRecord>(m, "InterventionRecord",
+       "What one intervention operation did in one step, its evidence and what it was charged.")
+      .def_ro("operation_id", &InterventionRecord::operation_id, "The id of the operation it records.")
+      .def_ro("target", &InterventionRecord::target, "The path of the point the operation targets.")
+      .def_ro("outcome", &InterventionRecord::outcome, "Its InterventionOutcome.")
+      .def_ro("message", &InterventionRecord::message, "A FAILED operation's reason (at most 256 bytes), else ''.")
+      .def_ro("evidence", &InterventionRecord::evidence,
+           "CapturePayloads: before and after for activation evidence, or the original and effective ids and "
+           "coefficients for routing; empty without evidence.")
+      .def_ro("charged", &InterventionRecord::charged, nb::rv_policy::copy,
+           "The CaptureUsage charged for its evidence (a copy).")
+      .def("to_json", &CaptureSession::intervention_record_json, "The record as JSON (a str).")
       .def("__repr__", [](const InterventionRecord& r) {
         return "InterventionRecord('" + r.operation_id + "', " + to_string(r.outcome) + ")";
       });
 
   nb::class_<CapturedStep>(m, "CapturedStep", "One drained step: records, intervention outcomes and usage.")
-      .def_ro("phase", &CapturedStep::phase)
-      .def_ro("prediction", &CapturedStep::prediction)
-      .def_ro("records", &CapturedStep::records)
-      .def_ro("interventions", &CapturedStep::interventions)
-      .def_ro("step_usage", &CapturedStep::step_usage, nb::rv_policy::copy)
-      .def_ro("cumulative_usage", &CapturedStep::cumulative_usage, nb::rv_policy::copy)
-      .def_ro("capture_seconds", &CapturedStep::capture_seconds)
+      .def_ro("phase", &CapturedStep::phase, "The step's CapturePhase.")
+      .def_ro("prediction", &CapturedStep::prediction, "The step's prediction (0 for prefill).")
+      .def_ro("records", &CapturedStep::records, "One CaptureRecord per selection, in plan order.")
+      .def_ro("interventions", &CapturedStep::interventions,
+           "One InterventionRecord per operation, in plan order (empty without interventions).")
+      .def_ro("step_usage", &CapturedStep::step_usage, nb::rv_policy::copy,
+           "The CaptureUsage this step charged (a copy).")
+      .def_ro("cumulative_usage", &CapturedStep::cumulative_usage, nb::rv_policy::copy,
+           "The run's CaptureUsage after this step, inherited usage included (a copy).")
+      .def_ro("capture_seconds", &CapturedStep::capture_seconds,
+           "Seconds spent in observe and intervene during the step.")
       .def("record",
            [](const CapturedStep& s, nb::handle id_arg) -> const CaptureRecord& {
              std::string id = argument<std::string>(id_arg, "CapturedStep.record", "id");
@@ -137,23 +157,28 @@ void bind_records(nb::module_& m) {
              raise(ErrorKind::InvalidArgument, "no record for selection '" + id + "'");
            },
            nb::arg("id").none(), nb::rv_policy::reference_internal,
-           nb::sig("def record(self, id: str) -> CaptureRecord"));
+           nb::sig("def record(self, id: str) -> CaptureRecord"),
+           "The CaptureRecord of selection `id`. InvalidArgumentError when the step has none.");
 }
 
 void bind_checkpoints(nb::module_& m) {
   nb::class_<CaptureCheckpoint>(m, "CaptureCheckpoint", "The capture component of a generation snapshot.")
-      .def_ro("artifact_identity", &CaptureCheckpoint::artifact_identity)
-      .def_ro("plan_identity", &CaptureCheckpoint::plan_identity)
-      .def_ro("prediction", &CaptureCheckpoint::prediction)
-      .def_ro("phase", &CaptureCheckpoint::phase)
-      .def_ro("has_step", &CaptureCheckpoint::has_step)
-      .def_ro("usage", &CaptureCheckpoint::usage, nb::rv_policy::copy)
+      .def_ro("artifact_identity", &CaptureCheckpoint::artifact_identity,
+           "The artifact_identity of the discovery it was taken with.")
+      .def_ro("plan_identity", &CaptureCheckpoint::plan_identity, "The identity of its run's AdmittedCapturePlan.")
+      .def_ro("prediction", &CaptureCheckpoint::prediction, "The prediction of the last step delivered.")
+      .def_ro("phase", &CaptureCheckpoint::phase, "The phase of the last step delivered.")
+      .def_ro("has_step", &CaptureCheckpoint::has_step, "Whether any step was delivered (False for a fresh run).")
+      .def_ro("usage", &CaptureCheckpoint::usage, nb::rv_policy::copy,
+           "The run's cumulative CaptureUsage when it was taken (a copy); restoring refunds nothing.")
       .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "a capture checkpoint belongs to its run"); });
 
   nb::class_<PreparedCaptureRestore>(m, "PreparedCaptureRestore",
                                      "A validated restore holding its session; commit() cannot fail, dropping it changes nothing.")
-      .def("commit", &PreparedCaptureRestore::commit)
-      .def_prop_ro("committed", &PreparedCaptureRestore::committed)
+      .def("commit", &PreparedCaptureRestore::commit,
+           "Rewinds the session to the checkpoint and releases it; never fails, and does nothing once committed "
+           "or released.")
+      .def_prop_ro("committed", &PreparedCaptureRestore::committed, "Whether commit() has rewound the session.")
       .def_prop_ro("holding", &PreparedCaptureRestore::holding, "Whether it still holds its session.")
       .def("release", [](PreparedCaptureRestore& p) { PreparedCaptureRestore dropped(std::move(p)); },
            "Drops the hold without restoring (as deleting the object does).")
@@ -182,17 +207,22 @@ void bind_capture_session(nb::module_& m) {
            nb::sig("def __init__(self, plan: AdmittedCapturePlan, discovery: CaptureDiscovery | None = None) -> None"),
            "With a discovery, re-admits the plan against it first (refused if it was admitted elsewhere).")
       // Copies: what the session enforces cannot be changed through what it hands out.
-      .def_prop_ro("plan", &CaptureSession::plan, nb::rv_policy::copy)
+      .def_prop_ro("plan", &CaptureSession::plan, nb::rv_policy::copy, "The session's AdmittedCapturePlan (a copy).")
       .def_prop_ro("intervention_plan", &CaptureSession::intervention_plan, nb::rv_policy::copy,
                    nb::for_getter(nb::sig("def intervention_plan(self, /) -> AdmittedInterventionPlan | None")))
-      .def_prop_ro("id", &CaptureSession::id)
+      .def_prop_ro("id", &CaptureSession::id,
+           "A process-local id, unique per session; intervention admissions and checkpoints are bound to it.")
       .def("begin_step",
            [](CaptureSession& s, nb::handle phase, nb::handle prediction) {
              s.begin_step(phase_argument(phase, "CaptureSession.begin_step"),
                           count_argument(prediction, "CaptureSession.begin_step", "prediction"));
            },
            nb::arg("phase").none(), nb::arg("prediction").none(),
-           nb::sig("def begin_step(self, phase: CapturePhase, prediction: int) -> None"))
+           nb::sig("def begin_step(self, phase: CapturePhase, prediction: int) -> None"),
+           "Opens the step (phase, prediction), reserving every selection's metadata envelope. "
+           "CaptureSessionError while a step is undrained or a restore or routing control is pending; "
+           "InvalidArgumentError past max_predictions or when PREFILL is not prediction 0; BudgetExceededError "
+           "when the envelopes exceed a limit.")
       .def("observe",
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) {
              std::string where = str_argument(path, "CaptureSession.observe", "path");
@@ -200,45 +230,64 @@ void bind_capture_session(nb::module_& m) {
              keeping_cause(adapter.cause(), [&] { s.observe(adapter, where, tensor.ptr()); });
            },
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
-           nb::sig("def observe(self, backend: object, path: str, tensor: object) -> None"))
-      .def("take_step", &CaptureSession::take_step)
+           nb::sig("def observe(self, backend: object, path: str, tensor: object) -> None"),
+           "Captures `tensor` for the selections at `path` through `backend`; unselected or skipped points cost "
+           "a lookup. Raises CaptureSessionError without an open step or on a second observation; a refused "
+           "capture marks its record FAILED and raises (BudgetExceededError, InvalidArgumentError, "
+           "CaptureSessionError).")
+      .def("take_step", &CaptureSession::take_step,
+           "Hands out the open step as a CapturedStep and closes it, or returns None when no step is open. "
+           "CaptureSessionError while a restore is prepared.")
       .def("checkpoint_storage_bytes",
            [](const CaptureSession& s, nb::handle discovery) {
              return s.checkpoint_storage_bytes(object_argument<CaptureDiscovery>(
                  discovery, "CaptureSession.checkpoint_storage_bytes", "discovery", "a CaptureDiscovery"));
            },
            nb::arg("discovery").none(),
-           nb::sig("def checkpoint_storage_bytes(self, discovery: CaptureDiscovery) -> int | None"))
+           nb::sig("def checkpoint_storage_bytes(self, discovery: CaptureDiscovery) -> int | None"),
+           "Host bytes a checkpoint of this session copies (identities, plan encodings, intervention payloads), "
+           "or None when it does not fit in 64 bits.")
       .def("checkpoint",
            [](const CaptureSession& s, nb::handle discovery) {
              return s.checkpoint(object_argument<CaptureDiscovery>(discovery, "CaptureSession.checkpoint", "discovery",
                                                                    "a CaptureDiscovery"));
            },
-           nb::arg("discovery").none(), nb::sig("def checkpoint(self, discovery: CaptureDiscovery) -> CaptureCheckpoint"))
+           nb::arg("discovery").none(), nb::sig("def checkpoint(self, discovery: CaptureDiscovery) -> CaptureCheckpoint"),
+           "A CaptureCheckpoint of the last delivered step. CaptureSessionError while a step is undrained or a "
+           "routing control pending, when the last step failed, or when `discovery` does not re-admit the plan.")
       .def("validate_restore",
            [](const CaptureSession& s, nb::handle checkpoint) {
              s.validate_restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.validate_restore",
                                                                    "checkpoint", "a CaptureCheckpoint"));
            },
-           nb::arg("checkpoint").none(), nb::sig("def validate_restore(self, checkpoint: CaptureCheckpoint) -> None"))
+           nb::arg("checkpoint").none(), nb::sig("def validate_restore(self, checkpoint: CaptureCheckpoint) -> None"),
+           "Checks that `checkpoint` can be restored, changing nothing. CaptureSessionError when it belongs to "
+           "another session or admission, or while a step is undrained or a routing control pending.")
       .def("prepare_restore",
            [](CaptureSession& s, nb::handle checkpoint) {
              return s.prepare_restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.prepare_restore",
                                                                          "checkpoint", "a CaptureCheckpoint"));
            },
            nb::arg("checkpoint").none(), nb::keep_alive<0, 1>(),
-           nb::sig("def prepare_restore(self, checkpoint: CaptureCheckpoint) -> PreparedCaptureRestore"))
+           nb::sig("def prepare_restore(self, checkpoint: CaptureCheckpoint) -> PreparedCaptureRestore"),
+           "Validates as validate_restore and holds the session until the returned PreparedCaptureRestore "
+           "commits or is released; calls that change the session raise CaptureSessionError meanwhile.")
       .def("restore",
            [](CaptureSession& s, nb::handle checkpoint) {
              s.restore(object_argument<CaptureCheckpoint>(checkpoint, "CaptureSession.restore", "checkpoint",
                                                           "a CaptureCheckpoint"));
            },
-           nb::arg("checkpoint").none(), nb::sig("def restore(self, checkpoint: CaptureCheckpoint) -> None"))
-      .def("cumulative_usage", &CaptureSession::cumulative_usage)
-      .def("step_usage", &CaptureSession::step_usage)
-      .def_prop_ro("next_prediction", &CaptureSession::next_prediction)
-      .def_prop_ro("step_pending", &CaptureSession::step_pending)
-      .def_prop_ro("checkpoint_ready", &CaptureSession::checkpoint_ready)
+           nb::arg("checkpoint").none(), nb::sig("def restore(self, checkpoint: CaptureCheckpoint) -> None"),
+           "Rewinds the schedule position to `checkpoint`; usage is not refunded and old records are not "
+           "republished. Raises as validate_restore.")
+      .def("cumulative_usage", &CaptureSession::cumulative_usage,
+           "The run's CaptureUsage so far, including usage inherited by a fork.")
+      .def("step_usage", &CaptureSession::step_usage, "The CaptureUsage charged in the current (or last) step.")
+      .def_prop_ro("next_prediction", &CaptureSession::next_prediction,
+           "The prediction after the current position (last step begun or restored), 0 before any step.")
+      .def_prop_ro("step_pending", &CaptureSession::step_pending, "Whether a step is open and not yet taken.")
+      .def_prop_ro("checkpoint_ready", &CaptureSession::checkpoint_ready,
+           "Whether the session is at a delivered, successful boundary (a fresh session is).")
       .def("fork",
            [](const CaptureSession& s, nb::handle discovery, nb::handle max_predictions, nb::handle limits) {
              const char* call = "CaptureSession.fork";
@@ -249,7 +298,10 @@ void bind_capture_session(nb::module_& m) {
            nb::arg("discovery").none(), nb::kw_only(), nb::arg("max_predictions").none() = nb::none(),
            nb::arg("limits").none() = nb::none(),
            nb::sig("def fork(self, discovery: CaptureDiscovery, *, max_predictions: int | None = None, "
-                   "limits: CaptureLimits | None = None) -> CaptureSession"))
+                   "limits: CaptureLimits | None = None) -> CaptureSession"),
+                   "A new CaptureSession continuing from this one's boundary with its usage, re-admitted with optional "
+                   "new max_predictions and limits. CaptureSessionError while a step is undrained or after a failed "
+                   "step; AdmissionError for another artifact or a refused re-admission.")
       .def("enable_interventions",
            [](CaptureSession& s, nb::handle plan, nb::object estimator) {
              const auto& admitted = object_argument<AdmittedInterventionPlan>(
@@ -258,7 +310,10 @@ void bind_capture_session(nb::module_& m) {
              s.enable_interventions(admitted, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
            },
            nb::arg("plan").none(), nb::arg("estimator").none(),
-           nb::sig("def enable_interventions(self, plan: AdmittedInterventionPlan, estimator: object) -> None"))
+           nb::sig("def enable_interventions(self, plan: AdmittedInterventionPlan, estimator: object) -> None"),
+           "Installs an AdmittedInterventionPlan admitted for this session, with `estimator` pricing its "
+           "evidence; before the first step only. CaptureSessionError when already enabled, after a step, or for"
+           " another session's plan; InvalidArgumentError without an estimator or for another request.")
       .def("intervene",
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
              std::string where = str_argument(path, "CaptureSession.intervene", "path");
@@ -268,15 +323,24 @@ void bind_capture_session(nb::module_& m) {
              return nb::borrow(static_cast<PyObject*>(*result));
            },
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
-           nb::sig("def intervene(self, backend: object, path: str, tensor: typing.Any) -> typing.Any | None"))
-      .def("finish_interventions", &CaptureSession::finish_interventions)
+           nb::sig("def intervene(self, backend: object, path: str, tensor: typing.Any) -> typing.Any | None"),
+           "Applies the operations due at `path` in plan order and returns the new tensor, or None when none "
+           "applied. An operation refused is recorded FAILED. CaptureSessionError without an open step, when "
+           "observe has not run first, or on a second call at the point.")
+      .def("finish_interventions", &CaptureSession::finish_interventions,
+           "Checks that every operation scheduled this step was applied. CaptureSessionError naming the first "
+           "missing or failed one, without an open step, or while a routing control is pending.")
       .def("routing_control",
            [](CaptureSession& s, nb::handle path, nb::handle token_rows) {
              return s.routing_control(str_argument(path, "CaptureSession.routing_control", "path"),
                                       count_argument(token_rows, "CaptureSession.routing_control", "token_rows"));
            },
            nb::arg("path").none(), nb::arg("token_rows").none(),
-           nb::sig("def routing_control(self, path: str, token_rows: int) -> GroupSelectionControl | None"))
+           nb::sig("def routing_control(self, path: str, token_rows: int) -> GroupSelectionControl | None"),
+           "The GroupSelectionControl a routing selector at `path` must apply to `token_rows` rows this step, or "
+           "None when no routing operation is due; reserves original-decision evidence. CaptureSessionError "
+           "without an open step or while a control is pending; InvalidArgumentError for an invalid control or "
+           "too many rows; BudgetExceededError when the evidence exceeds a limit.")
       .def("routing_applied",
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::object original, nb::object effective) {
              std::string where = str_argument(path, "CaptureSession.routing_applied", "path");
@@ -291,13 +355,19 @@ void bind_capture_session(nb::module_& m) {
            },
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("original").none(), nb::arg("effective").none(),
            nb::sig("def routing_applied(self, backend: object, path: str, original: tuple[object, object] | None, "
-                   "effective: tuple[object, object]) -> None"))
+                   "effective: tuple[object, object]) -> None"),
+                   "Reports the pending control applied: (ids, coefficients) tensors of the effective decision, and the "
+                   "original one when the control asked for it, captured as evidence. CaptureSessionError without a "
+                   "matching pending control; InvalidArgumentError for misshaped decisions; BudgetExceededError when "
+                   "evidence exceeds a limit.")
       .def("routing_failed",
            [](CaptureSession& s, nb::handle path, nb::handle message) {
              s.routing_failed(str_argument(path, "CaptureSession.routing_failed", "path"),
                               str_argument(message, "CaptureSession.routing_failed", "message"));
            },
-           nb::arg("path").none(), nb::arg("message").none(), nb::sig("def routing_failed(self, path: str, message: str) -> None"));
+           nb::arg("path").none(), nb::arg("message").none(), nb::sig("def routing_failed(self, path: str, message: str) -> None"),
+           "Records a routing selector's failure at `path` (message cut to 256 bytes): the pending control, or "
+           "the due routing operations there, become FAILED. Never raises for an unknown path.");
 }
 
 }  // namespace

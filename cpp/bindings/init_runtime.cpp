@@ -315,9 +315,9 @@ void bind_device(nb::module_& m) {
       .def_prop_ro("graphs", [](const Device& d) { return std::string(d.graphs_name()); },
                    "'hardware' (the driver captures) or 'software' (the runtime records and re-issues)")
       .def_prop_ro("capture_mode", &Device::capture_mode_name, "'thread_local', 'global' or 'relaxed'")
-      .def_prop_ro("ordinal", &Device::ordinal)
+      .def_prop_ro("ordinal", &Device::ordinal, "The device's index within its backend (as passed to Device)")
       .def_prop_ro("name", &Device::name, "The device's name")
-      .def_prop_ro("closed", &Device::closed)
+      .def_prop_ro("closed", &Device::closed, "True once close() (or leaving its with block) has run")
       .def_prop_ro("lost", &Device::lost,
                    "True once a sticky driver error left the device's context unusable: every later call raises\n"
                    "DeviceLostError.")
@@ -357,7 +357,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
   nb::class_<Buffer>(m, "Buffer", "A slice of device memory allocated by Stream.alloc.")
       .def_prop_ro("nbytes", &Buffer::nbytes, "Its size in bytes")
       .def_prop_ro("ptr", &Buffer::ptr, "The device address (ClosedError once freed)")
-      .def_prop_ro("device", &Buffer::device)
+      .def_prop_ro("device", &Buffer::device, "The Device whose pool the buffer was allocated from")
       .def_prop_ro("alive", &Buffer::alive, "False once freed or once its device closed")
       .def("free", &Buffer::free,
            "Returns the slice to the pool once the stream's queued work is done (ClosedError if freed).")
@@ -370,7 +370,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
            "Re-executes exactly the recorded work on `stream` (default: the stream that captured it).")
       .def("destroy", &Graph::destroy, nb::call_guard<nb::gil_scoped_release>(),
            "Waits for the graph's work, then releases its retained slices, cache pins and staging.")
-      .def_prop_ro("alive", &Graph::alive)
+      .def_prop_ro("alive", &Graph::alive, "False once destroyed (destroy(), leaving its with block, or its device closing)")
       .def_prop_ro("is_hardware", &Graph::is_hardware, "True for a driver graph, False for a software one")
       .def_prop_ro("node_count", &Graph::node_count, "Nodes (hardware) or recorded operations (software)")
       .def("__enter__", [](std::shared_ptr<Graph> g) { return g; })
@@ -414,7 +414,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
 void bind_stream(nb::module_& m) {
   using namespace nb::literals;
   nb::class_<Stream>(m, "Stream", "A device stream and its graph-capture lifecycle.")
-      .def_prop_ro("device", &Stream::device)
+      .def_prop_ro("device", &Stream::device, "The Device the stream was created on")
       .def_prop_ro("handle", &Stream::native_handle, "The native stream pointer, as an int")
       .def("alloc", &Stream::alloc, "nbytes"_a, "A Buffer of nbytes (> 0, at most the device's memory).")
       .def("write", &write, "buf"_a, "data"_a,

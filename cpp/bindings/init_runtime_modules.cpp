@@ -51,7 +51,7 @@ void init_runtime_modules(nb::module_& m) {
       .def("unload", &Module::unload, nb::call_guard<nb::gil_scoped_release>(),
            "Unloads the module: later launches of its kernels raise ClosedError (idempotent).")
       .def_prop_ro("alive", &Module::alive, "False once unloaded or once its device closed")
-      .def_prop_ro("device", &Module::device)
+      .def_prop_ro("device", &Module::device, "The Device the module was loaded on")
       .def_prop_ro("kind", [](const Module& mod) { return std::string(mod.kind_name()); },
                    "'ptx', 'cubin', 'fatbin' or 'code_object'")
       .def("__enter__", [](std::shared_ptr<Module> mod) { return mod; })
