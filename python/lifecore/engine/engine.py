@@ -23,6 +23,11 @@ PAD_REQUEST = "lifecore-engine-padding"
 
 @dataclass
 class Result:
+    """What one ``Engine.generate`` call produced: ``tokens`` maps each request id to its
+    generated tokens, ``stats`` counts the scheduler's work (:class:`Stats`), ``seconds`` is the
+    wall time, and ``graph_captures`` / ``graph_replays`` count the decode graphs captured and
+    replayed (0 off CUDA)."""
+
     tokens: dict[str, list[int]]
     stats: Stats
     seconds: float
@@ -97,6 +102,9 @@ class Engine:
 
     # ---------------------------------------------------------------- the scheduler's model
     def table_width(self, blocks: int) -> int:
+        """The block table's width for a batch whose longest sequence holds ``blocks`` blocks:
+        the fixed maximum when graphs replay the step (a graph reads a fixed table), else
+        ``blocks``."""
         return self.max_blocks if self.graphs_enabled else blocks
 
     def _forward(self, tokens: list[int], pos: list[int], seq: list[int], table: np.ndarray, prefill: bool,
@@ -115,6 +123,9 @@ class Engine:
         return logits[last].argmax(-1).tolist()
 
     def prefill(self, requests: Sequence[Request], table: np.ndarray) -> list[int]:
+        """Runs the prompts (and any tokens a preempted request already generated) of
+        ``requests`` eagerly, writing their keys and values through ``table`` (one row per
+        request); returns each request's next token (greedy)."""
         tokens: list[int] = []
         pos: list[int] = []
         seq: list[int] = []
@@ -129,6 +140,9 @@ class Engine:
             return self._forward(tokens, pos, seq, table, True, last)
 
     def decode(self, running: Sequence[Running], table: np.ndarray) -> list[int]:
+        """One decode step of the batch ``running``: each sequence's last token is written to
+        the cache through ``table`` and attends to its cached tokens; returns each sequence's
+        next token (greedy). Replays the bucket's graph on CUDA with graphs on, else eager."""
         self._iteration += 1
         tokens = [r.request.tokens[-1] for r in running]
         pos = [r.cached for r in running]

@@ -26,6 +26,11 @@ __all__ = ["ModelConfig", "PRESETS", "Transformer", "Block", "StepInputs", "page
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """The shape of the decoder-only transformer: ``layers`` blocks of ``heads`` attention heads
+    over ``d_model`` features (a multiple of ``heads``; ``head_dim`` is ``d_model // heads``), a
+    ``vocab`` of token ids and ``max_positions`` learned positions. Every field is a positive int
+    (ValueError otherwise)."""
+
     layers: int
     heads: int
     d_model: int
@@ -42,6 +47,7 @@ class ModelConfig:
 
     @property
     def head_dim(self) -> int:
+        """Features per attention head: ``d_model // heads``."""
         return self.d_model // self.heads
 
 

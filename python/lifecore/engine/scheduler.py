@@ -35,6 +35,12 @@ _CURRENT = BackingOutcome.CURRENT
 
 @dataclass
 class Request:
+    """One generation request: ``request_id`` (unique while live), the ``prompt`` token ids and
+    ``max_new_tokens`` to generate greedily. The engine appends to ``generated``; ``rejected``
+    holds the coordinator's reason when the request can never fit. ``tokens`` is the prompt
+    followed by what was generated, ``fit_tokens`` the length the request may reach (what it is
+    admitted for), and ``done`` is true once ``max_new_tokens`` were generated."""
+
     request_id: str
     prompt: list[int]
     max_new_tokens: int
@@ -43,14 +49,17 @@ class Request:
 
     @property
     def tokens(self) -> list[int]:
+        """The prompt followed by the tokens generated so far."""
         return self.prompt + self.generated
 
     @property
     def fit_tokens(self) -> int:
+        """The most tokens this request's sequence can hold: prompt plus ``max_new_tokens``."""
         return len(self.prompt) + self.max_new_tokens
 
     @property
     def done(self) -> bool:
+        """True once ``max_new_tokens`` tokens were generated."""
         return len(self.generated) >= self.max_new_tokens
 
 
@@ -66,6 +75,12 @@ class Running:
 
 @dataclass
 class Stats:
+    """Counts of one scheduler run: ``iterations`` (decode steps of a batch), ``deferrals``
+    (admissions or extensions the coordinator deferred), ``preemptions`` (sequences aborted to
+    recompute later), ``prefill_tokens`` (prompt tokens run, recomputation included),
+    ``generated`` (tokens produced) and ``bookkeeping_s`` (seconds spent inside the memory's
+    calls: lifecore's, or the free list's in the benchmark)."""
+
     iterations: int = 0
     deferrals: int = 0
     preemptions: int = 0
