@@ -60,6 +60,7 @@ class DecodeGraphs:
         self.pad_block = pad_block
         self.graphs: dict[int, tuple[Any, torch.Tensor, Any]] = {}  # bucket -> (graph, next tokens, pool)
         self.captures = self.replays = 0
+        self.recorded_allocations = 0  # lifecore driver allocations made by recorded passes: 0 when primed
         available, reason = lifecore_torch.pooled_allocator_available()
         self.pool_kind = "lifecore" if available else "torch"
         self.pool_fallback = reason
@@ -78,12 +79,14 @@ class DecodeGraphs:
             self.model(inputs).argmax(-1)  # warmup: eager, inside the window: primes the step's segments
             stream.sync()
             stream.begin_capture()
+            allocations = stream.device.memory_stats()["driver_allocations"]
             try:
                 out = self.model(inputs).argmax(-1)  # recorded, not run
             except BaseException:
                 stream.abort_capture()
                 raise
             graph = stream.end_capture()
+            self.recorded_allocations += stream.device.memory_stats()["driver_allocations"] - allocations
         self.captures += 1
         return graph, out, pool
 
