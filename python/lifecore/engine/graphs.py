@@ -75,18 +75,18 @@ class DecodeGraphs:
         pool = self._pool()
         stream = self.stream
         stream.graph_prepare()
-        with torch.cuda.stream(self.torch_stream), torch.cuda.use_mem_pool(pool), torch.no_grad():
-            self.model(inputs).argmax(-1)  # warmup: eager, inside the window: primes the step's segments
-            stream.sync()
-            stream.begin_capture()
-            allocations = stream.device.memory_stats()["driver_allocations"]
-            try:
+        try:
+            with torch.cuda.stream(self.torch_stream), torch.cuda.use_mem_pool(pool), torch.no_grad():
+                self.model(inputs).argmax(-1)  # warmup: eager, inside the window: primes the step's segments
+                stream.sync()
+                stream.begin_capture()
+                allocations = stream.device.memory_stats()["driver_allocations"]
                 out = self.model(inputs).argmax(-1)  # recorded, not run
-            except BaseException:
-                stream.abort_capture()
-                raise
-            graph = stream.end_capture()
-            self.recorded_allocations += stream.device.memory_stats()["driver_allocations"] - allocations
+                graph = stream.end_capture()
+        except BaseException:
+            stream.abort_capture()  # out of the window whichever step failed (a no-op once out)
+            raise
+        self.recorded_allocations += stream.device.memory_stats()["driver_allocations"] - allocations
         self.captures += 1
         return graph, out, pool
 
