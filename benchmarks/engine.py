@@ -209,6 +209,8 @@ def gpu_step(batch: int = 8, *, rounds: int = 15) -> Run:
     run.ratio("eager", "lifecore graph")
     run.ratio("lifecore graph", "torch.cuda.CUDAGraph")
     run.facts["same tokens"] = bool(torch.equal(torch_out, graphs.graphs[batch][1]))
+    run.facts["graph pool"] = graphs.pool_kind  # "lifecore": torch's memory in the window was lifecore's
+    run.facts["recorded allocations"] = graphs.recorded_allocations
     engine.close()
     return run
 

@@ -157,6 +157,8 @@ def test_graphs_on_cuda_match_the_reference_where_the_margin_is_clear():
     batch = requests()
     result = engine.generate(batch)
     assert result.graph_captures > 0 and result.graph_replays > result.graph_captures
+    assert result.graph_pool == "lifecore", engine.decode_graphs.pool_fallback  # torch pooled over lifecore
+    assert engine.decode_graphs.recorded_allocations == 0  # the warmups primed every recorded pass
     for request in batch:
         margins = []
         expected = reference_generate(engine.model, request.prompt, request.max_new_tokens, margins=margins)
@@ -195,3 +197,64 @@ def test_the_kv_cache_lives_on_the_coordinators_arena():
         assert arena[5] == 42.5
     finally:
         engine.close()
+
+
+def test_the_cpu_engine_says_no_graph_pool_was_used():
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=4, max_batch=2)
+    try:
+        assert engine.decode_graphs is None
+        assert engine.generate([Request("a", [1, 2], 3)]).graph_pool == "none"
+    finally:
+        engine.close()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_torchs_memory_in_a_graph_window_comes_from_lifecores_pool():
+    """A torch step warmed up and recorded in a lifecore window, allocating in
+    lifecore.torch.mem_pool: its segments are lent by lifecore (counted), the recorded pass
+    allocates nothing, the graph replays to the eager value, and every segment comes back."""
+    import gc
+
+    import lifecore
+    from lifecore import torch as lifecore_torch
+
+    device = lifecore.Device("cuda", 0)
+    stream = device.stream()
+    torch_stream = torch.cuda.ExternalStream(stream.handle, device="cuda:0")
+    x = torch.linspace(0, 1, 1 << 16, device="cuda:0")  # before the window: the caller's to keep alive
+    torch.cuda.synchronize()
+    expected = ((x * 2).sin() + 1).sum().item()
+    before = lifecore_torch.allocator_stats()
+    pool = lifecore_torch.mem_pool(stream)
+    try:
+        with torch.cuda.stream(torch_stream), torch.cuda.use_mem_pool(pool), torch.no_grad():
+            stream.graph_prepare()
+            ((x * 2).sin() + 1).sum()  # warmup: primes lifecore's pool with torch's segments
+            stream.sync()
+            warm = lifecore_torch.allocator_stats()
+            assert warm["allocations"] > before["allocations"] and warm["live"] > before["live"]
+            allocations = device.memory_stats()["driver_allocations"]
+            stream.begin_capture()
+            try:
+                out = ((x * 2).sin() + 1).sum()  # recorded, not run
+            except BaseException:
+                stream.abort_capture()
+                raise
+            graph = stream.end_capture()
+        assert device.memory_stats()["driver_allocations"] == allocations
+        assert lifecore_torch.allocator_stats()["refused"] == before["refused"]
+        out.zero_()
+        torch.cuda.synchronize()
+        graph.replay(stream)
+        stream.sync()
+        assert out.item() == pytest.approx(expected, rel=1e-4)
+        graph.destroy()
+        del out, graph
+        del pool
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        assert lifecore_torch.allocator_stats()["live"] == before["live"]  # torch gave every segment back
+    finally:
+        lifecore_torch.release_stream(stream)
+        device.close()

@@ -35,6 +35,7 @@ void init_capture_state(nb::module_& m);
 void init_runtime_modules(nb::module_& m);
 void init_buffer_interop(nb::module_& m, nb::class_<runtime::Buffer>& buffer_class);
 void init_stream_interop(nb::class_<runtime::Stream>& stream_class);
+void init_pooled_allocator(nb::module_& m);  // pooled_allocator_abi.cpp
 
 namespace {
 
@@ -493,6 +494,7 @@ void init_runtime(nb::module_& m) {
   init_buffer_interop(m, buffer_class);
   auto stream_class = nb::borrow<nb::class_<Stream>>(m.attr("Stream"));
   init_stream_interop(stream_class);
+  init_pooled_allocator(m);
 }
 
 }  // namespace lifecore::bindings

@@ -13,10 +13,20 @@ validates the session's control against the module's policy and rows
 
 Interventions may be enabled before or after :func:`attach`: a plan enabled later is
 hooked at the next forward through the attached root module.
+
+Memory: :func:`mem_pool` gives torch a ``torch.cuda.MemPool`` whose segments are lifecore's.
+Its allocator (:func:`pooled_allocator`) is a ``CUDAPluggableAllocator`` over two C functions
+of lifecore's extension module; a request is served by the lifecore stream whose native handle
+torch names (a stream :func:`mem_pool` routed), as a Buffer lent from that stream's memory
+manager. Inside a lifecore capture window those segments come from the persistent pool, the
+warmup primes them and every recording on the stream retains what is still lent, so the
+guarantees of the window (the recorded pass allocates nothing, the graph keeps what it touched)
+cover torch's work. A segment torch gives back returns to lifecore's pool after the stream's fence.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Any, Iterable, Mapping, Optional, Union
 
@@ -33,12 +43,79 @@ from .capture import (
     ValueDtype,
 )
 from .capture.backends.torch_backend import TorchBackend, route
-from .errors import InvalidArgumentError, LifecoreTypeError
+from . import _core
+from .errors import BackendUnavailableError, InvalidArgumentError, LifecoreTypeError
 
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
+           "ALLOC_SYMBOL", "FREE_SYMBOL", "allocator_library", "pooled_allocator", "pooled_allocator_available",
+           "mem_pool", "release_stream", "allocator_stats",
            "RoutingHook", "route", "routing_policy_of"]
 
 ROUTING_SUFFIX = "#routing"
+
+ALLOC_SYMBOL: str = _core.POOLED_ALLOC_SYMBOL
+"""The allocation function lifecore's extension module exports for a pluggable allocator:
+``void* alloc(size_t size, int device, cudaStream_t stream)``; null when refused."""
+FREE_SYMBOL: str = _core.POOLED_FREE_SYMBOL
+"""Its release function: ``void free(void* ptr, size_t size, int device, cudaStream_t stream)``."""
+
+
+def allocator_library() -> str:
+    """The path of lifecore's extension module, the shared library that exports
+    :data:`ALLOC_SYMBOL` and :data:`FREE_SYMBOL`."""
+    path = getattr(_core, "__file__", None)
+    if not path:
+        raise BackendUnavailableError("lifecore's extension module has no file to load an allocator from")
+    return str(path)
+
+
+@functools.lru_cache(maxsize=None)
+def pooled_allocator() -> Any:
+    """The process's ``torch.cuda.memory.CUDAPluggableAllocator`` over lifecore's pooled
+    allocator (made once). :class:`BackendUnavailableError` when this torch cannot load a
+    pluggable allocator (a build without CUDA, or a version without ``MemPool``)."""
+    available, reason = pooled_allocator_available()
+    if not available:
+        raise BackendUnavailableError(f"pooled_allocator: {reason}")
+    return torch.cuda.memory.CUDAPluggableAllocator(allocator_library(), ALLOC_SYMBOL, FREE_SYMBOL)
+
+
+def pooled_allocator_available() -> tuple[bool, str]:
+    """Whether this torch can pool over lifecore's allocator, and if not, why."""
+    if not hasattr(torch.cuda, "MemPool") or not hasattr(torch.cuda, "use_mem_pool"):
+        return False, f"torch {torch.__version__} has no torch.cuda.MemPool (torch 2.6 or later)"
+    if not hasattr(torch.cuda.memory, "CUDAPluggableAllocator") or not hasattr(torch._C, "_cuda_customAllocator"):
+        return False, f"torch {torch.__version__} was built without CUDA pluggable allocators"
+    return True, ""
+
+
+def mem_pool(stream: Any) -> Any:
+    """A new ``torch.cuda.MemPool`` over :func:`pooled_allocator`, with ``stream`` (a lifecore
+    ``Stream``) routed to serve its requests: allocate in it with ``torch.cuda.use_mem_pool``
+    while torch's current stream is ``torch.cuda.ExternalStream(stream.handle)``. Requests for
+    any other stream are refused (torch reports them as out of memory). Inside a driver capture
+    a request the primed pool cannot serve is refused too, rather than allocated in the window."""
+    if not isinstance(stream, _core.Stream):
+        raise LifecoreTypeError(f"mem_pool: argument 'stream' must be a lifecore Stream, got {type(stream).__name__}")
+    allocator = pooled_allocator()
+    _core.pooled_allocator_route(stream)
+    return torch.cuda.MemPool(allocator.allocator())
+
+
+def release_stream(stream: Any) -> bool:
+    """Stops routing the pooled allocator's requests to ``stream``; memory it already lent
+    stays valid until torch frees it. False when the stream was not routed."""
+    if not isinstance(stream, _core.Stream):
+        raise LifecoreTypeError(
+            f"release_stream: argument 'stream' must be a lifecore Stream, got {type(stream).__name__}")
+    return bool(_core.pooled_allocator_unroute(stream))
+
+
+def allocator_stats() -> dict[str, int]:
+    """The pooled allocator's process-wide counters: allocations, releases, live, live_bytes,
+    unknown_stream (requests naming a stream not routed), refused (a routed stream could not
+    serve them), unknown_pointer (frees of memory it did not lend), streams (routed now)."""
+    return dict(_core.pooled_allocator_stats())
 
 
 def artifact_identity(model: nn.Module) -> str:

@@ -206,6 +206,7 @@ driver::Status Stream::wait_for_upload() {
 
 void Stream::drop_slice(SliceId slice) {
   std::lock_guard lock(mutex_);
+  lent_slices_.erase(slice);
   if (dead_ || device_->closed()) return;  // the device returned all its memory
   MemoryManager* memory = &device_->memory();
   drop_.push([memory, slice] { memory->unbind(slice); });
@@ -219,11 +220,31 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
     raise(ErrorKind::InvalidArgument, "alloc: nbytes must be between 1 and the device's memory (" +
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
   std::lock_guard lock(mutex_);
-  check_usable("alloc");
+  return alloc_locked(static_cast<std::size_t>(nbytes), true, "alloc");
+}
+
+std::shared_ptr<Buffer> Stream::alloc_lent(std::size_t nbytes) {
+  const std::size_t total = device_->total_memory();
+  if (nbytes == 0 || nbytes > total)
+    raise(ErrorKind::InvalidArgument, "alloc_lent: nbytes must be between 1 and the device's memory (" +
+                                          std::to_string(total) + " bytes), got " + std::to_string(nbytes));
+  std::lock_guard lock(mutex_);
+  auto buffer = alloc_locked(nbytes, false, "alloc_lent");
+  lent_slices_.insert(buffer->slice());
+  return buffer;
+}
+
+std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nodes, const char* op) {
+  check_usable(op);
   const bool in_driver_capture = driver_captures();
   auto allocate = [&](std::size_t bytes) {
     SliceAllocation made;
     if (in_driver_capture) {
+      if (!memory_nodes)
+        raise(ErrorKind::Lifecore, std::string(op) + ": the pool holds no free slice of " + std::to_string(bytes) +
+                                       " bytes for this recording, and a new allocation inside a driver capture "
+                                       "would be a memory node the caller could not keep; warm up with the same "
+                                       "allocations before begin_capture");
       // The pool could not serve it inside the window: the driver records a memory node,
       // which end_capture refuses (the graph could not be relaunched).
       check_status(driver_.mem_alloc_async(bytes, handle_, &made.ptr));
@@ -233,9 +254,8 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
     }
     return made;
   };
-  auto reservation = device_->memory().reserve(static_cast<std::size_t>(nbytes), active_window(), allocate);
-  auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr,
-                                         static_cast<std::size_t>(nbytes));
+  auto reservation = device_->memory().reserve(nbytes, active_window(), allocate);
+  auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr, nbytes);
   if (reservation.allocated && in_driver_capture) window_node_buffers_.push_back(buffer);
   return buffer;
 }
@@ -514,6 +534,8 @@ void Stream::begin_capture() {
     check_status(synchronize_and_release());
     errors_.surface("begin_capture");
     device_->memory().capture_priming_end(window_);
+    // Another library's kernels may use any slice lent to it: the recording keeps them all.
+    for (SliceId slice : lent_slices_) device_->memory().touch(slice, window_);
     check_status(recorder_->begin(device_->capture_mode()));
     capture_thread_ = std::this_thread::get_id();
   } catch (...) {

@@ -78,6 +78,7 @@ def run_demo(preset: str = "tiny", requests: int = 64, seed: int = 0, device: st
         "tokens/s": round(sum(len(t) for t in result.tokens.values()) / result.seconds, 1),
         "decode iterations": stats.iterations, "deferrals": stats.deferrals, "preemptions": stats.preemptions,
         "graph captures": result.graph_captures, "graph replays": result.graph_replays,
+        "graph pool": result.graph_pool,
         "captured bytes": engine.capture.used_bytes if engine.capture else 0,
         "capture budget": CAPTURE_BUDGET if capture else 0,
         "captures skipped": engine.capture.skipped if engine.capture else 0,

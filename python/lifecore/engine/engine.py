@@ -33,6 +33,10 @@ class Result:
     seconds: float
     graph_captures: int
     graph_replays: int
+    graph_pool: str = "none"
+    """Whose pool held torch's memory in the graph windows: "lifecore" (lifecore's pooled
+    allocator, so the windows' guarantees cover torch's work), "torch" (a private torch pool,
+    where this torch cannot load a pluggable allocator), or "none" (no graphs)."""
 
 
 class Engine:
@@ -173,7 +177,8 @@ class Engine:
         seconds = time.perf_counter() - start
         graphs = self.decode_graphs
         return Result({r.request_id: list(r.generated) for r in scheduler.finished}, stats, seconds,
-                      graphs.captures if graphs else 0, graphs.replays if graphs else 0)
+                      graphs.captures if graphs else 0, graphs.replays if graphs else 0,
+                      graphs.pool_kind if graphs else "none")
 
     def close(self) -> None:
         """Graphs first (they read the cache), then the padding block, capture hooks, the device."""

@@ -5,12 +5,19 @@ the step reads fixed buffers (tokens, positions, the block table) that each iter
 before the replay, so a new batch needs no new capture. A batch is padded to its bucket
 (1, 2, 4, 8, ...): pad rows write into the engine's padding block, which no sequence holds.
 
-Memory: the warmup pass primes a private ``torch.cuda.MemPool`` per bucket, and the recorded
-pass takes exactly the blocks the warmup freed, so nothing is allocated inside the window; the
-graph's intermediates stay in that pool for the graph's life. That pool is torch's: until
-lifecore offers an allocator torch can pool over, lifecore's guarantees cover the window and
-the stream, not torch's intermediates. The weights and the KV cache are allocated before any
-capture and are the engine's to keep alive while the graphs live.
+Memory: each bucket's warmup and recorded pass allocate in a ``torch.cuda.MemPool`` of their
+own over lifecore's pooled allocator (:func:`lifecore.torch.mem_pool`): torch's segments are
+Buffers lent from the lifecore stream's memory manager. The warmup runs inside the prepared
+window, so its segments come from the persistent pool and are primed; the recorded pass reuses
+the blocks the warmup freed (torch's cache inside those segments), so nothing is allocated in
+the window (a request the primed pool could not serve there is refused, and the capture with
+it); and the recording retains every segment the stream has lent, so the graph keeps its
+intermediates for its life whatever torch does with its cache. lifecore's guarantees therefore
+cover torch's work in the warmup and in the window. They do not cover what was allocated
+before: the weights and the KV cache (the coordinator's arena) exist before any capture and are
+the engine's to keep alive while the graphs live. Where this torch cannot load a pluggable
+allocator (``pool_kind == "torch"``), a private torch pool takes its place and lifecore's
+guarantees then cover the window and the stream, not torch's intermediates.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 
 import torch
 
+from .. import torch as lifecore_torch
 from .model import StepInputs, Transformer
 
 __all__ = ["DecodeGraphs", "buckets"]
@@ -33,6 +41,12 @@ def buckets(max_batch: int) -> list[int]:
 
 
 class DecodeGraphs:
+    """The captured decode step, one graph per bucket, replayed on the lifecore ``stream``.
+
+    ``pool_kind`` says whose pool holds torch's memory in the window: ``"lifecore"`` (the pooled
+    allocator) or ``"torch"`` (a private torch pool, where the pluggable allocator is unavailable;
+    ``pool_fallback`` says why)."""
+
     def __init__(self, model: Transformer, kv: torch.Tensor, stream: Any, *, max_batch: int, width: int,
                  pad_block: int):
         self.model, self.kv, self.stream, self.width = model, kv, stream, width
@@ -46,22 +60,33 @@ class DecodeGraphs:
         self.pad_block = pad_block
         self.graphs: dict[int, tuple[Any, torch.Tensor, Any]] = {}  # bucket -> (graph, next tokens, pool)
         self.captures = self.replays = 0
+        self.recorded_allocations = 0  # lifecore driver allocations made by recorded passes: 0 when primed
+        available, reason = lifecore_torch.pooled_allocator_available()
+        self.pool_kind = "lifecore" if available else "torch"
+        self.pool_fallback = reason
+
+    def _pool(self) -> Any:
+        if self.pool_kind == "lifecore":
+            return lifecore_torch.mem_pool(self.stream)
+        return torch.cuda.MemPool()
 
     def _capture(self, bucket: int) -> tuple[Any, torch.Tensor, Any]:
         inputs = StepInputs(self.tokens[:bucket], self.pos[:bucket], self.seq[:bucket], self.table[:bucket], self.kv)
-        pool = torch.cuda.MemPool()
+        pool = self._pool()
         stream = self.stream
         stream.graph_prepare()
-        with torch.cuda.stream(self.torch_stream), torch.cuda.use_mem_pool(pool), torch.no_grad():
-            self.model(inputs).argmax(-1)  # warmup: eager, primes the pool with the step's blocks
-            stream.sync()
-            stream.begin_capture()
-            try:
+        try:
+            with torch.cuda.stream(self.torch_stream), torch.cuda.use_mem_pool(pool), torch.no_grad():
+                self.model(inputs).argmax(-1)  # warmup: eager, inside the window: primes the step's segments
+                stream.sync()
+                stream.begin_capture()
+                allocations = stream.device.memory_stats()["driver_allocations"]
                 out = self.model(inputs).argmax(-1)  # recorded, not run
-            except BaseException:
-                stream.abort_capture()
-                raise
-            graph = stream.end_capture()
+                graph = stream.end_capture()
+        except BaseException:
+            stream.abort_capture()  # out of the window whichever step failed (a no-op once out)
+            raise
+        self.recorded_allocations += stream.device.memory_stats()["driver_allocations"] - allocations
         self.captures += 1
         return graph, out, pool
 
@@ -86,4 +111,6 @@ class DecodeGraphs:
     def close(self) -> None:
         for graph, _, _ in self.graphs.values():
             graph.destroy()
-        self.graphs.clear()
+        self.graphs.clear()  # the pools go, and torch hands their segments back to lifecore's pool
+        if self.pool_kind == "lifecore":
+            lifecore_torch.release_stream(self.stream)

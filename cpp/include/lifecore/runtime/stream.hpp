@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -48,6 +49,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // nbytes in 1 .. the device's total memory, else InvalidArgumentError.
   std::shared_ptr<Buffer> alloc(std::int64_t nbytes);
+  // A Buffer lent to another library's caching allocator (runtime/pooled_allocator.hpp): the
+  // same slice and window bookkeeping as alloc, with two differences. That library's kernels
+  // run on this stream out of lifecore's sight, so every recording begun while the Buffer lives
+  // touches its slice (the graph retains it). And inside a driver capture a pool miss is
+  // refused (LifecoreError) instead of becoming a memory node: the other library keeps the
+  // memory past the window, and a node's memory goes with a refused recording.
+  std::shared_ptr<Buffer> alloc_lent(std::size_t nbytes);
   // Asynchronous: `data` is copied to staging host memory first. 0 < bytes <= buffer.nbytes.
   void write(Buffer& buffer, const void* data, std::size_t bytes);
   // Synchronizes the stream, then copies the buffer out.
@@ -155,6 +163,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   driver::Status synchronize_and_release();
   void touch(const Buffer& buffer);
   void touch(SliceId slice);
+  std::shared_ptr<Buffer> alloc_locked(std::size_t nbytes, bool memory_nodes, const char* op);
   // Foreign memory an operation just used: held until the next fence, or by the window (and
   // then its graph) while recording.
   void keep_hold(std::shared_ptr<void> hold);
@@ -193,6 +202,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   StreamErrors errors_;
   std::size_t issued_since_flush_ = 0;
   std::vector<driver::KernelArg> launch_args_;
+  // Slices of live Buffers lent to another library's allocator (alloc_lent): touched by every recording.
+  std::set<SliceId> lent_slices_;
 };
 
 }  // namespace lifecore::runtime
