@@ -53,6 +53,14 @@ by two live sequences.
   nothing.
 - ``step_all(sessions, tokens)``: ``sessions[i].step(tokens[i])`` for a batch in one call; returns
   the outcomes as a uint8 array. Not all-or-nothing: a row that raises stops the batch.
+- ``coordinator.decode_table(rows, width, out=None, *, domain=None, pad=0)``: a persistent
+  ``DecodeTable`` for a decode loop. ``table.update(sessions)`` makes row ``r`` show
+  ``sessions[r]`` (``None`` or past the end: pad) and writes only what changed since the last
+  update: a grown sequence's new ids, a whole row whose sequence changed, pad over a row that
+  shows none now; so an iteration costs O(rows + new blocks), not O(total blocks).
+  ``table.step(sessions, tokens)`` is ``step_all`` then ``update`` in one call. The same checks
+  as ``block_table`` (any error names the row and writes nothing); ``out`` is held for the
+  table's life (a ``Buffer`` is written from a host copy after each call that changed it).
 - ``coordinator.arena(domain=None)``: the arena as a ``Buffer`` (block ``b`` at byte
   ``b * page_bytes``) exporting ``__dlpack__`` (and ``__cuda_array_interface__`` on CUDA); on the
   mock it is host memory exported as CPU. Shape it into the KV cache, e.g.
@@ -135,6 +143,7 @@ DeferralAction = _core_sequence.DeferralAction
 SourceKind = _core_sequence.SourceKind
 acquire_frames = _core_sequence.acquire_frames
 step_all = _core_sequence.step_all
+DecodeTable = _core_sequence.DecodeTable
 
 #: The active-sequence slots source.
 ActiveSequenceSlots: CapacitySource = CapacitySource.active_sequence_slots()
@@ -355,5 +364,6 @@ __all__ = [
     "TerminalReceipt", "CapacityWaitRegistration", "CapacitySource", "CapacityDemand", "CapacityBlocker",
     "CapacitySnapshot", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
     "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames", "step_all",
+    "DecodeTable",
     "ActiveSequenceSlots", "PhysicalMemory", "Domain", "PreemptionReport", "preempt_for",
 ]

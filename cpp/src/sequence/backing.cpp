@@ -115,6 +115,14 @@ void SequenceBacking::copy_ids(std::size_t slot, std::uint64_t pages, std::int32
   if (pages != 0) std::memcpy(out, ids_[slot].current.data.get(), std::min(pages, pages_) * sizeof(std::int32_t));
 }
 
+void SequenceBacking::copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages,
+                                    std::int32_t* out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pages = std::min(pages, pages_);
+  if (pages > first)
+    std::memcpy(out + first, ids_[slot].current.data.get() + first, (pages - first) * sizeof(std::int32_t));
+}
+
 std::uint64_t SequenceBacking::pages() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return pages_;

@@ -422,7 +422,22 @@ SequenceSession::TableSource SequenceSession::table_source(std::uint32_t domain_
   const auto it = std::find(domains.begin(), domains.end(), domain_index);
   // The session's resources hold the backing while the handle is open.
   return {state_->resources->backing(), current.coordinator().get(), current.pages(),
-          it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin())};
+          it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin()), state_->sequence};
+}
+
+SequenceSession::TableSource SequenceSession::table_source_since(std::uint32_t domain_index, const Authority& known,
+                                                                 std::uint64_t written) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  require_handle(*state_, "block_table");
+  const BackingSnapshot& current = *state_->current;
+  const auto& domains = current.domains();
+  const auto it = std::find(domains.begin(), domains.end(), domain_index);
+  TableSource out{nullptr, current.coordinator().get(), current.pages(),
+                  it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin()),
+                  state_->sequence};
+  // An unchanged row costs no reference count.
+  if (!(out.sequence == known) || out.pages != written) out.backing = state_->resources->backing();
+  return out;
 }
 
 std::uint64_t SequenceSession::next_frame_id() const noexcept {

@@ -85,6 +85,8 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   BlockIds block_ids(std::size_t slot, std::uint64_t pages) const;
   // Copies the first `pages` ids of domain `slot` to `out`.
   void copy_ids(std::size_t slot, std::uint64_t pages, std::int32_t* out) const;
+  // Copies ids [first, pages) of domain `slot` to out + first (none past the backing's pages).
+  void copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages, std::int32_t* out) const;
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
   const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }

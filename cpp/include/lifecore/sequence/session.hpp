@@ -172,8 +172,13 @@ class SequenceSession {
     const AdmissionCoordinator* coordinator = nullptr;
     std::uint64_t pages = 0;
     std::size_t slot = 0;
+    Authority sequence;  // which sequence the ids are of
   };
   TableSource table_source(std::uint32_t domain_index) const;
+  // The same for an incremental table, still under one lock, but `backing` is referenced only
+  // when the row must be written: its sequence is not `known` or it holds more than `written`
+  // pages.
+  TableSource table_source_since(std::uint32_t domain_index, const Authority& known, std::uint64_t written) const;
   std::uint64_t next_frame_id() const noexcept;
   std::optional<std::uint64_t> active_frame() const noexcept;
   std::size_t flight_count() const noexcept;
