@@ -20,7 +20,10 @@ bool BlockArena::take(std::uint64_t count, std::int32_t* out) {
   const std::uint64_t reused = std::min<std::uint64_t>(count, free_.size());
   const std::uint64_t fresh = count - reused;
   if (fresh > std::min(blocks_, max_ids) - watermark_) return false;  // beyond the int32 ids
-  if (fresh > 0) free_.reserve(watermark_ + fresh);  // so give_back never allocates
+  // Room for every id ever handed out, so give_back never allocates; grown by doubling, so a
+  // take of fresh ids does not reallocate each time.
+  if (fresh > 0 && watermark_ + fresh > free_.capacity())
+    free_.reserve(std::max<std::uint64_t>(watermark_ + fresh, 2 * free_.capacity()));
   for (std::uint64_t i = 0; i < reused; ++i) {
     out[i] = free_.back();
     free_.pop_back();

@@ -405,6 +405,29 @@ bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains
   return true;
 }
 
+AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const std::vector<std::uint32_t>& domains,
+                                                                         std::uint64_t pages, std::int32_t* ids,
+                                                                         std::uint64_t& physical_epoch) {
+  const auto bytes = checked::mul(pages, config_.page_bytes);
+  if (!bytes) return FastExtension::logical_short;  // the three-call path names the overflow
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_ || poisoned_ || config_.memory->closed()) return FastExtension::logical_short;
+  for (std::uint32_t d : domains)
+    if (*bytes > domains_[d].total - domains_[d].used) return FastExtension::logical_short;
+  physical_epoch = physical_epoch_;
+  for (std::size_t i = 0; i < domains.size(); ++i) {
+    if (config_.memory->closed() || !config_.memory->take_permitted() ||
+        !domains_[domains[i]].arena.take(pages, ids + i * pages)) {
+      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(ids + j * pages, pages);
+      if (i > 0) bump_and_notify_locked(domains_.size() + 1);
+      return FastExtension::physical_short;
+    }
+  }
+  live_takes_ += domains.size();
+  for (std::uint32_t d : domains) domains_[d].used += *bytes;  // fits: checked above
+  return FastExtension::taken;
+}
+
 void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const std::int32_t* ids) noexcept {
   if (pages == 0 || domains.empty()) return;

@@ -9,8 +9,11 @@
 namespace lifecore::sequence {
 namespace {
 
-[[noreturn]] void refuse(const char* call, ErrorKind kind, std::size_t row, const std::string& why) {
-  raise(kind, std::string(call) + ": row " + std::to_string(row) + ": " + why + " (nothing was written)");
+constexpr const char* nothing_written = "nothing was written";
+constexpr const char* stepped_nothing_written = "the rows up to it stepped, nothing was written";
+
+[[noreturn]] void refuse(const char* call, ErrorKind kind, std::size_t row, const std::string& why, const char* after) {
+  raise(kind, std::string(call) + ": row " + std::to_string(row) + ": " + why + " (" + after + ")");
 }
 
 }  // namespace
@@ -23,25 +26,31 @@ DecodeTable::DecodeTable(std::shared_ptr<const AdmissionCoordinator> coordinator
   pending_.reserve(rows);
 }
 
-bool DecodeTable::resolve(const char* call, std::size_t r, const SequenceSession& session, Pending& out) const {
-  const Row& row = rows_[r];
-  const Authority none{};
-  try {
-    out.source = session.table_source_since(domain_, row.assigned ? row.sequence : none, row.written);
-  } catch (const Error& e) {
-    refuse(call, e.kind(), r, e.what());
-  }
-  const auto& s = out.source;
+Authority DecodeTable::known(std::size_t r) const noexcept {
+  return rows_[r].assigned ? rows_[r].sequence : Authority{};
+}
+
+bool DecodeTable::check(const char* call, std::size_t r, const Pending& p, const char* after) const {
+  const auto& s = p.source;
   if (s.coordinator != coordinator_.get())
-    refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)");
+    refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)", after);
   if (s.slot == std::string::npos)
     refuse(call, ErrorKind::InvalidArgument, r,
-           "the sequence holds no pages in domain '" + coordinator_->domain_name(domain_) + "'");
+           "the sequence holds no pages in domain '" + coordinator_->domain_name(domain_) + "'", after);
   if (s.pages > width_)
     refuse(call, ErrorKind::InvalidArgument, r,
-           std::to_string(s.pages) + " blocks do not fit in width " + std::to_string(width_));
-  out.row = r;
+           std::to_string(s.pages) + " blocks do not fit in width " + std::to_string(width_), after);
   return s.backing != nullptr;
+}
+
+bool DecodeTable::resolve(const char* call, std::size_t r, const SequenceSession& session, Pending& out) const {
+  try {
+    out.source = session.table_source_since(domain_, known(r), rows_[r].written);
+  } catch (const Error& e) {
+    refuse(call, e.kind(), r, e.what(), nothing_written);
+  }
+  out.row = r;
+  return check(call, r, out, nothing_written);
 }
 
 void DecodeTable::write(const Pending& p) {
@@ -70,17 +79,7 @@ void DecodeTable::clear_row(std::size_t r) noexcept {
   row = Row{};
 }
 
-void DecodeTable::update(const SequenceSession* const* sessions, std::size_t count) {
-  constexpr const char* call = "DecodeTable.update";
-  if (count > rows_.size())
-    raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(count) +
-                                          " sessions for a table of " + std::to_string(rows_.size()) +
-                                          " rows (nothing was written)");
-  pending_.clear();
-  Pending p;
-  for (std::size_t r = 0; r < count; ++r) {
-    if (sessions[r] && resolve(call, r, *sessions[r], p)) pending_.push_back(std::move(p));
-  }
+void DecodeTable::finish(const SequenceSession* const* sessions, std::size_t count) {
   // Every row checked: now write. The pending sources keep their backings alive meanwhile.
   last_written_ = 0;
   for (const auto& q : pending_) write(q);
@@ -89,14 +88,27 @@ void DecodeTable::update(const SequenceSession* const* sessions, std::size_t cou
   pending_.clear();
 }
 
+void DecodeTable::update(const SequenceSession* const* sessions, std::size_t count) {
+  constexpr const char* call = "DecodeTable.update";
+  if (count > rows_.size())
+    raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(count) + " sessions for a table of " +
+                                          std::to_string(rows_.size()) + " rows (nothing was written)");
+  pending_.clear();
+  Pending p;
+  for (std::size_t r = 0; r < count; ++r)
+    if (sessions[r] && resolve(call, r, *sessions[r], p)) pending_.push_back(std::move(p));
+  finish(sessions, count);
+}
+
 void DecodeTable::assign(std::size_t row, const SequenceSession& session) {
   constexpr const char* call = "DecodeTable.assign";
   if (row >= rows_.size())
     raise(ErrorKind::InvalidArgument, std::string(call) + ": row " + std::to_string(row) + " is out of range for " +
                                           std::to_string(rows_.size()) + " rows (nothing was written)");
   Pending p;
+  const bool changed = resolve(call, row, session, p);
   last_written_ = 0;
-  if (resolve(call, row, session, p)) write(p);
+  if (changed) write(p);
 }
 
 void DecodeTable::clear(std::size_t row) {
@@ -115,12 +127,26 @@ void DecodeTable::clear_all() noexcept {
 
 void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens,
                        BackingOutcome* outcomes) {
+  constexpr const char* call = "DecodeTable.step";
   if (sessions.size() > rows_.size())
-    raise(ErrorKind::InvalidArgument, "DecodeTable.step: " + std::to_string(sessions.size()) +
+    raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(sessions.size()) +
                                           " sessions for a table of " + std::to_string(rows_.size()) +
                                           " rows (nothing was stepped or written)");
-  step_all(sessions, tokens, outcomes);
-  update(sessions.data(), sessions.size());
+  // Each row steps and is resolved under one session lock; the table is written only once
+  // every row passed.
+  pending_.clear();
+  Pending p;
+  for (std::size_t r = 0; r < sessions.size(); ++r) {
+    try {
+      outcomes[r] = sessions[r]->step_with_source(tokens[r], domain_, known(r), rows_[r].written, p.source);
+    } catch (const Error& e) {
+      raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) +
+                          "; the rows before it stepped, nothing was written)");
+    }
+    p.row = r;
+    if (check(call, r, p, stepped_nothing_written)) pending_.push_back(std::move(p));
+  }
+  finish(sessions.data(), sessions.size());
 }
 
 }  // namespace lifecore::sequence

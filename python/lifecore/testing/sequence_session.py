@@ -631,7 +631,7 @@ class SequenceSessionMachine(LifecycleMachine):
 
     @invariant()
     def block_ids_are_never_shared(self) -> None:
-        # Per domain, no block id is held by two live sequences, and a snapshot has one id per page.
+        """Per domain, no block id is held by two live sequences, and a snapshot has one id per page."""
         owners: dict[tuple[str, int], Any] = {}
         for e in self.entries:
             if e.rs is None or e.rs.closed:

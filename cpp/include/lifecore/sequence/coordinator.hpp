@@ -171,6 +171,14 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // one lock; false, nothing taken, when the page memory refuses a domain (a physical
   // deferral; ids taken for earlier domains go back and advance the physical source).
   bool take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids);
+  // An extension that fits, under one lock: the logical claim and the ids of `pages` more
+  // pages per domain (what claim_extension, take_blocks and claim_extension do in three).
+  // Nothing changes unless it answers `taken`; `logical_short` (or a closed or poisoned
+  // coordinator) leaves the whole answer to those three; `physical_short` is their physical
+  // deferral, with the epoch observed before the take.
+  enum class FastExtension : std::uint8_t { taken, logical_short, physical_short };
+  FastExtension take_extension(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids,
+                               std::uint64_t& physical_epoch);
   // Gives prepared ids back and advances the physical-memory source.
   void give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, const std::int32_t* ids) noexcept;
   // A released backing's ids go back; its storage is overwritten with -1 first.

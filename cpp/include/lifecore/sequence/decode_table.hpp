@@ -61,10 +61,17 @@ class DecodeTable {
     std::size_t row = 0;
     SequenceSession::TableSource source;  // source.backing null: nothing to write
   };
-  // Resolves and checks one row (throws naming it); false when it needs no write.
+  // The sequence row r shows (none when unassigned).
+  Authority known(std::size_t r) const noexcept;
+  // Checks a resolved row (throws naming it, `after` saying what happened); false when it
+  // needs no write.
+  bool check(const char* call, std::size_t r, const Pending& p, const char* after) const;
+  // Reads and checks one row (throws naming it); false when it needs no write.
   bool resolve(const char* call, std::size_t r, const SequenceSession& session, Pending& out) const;
   void write(const Pending& p);
   void clear_row(std::size_t r) noexcept;
+  // Writes the pending rows, then pads the rows that show no session now.
+  void finish(const SequenceSession* const* sessions, std::size_t count);
 
   std::shared_ptr<const AdmissionCoordinator> coordinator_;
   std::uint32_t domain_;
