@@ -40,8 +40,9 @@ by two live sequences.
 
 - ``snapshot.block_ids(domain=None)`` (``frame.block_ids()`` alike): the snapshot's ``pages`` ids as
   a zero-copy, read-only int32 NumPy array (``None``: the snapshot's first domain). The storage
-  behind it is reserved at admission for the fit (up to 65,536 pages per domain; a larger fit
-  grows by doubling and an earlier array keeps its old storage), so it never moves under a view.
+  behind it never moves under a view: it is made at admission for the prompt's pages (at least
+  16, at most the fit) and grows by doubling up to the fit; an array taken before a growth keeps
+  its old storage (the same prefix).
   Once the sequence is released, ``block_ids`` raises ``SessionStateError`` and every array taken
   before reads -1: it can never show ids another sequence may now hold.
 - ``coordinator.block_table(frames, width, out=None, *, domain=None, pad=0)``: the padded

@@ -439,6 +439,16 @@ void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& do
 
 void AdmissionCoordinator::release_backing_blocks(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
+  release_backing_blocks_locked(backing);
+}
+
+void AdmissionCoordinator::release_backing(SequenceBacking& backing) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_backing_blocks_locked(backing);
+  release_sequence_locked(backing.domains_, backing.pages_, backing.sequence_, backing.request_, backing.request_id_);
+}
+
+void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> backing_lock(backing.mutex_);
   if (backing.pages_ == 0) return;
   for (std::size_t j = backing.domains_.size(); j-- > 0;) {
@@ -504,8 +514,14 @@ void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domai
 void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const Authority& sequence, const Authority& request,
                                             const std::string& request_id) noexcept {
-  const auto bytes = checked::mul(pages, config_.page_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
+  release_sequence_locked(domains, pages, sequence, request, request_id);
+}
+
+void AdmissionCoordinator::release_sequence_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
+                                                   const Authority& sequence, const Authority& request,
+                                                   const std::string& request_id) noexcept {
+  const auto bytes = checked::mul(pages, config_.page_bytes);
   live_.erase(request_id);  // the id may be admitted again
   if (pages != 0)
     for (std::uint32_t d : domains) {
@@ -626,6 +642,7 @@ std::vector<CapacityHolder> AdmissionCoordinator::holders() const {
     out.push_back({request_id, backing->sequence_authority(), backing->pages(), backing->domains(),
                    backing->holder_count()});
   }
+  std::sort(out.begin(), out.end(), [](const CapacityHolder& a, const CapacityHolder& b) { return a.request_id < b.request_id; });
   return out;
 }
 
