@@ -260,6 +260,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
 
   Authority sequence, request_authority;
   std::uint64_t physical_epoch = 0;
+  const SequenceBacking** named = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     require_open_locked("admit");
@@ -323,27 +324,30 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       throw;
     }
     ++active_;  // below max_active_sequences (a u32), so it cannot wrap
-    live_.emplace(request.request_id, nullptr);  // reserved; the backing is named below
+    // Reserved; the backing is named below (an element stays put while others come and go).
+    named = &live_.emplace(request.request_id, nullptr).first->second;
     for (std::uint32_t d : domains) domains_[d].used += prompt_bytes;  // fits: prompt_bytes <= total - used
     physical_epoch = physical_epoch_;
   }
 
   // Physical pages outside the lock. On failure the claims above roll back (pages before
   // the slot), which bumps the epochs they touched, and the request waits on physical memory.
-  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), domains, sequence, request_authority,
-                                                   request.request_id, fit_pages);
-  auto prepared = std::make_unique<PreparedPages>(*this, backing->domains());
+  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), std::move(domains), sequence,
+                                                   request_authority, request.request_id, fit_pages);
+  std::optional<PreparedPages> prepared(std::in_place, *this, backing->domains());
   prepared->logical_pages_ = prompt_pages;
   if (!prepared->allocate_physical(prompt_pages)) {
+    std::vector<std::uint32_t> held = backing->domains();
     prepared.reset();  // physical extents first, then the logical pages
     backing.reset();   // then the slot and the authorities
-    return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
+    return physical_deferral(held, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
   }
   backing->adopt(*prepared);
+  prepared.reset();
   auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    live_[request.request_id] = backing.get();  // capacity is now held by the resources
+    *named = backing.get();  // capacity is now held by the resources
   }
   return Admitted{std::make_shared<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
                                                               std::move(backing), std::move(snapshot))};
