@@ -61,7 +61,8 @@ class DecodeTable {
     std::size_t row = 0;
     SequenceSession::TableSource source;  // source.backing null: nothing to write
   };
-  // The sequence row r shows (none when unassigned).
+  // The sequence row r shows; unassigned: Authority{}, which names no sequence (coordinator
+  // ids start at 1).
   Authority known(std::size_t r) const noexcept;
   // Checks a resolved row (throws naming it, `after` saying what happened); false when it
   // needs no write.
