@@ -13,7 +13,8 @@
    as a Python list of ids, admission slicing ids off the free list, a decode step appending
    an id when the last block is full and writing it into a preallocated NumPy block table,
    release extending the free list in reverse): one decode iteration of 256 sequences
-   (``step()`` each, then one ``block_table(sessions, width, out=table)``) with 1,000 /
+   (``step()`` each, then one ``block_table(sessions, width, out=table)``; or ``step_all``; or a
+   persistent ``DecodeTable`` that writes only the ids that changed) with 1,000 /
    10,000 / 100,000 sequences live; admit + open of a 2,048-token prompt; release of a
    128-block sequence.
 
@@ -259,6 +260,32 @@ class _LifecoreBatch:
     def sync(self) -> None:
         self.tokens = self.array.tolist()
 
+    def decode_table(self) -> None:
+        """The same iteration through a persistent DecodeTable: one call steps the batch and
+        writes only the ids that changed."""
+        array = self.array
+        array += 1
+        self.table_object.step(self.batch, array)
+
+    def refresh_decode_table(self) -> None:
+        if not hasattr(self, "table_object"):
+            self.table_object = self.c.decode_table(BATCH, WIDTH)
+        self.refresh_batched()
+
+    def per_call_decode_table(self) -> None:
+        """Per-call step() with the DecodeTable's update in place of block_table."""
+        tokens, batch = self.tokens, self.batch
+        for r in range(BATCH):
+            t = tokens[r] + 1
+            tokens[r] = t
+            batch[r].step(t)
+        self.table_object.update(batch)
+
+    def refresh_per_call(self) -> None:
+        if not hasattr(self, "table_object"):
+            self.table_object = self.c.decode_table(BATCH, WIDTH)
+        self.refresh()
+
 
 class _FreeListBatch:
     """The baseline: the same bookkeeping with Python lists and a NumPy table."""
@@ -310,17 +337,30 @@ def decode_iteration(live: int, *, rounds: int = 9, warmup: int = 1, inner: int 
         "lifecore step() x256 + block_table": Side(lc, unit="iteration", before=lc.refresh),
         "lifecore step_all + block_table": Side(lc.batched, unit="iteration", before=lc.refresh_batched,
                                                 after=lc.sync),
+        "lifecore step() x256 + DecodeTable.update": Side(lc.per_call_decode_table, unit="iteration",
+                                                          before=lc.refresh_per_call),
+        "lifecore DecodeTable.step": Side(lc.decode_table, unit="iteration", before=lc.refresh_decode_table,
+                                          after=lc.sync),
         "Python free list + NumPy table": Side(fl, unit="iteration", before=fl.refresh),
     }
     run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
                      title=f"one decode iteration of {BATCH} sequences, {live:,} live")
     run.ratio("lifecore step() x256 + block_table", "Python free list + NumPy table")
     run.ratio("lifecore step_all + block_table", "Python free list + NumPy table")
-    # The table holds each row's ids, padded.
+    run.ratio("lifecore step() x256 + DecodeTable.update", "Python free list + NumPy table")
+    run.ratio("lifecore DecodeTable.step", "Python free list + NumPy table")
+    # The table holds each row's ids, padded (after one more untimed iteration: the sides
+    # share the batch, so the last side timed may not have been block_table's).
+    lc.refresh()
+    lc()
     for r in (0, BATCH - 1):
         ids = lc.batch[r].backing.block_ids()
         if not (np.array_equal(lc.table[r, :len(ids)], ids) and not lc.table[r, len(ids):].any()):
             raise RuntimeError("the block table does not hold a row's ids")
+    # The decode table, updated incrementally all along, holds exactly what block_table writes.
+    lc.table_object.update(lc.batch)
+    if not np.array_equal(lc.table_object.table, lc.c.block_table(lc.batch, WIDTH)):
+        raise RuntimeError("the decode table differs from block_table")
     run.facts["live sequences"] = live
     return run
 

@@ -205,8 +205,10 @@ class World:
         frame = session.acquire_frame()
         flight = session.prepare_flight(7)
         unopened = coord.admit("r2", 16, 16)
+        table = coord.decode_table(2, 4, pad=-1)
+        table.update([session])
         for v in (first, first.resources, session, frame, flight, unopened, unopened.resources,
-                  session.backing, coord.capacity(), sequence.ActiveSequenceSlots, sequence.Domain("kv")):
+                  session.backing, coord.capacity(), sequence.ActiveSequenceSlots, sequence.Domain("kv"), table):
             self.add(v)
         self.add(session.try_ensure_backing_covers(28))
         self.add(coord.admit("too-big", 16 * 16 * 16, 16 * 16 * 16))  # rejected: above the domain maximum
@@ -326,6 +328,8 @@ class World:
                 out.append(("Profile", o.stopped))
             elif isinstance(o, sequence.SequenceSession):
                 out.append(("SequenceSession", o.phase, o.closed))
+            elif isinstance(o, sequence.DecodeTable):
+                out.append(("DecodeTable", o.table.tolist()))
             elif isinstance(o, (sequence.AdmittedSequenceResources, sequence.FrameHold, sequence.FlightHold)):
                 out.append((type(o).__name__, getattr(o, "closed", None), getattr(o, "finalized", None),
                             getattr(o, "released", None)))

@@ -74,8 +74,9 @@ def test_the_block_id_comparisons_time_lifecore_beside_a_python_free_list() -> N
     quick = dict(rounds=2, warmup=0)
     run = sequence.decode_iteration(300, inner=4, **quick)
     assert list(run.measurements) == ["lifecore step() x256 + block_table", "lifecore step_all + block_table",
+                                      "lifecore step() x256 + DecodeTable.update", "lifecore DecodeTable.step",
                                       "Python free list + NumPy table"]
-    assert len(run.ratios) == 2 and run.facts == {"live sequences": 300}
+    assert len(run.ratios) == 4 and run.facts == {"live sequences": 300}
     assert all(m.unit == "iteration" for m in run.measurements.values())
     admitted = sequence.admission(inner=4, **quick)
     assert admitted.ratios[0].name == "lifecore admit + open_session / Python free list slice"

@@ -170,8 +170,25 @@ def test_a_prefix_view_never_moves_and_a_released_one_reads_minus_one():
     assert list(s2.backing.block_ids()) == [0, 1, 2]
 
 
-def test_a_fit_beyond_the_reserved_room_grows_and_earlier_views_stay_valid():
-    room = 65536  # ids reserved at admission, per domain
+def test_views_taken_across_growths_keep_their_prefix_and_read_minus_one_once_released():
+    c = make(pages=64)
+    res, s = open_one(c, prompt=TPP, fit=64 * TPP)  # id storage for 16 pages, then 32, then 64
+    views = {}
+    for pages in range(1, 65):
+        s.step(pages * TPP)
+        if pages in (1, 16, 17, 31, 33, 64):
+            views[pages] = s.backing.block_ids()
+    whole = list(s.backing.block_ids())
+    assert len(set(whole)) == 64
+    for pages, view in views.items():
+        assert list(view) == whole[:pages]
+    s.close()
+    res.close()
+    assert all((view == -1).all() for view in views.values())
+
+
+def test_a_fit_beyond_the_first_storage_grows_and_earlier_views_stay_valid():
+    room = 65536  # a prompt that fills its first id storage
     c = AdmissionCoordinator(domains={"kv": (room + 2) * PAGE}, page_bytes=PAGE, tokens_per_page=1,
                              max_active_sequences=1)
     res, s = open_one(c, prompt=room, fit=room + 2)

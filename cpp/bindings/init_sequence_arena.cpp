@@ -17,6 +17,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "arguments.hpp"
+#include "table_arguments.hpp"
 #include "bindings.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
@@ -33,48 +34,7 @@ namespace {
 using namespace nb::literals;
 using namespace lifecore::sequence;
 
-// The DLPack structures a host tensor is read through (dlpack.h 1.x layout).
-struct DLDevice {
-  std::int32_t device_type;
-  std::int32_t device_id;
-};
-struct DLDataType {
-  std::uint8_t code;
-  std::uint8_t bits;
-  std::uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  std::int32_t ndim;
-  DLDataType dtype;
-  std::int64_t* shape;
-  std::int64_t* strides;
-  std::uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
-struct DLManagedTensorVersioned {
-  std::uint32_t major, minor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensorVersioned* self);
-  std::uint64_t flags;
-  DLTensor dl_tensor;
-};
-constexpr std::uint64_t dlpack_read_only = 1;
-constexpr std::int32_t dlpack_cpu = 1;
-
-// domain None: `fallback` (a snapshot's first domain, or the coordinator's); else a name.
-std::uint32_t domain_argument(const AdmissionCoordinator& c, nb::handle domain, const char* call, std::uint32_t fallback) {
-  if (domain.is_none()) return fallback;
-  const std::string name = str_argument(domain, call, "domain");
-  const std::int64_t index = c.domain_index(name);
-  if (index < 0) raise(ErrorKind::InvalidArgument, std::string(call) + ": unknown capacity domain '" + name + "'");
-  return static_cast<std::uint32_t>(index);
-}
+using namespace table_out;
 
 nb::object ids_array(const BlockIds& ids) {
   static const std::int32_t none = 0;
@@ -90,140 +50,15 @@ nb::object snapshot_block_ids(const BackingSnapshot& s, nb::handle domain) {
   return ids_array(s.block_ids(d));
 }
 
-// A host tensor's memory, checked: C-contiguous, writable, int32, [rows, width].
-struct Target {
-  std::int32_t* data = nullptr;
-  Py_buffer view{};
-  bool has_view = false;
-  nb::object capsule;  // a consumed DLPack capsule, finished after the write
-  DLManagedTensor* legacy = nullptr;
-  DLManagedTensorVersioned* versioned = nullptr;
-  ~Target() {
-    if (has_view) PyBuffer_Release(&view);
-    if (legacy && legacy->deleter) legacy->deleter(legacy);
-    if (versioned && versioned->deleter) versioned->deleter(versioned);
-  }
-};
-
-[[noreturn]] void bad_out(const std::string& why) {
-  raise(ErrorKind::InvalidArgument, "block_table: argument 'out' " + why + " (nothing was written)");
-}
-
-void check_shape(std::int64_t ndim, const std::int64_t* shape, std::size_t rows, std::size_t width) {
-  if (ndim != 2 || shape[0] != static_cast<std::int64_t>(rows) || shape[1] != static_cast<std::int64_t>(width))
-    bad_out("must have shape (" + std::to_string(rows) + ", " + std::to_string(width) + ")");
-}
-
-void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t width, Target& t) {
-  if (PyObject_GetBuffer(out.ptr(), &t.view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
-    PyErr_Clear();
-    Py_buffer probe;
-    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_FORMAT | PyBUF_STRIDES) == 0) {
-      PyBuffer_Release(&probe);
-      bad_out("is read-only");
-    }
-    PyErr_Clear();
-    bad_out("cannot be read as a strided buffer");
-  }
-  t.has_view = true;
-  const std::string format = t.view.format ? t.view.format : "B";
-  if (t.view.itemsize != 4 || (format != "i" && format != "<i" && format != "=i" && format != "@i"))
-    bad_out("must hold int32 elements, got format '" + format + "'");
-  std::int64_t shape[2] = {0, 0};
-  for (int i = 0; i < t.view.ndim && i < 2; ++i) shape[i] = t.view.shape[i];
-  check_shape(t.view.ndim, shape, rows, width);
-  if (!PyBuffer_IsContiguous(&t.view, 'C')) bad_out("must be C-contiguous");
-  t.data = static_cast<std::int32_t*>(t.view.buf);
-}
-
-void check_dl_tensor(const DLTensor& tensor, std::size_t rows, std::size_t width) {
-  if (tensor.device.device_type != dlpack_cpu)
-    bad_out("must live in host memory (DLPack device type " + std::to_string(tensor.device.device_type) +
-            "); pass a lifecore Buffer for device memory");
-  if (tensor.dtype.code != 0 || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1) bad_out("must hold int32 elements");
-  check_shape(tensor.ndim, tensor.shape, rows, width);
-  if (tensor.strides && rows * width != 0) {
-    const bool row_ok = rows <= 1 || tensor.strides[0] == static_cast<std::int64_t>(width);
-    const bool col_ok = width <= 1 || tensor.strides[1] == 1;
-    if (!row_ok || !col_ok) bad_out("must be C-contiguous");
-  }
-}
-
-void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Target& t) {
-  nb::object capsule;
-  try {
-    capsule = out.attr("__dlpack__")("max_version"_a = nb::make_tuple(1, 0));
-  } catch (nb::python_error& e) {
-    if (!e.matches(PyExc_TypeError)) throw;
-    capsule = out.attr("__dlpack__")();
-  }
-  if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
-    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
-    PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned");
-    t.versioned = m;
-    if (m->flags & dlpack_read_only) bad_out("is read-only");
-    check_dl_tensor(m->dl_tensor, rows, width);
-    t.data = reinterpret_cast<std::int32_t*>(static_cast<char*>(m->dl_tensor.data) + m->dl_tensor.byte_offset);
-  } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
-    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
-    PyCapsule_SetName(capsule.ptr(), "used_dltensor");
-    t.legacy = m;
-    check_dl_tensor(m->dl_tensor, rows, width);
-    t.data = reinterpret_cast<std::int32_t*>(static_cast<char*>(m->dl_tensor.data) + m->dl_tensor.byte_offset);
-  } else {
-    bad_out("gave no DLPack capsule");
-  }
-  t.capsule = std::move(capsule);
-}
-
-// The C++ object of an instance of exactly T's Python type (the classes are final), or null:
-// a type comparison, not a conversion attempt, on the per-row path.
-template <class T>
-T* exact_instance(nb::handle item) {
-  static PyTypeObject* const type = reinterpret_cast<PyTypeObject*>(nb::type<T>().ptr());
-  if (Py_TYPE(item.ptr()) != type || !nb::inst_ready(item)) return nullptr;
-  return nb::inst_ptr<T>(item);
-}
-
 nb::object step_all_sessions(nb::handle sessions, nb::handle tokens) {
   constexpr const char* call = "step_all";
-  if (!nb::isinstance<nb::list>(sessions) && !nb::isinstance<nb::tuple>(sessions))
-    raise(ErrorKind::TypeMismatch, argument_label(call, "sessions") + " must be a list or tuple of SequenceSession, got " +
-                                       type_name_of(sessions));
-  std::vector<SequenceSession*> list;
-  list.reserve(nb::len(sessions));
-  for (nb::handle item : sessions) {
-    auto* session = exact_instance<SequenceSession>(item);
-    if (!session)
-      raise(ErrorKind::TypeMismatch, argument_label(call, ("sessions[" + std::to_string(list.size()) + "]").c_str()) +
-                                         " must be a SequenceSession, got " + type_name_of(item));
-    list.push_back(session);
-  }
-  std::vector<std::int64_t> targets;
-  nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> array;
-  const std::int64_t* data = nullptr;
-  if (nb::try_cast(tokens, array, /*convert=*/false)) {
-    data = array.data();
-    if (array.shape(0) != list.size())
-      raise(ErrorKind::InvalidArgument, "step_all: argument 'tokens' holds " + std::to_string(array.shape(0)) +
-                                            " values for " + std::to_string(list.size()) + " sessions");
-  } else {
-    if (!nb::isinstance<nb::list>(tokens) && !nb::isinstance<nb::tuple>(tokens))
-      raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
-                                         " must be a C-contiguous int64 NumPy array or a list of ints, got " +
-                                         type_name_of(tokens));
-    for (nb::handle t : tokens) targets.push_back(int_argument(t, call, "tokens[i]"));
-    if (targets.size() != list.size())
-      raise(ErrorKind::InvalidArgument, "step_all: argument 'tokens' holds " + std::to_string(targets.size()) +
-                                            " values for " + std::to_string(list.size()) + " sessions");
-    data = targets.data();
-  }
-  auto* outcomes = new std::uint8_t[list.size() ? list.size() : 1];
-  nb::capsule keep(outcomes, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
-  static_assert(sizeof(BackingOutcome) == 1);
-  step_all(list, data, reinterpret_cast<BackingOutcome*>(outcomes));
-  const std::size_t shape[1] = {list.size()};
-  return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(outcomes, 1, shape, keep));
+  const std::vector<SequenceSession*> list = session_list(sessions, call, /*none_ok=*/false);
+  Tokens targets;
+  read_tokens(tokens, list.size(), call, targets);
+  BackingOutcome* outcomes = nullptr;
+  nb::object array = outcome_array(list.size(), outcomes);
+  step_all(list, targets.data, outcomes);
+  return array;
 }
 
 nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::handle width_arg, nb::handle out,
@@ -263,7 +98,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
     auto buffer = nb::cast<std::shared_ptr<runtime::Buffer>>(out);
     const std::size_t bytes = count * sizeof(std::int32_t);
     if (buffer->nbytes() < bytes)
-      bad_out("(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
+      bad_out(call, "(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
               std::to_string(bytes) + " bytes");
     std::vector<std::int32_t> table(count);
     build_block_table(c, rows, d, width, pad, table.data());
@@ -314,6 +149,8 @@ std::vector<std::tuple<std::int32_t, std::uint64_t, std::shared_ptr<runtime::Buf
 }
 
 }  // namespace
+
+void init_sequence_decode_table(nb::module_& m);  // init_sequence_decode_table.cpp
 
 void init_sequence_arena(nb::module_& m) {
   m.def("step_all", &step_all_sessions, nb::arg("sessions").none(), nb::arg("tokens").none(),
@@ -375,6 +212,7 @@ void init_sequence_arena(nb::module_& m) {
       nb::scope(coordinator), nb::name("num_blocks"), nb::is_method(), nb::arg("domain").none() = nb::none(),
       nb::sig("def num_blocks(self, domain: str | None = None) -> int"),
       "Blocks in the domain now: floor(capacity_bytes / page_bytes); block ids are 0 .. num_blocks - 1.");
+  init_sequence_decode_table(m);
 }
 
 }  // namespace lifecore::bindings

@@ -40,8 +40,9 @@ by two live sequences.
 
 - ``snapshot.block_ids(domain=None)`` (``frame.block_ids()`` alike): the snapshot's ``pages`` ids as
   a zero-copy, read-only int32 NumPy array (``None``: the snapshot's first domain). The storage
-  behind it is reserved at admission for the fit (up to 65,536 pages per domain; a larger fit
-  grows by doubling and an earlier array keeps its old storage), so it never moves under a view.
+  behind it never moves under a view: it is made at admission for the prompt's pages (at least
+  16, at most the fit) and grows by doubling up to the fit; an array taken before a growth keeps
+  its old storage (the same prefix).
   Once the sequence is released, ``block_ids`` raises ``SessionStateError`` and every array taken
   before reads -1: it can never show ids another sequence may now hold.
 - ``coordinator.block_table(frames, width, out=None, *, domain=None, pad=0)``: the padded
@@ -53,6 +54,14 @@ by two live sequences.
   nothing.
 - ``step_all(sessions, tokens)``: ``sessions[i].step(tokens[i])`` for a batch in one call; returns
   the outcomes as a uint8 array. Not all-or-nothing: a row that raises stops the batch.
+- ``coordinator.decode_table(rows, width, out=None, *, domain=None, pad=0)``: a persistent
+  ``DecodeTable`` for a decode loop. ``table.update(sessions)`` makes row ``r`` show
+  ``sessions[r]`` (``None`` or past the end: pad) and writes only what changed since the last
+  update: a grown sequence's new ids, a whole row whose sequence changed, pad over a row that
+  shows none now; so an iteration costs O(rows + new blocks), not O(total blocks).
+  ``table.step(sessions, tokens)`` is ``step_all`` then ``update`` in one call. The same checks
+  as ``block_table`` (any error names the row and writes nothing); ``out`` is held for the
+  table's life (a ``Buffer`` is written from a host copy after each call that changed it).
 - ``coordinator.arena(domain=None)``: the arena as a ``Buffer`` (block ``b`` at byte
   ``b * page_bytes``) exporting ``__dlpack__`` (and ``__cuda_array_interface__`` on CUDA); on the
   mock it is host memory exported as CPU. Shape it into the KV cache, e.g.
@@ -135,6 +144,7 @@ DeferralAction = _core_sequence.DeferralAction
 SourceKind = _core_sequence.SourceKind
 acquire_frames = _core_sequence.acquire_frames
 step_all = _core_sequence.step_all
+DecodeTable = _core_sequence.DecodeTable
 
 #: The active-sequence slots source.
 ActiveSequenceSlots: CapacitySource = CapacitySource.active_sequence_slots()
@@ -361,5 +371,6 @@ __all__ = [
     "TerminalReceipt", "CapacityWaitRegistration", "CapacitySource", "CapacityDemand", "CapacityBlocker",
     "CapacitySnapshot", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
     "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames", "step_all",
+    "DecodeTable",
     "ActiveSequenceSlots", "PhysicalMemory", "Domain", "PreemptionReport", "preempt_for",
 ]

@@ -81,4 +81,27 @@ T value_or_throw(std::optional<T> value, const std::string& what) {
   overflow(what);
 }
 
+// The same for a literal `what`: its string is built only on overflow (these run on hot
+// paths such as a decode step, where building it each time costs more than the arithmetic).
+template <Integer T>
+T add_or_throw(T a, T b, const char* what) {
+  if (auto out = add(a, b)) return *out;
+  overflow(what);
+}
+template <Integer T>
+T sub_or_throw(T a, T b, const char* what) {
+  if (auto out = sub(a, b)) return *out;
+  overflow(what);
+}
+template <Integer T>
+T mul_or_throw(T a, T b, const char* what) {
+  if (auto out = mul(a, b)) return *out;
+  overflow(what);
+}
+template <Integer T>
+T value_or_throw(std::optional<T> value, const char* what) {
+  if (value) return *value;
+  overflow(what);
+}
+
 }  // namespace lifecore::checked

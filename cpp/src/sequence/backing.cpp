@@ -48,26 +48,25 @@ void PreparedPages::release_physical() noexcept {
 SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
                                  Authority sequence, Authority request, std::string request_id, std::uint64_t fit_pages)
     : coordinator_(std::move(coordinator)), domains_(std::move(domains)), sequence_(sequence), request_(request),
-      request_id_(std::move(request_id)), fit_pages_(fit_pages), ids_(domains_.size()) {
-  const std::uint64_t room = std::min(fit_pages_, initial_id_room);
-  if (room != 0)
-    for (auto& d : ids_) d.current = {std::make_shared_for_overwrite<std::int32_t[]>(room), room};
-}
+      request_id_(std::move(request_id)), fit_pages_(fit_pages), ids_(domains_.size()) {}
 
 SequenceBacking::~SequenceBacking() {
   // Ids first (overwritten with -1 before anyone can take them again), then the logical release.
-  coordinator_->release_backing_blocks(*this);
-  coordinator_->release_sequence(domains_, pages_, sequence_, request_, request_id_);
+  coordinator_->release_backing(*this);
 }
 
 void SequenceBacking::grow_locked(DomainIds& ids, std::uint64_t needed) {
-  std::uint64_t capacity = std::max<std::uint64_t>(ids.current.capacity * 2, 16);
+  std::uint64_t capacity = std::max<std::uint64_t>(ids.current.capacity * 2, min_id_room);
   capacity = std::min(std::max(capacity, needed), std::max(fit_pages_, needed));
   Storage next{std::make_shared_for_overwrite<std::int32_t[]>(to_size(capacity, "backing: id storage")),
                capacity};
   if (pages_ != 0) std::memcpy(next.data.get(), ids.current.data.get(), pages_ * sizeof(std::int32_t));
-  ids.retired.reserve(ids.retired.size() + 1);
-  if (ids.current.data) ids.retired.push_back(std::move(ids.current));
+  // Views are made under this lock, so a storage nobody else holds now never gets a view:
+  // it goes; one a view still reads is kept (and overwritten at release).
+  if (ids.current.data && ids.current.data.use_count() > 1) {
+    ids.retired.reserve(ids.retired.size() + 1);
+    ids.retired.push_back(std::move(ids.current));
+  }
   ids.current = std::move(next);
 }
 
@@ -113,6 +112,14 @@ BlockIds SequenceBacking::block_ids(std::size_t slot, std::uint64_t pages) const
 void SequenceBacking::copy_ids(std::size_t slot, std::uint64_t pages, std::int32_t* out) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (pages != 0) std::memcpy(out, ids_[slot].current.data.get(), std::min(pages, pages_) * sizeof(std::int32_t));
+}
+
+void SequenceBacking::copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages,
+                                    std::int32_t* out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pages = std::min(pages, pages_);
+  if (pages > first)
+    std::memcpy(out + first, ids_[slot].current.data.get() + first, (pages - first) * sizeof(std::int32_t));
 }
 
 std::uint64_t SequenceBacking::pages() const {

@@ -1,6 +1,7 @@
 #include "lifecore/sequence/block_arena.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace lifecore::sequence {
 
@@ -20,11 +21,13 @@ bool BlockArena::take(std::uint64_t count, std::int32_t* out) {
   const std::uint64_t reused = std::min<std::uint64_t>(count, free_.size());
   const std::uint64_t fresh = count - reused;
   if (fresh > std::min(blocks_, max_ids) - watermark_) return false;  // beyond the int32 ids
-  if (fresh > 0) free_.reserve(watermark_ + fresh);  // so give_back never allocates
-  for (std::uint64_t i = 0; i < reused; ++i) {
-    out[i] = free_.back();
-    free_.pop_back();
-  }
+  // Room for every id ever handed out, so give_back never allocates; grown by doubling, so a
+  // take of fresh ids does not reallocate each time.
+  if (fresh > 0 && watermark_ + fresh > free_.capacity())
+    free_.reserve(std::max<std::uint64_t>(watermark_ + fresh, 2 * free_.capacity()));
+  // The last given back first: the tail of the free list, reversed.
+  std::reverse_copy(free_.end() - static_cast<std::ptrdiff_t>(reused), free_.end(), out);
+  free_.resize(free_.size() - reused);
   for (std::uint64_t i = 0; i < fresh; ++i) out[reused + i] = static_cast<std::int32_t>(watermark_++);
   live_ += count;
   return true;
@@ -32,7 +35,7 @@ bool BlockArena::take(std::uint64_t count, std::int32_t* out) {
 
 void BlockArena::give_back(const std::int32_t* ids, std::uint64_t count) noexcept {
   // take reserved room for every id ever handed out: this never allocates.
-  for (std::uint64_t i = count; i-- > 0;) free_.push_back(ids[i]);
+  free_.insert(free_.end(), std::make_reverse_iterator(ids + count), std::make_reverse_iterator(ids));
   live_ -= std::min(live_, count);
 }
 

@@ -260,6 +260,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
 
   Authority sequence, request_authority;
   std::uint64_t physical_epoch = 0;
+  const SequenceBacking** named = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     require_open_locked("admit");
@@ -323,27 +324,30 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       throw;
     }
     ++active_;  // below max_active_sequences (a u32), so it cannot wrap
-    live_.emplace(request.request_id, nullptr);  // reserved; the backing is named below
+    // Reserved; the backing is named below (an element stays put while others come and go).
+    named = &live_.emplace(request.request_id, nullptr).first->second;
     for (std::uint32_t d : domains) domains_[d].used += prompt_bytes;  // fits: prompt_bytes <= total - used
     physical_epoch = physical_epoch_;
   }
 
   // Physical pages outside the lock. On failure the claims above roll back (pages before
   // the slot), which bumps the epochs they touched, and the request waits on physical memory.
-  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), domains, sequence, request_authority,
-                                                   request.request_id, fit_pages);
-  auto prepared = std::make_unique<PreparedPages>(*this, backing->domains());
+  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), std::move(domains), sequence,
+                                                   request_authority, request.request_id, fit_pages);
+  std::optional<PreparedPages> prepared(std::in_place, *this, backing->domains());
   prepared->logical_pages_ = prompt_pages;
   if (!prepared->allocate_physical(prompt_pages)) {
+    std::vector<std::uint32_t> held = backing->domains();
     prepared.reset();  // physical extents first, then the logical pages
     backing.reset();   // then the slot and the authorities
-    return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
+    return physical_deferral(held, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
   }
   backing->adopt(*prepared);
+  prepared.reset();
   auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    live_[request.request_id] = backing.get();  // capacity is now held by the resources
+    *named = backing.get();  // capacity is now held by the resources
   }
   return Admitted{std::make_shared<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
                                                               std::move(backing), std::move(snapshot))};
@@ -405,6 +409,29 @@ bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains
   return true;
 }
 
+AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const std::vector<std::uint32_t>& domains,
+                                                                         std::uint64_t pages, std::int32_t* ids,
+                                                                         std::uint64_t& physical_epoch) {
+  const auto bytes = checked::mul(pages, config_.page_bytes);
+  if (!bytes) return FastExtension::logical_short;  // the three-call path names the overflow
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_ || poisoned_ || config_.memory->closed()) return FastExtension::logical_short;
+  for (std::uint32_t d : domains)
+    if (*bytes > domains_[d].total - domains_[d].used) return FastExtension::logical_short;
+  physical_epoch = physical_epoch_;
+  for (std::size_t i = 0; i < domains.size(); ++i) {
+    if (config_.memory->closed() || !config_.memory->take_permitted() ||
+        !domains_[domains[i]].arena.take(pages, ids + i * pages)) {
+      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(ids + j * pages, pages);
+      if (i > 0) bump_and_notify_locked(domains_.size() + 1);
+      return FastExtension::physical_short;
+    }
+  }
+  live_takes_ += domains.size();
+  for (std::uint32_t d : domains) domains_[d].used += *bytes;  // fits: checked above
+  return FastExtension::taken;
+}
+
 void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const std::int32_t* ids) noexcept {
   if (pages == 0 || domains.empty()) return;
@@ -416,6 +443,16 @@ void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& do
 
 void AdmissionCoordinator::release_backing_blocks(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
+  release_backing_blocks_locked(backing);
+}
+
+void AdmissionCoordinator::release_backing(SequenceBacking& backing) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_backing_blocks_locked(backing);
+  release_sequence_locked(backing.domains_, backing.pages_, backing.sequence_, backing.request_, backing.request_id_);
+}
+
+void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> backing_lock(backing.mutex_);
   if (backing.pages_ == 0) return;
   for (std::size_t j = backing.domains_.size(); j-- > 0;) {
@@ -481,8 +518,14 @@ void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domai
 void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const Authority& sequence, const Authority& request,
                                             const std::string& request_id) noexcept {
-  const auto bytes = checked::mul(pages, config_.page_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
+  release_sequence_locked(domains, pages, sequence, request, request_id);
+}
+
+void AdmissionCoordinator::release_sequence_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
+                                                   const Authority& sequence, const Authority& request,
+                                                   const std::string& request_id) noexcept {
+  const auto bytes = checked::mul(pages, config_.page_bytes);
   live_.erase(request_id);  // the id may be admitted again
   if (pages != 0)
     for (std::uint32_t d : domains) {
@@ -603,6 +646,7 @@ std::vector<CapacityHolder> AdmissionCoordinator::holders() const {
     out.push_back({request_id, backing->sequence_authority(), backing->pages(), backing->domains(),
                    backing->holder_count()});
   }
+  std::sort(out.begin(), out.end(), [](const CapacityHolder& a, const CapacityHolder& b) { return a.request_id < b.request_id; });
   return out;
 }
 

@@ -228,7 +228,33 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   auto& coordinator = s.coordinator;
   std::optional<PreparedPages> prepared;
   prepared.emplace(*coordinator, seen->domains());
+  // The common extension first: it fits, and one coordinator lock claims it and takes its ids.
+  std::uint64_t physical_epoch = 0;
+  auto fast = AdmissionCoordinator::FastExtension::logical_short;
   if (delta > 0) {
+    const auto count = checked::narrow<std::size_t>(checked::mul_or_throw(delta, std::uint64_t{seen->domains().size()},
+                                                                          "backing: pages * domains"));
+    if (!count) checked::overflow("backing: block ids");
+    prepared->ids.resize(*count);
+    fast = coordinator->take_extension(seen->domains(), delta, prepared->ids.data(), physical_epoch);
+    if (fast == AdmissionCoordinator::FastExtension::taken) {
+      prepared->physical_pages_ = delta;
+      prepared->mark_logically_claimed();
+    } else {
+      prepared->ids.clear();
+    }
+  }
+  if (fast == AdmissionCoordinator::FastExtension::physical_short) {
+    BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
+    decision.outcome = BackingOutcome::backing_deferred;
+    decision.reason = "physical pages could not be prepared (device memory is short); wait on physical memory";
+    auto deferred = coordinator->physical_deferral(seen->domains(), 0, tokens, delta, tokens, delta, physical_epoch,
+                                                   s.request_id);
+    deferred.backing = context;
+    decision.deferred = std::move(deferred);
+    return decision;
+  }
+  if (delta > 0 && fast == AdmissionCoordinator::FastExtension::logical_short) {
     BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
     auto check = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/false);
     if (check.deferred) {
@@ -422,7 +448,60 @@ SequenceSession::TableSource SequenceSession::table_source(std::uint32_t domain_
   const auto it = std::find(domains.begin(), domains.end(), domain_index);
   // The session's resources hold the backing while the handle is open.
   return {state_->resources->backing(), current.coordinator().get(), current.pages(),
-          it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin())};
+          it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin()), state_->sequence};
+}
+
+namespace {
+
+// Under the session's lock, its handle open.
+void table_source_locked(const SessionState& s, std::uint32_t domain_index, const Authority& known,
+                         std::uint64_t written, SequenceSession::TableSource& out) {
+  const BackingSnapshot& current = *s.current;
+  out.coordinator = s.coordinator.get();
+  out.pages = current.pages();
+  out.sequence = s.sequence;
+  if (out.sequence == known && out.pages == written) {
+    // Unchanged since the row was written (and checked): no reference count, no domain search.
+    out.backing.reset();
+    out.slot = 0;
+    return;
+  }
+  const auto& domains = current.domains();
+  const auto it = std::find(domains.begin(), domains.end(), domain_index);
+  out.slot = it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin());
+  out.backing = s.resources->backing();
+}
+
+}  // namespace
+
+SequenceSession::TableSource SequenceSession::table_source_since(std::uint32_t domain_index, const Authority& known,
+                                                                 std::uint64_t written) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  require_handle(*state_, "block_table");
+  TableSource out;
+  table_source_locked(*state_, domain_index, known, written, out);
+  return out;
+}
+
+BackingOutcome SequenceSession::step_with_source(std::int64_t tokens, std::uint32_t domain_index, const Authority& known,
+                                                 std::uint64_t written, TableSource& source) {
+  auto& s = *state_;
+  if (tokens > 0) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.handle_closed && s.phase == SessionPhase::open && s.quiescent_locked() &&
+        static_cast<std::uint64_t>(tokens) <= s.current->tokens()) {
+      // step()'s common path, then the row's source, under the same lock.
+      s.take_frame_id_locked("step");
+      s.step_deferral.reset();
+      ++s.retired;
+      ++s.committed;
+      table_source_locked(s, domain_index, known, written, source);
+      return BackingOutcome::current;
+    }
+  }
+  const BackingOutcome outcome = step(tokens);  // an extension, or the error step() gives
+  source = table_source_since(domain_index, known, written);
+  return outcome;
 }
 
 std::uint64_t SequenceSession::next_frame_id() const noexcept {

@@ -2,6 +2,7 @@
 // guarded by `mutex`; helpers named *_locked expect it held.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,7 +55,9 @@ class SessionState {
   // committed counts stay below it, so they cannot wrap either).
   std::uint64_t take_frame_id_locked(const char* operation) {
     const std::uint64_t id = next_frame;
-    next_frame = checked::add_or_throw(id, std::uint64_t{1}, std::string(operation) + ": frame ids");
+    // The message is built only on overflow: this runs on every decode step.
+    if (id == std::numeric_limits<std::uint64_t>::max()) checked::overflow(std::string(operation) + ": frame ids");
+    next_frame = id + 1;
     return id;
   }
 

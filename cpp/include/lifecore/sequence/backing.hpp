@@ -5,11 +5,11 @@
 // decision left behind never keeps pages or a slot. The whole backing is released, block
 // ids first, when the last holder goes.
 //
-// Id storage never moves under a view: room for the request's fit pages (up to
-// initial_id_room) is reserved at admission; a larger fit grows by doubling, and a view taken
-// before keeps the old storage (the same prefix) alive. On release every storage the
-// sequence ever used is overwritten with -1, so a view taken earlier can never show ids that
-// another sequence may now hold.
+// Id storage never moves under a view: it is made at admission for the prompt's pages (at
+// least min_id_room, at most the fit) and grows by doubling up to the fit; a storage a view
+// still reads is kept when outgrown (the same prefix), one nobody reads is freed. On release
+// every storage a view may read is overwritten with -1, so a view taken earlier can never
+// show ids that another sequence may now hold.
 #pragma once
 
 #include <cstdint>
@@ -68,8 +68,8 @@ class PreparedPages {
 
 class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
  public:
-  // Room reserved at admission, per domain, for at most this many ids.
-  static constexpr std::uint64_t initial_id_room = 65536;
+  // The least room for ids a storage is made with (per domain), unless the fit is smaller.
+  static constexpr std::uint64_t min_id_room = 16;
 
   SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
                   Authority sequence, Authority request, std::string request_id, std::uint64_t fit_pages);
@@ -85,6 +85,8 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   BlockIds block_ids(std::size_t slot, std::uint64_t pages) const;
   // Copies the first `pages` ids of domain `slot` to `out`.
   void copy_ids(std::size_t slot, std::uint64_t pages, std::int32_t* out) const;
+  // Copies ids [first, pages) of domain `slot` to out + first (none past the backing's pages).
+  void copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages, std::int32_t* out) const;
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
   const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }
@@ -102,7 +104,7 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   };
   struct DomainIds {
     Storage current;
-    std::vector<Storage> retired;  // outgrown storage a view may still read
+    std::vector<Storage> retired;  // outgrown storage a view still read when it was outgrown
   };
   void grow_locked(DomainIds& ids, std::uint64_t needed);
 

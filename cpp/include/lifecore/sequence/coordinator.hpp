@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 #include <vector>
@@ -171,10 +172,21 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // one lock; false, nothing taken, when the page memory refuses a domain (a physical
   // deferral; ids taken for earlier domains go back and advance the physical source).
   bool take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids);
+  // An extension that fits, under one lock: the logical claim and the ids of `pages` more
+  // pages per domain (what claim_extension, take_blocks and claim_extension do in three).
+  // Nothing changes unless it answers `taken`; `logical_short` (or a closed or poisoned
+  // coordinator) leaves the whole answer to those three; `physical_short` is their physical
+  // deferral, with the epoch observed before the take.
+  enum class FastExtension : std::uint8_t { taken, logical_short, physical_short };
+  FastExtension take_extension(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids,
+                               std::uint64_t& physical_epoch);
   // Gives prepared ids back and advances the physical-memory source.
   void give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, const std::int32_t* ids) noexcept;
   // A released backing's ids go back; its storage is overwritten with -1 first.
   void release_backing_blocks(SequenceBacking& backing) noexcept;
+  // What a backing's last holder returns, under one lock: release_backing_blocks, then
+  // release_sequence with its pages, authorities and request id.
+  void release_backing(SequenceBacking& backing) noexcept;
   // Runs of consecutive ids within one chunk, for BackingSnapshot::extents.
   void append_runs(std::uint32_t domain_index, const std::vector<std::int32_t>& ids, std::vector<BackingExtent>& out) const;
   void release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
@@ -203,6 +215,10 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // have been resolved (resolve_source) or issued by this coordinator.
   std::size_t slot_of(const CapacitySource& source) const noexcept;
   std::uint64_t epoch_locked(std::size_t slot) const;
+  void release_backing_blocks_locked(SequenceBacking& backing) noexcept;
+  void release_sequence_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
+                               const Authority& sequence, const Authority& request,
+                               const std::string& request_id) noexcept;
   void bump_and_notify_locked(std::size_t slot) noexcept;
   // ClosedError when closed or when the device of the page memory is (which closes this).
   void require_open_locked(const char* operation);
@@ -227,7 +243,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
   // Live request ids and their backings (null while the admission is still preparing pages).
-  std::map<std::string, const SequenceBacking*> live_;
+  std::unordered_map<std::string, const SequenceBacking*> live_;  // holders() sorts
   // Waiters indexed by source slot (slot_of).
   std::vector<std::unordered_set<WaiterState*>> waiters_;
 };

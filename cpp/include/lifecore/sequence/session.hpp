@@ -172,8 +172,17 @@ class SequenceSession {
     const AdmissionCoordinator* coordinator = nullptr;
     std::uint64_t pages = 0;
     std::size_t slot = 0;
+    Authority sequence;  // which sequence the ids are of
   };
   TableSource table_source(std::uint32_t domain_index) const;
+  // The same for an incremental table, still under one lock, but `backing` is referenced only
+  // when the row must be written: its sequence is not `known` or it holds more than `written`
+  // pages.
+  TableSource table_source_since(std::uint32_t domain_index, const Authority& known, std::uint64_t written) const;
+  // step(tokens), then table_source_since(...) into `source`, under one lock when the step
+  // needs no extension (a decode iteration's row). `source` is set only when the step returned.
+  BackingOutcome step_with_source(std::int64_t tokens, std::uint32_t domain_index, const Authority& known,
+                                  std::uint64_t written, TableSource& source);
   std::uint64_t next_frame_id() const noexcept;
   std::optional<std::uint64_t> active_frame() const noexcept;
   std::size_t flight_count() const noexcept;

@@ -1,0 +1,193 @@
+// lifecore.sequence bindings for the decode table (sequence/decode_table.hpp): a persistent
+// [rows, width] int32 block table held open over a NumPy array of its own, a given host
+// array (buffer protocol or host DLPack), or a lifecore Buffer (through a host mirror, one
+// host-to-device copy per update that changed something). Translation only.
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/unique_ptr.h>
+
+#include "arguments.hpp"
+#include "bindings.hpp"
+#include "lifecore/checked.hpp"
+#include "lifecore/error.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/stream.hpp"
+#include "lifecore/sequence/coordinator.hpp"
+#include "lifecore/sequence/decode_table.hpp"
+#include "lifecore/sequence/session.hpp"
+#include "table_arguments.hpp"
+
+namespace lifecore::bindings {
+namespace {
+
+using namespace nb::literals;
+using namespace lifecore::sequence;
+using namespace table_out;
+
+// The table and what keeps its memory: `table` is what Python sees.
+struct DecodeTableHandle {
+  nb::object table;
+  std::unique_ptr<Target> target;                // a given host array, held open while this lives
+  std::unique_ptr<std::int32_t[]> mirror;        // a Buffer's host copy
+  std::shared_ptr<runtime::Buffer> buffer;
+  std::unique_ptr<DecodeTable> core;
+  std::string domain;
+
+  // A Buffer receives the whole mirror when anything changed (one copy on its stream).
+  void sync() {
+    if (!buffer || core->last_written() == 0) return;
+    const std::size_t bytes = core->rows() * core->width() * sizeof(std::int32_t);
+    if (bytes != 0) buffer->stream()->write(*buffer, mirror.get(), bytes);
+  }
+};
+
+std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb::handle rows_arg, nb::handle width_arg,
+                                                     nb::handle out, nb::handle domain, nb::handle pad_arg) {
+  constexpr const char* call = "decode_table";
+  const auto rows = static_cast<std::size_t>(uint_argument(rows_arg, call, "rows", 1u << 30));
+  const auto width = static_cast<std::size_t>(uint_argument(width_arg, call, "width", 1u << 30));
+  const auto pad = static_cast<std::int32_t>(int_argument(pad_arg, call, "pad", std::numeric_limits<std::int32_t>::min(),
+                                                          std::numeric_limits<std::int32_t>::max()));
+  const std::uint32_t d = domain_argument(c, domain, call, 0);
+  const std::size_t count = checked::mul_or_throw<std::uint64_t>(rows, width, "decode_table: rows * width");
+  auto handle = std::make_unique<DecodeTableHandle>();
+  handle->domain = c.domain_name(d);
+  std::int32_t* data = nullptr;
+  if (out.is_none()) {
+    auto* owned = new std::int32_t[count ? count : 1];
+    nb::capsule keep(owned, [](void* p) noexcept { delete[] static_cast<std::int32_t*>(p); });
+    const std::size_t shape[2] = {rows, width};
+    handle->table = nb::cast(nb::ndarray<nb::numpy, std::int32_t, nb::ndim<2>>(owned, 2, shape, keep));
+    data = owned;
+  } else if (nb::isinstance<runtime::Buffer>(out)) {
+    auto buffer = nb::cast<std::shared_ptr<runtime::Buffer>>(out);
+    const std::size_t bytes = count * sizeof(std::int32_t);
+    if (buffer->nbytes() < bytes)
+      bad_out(call, "(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
+                        std::to_string(bytes) + " bytes");
+    handle->mirror.reset(new std::int32_t[count ? count : 1]);
+    handle->buffer = std::move(buffer);
+    handle->table = nb::borrow(out);
+    data = handle->mirror.get();
+  } else {
+    handle->target = std::make_unique<Target>();
+    if (PyObject_CheckBuffer(out.ptr())) open_buffer_protocol(out, rows, width, *handle->target, call);
+    else if (nb::hasattr(out, "__dlpack__")) open_dlpack(out, rows, width, *handle->target, call);
+    else
+      raise(ErrorKind::TypeMismatch, argument_label(call, "out") +
+                                         " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
+                                         "Buffer, got " + type_name_of(out));
+    handle->table = nb::borrow(out);
+    data = handle->target->data;
+  }
+  handle->core = std::make_unique<DecodeTable>(c.shared_from_this(), d, rows, width, pad, data);
+  if (handle->buffer && count != 0)
+    handle->buffer->stream()->write(*handle->buffer, data, count * sizeof(std::int32_t));  // all pad
+  return handle;
+}
+
+std::size_t row_argument(nb::handle row, const char* call) {
+  return static_cast<std::size_t>(uint_argument(row, call, "row", std::numeric_limits<std::uint32_t>::max()));
+}
+
+}  // namespace
+
+void init_sequence_decode_table(nb::module_& m) {
+  nb::class_<DecodeTableHandle>(
+      m, "DecodeTable",
+      "A persistent [rows, width] int32 block table for a decode loop (AdmissionCoordinator.decode_table).\n"
+      "Row r shows the block ids, in the table's domain, of the sequence last given for row r, padded with\n"
+      "`pad`. An update writes only what changed since: the new ids of a sequence that grew, a whole row when\n"
+      "its sequence changed, pad over a row that shows no sequence now. So a decode iteration costs\n"
+      "O(rows + new blocks) where block_table costs O(total blocks). A row keeps which sequence it shows,\n"
+      "never its capacity. The table is written only by this object: do not write into it.")
+      .def_prop_ro("table", [](const DecodeTableHandle& t) { return t.table; },
+                   nb::sig("def table(self) -> object"),
+                   "The table: its own int32 NumPy array, or the `out` given to decode_table (a Buffer gets the\n"
+                   "whole table after each call that changed it).")
+      .def_prop_ro("rows", [](const DecodeTableHandle& t) { return t.core->rows(); }, "Rows of the table.")
+      .def_prop_ro("width", [](const DecodeTableHandle& t) { return t.core->width(); }, "Ids per row.")
+      .def_prop_ro("pad", [](const DecodeTableHandle& t) { return t.core->pad(); }, "The value past a row's ids.")
+      .def_prop_ro("domain", [](const DecodeTableHandle& t) { return t.domain; },
+                   "The capacity domain whose block ids the table holds.")
+      .def_prop_ro("last_written", [](const DecodeTableHandle& t) { return t.core->last_written(); },
+                   "How many int32 values (ids and pad) the last update, step, assign or clear wrote.")
+      .def(
+          "update",
+          [](DecodeTableHandle& t, nb::handle sessions) {
+            const auto list = session_list(sessions, "DecodeTable.update", /*none_ok=*/true);
+            t.core->update(list.data(), list.size());
+            t.sync();
+          },
+          nb::arg("sessions").none(),
+          nb::sig("def update(self, sessions: collections.abc.Sequence[SequenceSession | None]) -> None"),
+          "Row r now shows sessions[r] (None: pad); rows past len(sessions) show pad. Each session must be open\n"
+          "(its handle, not necessarily its phase), of this coordinator, in the table's domain, with at most\n"
+          "`width` blocks; any error names the row and writes nothing. The same ids block_table would write.")
+      .def(
+          "step",
+          [](DecodeTableHandle& t, nb::handle sessions, nb::handle tokens) {
+            constexpr const char* call = "DecodeTable.step";
+            const auto list = session_list(sessions, call, /*none_ok=*/false);
+            Tokens targets;
+            read_tokens(tokens, list.size(), call, targets);
+            BackingOutcome* outcomes = nullptr;
+            nb::object array = outcome_array(list.size(), outcomes);
+            t.core->step(list, targets.data, outcomes);
+            t.sync();
+            return array;
+          },
+          nb::arg("sessions").none(), nb::arg("tokens").none(),
+          nb::sig("def step(self, sessions: collections.abc.Sequence[SequenceSession], tokens: object) -> "
+                  "numpy.typing.NDArray[numpy.uint8]"),
+          "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
+          "update(sessions). Returns the BackingOutcome values as a uint8 array. A step that raises stops the\n"
+          "batch (the rows before it stepped, as step_all) and the table is not written.")
+      .def(
+          "assign",
+          [](DecodeTableHandle& t, nb::handle row, nb::handle session) {
+            constexpr const char* call = "DecodeTable.assign";
+            const std::size_t r = row_argument(row, call);
+            auto* s = exact_instance<SequenceSession>(session);
+            if (!s)
+              raise(ErrorKind::TypeMismatch, argument_label(call, "session") + " must be a SequenceSession, got " +
+                                                 type_name_of(session));
+            t.core->assign(r, *s);
+            t.sync();
+          },
+          nb::arg("row").none(), nb::arg("session").none(),
+          nb::sig("def assign(self, row: int, session: SequenceSession) -> None"),
+          "Row `row` now shows `session` (the checks of update); the other rows are left as they are.")
+      .def(
+          "clear",
+          [](DecodeTableHandle& t, nb::handle row) {
+            if (row.is_none()) t.core->clear_all();
+            else t.core->clear(row_argument(row, "DecodeTable.clear"));
+            t.sync();
+          },
+          nb::arg("row").none() = nb::none(), nb::sig("def clear(self, row: int | None = None) -> None"),
+          "Row `row` (None: every row) back to pad: it shows no sequence. Clear a row before its sequence is\n"
+          "released if the table may be read before the next update.");
+
+  nb::handle coordinator = nb::type<AdmissionCoordinator>();
+  nb::cpp_function_def(
+      &make_decode_table, nb::scope(coordinator), nb::name("decode_table"), nb::is_method(), nb::arg("rows").none(),
+      nb::arg("width").none(), nb::arg("out").none() = nb::none(), nb::kw_only(), nb::arg("domain").none() = nb::none(),
+      nb::arg("pad").none() = 0,
+      nb::sig("def decode_table(self, rows: int, width: int, out: object | None = None, *, domain: str | None = None, "
+              "pad: int = 0) -> DecodeTable"),
+      "A persistent [rows, width] int32 block table for a decode loop (DecodeTable), filled with `pad` now.\n"
+      "out=None: the table is a NumPy array of its own; else `out` is held for the table's life: a C-contiguous\n"
+      "writable int32 array of that shape (NumPy or any buffer-protocol object, or a host DLPack tensor such as\n"
+      "a torch CPU tensor), or a lifecore Buffer of at least that many bytes (written from a host copy after\n"
+      "each call that changed it). domain None: the coordinator's first domain. A wrong `out` raises.");
+}
+
+}  // namespace lifecore::bindings

@@ -1,0 +1,219 @@
+// The arguments shared by the block-table bindings: a writable host int32 table given as
+// `out` (buffer protocol, or a host DLPack tensor, read through the DLPack 1.x structures),
+// checked and held open while it is written, and an exact-type instance test for per-row
+// lists, session lists, token counts and domain names. Translation only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include "arguments.hpp"
+#include "bindings.hpp"
+#include "lifecore/error.hpp"
+#include "lifecore/sequence/coordinator.hpp"
+#include "lifecore/sequence/session.hpp"
+
+namespace lifecore::bindings::table_out {
+
+using namespace nb::literals;
+
+// The DLPack structures a host tensor is read through (dlpack.h 1.x layout).
+struct DLDevice {
+  std::int32_t device_type;
+  std::int32_t device_id;
+};
+struct DLDataType {
+  std::uint8_t code;
+  std::uint8_t bits;
+  std::uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  std::int32_t ndim;
+  DLDataType dtype;
+  std::int64_t* shape;
+  std::int64_t* strides;
+  std::uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+struct DLManagedTensorVersioned {
+  std::uint32_t major, minor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+  std::uint64_t flags;
+  DLTensor dl_tensor;
+};
+inline constexpr std::uint64_t dlpack_read_only = 1;
+inline constexpr std::int32_t dlpack_cpu = 1;
+
+// A host tensor's memory, checked: C-contiguous, writable, int32, [rows, width].
+struct Target {
+  std::int32_t* data = nullptr;
+  Py_buffer view{};
+  bool has_view = false;
+  nb::object capsule;  // a consumed DLPack capsule, finished after the write
+  DLManagedTensor* legacy = nullptr;
+  DLManagedTensorVersioned* versioned = nullptr;
+  ~Target() {
+    if (has_view) PyBuffer_Release(&view);
+    if (legacy && legacy->deleter) legacy->deleter(legacy);
+    if (versioned && versioned->deleter) versioned->deleter(versioned);
+  }
+};
+
+[[noreturn]] inline void bad_out(const char* call, const std::string& why) {
+  raise(ErrorKind::InvalidArgument, std::string(call) + ": argument 'out' " + why + " (nothing was written)");
+}
+
+inline void check_shape(const char* call, std::int64_t ndim, const std::int64_t* shape, std::size_t rows, std::size_t width) {
+  if (ndim != 2 || shape[0] != static_cast<std::int64_t>(rows) || shape[1] != static_cast<std::int64_t>(width))
+    bad_out(call, "must have shape (" + std::to_string(rows) + ", " + std::to_string(width) + ")");
+}
+
+inline void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t width, Target& t,
+                                 const char* call = "block_table") {
+  if (PyObject_GetBuffer(out.ptr(), &t.view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
+    PyErr_Clear();
+    Py_buffer probe;
+    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_FORMAT | PyBUF_STRIDES) == 0) {
+      PyBuffer_Release(&probe);
+      bad_out(call, "is read-only");
+    }
+    PyErr_Clear();
+    bad_out(call, "cannot be read as a strided buffer");
+  }
+  t.has_view = true;
+  const std::string format = t.view.format ? t.view.format : "B";
+  if (t.view.itemsize != 4 || (format != "i" && format != "<i" && format != "=i" && format != "@i"))
+    bad_out(call, "must hold int32 elements, got format '" + format + "'");
+  std::int64_t shape[2] = {0, 0};
+  for (int i = 0; i < t.view.ndim && i < 2; ++i) shape[i] = t.view.shape[i];
+  check_shape(call, t.view.ndim, shape, rows, width);
+  if (!PyBuffer_IsContiguous(&t.view, 'C')) bad_out(call, "must be C-contiguous");
+  t.data = static_cast<std::int32_t*>(t.view.buf);
+}
+
+inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_t rows, std::size_t width) {
+  if (tensor.device.device_type != dlpack_cpu)
+    bad_out(call, "must live in host memory (DLPack device type " + std::to_string(tensor.device.device_type) +
+            "); pass a lifecore Buffer for device memory");
+  if (tensor.dtype.code != 0 || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1) bad_out(call, "must hold int32 elements");
+  check_shape(call, tensor.ndim, tensor.shape, rows, width);
+  if (tensor.strides && rows * width != 0) {
+    const bool row_ok = rows <= 1 || tensor.strides[0] == static_cast<std::int64_t>(width);
+    const bool col_ok = width <= 1 || tensor.strides[1] == 1;
+    if (!row_ok || !col_ok) bad_out(call, "must be C-contiguous");
+  }
+}
+
+inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Target& t, const char* call = "block_table") {
+  nb::object capsule;
+  try {
+    capsule = out.attr("__dlpack__")("max_version"_a = nb::make_tuple(1, 0));
+  } catch (nb::python_error& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+    capsule = out.attr("__dlpack__")();
+  }
+  if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
+    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
+    PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned");
+    t.versioned = m;
+    if (m->flags & dlpack_read_only) bad_out(call, "is read-only");
+    check_dl_tensor(call, m->dl_tensor, rows, width);
+    t.data = reinterpret_cast<std::int32_t*>(static_cast<char*>(m->dl_tensor.data) + m->dl_tensor.byte_offset);
+  } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
+    PyCapsule_SetName(capsule.ptr(), "used_dltensor");
+    t.legacy = m;
+    check_dl_tensor(call, m->dl_tensor, rows, width);
+    t.data = reinterpret_cast<std::int32_t*>(static_cast<char*>(m->dl_tensor.data) + m->dl_tensor.byte_offset);
+  } else {
+    bad_out(call, "gave no DLPack capsule");
+  }
+  t.capsule = std::move(capsule);
+}
+
+// The C++ object of an instance of exactly T's Python type (the classes are final), or null:
+// a type comparison, not a conversion attempt, on the per-row path.
+template <class T>
+inline T* exact_instance(nb::handle item) {
+  static PyTypeObject* const type = reinterpret_cast<PyTypeObject*>(nb::type<T>().ptr());
+  if (Py_TYPE(item.ptr()) != type || !nb::inst_ready(item)) return nullptr;
+  return nb::inst_ptr<T>(item);
+}
+
+// domain None: `fallback` (a snapshot's first domain, or the coordinator's); else a name.
+inline std::uint32_t domain_argument(const sequence::AdmissionCoordinator& c, nb::handle domain, const char* call, std::uint32_t fallback) {
+  if (domain.is_none()) return fallback;
+  const std::string name = str_argument(domain, call, "domain");
+  const std::int64_t index = c.domain_index(name);
+  if (index < 0) raise(ErrorKind::InvalidArgument, std::string(call) + ": unknown capacity domain '" + name + "'");
+  return static_cast<std::uint32_t>(index);
+}
+
+// A list or tuple of SequenceSession, in order; with `none_ok` a None entry gives null.
+inline std::vector<sequence::SequenceSession*> session_list(nb::handle sessions, const char* call, bool none_ok) {
+  const char* what = none_ok ? " must be a list or tuple of SequenceSession or None, got "
+                             : " must be a list or tuple of SequenceSession, got ";
+  if (!nb::isinstance<nb::list>(sessions) && !nb::isinstance<nb::tuple>(sessions))
+    raise(ErrorKind::TypeMismatch, argument_label(call, "sessions") + what + type_name_of(sessions));
+  std::vector<sequence::SequenceSession*> list;
+  list.reserve(nb::len(sessions));
+  for (nb::handle item : sessions) {
+    auto* session = exact_instance<sequence::SequenceSession>(item);
+    if (!session && !(none_ok && item.is_none()))
+      raise(ErrorKind::TypeMismatch, argument_label(call, ("sessions[" + std::to_string(list.size()) + "]").c_str()) +
+                                         (none_ok ? " must be a SequenceSession or None, got " : " must be a SequenceSession, got ") +
+                                         type_name_of(item));
+    list.push_back(session);
+  }
+  return list;
+}
+
+// One token count per session: a C-contiguous int64 NumPy array (read in place) or a list
+// or tuple of ints.
+struct Tokens {
+  nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> array;
+  std::vector<std::int64_t> values;
+  const std::int64_t* data = nullptr;
+};
+
+inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, Tokens& out) {
+  std::size_t held = 0;
+  if (nb::try_cast(tokens, out.array, /*convert=*/false)) {
+    out.data = out.array.data();
+    held = out.array.shape(0);
+  } else {
+    if (!nb::isinstance<nb::list>(tokens) && !nb::isinstance<nb::tuple>(tokens))
+      raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
+                                         " must be a C-contiguous int64 NumPy array or a list of ints, got " +
+                                         type_name_of(tokens));
+    for (nb::handle t : tokens) out.values.push_back(int_argument(t, call, "tokens[i]"));
+    out.data = out.values.data();
+    held = out.values.size();
+  }
+  if (held != count)
+    raise(ErrorKind::InvalidArgument, std::string(call) + ": argument 'tokens' holds " + std::to_string(held) +
+                                          " values for " + std::to_string(count) + " sessions");
+}
+
+// A uint8 NumPy array of `count` BackingOutcome values, and where to write them.
+inline nb::object outcome_array(std::size_t count, sequence::BackingOutcome*& data) {
+  static_assert(sizeof(sequence::BackingOutcome) == 1);
+  auto* outcomes = new std::uint8_t[count ? count : 1];
+  nb::capsule keep(outcomes, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+  data = reinterpret_cast<sequence::BackingOutcome*>(outcomes);
+  const std::size_t shape[1] = {count};
+  return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(outcomes, 1, shape, keep));
+}
+
+}  // namespace lifecore::bindings::table_out

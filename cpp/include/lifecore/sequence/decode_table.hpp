@@ -1,0 +1,87 @@
+// A persistent block table for a decode loop: a fixed [rows, width] int32 table whose row r
+// shows the block ids of the sequence last given for row r, padded. An update writes only
+// what changed since the row was last written (the new ids of a sequence that grew; a whole
+// row when its sequence changed), so a decode iteration costs O(rows + new blocks), not
+// O(total blocks) as build_block_table does.
+//
+// Per row it keeps which sequence (its authority, never a reference: a row holds no capacity)
+// and how many ids it wrote; everything past them is pad. Nobody else may write the table.
+// Not thread-safe: one caller at a time (the binding's lock, or the caller's).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "lifecore/sequence/capacity.hpp"
+#include "lifecore/sequence/session.hpp"
+
+namespace lifecore::sequence {
+
+class DecodeTable {
+ public:
+  // `data` holds rows * width int32 and outlives this table; it is filled with pad now.
+  DecodeTable(std::shared_ptr<const AdmissionCoordinator> coordinator, std::uint32_t domain, std::size_t rows,
+              std::size_t width, std::int32_t pad, std::int32_t* data);
+
+  std::size_t rows() const noexcept { return rows_.size(); }
+  std::size_t width() const noexcept { return width_; }
+  std::int32_t pad() const noexcept { return pad_; }
+  std::uint32_t domain() const noexcept { return domain_; }
+  const std::int32_t* data() const noexcept { return data_; }
+
+  // Row r shows sessions[r] (null: pad), rows past sessions.size() pad. Checks every row first
+  // (more sessions than rows, a closed session, one of another coordinator or not in the
+  // domain, more blocks than width: an error naming the row, and nothing written), then
+  // writes what changed.
+  void update(const std::vector<const SequenceSession*>& sessions) { update(sessions.data(), sessions.size()); }
+  void update(const SequenceSession* const* sessions, std::size_t count);
+  // Row `row` shows `session`, the same checks; the other rows are left as they are.
+  void assign(std::size_t row, const SequenceSession& session);
+  // Row `row` back to pad (it shows no sequence).
+  void clear(std::size_t row);
+  void clear_all() noexcept;
+  // step_all(sessions, tokens, outcomes), then update(sessions): a decode iteration's
+  // bookkeeping and its table in one call. A step that raises stops the batch (the rows
+  // before it stepped) and nothing is written.
+  void step(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
+
+  // Int32 values the last update / assign / clear wrote (ids and pad), for a caller that
+  // mirrors the table elsewhere (0: nothing changed) and for tests.
+  std::uint64_t last_written() const noexcept { return last_written_; }
+
+ private:
+  struct Row {
+    Authority sequence;  // valid while assigned
+    std::uint64_t written = 0;
+    bool assigned = false;
+  };
+  struct Pending {
+    std::size_t row = 0;
+    SequenceSession::TableSource source;  // source.backing null: nothing to write
+  };
+  // The sequence row r shows; unassigned: Authority{}, which names no sequence (coordinator
+  // ids start at 1).
+  Authority known(std::size_t r) const noexcept;
+  // Checks a resolved row (throws naming it, `after` saying what happened); false when it
+  // needs no write.
+  bool check(const char* call, std::size_t r, const Pending& p, const char* after) const;
+  // Reads and checks one row (throws naming it); false when it needs no write.
+  bool resolve(const char* call, std::size_t r, const SequenceSession& session, Pending& out) const;
+  void write(const Pending& p);
+  void clear_row(std::size_t r) noexcept;
+  // Writes the pending rows, then pads the rows that show no session now.
+  void finish(const SequenceSession* const* sessions, std::size_t count);
+
+  std::shared_ptr<const AdmissionCoordinator> coordinator_;
+  std::uint32_t domain_;
+  std::size_t width_;
+  std::int32_t pad_;
+  std::int32_t* data_;
+  std::vector<Row> rows_;
+  std::vector<Pending> pending_;  // reused from call to call
+  std::uint64_t last_written_ = 0;
+};
+
+}  // namespace lifecore::sequence

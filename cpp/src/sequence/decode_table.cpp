@@ -1,0 +1,152 @@
+#include "lifecore/sequence/decode_table.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "lifecore/error.hpp"
+#include "lifecore/sequence/coordinator.hpp"
+
+namespace lifecore::sequence {
+namespace {
+
+constexpr const char* nothing_written = "nothing was written";
+constexpr const char* stepped_nothing_written = "the rows up to it stepped, nothing was written";
+
+[[noreturn]] void refuse(const char* call, ErrorKind kind, std::size_t row, const std::string& why, const char* after) {
+  raise(kind, std::string(call) + ": row " + std::to_string(row) + ": " + why + " (" + after + ")");
+}
+
+}  // namespace
+
+DecodeTable::DecodeTable(std::shared_ptr<const AdmissionCoordinator> coordinator, std::uint32_t domain,
+                         std::size_t rows, std::size_t width, std::int32_t pad, std::int32_t* data)
+    : coordinator_(std::move(coordinator)), domain_(domain), width_(width), pad_(pad), data_(data), rows_(rows) {
+  if (domain_ >= coordinator_->domain_count()) raise(ErrorKind::InvalidArgument, "decode_table: unknown domain index");
+  std::fill(data_, data_ + rows * width, pad_);
+  pending_.reserve(rows);
+}
+
+Authority DecodeTable::known(std::size_t r) const noexcept {
+  return rows_[r].assigned ? rows_[r].sequence : Authority{};
+}
+
+bool DecodeTable::check(const char* call, std::size_t r, const Pending& p, const char* after) const {
+  const auto& s = p.source;
+  if (s.coordinator != coordinator_.get())
+    refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)", after);
+  if (s.slot == std::string::npos)
+    refuse(call, ErrorKind::InvalidArgument, r,
+           "the sequence holds no pages in domain '" + coordinator_->domain_name(domain_) + "'", after);
+  if (s.pages > width_)
+    refuse(call, ErrorKind::InvalidArgument, r,
+           std::to_string(s.pages) + " blocks do not fit in width " + std::to_string(width_), after);
+  return s.backing != nullptr;
+}
+
+bool DecodeTable::resolve(const char* call, std::size_t r, const SequenceSession& session, Pending& out) const {
+  try {
+    out.source = session.table_source_since(domain_, known(r), rows_[r].written);
+  } catch (const Error& e) {
+    refuse(call, e.kind(), r, e.what(), nothing_written);
+  }
+  out.row = r;
+  return check(call, r, out, nothing_written);
+}
+
+void DecodeTable::write(const Pending& p) {
+  Row& row = rows_[p.row];
+  std::int32_t* out = data_ + p.row * width_;
+  const auto& s = p.source;
+  // The same sequence grown: only its new ids. Anything else: the whole row.
+  const bool grown = row.assigned && row.sequence == s.sequence && s.pages >= row.written;
+  const std::uint64_t first = grown ? row.written : 0;
+  s.backing->copy_ids_from(s.slot, first, s.pages, out);
+  std::uint64_t count = s.pages - first;
+  if (row.written > s.pages) {  // a shorter sequence now: pad over the old ids
+    std::fill(out + s.pages, out + row.written, pad_);
+    count += row.written - s.pages;
+  }
+  row.sequence = s.sequence;
+  row.written = s.pages;
+  row.assigned = true;
+  last_written_ += count;
+}
+
+void DecodeTable::clear_row(std::size_t r) noexcept {
+  Row& row = rows_[r];
+  if (row.written != 0) std::fill(data_ + r * width_, data_ + r * width_ + row.written, pad_);
+  last_written_ += row.written;
+  row = Row{};
+}
+
+void DecodeTable::finish(const SequenceSession* const* sessions, std::size_t count) {
+  // Every row checked: now write. The pending sources keep their backings alive meanwhile.
+  last_written_ = 0;
+  for (const auto& q : pending_) write(q);
+  for (std::size_t r = 0; r < rows_.size(); ++r)
+    if ((r >= count || !sessions[r]) && rows_[r].assigned) clear_row(r);
+  pending_.clear();
+}
+
+void DecodeTable::update(const SequenceSession* const* sessions, std::size_t count) {
+  constexpr const char* call = "DecodeTable.update";
+  if (count > rows_.size())
+    raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(count) + " sessions for a table of " +
+                                          std::to_string(rows_.size()) + " rows (nothing was written)");
+  pending_.clear();
+  Pending p;
+  for (std::size_t r = 0; r < count; ++r)
+    if (sessions[r] && resolve(call, r, *sessions[r], p)) pending_.push_back(std::move(p));
+  finish(sessions, count);
+}
+
+void DecodeTable::assign(std::size_t row, const SequenceSession& session) {
+  constexpr const char* call = "DecodeTable.assign";
+  if (row >= rows_.size())
+    raise(ErrorKind::InvalidArgument, std::string(call) + ": row " + std::to_string(row) + " is out of range for " +
+                                          std::to_string(rows_.size()) + " rows (nothing was written)");
+  Pending p;
+  const bool changed = resolve(call, row, session, p);
+  last_written_ = 0;
+  if (changed) write(p);
+}
+
+void DecodeTable::clear(std::size_t row) {
+  if (row >= rows_.size())
+    raise(ErrorKind::InvalidArgument, "DecodeTable.clear: row " + std::to_string(row) + " is out of range for " +
+                                          std::to_string(rows_.size()) + " rows");
+  last_written_ = 0;
+  clear_row(row);
+}
+
+void DecodeTable::clear_all() noexcept {
+  last_written_ = 0;
+  for (std::size_t r = 0; r < rows_.size(); ++r)
+    if (rows_[r].assigned) clear_row(r);
+}
+
+void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens,
+                       BackingOutcome* outcomes) {
+  constexpr const char* call = "DecodeTable.step";
+  if (sessions.size() > rows_.size())
+    raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(sessions.size()) +
+                                          " sessions for a table of " + std::to_string(rows_.size()) +
+                                          " rows (nothing was stepped or written)");
+  // Each row steps and is resolved under one session lock; the table is written only once
+  // every row passed.
+  pending_.clear();
+  Pending p;
+  for (std::size_t r = 0; r < sessions.size(); ++r) {
+    try {
+      outcomes[r] = sessions[r]->step_with_source(tokens[r], domain_, known(r), rows_[r].written, p.source);
+    } catch (const Error& e) {
+      raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) +
+                          "; the rows before it stepped, nothing was written)");
+    }
+    p.row = r;
+    if (check(call, r, p, stepped_nothing_written)) pending_.push_back(std::move(p));
+  }
+  finish(sessions.data(), sessions.size());
+}
+
+}  // namespace lifecore::sequence

@@ -1,0 +1,269 @@
+"""The persistent decode table: under random admissions, steps, releases and row changes it
+always holds exactly what block_table writes for the same rows, while writing only what
+changed; every error writes nothing; it holds no capacity (NumPy-based, so these also run
+under the sanitizers)."""
+
+from __future__ import annotations
+
+import gc
+import random
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore.errors import ClosedError, InvalidArgumentError, LifecoreTypeError, StaleAuthorityError
+from lifecore.sequence import AdmissionCoordinator, Admitted, BackingOutcome, DecodeTable
+
+from backend_roles import EMULATED
+
+PAGE = 4096
+TPP = 16
+
+
+def make(pages: int = 64, slots: int = 16, domains=None) -> AdmissionCoordinator:
+    return AdmissionCoordinator(domains=domains or {"kv": pages * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                                max_active_sequences=slots)
+
+
+def open_one(c: AdmissionCoordinator, name: str, prompt: int = TPP, fit: int = 8 * TPP, domains=None):
+    adm = c.admit(name, prompt, fit) if domains is None else c.admit(name, prompt, fit, domains)
+    assert isinstance(adm, Admitted), adm
+    s = adm.resources.open_session()
+    adm.resources.close()  # the session keeps them
+    return s
+
+
+def expected(c: AdmissionCoordinator, rows: list, n: int, width: int, pad: int) -> np.ndarray:
+    """What block_table writes for the rows that show a session, pad elsewhere."""
+    out = np.full((n, width), pad, dtype=np.int32)
+    for r, s in enumerate(rows):
+        if s is not None:
+            out[r] = c.block_table([s], width, pad=pad)[0]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_table_matches_block_table_under_random_admit_step_release(seed):
+    rnd = random.Random(seed)
+    n, width, pad = 5, 8, -1
+    c = make(pages=24, slots=8)
+    table = c.decode_table(n, width, pad=pad)
+    assert isinstance(table, DecodeTable) and table.table.shape == (n, width)
+    assert (table.table == pad).all()
+    rows: list = [None] * n
+    tokens = [0] * n
+    counter = 0
+    for _ in range(300):
+        op = rnd.random()
+        r = rnd.randrange(n)
+        if op < 0.25 and rows[r] is None:
+            counter += 1
+            prompt = rnd.randrange(1, 3 * TPP)
+            adm = c.admit(f"s{counter}", prompt, width * TPP)
+            if isinstance(adm, Admitted):
+                rows[r] = adm.resources.open_session()
+                adm.resources.close()
+                tokens[r] = prompt
+        elif op < 0.4 and rows[r] is not None:
+            rows[r].close()  # released (or preempted): the row must not keep showing its ids
+            rows[r] = None
+        elif op < 0.5:
+            # Rows change places: a row's sequence changes, the table rewrites it in full.
+            i, j = rnd.randrange(n), rnd.randrange(n)
+            rows[i], rows[j] = rows[j], rows[i]
+            tokens[i], tokens[j] = tokens[j], tokens[i]
+        elif rows[r] is not None and tokens[r] < width * TPP:
+            tokens[r] += 1
+            rows[r].step(tokens[r])  # may be deferred when the domain is full: nothing changes
+        before = table.table.copy()
+        if rnd.random() < 0.5:
+            live = [i for i in range(n) if rows[i] is not None]
+            if live and rows[live[-1]] is not None and all(rows[i] is not None for i in range(live[-1] + 1)):
+                # step() for a batch with no gaps: every row steps, then the table updates
+                batch = rows[:live[-1] + 1]
+                targets = [min(t + 1, width * TPP) for t in tokens[:len(batch)]]
+                outcomes = table.step(batch, targets)
+                assert len(outcomes) == len(batch) and set(outcomes.tolist()) <= {0, 1, 2, 3}
+                for i, o in enumerate(outcomes.tolist()):
+                    if o in (0, 1):
+                        tokens[i] = targets[i]
+                rows_given = batch
+            else:
+                table.update(rows)
+                rows_given = rows
+        else:
+            table.update(rows)
+            rows_given = rows
+        want = expected(c, rows_given, n, width, pad)
+        assert np.array_equal(table.table, want), (seed, table.table, want)
+        # Everything that changed was written (an id reused at the same place is written too).
+        assert table.last_written >= int((before != want).sum())
+        table.update(rows_given)
+        assert table.last_written == 0  # nothing changed since
+    for s in rows:
+        if s is not None:
+            s.close()
+
+
+def test_an_update_writes_only_the_new_ids():
+    c = make()
+    sessions = [open_one(c, f"r{i}", (i + 1) * TPP) for i in range(3)]
+    table = c.decode_table(4, 8, pad=-1)
+    table.update(sessions)
+    assert table.last_written == 1 + 2 + 3
+    assert table.table.tolist()[:3] == [[0] + [-1] * 7, [1, 2] + [-1] * 6, [3, 4, 5] + [-1] * 5]
+    sessions[0].step(TPP)  # the same page
+    table.update(sessions)
+    assert table.last_written == 0
+    assert sessions[0].step(TPP + 1) == BackingOutcome.EXTENDED
+    table.update(sessions)
+    assert table.last_written == 1 and table.table[0, :2].tolist() == [0, 6]
+    # Another sequence in row 0: the whole row is rewritten, the old ids padded over.
+    table.update([sessions[2], sessions[1], None])
+    assert table.last_written == 3 + 3  # 3 ids in row 0 (2 over old ones, 1 over pad), row 2 back to pad
+    assert table.table.tolist()[:3] == [[3, 4, 5] + [-1] * 5, [1, 2] + [-1] * 6, [-1] * 8]
+    table.update([sessions[2], sessions[1]])
+    assert table.last_written == 0
+    for s in sessions:
+        s.close()
+
+
+def test_step_steps_each_row_then_writes_its_new_ids():
+    c = make()
+    sessions = [open_one(c, f"r{i}", TPP) for i in range(3)]
+    table = c.decode_table(3, 4)
+    outcomes = table.step(sessions, np.array([TPP, TPP + 1, 2 * TPP + 1], dtype=np.int64))
+    assert outcomes.dtype == np.uint8
+    assert outcomes.tolist() == [BackingOutcome.CURRENT.value, BackingOutcome.EXTENDED.value,
+                                 BackingOutcome.EXTENDED.value]
+    assert np.array_equal(table.table, c.block_table(sessions, 4))
+    assert [s.retired_frames for s in sessions] == [1, 1, 1]
+    # A step that raises names the row; the rows before it stepped, the table is not written.
+    sessions[1].close()
+    before = table.table.copy()
+    with pytest.raises(ClosedError, match="row 1.*nothing was written"):
+        table.step(sessions, [TPP + 1, TPP + 2, 2 * TPP + 2])
+    assert sessions[0].retired_frames == 2 and np.array_equal(table.table, before)
+    with pytest.raises(InvalidArgumentError, match="tokens"):
+        table.step([sessions[0]], [1, 2])
+    with pytest.raises(LifecoreTypeError, match="sessions"):
+        table.step([sessions[0], None], [1, 2])  # step needs a session in every row
+    sessions[0].close()
+    sessions[2].close()
+
+
+def test_every_error_writes_nothing():
+    c = AdmissionCoordinator(domains={"k": 64 * PAGE, "v": 64 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                             max_active_sequences=8)
+    other = make()
+    a = open_one(c, "a", TPP)
+    wide = open_one(c, "wide", 5 * TPP)
+    only_v = open_one(c, "v", TPP, domains=["v"])
+    foreign = open_one(other, "f")
+    closed = open_one(c, "closed")
+    closed.close()
+    table = c.decode_table(3, 4, pad=7, domain="k")
+    assert table.domain == "k" and (table.rows, table.width, table.pad) == (3, 4, 7)
+    table.update([a])
+    before = table.table.copy()
+    cases = [
+        (lambda: table.update([None, wide]), InvalidArgumentError, "row 1: 5 blocks do not fit in width 4"),
+        (lambda: table.update([a, foreign]), StaleAuthorityError, "row 1.*another coordinator"),
+        (lambda: table.update([a, None, only_v]), InvalidArgumentError, "row 2.*domain 'k'"),
+        (lambda: table.update([None, closed]), ClosedError, "row 1.*closed"),
+        (lambda: table.update([a, a, a, a]), InvalidArgumentError, "4 sessions for a table of 3 rows"),
+        (lambda: table.update([a, object()]), LifecoreTypeError, r"sessions\[1\]"),
+        (lambda: table.update("abc"), LifecoreTypeError, "sessions"),
+        (lambda: table.assign(3, a), InvalidArgumentError, "out of range"),
+        (lambda: table.assign(1, wide), InvalidArgumentError, "width"),
+        (lambda: table.assign(1, None), LifecoreTypeError, "session"),
+        (lambda: table.clear(3), InvalidArgumentError, "out of range"),
+        (lambda: table.clear(-1), InvalidArgumentError, "row"),
+    ]
+    for call, error, match in cases:
+        with pytest.raises(error, match=match):
+            call()
+        assert np.array_equal(table.table, before)
+    for s in (a, wide, only_v, foreign):
+        s.close()
+
+
+def test_a_bad_out_or_size_is_refused_at_creation():
+    c = make()
+    readonly = np.zeros((2, 4), dtype=np.int32)
+    readonly.flags.writeable = False
+    cases = [
+        (lambda: c.decode_table(2, 4, np.zeros((2, 4), dtype=np.int64)), InvalidArgumentError, "int32"),
+        (lambda: c.decode_table(2, 4, np.zeros((4, 2), dtype=np.int32)), InvalidArgumentError, "shape"),
+        (lambda: c.decode_table(2, 4, np.zeros((2, 8), dtype=np.int32)[:, ::2]), InvalidArgumentError, "contiguous"),
+        (lambda: c.decode_table(2, 4, readonly), InvalidArgumentError, "read-only"),
+        (lambda: c.decode_table(2, 4, object()), LifecoreTypeError, "out"),
+        (lambda: c.decode_table(2, 4, domain="nope"), InvalidArgumentError, "unknown"),
+        (lambda: c.decode_table(-1, 4), InvalidArgumentError, "rows"),
+    ]
+    for call, error, match in cases:
+        with pytest.raises(error, match=match):
+            call()
+    assert not readonly.any()
+
+
+def test_assign_and_clear_change_one_row():
+    c = make()
+    a, b = open_one(c, "a", 2 * TPP), open_one(c, "b", TPP)
+    table = c.decode_table(2, 3, pad=-1)
+    table.assign(1, a)
+    assert table.table.tolist() == [[-1, -1, -1], [0, 1, -1]] and table.last_written == 2
+    table.assign(0, b)
+    assert table.table.tolist() == [[2, -1, -1], [0, 1, -1]]
+    table.clear(1)
+    assert table.table.tolist() == [[2, -1, -1], [-1, -1, -1]] and table.last_written == 2
+    table.clear()
+    assert (table.table == -1).all()
+    a.close()
+    b.close()
+
+
+def test_the_table_fills_a_given_array_a_torch_tensor_and_a_buffer():
+    c = make()
+    sessions = [open_one(c, f"r{i}", (i + 1) * TPP) for i in range(2)]
+    out = np.full((2, 3), 9, dtype=np.int32)
+    table = c.decode_table(2, 3, out, pad=-1)
+    assert table.table is out and (out == -1).all()  # padded at creation
+    table.update(sessions)
+    assert out.tolist() == [[0, -1, -1], [1, 2, -1]]
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    tensor = torch.zeros((2, 3), dtype=torch.int32)
+    t2 = c.decode_table(2, 3, tensor)
+    t2.update(sessions)
+    assert tensor.tolist() == [[0, 0, 0], [1, 2, 0]]
+    with lifecore.Device(EMULATED) as dev:
+        buffer = dev.stream().alloc(2 * 3 * 4)
+        t3 = c.decode_table(2, 3, buffer, pad=-2)
+        assert t3.table is buffer
+        t3.update(sessions)
+        got = np.frombuffer(dev.stream().read(buffer), dtype=np.int32).reshape(2, 3)
+        assert got.tolist() == [[0, -2, -2], [1, 2, -2]]
+        sessions[0].step(TPP + 1)
+        t3.update(sessions)
+        got = np.frombuffer(dev.stream().read(buffer), dtype=np.int32).reshape(2, 3)
+        assert got.tolist() == [[0, 3, -2], [1, 2, -2]]
+        with pytest.raises(InvalidArgumentError, match="smaller"):
+            c.decode_table(2, 4, buffer)
+        del t3
+    for s in sessions:
+        s.close()
+
+
+def test_the_table_holds_no_capacity():
+    c = make(slots=2)
+    s = open_one(c, "a", 2 * TPP)
+    table = c.decode_table(1, 4)
+    table.update([s])
+    s.close()
+    del s
+    gc.collect()
+    assert c.holders() == [] and c.capacity().active_sequences == 0
+    # The row still shows the old ids until it is updated: an update without it pads it.
+    table.update([])
+    assert (table.table == 0).all() and table.last_written == 2
