@@ -13,6 +13,11 @@ validates the session's control against the module's policy and rows
 
 Interventions may be enabled before or after :func:`attach`: a plan enabled later is
 hooked at the next forward through the attached root module.
+
+The short path for the common case, :func:`capture` (a ``with`` block around one forward) and
+:func:`run_with_capture` (one call returning ``(output, records)``), builds the same pieces:
+:func:`discover`, a plan admitted for that forward, one :class:`CaptureSession` whose ledger
+holds the byte budget, and :func:`attach`.
 """
 
 from __future__ import annotations
@@ -577,7 +582,9 @@ class ModelCapture:
     the forward then runs as one step, drained into ``records`` when it returns. A second
     forward through the model in the same block raises :class:`CaptureSessionError` before
     it runs (open another block, or use :func:`attach` for steps of a generation).
-    Leaving the block removes every hook and drains a step a failed forward left."""
+    Leaving the block removes every hook and drains a step a failed forward left. The
+    discovery's forward is a forward like any other: give ``discovery`` where running the model
+    once more costs too much or changes its state (a model in training mode, a cache)."""
 
     def __init__(self, model: nn.Module, paths: Union[str, Iterable[str]],
                  transforms: Union[TransformSpec, Sequence[TransformSpec]], *, budget_bytes: Optional[int],
