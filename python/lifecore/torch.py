@@ -277,6 +277,8 @@ class TorchAttachment:
             self._root = None
 
     def detach(self) -> None:
+        """Removes every hook this attachment placed (forward hooks, routing hooks, the root's
+        pre-hook); calling it again does nothing. The session keeps its records."""
         for handle, _ in self._hooks.values():
             handle.remove()
         for module in self._routed.values():
@@ -286,6 +288,7 @@ class TorchAttachment:
 
     @property
     def attached(self) -> bool:
+        """Whether any module hook or routing hook is still in place (False after ``detach()``)."""
         return bool(self._hooks or self._routed)
 
     def __enter__(self) -> "TorchAttachment":
@@ -387,11 +390,14 @@ class ModuleCapture:
 
     __slots__ = ("path", "records")
 
+    path: str
+    """The module path (as ``model.named_modules()`` names it)."""
+    records: tuple[CaptureRecord, ...]
+    """The session's records for this module, one per transform, in transform order."""
+
     def __init__(self, path: str, records: Sequence[CaptureRecord]):
-        #: The module path (as ``model.named_modules()`` names it).
         self.path = path
-        #: The session's records for this module, one per transform.
-        self.records: tuple[CaptureRecord, ...] = tuple(records)
+        self.records = tuple(records)
 
     @property
     def outcome(self) -> CaptureOutcome:
@@ -465,12 +471,16 @@ class CapturedModules(Mapping[str, ModuleCapture]):
     returned (or the ``with`` block has ended); ``step`` and ``session`` are the session's own
     drained step and the session itself (its ledger: ``session.cumulative_usage()``)."""
 
+    step: Optional[CapturedStep]
+    """The session's drained :class:`~lifecore.capture.CapturedStep` (None before the forward)."""
+    session: Optional[CaptureSession]
+    """The :class:`~lifecore.capture.CaptureSession` the forward ran in, whose ledger holds the
+    budget (None before the forward)."""
+
     def __init__(self) -> None:
         self._modules: dict[str, ModuleCapture] = {}
-        #: The drained :class:`~lifecore.capture.CapturedStep` (None before the forward).
-        self.step: Optional[CapturedStep] = None
-        #: The :class:`~lifecore.capture.CaptureSession` the forward ran in (None before it).
-        self.session: Optional[CaptureSession] = None
+        self.step = None
+        self.session = None
 
     def _fill(self, session: CaptureSession, step: CapturedStep) -> None:
         self.session, self.step = session, step
@@ -586,6 +596,9 @@ class ModelCapture:
     discovery's forward is a forward like any other: give ``discovery`` where running the model
     once more costs too much or changes its state (a model in training mode, a cache)."""
 
+    records: CapturedModules
+    """The records the ``with`` block gives: filled when the forward through the model returns."""
+
     def __init__(self, model: nn.Module, paths: Union[str, Iterable[str]],
                  transforms: Union[TransformSpec, Sequence[TransformSpec]], *, budget_bytes: Optional[int],
                  on_limit: Union[str, OnLimit], backend: Any, discovery: Optional[CaptureDiscovery],
@@ -618,7 +631,6 @@ class ModelCapture:
         self._session: Optional[CaptureSession] = None
         self._discovering = False
         self._entered = False
-        #: The records: filled when the forward through the model returns.
         self.records = CapturedModules()
 
     def _plan(self, discovery: CaptureDiscovery) -> CapturePlan:
