@@ -166,9 +166,13 @@ def test_a_zero_budget_skips_everything_and_fail_refuses(lm, tokens):
     assert [m.outcome for m in records.values()] == [CaptureOutcome.SKIPPED] * BLOCKS
     assert all(m.summary is None and m.tensor is None for m in records.values())
     assert records.session is not None and records.session.cumulative_usage().retained_bytes == 0
-    with pytest.raises(AdmissionError):  # under "fail" the plan itself is refused: it cannot fit
-        run_with_capture(lm, tokens, "head", "tensor", budget_bytes=64, on_limit="fail")
-    assert no_hooks(lm)
+    region = TOKENS * D * 4
+    lm.forwards = 0
+    with pytest.raises(AdmissionError, match="exceed"):  # under "fail" a plan that cannot fit is refused
+        run_with_capture(lm, tokens, "blocks.*.mlp", "tensor", budget_bytes=3 * region - 1, on_limit="fail")
+    assert no_hooks(lm) and lm.forwards == 1  # the discovery's forward; the captured one never ran
+    _, records = run_with_capture(lm, tokens, "blocks.*.mlp", "tensor", budget_bytes=3 * region, on_limit="fail")
+    assert [m.outcome for m in records.values()] == [CaptureOutcome.CAPTURED] * BLOCKS
 
 
 def test_several_transforms_per_module_each_read_by_kind(lm, tokens):

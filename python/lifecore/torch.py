@@ -507,7 +507,8 @@ class CapturedModules(Mapping[str, ModuleCapture]):
         return f"CapturedModules({list(self._modules.values())!r})"
 
 
-def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]], call: str) -> list[tuple[str, CaptureTransform]]:
+def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
+                call: str) -> list[tuple[str, CaptureTransform]]:
     """(name, transform) pairs; a name is the string given or the transform's kind."""
     items = [transforms] if isinstance(transforms, (str, CaptureTransform)) else transforms
     if not isinstance(items, (list, tuple)) or not items:
@@ -569,7 +570,8 @@ def _on_limit(on_limit: Union[str, OnLimit], call: str) -> OnLimit:
     raise InvalidArgumentError(f"{call}: argument 'on_limit' must be 'skip', 'fail' or an OnLimit, got {on_limit!r}")
 
 
-def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int, sequence_axis: int) -> CaptureRequest:
+def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int,
+                 sequence_axis: int) -> CaptureRequest:
     """One prefill of the first tensor argument: its batch and sequence extents (1 where it
     has no such axis)."""
     first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
@@ -623,7 +625,8 @@ class ModelCapture:
             logits = [path for hits in self._matched.values() for path in hits] if top_k else []
         named = list(logits) if isinstance(logits, Iterable) and not isinstance(logits, str) else None
         if named is None or not all(isinstance(p, str) for p in named):
-            raise LifecoreTypeError(f"{call}: argument 'logits' must be a list of module paths or None, got {logits!r}")
+            raise LifecoreTypeError(f"{call}: argument 'logits' must be a list of module paths or None, "
+                                    f"got {logits!r}")
         self._logits = named
         self._batch_axis, self._sequence_axis = batch_axis, sequence_axis
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
@@ -666,8 +669,9 @@ class ModelCapture:
         if discovery is None:
             self._discovering = True
             try:
-                discovery = discover(self._model, *args, batch_axis=self._batch_axis, sequence_axis=self._sequence_axis,
-                                     logits=self._logits, output_index=self._output_index, **kwargs)
+                discovery = discover(self._model, *args, batch_axis=self._batch_axis,
+                                     sequence_axis=self._sequence_axis, logits=self._logits,
+                                     output_index=self._output_index, **kwargs)
             finally:
                 self._discovering = False
         request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
@@ -723,12 +727,14 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
 
     ``budget_bytes`` bounds the bytes the records keep (the session ledger's retained bytes,
     per step and in all; None: no bound); a record over it is ``SKIPPED`` with skip reason
-    ``"limit"`` (``on_limit="skip"``, the default) or fails the forward with
-    ``BudgetExceededError`` (``"fail"``); nothing over it is materialized. ``backend``
+    ``"limit"`` (``on_limit="skip"``, the default); under ``"fail"`` a plan that cannot fit is
+    refused at the forward with ``AdmissionError``, and a capture over what is left fails the
+    forward with ``BudgetExceededError``. Nothing over the budget is materialized. ``backend``
     defaults to :class:`TorchBackend`; ``discovery`` (from :func:`discover`) saves the
     discovery forward; ``logits``, ``output_index``, ``batch_axis`` and ``sequence_axis`` are
     :func:`discover`'s (``logits=None``: the matched modules when a ``"top_k"`` is asked, since
-    top candidates are admitted on logits only, of batch 1). See :class:`ModelCapture` for when the session is built.
+    top candidates are admitted on logits only, of batch 1). See :class:`ModelCapture` for
+    when the session is built.
 
     Raises ``LifecoreTypeError`` for arguments of the wrong type, and ``InvalidArgumentError``
     for a pattern matching no module, an unknown transform name, a negative budget or an
@@ -743,7 +749,8 @@ def run_with_capture(model: nn.Module, inputs: Any, paths: Union[str, Iterable[s
                      transforms: Union[TransformSpec, Sequence[TransformSpec]] = "summary", *,
                      budget_bytes: Optional[int] = None, on_limit: Union[str, OnLimit] = "skip",
                      backend: Any = None, discovery: Optional[CaptureDiscovery] = None,
-                     logits: Optional[Iterable[str]] = None, output_index: OutputIndex = 0, batch_axis: int = 0, sequence_axis: int = 1,
+                     logits: Optional[Iterable[str]] = None, output_index: OutputIndex = 0,
+                     batch_axis: int = 0, sequence_axis: int = 1,
                      model_kwargs: Optional[Mapping[str, Any]] = None) -> tuple[Any, CapturedModules]:
     """Runs ``model(inputs)`` (a tuple is spread as positional arguments; ``model_kwargs``
     are passed as keywords) under :func:`capture` and returns ``(output, records)``::
