@@ -152,3 +152,17 @@ def test_render_lists_every_walked_name(api, planted):
     modules = {e.module for e in entries}
     assert modules <= headings and "lifecore.errors" in modules
     assert "Has text after its signature." in text
+
+
+def test_every_python_name_of_capture_and_torch_is_documented(api):
+    """The names lifecore.capture and lifecore.torch define in Python (backends, the short path,
+    the attachment); their native classes count by the extension module."""
+    pytest.importorskip("torch", reason="torch is not installed")
+    entries = [e for e in api.walk() if _defined_in(e, ("lifecore.capture", "lifecore.torch"))]
+    names = {e.qualname for e in entries}
+    for expected in ("CountingBackend.estimate", "MockTensor.generation", "NumpyBackend.transform",
+                     "TorchBackend.intervene", "TorchAttachment.detach", "StepResult.step", "capture",
+                     "run_with_capture", "ModuleCapture.summary", "CapturedModules.step"):
+        assert expected in names, f"the walk did not reach {expected}"
+    undocumented = [f"{e.module}.{e.qualname} ({e.kind})" for e in entries if not e.doc]
+    assert not undocumented, "public names without a docstring:\n" + "\n".join(undocumented)

@@ -22,13 +22,20 @@ manager. Inside a lifecore capture window those segments come from the persisten
 warmup primes them and every recording on the stream retains what is still lent, so the
 guarantees of the window (the recorded pass allocates nothing, the graph keeps what it touched)
 cover torch's work. A segment torch gives back returns to lifecore's pool after the stream's fence.
+
+The short path for the common case, :func:`capture` (a ``with`` block around one forward) and
+:func:`run_with_capture` (one call returning ``(output, records)``), builds the same pieces:
+:func:`discover`, a plan admitted for that forward, one :class:`CaptureSession` whose ledger
+holds the byte budget, and :func:`attach`.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from typing import Any, Iterable, Mapping, Optional, Union
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from fnmatch import fnmatchcase
+from typing import Any, Optional, Union
 
 import torch
 from torch import nn
@@ -36,20 +43,38 @@ from torch import nn
 from .capture import (
     Axis,
     BackendCapabilities,
+    Candidates,
     CaptureDiscovery,
+    CapturedStep,
+    CaptureLimits,
+    CaptureOutcome,
+    CapturePayload,
+    CapturePhase,
+    CapturePlan,
+    CaptureRecord,
+    CaptureRequest,
+    CaptureSelection,
     CaptureSession,
+    CaptureTransform,
+    CaptureUsage,
+    Histogram,
     ObservationPoint,
+    OnLimit,
     RoutingPolicy,
+    Summary,
+    TransformKind,
     ValueDtype,
 )
 from .capture.backends.torch_backend import TorchBackend, route
 from . import _core
-from .errors import BackendUnavailableError, InvalidArgumentError, LifecoreTypeError
+from .errors import (BackendUnavailableError, CaptureSessionError, InvalidArgumentError, LifecoreOverflowError,
+                     LifecoreTypeError)
 
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
            "ALLOC_SYMBOL", "FREE_SYMBOL", "allocator_library", "pooled_allocator", "pooled_allocator_available",
            "mem_pool", "release_stream", "allocator_stats",
-           "RoutingHook", "route", "routing_policy_of"]
+           "RoutingHook", "route", "routing_policy_of", "capture", "run_with_capture", "ModelCapture",
+           "CapturedModules", "ModuleCapture", "DEFAULT_HISTOGRAM_EDGES", "DEFAULT_TOP_K", "DEFAULT_PREVIEW"]
 
 ROUTING_SUFFIX = "#routing"
 
@@ -330,6 +355,8 @@ class TorchAttachment:
             self._root = None
 
     def detach(self) -> None:
+        """Removes every hook this attachment placed (forward hooks, routing hooks, the root's
+        pre-hook); calling it again does nothing. The session keeps its records."""
         for handle, _ in self._hooks.values():
             handle.remove()
         for module in self._routed.values():
@@ -339,6 +366,7 @@ class TorchAttachment:
 
     @property
     def attached(self) -> bool:
+        """Whether any module hook or routing hook is still in place (False after ``detach()``)."""
         return bool(self._hooks or self._routed)
 
     def __enter__(self) -> "TorchAttachment":
@@ -403,3 +431,419 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
         attachment.detach()  # attach is all or nothing
         raise
     return attachment
+
+
+# The short path: capture(model, paths, transforms) and run_with_capture(model, inputs, paths,
+# transforms). Everything below is built from discover, an admitted CapturePlan, one
+# CaptureSession (its ledger holds the budget) and attach: nothing is captured around them.
+
+TransformSpec = Union[str, CaptureTransform]
+
+#: Bin edges of the ``"histogram"`` transform: 40 bins of 0.5 over [-10, 10] (values outside
+#: are not counted: ``summary.count - counts.sum()`` of them, when both are captured).
+DEFAULT_HISTOGRAM_EDGES: tuple[float, ...] = tuple(-10.0 + 0.5 * i for i in range(41))
+#: How many candidates the ``"top_k"`` transform keeps (of the last row's last axis).
+DEFAULT_TOP_K = 10
+#: How many leading elements the ``"preview"`` transform keeps.
+DEFAULT_PREVIEW = 16
+
+_TRANSFORMS = {
+    "summary": CaptureTransform.summary,
+    "tensor": CaptureTransform.full_tensor,
+    "top_k": lambda: CaptureTransform.top_candidates(DEFAULT_TOP_K),
+    "histogram": lambda: CaptureTransform.histogram(list(DEFAULT_HISTOGRAM_EDGES)),
+    "preview": lambda: CaptureTransform.preview(DEFAULT_PREVIEW),
+}
+_UNLIMITED = 2**62  # the axes of the ledger a byte budget leaves open (as capture.unlimited())
+_UINT64_MAX = 2**64 - 1
+
+
+class ModuleCapture:
+    """What one module's output gave in a :func:`capture` forward: one session record per
+    transform, in the order the transforms were given.
+
+    ``summary``, ``tensor``, ``histogram`` and ``candidates`` read the payload of the record
+    whose transform makes that kind (the first such record), and are None when no transform
+    makes it or its record holds no payload (skipped over the budget, or failed)."""
+
+    __slots__ = ("path", "records")
+
+    path: str
+    """The module path (as ``model.named_modules()`` names it)."""
+    records: tuple[CaptureRecord, ...]
+    """The session's records for this module, one per transform, in transform order."""
+
+    def __init__(self, path: str, records: Sequence[CaptureRecord]):
+        self.path = path
+        self.records = tuple(records)
+
+    @property
+    def outcome(self) -> CaptureOutcome:
+        """``CAPTURED`` when every transform captured; otherwise the first other outcome
+        (``SKIPPED`` over the budget under ``on_limit="skip"``, ``TRUNCATED``, ``FAILED``, ...)."""
+        for record in self.records:
+            if record.outcome != CaptureOutcome.CAPTURED:
+                return record.outcome
+        return CaptureOutcome.CAPTURED
+
+    @property
+    def skip_reason(self) -> Optional[str]:
+        """``"limit"`` (or ``"schedule"``) for the first skipped record, else None."""
+        for record in self.records:
+            reason = record.skip_reason
+            if reason is not None:
+                return str(reason)
+        return None
+
+    @property
+    def payload(self) -> Optional[CapturePayload]:
+        """The first record's payload (the only one with a single transform), None if it
+        holds none."""
+        return self.records[0].payload if self.records else None
+
+    def _value(self, name: str) -> Any:
+        for record in self.records:
+            payload = record.payload
+            if payload is not None:
+                value = getattr(payload, name)
+                if value is not None:
+                    return value
+        return None
+
+    @property
+    def summary(self) -> Optional[Summary]:
+        """The ``"summary"`` transform's :class:`~lifecore.capture.Summary` (count,
+        nonfinite, min, max, mean, std of the finite values), or None."""
+        value: Optional[Summary] = self._value("summary")
+        return value
+
+    @property
+    def tensor(self) -> Optional[torch.Tensor]:
+        """The ``"tensor"`` (or ``"preview"``) transform's host copy of the output in its
+        source dtype (a ``torch.Tensor``; ``"preview"`` keeps the flat leading elements), or None."""
+        value: Optional[torch.Tensor] = self._value("tensor")
+        return value
+
+    @property
+    def histogram(self) -> Optional[Histogram]:
+        """The ``"histogram"`` transform's :class:`~lifecore.capture.Histogram`
+        (``bin_edges``, ``counts``), or None."""
+        value: Optional[Histogram] = self._value("histogram")
+        return value
+
+    @property
+    def candidates(self) -> Optional[Candidates]:
+        """The ``"top_k"`` transform's :class:`~lifecore.capture.Candidates` (``ids``,
+        ``scores``, best first, over the last axis of the output's last row), or None."""
+        value: Optional[Candidates] = self._value("candidates")
+        return value
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{r.selection_id[len(self.path) + 1:]}={r.outcome.name}" for r in self.records)
+        return f"ModuleCapture({self.path!r}, {kinds})"
+
+
+class CapturedModules(Mapping[str, ModuleCapture]):
+    """The records of a :func:`capture` forward as a mapping module path ->
+    :class:`ModuleCapture`, in module order. Empty until the forward through the model has
+    returned (or the ``with`` block has ended); ``step`` and ``session`` are the session's own
+    drained step and the session itself (its ledger: ``session.cumulative_usage()``)."""
+
+    step: Optional[CapturedStep]
+    """The session's drained :class:`~lifecore.capture.CapturedStep` (None before the forward)."""
+    session: Optional[CaptureSession]
+    """The :class:`~lifecore.capture.CaptureSession` the forward ran in, whose ledger holds the
+    budget (None before the forward)."""
+
+    def __init__(self) -> None:
+        self._modules: dict[str, ModuleCapture] = {}
+        self.step = None
+        self.session = None
+
+    def _fill(self, session: CaptureSession, step: CapturedStep) -> None:
+        self.session, self.step = session, step
+        grouped: dict[str, list[CaptureRecord]] = {}
+        for record in step.records:
+            grouped.setdefault(record.path, []).append(record)
+        self._modules = {path: ModuleCapture(path, records) for path, records in grouped.items()}
+
+    def __getitem__(self, path: str) -> ModuleCapture:
+        try:
+            return self._modules[path]
+        except KeyError:
+            state = "captured " + ", ".join(repr(p) for p in self._modules) if self._modules else (
+                "nothing captured yet: the records fill when the forward through the model returns")
+            raise KeyError(f"no module {path!r} in these records ({state})") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __repr__(self) -> str:
+        return f"CapturedModules({list(self._modules.values())!r})"
+
+
+def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
+                call: str) -> list[tuple[str, CaptureTransform]]:
+    """(name, transform) pairs; a name is the string given or the transform's kind."""
+    items = [transforms] if isinstance(transforms, (str, CaptureTransform)) else transforms
+    if not isinstance(items, (list, tuple)) or not items:
+        raise LifecoreTypeError(f"{call}: argument 'transforms' must be a transform name, a CaptureTransform or "
+                                f"a non-empty list of them, got {transforms!r}")
+    made = []
+    for item in items:
+        if isinstance(item, CaptureTransform):
+            made.append((item.kind.name.lower(), item))
+        elif isinstance(item, str):
+            if item not in _TRANSFORMS:
+                raise InvalidArgumentError(f"{call}: unknown transform {item!r}; the names are "
+                                           f"{', '.join(map(repr, _TRANSFORMS))} (or pass a CaptureTransform)")
+            made.append((item, _TRANSFORMS[item]()))
+        else:
+            raise LifecoreTypeError(f"{call}: a transform is a name or a CaptureTransform, got {type(item).__name__}")
+    return made
+
+
+def _patterns(paths: Union[str, Iterable[str]], modules: Sequence[str], model: nn.Module,
+              call: str) -> dict[str, list[str]]:
+    """Pattern -> the module paths it matches (``fnmatch``: ``*`` also crosses dots)."""
+    patterns = [paths] if isinstance(paths, str) else list(paths) if isinstance(paths, Iterable) else None
+    if patterns is None or not all(isinstance(p, str) for p in patterns):
+        raise LifecoreTypeError(f"{call}: argument 'paths' must be a module path or glob, or a list of them, "
+                                f"got {paths!r}")
+    if not patterns:
+        raise InvalidArgumentError(f"{call}: argument 'paths' names no module")
+    matched = {}
+    for pattern in patterns:
+        hits = [m for m in modules if fnmatchcase(m, pattern)]
+        if not hits:
+            shown = ", ".join(modules[:12]) + (", ..." if len(modules) > 12 else "")
+            raise InvalidArgumentError(f"{call}: {pattern!r} matches no module of {type(model).__name__} "
+                                       f"(its module paths: {shown or 'none'})")
+        matched[pattern] = hits
+    return matched
+
+
+def _budget(budget_bytes: Optional[int], call: str) -> int:
+    if budget_bytes is None:
+        return _UNLIMITED
+    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int):
+        raise LifecoreTypeError(f"{call}: argument 'budget_bytes' must be an int (bytes) or None, "
+                                f"got {type(budget_bytes).__name__}")
+    if budget_bytes < 0:
+        raise InvalidArgumentError(f"{call}: argument 'budget_bytes' must be >= 0, got {budget_bytes}")
+    if budget_bytes > _UINT64_MAX:
+        raise LifecoreOverflowError(f"{call}: argument 'budget_bytes' {budget_bytes} does not fit in 64 bits")
+    return budget_bytes
+
+
+def _on_limit(on_limit: Union[str, OnLimit], call: str) -> OnLimit:
+    if isinstance(on_limit, OnLimit):
+        return on_limit
+    policies = {"skip": OnLimit.SKIP, "fail": OnLimit.FAIL}
+    if isinstance(on_limit, str) and on_limit in policies:
+        return policies[on_limit]
+    raise InvalidArgumentError(f"{call}: argument 'on_limit' must be 'skip', 'fail' or an OnLimit, got {on_limit!r}")
+
+
+def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int,
+                 sequence_axis: int) -> CaptureRequest:
+    """One prefill of the first tensor argument: its batch and sequence extents (1 where it
+    has no such axis)."""
+    first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+    if first is None:
+        return CaptureRequest(1, 1, 1)
+    shape = tuple(first.shape)
+    batch = shape[batch_axis] if -len(shape) <= batch_axis < len(shape) else 1
+    tokens = shape[sequence_axis] if -len(shape) <= sequence_axis < len(shape) else 1
+    return CaptureRequest(max(int(batch), 1), max(int(tokens), 1), 1)
+
+
+class ModelCapture:
+    """A :func:`capture` in progress: a context manager whose ``with`` value is its
+    :class:`CapturedModules` (``records``).
+
+    At the first forward through the model inside the block, a forward pre-hook builds the
+    session from that forward's inputs: the discovery (one extra forward under
+    ``torch.no_grad()`` unless ``discovery`` was given), the plan admitted for one prefill of
+    their batch and sequence, and a :class:`CaptureSession` attached to the selected modules;
+    the forward then runs as one step, drained into ``records`` when it returns. A second
+    forward through the model in the same block raises :class:`CaptureSessionError` before
+    it runs (open another block, or use :func:`attach` for steps of a generation).
+    Leaving the block removes every hook and drains a step a failed forward left. The
+    discovery's forward is a forward like any other: give ``discovery`` where running the model
+    once more costs too much or changes its state (a model in training mode, a cache)."""
+
+    records: CapturedModules
+    """The records the ``with`` block gives: filled when the forward through the model returns."""
+
+    def __init__(self, model: nn.Module, paths: Union[str, Iterable[str]],
+                 transforms: Union[TransformSpec, Sequence[TransformSpec]], *, budget_bytes: Optional[int],
+                 on_limit: Union[str, OnLimit], backend: Any, discovery: Optional[CaptureDiscovery],
+                 output_index: OutputIndex, batch_axis: int, sequence_axis: int,
+                 logits: Optional[Iterable[str]] = None, call: str = "capture"):
+        _require_module(model, call)
+        if discovery is not None and not isinstance(discovery, CaptureDiscovery):
+            raise LifecoreTypeError(f"{call}: argument 'discovery' must be a CaptureDiscovery or None, "
+                                    f"got {type(discovery).__name__}")
+        modules = [name for name, _ in model.named_modules() if name]
+        self._model, self._call = model, call
+        self._matched = _patterns(paths, modules, model, call)
+        self._transforms = _transforms(transforms, call)
+        budget = _budget(budget_bytes, call)
+        self._limits = CaptureLimits(per_step=CaptureUsage(_UNLIMITED, budget, _UNLIMITED, _UNLIMITED),
+                                     cumulative=CaptureUsage(_UNLIMITED, budget, _UNLIMITED, _UNLIMITED),
+                                     on_limit=_on_limit(on_limit, call))
+        self._backend = backend if backend is not None else TorchBackend()
+        self._discovery, self._output_index = discovery, output_index
+        if logits is None:  # top candidates are admitted on logits only: asking for them says these are
+            top_k = any(t.kind == TransformKind.TOP_CANDIDATES for _, t in self._transforms)
+            logits = [path for hits in self._matched.values() for path in hits] if top_k else []
+        named = list(logits) if isinstance(logits, Iterable) and not isinstance(logits, str) else None
+        if named is None or not all(isinstance(p, str) for p in named):
+            raise LifecoreTypeError(f"{call}: argument 'logits' must be a list of module paths or None, "
+                                    f"got {logits!r}")
+        self._logits = named
+        self._batch_axis, self._sequence_axis = batch_axis, sequence_axis
+        self._hooks: list[torch.utils.hooks.RemovableHandle] = []
+        self._attachment: Optional[TorchAttachment] = None
+        self._session: Optional[CaptureSession] = None
+        self._discovering = False
+        self._entered = False
+        self.records = CapturedModules()
+
+    def _plan(self, discovery: CaptureDiscovery) -> CapturePlan:
+        """A selection per (module, transform), for the matched modules the discovery saw
+        return a tensor (a container or an unused module does not); an exact path that did
+        not, or a glob none of whose modules did, is an error."""
+        present = {point.path for point in discovery.catalog}
+        selections, chosen = [], []
+        for pattern, hits in self._matched.items():
+            seen = [path for path in hits if path in present]
+            if pattern in hits and pattern not in present:
+                raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor in the forward "
+                                           f"(at output_index {self._output_index}), or was not called")
+            if not seen:
+                raise InvalidArgumentError(f"{self._call}: {pattern!r} matches {hits[:6]} but none of them returned "
+                                           f"a tensor in the forward (at output_index {self._output_index})")
+            chosen += [path for path in seen if path not in chosen]
+        order = {name: i for i, (name, _) in enumerate(self._model.named_modules())}
+        names = [name if [n for n, _ in self._transforms].count(name) == 1 else f"{name}{i}"
+                 for i, (name, _) in enumerate(self._transforms)]
+        for path in sorted(chosen, key=order.__getitem__):
+            for name, (_, transform) in zip(names, self._transforms):
+                selections.append(CaptureSelection(f"{path}:{name}", path, transform))
+        return CapturePlan(selections, self._limits)
+
+    def _begin(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self._discovering:
+            return  # the discovery's own forward
+        if self._session is not None:
+            raise CaptureSessionError(f"{self._call}: the block already captured one forward through "
+                                      f"{type(self._model).__name__}; open another block for the next")
+        discovery = self._discovery
+        if discovery is None:
+            self._discovering = True
+            try:
+                discovery = discover(self._model, *args, batch_axis=self._batch_axis,
+                                     sequence_axis=self._sequence_axis, logits=self._logits,
+                                     output_index=self._output_index, **kwargs)
+            finally:
+                self._discovering = False
+        request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
+        session = CaptureSession(self._plan(discovery).admit(discovery, request))
+        self._attachment = attach(session, self._model, self._backend, output_index=self._output_index)
+        session.begin_step(CapturePhase.PREFILL, 0)
+        self._session = session
+
+    def _drain(self) -> None:
+        session = self._session
+        if session is not None and session.step_pending:
+            step = session.take_step()
+            if step is not None:
+                self.records._fill(session, step)
+
+    def __enter__(self) -> CapturedModules:
+        if self._entered:
+            raise CaptureSessionError(f"{self._call}: a capture is entered once; call capture() again")
+        self._entered = True
+        self._hooks = [
+            self._model.register_forward_pre_hook(self._begin, with_kwargs=True),
+            self._model.register_forward_hook(lambda module, args, output: self._drain()),
+        ]
+        return self.records
+
+    def __exit__(self, *exc: Any) -> None:
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks = []
+        if self._attachment is not None:
+            self._attachment.detach()
+            self._attachment = None
+        self._drain()
+
+
+def capture(model: nn.Module, paths: Union[str, Iterable[str]],
+            transforms: Union[TransformSpec, Sequence[TransformSpec]] = "summary", *,
+            budget_bytes: Optional[int] = None, on_limit: Union[str, OnLimit] = "skip", backend: Any = None,
+            discovery: Optional[CaptureDiscovery] = None, logits: Optional[Iterable[str]] = None,
+            output_index: OutputIndex = 0, batch_axis: int = 0, sequence_axis: int = 1) -> ModelCapture:
+    """Captures module outputs of the next forward through ``model``::
+
+        with lifecore.torch.capture(model, ["blocks.*.mlp"], "summary", budget_bytes=1 << 20) as records:
+            model(tokens)
+        records["blocks.0.mlp"].summary   # Summary(count=..., min=..., max=..., mean=..., std=...)
+
+    ``paths`` are module paths or ``fnmatch`` globs over ``model.named_modules()`` (``*``
+    crosses dots: ``"blocks.*"`` also matches ``"blocks.0.mlp.fc"``); a glob keeps the modules
+    that return a tensor. ``transforms`` (one or a list, applied to every module): ``"summary"``,
+    ``"tensor"`` (the whole output, host copy in its dtype), ``"top_k"`` (the
+    :data:`DEFAULT_TOP_K` best of the last row), ``"histogram"`` (:data:`DEFAULT_HISTOGRAM_EDGES`),
+    ``"preview"`` (:data:`DEFAULT_PREVIEW` leading elements), or a :class:`CaptureTransform`.
+
+    ``budget_bytes`` bounds the bytes the records keep (the session ledger's retained bytes,
+    per step and in all; None: no bound); a record over it is ``SKIPPED`` with skip reason
+    ``"limit"`` (``on_limit="skip"``, the default); under ``"fail"`` a plan that cannot fit is
+    refused at the forward with ``AdmissionError``, and a capture over what is left fails the
+    forward with ``BudgetExceededError``. Nothing over the budget is materialized. ``backend``
+    defaults to :class:`TorchBackend`; ``discovery`` (from :func:`discover`) saves the
+    discovery forward; ``logits``, ``output_index``, ``batch_axis`` and ``sequence_axis`` are
+    :func:`discover`'s (``logits=None``: the matched modules when a ``"top_k"`` is asked, since
+    top candidates are admitted on logits only, of batch 1). See :class:`ModelCapture` for
+    when the session is built.
+
+    Raises ``LifecoreTypeError`` for arguments of the wrong type, and ``InvalidArgumentError``
+    for a pattern matching no module, an unknown transform name, a negative budget or an
+    unknown ``on_limit`` (``LifecoreOverflowError`` for a budget past 64 bits), each before
+    any hook is placed."""
+    return ModelCapture(model, paths, transforms, budget_bytes=budget_bytes, on_limit=on_limit, backend=backend,
+                        discovery=discovery, logits=logits, output_index=output_index, batch_axis=batch_axis,
+                        sequence_axis=sequence_axis)
+
+
+def run_with_capture(model: nn.Module, inputs: Any, paths: Union[str, Iterable[str]],
+                     transforms: Union[TransformSpec, Sequence[TransformSpec]] = "summary", *,
+                     budget_bytes: Optional[int] = None, on_limit: Union[str, OnLimit] = "skip",
+                     backend: Any = None, discovery: Optional[CaptureDiscovery] = None,
+                     logits: Optional[Iterable[str]] = None, output_index: OutputIndex = 0,
+                     batch_axis: int = 0, sequence_axis: int = 1,
+                     model_kwargs: Optional[Mapping[str, Any]] = None) -> tuple[Any, CapturedModules]:
+    """Runs ``model(inputs)`` (a tuple is spread as positional arguments; ``model_kwargs``
+    are passed as keywords) under :func:`capture` and returns ``(output, records)``::
+
+        logits, records = run_with_capture(model, tokens, "head", "top_k")
+
+    The arguments after ``inputs`` and the errors are :func:`capture`'s. The forward runs as
+    the caller's grad mode has it (wrap the call in ``torch.no_grad()`` for inference)."""
+    if model_kwargs is not None and not isinstance(model_kwargs, Mapping):
+        raise LifecoreTypeError(f"run_with_capture: argument 'model_kwargs' must be a mapping or None, "
+                                f"got {type(model_kwargs).__name__}")
+    args = inputs if isinstance(inputs, tuple) else (inputs,)
+    captured = ModelCapture(model, paths, transforms, budget_bytes=budget_bytes, on_limit=on_limit,
+                            backend=backend, discovery=discovery, logits=logits, output_index=output_index,
+                            batch_axis=batch_axis, sequence_axis=sequence_axis, call="run_with_capture")
+    with captured as records:
+        output = model(*args, **dict(model_kwargs or {}))
+    return output, records

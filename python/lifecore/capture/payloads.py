@@ -40,11 +40,17 @@ class Summary:
 
 
 class Histogram(NamedTuple):
+    """A histogram payload's value: ``bin_edges`` (float64, one more than the bins) and
+    ``counts`` (int64, values per bin; the last bin is closed, values outside the edges are not
+    counted)."""
+
     bin_edges: npt.NDArray[np.float64]
     counts: npt.NDArray[np.int64]
 
 
 class Candidates(NamedTuple):
+    """A top-candidates payload's value: ``ids`` (int64) and ``scores`` (float64), best first."""
+
     ids: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float64]
 

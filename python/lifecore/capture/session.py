@@ -14,6 +14,7 @@ class StepResult:
     ``begin_step`` itself failed)."""
 
     step: Optional[CapturedStep] = None
+    """The drained step, set when the block ends; None until then, or if ``begin_step`` failed."""
 
 
 @contextmanager

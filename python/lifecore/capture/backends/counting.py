@@ -21,9 +21,14 @@ class MockTensor:
     """A tensor with a shape and a dtype class but no data."""
 
     shape: tuple[int, ...]
+    """The dimensions (a tuple of counts)."""
     dtype: str = "floating"
+    """The dtype class the backend reports: "floating", "integer", "boolean", ..."""
     itemsize: int = 4
-    generation: int = 0  # bumped by each intervention, so a replacement is distinguishable
+    """Bytes per element: what payloads are charged and kept at."""
+    generation: int = 0
+    """How many interventions produced this tensor (each returns one higher), so a
+    replacement is told from its source."""
 
     def __post_init__(self) -> None:
         if not isinstance(self.shape, tuple) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
@@ -50,13 +55,22 @@ def _filled(shape: tuple[int, ...], itemsize: int) -> CapturePayload:
 
 @dataclass
 class CountingBackend:
-    """Records every call as ``(method, tensor shape)`` in ``calls``."""
+    """Records every call as ``(method, tensor shape)`` in ``calls``; the other fields inject
+    failures. Its tensors are :class:`MockTensor`s; a payload holds placeholder values (0.5)
+    at the size a real backend's would have."""
 
     fail_on: set[str] = field(default_factory=set)
+    """Method names ("shape", "dtype", "estimate", "native_bytes", "transform", "intervene")
+    that raise RuntimeError after being recorded."""
     unknown_estimate: bool = False
+    """When true, ``estimate`` answers None: an unknown cost, which fails the observe (the
+    record FAILED), never charged as zero."""
     underestimate: bool = False
+    """When true, ``estimate`` claims 0 encoded bytes: a backend that lies about its cost."""
     change_dtype: bool = False
+    """When true, ``intervene`` returns an integer tensor: a replacement of another dtype."""
     calls: list[tuple[str, tuple[int, ...]]] = field(default_factory=list)
+    """Every call so far, in order, as (method name, the tensor's shape)."""
 
     def __post_init__(self) -> None:
         require(self.fail_on, (set, frozenset), "CountingBackend", "fail_on")
@@ -79,18 +93,23 @@ class CountingBackend:
             raise RuntimeError(f"injected {method} failure")
 
     def count(self, method: str) -> int:
+        """How many calls of ``method`` were recorded."""
         require(method, str, "CountingBackend.count", "method")
         return sum(1 for name, _ in self.calls if name == method)
 
     def shape(self, tensor: MockTensor) -> tuple[int, ...]:
+        """The mock tensor's shape (recorded)."""
         self._call("shape", tensor)
         return tensor.shape
 
     def dtype(self, tensor: MockTensor) -> str:
+        """The mock tensor's dtype class (recorded)."""
         self._call("dtype", tensor)
         return tensor.dtype
 
     def estimate(self, tensor: MockTensor, request: TransformRequest) -> CaptureUsage | None:
+        """:func:`payload_cost` of the request at the tensor's itemsize (recorded); None under
+        ``unknown_estimate``, 0 encoded bytes under ``underestimate``."""
         self._call("estimate", tensor, request)
         if self.unknown_estimate:
             return None
@@ -101,10 +120,15 @@ class CountingBackend:
         return cost
 
     def native_bytes(self, tensor: MockTensor, request: TransformRequest) -> int:
+        """The selected region's elements times max(itemsize, 8) (recorded)."""
         self._call("native_bytes", tensor, request)
         return prod(request.selected_shape) * max(tensor.itemsize, 8)
 
     def transform(self, tensor: MockTensor, request: TransformRequest) -> CapturePayload:
+        """A payload of the request's kind and size filled with placeholders (recorded): a
+        preview of min(elements, ``max_elements``), a slice or full tensor of the selected
+        shape at the mock's itemsize, a summary of 0.5s, zero histogram counts, candidates
+        0..count-1. Raises ValueError for another transform kind."""
         self._call("transform", tensor, request)
         n = prod(request.selected_shape)
         kind = request.kind
@@ -122,6 +146,8 @@ class CountingBackend:
         raise ValueError(f"unsupported transform {kind}")
 
     def intervene(self, tensor: MockTensor, request: Any) -> MockTensor:
+        """A new mock tensor of the same shape with ``generation`` one higher (recorded); its
+        dtype is "integer" under ``change_dtype``."""
         self._call("intervene", tensor, request)
         dtype = "integer" if self.change_dtype else tensor.dtype
         return MockTensor(tensor.shape, dtype, tensor.itemsize, tensor.generation + 1)

@@ -14,6 +14,7 @@ from .cost import payload_cost
 
 
 def dtype_class(dtype: np.dtype) -> str:
+    """The session's dtype class of a NumPy dtype: "floating", "boolean", "integer" or "unknown"."""
     if np.issubdtype(dtype, np.floating):
         return "floating"
     if np.issubdtype(dtype, np.bool_):
@@ -24,6 +25,8 @@ def dtype_class(dtype: np.dtype) -> str:
 
 
 def summarize(values: np.ndarray) -> CapturePayload:
+    """A summary payload: the count, how many values are not finite, and min, max, mean and
+    population std of the finite ones in float64 (NaN for all four when none is finite)."""
     flat = np.asarray(values, dtype=np.float64).ravel()
     finite = flat[np.isfinite(flat)]
     nonfinite = int(flat.size - finite.size)
@@ -54,14 +57,20 @@ class NumpyBackend:
         return tensor.shape, tensor.dtype.itemsize, True
 
     def shape(self, tensor: np.ndarray) -> tuple[int, ...]:
+        """The array's shape. Raises LifecoreTypeError for anything but a ``numpy.ndarray``."""
         require(tensor, np.ndarray, "NumpyBackend.shape", "tensor")
         return tensor.shape
 
     def dtype(self, tensor: np.ndarray) -> str:
+        """The array's dtype class: "floating", "boolean", "integer" or "unknown" (an activation
+        intervention needs "floating", and a replacement keeps its source's)."""
         require(tensor, np.ndarray, "NumpyBackend.dtype", "tensor")
         return dtype_class(tensor.dtype)
 
     def estimate(self, tensor: np.ndarray, request: TransformRequest) -> CaptureUsage:
+        """What the transform of ``request`` would charge (:func:`payload_cost` at the array's
+        itemsize, the whole region counted as copied to the host); computes nothing. Raises
+        ValueError for a dtype of no known size, LifecoreTypeError for a wrong argument type."""
         require_transform(tensor, np.ndarray, request, "NumpyBackend.estimate")
         itemsize = tensor.dtype.itemsize
         if itemsize <= 0:
@@ -76,6 +85,13 @@ class NumpyBackend:
         return prod(request.selected_shape) * max(tensor.dtype.itemsize, 8)
 
     def transform(self, tensor: np.ndarray, request: TransformRequest) -> CapturePayload:
+        """The payload of ``request`` over its selected region (the whole array when
+        ``request.whole``): a preview (the first ``max_elements`` of the flattened region), a
+        slice or full tensor (a read-only copy in the source dtype and shape), a summary, a
+        histogram (counts per bin of ``edges``; values outside them are not counted), or top
+        candidates (the ``count`` best ids and scores of the last row's last axis, ties in
+        index order). The session calls it only after reserving the cost. Raises ValueError
+        for another transform kind."""
         require_transform(tensor, np.ndarray, request, "NumpyBackend.transform")
         region = tensor if request.whole else tensor[request.index]
         kind = request.kind
@@ -95,6 +111,10 @@ class NumpyBackend:
         raise ValueError(f"unsupported transform {kind}")
 
     def intervene(self, tensor: np.ndarray, request: Any) -> np.ndarray:
+        """A new array: a copy of ``tensor`` with the request's action applied to its region
+        (zero, scale by ``factor``, mask by the payload, replace by it, add it, or set the
+        logits of ``ids`` to -inf); the input is never modified. Raises ValueError for a routing
+        action (those belong to the routing selector)."""
         require_intervention(tensor, np.ndarray, request, "NumpyBackend.intervene")
         out = np.array(tensor, copy=True)
         index = request.index

@@ -46,10 +46,13 @@ class TorchBackend:
         return tensor.shape, tensor.element_size(), tensor.is_cpu
 
     def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
+        """The tensor's shape as a tuple. Raises LifecoreTypeError for anything but a ``torch.Tensor``."""
         require(tensor, torch.Tensor, "TorchBackend.shape", "tensor")
         return tuple(tensor.shape)
 
     def dtype(self, tensor: torch.Tensor) -> str:
+        """The tensor's dtype class: "floating", "boolean", "integer" (every other real dtype)
+        or "unknown" (complex)."""
         require(tensor, torch.Tensor, "TorchBackend.dtype", "tensor")
         if tensor.dtype.is_floating_point:
             return "floating"
@@ -60,6 +63,9 @@ class TorchBackend:
         return "unknown"
 
     def estimate(self, tensor: torch.Tensor, request: TransformRequest) -> CaptureUsage:
+        """What the transform of ``request`` would charge (:func:`payload_cost` at the tensor's
+        element size; the region counts as host bytes only for a tensor on the CPU, since on a
+        device a reduction copies only its results); computes nothing."""
         require_transform(tensor, torch.Tensor, request, "TorchBackend.estimate")
         # A reduction on the device copies only its results; a value transform copies the region.
         return payload_cost(request.kind, request.selected_shape, tensor.element_size(),
@@ -73,6 +79,14 @@ class TorchBackend:
         return prod(request.selected_shape) * max(tensor.element_size(), 8)
 
     def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
+        """The payload of ``request`` over its selected region (the whole tensor when
+        ``request.whole``), detached from autograd: a preview (the first ``max_elements`` of the
+        flattened region), a slice or full tensor (a contiguous host copy in the source dtype
+        and shape), a summary (computed where the tensor lives; dtypes other than float32 and float64 in float32), a
+        histogram (counts per bin of ``edges``, the last bin closed; values outside are not
+        counted), or top candidates (the ``count`` best of the last row's last axis). The
+        session calls it only after reserving the cost. Raises LifecoreTypeError for a wrong
+        argument type."""
         if type(tensor) is not torch.Tensor or type(request) is not TransformRequest:
             require_transform(tensor, torch.Tensor, request, "TorchBackend.transform")
         if tensor.requires_grad:
@@ -92,6 +106,11 @@ class TorchBackend:
         return summarize(region)
 
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
+        """A new tensor on the same device and dtype: a clone of ``tensor`` with the request's
+        action applied to its region (zero, scale by ``factor``, mask by the payload, replace by
+        it, add it, or set the logits of ``ids`` to -inf), without autograd history; the input
+        is never modified. Raises ValueError for a routing action (those go through
+        :func:`route`)."""
         require_intervention(tensor, torch.Tensor, request, "TorchBackend.intervene")
         with torch.no_grad():
             out = tensor.clone()
