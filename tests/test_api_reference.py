@@ -166,3 +166,20 @@ def test_every_python_name_of_capture_and_torch_is_documented(api):
         assert expected in names, f"the walk did not reach {expected}"
     undocumented = [f"{e.module}.{e.qualname} ({e.kind})" for e in entries if not e.doc]
     assert not undocumented, "public names without a docstring:\n" + "\n".join(undocumented)
+
+
+def test_every_public_name_is_documented(api):
+    """The whole public API, every module the walker knows (lifecore.torch and lifecore.engine
+    where torch is installed): no name without a docstring."""
+    pytest.importorskip("hypothesis")
+    assert api.missing() == [], "public names without a docstring (python tools/api_reference.py --missing)"
+
+
+def test_the_api_reference_lists_every_public_name(api):
+    """docs/api.md is generated from the docstrings: it names every public name the walk finds
+    (regenerate with python tools/api_reference.py --write)."""
+    pytest.importorskip("hypothesis")
+    pytest.importorskip("torch")  # the reference is written with the torch modules in it
+    text = api.API_MD.read_text(encoding="utf-8")
+    absent = [f"{e.module}.{e.qualname}" for e in api.walk() if f"`{e.qualname}`" not in text]
+    assert absent == [], "docs/api.md is out of date: run python tools/api_reference.py --write"
