@@ -238,3 +238,19 @@ def test_info_fits_the_terminal_and_writes_json():
     assert [b["backend"] for b in data["backends"]] == lifecore.backend_names()
     for row, info in zip(data["backends"], lifecore.backends()):
         assert row["available"] == info.available and (row["reason"] or "") == (info.reason or "")
+
+
+def test_a_failure_without_a_message_names_where_it_was_raised():
+    """An assertion with no message (a machine's invariant or teardown) still names the check:
+    the file, line, function and source line of the raise."""
+    from lifecore import cli
+
+    def invariant() -> None:
+        assert 1 + 1 == 3
+
+    try:
+        invariant()
+    except AssertionError as error:
+        where = cli._where(error)
+    assert "test_cli.py:" in where and "in invariant" in where and "assert 1 + 1 == 3" in where
+    assert cli._where(AssertionError()) == ""  # never raised: no traceback, nothing to say

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import re
 import shlex
@@ -24,6 +25,7 @@ import shutil
 import sys
 import textwrap
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,12 +274,23 @@ def _counted_rules(machine: type) -> list[str]:
     return list(names)
 
 
+def _where(error: BaseException) -> str:
+    """Where the error was raised (file:line, function and source line), so a failure whose
+    message is empty still names the check that failed."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    last = frames[-1]
+    source = f": {last.line.strip()}" if last.line else ""
+    return f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name}{source})"
+
+
 def _failure(target: Target, error: BaseException, seed: int, examples: int, steps: int) -> dict[str, Any]:
     notes = [str(n) for n in getattr(error, "__notes__", ())]
     text = "\n".join(notes)
     found = BLOB.search(text)
     steps_text = [n for n in notes if "@reproduce_failure" not in n]
-    message = f"{type(error).__name__}: {str(error).strip() or '(no message)'}"
+    message = f"{type(error).__name__}: {str(error).strip() or '(no message)'}{_where(error)}"
     failure: dict[str, Any] = {"lifecycle": target.lifecycle, "target": target.label, "seed": seed,
                                "error": message, "steps": "\n".join(steps_text).strip(),
                                "blob": found.group(4) if found else None,
