@@ -13,6 +13,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "dlpack_abi.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/session.hpp"
@@ -20,40 +21,6 @@
 namespace lifecore::bindings::table_out {
 
 using namespace nb::literals;
-
-// The DLPack structures a host tensor is read through (dlpack.h 1.x layout).
-struct DLDevice {
-  std::int32_t device_type;
-  std::int32_t device_id;
-};
-struct DLDataType {
-  std::uint8_t code;
-  std::uint8_t bits;
-  std::uint16_t lanes;
-};
-struct DLTensor {
-  void* data;
-  DLDevice device;
-  std::int32_t ndim;
-  DLDataType dtype;
-  std::int64_t* shape;
-  std::int64_t* strides;
-  std::uint64_t byte_offset;
-};
-struct DLManagedTensor {
-  DLTensor dl_tensor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensor* self);
-};
-struct DLManagedTensorVersioned {
-  std::uint32_t major, minor;
-  void* manager_ctx;
-  void (*deleter)(DLManagedTensorVersioned* self);
-  std::uint64_t flags;
-  DLTensor dl_tensor;
-};
-inline constexpr std::uint64_t dlpack_read_only = 1;
-inline constexpr std::int32_t dlpack_cpu = 1;
 
 // A host tensor's memory, checked: C-contiguous, writable, int32, [rows, width].
 struct Target {
@@ -103,7 +70,7 @@ inline void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t w
 }
 
 inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_t rows, std::size_t width) {
-  if (tensor.device.device_type != dlpack_cpu)
+  if (tensor.device.device_type != dlpack_device_cpu)
     bad_out(call, "must live in host memory (DLPack device type " + std::to_string(tensor.device.device_type) +
             "); pass a lifecore Buffer for device memory");
   if (tensor.dtype.code != 0 || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1) bad_out(call, "must hold int32 elements");
@@ -127,7 +94,7 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
     auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
     PyCapsule_SetName(capsule.ptr(), "used_dltensor_versioned");
     t.versioned = m;
-    if (m->flags & dlpack_read_only) bad_out(call, "is read-only");
+    if (m->flags & dlpack_flag_read_only) bad_out(call, "is read-only");
     check_dl_tensor(call, m->dl_tensor, rows, width);
     t.data = reinterpret_cast<std::int32_t*>(static_cast<char*>(m->dl_tensor.data) + m->dl_tensor.byte_offset);
   } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
