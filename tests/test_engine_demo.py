@@ -49,3 +49,12 @@ def test_the_free_list_and_lifecore_make_the_same_decisions():
 
     run = compare(8, "stub", rounds=1, warmup=0)
     assert run.facts["same decisions and tokens"] and run.facts["preemptions"] > 0 and run.facts["deferrals"] > 0
+
+
+def test_demo_json_to_a_file_keeps_the_table_on_standard_output(tmp_path):
+    """``--json PATH`` as for info, check and bench: the JSON goes to the file, the table stays."""
+    path = tmp_path / "demo.json"
+    result = demo("--requests", "4", "--seed", "1", "--json", str(path))
+    summary = json.loads(path.read_text())
+    assert summary["requests"] == 4 and summary["tokens generated"] > 0
+    assert "tokens generated" in result.stdout and not result.stdout.lstrip().startswith("{")

@@ -646,7 +646,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     except ImportError as error:
         print(f"lifecore demo: needs torch ({error}); pip install lifecore[torch]", file=sys.stderr)
         return 1
-    run_demo(args.preset, args.requests, args.seed, args.device, args.capture, args.json)
+    if args.json in (None, "-"):
+        run_demo(args.preset, args.requests, args.seed, args.device, args.capture, args.json == "-")
+    else:  # the table on the terminal, the JSON in a file
+        _write_json(args.json, run_demo(args.preset, args.requests, args.seed, args.device, args.capture))
     return 0
 
 
@@ -743,7 +746,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--device", default="cpu", help="a torch device: cpu (default) or cuda; graphs on cuda")
     demo.add_argument("--capture", action="store_true",
                       help="capture per-layer summaries under a byte budget (the step then runs eagerly)")
-    demo.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    demo.add_argument("--json", metavar="PATH", nargs="?", const="-", default=None,
+                      help="write the summary as JSON to PATH ('-', or no PATH: standard output, the JSON alone)")
     demo.set_defaults(func=cmd_demo)
     return parser
 
