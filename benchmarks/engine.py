@@ -66,6 +66,19 @@ class FreeListMemory:
         ids.append(self.free.pop())
         return True
 
+    def extend_all(self, handles: Sequence[list], tokens: Sequence[int]) -> list[int]:
+        deferred = []
+        free = self.free
+        for row, (handle, wanted) in enumerate(zip(handles, tokens)):
+            ids = handle[0]
+            if wanted <= len(ids) * BLOCK:
+                continue
+            if free:
+                ids.append(free.pop())
+            else:
+                deferred.append(row)
+        return deferred
+
     def preempt(self, handle: list, candidates: Sequence[list]) -> tuple[list, bool]:
         victims = []
         for victim in candidates:

@@ -13,7 +13,7 @@ import pytest
 
 import lifecore
 from lifecore.errors import (InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError)
-from lifecore.sequence import AdmissionCoordinator, Admitted, AdmissionDeferred, BackingOutcome
+from lifecore.sequence import AdmissionCoordinator, Admitted, AdmissionDeferred, BackingOutcome, FrameDisposition
 
 from backend_roles import EMULATED
 
@@ -381,3 +381,34 @@ def test_step_all_steps_a_batch_and_names_the_row_that_raises():
     with pytest.raises(lifecore.errors.ClosedError, match="row 1"):
         lifecore.sequence.step_all(sessions, [TPP + 3, 2 * TPP, 3 * TPP])
     assert sessions[0].retired_frames == 3  # the row before the refusal stepped
+
+
+def test_commit_frames_commits_a_batch_and_names_the_row_that_raises():
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    frames = lifecore.sequence.acquire_frames(sessions)
+    table = c.block_table(frames, 4)
+    dispositions = lifecore.sequence.commit_frames(frames)
+    assert dispositions.dtype == np.uint8
+    assert [FrameDisposition(v) for v in dispositions.tolist()] == [FrameDisposition.COMMITTED] * 3
+    assert all(f.finalized for f in frames) and [s.retired_frames for s in sessions] == [1, 1, 1]
+    assert table[0, 0] >= 0
+    # A cancelled sequence's frame is discarded, not committed.
+    frames = lifecore.sequence.acquire_frames(sessions)
+    sessions[2].request_cancel()
+    assert lifecore.sequence.commit_frames(tuple(frames)).tolist() == [FrameDisposition.COMMITTED.value,
+                                                                        FrameDisposition.COMMITTED.value,
+                                                                        FrameDisposition.DISCARDED_CANCELLED.value]
+    # Wrong types are refused before any frame commits.
+    frames = lifecore.sequence.acquire_frames(sessions[:2])
+    with pytest.raises(LifecoreTypeError, match=r"commit_frames: argument 'frames\[2\]' must be a FrameHold"):
+        lifecore.sequence.commit_frames(frames + [sessions[2]])
+    with pytest.raises(LifecoreTypeError, match="list or tuple of FrameHold"):
+        lifecore.sequence.commit_frames(iter(frames))
+    assert not any(f.finalized for f in frames)
+    # A frame already committed stops the batch at its row; the rows before it committed.
+    frames[1].commit()
+    with pytest.raises(SessionStateError, match="row 1"):
+        lifecore.sequence.commit_frames(frames)
+    assert frames[0].finalized and sessions[0].retired_frames == 3
+    assert lifecore.sequence.commit_frames([]).tolist() == []

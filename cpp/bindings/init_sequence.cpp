@@ -18,6 +18,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "table_arguments.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
@@ -31,7 +32,8 @@
 
 namespace lifecore::bindings {
 
-void init_sequence_arena(nb::module_& m);  // init_sequence_arena.cpp
+void init_sequence_arena(nb::module_& m);       // init_sequence_arena.cpp
+void init_sequence_preemption(nb::module_& m);  // init_sequence_preemption.cpp
 
 namespace {
 
@@ -723,11 +725,19 @@ void bind_session(nb::module_& m) {
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   m.def("acquire_frames", [](nb::handle sessions) {
+          if (!nb::isinstance<nb::list>(sessions) && !nb::isinstance<nb::tuple>(sessions))
+            raise(ErrorKind::TypeMismatch, argument_label("acquire_frames", "sessions") +
+                                               " must be a list of SequenceSession, got " + type_name_of(sessions));
+          const table_out::ListItems items(sessions);
           std::vector<SequenceSession*> list;
-          std::size_t i = 0;
-          for (nb::handle item : sequence_argument(sessions, "acquire_frames", "sessions", "a list of SequenceSession")) {
-            const std::string label = "sessions[" + std::to_string(i++) + "]";
-            list.push_back(&object_argument<SequenceSession>(item, "acquire_frames", label.c_str(), "a SequenceSession"));
+          list.reserve(items.size());
+          for (std::size_t i = 0; i < items.size(); ++i) {
+            auto* session = table_out::exact_instance<SequenceSession>(items[i]);  // the common case builds no label
+            if (!session) {
+              const std::string label = "sessions[" + std::to_string(i) + "]";
+              session = &object_argument<SequenceSession>(items[i], "acquire_frames", label.c_str(), "a SequenceSession");
+            }
+            list.push_back(session);
           }
           return acquire_frames(list);
         }, nb::arg("sessions").none(), nb::sig("def acquire_frames(sessions: collections.abc.Sequence[SequenceSession]) -> list[FrameHold]"),
@@ -951,6 +961,7 @@ void init_sequence(nb::module_& m) {
   bind_session(m);
   bind_admission(m);
   init_sequence_arena(m);
+  init_sequence_preemption(m);
   bind_testing_hooks(m);
 }
 

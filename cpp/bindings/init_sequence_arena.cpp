@@ -61,6 +61,28 @@ nb::object step_all_sessions(nb::handle sessions, nb::handle tokens) {
   return array;
 }
 
+nb::object commit_all_frames(nb::handle frames) {
+  constexpr const char* call = "commit_frames";
+  if (!nb::isinstance<nb::list>(frames) && !nb::isinstance<nb::tuple>(frames))
+    raise(ErrorKind::TypeMismatch, argument_label(call, "frames") + " must be a list or tuple of FrameHold, got " +
+                                       type_name_of(frames));
+  const ListItems items(frames);
+  std::vector<FrameHold*> list;
+  list.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const nb::handle item = items[i];
+    auto* frame = exact_instance<FrameHold>(item);
+    if (!frame)
+      raise(ErrorKind::TypeMismatch, argument_label(call, ("frames[" + std::to_string(list.size()) + "]").c_str()) +
+                                         " must be a FrameHold, got " + type_name_of(item));
+    list.push_back(frame);
+  }
+  FrameDisposition* dispositions = nullptr;
+  nb::object array = enum_array(list.size(), dispositions);
+  commit_frames(list, dispositions);
+  return array;
+}
+
 nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::handle width_arg, nb::handle out,
                        nb::handle domain, nb::handle pad_arg) {
   constexpr const char* call = "block_table";
@@ -71,10 +93,11 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
   const auto pad = static_cast<std::int32_t>(int_argument(pad_arg, call, "pad", std::numeric_limits<std::int32_t>::min(),
                                                           std::numeric_limits<std::int32_t>::max()));
   const std::uint32_t d = domain_argument(c, domain, call, 0);
+  const ListItems items(frames);
   std::vector<BlockTableRow> rows;
-  rows.reserve(nb::len(frames));
-  std::size_t i = 0;
-  for (nb::handle item : frames) {
+  rows.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const nb::handle item = items[i];
     BlockTableRow row;
     if (auto* session = exact_instance<SequenceSession>(item)) row.session = session;
     else if (auto* frame = exact_instance<FrameHold>(item)) row.frame = frame;
@@ -82,7 +105,6 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
       raise(ErrorKind::TypeMismatch, argument_label(call, ("frames[" + std::to_string(i) + "]").c_str()) +
                                          " must be a FrameHold or SequenceSession, got " + type_name_of(item));
     rows.push_back(row);
-    ++i;
   }
   const std::size_t count = checked::mul_or_throw<std::uint64_t>(rows.size(), width, "block_table: rows * width");
   if (out.is_none()) {
@@ -160,6 +182,13 @@ void init_sequence_arena(nb::module_& m) {
         "int64 NumPy array or a list of ints); returns the BackingOutcome values (0 CURRENT, 1 EXTENDED,\n"
         "2 RETRY_REQUIRED, 3 BACKING_DEFERRED) as a uint8 array. Not all-or-nothing: the first row that raises\n"
         "stops the batch (its error names the row); the rows before it stepped.");
+  m.def("commit_frames", &commit_all_frames, nb::arg("frames").none(),
+        nb::sig("def commit_frames(frames: collections.abc.Sequence[FrameHold]) -> numpy.typing.NDArray[numpy.uint8]"),
+        "The end of a batch's step in one call: frames[i].commit() for every row (the frames of\n"
+        "acquire_frames, say); returns the FrameDisposition values (0 COMMITTED, 1 DISCARDED_CANCELLED) as a\n"
+        "uint8 array. Not all-or-nothing: the first frame that raises stops the batch (its error names the\n"
+        "row); the frames before it committed. LifecoreTypeError for anything but a list or tuple of FrameHold,\n"
+        "before any frame commits.");
   nb::handle snapshot = nb::type<BackingSnapshot>();
   nb::cpp_function_def(&snapshot_block_ids, nb::scope(snapshot), nb::name("block_ids"), nb::is_method(),
                        nb::arg("domain").none() = nb::none(),

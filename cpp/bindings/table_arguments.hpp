@@ -109,6 +109,29 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
   t.capsule = std::move(capsule);
 }
 
+// The items of a list or tuple the caller has checked, borrowed by index: a per-row loop
+// makes no iterator object and no reference-count traffic (the GIL is held throughout).
+class ListItems {
+ public:
+  explicit ListItems(nb::handle sequence)
+      : object_(sequence.ptr()), is_list_(PyList_Check(object_) != 0),
+        size_(static_cast<std::size_t>(is_list_ ? PyList_Size(object_) : PyTuple_Size(object_))) {}
+  std::size_t size() const noexcept { return size_; }
+  nb::handle operator[](std::size_t i) const noexcept {
+    const auto at = static_cast<Py_ssize_t>(i);
+#ifdef Py_LIMITED_API
+    return is_list_ ? PyList_GetItem(object_, at) : PyTuple_GetItem(object_, at);
+#else
+    return is_list_ ? PyList_GET_ITEM(object_, at) : PyTuple_GET_ITEM(object_, at);
+#endif
+  }
+
+ private:
+  PyObject* object_;
+  bool is_list_;
+  std::size_t size_;
+};
+
 // The C++ object of an instance of exactly T's Python type (the classes are final), or null:
 // a type comparison, not a conversion attempt, on the per-row path.
 template <class T>
@@ -133,9 +156,11 @@ inline std::vector<sequence::SequenceSession*> session_list(nb::handle sessions,
                              : " must be a list or tuple of SequenceSession, got ";
   if (!nb::isinstance<nb::list>(sessions) && !nb::isinstance<nb::tuple>(sessions))
     raise(ErrorKind::TypeMismatch, argument_label(call, "sessions") + what + type_name_of(sessions));
+  const ListItems items(sessions);
   std::vector<sequence::SequenceSession*> list;
-  list.reserve(nb::len(sessions));
-  for (nb::handle item : sessions) {
+  list.reserve(items.size());
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const nb::handle item = items[i];
     auto* session = exact_instance<sequence::SequenceSession>(item);
     if (!session && !(none_ok && item.is_none()))
       raise(ErrorKind::TypeMismatch, argument_label(call, ("sessions[" + std::to_string(list.size()) + "]").c_str()) +
@@ -164,7 +189,9 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
       raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
                                          " must be a C-contiguous int64 NumPy array or a list of ints, got " +
                                          type_name_of(tokens));
-    for (nb::handle t : tokens) out.values.push_back(int_argument(t, call, "tokens[i]"));
+    const ListItems items(tokens);
+    out.values.reserve(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) out.values.push_back(int_argument(items[i], call, "tokens[i]"));
     out.data = out.values.data();
     held = out.values.size();
   }
@@ -174,13 +201,18 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
 }
 
 // A uint8 NumPy array of `count` BackingOutcome values, and where to write them.
-inline nb::object outcome_array(std::size_t count, sequence::BackingOutcome*& data) {
-  static_assert(sizeof(sequence::BackingOutcome) == 1);
-  auto* outcomes = new std::uint8_t[count ? count : 1];
-  nb::capsule keep(outcomes, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
-  data = reinterpret_cast<sequence::BackingOutcome*>(outcomes);
+// A new uint8 NumPy array of `count` one-byte enum values (BackingOutcome, FrameDisposition)
+// for the core to fill through `data`.
+template <typename Enum>
+inline nb::object enum_array(std::size_t count, Enum*& data) {
+  static_assert(sizeof(Enum) == 1);
+  auto* values = new std::uint8_t[count ? count : 1];
+  nb::capsule keep(values, [](void* p) noexcept { delete[] static_cast<std::uint8_t*>(p); });
+  data = reinterpret_cast<Enum*>(values);
   const std::size_t shape[1] = {count};
-  return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(outcomes, 1, shape, keep));
+  return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(values, 1, shape, keep));
 }
+
+inline nb::object outcome_array(std::size_t count, sequence::BackingOutcome*& data) { return enum_array(count, data); }
 
 }  // namespace lifecore::bindings::table_out

@@ -54,6 +54,9 @@ by two live sequences.
   nothing.
 - ``step_all(sessions, tokens)``: ``sessions[i].step(tokens[i])`` for a batch in one call; returns
   the outcomes as a uint8 array. Not all-or-nothing: a row that raises stops the batch.
+- ``commit_frames(frames)``: ``frames[i].commit()`` for a batch in one call (the frames of
+  ``acquire_frames``, after the forward pass that read their block table); returns the
+  dispositions as a uint8 array. Not all-or-nothing: a frame that raises stops the batch.
 - ``coordinator.decode_table(rows, width, out=None, *, domain=None, pad=0)``: a persistent
   ``DecodeTable`` for a decode loop. ``table.update(sessions)`` makes row ``r`` show
   ``sessions[r]`` (``None`` or past the end: pad) and writes only what changed since the last
@@ -144,6 +147,7 @@ DeferralAction = _core_sequence.DeferralAction
 SourceKind = _core_sequence.SourceKind
 acquire_frames = _core_sequence.acquire_frames
 step_all = _core_sequence.step_all
+commit_frames = _core_sequence.commit_frames
 DecodeTable = _core_sequence.DecodeTable
 
 #: The active-sequence slots source.
@@ -321,48 +325,16 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     if isinstance(candidates, (str, bytes)):
         raise LifecoreTypeError("preempt_for: argument 'candidates' must be an iterable of SequenceSession, got str")
     try:
-        pool = list(candidates)
+        pool = list(candidates)  # ours: nobody can drop a candidate while the core holds it
     except TypeError:
         raise LifecoreTypeError(
             f"preempt_for: argument 'candidates' must be an iterable of SequenceSession, "
             f"got {type(candidates).__name__}") from None
-    for i, session in enumerate(pool):
-        if not isinstance(session, SequenceSession):
-            raise LifecoreTypeError(
-                f"preempt_for: argument 'candidates[{i}]' must be a SequenceSession, got {type(session).__name__}")
-
-    wanted = list(deferred.wait_condition.sources)
-    before = {s: coordinator.epoch(s) for s in wanted}
-    own = deferred.sequence_authority
-    report = PreemptionReport()
-    for session in pool:
-        if coordinator.fits_now(deferred) or (limit is not None and len(report.victims) >= limit):
-            break
-        authority = session.sequence_authority
-        if authority.coordinator_id != coordinator.id:
-            report.skipped.append((authority, "preempt_for: the session belongs to another coordinator"))
-            continue
-        if own is not None and authority == own:
-            continue
-        sources: list = []
-        try:
-            session.write_release_capacity_sources(sources)
-        except (SessionStateError, ClosedError) as error:
-            report.skipped.append((authority, str(error)))
-            continue
-        if not any(s in wanted for s in sources):
-            continue
-        try:
-            receipt = session.try_abort_if_quiescent()
-        except SessionStateError as error:
-            report.skipped.append((authority, str(error)))
-            continue
-        report.victims.append(authority)
-        report.receipts.append(receipt)
-        session.close()
-    report.freed_sources = [s for s in wanted if coordinator.epoch(s) != before[s]]
-    report.satisfied = coordinator.fits_now(deferred)
-    return report
+    # Every candidate is checked (candidates[i] must be a SequenceSession) before anything
+    # changes; the pass itself runs in the core.
+    core_pass = _core_sequence._preempt_for  # type: ignore[attr-defined]  # private: stubs list public names
+    victims, receipts, skipped, freed, satisfied = core_pass(coordinator, deferred, pool, limit)
+    return PreemptionReport(victims, receipts, skipped, freed, satisfied)
 
 
 __all__ = [
@@ -370,7 +342,7 @@ __all__ = [
     "SequenceSession", "FrameHold", "FlightHold", "BackingSnapshot", "BackingDecision", "CancelSnapshot",
     "TerminalReceipt", "CapacityWaitRegistration", "CapacitySource", "CapacityDemand", "CapacityBlocker",
     "CapacitySnapshot", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
-    "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames", "step_all",
+    "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames", "commit_frames", "step_all",
     "DecodeTable",
     "ActiveSequenceSlots", "PhysicalMemory", "Domain", "PreemptionReport", "preempt_for",
 ]

@@ -542,8 +542,20 @@ void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t*
   }
 }
 
+void commit_frames(const std::vector<FrameHold*>& frames, FrameDisposition* out) {
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    try {
+      if (!frames[i]) raise(ErrorKind::InvalidArgument, "commit_frames: a frame is missing");
+      out[i] = frames[i]->commit();
+    } catch (const Error& e) {
+      raise(e.kind(), std::string(e.what()) + " (commit_frames: row " + std::to_string(i) + "; the rows before it committed)");
+    }
+  }
+}
+
 std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions) {
   std::vector<SessionState*> states;
+  states.reserve(sessions.size());
   for (auto* session : sessions) {
     if (!session) raise(ErrorKind::InvalidArgument, "acquire_frames: a session is missing");
     states.push_back(session->state().get());
@@ -554,6 +566,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
     raise(ErrorKind::InvalidArgument, "acquire_frames: a session is named twice");
   // Lock in address order (no deadlock with another batch), check all, then acquire all.
   std::vector<std::unique_lock<std::mutex>> locks;
+  locks.reserve(order.size());
   for (auto* s : order) locks.emplace_back(s->mutex);
   for (std::size_t i = 0; i < states.size(); ++i) {
     auto& s = *states[i];
@@ -567,6 +580,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
     }
   }
   std::vector<std::unique_ptr<FrameHold>> holds;
+  holds.reserve(states.size());
   for (std::size_t i = 0; i < states.size(); ++i) {
     auto& s = *states[i];
     const std::uint64_t id = s.take_frame_id_locked("acquire_frames");  // checked above: cannot throw

@@ -102,7 +102,7 @@ class Engine:
         session = decision.resources.open_session()
         frame = session.acquire_frame()
         self._padding = (session, frame)  # the live frame keeps the block's id ours
-        return self.kv.block_ids(PAD_REQUEST, frame)[0]
+        return self.kv.block_ids(frame)[0]
 
     # ---------------------------------------------------------------- the scheduler's model
     def table_width(self, blocks: int) -> int:

@@ -26,7 +26,7 @@ def page_bytes(layers: int, heads: int, head_dim: int, block_size: int, dtype: t
 
 
 class KVCache:
-    """``tensor`` is the cache; ``block_table(frames, request_ids, width, out)`` the batch's table.
+    """``tensor`` is the cache; ``block_table(frames, width, out)`` the batch's table.
 
     The block ids are the coordinator's: the cache keeps no bookkeeping of its own.
     """
@@ -59,12 +59,11 @@ class KVCache:
         elements = self.num_blocks * int(np.prod(shape[1:]))
         return raw.reshape(-1).view(torch.uint8).view(dtype)[:elements].view(shape)
 
-    def block_ids(self, request_id: str, frame: Any = None) -> list[int]:
-        """The blocks of one sequence, in token order."""
+    def block_ids(self, frame: Any) -> list[int]:
+        """The blocks of one sequence's live frame, in token order."""
         return [int(i) for i in frame.snapshot.block_ids(DOMAIN)]
 
-    def block_table(self, frames: Sequence[Any], request_ids: Sequence[str], width: int,
-                    out: np.ndarray) -> np.ndarray:
+    def block_table(self, frames: Sequence[Any], width: int, out: np.ndarray) -> np.ndarray:
         """Fills ``out[:len(frames), :width]`` (int32) with each frame's blocks, padded with 0."""
         rows = out[: len(frames), :width]
         if rows.flags.c_contiguous:  # the graph path's full-width table: written in place

@@ -3,14 +3,17 @@
 The scheduler decides; a *memory* says yes or no. :class:`LifecoreMemory` is the memory on
 ``lifecore.sequence``: admission is ``coordinator.admit`` (a deferral registers a waiter, and
 admission is retried only once the waiter fires), each decode step extends every sequence
-with ``session.step(tokens)``, a deferred extension preempts younger sequences through
+with ``step_all`` (``session.step(tokens)`` for the batch in one call), the batch's frames
+are acquired for the block table and committed in one call each, a deferred extension
+preempts younger sequences through
 ``preempt_for`` (recompute: a victim goes back to the head of the queue and recomputes its
 prompt and generated tokens when readmitted), and a finished sequence completes and closes.
 Any object with the same methods serves (the benchmark's plain free list does).
 
 One iteration: admit what fits (oldest first), prefill the admitted, extend every running
-sequence by the token it is about to write (preempting when that is deferred), one decode
-forward over the batch, greedy tokens, completions.
+sequence by the token it is about to write (one batch call; then, in batch order, each
+deferred one preempts younger sequences), one decode forward over the batch, greedy tokens,
+completions.
 """
 
 from __future__ import annotations
@@ -22,8 +25,8 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 import numpy as np
 
-from ..sequence import (AdmissionCoordinator, AdmissionDeferred, Admitted, BackingOutcome, acquire_frames,
-                        preempt_for)
+from ..sequence import (AdmissionCoordinator, AdmissionDeferred, Admitted, BackingOutcome, SequenceSession,
+                        acquire_frames, commit_frames, preempt_for, step_all)
 from .kv_cache import KVCache
 
 __all__ = ["Request", "Running", "Memory", "LifecoreMemory", "Scheduler", "Stats", "ADMITTED", "DEFERRED",
@@ -31,6 +34,7 @@ __all__ = ["Request", "Running", "Memory", "LifecoreMemory", "Scheduler", "Stats
 
 ADMITTED, DEFERRED, REJECTED = "admitted", "deferred", "rejected"
 _CURRENT = BackingOutcome.CURRENT
+_DEFERRED = BackingOutcome.BACKING_DEFERRED.value
 
 
 @dataclass
@@ -90,26 +94,21 @@ class Stats:
 
 
 class Memory(Protocol):
+    """What the scheduler asks of its memory; a handle is whatever ``admit`` hands out."""
+
     def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int) -> tuple[str, Any]: ...
     def admission_may_fit(self) -> bool: ...
     def extend(self, handle: Any, tokens: int) -> bool: ...
+    def extend_all(self, handles: Sequence[Any], tokens: Sequence[int]) -> Sequence[int]: ...
     def preempt(self, handle: Any, candidates: Sequence[Any]) -> tuple[list[Any], bool]: ...
     def release(self, handle: Any, completed: bool) -> None: ...
     def block_table(self, handles: Sequence[Any], width: int, out: np.ndarray) -> np.ndarray: ...
     def finish_step(self) -> None: ...
 
 
-class _Sequence:
-    """lifecore's handle on one running request."""
-
-    __slots__ = ("request_id", "session")
-
-    def __init__(self, request_id: str, session: Any):
-        self.request_id, self.session = request_id, session
-
-
 class LifecoreMemory:
-    """The scheduler's memory on a coordinator and its KV cache."""
+    """The scheduler's memory on a coordinator and its KV cache; a handle is the sequence's
+    ``SequenceSession`` (it holds the admitted resources until it closes)."""
 
     def __init__(self, coordinator: AdmissionCoordinator, kv: KVCache):
         self.coordinator, self.kv = coordinator, kv
@@ -120,8 +119,7 @@ class LifecoreMemory:
         decision = self.coordinator.admit(request_id, prompt_tokens, fit_tokens)
         if isinstance(decision, Admitted):
             self.waiter = None
-            session = decision.resources.open_session()  # the session holds the resources now
-            return ADMITTED, _Sequence(request_id, session)
+            return ADMITTED, decision.resources.open_session()  # the session holds the resources now
         if isinstance(decision, AdmissionDeferred):
             self.waiter = self.coordinator.register_waiter(decision)
             return DEFERRED, None
@@ -130,33 +128,44 @@ class LifecoreMemory:
     def admission_may_fit(self) -> bool:
         return self.waiter is None or self.waiter.wait(0)
 
-    def extend(self, handle: _Sequence, tokens: int) -> bool:
-        outcome = handle.session.step(tokens)
+    def extend(self, handle: SequenceSession, tokens: int) -> bool:
+        outcome = handle.step(tokens)
         if outcome is _CURRENT:  # the common step: the last block has room
             return True
         return outcome != BackingOutcome.BACKING_DEFERRED
 
-    def preempt(self, handle: _Sequence, candidates: Sequence[_Sequence]) -> tuple[list[_Sequence], bool]:
-        report = preempt_for(self.coordinator, handle.session.step_deferral, [c.session for c in candidates])
-        victims = [c for c in candidates if c.session.closed]
+    def extend_all(self, handles: Sequence[SequenceSession], tokens: Sequence[int]) -> Sequence[int]:
+        """Steps every row in one call; the rows whose extension was deferred, in order."""
+        outcomes = step_all(handles, tokens).tobytes()
+        if _DEFERRED not in outcomes:
+            return ()
+        return [i for i, outcome in enumerate(outcomes) if outcome == _DEFERRED]
+
+    def preempt(self, handle: SequenceSession, candidates: Sequence[SequenceSession]) -> tuple[list[SequenceSession], bool]:
+        report = preempt_for(self.coordinator, handle.step_deferral, candidates)
+        victims: list[SequenceSession] = []
+        wanted = len(report.victims)
+        for candidate in candidates:  # the victims are picked in candidate order
+            if len(victims) == wanted:
+                break
+            if candidate.closed:
+                victims.append(candidate)
         return victims, report.satisfied
 
-    def release(self, handle: _Sequence, completed: bool) -> None:
-        session = handle.session
+    def release(self, handle: SequenceSession, completed: bool) -> None:
         if completed:
-            session.try_complete()
+            handle.try_complete()
         else:
-            session.try_abort_if_quiescent()  # preempted: no frame is live between steps
-        session.close()
+            handle.try_abort_if_quiescent()  # preempted: no frame is live between steps
+        handle.close()
 
-    def block_table(self, handles: Sequence[_Sequence], width: int, out: np.ndarray) -> np.ndarray:
+    def block_table(self, handles: Sequence[SequenceSession], width: int, out: np.ndarray) -> np.ndarray:
         # The frames hold their snapshots, so the ids in the table stay theirs until commit.
-        self.frames = acquire_frames([h.session for h in handles])
-        return self.kv.block_table(self.frames, [h.request_id for h in handles], width, out)
+        self.frames = acquire_frames(handles)
+        return self.kv.block_table(self.frames, width, out)
 
     def finish_step(self) -> None:
-        for frame in self.frames:
-            frame.commit()
+        commit_frames(self.frames)
         self.frames = []
 
 
@@ -251,15 +260,23 @@ class Scheduler:
         return admitted
 
     def _extend(self) -> None:
-        """Every running sequence gets room for the token it writes next; a deferral preempts the
-        youngest sequences (they recompute later), or the deferred one itself when that is not enough."""
+        """Every running sequence gets room for the token it writes next, the batch in one call;
+        then, in batch order, a deferred one preempts the youngest sequences (they recompute
+        later), or is preempted itself when that is not enough."""
         memory, running = self.memory, self.running
+        deferred = self._timed(memory.extend_all, [r.handle for r in running], [r.cached + 1 for r in running])
+        if not deferred:
+            return
+        waiting = {id(running[k]) for k in deferred}
+        freed = False  # nothing came back since the batch's extension: a deferral still stands
         i = 0
         while i < len(running):
             r = running[i]
-            if self._timed(memory.extend, r.handle, r.cached + 1):
+            # A deferred row retries once a preemption before it may have made room.
+            if id(r) not in waiting or (freed and self._timed(memory.extend, r.handle, r.cached + 1)):
                 i += 1
                 continue
+            freed = True
             younger = running[i + 1:][::-1]
             victims, satisfied = self._timed(memory.preempt, r.handle, [v.handle for v in younger])
             gone = {id(v) for v in victims}

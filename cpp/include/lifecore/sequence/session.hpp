@@ -201,6 +201,11 @@ class SequenceSession {
 // the rows before it stepped.
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
 
+// Commits each frame in order (frames[i]->commit()), dispositions written to `out`: the end
+// of a batch's step in one call. Like step_all, not all-or-nothing: the first frame that
+// raises stops the batch, naming the row; the frames before it committed.
+void commit_frames(const std::vector<FrameHold*>& frames, FrameDisposition* out);
+
 // All-or-nothing acquisition over several sessions: if any refuses, none acquires.
 std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<SequenceSession*>& sessions);
 

@@ -1,0 +1,60 @@
+#include "lifecore/sequence/preemption.hpp"
+
+#include <algorithm>
+
+#include "lifecore/error.hpp"
+
+namespace lifecore::sequence {
+
+PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const AdmissionDeferred& deferred,
+                              const std::vector<SequenceSession*>& candidates, std::optional<std::size_t> limit) {
+  if (deferred.coordinator_id != coordinator.id())
+    raise(ErrorKind::StaleAuthority, "preempt_for: the deferral belongs to another coordinator (foreign coordinator)");
+  const std::vector<CapacitySource>& wanted = deferred.wait_condition.sources;
+  std::vector<std::uint64_t> before;
+  before.reserve(wanted.size());
+  for (const auto& source : wanted) before.push_back(coordinator.epoch_of(source));
+  const std::optional<Authority> own =
+      deferred.backing ? std::optional<Authority>(deferred.backing->sequence_authority) : std::nullopt;
+
+  PreemptionOutcome out;
+  std::vector<CapacitySource> sources;
+  for (SequenceSession* session : candidates) {
+    if (coordinator.fits_now(deferred) || (limit && out.victims.size() >= *limit)) break;
+    const Authority authority = session->sequence_authority();
+    if (authority.coordinator_id != coordinator.id()) {
+      out.skipped.push_back({authority, "preempt_for: the session belongs to another coordinator"});
+      continue;
+    }
+    if (own && authority == *own) continue;
+    sources.clear();
+    try {
+      session->write_release_capacity_sources(sources);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::SessionState && e.kind() != ErrorKind::Closed) throw;
+      out.skipped.push_back({authority, e.what()});
+      continue;
+    }
+    const bool releases_wanted = std::any_of(sources.begin(), sources.end(), [&](const CapacitySource& s) {
+      return std::find(wanted.begin(), wanted.end(), s) != wanted.end();
+    });
+    if (!releases_wanted) continue;
+    TerminalReceipt receipt;
+    try {
+      receipt = session->try_abort_if_quiescent();
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::SessionState) throw;
+      out.skipped.push_back({authority, e.what()});
+      continue;
+    }
+    out.victims.push_back(authority);
+    out.receipts.push_back(std::move(receipt));
+    session->close();
+  }
+  for (std::size_t i = 0; i < wanted.size(); ++i)
+    if (coordinator.epoch_of(wanted[i]) != before[i]) out.freed_sources.push_back(wanted[i]);
+  out.satisfied = coordinator.fits_now(deferred);
+  return out;
+}
+
+}  // namespace lifecore::sequence
