@@ -51,8 +51,11 @@ struct ResourcesHandle {
   }
 };
 
+// Holds its resources handle as the Python object itself (made with the decision, held by
+// value), so reading .resources is a reference count and not a new wrapper.
 struct AdmittedDecision {
-  std::shared_ptr<ResourcesHandle> resources;
+  nb::object resources;
+  const ResourcesHandle& handle() const { return nb::cast<const ResourcesHandle&>(resources); }
 };
 
 // A repr names an enum member as Python does (its bound name), never by its number.
@@ -169,7 +172,7 @@ std::vector<DomainConfig> parse_domains(nb::handle domains) {
 
 nb::object admission_to_python(AdmissionDecision&& decision) {
   if (auto* a = std::get_if<Admitted>(&decision))
-    return nb::cast(AdmittedDecision{std::make_shared<ResourcesHandle>(ResourcesHandle{std::move(a->resources)})});
+    return nb::cast(AdmittedDecision{nb::cast(ResourcesHandle{std::move(a->resources)})});
   if (auto* d = std::get_if<AdmissionDeferred>(&decision))
     return nb::cast(std::make_shared<AdmissionDeferred>(std::move(*d)));
   return nb::cast(std::get<AdmissionRejected>(std::move(decision)));
@@ -598,7 +601,7 @@ void bind_frames_and_flights(nb::module_& m) {
 void bind_session(nb::module_& m) {
   nb::class_<SequenceSession>(m, "SequenceSession", "The lifecycle of one generated sequence.")
       .def_prop_ro("resources", [](const SequenceSession& s) {
-        return std::make_shared<ResourcesHandle>(ResourcesHandle{s.resources()});
+        return ResourcesHandle{s.resources()};
       }, "A new AdmittedSequenceResources hold on this session's admission (closing it leaves the session "
          "open). ClosedError once the session is closed.")
       .def("write_release_capacity_sources", [](const SequenceSession& s, nb::handle out) {
@@ -773,10 +776,12 @@ void bind_admission(nb::module_& m) {
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted.")
-      .def_ro("resources", &AdmittedDecision::resources,
-              "The AdmittedSequenceResources granted: open_session() on it; closing it gives up this hold.")
+      .def_prop_ro("resources", [](const AdmittedDecision& a) { return a.resources; },
+                   nb::sig("def resources(self) -> AdmittedSequenceResources"),
+                   "The AdmittedSequenceResources granted: open_session() on it; closing it gives up this hold.")
       .def("__repr__", [](const AdmittedDecision& a) {
-        return a.resources->resources ? "Admitted(" + quoted(a.resources->resources->request_id()) + ")" : std::string("Admitted(<closed>)");
+        const auto& h = a.handle();
+        return h.resources ? "Admitted(" + quoted(h.resources->request_id()) + ")" : std::string("Admitted(<closed>)");
       });
 
   nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator", "Capacity admission for sequences on one device.")

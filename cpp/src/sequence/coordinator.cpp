@@ -78,6 +78,9 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
 AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
     : id_(next_coordinator_id.fetch_add(1)), config_(std::move(config)), sequence_ids_(id_), request_ids_(id_) {
   domains_.resize(config_.domains.size());
+  std::vector<std::uint32_t> all(config_.domains.size());
+  for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+  all_domains_ = std::make_shared<const std::vector<std::uint32_t>>(std::move(all));
   waiters_.resize(source_count());
   try {
     for (std::size_t i = 0; i < domains_.size(); ++i) {
@@ -239,18 +242,21 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   if (request.fit_tokens < request.prompt_tokens)
     raise(ErrorKind::InvalidArgument, "admit: fit_tokens (" + std::to_string(request.fit_tokens) +
                                           ") must be at least prompt_tokens (" + std::to_string(request.prompt_tokens) + ")");
-  std::vector<std::uint32_t> domains;
-  if (request.domains.empty()) {
-    for (std::uint32_t i = 0; i < config_.domains.size(); ++i) domains.push_back(i);
-  } else {
+  // "Every domain" is one list the coordinator shares with its backings and snapshots.
+  std::shared_ptr<const std::vector<std::uint32_t>> shared_domains = all_domains_;
+  if (!request.domains.empty()) {
+    std::vector<std::uint32_t> named_domains;
     for (const auto& name : request.domains) {
       auto it = std::find_if(config_.domains.begin(), config_.domains.end(), [&](const DomainConfig& d) { return d.name == name; });
       if (it == config_.domains.end()) raise(ErrorKind::InvalidArgument, "admit: unknown capacity domain '" + name + "'");
-      domains.push_back(static_cast<std::uint32_t>(it - config_.domains.begin()));
+      named_domains.push_back(static_cast<std::uint32_t>(it - config_.domains.begin()));
     }
-    std::sort(domains.begin(), domains.end());
-    domains.erase(std::unique(domains.begin(), domains.end()), domains.end());
+    std::sort(named_domains.begin(), named_domains.end());
+    named_domains.erase(std::unique(named_domains.begin(), named_domains.end()), named_domains.end());
+    if (named_domains != *all_domains_)
+      shared_domains = std::make_shared<const std::vector<std::uint32_t>>(std::move(named_domains));
   }
+  const std::vector<std::uint32_t>& domains = *shared_domains;
   const auto prompt = static_cast<std::uint64_t>(request.prompt_tokens);
   const auto fit = static_cast<std::uint64_t>(request.fit_tokens);
   const std::uint64_t prompt_pages = pages_for(prompt, "admit: prompt_tokens in pages");
@@ -258,18 +264,38 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   const std::uint64_t fit_bytes = checked::mul_or_throw(fit_pages, config_.page_bytes, "admit: fit pages * page_bytes");
   const std::uint64_t prompt_bytes = checked::mul_or_throw(prompt_pages, config_.page_bytes, "admit: prompt pages * page_bytes");
 
-  Authority sequence, request_authority;
+  // The backing is made before the lock and the prompt's ids are taken straight into it
+  // under the lock of the claim: one lock round trip, no id copied. Until it holds the
+  // authorities it claims nothing, so dropping it on a refusal returns nothing. Room for a
+  // small prompt is made here too; a large one's only once it is known to fit (below).
+  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), shared_domains, Authority{}, Authority{},
+                                                   request.request_id, fit_pages);
+  constexpr std::uint64_t speculative_id_room = 4096;  // pages per domain (16 KiB of ids)
+  if (prompt_pages <= speculative_id_room) backing->reserve(prompt_pages);
+
   std::uint64_t physical_epoch = 0;
-  const SequenceBacking** named = nullptr;
+  bool taken = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     require_open_locked("admit");
     if (poisoned_) raise(ErrorKind::Capacity, "admit: the coordinator's accounting is inconsistent (poisoned)");
     // One live sequence per request id (as a serving engine keys its requests): a second
-    // admission under a live id is a caller error, refused before any claim.
-    if (live_.count(request.request_id))
+    // admission under a live id is a caller error, refused before any claim. The id is
+    // hashed once: its entry is reserved here (the backing is named below, an element stays
+    // put while others come and go) and erased again on every way out before the claims.
+    const auto [named, inserted] = live_.try_emplace(request.request_id, nullptr);
+    if (!inserted)
       raise(ErrorKind::InvalidArgument, "admit: request id '" + request.request_id +
                                             "' is already live; complete or close its sequence first");
+    struct Reservation {
+      std::unordered_map<std::string, const SequenceBacking*>& live;
+      std::unordered_map<std::string, const SequenceBacking*>::iterator entry;
+      bool kept = false;
+      ~Reservation() {
+        if (!kept) live.erase(entry);
+      }
+    } reservation{live_, named};
+
     AdmissionRejected rejected{id_, request.request_id, {}, {}};
     for (std::uint32_t d : domains)
       if (fit_bytes > config_.domains[d].maximum_bytes) {
@@ -315,8 +341,11 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       deferred.capacity = capacity_locked();
       return deferred;
     }
+    // It fits, so the pages exist: room for their ids is in proportion to them.
+    if (prompt_pages > speculative_id_room) backing->reserve(prompt_pages);
     // Both authorities first (they may refuse), then the claims: a refusal changes nothing.
-    sequence = sequence_ids_.acquire();
+    const Authority sequence = sequence_ids_.acquire();
+    Authority request_authority;
     try {
       request_authority = request_ids_.acquire();
     } catch (...) {
@@ -324,31 +353,37 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       throw;
     }
     ++active_;  // below max_active_sequences (a u32), so it cannot wrap
-    // Reserved; the backing is named below (an element stays put while others come and go).
-    named = &live_.emplace(request.request_id, nullptr).first->second;
+    reservation.kept = true;  // from here the release below (or the backing's) erases it
     for (std::uint32_t d : domains) domains_[d].used += prompt_bytes;  // fits: prompt_bytes <= total - used
     physical_epoch = physical_epoch_;
-  }
+    backing->sequence_ = sequence;
+    backing->request_ = request_authority;
 
-  // Physical pages outside the lock. On failure the claims above roll back (pages before
-  // the slot), which bumps the epochs they touched, and the request waits on physical memory.
-  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), std::move(domains), sequence,
-                                                   request_authority, request.request_id, fit_pages);
-  std::optional<PreparedPages> prepared(std::in_place, *this, backing->domains());
-  prepared->logical_pages_ = prompt_pages;
-  if (!prepared->allocate_physical(prompt_pages)) {
-    std::vector<std::uint32_t> held = backing->domains();
-    prepared.reset();  // physical extents first, then the logical pages
-    backing.reset();   // then the slot and the authorities
-    return physical_deferral(held, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
+    // Physical pages. On failure the claims roll back (pages before the slot), which bumps
+    // the epochs they touched, and the request waits on physical memory.
+    const auto roll_back = [&]() noexcept {
+      release_pages_locked(domains, prompt_pages);
+      release_sequence_locked(domains, 0, sequence, request_authority, request.request_id);
+      backing->sequence_ = Authority{};  // claims nothing now: its release returns nothing
+      backing->request_ = Authority{};
+    };
+    try {
+      taken = take_admission_locked(*backing, prompt_pages);
+    } catch (...) {
+      roll_back();
+      throw;
+    }
+    if (taken) {
+      named->second = backing.get();  // capacity is now held by the backing
+    } else {
+      roll_back();
+    }
   }
-  backing->adopt(*prepared);
-  prepared.reset();
+  if (!taken) {
+    backing.reset();
+    return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
+  }
   auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    *named = backing.get();  // capacity is now held by the resources
-  }
   return Admitted{std::make_shared<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
                                                               std::move(backing), std::move(snapshot))};
 }
@@ -432,6 +467,30 @@ AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const s
   return FastExtension::taken;
 }
 
+bool AdmissionCoordinator::take_admission_locked(SequenceBacking& backing, std::uint64_t pages) {
+  const auto& domains = backing.domains();
+  for (std::size_t i = 0; i < domains.size(); ++i) {
+    bool took = false;
+    try {
+      took = !config_.memory->closed() && config_.memory->take_permitted() &&
+             domains_[domains[i]].arena.take(pages, backing.ids_of(i).current.data.get());
+    } catch (...) {
+      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(backing.ids_of(j).current.data.get(), pages);
+      throw;
+    }
+    if (!took) {
+      // The domains taken before this one give their ids back (last first).
+      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(backing.ids_of(j).current.data.get(), pages);
+      if (i > 0) bump_and_notify_locked(domains_.size() + 1);
+      return false;
+    }
+  }
+  live_takes_ += domains.size();
+  backing.pages_ = pages;
+  backing.takes_ = domains.size();
+  return true;
+}
+
 void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const std::int32_t* ids) noexcept {
   if (pages == 0 || domains.empty()) return;
@@ -443,23 +502,25 @@ void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& do
 
 void AdmissionCoordinator::release_backing_blocks(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_backing_blocks_locked(backing);
+  release_backing_blocks_locked(backing, /*last_holder=*/false);
 }
 
 void AdmissionCoordinator::release_backing(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_backing_blocks_locked(backing);
-  release_sequence_locked(backing.domains_, backing.pages_, backing.sequence_, backing.request_, backing.request_id_);
+  release_backing_blocks_locked(backing, /*last_holder=*/true);
+  release_sequence_locked(backing.domains(), backing.pages_, backing.sequence_, backing.request_, backing.request_id_);
 }
 
-void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing) noexcept {
+void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing, bool last_holder) noexcept {
   std::lock_guard<std::mutex> backing_lock(backing.mutex_);
   if (backing.pages_ == 0) return;
-  for (std::size_t j = backing.domains_.size(); j-- > 0;) {
-    auto& ids = backing.ids_[j];
-    domains_[backing.domains_[j]].arena.give_back(ids.current.data.get(), backing.pages_);
-    // No view may show ids another sequence can now take.
-    std::fill_n(ids.current.data.get(), backing.pages_, -1);
+  const auto& domains = backing.domains();
+  for (std::size_t j = domains.size(); j-- > 0;) {
+    auto& ids = backing.ids_of(j);
+    domains_[domains[j]].arena.give_back(ids.current.data.get(), backing.pages_);
+    // No view may show ids another sequence can now take. Once the last holder went, no view
+    // can be made any more: a storage only the backing holds is freed unread, not overwritten.
+    if (!last_holder || ids.current.data.use_count() > 1) std::fill_n(ids.current.data.get(), backing.pages_, -1);
     for (auto& old : ids.retired) std::fill_n(old.data.get(), old.capacity, -1);
   }
   live_takes_ -= std::min(live_takes_, backing.takes_);
@@ -504,8 +565,13 @@ std::uint64_t AdmissionCoordinator::live_takes() const {
 
 void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept {
   if (pages == 0) return;
-  const auto bytes = checked::mul(pages, config_.page_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
+  release_pages_locked(domains, pages);
+}
+
+void AdmissionCoordinator::release_pages_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept {
+  if (pages == 0) return;
+  const auto bytes = checked::mul(pages, config_.page_bytes);
   for (std::uint32_t d : domains) {
     if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
     domains_[d].used -= *bytes;

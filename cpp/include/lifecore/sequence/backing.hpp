@@ -71,14 +71,18 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   // The least room for ids a storage is made with (per domain), unless the fit is smaller.
   static constexpr std::uint64_t min_id_room = 16;
 
-  SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
+  // `domains` is shared with the snapshots (and, for "every domain", with the coordinator).
+  SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::shared_ptr<const std::vector<std::uint32_t>> domains,
                   Authority sequence, Authority request, std::string request_id, std::uint64_t fit_pages);
-  ~SequenceBacking();
+  ~SequenceBacking();  // returns what it holds; a backing never admitted (no authority) holds nothing
   SequenceBacking(const SequenceBacking&) = delete;
   SequenceBacking& operator=(const SequenceBacking&) = delete;
 
   // Takes over prepared pages (already claimed logically).
   void adopt(PreparedPages& prepared);
+  // Room for `pages` ids per domain before any is held: an admission takes the prompt's ids
+  // straight into it (AdmissionCoordinator::admit), so no id is copied.
+  void reserve(std::uint64_t pages);
   // Runs of consecutive ids over the first `pages` pages, domain by domain.
   std::vector<BackingExtent> extents(std::uint64_t pages) const;
   // The first `pages` ids of domain `slot` (an index into domains()).
@@ -89,7 +93,8 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   void copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages, std::int32_t* out) const;
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
-  const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }
+  const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }
+  const std::shared_ptr<const std::vector<std::uint32_t>>& shared_domains() const noexcept { return domains_; }
   const Authority& sequence_authority() const noexcept { return sequence_; }
   const Authority& request_authority() const noexcept { return request_; }
   const std::string& request_id() const noexcept { return request_id_; }
@@ -107,18 +112,24 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
     std::vector<Storage> retired;  // outgrown storage a view still read when it was outgrown
   };
   void grow_locked(DomainIds& ids, std::uint64_t needed);
+  DomainIds& ids_of(std::size_t slot) noexcept { return slot == 0 ? first_ids_ : more_ids_[slot - 1]; }
+  const DomainIds& ids_of(std::size_t slot) const noexcept { return slot == 0 ? first_ids_ : more_ids_[slot - 1]; }
 
   std::shared_ptr<AdmissionCoordinator> coordinator_;
-  std::vector<std::uint32_t> domains_;
+  std::shared_ptr<const std::vector<std::uint32_t>> domains_;  // never null, never empty
   Authority sequence_;
   Authority request_;
   std::string request_id_;
   std::uint64_t fit_pages_;
   mutable std::mutex mutex_;
-  std::vector<DomainIds> ids_;  // parallel to domains_
+  // Parallel to domains_: the first domain's inline (most sequences have one domain).
+  DomainIds first_ids_;
+  std::vector<DomainIds> more_ids_;
   std::uint64_t pages_ = 0;     // logically claimed pages per domain (= ids per domain)
   std::uint64_t takes_ = 0;     // one per domain per admission or extension
-  friend class AdmissionCoordinator;  // gives the ids back and overwrites them at release
+  // Takes an admission's ids into it (and names its authorities); gives the ids back and
+  // overwrites them at release.
+  friend class AdmissionCoordinator;
 };
 
 // Immutable: generation (from 1, strictly growing), committed shape, and the prefix of the
@@ -129,7 +140,7 @@ class BackingSnapshot {
  public:
   BackingSnapshot(const std::shared_ptr<SequenceBacking>& backing, std::uint64_t generation, std::uint64_t tokens,
                   std::uint64_t pages)
-      : backing_(backing), coordinator_(backing->coordinator()), domains_(backing->domains()),
+      : backing_(backing), coordinator_(backing->coordinator()), domains_(backing->shared_domains()),
         generation_(generation), tokens_(tokens), pages_(pages) {}
 
   std::uint64_t generation() const noexcept { return generation_; }
@@ -145,12 +156,12 @@ class BackingSnapshot {
   std::shared_ptr<SequenceBacking> backing() const noexcept { return backing_.lock(); }
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
   // Domains this snapshot's slices live in, sorted.
-  const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }
+  const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }
 
  private:
   std::weak_ptr<SequenceBacking> backing_;
   std::shared_ptr<AdmissionCoordinator> coordinator_;  // not capacity: names domains after release
-  std::vector<std::uint32_t> domains_;
+  std::shared_ptr<const std::vector<std::uint32_t>> domains_;  // the backing's (immutable)
   std::uint64_t generation_;
   std::uint64_t tokens_;
   std::uint64_t pages_;
