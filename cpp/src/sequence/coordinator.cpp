@@ -270,6 +270,8 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   // small prompt is made here too; a large one's only once it is known to fit (below).
   auto backing = std::make_shared<SequenceBacking>(shared_from_this(), shared_domains, Authority{}, Authority{},
                                                    request.request_id, fit_pages);
+  const std::uint64_t request_hash = RequestIndex::hash(request.request_id);  // once: the release reuses it
+  backing->request_hash_ = request_hash;
   constexpr std::uint64_t speculative_id_room = 4096;  // pages per domain (16 KiB of ids)
   if (prompt_pages <= speculative_id_room) backing->reserve(prompt_pages);
 
@@ -280,21 +282,21 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     require_open_locked("admit");
     if (poisoned_) raise(ErrorKind::Capacity, "admit: the coordinator's accounting is inconsistent (poisoned)");
     // One live sequence per request id (as a serving engine keys its requests): a second
-    // admission under a live id is a caller error, refused before any claim. The id is
-    // hashed once: its entry is reserved here (the backing is named below, an element stays
-    // put while others come and go) and erased again on every way out before the claims.
-    const auto [named, inserted] = live_.try_emplace(request.request_id, nullptr);
-    if (!inserted)
+    // admission under a live id is a caller error, refused before any claim. The entry is
+    // made here, naming the backing, and goes again on every way out before the claims
+    // (nobody sees it before this lock is let go).
+    if (!live_.insert(backing.get(), request_hash))
       raise(ErrorKind::InvalidArgument, "admit: request id '" + request.request_id +
                                             "' is already live; complete or close its sequence first");
     struct Reservation {
-      std::unordered_map<std::string, const SequenceBacking*>& live;
-      std::unordered_map<std::string, const SequenceBacking*>::iterator entry;
+      RequestIndex& live;
+      const SequenceBacking* backing;
+      std::uint64_t hash;
       bool kept = false;
       ~Reservation() {
-        if (!kept) live.erase(entry);
+        if (!kept) live.erase(backing, hash);
       }
-    } reservation{live_, named};
+    } reservation{live_, backing.get(), request_hash};
 
     AdmissionRejected rejected{id_, request.request_id, {}, {}};
     for (std::uint32_t d : domains)
@@ -363,7 +365,8 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     // the epochs they touched, and the request waits on physical memory.
     const auto roll_back = [&]() noexcept {
       release_pages_locked(domains, prompt_pages);
-      release_sequence_locked(domains, 0, sequence, request_authority, request.request_id);
+      live_.erase(backing.get(), request_hash);
+      release_sequence_locked(domains, 0, sequence, request_authority);
       backing->sequence_ = Authority{};  // claims nothing now: its release returns nothing
       backing->request_ = Authority{};
     };
@@ -373,11 +376,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       roll_back();
       throw;
     }
-    if (taken) {
-      named->second = backing.get();  // capacity is now held by the backing
-    } else {
-      roll_back();
-    }
+    if (!taken) roll_back();
   }
   if (!taken) {
     backing.reset();
@@ -508,7 +507,8 @@ void AdmissionCoordinator::release_backing_blocks(SequenceBacking& backing) noex
 void AdmissionCoordinator::release_backing(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   release_backing_blocks_locked(backing, /*last_holder=*/true);
-  release_sequence_locked(backing.domains(), backing.pages_, backing.sequence_, backing.request_, backing.request_id_);
+  live_.erase(&backing, backing.request_hash_);  // the id may be admitted again
+  release_sequence_locked(backing.domains(), backing.pages_, backing.sequence_, backing.request_);
 }
 
 void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing, bool last_holder) noexcept {
@@ -584,15 +584,15 @@ void AdmissionCoordinator::release_pages_locked(const std::vector<std::uint32_t>
 void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const Authority& sequence, const Authority& request,
                                             const std::string& request_id) noexcept {
+  const std::uint64_t h = RequestIndex::hash(request_id);
   std::lock_guard<std::mutex> lock(mutex_);
-  release_sequence_locked(domains, pages, sequence, request, request_id);
+  if (const SequenceBacking* named = live_.find(request_id, h)) live_.erase(named, h);  // the id may be admitted again
+  release_sequence_locked(domains, pages, sequence, request);
 }
 
 void AdmissionCoordinator::release_sequence_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                                                   const Authority& sequence, const Authority& request,
-                                                   const std::string& request_id) noexcept {
+                                                   const Authority& sequence, const Authority& request) noexcept {
   const auto bytes = checked::mul(pages, config_.page_bytes);
-  live_.erase(request_id);  // the id may be admitted again
   if (pages != 0)
     for (std::uint32_t d : domains) {
       if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
@@ -707,11 +707,10 @@ std::vector<CapacityHolder> AdmissionCoordinator::holders() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<CapacityHolder> out;
   out.reserve(live_.size());
-  for (const auto& [request_id, backing] : live_) {
-    if (!backing) continue;  // still being admitted
-    out.push_back({request_id, backing->sequence_authority(), backing->pages(), backing->domains(),
-                   backing->holder_count()});
-  }
+  live_.for_each([&](const SequenceBacking& backing) {
+    out.push_back({backing.request_id(), backing.sequence_authority(), backing.pages(), backing.domains(),
+                   backing.holder_count()});
+  });
   std::sort(out.begin(), out.end(), [](const CapacityHolder& a, const CapacityHolder& b) { return a.request_id < b.request_id; });
   return out;
 }

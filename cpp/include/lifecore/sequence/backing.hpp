@@ -120,6 +120,7 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   Authority sequence_;
   Authority request_;
   std::string request_id_;
+  std::uint64_t request_hash_ = 0;  // RequestIndex::hash(request_id_), set at admission
   std::uint64_t fit_pages_;
   mutable std::mutex mutex_;
   // Parallel to domains_: the first domain's inline (most sequences have one domain).

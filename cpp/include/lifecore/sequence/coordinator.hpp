@@ -13,7 +13,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "lifecore/sequence/backing.hpp"
 #include "lifecore/sequence/block_arena.hpp"
 #include "lifecore/sequence/page_memory.hpp"
+#include "lifecore/sequence/request_index.hpp"
 
 namespace lifecore::sequence {
 
@@ -222,9 +222,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // advance the physical-memory source).
   bool take_admission_locked(SequenceBacking& backing, std::uint64_t pages);
   void release_pages_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
+  // release_sequence less the request id's entry (its callers remove that).
   void release_sequence_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                               const Authority& sequence, const Authority& request,
-                               const std::string& request_id) noexcept;
+                               const Authority& sequence, const Authority& request) noexcept;
   void bump_and_notify_locked(std::size_t slot) noexcept;
   // ClosedError when closed or when the device of the page memory is (which closes this).
   void require_open_locked(const char* operation);
@@ -249,8 +249,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
   std::shared_ptr<const std::vector<std::uint32_t>> all_domains_;  // 0 .. domains - 1: "every domain"
-  // Live request ids and their backings (null while the admission is still preparing pages).
-  std::unordered_map<std::string, const SequenceBacking*> live_;  // holders() sorts
+  // Live request ids and their backings (holders() sorts).
+  RequestIndex live_;
   // Waiters indexed by source slot (slot_of).
   std::vector<std::unordered_set<WaiterState*>> waiters_;
 };
