@@ -741,8 +741,13 @@ void bind_admission(nb::module_& m) {
   nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot.")
       .def("open_session", [](ResourcesHandle& h) {
         h.get("open_session");
-        return h.resources->open_session();
-      }, "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
+        // Made inside its Python object: no allocation of its own. A refusal leaves the
+        // object unready, and it goes without running a destructor.
+        nb::object session = nb::inst_alloc(nb::type<SequenceSession>());
+        new (nb::inst_ptr<SequenceSession>(session)) SequenceSession(h.resources->open_session_here());
+        nb::inst_mark_ready(session);
+        return session;
+      }, nb::sig("def open_session(self) -> SequenceSession"), "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
          "when a session was already opened (by any holder); ClosedError once this handle is closed.")
       .def_prop_ro("request_id", [](const ResourcesHandle& h) { return h.get("request_id").request_id(); },
                    "The request id it was admitted under. ClosedError once this handle is closed (as every property "
