@@ -743,7 +743,8 @@ void bind_admission(nb::module_& m) {
         h.get("open_session");
         // Made inside its Python object: no allocation of its own. A refusal leaves the
         // object unready, and it goes without running a destructor.
-        nb::object session = nb::inst_alloc(nb::type<SequenceSession>());
+        static const nb::handle session_type = nb::type<SequenceSession>();  // bound for the module's life
+        nb::object session = nb::inst_alloc(session_type);
         new (nb::inst_ptr<SequenceSession>(session)) SequenceSession(h.resources->open_session_here());
         nb::inst_mark_ready(session);
         return session;

@@ -91,8 +91,7 @@ void SequenceBacking::adopt(PreparedPages& prepared) {
   prepared.logical_pages_ = 0;
 }
 
-void SequenceBacking::reserve(std::uint64_t pages) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void SequenceBacking::reserve_unshared(std::uint64_t pages) {
   for (std::size_t i = 0; i < domains_->size(); ++i) {
     auto& d = ids_of(i);
     if (pages > d.current.capacity) grow_locked(d, pages);

@@ -273,7 +273,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   const std::uint64_t request_hash = RequestIndex::hash(request.request_id);  // once: the release reuses it
   backing->request_hash_ = request_hash;
   constexpr std::uint64_t speculative_id_room = 4096;  // pages per domain (16 KiB of ids)
-  if (prompt_pages <= speculative_id_room) backing->reserve(prompt_pages);
+  if (prompt_pages <= speculative_id_room) backing->reserve_unshared(prompt_pages);
 
   std::uint64_t physical_epoch = 0;
   bool taken = false;
@@ -344,7 +344,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       return deferred;
     }
     // It fits, so the pages exist: room for their ids is in proportion to them.
-    if (prompt_pages > speculative_id_room) backing->reserve(prompt_pages);
+    if (prompt_pages > speculative_id_room) backing->reserve_unshared(prompt_pages);
     // Both authorities first (they may refuse), then the claims: a refusal changes nothing.
     const Authority sequence = sequence_ids_.acquire();
     Authority request_authority;
@@ -512,7 +512,9 @@ void AdmissionCoordinator::release_backing(SequenceBacking& backing) noexcept {
 }
 
 void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing, bool last_holder) noexcept {
-  std::lock_guard<std::mutex> backing_lock(backing.mutex_);
+  // The last holder gone, nobody else can reach the backing (holders() waits for this lock).
+  std::unique_lock<std::mutex> backing_lock(backing.mutex_, std::defer_lock);
+  if (!last_holder) backing_lock.lock();
   if (backing.pages_ == 0) return;
   const auto& domains = backing.domains();
   for (std::size_t j = domains.size(); j-- > 0;) {

@@ -80,9 +80,6 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
 
   // Takes over prepared pages (already claimed logically).
   void adopt(PreparedPages& prepared);
-  // Room for `pages` ids per domain before any is held: an admission takes the prompt's ids
-  // straight into it (AdmissionCoordinator::admit), so no id is copied.
-  void reserve(std::uint64_t pages);
   // Runs of consecutive ids over the first `pages` pages, domain by domain.
   std::vector<BackingExtent> extents(std::uint64_t pages) const;
   // The first `pages` ids of domain `slot` (an index into domains()).
@@ -112,6 +109,9 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
     std::vector<Storage> retired;  // outgrown storage a view still read when it was outgrown
   };
   void grow_locked(DomainIds& ids, std::uint64_t needed);
+  // Room for `pages` ids per domain before any is held and before the backing is shared (no
+  // lock): an admission takes the prompt's ids straight into it, so no id is copied.
+  void reserve_unshared(std::uint64_t pages);
   DomainIds& ids_of(std::size_t slot) noexcept { return slot == 0 ? first_ids_ : more_ids_[slot - 1]; }
   const DomainIds& ids_of(std::size_t slot) const noexcept { return slot == 0 ? first_ids_ : more_ids_[slot - 1]; }
 
