@@ -9,6 +9,7 @@
 #include "lifecore/sequence/backing.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/waiter.hpp"
+#include "sequence/recycling_allocator.hpp"
 
 namespace lifecore::sequence {
 namespace {
@@ -268,7 +269,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   // under the lock of the claim: one lock round trip, no id copied. Until it holds the
   // authorities it claims nothing, so dropping it on a refusal returns nothing. Room for a
   // small prompt is made here too; a large one's only once it is known to fit (below).
-  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), shared_domains, Authority{}, Authority{},
+  auto backing = make_recycled<SequenceBacking>(shared_from_this(), shared_domains, Authority{}, Authority{},
                                                    request.request_id, fit_pages);
   const std::uint64_t request_hash = RequestIndex::hash(request.request_id);  // once: the release reuses it
   backing->request_hash_ = request_hash;
@@ -382,8 +383,8 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     backing.reset();
     return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
   }
-  auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
-  return Admitted{std::make_shared<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
+  auto snapshot = make_recycled<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
+  return Admitted{make_recycled<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
                                                               std::move(backing), std::move(snapshot))};
 }
 

@@ -6,6 +6,7 @@
 #include "lifecore/checked.hpp"
 #include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/waiter.hpp"
+#include "sequence/recycling_allocator.hpp"
 #include "sequence/session_state.hpp"
 
 namespace lifecore::sequence {
@@ -70,7 +71,7 @@ const char* phase_name(SessionPhase phase) noexcept {
 // ---------------- SequenceSession ----------------
 
 SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> resources)
-    : state_(std::make_shared<SessionState>()) {
+    : state_(make_recycled<SessionState>()) {
   auto& s = *state_;
   s.sequence = resources->sequence_authority();
   s.request = resources->request_authority();
@@ -299,7 +300,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
       decision.reason = "a frame or participant flight became live; extend between frames";
     } else {
       if (delta > 0) seen->backing()->adopt(*prepared);
-      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages);
+      auto next = make_recycled<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages);
       replaced = std::move(s.current);
       s.current = next;
       s.generation = next->generation();
