@@ -170,9 +170,20 @@ std::vector<DomainConfig> parse_domains(nb::handle domains) {
   return out;
 }
 
+// A bound aggregate's object made in place (the type looked up once: bound for the module's
+// life).
+template <class T, class... Args>
+nb::object make_in_place(Args&&... args) {
+  static const nb::handle type = nb::type<T>();
+  nb::object o = nb::inst_alloc(type);
+  new (nb::inst_ptr<T>(o)) T{std::forward<Args>(args)...};
+  nb::inst_mark_ready(o);
+  return o;
+}
+
 nb::object admission_to_python(AdmissionDecision&& decision) {
   if (auto* a = std::get_if<Admitted>(&decision))
-    return nb::cast(AdmittedDecision{nb::cast(ResourcesHandle{std::move(a->resources)})});
+    return make_in_place<AdmittedDecision>(make_in_place<ResourcesHandle>(std::move(a->resources)));
   if (auto* d = std::get_if<AdmissionDeferred>(&decision))
     return nb::cast(std::make_shared<AdmissionDeferred>(std::move(*d)));
   return nb::cast(std::get<AdmissionRejected>(std::move(decision)));

@@ -299,15 +299,18 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       }
     } reservation{live_, backing.get(), request_hash};
 
-    AdmissionRejected rejected{id_, request.request_id, {}, {}};
-    for (std::uint32_t d : domains)
-      if (fit_bytes > config_.domains[d].maximum_bytes) {
-        rejected.blockers.push_back({BlockerKind::permanent_domain_maximum, domain_source(d)});
-        if (rejected.reason.empty())
-          rejected.reason = "fit demand of " + std::to_string(fit_bytes) + " bytes exceeds the maximum of domain '" +
-                            config_.domains[d].name + "' (" + std::to_string(config_.domains[d].maximum_bytes) + " bytes)";
-      }
-    if (!rejected.blockers.empty()) return rejected;
+    const auto beyond_maximum = [&](std::uint32_t d) { return fit_bytes > config_.domains[d].maximum_bytes; };
+    if (std::any_of(domains.begin(), domains.end(), beyond_maximum)) {
+      AdmissionRejected rejected{id_, request.request_id, {}, {}};
+      for (std::uint32_t d : domains)
+        if (beyond_maximum(d)) {
+          rejected.blockers.push_back({BlockerKind::permanent_domain_maximum, domain_source(d)});
+          if (rejected.reason.empty())
+            rejected.reason = "fit demand of " + std::to_string(fit_bytes) + " bytes exceeds the maximum of domain '" +
+                              config_.domains[d].name + "' (" + std::to_string(config_.domains[d].maximum_bytes) + " bytes)";
+        }
+      return rejected;
+    }
 
     std::vector<CapacityBlocker> blockers;
     bool blocking = false, growth = false;
