@@ -257,7 +257,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     if (named_domains != *all_domains_)
       shared_domains = std::make_shared<const std::vector<std::uint32_t>>(std::move(named_domains));
   }
-  const std::vector<std::uint32_t>& domains = *shared_domains;
+  const std::vector<std::uint32_t>& domains = *shared_domains;  // the backing keeps it from below
   const auto prompt = static_cast<std::uint64_t>(request.prompt_tokens);
   const auto fit = static_cast<std::uint64_t>(request.fit_tokens);
   const std::uint64_t prompt_pages = pages_for(prompt, "admit: prompt_tokens in pages");
@@ -269,8 +269,8 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   // under the lock of the claim: one lock round trip, no id copied. Until it holds the
   // authorities it claims nothing, so dropping it on a refusal returns nothing. Room for a
   // small prompt is made here too; a large one's only once it is known to fit (below).
-  auto backing = make_recycled<SequenceBacking>(shared_from_this(), shared_domains, Authority{}, Authority{},
-                                                   request.request_id, fit_pages);
+  auto backing = make_recycled<SequenceBacking>(shared_from_this(), std::move(shared_domains), Authority{},
+                                                Authority{}, request.request_id, fit_pages);
   const std::uint64_t request_hash = RequestIndex::hash(request.request_id);  // once: the release reuses it
   backing->request_hash_ = request_hash;
   constexpr std::uint64_t speculative_id_room = 4096;  // pages per domain (16 KiB of ids)
@@ -382,13 +382,12 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     }
     if (!taken) roll_back();
   }
-  if (!taken) {
-    backing.reset();
+  if (!taken) {  // the backing, claiming nothing now, goes with this scope
     return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
   }
   auto snapshot = make_recycled<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
   return Admitted{make_recycled<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
-                                                              std::move(backing), std::move(snapshot))};
+                                                           std::move(backing), std::move(snapshot))};
 }
 
 AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
