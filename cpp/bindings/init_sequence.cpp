@@ -58,6 +58,23 @@ struct AdmittedDecision {
   const ResourcesHandle& handle() const { return nb::cast<const ResourcesHandle&>(resources); }
 };
 
+// Lets go of a hold on admitted resources. When it may be the last (their capacity goes back,
+// and the coordinator, with its arena, may go too) that happens without the GIL; any other
+// drop is a reference count, not worth a GIL round trip. (Should another holder let go
+// meanwhile, the release runs with the GIL held, as an admission's claim does.)
+void let_go(std::shared_ptr<AdmittedSequenceResources>&& resources) {
+  auto dropping = std::move(resources);  // taken with the GIL: the holder is Python's
+  if (dropping.use_count() > 1) return;
+  nb::gil_scoped_release release;
+  dropping.reset();
+}
+
+void close_session(SequenceSession& s) {
+  auto holds = s.close_handing_over();
+  holds.current.reset();  // a snapshot observes: no capacity
+  let_go(std::move(holds.resources));
+}
+
 // A repr names an enum member as Python does (its bound name), never by its number.
 template <class Enum>
 std::string member_name(Enum value) {
@@ -721,7 +738,7 @@ void bind_session(nb::module_& m) {
                    "Frames retired so far (committed or discarded), step() included.")
       .def_prop_ro("receipt", &SequenceSession::receipt, "The TerminalReceipt once COMPLETED or ABORTED; None before.")
       .def_prop_ro("closed", &SequenceSession::is_closed, "True once close() ran (or its with block ended).")
-      .def("close", &SequenceSession::close, nb::call_guard<nb::gil_scoped_release>(),
+      .def("close", &close_session,
            "Drop the session now: fails it closed unless terminal. Pages this frees go back to the device "
            "without the GIL.")
       .def("__repr__", [](const SequenceSession& s) {
@@ -730,10 +747,7 @@ void bind_session(nb::module_& m) {
                ", phase=" + member_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
       })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> SequenceSession"))
-      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) {
-             nb::gil_scoped_release release;  // the last holder frees device pages
-             s.close();
-           },
+      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) { close_session(s); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   m.def("acquire_frames", [](nb::handle sessions) {
@@ -779,17 +793,9 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); },
                    "The BackingSnapshot granted at admission (generation 1, covering the prompt).")
       .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; }, "True once this handle let go (close()).")
-      .def("close", [](ResourcesHandle& h) {
-        auto dropping = std::move(h.resources);  // taken with the GIL: the handle is Python's
-        nb::gil_scoped_release release;          // the last holder frees device pages without it
-        dropping.reset();
-      }, "Let go of this hold; capacity returns when the last holder goes.")
+      .def("close", [](ResourcesHandle& h) { let_go(std::move(h.resources)); }, "Let go of this hold; capacity returns when the last holder goes.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmittedSequenceResources"))
-      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) {
-             auto dropping = std::move(h.resources);
-             nb::gil_scoped_release release;
-             dropping.reset();
-           },
+      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) { let_go(std::move(h.resources)); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted.")

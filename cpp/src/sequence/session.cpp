@@ -89,18 +89,20 @@ SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> reso
 SequenceSession::~SequenceSession() { close(); }
 
 void SequenceSession::close() noexcept {
-  std::shared_ptr<AdmittedSequenceResources> resources;
-  std::shared_ptr<const BackingSnapshot> current;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->handle_closed) return;
-    state_->handle_closed = true;
-    // Dropped before a terminal state: fail closed. A terminal session is left alone.
-    if (state_->active_locked()) state_->phase = SessionPhase::fail_closed;
-    resources = std::move(state_->resources);
-    current = std::move(state_->current);
-  }
   // Released outside the session lock; the last holder returns the capacity.
+  close_handing_over();
+}
+
+SequenceSession::Holds SequenceSession::close_handing_over() noexcept {
+  Holds holds;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->handle_closed) return holds;
+  state_->handle_closed = true;
+  // Dropped before a terminal state: fail closed. A terminal session is left alone.
+  if (state_->active_locked()) state_->phase = SessionPhase::fail_closed;
+  holds.resources = std::move(state_->resources);
+  holds.current = std::move(state_->current);
+  return holds;
 }
 
 bool SequenceSession::is_closed() const noexcept {
