@@ -471,19 +471,22 @@ AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const s
 
 bool AdmissionCoordinator::take_admission_locked(SequenceBacking& backing, std::uint64_t pages) {
   const auto& domains = backing.domains();
+  // The domains taken before domain i give their ids back (last first).
+  const auto give_back_before = [&](std::size_t i) noexcept {
+    for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(backing.ids_of(j).current.data.get(), pages);
+    if (i > 0) bump_and_notify_locked(domains_.size() + 1);
+  };
   for (std::size_t i = 0; i < domains.size(); ++i) {
     bool took = false;
     try {
       took = !config_.memory->closed() && config_.memory->take_permitted() &&
              domains_[domains[i]].arena.take(pages, backing.ids_of(i).current.data.get());
     } catch (...) {
-      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(backing.ids_of(j).current.data.get(), pages);
+      give_back_before(i);
       throw;
     }
     if (!took) {
-      // The domains taken before this one give their ids back (last first).
-      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(backing.ids_of(j).current.data.get(), pages);
-      if (i > 0) bump_and_notify_locked(domains_.size() + 1);
+      give_back_before(i);
       return false;
     }
   }

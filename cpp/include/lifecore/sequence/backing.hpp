@@ -41,11 +41,12 @@ struct BlockIds {
   std::size_t count = 0;
 };
 
-// Block ids taken for an admission or an extension but not yet published: given back (and
-// the logical claim released, which wakes waiters) unless adopted by a backing.
+// Block ids taken for an extension but not yet published: given back (and the logical claim
+// released, which wakes waiters) unless adopted by a backing. (An admission takes its ids
+// straight into its new backing, under the lock of its claim.)
 class PreparedPages {
  public:
-  // Both must outlive this object (it lives on the stack of an admission or extension).
+  // Both must outlive this object (it lives on the stack of an extension).
   PreparedPages(AdmissionCoordinator& coordinator, const std::vector<std::uint32_t>& domains);
   ~PreparedPages();
   PreparedPages(const PreparedPages&) = delete;

@@ -217,7 +217,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint64_t epoch_locked(std::size_t slot) const;
   // `last_holder`: called as the backing goes (no view of its ids can be made any more).
   void release_backing_blocks_locked(SequenceBacking& backing, bool last_holder) noexcept;
-  // An admission's ids, taken straight into its new backing (room made by reserve); false,
+  // An admission's ids, taken straight into its new backing (room made by reserve_unshared); false,
   // nothing taken, when the page memory refuses a domain (ids of earlier domains go back and
   // advance the physical-memory source).
   bool take_admission_locked(SequenceBacking& backing, std::uint64_t pages);
