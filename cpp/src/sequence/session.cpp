@@ -78,7 +78,7 @@ SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> reso
   s.request_id = resources->request_id();
   s.fit_tokens = resources->fit_tokens();
   s.fit_pages = resources->fit_pages();
-  s.coordinator = resources->coordinator();
+  s.coordinator = resources->coordinator().get();
   s.tokens_per_page = s.coordinator->tokens_per_page();
   s.current = resources->initial_backing();
   s.initial = s.current;
@@ -133,7 +133,7 @@ void SequenceSession::write_release_capacity_sources(std::vector<CapacitySource>
 }
 
 const std::shared_ptr<AdmissionCoordinator>& SequenceSession::state_coordinator() const noexcept {
-  return state_->coordinator;
+  return state_->initial->coordinator();
 }
 
 std::uint64_t SequenceSession::epoch() const noexcept { return state_->epoch; }
@@ -460,7 +460,7 @@ namespace {
 void table_source_locked(const SessionState& s, std::uint32_t domain_index, const Authority& known,
                          std::uint64_t written, SequenceSession::TableSource& out) {
   const BackingSnapshot& current = *s.current;
-  out.coordinator = s.coordinator.get();
+  out.coordinator = s.coordinator;
   out.pages = current.pages();
   out.sequence = s.sequence;
   if (out.sequence == known && out.pages == written) {
