@@ -29,6 +29,15 @@
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/device_arena_memory.hpp"
 
+// The objects an admission makes (Admitted, its resources, the session) are dropped at the
+// rate sequences come and go: where nanobind can (3.1 on), a dead one is kept and revived for
+// the next (no allocation, no registry update either way).
+#if NB_VERSION_MAJOR > 3 || (NB_VERSION_MAJOR == 3 && NB_VERSION_MINOR >= 1)
+#define LIFECORE_RECYCLED , nb::pooled()
+#else
+#define LIFECORE_RECYCLED
+#endif
+
 namespace lifecore::bindings {
 
 void init_sequence_arena(nb::module_& m);  // init_sequence_arena.cpp
@@ -627,7 +636,7 @@ void bind_frames_and_flights(nb::module_& m) {
 }
 
 void bind_session(nb::module_& m) {
-  nb::class_<SequenceSession>(m, "SequenceSession", "The lifecycle of one generated sequence.")
+  nb::class_<SequenceSession>(m, "SequenceSession", "The lifecycle of one generated sequence." LIFECORE_RECYCLED)
       .def_prop_ro("resources", [](const SequenceSession& s) {
         return ResourcesHandle{s.resources()};
       }, "A new AdmittedSequenceResources hold on this session's admission (closing it leaves the session "
@@ -763,7 +772,8 @@ void bind_session(nb::module_& m) {
 }
 
 void bind_admission(nb::module_& m) {
-  nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot.")
+  nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot."
+                              LIFECORE_RECYCLED)
       .def("open_session", [](ResourcesHandle& h) {
         h.get("open_session");
         // Made inside its Python object: no allocation of its own. A refusal leaves the
@@ -798,7 +808,7 @@ void bind_admission(nb::module_& m) {
       .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) { let_go(std::move(h.resources)); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
-  nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted.")
+  nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted." LIFECORE_RECYCLED)
       .def_prop_ro("resources", [](const AdmittedDecision& a) { return a.resources; },
                    nb::sig("def resources(self) -> AdmittedSequenceResources"),
                    "The AdmittedSequenceResources granted: open_session() on it; closing it gives up this hold.")
