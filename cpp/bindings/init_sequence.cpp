@@ -67,13 +67,16 @@ struct AdmittedDecision {
   const ResourcesHandle& handle() const { return nb::cast<const ResourcesHandle&>(resources); }
 };
 
-// Lets go of a hold on admitted resources. When it may be the last (their capacity goes back,
-// and the coordinator, with its arena, may go too) that happens without the GIL; any other
-// drop is a reference count, not worth a GIL round trip. (Should another holder let go
-// meanwhile, the release runs with the GIL held, as an admission's claim does.)
+// Lets go of a hold on admitted resources. Returning capacity moves block ids within the
+// arena (no device call), which is not worth a GIL round trip; only when the coordinator may
+// go too (its arena's memory goes back to the device) does the drop happen without the GIL.
+// The resources hold at most two references to it (their backing's and their initial
+// snapshot's). (Should other holders let go meanwhile, that rare last drop runs with the GIL
+// held, as an admission's claim does: slower for other threads, never a deadlock, since the
+// core never waits for the GIL.)
 void let_go(std::shared_ptr<AdmittedSequenceResources>&& resources) {
   auto dropping = std::move(resources);  // taken with the GIL: the holder is Python's
-  if (dropping.use_count() > 1) return;
+  if (!dropping || dropping.use_count() > 1 || dropping->coordinator().use_count() > 2) return;
   nb::gil_scoped_release release;
   dropping.reset();
 }
@@ -748,8 +751,8 @@ void bind_session(nb::module_& m) {
       .def_prop_ro("receipt", &SequenceSession::receipt, "The TerminalReceipt once COMPLETED or ABORTED; None before.")
       .def_prop_ro("closed", &SequenceSession::is_closed, "True once close() ran (or its with block ended).")
       .def("close", &close_session,
-           "Drop the session now: fails it closed unless terminal. Pages this frees go back to the device "
-           "without the GIL.")
+           "Drop the session now: fails it closed unless terminal. The capacity this frees goes back to the "
+           "coordinator (its arena; device memory only goes back with the coordinator, then without the GIL).")
       .def("__repr__", [](const SequenceSession& s) {
         auto a = s.sequence_authority();
         return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
