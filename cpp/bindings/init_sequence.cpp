@@ -786,7 +786,8 @@ void bind_admission(nb::module_& m) {
         new (nb::inst_ptr<SequenceSession>(session)) SequenceSession(h.resources->open_session_here());
         nb::inst_mark_ready(session);
         return session;
-      }, nb::sig("def open_session(self) -> SequenceSession"), "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
+      }, nb::sig("def open_session(self) -> SequenceSession"),
+         "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
          "when a session was already opened (by any holder); ClosedError once this handle is closed.")
       .def_prop_ro("request_id", [](const ResourcesHandle& h) { return h.get("request_id").request_id(); },
                    "The request id it was admitted under. ClosedError once this handle is closed (as every property "
@@ -806,7 +807,8 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); },
                    "The BackingSnapshot granted at admission (generation 1, covering the prompt).")
       .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; }, "True once this handle let go (close()).")
-      .def("close", [](ResourcesHandle& h) { let_go(std::move(h.resources)); }, "Let go of this hold; capacity returns when the last holder goes.")
+      .def("close", [](ResourcesHandle& h) { let_go(std::move(h.resources)); },
+           "Let go of this hold; capacity returns when the last holder goes.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmittedSequenceResources"))
       .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) { let_go(std::move(h.resources)); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());

@@ -73,8 +73,9 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   static constexpr std::uint64_t min_id_room = 16;
 
   // `domains` is shared with the snapshots (and, for "every domain", with the coordinator).
-  SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::shared_ptr<const std::vector<std::uint32_t>> domains,
-                  Authority sequence, Authority request, std::string request_id, std::uint64_t fit_pages);
+  SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator,
+                  std::shared_ptr<const std::vector<std::uint32_t>> domains, Authority sequence, Authority request,
+                  std::string request_id, std::uint64_t fit_pages);
   ~SequenceBacking();  // returns what it holds; a backing never admitted (no authority) holds nothing
   SequenceBacking(const SequenceBacking&) = delete;
   SequenceBacking& operator=(const SequenceBacking&) = delete;
