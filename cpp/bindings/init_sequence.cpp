@@ -30,6 +30,15 @@
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/device_arena_memory.hpp"
 
+// The objects an admission makes (Admitted, its resources, the session) are dropped at the
+// rate sequences come and go: where nanobind can (3.1 on), a dead one is kept and revived for
+// the next (no allocation, no registry update either way).
+#if NB_VERSION_MAJOR > 3 || (NB_VERSION_MAJOR == 3 && NB_VERSION_MINOR >= 1)
+#define LIFECORE_RECYCLED , nb::pooled()
+#else
+#define LIFECORE_RECYCLED
+#endif
+
 namespace lifecore::bindings {
 
 void init_sequence_arena(nb::module_& m);       // init_sequence_arena.cpp
@@ -53,9 +62,32 @@ struct ResourcesHandle {
   }
 };
 
+// Holds its resources handle as the Python object itself (made with the decision, held by
+// value), so reading .resources is a reference count and not a new wrapper.
 struct AdmittedDecision {
-  std::shared_ptr<ResourcesHandle> resources;
+  nb::object resources;
+  const ResourcesHandle& handle() const { return nb::cast<const ResourcesHandle&>(resources); }
 };
+
+// Lets go of a hold on admitted resources. Returning capacity moves block ids within the
+// arena (no device call), which is not worth a GIL round trip; only when the coordinator may
+// go too (its arena's memory goes back to the device) does the drop happen without the GIL.
+// The resources hold at most two references to it (their backing's and their initial
+// snapshot's). (Should other holders let go meanwhile, that rare last drop runs with the GIL
+// held, as an admission's claim does: slower for other threads, never a deadlock, since the
+// core never waits for the GIL.)
+void let_go(std::shared_ptr<AdmittedSequenceResources>&& resources) {
+  auto dropping = std::move(resources);  // taken with the GIL: the holder is Python's
+  if (!dropping || dropping.use_count() > 1 || dropping->coordinator().use_count() > 2) return;
+  nb::gil_scoped_release release;
+  dropping.reset();
+}
+
+void close_session(SequenceSession& s) {
+  auto holds = s.close_handing_over();
+  holds.current.reset();  // a snapshot observes: no capacity
+  let_go(std::move(holds.resources));
+}
 
 // A repr names an enum member as Python does (its bound name), never by its number.
 template <class Enum>
@@ -169,9 +201,20 @@ std::vector<DomainConfig> parse_domains(nb::handle domains) {
   return out;
 }
 
+// A bound aggregate's object made in place (the type looked up once: bound for the module's
+// life).
+template <class T, class... Args>
+nb::object make_in_place(Args&&... args) {
+  static const nb::handle type = nb::type<T>();
+  nb::object o = nb::inst_alloc(type);
+  new (nb::inst_ptr<T>(o)) T{std::forward<Args>(args)...};
+  nb::inst_mark_ready(o);
+  return o;
+}
+
 nb::object admission_to_python(AdmissionDecision&& decision) {
   if (auto* a = std::get_if<Admitted>(&decision))
-    return nb::cast(AdmittedDecision{std::make_shared<ResourcesHandle>(ResourcesHandle{std::move(a->resources)})});
+    return make_in_place<AdmittedDecision>(make_in_place<ResourcesHandle>(std::move(a->resources)));
   if (auto* d = std::get_if<AdmissionDeferred>(&decision))
     return nb::cast(std::make_shared<AdmissionDeferred>(std::move(*d)));
   return nb::cast(std::get<AdmissionRejected>(std::move(decision)));
@@ -598,9 +641,9 @@ void bind_frames_and_flights(nb::module_& m) {
 }
 
 void bind_session(nb::module_& m) {
-  nb::class_<SequenceSession>(m, "SequenceSession", "The lifecycle of one generated sequence.")
+  nb::class_<SequenceSession>(m, "SequenceSession", "The lifecycle of one generated sequence." LIFECORE_RECYCLED)
       .def_prop_ro("resources", [](const SequenceSession& s) {
-        return std::make_shared<ResourcesHandle>(ResourcesHandle{s.resources()});
+        return ResourcesHandle{s.resources()};
       }, "A new AdmittedSequenceResources hold on this session's admission (closing it leaves the session "
          "open). ClosedError once the session is closed.")
       .def("write_release_capacity_sources", [](const SequenceSession& s, nb::handle out) {
@@ -709,19 +752,16 @@ void bind_session(nb::module_& m) {
                    "Frames retired so far (committed or discarded), step() included.")
       .def_prop_ro("receipt", &SequenceSession::receipt, "The TerminalReceipt once COMPLETED or ABORTED; None before.")
       .def_prop_ro("closed", &SequenceSession::is_closed, "True once close() ran (or its with block ended).")
-      .def("close", &SequenceSession::close, nb::call_guard<nb::gil_scoped_release>(),
-           "Drop the session now: fails it closed unless terminal. Pages this frees go back to the device "
-           "without the GIL.")
+      .def("close", &close_session,
+           "Drop the session now: fails it closed unless terminal. The capacity this frees goes back to the "
+           "coordinator (its arena; device memory only goes back with the coordinator, then without the GIL).")
       .def("__repr__", [](const SequenceSession& s) {
         auto a = s.sequence_authority();
         return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
                ", phase=" + member_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
       })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> SequenceSession"))
-      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) {
-             nb::gil_scoped_release release;  // the last holder frees device pages
-             s.close();
-           },
+      .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) { close_session(s); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   m.def("acquire_frames", [](nb::handle sessions) {
@@ -745,11 +785,19 @@ void bind_session(nb::module_& m) {
 }
 
 void bind_admission(nb::module_& m) {
-  nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot.")
+  nb::class_<ResourcesHandle>(m, "AdmittedSequenceResources", "What an admission granted; open_session() is one-shot."
+                              LIFECORE_RECYCLED)
       .def("open_session", [](ResourcesHandle& h) {
         h.get("open_session");
-        return h.resources->open_session();
-      }, "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
+        // Made inside its Python object: no allocation of its own. A refusal leaves the
+        // object unready, and it goes without running a destructor.
+        static const nb::handle session_type = nb::type<SequenceSession>();  // bound for the module's life
+        nb::object session = nb::inst_alloc(session_type);
+        new (nb::inst_ptr<SequenceSession>(session)) SequenceSession(h.resources->open_session_here());
+        nb::inst_mark_ready(session);
+        return session;
+      }, nb::sig("def open_session(self) -> SequenceSession"),
+         "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
          "when a session was already opened (by any holder); ClosedError once this handle is closed.")
       .def_prop_ro("request_id", [](const ResourcesHandle& h) { return h.get("request_id").request_id(); },
                    "The request id it was admitted under. ClosedError once this handle is closed (as every property "
@@ -769,24 +817,19 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); },
                    "The BackingSnapshot granted at admission (generation 1, covering the prompt).")
       .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; }, "True once this handle let go (close()).")
-      .def("close", [](ResourcesHandle& h) {
-        auto dropping = std::move(h.resources);  // taken with the GIL: the handle is Python's
-        nb::gil_scoped_release release;          // the last holder frees device pages without it
-        dropping.reset();
-      }, "Let go of this hold; capacity returns when the last holder goes.")
+      .def("close", [](ResourcesHandle& h) { let_go(std::move(h.resources)); },
+           "Let go of this hold; capacity returns when the last holder goes.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmittedSequenceResources"))
-      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) {
-             auto dropping = std::move(h.resources);
-             nb::gil_scoped_release release;
-             dropping.reset();
-           },
+      .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) { let_go(std::move(h.resources)); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
-  nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted.")
-      .def_ro("resources", &AdmittedDecision::resources,
-              "The AdmittedSequenceResources granted: open_session() on it; closing it gives up this hold.")
+  nb::class_<AdmittedDecision>(m, "Admitted", "Admission granted." LIFECORE_RECYCLED)
+      .def_prop_ro("resources", [](const AdmittedDecision& a) { return a.resources; },
+                   nb::sig("def resources(self) -> AdmittedSequenceResources"),
+                   "The AdmittedSequenceResources granted: open_session() on it; closing it gives up this hold.")
       .def("__repr__", [](const AdmittedDecision& a) {
-        return a.resources->resources ? "Admitted(" + quoted(a.resources->resources->request_id()) + ")" : std::string("Admitted(<closed>)");
+        const auto& h = a.handle();
+        return h.resources ? "Admitted(" + quoted(h.resources->request_id()) + ")" : std::string("Admitted(<closed>)");
       });
 
   nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator", "Capacity admission for sequences on one device.")

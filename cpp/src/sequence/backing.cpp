@@ -45,12 +45,15 @@ void PreparedPages::release_physical() noexcept {
   physical_pages_ = 0;
 }
 
-SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
-                                 Authority sequence, Authority request, std::string request_id, std::uint64_t fit_pages)
+SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator,
+                                 std::shared_ptr<const std::vector<std::uint32_t>> domains, Authority sequence,
+                                 Authority request, std::string request_id, std::uint64_t fit_pages)
     : coordinator_(std::move(coordinator)), domains_(std::move(domains)), sequence_(sequence), request_(request),
-      request_id_(std::move(request_id)), fit_pages_(fit_pages), ids_(domains_.size()) {}
+      request_id_(std::move(request_id)), fit_pages_(fit_pages), more_ids_(domains_->size() - 1) {}
 
 SequenceBacking::~SequenceBacking() {
+  // An admission refused before its claims made no authority: nothing was claimed.
+  if (sequence_.generation == 0) return;
   // Ids first (overwritten with -1 before anyone can take them again), then the logical release.
   coordinator_->release_backing(*this);
 }
@@ -74,44 +77,53 @@ void SequenceBacking::adopt(PreparedPages& prepared) {
   const std::uint64_t delta = prepared.physical_pages_;
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint64_t total = pages_ + delta;  // bounded by the request's fit pages
-  for (std::size_t i = 0; i < ids_.size() && delta != 0; ++i) {
-    auto& d = ids_[i];
+  const std::size_t count = domains_->size();
+  for (std::size_t i = 0; i < count && delta != 0; ++i) {
+    auto& d = ids_of(i);
     if (total > d.current.capacity) grow_locked(d, total);
   }
-  for (std::size_t i = 0; i < ids_.size() && delta != 0; ++i)
-    std::memcpy(ids_[i].current.data.get() + pages_, prepared.ids.data() + i * delta, delta * sizeof(std::int32_t));
+  for (std::size_t i = 0; i < count && delta != 0; ++i)
+    std::memcpy(ids_of(i).current.data.get() + pages_, prepared.ids.data() + i * delta, delta * sizeof(std::int32_t));
   pages_ += prepared.logical_pages_;
-  if (delta != 0) takes_ += ids_.size();
+  if (delta != 0) takes_ += count;
   prepared.ids.clear();
   prepared.physical_pages_ = 0;
   prepared.logical_pages_ = 0;
 }
 
+void SequenceBacking::reserve_unshared(std::uint64_t pages) {
+  for (std::size_t i = 0; i < domains_->size(); ++i) {
+    auto& d = ids_of(i);
+    if (pages > d.current.capacity) grow_locked(d, pages);
+  }
+}
+
 std::vector<BackingExtent> SequenceBacking::extents(std::uint64_t pages) const {
   // The ids are copied under this backing's lock, the runs found under the coordinator's
   // (which names the chunks): never both at once here.
-  std::vector<std::vector<std::int32_t>> copies(ids_.size());
+  std::vector<std::vector<std::int32_t>> copies(domains_->size());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     pages = std::min(pages, pages_);
-    for (std::size_t i = 0; i < ids_.size(); ++i)
-      if (pages != 0) copies[i].assign(ids_[i].current.data.get(), ids_[i].current.data.get() + pages);
+    for (std::size_t i = 0; i < copies.size(); ++i)
+      if (pages != 0) copies[i].assign(ids_of(i).current.data.get(), ids_of(i).current.data.get() + pages);
   }
   std::vector<BackingExtent> out;
-  for (std::size_t i = 0; i < copies.size(); ++i) coordinator_->append_runs(domains_[i], copies[i], out);
+  for (std::size_t i = 0; i < copies.size(); ++i) coordinator_->append_runs((*domains_)[i], copies[i], out);
   return out;
 }
 
 BlockIds SequenceBacking::block_ids(std::size_t slot, std::uint64_t pages) const {
+  if (slot >= domains_->size()) raise(ErrorKind::InvalidArgument, "block_ids: no such domain slot");
   std::lock_guard<std::mutex> lock(mutex_);
-  const auto& storage = ids_.at(slot).current;
+  const auto& storage = ids_of(slot).current;
   return {std::shared_ptr<const std::int32_t>(storage.data, storage.data.get()),
           static_cast<std::size_t>(std::min(pages, pages_))};
 }
 
 void SequenceBacking::copy_ids(std::size_t slot, std::uint64_t pages, std::int32_t* out) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (pages != 0) std::memcpy(out, ids_[slot].current.data.get(), std::min(pages, pages_) * sizeof(std::int32_t));
+  if (pages != 0) std::memcpy(out, ids_of(slot).current.data.get(), std::min(pages, pages_) * sizeof(std::int32_t));
 }
 
 void SequenceBacking::copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages,
@@ -119,7 +131,7 @@ void SequenceBacking::copy_ids_from(std::size_t slot, std::uint64_t first, std::
   std::lock_guard<std::mutex> lock(mutex_);
   pages = std::min(pages, pages_);
   if (pages > first)
-    std::memcpy(out + first, ids_[slot].current.data.get() + first, (pages - first) * sizeof(std::int32_t));
+    std::memcpy(out + first, ids_of(slot).current.data.get() + first, (pages - first) * sizeof(std::int32_t));
 }
 
 std::uint64_t SequenceBacking::pages() const {
@@ -142,13 +154,13 @@ std::vector<BackingExtent> BackingSnapshot::extents() const {
 }
 
 BlockIds BackingSnapshot::block_ids(std::uint32_t domain_index) const {
-  auto it = std::find(domains_.begin(), domains_.end(), domain_index);
-  if (it == domains_.end())
+  auto it = std::find(domains_->begin(), domains_->end(), domain_index);
+  if (it == domains_->end())
     raise(ErrorKind::InvalidArgument, "BackingSnapshot.block_ids: the sequence holds no pages in domain '" +
                                           coordinator_->domain_name(domain_index) + "'");
   auto backing = backing_.lock();
   if (!backing) raise_released("block_ids");
-  return backing->block_ids(static_cast<std::size_t>(it - domains_.begin()), pages_);
+  return backing->block_ids(static_cast<std::size_t>(it - domains_->begin()), pages_);
 }
 
 }  // namespace lifecore::sequence

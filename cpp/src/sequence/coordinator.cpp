@@ -9,6 +9,7 @@
 #include "lifecore/sequence/backing.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/waiter.hpp"
+#include "sequence/recycling_allocator.hpp"
 
 namespace lifecore::sequence {
 namespace {
@@ -78,6 +79,9 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
 AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
     : id_(next_coordinator_id.fetch_add(1)), config_(std::move(config)), sequence_ids_(id_), request_ids_(id_) {
   domains_.resize(config_.domains.size());
+  std::vector<std::uint32_t> all(config_.domains.size());
+  for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+  all_domains_ = std::make_shared<const std::vector<std::uint32_t>>(std::move(all));
   waiters_.resize(source_count());
   try {
     for (std::size_t i = 0; i < domains_.size(); ++i) {
@@ -239,18 +243,21 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   if (request.fit_tokens < request.prompt_tokens)
     raise(ErrorKind::InvalidArgument, "admit: fit_tokens (" + std::to_string(request.fit_tokens) +
                                           ") must be at least prompt_tokens (" + std::to_string(request.prompt_tokens) + ")");
-  std::vector<std::uint32_t> domains;
-  if (request.domains.empty()) {
-    for (std::uint32_t i = 0; i < config_.domains.size(); ++i) domains.push_back(i);
-  } else {
+  // "Every domain" is one list the coordinator shares with its backings and snapshots.
+  std::shared_ptr<const std::vector<std::uint32_t>> shared_domains = all_domains_;
+  if (!request.domains.empty()) {
+    std::vector<std::uint32_t> named_domains;
     for (const auto& name : request.domains) {
       auto it = std::find_if(config_.domains.begin(), config_.domains.end(), [&](const DomainConfig& d) { return d.name == name; });
       if (it == config_.domains.end()) raise(ErrorKind::InvalidArgument, "admit: unknown capacity domain '" + name + "'");
-      domains.push_back(static_cast<std::uint32_t>(it - config_.domains.begin()));
+      named_domains.push_back(static_cast<std::uint32_t>(it - config_.domains.begin()));
     }
-    std::sort(domains.begin(), domains.end());
-    domains.erase(std::unique(domains.begin(), domains.end()), domains.end());
+    std::sort(named_domains.begin(), named_domains.end());
+    named_domains.erase(std::unique(named_domains.begin(), named_domains.end()), named_domains.end());
+    if (named_domains != *all_domains_)
+      shared_domains = std::make_shared<const std::vector<std::uint32_t>>(std::move(named_domains));
   }
+  const std::vector<std::uint32_t>& domains = *shared_domains;  // the backing keeps it from below
   const auto prompt = static_cast<std::uint64_t>(request.prompt_tokens);
   const auto fit = static_cast<std::uint64_t>(request.fit_tokens);
   const std::uint64_t prompt_pages = pages_for(prompt, "admit: prompt_tokens in pages");
@@ -258,27 +265,52 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   const std::uint64_t fit_bytes = checked::mul_or_throw(fit_pages, config_.page_bytes, "admit: fit pages * page_bytes");
   const std::uint64_t prompt_bytes = checked::mul_or_throw(prompt_pages, config_.page_bytes, "admit: prompt pages * page_bytes");
 
-  Authority sequence, request_authority;
+  // The backing is made before the lock and the prompt's ids are taken straight into it
+  // under the lock of the claim: one lock round trip, no id copied. Until it holds the
+  // authorities it claims nothing, so dropping it on a refusal returns nothing. Room for a
+  // small prompt is made here too; a large one's only once it is known to fit (below).
+  auto backing = make_recycled<SequenceBacking>(shared_from_this(), std::move(shared_domains), Authority{},
+                                                Authority{}, request.request_id, fit_pages);
+  const std::uint64_t request_hash = RequestIndex::hash(request.request_id);  // once: the release reuses it
+  backing->request_hash_ = request_hash;
+  constexpr std::uint64_t speculative_id_room = 4096;  // pages per domain (16 KiB of ids)
+  if (prompt_pages <= speculative_id_room) backing->reserve_unshared(prompt_pages);
+
   std::uint64_t physical_epoch = 0;
-  const SequenceBacking** named = nullptr;
+  bool taken = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     require_open_locked("admit");
     if (poisoned_) raise(ErrorKind::Capacity, "admit: the coordinator's accounting is inconsistent (poisoned)");
     // One live sequence per request id (as a serving engine keys its requests): a second
-    // admission under a live id is a caller error, refused before any claim.
-    if (live_.count(request.request_id))
+    // admission under a live id is a caller error, refused before any claim. The entry is
+    // made here, naming the backing, and goes again on every way out before the claims
+    // (nobody sees it before this lock is let go).
+    if (!live_.insert(backing.get(), request_hash))
       raise(ErrorKind::InvalidArgument, "admit: request id '" + request.request_id +
                                             "' is already live; complete or close its sequence first");
-    AdmissionRejected rejected{id_, request.request_id, {}, {}};
-    for (std::uint32_t d : domains)
-      if (fit_bytes > config_.domains[d].maximum_bytes) {
-        rejected.blockers.push_back({BlockerKind::permanent_domain_maximum, domain_source(d)});
-        if (rejected.reason.empty())
-          rejected.reason = "fit demand of " + std::to_string(fit_bytes) + " bytes exceeds the maximum of domain '" +
-                            config_.domains[d].name + "' (" + std::to_string(config_.domains[d].maximum_bytes) + " bytes)";
+    struct Reservation {
+      RequestIndex& live;
+      const SequenceBacking* backing;
+      std::uint64_t hash;
+      bool kept = false;
+      ~Reservation() {
+        if (!kept) live.erase(backing, hash);
       }
-    if (!rejected.blockers.empty()) return rejected;
+    } reservation{live_, backing.get(), request_hash};
+
+    const auto beyond_maximum = [&](std::uint32_t d) { return fit_bytes > config_.domains[d].maximum_bytes; };
+    if (std::any_of(domains.begin(), domains.end(), beyond_maximum)) {
+      AdmissionRejected rejected{id_, request.request_id, {}, {}};
+      for (std::uint32_t d : domains)
+        if (beyond_maximum(d)) {
+          rejected.blockers.push_back({BlockerKind::permanent_domain_maximum, domain_source(d)});
+          if (rejected.reason.empty())
+            rejected.reason = "fit demand of " + std::to_string(fit_bytes) + " bytes exceeds the maximum of domain '" +
+                              config_.domains[d].name + "' (" + std::to_string(config_.domains[d].maximum_bytes) + " bytes)";
+        }
+      return rejected;
+    }
 
     std::vector<CapacityBlocker> blockers;
     bool blocking = false, growth = false;
@@ -315,8 +347,11 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       deferred.capacity = capacity_locked();
       return deferred;
     }
+    // It fits, so the pages exist: room for their ids is in proportion to them.
+    if (prompt_pages > speculative_id_room) backing->reserve_unshared(prompt_pages);
     // Both authorities first (they may refuse), then the claims: a refusal changes nothing.
-    sequence = sequence_ids_.acquire();
+    const Authority sequence = sequence_ids_.acquire();
+    Authority request_authority;
     try {
       request_authority = request_ids_.acquire();
     } catch (...) {
@@ -324,33 +359,35 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       throw;
     }
     ++active_;  // below max_active_sequences (a u32), so it cannot wrap
-    // Reserved; the backing is named below (an element stays put while others come and go).
-    named = &live_.emplace(request.request_id, nullptr).first->second;
+    reservation.kept = true;  // from here the release below (or the backing's) erases it
     for (std::uint32_t d : domains) domains_[d].used += prompt_bytes;  // fits: prompt_bytes <= total - used
     physical_epoch = physical_epoch_;
-  }
+    backing->sequence_ = sequence;
+    backing->request_ = request_authority;
 
-  // Physical pages outside the lock. On failure the claims above roll back (pages before
-  // the slot), which bumps the epochs they touched, and the request waits on physical memory.
-  auto backing = std::make_shared<SequenceBacking>(shared_from_this(), std::move(domains), sequence,
-                                                   request_authority, request.request_id, fit_pages);
-  std::optional<PreparedPages> prepared(std::in_place, *this, backing->domains());
-  prepared->logical_pages_ = prompt_pages;
-  if (!prepared->allocate_physical(prompt_pages)) {
-    std::vector<std::uint32_t> held = backing->domains();
-    prepared.reset();  // physical extents first, then the logical pages
-    backing.reset();   // then the slot and the authorities
-    return physical_deferral(held, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
+    // Physical pages. On failure the claims roll back (pages before the slot), which bumps
+    // the epochs they touched, and the request waits on physical memory.
+    const auto roll_back = [&]() noexcept {
+      release_pages_locked(domains, prompt_pages);
+      live_.erase(backing.get(), request_hash);
+      release_sequence_locked(domains, 0, sequence, request_authority);
+      backing->sequence_ = Authority{};  // claims nothing now: its release returns nothing
+      backing->request_ = Authority{};
+    };
+    try {
+      taken = take_admission_locked(*backing, prompt_pages);
+    } catch (...) {
+      roll_back();
+      throw;
+    }
+    if (!taken) roll_back();
   }
-  backing->adopt(*prepared);
-  prepared.reset();
-  auto snapshot = std::make_shared<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    *named = backing.get();  // capacity is now held by the resources
+  if (!taken) {  // the backing, claiming nothing now, goes with this scope
+    return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
   }
-  return Admitted{std::make_shared<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
-                                                              std::move(backing), std::move(snapshot))};
+  auto snapshot = make_recycled<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
+  return Admitted{make_recycled<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
+                                                           std::move(backing), std::move(snapshot))};
 }
 
 AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
@@ -432,6 +469,33 @@ AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const s
   return FastExtension::taken;
 }
 
+bool AdmissionCoordinator::take_admission_locked(SequenceBacking& backing, std::uint64_t pages) {
+  const auto& domains = backing.domains();
+  // The domains taken before domain i give their ids back (last first).
+  const auto give_back_before = [&](std::size_t i) noexcept {
+    for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(backing.ids_of(j).current.data.get(), pages);
+    if (i > 0) bump_and_notify_locked(domains_.size() + 1);
+  };
+  for (std::size_t i = 0; i < domains.size(); ++i) {
+    bool took = false;
+    try {
+      took = !config_.memory->closed() && config_.memory->take_permitted() &&
+             domains_[domains[i]].arena.take(pages, backing.ids_of(i).current.data.get());
+    } catch (...) {
+      give_back_before(i);
+      throw;
+    }
+    if (!took) {
+      give_back_before(i);
+      return false;
+    }
+  }
+  live_takes_ += domains.size();
+  backing.pages_ = pages;
+  backing.takes_ = domains.size();
+  return true;
+}
+
 void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const std::int32_t* ids) noexcept {
   if (pages == 0 || domains.empty()) return;
@@ -443,23 +507,28 @@ void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& do
 
 void AdmissionCoordinator::release_backing_blocks(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_backing_blocks_locked(backing);
+  release_backing_blocks_locked(backing, /*last_holder=*/false);
 }
 
 void AdmissionCoordinator::release_backing(SequenceBacking& backing) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
-  release_backing_blocks_locked(backing);
-  release_sequence_locked(backing.domains_, backing.pages_, backing.sequence_, backing.request_, backing.request_id_);
+  release_backing_blocks_locked(backing, /*last_holder=*/true);
+  live_.erase(&backing, backing.request_hash_);  // the id may be admitted again
+  release_sequence_locked(backing.domains(), backing.pages_, backing.sequence_, backing.request_);
 }
 
-void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing) noexcept {
-  std::lock_guard<std::mutex> backing_lock(backing.mutex_);
+void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing, bool last_holder) noexcept {
+  // The last holder gone, nobody else can reach the backing (holders() waits for this lock).
+  std::unique_lock<std::mutex> backing_lock(backing.mutex_, std::defer_lock);
+  if (!last_holder) backing_lock.lock();
   if (backing.pages_ == 0) return;
-  for (std::size_t j = backing.domains_.size(); j-- > 0;) {
-    auto& ids = backing.ids_[j];
-    domains_[backing.domains_[j]].arena.give_back(ids.current.data.get(), backing.pages_);
-    // No view may show ids another sequence can now take.
-    std::fill_n(ids.current.data.get(), backing.pages_, -1);
+  const auto& domains = backing.domains();
+  for (std::size_t j = domains.size(); j-- > 0;) {
+    auto& ids = backing.ids_of(j);
+    domains_[domains[j]].arena.give_back(ids.current.data.get(), backing.pages_);
+    // No view may show ids another sequence can now take. Once the last holder went, no view
+    // can be made any more: a storage only the backing holds is freed unread, not overwritten.
+    if (!last_holder || ids.current.data.use_count() > 1) std::fill_n(ids.current.data.get(), backing.pages_, -1);
     for (auto& old : ids.retired) std::fill_n(old.data.get(), old.capacity, -1);
   }
   live_takes_ -= std::min(live_takes_, backing.takes_);
@@ -504,8 +573,13 @@ std::uint64_t AdmissionCoordinator::live_takes() const {
 
 void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept {
   if (pages == 0) return;
-  const auto bytes = checked::mul(pages, config_.page_bytes);
   std::lock_guard<std::mutex> lock(mutex_);
+  release_pages_locked(domains, pages);
+}
+
+void AdmissionCoordinator::release_pages_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept {
+  if (pages == 0) return;
+  const auto bytes = checked::mul(pages, config_.page_bytes);
   for (std::uint32_t d : domains) {
     if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
     domains_[d].used -= *bytes;
@@ -518,15 +592,15 @@ void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domai
 void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const Authority& sequence, const Authority& request,
                                             const std::string& request_id) noexcept {
+  const std::uint64_t h = RequestIndex::hash(request_id);
   std::lock_guard<std::mutex> lock(mutex_);
-  release_sequence_locked(domains, pages, sequence, request, request_id);
+  if (const SequenceBacking* named = live_.find(request_id, h)) live_.erase(named, h);  // the id may be admitted again
+  release_sequence_locked(domains, pages, sequence, request);
 }
 
 void AdmissionCoordinator::release_sequence_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                                                   const Authority& sequence, const Authority& request,
-                                                   const std::string& request_id) noexcept {
+                                                   const Authority& sequence, const Authority& request) noexcept {
   const auto bytes = checked::mul(pages, config_.page_bytes);
-  live_.erase(request_id);  // the id may be admitted again
   if (pages != 0)
     for (std::uint32_t d : domains) {
       if (!bytes || domains_[d].used < *bytes) { poisoned_ = true; continue; }
@@ -641,11 +715,10 @@ std::vector<CapacityHolder> AdmissionCoordinator::holders() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<CapacityHolder> out;
   out.reserve(live_.size());
-  for (const auto& [request_id, backing] : live_) {
-    if (!backing) continue;  // still being admitted
-    out.push_back({request_id, backing->sequence_authority(), backing->pages(), backing->domains(),
-                   backing->holder_count()});
-  }
+  live_.for_each([&](const SequenceBacking& backing) {
+    out.push_back({backing.request_id(), backing.sequence_authority(), backing.pages(), backing.domains(),
+                   backing.holder_count()});
+  });
   std::sort(out.begin(), out.end(), [](const CapacityHolder& a, const CapacityHolder& b) { return a.request_id < b.request_id; });
   return out;
 }

@@ -13,11 +13,15 @@ AdmittedSequenceResources::AdmittedSequenceResources(std::string request_id, std
       fit_pages_(fit_pages), backing_(std::move(backing)), initial_(std::move(initial)) {}
 
 std::unique_ptr<SequenceSession> AdmittedSequenceResources::open_session() {
+  return std::unique_ptr<SequenceSession>(new SequenceSession(open_session_here()));
+}
+
+SequenceSession AdmittedSequenceResources::open_session_here() {
   // One incarnation per logical sequence: the first opener wins, every other is refused.
   if (opened_.exchange(true))
     raise(ErrorKind::SessionState,
           "open_session: the sequence is already bound to a session (a logical sequence has one incarnation)");
-  return std::make_unique<SequenceSession>(shared_from_this());
+  return SequenceSession(shared_from_this());
 }
 
 }  // namespace lifecore::sequence

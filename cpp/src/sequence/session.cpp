@@ -6,6 +6,7 @@
 #include "lifecore/checked.hpp"
 #include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/waiter.hpp"
+#include "sequence/recycling_allocator.hpp"
 #include "sequence/session_state.hpp"
 
 namespace lifecore::sequence {
@@ -70,14 +71,14 @@ const char* phase_name(SessionPhase phase) noexcept {
 // ---------------- SequenceSession ----------------
 
 SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> resources)
-    : state_(std::make_shared<SessionState>()) {
+    : state_(make_recycled<SessionState>()) {
   auto& s = *state_;
   s.sequence = resources->sequence_authority();
   s.request = resources->request_authority();
   s.request_id = resources->request_id();
   s.fit_tokens = resources->fit_tokens();
   s.fit_pages = resources->fit_pages();
-  s.coordinator = resources->coordinator();
+  s.coordinator = resources->coordinator().get();
   s.tokens_per_page = s.coordinator->tokens_per_page();
   s.current = resources->initial_backing();
   s.initial = s.current;
@@ -88,18 +89,20 @@ SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> reso
 SequenceSession::~SequenceSession() { close(); }
 
 void SequenceSession::close() noexcept {
-  std::shared_ptr<AdmittedSequenceResources> resources;
-  std::shared_ptr<const BackingSnapshot> current;
-  {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->handle_closed) return;
-    state_->handle_closed = true;
-    // Dropped before a terminal state: fail closed. A terminal session is left alone.
-    if (state_->active_locked()) state_->phase = SessionPhase::fail_closed;
-    resources = std::move(state_->resources);
-    current = std::move(state_->current);
-  }
   // Released outside the session lock; the last holder returns the capacity.
+  close_handing_over();
+}
+
+SequenceSession::Holds SequenceSession::close_handing_over() noexcept {
+  Holds holds;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (state_->handle_closed) return holds;
+  state_->handle_closed = true;
+  // Dropped before a terminal state: fail closed. A terminal session is left alone.
+  if (state_->active_locked()) state_->phase = SessionPhase::fail_closed;
+  holds.resources = std::move(state_->resources);
+  holds.current = std::move(state_->current);
+  return holds;
 }
 
 bool SequenceSession::is_closed() const noexcept {
@@ -130,7 +133,7 @@ void SequenceSession::write_release_capacity_sources(std::vector<CapacitySource>
 }
 
 const std::shared_ptr<AdmissionCoordinator>& SequenceSession::state_coordinator() const noexcept {
-  return state_->coordinator;
+  return state_->initial->coordinator();
 }
 
 std::uint64_t SequenceSession::epoch() const noexcept { return state_->epoch; }
@@ -299,7 +302,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
       decision.reason = "a frame or participant flight became live; extend between frames";
     } else {
       if (delta > 0) seen->backing()->adopt(*prepared);
-      auto next = std::make_shared<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages);
+      auto next = make_recycled<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages);
       replaced = std::move(s.current);
       s.current = next;
       s.generation = next->generation();
@@ -457,7 +460,7 @@ namespace {
 void table_source_locked(const SessionState& s, std::uint32_t domain_index, const Authority& known,
                          std::uint64_t written, SequenceSession::TableSource& out) {
   const BackingSnapshot& current = *s.current;
-  out.coordinator = s.coordinator.get();
+  out.coordinator = s.coordinator;
   out.pages = current.pages();
   out.sequence = s.sequence;
   if (out.sequence == known && out.pages == written) {

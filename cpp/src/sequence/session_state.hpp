@@ -30,7 +30,7 @@ class SessionState {
   std::uint64_t fit_tokens = 0;
   std::uint64_t fit_pages = 0;
   std::uint32_t tokens_per_page = 1;
-  std::shared_ptr<AdmissionCoordinator> coordinator;
+  AdmissionCoordinator* coordinator = nullptr;  // kept alive by `initial` (a snapshot names its coordinator)
   std::shared_ptr<AdmittedSequenceResources> resources;  // null once the handle closed
   std::shared_ptr<const BackingSnapshot> current;        // null once the handle closed
   std::uint64_t generation = 1;                          // of `current`, kept after close

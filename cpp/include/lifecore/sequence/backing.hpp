@@ -41,11 +41,12 @@ struct BlockIds {
   std::size_t count = 0;
 };
 
-// Block ids taken for an admission or an extension but not yet published: given back (and
-// the logical claim released, which wakes waiters) unless adopted by a backing.
+// Block ids taken for an extension but not yet published: given back (and the logical claim
+// released, which wakes waiters) unless adopted by a backing. (An admission takes its ids
+// straight into its new backing, under the lock of its claim.)
 class PreparedPages {
  public:
-  // Both must outlive this object (it lives on the stack of an admission or extension).
+  // Both must outlive this object (it lives on the stack of an extension).
   PreparedPages(AdmissionCoordinator& coordinator, const std::vector<std::uint32_t>& domains);
   ~PreparedPages();
   PreparedPages(const PreparedPages&) = delete;
@@ -71,9 +72,11 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   // The least room for ids a storage is made with (per domain), unless the fit is smaller.
   static constexpr std::uint64_t min_id_room = 16;
 
-  SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator, std::vector<std::uint32_t> domains,
-                  Authority sequence, Authority request, std::string request_id, std::uint64_t fit_pages);
-  ~SequenceBacking();
+  // `domains` is shared with the snapshots (and, for "every domain", with the coordinator).
+  SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator,
+                  std::shared_ptr<const std::vector<std::uint32_t>> domains, Authority sequence, Authority request,
+                  std::string request_id, std::uint64_t fit_pages);
+  ~SequenceBacking();  // returns what it holds; a backing never admitted (no authority) holds nothing
   SequenceBacking(const SequenceBacking&) = delete;
   SequenceBacking& operator=(const SequenceBacking&) = delete;
 
@@ -89,7 +92,8 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   void copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages, std::int32_t* out) const;
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
-  const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }
+  const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }
+  const std::shared_ptr<const std::vector<std::uint32_t>>& shared_domains() const noexcept { return domains_; }
   const Authority& sequence_authority() const noexcept { return sequence_; }
   const Authority& request_authority() const noexcept { return request_; }
   const std::string& request_id() const noexcept { return request_id_; }
@@ -107,18 +111,28 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
     std::vector<Storage> retired;  // outgrown storage a view still read when it was outgrown
   };
   void grow_locked(DomainIds& ids, std::uint64_t needed);
+  // Room for `pages` ids per domain before any is held and before the backing is shared (no
+  // lock): an admission takes the prompt's ids straight into it, so no id is copied.
+  void reserve_unshared(std::uint64_t pages);
+  DomainIds& ids_of(std::size_t slot) noexcept { return slot == 0 ? first_ids_ : more_ids_[slot - 1]; }
+  const DomainIds& ids_of(std::size_t slot) const noexcept { return slot == 0 ? first_ids_ : more_ids_[slot - 1]; }
 
   std::shared_ptr<AdmissionCoordinator> coordinator_;
-  std::vector<std::uint32_t> domains_;
+  std::shared_ptr<const std::vector<std::uint32_t>> domains_;  // never null, never empty
   Authority sequence_;
   Authority request_;
   std::string request_id_;
+  std::uint64_t request_hash_ = 0;  // RequestIndex::hash(request_id_), set at admission
   std::uint64_t fit_pages_;
   mutable std::mutex mutex_;
-  std::vector<DomainIds> ids_;  // parallel to domains_
+  // Parallel to domains_: the first domain's inline (most sequences have one domain).
+  DomainIds first_ids_;
+  std::vector<DomainIds> more_ids_;
   std::uint64_t pages_ = 0;     // logically claimed pages per domain (= ids per domain)
   std::uint64_t takes_ = 0;     // one per domain per admission or extension
-  friend class AdmissionCoordinator;  // gives the ids back and overwrites them at release
+  // Takes an admission's ids into it (and names its authorities); gives the ids back and
+  // overwrites them at release.
+  friend class AdmissionCoordinator;
 };
 
 // Immutable: generation (from 1, strictly growing), committed shape, and the prefix of the
@@ -129,7 +143,7 @@ class BackingSnapshot {
  public:
   BackingSnapshot(const std::shared_ptr<SequenceBacking>& backing, std::uint64_t generation, std::uint64_t tokens,
                   std::uint64_t pages)
-      : backing_(backing), coordinator_(backing->coordinator()), domains_(backing->domains()),
+      : backing_(backing), coordinator_(backing->coordinator()), domains_(backing->shared_domains()),
         generation_(generation), tokens_(tokens), pages_(pages) {}
 
   std::uint64_t generation() const noexcept { return generation_; }
@@ -145,12 +159,12 @@ class BackingSnapshot {
   std::shared_ptr<SequenceBacking> backing() const noexcept { return backing_.lock(); }
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
   // Domains this snapshot's slices live in, sorted.
-  const std::vector<std::uint32_t>& domains() const noexcept { return domains_; }
+  const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }
 
  private:
   std::weak_ptr<SequenceBacking> backing_;
   std::shared_ptr<AdmissionCoordinator> coordinator_;  // not capacity: names domains after release
-  std::vector<std::uint32_t> domains_;
+  std::shared_ptr<const std::vector<std::uint32_t>> domains_;  // the backing's (immutable)
   std::uint64_t generation_;
   std::uint64_t tokens_;
   std::uint64_t pages_;

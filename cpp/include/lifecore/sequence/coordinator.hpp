@@ -13,7 +13,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <variant>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "lifecore/sequence/backing.hpp"
 #include "lifecore/sequence/block_arena.hpp"
 #include "lifecore/sequence/page_memory.hpp"
+#include "lifecore/sequence/request_index.hpp"
 
 namespace lifecore::sequence {
 
@@ -215,10 +215,16 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // have been resolved (resolve_source) or issued by this coordinator.
   std::size_t slot_of(const CapacitySource& source) const noexcept;
   std::uint64_t epoch_locked(std::size_t slot) const;
-  void release_backing_blocks_locked(SequenceBacking& backing) noexcept;
+  // `last_holder`: called as the backing goes (no view of its ids can be made any more).
+  void release_backing_blocks_locked(SequenceBacking& backing, bool last_holder) noexcept;
+  // An admission's ids, taken straight into its new backing (room made by reserve_unshared); false,
+  // nothing taken, when the page memory refuses a domain (ids of earlier domains go back and
+  // advance the physical-memory source).
+  bool take_admission_locked(SequenceBacking& backing, std::uint64_t pages);
+  void release_pages_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
+  // release_sequence less the request id's entry (its callers remove that).
   void release_sequence_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                               const Authority& sequence, const Authority& request,
-                               const std::string& request_id) noexcept;
+                               const Authority& sequence, const Authority& request) noexcept;
   void bump_and_notify_locked(std::size_t slot) noexcept;
   // ClosedError when closed or when the device of the page memory is (which closes this).
   void require_open_locked(const char* operation);
@@ -242,8 +248,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint64_t live_takes_ = 0;
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
-  // Live request ids and their backings (null while the admission is still preparing pages).
-  std::unordered_map<std::string, const SequenceBacking*> live_;  // holders() sorts
+  std::shared_ptr<const std::vector<std::uint32_t>> all_domains_;  // 0 .. domains - 1: "every domain"
+  // Live request ids and their backings (holders() sorts).
+  RequestIndex live_;
   // Waiters indexed by source slot (slot_of).
   std::vector<std::unordered_set<WaiterState*>> waiters_;
 };

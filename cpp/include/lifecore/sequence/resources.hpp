@@ -25,6 +25,9 @@ class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSe
 
   // SessionStateError when already opened (by anyone, on any thread).
   std::unique_ptr<SequenceSession> open_session();
+  // The same, made where the caller puts it (a binding's object holds it inline: no
+  // allocation of its own).
+  SequenceSession open_session_here();
   bool opened() const noexcept { return opened_.load(); }
 
   const std::string& request_id() const noexcept { return request_id_; }

@@ -130,6 +130,13 @@ class SequenceSession {
 
   // Fails the session closed if still active, and lets go of its resources and backing.
   void close() noexcept;
+  // close(), handing what it lets go of to the caller (empty when already closed), who drops
+  // it where it chooses: the resources return capacity if theirs is the last hold.
+  struct Holds {
+    std::shared_ptr<AdmittedSequenceResources> resources;
+    std::shared_ptr<const BackingSnapshot> current;
+  };
+  Holds close_handing_over() noexcept;
   bool is_closed() const noexcept;
 
   std::shared_ptr<AdmittedSequenceResources> resources() const;

@@ -1,0 +1,49 @@
+// The request ids of a coordinator's live sequences, each naming its backing (the backing
+// holds the id). An open-addressing table of (hash, backing) slots: a lookup reads one run of
+// adjacent slots and compares an id only on a full hash match, and an entry costs no
+// allocation of its own, so admitting or releasing among many live sequences touches little
+// memory. Releases find their entry by the hash kept at admission, without hashing again.
+// Not thread-safe: the coordinator's lock guards it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+namespace lifecore::sequence {
+
+class SequenceBacking;
+
+class RequestIndex {
+ public:
+  static std::uint64_t hash(std::string_view request_id) noexcept;
+
+  // Adds `backing` under its request id (of hash `h`); false, nothing changed, when that id
+  // is there already. Growing may throw (nothing changed then either).
+  bool insert(const SequenceBacking* backing, std::uint64_t h);
+  // Removes `backing`'s entry (found by hash and identity); false when it has none.
+  bool erase(const SequenceBacking* backing, std::uint64_t h) noexcept;
+  // The backing admitted under `request_id` (of hash `h`), or null.
+  const SequenceBacking* find(std::string_view request_id, std::uint64_t h) const noexcept;
+
+  std::size_t size() const noexcept { return size_; }
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& slot : slots_)
+      if (slot.backing) f(*slot.backing);
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    const SequenceBacking* backing = nullptr;  // null: empty
+  };
+  std::size_t mask() const noexcept { return slots_.size() - 1; }
+  void grow();
+
+  std::vector<Slot> slots_;  // a power of two of them (or none), at most half full
+  std::size_t size_ = 0;
+};
+
+}  // namespace lifecore::sequence

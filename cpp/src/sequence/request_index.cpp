@@ -1,0 +1,67 @@
+#include "lifecore/sequence/request_index.hpp"
+
+#include <functional>
+
+#include "lifecore/sequence/backing.hpp"
+
+namespace lifecore::sequence {
+
+std::uint64_t RequestIndex::hash(std::string_view request_id) noexcept {
+  return std::hash<std::string_view>{}(request_id);
+}
+
+const SequenceBacking* RequestIndex::find(std::string_view request_id, std::uint64_t h) const noexcept {
+  if (slots_.empty()) return nullptr;
+  for (std::size_t i = h & mask();; i = (i + 1) & mask()) {
+    const Slot& slot = slots_[i];
+    if (!slot.backing) return nullptr;
+    if (slot.hash == h && slot.backing->request_id() == request_id) return slot.backing;
+  }
+}
+
+bool RequestIndex::insert(const SequenceBacking* backing, std::uint64_t h) {
+  if (find(backing->request_id(), h)) return false;
+  // At most half full: probe runs stay short, and a probe always ends at an empty slot.
+  if ((size_ + 1) * 2 > slots_.size()) grow();
+  std::size_t i = h & mask();
+  while (slots_[i].backing) i = (i + 1) & mask();
+  slots_[i] = {h, backing};
+  ++size_;
+  return true;
+}
+
+bool RequestIndex::erase(const SequenceBacking* backing, std::uint64_t h) noexcept {
+  if (slots_.empty()) return false;
+  std::size_t i = h & mask();
+  while (slots_[i].backing != backing) {
+    if (!slots_[i].backing) return false;
+    i = (i + 1) & mask();
+  }
+  // Backward shift: each later entry of the run that may sit earlier moves into the hole,
+  // so no probe ever stops short of an entry (no tombstones).
+  for (std::size_t j = (i + 1) & mask(); slots_[j].backing; j = (j + 1) & mask()) {
+    const std::size_t home = slots_[j].hash & mask();
+    // The entry at j may move to i unless its home lies cyclically in (i, j].
+    const bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+    if (stays) continue;
+    slots_[i] = slots_[j];
+    i = j;
+  }
+  slots_[i] = Slot{};
+  --size_;
+  return true;
+}
+
+void RequestIndex::grow() {
+  std::vector<Slot> next(slots_.empty() ? 16 : slots_.size() * 2);  // throws: nothing changed
+  const std::size_t next_mask = next.size() - 1;
+  for (const Slot& slot : slots_) {
+    if (!slot.backing) continue;
+    std::size_t i = slot.hash & next_mask;
+    while (next[i].backing) i = (i + 1) & next_mask;
+    next[i] = slot;
+  }
+  slots_.swap(next);
+}
+
+}  // namespace lifecore::sequence
