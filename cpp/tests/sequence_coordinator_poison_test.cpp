@@ -10,6 +10,7 @@
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "sequence_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
@@ -18,14 +19,7 @@ using lifecore::test_support::error_of;
 
 namespace {
 
-std::shared_ptr<AdmissionCoordinator> make(std::uint64_t pages) {
-  CoordinatorConfig config;
-  config.domains.push_back({"kv", pages * 4096, 0});
-  config.page_bytes = 4096;
-  config.tokens_per_page = 16;
-  config.max_active_sequences = 4;
-  return AdmissionCoordinator::create(std::move(config));
-}
+std::shared_ptr<AdmissionCoordinator> make(std::uint64_t pages) { return lifecore::test_support::kv_coordinator(pages, 4); }
 
 bool admits(AdmissionCoordinator& c, const char* id) {
   auto decision = c.admit({id, 16, 16, {}});

@@ -15,6 +15,7 @@
 #include "lifecore/sequence/decode_table.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "sequence_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
@@ -26,14 +27,7 @@ namespace {
 constexpr std::size_t rows = 5, width = 8;
 constexpr std::int32_t pad = -1;
 
-std::shared_ptr<AdmissionCoordinator> make(std::uint64_t pages) {
-  CoordinatorConfig config;
-  config.domains.push_back({"kv", pages * 4096, 0});
-  config.page_bytes = 4096;
-  config.tokens_per_page = 16;
-  config.max_active_sequences = 8;
-  return AdmissionCoordinator::create(std::move(config));
-}
+std::shared_ptr<AdmissionCoordinator> make(std::uint64_t pages) { return lifecore::test_support::kv_coordinator(pages); }
 
 // What build_block_table writes for the rows that show a session, pad elsewhere.
 std::vector<std::int32_t> expected(const AdmissionCoordinator& c, const std::vector<std::unique_ptr<SequenceSession>>& s) {

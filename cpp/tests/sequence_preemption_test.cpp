@@ -14,6 +14,7 @@
 #include "lifecore/sequence/preemption.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "sequence_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
@@ -22,14 +23,7 @@ using lifecore::test_support::error_of;
 
 namespace {
 
-std::shared_ptr<AdmissionCoordinator> make(std::uint64_t pages) {
-  CoordinatorConfig config;
-  config.domains.push_back({"kv", pages * 4096, 0});
-  config.page_bytes = 4096;
-  config.tokens_per_page = 16;
-  config.max_active_sequences = 8;
-  return AdmissionCoordinator::create(std::move(config));
-}
+std::shared_ptr<AdmissionCoordinator> make(std::uint64_t pages) { return lifecore::test_support::kv_coordinator(pages); }
 
 std::unique_ptr<SequenceSession> open(AdmissionCoordinator& c, const std::string& id, std::int64_t prompt,
                                       std::int64_t fit = 4 * 16) {
