@@ -336,6 +336,89 @@ def test_every_block_table_error_writes_nothing():
         f.commit()
 
 
+def test_block_table_in_place_rewrites_what_differs_and_matches_a_new_table():
+    # A table filled in place is compared row by row and written only where it differs: a row
+    # whose ids, padding or length changed since is rewritten, the rest left alone.
+    c = make(pages=16)
+    held, sessions = _batch(c)
+    out = c.block_table(sessions, 6, pad=-1)
+    out[0, 0] = 77    # an id overwritten by the caller
+    out[1, 5] = 88    # padding overwritten
+    assert sessions[2].step(4 * TPP) == BackingOutcome.EXTENDED  # row 2 grows by a block
+    assert c.block_table(sessions, 6, out, pad=-1) is out
+    assert np.array_equal(out, c.block_table(sessions, 6, pad=-1))
+    assert out[2].tolist()[:4] == list(sessions[2].backing.block_ids()) and out[2, 4] == -1
+    # Another pad value rewrites every row's padding.
+    c.block_table(sessions, 6, out, pad=-5)
+    assert np.array_equal(out, c.block_table(sessions, 6, pad=-5))
+
+
+def test_a_refused_row_puts_back_the_rows_written_before_it():
+    c = make(pages=16)
+    held, sessions = _batch(c)
+    _, fourth = open_one(c, "fourth")
+    out = np.full((4, 4), 9, dtype=np.int32)  # every row differs, so rows 0-2 are written first
+    fourth.close()
+    with pytest.raises(lifecore.errors.ClosedError, match="closed"):
+        c.block_table(sessions + [fourth], 4, out)
+    assert (out == 9).all()
+    before = c.block_table(sessions, 4)
+    out[:3] = before
+    out[1, 3] = 55  # row 1 differs, rows 0 and 2 already hold their ids
+    narrow = np.full((3, 2), 9, dtype=np.int32)  # rows 0 and 1 fit and are written, row 2 does not
+    with pytest.raises(InvalidArgumentError, match="row 2.*width 2"):
+        c.block_table(sessions, 2, narrow)
+    assert (narrow == 9).all()
+    snapshot = out.copy()
+    with pytest.raises(StaleAuthorityError, match="row 3"):
+        c.block_table(sessions + [open_one(make(), "elsewhere")[1]], 4, out)
+    assert np.array_equal(out, snapshot)
+
+
+def test_block_tables_follow_ids_that_outgrow_their_storage_in_every_domain():
+    # Id storage starts with room for 16 blocks and doubles as a sequence grows; each domain's
+    # row must show the ids of the storage the backing uses now.
+    c = AdmissionCoordinator(domains={"k": 80 * PAGE, "v": 80 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                             max_active_sequences=2)
+    s = c.admit("a", TPP, 70 * TPP).resources.open_session()
+    other = c.admit("b", TPP, 8 * TPP).resources.open_session()
+    out = np.zeros((2, 70), dtype=np.int32)
+    for tokens in range(TPP + 1, 70 * TPP + 1, TPP):
+        assert s.step(tokens) == BackingOutcome.EXTENDED
+        for domain in ("k", "v"):
+            c.block_table([s, other], 70, out, domain=domain, pad=-1)
+            ids = list(s.backing.block_ids(domain))
+            assert len(ids) == s.backing.pages and out[0].tolist() == ids + [-1] * (70 - len(ids))
+            assert out[1].tolist()[:1] == list(other.backing.block_ids(domain))
+
+
+def test_step_takes_tokens_by_position_or_name_and_refuses_anything_else():
+    c = make(pages=8)
+    _, s = open_one(c)
+    assert s.step(TPP + 1) == BackingOutcome.EXTENDED and s.step(tokens=TPP + 2) == BackingOutcome.CURRENT
+    assert type(s.step(TPP + 2)) is BackingOutcome
+    before = (s.next_frame_id, s.backing.generation)
+    for args, kwargs, error, match in [(("17",), {}, LifecoreTypeError, "must be an int, got str"),
+                                       ((True,), {}, LifecoreTypeError, "got bool"),
+                                       ((2 ** 70,), {}, lifecore.errors.LifecoreOverflowError, "between"),
+                                       ((0,), {}, InvalidArgumentError, "positive"),
+                                       ((), {}, LifecoreTypeError, "one argument"),
+                                       ((1, 2), {}, LifecoreTypeError, "one argument"),
+                                       ((), {"tok": 3}, LifecoreTypeError, "one argument"),
+                                       ((10 * TPP,), {}, lifecore.errors.CapacityError, "fit")]:
+        with pytest.raises(error, match=match):
+            s.step(*args, **kwargs)
+        assert (s.next_frame_id, s.backing.generation) == before  # nothing changed
+
+    class Tokens(int):
+        pass
+
+    assert s.step(Tokens(TPP + 3)) == BackingOutcome.CURRENT
+    s.close()
+    with pytest.raises(lifecore.errors.ClosedError):
+        s.step(TPP + 4)
+
+
 def test_block_table_refuses_a_domain_the_sequence_is_not_in():
     c = AdmissionCoordinator(domains={"k": 4 * PAGE, "v": 4 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
                              max_active_sequences=2)

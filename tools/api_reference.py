@@ -58,7 +58,11 @@ class Entry:
 
 
 def _is_nanobind_function(obj: Any) -> bool:
-    return type(obj).__name__ in ("nb_func", "nb_method", "nb_bound_method")
+    """A nanobind function, or a plain C method written the same way: its ``__doc__`` starts
+    with its typed signature (SequenceSession.step, a hand-written CPython entry for speed)."""
+    if type(obj).__name__ in ("nb_func", "nb_method", "nb_bound_method"):
+        return True
+    return type(obj).__name__ == "method_descriptor" and (obj.__doc__ or "").startswith(obj.__name__ + "(")
 
 
 def _split_nanobind_doc(obj: Any) -> tuple[str, str]:

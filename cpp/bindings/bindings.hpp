@@ -6,6 +6,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include "lifecore/error.hpp"
+
 namespace lifecore::bindings {
 
 namespace nb = nanobind;
@@ -15,5 +17,9 @@ void init_driver(nb::module_& m);
 void init_runtime(nb::module_& m);
 void init_sequence(nb::module_& m);
 void init_capture(nb::module_& m);
+
+// Sets the Python exception of `error`'s kind (lifecore.errors), with its attributes: for the
+// few entries written as plain CPython methods, outside nanobind's exception translation.
+void raise_python(const Error& error);
 
 }  // namespace lifecore::bindings

@@ -25,6 +25,8 @@ PyObject* class_for(ErrorKind kind) {
   return index < classes.size() ? classes[index] : classes[0];
 }
 
+}  // namespace
+
 void raise_python(const Error& error) {
   nb::object type = nb::borrow(class_for(error.kind()));
   nb::object instance = type(nb::str(error.what()));
@@ -34,8 +36,6 @@ void raise_python(const Error& error) {
   }
   PyErr_SetObject(type.ptr(), instance.ptr());
 }
-
-}  // namespace
 
 void init_errors(nb::module_& m) {
   m.def("_error_class_names", [] {

@@ -43,6 +43,7 @@ namespace lifecore::bindings {
 
 void init_sequence_arena(nb::module_& m);       // init_sequence_arena.cpp
 void init_sequence_preemption(nb::module_& m);  // init_sequence_preemption.cpp
+void init_sequence_step(nb::module_& m);        // init_sequence_step.cpp
 
 namespace {
 
@@ -724,18 +725,6 @@ void bind_session(nb::module_& m) {
            }, nb::arg("key").none(), nb::sig("def prepare_flight(self, key: int) -> FlightHold"),
            "A PREPARED FlightHold for participant `key` of the active frame. SessionStateError unless open, without "
            "an active frame, or when `key` is already prepared; ClosedError once closed.")
-      .def("step", [](SequenceSession& s, nb::handle tokens) {
-             // No GIL release: an extension takes ids from the arena, never calls the driver
-             // (only a test's armed pause point may stop the thread).
-             const std::int64_t t = int_argument(tokens, "step", "tokens");
-             if (!pause_points::armed()) return s.step(t);
-             nb::gil_scoped_release release;
-             return s.step(t);
-           }, nb::arg("tokens").none(), nb::sig("def step(self, tokens: int) -> BackingOutcome"),
-           "One decode step's bookkeeping: cover `tokens` (extending a whole page at a time, up to the fit), acquire "
-           "and commit a frame. Returns CURRENT or EXTENDED (committed), or RETRY_REQUIRED / BACKING_DEFERRED (nothing "
-           "changed; see step_deferral). InvalidArgumentError for tokens < 1, CapacityError above the fit, "
-           "SessionStateError unless open with no frame or flight live, ClosedError once closed.")
       .def_prop_ro("step_deferral", [](const SequenceSession& s) -> std::shared_ptr<AdmissionDeferred> {
              auto deferred = s.step_deferral();
              if (!deferred) return nullptr;
@@ -1002,6 +991,7 @@ void init_sequence(nb::module_& m) {
   bind_waiters(m);
   bind_frames_and_flights(m);
   bind_session(m);
+  init_sequence_step(m);
   bind_admission(m);
   init_sequence_arena(m);
   init_sequence_preemption(m);

@@ -134,7 +134,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
     raise(ErrorKind::TypeMismatch, argument_label(call, "out") +
                                        " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
                                        "Buffer, got " + type_name_of(out));
-  build_block_table(c, rows, d, width, pad, target.data);
+  build_block_table(c, rows, d, width, pad, target.data, /*restore_on_error=*/true);  // the caller's table
   return nb::borrow(out);
 }
 

@@ -5,6 +5,7 @@
 
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
+#include "lifecore/sequence/block_table.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 
 namespace lifecore::sequence {
@@ -121,9 +122,9 @@ BlockIds SequenceBacking::block_ids(std::size_t slot, std::uint64_t pages) const
           static_cast<std::size_t>(std::min(pages, pages_))};
 }
 
-void SequenceBacking::copy_ids(std::size_t slot, std::uint64_t pages, std::int32_t* out) const {
+void SequenceBacking::write_table_row(std::size_t slot, std::uint64_t pages, TableRowTarget& target) const {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (pages != 0) std::memcpy(out, ids_of(slot).current.data.get(), std::min(pages, pages_) * sizeof(std::int32_t));
+  write_table_row_ids(ids_of(slot).current.data.get(), std::min(pages, pages_), target);
 }
 
 void SequenceBacking::copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages,

@@ -1,8 +1,10 @@
 #include "lifecore/sequence/block_table.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
@@ -11,58 +13,103 @@
 namespace lifecore::sequence {
 namespace {
 
-struct Resolved {
-  std::shared_ptr<SequenceBacking> backing;
-  std::size_t slot = 0;
-  std::uint64_t pages = 0;
-};
-
 [[noreturn]] void refuse(ErrorKind kind, std::size_t row, const std::string& why) {
   raise(kind, "block_table: row " + std::to_string(row) + ": " + why + " (nothing was written)");
 }
 
+[[noreturn]] void refuse_session_row(const AdmissionCoordinator& coordinator, std::uint32_t d, std::size_t r,
+                                     const SequenceSession::TableRowAnswer& answer, std::size_t width) {
+  switch (answer.answer) {
+    case SequenceSession::TableRow::foreign:
+      refuse(ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)");
+    case SequenceSession::TableRow::not_in_domain:
+      refuse(ErrorKind::InvalidArgument, r, "the sequence holds no pages in domain '" + coordinator.domain_name(d) + "'");
+    default:
+      refuse(ErrorKind::InvalidArgument, r,
+             std::to_string(answer.pages) + " blocks do not fit in width " + std::to_string(width));
+  }
+}
+
+// A frame's row: its snapshot's ids, read from the backing the live frame pins.
+void write_frame_row(const AdmissionCoordinator& coordinator, const FrameHold& frame, std::uint32_t d,
+                     std::size_t r, TableRowTarget& target) {
+  if (frame.finalized() || !frame.snapshot())
+    refuse(ErrorKind::SessionState, r, "the frame is finalized (its snapshot was let go)");
+  const auto& snapshot = frame.snapshot();
+  if (snapshot->coordinator().get() != &coordinator)
+    refuse(ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)");
+  const auto& domains = snapshot->domains();
+  const auto it = std::find(domains.begin(), domains.end(), d);
+  if (it == domains.end())
+    refuse(ErrorKind::InvalidArgument, r, "the sequence holds no pages in domain '" + coordinator.domain_name(d) + "'");
+  const std::uint64_t pages = snapshot->pages();
+  if (pages > target.width)
+    refuse(ErrorKind::InvalidArgument, r,
+           std::to_string(pages) + " blocks do not fit in width " + std::to_string(target.width));
+  const auto backing = snapshot->backing();
+  if (!backing) refuse(ErrorKind::SessionState, r, "the backing was released");
+  backing->write_table_row(static_cast<std::size_t>(it - domains.begin()), pages, target);
+}
+
+// Where a table written in place keeps the rows it changed until every row is written.
+// Reused by the thread up to a size; a larger table gets its own.
+constexpr std::size_t kept_scratch_entries = std::size_t{1} << 20;
+
+bool holds_pad(const std::int32_t* from, const std::int32_t* to, std::int32_t pad) noexcept {
+  // No early exit, so the compiler vectorizes it: a row's tail is a few hundred bytes.
+  std::uint32_t differs = 0;
+  for (; from != to; ++from) differs |= static_cast<std::uint32_t>(*from ^ pad);
+  return differs == 0;
+}
+
 }  // namespace
 
+void write_table_row_ids(const std::int32_t* ids, std::uint64_t pages, TableRowTarget& target) noexcept {
+  std::int32_t* row = target.row;
+  const std::size_t count = static_cast<std::size_t>(pages);  // <= width
+  if (target.compare && (count == 0 || std::memcmp(row, ids, count * sizeof(std::int32_t)) == 0) &&
+      holds_pad(row + count, row + target.width, target.pad))
+    return;  // the row already holds exactly this
+  if (target.saved) std::memcpy(target.saved, row, target.width * sizeof(std::int32_t));
+  if (count != 0) std::memcpy(row, ids, count * sizeof(std::int32_t));
+  std::fill(row + count, row + target.width, target.pad);
+  target.wrote = true;
+}
+
 void build_block_table(const AdmissionCoordinator& coordinator, const std::vector<BlockTableRow>& rows,
-                       std::optional<std::uint32_t> domain, std::size_t width, std::int32_t pad, std::int32_t* out) {
+                       std::optional<std::uint32_t> domain, std::size_t width, std::int32_t pad, std::int32_t* out,
+                       bool in_place) {
   const std::uint32_t d = domain.value_or(0);
   if (d >= coordinator.domain_count()) raise(ErrorKind::InvalidArgument, "block_table: unknown domain index");
-  std::vector<Resolved> resolved(rows.size());
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    const AdmissionCoordinator* owner = nullptr;
-    std::size_t slot = std::string::npos;
-    if (rows[r].session) {
-      // One lock, one reference: the common row of a decode batch.
-      auto source = rows[r].session->table_source(d);
-      owner = source.coordinator;
-      slot = source.slot;
-      resolved[r].backing = std::move(source.backing);
-      resolved[r].pages = source.pages;
-    } else {
-      if (rows[r].frame->finalized() || !rows[r].frame->snapshot())
-        refuse(ErrorKind::SessionState, r, "the frame is finalized (its snapshot was let go)");
-      const auto& snapshot = rows[r].frame->snapshot();
-      owner = snapshot->coordinator().get();
-      const auto& domains = snapshot->domains();
-      auto it = std::find(domains.begin(), domains.end(), d);
-      if (it != domains.end()) slot = static_cast<std::size_t>(it - domains.begin());
-      resolved[r].backing = snapshot->backing();  // the live frame pins it
-      resolved[r].pages = snapshot->pages();
-    }
-    if (owner != &coordinator) refuse(ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)");
-    if (slot == std::string::npos)
-      refuse(ErrorKind::InvalidArgument, r, "the sequence holds no pages in domain '" + coordinator.domain_name(d) + "'");
-    if (resolved[r].pages > width)
-      refuse(ErrorKind::InvalidArgument, r,
-             std::to_string(resolved[r].pages) + " blocks do not fit in width " + std::to_string(width));
-    if (!resolved[r].backing) refuse(ErrorKind::SessionState, r, "the backing was released");
-    resolved[r].slot = slot;
+  // One pass, a row at a time under its own lock. A refused row puts back the rows changed
+  // before it.
+  thread_local std::vector<std::int32_t> kept_scratch;
+  std::vector<std::int32_t> own_scratch;
+  std::int32_t* saved = nullptr;
+  if (in_place && !rows.empty() && width != 0) {
+    const std::size_t count = rows.size() * width;  // the caller checked the product
+    auto& scratch = count <= kept_scratch_entries ? kept_scratch : own_scratch;
+    if (scratch.size() < count) scratch.resize(count);
+    saved = scratch.data();
   }
-  for (std::size_t r = 0; r < rows.size(); ++r) {
-    std::int32_t* row = out + r * width;
-    const auto& x = resolved[r];
-    x.backing->copy_ids(x.slot, x.pages, row);
-    std::fill(row + x.pages, row + width, pad);
+  std::vector<std::size_t> changed;  // rows written in place, to put back on a refusal
+  if (saved) changed.reserve(rows.size());  // never allocates between a write and its record
+  std::size_t r = 0;
+  try {
+    for (; r < rows.size(); ++r) {
+      TableRowTarget target{out + r * width, width, pad, in_place, saved ? saved + r * width : nullptr};
+      if (rows[r].session) {
+        const auto answer = rows[r].session->write_table_row(coordinator, d, target);
+        if (answer.answer != SequenceSession::TableRow::written) refuse_session_row(coordinator, d, r, answer, width);
+      } else {
+        write_frame_row(coordinator, *rows[r].frame, d, r, target);
+      }
+      if (target.wrote && saved) changed.push_back(r);
+    }
+  } catch (...) {
+    for (const std::size_t w : changed)
+      std::memcpy(out + w * width, saved + w * width, width * sizeof(std::int32_t));
+    throw;
   }
 }
 

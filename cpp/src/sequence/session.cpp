@@ -4,6 +4,7 @@
 
 #include "common/sha256.hpp"
 #include "lifecore/checked.hpp"
+#include "lifecore/sequence/block_table.hpp"
 #include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/recycling_allocator.hpp"
@@ -80,10 +81,9 @@ SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> reso
   s.fit_pages = resources->fit_pages();
   s.coordinator = resources->coordinator().get();
   s.tokens_per_page = s.coordinator->tokens_per_page();
-  s.current = resources->initial_backing();
-  s.initial = s.current;
-  s.generation = s.current->generation();
+  s.initial = resources->initial_backing();
   s.resources = std::move(resources);
+  s.publish_locked(s.initial);  // not shared yet: no lock needed
 }
 
 SequenceSession::~SequenceSession() { close(); }
@@ -102,6 +102,7 @@ SequenceSession::Holds SequenceSession::close_handing_over() noexcept {
   if (state_->active_locked()) state_->phase = SessionPhase::fail_closed;
   holds.resources = std::move(state_->resources);
   holds.current = std::move(state_->current);
+  state_->first_ids = nullptr;  // read only with the handle open; never a dangling pointer kept
   return holds;
 }
 
@@ -304,8 +305,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
       if (delta > 0) seen->backing()->adopt(*prepared);
       auto next = make_recycled<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages);
       replaced = std::move(s.current);
-      s.current = next;
-      s.generation = next->generation();
+      s.publish_locked(next);
       decision.outcome = BackingOutcome::extended;
       decision.snapshot = std::move(next);
       return decision;
@@ -396,7 +396,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
     require_handle(s, "step");
     s.require_open_locked("step");
     if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
-    if (static_cast<std::uint64_t>(tokens) <= s.current->tokens()) {
+    if (static_cast<std::uint64_t>(tokens) <= s.current_tokens) {
       // The common decode step: the frontier already covers it; acquire and commit at once.
       s.take_frame_id_locked("step");
       s.step_deferral.reset();
@@ -454,14 +454,34 @@ SequenceSession::TableSource SequenceSession::table_source(std::uint32_t domain_
           it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin()), state_->sequence};
 }
 
+SequenceSession::TableRowAnswer SequenceSession::write_table_row(const AdmissionCoordinator& owner,
+                                                                 std::uint32_t domain_index,
+                                                                 TableRowTarget& target) const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  const SessionState& s = *state_;
+  require_handle(s, "block_table");
+  const std::uint64_t pages = s.current_pages;
+  if (s.coordinator != &owner) return {TableRow::foreign, pages};
+  const std::int32_t* ids = s.first_ids;  // the common row: the sequence's first domain
+  if (domain_index != s.first_domain) {
+    const auto& domains = s.current->domains();
+    const auto it = std::find(domains.begin(), domains.end(), domain_index);
+    if (it == domains.end()) return {TableRow::not_in_domain, pages};
+    // The open handle's resources hold the backing, and its ids move only under this lock.
+    ids = s.resources->backing()->published_ids(static_cast<std::size_t>(it - domains.begin()));
+  }
+  if (pages > target.width) return {TableRow::too_wide, pages};
+  write_table_row_ids(ids, pages, target);
+  return {TableRow::written, pages};
+}
+
 namespace {
 
 // Under the session's lock, its handle open.
 void table_source_locked(const SessionState& s, std::uint32_t domain_index, const Authority& known,
                          std::uint64_t written, SequenceSession::TableSource& out) {
-  const BackingSnapshot& current = *s.current;
   out.coordinator = s.coordinator;
-  out.pages = current.pages();
+  out.pages = s.current_pages;
   out.sequence = s.sequence;
   if (out.sequence == known && out.pages == written) {
     // Unchanged since the row was written (and checked): no reference count, no domain search.
@@ -469,7 +489,7 @@ void table_source_locked(const SessionState& s, std::uint32_t domain_index, cons
     out.slot = 0;
     return;
   }
-  const auto& domains = current.domains();
+  const auto& domains = s.current->domains();
   const auto it = std::find(domains.begin(), domains.end(), domain_index);
   out.slot = it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin());
   out.backing = s.resources->backing();
@@ -492,7 +512,7 @@ BackingOutcome SequenceSession::step_with_source(std::int64_t tokens, std::uint3
   if (tokens > 0) {
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!s.handle_closed && s.phase == SessionPhase::open && s.quiescent_locked() &&
-        static_cast<std::uint64_t>(tokens) <= s.current->tokens()) {
+        static_cast<std::uint64_t>(tokens) <= s.current_tokens) {
       // step()'s common path, then the row's source, under the same lock.
       s.take_frame_id_locked("step");
       s.step_deferral.reset();

@@ -19,30 +19,47 @@ namespace lifecore::sequence {
 
 class SessionState {
  public:
+  // What a decode step and a block table's row read comes first, beside the lock, so that a
+  // batch of sessions costs a couple of cache lines each and no pointer chase.
   mutable std::mutex mutex;
   SessionPhase phase = SessionPhase::open;
   bool handle_closed = false;
+  std::uint32_t first_domain = 0;            // current->domains()[0]
+  std::uint64_t current_tokens = 0;          // current->tokens()
+  std::uint64_t current_pages = 0;           // current->pages()
+  const std::int32_t* first_ids = nullptr;   // the backing's ids of first_domain (they move only under this lock)
+  AdmissionCoordinator* coordinator = nullptr;  // kept alive by `initial` (a snapshot names its coordinator)
+  Authority sequence;
+  std::uint64_t next_frame = 1;
+  std::uint64_t retired = 0;
+  std::uint64_t committed = 0;
+  std::optional<std::uint64_t> active_frame;
+  std::unique_ptr<AdmissionDeferred> step_deferral;  // behind the last BACKING_DEFERRED step
+  std::map<std::uint64_t, FlightPhase> flights;
+  std::shared_ptr<AdmittedSequenceResources> resources;  // null once the handle closed
+  std::shared_ptr<const BackingSnapshot> current;        // null once the handle closed; set by publish_locked
+  std::uint64_t generation = 1;                          // of `current`, kept after close
   std::uint64_t epoch = 1;
   std::shared_ptr<const BackingSnapshot> initial;  // observes only: part of the fingerprint
-  Authority sequence;
   Authority request;
   std::string request_id;
   std::uint64_t fit_tokens = 0;
   std::uint64_t fit_pages = 0;
   std::uint32_t tokens_per_page = 1;
-  AdmissionCoordinator* coordinator = nullptr;  // kept alive by `initial` (a snapshot names its coordinator)
-  std::shared_ptr<AdmittedSequenceResources> resources;  // null once the handle closed
-  std::shared_ptr<const BackingSnapshot> current;        // null once the handle closed
-  std::uint64_t generation = 1;                          // of `current`, kept after close
-  std::uint64_t next_frame = 1;
-  std::optional<std::uint64_t> active_frame;
-  std::map<std::uint64_t, FlightPhase> flights;
-  std::uint64_t retired = 0;
-  std::uint64_t committed = 0;
   std::uint64_t discarded = 0;
   // Rare, so held out of line: a live sequence's record stays small.
   std::unique_ptr<TerminalReceipt> receipt;
-  std::unique_ptr<AdmissionDeferred> step_deferral;  // behind the last BACKING_DEFERRED step
+
+  // `next` becomes the current backing (its ids published), with the copies beside the lock.
+  // Under the lock, the handle open (`resources` set).
+  void publish_locked(std::shared_ptr<const BackingSnapshot> next) noexcept {
+    current = std::move(next);
+    generation = current->generation();
+    current_tokens = current->tokens();
+    current_pages = current->pages();
+    first_domain = current->domains().front();
+    first_ids = resources->backing()->published_ids(0);
+  }
 
   // The fingerprint over the immutable open-time fields, hashed once by the first reader.
   const std::string& fingerprint() const;

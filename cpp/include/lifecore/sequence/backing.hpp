@@ -24,6 +24,7 @@
 namespace lifecore::sequence {
 
 class AdmissionCoordinator;
+struct TableRowTarget;  // block_table.hpp
 
 // A run of consecutive block ids of one domain inside one arena chunk (derived, for
 // BackingSnapshot::extents).
@@ -80,16 +81,21 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   SequenceBacking(const SequenceBacking&) = delete;
   SequenceBacking& operator=(const SequenceBacking&) = delete;
 
-  // Takes over prepared pages (already claimed logically).
+  // Takes over prepared pages (already claimed logically). Called only under the lock of the
+  // session that extends this backing (copy_published_ids relies on it).
   void adopt(PreparedPages& prepared);
   // Runs of consecutive ids over the first `pages` pages, domain by domain.
   std::vector<BackingExtent> extents(std::uint64_t pages) const;
   // The first `pages` ids of domain `slot` (an index into domains()).
   BlockIds block_ids(std::size_t slot, std::uint64_t pages) const;
-  // Copies the first `pages` ids of domain `slot` to `out`.
-  void copy_ids(std::size_t slot, std::uint64_t pages, std::int32_t* out) const;
+  // The first `pages` ids of domain `slot`, as one row of a block table.
+  void write_table_row(std::size_t slot, std::uint64_t pages, TableRowTarget& target) const;
   // Copies ids [first, pages) of domain `slot` to out + first (none past the backing's pages).
   void copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages, std::int32_t* out) const;
+  // Domain `slot`'s ids, read without this backing's lock by the one caller that holds the lock
+  // of the session extending this backing: the id storage only moves in adopt(), which runs
+  // under that lock, and the ids of published pages never change while a holder keeps it.
+  const std::int32_t* published_ids(std::size_t slot) const noexcept { return ids_of(slot).current.data.get(); }
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
   const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }

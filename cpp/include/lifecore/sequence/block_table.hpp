@@ -20,11 +20,27 @@ struct BlockTableRow {
   const SequenceSession* session = nullptr;
 };
 
-// Checks every row first (a finalized frame, a closed session, a sequence of another
-// coordinator or not in the domain, more blocks than `width`: an error naming the row, and
-// nothing written), then writes rows.size() * width ids to `out`. `domain` empty: the
-// coordinator's first domain.
+// Where one row of a table goes. A table the caller owns (`compare`) is written only where a
+// row differs (in a decode batch most rows already hold their ids): a row about to change is
+// first copied to `saved` (when given) and `wrote` says so.
+struct TableRowTarget {
+  std::int32_t* row = nullptr;
+  std::size_t width = 0;
+  std::int32_t pad = 0;
+  bool compare = false;
+  std::int32_t* saved = nullptr;
+  bool wrote = false;
+};
+// Puts ids[0, pages) then `pad` up to the width in target.row (pages <= width).
+void write_table_row_ids(const std::int32_t* ids, std::uint64_t pages, TableRowTarget& target) noexcept;
+
+// Writes rows.size() * width ids to `out` (the caller checked the product), a row at a time
+// under its own lock. A refused row (a finalized frame, a closed session, a sequence of another
+// coordinator or not in the domain, more blocks than `width`) raises an error naming the row;
+// with `in_place` (a table the caller owns) rows are written only where they differ, and the
+// rows already written are put back before the error, so the table is left as it was. `domain` empty: the coordinator's first domain.
 void build_block_table(const AdmissionCoordinator& coordinator, const std::vector<BlockTableRow>& rows,
-                       std::optional<std::uint32_t> domain, std::size_t width, std::int32_t pad, std::int32_t* out);
+                       std::optional<std::uint32_t> domain, std::size_t width, std::int32_t pad, std::int32_t* out,
+                       bool in_place = false);
 
 }  // namespace lifecore::sequence

@@ -38,6 +38,7 @@ enum class BackingOutcome : std::uint8_t { current, extended, retry_required, ba
 const char* phase_name(SessionPhase phase) noexcept;
 
 class SessionState;
+struct TableRowTarget;  // block_table.hpp
 
 struct TerminalReceipt {
   TerminalOutcome outcome = TerminalOutcome::completed;
@@ -182,6 +183,16 @@ class SequenceSession {
     Authority sequence;  // which sequence the ids are of
   };
   TableSource table_source(std::uint32_t domain_index) const;
+  // A block table's row in one lock and no reference count: the current ids in `domain_index`
+  // go to the target (block_table.hpp). Nothing is written unless the answer is `written`
+  // (`pages`: the sequence's blocks). ClosedError once the handle is closed.
+  enum class TableRow : std::uint8_t { written, foreign, not_in_domain, too_wide };
+  struct TableRowAnswer {
+    TableRow answer = TableRow::written;
+    std::uint64_t pages = 0;
+  };
+  TableRowAnswer write_table_row(const AdmissionCoordinator& owner, std::uint32_t domain_index,
+                                 TableRowTarget& target) const;
   // The same for an incremental table, still under one lock, but `backing` is referenced only
   // when the row must be written: its sequence is not `known` or it holds more than `written`
   // pages.
