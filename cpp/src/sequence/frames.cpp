@@ -28,7 +28,7 @@ void FrameHold::drop() noexcept {
   finalized_ = true;
   std::shared_ptr<const BackingSnapshot> released = std::move(snapshot_);  // dropped after the lock
   std::shared_ptr<SequenceBacking> pin = std::move(pin_);
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   // An unfinalized hold: the step's outcome is unknown, so the session can no longer be
   // trusted. Its frame id stays consumed.
   if (state_->active_frame && *state_->active_frame == frame_id_) {
@@ -40,7 +40,7 @@ void FrameHold::drop() noexcept {
 FrameDisposition FrameHold::commit() {
   std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
   std::shared_ptr<SequenceBacking> pin;             // likewise: the last holder returns capacity
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "commit");
   if (s.phase == SessionPhase::poisoned) raise(ErrorKind::SessionState, "commit: the sequence session is poisoned");
@@ -61,7 +61,7 @@ FrameDisposition FrameHold::commit() {
 void FrameHold::abort() {
   std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
   std::shared_ptr<SequenceBacking> pin;             // likewise: the last holder returns capacity
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "abort");
   s.active_frame.reset();
@@ -74,7 +74,7 @@ void FrameHold::abort() {
 void FrameHold::rollback_unsubmitted() {
   std::shared_ptr<const BackingSnapshot> released;  // dropped after the lock
   std::shared_ptr<SequenceBacking> pin;             // likewise: the last holder returns capacity
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "rollback_unsubmitted");
   if (s.phase != SessionPhase::open)
@@ -95,7 +95,7 @@ FlightHold::~FlightHold() { drop(); }
 void FlightHold::drop() noexcept {
   if (released_) return;
   released_ = true;
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   auto it = s.flights.find(key_);
   if (it == s.flights.end()) {
@@ -108,7 +108,7 @@ void FlightHold::drop() noexcept {
 }
 
 void FlightHold::dispatch() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   if (released_) raise(ErrorKind::SessionState, "dispatch: the flight is already released");
   s.require_open_locked("dispatch");
@@ -117,7 +117,7 @@ void FlightHold::dispatch() {
 }
 
 void FlightHold::not_submitted() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   if (released_) raise(ErrorKind::SessionState, "not_submitted: the flight is already released");
   s.require_active_locked("not_submitted");
@@ -126,7 +126,7 @@ void FlightHold::not_submitted() {
 }
 
 void FlightHold::finish() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   if (released_) raise(ErrorKind::SessionState, "finish: the flight is already released");
   if (phase_ != FlightPhase::in_flight) raise(ErrorKind::SessionState, "finish: the flight is not in flight (use release)");
@@ -135,7 +135,7 @@ void FlightHold::finish() {
 }
 
 void FlightHold::release() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   if (released_) raise(ErrorKind::SessionState, "release: the flight is already released");
   if (phase_ != FlightPhase::prepared) raise(ErrorKind::SessionState, "release: the flight is in flight (use finish)");

@@ -95,7 +95,7 @@ void SequenceSession::close() noexcept {
 
 SequenceSession::Holds SequenceSession::close_handing_over() noexcept {
   Holds holds;
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   if (state_->handle_closed) return holds;
   state_->handle_closed = true;
   // Dropped before a terminal state: fail closed. A terminal session is left alone.
@@ -107,18 +107,18 @@ SequenceSession::Holds SequenceSession::close_handing_over() noexcept {
 }
 
 bool SequenceSession::is_closed() const noexcept {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   return state_->handle_closed;
 }
 
 std::shared_ptr<AdmittedSequenceResources> SequenceSession::resources() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   require_handle(*state_, "resources");
   return state_->resources;
 }
 
 void SequenceSession::write_release_capacity_sources(std::vector<CapacitySource>& out) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   require_handle(*state_, "write_release_capacity_sources");
   state_->require_active_locked("write_release_capacity_sources");
   const auto& coordinator = *state_->coordinator;
@@ -143,7 +143,7 @@ Authority SequenceSession::sequence_authority() const noexcept { return state_->
 Authority SequenceSession::request_authority() const noexcept { return state_->request; }
 
 void SequenceSession::verify(std::uint64_t epoch, const std::string& fingerprint) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   if (epoch != state_->epoch || fingerprint != state_->fingerprint())
     raise(ErrorKind::StaleAuthority, "stale sequence session authority (epoch or fingerprint mismatch)");
   require_handle(*state_, "verify");
@@ -152,7 +152,7 @@ void SequenceSession::verify(std::uint64_t epoch, const std::string& fingerprint
 
 std::shared_ptr<CapacityWaitRegistration> SequenceSession::register_admission_waiter(const AdmissionDeferred& deferred) const {
   {
-    std::lock_guard<std::mutex> lock(state_->mutex);
+    std::lock_guard<SessionLock> lock(state_->mutex);
     require_handle(*state_, "register_admission_waiter");
     state_->require_active_locked("register_admission_waiter");
     if (deferred.coordinator_id != state_->coordinator->id())
@@ -170,7 +170,7 @@ std::shared_ptr<CapacityWaitRegistration> SequenceSession::register_admission_wa
 }
 
 void SequenceSession::verify_backing_deferral(const BackingDecision& decision) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   require_handle(*state_, "verify_backing_deferral");
   state_->require_open_locked("verify_backing_deferral");
   if (decision.expected_generation != state_->generation)
@@ -200,7 +200,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   decision.target_pages = pages;
   std::shared_ptr<const BackingSnapshot> seen;
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SessionLock> lock(s.mutex);
     require_handle(s, "try_ensure_backing_covers");
     s.require_open_locked("try_ensure_backing_covers");
     seen = s.current;
@@ -290,7 +290,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
 
   std::shared_ptr<const BackingSnapshot> replaced;  // destroyed after the lock is released
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SessionLock> lock(s.mutex);
     if (s.handle_closed || !s.active_locked() || s.phase != SessionPhase::open) {
       // fall through to the rollback below, then report why
     } else if (s.current != seen) {
@@ -313,7 +313,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   }
   prepared.reset();  // rollback: physical first, then the logical claim (which wakes waiters)
   if (decision.reason.empty()) {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SessionLock> lock(s.mutex);
     require_handle(s, "try_ensure_backing_covers");
     s.require_open_locked("try_ensure_backing_covers");
   }
@@ -321,7 +321,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
 }
 
 CancelSnapshot SequenceSession::request_cancel() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_handle(s, "request_cancel");
   s.require_active_locked("request_cancel");
@@ -333,7 +333,7 @@ CancelSnapshot SequenceSession::request_cancel() {
 }
 
 TerminalReceipt SequenceSession::try_complete() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_handle(s, "try_complete");
   s.require_open_locked("try_complete");
@@ -343,7 +343,7 @@ TerminalReceipt SequenceSession::try_complete() {
 }
 
 TerminalReceipt SequenceSession::try_abort() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_handle(s, "try_abort");
   s.require_active_locked("try_abort");
@@ -354,7 +354,7 @@ TerminalReceipt SequenceSession::try_abort() {
 }
 
 TerminalReceipt SequenceSession::try_abort_if_quiescent() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_handle(s, "try_abort_if_quiescent");
   s.require_active_locked("try_abort_if_quiescent");
@@ -366,7 +366,7 @@ TerminalReceipt SequenceSession::try_abort_if_quiescent() {
 }
 
 std::unique_ptr<FrameHold> SequenceSession::acquire_frame() {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_handle(s, "acquire_frame");
   s.require_open_locked("acquire_frame");
@@ -377,7 +377,7 @@ std::unique_ptr<FrameHold> SequenceSession::acquire_frame() {
 }
 
 std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   require_handle(s, "prepare_flight");
   s.require_open_locked("prepare_flight");
@@ -392,7 +392,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   if (tokens <= 0) raise(ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens));
   BackingOutcome outcome = BackingOutcome::current;
   {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SessionLock> lock(s.mutex);
     require_handle(s, "step");
     s.require_open_locked("step");
     if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
@@ -410,7 +410,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
                                                       std::uint64_t{s.tokens_per_page}, "step: the page's last token");
   const std::uint64_t target = std::max<std::uint64_t>(static_cast<std::uint64_t>(tokens), std::min(page_end, s.fit_tokens));
   BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));
-  std::lock_guard<std::mutex> lock(s.mutex);
+  std::lock_guard<SessionLock> lock(s.mutex);
   if (decision.outcome == BackingOutcome::backing_deferred) {
     s.step_deferral = decision.deferred ? std::make_unique<AdmissionDeferred>(std::move(*decision.deferred)) : nullptr;
     return decision.outcome;
@@ -427,24 +427,24 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
 }
 
 std::optional<AdmissionDeferred> SequenceSession::step_deferral() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   if (!state_->step_deferral) return std::nullopt;
   return *state_->step_deferral;
 }
 
 SessionPhase SequenceSession::phase() const noexcept {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   return state_->phase;
 }
 
 std::shared_ptr<const BackingSnapshot> SequenceSession::backing() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   require_handle(*state_, "backing");
   return state_->current;
 }
 
 SequenceSession::TableSource SequenceSession::table_source(std::uint32_t domain_index) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   require_handle(*state_, "block_table");
   const BackingSnapshot& current = *state_->current;
   const auto& domains = current.domains();
@@ -457,7 +457,7 @@ SequenceSession::TableSource SequenceSession::table_source(std::uint32_t domain_
 SequenceSession::TableRowAnswer SequenceSession::write_table_row(const AdmissionCoordinator& owner,
                                                                  std::uint32_t domain_index,
                                                                  TableRowTarget& target) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   const SessionState& s = *state_;
   require_handle(s, "block_table");
   const std::uint64_t pages = s.current_pages;
@@ -499,7 +499,7 @@ void table_source_locked(const SessionState& s, std::uint32_t domain_index, cons
 
 SequenceSession::TableSource SequenceSession::table_source_since(std::uint32_t domain_index, const Authority& known,
                                                                  std::uint64_t written) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   require_handle(*state_, "block_table");
   TableSource out;
   table_source_locked(*state_, domain_index, known, written, out);
@@ -510,7 +510,7 @@ BackingOutcome SequenceSession::step_with_source(std::int64_t tokens, std::uint3
                                                  std::uint64_t written, TableSource& source) {
   auto& s = *state_;
   if (tokens > 0) {
-    std::lock_guard<std::mutex> lock(s.mutex);
+    std::lock_guard<SessionLock> lock(s.mutex);
     if (!s.handle_closed && s.phase == SessionPhase::open && s.quiescent_locked() &&
         static_cast<std::uint64_t>(tokens) <= s.current_tokens) {
       // step()'s common path, then the row's source, under the same lock.
@@ -528,27 +528,27 @@ BackingOutcome SequenceSession::step_with_source(std::int64_t tokens, std::uint3
 }
 
 std::uint64_t SequenceSession::next_frame_id() const noexcept {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   return state_->next_frame;
 }
 
 std::optional<std::uint64_t> SequenceSession::active_frame() const noexcept {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   return state_->active_frame;
 }
 
 std::size_t SequenceSession::flight_count() const noexcept {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   return state_->flights.size();
 }
 
 std::uint64_t SequenceSession::retired_frames() const noexcept {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   return state_->retired;
 }
 
 std::optional<TerminalReceipt> SequenceSession::receipt() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<SessionLock> lock(state_->mutex);
   std::optional<TerminalReceipt> out;
   if (state_->receipt) out = *state_->receipt;
   if (out) out->session = state_;
@@ -588,7 +588,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
   if (std::adjacent_find(order.begin(), order.end()) != order.end())
     raise(ErrorKind::InvalidArgument, "acquire_frames: a session is named twice");
   // Lock in address order (no deadlock with another batch), check all, then acquire all.
-  std::vector<std::unique_lock<std::mutex>> locks;
+  std::vector<std::unique_lock<SessionLock>> locks;
   locks.reserve(order.size());
   for (auto* s : order) locks.emplace_back(s->mutex);
   for (std::size_t i = 0; i < states.size(); ++i) {

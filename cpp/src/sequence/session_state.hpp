@@ -14,6 +14,7 @@
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "sequence/session_lock.hpp"
 
 namespace lifecore::sequence {
 
@@ -21,7 +22,7 @@ class SessionState {
  public:
   // What a decode step and a block table's row read comes first, beside the lock, so that a
   // batch of sessions costs a couple of cache lines each and no pointer chase.
-  mutable std::mutex mutex;
+  mutable SessionLock mutex;
   SessionPhase phase = SessionPhase::open;
   bool handle_closed = false;
   std::uint32_t first_domain = 0;            // current->domains()[0]
