@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+import numpy as np
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
 
@@ -47,6 +48,7 @@ def _source_name(source: Any) -> tuple:
 
 #: Every sequence-session machine in this process, counted: how often each rule ran and which
 #: outcome or error kind it produced.
+TABLE_WIDTH = 12  # columns of the block tables the machine checks: more than any domain's pages
 STATS = MachineStats("sequence session")
 
 #: The statistics' former name (one class serves every lifecycle now).
@@ -87,6 +89,8 @@ class SequenceSessionMachine(LifecycleMachine):
         self.requests: dict[str, tuple] = {}  # deferred request id -> (prompt, fit, domains)
         # model waiter (kept, so its id stays its own) -> its wake-ups already in STATS
         self.wakes_counted: dict[int, tuple[model.ModelWaiter, int]] = {}
+        # (domain, rows) -> the block table kept across steps (see block_tables_show_the_current_ids)
+        self.tables: dict[tuple[str, int], np.ndarray] = {}
 
     # ---------- helpers ----------
     def _pick(self, index: int, pred: Callable[[Entry], bool]) -> Optional[Entry]:
@@ -645,6 +649,23 @@ class SequenceSessionMachine(LifecycleMachine):
                 assert len(ids) == snap.pages
                 for block in ids.tolist():
                     assert block >= 0 and owners.setdefault((name, block), e) is e, (name, block)
+
+    @invariant()
+    def block_tables_show_the_current_ids(self) -> None:
+        """Per domain, a block table of every open session shows each one's current ids, padded.
+        It is written in place into a table kept across steps, so the rows that did not change
+        are compared and left, and the rows that did are rewritten."""
+        for name in CONFIG["domains"]:  # type: ignore[attr-defined]
+            sessions = [e.rs for e in self.entries if e.rs is not None and not e.rs.closed
+                        and not e.rs.backing.released and name in e.rs.backing.domains]
+            if not sessions:
+                continue
+            out = self.tables.setdefault((name, len(sessions)),
+                                         np.full((len(sessions), TABLE_WIDTH), -7, dtype=np.int32))
+            assert self.real.block_table(sessions, TABLE_WIDTH, out, domain=name, pad=-1) is out
+            for row, s in zip(out.tolist(), sessions):
+                ids = s.backing.block_ids(name).tolist()
+                assert row == ids + [-1] * (TABLE_WIDTH - len(ids)), (name, row, ids)
 
     @invariant()
     def live_frames_keep_their_snapshot(self) -> None:
