@@ -729,7 +729,8 @@ void bind_session(nb::module_& m) {
              auto deferred = s.step_deferral();
              if (!deferred) return nullptr;
              return std::make_shared<AdmissionDeferred>(std::move(*deferred));
-           }, "The deferral behind the last step() that answered BACKING_DEFERRED (to wait on or preempt for); "
+           }, nb::for_getter(nb::sig("def step_deferral(self, /) -> AdmissionDeferred | None")),
+           "The deferral behind the last step() that answered BACKING_DEFERRED (to wait on or preempt for); "
               "None after any other answer.")
       .def_prop_ro("phase", &SequenceSession::phase, "The session's SessionPhase now (readable after close).")
       .def_prop_ro("backing", [](const SequenceSession& s) { return mutable_snapshot(s.backing()); },

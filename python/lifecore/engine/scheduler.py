@@ -142,7 +142,10 @@ class LifecoreMemory:
         return [i for i, outcome in enumerate(outcomes) if outcome == _DEFERRED]
 
     def preempt(self, handle: SequenceSession, candidates: Sequence[SequenceSession]) -> tuple[list[SequenceSession], bool]:
-        report = preempt_for(self.coordinator, handle.step_deferral, candidates)
+        deferred = handle.step_deferral
+        if deferred is None:  # its last step was not deferred: nothing to preempt for
+            return [], False
+        report = preempt_for(self.coordinator, deferred, candidates)
         victims: list[SequenceSession] = []
         wanted = len(report.victims)
         for candidate in candidates:  # the victims are picked in candidate order
