@@ -9,7 +9,6 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
-#include "table_arguments.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/session.hpp"
