@@ -17,16 +17,16 @@ namespace {
   raise(kind, "block_table: row " + std::to_string(row) + ": " + why + " (nothing was written)");
 }
 
-[[noreturn]] void refuse_session_row(const AdmissionCoordinator& coordinator, std::uint32_t d, std::size_t r,
-                                     const SequenceSession::TableRowAnswer& answer, std::size_t width) {
-  switch (answer.answer) {
+// A row the sequence cannot fill, whether it came from a session or a frame.
+[[noreturn]] void refuse_row(const AdmissionCoordinator& coordinator, std::uint32_t d, std::size_t r,
+                             SequenceSession::TableRow why, std::uint64_t pages, std::size_t width) {
+  switch (why) {
     case SequenceSession::TableRow::foreign:
       refuse(ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)");
     case SequenceSession::TableRow::not_in_domain:
       refuse(ErrorKind::InvalidArgument, r, "the sequence holds no pages in domain '" + coordinator.domain_name(d) + "'");
     default:
-      refuse(ErrorKind::InvalidArgument, r,
-             std::to_string(answer.pages) + " blocks do not fit in width " + std::to_string(width));
+      refuse(ErrorKind::InvalidArgument, r, std::to_string(pages) + " blocks do not fit in width " + std::to_string(width));
   }
 }
 
@@ -36,16 +36,13 @@ void write_frame_row(const AdmissionCoordinator& coordinator, const FrameHold& f
   if (frame.finalized() || !frame.snapshot())
     refuse(ErrorKind::SessionState, r, "the frame is finalized (its snapshot was let go)");
   const auto& snapshot = frame.snapshot();
-  if (snapshot->coordinator().get() != &coordinator)
-    refuse(ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)");
+  const std::uint64_t pages = snapshot->pages();
+  using Why = SequenceSession::TableRow;
+  if (snapshot->coordinator().get() != &coordinator) refuse_row(coordinator, d, r, Why::foreign, pages, target.width);
   const auto& domains = snapshot->domains();
   const auto it = std::find(domains.begin(), domains.end(), d);
-  if (it == domains.end())
-    refuse(ErrorKind::InvalidArgument, r, "the sequence holds no pages in domain '" + coordinator.domain_name(d) + "'");
-  const std::uint64_t pages = snapshot->pages();
-  if (pages > target.width)
-    refuse(ErrorKind::InvalidArgument, r,
-           std::to_string(pages) + " blocks do not fit in width " + std::to_string(target.width));
+  if (it == domains.end()) refuse_row(coordinator, d, r, Why::not_in_domain, pages, target.width);
+  if (pages > target.width) refuse_row(coordinator, d, r, Why::too_wide, pages, target.width);
   const auto backing = snapshot->backing();
   if (!backing) refuse(ErrorKind::SessionState, r, "the backing was released");
   backing->write_table_row(static_cast<std::size_t>(it - domains.begin()), pages, target);
@@ -67,10 +64,10 @@ bool holds_pad(const std::int32_t* from, const std::int32_t* to, std::int32_t pa
 void write_table_row_ids(const std::int32_t* ids, std::uint64_t pages, TableRowTarget& target) noexcept {
   std::int32_t* row = target.row;
   const std::size_t count = static_cast<std::size_t>(pages);  // <= width
-  if (target.compare && (count == 0 || std::memcmp(row, ids, count * sizeof(std::int32_t)) == 0) &&
+  if (target.saved && (count == 0 || std::memcmp(row, ids, count * sizeof(std::int32_t)) == 0) &&
       holds_pad(row + count, row + target.width, target.pad))
     return;  // the row already holds exactly this
-  if (target.saved) std::memcpy(target.saved, row, target.width * sizeof(std::int32_t));
+  if (target.saved) std::memcpy(target.saved, row, target.width * sizeof(std::int32_t));  // to put back
   if (count != 0) std::memcpy(row, ids, count * sizeof(std::int32_t));
   std::fill(row + count, row + target.width, target.pad);
   target.wrote = true;
@@ -97,14 +94,15 @@ void build_block_table(const AdmissionCoordinator& coordinator, const std::vecto
   std::size_t r = 0;
   try {
     for (; r < rows.size(); ++r) {
-      TableRowTarget target{out + r * width, width, pad, in_place, saved ? saved + r * width : nullptr};
+      TableRowTarget target{out + r * width, width, pad, saved ? saved + r * width : nullptr};
       if (rows[r].session) {
         const auto answer = rows[r].session->write_table_row(coordinator, d, target);
-        if (answer.answer != SequenceSession::TableRow::written) refuse_session_row(coordinator, d, r, answer, width);
+        if (answer.answer != SequenceSession::TableRow::written)
+          refuse_row(coordinator, d, r, answer.answer, answer.pages, width);
       } else {
         write_frame_row(coordinator, *rows[r].frame, d, r, target);
       }
-      if (target.wrote && saved) changed.push_back(r);
+      if (target.wrote && saved) changed.push_back(r);  // a new table needs nothing put back
     }
   } catch (...) {
     for (const std::size_t w : changed)

@@ -419,7 +419,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   if (decision.outcome != BackingOutcome::current && decision.outcome != BackingOutcome::extended) return decision.outcome;
   require_handle(s, "step");
   s.require_open_locked("step");
-  if (!s.quiescent_locked() || static_cast<std::uint64_t>(tokens) > s.current->tokens()) return BackingOutcome::retry_required;
+  if (!s.quiescent_locked() || static_cast<std::uint64_t>(tokens) > s.current_tokens) return BackingOutcome::retry_required;
   s.take_frame_id_locked("step");
   ++s.retired;
   ++s.committed;
@@ -441,17 +441,6 @@ std::shared_ptr<const BackingSnapshot> SequenceSession::backing() const {
   std::lock_guard<SessionLock> lock(state_->mutex);
   require_handle(*state_, "backing");
   return state_->current;
-}
-
-SequenceSession::TableSource SequenceSession::table_source(std::uint32_t domain_index) const {
-  std::lock_guard<SessionLock> lock(state_->mutex);
-  require_handle(*state_, "block_table");
-  const BackingSnapshot& current = *state_->current;
-  const auto& domains = current.domains();
-  const auto it = std::find(domains.begin(), domains.end(), domain_index);
-  // The session's resources hold the backing while the handle is open.
-  return {state_->resources->backing(), current.coordinator().get(), current.pages(),
-          it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin()), state_->sequence};
 }
 
 SequenceSession::TableRowAnswer SequenceSession::write_table_row(const AdmissionCoordinator& owner,

@@ -82,7 +82,7 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   SequenceBacking& operator=(const SequenceBacking&) = delete;
 
   // Takes over prepared pages (already claimed logically). Called only under the lock of the
-  // session that extends this backing (copy_published_ids relies on it).
+  // session that extends this backing (published_ids relies on it).
   void adopt(PreparedPages& prepared);
   // Runs of consecutive ids over the first `pages` pages, domain by domain.
   std::vector<BackingExtent> extents(std::uint64_t pages) const;

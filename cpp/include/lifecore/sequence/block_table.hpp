@@ -20,14 +20,13 @@ struct BlockTableRow {
   const SequenceSession* session = nullptr;
 };
 
-// Where one row of a table goes. A table the caller owns (`compare`) is written only where a
-// row differs (in a decode batch most rows already hold their ids): a row about to change is
-// first copied to `saved` (when given) and `wrote` says so.
+// Where one row of a table goes. A row of a table the caller owns comes with `saved`: it is
+// written only where it differs (in a decode batch most rows already hold their ids), first
+// copied to `saved`, and `wrote` says so. A row of a new table is simply written.
 struct TableRowTarget {
   std::int32_t* row = nullptr;
   std::size_t width = 0;
   std::int32_t pad = 0;
-  bool compare = false;
   std::int32_t* saved = nullptr;
   bool wrote = false;
 };
@@ -38,7 +37,8 @@ void write_table_row_ids(const std::int32_t* ids, std::uint64_t pages, TableRowT
 // under its own lock. A refused row (a finalized frame, a closed session, a sequence of another
 // coordinator or not in the domain, more blocks than `width`) raises an error naming the row;
 // with `in_place` (a table the caller owns) rows are written only where they differ, and the
-// rows already written are put back before the error, so the table is left as it was. `domain` empty: the coordinator's first domain.
+// rows already written are put back before the error, so the table is left as it was.
+// `domain` empty: the coordinator's first domain.
 void build_block_table(const AdmissionCoordinator& coordinator, const std::vector<BlockTableRow>& rows,
                        std::optional<std::uint32_t> domain, std::size_t width, std::int32_t pad, std::int32_t* out,
                        bool in_place = false);

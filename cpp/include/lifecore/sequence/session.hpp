@@ -172,9 +172,9 @@ class SequenceSession {
 
   SessionPhase phase() const noexcept;
   std::shared_ptr<const BackingSnapshot> backing() const;
-  // For a block table, read under one lock: the current backing's pages, the slot of
-  // `domain_index` among its domains (`slot` == npos when the sequence is not in it), and the
-  // backing its ids are read from. ClosedError once the handle is closed.
+  // For an incremental block table (DecodeTable), read under one lock: the current backing's
+  // pages, the slot of `domain_index` among its domains (`slot` == npos when the sequence is
+  // not in it), and the backing its ids are read from. ClosedError once the handle is closed.
   struct TableSource {
     std::shared_ptr<SequenceBacking> backing;
     const AdmissionCoordinator* coordinator = nullptr;
@@ -182,7 +182,6 @@ class SequenceSession {
     std::size_t slot = 0;
     Authority sequence;  // which sequence the ids are of
   };
-  TableSource table_source(std::uint32_t domain_index) const;
   // A block table's row in one lock and no reference count: the current ids in `domain_index`
   // go to the target (block_table.hpp). Nothing is written unless the answer is `written`
   // (`pages`: the sequence's blocks). ClosedError once the handle is closed.
@@ -193,9 +192,8 @@ class SequenceSession {
   };
   TableRowAnswer write_table_row(const AdmissionCoordinator& owner, std::uint32_t domain_index,
                                  TableRowTarget& target) const;
-  // The same for an incremental table, still under one lock, but `backing` is referenced only
-  // when the row must be written: its sequence is not `known` or it holds more than `written`
-  // pages.
+  // A row's source, where `backing` is referenced only when the row must be written: its
+  // sequence is not `known` or it holds more than `written` pages.
   TableSource table_source_since(std::uint32_t domain_index, const Authority& known, std::uint64_t written) const;
   // step(tokens), then table_source_since(...) into `source`, under one lock when the step
   // needs no extension (a decode iteration's row). `source` is set only when the step returned.
