@@ -755,20 +755,7 @@ void bind_session(nb::module_& m) {
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   m.def("acquire_frames", [](nb::handle sessions) {
-          if (!nb::isinstance<nb::list>(sessions) && !nb::isinstance<nb::tuple>(sessions))
-            raise(ErrorKind::TypeMismatch, argument_label("acquire_frames", "sessions") +
-                                               " must be a list of SequenceSession, got " + type_name_of(sessions));
-          const table_out::ListItems items(sessions);
-          std::vector<SequenceSession*> list;
-          list.reserve(items.size());
-          for (std::size_t i = 0; i < items.size(); ++i) {
-            auto* session = table_out::exact_instance<SequenceSession>(items[i]);  // the common case builds no label
-            if (!session) {
-              const std::string label = "sessions[" + std::to_string(i) + "]";
-              session = &object_argument<SequenceSession>(items[i], "acquire_frames", label.c_str(), "a SequenceSession");
-            }
-            list.push_back(session);
-          }
+          const auto list = table_out::session_list(sessions, "acquire_frames", /*none_ok=*/false);
           return acquire_frames(list);
         }, nb::arg("sessions").none(), nb::sig("def acquire_frames(sessions: collections.abc.Sequence[SequenceSession]) -> list[FrameHold]"),
         "Acquire one frame on every session, all or nothing.");

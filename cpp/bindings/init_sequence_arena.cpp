@@ -56,27 +56,13 @@ nb::object step_all_sessions(nb::handle sessions, nb::handle tokens) {
   Tokens targets;
   read_tokens(tokens, list.size(), call, targets);
   BackingOutcome* outcomes = nullptr;
-  nb::object array = outcome_array(list.size(), outcomes);
+  nb::object array = enum_array(list.size(), outcomes);
   step_all(list, targets.data, outcomes);
   return array;
 }
 
 nb::object commit_all_frames(nb::handle frames) {
-  constexpr const char* call = "commit_frames";
-  if (!nb::isinstance<nb::list>(frames) && !nb::isinstance<nb::tuple>(frames))
-    raise(ErrorKind::TypeMismatch, argument_label(call, "frames") + " must be a list or tuple of FrameHold, got " +
-                                       type_name_of(frames));
-  const ListItems items(frames);
-  std::vector<FrameHold*> list;
-  list.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    const nb::handle item = items[i];
-    auto* frame = exact_instance<FrameHold>(item);
-    if (!frame)
-      raise(ErrorKind::TypeMismatch, argument_label(call, ("frames[" + std::to_string(list.size()) + "]").c_str()) +
-                                         " must be a FrameHold, got " + type_name_of(item));
-    list.push_back(frame);
-  }
+  const std::vector<FrameHold*> list = instance_list<FrameHold>(frames, "commit_frames", "frames", "FrameHold");
   FrameDisposition* dispositions = nullptr;
   nb::object array = enum_array(list.size(), dispositions);
   commit_frames(list, dispositions);
@@ -134,7 +120,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
     raise(ErrorKind::TypeMismatch, argument_label(call, "out") +
                                        " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
                                        "Buffer, got " + type_name_of(out));
-  build_block_table(c, rows, d, width, pad, target.data, /*restore_on_error=*/true);  // the caller's table
+  build_block_table(c, rows, d, width, pad, target.data, /*in_place=*/true);  // the caller's table
   return nb::borrow(out);
 }
 

@@ -139,7 +139,7 @@ void init_sequence_decode_table(nb::module_& m) {
             Tokens targets;
             read_tokens(tokens, list.size(), call, targets);
             BackingOutcome* outcomes = nullptr;
-            nb::object array = outcome_array(list.size(), outcomes);
+            nb::object array = enum_array(list.size(), outcomes);
             t.core->step(list, targets.data, outcomes);
             t.sync();
             return array;

@@ -34,19 +34,8 @@ PreemptionValues preempt(nb::handle coordinator, nb::handle deferred, nb::handle
   const auto& d = object_argument<AdmissionDeferred>(deferred, call, "deferred", "an AdmissionDeferred");
   std::optional<std::size_t> most;
   if (!limit.is_none()) most = static_cast<std::size_t>(uint_argument(limit, call, "limit"));
-  if (!nb::isinstance<nb::list>(candidates) && !nb::isinstance<nb::tuple>(candidates))
-    raise(ErrorKind::TypeMismatch, argument_label(call, "candidates") + " must be a list of SequenceSession, got " +
-                                       type_name_of(candidates));
-  const table_out::ListItems items(candidates);
-  std::vector<SequenceSession*> sessions;
-  sessions.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    auto* session = table_out::exact_instance<SequenceSession>(items[i]);
-    if (!session)
-      raise(ErrorKind::TypeMismatch, argument_label(call, ("candidates[" + std::to_string(i) + "]").c_str()) +
-                                         " must be a SequenceSession, got " + type_name_of(items[i]));
-    sessions.push_back(session);
-  }
+  const std::vector<SequenceSession*> sessions =
+      table_out::instance_list<SequenceSession>(candidates, call, "candidates", "SequenceSession");
   PreemptionOutcome out;
   {
     nb::gil_scoped_release release;  // the list keeps the sessions alive

@@ -150,25 +150,34 @@ inline std::uint32_t domain_argument(const sequence::AdmissionCoordinator& c, nb
   return static_cast<std::uint32_t>(index);
 }
 
-// A list or tuple of SequenceSession, in order; with `none_ok` a None entry gives null.
-inline std::vector<sequence::SequenceSession*> session_list(nb::handle sessions, const char* call, bool none_ok) {
-  const char* what = none_ok ? " must be a list or tuple of SequenceSession or None, got "
-                             : " must be a list or tuple of SequenceSession, got ";
-  if (!nb::isinstance<nb::list>(sessions) && !nb::isinstance<nb::tuple>(sessions))
-    raise(ErrorKind::TypeMismatch, argument_label(call, "sessions") + what + type_name_of(sessions));
-  const ListItems items(sessions);
-  std::vector<sequence::SequenceSession*> list;
+// The objects of a list or tuple argument `name` that are exactly T's Python type (called
+// `type` in errors), in order; with `none_ok` a None entry gives null. LifecoreTypeError naming
+// the argument, or the entry, for anything else.
+template <class T>
+std::vector<T*> instance_list(nb::handle items_arg, const char* call, const char* name, const char* type,
+                              bool none_ok = false) {
+  const std::string expected = std::string(type) + (none_ok ? " or None" : "");
+  if (!nb::isinstance<nb::list>(items_arg) && !nb::isinstance<nb::tuple>(items_arg))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a list or tuple of " + expected + ", got " +
+                                       type_name_of(items_arg));
+  const ListItems items(items_arg);
+  std::vector<T*> list;
   list.reserve(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
     const nb::handle item = items[i];
-    auto* session = exact_instance<sequence::SequenceSession>(item);
-    if (!session && !(none_ok && item.is_none()))
-      raise(ErrorKind::TypeMismatch, argument_label(call, ("sessions[" + std::to_string(list.size()) + "]").c_str()) +
-                                         (none_ok ? " must be a SequenceSession or None, got " : " must be a SequenceSession, got ") +
-                                         type_name_of(item));
-    list.push_back(session);
+    T* object = exact_instance<T>(item);
+    if (!object && !(none_ok && item.is_none()))
+      raise(ErrorKind::TypeMismatch, argument_label(call, (std::string(name) + "[" + std::to_string(i) + "]").c_str()) +
+                                         " must be a " + expected + ", got " + type_name_of(item));
+    list.push_back(object);
   }
   return list;
+}
+
+// A list or tuple of SequenceSession (argument `sessions`), in order; with `none_ok` a None
+// entry gives null.
+inline std::vector<sequence::SequenceSession*> session_list(nb::handle sessions, const char* call, bool none_ok) {
+  return instance_list<sequence::SequenceSession>(sessions, call, "sessions", "SequenceSession", none_ok);
 }
 
 // One token count per session: a C-contiguous int64 NumPy array (read in place) or a list
@@ -212,7 +221,5 @@ inline nb::object enum_array(std::size_t count, Enum*& data) {
   const std::size_t shape[1] = {count};
   return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(values, 1, shape, keep));
 }
-
-inline nb::object outcome_array(std::size_t count, sequence::BackingOutcome*& data) { return enum_array(count, data); }
 
 }  // namespace lifecore::bindings::table_out
