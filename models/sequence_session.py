@@ -12,7 +12,7 @@ deterministic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from .contract import ModelError
@@ -53,6 +53,18 @@ class ModelDeferred:
     backing_sequence: Optional[int] = None
     expected_generation: Optional[int] = None
     backing_authority_generation: Optional[int] = None  # with backing_sequence: the sequence's authority
+
+
+@dataclass
+class ModelPreemption:
+    """What :meth:`ModelCoordinator.preempt_for` did: victims' authorities in the order picked,
+    (authority, reason) of the sessions skipped, the demand's sources whose epochs advanced,
+    and whether the demand fits now."""
+
+    victims: list = field(default_factory=list)
+    skipped: list = field(default_factory=list)
+    freed_sources: list = field(default_factory=list)
+    satisfied: bool = False
 
 
 @dataclass
@@ -256,6 +268,46 @@ class ModelCoordinator:
             return False
         need = deferred.immediate_pages * self.page_bytes
         return all(need <= self.total[n] - self.used[n] for n in deferred.domains)
+
+    def preempt_for(self, deferred: ModelDeferred, sessions: list, limit: Optional[int] = None) -> "ModelPreemption":
+        """Preemption by recompute, in the sessions' order: stop once ``deferred`` fits or after
+        ``limit`` victims; skip (with the reason) another coordinator's session and one whose
+        sources cannot be read or that will not abort; pass over the deferral's own sequence and
+        one that returns no source the demand waits on; abort and close the rest."""
+        if deferred.coordinator is not self:
+            raise ModelError("StaleAuthority", "preempt_for: foreign coordinator")
+        wanted = list(deferred.sources)
+        before = {source: self.epochs[source] for source in wanted}
+        own = (None if deferred.backing_sequence is None
+               else (deferred.backing_sequence, deferred.backing_authority_generation))
+        out = ModelPreemption()
+        for session in sessions:
+            if self.fits_now(deferred) or (limit is not None and len(out.victims) >= limit):
+                break
+            authority = session.sequence_authority
+            if session.coordinator is not self:
+                out.skipped.append((authority, "another coordinator"))
+                continue
+            if authority == own:
+                continue
+            sources: list = []
+            try:
+                session.write_release_capacity_sources(sources)
+            except ModelError as error:
+                out.skipped.append((authority, str(error)))
+                continue
+            if not set(sources) & set(wanted):
+                continue
+            try:
+                session.try_abort_if_quiescent()
+            except ModelError as error:
+                out.skipped.append((authority, str(error)))
+                continue
+            out.victims.append(authority)
+            session.close()
+        out.freed_sources = [source for source in wanted if self.epochs[source] != before[source]]
+        out.satisfied = self.fits_now(deferred)
+        return out
 
     def register_waiter(self, deferred: ModelDeferred) -> "ModelWaiter":
         if deferred.coordinator is not self:

@@ -554,34 +554,19 @@ class SequenceSessionMachine(LifecycleMachine):
         if not self.deferreds:
             return
         rd, md = self.deferreds[d % len(self.deferreds)]
-        own = None if md.backing_sequence is None else (md.backing_sequence, md.backing_authority_generation)
         live = [e for e in self.entries if e.rs is not None and not e.ms.handle_closed]
         report = preempt_for(self.real, rd, [e.rs for e in live])
-        victims = []
-        for e in live:  # the same policy, on the model
-            if self.model.fits_now(md):
-                break
-            if e.ms.sequence_authority == own:
-                continue
-            out: list = []
-            try:
-                e.ms.write_release_capacity_sources(out)
-            except model.ModelError:
-                continue
-            if not set(out) & set(md.sources):
-                continue
-            try:
-                e.ms.try_abort_if_quiescent()
-            except model.ModelError:
-                continue
-            victims.append(e.ms.sequence_authority)
-            e.terminal = model.ABORTED
-            e.ms.close()
+        modeled = self.model.preempt_for(md, [e.ms for e in live])  # the same policy, on the model
+        victims = modeled.victims
+        for e in live:
+            if e.ms.sequence_authority in victims:
+                e.terminal = model.ABORTED
         STATS.note("preempt", "victims" if victims else "no_victim")
         STATS.outcomes[("preempt", "victim_count")] += len(victims)
         STATS.note("preempt", "satisfied" if report.satisfied else "unsatisfied")
         assert [(a.sparse_id, a.generation) for a in report.victims] == victims
-        assert report.satisfied == self.model.fits_now(md)
+        assert report.satisfied == modeled.satisfied == self.model.fits_now(md)
+        assert [_source_name(s) for s in report.freed_sources] == modeled.freed_sources
 
     @precondition(lambda self: bool(self.deferreds) and not self.model.closed)
     @rule(d=st.integers(0, 5), dice=st.integers(0, 39))
