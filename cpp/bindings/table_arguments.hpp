@@ -156,9 +156,10 @@ inline std::uint32_t domain_argument(const sequence::AdmissionCoordinator& c, nb
 template <class T>
 std::vector<T*> instance_list(nb::handle items_arg, const char* call, const char* name, const char* type,
                               bool none_ok = false) {
-  const std::string expected = std::string(type) + (none_ok ? " or None" : "");
+  // Built only for an error: a decode batch's call builds no string.
+  const auto expected = [&] { return std::string(type) + (none_ok ? " or None" : ""); };
   if (!nb::isinstance<nb::list>(items_arg) && !nb::isinstance<nb::tuple>(items_arg))
-    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a list or tuple of " + expected + ", got " +
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a list or tuple of " + expected() + ", got " +
                                        type_name_of(items_arg));
   const ListItems items(items_arg);
   std::vector<T*> list;
@@ -168,7 +169,7 @@ std::vector<T*> instance_list(nb::handle items_arg, const char* call, const char
     T* object = exact_instance<T>(item);
     if (!object && !(none_ok && item.is_none()))
       raise(ErrorKind::TypeMismatch, argument_label(call, (std::string(name) + "[" + std::to_string(i) + "]").c_str()) +
-                                         " must be a " + expected + ", got " + type_name_of(item));
+                                         " must be a " + expected() + ", got " + type_name_of(item));
     list.push_back(object);
   }
   return list;
