@@ -1,6 +1,7 @@
 // C++-only checks of the capture core: SHA-256 vectors, the monotone ledger, bounded
 // messages, and a session driven through a scripted backend.
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <tuple>
 
@@ -137,13 +138,58 @@ void counting_writer_measures_what_the_writer_writes() {
   record.outcome.message = "tab\there";
   record.payload.kind = PayloadKind::tensor;
   record.payload.values = {1.5, -2e-300, 1e300, 0.0};
-  JsonWriter full, counted(UINT64_MAX, true);
+  JsonWriter full, counted(UINT64_MAX, JsonMode::count), bounded(UINT64_MAX, JsonMode::bound);
   write_record(full, record);
   write_record(counted, record);
+  write_record(bounded, record);
   CHECK(full.size() == counted.size() && full.take().size() == counted.size());
-  JsonWriter limited(counted.size() - 1, true);
+  CHECK(bounded.size() >= counted.size() && !bounded.overflowed());
+  JsonWriter limited(counted.size() - 1, JsonMode::count);
   write_record(limited, record);
   CHECK(limited.overflowed());
+  JsonWriter bound_limited(counted.size() - 1, JsonMode::bound);
+  write_record(bound_limited, record);
+  CHECK(bound_limited.overflowed());
+}
+
+// The bound writer charges each value its longest text: check those lengths against every
+// extreme and a sweep of bit patterns, and that a bound covers typed arrays without reading them.
+void bounding_writer_never_undercounts() {
+  auto number_text = [](double v) { JsonWriter json; json.number(v); return json.take(); };
+  CHECK(number_text(-2.2250738585072014e-308).size() == max_number_text_bytes);
+  std::uint64_t bits = 0x9e3779b97f4a7c15ULL;
+  for (int i = 0; i < 200000; ++i) {
+    bits ^= bits << 13; bits ^= bits >> 7; bits ^= bits << 17;  // xorshift: every exponent and sign
+    double v;
+    std::memcpy(&v, &bits, sizeof v);
+    CHECK(number_text(v).size() <= max_number_text_bytes);
+  }
+  JsonWriter longest;
+  longest.integer(UINT64_MAX);
+  longest.signed_integer(INT64_MIN);
+  CHECK(longest.take().size() == 2 * max_integer_text_bytes);
+  const std::int64_t longs[] = {INT64_MIN, INT64_MIN, INT64_MIN};
+  const bool flags[] = {false, false};
+  for (auto [type, data, n] : {std::tuple{ElementType::int64, static_cast<const void*>(longs), std::uint64_t{3}},
+                               std::tuple{ElementType::boolean, static_cast<const void*>(flags), std::uint64_t{2}}}) {
+    CapturePayload p;
+    p.kind = PayloadKind::tensor;
+    p.shape = {n};
+    p.array = {type, n, data, nullptr};
+    JsonWriter text, bound(UINT64_MAX, JsonMode::bound);
+    write_payload(text, p);
+    write_payload(bound, p);
+    CHECK(bound.size() >= text.size());
+  }
+  // A tensor too large to format is bounded in one step, and a bound past 64 bits overflows.
+  CapturePayload huge;
+  huge.kind = PayloadKind::tensor;
+  huge.shape = {UINT64_MAX};
+  const float one = 1.0f;  // never read: the bound does not look at values
+  huge.array = {ElementType::float32, UINT64_MAX, &one, nullptr};
+  JsonWriter bound(UINT64_MAX, JsonMode::bound);
+  write_payload(bound, huge);
+  CHECK(bound.overflowed() && bound.size() == UINT64_MAX);
 }
 
 void typed_arrays_encode_in_their_element_type_within_the_cost_model() {
@@ -219,6 +265,7 @@ int main() {
   value_floors_saturate();
   bounded_messages_cut_on_utf8_boundaries();
   counting_writer_measures_what_the_writer_writes();
+  bounding_writer_never_undercounts();
   typed_arrays_encode_in_their_element_type_within_the_cost_model();
   session_round_trip();
   return lifecore::test_support::finish("capture_core_test");

@@ -4,14 +4,15 @@
 #include <cmath>
 #include <cstring>
 
+#include "lifecore/checked.hpp"
+
 namespace lifecore::capture {
 
 void JsonWriter::string(std::string_view text) {
-  if (count_only_) {  // the size alone: 2 quotes, 1 extra byte per '"' or '\\', 5 per control byte
+  if (mode_ != JsonMode::text) {  // the size alone: 2 quotes, 1 extra byte per '"' or '\\', 5 per control byte
     std::uint64_t n = text.size() + 2;
     for (unsigned char c : text) n += c == '"' || c == '\\' ? 1 : c < 0x20 ? 5 : 0;
-    size_ += n;
-    if (size_ > limit_) overflowed_ = true;
+    add(n);
     return;
   }
   raw("\"");
@@ -34,6 +35,7 @@ void JsonWriter::string(std::string_view text) {
 }
 
 void JsonWriter::number(double value) {
+  if (mode_ == JsonMode::bound) { add(max_number_text_bytes); return; }
   if (!std::isfinite(value)) { raw("null"); return; }
   char buf[32];
   auto result = std::to_chars(buf, buf + sizeof buf, value);
@@ -41,18 +43,33 @@ void JsonWriter::number(double value) {
 }
 
 void JsonWriter::integer(std::uint64_t value) {
+  if (mode_ == JsonMode::bound) { add(max_integer_text_bytes); return; }
   char buf[24];
   auto result = std::to_chars(buf, buf + sizeof buf, value);
   raw(std::string_view(buf, static_cast<std::size_t>(result.ptr - buf)));
 }
 
 void JsonWriter::signed_integer(std::int64_t value) {
+  if (mode_ == JsonMode::bound) { add(max_integer_text_bytes); return; }
   char buf[24];
   auto result = std::to_chars(buf, buf + sizeof buf, value);
   raw(std::string_view(buf, static_cast<std::size_t>(result.ptr - buf)));
 }
 
+void JsonWriter::bounded_elements(std::uint64_t count, std::uint64_t each) {
+  begin_array();
+  // A comma and a value per element: one comma more than written, which a bound allows.
+  if (count != 0) add(checked::mul(count, each + 1).value_or(UINT64_MAX));
+  end_array();
+}
+
 void JsonWriter::elements(const PayloadArray& array) {
+  if (mode_ == JsonMode::bound) {
+    const bool integral = array.type != ElementType::float16 && array.type != ElementType::bfloat16 &&
+                          array.type != ElementType::float32 && array.type != ElementType::float64;
+    // "false" is the longest boolean; any integer fits an int64's or a uint64's text.
+    return bounded_elements(array.size, integral ? max_integer_text_bytes : max_number_text_bytes);
+  }
   begin_array();
   // Integers stay integers (a double would round past 2**53); floating values take the
   // shortest form that reads back as the same double.
@@ -94,12 +111,14 @@ void JsonWriter::key(std::string_view name) {
 }
 
 void JsonWriter::integers(const std::vector<std::uint64_t>& values) {
+  if (mode_ == JsonMode::bound) return bounded_elements(values.size(), max_integer_text_bytes);
   begin_array();
   for (auto v : values) { element(); integer(v); }
   end_array();
 }
 
 void JsonWriter::numbers(const std::vector<double>& values) {
+  if (mode_ == JsonMode::bound) return bounded_elements(values.size(), max_number_text_bytes);
   begin_array();
   for (auto v : values) { element(); number(v); }
   end_array();

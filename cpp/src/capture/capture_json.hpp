@@ -1,8 +1,12 @@
 // A small JSON writer. It can enforce a byte limit while writing (the "counting writer"):
 // a record's encoding may never exceed what was charged for it, so a backend that
-// underestimated is caught before anything is published.
+// underestimated is caught before anything is published. Checking a limit needs no text:
+// `count` measures the exact size, and `bound` an upper bound of it without formatting a
+// single number (a number is at most 24 bytes, an integer 20), so a record checked once per
+// capture costs a walk of its structure, not a float formatting per value.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -13,15 +17,16 @@
 
 namespace lifecore::capture {
 
+enum class JsonMode {
+  text,   // build the text
+  count,  // the exact size of the text, nothing built
+  bound,  // at least the exact size, nothing built, no number formatted
+};
+
 class JsonWriter {
  public:
-  explicit JsonWriter(std::uint64_t limit = UINT64_MAX, bool count_only = false)
-      : limit_(limit), count_only_(count_only) {}
-  void raw(std::string_view text) {
-    size_ += text.size();
-    if (size_ > limit_) { overflowed_ = true; return; }
-    if (!overflowed_ && !count_only_) out_.append(text);
-  }
+  explicit JsonWriter(std::uint64_t limit = UINT64_MAX, JsonMode mode = JsonMode::text) : limit_(limit), mode_(mode) {}
+  void raw(std::string_view text) { add(text.size()); if (!overflowed_ && mode_ == JsonMode::text) out_.append(text); }
   void string(std::string_view text);
   void number(double value);  // non-finite values become null
   void integer(std::uint64_t value);
@@ -37,6 +42,7 @@ class JsonWriter {
   void numbers(const std::vector<double>& values);
   void elements(const PayloadArray& array);  // a tensor payload's values in their element type
   bool overflowed() const noexcept { return overflowed_; }
+  // The bytes written (text, count), or an upper bound of them (bound); saturates past the limit.
   std::uint64_t size() const noexcept { return size_; }
   std::string take() { return std::move(out_); }
 
@@ -45,8 +51,20 @@ class JsonWriter {
   std::uint64_t size_ = 0;
   std::uint64_t limit_;
   bool overflowed_ = false;
-  bool count_only_ = false;  // measure without building the text
+  JsonMode mode_ = JsonMode::text;
   bool first_ = true;
+
+  // Adds n bytes; past the limit the writer has overflowed (and stops writing text).
+  void add(std::uint64_t n) noexcept {
+    if (n > limit_ - std::min(size_, limit_)) {
+      overflowed_ = true;
+      size_ = limit_ == UINT64_MAX ? UINT64_MAX : limit_ + 1;
+      return;
+    }
+    size_ += n;
+  }
+  // `count` elements, each at most `each` bytes, separated by commas (bound mode).
+  void bounded_elements(std::uint64_t count, std::uint64_t each);
 };
 
 void write_plan(JsonWriter& json, const CapturePlan& plan);
@@ -60,5 +78,9 @@ void write_intervention_record(JsonWriter& json, const InterventionRecord& recor
 
 // Bytes one number takes at most in this encoding (shortest round-trip form plus a comma).
 constexpr std::uint64_t max_encoded_number_bytes = 25;
+// The longest text of one value: a double's shortest round-trip form ("-2.2250738585072014e-308")
+// and a 64-bit integer ("18446744073709551615", "-9223372036854775808").
+constexpr std::uint64_t max_number_text_bytes = 24;
+constexpr std::uint64_t max_integer_text_bytes = 20;
 
 }  // namespace lifecore::capture

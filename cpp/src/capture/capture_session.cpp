@@ -253,12 +253,18 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     } else {
       record.outcome.kind = OutcomeKind::captured;
     }
-    // The counting writer: what is published may never exceed what was charged.
-    JsonWriter json(record.charged.encoded_bytes, /*count_only=*/true);
-    write_record(json, record);
-    if (json.overflowed())
-      return fail(FailReason::native, ErrorKind::CaptureSession,
-                  "backend underestimated encoded capture size at " + point.path);
+    // What is published may never exceed what was charged. An upper bound settles it almost
+    // always (the cost model charges each number its longest text); only a record the bound
+    // does not clear is measured exactly.
+    JsonWriter bound(record.charged.encoded_bytes, JsonMode::bound);
+    write_record(bound, record);
+    if (bound.overflowed()) {
+      JsonWriter exact(record.charged.encoded_bytes, JsonMode::count);
+      write_record(exact, record);
+      if (exact.overflowed())
+        return fail(FailReason::native, ErrorKind::CaptureSession,
+                    "backend underestimated encoded capture size at " + point.path);
+    }
   } catch (const BackendFailure& failure) {
     fail(FailReason::native, ErrorKind::CaptureSession, "native capture failed: " + failure.message);
   } catch (const Error& error) {
