@@ -164,6 +164,11 @@ void bounding_writer_never_undercounts() {
     std::memcpy(&v, &bits, sizeof v);
     CHECK(number_text(v).size() <= max_number_text_bytes);
   }
+  const std::string controls(10, '\x01');  // the longest escape, \u0001, per byte
+  JsonWriter escaped, escaped_bound(UINT64_MAX, JsonMode::bound);
+  escaped.string(controls);
+  escaped_bound.string(controls);
+  CHECK(escaped.take().size() == escaped_bound.size());
   JsonWriter longest;
   longest.integer(UINT64_MAX);
   longest.signed_integer(INT64_MIN);

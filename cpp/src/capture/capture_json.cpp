@@ -9,7 +9,11 @@
 namespace lifecore::capture {
 
 void JsonWriter::string(std::string_view text) {
-  if (mode_ != JsonMode::text) {  // the size alone: 2 quotes, 1 extra byte per '"' or '\\', 5 per control byte
+  if (mode_ == JsonMode::bound) {  // 2 quotes, at most 6 bytes per byte (a control byte's \u00XX)
+    add(checked::add(checked::mul(std::uint64_t{text.size()}, std::uint64_t{6}), std::uint64_t{2}).value_or(UINT64_MAX));
+    return;
+  }
+  if (mode_ == JsonMode::count) {  // the size alone: 2 quotes, 1 extra byte per '"' or '\\', 5 per control byte
     std::uint64_t n = text.size() + 2;
     for (unsigned char c : text) n += c == '"' || c == '\\' ? 1 : c < 0x20 ? 5 : 0;
     add(n);

@@ -2,8 +2,8 @@
 // a record's encoding may never exceed what was charged for it, so a backend that
 // underestimated is caught before anything is published. Checking a limit needs no text:
 // `count` measures the exact size, and `bound` an upper bound of it without formatting a
-// single number (a number is at most 24 bytes, an integer 20), so a record checked once per
-// capture costs a walk of its structure, not a float formatting per value.
+// single number or scanning a string (a number is at most 24 bytes, an integer 20, a string
+// byte 6), so a record checked once per capture costs a walk of its structure.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "lifecore/capture/intervention_plan.hpp"
+#include "lifecore/capture/transform_cost.hpp"
 #include "lifecore/capture/types.hpp"
 
 namespace lifecore::capture {
@@ -76,11 +77,23 @@ void write_payload(JsonWriter& json, const CapturePayload& payload);
 void write_record(JsonWriter& json, const CaptureRecord& record);
 void write_intervention_record(JsonWriter& json, const InterventionRecord& record);
 
-// Bytes one number takes at most in this encoding (shortest round-trip form plus a comma).
-constexpr std::uint64_t max_encoded_number_bytes = 25;
 // The longest text of one value: a double's shortest round-trip form ("-2.2250738585072014e-308")
 // and a 64-bit integer ("18446744073709551615", "-9223372036854775808").
 constexpr std::uint64_t max_number_text_bytes = 24;
 constexpr std::uint64_t max_integer_text_bytes = 20;
+// The cost model charges each number its longest text and a comma, so a bound clears it.
+static_assert(encoded_number_bytes >= max_number_text_bytes + 1);
+
+// Whether what `write(json)` writes takes at most `limit` bytes. An upper bound settles it
+// almost always; only output the bound does not clear is measured exactly.
+template <class Write>
+bool fits_within(std::uint64_t limit, Write&& write) {
+  JsonWriter bound(limit, JsonMode::bound);
+  write(bound);
+  if (!bound.overflowed()) return true;
+  JsonWriter exact(limit, JsonMode::count);
+  write(exact);
+  return !exact.overflowed();
+}
 
 }  // namespace lifecore::capture

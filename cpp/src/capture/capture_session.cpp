@@ -253,18 +253,10 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     } else {
       record.outcome.kind = OutcomeKind::captured;
     }
-    // What is published may never exceed what was charged. An upper bound settles it almost
-    // always (the cost model charges each number its longest text); only a record the bound
-    // does not clear is measured exactly.
-    JsonWriter bound(record.charged.encoded_bytes, JsonMode::bound);
-    write_record(bound, record);
-    if (bound.overflowed()) {
-      JsonWriter exact(record.charged.encoded_bytes, JsonMode::count);
-      write_record(exact, record);
-      if (exact.overflowed())
-        return fail(FailReason::native, ErrorKind::CaptureSession,
-                    "backend underestimated encoded capture size at " + point.path);
-    }
+    // What is published may never exceed what was charged for it.
+    if (!fits_within(record.charged.encoded_bytes, [&](JsonWriter& json) { write_record(json, record); }))
+      return fail(FailReason::native, ErrorKind::CaptureSession,
+                  "backend underestimated encoded capture size at " + point.path);
   } catch (const BackendFailure& failure) {
     fail(FailReason::native, ErrorKind::CaptureSession, "native capture failed: " + failure.message);
   } catch (const Error& error) {

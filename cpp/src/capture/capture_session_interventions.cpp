@@ -142,9 +142,9 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
       }
       if (with_evidence) {
         record.evidence.push_back(backend.transform(out, evidence));
-        JsonWriter json(cost.encoded_bytes);
-        for (const auto& e : record.evidence) write_payload(json, e);
-        if (json.overflowed()) {
+        if (!fits_within(cost.encoded_bytes, [&](JsonWriter& json) {
+              for (const auto& e : record.evidence) write_payload(json, e);
+            })) {
           fail_operation(record, "backend underestimated encoded evidence size");
           continue;
         }
