@@ -703,7 +703,7 @@ def test_an_extension_published_by_another_thread_meanwhile_is_current(paused_ex
     ({"timeout": math.nan}, InvalidArgumentError), ({"timeout": -1}, InvalidArgumentError),
     ({"timeout": "1"}, LifecoreTypeError), ({"timeout": True}, LifecoreTypeError),
     ({"poll": 0}, InvalidArgumentError), ({"poll": math.inf}, InvalidArgumentError),
-    ({"poll": math.nan}, InvalidArgumentError), ({"poll": None}, LifecoreTypeError),
+    ({"poll": math.nan}, InvalidArgumentError), ({"poll": "1"}, LifecoreTypeError),
 ])
 def test_wait_async_refuses_bad_timeouts(kwargs, error):
     import asyncio

@@ -184,32 +184,108 @@ def test_a_registration_cancelled_under_an_awaiter_keeps_it_waiting_until_a_chan
     c, held, regs = pool_of(1)
 
     async def main():
-        task = asyncio.create_task(regs[0].wait_async(poll=0.02))
+        task = asyncio.create_task(regs[0].wait_async())  # no poll: only signals wake it
         await asyncio.sleep(0.02)
         regs[0].cancel()  # wakes the loop; nothing changed, so the wait goes on
+        assert regs[0].cancelled
         await asyncio.sleep(0.05)
         assert not task.done()
-        held.resources.close()  # unsubscribed: noticed at the next recheck
+        held.resources.close()  # unsubscribed, so no signal: the cancelled one is rechecked on a timer
         return await asyncio.wait_for(task, 5)
 
     assert asyncio.run(main()) is True
 
 
-def test_a_closed_device_ends_an_awaiter():
+def test_an_awaiter_starts_no_timer_unless_asked():
+    c, held, regs = pool_of(2)
+    timers = []
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        call_later = loop.call_later
+
+        def counting(delay, callback, *args, **kwargs):
+            if getattr(callback, "__name__", "") == "tick":  # wait_async's recheck, not the test's sleeps
+                timers.append(delay)
+            return call_later(delay, callback, *args, **kwargs)
+
+        loop.call_later = counting  # type: ignore[method-assign]
+        task = asyncio.create_task(regs[0].wait_async())
+        await asyncio.sleep(0.1)
+        assert timers == [] and not task.done()
+        polled = asyncio.create_task(regs[1].wait_async(poll=0.01))
+        await asyncio.sleep(0.05)
+        assert timers and set(timers) == {0.01}  # the asked-for recheck, and only that
+        held.resources.close()
+        return await asyncio.wait_for(asyncio.gather(task, polled), 5)
+
+    assert asyncio.run(main()) == [True, True]
+
+
+def test_two_awaiters_of_one_registration_both_wake():
+    c, held, regs = pool_of(1)
+
+    async def main():
+        first = asyncio.create_task(regs[0].wait_async())
+        second = asyncio.create_task(regs[0].wait_async())
+        await asyncio.sleep(0.05)
+        assert not first.done() and not second.done()
+        held.resources.close()  # one signal wakes every awaiter, none polls
+        return await asyncio.wait_for(asyncio.gather(first, second), 5)
+
+    assert asyncio.run(main()) == [True, True]
+
+
+@pytest.mark.parametrize("close_first", ["device", "coordinator"])
+def test_a_closed_device_ends_an_awaiter_at_once(close_first):
     dev = lifecore.Device(EMULATED)
     c = AdmissionCoordinator(dev, domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=1)
     held = c.admit("held", 16, 16)
     reg = c.register_waiter(c.admit("want", 16, 16))
 
     async def main():
-        task = asyncio.create_task(reg.wait_async(poll=0.02))
+        task = asyncio.create_task(reg.wait_async())  # no poll: the close must signal it
         await asyncio.sleep(0.02)
-        dev.close()  # signals no waiter: found at the next recheck
+        assert not task.done()
+        (dev if close_first == "device" else c).close()
         with pytest.raises(ClosedError):
             await asyncio.wait_for(task, 5)
 
     asyncio.run(main())
+    assert reg.closed and c.closed
     assert held is not None
+
+
+def test_a_device_closed_from_another_thread_wakes_a_blocking_wait():
+    dev = lifecore.Device(EMULATED)
+    c = AdmissionCoordinator(dev, domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=1)
+    held = c.admit("held", 16, 16)
+    reg = c.register_waiter(c.admit("want", 16, 16))
+    closer = threading.Timer(0.05, dev.close)
+    closer.start()
+    try:
+        with pytest.raises(ClosedError):
+            reg.wait(10)
+    finally:
+        closer.join()
+    assert reg.closed and held is not None
+
+
+def test_a_coordinator_made_after_its_device_closed_is_refused_and_a_dropped_one_is_forgotten():
+    import gc
+
+    dev = lifecore.Device(EMULATED)
+    for _ in range(3):
+        c = AdmissionCoordinator(dev, domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                 max_active_sequences=1)
+        c.admit("kept", 16, 16)
+    kept = c
+    del c
+    gc.collect()
+    dev.close()  # calls back the live coordinator only; the dropped ones' watches went with them
+    assert kept.closed
+    with pytest.raises(ClosedError):
+        AdmissionCoordinator(dev, domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=1)
 
 
 @needs_proc

@@ -569,21 +569,24 @@ void bind_waiters(nb::module_& m) {
              return r.wait_slice(std::nullopt, std::chrono::nanoseconds(0)) == CapacityWaitRegistration::SliceResult::retry;
            },
            "Without blocking: True once should_retry(); ClosedError if the coordinator, or its device, is closed.")
-      .def("_set_wake_fd", [](CapacityWaitRegistration& r, std::optional<int> fd) {
-             if (!fd) return r.set_notify({});
-             if (*fd < 0) raise(ErrorKind::InvalidArgument, "_set_wake_fd: the descriptor must not be negative");
+      .def("_add_wake_fd", [](CapacityWaitRegistration& r, int fd) {
+             if (fd < 0) raise(ErrorKind::InvalidArgument, "_add_wake_fd: the descriptor must not be negative");
              // A byte on a non-blocking descriptor: no GIL, no lock, safe while the
              // interpreter shuts down. A full pipe already holds a pending wake.
-             r.set_notify([f = *fd]() noexcept {
+             return r.add_notify([fd]() noexcept {
                const char byte = 1;
-               while (::write(f, &byte, 1) < 0 && errno == EINTR) {}
+               while (::write(fd, &byte, 1) < 0 && errno == EINTR) {}
              });
            },
-           nb::arg("fd").none(),
+           nb::arg("fd"),
            "Write one byte to `fd` (non-blocking) whenever the registration is signalled, cancelled or its "
-           "coordinator closes; None removes the hook. For wait_async's event loop.")
+           "coordinator (or its device) closes; returns the key _remove_wake_fd takes. For wait_async's event loop.")
+      .def("_remove_wake_fd", &CapacityWaitRegistration::remove_notify, nb::arg("key"),
+           "Remove the hook _add_wake_fd returned `key` for; it is never called after this returns.")
       .def_prop_ro("wake_count", &CapacityWaitRegistration::wake_count,
                    "How many times a release or growth of one of its sources signalled it.")
+      .def_prop_ro("cancelled", &CapacityWaitRegistration::cancelled,
+                   "True once cancel() ran (or the registration was collected): nothing signals it any more.")
       .def_prop_ro("closed", &CapacityWaitRegistration::closed,
                    "True once its coordinator was closed (wait() raises ClosedError).")
       .def_prop_ro("observed", &CapacityWaitRegistration::observed,

@@ -80,22 +80,25 @@ void notify_hook_fires_on_signal_cancel_and_close() {
   auto held = c->admit({"a", 16, 16, {}});
   auto first = c->register_waiter(std::get<AdmissionDeferred>(c->admit({"b", 16, 16, {}})));
   auto second = c->register_waiter(std::get<AdmissionDeferred>(c->admit({"c", 16, 16, {}})));
-  first->set_notify([&]() noexcept { ++first_calls; });
-  second->set_notify([&]() noexcept { ++second_calls; });
+  first->add_notify([&]() noexcept { ++first_calls; });
+  const auto second_key = second->add_notify([&]() noexcept { ++second_calls; });
+  std::atomic<int> also_second{0};
+  second->add_notify([&]() noexcept { ++also_second; });  // a second awaiter of one registration
   CHECK(first_calls == 0 && second_calls == 0);
   held = AdmissionRejected{};  // the release signals both
-  CHECK(first_calls >= 1 && second_calls >= 1);
+  CHECK(first_calls >= 1 && second_calls >= 1 && also_second == second_calls);
   const int after_signal = first_calls;
   first->cancel();  // a cancel calls the hook once, then no more signals
   CHECK(first_calls == after_signal + 1);
   const int second_before_close = second_calls;
-  second->set_notify({});  // removed: never called again
+  second->remove_notify(second_key);  // removed: never called again; the other hook stays
+  second->remove_notify(12345);       // an unknown key is ignored
   c->close();
-  CHECK(second_calls == second_before_close && first_calls == after_signal + 1);
+  CHECK(second_calls == second_before_close && first_calls == after_signal + 1 && also_second == second_calls + 1);
   auto other = make(1);
   auto kept = other->admit({"a", 16, 16, {}});
   auto third = other->register_waiter(std::get<AdmissionDeferred>(other->admit({"b", 16, 16, {}})));
-  third->set_notify([&]() noexcept { ++third_calls; });
+  third->add_notify([&]() noexcept { ++third_calls; });
   other->close();
   CHECK(third_calls == 1 && third->closed());
 }
@@ -123,6 +126,38 @@ void driver_pages() {
   c.reset();  // the last holder: the arena goes back
   CHECK(device->memory().stats().arena_bytes == 0);
   device->close();
+}
+
+// A device calls each live close watch once, after its close, and at once when already closed;
+// a dropped watch is never called. A coordinator on the device closes with it and wakes its
+// waiters' hooks (so an event loop needs no polling to notice).
+void device_close_watches() {
+  std::shared_ptr<runtime::Device> device;
+  try {
+    device = runtime::Device::open(test_support::emulated_backend(), 0, "auto", "thread_local");
+  } catch (const Error& e) {
+    std::printf("sequence_session_test: close watches skipped (%s)\n", e.what());
+    return;
+  }
+  int kept_calls = 0, dropped_calls = 0, late_calls = 0;
+  bool closed_when_called = false;
+  auto kept = device->watch_close([&] {
+    ++kept_calls;
+    closed_when_called = device->closed() && device->memory().stats().arena_bytes == 0;
+  });
+  device->watch_close([&] { ++dropped_calls; });  // the token is dropped at once
+  auto c = make(1, std::make_shared<DeviceArenaMemory>(device));
+  auto held = c->admit({"a", 16, 16, {}});
+  auto registration = c->register_waiter(std::get<AdmissionDeferred>(c->admit({"b", 16, 16, {}})));
+  std::atomic<int> hook_calls{0};
+  registration->add_notify([&]() noexcept { ++hook_calls; });
+  device->close();
+  device->close();  // idempotent: no second call
+  CHECK(kept_calls == 1 && dropped_calls == 0 && closed_when_called);
+  CHECK(c->closed() && registration->closed() && hook_calls == 1);
+  CHECK(error_of([&] { registration->wait(std::nullopt); }) == ErrorKind::Closed);
+  auto late = device->watch_close([&] { ++late_calls; });
+  CHECK(late_calls == 1);
 }
 
 // Block ids are reused last-released first, and a release gives a sequence's ids back in an
@@ -401,6 +436,7 @@ int main() {
   waiter_wakes_on_release();
   notify_hook_fires_on_signal_cancel_and_close();
   driver_pages();
+  device_close_watches();
   block_ids_are_a_lifo_free_list();
   source_index_equal_to_domain_count_is_refused();
   authorities_name_their_coordinator();

@@ -95,8 +95,8 @@ with a timeout. Logical capacity is checked before the device is touched, so a l
 never allocates pages.
 
 Closing the device a coordinator takes its pages from closes the coordinator: admissions,
-extensions, growth and registrations raise ``ClosedError``, and waiters wake with it (within one
-wait slice). Live sequences keep their block ids until their last holder goes; the device's
+extensions, growth and registrations raise ``ClosedError``, and waiters wake with it at once (the
+device calls back when it closes). Live sequences keep their block ids until their last holder goes; the device's
 close returned the arena's memory, so nothing leaks and nothing new is allocated on a closed
 device.
 
@@ -164,6 +164,8 @@ def Domain(name: str) -> CapacitySource:  # noqa: N802 - reads like the source i
 
 # A timeout longer than this (about 31 years) waits like None.
 _FOREVER = 1e9
+# Seconds between rechecks of an awaited registration that was cancelled (nothing signals it).
+_CANCELLED_RECHECK = 0.05
 
 
 def _checked_seconds(value: object, name: str, *, allow_infinite: bool) -> Optional[float]:
@@ -185,23 +187,24 @@ def _checked_seconds(value: object, name: str, *, allow_infinite: bool) -> Optio
 
 
 async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] = None,
-                      *, poll: float = 0.05) -> bool:
+                      *, poll: Optional[float] = None) -> bool:
     """Await a change of the registration's sources: True to retry, False on timeout.
 
-    No thread: the registration writes a byte to a pipe the event loop watches when it is
-    signalled, cancelled or its coordinator closes, and the loop rechecks. A device closed
-    under the coordinator signals nothing, so the loop also rechecks every ``poll`` seconds.
+    No thread and no timer: the registration writes a byte to a pipe the event loop watches
+    when it is signalled, cancelled, or its coordinator (or the coordinator's device) closes,
+    and the loop rechecks. A registration cancelled while awaited can no longer be signalled,
+    so from then on the loop rechecks every 50 ms until its sources change or the deadline.
     Raises ClosedError when the coordinator closes. ``timeout`` follows ``wait``: None, inf
     or a timeout too large to matter waits without a deadline; NaN or a negative timeout is
-    InvalidArgumentError. ``poll`` is a positive, finite number of seconds."""
+    InvalidArgumentError. ``poll``, when given (a positive, finite number of seconds), adds a
+    recheck every ``poll`` seconds."""
     timeout = _checked_seconds(timeout, "timeout", allow_infinite=True)
-    checked_poll = _checked_seconds(poll, "poll", allow_infinite=False)
-    if checked_poll is None:
-        raise LifecoreTypeError("wait_async: argument 'poll' must be a number, got NoneType")
-    if checked_poll == 0:
-        raise InvalidArgumentError("wait_async: argument 'poll' must be positive, got 0")
-    poll = checked_poll
-    # _check and _set_wake_fd are the binding's private half of this method: the generated
+    if poll is not None:
+        checked_poll = _checked_seconds(poll, "poll", allow_infinite=False)
+        if not checked_poll:
+            raise InvalidArgumentError("wait_async: argument 'poll' must be positive, got 0")
+        poll = checked_poll
+    # _check, _add_wake_fd and _remove_wake_fd are the binding's private half of this method: the generated
     # stubs list public names only, so they are reached through an untyped name.
     registration: Any = self
     if registration._check():
@@ -232,6 +235,8 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
         except BlockingIOError:
             pass
         check()
+        if timer is None and not done.done() and registration.cancelled:
+            tick()  # nothing signals it any more: recheck on a timer
 
     def expire() -> None:
         check()
@@ -242,7 +247,7 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
         nonlocal timer
         check()
         if not done.done():
-            timer = loop.call_later(poll, tick)
+            timer = loop.call_later(poll if poll is not None else _CANCELLED_RECHECK, tick)
 
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
@@ -250,15 +255,16 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
     try:
         loop.add_reader(read_fd, woken)
         try:
-            registration._set_wake_fd(write_fd)
+            key = registration._add_wake_fd(write_fd)
             try:
                 check()  # a wake between the first check and the hook
-                timer = loop.call_later(poll, tick)
+                if poll is not None or registration.cancelled:
+                    timer = loop.call_later(poll if poll is not None else _CANCELLED_RECHECK, tick)
                 if deadline is not None:
                     deadline_timer = loop.call_at(deadline, expire)
                 return await done
             finally:
-                registration._set_wake_fd(None)  # never called after this: the pipe can close
+                registration._remove_wake_fd(key)  # never called after this: the pipe can close
         finally:
             loop.remove_reader(read_fd)
             for handle in (timer, deadline_timer):

@@ -260,9 +260,36 @@ void Device::unload_retired_modules() noexcept {
   for (driver::ModuleHandle module : retired) (void)driver_->module_unload(module);
 }
 
+std::shared_ptr<void> Device::watch_close(std::function<void()> on_close) {
+  auto watch = std::make_shared<CloseWatch>(CloseWatch{std::move(on_close)});
+  {
+    std::lock_guard lock(close_watch_mutex_);
+    // close() stores closed_ before it takes the list, so a watch either joins the list it
+    // takes or sees the device closed here: exactly one call either way.
+    if (!closed()) {
+      std::erase_if(close_watches_, [](const std::weak_ptr<CloseWatch>& w) { return w.expired(); });
+      close_watches_.push_back(watch);
+      return watch;
+    }
+  }
+  watch->on_close();
+  return watch;
+}
+
 void Device::close() {
+  if (!close_once()) return;
+  std::vector<std::weak_ptr<CloseWatch>> watches;
+  {
+    std::lock_guard lock(close_watch_mutex_);
+    watches.swap(close_watches_);
+  }
+  for (const auto& weak : watches)
+    if (auto watch = weak.lock()) watch->on_close();
+}
+
+bool Device::close_once() {
   std::lock_guard close_lock(close_mutex_);
-  if (closed()) return;
+  if (closed()) return false;
   // Relaxed for the closing thread: its synchronizations and frees must not invalidate (or be
   // refused by) another thread's live capture, which close() leaves to that thread.
   driver::CaptureMode previous = driver::CaptureMode::relaxed;
@@ -293,6 +320,7 @@ void Device::close() {
     modules_loaded_.clear();
     modules_retired_.clear();
   }
+  return true;
 }
 
 }  // namespace lifecore::runtime

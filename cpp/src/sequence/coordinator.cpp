@@ -73,7 +73,15 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
   }
   if (!config.memory) config.memory = std::make_shared<HostPageMemory>();
   if (config.memory->closed()) raise(ErrorKind::Closed, "AdmissionCoordinator: the device is closed");
-  return std::shared_ptr<AdmissionCoordinator>(new AdmissionCoordinator(std::move(config)));
+  std::shared_ptr<AdmissionCoordinator> coordinator(new AdmissionCoordinator(std::move(config)));
+  // Not under the coordinator's lock: a device closed meanwhile calls back at once.
+  std::weak_ptr<AdmissionCoordinator> weak = coordinator;
+  auto watch = coordinator->config_.memory->watch_close([weak]() noexcept {
+    if (auto c = weak.lock()) c->close();
+  });
+  std::lock_guard<std::mutex> lock(coordinator->mutex_);
+  coordinator->close_watch_ = std::move(watch);
+  return coordinator;
 }
 
 AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
@@ -162,7 +170,7 @@ void AdmissionCoordinator::bump_and_notify_locked(std::size_t slot) noexcept {
     std::lock_guard<std::mutex> lock(waiter->mutex);
     ++waiter->wakes;
     waiter->changed.notify_all();
-    if (waiter->notify) waiter->notify();
+    waiter->notify_locked();
   }
 }
 
@@ -174,7 +182,7 @@ void AdmissionCoordinator::close_locked() noexcept {
       std::lock_guard<std::mutex> wl(waiter->mutex);
       waiter->closed = true;
       waiter->changed.notify_all();
-      if (waiter->notify) waiter->notify();
+      waiter->notify_locked();
     }
 }
 

@@ -15,6 +15,12 @@ bool DeviceArenaMemory::closed() const noexcept {
   return !device || device->closed();
 }
 
+std::shared_ptr<void> DeviceArenaMemory::watch_close(std::function<void()> on_close) {
+  if (auto device = device_.lock()) return device->watch_close(std::move(on_close));
+  on_close();  // the device is gone: closed
+  return nullptr;
+}
+
 PageExtent DeviceArenaMemory::allocate(std::size_t bytes) {
   auto device = device_.lock();
   if (!device) raise(ErrorKind::Closed, "AdmissionCoordinator: the device is gone");

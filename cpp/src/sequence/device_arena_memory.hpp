@@ -20,6 +20,7 @@ class DeviceArenaMemory final : public PageMemory {
   void release(const PageExtent& extent) noexcept override;
   const char* kind() const noexcept override { return "driver"; }
   bool closed() const noexcept override;
+  std::shared_ptr<void> watch_close(std::function<void()> on_close) override;
   // A Buffer over `chunk` that holds its arena: the memory outlives the coordinator while the
   // buffer (or a view of it) lives. ClosedError once the device is closed or gone.
   std::shared_ptr<runtime::Buffer> lend(const PageExtent& chunk) const;

@@ -22,12 +22,19 @@ void CapacityWaitRegistration::cancel() noexcept {
   subscribed_ = false;
   coordinator_->unregister_waiter(state_.get());
   std::lock_guard<std::mutex> lock(state_->mutex);
-  if (state_->notify) state_->notify();
+  state_->notify_locked();
 }
 
-void CapacityWaitRegistration::set_notify(std::function<void()> hook) {
+std::uint64_t CapacityWaitRegistration::add_notify(std::function<void()> hook) {
   std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->notify = std::move(hook);
+  const std::uint64_t key = ++state_->next_hook;  // 2^64 hooks are never added
+  state_->hooks.emplace_back(key, std::move(hook));
+  return key;
+}
+
+void CapacityWaitRegistration::remove_notify(std::uint64_t key) noexcept {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::erase_if(state_->hooks, [key](const auto& hook) { return hook.first == key; });
 }
 
 CapacityWaitRegistration::Recheck CapacityWaitRegistration::recheck() const {

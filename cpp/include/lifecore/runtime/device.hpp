@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -62,6 +63,11 @@ class Device : public std::enable_shared_from_this<Device> {
   // Aborts open windows, waits for every stream, destroys every graph, returns all memory.
   void close();
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  // Calls `on_close` once the device is closed: from the closing thread after close() has
+  // returned the memory, with no device lock held; at once when it already is. The watch
+  // lasts while the returned token lives. `on_close` must not throw. So areas that take
+  // memory from the device (a KV arena's waiters) learn of the close without polling.
+  std::shared_ptr<void> watch_close(std::function<void()> on_close);
   // ClosedError naming `op` when the device is closed, DeviceLostError when it is lost.
   void check_open(const char* op) const;
 
@@ -106,6 +112,11 @@ class Device : public std::enable_shared_from_this<Device> {
   std::vector<std::shared_ptr<Stream>> live_streams();
   std::vector<std::shared_ptr<Graph>> live_graphs();
   void unload_retired_modules() noexcept;
+  bool close_once();  // true for the call that closed the device
+
+  struct CloseWatch {
+    std::function<void()> on_close;
+  };
 
   std::shared_ptr<driver::Driver> driver_;
   GraphsMode graphs_;
@@ -126,6 +137,8 @@ class Device : public std::enable_shared_from_this<Device> {
   std::atomic<std::uint64_t> next_graph_{0};
 
   std::mutex close_mutex_;
+  std::mutex close_watch_mutex_;  // after close_mutex_ when both are held
+  std::vector<std::weak_ptr<CloseWatch>> close_watches_;
   mutable std::mutex registry_mutex_;
   std::vector<std::weak_ptr<Stream>> streams_;
   std::unordered_map<GraphId, std::weak_ptr<Graph>> graphs_alive_;

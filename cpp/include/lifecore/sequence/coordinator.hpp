@@ -100,7 +100,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   AdmissionDecision admit(const AdmissionRequest& request);
   // Wakes every waiter with ClosedError; later admissions, extensions and registrations raise
   // ClosedError. Releases still return capacity. Closing the device the pages come from does
-  // the same (seen at the next admission, extension, registration or wait slice).
+  // the same, at once: the device calls back when it closes.
   void close();
   bool closed() const;
 
@@ -253,6 +253,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   RequestIndex live_;
   // Waiters indexed by source slot (slot_of).
   std::vector<std::unordered_set<WaiterState*>> waiters_;
+  // The device's close closes this coordinator and wakes its waiters (last: let go first).
+  std::shared_ptr<void> close_watch_;
 };
 
 }  // namespace lifecore::sequence

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 namespace lifecore::sequence {
 
@@ -31,6 +33,12 @@ class PageMemory {
   // True once the memory's device is closed: no page is handed out after that (the
   // coordinator refuses with ClosedError); pages handed out before go back on release.
   virtual bool closed() const noexcept { return false; }
+  // Calls `on_close` once when the memory's device closes (at once if it is closed); the watch
+  // lasts while the returned token lives. Memory without a device never closes: no token.
+  virtual std::shared_ptr<void> watch_close(std::function<void()> on_close) {
+    (void)on_close;
+    return nullptr;
+  }
   // Counters for page_memory_stats: chunks allocated in all, and frees the memory refused.
   std::uint64_t allocations() const noexcept { return allocations_.load(); }
   std::uint64_t failed_releases() const noexcept { return failed_releases_.load(); }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "lifecore/sequence/capacity.hpp"
@@ -24,10 +25,15 @@ struct WaiterState {
   std::condition_variable changed;
   std::uint64_t wakes = 0;  // notifications received
   bool closed = false;
-  // Called on every wake and on close, under `mutex` (and the coordinator's lock): it must
-  // only signal (e.g. write a byte to a non-blocking descriptor), never block, never call
-  // back into the core. Cleared under `mutex`, so it is never called after set_notify({}).
-  std::function<void()> notify;
+  // Hooks called on every wake and on close, under `mutex` (and the coordinator's lock): each
+  // must only signal (e.g. write a byte to a non-blocking descriptor), never block, never call
+  // back into the core. Removed under `mutex`, so one is never called after remove_notify.
+  // One per awaiter: several event loops (or tasks) may await one registration.
+  std::vector<std::pair<std::uint64_t, std::function<void()>>> hooks;
+  std::uint64_t next_hook = 0;
+  void notify_locked() const {
+    for (const auto& hook : hooks) hook.second();
+  }
 };
 
 class CapacityWaitRegistration {
@@ -68,10 +74,13 @@ class CapacityWaitRegistration {
   // Unsubscribes now (also done on destruction); calls the notify hook once, so an event
   // loop waiting on it rechecks.
   void cancel() noexcept;
-  // Installs (or, with an empty function, removes) the hook called when this registration is
-  // signalled, cancelled or its coordinator closes: lets an event loop wait without a thread.
-  // A device closed under the coordinator calls no hook (the waiter notices at its next check).
-  void set_notify(std::function<void()> hook);
+  // True once cancel() ran: nothing signals it any more.
+  bool cancelled() const noexcept { return !subscribed_; }
+  // Adds a hook called when this registration is signalled, cancelled or its coordinator (or
+  // the coordinator's device) closes, and returns its key: lets an event loop wait without a
+  // thread. remove_notify(key) removes it (an unknown key is ignored).
+  std::uint64_t add_notify(std::function<void()> hook);
+  void remove_notify(std::uint64_t key) noexcept;
 
  private:
   std::shared_ptr<AdmissionCoordinator> coordinator_;
