@@ -42,6 +42,7 @@ EXPECTED_REQUESTS = {
     "cuGraphExecUpdate": 12000,
     "cuFuncGetParamInfo": 12040,
     "cuMemAllocAsync": 11020,
+    "cuPointerGetAttribute": 4000,
 }
 
 # builtin_kernels.hpp: u32 and f32 are 4 bytes, pointers 8.
@@ -176,13 +177,15 @@ def test_missing_optional_entry_points_only_disable_their_operations(fake_cuda, 
     graph = driver.end_capture(stream)
     exec_ = driver.graph_instantiate(graph)
     result["update"] = failure(driver.graph_exec_update, exec_, graph)
+    result["pointer_device"] = failure(driver.pointer_device, driver.mem_alloc(64))
     """
     result = run_scenario(fake_cuda["plain"], tmp_path, body,
-                          FAKE_CUDA_HIDE="cuFuncGetParamInfo,cuGraphExecUpdate,cuMemAllocAsync")
+                          FAKE_CUDA_HIDE="cuFuncGetParamInfo,cuGraphExecUpdate,cuMemAllocAsync,cuPointerGetAttribute")
     assert result["available"], result["reason"]
     assert "cuFuncGetParamInfo" in result["reason"]  # a note, not a refusal
+    assert "cuPointerGetAttribute" in result["reason"]
     for key, call in (("param_sizes", "cuFuncGetParamInfo"), ("update", "cuGraphExecUpdate_v2"),
-                      ("alloc_async", "cuMemAllocAsync")):
+                      ("alloc_async", "cuMemAllocAsync"), ("pointer_device", "cuPointerGetAttribute")):
         assert result[key]["code"] == 801 and result[key]["call"] == call, result[key]
 
 

@@ -6,7 +6,9 @@ subprocess per scenario (the runtime loads once per process). Pinned: availabili
 reasons, the refusal of every unknown or destroyed handle (400, naming the HIP call) before the
 runtime sees it, allocations freed once only, copies and memsets, launches reaching the runtime
 with their geometry, capture into graphs with their node kinds, executable-graph update
-verdicts, the images HIP cannot load, and a failing hiprtc compile reported with its log.
+verdicts, the images HIP cannot load, a failing hiprtc compile reported with its log, and the
+interop operations: the device owning a pointer (hipPointerGetAttribute) and an event recorded
+on a native stream.
 """
 
 from __future__ import annotations
@@ -269,3 +271,22 @@ def test_the_runtime_runs_on_the_fake_hip_device(fake_hip) -> None:
     assert result["filled"] is True
     assert result["graph"] == [True, 1]
     assert result["backend"] == "hip"
+
+
+def test_the_device_of_a_pointer_and_a_record_on_a_native_stream(fake_hip) -> None:
+    body = """
+    driver = _core._open_driver("hip")
+    ptr = driver.mem_alloc(64)
+    result["ordinal"] = [driver.pointer_device(ptr), driver.pointer_device(ptr + 63)]
+    driver.mem_free(ptr)
+    result["freed"] = refusal(driver.pointer_device, ptr)
+    event = driver.event_create()
+    driver.event_record_native(event, 4096)  # another library's stream, as a native pointer
+    driver.event_synchronize(event)
+    driver.event_destroy(event)
+    result["destroyed_event"] = refusal(driver.event_record_native, event, 4096)
+    """
+    result = run_fake(fake_hip, body, FAKE_HIP_POINTER_ORDINAL="2")
+    assert result["ordinal"] == [2, 2]
+    assert result["freed"] == [1, "hipPointerGetAttribute"]  # hipErrorInvalidValue: not device memory
+    assert result["destroyed_event"] == [400, "hipEventRecord"]

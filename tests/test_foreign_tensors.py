@@ -485,8 +485,13 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
         gc.collect()
         return ref() is None
 
-    class Cai:
+    import ctypes, os
+    fake = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
+    fake.fake_cuda_register.argtypes = [ctypes.c_ulonglong, ctypes.c_size_t]
+
+    class Cai:  # its array's memory is device memory the fake driver knows (cuPointerGetAttribute)
         def __init__(self, array, read_only=False, strides=None):
+            fake.fake_cuda_register(array.ctypes.data, array.nbytes)
             self.array = array
             self.__cuda_array_interface__ = {"shape": array.shape, "typestr": "<f4", "version": 3,
                                              "data": (array.ctypes.data, read_only), "strides": strides}

@@ -2,7 +2,9 @@
 // the CUDA array interface read into a runtime::ForeignRange.
 #include <atomic>
 #include <cstdlib>
+#include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -152,12 +154,37 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const std::string& label
   out->owner = hold_producer(h, capsule);
 }
 
+// An int that is not a bool (which Python counts as an int).
+bool is_int(nb::handle value) { return PyLong_Check(value.ptr()) && !PyBool_Check(value.ptr()); }
+
+// Version 3's `stream`: absent or None, no ordering; 0 is disallowed (it cannot tell the
+// legacy default stream from the per-thread one); 1 and 2 are those two, as CUDA numbers
+// their handles; anything else is a native stream.
+static_assert(sizeof(std::uintptr_t) == sizeof(std::uint64_t), "a stream handle is read as 64 bits");
+std::optional<std::uintptr_t> cai_stream(nb::dict dict, const std::string& label) {
+  if (!dict.contains("stream") || dict["stream"].is_none()) return std::nullopt;
+  nb::object value = dict["stream"];
+  std::uint64_t handle = 0;
+  if (!is_int(value) || !nb::try_cast(value, handle))
+    refuse(label, "has a __cuda_array_interface__ stream that is not None or a stream handle (a non-negative int): " +
+                      std::string(nb::repr(value).c_str()));
+  if (handle == 0)
+    refuse(label, "has a __cuda_array_interface__ stream of 0, which the interface disallows (it could mean the "
+                  "legacy or the per-thread default stream): give 1, 2, a stream handle or None");
+  return static_cast<std::uintptr_t>(handle);
+}
+
 void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std::string& label, ForeignRange* out) {
-  // The interface says nothing of the device ordinal: only the memory's kind is checked.
+  // The interface names no device: the memory's kind is checked here, its ordinal by the core
+  // with the driver (resolve_memory).
   runtime::check_foreign_device(*stream.device(), driver::dlpack_device::cuda, -1, label);
   nb::object cai = h.attr("__cuda_array_interface__");
   if (!nb::isinstance<nb::dict>(cai)) refuse(label, "has a __cuda_array_interface__ that is not a dict");
   nb::dict dict = nb::borrow<nb::dict>(cai);
+  if (!dict.contains("version") || !is_int(dict["version"]))
+    refuse(label, "has a __cuda_array_interface__ without an int version");
+  if (dict.contains("mask") && !dict["mask"].is_none())
+    refuse(label, "has a __cuda_array_interface__ mask: masked arrays are not supported");
   std::string typestr;
   std::vector<std::int64_t> shape;
   std::pair<std::uint64_t, bool> data;
@@ -185,6 +212,7 @@ void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std:
                                  static_cast<std::size_t>(item));
   out->address = static_cast<std::uintptr_t>(data.first);
   out->read_only = data.second;
+  out->producer_stream = cai_stream(dict, label);
   out->owner = hold_producer(h, nb::handle());
 }
 

@@ -465,6 +465,77 @@ void test_map_host() {
   CHECK_OK(d.mem_free(p));
 }
 
+// event_record_native: an event recorded on a stream named by its native handle (as another
+// library's stream would be) orders a consumer that waits for it; unknown streams and events
+// are refused.
+void test_event_record_native() {
+  MockDriver d(0);
+  StreamHandle producer{}, consumer{};
+  CHECK_OK(d.stream_create(&producer));
+  CHECK_OK(d.stream_create(&consumer));
+  EventHandle e{};
+  CHECK_OK(d.event_create(&e));
+  constexpr std::size_t words = std::size_t{1} << 18;
+  DevicePtr p = 0;
+  CHECK_OK(d.mem_alloc(words * 4, &p));
+  // Slow work, its last piece writing 10: the consumer sees 10 only after all of it.
+  for (int i = 0; i < 64; ++i) CHECK_OK(d.memset_d32_async(p, i == 63 ? 10u : 9u, words, producer));
+  CHECK_OK(d.event_record_native(e, d.stream_native_handle(producer)));
+  CHECK_OK(d.stream_wait_event(d.stream_native_handle(consumer), e));
+  CHECK_OK(d.event_destroy(e));  // a pending wait outlives the event
+  std::uint32_t first = 0;
+  CHECK_OK(d.memcpy_dtoh_async(&first, p, 4, consumer));
+  CHECK_OK(d.stream_synchronize(consumer));
+  CHECK(first == 10);
+  CHECK(d.fault_injection()->call_count(Operation::event_record_native) == 1);
+  CHECK(d.fault_injection()->call_count(Operation::event_record) == 0);  // an operation of its own
+  EventHandle f{};
+  CHECK_OK(d.event_create(&f));
+  CHECK(d.event_record_native(f, 999).native_code == 400);
+  CHECK(d.event_record_native(f, static_cast<std::uintptr_t>(f)).native_code == 400);  // an event, not a stream
+  CHECK(d.event_record_native(EventHandle{999}, d.stream_native_handle(producer)).native_code == 400);
+  d.fault_injection()->inject(Operation::event_record_native, 999, 0, 1);
+  CHECK(d.event_record_native(f, d.stream_native_handle(producer)).native_code == 999);
+  CHECK_OK(d.event_record_native(f, d.stream_native_handle(producer)));
+  CHECK_OK(d.event_synchronize(f));
+  CHECK_OK(d.event_destroy(f));
+}
+
+// pointer_device: this device's ordinal for an address inside a live allocation or mapping;
+// invalid_value for anything else (another device's memory, a freed range, host memory).
+void test_pointer_device() {
+  MockDriver d(0), other(1);
+  DevicePtr p = 0, q = 0;
+  CHECK_OK(d.mem_alloc(256, &p));
+  CHECK_OK(other.mem_alloc(256, &q));
+  int ordinal = -1;
+  CHECK_OK(d.pointer_device(p, &ordinal));
+  CHECK(ordinal == 0);
+  ordinal = -1;
+  CHECK_OK(d.pointer_device(p + 255, &ordinal));  // inside
+  CHECK(ordinal == 0);
+  CHECK_OK(other.pointer_device(q, &ordinal));
+  CHECK(ordinal == 1);
+  CHECK(d.pointer_device(q, &ordinal).code == Code::invalid_value);  // device 1's address
+  CHECK(d.pointer_device(p + 256, &ordinal).code == Code::invalid_value);  // past the end
+  std::uint32_t host[4] = {};
+  CHECK(d.pointer_device(reinterpret_cast<std::uintptr_t>(host), &ordinal).code == Code::invalid_value);
+  DevicePtr mapped = 0;
+  CHECK_OK(d.map_host(host, sizeof host, &mapped));
+  ordinal = -1;
+  CHECK_OK(d.pointer_device(mapped, &ordinal));
+  CHECK(ordinal == 0);
+  CHECK_OK(d.unmap_host(mapped));
+  CHECK(d.pointer_device(mapped, &ordinal).code == Code::invalid_value);
+  CHECK(d.pointer_device(p, nullptr).code == Code::invalid_value);
+  d.fault_injection()->inject(Operation::pointer_device, 999, 0, 1);
+  CHECK(d.pointer_device(p, &ordinal).native_code == 999);
+  CHECK_OK(d.pointer_device(p, &ordinal));
+  CHECK_OK(d.mem_free(p));
+  CHECK(d.pointer_device(p, &ordinal).code == Code::invalid_value);  // freed
+  CHECK_OK(other.mem_free(q));
+}
+
 }  // namespace
 
 int main() {
@@ -480,5 +551,7 @@ int main() {
   test_stream_wait_event();
   test_host_view();
   test_map_host();
+  test_event_record_native();
+  test_pointer_device();
   return lifecore::test_support::finish("mock_driver_test");
 }

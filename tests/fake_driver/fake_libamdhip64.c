@@ -7,9 +7,12 @@
  *   FAKE_HIP_DEVICES=n      what hipGetDeviceCount reports (default 1; 0 answers hipErrorNoDevice)
  *   FAKE_HIP_LOG=path       append one line per kernel launch: "launch <kernel> <grid x> <block x> <args>"
  *   FAKE_HIPRTC_FAIL=1      hiprtcCompileProgram fails with a log
+ *   FAKE_HIP_POINTER_ORDINAL=n  the device hipPointerGetAttribute names for hipMalloc memory
+ *                           (default 0); any other address is hipErrorInvalidValue
  * "Device memory" is host memory, so copies and memsets really move bytes; kernels do nothing
  * but are logged. A stream in capture records nodes instead of running them.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,19 +126,53 @@ EXPORT hipError_t hipEventElapsedTime(float* ms, struct event* a, struct event* 
 }
 
 /* ---- memory ---- */
+/* The live hipMalloc ranges hipPointerGetAttribute knows. */
+struct range { char* base; size_t bytes; struct range* next; };
+static struct range* live_ranges;
+static pthread_mutex_t ranges_mutex = PTHREAD_MUTEX_INITIALIZER;
 EXPORT hipError_t hipMalloc(void** out, size_t bytes) {
   *out = calloc(1, bytes ? bytes : 1);
-  return *out ? SUCCESS : OUT_OF_MEMORY;
+  if (!*out) return OUT_OF_MEMORY;
+  struct range* r = malloc(sizeof *r);
+  r->base = *out;
+  r->bytes = bytes ? bytes : 1;
+  pthread_mutex_lock(&ranges_mutex);
+  r->next = live_ranges;
+  live_ranges = r;
+  pthread_mutex_unlock(&ranges_mutex);
+  return SUCCESS;
 }
-EXPORT hipError_t hipFree(void* p) { free(p); return SUCCESS; }
+EXPORT hipError_t hipFree(void* p) {
+  pthread_mutex_lock(&ranges_mutex);
+  for (struct range** at = &live_ranges; *at; at = &(*at)->next)
+    if ((*at)->base == p) {
+      struct range* gone = *at;
+      *at = gone->next;
+      free(gone);
+      break;
+    }
+  pthread_mutex_unlock(&ranges_mutex);
+  free(p);
+  return SUCCESS;
+}
+enum { HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9 };
+EXPORT hipError_t hipPointerGetAttribute(void* data, int attribute, void* p) {
+  int found = 0;
+  pthread_mutex_lock(&ranges_mutex);
+  for (struct range* r = live_ranges; r && !found; r = r->next)
+    found = (char*)p >= r->base && (size_t)((char*)p - r->base) < r->bytes;
+  pthread_mutex_unlock(&ranges_mutex);
+  if (attribute != HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL || !found) return INVALID_VALUE;
+  *(int*)data = env_int("FAKE_HIP_POINTER_ORDINAL", 0);
+  return SUCCESS;
+}
 EXPORT hipError_t hipMallocAsync(void** out, size_t bytes, struct stream* s) {
   record(s, NODE_MEM_ALLOC);
   return hipMalloc(out, bytes);
 }
 EXPORT hipError_t hipFreeAsync(void* p, struct stream* s) {
   if (record(s, NODE_MEM_FREE)) return SUCCESS;
-  free(p);
-  return SUCCESS;
+  return hipFree(p);
 }
 EXPORT hipError_t hipMemcpyHtoD(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }
 EXPORT hipError_t hipMemcpyDtoH(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }

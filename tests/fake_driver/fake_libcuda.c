@@ -16,11 +16,19 @@
  *   FAKE_CUDA_INVALIDATE=1    cuStreamEndCapture reports an invalidated capture
  *   FAKE_CUDA_MEM_NODES=n     captured graphs hold n memory-alloc nodes besides one kernel node
  *   FAKE_CUDA_DEVICE_GET=code what cuDeviceGet returns for an ordinal in range (default 0)
+ *   FAKE_CUDA_POINTER_ORDINAL=n  the device cuPointerGetAttribute names for known memory (default 0)
  * fake_cuda_live_events() (exported, not a CUDA entry point) counts the events created and not
  * yet destroyed, so a test can load the library again with ctypes and check for leaks.
+ * cuPointerGetAttribute knows the live ranges of cuMemAlloc / cuMemAllocAsync and those a test
+ * hands it with fake_cuda_register(pointer, bytes) (another library's allocation, say); any
+ * other address is CUDA_ERROR_INVALID_VALUE, as a host pointer is to a real driver.
+ * fake_cuda_event_records() / fake_cuda_last_record_stream() count cuEventRecord calls and name
+ * the stream of the last one, as fake_cuda_stream_waits() / fake_cuda_last_wait_stream() do
+ * for cuStreamWaitEvent.
  * "Device memory" is host memory, so copies and memsets really move bytes.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,18 +138,66 @@ static CUresult fake_cuEventDestroy(void* e) {
   __atomic_sub_fetch(&live_events, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
-static CUresult fake_cuEventRecord(void* e, struct stream* s) { (void)e; (void)s; return SUCCESS; }
+static long event_records;
+static unsigned long long last_record_stream;
+EXPORT long fake_cuda_event_records(void) { return __atomic_load_n(&event_records, __ATOMIC_SEQ_CST); }
+EXPORT unsigned long long fake_cuda_last_record_stream(void) { return __atomic_load_n(&last_record_stream, __ATOMIC_SEQ_CST); }
+/* The stream is never dereferenced: it may be another library's (or 1, 2: the default streams). */
+static CUresult fake_cuEventRecord(void* e, struct stream* s) {
+  (void)e;
+  __atomic_store_n(&last_record_stream, (unsigned long long)(uintptr_t)s, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch(&event_records, 1, __ATOMIC_SEQ_CST);
+  return SUCCESS;
+}
 static CUresult fake_cuEventSynchronize(void* e) { (void)e; return SUCCESS; }
 static CUresult fake_cuEventQuery(void* e) { (void)e; return SUCCESS; }
 static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) { (void)a; (void)b; *ms = 0.5f; return SUCCESS; }
 
 /* ---- memory: host memory posing as device memory ---- */
+/* The ranges cuPointerGetAttribute knows: a list, newest first. */
+struct range { CUdeviceptr base; size_t bytes; struct range* next; };
+static struct range* known_ranges;
+static pthread_mutex_t ranges_mutex = PTHREAD_MUTEX_INITIALIZER;
+EXPORT void fake_cuda_register(CUdeviceptr base, size_t bytes) {
+  struct range* r = malloc(sizeof *r);
+  r->base = base;
+  r->bytes = bytes ? bytes : 1;
+  pthread_mutex_lock(&ranges_mutex);
+  r->next = known_ranges;
+  known_ranges = r;
+  pthread_mutex_unlock(&ranges_mutex);
+}
+static void forget_range(CUdeviceptr base) {
+  pthread_mutex_lock(&ranges_mutex);
+  for (struct range** at = &known_ranges; *at; at = &(*at)->next)
+    if ((*at)->base == base) {
+      struct range* gone = *at;
+      *at = gone->next;
+      free(gone);
+      break;
+    }
+  pthread_mutex_unlock(&ranges_mutex);
+}
+static int is_known(CUdeviceptr p) {
+  int found = 0;
+  pthread_mutex_lock(&ranges_mutex);
+  for (struct range* r = known_ranges; r && !found; r = r->next) found = p >= r->base && p - r->base < r->bytes;
+  pthread_mutex_unlock(&ranges_mutex);
+  return found;
+}
 static CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
   if (env_int("FAKE_CUDA_OOM", 0)) return OUT_OF_MEMORY;
   *out = (CUdeviceptr)(uintptr_t)calloc(1, bytes ? bytes : 1);
+  fake_cuda_register(*out, bytes);
   return SUCCESS;
 }
-static CUresult fake_cuMemFree(CUdeviceptr p) { free((void*)(uintptr_t)p); return SUCCESS; }
+static CUresult fake_cuMemFree(CUdeviceptr p) { forget_range(p); free((void*)(uintptr_t)p); return SUCCESS; }
+enum { CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9 };
+static CUresult fake_cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) {
+  if (attribute != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL || !is_known(p)) return INVALID_VALUE;
+  *(int*)data = env_int("FAKE_CUDA_POINTER_ORDINAL", 0);
+  return SUCCESS;
+}
 static CUresult fake_cuMemAllocAsync(CUdeviceptr* out, size_t bytes, struct stream* s) { (void)s; return fake_cuMemAlloc(out, bytes); }
 static CUresult fake_cuMemFreeAsync(CUdeviceptr p, struct stream* s) { (void)s; return fake_cuMemFree(p); }
 static CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) { memcpy((void*)(uintptr_t)dst, src, n); return SUCCESS; }
@@ -330,7 +386,8 @@ static CUresult fake_cuStreamWaitEvent(struct stream* s, void* e, unsigned flags
   X(cuGraphExecUpdate, 12000, cuGraphExecUpdate_v2)                                  \
   X(cuGraphDestroy, 10000, cuGraphDestroy)                                           \
   X(cuGraphExecDestroy, 10000, cuGraphExecDestroy)                                    \
-  X(cuStreamWaitEvent, 3020, cuStreamWaitEvent)
+  X(cuStreamWaitEvent, 3020, cuStreamWaitEvent)                                      \
+  X(cuPointerGetAttribute, 4000, cuPointerGetAttribute)
 
 struct entry { const char* name; int version; void* pointer; };
 #define FAKE_ENTRY(base, version, versioned) {#base, version, (void*)fake_##base},

@@ -25,6 +25,33 @@ std::string device_text(int type, int id) {
   return dlpack_device_name(type) + (id < 0 ? std::string() : ":" + std::to_string(id));
 }
 
+std::string hex(std::uint64_t value) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string text;
+  do {
+    text.insert(text.begin(), digits[value & 0xf]);
+    value >>= 4;
+  } while (value != 0);
+  return "0x" + text;
+}
+
+// A producer that names no device (the CUDA array interface): the driver says whose memory
+// the address is. A driver that cannot tell (not_supported: its entry point is missing)
+// leaves the memory's kind, checked before, as the only check.
+void check_pointer_device(Device& device, int type, driver::DevicePtr ptr, const std::string& label) {
+  driver::Driver& driver = device.driver();
+  int ordinal = -1;
+  driver::Status status = driver.pointer_device(ptr, &ordinal);
+  if (status.code == driver::Code::not_supported) return;
+  if (status.code == driver::Code::invalid_value)
+    raise(ErrorKind::InvalidArgument, label + " points to " + hex(ptr) + ", which is not device memory the " +
+                                          driver.backend().name + " driver knows (" + status.call + ": " +
+                                          status.name + ")");
+  device.note_status(status);
+  driver::check(status);
+  check_foreign_device(device, type, ordinal, label);
+}
+
 }  // namespace
 
 std::string dlpack_device_name(int device_type) {
@@ -95,6 +122,8 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
       out.slice = slice;
       return out;
     }
+    // The device's own memory was recognised above; anything else is checked with the driver.
+    if (range.device_id < 0) check_pointer_device(device, range.device_type, out.ptr, label);
     out.hold = range.owner;
     return out;
   }

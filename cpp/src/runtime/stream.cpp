@@ -1,5 +1,6 @@
 #include "lifecore/runtime/stream.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -20,6 +21,11 @@ std::string thread_text(std::thread::id id) {
   std::ostringstream out;
   out << id;
   return out.str();
+}
+
+// The producer stream a memory argument names, if any (runtime/foreign_memory.hpp).
+void note_producer(const MemoryRef& ref, std::vector<std::uintptr_t>* producers) {
+  if (ref.foreign != nullptr && ref.foreign->producer_stream) producers->push_back(*ref.foreign->producer_stream);
 }
 
 }  // namespace
@@ -152,6 +158,22 @@ void Stream::touch(const Buffer& buffer) { touch(buffer.slice()); }
 
 void Stream::touch(SliceId slice) {
   if (window_ != 0 && state_.is_active()) device_->memory().touch(slice, window_);
+}
+
+void Stream::wait_for_producers(std::vector<std::uintptr_t>& producers) {
+  if (producers.empty() || state_.is_recording()) return;
+  std::sort(producers.begin(), producers.end());
+  producers.erase(std::unique(producers.begin(), producers.end()), producers.end());
+  const std::uintptr_t own = driver_.stream_native_handle(handle_);
+  for (std::uintptr_t producer : producers) {
+    if (producer == own) continue;  // stream order already puts its work first
+    driver::EventHandle event{};
+    check_status(driver_.event_create(&event));
+    driver::Status status = driver_.event_record_native(event, producer);
+    if (status.ok()) status = driver_.stream_wait_event(own, event);
+    (void)driver_.event_destroy(event);  // a wait already enqueued outlives the event
+    check_status(status);
+  }
 }
 
 void Stream::keep_hold(std::shared_ptr<void> hold) {
@@ -307,6 +329,9 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
                                                        std::to_string(target.nbytes)
                                                  : "fill: argument 'buf' holds " + std::to_string(target.nbytes) +
                                                        " bytes, not a multiple of 4 (fill writes 32-bit words)");
+  std::vector<std::uintptr_t> producers;  // never allocated without a producer stream
+  note_producer(dst, &producers);
+  wait_for_producers(producers);
   if (target.pooled) touch(target.slice);
   const std::size_t count = target.nbytes / 4;
   driver::Status status = state_.is_recording() ? recorder_->fill(target.ptr, value, count)
@@ -329,6 +354,10 @@ void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
                     std::to_string(from.nbytes)
               : "copy: argument 'dst' holds " + std::to_string(to.nbytes) + " bytes and 'src' " +
                     std::to_string(from.nbytes) + "; they must be the same size");
+  std::vector<std::uintptr_t> producers;
+  note_producer(dst, &producers);
+  note_producer(src, &producers);
+  wait_for_producers(producers);
   if (to.pooled) touch(to.slice);
   if (from.pooled) touch(from.slice);
   driver::Status status = state_.is_recording() ? recorder_->copy(to.ptr, from.ptr, to.nbytes)
@@ -359,6 +388,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   converted.resize(params.size());
   std::vector<SliceId> foreign_slices;         // tensors recognised as buffers of this device
   std::vector<std::shared_ptr<void>> holds;    // foreign memory (empty, never allocated, without it)
+  std::vector<std::uintptr_t> producers;       // their producer streams (likewise)
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t param = i + offset;
     const LaunchArg& arg = args[i];
@@ -370,6 +400,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
         converted[param] = driver::KernelArg{driver::ArgKind::pointer, memory.ptr};
         if (memory.pooled) foreign_slices.push_back(memory.slice);
         if (memory.hold) holds.push_back(std::move(memory.hold));
+        note_producer(MemoryRef{nullptr, arg.foreign}, &producers);
         continue;
       }
       if (arg.kind != LaunchArg::Kind::buffer)
@@ -385,6 +416,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     }
   }
   driver::FunctionHandle function = device_->function(kernel);
+  wait_for_producers(producers);  // before the info cache, whose transient entries must be dropped
   InfoCache::Lookup metadata;
   if (info) {
     // Inside a driver capture a new entry's buffer is a memory node, with memory behind it

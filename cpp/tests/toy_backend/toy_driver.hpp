@@ -136,6 +136,10 @@ class ToyDriver final : public drv::Driver {
   }
   drv::Status map_host(void* h, std::size_t n, drv::DevicePtr* out) override { return own(inner_->map_host(h, n, out)); }
   drv::Status unmap_host(drv::DevicePtr p) override { return own(inner_->unmap_host(p)); }
+  drv::Status event_record_native(drv::EventHandle e, std::uintptr_t s) override {
+    return own(inner_->event_record_native(e, s));
+  }
+  drv::Status pointer_device(drv::DevicePtr p, int* ordinal) override { return own(inner_->pointer_device(p, ordinal)); }
 
  private:
   // The emulation's status in the toy's words: lifecore's code stays, the native number,

@@ -37,7 +37,8 @@ namespace lifecore::driver {
   X(thread_exchange_capture_mode)                                                      \
   X(graph_node_counts) X(graph_instantiate) X(graph_upload) X(graph_launch)            \
   X(graph_exec_update) X(graph_destroy) X(graph_exec_destroy)                          \
-  X(stream_wait_event) X(host_view) X(map_host) X(unmap_host)
+  X(stream_wait_event) X(host_view) X(map_host) X(unmap_host)                        \
+  X(event_record_native) X(pointer_device)
 
 enum class Operation : int {
 #define LIFECORE_OPERATION_ENUM(name) name,
@@ -215,6 +216,13 @@ class Driver {
   // Makes the stream with native pointer `native_stream` (another library's stream, or 0 for
   // the legacy default stream) wait, on the device, for the work `event` recorded.
   virtual Status stream_wait_event(std::uintptr_t native_stream, EventHandle event) = 0;
+  // The reverse: records `event` on the stream with native pointer `native_stream` (another
+  // library's stream; CUDA's 1 and 2 name the legacy and the per-thread default stream), so a
+  // stream of this driver can wait for the work that library queued.
+  virtual Status event_record_native(EventHandle event, std::uintptr_t native_stream) = 0;
+  // The ordinal of the device whose memory `ptr` is; Code::invalid_value when the driver does
+  // not know the address as device memory, Code::not_supported when the driver cannot tell.
+  virtual Status pointer_device(DevicePtr ptr, int* ordinal) = 0;
   // The host bytes behind [ptr, ptr + bytes) when the device's memory is host memory;
   // Code::not_supported on a device whose memory the host cannot address.
   virtual Status host_view(DevicePtr ptr, std::size_t bytes, HostView* out) = 0;

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "lifecore/driver/driver.hpp"
@@ -36,6 +37,10 @@ struct ForeignRange {
   std::size_t nbytes = 0;
   bool read_only = false;
   std::shared_ptr<void> owner;  // keeps the producer's memory alive; may be released on any thread
+  // The native stream whose queued work the tensor's bytes wait for (the CUDA array
+  // interface's `stream`; CUDA's 1 and 2 are its legacy and per-thread default streams):
+  // the operation's stream waits for it on the device first. Unset: the producer named none.
+  std::optional<std::uintptr_t> producer_stream;
 };
 
 // One memory argument: exactly one of the two is set.
@@ -55,8 +60,12 @@ struct ResolvedMemory {
 
 // Resolves `ref` for operation `op` on `device`; errors about a tensor name `argument`
 // ("copy: argument 'dst'"). `written`: the operation may write it (a read-only tensor is
-// refused). Errors: InvalidArgumentError (another device, read-only, empty), ClosedError (a
-// freed buffer, or a view of one), a DriverError from map_host; nothing is left behind on failure.
+// refused). Foreign device memory whose producer names no device (the CUDA array interface)
+// is checked with the driver (pointer_device): another device's memory, or an address the
+// driver does not know as device memory, is refused; a driver that cannot tell (its entry
+// point missing) leaves the check out. Errors: InvalidArgumentError (another device,
+// read-only, empty, unknown memory), ClosedError (a freed buffer, or a view of one), a
+// DriverError from map_host or pointer_device; nothing is left behind on failure.
 ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* op, const std::string& argument,
                               bool written);
 

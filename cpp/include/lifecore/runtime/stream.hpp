@@ -167,6 +167,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Foreign memory an operation just used: held until the next fence, or by the window (and
   // then its graph) while recording.
   void keep_hold(std::shared_ptr<void> hold);
+  // Makes this stream wait, on the device, for the work queued so far on each native stream
+  // in `producers` (foreign tensors' producer streams; duplicates allowed): an event recorded
+  // there, waited for here, destroyed at once (a pending wait outlives it). This stream's own
+  // native stream needs nothing. While recording nothing waits: the recorded work runs at
+  // replay, not now, and a wait would itself be recorded, joining another stream's work to
+  // the graph. A DriverError leaves only the waits issued before it.
+  void wait_for_producers(std::vector<std::uintptr_t>& producers);
   // A new info-cache entry's buffer. Outside a hardware recording it returns only once the
   // words are on the device, because the cache hands the buffer to every stream at once.
   driver::DevicePtr upload_info(const InfoWords& words);

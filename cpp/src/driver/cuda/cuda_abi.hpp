@@ -38,6 +38,7 @@ using CUgraphNodeType = int;
 using CUjit_option = int;
 using CUdriverProcAddressQueryResult = int;
 using CUgraphExecUpdateResult = int;
+using CUpointer_attribute = int;
 
 inline constexpr CUresult CUDA_SUCCESS = 0;
 inline constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
@@ -47,6 +48,7 @@ inline constexpr CUresult CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910;
 
 inline constexpr unsigned CU_STREAM_NON_BLOCKING = 0x1;
 inline constexpr unsigned CU_EVENT_DEFAULT = 0x0;
+inline constexpr CUpointer_attribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
 
 inline constexpr cuuint64_t CU_GET_PROC_ADDRESS_LEGACY_STREAM = 1;
 inline constexpr CUdriverProcAddressQueryResult CU_GET_PROC_ADDRESS_SUCCESS = 0;
@@ -144,5 +146,6 @@ using PFN_cuGraphExecUpdate = CUresult (*)(CUgraphExec exec, CUgraph graph, CUgr
 using PFN_cuGraphDestroy = CUresult (*)(CUgraph graph);
 using PFN_cuGraphExecDestroy = CUresult (*)(CUgraphExec exec);
 using PFN_cuStreamWaitEvent = CUresult (*)(CUstream stream, CUevent event, unsigned int flags);
+using PFN_cuPointerGetAttribute = CUresult (*)(void* data, CUpointer_attribute attribute, CUdeviceptr ptr);
 
 }  // namespace lifecore::driver::cuda_abi

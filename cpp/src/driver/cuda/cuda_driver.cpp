@@ -344,6 +344,18 @@ class CudaDriver final : public NativeDriver {
     auto stream = reinterpret_cast<CUstream>(native_stream);  // the consumer's: not in streams_
     return on(events_, handle, "cuStreamWaitEvent", [&](CUevent e) { return api_.cuStreamWaitEvent(stream, e, 0); });
   }
+  Status event_record_native(EventHandle handle, std::uintptr_t native_stream) override {
+    // The producer's: not in streams_. CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) are
+    // handles the driver takes as they are.
+    auto stream = reinterpret_cast<CUstream>(native_stream);
+    return on(events_, handle, "cuEventRecord", [&](CUevent e) { return api_.cuEventRecord(e, stream); });
+  }
+  Status pointer_device(DevicePtr ptr, int* ordinal) override {
+    if (api_.cuPointerGetAttribute == nullptr) return unsupported("cuPointerGetAttribute");
+    if (ordinal == nullptr) return cuda_local_status(Code::invalid_value, "cuPointerGetAttribute", "the output pointer is null");
+    return current("cuPointerGetAttribute",
+                   [&] { return api_.cuPointerGetAttribute(ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr); });
+  }
   Status host_view(DevicePtr, std::size_t, HostView*) override {
     return cuda_local_status(Code::not_supported, "host_view", "a CUDA device's memory is not host memory");
   }

@@ -107,7 +107,12 @@ CudaRuntime load() {
   if (api.cuDeviceGet(&device, 0) == CUDA_SUCCESS && api.cuDeviceGetName(name, sizeof name - 1, device) == CUDA_SUCCESS)
     info.device_name = name;
   info.available = true;
-  if (api.cuFuncGetParamInfo == nullptr) info.reason = "notes: no cuFuncGetParamInfo (kernel parameter sizes unchecked)";
+  std::string notes;
+  if (api.cuFuncGetParamInfo == nullptr) notes = "no cuFuncGetParamInfo (kernel parameter sizes unchecked)";
+  if (api.cuPointerGetAttribute == nullptr)
+    notes += std::string(notes.empty() ? "" : "; ") +
+             "no cuPointerGetAttribute (the device of a CUDA-array-interface tensor unchecked)";
+  if (!notes.empty()) info.reason = "notes: " + notes;
   return runtime;
 }
 

@@ -61,4 +61,5 @@
   X(cuGraphExecUpdate, "cuGraphExecUpdate", 12000, "cuGraphExecUpdate_v2", false)                  \
   X(cuGraphDestroy, "cuGraphDestroy", 10000, "cuGraphDestroy", true)                               \
   X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, "cuGraphExecDestroy", true)                   \
-  X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, "cuStreamWaitEvent", true)
+  X(cuStreamWaitEvent, "cuStreamWaitEvent", 3020, "cuStreamWaitEvent", true)                      \
+  X(cuPointerGetAttribute, "cuPointerGetAttribute", 4000, "cuPointerGetAttribute", false)

@@ -33,6 +33,7 @@ using hipStreamCaptureStatus = int;
 using hipGraphNodeType = int;
 using hipGraphExecUpdateResult = int;
 using hipDriverProcAddressQueryResult = int;
+using hipPointer_attribute = int;
 
 inline constexpr hipError_t hipSuccess = 0;
 inline constexpr hipError_t hipErrorInvalidValue = 1;
@@ -46,6 +47,8 @@ inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusNone = 0;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemAlloc = 10;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemFree = 11;
 inline constexpr hipDriverProcAddressQueryResult HIP_GET_PROC_ADDRESS_SUCCESS = 0;
+// hipPointer_attribute counts from HIP_POINTER_ATTRIBUTE_CONTEXT = 1, as CUpointer_attribute.
+inline constexpr hipPointer_attribute HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
 // HIP_VERSION of ROCm 6.1 (major * 10^7 + minor * 10^5): the ABI declared below.
 inline constexpr int hip_abi_version = 60100000;
 
@@ -109,6 +112,7 @@ using PFN_hipGraphExecUpdate = hipError_t (*)(hipGraphExec_t exec, hipGraph_t gr
 using PFN_hipGraphDestroy = hipError_t (*)(hipGraph_t graph);
 using PFN_hipGraphExecDestroy = hipError_t (*)(hipGraphExec_t exec);
 using PFN_hipStreamWaitEvent = hipError_t (*)(hipStream_t stream, hipEvent_t event, unsigned int flags);
+using PFN_hipPointerGetAttribute = hipError_t (*)(void* data, hipPointer_attribute attribute, hipDeviceptr_t ptr);
 
 // hiprtc, loaded separately (it ships in its own library and may be absent).
 using hiprtcResult = int;

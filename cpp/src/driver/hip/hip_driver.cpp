@@ -335,6 +335,19 @@ class HipDriver final : public NativeDriver {
     auto stream = reinterpret_cast<hipStream_t>(native_stream);  // the consumer's: not in streams_
     return on(events_, handle, "hipStreamWaitEvent", [&](hipEvent_t e) { return api_.hipStreamWaitEvent(stream, e, 0); });
   }
+  Status event_record_native(EventHandle handle, std::uintptr_t native_stream) override {
+    auto stream = reinterpret_cast<hipStream_t>(native_stream);  // the producer's: not in streams_
+    return on(events_, handle, "hipEventRecord", [&](hipEvent_t e) { return api_.hipEventRecord(e, stream); });
+  }
+  // hipPointerGetAttribute (optional: an older runtime lacks it, and the check is then skipped)
+  // rather than hipPointerGetAttributes, whose hipPointerAttribute_t differs between ROCm releases.
+  Status pointer_device(DevicePtr ptr, int* ordinal) override {
+    if (api_.hipPointerGetAttribute == nullptr) return unsupported("hipPointerGetAttribute");
+    if (ordinal == nullptr) return hip_local_status(Code::invalid_value, "hipPointerGetAttribute", "the output pointer is null");
+    return current("hipPointerGetAttribute", [&] {
+      return api_.hipPointerGetAttribute(ordinal, HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL, as_pointer(ptr));
+    });
+  }
   Status host_view(DevicePtr, std::size_t, HostView*) override {
     return hip_local_status(Code::not_supported, "host_view", "a HIP device's memory is not host memory");
   }

@@ -57,7 +57,8 @@
   X(hipGraphExecUpdate, false)                                                \
   X(hipGraphDestroy, true)                                                    \
   X(hipGraphExecDestroy, true)                                                \
-  X(hipStreamWaitEvent, true)
+  X(hipStreamWaitEvent, true)                                                 \
+  X(hipPointerGetAttribute, false)
 
 #define LIFECORE_HIPRTC_SYMBOLS(X) \
   X(hiprtcCreateProgram)           \

@@ -467,7 +467,10 @@ Status MockDriver::event_destroy(EventHandle event) {
 
 Status MockDriver::event_record(EventHandle event, StreamHandle handle) {
   LIFECORE_MOCK_GATE(event_record)
-  constexpr Operation op = Operation::event_record;
+  return record(Operation::event_record, event, handle);
+}
+
+Status MockDriver::record(Operation op, EventHandle event, StreamHandle handle) {
   std::lock_guard lock(mutex_);
   auto it = events_.find(raw(event));
   if (it == events_.end()) return bad_handle(op, "event", raw(event));
@@ -990,6 +993,24 @@ Status MockDriver::stream_wait_event(std::uintptr_t native_stream, EventHandle e
     state->wait_for(generation);
     return Status{};
   });
+  return {};
+}
+
+Status MockDriver::event_record_native(EventHandle event, std::uintptr_t native_stream) {
+  LIFECORE_MOCK_GATE(event_record_native)
+  // A native stream pointer is a stream id here (stream_native_handle): only the mock's own
+  // streams can be named, and CUDA's default-stream values mean nothing special.
+  return record(Operation::event_record_native, event, StreamHandle{native_stream});
+}
+
+Status MockDriver::pointer_device(DevicePtr ptr, int* ordinal) {
+  LIFECORE_MOCK_GATE(pointer_device)
+  constexpr Operation op = Operation::pointer_device;
+  if (!ordinal) return bad_value(op, "the output pointer is null");
+  // Each device's addresses are its own (their base is per ordinal): one this device does not
+  // resolve is no memory it knows, as CUDA says of a host pointer.
+  if (!memory_.resolve(ptr, 1).data) return bad_value(op, hex(ptr) + " is not inside a live allocation or mapping");
+  *ordinal = ordinal_;
   return {};
 }
 

@@ -142,6 +142,10 @@ class MockDriver final : public Driver {
   Status host_view(DevicePtr ptr, std::size_t bytes, HostView* out) override;
   Status map_host(void* host, std::size_t bytes, DevicePtr* out) override;
   Status unmap_host(DevicePtr ptr) override;
+  // Records on one of the mock's streams by its native handle (its id), as event_record does.
+  Status event_record_native(EventHandle event, std::uintptr_t native_stream) override;
+  // This device's ordinal for an address inside one of its live allocations or mappings.
+  Status pointer_device(DevicePtr ptr, int* ordinal) override;
 
  private:
   struct Capture;
@@ -156,6 +160,8 @@ class MockDriver final : public Driver {
   std::uintptr_t new_handle_locked() { return next_handle_++; }
   std::shared_ptr<Stream> find_stream_locked(StreamHandle stream) const;
   Status route_locked(Operation op, StreamHandle handle, Stream** stream, Route* route);
+  // event_record's work, shared with event_record_native (which names the stream natively).
+  Status record(Operation op, EventHandle event, StreamHandle stream);
   Status submit(Operation op, StreamHandle stream, mock::WorkNode node);
   // launch_kernel's submit: the arguments are copied once, into the capture or the queue.
   Status submit_launch(StreamHandle stream, const mock::KernelNode& kernel, const std::vector<KernelArg>& args);

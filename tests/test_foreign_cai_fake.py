@@ -1,0 +1,312 @@
+"""The CUDA array interface's device and stream, against the fake CUDA driver
+(tests/fake_driver/fake_libcuda.c), each scenario in a fresh interpreter (a vendor library loads
+once per process).
+
+The interface names no device, so the driver is asked whose memory the address is
+(cuPointerGetAttribute): another device's memory, or an address the driver does not know as
+device memory, is refused; a driver without the entry point leaves the check out. Its `stream`
+(version 3) orders the work: an event recorded on the producer's stream, waited for on the
+stream the operation runs on, except where that is the producer's stream itself or while the
+stream records (the recorded work runs at replay). 0 is refused, as are a mask and a version
+that is not an int. The mock's memory is host memory (DLPack's CPU device), so the interface,
+which is CUDA memory by definition, is refused there before any of this: only a CUDA device
+reaches it, hence the fake driver.
+
+The fake's "device memory" is host memory: a NumPy array registered with the fake
+(fake_cuda_register) stands for another library's device allocation, and its counters
+(fake_cuda_event_records / fake_cuda_last_record_stream, fake_cuda_stream_waits /
+fake_cuda_last_wait_stream) show which stream each record and each wait went to.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import lifecore
+from driver_scenarios import build_fake_library, run_scenario
+
+# Defines the scenario's tools: Cai objects over NumPy arrays, the fake's counters, a device.
+SETUP = """
+import ctypes, os
+import numpy as np
+from lifecore import kernels as K
+
+fake = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
+for name in ("fake_cuda_event_records", "fake_cuda_stream_waits", "fake_cuda_live_events"):
+    getattr(fake, name).restype = ctypes.c_long
+for name in ("fake_cuda_last_record_stream", "fake_cuda_last_wait_stream"):
+    getattr(fake, name).restype = ctypes.c_ulonglong
+fake.fake_cuda_register.argtypes = [ctypes.c_ulonglong, ctypes.c_size_t]
+
+PRODUCER = 0x7000  # another library's native stream (the fake never dereferences it)
+SEVEN = 0x40E00000  # float32 7.0, as fill's 32-bit pattern
+
+
+class Cai:
+    def __init__(self, array, **keys):
+        self.array = array
+        self.__cuda_array_interface__ = {"shape": array.shape, "typestr": "<f4", "version": 3,
+                                         "data": (array.ctypes.data, False), **keys}
+
+
+def device_array(n=16, value=0.0):
+    # Memory the fake driver knows as its device memory, as another library's allocation is.
+    array = np.full(n, value, np.float32)
+    fake.fake_cuda_register(array.ctypes.data, array.nbytes)
+    return array
+
+
+def counts():
+    return [fake.fake_cuda_event_records(), fake.fake_cuda_stream_waits()]
+
+
+def since(before):
+    now = counts()
+    return [now[0] - before[0], now[1] - before[1]]
+
+
+def refused(call, *args):
+    try:
+        call(*args)
+    except lifecore.InvalidArgumentError as error:
+        return str(error)
+    return "accepted"
+
+
+dev = lifecore.Device("cuda")
+s = dev.stream()
+s.sync()
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_libcuda(tmp_path_factory) -> Path:
+    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
+
+
+def run_fake(library: Path, body: str, **env: str) -> dict:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
+    environment.update(env)
+    environment["LIFECORE_LIBCUDA"] = str(library)
+    return run_scenario(SETUP + textwrap.dedent(body), environment)
+
+
+def test_the_operations_are_driver_operations() -> None:
+    assert {"event_record_native", "pointer_device"} <= set(lifecore.driver_operations())
+
+
+def test_a_producer_stream_is_recorded_on_and_waited_for_by_copy_fill_and_launch(fake_libcuda) -> None:
+    body = """
+    events = fake.fake_cuda_live_events()
+    a = device_array()
+    before = counts()
+    s.fill(Cai(a, stream=PRODUCER), SEVEN)
+    result["fill"] = [since(before), fake.fake_cuda_last_record_stream(), fake.fake_cuda_last_wait_stream() == s.handle]
+    s.sync()
+    result["filled"] = a.tolist()
+    buf = s.alloc(64)
+    s.sync()
+    before = counts()
+    s.copy(buf, Cai(a, stream=PRODUCER + 16))
+    result["copy"] = [since(before), fake.fake_cuda_last_record_stream(), fake.fake_cuda_last_wait_stream() == s.handle]
+    result["copied"] = np.frombuffer(s.read(buf), np.float32).tolist()
+    b = device_array()
+    before = counts()
+    s.copy(Cai(b, stream=PRODUCER), Cai(a, stream=PRODUCER))  # one producer: one record, one wait
+    result["copy_one_producer"] = since(before)
+    before = counts()
+    s.copy(Cai(b, stream=PRODUCER), Cai(a, stream=PRODUCER + 32))
+    result["copy_two_producers"] = since(before)
+    before = counts()
+    s.launch(K.scale_f32, 1, 16, [16, 2.0, Cai(a, stream=PRODUCER + 48), Cai(b)])
+    result["launch"] = [since(before), fake.fake_cuda_last_record_stream(), fake.fake_cuda_last_wait_stream() == s.handle]
+    for value in (1, 2):  # the legacy and the per-thread default stream: CUDA's own handles
+        before = counts()
+        s.fill(Cai(a, stream=value), 0)
+        result[f"default_{value}"] = [since(before), fake.fake_cuda_last_record_stream()]
+    s.sync()
+    result["events_left"] = fake.fake_cuda_live_events() - events
+    """
+    result = run_fake(fake_libcuda, body)
+    assert result["fill"] == [[1, 1], 0x7000, True]
+    assert result["filled"] == [7.0] * 16
+    assert result["copy"] == [[1, 1], 0x7010, True]
+    assert result["copied"] == [7.0] * 16
+    assert result["copy_one_producer"] == [1, 1]
+    assert result["copy_two_producers"] == [2, 2]
+    assert result["launch"] == [[1, 1], 0x7030, True]
+    assert result["default_1"] == [[1, 1], 1]
+    assert result["default_2"] == [[1, 1], 2]
+    assert result["events_left"] == 0  # each event destroyed once its wait is enqueued
+
+
+def test_no_stream_or_the_streams_own_orders_nothing(fake_libcuda) -> None:
+    body = """
+    a = device_array()
+    before = counts()
+    s.fill(Cai(a), 0)  # no stream key
+    s.fill(Cai(a, stream=None), 0)
+    s.fill(Cai(a, stream=s.handle), 0)  # the producer's stream is this stream: stream order suffices
+    buf = s.alloc(64)
+    s.copy(Cai(a, stream=s.handle), buf)
+    result["none"] = since(before)
+    own = type("Own", (), {})()
+    own.__cuda_array_interface__ = buf.view("float32").__cuda_array_interface__  # stream: s's handle
+    before = counts()
+    s.fill(own, 0)
+    result["own_buffer"] = since(before)
+    other = dev.stream()
+    theirs = type("Theirs", (), {})()
+    kept = other.alloc(64)  # the interface dict alone does not keep the buffer
+    theirs.__cuda_array_interface__ = kept.view("float32").__cuda_array_interface__
+    before = counts()
+    s.fill(theirs, 0)  # a buffer of another stream: that stream's work comes first
+    result["other_stream"] = [since(before), fake.fake_cuda_last_record_stream() == other.handle,
+                              fake.fake_cuda_last_wait_stream() == s.handle]
+    s.sync()
+    """
+    result = run_fake(fake_libcuda, body)
+    assert result["none"] == [0, 0]
+    assert result["own_buffer"] == [0, 0]
+    assert result["other_stream"] == [[1, 1], True, True]
+
+
+def test_a_recording_stream_does_not_wait(fake_libcuda) -> None:
+    body = """
+    a = device_array()
+    seen = []
+    def step(st):
+        before = counts()
+        st.fill(Cai(a, stream=PRODUCER), 0)
+        seen.append([st.capture_state.variant.name, since(before)])
+    graph = s.capture(step)
+    result["seen"] = seen
+    s.sync()
+    graph.destroy()
+    """
+    result = run_fake(fake_libcuda, body)
+    # The warmup runs eagerly and orders; the recorded pass waits for nothing (it runs at replay).
+    assert result["seen"] == [["PREPARE", [1, 1]], ["CAPTURE", [0, 0]]]
+
+
+def test_bad_interfaces_are_refused_before_anything_is_issued(fake_libcuda) -> None:
+    body = """
+    a = device_array(value=1.0)
+    buf = s.alloc(32)
+    s.sync()
+    before = counts()
+    cases = {
+        "zero": (s.fill, Cai(a, stream=0), SEVEN),
+        "negative": (s.fill, Cai(a, stream=-5), SEVEN),
+        "text": (s.fill, Cai(a, stream="0x7000"), SEVEN),
+        "bool": (s.fill, Cai(a, stream=True), SEVEN),
+        "mask": (s.fill, Cai(a, stream=PRODUCER, mask=(0, False)), SEVEN),
+        "version_text": (s.fill, Cai(a, stream=PRODUCER, version="3"), SEVEN),
+        "launch_zero": (s.launch, K.scale_f32, 1, 16, [16, 2.0, Cai(a), Cai(a, stream=0)]),
+        # A valid producer stream, but another argument is refused: no wait is left behind.
+        "other_argument": (s.copy, Cai(a, stream=PRODUCER), np.zeros(16, np.float32)),
+        "sizes": (s.copy, Cai(a, stream=PRODUCER), buf),
+    }
+    for name, (call, *args) in cases.items():
+        result[name] = refused(call, *args)
+    no_version = Cai(a)
+    del no_version.__cuda_array_interface__["version"]
+    result["no_version"] = refused(s.fill, no_version, SEVEN)
+    result["issued"] = since(before)
+    s.sync()
+    result["array"] = a.tolist()
+    """
+    result = run_fake(fake_libcuda, body)
+    assert "fill: argument 'buf' has a __cuda_array_interface__ stream of 0, which the interface disallows" in result["zero"]
+    assert "launch: argument 'out' has a __cuda_array_interface__ stream of 0" in result["launch_zero"]
+    for name in ("negative", "text", "bool"):
+        assert "stream that is not None or a stream handle" in result[name], result[name]
+    assert "masked arrays are not supported" in result["mask"]
+    assert "without an int version" in result["version_text"]
+    assert "without an int version" in result["no_version"]
+    assert "copy: argument 'src' lives on cpu:0" in result["other_argument"]
+    assert "must be the same size" in result["sizes"]
+    assert result["issued"] == [0, 0]  # no record, no wait
+    assert result["array"] == [1.0] * 16  # no fill, no copy, no kernel reached it
+
+
+def test_memory_of_another_device_is_refused_naming_both(fake_libcuda) -> None:
+    body = """
+    a = device_array(value=1.0)
+    before = counts()
+    result["fill"] = refused(s.fill, Cai(a, stream=PRODUCER), SEVEN)
+    result["launch"] = refused(s.launch, K.scale_f32, 1, 16, [16, 2.0, Cai(device_array()), Cai(a)])
+    result["issued"] = since(before)
+    s.sync()
+    result["array"] = a.tolist()
+    buf = s.alloc(64)  # the device's own memory is known by address: the driver is not asked
+    own = type("Own", (), {})()
+    own.__cuda_array_interface__ = buf.view("float32").__cuda_array_interface__
+    result["own"] = refused(s.fill, own, SEVEN)
+    """
+    result = run_fake(fake_libcuda, body, FAKE_CUDA_POINTER_ORDINAL="1")
+    expected = "lives on cuda:1, but the stream's cuda device takes cuda:0 memory"
+    assert result["fill"].startswith("fill: argument 'buf' " + expected), result["fill"]
+    assert result["launch"].startswith("launch: argument 'x' " + expected), result["launch"]
+    assert result["issued"] == [0, 0]
+    assert result["array"] == [1.0] * 16
+    assert result["own"] == "accepted"
+
+
+def test_memory_the_driver_does_not_know_is_refused(fake_libcuda) -> None:
+    body = """
+    unknown = np.ones(16, np.float32)  # never registered: host memory, not the driver's
+    result["fill"] = refused(s.fill, Cai(unknown), SEVEN)
+    result["copy"] = refused(s.copy, Cai(device_array()), Cai(unknown))
+    s.sync()
+    result["array"] = unknown.tolist()
+    """
+    result = run_fake(fake_libcuda, body)
+    assert result["fill"].startswith("fill: argument 'buf' points to 0x"), result["fill"]
+    assert ("which is not device memory the cuda driver knows (cuPointerGetAttribute: CUDA_ERROR_INVALID_VALUE)"
+            in result["fill"])
+    assert result["copy"].startswith("copy: argument 'src' points to 0x"), result["copy"]
+    assert result["array"] == [1.0] * 16
+
+
+def test_without_cupointergetattribute_the_device_is_not_checked(fake_libcuda) -> None:
+    body = """
+    info = [b for b in lifecore.backends() if b.name == "cuda"][0]
+    result["reason"] = info.reason
+    unknown = np.zeros(16, np.float32)
+    before = counts()
+    s.fill(Cai(unknown, stream=PRODUCER), SEVEN)  # accepted: the driver cannot tell whose it is
+    result["issued"] = since(before)
+    s.sync()
+    result["array"] = unknown.tolist()
+    """
+    result = run_fake(fake_libcuda, body, FAKE_CUDA_HIDE="cuPointerGetAttribute", FAKE_CUDA_POINTER_ORDINAL="1")
+    assert "no cuPointerGetAttribute" in result["reason"]
+    assert result["issued"] == [1, 1]  # the stream is still honoured
+    assert result["array"] == [7.0] * 16
+
+
+def test_the_driver_operations_below_the_runtime(fake_libcuda) -> None:
+    body = """
+    driver = _core._open_driver("cuda")
+    ptr = driver.mem_alloc(64)
+    result["ordinal"] = [driver.pointer_device(ptr), driver.pointer_device(ptr + 63)]
+    result["past_the_end"] = refusal(driver.pointer_device, ptr + 64)
+    driver.mem_free(ptr)
+    result["freed"] = refusal(driver.pointer_device, ptr)
+    event = driver.event_create()
+    driver.event_record_native(event, 4096)
+    result["recorded_on"] = fake.fake_cuda_last_record_stream()
+    driver.event_destroy(event)
+    result["destroyed_event"] = refusal(driver.event_record_native, event, 4096)
+    """
+    result = run_fake(fake_libcuda, body, FAKE_CUDA_POINTER_ORDINAL="3")
+    assert result["ordinal"] == [3, 3]
+    assert result["past_the_end"] == [1, "cuPointerGetAttribute"]
+    assert result["freed"] == [1, "cuPointerGetAttribute"]
+    assert result["recorded_on"] == 4096
+    assert result["destroyed_event"][1] == "cuEventRecord"
