@@ -129,6 +129,35 @@ def test_an_update_writes_only_the_new_ids():
         s.close()
 
 
+def test_a_row_current_with_its_session_is_skipped_until_the_session_changes_or_closes():
+    # update() skips a row whose session published nothing since the row was written (one
+    # load of its table stamp); a closed handle, a grown sequence or another session in the
+    # row still takes the checked path.
+    c = make()
+    a, b = open_one(c, "a", TPP), open_one(c, "b", 2 * TPP)
+    table = c.decode_table(2, 8)
+    table.update([a, b])
+    for _ in range(3):
+        table.update([a, b])
+        assert table.last_written == 0
+    assert a.step(TPP + 1) == BackingOutcome.EXTENDED  # a new publish: the row is rewritten
+    table.update([a, b])
+    assert table.last_written == 1 and np.array_equal(table.table, c.block_table([a, b], 8))
+    before = table.table.copy()
+    b.close()
+    with pytest.raises(ClosedError, match="row 1"):
+        table.update([a, b])
+    assert np.array_equal(table.table, before)
+    # A new session in the row, even one made where the old one lived, is never taken as current.
+    del b
+    gc.collect()
+    fresh = open_one(c, "fresh", 3 * TPP)
+    table.update([a, fresh])
+    assert np.array_equal(table.table, c.block_table([a, fresh], 8))
+    a.close()
+    fresh.close()
+
+
 def test_step_steps_each_row_then_writes_its_new_ids():
     c = make()
     sessions = [open_one(c, f"r{i}", TPP) for i in range(3)]

@@ -68,6 +68,7 @@ void DecodeTable::write(const Pending& p) {
   }
   row.sequence = s.sequence;
   row.written = s.pages;
+  row.stamp = s.stamp;
   row.assigned = true;
   last_written_ += count;
 }
@@ -95,8 +96,16 @@ void DecodeTable::update(const SequenceSession* const* sessions, std::size_t cou
                                           std::to_string(rows_.size()) + " rows (nothing was written)");
   pending_.clear();
   Pending p;
-  for (std::size_t r = 0; r < count; ++r)
-    if (sessions[r] && resolve(call, r, *sessions[r], p)) pending_.push_back(std::move(p));
+  for (std::size_t r = 0; r < count; ++r) {
+    const SequenceSession* session = sessions[r];
+    if (!session) continue;
+    // The common row: its session published nothing since (and its handle is open: a closed
+    // one reads 0, which no row keeps).
+    const std::uint64_t stamp = session->table_stamp();
+    if (stamp != 0 && stamp == rows_[r].stamp && rows_[r].assigned) continue;
+    if (resolve(call, r, *session, p)) pending_.push_back(std::move(p));
+    else if (rows_[r].assigned && rows_[r].sequence == p.source.sequence) rows_[r].stamp = p.source.stamp;  // current
+  }
   finish(sessions, count);
 }
 

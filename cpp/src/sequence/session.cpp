@@ -1,6 +1,7 @@
 #include "lifecore/sequence/session.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "common/sha256.hpp"
 #include "lifecore/checked.hpp"
@@ -103,7 +104,12 @@ SequenceSession::Holds SequenceSession::close_handing_over() noexcept {
   holds.resources = std::move(state_->resources);
   holds.current = std::move(state_->current);
   state_->first_ids = nullptr;  // read only with the handle open; never a dangling pointer kept
+  state_->table_stamp.store(0, std::memory_order_release);  // a table's next look takes the checked path
   return holds;
+}
+
+std::uint64_t SequenceSession::table_stamp() const noexcept {
+  return state_->table_stamp.load(std::memory_order_acquire);
 }
 
 bool SequenceSession::is_closed() const noexcept {
@@ -393,6 +399,17 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   BackingOutcome outcome = BackingOutcome::current;
   {
     std::lock_guard<SessionLock> lock(s.mutex);
+    // The common decode step, every condition in one test: open, quiescent, covered, a frame
+    // id left. Anything else takes the checked path below, which names what is wrong.
+    if (!s.handle_closed && s.phase == SessionPhase::open && !s.active_frame && s.flights.empty() &&
+        static_cast<std::uint64_t>(tokens) <= s.current_tokens &&
+        s.next_frame != std::numeric_limits<std::uint64_t>::max()) {
+      ++s.next_frame;  // the frame's id, acquired and committed at once
+      if (s.step_deferral) s.step_deferral.reset();
+      ++s.retired;
+      ++s.committed;
+      return outcome;
+    }
     require_handle(s, "step");
     s.require_open_locked("step");
     if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
@@ -472,6 +489,7 @@ void table_source_locked(const SessionState& s, std::uint32_t domain_index, cons
   out.coordinator = s.coordinator;
   out.pages = s.current_pages;
   out.sequence = s.sequence;
+  out.stamp = s.table_stamp.load(std::memory_order_relaxed);  // under the lock that writes it
   if (out.sequence == known && out.pages == written) {
     // Unchanged since the row was written (and checked): no reference count, no domain search.
     out.backing.reset();

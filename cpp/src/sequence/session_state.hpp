@@ -2,6 +2,7 @@
 // guarded by `mutex`; helpers named *_locked expect it held.
 #pragma once
 
+#include <atomic>
 #include <limits>
 #include <map>
 #include <memory>
@@ -29,6 +30,10 @@ class SessionState {
   std::uint64_t current_tokens = 0;          // current->tokens()
   std::uint64_t current_pages = 0;           // current->pages()
   const std::int32_t* first_ids = nullptr;   // the backing's ids of first_domain (they move only under this lock)
+  // Names what a block table's row of this session shows: a new process-wide value at every
+  // publish, 0 once the handle closed. Written under the lock, read without it: a table that
+  // kept the stamp it wrote knows the row is current with one load (decode_table.hpp).
+  std::atomic<std::uint64_t> table_stamp{0};
   AdmissionCoordinator* coordinator = nullptr;  // kept alive by `initial` (a snapshot names its coordinator)
   Authority sequence;
   std::uint64_t next_frame = 1;
@@ -60,6 +65,12 @@ class SessionState {
     current_pages = current->pages();
     first_domain = current->domains().front();
     first_ids = resources->backing()->published_ids(0);
+    table_stamp.store(next_table_stamp(), std::memory_order_release);
+  }
+  // Never 0 and never repeated (2^64 publishes do not happen).
+  static std::uint64_t next_table_stamp() noexcept {
+    static std::atomic<std::uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
   }
 
   // The fingerprint over the immutable open-time fields, hashed once by the first reader.

@@ -2,7 +2,8 @@
 // shows the block ids of the sequence last given for row r, padded. An update writes only
 // what changed since the row was last written (the new ids of a sequence that grew; a whole
 // row when its sequence changed), so a decode iteration costs O(rows + new blocks), not
-// O(total blocks) as build_block_table does.
+// O(total blocks) as build_block_table does. A row whose session still has the table stamp
+// the row was written (or checked) with costs one atomic load: no lock, no reference count.
 //
 // Per row it keeps which sequence (its authority, never a reference: a row holds no capacity)
 // and how many ids it wrote; everything past them is pad. Nobody else may write the table.
@@ -55,6 +56,7 @@ class DecodeTable {
   struct Row {
     Authority sequence;  // valid while assigned
     std::uint64_t written = 0;
+    std::uint64_t stamp = 0;  // the session's table stamp the row is current with (0: check it)
     bool assigned = false;
   };
   struct Pending {

@@ -139,6 +139,10 @@ class SequenceSession {
   };
   Holds close_handing_over() noexcept;
   bool is_closed() const noexcept;
+  // Changes whenever the ids a block table's row shows may change (every published backing)
+  // and becomes 0 when the handle closes; never repeats, across sessions too. Read without
+  // the lock: equal to a stamp read with the ids, the row holds exactly those ids.
+  std::uint64_t table_stamp() const noexcept;
 
   std::shared_ptr<AdmittedSequenceResources> resources() const;
   void write_release_capacity_sources(std::vector<CapacitySource>& out) const;
@@ -181,6 +185,7 @@ class SequenceSession {
     std::uint64_t pages = 0;
     std::size_t slot = 0;
     Authority sequence;  // which sequence the ids are of
+    std::uint64_t stamp = 0;  // the session's table stamp when read (see table_stamp)
   };
   // A block table's row in one lock and no reference count: the current ids in `domain_index`
   // go to the target (block_table.hpp). Nothing is written unless the answer is `written`
