@@ -353,6 +353,19 @@ def test_block_table_in_place_rewrites_what_differs_and_matches_a_new_table():
     assert np.array_equal(out, c.block_table(sessions, 6, pad=-5))
 
 
+@pytest.mark.parametrize("pad", [0, -1])
+def test_a_wide_in_place_row_finds_any_changed_padding(pad):
+    # Padding longer than the check's zero block (256 ids) is compared all the way.
+    c = make(pages=16)
+    held, sessions = _batch(c)
+    reference = c.block_table(sessions, 600, pad=pad)
+    for position in (5, 255, 256, 257, 511, 512, 599):
+        out = reference.copy()
+        out[1, position] = 9
+        c.block_table(sessions, 600, out, pad=pad)
+        assert np.array_equal(out, reference), position
+
+
 def test_a_refused_row_puts_back_the_rows_written_before_it():
     c = make(pages=16)
     held, sessions = _batch(c)
