@@ -50,6 +50,17 @@ nb::handle native_bytes_name() { static nb::handle n = name("native_bytes"); ret
 nb::handle intervene_name() { static nb::handle n = name("intervene"); return n; }
 nb::handle describe_name() { static nb::handle n = name("describe"); return n; }
 
+// backend.<name>(args...) without building a bound method per call (PyObject_VectorcallMethod
+// looks the function up on the type and passes the backend as its first argument).
+template <typename... Args>
+nb::object call_method(nb::handle backend, nb::handle name, Args... args) {
+  PyObject* stack[] = {backend.ptr(), nb::handle(args).ptr()...};
+  // No PY_VECTORCALL_ARGUMENTS_OFFSET: the stack has no slot before it for the callee to use.
+  PyObject* result = PyObject_VectorcallMethod(name.ptr(), stack, sizeof...(Args) + 1, nullptr);
+  if (!result) throw nb::python_error();
+  return nb::steal(result);
+}
+
 // A shape as extents; a tuple (NumPy's shape, torch.Size) is read without a conversion.
 std::vector<std::uint64_t> extents(nb::handle value) {
   if (!PyTuple_Check(value.ptr())) return nb::cast<std::vector<std::uint64_t>>(value);
@@ -94,7 +105,7 @@ std::optional<TensorFacts> PythonCaptureBackend::describe(TensorHandle tensor) {
   if (describes_ < 0) describes_ = nb::hasattr(backend_, describe_name()) ? 1 : 0;
   if (describes_ == 0) return std::nullopt;
   return call_backend(&cause_, "backend.describe", [&] {
-    nb::object value = backend_.attr(describe_name())(nb::handle(static_cast<PyObject*>(tensor)));
+    nb::object value = call_method(backend_, describe_name(), static_cast<PyObject*>(tensor));
     if (!PyTuple_Check(value.ptr()) || PyTuple_GET_SIZE(value.ptr()) != 3)
       throw BackendFailure{"backend.describe must return (shape, itemsize, on_host)"};
     TensorFacts facts;
@@ -136,14 +147,14 @@ nb::object PythonCaptureBackend::request_object(const TransformRequest& request)
 CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const TransformRequest& request) {
   return call_backend(&cause_, "backend.estimate", [&] {
     return usage_from_python(
-        backend_.attr(estimate_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request)));
+        call_method(backend_, estimate_name(), static_cast<PyObject*>(tensor), request_object(request)));
   });
 }
 
 CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
   return call_backend(&cause_, "backend.transform", [&] {
     nb::object result =
-        backend_.attr(transform_name())(nb::handle(static_cast<PyObject*>(tensor)), request_object(request));
+        call_method(backend_, transform_name(), static_cast<PyObject*>(tensor), request_object(request));
     CapturePayload* payload = nullptr;
     if (!nb::try_cast<CapturePayload*>(result, payload, false) || !payload)
       throw BackendFailure{"backend.transform returned a value of the wrong type"};
