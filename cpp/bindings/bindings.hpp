@@ -18,6 +18,8 @@ void init_runtime(nb::module_& m);
 void init_sequence(nb::module_& m);
 void init_capture(nb::module_& m);
 
+// The lifecore.errors exception of `error` (its class by kind, its attributes set), not raised.
+nb::object python_exception(const Error& error);
 // Sets the Python exception of `error`'s kind (lifecore.errors), with its attributes: for the
 // few entries written as plain CPython methods, outside nanobind's exception translation.
 void raise_python(const Error& error);

@@ -4,6 +4,8 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 
+#include "bindings.hpp"
+
 namespace lifecore::bindings {
 
 using namespace lifecore::capture;
@@ -83,12 +85,9 @@ std::vector<std::uint64_t> extents(nb::handle value) {
 void raise_keeping_cause(const Error& error, const PythonCause& cause) {
   if (!cause.exception || cause.text.empty() || std::string_view(error.what()).find(cause.text) == std::string_view::npos)
     throw;  // not caused by the recorded exception: the usual translation
-  nb::object type = nb::module_::import_("lifecore.errors").attr(error_class_name(error.kind()));
-  nb::object instance = type(nb::str(error.what()));
-  for (const auto& [name, value] : error.attributes())
-    nb::setattr(instance, name.c_str(), std::visit([](const auto& v) { return nb::cast(v); }, value));
+  nb::object instance = python_exception(error);
   PyException_SetCause(instance.ptr(), cause.exception.inc_ref().ptr());  // steals the reference
-  PyErr_SetObject(type.ptr(), instance.ptr());
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
   throw nb::python_error();
 }
 

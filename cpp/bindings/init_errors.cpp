@@ -27,14 +27,16 @@ PyObject* class_for(ErrorKind kind) {
 
 }  // namespace
 
+nb::object python_exception(const Error& error) {
+  nb::object instance = nb::borrow(class_for(error.kind()))(nb::str(error.what()));
+  for (const auto& [name, value] : error.attributes())
+    nb::setattr(instance, name.c_str(), std::visit([](const auto& v) { return nb::cast(v); }, value));
+  return instance;
+}
+
 void raise_python(const Error& error) {
-  nb::object type = nb::borrow(class_for(error.kind()));
-  nb::object instance = type(nb::str(error.what()));
-  for (const auto& [name, value] : error.attributes()) {
-    nb::object py_value = std::visit([](const auto& v) { return nb::cast(v); }, value);
-    nb::setattr(instance, name.c_str(), py_value);
-  }
-  PyErr_SetObject(type.ptr(), instance.ptr());
+  nb::object instance = python_exception(error);
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
 }
 
 void init_errors(nb::module_& m) {
