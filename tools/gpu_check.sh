@@ -305,13 +305,35 @@ with lifecore.Device("cuda") as dev:
         s.copy(OnlyInterface(b), a)
         s.sync()
         assert np.array_equal(cupy.asnumpy(b), 2 * ramp)
+        # The interface's stream orders the work: a copy from an array CuPy fills on a side
+        # stream waits for that fill (an event recorded there, waited for by the stream).
+        producer = cupy.cuda.Stream(non_blocking=True)
+        with producer:
+            d = cupy.full(N, 3.0, dtype=cupy.float32)
+            d *= 2.0
+            # CuPy names its current stream unless CUPY_CUDA_ARRAY_INTERFACE_SYNC=0 (then None).
+            assert OnlyInterface(d).__cuda_array_interface__.get("stream") in (None, producer.ptr)
+            s.copy(buf, OnlyInterface(d))
+        s.sync()
+        assert np.frombuffer(s.read(buf), np.float32)[N - 1] == 6.0
+
+        class Unknown:  # an address the driver does not know as device memory
+            __cuda_array_interface__ = {"version": 3, "typestr": "<f4", "shape": (N,), "data": (4096, False),
+                                        "strides": None, "stream": None}
+
+        try:
+            s.fill(Unknown(), 0)
+            raise AssertionError("an address unknown to the driver was accepted")
+        except lifecore.InvalidArgumentError as error:
+            assert "not device memory" in str(error), error
         side = cupy.cuda.Stream(non_blocking=True)
         with side:  # DLPack with stream=: CuPy passes its current stream
             c = cupy.from_dlpack(buf.view("float32"))
             total = float(c.sum())
         assert total == float(ramp.sum()) and int(c.data.ptr) == buf.ptr
         del c
-        print("cupy: launch / copy / fill into CuPy arrays (DLPack and the array interface); export with stream=")
+        print("cupy: launch / copy / fill into CuPy arrays (DLPack and the array interface, its stream waited "
+              "for, an unknown address refused); export with stream=")
     else:
         print("cupy not installed: cupy half skipped")
     assert buf.views == 0
