@@ -3,6 +3,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -281,6 +282,42 @@ class ClosablePageMemory final : public PageMemory {
   std::atomic<bool> is_closed{false};
 };
 
+// Page memory whose device's last reference goes while the coordinator asks it something under
+// its lock: the device's close then calls the coordinator's close watch on that same thread.
+class LastReferenceMemory final : public PageMemory {
+ public:
+  PageExtent allocate(std::size_t bytes) override { return host.allocate(bytes); }
+  void release(const PageExtent& extent) noexcept override { host.release(extent); }
+  const char* kind() const noexcept override { return "last-reference"; }
+  bool closed() const noexcept override {
+    if (armed.exchange(false) && on_close) {
+      is_closed = true;
+      on_close();  // as ~Device -> close() would, with the coordinator's lock held by this thread
+    }
+    return is_closed;
+  }
+  std::shared_ptr<void> watch_close(std::function<void()> fn) override {
+    on_close = std::move(fn);
+    return std::make_shared<int>(0);
+  }
+  HostPageMemory host;
+  mutable std::atomic<bool> armed{false};
+  mutable bool is_closed = false;
+  std::function<void()> on_close;
+};
+
+void a_device_gone_under_the_coordinators_lock_closes_it_without_deadlock() {
+  auto memory = std::make_shared<LastReferenceMemory>();
+  auto c = make(1, memory);
+  auto held = c->admit({"a", 16, 16, {}});
+  auto registration = c->register_waiter(std::get<AdmissionDeferred>(c->admit({"b", 16, 16, {}})));
+  std::atomic<int> hook_calls{0};
+  registration->add_notify([&]() noexcept { ++hook_calls; });
+  memory->armed = true;
+  CHECK(error_of([&] { c->admit({"x", 16, 16, {}}); }) == ErrorKind::Closed);  // the check that met the close
+  CHECK(c->closed() && registration->closed() && hook_calls == 1);
+}
+
 void a_closed_device_closes_its_coordinator() {
   auto memory = std::make_shared<ClosablePageMemory>();
   auto c = make(4, memory);
@@ -442,6 +479,7 @@ int main() {
   authorities_name_their_coordinator();
   wait_deadlines_never_wrap();
   a_closed_device_closes_its_coordinator();
+  a_device_gone_under_the_coordinators_lock_closes_it_without_deadlock();
   cancel_between_prepare_and_publish();
   host_pages_never_wrap();
   return lifecore::test_support::finish("sequence_session_test");

@@ -277,7 +277,9 @@ std::shared_ptr<void> Device::watch_close(std::function<void()> on_close) {
 }
 
 void Device::close() {
-  if (!close_once()) return;
+  // Under close_mutex_ to the end: a close() racing this one returns only once the watches ran.
+  std::lock_guard close_lock(close_mutex_);
+  if (!close_locked()) return;
   std::vector<std::weak_ptr<CloseWatch>> watches;
   {
     std::lock_guard lock(close_watch_mutex_);
@@ -287,8 +289,7 @@ void Device::close() {
     if (auto watch = weak.lock()) watch->on_close();
 }
 
-bool Device::close_once() {
-  std::lock_guard close_lock(close_mutex_);
+bool Device::close_locked() {
   if (closed()) return false;
   // Relaxed for the closing thread: its synchronizations and frees must not invalidate (or be
   // refused by) another thread's live capture, which close() leaves to that thread.

@@ -79,7 +79,7 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
   auto watch = coordinator->config_.memory->watch_close([weak]() noexcept {
     if (auto c = weak.lock()) c->close();
   });
-  std::lock_guard<std::mutex> lock(coordinator->mutex_);
+  std::lock_guard<std::recursive_mutex> lock(coordinator->mutex_);
   coordinator->close_watch_ = std::move(watch);
   return coordinator;
 }
@@ -232,7 +232,7 @@ AdmissionDeferred AdmissionCoordinator::physical_deferral(const std::vector<std:
                                                           std::uint64_t tokens, std::uint64_t pages, std::uint64_t fit_tokens,
                                                           std::uint64_t fit_pages, std::uint64_t observed_physical_epoch,
                                                           const std::string& request_id) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   AdmissionDeferred deferred;
   deferred.coordinator_id = id_;
   deferred.request_id = request_id;
@@ -287,7 +287,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   std::uint64_t physical_epoch = 0;
   bool taken = false;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
     require_open_locked("admit");
     if (poisoned_) raise(ErrorKind::Capacity, "admit: the coordinator's accounting is inconsistent (poisoned)");
     // One live sequence per request id (as a serving engine keys its requests): a second
@@ -402,7 +402,7 @@ AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
     const std::vector<std::uint32_t>& domains, std::uint64_t pages, const BackingDeferralContext& context,
     const std::string& request_id, bool claim) {
   const std::uint64_t bytes = checked::mul_or_throw(pages, config_.page_bytes, "try_ensure_backing_covers: pages * page_bytes");
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   require_open_locked("try_ensure_backing_covers");
   if (poisoned_) raise(ErrorKind::Capacity, "try_ensure_backing_covers: the coordinator's accounting is inconsistent (poisoned)");
   std::vector<CapacityBlocker> blockers;
@@ -440,7 +440,7 @@ AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
 }
 
 bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (std::size_t i = 0; i < domains.size(); ++i) {
     if (config_.memory->closed() || !config_.memory->take_permitted() ||
         !domains_[domains[i]].arena.take(pages, ids + i * pages)) {
@@ -459,7 +459,7 @@ AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const s
                                                                          std::uint64_t& physical_epoch) {
   const auto bytes = checked::mul(pages, config_.page_bytes);
   if (!bytes) return FastExtension::logical_short;  // the three-call path names the overflow
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (closed_ || poisoned_ || config_.memory->closed()) return FastExtension::logical_short;
   for (std::uint32_t d : domains)
     if (*bytes > domains_[d].total - domains_[d].used) return FastExtension::logical_short;
@@ -507,19 +507,19 @@ bool AdmissionCoordinator::take_admission_locked(SequenceBacking& backing, std::
 void AdmissionCoordinator::give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                             const std::int32_t* ids) noexcept {
   if (pages == 0 || domains.empty()) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (std::size_t j = domains.size(); j-- > 0;) domains_[domains[j]].arena.give_back(ids + j * pages, pages);
   live_takes_ -= std::min<std::uint64_t>(live_takes_, domains.size());
   bump_and_notify_locked(domains_.size() + 1);
 }
 
 void AdmissionCoordinator::release_backing_blocks(SequenceBacking& backing) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   release_backing_blocks_locked(backing, /*last_holder=*/false);
 }
 
 void AdmissionCoordinator::release_backing(SequenceBacking& backing) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   release_backing_blocks_locked(backing, /*last_holder=*/true);
   live_.erase(&backing, backing.request_hash_);  // the id may be admitted again
   release_sequence_locked(backing.domains(), backing.pages_, backing.sequence_, backing.request_);
@@ -545,7 +545,7 @@ void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backin
 
 void AdmissionCoordinator::append_runs(std::uint32_t domain_index, const std::vector<std::int32_t>& ids,
                                        std::vector<BackingExtent>& out) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   const auto& arena = domains_.at(domain_index).arena;
   std::size_t start = 0;
   for (std::size_t p = 1; p <= ids.size(); ++p) {
@@ -562,26 +562,26 @@ void AdmissionCoordinator::append_runs(std::uint32_t domain_index, const std::ve
 }
 
 ArenaState AdmissionCoordinator::arena_state(std::uint32_t domain_index) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   const auto& arena = domains_.at(domain_index).arena;
   return {arena.blocks(), arena.free_blocks(), arena.chunks()};
 }
 
 std::uint64_t AdmissionCoordinator::live_blocks() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::uint64_t live = 0;
   for (const auto& d : domains_) live += d.arena.live();
   return live;
 }
 
 std::uint64_t AdmissionCoordinator::live_takes() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return live_takes_;
 }
 
 void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept {
   if (pages == 0) return;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   release_pages_locked(domains, pages);
 }
 
@@ -601,7 +601,7 @@ void AdmissionCoordinator::release_sequence(const std::vector<std::uint32_t>& do
                                             const Authority& sequence, const Authority& request,
                                             const std::string& request_id) noexcept {
   const std::uint64_t h = RequestIndex::hash(request_id);
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (const SequenceBacking* named = live_.find(request_id, h)) live_.erase(named, h);  // the id may be admitted again
   release_sequence_locked(domains, pages, sequence, request);
 }
@@ -625,12 +625,12 @@ void AdmissionCoordinator::release_sequence_locked(const std::vector<std::uint32
 }
 
 void AdmissionCoordinator::close() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   close_locked();
 }
 
 bool AdmissionCoordinator::closed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return closed_ || config_.memory->closed();
 }
 
@@ -638,7 +638,7 @@ void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t ca
   auto it = std::find_if(config_.domains.begin(), config_.domains.end(), [&](const DomainConfig& d) { return d.name == name; });
   if (it == config_.domains.end()) raise(ErrorKind::InvalidArgument, "grow_domain: unknown capacity domain '" + name + "'");
   auto index = static_cast<std::uint32_t>(it - config_.domains.begin());
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   require_open_locked("grow_domain");
   if (capacity_bytes < domains_[index].total)
     raise(ErrorKind::InvalidArgument, "grow_domain: a domain's capacity never shrinks");
@@ -651,32 +651,32 @@ void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t ca
 }
 
 CapacitySnapshot AdmissionCoordinator::capacity() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return capacity_locked();
 }
 
 std::uint64_t AdmissionCoordinator::epoch_of(const CapacitySource& source) const {
   const CapacitySource resolved = resolve_source(source, "epoch");
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return epoch_locked(slot_of(resolved));
 }
 
 std::vector<std::uint64_t> AdmissionCoordinator::epochs_of(const std::vector<CapacitySource>& sources) const {
   std::vector<std::uint64_t> out;
   out.reserve(sources.size());
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (const auto& s : sources) out.push_back(epoch_locked(slot_of(s)));
   return out;
 }
 
 std::uint64_t AdmissionCoordinator::release_epoch() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   return release_epoch_;
 }
 
 bool AdmissionCoordinator::fits_now(const AdmissionDeferred& deferred) const {
   if (deferred.coordinator_id != id_) raise(ErrorKind::StaleAuthority, "fits_now: the deferral belongs to another coordinator");
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (deferred.immediate.sequences > 0) {
     const auto active = checked::add(std::uint64_t{active_}, std::uint64_t{deferred.immediate.sequences});
     if (!active || *active > config_.max_active_sequences) return false;
@@ -689,7 +689,7 @@ bool AdmissionCoordinator::fits_now(const AdmissionDeferred& deferred) const {
 void AdmissionCoordinator::verify_sequence_authority(const Authority& authority) const {
   if (authority.coordinator_id != id_)
     raise(ErrorKind::StaleAuthority, "verify_sequence_authority: the authority belongs to another coordinator (foreign coordinator)");
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   if (authority.generation == 0 || sequence_ids_.live_generation(authority.sparse_id) != authority.generation)
     raise(ErrorKind::StaleAuthority, "stale sequence session authority (id " + std::to_string(authority.sparse_id) +
                                          ", generation " + std::to_string(authority.generation) + ")");
@@ -706,7 +706,7 @@ std::shared_ptr<CapacityWaitRegistration> AdmissionCoordinator::register_waiter(
   auto state = std::make_shared<WaiterState>();
   std::vector<std::uint64_t> registered;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
     require_open_locked("register_admission_waiter");
     for (const auto& s : sources) registered.push_back(epoch_locked(slot_of(s)));
     for (const auto& s : sources) waiters_[slot_of(s)].insert(state.get());
@@ -715,12 +715,12 @@ std::shared_ptr<CapacityWaitRegistration> AdmissionCoordinator::register_waiter(
 }
 
 void AdmissionCoordinator::unregister_waiter(WaiterState* waiter) noexcept {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   for (auto& set : waiters_) set.erase(waiter);
 }
 
 std::vector<CapacityHolder> AdmissionCoordinator::holders() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::vector<CapacityHolder> out;
   out.reserve(live_.size());
   live_.for_each([&](const SequenceBacking& backing) {

@@ -18,8 +18,7 @@ CapacityWaitRegistration::CapacityWaitRegistration(std::shared_ptr<AdmissionCoor
 CapacityWaitRegistration::~CapacityWaitRegistration() { cancel(); }
 
 void CapacityWaitRegistration::cancel() noexcept {
-  if (!subscribed_) return;
-  subscribed_ = false;
+  if (!subscribed_.exchange(false, std::memory_order_acq_rel)) return;
   coordinator_->unregister_waiter(state_.get());
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->notify_locked();

@@ -63,10 +63,12 @@ class Device : public std::enable_shared_from_this<Device> {
   // Aborts open windows, waits for every stream, destroys every graph, returns all memory.
   void close();
   bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
-  // Calls `on_close` once the device is closed: from the closing thread after close() has
-  // returned the memory, with no device lock held; at once when it already is. The watch
-  // lasts while the returned token lives. `on_close` must not throw. So areas that take
-  // memory from the device (a KV arena's waiters) learn of the close without polling.
+  // Calls `on_close` once the device is closed: from the closing thread at the end of close()
+  // (its memory returned; a close() racing it returns after the call), or at once on this
+  // thread when the device is already closing or closed. A watch whose token was dropped
+  // before the close began is not called; dropping it does not wait for a call under way.
+  // `on_close` must not throw and must not close the device. So areas that take memory from
+  // the device (a KV arena's waiters) learn of the close without polling.
   std::shared_ptr<void> watch_close(std::function<void()> on_close);
   // ClosedError naming `op` when the device is closed, DeviceLostError when it is lost.
   void check_open(const char* op) const;
@@ -112,7 +114,7 @@ class Device : public std::enable_shared_from_this<Device> {
   std::vector<std::shared_ptr<Stream>> live_streams();
   std::vector<std::shared_ptr<Graph>> live_graphs();
   void unload_retired_modules() noexcept;
-  bool close_once();  // true for the call that closed the device
+  bool close_locked();  // under close_mutex_; true for the call that closed the device
 
   struct CloseWatch {
     std::function<void()> on_close;
@@ -137,7 +139,7 @@ class Device : public std::enable_shared_from_this<Device> {
   std::atomic<std::uint64_t> next_graph_{0};
 
   std::mutex close_mutex_;
-  std::mutex close_watch_mutex_;  // after close_mutex_ when both are held
+  std::mutex close_watch_mutex_;  // taken under close_mutex_ by close(), alone by watch_close
   std::vector<std::weak_ptr<CloseWatch>> close_watches_;
   mutable std::mutex registry_mutex_;
   std::vector<std::weak_ptr<Stream>> streams_;

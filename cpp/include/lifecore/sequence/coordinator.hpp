@@ -237,7 +237,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
 
   const std::uint64_t id_;
   CoordinatorConfig config_;
-  mutable std::mutex mutex_;
+  // Recursive: the last reference to a device may be a temporary its page memory takes under
+  // this lock; the device's close then calls this coordinator's close watch on the same thread.
+  mutable std::recursive_mutex mutex_;
   std::vector<DomainState> domains_;
   std::uint32_t active_ = 0;
   std::uint64_t slots_epoch_ = 1;

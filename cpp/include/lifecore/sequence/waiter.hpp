@@ -4,6 +4,7 @@
 // lands in between is never lost).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -75,7 +76,7 @@ class CapacityWaitRegistration {
   // loop waiting on it rechecks.
   void cancel() noexcept;
   // True once cancel() ran: nothing signals it any more.
-  bool cancelled() const noexcept { return !subscribed_; }
+  bool cancelled() const noexcept { return !subscribed_.load(std::memory_order_acquire); }
   // Adds a hook called when this registration is signalled, cancelled or its coordinator (or
   // the coordinator's device) closes, and returns its key: lets an event loop wait without a
   // thread. remove_notify(key) removes it (an unknown key is ignored).
@@ -87,7 +88,7 @@ class CapacityWaitRegistration {
   WaitCondition observed_;
   std::vector<std::uint64_t> registered_;
   std::shared_ptr<WaiterState> state_;
-  bool subscribed_ = true;
+  std::atomic<bool> subscribed_{true};
 };
 
 }  // namespace lifecore::sequence

@@ -336,7 +336,9 @@ class HipDriver final : public NativeDriver {
     return on(events_, handle, "hipStreamWaitEvent", [&](hipEvent_t e) { return api_.hipStreamWaitEvent(stream, e, 0); });
   }
   Status event_record_native(EventHandle handle, std::uintptr_t native_stream) override {
-    auto stream = reinterpret_cast<hipStream_t>(native_stream);  // the producer's: not in streams_
+    // The producer's stream, not in streams_. 1 is CUDA's legacy default stream, which HIP
+    // names as its null stream; 2 (the per-thread default) is hipStreamPerThread in both.
+    auto stream = native_stream == 1 ? hipStream_t{} : reinterpret_cast<hipStream_t>(native_stream);
     return on(events_, handle, "hipEventRecord", [&](hipEvent_t e) { return api_.hipEventRecord(e, stream); });
   }
   // hipPointerGetAttribute (optional: an older runtime lacks it, and the check is then skipped)
