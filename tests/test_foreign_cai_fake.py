@@ -273,6 +273,24 @@ def test_memory_the_driver_does_not_know_is_refused(fake_libcuda) -> None:
     assert result["array"] == [1.0] * 16
 
 
+def test_a_range_that_runs_past_its_allocation_is_refused(fake_libcuda) -> None:
+    body = """
+    array = device_array(16)  # the driver knows 64 bytes
+    longer_cai = Cai(array)  # an interface claiming 128 bytes from the same address
+    longer_cai.__cuda_array_interface__["shape"] = (32,)
+    before = counts()
+    result["fill"] = refused(s.fill, longer_cai, SEVEN)
+    result["issued"] = since(before)
+    s.fill(Cai(array), SEVEN)  # the whole allocation is fine
+    s.sync()
+    result["array"] = array.tolist()
+    """
+    result = run_fake(fake_libcuda, body)
+    assert "runs from 0x" in result["fill"] and "not device memory the cuda driver knows" in result["fill"], result
+    assert result["issued"] == [0, 0]
+    assert result["array"] == [7.0] * 16
+
+
 def test_without_cupointergetattribute_the_device_is_not_checked(fake_libcuda) -> None:
     body = """
     info = [b for b in lifecore.backends() if b.name == "cuda"][0]

@@ -1,6 +1,7 @@
 #include "lifecore/runtime/foreign_memory.hpp"
 
 #include "lifecore/driver/registry.hpp"
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/buffer_lease.hpp"
@@ -36,20 +37,28 @@ std::string hex(std::uint64_t value) {
 }
 
 // A producer that names no device (the CUDA array interface): the driver says whose memory
-// the address is. A driver that cannot tell (not_supported: its entry point is missing)
-// leaves the memory's kind, checked before, as the only check.
-void check_pointer_device(Device& device, int type, driver::DevicePtr ptr, const std::string& label) {
+// the range's first and last bytes are, so a range that runs past its allocation is refused
+// too. A driver that cannot tell (not_supported: its entry point is missing) leaves the
+// memory's kind, checked before, as the only check.
+void check_pointer_device(Device& device, int type, driver::DevicePtr ptr, std::size_t nbytes,
+                          const std::string& label) {
   driver::Driver& driver = device.driver();
-  int ordinal = -1;
-  driver::Status status = driver.pointer_device(ptr, &ordinal);
-  if (status.code == driver::Code::not_supported) return;
-  if (status.code == driver::Code::invalid_value)
-    raise(ErrorKind::InvalidArgument, label + " points to " + hex(ptr) + ", which is not device memory the " +
-                                          driver.backend().name + " driver knows (" + status.call + ": " +
-                                          status.name + ")");
-  device.note_status(status);
-  driver::check(status);
-  check_foreign_device(device, type, ordinal, label);
+  const auto last = checked::add(ptr, static_cast<driver::DevicePtr>(nbytes - 1));  // nbytes > 0
+  if (!last) raise(ErrorKind::InvalidArgument, label + " ends past the end of the address space");
+  for (const driver::DevicePtr at : {ptr, *last}) {
+    int ordinal = -1;
+    driver::Status status = driver.pointer_device(at, &ordinal);
+    if (status.code == driver::Code::not_supported) return;
+    if (status.code == driver::Code::invalid_value)
+      raise(ErrorKind::InvalidArgument,
+            label + (at == ptr ? " points to " + hex(ptr) : " runs from " + hex(ptr) + " to " + hex(at)) +
+                ", which is not device memory the " + driver.backend().name + " driver knows (" + status.call +
+                ": " + status.name + ")");
+    device.note_status(status);
+    driver::check(status);
+    check_foreign_device(device, type, ordinal, label);
+    if (nbytes == 1) return;
+  }
 }
 
 }  // namespace
@@ -123,7 +132,7 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
       return out;
     }
     // The device's own memory was recognised above; anything else is checked with the driver.
-    if (range.device_id < 0) check_pointer_device(device, range.device_type, out.ptr, label);
+    if (range.device_id < 0) check_pointer_device(device, range.device_type, out.ptr, range.nbytes, label);
     out.hold = range.owner;
     return out;
   }
