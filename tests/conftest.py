@@ -48,6 +48,15 @@ def _time_limit(request):
         faulthandler.cancel_dump_traceback_later()
 
 
+@pytest.fixture(scope="session")
+def fake_libcuda(tmp_path_factory):
+    """The fake CUDA driver (tests/fake_driver/fake_libcuda.c), compiled once per run, or a skip
+    saying why it cannot be."""
+    from driver_scenarios import build_fake_library
+
+    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
+
+
 def backend_params() -> list:
     """One pytest param per registered backend, in registry order, id = its name; an unavailable
     backend carries a skip with the registry's reason, so the same test runs where it is present."""

@@ -33,6 +33,13 @@ def refusal(call, *args):
         return [error.code, error.call]
     return None
 
+def argument_refusal(call, *args):  # the InvalidArgumentError's message, or "accepted"
+    try:
+        call(*args)
+    except lifecore.InvalidArgumentError as error:
+        return str(error)
+    return "accepted"
+
 UNKNOWN = 0x5151
 """
 
@@ -99,3 +106,12 @@ def run_scenario(body: str, environment: dict[str, str]) -> dict:
     assert done.returncode == 0, f"scenario crashed ({done.returncode}): {done.stderr[-2000:]}"
     line = [l for l in done.stdout.splitlines() if l.startswith("RESULT=")][-1]
     return json.loads(line[len("RESULT="):])
+
+
+def run_with_fake_cuda(library: Path, body: str, **env: str) -> dict:
+    """run_scenario with ``library`` as the CUDA driver: the caller's FAKE_CUDA_* settings are
+    dropped and ``env`` added."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
+    environment.update(env)
+    environment["LIFECORE_LIBCUDA"] = str(library)
+    return run_scenario(body, environment)

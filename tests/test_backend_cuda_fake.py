@@ -5,24 +5,7 @@ vendor library loads once per process.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
-
-from driver_scenarios import build_fake_library, run_scenario
-
-
-@pytest.fixture(scope="module")
-def fake_libcuda(tmp_path_factory) -> Path:
-    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
-
-
-def run_fake(library: Path, body: str, **env: str) -> dict:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
-    environment.update(env)
-    environment["LIFECORE_LIBCUDA"] = str(library)
-    return run_scenario(body, environment)
+from driver_scenarios import run_with_fake_cuda as run_fake
 
 
 def test_a_failing_cudevice_get_fails_the_open_with_the_call_and_code(fake_libcuda) -> None:

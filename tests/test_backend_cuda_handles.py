@@ -11,23 +11,7 @@ allocation already freed (at once or in stream order) is refused the same way.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
-import pytest
-
-from driver_scenarios import build_fake_library, run_scenario
-
-
-@pytest.fixture(scope="module")
-def fake_libcuda(tmp_path_factory) -> Path:
-    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
-
-
-def run_fake(library: Path, body: str) -> dict:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
-    environment["LIFECORE_LIBCUDA"] = str(library)
-    return run_scenario(body, environment)
+from driver_scenarios import run_with_fake_cuda as run_fake
 
 
 def test_unknown_and_destroyed_handles_are_refused_by_every_operation(fake_libcuda) -> None:

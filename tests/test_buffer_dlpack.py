@@ -359,20 +359,11 @@ def test_write_refusals(dev) -> None:
 # ---- CUDA, against the fake driver ------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def fake_libcuda(tmp_path_factory):
-    from driver_scenarios import build_fake_library
-
-    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
-
-
 def test_a_cuda_export_orders_the_consumers_stream(fake_libcuda) -> None:
     """On CUDA (the fake driver, in a fresh interpreter) a buffer exports DLPack's CUDA device and
     the CUDA array interface, and the consumer's stream waits on an event (cuStreamWaitEvent):
     None names the legacy default stream (1), -1 asks for no device-side ordering, 0 is refused."""
-    import os
-
-    from driver_scenarios import run_scenario
+    from driver_scenarios import run_with_fake_cuda
 
     body = """
     import ctypes, gc, os
@@ -409,9 +400,7 @@ def test_a_cuda_export_orders_the_consumers_stream(fake_libcuda) -> None:
     buf.free()
     dev.close()
     """
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
-    environment["LIFECORE_LIBCUDA"] = str(fake_libcuda)
-    result = run_scenario(body, environment)
+    result = run_with_fake_cuda(fake_libcuda, body)
     assert result["device"] == [2, 0]
     assert result["cai"] == [[4, 4], "<f4", True, False, 3, True]
     assert result["none"] == [1, 1]  # the legacy default stream

@@ -20,14 +20,11 @@ fake_cuda_last_wait_stream) show which stream each record and each wait went to.
 
 from __future__ import annotations
 
-import os
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import lifecore
-from driver_scenarios import build_fake_library, run_scenario
+from driver_scenarios import run_with_fake_cuda
 
 # Defines the scenario's tools: Cai objects over NumPy arrays, the fake's counters, a device.
 SETUP = """
@@ -69,30 +66,14 @@ def since(before):
     return [now[0] - before[0], now[1] - before[1]]
 
 
-def refused(call, *args):
-    try:
-        call(*args)
-    except lifecore.InvalidArgumentError as error:
-        return str(error)
-    return "accepted"
-
-
 dev = lifecore.Device("cuda")
 s = dev.stream()
 s.sync()
 """
 
 
-@pytest.fixture(scope="module")
-def fake_libcuda(tmp_path_factory) -> Path:
-    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
-
-
 def run_fake(library: Path, body: str, **env: str) -> dict:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
-    environment.update(env)
-    environment["LIFECORE_LIBCUDA"] = str(library)
-    return run_scenario(SETUP + textwrap.dedent(body), environment)
+    return run_with_fake_cuda(library, SETUP + textwrap.dedent(body), **env)
 
 
 def test_the_operations_are_driver_operations() -> None:
@@ -212,10 +193,10 @@ def test_bad_interfaces_are_refused_before_anything_is_issued(fake_libcuda) -> N
         "sizes": (s.copy, Cai(a, stream=PRODUCER), buf),
     }
     for name, (call, *args) in cases.items():
-        result[name] = refused(call, *args)
+        result[name] = argument_refusal(call, *args)
     no_version = Cai(a)
     del no_version.__cuda_array_interface__["version"]
-    result["no_version"] = refused(s.fill, no_version, SEVEN)
+    result["no_version"] = argument_refusal(s.fill, no_version, SEVEN)
     result["issued"] = since(before)
     s.sync()
     result["array"] = a.tolist()
@@ -238,15 +219,15 @@ def test_memory_of_another_device_is_refused_naming_both(fake_libcuda) -> None:
     body = """
     a = device_array(value=1.0)
     before = counts()
-    result["fill"] = refused(s.fill, Cai(a, stream=PRODUCER), SEVEN)
-    result["launch"] = refused(s.launch, K.scale_f32, 1, 16, [16, 2.0, Cai(device_array()), Cai(a)])
+    result["fill"] = argument_refusal(s.fill, Cai(a, stream=PRODUCER), SEVEN)
+    result["launch"] = argument_refusal(s.launch, K.scale_f32, 1, 16, [16, 2.0, Cai(device_array()), Cai(a)])
     result["issued"] = since(before)
     s.sync()
     result["array"] = a.tolist()
     buf = s.alloc(64)  # the device's own memory is known by address: the driver is not asked
     own = type("Own", (), {})()
     own.__cuda_array_interface__ = buf.view("float32").__cuda_array_interface__
-    result["own"] = refused(s.fill, own, SEVEN)
+    result["own"] = argument_refusal(s.fill, own, SEVEN)
     """
     result = run_fake(fake_libcuda, body, FAKE_CUDA_POINTER_ORDINAL="1")
     expected = "lives on cuda:1, but the stream's cuda device takes cuda:0 memory"
@@ -260,8 +241,8 @@ def test_memory_of_another_device_is_refused_naming_both(fake_libcuda) -> None:
 def test_memory_the_driver_does_not_know_is_refused(fake_libcuda) -> None:
     body = """
     unknown = np.ones(16, np.float32)  # never registered: host memory, not the driver's
-    result["fill"] = refused(s.fill, Cai(unknown), SEVEN)
-    result["copy"] = refused(s.copy, Cai(device_array()), Cai(unknown))
+    result["fill"] = argument_refusal(s.fill, Cai(unknown), SEVEN)
+    result["copy"] = argument_refusal(s.copy, Cai(device_array()), Cai(unknown))
     s.sync()
     result["array"] = unknown.tolist()
     """
@@ -279,7 +260,7 @@ def test_a_range_that_runs_past_its_allocation_is_refused(fake_libcuda) -> None:
     longer_cai = Cai(array)  # an interface claiming 128 bytes from the same address
     longer_cai.__cuda_array_interface__["shape"] = (32,)
     before = counts()
-    result["fill"] = refused(s.fill, longer_cai, SEVEN)
+    result["fill"] = argument_refusal(s.fill, longer_cai, SEVEN)
     result["issued"] = since(before)
     s.fill(Cai(array), SEVEN)  # the whole allocation is fine
     s.sync()

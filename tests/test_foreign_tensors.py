@@ -455,13 +455,6 @@ def test_replays_of_a_graph_write_the_array_each_time(gdev) -> None:
 # ---- CUDA, against the fake driver (its device memory is host memory) --------------------
 
 
-@pytest.fixture(scope="module")
-def fake_libcuda(tmp_path_factory):
-    from driver_scenarios import build_fake_library
-
-    return build_fake_library(tmp_path_factory, "fake_libcuda.c", "fake CUDA driver")
-
-
 def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None:
     """On CUDA (the fake driver, in a fresh interpreter, where a device address is a host
     address): a CUDA-array-interface object and a DLPack producer on CUDA device 0 are used by
@@ -470,9 +463,7 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     what it recorded, a buffer's memory reached through the array interface is recognised by
     address, and a NumPy array, another ordinal, a read-only array or a freed buffer's memory
     are refused."""
-    import os
-
-    from driver_scenarios import run_scenario
+    from driver_scenarios import run_with_fake_cuda
 
     body = """
     import gc, weakref
@@ -506,13 +497,6 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
             self.streams.append(kwargs.get("stream"))
             return self.buf.__dlpack__(**kwargs)
 
-    def refused(call, *args):
-        try:
-            call(*args)
-        except lifecore.InvalidArgumentError as error:
-            return str(error)
-        return "accepted"
-
     dev = lifecore.Device("cuda")
     s = dev.stream()
     host = np.zeros(16, np.float32)
@@ -529,10 +513,10 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     result["stream_asked"] = wrapped.asked.get("stream") == s.handle
     result["max_version_asked"] = list(wrapped.asked.get("max_version", ()))
     result["through_wrap"] = np.frombuffer(s.read(buf), np.float32).tolist()
-    result["numpy"] = refused(s.fill, np.zeros(16, np.float32), 0)
-    result["ordinal"] = refused(s.fill, Wrap(buf, (2, 1)), 0)
-    result["read_only"] = refused(s.fill, Cai(host, read_only=True), 0)
-    result["strided"] = refused(s.fill, Cai(np.zeros(16, np.float32)[:8], strides=(8,)), 0)
+    result["numpy"] = argument_refusal(s.fill, np.zeros(16, np.float32), 0)
+    result["ordinal"] = argument_refusal(s.fill, Wrap(buf, (2, 1)), 0)
+    result["read_only"] = argument_refusal(s.fill, Cai(host, read_only=True), 0)
+    result["strided"] = argument_refusal(s.fill, Cai(np.zeros(16, np.float32)[:8], strides=(8,)), 0)
     class Interface:  # an object that offers only the CUDA array interface
         def __init__(self, interface):
             self.__cuda_array_interface__ = interface
@@ -568,9 +552,7 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     buf.free()
     dev.close()
     """
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_CUDA_")}
-    environment["LIFECORE_LIBCUDA"] = str(fake_libcuda)
-    result = run_scenario(body, environment)
+    result = run_with_fake_cuda(fake_libcuda, body)
     assert result["fill"] == [7.0] * 16
     assert result["copy"] == [float(i) for i in range(16)]
     assert result["stream_asked"] is True and result["max_version_asked"] == [1, 0]

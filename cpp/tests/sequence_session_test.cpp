@@ -104,14 +104,19 @@ void notify_hook_fires_on_signal_cancel_and_close() {
   CHECK(third_calls == 1 && third->closed());
 }
 
-void driver_pages() {
-  std::shared_ptr<runtime::Device> device;
+// The emulated device, or null after saying that `what` is skipped and why.
+std::shared_ptr<runtime::Device> emulated_device_or_skip(const char* what) {
   try {
-    device = runtime::Device::open(test_support::emulated_backend(), 0, "auto", "thread_local");
+    return runtime::Device::open(test_support::emulated_backend(), 0, "auto", "thread_local");
   } catch (const Error& e) {
-    std::printf("sequence_session_test: driver pages skipped (%s)\n", e.what());
-    return;
+    std::printf("sequence_session_test: %s skipped (%s)\n", what, e.what());
+    return nullptr;
   }
+}
+
+void driver_pages() {
+  auto device = emulated_device_or_skip("driver pages");
+  if (!device) return;
   auto c = make(4, std::make_shared<DeviceArenaMemory>(device));
   const auto arena = device->memory().stats();
   CHECK(arena.arena_bytes == 4 * 4096 && arena.arenas == 1 && arena.pool_bytes == 0);
@@ -133,13 +138,8 @@ void driver_pages() {
 // a dropped watch is never called. A coordinator on the device closes with it and wakes its
 // waiters' hooks (so an event loop needs no polling to notice).
 void device_close_watches() {
-  std::shared_ptr<runtime::Device> device;
-  try {
-    device = runtime::Device::open(test_support::emulated_backend(), 0, "auto", "thread_local");
-  } catch (const Error& e) {
-    std::printf("sequence_session_test: close watches skipped (%s)\n", e.what());
-    return;
-  }
+  auto device = emulated_device_or_skip("close watches");
+  if (!device) return;
   int kept_calls = 0, dropped_calls = 0, late_calls = 0;
   bool closed_when_called = false;
   auto kept = device->watch_close([&] {

@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_ranges.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 typedef int hipError_t;
@@ -126,43 +128,21 @@ EXPORT hipError_t hipEventElapsedTime(float* ms, struct event* a, struct event* 
 }
 
 /* ---- memory ---- */
-/* The live hipMalloc ranges hipPointerGetAttribute knows. */
-struct range { char* base; size_t bytes; struct range* next; };
-static struct range* live_ranges;
-static pthread_mutex_t ranges_mutex = PTHREAD_MUTEX_INITIALIZER;
+/* hipPointerGetAttribute knows the live hipMalloc ranges (fake_ranges.h). */
 EXPORT hipError_t hipMalloc(void** out, size_t bytes) {
   *out = calloc(1, bytes ? bytes : 1);
   if (!*out) return OUT_OF_MEMORY;
-  struct range* r = malloc(sizeof *r);
-  r->base = *out;
-  r->bytes = bytes ? bytes : 1;
-  pthread_mutex_lock(&ranges_mutex);
-  r->next = live_ranges;
-  live_ranges = r;
-  pthread_mutex_unlock(&ranges_mutex);
+  fake_ranges_add((uintptr_t)*out, bytes);
   return SUCCESS;
 }
 EXPORT hipError_t hipFree(void* p) {
-  pthread_mutex_lock(&ranges_mutex);
-  for (struct range** at = &live_ranges; *at; at = &(*at)->next)
-    if ((*at)->base == p) {
-      struct range* gone = *at;
-      *at = gone->next;
-      free(gone);
-      break;
-    }
-  pthread_mutex_unlock(&ranges_mutex);
+  fake_ranges_forget((uintptr_t)p);
   free(p);
   return SUCCESS;
 }
 enum { HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9 };
 EXPORT hipError_t hipPointerGetAttribute(void* data, int attribute, void* p) {
-  int found = 0;
-  pthread_mutex_lock(&ranges_mutex);
-  for (struct range* r = live_ranges; r && !found; r = r->next)
-    found = (char*)p >= r->base && (size_t)((char*)p - r->base) < r->bytes;
-  pthread_mutex_unlock(&ranges_mutex);
-  if (attribute != HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL || !found) return INVALID_VALUE;
+  if (attribute != HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL || !fake_ranges_contain((uintptr_t)p)) return INVALID_VALUE;
   *(int*)data = env_int("FAKE_HIP_POINTER_ORDINAL", 0);
   return SUCCESS;
 }

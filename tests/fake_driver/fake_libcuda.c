@@ -34,6 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fake_ranges.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 typedef int CUresult;
@@ -154,47 +156,18 @@ static CUresult fake_cuEventQuery(void* e) { (void)e; return SUCCESS; }
 static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) { (void)a; (void)b; *ms = 0.5f; return SUCCESS; }
 
 /* ---- memory: host memory posing as device memory ---- */
-/* The ranges cuPointerGetAttribute knows: a list, newest first. */
-struct range { CUdeviceptr base; size_t bytes; struct range* next; };
-static struct range* known_ranges;
-static pthread_mutex_t ranges_mutex = PTHREAD_MUTEX_INITIALIZER;
-EXPORT void fake_cuda_register(CUdeviceptr base, size_t bytes) {
-  struct range* r = malloc(sizeof *r);
-  r->base = base;
-  r->bytes = bytes ? bytes : 1;
-  pthread_mutex_lock(&ranges_mutex);
-  r->next = known_ranges;
-  known_ranges = r;
-  pthread_mutex_unlock(&ranges_mutex);
-}
-static void forget_range(CUdeviceptr base) {
-  pthread_mutex_lock(&ranges_mutex);
-  for (struct range** at = &known_ranges; *at; at = &(*at)->next)
-    if ((*at)->base == base) {
-      struct range* gone = *at;
-      *at = gone->next;
-      free(gone);
-      break;
-    }
-  pthread_mutex_unlock(&ranges_mutex);
-}
-static int is_known(CUdeviceptr p) {
-  int found = 0;
-  pthread_mutex_lock(&ranges_mutex);
-  for (struct range* r = known_ranges; r && !found; r = r->next) found = p >= r->base && p - r->base < r->bytes;
-  pthread_mutex_unlock(&ranges_mutex);
-  return found;
-}
+/* The ranges cuPointerGetAttribute knows: its allocations and those a test registers. */
+EXPORT void fake_cuda_register(CUdeviceptr base, size_t bytes) { fake_ranges_add((uintptr_t)base, bytes); }
 static CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
   if (env_int("FAKE_CUDA_OOM", 0)) return OUT_OF_MEMORY;
   *out = (CUdeviceptr)(uintptr_t)calloc(1, bytes ? bytes : 1);
   fake_cuda_register(*out, bytes);
   return SUCCESS;
 }
-static CUresult fake_cuMemFree(CUdeviceptr p) { forget_range(p); free((void*)(uintptr_t)p); return SUCCESS; }
+static CUresult fake_cuMemFree(CUdeviceptr p) { fake_ranges_forget((uintptr_t)p); free((void*)(uintptr_t)p); return SUCCESS; }
 enum { CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9 };
 static CUresult fake_cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) {
-  if (attribute != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL || !is_known(p)) return INVALID_VALUE;
+  if (attribute != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL || !fake_ranges_contain((uintptr_t)p)) return INVALID_VALUE;
   *(int*)data = env_int("FAKE_CUDA_POINTER_ORDINAL", 0);
   return SUCCESS;
 }
