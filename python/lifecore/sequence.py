@@ -204,8 +204,9 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
         if not checked_poll:
             raise InvalidArgumentError("wait_async: argument 'poll' must be positive, got 0")
         poll = checked_poll
-    # _check, _add_wake_fd and _remove_wake_fd are the binding's private half of this method: the generated
-    # stubs list public names only, so they are reached through an untyped name.
+    interval = poll if poll is not None else _CANCELLED_RECHECK  # between rechecks, when there are any
+    # _check, _add_wake_fd and _remove_wake_fd are the binding's private half of this method:
+    # the generated stubs list public names only, so they are reached through an untyped name.
     registration: Any = self
     if registration._check():
         return True
@@ -247,7 +248,7 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
         nonlocal timer
         check()
         if not done.done():
-            timer = loop.call_later(poll if poll is not None else _CANCELLED_RECHECK, tick)
+            timer = loop.call_later(interval, tick)
 
     read_fd, write_fd = os.pipe()
     os.set_blocking(read_fd, False)
@@ -259,7 +260,7 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
             try:
                 check()  # a wake between the first check and the hook
                 if poll is not None or registration.cancelled:
-                    timer = loop.call_later(poll if poll is not None else _CANCELLED_RECHECK, tick)
+                    timer = loop.call_later(interval, tick)
                 if deadline is not None:
                     deadline_timer = loop.call_at(deadline, expire)
                 return await done

@@ -1,7 +1,6 @@
 #include "lifecore/sequence/session.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include "common/sha256.hpp"
 #include "lifecore/checked.hpp"
@@ -396,30 +395,22 @@ std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
 BackingOutcome SequenceSession::step(std::int64_t tokens) {
   auto& s = *state_;
   if (tokens <= 0) raise(ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens));
-  BackingOutcome outcome = BackingOutcome::current;
   {
     std::lock_guard<SessionLock> lock(s.mutex);
-    // The common decode step, every condition in one test: open, quiescent, covered, a frame
-    // id left. Anything else takes the checked path below, which names what is wrong.
-    if (!s.handle_closed && s.phase == SessionPhase::open && !s.active_frame && s.flights.empty() &&
-        static_cast<std::uint64_t>(tokens) <= s.current_tokens &&
-        s.next_frame != std::numeric_limits<std::uint64_t>::max()) {
-      ++s.next_frame;  // the frame's id, acquired and committed at once
-      if (s.step_deferral) s.step_deferral.reset();
-      ++s.retired;
-      ++s.committed;
-      return outcome;
+    // One test for a session that can step (open, quiescent); the checks that name what is
+    // wrong run only when it fails, and one of them raises.
+    if (s.handle_closed || s.phase != SessionPhase::open || !s.quiescent_locked()) {
+      require_handle(s, "step");
+      s.require_open_locked("step");
+      raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
     }
-    require_handle(s, "step");
-    s.require_open_locked("step");
-    if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
     if (static_cast<std::uint64_t>(tokens) <= s.current_tokens) {
       // The common decode step: the frontier already covers it; acquire and commit at once.
       s.take_frame_id_locked("step");
-      s.step_deferral.reset();
+      if (s.step_deferral) s.step_deferral.reset();
       ++s.retired;
       ++s.committed;
-      return outcome;
+      return BackingOutcome::current;
     }
   }
   // Extend a whole page at a time so the next steps of the page take the fast path above.
