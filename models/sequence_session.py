@@ -327,12 +327,14 @@ class ModelWaiter:
     registered: list
     wakes: int = 0
     closed: bool = False
+    cancelled: bool = False  # nothing signals it any more
 
     def should_retry(self) -> bool:
         now = [self.coordinator.epochs[s] for s in self.sources]
         return now != self.observed or now != self.registered
 
     def cancel(self) -> None:
+        self.cancelled = True
         if self in self.coordinator.waiters:
             self.coordinator.waiters.remove(self)
 

@@ -543,6 +543,7 @@ class SequenceSessionMachine(LifecycleMachine):
                 old_r, old_m, _ = self.waiters.pop(0)
                 old_r.cancel()
                 old_m.cancel()
+                assert old_r.cancelled and old_m.cancelled
 
     @precondition(lambda self: bool(self.deferreds))
     @rule(d=st.integers(0, 5))
@@ -663,11 +664,12 @@ class SequenceSessionMachine(LifecycleMachine):
 
     @invariant()
     def waiters_match(self) -> None:
-        """Checks that each kept waiter's ``should_retry()`` and wake count are the model's (and counts
-        new wake-ups in the stats)."""
+        """Checks that each kept waiter's ``should_retry()``, wake count and cancellation are the
+        model's (and counts new wake-ups in the stats)."""
         for r, m, _ in self.waiters:
             assert r.should_retry() == m.should_retry()
             assert r.wake_count == m.wakes
+            assert r.cancelled == m.cancelled
             seen = self.wakes_counted.get(id(m), (m, 0))[1]
             if m.wakes > seen:
                 STATS.outcomes[("waiters", "wakeups")] += m.wakes - seen
@@ -685,6 +687,7 @@ class SequenceSessionMachine(LifecycleMachine):
         for r, m, _ in self.waiters:
             r.cancel()
             m.cancel()
+            assert r.cancelled and m.cancelled
         for e in self.entries:
             for rf, mf in e.flights.values():
                 rf.close()
