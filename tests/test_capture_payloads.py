@@ -282,3 +282,67 @@ def test_a_cached_request_never_hides_a_phase_or_prediction_check():
         with pytest.raises(InvalidArgumentError, match="expected"):
             observer.observe(value)
     assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.FAILED] * 2
+
+
+def summary_facts(payload: CapturePayload) -> Summary:
+    return payload.summary
+
+
+class ShortForm(NumpyBackend):
+    """A backend answering summaries through the optional short form, with a chosen answer."""
+
+    def __init__(self, answer=None):
+        self.answer = answer
+        self.asked = 0
+
+    def summary_statistics(self, tensor, request):
+        self.asked += 1
+        if self.answer is not None:
+            return self.answer
+        region = np.asarray(tensor if request.whole else tensor[request.index], dtype=np.float64)
+        return [float(region.min()), float(region.max()), float(region.mean()), float(region.std())]
+
+
+def test_a_summary_in_the_short_form_gets_the_regions_count_from_the_session():
+    value = sample(np.float32)
+    whole = capture(CaptureTransform.summary(), value, backend=ShortForm())
+    assert whole.outcome == CaptureOutcome.CAPTURED
+    assert summary_facts(whole.payload) == summary_facts(capture(CaptureTransform.summary(), value).payload)
+    assert whole.payload.count == value.size and whole.payload.nonfinite == 0
+    backend = ShortForm()
+    part = capture(CaptureTransform.summary(), value, slices=[CaptureSlice("a2", 1, 3)], backend=backend)
+    assert backend.asked == 1 and part.payload.count == 2 * 3 * 2
+    assert part.payload.summary.max == float(value[:, :, 1:3].max())
+    assert len(part.to_json()) <= part.charged.encoded_bytes
+
+
+@pytest.mark.parametrize("answer, why", [
+    ([1.0, 2.0, 3.0], "a list of 3 values"),
+    ([1.0, 2.0, float("nan"), 0.5], "non-finite"),
+    ([1.0, 2.0, "mean", 0.5], "not a number"),
+])
+def test_a_malformed_short_form_fails_the_capture_and_names_what_is_wrong(answer, why):
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()), discovery=discovery(),
+                          request=CaptureRequest(1, 1, 3))
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match=f"backend.summary_statistics returned .*{why}"):
+        session.observe(ShortForm(answer), "p", sample(np.float32))
+    record = session.take_step().record("s")
+    assert record.outcome == CaptureOutcome.FAILED and why in record.message and record.payload is None
+    # The session goes on: the next step captures through a well-formed backend.
+    session.begin_step(DECODE, 1)
+    session.observe(ShortForm(), "p", sample(np.float32))
+    assert session.take_step().record("s").outcome == CaptureOutcome.CAPTURED
+
+
+def test_a_short_form_backend_may_answer_with_a_payload_and_an_empty_region_needs_no_backend():
+    payload = CapturePayload.summary(24, 3, 0.0, 1.0, 0.5, 0.25)
+    answered = capture(CaptureTransform.summary(), sample(np.float32), backend=ShortForm(payload)).payload
+    assert summary_facts(answered) == summary_facts(payload)
+    backend = ShortForm()
+    empty = capture(CaptureTransform.summary(), np.zeros((2, 0, 4), np.float32), backend=backend)
+    assert empty.outcome == CaptureOutcome.CAPTURED and backend.asked == 0
+    assert empty.payload.count == 0 and empty.payload.nonfinite == 0 and np.isnan(empty.payload.summary.mean)
+    # The same answer as a backend that summarizes the empty region itself.
+    plain = capture(CaptureTransform.summary(), np.zeros((2, 0, 4), np.float32)).payload
+    assert (plain.count, plain.nonfinite) == (0, 0) and np.isnan(plain.summary.mean)

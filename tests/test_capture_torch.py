@@ -469,3 +469,94 @@ def test_torch_payloads_of_a_tensor_that_requires_grad_keep_no_history():
     values, summary = session.take_step().records
     assert not values.payload.tensor.requires_grad and values.payload.tensor.tolist() == [2.0] * 4
     assert summary.payload.summary.mean == 2.0
+
+
+class _Asked:
+    """TorchBackend keeping the requests its summary short form was asked."""
+
+    def __init__(self):
+        from lifecore.torch import TorchBackend
+
+        self.inner, self.requests = TorchBackend(), []
+
+    def summary_statistics(self, tensor, request):
+        self.requests.append(request)
+        return self.inner.summary_statistics(tensor, request)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+class _TransformOnly:
+    """TorchBackend without the short form: every summary goes through transform."""
+
+    def __init__(self):
+        from lifecore.torch import TorchBackend
+
+        self.inner = TorchBackend()
+
+    def __getattr__(self, name):
+        if name == "summary_statistics":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def _summary_of(backend, x, slices=()):
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis(f"a{i}", None) for i in range(x.dim())])])
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary(), slices=list(slices)),
+                          discovery=discovery, request=CaptureRequest(1, 1, 1))
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(backend, "p", x)
+    return session.take_step().record("s")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_the_summary_short_form_gives_what_transform_gives(dtype):
+    torch.manual_seed(0)
+    x = torch.randn(3, 4).to(dtype)
+    asked = _Asked()
+    short, full = _summary_of(asked, x), _summary_of(_TransformOnly(), x)
+    assert len(asked.requests) == 1 and short.outcome == full.outcome == CaptureOutcome.CAPTURED
+    assert short.payload.summary == full.payload.summary
+    values = x.double() if dtype == torch.float64 else x.float()
+    assert short.payload.summary.count == 12 and short.payload.summary.nonfinite == 0
+    assert short.payload.summary.min == values.min().item() and short.payload.summary.max == values.max().item()
+    assert short.payload.summary.std == pytest.approx(values.std(unbiased=False).item())
+    part = _summary_of(_Asked(), x, slices=[CaptureSlice("a1", 1, 3)])
+    assert part.payload.summary.count == 6 and part.payload.summary.max == values[:, 1:3].max().item()
+
+
+def test_the_summary_short_form_answers_directly_and_refuses_what_it_cannot_answer():
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+    from lifecore.errors import LifecoreTypeError
+
+    asked = _Asked()
+    x = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
+    _summary_of(asked, x)
+    request, backend = asked.requests[0], asked.inner
+    assert backend.summary_statistics(x, request) == [1.0, 5.0, 2.75, pytest.approx(1.479019945774904)]
+    # Non-finite values: the full payload, with their count.
+    payload = backend.summary_statistics(torch.tensor([[1.0, float("nan")], [float("inf"), 5.0]]), request)
+    assert (payload.summary.count, payload.summary.nonfinite, payload.summary.max) == (4, 2, 5.0)
+    # An empty region (asked directly; the session never asks): count 0, no values.
+    empty = backend.summary_statistics(torch.zeros(0, 2), request)
+    assert empty.summary.count == 0 and empty.summary.nonfinite == 0
+    with pytest.raises(LifecoreTypeError, match="TorchBackend.summary_statistics"):
+        backend.summary_statistics([1.0, 2.0], request)
+    kept = []
+
+    class Keep(type(backend)):
+        def transform(self, tensor, request):
+            kept.append(request)
+            return super().transform(tensor, request)
+
+    session = session_for(CaptureSelection("h", "p", CaptureTransform.histogram([0.0, 1.0])),
+                          discovery=CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", 2)])]),
+                          request=CaptureRequest(1, 1, 1))
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(Keep(), "p", torch.tensor([0.5, 0.7]))
+    assert len(kept) == 1
+    with pytest.raises(ValueError, match="SUMMARY request"):
+        backend.summary_statistics(torch.tensor([0.5, 0.7]), kept[0])

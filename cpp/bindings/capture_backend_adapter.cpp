@@ -4,7 +4,12 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/vector.h>
 
+#include <cmath>
+#include <limits>
+#include <string>
+
 #include "bindings.hpp"
+#include "lifecore/checked.hpp"
 
 namespace lifecore::bindings {
 
@@ -51,6 +56,7 @@ nb::handle transform_name() { static nb::handle n = name("transform"); return n;
 nb::handle native_bytes_name() { static nb::handle n = name("native_bytes"); return n; }
 nb::handle intervene_name() { static nb::handle n = name("intervene"); return n; }
 nb::handle describe_name() { static nb::handle n = name("describe"); return n; }
+nb::handle summary_statistics_name() { static nb::handle n = name("summary_statistics"); return n; }
 
 // backend.<name>(args...) without building a bound method per call (PyObject_VectorcallMethod
 // looks the function up on the type and passes the backend as its first argument).
@@ -78,6 +84,40 @@ std::vector<std::uint64_t> extents(nb::handle value) {
     out[static_cast<std::size_t>(i)] = extent;
   }
   return out;
+}
+
+CapturePayload empty_summary() {
+  CapturePayload p;
+  p.kind = PayloadKind::summary;
+  p.min = p.max = p.mean = p.std = std::numeric_limits<double>::quiet_NaN();
+  return p;
+}
+
+// [min, max, mean, std] of `count` finite values, as a summary payload.
+CapturePayload finite_summary(nb::handle values, std::uint64_t count) {
+  if (PyList_GET_SIZE(values.ptr()) != 4)
+    throw BackendFailure{"backend.summary_statistics returned a list of " + std::to_string(PyList_GET_SIZE(values.ptr())) +
+                         " values; the short form is [min, max, mean, std]"};
+  double statistics[4];
+  for (Py_ssize_t i = 0; i < 4; ++i) {
+    PyObject* item = PyList_GET_ITEM(values.ptr(), i);
+    statistics[i] = PyFloat_CheckExact(item) ? PyFloat_AS_DOUBLE(item) : PyFloat_AsDouble(item);
+    if (statistics[i] == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw BackendFailure{"backend.summary_statistics returned a list holding something that is not a number"};
+    }
+    if (!std::isfinite(statistics[i]))
+      throw BackendFailure{"backend.summary_statistics returned a list with a non-finite value; the short form is "
+                           "only for regions whose values are all finite (return CapturePayload.summary otherwise)"};
+  }
+  CapturePayload p;
+  p.kind = PayloadKind::summary;
+  p.count = count;
+  p.min = statistics[0];
+  p.max = statistics[1];
+  p.mean = statistics[2];
+  p.std = statistics[3];
+  return p;
 }
 
 }  // namespace
@@ -151,9 +191,23 @@ CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const Transform
 }
 
 CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
-  return call_backend(&cause_, "backend.transform", [&] {
-    nb::object result =
-        call_method(backend_, transform_name(), static_cast<PyObject*>(tensor), request_object(request));
+  const bool summary = request.kind == TransformKind::summary;
+  std::optional<std::uint64_t> count = 1;  // a summary's region, in elements
+  if (summary) {
+    for (const std::uint64_t extent : request.selected_shape) count = checked::mul(count, extent);
+    if (!count) throw BackendFailure{"backend.transform: the summary's region has more elements than a uint64 holds"};
+    // An empty region's summary is known without the backend (and an empty reduction is an
+    // error in some frameworks): no values, every statistic NaN.
+    if (*count == 0) return empty_summary();
+  }
+  if (summary && summarizes_ < 0) summarizes_ = nb::hasattr(backend_, summary_statistics_name()) ? 1 : 0;
+  const bool short_form = summary && summarizes_ == 1;
+  return call_backend(&cause_, short_form ? "backend.summary_statistics" : "backend.transform", [&] {
+    nb::object result = call_method(backend_, short_form ? summary_statistics_name() : transform_name(),
+                                    static_cast<PyObject*>(tensor), request_object(request));
+    // The short form: the four statistics of a region whose values are all finite, as a list;
+    // it spares the backend building a payload on the per-point path.
+    if (short_form && PyList_CheckExact(result.ptr())) return finite_summary(result, *count);
     CapturePayload* payload = nullptr;
     if (!nb::try_cast<CapturePayload*>(result, payload, false) || !payload)
       throw BackendFailure{"backend.transform returned a value of the wrong type"};

@@ -1,5 +1,5 @@
-// Adapts a Python backend object (shape / dtype / estimate / transform / intervene) to the
-// core's CaptureBackend protocol. Constructing one costs nothing: a skipped point never
+// Adapts a Python backend object (shape / dtype / estimate / transform / intervene, and the
+// optional describe / summary_statistics) to the core's CaptureBackend protocol. Constructing one costs nothing: a skipped point never
 // reaches any of these calls. Results of `intervene` are kept alive until the session call
 // returns, because the core only sees opaque handles.
 #pragma once
@@ -62,6 +62,7 @@ class PythonCaptureBackend final : public capture::CaptureBackend {
   nb::object request_object(const capture::TransformRequest& request);
   nb::handle backend_;
   int describes_ = -1;  // whether the backend offers describe (-1: not asked yet)
+  int summarizes_ = -1;  // whether it offers summary_statistics (-1: not asked yet)
   PythonCause cause_;
   std::vector<nb::object> kept_;
   std::uint64_t cached_serial_ = 0;  // the request converted last, reused by serial

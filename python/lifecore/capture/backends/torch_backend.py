@@ -105,6 +105,29 @@ class TorchBackend:
                     return _summary_payload(count, 0, low, high, mean, std)
         return summarize(region)
 
+    def summary_statistics(self, tensor: torch.Tensor, request: TransformRequest) -> list[float] | CapturePayload:
+        """A SUMMARY request's result as the session asks for it on the per-point path: the
+        short form ``[min, max, mean, population std]`` when every value of the region is
+        finite (the session adds the count), else the summary payload ``transform`` gives.
+        Raises ValueError for another transform kind, LifecoreTypeError for a wrong argument
+        type."""
+        if type(tensor) is not torch.Tensor or type(request) is not TransformRequest:
+            require_transform(tensor, torch.Tensor, request, "TorchBackend.summary_statistics")
+        if request.kind is not _SUMMARY:
+            raise ValueError(f"summary_statistics answers a SUMMARY request, not {request.kind}")
+        if tensor.requires_grad:
+            tensor = tensor.detach()  # no autograd history for what is only observed
+        region = tensor if request.whole else tensor[request.index]
+        if region.dtype is _FLOAT32 or region.dtype is _FLOAT64:
+            try:
+                statistics: list[float] = torch.stack(
+                    [region.min(), region.max(), region.mean(), region.std(unbiased=False)]).tolist()
+            except RuntimeError:  # an empty region has no min: summarize says so
+                return summarize(region)
+            if isfinite(statistics[2]):  # a finite mean means every value is finite
+                return statistics
+        return summarize(region)
+
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
         """A new tensor on the same device and dtype: a clone of ``tensor`` with the request's
         action applied to its region (zero, scale by ``factor``, mask by the payload, replace by
