@@ -346,3 +346,21 @@ def test_a_short_form_backend_may_answer_with_a_payload_and_an_empty_region_need
     # The same answer as a backend that summarizes the empty region itself.
     plain = capture(CaptureTransform.summary(), np.zeros((2, 0, 4), np.float32)).payload
     assert (plain.count, plain.nonfinite) == (0, 0) and np.isnan(plain.summary.mean)
+
+
+def test_a_summary_records_json_stays_within_its_charge_whatever_its_numbers_print_as():
+    # A point's summary records differ from step to step only in their numbers: from the
+    # shortest text to the widest a double and a count print as, and across a change of rank.
+    disc = CaptureDiscovery("payloads", [ObservationPoint("p", [Axis("rows", None), Axis("d", None)])])
+    session = CaptureSession(CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary())],
+                                         unlimited()).admit(disc, CaptureRequest(1, 1, 8)))
+    widest = -2.2250738585072014e-308
+    answers = [[0.0, 0.0, 0.0, 0.0], [widest, widest, widest, widest], [widest, 1e308, -1e-300, 2.5e-310]]
+    shapes = [(1, 1), (999, 1001), (999, 1001)]
+    for prediction, (answer, shape) in enumerate(zip(answers, shapes)):
+        session.begin_step(PREFILL if prediction == 0 else DECODE, prediction)
+        session.observe(ShortForm(answer), "p", np.zeros(shape, np.float32))
+        record = session.take_step().record("s")
+        assert record.outcome == CaptureOutcome.CAPTURED and record.payload.count == shape[0] * shape[1]
+        assert len(record.to_json()) <= record.charged.encoded_bytes
+        assert json.loads(record.to_json())["payload"]["min"] == answer[0]

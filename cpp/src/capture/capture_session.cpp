@@ -177,6 +177,7 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       record.selected_shape = priced.request.selected_shape;
     } else {
       priced.valid = false;
+      priced.summary_record_bound = 0;
       TransformRequest request;
       request.serial = ++request_serial_;
       request.kind = selection.transform.kind;
@@ -254,7 +255,7 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       record.outcome.kind = OutcomeKind::captured;
     }
     // What is published may never exceed what was charged for it.
-    if (!fits_within(record.charged.encoded_bytes, [&](JsonWriter& json) { write_record(json, record); }))
+    if (!record_fits_charge(priced, record))
       return fail(FailReason::native, ErrorKind::CaptureSession,
                   "backend underestimated encoded capture size at " + point.path);
   } catch (const BackendFailure& failure) {
@@ -262,6 +263,18 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
   } catch (const Error& error) {
     fail(FailReason::invalid, error.kind(), error.what());
   }
+}
+
+bool CaptureSession::record_fits_charge(PricedRequest& priced, const CaptureRecord& record) {
+  if (priced.valid && record.payload.kind == PayloadKind::summary && record.outcome.kind == OutcomeKind::captured) {
+    if (priced.summary_record_bound == 0) {
+      JsonWriter bound(UINT64_MAX, JsonMode::bound);
+      write_record(bound, record);
+      priced.summary_record_bound = bound.size();
+    }
+    if (priced.summary_record_bound <= record.charged.encoded_bytes) return true;
+  }
+  return fits_within(record.charged.encoded_bytes, [&](JsonWriter& json) { write_record(json, record); });
 }
 
 std::optional<CapturedStep> CaptureSession::take_step() {

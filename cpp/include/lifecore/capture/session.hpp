@@ -158,6 +158,9 @@ class CaptureSession {
     std::uint64_t prediction = 0;
     TransformRequest request;
     CaptureUsage cost;
+    // The JSON bound of a CAPTURED summary's record under this pricing (0: not yet known).
+    // Such records differ only in their numbers, which a bound counts at their widest.
+    std::uint64_t summary_record_bound = 0;
   };
   struct Facts {  // what observe learned of one tensor, asked once for all its selections
     bool asked = false;
@@ -166,6 +169,8 @@ class CaptureSession {
   void observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor, Facts& facts,
                          std::optional<Error>& first_error);
   void fail_record(CaptureRecord& record, FailReason reason, std::string_view message);
+  // Whether the record's JSON stays within what it was charged for encoding.
+  static bool record_fits_charge(PricedRequest& priced, const CaptureRecord& record);
   void commit_restore(const CaptureCheckpoint& checkpoint) noexcept;
 
   static std::atomic<std::uint64_t> next_id_;
