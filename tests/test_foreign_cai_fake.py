@@ -33,7 +33,7 @@ import numpy as np
 from lifecore import kernels as K
 
 fake = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
-for name in ("fake_cuda_event_records", "fake_cuda_stream_waits", "fake_cuda_live_events"):
+for name in ("fake_cuda_event_records", "fake_cuda_stream_waits", "fake_cuda_live_events", "fake_cuda_timed_events"):
     getattr(fake, name).restype = ctypes.c_long
 for name in ("fake_cuda_last_record_stream", "fake_cuda_last_wait_stream"):
     getattr(fake, name).restype = ctypes.c_ulonglong
@@ -82,7 +82,7 @@ def test_the_operations_are_driver_operations() -> None:
 
 def test_a_producer_stream_is_recorded_on_and_waited_for_by_copy_fill_and_launch(fake_libcuda) -> None:
     body = """
-    events = fake.fake_cuda_live_events()
+    events, timed = fake.fake_cuda_live_events(), fake.fake_cuda_timed_events()
     a = device_array()
     before = counts()
     s.fill(Cai(a, stream=PRODUCER), SEVEN)
@@ -111,8 +111,10 @@ def test_a_producer_stream_is_recorded_on_and_waited_for_by_copy_fill_and_launch
         result[f"default_{value}"] = [since(before), fake.fake_cuda_last_record_stream()]
     s.sync()
     result["events_left"] = fake.fake_cuda_live_events() - events
+    result["timed"] = fake.fake_cuda_timed_events() - timed
     """
     result = run_fake(fake_libcuda, body)
+    assert result["timed"] == 0  # ordering events record no time
     assert result["fill"] == [[1, 1], 0x7000, True]
     assert result["filled"] == [7.0] * 16
     assert result["copy"] == [[1, 1], 0x7010, True]

@@ -118,7 +118,11 @@ void init_driver_diagnostics(nb::module_& m) {
         return true;
       }, nb::call_guard<G>())
       .def("stream_native_handle", [](H& h, std::uintptr_t s) { return h.get().stream_native_handle(driver::StreamHandle{s}); })
-      .def("event_create", [](H& h) { driver::EventHandle e{}; check(h.get().event_create(&e)); return static_cast<std::uintptr_t>(e); }, nb::call_guard<G>())
+      .def("event_create", [](H& h, bool timing) {
+             driver::EventHandle e{};
+             check(h.get().event_create(&e, timing ? driver::EventTiming::enabled : driver::EventTiming::disabled));
+             return static_cast<std::uintptr_t>(e);
+           }, nb::arg("timing") = true, nb::call_guard<G>())
       .def("event_record", [](H& h, std::uintptr_t e, std::uintptr_t s) { check(h.get().event_record(driver::EventHandle{e}, driver::StreamHandle{s})); }, nb::call_guard<G>())
       .def("event_synchronize", [](H& h, std::uintptr_t e) { check(h.get().event_synchronize(driver::EventHandle{e})); }, nb::call_guard<G>())
       .def("event_elapsed", [](H& h, std::uintptr_t a, std::uintptr_t b) {

@@ -218,7 +218,7 @@ void test_thread_local_mode() {
   CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
   // The capturing thread itself conflicts.
   EventHandle ev{};
-  CHECK_OK(f.d.event_create(&ev));
+  CHECK_OK(f.d.event_create(&ev, EventTiming::enabled));
   CHECK(f.d.event_query(ev).native_code == 900);
   expect_invalidated_and_recover(f, "thread_local, same thread");
 
@@ -246,7 +246,7 @@ void test_relaxed_mode() {
   CHECK_OK(f.d.mem_alloc(16, &p));
   CHECK_OK(f.d.mem_free(p));
   EventHandle ev{};
-  CHECK_OK(f.d.event_create(&ev));
+  CHECK_OK(f.d.event_create(&ev, EventTiming::enabled));
   CHECK_OK(f.d.event_record(ev, f.s));  // recorded into the capture
   CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
   // ... but querying an event last recorded in the capture is necessarily illegal (907),
@@ -395,7 +395,7 @@ void test_exec_update() {
 void test_event_nodes_and_exec_destroy_waits() {
   Fixture f;
   EventHandle ev{};
-  CHECK_OK(f.d.event_create(&ev));
+  CHECK_OK(f.d.event_create(&ev, EventTiming::enabled));
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
   CHECK_OK(f.launch_axpy(f.s));
   CHECK_OK(f.d.event_record(ev, f.s));

@@ -293,8 +293,8 @@ void test_events() {
   StreamHandle s{};
   CHECK_OK(d.stream_create(&s));
   EventHandle a{}, b{};
-  CHECK_OK(d.event_create(&a));
-  CHECK_OK(d.event_create(&b));
+  CHECK_OK(d.event_create(&a, EventTiming::enabled));
+  CHECK_OK(d.event_create(&b, EventTiming::enabled));
   float ms = -1;
   CHECK(d.event_elapsed(a, b, &ms).native_code == 400);  // never recorded
   CHECK_OK(d.event_query(a));                     // never recorded: complete, as CUDA
@@ -313,6 +313,33 @@ void test_events() {
   CHECK(d.event_query(a).native_code == 400);
   CHECK(d.event_destroy(a).native_code == 400);
   CHECK(d.event_record(b, StreamHandle{999}).native_code == 400);
+}
+
+// An event created without timing orders work as any event does; only elapsed time is refused.
+void test_an_ordering_event_orders_work_but_measures_no_time() {
+  MockDriver d(0);
+  StreamHandle s{}, t{};
+  CHECK_OK(d.stream_create(&s));
+  CHECK_OK(d.stream_create(&t));
+  EventHandle timed{}, ordering{};
+  CHECK_OK(d.event_create(&timed, EventTiming::enabled));
+  CHECK_OK(d.event_create(&ordering, EventTiming::disabled));
+  d.pause_streams();
+  CHECK_OK(d.event_record(timed, s));
+  CHECK_OK(d.event_record(ordering, s));
+  CHECK_OK(d.stream_wait_event(d.stream_native_handle(t), ordering));
+  CHECK(d.event_query(ordering).code == Code::not_ready);
+  d.resume_streams();
+  CHECK_OK(d.stream_synchronize(t));
+  CHECK_OK(d.event_query(ordering));  // the waiting stream finished after it
+  float ms = -1;
+  const Status refused = d.event_elapsed(timed, ordering, &ms);
+  CHECK(refused.code == Code::invalid_handle && refused.native_code == 400);
+  CHECK(d.event_elapsed(ordering, timed, &ms).code == Code::invalid_handle);
+  CHECK(ms == -1);
+  CHECK_OK(d.event_elapsed(timed, timed, &ms));
+  CHECK_OK(d.event_destroy(timed));
+  CHECK_OK(d.event_destroy(ordering));
 }
 
 void test_handles_after_destroy() {
@@ -382,7 +409,7 @@ void test_stream_wait_event() {
   CHECK_OK(d.stream_create(&producer));
   CHECK_OK(d.stream_create(&consumer));
   EventHandle e{};
-  CHECK_OK(d.event_create(&e));
+  CHECK_OK(d.event_create(&e, EventTiming::enabled));
   CHECK_OK(d.stream_wait_event(d.stream_native_handle(consumer), e));  // never recorded: no wait
   constexpr std::size_t words = std::size_t{1} << 18;
   DevicePtr p = 0;
@@ -474,7 +501,7 @@ void test_event_record_native() {
   CHECK_OK(d.stream_create(&producer));
   CHECK_OK(d.stream_create(&consumer));
   EventHandle e{};
-  CHECK_OK(d.event_create(&e));
+  CHECK_OK(d.event_create(&e, EventTiming::enabled));
   constexpr std::size_t words = std::size_t{1} << 18;
   DevicePtr p = 0;
   CHECK_OK(d.mem_alloc(words * 4, &p));
@@ -490,7 +517,7 @@ void test_event_record_native() {
   CHECK(d.fault_injection()->call_count(Operation::event_record_native) == 1);
   CHECK(d.fault_injection()->call_count(Operation::event_record) == 0);  // an operation of its own
   EventHandle f{};
-  CHECK_OK(d.event_create(&f));
+  CHECK_OK(d.event_create(&f, EventTiming::enabled));
   CHECK(d.event_record_native(f, 999).native_code == 400);
   CHECK(d.event_record_native(f, static_cast<std::uintptr_t>(f)).native_code == 400);  // an event, not a stream
   CHECK(d.event_record_native(EventHandle{999}, d.stream_native_handle(producer)).native_code == 400);
@@ -546,6 +573,7 @@ int main() {
   test_a_freed_pointer_is_an_illegal_address();
   test_stream_order_and_synchronous_copies();
   test_events();
+  test_an_ordering_event_orders_work_but_measures_no_time();
   test_handles_after_destroy();
   test_many_threads();
   test_stream_wait_event();

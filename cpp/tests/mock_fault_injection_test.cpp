@@ -117,7 +117,7 @@ void test_stream_ops_and_clear() {
   CHECK(d.device_name(&name).native_code == 999 && name.empty());
   faults->inject(Operation::event_create, 999, 0, 1);
   EventHandle ev{};
-  CHECK(d.event_create(&ev).native_code == 999);
+  CHECK(d.event_create(&ev, EventTiming::enabled).native_code == 999);
   faults->inject(Operation::thread_exchange_capture_mode, 999, 0, 1);
   CaptureMode mode = CaptureMode::relaxed;
   CHECK(d.thread_exchange_capture_mode(&mode).native_code == 999 && mode == CaptureMode::relaxed);
@@ -168,8 +168,8 @@ void test_failed_ends_and_sticky_statuses() {
   // A recoverable injected status fails one call; a sticky one loses the device.
   faults->inject(Operation::event_create, mock::mock_native(Code::unknown), 0, 1);
   EventHandle e{};
-  CHECK(d.event_create(&e).code == Code::unknown);
-  CHECK_OK(d.event_create(&e));
+  CHECK(d.event_create(&e, EventTiming::enabled).code == Code::unknown);
+  CHECK_OK(d.event_create(&e, EventTiming::enabled));
   faults->inject(Operation::event_record, mock::mock_native(Code::launch_failure), 0, 1);
   Status lost = d.event_record(e, s);
   CHECK(lost.code == Code::launch_failure && lost.sticky);

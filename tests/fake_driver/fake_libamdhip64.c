@@ -25,7 +25,7 @@
 typedef int hipError_t;
 enum {
   SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100, INVALID_DEVICE = 101,
-  INVALID_IMAGE = 200, NOT_FOUND = 500, CAPTURE_UNMATCHED = 903, UPDATE_FAILURE = 910
+  INVALID_IMAGE = 200, INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNMATCHED = 903, UPDATE_FAILURE = 910
 };
 enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_MEMSET = 2, NODE_MEM_ALLOC = 10, NODE_MEM_FREE = 11 };
 #define MAX_NODES 64
@@ -42,6 +42,7 @@ static const struct { int code; const char* name; const char* text; } errors[] =
     {OUT_OF_MEMORY, "hipErrorOutOfMemory", "fake runtime: out of memory"},
     {NO_DEVICE, "hipErrorNoDevice", "fake runtime: no ROCm-capable device is detected"},
     {INVALID_DEVICE, "hipErrorInvalidDevice", "fake runtime: invalid device ordinal"},
+    {INVALID_HANDLE, "hipErrorInvalidHandle", "fake runtime: invalid resource handle"},
     {NOT_FOUND, "hipErrorNotFound", "fake runtime: named symbol not found"},
     {CAPTURE_UNMATCHED, "hipErrorStreamCaptureUnmatched", "fake runtime: capture unmatched"},
 };
@@ -94,7 +95,8 @@ struct exec { int count; int launches; };
 
 /* ---- streams and events ---- */
 struct stream { int capturing; unsigned long long capture_id; struct graph* graph; };
-struct event { int recorded; };
+struct event { int recorded; unsigned flags; };
+enum { hipEventDisableTiming = 0x2 };
 static unsigned long long next_capture_id = 1;
 
 /* A node for a capturing stream; 1 when the operation was recorded rather than to be run. */
@@ -113,9 +115,10 @@ EXPORT hipError_t hipStreamDestroy(struct stream* s) { free(s->graph); free(s); 
 EXPORT hipError_t hipStreamSynchronize(struct stream* s) { (void)s; return SUCCESS; }
 EXPORT hipError_t hipStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
 EXPORT hipError_t hipEventCreateWithFlags(struct event** out, unsigned flags) {
-  (void)flags;
   *out = calloc(1, sizeof(struct event));
-  return *out ? SUCCESS : OUT_OF_MEMORY;
+  if (!*out) return OUT_OF_MEMORY;
+  (*out)->flags = flags;
+  return SUCCESS;
 }
 EXPORT hipError_t hipEventDestroy(struct event* e) { free(e); return SUCCESS; }
 EXPORT hipError_t hipEventRecord(struct event* e, struct stream* s) { (void)s; e->recorded = 1; return SUCCESS; }
@@ -123,6 +126,7 @@ EXPORT hipError_t hipEventSynchronize(struct event* e) { (void)e; return SUCCESS
 EXPORT hipError_t hipEventQuery(struct event* e) { (void)e; return SUCCESS; }
 EXPORT hipError_t hipEventElapsedTime(float* ms, struct event* a, struct event* b) {
   if (!a->recorded || !b->recorded) return INVALID_VALUE;
+  if ((a->flags | b->flags) & hipEventDisableTiming) return INVALID_HANDLE;  /* as HIP: no timing, no time */
   *ms = 0.5f;
   return SUCCESS;
 }

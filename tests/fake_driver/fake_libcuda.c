@@ -43,8 +43,9 @@ typedef unsigned long long CUdeviceptr;
 
 enum {
   SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100, INVALID_PTX = 218,
-  NOT_FOUND = 500, CAPTURE_UNMATCHED = 903, CAPTURE_INVALIDATED = 901
+  INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNMATCHED = 903, CAPTURE_INVALIDATED = 901
 };
+enum { CU_EVENT_DISABLE_TIMING = 0x2 };
 
 static int env_int(const char* name, int fallback) {
   const char* value = getenv(name);
@@ -127,12 +128,17 @@ static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) {
 static CUresult fake_cuStreamDestroy(struct stream* s) { free(s); return SUCCESS; }
 static CUresult fake_cuStreamSynchronize(struct stream* s) { (void)s; return SUCCESS; }
 static CUresult fake_cuStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
-static long live_events;
+static long live_events, timed_events;
 EXPORT long fake_cuda_live_events(void) { return __atomic_load_n(&live_events, __ATOMIC_SEQ_CST); }
+/* Events created with timing: those lifecore creates only to order work have none. */
+EXPORT long fake_cuda_timed_events(void) { return __atomic_load_n(&timed_events, __ATOMIC_SEQ_CST); }
 static CUresult fake_cuEventCreate(void** out, unsigned flags) {
-  (void)flags;
-  *out = malloc(8);
+  unsigned* event = malloc(sizeof(unsigned));
+  if (!event) return OUT_OF_MEMORY;
+  *event = flags;
+  *out = event;
   __atomic_add_fetch(&live_events, 1, __ATOMIC_SEQ_CST);
+  if (!(flags & CU_EVENT_DISABLE_TIMING)) __atomic_add_fetch(&timed_events, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
 static CUresult fake_cuEventDestroy(void* e) {
@@ -153,7 +159,12 @@ static CUresult fake_cuEventRecord(void* e, struct stream* s) {
 }
 static CUresult fake_cuEventSynchronize(void* e) { (void)e; return SUCCESS; }
 static CUresult fake_cuEventQuery(void* e) { (void)e; return SUCCESS; }
-static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) { (void)a; (void)b; *ms = 0.5f; return SUCCESS; }
+static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) {
+  /* As CUDA: an event created without timing measures nothing. */
+  if ((*(unsigned*)a | *(unsigned*)b) & CU_EVENT_DISABLE_TIMING) return INVALID_HANDLE;
+  *ms = 0.5f;
+  return SUCCESS;
+}
 
 /* ---- memory: host memory posing as device memory ---- */
 /* The ranges cuPointerGetAttribute knows: its allocations and those a test registers. */

@@ -14,7 +14,7 @@ driver::Status DropQueue::flush(driver::Driver& driver, driver::StreamHandle str
   if (!spare_events_.empty()) {
     event = spare_events_.back();
     spare_events_.pop_back();
-  } else if (auto status = driver.event_create(&event); !status.ok()) {
+  } else if (auto status = driver.event_create(&event, driver::EventTiming::disabled); !status.ok()) {
     return status;
   }
   if (auto status = driver.event_record(event, stream); !status.ok()) {

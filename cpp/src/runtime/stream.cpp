@@ -168,7 +168,7 @@ void Stream::wait_for_producers(std::vector<std::uintptr_t>& producers) {
   for (std::uintptr_t producer : producers) {
     if (producer == own) continue;  // stream order already puts its work first
     driver::EventHandle event{};
-    check_status(driver_.event_create(&event));
+    check_status(driver_.event_create(&event, driver::EventTiming::disabled));
     driver::Status status = driver_.event_record_native(event, producer);
     if (status.ok()) status = driver_.stream_wait_event(own, event);
     (void)driver_.event_destroy(event);  // a wait already enqueued outlives the event
@@ -219,7 +219,7 @@ driver::Status Stream::wait_for_upload() {
   // An event right after the copy: waiting on it does not pick up unrelated asynchronous
   // errors of the stream (those surface at the next read or sync, as always).
   driver::EventHandle event{};
-  if (auto status = driver_.event_create(&event); !status.ok()) return status;
+  if (auto status = driver_.event_create(&event, driver::EventTiming::disabled); !status.ok()) return status;
   driver::Status status = driver_.event_record(event, handle_);
   if (status.ok()) status = driver_.event_synchronize(event);
   (void)driver_.event_destroy(event);
@@ -467,8 +467,8 @@ Stream::ProfileEvents Stream::profile_start() {
   check_host_work("profile");
   ProfileEvents events;
   events.live = true;
-  driver::Status status = driver_.event_create(&events.start);
-  if (status.ok()) status = driver_.event_create(&events.end);
+  driver::Status status = driver_.event_create(&events.start, driver::EventTiming::enabled);
+  if (status.ok()) status = driver_.event_create(&events.end, driver::EventTiming::enabled);
   if (status.ok()) status = driver_.event_record(events.start, handle_);
   if (!status.ok()) {
     destroy_events(events);
@@ -836,7 +836,7 @@ void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream) {
     return;
   }
   driver::EventHandle event{};
-  check_status(driver_.event_create(&event));
+  check_status(driver_.event_create(&event, driver::EventTiming::disabled));
   driver::Status status = driver_.event_record(event, handle_);
   if (status.ok()) status = driver_.stream_wait_event(*consumer_stream, event);
   (void)driver_.event_destroy(event);  // a wait already enqueued outlives the event

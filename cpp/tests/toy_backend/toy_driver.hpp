@@ -57,7 +57,9 @@ class ToyDriver final : public drv::Driver {
   drv::Status stream_query(drv::StreamHandle s) override { return own(inner_->stream_query(s)); }
   std::uintptr_t stream_native_handle(drv::StreamHandle s) override { return inner_->stream_native_handle(s); }
 
-  drv::Status event_create(drv::EventHandle* out) override { return own(inner_->event_create(out)); }
+  drv::Status event_create(drv::EventHandle* out, drv::EventTiming timing) override {
+    return own(inner_->event_create(out, timing));
+  }
   drv::Status event_destroy(drv::EventHandle e) override { return own(inner_->event_destroy(e)); }
   drv::Status event_record(drv::EventHandle e, drv::StreamHandle s) override { return own(inner_->event_record(e, s)); }
   drv::Status event_synchronize(drv::EventHandle e) override { return own(inner_->event_synchronize(e)); }

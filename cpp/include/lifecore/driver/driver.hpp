@@ -73,6 +73,10 @@ const char* capture_mode_name(CaptureMode mode);
 bool capture_mode_from_name(std::string_view name, CaptureMode* out);
 // CUDA's numbering (CU_STREAM_CAPTURE_STATUS_*).
 enum class CaptureStatus : int { none = 0, active = 1, invalidated = 2 };
+// Whether an event records a time. An event that only orders work (a wait, a host sync, a
+// release mark) needs none, and the driver records it more cheaply; elapsed time is
+// refused on it (invalid_handle, as CUDA and HIP do).
+enum class EventTiming : bool { disabled = false, enabled = true };
 
 struct Dim3 {
   std::uint32_t x = 1, y = 1, z = 1;
@@ -164,7 +168,7 @@ class Driver {
   virtual std::uintptr_t stream_native_handle(StreamHandle stream) = 0;
 
   // events
-  virtual Status event_create(EventHandle* out) = 0;
+  virtual Status event_create(EventHandle* out, EventTiming timing) = 0;
   virtual Status event_destroy(EventHandle event) = 0;
   virtual Status event_record(EventHandle event, StreamHandle stream) = 0;
   virtual Status event_synchronize(EventHandle event) = 0;

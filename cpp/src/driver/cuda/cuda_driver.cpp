@@ -76,8 +76,9 @@ class CudaDriver final : public NativeDriver {
   }
 
   // events
-  Status event_create(EventHandle* out) override {
-    return create(events_, out, "cuEventCreate", [&](CUevent* e) { return api_.cuEventCreate(e, CU_EVENT_DEFAULT); });
+  Status event_create(EventHandle* out, EventTiming timing) override {
+    const unsigned flags = timing == EventTiming::enabled ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
+    return create(events_, out, "cuEventCreate", [&](CUevent* e) { return api_.cuEventCreate(e, flags); });
   }
   Status event_destroy(EventHandle handle) override {
     return release(events_, handle, "cuEventDestroy_v2", [&](CUevent e) { return api_.cuEventDestroy(e); });

@@ -43,6 +43,7 @@ inline constexpr hipError_t hipErrorGraphExecUpdateFailure = 910;
 
 inline constexpr unsigned hipStreamNonBlocking = 0x1;
 inline constexpr unsigned hipEventDefault = 0x0;
+inline constexpr unsigned hipEventDisableTiming = 0x2;
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusNone = 0;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemAlloc = 10;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemFree = 11;

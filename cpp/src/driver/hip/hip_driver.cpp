@@ -81,9 +81,10 @@ class HipDriver final : public NativeDriver {
   }
 
   // events
-  Status event_create(EventHandle* out) override {
+  Status event_create(EventHandle* out, EventTiming timing) override {
+    const unsigned flags = timing == EventTiming::enabled ? hipEventDefault : hipEventDisableTiming;
     return create(events_, out, "hipEventCreateWithFlags",
-                  [&](hipEvent_t* e) { return api_.hipEventCreateWithFlags(e, hipEventDefault); });
+                  [&](hipEvent_t* e) { return api_.hipEventCreateWithFlags(e, flags); });
   }
   Status event_destroy(EventHandle handle) override {
     return release(events_, handle, "hipEventDestroy", [&](hipEvent_t e) { return api_.hipEventDestroy(e); });

@@ -448,12 +448,14 @@ std::uintptr_t MockDriver::stream_native_handle(StreamHandle handle) {
 
 // --- events ----------------------------------------------------------------------------
 
-Status MockDriver::event_create(EventHandle* out) {
+Status MockDriver::event_create(EventHandle* out, EventTiming timing) {
   LIFECORE_MOCK_GATE(event_create)
   if (!out) return bad_value(Operation::event_create, "the output pointer is null");
   std::lock_guard lock(mutex_);
   const std::uintptr_t id = new_handle_locked();
-  events_.emplace(id, std::make_shared<mock::EventState>());
+  auto state = std::make_shared<mock::EventState>();
+  state->timing = timing == EventTiming::enabled;
+  events_.emplace(id, std::move(state));
   *out = EventHandle{id};
   return {};
 }
@@ -529,6 +531,8 @@ Status MockDriver::event_elapsed(EventHandle start, EventHandle end, float* mill
     if (Status status = check_captured_event_locked(op, *first); !status.ok()) return status;
     if (Status status = check_captured_event_locked(op, *second); !status.ok()) return status;
   }
+  if (!first->timing || !second->timing)
+    return fail(op, Code::invalid_handle, "both events must have been created with timing");
   if (!first->ever_recorded() || !second->ever_recorded())
     return fail(op, Code::invalid_handle, "both events must have been recorded");
   if (!first->done() || !second->done()) return mock_status(Code::not_ready, mock_call_name(op));

@@ -96,7 +96,7 @@ class MockDriver final : public Driver {
   Status stream_query(StreamHandle stream) override;
   std::uintptr_t stream_native_handle(StreamHandle stream) override;
 
-  Status event_create(EventHandle* out) override;
+  Status event_create(EventHandle* out, EventTiming timing) override;
   Status event_destroy(EventHandle event) override;
   Status event_record(EventHandle event, StreamHandle stream) override;
   Status event_synchronize(EventHandle event) override;

@@ -31,6 +31,8 @@ class EventState {
   // The capture that last recorded this event (0: the last record was not captured).
   // Guarded by the owning driver's table mutex, not by this object's.
   std::uint64_t captured_by = 0;
+  // Whether it was created with timing (elapsed time is refused otherwise). Set at creation.
+  bool timing = true;
 
  private:
   mutable std::mutex mutex_;
