@@ -207,7 +207,7 @@ def test_sizes_out_of_bounds_are_refused(dev) -> None:
     assert np.all(f32(s, buf) == 1.0)
 
 
-def test_a_read_only_array_is_refused_as_a_destination(dev) -> None:
+def test_a_read_only_array_is_refused_as_a_destination_and_taken_where_it_is_only_read(dev) -> None:
     s = dev.stream()
     ro = np.ones(N, np.float32)
     ro.flags.writeable = False
@@ -223,6 +223,14 @@ def test_a_read_only_array_is_refused_as_a_destination(dev) -> None:
     s.copy(out, ro)  # a read-only source is fine
     s.sync()
     assert np.all(out == 1.0)
+    # So is a kernel's "const ptr", a pointer it only reads.
+    assert K.scale_f32.read_only == ["x"] and K.add_f32.read_only == ["x", "y"]
+    s.launch(K.scale_f32, 1, N, [N, 3.0, ro, out])
+    s.sync()
+    assert np.all(out == 3.0)
+    s.launch(K.add_f32, 1, N, [N, ro, ro, out])
+    s.sync()
+    assert np.all(out == 2.0) and np.all(ro == 1.0)
 
 
 def test_an_object_that_is_not_a_tensor_is_refused(dev) -> None:

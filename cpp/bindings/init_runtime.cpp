@@ -290,8 +290,17 @@ void bind_kernels(nb::module_& m) {
                      return names;
                    },
                    "The parameter names")
+      .def_prop_ro("read_only",
+                   [](const Kernel& k) {
+                     std::vector<std::string> names;
+                     for (std::size_t i = 0; i < k.params().size(); ++i)
+                       if (k.reads_only(i)) names.emplace_back(k.param_names()[i]);
+                     return names;
+                   },
+                   "The pointer parameters the kernel only reads ('const ptr' in its signature): a read-only\n"
+                   "tensor may be passed there, and only there")
       .def_prop_ro("summary", [](const Kernel& k) { return std::string(k.summary()); }, "What it computes")
-      .def_prop_ro("signature", &Kernel::signature, "name(param: kind, ...)")
+      .def_prop_ro("signature", &Kernel::signature, "name(param: kind, ...), a pointer it only reads as 'const ptr'")
       .def_prop_ro("is_builtin", &Kernel::is_builtin, "True for lifecore.kernels, False for a Module's kernel")
       .def("__repr__", [](const Kernel& k) { return "Kernel(" + k.signature() + ")"; });
   m.def("builtin_kernel", &Kernel::builtin, "name"_a, nb::rv_policy::reference,

@@ -45,7 +45,8 @@ void init_runtime_modules(nb::module_& m) {
                   "the magic bytes).")
       .def("function", &Module::function, "name"_a, "params"_a = nb::none(),
            nb::sig("def function(self, name: str, params: collections.abc.Sequence[str] | None = None) -> Kernel"),
-           "The kernel `name`. params: its parameter kinds ('u32', 'f32', 'ptr', ..., or 'name: kind');\n"
+           "The kernel `name`. params: its parameter kinds ('u32', 'f32', 'ptr', ..., or 'name: kind'; 'const ptr'\n"
+           "for a pointer the kernel only reads, where a read-only tensor may then be passed);\n"
            "checked against the driver's parameter sizes where it can tell them, inferred from them\n"
            "(8 bytes: ptr, 4 bytes: u32) when omitted, and required where the driver cannot tell.")
       .def("unload", &Module::unload, nb::call_guard<nb::gil_scoped_release>(),

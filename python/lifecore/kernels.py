@@ -1,12 +1,13 @@
 """The built-in kernels, available on every backend under the same names and parameters.
 
-Each is a :class:`lifecore.Kernel` (``.name``, ``.params``, ``.param_names``, ``.signature``)
-to pass to :meth:`lifecore.Stream.launch`:
+Each is a :class:`lifecore.Kernel` (``.name``, ``.params``, ``.param_names``, ``.read_only``,
+``.signature``) to pass to :meth:`lifecore.Stream.launch`. A ``const ptr`` is only read, so a
+read-only tensor may be passed there:
 
-- ``axpy_f32(n: u32, a: f32, x: ptr, y: ptr)``: ``y = a*x + y``
-- ``scale_f32(n: u32, a: f32, x: ptr, out: ptr)``: ``out = a*x``
-- ``add_f32(n: u32, x: ptr, y: ptr, out: ptr)``: ``out = x + y``
-- ``axpy_info_f32(info: ptr, x: ptr, y: ptr)``: like ``axpy_f32`` with ``n`` and ``a`` read from a
+- ``axpy_f32(n: u32, a: f32, x: const ptr, y: ptr)``: ``y = a*x + y``
+- ``scale_f32(n: u32, a: f32, x: const ptr, out: ptr)``: ``out = a*x``
+- ``add_f32(n: u32, x: const ptr, y: const ptr, out: ptr)``: ``out = x + y``
+- ``axpy_info_f32(info: const ptr, x: const ptr, y: ptr)``: like ``axpy_f32`` with ``n`` and ``a`` read from a
   metadata buffer: launch it with ``args=[x, y]`` and ``info=[n, float_bits(a)]``.
 """
 

@@ -5,13 +5,14 @@ namespace lifecore::driver {
 const std::vector<BuiltinKernel>& builtin_kernels() {
   static const std::vector<BuiltinKernel> kernels{
       {"axpy_f32", {ArgKind::u32, ArgKind::f32, ArgKind::pointer, ArgKind::pointer}, {"n", "a", "x", "y"},
-       "y[i] = a * x[i] + y[i]"},
+       "y[i] = a * x[i] + y[i]", 1u << 2},
       {"scale_f32", {ArgKind::u32, ArgKind::f32, ArgKind::pointer, ArgKind::pointer}, {"n", "a", "x", "out"},
-       "out[i] = a * x[i]"},
+       "out[i] = a * x[i]", 1u << 2},
       {"add_f32", {ArgKind::u32, ArgKind::pointer, ArgKind::pointer, ArgKind::pointer}, {"n", "x", "y", "out"},
-       "out[i] = x[i] + y[i]"},
+       "out[i] = x[i] + y[i]", (1u << 1) | (1u << 2)},
       {"axpy_info_f32", {ArgKind::pointer, ArgKind::pointer, ArgKind::pointer}, {"info", "x", "y"},
-       "y[i] = a * x[i] + y[i], with n = info[0] and a = bit_cast<float>(info[1]) read from a metadata buffer"},
+       "y[i] = a * x[i] + y[i], with n = info[0] and a = bit_cast<float>(info[1]) read from a metadata buffer",
+       (1u << 0) | (1u << 1)},
   };
   return kernels;
 }

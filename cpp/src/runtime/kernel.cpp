@@ -12,13 +12,16 @@ namespace lifecore::runtime {
 Kernel::Kernel(const driver::BuiltinKernel& builtin, std::size_t index)
     : name_(builtin.name), params_(builtin.params), summary_(builtin.summary), index_(index) {
   for (auto name : builtin.param_names) param_names_.emplace_back(name);
+  for (std::size_t i = 0; i < params_.size(); ++i) read_only_.push_back(i < 32 && ((builtin.read_only >> i) & 1u) != 0);
 }
 
 Kernel::Kernel(std::shared_ptr<Module> module, driver::FunctionHandle function, std::string name,
-               std::vector<driver::ArgKind> params, std::vector<std::string> param_names, std::string summary)
+               std::vector<driver::ArgKind> params, std::vector<std::string> param_names, std::string summary,
+               std::vector<bool> read_only)
     : name_(std::move(name)),
       params_(std::move(params)),
       param_names_(std::move(param_names)),
+      read_only_(std::move(read_only)),
       summary_(std::move(summary)),
       module_(std::move(module)),
       function_(function) {}
@@ -45,7 +48,7 @@ std::string Kernel::signature() const {
   std::string text = std::string(name()) + "(";
   for (std::size_t i = 0; i < params().size(); ++i) {
     if (i) text += ", ";
-    text += std::string(param_names()[i]) + ": " + arg_kind_name(params()[i]);
+    text += std::string(param_names()[i]) + ": " + (reads_only(i) ? "const " : "") + arg_kind_name(params()[i]);
   }
   return text + ")";
 }

@@ -108,27 +108,34 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
   if (name.empty()) raise(ErrorKind::InvalidArgument, "Module.function: the kernel name is empty");
   std::vector<driver::ArgKind> kinds;
   std::vector<std::string> names;
+  std::vector<bool> read_only;  // "const ptr": a pointer the kernel only reads
   if (params) {
+    const auto trim = [](std::string& s) {
+      s.erase(0, s.find_first_not_of(' '));
+      s.erase(s.find_last_not_of(' ') + 1);
+    };
     for (std::size_t i = 0; i < params->size(); ++i) {
       std::string text = (*params)[i];
       std::string param_name = "p" + std::to_string(i);
       if (auto colon = text.find(':'); colon != std::string::npos) {
         param_name = text.substr(0, colon);
         text = text.substr(colon + 1);
-        auto trim = [](std::string& s) {
-          s.erase(0, s.find_first_not_of(' '));
-          s.erase(s.find_last_not_of(' ') + 1);
-        };
         trim(param_name);
+      }
+      trim(text);
+      const bool reads_only = text.starts_with("const ");
+      if (reads_only) {
+        text.erase(0, std::string_view("const ").size());
         trim(text);
       }
       driver::ArgKind kind{};
-      if (param_name.empty() || !arg_kind_from_name(text, &kind))
+      if (param_name.empty() || !arg_kind_from_name(text, &kind) || (reads_only && kind != driver::ArgKind::pointer))
         raise(ErrorKind::InvalidArgument, op + ": parameter " + std::to_string(i) + " '" + (*params)[i] +
-                                              "' is not a kind ('ptr', 'i32', 'u32', 'i64', 'u64', 'f32', "
-                                              "'f64', optionally as 'name: kind')");
+                                              "' is not a kind ('ptr', 'const ptr' for one the kernel only reads, "
+                                              "'i32', 'u32', 'i64', 'u64', 'f32', 'f64', optionally as 'name: kind')");
       kinds.push_back(kind);
       names.push_back(param_name);
+      read_only.push_back(reads_only);
     }
   }
   driver::Driver& driver = device_->driver();
@@ -166,7 +173,7 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
                                           "): pass params=[...], e.g. ['u32', 'f32', 'ptr']");
   }
   return std::make_shared<Kernel>(shared_from_this(), function, name, std::move(kinds), std::move(names),
-                                  std::string("user kernel from a ") + kind_name() + " module");
+                                  std::string("user kernel from a ") + kind_name() + " module", std::move(read_only));
 }
 
 driver::FunctionHandle Module::launchable(const Device& device, const Kernel& kernel) const {

@@ -394,9 +394,10 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     const LaunchArg& arg = args[i];
     if (params[param] == driver::ArgKind::pointer) {
       if (arg.kind == LaunchArg::Kind::foreign) {
-        // A kernel may write through any pointer it is given: a read-only tensor is refused.
+        // A kernel may write through any pointer it is given but a "const ptr": a read-only
+        // tensor is refused anywhere else.
         ResolvedMemory memory = resolve_memory(*device_, MemoryRef{nullptr, arg.foreign}, "launch",
-                                               std::string(kernel.param_names()[param]), true);
+                                               std::string(kernel.param_names()[param]), !kernel.reads_only(param));
         converted[param] = driver::KernelArg{driver::ArgKind::pointer, memory.ptr};
         if (memory.pooled) foreign_slices.push_back(memory.slice);
         if (memory.hold) holds.push_back(std::move(memory.hold));

@@ -25,8 +25,10 @@ class Kernel {
  public:
   Kernel(const driver::BuiltinKernel& builtin, std::size_t index);
   // A kernel of a user module: its function handle and the parameter kinds it was given.
+  // `read_only`: per parameter, whether it is a pointer the kernel only reads (empty: none).
   Kernel(std::shared_ptr<Module> module, driver::FunctionHandle function, std::string name,
-         std::vector<driver::ArgKind> params, std::vector<std::string> param_names, std::string summary);
+         std::vector<driver::ArgKind> params, std::vector<std::string> param_names, std::string summary,
+         std::vector<bool> read_only = {});
 
   // The built-in kernel of that name; InvalidArgumentError naming the known ones otherwise.
   static const Kernel& builtin(std::string_view name);
@@ -36,18 +38,22 @@ class Kernel {
   const std::vector<driver::ArgKind>& params() const { return params_; }
   const std::vector<std::string>& param_names() const { return param_names_; }
   std::string_view summary() const { return summary_; }
+  // Whether parameter `param` is a pointer the kernel only reads ("const ptr"): a read-only
+  // tensor may be passed there.
+  bool reads_only(std::size_t param) const noexcept { return param < read_only_.size() && read_only_[param]; }
   std::size_t index() const { return index_; }  // built-ins: dense, for per-device function tables
   bool is_builtin() const noexcept { return module_ == nullptr; }
   // The user module and function (null / 0 for a built-in).
   const std::shared_ptr<Module>& module() const noexcept { return module_; }
   driver::FunctionHandle user_function() const noexcept { return function_; }
-  // "axpy_f32(n: u32, a: f32, x: ptr, y: ptr)"
+  // "axpy_f32(n: u32, a: f32, x: const ptr, y: ptr)"
   std::string signature() const;
 
  private:
   std::string name_;
   std::vector<driver::ArgKind> params_;
   std::vector<std::string> param_names_;
+  std::vector<bool> read_only_;
   std::string summary_;
   std::size_t index_ = 0;
   std::shared_ptr<Module> module_;
