@@ -10,7 +10,10 @@ end; by hand or through ``Stream.capture``), replays (on the capturing stream or
 destroys, and, where the device offers it (the emulated one), fault injection: a driver
 operation fails once, then a transition runs (it fails and leaves the stream re-capturable, or
 is unaffected), an asynchronous stream operation runs (its failure is queued and reported
-later), or a profile runs (it fails at once).
+later), or a profile runs (it fails at once). Where the device's memory is host memory (the
+emulated device), fill, copy, launch and the capture steps may pass a buffer as its zero-copy
+NumPy view (``numpy.from_dlpack``, taken outside any window): the device must take it as that
+buffer in every state, window rules and retention included, so the model does not tell them apart.
 
 After every step it checks the invariants: the capture state equals the model's; a stream in
 ``NO_CAPTURE`` accepts a prepare; pool accounting balances and nothing stays retained once every
@@ -34,6 +37,7 @@ Usage::
 
 from __future__ import annotations
 
+import gc
 import math
 import struct
 import time
@@ -42,6 +46,7 @@ from typing import Any, Callable, ClassVar, Optional, Sequence
 
 from hypothesis import settings as Settings, strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
+import numpy as np
 
 import lifecore
 from lifecore.testing.fault_injection import offers_fault_injection
@@ -74,10 +79,11 @@ OWNERS = st.integers(0, 3)
 PICK = st.integers(0, 63)  # an index taken modulo whatever list it picks from
 TRANSITIONS = ("graph_prepare", "begin_capture", "end_capture")
 FAULT_CODES = st.sampled_from([2, 801, 999])  # recoverable statuses (sticky ones lose the device)
+DLPACK_CPU = 1  # a buffer exported as host memory (the mock's) has NumPy views
 
 
 #: Every stream-capture machine in this process, counted (the CLI and the benchmarks read it).
-STATS = MachineStats("stream capture", event_names=("graphs_sealed", "replays", "faults_injected"))
+STATS = MachineStats("stream capture", event_names=("graphs_sealed", "replays", "faults_injected", "view_arguments"))
 
 
 def _close(expected: Value, actual: float) -> bool:
@@ -96,6 +102,24 @@ class _Buffer:
     real: Any  # lifecore.Buffer
     mid: int  # model id
     count: int  # float32 elements
+    # A zero-copy NumPy view of it (numpy.from_dlpack), where the device's memory is host
+    # memory and the buffer was allocated outside a window (views are refused inside one).
+    # Passed to fill / copy / launch in its place, it must be that buffer in every state.
+    view: Any = None
+
+    def tensor(self, as_view: bool) -> Any:
+        """What the device side is given: the view when asked for and there is one."""
+        if as_view and self.view is not None:
+            STATS.count("view_arguments")
+            return self.view
+        return self.real
+
+    def drop_view(self) -> None:
+        """Lets the view go (free() is refused while one lives)."""
+        self.view = None
+        if self.real.views:
+            gc.collect()
+        assert self.real.views == 0, f"buffer {self.mid}: a view outlived the machine's reference"
 
 
 @dataclass
@@ -112,6 +136,7 @@ class _Program:
     size_class: int
     temps: int
     ops: tuple[tuple[Any, ...], ...]
+    views: bool = False  # persistent operands passed as their NumPy views (where they have one)
 
 
 @st.composite
@@ -126,7 +151,7 @@ def _programs(draw: Any) -> _Program:
     for _ in range(draw(st.integers(1, 4))):
         kernel = draw(st.sampled_from(["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"]))
         ops.append((kernel, draw(SCALARS), draw(operand), draw(operand), draw(operand)))
-    return _Program(draw(st.integers(0, len(SIZES) - 1)), temps, tuple(ops))
+    return _Program(draw(st.integers(0, len(SIZES) - 1)), temps, tuple(ops), draw(st.booleans()))
 
 
 class StreamCaptureMachine(LifecycleMachine):
@@ -190,7 +215,13 @@ class StreamCaptureMachine(LifecycleMachine):
         new_slice = grown > self.driver_allocations
         self.driver_allocations = grown
         mid = self.model.alloc(self.sid0, 4 * count, new_slice=new_slice)
-        return _Buffer(real, mid, count)
+        view = None
+        # Taking a view waits for the stream, which reports a queued failure: only where the
+        # model has none to report (and no window, which refuses views).
+        stream = self.model.streams[self.sid0]
+        if real.__dlpack_device__()[0] == DLPACK_CPU and not stream.state.is_active() and not stream.queued:
+            view = np.from_dlpack(real.view("float32"))
+        return _Buffer(real, mid, count, view)
 
     def after_step(self) -> None:
         self._drop_orphans()
@@ -202,6 +233,7 @@ class StreamCaptureMachine(LifecycleMachine):
             self.buffers.remove(buf)
             self.both(f"fill({buf.mid}) after its window closed",
                       lambda: self.model.fill(self.sid0, buf.mid, 0), lambda: self.real0.fill(buf.real, 0))
+            buf.drop_view()
             self.both(f"free({buf.mid})", lambda: self.model.free(buf.mid), buf.real.free)
             self.freed.append(buf)
 
@@ -216,22 +248,24 @@ class StreamCaptureMachine(LifecycleMachine):
                   lambda: stream.write(buf.real, data))
 
     def _launch(self, stream_index: int, kernel: str, a: float, bufs: Sequence[_Buffer],
-                fault: Optional[str] = None) -> None:
-        """Launches a built-in kernel over whole buffers (all of one size class)."""
+                fault: Optional[str] = None, views: Sequence[bool] = ()) -> None:
+        """Launches a built-in kernel over whole buffers (all of one size class); ``views[k]``
+        passes operand k as its view."""
         stream, sid = self.streams[stream_index]
+        real = [b.tensor(k < len(views) and views[k]) for k, b in enumerate(bufs)]
         n = bufs[0].count
         grid, block = (n + 63) // 64, 64
         margs: list[Any]
         if kernel == "axpy_info_f32":
             info = [n, f32_bits(a)]
-            margs, rargs = [Ref(bufs[0].mid), Ref(bufs[1].mid)], [bufs[0].real, bufs[1].real]
+            margs, rargs = [Ref(bufs[0].mid), Ref(bufs[1].mid)], [real[0], real[1]]
         elif kernel == "add_f32":
             info = None
             margs = [n, Ref(bufs[0].mid), Ref(bufs[1].mid), Ref(bufs[2].mid)]
-            rargs = [n, bufs[0].real, bufs[1].real, bufs[2].real]
+            rargs = [n, real[0], real[1], real[2]]
         else:
             info = None
-            margs, rargs = [n, a, Ref(bufs[0].mid), Ref(bufs[1].mid)], [n, a, bufs[0].real, bufs[1].real]
+            margs, rargs = [n, a, Ref(bufs[0].mid), Ref(bufs[1].mid)], [n, a, real[0], real[1]]
         k = getattr(self.kernels, kernel)
         self.both(f"launch {kernel}{tuple(b.mid for b in bufs)}",
                   lambda: self.model.launch(sid, kernel, margs, info, fault=fault),
@@ -274,9 +308,11 @@ class StreamCaptureMachine(LifecycleMachine):
 
         for op in program.ops:
             kernel, a, *operands = op
-            self._launch(0, kernel, a, [resolve(o) for o in operands])
+            self._launch(0, kernel, a, [resolve(o) for o in operands],
+                         views=[program.views and o[0] == "p" for o in operands])
         for t in temps:
             assert t is not None
+            t.drop_view()
             t.real.free()
             self.model.free(t.mid)
 
@@ -332,6 +368,7 @@ class StreamCaptureMachine(LifecycleMachine):
         """Frees a live buffer (more than two are live) on both; the device's buffer must then report
         itself not alive. It is kept for ``use_after_free``."""
         buf = self.buffers.pop(i % len(self.buffers))
+        buf.drop_view()
         buf.real.free()
         self.model.free(buf.mid)
         assert not buf.real.alive
@@ -359,21 +396,22 @@ class StreamCaptureMachine(LifecycleMachine):
             return  # no live buffer of that size (all freed or discarded with their window)
         self._write(0, buf, values[: buf.count])
 
-    @rule(i=PICK, bits=FILL_BITS)
+    @rule(i=PICK, bits=FILL_BITS, view=st.booleans())
     @counted
-    def fill(self, i: int, bits: int) -> None:
-        """Fills a live buffer with a 32-bit pattern on stream 0, on both; the outcomes must agree."""
+    def fill(self, i: int, bits: int, view: bool) -> None:
+        """Fills a live buffer (or its view) with a 32-bit pattern on stream 0, on both; the
+        outcomes must agree."""
         buf = self._pick(i)
         if buf is None:
             return  # no live buffer of that size (all freed or discarded with their window)
         self.both(f"fill({buf.mid})", lambda: self.model.fill(self.sid0, buf.mid, bits),
-                  lambda: self.real0.fill(buf.real, bits))
+                  lambda: self.real0.fill(buf.tensor(view), bits))
 
-    @rule(i=PICK, j=PICK)
+    @rule(i=PICK, j=PICK, views=st.tuples(st.booleans(), st.booleans()))
     @counted
-    def copy(self, i: int, j: int) -> None:
-        """Copies a live buffer into another of the same size on stream 0, on both; the outcomes must
-        agree."""
+    def copy(self, i: int, j: int, views: tuple[bool, bool]) -> None:
+        """Copies a live buffer into another of the same size (either as its view) on stream 0, on
+        both; the outcomes must agree."""
         dst = self._pick(i)
         if dst is None:
             return  # no live buffer of that size (all freed or discarded with their window)
@@ -381,18 +419,19 @@ class StreamCaptureMachine(LifecycleMachine):
         if src is None:
             return  # no live buffer of that size (all freed or discarded with their window)
         self.both(f"copy({dst.mid} <- {src.mid})", lambda: self.model.copy(self.sid0, dst.mid, src.mid),
-                  lambda: self.real0.copy(dst.real, src.real))
+                  lambda: self.real0.copy(dst.tensor(views[0]), src.tensor(views[1])))
 
     @rule(kernel=st.sampled_from(["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"]), a=SCALARS,
-          i=PICK, j=PICK, k=PICK)
+          i=PICK, j=PICK, k=PICK, views=st.tuples(st.booleans(), st.booleans(), st.booleans()))
     @counted
-    def launch(self, kernel: str, a: float, i: int, j: int, k: int) -> None:
-        """Launches one of the built-in kernels over live buffers of one size on stream 0, on both; the
-        outcomes must agree."""
+    def launch(self, kernel: str, a: float, i: int, j: int, k: int, views: tuple[bool, bool, bool]) -> None:
+        """Launches one of the built-in kernels over live buffers of one size (any of them as its
+        view) on stream 0, on both; the outcomes must agree."""
         first = self._pick(i)
         if first is None:
             return  # no live buffer of that size (all freed or discarded with their window)
-        self._launch(0, kernel, a, [first, self._pick(j, first.count), self._pick(k, first.count)])  # type: ignore[list-item]
+        self._launch(0, kernel, a, [first, self._pick(j, first.count), self._pick(k, first.count)],  # type: ignore[list-item]
+                     views=views)
 
     @rule(i=PICK)
     @counted
