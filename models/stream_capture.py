@@ -34,6 +34,10 @@ lives on while a graph that touched it is alive (the graph retains it, so the po
 it to a later allocation while a replay writes it); replays keep reading and writing it.
 Element values are Python floats rounded to float32, or ``None`` where the contents are
 undefined (fresh allocations).
+
+A read-only array another library owns (:class:`HostArray`) may be the source of a copy or a
+pointer a kernel only reads. Its memory is not the pool's: no window touches it and no graph
+retains it as pool memory; a graph that recorded it keeps the array alive, and every replay reads it.
 """
 
 from __future__ import annotations
@@ -60,6 +64,7 @@ __all__ = [
     "StreamModel",
     "DeviceModel",
     "Ref",
+    "HostArray",
     "f32",
     "f32_from_bits",
     "f32_bits",
@@ -237,10 +242,12 @@ Value = Optional[float]  # None: undefined contents
 
 @dataclass(eq=False)
 class Slot:
-    """Device memory a buffer was bound to; outlives the buffer while a graph retains it."""
+    """Device memory a buffer was bound to; outlives the buffer while a graph retains it.
+    A foreign slot is a :class:`HostArray`'s memory, outside the pool."""
 
     id: int
     values: list[Value]
+    foreign: bool = False
 
     @property
     def count(self) -> int:
@@ -265,6 +272,19 @@ class Ref:
     """A buffer argument of a launch (the model's stand-in for a ``Buffer``)."""
 
     buffer: int
+
+
+@dataclass(frozen=True)
+class HostArray:
+    """A read-only float32 array another library owns, given where the caller may pass a
+    buffer that is only read (a copy's source, a kernel's ``const ptr``)."""
+
+    values: tuple[float, ...]
+
+
+def _pool_ids(slots: Iterable[Slot]) -> set[int]:
+    """The ids of the pool's slots among ``slots`` (a host array's memory is not the pool's)."""
+    return {s.id for s in slots if not s.foreign}
 
 
 def _axpy(a: float, x: Value, y: Value) -> Value:
@@ -500,6 +520,7 @@ class DeviceModel:
         # Info entries every stream shares (a window's private memory-node entries are not here).
         self.shared_info: set[tuple[int, ...]] = set()
         self._next_id = 0
+        self._foreign_ids = 0  # host arrays' slots count down from -1, apart from the pool's
 
     # ---------------------------------------------------------------- bookkeeping
 
@@ -528,7 +549,7 @@ class DeviceModel:
 
     def _touch(self, stream: StreamModel, slots: Iterable[Slot]) -> None:
         if stream.window is not None:
-            stream.window.touched.update(s.id for s in slots)
+            stream.window.touched.update(_pool_ids(slots))
 
     # ---------------------------------------------------------------- expected statistics
 
@@ -669,19 +690,31 @@ class DeviceModel:
         b = self._buffer(buf)
         self._submit(self.streams[stream], FillOp(b.slot, f32_from_bits(bits)), "fill", fault)
 
-    def copy(self, stream: int, dst: int, src: int, *, fault: Optional[str] = None) -> None:
-        d, s_ = self._buffer(dst), self._buffer(src)
-        if d.nbytes != s_.nbytes:
+    def copy(self, stream: int, dst: int, src: Union[int, HostArray], *, fault: Optional[str] = None) -> None:
+        d = self._buffer(dst)
+        source = self._operand(src)
+        if d.nbytes != 4 * source.count:
             raise ModelError("InvalidArgument")
-        self._submit(self.streams[stream], CopyOp(d.slot, s_.slot), "copy", fault)
+        self._submit(self.streams[stream], CopyOp(d.slot, source), "copy", fault)
+
+    def _operand(self, given: Union[int, Ref, HostArray]) -> Slot:
+        """The memory behind a read-only operand: a live buffer's slot, or a host array's own."""
+        if isinstance(given, HostArray):
+            self._foreign_ids -= 1
+            return Slot(self._foreign_ids, [f32(v) for v in given.values], foreign=True)
+        return self._buffer(given.buffer if isinstance(given, Ref) else given).slot
 
     def launch(self, stream: int, kernel: str, args: Sequence[object], info: Optional[Sequence[int]] = None,
                *, fault: Optional[str] = None) -> None:
         """Launches a built-in kernel; ``args`` as the caller passes them (``Ref`` for buffers)."""
         spec = KERNELS[kernel]
         s = self.streams[stream]
-        refs = [a for a in args if isinstance(a, Ref)]
-        slots = [self._buffer(r.buffer).slot for r in refs]
+        refs = [a for a in args if isinstance(a, (Ref, HostArray))]
+        slots = [self._operand(r) for r in refs]
+        # A host array is read-only: only a pointer the kernel reads may be one.
+        written = {"add_f32": 2}.get(kernel, 1)
+        if len(refs) > written and isinstance(refs[written], HostArray):
+            raise TypeError(f"{kernel}: a host array is never an output")
         if kernel == "axpy_info_f32":
             if info is None or len(info) != 2 or len(args) != 2:
                 raise ModelError("TypeMismatch")
@@ -851,7 +884,7 @@ class DeviceModel:
             gid,
             tuple(window.recorded),
             self.hardware,
-            frozenset(window.touched | {slot.id for op in window.recorded for slot in op.slots()}),
+            frozenset(window.touched | {i for op in window.recorded for i in _pool_ids(op.slots())}),
             frozenset(window.pinned_info),
         )
         return gid

@@ -14,6 +14,9 @@ later), or a profile runs (it fails at once). Where the device's memory is host 
 emulated device), fill, copy, launch and the capture steps may pass a buffer as its zero-copy
 NumPy view (``numpy.from_dlpack``, taken outside any window): the device must take it as that
 buffer in every state, window rules and retention included, so the model does not tell them apart.
+A copy's source and a kernel's first operand (a ``const ptr`` of every built-in) may also be a
+read-only host array of the machine's own, made for the call and dropped after it: a graph that
+recorded it keeps it alive for every replay, and it is never pool memory.
 
 After every step it checks the invariants: the capture state equals the model's; a stream in
 ``NO_CAPTURE`` accepts a prepare; pool accounting balances and nothing stays retained once every
@@ -42,7 +45,7 @@ import math
 import struct
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Optional, Sequence
+from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 from hypothesis import settings as Settings, strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
@@ -57,6 +60,7 @@ from lifecore.models.stream_capture import (
     TRANSITION_DRIVER_OPERATIONS,
     CaptureVariant,
     DeviceModel,
+    HostArray,
     ModelError,
     Ref,
     Value,
@@ -77,13 +81,16 @@ SCALARS = st.sampled_from([-1.0, -0.5, 0.5, 1.0, 2.0])
 FILL_BITS = st.sampled_from([f32_bits(v) for v in (0.0, 1.0, -2.0, 0.25)])
 OWNERS = st.integers(0, 3)
 PICK = st.integers(0, 63)  # an index taken modulo whatever list it picks from
+# A read-only host array's values (another library's tensor), or None for a buffer.
+HOST_VALUES = st.none() | st.lists(VALUES, min_size=16, max_size=16)
 TRANSITIONS = ("graph_prepare", "begin_capture", "end_capture")
 FAULT_CODES = st.sampled_from([2, 801, 999])  # recoverable statuses (sticky ones lose the device)
 DLPACK_CPU = 1  # a buffer exported as host memory (the mock's) has NumPy views
 
 
 #: Every stream-capture machine in this process, counted (the CLI and the benchmarks read it).
-STATS = MachineStats("stream capture", event_names=("graphs_sealed", "replays", "faults_injected", "view_arguments"))
+STATS = MachineStats("stream capture", event_names=("graphs_sealed", "replays", "faults_injected", "view_arguments",
+                                                     "host_arguments"))
 
 
 def _close(expected: Value, actual: float) -> bool:
@@ -114,12 +121,38 @@ class _Buffer:
             return self.view
         return self.real
 
+    def model_arg(self) -> Ref:
+        return Ref(self.mid)
+
     def drop_view(self) -> None:
         """Lets the view go (free() is refused while one lives)."""
         self.view = None
         if self.real.views:
             gc.collect()
         assert self.real.views == 0, f"buffer {self.mid}: a view outlived the machine's reference"
+
+
+@dataclass
+class _Host:
+    """A read-only float32 NumPy array of the machine's own, standing for another library's
+    tensor: a copy's source or a kernel's ``const ptr``. Made for one operation and dropped
+    after it, so a graph that recorded it must keep it alive for its replays."""
+
+    values: tuple[float, ...]
+    mid: str = "host"
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+    def tensor(self, as_view: bool = False) -> Any:
+        array = np.array(self.values, np.float32)
+        array.flags.writeable = False
+        STATS.count("host_arguments")
+        return array
+
+    def model_arg(self) -> HostArray:
+        return HostArray(self.values)
 
 
 @dataclass
@@ -131,12 +164,15 @@ class _Graph:
 @dataclass(frozen=True)
 class _Program:
     """One step of a model: temporaries are allocated, initialised from a persistent buffer,
-    used, and freed, as a real forward pass does. Operands: ("p", i) persistent, ("t", i) temp."""
+    used, and freed, as a real forward pass does. Operands: ("p", i) persistent, ("t", i) temp,
+    ("h", 0) a read-only host array of ``host``'s values (a first operand: every built-in only
+    reads it), made for the launch and dropped after it."""
 
     size_class: int
     temps: int
     ops: tuple[tuple[Any, ...], ...]
     views: bool = False  # persistent operands passed as their NumPy views (where they have one)
+    host: tuple[float, ...] = ()
 
 
 @st.composite
@@ -148,10 +184,12 @@ def _programs(draw: Any) -> _Program:
     ops: list[tuple[Any, ...]] = []
     for t in range(temps):
         ops.append(("scale_f32", draw(SCALARS), draw(st.tuples(st.just("p"), PICK)), ("t", t)))
+    read_only = operand | st.just(("h", 0))
     for _ in range(draw(st.integers(1, 4))):
         kernel = draw(st.sampled_from(["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"]))
-        ops.append((kernel, draw(SCALARS), draw(operand), draw(operand), draw(operand)))
-    return _Program(draw(st.integers(0, len(SIZES) - 1)), temps, tuple(ops), draw(st.booleans()))
+        ops.append((kernel, draw(SCALARS), draw(read_only), draw(operand), draw(operand)))
+    host = tuple(draw(st.lists(VALUES, min_size=16, max_size=16)))
+    return _Program(draw(st.integers(0, len(SIZES) - 1)), temps, tuple(ops), draw(st.booleans()), host)
 
 
 class StreamCaptureMachine(LifecycleMachine):
@@ -181,6 +219,9 @@ class StreamCaptureMachine(LifecycleMachine):
         self.graphs: list[_Graph] = []
         self.destroyed: list[_Graph] = []
         self.driver_allocations = self.device.memory_stats()["driver_allocations"]
+        # Host arrays are device memory only where the device's memory is host memory.
+        self.host_memory = any(info.name == self.device.backend and info.dlpack_device_type == DLPACK_CPU
+                               for info in lifecore.backends())
 
     # ------------------------------------------------------------------ helpers
 
@@ -247,25 +288,26 @@ class StreamCaptureMachine(LifecycleMachine):
         self.both(f"write({buf.mid})", lambda: self.model.write(sid, buf.mid, values, fault=fault),
                   lambda: stream.write(buf.real, data))
 
-    def _launch(self, stream_index: int, kernel: str, a: float, bufs: Sequence[_Buffer],
+    def _launch(self, stream_index: int, kernel: str, a: float, bufs: Sequence[Union[_Buffer, _Host]],
                 fault: Optional[str] = None, views: Sequence[bool] = ()) -> None:
         """Launches a built-in kernel over whole buffers (all of one size class); ``views[k]``
         passes operand k as its view."""
         stream, sid = self.streams[stream_index]
         real = [b.tensor(k < len(views) and views[k]) for k, b in enumerate(bufs)]
+        model = [b.model_arg() for b in bufs]
         n = bufs[0].count
         grid, block = (n + 63) // 64, 64
         margs: list[Any]
         if kernel == "axpy_info_f32":
             info = [n, f32_bits(a)]
-            margs, rargs = [Ref(bufs[0].mid), Ref(bufs[1].mid)], [real[0], real[1]]
+            margs, rargs = [model[0], model[1]], [real[0], real[1]]
         elif kernel == "add_f32":
             info = None
-            margs = [n, Ref(bufs[0].mid), Ref(bufs[1].mid), Ref(bufs[2].mid)]
+            margs = [n, model[0], model[1], model[2]]
             rargs = [n, real[0], real[1], real[2]]
         else:
             info = None
-            margs, rargs = [n, a, Ref(bufs[0].mid), Ref(bufs[1].mid)], [n, a, real[0], real[1]]
+            margs, rargs = [n, a, model[0], model[1]], [n, a, real[0], real[1]]
         k = getattr(self.kernels, kernel)
         self.both(f"launch {kernel}{tuple(b.mid for b in bufs)}",
                   lambda: self.model.launch(sid, kernel, margs, info, fault=fault),
@@ -302,8 +344,10 @@ class StreamCaptureMachine(LifecycleMachine):
         temps = [self._alloc(count) for _ in range(program.temps)]
         assert all(t is not None for t in temps), "a step's allocation failed outside an invalidated capture"
 
-        def resolve(operand: tuple[str, int]) -> _Buffer:
+        def resolve(operand: tuple[str, int]) -> Union[_Buffer, _Host]:
             kind, i = operand
+            if kind == "h":
+                return _Host(program.host[:count]) if self.host_memory else persistent[0]
             return persistent[i % len(persistent)] if kind == "p" else temps[i]  # type: ignore[return-value]
 
         for op in program.ops:
@@ -407,31 +451,37 @@ class StreamCaptureMachine(LifecycleMachine):
         self.both(f"fill({buf.mid})", lambda: self.model.fill(self.sid0, buf.mid, bits),
                   lambda: self.real0.fill(buf.tensor(view), bits))
 
-    @rule(i=PICK, j=PICK, views=st.tuples(st.booleans(), st.booleans()))
+    @rule(i=PICK, j=PICK, views=st.tuples(st.booleans(), st.booleans()), host=HOST_VALUES)
     @counted
-    def copy(self, i: int, j: int, views: tuple[bool, bool]) -> None:
-        """Copies a live buffer into another of the same size (either as its view) on stream 0, on
-        both; the outcomes must agree."""
+    def copy(self, i: int, j: int, views: tuple[bool, bool], host: Optional[list[float]]) -> None:
+        """Copies a live buffer (or a read-only host array of the machine's) into another of the
+        same size (either buffer as its view) on stream 0, on both; the outcomes must agree."""
         dst = self._pick(i)
         if dst is None:
             return  # no live buffer of that size (all freed or discarded with their window)
-        src = self._pick(j, dst.count)
+        src: Union[_Buffer, _Host, None] = (_Host(tuple(host[: dst.count])) if host and self.host_memory
+                                            else self._pick(j, dst.count))
         if src is None:
             return  # no live buffer of that size (all freed or discarded with their window)
-        self.both(f"copy({dst.mid} <- {src.mid})", lambda: self.model.copy(self.sid0, dst.mid, src.mid),
+        model_src = src.model_arg() if isinstance(src, _Host) else src.mid
+        self.both(f"copy({dst.mid} <- {src.mid})", lambda: self.model.copy(self.sid0, dst.mid, model_src),
                   lambda: self.real0.copy(dst.tensor(views[0]), src.tensor(views[1])))
 
     @rule(kernel=st.sampled_from(["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"]), a=SCALARS,
-          i=PICK, j=PICK, k=PICK, views=st.tuples(st.booleans(), st.booleans(), st.booleans()))
+          i=PICK, j=PICK, k=PICK, views=st.tuples(st.booleans(), st.booleans(), st.booleans()), host=HOST_VALUES)
     @counted
-    def launch(self, kernel: str, a: float, i: int, j: int, k: int, views: tuple[bool, bool, bool]) -> None:
+    def launch(self, kernel: str, a: float, i: int, j: int, k: int, views: tuple[bool, bool, bool],
+               host: Optional[list[float]]) -> None:
         """Launches one of the built-in kernels over live buffers of one size (any of them as its
-        view) on stream 0, on both; the outcomes must agree."""
+        view; its first operand, which every built-in only reads, may be a read-only host array)
+        on stream 0, on both; the outcomes must agree."""
         first = self._pick(i)
         if first is None:
             return  # no live buffer of that size (all freed or discarded with their window)
-        self._launch(0, kernel, a, [first, self._pick(j, first.count), self._pick(k, first.count)],  # type: ignore[list-item]
-                     views=views)
+        operands: list[Any] = [first, self._pick(j, first.count), self._pick(k, first.count)]
+        if host and self.host_memory:
+            operands[0] = _Host(tuple(host[: first.count]))
+        self._launch(0, kernel, a, operands, views=views)
 
     @rule(i=PICK)
     @counted
