@@ -375,7 +375,7 @@ def admission(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
         adm.resources.close()
     admitted: list = []
     # An engine admits a request whose id it already has: the ids of a batch are made before
-    # the timed span, as the baseline's ids are.
+    # the timed span (the baseline keys nothing by request id).
     batch_ids: list = []
     made = [0]
     admit = c.admit

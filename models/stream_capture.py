@@ -303,18 +303,21 @@ def _add(_unused: float, x: Value, y: Value) -> Value:
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """A built-in kernel: its parameter kinds (as the contract names them) and its effect."""
+    """A built-in kernel: its parameter kinds (as the contract names them), the parameters it
+    only reads (``const ptr``: a read-only array may be given there, and only there) and its
+    effect."""
 
     name: str
     params: tuple[str, ...]
+    read_only: tuple[int, ...] = ()  # parameter indices
 
 
 KERNELS: dict[str, KernelSpec] = {
-    "axpy_f32": KernelSpec("axpy_f32", ("u32", "f32", "ptr", "ptr")),
-    "scale_f32": KernelSpec("scale_f32", ("u32", "f32", "ptr", "ptr")),
-    "add_f32": KernelSpec("add_f32", ("u32", "ptr", "ptr", "ptr")),
+    "axpy_f32": KernelSpec("axpy_f32", ("u32", "f32", "ptr", "ptr"), (2,)),
+    "scale_f32": KernelSpec("scale_f32", ("u32", "f32", "ptr", "ptr"), (2,)),
+    "add_f32": KernelSpec("add_f32", ("u32", "ptr", "ptr", "ptr"), (1, 2)),
     # info = [n, float_bits(a)] goes through the info cache; the caller passes x and y only.
-    "axpy_info_f32": KernelSpec("axpy_info_f32", ("ptr", "ptr", "ptr")),
+    "axpy_info_f32": KernelSpec("axpy_info_f32", ("ptr", "ptr", "ptr"), (1,)),
 }
 
 
@@ -691,6 +694,7 @@ class DeviceModel:
         self._submit(self.streams[stream], FillOp(b.slot, f32_from_bits(bits)), "fill", fault)
 
     def copy(self, stream: int, dst: int, src: Union[int, HostArray], *, fault: Optional[str] = None) -> None:
+        """Copies ``src`` (a buffer, or a read-only host array) into buffer ``dst``."""
         d = self._buffer(dst)
         source = self._operand(src)
         if d.nbytes != 4 * source.count:
@@ -709,12 +713,13 @@ class DeviceModel:
         """Launches a built-in kernel; ``args`` as the caller passes them (``Ref`` for buffers)."""
         spec = KERNELS[kernel]
         s = self.streams[stream]
+        # A host array is read-only: only a pointer the kernel only reads may be one.
+        offset = len(spec.params) - len(args) if kernel == "axpy_info_f32" else 0  # info is not the caller's
+        for k, arg in enumerate(args):
+            if isinstance(arg, HostArray) and k + offset not in spec.read_only:
+                raise ModelError("InvalidArgument", contains="is read-only, and the operation writes it")
         refs = [a for a in args if isinstance(a, (Ref, HostArray))]
         slots = [self._operand(r) for r in refs]
-        # A host array is read-only: only a pointer the kernel reads may be one.
-        written = {"add_f32": 2}.get(kernel, 1)
-        if len(refs) > written and isinstance(refs[written], HostArray):
-            raise TypeError(f"{kernel}: a host array is never an output")
         if kernel == "axpy_info_f32":
             if info is None or len(info) != 2 or len(args) != 2:
                 raise ModelError("TypeMismatch")

@@ -87,9 +87,10 @@ result["wrong_kind"] = outcome(lambda: stream.launch(fill, 1, 16, [16, 1.5, buf]
 result["sizes_mismatch"] = outcome(lambda: module.function("fill_u32", ["u32", "u64", "ptr"]))
 result["count_mismatch"] = outcome(lambda: module.function("fill_u32", ["u32", "ptr"]))
 result["bad_kind"] = outcome(lambda: module.function("fill_u32", ["u32", "float", "ptr"]))
-reader = module.function("fill_u32", ["n: u32", "value: u32", "out:  const  ptr"])
+reader = module.function("fill_u32", ["n: u32", "value: u32", "out:\tconst  ptr"])
 result["const"] = [reader.signature, reader.read_only, reader.params]
 result["const_scalar"] = outcome(lambda: module.function("fill_u32", ["u32", "const u32", "ptr"]))
+result["const_name"] = outcome(lambda: module.function("fill_u32", ["u32", "u32", "const out: ptr"]))
 result["missing"] = outcome(lambda: module.function("no_such_kernel", ["u32"]))
 result["bad_ptx"] = outcome(lambda: lifecore.Module.from_ptx(device, "not ptx at all"))
 result["hip_image"] = outcome(lambda: lifecore.Module.from_image(device, b"__CLANG_OFFLOAD_BUNDLE__" + bytes(32)))
@@ -133,6 +134,7 @@ def test_user_kernels_through_the_cuda_driver_library(fake_libcuda) -> None:
     # "const ptr": a pointer the kernel only reads (a read-only tensor may be passed there).
     assert r["const"] == ["fill_u32(n: u32, value: u32, out: const ptr)", ["out"], ["u32", "u32", "ptr"]]
     assert r["const_scalar"]["error"] == "InvalidArgumentError" and "'const u32'" in r["const_scalar"]["text"]
+    assert r["const_name"]["error"] == "InvalidArgumentError" and "'const out: ptr'" in r["const_name"]["text"]
     missing = r["missing"]
     assert missing["error"] == "DriverError" and missing["code"] == 500 and "no_such_kernel" in missing["text"]
     assert missing["call"] == "cuModuleGetFunction"

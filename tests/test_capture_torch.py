@@ -560,3 +560,16 @@ def test_the_summary_short_form_answers_directly_and_refuses_what_it_cannot_answ
     assert len(kept) == 1
     with pytest.raises(ValueError, match="SUMMARY request"):
         backend.summary_statistics(torch.tensor([0.5, 0.7]), kept[0])
+
+
+def test_a_summary_whose_std_overflows_is_captured_with_it(monkeypatch):
+    # On a device float32 accumulation can overflow the std of finite values: the short form is
+    # only for four finite statistics, so the payload carries the infinite std, as transform does.
+    x = torch.tensor([[1.0, 2.0], [3.0, 5.0]])
+    monkeypatch.setattr(torch.Tensor, "std", lambda self, *args, **kwargs: torch.tensor(float("inf")))
+    for backend in (_Asked(), _TransformOnly()):
+        record = _summary_of(backend, x)
+        assert record.outcome == CaptureOutcome.CAPTURED
+        summary = record.payload.summary
+        assert (summary.count, summary.nonfinite, summary.max, summary.mean) == (4, 0, 5.0, 2.75)
+        assert summary.std == float("inf")

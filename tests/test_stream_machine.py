@@ -23,9 +23,12 @@ CONFIGURATIONS = [
 @pytest.mark.parametrize("graphs, capture_mode", CONFIGURATIONS)
 def test_stream_capture_machine(backend_name: str, graphs: str, capture_mode: str) -> None:
     steps_before = STATS.steps
+    views, hosts = STATS.events["view_arguments"], STATS.events["host_arguments"]
     run_stream_capture_machine(lambda: lifecore.Device(backend_name, graphs=graphs, capture_mode=capture_mode),
                                settings=settings())
     assert STATS.steps > steps_before, "the machine ran no step"
+    if backend_name == EMULATED:  # its memory is host memory: buffers' views and host arrays were passed
+        assert STATS.events["view_arguments"] > views and STATS.events["host_arguments"] > hosts
 
 
 # The same machine as a TestCase class, the way a user binds it to their own device.

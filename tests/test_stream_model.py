@@ -15,6 +15,7 @@ from lifecore.models.stream_capture import (
     CacheMode,
     CaptureVariant,
     DeviceModel,
+    HostArray,
     Messages,
     ModelError,
     Ref,
@@ -519,3 +520,39 @@ def test_an_info_entry_made_inside_a_discarded_recording_leaves_the_cache():
     assert len(model.info_entries) == 1
     model.abort_capture(s)
     assert not model.info_entries and not model.info_miss_records_memory_node(s, words)
+
+
+# ------------------------------------------------------------------ host arrays
+
+
+def test_a_host_array_is_read_never_written_and_never_pool_memory() -> None:
+    m = DeviceModel("hardware")
+    s = m.new_stream()
+    dst = m.alloc(s, 16)
+    m.copy(s, dst, HostArray((1.0, 2.0, 3.0, 4.0)))
+    assert m.read(s, dst) == [1.0, 2.0, 3.0, 4.0]
+    with pytest.raises(ModelError) as refused:
+        m.copy(s, dst, HostArray((1.0, 2.0)))  # sizes differ
+    assert refused.value.kind == "InvalidArgument"
+    out = m.alloc(s, 16)
+    m.graph_prepare(s, 0)
+    m.begin_capture(s)
+    m.launch(s, "scale_f32", [4, 2.0, HostArray((1.0, 1.0, 1.0, 1.0)), Ref(out)])
+    for kernel, args in (("scale_f32", [4, 2.0, Ref(out), HostArray((0.0,) * 4)]),
+                         ("add_f32", [4, Ref(out), Ref(out), HostArray((0.0,) * 4)])):
+        with pytest.raises(ModelError) as refused:
+            m.launch(s, kernel, args)
+        assert refused.value.kind == "InvalidArgument" and "is read-only" in (refused.value.contains or "")
+    gid = m.end_capture(s, 0)
+    # The graph retains the buffer it wrote, not the host array it read.
+    assert m.graphs_by_id[gid].retained == frozenset({m.buffers[out].slot.id})
+    m.replay(gid, s)
+    assert m.read(s, out) == [2.0] * 4
+
+
+def test_the_models_read_only_parameters_are_the_kernels() -> None:
+    import lifecore
+
+    for name, spec in KERNELS.items():
+        kernel = getattr(lifecore.kernels, name)
+        assert [kernel.param_names[i] for i in spec.read_only] == kernel.read_only, name

@@ -5,7 +5,6 @@
 #include <nanobind/stl/vector.h>
 
 #include <cmath>
-#include <limits>
 #include <string>
 
 #include "bindings.hpp"
@@ -86,26 +85,22 @@ std::vector<std::uint64_t> extents(nb::handle value) {
   return out;
 }
 
-CapturePayload empty_summary() {
-  CapturePayload p;
-  p.kind = PayloadKind::summary;
-  p.min = p.max = p.mean = p.std = std::numeric_limits<double>::quiet_NaN();
-  return p;
-}
-
-// [min, max, mean, std] of `count` finite values, as a summary payload.
+// [min, max, mean, std] of `count` finite values, as a summary payload. Read from a snapshot
+// of the list: converting an item that is not a float runs its __float__, which could change
+// the list under a borrowed item. A conversion's Python error is raised (the call's cause).
 CapturePayload finite_summary(nb::handle values, std::uint64_t count) {
   if (PyList_GET_SIZE(values.ptr()) != 4)
     throw BackendFailure{"backend.summary_statistics returned a list of " + std::to_string(PyList_GET_SIZE(values.ptr())) +
                          " values; the short form is [min, max, mean, std]"};
+  nb::object items = nb::steal(PyList_AsTuple(values.ptr()));
+  if (!items) throw nb::python_error();
+  if (PyTuple_GET_SIZE(items.ptr()) != 4)
+    throw BackendFailure{"backend.summary_statistics changed its list while it was read"};
   double statistics[4];
   for (Py_ssize_t i = 0; i < 4; ++i) {
-    PyObject* item = PyList_GET_ITEM(values.ptr(), i);
+    PyObject* item = PyTuple_GET_ITEM(items.ptr(), i);
     statistics[i] = PyFloat_CheckExact(item) ? PyFloat_AS_DOUBLE(item) : PyFloat_AsDouble(item);
-    if (statistics[i] == -1.0 && PyErr_Occurred()) {
-      PyErr_Clear();
-      throw BackendFailure{"backend.summary_statistics returned a list holding something that is not a number"};
-    }
+    if (statistics[i] == -1.0 && PyErr_Occurred()) throw nb::python_error();
     if (!std::isfinite(statistics[i]))
       throw BackendFailure{"backend.summary_statistics returned a list with a non-finite value; the short form is "
                            "only for regions whose values are all finite (return CapturePayload.summary otherwise)"};
@@ -192,25 +187,27 @@ CaptureUsage PythonCaptureBackend::estimate(TensorHandle tensor, const Transform
 
 CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const TransformRequest& request) {
   const bool summary = request.kind == TransformKind::summary;
-  std::optional<std::uint64_t> count = 1;  // a summary's region, in elements
-  if (summary) {
-    for (const std::uint64_t extent : request.selected_shape) count = checked::mul(count, extent);
-    if (!count) throw BackendFailure{"backend.transform: the summary's region has more elements than a uint64 holds"};
-    // An empty region's summary is known without the backend (and an empty reduction is an
-    // error in some frameworks): no values, every statistic NaN.
-    if (*count == 0) return empty_summary();
-  }
   if (summary && summarizes_ < 0) summarizes_ = nb::hasattr(backend_, summary_statistics_name()) ? 1 : 0;
   const bool short_form = summary && summarizes_ == 1;
-  return call_backend(&cause_, short_form ? "backend.summary_statistics" : "backend.transform", [&] {
+  const char* method = short_form ? "backend.summary_statistics" : "backend.transform";
+  return call_backend(&cause_, method, [&] {
     nb::object result = call_method(backend_, short_form ? summary_statistics_name() : transform_name(),
                                     static_cast<PyObject*>(tensor), request_object(request));
     // The short form: the four statistics of a region whose values are all finite, as a list;
-    // it spares the backend building a payload on the per-point path.
-    if (short_form && PyList_CheckExact(result.ptr())) return finite_summary(result, *count);
+    // it spares the backend building a payload on the per-point path. The session never asks
+    // for an empty region's summary, so the count is the region's, at least 1.
+    if (short_form && PyList_CheckExact(result.ptr())) {
+      std::optional<std::uint64_t> count = 1;
+      for (const std::uint64_t extent : request.selected_shape) count = checked::mul(count, extent);
+      if (!count) throw BackendFailure{std::string(method) + ": the region has more elements than a uint64 holds"};
+      return finite_summary(result, *count);
+    }
     CapturePayload* payload = nullptr;
     if (!nb::try_cast<CapturePayload*>(result, payload, false) || !payload)
-      throw BackendFailure{"backend.transform returned a value of the wrong type"};
+      throw BackendFailure{std::string(method) + " returned a value of the wrong type" +
+                           (short_form ? " (a list [min, max, mean, std] or a CapturePayload)" : "")};
+    if (short_form && payload->kind != PayloadKind::summary)
+      throw BackendFailure{std::string(method) + " returned a payload that is not a summary"};
     // A payload nothing else refers to is about to be freed: take its contents, copy nothing.
     if (Py_REFCNT(result.ptr()) == 1) return std::move(*payload);
     return *payload;

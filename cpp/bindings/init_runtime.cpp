@@ -456,7 +456,8 @@ void bind_stream(nb::module_& m) {
            "__cuda_array_interface__ on the stream's device (torch, CuPy; NumPy on a device whose memory is\n"
            "host memory, the mock, which maps it for the call). A view of one of the device's buffers is that\n"
            "buffer; other tensors are held until the work is done, or for the graph's life when recorded.\n"
-           "A read-only tensor is refused: a kernel may write through any pointer. A CUDA-array-interface\n"
+           "A read-only tensor is refused except at a 'const ptr' (a parameter the kernel only reads: see\n"
+           "Kernel.read_only); a kernel may write through any other pointer. A CUDA-array-interface\n"
            "tensor's device is checked with the driver (skipped where the driver cannot tell), and the work\n"
            "waits on the device for its stream, unless that is this stream or this stream is recording.")
       .def("sync", &Stream::sync, nb::call_guard<nb::gil_scoped_release>(),

@@ -7,7 +7,7 @@ read-only tensor may be passed there:
 - ``axpy_f32(n: u32, a: f32, x: const ptr, y: ptr)``: ``y = a*x + y``
 - ``scale_f32(n: u32, a: f32, x: const ptr, out: ptr)``: ``out = a*x``
 - ``add_f32(n: u32, x: const ptr, y: const ptr, out: ptr)``: ``out = x + y``
-- ``axpy_info_f32(info: const ptr, x: const ptr, y: ptr)``: like ``axpy_f32`` with ``n`` and ``a`` read from a
+- ``axpy_info_f32(info: ptr, x: const ptr, y: ptr)``: like ``axpy_f32`` with ``n`` and ``a`` read from a
   metadata buffer: launch it with ``args=[x, y]`` and ``info=[n, float_bits(a)]``.
 """
 

@@ -18,7 +18,8 @@
  *   FAKE_CUDA_DEVICE_GET=code what cuDeviceGet returns for an ordinal in range (default 0)
  *   FAKE_CUDA_POINTER_ORDINAL=n  the device cuPointerGetAttribute names for known memory (default 0)
  * fake_cuda_live_events() (exported, not a CUDA entry point) counts the events created and not
- * yet destroyed, so a test can load the library again with ctypes and check for leaks.
+ * yet destroyed, so a test can load the library again with ctypes and check for leaks;
+ * fake_cuda_timed_events() counts those created with timing (without CU_EVENT_DISABLE_TIMING).
  * cuPointerGetAttribute knows the live ranges of cuMemAlloc / cuMemAllocAsync and those a test
  * hands it with fake_cuda_register(pointer, bytes) (another library's allocation, say); any
  * other address is CUDA_ERROR_INVALID_VALUE, as a host pointer is to a real driver.

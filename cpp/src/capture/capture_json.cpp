@@ -342,6 +342,9 @@ static void write_outcome(JsonWriter& json, const CaptureOutcome& o) {
   json.end_object();
 }
 
+// A CAPTURED summary's record is written with the same strings and shape lengths under one
+// pricing, only its numbers differing: the session keeps one bound per pricing for it
+// (CaptureSession::record_fits_charge). A key written only sometimes would break that.
 void write_record(JsonWriter& json, const CaptureRecord& r) {
   json.begin_object();
   json.key("selection_id"); json.string(r.selection_id);

@@ -2,6 +2,9 @@
 // Interventions and routing live in capture_session_interventions.cpp.
 #include "lifecore/capture/session.hpp"
 
+#include <cassert>
+#include <limits>
+
 #include "capture/capture_geometry.hpp"
 #include "capture/capture_json.hpp"
 #include "capture/capture_session_guard.hpp"
@@ -241,12 +244,21 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     }
     // Within the step's reservation (envelopes + cost), so it cannot overflow; checked anyway.
     record.charged = add_or_throw(record.charged, cost, "capture charge");
-    record.payload = backend.transform(tensor, request);
+    const std::uint64_t available = element_count(request.selected_shape);
+    if (request.kind == TransformKind::summary && available == 0) {
+      // An empty region's summary is known without the backend (an empty reduction is an
+      // error in some frameworks): no values, every statistic NaN.
+      record.payload = CapturePayload{};
+      record.payload.kind = PayloadKind::summary;
+      record.payload.min = record.payload.max = record.payload.mean = record.payload.std =
+          std::numeric_limits<double>::quiet_NaN();
+    } else {
+      record.payload = backend.transform(tensor, request);
+    }
     // The ledger is the authority: what is kept may never exceed what was charged for it.
     if (record.payload.retained_bytes() > cost.retained_bytes)
       return fail(FailReason::native, ErrorKind::CaptureSession,
                   "backend underestimated retained capture bytes at " + point.path);
-    std::uint64_t available = element_count(request.selected_shape);
     if (request.kind == TransformKind::preview && record.payload.elements() < available) {
       record.outcome.kind = OutcomeKind::truncated;
       record.outcome.available = available;
@@ -272,6 +284,13 @@ bool CaptureSession::record_fits_charge(PricedRequest& priced, const CaptureReco
       write_record(bound, record);
       priced.summary_record_bound = bound.size();
     }
+    // Sound because such a record's strings and shape lengths are fixed under one pricing
+    // (write_record / write_outcome say so where they write them).
+    assert(priced.summary_record_bound >= [&] {
+      JsonWriter exact(UINT64_MAX, JsonMode::count);
+      write_record(exact, record);
+      return exact.size();
+    }());
     if (priced.summary_record_bound <= record.charged.encoded_bytes) return true;
   }
   return fits_within(record.charged.encoded_bytes, [&](JsonWriter& json) { write_record(json, record); });

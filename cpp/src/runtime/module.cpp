@@ -1,5 +1,7 @@
 #include "lifecore/runtime/module.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <cstring>
 
 #include "lifecore/driver/registry.hpp"
@@ -110,9 +112,14 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
   std::vector<std::string> names;
   std::vector<bool> read_only;  // "const ptr": a pointer the kernel only reads
   if (params) {
-    const auto trim = [](std::string& s) {
-      s.erase(0, s.find_first_not_of(' '));
-      s.erase(s.find_last_not_of(' ') + 1);
+    constexpr const char* blank = " \t\n\r\f\v";
+    const auto trim = [&](std::string& s) {
+      s.erase(0, s.find_first_not_of(blank));
+      s.erase(s.find_last_not_of(blank) + 1);
+    };
+    // A parameter's name: letters, digits and '_' ("const x: ptr" names no parameter "const x").
+    const auto identifier = [](const std::string& s) {
+      return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isalnum(c) || c == '_'; });
     };
     for (std::size_t i = 0; i < params->size(); ++i) {
       std::string text = (*params)[i];
@@ -123,13 +130,13 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
         trim(param_name);
       }
       trim(text);
-      const bool reads_only = text.starts_with("const ");
+      const bool reads_only = text.size() > 5 && text.starts_with("const") && std::isspace(static_cast<unsigned char>(text[5]));
       if (reads_only) {
-        text.erase(0, std::string_view("const ").size());
+        text.erase(0, 5);
         trim(text);
       }
       driver::ArgKind kind{};
-      if (param_name.empty() || !arg_kind_from_name(text, &kind) || (reads_only && kind != driver::ArgKind::pointer))
+      if (!identifier(param_name) || !arg_kind_from_name(text, &kind) || (reads_only && kind != driver::ArgKind::pointer))
         raise(ErrorKind::InvalidArgument, op + ": parameter " + std::to_string(i) + " '" + (*params)[i] +
                                               "' is not a kind ('ptr', 'const ptr' for one the kernel only reads, "
                                               "'i32', 'u32', 'i64', 'u64', 'f32', 'f64', optionally as 'name: kind')");

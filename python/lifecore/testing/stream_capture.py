@@ -219,7 +219,8 @@ class StreamCaptureMachine(LifecycleMachine):
         self.graphs: list[_Graph] = []
         self.destroyed: list[_Graph] = []
         self.driver_allocations = self.device.memory_stats()["driver_allocations"]
-        # Host arrays are device memory only where the device's memory is host memory.
+        # Buffers have NumPy views, and host arrays are device memory, only where the device's
+        # memory is host memory.
         self.host_memory = any(info.name == self.device.backend and info.dlpack_device_type == DLPACK_CPU
                                for info in lifecore.backends())
 
@@ -260,7 +261,7 @@ class StreamCaptureMachine(LifecycleMachine):
         # Taking a view waits for the stream, which reports a queued failure: only where the
         # model has none to report (and no window, which refuses views).
         stream = self.model.streams[self.sid0]
-        if real.__dlpack_device__()[0] == DLPACK_CPU and not stream.state.is_active() and not stream.queued:
+        if self.host_memory and not stream.state.is_active() and not stream.queued:
             view = np.from_dlpack(real.view("float32"))
         return _Buffer(real, mid, count, view)
 
@@ -374,6 +375,8 @@ class StreamCaptureMachine(LifecycleMachine):
 
     def teardown(self) -> None:
         """Closing every window and destroying every graph must leave nothing retained."""
+        for buf in self.buffers:
+            buf.drop_view()  # no view outlives the device's memory
         try:
             for stream, sid in self.streams:
                 stream.abort_capture()

@@ -16,13 +16,15 @@ struct BuiltinKernel {
   std::vector<ArgKind> params;
   std::vector<std::string_view> param_names;
   std::string_view summary;
-  std::uint32_t read_only = 0;  // bit i: parameter i is a pointer the kernel only reads
+  // Bit i: parameter i is a pointer the kernel only reads, which a caller may give a read-only
+  // tensor ("const ptr"). axpy_info_f32's info is read only too, but never the caller's.
+  std::uint32_t read_only = 0;
 };
 
 // axpy_f32(n: u32, a: f32, x: const f32*, y: f32*)           y[i] = a * x[i] + y[i]
 // scale_f32(n: u32, a: f32, x: const f32*, out: f32*)        out[i] = a * x[i]
 // add_f32(n: u32, x: const f32*, y: const f32*, out: f32*)   out[i] = x[i] + y[i]
-// axpy_info_f32(info: const u32*, x: const f32*, y: f32*)    like axpy_f32 with n = info[0], a = bits of info[1]
+// axpy_info_f32(info: u32*, x: const f32*, y: f32*)          like axpy_f32 with n = info[0], a = bits of info[1]
 //   (the metadata words come from the runtime's info cache: Stream.launch(..., info=[...]))
 const std::vector<BuiltinKernel>& builtin_kernels();
 const BuiltinKernel* find_builtin_kernel(std::string_view name);

@@ -6,7 +6,7 @@ every time. A backend offering ``summary_statistics(tensor, request)`` is asked 
 region's SUMMARY through it instead of ``transform``: it answers ``[min, max, mean,
 population std]`` when every value is finite (the session adds the count; anything else in
 the list fails the capture) or a summary payload. An empty region's summary is the session's
-own (count 0, NaN statistics), no backend asked. It also calls ``dtype``, ``native_bytes``
+own (count 0, NaN statistics): no backend computes it. It also calls ``dtype``, ``native_bytes``
 (only under a physical native byte limit: the peak native bytes the transform would
 materialize; a backend without it fails such captures), ``transform`` (only after the cost
 was reserved; a tensor payload is ``CapturePayload.from_array`` of a copy in the source

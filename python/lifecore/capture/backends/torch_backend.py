@@ -95,20 +95,15 @@ class TorchBackend:
         kind = request.kind
         if kind is not _SUMMARY:
             return self._transforms[kind](region, request)
-        # The hot case, inline: a summary of float values that are all finite.
-        if region.dtype is _FLOAT32 or region.dtype is _FLOAT64:
-            count = region.numel()
-            if count:
-                low, high, mean, std = torch.stack(
-                    [region.min(), region.max(), region.mean(), region.std(unbiased=False)]).tolist()
-                if isfinite(mean):
-                    return _summary_payload(count, 0, low, high, mean, std)
-        return summarize(region)
+        summary = _short_summary(region)
+        if type(summary) is list:
+            return _summary_payload(region.numel(), 0, *summary)
+        return summary  # type: ignore[return-value]
 
     def summary_statistics(self, tensor: torch.Tensor, request: TransformRequest) -> list[float] | CapturePayload:
         """A SUMMARY request's result as the session asks for it on the per-point path: the
-        short form ``[min, max, mean, population std]`` when every value of the region is
-        finite (the session adds the count), else the summary payload ``transform`` gives.
+        short form ``[min, max, mean, population std]`` when the region's values and these four
+        are all finite (the session adds the count), else the summary payload ``transform`` gives.
         Raises ValueError for another transform kind, LifecoreTypeError for a wrong argument
         type."""
         if type(tensor) is not torch.Tensor or type(request) is not TransformRequest:
@@ -117,16 +112,7 @@ class TorchBackend:
             raise ValueError(f"summary_statistics answers a SUMMARY request, not {request.kind}")
         if tensor.requires_grad:
             tensor = tensor.detach()  # no autograd history for what is only observed
-        region = tensor if request.whole else tensor[request.index]
-        if region.dtype is _FLOAT32 or region.dtype is _FLOAT64:
-            try:
-                statistics: list[float] = torch.stack(
-                    [region.min(), region.max(), region.mean(), region.std(unbiased=False)]).tolist()
-            except RuntimeError:  # an empty region has no min: summarize says so
-                return summarize(region)
-            if isfinite(statistics[2]):  # a finite mean means every value is finite
-                return statistics
-        return summarize(region)
+        return _short_summary(tensor if request.whole else tensor[request.index])
 
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
         """A new tensor on the same device and dtype: a clone of ``tensor`` with the request's
@@ -203,6 +189,26 @@ def _top_candidates(region: torch.Tensor, request: Any) -> CapturePayload:
 
 
 def _summary(region: torch.Tensor, request: Any) -> CapturePayload:
+    return summarize(region)
+
+
+def _short_summary(region: torch.Tensor) -> list[float] | CapturePayload:
+    """The hot case: ``[min, max, mean, std]`` of a float32 / float64 region when the values
+    and the four statistics are all finite (one pass, one transfer); otherwise the summary
+    payload (a std that overflowed, non-finite values, another dtype, an empty region)."""
+    if region.dtype is _FLOAT32 or region.dtype is _FLOAT64:
+        try:
+            statistics: list[float] = torch.stack(
+                [region.min(), region.max(), region.mean(), region.std(unbiased=False)]).tolist()
+        except RuntimeError:
+            if region.numel():
+                raise
+            return summarize(region)  # an empty region has no min
+        low, high, mean, std = statistics
+        if isfinite(mean):  # a finite mean means every value is finite (so are min and max)
+            if isfinite(std):
+                return statistics
+            return _summary_payload(region.numel(), 0, low, high, mean, std)  # the std overflowed
     return summarize(region)
 
 
