@@ -86,6 +86,35 @@ def handle_refusal_cases(driver, *, stream, gone_stream, event, gone_event, func
 """
 
 
+def timed_events_scenario(backend: str, library_variable: str, counter: str) -> str:
+    """A scenario body: host writes and reads, a DLPack export to another stream and a release
+    (events that only order work), then a profile (the only events with timing), counted by the
+    fake library's ``counter`` (events created with timing)."""
+    return f"""
+    import ctypes, os
+    import numpy as np
+    fake = ctypes.CDLL(os.environ["{library_variable}"])
+    timed = getattr(fake, "{counter}")
+    timed.restype = ctypes.c_long
+    device = lifecore.Device("{backend}")
+    s = device.stream()
+    s.sync()
+    before = timed()
+    buf = s.alloc(64)
+    s.write(buf, np.arange(16, dtype=np.float32).tobytes())
+    capsule = buf.__dlpack__(stream=4096)  # the consumer's stream waits on an event
+    result["read"] = np.frombuffer(s.read(buf), np.float32).tolist()
+    del capsule
+    buf.free()
+    s.sync()
+    result["ordering"] = timed() - before
+    with s.profile() as p:
+        pass
+    result["profile"] = [timed() - before, p.elapsed_ms]
+    device.close()
+    """
+
+
 def build_fake_library(tmp_path_factory: pytest.TempPathFactory, source: str, what: str) -> Path:
     """Compiles tests/fake_driver/<source> into a shared library, or skips saying why not."""
     compiler = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)

@@ -62,29 +62,9 @@ def test_every_profile_destroys_both_of_its_events(fake_libcuda) -> None:
 def test_only_a_profile_creates_events_with_timing(fake_libcuda) -> None:
     # Events that only order work (a host wait for an upload, a view's consumer stream, the
     # release queue) are created without timing: the driver records them more cheaply.
-    body = """
-    import ctypes, os
-    import numpy as np
-    fake = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
-    fake.fake_cuda_timed_events.restype = ctypes.c_long
-    device = lifecore.Device("cuda")
-    s, t = device.stream(), device.stream()
-    s.sync()
-    before = fake.fake_cuda_timed_events()
-    buf = s.alloc(64)
-    s.write(buf, np.arange(16, dtype=np.float32).tobytes())
-    capsule = buf.__dlpack__(stream=4096)  # the consumer's stream waits on an event
-    result["read"] = np.frombuffer(s.read(buf), np.float32).tolist()
-    del capsule
-    buf.free()
-    s.sync()
-    result["ordering"] = fake.fake_cuda_timed_events() - before
-    with s.profile() as p:
-        pass
-    result["profile"] = [fake.fake_cuda_timed_events() - before, p.elapsed_ms]
-    device.close()
-    """
-    result = run_fake(fake_libcuda, body)
+    from driver_scenarios import timed_events_scenario
+
+    result = run_fake(fake_libcuda, timed_events_scenario("cuda", "LIFECORE_LIBCUDA", "fake_cuda_timed_events"))
     assert result["read"] == list(range(16))
     assert result["ordering"] == 0
     assert result["profile"] == [2, 0.5]  # a start and an end event, timed

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from driver_scenarios import build_fake_library, run_scenario
+from driver_scenarios import build_fake_library, run_scenario, timed_events_scenario
 
 
 @pytest.fixture(scope="module")
@@ -294,26 +294,7 @@ def test_the_device_of_a_pointer_and_a_record_on_a_native_stream(fake_hip) -> No
 
 def test_only_a_profile_creates_events_with_timing_on_hip(fake_hip) -> None:
     # As on CUDA: events that only order work are created with hipEventDisableTiming.
-    body = """
-    import ctypes, os
-    import numpy as np
-    fake = ctypes.CDLL(os.environ["LIFECORE_LIBHIP"])
-    fake.fake_hip_timed_events.restype = ctypes.c_long
-    with lifecore.Device("hip") as dev:
-        s = dev.stream()
-        s.sync()
-        before = fake.fake_hip_timed_events()
-        buf = s.alloc(64)
-        s.write(buf, np.arange(16, dtype=np.float32).tobytes())
-        result["read"] = np.frombuffer(s.read(buf), np.float32).tolist()
-        buf.free()
-        s.sync()
-        result["ordering"] = fake.fake_hip_timed_events() - before
-        with s.profile() as p:
-            pass
-        result["profile"] = [fake.fake_hip_timed_events() - before, p.elapsed_ms]
-    """
-    result = run_fake(fake_hip, body)
+    result = run_fake(fake_hip, timed_events_scenario("hip", "LIFECORE_LIBHIP", "fake_hip_timed_events"))
     assert result["read"] == list(range(16))
     assert result["ordering"] == 0
     assert result["profile"] == [2, 0.5]
