@@ -364,3 +364,45 @@ def test_a_summary_records_json_stays_within_its_charge_whatever_its_numbers_pri
         assert record.outcome == CaptureOutcome.CAPTURED and record.payload.count == shape[0] * shape[1]
         assert len(record.to_json()) <= record.charged.encoded_bytes
         assert json.loads(record.to_json())["payload"]["min"] == answer[0]
+
+
+class Recording(NumpyBackend):
+    """NumpyBackend keeping the requests its summary short form was asked."""
+
+    def __init__(self):
+        self.requests = []
+
+    def summary_statistics(self, tensor, request):
+        self.requests.append(request)
+        return super().summary_statistics(tensor, request)
+
+
+def test_the_numpy_backend_answers_a_summary_in_the_short_form_only_when_all_is_finite():
+    backend = Recording()
+    value = sample(np.float32)
+    record = capture(CaptureTransform.summary(), value, backend=backend)
+    assert len(backend.requests) == 1 and record.payload.summary.count == value.size
+    request = backend.requests[0]
+    values = value.astype(np.float64)
+    assert NumpyBackend().summary_statistics(value, request) == [
+        float(values.min()), float(values.max()), float(values.mean()), float(values.std())]
+    # A non-finite value: the payload, with the statistics of the finite ones.
+    with_nan = value.copy()
+    with_nan[0, 0, 0] = np.nan
+    payload = NumpyBackend().summary_statistics(with_nan, request)
+    assert (payload.summary.count, payload.summary.nonfinite) == (value.size, 1)
+    assert payload.summary.max == float(values.max())
+    # Through a session, a region holding a NaN is recorded as transform records it.
+    assert capture(CaptureTransform.summary(), with_nan).payload.summary.nonfinite == 1
+    with pytest.raises(LifecoreTypeError, match="NumpyBackend.summary_statistics"):
+        NumpyBackend().summary_statistics([1.0], request)
+    previews = []
+
+    class KeepPreview(NumpyBackend):
+        def transform(self, tensor, request):
+            previews.append(request)
+            return super().transform(tensor, request)
+
+    capture(CaptureTransform.preview(4), value, backend=KeepPreview())
+    with pytest.raises(ValueError, match="SUMMARY request"):
+        NumpyBackend().summary_statistics(value, previews[0])

@@ -3,7 +3,7 @@ activation interventions zero / scale / mask / replace / add / mask logits."""
 
 from __future__ import annotations
 
-from math import prod
+from math import isfinite, prod
 from typing import Any
 
 import numpy as np
@@ -109,6 +109,23 @@ class NumpyBackend:
             ids = np.argsort(-last, kind="stable")[: request.count]
             return CapturePayload.candidates(ids.tolist(), last[ids].tolist())
         raise ValueError(f"unsupported transform {kind}")
+
+    def summary_statistics(self, tensor: np.ndarray, request: TransformRequest) -> list[float] | CapturePayload:
+        """A SUMMARY request's result as the session asks for it on the per-point path: the
+        short form ``[min, max, mean, population std]`` (float64) when the region's values and
+        these four are all finite (the session adds the count), else the summary payload
+        ``transform`` gives. Raises ValueError for another transform kind, LifecoreTypeError
+        for a wrong argument type."""
+        require_transform(tensor, np.ndarray, request, "NumpyBackend.summary_statistics")
+        if request.kind != TransformKind.SUMMARY:
+            raise ValueError(f"summary_statistics answers a SUMMARY request, not {request.kind}")
+        region = tensor if request.whole else tensor[request.index]
+        flat = np.asarray(region, dtype=np.float64).ravel()
+        if flat.size:
+            statistics = [float(flat.min()), float(flat.max()), float(flat.mean()), float(flat.std())]
+            if all(isfinite(value) for value in statistics):  # then every value is finite too
+                return statistics
+        return summarize(region)
 
     def intervene(self, tensor: np.ndarray, request: Any) -> np.ndarray:
         """A new array: a copy of ``tensor`` with the request's action applied to its region
