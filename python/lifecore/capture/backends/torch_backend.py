@@ -41,9 +41,9 @@ class TorchBackend:
 
     def describe(self, tensor: torch.Tensor) -> tuple[tuple[int, ...], int, bool]:
         """(shape, itemsize, on_host): the facts the session prices a capture from."""
-        if type(tensor) is not torch.Tensor:
+        if type(tensor) is not _TENSOR:
             require(tensor, torch.Tensor, "TorchBackend.describe", "tensor")
-        return tensor.shape, tensor.element_size(), tensor.is_cpu
+        return tensor.shape, tensor.itemsize, tensor.is_cpu  # properties: no method call per point
 
     def shape(self, tensor: torch.Tensor) -> tuple[int, ...]:
         """The tensor's shape as a tuple. Raises LifecoreTypeError for anything but a ``torch.Tensor``."""
@@ -148,6 +148,7 @@ class TorchBackend:
 
 
 _SUMMARY = TransformKind.SUMMARY
+_TENSOR = torch.Tensor
 _FLOAT32, _FLOAT64 = torch.float32, torch.float64
 _summary_payload = CapturePayload.summary  # the constructor, looked up once
 
