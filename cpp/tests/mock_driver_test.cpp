@@ -288,6 +288,28 @@ void test_stream_order_and_synchronous_copies() {
   CHECK(d.live_allocations() == 0);
 }
 
+// A device with a producer and a consumer stream and an event (with timing), for the tests of
+// ordering one stream after another's work.
+struct ProducerConsumer {
+  MockDriver d{0};
+  StreamHandle producer{}, consumer{};
+  EventHandle e{};
+  DevicePtr p = 0;  // what slow_fill writes
+
+  ProducerConsumer() {
+    CHECK_OK(d.stream_create(&producer));
+    CHECK_OK(d.stream_create(&consumer));
+    CHECK_OK(d.event_create(&e, EventTiming::enabled));
+  }
+  // Slow work on the producer: 64 fills of a 1 MiB buffer, the last one writing `last`, so a
+  // consumer reading `last` ran after all of it.
+  void slow_fill(std::uint32_t value, std::uint32_t last) {
+    constexpr std::size_t words = std::size_t{1} << 18;
+    if (p == 0) CHECK_OK(d.mem_alloc(words * 4, &p));
+    for (int i = 0; i < 64; ++i) CHECK_OK(d.memset_d32_async(p, i == 63 ? last : value, words, producer));
+  }
+};
+
 void test_events() {
   MockDriver d(0);
   StreamHandle s{};
@@ -317,12 +339,9 @@ void test_events() {
 
 // An event created without timing orders work as any event does; only elapsed time is refused.
 void test_an_ordering_event_orders_work_but_measures_no_time() {
-  MockDriver d(0);
-  StreamHandle s{}, t{};
-  CHECK_OK(d.stream_create(&s));
-  CHECK_OK(d.stream_create(&t));
-  EventHandle timed{}, ordering{};
-  CHECK_OK(d.event_create(&timed, EventTiming::enabled));
+  ProducerConsumer fixture;
+  auto& [d, s, t, timed, p] = fixture;
+  EventHandle ordering{};
   CHECK_OK(d.event_create(&ordering, EventTiming::disabled));
   d.pause_streams();
   CHECK_OK(d.event_record(timed, s));
@@ -404,17 +423,10 @@ void test_many_threads() {
 // A stream waits, on the device, for an event another stream records; an unknown stream or
 // event is refused.
 void test_stream_wait_event() {
-  MockDriver d(0);
-  StreamHandle producer{}, consumer{};
-  CHECK_OK(d.stream_create(&producer));
-  CHECK_OK(d.stream_create(&consumer));
-  EventHandle e{};
-  CHECK_OK(d.event_create(&e, EventTiming::enabled));
+  ProducerConsumer fixture;
+  auto& [d, producer, consumer, e, p] = fixture;
   CHECK_OK(d.stream_wait_event(d.stream_native_handle(consumer), e));  // never recorded: no wait
-  constexpr std::size_t words = std::size_t{1} << 18;
-  DevicePtr p = 0;
-  CHECK_OK(d.mem_alloc(words * 4, &p));
-  for (int i = 0; i < 64; ++i) CHECK_OK(d.memset_d32_async(p, 7, words, producer));  // slow work
+  fixture.slow_fill(7, 7);
   CHECK_OK(d.event_record(e, producer));
   CHECK_OK(d.stream_wait_event(d.stream_native_handle(consumer), e));
   std::uint32_t first = 0;
@@ -496,17 +508,9 @@ void test_map_host() {
 // library's stream would be) orders a consumer that waits for it; unknown streams and events
 // are refused.
 void test_event_record_native() {
-  MockDriver d(0);
-  StreamHandle producer{}, consumer{};
-  CHECK_OK(d.stream_create(&producer));
-  CHECK_OK(d.stream_create(&consumer));
-  EventHandle e{};
-  CHECK_OK(d.event_create(&e, EventTiming::enabled));
-  constexpr std::size_t words = std::size_t{1} << 18;
-  DevicePtr p = 0;
-  CHECK_OK(d.mem_alloc(words * 4, &p));
-  // Slow work, its last piece writing 10: the consumer sees 10 only after all of it.
-  for (int i = 0; i < 64; ++i) CHECK_OK(d.memset_d32_async(p, i == 63 ? 10u : 9u, words, producer));
+  ProducerConsumer fixture;
+  auto& [d, producer, consumer, e, p] = fixture;
+  fixture.slow_fill(9, 10);  // the consumer sees 10 only after all of it
   CHECK_OK(d.event_record_native(e, d.stream_native_handle(producer)));
   CHECK_OK(d.stream_wait_event(d.stream_native_handle(consumer), e));
   CHECK_OK(d.event_destroy(e));  // a pending wait outlives the event

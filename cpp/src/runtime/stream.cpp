@@ -23,6 +23,18 @@ std::string thread_text(std::thread::id id) {
   return out.str();
 }
 
+// Makes the native stream `consumer` wait, on the device, for an ordering event that
+// `record(event)` records on the producer; the event goes at once (an enqueued wait outlives it).
+template <class Record>
+driver::Status wait_on_device(driver::Driver& driver, std::uintptr_t consumer, Record&& record) {
+  driver::EventHandle event{};
+  if (auto status = driver.event_create(&event, driver::EventTiming::disabled); !status.ok()) return status;
+  driver::Status status = record(event);
+  if (status.ok()) status = driver.stream_wait_event(consumer, event);
+  (void)driver.event_destroy(event);
+  return status;
+}
+
 // The producer stream a memory argument names, if any (runtime/foreign_memory.hpp).
 void note_producer(const MemoryRef& ref, std::vector<std::uintptr_t>* producers) {
   if (ref.foreign != nullptr && ref.foreign->producer_stream) producers->push_back(*ref.foreign->producer_stream);
@@ -167,12 +179,9 @@ void Stream::wait_for_producers(std::vector<std::uintptr_t>& producers) {
   const std::uintptr_t own = driver_.stream_native_handle(handle_);
   for (std::uintptr_t producer : producers) {
     if (producer == own) continue;  // stream order already puts its work first
-    driver::EventHandle event{};
-    check_status(driver_.event_create(&event, driver::EventTiming::disabled));
-    driver::Status status = driver_.event_record_native(event, producer);
-    if (status.ok()) status = driver_.stream_wait_event(own, event);
-    (void)driver_.event_destroy(event);  // a wait already enqueued outlives the event
-    check_status(status);
+    check_status(wait_on_device(driver_, own, [&](driver::EventHandle event) {
+      return driver_.event_record_native(event, producer);
+    }));
   }
 }
 
@@ -836,12 +845,8 @@ void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream) {
     errors_.surface("view");
     return;
   }
-  driver::EventHandle event{};
-  check_status(driver_.event_create(&event, driver::EventTiming::disabled));
-  driver::Status status = driver_.event_record(event, handle_);
-  if (status.ok()) status = driver_.stream_wait_event(*consumer_stream, event);
-  (void)driver_.event_destroy(event);  // a wait already enqueued outlives the event
-  check_status(status);
+  check_status(wait_on_device(driver_, *consumer_stream,
+                              [&](driver::EventHandle event) { return driver_.event_record(event, handle_); }));
 }
 
 }  // namespace lifecore::runtime
