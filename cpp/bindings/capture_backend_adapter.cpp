@@ -105,14 +105,7 @@ CapturePayload finite_summary(nb::handle values, std::uint64_t count) {
       throw BackendFailure{"backend.summary_statistics returned a list with a non-finite value; the short form is "
                            "only for regions whose values are all finite (return CapturePayload.summary otherwise)"};
   }
-  CapturePayload p;
-  p.kind = PayloadKind::summary;
-  p.count = count;
-  p.min = statistics[0];
-  p.max = statistics[1];
-  p.mean = statistics[2];
-  p.std = statistics[3];
-  return p;
+  return CapturePayload::summary_of(count, 0, statistics[0], statistics[1], statistics[2], statistics[3]);
 }
 
 }  // namespace

@@ -248,10 +248,8 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     if (request.kind == TransformKind::summary && available == 0) {
       // An empty region's summary is known without the backend (an empty reduction is an
       // error in some frameworks): no values, every statistic NaN.
-      record.payload = CapturePayload{};
-      record.payload.kind = PayloadKind::summary;
-      record.payload.min = record.payload.max = record.payload.mean = record.payload.std =
-          std::numeric_limits<double>::quiet_NaN();
+      constexpr double nan = std::numeric_limits<double>::quiet_NaN();
+      record.payload = CapturePayload::summary_of(0, 0, nan, nan, nan, nan);
     } else {
       record.payload = backend.transform(tensor, request);
     }

@@ -240,6 +240,21 @@ struct CapturePayload {
   std::uint64_t nonfinite = 0;
   double min = 0, max = 0, mean = 0, std = 0;
 
+  // A summary: `count` elements, `nonfinite` of them NaN or infinite, and the statistics of the
+  // finite ones.
+  static CapturePayload summary_of(std::uint64_t count, std::uint64_t nonfinite, double min, double max, double mean,
+                                   double std) {
+    CapturePayload p;
+    p.kind = PayloadKind::summary;
+    p.count = count;
+    p.nonfinite = nonfinite;
+    p.min = min;
+    p.max = max;
+    p.mean = mean;
+    p.std = std;
+    return p;
+  }
+
   // Elements a tensor payload holds.
   std::uint64_t elements() const noexcept { return array.present() ? array.size : values.size(); }
   // Bytes the payload's values occupy where they are kept: a tensor payload's real bytes,
