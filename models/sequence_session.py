@@ -21,6 +21,7 @@ OPEN, CANCEL_REQUESTED, POISONED = "OPEN", "CANCEL_REQUESTED", "POISONED"
 COMPLETED, ABORTED, FAIL_CLOSED = "COMPLETED", "ABORTED", "FAIL_CLOSED"
 ACTIVE_PHASES = (OPEN, CANCEL_REQUESTED, POISONED)
 SLOTS = ("slots", None)
+BLOCK_IDS = 2**31  # a domain's pages are int32 block ids: a fit needing more is never served
 #: The device memory behind the pages: a failed physical allocation defers on it, and every
 #: physical page release advances it.
 PHYSICAL = ("physical", None)
@@ -208,8 +209,8 @@ class ModelCoordinator:
             raise ModelError("InvalidArgument", f"request id {request_id!r} is already live")
         prompt_pages, fit_pages = self.pages_for(prompt_tokens), self.pages_for(fit_tokens)
         pb, fb = prompt_pages * self.page_bytes, fit_pages * self.page_bytes
-        if any(fb > self.maximum[n] for n in names):
-            return ModelRejected(request_id, "fit demand exceeds a domain maximum")
+        if fit_pages > BLOCK_IDS or any(fb > self.maximum[n] for n in names):
+            return ModelRejected(request_id, "fit demand exceeds a domain maximum or its block ids")
         blockers, sources, growth = [], [], False
         if self.active >= self.max_active:
             blockers.append(("ACTIVE_SEQUENCE_CEILING", SLOTS))

@@ -139,6 +139,24 @@ def test_a_grown_domain_adds_one_chunk_and_ids_continue():
 
 # ---- block ids ----
 
+def test_a_domain_hands_out_at_most_the_int32_ids_and_refuses_a_fit_beyond_them():
+    """Block ids are int32: a domain of more pages counts only the blocks that have an id, and a
+    request whose fit needs more is rejected for good (a deferral would be retried for ever)."""
+    from lifecore.errors import LifecoreOverflowError
+    from lifecore.sequence import AdmissionRejected
+    ids = 2**31
+    c = AdmissionCoordinator(None, domains={"kv": 2**32}, page_bytes=1, tokens_per_page=1, max_active_sequences=1)
+    assert c.num_blocks() == ids and c.page_memory_stats()["free_blocks"] == {"kv": ids}
+    rejected = c.admit("a", ids + 1, ids + 1)
+    assert isinstance(rejected, AdmissionRejected) and "int32" in rejected.reason
+    assert c.capacity().active_sequences == 0 and c.holders() == []
+    # Two domains whose arena bytes sum past 64 bits say so rather than wrap.
+    huge = AdmissionCoordinator(None, domains={"a": 2**63, "b": 2**63}, page_bytes=2**62, tokens_per_page=1,
+                                max_active_sequences=1)
+    with pytest.raises(LifecoreOverflowError, match="arena bytes"):
+        huge.page_memory_stats()
+
+
 def test_block_ids_are_a_read_only_zero_copy_view():
     c = make()
     res, s = open_one(c, prompt=2 * TPP)

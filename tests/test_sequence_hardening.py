@@ -239,9 +239,12 @@ def test_a_byte_count_that_would_wrap_is_refused_not_wrapped():
     with pytest.raises(LifecoreOverflowError, match="page_bytes"):
         c.admit("wrap", 1, 2**40)
     assert state(c) == before
-    # Just below the wrap: a fit of 2**32 - 1 pages is 2**64 - 2**32 bytes, within the domain.
-    adm = c.admit("edge", 1, 2**32 - 1)
-    assert isinstance(adm, Admitted) and adm.resources.fit_pages == 2**32 - 1
+    # Just below the wrap: a fit of 2**32 - 1 pages is 2**64 - 2**32 bytes, within the domain,
+    # but more pages than the domain has int32 block ids: rejected for that, not wrapped.
+    rejected = c.admit("edge", 1, 2**32 - 1)
+    assert isinstance(rejected, AdmissionRejected) and "int32" in rejected.reason
+    adm = c.admit("edge", 1, 2**31)
+    assert isinstance(adm, Admitted) and adm.resources.fit_pages == 2**31
     adm.resources.close()
     assert c.capacity().used_bytes == {"kv": 0}
 

@@ -913,7 +913,8 @@ void bind_admission(nb::module_& m) {
           blocks[nb::str(c.domain_name(d).c_str())] = state.blocks;
           free_blocks[nb::str(c.domain_name(d).c_str())] = state.free_blocks;
           chunks += state.chunks.size();
-          for (const auto& chunk : state.chunks) arena_bytes += chunk.memory.bytes;
+          for (const auto& chunk : state.chunks)
+            arena_bytes = checked::add_or_throw(arena_bytes, chunk.memory.bytes, "page_memory_stats: arena bytes");
         }
         out["arena_chunks"] = chunks;
         out["arena_bytes"] = arena_bytes;

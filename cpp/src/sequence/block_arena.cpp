@@ -20,7 +20,7 @@ bool BlockArena::take(std::uint64_t count, std::int32_t* out) {
   if (count > free_blocks()) return false;
   const std::uint64_t reused = std::min<std::uint64_t>(count, free_.size());
   const std::uint64_t fresh = count - reused;
-  if (fresh > std::min(blocks_, max_ids) - watermark_) return false;  // beyond the int32 ids
+  if (fresh > blocks() - watermark_) return false;  // beyond the int32 ids
   // Room for every id ever handed out, so give_back never allocates; grown by doubling, so a
   // take of fresh ids does not reallocate each time.
   if (fresh > 0 && watermark_ + fresh > free_.capacity())

@@ -307,13 +307,22 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       }
     } reservation{live_, backing.get(), request_hash};
 
-    const auto beyond_maximum = [&](std::uint32_t d) { return fit_bytes > config_.domains[d].maximum_bytes; };
+    // Beyond a domain's maximum, or beyond the int32 block ids it can hand out: never served.
+    const bool beyond_ids = fit_pages > BlockArena::max_ids;
+    const auto beyond_maximum = [&](std::uint32_t d) {
+      return beyond_ids || fit_bytes > config_.domains[d].maximum_bytes;
+    };
     if (std::any_of(domains.begin(), domains.end(), beyond_maximum)) {
       AdmissionRejected rejected{id_, request.request_id, {}, {}};
       for (std::uint32_t d : domains)
         if (beyond_maximum(d)) {
           rejected.blockers.push_back({BlockerKind::permanent_domain_maximum, domain_source(d)});
-          if (rejected.reason.empty())
+          if (!rejected.reason.empty()) continue;
+          if (beyond_ids)
+            rejected.reason = "fit demand of " + std::to_string(fit_pages) + " pages exceeds the " +
+                              std::to_string(BlockArena::max_ids) + " block ids (int32) of domain '" +
+                              config_.domains[d].name + "'";
+          else
             rejected.reason = "fit demand of " + std::to_string(fit_bytes) + " bytes exceeds the maximum of domain '" +
                               config_.domains[d].name + "' (" + std::to_string(config_.domains[d].maximum_bytes) + " bytes)";
         }

@@ -24,10 +24,11 @@ class BlockArena {
   // Ids are int32: a domain hands out at most this many at once, however large it is.
   static constexpr std::uint64_t max_ids = std::uint64_t{std::numeric_limits<std::int32_t>::max()} + 1;
 
-  // Blocks that exist (the sum of the chunks' blocks, or floor(capacity / page_bytes)).
-  std::uint64_t blocks() const noexcept { return blocks_; }
+  // Blocks that have an id: of the blocks that exist (the sum of the chunks' blocks, or
+  // floor(capacity / page_bytes)), at most max_ids. A page past them can never be handed out.
+  std::uint64_t blocks() const noexcept { return blocks_ < max_ids ? blocks_ : max_ids; }
   std::uint64_t live() const noexcept { return live_; }
-  std::uint64_t free_blocks() const noexcept { return blocks_ - live_; }
+  std::uint64_t free_blocks() const noexcept { return blocks() - live_; }
   const std::vector<ArenaChunk>& chunks() const noexcept { return chunks_; }
 
   // New blocks at the end; `chunk` null on memory without chunks (a chunk of zero blocks).
