@@ -296,3 +296,96 @@ def test_the_table_holds_no_capacity():
     # The row still shows the old ids until it is updated: an update without it pads it.
     table.update([])
     assert (table.table == 0).all() and table.last_written == 2
+
+
+@pytest.mark.parametrize("fail", ["update", "step"])
+def test_a_failed_call_keeps_no_capacity(fail):
+    """The rows a failed call had read reference their sequences only for the call: once every
+    session closed, nothing holds their pages or slots (and their request ids may come back)."""
+    c = make(slots=4)
+    a, b = open_one(c, "a"), open_one(c, "b")
+    table = c.decode_table(2, 4)
+    table.update([a, b])
+    a.step(TPP + 1)  # row 0 must be rewritten: its source is pending when row 1 fails
+    if fail == "update":
+        b.close()
+        with pytest.raises(ClosedError, match="row 1"):
+            table.update([a, b])
+    else:
+        with pytest.raises(InvalidArgumentError, match="row 1"):
+            table.step([a, b], [TPP + 1, -1])
+    a.close()
+    b.close()
+    del a, b
+    gc.collect()
+    assert c.holders() == [] and c.capacity().active_sequences == 0
+    assert isinstance(c.admit("a", TPP, TPP), Admitted)
+
+
+def test_step_checks_a_row_before_it_steps():
+    """A row that could not be written once stepped (too wide, another coordinator's, not in
+    the domain) stops the batch before it steps: a caller that retries steps no row twice."""
+    c = AdmissionCoordinator(domains={"k": 64 * PAGE, "v": 64 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                             max_active_sequences=8)
+    other = make()
+    a, b = open_one(c, "a"), open_one(c, "b")
+    only_v, foreign = open_one(c, "v", domains=["v"]), open_one(other, "f")
+    table = c.decode_table(2, 1, domain="k")
+    cases = [
+        ([a, b], [TPP, TPP + 1], InvalidArgumentError, "row 1: 2 blocks do not fit in width 1"),
+        ([a, foreign], [TPP, TPP], StaleAuthorityError, "row 1.*another coordinator"),
+        ([a, only_v], [TPP, TPP], InvalidArgumentError, "row 1.*domain 'k'"),
+    ]
+    for sessions, tokens, error, match in cases:
+        before = [s.retired_frames for s in sessions]
+        pages = b.backing.pages
+        with pytest.raises(error, match=match + r".*the rows before it stepped, nothing was written"):
+            table.step(sessions, tokens)
+        assert [s.retired_frames for s in sessions] == [before[0] + 1, before[1]]
+        assert b.backing.pages == pages and (table.table == 0).all()
+    for s in (a, b, only_v, foreign):
+        s.close()
+
+
+def test_a_buffer_table_is_right_again_after_a_failed_copy():
+    """A host-to-device copy that failed on the device is not known to have landed: the next
+    call copies the whole table again, whether or not an id changed."""
+    c = make()
+    a, b = open_one(c, "a"), open_one(c, "b", 2 * TPP)
+    with lifecore.Device(EMULATED) as dev:
+        stream = dev.stream()
+        buffer = stream.alloc(2 * 4 * 4)
+        table = c.decode_table(2, 4, buffer, pad=-1)
+        stream.sync()
+        dev.inject_fault("memcpy_htod_async", 1, times=1)
+        table.update([b, a])
+        with pytest.raises(lifecore.DriverError, match="injected"):
+            stream.sync()
+        table.update([b, a])
+        assert table.last_written == 0  # nothing changed in the table itself
+        got = np.frombuffer(stream.read(buffer), dtype=np.int32).reshape(2, 4)
+        assert np.array_equal(got, c.block_table([b, a], 4, pad=-1))
+    a.close()
+    b.close()
+
+
+def test_a_torch_table_whose_memory_moved_is_refused():
+    """A DLPack table can be given new memory behind its export (resize_, set_): the table
+    refuses to write into memory it no longer knows, and writes nothing."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    c = make()
+    a = open_one(c, "a")
+    tensor = torch.full((2, 4), 5, dtype=torch.int32)
+    table = c.decode_table(2, 4, tensor)
+    table.update([a])
+    assert tensor.tolist() == [[0, 0, 0, 0], [0, 0, 0, 0]]
+    tensor.set_(torch.full((2, 4), 5, dtype=torch.int32))  # same shape, new memory
+    for call in (lambda: table.update([a]), lambda: table.step([a], [TPP]), lambda: table.assign(0, a),
+                 lambda: table.clear()):
+        with pytest.raises(InvalidArgumentError, match="memory moved"):
+            call()
+    assert (tensor == 5).all()
+    tensor.resize_(4096, 4096)
+    with pytest.raises(InvalidArgumentError, match="shape"):
+        table.update([a])
+    a.close()

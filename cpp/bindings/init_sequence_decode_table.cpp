@@ -1,7 +1,7 @@
 // lifecore.sequence bindings for the decode table (sequence/decode_table.hpp): a persistent
 // [rows, width] int32 block table held open over a NumPy array of its own, a given host
 // array (buffer protocol or host DLPack), or a lifecore Buffer (through a host mirror, one
-// host-to-device copy per update that changed something). Translation only.
+// host-to-device copy per call). Translation only.
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -40,11 +40,25 @@ struct DecodeTableHandle {
   std::unique_ptr<DecodeTable> core;
   std::string domain;
 
-  // A Buffer receives the whole mirror when anything changed (one copy on its stream).
+  // A Buffer receives the whole mirror after every call, changed or not: a copy that failed on
+  // the device (reported later, by the stream) is never known to have landed, so the next
+  // call's copy is what makes the device table right again.
   void sync() {
-    if (!buffer || core->last_written() == 0) return;
+    if (!buffer) return;
     const std::size_t bytes = core->rows() * core->width() * sizeof(std::int32_t);
     if (bytes != 0) buffer->stream()->write(*buffer, mirror.get(), bytes);
+  }
+
+  // A DLPack table (a torch CPU tensor) can be resized, and its memory freed, behind its
+  // export: before each call, a fresh export must show the memory the table writes.
+  void require_unmoved(const char* call) const {
+    if (!target || !target->capsule) return;
+    Target now;
+    open_dlpack(table, core->rows(), core->width(), now, call);
+    if (now.data != target->data)
+      raise(ErrorKind::InvalidArgument, std::string(call) +
+                                            ": the table's memory moved since decode_table (was `out` resized?); "
+                                            "nothing was written: make a new decode_table over it");
   }
 };
 
@@ -111,7 +125,7 @@ void init_sequence_decode_table(nb::module_& m) {
       .def_prop_ro("table", [](const DecodeTableHandle& t) { return t.table; },
                    nb::sig("def table(self) -> object"),
                    "The table: its own int32 NumPy array, or the `out` given to decode_table (a Buffer gets the\n"
-                   "whole table after each call that changed it).")
+                   "whole table after each call).")
       .def_prop_ro("rows", [](const DecodeTableHandle& t) { return t.core->rows(); }, "Rows of the table.")
       .def_prop_ro("width", [](const DecodeTableHandle& t) { return t.core->width(); }, "Ids per row.")
       .def_prop_ro("pad", [](const DecodeTableHandle& t) { return t.core->pad(); }, "The value past a row's ids.")
@@ -123,6 +137,7 @@ void init_sequence_decode_table(nb::module_& m) {
           "update",
           [](DecodeTableHandle& t, nb::handle sessions) {
             const auto list = session_list(sessions, "DecodeTable.update", /*none_ok=*/true);
+            t.require_unmoved("DecodeTable.update");
             t.core->update(list.data(), list.size());
             t.sync();
           },
@@ -140,6 +155,7 @@ void init_sequence_decode_table(nb::module_& m) {
             read_tokens(tokens, list.size(), call, targets);
             BackingOutcome* outcomes = nullptr;
             nb::object array = enum_array(list.size(), outcomes);
+            t.require_unmoved(call);
             t.core->step(list, targets.data, outcomes);
             t.sync();
             return array;
@@ -159,6 +175,7 @@ void init_sequence_decode_table(nb::module_& m) {
             if (!s)
               raise(ErrorKind::TypeMismatch, argument_label(call, "session") + " must be a SequenceSession, got " +
                                                  type_name_of(session));
+            t.require_unmoved(call);
             t.core->assign(r, *s);
             t.sync();
           },
@@ -168,6 +185,7 @@ void init_sequence_decode_table(nb::module_& m) {
       .def(
           "clear",
           [](DecodeTableHandle& t, nb::handle row) {
+            t.require_unmoved("DecodeTable.clear");
             if (row.is_none()) t.core->clear_all();
             else t.core->clear(row_argument(row, "DecodeTable.clear"));
             t.sync();
@@ -186,8 +204,8 @@ void init_sequence_decode_table(nb::module_& m) {
       "A persistent [rows, width] int32 block table for a decode loop (DecodeTable), filled with `pad` now.\n"
       "out=None: the table is a NumPy array of its own; else `out` is held for the table's life: a C-contiguous\n"
       "writable int32 array of that shape (NumPy or any buffer-protocol object, or a host DLPack tensor such as\n"
-      "a torch CPU tensor), or a lifecore Buffer of at least that many bytes (written from a host copy after\n"
-      "each call that changed it). domain None: the coordinator's first domain. A wrong `out` raises.");
+      "a torch CPU tensor, checked before each call to show the same memory), or a lifecore Buffer of at least\n"
+      "that many bytes (written from a host copy after each call). domain None: the coordinator's first domain. A wrong `out` raises.");
 }
 
 }  // namespace lifecore::bindings

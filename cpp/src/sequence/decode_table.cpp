@@ -10,11 +10,25 @@ namespace lifecore::sequence {
 namespace {
 
 constexpr const char* nothing_written = "nothing was written";
+constexpr const char* stepped_before = "the rows before it stepped, nothing was written";
+// A row that changed between its check and its step (another thread's extension).
 constexpr const char* stepped_nothing_written = "the rows up to it stepped, nothing was written";
 
 [[noreturn]] void refuse(const char* call, ErrorKind kind, std::size_t row, const std::string& why, const char* after) {
   raise(kind, std::string(call) + ": row " + std::to_string(row) + ": " + why + " (" + after + ")");
 }
+
+// Empties the pending rows on entry and on every way out of a call: their sources reference
+// the sequences' backings, which must not outlive the call (a failed update would keep their
+// capacity after every session closed).
+template <class Rows>
+struct ClearedOnExit {
+  Rows& rows;
+  explicit ClearedOnExit(Rows& r) : rows(r) { rows.clear(); }
+  ~ClearedOnExit() { rows.clear(); }
+  ClearedOnExit(const ClearedOnExit&) = delete;
+  ClearedOnExit& operator=(const ClearedOnExit&) = delete;
+};
 
 }  // namespace
 
@@ -30,16 +44,28 @@ Authority DecodeTable::known(std::size_t r) const noexcept {
   return rows_[r].assigned ? rows_[r].sequence : Authority{};
 }
 
+void DecodeTable::refuse_row(const char* call, std::size_t r, const SequenceSession::TableRowAnswer& answer,
+                             const char* after) const {
+  switch (answer.answer) {
+    case SequenceSession::TableRow::foreign:
+      refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)", after);
+    case SequenceSession::TableRow::not_in_domain:
+      refuse(call, ErrorKind::InvalidArgument, r,
+             "the sequence holds no pages in domain '" + coordinator_->domain_name(domain_) + "'", after);
+    case SequenceSession::TableRow::too_wide:
+    case SequenceSession::TableRow::written:
+      break;
+  }
+  refuse(call, ErrorKind::InvalidArgument, r,
+         std::to_string(answer.pages) + " blocks do not fit in width " + std::to_string(width_), after);
+}
+
 bool DecodeTable::check(const char* call, std::size_t r, const Pending& p, const char* after) const {
   const auto& s = p.source;
-  if (s.coordinator != coordinator_.get())
-    refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)", after);
-  if (s.slot == std::string::npos)
-    refuse(call, ErrorKind::InvalidArgument, r,
-           "the sequence holds no pages in domain '" + coordinator_->domain_name(domain_) + "'", after);
-  if (s.pages > width_)
-    refuse(call, ErrorKind::InvalidArgument, r,
-           std::to_string(s.pages) + " blocks do not fit in width " + std::to_string(width_), after);
+  using Row = SequenceSession::TableRow;
+  if (s.coordinator != coordinator_.get()) refuse_row(call, r, {Row::foreign, s.pages}, after);
+  if (s.slot == std::string::npos) refuse_row(call, r, {Row::not_in_domain, s.pages}, after);
+  if (s.pages > width_) refuse_row(call, r, {Row::too_wide, s.pages}, after);
   return s.backing != nullptr;
 }
 
@@ -86,7 +112,6 @@ void DecodeTable::finish(const SequenceSession* const* sessions, std::size_t cou
   for (const auto& q : pending_) write(q);
   for (std::size_t r = 0; r < rows_.size(); ++r)
     if ((r >= count || !sessions[r]) && rows_[r].assigned) clear_row(r);
-  pending_.clear();
 }
 
 void DecodeTable::update(const SequenceSession* const* sessions, std::size_t count) {
@@ -94,7 +119,7 @@ void DecodeTable::update(const SequenceSession* const* sessions, std::size_t cou
   if (count > rows_.size())
     raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(count) + " sessions for a table of " +
                                           std::to_string(rows_.size()) + " rows (nothing was written)");
-  pending_.clear();
+  ClearedOnExit scope(pending_);
   Pending p;
   for (std::size_t r = 0; r < count; ++r) {
     const SequenceSession* session = sessions[r];
@@ -141,17 +166,20 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
     raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(sessions.size()) +
                                           " sessions for a table of " + std::to_string(rows_.size()) +
                                           " rows (nothing was stepped or written)");
-  // Each row steps and is resolved under one session lock; the table is written only once
-  // every row passed.
-  pending_.clear();
+  // Each row is checked, steps and is resolved under one session lock; a row that could not
+  // be written steps nothing, and the table is written only once every row passed.
+  ClearedOnExit scope(pending_);
   Pending p;
   for (std::size_t r = 0; r < sessions.size(); ++r) {
+    SequenceSession::TableRowAnswer answer;
     try {
-      outcomes[r] = sessions[r]->step_with_source(tokens[r], domain_, known(r), rows_[r].written, p.source);
+      answer = sessions[r]->step_with_source(tokens[r], *coordinator_, domain_, width_, known(r), rows_[r].written,
+                                             p.source, outcomes[r]);
     } catch (const Error& e) {
       raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) +
                           "; the rows before it stepped, nothing was written)");
     }
+    if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, stepped_before);
     p.row = r;
     if (check(call, r, p, stepped_nothing_written)) pending_.push_back(std::move(p));
   }

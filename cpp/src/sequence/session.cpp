@@ -378,7 +378,12 @@ std::unique_ptr<FrameHold> SequenceSession::acquire_frame() {
   if (s.active_frame) raise(ErrorKind::SessionState, "acquire_frame: frame " + std::to_string(*s.active_frame) + " is still active");
   const std::uint64_t id = s.take_frame_id_locked("acquire_frame");
   s.active_frame = id;
-  return std::make_unique<FrameHold>(state_, id, s.current);
+  try {
+    return std::make_unique<FrameHold>(state_, id, s.current);
+  } catch (...) {
+    s.active_frame.reset();  // no holder: the session must not keep a frame nobody can end
+    throw;
+  }
 }
 
 std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
@@ -389,7 +394,12 @@ std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
   if (!s.active_frame) raise(ErrorKind::SessionState, "prepare_flight: no active frame");
   if (s.flights.count(key)) raise(ErrorKind::SessionState, "prepare_flight: flight " + std::to_string(key) + " is already prepared");
   s.flights.emplace(key, FlightPhase::prepared);
-  return std::make_unique<FlightHold>(state_, key, *s.active_frame);
+  try {
+    return std::make_unique<FlightHold>(state_, key, *s.active_frame);
+  } catch (...) {
+    s.flights.erase(key);  // no holder: the flight must not keep the session from ending
+    throw;
+  }
 }
 
 BackingOutcome SequenceSession::step(std::int64_t tokens) {
@@ -504,25 +514,40 @@ SequenceSession::TableSource SequenceSession::table_source_since(std::uint32_t d
   return out;
 }
 
-BackingOutcome SequenceSession::step_with_source(std::int64_t tokens, std::uint32_t domain_index, const Authority& known,
-                                                 std::uint64_t written, TableSource& source) {
+SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t tokens, const AdmissionCoordinator& owner,
+                                                                  std::uint32_t domain_index, std::uint64_t max_pages,
+                                                                  const Authority& known, std::uint64_t written,
+                                                                  TableSource& source, BackingOutcome& outcome) {
   auto& s = *state_;
   if (tokens > 0) {
     std::lock_guard<SessionLock> lock(s.mutex);
-    if (!s.handle_closed && s.phase == SessionPhase::open && s.quiescent_locked() &&
-        static_cast<std::uint64_t>(tokens) <= s.current_tokens) {
-      // step()'s common path, then the row's source, under the same lock.
-      s.take_frame_id_locked("step");
-      s.step_deferral.reset();
-      ++s.retired;
-      ++s.committed;
-      table_source_locked(s, domain_index, known, written, source);
-      return BackingOutcome::current;
+    if (!s.handle_closed) {
+      // The pages once `tokens` are covered: an extension covers whole pages and no more.
+      const auto t = static_cast<std::uint64_t>(tokens);
+      const std::uint64_t covered = t / s.tokens_per_page + (t % s.tokens_per_page != 0);
+      const std::uint64_t pages = std::max(s.current_pages, covered);
+      if (s.coordinator != &owner) return {TableRow::foreign, pages};
+      if (domain_index != s.first_domain) {
+        const auto& domains = s.current->domains();
+        if (std::find(domains.begin(), domains.end(), domain_index) == domains.end())
+          return {TableRow::not_in_domain, pages};
+      }
+      if (pages > max_pages) return {TableRow::too_wide, pages};
+      if (s.phase == SessionPhase::open && s.quiescent_locked() && t <= s.current_tokens) {
+        // step()'s common path, then the row's source, under the same lock.
+        s.take_frame_id_locked("step");
+        s.step_deferral.reset();
+        ++s.retired;
+        ++s.committed;
+        table_source_locked(s, domain_index, known, written, source);
+        outcome = BackingOutcome::current;
+        return {TableRow::written, s.current_pages};
+      }
     }
   }
-  const BackingOutcome outcome = step(tokens);  // an extension, or the error step() gives
+  outcome = step(tokens);  // an extension, or the error step() gives
   source = table_source_since(domain_index, known, written);
-  return outcome;
+  return {TableRow::written, source.pages};
 }
 
 std::uint64_t SequenceSession::next_frame_id() const noexcept {
@@ -585,6 +610,10 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
   std::sort(order.begin(), order.end());
   if (std::adjacent_find(order.begin(), order.end()) != order.end())
     raise(ErrorKind::InvalidArgument, "acquire_frames: a session is named twice");
+  // Declared before the locks: on a failure below, the locks go first, then the holds made
+  // so far end their frames (each takes its session's lock).
+  std::vector<std::unique_ptr<FrameHold>> holds;
+  holds.reserve(states.size());
   // Lock in address order (no deadlock with another batch), check all, then acquire all.
   std::vector<std::unique_lock<SessionLock>> locks;
   locks.reserve(order.size());
@@ -600,13 +629,16 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
       raise(e.kind(), std::string(e.what()) + " (participant " + std::to_string(i) + "; no frame was acquired)");
     }
   }
-  std::vector<std::unique_ptr<FrameHold>> holds;
-  holds.reserve(states.size());
   for (std::size_t i = 0; i < states.size(); ++i) {
     auto& s = *states[i];
     const std::uint64_t id = s.take_frame_id_locked("acquire_frames");  // checked above: cannot throw
     s.active_frame = id;
-    holds.push_back(std::make_unique<FrameHold>(sessions[i]->state(), id, s.current));
+    try {
+      holds.push_back(std::make_unique<FrameHold>(sessions[i]->state(), id, s.current));  // reserved: no growth
+    } catch (...) {
+      s.active_frame.reset();
+      throw;
+    }
   }
   return holds;
 }

@@ -44,8 +44,10 @@ class DecodeTable {
   void clear(std::size_t row);
   void clear_all() noexcept;
   // step_all(sessions, tokens, outcomes), then update(sessions): a decode iteration's
-  // bookkeeping and its table in one call. A step that raises stops the batch (the rows
-  // before it stepped) and nothing is written.
+  // bookkeeping and its table in one call. Each row is checked before it steps; a row that
+  // cannot step or could not be written (another coordinator's, not in the domain, more
+  // blocks than width once stepped) stops the batch: the rows before it stepped, it did not,
+  // and nothing is written.
   void step(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
 
   // Int32 values the last update / assign / clear wrote (ids and pad), for a caller that
@@ -66,6 +68,9 @@ class DecodeTable {
   // The sequence row r shows; unassigned: Authority{}, which names no sequence (coordinator
   // ids start at 1).
   Authority known(std::size_t r) const noexcept;
+  // Throws naming row r and why it cannot be written (`answer`), `after` saying what happened.
+  [[noreturn]] void refuse_row(const char* call, std::size_t r, const SequenceSession::TableRowAnswer& answer,
+                               const char* after) const;
   // Checks a resolved row (throws naming it, `after` saying what happened); false when it
   // needs no write.
   bool check(const char* call, std::size_t r, const Pending& p, const char* after) const;

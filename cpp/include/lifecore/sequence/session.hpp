@@ -200,10 +200,15 @@ class SequenceSession {
   // A row's source, where `backing` is referenced only when the row must be written: its
   // sequence is not `known` or it holds more than `written` pages.
   TableSource table_source_since(std::uint32_t domain_index, const Authority& known, std::uint64_t written) const;
-  // step(tokens), then table_source_since(...) into `source`, under one lock when the step
-  // needs no extension (a decode iteration's row). `source` is set only when the step returned.
-  BackingOutcome step_with_source(std::int64_t tokens, std::uint32_t domain_index, const Authority& known,
-                                  std::uint64_t written, TableSource& source);
+  // A decode table's row: step(tokens) into `outcome`, then table_source_since(...) into
+  // `source`, under one lock when the step needs no extension. First, with the handle open,
+  // the row's checks: a sequence of another coordinator than `owner`, not in `domain_index`, or
+  // holding more than `max_pages` once `tokens` are covered answers that refusal and steps
+  // nothing. `source` and `outcome` are set only when the answer is `written`.
+  TableRowAnswer step_with_source(std::int64_t tokens, const AdmissionCoordinator& owner, std::uint32_t domain_index,
+                                  std::uint64_t max_pages, const Authority& known, std::uint64_t written,
+                                  TableSource& source, BackingOutcome& outcome);
+
   std::uint64_t next_frame_id() const noexcept;
   std::optional<std::uint64_t> active_frame() const noexcept;
   std::size_t flight_count() const noexcept;
