@@ -45,7 +45,7 @@ TPP = 16
 PAGE_BYTES = 4096
 TARGET = 2048
 LIVE = 10_000
-DECODE_FIT = 1 << 40  # the decode sequence's target: far beyond any run's steps
+DECODE_FIT = 1 << 30  # the decode sequence's target: far beyond any run's steps, within the int32 block ids
 HUGE_DOMAIN = 1 << 50  # bytes: accounting only, so a domain this large costs nothing
 
 

@@ -30,8 +30,9 @@ std::shared_ptr<AdmittedSequenceResources> admit_or_throw(AdmissionCoordinator& 
   return admitted->resources;
 }
 
-// The decode sequence's fit: far beyond any benchmark's steps, so it never runs out.
-constexpr std::int64_t kDecodeFit = std::int64_t{1} << 40;
+// The decode sequence's fit: far beyond any benchmark's steps, so it never runs out, and
+// within the int32 block ids a domain hands out.
+constexpr std::int64_t kDecodeFit = std::int64_t{1} << 30;
 
 }  // namespace
 
