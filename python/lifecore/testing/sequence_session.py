@@ -49,6 +49,7 @@ def _source_name(source: Any) -> tuple:
 #: Every sequence-session machine in this process, counted: how often each rule ran and which
 #: outcome or error kind it produced.
 TABLE_WIDTH = 12  # columns of the block tables the machine checks: more than any domain's pages
+DECODE_ROWS = 4  # rows of the decode tables the machine keeps: fewer than the sessions, so rows change hands
 STATS = MachineStats("sequence session")
 
 #: The statistics' former name (one class serves every lifecycle now).
@@ -91,6 +92,9 @@ class SequenceSessionMachine(LifecycleMachine):
         self.wakes_counted: dict[int, tuple[model.ModelWaiter, int]] = {}
         # (domain, rows) -> the block table kept across steps (see block_tables_show_the_current_ids)
         self.tables: dict[tuple[str, int], np.ndarray] = {}
+        # domain -> the decode table kept across steps (see decode_tables_show_the_current_ids)
+        self.decode_tables: dict[str, Any] = {}
+        self.turn = 0
 
     # ---------- helpers ----------
     def _pick(self, index: int, pred: Callable[[Entry], bool]) -> Optional[Entry]:
@@ -652,6 +656,35 @@ class SequenceSessionMachine(LifecycleMachine):
             for row, s in zip(out.tolist(), sessions):
                 ids = s.backing.block_ids(name).tolist()
                 assert row == ids + [-1] * (TABLE_WIDTH - len(ids)), (name, row, ids)
+
+    @invariant()
+    def decode_tables_show_the_current_ids(self) -> None:
+        """Per domain, a decode table kept across steps and updated after each one shows each
+        row's current ids, padded. The open sessions take the rows in an order that turns from
+        step to step, and every third update leaves the first row empty, so rows change hands,
+        grow, shrink and clear; an update writes at least every value that changed."""
+        self.turn += 1
+        for name in CONFIG["domains"]:  # type: ignore[attr-defined]
+            sessions = [e.rs for e in self.entries if e.rs is not None and not e.rs.closed
+                        and not e.rs.backing.released and name in e.rs.backing.domains]
+            table = self.decode_tables.get(name)
+            if table is None:
+                table = self.decode_tables[name] = self.real.decode_table(DECODE_ROWS, TABLE_WIDTH, domain=name,
+                                                                          pad=-1)
+            k = self.turn % (len(sessions) + 1)
+            rows: list[Any] = (sessions[k:] + sessions[:k])[:DECODE_ROWS]
+            if rows and self.turn % 3 == 0:
+                rows[0] = None
+            before = table.table.copy()
+            table.update(rows)
+            expected = np.full((DECODE_ROWS, TABLE_WIDTH), -1, dtype=np.int32)
+            for r, session in enumerate(rows):
+                if session is not None:
+                    ids = session.backing.block_ids(name)
+                    expected[r, :len(ids)] = ids
+            assert np.array_equal(table.table, expected), (name, table.table.tolist(), expected.tolist())
+            assert table.last_written >= np.count_nonzero(before != expected)
+            STATS.outcomes[("decode table", "rows shown")] += sum(r is not None for r in rows)
 
     @invariant()
     def live_frames_keep_their_snapshot(self) -> None:
