@@ -157,6 +157,31 @@ def test_evidence_over_the_limit(on_limit):
         assert out is not None and record.outcome == InterventionOutcome.APPLIED and record.evidence == []
 
 
+class _NothingKept:
+    """An estimator that claims evidence keeps no bytes (it keeps 8 float32 per row)."""
+
+    def estimate(self, tensor, request):
+        return CaptureUsage(1, 0, 0, 10**6)
+
+
+def test_evidence_kept_past_its_charge_fails_the_operation():
+    discovery = sample_discovery()
+    session = session_for(discovery=discovery)
+    session.enable_interventions(
+        InterventionPlan([iv.scale("s", "blocks.0.mlp", 3.0, evidence=32)]).admit(discovery, session),
+        _NothingKept())
+    session.begin_step(PREFILL, 0)
+    assert session.intervene(NumpyBackend(), "blocks.0.mlp", hidden()) is None  # not applied
+    step = session.take_step()
+    record = step.interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED and "underestimated retained" in record.message
+    assert record.evidence == [] and record.charged.retained_bytes == 0
+    # The ledger holds what was charged, and the session goes on.
+    assert step.step_usage.retained_bytes == 0 and step.step_usage.captures == 2
+    session.begin_step(DECODE, 1)
+    assert session.take_step().interventions[0].outcome == InterventionOutcome.MISSING
+
+
 def _bad_operations():
     """Built per test, so no bound object outlives the run."""
     return [
@@ -273,6 +298,24 @@ def test_a_missing_requested_original_fails_the_operation():
     with pytest.raises(InvalidArgumentError, match="original routing decision is missing"):
         session.routing_applied(NumpyBackend(), ROUTER, None, decision(4))
     assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
+
+
+def test_routing_evidence_kept_past_its_charge_fails_the_operation():
+    class NothingKept(NumpyBackend):
+        def estimate(self, tensor, request):
+            return CaptureUsage(0, 0, 0, 10**6)
+
+    session = routed([iv.exclude_experts("x", ROUTER, [3], evidence=8)])
+    session.begin_step(PREFILL, 0)
+    session.routing_control(ROUTER, 4)  # reserves 4 x 2 x 16 bytes for the original decision
+    with pytest.raises(CaptureSessionError, match="underestimated retained routing evidence"):
+        session.routing_applied(NothingKept(), ROUTER, decision(4), decision(4))
+    step = session.take_step()
+    record = step.interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED and record.evidence == []
+    assert step.step_usage.retained_bytes == record.charged.retained_bytes == 4 * 2 * 16
+    session.begin_step(DECODE, 1)  # the session goes on
+    session.take_step()
 
 
 def test_routing_windows_and_phases_are_checked():

@@ -20,6 +20,15 @@ void fail_operation(InterventionRecord& record, std::string_view message) {
   record.evidence.clear();
 }
 
+// Whether the evidence kept so far fits in `reserved` retained bytes: the ledger is the
+// authority, so what is kept may never exceed what was charged for it (a sum past 64 bits
+// does not fit).
+bool evidence_fits(const std::vector<CapturePayload>& evidence, std::uint64_t reserved) {
+  std::optional<std::uint64_t> bytes = 0;
+  for (const auto& e : evidence) bytes = checked::add(bytes, e.retained_bytes());
+  return bytes && *bytes <= reserved;
+}
+
 }  // namespace
 
 void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
@@ -111,7 +120,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         }
       }
       TransformRequest evidence;
-      CaptureUsage cost;
+      CaptureUsage one, cost;  // one evidence transform, and the two reserved together
       bool with_evidence = op.evidence != EvidenceKind::none;
       if (with_evidence) {
         evidence.kind = op.evidence == EvidenceKind::preview ? TransformKind::preview : TransformKind::summary;
@@ -119,7 +128,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         evidence.region = request.region;
         evidence.selected_shape = request.selected_shape;
         evidence.max_elements = op.evidence_elements;
-        CaptureUsage one = estimator_->estimate(current, evidence);
+        one = estimator_->estimate(current, evidence);
         // Before and after, reserved together; a sum past 64 bits exceeds every limit.
         std::optional<LimitHit> hit;
         if (auto b = overflowing_budget(one, one)) hit = LimitHit{*b, false};
@@ -134,7 +143,14 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         }
         record.charged = cost;
       }
-      if (with_evidence) record.evidence.push_back(backend.transform(current, evidence));
+      if (with_evidence) {
+        record.evidence.push_back(backend.transform(current, evidence));
+        // Checked before the intervention runs, against its own half of the reservation.
+        if (!evidence_fits(record.evidence, one.retained_bytes)) {
+          fail_operation(record, "backend underestimated retained evidence bytes of '" + op.id + "'");
+          continue;
+        }
+      }
       TensorHandle out = backend.intervene(current, request);
       if (backend.shape(out) != request.source_shape || backend.dtype(out) != dtype) {
         fail_operation(record, "intervention '" + op.id + "' changed the shape or dtype of " + op.target);
@@ -142,6 +158,10 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
       }
       if (with_evidence) {
         record.evidence.push_back(backend.transform(out, evidence));
+        if (!evidence_fits(record.evidence, cost.retained_bytes)) {
+          fail_operation(record, "backend underestimated retained evidence bytes of '" + op.id + "'");
+          continue;
+        }
         if (!fits_within(cost.encoded_bytes, [&](JsonWriter& json) {
               for (const auto& e : record.evidence) write_payload(json, e);
             })) {
@@ -293,7 +313,12 @@ void CaptureSession::routing_applied(CaptureBackend& backend, std::string_view p
         raise_limit(*hit);
       }
       record.charged = add_or_throw(record.charged, cost, "routing evidence charge");
-      for (auto field : fields) record.evidence.push_back(backend.transform(field, request));
+      for (auto field : fields) {
+        record.evidence.push_back(backend.transform(field, request));
+        // Against all this record was charged: the original decision's reservation included.
+        if (!evidence_fits(record.evidence, record.charged.retained_bytes))
+          fail(ErrorKind::CaptureSession, "backend underestimated retained routing evidence bytes at " + std::string(path));
+      }
     }
     record.outcome = InterventionOutcomeKind::applied;
   } catch (const BackendFailure& failure) {
