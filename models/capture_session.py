@@ -194,10 +194,10 @@ class CaptureSessionModel:
             raise ModelError("InvalidArgument")
         self.ready, self.started = False, True
         self.ledger.step = Usage()
-        for s in self.selections:  # envelopes charged before a failure stay charged
-            hit = self.ledger.try_reserve(s.envelope)
-            if hit:
-                raise ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
+        # All envelopes reserved together: a refused step is charged nothing.
+        hit = self.ledger.try_reserve(sum((s.envelope for s in self.selections), Usage()))
+        if hit:
+            raise ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
         self.records = {
             s.id: Record("MISSING", charged=s.envelope) if s.schedule.fires(phase, prediction)
             else Record("SKIPPED", "schedule", charged=s.envelope)

@@ -253,6 +253,29 @@ def test_envelope_exhaustion_fails_begin_step_and_installs_no_records():
         session.checkpoint(sample_discovery())  # a failed reservation never becomes a checkpoint
 
 
+def test_a_refused_begin_step_charges_none_of_the_envelopes():
+    # Room for two steps of envelopes and half of a third (after a restore): the third step's
+    # first envelope alone would fit, the two together do not.
+    selections = (summary("a"), summary("b"))
+    probe = session_for(*selections, request=CaptureRequest(1, 4, 2))
+    env = envelope_of(probe)
+    cumulative = CaptureUsage(*(2 * v + v // 2 for v in env.as_tuple()))
+    limits = CaptureLimits(per_step=env, cumulative=cumulative, on_limit=OnLimit.SKIP)
+    session = session_for(*selections, limits=limits, request=CaptureRequest(1, 4, 2))
+    session.begin_step(PREFILL, 0)
+    session.take_step()
+    cp = session.checkpoint(sample_discovery())
+    session.begin_step(DECODE, 1)
+    session.take_step()
+    session.restore(cp)
+    charged = session.cumulative_usage()
+    for _ in range(2):  # a refusal repeated charges nothing either
+        with pytest.raises(BudgetExceededError, match="cumulative"):
+            session.begin_step(DECODE, 1)
+        assert session.cumulative_usage() == charged
+        assert session.take_step() is None
+
+
 def test_an_unknown_estimate_is_a_failure_never_zero():
     session = session_for(summary())
     backend = CountingBackend(unknown_estimate=True)

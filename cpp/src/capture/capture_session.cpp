@@ -70,7 +70,14 @@ void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
   ledger_.begin_step();
   // Reserve every diagnostic envelope first: an unaccounted skip record would itself
   // violate the export limit, so any refusal here (fail or skip policy) fails the step.
-  for (const auto& envelope : envelopes_) ledger_.reserve(envelope);
+  // Reserved as one sum, so a refused step is charged nothing (a sum past 64 bits exceeds
+  // every limit).
+  CaptureUsage envelopes;
+  for (const auto& envelope : envelopes_) {
+    if (auto budget = overflowing_budget(envelopes, envelope)) raise_limit({*budget, false});
+    envelopes = *checked_add(envelopes, envelope);
+  }
+  ledger_.reserve(envelopes);
   const auto& selections = plan_.plan().selections;
   records_.clear();
   records_.reserve(selections.size());
