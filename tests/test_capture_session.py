@@ -329,6 +329,23 @@ def test_a_mis_shaped_tensor_fails_the_record_and_charges_nothing_more():
     assert (record.outcome, record.fail_reason) == (CaptureOutcome.FAILED, "invalid")
 
 
+def test_a_refused_shape_is_not_published_by_its_failed_record():
+    # A backend describing a shape of the wrong rank: the record's JSON stays inside its
+    # envelope, which prices the point's own rank.
+    class WrongRank(NumpyBackend):
+        def describe(self, tensor):
+            return (2**64 - 1,) * 2000, 4, True
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("d", 4)])])
+    session = session_for(summary(path="p"), discovery=discovery)
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(InvalidArgumentError, match="rank 2000"):
+        session.observe(WrongRank(), "p", np.zeros(4, np.float32))
+    record = session.take_step().records[0]
+    assert record.outcome == CaptureOutcome.FAILED and record.source_shape == []
+    assert len(record.to_json().encode()) <= record.charged.encoded_bytes
+
+
 def test_unknown_dynamic_extents_are_checked_at_run_time():
     discovery = CaptureDiscovery("m", [ObservationPoint("img", [Axis("media", "media_positions"), Axis("d", 2)])])
     session = session_for(summary(path="img", slices=[CaptureSlice("media", 0, 3)]), discovery=discovery)

@@ -192,9 +192,11 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       request.serial = ++request_serial_;
       request.kind = selection.transform.kind;
       request.source_shape = facts.facts ? facts.facts->shape : backend.shape(tensor);
-      record.source_shape = request.source_shape;
       if (auto problem = check_shape(point, request.source_shape, plan_.request(), phase_, prediction_))
         return fail(FailReason::invalid, ErrorKind::InvalidArgument, *problem);
+      // Kept only once checked: the envelope prices a record's shape at the point's rank, and
+      // a refused shape (of any rank) is published by its message alone.
+      record.source_shape = request.source_shape;
       if (auto problem = resolve_region(selection.slices, point, request.source_shape, request.region,
                                         request.selected_shape))
         return fail(FailReason::invalid, ErrorKind::InvalidArgument, *problem);
