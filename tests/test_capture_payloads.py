@@ -169,6 +169,36 @@ def test_from_array_refuses_what_it_cannot_keep(bad, error):
         CapturePayload.from_array(bad)
 
 
+def test_a_view_of_a_larger_buffer_is_kept_as_a_copy_of_its_own_bytes():
+    big = np.arange(1_000_000, dtype=np.float64)
+    big.flags.writeable = False
+    payload = CapturePayload.from_array(big[2:4])
+    assert payload.nbytes == 16 and payload.tensor.base is None and payload.tensor.tolist() == [2.0, 3.0]
+    assert not payload.tensor.flags.writeable  # a read-only view stays read-only
+    # Memory NumPy does not own has a size it cannot tell: copied too.
+    foreign = np.frombuffer(bytes(64), np.float64)
+    assert CapturePayload.from_array(foreign).tensor.base is None
+    # A view of exactly its own buffer is kept as given.
+    whole = np.zeros((2, 2))
+    flat = whole.reshape(-1)
+    assert CapturePayload.from_array(flat).tensor is flat
+
+
+class BigView(NumpyBackend):
+    """Answers a full tensor with a view of a buffer far larger than the region."""
+
+    big = np.zeros(1_000_000)
+
+    def transform(self, tensor, request):
+        return CapturePayload.from_array(self.big[: int(np.prod(request.selected_shape))])
+
+
+def test_a_backends_view_of_a_larger_buffer_keeps_only_what_was_charged():
+    record = capture(CaptureTransform.full_tensor(), np.zeros(2), backend=BigView())
+    assert record.outcome == CaptureOutcome.CAPTURED
+    assert record.payload.tensor.base is None and record.payload.nbytes == record.charged.retained_bytes == 16
+
+
 class OverKeeping(NumpyBackend):
     """Charges float32 but keeps float64: more than the ledger granted."""
 

@@ -455,6 +455,43 @@ def test_torch_tensor_payloads_are_host_tensors_in_the_source_dtype(dtype):
             v if dtype != torch.bool else bool(v) for v in want.reshape(-1).tolist()]
 
 
+def _full_tensor_record(x):
+    from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
+    from lifecore.torch import TorchBackend
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", x.shape[0])])])
+    session = session_for(CaptureSelection("v", "p", CaptureTransform.full_tensor()),
+                          discovery=discovery, request=CaptureRequest(1, 1, 1))
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(TorchBackend(), "p", x)
+    return session.take_step().records[0]
+
+
+def test_a_torch_payload_resized_in_place_is_never_read_from_freed_memory():
+    import json
+
+    record = _full_tensor_record(torch.arange(4, dtype=torch.float32))
+    kept = record.payload.tensor
+    kept.resize_(1_000_000)  # a new storage; the one the payload was built on is freed
+    with pytest.raises(CaptureSessionError, match="changed its shape, dtype or place"):
+        record.to_json()
+    kept.resize_(4).fill_(7.0)  # the payload's shape again: its values are read where they are now
+    assert json.loads(record.to_json())["payload"]["values"] == [7.0] * 4
+    kept.data = torch.zeros(4, dtype=torch.float64)
+    with pytest.raises(CaptureSessionError, match="changed"):
+        record.to_json()
+
+
+def test_a_torch_view_of_a_larger_storage_is_kept_as_a_copy():
+    from lifecore.capture import CapturePayload
+
+    big = torch.zeros(1_000_000, dtype=torch.float64)
+    payload = CapturePayload.from_array(big[2:4])
+    assert payload.nbytes == 16 and payload.tensor.untyped_storage().nbytes() == 16
+    whole = torch.zeros(2, dtype=torch.float64)
+    assert CapturePayload.from_array(whole).tensor is whole  # its own storage: kept as given
+
+
 def test_torch_payloads_of_a_tensor_that_requires_grad_keep_no_history():
     from lifecore.capture import Axis, CaptureDiscovery, ObservationPoint
     from lifecore.torch import TorchBackend

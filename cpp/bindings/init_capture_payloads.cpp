@@ -7,6 +7,7 @@
 
 #include "capture_bindings.hpp"
 #include "lifecore/capture/types.hpp"
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::bindings {
@@ -20,7 +21,28 @@ using HostView = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
 // Keeps the Python array a payload was built from, and the host view the core reads.
 struct PythonArrayStorage final : PayloadStorage {
   nb::object original;
-  HostView view;
+  mutable HostView view;
+  // An array whose owner may move its values (anything but a NumPy array, which cannot be
+  // resized while a view holds it; a torch tensor can) is viewed again on every read, and must
+  // still have the type and shape it was built with.
+  bool reacquire = false;
+  nb::dlpack::dtype dtype;
+  std::vector<std::uint64_t> shape;
+
+  const void* current_data(const PayloadArray& array) const override {
+    if (!reacquire) return array.data;
+    nb::gil_scoped_acquire gil;
+    HostView now;
+    bool same = nb::try_cast(original, now, /*convert=*/false) && now.dtype() == dtype && now.ndim() == shape.size();
+    for (std::size_t i = 0; same && i < shape.size(); ++i) same = static_cast<std::uint64_t>(now.shape(i)) == shape[i];
+    if (!same)
+      raise(ErrorKind::CaptureSession,
+            "a tensor payload's array (" + type_name_of(original) +
+                ") changed its shape, dtype or place since it was captured; its values can no longer be read");
+    view = std::move(now);  // keeps what the reader reads alive until the next read
+    return view.data();
+  }
+
   ~PythonArrayStorage() override {
     if (!Py_IsInitialized()) return;  // the interpreter is gone, and the references with it
     nb::gil_scoped_acquire gil;
@@ -28,6 +50,56 @@ struct PythonArrayStorage final : PayloadStorage {
     original.reset();
   }
 };
+
+// A type from a module already imported (none otherwise: nothing of it can be passed yet).
+nb::handle imported_type(const char* module, const char* name) {
+  nb::handle modules = PySys_GetObject("modules");  // borrowed
+  if (!modules) return {};
+  PyObject* found = PyDict_GetItemString(modules.ptr(), module);  // borrowed
+  if (!found) return {};
+  PyObject* type = PyObject_GetAttrString(found, name);
+  if (!type) {
+    PyErr_Clear();
+    return {};
+  }
+  return nb::handle(type);  // a module's type lives as long as the process: the reference is kept
+}
+
+bool is_numpy_array(nb::handle array) {
+  static nb::handle type;
+  if (!type) type = imported_type("numpy", "ndarray");
+  return type && PyObject_TypeCheck(array.ptr(), reinterpret_cast<PyTypeObject*>(type.ptr()));
+}
+
+bool is_torch_tensor(nb::handle array) {
+  static nb::handle type;
+  if (!type) type = imported_type("torch", "Tensor");
+  return type && PyObject_TypeCheck(array.ptr(), reinterpret_cast<PyTypeObject*>(type.ptr()));
+}
+
+// Whether `array` keeps alive more memory than its own `bytes`: a NumPy view of a larger array
+// (or of memory NumPy does not own, whose size it cannot tell), or a torch tensor on a larger
+// storage. The charge is the array's own bytes, so such an array is kept as a copy.
+bool holds_more_than(nb::handle array, std::uint64_t bytes) {
+  if (is_numpy_array(array)) {
+    nb::object root = nb::borrow(array);
+    for (nb::object base = root.attr("base"); !base.is_none(); base = root.attr("base")) {
+      if (!is_numpy_array(base)) return true;
+      root = base;
+    }
+    return nb::cast<std::uint64_t>(root.attr("nbytes")) > bytes;
+  }
+  if (is_torch_tensor(array)) return nb::cast<std::uint64_t>(array.attr("untyped_storage")().attr("nbytes")()) > bytes;
+  return false;  // another kind of array: kept as given
+}
+
+// A copy of `array` in its own memory, of the same kind (read-only if a NumPy array was).
+nb::object own_copy(nb::handle array) {
+  if (!is_numpy_array(array)) return array.attr("clone")();  // a torch tensor: dense, so the layout is kept
+  nb::object copy = array.attr("copy")();
+  if (!nb::cast<bool>(array.attr("flags").attr("writeable"))) copy.attr("flags").attr("writeable") = false;
+  return copy;
+}
 
 std::optional<ElementType> element_type(nb::dlpack::dtype dtype) {
   using code = nb::dlpack::dtype_code;
@@ -56,28 +128,41 @@ std::optional<ElementType> element_type(nb::dlpack::dtype dtype) {
   }
 }
 
-CapturePayload payload_from_array(nb::handle array) {
+CapturePayload payload_from_array(nb::handle given) {
   const char* call = "CapturePayload.from_array";
   HostView view;
-  if (!nb::try_cast(array, view, /*convert=*/false))
+  if (!nb::try_cast(given, view, /*convert=*/false))
     raise(ErrorKind::TypeMismatch, argument_label(call, "array") +
                                        " must be a contiguous host array (NumPy, or anything with __dlpack__), got " +
-                                       type_name_of(array));
+                                       type_name_of(given));
   auto type = element_type(view.dtype());
   if (!type)
     raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " has an element type a payload cannot keep");
   CapturePayload p;
   p.kind = PayloadKind::tensor;
-  std::uint64_t size = 1;
+  std::optional<std::uint64_t> size = 1;
   for (std::size_t i = 0; i < view.ndim(); ++i) {
     p.shape.push_back(static_cast<std::uint64_t>(view.shape(i)));
-    size *= static_cast<std::uint64_t>(view.shape(i));
+    size = checked::mul(size, static_cast<std::uint64_t>(view.shape(i)));
+  }
+  auto bytes = checked::mul(size, itemsize(*type));
+  if (!bytes) raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " has more bytes than a uint64 holds");
+  nb::object array = nb::borrow(given);
+  if (holds_more_than(array, *bytes)) {
+    array = own_copy(array);
+    if (!nb::try_cast(array, view, /*convert=*/false))
+      raise(ErrorKind::CaptureSession, std::string(call) + ": the copy of a view is not a contiguous host array");
   }
   auto storage = std::make_shared<PythonArrayStorage>();
-  storage->original = nb::borrow(array);
+  storage->reacquire = !is_numpy_array(array);
+  if (storage->reacquire) {
+    storage->dtype = view.dtype();
+    storage->shape = p.shape;
+  }
+  storage->original = std::move(array);
   storage->view = view;
   p.array.type = *type;
-  p.array.size = size;
+  p.array.size = *size;
   p.array.data = view.data();
   p.array.storage = std::move(storage);
   return p;
@@ -101,8 +186,9 @@ nb::object tensor_value(const CapturePayload& p) {
   if (auto* storage = dynamic_cast<const PythonArrayStorage*>(p.array.storage.get())) return storage->original;
   std::vector<std::size_t> shape(p.shape.begin(), p.shape.end());
   if (p.array.present()) {  // an array the core was given by other means: its numbers, as float64
-    std::vector<double> numbers(p.array.size);
-    for (std::uint64_t i = 0; i < p.array.size; ++i) numbers[i] = p.array.number(i);
+    const PayloadArray array = p.array.current();
+    std::vector<double> numbers(array.size);
+    for (std::uint64_t i = 0; i < array.size; ++i) numbers[i] = array.number(i);
     return numpy_copy<double>(numbers, shape);
   }
   return numpy_copy<double>(p.values, p.values.size() == 0 && shape.empty() ? std::vector<std::size_t>{0} : shape);
@@ -112,8 +198,9 @@ nb::object tensor_value(const CapturePayload& p) {
 // candidates' scores, as a list of floats.
 std::vector<double> legacy_values(const CapturePayload& p) {
   if (p.kind == PayloadKind::tensor && p.array.present()) {
-    std::vector<double> numbers(p.array.size);
-    for (std::uint64_t i = 0; i < p.array.size; ++i) numbers[i] = p.array.number(i);
+    const PayloadArray array = p.array.current();
+    std::vector<double> numbers(array.size);
+    for (std::uint64_t i = 0; i < array.size; ++i) numbers[i] = array.number(i);
     return numbers;
   }
   return p.values;
@@ -129,7 +216,9 @@ void init_capture_payloads(nb::module_& m) {
       .def_static("from_array", &payload_from_array, nb::arg("array").none(),
                   nb::sig("def from_array(array: typing.Any) -> CapturePayload"),
                   "A tensor payload keeping `array` (a contiguous host NumPy array or torch tensor) in its own dtype "
-                  "and shape; charged at its real bytes.")
+                  "and shape; charged at its real bytes. A view of a larger buffer is kept as a copy of its own bytes. "
+                  "A tensor resized in place is read where its values are when read; once its shape or dtype "
+                  "changed, reading its values (to_json) raises CaptureSessionError.")
       .def_static("tensor",
                   [](nb::handle shape, nb::handle values) {
                     CapturePayload p;

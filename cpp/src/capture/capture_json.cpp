@@ -67,13 +67,15 @@ void JsonWriter::bounded_elements(std::uint64_t count, std::uint64_t each) {
   end_array();
 }
 
-void JsonWriter::elements(const PayloadArray& array) {
+void JsonWriter::elements(const PayloadArray& kept) {
   if (mode_ == JsonMode::bound) {
+    const PayloadArray& array = kept;
     const bool integral = array.type != ElementType::float16 && array.type != ElementType::bfloat16 &&
                           array.type != ElementType::float32 && array.type != ElementType::float64;
     // "false" is the longest boolean; any integer fits an int64's or a uint64's text.
     return bounded_elements(array.size, integral ? max_integer_text_bytes : max_number_text_bytes);
   }
+  const PayloadArray array = kept.current();  // its values, where they are now
   begin_array();
   // Integers stay integers (a double would round past 2**53); floating values take the
   // shortest form that reads back as the same double.

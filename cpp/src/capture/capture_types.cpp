@@ -120,6 +120,14 @@ double PayloadArray::number(std::uint64_t i) const noexcept {
   return 0;
 }
 
+const void* PayloadStorage::current_data(const PayloadArray& array) const { return array.data; }
+
+PayloadArray PayloadArray::current() const {
+  PayloadArray now = *this;
+  if (storage && data) now.data = storage->current_data(*this);
+  return now;
+}
+
 std::uint64_t CapturePayload::retained_bytes() const noexcept {
   if (kind == PayloadKind::tensor && array.present()) return array.bytes();
   std::uint64_t numbers = kind == PayloadKind::summary ? 6 : values.size() + counts.size();

@@ -210,21 +210,30 @@ enum class PayloadKind : std::uint8_t { LIFECORE_PAYLOAD_KINDS(LIFECORE_CAPTURE_
 enum class ElementType : std::uint8_t { LIFECORE_ELEMENT_TYPES(LIFECORE_CAPTURE_ENUM_CASE) };
 std::uint64_t itemsize(ElementType type) noexcept;
 
+struct PayloadArray;
+
 // Whoever built a payload keeps its array alive through one of these (the bindings hold a
-// Python array in theirs); the core only reads the host view it was given.
+// Python array in theirs); the core only reads the host view it gives.
 class PayloadStorage {
  public:
   virtual ~PayloadStorage() = default;
+  // Where `array`'s values are now. A storage whose owner may move them after the payload was
+  // built (a framework tensor resized in place frees its old memory) finds them again, and
+  // throws if they no longer have the array's type and size; every reader asks right before
+  // it reads.
+  virtual const void* current_data(const PayloadArray& array) const;
 };
 
 // A tensor payload's values in their own element type: `size` contiguous elements in host
-// memory at `data`, valid while `storage` lives.
+// memory at `data`, valid while `storage` lives (read them through current()).
 struct PayloadArray {
   ElementType type = ElementType::float64;
   std::uint64_t size = 0;
   const void* data = nullptr;
   std::shared_ptr<const PayloadStorage> storage;
   bool present() const noexcept { return data != nullptr || (storage && size == 0); }
+  // This array with `data` where its storage says the values are now (see current_data).
+  PayloadArray current() const;
   std::uint64_t bytes() const noexcept;  // size x itemsize, saturating
   double number(std::uint64_t i) const noexcept;  // element i as a double (floating types)
 };
