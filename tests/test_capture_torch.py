@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
@@ -362,6 +364,43 @@ def test_output_index_selects_the_tuple_element_that_is_observed_and_replaced(ou
         step = session.take_step()
     assert step.record("gate").payload.mean == 2.0  # the second element was observed
     assert torch.equal(out, x + 3.0)  # the gate was zeroed; the first element passed through unchanged
+
+
+Pair = collections.namedtuple("Pair", "hidden gate")
+
+
+class NamedOutputs(nn.Module):
+    """Returns a namedtuple; the parent reads its fields by name."""
+
+    def forward(self, x):
+        return Pair(x + 3.0, x * 2.0)
+
+
+class ReadsFields(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pair = NamedOutputs()
+
+    def forward(self, x):
+        out = self.pair(x)
+        return out.hidden + out.gate
+
+
+def test_an_intervention_on_a_namedtuple_output_keeps_its_type():
+    from lifecore.torch import attach, discover
+
+    model = ReadsFields()
+    x = torch.ones(1, TOKENS, D)
+    discovery = discover(model, x)
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
+    ops = [iv.scale("half", "pair", 0.5, schedule=CaptureSchedule(decode=False))]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)
+        session.finish_interventions()
+        session.take_step()
+    assert torch.equal(out, (x + 3.0) * 0.5 + x * 2.0)  # the hidden field was scaled, the gate passed
 
 
 def test_the_first_tensor_stays_the_default_and_a_bad_index_is_refused():

@@ -181,11 +181,17 @@ def _selected_tensor(output: Any, index: int = 0) -> Optional[torch.Tensor]:
 
 
 def _with_replacement(output: Any, index: int, replacement: torch.Tensor) -> Any:
+    """``output`` with ``replacement`` at ``index``, of the same type: a namedtuple stays that
+    namedtuple (downstream code reads its fields), a list subclass stays that list."""
     if isinstance(output, torch.Tensor):
         return replacement
     items = list(output)
     items[index] = replacement
-    return type(output)(items) if isinstance(output, list) else tuple(items)
+    if isinstance(output, list):
+        return type(output)(items)
+    if hasattr(output, "_fields") and callable(getattr(output, "_make", None)):
+        return output._make(items)
+    return tuple(items)
 
 
 def _dtype(tensor: torch.Tensor) -> ValueDtype:
