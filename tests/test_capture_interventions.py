@@ -182,6 +182,25 @@ def test_evidence_kept_past_its_charge_fails_the_operation():
     assert session.take_step().interventions[0].outcome == InterventionOutcome.MISSING
 
 
+def test_an_interrupt_in_the_evidence_estimator_propagates_unchanged():
+    class Interrupting:
+        def estimate(self, tensor, request):
+            raise KeyboardInterrupt
+
+    discovery = sample_discovery()
+    session = session_for(discovery=discovery)
+    ops = [iv.scale("s", "blocks.0.mlp", 3.0, evidence="summary"), iv.zero("z", "blocks.0.mlp")]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), Interrupting())
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(KeyboardInterrupt):
+        session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
+    scaled, zeroed = session.take_step().interventions
+    assert scaled.outcome == InterventionOutcome.FAILED and "KeyboardInterrupt" in scaled.message
+    assert zeroed.outcome == InterventionOutcome.FAILED and "interrupted" in zeroed.message
+    session.begin_step(DECODE, 1)  # the session goes on
+    session.take_step()
+
+
 def _bad_operations():
     """Built per test, so no bound object outlives the run."""
     return [

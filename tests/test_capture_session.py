@@ -317,6 +317,35 @@ def test_a_backend_failure_is_a_bounded_failed_record():
     assert record.charged.captures == 1  # the reservation is never refunded
 
 
+class Interrupted(NumpyBackend):
+    """Raises ``error`` (a BaseException that is not an Exception) from every transform."""
+
+    def __init__(self, error):
+        self.error, self.transforms = error, 0
+
+    def transform(self, tensor, request):
+        self.transforms += 1
+        raise self.error
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, SystemExit], ids=lambda e: e.__name__)
+def test_an_interrupt_in_a_backend_propagates_unchanged_after_failing_its_records(error):
+    session = session_for(CaptureSelection("a", "blocks.0.mlp", CaptureTransform.full_tensor()),
+                          CaptureSelection("b", "blocks.0.mlp", CaptureTransform.preview(4)))
+    backend = Interrupted(error("stop"))
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(error) as raised:
+        session.observe(backend, "blocks.0.mlp", np.ones(HIDDEN, np.float32))
+    assert raised.value is backend.error
+    assert backend.transforms == 1  # nothing more is asked of the backend once interrupted
+    records = session.take_step().records
+    assert [r.outcome for r in records] == [CaptureOutcome.FAILED] * 2
+    # The session goes on, and the next call is not refused for the interrupt before it.
+    session.begin_step(DECODE, 1)
+    session.observe(NumpyBackend(), "blocks.0.mlp", np.ones((1, 1, 8), np.float32))
+    assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.CAPTURED, CaptureOutcome.TRUNCATED]
+
+
 def test_a_mis_shaped_tensor_fails_the_record_and_charges_nothing_more():
     session = session_for(summary())
     backend = CountingBackend()

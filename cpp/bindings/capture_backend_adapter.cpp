@@ -31,14 +31,19 @@ std::string exception_summary(const nb::python_error& e) {
   return summary;
 }
 
+// The interrupt held for the session call running on this thread (a strong reference).
+thread_local PyObject* held_interrupt = nullptr;
+
 template <typename F>
 auto call_backend(PythonCause* cause, const char* what, F&& f) -> decltype(f()) {
+  if (interrupt_pending()) throw BackendFailure{std::string(what) + ": not called, the capture was interrupted"};
   try {
     return f();
   } catch (nb::python_error& e) {
     // "what: Type: message"; the traceback stays with the exception (the error's __cause__).
     std::string message = std::string(what) + ": " + exception_summary(e);
-    if (cause) cause->record(e.value(), message);
+    if (!e.matches(PyExc_Exception)) hold_interrupt(e.value());
+    else if (cause) cause->record(e.value(), message);
     throw BackendFailure{message};
   } catch (const nb::cast_error&) {
     throw BackendFailure{std::string(what) + " returned a value of the wrong type"};
@@ -109,6 +114,28 @@ CapturePayload finite_summary(nb::handle values, std::uint64_t count) {
 }
 
 }  // namespace
+
+bool interrupt_pending() { return held_interrupt != nullptr; }
+
+void hold_interrupt(nb::handle exception) {
+  if (!held_interrupt) held_interrupt = exception.inc_ref().ptr();
+}
+
+void drop_interrupt() {
+  PyObject* held = held_interrupt;
+  held_interrupt = nullptr;
+  Py_XDECREF(held);
+}
+
+void raise_held_interrupt() {
+  PyObject* held = held_interrupt;
+  if (!held) return;
+  held_interrupt = nullptr;
+  // The instance keeps its traceback; raised as it was.
+  PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(held)), held);
+  Py_DECREF(held);
+  throw nb::python_error();
+}
 
 void raise_keeping_cause(const Error& error, const PythonCause& cause) {
   if (!cause.exception || cause.text.empty() || std::string_view(error.what()).find(cause.text) == std::string_view::npos)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nanobind/nanobind.h>
@@ -33,12 +34,32 @@ struct PythonCause {
 // carries the cause's text; otherwise rethrows it unchanged (the usual translation).
 [[noreturn]] void raise_keeping_cause(const Error& error, const PythonCause& cause);
 
-// Runs a session call; an Error it throws keeps the backend's Python exception as __cause__.
+// A backend or estimator that raised a BaseException which is not an Exception (KeyboardInterrupt,
+// SystemExit) fails its record like any native failure, so the session stays consistent; the
+// exception is held here, on the calling thread, until the session call returns and it is
+// re-raised unchanged. Until then no backend is called again.
+bool interrupt_pending();
+void hold_interrupt(nb::handle exception);
+void drop_interrupt();
+// Re-raises a held interrupt (as a Python exception), if there is one.
+void raise_held_interrupt();
+
+// Runs a session call; an Error it throws keeps the backend's Python exception as __cause__,
+// and an interrupt a backend raised is raised in its place, whatever the call did.
 template <class F>
 decltype(auto) keeping_cause(const PythonCause& cause, F&& call) {
+  drop_interrupt();  // one left by a call that did not end here
   try {
-    return call();
+    if constexpr (std::is_void_v<decltype(call())>) {
+      call();
+      raise_held_interrupt();
+    } else {
+      decltype(auto) result = call();
+      raise_held_interrupt();
+      return result;
+    }
   } catch (const Error& error) {
+    raise_held_interrupt();
     raise_keeping_cause(error, cause);
   }
 }

@@ -234,7 +234,8 @@ void bind_capture_session(nb::module_& m) {
            "Captures `tensor` for the selections at `path` through `backend`; unselected or skipped points cost "
            "a lookup. Raises CaptureSessionError without an open step or on a second observation; a refused "
            "capture marks its record FAILED and raises (BudgetExceededError, InvalidArgumentError, "
-           "CaptureSessionError).")
+           "CaptureSessionError). A backend's KeyboardInterrupt or SystemExit fails its records and propagates "
+           "unchanged.")
       .def("take_step", &CaptureSession::take_step,
            "Hands out the open step as a CapturedStep and closes it, or returns None when no step is open. "
            "CaptureSessionError while a restore is prepared.")
@@ -318,7 +319,7 @@ void bind_capture_session(nb::module_& m) {
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
              std::string where = str_argument(path, "CaptureSession.intervene", "path");
              PythonCaptureBackend adapter(backend);
-             auto result = s.intervene(adapter, where, tensor.ptr());
+             auto result = keeping_cause(adapter.cause(), [&] { return s.intervene(adapter, where, tensor.ptr()); });
              if (!result) return nb::none();
              return nb::borrow(static_cast<PyObject*>(*result));
            },
