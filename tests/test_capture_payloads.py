@@ -94,6 +94,18 @@ def test_tensor_payloads_keep_the_source_dtype_and_are_charged_their_real_bytes(
     assert decoded["values"] == want.ravel().tolist()
 
 
+@pytest.mark.parametrize("name", list(TENSOR_TRANSFORMS))
+def test_values_in_a_non_native_byte_order_are_kept_in_native_order(name):
+    transform, slices, expected = TENSOR_TRANSFORMS[name]()
+    swapped = sample(np.float32).astype(np.dtype(np.float32).newbyteorder("S"))
+    record = capture(transform, swapped, slices=slices)
+    assert record.outcome in (CaptureOutcome.CAPTURED, CaptureOutcome.TRUNCATED)
+    kept = record.payload.tensor
+    assert kept.dtype.isnative and kept.dtype == np.float32 and record.payload.dtype == "float32"
+    np.testing.assert_array_equal(kept, expected(swapped))
+    assert json.loads(record.to_json())["payload"]["values"] == expected(swapped).ravel().tolist()
+
+
 def test_a_payload_is_a_read_only_copy_not_a_view_of_the_activation():
     x = np.ones(SHAPE, np.float32)
     payload = capture(CaptureTransform.full_tensor(), x).payload

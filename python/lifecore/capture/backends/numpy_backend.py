@@ -38,9 +38,11 @@ def summarize(values: np.ndarray) -> CapturePayload:
 
 
 def _kept(values: np.ndarray) -> CapturePayload:
-    """A tensor payload owning a read-only, contiguous copy of ``values`` in their dtype (a
-    view would change when the model reuses its buffer)."""
-    kept = np.array(values, copy=True, order="C")
+    """A tensor payload owning a read-only, contiguous copy of ``values`` in their dtype, in
+    native byte order (what a payload keeps; a view would change when the model reuses its
+    buffer)."""
+    dtype = values.dtype if values.dtype.isnative else values.dtype.newbyteorder("=")
+    kept = np.array(values, dtype=dtype, copy=True, order="C")
     kept.flags.writeable = False
     return CapturePayload.from_array(kept)
 
