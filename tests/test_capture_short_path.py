@@ -249,3 +249,23 @@ def test_a_module_that_returns_no_tensor_is_named(lm, tokens):
     assert no_hooks(lm)
     with pytest.raises(KeyError, match="no module 'head' in these records"):
         run_with_capture(lm, tokens, "embed", "summary")[1]["head"]
+
+
+def test_nested_blocks_each_capture_the_one_real_forward(lm, tokens):
+    direct = outputs_of(lm, ["blocks.0.mlp", "head", "blocks.1.norm"], tokens)
+    # On one model: neither block's discovery forward is observed or drained by the other.
+    with capture(lm, "blocks.0.mlp", "summary") as outer, capture(lm, "head", "summary") as inner, \
+            torch.no_grad():
+        lm(tokens)
+    assert no_hooks(lm)
+    assert outer["blocks.0.mlp"].outcome == inner["head"].outcome == CaptureOutcome.CAPTURED
+    assert outer["blocks.0.mlp"].summary.max == direct["blocks.0.mlp"].max().item()
+    assert inner["head"].summary.max == direct["head"].max().item()
+    # On a module inside the other's model: the inner block begins in the middle of the forward.
+    block = lm.blocks[1]
+    with capture(lm, "blocks.*.norm", "summary") as outer, capture(block, "norm", "summary") as inner, \
+            torch.no_grad():
+        lm(tokens)
+    assert no_hooks(lm)
+    assert [m.outcome for m in outer.values()] == [CaptureOutcome.CAPTURED] * BLOCKS
+    assert outer["blocks.1.norm"].summary.max == inner["norm"].summary.max == direct["blocks.1.norm"].max().item()

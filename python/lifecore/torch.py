@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Optional, Union
@@ -667,6 +668,21 @@ def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: i
     return CaptureRequest(max(int(batch), 1), max(int(tokens), 1), 1)
 
 
+class _CaptureThread(threading.local):
+    """What the :func:`capture` blocks of one thread share. A block's discovery runs the
+    model once more: while it runs, every block's pre-hook and drain step aside (``discovering``)
+    and the blocks already attached (``attached``) are detached, so nothing observes or drains
+    the discovery's forward, and nested blocks (on one model or on a module inside another)
+    each capture the real forward."""
+
+    def __init__(self) -> None:
+        self.discovering = False
+        self.attached: list[ModelCapture] = []
+
+
+_THREAD = _CaptureThread()
+
+
 class ModelCapture:
     """A :func:`capture` in progress: a context manager whose ``with`` value is its
     :class:`CapturedModules` (``records``).
@@ -678,6 +694,8 @@ class ModelCapture:
     the forward then runs as one step, drained into ``records`` when it returns. A second
     forward through the model in the same block raises :class:`CaptureSessionError` before
     it runs (open another block, or use :func:`attach` for steps of a generation).
+    Blocks may nest (on one model, or on a module inside another block's model): each captures
+    the one real forward, and no block observes another's discovery forward.
     Leaving the block removes every hook and drains a step a failed forward left. The
     discovery's forward is a forward like any other: give ``discovery`` where running the model
     once more costs too much or changes its state (a model in training mode, a cache)."""
@@ -716,7 +734,6 @@ class ModelCapture:
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
         self._attachment: Optional[TorchAttachment] = None
         self._session: Optional[CaptureSession] = None
-        self._discovering = False
         self._entered = False
         self.records = CapturedModules()
 
@@ -744,25 +761,38 @@ class ModelCapture:
         return CapturePlan(selections, self._limits)
 
     def _begin(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        if self._discovering:
-            return  # the discovery's own forward
+        if _THREAD.discovering:
+            return  # a discovery's own forward (this block's or another's)
         if self._session is not None:
             raise CaptureSessionError(f"{self._call}: the block already captured one forward through "
                                       f"{type(self._model).__name__}; open another block for the next")
-        discovery = self._discovery
-        if discovery is None:
-            self._discovering = True
-            try:
-                discovery = discover(self._model, *args, batch_axis=self._batch_axis,
-                                     sequence_axis=self._sequence_axis, logits=self._logits,
-                                     output_index=self._output_index, **kwargs)
-            finally:
-                self._discovering = False
+        discovery = self._discovery if self._discovery is not None else self._discover(args, kwargs)
         request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
         session = CaptureSession(self._plan(discovery).admit(discovery, request))
         self._attachment = attach(session, self._model, self._backend, output_index=self._output_index)
+        _THREAD.attached.append(self)
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
+
+    def _discover(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CaptureDiscovery:
+        """The discovery's forward, with the other blocks of this thread stepped aside (their
+        hooks detached, attached again after it)."""
+        paused = [block for block in _THREAD.attached if block._attachment is not None]
+        for block in paused:
+            block._attachment.detach()  # type: ignore[union-attr]
+        _THREAD.discovering = True
+        try:
+            return discover(self._model, *args, batch_axis=self._batch_axis, sequence_axis=self._sequence_axis,
+                            logits=self._logits, output_index=self._output_index, **kwargs)
+        finally:
+            _THREAD.discovering = False
+            for block in paused:
+                block._attachment = attach(block._session, block._model,  # type: ignore[arg-type]
+                                           block._backend, output_index=block._output_index)
+
+    def _after(self, module: nn.Module, args: Any, output: Any) -> None:
+        if not _THREAD.discovering:  # a discovery's forward is no capture
+            self._drain()
 
     def _drain(self) -> None:
         session = self._session
@@ -777,7 +807,7 @@ class ModelCapture:
         self._entered = True
         self._hooks = [
             self._model.register_forward_pre_hook(self._begin, with_kwargs=True),
-            self._model.register_forward_hook(lambda module, args, output: self._drain()),
+            self._model.register_forward_hook(self._after),
         ]
         return self.records
 
@@ -785,6 +815,8 @@ class ModelCapture:
         for handle in self._hooks:
             handle.remove()
         self._hooks = []
+        if self in _THREAD.attached:
+            _THREAD.attached.remove(self)
         if self._attachment is not None:
             self._attachment.detach()
             self._attachment = None
