@@ -269,3 +269,29 @@ def test_nested_blocks_each_capture_the_one_real_forward(lm, tokens):
     assert no_hooks(lm)
     assert [m.outcome for m in outer.values()] == [CaptureOutcome.CAPTURED] * BLOCKS
     assert outer["blocks.1.norm"].summary.max == inner["norm"].summary.max == direct["blocks.1.norm"].max().item()
+
+
+@pytest.mark.parametrize("channels", [16, 3], ids=["channels", "channels-equal-to-the-input"])
+def test_outputs_whose_axes_are_not_batch_and_sequence_are_captured(channels):
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), nn.ReLU(), nn.Conv2d(channels, 4, 3, padding=1))
+    images = torch.randn(2, 3, 8, 8)
+    direct = outputs_of(cnn, ["0", "2"], images)
+    with torch.no_grad():
+        _, records = run_with_capture(cnn, images, ["0", "2"], ["summary", "tensor"])
+    assert no_hooks(cnn)
+    for path in ("0", "2"):
+        assert records[path].outcome == CaptureOutcome.CAPTURED
+        assert torch.equal(records[path].tensor, direct[path])
+        assert records[path].summary.max == direct[path].max().item()
+    # The generation path keeps the symbolic axes: discover() is unchanged.
+    assert [a.name for a in discover(cnn, images).point("0").axes][:2] == ["batch", "seq"]
+
+
+def test_an_empty_sequence_is_captured_as_empty(lm):
+    empty = torch.zeros(1, 0, dtype=torch.long)
+    with torch.no_grad():
+        _, records = run_with_capture(lm, empty, "blocks.0.mlp", ["summary", "tensor"])
+    captured = records["blocks.0.mlp"]
+    assert captured.outcome == CaptureOutcome.CAPTURED
+    assert captured.summary.count == 0 and tuple(captured.tensor.shape) == (1, 0, D)

@@ -214,6 +214,18 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     module, or a mapping path -> index; default 0, the first element). Pass the same
     ``output_index`` to :func:`attach`."""
     _require_module(model, "discover")
+    return _discover(model, example_args, example_kwargs, batch_axis=batch_axis, sequence_axis=sequence_axis,
+                     logits=logits, identity=identity, capabilities=capabilities, output_index=output_index,
+                     symbolic=True)
+
+
+def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: Mapping[str, Any], *,
+              batch_axis: int, sequence_axis: int, logits: Iterable[str], identity: Optional[str],
+              capabilities: Optional[BackendCapabilities], output_index: OutputIndex,
+              symbolic: bool) -> CaptureDiscovery:
+    """:func:`discover`; with ``symbolic`` False every axis is the extent the example forward
+    gave (for a session admitted for that one forward, whatever its outputs' axes mean: a
+    convolution's axis 1 is channels, not a sequence)."""
     shapes: dict[str, torch.Tensor] = {}
     handles = []
     for name, module in model.named_modules():
@@ -237,9 +249,9 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     for name, tensor in shapes.items():
         axes = []
         for i, extent in enumerate(tensor.shape):
-            if i == batch_axis:
+            if symbolic and i == batch_axis:
                 axes.append(Axis("batch", "batch"))
-            elif i == sequence_axis and tensor.dim() > 2:
+            elif symbolic and i == sequence_axis and tensor.dim() > 2:
                 axes.append(Axis("seq", "sequence"))
             else:
                 axes.append(Axis("vocab" if name in logits and i == tensor.dim() - 1 else f"d{i}", int(extent)))
@@ -782,8 +794,10 @@ class ModelCapture:
             block._attachment.detach()  # type: ignore[union-attr]
         _THREAD.discovering = True
         try:
-            return discover(self._model, *args, batch_axis=self._batch_axis, sequence_axis=self._sequence_axis,
-                            logits=self._logits, output_index=self._output_index, **kwargs)
+            # Admitted for this one forward: every axis is the extent it has in it.
+            return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
+                             sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
+                             capabilities=None, output_index=self._output_index, symbolic=False)
         finally:
             _THREAD.discovering = False
             for block in paused:
@@ -847,10 +861,13 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     refused at the forward with ``AdmissionError``, and a capture over what is left fails the
     forward with ``BudgetExceededError``. Nothing over the budget is materialized. ``backend``
     defaults to :class:`TorchBackend`; ``discovery`` (from :func:`discover`) saves the
-    discovery forward; ``logits``, ``output_index``, ``batch_axis`` and ``sequence_axis`` are
-    :func:`discover`'s (``logits=None``: the matched modules when a ``"top_k"`` is asked, since
-    top candidates are admitted on logits only, of batch 1). See :class:`ModelCapture` for
-    when the session is built.
+    discovery forward; ``logits`` and ``output_index`` are :func:`discover`'s (``logits=None``:
+    the matched modules when a ``"top_k"`` is asked, since top candidates are admitted on logits
+    only, of batch 1); ``batch_axis`` and ``sequence_axis`` are the first tensor input's axes
+    the request's batch and prompt length are read from. The block's own discovery takes every
+    output axis at the extent this forward gives it, so outputs of any layout (a convolution's
+    [batch, channels, height, width]) are captured. See :class:`ModelCapture` for when the
+    session is built.
 
     Raises ``LifecoreTypeError`` for arguments of the wrong type, and ``InvalidArgumentError``
     for a pattern matching no module, an unknown transform name, a negative budget or an
