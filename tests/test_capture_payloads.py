@@ -211,6 +211,18 @@ def test_a_backends_view_of_a_larger_buffer_keeps_only_what_was_charged():
     assert record.payload.tensor.base is None and record.payload.nbytes == record.charged.retained_bytes == 16
 
 
+def test_top_candidates_of_logits_with_no_rows_are_refused_before_any_charge():
+    session = session_for(CaptureSelection("top", "p", CaptureTransform.top_candidates(2)),
+                          discovery=discovery((1, 0, 3), meaning="logits"), request=CaptureRequest(1, 1, 3))
+    session.begin_step(PREFILL, 0)
+    envelopes = session.cumulative_usage()
+    with pytest.raises(InvalidArgumentError, match="logits with no rows"):
+        session.observe(NumpyBackend(), "p", np.zeros((1, 0, 3), np.float32))
+    assert session.cumulative_usage() == envelopes
+    record = session.take_step().record("top")
+    assert (record.outcome, record.fail_reason) == (CaptureOutcome.FAILED, "invalid")
+
+
 class OverKeeping(NumpyBackend):
     """Charges float32 but keeps float64: more than the ledger granted."""
 

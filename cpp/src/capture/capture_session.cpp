@@ -207,6 +207,10 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       if (request.kind == TransformKind::top_candidates &&
           (request.source_shape.empty() || request.count > request.source_shape.back()))
         return fail(FailReason::invalid, ErrorKind::InvalidArgument, "top candidates exceed the vocabulary at " + point.path);
+      // Top candidates are of the last row: logits with no rows have none (refused before any charge).
+      if (request.kind == TransformKind::top_candidates && element_count(request.selected_shape) == 0)
+        return fail(FailReason::invalid, ErrorKind::InvalidArgument,
+                    "top candidates of logits with no rows at " + point.path);
       if (facts.facts) {
         priced.cost = transform_usage(request.kind, request.selected_shape, facts.facts->itemsize, request.max_elements,
                                       request.edges.size(), request.count, facts.facts->on_host);
