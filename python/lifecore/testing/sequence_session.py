@@ -675,14 +675,15 @@ class SequenceSessionMachine(LifecycleMachine):
             rows: list[Any] = (sessions[k:] + sessions[:k])[:DECODE_ROWS]
             if rows and self.turn % 3 == 0:
                 rows[0] = None
-            before = table.table.copy()
+            before = np.array(table.table)
             table.update(rows)
             expected = np.full((DECODE_ROWS, TABLE_WIDTH), -1, dtype=np.int32)
             for r, session in enumerate(rows):
                 if session is not None:
                     ids = session.backing.block_ids(name)
                     expected[r, :len(ids)] = ids
-            assert np.array_equal(table.table, expected), (name, table.table.tolist(), expected.tolist())
+            shown = np.asarray(table.table)
+            assert np.array_equal(shown, expected), (name, shown.tolist(), expected.tolist())
             assert table.last_written >= np.count_nonzero(before != expected)
             STATS.outcomes[("decode table", "rows shown")] += sum(r is not None for r in rows)
 
