@@ -158,6 +158,19 @@ def test_on_the_class_the_names_stay_the_constructors():
     assert "<nanobind" not in repr(legacy.tensor) and "<nanobind" not in repr(legacy.summary)
 
 
+def test_a_list_argument_is_read_from_a_snapshot():
+    # An item's __index__ empties the list being read: the items given are still the ones read.
+    counts = []
+
+    class Emptying:
+        def __index__(self):
+            counts.clear()
+            return 2
+
+    counts.extend([Emptying(), 3, 4, 5])
+    assert CapturePayload.histogram([0.0, 1.0, 2.0, 3.0, 4.0], counts).histogram.counts.tolist() == [2, 3, 4, 5]
+
+
 def test_the_old_names_still_answer_with_a_deprecation_warning():
     top = CapturePayload.candidates([7, 1], [0.5, 0.25])
     with pytest.warns(DeprecationWarning, match="candidate_ids"):

@@ -179,6 +179,42 @@ def test_launch_argument_checks(device, stream) -> None:
     stream.launch(K.axpy_f32, 1, N, (N, 1, x, y))  # an int for a float is fine
 
 
+def test_launch_reads_a_snapshot_of_its_arguments(device, stream) -> None:
+    # A list subclass's __iter__ answers for the list: more items than it holds are counted.
+    class Longer(list):
+        def __iter__(self):
+            return iter([1.0] * 200)
+
+    x = stream.alloc(4 * N)
+    with pytest.raises(LifecoreTypeError, match="got 200"):
+        stream.launch(K.scale_f32, 1, N, Longer([N, 2.0, x, x]))
+
+    # Python code run while an argument is converted (a tensor's __dlpack_device__) grows the
+    # list, or drops the last reference to a Buffer already converted: the launch goes with
+    # the items it was given, and the Buffer lives until it returns.
+    host = np.arange(N, dtype=np.float32)
+    for change in ("grow", "drop"):
+        args = [N, 2.0, stream.alloc(4 * N), None]
+        stream.write(args[2], host.tobytes())
+        out = np.zeros(N, np.float32)
+
+        class Meddler:
+            def __dlpack_device__(self):
+                if change == "grow":
+                    args.extend([1.5] * 200)
+                else:
+                    args[2] = None
+                return out.__dlpack_device__()
+
+            def __dlpack__(self, **kw):
+                return out.__dlpack__(**kw)
+
+        args[3] = Meddler()
+        stream.launch(K.scale_f32, 1, N, args)
+        stream.sync()
+        assert out.tolist() == (2 * host).tolist(), change
+
+
 @pytest.mark.parametrize("dims", [0, -1, (), (1, 1, 1, 1), (1, 0), (2**31,), (1, 65536)])
 def test_grid_values(stream, dims) -> None:
     x = stream.alloc(4 * N)

@@ -497,6 +497,27 @@ def test_step_all_steps_a_batch_and_names_the_row_that_raises():
     assert sessions[0].retired_frames == 3  # the row before the refusal stepped
 
 
+def test_step_all_holds_its_sessions_while_tokens_are_read():
+    # Reading `tokens` runs its __dlpack__, which drops the only references to the sessions:
+    # the call still steps the sessions it was given, and they go once it returns.
+    c = make(pages=8)
+    sessions = [open_one(c, f"s{i}")[1] for i in range(3)]
+    targets = np.array([TPP + 1, TPP + 1, TPP + 1], dtype=np.int64)
+
+    class Tokens:
+        def __dlpack__(self, *args, **kw):
+            sessions.clear()
+            return targets.__dlpack__(*args, **kw)
+
+        def __dlpack_device__(self):
+            return targets.__dlpack_device__()
+
+    outcomes = lifecore.sequence.step_all(sessions, Tokens())
+    assert [BackingOutcome(v) for v in outcomes.tolist()] == [BackingOutcome.EXTENDED] * 3
+    gc.collect()
+    assert c.capacity().active_sequences == 0
+
+
 def test_commit_frames_commits_a_batch_and_names_the_row_that_raises():
     c = make(pages=8)
     held, sessions = _batch(c)

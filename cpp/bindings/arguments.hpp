@@ -22,6 +22,16 @@ inline std::string argument_label(const char* call, const char* name) {
   return std::string(call) + ": argument '" + name + "'";
 }
 
+// The items of a sequence as a tuple the caller holds for the whole call. Reading the
+// caller's list in place while Python code runs (an item's __index__ or __dlpack__, a list
+// subclass's __iter__, another thread while the interpreter lock is let go) could see it grow
+// past the count taken, shrink, or drop an item whose converted form is still in use.
+inline nb::tuple sequence_snapshot(nb::handle sequence) {
+  PyObject* items = PySequence_Tuple(sequence.ptr());
+  if (!items) throw nb::python_error();
+  return nb::steal<nb::tuple>(items);
+}
+
 // An int (never a bool) within [min, max]; `max` above INT64_MAX is not representable here,
 // use uint_argument.
 inline std::int64_t int_argument(nb::handle h, const char* call, const char* name,

@@ -99,14 +99,13 @@ struct ArgumentOf<std::vector<T>> {
   static std::vector<T> from(nb::handle h, const char* call, const std::string& name) {
     if (PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || !PySequence_Check(h.ptr()))
       raise(ErrorKind::TypeMismatch, argument_label(call, name.c_str()) + " must be a list, got " + type_name_of(h));
-    nb::object items = nb::steal(PySequence_Fast(h.ptr(), "a sequence"));
-    if (!items) throw nb::python_error();
-    Py_ssize_t size = PySequence_Fast_GET_SIZE(items.ptr());
+    // A snapshot: an item's __index__ may change the caller's list while it is read.
+    const nb::tuple items = sequence_snapshot(h);
+    const std::size_t size = items.size();
     std::vector<T> out;
-    out.reserve(static_cast<std::size_t>(size));
-    for (Py_ssize_t i = 0; i < size; ++i)
-      out.push_back(ArgumentOf<T>::from(PySequence_Fast_GET_ITEM(items.ptr(), i), call,
-                                        name + "[" + std::to_string(i) + "]"));
+    out.reserve(size);
+    for (std::size_t i = 0; i < size; ++i)
+      out.push_back(ArgumentOf<T>::from(items[i], call, name + "[" + std::to_string(i) + "]"));
     return out;
   }
 };

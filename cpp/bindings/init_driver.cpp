@@ -8,6 +8,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "driver/backend_introspection.hpp"
 #include "lifecore/driver/backends.hpp"
@@ -182,7 +183,8 @@ void init_driver_diagnostics(nb::module_& m) {
       .def("launch", [](H& h, std::uintptr_t f, Triple grid, Triple block, std::uintptr_t stream, nb::list args,
                         std::uint32_t shared_bytes) {
         std::vector<driver::KernelArg> kernel_args;
-        for (nb::handle item : args) {
+        // A snapshot: converting a value may run Python code that changes the list.
+        for (nb::handle item : sequence_snapshot(args)) {
           auto pair = nb::cast<nb::tuple>(item);
           kernel_args.push_back(kernel_arg(nb::cast<std::string>(pair[0]), pair[1]));
         }

@@ -143,14 +143,17 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
   std::vector<LaunchArg> spill;
   std::deque<std::string> names;  // keeps the type names of unsupported arguments alive
   std::list<MemoryArgument> tensors;  // tensors' descriptions, at stable addresses (empty: no allocation)
-  const std::size_t count = nb::len(args);
+  // Converted arguments borrow the items (a Buffer's address): the snapshot keeps them alive
+  // and fixes their count, whatever a conversion's Python code does to the caller's list.
+  const nb::tuple items = sequence_snapshot(args);
+  const std::size_t count = items.size();
   LaunchArg* out = converted;
   if (count > 16) {
     spill.resize(count);
     out = spill.data();
   }
   std::size_t i = 0;
-  for (nb::handle item : args) {
+  for (nb::handle item : items) {
     LaunchArg& arg = out[i++];
     if (is_int(item)) {
       arg.kind = LaunchArg::Kind::integer;

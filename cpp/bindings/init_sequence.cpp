@@ -143,13 +143,12 @@ std::optional<double> timeout_argument(nb::handle h) {
   return real_argument(h, "wait", "timeout", /*allow_infinite=*/true);
 }
 
-// A list or tuple (never a str, which would iterate its characters) of items.
-std::vector<nb::handle> sequence_argument(nb::handle h, const char* call, const char* name, const char* expected) {
+// A list or tuple (never a str, which would iterate its characters) of items, as a snapshot
+// that holds them (a list subclass's __iter__ may yield objects nothing else keeps).
+nb::tuple sequence_argument(nb::handle h, const char* call, const char* name, const char* expected) {
   if (!nb::isinstance<nb::list>(h) && !nb::isinstance<nb::tuple>(h))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be " + expected + ", got " + type_name_of(h));
-  std::vector<nb::handle> out;
-  for (nb::handle item : h) out.push_back(item);
-  return out;
+  return sequence_snapshot(h);
 }
 
 nb::dict demand_bytes(const CapacityDemand& d) {
@@ -758,8 +757,8 @@ void bind_session(nb::module_& m) {
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
   m.def("acquire_frames", [](nb::handle sessions) {
-          const auto list = table_out::session_list(sessions, "acquire_frames", /*none_ok=*/false);
-          return acquire_frames(list);
+          const auto held = table_out::session_list(sessions, "acquire_frames", /*none_ok=*/false);
+          return acquire_frames(held.objects);
         }, nb::arg("sessions").none(), nb::sig("def acquire_frames(sessions: collections.abc.Sequence[SequenceSession]) -> list[FrameHold]"),
         "Acquire one frame on every session, all or nothing.");
 }

@@ -52,7 +52,8 @@ nb::object snapshot_block_ids(const BackingSnapshot& s, nb::handle domain) {
 
 nb::object step_all_sessions(nb::handle sessions, nb::handle tokens) {
   constexpr const char* call = "step_all";
-  const std::vector<SequenceSession*> list = session_list(sessions, call, /*none_ok=*/false);
+  const auto held = session_list(sessions, call, /*none_ok=*/false);  // read_tokens may run Python code
+  const std::vector<SequenceSession*>& list = held.objects;
   Tokens targets;
   read_tokens(tokens, list.size(), call, targets);
   BackingOutcome* outcomes = nullptr;
@@ -62,7 +63,8 @@ nb::object step_all_sessions(nb::handle sessions, nb::handle tokens) {
 }
 
 nb::object commit_all_frames(nb::handle frames) {
-  const std::vector<FrameHold*> list = instance_list<FrameHold>(frames, "commit_frames", "frames", "FrameHold");
+  const auto held = instance_list<FrameHold>(frames, "commit_frames", "frames", "FrameHold");
+  const std::vector<FrameHold*>& list = held.objects;
   FrameDisposition* dispositions = nullptr;
   nb::object array = enum_array(list.size(), dispositions);
   commit_frames(list, dispositions);

@@ -136,9 +136,9 @@ void init_sequence_decode_table(nb::module_& m) {
       .def(
           "update",
           [](DecodeTableHandle& t, nb::handle sessions) {
-            const auto list = session_list(sessions, "DecodeTable.update", /*none_ok=*/true);
+            const auto held = session_list(sessions, "DecodeTable.update", /*none_ok=*/true);
             t.require_unmoved("DecodeTable.update");
-            t.core->update(list.data(), list.size());
+            t.core->update(held.objects.data(), held.objects.size());
             t.sync();
           },
           nb::arg("sessions").none(),
@@ -150,7 +150,8 @@ void init_sequence_decode_table(nb::module_& m) {
           "step",
           [](DecodeTableHandle& t, nb::handle sessions, nb::handle tokens) {
             constexpr const char* call = "DecodeTable.step";
-            const auto list = session_list(sessions, call, /*none_ok=*/false);
+            const auto held = session_list(sessions, call, /*none_ok=*/false);  // read_tokens may run Python code
+            const auto& list = held.objects;
             Tokens targets;
             read_tokens(tokens, list.size(), call, targets);
             BackingOutcome* outcomes = nullptr;

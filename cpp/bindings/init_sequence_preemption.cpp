@@ -34,11 +34,11 @@ PreemptionValues preempt(nb::handle coordinator, nb::handle deferred, nb::handle
   const auto& d = object_argument<AdmissionDeferred>(deferred, call, "deferred", "an AdmissionDeferred");
   std::optional<std::size_t> most;
   if (!limit.is_none()) most = static_cast<std::size_t>(uint_argument(limit, call, "limit"));
-  const std::vector<SequenceSession*> sessions =
-      table_out::instance_list<SequenceSession>(candidates, call, "candidates", "SequenceSession");
+  const auto held = table_out::instance_list<SequenceSession>(candidates, call, "candidates", "SequenceSession");
+  const std::vector<SequenceSession*>& sessions = held.objects;
   PreemptionOutcome out;
   {
-    nb::gil_scoped_release release;  // the list keeps the sessions alive
+    nb::gil_scoped_release release;  // the snapshot keeps the sessions alive (another thread may change the list)
     out = preempt_for(c, d, sessions, most);
   }
   std::vector<std::pair<Authority, std::string>> skipped;

@@ -109,26 +109,26 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
   t.capsule = std::move(capsule);
 }
 
-// The items of a list or tuple the caller has checked, borrowed by index: a per-row loop
-// makes no iterator object and no reference-count traffic (the GIL is held throughout).
+// The items of a list or tuple the caller has checked, read by index from a snapshot this
+// object holds: a per-row loop makes no iterator object, and what a row borrows from an item
+// (its C++ object) stays valid while this lives, whatever Python code later does to the
+// caller's list (a `tokens` or `out` conversion, another thread while the lock is let go).
 class ListItems {
  public:
   explicit ListItems(nb::handle sequence)
-      : object_(sequence.ptr()), is_list_(PyList_Check(object_) != 0),
-        size_(static_cast<std::size_t>(is_list_ ? PyList_Size(object_) : PyTuple_Size(object_))) {}
+      : items_(sequence_snapshot(sequence)), size_(items_.size()) {}
   std::size_t size() const noexcept { return size_; }
   nb::handle operator[](std::size_t i) const noexcept {
     const auto at = static_cast<Py_ssize_t>(i);
 #ifdef Py_LIMITED_API
-    return is_list_ ? PyList_GetItem(object_, at) : PyTuple_GetItem(object_, at);
+    return PyTuple_GetItem(items_.ptr(), at);
 #else
-    return is_list_ ? PyList_GET_ITEM(object_, at) : PyTuple_GET_ITEM(object_, at);
+    return PyTuple_GET_ITEM(items_.ptr(), at);
 #endif
   }
 
  private:
-  PyObject* object_;
-  bool is_list_;
+  nb::tuple items_;
   std::size_t size_;
 };
 
@@ -150,34 +150,42 @@ inline std::uint32_t domain_argument(const sequence::AdmissionCoordinator& c, nb
   return static_cast<std::uint32_t>(index);
 }
 
+// The objects of a list or tuple argument, with the snapshot that keeps them alive: keep the
+// whole value for as long as the pointers are used.
+template <class T>
+struct InstanceList {
+  ListItems held;
+  std::vector<T*> objects;
+};
+
 // The objects of a list or tuple argument `name` that are exactly T's Python type (called
 // `type` in errors), in order; with `none_ok` a None entry gives null. LifecoreTypeError naming
 // the argument, or the entry, for anything else.
 template <class T>
-std::vector<T*> instance_list(nb::handle items_arg, const char* call, const char* name, const char* type,
+InstanceList<T> instance_list(nb::handle items_arg, const char* call, const char* name, const char* type,
                               bool none_ok = false) {
   // Built only for an error: a decode batch's call builds no string.
   const auto expected = [&] { return std::string(type) + (none_ok ? " or None" : ""); };
   if (!nb::isinstance<nb::list>(items_arg) && !nb::isinstance<nb::tuple>(items_arg))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a list or tuple of " + expected() + ", got " +
                                        type_name_of(items_arg));
-  const ListItems items(items_arg);
-  std::vector<T*> list;
-  list.reserve(items.size());
+  InstanceList<T> list{ListItems(items_arg), {}};
+  const ListItems& items = list.held;
+  list.objects.reserve(items.size());
   for (std::size_t i = 0; i < items.size(); ++i) {
     const nb::handle item = items[i];
     T* object = exact_instance<T>(item);
     if (!object && !(none_ok && item.is_none()))
       raise(ErrorKind::TypeMismatch, argument_label(call, (std::string(name) + "[" + std::to_string(i) + "]").c_str()) +
                                          " must be a " + expected() + ", got " + type_name_of(item));
-    list.push_back(object);
+    list.objects.push_back(object);
   }
   return list;
 }
 
 // A list or tuple of SequenceSession (argument `sessions`), in order; with `none_ok` a None
 // entry gives null.
-inline std::vector<sequence::SequenceSession*> session_list(nb::handle sessions, const char* call, bool none_ok) {
+inline InstanceList<sequence::SequenceSession> session_list(nb::handle sessions, const char* call, bool none_ok) {
   return instance_list<sequence::SequenceSession>(sessions, call, "sessions", "SequenceSession", none_ok);
 }
 
