@@ -10,6 +10,8 @@ through the other.
 from __future__ import annotations
 
 import gc
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -207,6 +209,30 @@ def test_free_is_refused_while_views_live(dev) -> None:
         buf.__dlpack__()
     with pytest.raises(ClosedError):
         buf.__dlpack_device__()
+
+
+def test_an_export_counts_as_a_view_while_it_waits_for_the_stream(dev) -> None:
+    # The export takes its view in the same step as its check that the buffer is live, before
+    # it waits for the buffer's stream (without the interpreter lock): a free() in that wait is
+    # refused, instead of passing its check and returning the memory under the coming view.
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    dev._pause_streams_for(0.5)
+    s.fill(buf, 0x40400000)  # 3.0f, queued through the pause: the export waits for it
+    exported = {}
+    export = threading.Thread(target=lambda: exported.setdefault("view", np.from_dlpack(buf.view("float32"))))
+    export.start()
+    while buf.views == 0 and export.is_alive():
+        time.sleep(0.001)
+    assert export.is_alive() and buf.views == 1
+    with pytest.raises(LifecoreError, match="view"):
+        buf.free()
+    export.join()
+    assert (exported["view"] == 3.0).all() and buf.alive
+    del exported["view"]
+    gc.collect()
+    buf.free()
+    assert buf.views == 0 and not buf.alive
 
 
 def test_a_view_survives_its_device_closing(dev) -> None:

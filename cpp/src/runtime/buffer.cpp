@@ -10,11 +10,20 @@ Buffer::Buffer(std::shared_ptr<Stream> stream, SliceId slice, driver::DevicePtr 
     : stream_(std::move(stream)), device_(stream_->device()), slice_(slice), ptr_(ptr), nbytes_(nbytes) {}
 
 Buffer::~Buffer() {
-  if (!freed_.exchange(true)) stream_->drop_slice(slice_);
+  if ((state_.fetch_or(freed_bit, std::memory_order_acq_rel) & freed_bit) == 0) stream_->drop_slice(slice_);
 }
 
 bool Buffer::alive() const noexcept {
-  return !freed_.load(std::memory_order_acquire) && !dangling_.load(std::memory_order_acquire) && !device_->closed();
+  return !freed() && !dangling_.load(std::memory_order_acquire) && !device_->closed();
+}
+
+bool Buffer::try_add_view() noexcept {
+  std::uint64_t state = state_.load(std::memory_order_acquire);
+  do {
+    // A count that would reach the freed bit is refused too (never reached: each view is an object).
+    if ((state & freed_bit) != 0 || (state & view_mask) == view_mask) return false;
+  } while (!state_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel, std::memory_order_acquire));
+  return true;
 }
 
 namespace {
@@ -25,26 +34,29 @@ const char* dangling_reason() {
 }  // namespace
 
 driver::DevicePtr Buffer::ptr() const {
-  if (freed_.load(std::memory_order_acquire)) raise(ErrorKind::Closed, "ptr: the buffer was freed");
+  if (freed()) raise(ErrorKind::Closed, "ptr: the buffer was freed");
   if (dangling_.load(std::memory_order_acquire)) raise(ErrorKind::Closed, std::string("ptr") + dangling_reason());
   device_->check_open("ptr");
   return ptr_;
 }
 
 void Buffer::free() {
-  if (std::size_t n = views(); n != 0 && !freed_.load(std::memory_order_acquire))
-    raise(ErrorKind::Lifecore, "free: " + std::to_string(n) +
-                                   " zero-copy view(s) of the buffer are alive (DLPack or array interface); "
-                                   "free it once they are gone");
-  if (freed_.exchange(true)) raise(ErrorKind::Closed, "free: the buffer was already freed");
+  // Only "live with no views" becomes "freed": a view added meanwhile fails the exchange.
+  std::uint64_t state = state_.load(std::memory_order_acquire);
+  do {
+    if ((state & freed_bit) != 0) raise(ErrorKind::Closed, "free: the buffer was already freed");
+    if (state != 0)
+      raise(ErrorKind::Lifecore, "free: " + std::to_string(state) +
+                                     " zero-copy view(s) of the buffer are alive (DLPack or array interface); "
+                                     "free it once they are gone");
+  } while (!state_.compare_exchange_weak(state, freed_bit, std::memory_order_acq_rel, std::memory_order_acquire));
   stream_->drop_slice(slice_);
 }
 
 driver::DevicePtr Buffer::use(const Device& device, const char* op) const {
   if (device_.get() != &device)
     raise(ErrorKind::InvalidArgument, std::string(op) + ": the buffer belongs to another device");
-  if (freed_.load(std::memory_order_acquire))
-    raise(ErrorKind::Closed, std::string(op) + ": the buffer was freed");
+  if (freed()) raise(ErrorKind::Closed, std::string(op) + ": the buffer was freed");
   if (dangling_.load(std::memory_order_acquire)) raise(ErrorKind::Closed, std::string(op) + dangling_reason());
   return ptr_;
 }

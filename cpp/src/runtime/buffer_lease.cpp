@@ -15,6 +15,15 @@ std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, c
   const bool host_memory = backend.dlpack_device_type == driver::dlpack_device::cpu;
   if (host_memory && consumer_stream != nullptr)
     raise(ErrorKind::InvalidArgument, "view: this device's memory is exported as CPU memory, which takes no stream");
+  // The view counts from before the wait for the stream, in the same step as the check that
+  // the buffer is live: a free() from here on is refused, and a freed buffer is refused here.
+  if (!buffer->try_add_view()) raise(ErrorKind::Closed, "view: the buffer was freed");
+  struct ViewUntilLent {
+    Buffer* buffer;
+    ~ViewUntilLent() {
+      if (buffer) buffer->drop_view();
+    }
+  } view{buffer.get()};
   buffer->stream()->lend(*buffer, consumer_stream);
   std::shared_ptr<BufferLease> lease(new BufferLease());
   lease->device_type_ = backend.dlpack_device_type;
@@ -30,7 +39,7 @@ std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, c
   } else {
     lease->data_ = reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr));
   }
-  buffer->add_view();
+  view.buffer = nullptr;  // the lease holds the view from here
   lease->buffer_ = std::move(buffer);
   device.leases().add(lease.get());
   return lease;

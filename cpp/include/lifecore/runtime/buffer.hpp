@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "lifecore/runtime/memory_manager.hpp"
@@ -41,10 +42,15 @@ class Buffer {
   driver::DevicePtr use(const Device& device, const char* op) const;
 
   // Zero-copy views lent out (runtime/buffer_lease.hpp). While one lives, free() is refused:
-  // the slice would go back to the pool and be handed out again under the view.
-  void add_view() noexcept { views_.fetch_add(1, std::memory_order_acq_rel); }
-  void drop_view() noexcept { views_.fetch_sub(1, std::memory_order_acq_rel); }
-  std::size_t views() const noexcept { return views_.load(std::memory_order_acquire); }
+  // the slice would go back to the pool and be handed out again under the view. The views and
+  // the freed mark are one atomic word, so a view is added only to a live buffer and free()
+  // goes from "live, no views" to "freed" in one step: neither can slip between the other's
+  // check and its change. try_add_view is false (nothing changed) once the buffer was freed.
+  bool try_add_view() noexcept;
+  void drop_view() noexcept { state_.fetch_sub(1, std::memory_order_acq_rel); }
+  std::size_t views() const noexcept {
+    return static_cast<std::size_t>(state_.load(std::memory_order_acquire) & view_mask);
+  }
 
  private:
   std::shared_ptr<Stream> stream_;
@@ -52,9 +58,12 @@ class Buffer {
   SliceId slice_;
   driver::DevicePtr ptr_;
   std::size_t nbytes_;
-  std::atomic<bool> freed_{false};
+  static constexpr std::uint64_t freed_bit = std::uint64_t{1} << 63;
+  static constexpr std::uint64_t view_mask = freed_bit - 1;
+  bool freed() const noexcept { return (state_.load(std::memory_order_acquire) & freed_bit) != 0; }
+
+  std::atomic<std::uint64_t> state_{0};  // freed_bit | the number of live views
   std::atomic<bool> dangling_{false};
-  std::atomic<std::size_t> views_{0};
 };
 
 }  // namespace lifecore::runtime
