@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import lifecore
+from lifecore import kernels as K
 from lifecore import (
     CaptureRefusedError,
     CaptureStateError,
@@ -160,6 +161,36 @@ def test_after_a_failed_end_the_next_end_ends_the_driver_capture(mock_hardware_d
     with pytest.raises(CaptureRefusedError, match="already discarded") as raised:
         s.end_capture()
     assert raised.value.cause == "discarded"
+    assert_recapturable(dev, s)
+
+
+@pytest.mark.parametrize("ending", ["end_capture", "abort_capture"])
+def test_work_issued_into_the_discarded_capture_leaves_nothing_behind(mock_hardware_device, ending) -> None:
+    # Launches with info words recorded into the dead capture pin their cache entries under
+    # that capture; ending it drops the pins and the entries made inside, as for any window.
+    dev = mock_hardware_device
+    s = dev.stream()
+    x, y = s.alloc(4 * N), s.alloc(4 * N)
+    two = lifecore.float_bits(2.0)
+    s.launch(K.axpy_info_f32, 1, N, [x, y], info=[N, two])  # one shared entry, not pinned
+    s.sync()
+    s.graph_prepare()
+    s.begin_capture()
+    dev.inject_fault("stream_end_capture", 999, times=2)
+    with pytest.raises(CaptureRefusedError, match="still captures"):
+        s.end_capture()
+    s.launch(K.axpy_info_f32, 1, N, [x, y], info=[N, two])  # the shared entry
+    s.launch(K.axpy_info_f32, 1, N, [x, y], info=[N // 2, two])  # a new one, made inside
+    assert dev.memory_stats()["info_pinned"] == 2
+    if ending == "end_capture":
+        with pytest.raises(CaptureRefusedError, match="already discarded"):
+            s.end_capture()
+    else:
+        s.abort_capture()
+    s.sync()
+    dev.cleanup()
+    after = dev.memory_stats()  # the cleanup drops every entry nothing pins
+    assert (after["info_entries"], after["info_pinned"]) == (0, 0)
     assert_recapturable(dev, s)
 
 

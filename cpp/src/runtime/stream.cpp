@@ -606,6 +606,12 @@ void Stream::discard_window() noexcept {
   }
 }
 
+void Stream::discard_window_still_capturing() noexcept {
+  discard_window();
+  window_ = device_->new_window_id();
+  window_discarded_ = true;
+}
+
 void Stream::undo_window() noexcept {
   discard_window();
   try {
@@ -670,8 +676,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   if (recorder_->driver_capturing()) {
     // The driver still captures: the stream never says NO_CAPTURE while it does.
     state_ = recording;
-    window_discarded_ = true;
-    discard_window();
+    discard_window_still_capturing();
     raise_still_capturing("end_capture", ended_status, ErrorKind::CaptureRefused);
   }
   if (ended_status.sticky) {
@@ -754,8 +759,7 @@ void Stream::abort_capture() {
   if (state_.is_recording()) {
     ended_status = recorder_->abandon();
     if (recorder_->driver_capturing()) {
-      window_discarded_ = true;
-      discard_window();
+      discard_window_still_capturing();
       raise_still_capturing("abort_capture", ended_status, ErrorKind::Driver);
     }
   }

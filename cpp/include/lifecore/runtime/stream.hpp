@@ -186,6 +186,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // stream the driver still captures would be captured).
   void undo_window() noexcept;
   void discard_window() noexcept;
+  // Discards the window while the driver still captures (window_discarded_). Work issued until
+  // that capture ends is recorded into it, so it runs under a window id of its own (never armed
+  // in the pools): the info pins it takes and the errors it queues go when the capture ends.
+  void discard_window_still_capturing() noexcept;
   [[noreturn]] void refuse(const std::string& message, const std::string& cause,
                            const driver::Status* status = nullptr);
 
