@@ -19,9 +19,11 @@ import pytest
 
 import lifecore
 from lifecore import DriverError, InvalidArgumentError, LifecoreTypeError
+from lifecore.errors import LifecoreOverflowError
 from lifecore import kernels as K
 
 from backend_roles import EMULATED
+from dlpack_producer import Producer
 
 N = 64
 ONE = 0x3F800000  # float32 1.0
@@ -205,6 +207,27 @@ def test_sizes_out_of_bounds_are_refused(dev) -> None:
         s.fill(np.zeros(0, np.float32), 0)
     assert_nothing_changed(dev, s, [small], before)
     assert np.all(f32(s, buf) == 1.0)
+
+
+def test_a_description_whose_size_does_not_fit_is_refused(dev) -> None:
+    # A producer's shape is not trusted: a size past 64 bits is refused, never wrapped into the
+    # bytes the memory really has (4 * (2**62 + 16) wraps to 64), and so are a negative ndim and
+    # dimensions without a shape.
+    s = dev.stream()
+    host = np.zeros(16, np.float32)
+    buf = filled(s, 1.0, 16)
+    before = [host.copy(), dev.memory_stats()]
+    for shape, bits in (([2**62 + 16], 32), ([2**32, 2**32 + 64], 8), ([2**40, 2**40, 2**40], 8)):
+        with pytest.raises(LifecoreOverflowError, match="copy: argument 'dst'.*does not fit in 64 bits"):
+            s.copy(Producer(host.ctypes.data, shape, bits=bits), buf)
+    with pytest.raises(InvalidArgumentError, match="negative number of dimensions"):
+        s.copy(Producer(host.ctypes.data, [16], ndim=-5), buf)
+    with pytest.raises(InvalidArgumentError, match="no shape"):
+        s.copy(Producer(host.ctypes.data, [16], null_shape=True), buf)
+    assert_nothing_changed(dev, s, [host], before)
+    s.copy(Producer(host.ctypes.data, [16]), buf)  # the same memory, described truly
+    s.sync()
+    assert np.all(host == 1.0)
 
 
 def test_a_read_only_array_is_refused_as_a_destination_and_taken_where_it_is_only_read(dev) -> None:
@@ -529,6 +552,10 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
         def __init__(self, interface):
             self.__cuda_array_interface__ = interface
 
+    described = {"typestr": "<f4", "data": (host.ctypes.data, False), "version": 3}
+    result["wrapping_shape"] = argument_refusal(s.copy, buf, Interface({**described, "shape": (2**62 + 16,)}))
+    result["huge_item"] = argument_refusal(s.copy, buf, Interface({**described, "shape": (1,),
+                                                                   "typestr": "<V18446744073709551680"}))
     pooled = s.alloc(256)
     s.sync()
     by_address = Interface(pooled.view("float32").__cuda_array_interface__)  # lends no lease
@@ -569,6 +596,8 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     assert "lives on cuda:1" in result["ordinal"]
     assert "is read-only" in result["read_only"]
     assert "not C-contiguous" in result["strided"]
+    assert "copy: argument 'src'" in result["wrapping_shape"] and "does not fit in 64 bits" in result["wrapping_shape"]
+    assert "unknown typestr" in result["huge_item"]
     assert result["retained_by_graph"] == 1  # recognised by address: the graph retains the buffer's slice
     assert "fill: argument 'buf' points into the memory of a freed buffer" in result["freed_view"]
     assert result["capture_streams"] == [True, -1]  # the warmup orders; the recorded pass does not wait

@@ -1,6 +1,7 @@
 // Another library's tensors as pointer arguments (tensor_arguments.hpp): DLPack capsules and
 // the CUDA array interface read into a runtime::ForeignRange.
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <cstdint>
 #include <mutex>
@@ -10,6 +11,7 @@
 
 #include "arguments.hpp"
 #include "buffer_view.hpp"
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/runtime/device.hpp"
@@ -68,16 +70,25 @@ std::shared_ptr<void> hold_producer(nb::handle object, nb::handle capsule) {
   raise(ErrorKind::InvalidArgument, label + " " + why);
 }
 
-// Bytes of a C-contiguous tensor; refuses a strided one.
+// Bytes of a C-contiguous tensor; refuses a strided one. The producer's description is not
+// trusted: a negative ndim, a missing shape, or a size beyond 64 bits is refused, never wrapped
+// into a small size that would pass for the memory it really has.
 std::size_t contiguous_bytes(const std::string& label, std::int32_t ndim, const std::int64_t* shape,
                              const std::int64_t* strides, std::size_t item_bytes) {
-  std::uint64_t count = 1;
+  if (ndim < 0) refuse(label, "has a negative number of dimensions (" + std::to_string(ndim) + ")");
+  if (ndim > 0 && shape == nullptr) refuse(label, "has " + std::to_string(ndim) + " dimension(s) but no shape");
+  bool empty = false;
   for (std::int32_t i = 0; i < ndim; ++i) {
     if (shape[i] < 0) refuse(label, "has a negative dimension");
-    count *= static_cast<std::uint64_t>(shape[i]);
+    empty = empty || shape[i] == 0;
   }
+  if (empty) return 0;  // no bytes, whatever the other dimensions say
+  const std::string what = label + ": its size (the shape's product times the element's bytes)";
+  std::int64_t count = 1;
+  for (std::int32_t i = 0; i < ndim; ++i) count = checked::mul_or_throw(count, shape[i], what);
+  const std::uint64_t bytes = checked::mul_or_throw<std::uint64_t>(static_cast<std::uint64_t>(count), item_bytes, what);
   if (strides != nullptr && count > 1) {
-    std::int64_t expected = 1;  // in elements
+    std::int64_t expected = 1;  // in elements; a product of trailing dimensions, at most count
     for (std::int32_t i = ndim; i-- > 0;) {
       if (shape[i] != 1 && strides[i] != expected)
         refuse(label, "is not C-contiguous (strides in elements: given " + [&] {
@@ -88,7 +99,7 @@ std::size_t contiguous_bytes(const std::string& label, std::int32_t ndim, const 
       expected *= shape[i];
     }
   }
-  return static_cast<std::size_t>(count * item_bytes);
+  return static_cast<std::size_t>(bytes);
 }
 
 std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& label) {
@@ -192,8 +203,9 @@ void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std:
       !dict.contains("shape") || !nb::try_cast(dict["shape"], shape) || !dict.contains("data") ||
       !nb::try_cast(dict["data"], data))
     refuse(label, "has a __cuda_array_interface__ without a valid typestr, shape and data");
+  errno = 0;
   const long item = std::strtol(typestr.c_str() + 2, nullptr, 10);
-  if (item <= 0) refuse(label, "has an unknown typestr " + typestr);
+  if (item <= 0 || errno == ERANGE) refuse(label, "has an unknown typestr " + typestr);  // not clamped to LONG_MAX
   std::vector<std::int64_t> strides;
   const std::int64_t* stride_ptr = nullptr;
   if (dict.contains("strides") && !dict["strides"].is_none()) {
