@@ -435,3 +435,38 @@ def test_a_cuda_export_orders_the_consumers_stream(fake_libcuda) -> None:
     assert result["zero"] == "refused"
     assert result["events_left"] == 0  # each export's event is destroyed once the wait is queued
     assert result["views"] == 3 and result["views_after"] == 0
+
+def test_the_cuda_array_interface_is_refused_inside_a_capture_window(fake_libcuda) -> None:
+    """DLPack's rule for the CUDA array interface too: while the buffer's stream has a window
+    prepared or recording, the export raises CaptureStateError (a buffer allocated inside has
+    no memory before the replay); outside a window it is offered again."""
+    from driver_scenarios import run_with_fake_cuda
+
+    body = """
+    from lifecore import CaptureStateError
+    dev = lifecore.Device("cuda")
+    s = dev.stream()
+    before = s.alloc(64)
+    refused = []
+    def attempt(what, export):
+        try:
+            export()
+            refused.append((what, "offered"))
+        except CaptureStateError:
+            refused.append((what, "refused"))
+    s.graph_prepare()
+    attempt("prepare", lambda: before.__cuda_array_interface__)
+    attempt("prepare view", lambda: before.view("float32").__cuda_array_interface__)
+    s.begin_capture()
+    inside = s.alloc(4096)
+    attempt("capture", lambda: inside.__cuda_array_interface__)
+    attempt("capture dlpack", lambda: inside.__dlpack__(stream=1))
+    s.abort_capture()
+    result["refused"] = refused
+    result["after"] = before.__cuda_array_interface__["data"][0] == before.ptr
+    dev.close()
+    """
+    result = run_with_fake_cuda(fake_libcuda, body)
+    assert result["refused"] == [["prepare", "refused"], ["prepare view", "refused"], ["capture", "refused"],
+                                 ["capture dlpack", "refused"]]
+    assert result["after"] is True

@@ -223,6 +223,8 @@ nb::dict cuda_array_interface(const BufferView& view) {
                                   .c_str());
   if (view.type->typestr[0] == '\0')
     throw nb::attribute_error((std::string("__cuda_array_interface__: ") + view.type->name + " has no type string").c_str());
+  // DLPack's rule (Stream::lend), without its wait: the consumer orders on the stream given.
+  buffer.stream()->check_lendable(buffer, "__cuda_array_interface__");
   nb::list shape;
   for (std::int64_t n : view.shape) shape.append(n);
   nb::dict out;

@@ -835,15 +835,25 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
   check_status(driver_.memcpy_dtoh(dst, ptr, bytes));
 }
 
-void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream) {
-  std::lock_guard lock(mutex_);
-  check_usable("view");
-  (void)buffer.use(*device_, "view");
+void Stream::check_lendable_locked(const Buffer& buffer, const char* op) {
+  check_usable(op);
+  (void)buffer.use(*device_, op);
   // Work a window records runs only at replay: a view taken now would read memory the graph
   // has not written yet, and a host wait here would abort a hardware capture.
   if (state_.is_active())
-    raise(ErrorKind::CaptureState,
-          "view: the buffer's stream has a capture window prepared or recording; take views outside it");
+    raise(ErrorKind::CaptureState, std::string(op) +
+                                       ": the buffer's stream has a capture window prepared or recording; take views "
+                                       "outside it");
+}
+
+void Stream::check_lendable(const Buffer& buffer, const char* op) {
+  std::lock_guard lock(mutex_);
+  check_lendable_locked(buffer, op);
+}
+
+void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream) {
+  std::lock_guard lock(mutex_);
+  check_lendable_locked(buffer, "view");
   if (consumer_stream == nullptr) {
     check_status(synchronize_and_release());
     errors_.surface("view");

@@ -126,6 +126,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // work is waited for on the host; otherwise that native stream waits on an event recorded
   // here. Refused (CaptureStateError) while this stream has a window prepared or recording.
   void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream);
+  // The rule of lend without its wait, for an export that hands its consumer this stream to
+  // order on instead (the CUDA array interface): ClosedError when the buffer or the stream
+  // cannot be used, CaptureStateError while this stream has a window prepared or recording.
+  void check_lendable(const Buffer& buffer, const char* op);
 
  private:
   // The driver captures this stream's work (a driver-capture window is recording).
@@ -186,6 +190,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // stream the driver still captures would be captured).
   void undo_window() noexcept;
   void discard_window() noexcept;
+  void check_lendable_locked(const Buffer& buffer, const char* op);
   // Discards the window while the driver still captures (window_discarded_). Work issued until
   // that capture ends is recorded into it, so it runs under a window id of its own (never armed
   // in the pools): the info pins it takes and the errors it queues go when the capture ends.
