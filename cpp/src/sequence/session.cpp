@@ -522,10 +522,11 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
   if (tokens > 0) {
     std::lock_guard<SessionLock> lock(s.mutex);
     if (!s.handle_closed) {
-      // The pages once `tokens` are covered: an extension covers whole pages and no more.
+      // The pages once `tokens` are covered: an extension covers whole pages and no more (no
+      // division on a decode row's common path, which needs no extension).
       const auto t = static_cast<std::uint64_t>(tokens);
-      const std::uint64_t covered = t / s.tokens_per_page + (t % s.tokens_per_page != 0);
-      const std::uint64_t pages = std::max(s.current_pages, covered);
+      std::uint64_t pages = s.current_pages;
+      if (t > s.current_tokens) pages = std::max(pages, t / s.tokens_per_page + (t % s.tokens_per_page != 0));
       if (s.coordinator != &owner) return {TableRow::foreign, pages};
       if (domain_index != s.first_domain) {
         const auto& domains = s.current->domains();
