@@ -166,6 +166,35 @@ def test_without_parameter_sizes_params_are_required(fake_libcuda) -> None:
     assert r["with_params"] == ["u32", "u32", "ptr"]
 
 
+def test_module_loads_stay_outside_captures(fake_libcuda) -> None:
+    # The driver refuses cuModuleLoadDataEx while a stream captures (the fake does too).
+    body = """
+    import struct
+    from lifecore import kernels as K
+    device = lifecore.Device("cuda", graphs="hardware")
+    stream = device.stream()
+    buf = stream.alloc(64)
+    stream.graph_prepare()
+    stream.begin_capture()  # no warmup: the built-in module loads before the capture begins
+    result["builtin_launch"] = outcome(lambda: stream.launch(K.scale_f32, 1, 16, [16, 2.0, buf, buf]))
+    result["end"] = outcome(lambda: stream.end_capture().node_count)
+    stream.graph_prepare()
+    stream.begin_capture()
+    result["user_load"] = outcome(lambda: lifecore.Module.from_ptx(device, %r))
+    result["refused_end"] = outcome(lambda: stream.end_capture())
+    result["after"] = outcome(lambda: stream.capture(lambda s: s.fill(buf, 3), warmup=0).node_count)
+    result["load_after"] = outcome(lambda: lifecore.Module.from_ptx(device, %r).kind)
+    device.close()
+    """ % (FILL_PTX, FILL_PTX)
+    r = _run_fake(fake_libcuda, body)
+    assert "ok" in r["builtin_launch"] and "ok" in r["end"], r
+    load = r["user_load"]
+    assert load["error"] == "DriverError" and load["code"] == 900 and load["call"] == "cuModuleLoadDataEx"
+    assert "load it before the capture begins" in load["text"]
+    assert r["refused_end"]["error"] == "CaptureRefusedError" and r["refused_end"]["code"] == 901
+    assert "ok" in r["after"] and r["load_after"] == {"ok": "'ptx'"}, r
+
+
 # ---- a real CUDA device ----
 
 def _real_cuda_device() -> lifecore.Device:

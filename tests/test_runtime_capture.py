@@ -456,6 +456,32 @@ def test_read_during_hardware_capture_invalidates_it(hardware_device) -> None:
     assert_a_fresh_capture_doubles_twice(s, x)
 
 
+def test_a_capture_without_warmup_finds_the_builtin_kernels_loaded(hardware_device) -> None:
+    # The driver refuses a module load while a stream captures: the first launch of a built-in
+    # kernel on a fresh device, inside a capture, must not be the one that loads it.
+    s = hardware_device.stream()
+    x = upload(s, np.ones(N))
+    s.graph_prepare()
+    s.begin_capture()
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    graph = s.end_capture()
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 2.0, np.float32))
+
+
+def test_a_module_loaded_inside_a_hardware_capture_is_refused_clearly(mock_hardware_device) -> None:
+    from test_runtime_modules import FILL_PTX
+
+    s, x = recording_a_doubling(mock_hardware_device)
+    with pytest.raises(DriverError, match="load it before the capture begins") as raised:
+        lifecore.Module.from_ptx(mock_hardware_device, FILL_PTX)
+    assert raised.value.code == 900 and str(raised.value).startswith("Module.from_ptx")
+    with pytest.raises(CaptureRefusedError, match="invalidated"):
+        s.end_capture()
+    np.testing.assert_array_equal(f32(s, x), np.ones(N, np.float32))
+    assert_a_fresh_capture_doubles_twice(s, x)
+
+
 def test_sync_during_hardware_capture_invalidates_it(hardware_device) -> None:
     s = hardware_device.stream()
     s.graph_prepare()

@@ -190,6 +190,8 @@ void test_global_mode() {
   CHECK(f.d.mem_alloc(16, &p).native_code == 900);
   CHECK(f.d.mem_free(f.x).native_code == 900);
   CHECK(f.d.memset_d32(f.x, 0, 1).native_code == 900);
+  ModuleHandle module{};
+  CHECK(f.d.module_load(ModuleImage{}, &module).native_code == 900);  // as cuModuleLoadDataEx
   expect_invalidated_and_recover(f, "global, alloc");
   CHECK(read_float(f.d, f.x) == 1.0f);  // the refused memset did nothing
 }
@@ -372,8 +374,9 @@ void test_exec_update() {
   Status topo = f.d.graph_exec_update(e, g3, &result);
   CHECK(!topo.ok() && result == GraphUpdateResult::topology_changed);
 
+  const FunctionHandle scale = get_kernel(f.d, "scale_f32");  // a module load inside a capture is refused
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::global));
-  CHECK_OK(f.d.launch_kernel(get_kernel(f.d, "scale_f32"), {1}, {16}, 0, f.s, {u32(16), f32(1), ptr(f.x), ptr(f.y)}));
+  CHECK_OK(f.d.launch_kernel(scale, {1}, {16}, 0, f.s, {u32(16), f32(1), ptr(f.x), ptr(f.y)}));
   GraphHandle other_kernel{};
   CHECK_OK(f.d.stream_end_capture(f.s, &other_kernel));
   CHECK(!f.d.graph_exec_update(e, other_kernel, &result).ok());

@@ -29,11 +29,12 @@ struct Fixture {
   }
   // A graph: a memory-alloc node, a free of it, then one launch of `kernel` writing y.
   GraphHandle capture(const char* kernel, float a) {
+    const FunctionHandle function = get_kernel(d, kernel);  // a module load inside a capture is refused
     CHECK_OK(d.stream_begin_capture(s, CaptureMode::global));
     DevicePtr scratch = 0;
     CHECK_OK(d.mem_alloc_async(4 * n, s, &scratch));
     CHECK_OK(d.mem_free_async(scratch, s));
-    CHECK_OK(d.launch_kernel(get_kernel(d, kernel), {1}, {n}, 0, s, {u32(n), f32(a), ptr(x), ptr(y)}));
+    CHECK_OK(d.launch_kernel(function, {1}, {n}, 0, s, {u32(n), f32(a), ptr(x), ptr(y)}));
     GraphHandle g{};
     CHECK_OK(d.stream_end_capture(s, &g));
     return g;

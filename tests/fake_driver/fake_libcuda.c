@@ -26,6 +26,9 @@
  * fake_cuda_event_records() / fake_cuda_last_record_stream() count cuEventRecord calls and name
  * the stream of the last one, as fake_cuda_stream_waits() / fake_cuda_last_wait_stream() do
  * for cuStreamWaitEvent.
+ * cuModuleLoadDataEx refuses, as CUDA does, while a capture is live and the calling thread's
+ * capture mode is not relaxed (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and invalidates the
+ * live captures.
  * "Device memory" is host memory, so copies and memsets really move bytes.
  */
 #define _GNU_SOURCE
@@ -44,7 +47,8 @@ typedef unsigned long long CUdeviceptr;
 
 enum {
   SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100, INVALID_PTX = 218,
-  INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNMATCHED = 903, CAPTURE_INVALIDATED = 901
+  INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNSUPPORTED = 900, CAPTURE_UNMATCHED = 903,
+  CAPTURE_INVALIDATED = 901
 };
 enum { CU_EVENT_DISABLE_TIMING = 0x2 };
 
@@ -76,6 +80,7 @@ static const struct { int code; const char* name; const char* text; } errors[] =
     {NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "fake driver: no CUDA-capable device is detected"},
     {INVALID_PTX, "CUDA_ERROR_INVALID_PTX", "fake driver: a PTX JIT compilation failed"},
     {NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "fake driver: named symbol not found"},
+    {CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "fake driver: operation not permitted when stream is capturing"},
     {CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "fake driver: capture invalidated"},
     {CAPTURE_UNMATCHED, "CUDA_ERROR_STREAM_CAPTURE_UNMATCHED", "fake driver: capture unmatched"},
 };
@@ -121,12 +126,26 @@ static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { *free_byt
 /* ---- streams and events ---- */
 struct stream { int capturing; unsigned long long capture_id; };
 static unsigned long long next_capture_id = 1;
+/* An unsafe call (a module load) while a capture is live and the calling thread's mode is not
+ * relaxed fails, as CUDA's, and invalidates every live capture: those begun before it. */
+static long live_captures;
+static unsigned long long invalidated_before;
+static __thread int capture_mode; /* the thread's: 0 global, 1 thread-local, 2 relaxed */
+static CUresult check_unsafe_call(void) {
+  if (live_captures == 0 || capture_mode == 2) return SUCCESS;
+  invalidated_before = next_capture_id;
+  return CAPTURE_UNSUPPORTED;
+}
 static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) {
   (void)flags;
   *out = calloc(1, sizeof(struct stream));
   return SUCCESS;
 }
-static CUresult fake_cuStreamDestroy(struct stream* s) { free(s); return SUCCESS; }
+static CUresult fake_cuStreamDestroy(struct stream* s) {
+  if (s->capturing) --live_captures;
+  free(s);
+  return SUCCESS;
+}
 static CUresult fake_cuStreamSynchronize(struct stream* s) { (void)s; return SUCCESS; }
 static CUresult fake_cuStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
 static long live_events, timed_events;
@@ -203,6 +222,8 @@ struct function { char name[64]; size_t param_sizes[16]; size_t param_count; };
 struct module { struct function functions[16]; size_t count; };
 static CUresult fake_cuModuleLoadDataEx(struct module** out, const void* image, unsigned n, int* options, void** values) {
   const char* text = image;
+  CUresult unsafe = check_unsafe_call();
+  if (unsafe != SUCCESS) return unsafe;
   if (!strstr(text, ".version") || !strstr(text, ".entry")) {
     for (unsigned i = 0; i < n; ++i)
       if (options[i] == 5) { /* CU_JIT_ERROR_LOG_BUFFER */
@@ -253,13 +274,15 @@ struct graph { int mem_nodes; };
 static CUresult fake_cuStreamBeginCapture(struct stream* s, int mode) {
   s->capturing = mode + 1;
   s->capture_id = next_capture_id++;
+  ++live_captures;
   return SUCCESS;
 }
 static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) {
   *out = NULL;
   if (!s->capturing) return CAPTURE_UNMATCHED;
   s->capturing = 0;
-  if (env_int("FAKE_CUDA_INVALIDATE", 0)) return CAPTURE_INVALIDATED;
+  --live_captures;
+  if (env_int("FAKE_CUDA_INVALIDATE", 0) || s->capture_id < invalidated_before) return CAPTURE_INVALIDATED;
   *out = calloc(1, sizeof(struct graph));
   (*out)->mem_nodes = env_int("FAKE_CUDA_MEM_NODES", 0);
   return SUCCESS;
@@ -267,7 +290,8 @@ static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) {
 static CUresult fake_cuStreamGetCaptureInfo_v3(struct stream* s, int* status, unsigned long long* id, void* g, void* d,
                                                void* e, size_t* n) {
   (void)g; (void)d; (void)e; (void)n;
-  *status = s->capturing ? 1 : 0;
+  /* CU_STREAM_CAPTURE_STATUS_: NONE 0, ACTIVE 1, INVALIDATED 2 */
+  *status = !s->capturing ? 0 : s->capture_id < invalidated_before ? 2 : 1;
   if (id) *id = s->capture_id;
   return SUCCESS;
 }
@@ -275,7 +299,6 @@ static CUresult fake_cuStreamGetCaptureInfo_v2(struct stream* s, int* status, un
                                                size_t* n) {
   return fake_cuStreamGetCaptureInfo_v3(s, status, id, g, d, NULL, n);
 }
-static __thread int capture_mode;
 static CUresult fake_cuThreadExchangeStreamCaptureMode(int* mode) {
   int previous = capture_mode;
   capture_mode = *mode;

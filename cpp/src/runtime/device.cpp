@@ -206,21 +206,64 @@ driver::FunctionHandle Device::function(const Kernel& kernel) {
     if (!driver_->builtin_kernels_available(&reason))
       raise(ErrorKind::BackendUnavailable, "launch: the built-in kernels cannot run on the " + backend() +
                                                " backend here: " + reason);
-    driver::ModuleHandle module{};
-    driver::check(driver_->module_load(driver::ModuleImage{driver::ImageKind::builtin, {}}, &module));
-    builtin_module_ = module;
   }
   driver::FunctionHandle function{};
-  driver::check(driver_->module_get_function(builtin_module_, std::string(kernel.name()), &function));
-  slot.store(static_cast<std::uintptr_t>(function), std::memory_order_release);
+  driver::check(resolve_builtin_locked(kernel.index(), &function));
   return function;
+}
+
+driver::Status Device::resolve_builtin_locked(std::size_t index, driver::FunctionHandle* out) {
+  if (builtin_module_ == driver::ModuleHandle{}) {
+    driver::ModuleHandle module{};
+    if (auto status = driver_->module_load(driver::ModuleImage{driver::ImageKind::builtin, {}}, &module); !status.ok())
+      return status;
+    builtin_module_ = module;
+  }
+  const Kernel& kernel = Kernel::builtins()[index];
+  if (auto status = driver_->module_get_function(builtin_module_, std::string(kernel.name()), out); !status.ok())
+    return status;
+  functions_[index].store(static_cast<std::uintptr_t>(*out), std::memory_order_release);
+  return {};
+}
+
+void Device::load_builtins() noexcept {
+  if (closed() || lost()) return;
+  try {
+    std::lock_guard lock(functions_mutex_);
+    if (closed()) return;  // close() unloads under this lock: load nothing after it
+    std::string reason;
+    if (builtin_module_ == driver::ModuleHandle{} && !driver_->builtin_kernels_available(&reason)) return;
+    for (std::size_t i = 0; i < Kernel::builtins().size(); ++i) {
+      if (functions_[i].load(std::memory_order_acquire) != 0) continue;
+      driver::FunctionHandle function{};
+      if (auto status = resolve_builtin_locked(i, &function); !status.ok()) {
+        note_status(status);  // a sticky status is a lost device whoever meets it
+        if (status.sticky || builtin_module_ == driver::ModuleHandle{}) return;
+      }
+    }
+  } catch (...) {
+    // The launch meets the same failure and reports it.
+  }
 }
 
 driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
   check_open("module_load");
   unload_retired_modules();
   driver::ModuleHandle module{};
-  driver::check(driver_->module_load(image, &module));
+  const driver::Status status = driver_->module_load(image, &module);
+  if (status.code == driver::Code::capture_unsupported) {
+    // The driver refuses a module load while a stream captures, and invalidates that capture.
+    try {
+      driver::check(status);
+    } catch (const Error& error) {
+      throw Error(error.kind(),
+                  std::string(error.what()) +
+                      "; a module cannot be loaded while a stream captures: load it before the capture "
+                      "begins (the capture this load conflicted with is invalidated; end or abort it)",
+                  error.attributes());
+    }
+  }
+  driver::check(status);
   std::lock_guard lock(modules_mutex_);
   modules_loaded_.push_back(module);
   return module;

@@ -578,6 +578,9 @@ void Stream::begin_capture() {
     device_->memory().capture_priming_end(window_);
     // Another library's kernels may use any slice lent to it: the recording keeps them all.
     for (SliceId slice : lent_slices_) device_->memory().touch(slice, window_);
+    // The driver refuses a module load while a stream captures: a capture without warmup
+    // must find the built-in kernels already loaded.
+    if (recorder_->in_driver()) device_->load_builtins();
     check_status(recorder_->begin(device_->capture_mode()));
     capture_thread_ = std::this_thread::get_id();
   } catch (...) {

@@ -98,6 +98,10 @@ class Device : public std::enable_shared_from_this<Device> {
   // The function to launch for `kernel` (a built-in's module loads on first use; a user
   // kernel's module must be of this device and loaded).
   driver::FunctionHandle function(const Kernel& kernel);
+  // Loads the built-in module and resolves every built-in kernel, once: a stream calls it
+  // before its driver capture begins, because the driver refuses (and invalidates the
+  // capture) a module load while a stream captures. A failure is left for the launch to report.
+  void load_builtins() noexcept;
   // User modules (runtime/module.hpp): loaded through the device so close() can unload them.
   driver::ModuleHandle load_module(const driver::ModuleImage& image);
   // Retires a module; the driver unload waits until no graph or capture window of this device
@@ -147,6 +151,8 @@ class Device : public std::enable_shared_from_this<Device> {
 
   std::mutex functions_mutex_;
   driver::ModuleHandle builtin_module_{};
+  // The built-in kernel at `index`, loading the module first if needed (functions_mutex_ held).
+  driver::Status resolve_builtin_locked(std::size_t index, driver::FunctionHandle* out);
   // Read without the lock on the launch path; written once per kernel under it.
   std::unique_ptr<std::atomic<std::uintptr_t>[]> functions_;
 

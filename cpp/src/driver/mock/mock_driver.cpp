@@ -657,6 +657,8 @@ Status MockDriver::module_load(const ModuleImage& image, ModuleHandle* out) {
   LIFECORE_MOCK_GATE(module_load)
   constexpr Operation op = Operation::module_load;
   if (!out) return bad_value(op, "the output pointer is null");
+  // As CUDA: loading a module is an unsafe call while a stream captures.
+  if (Status status = check_unsafe_call(op); !status.ok()) return status;
   if (image.kind != ImageKind::builtin)
     return fail(op, Code::not_supported,
                 "the mock device runs built-in kernels only; it cannot load PTX, cubin, fatbin or code objects");
