@@ -292,6 +292,44 @@ def test_the_device_of_a_pointer_and_a_record_on_a_native_stream(fake_hip) -> No
     assert result["destroyed_event"] == [400, "hipEventRecord"]
 
 
+def test_cuda_default_stream_values_on_hip(fake_hip) -> None:
+    # 1 (CUDA's legacy default stream) is HIP's null stream for a record and a wait alike; a
+    # DLPack consumer on ROCm may not name 1 or 2, which the array API defines for CUDA only.
+    body = """
+    import ctypes, os
+    fake = ctypes.CDLL(os.environ["LIFECORE_LIBHIP"])
+    for name in ("fake_hip_last_record_stream", "fake_hip_last_wait_stream"):
+        getattr(fake, name).restype = ctypes.c_ulonglong
+    driver = _core._open_driver("hip")
+    event = driver.event_create(False)
+    streams = {}
+    for value in (1, 2, 4096):
+        driver.event_record_native(event, value)
+        driver.stream_wait_event(value, event)
+        streams[value] = [fake.fake_hip_last_record_stream(), fake.fake_hip_last_wait_stream()]
+    result["streams"] = streams
+    driver.event_destroy(event)
+    device = lifecore.Device("hip")
+    s = device.stream()
+    buf = s.alloc(64)
+    refused = {}
+    for value in (1, 2):
+        try:
+            buf.__dlpack__(stream=value)
+            refused[value] = None
+        except BufferError as error:
+            refused[value] = str(error)
+    result["refused"] = refused
+    result["default"] = fake.fake_hip_last_wait_stream() if buf.__dlpack__(stream=None) is not None else None
+    device.close()
+    """
+    result = run_fake(fake_hip, body)
+    assert result["streams"] == {"1": [0, 0], "2": [2, 2], "4096": [4096, 4096]}
+    for value in ("1", "2"):
+        assert "not defined on ROCm" in result["refused"][value]
+    assert result["default"] == 0
+
+
 def test_only_a_profile_creates_events_with_timing_on_hip(fake_hip) -> None:
     # As on CUDA: events that only order work are created with hipEventDisableTiming.
     result = run_fake(fake_hip, timed_events_scenario("hip", "LIFECORE_LIBHIP", "fake_hip_timed_events"))

@@ -168,6 +168,10 @@ std::optional<std::uintptr_t> consumer_stream(int device_type, nb::handle stream
   if (value == -1) return std::nullopt;  // the consumer asks for no ordering: a host wait is stricter, and safe
   if (value == 0 && device_type == driver::dlpack_device::cuda)
     throw nb::buffer_error("__dlpack__: stream 0 is ambiguous on CUDA; pass 1 (legacy default) or 2 (per-thread)");
+  // The array API defines 1 and 2 (CUDA's legacy and per-thread default streams) for CUDA only.
+  if ((value == 1 || value == 2) && device_type == driver::dlpack_device::rocm)
+    throw nb::buffer_error("__dlpack__: streams 1 and 2 are CUDA's default streams and are not defined on ROCm; "
+                           "pass 0 (the default stream), a stream pointer, -1 or None");
   if (value < -1) throw nb::buffer_error("__dlpack__: stream must be -1, 0 or a stream pointer");
   return static_cast<std::uintptr_t>(value);
 }

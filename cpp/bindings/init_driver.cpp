@@ -135,6 +135,9 @@ void init_driver_diagnostics(nb::module_& m) {
       .def("event_record_native", [](H& h, std::uintptr_t e, std::uintptr_t native_stream) {
         check(h.get().event_record_native(driver::EventHandle{e}, native_stream));
       }, nb::call_guard<G>())
+      .def("stream_wait_event", [](H& h, std::uintptr_t native_stream, std::uintptr_t e) {
+        check(h.get().stream_wait_event(native_stream, driver::EventHandle{e}));
+      }, nb::call_guard<G>())
       .def("pointer_device", [](H& h, driver::DevicePtr p) { int ordinal = -1; check(h.get().pointer_device(p, &ordinal)); return ordinal; }, nb::call_guard<G>())
       .def("mem_alloc", [](H& h, std::size_t n) { driver::DevicePtr p = 0; check(h.get().mem_alloc(n, &p)); return p; }, nb::call_guard<G>())
       .def("mem_free", [](H& h, driver::DevicePtr p) { check(h.get().mem_free(p)); }, nb::call_guard<G>())

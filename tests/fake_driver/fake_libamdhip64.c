@@ -125,7 +125,16 @@ EXPORT hipError_t hipEventCreateWithFlags(struct event** out, unsigned flags) {
   return SUCCESS;
 }
 EXPORT hipError_t hipEventDestroy(struct event* e) { free(e); return SUCCESS; }
-EXPORT hipError_t hipEventRecord(struct event* e, struct stream* s) { (void)s; e->recorded = 1; return SUCCESS; }
+static unsigned long long last_record_stream, last_wait_stream;
+/* The stream of the last hipEventRecord / hipStreamWaitEvent (not HIP entry points); never
+ * dereferenced, since it may be another library's or the null stream. */
+EXPORT unsigned long long fake_hip_last_record_stream(void) { return __atomic_load_n(&last_record_stream, __ATOMIC_SEQ_CST); }
+EXPORT unsigned long long fake_hip_last_wait_stream(void) { return __atomic_load_n(&last_wait_stream, __ATOMIC_SEQ_CST); }
+EXPORT hipError_t hipEventRecord(struct event* e, struct stream* s) {
+  __atomic_store_n(&last_record_stream, (unsigned long long)(uintptr_t)s, __ATOMIC_SEQ_CST);
+  e->recorded = 1;
+  return SUCCESS;
+}
 EXPORT hipError_t hipEventSynchronize(struct event* e) { (void)e; return SUCCESS; }
 EXPORT hipError_t hipEventQuery(struct event* e) { (void)e; return SUCCESS; }
 EXPORT hipError_t hipEventElapsedTime(float* ms, struct event* a, struct event* b) {
@@ -279,7 +288,12 @@ EXPORT hipError_t hipGraphExecUpdate(struct exec* e, struct graph* g, void** err
 }
 EXPORT hipError_t hipGraphDestroy(struct graph* g) { free(g); return SUCCESS; }
 EXPORT hipError_t hipGraphExecDestroy(struct exec* e) { free(e); return SUCCESS; }
-EXPORT hipError_t hipStreamWaitEvent(struct stream* s, struct event* e, unsigned flags) { (void)s; (void)e; (void)flags; return SUCCESS; }
+EXPORT hipError_t hipStreamWaitEvent(struct stream* s, struct event* e, unsigned flags) {
+  (void)e;
+  (void)flags;
+  __atomic_store_n(&last_wait_stream, (unsigned long long)(uintptr_t)s, __ATOMIC_SEQ_CST);
+  return SUCCESS;
+}
 
 /* ---- hiprtc ---- */
 typedef int hiprtcResult;

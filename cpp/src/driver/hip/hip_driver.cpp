@@ -23,6 +23,12 @@ using namespace hip_abi;
 
 void* as_pointer(DevicePtr pointer) { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(pointer)); }
 
+// Another library's stream, by value (not in streams_). 1 is CUDA's legacy default stream,
+// which HIP names as its null stream; 2 (the per-thread default) is hipStreamPerThread in both.
+hipStream_t foreign_stream(std::uintptr_t native_stream) {
+  return native_stream == 1 ? hipStream_t{} : reinterpret_cast<hipStream_t>(native_stream);
+}
+
 class HipDriver final : public NativeDriver {
  public:
   HipDriver(const HipRuntime& runtime, int ordinal) : runtime_(runtime), api_(runtime.api), ordinal_(ordinal) {}
@@ -333,13 +339,11 @@ class HipDriver final : public NativeDriver {
 
   // interop
   Status stream_wait_event(std::uintptr_t native_stream, EventHandle handle) override {
-    auto stream = reinterpret_cast<hipStream_t>(native_stream);  // the consumer's: not in streams_
+    hipStream_t stream = foreign_stream(native_stream);  // the consumer's
     return on(events_, handle, "hipStreamWaitEvent", [&](hipEvent_t e) { return api_.hipStreamWaitEvent(stream, e, 0); });
   }
   Status event_record_native(EventHandle handle, std::uintptr_t native_stream) override {
-    // The producer's stream, not in streams_. 1 is CUDA's legacy default stream, which HIP
-    // names as its null stream; 2 (the per-thread default) is hipStreamPerThread in both.
-    auto stream = native_stream == 1 ? hipStream_t{} : reinterpret_cast<hipStream_t>(native_stream);
+    hipStream_t stream = foreign_stream(native_stream);  // the producer's
     return on(events_, handle, "hipEventRecord", [&](hipEvent_t e) { return api_.hipEventRecord(e, stream); });
   }
   // hipPointerGetAttribute (optional: an older runtime lacks it, and the check is then skipped)
