@@ -292,6 +292,23 @@ def test_the_device_of_a_pointer_and_a_record_on_a_native_stream(fake_hip) -> No
     assert result["destroyed_event"] == [400, "hipEventRecord"]
 
 
+def test_entry_points_are_asked_of_hip_get_proc_address_by_hips_version_number(fake_hip) -> None:
+    # hipGetProcAddress counts versions as 100 * major + minor: lifecore asks for 601 (ROCm 6.1),
+    # which a 6.1 runtime serves; an older one refuses it and the exports serve instead.
+    body = """
+    import ctypes, os
+    served = ctypes.CDLL(os.environ["LIFECORE_LIBHIP"]).fake_hip_proc_served
+    served.restype = ctypes.c_long
+    info = [b for b in lifecore.backends() if b.name == "hip"][0]
+    result["available"] = info.available
+    result["served"] = served()
+    """
+    current = run_fake(fake_hip, body)
+    assert current["available"] is True and current["served"] > 0
+    older = run_fake(fake_hip, body, FAKE_HIP_PROC_VERSION="600")
+    assert older == {"available": True, "served": 0}
+
+
 def test_cuda_default_stream_values_on_hip(fake_hip) -> None:
     # 1 (CUDA's legacy default stream) is HIP's null stream for a record and a wait alike; a
     # DLPack consumer on ROCm may not name 1 or 2, which the array API defines for CUDA only.

@@ -1,7 +1,7 @@
 /* A fake HIP runtime (and hiprtc), built only by the tests (tests/test_backend_hip_fake.py), so
  * the HIP backend can be checked on machines without an AMD GPU. One library exports both the
- * runtime's and hiprtc's entry points under their plain names (no hipGetProcAddress: the loader
- * falls back to dlsym); point LIFECORE_LIBHIP and LIFECORE_LIBHIPRTC at it.
+ * runtime's and hiprtc's entry points under their plain names, and hipGetProcAddress serves
+ * the same ones; point LIFECORE_LIBHIP and LIFECORE_LIBHIPRTC at it.
  *
  * Behaviour, chosen by environment variables:
  *   FAKE_HIP_DEVICES=n      what hipGetDeviceCount reports (default 1; 0 answers hipErrorNoDevice)
@@ -9,9 +9,14 @@
  *   FAKE_HIPRTC_FAIL=1      hiprtcCompileProgram fails with a log
  *   FAKE_HIP_POINTER_ORDINAL=n  the device hipPointerGetAttribute names for hipMalloc memory
  *                           (default 0); any other address is hipErrorInvalidValue
+ *   FAKE_HIP_PROC_VERSION=n the runtime's version as hipGetProcAddress counts it, 100 * major +
+ *                           minor (default 601); a request for a newer one is refused
+ * fake_hip_proc_served() counts the entry points hipGetProcAddress handed out.
  * "Device memory" is host memory, so copies and memsets really move bytes; kernels do nothing
  * but are logged. A stream in capture records nodes instead of running them.
  */
+#define _GNU_SOURCE
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -55,6 +60,29 @@ EXPORT const char* hipGetErrorString(hipError_t error) {
   for (size_t i = 0; i < sizeof errors / sizeof errors[0]; ++i)
     if (errors[i].code == error) return errors[i].text;
   return "unknown error";
+}
+
+/* ---- hipGetProcAddress: this library's own exports, for a hipVersion not newer than its own ---- */
+static long proc_served;
+EXPORT long fake_hip_proc_served(void) { return __atomic_load_n(&proc_served, __ATOMIC_SEQ_CST); }
+EXPORT hipError_t hipGetProcAddress(const char* symbol, void** pfn, int hip_version, uint64_t flags, int* found) {
+  (void)flags;
+  *pfn = NULL;
+  if (found) *found = 2; /* HIP_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT */
+  if (hip_version > env_int("FAKE_HIP_PROC_VERSION", 601)) return INVALID_VALUE;
+  Dl_info self;
+  void* library = dladdr((void*)hipGetProcAddress, &self) ? dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+  if (library) {
+    *pfn = dlsym(library, symbol);
+    dlclose(library);
+  }
+  if (!*pfn) {
+    if (found) *found = 1; /* HIP_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+    return NOT_FOUND;
+  }
+  if (found) *found = 0;
+  __atomic_add_fetch(&proc_served, 1, __ATOMIC_SEQ_CST);
+  return SUCCESS;
 }
 
 /* ---- device ---- */

@@ -50,8 +50,9 @@ inline constexpr hipGraphNodeType hipGraphNodeTypeMemFree = 11;
 inline constexpr hipDriverProcAddressQueryResult HIP_GET_PROC_ADDRESS_SUCCESS = 0;
 // hipPointer_attribute counts from HIP_POINTER_ATTRIBUTE_CONTEXT = 1, as CUpointer_attribute.
 inline constexpr hipPointer_attribute HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9;
-// HIP_VERSION of ROCm 6.1 (major * 10^7 + minor * 10^5): the ABI declared below.
-inline constexpr int hip_abi_version = 60100000;
+// ROCm 6.1, the ABI declared below, as hipGetProcAddress's hipVersion counts: 100 * major +
+// minor (not HIP_VERSION's major * 10^7 + minor * 10^5, which reads as a far newer release).
+inline constexpr int hip_abi_version = 601;
 
 using PFN_hipGetProcAddress = hipError_t (*)(const char* symbol, void** pfn, int hip_version, std::uint64_t flags,
                                              hipDriverProcAddressQueryResult* found);
