@@ -74,13 +74,20 @@ void bad_registrations_are_refused_and_change_nothing() {
 
 // Each backend's naming: every lifecore code has a native number that maps back to it, under
 // a distinct name; success is native 0; an unknown native number is Code::unknown, still named.
+// HIP has no not_permitted (800 is no hipError_t): it is reported as HIP's unknown.
 void status_mapping_round_trips_per_backend() {
   for (const auto* d : registered_backends()) {
     const StatusNaming& n = d->naming;
     std::set<int> natives;
     std::set<std::string> names;
+    std::size_t lacking = 0;
     for (Code code : all_codes()) {
       const int native = n.native(code);
+      if (d->name == "hip" && code == Code::not_permitted) {
+        CHECK(native == n.native(Code::unknown) && n.code(native) == Code::unknown);
+        ++lacking;
+        continue;
+      }
       natives.insert(native);
       names.insert(n.name(native));
       if (n.code(native) != code) std::fprintf(stderr, "  %s: %s\n", d->name.c_str(), code_name(code));
@@ -89,7 +96,7 @@ void status_mapping_round_trips_per_backend() {
       CHECK(s.code == code && s.native_code == native && s.name == n.name(native) && s.ok() == (code == Code::success));
       CHECK(native_status(n, native, "call").code == code);
     }
-    CHECK(natives.size() == all_codes().size() && names.size() == all_codes().size());
+    CHECK(natives.size() + lacking == all_codes().size() && names.size() + lacking == all_codes().size());
     CHECK(n.native(Code::success) == 0);
     CHECK(n.code(123456) == Code::unknown && !n.name(123456).empty());
     CHECK(native_status(n, 123456, "call").code == Code::unknown && !native_status(n, 123456, "call").ok());

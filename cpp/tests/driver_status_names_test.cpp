@@ -118,10 +118,18 @@ void cuda_names_and_texts() {
   expect_equal(plain.message, cuda_text_of(1), "cuda bare text");
 }
 
+// 800 is no hipError_t (hipGetErrorName calls it hipErrorUnknown): HIP has no not_permitted.
+void hip_has_no_800() {
+  CHECK(hip::hip_naming().code(800) == Code::unknown);
+  expect_equal(hip_status_name(800), "hipError800", "hip 800");
+  CHECK(hip::hip_native(Code::not_permitted) == hip::hip_native(Code::unknown));
+}
+
 }  // namespace
 
 int main() {
   hip_names_and_texts();
+  hip_has_no_800();
   cuda_names_and_texts();
   return lifecore::test_support::finish("driver_status_names_test");
 }

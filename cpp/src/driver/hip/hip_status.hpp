@@ -8,7 +8,8 @@
 
 namespace lifecore::driver::hip {
 
-inline constexpr std::array<NativeStatus, 28> hip_statuses{{
+// HIP has no code for not_permitted (800 is no hipError_t: hipGetErrorName calls it hipErrorUnknown).
+inline constexpr std::array<NativeStatus, 27> hip_statuses{{
     {0, Code::success, "hipSuccess"},
     {1, Code::invalid_value, "hipErrorInvalidValue"},
     {2, Code::out_of_memory, "hipErrorOutOfMemory"},
@@ -24,7 +25,6 @@ inline constexpr std::array<NativeStatus, 28> hip_statuses{{
     {600, Code::not_ready, "hipErrorNotReady"},
     {700, Code::illegal_address, "hipErrorIllegalAddress"},
     {719, Code::launch_failure, "hipErrorLaunchFailure"},
-    {800, Code::not_permitted, "hipErrorNotPermitted"},
     {801, Code::not_supported, "hipErrorNotSupported"},
     {900, Code::capture_unsupported, "hipErrorStreamCaptureUnsupported"},
     {901, Code::capture_invalidated, "hipErrorStreamCaptureInvalidated"},
