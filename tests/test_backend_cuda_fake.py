@@ -24,6 +24,28 @@ def test_a_failing_cudevice_get_fails_the_open_with_the_call_and_code(fake_libcu
     assert result["open"] == [101, "cuDeviceGet"]
 
 
+def test_a_contained_error_loses_the_device(fake_libcuda) -> None:
+    # cuda.h: CUDA_ERROR_CONTAINED (226) leaves the process unable to do further CUDA work.
+    body = """
+    device = lifecore.Device("cuda")
+    s = device.stream()
+    try:
+        s.sync()
+        result["sync"] = "synchronized"
+    except lifecore.DeviceLostError as error:
+        result["sync"] = [error.code, error.status, error.call]
+    result["lost"] = device.lost
+    try:
+        device.stream()
+        result["after"] = "opened a stream"
+    except lifecore.DeviceLostError as error:
+        result["after"] = "lost"
+    """
+    result = run_fake(fake_libcuda, body, FAKE_CUDA_SYNC="226")
+    assert result["sync"] == [226, "CUDA_ERROR_CONTAINED", "cuStreamSynchronize"]
+    assert result["lost"] is True and result["after"] == "lost"
+
+
 def test_every_profile_destroys_both_of_its_events(fake_libcuda) -> None:
     body = """
     import ctypes, os

@@ -17,6 +17,7 @@
  *   FAKE_CUDA_MEM_NODES=n     captured graphs hold n memory-alloc nodes besides one kernel node
  *   FAKE_CUDA_DEVICE_GET=code what cuDeviceGet returns for an ordinal in range (default 0)
  *   FAKE_CUDA_POINTER_ORDINAL=n  the device cuPointerGetAttribute names for known memory (default 0)
+ *   FAKE_CUDA_SYNC=code       what cuStreamSynchronize returns (default 0)
  * fake_cuda_live_events() (exported, not a CUDA entry point) counts the events created and not
  * yet destroyed, so a test can load the library again with ctypes and check for leaks;
  * fake_cuda_timed_events() counts those created with timing (without CU_EVENT_DISABLE_TIMING).
@@ -146,7 +147,7 @@ static CUresult fake_cuStreamDestroy(struct stream* s) {
   free(s);
   return SUCCESS;
 }
-static CUresult fake_cuStreamSynchronize(struct stream* s) { (void)s; return SUCCESS; }
+static CUresult fake_cuStreamSynchronize(struct stream* s) { (void)s; return env_int("FAKE_CUDA_SYNC", 0); }
 static CUresult fake_cuStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
 static long live_events, timed_events;
 EXPORT long fake_cuda_live_events(void) { return __atomic_load_n(&live_events, __ATOMIC_SEQ_CST); }

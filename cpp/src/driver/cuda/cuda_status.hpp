@@ -8,7 +8,7 @@
 
 namespace lifecore::driver::cuda {
 
-inline constexpr std::array<NativeStatus, 28> cuda_statuses{{
+inline constexpr std::array<NativeStatus, 31> cuda_statuses{{
     {0, Code::success, "CUDA_SUCCESS"},
     {1, Code::invalid_value, "CUDA_ERROR_INVALID_VALUE"},
     {2, Code::out_of_memory, "CUDA_ERROR_OUT_OF_MEMORY"},
@@ -37,12 +37,17 @@ inline constexpr std::array<NativeStatus, 28> cuda_statuses{{
     {908, Code::capture_wrong_thread, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"},
     {910, Code::graph_exec_update_failure, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE"},
     {999, Code::unknown, "CUDA_ERROR_UNKNOWN"},
+    // Sticky codes lifecore has no code of its own for, named for a driver that does not name
+    // them; after 999, which stays the native code of Code::unknown.
+    {226, Code::unknown, "CUDA_ERROR_CONTAINED"},
+    {721, Code::unknown, "CUDA_ERROR_TENSOR_MEMORY_LEAK"},
+    {810, Code::unknown, "CUDA_ERROR_MPS_CLIENT_TERMINATED"},
 }};
 
 constexpr int cuda_native(Code code) { return native_in(cuda_statuses, code); }
 
 // CUDA's naming: the table's names ("CUDA_ERROR_<n>" for other numbers) and CUDA's sticky
-// codes (700, 702, 710, 714-719 and 911: "any further work returns the same error").
+// codes (226, 700, 702, 710, 714-719, 721, 810 and 911: the context is unusable).
 const StatusNaming& cuda_naming();
 
 // A failure lifecore detects itself in the CUDA backend, named the CUDA way.
