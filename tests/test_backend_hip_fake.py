@@ -253,6 +253,32 @@ def test_a_failing_hiprtc_compile_is_reported_with_its_log(fake_hip) -> None:
     assert "HIPRTC_ERROR_COMPILATION" in text and "the fake compiler refuses" in text
 
 
+def test_without_a_libhiprtc_the_runtime_librarys_hiprtc_serves(fake_hip) -> None:
+    # ROCm 5 has no libhiprtc: libamdhip64.so.5 exports hiprtc itself, as the fake does.
+    import ctypes
+
+    for name in ("libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5"):
+        try:
+            ctypes.CDLL(name)
+        except OSError:
+            continue
+        pytest.skip(f"{name} loads here, so the runtime library's hiprtc would not be used")
+    body = """
+    info = [b for b in lifecore.backends() if b.name == "hip"][0]
+    result["reason"] = info.reason
+    with lifecore.Device("hip") as dev:
+        s = dev.stream()
+        buf = s.alloc(64)
+        s.launch(lifecore.kernels.scale_f32, 1, 16, [16, 2.0, buf, buf])
+        s.sync()
+        result["launched"] = True
+    """
+    environment = {k: v for k, v in os.environ.items() if not k.startswith(("FAKE_HIP", "LIFECORE_LIBHIPRTC"))}
+    environment["LIFECORE_LIBHIP"] = str(fake_hip)
+    result = run_scenario(body, environment)
+    assert "hiprtc" not in result["reason"] and result["launched"] is True
+
+
 def test_the_runtime_runs_on_the_fake_hip_device(fake_hip) -> None:
     body = """
     with lifecore.Device("hip") as dev:

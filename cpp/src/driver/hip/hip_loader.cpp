@@ -1,5 +1,6 @@
 #include "driver/hip/hip_loader.hpp"
 
+#include <cstdlib>
 #include <string_view>
 
 #include "driver/dynamic_library.hpp"
@@ -25,14 +26,21 @@ std::string call_failure(const HipApi& api, hipError_t error, const char* call) 
   return failure_text(hip_status(api, error, call));
 }
 
-void load_hiprtc(HipRuntime& runtime) {
+// hiprtc is a library of its own from ROCm 6; ROCm 5's runtime library exports it itself, so
+// without a libhiprtc the runtime's own symbols serve (but not in place of a named override).
+void load_hiprtc(HipRuntime& runtime, const DynamicLibrary& runtime_library) {
   std::string reason;
-  DynamicLibrary library = DynamicLibrary::open(
+  DynamicLibrary own = DynamicLibrary::open(
       "LIFECORE_LIBHIPRTC", {"libhiprtc.so", "libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5"}, &reason);
-  if (!library.loaded()) {
-    runtime.hiprtc_reason = "no hiprtc, so the built-in kernels cannot be compiled (" + reason + ")";
+  const char* override_path = std::getenv("LIFECORE_LIBHIPRTC");
+  const bool overridden = override_path != nullptr && override_path[0] != '\0';
+  const bool in_runtime = !own.loaded() && !overridden && runtime_library.symbol("hiprtcCompileProgram") != nullptr;
+  if (!own.loaded() && !in_runtime) {
+    runtime.hiprtc_reason = "no hiprtc, so the built-in kernels cannot be compiled (" + reason +
+                            (overridden ? std::string() : "; nor does " + runtime_library.path() + " export it") + ")";
     return;
   }
+  const DynamicLibrary& library = in_runtime ? runtime_library : own;
   runtime.hiprtc_library = library.path();
   SymbolTable table;
 #define LIFECORE_HIPRTC_RESOLVE(member) table.bind(runtime.hiprtc.member, library.symbol(#member), #member, true, #member);
@@ -75,7 +83,7 @@ HipRuntime load() {
   }
   int version = 0;
   if (api.hipDriverGetVersion(&version) == hipSuccess) info.driver_version = version;
-  load_hiprtc(runtime);
+  load_hiprtc(runtime, library);
 
   // Without a GPU, ROCm's runtime fails hipInit (e.g. hipErrorInvalidDevice) and reports
   // no device from hipGetDeviceCount: both mean "no device", not a broken installation.
