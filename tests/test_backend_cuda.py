@@ -157,6 +157,17 @@ def test_a_driver_older_than_12_0_is_unavailable_with_its_version(fake_cuda, tmp
     assert result["open_error"] == ["BackendUnavailableError", "cuda: " + result["reason"]]
 
 
+def test_entry_points_newer_than_the_driver_are_not_used(fake_cuda, tmp_path):
+    # A 12.2 driver refuses requests for 12.3 and 12.4: the 11.3 capture-info ABI serves, and
+    # parameter sizes are unknown (the exports do not name them either).
+    result = run_scenario(fake_cuda["plain"], tmp_path, FAKE_CUDA_VERSION="12020")
+    assert result["available"], result["reason"]
+    symbols = result["symbols"]
+    assert not symbols["cuStreamGetCaptureInfo_v3"] and symbols["cuStreamGetCaptureInfo_v2"]
+    assert not symbols["cuFuncGetParamInfo"]
+    assert result["probe"]["backend"] == "cuda"
+
+
 def test_a_missing_required_entry_point_names_it(fake_cuda, tmp_path):
     result = run_scenario(fake_cuda["plain"], tmp_path, FAKE_CUDA_HIDE="cuStreamBeginCapture")
     assert not result["available"]

@@ -7,7 +7,8 @@
  *
  * Behaviour, chosen by environment variables:
  *   FAKE_CUDA_LOG=path        append "name version flags" for every cuGetProcAddress_v2 call
- *   FAKE_CUDA_VERSION=n       what cuDriverGetVersion reports (default 12040)
+ *   FAKE_CUDA_VERSION=n       what cuDriverGetVersion reports (default 12040); cuGetProcAddress_v2
+ *                             refuses a request for a newer version (CUDA_ERROR_INVALID_VALUE)
  *   FAKE_CUDA_INIT=code       what cuInit returns (default 0)
  *   FAKE_CUDA_DEVICES=n       what cuDeviceGetCount reports (default 1)
  *   FAKE_CUDA_HIDE=a,b        base names cuGetProcAddress_v2 does not know
@@ -423,6 +424,11 @@ EXPORT CUresult cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
   if ((proc && strcmp(proc, "none") == 0) || listed("FAKE_CUDA_HIDE", symbol)) {
     if (found) *found = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
     return NOT_FOUND;
+  }
+  /* As the driver: a request for a version newer than the driver's own is invalid. */
+  if (version > env_int("FAKE_CUDA_VERSION", 12040)) {
+    if (found) *found = 1; /* CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND */
+    return INVALID_VALUE;
   }
   int known = 0;
   const struct entry* best = NULL;
