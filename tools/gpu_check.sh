@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Checks lifecore on a machine with an NVIDIA GPU, from a bare checkout and without network:
-# build and install, the backend tests, the whole suite, the stream state machine on cuda
+# the build environment, build and install, the backend tests, the stream state machine on cuda
 # (hardware and software graphs), buffers as tensors both ways (out by DLPack and the CUDA array
-# interface, in through launch / copy / fill), a differential run against the mock, and the benchmarks.
-# Every step has its own time limit and the whole stays under 8 minutes; a failing or
-# missing step is reported, never fatal. Results: ${OUT:-gpu_out}/gpu_check.log,
-# steps.json (one record per step) and figures.json (benchmark figures, when produced).
+# interface, in through launch / copy / fill), the engine, a differential run against the mock,
+# the benchmarks, and last the whole suite (a lighter Hypothesis profile, with a budget of its
+# own that the steps before it cannot spend). Every step has its own time limit and the whole
+# stays under 8 minutes; a failing or missing step is reported (PASS / FAIL / TIMEOUT / SKIP),
+# never fatal, and a summary ends the run. Without network, pip needs the build dependencies
+# installed already, or a folder of wheels named by WHEELHOUSE (used with --no-index).
+# Results: ${OUT:-gpu_out}/gpu_check.log, steps.json (one record per step) and figures.json
+# (benchmark figures, when produced).
 set -u
 cd "$(dirname "$0")/.."
 
@@ -20,22 +24,33 @@ export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 4)}"
 PYTHON="${PYTHON:-python3}"
 TOTAL_BUDGET_S="${GPU_CHECK_BUDGET_S:-465}"
+# The whole suite's own budget, kept back from every step before it.
+SUITE_S="${GPU_CHECK_SUITE_S:-150}"
+RESERVED_S=$SUITE_S
+WHEELHOUSE="${WHEELHOUSE:-}"
+PIP_SOURCE=()
+if [ -n "$WHEELHOUSE" ]; then PIP_SOURCE=(--no-index --find-links "$WHEELHOUSE"); fi
 START=$(date +%s)
+LAST_STATUS=""
 
 log() { printf '%s\n' "$*" | tee -a "$LOG"; }
 
 # step NAME LIMIT_S COMMAND...: runs COMMAND under `timeout`, never longer than what is left
-# of the whole budget; records name, exit status and seconds in steps.jsonl.
+# of the whole budget less RESERVED_S; records name, exit status and seconds in steps.jsonl
+# and leaves the outcome in LAST_STATUS.
 step() {
   local name="$1" limit="$2"
   shift 2
   local now left rc began ended
+  if [ -n "${BLOCKED:-}" ]; then
+    skip "$name" "$BLOCKED"
+    return 0
+  fi
   now=$(date +%s)
-  left=$((TOTAL_BUDGET_S - (now - START)))
+  left=$((TOTAL_BUDGET_S - RESERVED_S - (now - START)))
   if [ "$left" -lt "$limit" ]; then limit=$left; fi
   if [ "$limit" -lt 10 ]; then
-    log "=== $name: skipped (time budget spent)"
-    printf '{"step": "%s", "status": "skipped", "reason": "time budget spent"}\n' "$name" >>"$STEPS"
+    skip "$name" "time budget spent"
     return 0
   fi
   log ""
@@ -44,17 +59,20 @@ step() {
   timeout --kill-after=5 "$limit" "$@" >>"$LOG" 2>&1
   rc=$?
   ended=$(date +%s)
-  local status=passed
-  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timed_out; elif [ "$rc" -ne 0 ]; then status=failed; fi
-  log "=== $name: $status (exit $rc, $((ended - began))s)"
+  local status=passed verdict=PASS
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timed_out verdict=TIMEOUT
+  elif [ "$rc" -ne 0 ]; then status=failed verdict=FAIL; fi
+  log "=== $verdict: $name (exit $rc, $((ended - began))s)"
   printf '{"step": "%s", "status": "%s", "exit": %d, "seconds": %d}\n' "$name" "$status" "$rc" "$((ended - began))" >>"$STEPS"
+  LAST_STATUS=$status
   return 0
 }
 
 # skip NAME REASON: records a step that could not run here.
 skip() {
-  log "=== $1: skipped ($2)"
+  log "=== SKIP: $1 ($2)"
   printf '{"step": "%s", "status": "skipped", "reason": "%s"}\n' "$1" "$2" >>"$STEPS"
+  LAST_STATUS=skipped
 }
 
 has_pytest_marker() { grep -rqs "mark.$1" tests/; }
@@ -63,7 +81,25 @@ step "environment" 20 bash -c "nvidia-smi || echo 'nvidia-smi not found'; $PYTHO
   $PYTHON -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())' || true; \
   $PYTHON -c 'import cupy; print(\"cupy\", cupy.__version__)' || true"
 
-step "install" "${GPU_CHECK_INSTALL_S:-180}" "$PYTHON" -m pip install --no-build-isolation --no-deps -q .
+# The build needs these present (no network): from WHEELHOUSE when one is named.
+BUILD_DEPS=(scikit-build-core nanobind numpy hypothesis pytest)
+if [ -n "$WHEELHOUSE" ]; then
+  if [ -d "$WHEELHOUSE" ]; then
+    step "build dependencies from the wheelhouse" 90 "$PYTHON" -m pip install -q ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} "${BUILD_DEPS[@]}"
+  else
+    skip "build dependencies from the wheelhouse" "WHEELHOUSE=$WHEELHOUSE is not a folder"
+  fi
+fi
+step "build environment" 20 bash -c "command -v cmake && cmake --version | head -1 && \
+  $PYTHON -c 'import scikit_build_core, nanobind, numpy, hypothesis, pytest; \
+print(\"scikit-build-core\", scikit_build_core.__version__, \"nanobind\", nanobind.__version__, \"numpy\", numpy.__version__)'"
+if [ "$LAST_STATUS" = passed ]; then
+  step "install" "${GPU_CHECK_INSTALL_S:-180}" "$PYTHON" -m pip install --no-build-isolation --no-deps -q ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} .
+  if [ "$LAST_STATUS" != passed ]; then BLOCKED="lifecore did not install"; fi
+else
+  skip "install" "the build environment is incomplete (cmake, or a Python build dependency, is missing)"
+  BLOCKED="lifecore is not installed"
+fi
 
 step "backends" 20 "$PYTHON" -c "
 import lifecore
@@ -136,8 +172,6 @@ TESTS="$(pwd)/tests"
 PYTEST=("$PYTHON" -m pytest -p no:cacheprovider -q -rs)
 
 step "backend tests" 60 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS/test_backend_cuda.py' '$TESTS/test_backend_hip.py' --junitxml=backend_tests.xml"
-
-step "whole suite" 150 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS' --junitxml=all_tests.xml"
 
 if [ -f tests/test_stream_machine.py ]; then
   step "stream state machine on cuda" 60 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS/test_stream_machine.py' -k cuda --junitxml=stream_machine.xml"
@@ -373,6 +407,39 @@ else
   skip "benchmarks" "no benchmarks in this checkout"
 fi
 
+# Last, with the budget kept for it (at least SUITE_S: all that is left): the whole suite but
+# the files the steps above ran, with the lighter derandomized profile (under the ci profile
+# the suite alone takes longer than its budget), its files dealt round-robin to
+# GPU_CHECK_SUITE_SHARDS pytest processes that run at once (one core each).
+run_suite() {
+  local shards="${GPU_CHECK_SUITE_SHARDS:-4}" i=0 rc=0 file
+  local -a pids=() files=()
+  for ((i = 0; i < shards; i++)); do : >"$OUT/suite_files_$i.txt"; done
+  i=0
+  for file in "$TESTS"/test_*.py; do
+    case "${file##*/}" in test_backend_cuda.py | test_backend_hip.py | test_stream_machine.py | test_engine.py) continue ;; esac
+    printf '%s\n' "$file" >>"$OUT/suite_files_$((i % shards)).txt"
+    i=$((i + 1))
+  done
+  for ((i = 0; i < shards; i++)); do
+    mapfile -t files <"$OUT/suite_files_$i.txt"
+    [ "${#files[@]}" -gt 0 ] || continue
+    (cd "$OUT" && HYPOTHESIS_PROFILE="$SUITE_PROFILE" exec "$PYTHON" -m pytest -p no:cacheprovider -q -rs \
+      "${files[@]}" --junitxml="all_tests_$i.xml") >"$OUT/suite_$i.log" 2>&1 &
+    pids[i]=$!
+  done
+  for i in "${!pids[@]}"; do
+    if wait "${pids[i]}"; then echo "--- shard $i: passed"; else rc=1; echo "--- shard $i: FAILED"; fi
+    cat "$OUT/suite_$i.log"
+  done
+  return "$rc"
+}
+export -f run_suite
+export OUT TESTS PYTHON
+export SUITE_PROFILE="${GPU_CHECK_SUITE_PROFILE:-ci-sanitize}"
+RESERVED_S=0
+step "whole suite" "$TOTAL_BUDGET_S" bash -c run_suite
+
 # Collect the step records (and the benchmark figures, when a runner wrote them) into JSON.
 "$PYTHON" - "$OUT" <<'PY' | tee -a "$LOG"
 import json, pathlib, sys
@@ -388,7 +455,15 @@ if driver_figures.exists():
     figures["driver_launch"] = json.loads(driver_figures.read_text())
 figures["steps"] = steps
 figures_path.write_text(json.dumps(figures, indent=2))
-print("summary:", ", ".join(f"{s['step']}={s['status']}" for s in steps))
+verdicts = {"passed": "PASS", "failed": "FAIL", "timed_out": "TIMEOUT", "skipped": "SKIP"}
+print()
+print("summary:")
+for s in steps:
+    detail = f"{s['seconds']}s" if "seconds" in s else s.get("reason", "")
+    print(f"  {verdicts.get(s['status'], s['status']):8} {s['step']}  ({detail})")
+counts = {v: sum(1 for s in steps if verdicts.get(s["status"]) == v) for v in ("PASS", "FAIL", "TIMEOUT", "SKIP")}
+print("overall:", "FAIL" if counts["FAIL"] or counts["TIMEOUT"] else "PASS", "-",
+      ", ".join(f"{n} {v}" for v, n in counts.items()))
 PY
 log "gpu_check finished in $(( $(date +%s) - START ))s; results in $OUT"
 exit 0
