@@ -65,6 +65,14 @@ def envelope(selection_id: str, path: str, node_id: str, rank: Optional[int]) ->
     return Usage(0, 0, 512 + strings + 128 * r, 2048 + 6 * strings + 64 * r)
 
 
+def operation_envelope(operation_id: str, target: str) -> Usage:
+    """The per-step metadata envelope of an intervention or routing operation: its record's
+    JSON in every outcome (the longest message, every number at its widest), evidence
+    payloads excepted (charged on top when captured)."""
+    strings = len(operation_id.encode()) + len(target.encode())
+    return Usage(0, 0, 512 + strings, 2048 + 6 * strings)
+
+
 @dataclass(frozen=True)
 class Selection:
     id: str
@@ -86,6 +94,10 @@ class Operation:
     evidence: Optional[Usage] = None  # evidence requested (default cost of one capture) or None
     capture_original: bool = False   # routing with evidence
     window: tuple[int, Optional[int]] = (0, None)  # routing rows [start, end)
+
+    @property
+    def envelope(self) -> Usage:
+        return operation_envelope(self.id, self.target)
 
 
 @dataclass
@@ -143,7 +155,9 @@ class CaptureSessionModel:
     routed_rows: tuple[int, int] = (2**64 - 1, 2**64 - 1)  # token rows the request routes (prefill, decode)
 
     def __post_init__(self) -> None:
-        envelopes = sum((s.envelope for s in self.selections), Usage())
+        # The operations' envelopes are reserved every step beside the selections'; with
+        # operations this is the check enabling interventions makes (nothing installed on refusal).
+        envelopes = self.envelopes()
         if envelopes.first_over(self.per_step):
             raise ModelError("Admission", "envelopes exceed the per-step limit")
         remaining = max(self.max_predictions - self.next_from, 0)
@@ -158,6 +172,11 @@ class CaptureSessionModel:
         self.records: dict[str, Record] = {}
         self.op_records: dict[str, Record] = {}
         self.pending: Optional[Operation] = None
+
+    def envelopes(self) -> Usage:
+        """What every step reserves first: each selection's and each operation's envelope."""
+        return sum((s.envelope for s in self.selections), Usage()) + sum(
+            (o.envelope for o in self.operations), Usage())
 
     def _preflight_values(self, envelopes: Usage) -> None:
         """Known value costs under "fail": each selection beside the envelopes in one step,
@@ -195,7 +214,7 @@ class CaptureSessionModel:
         self.ready, self.started = False, True
         self.ledger.step = Usage()
         # All envelopes reserved together: a refused step is charged nothing.
-        hit = self.ledger.try_reserve(sum((s.envelope for s in self.selections), Usage()))
+        hit = self.ledger.try_reserve(self.envelopes())
         if hit:
             raise ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
         self.records = {
@@ -203,7 +222,8 @@ class CaptureSessionModel:
             else Record("SKIPPED", "schedule", charged=s.envelope)
             for s in self.selections
         }
-        self.op_records = {o.id: Record("MISSING" if o.schedule.fires(phase, prediction) else "INACTIVE")
+        self.op_records = {o.id: Record("MISSING" if o.schedule.fires(phase, prediction) else "INACTIVE",
+                                        charged=o.envelope)
                            for o in self.operations}
         self.phase, self.prediction, self.has_step, self.step_open = phase, prediction, True, True
 
@@ -319,9 +339,9 @@ class CaptureSessionModel:
                 cost = (evidence_cost if evidence_cost is not None else o.evidence) * 2
                 hit = self.ledger.try_reserve(cost)
                 if hit and self.on_limit == "fail":
-                    self.op_records[o.id] = Record("FAILED", "limit")
+                    self.op_records[o.id] = Record("FAILED", "limit", charged=record.charged)
                     continue
-                record.charged = Usage() if hit else cost
+                record.charged = record.charged + (Usage() if hit else cost)  # on top of the envelope
             record.outcome = "APPLIED"
             replaced = True
         return replaced
@@ -353,15 +373,17 @@ class CaptureSessionModel:
             raise ModelError("InvalidArgument", "more token rows than the request routes")  # record unchanged
         start, end = op.window
         end = token_rows if end is None else end
+        record = self.op_records[op.id]
         if token_rows == 0 or start >= token_rows or end > token_rows:
-            self.op_records[op.id] = Record("FAILED", "invalid")
+            self.op_records[op.id] = Record("FAILED", "invalid", charged=record.charged)
             raise ModelError("InvalidArgument")
         if op.capture_original:
             b = token_rows * self.original_route_bytes
             hit = self.ledger.try_reserve(Usage(0, b, b, 0))
             if hit:
-                self.op_records[op.id] = Record("FAILED", "limit")
+                self.op_records[op.id] = Record("FAILED", "limit", charged=record.charged)
                 raise ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
+            record.charged = record.charged + Usage(0, b, b, 0)
         self.pending = op
         return op
 
@@ -375,23 +397,27 @@ class CaptureSessionModel:
         if self.pending.target != path:
             raise ModelError("CaptureSession", "routing result does not match the pending control")
         op, self.pending = self.pending, None
+        record = self.op_records[op.id]
         if op.capture_original:
             if not with_original:
-                self.op_records[op.id] = Record("FAILED", "invalid")
+                self.op_records[op.id] = Record("FAILED", "invalid", charged=record.charged)
                 raise ModelError("InvalidArgument", "requested original routing decision is missing")
             hit = self.ledger.try_reserve(fields_cost)
             if hit:
-                self.op_records[op.id] = Record("FAILED", "limit")
+                self.op_records[op.id] = Record("FAILED", "limit", charged=record.charged)
                 raise ModelError("BudgetExceeded", budget=hit[0], cumulative=hit[1])
-        self.op_records[op.id].outcome = "APPLIED"
+            record.charged = record.charged + fields_cost
+        record.outcome = "APPLIED"
 
     def routing_failed(self, path: str) -> None:
         if self.pending is not None and self.pending.target == path:
-            self.op_records[self.pending.id] = Record("FAILED", "native")
+            record = self.op_records[self.pending.id]
+            self.op_records[self.pending.id] = Record("FAILED", "native", charged=record.charged)
             self.pending = None
             return
         if not self.operations or not self.step_open:
             return
         for o in self._ops_at(path, routing=True):
-            if self.op_records[o.id].outcome == "MISSING":
-                self.op_records[o.id] = Record("FAILED", "native")
+            record = self.op_records[o.id]
+            if record.outcome == "MISSING":
+                self.op_records[o.id] = Record("FAILED", "native", charged=record.charged)

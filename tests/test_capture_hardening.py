@@ -45,6 +45,7 @@ from lifecore.errors import (
     LifecoreOverflowError,
     LifecoreTypeError,
 )
+from lifecore.models.capture_session import operation_envelope
 from lifecore.testing.capture_session import ROUTER, sample_discovery
 
 from capture_builders import REQUEST, admit, session_for
@@ -78,6 +79,10 @@ class FixedEstimator:
 
 # -- Section 2: arithmetic never wraps ---------------------------------------------------------
 
+# The metadata envelope of operation "s" at blocks.0.mlp, charged every step whatever happens.
+SCALE_ENVELOPE = CaptureUsage(*operation_envelope("s", "blocks.0.mlp").astuple())
+
+
 @pytest.mark.parametrize("on_limit", [OnLimit.FAIL, OnLimit.SKIP])
 @pytest.mark.parametrize("bytes_", [2**63, 2**64 - 1])
 def test_an_evidence_charge_past_64_bits_is_refused_never_applied_with_a_wrapped_charge(on_limit, bytes_):
@@ -90,7 +95,7 @@ def test_an_evidence_charge_past_64_bits_is_refused_never_applied_with_a_wrapped
     step = session.take_step()
     record = step.interventions[0]
     assert session.cumulative_usage() == before  # nothing charged, nothing wrapped
-    assert record.charged == CaptureUsage()
+    assert record.charged == SCALE_ENVELOPE  # its metadata envelope alone, reserved at begin_step
     assert record.evidence == []
     if on_limit == OnLimit.FAIL:
         assert out is None and record.outcome == InterventionOutcome.FAILED
@@ -107,7 +112,8 @@ def test_an_evidence_charge_at_2_32_is_charged_exactly():
     session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.APPLIED
-    assert record.charged == CaptureUsage(2, 2**33, 2**33, 2**33)
+    assert record.charged == CaptureUsage(2, 2**33, 2**33 + SCALE_ENVELOPE.host_bytes,
+                                          2**33 + SCALE_ENVELOPE.encoded_bytes)  # on top of the envelope
 
 
 class HugeEstimates(NumpyBackend):
@@ -145,7 +151,9 @@ def test_routing_evidence_at_2_32_is_charged_exactly():
     session.routing_applied(HugeEstimates(2**32), ROUTER, decision(4), decision(4))
     record = session.take_step().interventions[0]
     original = 4 * 2 * 16  # token_rows x top_k x 16, reserved by routing_control
-    assert record.charged == CaptureUsage(0, original + 4 * 2**32, original + 4 * 2**32, 0)
+    envelope = operation_envelope("x", ROUTER)  # reserved at begin_step, the evidence on top
+    assert record.charged == CaptureUsage(0, original + 4 * 2**32, original + 4 * 2**32 + envelope.host_bytes,
+                                          envelope.encoded_bytes)
 
 
 @pytest.mark.parametrize("rows", [5, 2**32, 2**63, 2**64 - 1])
@@ -634,7 +642,8 @@ def test_a_live_session_keeps_its_estimator_through_collections():
     session.begin_step(PREFILL, 0)
     session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
     record = session.take_step().interventions[0]
-    assert record.outcome == InterventionOutcome.APPLIED and record.charged == CaptureUsage(2, 128, 128, 8192)
+    assert record.outcome == InterventionOutcome.APPLIED and record.charged == CaptureUsage(
+        2, 128, 128 + SCALE_ENVELOPE.host_bytes, 8192 + SCALE_ENVELOPE.encoded_bytes)
 
 
 # -- Section 7: rules at their exact limits ---------------------------------------------------

@@ -131,8 +131,10 @@ void bind_records(nb::module_& m) {
            "CapturePayloads: before and after for activation evidence, or the original and effective ids and "
            "coefficients for routing; empty without evidence.")
       .def_ro("charged", &InterventionRecord::charged, nb::rv_policy::copy,
-           "The CaptureUsage charged for its evidence (a copy).")
-      .def("to_json", &CaptureSession::intervention_record_json, "The record as JSON (a str).")
+           "The CaptureUsage charged for it: its metadata envelope (reserved every step, whatever the "
+           "outcome) plus any evidence (a copy).")
+      .def("to_json", &CaptureSession::intervention_record_json,
+           "The record as JSON (a str); never longer than charged.encoded_bytes.")
       .def("__repr__", [](const InterventionRecord& r) {
         return "InterventionRecord('" + r.operation_id + "', " + to_string(r.outcome) + ")";
       });
@@ -219,7 +221,8 @@ void bind_capture_session(nb::module_& m) {
            },
            nb::arg("phase").none(), nb::arg("prediction").none(),
            nb::sig("def begin_step(self, phase: CapturePhase, prediction: int) -> None"),
-           "Opens the step (phase, prediction), reserving every selection's metadata envelope. "
+           "Opens the step (phase, prediction), reserving every selection's and intervention operation's "
+           "metadata envelope together (all or nothing). "
            "CaptureSessionError while a step is undrained or a restore or routing control is pending; "
            "InvalidArgumentError past max_predictions or when PREFILL is not prediction 0; BudgetExceededError "
            "when the envelopes exceed a limit.")
@@ -314,7 +317,9 @@ void bind_capture_session(nb::module_& m) {
            nb::sig("def enable_interventions(self, plan: AdmittedInterventionPlan, estimator: object) -> None"),
            "Installs an AdmittedInterventionPlan admitted for this session, with `estimator` pricing its "
            "evidence; before the first step only. CaptureSessionError when already enabled, after a step, or for"
-           " another session's plan; InvalidArgumentError without an estimator or for another request.")
+           " another session's plan; InvalidArgumentError without an estimator or for another request; "
+           "AdmissionError when the operations' metadata envelopes, reserved every step beside the selections', "
+           "cannot fit each remaining step or the run's limits (nothing is installed).")
       .def("intervene",
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
              std::string where = str_argument(path, "CaptureSession.intervene", "path");

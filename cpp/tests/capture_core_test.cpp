@@ -197,6 +197,39 @@ void bounding_writer_never_undercounts() {
   CHECK(bound.overflowed() && bound.size() == UINT64_MAX);
 }
 
+// An operation's envelope bounds its record's JSON in every outcome: the longest outcome, a
+// FAILED record's longest message of control bytes (6 bytes each escaped), ids and targets
+// that escape at every byte and every usage number at its widest, beside up to four evidence
+// payloads' separators (each payload is charged on its own).
+void operation_envelopes_bound_every_record() {
+  InterventionOperation op;
+  op.id = std::string(max_operation_id_bytes, '\x01');
+  op.target = "quoted \" target \\ \x1f";
+  const CaptureUsage envelope = operation_envelope(op);
+  CHECK(envelope.captures == 0 && envelope.retained_bytes == 0);
+  CHECK(envelope.host_bytes == 512 + op.id.size() + op.target.size());
+  CHECK(envelope.encoded_bytes == 2048 + 6 * (op.id.size() + op.target.size()));
+  for (auto outcome : {InterventionOutcomeKind::inactive, InterventionOutcomeKind::applied,
+                       InterventionOutcomeKind::missing, InterventionOutcomeKind::failed}) {
+    for (std::size_t evidence : {0, 1, 2, 4}) {
+      InterventionRecord record;
+      record.operation_id = op.id;
+      record.target = op.target;
+      record.outcome = outcome;
+      if (outcome == InterventionOutcomeKind::failed) record.message = bound_message(std::string(1000, '\x02'));
+      record.charged = {UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX};
+      record.evidence.resize(evidence);  // "null" each: 4 bytes that are the payload's own
+      JsonWriter exact(UINT64_MAX, JsonMode::count), text;
+      write_intervention_record(exact, record);
+      write_intervention_record(text, record);
+      CHECK(exact.size() == text.take().size());
+      CHECK(exact.size() - 4 * evidence <= envelope.encoded_bytes);
+    }
+  }
+  // A target is not bounded by admission: its size enters the envelope with checked arithmetic.
+  CHECK(operation_envelope(InterventionOperation{"x", std::string(100, 'p')}).encoded_bytes == 2048 + 6 * 101);
+}
+
 void typed_arrays_encode_in_their_element_type_within_the_cost_model() {
   // float16: 1, -2, 65504 (the largest), a subnormal (2**-24), +inf; int64 extremes; bfloat16 1.5.
   const std::uint16_t halves[] = {0x3c00, 0xc000, 0x7bff, 0x0001, 0x7c00};
@@ -271,6 +304,7 @@ int main() {
   bounded_messages_cut_on_utf8_boundaries();
   counting_writer_measures_what_the_writer_writes();
   bounding_writer_never_undercounts();
+  operation_envelopes_bound_every_record();
   typed_arrays_encode_in_their_element_type_within_the_cost_model();
   session_round_trip();
   return lifecore::test_support::finish("capture_core_test");

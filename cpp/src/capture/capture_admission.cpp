@@ -188,6 +188,60 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> firings(const CaptureSche
   return std::make_pair(window->first, (window->second - window->first) / s.every + 1);
 }
 
+// Static preflight: every step reserves every envelope (`envelopes`, named `what`), so a plan
+// whose envelopes cannot fit is refused now rather than failing at some later step.
+void preflight(const CapturePlan& plan, const std::vector<ObservationPoint>& points, const CaptureRequest& request,
+               const CaptureUsage& inherited, std::uint64_t next_prediction, const CaptureUsage& envelopes,
+               const std::string& what) {
+  if (auto b = exceeded(envelopes, plan.limits.per_step))
+    refuse(what + " exceed the per-step limit: " + to_string(*b));
+  std::uint64_t remaining = request.max_predictions > next_prediction ? request.max_predictions - next_prediction : 0;
+  auto future = checked_mul(envelopes, remaining);
+  auto total = future ? checked_add(inherited, *future) : std::nullopt;
+  if (!total) refuse("capture preflight overflow");
+  if (auto b = exceeded(*total, plan.limits.cumulative))
+    refuse(what + " exceed the cumulative limit: " + to_string(*b));
+  if (plan.limits.on_limit == OnLimit::fail) {
+    // Under Fail a capture over a limit fails the step, so value costs known now join the
+    // preflight: a selection that cannot fit one step beside the envelopes, a prefill step
+    // that cannot hold its selections together, or a run whose known costs exceed the
+    // cumulative limit is refused here. Unknown costs are left to run time.
+    CaptureUsage prefill = envelopes;
+    CaptureUsage run = *total;
+    for (std::size_t i = 0; i < plan.selections.size(); ++i) {
+      const auto& sel = plan.selections[i];
+      for (auto phase : {CapturePhase::prefill, CapturePhase::decode}) {
+        auto fired = firings(sel.schedule, phase, request, next_prediction);
+        if (!fired) continue;
+        auto floor = value_floor(sel, points[i], request, phase, fired->first);
+        if (!floor) continue;
+        auto step = checked_add(envelopes, *floor);
+        if (!step) refuse("capture preflight overflow");
+        if (auto b = exceeded(*step, plan.limits.per_step))
+          refuse("under on_limit=fail, '" + sel.id + "' needs at least " + std::to_string(
+                     *b == Budget::captures ? floor->captures : *b == Budget::retention ? floor->retained_bytes
+                     : *b == Budget::host ? floor->host_bytes : floor->encoded_bytes) +
+                 " " + to_string(*b) + " per capture, beyond what the per-step limit leaves beside the envelopes");
+        if (phase == CapturePhase::prefill) {
+          auto sum = checked_add(prefill, *floor);
+          if (!sum) refuse("capture preflight overflow");
+          prefill = *sum;
+        }
+        auto all = checked_mul(*floor, fired->second);
+        auto sum = all ? checked_add(run, *all) : std::nullopt;
+        if (!sum) refuse("capture preflight overflow");
+        run = *sum;
+      }
+    }
+    if (auto b = exceeded(prefill, plan.limits.per_step))
+      refuse(std::string("under on_limit=fail, the prefill step's known capture costs exceed the per-step limit: ") +
+             to_string(*b));
+    if (auto b = exceeded(run, plan.limits.cumulative))
+      refuse(std::string("under on_limit=fail, the run's known capture costs exceed the cumulative limit: ") +
+             to_string(*b));
+  }
+}
+
 }  // namespace
 
 std::optional<CaptureUsage> value_floor(const CaptureSelection& sel, const ObservationPoint& point,
@@ -225,6 +279,18 @@ CaptureUsage metadata_envelope(const CaptureSelection& sel, const ObservationPoi
   return {0, 0, host, encoded};
 }
 
+CaptureUsage operation_envelope(const InterventionOperation& op) {
+  using checked::add_or_throw, checked::mul_or_throw;
+  const std::string what = "metadata envelope of '" + op.id + "'";
+  std::uint64_t strings = add_or_throw<std::uint64_t>(op.id.size(), op.target.size(), what);
+  // The record's keys, its longest outcome, a 256-byte message escaped at 6 bytes a byte,
+  // four usage integers at their widest and the separators of four evidence payloads come
+  // to under 1800 bytes: 2048 holds them, and each id or target byte escapes to at most 6.
+  std::uint64_t host = add_or_throw<std::uint64_t>(512, strings, what);
+  std::uint64_t encoded = add_or_throw<std::uint64_t>(2048, mul_or_throw<std::uint64_t>(6, strings, what), what);
+  return {0, 0, host, encoded};
+}
+
 AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& discovery, const CaptureRequest& request,
                           const CaptureUsage& inherited, std::uint64_t next_prediction) {
   if (plan.schema_version != capture_schema_version)
@@ -250,55 +316,7 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
     envelopes = *sum;
     admitted.points_.push_back(point);
   }
-  // Static preflight: every step reserves every envelope, so a plan whose envelopes cannot
-  // fit is refused now rather than failing at some later step.
-  if (auto b = exceeded(envelopes, plan.limits.per_step))
-    refuse(std::string("capture envelopes exceed the per-step limit: ") + to_string(*b));
-  std::uint64_t remaining = request.max_predictions > next_prediction ? request.max_predictions - next_prediction : 0;
-  auto future = checked_mul(envelopes, remaining);
-  auto total = future ? checked_add(inherited, *future) : std::nullopt;
-  if (!total) refuse("capture preflight overflow");
-  if (auto b = exceeded(*total, plan.limits.cumulative))
-    refuse(std::string("capture envelopes exceed the cumulative limit: ") + to_string(*b));
-  if (plan.limits.on_limit == OnLimit::fail) {
-    // Under Fail a capture over a limit fails the step, so value costs known now join the
-    // preflight: a selection that cannot fit one step beside the envelopes, a prefill step
-    // that cannot hold its selections together, or a run whose known costs exceed the
-    // cumulative limit is refused here. Unknown costs are left to run time.
-    CaptureUsage prefill = envelopes;
-    CaptureUsage run = *total;
-    for (std::size_t i = 0; i < plan.selections.size(); ++i) {
-      const auto& sel = plan.selections[i];
-      for (auto phase : {CapturePhase::prefill, CapturePhase::decode}) {
-        auto fired = firings(sel.schedule, phase, request, next_prediction);
-        if (!fired) continue;
-        auto floor = value_floor(sel, admitted.points_[i], request, phase, fired->first);
-        if (!floor) continue;
-        auto step = checked_add(envelopes, *floor);
-        if (!step) refuse("capture preflight overflow");
-        if (auto b = exceeded(*step, plan.limits.per_step))
-          refuse("under on_limit=fail, '" + sel.id + "' needs at least " + std::to_string(
-                     *b == Budget::captures ? floor->captures : *b == Budget::retention ? floor->retained_bytes
-                     : *b == Budget::host ? floor->host_bytes : floor->encoded_bytes) +
-                 " " + to_string(*b) + " per capture, beyond what the per-step limit leaves beside the envelopes");
-        if (phase == CapturePhase::prefill) {
-          auto sum = checked_add(prefill, *floor);
-          if (!sum) refuse("capture preflight overflow");
-          prefill = *sum;
-        }
-        auto all = checked_mul(*floor, fired->second);
-        auto sum = all ? checked_add(run, *all) : std::nullopt;
-        if (!sum) refuse("capture preflight overflow");
-        run = *sum;
-      }
-    }
-    if (auto b = exceeded(prefill, plan.limits.per_step))
-      refuse(std::string("under on_limit=fail, the prefill step's known capture costs exceed the per-step limit: ") +
-             to_string(*b));
-    if (auto b = exceeded(run, plan.limits.cumulative))
-      refuse(std::string("under on_limit=fail, the run's known capture costs exceed the cumulative limit: ") +
-             to_string(*b));
-  }
+  preflight(plan, admitted.points_, request, inherited, next_prediction, envelopes, "capture envelopes");
   admitted.plan_ = plan;
   admitted.request_ = request;
   admitted.artifact_ = discovery.artifact_identity;
@@ -306,6 +324,21 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
   admitted.encoded_size_ = encoding.size();
   admitted.identity_ = sha256_hex(encoding);
   return admitted;
+}
+
+void check_operation_envelopes(const AdmittedCapturePlan& capture, const InterventionPlan& operations,
+                               const CaptureUsage& inherited, std::uint64_t next_prediction) {
+  const auto& selections = capture.plan().selections;
+  CaptureUsage envelopes;
+  auto add = [&](const CaptureUsage& envelope) {
+    auto sum = checked_add(envelopes, envelope);
+    if (!sum) refuse("capture and intervention envelopes overflow");
+    envelopes = *sum;
+  };
+  for (std::size_t i = 0; i < selections.size(); ++i) add(metadata_envelope(selections[i], capture.points()[i]));
+  for (const auto& op : operations.operations) add(operation_envelope(op));
+  preflight(capture.plan(), capture.points(), capture.request(), inherited, next_prediction, envelopes,
+            "capture and intervention envelopes");
 }
 
 AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const CaptureDiscovery& discovery,

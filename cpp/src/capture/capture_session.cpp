@@ -68,14 +68,16 @@ void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
   ready_ = false;  // a failed begin_step can never become a checkpoint
   ever_started_ = true;
   ledger_.begin_step();
-  // Reserve every diagnostic envelope first: an unaccounted skip record would itself
-  // violate the export limit, so any refusal here (fail or skip policy) fails the step.
-  // Reserved as one sum, so a refused step is charged nothing (a sum past 64 bits exceeds
-  // every limit).
+  // Reserve every diagnostic envelope first, the selections' and the operations': an
+  // unaccounted skip or operation record would itself violate the export limit, so any
+  // refusal here (fail or skip policy) fails the step. Reserved as one sum, so a refused step
+  // is charged nothing (a sum past 64 bits exceeds every limit).
   CaptureUsage envelopes;
-  for (const auto& envelope : envelopes_) {
-    if (auto budget = overflowing_budget(envelopes, envelope)) raise_limit({*budget, false});
-    envelopes = *checked_add(envelopes, envelope);
+  for (const auto* all : {&envelopes_, &operation_envelopes_}) {
+    for (const auto& envelope : *all) {
+      if (auto budget = overflowing_budget(envelopes, envelope)) raise_limit({*budget, false});
+      envelopes = *checked_add(envelopes, envelope);
+    }
   }
   ledger_.reserve(envelopes);
   const auto& selections = plan_.plan().selections;
@@ -98,10 +100,12 @@ void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
   operation_records_.clear();
   if (interventions_) {
     const auto& operations = interventions_->plan().operations;
-    for (const auto& op : operations) {
+    for (std::size_t i = 0; i < operations.size(); ++i) {
+      const auto& op = operations[i];
       InterventionRecord record;
       record.operation_id = op.id;
       record.target = op.target;
+      record.charged = operation_envelopes_[i];
       record.outcome = op.schedule.scheduled(phase, prediction) ? InterventionOutcomeKind::missing
                                                                 : InterventionOutcomeKind::inactive;
       operation_records_.push_back(std::move(record));
@@ -305,6 +309,10 @@ bool CaptureSession::record_fits_charge(PricedRequest& priced, const CaptureReco
     if (priced.summary_record_bound <= record.charged.encoded_bytes) return true;
   }
   return fits_within(record.charged.encoded_bytes, [&](JsonWriter& json) { write_record(json, record); });
+}
+
+bool CaptureSession::operation_fits_charge(const InterventionRecord& record) {
+  return fits_within(record.charged.encoded_bytes, [&](JsonWriter& json) { write_intervention_record(json, record); });
 }
 
 std::optional<CapturedStep> CaptureSession::take_step() {

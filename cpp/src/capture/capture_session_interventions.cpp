@@ -2,7 +2,6 @@
 #include <set>
 
 #include "capture/capture_geometry.hpp"
-#include "capture/capture_json.hpp"
 #include "capture/capture_session_guard.hpp"
 #include "lifecore/capture/session.hpp"
 #include "lifecore/checked.hpp"
@@ -43,12 +42,21 @@ void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
   if (plan.session_id() != id_)
     raise(ErrorKind::CaptureSession, "the intervention plan was admitted for another capture session");
   if (plan.plan().operations.empty()) return;  // an empty plan is not installed
+  // Every step reserves each operation's envelope beside the selections' (its record is
+  // exported whatever happens), so a plan whose envelopes cannot fit this run is refused now,
+  // as capture admission refuses its own, rather than failing some later step.
+  check_operation_envelopes(plan_, plan.plan(), inherited_, admitted_from_);
   PathIndex index;
+  std::vector<CaptureUsage> envelopes;
   const auto& operations = plan.plan().operations;
-  for (std::size_t i = 0; i < operations.size(); ++i) index[operations[i].target].push_back(i);
+  for (std::size_t i = 0; i < operations.size(); ++i) {
+    index[operations[i].target].push_back(i);
+    envelopes.push_back(operation_envelope(operations[i]));
+  }
   interventions_ = std::make_shared<const AdmittedInterventionPlan>(std::move(plan));
   estimator_ = std::move(estimator);
   operations_by_path_ = std::move(index);
+  operation_envelopes_ = std::move(envelopes);
 }
 
 std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, bool routing) const {
@@ -141,7 +149,8 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
           with_evidence = false;  // skip policy: apply without evidence
           cost = {};
         }
-        record.charged = cost;
+        // On top of the envelope, within the step's reservation; checked anyway.
+        record.charged = add_or_throw(record.charged, cost, "intervention evidence charge");
       }
       if (with_evidence) {
         record.evidence.push_back(backend.transform(current, evidence));
@@ -162,14 +171,14 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
           fail_operation(record, "backend underestimated retained evidence bytes of '" + op.id + "'");
           continue;
         }
-        if (!fits_within(cost.encoded_bytes, [&](JsonWriter& json) {
-              for (const auto& e : record.evidence) write_payload(json, e);
-            })) {
-          fail_operation(record, "backend underestimated encoded evidence size");
-          continue;
-        }
       }
       record.outcome = InterventionOutcomeKind::applied;
+      // What is published may never exceed what was charged for it: the envelope holds the
+      // record's metadata, the evidence reservation its payloads.
+      if (with_evidence && !operation_fits_charge(record)) {
+        fail_operation(record, "backend underestimated encoded evidence size of '" + op.id + "'");
+        continue;
+      }
       current = out;
       replaced = true;
     } catch (const BackendFailure& failure) {
@@ -256,7 +265,7 @@ std::optional<GroupSelectionControl> CaptureSession::routing_control(std::string
       fail_operation(record, std::string("routing evidence exceeds the capture limit: ") + to_string(hit->budget));
       raise_limit(*hit);
     }
-    record.charged = original;
+    record.charged = add_or_throw(record.charged, original, "routing evidence charge");
   }
   pending_routing_ = active;
   pending_control_ = control;
@@ -321,6 +330,8 @@ void CaptureSession::routing_applied(CaptureBackend& backend, std::string_view p
       }
     }
     record.outcome = InterventionOutcomeKind::applied;
+    if (!record.evidence.empty() && !operation_fits_charge(record))
+      fail(ErrorKind::CaptureSession, "backend underestimated encoded routing evidence size at " + std::string(path));
   } catch (const BackendFailure& failure) {
     fail(ErrorKind::CaptureSession, "native capture failed: " + failure.message);
   }

@@ -154,25 +154,6 @@ class CaptureSessionMachine(LifecycleMachine):
                 sel.id, path, model.Schedule(not decode_only, True, first, None, every),
                 model.envelope(sel.id, path, path, 3), floors=floors))
         self.selections = selections
-        envelopes = sum((s.envelope for s in model_selections), model.Usage())
-        per_step = envelopes + model.Usage(*extra_step)
-        cumulative = envelopes * max_predictions + model.Usage(*extra_total)
-        limits = CaptureLimits(per_step=CaptureUsage(*per_step.astuple()),
-                               cumulative=CaptureUsage(*cumulative.astuple()),
-                               on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP,
-                               physical_native_bytes=physical)
-        request = CaptureRequest(1, PROMPT, max_predictions)
-        admitted = self.both("admit", lambda: model.CaptureSessionModel(model_selections, per_step, cumulative,
-                                                                        on_limit, max_predictions),
-                             lambda: CapturePlan(selections, limits).admit(self.discovery, request))
-        self.plan = admitted.actual
-        if admitted.kind == "Admission":
-            # Known value costs cannot fit under "fail": the same plan under "skip" is admitted.
-            on_limit = "skip"
-            limits = CaptureLimits(per_step=limits.per_step, cumulative=limits.cumulative, on_limit=OnLimit.SKIP,
-                                   physical_native_bytes=physical)
-            self.plan = CapturePlan(selections, limits).admit(self.discovery, request)
-        self.session = CaptureSession(self.plan)
         ops, model_ops = [], []
         self.has_routing, self.has_scale = routing_op is not None, scale_op is not None
         if scale_op:
@@ -185,15 +166,48 @@ class CaptureSessionMachine(LifecycleMachine):
             ops.append(interventions.exclude_experts("route", ROUTER, [3], evidence=evidence))
             model_ops.append(model.Operation("route", ROUTER, model.Schedule(), routing=True,
                                              capture_original=evidence is not None))
-        self.model = model.CaptureSessionModel(model_selections, per_step, cumulative, on_limit, max_predictions,
-                                               operations=model_ops, original_route_bytes=TOP_K * 16,
-                                               physical_native_bytes=physical, routed_rows=(PROMPT, 1))
-        if ops:
-            admitted = InterventionPlan(ops).admit(self.discovery, self.session)
-            self.session.enable_interventions(admitted, self.backend)
+        # Every step reserves the selections' and the operations' envelopes: the room a budget
+        # level leaves is above both.
+        envelopes = sum((s.envelope for s in model_selections), model.Usage()) + sum(
+            (o.envelope for o in model_ops), model.Usage())
+        per_step = envelopes + model.Usage(*extra_step)
+        cumulative = envelopes * max_predictions + model.Usage(*extra_total)
+        request = CaptureRequest(1, PROMPT, max_predictions)
+
+        def admit(on_limit: str) -> bool:
+            """Admits the plan, then enables the operations, on both; False when refused alike
+            (known value costs that cannot fit beside the envelopes under "fail")."""
+            limits = CaptureLimits(per_step=CaptureUsage(*per_step.astuple()),
+                                   cumulative=CaptureUsage(*cumulative.astuple()),
+                                   on_limit=OnLimit.FAIL if on_limit == "fail" else OnLimit.SKIP,
+                                   physical_native_bytes=physical)
+            admitted = self.both("admit", lambda: model.CaptureSessionModel(model_selections, per_step, cumulative,
+                                                                            on_limit, max_predictions),
+                                 lambda: CapturePlan(selections, limits).admit(self.discovery, request))
+            if admitted.kind == "Admission":
+                return False
+            self.plan = admitted.actual
+            self.session = CaptureSession(self.plan)
+            made = self.both("enable_interventions", lambda: model.CaptureSessionModel(
+                model_selections, per_step, cumulative, on_limit, max_predictions, operations=model_ops,
+                original_route_bytes=TOP_K * 16, physical_native_bytes=physical, routed_rows=(PROMPT, 1)),
+                lambda: self._enable(ops))
+            if made.kind == "Admission":
+                return False
+            self.model = made.expected
+            return True
+
+        # Known value costs cannot fit under "fail": the same plan under "skip" is admitted.
+        if not admit(on_limit):
+            assert on_limit == "fail" and admit("skip")
         note(f"plan: {[(s.id, s.path, s.transform.kind) for s in selections]}, ops: {[o.id for o in ops]}")
 
     # -- helpers ---------------------------------------------------------------------------
+    def _enable(self, ops: list) -> None:
+        """Admits and enables ``ops`` on the session (nothing when there are none)."""
+        if ops:
+            self.session.enable_interventions(InterventionPlan(ops).admit(self.discovery, self.session), self.backend)
+
     def _shape(self, path: str) -> tuple[int, ...]:
         seq = PROMPT if self.model.phase == model.PREFILL else 1
         return (1, seq, VOCAB if path == "logits" else D_MODEL)
@@ -379,8 +393,9 @@ class CaptureSessionMachine(LifecycleMachine):
     @counted
     def take_step(self):
         """Takes the step on both (None when no step is open): the prediction, step and cumulative
-        usage, each record's outcome, reason, budget and charge, and each intervention's outcome must
-        agree; messages fit 256 bytes and a record's JSON fits its charged encoded bytes."""
+        usage, each record's outcome, reason, budget and charge, and each intervention's outcome and
+        charge must agree; messages fit 256 bytes, and every record's JSON (an operation's too) fits
+        its charged encoded bytes (``exported_json_within_charges``)."""
         r = self.both("take_step", self.model.take_step, self.session.take_step)
         assert (r.actual is None) == (r.expected is None)
         if r.actual is None:
@@ -400,10 +415,12 @@ class CaptureSessionMachine(LifecycleMachine):
             if want.budget:
                 assert record.budget == want.budget
             assert _usage(record.charged) == want.charged
-            assert len(record.to_json().encode()) <= record.charged.encoded_bytes
         for record in step.interventions:
-            assert record.outcome.name == expected["interventions"][record.operation_id].outcome
+            want = expected["interventions"][record.operation_id]
+            assert record.outcome.name == want.outcome, (record, want)
+            assert _usage(record.charged) == want.charged, (record, want)
             assert len(record.message.encode()) <= 256
+        self.taken = step
 
     @rule()
     @counted
@@ -460,6 +477,21 @@ class CaptureSessionMachine(LifecycleMachine):
         assert model.Usage(*usage) == self.model.cumulative_usage()
         assert all(now >= then for now, then in zip(usage, self.last_cumulative))
         self.last_cumulative = usage
+
+    @invariant()
+    def exported_json_within_charges(self):
+        """Checks, for the step last taken, that every record's JSON, selection or operation, fits
+        the encoded bytes it was charged, and that all of them together fit the step's encoded
+        usage: what a session exports is bounded by its ledger."""
+        step, self.taken = getattr(self, "taken", None), None
+        if step is None:
+            return
+        exported = 0
+        for record in [*step.records, *step.interventions]:
+            size = len(record.to_json().encode())
+            assert size <= record.charged.encoded_bytes, (record, size, record.charged)
+            exported += size
+        assert exported <= step.step_usage.encoded_bytes, (exported, step.step_usage)
 
     @invariant()
     def no_limit_exceeded(self):

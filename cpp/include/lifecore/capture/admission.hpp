@@ -45,6 +45,11 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
 
 // The per-step diagnostic envelope of a selection (metadata of its record, whatever happens).
 CaptureUsage metadata_envelope(const CaptureSelection& selection, const ObservationPoint& point);
+// The per-step diagnostic envelope of an intervention or routing operation: its record's JSON
+// in every outcome (a FAILED one with the longest message included) with every number at its
+// widest, evidence payloads excepted (they are charged on top when captured). Host
+// 512 + id + target bytes, encoded 2048 + 6 x (id + target) bytes.
+CaptureUsage operation_envelope(const InterventionOperation& operation);
 
 // The least value cost any conforming backend charges for one capture of `selection` at a
 // prediction: transform_floor (transform_cost.hpp) of the selected region.
@@ -81,5 +86,12 @@ class AdmittedInterventionPlan {
 AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const CaptureDiscovery& discovery,
                                              const CaptureRequest& request,
                                              const std::string& session_identity, std::uint64_t session_id);
+
+// The preflight of `capture` again with every operation's envelope reserved beside its own,
+// from `inherited` usage at `next_prediction`: throws Error(Admission) when the envelopes
+// cannot fit each remaining step and the run (and, under OnLimit::fail, beside known value
+// costs), so an intervention plan joining a run is refused before it could fail a step.
+void check_operation_envelopes(const AdmittedCapturePlan& capture, const InterventionPlan& operations,
+                               const CaptureUsage& inherited, std::uint64_t next_prediction);
 
 }  // namespace lifecore::capture

@@ -171,6 +171,7 @@ class CaptureSession {
   void fail_record(CaptureRecord& record, FailReason reason, std::string_view message);
   // Whether the record's JSON stays within what it was charged for encoding.
   static bool record_fits_charge(PricedRequest& priced, const CaptureRecord& record);
+  static bool operation_fits_charge(const InterventionRecord& record);
   void commit_restore(const CaptureCheckpoint& checkpoint) noexcept;
 
   static std::atomic<std::uint64_t> next_id_;
@@ -183,6 +184,7 @@ class CaptureSession {
   static constexpr std::uint8_t depends_on_phase = 1, depends_on_prediction = 2;
   std::vector<std::uint8_t> priced_depends_;  // per selection: what its geometry depends on
   std::shared_ptr<const AdmittedInterventionPlan> interventions_;
+  std::vector<CaptureUsage> operation_envelopes_;  // per operation, reserved with envelopes_
   std::shared_ptr<InterventionEstimator> estimator_;
   PathIndex operations_by_path_;
 
