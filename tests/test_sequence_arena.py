@@ -150,6 +150,13 @@ def test_a_domain_hands_out_at_most_the_int32_ids_and_refuses_a_fit_beyond_them(
     rejected = c.admit("a", ids + 1, ids + 1)
     assert isinstance(rejected, AdmissionRejected) and "int32" in rejected.reason
     assert c.capacity().active_sequences == 0 and c.holders() == []
+    # No memory is made for blocks without an id, at creation or when the domain grows.
+    grown = AdmissionCoordinator(None, domains={"kv": (2**32, 2**34)}, page_bytes=1, tokens_per_page=1,
+                                 max_active_sequences=1)
+    stats = grown.page_memory_stats()
+    assert stats["arena_bytes"] == ids and stats["blocks"] == {"kv": ids}
+    grown.grow_domain("kv", 2**32 + 4096)
+    assert grown.page_memory_stats()["arena_bytes"] == ids and grown.page_memory_stats()["arena_chunks"] == 1
     # Two domains whose arena bytes sum past 64 bits say so rather than wrap.
     huge = AdmissionCoordinator(None, domains={"a": 2**63, "b": 2**63}, page_bytes=2**62, tokens_per_page=1,
                                 max_active_sequences=1)

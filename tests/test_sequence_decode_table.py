@@ -389,3 +389,48 @@ def test_a_torch_table_whose_memory_moved_is_refused():
     with pytest.raises(InvalidArgumentError, match="shape"):
         table.update([a])
     a.close()
+
+
+def test_a_buffer_table_copies_only_what_changed_or_what_may_have_failed():
+    """An update that changed nothing sends nothing to the device (a decode step pays no copy
+    for rows that stayed); one that follows an error on the stream sends the table again."""
+    c = make()
+    a = open_one(c, "a")
+    with lifecore.Device(EMULATED) as dev:
+        stream = dev.stream()
+        table = c.decode_table(1, 4, stream.alloc(16), pad=-1)
+        table.update([a])
+        stream.sync()
+        dev.inject_fault("memcpy_htod_async", 1, times=1)  # any copy now fails, and says so at sync
+        table.update([a])
+        assert table.last_written == 0
+        stream.sync()  # no copy was made: nothing failed
+        a.step(TPP + 1)
+        table.update([a])  # a new id: copied, and the copy fails
+        with pytest.raises(lifecore.DriverError, match="injected"):
+            stream.sync()
+        table.update([a])  # nothing changed in the table, but the stream failed since: copied again
+        got = np.frombuffer(stream.read(table.table), dtype=np.int32).reshape(1, 4)
+        assert np.array_equal(got, c.block_table([a], 4, pad=-1))
+    a.close()
+
+
+def test_clear_converts_its_row_before_it_checks_the_table():
+    """An int subclass's comparison runs Python code, which may move a torch table's memory: the
+    row is read first, so the table is checked after it and nothing is written into freed memory."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    c = make()
+    a = open_one(c, "a")
+    tensor = torch.full((64, 64), 5, dtype=torch.int32)
+    table = c.decode_table(64, 64, tensor, pad=-1)
+    table.update([a])
+
+    class Row(int):
+        def __lt__(self, other):
+            tensor.set_(torch.full((64, 64), 5, dtype=torch.int32))  # new memory, the old freed
+            return int(self) < other
+
+    with pytest.raises(InvalidArgumentError, match="memory moved"):
+        table.clear(Row(0))
+    assert (tensor == 5).all()
+    a.close()

@@ -228,7 +228,8 @@ void init_sequence_arena(nb::module_& m) {
       },
       nb::scope(coordinator), nb::name("num_blocks"), nb::is_method(), nb::arg("domain").none() = nb::none(),
       nb::sig("def num_blocks(self, domain: str | None = None) -> int"),
-      "Blocks in the domain now: floor(capacity_bytes / page_bytes); block ids are 0 .. num_blocks - 1.");
+      "Blocks in the domain now: floor(capacity_bytes / page_bytes), at most 2**31 (block ids are int32, and no\n"
+      "memory is made for a block without one); block ids are 0 .. num_blocks - 1.");
   init_sequence_decode_table(m);
 }
 

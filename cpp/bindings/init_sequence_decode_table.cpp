@@ -1,10 +1,12 @@
 // lifecore.sequence bindings for the decode table (sequence/decode_table.hpp): a persistent
 // [rows, width] int32 block table held open over a NumPy array of its own, a given host
 // array (buffer protocol or host DLPack), or a lifecore Buffer (through a host mirror, one
-// host-to-device copy per call). Translation only.
+// host-to-device copy per call that changed it, or that follows an error queued on the
+// Buffer's stream). Translation only.
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,22 +42,43 @@ struct DecodeTableHandle {
   std::unique_ptr<DecodeTable> core;
   std::string domain;
 
-  // A Buffer receives the whole mirror after every call, changed or not: a copy that failed on
-  // the device (reported later, by the stream) is never known to have landed, so the next
-  // call's copy is what makes the device table right again.
+  std::uint64_t errors_at_copy = 0;  // the stream's queued errors just before the last copy
+  bool copy_owed = false;            // the last copy raised: the device table is behind
+
+  // A Buffer receives the whole mirror when anything changed, or when the stream queued an
+  // error since the last copy (that copy may be the one that failed, reported later): the next
+  // call's copy makes the device table right again.
   void sync() {
     if (!buffer) return;
+    const auto& stream = buffer->stream();
+    if (core->last_written() == 0 && !copy_owed && stream->errors_queued() == errors_at_copy) return;
     const std::size_t bytes = core->rows() * core->width() * sizeof(std::int32_t);
-    if (bytes != 0) buffer->stream()->write(*buffer, mirror.get(), bytes);
+    if (bytes == 0) return;
+    copy_owed = true;
+    const std::uint64_t before = stream->errors_queued();  // an error the copy itself queues counts
+    stream->write(*buffer, mirror.get(), bytes);
+    copy_owed = false;
+    errors_at_copy = before;
   }
 
   // A DLPack table (a torch CPU tensor) can be resized, and its memory freed, behind its
   // export: before each call, a fresh export must show the memory the table writes.
   void require_unmoved(const char* call) const {
     if (!target || !target->capsule) return;
-    Target now;
-    open_dlpack(table, core->rows(), core->width(), now, call);
-    if (now.data != target->data)
+    void* data = nullptr;
+    if (nb::hasattr(table, "data_ptr") && nb::hasattr(table, "shape")) {
+      // A torch tensor says where its data is and its shape without a new export.
+      data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(table.attr("data_ptr")()));
+      const nb::tuple shape(table.attr("shape"));
+      if (nb::len(shape) != 2 || nb::cast<std::size_t>(shape[0]) != core->rows() ||
+          nb::cast<std::size_t>(shape[1]) != core->width())
+        bad_out(call, "must have shape (" + std::to_string(core->rows()) + ", " + std::to_string(core->width()) + ")");
+    } else {
+      Target now;
+      open_dlpack(table, core->rows(), core->width(), now, call);
+      data = now.data;
+    }
+    if (data != target->data)
       raise(ErrorKind::InvalidArgument, std::string(call) +
                                             ": the table's memory moved since decode_table (was `out` resized?); "
                                             "nothing was written: make a new decode_table over it");
@@ -102,8 +125,10 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
     data = handle->target->data;
   }
   handle->core = std::make_unique<DecodeTable>(c.shared_from_this(), d, rows, width, pad, data);
-  if (handle->buffer && count != 0)
+  if (handle->buffer && count != 0) {
+    handle->errors_at_copy = handle->buffer->stream()->errors_queued();
     handle->buffer->stream()->write(*handle->buffer, data, count * sizeof(std::int32_t));  // all pad
+  }
   return handle;
 }
 
@@ -125,7 +150,8 @@ void init_sequence_decode_table(nb::module_& m) {
       .def_prop_ro("table", [](const DecodeTableHandle& t) { return t.table; },
                    nb::sig("def table(self) -> object"),
                    "The table: its own int32 NumPy array, or the `out` given to decode_table (a Buffer gets the\n"
-                   "whole table after each call).")
+                   "whole table after each call that changed it, and after any call that follows an error\n"
+                   "queued on its stream).")
       .def_prop_ro("rows", [](const DecodeTableHandle& t) { return t.core->rows(); }, "Rows of the table.")
       .def_prop_ro("width", [](const DecodeTableHandle& t) { return t.core->width(); }, "Ids per row.")
       .def_prop_ro("pad", [](const DecodeTableHandle& t) { return t.core->pad(); }, "The value past a row's ids.")
@@ -186,9 +212,13 @@ void init_sequence_decode_table(nb::module_& m) {
       .def(
           "clear",
           [](DecodeTableHandle& t, nb::handle row) {
+            // The row first: its conversion may run Python code (an int subclass's __lt__),
+            // which must not run between the table's check and the write.
+            const std::optional<std::size_t> r =
+                row.is_none() ? std::nullopt : std::optional<std::size_t>(row_argument(row, "DecodeTable.clear"));
             t.require_unmoved("DecodeTable.clear");
-            if (row.is_none()) t.core->clear_all();
-            else t.core->clear(row_argument(row, "DecodeTable.clear"));
+            if (!r) t.core->clear_all();
+            else t.core->clear(*r);
             t.sync();
           },
           nb::arg("row").none() = nb::none(), nb::sig("def clear(self, row: int | None = None) -> None"),
@@ -206,7 +236,7 @@ void init_sequence_decode_table(nb::module_& m) {
       "out=None: the table is a NumPy array of its own; else `out` is held for the table's life: a C-contiguous\n"
       "writable int32 array of that shape (NumPy or any buffer-protocol object, or a host DLPack tensor such as\n"
       "a torch CPU tensor, checked before each call to show the same memory), or a lifecore Buffer of at least\n"
-      "that many bytes (written from a host copy after each call). domain None: the coordinator's first domain. A wrong `out` raises.");
+      "that many bytes (written from a host copy after each call that changed it or follows an error on its stream). domain None: the coordinator's first domain. A wrong `out` raises.");
 }
 
 }  // namespace lifecore::bindings

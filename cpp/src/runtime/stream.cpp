@@ -94,6 +94,11 @@ StreamCaptureState Stream::capture_state() const {
   return state_;
 }
 
+std::uint64_t Stream::errors_queued() const {
+  std::lock_guard lock(mutex_);
+  return errors_.pushed();
+}
+
 bool Stream::driver_capturing() const {
   std::lock_guard lock(mutex_);
   return recorder_->driver_capturing();

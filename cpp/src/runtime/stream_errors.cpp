@@ -6,6 +6,7 @@ namespace lifecore::runtime {
 
 void StreamErrors::push(Error error, WindowId window, std::optional<CaptureOwner> owner) {
   errors_.push_back(QueuedError{std::move(error), window, owner});
+  ++pushed_;
 }
 
 std::string describe_origin(const QueuedError& error) {

@@ -111,7 +111,8 @@ void AdmissionCoordinator::release_arenas() noexcept {
 
 void AdmissionCoordinator::add_blocks_locked(std::uint32_t index, std::uint64_t total) {
   auto& arena = domains_[index].arena;
-  const std::uint64_t blocks = total / config_.page_bytes;
+  // A block past the int32 ids could never be handed out: no memory is made for it.
+  const std::uint64_t blocks = std::min(total / config_.page_bytes, BlockArena::max_ids);
   if (blocks <= arena.blocks()) return;
   const std::uint64_t added = blocks - arena.blocks();
   // Exact bytes: added * page_bytes <= total, so it cannot wrap.

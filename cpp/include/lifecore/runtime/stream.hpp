@@ -101,6 +101,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // stream then stays in CAPTURE: call it again); a DeviceLostError after a sticky status.
   void abort_capture();
   StreamCaptureState capture_state() const;
+  // Errors this stream ever queued for a later call to raise (never decreases).
+  std::uint64_t errors_queued() const;
   // Whether the driver holds a capture on this stream (hardware graphs): true from a successful
   // begin until the driver's capture is known to be ended.
   bool driver_capturing() const;

@@ -4,6 +4,8 @@
 // end_capture reports them. Not thread-safe on its own: the owning Stream serialises calls.
 #pragma once
 
+#include <cstdint>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -24,6 +26,9 @@ class StreamErrors {
  public:
   void push(Error error, WindowId window, std::optional<CaptureOwner> owner);
   bool empty() const noexcept { return errors_.empty(); }
+  // Errors ever queued (never decreases): a caller that mirrors memory asynchronously compares
+  // it across calls to learn that some work of the stream failed since.
+  std::uint64_t pushed() const noexcept { return pushed_; }
   std::size_t size() const noexcept { return errors_.size(); }
   // Throws the oldest error (its kind and attributes kept, the count of the others noted) and
   // clears the queue; does nothing when empty.
@@ -33,6 +38,7 @@ class StreamErrors {
 
  private:
   std::vector<QueuedError> errors_;
+  std::uint64_t pushed_ = 0;
 };
 
 // "the write of owner 3's capture window" style suffix for messages.
