@@ -61,6 +61,9 @@ decltype(auto) keeping_cause(const PythonCause& cause, F&& call) {
   } catch (const Error& error) {
     raise_held_interrupt();
     raise_keeping_cause(error, cause);
+  } catch (...) {
+    raise_held_interrupt();  // an interrupt outranks whatever else ended the call
+    throw;
   }
 }
 
