@@ -576,9 +576,11 @@ def test_the_physical_native_limit_refuses_a_capture_at_run_time_and_charges_not
     from lifecore.capture import BackendCapabilities
 
     discovery = CaptureDiscovery("artifact", sample_discovery().catalog, BackendCapabilities(physical_native_limit=True))
-    # [1, 4, 8] in prefill is 32 elements (256 native bytes at 8 per element); decode is 8 (64).
+    # A full tensor holds its copy and NATIVE_OVERHEAD: [1, 4, 8] in prefill is 32 elements (128
+    # native bytes at 4 per element, and the overhead); decode is 8 (32, and the overhead).
+    from lifecore.capture.backends.cost import NATIVE_OVERHEAD
     limits = CaptureLimits(per_step=CaptureUsage(BIG, BIG, BIG, BIG), cumulative=CaptureUsage(BIG, BIG, BIG, BIG),
-                           on_limit=on_limit, physical_native_bytes=100)
+                           on_limit=on_limit, physical_native_bytes=NATIVE_OVERHEAD + 64)
     session = session_for(CaptureSelection("full", "blocks.0.mlp", CaptureTransform.full_tensor()), limits=limits,
                           discovery=discovery)
     backend = CountingBackend()

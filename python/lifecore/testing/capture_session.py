@@ -43,6 +43,7 @@ from ..capture import (
 )
 from .._core.capture import transform_floor
 from ..capture.backends import CountingBackend, MockTensor, payload_cost
+from ..capture.backends.cost import NUMPY_REDUCTION_BYTES, native_peak
 from ..models import capture_session as model
 from .machine import LifecycleMachine, counted
 from .machine_stats import MachineStats
@@ -227,8 +228,9 @@ class CaptureSessionMachine(LifecycleMachine):
         return selected
 
     def _native(self, path: str, shape: tuple[int, ...]) -> dict[str, int]:
-        # Every backend here reports the selected region at 8 bytes per element or more.
-        return {sel.id: prod(self._selected(sel, shape)) * 8 for sel in self.selections if sel.path == path}
+        # What the NumPy backend answers (the counting backend answers as it does).
+        return {sel.id: native_peak(sel.transform.kind, self._selected(sel, shape), ITEMSIZE, NUMPY_REDUCTION_BYTES)
+                for sel in self.selections if sel.path == path}
 
     def _costs(self, path: str, shape: tuple[int, ...]) -> dict[str, model.Usage]:
         costs = {}

@@ -7,8 +7,9 @@ region's SUMMARY through it instead of ``transform``: it answers ``[min, max, me
 population std]`` when every value is finite (the session adds the count; anything else in
 the list fails the capture) or a summary payload. An empty region's summary is the session's
 own (count 0, NaN statistics): no backend computes it. It also calls ``dtype``, ``native_bytes``
-(only under a physical native byte limit: the peak native bytes the transform would
-materialize; a backend without it fails such captures), ``transform`` (only after the cost
+(only under a physical native byte limit: an upper bound of the native bytes the transform
+holds at once, as ``cost.native_peak`` gives for the bundled backends; a backend without it
+fails such captures), ``transform`` (only after the cost
 was reserved; a tensor payload is ``CapturePayload.from_array`` of a copy in the source
 dtype, and may never keep more bytes than were charged) and ``intervene``. A backend keeps
 no tensor handles. An estimate is never

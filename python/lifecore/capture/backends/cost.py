@@ -47,3 +47,34 @@ def payload_cost(kind: TransformKind, selected_shape: Sequence[int], itemsize: i
                             region if host_copy or tensor_payload else numbers * 8,
                             PAYLOAD_OVERHEAD + NUMBER_BYTES * numbers + SHAPE_ENTRY_BYTES * len(selected_shape))
     return usage
+
+
+# Bytes per element of the selected region that a bundled backend's reduction holds at once,
+# beyond the region itself. NumPy works in float64: a summary holds the converted copy, the
+# finite mask, the finite values and std's deviations (8 + 1 + 8 + 8); a histogram the copy and
+# np.histogram's sorted copy and masks (measured 16.04 with uneven edges, bounded at 24); top
+# candidates the copy.
+# Torch: a summary at most a float copy, the mask, the finite values and their float64 copy
+# (4 + 1 + 8 + 8, bounded as NumPy's); a histogram the float64 values, the values inside the
+# edges, and two int64 bin tensors at once (8 + 8 + 8 + 8, bounded at 40); top candidates the
+# float64 copy.
+NUMPY_REDUCTION_BYTES = {TransformKind.SUMMARY: 25, TransformKind.HISTOGRAM: 24, TransformKind.TOP_CANDIDATES: 8}
+NATIVE_OVERHEAD = 4096  # per transform: array headers and the payload's own small buffers
+TORCH_REDUCTION_BYTES = {TransformKind.SUMMARY: 25, TransformKind.HISTOGRAM: 40, TransformKind.TOP_CANDIDATES: 8}
+
+
+def native_peak(kind: TransformKind, selected_shape: Sequence[int], itemsize: int,
+                reduction_bytes: dict[TransformKind, int]) -> int:
+    """An upper bound of the native memory a bundled backend's transform holds at once over a
+    region of ``selected_shape`` (what ``native_bytes`` answers): a slice or full tensor its
+    copy in the source dtype; a preview a flattened copy of the region (a strided region is
+    copied to be flattened) and the kept prefix; a reduction ``reduction_bytes[kind]`` per
+    element, and for top candidates the last row negated, its sort order and the stable sort's
+    workspace (24 bytes per element of the last axis); each with ``NATIVE_OVERHEAD`` bytes more."""
+    elements = prod(selected_shape)
+    if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
+        return elements * itemsize + NATIVE_OVERHEAD
+    if kind == TransformKind.PREVIEW:
+        return 2 * elements * itemsize + NATIVE_OVERHEAD
+    extra = 24 * selected_shape[-1] if kind == TransformKind.TOP_CANDIDATES and len(selected_shape) else 0
+    return elements * reduction_bytes[kind] + extra + NATIVE_OVERHEAD

@@ -13,7 +13,7 @@ import numpy as np
 from ..._core.capture import CapturePayload, CaptureUsage, TransformKind, TransformRequest
 from ...errors import LifecoreTypeError
 from .arguments import require, require_intervention, require_transform
-from .cost import payload_cost
+from .cost import NUMPY_REDUCTION_BYTES, native_peak, payload_cost
 
 
 @dataclass(frozen=True)
@@ -120,9 +120,9 @@ class CountingBackend:
         return cost
 
     def native_bytes(self, tensor: MockTensor, request: TransformRequest) -> int:
-        """The selected region's elements times max(itemsize, 8) (recorded)."""
+        """What the NumPy backend answers for the same request (:func:`native_peak`; recorded)."""
         self._call("native_bytes", tensor, request)
-        return prod(request.selected_shape) * max(tensor.itemsize, 8)
+        return native_peak(request.kind, request.selected_shape, tensor.itemsize, NUMPY_REDUCTION_BYTES)
 
     def transform(self, tensor: MockTensor, request: TransformRequest) -> CapturePayload:
         """A payload of the request's kind and size filled with placeholders (recorded): a

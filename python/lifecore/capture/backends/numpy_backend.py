@@ -3,14 +3,14 @@ activation interventions zero / scale / mask / replace / add / mask logits."""
 
 from __future__ import annotations
 
-from math import isfinite, prod
+from math import isfinite
 from typing import Any
 
 import numpy as np
 
 from ..._core.capture import CapturePayload, CaptureUsage, InterventionAction, TransformKind, TransformRequest
 from .arguments import require, require_intervention, require_transform
-from .cost import payload_cost
+from .cost import NUMPY_REDUCTION_BYTES, native_peak, payload_cost
 
 
 def dtype_class(dtype: np.dtype) -> str:
@@ -35,6 +35,16 @@ def summarize(values: np.ndarray) -> CapturePayload:
         return CapturePayload.summary(int(flat.size), nonfinite, nan, nan, nan, nan)
     return CapturePayload.summary(int(flat.size), nonfinite, float(finite.min()), float(finite.max()),
                                   float(finite.mean()), float(finite.std()))
+
+
+def _finite_statistics(region: np.ndarray) -> list[float] | None:
+    """[min, max, mean, population std] in float64 when all four are finite (then every value
+    is), else None; its float64 copy is gone when it returns, before a fallback makes its own."""
+    flat = np.asarray(region, dtype=np.float64).ravel()
+    if not flat.size:
+        return None
+    statistics = [float(flat.min()), float(flat.max()), float(flat.mean()), float(flat.std())]
+    return statistics if all(isfinite(value) for value in statistics) else None
 
 
 def _kept(values: np.ndarray) -> CapturePayload:
@@ -81,10 +91,10 @@ class NumpyBackend:
                             edges=request.edges, count=request.count)
 
     def native_bytes(self, tensor: np.ndarray, request: TransformRequest) -> int:
-        """Peak native bytes the transform materializes: the selected region, widened to
-        float64 where a transform converts (conservative)."""
+        """Peak native bytes the transform holds at once (:func:`native_peak`): a tensor
+        payload's copy, or a reduction's float64 working copies and temporaries."""
         require_transform(tensor, np.ndarray, request, "NumpyBackend.native_bytes")
-        return prod(request.selected_shape) * max(tensor.dtype.itemsize, 8)
+        return native_peak(request.kind, request.selected_shape, tensor.dtype.itemsize, NUMPY_REDUCTION_BYTES)
 
     def transform(self, tensor: np.ndarray, request: TransformRequest) -> CapturePayload:
         """The payload of ``request`` over its selected region (the whole array when
@@ -122,12 +132,8 @@ class NumpyBackend:
         if request.kind != TransformKind.SUMMARY:
             raise ValueError(f"summary_statistics answers a SUMMARY request, not {request.kind}")
         region = tensor if request.whole else tensor[request.index]
-        flat = np.asarray(region, dtype=np.float64).ravel()
-        if flat.size:
-            statistics = [float(flat.min()), float(flat.max()), float(flat.mean()), float(flat.std())]
-            if all(isfinite(value) for value in statistics):  # then every value is finite too
-                return statistics
-        return summarize(region)
+        statistics = _finite_statistics(region)
+        return statistics if statistics is not None else summarize(region)
 
     def intervene(self, tensor: np.ndarray, request: Any) -> np.ndarray:
         """A new array: a copy of ``tensor`` with the request's action applied to its region

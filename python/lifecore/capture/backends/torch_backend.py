@@ -4,7 +4,7 @@ mixture-of-experts selector uses to apply a session's routing control."""
 
 from __future__ import annotations
 
-from math import isfinite, prod
+from math import isfinite
 from typing import Any
 
 import torch
@@ -19,7 +19,7 @@ from ..._core.capture import (
     TransformRequest,
 )
 from .arguments import require, require_intervention, require_transform
-from .cost import payload_cost
+from .cost import TORCH_REDUCTION_BYTES, native_peak, payload_cost
 
 
 class TorchBackend:
@@ -73,10 +73,11 @@ class TorchBackend:
                             host_copy=tensor.is_cpu)
 
     def native_bytes(self, tensor: torch.Tensor, request: TransformRequest) -> int:
-        """Peak native bytes the transform materializes: the selected region, widened to
-        float64 where a transform converts (conservative)."""
+        """Peak native bytes the transform holds at once (:func:`native_peak`), on the host or
+        the tensor's device: a tensor payload's copy, or a reduction's working copies and
+        temporaries."""
         require_transform(tensor, torch.Tensor, request, "TorchBackend.native_bytes")
-        return prod(request.selected_shape) * max(tensor.element_size(), 8)
+        return native_peak(request.kind, request.selected_shape, tensor.element_size(), TORCH_REDUCTION_BYTES)
 
     def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
         """The payload of ``request`` over its selected region (the whole tensor when
