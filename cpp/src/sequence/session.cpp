@@ -461,6 +461,29 @@ std::shared_ptr<const BackingSnapshot> SequenceSession::backing() const {
   return state_->current;
 }
 
+namespace {
+
+// Under the session's lock, its handle open: where `domain_index` is among the sequence's
+// domains (npos: not in it). The first domain, a decode row's common case, needs no search.
+std::size_t domain_slot_locked(const SessionState& s, std::uint32_t domain_index) {
+  if (domain_index == s.first_domain) return 0;
+  const auto& domains = s.current->domains();
+  const auto it = std::find(domains.begin(), domains.end(), domain_index);
+  return it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin());
+}
+
+// What keeps a block table row of `pages` ids in domain slot `slot` from being written for
+// `owner` into `width` columns (written: nothing does).
+SequenceSession::TableRow row_refusal(const SessionState& s, const AdmissionCoordinator& owner, std::size_t slot,
+                                      std::uint64_t pages, std::uint64_t width) {
+  if (s.coordinator != &owner) return SequenceSession::TableRow::foreign;
+  if (slot == std::string::npos) return SequenceSession::TableRow::not_in_domain;
+  if (pages > width) return SequenceSession::TableRow::too_wide;
+  return SequenceSession::TableRow::written;
+}
+
+}  // namespace
+
 SequenceSession::TableRowAnswer SequenceSession::write_table_row(const AdmissionCoordinator& owner,
                                                                  std::uint32_t domain_index,
                                                                  TableRowTarget& target) const {
@@ -468,16 +491,13 @@ SequenceSession::TableRowAnswer SequenceSession::write_table_row(const Admission
   const SessionState& s = *state_;
   require_handle(s, "block_table");
   const std::uint64_t pages = s.current_pages;
-  if (s.coordinator != &owner) return {TableRow::foreign, pages};
-  const std::int32_t* ids = s.first_ids;  // the common row: the sequence's first domain
-  if (domain_index != s.first_domain) {
-    const auto& domains = s.current->domains();
-    const auto it = std::find(domains.begin(), domains.end(), domain_index);
-    if (it == domains.end()) return {TableRow::not_in_domain, pages};
-    // The open handle's resources hold the backing, and its ids move only under this lock.
-    ids = s.resources->backing()->published_ids(static_cast<std::size_t>(it - domains.begin()));
-  }
-  if (pages > target.width) return {TableRow::too_wide, pages};
+  const std::size_t slot = domain_slot_locked(s, domain_index);
+  if (const TableRow refusal = row_refusal(s, owner, slot, pages, target.width); refusal != TableRow::written)
+    return {refusal, pages};
+  // The common row, the sequence's first domain, reads the ids kept beside the lock; another
+  // reads them from the backing, which the open handle's resources hold (its ids move only
+  // under this lock).
+  const std::int32_t* ids = slot == 0 ? s.first_ids : s.resources->backing()->published_ids(slot);
   write_table_row_ids(ids, pages, target);
   return {TableRow::written, pages};
 }
@@ -497,9 +517,7 @@ void table_source_locked(const SessionState& s, std::uint32_t domain_index, cons
     out.slot = 0;
     return;
   }
-  const auto& domains = s.current->domains();
-  const auto it = std::find(domains.begin(), domains.end(), domain_index);
-  out.slot = it == domains.end() ? std::string::npos : static_cast<std::size_t>(it - domains.begin());
+  out.slot = domain_slot_locked(s, domain_index);
   out.backing = s.resources->backing();
 }
 
@@ -527,13 +545,8 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
       const auto t = static_cast<std::uint64_t>(tokens);
       std::uint64_t pages = s.current_pages;
       if (t > s.current_tokens) pages = std::max(pages, t / s.tokens_per_page + (t % s.tokens_per_page != 0));
-      if (s.coordinator != &owner) return {TableRow::foreign, pages};
-      if (domain_index != s.first_domain) {
-        const auto& domains = s.current->domains();
-        if (std::find(domains.begin(), domains.end(), domain_index) == domains.end())
-          return {TableRow::not_in_domain, pages};
-      }
-      if (pages > max_pages) return {TableRow::too_wide, pages};
+      const TableRow refusal = row_refusal(s, owner, domain_slot_locked(s, domain_index), pages, max_pages);
+      if (refusal != TableRow::written) return {refusal, pages};
       if (s.phase == SessionPhase::open && s.quiescent_locked() && t <= s.current_tokens) {
         // step()'s common path, then the row's source, under the same lock.
         s.take_frame_id_locked("step");
