@@ -14,6 +14,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/unique_ptr.h>
+#include <nanobind/stl/vector.h>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
@@ -62,17 +63,17 @@ struct DecodeTableHandle {
   }
 
   // A DLPack table (a torch CPU tensor) can be resized, and its memory freed, behind its
-  // export: before each call, a fresh export must show the memory the table writes.
+  // export: before each call it must still show the memory the table writes. A tensor that
+  // says where its data is (torch's data_ptr, decided at creation) is asked; another gives a
+  // fresh export.
+  bool reads_data_ptr = false;
   void require_unmoved(const char* call) const {
     if (!target || !target->capsule) return;
     void* data = nullptr;
-    if (nb::hasattr(table, "data_ptr") && nb::hasattr(table, "shape")) {
-      // A torch tensor says where its data is and its shape without a new export.
+    if (reads_data_ptr) {
       data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(table.attr("data_ptr")()));
-      const nb::tuple shape(table.attr("shape"));
-      if (nb::len(shape) != 2 || nb::cast<std::size_t>(shape[0]) != core->rows() ||
-          nb::cast<std::size_t>(shape[1]) != core->width())
-        bad_out(call, "must have shape (" + std::to_string(core->rows()) + ", " + std::to_string(core->width()) + ")");
+      const auto dims = nb::cast<std::vector<std::int64_t>>(table.attr("shape"));
+      check_shape(call, static_cast<std::int64_t>(dims.size()), dims.data(), core->rows(), core->width());
     } else {
       Target now;
       open_dlpack(table, core->rows(), core->width(), now, call);
@@ -116,7 +117,10 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
   } else {
     handle->target = std::make_unique<Target>();
     if (PyObject_CheckBuffer(out.ptr())) open_buffer_protocol(out, rows, width, *handle->target, call);
-    else if (nb::hasattr(out, "__dlpack__")) open_dlpack(out, rows, width, *handle->target, call);
+    else if (nb::hasattr(out, "__dlpack__")) {
+      open_dlpack(out, rows, width, *handle->target, call);
+      handle->reads_data_ptr = nb::hasattr(out, "data_ptr") && nb::hasattr(out, "shape");
+    }
     else
       raise(ErrorKind::TypeMismatch, argument_label(call, "out") +
                                          " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
