@@ -326,7 +326,7 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
   return admitted;
 }
 
-void check_operation_envelopes(const AdmittedCapturePlan& capture, const InterventionPlan& operations,
+void check_operation_envelopes(const AdmittedCapturePlan& capture, const std::vector<CaptureUsage>& operation_envelopes,
                                const CaptureUsage& inherited, std::uint64_t next_prediction) {
   const auto& selections = capture.plan().selections;
   CaptureUsage envelopes;
@@ -336,7 +336,7 @@ void check_operation_envelopes(const AdmittedCapturePlan& capture, const Interve
     envelopes = *sum;
   };
   for (std::size_t i = 0; i < selections.size(); ++i) add(metadata_envelope(selections[i], capture.points()[i]));
-  for (const auto& op : operations.operations) add(operation_envelope(op));
+  for (const auto& envelope : operation_envelopes) add(envelope);
   preflight(capture.plan(), capture.points(), capture.request(), inherited, next_prediction, envelopes,
             "capture and intervention envelopes");
 }

@@ -42,10 +42,6 @@ void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
   if (plan.session_id() != id_)
     raise(ErrorKind::CaptureSession, "the intervention plan was admitted for another capture session");
   if (plan.plan().operations.empty()) return;  // an empty plan is not installed
-  // Every step reserves each operation's envelope beside the selections' (its record is
-  // exported whatever happens), so a plan whose envelopes cannot fit this run is refused now,
-  // as capture admission refuses its own, rather than failing some later step.
-  check_operation_envelopes(plan_, plan.plan(), inherited_, admitted_from_);
   PathIndex index;
   std::vector<CaptureUsage> envelopes;
   const auto& operations = plan.plan().operations;
@@ -53,6 +49,10 @@ void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
     index[operations[i].target].push_back(i);
     envelopes.push_back(operation_envelope(operations[i]));
   }
+  // Every step reserves each operation's envelope beside the selections' (its record is
+  // exported whatever happens), so a plan whose envelopes cannot fit this run is refused now,
+  // as capture admission refuses its own, rather than failing some later step.
+  check_operation_envelopes(plan_, envelopes, inherited_, admitted_from_);
   interventions_ = std::make_shared<const AdmittedInterventionPlan>(std::move(plan));
   estimator_ = std::move(estimator);
   operations_by_path_ = std::move(index);

@@ -87,11 +87,12 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
                                              const CaptureRequest& request,
                                              const std::string& session_identity, std::uint64_t session_id);
 
-// The preflight of `capture` again with every operation's envelope reserved beside its own,
-// from `inherited` usage at `next_prediction`: throws Error(Admission) when the envelopes
-// cannot fit each remaining step and the run (and, under OnLimit::fail, beside known value
-// costs), so an intervention plan joining a run is refused before it could fail a step.
-void check_operation_envelopes(const AdmittedCapturePlan& capture, const InterventionPlan& operations,
+// The preflight of `capture` again with the operations' envelopes (operation_envelope of each)
+// reserved beside its own, from `inherited` usage at `next_prediction`: throws Error(Admission)
+// when the envelopes cannot fit each remaining step and the run (and, under OnLimit::fail,
+// beside known value costs), so an intervention plan joining a run is refused before it could
+// fail a step.
+void check_operation_envelopes(const AdmittedCapturePlan& capture, const std::vector<CaptureUsage>& operation_envelopes,
                                const CaptureUsage& inherited, std::uint64_t next_prediction);
 
 }  // namespace lifecore::capture
