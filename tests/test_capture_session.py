@@ -233,18 +233,24 @@ def test_a_cumulative_limit_skips_later_steps_but_keeps_recording_metadata():
     assert session.cumulative_usage().host_bytes == 4 * env_host + decode_cost.host_bytes
 
 
-def test_envelope_exhaustion_fails_begin_step_and_installs_no_records():
-    # Room for exactly two steps of envelopes; the third fails even under the skip policy.
-    probe = session_for(summary(), request=CaptureRequest(1, 4, 2))
-    env = envelope_of(probe)
-    limits = CaptureLimits(per_step=env, cumulative=CaptureUsage(*(2 * v for v in env.as_tuple())), on_limit=OnLimit.SKIP)
-    session = session_for(summary(), limits=limits, request=CaptureRequest(1, 4, 2))
+def _decode_once_then_restore(session):
+    """Prefill, a checkpoint, one decode step, then back to the checkpoint (the cumulative usage
+    keeps both steps' charges: a restore refunds nothing)."""
     session.begin_step(PREFILL, 0)
     session.take_step()
     cp = session.checkpoint(sample_discovery())
     session.begin_step(DECODE, 1)
     session.take_step()
     session.restore(cp)
+
+
+def test_envelope_exhaustion_fails_begin_step_and_installs_no_records():
+    # Room for exactly two steps of envelopes; the third fails even under the skip policy.
+    probe = session_for(summary(), request=CaptureRequest(1, 4, 2))
+    env = envelope_of(probe)
+    limits = CaptureLimits(per_step=env, cumulative=CaptureUsage(*(2 * v for v in env.as_tuple())), on_limit=OnLimit.SKIP)
+    session = session_for(summary(), limits=limits, request=CaptureRequest(1, 4, 2))
+    _decode_once_then_restore(session)
     with pytest.raises(BudgetExceededError):
         session.begin_step(DECODE, 1)
     assert session.take_step() is None
@@ -262,12 +268,7 @@ def test_a_refused_begin_step_charges_none_of_the_envelopes():
     cumulative = CaptureUsage(*(2 * v + v // 2 for v in env.as_tuple()))
     limits = CaptureLimits(per_step=env, cumulative=cumulative, on_limit=OnLimit.SKIP)
     session = session_for(*selections, limits=limits, request=CaptureRequest(1, 4, 2))
-    session.begin_step(PREFILL, 0)
-    session.take_step()
-    cp = session.checkpoint(sample_discovery())
-    session.begin_step(DECODE, 1)
-    session.take_step()
-    session.restore(cp)
+    _decode_once_then_restore(session)
     charged = session.cumulative_usage()
     for _ in range(2):  # a refusal repeated charges nothing either
         with pytest.raises(BudgetExceededError, match="cumulative"):

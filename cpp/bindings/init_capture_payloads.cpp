@@ -181,28 +181,27 @@ void deprecated(const char* message) {
   if (PyErr_WarnEx(PyExc_DeprecationWarning, message, 1) < 0) throw nb::python_error();
 }
 
+// An array's values, where they are now, as float64.
+std::vector<double> array_numbers(const PayloadArray& kept) {
+  const PayloadArray array = kept.current();
+  std::vector<double> numbers(array.size);
+  for (std::uint64_t i = 0; i < array.size; ++i) numbers[i] = array.number(i);
+  return numbers;
+}
+
 nb::object tensor_value(const CapturePayload& p) {
   if (p.kind != PayloadKind::tensor) return nb::none();
   if (auto* storage = dynamic_cast<const PythonArrayStorage*>(p.array.storage.get())) return storage->original;
   std::vector<std::size_t> shape(p.shape.begin(), p.shape.end());
-  if (p.array.present()) {  // an array the core was given by other means: its numbers, as float64
-    const PayloadArray array = p.array.current();
-    std::vector<double> numbers(array.size);
-    for (std::uint64_t i = 0; i < array.size; ++i) numbers[i] = array.number(i);
-    return numpy_copy<double>(numbers, shape);
-  }
+  if (p.array.present())  // an array the core was given by other means: its numbers, as float64
+    return numpy_copy<double>(array_numbers(p.array), shape);
   return numpy_copy<double>(p.values, p.values.size() == 0 && shape.empty() ? std::vector<std::size_t>{0} : shape);
 }
 
 // What `values` held before payloads were arrays: a tensor's numbers, a histogram's edges or
 // candidates' scores, as a list of floats.
 std::vector<double> legacy_values(const CapturePayload& p) {
-  if (p.kind == PayloadKind::tensor && p.array.present()) {
-    const PayloadArray array = p.array.current();
-    std::vector<double> numbers(array.size);
-    for (std::uint64_t i = 0; i < array.size; ++i) numbers[i] = array.number(i);
-    return numbers;
-  }
+  if (p.kind == PayloadKind::tensor && p.array.present()) return array_numbers(p.array);
   return p.values;
 }
 
