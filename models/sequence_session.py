@@ -120,7 +120,7 @@ class ModelCoordinator:
         self.maximum = {}
         for name, value in domains.items():
             cap, mx = value if isinstance(value, tuple) else (value, value)
-            self.total[name], self.maximum[name] = cap, mx
+            self.total[name], self.maximum[name] = self.servable(cap), mx
         self.order = {name: i for i, name in enumerate(domains)}
         self.used = {name: 0 for name in domains}
         self.epochs = {SLOTS: 1, PHYSICAL: 1, **{domain(n): 1 for n in domains}}
@@ -137,6 +137,10 @@ class ModelCoordinator:
     # -- helpers --
     def pages_for(self, tokens: int) -> int:
         return -(-tokens // self.tokens_per_page)
+
+    def servable(self, capacity: int) -> int:
+        """What a domain of ``capacity`` bytes can hand out: no more pages than its block ids."""
+        return min(capacity, BLOCK_IDS * self.page_bytes)
 
     def _bump(self, source) -> None:
         self.epochs[source] += 1
@@ -255,8 +259,8 @@ class ModelCoordinator:
             raise ModelError("InvalidArgument", "bad growth")
         if self.closed:
             raise ModelError("Closed", "closed")
-        if capacity != self.total[name]:
-            self.total[name] = capacity
+        if self.servable(capacity) != self.total[name]:
+            self.total[name] = self.servable(capacity)
             self._bump(domain(name))
 
     def close(self) -> None:

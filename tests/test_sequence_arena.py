@@ -157,6 +157,17 @@ def test_a_domain_hands_out_at_most_the_int32_ids_and_refuses_a_fit_beyond_them(
     assert stats["arena_bytes"] == ids and stats["blocks"] == {"kv": ids}
     grown.grow_domain("kv", 2**32 + 4096)
     assert grown.page_memory_stats()["arena_bytes"] == ids and grown.page_memory_stats()["arena_chunks"] == 1
+    # The domain accounts only the bytes its ids can hand out, so two prompts that pass the
+    # bytes always find ids (past them, a prompt waits on a release, never on ids that no
+    # release can make): the reported total says so, and the reference model agrees.
+    from lifecore.models.sequence_session import ModelCoordinator
+    for coordinator in (c, grown):
+        assert coordinator.capacity().domains[0].total_bytes == ids
+    model = ModelCoordinator(domains={"kv": (2**32, 2**34)}, page_bytes=1, tokens_per_page=1, max_active_sequences=1)
+    model.grow_domain("kv", 2**32 + 4096)
+    assert model.total == {"kv": ids}
+    pages = AdmissionCoordinator(None, domains={"kv": 2**50}, page_bytes=4096, tokens_per_page=16, max_active_sequences=1)
+    assert pages.capacity().domains[0].total_bytes == ids * 4096
     # Two domains whose arena bytes sum past 64 bits say so rather than wrap.
     huge = AdmissionCoordinator(None, domains={"a": 2**63, "b": 2**63}, page_bytes=2**62, tokens_per_page=1,
                                 max_active_sequences=1)

@@ -106,3 +106,42 @@ def test_an_unknown_backend_name_is_refused_as_a_device_refuses_it():
         AdmissionCoordinator("no-such-backend", domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
                              max_active_sequences=1)
     assert str(by_coordinator.value) == str(by_device.value)
+
+
+def test_what_is_left_in_python_after_a_request_does_not_keep_the_arena():
+    # A receipt, a snapshot, a decision, a finished frame and a closed session handle kept
+    # after the coordinator is dropped hold no capacity, and not the arena's memory either.
+    import gc
+
+    import lifecore
+
+    with lifecore.Device(EMULATED) as dev:
+        c = AdmissionCoordinator(dev, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                 max_active_sequences=2)
+        assert dev.memory_stats()["arena_bytes"] == 8 * PAGE
+        adm = c.admit("r", 16, 64)
+        session = adm.resources.open_session()
+        adm.resources.close()
+        frame = session.acquire_frame()
+        frame.commit()
+        decision = session.try_ensure_backing_covers(64)
+        snapshot = decision.snapshot
+        receipt = session.try_complete()
+        session.close()
+        fingerprint = receipt.fingerprint
+        del c, adm
+        gc.collect()
+        assert dev.memory_stats()["arena_bytes"] == 0  # the arena went back with the coordinator
+        # What was kept still answers what it recorded.
+        assert receipt.fingerprint == fingerprint and session.fingerprint == fingerprint
+        assert snapshot.released and snapshot.domains == ["kv"] and snapshot.pages == 4
+        assert decision.outcome.name == "EXTENDED"
+        with pytest.raises(lifecore.errors.SessionStateError, match="released"):
+            snapshot.block_ids()
+        with pytest.raises(lifecore.errors.SessionStateError, match="released"):
+            snapshot.block_ids("kv")
+        with pytest.raises(lifecore.errors.InvalidArgumentError, match="unknown capacity domain"):
+            snapshot.block_ids("nope")
+        with pytest.raises(lifecore.errors.ClosedError):
+            session.step(80)
+        del frame

@@ -256,7 +256,7 @@ def test_grow_domain_at_the_boundaries():
     with pytest.raises(LifecoreOverflowError, match="capacity_bytes"):
         c.grow_domain("kv", 2**64)
     c.grow_domain("kv", 2**63)
-    assert c.capacity().domains[0].total_bytes == 2**63
+    assert c.capacity().domains[0].total_bytes == 2**31 * PAGE  # all that its int32 block ids can hand out
     assert state(c) != before
 
 
@@ -668,6 +668,29 @@ def test_a_cancel_or_close_between_prepare_and_publish_refuses_the_publish(pause
     s.close()
     adm.resources.close()
     assert c.capacity().used_bytes == {"kv": 0} and c.page_memory_stats()["live_extents"] == 0
+
+
+@pytest.mark.time_limit(30)
+def test_an_extension_keeps_its_coordinator_while_everything_else_lets_go(paused_extension):
+    # Closed mid-extension, with the coordinator dropped by Python: the extension still rolls
+    # back into a live coordinator, and the arena goes back to the device once it returns.
+    import gc
+
+    with lifecore.Device(EMULATED) as dev:
+        c = make(pages=8, device=dev)
+        adm, s = open_one(c, prompt=16, fit=64)
+        thread, result = _extend_in_thread(s, 48)
+        assert _core._sequence_pause_wait(10), "the extension never reached its pause point"
+        s.close()
+        adm.resources.close()
+        del c, adm
+        gc.collect()
+        assert dev.memory_stats()["arena_bytes"] == 8 * PAGE  # the extension holds the coordinator
+        _core._sequence_pause_resume()
+        thread.join(10)
+        assert isinstance(result.get("error"), ClosedError), result
+        gc.collect()
+        assert dev.memory_stats()["arena_bytes"] == 0
 
 
 @pytest.mark.time_limit(30)

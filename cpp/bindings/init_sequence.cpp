@@ -73,13 +73,13 @@ struct AdmittedDecision {
 // Lets go of a hold on admitted resources. Returning capacity moves block ids within the
 // arena (no device call), which is not worth a GIL round trip; only when the coordinator may
 // go too (its arena's memory goes back to the device) does the drop happen without the GIL.
-// The resources hold at most two references to it (their backing's and their initial
-// snapshot's). (Should other holders let go meanwhile, that rare last drop runs with the GIL
-// held, as an admission's claim does: slower for other threads, never a deadlock, since the
-// core never waits for the GIL.)
+// The resources hold one reference to it (their backing's; a snapshot holds none). (Should
+// other holders let go meanwhile, that rare last drop runs with the GIL held, as an
+// admission's claim does: slower for other threads, never a deadlock, since the core never
+// waits for the GIL.)
 void let_go(std::shared_ptr<AdmittedSequenceResources>&& resources) {
   auto dropping = std::move(resources);  // taken with the GIL: the holder is Python's
-  if (!dropping || dropping.use_count() > 1 || dropping->coordinator().use_count() > 2) return;
+  if (!dropping || dropping.use_count() > 1 || dropping->coordinator().use_count() > 1) return;
   nb::gil_scoped_release release;
   dropping.reset();
 }
@@ -372,7 +372,7 @@ void bind_capacity_facts(nb::module_& m) {
   nb::class_<DomainUsage>(m, "DomainUsage", "One capacity domain's accounting in a CapacitySnapshot.")
       .def_ro("name", &DomainUsage::name, "The domain's name.")
       .def_ro("used_bytes", &DomainUsage::used_bytes, "Bytes claimed by live sequences.")
-      .def_ro("total_bytes", &DomainUsage::total_bytes, "Bytes available now (grow_domain raises it).")
+      .def_ro("total_bytes", &DomainUsage::total_bytes, "Bytes available now (grow_domain raises it): the capacity, or the bytes of 2**31 pages (the int32 block ids) when that is less.")
       .def_ro("maximum_bytes", &DomainUsage::maximum_bytes, "Bytes it may grow to.")
       .def_ro("epoch", &DomainUsage::epoch, "The domain source's epoch.")
       .def("__repr__", [](const DomainUsage& d) {
@@ -460,15 +460,14 @@ void bind_backing(nb::module_& m) {
         // (domain, first_page, pages, address, bytes) per run of consecutive block ids in one
         // arena chunk, domain by domain; block_ids() is the data plane
         std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint64_t, std::uint64_t>> out;
-        const auto& c = *s.coordinator();
         for (const auto& e : s.extents())
-          out.emplace_back(c.domain_name(e.domain_index), e.first_page, e.pages, e.memory.address, e.memory.bytes);
+          out.emplace_back(s.domain_name(e.domain_index), e.first_page, e.pages, e.memory.address, e.memory.bytes);
         return out;
       }, "A list of (domain, first_page, pages, address, bytes), one per run of consecutive block ids in one arena "
          "chunk, domain by domain. SessionStateError once released.")
       .def_prop_ro("domains", [](const BackingSnapshot& s) {
         std::vector<std::string> out;
-        for (auto d : s.domains()) out.push_back(s.coordinator()->domain_name(d));
+        for (auto d : s.domains()) out.push_back(s.domain_name(d));
         return out;
       }, "The names of the domains its pages live in, in the coordinator's order.")
       .def_prop_ro("released", &BackingSnapshot::released,

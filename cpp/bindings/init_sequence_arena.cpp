@@ -46,7 +46,7 @@ nb::object ids_array(const BlockIds& ids) {
 }
 
 nb::object snapshot_block_ids(const BackingSnapshot& s, nb::handle domain) {
-  const std::uint32_t d = domain_argument(*s.coordinator(), domain, "block_ids", s.domains().at(0));
+  const std::uint32_t d = domain_argument(s, domain, "block_ids", s.domains().at(0));
   return ids_array(s.block_ids(d));
 }
 

@@ -142,7 +142,9 @@ inline T* exact_instance(nb::handle item) {
 }
 
 // domain None: `fallback` (a snapshot's first domain, or the coordinator's); else a name.
-inline std::uint32_t domain_argument(const sequence::AdmissionCoordinator& c, nb::handle domain, const char* call, std::uint32_t fallback) {
+// `names` is a coordinator, or a snapshot that names its coordinator's domains.
+template <class Names>
+std::uint32_t domain_argument(const Names& c, nb::handle domain, const char* call, std::uint32_t fallback) {
   if (domain.is_none()) return fallback;
   const std::string name = str_argument(domain, call, "domain");
   const std::int64_t index = c.domain_index(name);

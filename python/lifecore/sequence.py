@@ -20,7 +20,8 @@ The C++ core does the work; this module names it and adds what is Pythonic:
   (which the session keeps until it closes) and its live frames. Capacity returns when the
   last of them goes (``close()``, a ``with`` block, or the last reference). Snapshots and
   ``BackingDecision``s left in variables observe without owning: once the holders are gone a
-  snapshot reports ``released`` and its ``extents`` raise ``SessionStateError``.
+  snapshot reports ``released`` and its ``extents`` raise ``SessionStateError``. Nor do they,
+  receipts or closed sessions keep the coordinator (and its arena's device memory) alive.
   ``coordinator.holders()`` names what still holds capacity: ``(request_id, pages, domains,
   owners)`` per live sequence. Dropping a session that is not terminal fails it closed.
 - ``session.step(tokens)`` answers a plain ``BackingOutcome``; after ``BACKING_DEFERRED``,

@@ -148,6 +148,11 @@ namespace {
 }
 }  // namespace
 
+BackingSnapshot::BackingSnapshot(const std::shared_ptr<SequenceBacking>& backing, std::uint64_t generation,
+                                 std::uint64_t tokens, std::uint64_t pages)
+    : backing_(backing), owner_(backing->coordinator().get()), names_(backing->coordinator()->shared_domain_names()),
+      domains_(backing->shared_domains()), generation_(generation), tokens_(tokens), pages_(pages) {}
+
 std::vector<BackingExtent> BackingSnapshot::extents() const {
   auto backing = backing_.lock();
   if (!backing) raise_released("extents");
@@ -158,7 +163,7 @@ BlockIds BackingSnapshot::block_ids(std::uint32_t domain_index) const {
   auto it = std::find(domains_->begin(), domains_->end(), domain_index);
   if (it == domains_->end())
     raise(ErrorKind::InvalidArgument, "BackingSnapshot.block_ids: the sequence holds no pages in domain '" +
-                                          coordinator_->domain_name(domain_index) + "'");
+                                          domain_name(domain_index) + "'");
   auto backing = backing_.lock();
   if (!backing) raise_released("block_ids");
   return backing->block_ids(static_cast<std::size_t>(it - domains_->begin()), pages_);

@@ -90,11 +90,15 @@ AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
   std::vector<std::uint32_t> all(config_.domains.size());
   for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
   all_domains_ = std::make_shared<const std::vector<std::uint32_t>>(std::move(all));
+  std::vector<std::string> names;
+  names.reserve(config_.domains.size());
+  for (const auto& domain : config_.domains) names.push_back(domain.name);
+  domain_names_ = std::make_shared<const std::vector<std::string>>(std::move(names));
   waiters_.resize(source_count());
   try {
     for (std::size_t i = 0; i < domains_.size(); ++i) {
       add_blocks_locked(static_cast<std::uint32_t>(i), config_.domains[i].capacity_bytes);
-      domains_[i].total = config_.domains[i].capacity_bytes;
+      domains_[i].total = servable_bytes(config_.domains[i].capacity_bytes);
     }
   } catch (...) {
     release_arenas();  // the chunks made before the refusal
@@ -120,6 +124,12 @@ void AdmissionCoordinator::add_blocks_locked(std::uint32_t index, std::uint64_t 
   if (!bytes) checked::overflow("AdmissionCoordinator: the arena's bytes");
   const PageExtent chunk = config_.memory->allocate(*bytes);  // throws: nothing changed
   arena.add_blocks(added, &chunk);
+}
+
+std::uint64_t AdmissionCoordinator::servable_bytes(std::uint64_t capacity_bytes) const noexcept {
+  // Saturates: with pages of 2^33 bytes or more the ids never bind before the u64 bytes do.
+  const auto id_bytes = checked::mul(BlockArena::max_ids, config_.page_bytes);
+  return id_bytes ? std::min(capacity_bytes, *id_bytes) : capacity_bytes;
 }
 
 std::uint64_t AdmissionCoordinator::pages_for(std::uint64_t tokens, const char* what) const {
@@ -654,9 +664,9 @@ void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t ca
     raise(ErrorKind::InvalidArgument, "grow_domain: a domain's capacity never shrinks");
   if (capacity_bytes > it->maximum_bytes)
     raise(ErrorKind::InvalidArgument, "grow_domain: " + std::to_string(capacity_bytes) + " bytes exceeds the maximum of domain '" + name + "'");
-  if (capacity_bytes == domains_[index].total) return;
+  if (servable_bytes(capacity_bytes) == domains_[index].total) return;
   add_blocks_locked(index, capacity_bytes);  // throws (the device refused the chunk): nothing changed
-  domains_[index].total = capacity_bytes;
+  domains_[index].total = servable_bytes(capacity_bytes);
   bump_and_notify_locked(std::size_t{index} + 1);
 }
 

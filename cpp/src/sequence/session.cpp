@@ -48,7 +48,7 @@ void require_handle(const SessionState& s, const char* operation) {
 
 const std::string& SessionState::fingerprint() const {
   std::call_once(fingerprint_once_, [this] {
-    fingerprint_ = session_fingerprint(coordinator->id(), request, sequence, request_id, epoch, *initial);
+    fingerprint_ = session_fingerprint(coordinator_id, request, sequence, request_id, epoch, *initial);
   });
   return fingerprint_;
 }
@@ -80,6 +80,7 @@ SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> reso
   s.fit_tokens = resources->fit_tokens();
   s.fit_pages = resources->fit_pages();
   s.coordinator = resources->coordinator().get();
+  s.coordinator_id = s.coordinator->id();
   s.tokens_per_page = s.coordinator->tokens_per_page();
   s.initial = resources->initial_backing();
   s.resources = std::move(resources);
@@ -138,10 +139,6 @@ void SequenceSession::write_release_capacity_sources(std::vector<CapacitySource>
   out.erase(std::unique(out.begin(), out.end()), out.end());
 }
 
-const std::shared_ptr<AdmissionCoordinator>& SequenceSession::state_coordinator() const noexcept {
-  return state_->initial->coordinator();
-}
-
 std::uint64_t SequenceSession::epoch() const noexcept { return state_->epoch; }
 const std::string& SequenceSession::fingerprint() const { return state_->fingerprint(); }
 Authority SequenceSession::sequence_authority() const noexcept { return state_->sequence; }
@@ -156,6 +153,7 @@ void SequenceSession::verify(std::uint64_t epoch, const std::string& fingerprint
 }
 
 std::shared_ptr<CapacityWaitRegistration> SequenceSession::register_admission_waiter(const AdmissionDeferred& deferred) const {
+  std::shared_ptr<AdmissionCoordinator> coordinator;  // the handle may close once the lock is let go
   {
     std::lock_guard<SessionLock> lock(state_->mutex);
     require_handle(*state_, "register_admission_waiter");
@@ -170,8 +168,9 @@ std::shared_ptr<CapacityWaitRegistration> SequenceSession::register_admission_wa
                                              std::to_string(deferred.backing->expected_generation) + " (now " +
                                              std::to_string(state_->generation) + "); retry the extension");
     }
+    coordinator = state_->resources->coordinator();
   }
-  return state_->coordinator->register_waiter(deferred);
+  return coordinator->register_waiter(deferred);
 }
 
 void SequenceSession::verify_backing_deferral(const BackingDecision& decision) const {
@@ -188,7 +187,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   if (tokens_in <= 0)
     raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: tokens must be positive, got " + std::to_string(tokens_in));
   const auto tokens = static_cast<std::uint64_t>(tokens_in);
-  const std::uint64_t needed_pages = s.coordinator->pages_for(tokens, "try_ensure_backing_covers: tokens in pages");
+  const std::uint64_t needed_pages = s.pages_for(tokens, "try_ensure_backing_covers: tokens in pages");
   if (pages_in && *pages_in <= 0)
     raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: pages must be positive, got " + std::to_string(*pages_in));
   const std::uint64_t pages = pages_in ? static_cast<std::uint64_t>(*pages_in) : needed_pages;
@@ -204,6 +203,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   decision.target_tokens = tokens;
   decision.target_pages = pages;
   std::shared_ptr<const BackingSnapshot> seen;
+  std::shared_ptr<AdmissionCoordinator> coordinator;  // the handle may close while pages are prepared
   {
     std::lock_guard<SessionLock> lock(s.mutex);
     require_handle(s, "try_ensure_backing_covers");
@@ -225,6 +225,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
       decision.reason = "a frame or participant flight is live; extend between frames";
       return decision;
     }
+    coordinator = s.resources->coordinator();
   }
   const std::uint64_t new_tokens = std::max(tokens, seen->tokens());
   const std::uint64_t new_pages = std::max(pages, seen->pages());
@@ -234,7 +235,6 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
 
   // Outside the locks: check logical capacity (a logical deferral never touches the device),
   // prepare physical pages, then claim the logical capacity.
-  auto& coordinator = s.coordinator;
   std::optional<PreparedPages> prepared;
   prepared.emplace(*coordinator, seen->domains());
   // The common extension first: it fits, and one coordinator lock claims it and takes its ids.
@@ -424,7 +424,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
     }
   }
   // Extend a whole page at a time so the next steps of the page take the fast path above.
-  const std::uint64_t page_end = checked::mul_or_throw(s.coordinator->pages_for(static_cast<std::uint64_t>(tokens), "step: tokens in pages"),
+  const std::uint64_t page_end = checked::mul_or_throw(s.pages_for(static_cast<std::uint64_t>(tokens), "step: tokens in pages"),
                                                       std::uint64_t{s.tokens_per_page}, "step: the page's last token");
   const std::uint64_t target = std::max<std::uint64_t>(static_cast<std::uint64_t>(tokens), std::min(page_end, s.fit_tokens));
   BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));

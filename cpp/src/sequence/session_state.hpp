@@ -34,7 +34,10 @@ class SessionState {
   // publish, 0 once the handle closed. Written under the lock, read without it: a table that
   // kept the stamp it wrote knows the row is current with one load (decode_table.hpp).
   std::atomic<std::uint64_t> table_stamp{0};
-  AdmissionCoordinator* coordinator = nullptr;  // kept alive by `initial` (a snapshot names its coordinator)
+  // Read only with the handle open: `resources` keeps it alive then (a closed session, its
+  // receipt and its snapshots do not keep the coordinator). A call that lets the lock go
+  // holds a reference of its own.
+  AdmissionCoordinator* coordinator = nullptr;
   Authority sequence;
   std::uint64_t next_frame = 1;
   std::uint64_t retired = 0;
@@ -52,6 +55,7 @@ class SessionState {
   std::uint64_t fit_tokens = 0;
   std::uint64_t fit_pages = 0;
   std::uint32_t tokens_per_page = 1;
+  std::uint64_t coordinator_id = 0;  // part of the fingerprint, which outlives the coordinator
   std::uint64_t discarded = 0;
   // Rare, so held out of line: a live sequence's record stays small.
   std::unique_ptr<TerminalReceipt> receipt;
@@ -73,6 +77,11 @@ class SessionState {
     return last.fetch_add(1, std::memory_order_relaxed) + 1;
   }
 
+  // Pages that hold `tokens` (rounded up), as the coordinator counts them; OverflowError
+  // naming `what` if it cannot be computed. Needs no coordinator (and no lock).
+  std::uint64_t pages_for(std::uint64_t tokens, const char* what) const {
+    return checked::add_or_throw(tokens, std::uint64_t{tokens_per_page} - 1, what) / tokens_per_page;
+  }
   // The fingerprint over the immutable open-time fields, hashed once by the first reader.
   const std::string& fingerprint() const;
 

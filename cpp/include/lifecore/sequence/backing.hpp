@@ -144,13 +144,13 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
 // Immutable: generation (from 1, strictly growing), committed shape, and the prefix of the
 // backing's ids that was published with it. advanced() never changes an existing snapshot.
 // It observes its backing without owning it: once the last holder let go, released() is
-// true and extents() / block_ids() raise (the pages are gone).
+// true and extents() / block_ids() raise (the pages are gone). Nor does it own its
+// coordinator: a snapshot kept after its request (in a receipt, a decision, a variable) keeps
+// neither the pages nor the coordinator and its arena; it names its domains by itself.
 class BackingSnapshot {
  public:
   BackingSnapshot(const std::shared_ptr<SequenceBacking>& backing, std::uint64_t generation, std::uint64_t tokens,
-                  std::uint64_t pages)
-      : backing_(backing), coordinator_(backing->coordinator()), domains_(backing->shared_domains()),
-        generation_(generation), tokens_(tokens), pages_(pages) {}
+                  std::uint64_t pages);
 
   std::uint64_t generation() const noexcept { return generation_; }
   std::uint64_t tokens() const noexcept { return tokens_; }
@@ -163,13 +163,24 @@ class BackingSnapshot {
   BlockIds block_ids(std::uint32_t domain_index) const;
   // The backing while some holder keeps it; null once released.
   std::shared_ptr<SequenceBacking> backing() const noexcept { return backing_.lock(); }
-  const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
+  // Which coordinator took the pages, for an identity test only: it is dereferenced by no one
+  // (it may be gone), and compared only while something keeps the backing, and so it, alive.
+  const AdmissionCoordinator* owner() const noexcept { return owner_; }
   // Domains this snapshot's slices live in, sorted.
   const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }
+  // The coordinator's domain names, by domain index.
+  const std::string& domain_name(std::uint32_t index) const { return names_->at(index); }
+  // The index of the coordinator's domain called `name`; -1 when there is none.
+  std::int64_t domain_index(const std::string& name) const noexcept {
+    for (std::size_t i = 0; i < names_->size(); ++i)
+      if ((*names_)[i] == name) return static_cast<std::int64_t>(i);
+    return -1;
+  }
 
  private:
   std::weak_ptr<SequenceBacking> backing_;
-  std::shared_ptr<AdmissionCoordinator> coordinator_;  // not capacity: names domains after release
+  const AdmissionCoordinator* owner_;
+  std::shared_ptr<const std::vector<std::string>> names_;      // the coordinator's (immutable)
   std::shared_ptr<const std::vector<std::uint32_t>> domains_;  // the backing's (immutable)
   std::uint64_t generation_;
   std::uint64_t tokens_;

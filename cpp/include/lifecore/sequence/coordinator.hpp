@@ -133,7 +133,14 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint32_t max_active_sequences() const noexcept { return config_.max_active_sequences; }
   std::size_t domain_count() const noexcept { return config_.domains.size(); }
   const std::string& domain_name(std::uint32_t index) const { return config_.domains.at(index).name; }
+  // The domain names by index, immutable: what a snapshot names its domains by once the
+  // coordinator itself may be gone.
+  const std::shared_ptr<const std::vector<std::string>>& shared_domain_names() const noexcept { return domain_names_; }
   const std::shared_ptr<PageMemory>& memory() const noexcept { return config_.memory; }
+  // What a domain of `capacity_bytes` can hand out: no more pages than its int32 block ids.
+  // A domain accounts (and reports) these bytes, so two requests that pass the bytes never
+  // fail to find ids.
+  std::uint64_t servable_bytes(std::uint64_t capacity_bytes) const noexcept;
   // Pages that hold `tokens` (rounded up); OverflowError naming `what` if it cannot be computed.
   std::uint64_t pages_for(std::uint64_t tokens, const char* what) const;
   // The index of the domain called `name`; -1 when there is none.
@@ -251,6 +258,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
   std::shared_ptr<const std::vector<std::uint32_t>> all_domains_;  // 0 .. domains - 1: "every domain"
+  std::shared_ptr<const std::vector<std::string>> domain_names_;   // config_.domains' names
   // Live request ids and their backings (holders() sorts).
   RequestIndex live_;
   // Waiters indexed by source slot (slot_of).

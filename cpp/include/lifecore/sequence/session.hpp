@@ -216,7 +216,6 @@ class SequenceSession {
   std::optional<TerminalReceipt> receipt() const;
 
   const std::shared_ptr<SessionState>& state() const noexcept { return state_; }
-  const std::shared_ptr<AdmissionCoordinator>& state_coordinator() const noexcept;
 
  private:
   std::shared_ptr<SessionState> state_;
