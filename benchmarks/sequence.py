@@ -538,9 +538,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(format_run(decode_iteration(live, **timing)))
     print(format_run(admission(**timing)))
     print(format_run(release(**timing)))
-    print(f"memory per live sequence ({LIVE:,} live, fit {WIDTH} blocks, its session and resources included): "
-          f"{rss:,.0f} B resident-set growth, {traced:,.0f} B of Python objects (tracemalloc); "
-          f"target 1,024 B + 4 B x {WIDTH} blocks = {1024 + 4 * WIDTH:,} B")
+    print(f"memory per live sequence ({LIVE:,} live, each holding 1 block of a {WIDTH}-block fit, its session and "
+          f"resources included): {rss:,.0f} B resident-set growth, {traced:,.0f} B of Python objects (tracemalloc); "
+          f"target 1,024 B + 4 B per block held = 1,028 B ({1024 + 4 * WIDTH:,} B counting every block of the fit)")
     if args.block_ids:
         return 0
     # Memory first, in a fresh process, so freed memory of other runs cannot hide growth.

@@ -315,3 +315,61 @@ def test_cancelling_the_awaiting_task_removes_the_hook_and_its_pipe():
         os.close(r)
         os.close(w)
     assert asyncio.run(regs[0].wait_async(poll=NO_POLL)) is True
+
+
+def test_a_registration_does_not_keep_its_coordinator():
+    # Dropped by its last holder, the coordinator closes the registrations still subscribed:
+    # a blocked wait ends with ClosedError instead of waiting for a change that cannot come,
+    # and a registration left in a variable keeps no arena memory.
+    import gc
+
+    with lifecore.Device(EMULATED) as dev:
+        # Deferred until the domain grows: nothing holds capacity, only `c` holds the coordinator.
+        c = AdmissionCoordinator(dev, domains={"kv": (PAGE, 4 * PAGE)}, page_bytes=PAGE, tokens_per_page=16,
+                                 max_active_sequences=4)
+        deferred = c.admit("want", 16, 64)
+        assert isinstance(deferred, AdmissionDeferred)
+        waiting, idle = c.register_waiter(deferred), c.register_waiter(deferred)
+        outcome: dict = {}
+
+        def wait():
+            try:
+                outcome["answer"] = waiting.wait(10.0)
+            except ClosedError as error:
+                outcome["error"] = error
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        assert not idle.closed and dev.memory_stats()["arena_bytes"] == PAGE
+        del c
+        gc.collect()
+        thread.join(10)
+        assert "error" in outcome and "closed" in str(outcome["error"]), outcome
+        assert idle.closed and waiting.closed and dev.memory_stats()["arena_bytes"] == 0
+        with pytest.raises(ClosedError):
+            idle.wait(0.01)
+        with pytest.raises(ClosedError):
+            idle.should_retry()
+        idle.cancel()  # never raises, the coordinator gone
+        assert idle.cancelled
+
+
+def test_an_awaited_registration_learns_its_dropped_coordinator_closed():
+    import gc
+
+    c = AdmissionCoordinator(domains={"kv": (PAGE, 4 * PAGE)}, page_bytes=PAGE, tokens_per_page=16,
+                             max_active_sequences=4)
+    reg = c.register_waiter(c.admit("want", 16, 64))
+
+    async def dropping():
+        nonlocal c
+        task = asyncio.create_task(reg.wait_async())
+        await asyncio.sleep(0.05)
+        assert not task.done()
+        del c
+        gc.collect()
+        with pytest.raises(ClosedError):
+            await asyncio.wait_for(task, 5)
+
+    asyncio.run(dropping())
+    assert reg.closed

@@ -562,7 +562,7 @@ void bind_waiters(nb::module_& m) {
            "Block until should_retry() (True) or the timeout in seconds (False); None, inf or a timeout too "
            "large for the clock wait without a deadline. NaN or a negative timeout is InvalidArgumentError. "
            "Yields to Ctrl-C (KeyboardInterrupt) within about 0.05 s. ClosedError if the coordinator, or its "
-           "device, is closed.")
+           "device, is closed, or once nothing holds the coordinator (a registration does not keep it).")
       .def("_check", [](CapacityWaitRegistration& r) {
              return r.wait_slice(std::nullopt, std::chrono::nanoseconds(0)) == CapacityWaitRegistration::SliceResult::retry;
            },
@@ -586,7 +586,7 @@ void bind_waiters(nb::module_& m) {
       .def_prop_ro("cancelled", &CapacityWaitRegistration::cancelled,
                    "True once cancel() ran (or the registration was collected): nothing signals it any more.")
       .def_prop_ro("closed", &CapacityWaitRegistration::closed,
-                   "True once its coordinator was closed (wait() raises ClosedError).")
+                   "True once its coordinator was closed, or went with its last holder (wait() raises ClosedError).")
       .def_prop_ro("observed", &CapacityWaitRegistration::observed,
                    "The deferral's WaitCondition: the sources and their epochs at the decision.")
       .def_prop_ro("registered_epochs", &CapacityWaitRegistration::registered_epochs,

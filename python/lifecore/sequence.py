@@ -195,8 +195,9 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
     when it is signalled, cancelled, or its coordinator (or the coordinator's device) closes,
     and the loop rechecks. A registration cancelled while awaited can no longer be signalled,
     so from then on the loop rechecks every 50 ms until its sources change or the deadline.
-    Raises ClosedError when the coordinator closes. ``timeout`` follows ``wait``: None, inf
-    or a timeout too large to matter waits without a deadline; NaN or a negative timeout is
+    Raises ClosedError when the coordinator closes (or goes: a registration does not keep it
+    alive). ``timeout`` follows ``wait``: None, inf or a timeout too large to matter waits
+    without a deadline; NaN or a negative timeout is
     InvalidArgumentError. ``poll``, when given (a positive, finite number of seconds), adds a
     recheck every ``poll`` seconds."""
     timeout = _checked_seconds(timeout, "timeout", allow_infinite=True)

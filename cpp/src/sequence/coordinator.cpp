@@ -106,7 +106,14 @@ AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
   }
 }
 
-AdmissionCoordinator::~AdmissionCoordinator() { release_arenas(); }
+AdmissionCoordinator::~AdmissionCoordinator() {
+  {
+    // Registrations do not keep their coordinator: the ones still subscribed learn it closed.
+    std::lock_guard<std::recursive_mutex> lock(mutex_);
+    close_locked();
+  }
+  release_arenas();
+}
 
 void AdmissionCoordinator::release_arenas() noexcept {
   for (auto& d : domains_)
@@ -177,7 +184,7 @@ void AdmissionCoordinator::bump_and_notify_locked(std::size_t slot) noexcept {
   // An epoch never wraps: an exhausted one poisons the coordinator (every decision refuses).
   if (auto next = checked::add(epoch, std::uint64_t{1})) epoch = *next;
   else poisoned_ = true;
-  for (WaiterState* waiter : waiters_[slot]) {
+  for (const auto& [waiter, kept] : waiters_[slot]) {
     std::lock_guard<std::mutex> lock(waiter->mutex);
     ++waiter->wakes;
     waiter->changed.notify_all();
@@ -189,7 +196,7 @@ void AdmissionCoordinator::close_locked() noexcept {
   if (closed_) return;
   closed_ = true;
   for (auto& set : waiters_)
-    for (WaiterState* waiter : set) {
+    for (const auto& [waiter, kept] : set) {
       std::lock_guard<std::mutex> wl(waiter->mutex);
       waiter->closed = true;
       waiter->changed.notify_all();
@@ -729,7 +736,7 @@ std::shared_ptr<CapacityWaitRegistration> AdmissionCoordinator::register_waiter(
     std::lock_guard<std::recursive_mutex> lock(mutex_);
     require_open_locked("register_admission_waiter");
     for (const auto& s : sources) registered.push_back(epoch_locked(slot_of(s)));
-    for (const auto& s : sources) waiters_[slot_of(s)].insert(state.get());
+    for (const auto& s : sources) waiters_[slot_of(s)].emplace(state.get(), state);
   }
   return std::make_shared<CapacityWaitRegistration>(shared_from_this(), std::move(observed), std::move(registered), state);
 }

@@ -17,9 +17,15 @@ CapacityWaitRegistration::CapacityWaitRegistration(std::shared_ptr<AdmissionCoor
 
 CapacityWaitRegistration::~CapacityWaitRegistration() { cancel(); }
 
+std::shared_ptr<AdmissionCoordinator> CapacityWaitRegistration::coordinator_or_closed() const {
+  auto coordinator = coordinator_.lock();
+  if (!coordinator) raise(ErrorKind::Closed, "wait: the admission coordinator was closed (nothing holds it any more)");
+  return coordinator;
+}
+
 void CapacityWaitRegistration::cancel() noexcept {
   if (!subscribed_.exchange(false, std::memory_order_acq_rel)) return;
-  coordinator_->unregister_waiter(state_.get());
+  if (auto coordinator = coordinator_.lock()) coordinator->unregister_waiter(state_.get());  // gone: nothing to leave
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->notify_locked();
 }
@@ -37,7 +43,7 @@ void CapacityWaitRegistration::remove_notify(std::uint64_t key) noexcept {
 }
 
 CapacityWaitRegistration::Recheck CapacityWaitRegistration::recheck() const {
-  const auto now = coordinator_->epochs_of(observed_.sources);
+  const auto now = coordinator_or_closed()->epochs_of(observed_.sources);
   Recheck result;
   for (std::size_t i = 0; i < now.size(); ++i) {
     if (now[i] < observed_.epochs[i] || now[i] < registered_[i])
@@ -72,7 +78,8 @@ CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const
     seen = state_->wakes;
   }
   // A closed device closes its coordinator; nothing will wake this waiter after that.
-  if (coordinator_->closed()) raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
+  if (coordinator_or_closed()->closed())
+    raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
   // Wakes are read before the epochs: a release in between changes `wakes`, never lost.
   if (should_retry()) return SliceResult::retry;
   const auto now = Clock::now();

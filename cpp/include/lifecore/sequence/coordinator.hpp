@@ -13,7 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -261,8 +261,10 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::shared_ptr<const std::vector<std::string>> domain_names_;   // config_.domains' names
   // Live request ids and their backings (holders() sorts).
   RequestIndex live_;
-  // Waiters indexed by source slot (slot_of).
-  std::vector<std::unordered_set<WaiterState*>> waiters_;
+  // Waiters indexed by source slot (slot_of). The coordinator shares each state while it is
+  // registered: a registration does not keep the coordinator, so one dropped while the
+  // coordinator is destroyed (and cannot unregister) leaves a state that is still valid here.
+  std::vector<std::unordered_map<WaiterState*, std::shared_ptr<WaiterState>>> waiters_;
   // The device's close closes this coordinator and wakes its waiters (last: let go first).
   std::shared_ptr<void> close_watch_;
 };

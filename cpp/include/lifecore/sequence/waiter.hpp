@@ -84,7 +84,10 @@ class CapacityWaitRegistration {
   void remove_notify(std::uint64_t key) noexcept;
 
  private:
-  std::shared_ptr<AdmissionCoordinator> coordinator_;
+  // Weak: a registration left in a variable does not keep its coordinator (and the arena's
+  // memory) alive. When the coordinator goes, its destructor closes every registration.
+  std::shared_ptr<AdmissionCoordinator> coordinator_or_closed() const;
+  std::weak_ptr<AdmissionCoordinator> coordinator_;
   WaitCondition observed_;
   std::vector<std::uint64_t> registered_;
   std::shared_ptr<WaiterState> state_;
