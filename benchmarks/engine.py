@@ -106,6 +106,11 @@ class FreeListMemory:
     def finish_step(self) -> None:
         pass
 
+    def abandon(self, handles: Sequence[list]) -> None:
+        for handle in handles:
+            self.release(handle, False)
+        self.deferred_at = None
+
 
 class StubModel:
     """No arithmetic: the next token is the last one plus one."""

@@ -66,10 +66,15 @@ class EngineCapture:
         else:
             self.session.begin_step(CapturePhase.DECODE, iteration)
 
-    def end(self) -> None:
-        if self.session.intervention_plan is not None:
-            self.session.finish_interventions()
-        step = self.session.take_step()
+    def end(self, completed: bool = True) -> None:
+        """Drains the step. A forward that raised (``completed`` False) never finished its
+        interventions: checking them would only mask its error; the step is drained all the
+        same, or the next could not begin."""
+        try:
+            if completed and self.session.intervention_plan is not None:
+                self.session.finish_interventions()
+        finally:
+            step = self.session.take_step()
         if step is None:
             return
         for record in step.records:

@@ -116,14 +116,18 @@ class Engine:
         dev = self.device
         inputs = StepInputs(torch.tensor(tokens, device=dev), torch.tensor(pos, device=dev),
                             torch.tensor(seq, device=dev), torch.from_numpy(table).to(dev), self.kv.tensor)
-        if self.capture is not None:
-            self.capture.begin(prefill, self._iteration)
+        capture = self.capture
+        if capture is not None:
+            capture.begin(prefill, self._iteration)
         try:
             with torch.no_grad():
                 logits = self.model(inputs)
-        finally:
-            if self.capture is not None:
-                self.capture.end()
+        except BaseException:
+            if capture is not None:
+                capture.end(completed=False)
+            raise
+        if capture is not None:
+            capture.end()
         return logits[last].argmax(-1).tolist()
 
     def prefill(self, requests: Sequence[Request], table: np.ndarray) -> list[int]:

@@ -8,7 +8,9 @@ are acquired for the block table and committed in one call each, a deferred exte
 preempts younger sequences through
 ``preempt_for`` (recompute: a victim goes back to the head of the queue and recomputes its
 prompt and generated tokens when readmitted), and a finished sequence completes and closes.
-Any object with the same methods serves (the benchmark's plain free list does).
+A run that raises (the model, a progress callback, Ctrl-C) first gives back every sequence it
+holds and the frames of the step it was in. Any object with the same methods serves (the
+benchmark's plain free list does).
 
 One iteration: admit what fits (oldest first), prefill the admitted, extend every running
 sequence by the token it is about to write (one batch call; then, in batch order, each
@@ -104,6 +106,7 @@ class Memory(Protocol):
     def release(self, handle: Any, completed: bool) -> None: ...
     def block_table(self, handles: Sequence[Any], width: int, out: np.ndarray) -> np.ndarray: ...
     def finish_step(self) -> None: ...
+    def abandon(self, handles: Sequence[Any]) -> None: ...
 
 
 class LifecoreMemory:
@@ -171,6 +174,16 @@ class LifecoreMemory:
         commit_frames(self.frames)
         self.frames = []
 
+    def abandon(self, handles: Sequence[SequenceSession]) -> None:
+        """A failed run: the step's frames are dropped (its outcome is unknown) and every
+        session closes, so its blocks and slot come back whatever state it was left in."""
+        frames, self.frames = self.frames, []
+        for frame in frames:
+            frame.close()
+        self.waiter = None
+        for handle in handles:
+            handle.close()
+
 
 class Model(Protocol):
     """What the scheduler runs: greedy next tokens for prefill rows and for one decode step."""
@@ -195,9 +208,19 @@ class Scheduler:
         self.waiting.append(request)
 
     def run(self) -> Stats:
-        while self.waiting or self.running:
-            self.iteration()
+        try:
+            while self.waiting or self.running:
+                self.iteration()
+        except BaseException:
+            self.abandon()
+            raise
         return self.stats
+
+    def abandon(self) -> None:
+        """Gives back every sequence this run holds (none completes); their requests keep what
+        they generated. ``run`` calls it when an iteration raises."""
+        running, self.running = self.running, []
+        self.memory.abandon([r.handle for r in running])
 
     def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
         start = time.perf_counter()
@@ -223,7 +246,6 @@ class Scheduler:
                 r.cached = len(r.request.tokens)
                 stats.prefill_tokens += r.cached
                 self._emit(r.request, token)
-            self.running += admitted
             self._complete()
         if not self.running:
             return
@@ -243,7 +265,9 @@ class Scheduler:
             self.progress(1)
 
     def _admit(self) -> list[Running]:
-        """Admits from the head of the queue until one is deferred (then a waiter says when to retry)."""
+        """Admits from the head of the queue until one is deferred (then a waiter says when to
+        retry). The admitted join ``running`` at once, so a failure before their prefill ends
+        gives them back with the rest."""
         admitted: list[Running] = []
         memory = self.memory
         if self.waiting and not self._timed(memory.admission_may_fit):
@@ -260,6 +284,7 @@ class Scheduler:
                 self.finished.append(request)
                 continue
             admitted.append(Running(request, value))
+            self.running.append(admitted[-1])
         return admitted
 
     def _extend(self) -> None:

@@ -1,0 +1,116 @@
+"""The reference engine's error paths: a failure inside ``generate`` gives back every sequence
+and frame it held, and the engine serves the next call as if the failed one never ran."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+from engine_reference import generate as reference_generate  # noqa: E402
+
+from lifecore.engine import CaptureOptions, Engine, Request  # noqa: E402
+from lifecore.engine.scheduler import Scheduler  # noqa: E402
+
+pytestmark = pytest.mark.no_sanitizer
+
+
+def assert_released(engine):
+    capacity = engine.coordinator.capacity()
+    assert capacity.used_bytes == {"kv": 0}
+    assert capacity.active_sequences == 0
+    assert engine.coordinator.holders() == []
+    assert engine.memory.frames == []
+
+
+class Failing(Exception):
+    pass
+
+
+def fail_on_call(engine, method, call):
+    """Makes ``engine.<method>`` raise ``Failing`` on its ``call``-th call (from 1)."""
+    original = getattr(engine, method)
+    calls = [0]
+
+    def wrapped(*args):
+        calls[0] += 1
+        if calls[0] == call:
+            raise Failing(f"{method} failed")
+        return original(*args)
+
+    setattr(engine, method, wrapped)
+    return lambda: setattr(engine, method, original)
+
+
+@pytest.mark.parametrize("method, call", [("prefill", 1), ("prefill", 2), ("decode", 1), ("decode", 5)])
+def test_a_model_failure_gives_back_every_sequence_and_frame(method, call):
+    """Prefill fails with its sequences admitted and their frames live; decode with the batch
+    extended and framed. Nothing stays held, and the same request ids run again."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=4, max_batch=2)
+    batch = [Request("a", [1, 2, 3], 6), Request("b", [4, 5], 6), Request("c", [6, 7, 8, 9], 4)]
+    restore = fail_on_call(engine, method, call)
+    with pytest.raises(Failing) as caught:  # kept: its traceback holds the failed call's frames
+        engine.generate(batch)
+    restore()
+    assert_released(engine)
+    assert str(caught.value) == f"{method} failed"
+    again = engine.generate([Request(r.request_id, list(r.prompt), r.max_new_tokens) for r in batch])
+    for request in batch:
+        assert again.tokens[request.request_id] == reference_generate(engine.model, request.prompt,
+                                                                      request.max_new_tokens)
+    assert_released(engine)
+
+
+def test_a_failure_between_preemptions_gives_back_the_survivors(monkeypatch):
+    """A decode that fails after preemptions: the preempted are already gone, the survivors
+    are released too."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=3, max_batch=3)
+    batch = [Request(f"r{i}", [i + 1] * 12, 20) for i in range(3)]
+    scheduler_runs = []
+    original = Scheduler._extend
+
+    def extend(self):
+        original(self)
+        scheduler_runs.append(self.stats.preemptions)
+        if self.stats.preemptions:
+            raise Failing("after a preemption")
+
+    monkeypatch.setattr(Scheduler, "_extend", extend)
+    with pytest.raises(Failing) as caught:  # kept: its traceback holds the failed call's frames
+        engine.generate(batch)
+    assert scheduler_runs[-1] > 0
+    assert_released(engine)
+    assert caught.type is Failing
+
+
+def test_a_model_failure_under_capture_is_not_masked_and_capture_goes_on():
+    """With an intervention, the failed forward's step is drained without checking the
+    intervention (it never completed): the model's error is what is raised, and the next
+    generate captures as before."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=8, max_batch=2,
+                    capture=CaptureOptions(budget_bytes=1 << 30, scale=(0, 2.0)))
+    original = engine.model.layers[1].forward
+    engine.model.layers[1].forward = lambda *args: (_ for _ in ()).throw(Failing("layer 1"))
+    with pytest.raises(Failing) as caught:  # kept: its traceback holds the failed call's frames
+        engine.generate([Request("a", [1, 2, 3], 3)])
+    engine.model.layers[1].forward = original
+    assert_released(engine)
+    assert str(caught.value) == "layer 1"  # not the capture session's complaint
+    before = engine.capture.captured
+    result = engine.generate([Request("a", [1, 2, 3], 3)])
+    assert result.tokens["a"] == reference_generate(engine.model, [1, 2, 3], 3,
+                                                    hook=lambda i, x: x * 2.0 if i == 0 else None)
+    assert engine.capture.captured == before + 3 * 2  # a prefill and two decode steps, two layers each
+    engine.close()
+
+
+def test_an_interrupt_inside_generate_gives_back_everything():
+    engine = Engine("tiny", num_blocks=8, max_batch=2)
+
+    def progress(n):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        engine.generate([Request("a", [1, 2, 3], 3), Request("b", [1, 2], 3)], progress=progress)
+    assert_released(engine)
+    assert caught.type is KeyboardInterrupt
