@@ -114,3 +114,44 @@ def test_an_interrupt_inside_generate_gives_back_everything():
         engine.generate([Request("a", [1, 2, 3], 3), Request("b", [1, 2], 3)], progress=progress)
     assert_released(engine)
     assert caught.type is KeyboardInterrupt
+
+
+def used_request():
+    request = Request("used", [1, 2, 3], 2)
+    request.generated = [5, 6]
+    return request
+
+
+@pytest.mark.parametrize("bad, error, match", [
+    (Request("zero", [1, 2, 3], 0), ValueError, "'zero': max_new_tokens must be a positive int, got 0"),
+    (Request("minus", [1, 2, 3], -1), ValueError, "'minus': max_new_tokens must be a positive int"),
+    (Request("half", [1, 2, 3], 2.5), ValueError, "'half': max_new_tokens must be a positive int"),
+    (Request("empty", [], 3), ValueError, "'empty': the prompt must be a non-empty list of token ids"),
+    (Request("tuple", (1, 2), 3), TypeError, "'tuple': the prompt must be a list of token ids, got tuple"),
+    (Request("vocab", [1, 97], 3), ValueError, r"'vocab': token 97 at 1 is not a token id of the model \(0\.\.96\)"),
+    (Request("minus-token", [-1, 2], 3), ValueError, "'minus-token': token -1 at 0 is not a token id"),
+    (Request("float-token", [1.0, 2], 3), ValueError, "'float-token': token 1.0 at 0 is not a token id"),
+    (Request("ok", [4, 5], 3), ValueError, "'ok' appears twice"),
+    (used_request(), ValueError, "'used' has already run"),
+    (Request("lifecore-engine-padding", [1], 1), ValueError, "the engine's own"),
+    ("not a request", TypeError, "expected a Request, got str"),
+    (Request(7, [1], 1), TypeError, "a request id must be a str, got 7"),
+])
+def test_a_bad_request_is_refused_before_any_request_runs(bad, error, match):
+    """Each of these once ran partway (an error from deep inside, sequences left held) or ran
+    wrongly (max_new_tokens=0 gave a token, a used request grew past max_new_tokens)."""
+    engine = Engine("tiny", num_blocks=8, max_batch=2)
+    good = Request("ok", [1, 2, 3], 3)
+    with pytest.raises(error, match=match):
+        engine.generate([good, bad])
+    assert good.generated == [] and good.rejected is None  # refused before anything ran
+    assert_released(engine)
+    assert engine.generate([good]).tokens["ok"] == reference_generate(engine.model, [1, 2, 3], 3)
+
+
+def test_token_ids_of_numpy_integer_types_are_accepted():
+    import numpy as np
+
+    engine = Engine("tiny", num_blocks=8, max_batch=2)
+    prompt = list(np.array([1, 2, 3], dtype=np.int64))
+    assert engine.generate([Request("np", prompt, 3)]).tokens["np"] == reference_generate(engine.model, [1, 2, 3], 3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
@@ -168,13 +169,17 @@ class Engine:
 
     # ---------------------------------------------------------------- serving
     def generate(self, requests: Sequence[Request], progress: Optional[Callable[[int], None]] = None) -> Result:
-        """Runs every request to completion (or rejection); the tokens each generated."""
+        """Runs every request to completion (or rejection); the tokens each generated.
+
+        Every request is checked before any runs: a unique str ``request_id``, a non-empty list
+        prompt of the model's token ids, ``max_new_tokens`` of at least 1, prompt and output
+        within the model's positions, and a fresh request (nothing generated, not rejected).
+        ValueError otherwise (TypeError for a wrong type)."""
+        requests = list(requests)
+        self._check(requests)
         scheduler = Scheduler(self.memory, self, block_size=self.block_size, max_batch=self.max_batch,
                               max_blocks=self.max_blocks, progress=progress)
         for request in requests:
-            if len(request.prompt) + request.max_new_tokens > self.model.config.max_positions:
-                raise ValueError(f"request {request.request_id}: prompt and output exceed the model's "
-                                 f"{self.model.config.max_positions} positions")
             scheduler.add(request)
         start = time.perf_counter()
         stats = scheduler.run()
@@ -183,6 +188,39 @@ class Engine:
         return Result({r.request_id: list(r.generated) for r in scheduler.finished}, stats, seconds,
                       graphs.captures if graphs else 0, graphs.replays if graphs else 0,
                       graphs.pool_kind if graphs else "none")
+
+    def _check(self, requests: Sequence[Request]) -> None:
+        config = self.model.config
+        seen: set[str] = set()
+        for request in requests:
+            if not isinstance(request, Request):
+                raise TypeError(f"Engine.generate: expected a Request, got {type(request).__name__}")
+            if not isinstance(request.request_id, str):
+                raise TypeError(f"Engine.generate: a request id must be a str, got {request.request_id!r}")
+            where = f"Engine.generate: request {request.request_id!r}"
+            if request.request_id in seen:
+                raise ValueError(f"{where} appears twice (request ids key the result)")
+            if request.request_id == PAD_REQUEST:
+                raise ValueError(f"{where}: the id is the engine's own (its padding sequence)")
+            seen.add(request.request_id)
+            count = request.max_new_tokens
+            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                raise ValueError(f"{where}: max_new_tokens must be a positive int, got {count!r}")
+            prompt = request.prompt
+            if not isinstance(prompt, list):
+                raise TypeError(f"{where}: the prompt must be a list of token ids, got {type(prompt).__name__}")
+            if not prompt:
+                raise ValueError(f"{where}: the prompt must be a non-empty list of token ids")
+            for at, token in enumerate(prompt):
+                if isinstance(token, bool) or not isinstance(token, Integral) or not 0 <= token < config.vocab:
+                    raise ValueError(f"{where}: token {token!r} at {at} is not a token id of the model "
+                                     f"(0..{config.vocab - 1})")
+            if request.generated or request.rejected is not None:
+                raise ValueError(f"{where} has already run (it holds generated tokens or a rejection): "
+                                 "pass a new Request")
+            if len(prompt) + count > config.max_positions:
+                raise ValueError(f"{where}: prompt and output ({len(prompt)} + {count}) exceed the model's "
+                                 f"{config.max_positions} positions")
 
     def close(self) -> None:
         """Graphs first (they read the cache), then the padding block, capture hooks, the device."""
