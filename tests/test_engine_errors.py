@@ -155,3 +155,48 @@ def test_token_ids_of_numpy_integer_types_are_accepted():
     engine = Engine("tiny", num_blocks=8, max_batch=2)
     prompt = list(np.array([1, 2, 3], dtype=np.int64))
     assert engine.generate([Request("np", prompt, 3)]).tokens["np"] == reference_generate(engine.model, [1, 2, 3], 3)
+
+
+class Bounded(Scheduler):
+    """Fails a run that spins: without the fixes below the run never ended."""
+
+    def iteration(self):
+        if self.stats.iterations > 1000:
+            raise AssertionError(f"the run does not end: {self.stats}")
+        super().iteration()
+
+
+def test_a_request_that_needs_the_padding_block_is_rejected_not_run_forever(monkeypatch):
+    """On the graph path the coordinator's pool holds one block more than ``num_blocks``: the
+    padding block, held by the engine for good. A request that needs every block of that pool
+    passed the coordinator's check, yet could never finish: it preempted itself, then waited
+    for the padding block forever. It is rejected, and the rest complete. (The padding block
+    is held here by hand, on a CPU engine, as the graph path holds it.)"""
+    import lifecore.engine.engine as engine_module
+
+    monkeypatch.setattr(engine_module, "Scheduler", Bounded)
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=4, max_batch=3)
+    engine._hold_padding_block()
+    big, small = Request("big", [1] * 40, 20), Request("small", [1, 2, 3], 4)  # big: 4 blocks, 3 free
+    result = engine.generate([big, small])
+    assert result.tokens["big"] == [] and big.rejected == "needs 4 blocks of 16 tokens; the engine has 3"
+    assert result.tokens["small"] == reference_generate(engine.model, [1, 2, 3], 4)
+    assert small.rejected is None
+    engine.close()
+    assert_released(engine)
+
+
+def test_a_scheduler_whose_head_waits_on_capacity_it_does_not_hold_raises():
+    """Nothing running and the head deferred: no release of this run can wake it, so the run
+    says so instead of spinning."""
+    from lifecore.sequence import Admitted
+
+    engine = Engine("tiny", num_blocks=2, max_batch=2)
+    outside = engine.coordinator.admit("outside", 32, 32)  # both blocks, held by another owner
+    assert isinstance(outside, Admitted)
+    scheduler = Bounded(engine.memory, engine, block_size=16, max_batch=2, max_blocks=engine.max_blocks)
+    scheduler.add(Request("a", [1, 2, 3], 3))
+    with pytest.raises(RuntimeError, match="'a' waits for capacity that no sequence of this run holds"):
+        scheduler.run()
+    outside.resources.close()
+    assert_released(engine)

@@ -179,8 +179,16 @@ class Engine:
         self._check(requests)
         scheduler = Scheduler(self.memory, self, block_size=self.block_size, max_batch=self.max_batch,
                               max_blocks=self.max_blocks, progress=progress)
+        # The coordinator's pool counts the padding block, which no request can get: a request
+        # that needs it passes the coordinator's check yet would wait for that block forever.
+        spare = self.kv.num_blocks - (1 if self._padding is not None else 0)
         for request in requests:
-            scheduler.add(request)
+            blocks = -(-request.fit_tokens // self.block_size)
+            if blocks > spare:
+                request.rejected = f"needs {blocks} blocks of {self.block_size} tokens; the engine has {spare}"
+                scheduler.finished.append(request)
+            else:
+                scheduler.add(request)
         start = time.perf_counter()
         stats = scheduler.run()
         seconds = time.perf_counter() - start

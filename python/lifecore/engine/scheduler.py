@@ -43,7 +43,7 @@ _DEFERRED = BackingOutcome.BACKING_DEFERRED.value
 class Request:
     """One generation request: ``request_id`` (unique while live), the ``prompt`` token ids and
     ``max_new_tokens`` to generate greedily. The engine appends to ``generated``; ``rejected``
-    holds the coordinator's reason when the request can never fit. ``tokens`` is the prompt
+    holds the reason (the coordinator's, or the engine's) when the request can never fit. ``tokens`` is the prompt
     followed by what was generated, ``fit_tokens`` the length the request may reach (what it is
     admitted for), and ``done`` is true once ``max_new_tokens`` were generated."""
 
@@ -238,6 +238,10 @@ class Scheduler:
         stats, memory = self.stats, self.memory
         stats.iterations += 1
         admitted = self._admit()
+        if not admitted and not self.running and self.waiting:
+            # Deferred with nothing of this run holding capacity: no release of ours can wake it.
+            raise RuntimeError(f"{self.waiting[0].request_id!r} waits for capacity that no sequence of this run "
+                               "holds: nothing this run does can free it")
         if admitted:
             tokens = self.model.prefill([r.request for r in admitted], self._table(admitted, max(
                 len(r.request.tokens) for r in admitted)))
