@@ -200,3 +200,20 @@ def test_a_scheduler_whose_head_waits_on_capacity_it_does_not_hold_raises():
         scheduler.run()
     outside.resources.close()
     assert_released(engine)
+
+
+def test_generate_after_close_is_refused_and_close_twice_is_harmless():
+    """Closing detaches the capture hooks (and, on CUDA, destroys the graphs and gives back the
+    padding block): a generate after it used to run without capturing anything."""
+    from lifecore import ClosedError
+
+    engine = Engine("tiny", num_blocks=8, max_batch=2, capture=CaptureOptions())
+    engine.generate([Request("a", [1, 2, 3], 2)])
+    captured = engine.capture.captured
+    engine.close()
+    engine.close()
+    request = Request("b", [1, 2, 3], 2)
+    with pytest.raises(ClosedError, match="Engine.generate: the engine is closed"):
+        engine.generate([request])
+    assert request.generated == [] and engine.capture.captured == captured
+    assert_released(engine)

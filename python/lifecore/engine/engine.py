@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from ..errors import ClosedError
 from ..sequence import AdmissionCoordinator, Admitted
 from .capture import CaptureOptions, EngineCapture
 from .graphs import DecodeGraphs
@@ -95,6 +96,7 @@ class Engine:
             self.decode_graphs = DecodeGraphs(model, self.kv.tensor, self.lifecore_device.stream(),
                                               max_batch=max_batch, width=self.max_blocks, pad_block=pad_block)
         self._iteration = 0
+        self.closed = False
 
     def _hold_padding_block(self) -> int:
         decision = self.coordinator.admit(PAD_REQUEST, 1, 1)
@@ -174,7 +176,9 @@ class Engine:
         Every request is checked before any runs: a unique str ``request_id``, a non-empty list
         prompt of the model's token ids, ``max_new_tokens`` of at least 1, prompt and output
         within the model's positions, and a fresh request (nothing generated, not rejected).
-        ValueError otherwise (TypeError for a wrong type)."""
+        ValueError otherwise (TypeError for a wrong type); ClosedError once closed."""
+        if self.closed:
+            raise ClosedError("Engine.generate: the engine is closed")
         requests = list(requests)
         self._check(requests)
         scheduler = Scheduler(self.memory, self, block_size=self.block_size, max_batch=self.max_batch,
@@ -231,7 +235,11 @@ class Engine:
                                  f"{config.max_positions} positions")
 
     def close(self) -> None:
-        """Graphs first (they read the cache), then the padding block, capture hooks, the device."""
+        """Graphs first (they read the cache), then the padding block and the capture hooks;
+        ``generate`` is refused from then on, and a second close does nothing. The lifecore
+        device (``lifecore_device``) stays open: the coordinator and the cache on its arena can
+        still be read."""
+        self.closed = True
         if self.decode_graphs is not None:
             self.decode_graphs.close()
             self.decode_graphs = None
