@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 
 from engine_reference import generate as reference_generate  # noqa: E402
 
-from lifecore.engine import CaptureOptions, Engine, Request  # noqa: E402
+from lifecore.engine import PRESETS, CaptureOptions, Engine, Request, Transformer  # noqa: E402
 from lifecore.engine.scheduler import Scheduler  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
@@ -217,3 +217,23 @@ def test_generate_after_close_is_refused_and_close_twice_is_harmless():
         engine.generate([request])
     assert request.generated == [] and engine.capture.captured == captured
     assert_released(engine)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(block_size=0), ValueError, "Engine: block_size must be a positive int, got 0"),
+    (dict(block_size=-16), ValueError, "Engine: block_size must be a positive int, got -16"),
+    (dict(num_blocks=0), ValueError, "Engine: num_blocks must be a positive int, got 0"),
+    (dict(max_batch=2.0), ValueError, "Engine: max_batch must be a positive int, got 2.0"),
+    (dict(model=42), TypeError, "Engine: model must be a preset name, a ModelConfig or a Transformer, got int"),
+    (dict(model=Transformer(PRESETS["tiny"], device="meta")), ValueError,
+     "Engine: the model is on meta, the engine's device is cpu"),
+])
+def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Engine(**kwargs)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_a_cuda_engine_without_cuda_is_refused_clearly():
+    with pytest.raises(ValueError, match="Engine: device 'cuda', but this torch has no CUDA device"):
+        Engine("tiny", device="cuda")

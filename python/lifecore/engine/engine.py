@@ -45,7 +45,8 @@ class Engine:
     """Serves greedy generation with continuous batching over a paged KV cache.
 
     ``num_blocks`` is the KV pool in blocks of ``block_size`` tokens; ``max_batch`` the
-    coordinator's active-sequence slots. ``graphs``: capture the decode step per batch-size
+    coordinator's active-sequence slots (each a positive int). A ``Transformer`` given as
+    ``model`` keeps its dtype and must be on ``device``. ``graphs``: capture the decode step per batch-size
     bucket (only on CUDA, and never while capturing activations); None picks it on CUDA.
     """
 
@@ -53,6 +54,15 @@ class Engine:
                  dtype: torch.dtype = torch.float32, device: str = "cpu", block_size: int = 16,
                  num_blocks: int = 256, max_batch: int = 32, graphs: Optional[bool] = None,
                  capture: Optional[CaptureOptions] = None):
+        for name, value in (("block_size", block_size), ("num_blocks", num_blocks), ("max_batch", max_batch)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Engine: {name} must be a positive int, got {value!r}")
+        if not isinstance(model, (str, ModelConfig, Transformer)):
+            raise TypeError(f"Engine: model must be a preset name, a ModelConfig or a Transformer, "
+                            f"got {type(model).__name__}")
+        wanted = torch.device(device)
+        if wanted.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"Engine: device {device!r}, but this torch has no CUDA device")
         if isinstance(model, str):
             if model not in PRESETS:
                 raise ValueError(f"Engine: unknown preset {model!r} (presets: {', '.join(PRESETS)})")
@@ -61,8 +71,11 @@ class Engine:
             model = Transformer(model, seed=seed, dtype=dtype, device=device)
         self.model = model
         config = model.config
-        self.device = torch.device(device)
-        dtype = next(model.parameters()).dtype
+        self.device = wanted
+        weights = next(model.parameters())
+        if weights.device.type != wanted.type or (wanted.index is not None and weights.device.index != wanted.index):
+            raise ValueError(f"Engine: the model is on {weights.device}, the engine's device is {wanted}")
+        dtype = weights.dtype
         on_cuda = self.device.type == "cuda"
         pools = hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool")
         self.graphs_enabled = bool(on_cuda and pools if graphs is None else graphs) and capture is None
