@@ -58,3 +58,13 @@ def test_demo_json_to_a_file_keeps_the_table_on_standard_output(tmp_path):
     summary = json.loads(path.read_text())
     assert summary["requests"] == 4 and summary["tokens generated"] > 0
     assert "tokens generated" in result.stdout and not result.stdout.lstrip().startswith("{")
+
+
+def test_the_demo_module_takes_the_demo_commands_options():
+    """``python -m lifecore.engine.demo`` ignored its arguments: ``--help`` ran the whole demo."""
+    module = [sys.executable, "-m", "lifecore.engine.demo"]
+    shown = subprocess.run([*module, "--help"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0 and "--requests" in shown.stdout and "tokens generated" not in shown.stdout
+    ran = subprocess.run([*module, "--requests", "3", "--json"], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["requests"] == 3

@@ -7,8 +7,6 @@ import random
 import sys
 from typing import Any, Optional, TextIO
 
-import torch
-
 from .capture import CaptureOptions
 from .engine import Engine
 from .model import PRESETS
@@ -102,4 +100,6 @@ def run_demo(preset: str = "tiny", requests: int = 64, seed: int = 0, device: st
 
 
 if __name__ == "__main__":  # pragma: no cover
-    run_demo(device="cuda" if torch.cuda.is_available() else "cpu")
+    from ..cli import main
+
+    sys.exit(main(["demo", *sys.argv[1:]]))  # the same options as ``lifecore demo``
