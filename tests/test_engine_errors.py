@@ -237,3 +237,27 @@ def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
 def test_a_cuda_engine_without_cuda_is_refused_clearly():
     with pytest.raises(ValueError, match="Engine: device 'cuda', but this torch has no CUDA device"):
         Engine("tiny", device="cuda")
+
+
+def test_stats_count_what_their_docstring_says():
+    """``deferrals`` counts deferred admissions only (a deferred extension shows as
+    preemptions), and ``iterations`` counts scheduler iterations, decode step or not."""
+    engine = Engine("tiny", num_blocks=3, max_batch=3)
+    counts = {"admission": 0, "extension": 0}
+    admit, extend_all = engine.memory.admit, engine.memory.extend_all
+
+    def counted_admit(*args):
+        outcome = admit(*args)
+        counts["admission"] += outcome[0] == "deferred"
+        return outcome
+
+    def counted_extend_all(*args):
+        deferred = extend_all(*args)
+        counts["extension"] += len(deferred)
+        return deferred
+
+    engine.memory.admit, engine.memory.extend_all = counted_admit, counted_extend_all
+    stats = engine.generate([Request(f"r{i}", [i + 1] * 12, 20) for i in range(3)]).stats
+    assert counts["extension"] > 0 and stats.preemptions > 0
+    assert stats.deferrals == counts["admission"]
+    assert Engine("tiny", num_blocks=2).generate([Request("one", [1], 1)]).stats.iterations == 1  # no decode step

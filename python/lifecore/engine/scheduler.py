@@ -81,9 +81,10 @@ class Running:
 
 @dataclass
 class Stats:
-    """Counts of one scheduler run: ``iterations`` (decode steps of a batch), ``deferrals``
-    (admissions or extensions the coordinator deferred), ``preemptions`` (sequences aborted to
-    recompute later), ``prefill_tokens`` (prompt tokens run, recomputation included),
+    """Counts of one scheduler run: ``iterations`` (scheduler iterations: each admits what
+    fits, prefills it and runs at most one decode step of the batch), ``deferrals`` (admissions
+    the coordinator deferred; a deferred extension shows as preemptions), ``preemptions``
+    (sequences aborted to recompute later), ``prefill_tokens`` (prompt tokens run, recomputation included),
     ``generated`` (tokens produced) and ``bookkeeping_s`` (seconds spent inside the memory's
     calls: lifecore's, or the free list's in the benchmark)."""
 
