@@ -48,6 +48,9 @@ class Engine:
     coordinator's active-sequence slots (each a positive int). A ``Transformer`` given as
     ``model`` keeps its dtype and must be on ``device``. ``graphs``: capture the decode step per batch-size
     bucket (only on CUDA, and never while capturing activations); None picks it on CUDA.
+    With ``capture``, the model's layers stay hooked until ``close()``: a forward of that model
+    outside this engine's steps (another engine given the same ``Transformer``) fails, so a
+    capturing engine needs a model of its own.
     """
 
     def __init__(self, model: Union[str, ModelConfig, Transformer] = "tiny", *, seed: int = 0,
