@@ -370,6 +370,13 @@ def test_every_block_table_error_writes_nothing():
     assert (out == 42).all()
     for f in frames[1:]:
         f.commit()
+    # A live frame of another coordinator (even one with the same domain names) is refused.
+    frames, foreign_frame = lifecore.sequence.acquire_frames(sessions[:2]), foreign.acquire_frame()
+    with pytest.raises(StaleAuthorityError, match="row 2.*another coordinator"):
+        c.block_table(frames + [foreign_frame], 4, out[:, :4])
+    assert (out == 42).all()
+    for f in frames + [foreign_frame]:
+        f.commit()
 
 
 def test_block_table_in_place_rewrites_what_differs_and_matches_a_new_table():

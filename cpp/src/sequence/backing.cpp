@@ -150,8 +150,12 @@ namespace {
 
 BackingSnapshot::BackingSnapshot(const std::shared_ptr<SequenceBacking>& backing, std::uint64_t generation,
                                  std::uint64_t tokens, std::uint64_t pages)
-    : backing_(backing), owner_(backing->coordinator().get()), names_(backing->coordinator()->shared_domain_names()),
-      domains_(backing->shared_domains()), generation_(generation), tokens_(tokens), pages_(pages) {}
+    : backing_(backing), names_(backing->coordinator()->shared_domain_names()), domains_(backing->shared_domains()),
+      generation_(generation), tokens_(tokens), pages_(pages) {}
+
+bool BackingSnapshot::taken_by(const AdmissionCoordinator& coordinator) const noexcept {
+  return names_ == coordinator.shared_domain_names();
+}
 
 std::vector<BackingExtent> BackingSnapshot::extents() const {
   auto backing = backing_.lock();

@@ -38,8 +38,7 @@ void write_frame_row(const AdmissionCoordinator& coordinator, const FrameHold& f
   const auto& snapshot = frame.snapshot();
   const std::uint64_t pages = snapshot->pages();
   using Why = SequenceSession::TableRow;
-  if (snapshot->owner() != &coordinator)  // the live frame pins the backing, and so its coordinator
-    refuse_row(coordinator, d, r, Why::foreign, pages, target.width);
+  if (!snapshot->taken_by(coordinator)) refuse_row(coordinator, d, r, Why::foreign, pages, target.width);
   const auto& domains = snapshot->domains();
   const auto it = std::find(domains.begin(), domains.end(), d);
   if (it == domains.end()) refuse_row(coordinator, d, r, Why::not_in_domain, pages, target.width);

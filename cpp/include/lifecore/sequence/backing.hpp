@@ -163,9 +163,9 @@ class BackingSnapshot {
   BlockIds block_ids(std::uint32_t domain_index) const;
   // The backing while some holder keeps it; null once released.
   std::shared_ptr<SequenceBacking> backing() const noexcept { return backing_.lock(); }
-  // Which coordinator took the pages, for an identity test only: it is dereferenced by no one
-  // (it may be gone), and compared only while something keeps the backing, and so it, alive.
-  const AdmissionCoordinator* owner() const noexcept { return owner_; }
+  // Whether `coordinator` took the pages. Its domain names, which this snapshot shares, name
+  // it: they cannot be another coordinator's while this snapshot holds them.
+  bool taken_by(const AdmissionCoordinator& coordinator) const noexcept;
   // Domains this snapshot's slices live in, sorted.
   const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }
   // The coordinator's domain names, by domain index.
@@ -179,7 +179,6 @@ class BackingSnapshot {
 
  private:
   std::weak_ptr<SequenceBacking> backing_;
-  const AdmissionCoordinator* owner_;
   std::shared_ptr<const std::vector<std::string>> names_;      // the coordinator's (immutable)
   std::shared_ptr<const std::vector<std::uint32_t>> domains_;  // the backing's (immutable)
   std::uint64_t generation_;
