@@ -300,6 +300,25 @@ def test_a_sticky_status_at_the_end_of_a_capture_loses_the_device_not_the_stream
         s.graph_prepare()
 
 
+@pytest.mark.parametrize("call", ["end_capture", "abort_capture"])
+@pytest.mark.parametrize("sticky_in", ["stream_end_capture", "stream_capture_info"])
+def test_a_sticky_status_while_recovering_a_failed_end_loses_the_device(mock_hardware_device, sticky_in, call) -> None:
+    # The end fails (recoverably), then the driver is asked whether it still captures, then the
+    # end is retried: a sticky status in the query or the retry took the context, and its
+    # capture, with it. It used to be reported as "the driver still captures" (the stream kept
+    # in CAPTURE and the device not marked lost).
+    dev = mock_hardware_device
+    s, _ = open_recording(dev)
+    dev.inject_fault("stream_end_capture", 999)
+    dev.inject_fault(sticky_in, 700, after=1 if sticky_in == "stream_end_capture" else 0)
+    with pytest.raises(DeviceLostError) as raised:
+        getattr(s, call)()
+    assert raised.value.code == 700
+    assert dev.lost
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE and not s.driver_capturing
+    assert dev.memory_stats()["windows_active"] == 0
+
+
 def test_a_sticky_status_recorded_asynchronously_surfaces_as_device_lost(mock_device) -> None:
     dev = mock_device
     s = dev.stream()

@@ -117,23 +117,35 @@ class DriverRecorder final : public Recorder {
       return status;
     }
     if (*graph != driver::GraphHandle{}) (void)driver_.graph_destroy(std::exchange(*graph, {}));
-    capturing_ = still_captures();
+    // A sticky status met on the way (the query, the retry) ends the capture with the context:
+    // it is what the caller must see (a lost device), never "the driver still captures".
+    driver::Status lost;
+    capturing_ = still_captures(&lost);
+    if (lost.sticky) return lost;
     if (capturing_) {
       // The end itself failed and the driver still captures: one retry before giving up.
       driver::GraphHandle retry{};
       driver::Status retried = driver_.stream_end_capture(stream_, &retry);
       if (retry != driver::GraphHandle{}) (void)driver_.graph_destroy(retry);
-      if (retried.sticky) return retried;
-      capturing_ = !ended(retried) && still_captures();
+      if (retried.sticky) {
+        capturing_ = false;
+        return retried;
+      }
+      capturing_ = !ended(retried) && still_captures(&lost);
+      if (lost.sticky) return lost;
     }
     return status;
   }
 
-  bool still_captures() {
+  // *lost: the query's status when it is sticky (the context is gone, and its capture with it).
+  bool still_captures(driver::Status* lost) {
     driver::CaptureStatus capture = driver::CaptureStatus::none;
     std::uint64_t id = 0;
     driver::Status status = driver_.stream_capture_info(stream_, &capture, &id);
-    if (status.sticky) return false;  // the context is gone, and its capture with it
+    if (status.sticky) {
+      *lost = status;
+      return false;
+    }
     // A failed query proves nothing: assume it still captures (the next end finds out).
     return !status.ok() || capture != driver::CaptureStatus::none;
   }
