@@ -133,6 +133,29 @@ def test_a_profile_started_in_a_hardware_recording_that_ended_measures_nothing()
         s.sync()
 
 
+@pytest.mark.parametrize("mode", ["thread_local", "relaxed"])
+def test_a_profile_still_running_at_the_end_of_a_hardware_recording_fails_the_recording(mode):
+    # Its start event is a node of the recording, and the profile destroys that event when it
+    # stops (which, after the window, measures nothing): a graph keeping the node would record a
+    # destroyed event at every replay. It used to be sealed.
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode) as device:
+        s = device.stream()
+        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
+        s.graph_prepare()
+        axpy(s, x, y)
+        s.begin_capture()
+        p = s.profile()
+        axpy(s, x, y)
+        with pytest.raises(CaptureRefusedError, match="still running") as raised:
+            s.end_capture()
+        assert raised.value.cause == "profile"
+        assert s.capture_state.variant == CaptureVariant.NO_CAPTURE
+        assert device.memory_stats()["graphs_alive"] == 0
+        with pytest.raises(CaptureStateError, match="since ended"):
+            p.stop()
+        recapture(s, x, y)
+
+
 def test_a_profile_abandoned_inside_a_hardware_recording_fails_the_recording():
     with lifecore.Device(EMULATED, graphs="hardware", capture_mode="relaxed") as device:
         s = device.stream()

@@ -469,7 +469,8 @@ void bind_stream(nb::module_& m) {
            "Starts measuring the device time of the work issued from now on (a start event is recorded).\n"
            "`with stream.profile() as p: ...` then p.elapsed_ms. Inside a software capture window it raises\n"
            "CaptureStateError at once; inside a hardware one the driver refuses the end's host wait\n"
-           "(DriverError) and end_capture then refuses the recording.")
+           "(DriverError) and end_capture then refuses the recording, as it does while a profile started\n"
+           "inside it is still running.")
       .def("graph_prepare", &Stream::graph_prepare, "owner"_a = 0,
            "NO_CAPTURE -> PREPARE: arms the pools for the warmup run.")
       .def("begin_capture", &Stream::begin_capture, nb::call_guard<nb::gil_scoped_release>(),

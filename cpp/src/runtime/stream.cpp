@@ -469,6 +469,7 @@ void Stream::sync() {
 void Stream::destroy_events(ProfileEvents& events) noexcept {
   if (!events.live) return;
   events.live = false;
+  if (events.recorded_in != 0 && events.recorded_in == window_ && window_profiles_ > 0) --window_profiles_;
   if (dead_ || device_->closed()) return;  // the driver's events went with the device
   if (events.start != driver::EventHandle{}) (void)driver_.event_destroy(events.start);
   if (events.end != driver::EventHandle{}) (void)driver_.event_destroy(events.end);
@@ -491,6 +492,7 @@ Stream::ProfileEvents Stream::profile_start() {
   }
   // Inside a driver capture the record is itself recorded: the start is a node of the graph.
   events.recorded_in = driver_captures() ? window_ : 0;
+  if (events.recorded_in != 0) ++window_profiles_;
   return events;
 }
 
@@ -608,6 +610,7 @@ void Stream::discard_window() noexcept {
       if (auto buffer = weak.lock()) buffer->mark_dangling();
     window_node_buffers_.clear();
     window_holds_.clear();  // nothing recorded will run
+    window_profiles_ = 0;
     window_ = 0;
   } catch (...) {
     // Nothing here reports failure; stay usable whatever happened.
@@ -717,6 +720,12 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
     throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
   }
 
+  if (window_profiles_ > 0)
+    refuse("end_capture: " + std::to_string(window_profiles_) +
+               " profile(s) started inside the window are still running: each start event is a node of the "
+               "recording, and the profile destroys its event when it stops, so no graph may keep that node (a "
+               "profile measures outside a hardware capture only); nothing was sealed",
+           "profile");
   Graph::Parts parts;
   parts.device = device_;
   parts.origin = shared_from_this();
@@ -736,6 +745,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   auto graph = std::make_shared<Graph>(std::move(parts));
   device_->register_graph(graph);
   window_ = 0;
+  window_profiles_ = 0;
   sealed.upload(driver_, handle_);
   flush_fenced();  // the flushes deferred while recording
   return graph;

@@ -76,7 +76,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Profiling (see Profile): a start event recorded now, an end event recorded at stop, waited
   // on, and the time between them. A software recording refuses it on the spot; inside a
   // hardware recording the wait goes to the driver, which refuses it, and the recording is
-  // then refused too. A failure destroys the events and leaves the stream usable.
+  // then refused too; a profile started inside one and still running at end_capture also has
+  // the recording refused (its start is a node recording an event the profile destroys).
+  // A failure destroys the events and leaves the stream usable.
   struct ProfileEvents {
     driver::EventHandle start{};
     driver::EventHandle end{};
@@ -216,6 +218,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::vector<std::weak_ptr<Buffer>> window_node_buffers_;
   // Foreign memory the open recording uses: the graph holds it for its life.
   std::vector<std::shared_ptr<void>> window_holds_;
+  // Live profiles whose start event the open hardware recording recorded: end_capture refuses it.
+  std::size_t window_profiles_ = 0;
   DropQueue drop_;
   StreamErrors errors_;
   std::size_t issued_since_flush_ = 0;
