@@ -110,6 +110,16 @@ def test_equality_includes_owner() -> None:
     assert state_in(CaptureVariant.PREPARE, 1) == state_in(CaptureVariant.PREPARE, 1)
 
 
+def test_equal_values_hash_alike() -> None:
+    # As the reference model's: a state or an end is a usable set or dict key. They used to hash
+    # by identity, so two equal states were two keys.
+    assert len({state_in(CaptureVariant.PREPARE, 1), state_in(CaptureVariant.PREPARE, 1)}) == 1
+    assert len({StreamCaptureState(), StreamCaptureState(), state_in(CaptureVariant.CAPTURE, 0)}) == 2
+    ends = {state_in(CaptureVariant.CAPTURE, 3).end(4), state_in(CaptureVariant.CAPTURE, 3).end(4)}
+    assert len(ends) == 1
+    assert len(ends | {state_in(CaptureVariant.CAPTURE, 3).end(3)}) == 2
+
+
 def test_repr_names_variant_and_owner() -> None:
     assert repr(StreamCaptureState()) == "StreamCaptureState(NO_CAPTURE)"
     assert repr(state_in(CaptureVariant.CAPTURE, 4)) == "StreamCaptureState(CAPTURE, owner=4)"

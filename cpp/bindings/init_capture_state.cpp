@@ -26,6 +26,8 @@ void init_capture_state(nb::module_& m) {
       .def_ro("abandoned", &CaptureEnd::abandoned,
               "True when the caller is not the owner: the window is discarded, nothing is sealed")
       .def(nb::self == nb::self)
+      // Equal values hash alike (a set or dict key), as the reference model's do.
+      .def("__hash__", [](const CaptureEnd& end) { return nb::hash(nb::make_tuple(end.owner, end.caller, end.abandoned)); })
       .def("__repr__", [](const CaptureEnd& end) {
         return "CaptureEnd(owner=" + std::to_string(end.owner) + ", caller=" + std::to_string(end.caller) +
                ", abandoned=" + (end.abandoned ? "True" : "False") + ")";
@@ -50,6 +52,10 @@ void init_capture_state(nb::module_& m) {
       .def_prop_ro("owner", &StreamCaptureState::owner, "The window's owner; None in NO_CAPTURE")
       .def_prop_ro("variant", &StreamCaptureState::variant, "NO_CAPTURE, PREPARE or CAPTURE")
       .def(nb::self == nb::self)
+      .def("__hash__",
+           [](const StreamCaptureState& state) {
+             return nb::hash(nb::make_tuple(static_cast<int>(state.variant()), state.owner()));
+           })
       .def("__copy__", [](const StreamCaptureState& state) { return state; })
       .def("__deepcopy__", [](const StreamCaptureState& state, nb::handle) { return state; }, "memo"_a)
       .def("__repr__", &StreamCaptureState::repr);
