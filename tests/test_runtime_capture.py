@@ -357,6 +357,58 @@ def test_freed_buffer_used_by_a_graph_stays_retained(device) -> None:
     assert stats["graphs_alive"] == 0 and stats["slices_retained"] == 0
 
 
+def replayed_elsewhere_then_freed(dev):
+    """A graph that fills a buffer, replayed once on another stream, its buffer freed: returns
+    the graph, that stream, and the address the graph keeps."""
+    s, other = dev.stream(), dev.stream()
+    x = s.alloc(4 * N)
+    s.fill(x, 0)
+    graph = s.capture(lambda st: st.fill(x, 7))
+    used = x.ptr
+    x.free()
+    s.sync()
+    graph.replay(other)
+    return s, graph, other, used
+
+
+def test_a_graph_whose_wait_failed_keeps_its_memory_until_the_replay_has_run(mock_hardware_device) -> None:
+    # destroy waits for the streams that replayed the graph before its retained memory can be
+    # reused. When the driver refuses that wait, the replay may still be queued: its memory used
+    # to go back to the pool at once, and the next buffer of that size got it while the replay
+    # could still write it. It now goes at that stream's next fence.
+    dev = mock_hardware_device
+    s, graph, other, used = replayed_elsewhere_then_freed(dev)
+    dev.inject_fault("stream_synchronize", 999)
+    graph.destroy()
+    dev.clear_faults()
+    assert dev.memory_stats()["slices_retained"] == 1
+    y = s.alloc(4 * N)  # the same size: it must not get the memory the replay may still write
+    assert y.ptr != used
+    other.sync()  # the replay has run: its memory goes back to the pool
+    stats = stats_consistent(dev)
+    assert stats["graphs_alive"] == 0 and stats["slices_retained"] == 0
+    assert s.alloc(4 * N).ptr == used
+
+
+def test_a_graph_destroyed_inside_a_capture_of_this_thread_still_waits_for_its_replays(mock_hardware_device) -> None:
+    # In thread_local mode a capture of this thread forbids the wait (and is invalidated by it,
+    # as before). The stream waited for does not capture, so the wait is retried in relaxed mode:
+    # the replay has run when destroy returns, and its memory can go back to the pool at once.
+    dev = mock_hardware_device
+    s, graph, other, used = replayed_elsewhere_then_freed(dev)
+    recording = dev.stream()
+    recording.graph_prepare()
+    recording.begin_capture()
+    graph.destroy()
+    with pytest.raises(CaptureRefusedError, match="invalidated"):
+        recording.end_capture()
+    stats = stats_consistent(dev)
+    assert stats["graphs_alive"] == 0 and stats["slices_retained"] == 0
+    y = s.alloc(4 * N)
+    assert y.ptr == used
+    assert set(np.frombuffer(s.read(y), dtype=np.uint32)) == {7}  # the replay wrote it before
+
+
 def test_graph_destroy_and_replay_after_destroy(device) -> None:
     s = device.stream()
     x = upload(s, np.ones(N))

@@ -6,6 +6,26 @@
 #include "lifecore/runtime/stream.hpp"
 
 namespace lifecore::runtime {
+namespace {
+
+// What a destroyed graph's replays use: its retained slices, its info pins, its recording (and
+// the staging the recording re-reads) and the foreign memory it holds, released when it goes.
+struct GraphRemains {
+  std::shared_ptr<Device> device;
+  GraphId id = 0;
+  std::vector<SliceId> retained;
+  std::unique_ptr<Recording> recording;
+  std::vector<std::shared_ptr<void>> holds;
+
+  ~GraphRemains() {
+    device->memory().release_retained(retained);
+    device->info().graph_release(id);
+    recording.reset();  // its staging last, once nothing can read it
+    holds.clear();      // and the foreign memory, once no recording names its addresses
+  }
+};
+
+}  // namespace
 
 Graph::Graph(Parts parts)
     : device_(std::move(parts.device)),
@@ -60,13 +80,21 @@ void Graph::destroy() noexcept {
   // Wait for the graph's work before its memory, pins and staging can be reused. The last
   // reference may be dropped from Python: never wait with the interpreter lock held.
   BlockingWait blocking;
+  std::vector<std::shared_ptr<Stream>> unwaited;
   for (auto& weak : streams)
-    if (auto stream = weak.lock()) stream->wait_for_graph_work();
+    if (auto stream = weak.lock(); stream && !stream->wait_for_graph_work()) unwaited.push_back(std::move(stream));
   if (!device_->closed()) recording->release(device_->driver());
-  device_->memory().release_retained(retained);
-  device_->info().graph_release(id_);
-  recording.reset();  // its staging last, once nothing can read it
-  holds.clear();      // and the foreign memory, once no recording names its addresses
+  auto remains = std::make_shared<GraphRemains>();
+  remains->device = device_;
+  remains->id = id_;
+  remains->retained = std::move(retained);
+  remains->recording = std::move(recording);
+  remains->holds = std::move(holds);
+  // A stream whose wait failed (a capture of this thread forbade it, the driver refused it) may
+  // still run a replay: what that replay uses goes after the stream's next fence, never now (the
+  // pool would hand its memory to a new buffer while the replay writes it).
+  for (auto& stream : unwaited) stream->release_after_work(remains);
+  remains.reset();
   device_->forget_graph(id_);
 }
 

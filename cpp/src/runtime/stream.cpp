@@ -552,10 +552,32 @@ void Stream::replay(Graph& graph) {
   after_issue();
 }
 
-void Stream::wait_for_graph_work() noexcept {
+bool Stream::wait_for_graph_work() noexcept {
   std::lock_guard lock(mutex_);
-  if (dead_ || device_->closed() || driver_captures()) return;
-  (void)synchronize_and_release();
+  // A recording began with a synchronize, and a gone stream's work went with it.
+  if (dead_ || device_->closed() || driver_captures()) return true;
+  driver::Status status = synchronize_and_release();
+  if (status.code == driver::Code::capture_unsupported) {
+    // A capture this wait conflicts with (this thread's, or a global one) refused it, and the
+    // driver has invalidated that capture. This stream does not capture, so the wait is safe in
+    // relaxed mode; without it the work may still run when its memory is reused.
+    driver::CaptureMode previous = driver::CaptureMode::relaxed;
+    if (driver_.thread_exchange_capture_mode(&previous).ok()) {
+      status = synchronize_and_release();
+      (void)driver_.thread_exchange_capture_mode(&previous);
+    }
+  }
+  return status.ok();
+}
+
+void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
+  std::lock_guard lock(mutex_);
+  if (dead_ || device_->closed()) return;  // its work went with it
+  try {
+    drop_.push([hold = std::move(hold)]() mutable { hold.reset(); });
+  } catch (...) {
+    // Nothing to report to; the hold goes now.
+  }
 }
 
 // ---- the capture lifecycle -------------------------------------------------------------

@@ -3,7 +3,8 @@
 // recording touched (so the pool cannot hand that memory out while a replay writes it) and the
 // info-cache entries it launched with; the recording keeps the staging host memory its copies
 // re-read, and the graph holds the foreign tensors it was recorded with. destroy() (also on the
-// last reference) waits for the graph's work, then releases all that.
+// last reference) waits for the graph's work, then releases all that; what a stream it could
+// not wait for (the wait failed) may still run is released at that stream's next fence instead.
 #pragma once
 
 #include <cstdint>

@@ -115,8 +115,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void replay(Graph& graph);
   void drop_slice(SliceId slice);
   // Waits for the stream's queued work (for Graph::destroy); skipped while it records on a
-  // hardware-graph device (a host sync would abort the capture).
-  void wait_for_graph_work() noexcept;
+  // hardware-graph device (a host sync would abort the capture). A wait a live capture refused
+  // (and invalidated) is retried in relaxed mode. False when the wait failed, so work queued on
+  // the stream may still run (see release_after_work).
+  bool wait_for_graph_work() noexcept;
+  // Lets go of `hold` once the work queued on this stream so far has run (at its next fence), or
+  // at once when the stream or its device is gone.
+  void release_after_work(std::shared_ptr<void> hold) noexcept;
   // Device close: ends any window, waits, releases everything, destroys the driver stream.
   // A non-relaxed driver capture of another thread cannot be ended from here: its window is
   // discarded and the capture is left to that thread's next call on this stream (see
