@@ -39,18 +39,21 @@ void rows_read_during_extensions_are_prefixes_of_the_final_ids() {
   std::vector<BlockTableRow> rows(sequences);
   for (std::size_t i = 0; i < sequences; ++i) rows[i].session = sessions[i].get();
 
-  std::atomic<bool> done{false};
+  std::atomic<bool> done{false}, reading{false};
   std::vector<std::vector<std::int32_t>> seen;  // tables read meanwhile
   std::thread reader([&] {
     std::vector<std::int32_t> table(sequences * fit_pages, 12345);
-    while (!done.load()) {
+    do {
       build_block_table(*c, rows, std::nullopt, fit_pages, pad, table.data(), /*in_place=*/true);
       if (seen.size() < 4000) seen.push_back(table);
-    }
+      reading.store(true);
+    } while (!done.load());
   });
   std::vector<std::thread> extenders;
   for (std::size_t i = 0; i < sequences; ++i)
     extenders.emplace_back([&, i] {
+      // Not before the reader runs: on a loaded machine it could otherwise start after them all.
+      while (!reading.load()) std::this_thread::yield();
       for (std::int64_t tokens = 2; tokens <= static_cast<std::int64_t>(fit_pages * 16); tokens += 16)
         CHECK(sessions[i]->step(tokens) != BackingOutcome::backing_deferred);
     });
