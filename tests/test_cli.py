@@ -146,6 +146,16 @@ def test_reproduce_needs_one_target():
     assert result.returncode == 2 and "nonesuch" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_blob_hypothesis_cannot_read_is_a_usage_error(tmp_path):
+    # Not a failure of the machine: nothing runs, nothing is saved, and the error names the blob.
+    for blob in ("not base64!!", "AgAA"):
+        result = run("fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "2", "--steps", "5",
+                     "--seed", "1", "--reproduce", blob, "--failure-dir", str(tmp_path))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert "--reproduce" in result.stderr and "Traceback" not in result.stderr
+        assert "FAIL" not in result.stdout and not list(tmp_path.iterdir())
+
+
 def test_fuzz_runs_the_requested_graph_kind():
     result = run("fuzz", "--graphs", "software", "--examples", "2", "--steps", "10", "--seed", "2")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -545,6 +545,10 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             targets = [_parse_target(lifecycles[0], args.target)]
         except (ValueError, argparse.ArgumentTypeError) as error:
             return _usage_error("fuzz", str(error))
+        if args.reproduce:
+            problem = _blob_error(args.reproduce)
+            if problem:
+                return _usage_error("fuzz", f"argument --reproduce: {problem}")
     else:
         if args.reproduce:
             return _usage_error("fuzz", "--reproduce replays one target: give --lifecycle and --target")
@@ -563,6 +567,24 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     print(_table(["check", "target", "result", "detail"],
                  [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]))
     return 0 if all(r.passed for r in results) else 1
+
+
+def _blob_error(blob: str) -> Optional[str]:
+    """Why Hypothesis cannot decode a reproduction blob (None when it can): a blob it cannot
+    read is a bad argument, not a failure of the machine it was meant to replay."""
+    from hypothesis.errors import InvalidArgument
+
+    try:
+        from hypothesis.core import decode_failure
+    except ImportError:  # pragma: no cover - a Hypothesis without it decodes the blob when it replays
+        return None
+    try:
+        decode_failure(blob.encode())
+    except InvalidArgument as error:
+        return str(error)
+    except Exception as error:  # pragma: no cover - anything else it may raise on bytes it cannot read
+        return f"cannot decode the blob {blob!r}: {error}"
+    return None
 
 
 def _usage_error(command: str, message: str) -> int:
