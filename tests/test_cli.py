@@ -212,6 +212,41 @@ def test_out_of_range_counts_are_usage_errors():
         assert "usage:" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_paths_that_cannot_be_written_are_usage_errors_before_the_run(tmp_path):
+    a_file = tmp_path / "a-file"
+    a_file.write_text("")
+    missing = str(tmp_path / "no-such-folder" / "out.json")
+    for args in (("info", "--json", missing), ("check", "--json", missing), ("check", "--json", str(tmp_path)),
+                 ("bench", "--json", missing), ("demo", "--json", missing),
+                 ("check", "--failure-dir", str(a_file)), ("fuzz", "--failure-dir", str(a_file / "below"))):
+        result = run(*args, "--lifecycle", "capture") if args[0] in ("check", "bench", "fuzz") else run(*args)
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr and str(tmp_path) in result.stderr, (args, result.stderr)
+        assert "state machine" not in result.stdout + result.stderr, args  # refused before anything ran
+    # A failure folder that does not exist yet is made.
+    made = tmp_path / "new" / "failures"
+    result = run("fuzz", "--lifecycle", "capture", "--examples", "1", "--steps", "5", "--seed", "1",
+                 "--failure-dir", str(made))
+    assert result.returncode == 0 and made.is_dir(), result.stdout + result.stderr
+
+
+def test_a_failure_that_cannot_be_saved_is_still_printed_in_full(tmp_path):
+    argv = ["fuzz", "--lifecycle", "graph", "--graphs", "software", "--examples", "5", "--steps", "10",
+            "--seed", "11", "--failure-dir", str(tmp_path)]
+    code = BROKEN.replace("from lifecore.cli import main\n",
+                          "import lifecore.cli\n"
+                          "def unwritable(failure, directory):\n"
+                          "    raise PermissionError(13, 'Permission denied', directory)\n"
+                          "lifecore.cli._save_failure = unwritable\n"
+                          "from lifecore.cli import main\n")
+    result = run(code=code.format(argv=argv), timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    assert "FAILED graph machine on" in result.stdout and "replay: lifecore fuzz" in result.stdout
+    assert "not saved (Permission denied" in result.stdout, result.stdout
+    assert not list(tmp_path.iterdir())
+
+
 def test_version():
     result = run("--version")
     assert result.returncode == 0

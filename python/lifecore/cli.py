@@ -23,6 +23,7 @@ import re
 import shlex
 import shutil
 import sys
+import tempfile
 import textwrap
 import time
 import traceback
@@ -114,15 +115,49 @@ def backends_table(width: Optional[int] = None) -> str:
     return _table(["backend", "available", "driver", "device", "reason / notes"], rows, width=width)
 
 
+class OutputError(Exception):
+    """A file the command was asked to write could not be written (exit 1, one line)."""
+
+
 def _write_json(path: str, data: Any) -> None:
     """``path`` or, for ``-``, standard output."""
     if path == "-":
         json.dump(data, sys.stdout, indent=2)
         print()
-    else:
+        return
+    try:
         with open(path, "w") as out:
             json.dump(data, out, indent=2)
             out.write("\n")
+    except OSError as error:
+        raise OutputError(f"cannot write --json {path}: {error.strerror or error}") from None
+
+
+def _json_path_error(path: Optional[str]) -> Optional[str]:
+    """Why ``--json PATH`` could not be written (None when it can be tried), checked before a
+    run rather than after it."""
+    if path is None or path == "-":
+        return None
+    folder = os.path.dirname(path) or "."
+    if os.path.isdir(path):
+        return f"argument --json: {path} is a folder"
+    if not os.path.isdir(folder):
+        return f"argument --json: there is no folder {folder} to write {path} in"
+    return None
+
+
+def _failure_dir_error(directory: str) -> Optional[str]:
+    """Why failure files could not be saved in ``directory`` (None when they can: it exists,
+    created if missing, and a file can be written there), checked before a run."""
+    if os.path.exists(directory) and not os.path.isdir(directory):
+        return f"argument --failure-dir: {directory} is not a folder"
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=directory):
+            pass
+    except OSError as error:
+        return f"argument --failure-dir: cannot save failures in {directory}: {error.strerror or error}"
+    return None
 
 
 class _Progress:
@@ -368,11 +403,17 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
             failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
             failure["command"] = shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples),
                                              "--steps", str(steps), "--seed", str(seed), "--reproduce", reproduce])
-        failure["saved"] = _save_failure(failure, failure_dir)
+        try:
+            failure["saved"] = _save_failure(failure, failure_dir)
+        except OSError as save_error:  # the failure is still printed in full, replay command included
+            failure["saved"] = None
+            failure["not_saved"] = f"{save_error.strerror or save_error}: {save_error.filename or failure_dir}"
         print(_failure_text(failure), file=out)
-        print(f"saved: {failure['saved']}\n", file=out, flush=True)
+        print(f"saved: {failure['saved']}\n" if failure["saved"] else f"not saved ({failure['not_saved']})\n",
+              file=out, flush=True)
         result.passed, result.failure = False, failure
-        result.detail = failure["error"].splitlines()[0] + f" (seed {seed}; replay: see {failure['saved']})"
+        result.detail = failure["error"].splitlines()[0] + (f" (seed {seed}; replay: see {failure['saved']})"
+                                                            if failure["saved"] else f" (seed {seed}; not saved)")
     finally:
         stats.on_run_end = None
         if bar is not None:
@@ -776,10 +817,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    # Where the results go is checked first: a run is not wasted on a path it cannot write.
+    problem = _json_path_error(getattr(args, "json", None))
+    if problem is None and getattr(args, "failure_dir", None) is not None and not getattr(args, "differential", None):
+        problem = _failure_dir_error(args.failure_dir)
+    if problem:
+        return _usage_error(args.command, problem)
     try:
         return int(args.func(args))
     except lifecore.LifecoreError as error:
         print(f"lifecore {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
+    except OutputError as error:
+        print(f"lifecore {args.command}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
