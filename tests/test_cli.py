@@ -205,6 +205,20 @@ def test_an_unavailable_backend_is_a_usage_error_naming_why():
     assert "not available here" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_an_unavailable_backend_in_a_differential_run_is_a_usage_error():
+    # Exit 1 is a difference between the devices; a device that cannot be opened is not one.
+    missing = [info for info in lifecore.backends() if not info.available]
+    if not missing:
+        import pytest
+
+        pytest.skip("every backend is available on this machine")
+    result = run("fuzz", "--differential", f"{lifecore.available_backends()[0]},{missing[0].name}/software",
+                 "--steps", "5")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "not available here" in result.stderr and missing[0].name in result.stderr
+    assert "Traceback" not in result.stderr and not result.stdout
+
+
 def test_out_of_range_counts_are_usage_errors():
     for args in (("fuzz", "--steps", "0"), ("fuzz", "--examples", "-1"), ("check", "--examples", "x")):
         result = run(*args)

@@ -559,9 +559,11 @@ def cmd_differential(args: argparse.Namespace) -> int:
 
     try:
         specs = parse_specs(args.differential)
+        for spec in specs:  # an unavailable backend is refused as --backend refuses it, not run
+            _backend_name(spec.backend)
         report = run_differential(specs, steps=args.steps, seed=args.seed or 0,
                                   runs=args.examples if args.examples is not None else 5)
-    except ValueError as error:
+    except (ValueError, argparse.ArgumentTypeError) as error:
         print(f"lifecore fuzz --differential: {error}", file=sys.stderr)
         return 2
     print(report.summary())
