@@ -44,6 +44,17 @@ def test_demo_refuses_a_bad_option():
     assert result.returncode == 2 and "at least 1" in result.stderr
 
 
+def test_demo_refuses_a_device_it_cannot_run_on():
+    import torch
+
+    bad = ["nonesuch", "meta"] + ([] if torch.cuda.is_available() else ["cuda"])
+    for device in bad:
+        result = demo("--requests", "2", "--device", device)
+        assert result.returncode == 2, (device, result.stdout, result.stderr)
+        assert "--device" in result.stderr and repr(device) in result.stderr, (device, result.stderr)
+        assert "Traceback" not in result.stderr and not result.stdout, (device, result.stderr)
+
+
 def test_the_free_list_and_lifecore_make_the_same_decisions():
     from lifecore.benchmarks.engine import compare
 

@@ -705,12 +705,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _torch_device_error(text: str) -> Optional[str]:
+    """Why the demo cannot run on the torch device ``text`` (None when it can): cpu, or cuda
+    where this torch has a CUDA device."""
+    import torch
+
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError) as error:
+        return f"not a torch device: {text!r} ({error})"
+    if device.type not in ("cpu", "cuda"):
+        return f"the demo runs on cpu or cuda, got {text!r}"
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return f"{text!r}, but this torch has no CUDA device"
+    return None
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     try:
         from lifecore.engine.demo import run_demo
     except ImportError as error:
         print(f"lifecore demo: needs torch ({error}); pip install lifecore[torch]", file=sys.stderr)
         return 1
+    problem = _torch_device_error(args.device)
+    if problem:
+        return _usage_error("demo", f"argument --device: {problem}")
     if args.json in (None, "-"):
         run_demo(args.preset, args.requests, args.seed, args.device, args.capture, args.json == "-")
     else:  # the table on the terminal, the JSON in a file
