@@ -261,6 +261,28 @@ def test_a_failure_that_cannot_be_saved_is_still_printed_in_full(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
+def test_an_interrupt_ends_with_a_message_and_no_failure_file(tmp_path):
+    # Ctrl-C inside a machine run (a KeyboardInterrupt raised by one of its steps) ...
+    argv = ["fuzz", "--lifecycle", "graph", "--graphs", "software", "--examples", "5", "--steps", "10",
+            "--seed", "11", "--failure-dir", str(tmp_path)]
+    code = BROKEN.replace("lambda self: 7", "lambda self: (_ for _ in ()).throw(KeyboardInterrupt())")
+    result = run(code=code.format(argv=argv), timeout=300)
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert "lifecore fuzz: interrupted" in result.stderr and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir())
+    # ... and while a failure is being saved: no failure file, whole or partial, is left behind.
+    code = BROKEN.replace("from lifecore.cli import main\n",
+                          "import os\n"
+                          "def interrupted(*args, **kwargs):\n"
+                          "    raise KeyboardInterrupt\n"
+                          "os.replace = interrupted\n"
+                          "from lifecore.cli import main\n")
+    result = run(code=code.format(argv=argv), timeout=300)
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert "lifecore fuzz: interrupted" in result.stderr and "Traceback" not in result.stderr
+    assert not list(tmp_path.iterdir()), list(tmp_path.iterdir())
+
+
 def test_version():
     result = run("--version")
     assert result.returncode == 0

@@ -343,7 +343,17 @@ def _save_failure(failure: dict[str, Any], directory: str) -> str:
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"lifecore-failure-{failure['lifecycle']}-{slug}-seed{failure['seed']}.txt"
-    path.write_text(_failure_text(failure) + "\n")
+    # Written aside and renamed into place: an interrupt (Ctrl-C) or a full disk never leaves a
+    # truncated failure file, whose replay line would replay something else.
+    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".lifecore-saving-", suffix=".tmp",
+                                     delete=False) as part:
+        pass
+    try:
+        Path(part.name).write_text(_failure_text(failure) + "\n")
+        os.replace(part.name, path)
+    except BaseException:
+        Path(part.name).unlink(missing_ok=True)
+        raise
     return str(path)
 
 
@@ -852,7 +862,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except OutputError as error:
         print(f"lifecore {args.command}: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: what was printed stands; a failure being shrunk is not saved
+        print(f"\nlifecore {args.command}: interrupted, the run is incomplete", file=sys.stderr)
         return 130
 
 
