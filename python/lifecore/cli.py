@@ -115,7 +115,7 @@ def backends_table(width: Optional[int] = None) -> str:
     return _table(["backend", "available", "driver", "device", "reason / notes"], rows, width=width)
 
 
-class OutputError(Exception):
+class _OutputError(Exception):
     """A file the command was asked to write could not be written (exit 1, one line)."""
 
 
@@ -130,7 +130,7 @@ def _write_json(path: str, data: Any) -> None:
             json.dump(data, out, indent=2)
             out.write("\n")
     except OSError as error:
-        raise OutputError(f"cannot write --json {path}: {error.strerror or error}") from None
+        raise _OutputError(f"cannot write --json {path}: {error.strerror or error}") from None
 
 
 def _json_path_error(path: Optional[str]) -> Optional[str]:
@@ -859,7 +859,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except lifecore.LifecoreError as error:
         print(f"lifecore {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
-    except OutputError as error:
+    except _OutputError as error:
         print(f"lifecore {args.command}: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C: what was printed stands; a failure being shrunk is not saved
