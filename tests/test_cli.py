@@ -219,6 +219,19 @@ def test_an_unavailable_backend_in_a_differential_run_is_a_usage_error():
     assert "Traceback" not in result.stderr and not result.stdout
 
 
+def test_check_require_fails_before_anything_runs_unless_the_backend_opens_here():
+    # A GPU job's check must not pass on the mock alone when the GPU backend cannot be opened.
+    available = lifecore.available_backends()[0]
+    result = run("check", "--require", available, "--lifecycle", "capture", "--examples", "2", "--steps", "5",
+                 "--seed", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "every check passed" in result.stdout
+    for name in [info.name for info in lifecore.backends() if not info.available] + ["auto", "nonesuch"]:
+        result = run("check", "--require", available, "--require", name, "--lifecycle", "capture")
+        assert result.returncode == 2, (name, result.stdout, result.stderr)
+        assert "--require" in result.stderr and "Traceback" not in result.stderr and not result.stdout
+
+
 def test_out_of_range_counts_are_usage_errors():
     for args in (("fuzz", "--steps", "0"), ("fuzz", "--examples", "-1"), ("check", "--examples", "x")):
         result = run(*args)

@@ -6,6 +6,8 @@ registry's first with both graph kinds; sequence sessions on host pages and on e
 backend; capture sessions on the counting and the numpy capture backends), times a short replay
 benchmark, prints a summary and a coverage table (every transition and outcome of each
 lifecycle, and how often the run exercised it), and exits 0 only when every check passed.
+``--require cuda`` (or any backend, repeatable) makes a backend that cannot open a device here a
+usage error, so a GPU job does not pass on the mock alone.
 
 A failing machine run is reproducible: its seed, the falsifying steps Hypothesis found, the
 reproduction blob and the command that replays it are printed and saved to a file. Every list
@@ -780,6 +782,13 @@ def _backend_name(text: str) -> str:
     return text
 
 
+def _required_backend(text: str) -> str:
+    """argparse type for check --require: a registered backend that can open a device here."""
+    if text == "auto":
+        raise argparse.ArgumentTypeError("name a backend to require (auto always finds the mock)")
+    return _backend_name(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="lifecore", description="lifecore: lifecycles for GPU inference runtimes")
     parser.add_argument("--version", action="version", version=f"lifecore {lifecore.__version__}")
@@ -801,6 +810,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--failure-dir", metavar="DIR", default=".",
                        help="where a failure's seed, steps, blob and replay command are saved (default .)")
     check.add_argument("--json", metavar="PATH", default=None, help=json_help)
+    check.add_argument("--require", metavar="BACKEND", type=_required_backend, action="append", default=[],
+                       help="fail (exit 2, saying why) unless BACKEND can open a device here; repeatable. Without "
+                            "it, check runs the backends that are available and lists the others")
     check.set_defaults(func=cmd_check)
     fuzz = sub.add_parser("fuzz", help="a longer state-machine run")
     fuzz.add_argument("--lifecycle", choices=lifecycle_choices, default="graph",
