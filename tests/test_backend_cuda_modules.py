@@ -274,3 +274,28 @@ def test_unload_racing_launches_gives_closed_errors_never_a_crash(fake_libcuda) 
     r = _run_fake(fake_libcuda, body)
     assert r["other"] == [] and r["alive"] is False
     assert r["ok"] + r["closed"] == 1200
+
+
+def test_a_retired_module_stays_loaded_while_a_stream_cannot_be_waited_for(fake_libcuda) -> None:
+    # Its launches may still be queued: unloading would free the code they run.
+    body = """
+    import ctypes, os
+    unloads = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"]).fake_cuda_module_unloads
+    device = lifecore.Device("cuda")
+    stream = device.stream()
+    buf = stream.alloc(64)
+    module = lifecore.Module.from_ptx(device, %r)
+    fill = module.function("fill_u32", ["u32", "u32", "ptr"])
+    stream.launch(fill, 1, 16, [16, 3, buf])
+    os.environ["FAKE_CUDA_SYNC"] = "1"  # the stream's wait fails (not sticky)
+    before = unloads()
+    module.unload()
+    result["unloaded_while_unwaited"] = unloads() - before
+    result["alive"] = module.alive
+    os.environ["FAKE_CUDA_SYNC"] = "0"
+    device.cleanup()  # the next wait succeeds: the retired module goes
+    result["unloaded_after"] = unloads() - before
+    device.close()
+    """ % FILL_PTX
+    r = _run_fake(fake_libcuda, body)
+    assert r == {"unloaded_while_unwaited": 0, "alive": False, "unloaded_after": 1}

@@ -253,7 +253,9 @@ static CUresult fake_cuModuleLoadDataEx(struct module** out, const void* image, 
   *out = m;
   return SUCCESS;
 }
-static CUresult fake_cuModuleUnload(struct module* m) { free(m); return SUCCESS; }
+static int module_unloads;  /* read by tests through fake_cuda_module_unloads */
+EXPORT int fake_cuda_module_unloads(void) { return module_unloads; }
+static CUresult fake_cuModuleUnload(struct module* m) { free(m); ++module_unloads; return SUCCESS; }
 static CUresult fake_cuModuleGetFunction(struct function** out, struct module* m, const char* name) {
   for (size_t i = 0; i < m->count; ++i)
     if (strcmp(m->functions[i].name, name) == 0) { *out = &m->functions[i]; return SUCCESS; }

@@ -291,8 +291,10 @@ void Device::unload_retired_modules() noexcept {
     std::lock_guard lock(registry_mutex_);
     if (!graphs_alive_.empty()) return;
   }
-  // Eagerly queued launches of the functions must have run.
-  for (auto& stream : live_streams()) stream->wait_for_graph_work();
+  // Eagerly queued launches of the functions must have run: a stream that could not be waited
+  // for keeps them loaded until a later call's wait succeeds.
+  for (auto& stream : live_streams())
+    if (!stream->wait_for_graph_work()) return;
   std::vector<driver::ModuleHandle> retired;
   {
     std::lock_guard lock(modules_mutex_);
