@@ -695,3 +695,24 @@ def test_info_words_first_seen_in_a_discarded_recording_are_uploaded_again(hardw
     assert hardware_device.memory_stats()["info_entries"] == 0
     s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=words)
     np.testing.assert_array_equal(f32(s, y), 2.0 * np.arange(N, dtype=np.float32))
+
+
+def test_a_second_streams_begin_on_the_same_thread_invalidates_the_first_and_says_so():
+    # thread_local mode (the default): begin_capture synchronizes its stream first, an unsafe
+    # call while this thread records on another stream. The first recording is refused with a
+    # message that names that cause, and both streams capture again afterwards.
+    with lifecore.Device("mock", graphs="hardware") as dev:
+        a, b = dev.stream(), dev.stream()
+        a.graph_prepare()
+        a.begin_capture()
+        b.graph_prepare()
+        with pytest.raises(lifecore.DriverError, match="900"):
+            b.begin_capture()
+        with pytest.raises(lifecore.CaptureRefusedError, match="another stream's synchronize or begin_capture"):
+            a.end_capture()
+        for s in (a, b):
+            x = s.alloc(64)  # before the window: the recording only reads and writes it
+            s.graph_prepare()
+            s.begin_capture()
+            s.launch(K.scale_f32, 1, 16, [16, 2.0, x, x])
+            assert s.end_capture().node_count == 1

@@ -722,7 +722,9 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   if (!ended_status.ok()) {
     if (ended_status.code == driver::Code::capture_invalidated)
       refuse("end_capture: the driver invalidated the capture (" + driver::status_summary(ended_status) +
-                      "): an operation it cannot record (a read, a sync) ran inside the window; nothing was sealed",
+                      "): an operation it cannot record ran inside the window (a read or sync of this stream, or, "
+                      "outside relaxed mode, another stream's synchronize or begin_capture on this thread); nothing "
+                      "was sealed",
              "invalidated", &ended_status);
     refuse("end_capture: ending the driver capture failed (" + driver::status_summary(ended_status) + ", in " +
                     ended_status.call + "); nothing was sealed",
