@@ -232,6 +232,26 @@ def test_check_require_fails_before_anything_runs_unless_the_backend_opens_here(
         assert "--require" in result.stderr and "Traceback" not in result.stderr and not result.stdout
 
 
+def test_options_another_option_would_override_are_refused_not_ignored():
+    # A CI line that names a backend and a target, or a lifecycle and a differential run, must
+    # not quietly run something other than it says.
+    backend = lifecore.available_backends()[0]
+    for args in (("fuzz", "--lifecycle", "graph", "--target", f"{backend}/software", "--backend", backend),
+                 ("fuzz", "--lifecycle", "graph", "--target", f"{backend}/software", "--graphs", "hardware"),
+                 ("fuzz", "--differential", f"{backend},{backend}", "--lifecycle", "sequence"),
+                 ("fuzz", "--differential", f"{backend},{backend}", "--target", f"{backend}/software"),
+                 ("fuzz", "--differential", f"{backend},{backend}", "--reproduce", "AAAA")):
+        result = run(*args, "--steps", "5")
+        assert result.returncode == 2, (args, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr and not result.stdout, args
+    # Each alone still runs.
+    for args in (("fuzz", "--lifecycle", "graph", "--target", f"{backend}/software", "--examples", "1"),
+                 ("fuzz", "--backend", backend, "--graphs", "software", "--examples", "1"),
+                 ("fuzz", "--differential", f"{backend},{backend}", "--examples", "1")):
+        result = run(*args, "--steps", "5", "--seed", "3")
+        assert result.returncode == 0, (args, result.stdout, result.stderr)
+
+
 def test_out_of_range_counts_are_usage_errors():
     for args in (("fuzz", "--steps", "0"), ("fuzz", "--examples", "-1"), ("check", "--examples", "x")):
         result = run(*args)

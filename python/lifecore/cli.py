@@ -584,7 +584,19 @@ def cmd_differential(args: argparse.Namespace) -> int:
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.differential:
+        ignored = [name for name, value in (("--lifecycle", args.lifecycle), ("--backend", args.backend),
+                                            ("--graphs", args.graphs), ("--target", args.target),
+                                            ("--reproduce", args.reproduce)) if value is not None]
+        if ignored:
+            return _usage_error("fuzz", f"--differential runs the graph steps on the two devices it names "
+                                        f"(A,B, each optionally /hardware or /software): {', '.join(ignored)} "
+                                        f"would be ignored")
         return cmd_differential(args)
+    if args.target is not None and (args.backend is not None or args.graphs is not None):
+        return _usage_error("fuzz", "--target names the backend (and graphs) itself: drop --backend and --graphs")
+    args.lifecycle = args.lifecycle or "graph"
+    args.backend = args.backend or _default_backend()
+    args.graphs = args.graphs or "both"
     if args.examples is None:
         args.examples = 100
     try:
@@ -815,11 +827,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "it, check runs the backends that are available and lists the others")
     check.set_defaults(func=cmd_check)
     fuzz = sub.add_parser("fuzz", help="a longer state-machine run")
-    fuzz.add_argument("--lifecycle", choices=lifecycle_choices, default="graph",
+    # None when not given, so an option another one overrides is refused rather than ignored.
+    fuzz.add_argument("--lifecycle", choices=lifecycle_choices, default=None,
                       help="which lifecycle's machines to run (default graph)")
-    fuzz.add_argument("--backend", type=_backend_name, default=default_backend,
+    fuzz.add_argument("--backend", type=_backend_name, default=None,
                       help=f"{choices} (default {default_backend}); the sequence machine also runs on host pages")
-    fuzz.add_argument("--graphs", default="both", choices=["hardware", "software", "both"])
+    fuzz.add_argument("--graphs", default=None, choices=["hardware", "software", "both"], help="default both")
     fuzz.add_argument("--target", default=None,
                       help="one target, as the tables name it (BACKEND/GRAPHS, host or BACKEND, "
                            f"{' or '.join(CAPTURE_BACKENDS)}); needs --lifecycle")
