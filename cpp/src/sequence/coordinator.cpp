@@ -139,9 +139,13 @@ std::uint64_t AdmissionCoordinator::servable_bytes(std::uint64_t capacity_bytes)
   return id_bytes ? std::min(capacity_bytes, *id_bytes) : capacity_bytes;
 }
 
-std::uint64_t AdmissionCoordinator::pages_for(std::uint64_t tokens, const char* what) const {
-  const std::uint64_t per_page = config_.tokens_per_page;
+std::uint64_t pages_holding(std::uint64_t tokens, std::uint32_t tokens_per_page, const char* what) {
+  const std::uint64_t per_page = tokens_per_page;
   return checked::add_or_throw(tokens, per_page - 1, what) / per_page;
+}
+
+std::uint64_t AdmissionCoordinator::pages_for(std::uint64_t tokens, const char* what) const {
+  return pages_holding(tokens, config_.tokens_per_page, what);
 }
 
 CapacitySource AdmissionCoordinator::resolve_source(const CapacitySource& source, const char* operation) const {

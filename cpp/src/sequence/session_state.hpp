@@ -80,7 +80,7 @@ class SessionState {
   // Pages that hold `tokens` (rounded up), as the coordinator counts them; OverflowError
   // naming `what` if it cannot be computed. Needs no coordinator (and no lock).
   std::uint64_t pages_for(std::uint64_t tokens, const char* what) const {
-    return checked::add_or_throw(tokens, std::uint64_t{tokens_per_page} - 1, what) / tokens_per_page;
+    return pages_holding(tokens, tokens_per_page, what);
   }
   // The fingerprint over the immutable open-time fields, hashed once by the first reader.
   const std::string& fingerprint() const;

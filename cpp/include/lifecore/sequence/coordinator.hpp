@@ -90,6 +90,11 @@ struct CapacityHolder {
   long holders = 0;
 };
 
+// Pages of `tokens_per_page` tokens that hold `tokens` (rounded up); OverflowError naming
+// `what` if it cannot be computed. A session counts with the coordinator's tokens_per_page,
+// and so with this, without reading the coordinator.
+std::uint64_t pages_holding(std::uint64_t tokens, std::uint32_t tokens_per_page, const char* what);
+
 class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordinator> {
  public:
   // Allocates every domain's arena (floor(capacity_bytes / page_bytes) blocks, exactly that
