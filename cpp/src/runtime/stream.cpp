@@ -768,8 +768,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   device_->info().commit(window_, parts.id);
   auto graph = std::make_shared<Graph>(std::move(parts));
   device_->register_graph(graph);
-  window_ = 0;
-  window_profiles_ = 0;
+  window_ = 0;  // window_profiles_ is 0: a recording with a running profile was refused above
   sealed.upload(driver_, handle_);
   flush_fenced();  // the flushes deferred while recording
   return graph;
