@@ -347,11 +347,10 @@ def _save_failure(failure: dict[str, Any], directory: str) -> str:
     path = folder / f"lifecore-failure-{failure['lifecycle']}-{slug}-seed{failure['seed']}.txt"
     # Written aside and renamed into place: an interrupt (Ctrl-C) or a full disk never leaves a
     # truncated failure file, whose replay line would replay something else.
-    with tempfile.NamedTemporaryFile("w", dir=folder, prefix=".lifecore-saving-", suffix=".tmp",
-                                     delete=False) as part:
-        pass
+    part = tempfile.NamedTemporaryFile("w", dir=folder, prefix=".lifecore-saving-", suffix=".tmp", delete=False)
     try:
-        Path(part.name).write_text(_failure_text(failure) + "\n")
+        with part:
+            part.write(_failure_text(failure) + "\n")
         os.replace(part.name, path)
     except BaseException:
         Path(part.name).unlink(missing_ok=True)
