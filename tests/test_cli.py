@@ -26,6 +26,9 @@ BROKEN = ("import sys\n"
           "m.DeviceModel.windows_active = lambda self: 7\n"
           "from lifecore.cli import main\n"
           "sys.exit(main({argv!r}))")
+# A fuzz run that finds the broken model's fault (seed 11).
+BROKEN_GRAPH_RUN = ["fuzz", "--lifecycle", "graph", "--graphs", "software", "--examples", "5", "--steps", "10",
+                    "--seed", "11"]
 
 
 def test_info_lists_every_backend():
@@ -114,8 +117,7 @@ def test_check_fails_when_the_implementation_disagrees_with_the_model(tmp_path):
 
 
 def test_a_failure_is_saved_and_replays_from_the_printed_command(tmp_path):
-    argv = ["fuzz", "--lifecycle", "graph", "--graphs", "software", "--examples", "5", "--steps", "10",
-            "--seed", "11", "--failure-dir", str(tmp_path)]
+    argv = [*BROKEN_GRAPH_RUN, "--failure-dir", str(tmp_path)]
     result = run(code=BROKEN.format(argv=argv), timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
     error = next(line for line in result.stdout.splitlines() if line.startswith("AssertionError"))
@@ -278,8 +280,7 @@ def test_paths_that_cannot_be_written_are_usage_errors_before_the_run(tmp_path):
 
 
 def test_a_failure_that_cannot_be_saved_is_still_printed_in_full(tmp_path):
-    argv = ["fuzz", "--lifecycle", "graph", "--graphs", "software", "--examples", "5", "--steps", "10",
-            "--seed", "11", "--failure-dir", str(tmp_path)]
+    argv = [*BROKEN_GRAPH_RUN, "--failure-dir", str(tmp_path)]
     code = BROKEN.replace("from lifecore.cli import main\n",
                           "import lifecore.cli\n"
                           "def unwritable(failure, directory):\n"
@@ -296,8 +297,7 @@ def test_a_failure_that_cannot_be_saved_is_still_printed_in_full(tmp_path):
 
 def test_an_interrupt_ends_with_a_message_and_no_failure_file(tmp_path):
     # Ctrl-C inside a machine run (a KeyboardInterrupt raised by one of its steps) ...
-    argv = ["fuzz", "--lifecycle", "graph", "--graphs", "software", "--examples", "5", "--steps", "10",
-            "--seed", "11", "--failure-dir", str(tmp_path)]
+    argv = [*BROKEN_GRAPH_RUN, "--failure-dir", str(tmp_path)]
     code = BROKEN.replace("lambda self: 7", "lambda self: (_ for _ in ()).throw(KeyboardInterrupt())")
     result = run(code=code.format(argv=argv), timeout=300)
     assert result.returncode == 130, result.stdout + result.stderr

@@ -29,6 +29,16 @@ def axpy(stream, x, y, a=2.0):
     stream.launch(K.axpy_f32, (N + 127) // 128, 128, [N, a, x, y])
 
 
+def recording(device):
+    """A stream of `device` recording, after a warmup of the axpy on x and y; (stream, x, y)."""
+    s = device.stream()
+    x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
+    s.graph_prepare()
+    axpy(s, x, y)
+    s.begin_capture()
+    return s, x, y
+
+
 def recapture(stream, x, y):
     """A whole capture cycle succeeds: the stream was left usable and re-capturable."""
     graph = stream.capture(lambda s: axpy(s, x, y), warmup=1)
@@ -73,11 +83,7 @@ def test_an_exception_inside_the_profile_propagates_and_leaves_the_stream_usable
 
 def test_a_software_recording_refuses_a_profile_on_the_spot():
     with lifecore.Device(EMULATED, graphs="software") as device:
-        s = device.stream()
-        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
-        s.graph_prepare()
-        axpy(s, x, y)
-        s.begin_capture()
+        s, x, y = recording(device)
         with pytest.raises(CaptureStateError) as raised:
             s.profile()
         assert str(raised.value) == SOFTWARE_REFUSAL
@@ -105,11 +111,7 @@ def test_a_profile_ending_inside_a_software_recording_is_refused():
                                                  ("relaxed", 907, FAILED_IN_WINDOW)])
 def test_a_hardware_recording_refuses_the_profiles_wait_and_then_the_recording(mode, code, refusal):
     with lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode) as device:
-        s = device.stream()
-        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
-        s.graph_prepare()
-        axpy(s, x, y)
-        s.begin_capture()
+        s, x, y = recording(device)
         with pytest.raises(DriverError) as raised:
             with s.profile():
                 axpy(s, x, y)
@@ -139,11 +141,7 @@ def test_a_profile_still_running_at_the_end_of_a_hardware_recording_fails_the_re
     # stops (which, after the window, measures nothing): a graph keeping the node would record a
     # destroyed event at every replay. It used to be sealed.
     with lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode) as device:
-        s = device.stream()
-        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
-        s.graph_prepare()
-        axpy(s, x, y)
-        s.begin_capture()
+        s, x, y = recording(device)
         p = s.profile()
         axpy(s, x, y)
         with pytest.raises(CaptureRefusedError, match="still running") as raised:
@@ -158,11 +156,7 @@ def test_a_profile_still_running_at_the_end_of_a_hardware_recording_fails_the_re
 
 def test_a_profile_abandoned_inside_a_hardware_recording_fails_the_recording():
     with lifecore.Device(EMULATED, graphs="hardware", capture_mode="relaxed") as device:
-        s = device.stream()
-        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
-        s.graph_prepare()
-        axpy(s, x, y)
-        s.begin_capture()
+        s, x, y = recording(device)
         with pytest.raises(KeyError):
             with s.profile():
                 raise KeyError("work inside failed")
@@ -206,11 +200,7 @@ def test_a_failing_event_destroy_loses_nothing():
 
 def test_a_fault_in_the_profiles_wait_inside_a_hardware_recording_fails_the_recording():
     with lifecore.Device(EMULATED, graphs="hardware") as device:
-        s = device.stream()
-        x, y = upload(s, np.arange(N)), upload(s, np.zeros(N))
-        s.graph_prepare()
-        axpy(s, x, y)
-        s.begin_capture()
+        s, x, y = recording(device)
         device.inject_fault("event_synchronize", 999)
         with pytest.raises(DriverError) as raised:
             with s.profile():
