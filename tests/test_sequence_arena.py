@@ -208,11 +208,12 @@ def test_a_prefix_view_never_moves_and_a_released_one_reads_minus_one():
 
 def test_views_taken_across_growths_keep_their_prefix_and_read_minus_one_once_released():
     c = make(pages=64)
-    res, s = open_one(c, prompt=TPP, fit=64 * TPP)  # id storage for 16 pages, then 32, then 64
+    # Id storage for 4 pages, then 8, 16 and 32 (fixed-size classes), then 64 (a plain array).
+    res, s = open_one(c, prompt=TPP, fit=64 * TPP)
     views = {}
     for pages in range(1, 65):
         s.step(pages * TPP)
-        if pages in (1, 16, 17, 31, 33, 64):
+        if pages in (1, 4, 5, 8, 9, 16, 17, 31, 33, 64):
             views[pages] = s.backing.block_ids()
     whole = list(s.backing.block_ids())
     assert len(set(whole)) == 64

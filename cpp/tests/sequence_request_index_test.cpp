@@ -30,7 +30,7 @@ std::shared_ptr<AdmissionCoordinator> make() {
 
 // A backing never admitted (no authority): it claims nothing and returns nothing.
 std::shared_ptr<SequenceBacking> backing(const std::shared_ptr<AdmissionCoordinator>& c, int k) {
-  static const auto domains = std::make_shared<const std::vector<std::uint32_t>>(std::vector<std::uint32_t>{0});
+  const auto domains = std::make_shared<const DomainSet>(DomainSet{c->shared_domain_names(), {0}});
   return std::make_shared<SequenceBacking>(c, domains, Authority{}, Authority{}, "r" + std::to_string(k), 1);
 }
 

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "sequence/session_lock.hpp"
+#include "lifecore/sequence/session_lock.hpp"
 #include "test_support.hpp"
 
 using lifecore::sequence::SessionLock;

@@ -416,15 +416,27 @@ void lazy_fingerprint_matches_the_eager_one() {
   CHECK(session->step(40) == BackingOutcome::extended);
   const std::string expected = eager_fingerprint(c->id(), request, sequence, "fp", 1, "1,20,2,d0");
   std::string seen[2];
-  std::thread first([&] { seen[0] = session->fingerprint(); });
-  std::thread second([&] { seen[1] = session->fingerprint(); });
+  const std::string* made[2] = {};
+  std::thread first([&] { made[0] = &session->fingerprint(); seen[0] = *made[0]; });
+  std::thread second([&] { made[1] = &session->fingerprint(); seen[1] = *made[1]; });
   first.join();
   second.join();
-  CHECK(seen[0] == expected && seen[1] == expected);
+  // Both racing first reads get the one digest kept (the loser's is dropped).
+  CHECK(seen[0] == expected && seen[1] == expected && made[0] == made[1] && made[0] == &session->fingerprint());
   session->verify(1, expected);
   CHECK(error_of([&] { session->verify(1, std::string(64, '0')); }) == ErrorKind::StaleAuthority);
   const auto receipt = session->try_complete();
   CHECK(receipt.fingerprint() == expected && session->receipt()->fingerprint() == expected);
+
+  // First read after the handle closed (its resources and backing gone): the same digest.
+  session->close();
+  auto again = std::move(std::get<Admitted>(c->admit({"fp2", 20, 64, {}})).resources);
+  const Authority request2 = again->request_authority(), sequence2 = again->sequence_authority();
+  auto closed = again->open_session();
+  again.reset();
+  closed->close();
+  CHECK(c->holders().empty());
+  CHECK(closed->fingerprint() == eager_fingerprint(c->id(), request2, sequence2, "fp2", 1, "1,20,2,d0"));
 }
 
 void stale_decisions_hold_nothing() {

@@ -1,6 +1,7 @@
 #include "lifecore/sequence/backing.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "lifecore/checked.hpp"
@@ -15,6 +16,24 @@ std::size_t to_size(std::uint64_t value, const char* what) {
   const auto n = checked::narrow<std::size_t>(value);
   if (!n) checked::overflow(what);
   return *n;
+}
+
+// Room for at least `capacity` ids (rounded up to what was made). Storages of up to 32 ids
+// are made as fixed-size arrays, in classes of 4, 8, 16 and 32: the unbounded-array form adds
+// 28 bytes of header and padding, half again a one-block sequence's ids, in every live
+// sequence.
+template <std::size_t SizeClass = 4>
+std::shared_ptr<std::int32_t[]> make_id_storage(std::uint64_t& capacity) {
+  if (capacity <= SizeClass) {
+    capacity = SizeClass;
+    auto block = std::make_shared_for_overwrite<std::array<std::int32_t, SizeClass>>();
+    return std::shared_ptr<std::int32_t[]>(block, block->data());
+  }
+  if constexpr (SizeClass < 32) {
+    return make_id_storage<SizeClass * 2>(capacity);
+  } else {
+    return std::make_shared_for_overwrite<std::int32_t[]>(to_size(capacity, "backing: id storage"));
+  }
 }
 
 }  // namespace
@@ -47,10 +66,12 @@ void PreparedPages::release_physical() noexcept {
 }
 
 SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator,
-                                 std::shared_ptr<const std::vector<std::uint32_t>> domains, Authority sequence,
+                                 std::shared_ptr<const DomainSet> domains, Authority sequence,
                                  Authority request, std::string request_id, std::uint64_t fit_pages)
     : coordinator_(std::move(coordinator)), domains_(std::move(domains)), sequence_(sequence), request_(request),
-      request_id_(std::move(request_id)), fit_pages_(fit_pages), more_ids_(domains_->size() - 1) {}
+      request_id_(std::move(request_id)), fit_pages_(fit_pages),
+      more_ids_(domains_->indices.size() > 1 ? std::make_unique<DomainIds[]>(domains_->indices.size() - 1)
+                                             : nullptr) {}
 
 SequenceBacking::~SequenceBacking() {
   // An admission refused before its claims made no authority: nothing was claimed.
@@ -62,23 +83,25 @@ SequenceBacking::~SequenceBacking() {
 void SequenceBacking::grow_locked(DomainIds& ids, std::uint64_t needed) {
   std::uint64_t capacity = std::max<std::uint64_t>(ids.current.capacity * 2, min_id_room);
   capacity = std::min(std::max(capacity, needed), std::max(fit_pages_, needed));
-  Storage next{std::make_shared_for_overwrite<std::int32_t[]>(to_size(capacity, "backing: id storage")),
-               capacity};
+  Storage next;
+  next.data = make_id_storage(capacity);
+  next.capacity = capacity;
   if (pages_ != 0) std::memcpy(next.data.get(), ids.current.data.get(), pages_ * sizeof(std::int32_t));
   // Views are made under this lock, so a storage nobody else holds now never gets a view:
   // it goes; one a view still reads is kept (and overwritten at release).
   if (ids.current.data && ids.current.data.use_count() > 1) {
-    ids.retired.reserve(ids.retired.size() + 1);
-    ids.retired.push_back(std::move(ids.current));
+    if (!ids.retired) ids.retired = std::make_unique<std::vector<Storage>>();
+    ids.retired->reserve(ids.retired->size() + 1);
+    ids.retired->push_back(std::move(ids.current));
   }
   ids.current = std::move(next);
 }
 
 void SequenceBacking::adopt(PreparedPages& prepared) {
   const std::uint64_t delta = prepared.physical_pages_;
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SessionLock> lock(mutex_);
   const std::uint64_t total = pages_ + delta;  // bounded by the request's fit pages
-  const std::size_t count = domains_->size();
+  const std::size_t count = domains().size();
   for (std::size_t i = 0; i < count && delta != 0; ++i) {
     auto& d = ids_of(i);
     if (total > d.current.capacity) grow_locked(d, total);
@@ -93,7 +116,7 @@ void SequenceBacking::adopt(PreparedPages& prepared) {
 }
 
 void SequenceBacking::reserve_unshared(std::uint64_t pages) {
-  for (std::size_t i = 0; i < domains_->size(); ++i) {
+  for (std::size_t i = 0; i < domains().size(); ++i) {
     auto& d = ids_of(i);
     if (pages > d.current.capacity) grow_locked(d, pages);
   }
@@ -102,41 +125,41 @@ void SequenceBacking::reserve_unshared(std::uint64_t pages) {
 std::vector<BackingExtent> SequenceBacking::extents(std::uint64_t pages) const {
   // The ids are copied under this backing's lock, the runs found under the coordinator's
   // (which names the chunks): never both at once here.
-  std::vector<std::vector<std::int32_t>> copies(domains_->size());
+  std::vector<std::vector<std::int32_t>> copies(domains().size());
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<SessionLock> lock(mutex_);
     pages = std::min(pages, pages_);
     for (std::size_t i = 0; i < copies.size(); ++i)
       if (pages != 0) copies[i].assign(ids_of(i).current.data.get(), ids_of(i).current.data.get() + pages);
   }
   std::vector<BackingExtent> out;
-  for (std::size_t i = 0; i < copies.size(); ++i) coordinator_->append_runs((*domains_)[i], copies[i], out);
+  for (std::size_t i = 0; i < copies.size(); ++i) coordinator_->append_runs(domains()[i], copies[i], out);
   return out;
 }
 
 BlockIds SequenceBacking::block_ids(std::size_t slot, std::uint64_t pages) const {
-  if (slot >= domains_->size()) raise(ErrorKind::InvalidArgument, "block_ids: no such domain slot");
-  std::lock_guard<std::mutex> lock(mutex_);
+  if (slot >= domains().size()) raise(ErrorKind::InvalidArgument, "block_ids: no such domain slot");
+  std::lock_guard<SessionLock> lock(mutex_);
   const auto& storage = ids_of(slot).current;
   return {std::shared_ptr<const std::int32_t>(storage.data, storage.data.get()),
           static_cast<std::size_t>(std::min(pages, pages_))};
 }
 
 void SequenceBacking::write_table_row(std::size_t slot, std::uint64_t pages, TableRowTarget& target) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SessionLock> lock(mutex_);
   write_table_row_ids(ids_of(slot).current.data.get(), std::min(pages, pages_), target);
 }
 
 void SequenceBacking::copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages,
                                     std::int32_t* out) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SessionLock> lock(mutex_);
   pages = std::min(pages, pages_);
   if (pages > first)
     std::memcpy(out + first, ids_of(slot).current.data.get() + first, (pages - first) * sizeof(std::int32_t));
 }
 
 std::uint64_t SequenceBacking::pages() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<SessionLock> lock(mutex_);
   return pages_;
 }
 
@@ -150,11 +173,10 @@ namespace {
 
 BackingSnapshot::BackingSnapshot(const std::shared_ptr<SequenceBacking>& backing, std::uint64_t generation,
                                  std::uint64_t tokens, std::uint64_t pages)
-    : backing_(backing), names_(backing->coordinator()->shared_domain_names()), domains_(backing->shared_domains()),
-      generation_(generation), tokens_(tokens), pages_(pages) {}
+    : backing_(backing), domains_(backing->shared_domains()), generation_(generation), tokens_(tokens), pages_(pages) {}
 
 bool BackingSnapshot::taken_by(const AdmissionCoordinator& coordinator) const noexcept {
-  return names_ == coordinator.shared_domain_names();
+  return domains_->names == coordinator.shared_domain_names();
 }
 
 std::vector<BackingExtent> BackingSnapshot::extents() const {
@@ -164,13 +186,13 @@ std::vector<BackingExtent> BackingSnapshot::extents() const {
 }
 
 BlockIds BackingSnapshot::block_ids(std::uint32_t domain_index) const {
-  auto it = std::find(domains_->begin(), domains_->end(), domain_index);
-  if (it == domains_->end())
+  auto it = std::find(domains().begin(), domains().end(), domain_index);
+  if (it == domains().end())
     raise(ErrorKind::InvalidArgument, "BackingSnapshot.block_ids: the sequence holds no pages in domain '" +
                                           domain_name(domain_index) + "'");
   auto backing = backing_.lock();
   if (!backing) raise_released("block_ids");
-  return backing->block_ids(static_cast<std::size_t>(it - domains_->begin()), pages_);
+  return backing->block_ids(static_cast<std::size_t>(it - domains().begin()), pages_);
 }
 
 }  // namespace lifecore::sequence

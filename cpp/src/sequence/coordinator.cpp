@@ -87,13 +87,13 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
 AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
     : id_(next_coordinator_id.fetch_add(1)), config_(std::move(config)), sequence_ids_(id_), request_ids_(id_) {
   domains_.resize(config_.domains.size());
-  std::vector<std::uint32_t> all(config_.domains.size());
-  for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-  all_domains_ = std::make_shared<const std::vector<std::uint32_t>>(std::move(all));
   std::vector<std::string> names;
   names.reserve(config_.domains.size());
   for (const auto& domain : config_.domains) names.push_back(domain.name);
   domain_names_ = std::make_shared<const std::vector<std::string>>(std::move(names));
+  std::vector<std::uint32_t> all(config_.domains.size());
+  for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
+  all_domains_ = std::make_shared<const DomainSet>(DomainSet{domain_names_, std::move(all)});
   waiters_.resize(source_count());
   try {
     for (std::size_t i = 0; i < domains_.size(); ++i) {
@@ -274,7 +274,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     raise(ErrorKind::InvalidArgument, "admit: fit_tokens (" + std::to_string(request.fit_tokens) +
                                           ") must be at least prompt_tokens (" + std::to_string(request.prompt_tokens) + ")");
   // "Every domain" is one list the coordinator shares with its backings and snapshots.
-  std::shared_ptr<const std::vector<std::uint32_t>> shared_domains = all_domains_;
+  std::shared_ptr<const DomainSet> shared_domains = all_domains_;
   if (!request.domains.empty()) {
     std::vector<std::uint32_t> named_domains;
     for (const auto& name : request.domains) {
@@ -284,10 +284,10 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     }
     std::sort(named_domains.begin(), named_domains.end());
     named_domains.erase(std::unique(named_domains.begin(), named_domains.end()), named_domains.end());
-    if (named_domains != *all_domains_)
-      shared_domains = std::make_shared<const std::vector<std::uint32_t>>(std::move(named_domains));
+    if (named_domains != all_domains_->indices)
+      shared_domains = std::make_shared<const DomainSet>(DomainSet{domain_names_, std::move(named_domains)});
   }
-  const std::vector<std::uint32_t>& domains = *shared_domains;  // the backing keeps it from below
+  const std::vector<std::uint32_t>& domains = shared_domains->indices;  // the backing keeps it from below
   const auto prompt = static_cast<std::uint64_t>(request.prompt_tokens);
   const auto fit = static_cast<std::uint64_t>(request.fit_tokens);
   const std::uint64_t prompt_pages = pages_for(prompt, "admit: prompt_tokens in pages");
@@ -301,8 +301,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   // small prompt is made here too; a large one's only once it is known to fit (below).
   auto backing = make_recycled<SequenceBacking>(shared_from_this(), std::move(shared_domains), Authority{},
                                                 Authority{}, request.request_id, fit_pages);
-  const std::uint64_t request_hash = RequestIndex::hash(request.request_id);  // once: the release reuses it
-  backing->request_hash_ = request_hash;
+  const std::uint64_t request_hash = RequestIndex::hash(request.request_id);
   constexpr std::uint64_t speculative_id_room = 4096;  // pages per domain (16 KiB of ids)
   if (prompt_pages <= speculative_id_room) backing->reserve_unshared(prompt_pages);
 
@@ -425,8 +424,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     return physical_deferral(domains, 1, prompt, prompt_pages, fit, fit_pages, physical_epoch, request.request_id);
   }
   auto snapshot = make_recycled<const BackingSnapshot>(backing, 1, prompt, prompt_pages);
-  return Admitted{make_recycled<AdmittedSequenceResources>(request.request_id, prompt, fit, fit_pages,
-                                                           std::move(backing), std::move(snapshot))};
+  return Admitted{make_recycled<AdmittedSequenceResources>(prompt, fit, std::move(backing), std::move(snapshot))};
 }
 
 AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
@@ -552,13 +550,15 @@ void AdmissionCoordinator::release_backing_blocks(SequenceBacking& backing) noex
 void AdmissionCoordinator::release_backing(SequenceBacking& backing) noexcept {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   release_backing_blocks_locked(backing, /*last_holder=*/true);
-  live_.erase(&backing, backing.request_hash_);  // the id may be admitted again
+  // The id may be admitted again. Hashed again rather than kept: a few nanoseconds of a
+  // release, against eight bytes in every live sequence.
+  live_.erase(&backing, RequestIndex::hash(backing.request_id()));
   release_sequence_locked(backing.domains(), backing.pages_, backing.sequence_, backing.request_);
 }
 
 void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backing, bool last_holder) noexcept {
   // The last holder gone, nobody else can reach the backing (holders() waits for this lock).
-  std::unique_lock<std::mutex> backing_lock(backing.mutex_, std::defer_lock);
+  std::unique_lock<SessionLock> backing_lock(backing.mutex_, std::defer_lock);
   if (!last_holder) backing_lock.lock();
   if (backing.pages_ == 0) return;
   const auto& domains = backing.domains();
@@ -568,7 +568,8 @@ void AdmissionCoordinator::release_backing_blocks_locked(SequenceBacking& backin
     // No view may show ids another sequence can now take. Once the last holder went, no view
     // can be made any more: a storage only the backing holds is freed unread, not overwritten.
     if (!last_holder || ids.current.data.use_count() > 1) std::fill_n(ids.current.data.get(), backing.pages_, -1);
-    for (auto& old : ids.retired) std::fill_n(old.data.get(), old.capacity, -1);
+    if (ids.retired)
+      for (auto& old : *ids.retired) std::fill_n(old.data.get(), old.capacity, -1);
   }
   live_takes_ -= std::min(live_takes_, backing.takes_);
   bump_and_notify_locked(domains_.size() + 1);

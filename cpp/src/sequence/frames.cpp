@@ -97,13 +97,13 @@ void FlightHold::drop() noexcept {
   released_ = true;
   std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
-  auto it = s.flights.find(key_);
-  if (it == s.flights.end()) {
+  const FlightPhase* recorded = s.flights.find(key_);
+  if (!recorded) {
     if (s.active_locked()) s.phase = SessionPhase::fail_closed;  // a stale identity fails closed
     return;
   }
-  const bool mismatch = it->second != phase_ || phase_ == FlightPhase::in_flight;
-  s.flights.erase(it);
+  const bool mismatch = *recorded != phase_ || phase_ == FlightPhase::in_flight;
+  s.flights.erase(key_);
   if (mismatch) s.poison_locked();  // work may still be running on this sequence's pages
 }
 
@@ -113,7 +113,8 @@ void FlightHold::dispatch() {
   if (released_) raise(ErrorKind::SessionState, "dispatch: the flight is already released");
   s.require_open_locked("dispatch");
   if (phase_ != FlightPhase::prepared) raise(ErrorKind::SessionState, "dispatch: the flight is already in flight");
-  s.flights[key_] = phase_ = FlightPhase::in_flight;
+  s.flights.set(key_, FlightPhase::in_flight);
+  phase_ = FlightPhase::in_flight;
 }
 
 void FlightHold::not_submitted() {
@@ -122,7 +123,8 @@ void FlightHold::not_submitted() {
   if (released_) raise(ErrorKind::SessionState, "not_submitted: the flight is already released");
   s.require_active_locked("not_submitted");
   if (phase_ != FlightPhase::in_flight) raise(ErrorKind::SessionState, "not_submitted: the flight is not in flight");
-  s.flights[key_] = phase_ = FlightPhase::prepared;
+  s.flights.set(key_, FlightPhase::prepared);
+  phase_ = FlightPhase::prepared;
 }
 
 void FlightHold::finish() {

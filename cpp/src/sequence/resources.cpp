@@ -5,12 +5,11 @@
 
 namespace lifecore::sequence {
 
-AdmittedSequenceResources::AdmittedSequenceResources(std::string request_id, std::uint64_t prompt_tokens,
-                                                     std::uint64_t fit_tokens, std::uint64_t fit_pages,
+AdmittedSequenceResources::AdmittedSequenceResources(std::uint64_t prompt_tokens, std::uint64_t fit_tokens,
                                                      std::shared_ptr<SequenceBacking> backing,
                                                      std::shared_ptr<const BackingSnapshot> initial)
-    : request_id_(std::move(request_id)), prompt_tokens_(prompt_tokens), fit_tokens_(fit_tokens),
-      fit_pages_(fit_pages), backing_(std::move(backing)), initial_(std::move(initial)) {}
+    : prompt_tokens_(prompt_tokens), fit_tokens_(fit_tokens), backing_(std::move(backing)),
+      initial_(std::move(initial)) {}
 
 std::unique_ptr<SequenceSession> AdmittedSequenceResources::open_session() {
   return std::unique_ptr<SequenceSession>(new SequenceSession(open_session_here()));

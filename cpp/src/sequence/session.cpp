@@ -47,10 +47,12 @@ void require_handle(const SessionState& s, const char* operation) {
 }  // namespace
 
 const std::string& SessionState::fingerprint() const {
-  std::call_once(fingerprint_once_, [this] {
-    fingerprint_ = session_fingerprint(coordinator_id, request, sequence, request_id, epoch, *initial);
-  });
-  return fingerprint_;
+  if (const std::string* made = fingerprint_.load(std::memory_order_acquire)) return *made;
+  auto fresh = std::make_unique<const std::string>(
+      session_fingerprint(sequence.coordinator_id, request, sequence, request_id, epoch, *initial));
+  const std::string* expected = nullptr;
+  if (fingerprint_.compare_exchange_strong(expected, fresh.get(), std::memory_order_acq_rel)) return *fresh.release();
+  return *expected;  // another thread made the same one first
 }
 
 const std::string& TerminalReceipt::fingerprint() const {
@@ -78,9 +80,7 @@ SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> reso
   s.request = resources->request_authority();
   s.request_id = resources->request_id();
   s.fit_tokens = resources->fit_tokens();
-  s.fit_pages = resources->fit_pages();
   s.coordinator = resources->coordinator().get();
-  s.coordinator_id = s.coordinator->id();
   s.tokens_per_page = s.coordinator->tokens_per_page();
   s.initial = resources->initial_backing();
   s.resources = std::move(resources);
@@ -163,10 +163,10 @@ std::shared_ptr<CapacityWaitRegistration> SequenceSession::register_admission_wa
     if (deferred.backing) {
       if (!(deferred.backing->sequence_authority == state_->sequence))
         raise(ErrorKind::StaleAuthority, "register_admission_waiter: the backing deferral names another sequence authority");
-      if (deferred.backing->expected_generation != state_->generation)
+      if (deferred.backing->expected_generation != state_->generation_locked())
         raise(ErrorKind::StaleAuthority, "register_admission_waiter: stale backing generation " +
                                              std::to_string(deferred.backing->expected_generation) + " (now " +
-                                             std::to_string(state_->generation) + "); retry the extension");
+                                             std::to_string(state_->generation_locked()) + "); retry the extension");
     }
     coordinator = state_->resources->coordinator();
   }
@@ -177,9 +177,9 @@ void SequenceSession::verify_backing_deferral(const BackingDecision& decision) c
   std::lock_guard<SessionLock> lock(state_->mutex);
   require_handle(*state_, "verify_backing_deferral");
   state_->require_open_locked("verify_backing_deferral");
-  if (decision.expected_generation != state_->generation)
+  if (decision.expected_generation != state_->generation_locked())
     raise(ErrorKind::StaleAuthority, "stale backing deferral: generation " + std::to_string(decision.expected_generation) +
-                                         " moved on to " + std::to_string(state_->generation) + "; retry admission");
+                                         " moved on to " + std::to_string(state_->generation_locked()) + "; retry admission");
 }
 
 BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_in, std::optional<std::int64_t> pages_in) {
@@ -194,10 +194,10 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   if (pages < needed_pages)
     raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: " + std::to_string(pages) + " pages cannot hold " +
                                           std::to_string(tokens) + " tokens");
-  if (tokens > s.fit_tokens || pages > s.fit_pages)
+  if (tokens > s.fit_tokens || pages > s.fit_pages())
     raise(ErrorKind::Capacity, "try_ensure_backing_covers: the target (" + std::to_string(tokens) + " tokens, " +
                                    std::to_string(pages) + " pages) is above the request's fit limit (" +
-                                   std::to_string(s.fit_tokens) + " tokens, " + std::to_string(s.fit_pages) + " pages)");
+                                   std::to_string(s.fit_tokens) + " tokens, " + std::to_string(s.fit_pages()) + " pages)");
 
   BackingDecision decision;
   decision.target_tokens = tokens;
@@ -209,7 +209,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
     require_handle(s, "try_ensure_backing_covers");
     s.require_open_locked("try_ensure_backing_covers");
     seen = s.current;
-    decision.expected_generation = s.generation;
+    decision.expected_generation = s.generation_locked();
     const bool tokens_covered = tokens <= seen->tokens(), pages_covered = pages <= seen->pages();
     if (tokens_covered && pages_covered) {
       decision.outcome = BackingOutcome::current;
@@ -333,7 +333,7 @@ CancelSnapshot SequenceSession::request_cancel() {
   if (s.phase == SessionPhase::poisoned) raise(ErrorKind::SessionState, "request_cancel: the sequence session is poisoned");
   s.phase = SessionPhase::cancel_requested;
   CancelSnapshot snap{s.phase, s.active_frame, {}, s.retired};
-  for (const auto& [key, phase] : s.flights) snap.flights.emplace_back(key, phase);
+  s.flights.for_each([&](std::uint64_t key, FlightPhase phase) { snap.flights.emplace_back(key, phase); });
   return snap;
 }
 
@@ -392,8 +392,8 @@ std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
   require_handle(s, "prepare_flight");
   s.require_open_locked("prepare_flight");
   if (!s.active_frame) raise(ErrorKind::SessionState, "prepare_flight: no active frame");
-  if (s.flights.count(key)) raise(ErrorKind::SessionState, "prepare_flight: flight " + std::to_string(key) + " is already prepared");
-  s.flights.emplace(key, FlightPhase::prepared);
+  if (s.flights.find(key)) raise(ErrorKind::SessionState, "prepare_flight: flight " + std::to_string(key) + " is already prepared");
+  s.flights.set(key, FlightPhase::prepared);
   try {
     return std::make_unique<FlightHold>(state_, key, *s.active_frame);
   } catch (...) {

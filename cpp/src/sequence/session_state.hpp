@@ -15,12 +15,66 @@
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
-#include "sequence/session_lock.hpp"
+#include "lifecore/sequence/session_lock.hpp"
 
 namespace lifecore::sequence {
 
+// A session's participant flights, made on the first prepare_flight: the many sessions that
+// never have one carry a pointer, not an empty std::map (48 bytes a live sequence).
+class FlightTable {
+ public:
+  bool empty() const noexcept { return !map_ || map_->empty(); }
+  std::size_t size() const noexcept { return map_ ? map_->size() : 0; }
+  // The phase recorded for `key`, or null.
+  const FlightPhase* find(std::uint64_t key) const noexcept {
+    if (!map_) return nullptr;
+    const auto it = map_->find(key);
+    return it == map_->end() ? nullptr : &it->second;
+  }
+  // Records `phase` for `key` (may throw bad_alloc before anything changed).
+  void set(std::uint64_t key, FlightPhase phase) {
+    if (!map_) map_ = std::make_unique<Map>();
+    map_->insert_or_assign(key, phase);
+  }
+  void erase(std::uint64_t key) noexcept {
+    if (map_) map_->erase(key);
+  }
+  template <class F>
+  void for_each(F&& f) const {
+    if (map_)
+      for (const auto& [key, phase] : *map_) f(key, phase);
+  }
+
+ private:
+  using Map = std::map<std::uint64_t, FlightPhase>;
+  std::unique_ptr<Map> map_;
+};
+
+// The active frame's id or none: an optional in 8 bytes (frame ids start at 1, so 0 is none).
+class ActiveFrame {
+ public:
+  explicit operator bool() const noexcept { return id_ != 0; }
+  std::uint64_t operator*() const noexcept { return id_; }
+  ActiveFrame& operator=(std::uint64_t id) noexcept {
+    id_ = id;
+    return *this;
+  }
+  void reset() noexcept { id_ = 0; }
+  operator std::optional<std::uint64_t>() const noexcept {
+    return id_ != 0 ? std::optional<std::uint64_t>(id_) : std::nullopt;
+  }
+
+ private:
+  std::uint64_t id_ = 0;
+};
+
 class SessionState {
  public:
+  SessionState() = default;
+  SessionState(const SessionState&) = delete;
+  SessionState& operator=(const SessionState&) = delete;
+  ~SessionState() { delete fingerprint_.load(std::memory_order_relaxed); }
+
   // What a decode step and a block table's row read comes first, beside the lock, so that a
   // batch of sessions costs a couple of cache lines each and no pointer chase.
   mutable SessionLock mutex;
@@ -42,20 +96,17 @@ class SessionState {
   std::uint64_t next_frame = 1;
   std::uint64_t retired = 0;
   std::uint64_t committed = 0;
-  std::optional<std::uint64_t> active_frame;
+  ActiveFrame active_frame;
   std::unique_ptr<AdmissionDeferred> step_deferral;  // behind the last BACKING_DEFERRED step
-  std::map<std::uint64_t, FlightPhase> flights;
+  FlightTable flights;
   std::shared_ptr<AdmittedSequenceResources> resources;  // null once the handle closed
   std::shared_ptr<const BackingSnapshot> current;        // null once the handle closed; set by publish_locked
-  std::uint64_t generation = 1;                          // of `current`, kept after close
-  std::uint64_t epoch = 1;
+  static constexpr std::uint64_t epoch = 1;  // a session's incarnation: one per logical sequence
   std::shared_ptr<const BackingSnapshot> initial;  // observes only: part of the fingerprint
   Authority request;
   std::string request_id;
   std::uint64_t fit_tokens = 0;
-  std::uint64_t fit_pages = 0;
   std::uint32_t tokens_per_page = 1;
-  std::uint64_t coordinator_id = 0;  // part of the fingerprint, which outlives the coordinator
   std::uint64_t discarded = 0;
   // Rare, so held out of line: a live sequence's record stays small.
   std::unique_ptr<TerminalReceipt> receipt;
@@ -64,7 +115,6 @@ class SessionState {
   // Under the lock, the handle open (`resources` set).
   void publish_locked(std::shared_ptr<const BackingSnapshot> next) noexcept {
     current = std::move(next);
-    generation = current->generation();
     current_tokens = current->tokens();
     current_pages = current->pages();
     first_domain = current->domains().front();
@@ -79,10 +129,16 @@ class SessionState {
 
   // Pages that hold `tokens` (rounded up), as the coordinator counts them; OverflowError
   // naming `what` if it cannot be computed. Needs no coordinator (and no lock).
+  // Of `current`: read with the handle open.
+  std::uint64_t generation_locked() const noexcept { return current->generation(); }
   std::uint64_t pages_for(std::uint64_t tokens, const char* what) const {
     return pages_holding(tokens, tokens_per_page, what);
   }
+  // Computed where needed (an extension's check) rather than kept in every live session.
+  std::uint64_t fit_pages() const { return pages_for(fit_tokens, "the fit in pages"); }
   // The fingerprint over the immutable open-time fields, hashed once by the first reader.
+  // Made on the first read (most sessions are never asked); the coordinator's id in it is
+  // the sequence authority's, which outlives the coordinator.
   const std::string& fingerprint() const;
 
   bool active_locked() const noexcept {
@@ -120,15 +176,14 @@ class SessionState {
     phase = outcome == TerminalOutcome::completed ? SessionPhase::completed : SessionPhase::aborted;
     // Kept without the back reference (no cycle); each copy handed out names the state.
     receipt = std::make_unique<TerminalReceipt>(
-        TerminalReceipt{outcome, sequence, request, epoch, nullptr, retired, committed, discarded, generation});
+        TerminalReceipt{outcome, sequence, request, epoch, nullptr, retired, committed, discarded, generation_locked()});
     TerminalReceipt out = *receipt;
     out.session = std::move(self);
     return out;
   }
 
  private:
-  mutable std::once_flag fingerprint_once_;
-  mutable std::string fingerprint_;
+  mutable std::atomic<const std::string*> fingerprint_{nullptr};  // owned; a pointer until read
 };
 
 }  // namespace lifecore::sequence

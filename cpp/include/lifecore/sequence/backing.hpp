@@ -6,8 +6,9 @@
 // ids first, when the last holder goes.
 //
 // Id storage never moves under a view: it is made at admission for the prompt's pages (at
-// least min_id_room, at most the fit) and grows by doubling up to the fit; a storage a view
-// still reads is kept when outgrown (the same prefix), one nobody reads is freed. On release
+// least min_id_room, at most the fit, small ones rounded up to a size class) and grows by
+// doubling up to the fit; a storage a view still reads is kept when outgrown (the same
+// prefix), one nobody reads is freed. On release
 // every storage a view may read is overwritten with -1, so a view taken earlier can never
 // show ids that another sequence may now hold.
 #pragma once
@@ -20,11 +21,20 @@
 
 #include "lifecore/sequence/capacity.hpp"
 #include "lifecore/sequence/page_memory.hpp"
+#include "lifecore/sequence/session_lock.hpp"
 
 namespace lifecore::sequence {
 
 class AdmissionCoordinator;
 struct TableRowTarget;  // block_table.hpp
+
+// The domains a sequence holds pages in (coordinator domain indices, sorted) with the
+// coordinator's domain names; immutable. A backing and its snapshots share one, and the
+// coordinator one for "every domain": a snapshot, made at every extension, keeps one pointer.
+struct DomainSet {
+  std::shared_ptr<const std::vector<std::string>> names;  // the coordinator's
+  std::vector<std::uint32_t> indices;
+};
 
 // A run of consecutive block ids of one domain inside one arena chunk (derived, for
 // BackingSnapshot::extents).
@@ -71,11 +81,11 @@ class PreparedPages {
 class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
  public:
   // The least room for ids a storage is made with (per domain), unless the fit is smaller.
-  static constexpr std::uint64_t min_id_room = 16;
+  static constexpr std::uint64_t min_id_room = 4;
 
   // `domains` is shared with the snapshots (and, for "every domain", with the coordinator).
   SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator,
-                  std::shared_ptr<const std::vector<std::uint32_t>> domains, Authority sequence, Authority request,
+                  std::shared_ptr<const DomainSet> domains, Authority sequence, Authority request,
                   std::string request_id, std::uint64_t fit_pages);
   ~SequenceBacking();  // returns what it holds; a backing never admitted (no authority) holds nothing
   SequenceBacking(const SequenceBacking&) = delete;
@@ -98,11 +108,12 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   const std::int32_t* published_ids(std::size_t slot) const noexcept { return ids_of(slot).current.data.get(); }
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }
-  const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }
-  const std::shared_ptr<const std::vector<std::uint32_t>>& shared_domains() const noexcept { return domains_; }
+  const std::vector<std::uint32_t>& domains() const noexcept { return domains_->indices; }
+  const std::shared_ptr<const DomainSet>& shared_domains() const noexcept { return domains_; }
   const Authority& sequence_authority() const noexcept { return sequence_; }
   const Authority& request_authority() const noexcept { return request_; }
   const std::string& request_id() const noexcept { return request_id_; }
+  std::uint64_t fit_pages() const noexcept { return fit_pages_; }
   std::uint64_t pages() const;
   // How many owners keep it now (resources and live frames); 0 while it is being released.
   long holder_count() const noexcept { return weak_from_this().use_count(); }
@@ -114,7 +125,8 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   };
   struct DomainIds {
     Storage current;
-    std::vector<Storage> retired;  // outgrown storage a view still read when it was outgrown
+    // Outgrown storage a view still read when it was outgrown; made the first time (rare).
+    std::unique_ptr<std::vector<Storage>> retired;
   };
   void grow_locked(DomainIds& ids, std::uint64_t needed);
   // Room for `pages` ids per domain before any is held and before the backing is shared (no
@@ -124,16 +136,16 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   const DomainIds& ids_of(std::size_t slot) const noexcept { return slot == 0 ? first_ids_ : more_ids_[slot - 1]; }
 
   std::shared_ptr<AdmissionCoordinator> coordinator_;
-  std::shared_ptr<const std::vector<std::uint32_t>> domains_;  // never null, never empty
+  std::shared_ptr<const DomainSet> domains_;  // never null, never empty
   Authority sequence_;
   Authority request_;
   std::string request_id_;
-  std::uint64_t request_hash_ = 0;  // RequestIndex::hash(request_id_), set at admission
   std::uint64_t fit_pages_;
-  mutable std::mutex mutex_;
-  // Parallel to domains_: the first domain's inline (most sequences have one domain).
+  mutable SessionLock mutex_;  // a live sequence's record: one byte, not a 40-byte std::mutex
+  // Parallel to domains_: the first domain's inline (most sequences have one domain), the
+  // others' (domains_->size() - 1 of them) made at construction, none for one domain.
   DomainIds first_ids_;
-  std::vector<DomainIds> more_ids_;
+  std::unique_ptr<DomainIds[]> more_ids_;
   std::uint64_t pages_ = 0;     // logically claimed pages per domain (= ids per domain)
   std::uint64_t takes_ = 0;     // one per domain per admission or extension
   // Takes an admission's ids into it (and names its authorities); gives the ids back and
@@ -167,20 +179,20 @@ class BackingSnapshot {
   // it: they cannot be another coordinator's while this snapshot holds them.
   bool taken_by(const AdmissionCoordinator& coordinator) const noexcept;
   // Domains this snapshot's slices live in, sorted.
-  const std::vector<std::uint32_t>& domains() const noexcept { return *domains_; }
+  const std::vector<std::uint32_t>& domains() const noexcept { return domains_->indices; }
   // The coordinator's domain names, by domain index.
-  const std::string& domain_name(std::uint32_t index) const { return names_->at(index); }
+  const std::string& domain_name(std::uint32_t index) const { return domains_->names->at(index); }
   // The index of the coordinator's domain called `name`; -1 when there is none.
   std::int64_t domain_index(const std::string& name) const noexcept {
-    for (std::size_t i = 0; i < names_->size(); ++i)
-      if ((*names_)[i] == name) return static_cast<std::int64_t>(i);
+    const auto& names = *domains_->names;
+    for (std::size_t i = 0; i < names.size(); ++i)
+      if (names[i] == name) return static_cast<std::int64_t>(i);
     return -1;
   }
 
  private:
   std::weak_ptr<SequenceBacking> backing_;
-  std::shared_ptr<const std::vector<std::string>> names_;      // the coordinator's (immutable)
-  std::shared_ptr<const std::vector<std::uint32_t>> domains_;  // the backing's (immutable)
+  std::shared_ptr<const DomainSet> domains_;  // the backing's
   std::uint64_t generation_;
   std::uint64_t tokens_;
   std::uint64_t pages_;

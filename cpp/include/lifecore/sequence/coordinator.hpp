@@ -262,7 +262,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint64_t live_takes_ = 0;
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
-  std::shared_ptr<const std::vector<std::uint32_t>> all_domains_;  // 0 .. domains - 1: "every domain"
+  std::shared_ptr<const DomainSet> all_domains_;  // 0 .. domains - 1: "every domain"
   std::shared_ptr<const std::vector<std::string>> domain_names_;   // config_.domains' names
   // Live request ids and their backings (holders() sorts).
   RequestIndex live_;

@@ -2,7 +2,7 @@
 // holds the id). An open-addressing table of (hash, backing) slots: a lookup reads one run of
 // adjacent slots and compares an id only on a full hash match, and an entry costs no
 // allocation of its own, so admitting or releasing among many live sequences touches little
-// memory. Releases find their entry by the hash kept at admission, without hashing again.
+// memory. A release hashes its id again to find its entry (no hash kept per sequence).
 // Not thread-safe: the coordinator's lock guards it.
 #pragma once
 
@@ -42,7 +42,7 @@ class RequestIndex {
   std::size_t mask() const noexcept { return slots_.size() - 1; }
   void grow();
 
-  std::vector<Slot> slots_;  // a power of two of them (or none), at most half full
+  std::vector<Slot> slots_;  // a power of two of them (or none), at most three quarters full
   std::size_t size_ = 0;
 };
 

@@ -19,9 +19,9 @@ class SequenceSession;
 
 class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSequenceResources> {
  public:
-  AdmittedSequenceResources(std::string request_id, std::uint64_t prompt_tokens, std::uint64_t fit_tokens,
-                            std::uint64_t fit_pages, std::shared_ptr<SequenceBacking> backing,
-                            std::shared_ptr<const BackingSnapshot> initial);
+  // The request id and the fit in pages are the backing's (kept once, for every holder).
+  AdmittedSequenceResources(std::uint64_t prompt_tokens, std::uint64_t fit_tokens,
+                            std::shared_ptr<SequenceBacking> backing, std::shared_ptr<const BackingSnapshot> initial);
 
   // SessionStateError when already opened (by anyone, on any thread).
   std::unique_ptr<SequenceSession> open_session();
@@ -30,10 +30,10 @@ class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSe
   SequenceSession open_session_here();
   bool opened() const noexcept { return opened_.load(); }
 
-  const std::string& request_id() const noexcept { return request_id_; }
+  const std::string& request_id() const noexcept { return backing_->request_id(); }
   std::uint64_t prompt_tokens() const noexcept { return prompt_tokens_; }
   std::uint64_t fit_tokens() const noexcept { return fit_tokens_; }
-  std::uint64_t fit_pages() const noexcept { return fit_pages_; }
+  std::uint64_t fit_pages() const noexcept { return backing_->fit_pages(); }
   const std::shared_ptr<const BackingSnapshot>& initial_backing() const noexcept { return initial_; }
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept {
     return backing_->coordinator();
@@ -43,10 +43,8 @@ class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSe
   const Authority& request_authority() const noexcept { return backing_->request_authority(); }
 
  private:
-  std::string request_id_;
   std::uint64_t prompt_tokens_;
   std::uint64_t fit_tokens_;
-  std::uint64_t fit_pages_;
   std::shared_ptr<SequenceBacking> backing_;
   std::shared_ptr<const BackingSnapshot> initial_;
   std::atomic<bool> opened_{false};

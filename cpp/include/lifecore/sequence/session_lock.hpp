@@ -4,7 +4,8 @@
 // atomic read-modify-write (which also waits for the critical section's stores to drain):
 // on a batch of 256 sessions that is a sixth of a decode iteration's bookkeeping. A waiter
 // spins briefly, then yields its time slice instead of sleeping; nothing blocking ever runs
-// under it (no driver call, no wait, no GIL).
+// under it (no driver call, no wait, no GIL). A sequence's backing guards its ids with one
+// too: one byte where a std::mutex takes forty, in a record every live sequence has.
 #pragma once
 
 #include <atomic>
