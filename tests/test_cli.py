@@ -368,3 +368,30 @@ def test_a_failure_without_a_message_names_where_it_was_raised():
         where = cli._where(error)
     assert "test_cli.py:" in where and "in invariant" in where and "assert 1 + 1 == 3" in where
     assert cli._where(AssertionError()) == ""  # never raised: no traceback, nothing to say
+
+
+def test_runs_hypothesis_discards_are_not_counted_as_runs():
+    # Hypothesis throws away an example no rule can continue (an "invalid" one) and generates
+    # another in its place: the line must not count it against --examples. Here every second
+    # machine is thrown away at its first step.
+    code = ("import sys\n"
+            "from hypothesis import reject\n"
+            "from lifecore.testing.machine_stats import MachineStats\n"
+            "counted = MachineStats.step\n"
+            "def step(self, rule, arguments):\n"
+            "    counted(self, rule, arguments)\n"
+            "    if self.runs % 2 == 0:\n"
+            "        reject()\n"
+            "MachineStats.step = step\n"
+            "from lifecore.cli import main\n"
+            "sys.exit(main({argv!r}))")
+    argv = ["fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "4", "--steps", "5", "--seed", "1"]
+    result = run(code=code.format(argv=argv))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"capture counting\s+PASS\s+4 runs \(\+[1-9]\d* discarded by Hypothesis\), \d+ steps",
+                     result.stdout), result.stdout
+    # The same without the patch, where a sequence run is thrown away (no rule's precondition held).
+    result = run("fuzz", "--lifecycle", "sequence", "--target", "mock", "--examples", "5", "--steps", "10",
+                 "--seed", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"sequence mock\s+PASS\s+5 runs\b", result.stdout), result.stdout

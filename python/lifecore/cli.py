@@ -162,19 +162,60 @@ def _failure_dir_error(directory: str) -> Optional[str]:
     return None
 
 
+class _Runs:
+    """How each machine run of one target ended, told apart when its teardown calls
+    ``on_run_end``: Hypothesis tears a machine down in a ``finally``, so an exception that
+    ended the run is still in flight there.
+
+    - ``runs``: examples Hypothesis generated and ran to the end or to a failure, what
+      ``--examples`` counts;
+    - ``discarded``: examples Hypothesis threw away unfinished (no rule could run, or it drew
+      too much data) and generated another in place of; their steps ran, but they are not runs;
+    - ``replays``: every run after the first failure: Hypothesis replaying variations of it
+      while it shrinks and explains it.
+    """
+
+    def __init__(self, stats: Any) -> None:
+        self.runs = self.discarded = self.replays = 0
+        self.failed = False
+        self.steps_at_start = stats.steps
+        # An exception the caller is handling around the whole run is none of its runs' own.
+        self.outer = sys.exc_info()[1]
+        self.on_end: Optional[Callable[["_Runs", Any], None]] = None
+
+    def __call__(self, stats: Any) -> None:
+        from hypothesis.errors import StopTest, UnsatisfiedAssumption
+
+        error = sys.exc_info()[1]
+        if error is self.outer:
+            error = None
+        if self.failed:
+            self.replays += 1
+        elif isinstance(error, (StopTest, UnsatisfiedAssumption)):  # Hypothesis's "invalid example"
+            self.discarded += 1
+        else:
+            self.runs += 1
+            self.failed = error is not None and not isinstance(error, KeyboardInterrupt)
+        if self.on_end is not None:
+            self.on_end(self, stats)
+
+    def counted(self) -> str:
+        """The runs, and the discarded examples beside them when there were any."""
+        return f"{self.runs} runs" + (f" (+{self.discarded} discarded by Hypothesis)" if self.discarded else "")
+
+
 class _Progress:
     """A one-line progress bar on stderr, redrawn after every machine run."""
 
-    def __init__(self, label: str, total: int, stats: Any, stream: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
         self.label, self.total, self.stream, self.width = label, max(total, 1), stream, width
-        # This target's own counts: the statistics are shared by every target of the lifecycle.
-        self.runs_at_start, self.steps_at_start = stats.runs, stats.steps
 
-    def __call__(self, stats: Any) -> None:
-        done = min(stats.runs - self.runs_at_start, self.total)
+    def __call__(self, runs: _Runs, stats: Any) -> None:
+        done = min(runs.runs, self.total)
         filled = self.width * done // self.total
+        shrinking = f" +{runs.replays} replays shrinking a failure" if runs.replays else ""
         self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] "
-                          f"{done}/{self.total} runs, {stats.steps - self.steps_at_start} steps")
+                          f"{done}/{self.total} runs{shrinking}, {stats.steps - runs.steps_at_start} steps")
         self.stream.flush()
 
     def finish(self) -> None:
@@ -382,9 +423,10 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
 
     stats = target.machine().stats
     # Redraws belong on a terminal: in a log file they are only noise.
-    bar = (_Progress(f"{target.lifecycle} {target.label}", examples, stats)
-           if progress and sys.stderr.isatty() else None)
-    runs_before, steps_before = stats.runs, stats.steps
+    bar = _Progress(f"{target.lifecycle} {target.label}", examples) if progress and sys.stderr.isatty() else None
+    runs = _Runs(stats)
+    runs.on_end = bar
+    steps_before = stats.steps
     rules_before, outcomes_before = Counter(stats.rules), Counter(stats.outcomes)
     start = time.perf_counter()
 
@@ -395,7 +437,7 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     make = hypothesis_seed(seed)(make)
     if reproduce:
         make = reproduce_failure(hypothesis_version, reproduce.encode())(make)
-    stats.on_run_end = bar
+    stats.on_run_end = runs
     result = CheckResult("state machine", f"{target.lifecycle} {target.label}", True, "", target.lifecycle)
     reported: list[str] = []  # what Hypothesis reports instead of attaching it as notes (a replay's steps)
     try:
@@ -432,10 +474,10 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     result.rules = Counter(stats.rules) - rules_before
     result.outcomes = Counter(stats.outcomes) - outcomes_before
     if result.passed and result.failure is None and not result.detail:
-        ran, runs = stats.steps - steps_before, stats.runs - runs_before
+        ran = stats.steps - steps_before
         result.passed = ran > 0
         seconds = time.perf_counter() - start
-        result.detail = (f"{runs} runs, {ran} steps in {seconds:.1f} s, every invariant held" if ran
+        result.detail = (f"{runs.counted()}, {ran} steps in {seconds:.1f} s, every invariant held" if ran
                          else "the machine ran no step")
     return result
 
