@@ -395,3 +395,57 @@ def test_runs_hypothesis_discards_are_not_counted_as_runs():
                  "--seed", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert re.search(r"sequence mock\s+PASS\s+5 runs\b", result.stdout), result.stdout
+
+
+def test_max_seconds_ends_a_long_run_and_the_line_says_so():
+    # Without the budget these would run for hours; with it each stops after about a second.
+    huge = "100000000"
+    result = run("fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", huge, "--steps", "5",
+                 "--seed", "1", "--max-seconds", "1", timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = re.search(rf"capture counting\s+PASS\s+(\d+) of {huge} runs.*, (\d+) steps in ([\d.]+) s, "
+                     r"every invariant held; the --max-seconds budget ended the run", result.stdout)
+    assert line and 0 < int(line.group(1)) < int(huge) and int(line.group(2)) > 0, result.stdout
+    assert float(line.group(3)) < 30, result.stdout
+    # check shares the budget between its targets, each stopping on its own.
+    result = run("check", "--lifecycle", "capture", "--examples", huge, "--steps", "5", "--seed", "1",
+                 "--max-seconds", "1", timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert len(re.findall(rf"PASS\s+\d+ of {huge} runs.*the --max-seconds budget ended the run",
+                          result.stdout)) == 2, result.stdout
+    assert "every check passed" in result.stdout
+    # A differential run stops between its seeded runs.
+    result = run("fuzz", "--differential", "mock,mock", "--examples", huge, "--steps", "10", "--max-seconds", "0.5",
+                 timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    stop = re.search(rf"the --max-seconds budget ended the run after (\d+) of {huge} runs", result.stdout)
+    assert stop and f": {stop.group(1)} run(s)" in result.stdout, result.stdout
+    # A run that ends within its budget says nothing about it.
+    result = run("fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "3", "--steps", "5",
+                 "--seed", "1", "--max-seconds", "600")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"PASS\s+3 runs\b", result.stdout) and "budget" not in result.stdout, result.stdout
+
+
+def test_bad_max_seconds_are_usage_errors():
+    for command in ("fuzz", "check"):
+        for value in ("0", "-1", "x", "", "inf", "-inf", "nan"):
+            result = run(command, "--lifecycle", "capture", f"--max-seconds={value}")
+            assert result.returncode == 2, (command, value, result.stdout, result.stderr)
+            assert "Traceback" not in result.stderr and "state machine" not in result.stdout, (command, value)
+            assert re.search(rf"^lifecore {command}: error: argument --max-seconds: .*{re.escape(repr(value))}$",
+                             result.stderr, re.M), (command, value, result.stderr)
+
+
+def test_a_failure_found_within_the_budget_is_still_shrunk_and_saved(tmp_path):
+    # The broken model fails the first run: the budget, long spent while Hypothesis shrinks that
+    # failure, must not end the run before the failure is saved, and the same one as without it.
+    for folder, budget in (("unbounded", []), ("bounded", ["--max-seconds", "0.001"])):
+        argv = [*BROKEN_GRAPH_RUN, "--failure-dir", str(tmp_path / folder), *budget]
+        result = run(code=BROKEN.format(argv=argv), timeout=300)
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "budget" not in result.stdout, result.stdout
+    unbounded, bounded = (list((tmp_path / folder).glob("lifecore-failure-*.txt")) for folder in ("unbounded",
+                                                                                                  "bounded"))
+    assert len(bounded) == len(unbounded) == 1, (bounded, unbounded)
+    assert bounded[0].read_text() == unbounded[0].read_text()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -177,6 +178,7 @@ class _Runs:
 
     def __init__(self, stats: Any) -> None:
         self.runs = self.discarded = self.replays = 0
+        self.started = self.ended = 0  # machines made, and torn down
         self.failed = False
         self.steps_at_start = stats.steps
         # An exception the caller is handling around the whole run is none of its runs' own.
@@ -186,6 +188,7 @@ class _Runs:
     def __call__(self, stats: Any) -> None:
         from hypothesis.errors import StopTest, UnsatisfiedAssumption
 
+        self.ended += 1
         error = sys.exc_info()[1]
         if error is self.outer:
             error = None
@@ -199,23 +202,50 @@ class _Runs:
         if self.on_end is not None:
             self.on_end(self, stats)
 
-    def counted(self) -> str:
-        """The runs, and the discarded examples beside them when there were any."""
-        return f"{self.runs} runs" + (f" (+{self.discarded} discarded by Hypothesis)" if self.discarded else "")
+    def counted(self, of: Optional[int] = None) -> str:
+        """The runs (``of`` the examples asked for, when given), and the discarded examples beside
+        them when there were any."""
+        return (f"{self.runs}{f' of {of}' if of is not None else ''} runs"
+                + (f" (+{self.discarded} discarded by Hypothesis)" if self.discarded else ""))
+
+    def may_stop(self) -> bool:
+        """Whether the time budget may end the run here, before another machine is made: only
+        once one has run, and only while no failure was seen (one is shrunk and saved however
+        long that takes). A machine that was made but not torn down through ``on_run_end``
+        (its construction or its teardown raised) may have failed, so it keeps the run going."""
+        return self.started > 0 and self.started == self.ended and not self.failed
+
+
+class _BudgetSpent(KeyboardInterrupt):
+    """Raised where the next machine would be made once ``--max-seconds`` is spent. Hypothesis
+    ends a run on a KeyboardInterrupt without taking it for a failure, shrinking or replaying
+    anything, and would report any other exception raised there as a failure (or a flaky test)."""
+
+
+def _budget_share(deadline: Optional[float], targets_left: int) -> Optional[float]:
+    """The seconds one target gets of a budget ending at ``deadline`` (``time.perf_counter``):
+    an equal share of what is left, so a target that ends early leaves its time to the others."""
+    if deadline is None:
+        return None
+    return max(deadline - time.perf_counter(), 0.0) / max(targets_left, 1)
 
 
 class _Progress:
     """A one-line progress bar on stderr, redrawn after every machine run."""
 
-    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr, width: int = 30) -> None:
+    def __init__(self, label: str, total: int, deadline: Optional[float] = None, stream: TextIO = sys.stderr,
+                 width: int = 30) -> None:
         self.label, self.total, self.stream, self.width = label, max(total, 1), stream, width
+        self.deadline = deadline  # the end of the time budget (time.perf_counter), if any
 
     def __call__(self, runs: _Runs, stats: Any) -> None:
         done = min(runs.runs, self.total)
         filled = self.width * done // self.total
         shrinking = f" +{runs.replays} replays shrinking a failure" if runs.replays else ""
+        left = (f", {max(self.deadline - time.perf_counter(), 0.0):.0f} s left" if self.deadline is not None
+                else "")
         self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] "
-                          f"{done}/{self.total} runs{shrinking}, {stats.steps - runs.steps_at_start} steps")
+                          f"{done}/{self.total} runs{shrinking}, {stats.steps - runs.steps_at_start} steps{left}")
         self.stream.flush()
 
     def finish(self) -> None:
@@ -413,7 +443,8 @@ def _failure_text(failure: dict[str, Any]) -> str:
 
 
 def _run_target(target: Target, examples: int, steps: int, seed: int, *, progress: bool, explain: bool = False,
-                reproduce: Optional[str] = None, failure_dir: str = ".", out: TextIO = sys.stdout) -> CheckResult:
+                reproduce: Optional[str] = None, failure_dir: str = ".", max_seconds: Optional[float] = None,
+                out: TextIO = sys.stdout) -> CheckResult:
     from hypothesis import __version__ as hypothesis_version
     from hypothesis import reproduce_failure
     from hypothesis import seed as hypothesis_seed
@@ -422,15 +453,21 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     from hypothesis.stateful import run_state_machine_as_test
 
     stats = target.machine().stats
+    start = time.perf_counter()
+    deadline = None if max_seconds is None else start + max_seconds
     # Redraws belong on a terminal: in a log file they are only noise.
-    bar = _Progress(f"{target.lifecycle} {target.label}", examples) if progress and sys.stderr.isatty() else None
+    bar = (_Progress(f"{target.lifecycle} {target.label}", examples, deadline)
+           if progress and sys.stderr.isatty() else None)
     runs = _Runs(stats)
     runs.on_end = bar
     steps_before = stats.steps
     rules_before, outcomes_before = Counter(stats.rules), Counter(stats.outcomes)
-    start = time.perf_counter()
+    stopped = False  # by the time budget
 
     def make() -> Any:
+        if deadline is not None and runs.may_stop() and time.perf_counter() >= deadline:
+            raise _BudgetSpent
+        runs.started += 1
         return target.make()
 
     # The same seed and settings execute the same steps; a blob replays one exact example.
@@ -443,6 +480,8 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     try:
         with with_reporter(lambda value: reported.append(str(value))):
             run_state_machine_as_test(make, settings=_machine_settings(examples, steps, explain))
+    except _BudgetSpent:
+        stopped = True
     except DidNotReproduce as error:
         result.passed, result.detail = False, f"the blob did not reproduce a failure: {error}"
     except Exception as error:  # a failed invariant or comparison, after shrinking
@@ -477,8 +516,10 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
         ran = stats.steps - steps_before
         result.passed = ran > 0
         seconds = time.perf_counter() - start
-        result.detail = (f"{runs.counted()}, {ran} steps in {seconds:.1f} s, every invariant held" if ran
-                         else "the machine ran no step")
+        result.detail = (f"{runs.counted(examples if stopped else None)}, {ran} steps in {seconds:.1f} s, "
+                         "every invariant held" if ran else "the machine ran no step")
+        if stopped:
+            result.detail += "; the --max-seconds budget ended the run"
     return result
 
 
@@ -565,10 +606,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         except lifecore.LifecoreError as error:
             targets = []
             results.append(CheckResult("open the available backends", "all", False, str(error)))
-        for target in targets:
+        deadline = None if args.max_seconds is None else time.perf_counter() + args.max_seconds
+        for i, target in enumerate(targets):
             machines.setdefault(target.lifecycle, target.machine())
             results.append(_run_target(target, args.examples, args.steps, seed, progress=True,
-                                       failure_dir=args.failure_dir, out=out))
+                                       failure_dir=args.failure_dir,
+                                       max_seconds=_budget_share(deadline, len(targets) - i), out=out))
     if "graph" in lifecycles:
         results.append(_replay_check())
 
@@ -608,18 +651,31 @@ def _replay_check() -> CheckResult:
 
 def cmd_differential(args: argparse.Namespace) -> int:
     """``lifecore fuzz --differential A,B``: the same seeded steps on two devices, compared."""
-    from lifecore.testing.differential import parse_specs, run_differential
+    from lifecore.testing.differential import DifferentialReport, parse_specs, run_differential
 
+    runs = args.examples if args.examples is not None else 5
+    deadline = None if args.max_seconds is None else time.perf_counter() + args.max_seconds
+    stopped = False
     try:
         specs = parse_specs(args.differential)
         for spec in specs:  # an unavailable backend is refused as --backend refuses it, not run
             _backend_name(spec.backend)
-        report = run_differential(specs, steps=args.steps, seed=args.seed or 0,
-                                  runs=args.examples if args.examples is not None else 5)
+        # One seeded run at a time into one report (what runs=N does), so the budget can end it
+        # between runs.
+        report = DifferentialReport(specs)
+        for run in range(runs):
+            if run and deadline is not None and time.perf_counter() >= deadline:
+                stopped = True
+                break
+            run_differential(specs, steps=args.steps, seed=(args.seed or 0) + run, runs=1, report=report)
+            if report.divergence is not None:
+                break
     except (ValueError, argparse.ArgumentTypeError) as error:
         print(f"lifecore fuzz --differential: {error}", file=sys.stderr)
         return 2
     print(report.summary())
+    if stopped:
+        print(f"the --max-seconds budget ended the run after {len(report.seeds)} of {runs} runs")
     return 0 if report.identical else 1
 
 
@@ -670,8 +726,10 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         if "capture" in lifecycles:
             targets += [_capture_target(b) for b in _capture_backends()]
     seed = _seed(args.seed, sys.stdout)
+    deadline = None if args.max_seconds is None else time.perf_counter() + args.max_seconds
     results = [_run_target(t, args.examples, args.steps, seed, progress=True, explain=not args.reproduce,
-                           reproduce=args.reproduce, failure_dir=args.failure_dir) for t in targets]
+                           reproduce=args.reproduce, failure_dir=args.failure_dir,
+                           max_seconds=_budget_share(deadline, len(targets) - i)) for i, t in enumerate(targets)]
     print(_table(["check", "target", "result", "detail"],
                  [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]))
     return 0 if all(r.passed for r in results) else 1
@@ -813,6 +871,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds above 0 (a bad value exits 2 with the usage)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0, got {text!r}")
+    return value
+
+
 def _default_backend() -> str:
     """The registry's first available backend (the mock, which is always there)."""
     names = lifecore.available_backends()
@@ -860,6 +929,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--steps", type=_positive_int, default=50, help="steps per machine run (default 50)")
     check.add_argument("--seed", type=int, default=None,
                        help="make the machine runs reproducible (default: a fresh seed, printed)")
+    check.add_argument("--max-seconds", metavar="SECONDS", type=_positive_seconds, default=None,
+                       help="stop starting machine runs once SECONDS have passed, the targets sharing them (the "
+                            "run under way finishes; a failure found is still shrunk and saved); default: no limit")
     check.add_argument("--failure-dir", metavar="DIR", default=".",
                        help="where a failure's seed, steps, blob and replay command are saved (default .)")
     check.add_argument("--json", metavar="PATH", default=None, help=json_help)
@@ -880,6 +952,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--examples", type=_positive_int, default=None,
                       help="machine runs (default 100); with --differential, seeded runs (default 5)")
     fuzz.add_argument("--steps", type=_positive_int, default=100, help="steps per run (default 100)")
+    fuzz.add_argument("--max-seconds", metavar="SECONDS", type=_positive_seconds, default=None,
+                      help="stop starting runs once SECONDS have passed, the targets sharing them (the run under "
+                           "way finishes; a failure found is still shrunk and saved); default: no limit")
     fuzz.add_argument("--seed", type=int, default=None, help="default: a fresh seed, printed")
     fuzz.add_argument("--reproduce", metavar="BLOB", default=None,
                       help="replay the one example a failure's reproduction blob names (with its --target)")
