@@ -283,7 +283,7 @@ def test_a_failure_that_cannot_be_saved_is_still_printed_in_full(tmp_path):
     argv = [*BROKEN_GRAPH_RUN, "--failure-dir", str(tmp_path)]
     code = BROKEN.replace("from lifecore.cli import main\n",
                           "import lifecore.cli\n"
-                          "def unwritable(failure, directory):\n"
+                          "def unwritable(failure, directory, **options):\n"
                           "    raise PermissionError(13, 'Permission denied', directory)\n"
                           "lifecore.cli._save_failure = unwritable\n"
                           "from lifecore.cli import main\n")
@@ -449,3 +449,42 @@ def test_a_failure_found_within_the_budget_is_still_shrunk_and_saved(tmp_path):
                                                                                                   "bounded"))
     assert len(bounded) == len(unbounded) == 1, (bounded, unbounded)
     assert bounded[0].read_text() == unbounded[0].read_text()
+
+
+def test_a_replay_never_overwrites_the_failure_file_it_came_from(tmp_path):
+    def broken(says: int, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        # The broken model, its count of open windows wrong by another number each time.
+        code = BROKEN.replace("lambda self: 7", f"lambda self: {says}")
+        return run(code=code.format(argv=[*argv, "--failure-dir", str(tmp_path)]), timeout=300)
+
+    def files() -> dict[str, tuple[str, int]]:
+        return {p.name: (p.read_text(), p.stat().st_mtime_ns) for p in tmp_path.iterdir()}
+
+    first = broken(7, BROKEN_GRAPH_RUN)
+    assert first.returncode == 1, first.stdout + first.stderr
+    (original,) = files()
+    assert original.endswith("-seed11.txt") and "the model says 7" in files()[original][0]
+    replay = shlex.split(next(line for line in first.stdout.splitlines()
+                              if line.startswith("replay: ")).split(": ", 1)[1])[1:]
+    # The replay, against a model that has changed since, fails otherwise: that failure is saved
+    # beside the original, which stays as it was.
+    before = files()
+    again = broken(8, replay)
+    assert again.returncode == 1 and "the model says 8" in again.stdout, again.stdout + again.stderr
+    after = files()
+    assert after[original] == before[original], "the replay wrote over the failure file it came from"
+    replayed = original.replace(".txt", "-replay.txt")
+    assert set(after) == {original, replayed} and "the model says 8" in after[replayed][0], after
+    assert f"saved: {tmp_path / replayed}\n" in again.stdout, again.stdout
+    # The same replay again finds its text already saved and leaves the file as it is ...
+    same = broken(8, replay)
+    assert same.returncode == 1 and files() == after, files()
+    assert f"saved: {tmp_path / replayed} (already there with this text, left as it was)" in same.stdout, same.stdout
+    # ... and one that fails otherwise again takes the next free name.
+    other = broken(9, replay)
+    assert other.returncode == 1 and "the model says 9" in other.stdout
+    third = original.replace(".txt", "-replay-2.txt")
+    assert set(files()) == {original, replayed, third} and files()[replayed] == after[replayed], files()
+    # A second run of the first command leaves its identical failure file as it was.
+    rerun = broken(7, BROKEN_GRAPH_RUN)
+    assert rerun.returncode == 1 and files()[original] == before[original] and len(files()) == 3, files()

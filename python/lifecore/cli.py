@@ -411,22 +411,45 @@ def _failure(target: Target, error: BaseException, seed: int, examples: int, ste
     return failure
 
 
-def _save_failure(failure: dict[str, Any], directory: str) -> str:
+def _same_text(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except (OSError, UnicodeDecodeError):  # unreadable: not known to be the same, so kept
+        return False
+
+
+def _save_failure(failure: dict[str, Any], directory: str, *, replay: bool = False) -> tuple[str, bool]:
+    """Saves the failure's text in ``directory``: the path, and whether it was written (False:
+    a file there already held this very text, and was left as it was).
+
+    A failure file is the evidence of a failure, so none is ever written over: a replay
+    (``--reproduce``) saves under ``...-replay.txt``, never the name of the file it came from,
+    and a text that differs from the one already under a name goes to the next free one
+    (``-2``, ``-3``, ...)."""
     slug = re.sub(r"[^A-Za-z0-9]+", "-", failure["target"]).strip("-")
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"lifecore-failure-{failure['lifecycle']}-{slug}-seed{failure['seed']}.txt"
+    text = _failure_text(failure) + "\n"
+    stem = f"lifecore-failure-{failure['lifecycle']}-{slug}-seed{failure['seed']}" + ("-replay" if replay else "")
+    number = 1
+    while True:
+        path = folder / (f"{stem}.txt" if number == 1 else f"{stem}-{number}.txt")
+        if not path.exists():
+            break
+        if _same_text(path, text):
+            return str(path), False
+        number += 1
     # Written aside and renamed into place: an interrupt (Ctrl-C) or a full disk never leaves a
     # truncated failure file, whose replay line would replay something else.
     part = tempfile.NamedTemporaryFile("w", dir=folder, prefix=".lifecore-saving-", suffix=".tmp", delete=False)
     try:
         with part:
-            part.write(_failure_text(failure) + "\n")
+            part.write(text)
         os.replace(part.name, path)
     except BaseException:
         Path(part.name).unlink(missing_ok=True)
         raise
-    return str(path)
+    return str(path), True
 
 
 def _failure_text(failure: dict[str, Any]) -> str:
@@ -495,13 +518,15 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
             failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
             failure["command"] = shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples),
                                              "--steps", str(steps), "--seed", str(seed), "--reproduce", reproduce])
+        written = False
         try:
-            failure["saved"] = _save_failure(failure, failure_dir)
+            failure["saved"], written = _save_failure(failure, failure_dir, replay=bool(reproduce))
         except OSError as save_error:  # the failure is still printed in full, replay command included
             failure["saved"] = None
             failure["not_saved"] = f"{save_error.strerror or save_error}: {save_error.filename or failure_dir}"
         print(_failure_text(failure), file=out)
-        print(f"saved: {failure['saved']}\n" if failure["saved"] else f"not saved ({failure['not_saved']})\n",
+        print(f"saved: {failure['saved']}{'' if written else ' (already there with this text, left as it was)'}\n"
+              if failure["saved"] else f"not saved ({failure['not_saved']})\n",
               file=out, flush=True)
         result.passed, result.failure = False, failure
         result.detail = failure["error"].splitlines()[0] + (f" (seed {seed}; replay: see {failure['saved']})"
