@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import stat
 import subprocess
 import sys
 
@@ -488,3 +489,14 @@ def test_a_replay_never_overwrites_the_failure_file_it_came_from(tmp_path):
     # A second run of the first command leaves its identical failure file as it was.
     rerun = broken(7, BROKEN_GRAPH_RUN)
     assert rerun.returncode == 1 and files()[original] == before[original] and len(files()) == 3, files()
+
+
+def test_a_failure_file_is_made_as_other_files_are(tmp_path):
+    # Readable by others as the umask allows (0644 here), not 0600 as a temporary file is made,
+    # and no file it was written through is left beside it.
+    code = "import os\nos.umask(0o022)\n" + BROKEN.format(argv=[*BROKEN_GRAPH_RUN, "--failure-dir", str(tmp_path)])
+    result = run(code=code, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    (saved,) = tmp_path.glob("lifecore-failure-*.txt")
+    assert stat.S_IMODE(saved.stat().st_mode) == 0o644
+    assert [p.name for p in tmp_path.iterdir()] == [saved.name]

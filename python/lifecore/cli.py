@@ -23,6 +23,7 @@ import math
 import os
 import random
 import re
+import secrets
 import shlex
 import shutil
 import sys
@@ -441,13 +442,15 @@ def _save_failure(failure: dict[str, Any], directory: str, *, replay: bool = Fal
         number += 1
     # Written aside and renamed into place: an interrupt (Ctrl-C) or a full disk never leaves a
     # truncated failure file, whose replay line would replay something else.
-    part = tempfile.NamedTemporaryFile("w", dir=folder, prefix=".lifecore-saving-", suffix=".tmp", delete=False)
+    # Made as open() makes a file (0666 less the umask), not 0600 as a temporary file is: a
+    # failure file is for others too (CI artifacts, a shared folder).
+    part = folder / f".lifecore-saving-{os.getpid()}-{secrets.token_hex(4)}.tmp"
     try:
-        with part:
-            part.write(text)
-        os.replace(part.name, path)
+        with os.fdopen(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "w") as file:
+            file.write(text)
+        os.replace(part, path)
     except BaseException:
-        Path(part.name).unlink(missing_ok=True)
+        part.unlink(missing_ok=True)
         raise
     return str(path), True
 
