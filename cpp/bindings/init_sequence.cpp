@@ -777,7 +777,7 @@ void bind_admission(nb::module_& m) {
       }, nb::sig("def open_session(self) -> SequenceSession"),
          "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
          "when a session was already opened (by any holder); ClosedError once this handle is closed.")
-      .def_prop_ro("request_id", [](const ResourcesHandle& h) { return h.get("request_id").request_id(); },
+      .def_prop_ro("request_id", [](const ResourcesHandle& h) { return std::string(h.get("request_id").request_id()); },
                    "The request id it was admitted under. ClosedError once this handle is closed (as every property "
                    "but closed).")
       .def_prop_ro("prompt_tokens", [](const ResourcesHandle& h) { return h.get("prompt_tokens").prompt_tokens(); },
@@ -807,7 +807,7 @@ void bind_admission(nb::module_& m) {
                    "The AdmittedSequenceResources granted: open_session() on it; closing it gives up this hold.")
       .def("__repr__", [](const AdmittedDecision& a) {
         const auto& h = a.handle();
-        return h.resources ? "Admitted(" + quoted(h.resources->request_id()) + ")" : std::string("Admitted(<closed>)");
+        return h.resources ? "Admitted(" + quoted(std::string(h.resources->request_id())) + ")" : std::string("Admitted(<closed>)");
       });
 
   nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator", "Capacity admission for sequences on one device.")

@@ -31,7 +31,7 @@ std::shared_ptr<AdmissionCoordinator> make() {
 // A backing never admitted (no authority): it claims nothing and returns nothing.
 std::shared_ptr<SequenceBacking> backing(const std::shared_ptr<AdmissionCoordinator>& c, int k) {
   const auto domains = std::make_shared<const DomainSet>(DomainSet{c->shared_domain_names(), {0}});
-  return std::make_shared<SequenceBacking>(c, domains, Authority{}, Authority{}, "r" + std::to_string(k), 1);
+  return std::make_shared<SequenceBacking>(c, domains, Authority{}, Authority{}, RequestId("r" + std::to_string(k)), 1);
 }
 
 void agrees_with_a_map_under_colliding_hashes(std::uint64_t (*hash_of)(int), const char* name) {

@@ -67,7 +67,7 @@ void PreparedPages::release_physical() noexcept {
 
 SequenceBacking::SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator,
                                  std::shared_ptr<const DomainSet> domains, Authority sequence,
-                                 Authority request, std::string request_id, std::uint64_t fit_pages)
+                                 Authority request, RequestId request_id, std::uint64_t fit_pages)
     : coordinator_(std::move(coordinator)), domains_(std::move(domains)), sequence_(sequence), request_(request),
       request_id_(std::move(request_id)), fit_pages_(fit_pages),
       more_ids_(domains_->indices.size() > 1 ? std::make_unique<DomainIds[]>(domains_->indices.size() - 1)

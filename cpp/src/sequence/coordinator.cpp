@@ -253,11 +253,11 @@ WaitCondition AdmissionCoordinator::condition_locked(std::vector<CapacitySource>
 AdmissionDeferred AdmissionCoordinator::physical_deferral(const std::vector<std::uint32_t>& domains, std::uint32_t sequences,
                                                           std::uint64_t tokens, std::uint64_t pages, std::uint64_t fit_tokens,
                                                           std::uint64_t fit_pages, std::uint64_t observed_physical_epoch,
-                                                          const std::string& request_id) const {
+                                                          std::string_view request_id) const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   AdmissionDeferred deferred;
   deferred.coordinator_id = id_;
-  deferred.request_id = request_id;
+  deferred.request_id = std::string(request_id);
   deferred.immediate = demand_locked(domains, sequences, tokens, pages);
   deferred.fit = demand_locked(domains, sequences, fit_tokens, fit_pages);
   deferred.blockers.push_back({BlockerKind::physical_memory_unavailable, physical_source()});
@@ -300,7 +300,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   // authorities it claims nothing, so dropping it on a refusal returns nothing. Room for a
   // small prompt is made here too; a large one's only once it is known to fit (below).
   auto backing = make_recycled<SequenceBacking>(shared_from_this(), std::move(shared_domains), Authority{},
-                                                Authority{}, request.request_id, fit_pages);
+                                                Authority{}, RequestId(request.request_id), fit_pages);
   const std::uint64_t request_hash = RequestIndex::hash(request.request_id);
   constexpr std::uint64_t speculative_id_room = 4096;  // pages per domain (16 KiB of ids)
   if (prompt_pages <= speculative_id_room) backing->reserve_unshared(prompt_pages);
@@ -429,7 +429,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
 
 AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
     const std::vector<std::uint32_t>& domains, std::uint64_t pages, const BackingDeferralContext& context,
-    const std::string& request_id, bool claim) {
+    std::string_view request_id, bool claim) {
   const std::uint64_t bytes = checked::mul_or_throw(pages, config_.page_bytes, "try_ensure_backing_covers: pages * page_bytes");
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   require_open_locked("try_ensure_backing_covers");
@@ -454,7 +454,7 @@ AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
   }
   AdmissionDeferred deferred;
   deferred.coordinator_id = id_;
-  deferred.request_id = request_id;
+  deferred.request_id = std::string(request_id);
   deferred.immediate = demand_locked(domains, 0, context.target_tokens, pages);
   deferred.fit = deferred.immediate;
   std::vector<CapacitySource> sources;
@@ -756,7 +756,7 @@ std::vector<CapacityHolder> AdmissionCoordinator::holders() const {
   std::vector<CapacityHolder> out;
   out.reserve(live_.size());
   live_.for_each([&](const SequenceBacking& backing) {
-    out.push_back({backing.request_id(), backing.sequence_authority(), backing.pages(), backing.domains(),
+    out.push_back({std::string(backing.request_id()), backing.sequence_authority(), backing.pages(), backing.domains(),
                    backing.holder_count()});
   });
   std::sort(out.begin(), out.end(), [](const CapacityHolder& a, const CapacityHolder& b) { return a.request_id < b.request_id; });

@@ -24,7 +24,7 @@ void append_field(Sha256& hash, std::string_view name, std::string_view value) {
 }
 
 std::string session_fingerprint(std::uint64_t coordinator_id, const Authority& request, const Authority& sequence,
-                                const std::string& request_id, std::uint64_t epoch, const BackingSnapshot& snap) {
+                                std::string_view request_id, std::uint64_t epoch, const BackingSnapshot& snap) {
   Sha256 hash;
   hash.update("lifecore.sequence-session.v1");
   hash.update("\0", 1);  // domain separation from every other lifecore digest
@@ -78,7 +78,7 @@ SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> reso
   auto& s = *state_;
   s.sequence = resources->sequence_authority();
   s.request = resources->request_authority();
-  s.request_id = resources->request_id();
+  s.request_id = resources->backing()->shared_request_id();
   s.fit_tokens = resources->fit_tokens();
   s.coordinator = resources->coordinator().get();
   s.tokens_per_page = s.coordinator->tokens_per_page();

@@ -13,6 +13,7 @@
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
+#include "lifecore/sequence/request_id.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/session_lock.hpp"
@@ -104,7 +105,7 @@ class SessionState {
   static constexpr std::uint64_t epoch = 1;  // a session's incarnation: one per logical sequence
   std::shared_ptr<const BackingSnapshot> initial;  // observes only: part of the fingerprint
   Authority request;
-  std::string request_id;
+  RequestId request_id;  // the backing's, shared
   std::uint64_t fit_tokens = 0;
   std::uint32_t tokens_per_page = 1;
   std::uint64_t discarded = 0;

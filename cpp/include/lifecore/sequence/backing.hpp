@@ -17,10 +17,12 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lifecore/sequence/capacity.hpp"
 #include "lifecore/sequence/page_memory.hpp"
+#include "lifecore/sequence/request_id.hpp"
 #include "lifecore/sequence/session_lock.hpp"
 
 namespace lifecore::sequence {
@@ -86,7 +88,7 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   // `domains` is shared with the snapshots (and, for "every domain", with the coordinator).
   SequenceBacking(std::shared_ptr<AdmissionCoordinator> coordinator,
                   std::shared_ptr<const DomainSet> domains, Authority sequence, Authority request,
-                  std::string request_id, std::uint64_t fit_pages);
+                  RequestId request_id, std::uint64_t fit_pages);
   ~SequenceBacking();  // returns what it holds; a backing never admitted (no authority) holds nothing
   SequenceBacking(const SequenceBacking&) = delete;
   SequenceBacking& operator=(const SequenceBacking&) = delete;
@@ -112,7 +114,8 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   const std::shared_ptr<const DomainSet>& shared_domains() const noexcept { return domains_; }
   const Authority& sequence_authority() const noexcept { return sequence_; }
   const Authority& request_authority() const noexcept { return request_; }
-  const std::string& request_id() const noexcept { return request_id_; }
+  std::string_view request_id() const noexcept { return request_id_; }
+  const RequestId& shared_request_id() const noexcept { return request_id_; }
   std::uint64_t fit_pages() const noexcept { return fit_pages_; }
   std::uint64_t pages() const;
   // How many owners keep it now (resources and live frames); 0 while it is being released.
@@ -139,7 +142,7 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   std::shared_ptr<const DomainSet> domains_;  // never null, never empty
   Authority sequence_;
   Authority request_;
-  std::string request_id_;
+  RequestId request_id_;
   std::uint64_t fit_pages_;
   mutable SessionLock mutex_;  // a live sequence's record: one byte, not a 40-byte std::mutex
   // Parallel to domains_: the first domain's inline (most sequences have one domain), the

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -172,14 +173,14 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // `claim` false: only check that the logical capacity is there (nothing changes), so a
   // logical deferral never touches the device. Raises ClosedError once closed.
   ExtensionClaim claim_extension(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
-                                 const BackingDeferralContext& context, const std::string& request_id,
+                                 const BackingDeferralContext& context, std::string_view request_id,
                                  bool claim = true);
   // The deferral of a failed physical allocation: it waits on the physical-memory source,
   // with the epoch observed before the allocation was tried (a release in between is seen).
   AdmissionDeferred physical_deferral(const std::vector<std::uint32_t>& domains, std::uint32_t sequences,
                                       std::uint64_t tokens, std::uint64_t pages, std::uint64_t fit_tokens,
                                       std::uint64_t fit_pages, std::uint64_t observed_physical_epoch,
-                                      const std::string& request_id) const;
+                                      std::string_view request_id) const;
   // `pages` block ids in every domain of `domains` (written domain by domain to `out`), under
   // one lock; false, nothing taken, when the page memory refuses a domain (a physical
   // deferral; ids taken for earlier domains go back and advance the physical source).

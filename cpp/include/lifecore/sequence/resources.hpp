@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "lifecore/sequence/backing.hpp"
 #include "lifecore/sequence/capacity.hpp"
@@ -30,7 +31,7 @@ class AdmittedSequenceResources : public std::enable_shared_from_this<AdmittedSe
   SequenceSession open_session_here();
   bool opened() const noexcept { return opened_.load(); }
 
-  const std::string& request_id() const noexcept { return backing_->request_id(); }
+  std::string_view request_id() const noexcept { return backing_->request_id(); }
   std::uint64_t prompt_tokens() const noexcept { return prompt_tokens_; }
   std::uint64_t fit_tokens() const noexcept { return fit_tokens_; }
   std::uint64_t fit_pages() const noexcept { return backing_->fit_pages(); }
