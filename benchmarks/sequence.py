@@ -461,10 +461,14 @@ def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
     return run
 
 
-def arena_memory(live: int = LIVE) -> tuple[float, float]:
+# A request id as engines make them (a prefix and a UUID: 46 characters), beside the short one.
+LONG_ID = "cmpl-{:08d}-0000-4000-8000-000000000000"
+
+
+def arena_memory(live: int = LIVE, id_format: str = "r{}") -> tuple[float, float]:
     """Bytes per live sequence with its Python handles (the session; it holds the resources):
-    tracemalloc sees the Python objects, resident-set growth the C++ records too. Call it in a
-    fresh process."""
+    tracemalloc sees the Python objects, resident-set growth the C++ records too. Request ids
+    are ``id_format.format(i)``. Call it in a fresh process."""
     gc.collect()
     c = AdmissionCoordinator(domains={"kv": (live + 1) * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
                              tokens_per_page=TPP, max_active_sequences=live + 1)
@@ -472,7 +476,7 @@ def arena_memory(live: int = LIVE) -> tuple[float, float]:
     base = rss_bytes()
     tracemalloc.start()
     for i in range(live):
-        adm = c.admit(f"r{i}", TPP, TARGET)
+        adm = c.admit(id_format.format(i), TPP, TARGET)
         kept.append(adm.resources.open_session())
         adm.resources.close()
     gc.collect()
@@ -519,7 +523,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter batches")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--arena-memory-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--arena-memory-only", metavar="ID_FORMAT", help=argparse.SUPPRESS)
     parser.add_argument("--block-ids", action="store_true", help="only the block-id comparisons (section 4)")
     args = parser.parse_args(argv)
     if args.memory_only:
@@ -527,20 +531,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{per_seq} {per_page}")
         return 0
     if args.arena_memory_only:
-        rss, traced = arena_memory()
+        rss, traced = arena_memory(id_format=args.arena_memory_only)
         print(f"{rss} {traced}")
         return 0
     timing: dict[str, Any] = dict(rounds=3, warmup=1) if args.quick else {}
-    fresh = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.sequence", "--arena-memory-only"],
-                           capture_output=True, text=True, check=True)
-    rss, traced = (float(x) for x in fresh.stdout.split())
+    memory = {}
+    for id_format in ("r{}", LONG_ID):
+        fresh = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.sequence", "--arena-memory-only", id_format],
+                               capture_output=True, text=True, check=True)
+        memory[id_format] = tuple(float(x) for x in fresh.stdout.split())
+    (rss, traced), (long_rss, _) = memory["r{}"], memory[LONG_ID]
     for live in (1_000, 10_000, 100_000):
         print(format_run(decode_iteration(live, **timing)))
     print(format_run(admission(**timing)))
     print(format_run(release(**timing)))
     print(f"memory per live sequence ({LIVE:,} live, each holding 1 block of a {WIDTH}-block fit, its session and "
           f"resources included): {rss:,.0f} B resident-set growth, {traced:,.0f} B of Python objects (tracemalloc); "
-          f"target 1,024 B + 4 B per block held = 1,028 B ({1024 + 4 * WIDTH:,} B counting every block of the fit)")
+          f"target 1,024 B + 4 B per block held = 1,028 B ({1024 + 4 * WIDTH:,} B counting every block of the fit); "
+          f"with {len(LONG_ID.format(0))}-character request ids: {long_rss:,.0f} B")
     if args.block_ids:
         return 0
     # Memory first, in a fresh process, so freed memory of other runs cannot hide growth.
