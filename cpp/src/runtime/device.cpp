@@ -6,6 +6,7 @@
 #include "runtime/blocking_wait.hpp"
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/module.hpp"
+#include "lifecore/runtime/pause_points.hpp"
 #include "lifecore/runtime/stream.hpp"
 #include "lifecore/driver/backends.hpp"
 
@@ -97,6 +98,7 @@ std::shared_ptr<Stream> Device::stream() {
   check_open("stream");
   driver::StreamHandle handle{};
   driver::check(driver_->stream_create(&handle));
+  pause_points::reach(pause_points::Point::stream_made);
   auto stream = std::make_shared<Stream>(shared_from_this(), handle);
   std::lock_guard lock(registry_mutex_);
   std::erase_if(streams_, [](const std::weak_ptr<Stream>& s) { return s.expired(); });
@@ -164,7 +166,9 @@ void Device::cleanup() {
   if (memory_->stats().windows_active > 0) return;
   memory_->cleanup();
   unload_retired_modules();
-  for (driver::DevicePtr ptr : info_.clear_unpinned()) free_info_buffer(ptr);
+  std::vector<driver::DevicePtr> unpinned = info_.clear_unpinned();
+  pause_points::reach(pause_points::Point::cleanup_took_info);
+  for (driver::DevicePtr ptr : unpinned) free_info_buffer(ptr);
 }
 
 void Device::inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times) {
@@ -264,6 +268,7 @@ driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
     }
   }
   driver::check(status);
+  pause_points::reach(pause_points::Point::module_loaded);
   std::lock_guard lock(modules_mutex_);
   modules_loaded_.push_back(module);
   return module;
@@ -348,9 +353,12 @@ bool Device::close_locked() {
       if (exchanged) (void)driver.thread_exchange_capture_mode(&mode);
     }
   } restore{*driver_, exchanged, previous};
-  for (auto& stream : live_streams()) stream->shutdown();
+  std::vector<std::shared_ptr<Stream>> streams = live_streams();
+  pause_points::reach(pause_points::Point::close_took_streams);
+  for (auto& stream : streams) stream->shutdown();
   for (auto& graph : live_graphs()) graph->destroy();
   closed_.store(true, std::memory_order_release);
+  pause_points::reach(pause_points::Point::device_marked_closed);
   memory_->release_all();
   for (driver::DevicePtr ptr : info_.release_all()) (void)driver_->mem_free(ptr);
   {

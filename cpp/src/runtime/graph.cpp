@@ -3,6 +3,7 @@
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/pause_points.hpp"
 #include "lifecore/runtime/stream.hpp"
 
 namespace lifecore::runtime {
@@ -83,6 +84,7 @@ void Graph::destroy() noexcept {
   std::vector<std::shared_ptr<Stream>> unwaited;
   for (auto& weak : streams)
     if (auto stream = weak.lock(); stream && !stream->wait_for_graph_work()) unwaited.push_back(std::move(stream));
+  pause_points::reach(pause_points::Point::graph_destroy_waited);
   if (!device_->closed()) recording->release(device_->driver());
   auto remains = std::make_shared<GraphRemains>();
   remains->device = device_;

@@ -8,6 +8,7 @@
 #include "runtime/blocking_wait.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/pause_points.hpp"
 
 namespace lifecore::runtime {
 namespace {
@@ -49,6 +50,7 @@ Stream::Stream(std::shared_ptr<Device> device, driver::StreamHandle handle)
       recorder_(device_->hardware_graphs() ? make_driver_recorder(driver_, handle_) : make_op_list_recorder()) {}
 
 Stream::~Stream() {
+  pause_points::reach(pause_points::Point::stream_dropped);
   BlockingWait blocking;  // the last reference may be dropped from Python: shutdown waits for the stream
   shutdown();
 }

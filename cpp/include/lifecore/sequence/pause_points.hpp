@@ -1,31 +1,18 @@
-// Deterministic pause points for tests of the prepare -> publish races of the sequence core
-// (a cancel or a close that lands between preparing pages and publishing them). Production
-// never arms one: reaching an unarmed point costs one relaxed atomic load. Armed, the first
-// thread to reach the point stops there until resume() (or disarm()), so a test can act in
-// the window and then let the thread go on, instead of hoping a race happens.
+// The sequence core's pause points (lifecore/pause_points.hpp), for tests of its prepare ->
+// publish races (a cancel or a close that lands between preparing pages and publishing them).
 #pragma once
 
 #include <cstdint>
-#include <optional>
 
-namespace lifecore::sequence::pause_points {
+#include "lifecore/pause_points.hpp"
 
-enum class Point : std::uint8_t {
+namespace lifecore::sequence {
+
+enum class PausePoint : std::uint8_t {
   extension_prepared,  // try_ensure_backing_covers: pages prepared and claimed, not yet published
 };
 
-// The next thread to reach `point` stops there. Replaces any earlier arming.
-void arm(Point point);
-// Blocks until a thread stopped at the armed point (true) or `timeout_seconds` passed (false).
-bool wait_until_reached(double timeout_seconds);
-// Lets the stopped thread go on and disarms.
-void resume();
-// Disarms; a stopped thread goes on.
-void disarm();
-// Whether a point is armed (a caller that holds an interpreter lock lets go of it then, or
-// the stopped thread would block the test that resumes it).
-bool armed() noexcept;
-// Called by the core where a point is.
-void reach(Point point) noexcept;
+// pause_points::arm(pause_points::Point::extension_prepared), pause_points::reach(...), ...
+using pause_points = PausePoints<PausePoint>;
 
-}  // namespace lifecore::sequence::pause_points
+}  // namespace lifecore::sequence

@@ -187,6 +187,22 @@ MockDriver* MockDriver::from(Driver* driver) { return dynamic_cast<MockDriver*>(
 void MockDriver::set_memory_limit(std::size_t bytes) { memory_.set_limit(bytes); }
 std::size_t MockDriver::memory_in_use() const { return memory_.in_use(); }
 std::size_t MockDriver::live_allocations() const { return memory_.live_allocations(); }
+std::size_t MockDriver::live_streams() const {
+  std::lock_guard lock(mutex_);
+  return streams_.size();
+}
+std::size_t MockDriver::live_events() const {
+  std::lock_guard lock(mutex_);
+  return events_.size();
+}
+std::size_t MockDriver::live_modules() const {
+  std::lock_guard lock(mutex_);
+  return modules_.size();
+}
+std::size_t MockDriver::live_graph_execs() const {
+  std::lock_guard lock(mutex_);
+  return execs_.size();
+}
 void MockDriver::pause_streams() { worker_gate_.pause(); }
 void MockDriver::resume_streams() { worker_gate_.resume(); }
 

@@ -73,6 +73,12 @@ class MockDriver final : public Driver {
   void set_memory_limit(std::size_t bytes);
   std::size_t memory_in_use() const;
   std::size_t live_allocations() const;
+  // Streams, events, modules and executable graphs made and not yet destroyed or unloaded (a
+  // close must leave none).
+  std::size_t live_streams() const;
+  std::size_t live_events() const;
+  std::size_t live_modules() const;
+  std::size_t live_graph_execs() const;
   // Holds every stream's worker before its next item until resume_streams(): work stays
   // pending (stream_query -> not_ready) without timing tricks. Anything that waits for the
   // device (sync, synchronous copy, mem_free, stream/exec destroy) blocks until resumed.
