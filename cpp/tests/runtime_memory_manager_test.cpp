@@ -15,6 +15,7 @@ using lifecore::runtime::SliceAllocation;
 using lifecore::runtime::SliceId;
 
 using lifecore::test_support::check_pool_invariant;
+using lifecore::test_support::error_of;
 using lifecore::test_support::FakeMemoryDevice;
 
 namespace {
@@ -269,8 +270,24 @@ void arenas_sit_beside_the_pools() {
   CHECK(!mm.hold_arena(arena.id));
 }
 
+// After release_all (the device's close) nothing new is handed out: an arena or a slice asked
+// for by a caller that passed the open check before the close would be memory nobody returns.
+void a_released_manager_allocates_nothing() {
+  FakeMemoryDevice dev;
+  MemoryManager mm(dev.free());
+  auto arena = mm.reserve_arena(4096, dev.allocate());
+  mm.release_all();
+  CHECK(dev.live.empty());
+  CHECK(error_of([&] { mm.reserve_arena(4096, dev.allocate()); }) == lifecore::ErrorKind::Closed);
+  CHECK(error_of([&] { mm.reserve(4096, 0, dev.allocate()); }) == lifecore::ErrorKind::Closed);
+  CHECK(dev.allocations == 1 && dev.live.empty());
+  CHECK(!mm.hold_arena(arena.id));
+  CHECK(mm.stats().arenas == 0 && mm.stats().slices == 0);
+}
+
 int main() {
   arenas_sit_beside_the_pools();
+  a_released_manager_allocates_nothing();
   primed_slices_are_kept_for_their_own_window();
   concurrent_windows_never_share_a_retained_slice();
   eager_reuse_by_bucket();

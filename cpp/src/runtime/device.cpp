@@ -99,15 +99,44 @@ std::shared_ptr<Stream> Device::stream() {
   driver::StreamHandle handle{};
   driver::check(driver_->stream_create(&handle));
   pause_points::reach(pause_points::Point::stream_made);
-  auto stream = std::make_shared<Stream>(shared_from_this(), handle);
-  std::lock_guard lock(registry_mutex_);
-  std::erase_if(streams_, [](const std::weak_ptr<Stream>& s) { return s.expired(); });
-  streams_.push_back(stream);
-  return stream;
+  auto destroy = [&] {
+    BlockingWait blocking;  // the caller may hold the embedding's lock
+    (void)driver_->stream_destroy(handle);
+  };
+  std::shared_ptr<Stream> stream;
+  try {
+    // Registered under the lock close() takes the streams under: a stream joins before close
+    // takes them (and close destroys it) or is refused below, never left to no one.
+    std::lock_guard lock(registry_mutex_);
+    if (!streams_taken_) {
+      std::erase_if(streams_, [](const std::weak_ptr<Stream>& s) { return s.expired(); });
+      // The slot first, so nothing throws once the Stream owns the handle (a slot a throw
+      // leaves empty counts as expired).
+      streams_.emplace_back();
+      stream = std::make_shared<Stream>(shared_from_this(), handle);
+      streams_.back() = stream;
+    }
+  } catch (...) {
+    destroy();  // nothing owns the handle yet
+    throw;
+  }
+  if (stream) return stream;
+  destroy();
+  raise(ErrorKind::Closed, "stream: the device is closed");
 }
 
 std::vector<std::shared_ptr<Stream>> Device::live_streams() {
   std::lock_guard lock(registry_mutex_);
+  return live_streams_locked();
+}
+
+std::vector<std::shared_ptr<Stream>> Device::take_streams() {
+  std::lock_guard lock(registry_mutex_);
+  streams_taken_ = true;
+  return live_streams_locked();
+}
+
+std::vector<std::shared_ptr<Stream>> Device::live_streams_locked() const {
   std::vector<std::shared_ptr<Stream>> alive;
   for (auto& weak : streams_)
     if (auto stream = weak.lock()) alive.push_back(std::move(stream));
@@ -155,7 +184,9 @@ std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
 }
 
 void Device::free_info_buffer(driver::DevicePtr ptr) {
-  if (!closed()) (void)driver_->mem_free(ptr);
+  // Also on a closed device: close() frees only the buffers the cache still holds, and this one
+  // had left it (evicted, transient, or taken by cleanup()), so nobody else frees it.
+  (void)driver_->mem_free(ptr);
 }
 
 void Device::cleanup() {
@@ -269,19 +300,33 @@ driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
   }
   driver::check(status);
   pause_points::reach(pause_points::Point::module_loaded);
-  std::lock_guard lock(modules_mutex_);
-  modules_loaded_.push_back(module);
-  return module;
+  {
+    // close() marks the device closed before it unloads the modules under this lock: a module
+    // listed here is close's to unload; one loaded after that is refused, or nobody unloads it.
+    std::lock_guard lock(modules_mutex_);
+    if (!closed()) {
+      modules_loaded_.push_back(module);
+      return module;
+    }
+  }
+  (void)driver_->module_unload(module);
+  raise(ErrorKind::Closed, "module_load: the device is closed");
 }
 
 void Device::release_module(driver::ModuleHandle module) noexcept {
+  bool closing = false;
   {
     std::lock_guard lock(modules_mutex_);
-    std::erase(modules_loaded_, module);
-    if (closed()) return;  // close() unloaded it
-    modules_retired_.push_back(module);
+    const bool listed = std::erase(modules_loaded_, module) > 0;
+    closing = closed();
+    if (closing && !listed) return;  // close() unloaded it
+    // Listed on a closed device: close() has not reached the modules and will not see this one
+    // now. No graph or window can hold its functions any more (close ended them before marking
+    // the device closed), so it goes at once, outside the lock.
+    if (!closing) modules_retired_.push_back(module);
   }
-  unload_retired_modules();
+  if (closing) (void)driver_->module_unload(module);
+  else unload_retired_modules();
 }
 
 void Device::unload_retired_modules() noexcept {
@@ -353,7 +398,7 @@ bool Device::close_locked() {
       if (exchanged) (void)driver.thread_exchange_capture_mode(&mode);
     }
   } restore{*driver_, exchanged, previous};
-  std::vector<std::shared_ptr<Stream>> streams = live_streams();
+  std::vector<std::shared_ptr<Stream>> streams = take_streams();
   pause_points::reach(pause_points::Point::close_took_streams);
   for (auto& stream : streams) stream->shutdown();
   for (auto& graph : live_graphs()) graph->destroy();

@@ -85,7 +85,9 @@ void Graph::destroy() noexcept {
   for (auto& weak : streams)
     if (auto stream = weak.lock(); stream && !stream->wait_for_graph_work()) unwaited.push_back(std::move(stream));
   pause_points::reach(pause_points::Point::graph_destroy_waited);
-  if (!device_->closed()) recording->release(device_->driver());
+  // Released even if the device closed meanwhile: close() releases only the graphs still alive,
+  // and this destroy had taken this one (the driver lives as long as the device object does).
+  recording->release(device_->driver());
   auto remains = std::make_shared<GraphRemains>();
   remains->device = device_;
   remains->id = id_;

@@ -21,6 +21,7 @@ std::size_t MemoryManager::exact_size(std::size_t nbytes) {
 MemoryManager::Reservation MemoryManager::reserve(std::size_t nbytes, WindowId window, const Allocate& allocate) {
   if (nbytes == 0) raise(ErrorKind::InvalidArgument, "alloc: nbytes must be > 0");
   std::lock_guard lock(mutex_);
+  check_not_released_locked("alloc");
   Window* armed = nullptr;
   if (window != 0) {
     auto it = windows_.find(window);
@@ -72,6 +73,7 @@ void MemoryManager::touch_locked(SliceId id, Slice& slice, Window& window) {
 MemoryManager::Reservation MemoryManager::reserve_arena(std::size_t nbytes, const Allocate& allocate) {
   if (nbytes == 0) raise(ErrorKind::InvalidArgument, "reserve_arena: nbytes must be > 0");
   std::lock_guard lock(mutex_);
+  check_not_released_locked("reserve_arena");
   SliceAllocation made = allocate(nbytes);  // throws: nothing changed
   Slice slice;
   slice.ptr = made.ptr;
@@ -222,8 +224,15 @@ std::size_t MemoryManager::cleanup() {
   return released;
 }
 
+void MemoryManager::check_not_released_locked(const char* op) const {
+  // A caller that passed the device's open check before its close would get memory that
+  // nobody returns: release_all has run, and nothing frees after it.
+  if (released_) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
+}
+
 void MemoryManager::release_all() {
   std::lock_guard lock(mutex_);
+  released_ = true;
   for (auto& [id, slice] : slices_) free_(slice.ptr, slice.memory_node);
   slices_.clear();
   dynamic_free_.clear();

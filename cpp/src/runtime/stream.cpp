@@ -472,7 +472,8 @@ void Stream::destroy_events(ProfileEvents& events) noexcept {
   if (!events.live) return;
   events.live = false;
   if (events.recorded_in != 0 && events.recorded_in == window_ && window_profiles_ > 0) --window_profiles_;
-  if (dead_ || device_->closed()) return;  // the driver's events went with the device
+  // Also once the stream or the device is closed: close() does not know a profile's events, and
+  // the driver lives as long as the device object does.
   if (events.start != driver::EventHandle{}) (void)driver_.event_destroy(events.start);
   if (events.end != driver::EventHandle{}) (void)driver_.event_destroy(events.end);
   events.start = events.end = {};
@@ -829,12 +830,10 @@ void Stream::shutdown() noexcept {
     end_capture_left_by_close();  // the last reference went on the capturing thread
     return;
   }
-  if (dead_) return;
+  if (dead_) return;  // close() (or an earlier call) shut it down
   dead_ = true;
-  if (device_->closed()) {
-    state_.abort();  // the driver's objects went with the device
-    return;
-  }
+  // On a closed device too: close() shuts down every stream it takes, so one still alive here
+  // was not taken (its last reference went as close took them) and owns its driver stream.
   const bool lost = device_->lost();
   if (recorder_->driver_capturing() && !lost && device_->capture_mode() != driver::CaptureMode::relaxed &&
       std::this_thread::get_id() != capture_thread_) {

@@ -52,6 +52,8 @@ class Device : public std::enable_shared_from_this<Device> {
   const std::string& capture_mode_name() const { return capture_mode_name_; }
   std::size_t total_memory() const { return total_memory_; }
 
+  // A new stream. ClosedError once the device is closed, and when close() took the streams
+  // while this one was made (its driver stream is destroyed): close() never misses one.
   std::shared_ptr<Stream> stream();
   // Ordered (name, value) pairs: the keys of Device.memory_stats().
   std::vector<std::pair<std::string, std::int64_t>> memory_stats() const;
@@ -102,20 +104,26 @@ class Device : public std::enable_shared_from_this<Device> {
   // before its driver capture begins, because the driver refuses (and invalidates the
   // capture) a module load while a stream captures. A failure is left for the launch to report.
   void load_builtins() noexcept;
-  // User modules (runtime/module.hpp): loaded through the device so close() can unload them.
+  // User modules (runtime/module.hpp): loaded through the device so close() can unload them;
+  // one whose load a close() overtook is unloaded and refused (ClosedError).
   driver::ModuleHandle load_module(const driver::ModuleImage& image);
   // Retires a module; the driver unload waits until no graph or capture window of this device
   // could hold one of its functions (then at the next load, release, cleanup() or close()).
+  // On a closed device it is unloaded at once unless close() already did.
   void release_module(driver::ModuleHandle module) noexcept;
   WindowId new_window_id() { return next_window_.fetch_add(1) + 1; }
   GraphId new_graph_id() { return next_graph_.fetch_add(1) + 1; }
   void register_graph(const std::shared_ptr<Graph>& graph);
   void forget_graph(GraphId graph);
-  // Returns an info buffer to the driver (after its fence).
+  // Returns an info buffer the cache no longer holds to the driver (after its fence), also once
+  // the device is closed.
   void free_info_buffer(driver::DevicePtr ptr);
 
  private:
   std::vector<std::shared_ptr<Stream>> live_streams();
+  // close()'s: the live streams, and no stream registers after them (stream() is refused).
+  std::vector<std::shared_ptr<Stream>> take_streams();
+  std::vector<std::shared_ptr<Stream>> live_streams_locked() const;  // registry_mutex_ held
   std::vector<std::shared_ptr<Graph>> live_graphs();
   void unload_retired_modules() noexcept;
   bool close_locked();  // under close_mutex_; true for the call that closed the device
@@ -147,6 +155,7 @@ class Device : public std::enable_shared_from_this<Device> {
   std::vector<std::weak_ptr<CloseWatch>> close_watches_;
   mutable std::mutex registry_mutex_;
   std::vector<std::weak_ptr<Stream>> streams_;
+  bool streams_taken_ = false;  // close() took the streams: a stream made since is refused
   std::unordered_map<GraphId, std::weak_ptr<Graph>> graphs_alive_;
 
   std::mutex functions_mutex_;

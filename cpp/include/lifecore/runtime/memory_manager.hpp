@@ -104,7 +104,8 @@ class MemoryManager {
 
   // Returns every free slice to the driver; skipped (returns 0) while any window is armed.
   std::size_t cleanup();
-  // Device close: returns every slice to the driver, whatever holds it.
+  // Device close: returns every slice to the driver, whatever holds it. From then on reserve
+  // and reserve_arena refuse (ClosedError) without allocating.
   void release_all();
 
   MemoryStats stats() const;
@@ -142,6 +143,7 @@ class MemoryManager {
   void drop_retain_locked(SliceId id);
   void maybe_free_locked(SliceId id, Slice& slice);
   void drop_arena_hold_locked(std::unordered_map<SliceId, Slice>::iterator it);
+  void check_not_released_locked(const char* op) const;
 
   mutable std::mutex mutex_;
   Free free_;
@@ -154,6 +156,7 @@ class MemoryManager {
   std::size_t arena_bytes_ = 0;
   std::size_t arenas_ = 0;
   std::uint64_t driver_allocations_ = 0;
+  bool released_ = false;  // release_all ran (the device closed)
 };
 
 }  // namespace lifecore::runtime
