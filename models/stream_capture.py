@@ -24,6 +24,14 @@ info-cache entry first seen there) is a memory node of that recording: the recor
 and that memory never exists outside it (the buffer is unusable; the cache entry is private to
 the window, which no other stream or window ever hits, and is dropped when the window ends).
 
+Outside relaxed capture mode a thread records on one stream at a time: while a stream records,
+a call on another stream that the driver forbids on the recording thread (beginning a capture,
+which synchronizes first; a read, sync, profile or view, which wait on the host; an allocation or
+an info upload that needs new driver memory) is refused up front (``CaptureStateError``, naming the
+recording stream) and changes nothing; the recording goes on and seals. Every call here comes from
+one thread, so every recording is this thread's. Destroying a graph waits for its replays in
+relaxed mode instead, which forbids nothing and invalidates no recording.
+
 A profile (``Stream.profile``: driver events around work, then a host wait on the end event)
 measures outside a recording; a software recording refuses it on the spot; inside a hardware
 recording the driver refuses the wait (900, invalidating the capture, or 907 for a relaxed
@@ -75,6 +83,7 @@ __all__ = [
     "SOFTWARE_REFUSED_LAZILY",
     "SOFTWARE_REFUSED_AT_ONCE",
     "STREAM_DRIVER_OPERATIONS",
+    "RECORDING_ELSEWHERE",
     "PROFILE_DRIVER_OPERATIONS",
     "VIEW_DRIVER_OPERATIONS",
     "QueuedFailure",
@@ -473,6 +482,9 @@ STREAM_DRIVER_OPERATIONS: dict[str, str] = {
     "copy": "memcpy_dtod_async",
     "launch": "launch_kernel",
 }
+# The message fragment of a call refused because another stream records on this thread (outside
+# relaxed mode): the driver forbids it there, and letting it through would invalidate that recording.
+RECORDING_ELSEWHERE = "is recording a graph capture on this thread"
 # The message of a queued failure when it surfaces.
 EARLIER_FAILURE = "an earlier asynchronous operation on this stream failed"
 # The message fragment of a refusal caused by work that failed inside the window.
@@ -493,7 +505,9 @@ PROFILE_DRIVER_OPERATIONS: tuple[str, ...] = ("event_create", "event_record", "e
 # stream is waited for, then the host bytes are looked up. Device memory: an event recorded on
 # the buffer's stream, the consumer's stream made to wait on it, the event destroyed (a failure
 # to destroy it loses nothing). A view is refused, calling none of them, while the buffer's
-# stream has a window prepared or recording; a failure takes no view and changes nothing.
+# stream has a window prepared or recording, and a host-memory view (which waits on the host) also
+# while another stream records on this thread outside relaxed mode; a failure takes no view and
+# changes nothing.
 VIEW_DRIVER_OPERATIONS: dict[str, tuple[str, ...]] = {
     "cpu": ("stream_synchronize", "host_view"),
     "device": ("event_create", "event_record", "stream_wait_event"),
@@ -514,7 +528,8 @@ class DeviceModel:
         if capture_mode not in ("thread_local", "global", "relaxed"):
             raise ValueError(f"capture_mode must be 'thread_local', 'global' or 'relaxed', got {capture_mode!r}")
         self.graphs: GraphsKind = graphs
-        # Every call comes from one thread here, so thread_local and global behave alike.
+        # Every call comes from one thread here, so thread_local and global behave alike: outside
+        # relaxed mode each recording forbids that thread the driver's unsafe calls elsewhere.
         self.capture_mode = capture_mode
         self.streams: dict[int, StreamModel] = {}
         self.buffers: dict[int, BufferModel] = {}
@@ -549,6 +564,19 @@ class DeviceModel:
         if not b.alive or b.orphaned:
             raise ModelError("Closed")
         return b
+
+    def recording_elsewhere(self, stream: int) -> Optional[int]:
+        """The stream other than ``stream`` that records on this (the only) thread in a mode that
+        forbids the driver's unsafe calls there (thread_local, global), if any."""
+        if self.capture_mode == "relaxed":
+            return None
+        return next((sid for sid, other in self.streams.items() if sid != stream and other.state.is_recording()), None)
+
+    def _refuse_if_recording_elsewhere(self, s: StreamModel) -> None:
+        """A call on ``s`` the driver forbids while another stream records on this thread: refused up
+        front (CaptureStateError), nothing changed, that recording left to seal."""
+        if self.recording_elsewhere(s.id) is not None:
+            raise ModelError("CaptureState", contains=RECORDING_ELSEWHERE)
 
     def _touch(self, stream: StreamModel, slots: Iterable[Slot]) -> None:
         if stream.window is not None:
@@ -618,6 +646,8 @@ class DeviceModel:
         if nbytes <= 0:
             raise ModelError("InvalidArgument")
         s = self.streams[stream]
+        if new_slice and not (s.state.is_recording() and self.hardware):
+            self._refuse_if_recording_elsewhere(s)  # a plain driver allocation
         slot = Slot(self._new_id(), [None] * (nbytes // 4))
         self.slots[slot.id] = slot
         bid = self._new_id()
@@ -650,6 +680,7 @@ class DeviceModel:
         a hardware device the driver refuses them (status 900) and invalidates the capture;
         otherwise they report the stream's queued failures."""
         if not s.state.is_recording():
+            self._refuse_if_recording_elsewhere(s)
             self._surface(s)
             return
         if self.hardware:
@@ -757,6 +788,8 @@ class DeviceModel:
             s.window.memory_node_info.add(words)
             s.window.pinned_info.add(words)
             return
+        if words not in self.shared_info:
+            self._refuse_if_recording_elsewhere(s)  # the upload allocates and waits on the host
         self.shared_info.add(words)
         if s.window is not None:
             s.window.pinned_info.add(words)
@@ -782,10 +815,13 @@ class DeviceModel:
         left open) or fails by the injected fault, and the failure belongs to the window, so
         end_capture refuses the recording. A fault in the start (creating or recording the start
         event) records nothing and leaves the window alone, as does a start on a capture the driver
-        already invalidated (901)."""
+        already invalidated (901). While another stream records on this thread (outside relaxed
+        mode) it is refused up front (CaptureStateError), creating no event."""
         s = self.streams[stream]
         if s.state.is_recording() and not self.hardware:
             raise ModelError("CaptureState", Messages.SOFTWARE_REFUSED.format(op="profile"))
+        if not s.state.is_recording():
+            self._refuse_if_recording_elsewhere(s)  # its stop waits on the host
         if fault in ("event_create", "event_record"):
             # The start fails (creating an event, or recording the start: the first record)
             # before anything is recorded.
@@ -843,8 +879,15 @@ class DeviceModel:
 
     def begin_capture(self, stream: int, *, fault: Optional[str] = None) -> None:
         """PREPARE -> CAPTURE; if opening the window fails, everything is undone and the stream
-        is back in NO_CAPTURE (prepare -> begin can be retried)."""
+        is back in NO_CAPTURE (prepare -> begin can be retried).
+
+        After the state rule: while another stream records on this thread (outside relaxed mode)
+        the begin is refused up front (it would synchronize this stream first, which the driver
+        forbids there): CaptureStateError, this stream still PREPARE, the other still recording."""
         s = self.streams[stream]
+        probe = s.state.__copy__()
+        probe.begin()
+        self._refuse_if_recording_elsewhere(s)
         s.state.begin()
         kind = self._fault_kind("begin_capture", fault)
         if kind is None and s.queued:
@@ -937,22 +980,15 @@ class DeviceModel:
         """Releases the graph's retained memory and its info pins; destroying twice is a no-op.
 
         It first waits for the graph's work on every stream that replayed it (except one that
-        records on a hardware-graph device, where a sync would abort the capture). On a
-        hardware-graph device that wait is a stream synchronization, a call the driver forbids
-        while a capture it conflicts with is live (a thread_local capture begun on this thread, or
-        any global one): such a capture is invalidated and end_capture will refuse it.
+        records on a hardware-graph device, where a sync would abort the capture). That wait is a
+        stream synchronization, which the driver forbids while a capture of this thread (or any
+        global one) records elsewhere; the stream waited for does not capture, so the wait then
+        runs in relaxed mode, and no recording is invalidated.
         """
         g = self.graphs_by_id[graph]
         if not g.alive:
             return
         g.alive = False
-        if not self.hardware or self.capture_mode == "relaxed":
-            return
-        waited = [sid for sid in g.replayed_on if not self.streams[sid].state.is_recording()]
-        if waited:
-            for s in self.streams.values():
-                if s.state.is_recording() and s.window is not None:
-                    s.window.invalidated = True
 
     def cleanup(self) -> bool:
         """Frees unpinned, unretained pool memory and unpinned info entries. Returns whether it

@@ -191,11 +191,13 @@ nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle m
   bool versioned = false;
   if (!max_version.is_none()) versioned = int_pair(max_version, "max_version").first >= 1;
   std::optional<std::uintptr_t> consumer = consumer_stream(type, stream);
+  // -1 (checked above): the consumer asked for no ordering; the host wait given instead may go.
+  const bool no_order = !stream.is_none() && PyLong_AsLongLong(stream.ptr()) == -1;
 
   auto owner = std::make_unique<Exported>();
   {
     nb::gil_scoped_release release;  // the lease may wait for the buffer's stream
-    owner->lease = BufferLease::take(view.buffer, consumer ? &*consumer : nullptr);
+    owner->lease = BufferLease::take(view.buffer, consumer ? &*consumer : nullptr, no_order);
   }
   PyObject* capsule = nullptr;
   if (versioned) {

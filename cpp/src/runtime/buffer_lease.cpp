@@ -7,7 +7,8 @@
 
 namespace lifecore::runtime {
 
-std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream) {
+std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream,
+                                               bool wait_optional) {
   if (!buffer) raise(ErrorKind::InvalidArgument, "view: no buffer");
   Device& device = *buffer->device();
   driver::Driver& driver = device.driver();
@@ -24,7 +25,7 @@ std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, c
       if (buffer) buffer->drop_view();
     }
   } view{buffer.get()};
-  buffer->stream()->lend(*buffer, consumer_stream);
+  buffer->stream()->lend(*buffer, consumer_stream, wait_optional);
   std::shared_ptr<BufferLease> lease(new BufferLease());
   lease->device_type_ = backend.dlpack_device_type;
   lease->device_id_ = host_memory ? 0 : driver.ordinal();  // DLPack numbers the host as CPU device 0

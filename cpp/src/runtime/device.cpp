@@ -4,6 +4,7 @@
 
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
+#include "lifecore/runtime/capture_registry.hpp"
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/module.hpp"
 #include "lifecore/runtime/pause_points.hpp"
@@ -74,7 +75,7 @@ void Device::note_status(const driver::Status& status) {
     lost_reason_ = status.name + " (" + std::to_string(status.native_code) + ") from " + status.call;
     lost_status_ = status;
   }
-  lost_.store(true, std::memory_order_release);
+  lost_->store(true, std::memory_order_release);
 }
 
 void Device::check_not_lost(const char* op) const {
@@ -192,6 +193,8 @@ void Device::free_info_buffer(driver::DevicePtr ptr) {
 void Device::cleanup() {
   check_open("cleanup");
   if (memory_->stats().windows_active > 0) return;  // a free could sync and abort a capture
+  // The same for a recording of this thread (or a global one) on another device of the domain.
+  if (capture_registry::find_conflict(driver_->capture_domain(), nullptr)) return;
   // Wait for every stream so nothing freed here is still read by queued work.
   for (auto& stream : live_streams()) stream->wait_for_graph_work();
   if (memory_->stats().windows_active > 0) return;

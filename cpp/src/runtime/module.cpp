@@ -6,6 +6,7 @@
 
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/error.hpp"
+#include "lifecore/runtime/capture_registry.hpp"
 #include "lifecore/runtime/device.hpp"
 
 namespace lifecore::runtime {
@@ -53,6 +54,9 @@ bool Module::image_kind_of(const driver::BackendDescriptor& backend, const std::
 std::shared_ptr<Module> Module::load(const std::shared_ptr<Device>& device, driver::ModuleImage image,
                                      const char* op) {
   device->check_open(op);
+  // The driver refuses a load while a capture forbids this thread's unsafe calls, and invalidates
+  // that capture: refused here instead, naming it.
+  capture_registry::check(op, "loads a module", device->driver().capture_domain(), nullptr);
   const driver::ImageKind kind = image.kind;
   driver::ModuleHandle handle = with_op(op, [&] { return device->load_module(image); });
   return std::make_shared<Module>(device, handle, kind);

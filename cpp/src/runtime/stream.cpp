@@ -47,7 +47,8 @@ Stream::Stream(std::shared_ptr<Device> device, driver::StreamHandle handle)
     : device_(std::move(device)),
       driver_(device_->driver()),
       handle_(handle),
-      recorder_(device_->hardware_graphs() ? make_driver_recorder(driver_, handle_) : make_op_list_recorder()) {}
+      recorder_(device_->hardware_graphs() ? make_driver_recorder(driver_, handle_) : make_op_list_recorder()),
+      state_(device_->lost_flag()) {}
 
 Stream::~Stream() {
   pause_points::reach(pause_points::Point::stream_dropped);
@@ -80,6 +81,26 @@ void Stream::check_capture_thread(const char* op) const {
             ", and in capture_mode '" + driver::capture_mode_name(device_->capture_mode()) +
             "' only that thread may end or abort it (this is thread " + thread_text(me) +
             "); nothing was changed. Use capture_mode='relaxed' to end captures from any thread");
+}
+
+void Stream::check_not_recording_elsewhere(const char* op, const std::string& does) const {
+  capture_registry::check(op, does, driver_.capture_domain(), state_.mark().get());
+}
+
+bool Stream::recording_elsewhere() const noexcept {
+  try {
+    return capture_registry::find_conflict(driver_.capture_domain(), state_.mark().get()).has_value();
+  } catch (...) {
+    return true;  // relaxed costs two calls; a wrong guess the other way invalidates a capture
+  }
+}
+
+driver::Status Stream::synchronize_relaxed() {
+  driver::CaptureMode previous = driver::CaptureMode::relaxed;
+  if (driver::Status exchanged = driver_.thread_exchange_capture_mode(&previous); !exchanged.ok()) return exchanged;
+  driver::Status status = synchronize_and_release();
+  (void)driver_.thread_exchange_capture_mode(&previous);
+  return status;
 }
 
 void Stream::check_status(const driver::Status& status) {
@@ -142,6 +163,10 @@ void Stream::queue_failure(const driver::Status& status) {
 }
 
 void Stream::flush_fenced() {
+  // Collecting queries the fences, a call the driver forbids this thread while a recording on
+  // another stream forbids its unsafe calls (the query would invalidate that recording): what
+  // the queue holds waits for a later flush or sync.
+  if (recording_elsewhere()) return;
   if (auto status = drop_.flush(driver_, handle_); !status.ok()) queue_failure(status);
   drop_.collect(driver_);
 }
@@ -205,6 +230,8 @@ driver::DevicePtr Stream::upload_info(const InfoWords& words) {
   const std::size_t bytes = words.size() * sizeof(std::uint32_t);
   driver::DevicePtr ptr = 0;
   const bool recording = driver_captures();
+  // Outside it the upload allocates and waits on the host.
+  if (!recording) check_not_recording_elsewhere("launch", "uploads new info words (a driver allocation, then a host wait)");
   // Inside a driver capture this allocation becomes a memory node (the capture is then
   // refused): warmup is what puts the entry in the cache before the window opens.
   driver::Status status = recording ? driver_.mem_alloc_async(bytes, handle_, &ptr) : driver_.mem_alloc(bytes, &ptr);
@@ -288,6 +315,8 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
       check_status(driver_.mem_alloc_async(bytes, handle_, &made.ptr));
       made.memory_node = true;
     } else {
+      check_not_recording_elsewhere(op, "needs a new driver allocation (the pool holds no free slice of " +
+                                            std::to_string(bytes) + " bytes)");
       check_status(driver_.mem_alloc(bytes, &made.ptr));
     }
     return made;
@@ -323,6 +352,7 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   check_usable("read");
   driver::DevicePtr ptr = buffer.use(*device_, "read");
   check_host_work("read");
+  check_not_recording_elsewhere("read", "synchronizes this stream");
   // A synchronous read: on a hardware-graph device inside a capture the driver refuses the
   // sync and invalidates the capture (end_capture then refuses the recording).
   check_status(synchronize_and_release());
@@ -462,6 +492,7 @@ void Stream::sync() {
   std::lock_guard lock(mutex_);
   check_usable("sync");
   check_host_work("sync");
+  check_not_recording_elsewhere("sync", "synchronizes this stream");
   check_status(synchronize_and_release());
   errors_.surface("sync");
 }
@@ -484,6 +515,7 @@ Stream::ProfileEvents Stream::profile_start() {
   check_usable("profile");
   // The end waits on the host, which an op list cannot hold.
   check_host_work("profile");
+  check_not_recording_elsewhere("profile", "waits on the host for its end event when it stops");
   ProfileEvents events;
   events.live = true;
   driver::Status status = driver_.event_create(&events.start, driver::EventTiming::enabled);
@@ -509,6 +541,7 @@ float Stream::profile_stop(ProfileEvents& events) {
   } release{this, &events};
   check_usable("profile");
   check_host_work("profile");
+  check_not_recording_elsewhere("profile", "waits on the host for its end event");
   const WindowId recording = driver_captures() ? window_ : 0;
   if (events.recorded_in != 0 && events.recorded_in != recording)
     raise(ErrorKind::CaptureState,
@@ -559,16 +592,14 @@ bool Stream::wait_for_graph_work() noexcept {
   std::lock_guard lock(mutex_);
   // A recording began with a synchronize, and a gone stream's work went with it.
   if (dead_ || device_->closed() || driver_captures()) return true;
+  // This stream does not capture, so the wait is safe in relaxed mode: a recording elsewhere
+  // that the driver would let refuse it (and invalidate) is known up front.
+  if (recording_elsewhere()) return synchronize_relaxed().ok();
   driver::Status status = synchronize_and_release();
   if (status.code == driver::Code::capture_unsupported) {
-    // A capture this wait conflicts with (this thread's, or a global one) refused it, and the
-    // driver has invalidated that capture. This stream does not capture, so the wait is safe in
-    // relaxed mode; without it the work may still run when its memory is reused.
-    driver::CaptureMode previous = driver::CaptureMode::relaxed;
-    if (driver_.thread_exchange_capture_mode(&previous).ok()) {
-      status = synchronize_and_release();
-      (void)driver_.thread_exchange_capture_mode(&previous);
-    }
+    // A capture lifecore does not know of (another library's) refused it, and the driver has
+    // invalidated that capture; without the wait the work may still run when its memory is reused.
+    status = synchronize_relaxed();
   }
   return status.ok();
 }
@@ -592,7 +623,7 @@ void Stream::graph_prepare(CaptureOwner owner) {
   next.prepare(owner);  // the rule: refuses an overlapping window, changing nothing
   // Errors queued before the window belong to work outside it: report them now, not inside.
   errors_.surface("graph_prepare");
-  state_ = next;
+  state_.set(next);
   window_ = device_->new_window_id();
   // Arm the pools (persistent, touched, priming); the info cache follows cache_mode().
   device_->memory().capture_begin(window_);
@@ -601,7 +632,12 @@ void Stream::graph_prepare(CaptureOwner owner) {
 void Stream::begin_capture() {
   std::lock_guard lock(mutex_);
   check_usable("begin_capture");
-  state_.begin();  // first: a rejected begin must not flush (that would abort a live capture)
+  StreamCaptureState probe = state_;
+  probe.begin();  // the rule first: an out-of-order begin says so whatever records elsewhere
+  // Its synchronize below is refused while a recording on another stream forbids it: refused
+  // here instead, changing nothing, before the driver could invalidate that recording.
+  check_not_recording_elsewhere("begin_capture", "synchronizes this stream before it begins recording");
+  state_.begin();  // before any work: a rejected begin must not flush (that would abort a live capture)
   try {
     // Fenced flush of warmup's work: its staging and freed slices are released, and its
     // asynchronous failures surface here rather than inside the window.
@@ -613,8 +649,11 @@ void Stream::begin_capture() {
     // The driver refuses a module load while a stream captures: a capture without warmup
     // must find the built-in kernels already loaded.
     if (recorder_->in_driver()) device_->load_builtins();
+    const std::uintptr_t native = driver_.stream_native_handle(handle_);
+    const std::string thread = thread_text(std::this_thread::get_id());
     check_status(recorder_->begin(device_->capture_mode()));
     capture_thread_ = std::this_thread::get_id();
+    capture_registry::add(state_.mark(), driver_.capture_domain(), device_->capture_mode(), native, thread);
   } catch (...) {
     undo_window();
     state_.abort();
@@ -711,7 +750,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   driver::Status ended_status = recorder_->end();
   if (recorder_->driver_capturing()) {
     // The driver still captures: the stream never says NO_CAPTURE while it does.
-    state_ = recording;
+    state_.set(recording);
     discard_window_still_capturing();
     raise_still_capturing("end_capture", ended_status, ErrorKind::CaptureRefused);
   }
@@ -725,9 +764,9 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   if (!ended_status.ok()) {
     if (ended_status.code == driver::Code::capture_invalidated)
       refuse("end_capture: the driver invalidated the capture (" + driver::status_summary(ended_status) +
-                      "): an operation it cannot record ran inside the window (a read or sync of this stream, or, "
-                      "outside relaxed mode, another stream's synchronize or begin_capture on this thread); nothing "
-                      "was sealed",
+                      "): an operation it cannot record ran inside the window (a read, sync or profile of this "
+                      "stream, or, outside relaxed mode, a call the driver forbids while a capture records made "
+                      "outside lifecore, which refuses its own up front); nothing was sealed",
              "invalidated", &ended_status);
     refuse("end_capture: ending the driver capture failed (" + driver::status_summary(ended_status) + ", in " +
                     ended_status.call + "); nothing was sealed",
@@ -856,8 +895,12 @@ void Stream::shutdown() noexcept {
     window_discarded_ = false;
   }
   // Destroyed before the drop queue is released: a driver whose synchronize failed without
-  // waiting has, by then, let go of the stream's work and the host memory it reads.
+  // waiting has, by then, let go of the stream's work and the host memory it reads. Relaxed while
+  // a recording elsewhere would have the driver refuse the wait and invalidate that recording.
+  driver::CaptureMode previous = driver::CaptureMode::relaxed;
+  const bool relaxed = recording_elsewhere() && driver_.thread_exchange_capture_mode(&previous).ok();
   (void)driver_.stream_synchronize(handle_);
+  if (relaxed) (void)driver_.thread_exchange_capture_mode(&previous);
   (void)driver_.stream_destroy(handle_);
   drop_.release_all(driver_);
 }
@@ -872,6 +915,7 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
     raise(ErrorKind::InvalidArgument, "read_into: the target holds " + std::to_string(bytes) +
                                           " bytes, the buffer " + std::to_string(buffer.nbytes()));
   check_host_work("read_into");
+  check_not_recording_elsewhere("read_into", "synchronizes this stream");
   check_status(synchronize_and_release());
   errors_.surface("read_into");
   check_status(driver_.memcpy_dtoh(dst, ptr, bytes));
@@ -893,10 +937,14 @@ void Stream::check_lendable(const Buffer& buffer, const char* op) {
   check_lendable_locked(buffer, op);
 }
 
-void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream) {
+void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional) {
   std::lock_guard lock(mutex_);
   check_lendable_locked(buffer, "view");
   if (consumer_stream == nullptr) {
+    // A consumer recording on this thread asks for no ordering (its work runs at replay): the
+    // wait, stricter than asked, is skipped where the driver forbids it.
+    if (wait_optional && recording_elsewhere()) return;
+    check_not_recording_elsewhere("view", "waits for this stream on the host");
     check_status(synchronize_and_release());
     errors_.surface("view");
     return;

@@ -5,7 +5,8 @@ reference model (:mod:`lifecore.models.stream_capture`) side by side: every rule
 same operation to both and compares results, exception classes, messages and capture state.
 Rules: allocate / free / write / fill / copy / launch (the built-in kernels on small float
 buffers) / read / sync / profile / cleanup, each transition on its own (in any state, so out-of-order calls
-are exercised), abandoned ends, aborts, whole capture steps (prepare, warmup, begin, the same step,
+are exercised), abandoned ends, aborts, a capture, sync or profile on a second stream while the
+first may be recording on the same thread (outside relaxed mode refused up front, changing nothing), whole capture steps (prepare, warmup, begin, the same step,
 end; by hand or through ``Stream.capture``), replays (on the capturing stream or another one),
 destroys, and, where the device offers it (the emulated one), fault injection: a driver
 operation fails once, then a transition runs (it fails and leaves the stream re-capturable, or
@@ -322,10 +323,12 @@ class StreamCaptureMachine(LifecycleMachine):
             for i, (e, a) in enumerate(zip(expected, actual)):
                 assert _close(e, a), f"buffer {buf.mid}[{i}]: device {a!r}, model {e!r} (all: {actual} vs {expected})"
 
-    def _end(self, caller: int, fault: Optional[str] = None) -> tuple[Optional[_Graph], Optional[ModelError]]:
+    def _end(self, caller: int, fault: Optional[str] = None,
+             stream_index: int = 0) -> tuple[Optional[_Graph], Optional[ModelError]]:
+        stream, sid = self.streams[stream_index]
         result = self.both(f"end_capture(caller={caller})",
-                           lambda: self.model.end_capture(self.sid0, caller, fault=fault),
-                           lambda: self.real0.end_capture(caller))
+                           lambda: self.model.end_capture(sid, caller, fault=fault),
+                           lambda: stream.end_capture(caller))
         if result.model_error is not None:
             return None, result.model_error
         real = result.actual
@@ -572,6 +575,47 @@ class StreamCaptureMachine(LifecycleMachine):
         alike."""
         owner = self.model_state().owner
         self._end(1 if owner is None else owner + 1)
+
+    @rule(op=st.sampled_from(["capture", "sync", "profile"]), i=PICK, bits=FILL_BITS, begin_first=st.booleans())
+    @counted
+    def on_the_other_stream(self, op: str, i: int, bits: int, begin_first: bool) -> None:
+        """Runs a call on stream 1, from this same thread, while stream 0 may be recording, on
+        both: a whole capture (prepare, begin, a fill of a live buffer, end), a sync or a profile.
+        Outside relaxed mode a recording on stream 0 forbids each of them but the prepare (the
+        driver would refuse it and invalidate that recording): it is refused up front, changing
+        nothing, and stream 0 goes on recording. Stream 1 is left out of capture (a window the
+        refused begin left prepared is aborted), and a graph it sealed is destroyed. With
+        ``begin_first`` a window prepared on stream 0 begins recording first."""
+        if begin_first and self.model_state().variant is CaptureVariant.PREPARE:
+            self.both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
+        stream, sid = self.streams[1]
+        if op == "sync":
+            self.both("sync (stream 1)", lambda: self.model.sync(sid), stream.sync)
+            return
+        if op == "profile":
+
+            def measure() -> None:
+                with stream.profile():
+                    pass
+
+            self.both("profile (stream 1)", lambda: self.model.profile(sid), measure)
+            return
+        self.both("graph_prepare (stream 1)", lambda: self.model.graph_prepare(sid, 0), lambda: stream.graph_prepare(0))
+        began = self.both("begin_capture (stream 1)", lambda: self.model.begin_capture(sid), stream.begin_capture)
+        if began.kind is None:
+            buf = self._pick(i)
+            if buf is not None:
+                self.both(f"fill({buf.mid}) (stream 1)", lambda: self.model.fill(sid, buf.mid, bits),
+                          lambda: stream.fill(buf.real, bits))
+            graph, _ = self._end(0, stream_index=1)
+            assert graph is not None, "a capture of one fill on stream 1 was refused"
+            # The other rules replay a graph on its own stream as stream 0's: this one goes at once.
+            self.graphs.remove(graph)
+            graph.real.destroy()
+            self.model.destroy(graph.gid)
+            self.destroyed.append(graph)
+        self.model.abort_capture(sid)
+        stream.abort_capture()
 
     @rule()
     @counted

@@ -149,6 +149,10 @@ class Driver {
   virtual int ordinal() const = 0;
   // True when capture is done by the driver (a stream capture that records a graph).
   virtual bool hardware_graphs() const = 0;
+  // The reach of the driver's capture-mode rule (runtime/capture_registry.hpp): a capture
+  // forbids unsafe calls within its domain, never across. By default the backend, whose library
+  // keeps one capture state per process (CUDA, HIP); an emulated driver may keep one per device.
+  virtual const void* capture_domain() const noexcept { return &backend(); }
   // Whether the built-in kernels (lifecore.kernels) can run here, and why not.
   virtual bool builtin_kernels_available(std::string* reason) const = 0;
   virtual FaultInjection* fault_injection() { return nullptr; }

@@ -18,8 +18,10 @@ namespace lifecore::runtime {
 class BufferLease {
  public:
   // Makes the memory ready for the consumer (Stream::lend) and lends it. `consumer_stream`
-  // null: the buffer's stream is waited for on the host (the only choice on a CPU export).
-  static std::shared_ptr<BufferLease> take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream);
+  // null: the buffer's stream is waited for on the host (the only choice on a CPU export);
+  // `wait_optional`: the consumer asked for no ordering, so a wait the driver forbids now is skipped.
+  static std::shared_ptr<BufferLease> take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream,
+                                           bool wait_optional = false);
   ~BufferLease();
   BufferLease(const BufferLease&) = delete;
   BufferLease& operator=(const BufferLease&) = delete;

@@ -58,7 +58,8 @@ class Device : public std::enable_shared_from_this<Device> {
   // Ordered (name, value) pairs: the keys of Device.memory_stats().
   std::vector<std::pair<std::string, std::int64_t>> memory_stats() const;
   // Returns unpinned, unretained pool memory and unpinned info buffers to the driver after
-  // waiting for the streams; skipped while any capture window is prepared or recording.
+  // waiting for the streams; skipped while any capture window is prepared or recording, and
+  // while a recording elsewhere forbids this thread's frees (runtime/capture_registry.hpp).
   void cleanup();
   void inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times);
   void clear_faults();
@@ -78,7 +79,10 @@ class Device : public std::enable_shared_from_this<Device> {
   // A sticky driver status (Status::sticky) loses the device: its context is unusable, and
   // every later call on it is refused with DeviceLostError. note_status records the first one.
   void note_status(const driver::Status& status);
-  bool lost() const noexcept { return lost_.load(std::memory_order_acquire); }
+  bool lost() const noexcept { return lost_->load(std::memory_order_acquire); }
+  // The flag lost() reads, for those that must see it without holding the Device (a stream's
+  // RecordingMark: a lost device's captures went with its context).
+  std::shared_ptr<const std::atomic<bool>> lost_flag() const noexcept { return lost_; }
   void check_not_lost(const char* op) const;
 
   // Driver captures that close() could not end because another thread began them in
@@ -142,7 +146,7 @@ class Device : public std::enable_shared_from_this<Device> {
   InfoCache info_;
   LeaseTable leases_;
   std::atomic<bool> closed_{false};
-  std::atomic<bool> lost_{false};
+  const std::shared_ptr<std::atomic<bool>> lost_ = std::make_shared<std::atomic<bool>>(false);
   mutable std::mutex lost_mutex_;
   std::string lost_reason_;  // the sticky status that lost the device
   driver::Status lost_status_;

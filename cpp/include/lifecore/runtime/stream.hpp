@@ -7,7 +7,11 @@
 //
 // Threads (docs/graph-capture-threads.md): in thread_local and global capture mode only the
 // thread that began a recording may end or abort it (another thread is refused up front and
-// nothing changes); in relaxed mode any thread may. The stream keeps the driver's side of the
+// nothing changes); in relaxed mode any thread may. Outside relaxed mode a call the driver forbids
+// while a capture records (a synchronization, a driver allocation) is refused up front, changing
+// nothing, when a recording on another stream forbids it to the calling thread (that thread's
+// own recording, or any thread's global one: runtime/capture_registry.hpp); so a thread begins
+// recording on one stream at a time. The stream keeps the driver's side of the
 // window as a fact of its own: while the driver still captures (its end failed, or close()
 // came from another thread) the stream stays in CAPTURE, and the capturing thread's next end
 // or abort ends the driver capture.
@@ -21,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "lifecore/runtime/capture_registry.hpp"
 #include "lifecore/runtime/stream_capture_state.hpp"
 #include "lifecore/runtime/drop_queue.hpp"
 #include "lifecore/runtime/foreign_memory.hpp"
@@ -133,8 +138,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void read_into(const Buffer& buffer, void* dst, std::size_t bytes);
   // Makes the buffer's memory ready for a consumer: with `consumer_stream` null the stream's
   // work is waited for on the host; otherwise that native stream waits on an event recorded
-  // here. Refused (CaptureStateError) while this stream has a window prepared or recording.
-  void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream);
+  // here. Refused (CaptureStateError) while this stream has a window prepared or recording, and
+  // the host wait while a recording elsewhere forbids it (check_not_recording_elsewhere), unless
+  // `wait_optional` (the consumer asked for no ordering, DLPack's -1): then it is skipped.
+  void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional = false);
   // The rule of lend without its wait, for an export that hands its consumer this stream to
   // order on instead (the CUDA array interface): ClosedError when the buffer or the stream
   // cannot be used, CaptureStateError while this stream has a window prepared or recording.
@@ -156,6 +163,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // CaptureStateError naming both threads when the calling thread may not end or abort the
   // recording (thread_local / global mode, another thread began it).
   void check_capture_thread(const char* op) const;
+  // CaptureStateError, nothing changed, when a recording on another stream forbids the calling
+  // thread `op`, which `does` what the driver forbids while it records (runtime/capture_registry.hpp).
+  void check_not_recording_elsewhere(const char* op, const std::string& does) const;
+  // Whether such a recording exists (true when that cannot be told): a wait this stream's own
+  // bookkeeping needs then runs in relaxed mode, so it neither fails nor invalidates it.
+  bool recording_elsewhere() const noexcept;
+  // stream_synchronize in relaxed capture mode (synchronize_and_release's effect on success).
+  driver::Status synchronize_relaxed();
   // driver::check / throw_status that first records a sticky status as the device being lost.
   void check_status(const driver::Status& status);
   [[noreturn]] void throw_driver(const driver::Status& status);
@@ -214,7 +229,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   mutable std::mutex mutex_;
   bool dead_ = false;
-  StreamCaptureState state_;
+  PublishedCaptureState state_;  // its mark is what the capture registry checks entries against
   std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
   bool window_discarded_ = false;     // the driver still captures a window already discarded (ending it is all that is left)
   bool left_by_close_ = false;        // close() left that capture to capture_thread_

@@ -67,6 +67,8 @@ class MockDriver final : public Driver {
 
   // The MockDriver behind `driver`, or nullptr when it is another backend.
   static MockDriver* from(Driver* driver);
+  // Its capture bookkeeping is its own (see above): captures on another mock device never conflict.
+  const void* capture_domain() const noexcept override { return this; }
 
   // Mock-only knobs.
   // The device memory size mem_info reports and mem_alloc enforces (out_of_memory beyond it).

@@ -1,0 +1,147 @@
+#include "lifecore/runtime/capture_registry.hpp"
+
+#include <mutex>
+#include <sstream>
+#include <utility>
+#include <vector>
+
+#include "lifecore/error.hpp"
+
+namespace lifecore::runtime {
+namespace {
+
+std::atomic<std::uint64_t> next_thread_token{1};
+
+struct Entry {
+  std::shared_ptr<const RecordingMark> mark;
+  std::uint64_t thread = 0;  // thread_token() of the thread that began the recording
+  const void* domain = nullptr;
+  driver::CaptureMode mode = driver::CaptureMode::thread_local_;
+  std::uintptr_t native_stream = 0;
+  std::string thread_name;
+
+  // The stream still holds the recording this thread began, on a device that is not lost.
+  bool live() const noexcept {
+    if (mark->thread.load(std::memory_order_acquire) != thread) return false;
+    return !(mark->device_lost && mark->device_lost->load(std::memory_order_acquire));
+  }
+  LiveRecording describe(bool this_thread) const { return {native_stream, thread_name, mode, this_thread}; }
+};
+
+bool dead(const Entry& entry) noexcept { return !entry.live(); }
+
+// This thread's recordings (thread_local and global mode): only this thread touches the list,
+// and it goes with the thread (a capture that thread left open can never conflict with
+// another thread's call in thread_local mode).
+std::vector<Entry>& own_entries() {
+  thread_local std::vector<Entry> entries;
+  return entries;
+}
+
+// Every thread's global-mode recordings. `size` is entries.size(), stored under the lock, so a
+// thread sees an empty list without taking it.
+struct GlobalEntries {
+  std::mutex mutex;
+  std::vector<Entry> entries;
+  std::atomic<std::size_t> size{0};
+};
+
+GlobalEntries& global_entries() {
+  static auto* global = new GlobalEntries;  // never destroyed: a thread may consult it during exit
+  return *global;
+}
+
+void add_entry(Entry entry) {
+  const std::shared_ptr<const RecordingMark> mark = entry.mark;
+  // An earlier entry of the same stream is replaced, not kept beside it (a stream captured in
+  // a loop would otherwise pile up entries that all look live).
+  auto stale = [&](const Entry& e) { return dead(e) || e.mark == mark; };
+  std::vector<Entry>& own = own_entries();
+  std::erase_if(own, stale);
+  own.push_back(entry);
+  if (entry.mode != driver::CaptureMode::global) return;
+  GlobalEntries& global = global_entries();
+  std::lock_guard lock(global.mutex);
+  std::erase_if(global.entries, stale);
+  global.entries.push_back(std::move(entry));
+  global.size.store(global.entries.size(), std::memory_order_release);
+}
+
+}  // namespace
+
+std::uint64_t thread_token() noexcept {
+  thread_local const std::uint64_t token = next_thread_token.fetch_add(1, std::memory_order_relaxed);
+  return token;
+}
+
+PublishedCaptureState::PublishedCaptureState(std::shared_ptr<const std::atomic<bool>> device_lost)
+    : mark_(std::make_shared<RecordingMark>()) {
+  mark_->device_lost = std::move(device_lost);
+}
+
+void PublishedCaptureState::publish() noexcept {
+  if (!state_.is_recording()) {
+    mark_->thread.store(0, std::memory_order_release);
+  } else if (mark_->thread.load(std::memory_order_relaxed) == 0) {
+    mark_->thread.store(thread_token(), std::memory_order_release);
+  }
+}
+
+namespace capture_registry {
+
+void add(const std::shared_ptr<RecordingMark>& mark, const void* domain, driver::CaptureMode mode,
+         std::uintptr_t native_stream, const std::string& thread) noexcept {
+  if (mode == driver::CaptureMode::relaxed) return;
+  try {
+    add_entry(Entry{mark, thread_token(), domain, mode, native_stream, thread});
+  } catch (...) {
+    // Out of memory: this recording is not refused up front; the driver still refuses the call.
+  }
+}
+
+std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMark* target) {
+  std::vector<Entry>& own = own_entries();
+  if (!own.empty()) {
+    std::erase_if(own, dead);
+    for (const Entry& entry : own)
+      if (entry.domain == domain && entry.mark.get() != target) return entry.describe(true);
+  }
+  GlobalEntries& global = global_entries();
+  if (global.size.load(std::memory_order_acquire) == 0) return std::nullopt;
+  const std::uint64_t me = thread_token();
+  std::lock_guard lock(global.mutex);
+  std::erase_if(global.entries, dead);
+  global.size.store(global.entries.size(), std::memory_order_release);
+  for (const Entry& entry : global.entries)
+    if (entry.thread != me && entry.domain == domain && entry.mark.get() != target) return entry.describe(false);
+  return std::nullopt;
+}
+
+void refuse(const char* op, const std::string& does, const LiveRecording& recording) {
+  std::ostringstream stream;
+  stream << "0x" << std::hex << recording.stream;
+  const std::string mode = driver::capture_mode_name(recording.mode);
+  std::string message = std::string(op) + ": stream " + stream.str() + " is recording a graph capture ";
+  if (recording.this_thread) {
+    message += "on this thread (capture_mode '" + mode + "'), and this call " + does +
+               ", which the driver forbids on a thread while its capture records (that capture would be "
+               "invalidated). Nothing was changed: end or abort that capture first (outside relaxed mode a thread "
+               "records on one stream at a time), or use capture_mode='relaxed'";
+  } else {
+    message += "in capture_mode 'global' on thread " + recording.thread + ", and this call " + does +
+               ", which the driver forbids on every thread while a global capture records (that capture would be "
+               "invalidated). Nothing was changed: call it once that capture has ended, or use "
+               "capture_mode='thread_local' (only the capturing thread is restricted) or 'relaxed'";
+  }
+  raise(ErrorKind::CaptureState, message,
+        {{"cause", std::string(recording.this_thread ? "recording_on_this_thread" : "global_recording")},
+         {"recording_stream", static_cast<std::int64_t>(recording.stream)},  // user-space addresses and ids fit
+         {"recording_thread", recording.thread}});
+}
+
+void check(const char* op, const std::string& does, const void* domain, const RecordingMark* target) {
+  if (auto recording = find_conflict(domain, target)) refuse(op, does, *recording);
+}
+
+}  // namespace capture_registry
+}  // namespace lifecore::runtime
