@@ -441,7 +441,8 @@ void bind_stream(nb::module_& m) {
              }
              return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
            },
-           "buf"_a, "Synchronizes the stream and returns the buffer's bytes.")
+           "buf"_a, "Synchronizes the stream and returns the buffer's bytes. Refused like sync() while another\n"
+           "stream records.")
       .def("fill", &fill, "buf"_a.none(), "value"_a,
            nb::sig("def fill(self, buf: Buffer | BufferView | object, value: int) -> None"),
            "Sets every 32-bit word of the buffer to value. buf may be a BufferView or a tensor (see launch).")
@@ -464,17 +465,21 @@ void bind_stream(nb::module_& m) {
            "tensor's device is checked with the driver (skipped where the driver cannot tell), and the work\n"
            "waits on the device for its stream, unless that is this stream or this stream is recording.")
       .def("sync", &Stream::sync, nb::call_guard<nb::gil_scoped_release>(),
-           "Waits for the stream; reports the first queued asynchronous failure.")
+           "Waits for the stream; reports the first queued asynchronous failure. Outside relaxed capture mode\n"
+           "it is refused (CaptureStateError, nothing changed) while another stream records on this thread, or\n"
+           "any thread's global capture records: the driver forbids the wait there and would invalidate it.")
       .def("profile", [](std::shared_ptr<Stream> s) { return Profile::start(std::move(s)); },
            "Starts measuring the device time of the work issued from now on (a start event is recorded).\n"
            "`with stream.profile() as p: ...` then p.elapsed_ms. Inside a software capture window it raises\n"
            "CaptureStateError at once; inside a hardware one the driver refuses the end's host wait\n"
            "(DriverError) and end_capture then refuses the recording, as it does while a profile started\n"
-           "inside it is still running.")
+           "inside it is still running. Refused like sync() while another stream records.")
       .def("graph_prepare", &Stream::graph_prepare, "owner"_a = 0,
            "NO_CAPTURE -> PREPARE: arms the pools for the warmup run.")
       .def("begin_capture", &Stream::begin_capture, nb::call_guard<nb::gil_scoped_release>(),
-           "PREPARE -> CAPTURE: flushes warmup, ends priming, opens the capture.")
+           "PREPARE -> CAPTURE: flushes warmup, ends priming, opens the capture. Outside relaxed capture mode a\n"
+           "thread records on one stream at a time: while another stream records on this thread (or any\n"
+           "thread's global capture records) it raises CaptureStateError naming that stream and changes nothing.")
       .def("end_capture", &Stream::end_capture, "caller"_a = 0,
            "CAPTURE -> NO_CAPTURE: seals the recording into a Graph or raises CaptureRefusedError.")
       .def("abort_capture", &Stream::abort_capture,

@@ -46,8 +46,11 @@ class LifecoreOverflowError(InvalidArgumentError, OverflowError):
 
 
 class CaptureStateError(LifecoreError):
-    """A graph-capture transition was called out of order, or an operation that cannot be
-    recorded was issued while a stream records. The stream's state is unchanged."""
+    """A graph-capture transition was called out of order, an operation that cannot be
+    recorded was issued while a stream records, or (outside relaxed capture mode) a call the
+    driver forbids while a capture records was made on another stream (``cause``
+    ``recording_on_this_thread`` or ``global_recording``, with ``recording_stream`` and
+    ``recording_thread``). The stream's state is unchanged."""
 
 
 class CaptureRefusedError(LifecoreError):
