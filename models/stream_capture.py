@@ -38,8 +38,12 @@ recording the driver refuses the wait (900, invalidating the capture, or 907 for
 capture, which it leaves open) and end_capture refuses the recording either way.
 
 Memory is modelled as *slots*: the device memory a buffer was bound to. A freed buffer's slot
-lives on while a graph that touched it is alive (the graph retains it, so the pool can never hand
-it to a later allocation while a replay writes it); replays keep reading and writing it.
+lives on while a graph whose recorded work used it is alive (the graph retains it, so the pool can
+never hand it to a later allocation while a replay writes it); replays keep reading and writing
+it. A graph retains exactly that: what the recording used or allocated. What only the warmup used
+(while PREPARE) is held by the window's priming until begin_capture, then goes back to the pool
+(its replays never touch it), so a slot freed during warmup may be reused once the window is
+recording or gone.
 Element values are Python floats rounded to float32, or ``None`` where the contents are
 undefined (fresh allocations).
 
@@ -402,7 +406,10 @@ class Window:
 
     owner: int
     recorded: list[Op] = field(default_factory=list)  # work recorded while CAPTURE
-    touched: set[int] = field(default_factory=set)  # slot ids the window used or allocated
+    # Slot ids the recording (CAPTURE) used or allocated: retained by the window, then by its graph.
+    touched: set[int] = field(default_factory=set)
+    # Slot ids the warmup (PREPARE) used or allocated: held by priming until begin_capture ends it.
+    primed: set[int] = field(default_factory=set)
     pinned_info: set[tuple[int, ...]] = field(default_factory=set)  # info words used since prepare
     invalidated: bool = False  # hardware: an illegal call while recording
     memory_nodes: int = 0  # hardware: allocations the pool could not serve while recording
@@ -580,7 +587,8 @@ class DeviceModel:
 
     def _touch(self, stream: StreamModel, slots: Iterable[Slot]) -> None:
         if stream.window is not None:
-            stream.window.touched.update(_pool_ids(slots))
+            held = stream.window.touched if stream.state.is_recording() else stream.window.primed
+            held.update(_pool_ids(slots))
 
     # ---------------------------------------------------------------- expected statistics
 
@@ -602,14 +610,16 @@ class DeviceModel:
         return pinned
 
     def retained_slots(self) -> set[int]:
-        """Slots held by a live graph or an open window and not bound to a live buffer."""
+        """Slots held by a live graph or an open window (what it recorded, and while it primes what
+        its warmup used) and not bound to a live buffer: ``memory_stats()["slices_retained"]`` once
+        the frees queued on the streams have run."""
         held: set[int] = set()
         for g in self.graphs_by_id.values():
             if g.alive:
                 held |= g.retained
         for s in self.streams.values():
             if s.window is not None:
-                held |= s.window.touched
+                held |= s.window.touched | s.window.primed
         return held - {b.slot.id for b in self.buffers.values() if b.alive}
 
     @property
@@ -653,7 +663,7 @@ class DeviceModel:
         bid = self._new_id()
         self.buffers[bid] = BufferModel(bid, nbytes, slot)
         if s.window is not None:
-            s.window.touched.add(slot.id)
+            self._touch(s, (slot,))
             if s.state.is_recording() and new_slice and self.hardware:
                 s.window.memory_nodes += 1
                 s.window.memory_node_buffers.append(bid)
@@ -898,6 +908,8 @@ class DeviceModel:
             s.state.abort()
             self._close_window(s)
             raise ModelError(kind)
+        assert s.window is not None
+        s.window.primed.clear()  # priming ends: what only the warmup used goes back to the pool
 
     def end_capture(self, stream: int, caller: int = 0, *, fault: Optional[str] = None) -> int:
         """CAPTURE -> NO_CAPTURE, sealing a graph; returns its id.
@@ -932,7 +944,7 @@ class DeviceModel:
             gid,
             tuple(window.recorded),
             self.hardware,
-            frozenset(window.touched | {i for op in window.recorded for i in _pool_ids(op.slots())}),
+            frozenset(window.touched),  # what the recording used: every replay's memory, and only that
             frozenset(window.pinned_info),
         )
         return gid

@@ -631,7 +631,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @counted
     def capture_step(self, program: _Program, owner: int, use_capture_call: bool, verify: bool) -> None:
         """prepare -> warmup (the step) -> begin -> the same step -> end. The recorded pass must
-        not allocate, and replaying from the pre-step contents must give the warmup's results."""
+        not allocate, replaying from the pre-step contents must give the warmup's results, and the
+        memory held by graphs is exactly the model's (the recorded pass's, not the warmup's)."""
         self._drain()
         count = SIZES[program.size_class]
         persistent = [b for b in self.buffers if b.count == count]
@@ -681,6 +682,12 @@ class StreamCaptureMachine(LifecycleMachine):
             for b in persistent:
                 assert self.model.contents(b.mid) == warm[b.mid], "model: replay differs from the eager step"
                 self._read(0, b)
+        # A graph retains the memory its replays use, and only that: the warmup's temporaries go
+        # back to the pool at begin_capture. Counted once the frees queued on the stream have run.
+        self.both("sync (retained memory)", lambda: self.model.sync(self.sid0), self.real0.sync)
+        retained = self.device.memory_stats()["slices_retained"]
+        assert retained == len(self.model.retained_slots()), (
+            f"{retained} slice(s) retained, the model holds slots {sorted(self.model.retained_slots())}")
 
     # ------------------------------------------------------------------ graphs
 
