@@ -52,6 +52,16 @@ class CaptureStateError(LifecoreError):
     ``recording_on_this_thread`` or ``global_recording``, with ``recording_stream`` and
     ``recording_thread``). The stream's state is unchanged."""
 
+    cause: str = ""
+    """Why a call was refused because another stream records: ``recording_on_this_thread`` (this
+    thread's own recording) or ``global_recording`` (another thread's global one); empty for the
+    other refusals."""
+    recording_stream: int = 0
+    """The stream that records, by its ``Stream.handle``, when ``cause`` is set (else 0)."""
+    recording_thread: str = ""
+    """The thread that began that recording, as ``threading.get_ident()`` prints it on Linux, when
+    ``cause`` is set (else empty)."""
+
 
 class CaptureRefusedError(LifecoreError):
     """``end_capture`` refused to seal the recording (memory nodes, an invalidated driver
