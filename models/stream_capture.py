@@ -652,6 +652,9 @@ class DeviceModel:
         reports it through ``driver_allocations``): which requests a pool can serve is the pool's
         business, what such an allocation means for a recording window is the contract's. On a
         hardware-graph device it records a memory node, and ``end_capture`` refuses the graph.
+        Outside a hardware recording it is a plain driver allocation, refused up front
+        (CaptureStateError, nothing allocated) while another stream records on this thread outside
+        relaxed mode.
         """
         if nbytes <= 0:
             raise ModelError("InvalidArgument")
