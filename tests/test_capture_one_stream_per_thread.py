@@ -378,3 +378,26 @@ def test_on_cuda_a_recording_forbids_calls_on_every_device_of_the_process(fake_l
     result = run_with_fake_cuda(fake_libcuda, body)
     assert result["second"] == ["recording_on_this_thread", True]
     assert result["after"] == "sealed"
+
+
+def test_a_recording_left_open_on_a_device_that_is_gone_forbids_nothing_after_it() -> None:
+    # The capture a thread that exited left open stays listed while its device lives (nobody can
+    # end it); once the device is gone, so are its captures, though its memory may now hold a new
+    # device: nothing is refused there.
+    def leave_a_global_capture_open() -> None:
+        dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode="global")
+        a = dev.stream()
+        t = threading.Thread(target=begin_doubling, args=(a, ones(a)))
+        t.start()
+        t.join(30)
+        assert a.capture_state.variant is CaptureVariant.CAPTURE
+        dev.close()
+
+    for _ in range(3):
+        leave_a_global_capture_open()
+        gc.collect()
+        with lifecore.Device(EMULATED, graphs="hardware", capture_mode="global") as dev:
+            b = dev.stream()
+            b.sync()
+            begin_doubling(b, ones(b))
+            b.abort_capture()

@@ -1,8 +1,9 @@
 // The capture registry: which recordings forbid the calling thread an unsafe call, checked
 // against each stream's published state when consulted (never a count a missed path could leave
 // wrong): a recording that ended, a lost device, a relaxed mode, another domain, the target's
-// own recording and another thread's thread_local recording forbid nothing; this thread's
-// recordings and any thread's global one do, also after the thread that began it exited.
+// own recording, another thread's thread_local recording and a domain that went forbid nothing;
+// this thread's recordings and any thread's global one do, also after the thread that began it
+// exited.
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -18,20 +19,21 @@ namespace registry = lifecore::runtime::capture_registry;
 
 namespace {
 
-const int domain_storage = 0;
-const int other_domain_storage = 0;
-const void* const domain = &domain_storage;
-const void* const other_domain = &other_domain_storage;
+// Two capture domains, as Driver::capture_domain() hands them out.
+const std::shared_ptr<const void> domain_token = std::make_shared<const int>(0);
+const std::shared_ptr<const void> other_domain_token = std::make_shared<const int>(0);
+const void* const domain = domain_token.get();
+const void* const other_domain = other_domain_token.get();
 
 // A stream's state as Stream keeps it: recording on the calling thread, listed in `mode`.
 struct Recording {
   std::shared_ptr<std::atomic<bool>> lost = std::make_shared<std::atomic<bool>>(false);
   PublishedCaptureState state{lost};
 
-  void begin(CaptureMode mode, std::uintptr_t native = 7) {
+  void begin(CaptureMode mode, std::uintptr_t native = 7, const std::shared_ptr<const void>& in = domain_token) {
     state.prepare(0);
     state.begin();
-    registry::add(state.mark(), domain, mode, native, "me");
+    registry::add(state.mark(), in, mode, native, "me");
   }
 };
 
@@ -91,6 +93,21 @@ int main() {
     CHECK(conflict());
     r.lost->store(true);
     CHECK(!conflict());
+  }
+
+  // A domain that went (an emulated driver destroyed) took its captures with it, though the
+  // streams' states still say recording (a capture left open when its device closed): its
+  // address may name a new domain, which they must not forbid anything in.
+  for (CaptureMode mode : {CaptureMode::thread_local_, CaptureMode::global}) {
+    auto gone = std::make_shared<const int>(0);
+    const void* address = gone.get();
+    Recording r;
+    r.begin(mode, 7, gone);
+    CHECK(conflict(nullptr, address));
+    gone.reset();
+    CHECK(!conflict(nullptr, address));
+    CHECK(!conflict());
+    r.state.abort();
   }
 
   // A stream that goes away ends its recording first (Stream::shutdown); its state going with it

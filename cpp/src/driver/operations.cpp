@@ -1,6 +1,8 @@
 #include "lifecore/driver/driver.hpp"
 
 #include <array>
+#include <map>
+#include <mutex>
 
 #include "driver/enum_names.hpp"
 
@@ -16,6 +18,16 @@ constexpr std::array<const char*, static_cast<std::size_t>(Operation::count_)> o
 }  // namespace
 
 const char* operation_name(Operation op) { return enum_name(operation_names_table, op); }
+
+std::shared_ptr<const void> Driver::capture_domain() const {
+  // One token per backend, never freed: a backend's captures may outlive every driver of it.
+  static std::mutex mutex;
+  static auto* tokens = new std::map<const BackendDescriptor*, std::shared_ptr<const void>>;
+  std::lock_guard lock(mutex);
+  std::shared_ptr<const void>& token = (*tokens)[&backend()];
+  if (!token) token = std::make_shared<const int>(0);
+  return token;
+}
 
 bool operation_from_name(const std::string& name, Operation* out) {
   return enum_from_name(operation_names_table, name, out);

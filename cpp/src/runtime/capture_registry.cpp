@@ -15,15 +15,23 @@ std::atomic<std::uint64_t> next_thread_token{1};
 struct Entry {
   std::shared_ptr<const RecordingMark> mark;
   std::uint64_t thread = 0;  // thread_token() of the thread that began the recording
-  const void* domain = nullptr;
+  // Weak: a domain that went (its driver destroyed) took its captures with it, and its address
+  // may then name a new one.
+  std::weak_ptr<const void> domain;
   driver::CaptureMode mode = driver::CaptureMode::thread_local_;
   std::uintptr_t native_stream = 0;
   std::string thread_name;
 
-  // The stream still holds the recording this thread began, on a device that is not lost.
+  // The stream still holds the recording this thread began, on a device that is not lost, in a
+  // domain that still exists.
   bool live() const noexcept {
-    if (mark->thread.load(std::memory_order_acquire) != thread) return false;
+    if (mark->thread.load(std::memory_order_acquire) != thread || domain.expired()) return false;
     return !(mark->device_lost && mark->device_lost->load(std::memory_order_acquire));
+  }
+  // In `where`: the token is locked for the comparison, so its address cannot name another domain.
+  bool in(const void* where) const noexcept {
+    std::shared_ptr<const void> token = domain.lock();
+    return token && token.get() == where;
   }
   LiveRecording describe(bool this_thread) const { return {native_stream, thread_name, mode, this_thread}; }
 };
@@ -89,8 +97,8 @@ void PublishedCaptureState::publish() noexcept {
 
 namespace capture_registry {
 
-void add(const std::shared_ptr<RecordingMark>& mark, const void* domain, driver::CaptureMode mode,
-         std::uintptr_t native_stream, const std::string& thread) noexcept {
+void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const void>& domain,
+         driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread) noexcept {
   if (mode == driver::CaptureMode::relaxed) return;
   try {
     add_entry(Entry{mark, thread_token(), domain, mode, native_stream, thread});
@@ -104,7 +112,7 @@ std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMa
   if (!own.empty()) {
     std::erase_if(own, dead);
     for (const Entry& entry : own)
-      if (entry.domain == domain && entry.mark.get() != target) return entry.describe(true);
+      if (entry.mark.get() != target && entry.in(domain)) return entry.describe(true);
   }
   GlobalEntries& global = global_entries();
   if (global.size.load(std::memory_order_acquire) == 0) return std::nullopt;
@@ -113,7 +121,7 @@ std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMa
   std::erase_if(global.entries, dead);
   global.size.store(global.entries.size(), std::memory_order_release);
   for (const Entry& entry : global.entries)
-    if (entry.thread != me && entry.domain == domain && entry.mark.get() != target) return entry.describe(false);
+    if (entry.thread != me && entry.mark.get() != target && entry.in(domain)) return entry.describe(false);
   return std::nullopt;
 }
 

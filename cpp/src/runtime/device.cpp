@@ -194,7 +194,7 @@ void Device::cleanup() {
   check_open("cleanup");
   if (memory_->stats().windows_active > 0) return;  // a free could sync and abort a capture
   // The same for a recording of this thread (or a global one) on another device of the domain.
-  if (capture_registry::find_conflict(driver_->capture_domain(), nullptr)) return;
+  if (capture_registry::find_conflict(driver_->capture_domain().get(), nullptr)) return;
   // Wait for every stream so nothing freed here is still read by queued work.
   for (auto& stream : live_streams()) stream->wait_for_graph_work();
   if (memory_->stats().windows_active > 0) return;

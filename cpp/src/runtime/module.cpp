@@ -56,7 +56,7 @@ std::shared_ptr<Module> Module::load(const std::shared_ptr<Device>& device, driv
   device->check_open(op);
   // The driver refuses a load while a capture forbids this thread's unsafe calls, and invalidates
   // that capture: refused here instead, naming it.
-  capture_registry::check(op, "loads a module", device->driver().capture_domain(), nullptr);
+  capture_registry::check(op, "loads a module", device->driver().capture_domain().get(), nullptr);
   const driver::ImageKind kind = image.kind;
   driver::ModuleHandle handle = with_op(op, [&] { return device->load_module(image); });
   return std::make_shared<Module>(device, handle, kind);

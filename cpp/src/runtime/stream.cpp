@@ -48,6 +48,7 @@ Stream::Stream(std::shared_ptr<Device> device, driver::StreamHandle handle)
       driver_(device_->driver()),
       handle_(handle),
       recorder_(device_->hardware_graphs() ? make_driver_recorder(driver_, handle_) : make_op_list_recorder()),
+      capture_domain_(driver_.capture_domain()),
       state_(device_->lost_flag()) {}
 
 Stream::~Stream() {
@@ -84,12 +85,12 @@ void Stream::check_capture_thread(const char* op) const {
 }
 
 void Stream::check_not_recording_elsewhere(const char* op, const std::string& does) const {
-  capture_registry::check(op, does, driver_.capture_domain(), state_.mark().get());
+  capture_registry::check(op, does, capture_domain_.get(), state_.mark().get());
 }
 
 bool Stream::recording_elsewhere() const noexcept {
   try {
-    return capture_registry::find_conflict(driver_.capture_domain(), state_.mark().get()).has_value();
+    return capture_registry::find_conflict(capture_domain_.get(), state_.mark().get()).has_value();
   } catch (...) {
     return true;  // relaxed costs two calls; a wrong guess the other way invalidates a capture
   }
@@ -653,7 +654,7 @@ void Stream::begin_capture() {
     const std::string thread = thread_text(std::this_thread::get_id());
     check_status(recorder_->begin(device_->capture_mode()));
     capture_thread_ = std::this_thread::get_id();
-    capture_registry::add(state_.mark(), driver_.capture_domain(), device_->capture_mode(), native, thread);
+    capture_registry::add(state_.mark(), capture_domain_, device_->capture_mode(), native, thread);
   } catch (...) {
     undo_window();
     state_.abort();

@@ -150,9 +150,11 @@ class Driver {
   // True when capture is done by the driver (a stream capture that records a graph).
   virtual bool hardware_graphs() const = 0;
   // The reach of the driver's capture-mode rule (runtime/capture_registry.hpp): a capture
-  // forbids unsafe calls within its domain, never across. By default the backend, whose library
-  // keeps one capture state per process (CUDA, HIP); an emulated driver may keep one per device.
-  virtual const void* capture_domain() const noexcept { return &backend(); }
+  // forbids unsafe calls within its domain, never across. A token, alive exactly as long as the
+  // domain's captures can be (its address names the domain and is never reused meanwhile): by
+  // default the backend's, which lives as long as the process, whose driver library keeps one
+  // capture state (CUDA, HIP); an emulated driver may keep one per instance.
+  virtual std::shared_ptr<const void> capture_domain() const;
   // Whether the built-in kernels (lifecore.kernels) can run here, and why not.
   virtual bool builtin_kernels_available(std::string* reason) const = 0;
   virtual FaultInjection* fault_injection() { return nullptr; }

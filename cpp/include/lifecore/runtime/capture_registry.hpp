@@ -6,7 +6,9 @@
 // CUDA's rule, which HIP and the mock follow: in the driver's default thread mode a thread may
 // not make such a call while it has a thread_local or global capture of its own, nor while any
 // thread has a global capture; a relaxed capture forbids nothing. The rule spans a capture
-// domain (Driver::capture_domain(): the process for CUDA and HIP, one device for the mock).
+// domain (Driver::capture_domain(): the process for CUDA and HIP, one device for the mock); an
+// entry holds its domain's token weakly, and a domain gone (a mock device destroyed) took its
+// captures with it.
 //
 // Nothing here is a count that a missed path could leave wrong: the registry keeps entries,
 // and each is checked against its stream's own state (a RecordingMark the stream publishes)
@@ -89,12 +91,13 @@ struct LiveRecording {
 namespace capture_registry {
 
 // The calling thread has just begun recording on the stream that published `mark`, in `mode`,
-// within `domain`. A relaxed recording forbids nothing and is not kept. Never fails (out of
-// memory, the recording goes unlisted: the driver still refuses what it forbids).
-void add(const std::shared_ptr<RecordingMark>& mark, const void* domain, driver::CaptureMode mode,
-         std::uintptr_t native_stream, const std::string& thread) noexcept;
+// within `domain` (Driver::capture_domain()). A relaxed recording forbids nothing and is not
+// kept. Never fails (out of memory, the recording goes unlisted: the driver still refuses what
+// it forbids).
+void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const void>& domain,
+         driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread) noexcept;
 
-// The live recording in `domain` that forbids the calling thread a potentially unsafe driver
+// The live recording in `domain` (the address of a live Driver::capture_domain() token) that forbids the calling thread a potentially unsafe driver
 // call acting on the stream that published `target` (nullptr: on no stream): one of this
 // thread's own (thread_local or global), else another thread's global one (as the driver's
 // default thread mode, global, sees it). `target`'s own recording is not counted: what a call

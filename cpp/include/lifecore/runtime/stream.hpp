@@ -226,6 +226,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   driver::Driver& driver_;
   driver::StreamHandle handle_;
   const std::unique_ptr<Recorder> recorder_;
+  const std::shared_ptr<const void> capture_domain_;  // the driver's (Driver::capture_domain())
 
   mutable std::mutex mutex_;
   bool dead_ = false;

@@ -67,8 +67,9 @@ class MockDriver final : public Driver {
 
   // The MockDriver behind `driver`, or nullptr when it is another backend.
   static MockDriver* from(Driver* driver);
-  // Its capture bookkeeping is its own (see above): captures on another mock device never conflict.
-  const void* capture_domain() const noexcept override { return this; }
+  // Its capture bookkeeping is its own (see above): captures on another mock device never
+  // conflict, and they go with this driver (so does its token).
+  std::shared_ptr<const void> capture_domain() const override { return capture_domain_; }
 
   // Mock-only knobs.
   // The device memory size mem_info reports and mem_alloc enforces (out_of_memory beyond it).
@@ -191,6 +192,7 @@ class MockDriver final : public Driver {
 
   const int ordinal_;
   const std::uint64_t uid_;  // keys this instance's per-thread capture modes
+  const std::shared_ptr<const void> capture_domain_ = std::make_shared<const int>(0);
   mock::FaultGate faults_;
   mock::WorkerGate worker_gate_;
   mock::AddressSpace memory_;
