@@ -44,7 +44,7 @@ FrameDisposition FrameHold::commit() {
   auto& s = *state_;
   require_frame_locked(s, frame_id_, finalized_, "commit");
   if (s.phase == SessionPhase::poisoned) raise(ErrorKind::SessionState, "commit: the sequence session is poisoned");
-  if (!s.flights.empty()) raise(ErrorKind::SessionState, "commit: participant flights of this frame are still live");
+  if (!s.extras.no_flights()) raise(ErrorKind::SessionState, "commit: participant flights of this frame are still live");
   s.active_frame.reset();
   ++s.retired;
   finalized_ = true;
@@ -79,7 +79,7 @@ void FrameHold::rollback_unsubmitted() {
   require_frame_locked(s, frame_id_, finalized_, "rollback_unsubmitted");
   if (s.phase != SessionPhase::open)
     raise(ErrorKind::SessionState, std::string("rollback_unsubmitted: the sequence session is ") + phase_name(s.phase) + ", not open");
-  if (!s.flights.empty()) raise(ErrorKind::SessionState, "rollback_unsubmitted: participant flights of this frame are still live");
+  if (!s.extras.no_flights()) raise(ErrorKind::SessionState, "rollback_unsubmitted: participant flights of this frame are still live");
   s.active_frame.reset();
   s.next_frame = frame_id_;  // never submitted: the retry reuses the same frame id
   finalized_ = true;
@@ -97,13 +97,13 @@ void FlightHold::drop() noexcept {
   released_ = true;
   std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
-  const FlightPhase* recorded = s.flights.find(key_);
+  const FlightPhase* recorded = s.extras.find_flight(key_);
   if (!recorded) {
     if (s.active_locked()) s.phase = SessionPhase::fail_closed;  // a stale identity fails closed
     return;
   }
   const bool mismatch = *recorded != phase_ || phase_ == FlightPhase::in_flight;
-  s.flights.erase(key_);
+  s.extras.erase_flight(key_);
   if (mismatch) s.poison_locked();  // work may still be running on this sequence's pages
 }
 
@@ -113,7 +113,7 @@ void FlightHold::dispatch() {
   if (released_) raise(ErrorKind::SessionState, "dispatch: the flight is already released");
   s.require_open_locked("dispatch");
   if (phase_ != FlightPhase::prepared) raise(ErrorKind::SessionState, "dispatch: the flight is already in flight");
-  s.flights.set(key_, FlightPhase::in_flight);
+  s.extras.set_flight(key_, FlightPhase::in_flight);
   phase_ = FlightPhase::in_flight;
 }
 
@@ -123,7 +123,7 @@ void FlightHold::not_submitted() {
   if (released_) raise(ErrorKind::SessionState, "not_submitted: the flight is already released");
   s.require_active_locked("not_submitted");
   if (phase_ != FlightPhase::in_flight) raise(ErrorKind::SessionState, "not_submitted: the flight is not in flight");
-  s.flights.set(key_, FlightPhase::prepared);
+  s.extras.set_flight(key_, FlightPhase::prepared);
   phase_ = FlightPhase::prepared;
 }
 
@@ -132,7 +132,7 @@ void FlightHold::finish() {
   auto& s = *state_;
   if (released_) raise(ErrorKind::SessionState, "finish: the flight is already released");
   if (phase_ != FlightPhase::in_flight) raise(ErrorKind::SessionState, "finish: the flight is not in flight (use release)");
-  s.flights.erase(key_);
+  s.extras.erase_flight(key_);
   released_ = true;
 }
 
@@ -141,7 +141,7 @@ void FlightHold::release() {
   auto& s = *state_;
   if (released_) raise(ErrorKind::SessionState, "release: the flight is already released");
   if (phase_ != FlightPhase::prepared) raise(ErrorKind::SessionState, "release: the flight is in flight (use finish)");
-  s.flights.erase(key_);
+  s.extras.erase_flight(key_);
   released_ = true;
 }
 

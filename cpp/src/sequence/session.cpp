@@ -333,7 +333,7 @@ CancelSnapshot SequenceSession::request_cancel() {
   if (s.phase == SessionPhase::poisoned) raise(ErrorKind::SessionState, "request_cancel: the sequence session is poisoned");
   s.phase = SessionPhase::cancel_requested;
   CancelSnapshot snap{s.phase, s.active_frame, {}, s.retired};
-  s.flights.for_each([&](std::uint64_t key, FlightPhase phase) { snap.flights.emplace_back(key, phase); });
+  s.extras.for_each_flight([&](std::uint64_t key, FlightPhase phase) { snap.flights.emplace_back(key, phase); });
   return snap;
 }
 
@@ -392,12 +392,12 @@ std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
   require_handle(s, "prepare_flight");
   s.require_open_locked("prepare_flight");
   if (!s.active_frame) raise(ErrorKind::SessionState, "prepare_flight: no active frame");
-  if (s.flights.find(key)) raise(ErrorKind::SessionState, "prepare_flight: flight " + std::to_string(key) + " is already prepared");
-  s.flights.set(key, FlightPhase::prepared);
+  if (s.extras.find_flight(key)) raise(ErrorKind::SessionState, "prepare_flight: flight " + std::to_string(key) + " is already prepared");
+  s.extras.set_flight(key, FlightPhase::prepared);
   try {
     return std::make_unique<FlightHold>(state_, key, *s.active_frame);
   } catch (...) {
-    s.flights.erase(key);  // no holder: the flight must not keep the session from ending
+    s.extras.erase_flight(key);  // no holder: the flight must not keep the session from ending
     throw;
   }
 }
@@ -417,7 +417,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
     if (static_cast<std::uint64_t>(tokens) <= s.current_tokens) {
       // The common decode step: the frontier already covers it; acquire and commit at once.
       s.take_frame_id_locked("step");
-      if (s.step_deferral) s.step_deferral.reset();
+      s.extras.clear_step_deferral();
       ++s.retired;
       ++s.committed;
       return BackingOutcome::current;
@@ -430,10 +430,14 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));
   std::lock_guard<SessionLock> lock(s.mutex);
   if (decision.outcome == BackingOutcome::backing_deferred) {
-    s.step_deferral = decision.deferred ? std::make_unique<AdmissionDeferred>(std::move(*decision.deferred)) : nullptr;
+    if (decision.deferred) {
+      s.extras.set_step_deferral(std::move(*decision.deferred));
+    } else {
+      s.extras.clear_step_deferral();
+    }
     return decision.outcome;
   }
-  s.step_deferral.reset();
+  s.extras.clear_step_deferral();
   if (decision.outcome != BackingOutcome::current && decision.outcome != BackingOutcome::extended) return decision.outcome;
   require_handle(s, "step");
   s.require_open_locked("step");
@@ -446,8 +450,8 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
 
 std::optional<AdmissionDeferred> SequenceSession::step_deferral() const {
   std::lock_guard<SessionLock> lock(state_->mutex);
-  if (!state_->step_deferral) return std::nullopt;
-  return *state_->step_deferral;
+  if (const AdmissionDeferred* deferral = state_->extras.step_deferral()) return *deferral;
+  return std::nullopt;
 }
 
 SessionPhase SequenceSession::phase() const noexcept {
@@ -550,7 +554,7 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
       if (s.phase == SessionPhase::open && s.quiescent_locked() && t <= s.current_tokens) {
         // step()'s common path, then the row's source, under the same lock.
         s.take_frame_id_locked("step");
-        s.step_deferral.reset();
+        s.extras.clear_step_deferral();
         ++s.retired;
         ++s.committed;
         table_source_locked(s, domain_index, known, written, source);
@@ -576,7 +580,7 @@ std::optional<std::uint64_t> SequenceSession::active_frame() const noexcept {
 
 std::size_t SequenceSession::flight_count() const noexcept {
   std::lock_guard<SessionLock> lock(state_->mutex);
-  return state_->flights.size();
+  return state_->extras.flight_count();
 }
 
 std::uint64_t SequenceSession::retired_frames() const noexcept {
@@ -587,7 +591,7 @@ std::uint64_t SequenceSession::retired_frames() const noexcept {
 std::optional<TerminalReceipt> SequenceSession::receipt() const {
   std::lock_guard<SessionLock> lock(state_->mutex);
   std::optional<TerminalReceipt> out;
-  if (state_->receipt) out = *state_->receipt;
+  if (const TerminalReceipt* receipt = state_->extras.receipt()) out = *receipt;
   if (out) out->session = state_;
   return out;
 }

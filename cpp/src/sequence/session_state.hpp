@@ -20,35 +20,55 @@
 
 namespace lifecore::sequence {
 
-// A session's participant flights, made on the first prepare_flight: the many sessions that
-// never have one carry a pointer, not an empty std::map (48 bytes a live sequence).
-class FlightTable {
+// What few sessions ever need, made on first use and read and written under the session's
+// lock: participant flights, the deferral behind the last BACKING_DEFERRED step, and the
+// terminal receipt. A live session carries one pointer for the three, not 64 bytes.
+class SessionExtras {
  public:
-  bool empty() const noexcept { return !map_ || map_->empty(); }
-  std::size_t size() const noexcept { return map_ ? map_->size() : 0; }
-  // The phase recorded for `key`, or null.
-  const FlightPhase* find(std::uint64_t key) const noexcept {
-    if (!map_) return nullptr;
-    const auto it = map_->find(key);
-    return it == map_->end() ? nullptr : &it->second;
+  bool no_flights() const noexcept { return !rare_ || rare_->flights.empty(); }
+  std::size_t flight_count() const noexcept { return rare_ ? rare_->flights.size() : 0; }
+  // The phase recorded for flight `key`, or null.
+  const FlightPhase* find_flight(std::uint64_t key) const noexcept {
+    if (!rare_) return nullptr;
+    const auto it = rare_->flights.find(key);
+    return it == rare_->flights.end() ? nullptr : &it->second;
   }
-  // Records `phase` for `key` (may throw bad_alloc before anything changed).
-  void set(std::uint64_t key, FlightPhase phase) {
-    if (!map_) map_ = std::make_unique<Map>();
-    map_->insert_or_assign(key, phase);
-  }
-  void erase(std::uint64_t key) noexcept {
-    if (map_) map_->erase(key);
+  // Records `phase` for flight `key` (may throw bad_alloc before anything changed).
+  void set_flight(std::uint64_t key, FlightPhase phase) { made().flights.insert_or_assign(key, phase); }
+  void erase_flight(std::uint64_t key) noexcept {
+    if (rare_) rare_->flights.erase(key);
   }
   template <class F>
-  void for_each(F&& f) const {
-    if (map_)
-      for (const auto& [key, phase] : *map_) f(key, phase);
+  void for_each_flight(F&& f) const {
+    if (rare_)
+      for (const auto& [key, phase] : rare_->flights) f(key, phase);
   }
 
+  const AdmissionDeferred* step_deferral() const noexcept {
+    return rare_ && rare_->step_deferral ? &*rare_->step_deferral : nullptr;
+  }
+  void set_step_deferral(AdmissionDeferred deferral) { made().step_deferral = std::move(deferral); }
+  // On every decode step: a test of one pointer when there is nothing to clear.
+  void clear_step_deferral() noexcept {
+    if (rare_ && rare_->step_deferral) rare_->step_deferral.reset();
+  }
+
+  const TerminalReceipt* receipt() const noexcept { return rare_ && rare_->receipt ? &*rare_->receipt : nullptr; }
+  // Makes the room a receipt is kept in (may throw bad_alloc); then set_receipt cannot fail.
+  void reserve() { made(); }
+  void set_receipt(const TerminalReceipt& receipt) noexcept { rare_->receipt = receipt; }
+
  private:
-  using Map = std::map<std::uint64_t, FlightPhase>;
-  std::unique_ptr<Map> map_;
+  struct Rare {
+    std::map<std::uint64_t, FlightPhase> flights;
+    std::optional<AdmissionDeferred> step_deferral;
+    std::optional<TerminalReceipt> receipt;
+  };
+  Rare& made() {
+    if (!rare_) rare_ = std::make_unique<Rare>();
+    return *rare_;
+  }
+  std::unique_ptr<Rare> rare_;
 };
 
 // The active frame's id or none: an optional in 8 bytes (frame ids start at 1, so 0 is none).
@@ -98,8 +118,7 @@ class SessionState {
   std::uint64_t retired = 0;
   std::uint64_t committed = 0;
   ActiveFrame active_frame;
-  std::unique_ptr<AdmissionDeferred> step_deferral;  // behind the last BACKING_DEFERRED step
-  FlightTable flights;
+  SessionExtras extras;
   std::shared_ptr<AdmittedSequenceResources> resources;  // null once the handle closed
   std::shared_ptr<const BackingSnapshot> current;        // null once the handle closed; set by publish_locked
   static constexpr std::uint64_t epoch = 1;  // a session's incarnation: one per logical sequence
@@ -110,7 +129,6 @@ class SessionState {
   std::uint32_t tokens_per_page = 1;
   std::uint64_t discarded = 0;
   // Rare, so held out of line: a live sequence's record stays small.
-  std::unique_ptr<TerminalReceipt> receipt;
 
   // `next` becomes the current backing (its ids published), with the copies beside the lock.
   // Under the lock, the handle open (`resources` set).
@@ -145,7 +163,7 @@ class SessionState {
   bool active_locked() const noexcept {
     return phase == SessionPhase::open || phase == SessionPhase::cancel_requested || phase == SessionPhase::poisoned;
   }
-  bool quiescent_locked() const noexcept { return !active_frame && flights.empty(); }
+  bool quiescent_locked() const noexcept { return !active_frame && extras.no_flights(); }
   // The next frame id, checked before it is taken: a frame id never wraps (retired and
   // committed counts stay below it, so they cannot wrap either).
   std::uint64_t take_frame_id_locked(const char* operation) {
@@ -174,11 +192,11 @@ class SessionState {
     if (phase == SessionPhase::open || phase == SessionPhase::cancel_requested) phase = SessionPhase::poisoned;
   }
   TerminalReceipt finish_locked(TerminalOutcome outcome, std::shared_ptr<const SessionState> self) {
+    extras.reserve();  // before any change: what follows cannot fail
     phase = outcome == TerminalOutcome::completed ? SessionPhase::completed : SessionPhase::aborted;
     // Kept without the back reference (no cycle); each copy handed out names the state.
-    receipt = std::make_unique<TerminalReceipt>(
-        TerminalReceipt{outcome, sequence, request, epoch, nullptr, retired, committed, discarded, generation_locked()});
-    TerminalReceipt out = *receipt;
+    TerminalReceipt out{outcome, sequence, request, epoch, nullptr, retired, committed, discarded, generation_locked()};
+    extras.set_receipt(out);
     out.session = std::move(self);
     return out;
   }
