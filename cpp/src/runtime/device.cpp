@@ -8,6 +8,7 @@
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/module.hpp"
 #include "lifecore/runtime/pause_points.hpp"
+#include "runtime/relaxed_capture_mode.hpp"
 #include "lifecore/runtime/stream.hpp"
 #include "lifecore/driver/backends.hpp"
 
@@ -391,16 +392,7 @@ bool Device::close_locked() {
   if (closed()) return false;
   // Relaxed for the closing thread: its synchronizations and frees must not invalidate (or be
   // refused by) another thread's live capture, which close() leaves to that thread.
-  driver::CaptureMode previous = driver::CaptureMode::relaxed;
-  const bool exchanged = driver_->thread_exchange_capture_mode(&previous).ok();
-  struct Restore {
-    driver::Driver& driver;
-    bool exchanged;
-    driver::CaptureMode mode;
-    ~Restore() {
-      if (exchanged) (void)driver.thread_exchange_capture_mode(&mode);
-    }
-  } restore{*driver_, exchanged, previous};
+  RelaxedCaptureMode relaxed(*driver_);
   std::vector<std::shared_ptr<Stream>> streams = take_streams();
   pause_points::reach(pause_points::Point::close_took_streams);
   for (auto& stream : streams) stream->shutdown();

@@ -9,6 +9,7 @@
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/pause_points.hpp"
+#include "runtime/relaxed_capture_mode.hpp"
 
 namespace lifecore::runtime {
 namespace {
@@ -97,11 +98,9 @@ bool Stream::recording_elsewhere() const noexcept {
 }
 
 driver::Status Stream::synchronize_relaxed() {
-  driver::CaptureMode previous = driver::CaptureMode::relaxed;
-  if (driver::Status exchanged = driver_.thread_exchange_capture_mode(&previous); !exchanged.ok()) return exchanged;
-  driver::Status status = synchronize_and_release();
-  (void)driver_.thread_exchange_capture_mode(&previous);
-  return status;
+  RelaxedCaptureMode relaxed(driver_);
+  if (!relaxed.engaged()) return relaxed.status();
+  return synchronize_and_release();
 }
 
 void Stream::check_status(const driver::Status& status) {
@@ -898,10 +897,10 @@ void Stream::shutdown() noexcept {
   // Destroyed before the drop queue is released: a driver whose synchronize failed without
   // waiting has, by then, let go of the stream's work and the host memory it reads. Relaxed while
   // a recording elsewhere would have the driver refuse the wait and invalidate that recording.
-  driver::CaptureMode previous = driver::CaptureMode::relaxed;
-  const bool relaxed = recording_elsewhere() && driver_.thread_exchange_capture_mode(&previous).ok();
-  (void)driver_.stream_synchronize(handle_);
-  if (relaxed) (void)driver_.thread_exchange_capture_mode(&previous);
+  {
+    RelaxedCaptureMode relaxed(driver_, recording_elsewhere());
+    (void)driver_.stream_synchronize(handle_);
+  }
   (void)driver_.stream_destroy(handle_);
   drop_.release_all(driver_);
 }
