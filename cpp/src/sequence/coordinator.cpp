@@ -90,10 +90,10 @@ AdmissionCoordinator::AdmissionCoordinator(CoordinatorConfig config)
   std::vector<std::string> names;
   names.reserve(config_.domains.size());
   for (const auto& domain : config_.domains) names.push_back(domain.name);
-  domain_names_ = std::make_shared<const std::vector<std::string>>(std::move(names));
   std::vector<std::uint32_t> all(config_.domains.size());
   for (std::uint32_t i = 0; i < all.size(); ++i) all[i] = i;
-  all_domains_ = std::make_shared<const DomainSet>(DomainSet{domain_names_, std::move(all)});
+  all_domains_ = std::make_shared<const DomainSet>(
+      DomainSet{std::make_shared<const std::vector<std::string>>(std::move(names)), std::move(all)});
   waiters_.resize(source_count());
   try {
     for (std::size_t i = 0; i < domains_.size(); ++i) {
@@ -285,7 +285,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     std::sort(named_domains.begin(), named_domains.end());
     named_domains.erase(std::unique(named_domains.begin(), named_domains.end()), named_domains.end());
     if (named_domains != all_domains_->indices)
-      shared_domains = std::make_shared<const DomainSet>(DomainSet{domain_names_, std::move(named_domains)});
+      shared_domains = std::make_shared<const DomainSet>(DomainSet{all_domains_->names, std::move(named_domains)});
   }
   const std::vector<std::uint32_t>& domains = shared_domains->indices;  // the backing keeps it from below
   const auto prompt = static_cast<std::uint64_t>(request.prompt_tokens);

@@ -141,7 +141,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   const std::string& domain_name(std::uint32_t index) const { return config_.domains.at(index).name; }
   // The domain names by index, immutable: what a snapshot names its domains by once the
   // coordinator itself may be gone.
-  const std::shared_ptr<const std::vector<std::string>>& shared_domain_names() const noexcept { return domain_names_; }
+  const std::shared_ptr<const std::vector<std::string>>& shared_domain_names() const noexcept { return all_domains_->names; }
   const std::shared_ptr<PageMemory>& memory() const noexcept { return config_.memory; }
   // What a domain of `capacity_bytes` can hand out: no more pages than its int32 block ids.
   // A domain accounts (and reports) these bytes, so two requests that pass the bytes never
@@ -263,8 +263,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint64_t live_takes_ = 0;
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
-  std::shared_ptr<const DomainSet> all_domains_;  // 0 .. domains - 1: "every domain"
-  std::shared_ptr<const std::vector<std::string>> domain_names_;   // config_.domains' names
+  // 0 .. domains - 1 ("every domain") with config_.domains' names, which every DomainSet shares.
+  std::shared_ptr<const DomainSet> all_domains_;
   // Live request ids and their backings (holders() sorts).
   RequestIndex live_;
   // Waiters indexed by source slot (slot_of). The coordinator shares each state while it is
