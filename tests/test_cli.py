@@ -27,6 +27,13 @@ BROKEN = ("import sys\n"
           "m.DeviceModel.windows_active = lambda self: 7\n"
           "from lifecore.cli import main\n"
           "sys.exit(main({argv!r}))")
+
+
+def broken_after(prelude: str) -> str:
+    """BROKEN with `prelude` run before the command line is imported (to patch what it uses)."""
+    return BROKEN.replace("from lifecore.cli import main\n", prelude + "from lifecore.cli import main\n")
+
+
 # A fuzz run that finds the broken model's fault (seed 11).
 BROKEN_GRAPH_RUN = ["fuzz", "--lifecycle", "graph", "--graphs", "software", "--examples", "5", "--steps", "10",
                     "--seed", "11"]
@@ -282,12 +289,10 @@ def test_paths_that_cannot_be_written_are_usage_errors_before_the_run(tmp_path):
 
 def test_a_failure_that_cannot_be_saved_is_still_printed_in_full(tmp_path):
     argv = [*BROKEN_GRAPH_RUN, "--failure-dir", str(tmp_path)]
-    code = BROKEN.replace("from lifecore.cli import main\n",
-                          "import lifecore.cli\n"
-                          "def unwritable(failure, directory, **options):\n"
-                          "    raise PermissionError(13, 'Permission denied', directory)\n"
-                          "lifecore.cli._save_failure = unwritable\n"
-                          "from lifecore.cli import main\n")
+    code = broken_after("import lifecore.cli\n"
+                        "def unwritable(failure, directory, **options):\n"
+                        "    raise PermissionError(13, 'Permission denied', directory)\n"
+                        "lifecore.cli._save_failure = unwritable\n")
     result = run(code=code.format(argv=argv), timeout=300)
     assert result.returncode == 1, result.stdout + result.stderr
     assert "Traceback" not in result.stderr, result.stderr
@@ -305,12 +310,10 @@ def test_an_interrupt_ends_with_a_message_and_no_failure_file(tmp_path):
     assert "lifecore fuzz: interrupted" in result.stderr and "Traceback" not in result.stderr
     assert not list(tmp_path.iterdir())
     # ... and while a failure is being saved: no failure file, whole or partial, is left behind.
-    code = BROKEN.replace("from lifecore.cli import main\n",
-                          "import os\n"
-                          "def interrupted(*args, **kwargs):\n"
-                          "    raise KeyboardInterrupt\n"
-                          "os.replace = interrupted\n"
-                          "from lifecore.cli import main\n")
+    code = broken_after("import os\n"
+                        "def interrupted(*args, **kwargs):\n"
+                        "    raise KeyboardInterrupt\n"
+                        "os.replace = interrupted\n")
     result = run(code=code.format(argv=argv), timeout=300)
     assert result.returncode == 130, result.stdout + result.stderr
     assert "lifecore fuzz: interrupted" in result.stderr and "Traceback" not in result.stderr

@@ -223,6 +223,14 @@ class _BudgetSpent(KeyboardInterrupt):
     anything, and would report any other exception raised there as a failure (or a flaky test)."""
 
 
+def _deadline(max_seconds: Optional[float], start: Optional[float] = None) -> Optional[float]:
+    """When a ``--max-seconds`` budget started at ``start`` (``time.perf_counter``, now by
+    default) ends; None without a budget."""
+    if max_seconds is None:
+        return None
+    return (time.perf_counter() if start is None else start) + max_seconds
+
+
 def _budget_share(deadline: Optional[float], targets_left: int) -> Optional[float]:
     """The seconds one target gets of a budget ending at ``deadline`` (``time.perf_counter``):
     an equal share of what is left, so a target that ends early leaves its time to the others."""
@@ -480,7 +488,7 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
 
     stats = target.machine().stats
     start = time.perf_counter()
-    deadline = None if max_seconds is None else start + max_seconds
+    deadline = _deadline(max_seconds, start)
     # Redraws belong on a terminal: in a log file they are only noise.
     bar = (_Progress(f"{target.lifecycle} {target.label}", examples, deadline)
            if progress and sys.stderr.isatty() else None)
@@ -634,7 +642,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         except lifecore.LifecoreError as error:
             targets = []
             results.append(CheckResult("open the available backends", "all", False, str(error)))
-        deadline = None if args.max_seconds is None else time.perf_counter() + args.max_seconds
+        deadline = _deadline(args.max_seconds)
         for i, target in enumerate(targets):
             machines.setdefault(target.lifecycle, target.machine())
             results.append(_run_target(target, args.examples, args.steps, seed, progress=True,
@@ -682,7 +690,7 @@ def cmd_differential(args: argparse.Namespace) -> int:
     from lifecore.testing.differential import DifferentialReport, parse_specs, run_differential
 
     runs = args.examples if args.examples is not None else 5
-    deadline = None if args.max_seconds is None else time.perf_counter() + args.max_seconds
+    deadline = _deadline(args.max_seconds)
     stopped = False
     try:
         specs = parse_specs(args.differential)
@@ -754,7 +762,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         if "capture" in lifecycles:
             targets += [_capture_target(b) for b in _capture_backends()]
     seed = _seed(args.seed, sys.stdout)
-    deadline = None if args.max_seconds is None else time.perf_counter() + args.max_seconds
+    deadline = _deadline(args.max_seconds)
     results = [_run_target(t, args.examples, args.steps, seed, progress=True, explain=not args.reproduce,
                            reproduce=args.reproduce, failure_dir=args.failure_dir,
                            max_seconds=_budget_share(deadline, len(targets) - i)) for i, t in enumerate(targets)]
