@@ -461,7 +461,7 @@ def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
     return run
 
 
-# A request id as engines make them (a prefix and a UUID: 46 characters), beside the short one.
+# A request id as engines make them (a prefix and a UUID: 41 characters), beside the short one.
 LONG_ID = "cmpl-{:08d}-0000-4000-8000-000000000000"
 
 

@@ -7,9 +7,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <thread>
 #include <memory>
 #include <new>
+#include <thread>
 #include <variant>
 
 #include "lifecore/sequence/backing.hpp"
@@ -18,6 +18,7 @@
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "sequence/session_state.hpp"
+#include "sequence_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore::sequence;
@@ -45,12 +46,7 @@ std::atomic<std::size_t> allocations{0};
 std::atomic<bool> counting{false};
 
 void admission_and_open_allocate_six_records() {
-  CoordinatorConfig config;
-  config.domains.push_back({"kv", 256 * 4096, 0});
-  config.page_bytes = 4096;
-  config.tokens_per_page = 16;
-  config.max_active_sequences = 8;
-  auto c = AdmissionCoordinator::create(std::move(config));
+  auto c = lifecore::test_support::kv_coordinator(256);
   {  // the coordinator's own tables made, outside the count
     auto warm = c->admit({"warm", 16, 2048, {}});
     auto session = std::get<Admitted>(warm).resources->open_session_here();

@@ -8,9 +8,9 @@
 // Id storage never moves under a view: it is made at admission for the prompt's pages (at
 // least min_id_room, at most the fit, small ones rounded up to a size class) and grows by
 // doubling up to the fit; a storage a view still reads is kept when outgrown (the same
-// prefix), one nobody reads is freed. On release
-// every storage a view may read is overwritten with -1, so a view taken earlier can never
-// show ids that another sequence may now hold.
+// prefix), one nobody reads is freed. On release every storage a view may read is
+// overwritten with -1, so a view taken earlier can never show ids that another sequence may
+// now hold.
 #pragma once
 
 #include <cstdint>
