@@ -125,18 +125,18 @@ std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMa
   return std::nullopt;
 }
 
-void refuse(const char* op, const std::string& does, const LiveRecording& recording) {
+void refuse(const char* op, std::string_view does, const LiveRecording& recording) {
   std::ostringstream stream;
   stream << "0x" << std::hex << recording.stream;
   const std::string mode = driver::capture_mode_name(recording.mode);
   std::string message = std::string(op) + ": stream " + stream.str() + " is recording a graph capture ";
   if (recording.this_thread) {
-    message += "on this thread (capture_mode '" + mode + "'), and this call " + does +
+    message += "on this thread (capture_mode '" + mode + "'), and this call " + std::string(does) +
                ", which the driver forbids on a thread while its capture records (that capture would be "
                "invalidated). Nothing was changed: end or abort that capture first (outside relaxed mode a thread "
                "records on one stream at a time), or use capture_mode='relaxed'";
   } else {
-    message += "in capture_mode 'global' on thread " + recording.thread + ", and this call " + does +
+    message += "in capture_mode 'global' on thread " + recording.thread + ", and this call " + std::string(does) +
                ", which the driver forbids on every thread while a global capture records (that capture would be "
                "invalidated). Nothing was changed: call it once that capture has ended, or use "
                "capture_mode='thread_local' (only the capturing thread is restricted) or 'relaxed'";
@@ -147,7 +147,7 @@ void refuse(const char* op, const std::string& does, const LiveRecording& record
          {"recording_thread", recording.thread}});
 }
 
-void check(const char* op, const std::string& does, const void* domain, const RecordingMark* target) {
+void check(const char* op, std::string_view does, const void* domain, const RecordingMark* target) {
   if (auto recording = find_conflict(domain, target)) refuse(op, does, *recording);
 }
 

@@ -85,7 +85,7 @@ void Stream::check_capture_thread(const char* op) const {
             "); nothing was changed. Use capture_mode='relaxed' to end captures from any thread");
 }
 
-void Stream::check_not_recording_elsewhere(const char* op, const std::string& does) const {
+void Stream::check_not_recording_elsewhere(const char* op, std::string_view does) const {
   capture_registry::check(op, does, capture_domain_.get(), state_.mark().get());
 }
 

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "lifecore/driver/driver.hpp"
 #include "lifecore/runtime/stream_capture_state.hpp"
@@ -108,10 +109,10 @@ std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMa
 // records: "synchronizes this stream", ...), naming the recording and what to do; the caller
 // has changed nothing. Attributes: cause ("recording_on_this_thread" or "global_recording"),
 // recording_stream (its Stream.handle) and recording_thread.
-[[noreturn]] void refuse(const char* op, const std::string& does, const LiveRecording& recording);
+[[noreturn]] void refuse(const char* op, std::string_view does, const LiveRecording& recording);
 
 // refuse() when find_conflict(domain, target) finds a recording.
-void check(const char* op, const std::string& does, const void* domain, const RecordingMark* target);
+void check(const char* op, std::string_view does, const void* domain, const RecordingMark* target);
 
 }  // namespace capture_registry
 }  // namespace lifecore::runtime

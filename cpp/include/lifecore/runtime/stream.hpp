@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -165,7 +166,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void check_capture_thread(const char* op) const;
   // CaptureStateError, nothing changed, when a recording on another stream forbids the calling
   // thread `op`, which `does` what the driver forbids while it records (runtime/capture_registry.hpp).
-  void check_not_recording_elsewhere(const char* op, const std::string& does) const;
+  void check_not_recording_elsewhere(const char* op, std::string_view does) const;
   // Whether such a recording exists (true when that cannot be told): a wait this stream's own
   // bookkeeping needs then runs in relaxed mode, so it neither fails nor invalidates it.
   bool recording_elsewhere() const noexcept;
