@@ -6,8 +6,9 @@ same operation to both and compares results, exception classes, messages and cap
 Rules: allocate / free / write / fill / copy / launch (the built-in kernels on small float
 buffers) / read / sync / profile / cleanup, each transition on its own (in any state, so out-of-order calls
 are exercised), abandoned ends, aborts, a capture, sync or profile on a second stream while the
-first may be recording on the same thread (outside relaxed mode refused up front, changing nothing), whole capture steps (prepare, warmup, begin, the same step,
-end; by hand or through ``Stream.capture``), replays (on the capturing stream or another one),
+first may be recording on the same thread (outside relaxed mode refused up front, changing
+nothing), whole capture steps (prepare, warmup, begin, the same step, end; by hand or through
+``Stream.capture``), replays (on the capturing stream or another one),
 destroys, and, where the device offers it (the emulated one), fault injection: a driver
 operation fails once, then a transition runs (it fails and leaves the stream re-capturable, or
 is unaffected), an asynchronous stream operation runs (its failure is queued and reported
