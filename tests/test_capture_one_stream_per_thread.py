@@ -401,3 +401,58 @@ def test_a_recording_left_open_on_a_device_that_is_gone_forbids_nothing_after_it
             b.sync()
             begin_doubling(b, ones(b))
             b.abort_capture()
+
+
+PAGE = 4096
+
+
+def kv_coordinator(dev, pages: int = 8, maximum: int = 32):
+    from lifecore.sequence import AdmissionCoordinator
+
+    return AdmissionCoordinator(dev, domains={"kv": (pages * PAGE, maximum * PAGE)}, page_bytes=PAGE,
+                                tokens_per_page=16, max_active_sequences=4)
+
+
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+@pytest.mark.parametrize("mode", FORBIDDING)
+def test_a_kv_arena_allocation_is_refused_while_another_stream_records(mode, graphs) -> None:
+    """A coordinator's arena and its growth are driver allocations: refused up front, the
+    recording goes on, and both work once it has ended."""
+    with a_records(mode, graphs) as (dev, a, b, x, y):
+        before = dev.memory_stats()
+        error = refused(lambda: kv_coordinator(dev), a, mode, op="AdmissionCoordinator")
+        assert "KV arena" in str(error)
+        assert dev.memory_stats() == before  # no arena was made, none leaked
+        seal_and_replay(a, x)
+        c = kv_coordinator(dev)
+        assert dev.memory_stats()["arenas"] == 1
+        begin_doubling(a, x)
+        refused(lambda: c.grow_domain("kv", 16 * PAGE), a, mode, op="AdmissionCoordinator")
+        assert c.num_blocks("kv") == 8 and dev.memory_stats()["arena_bytes"] == 8 * PAGE  # nothing grew
+        seal_and_replay(a, x, before=8.0)
+        c.grow_domain("kv", 16 * PAGE)
+        assert c.num_blocks("kv") == 16 and dev.memory_stats()["arena_bytes"] == 16 * PAGE
+
+
+@pytest.mark.parametrize("mode", FORBIDDING)
+def test_a_coordinator_dropped_while_another_stream_records_frees_its_arena(mode) -> None:
+    """A drop cannot be refused: the arena's free is made in relaxed mode, so the recording
+    survives (the mock, as CUDA, invalidates it on a free it forbids). That the driver gets the
+    memory back is counted on the mock's live allocations by sequence_session_test."""
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode) as dev:
+        a = dev.stream()
+        x = ones(a)
+        a.sync()
+        c = kv_coordinator(dev)
+        admitted = c.admit("r", 16, 64)
+        session = admitted.resources.open_session()
+        session.step(40)
+        assert dev.memory_stats()["arenas"] == 1
+        begin_doubling(a, x)
+        session.close()
+        admitted.resources.close()
+        del c, admitted, session
+        gc.collect()
+        stats = dev.memory_stats()
+        assert (stats["arenas"], stats["arena_bytes"]) == (0, 0)
+        seal_and_replay(a, x)

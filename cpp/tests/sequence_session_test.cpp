@@ -18,8 +18,11 @@
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/stream.hpp"
 #include "lifecore/sequence/block_arena.hpp"
 #include "sequence/device_arena_memory.hpp"
+#include "driver/mock/mock_driver.hpp"
 #include "lifecore/driver/backends.hpp"
 #include "test_support.hpp"
 
@@ -131,6 +134,36 @@ void driver_pages() {
   decision = AdmissionRejected{};
   c.reset();  // the last holder: the arena goes back
   CHECK(device->memory().stats().arena_bytes == 0);
+  device->close();
+}
+
+// While another stream records on this thread (thread_local mode), a new arena is a driver
+// allocation the driver forbids: refused up front, nothing made. An arena freed then (its
+// coordinator's last holder let go) cannot be refused: it is freed in relaxed mode, so the
+// driver gets the memory back and the recording goes on. A plain free there would be refused
+// by the driver, which would invalidate the recording and keep the memory.
+void arena_while_a_stream_records() {
+  auto device = emulated_device_or_skip("an arena while a stream records");
+  if (!device) return;
+  auto& mock = *driver::MockDriver::from(&device->driver());
+  auto stream = device->stream();
+  auto buffer = stream->alloc(64);
+  stream->fill(*buffer, 1);
+  stream->sync();
+  const std::size_t before = mock.live_allocations();
+  auto c = make(4, std::make_shared<DeviceArenaMemory>(device));
+  CHECK(mock.live_allocations() == before + 1);
+  stream->graph_prepare(0);
+  stream->fill(*buffer, 5);  // the warmup pass
+  stream->begin_capture();
+  stream->fill(*buffer, 9);  // the recorded pass
+  CHECK(error_of([&] { make(4, std::make_shared<DeviceArenaMemory>(device)); }) == ErrorKind::CaptureState);
+  CHECK(mock.live_allocations() == before + 1 && device->memory().stats().arenas == 1);
+  c.reset();
+  CHECK(mock.live_allocations() == before && device->memory().stats().arenas == 0);
+  auto graph = stream->end_capture(0);
+  CHECK(graph != nullptr && graph->node_count() == 1);
+  if (graph) graph->destroy();
   device->close();
 }
 
@@ -485,6 +518,7 @@ int main() {
   waiter_wakes_on_release();
   notify_hook_fires_on_signal_cancel_and_close();
   driver_pages();
+  arena_while_a_stream_records();
   device_close_watches();
   block_ids_are_a_lifo_free_list();
   source_index_equal_to_domain_count_is_refused();

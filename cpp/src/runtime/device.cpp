@@ -22,6 +22,17 @@ driver::CaptureMode parse_capture_mode(const std::string& name) {
         "unknown capture_mode '" + name + "': expected 'thread_local', 'global' or 'relaxed'");
 }
 
+// Whether a recording forbids this thread a driver free (CUDA's potentially unsafe calls): one
+// of its own outside relaxed mode, or another thread's global one. Unsure (out of memory naming
+// it), it answers yes: a free in relaxed mode costs nothing more.
+bool recording_forbids_frees(driver::Driver& driver) noexcept {
+  try {
+    return capture_registry::find_conflict(driver.capture_domain().get(), nullptr).has_value();
+  } catch (...) {
+    return true;
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<Device> Device::open(const std::string& backend, int ordinal, const std::string& graphs,
@@ -51,6 +62,10 @@ Device::Device(std::shared_ptr<driver::Driver> driver, GraphsMode graphs, driver
   driver::check(driver_->mem_info(&free_bytes, &total_memory_));
   driver::Driver* raw = driver_.get();
   memory_ = std::make_shared<MemoryManager>([raw](driver::DevicePtr ptr, bool memory_node) {
+    // A free comes from a drop (an arena's coordinator, a memory node's buffer), which cannot
+    // be refused: while another stream records on this thread it is made in relaxed mode, or
+    // the driver would invalidate that recording and keep the memory.
+    RelaxedCaptureMode relaxed(*raw, recording_forbids_frees(*raw));
     // Memory a capture recorded as a node was never the pool's to return; a stream-ordered
     // free is the only call that accepts it, and a failure here has nobody to report to.
     if (memory_node) (void)raw->mem_free_async(ptr, driver::StreamHandle{});
@@ -188,6 +203,7 @@ std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
 void Device::free_info_buffer(driver::DevicePtr ptr) {
   // Also on a closed device: close() frees only the buffers the cache still holds, and this one
   // had left it (evicted, transient, or taken by cleanup()), so nobody else frees it.
+  RelaxedCaptureMode relaxed(*driver_, recording_forbids_frees(*driver_));
   (void)driver_->mem_free(ptr);
 }
 

@@ -1,6 +1,7 @@
 #include "sequence/device_arena_memory.hpp"
 
 #include "lifecore/error.hpp"
+#include "lifecore/runtime/capture_registry.hpp"
 #include "lifecore/runtime/stream.hpp"
 
 namespace lifecore::sequence {
@@ -25,6 +26,11 @@ PageExtent DeviceArenaMemory::allocate(std::size_t bytes) {
   auto device = device_.lock();
   if (!device) raise(ErrorKind::Closed, "AdmissionCoordinator: the device is gone");
   device->check_open("AdmissionCoordinator");
+  // A driver allocation is a call the driver forbids this thread while a capture of its own
+  // records (outside relaxed mode): refused up front, as a stream's allocation is, instead of
+  // invalidating that recording.
+  runtime::capture_registry::check("AdmissionCoordinator", "needs a driver allocation for its KV arena",
+                                   device->driver().capture_domain().get(), nullptr);
   auto made = device->memory().reserve_arena(bytes, [&](std::size_t n) {
     runtime::SliceAllocation allocation;
     const driver::Status status = device->driver().mem_alloc(n, &allocation.ptr);
