@@ -147,6 +147,26 @@ def test_dlpack_refusals(dev) -> None:
     assert buf.views == 0
 
 
+def test_a_stream_beyond_64_bits_or_a_copy_flag_without_a_truth_value_is_a_clear_refusal(dev) -> None:
+    # An int that does not fit 64 bits once passed the CPU export's "None or -1" check as -1
+    # with Python's OverflowError still set, and the call ended in a SystemError.
+    s = dev.stream()
+    buf = arange(s)
+    for stream in (2**64, 2**63, -(2**70)):
+        with pytest.raises(BufferError, match="stream must be None"):
+            buf.__dlpack__(stream=stream)
+
+    class NoTruth:
+        def __bool__(self) -> bool:
+            raise ValueError("no truth value")
+
+    with pytest.raises(ValueError, match="no truth value"):
+        buf.__dlpack__(copy=NoTruth())
+    gc.collect()
+    assert buf.views == 0
+    np.testing.assert_array_equal(np.from_dlpack(buf.view("float32")), np.arange(N, dtype=np.float32))
+
+
 def test_the_cuda_array_interface_is_only_where_the_registry_offers_it(dev) -> None:
     buf = dev.stream().alloc(16)
     assert not lifecore.backend_info(EMULATED).cuda_array_interface

@@ -148,39 +148,59 @@ std::pair<int, int> int_pair(nb::handle value, const char* what) {
   return out;
 }
 
-// The consumer stream DLPack's `stream` names, or nullopt for a host wait.
-std::optional<std::uintptr_t> consumer_stream(int device_type, nb::handle stream) {
-  if (device_type == driver::dlpack_device::cpu) {
-    if (!stream.is_none() && !(PyLong_Check(stream.ptr()) && PyLong_AsLongLong(stream.ptr()) == -1))
-      throw nb::buffer_error("__dlpack__: this device's memory is exported as CPU memory; stream must be None");
-    return std::nullopt;
-  }
-  if (stream.is_none()) {
-    // The array API: None is CUDA's legacy default stream (1) and ROCm's default stream (0).
-    return device_type == driver::dlpack_device::cuda ? 1 : 0;
-  }
-  if (!PyLong_Check(stream.ptr())) throw nb::buffer_error("__dlpack__: stream must be an int or None");
+// What DLPack's `stream` asks for: the consumer stream to order on (nullopt: a host wait), and
+// whether the consumer asked for no ordering at all (-1).
+struct ConsumerStream {
+  std::optional<std::uintptr_t> stream;
+  bool no_order = false;
+};
+
+// `stream` as a C long long, read once: an int beyond 64 bits is refused, never left with
+// Python's OverflowError pending (that returned a result with an exception set).
+std::optional<long long> stream_value(nb::handle stream) {
+  if (!PyLong_Check(stream.ptr())) return std::nullopt;
   const long long value = PyLong_AsLongLong(stream.ptr());
   if (value == -1 && PyErr_Occurred()) {
     PyErr_Clear();
-    throw nb::buffer_error("__dlpack__: stream is out of range");
+    return std::nullopt;
   }
-  if (value == -1) return std::nullopt;  // the consumer asks for no ordering: a host wait is stricter, and safe
-  if (value == 0 && device_type == driver::dlpack_device::cuda)
+  return value;
+}
+
+ConsumerStream consumer_stream(int device_type, nb::handle stream) {
+  const std::optional<long long> value = stream.is_none() ? std::nullopt : stream_value(stream);
+  if (device_type == driver::dlpack_device::cpu) {
+    if (!stream.is_none() && value != -1)
+      throw nb::buffer_error("__dlpack__: this device's memory is exported as CPU memory; stream must be None or -1");
+    // -1: the consumer asks for no ordering; the host wait given instead may go.
+    return {std::nullopt, value == -1};
+  }
+  if (stream.is_none()) {
+    // The array API: None is CUDA's legacy default stream (1) and ROCm's default stream (0).
+    return {device_type == driver::dlpack_device::cuda ? 1u : 0u, false};
+  }
+  if (!PyLong_Check(stream.ptr())) throw nb::buffer_error("__dlpack__: stream must be an int or None");
+  if (!value) throw nb::buffer_error("__dlpack__: stream is out of range");
+  if (*value == -1) return {std::nullopt, true};  // no ordering asked: a host wait is stricter, and safe
+  if (*value == 0 && device_type == driver::dlpack_device::cuda)
     throw nb::buffer_error("__dlpack__: stream 0 is ambiguous on CUDA; pass 1 (legacy default) or 2 (per-thread)");
   // The array API defines 1 and 2 (CUDA's legacy and per-thread default streams) for CUDA only.
-  if ((value == 1 || value == 2) && device_type == driver::dlpack_device::rocm)
+  if ((*value == 1 || *value == 2) && device_type == driver::dlpack_device::rocm)
     throw nb::buffer_error("__dlpack__: streams 1 and 2 are CUDA's default streams and are not defined on ROCm; "
                            "pass 0 (the default stream), a stream pointer, -1 or None");
-  if (value < -1) throw nb::buffer_error("__dlpack__: stream must be -1, 0 or a stream pointer");
-  return static_cast<std::uintptr_t>(value);
+  if (*value < -1) throw nb::buffer_error("__dlpack__: stream must be -1, 0 or a stream pointer");
+  return {static_cast<std::uintptr_t>(*value), false};
 }
 
 nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                          nb::handle copy) {
   const auto [type, id] = dlpack_device(*view.buffer);
-  if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
-    throw nb::buffer_error("__dlpack__: a buffer is exported without a copy only (copy=True is not offered)");
+  if (!copy.is_none()) {
+    const int wanted = PyObject_IsTrue(copy.ptr());
+    if (wanted < 0) throw nb::python_error();  // its __bool__ raised: that error, not a pending one
+    if (wanted == 1)
+      throw nb::buffer_error("__dlpack__: a buffer is exported without a copy only (copy=True is not offered)");
+  }
   if (!dl_device.is_none()) {
     auto wanted = int_pair(dl_device, "dl_device");
     if (wanted.first != type || wanted.second != id)
@@ -190,14 +210,12 @@ nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle m
   }
   bool versioned = false;
   if (!max_version.is_none()) versioned = int_pair(max_version, "max_version").first >= 1;
-  std::optional<std::uintptr_t> consumer = consumer_stream(type, stream);
-  // -1 (checked above): the consumer asked for no ordering; the host wait given instead may go.
-  const bool no_order = !stream.is_none() && PyLong_AsLongLong(stream.ptr()) == -1;
+  const ConsumerStream consumer = consumer_stream(type, stream);
 
   auto owner = std::make_unique<Exported>();
   {
     nb::gil_scoped_release release;  // the lease may wait for the buffer's stream
-    owner->lease = BufferLease::take(view.buffer, consumer ? &*consumer : nullptr, no_order);
+    owner->lease = BufferLease::take(view.buffer, consumer.stream ? &*consumer.stream : nullptr, consumer.no_order);
   }
   PyObject* capsule = nullptr;
   if (versioned) {
