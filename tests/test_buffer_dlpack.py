@@ -376,6 +376,19 @@ def test_read_into_refusals(dev) -> None:
         s.read_into(buf, np.zeros(N, np.float32))
 
 
+def test_read_into_refuses_a_fortran_ordered_target(dev) -> None:
+    # A Fortran-ordered array is contiguous but its bytes run column by column: filled in the
+    # buffer's byte order it read back transposed, while write() refuses the same array.
+    s = dev.stream()
+    buf = arange(s)
+    out = np.zeros((4, 4), np.float32, order="F")
+    with pytest.raises(InvalidArgumentError, match="C-contiguous"):
+        s.read_into(buf, out)
+    assert (out == 0).all()  # nothing written
+    s.read_into(buf, out.T)  # its transpose is C-contiguous: read in element order
+    np.testing.assert_array_equal(out.T, np.arange(N, dtype=np.float32).reshape(4, 4))
+
+
 def test_write_from_any_buffer_protocol_object(dev) -> None:
     s = dev.stream()
     buf = s.alloc(4 * N)

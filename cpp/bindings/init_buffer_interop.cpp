@@ -266,13 +266,22 @@ void read_into(Stream& stream, const Buffer& buffer, nb::handle out) {
   if (!PyObject_CheckBuffer(out.ptr()))
     raise(ErrorKind::TypeMismatch, "read_into: the target must support the buffer protocol, got " +
                                        std::string(Py_TYPE(out.ptr())->tp_name));
+  // C order only, as write() takes: the bytes land in the buffer's order, which a Fortran-ordered
+  // array would read back transposed.
   Py_buffer view;
-  if (PyObject_GetBuffer(out.ptr(), &view, PyBUF_WRITABLE | PyBUF_ANY_CONTIGUOUS) != 0) {
+  if (PyObject_GetBuffer(out.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) {
     PyErr_Clear();
     Py_buffer probe;
-    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_ANY_CONTIGUOUS) == 0) {
+    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_C_CONTIGUOUS) == 0) {
       PyBuffer_Release(&probe);
       raise(ErrorKind::InvalidArgument, "read_into: the target is read-only");
+    }
+    PyErr_Clear();
+    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_ANY_CONTIGUOUS) == 0) {
+      PyBuffer_Release(&probe);
+      raise(ErrorKind::InvalidArgument,
+            "read_into: the target must be C-contiguous; a Fortran-ordered one would hold the bytes transposed "
+            "(pass its transpose, or a C-ordered array)");
     }
     PyErr_Clear();
     raise(ErrorKind::InvalidArgument, "read_into: the target must be contiguous");
@@ -359,7 +368,7 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
 void init_stream_interop(nb::class_<Stream>& stream_class) {
   stream_class.def("read_into", &read_into, "buf"_a, "out"_a,
                    nb::sig("def read_into(self, buf: Buffer, out: bytearray | memoryview | object) -> None"),
-                   "Synchronizes the stream and copies the buffer into `out`, a writable contiguous buffer-protocol\n"
+                   "Synchronizes the stream and copies the buffer into `out`, a writable C-contiguous buffer-protocol\n"
                    "object (numpy array, bytearray, memoryview) of exactly buf.nbytes bytes, without an intermediate copy.");
 }
 
