@@ -193,6 +193,20 @@ def test_bad_views_are_refused(dev) -> None:
     assert buf.views == 0  # a view object takes its lease only at export
 
 
+def test_a_byte_swapped_numpy_dtype_is_refused(dev) -> None:
+    # numpy names '>f4' float32 too: the view was exported as native float32, so every value
+    # read through it came out byte-swapped, without an error.
+    s = dev.stream()
+    buf = arange(s)
+    with pytest.raises(InvalidArgumentError, match="byte order"):
+        buf.view(np.dtype(">f4"))
+    with pytest.raises(InvalidArgumentError, match="byte order"):
+        buf.view(np.dtype(">i2"), (2 * N,))
+    assert buf.view(np.dtype("<f4")).dtype == "float32"
+    assert buf.view(np.dtype(">u1")).dtype == "uint8"  # one byte has no order
+    np.testing.assert_array_equal(np.from_dlpack(buf.view(np.dtype("=f4"))), np.arange(N, dtype=np.float32))
+
+
 # ---- lifetime ---------------------------------------------------------------------------
 
 

@@ -46,6 +46,12 @@ const ElementType& element_type(nb::handle dtype) {
     name = nb::cast<std::string>(dtype);
   } else if (nb::hasattr(dtype, "name") && nb::isinstance<nb::str>(dtype.attr("name"))) {
     name = nb::cast<std::string>(dtype.attr("name"));  // numpy.dtype
+    // numpy names a byte-swapped dtype ('>f4' here) as the native one: DLPack and the array
+    // interface have native order only, so the values would read back swapped.
+    if (nb::hasattr(dtype, "isnative") && dtype.attr("isnative").is(nb::handle(Py_False)))
+      raise(ErrorKind::InvalidArgument, "view: dtype " + std::string(nb::str(dtype).c_str()) +
+                                            " is not in the host's byte order (a view exports native " + name +
+                                            " only); byte-swap the data or pass the native dtype");
   } else if (nb::isinstance<nb::type_object>(dtype) && nb::hasattr(dtype, "__name__")) {
     name = nb::cast<std::string>(dtype.attr("__name__"));  // numpy.float32
   } else {
