@@ -193,6 +193,12 @@ def test_bad_views_are_refused(dev) -> None:
     assert buf.views == 0  # a view object takes its lease only at export
 
 
+def test_a_views_repr_is_balanced(dev) -> None:
+    buf = dev.stream().alloc(16)
+    assert repr(buf.view("float32")) == "BufferView(dtype=float32, shape=(4,))"
+    assert repr(buf.view("float32", (2, 2))) == "BufferView(dtype=float32, shape=(2, 2))"
+
+
 def test_a_byte_swapped_numpy_dtype_is_refused(dev) -> None:
     # numpy names '>f4' float32 too: the view was exported as native float32, so every value
     # read through it came out byte-swapped, without an error.

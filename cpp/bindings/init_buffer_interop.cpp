@@ -342,7 +342,7 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
       .def("__repr__", [](const BufferView& v) {
         std::string shape;
         for (std::int64_t n : v.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(n);
-        return "BufferView(dtype=" + std::string(v.type->name) + ", shape=(" + shape + (v.shape.size() == 1 ? ",)" : ")");
+        return "BufferView(dtype=" + std::string(v.type->name) + ", shape=(" + shape + (v.shape.size() == 1 ? ",))" : "))");
       });
 
   buffer_class
