@@ -311,3 +311,43 @@ def test_the_driver_operations_below_the_runtime(fake_libcuda) -> None:
     assert result["freed"] == [1, "cuPointerGetAttribute"]
     assert result["recorded_on"] == 4096
     assert result["destroyed_event"][1] == "cuEventRecord"
+
+
+def test_a_range_over_lifecore_memory_must_lie_within_one_buffer_or_arena(fake_libcuda) -> None:
+    """The device's own memory is known by address: a range within a buffer's bytes is that
+    buffer, one within a KV arena is the arena's (a coordinator's memory, live, not a freed
+    buffer's); one that runs past a buffer's bytes (into the rest of its pool bucket) or an
+    arena's is refused before anything is issued, as no window could retain it whole."""
+    body = """
+    from lifecore.sequence import AdmissionCoordinator
+
+    c = AdmissionCoordinator(dev, domains={"kv": 8 * 4096}, page_bytes=4096, tokens_per_page=16,
+                             max_active_sequences=4)
+    arena = Cai(np.empty(0, np.float32))
+    arena.keep = c.arena("kv")
+    arena.__cuda_array_interface__ = arena.keep.view("uint32").__cuda_array_interface__
+    s.fill(arena, SEVEN)
+    s.sync()
+    words = np.frombuffer(s.read(arena.keep), np.uint32)
+    result["arena"] = [len(words), bool((words == SEVEN).all())]
+
+    buf = s.alloc(64)
+    s.fill(buf, 0)
+    past = type("Past", (), {})()
+    past.__cuda_array_interface__ = dict(buf.view("float32").__cuda_array_interface__, shape=(32,))
+    before = counts()
+    result["past_buffer"] = argument_refusal(s.fill, past, SEVEN)
+    longer = dict(arena.__cuda_array_interface__)
+    longer["shape"] = (8 * 1024 + 1,)
+    past_arena = type("PastArena", (), {})()
+    past_arena.__cuda_array_interface__ = longer
+    result["past_arena"] = argument_refusal(s.fill, past_arena, SEVEN)
+    result["issued"] = since(before)
+    result["buf"] = np.frombuffer(s.read(buf), np.float32).tolist()
+    """
+    result = run_fake(fake_libcuda, body)
+    assert result["arena"] == [8 * 1024, True]
+    for key in ("past_buffer", "past_arena"):
+        assert "runs past the bytes of one of the device's buffers or KV arenas" in result[key], result
+    assert result["issued"] == [0, 0]
+    assert result["buf"] == [0.0] * 16  # nothing was written

@@ -231,21 +231,37 @@ void concurrent_windows_never_share_a_retained_slice() {
 
 }  // namespace
 
-// A range inside a slice's capacity names that slice and whether a Buffer holds it.
-void slice_at_finds_the_slice_by_address() {
+// A range is a Buffer's only within the Buffer's bytes (not the rest of its bucket), an arena's
+// only within the arena; one that runs past either, or across two, straddles; one in a pooled
+// slice with no Buffer was freed; anything else is not the device's memory as lifecore knows it.
+void owner_of_names_what_a_range_lies_in() {
+  using Kind = MemoryManager::RangeOwner::Kind;
   FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
   auto a = mm.reserve(1000, 0, dev.allocate());
-  SliceId slice = 0;
-  bool bound = false;
-  CHECK(mm.slice_at(a.ptr + 8, 16, &slice, &bound) && slice == a.id && bound);
-  CHECK(mm.slice_at(a.ptr, a.capacity, &slice, &bound));
-  CHECK(!mm.slice_at(a.ptr, a.capacity + 1, &slice, &bound));  // past the slice
-  CHECK(!mm.slice_at(a.ptr - 1, 4, &slice, &bound));
+  CHECK(a.capacity > 1000);  // a bucket: bytes past the Buffer's are no one's
+  auto in = mm.owner_of(a.ptr + 8, 16);
+  CHECK(in.kind == Kind::buffer && in.slice == a.id);
+  CHECK(mm.owner_of(a.ptr, 1000).kind == Kind::buffer);
+  CHECK(mm.owner_of(a.ptr + 999, 1).kind == Kind::buffer);
+  CHECK(mm.owner_of(a.ptr, 1001).kind == Kind::straddles);        // past the Buffer's bytes
+  CHECK(mm.owner_of(a.ptr + 1000, 4).kind == Kind::straddles);    // in the bucket's slack
+  CHECK(mm.owner_of(a.ptr, a.capacity + 1).kind == Kind::straddles);
+  CHECK(mm.owner_of(a.ptr - 1, 4).kind == Kind::straddles);       // starts before it
+  CHECK(mm.owner_of(a.ptr - 64, 64).kind == Kind::none);          // ends where it begins
+  CHECK(mm.owner_of(a.ptr + a.capacity, 64).kind == Kind::none);  // begins where it ends
+  CHECK(mm.owner_of(~std::uint64_t{0} - 8, 8).kind == Kind::none);  // no wrap at the top
+  auto arena = mm.reserve_arena(4096, dev.allocate());
+  auto in_arena = mm.owner_of(arena.ptr + 4000, 96);
+  CHECK(in_arena.kind == Kind::arena && in_arena.slice == arena.id);
+  CHECK(mm.owner_of(arena.ptr + 4000, 97).kind == Kind::straddles);
   mm.unbind(a.id);
-  CHECK(mm.slice_at(a.ptr, 4, &slice, &bound) && slice == a.id && !bound);  // pooled, no Buffer
+  auto freed = mm.owner_of(a.ptr, 4);
+  CHECK(freed.kind == Kind::freed && freed.slice == a.id);  // pooled, no Buffer
   mm.cleanup();
-  CHECK(!mm.slice_at(a.ptr, 4, &slice, &bound));  // back to the driver: not pool memory
+  CHECK(mm.owner_of(a.ptr, 4).kind == Kind::none);  // back to the driver: not pool memory
+  mm.release_arena(arena.id);
+  CHECK(mm.owner_of(arena.ptr, 4).kind == Kind::none);
 }
 
 // An arena is exact-size, outside the pools, never retained by a window or freed by cleanup,
@@ -297,6 +313,6 @@ int main() {
   capture_survives_explicit_cleanup_and_is_reentrant();
   failed_allocation_changes_nothing();
   memory_node_slices_never_return_to_the_pool();
-  slice_at_finds_the_slice_by_address();
+  owner_of_names_what_a_range_lies_in();
   return lifecore::test_support::finish("runtime_memory_manager_test");
 }

@@ -122,16 +122,32 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
   out.nbytes = range.nbytes;
   if (!host_memory) {
     out.ptr = static_cast<driver::DevicePtr>(range.address);
-    // Pool memory reached without a lease (the CUDA array interface lends none): by address.
-    SliceId slice = 0;
-    bool bound = false;
-    if (device.memory().slice_at(out.ptr, out.nbytes, &slice, &bound)) {
-      if (!bound) raise(ErrorKind::Closed, label + " points into the memory of a freed buffer");
-      out.pooled = true;
-      out.slice = slice;
-      return out;
+    // The device's memory reached without a lease (the CUDA array interface lends none): by
+    // address.
+    using Kind = MemoryManager::RangeOwner::Kind;
+    const MemoryManager::RangeOwner owner = device.memory().owner_of(out.ptr, out.nbytes);
+    switch (owner.kind) {
+      case Kind::buffer:
+        out.pooled = true;
+        out.slice = owner.slice;
+        return out;
+      case Kind::freed:
+        raise(ErrorKind::Closed, label + " points into the memory of a freed buffer");
+      case Kind::straddles:
+        // Part of it is a buffer's or an arena's, part is not: no window could retain it whole.
+        raise(ErrorKind::InvalidArgument,
+              label + " runs past the bytes of one of the device's buffers or KV arenas (" +
+                  std::to_string(range.nbytes) + " bytes at " + hex(out.ptr) +
+                  "): a tensor over the device's memory must lie within one of them");
+      case Kind::arena:
+        // A coordinator's memory, never a window's: held as any producer is (a view of the
+        // arena holds the arena), with no driver question to ask.
+        out.hold = range.owner;
+        return out;
+      case Kind::none:
+        break;
     }
-    // The device's own memory was recognised above; anything else is checked with the driver.
+    // Anything lifecore does not know is checked with the driver.
     if (range.device_id < 0) check_pointer_device(device, range.device_type, out.ptr, range.nbytes, label);
     out.hold = range.owner;
     return out;

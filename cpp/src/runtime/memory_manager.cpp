@@ -56,6 +56,7 @@ MemoryManager::Reservation MemoryManager::reserve(std::size_t nbytes, WindowId w
   }
   Slice& slice = slices_.at(result.id);
   slice.bound = true;
+  slice.bound_bytes = nbytes;
   result.ptr = slice.ptr;
   result.capacity = slice.capacity;
   if (armed) touch_locked(result.id, slice, *armed);
@@ -148,6 +149,7 @@ void MemoryManager::unbind(SliceId id) {
   if (it->second.arena_holds > 0) return drop_arena_hold_locked(it);  // a Buffer lent over an arena
   if (!it->second.bound) return;
   it->second.bound = false;
+  it->second.bound_bytes = 0;
   maybe_free_locked(id, it->second);
 }
 
@@ -267,16 +269,32 @@ bool MemoryManager::is_persistent(SliceId id) const {
   return it != slices_.end() && it->second.persistent;
 }
 
-bool MemoryManager::slice_at(driver::DevicePtr ptr, std::size_t bytes, SliceId* slice, bool* bound) const {
+MemoryManager::RangeOwner MemoryManager::owner_of(driver::DevicePtr ptr, std::size_t bytes) const {
+  using Kind = RangeOwner::Kind;
   std::lock_guard lock(mutex_);
+  RangeOwner found;
   for (const auto& [id, candidate] : slices_) {
-    if (ptr < candidate.ptr || ptr - candidate.ptr >= candidate.capacity || bytes > candidate.capacity - (ptr - candidate.ptr))
-      continue;
-    *slice = id;
-    *bound = candidate.bound;
-    return true;
+    // Overlap without wrapping: [ptr, ptr + bytes) against [candidate.ptr, + capacity).
+    const bool before = ptr < candidate.ptr && candidate.ptr - ptr >= bytes;
+    const bool after = ptr >= candidate.ptr && ptr - candidate.ptr >= candidate.capacity;
+    if (before || after) continue;
+    if (found.kind != Kind::none) return {Kind::straddles, found.slice};  // a second one
+    found.slice = id;
+    const bool inside = ptr >= candidate.ptr;
+    const std::size_t offset = inside ? ptr - candidate.ptr : 0;
+    if (candidate.arena_holds > 0) {
+      found.kind = inside && bytes <= candidate.capacity - offset ? Kind::arena : Kind::straddles;
+    } else if (!candidate.bound) {
+      found.kind = Kind::freed;
+    } else {
+      // Within the Buffer's bytes, not merely the slice's capacity: the rest of the bucket is
+      // no one's.
+      found.kind = inside && offset < candidate.bound_bytes && bytes <= candidate.bound_bytes - offset
+                       ? Kind::buffer
+                       : Kind::straddles;
+    }
   }
-  return false;
+  return found;
 }
 
 }  // namespace lifecore::runtime

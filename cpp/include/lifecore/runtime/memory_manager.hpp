@@ -111,9 +111,20 @@ class MemoryManager {
   MemoryStats stats() const;
   // The pool a slice lives in (for tests): true when persistent.
   bool is_persistent(SliceId slice) const;
-  // The slice whose memory holds [ptr, ptr + bytes), and whether a Buffer is bound to it; false
-  // when the range is not pool memory. A scan: for tensors passed in, which few calls take.
-  bool slice_at(driver::DevicePtr ptr, std::size_t bytes, SliceId* slice, bool* bound) const;
+  // What of the device's memory [ptr, ptr + bytes) (bytes > 0) lies in, for a tensor passed in
+  // by address. A scan: few calls take such tensors.
+  struct RangeOwner {
+    enum class Kind {
+      none,       // no slice or arena: not the device's memory as lifecore knows it
+      buffer,     // within the bytes of the Buffer bound to `slice`
+      arena,      // within the arena `slice`
+      freed,      // in a pooled slice no Buffer is bound to
+      straddles,  // runs past a Buffer's bytes or an arena's, or across several
+    };
+    Kind kind = Kind::none;
+    SliceId slice = 0;
+  };
+  RangeOwner owner_of(driver::DevicePtr ptr, std::size_t bytes) const;
 
   static std::size_t bucket_size(std::size_t nbytes);
   static std::size_t exact_size(std::size_t nbytes);
@@ -124,6 +135,7 @@ class MemoryManager {
     std::size_t capacity = 0;
     bool persistent = false;
     bool bound = false;
+    std::size_t bound_bytes = 0;  // the bound Buffer's size (<= capacity)
     bool memory_node = false;
     std::uint32_t retains = 0;
     WindowId reserved_for = 0;  // primed by this window: only its recording may reuse it
