@@ -647,7 +647,11 @@ class ModelSession:
         if tokens > self.current.tokens:
             tpp = self.coordinator.tokens_per_page
             page_end = -(-tokens // tpp) * tpp
-            outcome, _ = self.try_ensure_backing_covers(max(tokens, min(page_end, self.seq.fit_tokens)))
+            target = max(tokens, min(page_end, self.seq.fit_tokens))
+            # The target names no pages: those it needs, or the frontier's when pages were
+            # reserved ahead of the tokens (never an incomparable target).
+            pages = max(self.coordinator.pages_for(target), self.current.pages)
+            outcome, _ = self.try_ensure_backing_covers(target, pages)
             if outcome not in ("CURRENT", "EXTENDED"):
                 return outcome
         self.next_frame += 1

@@ -187,6 +187,38 @@ def test_a_target_with_the_same_tokens_and_fewer_pages_is_covered_not_incomparab
     s.close()
 
 
+def test_a_decode_step_after_spare_pages_covers_its_tokens_on_the_pages_it_has():
+    # Pages reserved ahead of the tokens (three pages for sixteen tokens): a step past the
+    # frontier's tokens needs no page, so it extends the tokens on the pages it has. Every way
+    # of stepping agrees, and so does the reference model.
+    import lifecore.sequence as sequence
+    from lifecore.models.sequence_session import ModelCoordinator
+
+    for how in ("step", "step_all", "decode_table"):
+        c = make(pages=8)
+        _, s = open_one(c, prompt=16, fit=64)
+        assert s.try_ensure_backing_covers(16, 3).outcome == BackingOutcome.EXTENDED
+        before = used(c)
+        if how == "step":
+            outcome = s.step(17)
+        elif how == "step_all":
+            outcome = BackingOutcome(int(sequence.step_all([s], [17])[0]))
+        else:
+            table = c.decode_table(1, 4, pad=-1)
+            outcome = BackingOutcome(int(table.step([s], [17])[0]))
+            assert table.table[0].tolist() == s.backing.block_ids().tolist() + [-1]
+        assert outcome == BackingOutcome.EXTENDED, how
+        assert (s.backing.tokens, s.backing.pages) == (32, 3) and used(c) == before, how
+        assert s.retired_frames == 1 and s.step(40) == BackingOutcome.EXTENDED, how
+        assert (s.backing.tokens, s.backing.pages) == (48, 3), how
+        s.close()
+
+    model = ModelCoordinator(domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=8)
+    ms = model.admit("r", 16, 64).resources.open_session()
+    assert ms.try_ensure_backing_covers(16, 3)[0] == "EXTENDED"
+    assert ms.step(17) == "EXTENDED" and (ms.current.tokens, ms.current.pages) == (32, 3)
+
+
 def test_extension_publishes_atomically_between_frames():
     c = make(pages=8)
     adm, s = open_one(c, prompt=16, fit=64)

@@ -183,6 +183,11 @@ void SequenceSession::verify_backing_deferral(const BackingDecision& decision) c
 }
 
 BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_in, std::optional<std::int64_t> pages_in) {
+  return ensure_covers(tokens_in, pages_in, /*tokens_only=*/false);
+}
+
+BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::optional<std::int64_t> pages_in,
+                                               bool tokens_only) {
   auto& s = *state_;
   if (tokens_in <= 0)
     raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: tokens must be positive, got " + std::to_string(tokens_in));
@@ -190,7 +195,7 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
   const std::uint64_t needed_pages = s.pages_for(tokens, "try_ensure_backing_covers: tokens in pages");
   if (pages_in && *pages_in <= 0)
     raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: pages must be positive, got " + std::to_string(*pages_in));
-  const std::uint64_t pages = pages_in ? static_cast<std::uint64_t>(*pages_in) : needed_pages;
+  std::uint64_t pages = pages_in ? static_cast<std::uint64_t>(*pages_in) : needed_pages;
   if (pages < needed_pages)
     raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: " + std::to_string(pages) + " pages cannot hold " +
                                           std::to_string(tokens) + " tokens");
@@ -210,6 +215,10 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
     s.require_open_locked("try_ensure_backing_covers");
     seen = s.current;
     decision.expected_generation = s.generation_locked();
+    if (tokens_only && pages < seen->pages()) {
+      pages = seen->pages();  // never above the fit: the frontier is within it
+      decision.target_pages = pages;
+    }
     const bool tokens_covered = tokens <= seen->tokens(), pages_covered = pages <= seen->pages();
     if (tokens_covered && pages_covered) {
       decision.outcome = BackingOutcome::current;
@@ -427,7 +436,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   const std::uint64_t page_end = checked::mul_or_throw(s.pages_for(static_cast<std::uint64_t>(tokens), "step: tokens in pages"),
                                                       std::uint64_t{s.tokens_per_page}, "step: the page's last token");
   const std::uint64_t target = std::max<std::uint64_t>(static_cast<std::uint64_t>(tokens), std::min(page_end, s.fit_tokens));
-  BackingDecision decision = try_ensure_backing_covers(static_cast<std::int64_t>(target));
+  BackingDecision decision = ensure_covers(static_cast<std::int64_t>(target), std::nullopt, /*tokens_only=*/true);
   std::lock_guard<SessionLock> lock(s.mutex);
   if (decision.outcome == BackingOutcome::backing_deferred) {
     if (decision.deferred) {

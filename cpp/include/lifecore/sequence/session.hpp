@@ -218,6 +218,11 @@ class SequenceSession {
   const std::shared_ptr<SessionState>& state() const noexcept { return state_; }
 
  private:
+  // try_ensure_backing_covers; with `tokens_only` (step's target, which names no pages) the
+  // target's pages are at least the frontier's, read under the lock: pages reserved ahead of
+  // the tokens cover a step, which is then never incomparable with the frontier.
+  BackingDecision ensure_covers(std::int64_t tokens, std::optional<std::int64_t> pages, bool tokens_only);
+
   std::shared_ptr<SessionState> state_;
 };
 
