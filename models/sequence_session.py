@@ -255,10 +255,14 @@ class ModelCoordinator:
         return ModelAdmitted(ModelResources(seq, ModelSnapshot(seq, 1, prompt_tokens, prompt_pages)))
 
     def grow_domain(self, name: str, capacity: int) -> None:
-        if name not in self.total or capacity < self.total[name] or capacity > self.maximum[name]:
-            raise ModelError("InvalidArgument", "bad growth")
+        # The name first; a closed coordinator then refuses before the size is compared with
+        # the domain (as every growth after close raises ClosedError).
+        if name not in self.total:
+            raise ModelError("InvalidArgument", f"unknown capacity domain {name!r}")
         if self.closed:
             raise ModelError("Closed", "closed")
+        if capacity < self.total[name] or capacity > self.maximum[name]:
+            raise ModelError("InvalidArgument", "bad growth")
         if self.servable(capacity) != self.total[name]:
             self.total[name] = self.servable(capacity)
             self._bump(domain(name))

@@ -124,6 +124,28 @@ def test_closed_coordinator_refuses_new_work_but_accounts_releases():
     assert c.capacity().used_bytes == {"kv": 0} and c.capacity().active_sequences == 0
 
 
+@pytest.mark.parametrize("name, capacity, error", [
+    ("kv", 2 * PAGE, ClosedError),           # a shrink: the closed coordinator refuses first
+    ("kv", 64 * PAGE, ClosedError),          # above the maximum, likewise
+    ("kv", 16 * PAGE, ClosedError),          # its size now
+    ("nope", 16 * PAGE, InvalidArgumentError),  # an unknown name is refused before the state is read
+])
+def test_a_closed_coordinators_growth_is_refused_alike_by_the_model(name, capacity, error):
+    from lifecore.models.contract import ModelError, error_kind
+    from lifecore.models.sequence_session import ModelCoordinator
+
+    config = dict(domains={"kv": (4 * PAGE, 32 * PAGE)}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=4)
+    c = AdmissionCoordinator(**config)
+    model = ModelCoordinator(**config)
+    c.close()
+    model.close()
+    with pytest.raises(error):
+        c.grow_domain(name, capacity)
+    with pytest.raises(ModelError) as refused:
+        model.grow_domain(name, capacity)
+    assert error_kind(refused.value.kind) == error_kind(error.__name__)
+
+
 def test_frame_and_flight_misuse():
     c = coordinator()
     adm = c.admit("r", 16, 64)
