@@ -11,16 +11,22 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 from torch import nn  # noqa: E402
 
 from lifecore.capture import (  # noqa: E402
+    Axis,
+    CaptureDiscovery,
     CaptureOutcome,
     CapturePhase,
+    CapturePlan,
     CaptureRequest,
     CaptureSchedule,
     CaptureSelection,
+    CaptureSession,
     CaptureSlice,
     CaptureTransform,
     InterventionOutcome,
     InterventionPlan,
+    ObservationPoint,
     interventions as iv,
+    unlimited,
 )
 from lifecore.errors import CaptureSessionError, InvalidArgumentError  # noqa: E402
 
@@ -309,6 +315,32 @@ def test_grouped_routing_keeps_the_best_groups_and_scales_coefficients():
     plain_ids, plain_coefficients = route(scores, 2)  # no policy: plain top-k with softmax, as before
     assert torch.equal(plain_ids, torch.topk(scores, 2).indices)
     assert torch.allclose(plain_coefficients, torch.softmax(torch.topk(scores, 2).values, -1))
+
+
+def test_forced_experts_outside_the_best_groups_get_their_softmax_coefficients():
+    # Forcing overrides the group choice: a forced expert's coefficient comes from its own
+    # score, not from the -inf its group gets when it is not among the best groups.
+    from lifecore.capture import RoutingPolicy
+    from lifecore.torch import ROUTING_SUFFIX, route
+
+    policy = RoutingPolicy(4, 2, groups=2, topk_groups=1, scale=2.0)
+    target = "moe" + ROUTING_SUFFIX
+    discovery = CaptureDiscovery("forced-groups", [
+        ObservationPoint(target, [Axis("rows", "token_rows"), Axis("experts", 4)], meaning="routing",
+                         routing=policy)])
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, 2, 1)))
+    plan = InterventionPlan([iv.force_experts("force", target, [[2, 3], [2, 3]])])
+    session.enable_interventions(plan.admit(discovery, session), session_backend())
+    session.begin_step(CapturePhase.PREFILL, 0)
+    control = session.routing_control(target, 2)
+    scores = torch.tensor([[5.0, 4.0, 0.0, 1.0], [5.0, 4.0, 1.0, 0.0]])  # group 0 is the best in both rows
+    ids, coefficients = route(scores, 2, control)
+    assert ids.tolist() == [[2, 3], [2, 3]]
+    assert torch.isfinite(coefficients).all(), coefficients
+    assert torch.allclose(coefficients, 2.0 * torch.softmax(scores[:, 2:], -1))
+    session.routing_applied(session_backend(), target, None, (ids, coefficients))
+    session.finish_interventions()
+    session.take_step()
 
 
 def test_a_selector_whose_policy_differs_from_discovery_fails_before_routing(model, tokens):

@@ -247,7 +247,8 @@ def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | Non
 
     Under a policy: scores are the logits ('softmax') or their sigmoid ('sigmoid'); a
     control's exclusion and biases change the scores used for selection; with groups, each
-    group scores as its best expert and only the best ``topk_groups`` groups stay eligible.
+    group scores as its best expert and only the best ``topk_groups`` groups stay eligible;
+    forced experts replace the choice in the control's rows whatever their groups score.
     Coefficients are the softmax of the chosen scores ('softmax'), or the chosen sigmoid
     scores (unbiased) divided by their sum plus ``epsilon`` ('sigmoid'); then times
     ``scale``. Learned per-expert coefficient scales belong to the module, applied after."""
@@ -268,6 +269,9 @@ def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | Non
             elif action == InterventionAction.BIAS_ROUTING_SCORES:
                 biases = torch.tensor(list(control.biases), dtype=selection.dtype, device=logits.device)
                 selection[window.unsqueeze(1), experts.unsqueeze(0)] += biases
+        # Forcing overrides the group choice: a forced expert's score is read from before the
+        # groups outside the best are masked to -inf (a softmax over -inf is NaN).
+        eligible = selection
         if policy is not None and policy.groups > 1:
             grouped = selection.reshape(selection.shape[0], policy.groups, -1)
             best_groups = torch.topk(grouped.max(dim=-1).values, policy.topk_groups, dim=-1).indices
@@ -277,7 +281,7 @@ def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | Non
         top, ids = torch.topk(selection, top_k, dim=-1)
         if control is not None and control.action == InterventionAction.FORCE_EXPERTS:
             ids[window] = experts.reshape(-1, top_k)
-            top = torch.gather(selection, 1, ids)
+            top = torch.gather(eligible, 1, ids)
         if sigmoid and policy is not None:  # sigmoid scoring comes from a policy
             chosen = torch.gather(affinity, 1, ids)
             coefficients = chosen / (chosen.sum(dim=-1, keepdim=True) + policy.epsilon)
