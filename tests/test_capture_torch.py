@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed")
@@ -282,6 +283,23 @@ def test_torch_summaries_and_histograms_handle_non_finite_values():
     s, h = session.take_step().records
     assert (s.payload.count, s.payload.nonfinite, s.payload.min, s.payload.max) == (6, 2, 0.5, 2.0)
     assert h.payload.counts.tolist() == [1, 3]  # numpy's convention: the last bin is closed
+
+
+def test_a_nan_logit_is_never_a_better_candidate_than_a_number_as_with_numpy():
+    from lifecore.capture import NumpyBackend
+    from lifecore.torch import TorchBackend
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("logits", [Axis("vocab", 6)], meaning="logits")])
+    logits = [float("nan"), 1.0, 5.0, float("-inf"), 3.0, float("nan")]
+    found = {}
+    for backend, tensor in ((TorchBackend(), torch.tensor(logits)), (NumpyBackend(), np.array(logits))):
+        session = session_for(CaptureSelection("top", "logits", CaptureTransform.top_candidates(3)),
+                              discovery=discovery, request=CaptureRequest(1, 1, 1))
+        session.begin_step(CapturePhase.PREFILL, 0)
+        session.observe(backend, "logits", tensor)
+        candidates = session.take_step().records[0].payload.candidates
+        found[type(backend).__name__] = (candidates.ids.tolist(), candidates.scores.tolist())
+    assert found["TorchBackend"] == found["NumpyBackend"] == ([2, 4, 1], [5.0, 3.0, 1.0])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

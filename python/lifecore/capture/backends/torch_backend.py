@@ -85,9 +85,9 @@ class TorchBackend:
         flattened region), a slice or full tensor (a contiguous host copy in the source dtype
         and shape), a summary (computed where the tensor lives; dtypes other than float32 and float64 in float32), a
         histogram (counts per bin of ``edges``, the last bin closed; values outside are not
-        counted), or top candidates (the ``count`` best of the last row's last axis). The
-        session calls it only after reserving the cost. Raises LifecoreTypeError for a wrong
-        argument type."""
+        counted), or top candidates (the ``count`` best of the last row's last axis; a NaN ranks
+        below every number). The session calls it only after reserving the cost. Raises
+        LifecoreTypeError for a wrong argument type."""
         if type(tensor) is not torch.Tensor or type(request) is not TransformRequest:
             require_transform(tensor, torch.Tensor, request, "TorchBackend.transform")
         if tensor.requires_grad:
@@ -186,8 +186,10 @@ def _histogram(region: torch.Tensor, request: Any) -> CapturePayload:
 def _top_candidates(region: torch.Tensor, request: Any) -> CapturePayload:
     with torch.no_grad():
         last = region.double().reshape(-1, region.shape[-1])[-1]
-        scores, ids = torch.topk(last, request.count)
-        return CapturePayload.candidates(ids.cpu().tolist(), scores.cpu().tolist())
+        # torch.topk ranks NaN above every number; a NaN is no candidate's score, so it ranks
+        # with -inf, below every number (as NumPy's sort has it), its score read back as NaN.
+        _, ids = torch.topk(last.masked_fill(last.isnan(), float("-inf")), request.count)
+        return CapturePayload.candidates(ids.cpu().tolist(), last[ids].cpu().tolist())
 
 
 def _summary(region: torch.Tensor, request: Any) -> CapturePayload:
