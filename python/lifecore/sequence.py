@@ -42,10 +42,13 @@ by two live sequences.
 - ``snapshot.block_ids(domain=None)`` (``frame.block_ids()`` alike): the snapshot's ``pages`` ids as
   a zero-copy, read-only int32 NumPy array (``None``: the snapshot's first domain). The storage
   behind it never moves under a view: it is made at admission for the prompt's pages (at least
-  16, at most the fit) and grows by doubling up to the fit; an array taken before a growth keeps
+  4, at most the fit) and grows by doubling up to the fit; an array taken before a growth keeps
   its old storage (the same prefix).
   Once the sequence is released, ``block_ids`` raises ``SessionStateError`` and every array taken
-  before reads -1: it can never show ids another sequence may now hold.
+  before reads -1: it can never show ids another sequence may now hold. The array is the
+  sequence's own id storage, read-only to NumPy; torch ignores that flag (``torch.from_dlpack``
+  and ``torch.as_tensor`` of it give a writable tensor): never write through such a tensor, or
+  a release gives back the ids written instead of the sequence's own.
 - ``coordinator.block_table(frames, width, out=None, *, domain=None, pad=0)``: the padded
   ``[len(frames), width]`` int32 table, built in C++ in one pass. A row comes from a live
   ``FrameHold`` or an open ``SequenceSession`` (its current backing). ``out`` may be a C-contiguous
