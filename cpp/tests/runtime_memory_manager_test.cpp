@@ -264,6 +264,39 @@ void owner_of_names_what_a_range_lies_in() {
   CHECK(mm.owner_of(arena.ptr, 4).kind == Kind::none);
 }
 
+// A pin (another stream's queued work) keeps a slice out of the pool after its Buffer goes, and
+// an arena from the driver after its last hold, until the pin goes; only a bound slice or a live
+// arena can be pinned.
+void a_pin_keeps_memory_until_unpinned() {
+  FakeMemoryDevice dev;
+  MemoryManager mm(dev.free());
+  auto a = mm.reserve(1000, 0, dev.allocate());
+  CHECK(mm.pin(a.id) && mm.pin(a.id));
+  mm.unbind(a.id);
+  CHECK(mm.stats().slices_in_use == 1 && mm.stats().slices_free == 0);
+  auto b = mm.reserve(1000, 0, dev.allocate());
+  CHECK(b.id != a.id && b.allocated);  // not handed out while pinned
+  mm.unpin(a.id);
+  CHECK(mm.stats().slices_in_use == 2);
+  mm.unpin(a.id);
+  CHECK(mm.stats().slices_in_use == 1 && mm.stats().slices_free == 1);
+  CHECK(!mm.pin(a.id));  // free: nothing to pin
+  mm.unpin(a.id);        // and an unpin of nothing changes nothing
+  check_pool_invariant(mm);
+  auto arena = mm.reserve_arena(4096, dev.allocate());
+  CHECK(mm.pin(arena.id));
+  mm.release_arena(arena.id);
+  CHECK(mm.stats().arenas == 1 && dev.live.count(arena.ptr) == 1);
+  mm.unpin(arena.id);
+  CHECK(mm.stats().arenas == 0 && dev.live.count(arena.ptr) == 0);
+  CHECK(!mm.pin(arena.id));
+  auto c = mm.reserve(64, 0, dev.allocate());
+  CHECK(mm.pin(c.id));
+  mm.release_all();  // close returns everything, pinned or not
+  mm.unpin(c.id);    // a fence after close finds nothing
+  CHECK(dev.live.empty());
+}
+
 // An arena is exact-size, outside the pools, never retained by a window or freed by cleanup,
 // and goes back to the driver with its last hold.
 void arenas_sit_beside_the_pools() {
@@ -314,5 +347,6 @@ int main() {
   failed_allocation_changes_nothing();
   memory_node_slices_never_return_to_the_pool();
   owner_of_names_what_a_range_lies_in();
+  a_pin_keeps_memory_until_unpinned();
   return lifecore::test_support::finish("runtime_memory_manager_test");
 }

@@ -99,6 +99,7 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
     out.nbytes = ref.buffer->nbytes();
     out.pooled = true;
     out.slice = ref.buffer->slice();
+    out.owner = ref.buffer->stream().get();
     return out;
   }
   const std::string label = std::string(op) + ": argument '" + argument + "'";
@@ -117,6 +118,7 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
     out.nbytes = range.nbytes;
     out.pooled = true;
     out.slice = buffer->slice();
+    out.owner = buffer->stream().get();
     return out;
   }
   out.nbytes = range.nbytes;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
 #include <utility>
 
 #include "lifecore/error.hpp"
@@ -122,7 +123,7 @@ void MemoryManager::touch(SliceId id, WindowId window) {
 }
 
 void MemoryManager::maybe_free_locked(SliceId id, Slice& slice) {
-  if (slice.bound || slice.retains > 0) return;
+  if (slice.bound || slice.retains > 0 || slice.pins > 0) return;
   if (slice.memory_node) {
     // Memory a capture recorded as a node belongs to that (discarded) graph, never to the pool.
     pool_bytes_ -= slice.capacity;
@@ -162,6 +163,27 @@ void MemoryManager::drop_retain_locked(SliceId id) {
 void MemoryManager::release_retained(const std::vector<SliceId>& ids) {
   std::lock_guard lock(mutex_);
   for (SliceId id : ids) drop_retain_locked(id);
+}
+
+bool MemoryManager::pin(SliceId id) {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(id);
+  if (it == slices_.end()) return false;
+  // An arena's memory goes back with its last hold: a pin is one more.
+  if (it->second.arena_holds > 0) return ++it->second.arena_holds, true;
+  // Only a Buffer's slice: a free one may be handed out again whatever pins it.
+  if (!it->second.bound || it->second.pins == std::numeric_limits<std::uint32_t>::max()) return false;
+  ++it->second.pins;
+  return true;
+}
+
+void MemoryManager::unpin(SliceId id) noexcept {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(id);
+  if (it == slices_.end()) return;  // returned by close() meanwhile
+  if (it->second.arena_holds > 0) return drop_arena_hold_locked(it);
+  if (it->second.pins == 0) return;
+  if (--it->second.pins == 0) maybe_free_locked(id, it->second);
 }
 
 void MemoryManager::capture_begin(WindowId window) {
@@ -252,7 +274,7 @@ MemoryStats MemoryManager::stats() const {
   stats.slices = slices_.size() - arenas_;
   for (const auto& [id, slice] : slices_) {
     if (slice.arena_holds > 0) continue;
-    if (slice.bound) ++stats.slices_in_use;
+    if (slice.bound || slice.pins > 0) ++stats.slices_in_use;  // pinned: queued work uses it
     else if (slice.retains > 0) ++stats.slices_retained;
     else ++stats.slices_free;
   }

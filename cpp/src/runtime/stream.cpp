@@ -198,10 +198,23 @@ void Stream::keep_staging(Staging staging) {
   }
 }
 
-void Stream::touch(const Buffer& buffer) { touch(buffer.slice()); }
+void Stream::touch(const Buffer& buffer) { touch(buffer.slice(), buffer.stream().get()); }
 
-void Stream::touch(SliceId slice) {
+void Stream::touch(SliceId slice, const Stream* owner) {
   if (window_ != 0 && state_.is_active()) device_->memory().touch(slice, window_);
+  // The owner's fence does not cover work queued here: without a pin, a Buffer dropped now
+  // would return its slice once the owner's own work is done, and the next allocation could
+  // be written while this stream's work still uses it (what torch leaves to record_stream).
+  // Recorded work is not queued: the graph retains what its recording touched.
+  if (owner == this || state_.is_recording()) return;
+  MemoryManager* memory = &device_->memory();
+  if (!memory->pin(slice)) return;
+  try {
+    drop_.push([memory, slice] { memory->unpin(slice); });
+  } catch (...) {
+    memory->unpin(slice);
+    throw;
+  }
 }
 
 void Stream::wait_for_producers(std::vector<std::uintptr_t>& producers) {
@@ -378,7 +391,7 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
   std::vector<std::uintptr_t> producers;  // never allocated without a producer stream
   note_producer(dst, &producers);
   wait_for_producers(producers);
-  if (target.pooled) touch(target.slice);
+  if (target.pooled) touch(target.slice, target.owner);
   const std::size_t count = target.nbytes / 4;
   driver::Status status = state_.is_recording() ? recorder_->fill(target.ptr, value, count)
                                                 : driver_.memset_d32_async(target.ptr, value, count, handle_);
@@ -404,8 +417,8 @@ void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
   note_producer(dst, &producers);
   note_producer(src, &producers);
   wait_for_producers(producers);
-  if (to.pooled) touch(to.slice);
-  if (from.pooled) touch(from.slice);
+  if (to.pooled) touch(to.slice, to.owner);
+  if (from.pooled) touch(from.slice, from.owner);
   driver::Status status = state_.is_recording() ? recorder_->copy(to.ptr, from.ptr, to.nbytes)
                                                 : driver_.memcpy_dtod_async(to.ptr, from.ptr, to.nbytes, handle_);
   if (!status.ok()) queue_failure(status);
@@ -432,7 +445,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   // Reused between launches (under the stream's lock): the hot path allocates nothing.
   std::vector<driver::KernelArg>& converted = launch_args_;
   converted.resize(params.size());
-  std::vector<SliceId> foreign_slices;         // tensors recognised as buffers of this device
+  std::vector<std::pair<SliceId, const Stream*>> foreign_slices;  // tensors recognised as buffers here
   std::vector<std::shared_ptr<void>> holds;    // foreign memory (empty, never allocated, without it)
   std::vector<std::uintptr_t> producers;       // their producer streams (likewise)
   for (std::size_t i = 0; i < count; ++i) {
@@ -445,7 +458,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
         ResolvedMemory memory = resolve_memory(*device_, MemoryRef{nullptr, arg.foreign}, "launch",
                                                std::string(kernel.param_names()[param]), !kernel.reads_only(param));
         converted[param] = driver::KernelArg{driver::ArgKind::pointer, memory.ptr};
-        if (memory.pooled) foreign_slices.push_back(memory.slice);
+        if (memory.pooled) foreign_slices.push_back({memory.slice, memory.owner});
         if (memory.hold) holds.push_back(std::move(memory.hold));
         note_producer(MemoryRef{nullptr, arg.foreign}, &producers);
         continue;
@@ -477,7 +490,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   // Checks passed: from here on the launch is issued (or recorded).
   for (std::size_t i = 0; i < count; ++i)
     if (args[i].kind == LaunchArg::Kind::buffer) touch(*args[i].buffer);
-  for (SliceId slice : foreign_slices) touch(slice);
+  for (const auto& [slice, owner] : foreign_slices) touch(slice, owner);
   Device* device = device_.get();
   for (driver::DevicePtr evicted : metadata.evicted) drop_.push([device, evicted] { device->free_info_buffer(evicted); });
   driver::Status status = state_.is_recording() ? recorder_->launch(function, grid, block, converted)

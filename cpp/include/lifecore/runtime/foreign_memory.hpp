@@ -28,6 +28,7 @@ namespace lifecore::runtime {
 
 class Buffer;
 class Device;
+class Stream;
 
 // A tensor's bytes as its producer describes them (checked C-contiguous by the binding).
 struct ForeignRange {
@@ -55,6 +56,7 @@ struct ResolvedMemory {
   std::size_t nbytes = 0;
   bool pooled = false;   // lifecore memory: `slice` is what a window touches
   SliceId slice = 0;
+  const Stream* owner = nullptr;  // pooled: the stream that allocated it (null: not known)
   std::shared_ptr<void> hold;  // foreign memory: what must outlive the work that uses it
 };
 

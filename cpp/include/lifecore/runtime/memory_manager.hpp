@@ -82,6 +82,11 @@ class MemoryManager {
   void unbind(SliceId slice);
   // Drops one retention per id (a graph going away).
   void release_retained(const std::vector<SliceId>& slices);
+  // Work queued on a stream other than the one that allocated the slice: pinned, the slice does
+  // not return to its pool (an arena to the driver) when its Buffer goes, until unpin. False
+  // (nothing pinned) when no Buffer is bound to the slice or the arena is gone.
+  bool pin(SliceId slice);
+  void unpin(SliceId slice) noexcept;
 
   // Arms `window`: force the persistent pool, track touched slices, start priming. Re-entrant.
   void capture_begin(WindowId window);
@@ -138,6 +143,7 @@ class MemoryManager {
     std::size_t bound_bytes = 0;  // the bound Buffer's size (<= capacity)
     bool memory_node = false;
     std::uint32_t retains = 0;
+    std::uint32_t pins = 0;  // queued work of other streams (pin / unpin)
     WindowId reserved_for = 0;  // primed by this window: only its recording may reuse it
     std::uint32_t arena_holds = 0;  // > 0: an arena (outside the pools), freed when it reaches 0
   };

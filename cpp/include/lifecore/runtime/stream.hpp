@@ -190,8 +190,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void flush_fenced();
   // stream_synchronize; on success everything the drop queue holds is released.
   driver::Status synchronize_and_release();
+  // An operation about to be issued uses this memory: an active window touches it, and memory
+  // another stream allocated (`owner`; null: not known) is pinned until this stream's fence.
   void touch(const Buffer& buffer);
-  void touch(SliceId slice);
+  void touch(SliceId slice, const Stream* owner);
   std::shared_ptr<Buffer> alloc_locked(std::size_t nbytes, bool memory_nodes, const char* op);
   // Foreign memory an operation just used: held until the next fence, or by the window (and
   // then its graph) while recording.
