@@ -95,6 +95,28 @@ void destroy_waits_for_the_capturing_stream_replayed_after_another(const char* g
   device->close();
 }
 
+// Replayed once on each of many short-lived streams, the graph keeps remembering only the
+// streams still alive: it used to keep one entry per stream ever used and scan them all on
+// every replay, so replays grew slower (and the dead streams' memory stayed allocated) for the
+// graph's whole life.
+void forgets_streams_that_are_gone(const char* graphs) {
+  auto device = Device::open(lifecore::test_support::emulated_backend(), 0, graphs, "thread_local");
+  auto a = device->stream();
+  auto x = a->alloc(bytes);
+  a->fill(*x, 0);
+  auto graph = capture_fill(*a, *x, 5);
+  graph->replay(nullptr);
+  for (int i = 0; i < 64; ++i) {
+    auto temporary = device->stream();
+    graph->replay(temporary.get());
+    temporary->sync();
+  }
+  graph->replay(nullptr);  // the last temporary stream is gone by now
+  CHECK(graph->streams_remembered() == 1);
+  CHECK(all_words(*a, *x, 5));
+  device->close();
+}
+
 }  // namespace
 
 int main() {
@@ -103,6 +125,7 @@ int main() {
   for (const char* graphs : {"software", "hardware"}) {
     destroy_waits_for_a_stream_the_graph_did_not_know(graphs);
     destroy_waits_for_the_capturing_stream_replayed_after_another(graphs);
+    forgets_streams_that_are_gone(graphs);
   }
   return lifecore::test_support::finish("runtime_graph_replay_streams_test");
 }

@@ -55,17 +55,29 @@ void Graph::replay(Stream* stream) {
 driver::Status Graph::launch_on(Stream& stream, driver::StreamHandle handle) {
   std::lock_guard lock(mutex_);
   if (!alive_) raise(ErrorKind::Closed, "replay was given an unknown or already-destroyed graph");
+  // A stream that is gone is dropped here: replayed on many short-lived streams, the list (and
+  // this scan, on every replay) would otherwise grow without bound. An entry that is not expired
+  // names the live stream at its address, so comparing addresses is exact.
   bool known = false;
-  for (auto& weak : replayed_on_) {
-    auto s = weak.lock();
-    if (s.get() == &stream) known = true;
+  for (auto it = replayed_on_.begin(); it != replayed_on_.end();) {
+    if (it->weak.expired()) {
+      it = replayed_on_.erase(it);
+      continue;
+    }
+    if (it->stream == &stream) known = true;
+    ++it;
   }
-  if (!known) replayed_on_.push_back(stream.weak_from_this());
+  if (!known) replayed_on_.push_back(ReplayedOn{&stream, stream.weak_from_this()});
   return recording_->launch(device_->driver(), handle);
 }
 
+std::size_t Graph::streams_remembered() const {
+  std::lock_guard lock(mutex_);
+  return replayed_on_.size();
+}
+
 void Graph::destroy() noexcept {
-  std::vector<std::weak_ptr<Stream>> streams;
+  std::vector<ReplayedOn> streams;
   std::vector<SliceId> retained;
   std::unique_ptr<Recording> recording;
   std::vector<std::shared_ptr<void>> holds;
@@ -82,8 +94,8 @@ void Graph::destroy() noexcept {
   // reference may be dropped from Python: never wait with the interpreter lock held.
   BlockingWait blocking;
   std::vector<std::shared_ptr<Stream>> unwaited;
-  for (auto& weak : streams)
-    if (auto stream = weak.lock(); stream && !stream->wait_for_graph_work()) unwaited.push_back(std::move(stream));
+  for (auto& replayed : streams)
+    if (auto stream = replayed.weak.lock(); stream && !stream->wait_for_graph_work()) unwaited.push_back(std::move(stream));
   pause_points::reach(pause_points::Point::graph_destroy_waited);
   // Released even if the device closed meanwhile: close() releases only the graphs still alive,
   // and this destroy had taken this one (the driver lives as long as the device object does).

@@ -48,6 +48,9 @@ class Graph {
   std::size_t node_count() const noexcept { return node_count_; }
   GraphId id() const noexcept { return id_; }
   const std::shared_ptr<Device>& device() const noexcept { return device_; }
+  // How many streams the graph remembers having replayed on (destroy waits for each). A stream
+  // that is gone is forgotten at the next replay, so this stays at the streams still alive.
+  std::size_t streams_remembered() const;
 
   // Called by Stream::replay with the stream's lock held: issues the graph's work.
   // ClosedError when destroyed. Driver failures are returned, not thrown.
@@ -65,7 +68,13 @@ class Graph {
   std::unique_ptr<Recording> recording_;  // null once destroyed
   std::vector<SliceId> retained_;
   std::vector<std::shared_ptr<void>> holds_;
-  std::vector<std::weak_ptr<Stream>> replayed_on_;
+  // The streams it was replayed on, each by address (compared on every replay without locking
+  // the weak reference) and weakly (destroy waits for the live ones).
+  struct ReplayedOn {
+    const Stream* stream = nullptr;
+    std::weak_ptr<Stream> weak;
+  };
+  std::vector<ReplayedOn> replayed_on_;
 };
 
 }  // namespace lifecore::runtime
