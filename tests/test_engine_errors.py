@@ -261,3 +261,58 @@ def test_stats_count_what_their_docstring_says():
     assert counts["extension"] > 0 and stats.preemptions > 0
     assert stats.deferrals == counts["admission"]
     assert Engine("tiny", num_blocks=2).generate([Request("one", [1], 1)]).stats.iterations == 1  # no decode step
+
+
+def test_a_second_generate_while_one_runs_is_refused_and_the_first_completes():
+    """The engine's memory keeps the running step's frames: a generate started while another
+    runs (another thread, or a callback inside the running one) replaced them, so the first
+    run's sessions were poisoned (SessionStateError on its next step) while the second ran. A
+    second generate, or a close, while one runs is refused; the first run completes."""
+    import threading
+
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=16, max_batch=4)
+    seen = {}
+
+    def inside_forward(module, args):
+        if seen:
+            return
+        seen["entered"] = True  # once: the other calls' forwards pass through here too
+        # A forward of the first run is in flight: its frames are live.
+        def other():
+            try:
+                engine.generate([Request("other", [7, 8, 9], 3)])
+                seen["generate"] = "ran"
+            except RuntimeError as error:
+                seen["generate"] = str(error)
+            try:
+                engine.close()
+                seen["close"] = "closed"
+            except RuntimeError as error:
+                seen["close"] = str(error)
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+        try:
+            engine.generate([Request("nested", [4, 5], 2)])
+            seen["nested"] = "ran"
+        except RuntimeError as error:
+            seen["nested"] = str(error)
+
+    batch = [Request(f"r{i}", [i + 1] * 5, 6) for i in range(3)]
+    hook = engine.model.layers[0].register_forward_pre_hook(inside_forward)
+    try:
+        result = engine.generate(batch)
+    finally:
+        hook.remove()
+    assert seen["generate"].startswith("Engine.generate: another generate is running on this engine")
+    assert seen["nested"].startswith("Engine.generate: another generate is running on this engine")
+    assert seen["close"].startswith("Engine.close: a generate is running on this engine")
+    for request in batch:
+        assert result.tokens[request.request_id] == reference_generate(engine.model, request.prompt,
+                                                                      request.max_new_tokens)
+    assert_released(engine)
+    assert not engine.closed
+    assert engine.generate([Request("after", [1, 2, 3], 2)]).tokens["after"] == reference_generate(
+        engine.model, [1, 2, 3], 2)
+    engine.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass
 from numbers import Integral
@@ -113,6 +114,9 @@ class Engine:
                                               max_batch=max_batch, width=self.max_blocks, pad_block=pad_block)
         self._iteration = 0
         self.closed = False
+        # One generate at a time: the memory holds the running step's frames and waiter, and a
+        # second run would replace them under the first (its sessions poisoned mid-step).
+        self._busy = threading.Lock()
 
     def _hold_padding_block(self) -> int:
         decision = self.coordinator.admit(PAD_REQUEST, 1, 1)
@@ -192,7 +196,18 @@ class Engine:
         Every request is checked before any runs: a unique str ``request_id``, a non-empty list
         prompt of the model's token ids, ``max_new_tokens`` of at least 1, prompt and output
         within the model's positions, and a fresh request (nothing generated, not rejected).
-        ValueError otherwise (TypeError for a wrong type); ClosedError once closed."""
+        ValueError otherwise (TypeError for a wrong type); ClosedError once closed. One generate
+        runs at a time: a call while another runs (from another thread, or from a callback or
+        hook inside the running one) raises RuntimeError and leaves the running one alone."""
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("Engine.generate: another generate is running on this engine (one runs at a time; "
+                               "call again once it returns)")
+        try:
+            return self._generate(requests, progress)
+        finally:
+            self._busy.release()
+
+    def _generate(self, requests: Sequence[Request], progress: Optional[Callable[[int], None]]) -> Result:
         if self.closed:
             raise ClosedError("Engine.generate: the engine is closed")
         requests = list(requests)
@@ -254,7 +269,16 @@ class Engine:
         """Graphs first (they read the cache), then the padding block and the capture hooks;
         ``generate`` is refused from then on, and a second close does nothing. The lifecore
         device (``lifecore_device``) stays open: the coordinator and the cache on its arena can
-        still be read."""
+        still be read. RuntimeError while a generate runs (the run reads the graphs and the
+        capture hooks), with nothing closed."""
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("Engine.close: a generate is running on this engine; close it once that returns")
+        try:
+            self._close()
+        finally:
+            self._busy.release()
+
+    def _close(self) -> None:
         self.closed = True
         if self.decode_graphs is not None:
             self.decode_graphs.close()
