@@ -316,3 +316,29 @@ def test_a_second_generate_while_one_runs_is_refused_and_the_first_completes():
     assert engine.generate([Request("after", [1, 2, 3], 2)]).tokens["after"] == reference_generate(
         engine.model, [1, 2, 3], 2)
     engine.close()
+
+
+def test_a_scheduler_runs_at_most_its_max_batch_sequences():
+    """A Scheduler sized for fewer rows than its memory has slots (the engine's memory with a
+    scheduler of one's own, as the benchmark builds them): admission went on while the memory
+    said yes, so a batch had more rows than the scheduler's block table and the run died in
+    NumPy ('could not broadcast input array from shape (3,1) into shape (2,1)'). The scheduler
+    admits up to ``max_batch`` running sequences; the rest wait for a slot of its own."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=16, max_batch=4)
+    widths = []
+    decode = engine.decode
+
+    def counted(running, table):
+        widths.append(len(running))
+        return decode(running, table)
+
+    engine.decode = counted
+    scheduler = Bounded(engine.memory, engine, block_size=16, max_batch=2, max_blocks=engine.max_blocks)
+    batch = [Request(f"r{i}", [i + 1, 2, 3], 4 + i) for i in range(3)]
+    for request in batch:
+        scheduler.add(request)
+    scheduler.run()
+    assert max(widths) == 2
+    for request in batch:
+        assert request.generated == reference_generate(engine.model, request.prompt, request.max_new_tokens)
+    assert_released(engine)

@@ -195,9 +195,16 @@ class Model(Protocol):
 
 
 class Scheduler:
+    """Continuous batching of ``Request``s over a ``memory`` and a ``model`` (see the module's
+    docstring). ``block_size`` is the memory's tokens per block; ``max_batch`` the most
+    sequences it runs at once (the rows of its block table, whatever slots the memory has);
+    ``max_blocks`` the widest table; ``progress(1)`` is called for every token generated.
+    ``add`` queues a request; ``run`` serves the queue to the end and returns the ``Stats``;
+    ``finished`` holds the requests done or rejected."""
+
     def __init__(self, memory: Memory, model: Model, *, block_size: int, max_batch: int, max_blocks: int,
                  progress: Optional[Callable[[int], None]] = None):
-        self.memory, self.model, self.block_size = memory, model, block_size
+        self.memory, self.model, self.block_size, self.max_batch = memory, model, block_size, max_batch
         self.waiting: deque[Request] = deque()
         self.running: list[Running] = []
         self.finished: list[Request] = []
@@ -271,13 +278,15 @@ class Scheduler:
 
     def _admit(self) -> list[Running]:
         """Admits from the head of the queue until one is deferred (then a waiter says when to
-        retry). The admitted join ``running`` at once, so a failure before their prefill ends
-        gives them back with the rest."""
+        retry) or ``max_batch`` sequences run. The admitted join ``running`` at once, so a
+        failure before their prefill ends gives them back with the rest."""
         admitted: list[Running] = []
         memory = self.memory
-        if self.waiting and not self._timed(memory.admission_may_fit):
+        if not self.waiting or len(self.running) >= self.max_batch:  # a memory with more slots than our rows
             return admitted
-        while self.waiting:
+        if not self._timed(memory.admission_may_fit):
+            return admitted
+        while self.waiting and len(self.running) < self.max_batch:
             request = self.waiting[0]
             outcome, value = self._timed(memory.admit, request.request_id, len(request.tokens), request.fit_tokens)
             if outcome == DEFERRED:
