@@ -258,3 +258,28 @@ def test_torchs_memory_in_a_graph_window_comes_from_lifecores_pool():
     finally:
         lifecore_torch.release_stream(stream)
         device.close()
+
+
+def test_a_request_that_fills_the_pool_exactly_runs():
+    """The last generated token is never fed back, so a request's cache holds its prompt and
+    all its tokens but the last: prompt + max_new_tokens - 1. Counting the last one too, a
+    request that filled its blocks exactly was rejected ("needs 2 blocks of 16 tokens; the
+    engine has 1"), and one whose last fed-back token sat at the model's last position was
+    refused as exceeding the positions."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=1, max_batch=2)
+    batch = [Request("prefill-only", [2] * 16, 1), Request("one-step", [1] * 15, 2)]
+    result = engine.generate(batch)
+    for request in batch:
+        assert request.rejected is None, request.rejected
+        assert result.tokens[request.request_id] == reference_generate(engine.model, request.prompt,
+                                                                        request.max_new_tokens)
+    assert_released(engine)
+    longest = Engine("tiny", dtype=torch.float64, num_blocks=16, max_batch=1)
+    request = Request("last-position", [3] * 250, 7)  # fed back at positions up to 255, the model's last
+    assert longest.generate([request]).tokens["last-position"] == reference_generate(longest.model, [3] * 250, 7)
+    with pytest.raises(ValueError, match=r"prompt and output \(250 \+ 8\) need 257 positions"):
+        longest.generate([Request("past", [3] * 250, 8)])
+    too_big = Request("too-big", [1] * 16, 2)  # 17 tokens in the cache: 2 blocks
+    engine.generate([too_big])
+    assert too_big.rejected == "needs 2 blocks of 16 tokens; the engine has 1"
+    assert_released(engine)

@@ -261,9 +261,10 @@ class Engine:
             if request.generated or request.rejected is not None:
                 raise ValueError(f"{where} has already run (it holds generated tokens or a rejection): "
                                  "pass a new Request")
-            if len(prompt) + count > config.max_positions:
-                raise ValueError(f"{where}: prompt and output ({len(prompt)} + {count}) exceed the model's "
-                                 f"{config.max_positions} positions")
+            positions = len(prompt) + count - 1  # the last generated token is never fed back
+            if positions > config.max_positions:
+                raise ValueError(f"{where}: prompt and output ({len(prompt)} + {count}) need {positions} positions "
+                                 f"(the last token is never fed back); the model has {config.max_positions}")
 
     def close(self) -> None:
         """Graphs first (they read the cache), then the padding block and the capture hooks;

@@ -44,8 +44,8 @@ class Request:
     """One generation request: ``request_id`` (unique while live), the ``prompt`` token ids and
     ``max_new_tokens`` to generate greedily. The engine appends to ``generated``; ``rejected``
     holds the reason (the coordinator's, or the engine's) when the request can never fit. ``tokens`` is the prompt
-    followed by what was generated, ``fit_tokens`` the length the request may reach (what it is
-    admitted for), and ``done`` is true once ``max_new_tokens`` were generated."""
+    followed by what was generated, ``fit_tokens`` the most tokens its sequence holds in the KV
+    cache (what it is admitted for), and ``done`` is true once ``max_new_tokens`` were generated."""
 
     request_id: str
     prompt: list[int]
@@ -60,8 +60,10 @@ class Request:
 
     @property
     def fit_tokens(self) -> int:
-        """The most tokens this request's sequence can hold: prompt plus ``max_new_tokens``."""
-        return len(self.prompt) + self.max_new_tokens
+        """The most tokens this request's sequence holds in the KV cache: the prompt and every
+        generated token but the last, which is never fed back (prompt plus ``max_new_tokens``
+        minus one)."""
+        return len(self.prompt) + self.max_new_tokens - 1
 
     @property
     def done(self) -> bool:
