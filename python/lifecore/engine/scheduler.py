@@ -37,6 +37,13 @@ __all__ = ["Request", "Running", "Memory", "LifecoreMemory", "Scheduler", "Stats
 ADMITTED, DEFERRED, REJECTED = "admitted", "deferred", "rejected"
 _CURRENT = BackingOutcome.CURRENT
 _DEFERRED = BackingOutcome.BACKING_DEFERRED.value
+_RETRY = BackingOutcome.RETRY_REQUIRED.value
+
+
+def _frame_still_live(where: str) -> RuntimeError:
+    # RETRY_REQUIRED extends nothing: decoding on would write past the sequence's blocks.
+    return RuntimeError(f"{where}: a step answered RETRY_REQUIRED (a frame of the sequence is still live, nothing "
+                        "was extended); the previous step's frames must be committed first")
 
 
 @dataclass
@@ -138,11 +145,15 @@ class LifecoreMemory:
         outcome = handle.step(tokens)
         if outcome is _CURRENT:  # the common step: the last block has room
             return True
+        if outcome == BackingOutcome.RETRY_REQUIRED:
+            raise _frame_still_live("LifecoreMemory.extend")
         return outcome != BackingOutcome.BACKING_DEFERRED
 
     def extend_all(self, handles: Sequence[SequenceSession], tokens: Sequence[int]) -> Sequence[int]:
         """Steps every row in one call; the rows whose extension was deferred, in order."""
         outcomes = step_all(handles, tokens).tobytes()
+        if _RETRY in outcomes:
+            raise _frame_still_live("LifecoreMemory.extend_all")
         if _DEFERRED not in outcomes:
             return ()
         return [i for i, outcome in enumerate(outcomes) if outcome == _DEFERRED]
