@@ -90,3 +90,45 @@ def test_only_a_profile_creates_events_with_timing(fake_libcuda) -> None:
     assert result["read"] == list(range(16))
     assert result["ordering"] == 0
     assert result["profile"] == [2, 0.5]  # a start and an end event, timed
+
+
+def test_a_sticky_status_from_any_device_call_loses_the_device(fake_libcuda) -> None:
+    # Each call fails once with CUDA_ERROR_LAUNCH_FAILED (719, sticky): the DeviceLostError says
+    # every later call is refused, so the device must say it is lost and refuse the next call.
+    body = """
+    import os
+    from lifecore import kernels as K
+    ptx = '.version 8.0\\n.target sm_80\\n.address_size 64\\n.visible .entry fill_u32(.param .u32 n) { ret; }'
+    def one(entry, make, act):
+        device = lifecore.Device("cuda")
+        subject = make(device)
+        os.environ["FAKE_CUDA_FAIL"] = entry + "=719"
+        try:
+            act(device, subject)
+            raised = "nothing"
+        except lifecore.LifecoreError as error:
+            raised = type(error).__name__
+        finally:
+            os.environ["FAKE_CUDA_FAIL"] = ""
+        try:
+            device.stream()
+            after = "a stream opened"
+        except lifecore.DeviceLostError:
+            after = "refused"
+        report = [raised, device.lost, after]
+        device.close()
+        return report
+    def first_launch(device, stream):
+        stream.launch(K.scale_f32, 1, 64, [64, 2.0, stream.alloc(256), stream.alloc(256)])
+    result["stream"] = one("cuStreamCreate", lambda d: None, lambda d, _: d.stream())
+    result["builtin module"] = one("cuModuleLoadDataEx", lambda d: d.stream(), first_launch)
+    result["builtin function"] = one("cuModuleGetFunction", lambda d: d.stream(), first_launch)
+    result["user module"] = one("cuModuleLoadDataEx", lambda d: None, lambda d, _: lifecore.Module.from_ptx(d, ptx))
+    result["user function"] = one("cuModuleGetFunction", lambda d: lifecore.Module.from_ptx(d, ptx),
+                                  lambda d, m: m.function("fill_u32"))
+    result["parameter sizes"] = one("cuFuncGetParamInfo", lambda d: lifecore.Module.from_ptx(d, ptx),
+                                    lambda d, m: m.function("fill_u32"))
+    """
+    result = run_fake(fake_libcuda, body)
+    for case, report in result.items():
+        assert report == ["DeviceLostError", True, "refused"], (case, report)

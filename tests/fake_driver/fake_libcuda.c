@@ -19,6 +19,7 @@
  *   FAKE_CUDA_DEVICE_GET=code what cuDeviceGet returns for an ordinal in range (default 0)
  *   FAKE_CUDA_POINTER_ORDINAL=n  the device cuPointerGetAttribute names for known memory (default 0)
  *   FAKE_CUDA_SYNC=code       what cuStreamSynchronize returns (default 0)
+ *   FAKE_CUDA_FAIL=cuA=code,cuB=code  those entry points (base names) fail with those codes
  * fake_cuda_live_events() (exported, not a CUDA entry point) counts the events created and not
  * yet destroyed, so a test can load the library again with ctypes and check for leaks;
  * fake_cuda_timed_events() counts those created with timing (without CU_EVENT_DISABLE_TIMING).
@@ -73,6 +74,28 @@ static int listed(const char* list_env, const char* name) {
   return 0;
 }
 
+/* FAKE_CUDA_FAIL=cuName=code,...: each named entry point (by base name) fails with that code,
+ * read at every call, so a scenario can make one call of a multi-call operation fail. */
+static CUresult injected(const char* name) {
+  const char* list = getenv("FAKE_CUDA_FAIL");
+  if (!list) return SUCCESS;
+  size_t length = strlen(name);
+  for (const char* p = list; *p;) {
+    const char* end = strchr(p, ',');
+    const char* eq = strchr(p, '=');
+    if (eq && (!end || eq < end) && (size_t)(eq - p) == length && strncmp(p, name, length) == 0) return atoi(eq + 1);
+    if (!end) break;
+    p = end + 1;
+  }
+  return SUCCESS;
+}
+/* In fake_cuX, __func__ + 5 is the entry point's base name cuX. */
+#define INJECT()                                   \
+  do {                                             \
+    CUresult injected_status = injected(__func__ + 5); \
+    if (injected_status != SUCCESS) return injected_status; \
+  } while (0)
+
 /* ---- errors ---- */
 static const struct { int code; const char* name; const char* text; } errors[] = {
     {SUCCESS, "CUDA_SUCCESS", "no error"},
@@ -108,22 +131,22 @@ EXPORT CUresult cuDeviceGetCount(int* count) { *count = env_int("FAKE_CUDA_DEVIC
 /* ---- device and context ---- */
 static int the_context;
 static __thread void* current_context;
-static CUresult fake_cuDeviceGet(int* device, int ordinal) {
+static CUresult fake_cuDeviceGet(int* device, int ordinal) { INJECT();
   if (ordinal < 0 || ordinal >= env_int("FAKE_CUDA_DEVICES", 1)) return 101;
   if (env_int("FAKE_CUDA_DEVICE_GET", 0)) return env_int("FAKE_CUDA_DEVICE_GET", 0);
   *device = ordinal;
   return SUCCESS;
 }
-static CUresult fake_cuDeviceGetName(char* name, int length, int device) {
+static CUresult fake_cuDeviceGetName(char* name, int length, int device) { INJECT();
   snprintf(name, (size_t)length, "Fake CUDA Device %d", device);
   return SUCCESS;
 }
-static CUresult fake_cuDevicePrimaryCtxRetain(void** context, int device) { (void)device; *context = &the_context; return SUCCESS; }
-static CUresult fake_cuDevicePrimaryCtxRelease(int device) { (void)device; return SUCCESS; }
-static CUresult fake_cuCtxGetCurrent(void** context) { *context = current_context; return SUCCESS; }
-static CUresult fake_cuCtxSetCurrent(void* context) { current_context = context; return SUCCESS; }
-static CUresult fake_cuCtxSynchronize(void) { return current_context ? SUCCESS : 201; }
-static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { *free_bytes = 1u << 30; *total = 2u << 30; return SUCCESS; }
+static CUresult fake_cuDevicePrimaryCtxRetain(void** context, int device) { INJECT(); (void)device; *context = &the_context; return SUCCESS; }
+static CUresult fake_cuDevicePrimaryCtxRelease(int device) { INJECT(); (void)device; return SUCCESS; }
+static CUresult fake_cuCtxGetCurrent(void** context) { INJECT(); *context = current_context; return SUCCESS; }
+static CUresult fake_cuCtxSetCurrent(void* context) { INJECT(); current_context = context; return SUCCESS; }
+static CUresult fake_cuCtxSynchronize(void) { INJECT(); return current_context ? SUCCESS : 201; }
+static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { INJECT(); *free_bytes = 1u << 30; *total = 2u << 30; return SUCCESS; }
 
 /* ---- streams and events ---- */
 struct stream { int capturing; unsigned long long capture_id; };
@@ -138,23 +161,23 @@ static CUresult check_unsafe_call(void) {
   invalidated_before = next_capture_id;
   return CAPTURE_UNSUPPORTED;
 }
-static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) {
+static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) { INJECT();
   (void)flags;
   *out = calloc(1, sizeof(struct stream));
   return SUCCESS;
 }
-static CUresult fake_cuStreamDestroy(struct stream* s) {
+static CUresult fake_cuStreamDestroy(struct stream* s) { INJECT();
   if (s->capturing) --live_captures;
   free(s);
   return SUCCESS;
 }
-static CUresult fake_cuStreamSynchronize(struct stream* s) { (void)s; return env_int("FAKE_CUDA_SYNC", 0); }
-static CUresult fake_cuStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
+static CUresult fake_cuStreamSynchronize(struct stream* s) { INJECT(); (void)s; return env_int("FAKE_CUDA_SYNC", 0); }
+static CUresult fake_cuStreamQuery(struct stream* s) { INJECT(); (void)s; return SUCCESS; }
 static long live_events, timed_events;
 EXPORT long fake_cuda_live_events(void) { return __atomic_load_n(&live_events, __ATOMIC_SEQ_CST); }
 /* Events created with timing: those lifecore creates only to order work have none. */
 EXPORT long fake_cuda_timed_events(void) { return __atomic_load_n(&timed_events, __ATOMIC_SEQ_CST); }
-static CUresult fake_cuEventCreate(void** out, unsigned flags) {
+static CUresult fake_cuEventCreate(void** out, unsigned flags) { INJECT();
   unsigned* event = malloc(sizeof(unsigned));
   if (!event) return OUT_OF_MEMORY;
   *event = flags;
@@ -163,7 +186,7 @@ static CUresult fake_cuEventCreate(void** out, unsigned flags) {
   if (!(flags & CU_EVENT_DISABLE_TIMING)) __atomic_add_fetch(&timed_events, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
-static CUresult fake_cuEventDestroy(void* e) {
+static CUresult fake_cuEventDestroy(void* e) { INJECT();
   free(e);
   __atomic_sub_fetch(&live_events, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
@@ -173,15 +196,15 @@ static unsigned long long last_record_stream;
 EXPORT long fake_cuda_event_records(void) { return __atomic_load_n(&event_records, __ATOMIC_SEQ_CST); }
 EXPORT unsigned long long fake_cuda_last_record_stream(void) { return __atomic_load_n(&last_record_stream, __ATOMIC_SEQ_CST); }
 /* The stream is never dereferenced: it may be another library's (or 1, 2: the default streams). */
-static CUresult fake_cuEventRecord(void* e, struct stream* s) {
+static CUresult fake_cuEventRecord(void* e, struct stream* s) { INJECT();
   (void)e;
   __atomic_store_n(&last_record_stream, (unsigned long long)(uintptr_t)s, __ATOMIC_SEQ_CST);
   __atomic_add_fetch(&event_records, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
-static CUresult fake_cuEventSynchronize(void* e) { (void)e; return SUCCESS; }
-static CUresult fake_cuEventQuery(void* e) { (void)e; return SUCCESS; }
-static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) {
+static CUresult fake_cuEventSynchronize(void* e) { INJECT(); (void)e; return SUCCESS; }
+static CUresult fake_cuEventQuery(void* e) { INJECT(); (void)e; return SUCCESS; }
+static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) { INJECT();
   /* As CUDA: an event created without timing measures nothing. */
   if ((*(unsigned*)a | *(unsigned*)b) & CU_EVENT_DISABLE_TIMING) return INVALID_HANDLE;
   *ms = 0.5f;
@@ -191,38 +214,38 @@ static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) {
 /* ---- memory: host memory posing as device memory ---- */
 /* The ranges cuPointerGetAttribute knows: its allocations and those a test registers. */
 EXPORT void fake_cuda_register(CUdeviceptr base, size_t bytes) { fake_ranges_add((uintptr_t)base, bytes); }
-static CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) {
+static CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) { INJECT();
   if (env_int("FAKE_CUDA_OOM", 0)) return OUT_OF_MEMORY;
   *out = (CUdeviceptr)(uintptr_t)calloc(1, bytes ? bytes : 1);
   fake_cuda_register(*out, bytes);
   return SUCCESS;
 }
-static CUresult fake_cuMemFree(CUdeviceptr p) { fake_ranges_forget((uintptr_t)p); free((void*)(uintptr_t)p); return SUCCESS; }
+static CUresult fake_cuMemFree(CUdeviceptr p) { INJECT(); fake_ranges_forget((uintptr_t)p); free((void*)(uintptr_t)p); return SUCCESS; }
 enum { CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9 };
-static CUresult fake_cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) {
+static CUresult fake_cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) { INJECT();
   if (attribute != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL || !fake_ranges_contain((uintptr_t)p)) return INVALID_VALUE;
   *(int*)data = env_int("FAKE_CUDA_POINTER_ORDINAL", 0);
   return SUCCESS;
 }
-static CUresult fake_cuMemAllocAsync(CUdeviceptr* out, size_t bytes, struct stream* s) { (void)s; return fake_cuMemAlloc(out, bytes); }
-static CUresult fake_cuMemFreeAsync(CUdeviceptr p, struct stream* s) { (void)s; return fake_cuMemFree(p); }
-static CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) { memcpy((void*)(uintptr_t)dst, src, n); return SUCCESS; }
-static CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) { memcpy(dst, (void*)(uintptr_t)src, n); return SUCCESS; }
-static CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) { memmove((void*)(uintptr_t)dst, (void*)(uintptr_t)src, n); return SUCCESS; }
-static CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, struct stream* st) { (void)st; return fake_cuMemcpyHtoD(d, s, n); }
-static CUresult fake_cuMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, struct stream* st) { (void)st; return fake_cuMemcpyDtoH(d, s, n); }
-static CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, struct stream* st) { (void)st; return fake_cuMemcpyDtoD(d, s, n); }
-static CUresult fake_cuMemsetD32(CUdeviceptr dst, unsigned value, size_t count) {
+static CUresult fake_cuMemAllocAsync(CUdeviceptr* out, size_t bytes, struct stream* s) { INJECT(); (void)s; return fake_cuMemAlloc(out, bytes); }
+static CUresult fake_cuMemFreeAsync(CUdeviceptr p, struct stream* s) { INJECT(); (void)s; return fake_cuMemFree(p); }
+static CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) { INJECT(); memcpy((void*)(uintptr_t)dst, src, n); return SUCCESS; }
+static CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) { INJECT(); memcpy(dst, (void*)(uintptr_t)src, n); return SUCCESS; }
+static CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) { INJECT(); memmove((void*)(uintptr_t)dst, (void*)(uintptr_t)src, n); return SUCCESS; }
+static CUresult fake_cuMemcpyHtoDAsync(CUdeviceptr d, const void* s, size_t n, struct stream* st) { INJECT(); (void)st; return fake_cuMemcpyHtoD(d, s, n); }
+static CUresult fake_cuMemcpyDtoHAsync(void* d, CUdeviceptr s, size_t n, struct stream* st) { INJECT(); (void)st; return fake_cuMemcpyDtoH(d, s, n); }
+static CUresult fake_cuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, struct stream* st) { INJECT(); (void)st; return fake_cuMemcpyDtoD(d, s, n); }
+static CUresult fake_cuMemsetD32(CUdeviceptr dst, unsigned value, size_t count) { INJECT();
   unsigned* p = (unsigned*)(uintptr_t)dst;
   for (size_t i = 0; i < count; ++i) p[i] = value;
   return SUCCESS;
 }
-static CUresult fake_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, struct stream* s) { (void)s; return fake_cuMemsetD32(d, v, n); }
+static CUresult fake_cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, struct stream* s) { INJECT(); (void)s; return fake_cuMemsetD32(d, v, n); }
 
 /* ---- modules: a PTX "JIT" that only reads the entry signatures ---- */
 struct function { char name[64]; size_t param_sizes[16]; size_t param_count; };
 struct module { struct function functions[16]; size_t count; };
-static CUresult fake_cuModuleLoadDataEx(struct module** out, const void* image, unsigned n, int* options, void** values) {
+static CUresult fake_cuModuleLoadDataEx(struct module** out, const void* image, unsigned n, int* options, void** values) { INJECT();
   const char* text = image;
   CUresult unsafe = check_unsafe_call();
   if (unsafe != SUCCESS) return unsafe;
@@ -255,33 +278,33 @@ static CUresult fake_cuModuleLoadDataEx(struct module** out, const void* image, 
 }
 static int module_unloads;  /* read by tests through fake_cuda_module_unloads */
 EXPORT int fake_cuda_module_unloads(void) { return module_unloads; }
-static CUresult fake_cuModuleUnload(struct module* m) { free(m); ++module_unloads; return SUCCESS; }
-static CUresult fake_cuModuleGetFunction(struct function** out, struct module* m, const char* name) {
+static CUresult fake_cuModuleUnload(struct module* m) { INJECT(); free(m); ++module_unloads; return SUCCESS; }
+static CUresult fake_cuModuleGetFunction(struct function** out, struct module* m, const char* name) { INJECT();
   for (size_t i = 0; i < m->count; ++i)
     if (strcmp(m->functions[i].name, name) == 0) { *out = &m->functions[i]; return SUCCESS; }
   return NOT_FOUND;
 }
-static CUresult fake_cuFuncGetParamInfo(struct function* f, size_t index, size_t* offset, size_t* size) {
+static CUresult fake_cuFuncGetParamInfo(struct function* f, size_t index, size_t* offset, size_t* size) { INJECT();
   if (index >= f->param_count) return INVALID_VALUE;
   *offset = 0;
   *size = f->param_sizes[index];
   return SUCCESS;
 }
 static CUresult fake_cuLaunchKernel(struct function* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                                    unsigned bz, unsigned shared, struct stream* s, void** params, void** extra) {
+                                    unsigned bz, unsigned shared, struct stream* s, void** params, void** extra) { INJECT();
   (void)f; (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)s; (void)params; (void)extra;
   return SUCCESS;
 }
 
 /* ---- capture and graphs ---- */
 struct graph { int mem_nodes; };
-static CUresult fake_cuStreamBeginCapture(struct stream* s, int mode) {
+static CUresult fake_cuStreamBeginCapture(struct stream* s, int mode) { INJECT();
   s->capturing = mode + 1;
   s->capture_id = next_capture_id++;
   ++live_captures;
   return SUCCESS;
 }
-static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) {
+static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) { INJECT();
   *out = NULL;
   if (!s->capturing) return CAPTURE_UNMATCHED;
   s->capturing = 0;
@@ -292,7 +315,7 @@ static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) {
   return SUCCESS;
 }
 static CUresult fake_cuStreamGetCaptureInfo_v3(struct stream* s, int* status, unsigned long long* id, void* g, void* d,
-                                               void* e, size_t* n) {
+                                               void* e, size_t* n) { INJECT();
   (void)g; (void)d; (void)e; (void)n;
   /* CU_STREAM_CAPTURE_STATUS_: NONE 0, ACTIVE 1, INVALIDATED 2 */
   *status = !s->capturing ? 0 : s->capture_id < invalidated_before ? 2 : 1;
@@ -300,49 +323,49 @@ static CUresult fake_cuStreamGetCaptureInfo_v3(struct stream* s, int* status, un
   return SUCCESS;
 }
 static CUresult fake_cuStreamGetCaptureInfo_v2(struct stream* s, int* status, unsigned long long* id, void* g, void* d,
-                                               size_t* n) {
+                                               size_t* n) { INJECT();
   return fake_cuStreamGetCaptureInfo_v3(s, status, id, g, d, NULL, n);
 }
-static CUresult fake_cuThreadExchangeStreamCaptureMode(int* mode) {
+static CUresult fake_cuThreadExchangeStreamCaptureMode(int* mode) { INJECT();
   int previous = capture_mode;
   capture_mode = *mode;
   *mode = previous;
   return SUCCESS;
 }
 static int node_tags[64];
-static CUresult fake_cuGraphGetNodes(struct graph* g, int** nodes, size_t* count) {
+static CUresult fake_cuGraphGetNodes(struct graph* g, int** nodes, size_t* count) { INJECT();
   size_t total = (size_t)g->mem_nodes + 1;
   if (nodes)
     for (size_t i = 0; i < total && i < *count && i < 64; ++i) nodes[i] = &node_tags[i];
   *count = total;
   return SUCCESS;
 }
-static CUresult fake_cuGraphNodeGetType(int* node, int* type) {
+static CUresult fake_cuGraphNodeGetType(int* node, int* type) { INJECT();
   *type = node == &node_tags[0] ? 0 /* kernel */ : 10 /* mem alloc */;
   return SUCCESS;
 }
-static CUresult fake_cuGraphInstantiateWithFlags(void** exec, struct graph* g, unsigned long long flags) {
+static CUresult fake_cuGraphInstantiateWithFlags(void** exec, struct graph* g, unsigned long long flags) { INJECT();
   (void)g; (void)flags;
   *exec = malloc(8);
   return SUCCESS;
 }
-static CUresult fake_cuGraphUpload(void* exec, struct stream* s) { (void)exec; (void)s; return SUCCESS; }
-static CUresult fake_cuGraphLaunch(void* exec, struct stream* s) { (void)exec; (void)s; return SUCCESS; }
+static CUresult fake_cuGraphUpload(void* exec, struct stream* s) { INJECT(); (void)exec; (void)s; return SUCCESS; }
+static CUresult fake_cuGraphLaunch(void* exec, struct stream* s) { INJECT(); (void)exec; (void)s; return SUCCESS; }
 struct update_info { int result; void* error_node; void* error_from; };
-static CUresult fake_cuGraphExecUpdate(void* exec, struct graph* g, struct update_info* info) {
+static CUresult fake_cuGraphExecUpdate(void* exec, struct graph* g, struct update_info* info) { INJECT();
   (void)exec;
   info->result = g->mem_nodes ? 2 /* topology changed */ : 0;
   return g->mem_nodes ? 910 : SUCCESS;
 }
-static CUresult fake_cuGraphDestroy(struct graph* g) { free(g); return SUCCESS; }
-static CUresult fake_cuGraphExecDestroy(void* exec) { free(exec); return SUCCESS; }
+static CUresult fake_cuGraphDestroy(struct graph* g) { INJECT(); free(g); return SUCCESS; }
+static CUresult fake_cuGraphExecDestroy(void* exec) { INJECT(); free(exec); return SUCCESS; }
 static long stream_waits;
 static unsigned long long last_wait_stream;
 /* fake_cuda_stream_waits() / fake_cuda_last_wait_stream() (exported, not CUDA entry points):
  * how many cuStreamWaitEvent calls there were, and the stream of the last one. */
 EXPORT long fake_cuda_stream_waits(void) { return __atomic_load_n(&stream_waits, __ATOMIC_SEQ_CST); }
 EXPORT unsigned long long fake_cuda_last_wait_stream(void) { return __atomic_load_n(&last_wait_stream, __ATOMIC_SEQ_CST); }
-static CUresult fake_cuStreamWaitEvent(struct stream* s, void* e, unsigned flags) {
+static CUresult fake_cuStreamWaitEvent(struct stream* s, void* e, unsigned flags) { INJECT();
   (void)e;
   (void)flags;
   __atomic_store_n(&last_wait_stream, (unsigned long long)(uintptr_t)s, __ATOMIC_SEQ_CST);

@@ -94,6 +94,12 @@ void Device::note_status(const driver::Status& status) {
   lost_->store(true, std::memory_order_release);
 }
 
+void Device::check_status(const driver::Status& status) {
+  if (status.ok()) return;
+  note_status(status);
+  driver::throw_status(status);
+}
+
 void Device::check_not_lost(const char* op) const {
   if (!lost()) return;
   std::string reason;
@@ -114,7 +120,7 @@ void Device::check_not_lost(const char* op) const {
 std::shared_ptr<Stream> Device::stream() {
   check_open("stream");
   driver::StreamHandle handle{};
-  driver::check(driver_->stream_create(&handle));
+  check_status(driver_->stream_create(&handle));
   pause_points::reach(pause_points::Point::stream_made);
   auto destroy = [&] {
     BlockingWait blocking;  // the caller may hold the embedding's lock
@@ -263,7 +269,7 @@ driver::FunctionHandle Device::function(const Kernel& kernel) {
                                                " backend here: " + reason);
   }
   driver::FunctionHandle function{};
-  driver::check(resolve_builtin_locked(kernel.index(), &function));
+  check_status(resolve_builtin_locked(kernel.index(), &function));
   return function;
 }
 
@@ -309,7 +315,7 @@ driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
   if (status.code == driver::Code::capture_unsupported) {
     // The driver refuses a module load while a stream captures, and invalidates that capture.
     try {
-      driver::check(status);
+      check_status(status);
     } catch (const Error& error) {
       throw Error(error.kind(),
                   std::string(error.what()) +
@@ -318,7 +324,7 @@ driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
                   error.attributes());
     }
   }
-  driver::check(status);
+  check_status(status);
   pause_points::reach(pause_points::Point::module_loaded);
   {
     // close() marks the device closed before it unloads the modules under this lock: a module

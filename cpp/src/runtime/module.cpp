@@ -154,11 +154,11 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
   if (auto status = driver.module_get_function(handle_, name, &function); !status.ok()) {
     if (status.code == driver::Code::not_found && status.message.find(name) == std::string::npos)
       status.message += (status.message.empty() ? "" : ": ") + std::string("no kernel named '") + name + "'";
-    with_op(op, [&] { driver::throw_status(status); });
+    with_op(op, [&] { device_->check_status(status); });
   }
   std::vector<std::size_t> sizes;
   driver::Status sized = driver.function_param_sizes(function, &sizes);
-  if (!sized.ok() && sized.code != driver::Code::not_supported) with_op(op, [&] { driver::throw_status(sized); });
+  if (!sized.ok() && sized.code != driver::Code::not_supported) with_op(op, [&] { device_->check_status(sized); });
   if (sized.ok() && params) {
     bool same = sizes.size() == kinds.size();
     for (std::size_t i = 0; same && i < sizes.size(); ++i) same = sizes[i] == driver::arg_size(kinds[i]);

@@ -79,6 +79,9 @@ class Device : public std::enable_shared_from_this<Device> {
   // A sticky driver status (Status::sticky) loses the device: its context is unusable, and
   // every later call on it is refused with DeviceLostError. note_status records the first one.
   void note_status(const driver::Status& status);
+  // driver::check that first records a sticky status as the device being lost: every failed
+  // driver call of this device's own goes through it (or note_status), whichever object made it.
+  void check_status(const driver::Status& status);
   bool lost() const noexcept { return lost_->load(std::memory_order_acquire); }
   // The flag lost() reads, for those that must see it without holding the Device (a stream's
   // RecordingMark: a lost device's captures went with its context).
