@@ -132,3 +132,29 @@ def test_a_sticky_status_from_any_device_call_loses_the_device(fake_libcuda) -> 
     result = run_fake(fake_libcuda, body)
     for case, report in result.items():
         assert report == ["DeviceLostError", True, "refused"], (case, report)
+
+
+def test_a_driver_dropped_where_its_context_cannot_be_made_current_still_releases_it(fake_libcuda) -> None:
+    # The last reference goes on a thread whose context cannot be set (the driver refuses
+    # cuCtxSetCurrent there): the primary context's reference must still be given back, or the
+    # driver keeps the context (and its memory) for the rest of the process.
+    body = """
+    import ctypes, gc, os, threading
+    retains = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"]).fake_cuda_primary_retains
+    retains.restype = ctypes.c_long
+    driver = _core._open_driver("cuda")
+    result["open"] = retains()
+    os.environ["FAKE_CUDA_FAIL"] = "cuCtxSetCurrent=999"
+    holder = [driver]
+    del driver
+    def drop():
+        holder.clear()
+        gc.collect()
+    worker = threading.Thread(target=drop)
+    worker.start()
+    worker.join()
+    os.environ["FAKE_CUDA_FAIL"] = ""
+    result["dropped"] = retains()
+    """
+    result = run_fake(fake_libcuda, body)
+    assert result == {"open": 1, "dropped": 0}

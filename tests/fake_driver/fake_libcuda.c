@@ -141,8 +141,22 @@ static CUresult fake_cuDeviceGetName(char* name, int length, int device) { INJEC
   snprintf(name, (size_t)length, "Fake CUDA Device %d", device);
   return SUCCESS;
 }
-static CUresult fake_cuDevicePrimaryCtxRetain(void** context, int device) { INJECT(); (void)device; *context = &the_context; return SUCCESS; }
-static CUresult fake_cuDevicePrimaryCtxRelease(int device) { INJECT(); (void)device; return SUCCESS; }
+/* fake_cuda_primary_retains() (exported, not a CUDA entry point): retains not yet released. */
+static long primary_retains;
+EXPORT long fake_cuda_primary_retains(void) { return __atomic_load_n(&primary_retains, __ATOMIC_SEQ_CST); }
+static CUresult fake_cuDevicePrimaryCtxRetain(void** context, int device) {
+  INJECT();
+  (void)device;
+  *context = &the_context;
+  __atomic_add_fetch(&primary_retains, 1, __ATOMIC_SEQ_CST);
+  return SUCCESS;
+}
+static CUresult fake_cuDevicePrimaryCtxRelease(int device) {
+  INJECT();
+  (void)device;
+  __atomic_sub_fetch(&primary_retains, 1, __ATOMIC_SEQ_CST);
+  return SUCCESS;
+}
 static CUresult fake_cuCtxGetCurrent(void** context) { INJECT(); *context = current_context; return SUCCESS; }
 static CUresult fake_cuCtxSetCurrent(void* context) { INJECT(); current_context = context; return SUCCESS; }
 static CUresult fake_cuCtxSynchronize(void) { INJECT(); return current_context ? SUCCESS : 201; }

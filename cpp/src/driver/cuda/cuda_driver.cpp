@@ -29,15 +29,18 @@ class CudaDriver final : public NativeDriver {
 
   ~CudaDriver() override {
     // Release what the runtime left behind, then the primary context reference. Failures
-    // are ignored: there is no one left to report them to.
-    if (!make_current("cuCtxSetCurrent").ok()) return;
-    api_.cuCtxSynchronize();
-    for (auto exec : execs_.take_all()) api_.cuGraphExecDestroy(exec);
-    for (auto graph : graphs_.take_all()) api_.cuGraphDestroy(graph);
-    for (auto event : events_.take_all()) api_.cuEventDestroy(event);
-    for (auto stream : streams_.take_all()) api_.cuStreamDestroy(stream);
-    for (auto module : modules_.take_all()) api_.cuModuleUnload(module);
-    for (DevicePtr pointer : allocations_.take_all()) api_.cuMemFree(pointer);
+    // are ignored: there is no one left to report them to. Where the context cannot be made
+    // current here, the objects are left to it, but the reference is still given back (it
+    // needs no current context): kept, the driver would hold the context for the process.
+    if (make_current("cuCtxSetCurrent").ok()) {
+      api_.cuCtxSynchronize();
+      for (auto exec : execs_.take_all()) api_.cuGraphExecDestroy(exec);
+      for (auto graph : graphs_.take_all()) api_.cuGraphDestroy(graph);
+      for (auto event : events_.take_all()) api_.cuEventDestroy(event);
+      for (auto stream : streams_.take_all()) api_.cuStreamDestroy(stream);
+      for (auto module : modules_.take_all()) api_.cuModuleUnload(module);
+      for (DevicePtr pointer : allocations_.take_all()) api_.cuMemFree(pointer);
+    }
     api_.cuDevicePrimaryCtxRelease(device_);
   }
 
