@@ -158,3 +158,36 @@ def test_a_driver_dropped_where_its_context_cannot_be_made_current_still_release
     """
     result = run_fake(fake_libcuda, body)
     assert result == {"open": 1, "dropped": 0}
+
+
+def test_a_call_puts_back_the_context_the_thread_had_current(fake_libcuda) -> None:
+    # Another library on the thread (torch, CuPy, perhaps on another device) chose its current
+    # context; lifecore makes its own current for each call and then puts that one back, none
+    # included, so the other library's next call still runs where it chose.
+    body = """
+    import ctypes, os
+    import numpy as np
+    lib = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
+    get, put = lib.fake_cuda_current_context, lib.fake_cuda_make_current
+    get.restype, put.argtypes = ctypes.c_void_p, [ctypes.c_void_p]
+    def current():
+        return get() or 0
+    theirs = 0x5EED000
+    seen = {}
+    for name, mine in (("theirs", theirs), ("none", 0)):
+        put(mine or None)
+        dev = lifecore.Device("cuda")
+        s = dev.stream()
+        buf = s.alloc(64)
+        s.write(buf, bytes(64))
+        s.fill(buf, 7)
+        graph = s.capture(lambda st: st.fill(buf, 9))
+        graph.replay()
+        data = s.read(buf)
+        graph.destroy()
+        dev.close()
+        seen[name] = [current() == mine, data[:4] == bytes([9, 0, 0, 0])]
+    result["seen"] = seen
+    """
+    result = run_fake(fake_libcuda, body)
+    assert result["seen"] == {"theirs": [True, True], "none": [True, True]}

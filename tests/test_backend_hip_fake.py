@@ -379,3 +379,30 @@ def test_only_a_profile_creates_events_with_timing_on_hip(fake_hip) -> None:
     assert result["read"] == list(range(16))
     assert result["ordering"] == 0
     assert result["profile"] == [2, 0.5]
+
+
+def test_a_call_puts_back_the_device_the_thread_had_selected(fake_hip) -> None:
+    # lifecore on device 1 of two; the thread had device 0 selected (another library's choice):
+    # opening the device and each call select device 1 only for the call.
+    body = """
+    import ctypes, os
+    lib = ctypes.CDLL(os.environ["LIFECORE_LIBHIP"])
+    get, put = lib.hipGetDevice, lib.hipSetDevice
+    get.argtypes, put.argtypes = [ctypes.POINTER(ctypes.c_int)], [ctypes.c_int]
+    def selected():
+        device = ctypes.c_int(-1)
+        get(ctypes.byref(device))
+        return device.value
+    put(0)
+    dev = lifecore.Device("hip", 1)
+    result["after_open"] = selected()
+    s = dev.stream()
+    buf = s.alloc(64)
+    s.fill(buf, 7)
+    s.sync()
+    result["after_calls"] = selected()
+    dev.close()
+    result["after_close"] = selected()
+    """
+    result = run_fake(fake_hip, body, FAKE_HIP_DEVICES="2")
+    assert result == {"after_open": 0, "after_calls": 0, "after_close": 0}

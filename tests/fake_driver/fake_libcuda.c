@@ -157,6 +157,10 @@ static CUresult fake_cuDevicePrimaryCtxRelease(int device) {
   __atomic_sub_fetch(&primary_retains, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
+/* fake_cuda_current_context / fake_cuda_make_current (exported, not CUDA entry points): the
+ * calling thread's current context, as another library on the thread would see and set it. */
+EXPORT void* fake_cuda_current_context(void) { return current_context; }
+EXPORT void fake_cuda_make_current(void* context) { current_context = context; }
 static CUresult fake_cuCtxGetCurrent(void** context) { INJECT(); *context = current_context; return SUCCESS; }
 static CUresult fake_cuCtxSetCurrent(void* context) { INJECT(); current_context = context; return SUCCESS; }
 static CUresult fake_cuCtxSynchronize(void) { INJECT(); return current_context ? SUCCESS : 201; }

@@ -6,6 +6,8 @@
 // failed result is named; its operations stay written out against its own library.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <utility>
 
 #include "driver/handle_registry.hpp"
@@ -16,9 +18,33 @@ namespace lifecore::driver {
 class NativeDriver : public Driver {
  protected:
   // Makes this driver's device current on the calling thread; a failure names `for_call`.
-  virtual Status make_current(const char* for_call) const = 0;
+  // `*previous` gets what was current before (the backend's own encoding of a context or a
+  // device) when it had to switch, and is left empty when the device already was current.
+  virtual Status enter_device(const char* for_call, std::optional<std::uintptr_t>* previous) const = 0;
+  // Makes `previous` (from enter_device) current again.
+  virtual void leave_device(std::uintptr_t previous) const noexcept = 0;
   // The Status of a failed native result of `call`.
   virtual Status failure(int native, const char* call) const = 0;
+
+  // The driver's device current on this thread for a scope, and what the thread had current
+  // before put back at its end: another library on the thread (torch, CuPy, on another device
+  // perhaps) keeps the current device it chose. Free when the device already is current.
+  class OnDevice {
+   public:
+    OnDevice(const NativeDriver& driver, const char* for_call)
+        : driver_(driver), status_(driver.enter_device(for_call, &previous_)) {}
+    ~OnDevice() {
+      if (previous_) driver_.leave_device(*previous_);
+    }
+    OnDevice(const OnDevice&) = delete;
+    OnDevice& operator=(const OnDevice&) = delete;
+    const Status& status() const noexcept { return status_; }
+
+   private:
+    const NativeDriver& driver_;
+    std::optional<std::uintptr_t> previous_;
+    Status status_;
+  };
 
   Status checked(int native, const char* call) const {
     return native == 0 ? Status::success() : failure(native, call);
@@ -26,7 +52,8 @@ class NativeDriver : public Driver {
   // Runs `native_call` (returning the native result) with the device current.
   template <class F>
   Status current(const char* call, F&& native_call) const {
-    if (Status s = make_current(call); !s.ok()) return s;
+    OnDevice on_device(*this, call);
+    if (!on_device.status().ok()) return on_device.status();
     return checked(native_call(), call);
   }
   // Passes the native object behind `handle` to `native_call`, with the device current; a

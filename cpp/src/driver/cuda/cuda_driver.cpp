@@ -32,7 +32,7 @@ class CudaDriver final : public NativeDriver {
     // are ignored: there is no one left to report them to. Where the context cannot be made
     // current here, the objects are left to it, but the reference is still given back (it
     // needs no current context): kept, the driver would hold the context for the process.
-    if (make_current("cuCtxSetCurrent").ok()) {
+    if (OnDevice on_device(*this, "cuCtxSetCurrent"); on_device.status().ok()) {
       api_.cuCtxSynchronize();
       for (auto exec : execs_.take_all()) api_.cuGraphExecDestroy(exec);
       for (auto graph : graphs_.take_all()) api_.cuGraphDestroy(graph);
@@ -216,7 +216,8 @@ class CudaDriver final : public NativeDriver {
     if (api_.cuFuncGetParamInfo == nullptr) return unsupported("cuFuncGetParamInfo");
     CUfunction function;
     if (Status s = functions_.find(handle, "cuFuncGetParamInfo", &function); !s.ok()) return s;
-    if (Status s = make_current("cuFuncGetParamInfo"); !s.ok()) return s;
+    OnDevice on_device(*this, "cuFuncGetParamInfo");
+    if (!on_device.status().ok()) return on_device.status();
     std::vector<std::size_t> sizes;
     for (std::size_t index = 0;; ++index) {
       std::size_t offset = 0, size = 0;
@@ -327,7 +328,8 @@ class CudaDriver final : public NativeDriver {
     CUgraph graph;
     if (Status s = execs_.find(exec_handle, "cuGraphExecUpdate_v2", &exec); !s.ok()) return s;
     if (Status s = graphs_.find(graph_handle, "cuGraphExecUpdate_v2", &graph); !s.ok()) return s;
-    if (Status s = make_current("cuGraphExecUpdate_v2"); !s.ok()) return s;
+    OnDevice on_device(*this, "cuGraphExecUpdate_v2");
+    if (!on_device.status().ok()) return on_device.status();
     CUgraphExecUpdateResultInfo info{};
     CUresult native = api_.cuGraphExecUpdate(exec, graph, &info);
     // A refused update is an answer (the result says why), not a failed call.
@@ -378,16 +380,22 @@ class CudaDriver final : public NativeDriver {
     return cuda_local_status(Code::not_supported, name, "this CUDA driver does not provide " + std::string(name));
   }
 
-  // Makes the primary context current on this thread (cheap when it already is).
-  Status make_current(const char* for_call) const override {
+  // Makes the primary context current on this thread (one query when it already is); the
+  // context that was current (none included) is put back by leave_device.
+  Status enter_device(const char* for_call, std::optional<std::uintptr_t>* previous) const override {
     CUcontext now = nullptr;
-    if (api_.cuCtxGetCurrent(&now) == CUDA_SUCCESS && now == context_) return Status::success();
+    const bool known = api_.cuCtxGetCurrent(&now) == CUDA_SUCCESS;
+    if (known && now == context_) return Status::success();
     if (CUresult result = api_.cuCtxSetCurrent(context_); result != CUDA_SUCCESS) {
       Status status = cuda_status(api_, result, "cuCtxSetCurrent");
       status.message += std::string(" (before ") + for_call + ")";
       return status;
     }
+    if (known) *previous = reinterpret_cast<std::uintptr_t>(now);
     return Status::success();
+  }
+  void leave_device(std::uintptr_t previous) const noexcept override {
+    (void)api_.cuCtxSetCurrent(reinterpret_cast<CUcontext>(previous));
   }
 
   const CudaApi& api_;

@@ -34,7 +34,8 @@ class HipDriver final : public NativeDriver {
   HipDriver(const HipRuntime& runtime, int ordinal) : runtime_(runtime), api_(runtime.api), ordinal_(ordinal) {}
 
   ~HipDriver() override {
-    if (!make_current("hipSetDevice").ok()) return;
+    OnDevice on_device(*this, "hipSetDevice");
+    if (!on_device.status().ok()) return;
     api_.hipDeviceSynchronize();
     for (auto exec : execs_.take_all()) api_.hipGraphExecDestroy(exec);
     for (auto graph : graphs_.take_all()) api_.hipGraphDestroy(graph);
@@ -318,7 +319,8 @@ class HipDriver final : public NativeDriver {
     hipGraph_t graph;
     if (Status s = execs_.find(exec_handle, "hipGraphExecUpdate", &exec); !s.ok()) return s;
     if (Status s = graphs_.find(graph_handle, "hipGraphExecUpdate", &graph); !s.ok()) return s;
-    if (Status s = make_current("hipGraphExecUpdate"); !s.ok()) return s;
+    OnDevice on_device(*this, "hipGraphExecUpdate");
+    if (!on_device.status().ok()) return on_device.status();
     hipGraphNode_t error_node = nullptr;
     hipGraphExecUpdateResult native_result = 0;
     hipError_t native = api_.hipGraphExecUpdate(exec, graph, &error_node, &native_result);
@@ -334,7 +336,7 @@ class HipDriver final : public NativeDriver {
     if (!status.ok()) return status;
     // ROCm frees an executable graph's resources lazily; synchronising makes the release
     // (and the memory the graph held) real before the caller reuses that memory.
-    return checked(api_.hipDeviceSynchronize(), "hipDeviceSynchronize");
+    return current("hipDeviceSynchronize", [&] { return api_.hipDeviceSynchronize(); });
   }
 
   // interop
@@ -370,16 +372,22 @@ class HipDriver final : public NativeDriver {
   Status unsupported(const char* name) const {
     return hip_local_status(Code::not_supported, name, "this HIP runtime does not provide " + std::string(name));
   }
-  // Selects this driver's device on this thread (cheap when it already is).
-  Status make_current(const char* for_call) const override {
+  // Selects this driver's device on this thread (one query when it already is); the device
+  // that was selected is put back by leave_device.
+  Status enter_device(const char* for_call, std::optional<std::uintptr_t>* previous) const override {
     int now = -1;
-    if (api_.hipGetDevice(&now) == hipSuccess && now == ordinal_) return Status::success();
+    const bool known = api_.hipGetDevice(&now) == hipSuccess && now >= 0;
+    if (known && now == ordinal_) return Status::success();
     if (hipError_t error = api_.hipSetDevice(ordinal_); error != hipSuccess) {
       Status status = hip_status(api_, error, "hipSetDevice");
       status.message += std::string(" (before ") + for_call + ")";
       return status;
     }
+    if (known) *previous = static_cast<std::uintptr_t>(now);
     return Status::success();
+  }
+  void leave_device(std::uintptr_t previous) const noexcept override {
+    (void)api_.hipSetDevice(static_cast<int>(previous));
   }
   // Compiles the built-in kernels once per driver (hiprtc targets the current device).
   Status builtin_code_object(std::string* out) {
@@ -390,7 +398,8 @@ class HipDriver final : public NativeDriver {
     }
     if (!runtime_.hiprtc_available)
       return hip_local_status(Code::not_supported, "hiprtcCompileProgram", runtime_.hiprtc_reason);
-    if (Status s = make_current("hiprtcCompileProgram"); !s.ok()) return s;
+    OnDevice on_device(*this, "hiprtcCompileProgram");
+    if (!on_device.status().ok()) return on_device.status();
     const HiprtcApi& rtc = runtime_.hiprtc;
     auto rtc_failure = [&](hiprtcResult result, const char* call, const std::string& log) {
       const char* text = rtc.hiprtcGetErrorString(result);
@@ -449,8 +458,13 @@ class HipDriver final : public NativeDriver {
 std::shared_ptr<Driver> open_hip(int ordinal) {
   const hip::HipRuntime& runtime = hip::hip_runtime();
   check_can_open(runtime.info, ordinal);
+  // Selecting the device proves it usable; the thread's selection is then put back, as every
+  // later call does.
+  int previous = -1;
+  const bool known = runtime.api.hipGetDevice(&previous) == hip_abi::hipSuccess && previous >= 0;
   if (hip_abi::hipError_t e = runtime.api.hipSetDevice(ordinal); e != hip_abi::hipSuccess)
     throw_status(hip::hip_status(runtime.api, e, "hipSetDevice"));
+  if (known && previous != ordinal) (void)runtime.api.hipSetDevice(previous);
   return std::make_shared<hip::HipDriver>(runtime, ordinal);
 }
 
