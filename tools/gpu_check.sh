@@ -8,17 +8,26 @@
 # stays under 8 minutes; a failing or missing step is reported (PASS / FAIL / TIMEOUT / SKIP),
 # never fatal, and a summary ends the run. Without network, pip needs the build dependencies
 # installed already, or a folder of wheels named by WHEELHOUSE (used with --no-index).
-# Results: ${OUT:-gpu_out}/gpu_check.log, steps.json (one record per step) and figures.json
-# (benchmark figures, when produced).
+# Results: ${OUT:-gpu_out}/gpu_check.log, steps.jsonl / steps.json (one record per step) and
+# figures.json (benchmark figures, when produced), nothing else. Scratch (the tests' working
+# folder, junit files, the suite's shard lists and logs, whose text is in the log too) goes to
+# ${GPU_CHECK_WORK:-a fresh temporary folder}, named at the end of the log.
 set -u
 cd "$(dirname "$0")/.."
 
 OUT="${OUT:-gpu_out}"
 mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
 LOG="$OUT/gpu_check.log"
 STEPS="$OUT/steps.jsonl"
+# Tests write to their working folder (Hypothesis' folder, a machine's failure files): never OUT.
+WORK="${GPU_CHECK_WORK:-$(mktemp -d -t gpu_check.XXXXXX)}"
+mkdir -p "$WORK"
+WORK="$(cd "$WORK" && pwd)"
 : >"$LOG"
 : >"$STEPS"
+# A folder used before keeps no figures or shard logs that this run would take for its own.
+rm -f "$OUT/figures.json" "$OUT/steps.json" "$WORK"/driver_figures.json "$WORK"/suite_*.log
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INDEX=1 PIP_ROOT_USER_ACTION=ignore
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 4)}"
@@ -119,7 +128,7 @@ print(_core._open_driver_probe('cuda'))
 
 # Launch overhead at the driver level, measured side by side in one run: N tiny kernels
 # launched eagerly vs the same N replayed as one captured graph.
-step "driver launch figures" 60 "$PYTHON" - "$OUT/driver_figures.json" <<'PY'
+step "driver launch figures" 60 "$PYTHON" - "$WORK/driver_figures.json" <<'PY'
 import json, sys, time
 from lifecore import _core
 
@@ -171,12 +180,12 @@ PY
 TESTS="$(pwd)/tests"
 PYTEST=("$PYTHON" -m pytest -p no:cacheprovider -q -rs)
 
-step "backend tests" 60 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS/test_backend_cuda.py' '$TESTS/test_backend_hip.py' --junitxml=backend_tests.xml"
+step "backend tests" 60 bash -c "cd '$WORK' && ${PYTEST[*]} '$TESTS/test_backend_cuda.py' '$TESTS/test_backend_hip.py' --junitxml=backend_tests.xml"
 
 # The lighter derandomized profile (15 runs of 30 steps per graph mode): under the ci profile a
 # mock run takes 2-3 s per mode, and a device synchronizes at every read.
 if [ -f tests/test_stream_machine.py ]; then
-  step "stream state machine on cuda" 60 bash -c "cd '$OUT' && HYPOTHESIS_PROFILE=ci-sanitize ${PYTEST[*]} '$TESTS/test_stream_machine.py' -k cuda --junitxml=stream_machine.xml"
+  step "stream state machine on cuda" 60 bash -c "cd '$WORK' && HYPOTHESIS_PROFILE=ci-sanitize ${PYTEST[*]} '$TESTS/test_stream_machine.py' -k cuda --junitxml=stream_machine.xml"
 else
   skip "stream state machine on cuda" "tests/test_stream_machine.py not in this checkout"
 fi
@@ -383,7 +392,7 @@ if [ ! -f tests/test_engine.py ]; then
 elif ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   skip "engine with graphs on cuda" "torch here has no CUDA (the engine's graphs are torch's)"
 else
-  step "engine with graphs on cuda" 120 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS/test_engine.py' && \
+  step "engine with graphs on cuda" 120 bash -c "cd '$WORK' && ${PYTEST[*]} '$TESTS/test_engine.py' && \
     $PYTHON -m lifecore demo --device cuda --requests 64 --json && \
     $PYTHON -m lifecore.benchmarks.engine --gpu-step"
 fi
@@ -393,7 +402,7 @@ if "$PYTHON" -m lifecore fuzz --help 2>/dev/null | grep -q -- "--differential"; 
 elif [ -f benchmarks/differential.py ]; then
   step "differential mock,cuda" 60 "$PYTHON" benchmarks/differential.py --backends mock,cuda --runs 3 --steps 300 --seed 0
 elif has_pytest_marker differential; then
-  step "differential mock,cuda" 60 bash -c "cd '$OUT' && ${PYTEST[*]} '$TESTS' -m differential"
+  step "differential mock,cuda" 60 bash -c "cd '$WORK' && ${PYTEST[*]} '$TESTS' -m differential"
 else
   skip "differential mock,cuda" "no differential runner in this checkout"
 fi
@@ -418,34 +427,37 @@ fi
 run_suite() {
   local shards="${GPU_CHECK_SUITE_SHARDS:-4}" i=0 rc=0 file
   local -a pids=() files=()
-  for ((i = 0; i < shards; i++)); do : >"$OUT/suite_files_$i.txt"; done
+  for ((i = 0; i < shards; i++)); do : >"$WORK/suite_files_$i.txt"; done
   i=0
   for file in "$TESTS"/test_*.py; do
     case "${file##*/}" in test_backend_cuda.py | test_backend_hip.py | test_stream_machine.py | test_engine.py) continue ;; esac
-    printf '%s\n' "$file" >>"$OUT/suite_files_$((i % shards)).txt"
+    printf '%s\n' "$file" >>"$WORK/suite_files_$((i % shards)).txt"
     i=$((i + 1))
   done
   for ((i = 0; i < shards; i++)); do
-    mapfile -t files <"$OUT/suite_files_$i.txt"
+    mapfile -t files <"$WORK/suite_files_$i.txt"
     [ "${#files[@]}" -gt 0 ] || continue
-    (cd "$OUT" && HYPOTHESIS_PROFILE="$SUITE_PROFILE" exec "$PYTHON" -m pytest -p no:cacheprovider -q -rs \
-      "${files[@]}" --junitxml="all_tests_$i.xml") >"$OUT/suite_$i.log" 2>&1 &
+    (cd "$WORK" && HYPOTHESIS_PROFILE="$SUITE_PROFILE" exec "$PYTHON" -m pytest -p no:cacheprovider -q -rs \
+      "${files[@]}" --junitxml="all_tests_$i.xml") >"$WORK/suite_$i.log" 2>&1 &
     pids[i]=$!
   done
   for i in "${!pids[@]}"; do
     if wait "${pids[i]}"; then echo "--- shard $i: passed"; else rc=1; echo "--- shard $i: FAILED"; fi
-    cat "$OUT/suite_$i.log"
   done
   return "$rc"
 }
 export -f run_suite
-export OUT TESTS PYTHON
+export WORK TESTS PYTHON
 export SUITE_PROFILE="${GPU_CHECK_SUITE_PROFILE:-ci-sanitize}"
 RESERVED_S=0
 step "whole suite" "$TOTAL_BUDGET_S" bash -c run_suite
+# The shards' output goes to the log after the step, so a suite cut off by its limit shows too.
+for shard_log in "$WORK"/suite_*.log; do
+  if [ -f "$shard_log" ]; then printf '\n--- %s\n' "${shard_log##*/}"; cat "$shard_log"; fi
+done >>"$LOG"
 
 # Collect the step records (and the benchmark figures, when a runner wrote them) into JSON.
-"$PYTHON" - "$OUT" <<'PY' | tee -a "$LOG"
+"$PYTHON" - "$OUT" "$WORK" <<'PY' | tee -a "$LOG"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines() if line.strip()]
@@ -454,7 +466,7 @@ figures_path = out / "figures.json"
 figures = json.loads(figures_path.read_text()) if figures_path.exists() else {}
 if not isinstance(figures, dict):
     figures = {"benchmarks": figures}
-driver_figures = out / "driver_figures.json"
+driver_figures = pathlib.Path(sys.argv[2]) / "driver_figures.json"
 if driver_figures.exists():
     figures["driver_launch"] = json.loads(driver_figures.read_text())
 figures["steps"] = steps
@@ -469,5 +481,5 @@ counts = {v: sum(1 for s in steps if verdicts.get(s["status"]) == v) for v in ("
 print("overall:", "FAIL" if counts["FAIL"] or counts["TIMEOUT"] else "PASS", "-",
       ", ".join(f"{n} {v}" for v, n in counts.items()))
 PY
-log "gpu_check finished in $(( $(date +%s) - START ))s; results in $OUT"
+log "gpu_check finished in $(( $(date +%s) - START ))s; results in $OUT, scratch in $WORK"
 exit 0
