@@ -12,6 +12,9 @@
 # figures.json (benchmark figures, when produced), nothing else. Scratch (the tests' working
 # folder, junit files, the suite's shard lists and logs, whose text is in the log too) goes to
 # ${GPU_CHECK_WORK:-a fresh temporary folder}, named at the end of the log.
+# GPU_CHECK_STEPS=REGEX (the project's test of this script, or a rerun of some steps): only the
+# steps whose names match the extended regular expression run, the others are recorded as
+# skipped; without "install" among them, the lifecore that $PYTHON already imports is checked.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -41,6 +44,7 @@ PIP_SOURCE=()
 if [ -n "$WHEELHOUSE" ]; then PIP_SOURCE=(--no-index --find-links "$WHEELHOUSE"); fi
 START=$(date +%s)
 LAST_STATUS=""
+ONLY="${GPU_CHECK_STEPS:-}"
 
 log() { printf '%s\n' "$*" | tee -a "$LOG"; }
 
@@ -51,6 +55,7 @@ step() {
   local name="$1" limit="$2"
   shift 2
   local now left rc began ended
+  if unselected "$name"; then return 0; fi
   if [ -n "${BLOCKED:-}" ]; then
     skip "$name" "$BLOCKED"
     return 0
@@ -86,6 +91,14 @@ skip() {
 
 has_pytest_marker() { grep -rqs "mark.$1" tests/; }
 
+selected() { [ -z "$ONLY" ] || [[ $1 =~ $ONLY ]]; }
+# unselected NAME: true, the step recorded as skipped, when GPU_CHECK_STEPS leaves it out (so
+# the probes that choose how a step runs are spared too).
+unselected() {
+  if selected "$1"; then return 1; fi
+  skip "$1" "not selected by GPU_CHECK_STEPS"
+}
+
 step "environment" 20 bash -c "nvidia-smi || echo 'nvidia-smi not found'; $PYTHON --version; \
   $PYTHON -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())' || true; \
   $PYTHON -c 'import cupy; print(\"cupy\", cupy.__version__)' || true"
@@ -102,7 +115,9 @@ fi
 step "build environment" 20 bash -c "command -v cmake && cmake --version | head -1 && \
   $PYTHON -c 'import scikit_build_core, nanobind, numpy, hypothesis, pytest; \
 print(\"scikit-build-core\", scikit_build_core.__version__, \"nanobind\", nanobind.__version__, \"numpy\", numpy.__version__)'"
-if [ "$LAST_STATUS" = passed ]; then
+if unselected "install"; then
+  :
+elif [ "$LAST_STATUS" = passed ]; then
   step "install" "${GPU_CHECK_INSTALL_S:-180}" "$PYTHON" -m pip install --no-build-isolation --no-deps -q ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} .
   if [ "$LAST_STATUS" != passed ]; then BLOCKED="lifecore did not install"; fi
 else
@@ -387,7 +402,9 @@ PY
 # The reference engine with graphs on: its tests (tokens against the plain implementation
 # where the top-2 margin is clear), the demo, and the decode step replayed against eager and
 # against torch.cuda.CUDAGraph at batch 8.
-if [ ! -f tests/test_engine.py ]; then
+if unselected "engine with graphs on cuda"; then
+  :
+elif [ ! -f tests/test_engine.py ]; then
   skip "engine with graphs on cuda" "no engine in this checkout"
 elif ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
   skip "engine with graphs on cuda" "torch here has no CUDA (the engine's graphs are torch's)"
@@ -397,7 +414,9 @@ else
     $PYTHON -m lifecore.benchmarks.engine --gpu-step"
 fi
 
-if "$PYTHON" -m lifecore fuzz --help 2>/dev/null | grep -q -- "--differential"; then
+if unselected "differential mock,cuda"; then
+  :
+elif "$PYTHON" -m lifecore fuzz --help 2>/dev/null | grep -q -- "--differential"; then
   step "differential mock,cuda" 60 "$PYTHON" -m lifecore fuzz --differential mock,cuda --examples 3 --steps 300 --seed 0
 elif [ -f benchmarks/differential.py ]; then
   step "differential mock,cuda" 60 "$PYTHON" benchmarks/differential.py --backends mock,cuda --runs 3 --steps 300 --seed 0
@@ -407,7 +426,9 @@ else
   skip "differential mock,cuda" "no differential runner in this checkout"
 fi
 
-if "$PYTHON" -m lifecore bench --help 2>/dev/null | grep -q -- "--json"; then
+if unselected "benchmarks"; then
+  :
+elif "$PYTHON" -m lifecore bench --help 2>/dev/null | grep -q -- "--json"; then
   step "benchmarks" 60 "$PYTHON" -m lifecore bench --backend cuda --json "$OUT/figures.json"
 elif "$PYTHON" -m lifecore bench --help >/dev/null 2>&1; then
   step "benchmarks" 60 "$PYTHON" -m lifecore bench --backend cuda
