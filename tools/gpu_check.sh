@@ -112,7 +112,9 @@ if [ -n "$WHEELHOUSE" ]; then
     skip "build dependencies from the wheelhouse" "WHEELHOUSE=$WHEELHOUSE is not a folder"
   fi
 fi
-step "build environment" 20 bash -c "command -v cmake && cmake --version | head -1 && \
+# scikit-build-core finds cmake on PATH or as the cmake Python package, which may be the only one.
+step "build environment" 20 bash -c "{ cmake --version 2>/dev/null | head -1 | grep . || \
+  $PYTHON -c 'import cmake; print(\"cmake (Python package)\", cmake.__version__)'; } && \
   $PYTHON -c 'import scikit_build_core, nanobind, numpy, hypothesis, pytest; \
 print(\"scikit-build-core\", scikit_build_core.__version__, \"nanobind\", nanobind.__version__, \"numpy\", numpy.__version__)'"
 if unselected "install"; then
