@@ -2,15 +2,15 @@ import faulthandler
 import os
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, Phase, settings
 
 import lifecore
 
 from backend_roles import EMULATED
 
 # dev: quick enough for a laptop loop; ci: derandomized, more steps, no example database;
-# ci-sanitize: dev's sizes, derandomized (the slow instrumented build in CI); nightly: long
-# runs. Pick one with HYPOTHESIS_PROFILE or --hypothesis-profile.
+# ci-sanitize: dev's sizes, derandomized (the slow instrumented build in CI); gpu-check (below);
+# nightly: long runs. Pick one with HYPOTHESIS_PROFILE or --hypothesis-profile.
 settings.register_profile(
     "dev", max_examples=15, stateful_step_count=30, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -22,6 +22,12 @@ settings.register_profile(
 settings.register_profile(
     "ci-sanitize", max_examples=15, stateful_step_count=30, deadline=None, derandomize=True,
     database=None, print_blob=True, suppress_health_check=[HealthCheck.too_slow],
+)
+# gpu-check: ci-sanitize without shrinking, for a run under a hard time limit
+# (tools/gpu_check.sh): a failure is reported as found rather than cut off while it shrinks.
+settings.register_profile(
+    "gpu-check", parent=settings.get_profile("ci-sanitize"),
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target],
 )
 settings.register_profile(
     "nightly", max_examples=1000, stateful_step_count=100, deadline=None,

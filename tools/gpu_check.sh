@@ -195,14 +195,16 @@ PY
 
 # Run from outside the checkout so the installed package (not the source tree) is imported.
 TESTS="$(pwd)/tests"
-PYTEST=("$PYTHON" -m pytest -p no:cacheprovider -q -rs)
+# -v names each test as it starts, so a step cut off by its limit shows which test was running.
+PYTEST=("$PYTHON" -m pytest -p no:cacheprovider -v -rs)
 
 step "backend tests" 60 bash -c "cd '$WORK' && ${PYTEST[*]} '$TESTS/test_backend_cuda.py' '$TESTS/test_backend_hip.py' --junitxml=backend_tests.xml"
 
-# The lighter derandomized profile (15 runs of 30 steps per graph mode): under the ci profile a
-# mock run takes 2-3 s per mode, and a device synchronizes at every read.
+# The lighter derandomized profile without shrinking (gpu-check: 15 runs of 30 steps per graph
+# mode): under the ci profile a mock run takes 2-3 s per mode, and a device synchronizes at every
+# read; a failure is reported as found, where shrinking it could outlast the step's limit.
 if [ -f tests/test_stream_machine.py ]; then
-  step "stream state machine on cuda" 60 bash -c "cd '$WORK' && HYPOTHESIS_PROFILE=ci-sanitize ${PYTEST[*]} '$TESTS/test_stream_machine.py' -k cuda --junitxml=stream_machine.xml"
+  step "stream state machine on cuda" 60 bash -c "cd '$WORK' && HYPOTHESIS_PROFILE=gpu-check ${PYTEST[*]} '$TESTS/test_stream_machine.py' -k cuda --junitxml=stream_machine.xml"
 else
   skip "stream state machine on cuda" "tests/test_stream_machine.py not in this checkout"
 fi
@@ -444,8 +446,9 @@ else
 fi
 
 # Last, with the budget kept for it (at least SUITE_S: all that is left): the whole suite but
-# the files the steps above ran, with the lighter derandomized profile (under the ci profile
-# the suite alone takes longer than its budget), its files dealt round-robin to
+# the files the steps above ran, with the lighter derandomized profile without shrinking
+# (gpu-check: under the ci profile the suite alone takes longer than its budget, and one failure
+# being shrunk could take the rest of it), its files dealt round-robin to
 # GPU_CHECK_SUITE_SHARDS pytest processes that run at once (one core each).
 run_suite() {
   local shards="${GPU_CHECK_SUITE_SHARDS:-4}" i=0 rc=0 file
@@ -460,7 +463,7 @@ run_suite() {
   for ((i = 0; i < shards; i++)); do
     mapfile -t files <"$WORK/suite_files_$i.txt"
     [ "${#files[@]}" -gt 0 ] || continue
-    (cd "$WORK" && HYPOTHESIS_PROFILE="$SUITE_PROFILE" exec "$PYTHON" -m pytest -p no:cacheprovider -q -rs \
+    (cd "$WORK" && HYPOTHESIS_PROFILE="$SUITE_PROFILE" exec "$PYTHON" -m pytest -p no:cacheprovider -v -rs \
       "${files[@]}" --junitxml="all_tests_$i.xml") >"$WORK/suite_$i.log" 2>&1 &
     pids[i]=$!
   done
@@ -471,7 +474,7 @@ run_suite() {
 }
 export -f run_suite
 export WORK TESTS PYTHON
-export SUITE_PROFILE="${GPU_CHECK_SUITE_PROFILE:-ci-sanitize}"
+export SUITE_PROFILE="${GPU_CHECK_SUITE_PROFILE:-gpu-check}"
 RESERVED_S=0
 step "whole suite" "$TOTAL_BUDGET_S" bash -c run_suite
 # The shards' output goes to the log after the step, so a suite cut off by its limit shows too.
