@@ -282,9 +282,14 @@ class ModelCoordinator:
         """Preemption by recompute, in the sessions' order: stop once ``deferred`` fits or after
         ``limit`` victims; skip (with the reason) another coordinator's session and one whose
         sources cannot be read or that will not abort; pass over the deferral's own sequence and
-        one that returns no source the demand waits on; abort and close the rest."""
+        one that returns no source the demand waits on; abort and close the rest. A backing
+        deferral whose sequence is gone is refused (StaleAuthority) before anything changes."""
         if deferred.coordinator is not self:
             raise ModelError("StaleAuthority", "preempt_for: foreign coordinator")
+        if (deferred.backing_sequence is not None
+                and self.id_generation[deferred.backing_sequence] != deferred.backing_authority_generation):
+            # the sequence that asked to grow is gone: nobody waits on its demand
+            raise ModelError("StaleAuthority", "preempt_for: the deferral's sequence is gone")
         wanted = list(deferred.sources)
         before = {source: self.epochs[source] for source in wanted}
         own = (None if deferred.backing_sequence is None

@@ -69,9 +69,32 @@ void a_deferred_step_preempts_the_youngest_it_needs() {
   CHECK(head->phase() == SessionPhase::open);
 }
 
+// A backing deferral names the sequence that asked to grow. Once that sequence is gone (aborted
+// and closed), its demand is nobody's: preempting live sequences for it only destroys work.
+void a_deferral_of_a_sequence_that_is_gone_preempts_nothing() {
+  auto c = make(4);
+  auto asker = open(*c, "asker", 16, 64);  // one page now, four at most
+  auto a = open(*c, "a", 16, 16);
+  auto b = open(*c, "b", 16, 16);
+  auto d = open(*c, "d", 16, 16);  // every page is taken now
+  CHECK(asker->step(64) == BackingOutcome::backing_deferred);
+  const auto deferred = asker->step_deferral();
+  CHECK(deferred.has_value() && deferred->backing.has_value());
+  asker->request_cancel();
+  asker->try_abort();
+  asker->close();  // its page is back; the three it asked for are not free
+  CHECK(error_of([&] { c->verify_sequence_authority(deferred->backing->sequence_authority); }) ==
+        ErrorKind::StaleAuthority);
+  CHECK(error_of([&] { preempt_for(*c, *deferred, {a.get(), b.get(), d.get()}, std::nullopt); }) ==
+        ErrorKind::StaleAuthority);
+  CHECK(a->phase() == SessionPhase::open && b->phase() == SessionPhase::open && d->phase() == SessionPhase::open);
+  CHECK(c->capacity().active_sequences == 3);
+}
+
 }  // namespace
 
 int main() {
   a_deferred_step_preempts_the_youngest_it_needs();
+  a_deferral_of_a_sequence_that_is_gone_preempts_nothing();
   return lifecore::test_support::finish("sequence_preemption_test");
 }

@@ -318,8 +318,9 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     A candidate of another coordinator is never picked (it is reported in ``skipped``), even
     when its domains have the same names. Wrong types are refused before anything changes:
     ``LifecoreTypeError`` for a coordinator, deferral, candidate or limit of the wrong type,
-    ``StaleAuthorityError`` for a deferral of another coordinator, ``InvalidArgumentError``
-    for a negative limit.
+    ``StaleAuthorityError`` for a deferral of another coordinator, or for a backing deferral
+    whose sequence is gone (nobody waits on its demand any more), ``InvalidArgumentError`` for a
+    negative limit.
     """
     if not isinstance(coordinator, AdmissionCoordinator):
         raise LifecoreTypeError(

@@ -10,6 +10,17 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
                               const std::vector<SequenceSession*>& candidates, std::optional<std::size_t> limit) {
   if (deferred.coordinator_id != coordinator.id())
     raise(ErrorKind::StaleAuthority, "preempt_for: the deferral belongs to another coordinator (foreign coordinator)");
+  // A backing deferral is the demand of the sequence that asked to grow: once that sequence is
+  // gone nobody waits on it, and a victim would be aborted for nothing.
+  if (deferred.backing) {
+    try {
+      coordinator.verify_sequence_authority(deferred.backing->sequence_authority);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::StaleAuthority) throw;
+      raise(ErrorKind::StaleAuthority,
+            std::string("preempt_for: the sequence that asked to grow is gone; its deferral is stale (") + e.what() + ")");
+    }
+  }
   const std::vector<CapacitySource>& wanted = deferred.wait_condition.sources;
   std::vector<std::uint64_t> before;
   before.reserve(wanted.size());

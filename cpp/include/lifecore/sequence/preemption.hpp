@@ -29,7 +29,7 @@ struct PreemptionOutcome {
 };
 
 // Stops once `deferred` fits now, or after `limit` victims. StaleAuthorityError for a deferral
-// of another coordinator, before anything changes. The deferral's own sequence is never a
+// of another coordinator, or a backing deferral whose sequence is gone, before anything changes. The deferral's own sequence is never a
 // victim. Capacity comes back once every other holder of a victim is gone too: freed_sources
 // says what actually came back.
 PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const AdmissionDeferred& deferred,
