@@ -54,6 +54,7 @@ class ModelDeferred:
     backing_sequence: Optional[int] = None
     expected_generation: Optional[int] = None
     backing_authority_generation: Optional[int] = None  # with backing_sequence: the sequence's authority
+    fit_pages: Optional[int] = None  # an admission's fit, when it is more than the immediate pages
 
 
 @dataclass
@@ -231,7 +232,7 @@ class ModelCoordinator:
             srcs, epochs = self._condition(sources)
             return ModelDeferred(self, request_id, srcs, epochs,
                                  "AWAIT_BACKING_GROWTH" if growth else "WAIT_FOR_RELEASE",
-                                 blockers, prompt_pages, 1, names)
+                                 blockers, prompt_pages, 1, names, fit_pages=fit_pages)
         self.active += 1
         for n in names:
             self.used[n] += pb
@@ -276,20 +277,30 @@ class ModelCoordinator:
         if deferred.sequences and self.active + 1 > self.max_active:
             return False
         need = deferred.immediate_pages * self.page_bytes
-        return all(need <= self.total[n] - self.used[n] for n in deferred.domains)
+        if not all(need <= self.total[n] - self.used[n] for n in deferred.domains):
+            return False
+        return not self._needs_growth(deferred)
+
+    def _needs_growth(self, deferred: ModelDeferred) -> bool:
+        """Whether the deferral's fit is beyond a domain's total today: only growth can serve it."""
+        fit = (deferred.immediate_pages if deferred.fit_pages is None else deferred.fit_pages) * self.page_bytes
+        return any(fit > self.total[n] for n in deferred.domains)
 
     def preempt_for(self, deferred: ModelDeferred, sessions: list, limit: Optional[int] = None) -> "ModelPreemption":
         """Preemption by recompute, in the sessions' order: stop once ``deferred`` fits or after
         ``limit`` victims; skip (with the reason) another coordinator's session and one whose
         sources cannot be read or that will not abort; pass over the deferral's own sequence and
         one that returns no source the demand waits on; abort and close the rest. A backing
-        deferral whose sequence is gone is refused (StaleAuthority) before anything changes."""
+        deferral whose sequence is gone is refused (StaleAuthority) before anything changes; a demand
+        only growth can serve (its fit beyond a domain's total) picks no victim."""
         if deferred.coordinator is not self:
             raise ModelError("StaleAuthority", "preempt_for: foreign coordinator")
         if (deferred.backing_sequence is not None
                 and self.id_generation[deferred.backing_sequence] != deferred.backing_authority_generation):
             # the sequence that asked to grow is gone: nobody waits on its demand
             raise ModelError("StaleAuthority", "preempt_for: the deferral's sequence is gone")
+        if self._needs_growth(deferred):
+            return ModelPreemption()  # no victim's release can serve it
         wanted = list(deferred.sources)
         before = {source: self.epochs[source] for source in wanted}
         own = (None if deferred.backing_sequence is None

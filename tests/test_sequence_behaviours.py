@@ -518,6 +518,18 @@ def test_preemption_aborts_quiescent_victims_only_and_reports_what_was_freed():
     busy.commit()
 
 
+def test_an_admission_that_waits_for_growth_does_not_fit_now_and_preempts_no_one():
+    c = make(domains={"kv": (2 * PAGE, 8 * PAGE)})
+    _, s = open_one(c, prompt=16, fit=16, name="a")
+    d = c.admit("grows", 16, 64)  # one page fits now; the fit's four do not fit the domain's two
+    assert isinstance(d, AdmissionDeferred) and d.action == DeferralAction.AWAIT_BACKING_GROWTH
+    assert not c.fits_now(d) and isinstance(c.admit("grows", 16, 64), AdmissionDeferred)
+    report = preempt_for(c, d, [s])
+    assert report.victims == [] and not report.satisfied and s.phase == SessionPhase.OPEN
+    c.grow_domain("kv", 8 * PAGE)
+    assert c.fits_now(d) and isinstance(c.admit("grows", 16, 64), Admitted)
+
+
 def test_foreign_coordinator_deferral_is_refused():
     c1, c2 = make(), make(pages=1)
     held = c2.admit("x", 16, 16)

@@ -877,6 +877,7 @@ void bind_admission(nb::module_& m) {
              return c.fits_now(object_argument<AdmissionDeferred>(deferred, "fits_now", "deferred", "an AdmissionDeferred"));
            }, nb::arg("deferred").none(), nb::sig("def fits_now(self, deferred: AdmissionDeferred) -> bool"),
            "Whether the deferral's immediate demand (slots and domain bytes) would fit now; claims nothing. "
+           "False while its fit is beyond a domain's total (only growth can admit it). "
            "StaleAuthorityError for a deferral of another coordinator.")
       .def("verify_sequence_authority", [](const AdmissionCoordinator& c, nb::handle authority) {
              c.verify_sequence_authority(object_argument<Authority>(authority, "verify_sequence_authority", "authority", "an Authority"));

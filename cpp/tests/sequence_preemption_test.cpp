@@ -91,10 +91,32 @@ void a_deferral_of_a_sequence_that_is_gone_preempts_nothing() {
   CHECK(c->capacity().active_sequences == 3);
 }
 
+// An admission whose fit exceeds what its domain holds today waits for growth: no release can
+// admit it, so it does not fit now, and no victim can help it.
+void an_admission_that_needs_growth_neither_fits_nor_preempts() {
+  CoordinatorConfig config;
+  config.domains.push_back({"kv", 2 * 4096, 8 * 4096});  // two pages now, eight at most
+  config.page_bytes = 4096;
+  config.tokens_per_page = 16;
+  config.max_active_sequences = 8;
+  auto c = AdmissionCoordinator::create(std::move(config));
+  auto a = open(*c, "a", 16, 16);
+  auto deferred = std::get<AdmissionDeferred>(c->admit({"grows", 16, 64, {}}));  // one page now, four at most
+  CHECK(deferred.action == DeferralAction::await_backing_growth);
+  CHECK(!c->fits_now(deferred));
+  CHECK(std::holds_alternative<AdmissionDeferred>(c->admit({"grows", 16, 64, {}})));
+  auto out = preempt_for(*c, deferred, {a.get()}, std::nullopt);
+  CHECK(out.victims.empty() && !out.satisfied && a->phase() == SessionPhase::open);
+  c->grow_domain("kv", 8 * 4096);
+  CHECK(c->fits_now(deferred));
+  CHECK(std::holds_alternative<Admitted>(c->admit({"grows", 16, 64, {}})));
+}
+
 }  // namespace
 
 int main() {
   a_deferred_step_preempts_the_youngest_it_needs();
   a_deferral_of_a_sequence_that_is_gone_preempts_nothing();
+  an_admission_that_needs_growth_neither_fits_nor_preempts();
   return lifecore::test_support::finish("sequence_preemption_test");
 }

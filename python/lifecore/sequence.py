@@ -314,6 +314,8 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     its session hold is dropped. Capacity comes back once every other holder of the victim
     (its ``Admitted`` / resources handle, snapshots) is gone too; ``freed_sources`` reports
     what actually came back. Stops once the deferred demand fits, or after ``limit`` victims.
+    A demand only growth can serve (its fit beyond a domain's total, ``AWAIT_BACKING_GROWTH``)
+    picks no victim: no release admits it.
 
     A candidate of another coordinator is never picked (it is reported in ``skipped``), even
     when its domains have the same names. Wrong types are refused before anything changes:

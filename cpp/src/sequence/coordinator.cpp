@@ -715,6 +715,9 @@ bool AdmissionCoordinator::fits_now(const AdmissionDeferred& deferred) const {
   }
   for (const auto& d : deferred.immediate.domains)
     if (d.bytes > domains_.at(d.domain_index).total - domains_.at(d.domain_index).used) return false;
+  // As admit: a fit beyond what a domain holds today waits for growth, whatever is free.
+  for (const auto& d : deferred.fit.domains)
+    if (d.bytes > domains_.at(d.domain_index).total) return false;
   return true;
 }
 

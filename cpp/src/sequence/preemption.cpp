@@ -21,6 +21,11 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
             std::string("preempt_for: the sequence that asked to grow is gone; its deferral is stale (") + e.what() + ")");
     }
   }
+  // A fit beyond what a domain holds today waits for growth: no victim's release can serve it.
+  const CapacitySnapshot capacity = coordinator.capacity();
+  for (const auto& d : deferred.fit.domains)
+    if (d.domain_index >= capacity.domains.size() || d.bytes > capacity.domains[d.domain_index].total_bytes)
+      return {};
   const std::vector<CapacitySource>& wanted = deferred.wait_condition.sources;
   std::vector<std::uint64_t> before;
   before.reserve(wanted.size());

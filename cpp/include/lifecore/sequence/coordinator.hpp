@@ -117,7 +117,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   CapacitySnapshot capacity() const;
   std::uint64_t epoch_of(const CapacitySource& source) const;
   std::uint64_t release_epoch() const;
-  // Whether `deferred`'s immediate demand would be admitted right now (no claim is made).
+  // Whether `deferred`'s immediate demand would be admitted right now (no claim is made): it
+  // is free, and its fit demand is within each domain's total (beyond it, only growth helps).
   bool fits_now(const AdmissionDeferred& deferred) const;
   // Throws StaleAuthorityError unless `authority` is this coordinator's and the live holder
   // of its sparse id.

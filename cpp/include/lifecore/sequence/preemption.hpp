@@ -28,7 +28,8 @@ struct PreemptionOutcome {
   bool satisfied = false;                  // the deferred demand fits now
 };
 
-// Stops once `deferred` fits now, or after `limit` victims. StaleAuthorityError for a deferral
+// Stops once `deferred` fits now, or after `limit` victims; picks none for a demand only growth
+// can serve (its fit beyond a domain's total). StaleAuthorityError for a deferral
 // of another coordinator, or a backing deferral whose sequence is gone, before anything changes. The deferral's own sequence is never a
 // victim. Capacity comes back once every other holder of a victim is gone too: freed_sources
 // says what actually came back.
