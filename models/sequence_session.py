@@ -450,6 +450,11 @@ class ModelFrame:
 class ModelFlight:
     def __init__(self, session: "ModelSession", key: int) -> None:
         self.session, self.key, self.phase, self.released = session, key, "PREPARED", False
+        session.seq.hold()  # its work reads the pages until it is released
+
+    def _let_go(self) -> None:
+        self.released = True
+        self.session.seq.let_go()
 
     def dispatch(self) -> None:
         if self.released:
@@ -471,22 +476,22 @@ class ModelFlight:
         if self.released or self.phase != "IN_FLIGHT":
             raise ModelError("SessionState", "finish: not in flight")
         self.session.flights.pop(self.key, None)
-        self.released = True
+        self._let_go()
 
     def release(self) -> None:
         if self.released or self.phase != "PREPARED":
             raise ModelError("SessionState", "release: not prepared")
         self.session.flights.pop(self.key, None)
-        self.released = True
+        self._let_go()
 
     def close(self) -> None:
         if self.released:
             return
-        self.released = True
         s = self.session
         s.flights.pop(self.key, None)
         if self.phase == "IN_FLIGHT":
             s._poison()
+        self._let_go()
 
 
 class ModelSession:

@@ -64,6 +64,26 @@ def test_holders_names_resources_and_live_frames_but_never_snapshots():
     assert initial.released and kept.released
 
 
+def test_a_flight_in_flight_keeps_its_pages_after_its_frame_and_session_are_gone():
+    # Work dispatched on the sequence's pages may still run: no other sequence may get them.
+    c = make(pages=2)
+    admitted = c.admit("a", 32, 32)
+    with admitted.resources:
+        session = admitted.resources.open_session()
+    frame = session.acquire_frame()
+    ids = frame.block_ids().tolist()
+    flight = session.prepare_flight(7)
+    flight.dispatch()
+    frame.close()  # dropped without a commit: poisons the session; the flight still runs
+    session.close()
+    assert c.holders() == [("a", 2, ["kv"], 1)]  # the flight in flight
+    assert isinstance(c.admit("b", 32, 32), AdmissionDeferred)  # no page of "a" is handed out
+    flight.finish()  # its work completed: the pages come back
+    assert c.holders() == [] and idle(c)
+    taken = c.admit("b", 32, 32)
+    assert isinstance(taken, Admitted) and sorted(taken.resources.initial_backing.block_ids().tolist()) == sorted(ids)
+
+
 def test_a_live_request_id_is_refused_then_accepted_after_release():
     c = make()
     first = c.admit("dup", 16, 64)

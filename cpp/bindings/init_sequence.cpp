@@ -866,7 +866,8 @@ void bind_admission(nb::module_& m) {
              }
              return out;
            }, "What still holds capacity: (request_id, pages, domains, owners) per live sequence; owners are the "
-              "admitted resources (kept by their session until it closes) and live frames, never snapshots.")
+              "admitted resources (kept by their session until it closes), live frames and unreleased flights, never "
+              "snapshots.")
       .def("epoch", [](const AdmissionCoordinator& c, nb::handle source) {
         return c.epoch_of(object_argument<CapacitySource>(source, "epoch", "source", "a CapacitySource"));
       }, nb::arg("source").none(), nb::sig("def epoch(self, source: CapacitySource) -> int"),

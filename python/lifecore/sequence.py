@@ -17,7 +17,8 @@ The C++ core does the work; this module names it and adds what is Pythonic:
   nothing, as a serving engine refuses a duplicate request id.
 - ``Admitted.resources.open_session()`` (one-shot) returns a ``SequenceSession``.
 - Release: only real holders keep a sequence's pages and active slot: its admitted resources
-  (which the session keeps until it closes) and its live frames. Capacity returns when the
+  (which the session keeps until it closes), its live frames and its unreleased flights (their
+  work may still read the pages). Capacity returns when the
   last of them goes (``close()``, a ``with`` block, or the last reference). Snapshots and
   ``BackingDecision``s left in variables observe without owning: once the holders are gone a
   snapshot reports ``released`` and its ``extents`` raise ``SessionStateError``. Nor do they,

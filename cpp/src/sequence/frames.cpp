@@ -87,14 +87,16 @@ void FrameHold::rollback_unsubmitted() {
   pin = std::move(pin_);
 }
 
-FlightHold::FlightHold(std::shared_ptr<SessionState> state, std::uint64_t key, std::uint64_t frame_id)
-    : state_(std::move(state)), key_(key), frame_id_(frame_id) {}
+FlightHold::FlightHold(std::shared_ptr<SessionState> state, std::uint64_t key, std::uint64_t frame_id,
+                       std::shared_ptr<SequenceBacking> pin)
+    : state_(std::move(state)), key_(key), frame_id_(frame_id), pin_(std::move(pin)) {}
 
 FlightHold::~FlightHold() { drop(); }
 
 void FlightHold::drop() noexcept {
   if (released_) return;
   released_ = true;
+  std::shared_ptr<SequenceBacking> pin = std::move(pin_);  // dropped after the lock
   std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   const FlightPhase* recorded = s.extras.find_flight(key_);
@@ -128,21 +130,25 @@ void FlightHold::not_submitted() {
 }
 
 void FlightHold::finish() {
+  std::shared_ptr<SequenceBacking> pin;  // dropped after the lock: the last holder returns capacity
   std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   if (released_) raise(ErrorKind::SessionState, "finish: the flight is already released");
   if (phase_ != FlightPhase::in_flight) raise(ErrorKind::SessionState, "finish: the flight is not in flight (use release)");
   s.extras.erase_flight(key_);
   released_ = true;
+  pin = std::move(pin_);
 }
 
 void FlightHold::release() {
+  std::shared_ptr<SequenceBacking> pin;  // dropped after the lock: the last holder returns capacity
   std::lock_guard<SessionLock> lock(state_->mutex);
   auto& s = *state_;
   if (released_) raise(ErrorKind::SessionState, "release: the flight is already released");
   if (phase_ != FlightPhase::prepared) raise(ErrorKind::SessionState, "release: the flight is in flight (use finish)");
   s.extras.erase_flight(key_);
   released_ = true;
+  pin = std::move(pin_);
 }
 
 }  // namespace lifecore::sequence

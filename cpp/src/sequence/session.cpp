@@ -404,7 +404,7 @@ std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
   if (s.extras.find_flight(key)) raise(ErrorKind::SessionState, "prepare_flight: flight " + std::to_string(key) + " is already prepared");
   s.extras.set_flight(key, FlightPhase::prepared);
   try {
-    return std::make_unique<FlightHold>(state_, key, *s.active_frame);
+    return std::make_unique<FlightHold>(state_, key, *s.active_frame, s.resources->backing());
   } catch (...) {
     s.extras.erase_flight(key);  // no holder: the flight must not keep the session from ending
     throw;

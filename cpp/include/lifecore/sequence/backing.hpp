@@ -1,6 +1,6 @@
 // The backing of one sequence: per domain, the block ids of its pages (in order, append-only)
 // plus the logical capacity and the active-sequence slot they were claimed with. Only real
-// holders own it (the admitted resources, the session through them, and live frames);
+// holders own it (the admitted resources, the session through them, live frames and flights);
 // snapshots are immutable views of a prefix of it that only observe it, so a snapshot or
 // decision left behind never keeps pages or a slot. The whole backing is released, block
 // ids first, when the last holder goes.
@@ -118,7 +118,7 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   const RequestId& shared_request_id() const noexcept { return request_id_; }
   std::uint64_t fit_pages() const noexcept { return fit_pages_; }
   std::uint64_t pages() const;
-  // How many owners keep it now (resources and live frames); 0 while it is being released.
+  // How many owners keep it now (resources, live frames, flights); 0 while it is being released.
   long holder_count() const noexcept { return weak_from_this().use_count(); }
 
  private:

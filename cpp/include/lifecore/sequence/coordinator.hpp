@@ -82,7 +82,7 @@ class AuthorityAllocator {
 
 // A live sequence that still holds capacity (pages and an active slot), named for a
 // diagnosis: `holders` owners (the admitted resources, which the session keeps until it
-// closes, and each live frame) keep it. Snapshots and decisions are never among them.
+// closes, each live frame and each unreleased flight) keep it. Snapshots and decisions are never among them.
 struct CapacityHolder {
   std::string request_id;
   Authority sequence_authority;

@@ -99,7 +99,8 @@ class FrameHold {
 
 class FlightHold {
  public:
-  FlightHold(std::shared_ptr<SessionState> state, std::uint64_t key, std::uint64_t frame_id);
+  FlightHold(std::shared_ptr<SessionState> state, std::uint64_t key, std::uint64_t frame_id,
+             std::shared_ptr<SequenceBacking> pin);
   ~FlightHold();  // removes the flight; dropped while in flight: poisons (its work may still run)
   FlightHold(const FlightHold&) = delete;
   FlightHold& operator=(const FlightHold&) = delete;
@@ -118,6 +119,9 @@ class FlightHold {
   std::shared_ptr<SessionState> state_;
   std::uint64_t key_;
   std::uint64_t frame_id_;
+  // A flight's work reads the sequence's pages until it is released: it holds their capacity,
+  // so they are never handed to another sequence while it may still run.
+  std::shared_ptr<SequenceBacking> pin_;
   FlightPhase phase_ = FlightPhase::prepared;
   bool released_ = false;
 };
