@@ -167,3 +167,36 @@ def test_close_while_eight_threads_use_the_stream_never_hangs(mode) -> None:
     assert dev.abandoned_captures == 0
     assert not s.driver_capturing
     assert counts[("sync", "ClosedError")] > 0  # the close happened while they ran
+
+
+def test_a_call_waiting_for_a_stream_held_by_a_sync_does_not_stall_other_python_threads() -> None:
+    """A sync holds its stream for as long as the device takes (the GIL let go). A launch or fill
+    on that stream from another thread waits for it: that wait lets go of the GIL too, so the
+    rest of the program's Python threads run on. Before, the waiting call held the GIL, and every
+    Python thread stalled until the sync returned. (A liveness check with a wide margin: the sync
+    is held for 3 s, and this thread must get the GIL back well within it.)"""
+    import time
+
+    with lifecore.Device(EMULATED) as dev:
+        s = dev.stream()
+        buf = s.alloc(256)
+        s.fill(buf, 0)
+        dev._pause_streams_for(3.0)
+        s.fill(buf, 1)  # queued, held by the pause: the sync below waits for it
+        syncing = threading.Thread(target=s.sync)
+        syncing.start()
+        time.sleep(0.2)  # the sync holds the stream now
+        filling = threading.Thread(target=lambda: s.fill(buf, 2))
+        filling.start()
+        time.sleep(0.2)  # the fill waits for the stream
+        began = time.monotonic()
+        for _ in range(3):
+            time.sleep(0.01)  # each wake-up needs the GIL back
+        waited = time.monotonic() - began
+        alive = filling.is_alive()
+        syncing.join()
+        filling.join()
+        s.sync()
+        assert waited < 1.5, f"this thread waited {waited:.2f} s for the GIL"
+        assert alive, "the fill should still have been waiting for the stream"
+        assert np.frombuffer(s.read(buf), np.uint32)[0] == 2

@@ -5,6 +5,8 @@
 // of the embedding stalls while the device is busy. The core knows nothing of Python.
 #pragma once
 
+#include <mutex>
+
 namespace lifecore::runtime {
 
 struct BlockingWaitHooks {
@@ -27,6 +29,27 @@ class BlockingWait {
 
  private:
   void* token_ = nullptr;
+};
+
+// Takes `mutex` for the scope. While another thread holds it (a stream's lock is held through
+// a sync, for as long as the device takes), the wait lets go of the embedding's lock, and
+// `mutex` is never held while that lock is taken back: no other thread of the embedding stalls
+// behind the wait, and no order between the two locks can deadlock.
+template <class Mutex>
+class LockWithoutStalling {
+ public:
+  explicit LockWithoutStalling(Mutex& mutex) : mutex_(mutex) {
+    while (!mutex_.try_lock()) {
+      BlockingWait wait;
+      std::lock_guard<Mutex> until_the_holder_is_done(mutex_);
+    }
+  }
+  ~LockWithoutStalling() { mutex_.unlock(); }
+  LockWithoutStalling(const LockWithoutStalling&) = delete;
+  LockWithoutStalling& operator=(const LockWithoutStalling&) = delete;
+
+ private:
+  Mutex& mutex_;
 };
 
 }  // namespace lifecore::runtime

@@ -59,7 +59,7 @@ Stream::~Stream() {
 }
 
 std::uintptr_t Stream::native_handle() {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("handle");
   return driver_.stream_native_handle(handle_);
 }
@@ -113,22 +113,22 @@ void Stream::throw_driver(const driver::Status& status) {
 }
 
 StreamCaptureState Stream::capture_state() const {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   return state_;
 }
 
 std::uint64_t Stream::errors_queued() const {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   return errors_.pushed();
 }
 
 bool Stream::driver_capturing() const {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   return recorder_->driver_capturing();
 }
 
 std::string Stream::capture_thread() const {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   return state_.is_recording() ? thread_text(capture_thread_) : std::string();
 }
 
@@ -283,7 +283,7 @@ driver::Status Stream::wait_for_upload() {
 }
 
 void Stream::drop_slice(SliceId slice) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   lent_slices_.erase(slice);
   if (dead_ || device_->closed()) return;  // the device returned all its memory
   MemoryManager* memory = &device_->memory();
@@ -297,7 +297,7 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
   if (nbytes <= 0 || static_cast<std::uint64_t>(nbytes) > total)
     raise(ErrorKind::InvalidArgument, "alloc: nbytes must be between 1 and the device's memory (" +
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   return alloc_locked(static_cast<std::size_t>(nbytes), true, "alloc");
 }
 
@@ -306,7 +306,7 @@ std::shared_ptr<Buffer> Stream::alloc_lent(std::size_t nbytes) {
   if (nbytes == 0 || nbytes > total)
     raise(ErrorKind::InvalidArgument, "alloc_lent: nbytes must be between 1 and the device's memory (" +
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   auto buffer = alloc_locked(nbytes, false, "alloc_lent");
   lent_slices_.insert(buffer->slice());
   return buffer;
@@ -341,7 +341,7 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
 }
 
 void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("write");
   driver::DevicePtr ptr = buffer.use(*device_, "write");
   if (bytes == 0 || bytes > buffer.nbytes())
@@ -361,7 +361,7 @@ void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
 }
 
 std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("read");
   driver::DevicePtr ptr = buffer.use(*device_, "read");
   check_host_work("read");
@@ -380,7 +380,7 @@ void Stream::fill(Buffer& buffer, std::uint32_t value) { fill(MemoryRef{&buffer,
 void Stream::copy(Buffer& dst, const Buffer& src) { copy(MemoryRef{&dst, nullptr}, MemoryRef{&src, nullptr}); }
 
 void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("fill");
   ResolvedMemory target = resolve_memory(*device_, dst, "fill", "buf", true);
   if (target.nbytes % 4 != 0)
@@ -402,7 +402,7 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
 }
 
 void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("copy");
   ResolvedMemory to = resolve_memory(*device_, dst, "copy", "dst", true);
   ResolvedMemory from = resolve_memory(*device_, src, "copy", "src", false);
@@ -440,7 +440,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() + " takes " +
                                        std::to_string(params.size() - offset) + " argument(s)" +
                                        (info ? " besides info" : "") + ", got " + std::to_string(count));
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("launch");
   // Reused between launches (under the stream's lock): the hot path allocates nothing.
   std::vector<driver::KernelArg>& converted = launch_args_;
@@ -502,7 +502,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
 }
 
 void Stream::sync() {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("sync");
   check_host_work("sync");
   check_not_recording_elsewhere("sync", "synchronizes this stream");
@@ -524,7 +524,7 @@ void Stream::destroy_events(ProfileEvents& events) noexcept {
 }
 
 Stream::ProfileEvents Stream::profile_start() {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("profile");
   // The end waits on the host, which an op list cannot hold.
   check_host_work("profile");
@@ -545,7 +545,7 @@ Stream::ProfileEvents Stream::profile_start() {
 }
 
 float Stream::profile_stop(ProfileEvents& events) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   if (!events.live) raise(ErrorKind::Closed, "profile: this profile has already stopped");
   struct Release {
     Stream* self;
@@ -579,7 +579,7 @@ float Stream::profile_stop(ProfileEvents& events) {
 }
 
 void Stream::profile_abandon(ProfileEvents& events) noexcept {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   if (events.live && events.recorded_in != 0 && driver_captures() && window_ == events.recorded_in) {
     try {
       // Its start event is a node of this recording, and the event is about to go.
@@ -592,7 +592,7 @@ void Stream::profile_abandon(ProfileEvents& events) noexcept {
 }
 
 void Stream::replay(Graph& graph) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("replay");
   // Checked first so a destroyed graph raises at once, also inside a window that refuses replays.
   if (!graph.alive()) raise(ErrorKind::Closed, "replay was given an unknown or already-destroyed graph");
@@ -602,7 +602,7 @@ void Stream::replay(Graph& graph) {
 }
 
 bool Stream::wait_for_graph_work() noexcept {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   // A recording began with a synchronize, and a gone stream's work went with it.
   if (dead_ || device_->closed() || driver_captures()) return true;
   // This stream does not capture, so the wait is safe in relaxed mode: a recording elsewhere
@@ -618,7 +618,7 @@ bool Stream::wait_for_graph_work() noexcept {
 }
 
 void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   if (dead_ || device_->closed()) return;  // its work went with it
   try {
     drop_.push([hold = std::move(hold)]() mutable { hold.reset(); });
@@ -630,7 +630,7 @@ void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
 // ---- the capture lifecycle -------------------------------------------------------------
 
 void Stream::graph_prepare(CaptureOwner owner) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("graph_prepare");
   StreamCaptureState next = state_;
   next.prepare(owner);  // the rule: refuses an overlapping window, changing nothing
@@ -643,7 +643,7 @@ void Stream::graph_prepare(CaptureOwner owner) {
 }
 
 void Stream::begin_capture() {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("begin_capture");
   StreamCaptureState probe = state_;
   probe.begin();  // the rule first: an out-of-order begin says so whatever records elsewhere
@@ -744,7 +744,7 @@ void Stream::end_discarded_capture(const char* op) {
 }
 
 std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("end_capture");
   if (!state_.is_recording()) {
     StreamCaptureState probe = state_;
@@ -830,7 +830,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
 }
 
 void Stream::abort_capture() {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   if (left_by_close_) {
     // The capture close() left to its thread: that thread's abort ends it; any other has nothing to do.
     if (std::this_thread::get_id() == capture_thread_) end_capture_left_by_close();
@@ -877,7 +877,7 @@ void Stream::end_capture_left_by_close() noexcept {
 }
 
 void Stream::shutdown() noexcept {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   if (left_by_close_ && std::this_thread::get_id() == capture_thread_) {
     end_capture_left_by_close();  // the last reference went on the capturing thread
     return;
@@ -921,7 +921,7 @@ void Stream::shutdown() noexcept {
 // ---- zero-copy interop ------------------------------------------------------------------
 
 void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_usable("read_into");
   driver::DevicePtr ptr = buffer.use(*device_, "read_into");
   if (bytes != buffer.nbytes())
@@ -946,12 +946,12 @@ void Stream::check_lendable_locked(const Buffer& buffer, const char* op) {
 }
 
 void Stream::check_lendable(const Buffer& buffer, const char* op) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_lendable_locked(buffer, op);
 }
 
 void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional) {
-  std::lock_guard lock(mutex_);
+  LockWithoutStalling lock(mutex_);
   check_lendable_locked(buffer, "view");
   if (consumer_stream == nullptr) {
     // A consumer recording on this thread asks for no ordering (its work runs at replay): the
