@@ -497,8 +497,9 @@ Status MockDriver::record(Operation op, EventHandle event, StreamHandle handle) 
   Route route{};
   if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
   if (route == Route::capture) {
+    // As CUDA's plain record: no graph node, only a mark inside the capture (a replay never
+    // records the event; querying it while the capture lives is 907).
     state->captured_by = stream->capture->id;
-    stream->capture->graph->nodes.push_back(mock::EventRecordNode{std::move(state)});
     return {};
   }
   state->captured_by = 0;
@@ -923,22 +924,14 @@ Status MockDriver::graph_launch(GraphExecHandle handle, StreamHandle stream_hand
     return bad_value(op, "the allocation at " + hex(busy) +
                              " made by this graph's memory-alloc node is still live (or a launch making it is "
                              "queued); free it before launching the graph again");
-  std::vector<std::uint64_t> generations;
-  for (const auto& node : *exec->nodes) {
-    if (const auto* record = std::get_if<mock::EventRecordNode>(&node)) {
-      record->event->captured_by = 0;
-      generations.push_back(record->event->begin_record());
-    }
-  }
   exec->launch_enqueued();
   mock::AddressSpace* memory = &memory_;
   // The whole graph is ONE work item: that is what makes a replay cheaper than its launches.
-  const bool queued = stream->worker.enqueue([memory, exec, nodes = exec->nodes, generations]() {
+  const bool queued = stream->worker.enqueue([memory, exec, nodes = exec->nodes]() {
     Status status;
     {
       std::lock_guard run(exec->run_mutex);
-      status = mock::run_graph(*nodes, generations,
-                               mock::ExecContext{*memory, mock_call_name(Operation::graph_launch),
+      status = mock::run_graph(*nodes, mock::ExecContext{*memory, mock_call_name(Operation::graph_launch),
                                                  Code::illegal_address});
     }
     exec->launch_finished();

@@ -14,7 +14,8 @@
 // not relaxed. It then fails with 900 and invalidates every capture it conflicts with; work
 // enqueued on an invalidated stream fails with 901, and ending it returns a null graph and 901.
 // Querying / synchronizing an event last recorded in a live capture fails with 907 (without
-// invalidating anything). Ending a global or thread_local capture from another thread fails
+// invalidating anything). A record inside a capture makes no graph node (CUDA's plain record):
+// replays never record the event. Ending a global or thread_local capture from another thread fails
 // with 908 and leaves it open; an injected 901 at the end ends it (null graph), any other
 // injected end failure leaves it open. A sticky status (CUDA's: 700, 702, 710, 714-719, 911),
 // injected or asynchronous, loses the device: every later call fails with that status.

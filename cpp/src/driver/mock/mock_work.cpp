@@ -30,7 +30,7 @@ Status refused(const ExecContext& context, const char* what, const char* side, D
 
 const char* node_kind_name(const WorkNode& node) {
   static constexpr const char* names[] = {"kernel",  "memcpy_htod", "memcpy_dtoh", "memcpy_dtod",
-                                          "memset",  "mem_alloc",   "mem_free",    "event_record"};
+                                          "memset",  "mem_alloc",   "mem_free"};
   return names[node.index()];
 }
 
@@ -83,28 +83,17 @@ Status execute_node(const WorkNode& node, const ExecContext& context) {
             return mock_status(context.access_error, context.call,
                                "mem_free: " + hex(free.ptr) + " is not a live allocation");
           },
-          [&](const EventRecordNode&) -> Status { return {}; },
       },
       node);
 }
 
-Status run_graph(const std::vector<WorkNode>& nodes, const std::vector<std::uint64_t>& event_generations,
-                 const ExecContext& context) {
-  std::size_t next_event = 0;
+Status run_graph(const std::vector<WorkNode>& nodes, const ExecContext& context) {
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    Status status;
-    if (const auto* record = std::get_if<EventRecordNode>(&nodes[i])) {
-      record->event->complete(event_generations[next_event++]);
-    } else {
-      status = execute_node(nodes[i], context);
-    }
+    Status status = execute_node(nodes[i], context);
     if (status.ok()) continue;
-    // The launch claimed every alloc node's address; give back those it never reached, and
-    // complete the events it skips so nobody waits on them forever.
+    // The launch claimed every alloc node's address; give back those it never reached.
     for (std::size_t j = i + 1; j < nodes.size(); ++j) {
       if (const auto* alloc = std::get_if<MemAllocNode>(&nodes[j])) context.memory.unclaim(alloc->ptr);
-      if (const auto* record = std::get_if<EventRecordNode>(&nodes[j]))
-        record->event->complete(event_generations[next_event++]);
     }
     if (const auto* alloc = std::get_if<MemAllocNode>(&nodes[i])) context.memory.unclaim(alloc->ptr);
     status.message = "graph node " + std::to_string(i) + " (" + node_kind_name(nodes[i]) + "): " + status.message;

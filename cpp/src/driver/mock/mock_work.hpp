@@ -50,22 +50,20 @@ struct MemAllocNode {
 struct MemFreeNode {
   DevicePtr ptr = 0;
 };
-struct EventRecordNode {
-  std::shared_ptr<EventState> event;
-};
+// No event-record node: a plain event record inside a capture makes no node in CUDA (only
+// the EXTERNAL record flag would, which the driver interface does not use), so a replay never
+// records the event.
 
 using WorkNode = std::variant<KernelNode, CopyHostToDeviceNode, CopyDeviceToHostNode, CopyDeviceToDeviceNode,
-                              MemsetNode, MemAllocNode, MemFreeNode, EventRecordNode>;
+                              MemsetNode, MemAllocNode, MemFreeNode>;
 
 const char* node_kind_name(const WorkNode& node);
 
-// Runs a kernel, copy, memset or free node. (Alloc and event nodes need launch state: run_graph.)
+// Runs a kernel, copy, memset or free node. (Alloc nodes need launch state: run_graph.)
 Status execute_node(const WorkNode& node, const ExecContext& context);
 
-// Runs a graph's nodes in order and stops at the first failure. `event_generations` holds,
-// for each event-record node in order, the generation the launch enqueued for it.
-Status run_graph(const std::vector<WorkNode>& nodes, const std::vector<std::uint64_t>& event_generations,
-                 const ExecContext& context);
+// Runs a graph's nodes in order and stops at the first failure.
+Status run_graph(const std::vector<WorkNode>& nodes, const ExecContext& context);
 
 // A recorded graph. `live_execs` is guarded by the owning driver's table mutex.
 struct GraphData {
