@@ -266,6 +266,16 @@ void test_relaxed_mode() {
   CHECK(end.native_code == 901 && g == GraphHandle{0});
   // Once the capture is gone the event is an ordinary event again.
   CHECK_OK(f.d.event_query(ev));
+  // An eager stream waiting for an event last recorded in a live capture would join that
+  // capture in CUDA: refused, not taken as an ordinary wait.
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::relaxed));
+  CHECK_OK(f.d.event_record(ev, f.s));
+  Status fork = f.d.stream_wait_event(f.d.stream_native_handle(f.other), ev);
+  CHECK(fork.code == Code::not_supported && contains(fork.message, "join"));
+  CHECK(capture_status(f.d, f.s) == CaptureStatus::active);
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  CHECK_OK(f.d.graph_destroy(g));
+  CHECK_OK(f.d.stream_wait_event(f.d.stream_native_handle(f.other), ev));
 
   CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::relaxed));
   CHECK(f.d.stream_query(f.s).native_code == 900);

@@ -1002,6 +1002,15 @@ Status MockDriver::stream_wait_event(std::uintptr_t native_stream, EventHandle e
   Route route{};
   if (Status status = route_locked(op, StreamHandle{native_stream}, &stream, &route); !status.ok()) return status;
   if (route == Route::capture) return fail(op, Code::not_supported, "a wait inside a capture is not modelled");
+  // In CUDA a stream that waits for an event last recorded in a live capture joins that
+  // capture (a fork): its later work is recorded, not run, and the capture cannot end until
+  // it is joined back (904). The mock does not model the join; it refuses rather than let the
+  // wait pass as an ordinary eager one.
+  if (state->captured_by != 0 && capture_live_locked(state->captured_by))
+    return fail(op, Code::not_supported,
+                "the event was last recorded in capture " + std::to_string(state->captured_by) +
+                    ", which is still live: in CUDA this wait would make the stream join that capture "
+                    "(its later work recorded, not run); the mock does not model that");
   const std::uint64_t generation = state->latest_generation();
   if (generation == 0) return {};  // never recorded: nothing to wait for, as CUDA
   (void)stream->worker.enqueue([state, generation]() {

@@ -15,7 +15,9 @@
 // enqueued on an invalidated stream fails with 901, and ending it returns a null graph and 901.
 // Querying / synchronizing an event last recorded in a live capture fails with 907 (without
 // invalidating anything). A record inside a capture makes no graph node (CUDA's plain record):
-// replays never record the event. Ending a global or thread_local capture from another thread fails
+// replays never record the event. A wait, on a stream that is not capturing, for an event last
+// recorded in a live capture is refused (not_supported): in CUDA it would fork that capture
+// onto the waiting stream. Ending a global or thread_local capture from another thread fails
 // with 908 and leaves it open; an injected 901 at the end ends it (null graph), any other
 // injected end failure leaves it open. A sticky status (CUDA's: 700, 702, 710, 714-719, 911),
 // injected or asynchronous, loses the device: every later call fails with that status.
