@@ -151,5 +151,13 @@ void check(const char* op, std::string_view does, const void* domain, const Reco
   if (auto recording = find_conflict(domain, target)) refuse(op, does, *recording);
 }
 
+bool forbids(const void* domain, const RecordingMark* target) noexcept {
+  try {
+    return find_conflict(domain, target).has_value();
+  } catch (...) {
+    return true;
+  }
+}
+
 }  // namespace capture_registry
 }  // namespace lifecore::runtime

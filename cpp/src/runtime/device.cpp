@@ -23,14 +23,9 @@ driver::CaptureMode parse_capture_mode(const std::string& name) {
 }
 
 // Whether a recording forbids this thread a driver free (CUDA's potentially unsafe calls): one
-// of its own outside relaxed mode, or another thread's global one. Unsure (out of memory naming
-// it), it answers yes: a free in relaxed mode costs nothing more.
+// of its own outside relaxed mode, or another thread's global one.
 bool recording_forbids_frees(driver::Driver& driver) noexcept {
-  try {
-    return capture_registry::find_conflict(driver.capture_domain().get(), nullptr).has_value();
-  } catch (...) {
-    return true;
-  }
+  return capture_registry::forbids(driver.capture_domain().get(), nullptr);
 }
 
 }  // namespace
@@ -217,7 +212,7 @@ void Device::cleanup() {
   check_open("cleanup");
   if (memory_->stats().windows_active > 0) return;  // a free could sync and abort a capture
   // The same for a recording of this thread (or a global one) on another device of the domain.
-  if (capture_registry::find_conflict(driver_->capture_domain().get(), nullptr)) return;
+  if (recording_forbids_frees(*driver_)) return;
   // Wait for every stream so nothing freed here is still read by queued work.
   for (auto& stream : live_streams()) stream->wait_for_graph_work();
   if (memory_->stats().windows_active > 0) return;

@@ -90,11 +90,7 @@ void Stream::check_not_recording_elsewhere(const char* op, std::string_view does
 }
 
 bool Stream::recording_elsewhere() const noexcept {
-  try {
-    return capture_registry::find_conflict(capture_domain_.get(), state_.mark().get()).has_value();
-  } catch (...) {
-    return true;  // relaxed costs two calls; a wrong guess the other way invalidates a capture
-  }
+  return capture_registry::forbids(capture_domain_.get(), state_.mark().get());
 }
 
 driver::Status Stream::synchronize_relaxed() {
@@ -103,9 +99,7 @@ driver::Status Stream::synchronize_relaxed() {
   return synchronize_and_release();
 }
 
-void Stream::check_status(const driver::Status& status) {
-  if (!status.ok()) throw_driver(status);
-}
+void Stream::check_status(const driver::Status& status) { device_->check_status(status); }
 
 void Stream::throw_driver(const driver::Status& status) {
   device_->note_status(status);

@@ -114,5 +114,11 @@ std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMa
 // refuse() when find_conflict(domain, target) finds a recording.
 void check(const char* op, std::string_view does, const void* domain, const RecordingMark* target);
 
+// Whether find_conflict(domain, target) finds a recording, for a caller that cannot be refused
+// (a wait or a free lifecore makes for itself) and so switches to relaxed mode or postpones
+// instead. Unsure (out of memory naming the recording), it answers yes: relaxed mode costs two
+// calls, a wrong answer the other way invalidates a capture.
+bool forbids(const void* domain, const RecordingMark* target) noexcept;
+
 }  // namespace capture_registry
 }  // namespace lifecore::runtime
