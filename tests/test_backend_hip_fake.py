@@ -406,3 +406,26 @@ def test_a_call_puts_back_the_device_the_thread_had_selected(fake_hip) -> None:
     """
     result = run_fake(fake_hip, body, FAKE_HIP_DEVICES="2")
     assert result == {"after_open": 0, "after_calls": 0, "after_close": 0}
+
+
+def test_the_capture_state_of_a_native_stream(fake_hip) -> None:
+    """hipStreamGetCaptureInfo on another library's stream (never one of lifecore's handles):
+    none, active, invalidated, or the status the runtime returns."""
+    body = """
+    import ctypes, os
+    fake = ctypes.CDLL(os.environ["LIFECORE_LIBHIP"])
+    fake.fake_hip_set_foreign_capture.argtypes = [ctypes.c_ulonglong, ctypes.c_int]
+    driver = _core._open_driver("hip")
+    answers = []
+    for answer in (0, 1, 2):
+        fake.fake_hip_set_foreign_capture(4096, answer)
+        answers.append(driver.stream_capture_status_native(4096))
+    result["answers"] = answers
+    result["null_stream"] = driver.stream_capture_status_native(1)
+    fake.fake_hip_set_foreign_capture(4096, 906)
+    result["implicit"] = refusal(driver.stream_capture_status_native, 4096)
+    """
+    result = run_fake(fake_hip, body)
+    assert result["answers"] == [0, 1, 2]
+    assert result["null_stream"] == 0
+    assert result["implicit"] == [906, "hipStreamGetCaptureInfo"]

@@ -489,6 +489,46 @@ def test_a_cuda_export_orders_the_consumers_stream(fake_libcuda) -> None:
     assert result["events_left"] == 0  # each export's event is destroyed once the wait is queued
     assert result["views"] == 3 and result["views_after"] == 0
 
+def test_an_export_to_a_consumer_stream_another_library_captures_is_refused(fake_libcuda) -> None:
+    """A captured stream may not wait for work outside its capture: the driver would invalidate
+    the consumer's capture (torch.from_dlpack inside torch.cuda.graph, say). The export is
+    refused with CaptureStateError before any event is recorded or waited for, and the buffer
+    is exported as before once that capture has ended."""
+    from driver_scenarios import run_with_fake_cuda
+
+    body = """
+    import ctypes, os
+    lib = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
+    lib.fake_cuda_stream_waits.restype = ctypes.c_long
+    lib.fake_cuda_event_records.restype = ctypes.c_long
+    lib.fake_cuda_set_foreign_capture.argtypes = [ctypes.c_ulonglong, ctypes.c_int]
+    dev = lifecore.Device("cuda")
+    s = dev.stream()
+    buf = s.alloc(64)
+    s.sync()
+    lib.fake_cuda_set_foreign_capture(4096, 1)
+    before = [lib.fake_cuda_event_records(), lib.fake_cuda_stream_waits()]
+    try:
+        buf.__dlpack__(stream=4096)
+        result["capturing"] = "accepted"
+    except lifecore.CaptureStateError as error:
+        result["capturing"] = str(error)
+    result["issued"] = [lib.fake_cuda_event_records() - before[0], lib.fake_cuda_stream_waits() - before[1]]
+    result["views"] = buf.views
+    lib.fake_cuda_set_foreign_capture(4096, 0)
+    capsule = buf.__dlpack__(stream=4096)
+    result["after"] = [lib.fake_cuda_event_records() - before[0], lib.fake_cuda_stream_waits() - before[1]]
+    del capsule
+    buf.free()
+    dev.close()
+    """
+    result = run_with_fake_cuda(fake_libcuda, body)
+    assert result["capturing"].startswith("view: the consumer's stream, native stream 0x1000, is being captured")
+    assert "take the view before the capture begins" in result["capturing"]
+    assert result["issued"] == [0, 0] and result["views"] == 0
+    assert result["after"] == [1, 1]
+
+
 def test_the_cuda_array_interface_is_refused_inside_a_capture_window(fake_libcuda) -> None:
     """DLPack's rule for the CUDA array interface too: while the buffer's stream has a window
     prepared or recording, the export raises CaptureStateError (a buffer allocated inside has

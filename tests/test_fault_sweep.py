@@ -40,16 +40,18 @@ DURATIONS = (1, 2, FOREVER)
 FULL = os.environ.get("LIFECORE_FAULT_SWEEP") == "full"
 POSITIONS = tuple(range(16)) if FULL else (0, 1, 2, 3, 5, 8)
 OPERATIONS = tuple(lifecore._core._driver_operations())
-# Every operation is swept, but the emulated device's cycle cannot reach these three: their
+# Every operation is swept, but the emulated device's cycle cannot reach these four: their
 # only callers are interop with a GPU stream, and the emulated device's memory is host memory
 # (DLPack's CPU device). stream_wait_event orders a consumer's stream in Buffer.__dlpack__(stream=)
-# (a CPU export waits on the host instead); event_record_native and pointer_device serve a
+# (a CPU export waits on the host instead); event_record_native, stream_capture_status_native
+# (asked first of a producer's and a consumer's stream) and pointer_device serve a
 # CUDA-array-interface tensor passed to launch / copy / fill (the producer's stream and the
 # memory's device), which is CUDA memory by definition and refused here before any driver
-# call. The mock's unit tests (cpp/tests/mock_driver_test.cpp) pin their injected faults; the
-# fake CUDA driver's scenarios pin them behind those public calls (tests/test_foreign_cai_fake.py,
-# tests/test_buffer_dlpack.py). A fault injected into them here never fires: the cycle must seal.
-UNREACHED_ON_EMULATED = ("stream_wait_event", "event_record_native", "pointer_device")
+# call. The mock's unit tests (cpp/tests/mock_driver_test.cpp, mock_capture_test.cpp) pin
+# their injected faults; the fake CUDA driver's scenarios pin them behind those public calls
+# (tests/test_foreign_cai_fake.py, tests/test_buffer_dlpack.py). A fault injected into them here never fires: the cycle must seal.
+UNREACHED_ON_EMULATED = ("stream_wait_event", "event_record_native", "pointer_device",
+                         "stream_capture_status_native")
 # Balanced pool: these return to their baseline once the cycle's graphs and buffers are gone.
 BALANCED = ("slices_in_use", "graphs_alive", "info_pinned", "windows_active")
 

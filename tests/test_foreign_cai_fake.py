@@ -351,3 +351,60 @@ def test_a_range_over_lifecore_memory_must_lie_within_one_buffer_or_arena(fake_l
         assert "runs past the bytes of one of the device's buffers or KV arenas" in result[key], result
     assert result["issued"] == [0, 0]
     assert result["buf"] == [0.0] * 16  # nothing was written
+
+
+def test_a_producer_stream_another_library_captures_is_refused_before_anything_is_issued(fake_libcuda) -> None:
+    """Recording on a stream another library captures (torch.cuda.graph, say) and waiting for it
+    here would make this stream join that capture: its work recorded there, not run, and
+    lifecore's stream state no longer true of the driver. The call is refused first."""
+    body = """
+    fake.fake_cuda_set_foreign_capture.argtypes = [ctypes.c_ulonglong, ctypes.c_int]
+    fake.fake_cuda_capture_queries.restype = ctypes.c_long
+    a, b = device_array(value=1.0), device_array(value=2.0)
+    buf = s.alloc(64)
+    s.fill(buf, 0)
+    s.sync()
+
+    def refusal(call, *args):
+        before, queries = counts(), fake.fake_cuda_capture_queries()
+        try:
+            call(*args)
+        except lifecore.CaptureStateError as error:
+            return [str(error), since(before), fake.fake_cuda_capture_queries() - queries]
+        return "accepted"
+
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 1)  # active
+    result["fill"] = refusal(s.fill, Cai(a, stream=PRODUCER), SEVEN)
+    result["copy"] = refusal(s.copy, buf, Cai(a, stream=PRODUCER))
+    # The capturing producer is asked second (by address): the first is not waited for either.
+    result["copy_second"] = refusal(s.copy, Cai(b, stream=PRODUCER - 16), Cai(a, stream=PRODUCER))
+    result["launch"] = refusal(s.launch, K.scale_f32, 1, 16, [16, 2.0, Cai(a, stream=PRODUCER), Cai(b)])
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 2)  # invalidated, not yet ended
+    result["invalidated"] = refusal(s.fill, Cai(a, stream=PRODUCER), SEVEN)
+    fake.fake_cuda_set_foreign_capture(1, 906)  # the legacy stream while a blocking stream captures
+    result["implicit"] = refusal(s.fill, Cai(a, stream=1), SEVEN)
+    s.sync()
+    result["untouched"] = [a.tolist(), np.frombuffer(s.read(buf), np.float32).tolist()]
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 0)  # that capture ended
+    fake.fake_cuda_set_foreign_capture(1, 0)
+    before = counts()
+    s.copy(buf, Cai(a, stream=PRODUCER))
+    result["after"] = [since(before), np.frombuffer(s.read(buf), np.float32).tolist()]
+    """
+    result = run_fake(fake_libcuda, body)
+    fill = result["fill"]
+    assert fill[0].startswith("fill: argument 'buf' comes from the producer's stream, native stream 0x7000, "
+                              "is being captured into a graph")
+    assert "would make this stream join that capture" in fill[0] and "nothing was issued" in fill[0]
+    assert fill[1:] == [[0, 0], 1]  # asked, then nothing recorded and nothing waited for
+    assert result["copy"][0].startswith("copy: argument 'src' comes from the producer's stream, native stream 0x7000")
+    assert result["copy"][1] == [0, 0]
+    assert result["copy_second"][0].startswith("copy: argument 'src'") and result["copy_second"][1:] == [[0, 0], 2]
+    assert result["launch"][0].startswith("launch: argument 'x' comes from the producer's stream, native stream 0x7000")
+    assert result["launch"][1] == [0, 0]
+    assert "capture that was invalidated" in result["invalidated"][0] and result["invalidated"][1] == [0, 0]
+    assert "native stream 0x1, is the legacy default stream while a blocking stream is being captured" \
+        in result["implicit"][0]
+    assert result["implicit"][1] == [0, 0]
+    assert result["untouched"] == [[1.0] * 16, [0.0] * 16]
+    assert result["after"] == [[1, 1], [1.0] * 16]  # the stream is usable, and orders as before

@@ -135,6 +135,11 @@ void init_driver_diagnostics(nb::module_& m) {
       .def("event_record_native", [](H& h, std::uintptr_t e, std::uintptr_t native_stream) {
         check(h.get().event_record_native(driver::EventHandle{e}, native_stream));
       }, nb::call_guard<G>())
+      .def("stream_capture_status_native", [](H& h, std::uintptr_t native_stream) {
+        driver::CaptureStatus status{};
+        check(h.get().stream_capture_status_native(native_stream, &status));
+        return static_cast<int>(status);
+      }, nb::call_guard<G>())
       .def("stream_wait_event", [](H& h, std::uintptr_t native_stream, std::uintptr_t e) {
         check(h.get().stream_wait_event(native_stream, driver::EventHandle{e}));
       }, nb::call_guard<G>())

@@ -483,7 +483,35 @@ void test_concurrent_thread_local_captures() {
 
 }  // namespace
 
+// stream_capture_status_native: a stream named by its native handle, as another library's
+// would be, answers its capture state; an unknown stream is refused; a fault can be injected.
+void test_capture_status_of_a_native_stream() {
+  Fixture f;
+  const std::uintptr_t native = f.d.stream_native_handle(f.s);
+  CaptureStatus status = CaptureStatus::active;
+  CHECK_OK(f.d.stream_capture_status_native(native, &status));
+  CHECK(status == CaptureStatus::none);
+  CHECK_OK(f.d.stream_begin_capture(f.s, CaptureMode::relaxed));
+  CHECK_OK(f.d.stream_capture_status_native(native, &status));
+  CHECK(status == CaptureStatus::active);
+  CHECK_OK(f.d.stream_capture_status_native(f.d.stream_native_handle(f.other), &status));
+  CHECK(status == CaptureStatus::none);
+  GraphHandle g{};
+  CHECK_OK(f.d.stream_end_capture(f.s, &g));
+  CHECK_OK(f.d.graph_destroy(g));
+  CHECK_OK(f.d.stream_capture_status_native(native, &status));
+  CHECK(status == CaptureStatus::none);
+  CHECK(f.d.stream_capture_status_native(999, &status).native_code == 400);
+  CHECK(f.d.stream_capture_status_native(native, nullptr).native_code == 1);
+  f.d.fault_injection()->inject(Operation::stream_capture_status_native, 999, 0, 1);
+  CHECK(f.d.stream_capture_status_native(native, &status).native_code == 999);
+  CHECK_OK(f.d.stream_capture_status_native(native, &status));
+  CHECK(f.d.fault_injection()->call_count(Operation::stream_capture_status_native) == 8);
+  CHECK(f.d.fault_injection()->call_count(Operation::stream_capture_info) == 0);  // an operation of its own
+}
+
 int main() {
+  test_capture_status_of_a_native_stream();
   test_capture_records_and_replays();
   test_info_kernel_replay_reads_buffer();
   test_global_mode();

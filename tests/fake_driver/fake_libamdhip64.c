@@ -134,12 +134,44 @@ static int record(struct stream* s, int type) {
   return 1;
 }
 
+/* The streams the fake made, so a capture query can tell them from another library's (never
+ * dereferenced). */
+struct own_stream { struct stream* s; struct own_stream* next; };
+static struct own_stream* own_streams;
+static pthread_mutex_t own_streams_mutex = PTHREAD_MUTEX_INITIALIZER;
+static int own_stream(struct stream* s) {
+  int found = 0;
+  pthread_mutex_lock(&own_streams_mutex);
+  for (struct own_stream* o = own_streams; o && !found; o = o->next) found = o->s == s;
+  pthread_mutex_unlock(&own_streams_mutex);
+  return found;
+}
 EXPORT hipError_t hipStreamCreateWithFlags(struct stream** out, unsigned flags) {
   (void)flags;
   *out = calloc(1, sizeof(struct stream));
-  return *out ? SUCCESS : OUT_OF_MEMORY;
+  struct own_stream* entry = *out ? malloc(sizeof *entry) : NULL;
+  if (!entry) { free(*out); return OUT_OF_MEMORY; }
+  entry->s = *out;
+  pthread_mutex_lock(&own_streams_mutex);
+  entry->next = own_streams;
+  own_streams = entry;
+  pthread_mutex_unlock(&own_streams_mutex);
+  return SUCCESS;
 }
-EXPORT hipError_t hipStreamDestroy(struct stream* s) { free(s->graph); free(s); return SUCCESS; }
+EXPORT hipError_t hipStreamDestroy(struct stream* s) {
+  pthread_mutex_lock(&own_streams_mutex);
+  for (struct own_stream** at = &own_streams; *at; at = &(*at)->next)
+    if ((*at)->s == s) {
+      struct own_stream* gone = *at;
+      *at = gone->next;
+      free(gone);
+      break;
+    }
+  pthread_mutex_unlock(&own_streams_mutex);
+  free(s->graph);
+  free(s);
+  return SUCCESS;
+}
 EXPORT hipError_t hipStreamSynchronize(struct stream* s) { (void)s; return SUCCESS; }
 EXPORT hipError_t hipStreamQuery(struct stream* s) { (void)s; return SUCCESS; }
 static long timed_events;
@@ -276,9 +308,28 @@ EXPORT hipError_t hipStreamEndCapture(struct stream* s, struct graph** out) {
   s->graph = NULL;
   return SUCCESS;
 }
+/* The capture state a test gives another library's stream (never dereferenced): 0 none,
+ * 1 active, 2 invalidated, or a status (>= 100) the query returns. One such stream at a time. */
+static unsigned long long foreign_capture_stream;
+static int foreign_capture_answer;
+EXPORT void fake_hip_set_foreign_capture(unsigned long long stream, int answer) {
+  foreign_capture_stream = stream;
+  foreign_capture_answer = answer;
+}
 EXPORT hipError_t hipStreamGetCaptureInfo(struct stream* s, int* status, unsigned long long* id) {
+  if (foreign_capture_stream != 0 && (uintptr_t)s == foreign_capture_stream) {
+    if (foreign_capture_answer >= 100) return foreign_capture_answer;
+    *status = foreign_capture_answer;
+    if (id) *id = foreign_capture_answer ? 7 : 0;
+    return SUCCESS;
+  }
+  if (!own_stream(s)) {  /* the null stream, or another library's */
+    *status = 0;
+    if (id) *id = 0;
+    return SUCCESS;
+  }
   *status = s->capturing ? 1 : 0;
-  *id = s->capturing ? s->capture_id : 0;
+  if (id) *id = s->capturing ? s->capture_id : 0;
   return SUCCESS;
 }
 EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int* mode) {

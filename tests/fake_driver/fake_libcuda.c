@@ -26,6 +26,8 @@
  * cuPointerGetAttribute knows the live ranges of cuMemAlloc / cuMemAllocAsync and those a test
  * hands it with fake_cuda_register(pointer, bytes) (another library's allocation, say); any
  * other address is CUDA_ERROR_INVALID_VALUE, as a host pointer is to a real driver.
+ * fake_cuda_set_foreign_capture(stream, answer) gives another library's stream a capture state
+ * (see there); fake_cuda_capture_queries() counts cuStreamGetCaptureInfo calls.
  * fake_cuda_event_records() / fake_cuda_last_record_stream() count cuEventRecord calls and name
  * the stream of the last one, as fake_cuda_stream_waits() / fake_cuda_last_wait_stream() do
  * for cuStreamWaitEvent.
@@ -179,13 +181,62 @@ static CUresult check_unsafe_call(void) {
   invalidated_before = next_capture_id;
   return CAPTURE_UNSUPPORTED;
 }
+/* The streams the fake made (so a capture query can tell them from another library's, which it
+ * never dereferences), and the capture state a test gives another library's stream with
+ * fake_cuda_set_foreign_capture(stream, answer): 0 none, 1 active, 2 invalidated, or a status
+ * (>= 100) the query returns, as 906 for the legacy stream while a blocking stream captures. */
+struct stream_entry { uintptr_t stream; int answer; struct stream_entry* next; };
+static struct stream_entry* own_streams;
+static struct stream_entry* foreign_captures;
+static pthread_mutex_t streams_mutex = PTHREAD_MUTEX_INITIALIZER;
+static void stream_entry_set(struct stream_entry** list, uintptr_t stream, int answer) {
+  pthread_mutex_lock(&streams_mutex);
+  struct stream_entry* e = *list;
+  while (e && e->stream != stream) e = e->next;
+  if (!e && (e = calloc(1, sizeof *e))) {
+    e->stream = stream;
+    e->next = *list;
+    *list = e;
+  }
+  if (e) e->answer = answer;
+  pthread_mutex_unlock(&streams_mutex);
+}
+static void stream_entry_forget(struct stream_entry** list, uintptr_t stream) {
+  pthread_mutex_lock(&streams_mutex);
+  for (struct stream_entry** at = list; *at; at = &(*at)->next)
+    if ((*at)->stream == stream) {
+      struct stream_entry* gone = *at;
+      *at = gone->next;
+      free(gone);
+      break;
+    }
+  pthread_mutex_unlock(&streams_mutex);
+}
+/* -1 when the stream is not on the list. */
+static int stream_entry_answer(struct stream_entry* const* list, uintptr_t stream) {
+  int answer = -1;
+  pthread_mutex_lock(&streams_mutex);
+  for (struct stream_entry* e = *list; e; e = e->next)
+    if (e->stream == stream) { answer = e->answer; break; }
+  pthread_mutex_unlock(&streams_mutex);
+  return answer;
+}
+EXPORT void fake_cuda_set_foreign_capture(unsigned long long stream, int answer) {
+  stream_entry_set(&foreign_captures, (uintptr_t)stream, answer);
+}
+static long capture_queries;
+/* fake_cuda_capture_queries() (not a CUDA entry point): how many cuStreamGetCaptureInfo calls there were. */
+EXPORT long fake_cuda_capture_queries(void) { return __atomic_load_n(&capture_queries, __ATOMIC_SEQ_CST); }
 static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) { INJECT();
   (void)flags;
   *out = calloc(1, sizeof(struct stream));
+  if (!*out) return OUT_OF_MEMORY;
+  stream_entry_set(&own_streams, (uintptr_t)*out, 0);
   return SUCCESS;
 }
 static CUresult fake_cuStreamDestroy(struct stream* s) { INJECT();
   if (s->capturing) --live_captures;
+  stream_entry_forget(&own_streams, (uintptr_t)s);
   free(s);
   return SUCCESS;
 }
@@ -335,6 +386,14 @@ static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) { 
 static CUresult fake_cuStreamGetCaptureInfo_v3(struct stream* s, int* status, unsigned long long* id, void* g, void* d,
                                                void* e, size_t* n) { INJECT();
   (void)g; (void)d; (void)e; (void)n;
+  __atomic_add_fetch(&capture_queries, 1, __ATOMIC_SEQ_CST);
+  if (stream_entry_answer(&own_streams, (uintptr_t)s) < 0) {  /* another library's, or 1, 2 */
+    const int answer = stream_entry_answer(&foreign_captures, (uintptr_t)s);
+    if (answer >= 100) return answer;
+    *status = answer < 0 ? 0 : answer;
+    if (id) *id = answer > 0 ? 1000 + (unsigned long long)(uintptr_t)s : 0;
+    return SUCCESS;
+  }
   /* CU_STREAM_CAPTURE_STATUS_: NONE 0, ACTIVE 1, INVALIDATED 2 */
   *status = !s->capturing ? 0 : s->capture_id < invalidated_before ? 2 : 1;
   if (id) *id = s->capture_id;

@@ -38,8 +38,15 @@ driver::Status wait_on_device(driver::Driver& driver, std::uintptr_t consumer, R
 }
 
 // The producer stream a memory argument names, if any (runtime/foreign_memory.hpp).
-void note_producer(const MemoryRef& ref, std::vector<std::uintptr_t>* producers) {
-  if (ref.foreign != nullptr && ref.foreign->producer_stream) producers->push_back(*ref.foreign->producer_stream);
+void note_producer(const MemoryRef& ref, std::string_view argument, std::vector<ProducerStream>* producers) {
+  if (ref.foreign != nullptr && ref.foreign->producer_stream)
+    producers->push_back(ProducerStream{*ref.foreign->producer_stream, argument});
+}
+
+std::string native_stream_text(std::uintptr_t native) {
+  std::ostringstream text;
+  text << "0x" << std::hex << native;
+  return text.str();
 }
 
 }  // namespace
@@ -211,15 +218,42 @@ void Stream::touch(SliceId slice, const Stream* owner) {
   }
 }
 
-void Stream::wait_for_producers(std::vector<std::uintptr_t>& producers) {
+void Stream::check_native_not_capturing(std::uintptr_t native, const char* op, const std::string& whose,
+                                        std::string_view why) {
+  driver::CaptureStatus status = driver::CaptureStatus::none;
+  const driver::Status answer = driver_.stream_capture_status_native(native, &status);
+  // The legacy default stream while a blocking stream captures: recording or waiting there
+  // fails alike, and invalidates that capture.
+  const bool implicit = answer.code == driver::Code::capture_implicit;
+  if (!implicit) check_status(answer);
+  if (!implicit && status == driver::CaptureStatus::none) return;
+  const std::string state = implicit ? "is the legacy default stream while a blocking stream is being captured"
+                            : status == driver::CaptureStatus::active
+                                ? "is being captured into a graph (another library's capture)"
+                                : "is in a capture that was invalidated and not yet ended";
+  raise(ErrorKind::CaptureState, std::string(op) + ": " + whose + ", native stream " + native_stream_text(native) + ", " +
+                                     state + ": " + std::string(why) + "; nothing was issued");
+}
+
+void Stream::wait_for_producers(std::vector<ProducerStream>& producers, const char* op) {
   if (producers.empty() || state_.is_recording()) return;
-  std::sort(producers.begin(), producers.end());
-  producers.erase(std::unique(producers.begin(), producers.end()), producers.end());
+  std::sort(producers.begin(), producers.end(),
+            [](const ProducerStream& a, const ProducerStream& b) { return a.stream < b.stream; });
+  producers.erase(std::unique(producers.begin(), producers.end(),
+                              [](const ProducerStream& a, const ProducerStream& b) { return a.stream == b.stream; }),
+                  producers.end());
   const std::uintptr_t own = driver_.stream_native_handle(handle_);
-  for (std::uintptr_t producer : producers) {
-    if (producer == own) continue;  // stream order already puts its work first
+  // Every producer is asked before any wait is issued, so a refusal leaves nothing behind.
+  for (const ProducerStream& producer : producers) {
+    if (producer.stream == own) continue;
+    check_native_not_capturing(producer.stream, op, "argument '" + std::string(producer.argument) + "' comes from the producer's stream",
+                               "ordering this stream after it would make this stream join that capture (its "
+                               "work recorded there, not run); issue this call outside that capture");
+  }
+  for (const ProducerStream& producer : producers) {
+    if (producer.stream == own) continue;  // stream order already puts its work first
     check_status(wait_on_device(driver_, own, [&](driver::EventHandle event) {
-      return driver_.event_record_native(event, producer);
+      return driver_.event_record_native(event, producer.stream);
     }));
   }
 }
@@ -382,9 +416,9 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
                                                        std::to_string(target.nbytes)
                                                  : "fill: argument 'buf' holds " + std::to_string(target.nbytes) +
                                                        " bytes, not a multiple of 4 (fill writes 32-bit words)");
-  std::vector<std::uintptr_t> producers;  // never allocated without a producer stream
-  note_producer(dst, &producers);
-  wait_for_producers(producers);
+  std::vector<ProducerStream> producers;  // never allocated without a producer stream
+  note_producer(dst, "buf", &producers);
+  wait_for_producers(producers, "fill");
   if (target.pooled) touch(target.slice, target.owner);
   const std::size_t count = target.nbytes / 4;
   driver::Status status = state_.is_recording() ? recorder_->fill(target.ptr, value, count)
@@ -407,10 +441,10 @@ void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
                     std::to_string(from.nbytes)
               : "copy: argument 'dst' holds " + std::to_string(to.nbytes) + " bytes and 'src' " +
                     std::to_string(from.nbytes) + "; they must be the same size");
-  std::vector<std::uintptr_t> producers;
-  note_producer(dst, &producers);
-  note_producer(src, &producers);
-  wait_for_producers(producers);
+  std::vector<ProducerStream> producers;
+  note_producer(dst, "dst", &producers);
+  note_producer(src, "src", &producers);
+  wait_for_producers(producers, "copy");
   if (to.pooled) touch(to.slice, to.owner);
   if (from.pooled) touch(from.slice, from.owner);
   driver::Status status = state_.is_recording() ? recorder_->copy(to.ptr, from.ptr, to.nbytes)
@@ -441,7 +475,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   converted.resize(params.size());
   std::vector<std::pair<SliceId, const Stream*>> foreign_slices;  // tensors recognised as buffers here
   std::vector<std::shared_ptr<void>> holds;    // foreign memory (empty, never allocated, without it)
-  std::vector<std::uintptr_t> producers;       // their producer streams (likewise)
+  std::vector<ProducerStream> producers;       // their producer streams (likewise)
   for (std::size_t i = 0; i < count; ++i) {
     const std::size_t param = i + offset;
     const LaunchArg& arg = args[i];
@@ -454,7 +488,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
         converted[param] = driver::KernelArg{driver::ArgKind::pointer, memory.ptr};
         if (memory.pooled) foreign_slices.push_back({memory.slice, memory.owner});
         if (memory.hold) holds.push_back(std::move(memory.hold));
-        note_producer(MemoryRef{nullptr, arg.foreign}, &producers);
+        note_producer(MemoryRef{nullptr, arg.foreign}, kernel.param_names()[param], &producers);
         continue;
       }
       if (arg.kind != LaunchArg::Kind::buffer)
@@ -470,7 +504,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     }
   }
   driver::FunctionHandle function = device_->function(kernel);
-  wait_for_producers(producers);  // before the info cache, whose transient entries must be dropped
+  wait_for_producers(producers, "launch");  // before the info cache, whose transient entries must be dropped
   InfoCache::Lookup metadata;
   if (info) {
     // Inside a driver capture a new entry's buffer is a memory node, with memory behind it
@@ -956,6 +990,9 @@ void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, b
     errors_.surface("view");
     return;
   }
+  check_native_not_capturing(*consumer_stream, "view", "the consumer's stream",
+                             "a captured stream may not wait for work outside its capture (the driver would "
+                             "invalidate that capture); take the view before the capture begins (it stays valid)");
   check_status(wait_on_device(driver_, *consumer_stream,
                               [&](driver::EventHandle event) { return driver_.event_record(event, handle_); }));
 }

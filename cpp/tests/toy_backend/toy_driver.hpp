@@ -141,6 +141,9 @@ class ToyDriver final : public drv::Driver {
   drv::Status event_record_native(drv::EventHandle e, std::uintptr_t s) override {
     return own(inner_->event_record_native(e, s));
   }
+  drv::Status stream_capture_status_native(std::uintptr_t s, drv::CaptureStatus* status) override {
+    return own(inner_->stream_capture_status_native(s, status));
+  }
   drv::Status pointer_device(drv::DevicePtr p, int* ordinal) override { return own(inner_->pointer_device(p, ordinal)); }
 
  private:

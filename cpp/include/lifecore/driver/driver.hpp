@@ -38,7 +38,7 @@ namespace lifecore::driver {
   X(graph_node_counts) X(graph_instantiate) X(graph_upload) X(graph_launch)            \
   X(graph_exec_update) X(graph_destroy) X(graph_exec_destroy)                          \
   X(stream_wait_event) X(host_view) X(map_host) X(unmap_host)                        \
-  X(event_record_native) X(pointer_device)
+  X(event_record_native) X(pointer_device) X(stream_capture_status_native)
 
 enum class Operation : int {
 #define LIFECORE_OPERATION_ENUM(name) name,
@@ -230,6 +230,12 @@ class Driver {
   // library's stream; CUDA's 1 and 2 name the legacy and the per-thread default stream), so a
   // stream of this driver can wait for the work that library queued.
   virtual Status event_record_native(EventHandle event, std::uintptr_t native_stream) = 0;
+  // Whether the stream with native pointer `native_stream` (another library's, named as in
+  // event_record_native) is being captured into a graph. Recording on such a stream or
+  // waiting there would make a lifecore stream join that capture, or invalidate it: a caller
+  // asks first. The legacy default stream answers Code::capture_implicit while a blocking
+  // stream captures (recording or waiting there would fail alike).
+  virtual Status stream_capture_status_native(std::uintptr_t native_stream, CaptureStatus* status) = 0;
   // The ordinal of the device whose memory `ptr` is; Code::invalid_value when the driver does
   // not know the address as device memory, Code::not_supported when the driver cannot tell.
   virtual Status pointer_device(DevicePtr ptr, int* ordinal) = 0;

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -42,6 +43,12 @@ namespace lifecore::runtime {
 
 class Buffer;
 class Device;
+
+// A foreign tensor's producer stream (its native pointer) and the argument that named it.
+struct ProducerStream {
+  std::uintptr_t stream = 0;
+  std::string_view argument;  // points into storage that outlives the call
+};
 
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
@@ -203,8 +210,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // there, waited for here, destroyed at once (a pending wait outlives it). This stream's own
   // native stream needs nothing. While recording nothing waits: the recorded work runs at
   // replay, not now, and a wait would itself be recorded, joining another stream's work to
-  // the graph. A DriverError leaves only the waits issued before it.
-  void wait_for_producers(std::vector<std::uintptr_t>& producers);
+  // the graph. A producer stream another library is capturing is refused first
+  // (CaptureStateError naming `op` and the argument, nothing issued): the wait would make
+  // this stream join that capture. A DriverError leaves only the waits issued before it.
+  void wait_for_producers(std::vector<ProducerStream>& producers, const char* op);
+  // CaptureStateError when the native stream `native` (a foreign tensor's producer, or a
+  // view's consumer) is being captured into a graph: `why` says what the call would do to it.
+  void check_native_not_capturing(std::uintptr_t native, const char* op, const std::string& whose,
+                                  std::string_view why);
   // A new info-cache entry's buffer. Outside a hardware recording it returns only once the
   // words are on the device, because the cache hands the buffer to every stream at once.
   driver::DevicePtr upload_info(const InfoWords& words);

@@ -356,6 +356,21 @@ class CudaDriver final : public NativeDriver {
     auto stream = reinterpret_cast<CUstream>(native_stream);
     return on(events_, handle, "cuEventRecord", [&](CUevent e) { return api_.cuEventRecord(e, stream); });
   }
+  Status stream_capture_status_native(std::uintptr_t native_stream, CaptureStatus* capture_status) override {
+    if (capture_status == nullptr)
+      return cuda_local_status(Code::invalid_value, "cuStreamGetCaptureInfo", "the status output pointer is null");
+    auto stream = reinterpret_cast<CUstream>(native_stream);  // another library's: not in streams_
+    CUstreamCaptureStatus native = CU_STREAM_CAPTURE_STATUS_NONE;
+    Status status = api_.cuStreamGetCaptureInfo_v3 != nullptr
+        ? current("cuStreamGetCaptureInfo_v3", [&] {
+            return api_.cuStreamGetCaptureInfo_v3(stream, &native, nullptr, nullptr, nullptr, nullptr, nullptr);
+          })
+        : current("cuStreamGetCaptureInfo_v2", [&] {
+            return api_.cuStreamGetCaptureInfo_v2(stream, &native, nullptr, nullptr, nullptr, nullptr);
+          });
+    if (status.ok()) *capture_status = static_cast<CaptureStatus>(native);
+    return status;
+  }
   Status pointer_device(DevicePtr ptr, int* ordinal) override {
     if (api_.cuPointerGetAttribute == nullptr) return unsupported("cuPointerGetAttribute");
     if (ordinal == nullptr) return cuda_local_status(Code::invalid_value, "cuPointerGetAttribute", "the output pointer is null");

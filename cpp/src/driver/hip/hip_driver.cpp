@@ -348,6 +348,16 @@ class HipDriver final : public NativeDriver {
     hipStream_t stream = foreign_stream(native_stream);  // the producer's
     return on(events_, handle, "hipEventRecord", [&](hipEvent_t e) { return api_.hipEventRecord(e, stream); });
   }
+  Status stream_capture_status_native(std::uintptr_t native_stream, CaptureStatus* capture_status) override {
+    if (capture_status == nullptr)
+      return hip_local_status(Code::invalid_value, "hipStreamGetCaptureInfo", "the status output pointer is null");
+    hipStream_t stream = foreign_stream(native_stream);  // another library's
+    hipStreamCaptureStatus native = hipStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    Status status = current("hipStreamGetCaptureInfo", [&] { return api_.hipStreamGetCaptureInfo(stream, &native, &id); });
+    if (status.ok()) *capture_status = static_cast<CaptureStatus>(native);
+    return status;
+  }
   // hipPointerGetAttribute (optional: an older runtime lacks it, and the check is then skipped)
   // rather than hipPointerGetAttributes, whose hipPointerAttribute_t differs between ROCm releases.
   Status pointer_device(DevicePtr ptr, int* ordinal) override {

@@ -1027,6 +1027,18 @@ Status MockDriver::event_record_native(EventHandle event, std::uintptr_t native_
   return record(Operation::event_record_native, event, StreamHandle{native_stream});
 }
 
+Status MockDriver::stream_capture_status_native(std::uintptr_t native_stream, CaptureStatus* status) {
+  LIFECORE_MOCK_GATE(stream_capture_status_native)
+  constexpr Operation op = Operation::stream_capture_status_native;
+  if (!status) return bad_value(op, "the status output pointer is null");
+  std::lock_guard lock(mutex_);
+  // A native stream pointer is a stream id here, as in event_record_native.
+  std::shared_ptr<Stream> stream = find_stream_locked(StreamHandle{native_stream});
+  if (!stream) return bad_handle(op, "stream", native_stream);
+  *status = stream->capture ? stream->capture->status : CaptureStatus::none;
+  return {};
+}
+
 Status MockDriver::pointer_device(DevicePtr ptr, int* ordinal) {
   LIFECORE_MOCK_GATE(pointer_device)
   constexpr Operation op = Operation::pointer_device;

@@ -156,6 +156,7 @@ class MockDriver final : public Driver {
   Status unmap_host(DevicePtr ptr) override;
   // Records on one of the mock's streams by its native handle (its id), as event_record does.
   Status event_record_native(EventHandle event, std::uintptr_t native_stream) override;
+  Status stream_capture_status_native(std::uintptr_t native_stream, CaptureStatus* status) override;
   // This device's ordinal for an address inside one of its live allocations or mappings.
   Status pointer_device(DevicePtr ptr, int* ordinal) override;
 
