@@ -40,18 +40,22 @@ class Producer:
     object keeps what it points at, and the consumer keeps this object."""
 
     def __init__(self, address: int, shape, *, bits: int = 32, ndim: int | None = None,
-                 null_shape: bool = False) -> None:
+                 null_shape: bool = False, device: tuple[int, int] = (1, 0), on_export=None) -> None:
         self.address, self.shape, self.bits = address, list(shape), bits
         self.ndim = len(self.shape) if ndim is None else ndim
         self.null_shape = null_shape
+        self.device = device  # DLPack's (type, id); the CPU unless a test says otherwise
+        self.on_export = on_export  # called with the consumer's stream, as a producer orders it
         self._keep: list[object] = []
 
     def __dlpack_device__(self):
-        return (1, 0)  # DLPack's CPU
+        return self.device
 
     def __dlpack__(self, stream=None, max_version=None, **kw):
+        if self.on_export is not None:
+            self.on_export(stream)
         shape = (ctypes.c_int64 * max(1, len(self.shape)))(*self.shape)
-        tensor = _Tensor(self.address, _Device(1, 0), self.ndim, _DataType(2, self.bits, 1),
+        tensor = _Tensor(self.address, _Device(*self.device), self.ndim, _DataType(2, self.bits, 1),
                          None if self.null_shape else shape, None, 0)
         managed = _Managed(_Version(1, 0), None, None, 0, tensor)
         self._keep.append((shape, managed))

@@ -343,7 +343,29 @@ with lifecore.Device("cuda") as dev:
         cai = torch.as_tensor(buf.view("float32"), device="cuda")  # torch reads __cuda_array_interface__
         assert cai.data_ptr() == buf.ptr and float(cai[5]) == 5.0
         del cai
-        print("torch: launch / copy / fill into CUDA tensors, views recognised, graph holds; export with stream=")
+        # Inside torch.cuda.graph, DLPack's stream= makes torch record on its capturing stream
+        # and this stream wait there, which joins this stream to torch's capture: lifecore
+        # refuses the call. torch's capture then cannot end cleanly (the joined stream was never
+        # joined back); what it says is printed. Last in the torch half: a failed capture may
+        # leave torch's graph pool behind.
+        captured = torch.zeros(N, device="cuda")
+        torch.cuda.synchronize()
+        refusal = end = None
+        try:
+            with torch.cuda.graph(torch.cuda.CUDAGraph()):
+                captured += 1
+                try:
+                    s.fill(captured, SEVEN)
+                except lifecore.CaptureStateError as error:
+                    refusal = str(error)
+        except RuntimeError as error:
+            end = str(error).splitlines()[0]
+        print(f"inside torch.cuda.graph: {'refused' if refusal else 'NOT refused'}; torch's capture end: {end or 'ok'}")
+        assert refusal and "join" in refusal, refusal
+        s.fill(buf, 0)  # that capture is over: the stream is usable again
+        assert not np.frombuffer(s.read(buf), np.float32).any()
+        print("torch: launch / copy / fill into CUDA tensors, views recognised, graph holds; export with stream=; "
+              "a call inside torch.cuda.graph refused")
     else:
         print("torch with CUDA not installed: torch half skipped")
     try:

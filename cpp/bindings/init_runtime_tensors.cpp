@@ -126,6 +126,8 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const std::string& label
   if (type >= 0) runtime::check_foreign_device(*stream.device(), type, id, label);  // before any export
   nb::object export_fn = h.attr("__dlpack__");
   nb::object stream_arg = consumer_stream(stream);
+  // The stream itself handed over: the operation checks the producer did not make it join a capture.
+  out->stream_handed = !stream_arg.is_none() && PyLong_AsLongLong(stream_arg.ptr()) != -1;
   nb::object capsule;
   try {
     capsule = export_fn(nb::arg("stream") = stream_arg, nb::arg("max_version") = nb::make_tuple(1, 0));

@@ -169,7 +169,7 @@ static CUresult fake_cuCtxSynchronize(void) { INJECT(); return current_context ?
 static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { INJECT(); *free_bytes = 1u << 30; *total = 2u << 30; return SUCCESS; }
 
 /* ---- streams and events ---- */
-struct stream { int capturing; unsigned long long capture_id; };
+struct stream { int capturing; unsigned long long capture_id; uintptr_t joined; };
 static unsigned long long next_capture_id = 1;
 /* An unsafe call (a module load) while a capture is live and the calling thread's mode is not
  * relaxed fails, as CUDA's, and invalidates every live capture: those begun before it. */
@@ -223,6 +223,28 @@ static int stream_entry_answer(struct stream_entry* const* list, uintptr_t strea
 }
 EXPORT void fake_cuda_set_foreign_capture(unsigned long long stream, int answer) {
   stream_entry_set(&foreign_captures, (uintptr_t)stream, answer);
+  if (answer != 0) return;
+  /* That capture ended: the streams that joined it are no longer captured. */
+  pthread_mutex_lock(&streams_mutex);
+  for (struct stream_entry* e = own_streams; e; e = e->next) {
+    struct stream* s = (struct stream*)e->stream;
+    if (s->joined == (uintptr_t)stream) {
+      s->joined = 0;
+      s->capturing = 0;
+    }
+  }
+  pthread_mutex_unlock(&streams_mutex);
+}
+/* fake_cuda_join_capture(consumer, producer): what an event recorded on `producer` and waited
+ * for on `consumer` does when another library captures `producer` (as torch's __dlpack__ does
+ * inside torch.cuda.graph): the consumer, one of the fake's streams, joins that capture. */
+EXPORT void fake_cuda_join_capture(unsigned long long consumer, unsigned long long producer) {
+  if (stream_entry_answer(&foreign_captures, (uintptr_t)producer) != 1) return;
+  if (stream_entry_answer(&own_streams, (uintptr_t)consumer) < 0) return;
+  struct stream* s = (struct stream*)(uintptr_t)consumer;
+  s->capturing = 1;
+  s->capture_id = 1000 + producer;
+  s->joined = (uintptr_t)producer;
 }
 static long capture_queries;
 /* fake_cuda_capture_queries() (not a CUDA entry point): how many cuStreamGetCaptureInfo calls there were. */
@@ -235,7 +257,7 @@ static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) { INJEC
   return SUCCESS;
 }
 static CUresult fake_cuStreamDestroy(struct stream* s) { INJECT();
-  if (s->capturing) --live_captures;
+  if (s->capturing && !s->joined) --live_captures;
   stream_entry_forget(&own_streams, (uintptr_t)s);
   free(s);
   return SUCCESS;

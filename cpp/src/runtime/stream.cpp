@@ -79,6 +79,32 @@ void Stream::check_usable(const char* op) {
   }
   if (dead_ || device_->closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
   device_->check_not_lost(op);
+  if (joined_by_producer_) {
+    driver::CaptureStatus status = driver::CaptureStatus::none;
+    std::uint64_t id = 0;
+    check_status(driver_.stream_capture_info(handle_, &status, &id));
+    if (status != driver::CaptureStatus::none)
+      raise(ErrorKind::CaptureState, std::string(op) +
+                                         ": this stream joined another library's graph capture (a tensor's producer "
+                                         "ordered it inside that capture), so its work would be recorded there, not "
+                                         "run; every call on it is refused until that capture ends");
+    joined_by_producer_ = false;  // that capture ended: the stream is the driver's own again
+  }
+}
+
+void Stream::check_not_joined_by_producer(bool handed, const char* op) {
+  if (!handed || state_.is_recording()) return;
+  driver::CaptureStatus status = driver::CaptureStatus::none;
+  std::uint64_t id = 0;
+  check_status(driver_.stream_capture_info(handle_, &status, &id));
+  if (status == driver::CaptureStatus::none) return;
+  joined_by_producer_ = true;
+  raise(ErrorKind::CaptureState,
+        std::string(op) +
+            ": a tensor's producer, asked to order this stream after its own (DLPack's stream=), made it join a "
+            "graph capture of its own (torch does inside torch.cuda.graph): this stream's work would be recorded "
+            "there, not run. Nothing was issued, and every call on this stream is refused until that capture ends; "
+            "pass tensors to lifecore outside the other library's capture");
 }
 
 void Stream::check_capture_thread(const char* op) const {
@@ -410,6 +436,7 @@ void Stream::copy(Buffer& dst, const Buffer& src) { copy(MemoryRef{&dst, nullptr
 void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
   LockWithoutStalling lock(mutex_);
   check_usable("fill");
+  check_not_joined_by_producer(dst.foreign && dst.foreign->stream_handed, "fill");
   ResolvedMemory target = resolve_memory(*device_, dst, "fill", "buf", true);
   if (target.nbytes % 4 != 0)
     raise(ErrorKind::InvalidArgument, dst.buffer ? "fill: the buffer's size must be a multiple of 4 bytes, got " +
@@ -432,6 +459,8 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
 void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
   LockWithoutStalling lock(mutex_);
   check_usable("copy");
+  check_not_joined_by_producer((dst.foreign && dst.foreign->stream_handed) || (src.foreign && src.foreign->stream_handed),
+                               "copy");
   ResolvedMemory to = resolve_memory(*device_, dst, "copy", "dst", true);
   ResolvedMemory from = resolve_memory(*device_, src, "copy", "src", false);
   if (to.nbytes != from.nbytes)
@@ -470,6 +499,10 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
                                        (info ? " besides info" : "") + ", got " + std::to_string(count));
   LockWithoutStalling lock(mutex_);
   check_usable("launch");
+  bool handed = false;
+  for (std::size_t i = 0; i < count; ++i)
+    handed = handed || (args[i].kind == LaunchArg::Kind::foreign && args[i].foreign->stream_handed);
+  check_not_joined_by_producer(handed, "launch");
   // Reused between launches (under the stream's lock): the hot path allocates nothing.
   std::vector<driver::KernelArg>& converted = launch_args_;
   converted.resize(params.size());

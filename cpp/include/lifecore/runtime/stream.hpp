@@ -167,7 +167,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   WindowId active_window() const { return state_.is_active() ? window_ : 0; }
   // ClosedError / DeviceLostError naming `op`. On the capturing thread of a capture that
   // close() left behind, it first ends that capture and destroys the driver stream.
+  // CaptureStateError while a tensor's producer has this stream joined to its capture.
   void check_usable(const char* op);
+  // After a DLPack export was handed this stream (`handed`): CaptureStateError, nothing
+  // issued, when the producer's ordering made it join a capture of the producer's own.
+  void check_not_joined_by_producer(bool handed, const char* op);
   // CaptureStateError naming both threads when the calling thread may not end or abort the
   // recording (thread_local / global mode, another thread began it).
   void check_capture_thread(const char* op) const;
@@ -250,6 +254,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
   bool window_discarded_ = false;     // the driver still captures a window already discarded (ending it is all that is left)
   bool left_by_close_ = false;        // close() left that capture to capture_thread_
+  // A tensor's producer made this stream join a capture of its own (see ForeignRange's
+  // stream_handed): every call is refused until the driver says that capture has ended.
+  bool joined_by_producer_ = false;
   WindowId window_ = 0;
   // Buffers whose memory is a memory node of the open recording: they dangle if it is discarded.
   std::vector<std::weak_ptr<Buffer>> window_node_buffers_;
