@@ -425,6 +425,39 @@ with lifecore.Device("cuda") as dev:
     assert buf.views == 0
     buf.free()
 PY
+# A write captured into a CUDA graph copies from pageable host memory (the stream's staging
+# copy, which the graph keeps). The emulated device replays it; whether CUDA captures such a
+# copy is what this step finds out: it prints the answer, and fails only on a wrong replay.
+step "captured write on cuda" 30 "$PYTHON" - <<'PY'
+import numpy as np
+import lifecore
+from lifecore import kernels as K
+
+N = 1024
+with lifecore.Device("cuda") as dev:
+    s = dev.stream()
+    x, out = s.alloc(4 * N), s.alloc(4 * N)
+    payload = np.full(N, 7.0, np.float32).tobytes()
+
+    def step(st):
+        st.write(x, payload)
+        st.launch(K.scale_f32, N // 256, 256, [N, 2.0, x, out])
+
+    try:
+        graph = s.capture(step)
+    except lifecore.LifecoreError as error:
+        print(f"a captured write from pageable memory is refused: {type(error).__name__}: {error}")
+    else:
+        s.fill(x, 0)
+        s.fill(out, 0)
+        graph.replay()
+        got = np.frombuffer(s.read(out), np.float32)
+        assert (got == 14.0).all(), got[:4]
+        print("a captured write from pageable memory replays correctly")
+        graph.destroy()
+    s.fill(x, 0)  # the stream is usable either way
+    s.sync()
+PY
 # The reference engine with graphs on: its tests (tokens against the plain implementation
 # where the top-2 margin is clear), the demo, and the decode step replayed against eager and
 # against torch.cuda.CUDAGraph at batch 8.
