@@ -9,6 +9,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 
 from engine_reference import generate as reference_generate  # noqa: E402
 
+from lifecore import InvalidArgumentError, LifecoreError, LifecoreTypeError  # noqa: E402
 from lifecore.engine import PRESETS, CaptureOptions, Engine, Request, Transformer  # noqa: E402
 from lifecore.engine.scheduler import Scheduler  # noqa: E402
 
@@ -231,6 +232,49 @@ def test_generate_after_close_is_refused_and_close_twice_is_harmless():
 def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
     with pytest.raises(error, match=match):
         Engine(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    # Each once reached torch or the capture session: an error of theirs that named neither the
+    # engine nor the argument (or, for "meta", an engine that could never generate).
+    (dict(seed="0"), LifecoreTypeError, "Engine: seed must be an int, got str"),
+    (dict(dtype="float32"), LifecoreTypeError, "Engine: dtype must be a torch.dtype"),
+    (dict(dtype=torch.int32), InvalidArgumentError, "Engine: dtype must be a floating-point torch.dtype"),
+    (dict(device="gpu0"), InvalidArgumentError, "Engine: device 'gpu0' is not a torch device"),
+    (dict(device="meta"), InvalidArgumentError, "Engine: device must be a CPU or a CUDA device, got 'meta'"),
+    (dict(device=0), LifecoreTypeError, "Engine: device must be a str or a torch.device, got int"),
+    (dict(graphs="yes"), LifecoreTypeError, "Engine: graphs must be True, False or None"),
+    (dict(capture={"budget_bytes": 1}), LifecoreTypeError, "Engine: capture must be a CaptureOptions or None"),
+    (dict(capture=CaptureOptions(budget_bytes=-1)), InvalidArgumentError, "CaptureOptions: budget_bytes must be"),
+    (dict(capture=CaptureOptions(budget_bytes="1")), LifecoreTypeError, "CaptureOptions: budget_bytes must be an int"),
+    (dict(capture=CaptureOptions(scale=(2, 0.5))), InvalidArgumentError,
+     r"CaptureOptions: scale's layer must be between 0 and 1 \(the model's layers\), got 2"),
+    (dict(capture=CaptureOptions(scale=(0, float("nan")))), InvalidArgumentError,
+     "CaptureOptions: scale's factor must be finite"),
+])
+def test_every_engine_argument_is_checked_before_anything_is_made(kwargs, error, match):
+    with pytest.raises(error, match=match) as caught:
+        Engine(**kwargs)
+    assert isinstance(caught.value, LifecoreError)
+
+
+def test_engine_refusals_are_lifecore_errors_of_the_builtin_kinds():
+    with pytest.raises(InvalidArgumentError) as caught:
+        Engine(num_blocks=0)
+    assert isinstance(caught.value, ValueError)
+    engine = Engine("tiny", num_blocks=8, max_batch=2)
+    with pytest.raises(LifecoreTypeError) as typed:
+        engine.generate(["not a request"])
+    assert isinstance(typed.value, TypeError)
+
+
+def test_a_progress_that_is_not_callable_is_refused_before_any_request_runs():
+    engine = Engine("tiny", num_blocks=8, max_batch=2)
+    request = Request("a", [1, 2, 3], 3)
+    with pytest.raises(LifecoreTypeError, match="Engine.generate: progress must be a callable"):
+        engine.generate([request], progress=5)  # type: ignore[arg-type]
+    assert request.generated == [] and request.rejected is None
+    assert_released(engine)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")

@@ -9,12 +9,14 @@ tokens the engine generates.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..capture import (Axis, CaptureDiscovery, CaptureOutcome, CapturePhase, CapturePlan, CaptureRequest,
                        CaptureSelection, CaptureSession, CaptureTransform, InterventionPlan, ObservationPoint,
                        OnLimit, interventions, limits)
+from ..errors import InvalidArgumentError, LifecoreTypeError
 from .model import Transformer
 
 __all__ = ["CaptureOptions", "EngineCapture"]
@@ -31,6 +33,31 @@ class CaptureOptions:
     budget_bytes: int = 64 * 1024
     scale: Optional[tuple[int, float]] = None
 
+    def check(self, layers: int) -> None:
+        """Raises ``LifecoreTypeError`` / ``InvalidArgumentError``, naming the field, unless
+        ``budget_bytes`` is an int in 0 .. 2**64 - 1 and ``scale`` is None or a
+        ``(layer, factor)`` with a layer of the model's ``layers`` and a finite factor."""
+        budget = self.budget_bytes
+        if isinstance(budget, bool) or not isinstance(budget, int):
+            raise LifecoreTypeError(f"CaptureOptions: budget_bytes must be an int, got {type(budget).__name__}")
+        if not 0 <= budget < 1 << 64:
+            raise InvalidArgumentError(f"CaptureOptions: budget_bytes must be between 0 and 2**64 - 1, got {budget}")
+        if self.scale is None:
+            return
+        if not isinstance(self.scale, tuple) or len(self.scale) != 2:
+            raise LifecoreTypeError(f"CaptureOptions: scale must be a (layer, factor) tuple or None, "
+                                    f"got {self.scale!r}")
+        layer, factor = self.scale
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise LifecoreTypeError(f"CaptureOptions: scale's layer must be an int, got {type(layer).__name__}")
+        if not 0 <= layer < layers:
+            raise InvalidArgumentError(f"CaptureOptions: scale's layer must be between 0 and {layers - 1} (the "
+                                       f"model's layers), got {layer}")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+            raise LifecoreTypeError(f"CaptureOptions: scale's factor must be a number, got {type(factor).__name__}")
+        if not math.isfinite(factor):
+            raise InvalidArgumentError(f"CaptureOptions: scale's factor must be finite, got {factor}")
+
 
 @dataclass
 class EngineCapture:
@@ -44,6 +71,7 @@ class EngineCapture:
     def __post_init__(self) -> None:
         from ..torch import TorchBackend, attach
 
+        self.options.check(self.model.config.layers)
         d = self.model.config.d_model
         paths = [f"layers.{i}" for i in range(self.model.config.layers)]
         discovery = CaptureDiscovery("lifecore-engine", [

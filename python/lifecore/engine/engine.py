@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from ..errors import ClosedError
+from ..errors import ClosedError, InvalidArgumentError, LifecoreTypeError
 from ..sequence import AdmissionCoordinator, Admitted
 from .capture import CaptureOptions, EngineCapture
 from .graphs import DecodeGraphs
@@ -42,6 +42,19 @@ class Result:
     where this torch cannot load a pluggable allocator), or "none" (no graphs)."""
 
 
+def _device(device: Union[str, torch.device]) -> torch.device:
+    """The engine's torch device: a CPU or a CUDA device (the KV cache lives on lifecore's memory)."""
+    if not isinstance(device, (str, torch.device)):
+        raise LifecoreTypeError(f"Engine: device must be a str or a torch.device, got {type(device).__name__}")
+    try:
+        wanted = torch.device(device)
+    except (RuntimeError, ValueError) as error:
+        raise InvalidArgumentError(f"Engine: device {device!r} is not a torch device ({error})") from None
+    if wanted.type not in ("cpu", "cuda"):
+        raise InvalidArgumentError(f"Engine: device must be a CPU or a CUDA device, got {device!r}")
+    return wanted
+
+
 class Engine:
     """Serves greedy generation with continuous batching over a paged KV cache.
 
@@ -52,41 +65,59 @@ class Engine:
     With ``capture``, the model's layers stay hooked until ``close()``: a forward of that model
     outside this engine's steps (another engine given the same ``Transformer``) fails, so a
     capturing engine needs a model of its own.
+
+    Every argument is checked before anything is made: a wrong type raises
+    ``LifecoreTypeError``, a wrong value ``InvalidArgumentError`` (a ``device`` other than a CPU
+    or a CUDA one, a dtype that is not floating point, a ``capture`` whose budget or scaled layer
+    does not fit the model), each naming the argument.
     """
 
     def __init__(self, model: Union[str, ModelConfig, Transformer] = "tiny", *, seed: int = 0,
-                 dtype: torch.dtype = torch.float32, device: str = "cpu", block_size: int = 16,
+                 dtype: torch.dtype = torch.float32, device: Union[str, torch.device] = "cpu", block_size: int = 16,
                  num_blocks: int = 256, max_batch: int = 32, graphs: Optional[bool] = None,
                  capture: Optional[CaptureOptions] = None):
         for name, value in (("block_size", block_size), ("num_blocks", num_blocks), ("max_batch", max_batch)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"Engine: {name} must be a positive int, got {value!r}")
+                raise InvalidArgumentError(f"Engine: {name} must be a positive int, got {value!r}")
         if not isinstance(model, (str, ModelConfig, Transformer)):
-            raise TypeError(f"Engine: model must be a preset name, a ModelConfig or a Transformer, "
-                            f"got {type(model).__name__}")
-        wanted = torch.device(device)
+            raise LifecoreTypeError(f"Engine: model must be a preset name, a ModelConfig or a Transformer, "
+                                    f"got {type(model).__name__}")
+        # Every argument is checked before anything is made: a refused engine leaves nothing behind.
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise LifecoreTypeError(f"Engine: seed must be an int, got {type(seed).__name__}")
+        if not isinstance(dtype, torch.dtype):
+            raise LifecoreTypeError(f"Engine: dtype must be a torch.dtype (e.g. torch.float32), got {dtype!r}")
+        if not dtype.is_floating_point:
+            raise InvalidArgumentError(f"Engine: dtype must be a floating-point torch.dtype, got {dtype}")
+        if graphs is not None and not isinstance(graphs, bool):
+            raise LifecoreTypeError(f"Engine: graphs must be True, False or None, got {graphs!r}")
+        if capture is not None and not isinstance(capture, CaptureOptions):
+            raise LifecoreTypeError(f"Engine: capture must be a CaptureOptions or None, got {type(capture).__name__}")
+        wanted = _device(device)
         if wanted.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"Engine: device {device!r}, but this torch has no CUDA device")
+            raise InvalidArgumentError(f"Engine: device {device!r}, but this torch has no CUDA device")
         if isinstance(model, str):
             if model not in PRESETS:
-                raise ValueError(f"Engine: unknown preset {model!r} (presets: {', '.join(PRESETS)})")
+                raise InvalidArgumentError(f"Engine: unknown preset {model!r} (presets: {', '.join(PRESETS)})")
             model = PRESETS[model]
+        config = model.config if isinstance(model, Transformer) else model
+        if capture is not None:
+            capture.check(config.layers)
         if isinstance(model, ModelConfig):
-            model = Transformer(model, seed=seed, dtype=dtype, device=device)
-        self.model = model
-        config = model.config
-        self.device = wanted
+            model = Transformer(model, seed=seed, dtype=dtype, device=wanted)
         weights = next(model.parameters())
         if weights.device.type != wanted.type or (wanted.index is not None and weights.device.index != wanted.index):
-            raise ValueError(f"Engine: the model is on {weights.device}, the engine's device is {wanted}")
+            raise InvalidArgumentError(f"Engine: the model is on {weights.device}, the engine's device is {wanted}")
+        self.model = model
+        self.device = wanted
         dtype = weights.dtype
         on_cuda = self.device.type == "cuda"
         pools = hasattr(torch.cuda, "MemPool") and hasattr(torch.cuda, "use_mem_pool")
         self.graphs_enabled = bool(on_cuda and pools if graphs is None else graphs) and capture is None
         if self.graphs_enabled and not on_cuda:
-            raise ValueError("Engine: graphs need a CUDA device")
+            raise InvalidArgumentError("Engine: graphs need a CUDA device")
         if self.graphs_enabled and not pools:
-            raise ValueError("Engine: graphs need torch.cuda.MemPool (torch 2.6 or later)")
+            raise InvalidArgumentError("Engine: graphs need torch.cuda.MemPool (torch 2.6 or later)")
         self.block_size, self.max_batch = block_size, max_batch
         self.max_blocks = -(-config.max_positions // block_size)
         # The KV cache lives on lifecore's memory: the CUDA device's arena, or on a CPU the
@@ -196,7 +227,8 @@ class Engine:
         Every request is checked before any runs: a unique str ``request_id``, a non-empty list
         prompt of the model's token ids, ``max_new_tokens`` of at least 1, prompt and output
         within the model's positions, and a fresh request (nothing generated, not rejected).
-        ValueError otherwise (TypeError for a wrong type); ClosedError once closed. One generate
+        InvalidArgumentError otherwise (LifecoreTypeError for a wrong type, a ``progress`` that is not
+        callable included); ClosedError once closed. One generate
         runs at a time: a call while another runs (from another thread, or from a callback or
         hook inside the running one) raises RuntimeError and leaves the running one alone."""
         if not self._busy.acquire(blocking=False):
@@ -210,6 +242,9 @@ class Engine:
     def _generate(self, requests: Sequence[Request], progress: Optional[Callable[[int], None]]) -> Result:
         if self.closed:
             raise ClosedError("Engine.generate: the engine is closed")
+        if progress is not None and not callable(progress):
+            raise LifecoreTypeError(f"Engine.generate: progress must be a callable taking a token count, or None; "
+                                    f"got {type(progress).__name__}")
         requests = list(requests)
         self._check(requests)
         scheduler = Scheduler(self.memory, self, block_size=self.block_size, max_batch=self.max_batch,
@@ -237,33 +272,33 @@ class Engine:
         seen: set[str] = set()
         for request in requests:
             if not isinstance(request, Request):
-                raise TypeError(f"Engine.generate: expected a Request, got {type(request).__name__}")
+                raise LifecoreTypeError(f"Engine.generate: expected a Request, got {type(request).__name__}")
             if not isinstance(request.request_id, str):
-                raise TypeError(f"Engine.generate: a request id must be a str, got {request.request_id!r}")
+                raise LifecoreTypeError(f"Engine.generate: a request id must be a str, got {request.request_id!r}")
             where = f"Engine.generate: request {request.request_id!r}"
             if request.request_id in seen:
-                raise ValueError(f"{where} appears twice (request ids key the result)")
+                raise InvalidArgumentError(f"{where} appears twice (request ids key the result)")
             if request.request_id == PAD_REQUEST:
-                raise ValueError(f"{where}: the id is the engine's own (its padding sequence)")
+                raise InvalidArgumentError(f"{where}: the id is the engine's own (its padding sequence)")
             seen.add(request.request_id)
             count = request.max_new_tokens
             if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-                raise ValueError(f"{where}: max_new_tokens must be a positive int, got {count!r}")
+                raise InvalidArgumentError(f"{where}: max_new_tokens must be a positive int, got {count!r}")
             prompt = request.prompt
             if not isinstance(prompt, list):
-                raise TypeError(f"{where}: the prompt must be a list of token ids, got {type(prompt).__name__}")
+                raise LifecoreTypeError(f"{where}: the prompt must be a list of token ids, got {type(prompt).__name__}")
             if not prompt:
-                raise ValueError(f"{where}: the prompt must be a non-empty list of token ids")
+                raise InvalidArgumentError(f"{where}: the prompt must be a non-empty list of token ids")
             for at, token in enumerate(prompt):
                 if isinstance(token, bool) or not isinstance(token, Integral) or not 0 <= token < config.vocab:
-                    raise ValueError(f"{where}: token {token!r} at {at} is not a token id of the model "
+                    raise InvalidArgumentError(f"{where}: token {token!r} at {at} is not a token id of the model "
                                      f"(0..{config.vocab - 1})")
             if request.generated or request.rejected is not None:
-                raise ValueError(f"{where} has already run (it holds generated tokens or a rejection): "
+                raise InvalidArgumentError(f"{where} has already run (it holds generated tokens or a rejection): "
                                  "pass a new Request")
             positions = len(prompt) + count - 1  # the last generated token is never fed back
             if positions > config.max_positions:
-                raise ValueError(f"{where}: prompt and output ({len(prompt)} + {count}) need {positions} positions "
+                raise InvalidArgumentError(f"{where}: prompt and output ({len(prompt)} + {count}) need {positions} positions "
                                  f"(the last token is never fed back); the model has {config.max_positions}")
 
     def close(self) -> None:

@@ -21,6 +21,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..errors import InvalidArgumentError
+
 __all__ = ["ModelConfig", "PRESETS", "Transformer", "Block", "StepInputs", "paged_attention"]
 
 
@@ -29,7 +31,7 @@ class ModelConfig:
     """The shape of the decoder-only transformer: ``layers`` blocks of ``heads`` attention heads
     over ``d_model`` features (a multiple of ``heads``; ``head_dim`` is ``d_model // heads``), a
     ``vocab`` of token ids and ``max_positions`` learned positions. Every field is a positive int
-    (ValueError otherwise)."""
+    (``InvalidArgumentError``, a ValueError, otherwise)."""
 
     layers: int
     heads: int
@@ -41,9 +43,9 @@ class ModelConfig:
         for name in ("layers", "heads", "d_model", "vocab", "max_positions"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"ModelConfig: {name} must be a positive int, got {value!r}")
+                raise InvalidArgumentError(f"ModelConfig: {name} must be a positive int, got {value!r}")
         if self.d_model % self.heads:
-            raise ValueError(f"ModelConfig: d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
+            raise InvalidArgumentError(f"ModelConfig: d_model ({self.d_model}) must be a multiple of heads ({self.heads})")
 
     @property
     def head_dim(self) -> int:
