@@ -232,6 +232,11 @@ def test_one_forward_per_block_and_a_failed_forward_is_drained(lm, tokens):
     ({"paths": "head", "on_limit": "drop"}, InvalidArgumentError, "'on_limit'"),
     ({"paths": "head", "discovery": "x"}, LifecoreTypeError, "'discovery'"),
     ({"paths": "head", "logits": 3}, LifecoreTypeError, "'logits'"),
+    # These were read only at the forward: a TypeError or ValueError from deep inside it.
+    ({"paths": "head", "batch_axis": "0"}, LifecoreTypeError, "argument 'batch_axis' must be an int"),
+    ({"paths": "head", "sequence_axis": 1.0}, LifecoreTypeError, "argument 'sequence_axis' must be an int"),
+    ({"paths": "head", "output_index": "x"}, LifecoreTypeError, "argument 'output_index' must be an int or a mapping"),
+    ({"paths": "head", "output_index": {"head": "0"}}, LifecoreTypeError, "argument 'output_index'"),
 ])
 def test_bad_arguments_are_refused_before_any_hook(lm, arguments, error, words):
     with pytest.raises(error, match=words):
@@ -241,6 +246,22 @@ def test_bad_arguments_are_refused_before_any_hook(lm, arguments, error, words):
     assert no_hooks(lm) and lm.forwards == 0
     with pytest.raises(LifecoreTypeError, match="torch.nn.Module"):
         capture(object(), "head")  # type: ignore[arg-type]
+
+
+def test_discover_and_attach_refuse_axes_and_indices_of_the_wrong_type(lm, tokens):
+    # discover(batch_axis="0") once ran and gave a discovery without a batch axis.
+    for arguments, words in (({"batch_axis": "0"}, "'batch_axis'"), ({"sequence_axis": True}, "'sequence_axis'"),
+                             ({"output_index": 0.0}, "'output_index'")):
+        with pytest.raises(LifecoreTypeError, match=f"discover: argument {words}"):
+            discover(lm, tokens, **arguments)
+    assert no_hooks(lm) and lm.forwards == 0
+    from lifecore.capture import CapturePlan, CaptureRequest, unlimited
+    from lifecore.torch import attach
+
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discover(lm, tokens), CaptureRequest(1, TOKENS, 1)))
+    with pytest.raises(LifecoreTypeError, match="attach: argument 'output_index'"):
+        attach(session, lm, output_index=[0])  # type: ignore[arg-type]
+    assert no_hooks(lm)
 
 
 def test_a_module_that_returns_no_tensor_is_named(lm, tokens):

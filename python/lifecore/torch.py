@@ -163,6 +163,28 @@ def _require_module(model: Any, call: str) -> None:
         raise LifecoreTypeError(f"{call}: argument 'model' must be a torch.nn.Module, got {type(model).__name__}")
 
 
+def _check_output_index(output_index: Any, call: str) -> None:
+    """Refuses an ``output_index`` that is not an int or a mapping path -> int (it is read only
+    at the forward, where a wrong one failed with an error naming neither call nor argument)."""
+    def is_index(value: Any) -> bool:
+        return isinstance(value, int) and not isinstance(value, bool)
+
+    if is_index(output_index):
+        return
+    if isinstance(output_index, Mapping) and all(isinstance(k, str) and is_index(v) for k, v in output_index.items()):
+        return
+    raise LifecoreTypeError(f"{call}: argument 'output_index' must be an int or a mapping of module paths to ints, "
+                            f"got {output_index!r}")
+
+
+def _check_axes(call: str, **axes: Any) -> None:
+    """Refuses a ``batch_axis`` / ``sequence_axis`` that is not an int (a bool included)."""
+    for name, value in axes.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise LifecoreTypeError(f"{call}: argument '{name}' must be an int (an axis of the tensors), "
+                                    f"got {type(value).__name__}")
+
+
 def _index_for(output_index: OutputIndex, path: str) -> int:
     """The tuple position selected at ``path`` (a mapping names positions per path; paths it
     does not name use position 0)."""
@@ -212,8 +234,11 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
 
     A module returning a tuple is observed at element ``output_index`` (an int for every
     module, or a mapping path -> index; default 0, the first element). Pass the same
-    ``output_index`` to :func:`attach`."""
+    ``output_index`` to :func:`attach`. An argument of the wrong type raises
+    ``LifecoreTypeError`` before the forward runs."""
     _require_module(model, "discover")
+    _check_axes("discover", batch_axis=batch_axis, sequence_axis=sequence_axis)
+    _check_output_index(output_index, "discover")
     return _discover(model, example_args, example_kwargs, batch_axis=batch_axis, sequence_axis=sequence_axis,
                      logits=logits, identity=identity, capabilities=capabilities, output_index=output_index,
                      symbolic=True)
@@ -437,6 +462,7 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     if not isinstance(session, CaptureSession):
         raise LifecoreTypeError(f"attach: argument 'session' must be a CaptureSession, got {type(session).__name__}")
     _require_module(model, "attach")
+    _check_output_index(output_index, "attach")
     backend = backend if backend is not None else TorchBackend()
     plan = session.intervention_plan
     operations = list(plan.plan.operations) if plan is not None else []
@@ -721,6 +747,8 @@ class ModelCapture:
                  output_index: OutputIndex, batch_axis: int, sequence_axis: int,
                  logits: Optional[Iterable[str]] = None, call: str = "capture"):
         _require_module(model, call)
+        _check_axes(call, batch_axis=batch_axis, sequence_axis=sequence_axis)
+        _check_output_index(output_index, call)
         if discovery is not None and not isinstance(discovery, CaptureDiscovery):
             raise LifecoreTypeError(f"{call}: argument 'discovery' must be a CaptureDiscovery or None, "
                                     f"got {type(discovery).__name__}")
@@ -869,7 +897,8 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     [batch, channels, height, width]) are captured. See :class:`ModelCapture` for when the
     session is built.
 
-    Raises ``LifecoreTypeError`` for arguments of the wrong type, and ``InvalidArgumentError``
+    Raises ``LifecoreTypeError`` for arguments of the wrong type (``output_index``,
+    ``batch_axis`` and ``sequence_axis`` included), and ``InvalidArgumentError``
     for a pattern matching no module, an unknown transform name, a negative budget or an
     unknown ``on_limit`` (``LifecoreOverflowError`` for a budget past 64 bits), each before
     any hook is placed."""
