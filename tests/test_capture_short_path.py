@@ -187,6 +187,19 @@ def test_several_transforms_per_module_each_read_by_kind(lm, tokens):
     assert "summary=CAPTURED" in repr(norm)
 
 
+def test_tensor_reads_the_whole_tensor_when_a_preview_is_asked_beside_it(lm, tokens):
+    # The first record with a tensor payload was read: a preview given first hid the whole one.
+    for transforms in (["preview", "tensor"], ["tensor", "preview"]):
+        with capture(lm, "head", transforms) as records, torch.no_grad():
+            logits = lm(tokens)
+        head = records["head"]
+        assert head.tensor is not None and tuple(head.tensor.shape) == tuple(logits.shape), transforms
+        assert torch.equal(head.tensor, logits)
+    with capture(lm, "head", "preview") as records, torch.no_grad():
+        lm(tokens)
+    assert records["head"].tensor is not None and records["head"].tensor.shape == (16,)  # a preview alone
+
+
 def test_a_given_discovery_saves_the_discovery_forward(lm, tokens):
     with capture(lm, "head", "summary") as records:
         lm(tokens)

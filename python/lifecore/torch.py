@@ -565,7 +565,15 @@ class ModuleCapture:
     @property
     def tensor(self) -> Optional[torch.Tensor]:
         """The ``"tensor"`` (or ``"preview"``) transform's host copy of the output in its
-        source dtype (a ``torch.Tensor``; ``"preview"`` keeps the flat leading elements), or None."""
+        source dtype (a ``torch.Tensor``; ``"preview"`` keeps the flat leading elements), or None.
+        With both, the whole ``"tensor"`` one, whatever their order: a record a preview cut
+        (``TRUNCATED``) is read only when no record holds the whole region."""
+        # A preview given first would otherwise hide the whole tensor asked for beside it.
+        for record in self.records:
+            payload = record.payload
+            if record.outcome == CaptureOutcome.CAPTURED and payload is not None and payload.tensor is not None:
+                whole: torch.Tensor = payload.tensor
+                return whole
         value: Optional[torch.Tensor] = self._value("tensor")
         return value
 
