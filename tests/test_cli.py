@@ -262,6 +262,19 @@ def test_options_another_option_would_override_are_refused_not_ignored():
         assert result.returncode == 0, (args, result.stdout, result.stderr)
 
 
+def test_steps_counts_the_rules_a_run_executes():
+    # Hypothesis counts a machine's @initialize rule as a step: --steps 1 once ran the set-up
+    # alone and failed every machine row with "the machine ran no step" (exit 1).
+    for lifecycle, target in (("graph", "mock/software"), ("sequence", "host"), ("capture", "counting")):
+        result = run("fuzz", "--lifecycle", lifecycle, "--target", target, "--examples", "1", "--steps", "1",
+                     "--seed", "1")
+        assert result.returncode == 0, (lifecycle, result.stdout, result.stderr)
+        assert re.search(r"PASS\s+1 runs, 1 steps in ", result.stdout), (lifecycle, result.stdout)
+    result = run("fuzz", "--lifecycle", "capture", "--target", "numpy", "--examples", "2", "--steps", "7",
+                 "--seed", "1")
+    assert result.returncode == 0 and re.search(r"PASS\s+2 runs, 14 steps in ", result.stdout), result.stdout
+
+
 def test_out_of_range_counts_are_usage_errors():
     for args in (("fuzz", "--steps", "0"), ("fuzz", "--examples", "-1"), ("check", "--examples", "x")):
         result = run(*args)

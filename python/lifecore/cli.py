@@ -262,13 +262,15 @@ class _Progress:
         self.stream.flush()
 
 
-def _machine_settings(examples: int, steps: int, explain: bool) -> Any:
+def _machine_settings(examples: int, steps: int, explain: bool, setup_steps: int = 0) -> Any:
     from hypothesis import HealthCheck, Phase, settings
 
     # The explain phase re-runs a failure many times to annotate it: worth it in a long fuzz
     # run, not in a quick check. One failure per run, so there is one blob to replay.
     phases = list(Phase) if explain else [p for p in Phase if p is not Phase.explain]
-    return settings(max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
+    # ``--steps`` counts the rules a run executes; Hypothesis also counts the @initialize rules
+    # (``setup_steps``), so without them ``--steps 1`` would run only the set-up and no step.
+    return settings(max_examples=examples, stateful_step_count=steps + setup_steps, deadline=None, database=None,
                     suppress_health_check=list(HealthCheck), print_blob=True, phases=phases,
                     report_multiple_bugs=False)
 
@@ -513,7 +515,8 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     reported: list[str] = []  # what Hypothesis reports instead of attaching it as notes (a replay's steps)
     try:
         with with_reporter(lambda value: reported.append(str(value))):
-            run_state_machine_as_test(make, settings=_machine_settings(examples, steps, explain))
+            run_state_machine_as_test(make, settings=_machine_settings(examples, steps, explain,
+                                                                      target.machine().setup_steps()))
     except _BudgetSpent:
         stopped = True
     except DidNotReproduce as error:

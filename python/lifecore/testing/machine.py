@@ -16,11 +16,16 @@ is a :class:`LifecycleMachine`:
 
 from __future__ import annotations
 
+import inspect
 import time
 from typing import Any, Callable, ClassVar, Optional, Sequence
 
 from hypothesis import HealthCheck, seed as hypothesis_seed, settings as Settings
+from hypothesis import stateful as _stateful
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
+
+# The attribute Hypothesis's @initialize sets on a rule (not exported; the same name since 3.x).
+INITIALIZE_RULE_MARKER: str = getattr(_stateful, "INITIALIZE_RULE_MARKER", "hypothesis_stateful_initialize_rule")
 
 from .contract import Agreement, both
 from .machine_stats import MachineStats
@@ -95,6 +100,13 @@ class LifecycleMachine(RuleBasedStateMachine):
         ``TestCase`` runs it under unittest or pytest."""
         return type(name or f"{cls.__name__}Bound", (cls,),
                     {"bound_factory": staticmethod(factory), "bound_options": dict(options)})
+
+    @classmethod
+    def setup_steps(cls) -> int:
+        """How many of a run's Hypothesis steps its ``@initialize`` rules take: Hypothesis counts
+        them against ``stateful_step_count``, so N rule steps need N + this many."""
+        return sum(1 for _, member in inspect.getmembers(cls)
+                   if getattr(member, INITIALIZE_RULE_MARKER, None) is not None)
 
     @classmethod
     def run(cls, factory: Optional[Callable[..., Any]] = None, *, settings: Optional[Settings] = None,
