@@ -42,3 +42,30 @@ def test_the_check_sees_lifecore_types(tmp_path: Path):
     result = check_typing.run_mypy([str(wrong)])
     assert result.returncode == 1, result.stdout + result.stderr
     assert 'expression has type "AdmissionCoordinator", variable has type "FrameHold"' in result.stdout
+
+
+def test_values_a_user_reads_are_typed_as_what_they_are(tmp_path: Path):
+    # These were typed `object`: indexing a block table, or calling a str method on a skip
+    # reason, failed mypy --strict although the code is right.
+    code = tmp_path / "reads.py"
+    code.write_text(
+        "from lifecore.capture import Axis, CapturePayload, CaptureRecord\n"
+        "from lifecore._core.capture import ResolvedSlice\n"
+        "from lifecore.sequence import AdmissionCoordinator, SequenceSession\n"
+        "def rows(c: AdmissionCoordinator, sessions: list[SequenceSession]) -> int:\n"
+        "    table = c.block_table(sessions, 8)\n"
+        "    first: int = int(table[0, 0])\n"
+        "    return first + int(c.decode_table(2, 8).table[1, 0])\n"
+        "def why(record: CaptureRecord) -> str:\n"
+        "    reason = record.skip_reason or record.fail_reason or record.budget or ''\n"
+        "    return reason.upper()\n"
+        "def kind(payload: CapturePayload) -> str:\n"
+        "    return (payload.kind or 'none').title()\n"
+        "def extent(axis: Axis) -> int:\n"
+        "    size = axis.size\n"
+        "    return size if isinstance(size, int) else len(size)\n"
+        "def region(s: ResolvedSlice) -> slice:\n"
+        "    return s.as_slice()\n",
+        encoding="utf-8")
+    result = check_typing.run_mypy([str(code)])
+    assert result.returncode == 0, result.stdout + result.stderr

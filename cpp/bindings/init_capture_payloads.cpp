@@ -273,7 +273,7 @@ void init_capture_payloads(nb::module_& m) {
       .def_prop_ro("kind", [](const CapturePayload& p) -> nb::object {
         if (p.kind == PayloadKind::none) return nb::none();
         return nb::str(to_string(p.kind));
-      }, "'tensor', 'summary', 'histogram' or 'candidates'; None for an empty payload.")
+      }, nb::for_getter(nb::sig("def kind(self, /) -> str | None")), "'tensor', 'summary', 'histogram' or 'candidates'; None for an empty payload.")
       .def_ro("shape", &CapturePayload::shape, "A tensor payload's shape as a list of ints (empty for other kinds).")
       .def_prop_ro("dtype", [](const CapturePayload& p) -> nb::object {
         if (p.kind != PayloadKind::tensor) return nb::none();

@@ -140,6 +140,7 @@ void bind_points(nb::module_& m) {
            nb::sig("def __init__(self, name: str, size: int | str | None = None) -> None"))
       .def_ro("name", &Axis::name, "The axis name that slices refer to.")
       .def_prop_ro("size", [](const Axis& a) { return dim_to_python(a.dim); },
+           nb::for_getter(nb::sig("def size(self, /) -> int | str")),
            "The extent: an int when known, else a symbol resolved from the request at run time ('batch', "
            "'sequence', 'token_rows', 'context', 'media_positions' or 'unknown').");
 
@@ -557,7 +558,7 @@ void bind_backend_contract(nb::module_& m) {
       .def_ro("stride", &ResolvedSlice::stride, "The step.")
       .def("as_slice", [](const ResolvedSlice& s) {
         return nb::steal(PySlice_New(nb::int_(s.start).ptr(), nb::int_(s.end).ptr(), nb::int_(s.stride).ptr()));
-      }, "The region of this axis as a Python slice.");
+      }, nb::sig("def as_slice(self) -> slice"), "The region of this axis as a Python slice.");
 
   nb::class_<TransformRequest>(m, "TransformRequest", "What a backend must estimate or produce for one selection.")
       .def_ro("kind", &TransformRequest::kind, "The TransformKind to estimate or produce.")

@@ -92,15 +92,15 @@ void bind_records(nb::module_& m) {
       .def_prop_ro("outcome", [](const CaptureRecord& r) { return r.outcome.kind; }, "Its CaptureOutcome.")
       .def_prop_ro("skip_reason", [](const CaptureRecord& r) {
         return optional_reason(r.outcome.kind == OutcomeKind::skipped, to_string(r.outcome.skip));
-      }, "'schedule' or 'limit' for a SKIPPED record, else None")
+      }, nb::for_getter(nb::sig("def skip_reason(self, /) -> str | None")), "'schedule' or 'limit' for a SKIPPED record, else None")
       .def_prop_ro("fail_reason", [](const CaptureRecord& r) {
         return optional_reason(r.outcome.kind == OutcomeKind::failed, to_string(r.outcome.fail));
-      }, "'limit', 'unsupported', 'invalid' or 'native' for a FAILED record, else None")
+      }, nb::for_getter(nb::sig("def fail_reason(self, /) -> str | None")), "'limit', 'unsupported', 'invalid' or 'native' for a FAILED record, else None")
       .def_prop_ro("budget", [](const CaptureRecord& r) {
         bool limit = (r.outcome.kind == OutcomeKind::skipped && r.outcome.skip == SkipReason::limit) ||
                      (r.outcome.kind == OutcomeKind::failed && r.outcome.fail == FailReason::limit);
         return optional_reason(limit, to_string(r.outcome.budget));
-      }, "For a record SKIPPED or FAILED on a limit, the budget it hit: 'captures', 'retained_bytes', "
+      }, nb::for_getter(nb::sig("def budget(self, /) -> str | None")), "For a record SKIPPED or FAILED on a limit, the budget it hit: 'captures', 'retained_bytes', "
          "'host_bytes', 'encoded_bytes' or 'physical_native_bytes'; else None.")
       .def_prop_ro("cumulative", [](const CaptureRecord& r) { return r.outcome.cumulative; },
            "For a limit outcome, True when the cumulative limit refused it, False for the per-step one.")

@@ -152,7 +152,7 @@ void init_sequence_decode_table(nb::module_& m) {
       "O(rows + new blocks) where block_table costs O(total blocks). A row keeps which sequence it shows,\n"
       "never its capacity. The table is written only by this object: do not write into it.")
       .def_prop_ro("table", [](const DecodeTableHandle& t) { return t.table; },
-                   nb::sig("def table(self) -> object"),
+                   nb::for_getter(nb::sig("def table(self, /) -> typing.Any")),
                    "The table: its own int32 NumPy array, or the `out` given to decode_table (a Buffer gets the\n"
                    "whole table after each call that changed it, and after any call that follows an error\n"
                    "queued on its stream).")
