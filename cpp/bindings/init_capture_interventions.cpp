@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "capture_bindings.hpp"
+#include "capture_reprs.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/backend.hpp"
 #include "lifecore/capture/session.hpp"
@@ -43,6 +44,7 @@ void init_capture_interventions(nb::module_& m) {
 
   nb::class_<InterventionOperation>(m, "InterventionOperation",
                                     "One scheduled operation (see lifecore.capture.interventions for builders).")
+      .def("__repr__", &reprs::operation)
       .def("__init__",
            [](InterventionOperation* op, nb::handle id, nb::handle target, nb::handle action, nb::handle schedule,
               nb::handle slices, nb::handle factor, nb::handle payload_shape, nb::handle payload, nb::handle ids,
@@ -89,6 +91,7 @@ void init_capture_interventions(nb::module_& m) {
            "PREVIEW evidence: the elements kept (1 to 4096).");
 
   nb::class_<InterventionPlan>(m, "InterventionPlan", "Operations applied in plan order.")
+      .def("__repr__", &reprs::intervention_plan)
       .def("__init__",
            [](InterventionPlan* p, nb::handle ops) {
              auto operations = argument<std::vector<InterventionOperation>>(ops, "InterventionPlan", "operations");

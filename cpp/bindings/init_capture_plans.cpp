@@ -5,6 +5,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "capture_bindings.hpp"
+#include "capture_reprs.hpp"
 #include "lifecore/capture/admission.hpp"
 #include "lifecore/capture/backend.hpp"
 #include "lifecore/capture/routing.hpp"
@@ -48,11 +49,6 @@ void usage_field(nb::class_<CaptureUsage>& cls, const char* name, const char* se
       name, [](const CaptureUsage& u) { return u.*Field; },
       [name](CaptureUsage& u, nb::handle value) { u.*Field = count_argument(value, "CaptureUsage", name); },
       nb::for_setter(nb::sig(setter_sig)), doc);
-}
-
-std::string usage_repr(const CaptureUsage& u) {
-  return "CaptureUsage(captures=" + std::to_string(u.captures) + ", retained_bytes=" + std::to_string(u.retained_bytes) +
-         ", host_bytes=" + std::to_string(u.host_bytes) + ", encoded_bytes=" + std::to_string(u.encoded_bytes) + ")";
 }
 
 void bind_plan_enums(nb::module_& m) {
@@ -127,11 +123,12 @@ void bind_usage(nb::module_& m) {
       .def("as_tuple", [](const CaptureUsage& u) {
         return nb::make_tuple(u.captures, u.retained_bytes, u.host_bytes, u.encoded_bytes);
       }, "(captures, retained_bytes, host_bytes, encoded_bytes) as a tuple of ints.")
-      .def("__repr__", &usage_repr);
+      .def("__repr__", &reprs::usage);
 }
 
 void bind_points(nb::module_& m) {
   nb::class_<Axis>(m, "Axis", "A named axis; size is an int (known) or a symbol: batch, sequence, token_rows, context, media_positions, unknown.")
+      .def("__repr__", &reprs::axis)
       .def("__init__",
            [](Axis* a, nb::handle name, nb::handle size) {
              new (a) Axis{str_argument(name, "Axis", "name"), dim_from_python(size)};
@@ -275,6 +272,7 @@ void bind_discovery(nb::module_& m) {
            "Whether the backend reports native bytes, so a plan may set CaptureLimits.physical_native_bytes.");
 
   nb::class_<CaptureDiscovery>(m, "CaptureDiscovery", "Facts retained from the loaded model: identity, catalog, capabilities.")
+      .def("__repr__", &reprs::discovery)
       .def("__init__",
            [](CaptureDiscovery* d, nb::handle artifact, nb::handle catalog, nb::handle caps) {
              const char* call = "CaptureDiscovery";
@@ -311,6 +309,7 @@ void bind_discovery(nb::module_& m) {
 
 void bind_request_and_schedule(nb::module_& m) {
   nb::class_<CaptureRequest>(m, "CaptureRequest", "What the run will execute: batch, prompt tokens, predictions.")
+      .def("__repr__", &reprs::request)
       .def("__init__",
            [](CaptureRequest* r, nb::handle batch, nb::handle prompt_tokens, nb::handle max_predictions) {
              new (r) CaptureRequest{count_argument(batch, "CaptureRequest", "batch"),
@@ -326,6 +325,7 @@ void bind_request_and_schedule(nb::module_& m) {
       .def("__eq__", [](const CaptureRequest& a, const CaptureRequest& b) { return a == b; });
 
   nb::class_<CaptureSchedule>(m, "CaptureSchedule", "When a selection fires: phases, [first, end) predictions, every n.")
+      .def("__repr__", &reprs::schedule)
       .def("__init__",
            [](CaptureSchedule* s, nb::handle prefill, nb::handle decode, nb::handle first, nb::handle end,
               nb::handle every) {
@@ -358,6 +358,7 @@ void bind_request_and_schedule(nb::module_& m) {
            "type.");
 
   nb::class_<CaptureSlice>(m, "CaptureSlice", "A half-open slice [start, end) with a positive stride on a named axis.")
+      .def("__repr__", &reprs::slice)
       .def("__init__",
            [](CaptureSlice* s, nb::handle axis, nb::handle start, nb::handle end, nb::handle stride) {
              const char* call = "CaptureSlice";
@@ -374,6 +375,7 @@ void bind_request_and_schedule(nb::module_& m) {
 
 void bind_transforms(nb::module_& m) {
   nb::class_<CaptureTransform>(m, "CaptureTransform", "What is kept of a selected value.")
+      .def("__repr__", &reprs::transform)
       .def_static("preview",
                   [](nb::handle n) {
                     return CaptureTransform{TransformKind::preview,
@@ -458,6 +460,7 @@ void bind_transforms(nb::module_& m) {
 
 void bind_plans(nb::module_& m) {
   nb::class_<CaptureSelection>(m, "CaptureSelection", "One value to capture: id, point path, schedule, slices, transform.")
+      .def("__repr__", &reprs::selection)
       .def("__init__",
            [](CaptureSelection* s, nb::handle id, nb::handle path, nb::handle transform, nb::handle schedule,
               nb::handle slices) {
@@ -481,6 +484,7 @@ void bind_plans(nb::module_& m) {
       .def_ro("transform", &CaptureSelection::transform, "Its CaptureTransform (summary by default).");
 
   nb::class_<CaptureLimits>(m, "CaptureLimits", "Per-step and cumulative budgets and what to do on a limit.")
+      .def("__repr__", &reprs::limits)
       .def("__init__",
            [](CaptureLimits* l, nb::handle per_step, nb::handle cumulative, nb::handle on_limit, nb::handle physical) {
              const char* call = "CaptureLimits";
@@ -508,6 +512,7 @@ void bind_plans(nb::module_& m) {
            "physical_native_limit).");
 
   nb::class_<CapturePlan>(m, "CapturePlan", "Selections and limits. An empty plan captures nothing (there is no capture-all).")
+      .def("__repr__", &reprs::plan)
       .def("__init__",
            [](CapturePlan* p, nb::handle selections, nb::handle limits, nb::handle version) {
              const char* call = "CapturePlan";

@@ -8,6 +8,7 @@
 
 #include "capture_backend_adapter.hpp"
 #include "capture_bindings.hpp"
+#include "capture_reprs.hpp"
 #include "lifecore/capture/session.hpp"
 #include "lifecore/error.hpp"
 
@@ -140,6 +141,7 @@ void bind_records(nb::module_& m) {
       });
 
   nb::class_<CapturedStep>(m, "CapturedStep", "One drained step: records, intervention outcomes and usage.")
+      .def("__repr__", &reprs::step)
       .def_ro("phase", &CapturedStep::phase, "The step's CapturePhase.")
       .def_ro("prediction", &CapturedStep::prediction, "The step's prediction (0 for prefill).")
       .def_ro("records", &CapturedStep::records, "One CaptureRecord per selection, in plan order.")

@@ -1,0 +1,46 @@
+"""The capture area's value types print what they hold: a user printing a plan, a discovery or
+a step sees its fields, not ``<lifecore._core.capture.Axis object at 0x...>``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from lifecore.capture import (Axis, CaptureDiscovery, CapturePhase, CapturePlan, CaptureRequest, CaptureSchedule,
+                              CaptureSelection, CaptureSession, CaptureSlice, CaptureTransform, InterventionPlan,
+                              NumpyBackend, ObservationPoint, interventions as iv, limits)
+
+
+def test_value_types_print_their_fields():
+    assert repr([Axis("batch", "batch"), Axis("d", 8)]) == "[Axis('batch', 'batch'), Axis('d', 8)]"
+    assert repr(CaptureTransform.summary()) == "CaptureTransform.summary()"
+    assert repr(CaptureTransform.preview(16)) == "CaptureTransform.preview(16)"
+    assert repr(CaptureTransform.top_candidates(3)) == "CaptureTransform.top_candidates(3)"
+    assert repr(CaptureTransform.histogram([0.0, 1.0, 2.0])) == "CaptureTransform.histogram(<3 edges>)"
+    assert repr(CaptureSlice("seq", 1, 3)) == "CaptureSlice('seq', 1, 3, 1)"
+    assert repr(CaptureSchedule(decode=False)) == ("CaptureSchedule(prefill=True, decode=False, first_prediction=0, "
+                                                   "end_prediction=None, every=1)")
+    assert repr(CaptureRequest(1, 4, 3)) == "CaptureRequest(batch=1, prompt_tokens=4, max_predictions=3)"
+    budget = limits(per_step=(8, 64, 64, 64), cumulative=(4, 128, 128, 128), on_limit="skip")
+    assert repr(budget) == ("CaptureLimits(per_step=CaptureUsage(captures=8, retained_bytes=64, host_bytes=64, "
+                            "encoded_bytes=64), cumulative=CaptureUsage(captures=4, retained_bytes=128, "
+                            "host_bytes=128, encoded_bytes=128), on_limit=SKIP)")
+    selection = CaptureSelection("mlp", "blocks.0.mlp", CaptureTransform.summary())
+    assert repr(selection) == "CaptureSelection('mlp', 'blocks.0.mlp', CaptureTransform.summary())"
+    plan = CapturePlan([selection], budget)
+    assert repr(plan) == "CapturePlan(1 selections, on_limit=SKIP)"
+    operation = iv.scale("halve", "blocks.0.mlp", 0.5)
+    assert repr(operation) == "InterventionOperation('halve', scale at 'blocks.0.mlp')"
+    assert repr(InterventionPlan([operation])) == "InterventionPlan(1 operations)"
+
+
+def test_a_discovery_and_a_step_print_what_they_hold():
+    discovery = CaptureDiscovery("my-model-v1", [ObservationPoint("blocks.0.mlp", [Axis("batch", "batch"),
+                                                                                    Axis("d", 8)])])
+    assert repr(discovery) == "CaptureDiscovery('my-model-v1', 1 points)"
+    plan = CapturePlan([CaptureSelection("mlp", "blocks.0.mlp", CaptureTransform.summary())],
+                       limits(per_step=(8, 1 << 20, 1 << 20, 1 << 20), cumulative=(8, 1 << 20, 1 << 20, 1 << 20)))
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, 2)))
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", np.zeros((1, 8), np.float32))
+    step = session.take_step()
+    assert repr(step) == "CapturedStep(PREFILL, prediction=0, 1 records, 0 interventions)"
