@@ -1,5 +1,6 @@
 // The mock driver's eager behaviour: memory, streams, copies, kernels, events, handles.
 #include <bit>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -244,6 +245,29 @@ void test_a_freed_pointer_is_an_illegal_address() {
   CHECK_OK(d.launch_kernel(scale, {1}, {32}, 0, s, {u32(16), f32(2.0f), ptr(gone), ptr(p)}));
   Status err = d.stream_synchronize(s);
   CHECK(err.code == Code::illegal_address && contains(err.message, "scale_f32"));
+}
+
+// A kernel fault poisons the device when it happens, as it does a CUDA context: a call on
+// another stream fails with it without the faulting stream ever being synchronized.
+void test_a_kernel_fault_loses_the_device_at_once() {
+  MockDriver d(0);
+  StreamHandle faulting{}, other{};
+  CHECK_OK(d.stream_create(&faulting));
+  CHECK_OK(d.stream_create(&other));
+  DevicePtr p = 0, gone = 0;
+  CHECK_OK(d.mem_alloc(64, &p));
+  CHECK_OK(d.mem_alloc(64, &gone));
+  CHECK_OK(d.mem_free(gone));
+  FunctionHandle scale = get_kernel(d, "scale_f32");
+  CHECK_OK(d.launch_kernel(scale, {1}, {32}, 0, faulting, {u32(16), f32(2.0f), ptr(gone), ptr(p)}));
+  Status seen;
+  for (int i = 0; i < 2000 && seen.ok(); ++i) {  // the worker runs the kernel on its own thread
+    seen = d.stream_query(other);
+    if (seen.ok()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  CHECK(seen.code == Code::illegal_address && seen.sticky);
+  CHECK(contains(seen.message, "the device is lost") && contains(seen.message, "scale_f32"));
+  CHECK(d.memset_d32(p, 0, 16).code == Code::illegal_address);
 }
 
 void test_stream_order_and_synchronous_copies() {
@@ -575,6 +599,7 @@ int main() {
   test_kernels_eager();
   test_async_errors_and_order();
   test_a_freed_pointer_is_an_illegal_address();
+  test_a_kernel_fault_loses_the_device_at_once();
   test_stream_order_and_synchronous_copies();
   test_events();
   test_an_ordering_event_orders_work_but_measures_no_time();

@@ -94,16 +94,24 @@ const BackendDescriptor& MockDriver::backend() const { return mock_backend(); }
 Status MockDriver::lost_status(Operation op) const {
   const int code = lost_code_.load(std::memory_order_acquire);
   if (code == 0) return {};
+  std::string first;
+  {
+    std::lock_guard lock(lost_mutex_);
+    first = lost_by_;
+  }
   return mock_native_status(code, mock_call_name(op),
                             std::string(operation_name(op)) + ": the device is lost: an earlier call failed with sticky status " +
-                                std::to_string(code) + ", and every later call fails with it (as a CUDA context does)");
+                                std::to_string(code) + ", and every later call fails with it (as a CUDA context does)" +
+                                (first.empty() ? std::string() : "; the first failure: " + first));
 }
 
 void MockDriver::note_status(const Status& status) {
   // A sticky status poisons the device, as in CUDA: the first one is what every later call returns.
   if (status.sticky) {
+    std::lock_guard lock(lost_mutex_);
     int none = 0;
-    lost_code_.compare_exchange_strong(none, status.native_code, std::memory_order_acq_rel);
+    if (lost_code_.compare_exchange_strong(none, status.native_code, std::memory_order_acq_rel))
+      lost_by_ = status.call + (status.message.empty() ? std::string() : ": " + status.message);
   }
 }
 
@@ -124,8 +132,9 @@ struct MockDriver::Capture {
 };
 
 struct MockDriver::Stream {
-  Stream(std::uintptr_t stream_id, mock::WorkerGate* gate, mock::AddressSpace* memory)
-      : id(stream_id), worker(gate, memory) {}
+  Stream(std::uintptr_t stream_id, mock::WorkerGate* gate, mock::AddressSpace* memory,
+         mock::StreamWorker::StickySink on_sticky)
+      : id(stream_id), worker(gate, memory, std::move(on_sticky)) {}
   std::uintptr_t id;
   mock::StreamWorker worker;
   std::optional<Capture> capture;  // guarded by MockDriver::mutex_
@@ -398,7 +407,8 @@ Status MockDriver::stream_create(StreamHandle* out) {
     std::lock_guard lock(mutex_);
     id = new_handle_locked();
   }
-  auto stream = std::make_shared<Stream>(id, &worker_gate_, &memory_);  // starts its thread: outside the lock
+  // Starts its thread: outside the lock. A kernel fault loses the device when it happens.
+  auto stream = std::make_shared<Stream>(id, &worker_gate_, &memory_, [this](const Status& fault) { note_status(fault); });
   {
     std::lock_guard lock(mutex_);
     streams_.emplace(id, std::move(stream));

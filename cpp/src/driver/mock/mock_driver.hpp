@@ -201,6 +201,8 @@ class MockDriver final : public Driver {
   mock::WorkerGate worker_gate_;
   mock::AddressSpace memory_;
   std::atomic<int> lost_code_{0};  // the sticky status that lost the device; 0 while usable
+  mutable std::mutex lost_mutex_;  // orders the two below
+  std::string lost_by_;            // that first failure: its call and message
 
   mutable std::mutex mutex_;  // the tables below and all capture state
   std::uintptr_t next_handle_ = 1;

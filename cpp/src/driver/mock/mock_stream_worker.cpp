@@ -40,8 +40,8 @@ void WorkerGate::wait_open() {
   open_.wait(lock, [this] { return !paused_.load(); });
 }
 
-StreamWorker::StreamWorker(WorkerGate* gate, AddressSpace* memory)
-    : gate_(gate), memory_(memory), ring_(16), thread_([this] { run(); }) {}
+StreamWorker::StreamWorker(WorkerGate* gate, AddressSpace* memory, StickySink on_sticky)
+    : gate_(gate), memory_(memory), on_sticky_(std::move(on_sticky)), ring_(16), thread_([this] { run(); }) {}
 
 StreamWorker::~StreamWorker() { stop(); }
 
@@ -176,6 +176,7 @@ void StreamWorker::run() {
     Status status = current.task ? current.task()
                                  : execute_node(current.node, ExecContext{*memory_, *current.call,
                                                                           Code::illegal_address});
+    if (!status.ok() && status.sticky && on_sticky_) on_sticky_(status);
     // Release what the item held before reporting it done; a kernel node keeps its storage.
     current.task = nullptr;
     if (!std::holds_alternative<KernelNode>(current.node)) current.node = MemsetNode{};

@@ -47,7 +47,11 @@ class StreamWorker {
     Task task;
   };
 
-  StreamWorker(WorkerGate* gate, AddressSpace* memory);
+  // Told of a sticky failure the moment an item fails with one, as a CUDA context is poisoned
+  // when the fault happens, not when a later call reports it.
+  using StickySink = std::function<void(const Status&)>;
+
+  StreamWorker(WorkerGate* gate, AddressSpace* memory, StickySink on_sticky = {});
   ~StreamWorker();  // drains the queue and joins the thread
   StreamWorker(const StreamWorker&) = delete;
   StreamWorker& operator=(const StreamWorker&) = delete;
@@ -80,6 +84,7 @@ class StreamWorker {
 
   WorkerGate* gate_;
   AddressSpace* memory_;
+  StickySink on_sticky_;
   mutable std::mutex mutex_;
   std::condition_variable work_;
   mutable std::condition_variable drained_;
