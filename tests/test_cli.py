@@ -196,6 +196,13 @@ def test_unknown_backend_is_a_usage_error():
     assert all(name in result.stderr for name in lifecore.backend_names())  # the registry's names
 
 
+def test_graphs_for_a_lifecycle_without_a_graph_machine_is_a_usage_error():
+    result = run("fuzz", "--lifecycle", "sequence", "--graphs", "software", "--examples", "1", "--steps", "2")
+    assert result.returncode == 2
+    assert "--lifecycle sequence runs no graph machine: drop --graphs" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_the_help_offers_the_registered_backends():
     result = run("fuzz", "--help")
     assert result.returncode == 0, result.stderr

@@ -251,6 +251,9 @@ def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
      r"CaptureOptions: scale's layer must be between 0 and 1 \(the model's layers\), got 2"),
     (dict(capture=CaptureOptions(scale=(0, float("nan")))), InvalidArgumentError,
      "CaptureOptions: scale's factor must be finite"),
+    # Once accepted with the graphs silently off: the replay would skip the capture hooks.
+    (dict(graphs=True, capture=CaptureOptions()), InvalidArgumentError,
+     "Engine: graphs=True and capture cannot be had together"),
 ])
 def test_every_engine_argument_is_checked_before_anything_is_made(kwargs, error, match):
     with pytest.raises(error, match=match) as caught:

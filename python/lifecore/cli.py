@@ -734,6 +734,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.target is not None and (args.backend is not None or args.graphs is not None):
         return _usage_error("fuzz", "--target names the backend (and graphs) itself: drop --backend and --graphs")
     args.lifecycle = args.lifecycle or "graph"
+    if args.graphs is not None and "graph" not in _lifecycles(args.lifecycle):
+        return _usage_error("fuzz", f"--graphs chooses the graph lifecycle's devices, and --lifecycle "
+                                    f"{args.lifecycle} runs no graph machine: drop --graphs")
     args.backend = args.backend or _default_backend()
     args.graphs = args.graphs or "both"
     if args.examples is None:

@@ -61,7 +61,8 @@ class Engine:
     ``num_blocks`` is the KV pool in blocks of ``block_size`` tokens; ``max_batch`` the
     coordinator's active-sequence slots (each a positive int). A ``Transformer`` given as
     ``model`` keeps its dtype and must be on ``device``. ``graphs``: capture the decode step per batch-size
-    bucket (only on CUDA, and never while capturing activations); None picks it on CUDA.
+    bucket (only on CUDA, and never while capturing activations: True with ``capture`` raises
+    ``InvalidArgumentError``); None picks it on CUDA unless capturing.
     With ``capture``, the model's layers stay hooked until ``close()``: a forward of that model
     outside this engine's steps (another engine given the same ``Transformer``) fails, so a
     capturing engine needs a model of its own.
@@ -93,6 +94,10 @@ class Engine:
             raise LifecoreTypeError(f"Engine: graphs must be True, False or None, got {graphs!r}")
         if capture is not None and not isinstance(capture, CaptureOptions):
             raise LifecoreTypeError(f"Engine: capture must be a CaptureOptions or None, got {type(capture).__name__}")
+        if graphs is True and capture is not None:
+            raise InvalidArgumentError("Engine: graphs=True and capture cannot be had together: the decode graph "
+                                       "would replay the step without running the capture hooks; leave graphs "
+                                       "to None (chosen off while capturing) or pass graphs=False")
         wanted = _device(device)
         if wanted.type == "cuda" and not torch.cuda.is_available():
             raise InvalidArgumentError(f"Engine: device {device!r}, but this torch has no CUDA device")
