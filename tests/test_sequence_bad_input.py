@@ -189,3 +189,29 @@ def test_foreign_or_stale_admission_deferral_from_another_session():
     assert d.outcome == BackingOutcome.BACKING_DEFERRED
     with pytest.raises(StaleAuthorityError):
         b.register_admission_waiter(d.deferred)
+
+
+def test_numpy_integers_are_counts_where_ints_are():
+    # The runtime and the capture lifecycle take a NumPy integer as a count; so do sequences (before:
+    # LifecoreTypeError "must be an int, got int64", though step_all took an int64 array).
+    np = pytest.importorskip("numpy")
+    c = coordinator(domains={np.str_("kv"): np.int64(16 * PAGE)}, page_bytes=np.int64(PAGE),
+                    tokens_per_page=np.uint32(16), max_active_sequences=np.int8(4))
+    admitted = c.admit("a", np.int64(16), np.uint64(64))
+    assert isinstance(admitted, Admitted)
+    session = admitted.resources.open_session()
+    assert session.step(np.int32(17)) == BackingOutcome.EXTENDED
+    assert session.try_ensure_backing_covers(np.int64(48)).snapshot.tokens == 48
+    c.grow_domain("kv", np.int64(16 * PAGE))
+    assert c.block_table([session], np.int64(4), pad=np.int32(-1)).shape == (1, 4)
+    with session.acquire_frame() as frame:
+        assert session.prepare_flight(np.uint64(2**64 - 1)).key == 2**64 - 1
+        frame.commit()
+    # The same ranges as an int: a NumPy integer out of range is refused the same way.
+    with pytest.raises(InvalidArgumentError, match="prompt_tokens"):
+        c.admit("b", np.int64(-1), 16)
+    # A bool is not a count, NumPy's included.
+    for flag in (True, np.bool_(True)):
+        with pytest.raises(LifecoreTypeError, match="tokens"):
+            session.step(flag)
+    assert [holder[0] for holder in c.holders()] == ["a"]

@@ -32,13 +32,25 @@ inline nb::tuple sequence_snapshot(nb::handle sequence) {
   return nb::steal<nb::tuple>(items);
 }
 
-// An int (never a bool) within [min, max]; `max` above INT64_MAX is not representable here,
-// use uint_argument.
-inline std::int64_t int_argument(nb::handle h, const char* call, const char* name,
+// The int an integer argument stands for: an int, or anything with __index__ (a NumPy or
+// torch integer, as the runtime's and the capture's counts take them), never a bool (NumPy's
+// bool has no __index__). A count read from an array is a count like any other.
+inline nb::object integer_argument(nb::handle h, const char* call, const char* name) {
+  if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) return nb::borrow(h);
+  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  PyObject* index = PyNumber_Index(h.ptr());
+  if (!index) throw nb::python_error();
+  return nb::steal(index);
+}
+
+// An integer (see integer_argument) within [min, max]; `max` above INT64_MAX is not
+// representable here, use uint_argument.
+inline std::int64_t int_argument(nb::handle arg, const char* call, const char* name,
                                  std::int64_t min = std::numeric_limits<std::int64_t>::min(),
                                  std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
-  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()))
-    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  const nb::object integer = integer_argument(arg, call, name);
+  const nb::handle h = integer;
   int overflow = 0;
   long long value = PyLong_AsLongLongAndOverflow(h.ptr(), &overflow);
   if (overflow == 0 && value == -1 && PyErr_Occurred()) throw nb::python_error();
@@ -51,12 +63,12 @@ inline std::int64_t int_argument(nb::handle h, const char* call, const char* nam
   return value;
 }
 
-// A non-negative int (never a bool) up to `max`.
-inline std::uint64_t uint_argument(nb::handle h, const char* call, const char* name,
+// A non-negative integer (see integer_argument) up to `max`.
+inline std::uint64_t uint_argument(nb::handle arg, const char* call, const char* name,
                                    std::uint64_t max = std::numeric_limits<std::uint64_t>::max(),
                                    std::uint64_t min = 0) {
-  if (!PyLong_Check(h.ptr()) || PyBool_Check(h.ptr()))
-    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  const nb::object integer = integer_argument(arg, call, name);
+  const nb::handle h = integer;
   const bool negative = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_LT) == 1;
   unsigned long long value = 0;
   bool too_big = false;

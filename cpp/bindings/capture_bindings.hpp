@@ -23,11 +23,6 @@ void init_capture_observer(nb::module_& m);
 
 // A count: an int or anything with __index__ (a NumPy integer), never a bool, within 64 bits.
 inline std::uint64_t count_argument(nb::handle h, const char* call, const char* name) {
-  if (!PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr()) && PyIndex_Check(h.ptr())) {
-    nb::object index = nb::steal(PyNumber_Index(h.ptr()));
-    if (!index) throw nb::python_error();
-    return uint_argument(index, call, name);
-  }
   return uint_argument(h, call, name);
 }
 
