@@ -93,6 +93,30 @@ def test_wait_refuses_nan_and_negative_timeouts(timeout):
     assert reg.wait(0) is False  # the registration is still usable
 
 
+def test_wait_and_wait_async_take_a_numpy_timeout_as_a_number():
+    # Before: wait(np.int64(0)) and wait(np.float32(0.1)) raised LifecoreTypeError (though
+    # np.float64, a float subclass, passed), and wait_async refused them alike.
+    import asyncio
+
+    np = pytest.importorskip("numpy")
+    c = make(slots=1)
+    adm, s, reg = blocked_waiter(c)
+    for timeout in (np.int64(0), np.uint8(0), np.float32(0.0), np.float16(0.001), np.float64(0.0)):
+        assert reg.wait(timeout) is False
+        assert asyncio.run(reg.wait_async(timeout)) is False
+    # The same rules as for a float: NaN and negative refused, a bool is not a number.
+    for bad, error in ((np.float32("nan"), InvalidArgumentError), (np.int64(-1), InvalidArgumentError),
+                       (np.float32(-0.5), InvalidArgumentError), (np.bool_(False), LifecoreTypeError)):
+        with pytest.raises(error, match="timeout"):
+            reg.wait(bad)
+        with pytest.raises(error, match="timeout"):
+            asyncio.run(reg.wait_async(bad))
+    assert asyncio.run(reg.wait_async(0.001, poll=np.float32(0.001))) is False
+    s.close()
+    adm.resources.close()
+    assert reg.wait(np.float32(5)) is True
+
+
 @pytest.mark.parametrize("timeout", ["1", True, b"1", [1]])
 def test_wait_refuses_a_timeout_that_is_not_a_number(timeout):
     c = make(slots=1)

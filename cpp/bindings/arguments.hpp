@@ -88,9 +88,21 @@ inline std::uint64_t uint_argument(nb::handle arg, const char* call, const char*
   return value;
 }
 
-// An int or a float (never a bool), finite unless `allow_infinite`; NaN is always refused.
+// Whether `h` is a real number other than a bool: an int, a float, or a numbers.Real (where
+// NumPy registers its integer and floating types; numpy.bool_ is not one).
+inline bool is_real_number(nb::handle h) {
+  if (PyBool_Check(h.ptr())) return false;
+  if (PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr())) return true;
+  // Kept for the process's life: a static object would be released after the interpreter.
+  static const nb::handle real = nb::object(nb::module_::import_("numbers").attr("Real")).release();
+  const int is_real = PyObject_IsInstance(h.ptr(), real.ptr());
+  if (is_real < 0) throw nb::python_error();
+  return is_real == 1;
+}
+
+// A real number (see is_real_number), finite unless `allow_infinite`; NaN is always refused.
 inline double real_argument(nb::handle h, const char* call, const char* name, bool allow_infinite = false) {
-  if (PyBool_Check(h.ptr()) || !(PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr())))
+  if (!is_real_number(h))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a number, got " + type_name_of(h));
   double value = PyFloat_AsDouble(h.ptr());
   if (value == -1.0 && PyErr_Occurred()) {

@@ -126,11 +126,14 @@ std::optional<std::int64_t> optional_int_argument(nb::handle h, const char* call
   return int_argument(h, call, name);
 }
 
-// wait's timeout in seconds: None, or an int or float (never a bool). An int too large for a
-// float is as good as infinite (and a hugely negative one is negative).
-std::optional<double> timeout_argument(nb::handle h) {
-  if (h.is_none()) return std::nullopt;
-  if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) {
+// wait's timeout in seconds: None, or a real number (an int, a float, a NumPy number; never
+// a bool). An integer too large for a float is as good as infinite (and a hugely negative one
+// is negative).
+std::optional<double> timeout_argument(nb::handle arg) {
+  if (arg.is_none()) return std::nullopt;
+  if (!PyBool_Check(arg.ptr()) && (PyLong_Check(arg.ptr()) || PyIndex_Check(arg.ptr()))) {
+    const nb::object integer = integer_argument(arg, "wait", "timeout");
+    const nb::handle h = integer;
     const double value = PyLong_AsDouble(h.ptr());
     if (value == -1.0 && PyErr_Occurred()) {
       PyErr_Clear();
@@ -140,7 +143,7 @@ std::optional<double> timeout_argument(nb::handle h) {
     }
     return value;
   }
-  return real_argument(h, "wait", "timeout", /*allow_infinite=*/true);
+  return real_argument(arg, "wait", "timeout", /*allow_infinite=*/true);
 }
 
 // A list or tuple (never a str, which would iterate its characters) of items, as a snapshot

@@ -106,7 +106,8 @@ close returned the arena's memory, so nothing leaks and nothing new is allocated
 device.
 
 ``CapacityWaitRegistration.wait(timeout)``: ``None``, ``inf`` or a timeout too large for the
-clock waits without a deadline; NaN or a negative timeout is ``InvalidArgumentError``; the wait
+clock waits without a deadline; NaN or a negative timeout is ``InvalidArgumentError``; a timeout
+is any real number but a bool (an int, a float, a NumPy integer or float); the wait
 runs in short slices without the GIL, so Ctrl-C (``KeyboardInterrupt``) stops it promptly.
 ``wait_async`` (and ``await registration``) takes no thread: the registration writes a byte to a
 pipe the event loop watches, and the loop rechecks.
@@ -116,6 +117,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import numbers
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
@@ -175,15 +177,15 @@ _CANCELLED_RECHECK = 0.05
 
 def _checked_seconds(value: object, name: str, *, allow_infinite: bool) -> Optional[float]:
     """A number of seconds for ``wait_async``: None (only for the timeout), or a non-negative
-    int or float (never a bool, never NaN)."""
+    real number (an int, a float, a NumPy number; never a bool, never NaN), as ``wait`` takes it."""
     if value is None and allow_infinite:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise LifecoreTypeError(f"wait_async: argument '{name}' must be a number, got {type(value).__name__}")
     try:
         seconds = float(value)
     except OverflowError:  # an int too large for a float
-        seconds = math.inf if value > 0 else -math.inf
+        seconds = -math.inf if value < 0 else math.inf
     if math.isnan(seconds) or seconds < 0:
         raise InvalidArgumentError(f"wait_async: argument '{name}' must not be NaN or negative, got {value!r}")
     if math.isinf(seconds) and not allow_infinite:
