@@ -695,6 +695,35 @@ def test_a_cancel_or_close_between_prepare_and_publish_refuses_the_publish(pause
 
 
 @pytest.mark.time_limit(30)
+@pytest.mark.parametrize("timeout", [math.inf, 1e300, 1e10, 2**64])
+def test_a_pause_wait_with_a_huge_timeout_waits_for_the_point(paused_extension, timeout):
+    # Before: the timeout went through a float-to-integer conversion the clock could not hold,
+    # a deadline in the past, and the wait answered False at once.
+    c = make(pages=8)
+    adm, s = open_one(c, prompt=16, fit=64)
+    result: dict = {}
+
+    def extend_later():
+        time.sleep(0.2)  # the wait below starts first
+        result["decision"] = s.try_ensure_backing_covers(48)
+
+    thread = threading.Thread(target=extend_later)
+    thread.start()
+    assert _core._sequence_pause_wait(timeout) is True
+    _core._sequence_pause_resume()
+    thread.join(10)
+    assert result["decision"].snapshot.pages == 3
+    s.close()
+    adm.resources.close()
+
+
+@pytest.mark.parametrize("timeout", [math.nan, -1.0, -math.inf])
+def test_a_pause_wait_refuses_nan_and_negative_timeouts(paused_extension, timeout):
+    with pytest.raises(InvalidArgumentError, match="timeout"):
+        _core._sequence_pause_wait(timeout)
+
+
+@pytest.mark.time_limit(30)
 def test_an_extension_keeps_its_coordinator_while_everything_else_lets_go(paused_extension):
     # Closed mid-extension, with the coordinator dropped by Python: the extension still rolls
     # back into a live coordinator, and the arena goes back to the device once it returns.

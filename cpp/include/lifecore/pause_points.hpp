@@ -36,7 +36,8 @@ struct PausePoints {
   using Point = PointEnum;
   // The next thread to reach `point` stops there. Replaces any earlier arming.
   static void arm(Point point) { gate().arm(static_cast<int>(point)); }
-  // Blocks until a thread stopped at the armed point (true) or `timeout_seconds` passed (false).
+  // Blocks until a thread stopped at the armed point (true) or `timeout_seconds` passed (false);
+  // an infinite or huge timeout waits without a deadline, NaN or a negative one is refused.
   static bool wait_until_reached(double timeout_seconds) { return gate().wait_until_reached(timeout_seconds); }
   // Lets the stopped thread go on and disarms.
   static void resume() { gate().disarm(); }

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "lifecore/deadline.hpp"
+
 namespace lifecore {
 
 void PauseGate::arm(int point) {
@@ -14,8 +16,16 @@ void PauseGate::arm(int point) {
 }
 
 bool PauseGate::wait_until_reached(double timeout_seconds) {
+  // Never wait_for(duration<double>): an infinite or huge timeout would convert to a wrapped
+  // deadline and give up at once.
+  const Deadline deadline = deadline_after(timeout_seconds, "pause wait");
   std::unique_lock<std::mutex> lock(mutex_);
-  return changed_.wait_for(lock, std::chrono::duration<double>(timeout_seconds), [&] { return reached_; });
+  const auto reached = [&] { return reached_; };
+  if (!deadline) {
+    changed_.wait(lock, reached);
+    return true;
+  }
+  return changed_.wait_until(lock, *deadline, reached);
 }
 
 void PauseGate::disarm() {

@@ -1,7 +1,6 @@
 #include "lifecore/sequence/waiter.hpp"
 
 #include <chrono>
-#include <cmath>
 #include <string>
 
 #include "lifecore/error.hpp"
@@ -55,17 +54,7 @@ CapacityWaitRegistration::Recheck CapacityWaitRegistration::recheck() const {
 }
 
 CapacityWaitRegistration::Deadline CapacityWaitRegistration::deadline_after(std::optional<double> timeout_seconds) {
-  using Clock = std::chrono::steady_clock;
-  if (!timeout_seconds) return std::nullopt;
-  const double seconds = *timeout_seconds;
-  if (std::isnan(seconds)) raise(ErrorKind::InvalidArgument, "wait: timeout must be a number of seconds, got nan");
-  if (seconds < 0) raise(ErrorKind::InvalidArgument, "wait: timeout must not be negative, got " + std::to_string(seconds));
-  const auto now = Clock::now();
-  // Compared in floating point before any integer conversion: a timeout the clock cannot
-  // reach (infinity, 1e10 s, ...) has no deadline instead of a wrapped one.
-  const double room = std::chrono::duration<double>(Clock::time_point::max() - now).count();
-  if (!(seconds < room / 2)) return std::nullopt;
-  return now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  return lifecore::deadline_after(timeout_seconds, "wait");
 }
 
 CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const Deadline& deadline,

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "lifecore/deadline.hpp"
 #include "lifecore/sequence/capacity.hpp"
 
 namespace lifecore::sequence {
@@ -55,10 +56,10 @@ class CapacityWaitRegistration {
     Recheck r = recheck();
     return r.changed_since_observation || r.changed_since_registration;
   }
-  using Deadline = std::optional<std::chrono::steady_clock::time_point>;
-  // The deadline `timeout_seconds` from now. None, infinity, and a timeout beyond what the
-  // clock can represent have none (they wait like None, never a wrapped deadline in the
-  // past); NaN or a negative timeout is InvalidArgumentError.
+  using Deadline = lifecore::Deadline;
+  // The deadline `timeout_seconds` from now (lifecore::deadline_after): None, infinity, and a
+  // timeout beyond what the clock can represent have none; NaN or a negative timeout is
+  // InvalidArgumentError.
   static Deadline deadline_after(std::optional<double> timeout_seconds);
   enum class SliceResult : std::uint8_t { retry, timed_out, pending };
   // Waits at most `slice` and never past `deadline`: retry once should_retry(), timed_out at
