@@ -44,3 +44,22 @@ def test_a_discovery_and_a_step_print_what_they_hold():
     session.observe(NumpyBackend(), "blocks.0.mlp", np.zeros((1, 8), np.float32))
     step = session.take_step()
     assert repr(step) == "CapturedStep(PREFILL, prediction=0, 1 records, 0 interventions)"
+
+
+def test_a_session_an_observer_and_a_backend_print_their_state():
+    discovery = CaptureDiscovery("my-model-v1", [ObservationPoint("blocks.0.mlp", [Axis("batch", "batch"),
+                                                                                    Axis("d", 8)])])
+    plan = CapturePlan([CaptureSelection("mlp", "blocks.0.mlp", CaptureTransform.summary())],
+                       limits(per_step=(8, 1 << 20, 1 << 20, 1 << 20), cumulative=(8, 1 << 20, 1 << 20, 1 << 20)))
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, 2)))
+    backend = NumpyBackend()
+    assert repr(backend) == "NumpyBackend()"
+    observer = session.observer("blocks.0.mlp", backend)
+    assert repr(observer) == "CaptureObserver('blocks.0.mlp', selections=1)"
+    expected = "CaptureSession(id={}, selections=1, next_prediction={}, step_pending={}, interventions=False)"
+    assert repr(session) == expected.format(session.id, 0, False)
+    session.begin_step(CapturePhase.PREFILL, 0)
+    assert repr(session) == expected.format(session.id, 1, True)  # the prediction the next step begins
+    observer.observe(np.zeros((1, 8), np.float32))
+    session.take_step()
+    assert repr(session) == expected.format(session.id, 1, False)

@@ -404,3 +404,11 @@ def test_a_step_that_must_be_retried_is_never_taken_for_room():
     with pytest.raises(RuntimeError, match="RETRY_REQUIRED"):
         engine.memory.extend(Racing(), 17)
     engine.close()
+
+
+def test_an_engine_prints_its_shape_and_state():
+    engine = Engine("tiny", num_blocks=8, max_batch=2)
+    assert repr(engine) == ("Engine(2 layers, d_model=32, device='cpu', 16-token blocks, max_batch=2, graphs=False, "
+                            "capture=False)")
+    engine.close()
+    assert repr(engine) == "Engine(2 layers, d_model=32, device='cpu', closed, graphs=False, capture=False)"

@@ -90,3 +90,23 @@ def test_decision_reprs_quote_names_and_name_the_action():
     assert repr(grown) == (f"AdmissionDeferred(request_id='c', action={DeferralAction.AWAIT_BACKING_GROWTH.name}, "
                            "sources=[ActiveSequenceSlots, Domain(\"v'x\")])")
     first.resources.close()
+
+
+def test_resources_a_wait_registration_and_a_decode_table_print_their_state():
+    c = make(slots=1)
+    admitted = c.admit("a", 16, 32)
+    assert isinstance(admitted, Admitted)
+    resources = admitted.resources
+    assert repr(resources) == "AdmittedSequenceResources('a', prompt_tokens=16, fit_tokens=32, opened=False)"
+    session = resources.open_session()
+    assert repr(resources).endswith("opened=True)")
+    deferred = c.admit("b", 16, 32)
+    assert isinstance(deferred, AdmissionDeferred)
+    registration = session.register_admission_waiter(deferred)
+    assert re.fullmatch(r"CapacityWaitRegistration\(registered, sources=\d+, wake_count=0\)", repr(registration))
+    registration.cancel()
+    assert repr(registration).startswith("CapacityWaitRegistration(cancelled,")
+    table = c.decode_table(2, 8)
+    assert repr(table) == "DecodeTable(rows=2, width=8, pad=0, domain='kv')"
+    resources.close()
+    assert repr(resources) == "AdmittedSequenceResources(closed)"

@@ -81,6 +81,10 @@ void init_capture_observer(nb::module_& m) {
   nb::class_<CaptureObserver>(m, "CaptureObserver",
                               "One point of a session, observed per call: CaptureSession.observer(path, backend).",
                               nb::type_slots(observer_slots))
+      .def("__repr__", [](const CaptureObserver& o) {
+        return "CaptureObserver(" + nb::cast<std::string>(nb::repr(nb::str(o.path.c_str(), o.path.size()))) +
+               ", selections=" + std::to_string(o.selections.size()) + ")";
+      })
       .def_prop_ro("path", [](const CaptureObserver& o) { return o.path; }, "The path of the point it observes.")
       .def_prop_ro("selected", [](const CaptureObserver& o) { return !o.selections.empty(); },
                    "Whether any selection observes this point (an observer of no selection does nothing).")

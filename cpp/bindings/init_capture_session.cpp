@@ -216,6 +216,13 @@ void bind_capture_session(nb::module_& m) {
                    nb::for_getter(nb::sig("def intervention_plan(self, /) -> AdmittedInterventionPlan | None")))
       .def_prop_ro("id", &CaptureSession::id,
            "A process-local id, unique per session; intervention admissions and checkpoints are bound to it.")
+      .def("__repr__", [](const CaptureSession& s) {
+        return "CaptureSession(id=" + std::to_string(s.id()) +
+               ", selections=" + std::to_string(s.plan().plan().selections.size()) +
+               ", next_prediction=" + std::to_string(s.next_prediction()) +
+               ", step_pending=" + (s.step_pending() ? "True" : "False") +
+               ", interventions=" + (s.intervention_plan() ? "True" : "False") + ")";
+      })
       .def("begin_step",
            [](CaptureSession& s, nb::handle phase, nb::handle prediction) {
              s.begin_step(phase_argument(phase, "CaptureSession.begin_step"),

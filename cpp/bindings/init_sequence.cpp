@@ -584,6 +584,11 @@ void bind_waiters(nb::module_& m) {
            "coordinator (or its device) closes; returns the key _remove_wake_fd takes. For wait_async's event loop.")
       .def("_remove_wake_fd", &CapacityWaitRegistration::remove_notify, nb::arg("key"),
            "Remove the hook _add_wake_fd returned `key` for; it is never called after this returns.")
+      .def("__repr__", [](const CapacityWaitRegistration& r) {
+        const char* state = r.closed() ? "closed" : r.cancelled() ? "cancelled" : "registered";
+        return "CapacityWaitRegistration(" + std::string(state) + ", sources=" + std::to_string(r.registered_epochs().size()) +
+               ", wake_count=" + std::to_string(r.wake_count()) + ")";
+      })
       .def_prop_ro("wake_count", &CapacityWaitRegistration::wake_count,
                    "How many times a release or growth of one of its sources signalled it.")
       .def_prop_ro("cancelled", &CapacityWaitRegistration::cancelled,
@@ -798,6 +803,13 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); },
                    "The BackingSnapshot granted at admission (generation 1, covering the prompt).")
       .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; }, "True once this handle let go (close()).")
+      .def("__repr__", [](const ResourcesHandle& h) {
+        if (!h.resources) return std::string("AdmittedSequenceResources(closed)");
+        const AdmittedSequenceResources& r = *h.resources;
+        return "AdmittedSequenceResources(" + quoted(std::string(r.request_id())) +
+               ", prompt_tokens=" + std::to_string(r.prompt_tokens()) + ", fit_tokens=" + std::to_string(r.fit_tokens()) +
+               ", opened=" + (r.opened() ? "True" : "False") + ")";
+      })
       .def("close", [](ResourcesHandle& h) { let_go(std::move(h.resources)); },
            "Let go of this hold; capacity returns when the last holder goes.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmittedSequenceResources"))

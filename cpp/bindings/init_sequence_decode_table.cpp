@@ -156,6 +156,11 @@ void init_sequence_decode_table(nb::module_& m) {
                    "The table: its own int32 NumPy array, or the `out` given to decode_table (a Buffer gets the\n"
                    "whole table after each call that changed it, and after any call that follows an error\n"
                    "queued on its stream).")
+      .def("__repr__", [](const DecodeTableHandle& t) {
+        return "DecodeTable(rows=" + std::to_string(t.core->rows()) + ", width=" + std::to_string(t.core->width()) +
+               ", pad=" + std::to_string(t.core->pad()) + ", domain=" + nb::cast<std::string>(nb::repr(nb::str(t.domain.c_str()))) +
+               (t.buffer ? ", on a Buffer" : "") + ")";
+      })
       .def_prop_ro("rows", [](const DecodeTableHandle& t) { return t.core->rows(); }, "Rows of the table.")
       .def_prop_ro("width", [](const DecodeTableHandle& t) { return t.core->width(); }, "Ids per row.")
       .def_prop_ro("pad", [](const DecodeTableHandle& t) { return t.core->pad(); }, "The value past a row's ids.")

@@ -154,6 +154,12 @@ class Engine:
         # second run would replace them under the first (its sessions poisoned mid-step).
         self._busy = threading.Lock()
 
+    def __repr__(self) -> str:
+        config = self.model.config
+        state = "closed" if self.closed else f"{self.block_size}-token blocks, max_batch={self.max_batch}"
+        return (f"Engine({config.layers} layers, d_model={config.d_model}, device='{self.device}', "
+                f"{state}, graphs={self.graphs_enabled}, capture={self.capture is not None})")
+
     def _hold_padding_block(self) -> int:
         decision = self.coordinator.admit(PAD_REQUEST, 1, 1)
         if not isinstance(decision, Admitted):

@@ -62,6 +62,9 @@ class NumpyBackend:
     read-only NumPy arrays in the source dtype. ``intervene`` returns a new array; the input
     is never modified in place."""
 
+    def __repr__(self) -> str:
+        return "NumpyBackend()"
+
     def describe(self, tensor: np.ndarray) -> tuple[tuple[int, ...], int, bool]:
         """(shape, itemsize, on_host): the facts the session prices a capture from."""
         if type(tensor) is not np.ndarray:
