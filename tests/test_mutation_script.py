@@ -107,3 +107,14 @@ def test_the_sample_is_fixed_by_the_seed(tmp_path, mutate) -> None:
 
     assert sample(8) == sample(8)
     assert sorted(sample(8)) == sorted(sample(3))
+
+
+def test_under_keeps_only_the_sites_of_those_paths() -> None:
+    """``--under`` narrows a campaign to one part of the core (with ``--tests``, what one
+    state machine alone catches there)."""
+    import subprocess
+
+    listed = subprocess.run([sys.executable, str(SCRIPT), "--under", "cpp/src/sequence", "--list"],
+                            capture_output=True, text=True, check=True)
+    ids = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
+    assert ids and all(i.startswith("cpp/src/sequence/") for i in ids), ids[:5]

@@ -51,6 +51,8 @@ Usage::
     python tools/mutate.py --mutants 120 --seed 3  # more
     python tools/mutate.py --rerun build/mutation-report.json   # only the survivors of a report
     python tools/mutate.py --list                  # print the sites and exit
+    python tools/mutate.py --under cpp/src/sequence --tests tests/test_sequence_machine.py
+                                                   # what the state machine alone catches there
 
 See docs/mutation-testing.md.
 """
@@ -349,18 +351,21 @@ class Workspace:
             return "killed", f"{failed[0]} under ASan + UBSan"
         return "survived", ""
 
-    def test(self, first: tuple[str, ...], deadline: float) -> tuple[str, str, str]:
-        """Runs the C++ test programs, then pytest; returns (outcome, killer, output tail)."""
-        remaining = deadline - time.monotonic()
-        status, output, timed_out = run(["ctest", "--test-dir", str(self.build), "--stop-on-failure",
-                                         "--timeout", "120"], self.tree, self.env, timeout=max(remaining, 1))
-        if timed_out:
-            return "timeout", "C++ test programs", output[-2000:]
-        if status:
-            failed = re.findall(r"\d+ - (\S+) \(", output) or ["a C++ test program"]
-            return "killed", failed[0], output[-2000:]
+    def test(self, first: tuple[str, ...], deadline: float, only: tuple[str, ...] = ()) -> tuple[str, str, str]:
+        """Runs the C++ test programs, then pytest; returns (outcome, killer, output tail). With
+        ``only`` (pytest paths) just those run, and no C++ program: what they alone catch."""
+        if not only:
+            remaining = deadline - time.monotonic()
+            status, output, timed_out = run(["ctest", "--test-dir", str(self.build), "--stop-on-failure",
+                                             "--timeout", "120"], self.tree, self.env, timeout=max(remaining, 1))
+            if timed_out:
+                return "timeout", "C++ test programs", output[-2000:]
+            if status:
+                failed = re.findall(r"\d+ - (\S+) \(", output) or ["a C++ test program"]
+                return "killed", failed[0], output[-2000:]
         files = sorted(p.relative_to(self.tree).as_posix() for p in (self.tree / "tests").glob("test_*.py"))
         ordered = [f for f in files if Path(f).name.startswith(first)] + [f for f in files if not Path(f).name.startswith(first)]
+        ordered = list(only) or ordered
         remaining = deadline - time.monotonic()
         status, output, timed_out = run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
                                          "-rf", *ordered], self.tree, self.env, timeout=max(remaining, 1))
@@ -419,7 +424,8 @@ def campaign(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         copy_tree(tree, args.ref)
-        sites = find_sites(tree)
+        sites = [s for s in find_sites(tree) if not args.under or s.path.startswith(tuple(args.under))]
+        only = tuple(args.tests or ())
         if args.list:
             for site in sites:
                 print(f"{site.ident:60} {site.original!r:>24} -> {site.replacement!r}")
@@ -454,7 +460,7 @@ def campaign(args: argparse.Namespace) -> int:
         if not ok:
             sys.exit(f"the unmutated tree does not build:\n{output[-3000:]}")
         t0 = time.monotonic()
-        outcome, killer, output = workspace.test((), time.monotonic() + args.baseline_timeout)
+        outcome, killer, output = workspace.test((), time.monotonic() + args.baseline_timeout, only)
         baseline = time.monotonic() - t0
         if outcome != "survived":
             sys.exit(f"the unmutated tree fails its tests ({outcome}: {killer}):\n{output}")
@@ -479,7 +485,7 @@ def campaign(args: argparse.Namespace) -> int:
                     build_failed.append({"id": mutant.ident, "original": mutant.original, "replacement": mutant.replacement})
                     print(f"  build-failed {mutant.ident} (drawing another)", flush=True)
                     continue
-                outcome, killer, _ = workspace.test(area_of(mutant.path), time.monotonic() + limit)
+                outcome, killer, _ = workspace.test(area_of(mutant.path), time.monotonic() + limit, only)
                 if outcome == "survived" and args.sanitize:
                     verdict, detail = workspace.sanitizer_check(args.build_timeout)
                     if verdict == "killed":
@@ -567,6 +573,11 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated mutant ids to run (in this order)")
     parser.add_argument("--sanitize", action="store_true",
                         help="a survivor also runs the C++ test programs built with ASan + UBSan (as CI does)")
+    parser.add_argument("--under", action="append", metavar="PATH",
+                        help="only sites in files under this path (e.g. cpp/src/sequence; repeatable)")
+    parser.add_argument("--tests", action="append", metavar="PYTEST_PATH",
+                        help="run only these pytest paths and no C++ test program (repeatable): what, say, "
+                             "the state machines alone catch")
     parser.add_argument("--list", action="store_true", help="print the mutation sites and exit")
     parser.add_argument("--keep", action="store_true", help="keep the scratch tree")
     return campaign(parser.parse_args())
