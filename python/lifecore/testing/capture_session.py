@@ -404,6 +404,12 @@ class CaptureSessionMachine(LifecycleMachine):
             return
         step, expected = r.actual, r.expected
         assert step.prediction == expected["prediction"]
+        assert step.phase == (CapturePhase.PREFILL if expected["phase"] == model.PREFILL else CapturePhase.DECODE)
+        # One record per selection and per operation, in plan order: a record left out would
+        # otherwise never be compared.
+        assert [record.selection_id for record in step.records] == list(expected["records"]), step.records
+        assert [record.operation_id for record in step.interventions] == list(expected["interventions"]), (
+            step.interventions)
         assert _usage(step.cumulative_usage) == expected["cumulative_usage"]
         assert _usage(step.step_usage) == expected["step_usage"]
         for record in step.records:
