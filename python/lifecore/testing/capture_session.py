@@ -487,6 +487,18 @@ class CaptureSessionMachine(LifecycleMachine):
         self.last_cumulative = usage
 
     @invariant()
+    def position_matches_model(self):
+        """Checks the session's position against the model's after every step, refused calls
+        included (a refusal changes nothing): the next prediction, whether a step waits to be
+        taken, whether the boundary can be a checkpoint, and the current step's usage."""
+        if not hasattr(self, "model"):
+            return
+        assert self.session.next_prediction == self.model.next_prediction
+        assert self.session.step_pending == self.model.step_open
+        assert self.session.checkpoint_ready == self.model.ready
+        assert _usage(self.session.step_usage()) == self.model.ledger.step
+
+    @invariant()
     def exported_json_within_charges(self):
         """Checks, for the step last taken, that every record's JSON, selection or operation, fits
         the encoded bytes it was charged, and that all of them together fit the step's encoded
