@@ -16,6 +16,10 @@ def _run_machine(factory) -> None:
     # the scheduler-like rules reach growth: without them extensions were a rarity
     grown = sum(n for (rule, outcome), n in STATS.outcomes.items() if outcome == "EXTENDED")
     assert grown > 0, STATS.report()
+    # frames ran with participant flights, and finalized frames were used again
+    dispatched = sum(n for (rule, outcome), n in STATS.outcomes.items() if outcome == "dispatch:ok")
+    reused = sum(n for (rule, outcome), n in STATS.outcomes.items() if outcome.startswith("reused "))
+    assert dispatched > 0 and reused > 0, STATS.report()
     # the decode tables were checked with sessions in their rows, not only empty
     assert STATS.outcomes[("decode table", "rows shown")] > 0, STATS.report()
 

@@ -67,6 +67,7 @@ class Entry:
         self.frame: Optional[tuple[Any, model.ModelFrame, tuple]] = None
         self.flights: dict[int, tuple[Any, model.ModelFlight]] = {}
         self.terminal: Optional[str] = None
+        self.flown: Optional[int] = None  # the last frame the scheduler gave a participant flight
 
 
 class SequenceSessionMachine(LifecycleMachine):
@@ -95,6 +96,8 @@ class SequenceSessionMachine(LifecycleMachine):
         # domain -> the decode table kept across steps (see decode_tables_show_the_current_ids)
         self.decode_tables: dict[str, Any] = {}
         self.turn = 0
+        # frames already finalized, kept on both sides (see reuse_finalized_frame)
+        self.finalized: list[tuple[Any, model.ModelFrame]] = []
 
     # ---------- helpers ----------
     def _pick(self, index: int, pred: Callable[[Entry], bool]) -> Optional[Entry]:
@@ -369,18 +372,26 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule()
     @counted
     def scheduler_tick(self) -> None:
-        """What a scheduler does to the next live session (round robin): commit its frame,
-        decode one token (growing its backing), or retire it once it is done. Having no
+        """What a scheduler does to the next live session (round robin): run its frame (every other
+        frame with a participant flight, dispatched then finished) and commit it, decode one token
+        (growing its backing), retire it once it is done, or take a frame at its fit limit. Having no
         arguments, this rule sorts first, and Hypothesis favours the first rule."""
         live = [e for e in self.entries if self._live(e)]
         self.cursor += 1
         e = live[self.cursor % len(live)]
-        if e.frame is not None and not e.flights and e.ms.phase == model.OPEN:
-            rf, mf, _ = e.frame
-            m, r, err = self.both("commit", mf.commit, rf.commit)
-            assert err is None and r.name == m, err
-            STATS.note("scheduler_tick", "commit")
-            e.frame = None
+        if e.frame is not None and e.flights and e.ms.phase == model.OPEN:
+            # its participant flight: dispatched, then finished
+            key = sorted(e.flights)[0]
+            self._flight(e, key, "dispatch" if e.flights[key][1].phase == "PREPARED" else "finish")
+        elif e.frame is not None and not e.flights and e.ms.phase == model.OPEN and e.frame[1].frame_id % 2 \
+                and e.flown != e.frame[1].frame_id:
+            e.flown = e.frame[1].frame_id  # every other frame has a participant flight
+            self._prepare_flight(e, 0)
+        elif e.frame is not None and not e.flights and e.ms.phase == model.OPEN:
+            self._finalize(e, "commit")
+            assert e.frame is None, "an open session's quiescent frame was not committed"
+            # the committed frame's handle, used again: refused (close: nothing), changing nothing
+            self._reuse_finalized(len(self.finalized) - 1, ("commit", "abort", "rollback_unsubmitted", "close")[self.cursor % 4])
         elif self._open(e) and e.ms.quiescent and e.ms.current.tokens < e.mr.seq.fit_tokens:
             tokens = e.ms.current.tokens + 1
             m, r, err = self.both(f"step({tokens})", lambda: e.ms.step(tokens), lambda: e.rs.step(tokens))
@@ -390,6 +401,8 @@ class SequenceSessionMachine(LifecycleMachine):
                 assert r.name == m
         elif self._retirable(e):
             self.retire(i=self._index_in(e, self._retirable))
+        elif self._open(e) and e.ms.quiescent:
+            self._acquire(e)  # at its fit limit with nothing retired yet: a frame needs no growth
         else:
             STATS.note("scheduler_tick", "idle")
 
@@ -404,12 +417,14 @@ class SequenceSessionMachine(LifecycleMachine):
         the refusals), on both: the frame id and its snapshot must agree. The frame is kept."""
         e = (self._pick(i, lambda e: self._open(e) and e.ms.active_frame is None) if i % 5 else None) or self._pick(
             i, self._live)
-        if e is None:
-            return
+        if e is not None:
+            self._acquire(e)
+
+    def _acquire(self, e: Entry) -> None:
         m, r, err = self.both("acquire_frame", e.ms.acquire_frame, e.rs.acquire_frame)
         if err:
             return
-        STATS.note("acquire", "ok")
+        STATS.note(STATS.current, "acquired")
         assert r.frame_id == m.frame_id
         shape = self._snap(r.snapshot)
         assert shape == (m.snapshot.generation, m.snapshot.tokens, m.snapshot.pages)
@@ -423,16 +438,62 @@ class SequenceSessionMachine(LifecycleMachine):
         """Ends a kept frame by commit, abort, rollback_unsubmitted or close, on both: the outcomes must
         agree (commit's by name), and a frame lifecore finalized is finalized in the model."""
         e = self._pick(i, lambda e: e.frame is not None)
-        if e is None:
-            return
+        if e is not None:
+            self._finalize(e, how)
+
+    def _finalize(self, e: Entry, how: str) -> None:
         rf, mf, _ = e.frame  # type: ignore[misc]
         m, r, err = self.both(f"frame {how}", getattr(mf, how), getattr(rf, how))
-        STATS.note("finalize_frame", how + (":err" if err else ":ok"))
+        STATS.note(STATS.current, how + (":err" if err else ":ok"))
         if how == "commit" and not err:
             assert r.name == m
+        assert rf.finalized == mf.finalized, (rf.finalized, mf.finalized)
         if rf.finalized:
-            assert mf.finalized
             e.frame = None
+            self.finalized = (self.finalized + [(rf, mf)])[-4:]
+
+    @precondition(lambda self: self._has(self._live))
+    @rule(i=st.integers(0, 50), choice=st.integers(0, 11))
+    @counted
+    def work_frame(self, i: int, choice: int) -> None:
+        """Moves one live session's frame work on by one stage, as an engine step does: acquire a
+        frame; prepare a participant flight; dispatch a prepared one (or release it); finish a
+        dispatched one (or mark it not submitted, or close it, which poisons); finalize the frame
+        (mostly commit; abort, rollback_unsubmitted or close now and then); now and then use a
+        finalized frame again (see reuse_finalized_frame). Spread over separate
+        rules, a frame with a flight was a rarity in a short run."""
+        if self.finalized and choice == 11 and i % 2:
+            self._reuse_finalized(i, ("commit", "abort", "rollback_unsubmitted", "close")[i % 4])
+            return
+        e = self._target(i, lambda e: self._live(e) and (e.frame is not None or self._open(e)), self._live)
+        if e.frame is None:
+            self._acquire(e)
+            return
+        prepared = [k for k, (_, mf) in sorted(e.flights.items()) if mf.phase == "PREPARED"]
+        dispatched = [k for k, (_, mf) in sorted(e.flights.items()) if mf.phase == "IN_FLIGHT"]
+        if dispatched and choice < 8:
+            self._flight(e, dispatched[0], {5: "not_submitted", 6: "close"}.get(choice, "finish"))
+        elif prepared and choice < 8:
+            self._flight(e, prepared[0], "release" if choice == 7 else "dispatch")
+        elif choice < 3 and len(e.flights) < 2:
+            self._prepare_flight(e, min({0, 1, 2} - set(e.flights)))
+        else:
+            self._finalize(e, {9: "abort", 10: "rollback_unsubmitted", 11: "close"}.get(choice, "commit"))
+
+    @precondition(lambda self: bool(self.finalized))
+    @rule(i=st.integers(0, 50), how=st.sampled_from(["commit", "abort", "rollback_unsubmitted", "close"]))
+    @counted
+    def reuse_finalized_frame(self, i: int, how: str) -> None:
+        """Calls commit, abort, rollback_unsubmitted or close on a frame already finalized, on both:
+        refused alike (close does nothing), changing nothing, also when the session's active frame
+        has the same id again (rollback_unsubmitted hands its id out once more)."""
+        self._reuse_finalized(i, how)
+
+    def _reuse_finalized(self, i: int, how: str) -> None:
+        rf, mf = self.finalized[i % len(self.finalized)]
+        active = mf.session.active_frame == mf.frame_id
+        _, _, err = self.both(f"finalized frame {how}", getattr(mf, how), getattr(rf, how))
+        STATS.note(STATS.current, "reused " + how + (":same id active" if active else "") + (":err" if err else ":ok"))
 
     @precondition(lambda self: self._has(lambda e: self._live(e) and e.frame is not None))
     @rule(i=st.integers(0, 50), key=st.integers(0, 3))
@@ -441,12 +502,14 @@ class SequenceSessionMachine(LifecycleMachine):
         """Prepares flight ``key`` on a live session holding a frame, on both (a duplicate key or no
         active frame is refused alike); a prepared flight is kept."""
         e = self._pick(i, lambda e: self._live(e) and e.frame is not None)
-        if e is None:
-            return
+        if e is not None:
+            self._prepare_flight(e, key)
+
+    def _prepare_flight(self, e: Entry, key: int) -> None:
         m, r, err = self.both(f"prepare_flight({key})", lambda: e.ms.prepare_flight(key),
                               lambda: e.rs.prepare_flight(key))
         if not err:
-            STATS.note("prepare_flight", "ok")
+            STATS.note(STATS.current, "prepare_flight:ok")
             e.flights[key] = (r, m)
 
     @precondition(lambda self: self._has(lambda e: bool(e.flights)))
@@ -456,12 +519,13 @@ class SequenceSessionMachine(LifecycleMachine):
         """Dispatches, marks not submitted, finishes, releases or closes a kept flight, on both: the
         outcomes must agree, and whether the flight is released."""
         e = self._pick(i, lambda e: bool(e.flights))
-        if e is None:
-            return
-        key = sorted(e.flights)[i % len(e.flights)]
+        if e is not None:
+            self._flight(e, sorted(e.flights)[i % len(e.flights)], how)
+
+    def _flight(self, e: Entry, key: int, how: str) -> None:
         rf, mf = e.flights[key]
         _, _, err = self.both(f"flight {how}", getattr(mf, how), getattr(rf, how))
-        STATS.note("flight_op", how + (":err" if err else ":ok"))
+        STATS.note(STATS.current, how + (":err" if err else ":ok"))
         assert rf.released == mf.released
         if rf.released:
             del e.flights[key]
