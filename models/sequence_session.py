@@ -548,7 +548,8 @@ class ModelSession:
     def write_release_capacity_sources(self, out: list) -> None:
         self._require_handle("write_release_capacity_sources")
         self._require_active("write_release_capacity_sources")
-        merged = set(out) | {SLOTS} | {domain(d) for d in self.seq.domains}
+        # A release bumps the physical-memory source too (_release): its ids go back to the arenas.
+        merged = set(out) | {SLOTS, PHYSICAL} | {domain(d) for d in self.seq.domains}
         out[:] = sorted(merged, key=lambda s: _source_key(s, self.coordinator.order))
 
     def try_ensure_backing_covers(self, tokens: int, pages: Optional[int] = None) -> tuple[str, Optional[object]]:

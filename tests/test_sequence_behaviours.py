@@ -10,7 +10,8 @@ from lifecore.errors import (AdmissionError, CapacityError, ClosedError, Invalid
                              SessionStateError, StaleAuthorityError)
 from lifecore.sequence import (ActiveSequenceSlots, AdmissionCoordinator, AdmissionDeferred, AdmissionRejected,
                                Admitted, BackingOutcome, BlockerKind, DeferralAction, Domain, FlightPhase,
-                               FrameDisposition, SessionPhase, TerminalOutcome, acquire_frames, preempt_for)
+                               FrameDisposition, PhysicalMemory, SessionPhase, TerminalOutcome, acquire_frames,
+                               preempt_for)
 
 PAGE = 4096
 
@@ -388,7 +389,7 @@ def test_release_sources_are_exact_sorted_and_deduplicated():
     _, s = open_one(c, domains=["v", "k"])
     out = [Domain("v"), ActiveSequenceSlots]
     s.write_release_capacity_sources(out)
-    assert out == [ActiveSequenceSlots, Domain("k"), Domain("v")]
+    assert out == [ActiveSequenceSlots, Domain("k"), Domain("v"), PhysicalMemory]
     with pytest.raises(InvalidArgumentError):
         s.write_release_capacity_sources([Domain("nope")])
 

@@ -365,7 +365,7 @@ def test_sources_name_their_coordinator():
     out0, out1 = [], []
     s0.write_release_capacity_sources(out0)
     s1.write_release_capacity_sources(out1)
-    assert out0 == [ActiveSequenceSlots, Domain("kv")]  # a source named by hand matches either
+    assert out0 == [ActiveSequenceSlots, Domain("kv"), PhysicalMemory]  # a source named by hand matches either
     assert all(a != b for a, b in zip(out0, out1))       # but two coordinators' never match
     assert {s.coordinator_id for s in out0} == {gpu0.id} and Domain("kv").coordinator_id is None
     with pytest.raises(StaleAuthorityError):
@@ -408,6 +408,21 @@ def test_a_failed_page_take_defers_on_physical_memory_and_a_release_wakes_the_wa
     assert reg.wait(10) is True  # before: nothing ever advanced Domain('kv') here
     releaser.join()
     assert isinstance(c.admit("r", 32, 64), Admitted)
+
+
+def test_the_sources_a_release_advances_name_physical_memory():
+    """A release gives its ids back to the arenas and advances PhysicalMemory (a deferral on
+    physical memory waits for it), so write_release_capacity_sources names it: before, the
+    sources it projected left out one that the release advances."""
+    c = make(pages=8)
+    adm, s = open_one(c, prompt=16, fit=16, name="released")
+    out: list = []
+    s.write_release_capacity_sources(out)
+    assert out == [ActiveSequenceSlots, Domain("kv"), PhysicalMemory]
+    before = {source: c.epoch(source) for source in (ActiveSequenceSlots, Domain("kv"), PhysicalMemory)}
+    s.close()
+    adm.resources.close()
+    assert all(c.epoch(source) > before[source] for source in out)
 
 
 @pytest.mark.time_limit(30)

@@ -130,10 +130,12 @@ void SequenceSession::write_release_capacity_sources(std::vector<CapacitySource>
   const auto& coordinator = *state_->coordinator;
   // What the caller passed in must be this coordinator's sources (refused before any change).
   std::vector<CapacitySource> merged;
-  merged.reserve(out.size() + state_->current->domains().size() + 1);
+  merged.reserve(out.size() + state_->current->domains().size() + 2);
   for (const auto& source : out) merged.push_back(coordinator.resolve_source(source, "write_release_capacity_sources"));
   merged.push_back(coordinator.slots_source());
   for (std::uint32_t d : state_->current->domains()) merged.push_back(coordinator.domain_source(d));
+  // The pages' ids go back to their arenas, which a deferral on physical memory waits for.
+  merged.push_back(coordinator.physical_source());
   out = std::move(merged);
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
