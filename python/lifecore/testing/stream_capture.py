@@ -91,8 +91,8 @@ DLPACK_CPU = 1  # a buffer exported as host memory (the mock's) has NumPy views
 
 
 #: Every stream-capture machine in this process, counted (the CLI and the benchmarks read it).
-STATS = MachineStats("stream capture", event_names=("graphs_sealed", "replays", "faults_injected", "view_arguments",
-                                                     "host_arguments"))
+STATS = MachineStats("stream capture", event_names=("graphs_sealed", "recordings_discarded", "replays",
+                                                     "faults_injected", "view_arguments", "host_arguments"))
 
 
 def _close(expected: Value, actual: float) -> bool:
@@ -559,6 +559,35 @@ class StreamCaptureMachine(LifecycleMachine):
         agree."""
         self.both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
 
+    # The rules above call a transition in whatever state the stream is in, so most calls are
+    # out-of-order refusals (an abort or another rule comes between a prepare and its begin).
+    # These take the in-order path when the stream is where it leads somewhere, so a run
+    # reaches recording, sealing and discarding by hand as often as it is refused.
+    @precondition(lambda self: self.model_state().variant is CaptureVariant.NO_CAPTURE)
+    @rule(owner=OWNERS)
+    @counted
+    def graph_prepare_idle(self, owner: int) -> None:
+        """Calls ``graph_prepare(owner)`` on stream 0 out of capture, on both."""
+        self.both(f"graph_prepare({owner})", lambda: self.model.graph_prepare(self.sid0, owner),
+                  lambda: self.real0.graph_prepare(owner))
+
+    @precondition(lambda self: self.model_state().variant is CaptureVariant.PREPARE)
+    @rule()
+    @counted
+    def begin_capture_prepared(self) -> None:
+        """Calls ``begin_capture`` on stream 0 with a window prepared, on both."""
+        self.both("begin_capture", lambda: self.model.begin_capture(self.sid0), self.real0.begin_capture)
+
+    @precondition(lambda self: self.model_state().is_recording())
+    @rule(abandon=st.booleans())
+    @counted
+    def end_capture_recording(self, abandon: bool) -> None:
+        """Calls ``end_capture`` on stream 0 while it records, on both: as the window's owner, or
+        (``abandon``) as a caller that does not own it."""
+        owner = self.model_state().owner
+        owner = 0 if owner is None else owner
+        self._end(owner + 1 if abandon else owner)
+
     @rule()
     @counted
     def end_capture(self) -> None:
@@ -618,22 +647,31 @@ class StreamCaptureMachine(LifecycleMachine):
         self.model.abort_capture(sid)
         stream.abort_capture()
 
+    # Only with a window open: from NO_CAPTURE it is a no-op (on_the_other_stream ends with one
+    # on stream 1), and a rule valid in every state cut most prepared windows short.
+    @precondition(lambda self: self.model_state().is_active())
     @rule()
     @counted
     def abort_capture(self) -> None:
-        """Aborts stream 0's capture on both, from any state: back to NO_CAPTURE, its window undone."""
+        """Aborts stream 0's capture on both, from PREPARE or CAPTURE: back to NO_CAPTURE, its
+        window undone."""
         self.model.abort_capture(self.sid0)
         self.real0.abort_capture()
 
     @precondition(lambda self: any(b.count == SIZES[0] for b in self.buffers)
                   and any(b.count == SIZES[1] for b in self.buffers)
                   and not self.model_state().is_active())
-    @rule(program=_programs(), owner=OWNERS, use_capture_call=st.booleans(), verify=st.booleans())
+    @rule(program=_programs(), owner=OWNERS, use_capture_call=st.booleans(), verify=st.booleans(),
+          ending=st.sampled_from(["owner", "owner", "abandon", "abort"]))
     @counted
-    def capture_step(self, program: _Program, owner: int, use_capture_call: bool, verify: bool) -> None:
+    def capture_step(self, program: _Program, owner: int, use_capture_call: bool, verify: bool,
+                     ending: str = "owner") -> None:
         """prepare -> warmup (the step) -> begin -> the same step -> end. The recorded pass must
         not allocate, replaying from the pre-step contents must give the warmup's results, and the
-        memory held by graphs is exactly the model's (the recorded pass's, not the warmup's)."""
+        memory held by graphs is exactly the model's (the recorded pass's, not the warmup's). By
+        hand (not ``capture()``) the recording may instead be closed by a caller that does not own
+        it (``abandon``: discarded, CaptureRefusedError) or aborted, and then no memory stays held
+        for it."""
         self._drain()
         count = SIZES[program.size_class]
         persistent = [b for b in self.buffers if b.count == count]
@@ -668,14 +706,23 @@ class StreamCaptureMachine(LifecycleMachine):
             marks["begin"] = self.device.memory_stats()["driver_allocations"]
             marks["warm"] = {b.mid: self.model.contents(b.mid) for b in persistent}
             self._run_program(program)
-            graph, _ = self._end(owner)  # type: ignore[assignment]
-            assert graph is not None, "a prepared, warmed-up capture of launches was refused"
+            if ending == "abort":
+                self.both("abort_capture", lambda: self.model.abort_capture(self.sid0), self.real0.abort_capture)
+                graph = None  # type: ignore[assignment]
+            elif ending == "abandon":
+                graph, refused = self._end(owner + 1)  # type: ignore[assignment]
+                assert graph is None and refused is not None and refused.kind == "CaptureRefused", (
+                    f"a recording closed by a caller that does not own it was not discarded: {refused}")
+                STATS.count("recordings_discarded")
+            else:
+                graph, _ = self._end(owner)  # type: ignore[assignment]
+                assert graph is not None, "a prepared, warmed-up capture of launches was refused"
         after_end = self.device.memory_stats()["driver_allocations"]
         assert after_end == marks["begin"], (
             f"the recorded pass allocated {after_end - marks['begin']} slice(s) although its warmup ran the same step")
 
         warm = marks["warm"]
-        if verify and all(v is not None for values in before.values() for v in values):
+        if verify and graph is not None and all(v is not None for values in before.values() for v in values):
             for b in persistent:
                 self._write(0, b, before[b.mid])  # type: ignore[arg-type]
             self.both("replay", lambda: self.model.replay(graph.gid, self.sid0), lambda: graph.real.replay())
