@@ -699,3 +699,56 @@ def test_a_summary_whose_std_overflows_is_captured_with_it(monkeypatch):
         summary = record.payload.summary
         assert (summary.count, summary.nonfinite, summary.max, summary.mean) == (4, 0, 5.0, 2.75)
         assert summary.std == float("inf")
+
+
+class _Chain(nn.Module):
+    """Two linear layers; the first's output is intervened on, gradients flow through both."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(D, D)
+        self.second = nn.Linear(D, D)
+
+    def forward(self, x):
+        return self.second(self.first(x))
+
+
+_PREFILL = CaptureSchedule(decode=False)
+
+
+def _rows_zeroed(out):
+    return torch.cat([torch.zeros_like(out[:, :2]), out[:, 2:]], dim=1)
+
+
+@pytest.mark.parametrize("op, edit", [
+    (iv.scale("op", "first", 0.5, schedule=_PREFILL), lambda out: out * 0.5),
+    (iv.add("op", "first", np.full((1, TOKENS, D), 0.25), schedule=_PREFILL), lambda out: out + 0.25),
+    (iv.zero("op", "first", slices=[CaptureSlice("seq", 0, 2)], schedule=_PREFILL), _rows_zeroed),
+    (iv.replace("op", "first", np.zeros((1, 2, D)), slices=[CaptureSlice("seq", 0, 2)], schedule=_PREFILL),
+     _rows_zeroed),
+], ids=["scale", "add", "zero_rows", "replace_rows"])
+def test_an_intervention_under_autograd_keeps_the_gradient_of_what_it_did_not_replace(op, edit):
+    from lifecore.torch import attach, discover
+
+    torch.manual_seed(0)
+    model = _Chain()
+    x = torch.randn(1, TOKENS, D)
+    discovery = discover(model, x)
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
+    session.enable_interventions(InterventionPlan([op]).admit(discovery, session), session_backend())
+    # The same edit by a plain hook, with autograd: the gradients the intervened model must give.
+    handle = model.first.register_forward_hook(lambda m, a, out: edit(out))
+    model(x).square().sum().backward()
+    handle.remove()
+    expected = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    with attach(session, model):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)
+        session.finish_interventions()
+        session.take_step()
+    assert out.requires_grad  # the graph reaches back through the intervened module
+    out.square().sum().backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None, name
+        torch.testing.assert_close(p.grad, expected[name], msg=name)

@@ -118,11 +118,16 @@ class TorchBackend:
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
         """A new tensor on the same device and dtype: a clone of ``tensor`` with the request's
         action applied to its region (zero, scale by ``factor``, mask by the payload, replace by
-        it, add it, or set the logits of ``ids`` to -inf), without autograd history; the input
-        is never modified. Raises ValueError for a routing action (those go through
-        :func:`route`)."""
+        it, add it, or set the logits of ``ids`` to -inf); the input is never modified. Under
+        autograd (grad mode on, ``tensor`` requiring grad) the result keeps ``tensor``'s history:
+        gradients flow through what the action kept, scaled or added to, and none through what
+        it replaced, zeroed or masked, as with the same edit written in a forward hook. Raises
+        ValueError for a routing action (those go through :func:`route`)."""
         require_intervention(tensor, torch.Tensor, request, "TorchBackend.intervene")
-        with torch.no_grad():
+        # Out of place on a clone, recorded by autograd when it is on: detaching here would cut
+        # the graph at the intervened module, and the parameters before it would get no gradient
+        # (or a silently partial one, through a residual path around it).
+        with torch.set_grad_enabled(torch.is_grad_enabled() and tensor.requires_grad):
             out = tensor.clone()
             index = request.index
             action = request.action
