@@ -270,6 +270,31 @@ def test_a_runtime_mis_shaped_payload_fails_the_operation():
     assert record.outcome == InterventionOutcome.FAILED and "exactly" in record.message
 
 
+@pytest.mark.parametrize("action", ["replace", "add"])
+@pytest.mark.parametrize("backend, dtype", [("numpy", "float16"), ("torch", "float16"), ("torch", "bfloat16")])
+def test_a_payload_that_the_target_dtype_cannot_hold_fails_the_operation(backend, dtype, action):
+    """Admission sees only that the payload is finite: 1e6 is, but not in float16, where it
+    would become inf. The operation fails, naming it, and the tensor passes unchanged."""
+    if backend == "numpy":
+        value, tensor, make = 1e6, np.ones(3, np.float16), NumpyBackend
+    else:
+        torch = pytest.importorskip("torch", reason="torch is not installed")
+        from lifecore.torch import TorchBackend
+
+        # 1e39 is finite as a float64 but past even bfloat16's (float32's) range.
+        value = 1e6 if dtype == "float16" else 1e39
+        tensor, make = torch.ones(3, dtype=getattr(torch, dtype)), TorchBackend
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", 3)])])
+    session = session_for(discovery=discovery)
+    op = getattr(iv, action)("big", "p", np.full(3, value))
+    session.enable_interventions(InterventionPlan([op]).admit(discovery, session), make())
+    session.begin_step(PREFILL, 0)
+    assert session.intervene(make(), "p", tensor) is None  # nothing applied: the output stays as it was
+    record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED
+    assert "'big'" in record.message and dtype in record.message and "finite" in record.message
+
+
 # -- routing -----------------------------------------------------------------------------------
 def routed(ops, limits=None):
     return session_with(ops, limits=limits)

@@ -142,7 +142,9 @@ class NumpyBackend:
         """A new array: a copy of ``tensor`` with the request's action applied to its region
         (zero, scale by ``factor``, mask by the payload, replace by it, add it, or set the
         logits of ``ids`` to -inf); the input is never modified. Raises ValueError for a routing
-        action (those belong to the routing selector)."""
+        action (those belong to the routing selector), and for a REPLACE or ADD payload that is
+        not finite in the array's dtype (1e6 in float16), which fails the operation rather than
+        writing inf."""
         require_intervention(tensor, np.ndarray, request, "NumpyBackend.intervene")
         out = np.array(tensor, copy=True)
         index = request.index
@@ -155,9 +157,9 @@ class NumpyBackend:
             keep = np.asarray(request.payload, dtype=bool).reshape(request.payload_shape)
             out[index] = np.where(keep, out[index], 0)
         elif action == InterventionAction.REPLACE:
-            out[index] = np.asarray(request.payload).reshape(request.payload_shape)
+            out[index] = _payload_as(out.dtype, request)
         elif action == InterventionAction.ADD:
-            out[index] = out[index] + np.asarray(request.payload).reshape(request.payload_shape)
+            out[index] = out[index] + _payload_as(out.dtype, request)
         elif action == InterventionAction.MASK_LOGITS:
             region = out[index]
             region[..., list(request.ids)] = -np.inf
@@ -165,3 +167,15 @@ class NumpyBackend:
         else:
             raise ValueError(f"{action} is not an activation intervention")
         return out
+
+
+def _payload_as(dtype: np.dtype, request: Any) -> np.ndarray:
+    """A REPLACE or ADD payload in the target's dtype. Admission checked it is finite, but it
+    may not be in a narrower dtype (1e6 is inf in float16): that fails the operation rather
+    than writing inf into the activation."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        payload = np.asarray(request.payload, dtype=np.float64).astype(dtype).reshape(request.payload_shape)
+    if not np.isfinite(payload).all():
+        raise ValueError(f"payload of '{request.operation_id}' is not finite in {dtype} "
+                         f"(a value past the target dtype's range)")
+    return payload

@@ -118,7 +118,9 @@ class TorchBackend:
     def intervene(self, tensor: torch.Tensor, request: Any) -> torch.Tensor:
         """A new tensor on the same device and dtype: a clone of ``tensor`` with the request's
         action applied to its region (zero, scale by ``factor``, mask by the payload, replace by
-        it, add it, or set the logits of ``ids`` to -inf); the input is never modified. Under
+        it, add it, or set the logits of ``ids`` to -inf); the input is never modified. A REPLACE
+        or ADD payload that is not finite in the tensor's dtype (1e6 in float16) raises
+        ValueError (the operation fails) rather than writing inf. Under
         autograd (grad mode on, ``tensor`` requiring grad) the result keeps ``tensor``'s history:
         gradients flow through what the action kept, scaled or added to, and none through what
         it replaced, zeroed or masked, as with the same edit written in a forward hook. Raises
@@ -136,8 +138,13 @@ class TorchBackend:
             elif action == InterventionAction.SCALE:
                 out[index] = out[index] * request.factor
             elif action in (InterventionAction.MASK, InterventionAction.REPLACE, InterventionAction.ADD):
-                payload = torch.tensor(request.payload, dtype=out.dtype, device=out.device).reshape(
-                    request.payload_shape)
+                # Built on the host in the target's dtype and checked there (no device sync):
+                # admission saw a finite payload, but 1e6 is inf in float16.
+                payload = torch.tensor(request.payload, dtype=out.dtype).reshape(request.payload_shape)
+                if action != InterventionAction.MASK and not bool(torch.isfinite(payload).all()):
+                    raise ValueError(f"payload of '{request.operation_id}' is not finite in {out.dtype} "
+                                     f"(a value past the target dtype's range)")
+                payload = payload.to(out.device)
                 if action == InterventionAction.MASK:
                     out[index] = torch.where(payload.bool(), out[index], torch.zeros_like(out[index]))
                 elif action == InterventionAction.REPLACE:
