@@ -752,3 +752,33 @@ def test_an_intervention_under_autograd_keeps_the_gradient_of_what_it_did_not_re
     for name, p in model.named_parameters():
         assert p.grad is not None, name
         torch.testing.assert_close(p.grad, expected[name], msg=name)
+
+
+def test_a_capture_at_an_intervened_module_is_the_value_before_the_intervention_and_says_so():
+    """The hook observes, then intervenes: the record holds the module's own output and its
+    position says so (READ_ONLY would claim interventions do not change that value)."""
+    from lifecore.capture import PointPosition
+    from lifecore.torch import attach, discover
+
+    torch.manual_seed(0)
+    model = _Chain()
+    x = torch.randn(1, TOKENS, D)
+    discovery = discover(model, x)
+    assert {p.position for p in discovery.catalog if p.meaning != "routing"} == {PointPosition.BEFORE_INTERVENTION}
+    session = session_for(CaptureSelection("first", "first", CaptureTransform.full_tensor()),
+                          CaptureSelection("second", "second", CaptureTransform.full_tensor()),
+                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
+    ops = [iv.scale("triple", "first", 3.0, schedule=_PREFILL)]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    with torch.no_grad():
+        own = model.first(x)
+        with attach(session, model):
+            session.begin_step(CapturePhase.PREFILL, 0)
+            out = model(x)
+            session.finish_interventions()
+            step = session.take_step()
+    first = step.record("first")
+    assert first.position == PointPosition.BEFORE_INTERVENTION
+    assert torch.equal(first.payload.tensor, own)  # not own * 3
+    assert torch.equal(step.record("second").payload.tensor, out)  # downstream sees the effect
+    torch.testing.assert_close(out, model.second(own * 3.0))

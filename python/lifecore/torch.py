@@ -3,7 +3,12 @@ to an ``nn.Module`` by module path through forward hooks, and route mixture-of-e
 selectors through the session's routing control.
 
 At each hooked module the hook observes the output, then intervenes, and a replacement
-(if any) becomes the module's output, so downstream modules consume it. A module whose
+(if any) becomes the module's output, so downstream modules consume it: a record at an
+intervened module holds its output before the intervention (every point :func:`discover`
+names has position ``BEFORE_INTERVENTION``); capture a module downstream to see the effect.
+A module is one point: called twice in one forward (a shared or tied layer), the second call
+raises ``CaptureSessionError`` ("observation emitted twice") when the module is captured or
+intervened on; hook the modules around it instead. A module whose
 forward picks experts takes part in routing control by offering ``routing_policy()``
 (returning a :class:`RoutingPolicy`, or ``(num_experts, top_k)`` for plain top-k) and
 ``set_routing_hook(hook)``; it then calls ``hook.select(scores, top_k)`` (or :func:`route`
@@ -61,6 +66,7 @@ from .capture import (
     Histogram,
     ObservationPoint,
     OnLimit,
+    PointPosition,
     RoutingPolicy,
     Summary,
     TransformKind,
@@ -280,8 +286,11 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
                 axes.append(Axis("seq", "sequence"))
             else:
                 axes.append(Axis("vocab" if name in logits and i == tensor.dim() - 1 else f"d{i}", int(extent)))
+        # The hook observes before it intervenes: an intervention at this module changes what
+        # flows downstream, never what was recorded here.
         catalog.append(ObservationPoint(name, axes, meaning="logits" if name in logits else "activation",
-                                        dtype=_dtype(tensor), itemsize=tensor.element_size()))
+                                        dtype=_dtype(tensor), itemsize=tensor.element_size(),
+                                        position=PointPosition.BEFORE_INTERVENTION))
     for name, module in model.named_modules():
         policy = routing_policy_of(module)
         if policy is not None:
