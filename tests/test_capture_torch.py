@@ -782,3 +782,44 @@ def test_a_capture_at_an_intervened_module_is_the_value_before_the_intervention_
     assert torch.equal(first.payload.tensor, own)  # not own * 3
     assert torch.equal(step.record("second").payload.tensor, out)  # downstream sees the effect
     torch.testing.assert_close(out, model.second(own * 3.0))
+
+
+@pytest.mark.parametrize("policy", [None, "sigmoid"])
+def test_route_coefficients_carry_the_gradient_to_the_router_scores(policy):
+    from lifecore.capture import RoutingPolicy
+    from lifecore.torch import route
+
+    torch.manual_seed(0)
+    routing = RoutingPolicy(EXPERTS, TOP_K, scoring="sigmoid", scale=2.5) if policy else None
+    scores = torch.randn(5, EXPERTS, requires_grad=True)
+    weights = torch.randn(5, TOP_K)
+    ids, coefficients = route(scores, TOP_K, policy=routing)
+    with torch.no_grad():
+        assert torch.equal(route(scores, TOP_K, policy=routing)[1], coefficients.detach())
+    assert coefficients.requires_grad
+    (coefficients * weights).sum().backward()
+    reference = scores.detach().clone().requires_grad_(True)
+    chosen = torch.gather(reference, 1, ids)
+    if policy:
+        chosen = torch.sigmoid(chosen)
+        expected = chosen / (chosen.sum(-1, keepdim=True) + routing.epsilon) * 2.5
+    else:
+        expected = torch.softmax(chosen, dim=-1)
+    (expected * weights).sum().backward()
+    torch.testing.assert_close(scores.grad, reference.grad)
+
+
+def test_a_routing_control_under_autograd_leaves_the_router_its_gradient(model, tokens):
+    from lifecore.torch import attach
+
+    discovery = discovery_of(model, tokens)
+    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
+    ops = [iv.exclude_experts("no0", "blocks.1.mlp#routing", [0], schedule=_PREFILL)]
+    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    with attach(session, model):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(tokens).square().sum().backward()
+        session.finish_interventions()
+        assert session.take_step().interventions[0].outcome == InterventionOutcome.APPLIED
+    router = model.blocks[1].mlp.router.weight.grad
+    assert router is not None and bool(router.abs().sum() > 0)

@@ -265,7 +265,11 @@ def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | Non
     forced experts replace the choice in the control's rows whatever their groups score.
     Coefficients are the softmax of the chosen scores ('softmax'), or the chosen sigmoid
     scores (unbiased) divided by their sum plus ``epsilon`` ('sigmoid'); then times
-    ``scale``. Learned per-expert coefficient scales belong to the module, applied after."""
+    ``scale``. Learned per-expert coefficient scales belong to the module, applied after.
+
+    The choice of experts carries no gradient; under autograd (grad mode on, ``scores``
+    requiring grad) the coefficients do, to ``scores``, as the same formula written in torch
+    would (so a router trained or attributed through this selector gets its gradient)."""
     if control is not None:
         policy = control.policy
     with torch.no_grad():
@@ -308,4 +312,38 @@ def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | Non
             sub = coefficients[window]
             sub[zeroed] = 0
             coefficients[window] = sub
+    if torch.is_grad_enabled() and scores.requires_grad:
+        coefficients = _coefficients_with_grad(scores, ids, control, policy, sigmoid)
     return ids, coefficients
+
+
+def _coefficients_with_grad(scores: torch.Tensor, ids: torch.Tensor, control: GroupSelectionControl | None,
+                            policy: RoutingPolicy | None, sigmoid: bool) -> torch.Tensor:
+    """:func:`route`'s coefficients at the chosen ``ids``, recomputed from ``scores`` with
+    autograd recording: the scores a chosen expert was ranked by (affinity, plus a control's
+    biases) gathered at ``ids``, then the same normalization, scale and zeroing."""
+    logits = scores.float()
+    affinity = torch.sigmoid(logits) if sigmoid else logits
+    rows = torch.arange(logits.shape[0], device=logits.device)
+    window = experts = None
+    if control is not None:
+        window = rows[control.row_start:control.row_end:control.row_stride]
+        experts = torch.tensor(list(control.expert_ids), dtype=torch.long, device=logits.device)
+    if sigmoid and policy is not None:
+        chosen = torch.gather(affinity, 1, ids)
+        coefficients = chosen / (chosen.sum(dim=-1, keepdim=True) + policy.epsilon)
+    else:
+        selection = affinity
+        if control is not None and control.action == InterventionAction.BIAS_ROUTING_SCORES:
+            bias = torch.zeros_like(affinity)
+            bias[window.unsqueeze(1), experts.unsqueeze(0)] = torch.tensor(
+                list(control.biases), dtype=affinity.dtype, device=logits.device)
+            selection = affinity + bias
+        coefficients = torch.softmax(torch.gather(selection, 1, ids), dim=-1)
+    if policy is not None and policy.scale != 1.0:
+        coefficients = coefficients * policy.scale
+    if control is not None and control.action == InterventionAction.ZERO_EXPERT_CONTRIBUTION:
+        zeroed = torch.zeros_like(ids, dtype=torch.bool)
+        zeroed[window] = torch.isin(ids[window], experts)
+        coefficients = coefficients.masked_fill(zeroed, 0)
+    return coefficients
