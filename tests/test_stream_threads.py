@@ -134,8 +134,12 @@ def test_one_stream_shared_by_eight_threads(mode, graphs_kind, record_property) 
         record_property("stream_threads", json.dumps(summary))
         print("8-thread stress:", json.dumps(summary))
         assert summary["operations"] == THREADS * OPERATIONS_PER_THREAD
-        # The mix really interleaved: recordings were sealed and refused across threads.
-        assert counts[("end", "ok")] > 0 and counts[("begin", "ok")] > 0
+        # The mix really interleaved: recordings were begun and closed across threads. Whether
+        # any sealed is up to the scheduling: a sync on the stream inside a hardware recording
+        # invalidates it (the driver refuses the sync), so in global mode most ends are refused,
+        # and under a sanitizer's slower threads a run can end with none sealed.
+        closed = counts[("end", "ok")] + counts[("end", "CaptureRefusedError")]
+        assert counts[("begin", "ok")] > 0 and closed > 0, counts
         if mode != "relaxed":
             refused_by_rule = counts[("end", "CaptureStateError")] + counts[("abort", "CaptureStateError")]
             assert refused_by_rule > 0
