@@ -138,3 +138,55 @@ def test_a_dlpack_producer_that_makes_the_stream_join_its_capture_is_caught(fake
         assert result[call][1] == [0, 0]
     assert result["untouched"] == [1.0, 1.0]
     assert result["after"] == [1.0, 1.0]
+
+
+def test_a_join_is_caught_when_the_call_fails_after_the_export(fake_libcuda) -> None:
+    """The producer's ordering happens inside its __dlpack__: a call that refuses the tensor
+    afterwards (its description, or another argument) has still had its stream joined to the
+    producer's capture. The stream must refuse every later call until that capture ends, not
+    issue them into the other library's graph."""
+    body = """
+    import sys
+    sys.path.insert(0, os.environ["LIFECORE_TESTS"])
+    from dlpack_producer import Producer
+    fake.fake_cuda_set_foreign_capture.argtypes = [ctypes.c_ulonglong, ctypes.c_int]
+    fake.fake_cuda_join_capture.argtypes = [ctypes.c_ulonglong, ctypes.c_ulonglong]
+    a = device_array(value=1.0)
+
+    def order(stream):  # what torch does with the stream it is handed
+        fake.fake_cuda_join_capture(stream, PRODUCER)
+
+    buf = s.alloc(64)
+    s.sync()
+
+    def outcome(call, *args):
+        before = counts()
+        try:
+            call(*args)
+        except lifecore.LifecoreError as error:
+            return [type(error).__name__, str(error), since(before)]
+        return ["accepted", "", since(before)]
+
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 1)  # the producer's library begins a capture
+    odd = Producer(a.ctypes.data, (16,), bits=12, device=(2, 0), on_export=order)  # refused once exported
+    result["odd"] = outcome(s.fill, odd, SEVEN)
+    result["after_odd"] = outcome(s.fill, buf, 0)
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 0)  # that capture ended
+    result["ended"] = outcome(s.fill, buf, 0)
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 1)  # another capture
+    tensor = Producer(a.ctypes.data, (16,), device=(2, 0), on_export=order)
+    result["second_bad"] = outcome(s.copy, tensor, object())  # dst exported, then src refused
+    result["after_second_bad"] = outcome(s.copy, buf, buf)
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 0)
+    result["ended_again"] = outcome(s.sync)
+    """
+    result = run_fake(fake_libcuda, body, LIFECORE_TESTS=str(Path(__file__).parent))
+    assert result["odd"][0] == "CaptureStateError", result["odd"]
+    assert result["odd"][1].startswith("fill: a tensor's producer, asked to order this stream after its own")
+    assert result["after_odd"][0] == "CaptureStateError", result["after_odd"]
+    assert result["after_odd"][1].startswith("fill: this stream joined another library's graph capture")
+    assert result["ended"] == ["accepted", "", [0, 0]]
+    assert result["second_bad"][0] == "CaptureStateError", result["second_bad"]
+    assert result["second_bad"][1].startswith("copy: a tensor's producer")
+    assert result["after_second_bad"][0] == "CaptureStateError", result["after_second_bad"]
+    assert result["ended_again"] == ["accepted", "", [0, 0]]

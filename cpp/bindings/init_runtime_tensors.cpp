@@ -121,26 +121,32 @@ nb::object consumer_stream(runtime::Stream& stream) {
   return nb::int_(stream.native_handle());
 }
 
-void read_dlpack(nb::handle h, runtime::Stream& stream, const std::string& label, ForeignRange* out) {
+void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const std::string& label, ForeignRange* out) {
   auto [type, id] = dlpack_device_of(h, label);
   if (type >= 0) runtime::check_foreign_device(*stream.device(), type, id, label);  // before any export
   nb::object export_fn = h.attr("__dlpack__");
   nb::object stream_arg = consumer_stream(stream);
-  // The stream itself handed over: the operation checks the producer did not make it join a capture.
-  out->stream_handed = !stream_arg.is_none() && PyLong_AsLongLong(stream_arg.ptr()) != -1;
+  // The stream itself handed over: the producer orders it, inside its own capture by joining it.
+  const bool handed = !stream_arg.is_none() && PyLong_AsLongLong(stream_arg.ptr()) != -1;
   nb::object capsule;
+  std::optional<std::string> export_failure;
   try {
     capsule = export_fn(nb::arg("stream") = stream_arg, nb::arg("max_version") = nb::make_tuple(1, 0));
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_TypeError)) {
-      refuse(label, "could not be exported by its __dlpack__: " + std::string(nb::str(error.value()).c_str()));
-    }
-    try {
-      capsule = export_fn(nb::arg("stream") = stream_arg);  // a producer before DLPack 1.0
-    } catch (nb::python_error& again) {
-      refuse(label, "could not be exported by its __dlpack__: " + std::string(nb::str(again.value()).c_str()));
+      export_failure = nb::str(error.value()).c_str();
+    } else {
+      try {
+        capsule = export_fn(nb::arg("stream") = stream_arg);  // a producer before DLPack 1.0
+      } catch (nb::python_error& again) {
+        export_failure = nb::str(again.value()).c_str();
+      }
     }
   }
+  // Checked here, before anything else can refuse the tensor (or the call's next argument):
+  // a stream the producer joined to its capture refuses every call until that capture ends.
+  if (handed) stream.check_not_joined_by_producer(call);
+  if (export_failure) refuse(label, "could not be exported by its __dlpack__: " + *export_failure);
   const DLTensor* tensor = nullptr;
   std::uint64_t flags = 0;
   if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
@@ -256,7 +262,7 @@ bool memory_argument(nb::handle h, runtime::Stream& stream, const char* call, co
   }
   const std::string label = std::string(call) + ": argument '" + name + "'";
   if (nb::hasattr(h, "__dlpack__")) {
-    read_dlpack(h, stream, label, &out->foreign);
+    read_dlpack(h, stream, call, label, &out->foreign);
   } else if (nb::hasattr(h, "__cuda_array_interface__")) {
     read_cuda_array_interface(h, stream, label, &out->foreign);
   } else {

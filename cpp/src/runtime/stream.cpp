@@ -92,8 +92,10 @@ void Stream::check_usable(const char* op) {
   }
 }
 
-void Stream::check_not_joined_by_producer(bool handed, const char* op) {
-  if (!handed || state_.is_recording()) return;
+void Stream::check_not_joined_by_producer(const char* op) {
+  LockWithoutStalling lock(mutex_);
+  // Recording: the export was handed no stream (-1). Closed: the call itself says so.
+  if (state_.is_recording() || dead_ || device_->closed()) return;
   driver::CaptureStatus status = driver::CaptureStatus::none;
   std::uint64_t id = 0;
   check_status(driver_.stream_capture_info(handle_, &status, &id));
@@ -436,7 +438,6 @@ void Stream::copy(Buffer& dst, const Buffer& src) { copy(MemoryRef{&dst, nullptr
 void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
   LockWithoutStalling lock(mutex_);
   check_usable("fill");
-  check_not_joined_by_producer(dst.foreign && dst.foreign->stream_handed, "fill");
   ResolvedMemory target = resolve_memory(*device_, dst, "fill", "buf", true);
   if (target.nbytes % 4 != 0)
     raise(ErrorKind::InvalidArgument, dst.buffer ? "fill: the buffer's size must be a multiple of 4 bytes, got " +
@@ -459,8 +460,6 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
 void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
   LockWithoutStalling lock(mutex_);
   check_usable("copy");
-  check_not_joined_by_producer((dst.foreign && dst.foreign->stream_handed) || (src.foreign && src.foreign->stream_handed),
-                               "copy");
   ResolvedMemory to = resolve_memory(*device_, dst, "copy", "dst", true);
   ResolvedMemory from = resolve_memory(*device_, src, "copy", "src", false);
   if (to.nbytes != from.nbytes)
@@ -499,10 +498,6 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
                                        (info ? " besides info" : "") + ", got " + std::to_string(count));
   LockWithoutStalling lock(mutex_);
   check_usable("launch");
-  bool handed = false;
-  for (std::size_t i = 0; i < count; ++i)
-    handed = handed || (args[i].kind == LaunchArg::Kind::foreign && args[i].foreign->stream_handed);
-  check_not_joined_by_producer(handed, "launch");
   // Reused between launches (under the stream's lock): the hot path allocates nothing.
   std::vector<driver::KernelArg>& converted = launch_args_;
   converted.resize(params.size());

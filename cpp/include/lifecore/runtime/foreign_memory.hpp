@@ -42,10 +42,6 @@ struct ForeignRange {
   // interface's `stream`; CUDA's 1 and 2 are its legacy and per-thread default streams):
   // the operation's stream waits for it on the device first. Unset: the producer named none.
   std::optional<std::uintptr_t> producer_stream;
-  // DLPack: the export was handed the operation's native stream to order. The producer made
-  // that stream wait for its own, and if its own was being captured (torch inside
-  // torch.cuda.graph), that wait made the operation's stream join the capture.
-  bool stream_handed = false;
 };
 
 // One memory argument: exactly one of the two is set.

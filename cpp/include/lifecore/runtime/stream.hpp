@@ -154,6 +154,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // order on instead (the CUDA array interface): ClosedError when the buffer or the stream
   // cannot be used, CaptureStateError while this stream has a window prepared or recording.
   void check_lendable(const Buffer& buffer, const char* op);
+  // Right after a DLPack export that was handed this stream to order (DLPack's stream=),
+  // whatever the call does next with the tensor: CaptureStateError naming `op`, nothing
+  // issued, when the producer's ordering made this stream join a capture of the producer's
+  // own (torch inside torch.cuda.graph); the stream then refuses every call until that
+  // capture ends. Checked at the export, not in the operation, so a call that fails on its
+  // arguments afterwards still leaves the stream refusing.
+  void check_not_joined_by_producer(const char* op);
 
  private:
   // The driver captures this stream's work (a driver-capture window is recording).
@@ -169,9 +176,6 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // close() left behind, it first ends that capture and destroys the driver stream.
   // CaptureStateError while a tensor's producer has this stream joined to its capture.
   void check_usable(const char* op);
-  // After a DLPack export was handed this stream (`handed`): CaptureStateError, nothing
-  // issued, when the producer's ordering made it join a capture of the producer's own.
-  void check_not_joined_by_producer(bool handed, const char* op);
   // CaptureStateError naming both threads when the calling thread may not end or abort the
   // recording (thread_local / global mode, another thread began it).
   void check_capture_thread(const char* op) const;
@@ -254,8 +258,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
   bool window_discarded_ = false;     // the driver still captures a window already discarded (ending it is all that is left)
   bool left_by_close_ = false;        // close() left that capture to capture_thread_
-  // A tensor's producer made this stream join a capture of its own (see ForeignRange's
-  // stream_handed): every call is refused until the driver says that capture has ended.
+  // A tensor's producer made this stream join a capture of its own (see
+  // check_not_joined_by_producer): every call is refused until the driver says that capture
+  // has ended.
   bool joined_by_producer_ = false;
   WindowId window_ = 0;
   // Buffers whose memory is a memory node of the open recording: they dangle if it is discarded.
