@@ -118,6 +118,8 @@ def test_a_dlpack_producer_that_makes_the_stream_join_its_capture_is_caught(fake
         return "accepted"
 
     result["fill"] = refusal(s.fill, tensor, SEVEN)
+    result["fill_again"] = refusal(s.fill, tensor, SEVEN)  # the stream is handed again: the call says so
+    result["launch"] = refusal(s.launch, K.scale_f32, 1, 16, [16, 2.0, tensor, tensor])
     result["sync"] = refusal(s.sync)
     result["copy"] = refusal(s.copy, buf, buf)
     result["alloc"] = refusal(s.alloc, 64)
@@ -133,9 +135,10 @@ def test_a_dlpack_producer_that_makes_the_stream_join_its_capture_is_caught(fake
     assert fill[0].startswith("fill: a tensor's producer, asked to order this stream after its own (DLPack's "
                               "stream=), made it join a graph capture of its own")
     assert "Nothing was issued" in fill[0] and fill[1] == [0, 0]
-    for call in ("sync", "copy", "alloc"):
-        assert result[call][0].startswith(f"{call}: this stream joined another library's graph capture"), result[call]
-        assert result[call][1] == [0, 0]
+    for key, call in (("fill_again", "fill"), ("launch", "launch"), ("sync", "sync"), ("copy", "copy"),
+                      ("alloc", "alloc")):
+        assert result[key][0].startswith(f"{call}: this stream joined another library's graph capture"), result[key]
+        assert result[key][1] == [0, 0]
     assert result["untouched"] == [1.0, 1.0]
     assert result["after"] == [1.0, 1.0]
 

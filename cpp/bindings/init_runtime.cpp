@@ -428,7 +428,7 @@ void bind_stream(nb::module_& m) {
   using namespace nb::literals;
   nb::class_<Stream>(m, "Stream", "A device stream and its graph-capture lifecycle.")
       .def_prop_ro("device", &Stream::device, "The Device the stream was created on")
-      .def_prop_ro("handle", &Stream::native_handle, "The native stream pointer, as an int")
+      .def_prop_ro("handle", [](Stream& s) { return s.native_handle(); }, "The native stream pointer, as an int")
       .def("alloc", &Stream::alloc, "nbytes"_a, "A Buffer of nbytes (> 0, at most the device's memory).")
       .def("write", &write, "buf"_a, "data"_a,
            nb::sig("def write(self, buf: Buffer, data: bytes | bytearray | memoryview) -> None"), "Asynchronous host-to-device copy (data is staged first).")

@@ -114,18 +114,18 @@ std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& label) {
 // While the stream records, -1 (no ordering): the recorded work runs at replay, not now, and a
 // wait on the producer's event would itself be captured, joining another stream's work to the
 // graph.
-nb::object consumer_stream(runtime::Stream& stream) {
+nb::object consumer_stream(runtime::Stream& stream, const char* call) {
   const int type = stream.device()->driver().backend().dlpack_device_type;
   if (type == driver::dlpack_device::cpu) return nb::none();
   if (stream.capture_state().is_recording()) return nb::int_(-1);
-  return nb::int_(stream.native_handle());
+  return nb::int_(stream.native_handle(call));  // refused naming the call, not the handle
 }
 
 void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const std::string& label, ForeignRange* out) {
   auto [type, id] = dlpack_device_of(h, label);
   if (type >= 0) runtime::check_foreign_device(*stream.device(), type, id, label);  // before any export
   nb::object export_fn = h.attr("__dlpack__");
-  nb::object stream_arg = consumer_stream(stream);
+  nb::object stream_arg = consumer_stream(stream, call);
   // The stream itself handed over: the producer orders it, inside its own capture by joining it.
   const bool handed = !stream_arg.is_none() && PyLong_AsLongLong(stream_arg.ptr()) != -1;
   nb::object capsule;

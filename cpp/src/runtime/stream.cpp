@@ -65,9 +65,9 @@ Stream::~Stream() {
   shutdown();
 }
 
-std::uintptr_t Stream::native_handle() {
+std::uintptr_t Stream::native_handle(const char* op) {
   LockWithoutStalling lock(mutex_);
-  check_usable("handle");
+  check_usable(op);
   return driver_.stream_native_handle(handle_);
 }
 

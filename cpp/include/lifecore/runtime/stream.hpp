@@ -58,7 +58,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   Stream& operator=(const Stream&) = delete;
 
   const std::shared_ptr<Device>& device() const noexcept { return device_; }
-  std::uintptr_t native_handle();
+  // The driver stream's native pointer; refused (check_usable) naming `op`, the call that asks.
+  std::uintptr_t native_handle(const char* op = "handle");
 
   // nbytes in 1 .. the device's total memory, else InvalidArgumentError.
   std::shared_ptr<Buffer> alloc(std::int64_t nbytes);
