@@ -215,3 +215,29 @@ def test_numpy_integers_are_counts_where_ints_are():
         with pytest.raises(LifecoreTypeError, match="tokens"):
             session.step(flag)
     assert [holder[0] for holder in c.holders()] == ["a"]
+
+
+def test_a_device_table_is_refused_before_it_is_exported():
+    """Exporting a GPU tensor orders streams (torch makes its current stream wait), so an `out`
+    whose __dlpack_device__ names a device is refused from that answer, before __dlpack__ runs."""
+    c = coordinator()
+    admitted = c.admit("a", 16, 64)
+    assert isinstance(admitted, Admitted)
+    session = admitted.resources.open_session()
+
+    class DeviceTable:
+        exported = False
+
+        def __dlpack_device__(self):
+            return (2, 0)  # DLPack's CUDA
+
+        def __dlpack__(self, **kwargs):
+            DeviceTable.exported = True
+            raise AssertionError("exported")
+
+    with pytest.raises(InvalidArgumentError, match=r"argument 'out' must live in host memory \(DLPack device type 2\)"):
+        c.block_table([session], 4, DeviceTable())
+    assert not DeviceTable.exported
+    with pytest.raises(InvalidArgumentError, match="must live in host memory"):
+        c.decode_table(1, 4, out=DeviceTable())
+    assert not DeviceTable.exported

@@ -6,10 +6,12 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
@@ -83,6 +85,14 @@ inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_
 }
 
 inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Target& t, const char* call = "block_table") {
+  // The device first, where the producer says it: exporting a GPU tensor orders streams (torch
+  // makes the current stream wait), a side effect a table that is refused anyway must not have.
+  if (nb::hasattr(out, "__dlpack_device__")) {
+    std::pair<int, int> device;
+    if (nb::try_cast(out.attr("__dlpack_device__")(), device) && device.first != dlpack_device_cpu)
+      bad_out(call, "must live in host memory (DLPack device type " + std::to_string(device.first) +
+                        "); pass a lifecore Buffer for device memory");
+  }
   nb::object capsule;
   try {
     capsule = out.attr("__dlpack__")("max_version"_a = nb::make_tuple(1, 0));
