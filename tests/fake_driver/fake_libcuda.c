@@ -242,9 +242,11 @@ EXPORT void fake_cuda_join_capture(unsigned long long consumer, unsigned long lo
   if (stream_entry_answer(&foreign_captures, (uintptr_t)producer) != 1) return;
   if (stream_entry_answer(&own_streams, (uintptr_t)consumer) < 0) return;
   struct stream* s = (struct stream*)(uintptr_t)consumer;
+  pthread_mutex_lock(&streams_mutex);
   s->capturing = 1;
   s->capture_id = 1000 + producer;
   s->joined = (uintptr_t)producer;
+  pthread_mutex_unlock(&streams_mutex);
 }
 static long capture_queries;
 /* fake_cuda_capture_queries() (not a CUDA entry point): how many cuStreamGetCaptureInfo calls there were. */
@@ -254,6 +256,11 @@ static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) { INJEC
   *out = calloc(1, sizeof(struct stream));
   if (!*out) return OUT_OF_MEMORY;
   stream_entry_set(&own_streams, (uintptr_t)*out, 0);
+  if (stream_entry_answer(&own_streams, (uintptr_t)*out) < 0) {  /* the registry could not grow */
+    free(*out);
+    *out = NULL;
+    return OUT_OF_MEMORY;
+  }
   return SUCCESS;
 }
 static CUresult fake_cuStreamDestroy(struct stream* s) { INJECT();

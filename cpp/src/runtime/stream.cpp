@@ -265,7 +265,8 @@ void Stream::check_native_not_capturing(std::uintptr_t native, const char* op, c
 
 void Stream::wait_for_producers(std::vector<ProducerStream>& producers, const char* op) {
   if (producers.empty() || state_.is_recording()) return;
-  std::sort(producers.begin(), producers.end(),
+  // Stable: of arguments sharing a producer stream, a refusal names the first.
+  std::stable_sort(producers.begin(), producers.end(),
             [](const ProducerStream& a, const ProducerStream& b) { return a.stream < b.stream; });
   producers.erase(std::unique(producers.begin(), producers.end(),
                               [](const ProducerStream& a, const ProducerStream& b) { return a.stream == b.stream; }),
@@ -1019,8 +1020,8 @@ void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, b
     return;
   }
   check_native_not_capturing(*consumer_stream, "view", "the consumer's stream",
-                             "a captured stream may not wait for work outside its capture (the driver would "
-                             "invalidate that capture); take the view before the capture begins (it stays valid)");
+                             "a wait there for this stream's work, which is outside that capture, would make the "
+                             "driver invalidate the capture; take the view before the capture begins (it stays valid)");
   check_status(wait_on_device(driver_, *consumer_stream,
                               [&](driver::EventHandle event) { return driver_.event_record(event, handle_); }));
 }
