@@ -16,6 +16,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from driver_scenarios import run_with_fake_cuda
 from test_foreign_cai_fake import SETUP
 
@@ -193,3 +195,55 @@ def test_a_join_is_caught_when_the_call_fails_after_the_export(fake_libcuda) -> 
     assert result["second_bad"][1].startswith("copy: a tensor's producer")
     assert result["after_second_bad"][0] == "CaptureStateError", result["after_second_bad"]
     assert result["ended_again"] == ["accepted", "", [0, 0]]
+
+
+def test_a_torch_tensor_while_torch_captures_is_refused_before_torch_is_asked_to_export(fake_libcuda) -> None:
+    """torch's __dlpack__(stream=) would join the handed stream to the capture torch is making,
+    and that capture could then never end. So while torch.cuda.is_current_stream_capturing(),
+    a torch tensor is refused before its export: nothing issued, torch's capture left whole.
+    (torch here has no CUDA: a CPU tensor's subclass stands for a CUDA one, and the capture
+    query is patched.)"""
+    torch = pytest.importorskip("torch")
+    del torch
+    body = """
+    import sys
+    import torch
+    sys.path.insert(0, os.environ["LIFECORE_TESTS"])
+    from dlpack_producer import Producer
+    a = device_array(value=1.0)
+    producer = Producer(a.ctypes.data, (16,), device=(2, 0))
+    exported = []
+
+    class CudaLike(torch.Tensor):  # what lifecore sees of a CUDA tensor: its device and its export
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, stream=None, **kw):
+            exported.append(stream)
+            return producer.__dlpack__(stream=stream, **kw)
+
+    tensor = torch.zeros(16).as_subclass(CudaLike)
+    capturing = [False]
+    torch.cuda.is_current_stream_capturing = lambda: capturing[0]
+    buf = s.alloc(64)
+    s.copy(buf, tensor)  # torch captures nothing: exported, ordered, copied
+    result["eager"] = [len(exported), np.frombuffer(s.read(buf), np.float32).tolist()[:2]]
+    capturing[0] = True
+    before = counts()
+    try:
+        s.fill(tensor, SEVEN)
+        result["capturing"] = "accepted"
+    except lifecore.CaptureStateError as error:
+        result["capturing"] = str(error)
+    result["after_refusal"] = [len(exported), since(before), a.tolist()[:2]]
+    capturing[0] = False
+    s.fill(buf, 0)  # the stream never joined anything
+    result["usable"] = np.frombuffer(s.read(buf), np.float32).tolist()[:2]
+    """
+    result = run_fake(fake_libcuda, body, LIFECORE_TESTS=str(Path(__file__).parent))
+    assert result["eager"] == [1, [1.0, 1.0]]
+    assert result["capturing"].startswith("fill: argument 'buf' is a torch tensor, and torch is capturing a CUDA "
+                                          "graph on its current stream")
+    assert "torch's capture is left whole" in result["capturing"]
+    assert result["after_refusal"] == [1, [0, 0], [1.0, 1.0]]  # not exported again, nothing issued
+    assert result["usable"] == [0.0, 0.0]

@@ -343,11 +343,11 @@ with lifecore.Device("cuda") as dev:
         cai = torch.as_tensor(buf.view("float32"), device="cuda")  # torch reads __cuda_array_interface__
         assert cai.data_ptr() == buf.ptr and float(cai[5]) == 5.0
         del cai
-        # Inside torch.cuda.graph, DLPack's stream= makes torch record on its capturing stream
-        # and this stream wait there, which joins this stream to torch's capture: lifecore
-        # refuses the call. torch's capture then cannot end cleanly (the joined stream was never
-        # joined back); what it says is printed. Last in the torch half: a failed capture may
-        # leave torch's graph pool behind.
+        # Inside torch.cuda.graph, DLPack's stream= would make torch record on its capturing
+        # stream and this stream wait there, joining this stream to torch's capture: lifecore
+        # refuses the call before torch's export, so torch's capture should end cleanly; what it
+        # says is printed. Last in the torch half: a failed capture may leave torch's graph pool
+        # behind.
         captured = torch.zeros(N, device="cuda")
         torch.cuda.synchronize()
         refusal = end = None

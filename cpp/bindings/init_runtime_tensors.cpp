@@ -121,6 +121,26 @@ nb::object consumer_stream(runtime::Stream& stream, const char* call) {
   return nb::int_(stream.native_handle(call));  // refused naming the call, not the handle
 }
 
+// Whether `h` is a torch tensor while torch captures a CUDA graph on its current stream.
+// torch's __dlpack__(stream=) makes the handed stream wait on its current stream, which inside
+// torch.cuda.graph joins that stream to torch's capture and leaves the capture unable to end:
+// asked before the export, the call is refused with torch's capture left whole. Only a torch
+// already imported is asked.
+bool torch_is_capturing(nb::handle h) {
+  PyObject* module = PyImport_GetModule(nb::str("torch").ptr());  // a new reference, or null
+  if (module == nullptr) {
+    if (PyErr_Occurred()) throw nb::python_error();
+    return false;
+  }
+  const nb::object torch = nb::steal(module);
+  if (!nb::hasattr(torch, "Tensor") || !nb::isinstance(h, torch.attr("Tensor"))) return false;
+  try {
+    return nb::cast<bool>(torch.attr("cuda").attr("is_current_stream_capturing")());
+  } catch (nb::python_error&) {
+    return false;  // a torch built without CUDA raises here: it captures nothing
+  }
+}
+
 void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const std::string& label, ForeignRange* out) {
   auto [type, id] = dlpack_device_of(h, label);
   if (type >= 0) runtime::check_foreign_device(*stream.device(), type, id, label);  // before any export
@@ -128,6 +148,11 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   nb::object stream_arg = consumer_stream(stream, call);
   // The stream itself handed over: the producer orders it, inside its own capture by joining it.
   const bool handed = !stream_arg.is_none() && PyLong_AsLongLong(stream_arg.ptr()) != -1;
+  if (handed && torch_is_capturing(h))
+    raise(ErrorKind::CaptureState,
+          label + " is a torch tensor, and torch is capturing a CUDA graph on its current stream: torch's export "
+                  "would make this stream wait there and join that capture. Nothing was issued and torch's capture "
+                  "is left whole; call lifecore outside torch.cuda.graph (or record with Stream.capture)");
   nb::object capsule;
   std::optional<std::string> export_failure;
   try {
