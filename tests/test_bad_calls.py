@@ -214,13 +214,24 @@ def test_a_bool_for_a_count_and_an_int_past_64_bits_are_lifecore_errors() -> Non
         before = dev.memory_stats()
         with pytest.raises(errors.LifecoreTypeError, match="nbytes"):
             s.alloc(True)
-        with pytest.raises(errors.LifecoreOverflowError, match="nbytes"):
+        with pytest.raises(errors.LifecoreOverflowError, match="nbytes.*a value past what it can hold"):
             s.alloc(2**64)
         with pytest.raises(errors.LifecoreTypeError, match="buf"):
             s.fill(None, 1)
         with pytest.raises(errors.LifecoreTypeError, match="unexpected keyword"):
             s.alloc(nbytes=16, align=4)
         assert dev.memory_stats() == before
+
+
+def test_an_int_out_of_range_says_which_way() -> None:
+    with lifecore.Device(EMULATED) as dev:
+        s = dev.stream()
+        buf = s.alloc(16)
+        negative = r"'value' .*\(got -1: a negative value, where it takes none\)"
+        with pytest.raises(errors.LifecoreOverflowError, match=negative):
+            s.fill(buf, -1)
+        with pytest.raises(errors.LifecoreOverflowError, match=r"\(got 18446744073709551616: a value past what it can"):
+            s.alloc(2**64)
 
 
 def test_the_checker_catches_an_escaped_error_and_a_changed_state() -> None:

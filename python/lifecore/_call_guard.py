@@ -245,8 +245,9 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple,
     for position, name, value in _arguments(args, kwargs):
         parameter = overload.parameter(position, name)
         if parameter is not None and _out_of_range(value) and "int" in _text(parameter.annotation):
+            what = "a negative value, where it takes none" if value < 0 else "a value past what it can hold"
             return LifecoreOverflowError(f"{label}: argument '{parameter.name}' is out of the range it can hold "
-                                         f"(got {value})")
+                                         f"(got {value}: {what})")
     return None
 
 
