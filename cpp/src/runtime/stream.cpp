@@ -80,10 +80,7 @@ void Stream::check_usable(const char* op) {
   if (dead_ || device_->closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
   device_->check_not_lost(op);
   if (joined_by_producer_) {
-    driver::CaptureStatus status = driver::CaptureStatus::none;
-    std::uint64_t id = 0;
-    check_status(driver_.stream_capture_info(handle_, &status, &id));
-    if (status != driver::CaptureStatus::none)
+    if (captured_by_driver())
       raise(ErrorKind::CaptureState, std::string(op) +
                                          ": this stream joined another library's graph capture (a tensor's producer "
                                          "ordered it inside that capture), so its work would be recorded there, not "
@@ -92,14 +89,17 @@ void Stream::check_usable(const char* op) {
   }
 }
 
-void Stream::check_not_joined_by_producer(const char* op) {
-  LockWithoutStalling lock(mutex_);
-  // Recording: the export was handed no stream (-1). Closed: the call itself says so.
-  if (state_.is_recording() || dead_ || device_->closed()) return;
+bool Stream::captured_by_driver() {
   driver::CaptureStatus status = driver::CaptureStatus::none;
   std::uint64_t id = 0;
   check_status(driver_.stream_capture_info(handle_, &status, &id));
-  if (status == driver::CaptureStatus::none) return;
+  return status != driver::CaptureStatus::none;
+}
+
+void Stream::check_not_joined_by_producer(const char* op) {
+  LockWithoutStalling lock(mutex_);
+  // Recording: the export was handed no stream (-1). Closed: the call itself says so.
+  if (state_.is_recording() || dead_ || device_->closed() || !captured_by_driver()) return;
   joined_by_producer_ = true;
   raise(ErrorKind::CaptureState,
         std::string(op) +
@@ -267,7 +267,7 @@ void Stream::wait_for_producers(std::vector<ProducerStream>& producers, const ch
   if (producers.empty() || state_.is_recording()) return;
   // Stable: of arguments sharing a producer stream, a refusal names the first.
   std::stable_sort(producers.begin(), producers.end(),
-            [](const ProducerStream& a, const ProducerStream& b) { return a.stream < b.stream; });
+                   [](const ProducerStream& a, const ProducerStream& b) { return a.stream < b.stream; });
   producers.erase(std::unique(producers.begin(), producers.end(),
                               [](const ProducerStream& a, const ProducerStream& b) { return a.stream == b.stream; }),
                   producers.end());
@@ -275,7 +275,8 @@ void Stream::wait_for_producers(std::vector<ProducerStream>& producers, const ch
   // Every producer is asked before any wait is issued, so a refusal leaves nothing behind.
   for (const ProducerStream& producer : producers) {
     if (producer.stream == own) continue;
-    check_native_not_capturing(producer.stream, op, "argument '" + std::string(producer.argument) + "' comes from the producer's stream",
+    check_native_not_capturing(producer.stream, op,
+                               "argument '" + std::string(producer.argument) + "' comes from the producer's stream",
                                "ordering this stream after it would make this stream join that capture (its "
                                "work recorded there, not run); issue this call outside that capture");
   }

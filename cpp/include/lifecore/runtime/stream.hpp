@@ -177,6 +177,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // close() left behind, it first ends that capture and destroys the driver stream.
   // CaptureStateError while a tensor's producer has this stream joined to its capture.
   void check_usable(const char* op);
+  // Whether the driver says this stream is being captured (a DriverError when it cannot say).
+  bool captured_by_driver();
   // CaptureStateError naming both threads when the calling thread may not end or abort the
   // recording (thread_local / global mode, another thread began it).
   void check_capture_thread(const char* op) const;
