@@ -86,6 +86,8 @@ def run_cycle(dev, s, manual: bool) -> str:
     with s.profile():
         graph.replay()
         graph.replay()
+    if s.sync(timeout=60) is not True:  # the bounded sync polls the driver (stream_query)
+        return "wrong"
     got = f32(s, y)
     graph.destroy()
     x.free()

@@ -1,7 +1,7 @@
 """tools/gpu_check.sh, the script run once on a machine with an NVIDIA GPU, run here against the
 fake CUDA driver (tests/fake_driver/fake_libcuda.c): its own Python checks of lifecore's CUDA
 paths (backends and symbols, driver launches and a captured graph, buffers out by DLPack and
-the CUDA array interface, a host array refused by launch / copy / fill) must pass, and the
+the CUDA array interface, a host array refused by launch / copy / fill, a bounded sync) must pass, and the
 script must record every step, skip the unselected ones (GPU_CHECK_STEPS), write steps.json and
 figures.json and exit 0. torch and CuPy are hidden from the script: their halves need a real
 device, and one here would not see the fake driver's memory."""
@@ -20,7 +20,8 @@ import pytest
 import lifecore
 
 SCRIPT = Path(__file__).resolve().parents[1] / "tools" / "gpu_check.sh"
-RUN_HERE = ["backends", "driver launch figures", "buffers as tensors on cuda", "tensors in on cuda"]
+RUN_HERE = ["backends", "driver launch figures", "buffers as tensors on cuda", "tensors in on cuda",
+            "bounded sync on cuda"]
 
 
 def test_gpu_check_runs_its_cuda_checks_against_the_fake_driver(fake_libcuda, tmp_path):

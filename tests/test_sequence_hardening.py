@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import _thread
 import math
-import signal
 import threading
 import time
 
@@ -41,6 +40,7 @@ from lifecore.sequence import (
 )
 
 from backend_roles import EMULATED
+from signal_timer import Stop, stop_after
 
 PAGE = 4096
 
@@ -180,35 +180,14 @@ def test_a_blocked_wait_yields_to_ctrl_c_promptly(timeout):
     assert reg.wait(5) is True
 
 
-class _Stop(Exception):
-    pass
-
-
 @pytest.mark.time_limit(30)
 def test_a_signal_handler_that_raises_stops_a_wait():
     c = make(slots=1)
     adm, s, reg = blocked_waiter(c)
-
-    def handler(signum, frame):
-        raise _Stop()
-
-    previous = signal.signal(signal.SIGUSR1, handler)
-    main = threading.get_ident()
-    fired: list = []
-
-    def fire():
-        fired.append(time.monotonic())
-        signal.pthread_kill(main, signal.SIGUSR1)
-
-    timer = threading.Timer(0.2, fire)
-    timer.start()
-    try:
-        with pytest.raises(_Stop):
+    with stop_after(0.2) as fired:
+        with pytest.raises(Stop):
             reg.wait(None)
         assert time.monotonic() - fired[0] < INTERRUPT_BOUND
-    finally:
-        timer.join()
-        signal.signal(signal.SIGUSR1, previous)
 
 
 # ---- section 2: every numeric input at 2**32, 2**63 and 2**64 ----

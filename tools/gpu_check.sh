@@ -458,6 +458,32 @@ with lifecore.Device("cuda") as dev:
     s.fill(x, 0)  # the stream is usable either way
     s.sync()
 PY
+# A bounded sync polls cuStreamQuery: True once the stream is idle, False while work is queued
+# (a timeout of 0 right after a large fill may still find it busy: printed, not asserted), and
+# the stream stays usable after either answer.
+step "bounded sync on cuda" 30 "$PYTHON" - <<'PY'
+import time
+import numpy as np
+import lifecore
+
+with lifecore.Device("cuda") as dev:
+    s = dev.stream()
+    big = s.alloc(1 << 28)
+    for _ in range(4):
+        s.fill(big, 3)
+    start = time.perf_counter()
+    at_once = s.sync(timeout=0)
+    print(f"sync(timeout=0) right after 1 GiB of fills: {at_once} ({(time.perf_counter() - start) * 1e6:.0f} us)")
+    start = time.perf_counter()
+    assert s.sync(timeout=30) is True
+    print(f"sync(timeout=30): True after {(time.perf_counter() - start) * 1e3:.2f} ms")
+    small = s.alloc(4096)
+    s.fill(small, 5)
+    assert s.sync(timeout=30) is True
+    assert (np.frombuffer(s.read(small), np.uint32) == 5).all()
+    small.free()
+    big.free()
+PY
 # The reference engine with graphs on: its tests (tokens against the plain implementation
 # where the top-2 margin is clear), the demo, and the decode step replayed against eager and
 # against torch.cuda.CUDAGraph at batch 8.

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "bindings.hpp"
@@ -109,10 +110,32 @@ inline double real_argument(nb::handle h, const char* call, const char* name, bo
     PyErr_Clear();
     raise(ErrorKind::Overflow, argument_label(call, name) + " is too large for a float");
   }
+  if (std::isnan(value) && allow_infinite)
+    raise(ErrorKind::InvalidArgument, argument_label(call, name) + " must be a number, not NaN");
   if (std::isnan(value) || (!allow_infinite && std::isinf(value)))
     raise(ErrorKind::InvalidArgument, argument_label(call, name) + " must be a finite number, got " +
                                           std::string(nb::str(h).c_str()));
   return value;
+}
+
+// A wait's timeout in seconds: None, or a real number (an int, a float, a NumPy number; never
+// a bool). An integer too large for a float is as good as infinite (and a hugely negative one
+// is negative).
+inline std::optional<double> timeout_argument(nb::handle arg, const char* call) {
+  if (arg.is_none()) return std::nullopt;
+  if (!PyBool_Check(arg.ptr()) && (PyLong_Check(arg.ptr()) || PyIndex_Check(arg.ptr()))) {
+    const nb::object integer = integer_argument(arg, call, "timeout");
+    const nb::handle h = integer;
+    const double value = PyLong_AsDouble(h.ptr());
+    if (value == -1.0 && PyErr_Occurred()) {
+      PyErr_Clear();
+      const int positive = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_GT);
+      if (positive < 0) throw nb::python_error();
+      return positive ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+    }
+    return value;
+  }
+  return real_argument(arg, call, "timeout", /*allow_infinite=*/true);
 }
 
 // A str.

@@ -1,6 +1,7 @@
 // Device, Stream, Buffer, Graph and the built-in kernels. Translation only: Python values to
 // core arguments (launch arguments are converted here, checked by the core), the GIL released
 // around blocking calls, errors raised by the core.
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <list>
@@ -18,6 +19,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "tensor_arguments.hpp"
+#include "lifecore/deadline.hpp"
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
 #include "lifecore/runtime/buffer.hpp"
@@ -267,6 +269,31 @@ void pause_mock_streams_for(std::shared_ptr<Device> device, double seconds) {
   }).detach();
 }
 
+// Stream.sync: the driver's blocking wait without a timeout; with one, slices of polling
+// without the GIL, and between them a pending signal handler runs (Ctrl-C).
+bool sync_stream(Stream& stream, nb::handle timeout) {
+  if (timeout.is_none()) {
+    nb::gil_scoped_release release;
+    stream.sync();
+    return true;
+  }
+  using clock = std::chrono::steady_clock;
+  const Deadline deadline = deadline_after(timeout_argument(timeout, "sync"), "sync");
+  constexpr clock::duration slice = std::chrono::milliseconds(50);
+  for (;;) {
+    const clock::duration wait =
+        deadline ? std::clamp<clock::duration>(*deadline - clock::now(), clock::duration::zero(), slice) : slice;
+    bool idle;
+    {
+      nb::gil_scoped_release release;
+      idle = stream.sync_for(wait);
+    }
+    if (idle) return true;
+    if (deadline && clock::now() >= *deadline) return false;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  }
+}
+
 std::string device_repr(const Device& device) {
   return "Device(backend='" + device.backend() + "', ordinal=" + std::to_string(device.ordinal()) + ", graphs='" +
          device.graphs_name() + "', capture_mode='" + device.capture_mode_name() + "'" +
@@ -464,10 +491,16 @@ void bind_stream(nb::module_& m) {
            "Kernel.read_only); a kernel may write through any other pointer. A CUDA-array-interface\n"
            "tensor's device is checked with the driver (skipped where the driver cannot tell), and the work\n"
            "waits on the device for its stream, unless that is this stream or this stream is recording.")
-      .def("sync", &Stream::sync, nb::call_guard<nb::gil_scoped_release>(),
-           "Waits for the stream; reports the first queued asynchronous failure. Outside relaxed capture mode\n"
-           "it is refused (CaptureStateError, nothing changed) while another stream records on this thread, or\n"
-           "any thread's global capture records: the driver forbids the wait there and would invalidate it.")
+      .def("sync", &sync_stream, "timeout"_a.none() = nb::none(),
+           nb::sig("def sync(self, timeout: float | None = None) -> bool"),
+           "Waits for the stream; reports the first queued asynchronous failure. Without a timeout the driver\n"
+           "blocks until the device is done (Ctrl-C waits for it too, as torch.cuda.synchronize does). With a\n"
+           "timeout in seconds (inf: no deadline) it polls the driver, yields to Ctrl-C (KeyboardInterrupt)\n"
+           "within about 0.05 s, and returns False once the timeout passes with work still queued (nothing\n"
+           "changed; sync again later). True once the stream is idle. NaN or a negative timeout is\n"
+           "InvalidArgumentError. Outside relaxed capture mode it is refused (CaptureStateError, nothing\n"
+           "changed) while another stream records on this thread, or any thread's global capture records:\n"
+           "the driver forbids the wait there and would invalidate it.")
       .def("profile", [](std::shared_ptr<Stream> s) { return Profile::start(std::move(s)); },
            "Starts measuring the device time of the work issued from now on (a start event is recorded).\n"
            "`with stream.profile() as p: ...` then p.elapsed_ms. Inside a software capture window it raises\n"

@@ -126,26 +126,6 @@ std::optional<std::int64_t> optional_int_argument(nb::handle h, const char* call
   return int_argument(h, call, name);
 }
 
-// wait's timeout in seconds: None, or a real number (an int, a float, a NumPy number; never
-// a bool). An integer too large for a float is as good as infinite (and a hugely negative one
-// is negative).
-std::optional<double> timeout_argument(nb::handle arg) {
-  if (arg.is_none()) return std::nullopt;
-  if (!PyBool_Check(arg.ptr()) && (PyLong_Check(arg.ptr()) || PyIndex_Check(arg.ptr()))) {
-    const nb::object integer = integer_argument(arg, "wait", "timeout");
-    const nb::handle h = integer;
-    const double value = PyLong_AsDouble(h.ptr());
-    if (value == -1.0 && PyErr_Occurred()) {
-      PyErr_Clear();
-      const int positive = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_GT);
-      if (positive < 0) throw nb::python_error();
-      return positive ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
-    }
-    return value;
-  }
-  return real_argument(arg, "wait", "timeout", /*allow_infinite=*/true);
-}
-
 // A list or tuple (never a str, which would iterate its characters) of items, as a snapshot
 // that holds them (a list subclass's __iter__ may yield objects nothing else keeps).
 nb::tuple sequence_argument(nb::handle h, const char* call, const char* name, const char* expected) {
@@ -546,7 +526,7 @@ void bind_waiters(nb::module_& m) {
         return std::make_pair(c.changed_since_observation, c.changed_since_registration);
       }, "(changed since observation, changed since registration)")
       .def("wait", [](CapacityWaitRegistration& r, nb::handle timeout) {
-             const std::optional<double> seconds = timeout_argument(timeout);
+             const std::optional<double> seconds = timeout_argument(timeout, "wait");
              const auto deadline = CapacityWaitRegistration::deadline_after(seconds);
              // In slices without the GIL; between slices, with it, a pending signal handler
              // runs (Ctrl-C raises KeyboardInterrupt within one slice).

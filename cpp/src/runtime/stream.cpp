@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
@@ -566,6 +567,39 @@ void Stream::sync() {
   check_not_recording_elsewhere("sync", "synchronizes this stream");
   check_status(synchronize_and_release());
   errors_.surface("sync");
+}
+
+bool Stream::sync_for(std::chrono::nanoseconds slice) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  // Spin on the first polls (most waits are short, and a sleep would add its granularity to
+  // each), then sleep doubling to a millisecond, never past the slice.
+  constexpr unsigned spinning_polls = 64;
+  auto nap = std::chrono::microseconds(20);
+  for (unsigned polls = 0;; ++polls) {
+    {
+      LockWithoutStalling lock(mutex_);
+      check_usable("sync");
+      check_host_work("sync");
+      check_not_recording_elsewhere("sync", "synchronizes this stream");
+      const driver::Status idle = driver_.stream_query(handle_);
+      if (idle.ok()) {
+        // Under the lock nothing was queued since the poll: the sync returns at once.
+        check_status(synchronize_and_release());
+        errors_.surface("sync");
+        return true;
+      }
+      if (idle.code != driver::Code::not_ready) check_status(idle);  // a fault, or the device lost
+    }
+    const auto waited = clock::now() - start;
+    if (waited >= slice) return false;
+    if (polls < spinning_polls) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::min<clock::duration>(nap, slice - waited));
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
 }
 
 // ---- profiling ---------------------------------------------------------------------------

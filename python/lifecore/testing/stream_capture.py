@@ -86,6 +86,8 @@ PICK = st.integers(0, 63)  # an index taken modulo whatever list it picks from
 # A read-only host array's values (another library's tensor), or None for a buffer.
 HOST_VALUES = st.none() | st.lists(VALUES, min_size=16, max_size=16)
 TRANSITIONS = ("graph_prepare", "begin_capture", "end_capture")
+# A bounded sync's timeout: the machine's work is a few small kernels, so reaching it is a hang.
+SYNC_DEADLINE_S = 60.0
 FAULT_CODES = st.sampled_from([2, 801, 999])  # recoverable statuses (sticky ones lose the device)
 DLPACK_CPU = 1  # a buffer exported as host memory (the mock's) has NumPy views
 
@@ -500,11 +502,18 @@ class StreamCaptureMachine(LifecycleMachine):
             return  # no live buffer of that size (all freed or discarded with their window)
         self._read(0, buf)
 
-    @rule()
+    @rule(bounded=st.booleans())
     @counted
-    def sync(self) -> None:
-        """Synchronizes stream 0 on both: a queued failure must surface on both alike."""
-        self.both("sync", lambda: self.model.sync(self.sid0), self.real0.sync)
+    def sync(self, bounded: bool) -> None:
+        """Synchronizes stream 0 on both: a queued failure must surface on both alike. A bounded
+        sync (a timeout: it polls the driver) must be refused, or fail, exactly where the
+        driver's blocking wait is, and end with the stream idle long before its deadline."""
+
+        def bounded_sync() -> None:
+            if self.real0.sync(timeout=SYNC_DEADLINE_S) is not True:
+                raise AssertionError(f"sync(timeout={SYNC_DEADLINE_S}) found the stream still busy")
+
+        self.both("sync", lambda: self.model.sync(self.sid0), bounded_sync if bounded else self.real0.sync)
 
     def _profile(self, what: str, fault: Optional[str] = None) -> None:
         """A whole profile with nothing inside, on both; a measurement is a time, never negative."""

@@ -17,6 +17,7 @@
 // or abort ends the driver capture.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -86,6 +87,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block, const LaunchArg* args,
               std::size_t count, const InfoWords* info);
   void sync();
+  // One slice of a bounded sync: polls the driver until the stream is idle or `slice` has
+  // passed, holding the stream's lock only for each poll (so other threads queue meanwhile, and
+  // their work is waited for too). True once idle: then exactly what sync() does on success has
+  // happened (what the stream's fence held is released, a queued failure surfaces). False if
+  // still busy; nothing changed. The caller loops, checking its deadline and interrupts between
+  // slices. Refused where sync() is, with the same errors.
+  bool sync_for(std::chrono::nanoseconds slice);
 
   // Profiling (see Profile): a start event recorded now, an end event recorded at stop, waited
   // on, and the time between them. A software recording refuses it on the spot; inside a
