@@ -261,6 +261,22 @@ def test_enable_interventions_rules():
         late.enable_interventions(plan.admit(discovery, late), NumpyBackend())
 
 
+def test_the_checkpoint_storage_estimate_counts_the_intervention_plan_declarations():
+    # The estimate covers every admitted plan's declarations, the intervention plan's included:
+    # the point an operation targets (its meaning here) and the operation's slices.
+    def estimate(meaning: str, slices=()) -> int:
+        hidden_axes = [Axis("batch", "batch"), Axis("seq", "sequence"), Axis("d", 8)]
+        discovery = CaptureDiscovery("m", [ObservationPoint("blocks.9.mlp", hidden_axes, meaning=meaning)])
+        session = session_for(discovery=discovery)
+        op = iv.zero("z", "blocks.9.mlp", slices=list(slices))
+        session.enable_interventions(InterventionPlan([op]).admit(discovery, session), NumpyBackend())
+        return session.checkpoint_storage_bytes(discovery)
+
+    short = estimate("m")
+    assert estimate("m" * 1001) - short >= 1000
+    assert estimate("m", [CaptureSlice("d", 0, 4, 1)]) > short
+
+
 def test_a_runtime_mis_shaped_payload_fails_the_operation():
     discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", "unknown")])])
     session = session_with([iv.add("a", "p", np.ones(3))], discovery=discovery)

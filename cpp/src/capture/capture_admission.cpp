@@ -451,6 +451,7 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
   admitted.plan_ = plan;
   admitted.request_ = request;
   admitted.session_id_ = session_id;
+  admitted.encoded_size_ = encoding.size();
   admitted.identity_ = "intervention-v1-" + sha256_hex(encoding);
   return admitted;
 }

@@ -349,6 +349,7 @@ std::optional<std::uint64_t> CaptureSession::checkpoint_storage_bytes(const Capt
   add(plan_.encoded_size());
   if (interventions_) {
     add(interventions_->identity().size());
+    add(interventions_->encoded_size());  // its declarations: operations, slices, targeted points
     for (const auto& op : interventions_->plan().operations) {
       add(sizeof(InterventionOperation));
       add(op.id.size());

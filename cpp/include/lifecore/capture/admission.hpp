@@ -70,6 +70,9 @@ class AdmittedInterventionPlan {
   const CaptureRequest& request() const noexcept { return request_; }
   const std::string& identity() const noexcept { return identity_; }
   std::uint64_t session_id() const noexcept { return session_id_; }
+  // Bytes of the canonical encoding: operations and the points they target (what a portable
+  // checkpoint copies beside the capture plan).
+  std::size_t encoded_size() const noexcept { return encoded_size_; }
 
  private:
   friend AdmittedInterventionPlan admit_interventions(const InterventionPlan&, const CaptureDiscovery&,
@@ -81,6 +84,7 @@ class AdmittedInterventionPlan {
   CaptureRequest request_;
   std::string identity_;
   std::uint64_t session_id_ = 0;
+  std::size_t encoded_size_ = 0;
 };
 
 AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const CaptureDiscovery& discovery,
