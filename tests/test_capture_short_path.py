@@ -248,8 +248,9 @@ def test_one_forward_per_block_and_a_failed_forward_is_drained(lm, tokens):
     # These were read only at the forward: a TypeError or ValueError from deep inside it.
     ({"paths": "head", "batch_axis": "0"}, LifecoreTypeError, "argument 'batch_axis' must be an int"),
     ({"paths": "head", "sequence_axis": 1.0}, LifecoreTypeError, "argument 'sequence_axis' must be an int"),
-    ({"paths": "head", "output_index": "x"}, LifecoreTypeError, "argument 'output_index' must be an int or a mapping"),
-    ({"paths": "head", "output_index": {"head": "0"}}, LifecoreTypeError, "argument 'output_index'"),
+    ({"paths": "head", "output_index": 1.0}, LifecoreTypeError,
+     "argument 'output_index' must be an int \\(a position\\), a str \\(a key\\), or a mapping"),
+    ({"paths": "head", "output_index": {"head": 0.0}}, LifecoreTypeError, "argument 'output_index'"),
 ])
 def test_bad_arguments_are_refused_before_any_hook(lm, arguments, error, words):
     with pytest.raises(error, match=words):

@@ -73,6 +73,9 @@ from .capture import (
     ValueDtype,
 )
 from .capture.backends.torch_backend import TorchBackend, route
+from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
+                             selected_tensor as _selected_tensor, selection_problem as _selection_problem,
+                             with_replacement as _with_replacement)
 from . import _core
 from .errors import (BackendUnavailableError, CaptureSessionError, InvalidArgumentError, LifecoreOverflowError,
                      LifecoreTypeError)
@@ -161,26 +164,12 @@ def artifact_identity(model: nn.Module) -> str:
     return digest.hexdigest()
 
 
-OutputIndex = Union[int, Mapping[str, int]]
+OutputIndex = Union[int, str, Mapping[str, Union[int, str]]]
 
 
 def _require_module(model: Any, call: str) -> None:
     if not isinstance(model, nn.Module):
         raise LifecoreTypeError(f"{call}: argument 'model' must be a torch.nn.Module, got {type(model).__name__}")
-
-
-def _check_output_index(output_index: Any, call: str) -> None:
-    """Refuses an ``output_index`` that is not an int or a mapping path -> int (it is read only
-    at the forward, where a wrong one failed with an error naming neither call nor argument)."""
-    def is_index(value: Any) -> bool:
-        return isinstance(value, int) and not isinstance(value, bool)
-
-    if is_index(output_index):
-        return
-    if isinstance(output_index, Mapping) and all(isinstance(k, str) and is_index(v) for k, v in output_index.items()):
-        return
-    raise LifecoreTypeError(f"{call}: argument 'output_index' must be an int or a mapping of module paths to ints, "
-                            f"got {output_index!r}")
 
 
 def _check_axes(call: str, **axes: Any) -> None:
@@ -189,38 +178,6 @@ def _check_axes(call: str, **axes: Any) -> None:
         if isinstance(value, bool) or not isinstance(value, int):
             raise LifecoreTypeError(f"{call}: argument '{name}' must be an int (an axis of the tensors), "
                                     f"got {type(value).__name__}")
-
-
-def _index_for(output_index: OutputIndex, path: str) -> int:
-    """The tuple position selected at ``path`` (a mapping names positions per path; paths it
-    does not name use position 0)."""
-    if isinstance(output_index, Mapping):
-        return int(output_index.get(path, 0))
-    return int(output_index)
-
-
-def _selected_tensor(output: Any, index: int = 0) -> Optional[torch.Tensor]:
-    """The tensor a hook observes: the output itself, or element ``index`` of a tuple/list output."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, (tuple, list)) and -len(output) <= index < len(output) and isinstance(
-            output[index], torch.Tensor):
-        return output[index]
-    return None
-
-
-def _with_replacement(output: Any, index: int, replacement: torch.Tensor) -> Any:
-    """``output`` with ``replacement`` at ``index``, of the same type: a namedtuple stays that
-    namedtuple (downstream code reads its fields), a list subclass stays that list."""
-    if isinstance(output, torch.Tensor):
-        return replacement
-    items = list(output)
-    items[index] = replacement
-    if isinstance(output, list):
-        return type(output)(items)
-    if hasattr(output, "_fields") and callable(getattr(output, "_make", None)):
-        return output._make(items)
-    return tuple(items)
 
 
 def _dtype(tensor: torch.Tensor) -> ValueDtype:
@@ -238,10 +195,13 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     length in prefill, one token in decode), the others known. Paths in ``logits`` are
     marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``.
 
-    A module returning a tuple is observed at element ``output_index`` (an int for every
-    module, or a mapping path -> index; default 0, the first element). Pass the same
-    ``output_index`` to :func:`attach`. An argument of the wrong type raises
-    ``LifecoreTypeError`` before the forward runs."""
+    A module returning a container is observed at its element ``output_index``: an int is a
+    position (of a tuple or list, or of a ModelOutput-like mapping, one with ``to_tuple()``,
+    as its own ``output[i]`` reads it), a str a key (of a dict or other mapping, or a
+    namedtuple's field); one for every module, or a mapping path -> int or str (paths it does
+    not name use 0, the first element). A plain dict has no position, so under an int it is not
+    observed: select it by key. Pass the same ``output_index`` to :func:`attach`. An argument of
+    the wrong type raises ``LifecoreTypeError`` before the forward runs."""
     _require_module(model, "discover")
     _check_axes("discover", batch_axis=batch_axis, sequence_axis=sequence_axis)
     _check_output_index(output_index, "discover")
@@ -429,7 +389,7 @@ class TorchAttachment:
         self.detach()
 
 
-def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: int):
+def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: Union[int, str]):
     observe, intervene = session.observe, session.intervene
 
     def selected(output: Any) -> torch.Tensor:
@@ -437,14 +397,13 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
             return output
         tensor = _selected_tensor(output, index)
         if tensor is None:
-            raise InvalidArgumentError(f"output of {path} has no tensor at output_index {index} "
-                                       f"({type(output).__name__} of {len(output) if hasattr(output, '__len__') else '?'})")
+            raise InvalidArgumentError(_selection_problem(output, index, path))
         return tensor
 
     if not intervenes:
         # The session's observer is itself the hook: no Python frame of ours per forward, the
         # path resolved once. A plain tensor output is observed as is; anything else goes
-        # through selected() (a tuple element, or the error naming what is missing).
+        # through selected() (a container's element, or the error naming what is missing).
         return session.observer(path, backend, tensor_type=torch.Tensor, select=selected)
 
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
@@ -464,10 +423,16 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     targets (or by ``paths``). Interventions enabled after attaching are hooked at the next
     forward through ``model`` (see :class:`TorchAttachment`).
 
-    ``output_index`` selects which element of a tuple (or list) output is observed and
-    intervened on: an int for every hooked module, or a mapping path -> index (paths it
-    does not name use 0). The default, 0, is the first tensor; a replacement goes back at
-    the same position and the other elements pass through unchanged."""
+    ``output_index`` selects which element of a container output is observed and intervened
+    on, as :func:`discover` reads it: an int is a position (tuple, list, ModelOutput-like
+    mapping), a str a key (mapping) or field (namedtuple); one for every hooked module, or a
+    mapping path -> int or str (paths it does not name use 0). The default, 0, is the first
+    element; a replacement goes back at the same position or key of a container of the same
+    type (a namedtuple, a list subclass, a shallow copy of a dict or ModelOutput), and the
+    other elements pass through unchanged. An output with no tensor there (a missing key, an
+    element that is ``None`` or not a tensor, a plain dict under an int) raises
+    ``InvalidArgumentError`` at the forward, naming the module, the selection and what the
+    output holds."""
     if not isinstance(session, CaptureSession):
         raise LifecoreTypeError(f"attach: argument 'session' must be a CaptureSession, got {type(session).__name__}")
     _require_module(model, "attach")

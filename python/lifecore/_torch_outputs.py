@@ -1,0 +1,121 @@
+"""Which element of a module's output a torch hook observes, and the output rebuilt with a
+replacement there (``output_index`` of :mod:`lifecore.torch`).
+
+An int is a position, as the container's own ``output[i]`` reads it: of a tuple or list, and of
+a ModelOutput-like mapping (one with ``to_tuple()``, whose int index is positional among the
+fields set). A str is a key of a mapping, or a field of a namedtuple. A plain dict has no
+position: its keys are its only names, so an int never silently picks one of its values.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, MutableMapping
+from typing import Any, Optional, Union
+
+import torch
+
+from .errors import LifecoreTypeError
+
+Index = Union[int, str]
+
+_NOWHERE = object()
+
+
+def _slot(output: Any, index: Index) -> Any:
+    """Where ``index`` is in ``output``: a position of a tuple/list, a key of a mapping, or
+    ``_NOWHERE``."""
+    if isinstance(output, (tuple, list)):
+        if isinstance(index, str):
+            fields = getattr(output, "_fields", None)
+            return fields.index(index) if isinstance(fields, tuple) and index in fields else _NOWHERE
+        return index if -len(output) <= index < len(output) else _NOWHERE
+    if isinstance(output, Mapping):
+        if isinstance(index, str):
+            return index if index in output else _NOWHERE
+        if callable(getattr(output, "to_tuple", None)):
+            keys = list(output.keys())
+            return keys[index] if -len(keys) <= index < len(keys) else _NOWHERE
+    return _NOWHERE
+
+
+def selected_tensor(output: Any, index: Index = 0) -> Optional[torch.Tensor]:
+    """The tensor a hook observes: the output itself, or its element at ``index``; None when
+    there is no tensor there."""
+    if isinstance(output, torch.Tensor):
+        return output
+    slot = _slot(output, index)
+    if slot is _NOWHERE:
+        return None
+    element = output[slot]
+    return element if isinstance(element, torch.Tensor) else None
+
+
+def selection_problem(output: Any, index: Index, path: str) -> str:
+    """Why ``output`` of module ``path`` has no tensor at ``index`` (for the error a hook raises)."""
+    kind = type(output).__name__
+    if isinstance(output, Mapping):
+        keys = ", ".join(repr(k) for k in list(output.keys())[:12]) or "none"
+        if isinstance(index, int) and not callable(getattr(output, "to_tuple", None)):
+            return f"output of {path} is a {kind}, selected by key (output_index=<key>), not by position {index} " \
+                   f"(its keys: {keys})"
+    slot = _slot(output, index)
+    if slot is not _NOWHERE:
+        return f"output of {path} at output_index {index!r} is a {type(output[slot]).__name__}, not a tensor"
+    if isinstance(output, Mapping):
+        return f"output of {path} has no key {index!r} (its keys: {keys})"
+    if isinstance(output, (tuple, list)):
+        if isinstance(index, str):
+            fields = getattr(output, "_fields", None)
+            named = f"its fields: {', '.join(map(repr, fields))}" if isinstance(fields, tuple) else \
+                "it is selected by position"
+            return f"output of {path} has no field {index!r} ({kind} of {len(output)}; {named})"
+        return f"output of {path} has no tensor at output_index {index} ({kind} of {len(output)})"
+    return f"output of {path} has no tensor at output_index {index!r} (a {kind})"
+
+
+def with_replacement(output: Any, index: Index, replacement: torch.Tensor) -> Any:
+    """``output`` with ``replacement`` at ``index``, of the same type: a namedtuple stays that
+    namedtuple and a list subclass that list (downstream code reads their fields); a mapping is
+    a shallow copy of itself with the one key set (a ModelOutput keeps its other fields and its
+    attributes). The output itself is left as it was."""
+    if isinstance(output, torch.Tensor):
+        return replacement
+    slot = _slot(output, index)
+    if isinstance(output, Mapping):
+        if not isinstance(output, MutableMapping):
+            raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {type(output).__name__} "
+                                    f"(a mapping that cannot be set)")
+        rebuilt = copy.copy(output)
+        rebuilt[slot] = replacement
+        return rebuilt
+    items = list(output)
+    items[slot] = replacement
+    if isinstance(output, list):
+        return type(output)(items)
+    if hasattr(output, "_fields") and callable(getattr(output, "_make", None)):
+        return output._make(items)
+    return tuple(items)
+
+
+def check_output_index(output_index: Any, call: str) -> None:
+    """Refuses an ``output_index`` that is not an int, a str, or a mapping path -> int or str
+    (it is read only at the forward, where a wrong one failed with an error naming neither call
+    nor argument)."""
+    def is_index(value: Any) -> bool:
+        return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+    if is_index(output_index):
+        return
+    if isinstance(output_index, Mapping) and all(isinstance(k, str) and is_index(v) for k, v in output_index.items()):
+        return
+    raise LifecoreTypeError(f"{call}: argument 'output_index' must be an int (a position), a str (a key), or a "
+                            f"mapping of module paths to them, got {output_index!r}")
+
+
+def index_for(output_index: Union[Index, Mapping[str, Index]], path: str) -> Index:
+    """The position or key selected at module ``path`` (a mapping names it per path; paths it
+    does not name use position 0)."""
+    if isinstance(output_index, Mapping):
+        return output_index.get(path, 0)
+    return output_index
