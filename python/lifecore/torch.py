@@ -6,9 +6,11 @@ At each hooked module the hook observes the output, then intervenes, and a repla
 (if any) becomes the module's output, so downstream modules consume it: a record at an
 intervened module holds its output before the intervention (every point :func:`discover`
 names has position ``BEFORE_INTERVENTION``); capture a module downstream to see the effect.
-A module is one point: called twice in one forward (a shared or tied layer), the second call
-raises ``CaptureSessionError`` ("observation emitted twice") when the module is captured or
-intervened on; hook the modules around it instead. A module whose
+A module called more than once in one forward (a shared or tied layer, a block applied in a
+loop) is a point per call, ``<path>#<k>`` for its k-th call: :func:`discover` names them, each
+call is observed, intervened on and routed on its own, and a forward that calls the module more
+or fewer times than the attachment expects is refused (see :func:`attach`). A module called
+once keeps its plain path. A module whose
 forward picks experts takes part in routing control by offering ``routing_policy()``
 (returning a :class:`RoutingPolicy`, or ``(num_experts, top_k)`` for plain top-k) and
 ``set_routing_hook(hook)``; it then calls ``hook.select(scores, top_k)`` (or :func:`route`
@@ -73,6 +75,7 @@ from .capture import (
     ValueDtype,
 )
 from .capture.backends.torch_backend import TorchBackend, route
+from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, split_call
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
@@ -81,8 +84,8 @@ from .errors import (BackendUnavailableError, CaptureSessionError, InvalidArgume
                      LifecoreTypeError)
 
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
-           "ALLOC_SYMBOL", "FREE_SYMBOL", "allocator_library", "pooled_allocator", "pooled_allocator_available",
-           "mem_pool", "release_stream", "allocator_stats",
+           "call_counts", "ALLOC_SYMBOL", "FREE_SYMBOL", "allocator_library", "pooled_allocator",
+           "pooled_allocator_available", "mem_pool", "release_stream", "allocator_stats",
            "RoutingHook", "route", "routing_policy_of", "capture", "run_with_capture", "ModelCapture",
            "CapturedModules", "ModuleCapture", "DEFAULT_HISTOGRAM_EDGES", "DEFAULT_TOP_K", "DEFAULT_PREVIEW"]
 
@@ -172,6 +175,31 @@ def _require_module(model: Any, call: str) -> None:
         raise LifecoreTypeError(f"{call}: argument 'model' must be a torch.nn.Module, got {type(model).__name__}")
 
 
+def _check_calls(calls: Any, model: nn.Module, call: str) -> None:
+    """Refuses ``calls`` that are not a mapping of the model's module paths to counts >= 1."""
+    if calls is None:
+        return
+    if not isinstance(calls, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in calls.items()):
+        raise LifecoreTypeError(f"{call}: argument 'calls' must be a mapping of module paths to ints (calls per "
+                                f"forward) or None, got {calls!r}")
+    modules = dict(model.named_modules())
+    for path, count in calls.items():
+        if path not in modules or not path:
+            raise InvalidArgumentError(f"{call}: argument 'calls' names no module {path!r} of {type(model).__name__}")
+        if count < 1:
+            raise InvalidArgumentError(f"{call}: argument 'calls' gives {path!r} {count} calls; a count is >= 1")
+
+
+def call_counts(discovery: CaptureDiscovery) -> dict[str, int]:
+    """Module path -> calls per forward, for each module the discovery names per call
+    (``"<path>#<k>"``): what :func:`attach` takes as ``calls``. Modules called once are not in it."""
+    if not isinstance(discovery, CaptureDiscovery):
+        raise LifecoreTypeError(f"call_counts: argument 'discovery' must be a CaptureDiscovery, "
+                                f"got {type(discovery).__name__}")
+    return counts_of((point.path for point in discovery.catalog), ROUTING_SUFFIX)
+
+
 def _check_axes(call: str, **axes: Any) -> None:
     """Refuses a ``batch_axis`` / ``sequence_axis`` that is not an int (a bool included)."""
     for name, value in axes.items():
@@ -195,6 +223,14 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     length in prefill, one token in decode), the others known. Paths in ``logits`` are
     marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``.
 
+    A module the forward calls more than once (a layer shared across depth, a block applied in
+    a loop) has a point per call, ``<path>#0``, ``<path>#1``, ... (and ``<path>#<k>#routing``
+    for a routing module), each with the shape that call gave: the session observes a point
+    once per step, so each call's records, budget, interventions and routing are its own. It
+    has no plain ``<path>`` point (a point at it could only observe one call of the forward);
+    a module called once keeps its plain path. :func:`call_counts` gives how many calls each
+    such module got, for :func:`attach`'s ``calls``.
+
     A module returning a container is observed at its element ``output_index``: an int is a
     position (of a tuple or list, or of a ModelOutput-like mapping, one with ``to_tuple()``,
     as its own ``output[i]`` reads it), a str a key (of a dict or other mapping, or a
@@ -217,7 +253,9 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
     """:func:`discover`; with ``symbolic`` False every axis is the extent the example forward
     gave (for a session admitted for that one forward, whatever its outputs' axes mean: a
     convolution's axis 1 is channels, not a sequence)."""
-    shapes: dict[str, torch.Tensor] = {}
+    # Module path -> what each of its calls returned at output_index: (shape, dtype, itemsize),
+    # or None for no tensor there. Facts only: a module called in a loop keeps no tensors.
+    seen: dict[str, list[Optional[tuple[tuple[int, ...], ValueDtype, int]]]] = {}
     handles = []
     for name, module in model.named_modules():
         if not name:
@@ -225,8 +263,8 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
 
         def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
             tensor = _selected_tensor(output, _index_for(output_index, name))
-            if tensor is not None:
-                shapes[name] = tensor
+            seen.setdefault(name, []).append(
+                None if tensor is None else (tuple(tensor.shape), _dtype(tensor), tensor.element_size()))
 
         handles.append(module.register_forward_hook(record))
     try:
@@ -237,26 +275,35 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
             handle.remove()
     logits = set(logits)
     catalog = []
-    for name, tensor in shapes.items():
-        axes = []
-        for i, extent in enumerate(tensor.shape):
-            if symbolic and i == batch_axis:
-                axes.append(Axis("batch", "batch"))
-            elif symbolic and i == sequence_axis and tensor.dim() > 2:
-                axes.append(Axis("seq", "sequence"))
-            else:
-                axes.append(Axis("vocab" if name in logits and i == tensor.dim() - 1 else f"d{i}", int(extent)))
-        # The hook observes before it intervenes: an intervention at this module changes what
-        # flows downstream, never what was recorded here.
-        catalog.append(ObservationPoint(name, axes, meaning="logits" if name in logits else "activation",
-                                        dtype=_dtype(tensor), itemsize=tensor.element_size(),
-                                        position=PointPosition.BEFORE_INTERVENTION))
+    for name, calls in seen.items():
+        for call, facts in enumerate(calls):
+            if facts is None:
+                continue
+            # A module called more than once is a point per call: one observation per point
+            # per step holds for each, and each call keeps its own shape.
+            path = name if len(calls) == 1 else call_path(name, call)
+            shape, dtype, itemsize = facts
+            axes = []
+            for i, extent in enumerate(shape):
+                if symbolic and i == batch_axis:
+                    axes.append(Axis("batch", "batch"))
+                elif symbolic and i == sequence_axis and len(shape) > 2:
+                    axes.append(Axis("seq", "sequence"))
+                else:
+                    axes.append(Axis("vocab" if name in logits and i == len(shape) - 1 else f"d{i}", int(extent)))
+            # The hook observes before it intervenes: an intervention at this module changes what
+            # flows downstream, never what was recorded here.
+            catalog.append(ObservationPoint(path, axes, meaning="logits" if name in logits else "activation",
+                                            dtype=dtype, itemsize=itemsize,
+                                            position=PointPosition.BEFORE_INTERVENTION))
     for name, module in model.named_modules():
         policy = routing_policy_of(module)
         if policy is not None:
-            catalog.append(ObservationPoint(name + ROUTING_SUFFIX,
-                                            [Axis("rows", "token_rows"), Axis("experts", policy.num_experts)],
-                                            meaning="routing", routing=policy))
+            called = len(seen.get(name, ()))
+            for path in [name] if called <= 1 else [call_path(name, call) for call in range(called)]:
+                catalog.append(ObservationPoint(path + ROUTING_SUFFIX,
+                                                [Axis("rows", "token_rows"), Axis("experts", policy.num_experts)],
+                                                meaning="routing", routing=policy))
     return CaptureDiscovery(identity or artifact_identity(model), catalog, capabilities)
 
 
@@ -309,43 +356,139 @@ class TorchAttachment:
     Interventions may be enabled on the session after attaching: a forward pre-hook on the
     root module notices a new intervention plan at the next forward and hooks its targets
     (upgrading observe-only hooks to observe-then-intervene) before any submodule runs.
-    Code that calls submodules directly, not through the attached root, calls ``sync()``."""
+    Code that calls submodules directly, not through the attached root, calls ``sync()``.
 
-    def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex):
+    A module the session names per call (``"<path>#<k>"``, see :func:`discover`) has one hook
+    that counts its calls in each forward through the attached root (a pre-hook on the root
+    starts the count, a forward hook on it checks the count when the forward returns) and
+    hands call k to point k's hook. A call past the count the attachment expects raises
+    ``CaptureSessionError`` before anything is observed at it; a forward that returns having
+    called the module fewer times raises it too, after its records are complete."""
+
+    def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex,
+                 calls: Optional[Mapping[str, int]] = None):
         self._session, self._backend, self._output_index = session, backend, output_index
+        self._model = model
         self._modules = dict(model.named_modules())
+        self._calls = dict(calls or {})
         self._hooks: dict[str, tuple[Any, bool]] = {}  # path -> (handle, intervenes)
         self._routed: dict[str, Any] = {}  # path -> a routed module (it has set_routing_hook)
+        # Modules named per call: path (or path + ROUTING_SUFFIX) -> the hook counting its calls.
+        self._counted: dict[str, Union[CalledForward, CalledRouting]] = {}
+        self._counting: list[torch.utils.hooks.RemovableHandle] = []  # the root's start and check
         self._root: Optional[torch.utils.hooks.RemovableHandle] = model.register_forward_pre_hook(lambda module, args: self.sync())
 
-    def _check(self, hooked: set[str], routed: set[str]) -> None:
-        unknown = sorted((hooked | routed) - self._modules.keys())
+    def _where(self, points: Iterable[str]) -> dict[str, tuple[str, Optional[int]]]:
+        """Point -> (module path, call); refuses points that name no module, and a module
+        named both as one point and per call, or per call past the count ``calls`` gives it."""
+        where, unknown = {}, []
+        for point in points:
+            found = split_call(point, self._modules)
+            if found is None:
+                unknown.append(point)
+            else:
+                where[point] = found
         if unknown:
-            raise InvalidArgumentError(f"no module at path(s) {unknown}")
-        for path in sorted(routed):
-            if not callable(getattr(self._modules[path], "set_routing_hook", None)):
-                raise InvalidArgumentError(f"module {path} does not take a routing hook")
+            raise InvalidArgumentError(f"no module at path(s) {sorted(unknown)}")
+        return where
+
+    def _check(self, hooked: dict[str, tuple[str, Optional[int]]],
+               routed: dict[str, tuple[str, Optional[int]]]) -> None:
+        for module in sorted({m for m, _ in routed.values()}):
+            if not callable(getattr(self._modules[module], "set_routing_hook", None)):
+                raise InvalidArgumentError(f"module {module} does not take a routing hook")
+        for suffix, points, whole in (("", hooked, self._hooks), (ROUTING_SUFFIX, routed, self._routed)):
+            plain = {m for m, call in points.values() if call is None} | set(whole)
+            per_call = {m for m, call in points.values() if call is not None} | {
+                p[: len(p) - len(suffix)] for p in self._counted if (p.endswith(ROUTING_SUFFIX) == bool(suffix))}
+            for module in sorted(plain & per_call):
+                raise InvalidArgumentError(f"the session names module {module!r} both as one point "
+                                           f"({module}{suffix}) and per call ({call_path(module, 0)}{suffix}, ...)")
+        for point, (module, call) in sorted({**hooked, **routed}.items()):
+            expected = self._calls.get(module)
+            if expected is None:
+                continue
+            if call is not None and call >= expected:
+                raise InvalidArgumentError(f"{point} names call {call} of {module!r}, but calls= gives it "
+                                           f"{expected} calls (0 to {expected - 1})")
+            if call is None and expected > 1:
+                raise InvalidArgumentError(
+                    f"the session names {module!r} as one point, but calls= says it is called {expected} times per "
+                    f"forward: a point observes one call, so name them {call_path(module, 0)} to "
+                    f"{call_path(module, expected - 1)} (as discover does)")
 
     def _hook(self, targets: set[str], intervened: set[str]) -> None:
         """Hooks ``targets`` (checked first, so a bad path hooks nothing new)."""
-        routed = {t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)}
-        hooked = {t for t in targets if not t.endswith(ROUTING_SUFFIX)}
+        routed = self._where(t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX))
+        hooked = self._where(t for t in targets if not t.endswith(ROUTING_SUFFIX))
         self._check(hooked, routed)
         for path in sorted(hooked):
+            module, call = hooked[path]
             intervenes = path in intervened
+            index = _index_for(self._output_index, module)
+            if call is not None:
+                counted = self._counted.get(module)
+                if counted is None:
+                    counted = CalledForward(module, self._calls.get(module))
+                    counted.handle = self._modules[module].register_forward_hook(counted)
+                    self._count(module, counted)
+                assert isinstance(counted, CalledForward)
+                if call in counted.hooks and (call in counted.intervening or not intervenes):
+                    continue
+                counted.hooks[call] = _make_hook(self._session, self._backend, path, intervenes, index)
+                if intervenes:
+                    counted.intervening.add(call)
+                continue
             present = self._hooks.get(path)
             if present is not None and (present[1] or not intervenes):
                 continue
-            hook = _make_hook(self._session, self._backend, path, intervenes, _index_for(self._output_index, path))
+            hook = _make_hook(self._session, self._backend, path, intervenes, index)
             handle = self._modules[path].register_forward_hook(hook)
             if present is not None:
                 present[0].remove()  # an observe-only hook becomes observe-then-intervene
             self._hooks[path] = (handle, intervenes)
-        for path in sorted(routed - self._routed.keys()):
-            module = self._modules[path]
-            module.set_routing_hook(RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX,
-                                                routing_policy_of(module)))
-            self._routed[path] = module
+        for path in sorted(routed):
+            module_path, call = routed[path]
+            module = self._modules[module_path]
+            policy = routing_policy_of(module)
+            if call is not None:
+                counted = self._counted.get(module_path + ROUTING_SUFFIX)
+                if counted is None:
+                    counted = CalledRouting(module_path, self._calls.get(module_path), module, policy, route)
+                    module.set_routing_hook(counted)
+                    self._count(module_path + ROUTING_SUFFIX, counted)
+                counted.hooks.setdefault(call, RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy))
+            elif module_path not in self._routed:
+                module.set_routing_hook(RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy))
+                self._routed[module_path] = module
+
+    def _count(self, key: str, counted: Union[CalledForward, CalledRouting]) -> None:
+        """Keeps a per-call hook; the first one places the root's hooks that start each
+        forward's count and check it when the forward returns."""
+        self._counted[key] = counted
+        if not self._counting:
+            self._counting = [self._model.register_forward_pre_hook(lambda module, args: self._start_counts()),
+                              self._model.register_forward_hook(lambda module, args, output: self._end_counts())]
+
+    def _start_counts(self) -> None:
+        for counted in self._counted.values():
+            counted.count = 0
+
+    def _end_counts(self) -> None:
+        short = [problem for _, counted in sorted(self._counted.items()) if (problem := counted.shortfall())]
+        self._start_counts()  # calls made directly after this forward count from zero again
+        if short:
+            raise CaptureSessionError("; ".join(short))
+
+    def _counts(self) -> dict[str, int]:
+        """The calls counted so far in the forward under way, per counted hook."""
+        return {key: counted.count for key, counted in self._counted.items()}
+
+    def _resume(self, counts: Mapping[str, int]) -> None:
+        """Carries on counting from ``counts`` (of an attachment this one replaces mid-forward)."""
+        for key, count in counts.items():
+            if key in self._counted:
+                self._counted[key].count = count
 
     def sync(self) -> None:
         """Hooks the targets of an intervention plan enabled since the last sync."""
@@ -369,18 +512,25 @@ class TorchAttachment:
 
     def detach(self) -> None:
         """Removes every hook this attachment placed (forward hooks, routing hooks, the root's
-        pre-hook); calling it again does nothing. The session keeps its records."""
+        pre-hook and call counting); calling it again does nothing. The session keeps its records."""
         for handle, _ in self._hooks.values():
             handle.remove()
         for module in self._routed.values():
             module.set_routing_hook(None)
+        for counted in self._counted.values():
+            if isinstance(counted, CalledForward):
+                counted.handle.remove()
+            else:
+                counted.module.set_routing_hook(None)
+        for handle in self._counting:
+            handle.remove()
         self._drop_root()
-        self._hooks, self._routed = {}, {}
+        self._hooks, self._routed, self._counted, self._counting = {}, {}, {}, []
 
     @property
     def attached(self) -> bool:
         """Whether any module hook or routing hook is still in place (False after ``detach()``)."""
-        return bool(self._hooks or self._routed)
+        return bool(self._hooks or self._routed or self._counted)
 
     def __enter__(self) -> "TorchAttachment":
         return self
@@ -389,7 +539,7 @@ class TorchAttachment:
         self.detach()
 
 
-def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: Union[int, str]):
+def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: Union[int, str]) -> Any:
     observe, intervene = session.observe, session.intervene
 
     def selected(output: Any) -> torch.Tensor:
@@ -418,10 +568,20 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
 
 
 def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
-           paths: Optional[Iterable[str]] = None, output_index: OutputIndex = 0) -> TorchAttachment:
+           paths: Optional[Iterable[str]] = None, output_index: OutputIndex = 0,
+           calls: Optional[Mapping[str, int]] = None) -> TorchAttachment:
     """Hooks every module named by the session's capture selections and intervention
     targets (or by ``paths``). Interventions enabled after attaching are hooked at the next
     forward through ``model`` (see :class:`TorchAttachment`).
+
+    A point ``"<path>#<k>"`` is the k-th call (from 0) of the module at ``path`` in each
+    forward through ``model`` (:func:`discover` names the calls of a module called more than
+    once so). ``calls`` maps module paths to how many calls each gets per forward
+    (``calls=call_counts(discovery)`` gives what the discovery saw): a forward calling one of
+    them more or fewer times raises ``CaptureSessionError``, naming the module and the counts.
+    A module it does not name must reach the highest call the session names, and calls past
+    that pass unobserved. ``calls`` that contradict the session (a call past the count, a module
+    called several times named as one point) or the model raise ``InvalidArgumentError`` here.
 
     ``output_index`` selects which element of a container output is observed and intervened
     on, as :func:`discover` reads it: an int is a position (tuple, list, ModelOutput-like
@@ -437,12 +597,13 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
         raise LifecoreTypeError(f"attach: argument 'session' must be a CaptureSession, got {type(session).__name__}")
     _require_module(model, "attach")
     _check_output_index(output_index, "attach")
+    _check_calls(calls, model, "attach")
     backend = backend if backend is not None else TorchBackend()
     plan = session.intervention_plan
     operations = list(plan.plan.operations) if plan is not None else []
     targets = set(paths) if paths is not None else (
         {s.path for s in session.plan.plan.selections} | {op.target for op in operations})
-    attachment = TorchAttachment(session, model, backend, output_index)
+    attachment = TorchAttachment(session, model, backend, output_index, calls)
     try:
         attachment._hook(targets, {op.target for op in operations})
         attachment.sync()
@@ -488,7 +649,8 @@ class ModuleCapture:
     __slots__ = ("path", "records")
 
     path: str
-    """The module path (as ``model.named_modules()`` names it)."""
+    """The module path (as ``model.named_modules()`` names it), or ``"<path>#<k>"`` for the
+    k-th call of a module the forward calls more than once."""
     records: tuple[CaptureRecord, ...]
     """The session's records for this module, one per transform, in transform order."""
 
@@ -634,8 +796,10 @@ def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
 
 
 def _patterns(paths: Union[str, Iterable[str]], modules: Sequence[str], model: nn.Module,
-              call: str) -> dict[str, list[str]]:
-    """Pattern -> the module paths it matches (``fnmatch``: ``*`` also crosses dots)."""
+              call: str) -> dict[str, tuple[str, list[str], Optional[int]]]:
+    """Pattern -> (its module part, the module paths that matches, the call it names or None)
+    (``fnmatch``: ``*`` also crosses dots). A pattern that matches no module as it is, but
+    ends in ``#<k>``, names the k-th call of the modules its part before matches."""
     patterns = [paths] if isinstance(paths, str) else list(paths) if isinstance(paths, Iterable) else None
     if patterns is None or not all(isinstance(p, str) for p in patterns):
         raise LifecoreTypeError(f"{call}: argument 'paths' must be a module path or glob, or a list of them, "
@@ -644,12 +808,17 @@ def _patterns(paths: Union[str, Iterable[str]], modules: Sequence[str], model: n
         raise InvalidArgumentError(f"{call}: argument 'paths' names no module")
     matched = {}
     for pattern in patterns:
+        base, called = pattern, None
         hits = [m for m in modules if fnmatchcase(m, pattern)]
+        head, mark, tail = pattern.rpartition("#")
+        if not hits and mark and tail.isdigit() and str(int(tail)) == tail:
+            base, called = head, int(tail)
+            hits = [m for m in modules if fnmatchcase(m, base)]
         if not hits:
             shown = ", ".join(modules[:12]) + (", ..." if len(modules) > 12 else "")
             raise InvalidArgumentError(f"{call}: {pattern!r} matches no module of {type(model).__name__} "
                                        f"(its module paths: {shown or 'none'})")
-        matched[pattern] = hits
+        matched[pattern] = (base, hits, called)
     return matched
 
 
@@ -735,7 +904,8 @@ class ModelCapture:
             raise LifecoreTypeError(f"{call}: argument 'discovery' must be a CaptureDiscovery or None, "
                                     f"got {type(discovery).__name__}")
         modules = [name for name, _ in model.named_modules() if name]
-        self._model, self._call = model, call
+        self._model, self._call, self._model_paths = model, call, set(modules)
+        self._calls: dict[str, int] = {}
         self._matched = _patterns(paths, modules, model, call)
         self._transforms = _transforms(transforms, call)
         budget = _budget(budget_bytes, call)
@@ -746,7 +916,7 @@ class ModelCapture:
         self._discovery, self._output_index = discovery, output_index
         if logits is None:  # top candidates are admitted on logits only: asking for them says these are
             top_k = any(t.kind == TransformKind.TOP_CANDIDATES for _, t in self._transforms)
-            logits = [path for hits in self._matched.values() for path in hits] if top_k else []
+            logits = [path for _, hits, _ in self._matched.values() for path in hits] if top_k else []
         named = list(logits) if isinstance(logits, Iterable) and not isinstance(logits, str) else None
         if named is None or not all(isinstance(p, str) for p in named):
             raise LifecoreTypeError(f"{call}: argument 'logits' must be a list of module paths or None, "
@@ -760,24 +930,43 @@ class ModelCapture:
         self.records = CapturedModules()
 
     def _plan(self, discovery: CaptureDiscovery) -> CapturePlan:
-        """A selection per (module, transform), for the matched modules the discovery saw
-        return a tensor (a container or an unused module does not); an exact path that did
-        not, or a glob none of whose modules did, is an error."""
+        """A selection per (point, transform), for the matched modules the discovery saw
+        return a tensor (a container or an unused module does not): a module called more than
+        once gives a point per call, or the one call its pattern names. An exact path that
+        did not, or a glob none of whose modules did, is an error."""
         present = {point.path for point in discovery.catalog}
-        selections, chosen = [], []
-        for pattern, hits in self._matched.items():
-            seen = [path for path in hits if path in present]
-            if pattern in hits and pattern not in present:
+        modules = {name: i for i, (name, _) in enumerate(self._model.named_modules())}
+        per_call: dict[str, list[str]] = {}  # module -> its call points, in call order
+        for entry in discovery.catalog:
+            where = split_call(entry.path, modules)
+            if where is not None and where[1] is not None:
+                per_call.setdefault(where[0], []).append(entry.path)
+        selections = []
+        chosen: dict[str, tuple[int, int]] = {}  # point -> (module order, call or -1): the plan's order
+        for pattern, (base, hits, called) in self._matched.items():
+            seen: list[tuple[str, tuple[int, int]]] = []
+            for module in hits:
+                if called is not None:
+                    points = [p for p in [call_path(module, called)] if p in present]
+                else:
+                    points = [module] if module in present else per_call.get(module, [])
+                seen += [(p, (modules[module], -1 if p == module else int(p.rpartition("#")[2]))) for p in points]
+            if base in hits and not seen:
+                if called is not None:
+                    calls = ", ".join(per_call.get(base, [])) or ("only " + base if base in present else "none")
+                    raise InvalidArgumentError(f"{self._call}: {pattern!r}: module {base!r} has no call {called} "
+                                               f"that returned a tensor in the forward (its points: {calls}; at "
+                                               f"output_index {self._output_index})")
                 raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor in the forward "
                                            f"(at output_index {self._output_index}), or was not called")
             if not seen:
                 raise InvalidArgumentError(f"{self._call}: {pattern!r} matches {hits[:6]} but none of them returned "
                                            f"a tensor in the forward (at output_index {self._output_index})")
-            chosen += [path for path in seen if path not in chosen]
-        order = {name: i for i, (name, _) in enumerate(self._model.named_modules())}
+            for point, order in seen:
+                chosen.setdefault(point, order)
         names = [name if [n for n, _ in self._transforms].count(name) == 1 else f"{name}{i}"
                  for i, (name, _) in enumerate(self._transforms)]
-        for path in sorted(chosen, key=order.__getitem__):
+        for path in sorted(chosen, key=chosen.__getitem__):
             for name, (_, transform) in zip(names, self._transforms):
                 selections.append(CaptureSelection(f"{path}:{name}", path, transform))
         return CapturePlan(selections, self._limits)
@@ -791,7 +980,10 @@ class ModelCapture:
         discovery = self._discovery if self._discovery is not None else self._discover(args, kwargs)
         request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
         session = CaptureSession(self._plan(discovery).admit(discovery, request))
-        self._attachment = attach(session, self._model, self._backend, output_index=self._output_index)
+        # The calls the discovery saw are the calls this forward must make: counted exactly.
+        self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
+        self._attachment = attach(session, self._model, self._backend, output_index=self._output_index,
+                                  calls=self._calls)
         _THREAD.attached.append(self)
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
@@ -800,7 +992,9 @@ class ModelCapture:
         """The discovery's forward, with the other blocks of this thread stepped aside (their
         hooks detached, attached again after it)."""
         paused = [block for block in _THREAD.attached if block._attachment is not None]
+        counts = []  # a paused block's forward is under way: its calls go on counting after
         for block in paused:
+            counts.append(block._attachment._counts())  # type: ignore[union-attr]
             block._attachment.detach()  # type: ignore[union-attr]
         _THREAD.discovering = True
         try:
@@ -810,9 +1004,10 @@ class ModelCapture:
                              capabilities=None, output_index=self._output_index, symbolic=False)
         finally:
             _THREAD.discovering = False
-            for block in paused:
+            for block, counted in zip(paused, counts):
                 block._attachment = attach(block._session, block._model,  # type: ignore[arg-type]
-                                           block._backend, output_index=block._output_index)
+                                           block._backend, output_index=block._output_index, calls=block._calls)
+                block._attachment._resume(counted)
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
         if not _THREAD.discovering:  # a discovery's forward is no capture
@@ -860,8 +1055,12 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
 
     ``paths`` are module paths or ``fnmatch`` globs over ``model.named_modules()`` (``*``
     crosses dots: ``"blocks.*"`` also matches ``"blocks.0.mlp.fc"``); a glob keeps the modules
-    that return a tensor. ``transforms`` (one or a list, applied to every module): ``"summary"``,
-    ``"tensor"`` (the whole output, host copy in its dtype), ``"top_k"`` (the
+    that return a tensor. A module the forward calls more than once is captured at every call,
+    its records keyed ``"<path>#<k>"`` for the k-th (see :func:`discover`); ``"<path>#<k>"``
+    as a pattern captures that one call, and a forward calling it more or fewer times than the
+    block's discovery saw raises ``CaptureSessionError``. ``transforms`` (one or a list,
+    applied to every module): ``"summary"``, ``"tensor"`` (the whole output, host copy in its
+    dtype), ``"top_k"`` (the
     :data:`DEFAULT_TOP_K` best of the last row), ``"histogram"`` (:data:`DEFAULT_HISTOGRAM_EDGES`),
     ``"preview"`` (:data:`DEFAULT_PREVIEW` leading elements), or a :class:`CaptureTransform`.
 

@@ -1,0 +1,123 @@
+"""The calls of a module that one forward runs more than once (a layer shared across depth, a
+block applied in a loop), as :mod:`lifecore.torch` names and hooks them.
+
+Each call is a point of its own, ``"<module>#<k>"`` for the k-th call (from 0): the session's
+rule of one observation per point per step then holds call by call, and each call's records,
+budget, interventions and routing are its own. A module called once keeps its plain path.
+The hook of such a module counts its calls in each forward through the attached root and
+hands call k to the hook of point k; the count is checked against what the attachment
+expects, at the call past it and when the forward returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Iterable
+from typing import Any, Optional
+
+from .errors import CaptureSessionError
+
+CALL_MARK = "#"
+
+
+def call_path(path: str, call: int) -> str:
+    """The point of the ``call``-th call (from 0) of the module at ``path``."""
+    return f"{path}{CALL_MARK}{call}"
+
+
+def split_call(point: str, modules: Container[str]) -> Optional[tuple[str, Optional[int]]]:
+    """(module path, call) of a point: call None for a module's plain path; None when the
+    point names no module of ``modules``."""
+    if point in modules:
+        return point, None
+    base, mark, call = point.rpartition(CALL_MARK)
+    # Only the canonical spelling of a call ("#1", never "#01"), so one call has one point.
+    if mark and base in modules and call.isdigit() and str(int(call)) == call:
+        return base, int(call)
+    return None
+
+
+def counts_of(points: Iterable[str], routing_suffix: str) -> dict[str, int]:
+    """Module path -> calls per forward, read off per-call point paths (a routing point's
+    suffix set aside): one more than the highest call named."""
+    counts: dict[str, int] = {}
+    for point in points:
+        if point.endswith(routing_suffix):
+            point = point[: -len(routing_suffix)]
+        base, mark, call = point.rpartition(CALL_MARK)
+        if mark and base and call.isdigit() and str(int(call)) == call:
+            counts[base] = max(counts.get(base, 0), int(call) + 1)
+    return counts
+
+
+def _times(n: int) -> str:
+    return f"{n} time" if n == 1 else f"{n} times"
+
+
+class Calls:
+    """One module's calls in the forward under way: ``hooks`` maps a call to what handles it
+    (calls with none pass untouched). ``expected`` is the count the attachment was told; None
+    when it was not, and then the forward must reach the highest call that has a hook."""
+
+    __slots__ = ("path", "expected", "count", "hooks")
+
+    def __init__(self, path: str, expected: Optional[int]):
+        self.path, self.expected = path, expected
+        self.count = 0
+        self.hooks: dict[int, Any] = {}
+
+    def next(self) -> Any:
+        """The handler of the call now made (None for none); refuses a call past ``expected``
+        before anything is observed at it."""
+        call = self.count
+        self.count = call + 1
+        if self.expected is not None and call >= self.expected:
+            raise CaptureSessionError(
+                f"module {self.path!r} was called {_times(call + 1)} in one forward; the attachment expects "
+                f"{self.expected} ({call_path(self.path, 0)} to {call_path(self.path, self.expected - 1)}): "
+                f"pass attach(..., calls={{{self.path!r}: n}}) for another count, from a discovery of such a forward")
+        return self.hooks.get(call)
+
+    def shortfall(self) -> Optional[str]:
+        """Why the forward just ended called the module too few times; None when it did not."""
+        needed = self.expected if self.expected is not None else max(self.hooks, default=-1) + 1
+        if self.count >= needed:
+            return None
+        why = "as calls= says" if self.expected is not None else \
+            f"the session names {call_path(self.path, needed - 1)}"
+        return f"module {self.path!r} was called {_times(self.count)} in the forward; the attachment expects " \
+               f"{needed} ({why})"
+
+
+class CalledForward(Calls):
+    """The forward hook of a module observed per call; ``intervening`` holds the calls whose
+    hook also intervenes (an observe-only one may be upgraded in place)."""
+
+    __slots__ = ("handle", "intervening")
+
+    def __init__(self, path: str, expected: Optional[int]):
+        super().__init__(path, expected)
+        self.handle: Any = None
+        self.intervening: set[int] = set()
+
+    def __call__(self, module: Any, args: Any, output: Any) -> Any:
+        hook = self.next()
+        return None if hook is None else hook(module, args, output)
+
+
+class CalledRouting(Calls):
+    """The routing hook of a module routed per call: call k's ``select`` goes to the
+    :class:`~lifecore.torch.RoutingHook` of point ``<module>#<k>#routing``; a call with none
+    routes as with no hook set."""
+
+    __slots__ = ("module", "policy", "route")
+
+    def __init__(self, path: str, expected: Optional[int], module: Any, policy: Any, route: Any):
+        super().__init__(path, expected)
+        self.module, self.policy, self.route = module, policy, route
+
+    def select(self, scores: Any, top_k: int) -> Any:
+        """As :meth:`lifecore.torch.RoutingHook.select`, for the call now made."""
+        hook = self.next()
+        if hook is None:
+            return self.route(scores, top_k, policy=self.policy)
+        return hook.select(scores, top_k)
