@@ -63,7 +63,8 @@ def selection_problem(output: Any, index: Index, path: str) -> str:
     if slot is not _NOWHERE:
         return f"output of {path} at output_index {index!r} is a {type(output[slot]).__name__}, not a tensor"
     if isinstance(output, Mapping):
-        return f"output of {path} has no key {index!r} (its keys: {keys})"
+        where = f"key {index!r}" if isinstance(index, str) else f"position {index} ({len(output)} fields set)"
+        return f"output of {path} has no {where} (its keys: {keys})"
     if isinstance(output, (tuple, list)):
         if isinstance(index, str):
             fields = getattr(output, "_fields", None)
