@@ -300,3 +300,22 @@ def test_a_routing_control_applies_to_the_one_call_it_names(tokens):
     assert favourite not in second.flatten().tolist()
     torch.testing.assert_close(first, route(model.moe.router(model.embed(tokens).reshape(-1, D)), TOP_K)[0])
     assert model.moe.routing_hook is None  # detached
+
+
+def test_an_intervention_enabled_after_attach_reaches_its_call_observed_there_too(model, tokens):
+    discovery = discover(model, tokens)
+    session = session_for(CaptureSelection("c1", "layer#1", CaptureTransform.full_tensor()),
+                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
+    expected, calls = plain_run(model, model.layer, tokens, halve=1)
+    with torch.no_grad(), attach(session, model, calls=call_counts(discovery)) as attachment:
+        ops = [iv.scale("half", "layer#1", 0.5)]
+        session.enable_interventions(InterventionPlan(ops).admit(discovery, session), TorchBackend())
+        session.begin_step(CapturePhase.PREFILL, 0)
+        patched = model(tokens)
+        session.finish_interventions()
+        step = session.take_step()
+        assert len(model.layer._forward_hooks) == 1  # one counting hook, its call 1 upgraded in place
+    assert step.interventions[0].outcome == InterventionOutcome.APPLIED
+    torch.testing.assert_close(step.record("c1").payload.tensor, calls[1])  # before the intervention
+    torch.testing.assert_close(patched, expected)
+    assert not attachment.attached and not model._forward_hooks and not model._forward_pre_hooks
