@@ -234,8 +234,8 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     A module returning a container is observed at its element ``output_index``: an int is a
     position (of a tuple or list, or of a ModelOutput-like mapping, one with ``to_tuple()``,
     as its own ``output[i]`` reads it), a str a key (of a dict or other mapping, or a
-    namedtuple's field); one for every module, or a mapping path -> int or str (paths it does
-    not name use 0, the first element). A plain dict has no position, so under an int it is not
+    namedtuple's field); one for every module, or a mapping module path -> int or str (paths
+    it does not name use 0, the first element; every call of a module is selected alike). A plain dict has no position, so under an int it is not
     observed: select it by key. Pass the same ``output_index`` to :func:`attach`. An argument of
     the wrong type raises ``LifecoreTypeError`` before the forward runs."""
     _require_module(model, "discover")
