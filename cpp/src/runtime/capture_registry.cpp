@@ -1,11 +1,11 @@
 #include "lifecore/runtime/capture_registry.hpp"
 
 #include <mutex>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "lifecore/error.hpp"
+#include "runtime/hex_text.hpp"
 
 namespace lifecore::runtime {
 namespace {
@@ -126,10 +126,8 @@ std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMa
 }
 
 void refuse(const char* op, std::string_view does, const LiveRecording& recording) {
-  std::ostringstream stream;
-  stream << "0x" << std::hex << recording.stream;
   const std::string mode = driver::capture_mode_name(recording.mode);
-  std::string message = std::string(op) + ": stream " + stream.str() + " is recording a graph capture ";
+  std::string message = std::string(op) + ": stream " + hex_text(recording.stream) + " is recording a graph capture ";
   if (recording.this_thread) {
     message += "on this thread (capture_mode '" + mode + "'), and this call " + std::string(does) +
                ", which the driver forbids on a thread while its capture records (that capture would be "

@@ -6,6 +6,7 @@
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/buffer_lease.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "runtime/hex_text.hpp"
 
 namespace lifecore::runtime {
 namespace {
@@ -26,15 +27,6 @@ std::string device_text(int type, int id) {
   return dlpack_device_name(type) + (id < 0 ? std::string() : ":" + std::to_string(id));
 }
 
-std::string hex(std::uint64_t value) {
-  static constexpr char digits[] = "0123456789abcdef";
-  std::string text;
-  do {
-    text.insert(text.begin(), digits[value & 0xf]);
-    value >>= 4;
-  } while (value != 0);
-  return "0x" + text;
-}
 
 // A producer that names no device (the CUDA array interface): the driver says whose memory
 // the range's first and last bytes are, so a range that runs past its allocation is refused
@@ -51,7 +43,8 @@ void check_pointer_device(Device& device, int type, driver::DevicePtr ptr, std::
     if (status.code == driver::Code::not_supported) return;
     if (status.code == driver::Code::invalid_value)
       raise(ErrorKind::InvalidArgument,
-            label + (at == ptr ? " points to " + hex(ptr) : " runs from " + hex(ptr) + " to " + hex(at)) +
+            label +
+                (at == ptr ? " points to " + hex_text(ptr) : " runs from " + hex_text(ptr) + " to " + hex_text(at)) +
                 ", which is not device memory the " + driver.backend().name + " driver knows (" + status.call +
                 ": " + status.name + ")");
     device.note_status(status);
@@ -139,7 +132,7 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
         // Part of it is a buffer's or an arena's, part is not: no window could retain it whole.
         raise(ErrorKind::InvalidArgument,
               label + " runs past the bytes of one of the device's buffers or KV arenas (" +
-                  std::to_string(range.nbytes) + " bytes at " + hex(out.ptr) +
+                  std::to_string(range.nbytes) + " bytes at " + hex_text(out.ptr) +
                   "): a tensor over the device's memory must lie within one of them");
       case Kind::arena:
         // A coordinator's memory, never a window's: held as any producer is (a view of the

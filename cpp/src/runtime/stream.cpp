@@ -7,6 +7,7 @@
 
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
+#include "runtime/hex_text.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/pause_points.hpp"
@@ -42,12 +43,6 @@ driver::Status wait_on_device(driver::Driver& driver, std::uintptr_t consumer, R
 void note_producer(const MemoryRef& ref, std::string_view argument, std::vector<ProducerStream>* producers) {
   if (ref.foreign != nullptr && ref.foreign->producer_stream)
     producers->push_back(ProducerStream{*ref.foreign->producer_stream, argument});
-}
-
-std::string native_stream_text(std::uintptr_t native) {
-  std::ostringstream text;
-  text << "0x" << std::hex << native;
-  return text.str();
 }
 
 }  // namespace
@@ -260,7 +255,7 @@ void Stream::check_native_not_capturing(std::uintptr_t native, const char* op, c
                             : status == driver::CaptureStatus::active
                                 ? "is being captured into a graph (another library's capture)"
                                 : "is in a capture that was invalidated and not yet ended";
-  raise(ErrorKind::CaptureState, std::string(op) + ": " + whose + ", native stream " + native_stream_text(native) + ", " +
+  raise(ErrorKind::CaptureState, std::string(op) + ": " + whose + ", native stream " + hex_text(native) + ", " +
                                      state + ": " + std::string(why) + "; nothing was issued");
 }
 
