@@ -247,3 +247,81 @@ def test_a_torch_tensor_while_torch_captures_is_refused_before_torch_is_asked_to
     assert "torch's capture is left whole" in result["capturing"]
     assert result["after_refusal"] == [1, [0, 0], [1.0, 1.0]]  # not exported again, nothing issued
     assert result["usable"] == [0.0, 0.0]
+
+
+def test_a_cupy_array_while_cupy_captures_is_refused_before_cupy_is_asked_to_export(fake_libcuda) -> None:
+    """CuPy's __dlpack__(stream=) records an event on CuPy's current stream and makes the
+    handed stream wait for it: inside a CuPy graph capture that joins lifecore's stream to the
+    capture. So CuPy's current stream is asked first (by its native handle, as a producer's
+    stream is) and a capturing one refuses the call before the export: nothing issued, CuPy's
+    capture left whole. (CuPy is not installed here: a module under its name stands for it,
+    with the two things lifecore reads of it, its ndarray type and its current stream.)"""
+    body = """
+    import sys, types
+    sys.path.insert(0, os.environ["LIFECORE_TESTS"])
+    from dlpack_producer import Producer
+    fake.fake_cuda_set_foreign_capture.argtypes = [ctypes.c_ulonglong, ctypes.c_int]
+    a = device_array(value=1.0)
+    producer = Producer(a.ctypes.data, (16,), device=(2, 0))
+    exported = []
+
+    class ndarray:  # what lifecore sees of a CuPy array: its device and its export
+        def __dlpack_device__(self):
+            return (2, 0)
+
+        def __dlpack__(self, stream=None, **kw):
+            exported.append(stream)
+            return producer.__dlpack__(stream=stream, **kw)
+
+    current = types.SimpleNamespace(ptr=PRODUCER)
+    cupy = types.ModuleType("cupy")
+    cupy.ndarray = ndarray
+    cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: current)
+    sys.modules["cupy"] = cupy
+    array = ndarray()
+    buf = s.alloc(64)
+    s.copy(buf, array)  # CuPy captures nothing: exported, ordered, copied
+    result["eager"] = [len(exported), np.frombuffer(s.read(buf), np.float32).tolist()[:2]]
+
+    def attempt(call, *args):
+        before, seen = counts(), len(exported)
+        try:
+            call(*args)
+            return ["accepted", len(exported) - seen]
+        except lifecore.CaptureStateError as error:
+            return [str(error), since(before), len(exported) - seen]
+
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 1)  # CuPy's current stream captures
+    result["capturing"] = attempt(s.fill, array, SEVEN)
+    result["launch"] = attempt(s.launch, K.scale_f32, 1, 16, [16, 2.0, array, buf])
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 2)  # invalidated, not yet ended
+    result["invalidated"] = attempt(s.fill, array, SEVEN)
+    result["untouched"] = a.tolist()[:2]
+    # lifecore's own stream as CuPy's current one: the export orders nothing, nothing to ask.
+    current.ptr = s.handle
+    result["own"] = attempt(s.copy, buf, array)
+    # A CuPy that cannot say its stream (no device) has no capture to join.
+    current.ptr = PRODUCER
+    cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: (_ for _ in ()).throw(RuntimeError("no device")))
+    result["unanswered"] = attempt(s.copy, buf, array)
+    cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: current)
+    fake.fake_cuda_set_foreign_capture(PRODUCER, 0)  # that capture ended
+    result["ended"] = attempt(s.fill, array, SEVEN)
+    s.sync()
+    result["filled"] = a.tolist()[:2]
+    """
+    result = run_fake(fake_libcuda, body, LIFECORE_TESTS=str(Path(__file__).parent))
+    assert result["eager"] == [1, [1.0, 1.0]]
+    message, issued, exports = result["capturing"]
+    assert message.startswith("fill: argument 'buf' is a CuPy array, and CuPy's current stream, native stream "
+                              "0x7000, is being captured into a graph"), message
+    assert "CuPy's capture is left whole" in message and message.endswith("nothing was issued")
+    assert (issued, exports) == ([0, 0], 0)  # refused before the export: CuPy never asked
+    assert result["launch"][0].startswith("launch: argument 'x' is a CuPy array")
+    assert result["launch"][1:] == [[0, 0], 0]
+    assert "capture that was invalidated" in result["invalidated"][0] and result["invalidated"][1:] == [[0, 0], 0]
+    assert result["untouched"] == [1.0, 1.0]
+    assert result["own"] == ["accepted", 1]
+    assert result["unanswered"] == ["accepted", 1]
+    assert result["ended"] == ["accepted", 1]
+    assert result["filled"] == [7.0, 7.0]

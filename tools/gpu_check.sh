@@ -418,8 +418,31 @@ with lifecore.Device("cuda") as dev:
             total = float(c.sum())
         assert total == float(ramp.sum()) and int(c.data.ptr) == buf.ptr
         del c
+        # Inside a CuPy capture, DLPack's stream= would make CuPy record on its capturing stream
+        # and this stream wait there, joining it to CuPy's capture: lifecore asks the driver
+        # about CuPy's current stream and refuses before the export, so CuPy's capture should
+        # end cleanly; what it says is printed.
+        capturing = cupy.cuda.Stream(non_blocking=True)
+        target = cupy.zeros(N, dtype=cupy.float32)
+        cupy.cuda.runtime.deviceSynchronize()
+        refusal = end = None
+        with capturing:
+            capturing.begin_capture()
+            target += 1
+            try:
+                s.fill(target, SEVEN)
+            except lifecore.CaptureStateError as error:
+                refusal = str(error)
+            try:
+                capturing.end_capture()
+            except Exception as error:  # noqa: BLE001 - printed: what CuPy's end says is the finding
+                end = str(error).splitlines()[0]
+        print(f"inside a CuPy capture: {'refused' if refusal else 'NOT refused'}; CuPy's capture end: {end or 'ok'}")
+        assert refusal and "join" in refusal, refusal
+        s.fill(buf, 0)  # the stream never joined anything
+        assert not np.frombuffer(s.read(buf), np.float32).any()
         print("cupy: launch / copy / fill into CuPy arrays (DLPack and the array interface, its stream waited "
-              "for, an unknown address refused); export with stream=")
+              "for, an unknown address refused); export with stream=; a call inside a CuPy capture refused")
     else:
         print("cupy not installed: cupy half skipped")
     assert buf.views == 0

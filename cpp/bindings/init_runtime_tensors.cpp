@@ -141,13 +141,39 @@ bool torch_is_capturing(nb::handle h) {
   }
 }
 
-void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const std::string& label, ForeignRange* out) {
+// CuPy's current stream (its native handle) when `h` is a CuPy array: CuPy's
+// __dlpack__(stream=) records an event there and makes the handed stream wait for it, which
+// inside a CuPy graph capture joins that stream to the capture. Only a CuPy already imported
+// is asked; one that cannot answer (no device) has nothing captured to join.
+std::optional<std::uintptr_t> cupy_current_stream(nb::handle h) {
+  PyObject* module = PyImport_GetModule(nb::str("cupy").ptr());  // a new reference, or null
+  if (module == nullptr) {
+    if (PyErr_Occurred()) throw nb::python_error();
+    return std::nullopt;
+  }
+  const nb::object cupy = nb::steal(module);
+  if (!nb::hasattr(cupy, "ndarray") || !nb::isinstance(h, cupy.attr("ndarray"))) return std::nullopt;
+  try {
+    return nb::cast<std::uintptr_t>(cupy.attr("cuda").attr("get_current_stream")().attr("ptr"));
+  } catch (nb::python_error&) {
+    return std::nullopt;
+  } catch (nb::cast_error&) {
+    return std::nullopt;
+  }
+}
+
+void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const std::string& name,
+                 const std::string& label, ForeignRange* out) {
   auto [type, id] = dlpack_device_of(h, label);
   if (type >= 0) runtime::check_foreign_device(*stream.device(), type, id, label);  // before any export
   nb::object export_fn = h.attr("__dlpack__");
   nb::object stream_arg = consumer_stream(stream, call);
   // The stream itself handed over: the producer orders it, inside its own capture by joining it.
   const bool handed = !stream_arg.is_none() && PyLong_AsLongLong(stream_arg.ptr()) != -1;
+  if (handed) {
+    if (const auto current = cupy_current_stream(h))
+      stream.check_producer_stream_before_export(*current, call, name, "CuPy");
+  }
   if (handed && torch_is_capturing(h))
     raise(ErrorKind::CaptureState,
           label + " is a torch tensor, and torch is capturing a CUDA graph on its current stream: torch's export "
@@ -287,7 +313,7 @@ bool memory_argument(nb::handle h, runtime::Stream& stream, const char* call, co
   }
   const std::string label = std::string(call) + ": argument '" + name + "'";
   if (nb::hasattr(h, "__dlpack__")) {
-    read_dlpack(h, stream, call, label, &out->foreign);
+    read_dlpack(h, stream, call, name, label, &out->foreign);
   } else if (nb::hasattr(h, "__cuda_array_interface__")) {
     read_cuda_array_interface(h, stream, label, &out->foreign);
   } else {

@@ -105,6 +105,19 @@ void Stream::check_not_joined_by_producer(const char* op) {
             "pass tensors to lifecore outside the other library's capture");
 }
 
+void Stream::check_producer_stream_before_export(std::uintptr_t producer_current, const char* op,
+                                                  std::string_view argument, std::string_view library) {
+  LockWithoutStalling lock(mutex_);
+  check_usable(op);
+  if (producer_current == driver_.stream_native_handle(handle_)) return;
+  const std::string lib(library);
+  check_native_not_capturing(producer_current, op,
+                             "argument '" + std::string(argument) + "' is a " + lib + " array, and " + lib +
+                                 "'s current stream",
+                             "its export would make this stream wait there and join that capture, which could then "
+                             "not end. " + lib + "'s capture is left whole; call lifecore outside it");
+}
+
 void Stream::check_capture_thread(const char* op) const {
   if (!state_.is_recording() || device_->capture_mode() == driver::CaptureMode::relaxed) return;
   const std::thread::id me = std::this_thread::get_id();

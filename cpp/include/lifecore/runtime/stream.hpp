@@ -170,6 +170,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // capture ends. Checked at the export, not in the operation, so a call that fails on its
   // arguments afterwards still leaves the stream refusing.
   void check_not_joined_by_producer(const char* op);
+  // Before a DLPack export handed this stream, when the producer (`library`, e.g. CuPy) is
+  // known to order it after the library's current stream `producer_current`: CaptureStateError
+  // naming `op` and `argument`, nothing issued, while that stream is being captured, so the
+  // export never joins this stream to the library's capture (which could then not end).
+  // Nothing to ask when that stream is this one (the export then orders nothing).
+  void check_producer_stream_before_export(std::uintptr_t producer_current, const char* op,
+                                           std::string_view argument, std::string_view library);
 
  private:
   // The driver captures this stream's work (a driver-capture window is recording).
