@@ -127,6 +127,37 @@ def test_a_bounded_sync_lets_other_python_threads_run(held) -> None:
     assert during > 10  # the other thread kept running while this one waited
 
 
+@pytest.fixture
+def blocked_in_sync(held):
+    """The held device, with another thread blocked in a sync() of the held work (it holds the
+    stream's lock until the work runs)."""
+    dev, s, buf = held
+    other = threading.Thread(target=s.sync)
+    other.start()
+    time.sleep(0.2)  # time for it to take the stream's lock and block in the driver
+    yield dev, s, buf
+    other.join()
+
+
+@pytest.mark.time_limit(30)
+def test_a_bounded_sync_ends_at_its_timeout_while_another_thread_blocks_in_sync(blocked_in_sync) -> None:
+    dev, s, buf = blocked_in_sync
+    start = time.monotonic()
+    assert s.sync(0.2) is False  # at its timeout, not once the other thread's sync returns
+    assert time.monotonic() - start < HELD_S / 2
+    assert s.sync(timeout=30) is True and (values(s, buf) == 7).all()
+
+
+@pytest.mark.time_limit(30)
+def test_a_bounded_sync_yields_to_a_signal_while_another_thread_blocks_in_sync(blocked_in_sync) -> None:
+    dev, s, buf = blocked_in_sync
+    with stop_after(0.2) as fired:
+        with pytest.raises(Stop):
+            s.sync(float("inf"))
+        assert time.monotonic() - fired[0] < INTERRUPT_BOUND
+    assert s.sync(timeout=30) is True and (values(s, buf) == 7).all()
+
+
 @pytest.mark.parametrize(
     "timeout, error, message",
     [

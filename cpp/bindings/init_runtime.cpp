@@ -496,11 +496,12 @@ void bind_stream(nb::module_& m) {
            "Waits for the stream; reports the first queued asynchronous failure. Without a timeout the driver\n"
            "blocks until the device is done (Ctrl-C waits for it too, as torch.cuda.synchronize does). With a\n"
            "timeout in seconds (inf: no deadline) it polls the driver, yields to Ctrl-C (KeyboardInterrupt)\n"
-           "within about 0.05 s, and returns False once the timeout passes with work still queued (nothing\n"
-           "changed; sync again later). True once the stream is idle. NaN or a negative timeout is\n"
-           "InvalidArgumentError. Outside relaxed capture mode it is refused (CaptureStateError, nothing\n"
-           "changed) while another stream records on this thread, or any thread's global capture records:\n"
-           "the driver forbids the wait there and would invalidate it.")
+           "within about 0.05 s, and returns False once the timeout passes with work still queued or another\n"
+           "thread still in a call on this stream, a blocking sync say (nothing changed; sync again later).\n"
+           "True once the stream is idle. NaN or a negative timeout is InvalidArgumentError. Outside relaxed\n"
+           "capture mode it is refused (CaptureStateError, nothing changed) while another stream records on\n"
+           "this thread, or any thread's global capture records: the driver forbids the wait there and would\n"
+           "invalidate it.")
       .def("profile", [](std::shared_ptr<Stream> s) { return Profile::start(std::move(s)); },
            "Starts measuring the device time of the work issued from now on (a start event is recorded).\n"
            "`with stream.profile() as p: ...` then p.elapsed_ms. Inside a software capture window it raises\n"

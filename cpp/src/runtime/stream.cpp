@@ -585,8 +585,10 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
   constexpr unsigned spinning_polls = 64;
   auto nap = std::chrono::microseconds(20);
   for (unsigned polls = 0;; ++polls) {
-    {
-      LockWithoutStalling lock(mutex_);
+    // Never waits for the lock: another thread may hold it through a blocking wait (a sync or a
+    // read of work that takes as long as the device does), and the slice must still end on
+    // time. A poll that finds the lock held finds the stream busy.
+    if (std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock); lock.owns_lock()) {
       check_usable("sync");
       check_host_work("sync");
       check_not_recording_elsewhere("sync", "synchronizes this stream");

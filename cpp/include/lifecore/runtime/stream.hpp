@@ -89,7 +89,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void sync();
   // One slice of a bounded sync: polls the driver until the stream is idle or `slice` has
   // passed, holding the stream's lock only for each poll (so other threads queue meanwhile, and
-  // their work is waited for too). True once idle: then exactly what sync() does on success has
+  // their work is waited for too) and never waiting for it (a poll that finds another thread
+  // holding it, blocked in a sync say, finds the stream busy). True once idle: then exactly what sync() does on success has
   // happened (what the stream's fence held is released, a queued failure surfaces). False if
   // still busy; nothing changed. The caller loops, checking its deadline and interrupts between
   // slices. Refused where sync() is, with the same errors.
