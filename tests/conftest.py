@@ -1,5 +1,6 @@
 import faulthandler
 import os
+import sys
 
 import pytest
 from hypothesis import HealthCheck, Phase, settings
@@ -43,11 +44,30 @@ _TEST_TIME_LIMIT = float(
 )
 
 
+# Where that traceback goes: the run's own stderr. pytest captures file descriptor 2 around
+# each test, and a traceback written there is lost when the process ends, so CI would show a
+# run that stopped without a word; a duplicate of the real stderr, taken while capture is
+# suspended, reaches the log.
+_TRACEBACK_STREAM = None
+
+
+def pytest_configure(config):
+    global _TRACEBACK_STREAM
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.suspend_global_capture(in_=False)
+    try:
+        _TRACEBACK_STREAM = os.fdopen(os.dup(2), "w")
+    finally:
+        if capture is not None:
+            capture.resume_global_capture()
+
+
 @pytest.fixture(autouse=True)
 def _time_limit(request):
     limit = request.node.get_closest_marker("time_limit")
     seconds = float(limit.args[0]) if limit else _TEST_TIME_LIMIT
-    faulthandler.dump_traceback_later(seconds, exit=True)
+    faulthandler.dump_traceback_later(seconds, exit=True, file=_TRACEBACK_STREAM or sys.stderr)
     try:
         yield
     finally:
