@@ -1,5 +1,6 @@
 """A signal sent to the main thread after a delay, for tests that a blocking wait lets a signal
-handler run (and that what the handler raises stops the wait)."""
+handler run (and that what the handler raises stops the wait); and Ctrl-C's handler made
+Python's own for a test, whatever the run inherited."""
 
 from __future__ import annotations
 
@@ -37,3 +38,16 @@ def stop_after(delay: float) -> Iterator[list[float]]:
     finally:
         timer.join()
         signal.signal(signal.SIGUSR1, previous)
+
+
+@contextmanager
+def python_handles_ctrl_c() -> Iterator[None]:
+    """While inside, SIGINT raises KeyboardInterrupt, as in an interactive interpreter. A run
+    started in the background by a non-interactive shell inherits SIGINT ignored, and Python
+    then leaves it so: Ctrl-C (and _thread.interrupt_main) would do nothing, and a test of how
+    a wait answers it would wait for ever."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

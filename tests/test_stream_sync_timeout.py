@@ -19,7 +19,7 @@ import lifecore
 from lifecore import CaptureStateError, ClosedError, DriverError, InvalidArgumentError, LifecoreTypeError
 
 from backend_roles import EMULATED
-from signal_timer import Stop, stop_after
+from signal_timer import Stop, python_handles_ctrl_c, stop_after
 
 N = 1024
 HELD_S = 2.0  # how long the mock holds queued work in a test
@@ -93,15 +93,16 @@ def test_a_signal_handler_that_raises_stops_a_bounded_sync_and_the_stream_stays_
 @pytest.mark.time_limit(30)
 def test_ctrl_c_raises_keyboard_interrupt_from_a_bounded_sync(held) -> None:
     dev, s, buf = held
-    timer = threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
-    timer.start()
-    start = time.monotonic()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            s.sync(float("inf"))
-        assert time.monotonic() - start < 0.2 + INTERRUPT_BOUND
-    finally:
-        timer.join()
+    with python_handles_ctrl_c():
+        timer = threading.Timer(0.2, lambda: signal.pthread_kill(threading.main_thread().ident, signal.SIGINT))
+        timer.start()
+        start = time.monotonic()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                s.sync(float("inf"))
+            assert time.monotonic() - start < 0.2 + INTERRUPT_BOUND
+        finally:
+            timer.join()
     assert s.sync() is True and (values(s, buf) == 7).all()
 
 
