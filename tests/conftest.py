@@ -63,6 +63,14 @@ def pytest_configure(config):
             capture.resume_global_capture()
 
 
+def pytest_unconfigure(config):
+    global _TRACEBACK_STREAM
+    if _TRACEBACK_STREAM is not None:
+        faulthandler.cancel_dump_traceback_later()
+        _TRACEBACK_STREAM.close()
+        _TRACEBACK_STREAM = None
+
+
 @pytest.fixture(autouse=True)
 def _time_limit(request):
     limit = request.node.get_closest_marker("time_limit")
