@@ -27,7 +27,6 @@ std::string device_text(int type, int id) {
   return dlpack_device_name(type) + (id < 0 ? std::string() : ":" + std::to_string(id));
 }
 
-
 // A producer that names no device (the CUDA array interface): the driver says whose memory
 // the range's first and last bytes are, so a range that runs past its allocation is refused
 // too. A driver that cannot tell (not_supported: its entry point is missing) leaves the

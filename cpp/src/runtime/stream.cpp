@@ -568,13 +568,21 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   after_issue();
 }
 
-void Stream::sync() {
-  LockWithoutStalling lock(mutex_);
+void Stream::check_syncable() {
   check_usable("sync");
   check_host_work("sync");
   check_not_recording_elsewhere("sync", "synchronizes this stream");
+}
+
+void Stream::finish_sync() {
   check_status(synchronize_and_release());
   errors_.surface("sync");
+}
+
+void Stream::sync() {
+  LockWithoutStalling lock(mutex_);
+  check_syncable();
+  finish_sync();
 }
 
 bool Stream::sync_for(std::chrono::nanoseconds slice) {
@@ -589,14 +597,10 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
     // read of work that takes as long as the device does), and the slice must still end on
     // time. A poll that finds the lock held finds the stream busy.
     if (std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock); lock.owns_lock()) {
-      check_usable("sync");
-      check_host_work("sync");
-      check_not_recording_elsewhere("sync", "synchronizes this stream");
+      check_syncable();
       const driver::Status idle = driver_.stream_query(handle_);
       if (idle.ok()) {
-        // Under the lock nothing was queued since the poll: the sync returns at once.
-        check_status(synchronize_and_release());
-        errors_.surface("sync");
+        finish_sync();  // under the lock nothing was queued since the poll: it returns at once
         return true;
       }
       if (idle.code != driver::Code::not_ready) check_status(idle);  // a fault, or the device lost

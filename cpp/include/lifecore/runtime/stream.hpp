@@ -90,10 +90,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // One slice of a bounded sync: polls the driver until the stream is idle or `slice` has
   // passed, holding the stream's lock only for each poll (so other threads queue meanwhile, and
   // their work is waited for too) and never waiting for it (a poll that finds another thread
-  // holding it, blocked in a sync say, finds the stream busy). True once idle: then exactly what sync() does on success has
-  // happened (what the stream's fence held is released, a queued failure surfaces). False if
-  // still busy; nothing changed. The caller loops, checking its deadline and interrupts between
-  // slices. Refused where sync() is, with the same errors.
+  // holding it, blocked in a sync say, finds the stream busy). True once idle: then exactly
+  // what sync() does on success has happened (what the stream's fence held is released, a
+  // queued failure surfaces). False if still busy; nothing changed. The caller loops, checking
+  // its deadline and interrupts between slices. Refused where sync() is, with the same errors.
   bool sync_for(std::chrono::nanoseconds slice);
 
   // Profiling (see Profile): a start event recorded now, an end event recorded at stop, waited
@@ -193,6 +193,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // close() left behind, it first ends that capture and destroys the driver stream.
   // CaptureStateError while a tensor's producer has this stream joined to its capture.
   void check_usable(const char* op);
+  // sync()'s refusals, checked before any wait (sync and sync_for alike).
+  void check_syncable();
+  // The wait and what follows it on success: what the fence held is released, and the first
+  // queued failure surfaces.
+  void finish_sync();
   // Whether the driver says this stream is being captured (a DriverError when it cannot say).
   bool captured_by_driver();
   // CaptureStateError naming both threads when the calling thread may not end or abort the
