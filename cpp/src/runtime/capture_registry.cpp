@@ -107,6 +107,16 @@ void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const
   }
 }
 
+void remove(const RecordingMark* mark) noexcept {
+  auto listed = [&](const Entry& e) { return e.mark.get() == mark; };
+  std::erase_if(own_entries(), listed);
+  GlobalEntries& global = global_entries();
+  if (global.size.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(global.mutex);
+  std::erase_if(global.entries, listed);
+  global.size.store(global.entries.size(), std::memory_order_release);
+}
+
 std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMark* target) {
   std::vector<Entry>& own = own_entries();
   if (!own.empty()) {

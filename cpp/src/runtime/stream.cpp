@@ -433,8 +433,7 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   driver::DevicePtr ptr = buffer.use(*device_, "read");
   check_host_work("read");
   check_not_recording_elsewhere("read", "synchronizes this stream");
-  // A synchronous read: on a hardware-graph device inside a capture the driver refuses the
-  // sync and invalidates the capture (end_capture then refuses the recording).
+  RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   check_status(synchronize_and_release());
   errors_.surface("read");
   std::vector<std::uint8_t> out(buffer.nbytes());
@@ -582,6 +581,7 @@ void Stream::finish_sync() {
 void Stream::sync() {
   LockWithoutStalling lock(mutex_);
   check_syncable();
+  RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_sync();
 }
 
@@ -592,6 +592,8 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
   // each), then sleep doubling to a millisecond, never past the slice.
   constexpr unsigned spinning_polls = 64;
   auto nap = std::chrono::microseconds(20);
+  // Every poll, and the final wait, is a host wait of a stream that does not record (stream.hpp).
+  RelaxedCaptureMode relaxed(driver_);
   for (unsigned polls = 0;; ++polls) {
     // Never waits for the lock: another thread may hold it through a blocking wait (a sync or a
     // read of work that takes as long as the device does), and the slice must still end on
@@ -770,9 +772,17 @@ void Stream::begin_capture() {
     if (recorder_->in_driver()) device_->load_builtins();
     const std::uintptr_t native = driver_.stream_native_handle(handle_);
     const std::string thread = thread_text(std::this_thread::get_id());
-    check_status(recorder_->begin(device_->capture_mode()));
-    capture_thread_ = std::this_thread::get_id();
+    // Listed first: a call another thread checks from here on is refused up front instead of
+    // reaching the driver in the recording's first moments (which, in global mode, it would
+    // invalidate).
     capture_registry::add(state_.mark(), capture_domain_, device_->capture_mode(), native, thread);
+    try {
+      check_status(recorder_->begin(device_->capture_mode()));
+    } catch (...) {
+      capture_registry::remove(state_.mark().get());
+      throw;
+    }
+    capture_thread_ = std::this_thread::get_id();
   } catch (...) {
     undo_window();
     state_.abort();
@@ -1035,6 +1045,7 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
                                           " bytes, the buffer " + std::to_string(buffer.nbytes()));
   check_host_work("read_into");
   check_not_recording_elsewhere("read_into", "synchronizes this stream");
+  RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   check_status(synchronize_and_release());
   errors_.surface("read_into");
   check_status(driver_.memcpy_dtoh(dst, ptr, bytes));
@@ -1064,6 +1075,7 @@ void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, b
     // wait, stricter than asked, is skipped where the driver forbids it.
     if (wait_optional && recording_elsewhere()) return;
     check_not_recording_elsewhere("view", "waits for this stream on the host");
+    RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
     check_status(synchronize_and_release());
     errors_.surface("view");
     return;

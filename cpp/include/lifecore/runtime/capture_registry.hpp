@@ -91,12 +91,17 @@ struct LiveRecording {
 
 namespace capture_registry {
 
-// The calling thread has just begun recording on the stream that published `mark`, in `mode`,
-// within `domain` (Driver::capture_domain()). A relaxed recording forbids nothing and is not
-// kept. Never fails (out of memory, the recording goes unlisted: the driver still refuses what
-// it forbids).
+// The calling thread is about to begin recording on the stream that published `mark` (its
+// state already recording), in `mode`, within `domain` (Driver::capture_domain()): listed
+// before the driver begins, so no other thread's call checked after this one reaches the
+// driver inside the new recording. A relaxed recording forbids nothing and is not kept. Never
+// fails (out of memory, the recording goes unlisted: the driver still refuses what it forbids).
 void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const void>& domain,
          driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread) noexcept;
+
+// Unlists the calling thread's recording on the stream that published `mark`: its driver begin
+// failed, and what undoes the window must not be refused by it.
+void remove(const RecordingMark* mark) noexcept;
 
 // The live recording in `domain` (the address of a live Driver::capture_domain() token) that forbids the calling thread a potentially unsafe driver
 // call acting on the stream that published `target` (nullptr: on no stream): one of this

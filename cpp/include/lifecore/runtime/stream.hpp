@@ -227,7 +227,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // hardware-graph device, where a fence would be captured (flushes wait for end_capture).
   void after_issue();
   void flush_fenced();
-  // stream_synchronize; on success everything the drop queue holds is released.
+  // stream_synchronize; on success everything the drop queue holds is released. The host waits
+  // a user asks for (sync, a bounded sync's polls, read, read_into, a view without a consumer
+  // stream) run it in relaxed capture mode: the driver does not capture their stream
+  // (check_host_work), so its global-mode rule would only let them invalidate a capture
+  // recording elsewhere, another library's or one of lifecore's begun on another thread after
+  // their check. Where the driver cannot switch modes they wait in the thread's own.
   driver::Status synchronize_and_release();
   // An operation about to be issued uses this memory: an active window touches it, and memory
   // another stream allocated (`owner`; null: not known) is pinned until this stream's fence.
