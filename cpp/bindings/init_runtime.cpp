@@ -18,6 +18,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "interruptible_wait.hpp"
 #include "tensor_arguments.hpp"
 #include "lifecore/deadline.hpp"
 #include "lifecore/error.hpp"
@@ -269,8 +270,8 @@ void pause_mock_streams_for(std::shared_ptr<Device> device, double seconds) {
   }).detach();
 }
 
-// Stream.sync: the driver's blocking wait without a timeout; with one, slices of polling
-// without the GIL, and between them a pending signal handler runs (Ctrl-C).
+// Stream.sync: the driver's blocking wait without a timeout; with one, slices of polling that
+// yield to signals (interruptible_wait.hpp).
 bool sync_stream(Stream& stream, nb::handle timeout) {
   if (timeout.is_none()) {
     nb::gil_scoped_release release;
@@ -279,19 +280,14 @@ bool sync_stream(Stream& stream, nb::handle timeout) {
   }
   using clock = std::chrono::steady_clock;
   const Deadline deadline = deadline_after(timeout_argument(timeout, "sync"), "sync");
-  constexpr clock::duration slice = std::chrono::milliseconds(50);
-  for (;;) {
+  return wait_in_slices([&]() -> std::optional<bool> {
+    const clock::duration slice = signal_slice;
     const clock::duration wait =
         deadline ? std::clamp<clock::duration>(*deadline - clock::now(), clock::duration::zero(), slice) : slice;
-    bool idle;
-    {
-      nb::gil_scoped_release release;
-      idle = stream.sync_for(wait);
-    }
-    if (idle) return true;
+    if (stream.sync_for(wait)) return true;
     if (deadline && clock::now() >= *deadline) return false;
-    if (PyErr_CheckSignals() != 0) throw nb::python_error();
-  }
+    return std::nullopt;
+  });
 }
 
 std::string device_repr(const Device& device) {

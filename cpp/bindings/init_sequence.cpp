@@ -18,6 +18,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "interruptible_wait.hpp"
 #include "table_arguments.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/checked.hpp"
@@ -528,18 +529,12 @@ void bind_waiters(nb::module_& m) {
       .def("wait", [](CapacityWaitRegistration& r, nb::handle timeout) {
              const std::optional<double> seconds = timeout_argument(timeout, "wait");
              const auto deadline = CapacityWaitRegistration::deadline_after(seconds);
-             // In slices without the GIL; between slices, with it, a pending signal handler
-             // runs (Ctrl-C raises KeyboardInterrupt within one slice).
-             for (;;) {
-               CapacityWaitRegistration::SliceResult result;
-               {
-                 nb::gil_scoped_release release;
-                 result = r.wait_slice(deadline, std::chrono::milliseconds(50));
-               }
-               if (result == CapacityWaitRegistration::SliceResult::retry) return true;
-               if (result == CapacityWaitRegistration::SliceResult::timed_out) return false;
-               if (PyErr_CheckSignals() != 0) throw nb::python_error();
-             }
+             using Slice = CapacityWaitRegistration::SliceResult;
+             return wait_in_slices([&]() -> std::optional<bool> {
+               const Slice result = r.wait_slice(deadline, signal_slice);
+               if (result == Slice::pending) return std::nullopt;
+               return result == Slice::retry;
+             });
            },
            nb::arg("timeout").none() = nb::none(), nb::sig("def wait(self, timeout: float | None = None) -> bool"),
            "Block until should_retry() (True) or the timeout in seconds (False); None, inf or a timeout too "
