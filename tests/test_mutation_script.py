@@ -118,3 +118,15 @@ def test_under_keeps_only_the_sites_of_those_paths() -> None:
                             capture_output=True, text=True, check=True)
     ids = [line.split()[0] for line in listed.stdout.splitlines() if line.strip()]
     assert ids and all(i.startswith("cpp/src/sequence/") for i in ids), ids[:5]
+
+
+def test_the_site_is_laid_out_as_the_wheel_installs_it(mutate) -> None:
+    # Every package the wheel installs (the benchmarks too, which tests import) is copied into
+    # the site the mutants' tests import; a missing one failed the unmutated suite.
+    root = SCRIPT.parent.parent
+    packages = mutate.wheel_packages(root)
+    assert packages["lifecore"] == "python/lifecore"
+    assert packages["lifecore/models"] == "models"
+    assert packages["lifecore/benchmarks"] == "benchmarks"
+    for source in packages.values():
+        assert (root / source).is_dir(), source

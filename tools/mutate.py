@@ -286,6 +286,24 @@ def build_lock(path: str | None) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
+def wheel_packages(tree: Path) -> dict[str, str]:
+    """The wheel's layout, as pyproject.toml maps it: installed package path -> source folder
+    ("lifecore" -> "python/lifecore", "lifecore/models" -> "models", ...). Read from the one
+    table of plain ``"key" = "value"`` lines, so the site the tests import is what pip installs."""
+    packages: dict[str, str] = {}
+    inside = False
+    for line in (tree / "pyproject.toml").read_text().splitlines():
+        line = line.strip()
+        if line.startswith("["):
+            inside = line == "[tool.scikit-build.wheel.packages]"
+        elif inside and "=" in line:
+            key, _, value = line.partition("=")
+            packages[key.strip().strip('"')] = value.strip().strip('"')
+    if "lifecore" not in packages:
+        sys.exit("pyproject.toml maps no 'lifecore' package under [tool.scikit-build.wheel.packages]")
+    return packages
+
+
 class Workspace:
     def __init__(self, tree: Path, jobs: int, profile: str, test_timeout: float, lock: str | None) -> None:
         self.tree = tree
@@ -308,9 +326,9 @@ class Workspace:
         status, output, _ = run(command, self.tree, self.build_env)
         if status:
             sys.exit(f"configure failed:\n{output}")
-        package = self.site / "lifecore"
-        shutil.copytree(self.tree / "python" / "lifecore", package)
-        shutil.copytree(self.tree / "models", package / "models")
+        # The shortest package first: each folder is copied into the one that holds it.
+        for package, source in sorted(wheel_packages(self.tree).items(), key=lambda item: item[0].count("/")):
+            shutil.copytree(self.tree / source, self.site / package)
 
     def compile(self, timeout: float) -> tuple[bool, str]:
         with build_lock(self.lock):
