@@ -130,3 +130,18 @@ def test_the_site_is_laid_out_as_the_wheel_installs_it(mutate) -> None:
     assert packages["lifecore/benchmarks"] == "benchmarks"
     for source in packages.values():
         assert (root / source).is_dir(), source
+
+
+def test_listing_needs_no_git_checkout(tmp_path) -> None:
+    # A campaign's unmutated suite runs in a copy of the tree that is not a git checkout, and
+    # test_under_keeps_only_the_sites_of_those_paths lists sites there.
+    import shutil
+    import subprocess
+
+    root = SCRIPT.parent.parent
+    shutil.copytree(root / "tools", tmp_path / "tools")
+    shutil.copytree(root / "cpp" / "src" / "sequence", tmp_path / "cpp" / "src" / "sequence")
+    listed = subprocess.run([sys.executable, str(tmp_path / "tools" / "mutate.py"), "--list"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert listed.stdout.splitlines() and all(line.startswith("cpp/src/sequence/") for line in listed.stdout.splitlines())

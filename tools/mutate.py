@@ -428,7 +428,20 @@ def area_of(path: str) -> tuple[str, ...]:
     return AREA_TESTS.get(parts[2] if len(parts) > 2 else "", ())
 
 
+def sites_of(tree: Path, args: argparse.Namespace) -> list[Mutant]:
+    return [s for s in find_sites(tree) if not args.under or s.path.startswith(tuple(args.under))]
+
+
+def print_sites(sites: list[Mutant]) -> int:
+    for site in sites:
+        print(f"{site.ident:60} {site.original!r:>24} -> {site.replacement!r}")
+    print(f"{len(sites)} sites", file=sys.stderr)
+    return 0
+
+
 def campaign(args: argparse.Namespace) -> int:
+    if args.list and not args.ref:  # the tree on disk: nothing to copy, no git checkout needed
+        return print_sites(sites_of(ROOT, args))
     equivalent: dict[str, str] = {}
     if args.equivalent and Path(args.equivalent).exists():
         equivalent = json.loads(Path(args.equivalent).read_text())
@@ -442,13 +455,10 @@ def campaign(args: argparse.Namespace) -> int:
     started = time.monotonic()
     try:
         copy_tree(tree, args.ref)
-        sites = [s for s in find_sites(tree) if not args.under or s.path.startswith(tuple(args.under))]
+        sites = sites_of(tree, args)
         only = tuple(args.tests or ())
         if args.list:
-            for site in sites:
-                print(f"{site.ident:60} {site.original!r:>24} -> {site.replacement!r}")
-            print(f"{len(sites)} sites", file=sys.stderr)
-            return 0
+            return print_sites(sites)
         if args.only:
             by_id = {s.ident: s for s in sites}
             wanted = [w for w in args.only.split(",") if w]
