@@ -1,3 +1,4 @@
+import enum
 import faulthandler
 import os
 import sys
@@ -80,6 +81,33 @@ def _time_limit(request):
         yield
     finally:
         faulthandler.cancel_dump_traceback_later()
+
+
+def _holds_a_native_object(value, depth: int = 0) -> bool:
+    """Whether a parameter is, or holds in a list, tuple, set or dict, an instance of a class of
+    the C++ core (its enums aside: they are Python enums, made once with the module)."""
+    if type(type(value)).__module__ == "nanobind" and not isinstance(value, enum.Enum):
+        return True
+    if depth < 3 and isinstance(value, (list, tuple, set, frozenset)):
+        return any(_holds_a_native_object(item, depth + 1) for item in value)
+    if depth < 3 and isinstance(value, dict):
+        return any(_holds_a_native_object(item, depth + 1) for item in value.values())
+    return False
+
+
+@pytest.fixture(autouse=True)
+def _no_native_parameter(request):
+    """A parameter is made when its module is collected and held by the collected test until the
+    process ends, and past the interpreter's exit where another library keeps pytest's collection
+    alive (seen with torch and hypothesis loaded together): a core object there is reported as a
+    leak by LIFECORE_LEAK_WARNINGS=1. Such a parameter is made per test, by a function the test
+    calls (see TENSOR_TRANSFORMS in test_capture_payloads.py)."""
+    callspec = getattr(request.node, "callspec", None)
+    held = sorted(name for name, value in (callspec.params.items() if callspec else ())
+                  if _holds_a_native_object(value))
+    if held:
+        pytest.fail(f"an object of lifecore's core made at collection, in parameter {', '.join(held)}: "
+                    "make it in the test (pass a function that builds it)", pytrace=False)
 
 
 @pytest.fixture(scope="session")

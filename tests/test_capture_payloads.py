@@ -380,14 +380,21 @@ def test_a_summary_in_the_short_form_gets_the_regions_count_from_the_session():
     assert len(part.to_json()) <= part.charged.encoded_bytes
 
 
+def a_histogram_payload() -> CapturePayload:
+    return CapturePayload.histogram([0.0, 1.0], [3])
+
+
+# The payload answer is built per test, as TENSOR_TRANSFORMS' values are: one made here would be
+# held by the collected test for the rest of the run, and past the interpreter's exit.
 @pytest.mark.parametrize("answer, why", [
     ([1.0, 2.0, 3.0], "a list of 3 values"),
     ([1.0, 2.0, float("nan"), 0.5], "non-finite"),
     ([1.0, 2.0, "mean", 0.5], "TypeError: must be real number, not str"),
     ((1.0, 2.0, 0.5, 0.5), r"wrong type \(a list \[min, max, mean, std\] or a CapturePayload\)"),
-    (CapturePayload.histogram([0.0, 1.0], [3]), "a payload that is not a summary"),
+    (a_histogram_payload, "a payload that is not a summary"),
 ])
 def test_a_malformed_short_form_fails_the_capture_and_names_what_is_wrong(answer, why):
+    answer = answer() if callable(answer) else answer
     session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()), discovery=discovery(),
                           request=CaptureRequest(1, 1, 3))
     session.begin_step(PREFILL, 0)
