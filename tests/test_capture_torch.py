@@ -32,6 +32,7 @@ from lifecore.capture import (  # noqa: E402
 from lifecore.errors import CaptureSessionError, InvalidArgumentError  # noqa: E402
 
 from capture_builders import session_for  # noqa: E402
+from torch_capture_helpers import intervening_session, prefill_step  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
 
@@ -126,8 +127,6 @@ def test_discovery_names_modules_with_symbolic_axes_and_the_router(model, tokens
 
 
 def test_summaries_at_every_block_match_plain_hooks(model, tokens):
-    from lifecore.torch import attach
-
     discovery = discovery_of(model, tokens)
     paths = ["blocks.0.mlp", "blocks.1.mlp", "blocks.0", "blocks.1"]
     session = session_for(*[CaptureSelection(p, p, CaptureTransform.summary()) for p in paths],
@@ -136,11 +135,8 @@ def test_summaries_at_every_block_match_plain_hooks(model, tokens):
     seen = {}
     manual = [model.get_submodule(p).register_forward_hook(
         lambda m, a, out, p=p: seen.__setitem__(p, out.detach().clone())) for p in paths]
-    with attach(session, model):
-        session.begin_step(CapturePhase.PREFILL, 0)
-        with torch.no_grad():
-            logits = model(tokens)
-        step = session.take_step()
+    with torch.no_grad():
+        step, logits = prefill_step(session, model, tokens)
     for h in manual:
         h.remove()
     for record in step.records[:4]:
@@ -153,25 +149,18 @@ def test_summaries_at_every_block_match_plain_hooks(model, tokens):
 
 
 def test_an_intervention_replaces_the_module_output_for_downstream_modules(model, tokens):
-    from lifecore.torch import attach
-
     discovery = discovery_of(model, tokens)
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     patch = torch.zeros(1, 2, D)
     ops = [iv.replace("patch", "blocks.0.mlp", patch.numpy(), slices=[CaptureSlice("seq", 1, 3)]),
            iv.scale("half", "blocks.0.mlp", 0.5)]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1), ops)
     with torch.no_grad():
         expected_hook = model.blocks[0].mlp.register_forward_hook(
             lambda m, a, out: torch.cat([out[:, :1], torch.zeros_like(out[:, 1:3]), out[:, 3:]], dim=1) * 0.5)
         expected = model(tokens)
         expected_hook.remove()
         clean = model(tokens)
-        with attach(session, model):
-            session.begin_step(CapturePhase.PREFILL, 0)
-            patched = model(tokens)
-            session.finish_interventions()
-            step = session.take_step()
+        step, patched = prefill_step(session, model, tokens)
     assert [r.outcome for r in step.interventions] == [InterventionOutcome.APPLIED] * 2
     torch.testing.assert_close(patched, expected)
     assert not torch.allclose(patched, clean)
@@ -187,13 +176,12 @@ def test_moe_routing_control_excludes_an_expert_and_records_both_decisions(model
     from lifecore.torch import attach, route
 
     discovery = discovery_of(model, tokens)
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 2))
     with torch.no_grad():
         model(tokens)
     favourite = int(torch.mode(model.blocks[1].mlp.last_ids[:, 0]).values)
     ops = [iv.exclude_experts("no_fav", "blocks.1.mlp#routing", [favourite], evidence=16,
                               schedule=CaptureSchedule(decode=False))]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 2), ops)
     with attach(session, model), torch.no_grad():
         session.begin_step(CapturePhase.PREFILL, 0)
         model(tokens)
@@ -218,9 +206,8 @@ def test_a_failing_selector_fails_the_routing_record(model, tokens, monkeypatch)
     import lifecore.torch as lt
 
     discovery = discovery_of(model, tokens)
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    ops = [iv.bias_routing_scores("bias", "blocks.1.mlp#routing", [0], [1.0])]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1),
+                                  [iv.bias_routing_scores("bias", "blocks.1.mlp#routing", [0], [1.0])])
 
     def broken(scores, top_k, control=None):
         raise RuntimeError("selector exploded")
@@ -240,9 +227,8 @@ def test_forced_experts_apply_to_the_window_rows(model, tokens):
     from lifecore.torch import attach
 
     discovery = discovery_of(model, tokens)
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     ops = [iv.force_experts("force", "blocks.1.mlp#routing", [[0, 1]] * 2, slices=[CaptureSlice("rows", 0, 2)])]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1), ops)
     with attach(session, model), torch.no_grad():
         session.begin_step(CapturePhase.PREFILL, 0)
         model(tokens)
@@ -366,9 +352,8 @@ def test_a_selector_whose_policy_differs_from_discovery_fails_before_routing(mod
     from lifecore.torch import attach
 
     discovery = discovery_of(model, tokens)
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    ops = [iv.exclude_experts("x", "blocks.1.mlp#routing", [0])]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1),
+                                  [iv.exclude_experts("x", "blocks.1.mlp#routing", [0])])
     moe = model.blocks[1].mlp
     moe.routing_policy = lambda: RoutingPolicy(EXPERTS, TOP_K, scale=2.0)  # changed since discovery
     with attach(session, model), torch.no_grad():
@@ -398,20 +383,16 @@ class UsesBoth(nn.Module):
 
 @pytest.mark.parametrize("output_index", [1, {"pair": 1}])
 def test_output_index_selects_the_tuple_element_that_is_observed_and_replaced(output_index):
-    from lifecore.torch import attach, discover
+    from lifecore.torch import discover
 
     model = UsesBoth()
     x = torch.ones(1, TOKENS, D)
     discovery = discover(model, x, output_index=output_index)
-    session = session_for(CaptureSelection("gate", "pair", CaptureTransform.summary()),
-                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    ops = [iv.zero("zero_gate", "pair", schedule=CaptureSchedule(decode=False))]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
-    with attach(session, model, output_index=output_index), torch.no_grad():
-        session.begin_step(CapturePhase.PREFILL, 0)
-        out = model(x)
-        session.finish_interventions()
-        step = session.take_step()
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1),
+                                  [iv.zero("zero_gate", "pair", schedule=CaptureSchedule(decode=False))],
+                                  CaptureSelection("gate", "pair", CaptureTransform.summary()))
+    with torch.no_grad():
+        step, out = prefill_step(session, model, x, output_index=output_index)
     assert step.record("gate").payload.mean == 2.0  # the second element was observed
     assert torch.equal(out, x + 3.0)  # the gate was zeroed; the first element passed through unchanged
 
@@ -437,19 +418,15 @@ class ReadsFields(nn.Module):
 
 
 def test_an_intervention_on_a_namedtuple_output_keeps_its_type():
-    from lifecore.torch import attach, discover
+    from lifecore.torch import discover
 
     model = ReadsFields()
     x = torch.ones(1, TOKENS, D)
     discovery = discover(model, x)
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    ops = [iv.scale("half", "pair", 0.5, schedule=CaptureSchedule(decode=False))]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
-    with attach(session, model), torch.no_grad():
-        session.begin_step(CapturePhase.PREFILL, 0)
-        out = model(x)
-        session.finish_interventions()
-        session.take_step()
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1),
+                                  [iv.scale("half", "pair", 0.5, schedule=CaptureSchedule(decode=False))])
+    with torch.no_grad():
+        _, out = prefill_step(session, model, x)
     assert torch.equal(out, (x + 3.0) * 0.5 + x * 2.0)  # the hidden field was scaled, the gate passed
 
 
@@ -731,25 +708,20 @@ def _rows_zeroed(out):
 ], ids=["scale", "add", "zero_rows", "replace_rows"])
 def test_an_intervention_under_autograd_keeps_the_gradient_of_what_it_did_not_replace(make_op, edit):
     op = make_op()
-    from lifecore.torch import attach, discover
+    from lifecore.torch import discover
 
     torch.manual_seed(0)
     model = _Chain()
     x = torch.randn(1, TOKENS, D)
     discovery = discover(model, x)
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    session.enable_interventions(InterventionPlan([op]).admit(discovery, session), session_backend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1), [op])
     # The same edit by a plain hook, with autograd: the gradients the intervened model must give.
     handle = model.first.register_forward_hook(lambda m, a, out: edit(out))
     model(x).square().sum().backward()
     handle.remove()
     expected = {name: p.grad.clone() for name, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
-    with attach(session, model):
-        session.begin_step(CapturePhase.PREFILL, 0)
-        out = model(x)
-        session.finish_interventions()
-        session.take_step()
+    _, out = prefill_step(session, model, x)  # with autograd on
     assert out.requires_grad  # the graph reaches back through the intervened module
     out.square().sum().backward()
     for name, p in model.named_parameters():
@@ -761,25 +733,20 @@ def test_a_capture_at_an_intervened_module_is_the_value_before_the_intervention_
     """The hook observes, then intervenes: the record holds the module's own output and its
     position says so (READ_ONLY would claim interventions do not change that value)."""
     from lifecore.capture import PointPosition
-    from lifecore.torch import attach, discover
+    from lifecore.torch import discover
 
     torch.manual_seed(0)
     model = _Chain()
     x = torch.randn(1, TOKENS, D)
     discovery = discover(model, x)
     assert {p.position for p in discovery.catalog if p.meaning != "routing"} == {PointPosition.BEFORE_INTERVENTION}
-    session = session_for(CaptureSelection("first", "first", CaptureTransform.full_tensor()),
-                          CaptureSelection("second", "second", CaptureTransform.full_tensor()),
-                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    ops = [iv.scale("triple", "first", 3.0, schedule=_PREFILL)]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1),
+                                  [iv.scale("triple", "first", 3.0, schedule=_PREFILL)],
+                                  CaptureSelection("first", "first", CaptureTransform.full_tensor()),
+                                  CaptureSelection("second", "second", CaptureTransform.full_tensor()))
     with torch.no_grad():
         own = model.first(x)
-        with attach(session, model):
-            session.begin_step(CapturePhase.PREFILL, 0)
-            out = model(x)
-            session.finish_interventions()
-            step = session.take_step()
+        step, out = prefill_step(session, model, x)
     first = step.record("first")
     assert first.position == PointPosition.BEFORE_INTERVENTION
     assert torch.equal(first.payload.tensor, own)  # not own * 3
@@ -816,9 +783,8 @@ def test_a_routing_control_under_autograd_leaves_the_router_its_gradient(model, 
     from lifecore.torch import attach
 
     discovery = discovery_of(model, tokens)
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    ops = [iv.exclude_experts("no0", "blocks.1.mlp#routing", [0], schedule=_PREFILL)]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), session_backend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1),
+                                  [iv.exclude_experts("no0", "blocks.1.mlp#routing", [0], schedule=_PREFILL)])
     with attach(session, model):
         session.begin_step(CapturePhase.PREFILL, 0)
         model(tokens).square().sum().backward()

@@ -37,6 +37,7 @@ from lifecore.torch import (  # noqa: E402
 )
 
 from capture_builders import session_for  # noqa: E402
+from torch_capture_helpers import intervening_session, prefill_step  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
 
@@ -116,18 +117,12 @@ def test_each_call_is_observed_apart_and_equals_what_a_plain_hook_sees(model, to
 
 def test_an_intervention_at_one_call_changes_that_call_only(model, tokens):
     discovery = discover(model, tokens)
-    session = session_for(CaptureSelection("seen", "layer#2", CaptureTransform.full_tensor()),
-                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    ops = [iv.scale("half", "layer#1", 0.5)]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), TorchBackend())
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1), [iv.scale("half", "layer#1", 0.5)],
+                                  CaptureSelection("seen", "layer#2", CaptureTransform.full_tensor()))
     expected, calls = plain_run(model, model.layer, tokens, halve=1)
     with torch.no_grad():
         clean = model(tokens)
-        with attach(session, model):
-            session.begin_step(CapturePhase.PREFILL, 0)
-            patched = model(tokens)
-            session.finish_interventions()
-            step = session.take_step()
+        step, patched = prefill_step(session, model, tokens)
     assert step.interventions[0].outcome == InterventionOutcome.APPLIED
     torch.testing.assert_close(patched, expected)
     assert not torch.allclose(patched, clean)
@@ -287,14 +282,10 @@ def test_a_routing_control_applies_to_the_one_call_it_names(tokens):
         model(tokens)
     favourite = int(torch.mode(model.moe.ids[1][:, 0]).values)
     model.moe.ids.clear()
-    session = session_for(discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
     ops = [iv.exclude_experts("no_fav", "moe#1#routing", [favourite], schedule=CaptureSchedule(decode=False))]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), TorchBackend())
-    with attach(session, model, calls=call_counts(discovery)), torch.no_grad():
-        session.begin_step(CapturePhase.PREFILL, 0)
-        model(tokens)
-        session.finish_interventions()
-        step = session.take_step()
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1), ops)
+    with torch.no_grad():
+        step, _ = prefill_step(session, model, tokens, calls=call_counts(discovery))
     assert step.interventions[0].outcome == InterventionOutcome.APPLIED
     first, second = model.moe.ids
     assert favourite not in second.flatten().tolist()

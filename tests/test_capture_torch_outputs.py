@@ -24,13 +24,13 @@ from lifecore.capture import (  # noqa: E402
     CaptureSelection,
     CaptureTransform,
     InterventionOutcome,
-    InterventionPlan,
     interventions as iv,
 )
 from lifecore.errors import InvalidArgumentError, LifecoreTypeError  # noqa: E402
-from lifecore.torch import TorchBackend, attach, capture, discover  # noqa: E402
+from lifecore.torch import attach, capture, discover  # noqa: E402
 
 from capture_builders import session_for  # noqa: E402
+from torch_capture_helpers import intervening_session, prefill_step  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
 
@@ -104,16 +104,11 @@ CONTAINERS = {
 def zero_at(model: nn.Module, x: torch.Tensor, output_index: Any, path: str = "pair") -> tuple[Any, torch.Tensor]:
     """(the step, the output) of one forward that captures and then zeroes ``path`` at ``output_index``."""
     discovery = discover(model, x, output_index=output_index)
-    session = session_for(CaptureSelection("s", path, CaptureTransform.summary()),
-                          discovery=discovery, request=CaptureRequest(1, TOKENS, 1))
-    ops = [iv.zero("z", path, schedule=CaptureSchedule(decode=False))]
-    session.enable_interventions(InterventionPlan(ops).admit(discovery, session), TorchBackend())
-    with attach(session, model, output_index=output_index), torch.no_grad():
-        session.begin_step(CapturePhase.PREFILL, 0)
-        out = model(x)
-        session.finish_interventions()
-        step = session.take_step()
-    return step, out
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1),
+                                  [iv.zero("z", path, schedule=CaptureSchedule(decode=False))],
+                                  CaptureSelection("s", path, CaptureTransform.summary()))
+    with torch.no_grad():
+        return prefill_step(session, model, x, output_index=output_index)
 
 
 @pytest.mark.parametrize("container", list(CONTAINERS))
