@@ -53,6 +53,15 @@ BLOCKS = [block for path in DOCS
 NAMESPACES: dict[str, dict] = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _sections_end_with_the_module():
+    """What the sections made (devices, buffers, a torch tensor on lifecore memory) goes when
+    this module's tests end: kept until the interpreter exits, a buffer a torch tensor holds is
+    reported leaked."""
+    yield
+    NAMESPACES.clear()
+
+
 def test_every_area_has_runnable_examples():
     sections = {section for section, _, _ in BLOCKS}
     for title in ("Graph capture", "Sequence sessions", "Capture sessions", "Backends", "Errors",
