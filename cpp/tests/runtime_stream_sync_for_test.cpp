@@ -226,14 +226,20 @@ void a_global_capture_elsewhere_refuses_a_slice_unless_relaxed() {
 }
 
 // Another library's global capture on another thread (a stream lifecore does not know, begun
-// in the driver directly): the host waits a user asks of a stream that does not record (a
-// bounded sync's polls, a sync, a read) run in relaxed mode, so they succeed and leave that
-// capture active, and it ends into a graph. In the thread's global mode the driver would
-// refuse each of them and invalidate the capture.
+// in the driver directly): the host waits on a stream the driver does not capture (a graph's
+// destroy, a bounded sync's polls, a sync, a read) run in relaxed mode, so they succeed and
+// leave that capture active, and it ends into a graph. In the thread's global mode the driver
+// would refuse each of them and invalidate the capture.
 void host_waits_leave_another_librarys_global_capture_alone() {
   Rig rig;
   auto& [device, stream, buffer] = rig;
   driver::Driver& raw = device->driver();
+  stream->graph_prepare(0);
+  stream->fill(*buffer, 5);
+  stream->begin_capture();
+  stream->fill(*buffer, 5);
+  std::shared_ptr<Graph> graph = stream->end_capture(0);
+  graph->replay(stream.get());  // its destroy waits for this stream
   driver::StreamHandle foreign{};
   CHECK(raw.stream_create(&foreign).ok());
   std::promise<void> begun, waited;
@@ -248,6 +254,10 @@ void host_waits_leave_another_librarys_global_capture_alone() {
     if (graph != driver::GraphHandle{}) (void)raw.graph_destroy(graph);
   });
   begun.get_future().wait();
+  driver::CaptureStatus status = driver::CaptureStatus::none;
+  std::uint64_t id = 0;
+  graph->destroy();  // noexcept: what it did shows in the capture's status
+  CHECK(raw.stream_capture_info(foreign, &status, &id).ok() && status == driver::CaptureStatus::active);
   rig.hold_fill(4);
   std::thread resume([&] {
     std::this_thread::sleep_for(20ms);
@@ -259,8 +269,6 @@ void host_waits_leave_another_librarys_global_capture_alone() {
   const ErrorKind synced = error_of([&] { stream->sync(); });
   bool read = false;
   const ErrorKind was_read = error_of([&] { read = holds(*stream, *buffer, 4); });
-  driver::CaptureStatus status = driver::CaptureStatus::none;
-  std::uint64_t id = 0;
   CHECK(raw.stream_capture_info(foreign, &status, &id).ok());
   waited.set_value();
   library.join();

@@ -137,12 +137,6 @@ bool Stream::recording_elsewhere() const noexcept {
   return capture_registry::forbids(capture_domain_.get(), state_.mark().get());
 }
 
-driver::Status Stream::synchronize_relaxed() {
-  RelaxedCaptureMode relaxed(driver_);
-  if (!relaxed.engaged()) return relaxed.status();
-  return synchronize_and_release();
-}
-
 void Stream::check_status(const driver::Status& status) { device_->check_status(status); }
 
 void Stream::throw_driver(const driver::Status& status) {
@@ -713,16 +707,12 @@ bool Stream::wait_for_graph_work() noexcept {
   LockWithoutStalling lock(mutex_);
   // A recording began with a synchronize, and a gone stream's work went with it.
   if (dead_ || device_->closed() || driver_captures()) return true;
-  // This stream does not capture, so the wait is safe in relaxed mode: a recording elsewhere
-  // that the driver would let refuse it (and invalidate) is known up front.
-  if (recording_elsewhere()) return synchronize_relaxed().ok();
-  driver::Status status = synchronize_and_release();
-  if (status.code == driver::Code::capture_unsupported) {
-    // A capture lifecore does not know of (another library's) refused it, and the driver has
-    // invalidated that capture; without the wait the work may still run when its memory is reused.
-    status = synchronize_relaxed();
-  }
-  return status.ok();
+  // This stream does not capture, so the wait runs in relaxed mode: no recording elsewhere,
+  // lifecore's or another library's, refuses it or is invalidated by it. A driver that cannot
+  // switch waits in the thread's mode, unless that would invalidate a recording of lifecore's.
+  RelaxedCaptureMode relaxed(driver_);
+  if (!relaxed.engaged() && recording_elsewhere()) return false;
+  return synchronize_and_release().ok();
 }
 
 void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
@@ -1024,10 +1014,10 @@ void Stream::shutdown() noexcept {
     window_discarded_ = false;
   }
   // Destroyed before the drop queue is released: a driver whose synchronize failed without
-  // waiting has, by then, let go of the stream's work and the host memory it reads. Relaxed while
-  // a recording elsewhere would have the driver refuse the wait and invalidate that recording.
+  // waiting has, by then, let go of the stream's work and the host memory it reads. Relaxed, so
+  // no recording elsewhere (lifecore's or another library's) refuses the wait or is invalidated.
   {
-    RelaxedCaptureMode relaxed(driver_, recording_elsewhere());
+    RelaxedCaptureMode relaxed(driver_);
     (void)driver_.stream_synchronize(handle_);
   }
   (void)driver_.stream_destroy(handle_);

@@ -206,11 +206,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // CaptureStateError, nothing changed, when a recording on another stream forbids the calling
   // thread `op`, which `does` what the driver forbids while it records (runtime/capture_registry.hpp).
   void check_not_recording_elsewhere(const char* op, std::string_view does) const;
-  // Whether such a recording exists (true when that cannot be told): a wait this stream's own
-  // bookkeeping needs then runs in relaxed mode, so it neither fails nor invalidates it.
+  // Whether such a recording exists (true when that cannot be told).
   bool recording_elsewhere() const noexcept;
-  // stream_synchronize in relaxed capture mode (synchronize_and_release's effect on success).
-  driver::Status synchronize_relaxed();
   // driver::check / throw_status that first records a sticky status as the device being lost.
   void check_status(const driver::Status& status);
   [[noreturn]] void throw_driver(const driver::Status& status);
@@ -229,7 +226,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void flush_fenced();
   // stream_synchronize; on success everything the drop queue holds is released. The host waits
   // a user asks for (sync, a bounded sync's polls, read, read_into, a view without a consumer
-  // stream) run it in relaxed capture mode: the driver does not capture their stream
+  // stream), and those of a graph's destroy and of a stream's end, run it in relaxed capture
+  // mode: the driver does not capture their stream
   // (check_host_work), so its global-mode rule would only let them invalidate a capture
   // recording elsewhere, another library's or one of lifecore's begun on another thread after
   // their check. Where the driver cannot switch modes they wait in the thread's own.
