@@ -79,3 +79,23 @@ def test_the_demo_module_takes_the_demo_commands_options():
     ran = subprocess.run([*module, "--requests", "3", "--json"], capture_output=True, text=True, timeout=120)
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout)["requests"] == 3
+
+
+def test_the_readmes_demo_table_shows_the_counts_the_demo_prints():
+    """The README's sample of ``lifecore demo`` said 28 deferrals where the demo, whose counts repeat
+    with the same seed, counts 8: every count row it shows must be what the default run counts."""
+    import io
+    import re
+    from pathlib import Path
+
+    from lifecore.engine.demo import run_demo
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    sample = re.search(r"`lifecore demo` serves .*?\n```\n(.*?)```", readme, re.S)
+    assert sample is not None, "README.md has no sample of lifecore demo's table"
+    shown = {key.strip(): value.strip() for key, value in
+             (re.split(r"\s{2,}", line.strip(), maxsplit=1) for line in sample.group(1).splitlines() if line.strip())}
+    summary = run_demo(as_json=True, out=io.StringIO())  # the command's defaults
+    counts = ("preset", "device", "requests", "tokens generated", "decode iterations", "deferrals", "preemptions",
+              "graph captures", "graph replays", "graph pool", "captured bytes")
+    assert {key: shown[key] for key in counts} == {key: str(summary[key]) for key in counts}
