@@ -69,3 +69,19 @@ def test_values_a_user_reads_are_typed_as_what_they_are(tmp_path: Path):
         encoding="utf-8")
     result = check_typing.run_mypy([str(code)])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_arrays_the_stream_takes_are_typed_as_taken(tmp_path: Path):
+    # Stream.write takes any C-contiguous buffer-protocol object (the README's "Buffers as
+    # tensors"), but its stub said bytes | bytearray | memoryview: writing a NumPy array failed
+    # mypy --strict although it runs.
+    code = tmp_path / "arrays.py"
+    code.write_text(
+        "import numpy as np\n"
+        "import lifecore\n"
+        "def roundtrip(stream: lifecore.Stream, buf: lifecore.Buffer) -> None:\n"
+        "    stream.write(buf, np.arange(16, dtype=np.float32))\n"
+        "    stream.read_into(buf, np.empty(16, np.float32))\n",
+        encoding="utf-8")
+    result = check_typing.run_mypy([str(code)])
+    assert result.returncode == 0, result.stdout + result.stderr

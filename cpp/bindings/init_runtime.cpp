@@ -454,7 +454,9 @@ void bind_stream(nb::module_& m) {
       .def_prop_ro("handle", [](Stream& s) { return s.native_handle(); }, "The native stream pointer, as an int")
       .def("alloc", &Stream::alloc, "nbytes"_a, "A Buffer of nbytes (> 0, at most the device's memory).")
       .def("write", &write, "buf"_a, "data"_a,
-           nb::sig("def write(self, buf: Buffer, data: bytes | bytearray | memoryview) -> None"), "Asynchronous host-to-device copy (data is staged first).")
+           nb::sig("def write(self, buf: Buffer, data: bytes | bytearray | memoryview | object) -> None"),
+           "Asynchronous host-to-device copy of `data`, any C-contiguous buffer-protocol object (bytes,\n"
+           "bytearray, memoryview, a numpy array) of 1 to buf.nbytes bytes, to the buffer's start (data is staged first).")
       .def("read",
            [](Stream& s, const Buffer& b) {
              std::vector<std::uint8_t> bytes;
