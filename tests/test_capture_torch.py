@@ -126,6 +126,26 @@ def test_discovery_names_modules_with_symbolic_axes_and_the_router(model, tokens
     assert discovery.artifact_identity == discovery_of(model, tokens).artifact_identity
 
 
+def test_discovery_refuses_logits_it_cannot_mark_before_the_forward(model, tokens):
+    """``logits`` was iterated as given: a str marked its characters, an unknown path or a
+    non-str marked nothing, and a top-candidates plan was then refused for want of logits."""
+    from lifecore.errors import LifecoreTypeError
+    from lifecore.torch import discover
+
+    calls = []
+    handle = model.register_forward_pre_hook(lambda module, args: calls.append(1))
+    try:
+        for bad in ("lm_head", [5], None, 3):
+            with pytest.raises(LifecoreTypeError, match="'logits'"):
+                discover(model, tokens, logits=bad)
+        with pytest.raises(InvalidArgumentError, match="lm_haed"):
+            discover(model, tokens, logits=["lm_head", "lm_haed"])
+    finally:
+        handle.remove()
+    assert calls == []  # refused before the forward
+    assert {p.path for p in discover(model, tokens, logits=("lm_head",)).catalog if p.meaning == "logits"} == {"lm_head"}
+
+
 def test_summaries_at_every_block_match_plain_hooks(model, tokens):
     discovery = discovery_of(model, tokens)
     paths = ["blocks.0.mlp", "blocks.1.mlp", "blocks.0", "blocks.1"]

@@ -208,6 +208,21 @@ def _check_axes(call: str, **axes: Any) -> None:
                                     f"got {type(value).__name__}")
 
 
+def _logit_paths(logits: Any, model: nn.Module, call: str, or_none: bool = False) -> list[str]:
+    """``logits`` as a list of the model's module paths: a str (one path, not a list of them), a
+    non-str entry or a path naming no module is refused, so no point is silently left unmarked."""
+    named = list(logits) if isinstance(logits, Iterable) and not isinstance(logits, (str, bytes)) else None
+    if named is None or not all(isinstance(p, str) for p in named):
+        raise LifecoreTypeError(f"{call}: argument 'logits' must be a list of module paths"
+                                f"{' or None' if or_none else ''}, got {logits!r}")
+    modules = {name for name, _ in model.named_modules() if name}
+    unknown = [path for path in named if path not in modules]
+    if unknown:
+        raise InvalidArgumentError(f"{call}: argument 'logits' names no module {unknown[0]!r} of "
+                                   f"{type(model).__name__}")
+    return named
+
+
 def _dtype(tensor: torch.Tensor) -> ValueDtype:
     if tensor.dtype.is_floating_point:
         return ValueDtype.FLOATING
@@ -220,8 +235,9 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
              **example_kwargs: Any) -> CaptureDiscovery:
     """Runs one example forward and records every named module's output as an observation
     point: the batch axis is symbolic ``batch``, the sequence axis ``sequence`` (the prompt
-    length in prefill, one token in decode), the others known. Paths in ``logits`` are
-    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``.
+    length in prefill, one token in decode), the others known. Paths in ``logits`` (a list of
+    the model's module paths) are marked as logits; each module with ``routing_policy()`` adds
+    ``<path>#routing``.
 
     A module the forward calls more than once (a layer shared across depth, a block applied in
     a loop) has a point per call, ``<path>#0``, ``<path>#1``, ... (and ``<path>#<k>#routing``
@@ -237,10 +253,12 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     namedtuple's field); one for every module, or a mapping module path -> int or str (paths
     it does not name use 0, the first element; every call of a module is selected alike). A plain dict has no position, so under an int it is not
     observed: select it by key. Pass the same ``output_index`` to :func:`attach`. An argument of
-    the wrong type raises ``LifecoreTypeError`` before the forward runs."""
+    the wrong type raises ``LifecoreTypeError``, a ``logits`` path naming no module
+    ``InvalidArgumentError``, before the forward runs."""
     _require_module(model, "discover")
     _check_axes("discover", batch_axis=batch_axis, sequence_axis=sequence_axis)
     _check_output_index(output_index, "discover")
+    logits = _logit_paths(logits, model, "discover")
     return _discover(model, example_args, example_kwargs, batch_axis=batch_axis, sequence_axis=sequence_axis,
                      logits=logits, identity=identity, capabilities=capabilities, output_index=output_index,
                      symbolic=True)
@@ -917,11 +935,7 @@ class ModelCapture:
         if logits is None:  # top candidates are admitted on logits only: asking for them says these are
             top_k = any(t.kind == TransformKind.TOP_CANDIDATES for _, t in self._transforms)
             logits = [path for _, hits, _ in self._matched.values() for path in hits] if top_k else []
-        named = list(logits) if isinstance(logits, Iterable) and not isinstance(logits, str) else None
-        if named is None or not all(isinstance(p, str) for p in named):
-            raise LifecoreTypeError(f"{call}: argument 'logits' must be a list of module paths or None, "
-                                    f"got {logits!r}")
-        self._logits = named
+        self._logits = _logit_paths(logits, model, call, or_none=True)
         self._batch_axis, self._sequence_axis = batch_axis, sequence_axis
         self._hooks: list[torch.utils.hooks.RemovableHandle] = []
         self._attachment: Optional[TorchAttachment] = None
