@@ -146,6 +146,19 @@ def test_discovery_refuses_logits_it_cannot_mark_before_the_forward(model, token
     assert {p.path for p in discover(model, tokens, logits=("lm_head",)).catalog if p.meaning == "logits"} == {"lm_head"}
 
 
+def test_discovery_counts_negative_axes_from_the_end_as_the_request_does(model, tokens):
+    """A negative ``batch_axis`` / ``sequence_axis`` matched no axis (the discovery's axes stayed
+    fixed, while the request read them as Python indices); equal ones dropped the sequence."""
+    from lifecore.torch import discover
+
+    def axes(**where):
+        return [a.size for a in {p.path: p for p in discover(model, tokens, **where).catalog}["blocks.0.mlp"].axes]
+
+    assert axes(batch_axis=-3, sequence_axis=-2) == axes() == ["batch", "sequence", D]
+    with pytest.raises(InvalidArgumentError, match="sequence_axis"):
+        discover(model, tokens, batch_axis=1, sequence_axis=1)
+
+
 def test_summaries_at_every_block_match_plain_hooks(model, tokens):
     discovery = discovery_of(model, tokens)
     paths = ["blocks.0.mlp", "blocks.1.mlp", "blocks.0", "blocks.1"]

@@ -201,11 +201,15 @@ def call_counts(discovery: CaptureDiscovery) -> dict[str, int]:
 
 
 def _check_axes(call: str, **axes: Any) -> None:
-    """Refuses a ``batch_axis`` / ``sequence_axis`` that is not an int (a bool included)."""
+    """Refuses a ``batch_axis`` / ``sequence_axis`` that is not an int (a bool included), and the
+    two naming the same axis (the sequence would never be seen)."""
     for name, value in axes.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise LifecoreTypeError(f"{call}: argument '{name}' must be an int (an axis of the tensors), "
                                     f"got {type(value).__name__}")
+    if axes["batch_axis"] == axes["sequence_axis"]:
+        raise InvalidArgumentError(f"{call}: arguments 'batch_axis' and 'sequence_axis' name the same axis "
+                                   f"({axes['batch_axis']})")
 
 
 def _logit_paths(logits: Any, model: nn.Module, call: str, or_none: bool = False) -> list[str]:
@@ -235,9 +239,9 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
              **example_kwargs: Any) -> CaptureDiscovery:
     """Runs one example forward and records every named module's output as an observation
     point: the batch axis is symbolic ``batch``, the sequence axis ``sequence`` (the prompt
-    length in prefill, one token in decode), the others known. Paths in ``logits`` (a list of
-    the model's module paths) are marked as logits; each module with ``routing_policy()`` adds
-    ``<path>#routing``.
+    length in prefill, one token in decode), the others known; a negative axis counts from the
+    end of each output's shape. Paths in ``logits`` (a list of the model's module paths) are
+    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``.
 
     A module the forward calls more than once (a layer shared across depth, a block applied in
     a loop) has a point per call, ``<path>#0``, ``<path>#1``, ... (and ``<path>#<k>#routing``
@@ -253,7 +257,7 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     namedtuple's field); one for every module, or a mapping module path -> int or str (paths
     it does not name use 0, the first element; every call of a module is selected alike). A plain dict has no position, so under an int it is not
     observed: select it by key. Pass the same ``output_index`` to :func:`attach`. An argument of
-    the wrong type raises ``LifecoreTypeError``, a ``logits`` path naming no module
+    the wrong type raises ``LifecoreTypeError``, a ``logits`` path naming no module or equal axes
     ``InvalidArgumentError``, before the forward runs."""
     _require_module(model, "discover")
     _check_axes("discover", batch_axis=batch_axis, sequence_axis=sequence_axis)
@@ -301,11 +305,14 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
             # per step holds for each, and each call keeps its own shape.
             path = name if len(calls) == 1 else call_path(name, call)
             shape, dtype, itemsize = facts
+            # A negative axis counts from the end of this output's shape, as the request reads it.
+            batch_at = batch_axis + len(shape) if batch_axis < 0 else batch_axis
+            sequence_at = sequence_axis + len(shape) if sequence_axis < 0 else sequence_axis
             axes = []
             for i, extent in enumerate(shape):
-                if symbolic and i == batch_axis:
+                if symbolic and i == batch_at:
                     axes.append(Axis("batch", "batch"))
-                elif symbolic and i == sequence_axis and len(shape) > 2:
+                elif symbolic and i == sequence_at and len(shape) > 2:
                     axes.append(Axis("seq", "sequence"))
                 else:
                     axes.append(Axis("vocab" if name in logits and i == len(shape) - 1 else f"d{i}", int(extent)))
