@@ -573,3 +573,11 @@ def test_commit_frames_commits_a_batch_and_names_the_row_that_raises():
         lifecore.sequence.commit_frames(frames)
     assert frames[0].finalized and sessions[0].retired_frames == 3
     assert lifecore.sequence.commit_frames([]).tolist() == []
+
+
+def test_memory_stats_names_every_key_it_reports():
+    """The README points to memory_stats()["arena_bytes"] for a coordinator's arena, but the
+    docstring's list of keys stopped at windows_active: arena_bytes and arenas were missing."""
+    with lifecore.Device("mock") as dev:
+        doc = lifecore.Device.memory_stats.__doc__ or ""
+        assert [key for key in dev.memory_stats() if key not in doc] == []

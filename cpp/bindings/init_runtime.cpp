@@ -368,7 +368,8 @@ void bind_device(nb::module_& m) {
              return out;
            },
            "Pool and cache accounting: pool_bytes, slices, slices_in_use, slices_retained, slices_free,\n"
-           "driver_allocations, graphs_alive, info_entries, info_pinned, windows_active.")
+           "driver_allocations, graphs_alive, info_entries, info_pinned, windows_active; and the KV arenas\n"
+           "(AdmissionCoordinator chunks, outside the pool): arenas (live chunks) and arena_bytes.")
       .def("cleanup", &Device::cleanup, nb::call_guard<nb::gil_scoped_release>(),
            "Returns unpinned, unretained pool memory to the driver; skipped while a window is active.")
       .def("inject_fault", &Device::inject_fault, "call"_a, "status"_a, nb::kw_only(), "after"_a = 0, "times"_a = 1,
