@@ -179,6 +179,45 @@ def test_launch_argument_checks(device, stream) -> None:
     stream.launch(K.axpy_f32, 1, N, (N, 1, x, y))  # an int for a float is fine
 
 
+def test_launch_refuses_a_bool_for_a_number(device, stream) -> None:
+    """True is not a count: a bool grid, block, info word or scalar argument ran (as 1)."""
+    x = stream.alloc(4 * N)
+    y = stream.alloc(4 * N)
+    stream.fill(y, 0)
+    stream.sync()
+    before = device.memory_stats()
+    for grid, block, args in ((True, N, [N, 1.0, x, y]), ((1, True), N, [N, 1.0, x, y]), (1, True, [N, 1.0, x, y]),
+                              (1, (N, True), [N, 1.0, x, y]), (1, N, [True, 1.0, x, y]), (1, N, [N, True, x, y])):
+        with pytest.raises(LifecoreTypeError, match="bool"):
+            stream.launch(K.axpy_f32, grid, block, args)
+    with pytest.raises(LifecoreTypeError, match="bool"):
+        stream.launch(K.axpy_info_f32, 1, N, [x, y], info=[True, K.float_bits(1.0)])
+    unchanged(device, before)
+    assert stream.read(y) == bytes(4 * N)  # nothing ran
+
+
+def test_launch_and_view_take_numpy_scalars_as_the_other_counts_do(device, stream) -> None:
+    """alloc, admit and the other counts take a NumPy integer (anything with __index__); launch
+    refused one for its grid, block, info words and scalar arguments (a NumPy float too), and
+    view for its shape."""
+    host = np.arange(N, dtype=np.float32)
+    x = stream.alloc(4 * N)
+    y = stream.alloc(4 * N)
+    stream.write(x, host)
+    stream.fill(y, 0)
+    stream.launch(K.axpy_f32, np.int64(1), (np.int32(N),), [np.uint32(N), np.float32(2.0), x, y])
+    stream.launch(K.axpy_info_f32, (np.int64(1),), np.int16(N), [x, y],
+                  info=[np.int64(N), np.uint32(K.float_bits(1.0))])
+    assert np.frombuffer(stream.read(y), np.float32).tolist() == (3 * host).tolist()
+    assert y.view("float32", (np.int64(2), np.int32(N // 2))).shape == (2, N // 2)
+    for args in ([np.array([N]), 1.0, x, y], [N, np.array(1.0), x, y], [np.float32(N), 1.0, x, y]):
+        with pytest.raises(LifecoreTypeError):  # an array is not a scalar, a float not a count
+            stream.launch(K.axpy_f32, 1, N, args)
+    for shape in ((np.float64(N),), (np.bool_(True),)):
+        with pytest.raises(LifecoreTypeError):
+            y.view("float32", shape)
+
+
 def test_launch_reads_a_snapshot_of_its_arguments(device, stream) -> None:
     # A list subclass's __iter__ answers for the list: more items than it holds are counted.
     class Longer(list):

@@ -80,9 +80,14 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
     raise(ErrorKind::TypeMismatch, "view: shape must be a sequence of ints or None, got " +
                                        std::string(Py_TYPE(shape.ptr())->tp_name));
   std::uint64_t count = 1;
-  for (nb::handle dim : nb::iter(shape)) {
-    if (!PyLong_Check(dim.ptr()) || PyBool_Check(dim.ptr()))
-      raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + std::string(Py_TYPE(dim.ptr())->tp_name));
+  for (nb::handle item : nb::iter(shape)) {
+    // An int, or a scalar with __index__ (a NumPy integer), as the other counts take it; never a bool.
+    PyObject* index = PyBool_Check(item.ptr()) || !PyIndex_Check(item.ptr()) ? nullptr : PyNumber_Index(item.ptr());
+    if (!index) {
+      PyErr_Clear();
+      raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + std::string(Py_TYPE(item.ptr())->tp_name));
+    }
+    const nb::object dim = nb::steal(index);
     const long long n = PyLong_AsLongLong(dim.ptr());
     if (n == -1 && PyErr_Occurred()) {
       PyErr_Clear();

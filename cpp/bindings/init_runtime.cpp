@@ -6,6 +6,7 @@
 #include <deque>
 #include <list>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -72,23 +73,64 @@ std::int64_t to_int64(nb::handle h, const char* what, bool* above_int64) {
   raise(ErrorKind::InvalidArgument, std::string(what) + " does not fit in 64 bits");
 }
 
-bool is_int(nb::handle h) { return PyLong_Check(h.ptr()); }
+// An array or a tensor (an object a kernel could read as memory), never a scalar argument.
+bool array_like(nb::handle h) {
+  return PyObject_HasAttrString(h.ptr(), "__dlpack__") || PyObject_HasAttrString(h.ptr(), "__cuda_array_interface__");
+}
+
+// The int an integer argument stands for, as the other counts take it (arguments.hpp): an int or
+// a scalar with __index__ (a NumPy integer), never a bool, an array or a tensor (a 0-d one
+// included); an invalid object when `h` is none of these.
+nb::object as_integer(nb::handle h) {
+  if (PyBool_Check(h.ptr())) return {};
+  if (PyLong_Check(h.ptr())) return nb::borrow(h);
+  if (!PyIndex_Check(h.ptr()) || array_like(h)) return {};
+  PyObject* index = PyNumber_Index(h.ptr());
+  if (!index) {
+    PyErr_Clear();
+    return {};
+  }
+  return nb::steal(index);
+}
+
+// A float argument: a float, or a scalar with __float__ that is no integer, bool, sequence,
+// array or tensor (a NumPy float32, say); false when `h` is none of these.
+bool as_real(nb::handle h, double* out) {
+  if (PyFloat_Check(h.ptr())) {
+    *out = PyFloat_AsDouble(h.ptr());
+    return true;
+  }
+  const PyNumberMethods* number = Py_TYPE(h.ptr())->tp_as_number;
+  const std::string_view type = Py_TYPE(h.ptr())->tp_name;  // NumPy's bool has __float__, not __index__
+  if (PyBool_Check(h.ptr()) || type == "numpy.bool" || type == "numpy.bool_" || PyLong_Check(h.ptr()) ||
+      PyIndex_Check(h.ptr()) || number == nullptr ||
+      number->nb_float == nullptr || PySequence_Check(h.ptr()) || array_like(h))
+    return false;
+  const double value = PyFloat_AsDouble(h.ptr());
+  if (value == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  *out = value;
+  return true;
+}
 
 // An int or a tuple / list of up to 3 ints, into `values`; returns how many.
 std::size_t to_dims(nb::handle h, const char* what, std::int64_t (&values)[3]) {
   bool big = false;
   std::size_t count = 0;
-  if (is_int(h)) {
-    values[count++] = to_int64(h, what, &big);
+  if (nb::object integer = as_integer(h); integer.is_valid()) {
+    values[count++] = to_int64(integer, what, &big);
   } else if (nb::isinstance<nb::tuple>(h) || nb::isinstance<nb::list>(h)) {
     for (nb::handle item : h) {
-      if (!is_int(item))
+      nb::object dim = as_integer(item);
+      if (!dim.is_valid())
         raise(ErrorKind::TypeMismatch, std::string("launch: ") + what + " must be an int or a tuple of ints, got a " +
                                            type_name_of(item) + " inside");
       if (count == 3)
         raise(ErrorKind::InvalidArgument, std::string("launch: ") + what + " must have 1 to 3 dimensions, got " +
                                               std::to_string(nb::len(h)));
-      values[count++] = to_int64(item, what, &big);
+      values[count++] = to_int64(dim, what, &big);
     }
   } else {
     raise(ErrorKind::TypeMismatch,
@@ -103,10 +145,11 @@ runtime::InfoWords to_info(nb::handle h) {
   if (!nb::isinstance<nb::sequence>(h) || nb::isinstance<nb::str>(h) || nb::isinstance<nb::bytes>(h))
     raise(ErrorKind::TypeMismatch, "launch: info must be a sequence of ints, got " + type_name_of(h));
   for (nb::handle item : h) {
-    if (!is_int(item))
+    nb::object word = as_integer(item);
+    if (!word.is_valid())
       raise(ErrorKind::TypeMismatch, "launch: info words must be ints, got " + type_name_of(item));
     bool big = false;
-    std::int64_t value = to_int64(item, "launch: an info word", &big);
+    std::int64_t value = to_int64(word, "launch: an info word", &big);
     if (big || value < INT32_MIN || value > static_cast<std::int64_t>(UINT32_MAX))
       raise(ErrorKind::InvalidArgument, "launch: info word " + std::string(nb::str(item).c_str()) + " does not fit 32 bits");
     words.push_back(static_cast<std::uint32_t>(value));
@@ -158,12 +201,12 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
   std::size_t i = 0;
   for (nb::handle item : items) {
     LaunchArg& arg = out[i++];
-    if (is_int(item)) {
+    nb::object integer = as_integer(item);  // a bool is neither: refused below as what it is
+    if (integer.is_valid()) {
       arg.kind = LaunchArg::Kind::integer;
-      arg.integer = to_int64(item, "launch: an integer argument", &arg.above_int64);
-    } else if (PyFloat_Check(item.ptr())) {
+      arg.integer = to_int64(integer, "launch: an integer argument", &arg.above_int64);
+    } else if (as_real(item, &arg.real)) {
       arg.kind = LaunchArg::Kind::real;
-      arg.real = PyFloat_AsDouble(item.ptr());
     } else if (Buffer* buffer = nullptr; nb::try_cast<Buffer*>(item, buffer) && buffer != nullptr) {
       arg.kind = LaunchArg::Kind::buffer;
       arg.buffer = buffer;
@@ -480,7 +523,9 @@ void bind_stream(nb::module_& m) {
                    "args: collections.abc.Sequence[Buffer | BufferView | object | int | float], *, "
                    "info: collections.abc.Sequence[int] | None = None) -> None"),
            "kernel"_a, "grid"_a.none(), "block"_a.none(), "args"_a.none(), nb::kw_only(), "info"_a.none() = nb::none(),
-           "Launches a kernel: a Buffer for a pointer, int for integers, float for floats. With info=[words],\n"
+           "Launches a kernel: a Buffer for a pointer, int for integers, float (or int) for floats; a NumPy\n"
+           "integer scalar counts as an int (in grid, block and info too), a NumPy float scalar as a float,\n"
+           "and a bool or a tensor as neither (LifecoreTypeError). With info=[words],\n"
            "the words go to the info cache and the cached buffer is passed as the first parameter.\n"
            "A pointer may also be a BufferView or a tensor: any C-contiguous object with __dlpack__ or\n"
            "__cuda_array_interface__ on the stream's device (torch, CuPy; NumPy on a device whose memory is\n"
