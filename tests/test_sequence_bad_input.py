@@ -217,6 +217,18 @@ def test_numpy_integers_are_counts_where_ints_are():
     assert [holder[0] for holder in c.holders()] == ["a"]
 
 
+def test_an_array_that_is_no_integer_is_a_type_error_naming_the_count():
+    """A float or many-element array has an __index__ slot that refuses: the count's check let
+    that refusal through as a bare TypeError, naming neither the call nor the argument."""
+    np = pytest.importorskip("numpy")
+    c = coordinator()
+    before = snapshot(c)
+    for bad in (np.array([16.0]), np.array([16, 32]), np.float64(16.0)):
+        with pytest.raises(LifecoreTypeError, match="admit: argument 'prompt_tokens'"):
+            c.admit("a", bad, 64)
+    assert snapshot(c) == before and c.holders() == []
+
+
 def test_a_device_table_is_refused_before_it_is_exported():
     """Exporting a GPU tensor orders streams (torch makes its current stream wait), so an `out`
     whose __dlpack_device__ names a device is refused from that answer, before __dlpack__ runs."""

@@ -41,7 +41,12 @@ inline nb::object integer_argument(nb::handle h, const char* call, const char* n
   if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
   PyObject* index = PyNumber_Index(h.ptr());
-  if (!index) throw nb::python_error();
+  if (!index) {
+    // A float or many-element array has the slot and refuses: a wrong type, named like the others.
+    if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
+    PyErr_Clear();
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  }
   return nb::steal(index);
 }
 
