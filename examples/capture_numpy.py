@@ -27,9 +27,9 @@ def main() -> None:
     step = session.take_step()
     assert step is not None
     summary, top = step.records
-    assert summary.payload is not None and top.payload is not None
-    print(summary.payload.mean, top.payload.counts)   # 5.5 [5, 2]
-    assert summary.payload.mean == 5.5 and top.payload.counts == [5, 2]
+    assert summary.payload is not None and top.payload is not None and top.payload.candidates is not None
+    print(summary.payload.mean, top.payload.candidates.ids)   # 5.5 [5 2]
+    assert summary.payload.mean == 5.5 and top.payload.candidates.ids.tolist() == [5, 2]
 
 
 if __name__ == "__main__":
