@@ -203,6 +203,15 @@ def test_graphs_for_a_lifecycle_without_a_graph_machine_is_a_usage_error():
     assert "Traceback" not in result.stderr
 
 
+def test_backend_for_the_capture_lifecycle_alone_is_a_usage_error():
+    """The capture machines run on the counting and numpy capture backends, never a device:
+    --backend beside --lifecycle capture was ignored, the run saying it fuzzed nothing of it."""
+    result = run("fuzz", "--lifecycle", "capture", "--backend", "mock", "--examples", "1", "--steps", "2")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--lifecycle capture runs on no device" in result.stderr and "drop --backend" in result.stderr
+    assert "Traceback" not in result.stderr and "PASS" not in result.stdout
+
+
 def test_the_help_offers_the_registered_backends():
     result = run("fuzz", "--help")
     assert result.returncode == 0, result.stderr

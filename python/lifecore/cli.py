@@ -737,6 +737,10 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.graphs is not None and "graph" not in _lifecycles(args.lifecycle):
         return _usage_error("fuzz", f"--graphs chooses the graph lifecycle's devices, and --lifecycle "
                                     f"{args.lifecycle} runs no graph machine: drop --graphs")
+    if args.backend is not None and _lifecycles(args.lifecycle) == ["capture"]:
+        return _usage_error("fuzz", "--backend chooses the graph and sequence lifecycles' devices, and --lifecycle "
+                                    "capture runs on no device (its targets are the counting and numpy capture "
+                                    "backends): drop --backend")
     args.backend = args.backend or _default_backend()
     args.graphs = args.graphs or "both"
     if args.examples is None:
