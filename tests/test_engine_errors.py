@@ -150,6 +150,18 @@ def test_a_bad_request_is_refused_before_any_request_runs(bad, error, match):
     assert engine.generate([good]).tokens["ok"] == reference_generate(engine.model, [1, 2, 3], 3)
 
 
+@pytest.mark.parametrize("requests", [Request("one", [1, 2, 3], 3), None, 5])
+def test_requests_that_are_no_list_of_requests_are_a_lifecore_type_error(requests):
+    """generate(request), the natural slip for one request, raised Python's bare "'Request'
+    object is not iterable" from inside generate, naming neither the call nor what it takes."""
+    engine = Engine("tiny", num_blocks=8, max_batch=2)
+    with pytest.raises(LifecoreTypeError, match="Engine.generate: requests must be a list of Request"):
+        engine.generate(requests)
+    assert_released(engine)
+    one = Request("one", [1, 2, 3], 3)
+    assert engine.generate([one]).tokens["one"] == reference_generate(engine.model, [1, 2, 3], 3)
+
+
 def test_token_ids_of_numpy_integer_types_are_accepted():
     import numpy as np
 

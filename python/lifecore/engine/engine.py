@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from numbers import Integral
 from typing import Any, Callable, Optional, Sequence, Union
@@ -256,6 +257,10 @@ class Engine:
         if progress is not None and not callable(progress):
             raise LifecoreTypeError(f"Engine.generate: progress must be a callable taking a token count, or None; "
                                     f"got {type(progress).__name__}")
+        if isinstance(requests, (Request, str, bytes)) or not isinstance(requests, Iterable):
+            hint = " (pass [request] for one)" if isinstance(requests, Request) else ""
+            raise LifecoreTypeError(f"Engine.generate: requests must be a list of Request, got "
+                                    f"{type(requests).__name__}{hint}")
         requests = list(requests)
         self._check(requests)
         scheduler = Scheduler(self.memory, self, block_size=self.block_size, max_batch=self.max_batch,
