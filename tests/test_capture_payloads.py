@@ -194,6 +194,19 @@ def test_from_array_refuses_what_it_cannot_keep(bad, error):
         CapturePayload.from_array(bad)
 
 
+@pytest.mark.parametrize("transform", [CaptureTransform.summary, lambda: CaptureTransform.histogram([0.0, 8.0, 64.0]),
+                                       lambda: CaptureTransform.top_candidates(2)], ids=["summary", "histogram", "top"])
+def test_complex_values_are_refused_not_reduced_to_their_real_part(transform):
+    """A tensor payload refuses complex values; a summary, histogram or top candidates cast them
+    to float64, dropping the imaginary part under a ComplexWarning, and recorded CAPTURED."""
+    value = (np.arange(np.prod(SHAPE)).reshape(SHAPE) * (1 + 2j)).astype(np.complex64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(CaptureSessionError, match="complex") as caught:
+            capture(transform(), value)
+    assert isinstance(caught.value.__cause__, InvalidArgumentError)
+
+
 def test_a_view_of_a_larger_buffer_is_kept_as_a_copy_of_its_own_bytes():
     big = np.arange(1_000_000, dtype=np.float64)
     big.flags.writeable = False

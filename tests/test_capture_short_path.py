@@ -330,3 +330,15 @@ def test_an_empty_sequence_is_captured_as_empty(lm):
     captured = records["blocks.0.mlp"]
     assert captured.outcome == CaptureOutcome.CAPTURED
     assert captured.summary.count == 0 and tuple(captured.tensor.shape) == (1, 0, D)
+
+
+@pytest.mark.parametrize("transform", ["summary", "histogram", "top_k"])
+def test_complex_outputs_are_refused_not_reduced_to_their_real_part(transform):
+    """A complex output (rotary embeddings as complex numbers, say) was summarized, binned or
+    ranked by its real part under a torch UserWarning, and recorded CAPTURED."""
+    model = nn.Sequential(nn.Identity())
+    values = torch.arange(1.0, 25.0).reshape(1, 2, 12) * (1 + 2j)
+    with pytest.raises(CaptureSessionError, match="complex") as caught:
+        run_with_capture(model, values, "0", transform)
+    assert isinstance(caught.value.__cause__, InvalidArgumentError)
+    assert not model[0]._forward_hooks and not model._forward_pre_hooks  # the block was left whole

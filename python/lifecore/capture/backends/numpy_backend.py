@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..._core.capture import CapturePayload, CaptureUsage, InterventionAction, TransformKind, TransformRequest
+from ...errors import InvalidArgumentError
 from .arguments import require, require_intervention, require_transform
 from .cost import NUMPY_REDUCTION_BYTES, native_peak, payload_cost
 
@@ -24,10 +25,19 @@ def dtype_class(dtype: np.dtype) -> str:
     return "unknown"
 
 
+def _real(values: np.ndarray, what: str) -> np.ndarray:
+    """``values``, refused when complex: a reduction in float64 would keep only the real part
+    (a tensor payload refuses complex values too)."""
+    if np.iscomplexobj(values):
+        raise InvalidArgumentError(f"NumpyBackend: a {what} of complex values ({values.dtype}) would drop their "
+                                   f"imaginary part; observe their real and imaginary parts (.real, .imag) instead")
+    return values
+
+
 def summarize(values: np.ndarray) -> CapturePayload:
     """A summary payload: the count, how many values are not finite, and min, max, mean and
     population std of the finite ones in float64 (NaN for all four when none is finite)."""
-    flat = np.asarray(values, dtype=np.float64).ravel()
+    flat = np.asarray(_real(values, "summary"), dtype=np.float64).ravel()
     finite = flat[np.isfinite(flat)]
     nonfinite = int(flat.size - finite.size)
     if finite.size == 0:
@@ -40,7 +50,7 @@ def summarize(values: np.ndarray) -> CapturePayload:
 def _finite_statistics(region: np.ndarray) -> list[float] | None:
     """[min, max, mean, population std] in float64 when all four are finite (then every value
     is), else None; its float64 copy is gone when it returns, before a fallback makes its own."""
-    flat = np.asarray(region, dtype=np.float64).ravel()
+    flat = np.asarray(_real(region, "summary"), dtype=np.float64).ravel()
     if not flat.size:
         return None
     statistics = [float(flat.min()), float(flat.max()), float(flat.mean()), float(flat.std())]
@@ -117,10 +127,11 @@ class NumpyBackend:
         if kind == TransformKind.SUMMARY:
             return summarize(region)
         if kind == TransformKind.HISTOGRAM:
-            counts, _ = np.histogram(np.asarray(region, dtype=np.float64).ravel(), bins=np.asarray(request.edges))
+            counts, _ = np.histogram(np.asarray(_real(region, "histogram"), dtype=np.float64).ravel(),
+                                     bins=np.asarray(request.edges))
             return CapturePayload.histogram(list(request.edges), counts.astype(np.uint64).tolist())
         if kind == TransformKind.TOP_CANDIDATES:
-            last = np.asarray(region, dtype=np.float64).reshape(-1, region.shape[-1])[-1]
+            last = np.asarray(_real(region, "top candidates"), dtype=np.float64).reshape(-1, region.shape[-1])[-1]
             ids = np.argsort(-last, kind="stable")[: request.count]
             return CapturePayload.candidates(ids.tolist(), last[ids].tolist())
         raise ValueError(f"unsupported transform {kind}")

@@ -18,6 +18,7 @@ from ..._core.capture import (
     TransformKind,
     TransformRequest,
 )
+from ...errors import InvalidArgumentError
 from .arguments import require, require_intervention, require_transform
 from .cost import TORCH_REDUCTION_BYTES, native_peak, payload_cost
 
@@ -184,9 +185,18 @@ def _values(region: torch.Tensor, request: Any) -> CapturePayload:
     return _kept(region)
 
 
+def _real(region: torch.Tensor, what: str) -> torch.Tensor:
+    """``region``, refused when complex: a reduction in a real dtype would keep only the real
+    part (a tensor payload refuses complex values too)."""
+    if region.is_complex():
+        raise InvalidArgumentError(f"TorchBackend: a {what} of complex values ({region.dtype}) would drop their "
+                                   f"imaginary part; observe torch.view_as_real of them instead")
+    return region
+
+
 def _histogram(region: torch.Tensor, request: Any) -> CapturePayload:
     with torch.no_grad():
-        values = region.double().reshape(-1)
+        values = _real(region, "histogram").double().reshape(-1)
         edges = torch.tensor(request.edges, dtype=torch.float64, device=values.device)
         inside = values[(values >= edges[0]) & (values <= edges[-1])]
         bins = torch.bucketize(inside, edges, right=True) - 1
@@ -197,7 +207,7 @@ def _histogram(region: torch.Tensor, request: Any) -> CapturePayload:
 
 def _top_candidates(region: torch.Tensor, request: Any) -> CapturePayload:
     with torch.no_grad():
-        last = region.double().reshape(-1, region.shape[-1])[-1]
+        last = _real(region, "top candidates").double().reshape(-1, region.shape[-1])[-1]
         # torch.topk ranks NaN above every number; a NaN is no candidate's score, so it ranks
         # with -inf, below every number (as NumPy's sort has it), its score read back as NaN.
         _, ids = torch.topk(last.masked_fill(last.isnan(), float("-inf")), request.count)
@@ -231,7 +241,7 @@ def _short_summary(region: torch.Tensor) -> list[float] | CapturePayload:
 def summarize(region: torch.Tensor) -> CapturePayload:
     """Count, non-finite count, min, max, mean and population std of the finite values,
     computed where the tensor lives and copied to the host in one transfer."""
-    values = region
+    values = _real(region, "summary")
     dtype = values.dtype
     if dtype is not _FLOAT32 and dtype is not _FLOAT64:
         values = values.float()  # half precision accumulates poorly
