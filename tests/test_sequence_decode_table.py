@@ -434,3 +434,38 @@ def test_clear_converts_its_row_before_it_checks_the_table():
         table.clear(Row(0))
     assert (tensor == 5).all()
     a.close()
+
+
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_a_table_on_a_buffer_whose_stream_records_is_refused_and_nothing_changes(graphs):
+    """A table is the host's state now: recorded into a graph, every replay would write the ids of
+    the capture's moment again, whatever the sequences hold by then, and attention would read
+    stale pages. While the Buffer's stream records, block_table, decode_table and every
+    DecodeTable call refuse with CaptureStateError before anything changes; outside the
+    capture the same calls work."""
+    c = make()
+    a = open_one(c, "a")
+    with lifecore.Device(EMULATED, graphs=graphs) as dev:
+        stream = dev.stream()
+        buffer = stream.alloc(4 * 4)
+        table = c.decode_table(1, 4, buffer, pad=-1)
+        table.update([a])
+        stream.graph_prepare()
+        stream.begin_capture()
+        before = (a.backing.tokens, a.backing.generation, a.next_frame_id)
+        for call in (lambda: c.block_table([a], 4, buffer),
+                     lambda: c.decode_table(1, 4, buffer),
+                     lambda: table.update([a]),
+                     lambda: table.step([a], np.array([TPP + 1])),
+                     lambda: table.assign(0, a),
+                     lambda: table.clear()):
+            with pytest.raises(lifecore.CaptureStateError, match="recording a capture.*Nothing was changed"):
+                call()
+        assert (a.backing.tokens, a.backing.generation, a.next_frame_id) == before  # not stepped
+        stream.end_capture().destroy()
+        got = np.frombuffer(stream.read(buffer), dtype=np.int32).reshape(1, 4)
+        assert got.tolist() == [[0, -1, -1, -1]]  # what the table held before the capture
+        table.step([a], np.array([TPP + 1]))  # outside the capture: it works
+        assert np.frombuffer(stream.read(buffer), dtype=np.int32).tolist() == [0, 1, -1, -1]
+        assert c.block_table([a], 4, buffer) is buffer
+    a.close()

@@ -110,6 +110,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
     if (buffer->nbytes() < bytes)
       bad_out(call, "(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
               std::to_string(bytes) + " bytes");
+    buffer->stream()->check_write_not_recorded(call, "the table");
     std::vector<std::int32_t> table(count);
     build_block_table(c, rows, d, width, pad, table.data());
     if (bytes != 0) buffer->stream()->write(*buffer, table.data(), bytes);  // one host-to-device copy
@@ -207,7 +208,8 @@ void init_sequence_arena(nb::module_& m) {
       "shape (NumPy or any buffer-protocol object, or a host DLPack tensor such as a torch CPU tensor), or a\n"
       "lifecore Buffer of at least that many bytes (one host-to-device copy on its stream). domain None: the\n"
       "coordinator's first domain. A finalized or foreign frame, a row wider than `width`, a domain the sequence\n"
-      "is not in, or a wrong, read-only or non-contiguous `out` raises and writes nothing.");
+      "is not in, or a wrong, read-only or non-contiguous `out` raises and writes nothing; so does a Buffer whose\n"
+      "stream records a capture (CaptureStateError: write the table before each replay, outside the capture).");
   nb::cpp_function_def(
       &arena, nb::scope(coordinator), nb::name("arena"), nb::is_method(), nb::arg("domain").none() = nb::none(),
       nb::sig("def arena(self, domain: str | None = None) -> lifecore._core.runtime.Buffer"),

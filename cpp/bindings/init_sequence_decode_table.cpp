@@ -67,6 +67,11 @@ struct DecodeTableHandle {
   // says where its data is (torch's data_ptr, decided at creation) is asked; another gives a
   // fresh export.
   bool reads_data_ptr = false;
+  // Before a call changes anything: its table can take the write (runtime/stream.hpp).
+  void require_writable(const char* call) const {
+    if (buffer) buffer->stream()->check_write_not_recorded(call, "the table");
+    require_unmoved(call);
+  }
   void require_unmoved(const char* call) const {
     if (!target || !target->capsule) return;
     void* data = nullptr;
@@ -110,6 +115,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
     if (buffer->nbytes() < bytes)
       bad_out(call, "(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
                         std::to_string(bytes) + " bytes");
+    buffer->stream()->check_write_not_recorded(call, "the table");
     handle->mirror.reset(new std::int32_t[count ? count : 1]);
     handle->buffer = std::move(buffer);
     handle->table = nb::borrow(out);
@@ -172,7 +178,7 @@ void init_sequence_decode_table(nb::module_& m) {
           "update",
           [](DecodeTableHandle& t, nb::handle sessions) {
             const auto held = session_list(sessions, "DecodeTable.update", /*none_ok=*/true);
-            t.require_unmoved("DecodeTable.update");
+            t.require_writable("DecodeTable.update");
             t.core->update(held.objects.data(), held.objects.size());
             t.sync();
           },
@@ -191,7 +197,7 @@ void init_sequence_decode_table(nb::module_& m) {
             read_tokens(tokens, list.size(), call, targets);
             BackingOutcome* outcomes = nullptr;
             nb::object array = enum_array(list.size(), outcomes);
-            t.require_unmoved(call);
+            t.require_writable(call);
             t.core->step(list, targets.data, outcomes);
             t.sync();
             return array;
@@ -211,7 +217,7 @@ void init_sequence_decode_table(nb::module_& m) {
             if (!s)
               raise(ErrorKind::TypeMismatch, argument_label(call, "session") + " must be a SequenceSession, got " +
                                                  type_name_of(session));
-            t.require_unmoved(call);
+            t.require_writable(call);
             t.core->assign(r, *s);
             t.sync();
           },
@@ -225,7 +231,7 @@ void init_sequence_decode_table(nb::module_& m) {
             // which must not run between the table's check and the write.
             const std::optional<std::size_t> r =
                 row.is_none() ? std::nullopt : std::optional<std::size_t>(row_argument(row, "DecodeTable.clear"));
-            t.require_unmoved("DecodeTable.clear");
+            t.require_writable("DecodeTable.clear");
             if (!r) t.core->clear_all();
             else t.core->clear(*r);
             t.sync();
@@ -245,7 +251,9 @@ void init_sequence_decode_table(nb::module_& m) {
       "out=None: the table is a NumPy array of its own; else `out` is held for the table's life: a C-contiguous\n"
       "writable int32 array of that shape (NumPy or any buffer-protocol object, or a host DLPack tensor such as\n"
       "a torch CPU tensor, checked before each call to show the same memory), or a lifecore Buffer of at least\n"
-      "that many bytes (written from a host copy after each call that changed it or follows an error on its stream). domain None: the coordinator's first domain. A wrong `out` raises.");
+      "that many bytes (written from a host copy after each call that changed it or follows an error on its\n"
+      "stream; while that stream records a capture, creation and every call raise CaptureStateError and change\n"
+      "nothing). domain None: the coordinator's first domain. A wrong `out` raises.");
 }
 
 }  // namespace lifecore::bindings

@@ -401,6 +401,16 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
   return buffer;
 }
 
+void Stream::check_write_not_recorded(const char* op, std::string_view what) const {
+  LockWithoutStalling lock(mutex_);
+  if (!state_.is_recording()) return;
+  raise(ErrorKind::CaptureState,
+        std::string(op) + ": " + std::string(what) +
+            " goes to a Buffer whose stream is recording a capture: the copy would be recorded, and every replay "
+            "would write what it holds now again. Nothing was changed: write it outside the capture, before each "
+            "replay (the captured work reads it from the Buffer)");
+}
+
 void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
   LockWithoutStalling lock(mutex_);
   check_usable("write");

@@ -73,6 +73,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::shared_ptr<Buffer> alloc_lent(std::size_t nbytes);
   // Asynchronous: `data` is copied to staging host memory first. 0 < bytes <= buffer.nbytes.
   void write(Buffer& buffer, const void* data, std::size_t bytes);
+  // CaptureStateError naming `op`, nothing changed, while this stream records: `what` is a
+  // write of the host's state now (a block table), and recorded, every replay would write that
+  // state again, whatever it has become. Checked before the caller changes anything.
+  void check_write_not_recorded(const char* op, std::string_view what) const;
   // Synchronizes the stream, then copies the buffer out.
   std::vector<std::uint8_t> read(const Buffer& buffer);
   // 32-bit pattern over the whole buffer (nbytes % 4 == 0).
