@@ -23,7 +23,7 @@ from ._core.runtime import (
     Stream,
     StreamCaptureState,
 )
-from . import _call_guard
+from . import _call_guard, _python_guard
 from ._registry import available_backends, backend_info, backend_names
 
 # Every bound function answers a wrong argument with a lifecore error (see _call_guard).
@@ -60,3 +60,7 @@ __all__ = [
     "capture",
     *errors.__all__,
 ]
+
+
+# Last: what this module exports answers a call it cannot bind with LifecoreTypeError.
+_python_guard.install(__name__)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import struct
 
+from . import _python_guard
 from ._core.runtime import Kernel, builtin_kernel, builtin_kernel_names
 from .errors import LifecoreOverflowError, LifecoreTypeError
 
@@ -42,3 +43,7 @@ def float_bits(value: float) -> int:
         return struct.unpack("<I", struct.pack("<f", value))[0]
     except OverflowError:
         raise LifecoreOverflowError(f"float_bits: argument 'value' is outside the float32 range, got {value}") from None
+
+
+# Last: what this module exports answers a call it cannot bind with LifecoreTypeError.
+_python_guard.install(__name__)

@@ -122,6 +122,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+from . import _python_guard
 from ._core import sequence as _core_sequence
 from .errors import ClosedError, InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError
 
@@ -364,3 +365,7 @@ __all__ = [
     "DecodeTable",
     "ActiveSequenceSlots", "PhysicalMemory", "Domain", "PreemptionReport", "preempt_for",
 ]
+
+
+# Last: what this module exports answers a call it cannot bind with LifecoreTypeError.
+_python_guard.install(__name__)

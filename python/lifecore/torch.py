@@ -48,6 +48,7 @@ from typing import Any, Optional, Union
 import torch
 from torch import nn
 
+from . import _python_guard
 from .capture import (
     Axis,
     BackendCapabilities,
@@ -1133,3 +1134,7 @@ def run_with_capture(model: nn.Module, inputs: Any, paths: Union[str, Iterable[s
     with captured as records:
         output = model(*args, **dict(model_kwargs or {}))
     return output, records
+
+
+# Last: what this module exports answers a call it cannot bind with LifecoreTypeError.
+_python_guard.install(__name__)

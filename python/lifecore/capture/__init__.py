@@ -9,6 +9,7 @@ counting mock used in tests).
 
 from __future__ import annotations
 
+from .. import _python_guard
 from .._core.capture import (
     AdmittedCapturePlan,
     AdmittedInterventionPlan,
@@ -76,3 +77,7 @@ def __getattr__(name: str):
 
         return TorchBackend
     raise AttributeError(name)
+
+
+# Last: what this module exports answers a call it cannot bind with LifecoreTypeError.
+_python_guard.install(__name__)

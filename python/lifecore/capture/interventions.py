@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import _python_guard
 from .._core.capture import CaptureSchedule, CaptureSlice, EvidenceKind, InterventionAction, InterventionOperation
 from ..errors import InvalidArgumentError, LifecoreTypeError
 
@@ -145,3 +146,7 @@ def force_experts(id: str, target: str, expert_ids: Any, *, schedule: CaptureSch
         raise InvalidArgumentError("forced expert ids must be shaped [rows, top_k]")
     return _op(id, target, InterventionAction.FORCE_EXPERTS, schedule, slices, evidence,
                payload_shape=list(ids.shape), ids=_ids(ids.ravel().tolist(), "expert_ids"))
+
+
+# Last: what this module exports answers a call it cannot bind with LifecoreTypeError.
+_python_guard.install(__name__)

@@ -13,9 +13,14 @@ Needs torch (``pip install lifecore[torch]``).
 
 from __future__ import annotations
 
+from .. import _python_guard
 from .capture import CaptureOptions
 from .engine import Engine, Result
 from .model import PRESETS, ModelConfig, Transformer
 from .scheduler import Request, Stats
 
 __all__ = ["Engine", "Result", "CaptureOptions", "PRESETS", "ModelConfig", "Transformer", "Request", "Stats"]
+
+
+# Last: what this module exports answers a call it cannot bind with LifecoreTypeError.
+_python_guard.install(__name__)

@@ -1,0 +1,84 @@
+"""The call guard over lifecore's functions written in Python.
+
+Python answers a call its signature cannot bind (an argument the function does not take, one
+too many, one missing) with a plain ``TypeError``; lifecore promises ``LifecoreTypeError``
+naming the call, as ``_call_guard`` does for the bound C++ functions. ``install(module)`` (the
+last line of each public module) wraps every function the module exports, and the constructor
+and public methods of every class it exports, except the backend methods lifecore itself calls
+at each observation (a guard would cost every call, and lifecore passes what they take).
+
+A wrapper costs a call nothing more until a ``TypeError`` escapes; only then is the signature
+bound, and the error becomes ``LifecoreTypeError`` when the binding fails (the function's body
+never ran). A ``TypeError`` from within the body is left as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import re
+import sys
+from typing import Any, Callable, TypeVar
+
+from .errors import LifecoreError, LifecoreTypeError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Backend methods lifecore calls per observation or per routed forward (the capture backend
+# protocol and the routing hook): left unwrapped.
+CALLED_BY_LIFECORE = frozenset({"describe", "shape", "dtype", "estimate", "native_bytes", "transform",
+                                "summary_statistics", "intervene", "count", "select"})
+
+_GUARDED = "__lifecore_guarded__"
+_CALLED = re.compile(r"^[\w.<>]+\(\) ")
+
+
+def guarded(func: F, call: str) -> F:
+    """``func`` refusing a call its signature cannot bind with ``LifecoreTypeError`` naming
+    ``call``."""
+    if getattr(func, _GUARDED, False):
+        return func
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # no signature to bind against: nothing to translate
+        return func
+
+    @functools.wraps(func)
+    def guard(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except TypeError as error:
+            if isinstance(error, LifecoreError):
+                raise
+            try:
+                signature.bind(*args, **kwargs)
+            except TypeError:
+                # Python's own words, which name the argument, without its "name() " prefix.
+                raise LifecoreTypeError(f"{call}: {_CALLED.sub('', str(error), count=1)}") from None
+            raise
+
+    setattr(guard, _GUARDED, True)
+    return guard  # type: ignore[return-value]
+
+
+def _guard_class(cls: type) -> None:
+    for name, value in list(vars(cls).items()):
+        if name != "__init__" and (name.startswith("_") or name in CALLED_BY_LIFECORE):
+            continue
+        label = f"{cls.__name__}.{name}" if name != "__init__" else cls.__name__
+        if inspect.isfunction(value):
+            setattr(cls, name, guarded(value, label))
+        elif isinstance(value, (staticmethod, classmethod)) and inspect.isfunction(value.__func__):
+            setattr(cls, name, type(value)(guarded(value.__func__, label)))
+
+
+def install(module_name: str) -> None:
+    """Guards what the module ``module_name`` exports (its ``__all__``) that is written in Python."""
+    module = sys.modules[module_name]
+    for name in getattr(module, "__all__", ()):
+        value = vars(module).get(name)  # a name the module provides lazily (TorchBackend) is guarded where it lives
+        if inspect.isfunction(value) and value.__module__.startswith("lifecore"):
+            setattr(module, name, guarded(value, f"{module_name}.{name}"))
+        elif (isinstance(value, type) and value.__module__.startswith("lifecore")
+              and not value.__module__.startswith("lifecore._core") and not issubclass(value, BaseException)):
+            _guard_class(value)
