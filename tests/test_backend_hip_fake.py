@@ -401,11 +401,13 @@ def test_a_call_puts_back_the_device_the_thread_had_selected(fake_hip) -> None:
     s.fill(buf, 7)
     s.sync()
     result["after_calls"] = selected()
+    result["allocated_on"] = lib.fake_hip_malloc_devices()  # a mask of devices
     dev.close()
     result["after_close"] = selected()
     """
     result = run_fake(fake_hip, body, FAKE_HIP_DEVICES="2")
-    assert result == {"after_open": 0, "after_calls": 0, "after_close": 0}
+    # Memory landed on device 1 only: each call selected it for its duration.
+    assert result == {"after_open": 0, "after_calls": 0, "allocated_on": 0b10, "after_close": 0}
 
 
 def test_the_capture_state_of_a_native_stream(fake_hip) -> None:

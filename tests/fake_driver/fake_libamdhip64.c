@@ -205,11 +205,16 @@ EXPORT hipError_t hipEventElapsedTime(float* ms, struct event* a, struct event* 
 }
 
 /* ---- memory ---- */
-/* hipPointerGetAttribute knows the live hipMalloc ranges (fake_ranges.h). */
+/* hipPointerGetAttribute knows the live hipMalloc ranges (fake_ranges.h). The device selected
+ * on the calling thread at each allocation is kept: fake_hip_malloc_devices() is a bit mask of
+ * them (bit d: an allocation landed on device d), so a test sees where memory went. */
+static int malloc_devices;
+EXPORT int fake_hip_malloc_devices(void) { return __atomic_load_n(&malloc_devices, __ATOMIC_SEQ_CST); }
 EXPORT hipError_t hipMalloc(void** out, size_t bytes) {
   *out = calloc(1, bytes ? bytes : 1);
   if (!*out) return OUT_OF_MEMORY;
   fake_ranges_add((uintptr_t)*out, bytes);
+  __atomic_or_fetch(&malloc_devices, 1 << (current_device & 31), __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
 EXPORT hipError_t hipFree(void* p) {
