@@ -825,3 +825,46 @@ def test_a_routing_control_under_autograd_leaves_the_router_its_gradient(model, 
         assert session.take_step().interventions[0].outcome == InterventionOutcome.APPLIED
     router = model.blocks[1].mlp.router.weight.grad
     assert router is not None and bool(router.abs().sum() > 0)
+
+
+@pytest.mark.parametrize("arguments, error, words", [
+    (([[1.0, 2.0]], 1), "LifecoreTypeError", "'scores' must be a Tensor"),
+    ((torch.tensor([[1, 2]]), 1), "LifecoreTypeError", "floating-point"),
+    ((torch.randn(4), 1), "InvalidArgumentError", r"\[rows, experts\]"),
+    ((torch.randn(2, 4), True), "LifecoreTypeError", "'top_k' must be an int"),
+    ((torch.randn(2, 4), 2.0), "LifecoreTypeError", "'top_k' must be an int"),
+    ((torch.randn(2, 4), 0), "InvalidArgumentError", "between 1 and the 4 experts"),
+    ((torch.randn(2, 4), 5), "InvalidArgumentError", "between 1 and the 4 experts"),
+    ((torch.randn(2, 4), -1), "InvalidArgumentError", "between 1 and the 4 experts"),
+    ((torch.randn(2, 4), 1, "control"), "LifecoreTypeError", "'control' must be a GroupSelectionControl"),
+    ((torch.randn(2, 4), 1, None, 3), "LifecoreTypeError", "'policy' must be a RoutingPolicy"),
+])
+def test_route_refuses_what_it_cannot_route_with_lifecore_errors(arguments, error, words):
+    """A router's bad input says what is wrong instead of torch's AttributeError or
+    RuntimeError from deep inside the selection."""
+    import lifecore.errors
+    from lifecore.torch import route
+
+    with pytest.raises(getattr(lifecore.errors, error), match=words):
+        route(*arguments)
+
+
+def test_attach_and_a_routing_hook_refuse_what_is_no_backend_at_once(model, tokens):
+    """Given something that is no backend, attach and RoutingHook refuse at the call instead of
+    failing at the next forward."""
+    import lifecore.torch as lt
+    from lifecore.errors import LifecoreTypeError
+
+    discovery = discovery_of(model, tokens)
+    session = intervening_session(discovery, CaptureRequest(1, TOKENS, 1),
+                                  [iv.bias_routing_scores("bias", "blocks.1.mlp#routing", [0], [1.0])])
+    with pytest.raises(LifecoreTypeError, match="'backend' must be a capture backend"):
+        lt.attach(session, model, backend=5)
+    assert model.blocks[1].mlp.routing_hook is None  # nothing was hooked
+    for bad, words in ((dict(session=5), "'session' must be a CaptureSession"),
+                       (dict(backend=5), "'backend' must be a capture backend"),
+                       (dict(path=5), "'path' must be a str"),
+                       (dict(policy=5), "'policy' must be a RoutingPolicy")):
+        given = dict(session=session, backend=lt.TorchBackend(), path="blocks.1.mlp", policy=None) | bad
+        with pytest.raises(LifecoreTypeError, match=words):
+            lt.RoutingHook(**given)

@@ -75,6 +75,7 @@ from .capture import (
     TransformKind,
     ValueDtype,
 )
+from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, split_call
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
@@ -351,6 +352,11 @@ class RoutingHook:
     ``policy`` is the module's actual routing policy, checked against each control."""
 
     def __init__(self, session: CaptureSession, backend: Any, path: str, policy: Optional[RoutingPolicy] = None):
+        require(session, CaptureSession, "RoutingHook", "session")
+        require_backend(backend, "RoutingHook")
+        require(path, str, "RoutingHook", "path")
+        if policy is not None:
+            require(policy, RoutingPolicy, "RoutingHook", "policy")
         self.session, self.backend, self.path, self.policy = session, backend, path, policy
 
     def select(self, scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -625,6 +631,7 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     _check_output_index(output_index, "attach")
     _check_calls(calls, model, "attach")
     backend = backend if backend is not None else TorchBackend()
+    require_backend(backend, "attach")
     plan = session.intervention_plan
     operations = list(plan.plan.operations) if plan is not None else []
     targets = set(paths) if paths is not None else (

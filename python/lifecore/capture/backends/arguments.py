@@ -26,3 +26,12 @@ def require_transform(tensor: Any, tensor_type: type, request: Any, call: str) -
 def require_intervention(tensor: Any, tensor_type: type, request: Any, call: str) -> None:
     require(tensor, tensor_type, call, "tensor")
     require(request, InterventionRequest, call, "request")
+
+
+def require_backend(value: Any, call: str, name: str = "backend") -> None:
+    """Raises LifecoreTypeError unless ``value`` can serve as a capture backend (has the
+    ``transform`` method every observation calls): caught at the call that takes it, not at a
+    forward much later."""
+    if not callable(getattr(value, "transform", None)):
+        raise LifecoreTypeError(f"{call}: argument '{name}' must be a capture backend (a TorchBackend, or an object "
+                                f"with the backend methods), got {type(value).__name__}")

@@ -18,7 +18,7 @@ from ..._core.capture import (
     TransformKind,
     TransformRequest,
 )
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, LifecoreTypeError
 from .arguments import require, require_intervention, require_transform
 from .cost import TORCH_REDUCTION_BYTES, native_peak, payload_cost
 
@@ -262,6 +262,26 @@ def summarize(region: torch.Tensor) -> CapturePayload:
     return CapturePayload.summary(values.numel(), nonfinite, *stats)
 
 
+def _check_route(scores: Any, top_k: Any, control: Any, policy: Any) -> None:
+    require(scores, torch.Tensor, "route", "scores")
+    if not scores.is_floating_point():
+        raise LifecoreTypeError(f"route: argument 'scores' must be floating-point router logits, got {scores.dtype}")
+    if scores.dim() != 2:
+        raise InvalidArgumentError(f"route: argument 'scores' must be [rows, experts], got shape {tuple(scores.shape)}")
+    if not isinstance(top_k, int) or isinstance(top_k, bool):
+        raise LifecoreTypeError(f"route: argument 'top_k' must be an int, got {type(top_k).__name__}")
+    experts = scores.shape[1]
+    if not 1 <= top_k <= experts:
+        raise InvalidArgumentError(f"route: argument 'top_k' must be between 1 and the {experts} experts, got {top_k}")
+    if control is not None:
+        require(control, GroupSelectionControl, "route", "control")
+        policy = control.policy
+    elif policy is not None:
+        require(policy, RoutingPolicy, "route", "policy")
+    if policy is not None and policy.groups > 1 and experts % policy.groups != 0:
+        raise InvalidArgumentError(f"route: the policy's {policy.groups} groups do not divide the {experts} experts")
+
+
 def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | None = None,
           policy: RoutingPolicy | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Grouped top-k routing of router logits ``scores`` [rows, experts] -> (ids [rows,
@@ -279,7 +299,13 @@ def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | Non
 
     The choice of experts carries no gradient; under autograd (grad mode on, ``scores``
     requiring grad) the coefficients do, to ``scores``, as the same formula written in torch
-    would (so a router trained or attributed through this selector gets its gradient)."""
+    would (so a router trained or attributed through this selector gets its gradient).
+
+    LifecoreTypeError for ``scores`` that are not a floating torch tensor, a ``top_k`` that is
+    not an int, or a ``control`` / ``policy`` of another type; InvalidArgumentError for scores
+    that are not [rows, experts], a ``top_k`` outside 1..experts, or experts that the policy's
+    groups do not divide."""
+    _check_route(scores, top_k, control, policy)
     if control is not None:
         policy = control.policy
     with torch.no_grad():
