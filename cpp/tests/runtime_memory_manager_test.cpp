@@ -317,6 +317,13 @@ void arenas_sit_beside_the_pools() {
   mm.unbind(arena.id);  // the Buffer goes
   CHECK(mm.stats().arena_bytes == 0 && mm.stats().arenas == 0 && dev.live.empty());
   CHECK(!mm.hold_arena(arena.id));
+  // Releasing what is no arena changes nothing: an arena already gone, a pooled slice.
+  mm.release_arena(arena.id);
+  auto pooled = mm.reserve(4096, 0, dev.allocate());
+  mm.release_arena(pooled.id);
+  CHECK(!mm.hold_arena(pooled.id) && dev.live.count(pooled.ptr) == 1);
+  CHECK(mm.stats().arenas == 0 && mm.stats().slices == 1);
+  check_pool_invariant(mm);
 }
 
 // After release_all (the device's close) nothing new is handed out: an arena or a slice asked
