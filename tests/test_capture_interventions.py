@@ -99,6 +99,26 @@ def test_mask_and_mask_logits():
     assert np.isneginf(logits[..., [3, 5]]).all() and (logits[..., [0, 1, 2, 4]] == 0).all()
 
 
+def test_a_token_id_past_a_symbolic_vocabulary_fails_its_operation_at_the_step():
+    """Admission checks token ids against a known vocabulary; where discovery left it symbolic
+    ("unknown": one artifact, several vocabulary sizes), each step checks them against the logits it is
+    given: an id past the last one fails that operation and leaves the logits as they were."""
+    points = [ObservationPoint("logits", [Axis("batch", "batch"), Axis("seq", "sequence"),
+                                          Axis("vocab", "unknown")], meaning="logits")]
+    discovery = CaptureDiscovery("symbolic-vocabulary", points)
+    for ids, outcome in (([3, 15], InterventionOutcome.APPLIED), ([3, 16], InterventionOutcome.FAILED)):
+        session = session_with([iv.mask_logits("ban", "logits", ids)], discovery=discovery)
+        session.begin_step(PREFILL, 0)
+        logits = session.intervene(NumpyBackend(), "logits", np.zeros((1, 4, 16)))
+        record = session.take_step().interventions[0]
+        assert record.outcome == outcome, (ids, record.message)
+        if outcome == InterventionOutcome.FAILED:
+            assert "token id out of range in 'ban'" in record.message
+            assert logits is None or not np.isneginf(logits).any()
+        else:
+            assert np.isneginf(logits[..., ids]).all()
+
+
 def test_missing_duplicate_and_failed_operations_stay_distinct():
     backend = CountingBackend(change_dtype=True)
     session = session_with([iv.zero("changes_dtype", "blocks.0.mlp"), iv.zero("never_reached", "blocks.1.mlp")])
