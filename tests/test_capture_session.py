@@ -544,17 +544,21 @@ def test_summaries_skip_non_finite_values_and_count_them():
     assert (payload.count, payload.nonfinite, payload.min, payload.max) == (32, 3, 3.0, 31.0)
 
 
-def test_non_finite_payload_values_encode_as_null():
+def test_non_finite_payload_values_encode_as_strings_that_tell_them_apart():
+    # JSON has no NaN or infinity: each is written as the string of its name, so an overflow
+    # and an invalid operation stay apart (both were null), within the charged bytes.
     session = session_for(CaptureSelection("f", "blocks.0.mlp", CaptureTransform.full_tensor(),
                                            schedule=CaptureSchedule(decode=False)))
     x = np.zeros(HIDDEN, np.float32)
-    x[0, 0, 0] = np.nan
+    x[0, 0, :3] = [np.nan, np.inf, -np.inf]
     session.begin_step(PREFILL, 0)
     session.observe(NumpyBackend(), "blocks.0.mlp", x)
     record = session.take_step().records[0]
-    decoded = json.loads(record.to_json())
-    assert decoded["payload"]["values"][0] is None and decoded["payload"]["values"][1] == 0
+    decoded = json.loads(record.to_json())  # standard JSON: no bare NaN or Infinity tokens
+    assert decoded["payload"]["values"][:4] == ["NaN", "Infinity", "-Infinity", 0]
     assert len(record.to_json()) <= record.charged.encoded_bytes
+    strict = json.loads(record.to_json(), parse_constant=lambda name: pytest.fail(f"bare {name} in the JSON"))
+    assert strict == decoded
 
 
 def test_capture_step_always_drains_the_records():

@@ -248,7 +248,7 @@ void typed_arrays_encode_in_their_element_type_within_the_cost_model() {
     return json.take();
   };
   CHECK(text(payload(ElementType::float16, halves, 5)) ==
-        R"({"kind":"tensor","dtype":"float16","shape":[5],"values":[1,-2,65504,5.960464477539063e-08,null]})");
+        R"({"kind":"tensor","dtype":"float16","shape":[5],"values":[1,-2,65504,5.960464477539063e-08,"Infinity"]})");
   CHECK(text(payload(ElementType::int64, longs, 3)) ==
         R"({"kind":"tensor","dtype":"int64","shape":[3],"values":[-9223372036854775808,9223372036854775807,-1]})");
   CHECK(text(payload(ElementType::bfloat16, bf16, 1)) == R"({"kind":"tensor","dtype":"bfloat16","shape":[1],"values":[1.5]})");

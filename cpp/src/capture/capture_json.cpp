@@ -40,7 +40,12 @@ void JsonWriter::string(std::string_view text) {
 
 void JsonWriter::number(double value) {
   if (mode_ == JsonMode::bound) { add(max_number_text_bytes); return; }
-  if (!std::isfinite(value)) { raw("null"); return; }
+  if (!std::isfinite(value)) {
+    // JSON has no such numbers: the names JavaScript and Python's json give them, as strings,
+    // so a NaN and an overflow stay apart.
+    raw(std::isnan(value) ? "\"NaN\"" : value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+    return;
+  }
   char buf[32];
   auto result = std::to_chars(buf, buf + sizeof buf, value);
   raw(std::string_view(buf, static_cast<std::size_t>(result.ptr - buf)));
