@@ -5,6 +5,7 @@ bounded by what was charged, and the session prices a describing backend itself.
 
 from __future__ import annotations
 
+import gc
 import json
 import re
 import warnings
@@ -311,6 +312,37 @@ def test_a_points_request_is_reused_while_its_facts_hold_and_rechecked_when_they
     # phase); new facts give a new one.
     assert backend.requests[0] is backend.requests[1] is backend.requests[2]
     assert backend.requests[3] is not backend.requests[2]
+
+
+def test_an_observer_keeps_no_backend_exception_after_the_call():
+    """The backend's exception becomes the __cause__ of the error the observer raises, and the
+    observer lets go of it then. Kept, its traceback's frames (a torch hook's, holding the block
+    that holds this observer) made a cycle through the core that the collector cannot see, and
+    the session, its records and the observer lived until the process ended."""
+    freed = []
+
+    class BackendFailure(Exception):
+        def __del__(self):
+            freed.append(True)
+
+    class Failing(NumpyBackend):
+        def transform(self, tensor, request):
+            raise BackendFailure("the backend failed")
+
+        def summary_statistics(self, tensor, request):
+            raise BackendFailure("the backend failed")
+
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()), discovery=discovery(),
+                          request=CaptureRequest(1, 1, 3))
+    observer = session.observer("p", Failing())
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError) as raised:
+        observer.observe(np.ones(SHAPE, np.float32))
+    assert isinstance(raised.value.__cause__, BackendFailure)
+    del raised
+    gc.collect()
+    assert freed == [True]  # only the raised error held it
+    assert session.take_step().record("s").outcome == CaptureOutcome.FAILED
 
 
 def test_an_observer_matches_observe_and_is_a_forward_hook():

@@ -38,6 +38,13 @@ struct CaptureObserver {
 
   void observe(nb::handle tensor) {
     adapter.reset_cause();
+    // Forgotten once the call ends: the error it raised holds the exception as __cause__, and
+    // kept here, its traceback's frames (which may hold this observer) would be a cycle the
+    // collector cannot see.
+    struct Forget {
+      PythonCaptureBackend& adapter;
+      ~Forget() { adapter.reset_cause(); }
+    } forget{adapter};
     keeping_cause(adapter.cause(), [&] { session->observe_at(adapter, path, selections, tensor.ptr()); });
   }
 
