@@ -6,6 +6,9 @@
 
 #include <nanobind/nanobind.h>
 
+#include <chrono>
+#include <thread>
+
 #include "lifecore/error.hpp"
 
 namespace lifecore::bindings {
@@ -23,5 +26,31 @@ nb::object python_exception(const Error& error);
 // Sets the Python exception of `error`'s kind (lifecore.errors), with its attributes: for the
 // few entries written as plain CPython methods, outside nanobind's exception translation.
 void raise_python(const Error& error);
+
+// Takes the interpreter lock back after a blocking call made without it. At exit the
+// interpreter ends a daemon thread that asks for the lock (Python 3.11 to 3.13: pthread_exit,
+// whose unwinding would reach a noexcept frame, nanobind's dispatch or a destructor, and abort
+// the whole process); such a thread parks here instead, as Python 3.14 parks it, and goes with
+// the process.
+inline void restore_interpreter(PyThreadState* state) noexcept {
+  try {
+    PyEval_RestoreThread(state);
+  } catch (...) {  // the exit's unwinding of this thread: never rethrown, never left
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+}
+
+// nb::gil_scoped_release, but a thread the exit ends parks (restore_interpreter). Every
+// binding releases the interpreter lock through this.
+class GilRelease {
+ public:
+  GilRelease() noexcept : state_(PyEval_SaveThread()) {}
+  ~GilRelease() { restore_interpreter(state_); }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
 
 }  // namespace lifecore::bindings

@@ -225,7 +225,7 @@ nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle m
 
   auto owner = std::make_unique<Exported>();
   {
-    nb::gil_scoped_release release;  // the lease may wait for the buffer's stream
+    GilRelease release;  // the lease may wait for the buffer's stream
     owner->lease = BufferLease::take(view.buffer, consumer.stream ? &*consumer.stream : nullptr, consumer.no_order);
   }
   PyObject* capsule = nullptr;
@@ -298,7 +298,7 @@ void read_into(Stream& stream, const Buffer& buffer, nb::handle out) {
     raise(ErrorKind::InvalidArgument, "read_into: the target must be contiguous");
   }
   try {
-    nb::gil_scoped_release release;
+    GilRelease release;
     stream.read_into(buffer, view.buf, static_cast<std::size_t>(view.len));
   } catch (...) {
     PyBuffer_Release(&view);

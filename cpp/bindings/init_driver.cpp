@@ -67,7 +67,7 @@ driver::Dim3 dim3(const Triple& t) { return {std::get<0>(t), std::get<1>(t), std
 void init_driver_diagnostics(nb::module_& m) {
   using driver::check;
   using H = VendorDriverHandle;
-  using G = nb::gil_scoped_release;
+  using G = GilRelease;
   m.def("_driver_operations", &driver::operation_names,
         "Every driver operation's neutral name, in the driver interface's order (inject_fault's names).");
   m.def("_probe_symbols", [](const std::string& backend) {
@@ -78,7 +78,7 @@ void init_driver_diagnostics(nb::module_& m) {
   m.def("_open_driver_probe", [](const std::string& backend, int ordinal) {
         std::shared_ptr<driver::Driver> driver;
         {
-          nb::gil_scoped_release release;
+          GilRelease release;
           driver = driver::open_driver(backend, ordinal);
         }
         nb::dict out;
@@ -154,13 +154,13 @@ void init_driver_diagnostics(nb::module_& m) {
       .def("mem_free_async", [](H& h, driver::DevicePtr p, std::uintptr_t s) { check(h.get().mem_free_async(p, driver::StreamHandle{s})); }, nb::call_guard<G>())
       .def("memcpy_htod", [](H& h, driver::DevicePtr dst, nb::bytes data) {
         std::string copy(data.c_str(), data.size());
-        nb::gil_scoped_release release;
+        GilRelease release;
         check(h.get().memcpy_htod(dst, copy.data(), copy.size()));
       })
       .def("memcpy_dtoh", [](H& h, driver::DevicePtr src, std::size_t n) {
         std::string out(n, '\0');
         {
-          nb::gil_scoped_release release;
+          GilRelease release;
           check(h.get().memcpy_dtoh(out.data(), src, n));
         }
         return nb::bytes(out.data(), out.size());
@@ -173,7 +173,7 @@ void init_driver_diagnostics(nb::module_& m) {
       .def("module_load", [](H& h, const std::string& kind, nb::bytes image) {
         driver::ModuleImage module_image{image_kind(kind), std::string(image.c_str(), image.size())};
         driver::ModuleHandle module{};
-        nb::gil_scoped_release release;
+        GilRelease release;
         check(h.get().module_load(module_image, &module));
         return static_cast<std::uintptr_t>(module);
       }, nb::arg("kind"), nb::arg("image") = nb::bytes(""))
@@ -196,13 +196,13 @@ void init_driver_diagnostics(nb::module_& m) {
           auto pair = nb::cast<nb::tuple>(item);
           kernel_args.push_back(kernel_arg(nb::cast<std::string>(pair[0]), pair[1]));
         }
-        nb::gil_scoped_release release;
+        GilRelease release;
         check(h.get().launch_kernel(driver::FunctionHandle{f}, dim3(grid), dim3(block), shared_bytes,
                                     driver::StreamHandle{stream}, kernel_args));
       }, nb::arg("function"), nb::arg("grid"), nb::arg("block"), nb::arg("stream"), nb::arg("args"), nb::arg("shared_bytes") = 0)
       .def("begin_capture", [](H& h, std::uintptr_t s, const std::string& mode) {
         auto native_mode = capture_mode(mode);
-        nb::gil_scoped_release release;
+        GilRelease release;
         check(h.get().stream_begin_capture(driver::StreamHandle{s}, native_mode));
       }, nb::arg("stream"), nb::arg("mode") = "global")
       .def("end_capture", [](H& h, std::uintptr_t s) {
@@ -241,7 +241,7 @@ void init_driver_diagnostics(nb::module_& m) {
       .def("graph_destroy", [](H& h, std::uintptr_t g) { check(h.get().graph_destroy(driver::GraphHandle{g})); }, nb::call_guard<G>())
       .def("graph_exec_destroy", [](H& h, std::uintptr_t e) { check(h.get().graph_exec_destroy(driver::GraphExecHandle{e})); }, nb::call_guard<G>());
   m.def("_open_driver", [](const std::string& backend, int ordinal) {
-        nb::gil_scoped_release release;
+        GilRelease release;
         return std::make_shared<H>(driver::open_driver(backend, ordinal));
       }, nb::arg("backend"), nb::arg("ordinal") = 0,
       "Opens one device of a backend below the runtime (tests and diagnostics only).");
@@ -278,7 +278,7 @@ void init_driver(nb::module_& m) {
         return "BackendInfo(name='" + info.name + "', available=" + (info.available ? "True" : "False") +
                ", reason='" + info.reason + "')";
       });
-  m.def("backends", &driver::list_backends, nb::call_guard<nb::gil_scoped_release>(),
+  m.def("backends", &driver::list_backends, nb::call_guard<GilRelease>(),
         "Every registered backend, in the registry's order, with its availability and the reason.");
   m.def("registered_backends", &driver::registered_backend_names,
         "The registered backends' names, in the registry's order (without probing them).");

@@ -296,7 +296,7 @@ bool holds_interpreter() {
 }
 
 void* release_interpreter() { return holds_interpreter() ? static_cast<void*>(PyEval_SaveThread()) : nullptr; }
-void reacquire_interpreter(void* token) { PyEval_RestoreThread(static_cast<PyThreadState*>(token)); }
+void reacquire_interpreter(void* token) { restore_interpreter(static_cast<PyThreadState*>(token)); }
 
 // Mock only, for tests: holds every stream's queued work for `seconds` (a waiting call blocks
 // until then), released by a thread of its own so no Python code has to run to end it.
@@ -317,7 +317,7 @@ void pause_mock_streams_for(std::shared_ptr<Device> device, double seconds) {
 // yield to signals (interruptible_wait.hpp).
 bool sync_stream(Stream& stream, nb::handle timeout) {
   if (timeout.is_none()) {
-    nb::gil_scoped_release release;
+    GilRelease release;
     stream.sync();
     return true;
   }
@@ -413,19 +413,19 @@ void bind_device(nb::module_& m) {
            "Pool and cache accounting: pool_bytes, slices, slices_in_use, slices_retained, slices_free,\n"
            "driver_allocations, graphs_alive, info_entries, info_pinned, windows_active; and the KV arenas\n"
            "(AdmissionCoordinator chunks, outside the pool): arenas (live chunks) and arena_bytes.")
-      .def("cleanup", &Device::cleanup, nb::call_guard<nb::gil_scoped_release>(),
+      .def("cleanup", &Device::cleanup, nb::call_guard<GilRelease>(),
            "Returns unpinned, unretained pool memory to the driver; skipped while a window is active.")
       .def("inject_fault", &Device::inject_fault, "call"_a, "status"_a, nb::kw_only(), "after"_a = 0, "times"_a = 1,
            "Mock only: the after-th next call of `call` fails with `status`, `times` times in a row.")
       .def("clear_faults", &Device::clear_faults, "Mock only: removes every injected fault.")
       .def("_pause_streams_for", &pause_mock_streams_for, "seconds"_a,
            "Mock only, for tests: holds every stream's queued work for `seconds` (waits block until then).")
-      .def("close", &Device::close, nb::call_guard<nb::gil_scoped_release>(),
+      .def("close", &Device::close, nb::call_guard<GilRelease>(),
            "Aborts open windows, waits for every stream, destroys every graph, returns all memory.")
       .def("__enter__", [](std::shared_ptr<Device> d) { return d; })
       .def("__exit__",
            [](Device& d, nb::handle, nb::handle, nb::handle) {
-             nb::gil_scoped_release release;
+             GilRelease release;
              d.close();
            },
            "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
@@ -448,7 +448,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
   nb::class_<Graph>(m, "Graph", "A sealed capture: replay it, destroy it (also on the last reference).")
       .def("replay", [](Graph& g, Stream* stream) { g.replay(stream); }, "stream"_a = nb::none(),
            "Re-executes exactly the recorded work on `stream` (default: the stream that captured it).")
-      .def("destroy", &Graph::destroy, nb::call_guard<nb::gil_scoped_release>(),
+      .def("destroy", &Graph::destroy, nb::call_guard<GilRelease>(),
            "Waits for the graph's work, then releases its retained slices, cache pins and staging.")
       .def_prop_ro("alive", &Graph::alive, "False once destroyed (destroy(), leaving its with block, or its device closing)")
       .def_prop_ro("is_hardware", &Graph::is_hardware, "True for a driver graph, False for a software one")
@@ -456,7 +456,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
       .def("__enter__", [](std::shared_ptr<Graph> g) { return g; })
       .def("__exit__",
            [](Graph& g, nb::handle, nb::handle, nb::handle) {
-             nb::gil_scoped_release release;
+             GilRelease release;
              g.destroy();
            },
            "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())
@@ -468,7 +468,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
   nb::class_<Profile>(m, "Profile",
                       "Device time of a stream's work, measured with driver events (Stream.profile()). Use it\n"
                       "as a context manager (`with stream.profile() as p: ...`, then p.elapsed_ms) or call stop().")
-      .def("stop", &Profile::stop, nb::call_guard<nb::gil_scoped_release>(),
+      .def("stop", &Profile::stop, nb::call_guard<GilRelease>(),
            "Records the end event, waits for it and returns the milliseconds since the start.\n"
            "ClosedError when already stopped; a DriverError releases the profile's events.")
       .def_prop_ro("elapsed_ms", &Profile::elapsed_ms, "The measured milliseconds; None until stop() succeeded")
@@ -476,7 +476,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
       .def("__enter__", [](std::shared_ptr<Profile> p) { return p; })
       .def("__exit__",
            [](Profile& p, nb::handle exc_type, nb::handle, nb::handle) {
-             nb::gil_scoped_release release;
+             GilRelease release;
              if (!exc_type.is_none()) {
                p.abandon();  // the profiled work raised: report that, not a measurement
              } else if (!p.stopped()) {
@@ -505,7 +505,7 @@ void bind_stream(nb::module_& m) {
            [](Stream& s, const Buffer& b) {
              std::vector<std::uint8_t> bytes;
              {
-               nb::gil_scoped_release release;
+               GilRelease release;
                bytes = s.read(b);
              }
              return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
@@ -554,7 +554,7 @@ void bind_stream(nb::module_& m) {
            "inside it is still running. Refused like sync() while another stream records.")
       .def("graph_prepare", &Stream::graph_prepare, "owner"_a = 0,
            "NO_CAPTURE -> PREPARE: arms the pools for the warmup run.")
-      .def("begin_capture", &Stream::begin_capture, nb::call_guard<nb::gil_scoped_release>(),
+      .def("begin_capture", &Stream::begin_capture, nb::call_guard<GilRelease>(),
            "PREPARE -> CAPTURE: flushes warmup, ends priming, opens the capture. Outside relaxed capture mode a\n"
            "thread records on one stream at a time: while another stream records on this thread (or any\n"
            "thread's global capture records) it raises CaptureStateError naming that stream and changes nothing.")

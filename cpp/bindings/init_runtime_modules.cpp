@@ -28,7 +28,7 @@ void init_runtime_modules(nb::module_& m) {
                      "(of the module and its kernels) and when the device closes.")
       .def_static("from_ptx",
                   [](std::shared_ptr<Device> device, const std::string& text) {
-                    nb::gil_scoped_release release;  // the driver's JIT can take a while
+                    GilRelease release;  // the driver's JIT can take a while
                     return Module::from_ptx(device, text);
                   },
                   "device"_a, "text"_a,
@@ -37,7 +37,7 @@ void init_runtime_modules(nb::module_& m) {
       .def_static("from_image",
                   [](std::shared_ptr<Device> device, nb::bytes data) {
                     std::string bytes(static_cast<const char*>(data.data()), data.size());
-                    nb::gil_scoped_release release;
+                    GilRelease release;
                     return Module::from_image(device, std::move(bytes));
                   },
                   "device"_a, "data"_a,
@@ -49,7 +49,7 @@ void init_runtime_modules(nb::module_& m) {
            "for a pointer the kernel only reads, where a read-only tensor may then be passed);\n"
            "checked against the driver's parameter sizes where it can tell them, inferred from them\n"
            "(8 bytes: ptr, 4 bytes: u32) when omitted, and required where the driver cannot tell.")
-      .def("unload", &Module::unload, nb::call_guard<nb::gil_scoped_release>(),
+      .def("unload", &Module::unload, nb::call_guard<GilRelease>(),
            "Unloads the module: later launches of its kernels raise ClosedError (idempotent).")
       .def_prop_ro("alive", &Module::alive, "False once unloaded or once its device closed")
       .def_prop_ro("device", &Module::device, "The Device the module was loaded on")
@@ -58,7 +58,7 @@ void init_runtime_modules(nb::module_& m) {
       .def("__enter__", [](std::shared_ptr<Module> mod) { return mod; })
       .def("__exit__",
            [](Module& mod, nb::handle, nb::handle, nb::handle) {
-             nb::gil_scoped_release release;
+             GilRelease release;
              mod.unload();
            },
            "exc_type"_a.none(), "exc"_a.none(), "tb"_a.none())

@@ -81,7 +81,7 @@ struct AdmittedDecision {
 void let_go(std::shared_ptr<AdmittedSequenceResources>&& resources) {
   auto dropping = std::move(resources);  // taken with the GIL: the holder is Python's
   if (!dropping || dropping.use_count() > 1 || dropping->coordinator().use_count() > 1) return;
-  nb::gil_scoped_release release;
+  GilRelease release;
   dropping.reset();
 }
 
@@ -675,7 +675,7 @@ void bind_session(nb::module_& m) {
              const std::optional<std::int64_t> p = optional_int_argument(pages, "try_ensure_backing_covers", "pages");
              // Ids come from the arena (no driver call): the GIL is let go only for a test's pause point.
              if (!pause_points::armed()) return s.try_ensure_backing_covers(t, p);
-             nb::gil_scoped_release release;
+             GilRelease release;
              return s.try_ensure_backing_covers(t, p);
            }, nb::arg("tokens").none(), nb::arg("pages").none() = nb::none(),
            nb::sig("def try_ensure_backing_covers(self, tokens: int, pages: int | None = None) -> BackingDecision"),
@@ -938,7 +938,7 @@ void bind_testing_hooks(nb::module_& m) {
     pause_points::arm(pause_points::Point::extension_prepared);
   }, nb::arg("point"), "Testing only: the next thread to reach `point` stops there until _sequence_pause_resume().");
   m.def("_sequence_pause_wait", [](double timeout) { return pause_points::wait_until_reached(timeout); },
-        nb::arg("timeout").none(), nb::call_guard<nb::gil_scoped_release>(),
+        nb::arg("timeout").none(), nb::call_guard<GilRelease>(),
         "Testing only: True once a thread stopped at the armed point, False after `timeout` seconds.");
   m.def("_sequence_pause_resume", &pause_points::resume, "Testing only: let the stopped thread go on; disarm.");
 
@@ -946,9 +946,9 @@ void bind_testing_hooks(nb::module_& m) {
       .def(nb::init<std::uint64_t, std::uint64_t, std::uint32_t>(), nb::arg("live"), nb::arg("target_tokens"),
            nb::arg("tokens_per_page"))
       .def("lifecycles", &SequenceBenchLoop::lifecycles, nb::arg("count"), nb::arg("primitives"),
-           nb::call_guard<nb::gil_scoped_release>())
+           nb::call_guard<GilRelease>())
       .def("decode_steps", &SequenceBenchLoop::decode_steps, nb::arg("count"), nb::arg("primitives"),
-           nb::call_guard<nb::gil_scoped_release>());
+           nb::call_guard<GilRelease>());
   m.def("_sequence_bookkeeping_sizes", [] {
     auto z = bookkeeping_sizes();
     nb::dict out;

@@ -38,7 +38,7 @@ PreemptionValues preempt(nb::handle coordinator, nb::handle deferred, nb::handle
   const std::vector<SequenceSession*>& sessions = held.objects;
   PreemptionOutcome out;
   {
-    nb::gil_scoped_release release;  // the snapshot keeps the sessions alive (another thread may change the list)
+    GilRelease release;  // the snapshot keeps the sessions alive (another thread may change the list)
     out = preempt_for(c, d, sessions, most);
   }
   std::vector<std::pair<Authority, std::string>> skipped;

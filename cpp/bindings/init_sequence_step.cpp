@@ -62,7 +62,7 @@ PyObject* step(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject
     if (!pause_points::armed()) {
       outcome = session->step(t);
     } else {
-      nb::gil_scoped_release release;
+      GilRelease release;
       outcome = session->step(t);
     }
     PyObject* member = outcome_members[static_cast<std::size_t>(outcome)];

@@ -20,7 +20,7 @@ bool wait_in_slices(Slice&& slice) {
   for (;;) {
     std::optional<bool> answer;
     {
-      nb::gil_scoped_release release;
+      GilRelease release;
       answer = slice();
     }
     if (answer) return *answer;
