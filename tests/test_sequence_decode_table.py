@@ -469,3 +469,27 @@ def test_a_table_on_a_buffer_whose_stream_records_is_refused_and_nothing_changes
         assert np.frombuffer(stream.read(buffer), dtype=np.int32).tolist() == [0, 1, -1, -1]
         assert c.block_table([a], 4, buffer) is buffer
     a.close()
+
+
+def test_a_table_on_a_freed_buffer_is_refused_before_anything_changes():
+    """A DecodeTable holds its Buffer, but ``buffer.free()`` still frees it. Every later call then
+    refuses with ClosedError before it changes anything: ``step`` steps no session (it stepped
+    the whole batch, then failed the copy with a message that named neither the table nor the
+    stepped rows)."""
+    c = make()
+    a = open_one(c, "a")
+    with lifecore.Device(EMULATED) as dev:
+        buffer = dev.stream().alloc(4 * 4)
+        table = c.decode_table(1, 4, buffer, pad=-1)
+        table.update([a])
+        buffer.free()
+        before = (a.backing.tokens, a.backing.generation, a.next_frame_id)
+        for name, call in (("update", lambda: table.update([a])),
+                           ("step", lambda: table.step([a], np.array([TPP + 1]))),
+                           ("assign", lambda: table.assign(0, a)),
+                           ("clear", lambda: table.clear())):
+            with pytest.raises(ClosedError, match=f"DecodeTable.{name}: .*freed.*nothing was changed"):
+                call()
+        assert (a.backing.tokens, a.backing.generation, a.next_frame_id) == before  # not stepped
+        assert table.table is buffer
+    a.close()

@@ -69,7 +69,12 @@ struct DecodeTableHandle {
   bool reads_data_ptr = false;
   // Before a call changes anything: its table can take the write (runtime/stream.hpp).
   void require_writable(const char* call) const {
-    if (buffer) buffer->stream()->check_write_not_recorded(call, "the table");
+    if (buffer) {
+      if (!buffer->alive())
+        raise(ErrorKind::Closed, std::string(call) + ": the table's Buffer was freed (or its device closed); "
+                                                     "nothing was changed");
+      buffer->stream()->check_write_not_recorded(call, "the table");
+    }
     require_unmoved(call);
   }
   void require_unmoved(const char* call) const {
