@@ -543,3 +543,27 @@ def test_foreign_coordinator_deferral_is_refused():
     with pytest.raises(StaleAuthorityError):
         c1.fits_now(d)
     del held
+
+
+def test_a_batch_s_outcomes_compare_equal_to_the_enum_members():
+    # step_all, DecodeTable.step and commit_frames answer uint8 arrays of the enums' values. An
+    # engine that tests them against the members (outcomes == BackingOutcome.BACKING_DEFERRED)
+    # must see the deferral: with members that never equal a number it saw none, and decoded on
+    # into tokens no page covered.
+    import lifecore.sequence as sequence
+    from lifecore.sequence import FrameDisposition
+
+    c = make(pages=3)
+    _, a = open_one(c, prompt=16, fit=48, name="a")
+    _, b = open_one(c, prompt=16, fit=48, name="b")
+    outcomes = sequence.step_all([a, b], [17, 33])
+    assert outcomes[0] == BackingOutcome.EXTENDED and outcomes[1] == BackingOutcome.BACKING_DEFERRED
+    assert (outcomes == BackingOutcome.BACKING_DEFERRED).tolist() == [False, True]
+    assert BackingOutcome(outcomes[1]) is BackingOutcome.BACKING_DEFERRED
+    table = c.decode_table(2, 4)
+    assert (table.step([a, b], [18, 33]) == BackingOutcome.BACKING_DEFERRED).tolist() == [False, True]
+    frames = sequence.acquire_frames([a, b])
+    assert (sequence.commit_frames(frames) == FrameDisposition.COMMITTED).all()
+    assert type(a.step(19)) is BackingOutcome and a.step(19) == BackingOutcome.CURRENT
+    a.close()
+    b.close()

@@ -226,7 +226,9 @@ void bind_enums(nb::module_& m) {
       .value("ABORTED", TerminalOutcome::aborted, "Ended by try_abort() or try_abort_if_quiescent().");
   nb::enum_<FrameDisposition>(m, "FrameDisposition",
                               "How a frame was finalized. FrameHold.commit() answers COMMITTED or DISCARDED_CANCELLED; "
-                              "the other members name what abort(), rollback_unsubmitted() and close() do.")
+                              "the other members name what abort(), rollback_unsubmitted() and close() do. An int "
+                              "enum: commit_frames answers its values, which compare equal to the members.",
+                              nb::is_arithmetic())
       .value("COMMITTED", FrameDisposition::committed, "Committed in an open session: the step counts.")
       .value("DISCARDED_CANCELLED", FrameDisposition::discarded_cancelled,
              "Committed after request_cancel(): retired, counted as discarded.")
@@ -238,7 +240,10 @@ void bind_enums(nb::module_& m) {
       .value("PREPARED", FlightPhase::prepared, "Prepared, not submitted: release() lets it go.")
       .value("IN_FLIGHT", FlightPhase::in_flight, "Dispatched to the device: finish() or not_submitted().");
   nb::enum_<BackingOutcome>(m, "BackingOutcome",
-                            "The answer of SequenceSession.step() and try_ensure_backing_covers() (BackingDecision.outcome).")
+                            "The answer of SequenceSession.step() and try_ensure_backing_covers() (BackingDecision.outcome). "
+                            "An int enum: step_all and DecodeTable.step answer its values, which compare equal to the "
+                            "members.",
+                            nb::is_arithmetic())
       .value("CURRENT", BackingOutcome::current, "The backing already covers the target.")
       .value("EXTENDED", BackingOutcome::extended, "The backing was extended: a new generation covers the target.")
       .value("RETRY_REQUIRED", BackingOutcome::retry_required,
