@@ -102,3 +102,17 @@ def test_a_non_lifecore_error_of_the_implementation_is_not_swallowed() -> None:
     with pytest.raises(RuntimeError):
         both(lambda: None, _raise(RuntimeError("bug")))
     assert lifecore.LifecoreError  # the package is imported: the classes compared are its own
+
+
+def test_the_note_a_failure_report_shows_says_what_each_side_did(monkeypatch) -> None:
+    # The falsifying steps of a failure report carry one note per compared call. A call both sides
+    # accepted read "model -> None, lifecore -> None", as if both had returned None.
+    import lifecore.testing.contract as contract
+
+    notes: list[str] = []
+    monkeypatch.setattr(contract, "note", notes.append)
+    both(lambda: "Admitted", lambda: "Admitted", what="admit(r2, 9, 9)")
+    both(_raise(ModelError("Closed", message="gone")), _raise(errors.ClosedError("gone")), what="admit(r3, 1, 1)")
+    assert notes == ["admit(r2, 9, 9): model -> accepted, lifecore -> accepted",
+                     "admit(r3, 1, 1): model -> refused: ModelError('Closed', message='gone'), "
+                     "lifecore -> refused: ClosedError('gone')"]

@@ -69,6 +69,11 @@ def _agrees_on(field: str, expected: ModelError, error: BaseException) -> Option
     return None if actual == wanted else f"{field} {actual!r} != {wanted!r}"
 
 
+def _outcome(error: Optional[BaseException]) -> str:
+    """What one side did, as a failure report's falsifying steps show it."""
+    return "accepted" if error is None else f"refused: {error!r}"
+
+
 def both(model_call: Callable[[], Any], core_call: Callable[[], Any], *, fields: Sequence[str] = (),
          what: str = "", stats: Optional[MachineStats] = None) -> Agreement:
     """Runs ``model_call`` then ``core_call`` and asserts they agree: both succeed, or both
@@ -90,7 +95,7 @@ def both(model_call: Callable[[], Any], core_call: Callable[[], Any], *, fields:
         result.error = e
     expected, error = result.model_error, result.error
     try:
-        note(f"{result.what}: model -> {expected!r}, lifecore -> {error!r}")
+        note(f"{result.what}: model -> {_outcome(expected)}, lifecore -> {_outcome(error)}")
     except InvalidArgument:  # outside a Hypothesis test: nothing to note it in
         pass
     if expected is None and error is not None:
