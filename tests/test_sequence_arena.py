@@ -581,3 +581,36 @@ def test_memory_stats_names_every_key_it_reports():
     with lifecore.Device("mock") as dev:
         doc = lifecore.Device.memory_stats.__doc__ or ""
         assert [key for key in dev.memory_stats() if key not in doc] == []
+
+
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_a_graph_that_reads_the_arena_keeps_it_until_the_graph_goes(graphs):
+    """A graph retains what its recording touched. The arena was the exception: a decode step
+    captured over the KV cache's arena Buffer, replayed after the coordinator and that Buffer
+    were dropped, read memory returned to the driver (on the mock: an illegal address, the
+    device lost). The graph now holds the arena until it is destroyed; the arena is still
+    never retained by a window's priming, nor pooled."""
+    import struct
+
+    from lifecore import kernels
+
+    with lifecore.Device(EMULATED, graphs=graphs) as dev:
+        stream = dev.stream()
+        c = make(dev, pages=1)
+        arena = c.arena("kv")
+        stream.fill(arena, lifecore.float_bits(3.0))
+        out = stream.alloc(4 * 256)
+        stream.fill(out, 0)
+
+        def step(s: lifecore.Stream) -> None:
+            s.launch(kernels.axpy_f32, 4, 64, [256, 1.0, arena, out])  # out += arena
+
+        graph = stream.capture(step, warmup=0)
+        assert dev.memory_stats()["arenas"] == 1
+        del arena, c
+        gc.collect()
+        assert (dev.memory_stats()["arenas"], dev.memory_stats()["arena_bytes"]) == (1, PAGE)  # the graph's
+        graph.replay()
+        assert struct.unpack("<2f", stream.read(out)[:8]) == (3.0, 3.0)
+        graph.destroy()
+        assert (dev.memory_stats()["arenas"], dev.memory_stats()["arena_bytes"]) == (0, 0)

@@ -297,8 +297,9 @@ void a_pin_keeps_memory_until_unpinned() {
   CHECK(dev.live.empty());
 }
 
-// An arena is exact-size, outside the pools, never retained by a window or freed by cleanup,
-// and goes back to the driver with its last hold.
+// An arena is exact-size, outside the pools, never primed by a window or freed by cleanup, held
+// by a recording that touches it until its graph releases it, and goes back to the driver with
+// its last hold.
 void arenas_sit_beside_the_pools() {
   FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
@@ -309,8 +310,20 @@ void arenas_sit_beside_the_pools() {
   CHECK(stats.driver_allocations == 1);
   check_pool_invariant(mm);
   mm.capture_begin(7);
-  mm.touch(arena.id, 7);  // a window never retains an arena
+  mm.touch(arena.id, 7);  // a window's priming never retains an arena
   CHECK(mm.capture_end(7).empty());
+  // A recording that touched it holds it for the graph: the owner's release leaves it alive.
+  mm.capture_begin(8);
+  mm.capture_priming_end(8);
+  mm.touch(arena.id, 8);
+  mm.touch(arena.id, 8);  // one hold per window
+  const std::vector<lifecore::runtime::SliceId> graph = mm.capture_end(8);
+  CHECK(graph.size() == 1 && graph[0] == arena.id);
+  CHECK(mm.stats().slices_retained == 0 && mm.stats().pool_bytes == 0);
+  CHECK(mm.hold_arena(arena.id));  // the owner's second hold, dropped below
+  mm.release_arena(arena.id);
+  mm.release_retained(graph);  // the graph goes
+  CHECK(mm.stats().arena_bytes == 16384 && dev.live.count(arena.ptr) == 1);
   CHECK(mm.hold_arena(arena.id));  // a Buffer lent over it
   mm.release_arena(arena.id);      // the owner lets go: the lent Buffer still holds it
   CHECK(mm.cleanup() == 0 && mm.stats().arena_bytes == 16384 && dev.live.count(arena.ptr) == 1);

@@ -33,7 +33,8 @@ The C++ core does the work; this module names it and adds what is Pythonic:
 KV pages are block ids. Each domain has ``num_blocks(domain)`` = floor(capacity_bytes /
 page_bytes) blocks, ids ``0 .. num_blocks - 1``, in one arena: on a device, one exact-size
 allocation of the device's memory manager made when the coordinator is created (counted by
-``memory_stats()["arena_bytes"]``, outside the pools, never retained by a capture window);
+``memory_stats()["arena_bytes"]``, outside the pools; a graph whose recording used it keeps it until
+the graph goes);
 ``grow_domain`` adds one chunk for the new blocks, whose ids continue from the last chunk. Host
 accounting hands out the same ids with no memory. A per-domain LIFO free list hands ids out
 (released ids first; a release gives a sequence's ids back in reverse, so they come out again in

@@ -118,7 +118,13 @@ void MemoryManager::touch(SliceId id, WindowId window) {
   auto w = windows_.find(window);
   auto s = slices_.find(id);
   if (w == windows_.end() || s == slices_.end()) return;
-  if (s->second.arena_holds > 0) return;  // an arena belongs to its owner, never to a window
+  if (s->second.arena_holds > 0) {
+    // An arena belongs to its owner, never to a window's pools (nor to its priming). But a
+    // graph keeps what its recording touched: one more hold, which capture_end hands over and
+    // release_retained drops, so a replay never reads an arena its owner let go.
+    if (!w->second.priming && w->second.touched.insert(id).second) ++s->second.arena_holds;
+    return;
+  }
   touch_locked(id, s->second, w->second);
 }
 
@@ -156,7 +162,9 @@ void MemoryManager::unbind(SliceId id) {
 
 void MemoryManager::drop_retain_locked(SliceId id) {
   auto it = slices_.find(id);
-  if (it == slices_.end() || it->second.retains == 0) return;
+  if (it == slices_.end()) return;
+  if (it->second.arena_holds > 0) return drop_arena_hold_locked(it);  // a recording's hold (touch)
+  if (it->second.retains == 0) return;
   if (--it->second.retains == 0) maybe_free_locked(id, it->second);
 }
 

@@ -12,8 +12,8 @@
 // to a later allocation while a replay writes it.
 // Arenas (reserve_arena) sit beside the pools: one exact-size driver allocation for a
 // long-lived owner (a KV arena of the sequence coordinator), never rounded, never pooled, never
-// touched, retained or reserved by a capture window, returned to the driver as soon as its
-// last hold goes (or at device close). pool_bytes counts the pools only; arena_bytes the arenas.
+// primed or reserved by a capture window, returned to the driver as soon as its last hold goes
+// (or at device close); a recording that touches one holds it for its graph's life. pool_bytes counts the pools only; arena_bytes the arenas.
 // Thread-safe: one mutex guards all of it (driver allocations happen under it).
 #pragma once
 
