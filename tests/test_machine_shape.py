@@ -135,3 +135,33 @@ def test_machine_stats_counts_only_declared_events() -> None:
     assert stats.trace == [("rule", (("i", "2"),))]
     stats.reset()
     assert (stats.steps, stats.sealed, stats.trace, dict(stats.outcomes)) == (0, 0, [], {})
+
+
+@pytest.mark.parametrize("lifecycle", sorted(MACHINES))
+def test_a_bound_test_case_whose_backend_cannot_open_here_is_skipped_with_the_reason(lifecycle: str) -> None:
+    # Machine.bind(lambda: lifecore.Device("cuda")).TestCase, collected by pytest on a runner with
+    # no GPU, failed: Hypothesis took BackendUnavailableError for a bug ("Falsifying example").
+    # It is skipped with the reason, as lifecore's own tests skip a backend that cannot open; any
+    # other error of the factory still fails the case.
+    import unittest
+
+    from lifecore.errors import BackendUnavailableError
+
+    machine, _ = MACHINES[lifecycle]
+
+    def unavailable(*args, **kwargs):
+        raise BackendUnavailableError("cuda: no CUDA driver here")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the factory is broken")
+
+    options = {"tensor_factory": _numpy_tensor} if lifecycle == "capture" else {}
+    for factory, skipped, failed in ((unavailable, 1, 0), (broken, 0, 1)):
+        case = machine.bind(factory, **options).TestCase
+        case.settings = SMALL
+        result = unittest.TestResult()
+        unittest.defaultTestLoader.loadTestsFromTestCase(case).run(result)
+        assert (len(result.skipped), len(result.failures) + len(result.errors)) == (skipped, failed), \
+            (result.skipped, result.failures, result.errors)
+        if skipped:
+            assert "cuda: no CUDA driver here" in result.skipped[0][1]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import unittest
 from typing import Any, Callable, ClassVar, Optional, Sequence
 
 from hypothesis import HealthCheck, seed as hypothesis_seed, settings as Settings
@@ -27,6 +28,7 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 # The attribute Hypothesis's @initialize sets on a rule (not exported; the same name since 3.x).
 INITIALIZE_RULE_MARKER: str = getattr(_stateful, "INITIALIZE_RULE_MARKER", "hypothesis_stateful_initialize_rule")
 
+from ..errors import BackendUnavailableError
 from .contract import Agreement, both
 from .machine_stats import MachineStats
 
@@ -97,9 +99,18 @@ class LifecycleMachine(RuleBasedStateMachine):
     @classmethod
     def bind(cls, factory: Callable[..., Any], name: Optional[str] = None, **options: Any) -> type:
         """A subclass whose machines test what ``factory`` makes (and take ``options``): its
-        ``TestCase`` runs it under unittest or pytest."""
+        ``TestCase`` runs it under unittest or pytest. A ``factory`` that raises
+        ``BackendUnavailableError`` (``lifecore.Device("cuda")`` where no CUDA device can open)
+        skips the case with that reason (``unittest.SkipTest``) instead of failing it."""
+
+        def skip_if_unavailable(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return factory(*args, **kwargs)
+            except BackendUnavailableError as error:
+                raise unittest.SkipTest(str(error)) from error
+
         return type(name or f"{cls.__name__}Bound", (cls,),
-                    {"bound_factory": staticmethod(factory), "bound_options": dict(options)})
+                    {"bound_factory": staticmethod(skip_if_unavailable), "bound_options": dict(options)})
 
     @classmethod
     def setup_steps(cls) -> int:
