@@ -532,3 +532,19 @@ def test_a_failure_file_is_made_as_other_files_are(tmp_path):
     (saved,) = tmp_path.glob("lifecore-failure-*.txt")
     assert stat.S_IMODE(saved.stat().st_mode) == 0o644
     assert [p.name for p in tmp_path.iterdir()] == [saved.name]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly_and_not_as_a_failed_check():
+    # `lifecore check | head -1`: once head exits, every write fails (EPIPE). That printed a
+    # BrokenPipeError traceback and exited 1, the status that says a check failed; it now stops
+    # quietly with 141, the status of a process that SIGPIPE ended (as `yes | head` reports it).
+    base = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    for argv in (["info", "--json", "-"], ["check", "--lifecycle", "capture", "--examples", "1", "--steps", "2",
+                                           "--seed", "1"]):
+        child = subprocess.Popen([sys.executable, "-m", "lifecore", *argv], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, env=base)
+        assert child.stdout is not None and child.stderr is not None
+        child.stdout.close()  # the reader is gone before the first write
+        stderr = child.stderr.read().decode()
+        assert child.wait(timeout=300) == 141, stderr
+        assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr

@@ -1055,6 +1055,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: what was printed stands; a failure being shrunk is not saved
         print(f"\nlifecore {args.command}: interrupted, the run is incomplete", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader of standard output went away (`lifecore check | head`): no traceback, and not
+        # 1, which says a check failed, but 141, the status of a process that SIGPIPE ended.
+        _silence_stdout()
+        return 141
+
+
+def _silence_stdout() -> None:
+    """Points standard output at the null device, so that the interpreter's flush at exit finds
+    no broken pipe to report."""
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # standard output is no file (a test's capture)
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover
