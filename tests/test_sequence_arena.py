@@ -505,6 +505,28 @@ def test_a_growth_the_device_refuses_changes_nothing():
         assert c.num_blocks() == 8
 
 
+def test_step_all_reads_any_numpy_integer_positions_and_names_what_it_refuses():
+    """An engine's positions are often int32: any one-dimensional NumPy integer array is read
+    (through an int64 copy; a non-contiguous int64 one too), and what is not one is refused,
+    naming what it got, before any row steps."""
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    for dtype in (np.int32, np.uint32, np.int16, np.uint8):
+        assert lifecore.sequence.step_all(sessions, np.array([1, 2, 3], dtype=dtype)).tolist() == [0, 0, 0]
+    strided = np.array([1, 0, 2, 0, 3, 0], dtype=np.int64)[::2]
+    assert lifecore.sequence.step_all(sessions, strided).tolist() == [0, 0, 0]
+    retired = [s.retired_frames for s in sessions]
+    for bad, error, words in ((np.array([1.0, 2.0, 3.0]), LifecoreTypeError, "must hold integers, got an array of float64"),
+                              (np.array([True, True, True]), LifecoreTypeError, "must hold integers, got an array of bool"),
+                              (np.array([1, 2, 3], dtype=np.uint64), LifecoreTypeError, "got uint64"),
+                              (np.ones((3, 1), dtype=np.int32), InvalidArgumentError, "one-dimensional, got 2")):
+        with pytest.raises(error, match=words):
+            lifecore.sequence.step_all(sessions, bad)
+    assert [s.retired_frames for s in sessions] == retired  # nothing stepped
+    table = c.decode_table(3, 8)
+    assert table.step(sessions, np.array([4, 5, 6], dtype=np.int32)).tolist() == [0, 0, 0]
+
+
 def test_step_all_steps_a_batch_and_names_the_row_that_raises():
     c = make(pages=8)
     held, sessions = _batch(c)

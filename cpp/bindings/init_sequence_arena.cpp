@@ -168,8 +168,9 @@ void init_sequence_arena(nb::module_& m) {
         nb::sig("def step_all(sessions: collections.abc.Sequence[SequenceSession], tokens: object) -> "
                 "numpy.typing.NDArray[numpy.uint8]"),
         "A decode iteration's bookkeeping in one call: sessions[i].step(tokens[i]) for every row (tokens: an\n"
-        "int64 NumPy array or a list of ints); returns the BackingOutcome values (0 CURRENT, 1 EXTENDED,\n"
-        "2 RETRY_REQUIRED, 3 BACKING_DEFERRED) as a uint8 array. Not all-or-nothing: the first row that raises\n"
+        "int64 NumPy array, read in place; another NumPy integer array, read from an int64 copy; or a list of\n"
+        "ints); returns the BackingOutcome values (0 CURRENT, 1 EXTENDED, 2 RETRY_REQUIRED, 3 BACKING_DEFERRED)\n"
+        "as a uint8 array. Not all-or-nothing: the first row that raises\n"
         "stops the batch (its error names the row); the rows before it stepped.");
   m.def("commit_frames", &commit_all_frames, nb::arg("frames").none(),
         nb::sig("def commit_frames(frames: collections.abc.Sequence[FrameHold]) -> numpy.typing.NDArray[numpy.uint8]"),

@@ -201,17 +201,35 @@ inline InstanceList<sequence::SequenceSession> session_list(nb::handle sessions,
   return instance_list<sequence::SequenceSession>(sessions, call, "sessions", "SequenceSession", none_ok);
 }
 
-// One token count per session: a C-contiguous int64 NumPy array (read in place) or a list
-// or tuple of ints.
+// One token count per session: a C-contiguous int64 NumPy array (read in place), another
+// one-dimensional NumPy array of integers (an engine's int32 positions: read from an int64
+// copy), or a list or tuple of ints.
 struct Tokens {
   nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> array;
+  nb::object copy;  // the int64 copy of an array of another integer type
   std::vector<std::int64_t> values;
   const std::int64_t* data = nullptr;
 };
 
 inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, Tokens& out) {
   std::size_t held = 0;
-  if (nb::try_cast(tokens, out.array, /*convert=*/false)) {
+  bool read = nb::try_cast(tokens, out.array, /*convert=*/false);
+  if (!read && nb::hasattr(tokens, "dtype") && nb::hasattr(tokens, "astype") && nb::hasattr(tokens, "ndim")) {
+    const nb::object dtype = tokens.attr("dtype");
+    const std::string kind = nb::cast<std::string>(nb::str(dtype.attr("kind")));
+    if (kind != "i" && kind != "u")
+      raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") + " must hold integers, got an array of " +
+                                         nb::cast<std::string>(nb::str(dtype)));
+    if (kind == "u" && nb::cast<long>(dtype.attr("itemsize")) >= 8)  // past int64: no copy holds it
+      raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
+                                         " must be an array of int64 or of a narrower integer type, got uint64");
+    if (nb::cast<long>(tokens.attr("ndim")) != 1)
+      raise(ErrorKind::InvalidArgument, argument_label(call, "tokens") + " must be one-dimensional, got " +
+                                            std::to_string(nb::cast<long>(tokens.attr("ndim"))) + " dimensions");
+    out.copy = tokens.attr("astype")("int64");
+    read = nb::try_cast(out.copy, out.array, /*convert=*/false);
+  }
+  if (read) {
     out.data = out.array.data();
     held = out.array.shape(0);
   } else {
