@@ -33,21 +33,29 @@ inline nb::tuple sequence_snapshot(nb::handle sequence) {
   return nb::steal<nb::tuple>(items);
 }
 
-// The int an integer argument stands for: an int, or anything with __index__ (a NumPy or
-// torch integer, as the runtime's and the capture's counts take them), never a bool (NumPy's
-// bool has no __index__). A count read from an array is a count like any other.
-inline nb::object integer_argument(nb::handle h, const char* call, const char* name) {
+// The int `h` stands for: an int, or anything with __index__ (a NumPy or torch integer, as the
+// runtime's and the capture's counts take them), never a bool (NumPy's bool has no __index__).
+// An invalid object when `h` is none of these, a float or a many-element array among them
+// (their __index__ refuses with TypeError); any other error of __index__ propagates.
+inline nb::object index_of(nb::handle h) {
   if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) return nb::borrow(h);
-  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()))
-    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr())) return {};
   PyObject* index = PyNumber_Index(h.ptr());
   if (!index) {
-    // A float or many-element array has the slot and refuses: a wrong type, named like the others.
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
     PyErr_Clear();
-    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+    return {};
   }
   return nb::steal(index);
+}
+
+// index_of(h), or LifecoreTypeError naming the argument. A count read from an array is a count
+// like any other.
+inline nb::object integer_argument(nb::handle h, const char* call, const char* name) {
+  nb::object index = index_of(h);
+  if (!index.is_valid())
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  return index;
 }
 
 // An integer (see integer_argument) within [min, max]; `max` above INT64_MAX is not

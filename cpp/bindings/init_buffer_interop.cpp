@@ -12,6 +12,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "buffer_view.hpp"
 #include "lifecore/error.hpp"
@@ -81,13 +82,9 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
                                        std::string(Py_TYPE(shape.ptr())->tp_name));
   std::uint64_t count = 1;
   for (nb::handle item : nb::iter(shape)) {
-    // An int, or a scalar with __index__ (a NumPy integer), as the other counts take it; never a bool.
-    PyObject* index = PyBool_Check(item.ptr()) || !PyIndex_Check(item.ptr()) ? nullptr : PyNumber_Index(item.ptr());
-    if (!index) {
-      PyErr_Clear();
+    const nb::object dim = index_of(item);  // as the other counts take it (a NumPy integer too)
+    if (!dim.is_valid())
       raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + std::string(Py_TYPE(item.ptr())->tp_name));
-    }
-    const nb::object dim = nb::steal(index);
     const long long n = PyLong_AsLongLong(dim.ptr());
     if (n == -1 && PyErr_Occurred()) {
       PyErr_Clear();

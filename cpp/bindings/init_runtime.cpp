@@ -82,15 +82,8 @@ bool array_like(nb::handle h) {
 // a scalar with __index__ (a NumPy integer), never a bool, an array or a tensor (a 0-d one
 // included); an invalid object when `h` is none of these.
 nb::object as_integer(nb::handle h) {
-  if (PyBool_Check(h.ptr())) return {};
-  if (PyLong_Check(h.ptr())) return nb::borrow(h);
-  if (!PyIndex_Check(h.ptr()) || array_like(h)) return {};
-  PyObject* index = PyNumber_Index(h.ptr());
-  if (!index) {
-    PyErr_Clear();
-    return {};
-  }
-  return nb::steal(index);
+  if (!PyLong_Check(h.ptr()) && PyIndex_Check(h.ptr()) && array_like(h)) return {};
+  return index_of(h);
 }
 
 // A float argument: a float, or a scalar with __float__ that is no integer, bool, sequence,
