@@ -438,8 +438,7 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   check_host_work("read");
   check_not_recording_elsewhere("read", "synchronizes this stream");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
-  check_status(synchronize_and_release());
-  errors_.surface("read");
+  finish_host_wait("read");
   std::vector<std::uint8_t> out(buffer.nbytes());
   check_status(driver_.memcpy_dtoh(out.data(), ptr, out.size()));
   return out;
@@ -577,16 +576,16 @@ void Stream::check_syncable() {
   check_not_recording_elsewhere("sync", "synchronizes this stream");
 }
 
-void Stream::finish_sync() {
+void Stream::finish_host_wait(const char* op) {
   check_status(synchronize_and_release());
-  errors_.surface("sync");
+  errors_.surface(op);
 }
 
 void Stream::sync() {
   LockWithoutStalling lock(mutex_);
   check_syncable();
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
-  finish_sync();
+  finish_host_wait("sync");
 }
 
 bool Stream::sync_for(std::chrono::nanoseconds slice) {
@@ -606,7 +605,7 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
       check_syncable();
       const driver::Status idle = driver_.stream_query(handle_);
       if (idle.ok()) {
-        finish_sync();  // under the lock nothing was queued since the poll: it returns at once
+        finish_host_wait("sync");  // under the lock nothing was queued since the poll: it returns at once
         return true;
       }
       if (idle.code != driver::Code::not_ready) check_status(idle);  // a fault, or the device lost
@@ -1046,8 +1045,7 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
   check_host_work("read_into");
   check_not_recording_elsewhere("read_into", "synchronizes this stream");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
-  check_status(synchronize_and_release());
-  errors_.surface("read_into");
+  finish_host_wait("read_into");
   check_status(driver_.memcpy_dtoh(dst, ptr, bytes));
 }
 
@@ -1076,8 +1074,7 @@ void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, b
     if (wait_optional && recording_elsewhere()) return;
     check_not_recording_elsewhere("view", "waits for this stream on the host");
     RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
-    check_status(synchronize_and_release());
-    errors_.surface("view");
+    finish_host_wait("view");
     return;
   }
   check_native_not_capturing(*consumer_stream, "view", "the consumer's stream",

@@ -199,9 +199,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void check_usable(const char* op);
   // sync()'s refusals, checked before any wait (sync and sync_for alike).
   void check_syncable();
-  // The wait and what follows it on success: what the fence held is released, and the first
-  // queued failure surfaces.
-  void finish_sync();
+  // A host wait for `op` (sync, read, read_into, a view) and what follows it on success: what
+  // the fence held is released, and the first queued failure surfaces, named for `op`.
+  void finish_host_wait(const char* op);
   // Whether the driver says this stream is being captured (a DriverError when it cannot say).
   bool captured_by_driver();
   // CaptureStateError naming both threads when the calling thread may not end or abort the
