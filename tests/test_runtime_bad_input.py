@@ -149,12 +149,17 @@ def test_write_fill_copy_sizes(device, stream) -> None:
     assert stream.read(buf) == bytes(4 * N)
 
 
-def test_launch_argument_checks(device, stream) -> None:
+def axpy_operands(device, stream):
+    """x and a zeroed y for axpy_f32 (synced), and the memory stats a refused launch leaves."""
     x = stream.alloc(4 * N)
     y = stream.alloc(4 * N)
     stream.fill(y, 0)
     stream.sync()
-    before = device.memory_stats()
+    return x, y, device.memory_stats()
+
+
+def test_launch_argument_checks(device, stream) -> None:
+    x, y, before = axpy_operands(device, stream)
     type_errors = [
         [N, 1.0, x],                     # too few
         [N, 1.0, x, y, y],               # too many
@@ -181,11 +186,7 @@ def test_launch_argument_checks(device, stream) -> None:
 
 def test_launch_refuses_a_bool_for_a_number(device, stream) -> None:
     """True is not a count: a bool grid, block, info word or scalar argument ran (as 1)."""
-    x = stream.alloc(4 * N)
-    y = stream.alloc(4 * N)
-    stream.fill(y, 0)
-    stream.sync()
-    before = device.memory_stats()
+    x, y, before = axpy_operands(device, stream)
     for grid, block, args in ((True, N, [N, 1.0, x, y]), ((1, True), N, [N, 1.0, x, y]), (1, True, [N, 1.0, x, y]),
                               (1, (N, True), [N, 1.0, x, y]), (1, N, [True, 1.0, x, y]), (1, N, [N, True, x, y])):
         with pytest.raises(LifecoreTypeError, match="bool"):

@@ -24,6 +24,13 @@ pytestmark = [pytest.mark.time_limit(300),
               pytest.mark.skipif(not _has_stubs(), reason="this build of lifecore ships no stubs (e.g. the sanitizer build)")]
 
 
+def mypy_on(tmp_path: Path, name: str, source: str):
+    """mypy --strict's result on `source`, written to `name` in tmp_path."""
+    code = tmp_path / name
+    code.write_text(source, encoding="utf-8")
+    return check_typing.run_mypy([str(code)])
+
+
 def test_readme_and_examples_pass_mypy_strict():
     result = check_typing.run_mypy()
     assert result.returncode == 0, result.stdout + result.stderr
@@ -31,15 +38,13 @@ def test_readme_and_examples_pass_mypy_strict():
 
 
 def test_the_check_sees_lifecore_types(tmp_path: Path):
-    wrong = tmp_path / "wrong.py"
-    wrong.write_text(
+    result = mypy_on(
+        tmp_path, "wrong.py",
         "from lifecore.sequence import AdmissionCoordinator, FrameHold\n"
         "coordinator = AdmissionCoordinator(None, domains={'kv': 4096}, page_bytes=4096,\n"
         "                                   tokens_per_page=16, max_active_sequences=1)\n"
         "with coordinator as entered:\n"
-        "    hold: FrameHold = entered\n",   # __enter__ returns the coordinator, not a FrameHold
-        encoding="utf-8")
-    result = check_typing.run_mypy([str(wrong)])
+        "    hold: FrameHold = entered\n")   # __enter__ returns the coordinator, not a FrameHold
     assert result.returncode == 1, result.stdout + result.stderr
     assert 'expression has type "AdmissionCoordinator", variable has type "FrameHold"' in result.stdout
 
@@ -47,8 +52,8 @@ def test_the_check_sees_lifecore_types(tmp_path: Path):
 def test_values_a_user_reads_are_typed_as_what_they_are(tmp_path: Path):
     # These were typed `object`: indexing a block table, or calling a str method on a skip
     # reason, failed mypy --strict although the code is right.
-    code = tmp_path / "reads.py"
-    code.write_text(
+    result = mypy_on(
+        tmp_path, "reads.py",
         "from lifecore.capture import Axis, CapturePayload, CaptureRecord\n"
         "from lifecore._core.capture import ResolvedSlice\n"
         "from lifecore.sequence import AdmissionCoordinator, SequenceSession\n"
@@ -65,9 +70,7 @@ def test_values_a_user_reads_are_typed_as_what_they_are(tmp_path: Path):
         "    size = axis.size\n"
         "    return size if isinstance(size, int) else len(size)\n"
         "def region(s: ResolvedSlice) -> slice:\n"
-        "    return s.as_slice()\n",
-        encoding="utf-8")
-    result = check_typing.run_mypy([str(code)])
+        "    return s.as_slice()\n")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -75,13 +78,11 @@ def test_arrays_the_stream_takes_are_typed_as_taken(tmp_path: Path):
     # Stream.write takes any C-contiguous buffer-protocol object (the README's "Buffers as
     # tensors"), but its stub said bytes | bytearray | memoryview: writing a NumPy array failed
     # mypy --strict although it runs.
-    code = tmp_path / "arrays.py"
-    code.write_text(
+    result = mypy_on(
+        tmp_path, "arrays.py",
         "import numpy as np\n"
         "import lifecore\n"
         "def roundtrip(stream: lifecore.Stream, buf: lifecore.Buffer) -> None:\n"
         "    stream.write(buf, np.arange(16, dtype=np.float32))\n"
-        "    stream.read_into(buf, np.empty(16, np.float32))\n",
-        encoding="utf-8")
-    result = check_typing.run_mypy([str(code)])
+        "    stream.read_into(buf, np.empty(16, np.float32))\n")
     assert result.returncode == 0, result.stdout + result.stderr
