@@ -8,8 +8,8 @@ and public methods of every class it exports, except the backend methods lifecor
 at each observation (a guard would cost every call, and lifecore passes what they take).
 
 A wrapper costs a call nothing more until a ``TypeError`` escapes; only then is the signature
-bound, and the error becomes ``LifecoreTypeError`` when the binding fails (the function's body
-never ran). A ``TypeError`` from within the body is left as it is.
+read and bound, and the error becomes ``LifecoreTypeError`` when the binding fails (the
+function's body never ran). A ``TypeError`` from within the body is left as it is.
 """
 
 from __future__ import annotations
@@ -33,14 +33,24 @@ _GUARDED = "__lifecore_guarded__"
 _CALLED = re.compile(r"^[\w.<>]+\(\) ")
 
 
+def _binds(func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether ``func``'s signature binds the call (True, too, for a function that has none to
+    bind against): read only on the failure path, so importing pays for no signature."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):
+        return True
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError:
+        return False
+    return True
+
+
 def guarded(func: F, call: str) -> F:
     """``func`` refusing a call its signature cannot bind with ``LifecoreTypeError`` naming
     ``call``."""
     if getattr(func, _GUARDED, False):
-        return func
-    try:
-        signature = inspect.signature(func)
-    except (TypeError, ValueError):  # no signature to bind against: nothing to translate
         return func
 
     @functools.wraps(func)
@@ -48,14 +58,10 @@ def guarded(func: F, call: str) -> F:
         try:
             return func(*args, **kwargs)
         except TypeError as error:
-            if isinstance(error, LifecoreError):
+            if isinstance(error, LifecoreError) or _binds(func, args, kwargs):
                 raise
-            try:
-                signature.bind(*args, **kwargs)
-            except TypeError:
-                # Python's own words, which name the argument, without its "name() " prefix.
-                raise LifecoreTypeError(f"{call}: {_CALLED.sub('', str(error), count=1)}") from None
-            raise
+            # Python's own words, which name the argument, without its "name() " prefix.
+            raise LifecoreTypeError(f"{call}: {_CALLED.sub('', str(error), count=1)}") from None
 
     setattr(guard, _GUARDED, True)
     return guard  # type: ignore[return-value]
