@@ -51,6 +51,24 @@ def test_the_arena_is_one_exact_allocation_counted_by_memory_stats():
         assert dev.memory_stats()["arena_bytes"] == 0  # the last holder returned it
 
 
+def test_a_closed_device_took_the_arena_back_and_the_stats_say_so():
+    dev = lifecore.Device(EMULATED)
+    c = make(dev)
+    res, s = open_one(c)
+    stats = c.page_memory_stats()
+    assert stats["arena_chunks"] == 1 and stats["arena_bytes"] == 8 * PAGE
+    dev.close()
+    stats = c.page_memory_stats()
+    assert stats["arena_chunks"] == 0 and stats["arena_bytes"] == 0  # the close returned it
+    assert stats["live_bytes"] == PAGE and stats["free_blocks"] == {"kv": 7}  # ids stay, as accounting
+    for export in (c.arena, c.arena_chunks):
+        with pytest.raises(lifecore.errors.ClosedError, match="device is closed"):
+            export("kv")
+    s.close()
+    res.close()
+    assert c.page_memory_stats()["free_blocks"] == {"kv": 8}
+
+
 def test_writes_through_a_dlpack_view_of_the_arena_are_read_through_the_buffer():
     with lifecore.Device(EMULATED) as dev:
         c = make(dev)

@@ -140,6 +140,7 @@ std::shared_ptr<runtime::Buffer> arena(const AdmissionCoordinator& c, nb::handle
   const std::uint32_t d = domain_argument(c, domain, "arena", 0);
   DeviceArenaMemory& memory = device_memory(c, "arena");
   const ArenaState state = c.arena_state(d);
+  if (state.returned) raise(ErrorKind::Closed, "arena: the device is closed (its close took the arena back)");
   if (state.chunks.empty())
     raise(ErrorKind::InvalidArgument, "arena: domain '" + c.domain_name(d) + "' has no blocks (capacity below one page)");
   if (state.chunks.size() > 1)
@@ -155,7 +156,9 @@ std::vector<std::tuple<std::int32_t, std::uint64_t, std::shared_ptr<runtime::Buf
   const std::uint32_t d = domain_argument(c, domain, "arena_chunks", 0);
   DeviceArenaMemory& memory = device_memory(c, "arena_chunks");
   std::vector<std::tuple<std::int32_t, std::uint64_t, std::shared_ptr<runtime::Buffer>>> out;
-  for (const auto& chunk : c.arena_state(d).chunks) out.emplace_back(chunk.first_block, chunk.blocks, memory.lend(chunk.memory));
+  const ArenaState state = c.arena_state(d);
+  if (state.returned) raise(ErrorKind::Closed, "arena_chunks: the device is closed (its close took the arena back)");
+  for (const auto& chunk : state.chunks) out.emplace_back(chunk.first_block, chunk.blocks, memory.lend(chunk.memory));
   return out;
 }
 

@@ -596,7 +596,8 @@ void AdmissionCoordinator::append_runs(std::uint32_t domain_index, const std::ve
 ArenaState AdmissionCoordinator::arena_state(std::uint32_t domain_index) const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   const auto& arena = domains_.at(domain_index).arena;
-  return {arena.blocks(), arena.free_blocks(), arena.chunks()};
+  if (config_.memory->closed()) return {arena.blocks(), arena.free_blocks(), {}, true};
+  return {arena.blocks(), arena.free_blocks(), arena.chunks(), false};
 }
 
 std::uint64_t AdmissionCoordinator::live_blocks() const {

@@ -45,11 +45,14 @@ struct CoordinatorConfig {
   std::shared_ptr<PageMemory> memory;  // HostPageMemory when null
 };
 
-// One domain's arena now: blocks that exist, free ones, and its chunks.
+// One domain's arena now: blocks that exist, free ones, and its chunks. Once the memory's
+// device has closed, its close took the chunks back: `returned` and no chunk (the block ids
+// stay, as accounting, until their sequences release them).
 struct ArenaState {
   std::uint64_t blocks = 0;
   std::uint64_t free_blocks = 0;
   std::vector<ArenaChunk> chunks;
+  bool returned = false;
 };
 
 struct AdmissionRequest {
