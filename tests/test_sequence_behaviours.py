@@ -499,6 +499,41 @@ def test_physical_page_failure_is_a_backing_deferral():
     assert c.capacity().active_sequences == 1 and used(c) == {"kv": 2 * PAGE}
 
 
+def test_preemption_reports_every_candidate_it_does_not_pick_with_why():
+    c = make(domains={"a": 2 * PAGE, "b": 4 * PAGE})
+    held = {name: open_one(c, prompt=16, fit=16, name=name, domains=[domain])
+            for name, domain in (("b0", "b"), ("a0", "a"), ("b1", "b"), ("a1", "a"))}
+    for adm, _ in held.values():
+        adm.resources.close()  # the scheduler keeps only the sessions
+    d = c.admit("new", 16, 16, domains=["a"])
+    assert isinstance(d, AdmissionDeferred)
+    pool = [s for _, s in held.values()]
+    report = preempt_for(c, d, pool, limit=0)
+    assert report.victims == [] and [a for a, _ in report.skipped] == [s.sequence_authority for s in pool]
+    assert all("limit" in why for _, why in report.skipped)
+    report = preempt_for(c, d, pool)
+    b0, a0, b1, a1 = pool
+    assert report.victims == [a0.sequence_authority] and report.satisfied
+    why = dict(report.skipped)
+    assert set(why) == {b0.sequence_authority, b1.sequence_authority, a1.sequence_authority}
+    assert "none of the capacity" in why[b0.sequence_authority]
+    assert "demand fits" in why[b1.sequence_authority] and "demand fits" in why[a1.sequence_authority]
+    assert a1.phase == SessionPhase.OPEN and b0.phase == SessionPhase.OPEN
+
+
+def test_preemption_for_a_growing_sequence_names_it_among_the_skipped():
+    c = make(domains={"kv": 2 * PAGE})
+    _, grow = open_one(c, prompt=16, fit=32, name="grow")
+    other_adm, other = open_one(c, prompt=16, fit=16, name="other")
+    other_adm.resources.close()
+    assert grow.step(17) == BackingOutcome.BACKING_DEFERRED
+    deferral = grow.step_deferral
+    report = preempt_for(c, deferral, [grow, other])
+    assert report.victims == [other.sequence_authority] and report.satisfied
+    assert [(a, "asked to grow" in why) for a, why in report.skipped] == [(grow.sequence_authority, True)]
+    assert grow.step(17) == BackingOutcome.EXTENDED
+
+
 def test_preemption_aborts_quiescent_victims_only_and_reports_what_was_freed():
     c = make(pages=3, slots=8)
     victims = []

@@ -301,8 +301,10 @@ class PreemptionReport:
     receipts: list = field(default_factory=list)
     """The TerminalReceipt of each victim (parallel to ``victims``)."""
     skipped: list = field(default_factory=list)
-    """``(Authority, reason)`` for each candidate left alone: another coordinator's, not quiescent,
-    terminal or closed."""
+    """``(Authority, reason)`` for each candidate not picked, in the candidates' order: another
+    coordinator's, the sequence that asked to grow, holding none of the capacity waited for, not
+    quiescent, terminal or closed, or not looked at once the demand fit or ``limit`` was reached.
+    Every candidate is a victim or in here."""
     freed_sources: list = field(default_factory=list)
     """The deferral's sources whose epochs advanced: capacity that actually came back."""
     satisfied: bool = False

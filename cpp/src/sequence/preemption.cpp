@@ -35,14 +35,26 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
 
   PreemptionOutcome out;
   std::vector<CapacitySource> sources;
+  // Every candidate not picked is reported with why, so a scheduler sees the whole pool.
+  const char* stopped = nullptr;  // why the candidates after the stop were not looked at
   for (SequenceSession* session : candidates) {
-    if (coordinator.fits_now(deferred) || (limit && out.victims.size() >= *limit)) break;
     const Authority authority = session->sequence_authority();
+    if (!stopped) {
+      if (coordinator.fits_now(deferred)) stopped = "preempt_for: not needed, the demand fits";
+      else if (limit && out.victims.size() >= *limit) stopped = "preempt_for: not looked at, the limit of victims is reached";
+    }
+    if (stopped) {
+      out.skipped.push_back({authority, stopped});
+      continue;
+    }
     if (authority.coordinator_id != coordinator.id()) {
       out.skipped.push_back({authority, "preempt_for: the session belongs to another coordinator"});
       continue;
     }
-    if (own && authority == *own) continue;
+    if (own && authority == *own) {
+      out.skipped.push_back({authority, "preempt_for: the session is the sequence that asked to grow"});
+      continue;
+    }
     sources.clear();
     try {
       session->write_release_capacity_sources(sources);
@@ -54,7 +66,10 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
     const bool releases_wanted = std::any_of(sources.begin(), sources.end(), [&](const CapacitySource& s) {
       return std::find(wanted.begin(), wanted.end(), s) != wanted.end();
     });
-    if (!releases_wanted) continue;
+    if (!releases_wanted) {
+      out.skipped.push_back({authority, "preempt_for: the session holds none of the capacity the deferral waits for"});
+      continue;
+    }
     TerminalReceipt receipt;
     try {
       receipt = session->try_abort_if_quiescent();

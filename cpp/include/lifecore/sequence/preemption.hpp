@@ -23,7 +23,7 @@ struct PreemptionSkip {
 struct PreemptionOutcome {
   std::vector<Authority> victims;          // in the order they were picked
   std::vector<TerminalReceipt> receipts;   // parallel to victims
-  std::vector<PreemptionSkip> skipped;     // another coordinator's, not quiescent, terminal or closed
+  std::vector<PreemptionSkip> skipped;     // every candidate not picked, with why
   std::vector<CapacitySource> freed_sources;  // the demand's sources whose epochs advanced
   bool satisfied = false;                  // the deferred demand fits now
 };
