@@ -156,6 +156,26 @@ def test_reproduce_needs_one_target():
     assert result.returncode == 2 and "nonesuch" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_a_sequence_target_error_names_what_a_sequence_target_is():
+    result = run("fuzz", "--lifecycle", "sequence", "--target", "mock/hardware")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "a sequence target is host or a backend" in result.stderr and "graph targets" in result.stderr
+    result = run("fuzz", "--lifecycle", "sequence", "--target", "nonesuch")
+    assert result.returncode == 2 and "a sequence target is host or a backend" in result.stderr
+    assert "unknown backend 'nonesuch'" in result.stderr
+
+
+def test_check_and_fuzz_without_hypothesis_exit_2_before_anything_runs():
+    # Hypothesis is a dependency: without it the install is broken, and both commands say so alike.
+    code = ("import sys\nsys.modules['hypothesis'] = None\nfrom lifecore.cli import main\n"
+            "sys.exit(main(sys.argv[1:]))")
+    for command in ("check", "fuzz"):
+        result = subprocess.run([sys.executable, "-c", code, command], capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2, (command, result.stdout, result.stderr)
+        assert f"lifecore {command} needs hypothesis" in result.stderr and "Traceback" not in result.stderr
+        assert result.stdout == ""  # nothing ran
+
+
 def test_a_blob_hypothesis_cannot_read_is_a_usage_error(tmp_path):
     # Not a failure of the machine: nothing runs, nothing is saved, and the error names the blob.
     for blob in ("not base64!!", "AgAA"):

@@ -370,7 +370,16 @@ def _parse_target(lifecycle: str, label: str) -> Target:
             raise ValueError(f"a graph target is BACKEND/hardware or BACKEND/software, got {label!r}")
         return _graph_target(_backend_name(backend), graphs)
     if lifecycle == "sequence":
-        return _sequence_target(label if label == HOST else _backend_name(label))
+        if label == HOST:
+            return _sequence_target(HOST)
+        graphs = label.partition("/")[2] in ("hardware", "software") or label in ("hardware", "software")
+        if graphs:
+            raise ValueError(f"a sequence target is {HOST} or a backend ({_backend_choices()}), got {label!r}: "
+                             f"BACKEND/hardware and BACKEND/software name graph targets (--lifecycle graph)")
+        try:
+            return _sequence_target(_backend_name(label))
+        except argparse.ArgumentTypeError as error:
+            raise ValueError(f"a sequence target is {HOST} or a backend: {error}") from None
     if label not in CAPTURE_BACKENDS:
         raise ValueError(f"a capture target is one of {', '.join(CAPTURE_BACKENDS)}, got {label!r}")
     return _capture_target(label)
@@ -621,7 +630,21 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _missing_hypothesis(command: str) -> bool:
+    """Says so on stderr when Hypothesis, a dependency the state machines run on, is missing: a
+    broken install, exit status 2 for check and fuzz alike, before anything runs."""
+    try:
+        import hypothesis  # noqa: F401
+    except ImportError:
+        print(f"lifecore {command} needs hypothesis, a dependency of lifecore that is not installed here "
+              f"(pip install hypothesis)", file=sys.stderr)
+        return True
+    return False
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    if _missing_hypothesis("check"):
+        return 2
     # With --json -, standard output carries the JSON alone; the report goes to stderr.
     out = sys.stderr if args.json == "-" else sys.stdout
     print(f"lifecore {lifecore.__version__}", file=out)
@@ -633,32 +656,25 @@ def cmd_check(args: argparse.Namespace) -> int:
                                ", ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in infos)))
     lifecycles = _lifecycles(args.lifecycle)
     machines: dict[str, type] = {}
-    seed = None
+    seed = _seed(args.seed, out)
     try:
-        import hypothesis  # noqa: F401
-    except ImportError:
-        results.append(CheckResult("state machine", "-", False, "hypothesis is not installed"))
-    else:
-        seed = _seed(args.seed, out)
-        try:
-            targets = _check_targets(lifecycles)
-        except lifecore.LifecoreError as error:
-            targets = []
-            results.append(CheckResult("open the available backends", "all", False, str(error)))
-        deadline = _deadline(args.max_seconds)
-        for i, target in enumerate(targets):
-            machines.setdefault(target.lifecycle, target.machine())
-            results.append(_run_target(target, args.examples, args.steps, seed, progress=True,
-                                       failure_dir=args.failure_dir,
-                                       max_seconds=_budget_share(deadline, len(targets) - i), out=out))
+        targets = _check_targets(lifecycles)
+    except lifecore.LifecoreError as error:
+        targets = []
+        results.append(CheckResult("open the available backends", "all", False, str(error)))
+    deadline = _deadline(args.max_seconds)
+    for i, target in enumerate(targets):
+        machines.setdefault(target.lifecycle, target.machine())
+        results.append(_run_target(target, args.examples, args.steps, seed, progress=True,
+                                   failure_dir=args.failure_dir,
+                                   max_seconds=_budget_share(deadline, len(targets) - i), out=out))
     if "graph" in lifecycles:
         results.append(_replay_check())
 
     print(file=out)
     print(_table(["check", "target", "result", "detail"],
                  [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]), file=out)
-    if seed is not None:
-        _print_coverage(results, machines, seed, out)
+    _print_coverage(results, machines, seed, out)
     failed = [r for r in results if not r.passed]
     if args.json:
         _write_json(args.json, {"version": lifecore.__version__, "seed": seed, "lifecycles": lifecycles,
@@ -745,10 +761,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     args.graphs = args.graphs or "both"
     if args.examples is None:
         args.examples = 100
-    try:
-        import hypothesis  # noqa: F401
-    except ImportError:
-        print("lifecore fuzz needs hypothesis (pip install hypothesis)", file=sys.stderr)
+    if _missing_hypothesis("fuzz"):
         return 2
     lifecycles = _lifecycles(args.lifecycle)
     if args.target is not None:
