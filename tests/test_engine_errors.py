@@ -123,26 +123,29 @@ def used_request():
     return request
 
 
+# Requests are made by each test, not held by the parametrize marks: a mark's values live
+# until the interpreter's last collection, past lifecore's module teardown.
 @pytest.mark.parametrize("bad, error, match", [
-    (Request("zero", [1, 2, 3], 0), ValueError, "'zero': max_new_tokens must be a positive int, got 0"),
-    (Request("minus", [1, 2, 3], -1), ValueError, "'minus': max_new_tokens must be a positive int"),
-    (Request("half", [1, 2, 3], 2.5), ValueError, "'half': max_new_tokens must be a positive int"),
-    (Request("empty", [], 3), ValueError, "'empty': the prompt must be a non-empty list of token ids"),
-    (Request("tuple", (1, 2), 3), TypeError, "'tuple': the prompt must be a list of token ids, got tuple"),
-    (Request("vocab", [1, 97], 3), ValueError, r"'vocab': token 97 at 1 is not a token id of the model \(0\.\.96\)"),
-    (Request("minus-token", [-1, 2], 3), ValueError, "'minus-token': token -1 at 0 is not a token id"),
-    (Request("float-token", [1.0, 2], 3), ValueError, "'float-token': token 1.0 at 0 is not a token id"),
-    (Request("ok", [4, 5], 3), ValueError, "'ok' appears twice"),
-    (used_request(), ValueError, "'used' has already run"),
-    (Request("lifecore-engine-padding", [1], 1), ValueError, "the engine's own"),
+    (("zero", [1, 2, 3], 0), ValueError, "'zero': max_new_tokens must be a positive int, got 0"),
+    (("minus", [1, 2, 3], -1), ValueError, "'minus': max_new_tokens must be a positive int"),
+    (("half", [1, 2, 3], 2.5), ValueError, "'half': max_new_tokens must be a positive int"),
+    (("empty", [], 3), ValueError, "'empty': the prompt must be a non-empty list of token ids"),
+    (("tuple", (1, 2), 3), TypeError, "'tuple': the prompt must be a list of token ids, got tuple"),
+    (("vocab", [1, 97], 3), ValueError, r"'vocab': token 97 at 1 is not a token id of the model \(0\.\.96\)"),
+    (("minus-token", [-1, 2], 3), ValueError, "'minus-token': token -1 at 0 is not a token id"),
+    (("float-token", [1.0, 2], 3), ValueError, "'float-token': token 1.0 at 0 is not a token id"),
+    (("ok", [4, 5], 3), ValueError, "'ok' appears twice"),
+    (used_request, ValueError, "'used' has already run"),
+    (("lifecore-engine-padding", [1], 1), ValueError, "the engine's own"),
     ("not a request", TypeError, "expected a Request, got str"),
-    (Request(7, [1], 1), TypeError, "a request id must be a str, got 7"),
+    ((7, [1], 1), TypeError, "a request id must be a str, got 7"),
 ])
 def test_a_bad_request_is_refused_before_any_request_runs(bad, error, match):
     """Each of these once ran partway (an error from deep inside, sequences left held) or ran
     wrongly (max_new_tokens=0 gave a token, a used request grew past max_new_tokens)."""
     engine = Engine("tiny", num_blocks=8, max_batch=2)
     good = Request("ok", [1, 2, 3], 3)
+    bad = Request(*bad) if isinstance(bad, tuple) else bad() if callable(bad) else bad
     with pytest.raises(error, match=match):
         engine.generate([good, bad])
     assert good.generated == [] and good.rejected is None  # refused before anything ran
@@ -150,11 +153,13 @@ def test_a_bad_request_is_refused_before_any_request_runs(bad, error, match):
     assert engine.generate([good]).tokens["ok"] == reference_generate(engine.model, [1, 2, 3], 3)
 
 
-@pytest.mark.parametrize("requests", [Request("one", [1, 2, 3], 3), None, 5])
+@pytest.mark.parametrize("requests", ["a Request", None, 5])
 def test_requests_that_are_no_list_of_requests_are_a_lifecore_type_error(requests):
     """generate(request), the natural slip for one request, raised Python's bare "'Request'
     object is not iterable" from inside generate, naming neither the call nor what it takes."""
     engine = Engine("tiny", num_blocks=8, max_batch=2)
+    if requests == "a Request":
+        requests = Request("one", [1, 2, 3], 3)
     with pytest.raises(LifecoreTypeError, match="Engine.generate: requests must be a list of Request"):
         engine.generate(requests)
     assert_released(engine)
