@@ -46,9 +46,13 @@ void a_deferred_step_preempts_the_youngest_it_needs() {
   // A live frame keeps `young` out of reach: skipped, never half-changed.
   auto frame = young->acquire_frame();
   auto out = preempt_for(*c, *deferred, {foreign.get(), head.get(), young.get(), middle.get()}, std::nullopt);
-  CHECK(out.skipped.size() == 2);  // the foreign session, then young (not quiescent)
+  // Every candidate not picked, in order: the foreign session, head (the sequence that asked
+  // to grow), young (not quiescent).
+  CHECK(out.skipped.size() == 3);
   CHECK(out.skipped[0].authority == foreign->sequence_authority());
-  CHECK(out.skipped[1].authority == young->sequence_authority() && !out.skipped[1].reason.empty());
+  CHECK(out.skipped[1].authority == head->sequence_authority() &&
+        out.skipped[1].reason.find("asked to grow") != std::string::npos);
+  CHECK(out.skipped[2].authority == young->sequence_authority() && !out.skipped[2].reason.empty());
   CHECK(young->phase() == SessionPhase::open);
   CHECK(out.victims.size() == 1 && out.victims[0] == middle->sequence_authority());  // its own sequence is never one
   CHECK(out.receipts.size() == 1 && out.receipts[0].outcome == TerminalOutcome::aborted);
@@ -62,6 +66,7 @@ void a_deferred_step_preempts_the_youngest_it_needs() {
   const auto again = young->step_deferral();
   auto none = preempt_for(*c, *again, {head.get()}, std::size_t{0});
   CHECK(none.victims.empty() && !none.satisfied && head->phase() == SessionPhase::open);
+  CHECK(none.skipped.size() == 1 && none.skipped[0].reason.find("limit") != std::string::npos);
   // A deferral of another coordinator is refused before anything changes.
   CHECK(foreign->step(17) == BackingOutcome::backing_deferred);
   CHECK(error_of([&] { preempt_for(*c, *foreign->step_deferral(), {head.get()}, std::nullopt); }) ==
