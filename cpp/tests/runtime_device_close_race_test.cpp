@@ -16,20 +16,19 @@
 #include "lifecore/runtime/kernel.hpp"
 #include "lifecore/runtime/pause_points.hpp"
 #include "lifecore/runtime/stream.hpp"
-#include "driver/mock/mock_driver.hpp"
+#include "runtime_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
 using namespace lifecore::runtime;
 using test_support::error_of;
+using test_support::mock_of;
 
 namespace {
 
 std::shared_ptr<Device> open_mock() {
   return Device::open(test_support::emulated_backend(), 0, "hardware", "thread_local");
 }
-
-driver::MockDriver& mock_of(Device& device) { return *driver::MockDriver::from(&device.driver()); }
 
 // Runs `stopped` on another thread until it reaches `point`, then `meanwhile` on this one, then
 // lets the other thread go on and waits for it.

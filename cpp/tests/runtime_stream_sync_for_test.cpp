@@ -2,7 +2,7 @@
 // work the mock holds (pause_streams) keeps it busy for the slice and nothing changes, until
 // the work runs; a queued failure surfaces once; a failed poll raises and leaves the stream
 // usable; another thread blocked in a sync on the stream does not stretch the slice; the
-// capture-mode rules are sync()'s, and no host wait invalidates another library's capture.
+// capture-mode rules are sync()'s (another library's capture: runtime_foreign_capture_test).
 // Last, threads poll while others queue work on the same stream and one closes the device:
 // every call returns, or raises ClosedError once the device is closed, nothing hangs (and
 // ThreadSanitizer sees no race).
@@ -21,13 +21,15 @@
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/stream.hpp"
-#include "driver/mock/mock_driver.hpp"
+#include "runtime_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
 using namespace lifecore::runtime;
 using namespace std::chrono_literals;
 using test_support::error_of;
+using test_support::holds;
+using test_support::mock_of;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -38,19 +40,6 @@ constexpr auto late = 2s;
 
 std::shared_ptr<Device> open_mock(const char* capture_mode = "thread_local") {
   return Device::open(test_support::emulated_backend(), 0, "hardware", capture_mode);
-}
-
-driver::MockDriver& mock_of(Device& device) { return *driver::MockDriver::from(&device.driver()); }
-
-// Every word of the buffer holds `value` (read() syncs first).
-bool holds(Stream& stream, const Buffer& buffer, std::uint32_t value) {
-  const std::vector<std::uint8_t> bytes = stream.read(buffer);
-  for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
-    std::uint32_t word;
-    std::memcpy(&word, bytes.data() + i, 4);
-    if (word != value) return false;
-  }
-  return true;
 }
 
 // A mock device, a stream of it and a buffer on that stream.
@@ -225,62 +214,6 @@ void a_global_capture_elsewhere_refuses_a_slice_unless_relaxed() {
   }
 }
 
-// Another library's global capture on another thread (a stream lifecore does not know, begun
-// in the driver directly): the host waits on a stream the driver does not capture (a graph's
-// destroy, a bounded sync's polls, a sync, a read) run in relaxed mode, so they succeed and
-// leave that capture active, and it ends into a graph. In the thread's global mode the driver
-// would refuse each of them and invalidate the capture.
-void host_waits_leave_another_librarys_global_capture_alone() {
-  Rig rig;
-  auto& [device, stream, buffer] = rig;
-  driver::Driver& raw = device->driver();
-  stream->graph_prepare(0);
-  stream->fill(*buffer, 5);
-  stream->begin_capture();
-  stream->fill(*buffer, 5);
-  std::shared_ptr<Graph> graph = stream->end_capture(0);
-  graph->replay(stream.get());  // its destroy waits for this stream
-  driver::StreamHandle foreign{};
-  CHECK(raw.stream_create(&foreign).ok());
-  std::promise<void> begun, waited;
-  std::shared_future<void> waited_future = waited.get_future().share();
-  bool began = false, ended = false;
-  std::thread library([&] {
-    began = raw.stream_begin_capture(foreign, driver::CaptureMode::global).ok();
-    begun.set_value();
-    waited_future.wait();
-    driver::GraphHandle graph{};
-    ended = raw.stream_end_capture(foreign, &graph).ok() && graph != driver::GraphHandle{};
-    if (graph != driver::GraphHandle{}) (void)raw.graph_destroy(graph);
-  });
-  begun.get_future().wait();
-  driver::CaptureStatus status = driver::CaptureStatus::none;
-  std::uint64_t id = 0;
-  graph->destroy();  // noexcept: what it did shows in the capture's status
-  CHECK(raw.stream_capture_info(foreign, &status, &id).ok() && status == driver::CaptureStatus::active);
-  rig.hold_fill(4);
-  std::thread resume([&] {
-    std::this_thread::sleep_for(20ms);
-    rig.resume();
-  });
-  bool idle = false;
-  const ErrorKind polled = error_of([&] { idle = stream->sync_for(10s); });
-  resume.join();
-  const ErrorKind synced = error_of([&] { stream->sync(); });
-  bool read = false;
-  const ErrorKind was_read = error_of([&] { read = holds(*stream, *buffer, 4); });
-  CHECK(raw.stream_capture_info(foreign, &status, &id).ok());
-  waited.set_value();
-  library.join();
-  CHECK(began);
-  CHECK(polled == ErrorKind::Lifecore && idle);
-  CHECK(synced == ErrorKind::Lifecore);
-  CHECK(was_read == ErrorKind::Lifecore && read);
-  CHECK(status == driver::CaptureStatus::active);
-  CHECK(ended);
-  CHECK(raw.stream_destroy(foreign).ok());
-}
-
 // Pollers, issuers and a blocking syncer on one stream, then a close from yet another thread:
 // every call returns until the device is closed, and then raises ClosedError, so each thread
 // ends (nothing here fails in the driver).
@@ -358,7 +291,6 @@ int main() {
   a_failed_poll_raises_and_leaves_the_stream_usable();
   a_sync_blocked_on_another_thread_does_not_stretch_the_slice();
   a_global_capture_elsewhere_refuses_a_slice_unless_relaxed();
-  host_waits_leave_another_librarys_global_capture_alone();
   threads_polling_queueing_and_closing_never_race();
   return test_support::finish("runtime_stream_sync_for_test");
 }

@@ -58,9 +58,10 @@ Device::Device(std::shared_ptr<driver::Driver> driver, GraphsMode graphs, driver
   driver::Driver* raw = driver_.get();
   memory_ = std::make_shared<MemoryManager>([raw](driver::DevicePtr ptr, bool memory_node) {
     // A free comes from a drop (an arena's coordinator, a memory node's buffer), which cannot
-    // be refused: while another stream records on this thread it is made in relaxed mode, or
-    // the driver would invalidate that recording and keep the memory.
-    RelaxedCaptureMode relaxed(*raw, recording_forbids_frees(*raw));
+    // be refused: it is made in relaxed mode, or while a stream records on this thread (or a
+    // global recording elsewhere, lifecore's or another library's) the driver would invalidate
+    // that recording and keep the memory.
+    RelaxedCaptureMode relaxed(*raw);
     // Memory a capture recorded as a node was never the pool's to return; a stream-ordered
     // free is the only call that accepts it, and a failure here has nobody to report to.
     if (memory_node) (void)raw->mem_free_async(ptr, driver::StreamHandle{});
@@ -204,7 +205,7 @@ std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
 void Device::free_info_buffer(driver::DevicePtr ptr) {
   // Also on a closed device: close() frees only the buffers the cache still holds, and this one
   // had left it (evicted, transient, or taken by cleanup()), so nobody else frees it.
-  RelaxedCaptureMode relaxed(*driver_, recording_forbids_frees(*driver_));
+  RelaxedCaptureMode relaxed(*driver_);  // as the pool's frees
   (void)driver_->mem_free(ptr);
 }
 
@@ -271,6 +272,7 @@ driver::FunctionHandle Device::function(const Kernel& kernel) {
 driver::Status Device::resolve_builtin_locked(std::size_t index, driver::FunctionHandle* out) {
   if (builtin_module_ == driver::ModuleHandle{}) {
     driver::ModuleHandle module{};
+    RelaxedCaptureMode relaxed(*driver_);  // as load_module
     if (auto status = driver_->module_load(driver::ModuleImage{driver::ImageKind::builtin, {}}, &module); !status.ok())
       return status;
     builtin_module_ = module;
@@ -306,7 +308,14 @@ driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
   check_open("module_load");
   unload_retired_modules();
   driver::ModuleHandle module{};
-  const driver::Status status = driver_->module_load(image, &module);
+  driver::Status status;
+  {
+    // A load is a call the driver forbids in the thread's own mode while a global capture records
+    // anywhere (another library's, on another thread), and it would invalidate that capture: in
+    // relaxed mode it leaves the capture alone.
+    RelaxedCaptureMode relaxed(*driver_);
+    status = driver_->module_load(image, &module);
+  }
   if (status.code == driver::Code::capture_unsupported) {
     // The driver refuses a module load while a stream captures, and invalidates that capture.
     try {
@@ -330,6 +339,7 @@ driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
       return module;
     }
   }
+  RelaxedCaptureMode relaxed(*driver_);
   (void)driver_->module_unload(module);
   raise(ErrorKind::Closed, "module_load: the device is closed");
 }
@@ -346,8 +356,9 @@ void Device::release_module(driver::ModuleHandle module) noexcept {
     // the device closed), so it goes at once, outside the lock.
     if (!closing) modules_retired_.push_back(module);
   }
-  if (closing) (void)driver_->module_unload(module);
-  else unload_retired_modules();
+  if (!closing) return unload_retired_modules();
+  RelaxedCaptureMode relaxed(*driver_);
+  (void)driver_->module_unload(module);
 }
 
 void Device::unload_retired_modules() noexcept {
@@ -373,6 +384,7 @@ void Device::unload_retired_modules() noexcept {
     retired = std::move(modules_retired_);
     modules_retired_.clear();
   }
+  RelaxedCaptureMode relaxed(*driver_);
   for (driver::ModuleHandle module : retired) (void)driver_->module_unload(module);
 }
 

@@ -308,11 +308,18 @@ driver::DevicePtr Stream::upload_info(const InfoWords& words) {
   if (!recording) check_not_recording_elsewhere("launch", "uploads new info words (a driver allocation, then a host wait)");
   // Inside a driver capture this allocation becomes a memory node (the capture is then
   // refused): warmup is what puts the entry in the cache before the window opens.
-  driver::Status status = recording ? driver_.mem_alloc_async(bytes, handle_, &ptr) : driver_.mem_alloc(bytes, &ptr);
+  driver::Status status;
+  if (recording) {
+    status = driver_.mem_alloc_async(bytes, handle_, &ptr);
+  } else {
+    RelaxedCaptureMode relaxed(driver_);  // leaves another library's capture alone (stream.hpp)
+    status = driver_.mem_alloc(bytes, &ptr);
+  }
   check_status(status);
   auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
   std::memcpy(staging->data(), words.data(), bytes);
   if (auto copied = driver_.memcpy_htod_async(ptr, staging->data(), bytes, handle_); !copied.ok()) {
+    RelaxedCaptureMode relaxed(driver_);
     (void)driver_.mem_free(ptr);
     throw_driver(copied);
   }
@@ -391,6 +398,7 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
     } else {
       check_not_recording_elsewhere(op, "needs a new driver allocation (the pool holds no free slice of " +
                                             std::to_string(bytes) + " bytes)");
+      RelaxedCaptureMode relaxed(driver_);  // leaves another library's capture alone (stream.hpp)
       check_status(driver_.mem_alloc(bytes, &made.ptr));
     }
     return made;

@@ -3,6 +3,7 @@
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/capture_registry.hpp"
 #include "lifecore/runtime/stream.hpp"
+#include "runtime/relaxed_capture_mode.hpp"
 
 namespace lifecore::sequence {
 
@@ -33,6 +34,8 @@ PageExtent DeviceArenaMemory::allocate(std::size_t bytes) {
                                    device->driver().capture_domain().get(), nullptr);
   auto made = device->memory().reserve_arena(bytes, [&](std::size_t n) {
     runtime::SliceAllocation allocation;
+    // Relaxed: another library's global capture elsewhere is left whole (runtime/stream.hpp).
+    runtime::RelaxedCaptureMode relaxed(device->driver());
     const driver::Status status = device->driver().mem_alloc(n, &allocation.ptr);
     device->note_status(status);
     driver::check(status);

@@ -1,0 +1,171 @@
+// Another library's global capture on another thread (a stream lifecore does not know, begun
+// in the mock driver directly, as torch.cuda.graph begins one): lifecore's calls the driver
+// forbids while a global capture records, made outside a recording of lifecore's own, run in
+// relaxed mode. They succeed and leave that capture active, and it ends into a graph. In the
+// thread's global mode the driver would refuse each of them and invalidate the capture:
+// - host waits on a stream the driver does not capture (a graph's destroy, a bounded sync's
+//   polls, a sync, a read);
+// - driver allocations (a pool slice, an info upload, a KV arena) and frees;
+// - module loads and unloads.
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <future>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "lifecore/error.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/stream.hpp"
+#include "sequence/device_arena_memory.hpp"
+#include "runtime_test_support.hpp"
+#include "test_support.hpp"
+
+using namespace lifecore;
+using namespace lifecore::runtime;
+using namespace std::chrono_literals;
+using test_support::error_of;
+using test_support::holds;
+using test_support::mock_of;
+
+namespace {
+
+constexpr std::size_t words = 1024;
+
+std::shared_ptr<Device> open_mock() {
+  return Device::open(test_support::emulated_backend(), 0, "hardware", "thread_local");
+}
+
+// The other library: a stream of its own, captured in global mode by a thread of its own from
+// construction until end().
+class ForeignCapture {
+ public:
+  explicit ForeignCapture(driver::Driver& raw) : raw_(raw) {
+    CHECK(raw_.stream_create(&stream_).ok());
+    std::promise<void> begun;
+    std::future<void> begun_future = begun.get_future();
+    thread_ = std::thread([this, begun = std::move(begun)]() mutable {
+      began_ = raw_.stream_begin_capture(stream_, driver::CaptureMode::global).ok();
+      begun.set_value();
+      finish_.get_future().wait();
+      driver::GraphHandle graph{};
+      ended_ = raw_.stream_end_capture(stream_, &graph).ok() && graph != driver::GraphHandle{};
+      if (graph != driver::GraphHandle{}) (void)raw_.graph_destroy(graph);
+    });
+    begun_future.wait();
+    CHECK(began_);
+  }
+  ForeignCapture(const ForeignCapture&) = delete;
+  ForeignCapture& operator=(const ForeignCapture&) = delete;
+  ~ForeignCapture() {
+    if (thread_.joinable()) end();
+  }
+
+  bool active() const {
+    driver::CaptureStatus status = driver::CaptureStatus::none;
+    std::uint64_t id = 0;
+    return raw_.stream_capture_info(stream_, &status, &id).ok() && status == driver::CaptureStatus::active;
+  }
+  // Ends the capture on its thread: whether it ended into a graph (an invalidated one does not).
+  bool end() {
+    finish_.set_value();
+    thread_.join();
+    CHECK(raw_.stream_destroy(stream_).ok());
+    return ended_;
+  }
+
+ private:
+  driver::Driver& raw_;
+  driver::StreamHandle stream_{};
+  std::promise<void> finish_;
+  std::thread thread_;
+  bool began_ = false;
+  bool ended_ = false;
+};
+
+void host_waits_leave_it_alone() {
+  auto device = open_mock();
+  auto stream = device->stream();
+  auto buffer = stream->alloc(4 * words);
+  stream->graph_prepare(0);
+  stream->fill(*buffer, 5);
+  stream->begin_capture();
+  stream->fill(*buffer, 5);
+  std::shared_ptr<Graph> graph = stream->end_capture(0);
+  graph->replay(stream.get());  // its destroy waits for this stream
+  ForeignCapture library(device->driver());
+  graph->destroy();  // noexcept: what it did shows in the capture's status
+  const bool after_destroy = library.active();
+  mock_of(*device).pause_streams();
+  stream->fill(*buffer, 4);  // held: the bounded sync polls a busy stream first
+  std::thread resume([&] {
+    std::this_thread::sleep_for(20ms);
+    mock_of(*device).resume_streams();
+  });
+  bool idle = false;
+  const ErrorKind polled = error_of([&] { idle = stream->sync_for(10s); });
+  resume.join();
+  const ErrorKind synced = error_of([&] { stream->sync(); });
+  bool read = false;
+  const ErrorKind was_read = error_of([&] { read = holds(*stream, *buffer, 4); });
+  const bool after_waits = library.active();
+  CHECK(library.end());
+  CHECK(after_destroy);
+  CHECK(polled == ErrorKind::Lifecore && idle);
+  CHECK(synced == ErrorKind::Lifecore);
+  CHECK(was_read == ErrorKind::Lifecore && read);
+  CHECK(after_waits);
+}
+
+void allocations_frees_and_module_loads_leave_it_alone() {
+  auto device = open_mock();
+  auto stream = device->stream();
+  auto& mock = mock_of(*device);
+  ForeignCapture library(device->driver());
+  const std::size_t before = mock.live_allocations();
+  // A pool slice the pool does not hold yet: a driver allocation.
+  std::shared_ptr<Buffer> buffer;
+  const ErrorKind allocated = error_of([&] { buffer = stream->alloc(64 * words); });
+  const bool after_allocation = library.active();
+  // The first launch of a built-in kernel loads the built-in module and uploads its info words.
+  const ErrorKind filled = error_of([&] {
+    stream->fill(*buffer, 7);
+    CHECK(holds(*stream, *buffer, 7));
+  });
+  // A KV arena: one exact-size driver allocation, then its free.
+  const ErrorKind arena = error_of([&] {
+    sequence::DeviceArenaMemory memory(device);
+    const sequence::PageExtent extent = memory.allocate(16 * 4096);
+    CHECK(extent.bytes == 16 * 4096);
+    memory.release(extent);
+  });
+  // The pool gives its slices back to the driver.
+  buffer.reset();
+  stream->sync();
+  const ErrorKind cleaned = error_of([&] { device->cleanup(); });
+  const bool after_frees = library.active();
+  // A module loaded and unloaded again.
+  const ErrorKind loaded = error_of([&] {
+    const driver::ModuleHandle module = device->load_module(driver::ModuleImage{driver::ImageKind::builtin, {}});
+    device->release_module(module);
+  });
+  const bool after_module = library.active();
+  CHECK(library.end());
+  CHECK(allocated == ErrorKind::Lifecore && after_allocation);
+  CHECK(filled == ErrorKind::Lifecore);
+  CHECK(arena == ErrorKind::Lifecore);
+  CHECK(cleaned == ErrorKind::Lifecore && after_frees);
+  CHECK(mock.live_allocations() <= before + 1);  // at most the info cache's upload stays
+  CHECK(loaded == ErrorKind::Lifecore && after_module);
+}
+
+}  // namespace
+
+int main() {
+  host_waits_leave_it_alone();
+  allocations_frees_and_module_loads_leave_it_alone();
+  return test_support::finish("runtime_foreign_capture_test");
+}

@@ -1,0 +1,29 @@
+// What the runtime test programs share on the emulated device: its mock driver's test hooks,
+// and a read-back check of a buffer's words.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "driver/mock/mock_driver.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/stream.hpp"
+
+namespace lifecore::test_support {
+
+inline driver::MockDriver& mock_of(runtime::Device& device) { return *driver::MockDriver::from(&device.driver()); }
+
+// Every 32-bit word of the buffer holds `value` (read() syncs first).
+inline bool holds(runtime::Stream& stream, const runtime::Buffer& buffer, std::uint32_t value) {
+  const std::vector<std::uint8_t> bytes = stream.read(buffer);
+  for (std::size_t i = 0; i + 4 <= bytes.size(); i += 4) {
+    std::uint32_t word;
+    std::memcpy(&word, bytes.data() + i, 4);
+    if (word != value) return false;
+  }
+  return true;
+}
+
+}  // namespace lifecore::test_support
