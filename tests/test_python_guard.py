@@ -96,3 +96,22 @@ def test_the_methods_lifecore_calls_per_observation_carry_no_guard() -> None:
     for name in ("transform", "intervene", "shape", "dtype", "estimate"):
         assert not getattr(vars(backend)[name], "__lifecore_guarded__", False), name
     assert getattr(vars(lifecore.capture)["limits"], "__lifecore_guarded__", False)
+
+
+def test_wait_async_written_in_python_on_a_core_class_refuses_what_it_does_not_take() -> None:
+    """wait_async is Python attached to the core's CapacityWaitRegistration, so no module's
+    export list names it: the call still answers LifecoreTypeError naming it, and nothing
+    waits."""
+    from lifecore.sequence import AdmissionCoordinator
+
+    page = 4096
+    c = AdmissionCoordinator(None, domains={"kv": 2 * page}, page_bytes=page, tokens_per_page=16,
+                             max_active_sequences=8)
+    held = c.admit("a", 32, 32)
+    registration = c.register_waiter(c.admit("b", 16, 16))
+    with pytest.raises(LifecoreTypeError, match=r"^CapacityWaitRegistration.wait_async: got an unexpected keyword argument 'nope'"):
+        registration.wait_async(nope=1)  # type: ignore[call-arg]
+    with pytest.raises(LifecoreTypeError, match=r"^CapacityWaitRegistration.wait_async: takes"):
+        registration.wait_async(1.0, 2.0)  # type: ignore[misc]
+    assert "timeout" in str(inspect.signature(registration.wait_async))
+    held.resources.close()

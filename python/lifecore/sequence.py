@@ -286,7 +286,9 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
         os.close(write_fd)
 
 
-CapacityWaitRegistration.wait_async = _wait_async  # type: ignore[method-assign]  # declared in the stub
+# Guarded here: the class is the core's, so no export list of this module reaches its method.
+CapacityWaitRegistration.wait_async = _python_guard.guarded(  # type: ignore[method-assign]  # declared in the stub
+    _wait_async, "CapacityWaitRegistration.wait_async")
 CapacityWaitRegistration.__await__ = lambda self: _wait_async(self).__await__()  # type: ignore[method-assign]
 
 
