@@ -493,3 +493,60 @@ def test_a_table_on_a_freed_buffer_is_refused_before_anything_changes():
         assert (a.backing.tokens, a.backing.generation, a.next_frame_id) == before  # not stepped
         assert table.table is buffer
     a.close()
+
+
+@pytest.mark.time_limit(60)
+@pytest.mark.parametrize("writer", ["block_table", "decode_table"])
+def test_a_capture_begun_by_another_thread_during_a_table_call_never_records_its_copy(writer):
+    """A table call checks that the Buffer's stream does not record, builds the table, then copies
+    it. Another thread may begin a capture on the stream in between (its begin_capture runs
+    without the GIL): the copy must then be refused, never recorded into that capture, where
+    every replay would write these ids again. The capturing thread records nothing of its own,
+    so a sealed graph with a node holds a table's copy. A bounded race: without the check and
+    the copy in one hold of the stream it shows within the time given (a graph with a node);
+    with it, no graph ever has one."""
+    import threading
+    import time
+
+    rows, width = 32, 256
+    c = make(pages=rows * 8, slots=rows)
+    sessions = [open_one(c, f"s{i}", prompt=8 * TPP, fit=8 * TPP) for i in range(rows)]
+    recorded: list[int] = []
+    with lifecore.Device(EMULATED, capture_mode="relaxed") as dev:
+        stream = dev.stream()
+        buffer = stream.alloc(4 * rows * width)
+        table = c.decode_table(rows, width, buffer, pad=-1)
+        deadline = time.monotonic() + 4.0
+        start = threading.Barrier(2, timeout=30)
+
+        def capture() -> None:
+            start.wait()
+            while time.monotonic() < deadline and not recorded:
+                try:
+                    stream.graph_prepare()
+                    stream.begin_capture()
+                    graph = stream.end_capture()
+                except lifecore.LifecoreError:
+                    continue
+                if graph.node_count:
+                    recorded.append(graph.node_count)
+                graph.destroy()
+
+        capturing = threading.Thread(target=capture)
+        capturing.start()
+        start.wait()
+        while time.monotonic() < deadline and not recorded:
+            try:
+                if writer == "block_table":
+                    c.block_table(sessions, width, buffer, pad=-1)
+                else:
+                    table.update(sessions)
+                    table.clear()
+            except lifecore.CaptureStateError:
+                pass  # refused: the capture began first (or during the call)
+        capturing.join(timeout=30)
+        assert not capturing.is_alive()
+        assert not recorded, f"a table's copy was recorded into another thread's capture ({recorded[0]} node)"
+        stream.sync()
+    for s in sessions:
+        s.close()

@@ -113,7 +113,8 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
     buffer->stream()->check_write_not_recorded(call, "the table");
     std::vector<std::int32_t> table(count);
     build_block_table(c, rows, d, width, pad, table.data());
-    if (bytes != 0) buffer->stream()->write(*buffer, table.data(), bytes);  // one host-to-device copy
+    // One host-to-device copy, refused if a capture began on the stream since the check.
+    if (bytes != 0) buffer->stream()->write_unrecorded(*buffer, table.data(), bytes, call, "the table");
     return nb::borrow(out);
   }
   Target target;

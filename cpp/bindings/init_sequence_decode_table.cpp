@@ -49,7 +49,7 @@ struct DecodeTableHandle {
   // A Buffer receives the whole mirror when anything changed, or when the stream queued an
   // error since the last copy (that copy may be the one that failed, reported later): the next
   // call's copy makes the device table right again.
-  void sync() {
+  void sync(const char* call) {
     if (!buffer) return;
     const auto& stream = buffer->stream();
     if (core->last_written() == 0 && !copy_owed && stream->errors_queued() == errors_at_copy) return;
@@ -57,7 +57,17 @@ struct DecodeTableHandle {
     if (bytes == 0) return;
     copy_owed = true;
     const std::uint64_t before = stream->errors_queued();  // an error the copy itself queues counts
-    stream->write(*buffer, mirror.get(), bytes);
+    try {
+      // Refused if another thread began a capture on the stream since require_writable: a
+      // recorded copy would write these ids again at every replay.
+      stream->write_unrecorded(*buffer, mirror.get(), bytes, call, "the table");
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::CaptureState) throw;
+      raise(ErrorKind::CaptureState,
+            std::string(call) + ": the table's Buffer's stream began recording a capture during the call, so the "
+                                "table was not copied to the Buffer (the call's steps and host table stand; the next "
+                                "call outside the capture copies the whole table)");
+    }
     copy_owed = false;
     errors_at_copy = before;
   }
@@ -142,7 +152,8 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
   handle->core = std::make_unique<DecodeTable>(c.shared_from_this(), d, rows, width, pad, data);
   if (handle->buffer && count != 0) {
     handle->errors_at_copy = handle->buffer->stream()->errors_queued();
-    handle->buffer->stream()->write(*handle->buffer, data, count * sizeof(std::int32_t));  // all pad
+    handle->buffer->stream()->write_unrecorded(*handle->buffer, data, count * sizeof(std::int32_t), call,
+                                               "the table");  // all pad
   }
   return handle;
 }
@@ -185,7 +196,7 @@ void init_sequence_decode_table(nb::module_& m) {
             const auto held = session_list(sessions, "DecodeTable.update", /*none_ok=*/true);
             t.require_writable("DecodeTable.update");
             t.core->update(held.objects.data(), held.objects.size());
-            t.sync();
+            t.sync("DecodeTable.update");
           },
           nb::arg("sessions").none(),
           nb::sig("def update(self, sessions: collections.abc.Sequence[SequenceSession | None]) -> None"),
@@ -204,7 +215,7 @@ void init_sequence_decode_table(nb::module_& m) {
             nb::object array = enum_array(list.size(), outcomes);
             t.require_writable(call);
             t.core->step(list, targets.data, outcomes);
-            t.sync();
+            t.sync(call);
             return array;
           },
           nb::arg("sessions").none(), nb::arg("tokens").none(),
@@ -224,7 +235,7 @@ void init_sequence_decode_table(nb::module_& m) {
                                                  type_name_of(session));
             t.require_writable(call);
             t.core->assign(r, *s);
-            t.sync();
+            t.sync(call);
           },
           nb::arg("row").none(), nb::arg("session").none(),
           nb::sig("def assign(self, row: int, session: SequenceSession) -> None"),
@@ -239,7 +250,7 @@ void init_sequence_decode_table(nb::module_& m) {
             t.require_writable("DecodeTable.clear");
             if (!r) t.core->clear_all();
             else t.core->clear(*r);
-            t.sync();
+            t.sync("DecodeTable.clear");
           },
           nb::arg("row").none() = nb::none(), nb::sig("def clear(self, row: int | None = None) -> None"),
           "Row `row` (None: every row) back to pad: it shows no sequence. Clear a row before its sequence is\n"

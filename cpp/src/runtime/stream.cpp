@@ -409,9 +409,9 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
   return buffer;
 }
 
-void Stream::check_write_not_recorded(const char* op, std::string_view what) const {
-  LockWithoutStalling lock(mutex_);
-  if (!state_.is_recording()) return;
+namespace {
+
+[[noreturn]] void refuse_recorded_write(const char* op, std::string_view what) {
   raise(ErrorKind::CaptureState,
         std::string(op) + ": " + std::string(what) +
             " goes to a Buffer whose stream is recording a capture: the copy would be recorded, and every replay "
@@ -419,9 +419,28 @@ void Stream::check_write_not_recorded(const char* op, std::string_view what) con
             "replay (the captured work reads it from the Buffer)");
 }
 
+}  // namespace
+
+void Stream::check_write_not_recorded(const char* op, std::string_view what) const {
+  LockWithoutStalling lock(mutex_);
+  if (state_.is_recording()) refuse_recorded_write(op, what);
+}
+
+void Stream::write_unrecorded(Buffer& buffer, const void* data, std::size_t bytes, const char* op,
+                              std::string_view what) {
+  LockWithoutStalling lock(mutex_);
+  check_usable("write");
+  if (state_.is_recording()) refuse_recorded_write(op, what);
+  write_locked(buffer, data, bytes);
+}
+
 void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
   LockWithoutStalling lock(mutex_);
   check_usable("write");
+  write_locked(buffer, data, bytes);
+}
+
+void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes) {
   driver::DevicePtr ptr = buffer.use(*device_, "write");
   if (bytes == 0 || bytes > buffer.nbytes())
     raise(ErrorKind::InvalidArgument, "write: data must hold between 1 and " + std::to_string(buffer.nbytes()) +

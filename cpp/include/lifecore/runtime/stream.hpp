@@ -80,6 +80,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // write of the host's state now (a block table), and recorded, every replay would write that
   // state again, whatever it has become. Checked before the caller changes anything.
   void check_write_not_recorded(const char* op, std::string_view what) const;
+  // write(), refused as check_write_not_recorded is (nothing written) when the stream records
+  // now: the check and the copy are one hold of the stream, so a capture another thread begins
+  // after the caller's own check can never record the copy.
+  void write_unrecorded(Buffer& buffer, const void* data, std::size_t bytes, const char* op, std::string_view what);
   // Synchronizes the stream, then copies the buffer out.
   std::vector<std::uint8_t> read(const Buffer& buffer);
   // 32-bit pattern over the whole buffer (nbytes % 4 == 0).
@@ -200,6 +204,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // close() left behind, it first ends that capture and destroys the driver stream.
   // CaptureStateError while a tensor's producer has this stream joined to its capture.
   void check_usable(const char* op);
+  // write() past check_usable, under the caller's hold of the stream.
+  void write_locked(Buffer& buffer, const void* data, std::size_t bytes);
   // sync()'s refusals, checked before any wait (sync and sync_for alike).
   void check_syncable();
   // A host wait for `op` (sync, read, read_into, a view) and what follows it on success: what
