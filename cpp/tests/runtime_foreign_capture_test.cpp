@@ -6,7 +6,9 @@
 // - host waits on a stream the driver does not capture (a graph's destroy, a bounded sync's
 //   polls, a sync, a read);
 // - driver allocations (a pool slice, an info upload, a KV arena) and frees;
-// - module loads and unloads.
+// - module loads and unloads;
+// - the host side of stream work: collecting a stream's fences, an info upload's wait, a profile.
+#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -19,6 +21,7 @@
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/kernel.hpp"
 #include "lifecore/runtime/stream.hpp"
 #include "sequence/device_arena_memory.hpp"
 #include "runtime_test_support.hpp"
@@ -162,10 +165,50 @@ void allocations_frees_and_module_loads_leave_it_alone() {
   CHECK(loaded == ErrorKind::Lifecore && after_module);
 }
 
+// Enough launches to collect the stream's fences (an event query each), a launch that uploads
+// new info words (an allocation, then a wait for the copy), and a profile (an event wait).
+void stream_work_leaves_it_alone() {
+  auto device = open_mock();
+  auto stream = device->stream();
+  auto x = stream->alloc(4 * words), y = stream->alloc(4 * words);
+  stream->fill(*x, std::bit_cast<std::uint32_t>(1.0f));
+  stream->sync();
+  ForeignCapture library(device->driver());
+  const ErrorKind issued = error_of([&] {
+    // Each write's staging copy waits in the drop queue for a fence the flush then queries.
+    const std::vector<std::uint32_t> zeros(words, 0);
+    for (std::size_t i = 0; i < 3 * DropQueue::flush_threshold; ++i) stream->write(*y, zeros.data(), 4 * words);
+  });
+  const bool after_fences = library.active();
+  const ErrorKind uploaded = error_of([&] {
+    LaunchArg args[2];
+    args[0].kind = args[1].kind = LaunchArg::Kind::buffer;
+    args[0].buffer = x.get();
+    args[1].buffer = y.get();
+    const InfoWords info{static_cast<std::uint32_t>(words), std::bit_cast<std::uint32_t>(2.0f)};
+    stream->launch(Kernel::builtin("axpy_info_f32"), {1, 1, 1}, {static_cast<std::uint32_t>(words), 1, 1}, args,
+                   2, &info);
+    CHECK(holds(*stream, *y, std::bit_cast<std::uint32_t>(2.0f)));
+  });
+  const bool after_upload = library.active();
+  float milliseconds = -1.0f;
+  const ErrorKind profiled = error_of([&] {
+    Stream::ProfileEvents events = stream->profile_start();
+    stream->fill(*y, 3);
+    milliseconds = stream->profile_stop(events);
+  });
+  const bool after_profile = library.active();
+  CHECK(library.end());
+  CHECK(issued == ErrorKind::Lifecore && after_fences);
+  CHECK(uploaded == ErrorKind::Lifecore && after_upload);
+  CHECK(profiled == ErrorKind::Lifecore && milliseconds >= 0.0f && after_profile);
+}
+
 }  // namespace
 
 int main() {
   host_waits_leave_it_alone();
   allocations_frees_and_module_loads_leave_it_alone();
+  stream_work_leaves_it_alone();
   return test_support::finish("runtime_foreign_capture_test");
 }

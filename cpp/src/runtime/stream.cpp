@@ -200,6 +200,7 @@ void Stream::flush_fenced() {
   // the queue holds waits for a later flush or sync.
   if (recording_elsewhere()) return;
   if (auto status = drop_.flush(driver_, handle_); !status.ok()) queue_failure(status);
+  RelaxedCaptureMode relaxed(driver_);  // its own fences: another library's capture stays whole (stream.hpp)
   drop_.collect(driver_);
 }
 
@@ -345,7 +346,10 @@ driver::Status Stream::wait_for_upload() {
   driver::EventHandle event{};
   if (auto status = driver_.event_create(&event, driver::EventTiming::disabled); !status.ok()) return status;
   driver::Status status = driver_.event_record(event, handle_);
-  if (status.ok()) status = driver_.event_synchronize(event);
+  if (status.ok()) {
+    RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
+    status = driver_.event_synchronize(event);
+  }
   (void)driver_.event_destroy(event);
   return status;
 }
@@ -699,8 +703,12 @@ float Stream::profile_stop(ProfileEvents& events) {
           "profile: it started inside a capture window that has since ended, so its start was recorded into "
           "that window rather than run; nothing was measured");
   driver::Status status = driver_.event_record(events.end, handle_);
-  // A host wait: inside a hardware recording the driver refuses it (and may invalidate the capture).
-  if (status.ok()) status = driver_.event_synchronize(events.end);
+  // A host wait: inside a hardware recording the driver refuses it (and may invalidate the capture);
+  // outside one it is made in relaxed mode, as every host wait of a stream that does not record.
+  if (status.ok()) {
+    RelaxedCaptureMode relaxed(driver_, recording == 0);
+    status = driver_.event_synchronize(events.end);
+  }
   float milliseconds = 0.0f;
   if (status.ok()) status = driver_.event_elapsed(events.start, events.end, &milliseconds);
   if (!status.ok()) {

@@ -12,9 +12,10 @@
 // nothing, when a recording on another stream forbids it to the calling thread (that thread's
 // own recording, or any thread's global one: runtime/capture_registry.hpp); so a thread begins
 // recording on one stream at a time. A recording lifecore does not know (another library's)
-// is left whole: the host waits, driver allocations and frees, and module loads and unloads
-// lifecore makes outside a recording of its own run in relaxed capture mode, where the driver
-// neither refuses them nor invalidates that capture. The stream keeps the driver's side of the
+// is left whole: the host waits (fence queries, upload and profile waits included), driver
+// allocations and frees, and module loads and unloads lifecore makes outside a recording of its
+// own run in relaxed capture mode, where the driver neither refuses them nor invalidates that
+// capture. The stream keeps the driver's side of the
 // window as a fact of its own: while the driver still captures (its end failed, or close()
 // came from another thread) the stream stays in CAPTURE, and the capturing thread's next end
 // or abort ends the driver capture.
