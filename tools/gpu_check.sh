@@ -507,6 +507,74 @@ with lifecore.Device("cuda") as dev:
     small.free()
     big.free()
 PY
+# Another library's capture: torch.cuda.graph records on a thread of its own (global mode, torch's
+# default) while this thread makes lifecore's calls the driver forbids then in the thread's own
+# mode: a new allocation, a first launch (module load, info upload), a bounded sync, a read, a
+# run of writes (fence queries), a KV arena, frees. Each must succeed, and torch's graph must
+# still end and replay right.
+if unselected "another library's capture on cuda"; then
+  :
+elif ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+  skip "another library's capture on cuda" "torch here has no CUDA (its capture is the other library's)"
+else
+  step "another library's capture on cuda" 60 "$PYTHON" - <<'PY'
+import threading
+import numpy as np
+import torch
+import lifecore
+from lifecore.sequence import AdmissionCoordinator
+
+with lifecore.Device("cuda") as dev:
+    s = dev.stream()
+    x = torch.ones(1 << 16, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    recording, finish = threading.Event(), threading.Event()
+    made, failures = [], []
+
+    def torch_capture():
+        try:
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                (x * 3).sum()  # warm up outside the capture, as torch asks
+            torch.cuda.synchronize()
+            with torch.cuda.graph(graph):  # capture_error_mode "global", torch's default
+                made.append(x * 2)
+                recording.set()
+                finish.wait(30)
+        except BaseException as error:  # reported below
+            failures.append(error)
+            recording.set()
+
+    thread = threading.Thread(target=torch_capture)
+    thread.start()
+    assert recording.wait(30), "torch never began its capture"
+    try:
+        buf = s.alloc(3 << 20)  # no pool slice holds it yet: a driver allocation
+        s.fill(buf, 7)          # the first launch on this device: the built-in module is loaded
+        assert s.sync(timeout=30) is True
+        assert (np.frombuffer(s.read(buf), np.uint32) == 7).all()
+        small = s.alloc(4096)
+        for _ in range(200):    # staging copies wait for fences, which collecting queries
+            s.write(small, b"\0" * 4096)
+        s.sync()
+        c = AdmissionCoordinator(dev, domains={"kv": 64 * 4096}, page_bytes=4096, tokens_per_page=16,
+                                 max_active_sequences=2)  # a KV arena: one exact driver allocation
+        del c
+        small.free()
+        buf.free()
+        dev.cleanup()           # the pool's frees
+    finally:
+        finish.set()
+        thread.join(60)
+    assert not failures, f"torch's capture failed: {failures[0]!r}"
+    x.fill_(5)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert bool((made[0] == 10).all()), made[0][:4]
+    print("torch.cuda.graph recorded on another thread through lifecore's allocation, first launch, bounded "
+          "sync, read, writes, KV arena and frees, then replayed right")
+PY
+fi
 # The reference engine with graphs on: its tests (tokens against the plain implementation
 # where the top-2 margin is clear), the demo, and the decode step replayed against eager and
 # against torch.cuda.CUDAGraph at batch 8.
