@@ -172,7 +172,11 @@ void init_sequence_decode_table(nb::module_& m) {
       "`pad`. An update writes only what changed since: the new ids of a sequence that grew, a whole row when\n"
       "its sequence changed, pad over a row that shows no sequence now. So a decode iteration costs\n"
       "O(rows + new blocks) where block_table costs O(total blocks). A row keeps which sequence it shows,\n"
-      "never its capacity. The table is written only by this object: do not write into it.")
+      "never its capacity. The table is written only by this object: do not write into it. A table on a\n"
+      "Buffer is never written into a capture: a call is refused (CaptureStateError, nothing changed) while\n"
+      "the Buffer's stream records; if another thread begins a capture on that stream during the call, its\n"
+      "steps stand, the copy is not made and CaptureStateError says so, and the next call outside the\n"
+      "capture copies the whole table.")
       .def_prop_ro("table", [](const DecodeTableHandle& t) { return t.table; },
                    nb::for_getter(nb::sig("def table(self, /) -> typing.Any")),
                    "The table: its own int32 NumPy array, or the `out` given to decode_table (a Buffer gets the\n"
