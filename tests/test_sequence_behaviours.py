@@ -562,6 +562,7 @@ def test_an_admission_that_waits_for_growth_does_not_fit_now_and_preempts_no_one
     assert not c.fits_now(d) and isinstance(c.admit("grows", 16, 64), AdmissionDeferred)
     report = preempt_for(c, d, [s])
     assert report.victims == [] and not report.satisfied and s.phase == SessionPhase.OPEN
+    assert [(a, "waits for growth" in why) for a, why in report.skipped] == [(s.sequence_authority, True)]
     c.grow_domain("kv", 8 * PAGE)
     assert c.fits_now(d) and isinstance(c.admit("grows", 16, 64), Admitted)
 

@@ -305,8 +305,9 @@ class PreemptionReport:
     skipped: list = field(default_factory=list)
     """``(Authority, reason)`` for each candidate not picked, in the candidates' order: another
     coordinator's, the sequence that asked to grow, holding none of the capacity waited for, not
-    quiescent, terminal or closed, or not looked at once the demand fit or ``limit`` was reached.
-    Every candidate is a victim or in here."""
+    quiescent, terminal or closed, or not looked at once the demand fit, ``limit`` was reached or
+    the demand waits for growth. Every candidate given is a victim or in here (a session given
+    twice is a victim once, then skipped as closed)."""
     freed_sources: list = field(default_factory=list)
     """The deferral's sources whose epochs advanced: capacity that actually came back."""
     satisfied: bool = False

@@ -24,8 +24,13 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
   // A fit beyond what a domain holds today waits for growth: no victim's release can serve it.
   const CapacitySnapshot capacity = coordinator.capacity();
   for (const auto& d : deferred.fit.domains)
-    if (d.domain_index >= capacity.domains.size() || d.bytes > capacity.domains[d.domain_index].total_bytes)
-      return {};
+    if (d.domain_index >= capacity.domains.size() || d.bytes > capacity.domains[d.domain_index].total_bytes) {
+      PreemptionOutcome none;
+      for (SequenceSession* session : candidates)
+        none.skipped.push_back({session->sequence_authority(), "preempt_for: not looked at, the demand waits for "
+                                                                "growth (no release can serve it)"});
+      return none;
+    }
   const std::vector<CapacitySource>& wanted = deferred.wait_condition.sources;
   std::vector<std::uint64_t> before;
   before.reserve(wanted.size());
