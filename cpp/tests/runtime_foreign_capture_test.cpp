@@ -8,6 +8,7 @@
 // - driver allocations (a pool slice, an info upload, a KV arena) and frees;
 // - module loads and unloads;
 // - the host side of stream work: collecting a stream's fences, an info upload's wait, a profile.
+// Each relaxed scope gives the thread its mode back, a lost device notwithstanding.
 #include <bit>
 #include <chrono>
 #include <cstdint>
@@ -40,6 +41,15 @@ constexpr std::size_t words = 1024;
 
 std::shared_ptr<Device> open_mock() {
   return Device::open(test_support::emulated_backend(), 0, "hardware", "thread_local");
+}
+
+// The calling thread's capture mode is global again (the driver's default): every relaxed scope
+// gave it back.
+bool thread_mode_is_global(driver::Driver& raw) {
+  driver::CaptureMode mode = driver::CaptureMode::global;
+  const bool read = raw.thread_exchange_capture_mode(&mode).ok();
+  driver::CaptureMode back = mode;
+  return read && raw.thread_exchange_capture_mode(&back).ok() && mode == driver::CaptureMode::global;
 }
 
 // The other library: a stream of its own, captured in global mode by a thread of its own from
@@ -121,6 +131,7 @@ void host_waits_leave_it_alone() {
   CHECK(synced == ErrorKind::Lifecore);
   CHECK(was_read == ErrorKind::Lifecore && read);
   CHECK(after_waits);
+  CHECK(thread_mode_is_global(device->driver()));
 }
 
 void allocations_frees_and_module_loads_leave_it_alone() {
@@ -133,7 +144,7 @@ void allocations_frees_and_module_loads_leave_it_alone() {
   std::shared_ptr<Buffer> buffer;
   const ErrorKind allocated = error_of([&] { buffer = stream->alloc(64 * words); });
   const bool after_allocation = library.active();
-  // The first launch of a built-in kernel loads the built-in module and uploads its info words.
+  // A fill (a memset) and its read (a host wait).
   const ErrorKind filled = error_of([&] {
     stream->fill(*buffer, 7);
     CHECK(holds(*stream, *buffer, 7));
@@ -163,6 +174,7 @@ void allocations_frees_and_module_loads_leave_it_alone() {
   CHECK(cleaned == ErrorKind::Lifecore && after_frees);
   CHECK(mock.live_allocations() <= before + 1);  // at most the info cache's upload stays
   CHECK(loaded == ErrorKind::Lifecore && after_module);
+  CHECK(thread_mode_is_global(device->driver()));
 }
 
 // Enough launches to collect the stream's fences (an event query each), a launch that uploads
@@ -202,6 +214,20 @@ void stream_work_leaves_it_alone() {
   CHECK(issued == ErrorKind::Lifecore && after_fences);
   CHECK(uploaded == ErrorKind::Lifecore && after_upload);
   CHECK(profiled == ErrorKind::Lifecore && milliseconds >= 0.0f && after_profile);
+  CHECK(thread_mode_is_global(device->driver()));
+}
+
+// A relaxed scope gives the thread its mode back even when the device was lost inside it: the
+// mode is the thread's, and a thread left relaxed would make calls another library's capture
+// should have refused.
+void a_device_lost_inside_a_relaxed_scope_still_gives_the_mode_back() {
+  auto device = open_mock();
+  auto stream = device->stream();
+  auto buffer = stream->alloc(4 * words);
+  device->driver().fault_injection()->inject(driver::Operation::stream_synchronize, 700, 0, 1);  // sticky
+  CHECK(error_of([&] { stream->sync(); }) != ErrorKind::Lifecore);
+  CHECK(device->lost());
+  CHECK(thread_mode_is_global(device->driver()));
 }
 
 }  // namespace
@@ -210,5 +236,6 @@ int main() {
   host_waits_leave_it_alone();
   allocations_frees_and_module_loads_leave_it_alone();
   stream_work_leaves_it_alone();
+  a_device_lost_inside_a_relaxed_scope_still_gives_the_mode_back();
   return test_support::finish("runtime_foreign_capture_test");
 }

@@ -280,7 +280,9 @@ class CudaDriver final : public NativeDriver {
   }
   Status thread_exchange_capture_mode(CaptureMode* mode) override {
     CUstreamCaptureMode native = static_cast<CUstreamCaptureMode>(*mode);
-    Status status = current("cuThreadExchangeStreamCaptureMode", [&] { return api_.cuThreadExchangeStreamCaptureMode(&native); });
+    // The mode is the thread's, not a context's: no context is made current, so a lost one cannot
+    // keep a thread from getting its mode back.
+    Status status = checked(api_.cuThreadExchangeStreamCaptureMode(&native), "cuThreadExchangeStreamCaptureMode");
     if (status.ok()) *mode = static_cast<CaptureMode>(native);
     return status;
   }

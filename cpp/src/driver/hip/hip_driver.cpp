@@ -261,7 +261,8 @@ class HipDriver final : public NativeDriver {
   }
   Status thread_exchange_capture_mode(CaptureMode* mode) override {
     hipStreamCaptureMode native = static_cast<hipStreamCaptureMode>(*mode);
-    Status status = current("hipThreadExchangeStreamCaptureMode", [&] { return api_.hipThreadExchangeStreamCaptureMode(&native); });
+    // The thread's mode, not a device's: as on CUDA, nothing is made current first.
+    Status status = checked(api_.hipThreadExchangeStreamCaptureMode(&native), "hipThreadExchangeStreamCaptureMode");
     if (status.ok()) *mode = static_cast<CaptureMode>(native);
     return status;
   }

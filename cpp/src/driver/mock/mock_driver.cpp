@@ -854,8 +854,12 @@ Status MockDriver::stream_capture_info(StreamHandle handle, CaptureStatus* statu
 }
 
 Status MockDriver::thread_exchange_capture_mode(CaptureMode* mode) {
-  LIFECORE_MOCK_GATE(thread_exchange_capture_mode)
   constexpr Operation op = Operation::thread_exchange_capture_mode;
+  // As CUDA's: the mode is the thread's, so a lost device does not refuse it (a thread that went
+  // relaxed for a call gets its mode back); only an injected fault does.
+  Status injected = faults_.pass(op);
+  note_status(injected);
+  if (!injected.ok()) return injected;
   if (!mode) return bad_value(op, "the mode pointer is null");
   if (!valid_mode(*mode)) return bad_value(op, "unknown capture mode " + std::to_string(static_cast<int>(*mode)));
   std::swap(*mode, thread_capture_mode(uid_));
