@@ -62,7 +62,9 @@ struct DecodeTableHandle {
       // recorded copy would write these ids again at every replay.
       stream->write_unrecorded(*buffer, mirror.get(), bytes, call, "the table");
     } catch (const Error& e) {
-      if (e.kind() != ErrorKind::CaptureState) throw;
+      // Only a recording begun since require_writable gets these words; another refusal (the
+      // stream joined to a producer's capture) keeps its own.
+      if (e.kind() != ErrorKind::CaptureState || !stream->capture_state().is_recording()) throw;
       raise(ErrorKind::CaptureState,
             std::string(call) + ": the table's Buffer's stream began recording a capture during the call, so the "
                                 "table was not copied to the Buffer (the call's steps and host table stand; the next "

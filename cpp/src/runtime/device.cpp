@@ -270,9 +270,11 @@ driver::FunctionHandle Device::function(const Kernel& kernel) {
 }
 
 driver::Status Device::resolve_builtin_locked(std::size_t index, driver::FunctionHandle* out) {
+  // As load_module; the lookup too, where the driver loads modules lazily (CUDA 12.2 and later
+  // by default): the load then happens at the lookup.
+  RelaxedCaptureMode relaxed(*driver_);
   if (builtin_module_ == driver::ModuleHandle{}) {
     driver::ModuleHandle module{};
-    RelaxedCaptureMode relaxed(*driver_);  // as load_module
     if (auto status = driver_->module_load(driver::ModuleImage{driver::ImageKind::builtin, {}}, &module); !status.ok())
       return status;
     builtin_module_ = module;

@@ -8,6 +8,7 @@
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/capture_registry.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "runtime/relaxed_capture_mode.hpp"
 
 namespace lifecore::runtime {
 namespace {
@@ -151,7 +152,14 @@ std::shared_ptr<Kernel> Module::function(const std::string& name,
   }
   driver::Driver& driver = device_->driver();
   driver::FunctionHandle function{};
-  if (auto status = driver.module_get_function(handle_, name, &function); !status.ok()) {
+  driver::Status status;
+  {
+    // Where the driver loads modules lazily the load happens here: in relaxed mode, as the
+    // module's own load (Device::load_module), so another library's capture is left whole.
+    RelaxedCaptureMode relaxed(driver);
+    status = driver.module_get_function(handle_, name, &function);
+  }
+  if (!status.ok()) {
     if (status.code == driver::Code::not_found && status.message.find(name) == std::string::npos)
       status.message += (status.message.empty() ? "" : ": ") + std::string("no kernel named '") + name + "'";
     with_op(op, [&] { device_->check_status(status); });

@@ -320,8 +320,12 @@ driver::DevicePtr Stream::upload_info(const InfoWords& words) {
   auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
   std::memcpy(staging->data(), words.data(), bytes);
   if (auto copied = driver_.memcpy_htod_async(ptr, staging->data(), bytes, handle_); !copied.ok()) {
-    RelaxedCaptureMode relaxed(driver_);
-    (void)driver_.mem_free(ptr);
+    if (recording) {
+      (void)driver_.mem_free_async(ptr, handle_);  // a memory node of this capture: freed in stream order
+    } else {
+      RelaxedCaptureMode relaxed(driver_);
+      (void)driver_.mem_free(ptr);
+    }
     throw_driver(copied);
   }
   if (!recording) {
