@@ -5,6 +5,7 @@ and the backend methods lifecore calls at each observation carry no guard."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import importlib
 import importlib.util
@@ -114,4 +115,8 @@ def test_wait_async_written_in_python_on_a_core_class_refuses_what_it_does_not_t
     with pytest.raises(LifecoreTypeError, match=r"^CapacityWaitRegistration.wait_async: takes"):
         registration.wait_async(1.0, 2.0)  # type: ignore[misc]
     assert "timeout" in str(inspect.signature(registration.wait_async))
+    # Still a coroutine function to introspection (asyncio's marker; inspect's from Python 3.12).
+    assert asyncio.iscoroutinefunction(type(registration).wait_async)
+    if hasattr(inspect, "markcoroutinefunction"):
+        assert inspect.iscoroutinefunction(type(registration).wait_async)
     held.resources.close()

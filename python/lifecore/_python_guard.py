@@ -64,7 +64,21 @@ def guarded(func: F, call: str) -> F:
             raise LifecoreTypeError(f"{call}: {_CALLED.sub('', str(error), count=1)}") from None
 
     setattr(guard, _GUARDED, True)
+    if inspect.iscoroutinefunction(func):
+        _mark_coroutine_function(guard)
     return guard  # type: ignore[return-value]
+
+
+def _mark_coroutine_function(guard: Callable[..., Any]) -> None:
+    """Marks a guard over an ``async def`` as a coroutine function (it returns the coroutine, so
+    a call it cannot bind is still refused at the call, not at the first await)."""
+    mark = getattr(inspect, "markcoroutinefunction", None)  # Python 3.12+
+    if mark is not None:
+        mark(guard)
+    else:  # 3.11: asyncio.iscoroutinefunction reads this marker (inspect's sees only code flags)
+        import asyncio.coroutines
+
+        guard._is_coroutine = asyncio.coroutines._is_coroutine  # type: ignore[attr-defined]
 
 
 def _guard_class(cls: type) -> None:
