@@ -522,6 +522,7 @@ import threading
 import numpy as np
 import torch
 import lifecore
+from lifecore import kernels as K
 from lifecore.sequence import AdmissionCoordinator
 
 with lifecore.Device("cuda") as dev:
@@ -550,9 +551,19 @@ with lifecore.Device("cuda") as dev:
     assert recording.wait(30), "torch never began its capture"
     try:
         buf = s.alloc(3 << 20)  # no pool slice holds it yet: a driver allocation
-        s.fill(buf, 7)          # the first launch on this device: the built-in module is loaded
+        s.fill(buf, 7)
         assert s.sync(timeout=30) is True
         assert (np.frombuffer(s.read(buf), np.uint32) == 7).all()
+        n = 1024
+        xs, ys = s.alloc(4 * n), s.alloc(4 * n)
+        s.write(xs, np.ones(n, np.float32).tobytes())
+        s.fill(ys, 0)
+        # The first kernel launch on this device: the built-in module is loaded (or, lazily, its
+        # function looked up) and new info words uploaded (an allocation, then a wait).
+        s.launch(K.axpy_info_f32, n // 256, 256, [xs, ys], info=[n, K.float_bits(2.0)])
+        assert (np.frombuffer(s.read(ys), np.float32) == 2.0).all()
+        xs.free()
+        ys.free()
         small = s.alloc(4096)
         for _ in range(200):    # staging copies wait for fences, which collecting queries
             s.write(small, b"\0" * 4096)
