@@ -60,7 +60,7 @@ class ModelDeferred:
 @dataclass
 class ModelPreemption:
     """What :meth:`ModelCoordinator.preempt_for` did: victims' authorities in the order picked,
-    (authority, reason) of the sessions skipped, the demand's sources whose epochs advanced,
+    (authority, reason) of every other session given, the demand's sources whose epochs advanced,
     and whether the demand fits now."""
 
     victims: list = field(default_factory=list)
@@ -287,33 +287,40 @@ class ModelCoordinator:
         return any(fit > self.total[n] for n in deferred.domains)
 
     def preempt_for(self, deferred: ModelDeferred, sessions: list, limit: Optional[int] = None) -> "ModelPreemption":
-        """Preemption by recompute, in the sessions' order: stop once ``deferred`` fits or after
-        ``limit`` victims; skip (with the reason) another coordinator's session and one whose
-        sources cannot be read or that will not abort; pass over the deferral's own sequence and
-        one that returns no source the demand waits on; abort and close the rest. A backing
-        deferral whose sequence is gone is refused (StaleAuthority) before anything changes; a demand
-        only growth can serve (its fit beyond a domain's total) picks no victim."""
+        """Preemption by recompute, in the sessions' order: abort and close a session that
+        returns a source the demand waits on and aborts; every other session is skipped with the
+        reason: another coordinator's, the deferral's own sequence, one whose sources cannot be
+        read, one that returns no source waited on, one that will not abort, and every session
+        after the demand fits or ``limit`` victims were taken. A backing deferral whose sequence
+        is gone is refused (StaleAuthority) before anything changes; a demand only growth can
+        serve (its fit beyond a domain's total) looks at no session."""
         if deferred.coordinator is not self:
             raise ModelError("StaleAuthority", "preempt_for: foreign coordinator")
         if (deferred.backing_sequence is not None
                 and self.id_generation[deferred.backing_sequence] != deferred.backing_authority_generation):
             # the sequence that asked to grow is gone: nobody waits on its demand
             raise ModelError("StaleAuthority", "preempt_for: the deferral's sequence is gone")
-        if self._needs_growth(deferred):
-            return ModelPreemption()  # no victim's release can serve it
+        stopped = "waits for growth" if self._needs_growth(deferred) else None  # no release can serve it
         wanted = list(deferred.sources)
         before = {source: self.epochs[source] for source in wanted}
         own = (None if deferred.backing_sequence is None
                else (deferred.backing_sequence, deferred.backing_authority_generation))
         out = ModelPreemption()
         for session in sessions:
-            if self.fits_now(deferred) or (limit is not None and len(out.victims) >= limit):
-                break
             authority = session.sequence_authority
+            if stopped is None:
+                if self.fits_now(deferred):
+                    stopped = "the demand fits"
+                elif limit is not None and len(out.victims) >= limit:
+                    stopped = "the limit of victims is reached"
+            if stopped is not None:
+                out.skipped.append((authority, stopped))
+                continue
             if session.coordinator is not self:
                 out.skipped.append((authority, "another coordinator"))
                 continue
             if authority == own:
+                out.skipped.append((authority, "the sequence that asked to grow"))
                 continue
             sources: list = []
             try:
@@ -322,6 +329,7 @@ class ModelCoordinator:
                 out.skipped.append((authority, str(error)))
                 continue
             if not set(sources) & set(wanted):
+                out.skipped.append((authority, "holds none of the capacity waited for"))
                 continue
             try:
                 session.try_abort_if_quiescent()

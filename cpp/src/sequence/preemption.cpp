@@ -21,16 +21,14 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
             std::string("preempt_for: the sequence that asked to grow is gone; its deferral is stale (") + e.what() + ")");
     }
   }
-  // A fit beyond what a domain holds today waits for growth: no victim's release can serve it.
+  // Every candidate not picked is reported with why, so a scheduler sees the whole pool.
+  // `stopped`: why the candidates from here on are not looked at. A fit beyond what a domain
+  // holds today waits for growth: no victim's release can serve it, so none is looked at.
+  const char* stopped = nullptr;
   const CapacitySnapshot capacity = coordinator.capacity();
   for (const auto& d : deferred.fit.domains)
-    if (d.domain_index >= capacity.domains.size() || d.bytes > capacity.domains[d.domain_index].total_bytes) {
-      PreemptionOutcome none;
-      for (SequenceSession* session : candidates)
-        none.skipped.push_back({session->sequence_authority(), "preempt_for: not looked at, the demand waits for "
-                                                                "growth (no release can serve it)"});
-      return none;
-    }
+    if (d.domain_index >= capacity.domains.size() || d.bytes > capacity.domains[d.domain_index].total_bytes)
+      stopped = "preempt_for: not looked at, the demand waits for growth (no release can serve it)";
   const std::vector<CapacitySource>& wanted = deferred.wait_condition.sources;
   std::vector<std::uint64_t> before;
   before.reserve(wanted.size());
@@ -40,8 +38,6 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
 
   PreemptionOutcome out;
   std::vector<CapacitySource> sources;
-  // Every candidate not picked is reported with why, so a scheduler sees the whole pool.
-  const char* stopped = nullptr;  // why the candidates after the stop were not looked at
   for (SequenceSession* session : candidates) {
     const Authority authority = session->sequence_authority();
     if (!stopped) {

@@ -619,7 +619,7 @@ class SequenceSessionMachine(LifecycleMachine):
     def preempt(self, d: int) -> None:
         """Runs ``preempt_for`` for a remembered deferral over the live sessions, and the same policy on
         the model (abort quiescent sessions that release a source the demand waits on, until it
-        fits): the victims and whether the demand is satisfied must agree."""
+        fits): the victims, the sessions skipped and whether the demand is satisfied must agree."""
         if not self.deferreds:
             return
         rd, md = self.deferreds[d % len(self.deferreds)]
@@ -638,6 +638,7 @@ class SequenceSessionMachine(LifecycleMachine):
         STATS.outcomes[("preempt", "victim_count")] += len(victims)
         STATS.note("preempt", "satisfied" if report.satisfied else "unsatisfied")
         assert [(a.sparse_id, a.generation) for a in report.victims] == victims
+        assert [(a.sparse_id, a.generation) for a, _ in report.skipped] == [a for a, _ in modeled.skipped]
         assert report.satisfied == modeled.satisfied == self.model.fits_now(md)
         assert [_source_name(s) for s in report.freed_sources] == modeled.freed_sources
 
