@@ -34,14 +34,11 @@ using namespace std::chrono_literals;
 using test_support::error_of;
 using test_support::holds;
 using test_support::mock_of;
+using test_support::open_mock;
 
 namespace {
 
 constexpr std::size_t words = 1024;
-
-std::shared_ptr<Device> open_mock() {
-  return Device::open(test_support::emulated_backend(), 0, "hardware", "thread_local");
-}
 
 // The calling thread's capture mode is global again (the driver's default): every relaxed scope
 // gave it back.

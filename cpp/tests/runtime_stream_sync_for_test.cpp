@@ -30,6 +30,7 @@ using namespace std::chrono_literals;
 using test_support::error_of;
 using test_support::holds;
 using test_support::mock_of;
+using test_support::open_mock;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -37,10 +38,6 @@ namespace {
 constexpr std::size_t words = 1024;
 // Generous: the machine running the tests may be busy (or slowed by a sanitizer).
 constexpr auto late = 2s;
-
-std::shared_ptr<Device> open_mock(const char* capture_mode = "thread_local") {
-  return Device::open(test_support::emulated_backend(), 0, "hardware", capture_mode);
-}
 
 // A mock device, a stream of it and a buffer on that stream.
 struct Rig {

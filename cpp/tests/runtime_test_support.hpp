@@ -1,17 +1,24 @@
-// What the runtime test programs share on the emulated device: its mock driver's test hooks,
-// and a read-back check of a buffer's words.
+// What the runtime test programs share on the emulated device: opening one, its mock driver's
+// test hooks, and a read-back check of a buffer's words.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "driver/mock/mock_driver.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/stream.hpp"
+#include "test_support.hpp"
 
 namespace lifecore::test_support {
+
+// The emulated device with hardware graphs, in `capture_mode`.
+inline std::shared_ptr<runtime::Device> open_mock(const char* capture_mode = "thread_local") {
+  return runtime::Device::open(emulated_backend(), 0, "hardware", capture_mode);
+}
 
 inline driver::MockDriver& mock_of(runtime::Device& device) { return *driver::MockDriver::from(&device.driver()); }
 
