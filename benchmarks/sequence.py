@@ -15,7 +15,8 @@
    release extending the free list in reverse): one decode iteration of 256 sequences
    (``step()`` each, then one ``block_table(sessions, width, out=table)``; or ``step_all``; or a
    persistent ``DecodeTable`` that writes only the ids that changed) with 1,000 /
-   10,000 / 100,000 sequences live; admit + open of a 2,048-token prompt; release of a
+   10,000 / 100,000 sequences live, and the per-call iteration in parts (the loop, the steps,
+   the table, a fill of a table that size); admit + open of a 2,048-token prompt; release of a
    128-block sequence.
 
     python -m lifecore.benchmarks.sequence [--quick]
@@ -38,8 +39,8 @@ from lifecore.benchmarks.harness import Run, Side, format_run, interleave
 from lifecore.models import sequence_session as model
 from lifecore.sequence import AdmissionCoordinator, step_all
 
-__all__ = ["lifecycles", "decode_steps", "bookkeeping", "decode_iteration", "admission", "release",
-           "arena_memory", "main"]
+__all__ = ["lifecycles", "decode_steps", "bookkeeping", "decode_iteration", "decode_iteration_parts", "admission",
+           "release", "arena_memory", "main"]
 
 TPP = 16
 PAGE_BYTES = 4096
@@ -365,6 +366,53 @@ def decode_iteration(live: int, *, rounds: int = 9, warmup: int = 1, inner: int 
     return run
 
 
+def decode_iteration_parts(live: int = 1_000, *, rounds: int = 9, warmup: int = 1, inner: int = 16) -> Run:
+    """Where the per-call iteration's time goes, against the same baseline: the Python loop
+    alone (the token bookkeeping every side does), ``step()`` x256 with that loop and no table,
+    ``block_table`` alone (the same 256 x 128 table in place, no row changed: the cheapest full
+    table), and a NumPy fill of a table of that shape (writing every entry once, the least any
+    full table costs). The headroom is what the baseline leaves for a table after the steps."""
+    lc, fl = _LifecoreBatch(live, inner), _FreeListBatch(live, inner)
+    # A fill, not a copy: it writes every entry once and reads nothing, and a copy's time here
+    # depended on where its two arrays happened to lie (10x apart between two runs).
+    filled = np.zeros((BATCH, WIDTH), dtype=np.int32)
+
+    spare = [0] * BATCH
+
+    def loop_only() -> None:  # the same reads and writes, on a list no session follows
+        tokens = lc.tokens
+        for r in range(BATCH):
+            t = tokens[r] + 1
+            spare[r] = t
+
+    def steps_only() -> None:
+        tokens, batch = lc.tokens, lc.batch
+        for r in range(BATCH):
+            t = tokens[r] + 1
+            tokens[r] = t
+            batch[r].step(t)
+
+    def table_only() -> None:
+        lc.c.block_table(lc.batch, WIDTH, lc.table)
+
+    sides = {
+        "Python loop alone": Side(loop_only, unit="iteration"),
+        "lifecore step() x256": Side(steps_only, unit="iteration", before=lc.refresh),
+        "lifecore block_table alone": Side(table_only, unit="iteration", before=lc.refresh),
+        f"NumPy fill of a {BATCH} x {WIDTH} int32 table": Side(lambda: filled.fill(7), unit="iteration"),
+        "Python free list + NumPy table": Side(fl, unit="iteration", before=fl.refresh),
+    }
+    run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
+                     title=f"the per-call decode iteration in parts ({BATCH} sequences, {live:,} live)")
+    run.ratio("lifecore step() x256", "Python free list + NumPy table")
+    run.ratio("lifecore block_table alone", f"NumPy fill of a {BATCH} x {WIDTH} int32 table")
+    run.difference("step() over the loop", "lifecore step() x256", "Python loop alone")
+    run.difference("baseline over the loop", "Python free list + NumPy table", "Python loop alone")
+    run.difference("headroom for a table (baseline - steps)", "Python free list + NumPy table", "lifecore step() x256")
+    run.facts["live sequences"] = live
+    return run
+
+
 def admission(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
     c = AdmissionCoordinator(domains={"kv": (LIVE + 2 * inner) * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
                              tokens_per_page=TPP, max_active_sequences=LIVE + 2 * inner)
@@ -543,6 +591,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     (rss, traced), (long_rss, _) = memory["r{}"], memory[LONG_ID]
     for live in (1_000, 10_000, 100_000):
         print(format_run(decode_iteration(live, **timing)))
+    print(format_run(decode_iteration_parts(**timing)))
     print(format_run(admission(**timing)))
     print(format_run(release(**timing)))
     print(f"memory per live sequence ({LIVE:,} live, each holding 1 block of a {WIDTH}-block fit, its session and "

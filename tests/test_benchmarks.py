@@ -86,6 +86,22 @@ def test_the_block_id_comparisons_time_lifecore_beside_a_python_free_list() -> N
     assert rss >= 0 and traced > 0
 
 
+def test_the_per_call_iteration_in_parts_shows_the_steps_the_table_and_the_headroom() -> None:
+    run = sequence.decode_iteration_parts(300, rounds=2, warmup=0, inner=4)
+    assert list(run.measurements)[:5] == ["Python loop alone", "lifecore step() x256", "lifecore block_table alone",
+                                          "NumPy fill of a 256 x 128 int32 table", "Python free list + NumPy table"]
+    assert [r.name for r in run.ratios] == [
+        "lifecore step() x256 / Python free list + NumPy table",
+        "lifecore block_table alone / NumPy fill of a 256 x 128 int32 table"]
+    # Each difference is taken per round from the sides it names.
+    steps, loop, baseline = (run[n].samples_ns for n in ("lifecore step() x256", "Python loop alone",
+                                                         "Python free list + NumPy table"))
+    assert run["step() over the loop"].samples_ns == pytest.approx([s - lo for s, lo in zip(steps, loop)])
+    headroom = run["headroom for a table (baseline - steps)"].samples_ns
+    assert headroom == pytest.approx([b - s for b, s in zip(baseline, steps)])
+    assert run.facts == {"live sequences": 300}
+
+
 def test_the_cpp_loop_refuses_bad_sizes_and_does_its_work_untimed() -> None:
     with pytest.raises(lifecore.InvalidArgumentError):
         _core._SequenceBenchLoop(1, 8, 16)
