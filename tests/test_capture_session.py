@@ -132,6 +132,8 @@ def test_schedule_skip_and_missing():
     session.observe(backend, "blocks.0.mlp", MockTensor((1, 1, 8)))
     step = session.take_step()
     assert step.records[0].outcome == CaptureOutcome.SKIPPED and step.records[0].skip_reason == "schedule"
+    outcome = json.loads(step.records[0].to_json())["outcome"]
+    assert outcome["reason"] == "schedule" and "budget" not in outcome, outcome  # only a limit names a budget
     assert backend.calls == []  # a skipped point never calls the backend
 
 
@@ -209,6 +211,9 @@ def test_a_budget_failure_or_skip_never_materializes_a_value(budget, on_limit, c
         assert (record.outcome, record.fail_reason) == (CaptureOutcome.FAILED, "limit")
     else:
         assert (record.outcome, record.skip_reason) == (CaptureOutcome.SKIPPED, "limit")
+    # The record's JSON names the budget too, for a failure as for a skip.
+    outcome = json.loads(record.to_json())["outcome"]
+    assert (outcome["reason"], outcome["budget"], outcome["cumulative"]) == ("limit", budget, cumulative), outcome
 
 
 def test_a_cumulative_limit_skips_later_steps_but_keeps_recording_metadata():
@@ -287,6 +292,8 @@ def test_an_unknown_estimate_is_a_failure_never_zero():
     record = session.take_step().records[0]
     assert (record.outcome, record.fail_reason) == (CaptureOutcome.FAILED, "native")
     assert record.charged.captures == 0
+    outcome = json.loads(record.to_json())["outcome"]
+    assert outcome["reason"] == "native" and "budget" not in outcome, outcome  # only a limit names a budget
 
 
 def test_an_underestimated_encoding_is_caught_before_publication():
