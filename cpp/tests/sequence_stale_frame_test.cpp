@@ -9,6 +9,7 @@
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "sequence_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
@@ -17,24 +18,9 @@ using lifecore::test_support::error_of;
 
 namespace {
 
-std::unique_ptr<SequenceSession> open_session(const std::shared_ptr<AdmissionCoordinator>& c, const char* request) {
-  auto decision = c->admit({request, 16, 64, {}});
-  auto* admitted = std::get_if<Admitted>(&decision);
-  CHECK(admitted != nullptr);
-  auto session = admitted->resources->open_session();
-  admitted->resources.reset();
-  CHECK(session->step(16) == BackingOutcome::current);
-  return session;
-}
-
 void a_hold_for_another_frame_is_refused_and_changes_nothing() {
-  CoordinatorConfig config;
-  config.domains.push_back({"kv", 16 * 4096, 0});
-  config.page_bytes = 4096;
-  config.tokens_per_page = 16;
-  config.max_active_sequences = 4;
-  auto c = AdmissionCoordinator::create(std::move(config));
-  auto session = open_session(c, "r");
+  auto c = test_support::kv_coordinator(16, 4);
+  auto session = test_support::open_stepped_session(c, "r");
   auto frame = session->acquire_frame();
   CHECK(session->active_frame() == frame->frame_id());
 
@@ -61,7 +47,7 @@ void a_hold_for_another_frame_is_refused_and_changes_nothing() {
   }
 
   // A hold of another session's state cannot finalize this session's frame either.
-  auto other_session = open_session(c, "s");
+  auto other_session = test_support::open_stepped_session(c, "s");
   auto theirs = other_session->acquire_frame();
   {
     FrameHold forged(session->state(), theirs->frame_id() + 7, nullptr);
