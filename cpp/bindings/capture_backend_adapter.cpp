@@ -76,10 +76,10 @@ nb::object call_method(nb::handle backend, nb::handle name, Args... args) {
 // A shape as extents; a tuple (NumPy's shape, torch.Size) is read without a conversion.
 std::vector<std::uint64_t> extents(nb::handle value) {
   if (!PyTuple_Check(value.ptr())) return nb::cast<std::vector<std::uint64_t>>(value);
-  Py_ssize_t n = PyTuple_GET_SIZE(value.ptr());
+  Py_ssize_t n = NB_TUPLE_GET_SIZE(value.ptr());
   std::vector<std::uint64_t> out(static_cast<std::size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* item = PyTuple_GET_ITEM(value.ptr(), i);
+    PyObject* item = NB_TUPLE_GET_ITEM(value.ptr(), i);
     unsigned long long extent = PyLong_Check(item) ? PyLong_AsUnsignedLongLong(item) : (unsigned long long)-1;
     if (extent == (unsigned long long)-1 && (!PyLong_Check(item) || PyErr_Occurred())) {
       PyErr_Clear();
@@ -94,17 +94,17 @@ std::vector<std::uint64_t> extents(nb::handle value) {
 // of the list: converting an item that is not a float runs its __float__, which could change
 // the list under a borrowed item. A conversion's Python error is raised (the call's cause).
 CapturePayload finite_summary(nb::handle values, std::uint64_t count) {
-  if (PyList_GET_SIZE(values.ptr()) != 4)
-    throw BackendFailure{"backend.summary_statistics returned a list of " + std::to_string(PyList_GET_SIZE(values.ptr())) +
+  if (NB_LIST_GET_SIZE(values.ptr()) != 4)
+    throw BackendFailure{"backend.summary_statistics returned a list of " + std::to_string(NB_LIST_GET_SIZE(values.ptr())) +
                          " values; the short form is [min, max, mean, std]"};
   nb::object items = nb::steal(PyList_AsTuple(values.ptr()));
   if (!items) throw nb::python_error();
-  if (PyTuple_GET_SIZE(items.ptr()) != 4)
+  if (NB_TUPLE_GET_SIZE(items.ptr()) != 4)
     throw BackendFailure{"backend.summary_statistics changed its list while it was read"};
   double statistics[4];
   for (Py_ssize_t i = 0; i < 4; ++i) {
-    PyObject* item = PyTuple_GET_ITEM(items.ptr(), i);
-    statistics[i] = PyFloat_CheckExact(item) ? PyFloat_AS_DOUBLE(item) : PyFloat_AsDouble(item);
+    PyObject* item = NB_TUPLE_GET_ITEM(items.ptr(), i);
+    statistics[i] = PyFloat_AsDouble(item);
     if (statistics[i] == -1.0 && PyErr_Occurred()) throw nb::python_error();
     if (!std::isfinite(statistics[i]))
       throw BackendFailure{"backend.summary_statistics returned a list with a non-finite value; the short form is "
@@ -160,12 +160,12 @@ std::optional<TensorFacts> PythonCaptureBackend::describe(TensorHandle tensor) {
   if (describes_ == 0) return std::nullopt;
   return call_backend(&cause_, "backend.describe", [&] {
     nb::object value = call_method(backend_, describe_name(), static_cast<PyObject*>(tensor));
-    if (!PyTuple_Check(value.ptr()) || PyTuple_GET_SIZE(value.ptr()) != 3)
+    if (!PyTuple_Check(value.ptr()) || NB_TUPLE_GET_SIZE(value.ptr()) != 3)
       throw BackendFailure{"backend.describe must return (shape, itemsize, on_host)"};
     TensorFacts facts;
-    facts.shape = extents(nb::handle(PyTuple_GET_ITEM(value.ptr(), 0)));
-    facts.itemsize = nb::cast<std::uint64_t>(nb::handle(PyTuple_GET_ITEM(value.ptr(), 1)));
-    PyObject* on_host = PyTuple_GET_ITEM(value.ptr(), 2);
+    facts.shape = extents(nb::handle(NB_TUPLE_GET_ITEM(value.ptr(), 0)));
+    facts.itemsize = nb::cast<std::uint64_t>(nb::handle(NB_TUPLE_GET_ITEM(value.ptr(), 1)));
+    PyObject* on_host = NB_TUPLE_GET_ITEM(value.ptr(), 2);
     if (!PyBool_Check(on_host)) throw BackendFailure{"backend.describe must return on_host as a bool"};
     facts.on_host = on_host == Py_True;
     if (facts.itemsize == 0) throw BackendFailure{"backend.describe returned itemsize 0; an unknown size is never zero"};

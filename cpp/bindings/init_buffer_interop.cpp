@@ -79,12 +79,12 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
   }
   if (!PySequence_Check(shape.ptr()) || nb::isinstance<nb::str>(shape) || nb::isinstance<nb::bytes>(shape))
     raise(ErrorKind::TypeMismatch, "view: shape must be a sequence of ints or None, got " +
-                                       std::string(Py_TYPE(shape.ptr())->tp_name));
+                                       type_name_of(shape));
   std::uint64_t count = 1;
   for (nb::handle item : nb::iter(shape)) {
     const nb::object dim = index_of(item);  // as the other counts take it (a NumPy integer too)
     if (!dim.is_valid())
-      raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + std::string(Py_TYPE(item.ptr())->tp_name));
+      raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + type_name_of(item));
     const long long n = PyLong_AsLongLong(dim.ptr());
     if (n == -1 && PyErr_Occurred()) {
       PyErr_Clear();
@@ -152,7 +152,7 @@ std::pair<int, int> int_pair(nb::handle value, const char* what) {
   std::pair<int, int> out;
   if (!nb::try_cast(value, out))
     raise(ErrorKind::TypeMismatch, std::string("__dlpack__: ") + what + " must be a pair of ints or None, got " +
-                                       Py_TYPE(value.ptr())->tp_name);
+                                       type_name_of(value));
   return out;
 }
 
@@ -273,7 +273,7 @@ nb::dict cuda_array_interface(const BufferView& view) {
 void read_into(Stream& stream, const Buffer& buffer, nb::handle out) {
   if (!PyObject_CheckBuffer(out.ptr()))
     raise(ErrorKind::TypeMismatch, "read_into: the target must support the buffer protocol, got " +
-                                       std::string(Py_TYPE(out.ptr())->tp_name));
+                                       type_name_of(out));
   // C order only, as write() takes: the bytes land in the buffer's order, which a Fortran-ordered
   // array would read back transposed.
   Py_buffer view;

@@ -93,12 +93,12 @@ bool as_real(nb::handle h, double* out) {
     *out = PyFloat_AsDouble(h.ptr());
     return true;
   }
-  const PyNumberMethods* number = Py_TYPE(h.ptr())->tp_as_number;
-  const std::string_view type = Py_TYPE(h.ptr())->tp_name;  // NumPy's bool has __float__, not __index__
-  if (PyBool_Check(h.ptr()) || type == "numpy.bool" || type == "numpy.bool_" || PyLong_Check(h.ptr()) ||
-      PyIndex_Check(h.ptr()) || number == nullptr ||
-      number->nb_float == nullptr || PySequence_Check(h.ptr()) || array_like(h))
+  // PyType_GetSlot reads a static type's slots too (Python 3.10+), and the limited API has it.
+  if (PyBool_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()) ||
+      PyType_GetSlot(Py_TYPE(h.ptr()), Py_nb_float) == nullptr || PySequence_Check(h.ptr()) || array_like(h))
     return false;
+  const std::string type = type_name_of(h);  // NumPy's bool has __float__, not __index__
+  if (type == "numpy.bool" || type == "numpy.bool_") return false;
   const double value = PyFloat_AsDouble(h.ptr());
   if (value == -1.0 && PyErr_Occurred()) {
     PyErr_Clear();
