@@ -33,13 +33,25 @@ inline nb::tuple sequence_snapshot(nb::handle sequence) {
   return nb::steal<nb::tuple>(items);
 }
 
+// Whether `h` is NumPy's bool, which NumPy before 2.3 still lets __index__ and __float__ read as
+// a number (with a DeprecationWarning). Looked up by name: NumPy need not be imported.
+inline bool is_numpy_bool(nb::handle h) {
+  if (PyBool_Check(h.ptr())) return false;
+  // The type's name, with its module or without (the limited API's form).
+  std::string name = type_name_of(h);
+  if (name.rfind("numpy.", 0) == 0) name.erase(0, 6);
+  if (name != "bool" && name != "bool_") return false;
+  nb::object module = nb::getattr(h.type(), "__module__", nb::none());
+  return nb::isinstance<nb::str>(module) && std::string(nb::borrow<nb::str>(module).c_str()) == "numpy";
+}
+
 // The int `h` stands for: an int, or anything with __index__ (a NumPy or torch integer, as the
-// runtime's and the capture's counts take them), never a bool (NumPy's bool has no __index__).
+// runtime's and the capture's counts take them), never a bool, NumPy's included.
 // An invalid object when `h` is none of these, a float or a many-element array among them
 // (their __index__ refuses with TypeError); any other error of __index__ propagates.
 inline nb::object index_of(nb::handle h) {
   if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) return nb::borrow(h);
-  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr())) return {};
+  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()) || is_numpy_bool(h)) return {};
   PyObject* index = PyNumber_Index(h.ptr());
   if (!index) {
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
@@ -107,6 +119,7 @@ inline std::uint64_t uint_argument(nb::handle arg, const char* call, const char*
 inline bool is_real_number(nb::handle h) {
   if (PyBool_Check(h.ptr())) return false;
   if (PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr())) return true;
+  if (is_numpy_bool(h)) return false;
   // Kept for the process's life: a static object would be released after the interpreter.
   static const nb::handle real = nb::object(nb::module_::import_("numbers").attr("Real")).release();
   const int is_real = PyObject_IsInstance(h.ptr(), real.ptr());

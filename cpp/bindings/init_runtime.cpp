@@ -97,8 +97,7 @@ bool as_real(nb::handle h, double* out) {
   if (PyBool_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()) ||
       PyType_GetSlot(Py_TYPE(h.ptr()), Py_nb_float) == nullptr || PySequence_Check(h.ptr()) || array_like(h))
     return false;
-  const std::string type = type_name_of(h);  // NumPy's bool has __float__, not __index__
-  if (type == "numpy.bool" || type == "numpy.bool_") return false;
+  if (is_numpy_bool(h)) return false;  // it has __float__ (and, before NumPy 2.3, __index__)
   const double value = PyFloat_AsDouble(h.ptr());
   if (value == -1.0 && PyErr_Occurred()) {
     PyErr_Clear();
