@@ -33,16 +33,31 @@ inline nb::tuple sequence_snapshot(nb::handle sequence) {
   return nb::steal<nb::tuple>(items);
 }
 
-// Whether `h` is NumPy's bool, which NumPy before 2.3 still lets __index__ and __float__ read as
-// a number (with a DeprecationWarning). Looked up by name: NumPy need not be imported.
+// NumPy's bool type once NumPy is loaded (no NumPy bool exists before), else null. NumPy before
+// 2.3 still lets __index__ read its bool as a number (with a DeprecationWarning). The type is
+// a static one of NumPy's: the pointer kept stays good for the process.
+inline PyTypeObject* numpy_bool_type() {
+  static PyTypeObject* found = nullptr;
+  if (found) return found;
+  PyObject* modules = PySys_GetObject("modules");                               // borrowed
+  PyObject* numpy = modules ? PyDict_GetItemString(modules, "numpy") : nullptr;  // borrowed
+  if (!numpy) return nullptr;
+  PyObject* type = PyObject_GetAttrString(numpy, "bool_");
+  if (!type) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  if (!PyType_Check(type)) {
+    Py_DECREF(type);
+    return nullptr;
+  }
+  found = reinterpret_cast<PyTypeObject*>(type);  // the reference is kept
+  return found;
+}
+
 inline bool is_numpy_bool(nb::handle h) {
-  if (PyBool_Check(h.ptr())) return false;
-  // The type's name, with its module or without (the limited API's form).
-  std::string name = type_name_of(h);
-  if (name.rfind("numpy.", 0) == 0) name.erase(0, 6);
-  if (name != "bool" && name != "bool_") return false;
-  nb::object module = nb::getattr(h.type(), "__module__", nb::none());
-  return nb::isinstance<nb::str>(module) && std::string(nb::borrow<nb::str>(module).c_str()) == "numpy";
+  PyTypeObject* type = numpy_bool_type();
+  return type != nullptr && Py_TYPE(h.ptr()) == type;
 }
 
 // The int `h` stands for: an int, or anything with __index__ (a NumPy or torch integer, as the
@@ -119,7 +134,6 @@ inline std::uint64_t uint_argument(nb::handle arg, const char* call, const char*
 inline bool is_real_number(nb::handle h) {
   if (PyBool_Check(h.ptr())) return false;
   if (PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr())) return true;
-  if (is_numpy_bool(h)) return false;
   // Kept for the process's life: a static object would be released after the interpreter.
   static const nb::handle real = nb::object(nb::module_::import_("numbers").attr("Real")).release();
   const int is_real = PyObject_IsInstance(h.ptr(), real.ptr());
