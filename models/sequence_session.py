@@ -4,8 +4,9 @@ It is the specification the C++ core is checked against: admission decisions ove
 domains and an active-sequence ceiling, availability epochs, one-shot sessions with phases,
 frames, participant flights, backing generations, terminal receipts, fail-closed drop, and
 release of capacity when the last real holder of a sequence goes (its resources, which the
-session keeps until it closes, and live frames; never a snapshot). A request id is live from
-its admission to that release; admitting it again meanwhile is refused.
+session keeps until it closes, and live frames; never a snapshot). The session's close spends
+its resources: a handle of them kept after it holds nothing. A request id is live from its
+admission to that release; admitting it again meanwhile is refused.
 Holders are counted explicitly (``close()``), never by garbage collection, so the model is
 deterministic.
 """
@@ -393,6 +394,11 @@ class ModelResources:
             self.closed = True
             self.seq.let_go()
 
+    def spend(self) -> None:
+        """The close of the session these resources opened: they hold nothing since, whatever
+        handles of them remain (a spent handle reads as closed)."""
+        self.close()
+
 
 class ModelFrame:
     def __init__(self, session: "ModelSession", frame_id: int, snapshot: ModelSnapshot) -> None:
@@ -699,4 +705,5 @@ class ModelSession:
         self.handle_closed = True
         if self.phase in ACTIVE_PHASES:
             self.phase = FAIL_CLOSED
+        self.resources.spend()
         self.seq.let_go()

@@ -9,7 +9,7 @@ import gc
 import numpy as np
 import pytest
 
-from lifecore.errors import InvalidArgumentError
+from lifecore.errors import ClosedError, InvalidArgumentError
 from lifecore.sequence import (
     AdmissionCoordinator,
     AdmissionDeferred,
@@ -63,8 +63,7 @@ def test_a_refused_duplicate_id_changes_nothing():
     assert isinstance(c.admit("r", 16, 64), Admitted)
 
 
-@pytest.mark.parametrize("session_first", [True, False])
-def test_capacity_returns_when_the_last_hold_goes_in_either_order(session_first):
+def test_capacity_returns_when_the_last_hold_goes_resources_first():
     c = make()
     adm = c.admit("r", 32, 64)
     resources = adm.resources
@@ -73,14 +72,50 @@ def test_capacity_returns_when_the_last_hold_goes_in_either_order(session_first)
     ids = session.backing.block_ids("kv")
     held = np.asarray(ids).tolist()
     assert len(held) == 2 and min(held) >= 0
-    first, last = (session, resources) if session_first else (resources, session)
-    first.close()
-    assert accounting(c)[1] == 1  # the other still holds it
+    resources.close()
+    assert accounting(c)[1] == 1  # the session still holds it
     assert np.asarray(ids).tolist() == held
-    last.close()
+    session.close()
     assert accounting(c) == ({"kv": 0}, 0, [])
     # A view taken while the sequence was live never shows ids another sequence may hold.
     assert np.all(np.asarray(ids) == -1)
+
+
+def test_the_sessions_close_spends_its_resources_however_many_handles_remain():
+    c = make()
+    adm = c.admit("r", 32, 64)
+    resources = adm.resources
+    again = None
+    session = resources.open_session()
+    again = session.resources  # a second handle of the same resources
+    ids = session.backing.block_ids("kv")
+    assert not resources.closed and resources.request_id == "r" and repr(adm) == "Admitted('r')"
+    session.close()
+    # The decision and both handles are still referenced: they hold nothing.
+    assert accounting(c) == ({"kv": 0}, 0, [])
+    assert np.all(np.asarray(ids) == -1)
+    assert resources.closed and again.closed
+    assert repr(resources) == "AdmittedSequenceResources(closed)" and repr(adm) == "Admitted(<closed>)"
+    for name in ("request_id", "fit_pages", "opened", "sequence_authority", "initial_backing"):
+        with pytest.raises(ClosedError, match="spent"):
+            getattr(resources, name)
+    with pytest.raises(ClosedError, match="spent"):
+        again.open_session()
+    resources.close()  # closing a spent handle changes nothing
+    again.close()
+    assert isinstance(c.admit("r", 16, 64), Admitted)  # the request id is free again
+
+
+def test_a_live_frame_outlasts_the_spent_resources():
+    c = make()
+    adm = c.admit("r", 32, 64)
+    session = adm.resources.open_session()
+    frame = session.acquire_frame()
+    session.close()  # the frame was live: the session fails closed, the frame still holds
+    assert adm.resources.closed
+    assert accounting(c)[1] == 1
+    frame.close()
+    assert accounting(c) == ({"kv": 0}, 0, [])
 
 
 def test_rejections_and_deferrals_leave_no_entry_behind():

@@ -254,9 +254,8 @@ def test_extension_waits_for_released_capacity_then_retries():
     b.acquire_frame().commit()
     b.try_complete()
     assert not reg.should_retry()  # completing releases nothing by itself
-    b.close()
-    assert not reg.should_retry()  # the Admitted still holds the resources
-    adm_b.resources.close()
+    b.close()  # spends b's resources, though the Admitted still refers to them
+    assert adm_b.resources.closed
     assert reg.should_retry() and reg.wait(0) is True
     assert a.try_ensure_backing_covers(48).outcome == BackingOutcome.EXTENDED
 

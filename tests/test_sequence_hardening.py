@@ -131,8 +131,7 @@ def test_an_infinite_or_huge_timeout_blocks_like_none(timeout):
     # Before: the deadline wrapped and wait(inf) / wait(1e10) answered "no change" at once.
     c = make(slots=1)
     adm, s, reg = blocked_waiter(c)
-    s.close()
-    releaser = release_later(0.3, adm.resources)
+    releaser = release_later(0.3, s)  # its close spends the resources: the slot goes back
     started = time.monotonic()
     assert reg.wait(timeout) is True
     assert time.monotonic() - started >= 0.25
@@ -383,8 +382,7 @@ def test_a_failed_page_take_defers_on_physical_memory_and_a_release_wakes_the_wa
     assert c.capacity().used_bytes == {"kv": PAGE}  # the claim rolled back
     reg = c.register_waiter(d)
     assert reg.wait(0) is False  # nothing was released yet
-    s.close()
-    releaser = release_later(0.2, held.resources)
+    releaser = release_later(0.2, s)  # its close spends the resources: the pages go back
     assert reg.wait(10) is True  # before: nothing ever advanced Domain('kv') here
     releaser.join()
     assert isinstance(c.admit("r", 32, 64), Admitted)
@@ -679,7 +677,11 @@ def test_a_cancel_or_close_between_prepare_and_publish_refuses_the_publish(pause
     thread.join(10)
     expected = SessionStateError if interruption == "cancel" else ClosedError
     assert isinstance(result.get("error"), expected), result
-    # The publish was refused and the prepared pages rolled back: nothing leaks.
+    # The publish was refused and the prepared pages rolled back: nothing leaks. A close also
+    # spent the resources (the decision still refers to them): the sequence's pages went back.
+    if interruption == "close":
+        used, stats = {"kv": 0}, {"live_extents": 0}
+        assert adm.resources.closed
     assert c.capacity().used_bytes == used and c.page_memory_stats()["live_extents"] == stats["live_extents"]
     if interruption == "cancel":
         assert s.backing.generation == 1 and s.backing.pages == 1
@@ -795,8 +797,7 @@ def test_wait_async_with_a_huge_timeout_blocks_like_none(timeout):
 
     c = make(slots=1)
     adm, s, reg = blocked_waiter(c)
-    s.close()
-    releaser = release_later(0.3, adm.resources)
+    releaser = release_later(0.3, s)  # its close spends the resources: the slot goes back
     started = time.monotonic()
     assert asyncio.run(reg.wait_async(timeout)) is True
     assert time.monotonic() - started >= 0.25

@@ -55,13 +55,19 @@ SnapshotPtr mutable_snapshot(const std::shared_ptr<const BackingSnapshot>& s) {
   return std::const_pointer_cast<BackingSnapshot>(s);
 }
 
-// Python's hold on admitted resources; close() lets go before the object is collected.
+// Python's hold on admitted resources; close() lets go before the object is collected. Once
+// the session they opened has closed, they are spent: the handle holds nothing and reads as
+// closed.
 struct ResourcesHandle {
   std::shared_ptr<AdmittedSequenceResources> resources;
   const AdmittedSequenceResources& get(const char* what) const {
     if (!resources) raise(ErrorKind::Closed, std::string(what) + ": the admitted resources handle is closed");
+    if (resources->spent())
+      raise(ErrorKind::Closed, std::string(what) + ": the admitted resources are spent (the session they opened "
+                                                   "has closed; they hold nothing since)");
     return *resources;
   }
+  bool closed() const noexcept { return !resources || resources->spent(); }
 };
 
 // Holds its resources handle as the Python object itself (made with the decision, held by
@@ -78,17 +84,29 @@ struct AdmittedDecision {
 // other holders let go meanwhile, that rare last drop runs with the GIL held, as an
 // admission's claim does: slower for other threads, never a deadlock, since the core never
 // waits for the GIL.)
-void let_go(std::shared_ptr<AdmittedSequenceResources>&& resources) {
-  auto dropping = std::move(resources);  // taken with the GIL: the holder is Python's
+void let_go(std::shared_ptr<SequenceBacking>&& backing) {
+  auto dropping = std::move(backing);  // taken with the GIL: the holder is Python's
   if (!dropping || dropping.use_count() > 1 || dropping->coordinator().use_count() > 1) return;
   GilRelease release;
   dropping.reset();
 }
 
+void let_go(std::shared_ptr<AdmittedSequenceResources>&& resources) {
+  auto dropping = std::move(resources);
+  if (!dropping || dropping.use_count() > 1) return;
+  // The last reference to resources never opened (or still open) may hold the last
+  // reference to their backing: that is dropped as above. Spent ones hold nothing.
+  if (auto backing = dropping->backing()) {
+    dropping.reset();
+    let_go(std::move(backing));
+  }
+}
+
 void close_session(SequenceSession& s) {
   auto holds = s.close_handing_over();
   holds.current.reset();  // a snapshot observes: no capacity
-  let_go(std::move(holds.resources));
+  holds.resources.reset();  // spent: holds nothing
+  let_go(std::move(holds.backing));
 }
 
 // A repr names an enum member as Python does (its bound name), never by its number.
@@ -763,11 +781,12 @@ void bind_admission(nb::module_& m) {
         nb::inst_mark_ready(session);
         return session;
       }, nb::sig("def open_session(self) -> SequenceSession"),
-         "The SequenceSession of this admission (it keeps the resources until it closes). SessionStateError "
-         "when a session was already opened (by any holder); ClosedError once this handle is closed.")
-      .def_prop_ro("request_id", [](const ResourcesHandle& h) { return std::string(h.get("request_id").request_id()); },
-                   "The request id it was admitted under. ClosedError once this handle is closed (as every property "
-                   "but closed).")
+         "The SequenceSession of this admission: it keeps the resources until it closes, and its close spends "
+         "them (every handle of them holds nothing since). SessionStateError when a session was already opened "
+         "(by any holder); ClosedError once this handle is closed.")
+      .def_prop_ro("request_id", [](const ResourcesHandle& h) { return std::string(h.get("request_id").request_id().view()); },
+                   "The request id it was admitted under. ClosedError once this handle is closed or the session it "
+                   "opened has closed (as every property but closed).")
       .def_prop_ro("prompt_tokens", [](const ResourcesHandle& h) { return h.get("prompt_tokens").prompt_tokens(); },
                    "The prompt's tokens: the initial backing covers them.")
       .def_prop_ro("fit_tokens", [](const ResourcesHandle& h) { return h.get("fit_tokens").fit_tokens(); },
@@ -782,11 +801,13 @@ void bind_admission(nb::module_& m) {
                    "The request's Authority.")
       .def_prop_ro("initial_backing", [](const ResourcesHandle& h) { return mutable_snapshot(h.get("initial_backing").initial_backing()); },
                    "The BackingSnapshot granted at admission (generation 1, covering the prompt).")
-      .def_prop_ro("closed", [](const ResourcesHandle& h) { return !h.resources; }, "True once this handle let go (close()).")
+      .def_prop_ro("closed", [](const ResourcesHandle& h) { return h.closed(); },
+                   "True once this handle let go (close()), or once the session the resources opened has closed: "
+                   "they are spent then, and hold nothing.")
       .def("__repr__", [](const ResourcesHandle& h) {
-        if (!h.resources) return std::string("AdmittedSequenceResources(closed)");
+        if (h.closed()) return std::string("AdmittedSequenceResources(closed)");
         const AdmittedSequenceResources& r = *h.resources;
-        return "AdmittedSequenceResources(" + quoted(std::string(r.request_id())) +
+        return "AdmittedSequenceResources(" + quoted(std::string(r.request_id("repr").view())) +
                ", prompt_tokens=" + std::to_string(r.prompt_tokens()) + ", fit_tokens=" + std::to_string(r.fit_tokens()) +
                ", opened=" + (r.opened() ? "True" : "False") + ")";
       })
@@ -802,7 +823,8 @@ void bind_admission(nb::module_& m) {
                    "The AdmittedSequenceResources granted: open_session() on it; closing it gives up this hold.")
       .def("__repr__", [](const AdmittedDecision& a) {
         const auto& h = a.handle();
-        return h.resources ? "Admitted(" + quoted(std::string(h.resources->request_id())) + ")" : std::string("Admitted(<closed>)");
+        return h.closed() ? std::string("Admitted(<closed>)")
+                          : "Admitted(" + quoted(std::string(h.resources->request_id("repr").view())) + ")";
       });
 
   nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator", "Capacity admission for sequences on one device.")

@@ -496,6 +496,50 @@ void stale_decisions_hold_nothing() {
   CHECK(std::holds_alternative<Admitted>(c->admit({"r", 16, 64, {}})));  // the id is free again
 }
 
+// The session's close spends its resources: a decision (and the resources in it) kept after
+// the sequence ended holds no pages, no slot and no request id, and says so when read.
+void a_closed_session_spends_its_resources() {
+  auto c = make(8);
+  auto decision = c->admit({"r", 32, 64, {}});
+  const auto& resources = std::get<Admitted>(decision).resources;  // kept, as a scheduler might
+  auto session = resources->open_session();
+  CHECK(!resources->spent() && resources->request_id().view() == "r" && resources->fit_pages() == 4);
+  CHECK(c->capacity().domains[0].used_bytes == 2 * 4096 && resources->backing() != nullptr);
+  session->close();
+  CHECK(resources->spent() && resources->backing() == nullptr);
+  CHECK(c->capacity().domains[0].used_bytes == 0 && c->capacity().active_sequences == 0 && c->holders().empty());
+  CHECK(error_of([&] { resources->request_id(); }) == ErrorKind::Closed);
+  CHECK(error_of([&] { resources->fit_pages(); }) == ErrorKind::Closed);
+  CHECK(error_of([&] { resources->sequence_authority(); }) == ErrorKind::Closed);
+  CHECK(error_of([&] { resources->open_session(); }) == ErrorKind::SessionState);  // opened once
+  CHECK(resources->initial_backing()->released());
+  CHECK(std::holds_alternative<Admitted>(c->admit({"r", 16, 64, {}})));  // the id is free again
+}
+
+// Spending races the reads of other holders of the resources: each read sees the backing or
+// a ClosedError, never a backing being let go (run under ThreadSanitizer in CI).
+void spending_races_reads_of_the_resources() {
+  for (int round = 0; round < 50; ++round) {
+    auto c = make(8);
+    auto resources = std::get<Admitted>(c->admit({"r", 16, 64, {}})).resources;
+    auto session = resources->open_session();
+    std::atomic<bool> go{false};
+    bool every_read_answered = true;  // read after the join
+    std::thread reader([&] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < 200; ++i) {
+        const auto kind = error_of([&] { (void)resources->request_id(); (void)resources->sequence_authority(); });
+        if (kind != ErrorKind::Lifecore && kind != ErrorKind::Closed) every_read_answered = false;  // Lifecore: none thrown
+      }
+    });
+    go = true;
+    session->close();
+    reader.join();
+    CHECK(every_read_answered);
+    CHECK(resources->spent() && c->capacity().domains[0].used_bytes == 0);
+  }
+}
+
 void step_names_its_deferral() {
   auto c = make(2);
   auto resources = std::get<Admitted>(c->admit({"a", 16, 32, {}})).resources;
@@ -512,6 +556,8 @@ void step_names_its_deferral() {
 int main() {
   lazy_fingerprint_matches_the_eager_one();
   stale_decisions_hold_nothing();
+  a_closed_session_spends_its_resources();
+  spending_races_reads_of_the_resources();
   step_names_its_deferral();
   concurrent_lifecycles();
   lifecycle_and_release();

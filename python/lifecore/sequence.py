@@ -17,8 +17,9 @@ The C++ core does the work; this module names it and adds what is Pythonic:
   nothing, as a serving engine refuses a duplicate request id.
 - ``Admitted.resources.open_session()`` (one-shot) returns a ``SequenceSession``.
 - Release: only real holders keep a sequence's pages and active slot: its admitted resources
-  (which the session keeps until it closes), its live frames and its unreleased flights (their
-  work may still read the pages). Capacity returns when the
+  (which the session keeps until it closes; its close spends them, so a handle of them or the
+  ``Admitted`` decision kept after it holds nothing and reads as closed), its live frames and
+  its unreleased flights (their work may still read the pages). Capacity returns when the
   last of them goes (``close()``, a ``with`` block, or the last reference). Snapshots and
   ``BackingDecision``s left in variables observe without owning: once the holders are gone a
   snapshot reports ``released`` and its ``extents`` raise ``SessionStateError``. Nor do they,
@@ -321,9 +322,9 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     A candidate is a victim when its release sources intersect the deferral's wait
     condition; it is aborted with ``try_abort_if_quiescent()`` (one transition, or nothing
     changes: a candidate with a live frame or flight is skipped, never half-cancelled), then
-    its session hold is dropped. Capacity comes back once every other holder of the victim
-    (its ``Admitted`` / resources handle, snapshots) is gone too; ``freed_sources`` reports
-    what actually came back. Stops once the deferred demand fits, or after ``limit`` victims.
+    its session is closed, which spends its resources: with no frame or flight live, nothing
+    else holds the victim, so its capacity comes back at once, whatever handles of its
+    ``Admitted`` decision the caller keeps; ``freed_sources`` reports what actually came back. Stops once the deferred demand fits, or after ``limit`` victims.
     A demand only growth can serve (its fit beyond a domain's total, ``AWAIT_BACKING_GROWTH``)
     picks no victim: no release admits it.
 

@@ -1,5 +1,8 @@
 #include "lifecore/sequence/resources.hpp"
 
+#include <mutex>
+#include <string>
+
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/session.hpp"
 
@@ -16,11 +19,49 @@ std::unique_ptr<SequenceSession> AdmittedSequenceResources::open_session() {
 }
 
 SequenceSession AdmittedSequenceResources::open_session_here() {
-  // One incarnation per logical sequence: the first opener wins, every other is refused.
+  // One incarnation per logical sequence: the first opener wins, every other is refused. The
+  // resources are never spent before they are opened, so a refusal names the opening.
   if (opened_.exchange(true))
     raise(ErrorKind::SessionState,
           "open_session: the sequence is already bound to a session (a logical sequence has one incarnation)");
   return SequenceSession(shared_from_this());
+}
+
+bool AdmittedSequenceResources::spent() const noexcept {
+  std::lock_guard<SessionLock> lock(mutex_);
+  return !backing_;
+}
+
+std::shared_ptr<SequenceBacking> AdmittedSequenceResources::held(const char* what) const {
+  std::shared_ptr<SequenceBacking> backing;
+  {
+    std::lock_guard<SessionLock> lock(mutex_);
+    backing = backing_;
+  }
+  if (!backing)
+    raise(ErrorKind::Closed, std::string(what) +
+                                 ": the admitted resources are spent (the session they opened has closed; they hold "
+                                 "nothing since)");
+  return backing;
+}
+
+RequestId AdmittedSequenceResources::request_id(const char* what) const { return held(what)->shared_request_id(); }
+std::uint64_t AdmittedSequenceResources::fit_pages(const char* what) const { return held(what)->fit_pages(); }
+Authority AdmittedSequenceResources::sequence_authority(const char* what) const {
+  return held(what)->sequence_authority();
+}
+Authority AdmittedSequenceResources::request_authority(const char* what) const {
+  return held(what)->request_authority();
+}
+
+std::shared_ptr<SequenceBacking> AdmittedSequenceResources::backing() const {
+  std::lock_guard<SessionLock> lock(mutex_);
+  return backing_;
+}
+
+std::shared_ptr<SequenceBacking> AdmittedSequenceResources::spend() noexcept {
+  std::lock_guard<SessionLock> lock(mutex_);
+  return std::move(backing_);
 }
 
 }  // namespace lifecore::sequence

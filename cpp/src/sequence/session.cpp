@@ -76,11 +76,13 @@ const char* phase_name(SessionPhase phase) noexcept {
 SequenceSession::SequenceSession(std::shared_ptr<AdmittedSequenceResources> resources)
     : state_(make_recycled<SessionState>()) {
   auto& s = *state_;
-  s.sequence = resources->sequence_authority();
-  s.request = resources->request_authority();
-  s.request_id = resources->backing()->shared_request_id();
+  // Just opened by this thread: the resources hold their backing until this session closes.
+  const SequenceBacking& backing = *resources->session_backing();
+  s.sequence = backing.sequence_authority();
+  s.request = backing.request_authority();
+  s.request_id = backing.shared_request_id();
   s.fit_tokens = resources->fit_tokens();
-  s.coordinator = resources->coordinator().get();
+  s.coordinator = backing.coordinator().get();
   s.tokens_per_page = s.coordinator->tokens_per_page();
   s.initial = resources->initial_backing();
   s.resources = std::move(resources);
@@ -102,6 +104,7 @@ SequenceSession::Holds SequenceSession::close_handing_over() noexcept {
   // Dropped before a terminal state: fail closed. A terminal session is left alone.
   if (state_->active_locked()) state_->phase = SessionPhase::fail_closed;
   holds.resources = std::move(state_->resources);
+  holds.backing = holds.resources->spend();  // whatever handles of the resources remain hold nothing now
   holds.current = std::move(state_->current);
   state_->first_ids = nullptr;  // read only with the handle open; never a dangling pointer kept
   state_->table_stamp.store(0, std::memory_order_release);  // a table's next look takes the checked path
@@ -170,7 +173,7 @@ std::shared_ptr<CapacityWaitRegistration> SequenceSession::register_admission_wa
                                              std::to_string(deferred.backing->expected_generation) + " (now " +
                                              std::to_string(state_->generation_locked()) + "); retry the extension");
     }
-    coordinator = state_->resources->coordinator();
+    coordinator = state_->resources->session_backing()->coordinator();
   }
   return coordinator->register_waiter(deferred);
 }
@@ -236,7 +239,7 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
       decision.reason = "a frame or participant flight is live; extend between frames";
       return decision;
     }
-    coordinator = s.resources->coordinator();
+    coordinator = s.resources->session_backing()->coordinator();
   }
   const std::uint64_t new_tokens = std::max(tokens, seen->tokens());
   const std::uint64_t new_pages = std::max(pages, seen->pages());
@@ -406,7 +409,7 @@ std::unique_ptr<FlightHold> SequenceSession::prepare_flight(std::uint64_t key) {
   if (s.extras.find_flight(key)) raise(ErrorKind::SessionState, "prepare_flight: flight " + std::to_string(key) + " is already prepared");
   s.extras.set_flight(key, FlightPhase::prepared);
   try {
-    return std::make_unique<FlightHold>(state_, key, *s.active_frame, s.resources->backing());
+    return std::make_unique<FlightHold>(state_, key, *s.active_frame, s.resources->session_backing());
   } catch (...) {
     s.extras.erase_flight(key);  // no holder: the flight must not keep the session from ending
     throw;
@@ -512,7 +515,7 @@ SequenceSession::TableRowAnswer SequenceSession::write_table_row(const Admission
   // The common row, the sequence's first domain, reads the ids kept beside the lock; another
   // reads them from the backing, which the open handle's resources hold (its ids move only
   // under this lock).
-  const std::int32_t* ids = slot == 0 ? s.first_ids : s.resources->backing()->published_ids(slot);
+  const std::int32_t* ids = slot == 0 ? s.first_ids : s.resources->session_backing()->published_ids(slot);
   write_table_row_ids(ids, pages, target);
   return {TableRow::written, pages};
 }
@@ -533,7 +536,7 @@ void table_source_locked(const SessionState& s, std::uint32_t domain_index, cons
     return;
   }
   out.slot = domain_slot_locked(s, domain_index);
-  out.backing = s.resources->backing();
+  out.backing = s.resources->session_backing();
 }
 
 }  // namespace

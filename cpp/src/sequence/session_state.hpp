@@ -136,7 +136,7 @@ class SessionState {
     current_tokens = current->tokens();
     current_pages = current->pages();
     first_domain = current->domains().front();
-    first_ids = resources->backing()->published_ids(0);
+    first_ids = resources->session_backing()->published_ids(0);
     table_stamp.store(next_table_stamp(), std::memory_order_release);
   }
   // Never 0 and never repeated (2^64 publishes do not happen).

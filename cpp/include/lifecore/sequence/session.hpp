@@ -136,9 +136,11 @@ class SequenceSession {
   // Fails the session closed if still active, and lets go of its resources and backing.
   void close() noexcept;
   // close(), handing what it lets go of to the caller (empty when already closed), who drops
-  // it where it chooses: the resources return capacity if theirs is the last hold.
+  // it where it chooses: the backing returns capacity if this is its last hold. The resources
+  // are spent by then (they let go of the backing, whatever handles of them remain).
   struct Holds {
     std::shared_ptr<AdmittedSequenceResources> resources;
+    std::shared_ptr<SequenceBacking> backing;
     std::shared_ptr<const BackingSnapshot> current;
   };
   Holds close_handing_over() noexcept;
