@@ -604,3 +604,99 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     assert result["capture_streams"] == [True, -1]  # the warmup orders; the recorded pass does not wait
     assert result["held"] is True
     assert result["released"] is True
+
+
+def test_a_masked_array_is_refused_before_anything_is_issued(dev) -> None:
+    # Before: its DLPack export showed the data without the mask, and a kernel wrote the masked
+    # elements too.
+    s = dev.stream()
+    x = np.arange(N, dtype=np.float32)
+    data = np.zeros(N, np.float32)
+    masked = np.ma.array(data, mask=np.ones(N, bool))
+    before = [data.copy(), dev.memory_stats()]
+    with pytest.raises(InvalidArgumentError, match=r"launch: argument 'out' is a NumPy masked array"):
+        s.launch(K.scale_f32, 1, N, [N, 2.0, x, masked])
+    with pytest.raises(InvalidArgumentError, match=r"copy: argument 'dst' is a NumPy masked array"):
+        s.copy(masked, x)
+    with pytest.raises(InvalidArgumentError, match=r"fill: argument 'buf' is a NumPy masked array"):
+        s.fill(masked, 0)
+    assert_nothing_changed(dev, s, [data], before)
+    s.launch(K.scale_f32, 1, N, [N, 2.0, x, masked.data])  # its data, as the message says
+    s.sync()
+    assert np.array_equal(data, 2.0 * x)
+
+
+def test_a_producer_error_is_an_invalid_argument_and_an_interrupt_stays_one(dev) -> None:
+    s = dev.stream()
+
+    class NoDevice:  # as torch answers for a meta tensor
+        def __dlpack_device__(self):
+            raise ValueError("Unknown device type meta for Dlpack")
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("never asked once the device is unknown")
+
+    with pytest.raises(InvalidArgumentError, match=r"fill: argument 'buf' could not name its device .*ValueError: "
+                                                   r"Unknown device type meta") as refused:
+        s.fill(NoDevice(), 0)
+    assert isinstance(refused.value, lifecore.LifecoreError)
+
+    class Interrupted:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        s.fill(Interrupted(), 0)
+    s.fill(filled(s, 1.0), 0)  # the stream is usable
+    s.sync()
+
+
+def test_a_builtin_kernels_pointer_must_hold_its_n_elements(dev) -> None:
+    # Before: the launch was issued; on the emulated device a tensor too small lost the device
+    # (an illegal address), and a Buffer too small was written past its end into the pool.
+    s = dev.stream()
+    x = np.arange(N, dtype=np.float32)
+    small = np.zeros(4, np.float32)
+    small_buf = filled(s, 5.0, 4)
+    neighbour = filled(s, 9.0, N)
+    before = [small.copy(), dev.memory_stats()]
+    with pytest.raises(InvalidArgumentError, match=r"launch: scale_f32\(.*\): argument 'out' holds 16 bytes, but the "
+                                                   r"launch covers 64 elements of 4 bytes \(min\(n = 64, grid.x \* "
+                                                   r"block.x\)\): 256 \(nothing was issued\)"):
+        s.launch(K.scale_f32, 1, N, [N, 2.0, x, small])
+    with pytest.raises(InvalidArgumentError, match=r"argument 'out' holds 16 bytes"):
+        s.launch(K.scale_f32, 1, N, [N, 2.0, x, small_buf])
+    with pytest.raises(InvalidArgumentError, match=r"argument 'x' holds 16 bytes"):
+        s.launch(K.add_f32, 1, N, [N, small, x, x])
+    with pytest.raises(InvalidArgumentError, match=r"axpy_info_f32\(.*\): argument 'y' holds 16 bytes, but the "
+                                                   r"launch covers 64"):
+        s.launch(K.axpy_info_f32, 1, N, [x, small], info=[N, K.float_bits(1.0)])
+    assert_nothing_changed(dev, s, [small], before)
+    assert not dev.lost
+    assert np.all(f32(s, small_buf) == 5.0) and np.all(f32(s, neighbour) == 9.0)
+    s.launch(K.scale_f32, 1, 4, [4, 2.0, x, small])  # n = 4 fits
+    s.launch(K.scale_f32, 1, 1, [0, 2.0, small, small])  # nothing to do: no bytes needed
+    s.launch(K.scale_f32, 1, 4, [N, 1.0, small, small])  # n = 64 over 4 threads: 4 elements
+    s.launch(K.scale_f32, (1, 8), 4, [N, 1.0, small, small])  # y repeats the same 4
+    s.sync()
+    assert np.array_equal(small, 2.0 * x[:4])
+
+
+def test_an_f32_argument_past_the_float32_range_is_refused(dev) -> None:
+    # Before: it reached the kernel as an infinity (float_bits refused the same value).
+    s = dev.stream()
+    x = np.ones(N, np.float32)
+    y = np.zeros(N, np.float32)
+    for value in (1e300, -1e39, 3.5e38):
+        with pytest.raises(LifecoreOverflowError, match=r"axpy_f32\(.*\): argument 'a' = .* is outside the float32 "
+                                                        r"range"):
+            s.launch(K.axpy_f32, 1, N, [N, value, x, y])
+    s.sync()
+    assert not y.any()
+    s.launch(K.axpy_f32, 1, N, [N, float("inf"), x, y])  # an infinity given as one is itself
+    s.launch(K.scale_f32, 1, N, [N, 3.4028234663852886e38, x, x])  # the largest float32
+    s.sync()
+    assert np.all(np.isinf(y)) and np.all(x == np.float32(3.4028234663852886e38))

@@ -654,3 +654,34 @@ def test_a_graph_that_reads_the_arena_keeps_it_until_the_graph_goes(graphs):
         assert struct.unpack("<2f", stream.read(out)[:8]) == (3.0, 3.0)
         graph.destroy()
         assert (dev.memory_stats()["arenas"], dev.memory_stats()["arena_bytes"]) == (0, 0)
+
+
+def test_a_table_out_whose_producer_fails_is_refused_and_an_interrupt_stays_one():
+    # Before: torch's ValueError for a meta tensor escaped as itself, not as a lifecore error.
+    c = make()
+    adm = c.admit("r", 16, 64)
+    assert isinstance(adm, Admitted)
+    session = adm.resources.open_session()
+
+    class NoDevice:
+        def __dlpack_device__(self):
+            raise ValueError("Unknown device type meta for Dlpack")
+
+        def __dlpack__(self, **kwargs):
+            raise AssertionError("never asked once the device is unknown")
+
+    class Interrupted:
+        def __dlpack_device__(self):
+            return (1, 0)
+
+        def __dlpack__(self, **kwargs):
+            raise KeyboardInterrupt
+
+    with pytest.raises(InvalidArgumentError, match=r"block_table: argument 'out' could not be exported \(its "
+                                                   r"__dlpack_device__ raised ValueError: Unknown device type meta"):
+        c.block_table([session], 8, NoDevice())
+    with pytest.raises(InvalidArgumentError, match=r"decode_table: argument 'out' could not be exported"):
+        c.decode_table(1, 8, NoDevice())
+    with pytest.raises(KeyboardInterrupt):
+        c.block_table([session], 8, Interrupted())
+    assert c.block_table([session], 8).tolist() == [session.backing.block_ids().tolist() + [0] * 7]

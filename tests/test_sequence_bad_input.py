@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+import lifecore
 from lifecore.errors import (CapacityError, ClosedError, InvalidArgumentError, LifecoreTypeError,
                              SessionStateError, StaleAuthorityError)
 from lifecore.sequence import (AdmissionCoordinator, Admitted, BackingOutcome, SessionPhase)
@@ -253,3 +254,30 @@ def test_a_device_table_is_refused_before_it_is_exported():
     with pytest.raises(InvalidArgumentError, match="must live in host memory"):
         c.decode_table(1, 4, out=DeviceTable())
     assert not DeviceTable.exported
+
+
+def test_errors_after_a_device_close_name_the_call_made():
+    # Before: step() named try_ensure_backing_covers, register_waiter named
+    # register_admission_waiter, and a DLPack export of a buffer named `ptr`.
+    import numpy as np
+
+    from lifecore.sequence import AdmissionDeferred
+
+    dev = lifecore.Device("mock")
+    s = dev.stream()
+    buf = s.alloc(64)
+    c = AdmissionCoordinator(dev, domains={"kv": 8 * 512}, page_bytes=512, tokens_per_page=4, max_active_sequences=1)
+    session = c.admit("a", 4, 32).resources.open_session()
+    deferred = c.admit("b", 4, 4)
+    assert isinstance(deferred, AdmissionDeferred)
+    dev.close()
+    with pytest.raises(lifecore.ClosedError, match=r"^__dlpack_device__: the device is closed"):
+        np.from_dlpack(buf)
+    with pytest.raises(lifecore.ClosedError, match=r"^step: "):
+        session.step(20)
+    with pytest.raises(lifecore.ClosedError, match=r"^try_ensure_backing_covers: "):
+        session.try_ensure_backing_covers(20)
+    with pytest.raises(lifecore.ClosedError, match=r"^register_waiter: "):
+        c.register_waiter(deferred)
+    with pytest.raises(lifecore.ClosedError, match=r"^register_admission_waiter: "):
+        session.register_admission_waiter(deferred)

@@ -33,16 +33,15 @@ inline nb::tuple sequence_snapshot(nb::handle sequence) {
   return nb::steal<nb::tuple>(items);
 }
 
-// NumPy's bool type once NumPy is loaded (no NumPy bool exists before), else null. NumPy before
-// 2.3 still lets __index__ read its bool as a number (with a DeprecationWarning). The type is
-// a static one of NumPy's: the pointer kept stays good for the process.
-inline PyTypeObject* numpy_bool_type() {
-  static PyTypeObject* found = nullptr;
+// The type `name` of the module `module` once that module is loaded (no instance of it can
+// exist before), else null; looked up until found, then kept in `found` with its reference,
+// good for the process.
+inline PyTypeObject* loaded_type(const char* module, const char* name, PyTypeObject*& found) {
   if (found) return found;
-  PyObject* modules = PySys_GetObject("modules");                               // borrowed
-  PyObject* numpy = modules ? PyDict_GetItemString(modules, "numpy") : nullptr;  // borrowed
-  if (!numpy) return nullptr;
-  PyObject* type = PyObject_GetAttrString(numpy, "bool_");
+  PyObject* modules = PySys_GetObject("modules");                              // borrowed
+  PyObject* loaded = modules ? PyDict_GetItemString(modules, module) : nullptr;  // borrowed
+  if (!loaded) return nullptr;
+  PyObject* type = PyObject_GetAttrString(loaded, name);
   if (!type) {
     PyErr_Clear();
     return nullptr;
@@ -53,6 +52,21 @@ inline PyTypeObject* numpy_bool_type() {
   }
   found = reinterpret_cast<PyTypeObject*>(type);  // the reference is kept
   return found;
+}
+
+// NumPy's bool type: NumPy before 2.3 still lets __index__ read its bool as a number (with a
+// DeprecationWarning).
+inline PyTypeObject* numpy_bool_type() {
+  static PyTypeObject* found = nullptr;
+  return loaded_type("numpy", "bool_", found);
+}
+
+// NumPy's masked array (numpy.ma, which NumPy loads with itself): its buffer and its DLPack
+// export show the data without the mask.
+inline bool is_numpy_masked_array(nb::handle h) {
+  static PyTypeObject* found = nullptr;
+  PyTypeObject* type = loaded_type("numpy.ma", "MaskedArray", found);
+  return type != nullptr && PyObject_TypeCheck(h.ptr(), type);
 }
 
 inline bool is_numpy_bool(nb::handle h) {

@@ -141,7 +141,7 @@ void versioned_capsule_destructor(PyObject* capsule) {
 }
 
 std::pair<int, int> dlpack_device(const Buffer& buffer) {
-  (void)buffer.ptr();  // ClosedError once freed
+  (void)buffer.ptr("__dlpack_device__");  // ClosedError once freed or its device closed
   const driver::Driver& driver = buffer.device()->driver();
   const int type = driver.backend().dlpack_device_type;
   return {type, type == driver::dlpack_device::cpu ? 0 : driver.ordinal()};
@@ -262,7 +262,7 @@ nb::dict cuda_array_interface(const BufferView& view) {
   nb::dict out;
   out["shape"] = nb::tuple(shape);
   out["typestr"] = view.type->typestr;
-  out["data"] = nb::make_tuple(static_cast<std::uint64_t>(buffer.ptr()), false);
+  out["data"] = nb::make_tuple(static_cast<std::uint64_t>(buffer.ptr("__cuda_array_interface__")), false);
   out["strides"] = nb::none();
   out["version"] = 3;
   // The consumer synchronizes with the buffer's stream (version 3's "stream").

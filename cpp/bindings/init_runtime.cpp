@@ -428,7 +428,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
   using namespace nb::literals;
   nb::class_<Buffer>(m, "Buffer", "A slice of device memory allocated by Stream.alloc.")
       .def_prop_ro("nbytes", &Buffer::nbytes, "Its size in bytes")
-      .def_prop_ro("ptr", &Buffer::ptr, "The device address (ClosedError once freed)")
+      .def_prop_ro("ptr", [](const Buffer& b) { return b.ptr(); }, "The device address (ClosedError once freed)")
       .def_prop_ro("device", &Buffer::device, "The Device whose pool the buffer was allocated from")
       .def_prop_ro("alive", &Buffer::alive, "False once freed or once its device closed")
       .def("free", &Buffer::free,

@@ -104,7 +104,14 @@ std::size_t contiguous_bytes(const std::string& label, std::int32_t ndim, const 
 
 std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& label) {
   if (!nb::hasattr(h, "__dlpack_device__")) return {-1, -1};
-  nb::object device = h.attr("__dlpack_device__")();
+  nb::object device;
+  try {
+    device = h.attr("__dlpack_device__")();
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_Exception)) throw;  // an interrupt stays one
+    refuse(label, std::string("could not name its device (its __dlpack_device__ raised ") +
+                      nb::type_name(error.type()).c_str() + ": " + nb::str(error.value()).c_str() + ")");
+  }
   std::pair<int, int> out;
   if (!nb::try_cast(device, out)) refuse(label, "has a __dlpack_device__ that is not a pair of ints");
   return out;
@@ -184,12 +191,14 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   try {
     capsule = export_fn(nb::arg("stream") = stream_arg, nb::arg("max_version") = nb::make_tuple(1, 0));
   } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_Exception)) throw;  // an interrupt stays one
     if (!error.matches(PyExc_TypeError)) {
       export_failure = nb::str(error.value()).c_str();
     } else {
       try {
         capsule = export_fn(nb::arg("stream") = stream_arg);  // a producer before DLPack 1.0
       } catch (nb::python_error& again) {
+        if (!again.matches(PyExc_Exception)) throw;
         export_failure = nb::str(again.value()).c_str();
       }
     }
@@ -312,6 +321,9 @@ bool memory_argument(nb::handle h, runtime::Stream& stream, const char* call, co
     return true;
   }
   const std::string label = std::string(call) + ": argument '" + name + "'";
+  if (is_numpy_masked_array(h))
+    refuse(label, "is a NumPy masked array: the operation would read and write its masked elements too; pass its "
+                  ".data, or .filled(value)");
   if (nb::hasattr(h, "__dlpack__")) {
     read_dlpack(h, stream, call, name, label, &out->foreign);
   } else if (nb::hasattr(h, "__cuda_array_interface__")) {

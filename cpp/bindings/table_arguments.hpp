@@ -87,9 +87,22 @@ inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_
 inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Target& t, const char* call = "block_table") {
   // The device first, where the producer says it: exporting a GPU tensor orders streams (torch
   // makes the current stream wait), a side effect a table that is refused anyway must not have.
+  // A producer's own error (torch's for a meta tensor, say) is this call's refusal; an
+  // interrupt stays one.
+  auto refused = [&](nb::python_error& e, const char* method) {
+    if (!e.matches(PyExc_Exception)) throw;
+    bad_out(call, std::string("could not be exported (its ") + method + " raised " + nb::type_name(e.type()).c_str() +
+                      ": " + nb::str(e.value()).c_str() + ")");
+  };
   if (nb::hasattr(out, "__dlpack_device__")) {
     std::pair<int, int> device;
-    if (nb::try_cast(out.attr("__dlpack_device__")(), device) && device.first != dlpack_device_cpu)
+    nb::object answer;
+    try {
+      answer = out.attr("__dlpack_device__")();
+    } catch (nb::python_error& e) {
+      refused(e, "__dlpack_device__");
+    }
+    if (nb::try_cast(answer, device) && device.first != dlpack_device_cpu)
       bad_out(call, "must live in host memory (DLPack device type " + std::to_string(device.first) +
                         "); pass a lifecore Buffer for device memory");
   }
@@ -97,8 +110,12 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
   try {
     capsule = out.attr("__dlpack__")("max_version"_a = nb::make_tuple(1, 0));
   } catch (nb::python_error& e) {
-    if (!e.matches(PyExc_TypeError)) throw;
-    capsule = out.attr("__dlpack__")();
+    if (!e.matches(PyExc_TypeError)) refused(e, "__dlpack__");
+    try {
+      capsule = out.attr("__dlpack__")();
+    } catch (nb::python_error& again) {
+      refused(again, "__dlpack__");
+    }
   }
   if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
     auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));

@@ -33,10 +33,10 @@ const char* dangling_reason() {
 }
 }  // namespace
 
-driver::DevicePtr Buffer::ptr() const {
-  if (freed()) raise(ErrorKind::Closed, "ptr: the buffer was freed");
-  if (dangling_.load(std::memory_order_acquire)) raise(ErrorKind::Closed, std::string("ptr") + dangling_reason());
-  device_->check_open("ptr");
+driver::DevicePtr Buffer::ptr(const char* op) const {
+  if (freed()) raise(ErrorKind::Closed, std::string(op) + ": the buffer was freed");
+  if (dangling_.load(std::memory_order_acquire)) raise(ErrorKind::Closed, std::string(op) + dangling_reason());
+  device_->check_open(op);
   return ptr_;
 }
 

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <utility>
 
@@ -10,7 +11,8 @@
 namespace lifecore::runtime {
 
 Kernel::Kernel(const driver::BuiltinKernel& builtin, std::size_t index)
-    : name_(builtin.name), params_(builtin.params), summary_(builtin.summary), index_(index) {
+    : name_(builtin.name), params_(builtin.params), summary_(builtin.summary), index_(index),
+      count_param_(builtin.count_param), element_bytes_(builtin.element_bytes) {
   for (auto name : builtin.param_names) param_names_.emplace_back(name);
   for (std::size_t i = 0; i < params_.size(); ++i) read_only_.push_back(i < 32 && ((builtin.read_only >> i) & 1u) != 0);
 }
@@ -140,8 +142,21 @@ driver::KernelArg convert_scalar(const Kernel& kernel, std::size_t param, const 
         value = arg.above_int64 ? static_cast<double>(static_cast<std::uint64_t>(arg.integer))
                                 : static_cast<double>(arg.integer);
       else wrong_kind(kernel, param, "a float", arg);
-      if (kind == driver::ArgKind::f32) out.bits = std::bit_cast<std::uint32_t>(static_cast<float>(value));
-      else out.bits = std::bit_cast<std::uint64_t>(value);
+      if (kind == driver::ArgKind::f32) {
+        const float narrowed = static_cast<float>(value);
+        // A finite value past the float32 range would reach the kernel as an infinity (as
+        // float_bits refuses it too); an infinity or NaN given as such passes as itself.
+        if (std::isinf(narrowed) && std::isfinite(value)) {
+          char shown[32];
+          std::snprintf(shown, sizeof shown, "%.17g", value);
+          raise(ErrorKind::Overflow, "launch: " + kernel.signature() + ": argument '" +
+                                         std::string(kernel.param_names()[param]) + "' = " + shown +
+                                         " is outside the float32 range");
+        }
+        out.bits = std::bit_cast<std::uint32_t>(narrowed);
+      } else {
+        out.bits = std::bit_cast<std::uint64_t>(value);
+      }
       return out;
     }
   }

@@ -8,6 +8,7 @@
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
 #include "runtime/hex_text.hpp"
+#include "runtime/launch_extents.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/pause_points.hpp"
@@ -544,6 +545,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() + " takes " +
                                        std::to_string(params.size() - offset) + " argument(s)" +
                                        (info ? " besides info" : "") + ", got " + std::to_string(count));
+  check_builtin_extents(kernel, grid, block, args, count, info, offset);
   LockWithoutStalling lock(mutex_);
   check_usable("launch");
   // Reused between launches (under the stream's lock): the hot path allocates nothing.

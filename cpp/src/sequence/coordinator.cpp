@@ -429,11 +429,13 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
 
 AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
     const std::vector<std::uint32_t>& domains, std::uint64_t pages, const BackingDeferralContext& context,
-    std::string_view request_id, bool claim) {
-  const std::uint64_t bytes = checked::mul_or_throw(pages, config_.page_bytes, "try_ensure_backing_covers: pages * page_bytes");
+    std::string_view request_id, bool claim, const char* op) {
+  const auto product = checked::mul(pages, config_.page_bytes);
+  if (!product) checked::overflow(std::string(op) + ": pages * page_bytes");
+  const std::uint64_t bytes = *product;
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  require_open_locked("try_ensure_backing_covers");
-  if (poisoned_) raise(ErrorKind::Capacity, "try_ensure_backing_covers: the coordinator's accounting is inconsistent (poisoned)");
+  require_open_locked(op);
+  if (poisoned_) raise(ErrorKind::Capacity, std::string(op) + ": the coordinator's accounting is inconsistent (poisoned)");
   std::vector<CapacityBlocker> blockers;
   bool growth = false;
   for (std::uint32_t d : domains) {
@@ -731,19 +733,20 @@ void AdmissionCoordinator::verify_sequence_authority(const Authority& authority)
                                          ", generation " + std::to_string(authority.generation) + ")");
 }
 
-std::shared_ptr<CapacityWaitRegistration> AdmissionCoordinator::register_waiter(const AdmissionDeferred& deferred) {
+std::shared_ptr<CapacityWaitRegistration> AdmissionCoordinator::register_waiter(const AdmissionDeferred& deferred,
+                                                                                 const char* op) {
   if (deferred.coordinator_id != id_)
-    raise(ErrorKind::StaleAuthority, "register_admission_waiter: the deferral belongs to another coordinator (foreign coordinator)");
+    raise(ErrorKind::StaleAuthority, std::string(op) + ": the deferral belongs to another coordinator (foreign coordinator)");
   WaitCondition observed = deferred.wait_condition;
   if (observed.sources.empty() || observed.sources.size() != observed.epochs.size())
-    raise(ErrorKind::InvalidArgument, "register_admission_waiter: the deferral has no wait condition");
-  for (auto& s : observed.sources) s = resolve_source(s, "register_admission_waiter");  // foreign or unknown: refused
+    raise(ErrorKind::InvalidArgument, std::string(op) + ": the deferral has no wait condition");
+  for (auto& s : observed.sources) s = resolve_source(s, op);  // foreign or unknown: refused
   const auto& sources = observed.sources;
   auto state = std::make_shared<WaiterState>();
   std::vector<std::uint64_t> registered;
   {
     std::lock_guard<std::recursive_mutex> lock(mutex_);
-    require_open_locked("register_admission_waiter");
+    require_open_locked(op);
     for (const auto& s : sources) registered.push_back(epoch_locked(slot_of(s)));
     for (const auto& s : sources) waiters_[slot_of(s)].emplace(state.get(), state);
   }

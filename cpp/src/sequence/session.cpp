@@ -175,7 +175,7 @@ std::shared_ptr<CapacityWaitRegistration> SequenceSession::register_admission_wa
     }
     coordinator = state_->resources->session_backing()->coordinator();
   }
-  return coordinator->register_waiter(deferred);
+  return coordinator->register_waiter(deferred, "register_admission_waiter");
 }
 
 void SequenceSession::verify_backing_deferral(const BackingDecision& decision) const {
@@ -194,18 +194,21 @@ BackingDecision SequenceSession::try_ensure_backing_covers(std::int64_t tokens_i
 BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::optional<std::int64_t> pages_in,
                                                bool tokens_only) {
   auto& s = *state_;
+  // step() asks for tokens only; its errors name it.
+  const char* const op = tokens_only ? "step" : "try_ensure_backing_covers";
   if (tokens_in <= 0)
-    raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: tokens must be positive, got " + std::to_string(tokens_in));
+    raise(ErrorKind::InvalidArgument, std::string(op) + ": tokens must be positive, got " + std::to_string(tokens_in));
   const auto tokens = static_cast<std::uint64_t>(tokens_in);
-  const std::uint64_t needed_pages = s.pages_for(tokens, "try_ensure_backing_covers: tokens in pages");
+  const std::uint64_t needed_pages =
+      s.pages_for(tokens, tokens_only ? "step: tokens in pages" : "try_ensure_backing_covers: tokens in pages");
   if (pages_in && *pages_in <= 0)
-    raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: pages must be positive, got " + std::to_string(*pages_in));
+    raise(ErrorKind::InvalidArgument, std::string(op) + ": pages must be positive, got " + std::to_string(*pages_in));
   std::uint64_t pages = pages_in ? static_cast<std::uint64_t>(*pages_in) : needed_pages;
   if (pages < needed_pages)
-    raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: " + std::to_string(pages) + " pages cannot hold " +
+    raise(ErrorKind::InvalidArgument, std::string(op) + ": " + std::to_string(pages) + " pages cannot hold " +
                                           std::to_string(tokens) + " tokens");
   if (tokens > s.fit_tokens || pages > s.fit_pages())
-    raise(ErrorKind::Capacity, "try_ensure_backing_covers: the target (" + std::to_string(tokens) + " tokens, " +
+    raise(ErrorKind::Capacity, std::string(op) + ": the target (" + std::to_string(tokens) + " tokens, " +
                                    std::to_string(pages) + " pages) is above the request's fit limit (" +
                                    std::to_string(s.fit_tokens) + " tokens, " + std::to_string(s.fit_pages()) + " pages)");
 
@@ -216,8 +219,8 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
   std::shared_ptr<AdmissionCoordinator> coordinator;  // the handle may close while pages are prepared
   {
     std::lock_guard<SessionLock> lock(s.mutex);
-    require_handle(s, "try_ensure_backing_covers");
-    s.require_open_locked("try_ensure_backing_covers");
+    require_handle(s, op);
+    s.require_open_locked(op);
     seen = s.current;
     decision.expected_generation = s.generation_locked();
     if (tokens_only && pages < seen->pages()) {
@@ -231,7 +234,7 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
       return decision;
     }
     if ((tokens < seen->tokens() && pages > seen->pages()) || (tokens > seen->tokens() && pages < seen->pages()))
-      raise(ErrorKind::InvalidArgument, "try_ensure_backing_covers: the target (" + std::to_string(tokens) + " tokens, " +
+      raise(ErrorKind::InvalidArgument, std::string(op) + ": the target (" + std::to_string(tokens) + " tokens, " +
                                             std::to_string(pages) + " pages) is incomparable with the frontier (" +
                                             std::to_string(seen->tokens()) + " tokens, " + std::to_string(seen->pages()) + " pages)");
     if (!s.quiescent_locked()) {
@@ -243,9 +246,11 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
   }
   const std::uint64_t new_tokens = std::max(tokens, seen->tokens());
   const std::uint64_t new_pages = std::max(pages, seen->pages());
-  const std::uint64_t delta = checked::sub_or_throw(new_pages, seen->pages(), "try_ensure_backing_covers: page delta");
+  const std::uint64_t delta = checked::sub_or_throw(
+      new_pages, seen->pages(), tokens_only ? "step: page delta" : "try_ensure_backing_covers: page delta");
   const std::uint64_t next_generation =
-      checked::add_or_throw(seen->generation(), std::uint64_t{1}, "try_ensure_backing_covers: backing generation");
+      checked::add_or_throw(seen->generation(), std::uint64_t{1},
+                            tokens_only ? "step: backing generation" : "try_ensure_backing_covers: backing generation");
 
   // Outside the locks: check logical capacity (a logical deferral never touches the device),
   // prepare physical pages, then claim the logical capacity.
@@ -279,7 +284,7 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
   }
   if (delta > 0 && fast == AdmissionCoordinator::FastExtension::logical_short) {
     BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
-    auto check = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/false);
+    auto check = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/false, op);
     if (check.deferred) {
       decision.outcome = BackingOutcome::backing_deferred;
       decision.reason = "logical capacity is short";
@@ -295,7 +300,7 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
       decision.deferred = std::move(deferred);
       return decision;
     }
-    auto claim = coordinator->claim_extension(seen->domains(), delta, context, s.request_id);
+    auto claim = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/true, op);
     if (!claim.claimed) {
       prepared.reset();  // physical rollback; nothing logical was claimed
       decision.outcome = BackingOutcome::backing_deferred;
@@ -333,8 +338,8 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
   prepared.reset();  // rollback: physical first, then the logical claim (which wakes waiters)
   if (decision.reason.empty()) {
     std::lock_guard<SessionLock> lock(s.mutex);
-    require_handle(s, "try_ensure_backing_covers");
-    s.require_open_locked("try_ensure_backing_covers");
+    require_handle(s, op);
+    s.require_open_locked(op);
   }
   return decision;
 }

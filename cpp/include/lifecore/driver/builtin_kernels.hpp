@@ -19,6 +19,11 @@ struct BuiltinKernel {
   // Bit i: parameter i is a pointer the kernel only reads, which a caller may give a read-only
   // tensor ("const ptr"). axpy_info_f32's info is read only too, but never the caller's.
   std::uint32_t read_only = 0;
+  // How many elements of `element_bytes` each pointer the caller gives must hold: the value of
+  // parameter `count_param`, or with `count_param` < 0 the first info word (axpy_info_f32's n).
+  // A launch checks every caller's pointer against it before anything is issued.
+  int count_param = 0;
+  std::uint32_t element_bytes = 4;
 };
 
 // axpy_f32(n: u32, a: f32, x: const f32*, y: f32*)           y[i] = a * x[i] + y[i]

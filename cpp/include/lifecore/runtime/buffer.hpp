@@ -25,7 +25,8 @@ class Buffer {
 
   std::size_t nbytes() const noexcept { return nbytes_; }
   // ClosedError once freed (or once the device closed).
-  driver::DevicePtr ptr() const;
+  // ClosedError, naming `op` (the call that asked), once freed or its device closed.
+  driver::DevicePtr ptr(const char* op = "ptr") const;
   // False once freed, once its device closed, or once it dangles (below).
   bool alive() const noexcept;
   // The buffer's memory was a memory node of a capture that was never sealed: it does not

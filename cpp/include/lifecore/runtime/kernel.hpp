@@ -48,6 +48,12 @@ class Kernel {
   driver::FunctionHandle user_function() const noexcept { return function_; }
   // "axpy_f32(n: u32, a: f32, x: const ptr, y: ptr)"
   std::string signature() const;
+  // A built-in's element count rule (driver::BuiltinKernel): the parameter holding n, -1 when
+  // n is the first info word, and the bytes of one element. A user kernel has none (its
+  // pointers' extents are its own).
+  bool has_extents() const noexcept { return element_bytes_ != 0; }
+  int count_param() const noexcept { return count_param_; }
+  std::uint32_t element_bytes() const noexcept { return element_bytes_; }
 
  private:
   std::string name_;
@@ -56,6 +62,8 @@ class Kernel {
   std::vector<bool> read_only_;
   std::string summary_;
   std::size_t index_ = 0;
+  int count_param_ = 0;
+  std::uint32_t element_bytes_ = 0;  // 0: no element count rule (a user kernel)
   std::shared_ptr<Module> module_;
   driver::FunctionHandle function_{};
 };

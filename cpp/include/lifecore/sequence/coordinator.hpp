@@ -135,7 +135,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint64_t live_blocks() const;
   std::uint64_t live_takes() const;
 
-  std::shared_ptr<CapacityWaitRegistration> register_waiter(const AdmissionDeferred& deferred);
+  // Errors name `op`, the call that asked (SequenceSession::register_admission_waiter passes its own).
+  std::shared_ptr<CapacityWaitRegistration> register_waiter(const AdmissionDeferred& deferred,
+                                                            const char* op = "register_waiter");
 
   std::uint64_t id() const noexcept { return id_; }
   std::uint64_t page_bytes() const noexcept { return config_.page_bytes; }
@@ -175,10 +177,11 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
     std::uint64_t physical_epoch = 0;  // observed with the decision (before touching the device)
   };
   // `claim` false: only check that the logical capacity is there (nothing changes), so a
-  // logical deferral never touches the device. Raises ClosedError once closed.
+  // logical deferral never touches the device. Raises ClosedError once closed; errors name
+  // `op`, the session call extending.
   ExtensionClaim claim_extension(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                  const BackingDeferralContext& context, std::string_view request_id,
-                                 bool claim = true);
+                                 bool claim = true, const char* op = "try_ensure_backing_covers");
   // The deferral of a failed physical allocation: it waits on the physical-memory source,
   // with the epoch observed before the allocation was tried (a release in between is seen).
   AdmissionDeferred physical_deferral(const std::vector<std::uint32_t>& domains, std::uint32_t sequences,

@@ -1,0 +1,58 @@
+#include "runtime/launch_extents.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "lifecore/error.hpp"
+#include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/foreign_memory.hpp"
+
+namespace lifecore::runtime {
+
+namespace {
+
+// n as the kernel will read it, when the caller gave a valid one.
+std::optional<std::uint64_t> element_count(const Kernel& kernel, const LaunchArg* args, std::size_t count,
+                                           const InfoWords* info, std::size_t offset) {
+  if (kernel.count_param() < 0) {
+    if (!info || info->empty()) return std::nullopt;
+    return info->front();
+  }
+  const auto param = static_cast<std::size_t>(kernel.count_param());
+  if (param < offset || param - offset >= count) return std::nullopt;
+  const LaunchArg& arg = args[param - offset];
+  if (arg.kind != LaunchArg::Kind::integer || arg.above_int64 || arg.integer < 0 || arg.integer > UINT32_MAX)
+    return std::nullopt;
+  return static_cast<std::uint64_t>(arg.integer);
+}
+
+}  // namespace
+
+void check_builtin_extents(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block, const LaunchArg* args,
+                           std::size_t count, const InfoWords* info, std::size_t offset) {
+  if (!kernel.has_extents()) return;
+  const std::optional<std::uint64_t> n = element_count(kernel, args, count, info, offset);
+  if (!n) return;
+  // Both below 2^32 and the element a few bytes: the products fit.
+  const std::uint64_t covered = std::min(*n, std::uint64_t{grid.x} * block.x);
+  const std::uint64_t needed = covered * kernel.element_bytes();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t param = i + offset;
+    if (kernel.params()[param] != driver::ArgKind::pointer) continue;
+    const LaunchArg& arg = args[i];
+    std::size_t holds = 0;
+    if (arg.kind == LaunchArg::Kind::buffer && arg.buffer) holds = arg.buffer->nbytes();
+    else if (arg.kind == LaunchArg::Kind::foreign && arg.foreign) holds = arg.foreign->nbytes;
+    else continue;  // not memory: the launch refuses it with the usual message
+    if (holds < needed)
+      raise(ErrorKind::InvalidArgument,
+            "launch: " + kernel.signature() + ": argument '" + kernel.param_names()[param] + "' holds " +
+                std::to_string(holds) + " bytes, but the launch covers " + std::to_string(covered) +
+                " elements of " + std::to_string(kernel.element_bytes()) + " bytes (min(n = " + std::to_string(*n) +
+                ", grid.x * block.x)): " + std::to_string(needed) + " (nothing was issued)");
+  }
+}
+
+}  // namespace lifecore::runtime
