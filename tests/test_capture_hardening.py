@@ -1005,3 +1005,25 @@ def test_numpy_integers_are_counts_where_ints_are():
         CaptureSlice("d", 0, None, np.float64(2.0))
     with pytest.raises(InvalidArgumentError, match="start"):
         CaptureSlice("d", np.int64(-1))
+
+
+def test_a_masked_array_is_refused_by_the_numpy_backend() -> None:
+    # Before: its masked elements were read as values (a summary counted all 12, max 1.0).
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("batch", "batch"), Axis("seq", "sequence"),
+                                                              Axis("d", 6)])])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 2, 1)))
+    a = np.linspace(-1, 1, 12).reshape(1, 2, 6)
+    masked = np.ma.masked_array(a, mask=a > 0.5)
+    backend = NumpyBackend()
+    with pytest.raises(LifecoreTypeError, match=r"NumpyBackend.shape: argument 'tensor' is a NumPy masked array"):
+        backend.shape(masked)
+    session.begin_step(CapturePhase.PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match=r"NumpyBackend.describe: argument 'tensor' is a NumPy masked array"):
+        session.observe(backend, "p", masked)
+    assert session.take_step().records[-1].outcome == CaptureOutcome.FAILED  # the step is taken as usual
+    again = CaptureSession(plan.admit(discovery, CaptureRequest(1, 2, 1)))
+    again.begin_step(CapturePhase.PREFILL, 0)
+    again.observe(backend, "p", masked.filled(0.0))  # the array filled, as the message says
+    summary = again.take_step().records[-1].payload.summary
+    assert summary.count == 12 and summary.max == pytest.approx(5 / 11)

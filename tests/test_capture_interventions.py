@@ -509,3 +509,40 @@ def test_the_control_carries_the_policy_and_validates_before_native_work():
         control.validate(policy, 5)
     session.routing_failed(GROUPED, "selector refused the control")
     assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
+
+
+def test_a_mask_that_is_not_finite_is_refused_when_it_is_made() -> None:
+    # Before: NaN != 0, so a NaN read as "keep", and the mask was admitted and applied.
+    for bad in (np.nan, np.inf):
+        with pytest.raises(InvalidArgumentError, match=r"mask 'm': argument 'keep' holds a value that is not finite"):
+            iv.mask("m", "blocks.0.mlp", np.full((2, 3), bad))
+    assert iv.mask("m", "blocks.0.mlp", np.ones((2, 3), bool)).payload == [1.0] * 6
+
+
+def test_a_complex_payload_is_refused_rather_than_losing_its_imaginary_part() -> None:
+    from lifecore.errors import LifecoreTypeError
+
+    for make in (iv.add, iv.replace):
+        with pytest.raises(LifecoreTypeError, match=r"argument 'tensor' holds complex values \(complex128\)"):
+            make("op", "blocks.0.mlp", np.full((2, 3), 1 + 5j))
+    assert iv.add("op", "blocks.0.mlp", np.full((2, 3), 1 + 0j).real).payload == [1.0] * 6
+
+
+def test_a_scale_factor_past_the_arrays_dtype_fails_the_operation_and_finish_says_why() -> None:
+    # Before: 1e39 (finite, so admitted) scaled a float32 region into infinities; and a failed
+    # operation was reported only as "did not complete".
+    backend = NumpyBackend()
+    session = session_with([iv.scale("huge", "blocks.0.mlp", 1e39), iv.zero("never_reached", "blocks.1.mlp")])
+    x = hidden()
+    session.begin_step(PREFILL, 0)
+    assert session.intervene(backend, "blocks.0.mlp", x) is None  # failed: the activation is left as it was
+    with pytest.raises(CaptureSessionError, match=r"huge at blocks.0.mlp did not complete: it failed \(.*scale "
+                                                  r"factor of 'huge' is not finite in float32"):
+        session.finish_interventions()
+    step = session.take_step()
+    assert step.interventions[0].outcome == InterventionOutcome.FAILED
+    session2 = session_with([iv.zero("never_reached", "blocks.1.mlp")])
+    session2.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match=r"never_reached at blocks.1.mlp did not complete: the step's "
+                                                  r"forward never reached its target"):
+        session2.finish_interventions()

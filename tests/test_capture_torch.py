@@ -868,3 +868,85 @@ def test_attach_and_a_routing_hook_refuse_what_is_no_backend_at_once(model, toke
         given = dict(session=session, backend=lt.TorchBackend(), path="blocks.1.mlp", policy=None) | bad
         with pytest.raises(LifecoreTypeError, match=words):
             lt.RoutingHook(**given)
+
+
+# ---- a new user's review: what capture() and the torch backend got wrong ----
+
+def test_the_tensor_of_a_module_is_the_whole_copy_when_a_flat_preview_comes_first() -> None:
+    # Before: a preview that cut nothing (8 elements, under 16) was CAPTURED, and read first.
+    from lifecore.torch import capture
+
+    m = nn.Sequential(nn.Linear(4, 8)).eval()
+    x = torch.randn(1, 1, 4)
+    with torch.no_grad(), capture(m, "0", ["preview", "tensor"]) as records:
+        y = m(x)
+    assert [r.outcome for r in records["0"].records] == [CaptureOutcome.CAPTURED] * 2
+    assert records["0"].tensor.shape == y.shape and torch.equal(records["0"].tensor, y)
+
+
+def test_a_forward_on_another_thread_during_a_capture_block_is_refused_and_changes_nothing() -> None:
+    # Before: the block's hooks, which are the model's, captured the other thread's forward as
+    # the block's own (or failed it with a message about "the block").
+    import threading
+
+    from lifecore.torch import capture
+
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8)).eval()
+    x = torch.randn(1, 3, 4)
+    errors: list = []
+
+    def other_thread() -> None:
+        try:
+            with torch.no_grad():
+                m(torch.zeros(1, 3, 4))
+        except CaptureSessionError as error:
+            errors.append(error)
+
+    with torch.no_grad(), capture(m, "2", "tensor") as records:
+        thread = threading.Thread(target=other_thread)
+        thread.start()
+        thread.join()
+        y = m(x)  # the block's own forward, after the other thread's
+    assert len(errors) == 1 and "on another thread" in str(errors[0]) and "block is unchanged" in str(errors[0])
+    assert records["2"].outcome == CaptureOutcome.CAPTURED and torch.equal(records["2"].tensor, y)
+    with torch.no_grad():
+        m(x)  # the block closed: the model is every thread's again, and runs no hook
+
+
+def test_a_wrong_backend_is_refused_before_the_model_runs() -> None:
+    # Before: capture() took it, and the error came at the forward, after the discovery's own
+    # forward had run the model once.
+    import lifecore
+    from lifecore.torch import capture
+
+    calls = []
+    m = nn.Sequential(nn.Linear(4, 4))
+    m.register_forward_hook(lambda *args: calls.append(1))
+    with pytest.raises(lifecore.LifecoreTypeError, match=r"^capture: argument 'backend' must be a capture backend"):
+        capture(m, "0", "summary", backend=object())
+    assert calls == []
+
+
+def test_top_candidates_of_a_point_not_marked_as_logits_say_so() -> None:
+    from lifecore.errors import AdmissionError
+    from lifecore.torch import capture, discover
+
+    m = nn.Sequential(nn.Linear(4, 12)).eval()
+    x = torch.randn(1, 3, 4)
+    with pytest.raises(AdmissionError, match=r"point '0' is not marked as logits .*discover\(\.\.\., logits="):
+        with torch.no_grad(), capture(m, "0", "top_k", discovery=discover(m, x)):
+            m(x)
+
+
+def test_a_scale_factor_past_the_dtype_fails_the_operation_and_says_why() -> None:
+    # Before: 1e39 is finite, so admitted; in float32 it is inf, and every output became inf or NaN.
+    from lifecore.torch import discover
+
+    m = nn.Sequential(nn.Linear(4, 6), nn.ReLU(), nn.Linear(6, 6)).eval()
+    x = torch.randn(1, 3, 4)
+    discovery = discover(m, x)
+    session = intervening_session(discovery, CaptureRequest(1, 3, 1), [iv.scale("s", "0", 1e39)])
+    with torch.no_grad(), pytest.raises(CaptureSessionError, match=r"scheduled intervention s at 0 did not complete: "
+                                                                   r"it failed \(.*scale factor of 's' is not finite "
+                                                                   r"in torch.float32"):
+        prefill_step(session, m, x)

@@ -737,12 +737,20 @@ class ModuleCapture:
         source dtype (a ``torch.Tensor``; ``"preview"`` keeps the flat leading elements), or None.
         With both, the whole ``"tensor"`` one, whatever their order: a record a preview cut
         (``TRUNCATED``) is read only when no record holds the whole region."""
-        # A preview given first would otherwise hide the whole tensor asked for beside it.
+        # A preview given first would otherwise hide the whole tensor asked for beside it, also
+        # when it cut nothing (it is flat): the whole region's copy has the region's shape.
+        first: Optional[torch.Tensor] = None
         for record in self.records:
             payload = record.payload
-            if record.outcome == CaptureOutcome.CAPTURED and payload is not None and payload.tensor is not None:
-                whole: torch.Tensor = payload.tensor
-                return whole
+            if record.outcome != CaptureOutcome.CAPTURED or payload is None or payload.tensor is None:
+                continue
+            copy: torch.Tensor = payload.tensor
+            if tuple(copy.shape) == tuple(record.selected_shape):
+                return copy
+            if first is None:
+                first = copy
+        if first is not None:
+            return first
         value: Optional[torch.Tensor] = self._value("tensor")
         return value
 
@@ -946,6 +954,7 @@ class ModelCapture:
                                      cumulative=CaptureUsage(_UNLIMITED, budget, _UNLIMITED, _UNLIMITED),
                                      on_limit=_on_limit(on_limit, call))
         self._backend = backend if backend is not None else TorchBackend()
+        require_backend(self._backend, call)  # before any hook, not at the forward
         self._discovery, self._output_index = discovery, output_index
         if logits is None:  # top candidates are admitted on logits only: asking for them says these are
             top_k = any(t.kind == TransformKind.TOP_CANDIDATES for _, t in self._transforms)
@@ -956,6 +965,7 @@ class ModelCapture:
         self._attachment: Optional[TorchAttachment] = None
         self._session: Optional[CaptureSession] = None
         self._entered = False
+        self._thread = 0  # the thread that entered the block
         self.records = CapturedModules()
 
     def _plan(self, discovery: CaptureDiscovery) -> CapturePlan:
@@ -1003,6 +1013,14 @@ class ModelCapture:
     def _begin(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if _THREAD.discovering:
             return  # a discovery's own forward (this block's or another's)
+        if threading.get_ident() != self._thread:
+            # The hooks live on the model, for every thread: another thread's forward would be
+            # captured as this block's, or run its module hooks into this block's session.
+            raise CaptureSessionError(
+                f"{self._call}: a forward through {type(self._model).__name__} on another thread, while a capture "
+                f"block of thread {self._thread} is open on it: the block's hooks are the model's, so only the "
+                f"thread that entered the block may run the model until the block closes (nothing was captured, "
+                f"and the block is unchanged)")
         if self._session is not None:
             raise CaptureSessionError(f"{self._call}: the block already captured one forward through "
                                       f"{type(self._model).__name__}; open another block for the next")
@@ -1053,6 +1071,7 @@ class ModelCapture:
         if self._entered:
             raise CaptureSessionError(f"{self._call}: a capture is entered once; call capture() again")
         self._entered = True
+        self._thread = threading.get_ident()
         self._hooks = [
             self._model.register_forward_pre_hook(self._begin, with_kwargs=True),
             self._model.register_forward_hook(self._after),
@@ -1105,10 +1124,12 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     the request's batch and prompt length are read from. The block's own discovery takes every
     output axis at the extent this forward gives it, so outputs of any layout (a convolution's
     [batch, channels, height, width]) are captured. See :class:`ModelCapture` for when the
-    session is built.
+    session is built. While the block is open the model is its thread's: the hooks are the
+    model's, so a forward through it on another thread raises ``CaptureSessionError`` before
+    its first module runs, and the block is unchanged.
 
     Raises ``LifecoreTypeError`` for arguments of the wrong type (``output_index``,
-    ``batch_axis`` and ``sequence_axis`` included), and ``InvalidArgumentError``
+    ``backend``, ``batch_axis`` and ``sequence_axis`` included), and ``InvalidArgumentError``
     for a pattern matching no module, an unknown transform name, a negative budget or an
     unknown ``on_limit`` (``LifecoreOverflowError`` for a budget past 64 bits), each before
     any hook is placed."""

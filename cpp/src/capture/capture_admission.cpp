@@ -115,8 +115,15 @@ void check_transform(const CaptureSelection& sel, const ObservationPoint& point,
       break;
     }
     case TransformKind::top_candidates: {
-      if (point.meaning != "logits" || !sel.slices.empty() || r.batch != 1)
-        refuse("top candidates of '" + sel.id + "' need unsliced logits with batch 1");
+      // Each cause named: a point not marked as logits is the usual one (discover's logits=).
+      if (point.meaning != "logits")
+        refuse("top candidates of '" + sel.id + "' need unsliced logits with batch 1: point '" + sel.path +
+               "' is not marked as logits (its meaning is '" + point.meaning + "'; discover(..., logits=[...]) marks it)");
+      if (!sel.slices.empty())
+        refuse("top candidates of '" + sel.id + "' need unsliced logits with batch 1: the selection slices them");
+      if (r.batch != 1)
+        refuse("top candidates of '" + sel.id + "' need unsliced logits with batch 1: the request's batch is " +
+               std::to_string(r.batch));
       if (t.count == 0) refuse("top candidates of '" + sel.id + "' need count > 0");
       if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::known &&
           t.count > point.axes.back().dim.size)

@@ -199,10 +199,15 @@ void CaptureSession::finish_interventions() const {
   if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is still pending");
   const auto& operations = interventions_->plan().operations;
   for (std::size_t i = 0; i < operations.size(); ++i) {
-    auto outcome = operation_records_[i].outcome;
-    if (outcome == InterventionOutcomeKind::missing || outcome == InterventionOutcomeKind::failed)
+    const auto& record = operation_records_[i];
+    // Named with why: the record's failure (a backend's exception among them), or that the
+    // forward never reached the target at this step.
+    if (record.outcome == InterventionOutcomeKind::failed)
       raise(ErrorKind::CaptureSession, "scheduled intervention " + operations[i].id + " at " + operations[i].target +
-                                           " did not complete");
+                                           " did not complete: it failed (" + record.message + ")");
+    if (record.outcome == InterventionOutcomeKind::missing)
+      raise(ErrorKind::CaptureSession, "scheduled intervention " + operations[i].id + " at " + operations[i].target +
+                                           " did not complete: the step's forward never reached its target");
   }
 }
 

@@ -6,6 +6,7 @@ they are finite and exactly shaped like the selected region (no broadcasting).
 
 from __future__ import annotations
 
+import math
 import operator
 from numbers import Real
 from typing import Any, Sequence
@@ -47,7 +48,14 @@ def _op(id: str, target: str, action: InterventionAction, schedule: CaptureSched
 
 def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
     try:
-        array = np.asarray(values, dtype=np.float64)
+        given = np.asarray(values)
+    except (TypeError, ValueError) as error:
+        raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {error}") from error
+    if np.iscomplexobj(given):  # a float64 conversion would drop the imaginary part
+        raise LifecoreTypeError(f"argument '{name}' holds complex values ({given.dtype}); a payload is real: pass "
+                                f"its .real (or the real and imaginary parts as an extra axis)")
+    try:
+        array = given.astype(np.float64)
     except (TypeError, ValueError) as error:
         raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {error}") from error
     return list(array.shape), array.ravel().tolist()
@@ -88,6 +96,9 @@ def mask(id: str, target: str, keep: Any, *, schedule: CaptureSchedule | None = 
          slices: Sequence[CaptureSlice] = (), evidence: None | str | int = None) -> InterventionOperation:
     """Keeps the selected elements where ``keep`` is true and zeroes the others."""
     shape, values = _array(keep, "keep")
+    if not all(math.isfinite(v) for v in values):  # NaN != 0 would read as "keep"
+        raise InvalidArgumentError(f"mask '{id}': argument 'keep' holds a value that is not finite; a mask holds "
+                                   f"booleans, or numbers (non-zero keeps)")
     values = [float(v != 0) for v in values]
     return _op(id, target, InterventionAction.MASK, schedule, slices, evidence, payload_shape=shape, payload=values)
 

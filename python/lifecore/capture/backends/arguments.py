@@ -7,15 +7,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..._core.capture import InterventionRequest, TransformRequest
 from ...errors import LifecoreTypeError
 
 
 def require(value: Any, expected: type | tuple[type, ...], call: str, name: str) -> None:
-    """Raises LifecoreTypeError unless ``value`` is an instance of ``expected``."""
+    """Raises LifecoreTypeError unless ``value`` is an instance of ``expected``, and for a NumPy
+    masked array (a backend would read its masked elements as values)."""
     if not isinstance(value, expected):
         names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
         raise LifecoreTypeError(f"{call}: argument '{name}' must be a {names}, got {type(value).__name__}")
+    if type(value) is not expected and isinstance(value, np.ma.MaskedArray):
+        raise LifecoreTypeError(f"{call}: argument '{name}' is a NumPy masked array, whose masked elements would be "
+                                f"read as values; pass .filled(value) or .compressed()")
 
 
 def require_transform(tensor: Any, tensor_type: type, request: Any, call: str) -> None:

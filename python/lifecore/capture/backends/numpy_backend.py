@@ -153,9 +153,9 @@ class NumpyBackend:
         """A new array: a copy of ``tensor`` with the request's action applied to its region
         (zero, scale by ``factor``, mask by the payload, replace by it, add it, or set the
         logits of ``ids`` to -inf); the input is never modified. Raises ValueError for a routing
-        action (those belong to the routing selector), and for a REPLACE or ADD payload that is
-        not finite in the array's dtype (1e6 in float16), which fails the operation rather than
-        writing inf."""
+        action (those belong to the routing selector), and for a REPLACE or ADD payload or a
+        SCALE factor that is not finite in the array's dtype (1e6 in float16), which fails the
+        operation rather than writing inf."""
         require_intervention(tensor, np.ndarray, request, "NumpyBackend.intervene")
         out = np.array(tensor, copy=True)
         index = request.index
@@ -163,7 +163,7 @@ class NumpyBackend:
         if action == InterventionAction.ZERO:
             out[index] = 0
         elif action == InterventionAction.SCALE:
-            out[index] = out[index] * request.factor
+            out[index] = out[index] * _factor_as(out.dtype, request)
         elif action == InterventionAction.MASK:
             keep = np.asarray(request.payload, dtype=bool).reshape(request.payload_shape)
             out[index] = np.where(keep, out[index], 0)
@@ -178,6 +178,17 @@ class NumpyBackend:
         else:
             raise ValueError(f"{action} is not an activation intervention")
         return out
+
+
+def _factor_as(dtype: np.dtype, request: Any) -> Any:
+    """A SCALE factor in the target's dtype: admission checked it is finite, but 1e39 is inf in
+    float32, which would turn the whole region into infinities (and NaN where it held 0)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        factor = np.asarray(request.factor, dtype=np.float64).astype(dtype)
+    if not np.isfinite(factor):
+        raise ValueError(f"scale factor of '{request.operation_id}' is not finite in {dtype} "
+                         f"(a value past the target dtype's range)")
+    return factor
 
 
 def _payload_as(dtype: np.dtype, request: Any) -> np.ndarray:

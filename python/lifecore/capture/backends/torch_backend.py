@@ -120,8 +120,8 @@ class TorchBackend:
         """A new tensor on the same device and dtype: a clone of ``tensor`` with the request's
         action applied to its region (zero, scale by ``factor``, mask by the payload, replace by
         it, add it, or set the logits of ``ids`` to -inf); the input is never modified. A REPLACE
-        or ADD payload that is not finite in the tensor's dtype (1e6 in float16) raises
-        ValueError (the operation fails) rather than writing inf. Under
+        or ADD payload or a SCALE factor that is not finite in the tensor's dtype (1e6 in
+        float16) raises ValueError (the operation fails) rather than writing inf. Under
         autograd (grad mode on, ``tensor`` requiring grad) the result keeps ``tensor``'s history:
         gradients flow through what the action kept, scaled or added to, and none through what
         it replaced, zeroed or masked, as with the same edit written in a forward hook. Raises
@@ -137,6 +137,11 @@ class TorchBackend:
             if action == InterventionAction.ZERO:
                 out[index] = 0
             elif action == InterventionAction.SCALE:
+                # Checked in the target's dtype, as a payload is: 1e39 is inf in float32.
+                factor = torch.tensor(request.factor, dtype=out.dtype)
+                if not bool(torch.isfinite(factor)):
+                    raise ValueError(f"scale factor of '{request.operation_id}' is not finite in {out.dtype} "
+                                     f"(a value past the target dtype's range)")
                 out[index] = out[index] * request.factor
             elif action in (InterventionAction.MASK, InterventionAction.REPLACE, InterventionAction.ADD):
                 # Built on the host in the target's dtype and checked there (no device sync):
