@@ -93,9 +93,11 @@ void let_go(std::shared_ptr<SequenceBacking>&& backing) {
 
 void let_go(std::shared_ptr<AdmittedSequenceResources>&& resources) {
   auto dropping = std::move(resources);
-  if (!dropping || dropping.use_count() > 1) return;
-  // The last reference to resources never opened (or still open) may hold the last
-  // reference to their backing: that is dropped as above. Spent ones hold nothing.
+  // Opened resources are held by their session until its close spends them: the last
+  // reference to opened ones holds nothing (no lock taken to see it).
+  if (!dropping || dropping.use_count() > 1 || dropping->opened()) return;
+  // The last reference to resources never opened may hold the last reference to their
+  // backing: that is dropped as above.
   if (auto backing = dropping->backing()) {
     dropping.reset();
     let_go(std::move(backing));
