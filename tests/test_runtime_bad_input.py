@@ -363,3 +363,40 @@ def test_fault_injection_works_where_offered_and_is_refused_elsewhere(backend_na
                 dev.inject_fault("launch_kernel", 719)
             with pytest.raises(lifecore.LifecoreError, match=refusal):
                 dev.clear_faults()
+
+
+def test_review_of_launch_and_buffers_bad_input() -> None:
+    """A third review's findings: each raised nothing, lost the device, or named nothing."""
+    import numpy as np
+
+    from lifecore import kernels as K
+    from lifecore.errors import ClosedError, InvalidArgumentError, LifecoreOverflowError
+
+    with lifecore.Device("mock") as device:
+        s = device.stream()
+        x, y = s.alloc(1024), s.alloc(1024)
+        # One info word where the kernel reads two: the device was lost (an illegal address).
+        with pytest.raises(InvalidArgumentError, match=r"info holds 1 word\(s\), but the kernel reads 2"):
+            s.launch(K.axpy_info_f32, 4, 64, [x, y], info=[256])
+        s.sync()
+        assert not device.lost
+        # Past 64 bits: an overflow naming the call and the argument; a float parameter takes it.
+        with pytest.raises(LifecoreOverflowError, match=r"^launch: grid does not fit in 64 bits"):
+            s.launch(K.scale_f32, 2**64, 64, [256, 1.0, x, y])
+        with pytest.raises(LifecoreOverflowError, match=r"argument 'n' = 18446744073709551616 does not fit in 64 bits"):
+            s.launch(K.scale_f32, 4, 64, [2**64, 1.0, x, y])
+        s.launch(K.scale_f32, 1, 1, [1, 2**64, x, y])  # 2**64 is a float32
+        s.sync()
+        assert np.frombuffer(s.read(y), np.float32)[0] == np.float32(2.0**64) * np.frombuffer(s.read(x), np.float32)[0]
+        # Masked arrays: their masked elements were written, or overwritten.
+        masked = np.ma.masked_array(np.arange(4, dtype=np.uint32), mask=[True, False, False, False])
+        small = s.alloc(16)
+        with pytest.raises(InvalidArgumentError, match=r"^write: argument 'data' is a NumPy masked array"):
+            s.write(small, masked)
+        with pytest.raises(InvalidArgumentError, match=r"^read_into: argument 'out' is a NumPy masked array"):
+            s.read_into(small, masked)
+        assert masked.data.tolist() == [0, 1, 2, 3]
+        # A view of a freed buffer: it was made, and failed only at its first use.
+        small.free()
+        with pytest.raises(ClosedError, match=r"^view: the buffer was freed"):
+            small.view("float32")

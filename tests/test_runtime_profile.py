@@ -102,8 +102,9 @@ def test_a_profile_ending_inside_a_software_recording_is_refused():
         s.begin_capture()
         with pytest.raises(CaptureStateError) as raised:
             p.stop()
-        assert str(raised.value) == SOFTWARE_REFUSAL and p.stopped
+        assert str(raised.value) == SOFTWARE_REFUSAL and not p.stopped  # refused: nothing changed
         s.abort_capture()
+        assert p.stop() >= 0.0 and p.stopped
 
 
 @pytest.mark.parametrize("mode, code, refusal", [("thread_local", 900, "invalidated"),
@@ -253,3 +254,22 @@ def test_model_profile_in_a_hardware_recording(mode, code, refusal):
     with pytest.raises(ModelError) as refused:
         model.end_capture(s)
     assert (refused.value.kind, refused.value.contains) == ("CaptureRefused", refusal)
+
+
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_a_refused_stop_leaves_the_profile_to_stop_later(graphs) -> None:
+    # Before: the refusal said "Nothing was changed" but used the profile up: stopped was True,
+    # and the stop after the capture raised ClosedError, the measurement lost.
+    with lifecore.Device(EMULATED, graphs=graphs) as device:
+        s, other = device.stream(), device.stream()
+        x = s.alloc(1 << 12)
+        profile = other.profile()
+        other.fill(x, 1)
+        s.graph_prepare()
+        s.begin_capture()
+        with pytest.raises(CaptureStateError):
+            profile.stop()  # its host wait, while this thread records on another stream
+        assert not profile.stopped and profile.elapsed_ms is None
+        s.abort_capture()
+        elapsed = profile.stop()
+        assert profile.stopped and elapsed >= 0.0 and profile.elapsed_ms == elapsed

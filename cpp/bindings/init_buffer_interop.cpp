@@ -271,6 +271,9 @@ nb::dict cuda_array_interface(const BufferView& view) {
 }
 
 void read_into(Stream& stream, const Buffer& buffer, nb::handle out) {
+  if (is_numpy_masked_array(out))
+    raise(ErrorKind::InvalidArgument, "read_into: argument 'out' is a NumPy masked array: its masked elements would be "
+                                      "overwritten too; read into its .data");
   if (!PyObject_CheckBuffer(out.ptr()))
     raise(ErrorKind::TypeMismatch, "read_into: the target must support the buffer protocol, got " +
                                        type_name_of(out));
@@ -350,7 +353,10 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
   buffer_class
       .def(
           "view",
-          [](std::shared_ptr<Buffer> b, nb::handle dtype, nb::handle shape) { return make_view(std::move(b), dtype, shape); },
+          [](std::shared_ptr<Buffer> b, nb::handle dtype, nb::handle shape) {
+            (void)b->ptr("view");  // ClosedError once freed, as every other use of the buffer
+            return make_view(std::move(b), dtype, shape);
+          },
           "dtype"_a = "uint8", "shape"_a.none() = nb::none(),
           nb::sig("def view(self, dtype: object = 'uint8', shape: collections.abc.Sequence[int] | None = None) -> BufferView"),
           "A typed view of the whole buffer (dtype: a name, a numpy or torch dtype; shape: its elements exactly;\n"

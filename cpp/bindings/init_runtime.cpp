@@ -70,7 +70,7 @@ std::int64_t to_int64(nb::handle h, const char* what, bool* above_int64) {
     }
     PyErr_Clear();
   }
-  raise(ErrorKind::InvalidArgument, std::string(what) + " does not fit in 64 bits");
+  raise(ErrorKind::Overflow, std::string(what) + " does not fit in 64 bits");
 }
 
 // An array or a tensor (an object a kernel could read as memory), never a scalar argument.
@@ -117,18 +117,18 @@ std::size_t to_dims(nb::handle h, const char* what, std::int64_t (&values)[3]) {
     for (nb::handle item : h) {
       nb::object dim = as_integer(item);
       if (!dim.is_valid())
-        raise(ErrorKind::TypeMismatch, std::string("launch: ") + what + " must be an int or a tuple of ints, got a " +
+        raise(ErrorKind::TypeMismatch, std::string(what) + " must be an int or a tuple of ints, got a " +
                                            type_name_of(item) + " inside");
       if (count == 3)
-        raise(ErrorKind::InvalidArgument, std::string("launch: ") + what + " must have 1 to 3 dimensions, got " +
+        raise(ErrorKind::InvalidArgument, std::string(what) + " must have 1 to 3 dimensions, got " +
                                               std::to_string(nb::len(h)));
       values[count++] = to_int64(dim, what, &big);
     }
   } else {
     raise(ErrorKind::TypeMismatch,
-          std::string("launch: ") + what + " must be an int or a tuple of up to 3 ints, got " + type_name_of(h));
+          std::string(what) + " must be an int or a tuple of up to 3 ints, got " + type_name_of(h));
   }
-  if (big) raise(ErrorKind::InvalidArgument, std::string("launch: ") + what + " dimension too large");
+  if (big) raise(ErrorKind::InvalidArgument, std::string(what) + " dimension too large");
   return count;
 }
 
@@ -168,8 +168,8 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
   {
     std::int64_t g[3];
     std::int64_t b[3];
-    const std::size_t gn = to_dims(grid, "grid", g);
-    const std::size_t bn = to_dims(block, "block", b);
+    const std::size_t gn = to_dims(grid, "launch: grid", g);
+    const std::size_t bn = to_dims(block, "launch: block", b);
     grid_dims = runtime::make_grid(std::span<const std::int64_t>(g, gn));
     block_dims = runtime::make_block(std::span<const std::int64_t>(b, bn));
   }
@@ -196,7 +196,27 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
     nb::object integer = as_integer(item);  // a bool is neither: refused below as what it is
     if (integer.is_valid()) {
       arg.kind = LaunchArg::Kind::integer;
-      arg.integer = to_int64(integer, "launch: an integer argument", &arg.above_int64);
+      // The argument's name only on the rare refusal: built on the hot path, it would cost a string.
+      try {
+        arg.integer = to_int64(integer, "launch: an integer argument", &arg.above_int64);
+      } catch (const Error&) {
+        // An int past 64 bits is still a number a float parameter can take (2**64 is a float32).
+        const std::size_t param = i - 1 + offset;
+        const auto& params = kernel.params();
+        const bool real_param = param < params.size() &&
+                                (params[param] == driver::ArgKind::f32 || params[param] == driver::ArgKind::f64);
+        if (real_param) {
+          const double value = PyLong_AsDouble(integer.ptr());
+          if (!(value == -1.0 && PyErr_Occurred())) {
+            arg.kind = LaunchArg::Kind::real;
+            arg.real = value;
+            continue;
+          }
+          PyErr_Clear();
+        }
+        raise(ErrorKind::Overflow, "launch: " + kernel.signature() + ": argument '" + parameter_name(kernel, i - 1, offset) +
+                                       "' = " + nb::str(item).c_str() + " does not fit in 64 bits");
+      }
     } else if (as_real(item, &arg.real)) {
       arg.kind = LaunchArg::Kind::real;
     } else if (Buffer* buffer = nullptr; nb::try_cast<Buffer*>(item, buffer) && buffer != nullptr) {
@@ -247,6 +267,9 @@ void copy(Stream& stream, nb::handle dst, nb::handle src) {
 }
 
 void write(Stream& stream, Buffer& buffer, nb::handle data) {
+  if (is_numpy_masked_array(data))
+    raise(ErrorKind::InvalidArgument, "write: argument 'data' is a NumPy masked array: its masked elements would be "
+                                      "written too; pass its .data, or .filled(value)");
   Py_buffer view;
   if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
     PyErr_Clear();

@@ -12,7 +12,7 @@ const std::vector<BuiltinKernel>& builtin_kernels() {
        "out[i] = x[i] + y[i]", (1u << 1) | (1u << 2)},
       {"axpy_info_f32", {ArgKind::pointer, ArgKind::pointer, ArgKind::pointer}, {"info", "x", "y"},
        "y[i] = a * x[i] + y[i], with n = info[0] and a = bit_cast<float>(info[1]) read from a metadata buffer",
-       1u << 1, -1},  // info comes from the info cache, never from the caller; n is its first word
+       1u << 1, -1, 4, 2},  // info comes from the info cache, never from the caller: n, then a's bits
   };
   return kernels;
 }

@@ -33,6 +33,10 @@ std::optional<std::uint64_t> element_count(const Kernel& kernel, const LaunchArg
 void check_builtin_extents(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block, const LaunchArg* args,
                            std::size_t count, const InfoWords* info, std::size_t offset) {
   if (!kernel.has_extents()) return;
+  if (info && info->size() < kernel.info_words())
+    raise(ErrorKind::InvalidArgument, "launch: " + kernel.signature() + ": info holds " + std::to_string(info->size()) +
+                                          " word(s), but the kernel reads " + std::to_string(kernel.info_words()) +
+                                          " (" + std::string(kernel.summary()) + ") (nothing was issued)");
   const std::optional<std::uint64_t> n = element_count(kernel, args, count, info, offset);
   if (!n) return;
   // Both below 2^32 and the element a few bytes: the products fit.

@@ -695,14 +695,20 @@ Stream::ProfileEvents Stream::profile_start() {
 float Stream::profile_stop(ProfileEvents& events) {
   LockWithoutStalling lock(mutex_);
   if (!events.live) raise(ErrorKind::Closed, "profile: this profile has already stopped");
+  // A recording's refusal changes nothing: the profile stays live, to stop once that recording
+  // has ended. Past these, the events go whatever happens (a closed device's among them: the
+  // profile can never stop then, and close() does not know its events).
+  const bool closing = dead_ || left_by_close_ || device_->closed();  // check_usable refuses below
+  if (!closing) {
+    check_host_work("profile");
+    check_not_recording_elsewhere("profile", "waits on the host for its end event");
+  }
   struct Release {
     Stream* self;
     ProfileEvents* events;
     ~Release() { self->destroy_events(*events); }
   } release{this, &events};
   check_usable("profile");
-  check_host_work("profile");
-  check_not_recording_elsewhere("profile", "waits on the host for its end event");
   const WindowId recording = driver_captures() ? window_ : 0;
   if (events.recorded_in != 0 && events.recorded_in != recording)
     raise(ErrorKind::CaptureState,

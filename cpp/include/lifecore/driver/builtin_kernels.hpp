@@ -24,6 +24,9 @@ struct BuiltinKernel {
   // A launch checks every caller's pointer against it before anything is issued.
   int count_param = 0;
   std::uint32_t element_bytes = 4;
+  // The info words the kernel reads (axpy_info_f32: n, then the bits of a); fewer would read
+  // past its metadata buffer.
+  std::uint32_t info_words = 0;
 };
 
 // axpy_f32(n: u32, a: f32, x: const f32*, y: f32*)           y[i] = a * x[i] + y[i]
