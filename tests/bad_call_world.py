@@ -183,6 +183,7 @@ class World:
         dead_graph.destroy()
         freed = s.alloc(64)
         freed.free()
+        s.sync()  # its slice is back in the pool now, not at whichever later call collects the stream's work
         state = lifecore.StreamCaptureState()  # the state machine alone, through one window
         state.prepare()
         state.begin()
