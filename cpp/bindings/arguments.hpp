@@ -33,6 +33,23 @@ inline nb::tuple sequence_snapshot(nb::handle sequence) {
   return nb::steal<nb::tuple>(items);
 }
 
+// "Type: message" of a Python exception (the type alone when its text is empty or cannot be
+// read), for a lifecore error that quotes what user code raised.
+inline std::string python_error_summary(const nb::python_error& e) {
+  std::string summary = nb::type_name(e.type()).c_str();
+  PyObject* text = PyObject_Str(e.value().ptr());
+  if (!text) {
+    PyErr_Clear();
+    return summary;
+  }
+  Py_ssize_t size = 0;
+  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
+  if (data && size > 0) summary += ": " + std::string(data, static_cast<std::size_t>(size));
+  if (!data) PyErr_Clear();
+  Py_DECREF(text);
+  return summary;
+}
+
 // The type `name` of the module `module` once that module is loaded (no instance of it can
 // exist before), else null; looked up until found, then kept in `found` with its reference,
 // good for the process.

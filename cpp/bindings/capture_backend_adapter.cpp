@@ -7,6 +7,7 @@
 #include <cmath>
 #include <string>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "lifecore/checked.hpp"
 
@@ -15,21 +16,6 @@ namespace lifecore::bindings {
 using namespace lifecore::capture;
 
 namespace {
-
-std::string exception_summary(const nb::python_error& e) {
-  std::string summary = nb::type_name(e.type()).c_str();
-  PyObject* text = PyObject_Str(e.value().ptr());
-  if (!text) {
-    PyErr_Clear();
-    return summary;
-  }
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
-  if (data && size > 0) summary += ": " + std::string(data, static_cast<std::size_t>(size));
-  if (!data) PyErr_Clear();
-  Py_DECREF(text);
-  return summary;
-}
 
 // The interrupt held for the session call running on this thread (a strong reference).
 thread_local PyObject* held_interrupt = nullptr;
@@ -41,7 +27,7 @@ auto call_backend(PythonCause* cause, const char* what, F&& f) -> decltype(f()) 
     return f();
   } catch (nb::python_error& e) {
     // "what: Type: message"; the traceback stays with the exception (the error's __cause__).
-    std::string message = std::string(what) + ": " + exception_summary(e);
+    std::string message = std::string(what) + ": " + python_error_summary(e);
     if (!e.matches(PyExc_Exception)) hold_interrupt(e.value());
     else if (cause) cause->record(e.value(), message);
     throw BackendFailure{message};

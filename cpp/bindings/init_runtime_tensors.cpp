@@ -109,8 +109,7 @@ std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& label) {
     device = h.attr("__dlpack_device__")();
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_Exception)) throw;  // an interrupt stays one
-    refuse(label, std::string("could not name its device (its __dlpack_device__ raised ") +
-                      nb::type_name(error.type()).c_str() + ": " + nb::str(error.value()).c_str() + ")");
+    refuse(label, "could not name its device (its __dlpack_device__ raised " + python_error_summary(error) + ")");
   }
   std::pair<int, int> out;
   if (!nb::try_cast(device, out)) refuse(label, "has a __dlpack_device__ that is not a pair of ints");

@@ -91,8 +91,7 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
   // interrupt stays one.
   auto refused = [&](nb::python_error& e, const char* method) {
     if (!e.matches(PyExc_Exception)) throw;
-    bad_out(call, std::string("could not be exported (its ") + method + " raised " + nb::type_name(e.type()).c_str() +
-                      ": " + nb::str(e.value()).c_str() + ")");
+    bad_out(call, std::string("could not be exported (its ") + method + " raised " + python_error_summary(e) + ")");
   };
   if (nb::hasattr(out, "__dlpack_device__")) {
     std::pair<int, int> device;
