@@ -43,7 +43,8 @@ never hand it to a later allocation while a replay writes it); replays keep read
 it. A graph retains exactly that: what the recording used or allocated. What only the warmup used
 (while PREPARE) is held by the window's priming until begin_capture, then goes back to the pool
 (its replays never touch it), so a slot freed during warmup may be reused once the window is
-recording or gone.
+recording or gone, and so may one only the warmup used that the recording frees (which
+allocation the pool can then serve is the pool's business, reported as ``new_slice``).
 Element values are Python floats rounded to float32, or ``None`` where the contents are
 undefined (fresh allocations).
 

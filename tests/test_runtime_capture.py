@@ -329,6 +329,49 @@ def test_priming_grows_the_pool_to_the_working_set(device) -> None:
     assert stats_consistent(device)["slices_retained"] == 0
 
 
+def test_one_warmup_primes_a_step_that_drops_its_output_before_allocating_the_next(device) -> None:
+    """The warmup's output, dropped inside the recording before the next is allocated, serves
+    that allocation: nothing records reads it, so no fence is needed (a memory node otherwise)."""
+    s = device.stream()
+    x = upload(s, np.arange(N))
+    held: dict[str, lifecore.Buffer] = {}
+
+    def step(st):
+        held.pop("out", None)  # the previous output goes first
+        held["out"] = out = st.alloc(4 * N)
+        st.launch(K.scale_f32, GRID, BLOCK, [N, 3.0, x, out])
+
+    graph = s.capture(step)  # one warmup
+    allocations = device.memory_stats()["driver_allocations"]
+    out = held["out"]
+    s.fill(out, 0)
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, out), np.arange(N, dtype=np.float32) * 3)
+    # The graph writes the step's output: a later allocation never gets its slice.
+    other = s.alloc(4 * N)
+    s.fill(other, 0x12345678)
+    graph.replay()
+    assert set(np.frombuffer(s.read(other), dtype=np.uint32)) == {0x12345678}
+    assert device.memory_stats()["driver_allocations"] == allocations + 1  # only `other`'s
+    # A previous output the recording reads stays the graph's alone, even dropped before the
+    # next allocation: were its slice the new output's, each replay would read the last one's.
+    def reads_then_replaces(st):
+        prev = held.pop("out")
+        tmp = st.alloc(4 * N)
+        st.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, prev, tmp])
+        del prev
+        held["out"] = out = st.alloc(4 * N)
+        st.launch(K.scale_f32, GRID, BLOCK, [N, 1.0, tmp, out])
+
+    graph.destroy()
+    del out, other
+    held["out"] = upload(s, np.arange(N))
+    graph = s.capture(reads_then_replaces, warmup=2)  # the warmups write 2x, then 4x
+    for _ in range(2):  # every replay reads the input it recorded: the second warmup's output
+        graph.replay()
+        np.testing.assert_array_equal(f32(s, held["out"]), np.arange(N, dtype=np.float32) * 8)
+    stats_consistent(device)
+
 def test_freed_buffer_used_by_a_graph_stays_retained(device) -> None:
     s = device.stream()
     x = upload(s, np.ones(N))

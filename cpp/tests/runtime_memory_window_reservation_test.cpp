@@ -3,7 +3,7 @@
 // at the same time) is never handed it. Pinned for the orders the shared-pool tests miss: a
 // primed slice still bound when priming ends (it is set aside only at its unbind), a slice two
 // windows both primed (the first priming end owns it), the end of the owning window, and a
-// slice set aside again by a later window.
+// slice set aside again by a later window, and a slice dropped while its window records.
 #include <cstdio>
 #include <set>
 
@@ -136,7 +136,51 @@ void a_slice_set_aside_by_an_ended_window_can_be_set_aside_again() {
 
 }  // namespace
 
+// Dropped while its window records: a slice only the warmup used serves the recording's next
+// allocation at once; one the recording used, one another window primed, one a stream pins and
+// one that is not persistent wait for the usual unbind, with nothing changed.
+void a_slice_only_the_warmup_used_serves_the_recording_when_dropped() {
+  FakeMemoryDevice dev{.next = 0x10000, .gap = 256};
+  MemoryManager mm(dev.free());
+  auto eager = mm.reserve(1024, 0, dev.allocate());  // before the window: dynamic pool
+  mm.capture_begin(1);
+  auto warm = mm.reserve(1024, 1, dev.allocate());   // the warmup's output, still held
+  auto used = mm.reserve(1024, 1, dev.allocate());   // the warmup's, and the recording's
+  auto pinned = mm.reserve(1024, 1, dev.allocate());
+  CHECK(mm.pin(pinned.id));
+  mm.capture_priming_end(1);
+  mm.touch(used.id, 1);
+  CHECK(!mm.unbind_in_recording(eager.id, 1));
+  CHECK(!mm.unbind_in_recording(used.id, 1));
+  CHECK(!mm.unbind_in_recording(pinned.id, 1));
+  CHECK(!mm.unbind_in_recording(warm.id, 2));        // not that window's
+  CHECK(mm.stats().slices_in_use == 4);
+  const auto made = mm.stats().driver_allocations;
+  CHECK(mm.unbind_in_recording(warm.id, 1));
+  CHECK(!mm.unbind_in_recording(warm.id, 1));        // no longer bound
+  auto next = mm.reserve(1024, 1, dev.allocate());
+  CHECK(!next.allocated && next.id == warm.id && mm.stats().driver_allocations == made);
+  auto again = mm.reserve(1024, 1, dev.allocate());  // the others are still held
+  CHECK(again.allocated);
+  // A window that is still priming takes nothing this way (its fence comes at begin_capture).
+  mm.capture_begin(2);
+  auto priming = mm.reserve(1024, 2, dev.allocate());
+  CHECK(!mm.unbind_in_recording(priming.id, 2));
+  for (auto id : {eager.id, used.id, pinned.id, priming.id}) mm.unbind(id);
+  mm.unpin(pinned.id);
+  auto graph = mm.capture_end(1);
+  CHECK(std::set<lifecore::runtime::SliceId>(graph.begin(), graph.end()) ==
+        std::set<lifecore::runtime::SliceId>({used.id, next.id, again.id}));
+  mm.unbind(next.id);
+  mm.unbind(again.id);
+  mm.release_retained(graph);
+  mm.release_retained(mm.capture_end(2));
+  check_pool_invariant(mm);
+  CHECK(mm.stats().slices_in_use == 0);
+}
+
 int main() {
+  a_slice_only_the_warmup_used_serves_the_recording_when_dropped();
   a_slice_set_aside_by_an_ended_window_can_be_set_aside_again();
   a_slice_bound_at_priming_end_is_set_aside_at_its_unbind();
   a_slice_two_windows_primed_belongs_to_the_first_priming_end();

@@ -69,8 +69,9 @@ class DriverRecorder final : public Recorder {
     if (memory_nodes > 0) {
       *refusal = {"end_capture: capture recorded " + std::to_string(memory_nodes) +
                       " memory node(s): an allocation inside the capture window makes the graph un-relaunchable, so "
-                      "the capture is rejected (the persistent pool should have served this allocation; run a "
-                      "warmup after graph_prepare)",
+                      "the capture is rejected (the persistent pool should have served this allocation: run a "
+                      "warmup after graph_prepare, or one more when a pass reads a buffer its previous pass "
+                      "allocated, e.g. capture(fn, warmup=2))",
                   "memory_nodes", std::nullopt};
       return nullptr;
     }

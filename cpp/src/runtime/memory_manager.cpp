@@ -160,6 +160,21 @@ void MemoryManager::unbind(SliceId id) {
   maybe_free_locked(id, it->second);
 }
 
+bool MemoryManager::unbind_in_recording(SliceId id, WindowId window) {
+  std::lock_guard lock(mutex_);
+  auto w = windows_.find(window);
+  auto it = slices_.find(id);
+  if (w == windows_.end() || w->second.priming || it == slices_.end()) return false;
+  Slice& slice = it->second;
+  if (slice.arena_holds > 0 || !slice.bound || !slice.persistent || slice.memory_node || slice.pins > 0) return false;
+  // Primed for this window, and nothing retains it: no graph, and not this recording.
+  if (slice.reserved_for != window || slice.retains != 0 || w->second.touched.contains(id)) return false;
+  slice.bound = false;
+  slice.bound_bytes = 0;
+  w->second.reserved_free[slice.capacity].push_back(id);
+  return true;
+}
+
 void MemoryManager::drop_retain_locked(SliceId id) {
   auto it = slices_.find(id);
   if (it == slices_.end()) return;

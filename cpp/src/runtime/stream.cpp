@@ -361,9 +361,12 @@ driver::Status Stream::wait_for_upload() {
 
 void Stream::drop_slice(SliceId slice) {
   LockWithoutStalling lock(mutex_);
-  lent_slices_.erase(slice);
+  const bool lent = lent_slices_.erase(slice) > 0;
   if (dead_ || device_->closed()) return;  // the device returned all its memory
   MemoryManager* memory = &device_->memory();
+  // Dropped during the recording: its next allocation may reuse the slice in stream order. Not
+  // one lent to another library, whose kernels may have used it on a stream of their own.
+  if (!lent && state_.is_recording() && window_ != 0 && memory->unbind_in_recording(slice, window_)) return;
   drop_.push([memory, slice] { memory->unbind(slice); });
 }
 

@@ -80,6 +80,14 @@ class MemoryManager {
   // The Buffer bound to the slice is gone (after its fence): the slice returns to its pool
   // unless something retains it.
   void unbind(SliceId slice);
+  // The recording of `window` drops a Buffer whose slice only its warmup used: no fence comes
+  // inside a window, but nothing recorded reads the slice, so it may serve the recording's next
+  // allocation of its size at once (one warmup is then enough for a step that drops its previous
+  // output before allocating the next). A slice the recording used stays the graph's alone: a
+  // replay must not read what a later node of the previous replay wrote. False, with nothing
+  // changed, when the slice does not qualify (the recording or another stream's work used it, a
+  // graph retains it, it is not this window's): the caller defers the unbind.
+  bool unbind_in_recording(SliceId slice, WindowId window);
   // Drops one retention per id (a graph going away).
   void release_retained(const std::vector<SliceId>& slices);
   // Work queued on a stream other than the one that allocated the slice: pinned, the slice does
