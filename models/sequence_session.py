@@ -205,10 +205,12 @@ class ModelCoordinator:
             raise ModelError("InvalidArgument", "prompt_tokens must be positive")
         if fit_tokens < prompt_tokens:
             raise ModelError("InvalidArgument", "fit_tokens must be at least prompt_tokens")
-        names = list(self.total) if not domains else sorted(set(domains), key=lambda n: self.order.get(n, -1))
-        for n in names:
+        if domains is not None and not domains:
+            raise ModelError("InvalidArgument", "domains names no domain (None: every domain)")
+        for n in domains or ():
             if n not in self.total:
                 raise ModelError("InvalidArgument", f"unknown capacity domain {n!r}")
+        names = list(self.total) if domains is None else sorted(set(domains), key=lambda n: self.order[n])
         if self.closed:
             raise ModelError("Closed", "the admission coordinator is closed")
         if request_id in self.live_ids:

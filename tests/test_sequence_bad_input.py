@@ -58,6 +58,18 @@ def test_unknown_domain():
     assert snapshot(c) == before
 
 
+@pytest.mark.parametrize("domains", [[], ()])
+def test_an_empty_domain_list_is_refused(domains):
+    """None means every domain; an empty list (a caller's list that ended up empty) is not read
+    as every domain."""
+    c = coordinator()
+    before = snapshot(c)
+    with pytest.raises(InvalidArgumentError, match="names no domain"):
+        c.admit("r", 16, 16, domains=domains)
+    assert snapshot(c) == before
+    assert isinstance(c.admit("r", 16, 16, domains=["kv"]), Admitted)
+
+
 def test_bad_extension_targets_change_nothing():
     c = coordinator()
     adm = c.admit("r", 20, 64)

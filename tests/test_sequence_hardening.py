@@ -337,6 +337,41 @@ def test_preemption_never_picks_a_session_of_another_coordinator():
     assert theirs.phase == SessionPhase.OPEN
 
 
+@pytest.mark.time_limit(30)
+def test_a_candidate_its_owner_closes_during_preemption_is_skipped_and_the_victims_reported():
+    """preempt_for runs without the GIL, so a candidate's owner may close it between its look
+    and its abort: that candidate is skipped, and the pass still reports what it aborted."""
+    c = make(pages=2)
+    _, closed_meanwhile = open_one(c, prompt=16, fit=16, name="closed")
+    _, victim = open_one(c, prompt=16, fit=16, name="victim")
+    d = c.admit("new", 32, 32)
+    assert isinstance(d, AdmissionDeferred)
+    result = {}
+
+    def run():
+        try:
+            result["report"] = preempt_for(c, d, [closed_meanwhile, victim])
+        except BaseException as error:  # noqa: BLE001 - reported to the test thread
+            result["error"] = error
+
+    _core._sequence_pause_arm("candidate_looked_at")
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert _core._sequence_pause_wait(10), "preempt_for never reached its pause point"
+        closed_meanwhile.close()  # its owner ends it while the pass looks at it
+    finally:
+        _core._sequence_pause_resume()
+    thread.join(10)
+    report = result.get("report")
+    assert report is not None, result
+    assert [a for a, _ in report.skipped] == [closed_meanwhile.sequence_authority]
+    assert "closed" in report.skipped[0][1]
+    assert report.victims == [victim.sequence_authority] and report.satisfied
+    assert victim.phase == SessionPhase.ABORTED and victim.closed
+    assert c.capacity().used_bytes == {"kv": 0} and c.holders() == []
+
+
 def test_sources_name_their_coordinator():
     gpu0, gpu1 = make(), make()
     _, s0 = open_one(gpu0)

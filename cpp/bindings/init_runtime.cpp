@@ -554,8 +554,8 @@ void bind_stream(nb::module_& m) {
            nb::sig("def sync(self, timeout: float | None = None) -> bool"),
            "Waits for the stream; reports the first queued asynchronous failure. Without a timeout the driver\n"
            "blocks until the device is done (Ctrl-C waits for it too, as torch.cuda.synchronize does). With a\n"
-           "timeout in seconds (inf: no deadline) it polls the driver, yields to Ctrl-C (KeyboardInterrupt)\n"
-           "within about 0.05 s, and returns False once the timeout passes with work still queued or another\n"
+           "timeout in seconds (inf: no deadline) it polls the driver, yields to Ctrl-C (KeyboardInterrupt, on\n"
+           "the main thread) within about 0.05 s, and returns False once the timeout passes with work still queued or another\n"
            "thread still in a call on this stream, a blocking sync say (nothing changed; sync again later).\n"
            "True once the stream is idle. NaN or a negative timeout is InvalidArgumentError. Outside relaxed\n"
            "capture mode it is refused (CaptureStateError, nothing changed) while another stream records on\n"

@@ -564,7 +564,8 @@ void bind_waiters(nb::module_& m) {
            nb::arg("timeout").none() = nb::none(), nb::sig("def wait(self, timeout: float | None = None) -> bool"),
            "Block until should_retry() (True) or the timeout in seconds (False); None, inf or a timeout too "
            "large for the clock wait without a deadline. NaN or a negative timeout is InvalidArgumentError. "
-           "Yields to Ctrl-C (KeyboardInterrupt) within about 0.05 s. ClosedError if the coordinator, or its "
+           "Yields to Ctrl-C (KeyboardInterrupt, on the main thread) within about 0.05 s; a wait on another "
+           "thread ends at coordinator.close() or its timeout. ClosedError if the coordinator, or its "
            "device, is closed, or once nothing holds the coordinator (a registration does not keep it).")
       .def("_check", [](CapacityWaitRegistration& r) {
              return r.wait_slice(std::nullopt, std::chrono::nanoseconds(0)) == CapacityWaitRegistration::SliceResult::retry;
@@ -856,6 +857,9 @@ void bind_admission(nb::module_& m) {
                  const std::string label = "domains[" + std::to_string(i++) + "]";
                  request.domains.push_back(str_argument(item, "admit", label.c_str()));
                }
+               // The core reads an empty list as every domain: an empty one given is a caller's mistake.
+               if (request.domains.empty())
+                 raise(ErrorKind::InvalidArgument, "admit: domains names no domain (give None for every domain)");
              }
              return admission_to_python(c.admit(request));  // ids from the arena: no driver call
            },
@@ -863,7 +867,9 @@ void bind_admission(nb::module_& m) {
            nb::sig("def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int, "
                    "domains: collections.abc.Sequence[str] | None = None) -> Admitted | AdmissionDeferred | AdmissionRejected"),
            "Admitted(resources) | AdmissionDeferred | AdmissionRejected; capacity pressure is never an exception. "
-           "ClosedError once the coordinator or its device is closed.")
+           "domains: the capacity domains the request takes pages in (None: every domain), a name given twice "
+           "counted once; an empty list or an unknown name is InvalidArgumentError. ClosedError once the coordinator or its device "
+           "is closed.")
       .def("close", &AdmissionCoordinator::close, "Wake every waiter with ClosedError; refuse later admissions.")
       .def_prop_ro("closed", &AdmissionCoordinator::closed, "True once closed, or once its device is closed.")
       .def_prop_ro("id", &AdmissionCoordinator::id, "This coordinator's id: the coordinator_id of what it issues.")
@@ -964,8 +970,9 @@ void bind_admission(nb::module_& m) {
 void bind_testing_hooks(nb::module_& m) {
   // Test-only: the core's deterministic pause points (see lifecore/sequence/pause_points.hpp).
   m.def("_sequence_pause_arm", [](const std::string& point) {
-    if (point != "extension_prepared") raise(ErrorKind::InvalidArgument, "_sequence_pause_arm: unknown pause point '" + point + "'");
-    pause_points::arm(pause_points::Point::extension_prepared);
+    if (point == "extension_prepared") return pause_points::arm(pause_points::Point::extension_prepared);
+    if (point == "candidate_looked_at") return pause_points::arm(pause_points::Point::candidate_looked_at);
+    raise(ErrorKind::InvalidArgument, "_sequence_pause_arm: unknown pause point '" + point + "'");
   }, nb::arg("point"), "Testing only: the next thread to reach `point` stops there until _sequence_pause_resume().");
   m.def("_sequence_pause_wait", [](double timeout) { return pause_points::wait_until_reached(timeout); },
         nb::arg("timeout").none(), nb::call_guard<GilRelease>(),

@@ -283,7 +283,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       named_domains.push_back(static_cast<std::uint32_t>(it - config_.domains.begin()));
     }
     std::sort(named_domains.begin(), named_domains.end());
-    named_domains.erase(std::unique(named_domains.begin(), named_domains.end()), named_domains.end());
+    named_domains.erase(std::unique(named_domains.begin(), named_domains.end()), named_domains.end());  // a set of names
     if (named_domains != all_domains_->indices)
       shared_domains = std::make_shared<const DomainSet>(DomainSet{all_domains_->names, std::move(named_domains)});
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "lifecore/error.hpp"
+#include "lifecore/sequence/pause_points.hpp"
 
 namespace lifecore::sequence {
 
@@ -71,11 +72,14 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
       out.skipped.push_back({authority, "preempt_for: the session holds none of the capacity the deferral waits for"});
       continue;
     }
+    pause_points::reach(pause_points::Point::candidate_looked_at);
     TerminalReceipt receipt;
     try {
       receipt = session->try_abort_if_quiescent();
     } catch (const Error& e) {
-      if (e.kind() != ErrorKind::SessionState) throw;
+      // Its owner may end or close it meanwhile (a candidate is anyone's session): skipped, and
+      // the victims of this pass are still reported.
+      if (e.kind() != ErrorKind::SessionState && e.kind() != ErrorKind::Closed) throw;
       out.skipped.push_back({authority, e.what()});
       continue;
     }

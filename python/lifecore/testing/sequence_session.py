@@ -177,7 +177,7 @@ class SequenceSessionMachine(LifecycleMachine):
         for prompt, extra, keep in sizes:
             self._admit(prompt, prompt + extra, None, True, keep)
 
-    @rule(prompt=st.integers(-1, 14), extra=st.integers(0, 28), domains=st.sampled_from([None, ["a"], ["b"], ["b", "a"]]),
+    @rule(prompt=st.integers(-1, 14), extra=st.integers(0, 28), domains=st.sampled_from([None, ["a"], ["b"], ["b", "a"], [], ["a", "a"], ["c"]]),
           open_now=st.booleans())
     @counted
     def admit(self, prompt: int, extra: int, domains: Optional[list], open_now: bool) -> None:
