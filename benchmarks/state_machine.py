@@ -20,12 +20,33 @@ from lifecore.benchmarks.harness import Run, Side, format_run, measure
 __all__ = ["machine_throughput", "run_machine_once", "main"]
 
 
+def _at_least_one(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {value!r}")
+    return value
+
+
+def _count_arg(text: str) -> int:
+    """argparse type: a whole number of at least 1 (a bad one exits 2 with the usage, as
+    ``lifecore check`` refuses it)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
 def run_machine_once(factory: Callable[[], Any], *, examples: int, steps: int, seed: int) -> dict[str, int]:
-    """One seeded machine run; returns the workload it executed (counts)."""
+    """One seeded machine run; returns the workload it executed (counts). ValueError for
+    ``examples`` or ``steps`` below 1."""
     from hypothesis import HealthCheck, Phase, settings
 
     from lifecore.testing.stream_capture import STATS, run_stream_capture_machine
 
+    _at_least_one("examples", examples)
+    _at_least_one("steps", steps)
     STATS.reset()
     run_stream_capture_machine(factory, settings=settings(
         max_examples=examples, stateful_step_count=steps, deadline=None, database=None, derandomize=True,
@@ -64,14 +85,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--backend", default=lifecore.available_backends()[0],
                         help=f"{', '.join(lifecore.backend_names())} or auto (default: the first available)")
     parser.add_argument("--graphs", default="auto", choices=["auto", "hardware", "software"])
-    parser.add_argument("--examples", type=int, default=20, help="machine runs per round (default 20)")
-    parser.add_argument("--steps", type=int, default=50, help="steps per machine run (default 50)")
+    parser.add_argument("--examples", type=_count_arg, default=20, help="machine runs per round (default 20)")
+    parser.add_argument("--steps", type=_count_arg, default=50, help="steps per machine run (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="the workload's seed (default 0)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
     args = parser.parse_args(argv)
+    from lifecore.cli import temporary_hypothesis_storage  # here: the command line is not a benchmark's import
+
     try:
-        run = machine_throughput(lambda: lifecore.Device(args.backend, graphs=args.graphs), examples=args.examples,
-                                 steps=args.steps, seed=args.seed, rounds=args.rounds, backend=args.backend)
+        with temporary_hypothesis_storage():  # no .hypothesis folder left in the current one
+            run = machine_throughput(lambda: lifecore.Device(args.backend, graphs=args.graphs),
+                                     examples=args.examples, steps=args.steps, seed=args.seed, rounds=args.rounds,
+                                     backend=args.backend)
     except (ValueError, lifecore.LifecoreError) as error:
         print(f"state_machine: {type(error).__name__}: {error}", file=sys.stderr)
         return 2

@@ -568,3 +568,174 @@ def test_a_reader_that_goes_away_ends_the_command_quietly_and_not_as_a_failed_ch
         stderr = child.stderr.read().decode()
         assert child.wait(timeout=300) == 141, stderr
         assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
+
+
+def test_a_target_that_ran_one_run_says_it_tested_only_the_simplest_example(tmp_path):
+    # Hypothesis's first run is its simplest example (the first rule, repeated) whatever the seed:
+    # --examples 1 once read as a plain PASS, "every invariant held", having tested almost nothing.
+    result = run("fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "1", "--steps", "5",
+                 "--seed", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    row = next(line for line in result.stdout.splitlines() if line.startswith("state machine"))
+    assert re.search(r"PASS\s+1 runs, 5 steps in .*WARNING: only 1 run.*simplest example.*--examples 2 or more",
+                     row), row
+    assert "\nwarning: state machine capture counting: only 1 run" in result.stdout, result.stdout
+    # check's JSON carries it too, and two runs need no warning.
+    out = tmp_path / "check.json"
+    result = run("check", "--lifecycle", "capture", "--examples", "1", "--steps", "5", "--seed", "1",
+                 "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    machines = [c for c in json.loads(out.read_text())["checks"] if c["check"] == "state machine"]
+    assert machines and all("simplest example" in c["warnings"][0] for c in machines), machines
+    result = run("fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "2", "--steps", "5",
+                 "--seed", "1")
+    assert result.returncode == 0 and "WARNING" not in result.stdout and "warning" not in result.stdout
+    # A --max-seconds share spent by the first run: the row says to give a larger budget.
+    result = run("fuzz", "--lifecycle", "graph", "--target", "mock/software", "--examples", "1000", "--steps", "50",
+                 "--seed", "1", "--max-seconds", "0.001")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert re.search(r"PASS\s+1 of 1000 runs.*WARNING: only 1 run.*a larger --max-seconds", result.stdout), \
+        result.stdout
+
+
+def test_a_row_says_why_runs_stopped_before_the_steps_asked():
+    # Hypothesis ends a run once its data nears its size limit: --steps 1000 runs about 500.
+    result = run("fuzz", "--lifecycle", "graph", "--target", "mock/software", "--examples", "1", "--steps", "1000",
+                 "--seed", "1")
+    assert result.returncode == 0, result.stdout + result.stderr
+    found = re.search(r"1 runs, (\d+) steps in .*the run stopped at (\d+) of 1000 steps \(Hypothesis's data limit "
+                      r"per run\)", result.stdout)
+    assert found and found.group(1) == found.group(2) and int(found.group(1)) < 1000, result.stdout
+    # Runs that all ran their steps say nothing of it.
+    result = run("fuzz", "--lifecycle", "capture", "--target", "numpy", "--examples", "2", "--steps", "7",
+                 "--seed", "1")
+    assert result.returncode == 0 and "stopped" not in result.stdout, result.stdout
+
+
+def test_check_names_why_each_unavailable_backend_is_unavailable():
+    result = run("check", "--lifecycle", "capture", "--examples", "2", "--steps", "2", "--seed", "1", "--json", "-")
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    row = report["checks"][0]
+    assert row["check"] == "backends"
+    for info in lifecore.backends():
+        said = f"{info.name}: available" if info.available else f"{info.name}: unavailable ({info.reason})"
+        assert said in row["detail"], (said, row["detail"])
+    assert [b["backend"] for b in report["backends"]] == lifecore.backend_names()
+    for entry, info in zip(report["backends"], lifecore.backends()):
+        assert entry["available"] == info.available and (entry["reason"] or "") == (info.reason or "")
+    assert report["incomplete"] is False
+
+
+# Sends the process `signal` from the run's own teardown hook once the `target`-th target's failure
+# has been replayed once (Hypothesis is shrinking it): a real signal, delivered where a user's
+# Ctrl-C came, without depending on timing.
+SIGNAL_WHILE_SHRINKING = ("import os, signal\n"
+                          "import lifecore.cli as cli\n"
+                          "made = []\n"
+                          "init, call = cli._Runs.__init__, cli._Runs.__call__\n"
+                          "def counted_init(self, *args, **kwargs):\n"
+                          "    init(self, *args, **kwargs)\n"
+                          "    made.append(self)\n"
+                          "def signalling_call(self, stats):\n"
+                          "    call(self, stats)\n"
+                          "    if len(made) == {target} and self.replays == 1:\n"
+                          "        os.kill(os.getpid(), signal.{signal})\n"
+                          "cli._Runs.__init__, cli._Runs.__call__ = counted_init, signalling_call\n")
+
+
+def test_an_interrupt_while_a_failure_is_shrunk_names_it_and_how_to_find_it_again(tmp_path):
+    for name, status, said in (("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated (SIGTERM)")):
+        folder = tmp_path / name
+        argv = [*BROKEN_GRAPH_RUN, "--failure-dir", str(folder)]
+        code = broken_after(SIGNAL_WHILE_SHRINKING.format(target=1, signal=name))
+        result = run(code=code.format(argv=argv), timeout=300)
+        assert result.returncode == status, (name, result.stdout, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
+        message = result.stderr.strip().splitlines()[-1]
+        first = lifecore.available_backends()[0]
+        assert message.startswith(f"lifecore fuzz: {said} while a failure found on graph {first}/software "
+                                  "(seed 11: AssertionError: windows_active"), message
+        assert "NOT saved" in message and message.endswith(
+            f"lifecore fuzz --lifecycle graph --target {first}/software --examples 5 --steps 10 --seed 11"), message
+        # The table names it too (stdout is what a CI log keeps), and nothing was saved.
+        assert re.search(r"graph \S+/software\s+FAIL\s+AssertionError: windows_active.*seed 11; interrupted",
+                         result.stdout), result.stdout
+        assert not folder.exists() or not list(folder.iterdir())
+
+
+def test_an_interrupted_check_prints_and_writes_what_finished(tmp_path):
+    # The first target's failure is shrunk and saved; SIGTERM comes while the second one's is shrunk.
+    out = tmp_path / "check.json"
+    argv = ["check", "--lifecycle", "graph", "--examples", "3", "--steps", "10", "--seed", "3", "--failure-dir",
+            str(tmp_path), "--json", str(out)]
+    code = broken_after(SIGNAL_WHILE_SHRINKING.format(target=2, signal="SIGTERM"))
+    result = run(code=code.format(argv=argv), timeout=300)
+    assert result.returncode == 143, result.stdout + result.stderr
+    first = lifecore.available_backends()[0]
+    saved = [p.name for p in tmp_path.glob("lifecore-failure-*")]
+    assert saved == [f"lifecore-failure-graph-{first}-hardware-seed3.txt"], saved
+    table = result.stdout[result.stdout.rindex("check "):]
+    assert re.search(rf"graph {first}/hardware\s+FAIL\s+.*replay: see", table), table
+    assert re.search(rf"graph {first}/software\s+FAIL\s+.*interrupted while it was shrunk or saved: not saved; "
+                     rf"rerun: lifecore fuzz --lifecycle graph --target {first}/software --examples 3 --steps 10 "
+                     r"--seed 3", table), table
+    report = json.loads(out.read_text())
+    assert report["incomplete"] is True and report["passed"] is False and report["interrupted_by"] == "SIGTERM"
+    assert [c["target"] for c in report["checks"]] == ["all", f"graph {first}/hardware", f"graph {first}/software"]
+    lost = report["checks"][-1]
+    assert lost["incomplete"] is True and lost["failure"]["saved"] is None and lost["failure"]["shrunk"] is False
+    assert "lifecore check: terminated (SIGTERM) while a failure found on graph" in result.stderr
+
+
+def test_sigterm_ends_a_run_with_a_message_and_143():
+    # No failure: SIGTERM after the second run of a long run (a CI timeout); the table of the run so far.
+    code = SIGNAL_WHILE_SHRINKING.replace("self.replays == 1", "self.runs == 2").format(target=1, signal="SIGTERM")
+    code += "import sys\nfrom lifecore.cli import main\nsys.exit(main({argv!r}))"
+    argv = ["fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "100000", "--steps", "5",
+            "--seed", "4"]
+    result = run(code=code.format(argv=argv), timeout=120)
+    assert result.returncode == 143, result.stdout + result.stderr
+    said = result.stderr.strip().splitlines()[-1]
+    assert said == "lifecore fuzz: terminated (SIGTERM), the run is incomplete (seed 4)", result.stderr
+    assert re.search(r"capture counting\s+INCOMPLETE\s+interrupted after 2 runs", result.stdout), result.stdout
+
+
+def test_a_write_error_on_standard_output_is_one_line_and_not_a_failed_check():
+    if not os.path.exists("/dev/full"):
+        import pytest
+        pytest.skip("no /dev/full here")
+    base = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    for argv in (["check", "--lifecycle", "capture", "--examples", "2", "--steps", "5", "--seed", "1"],
+                 ["info", "--json", "-"], ["--version"]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([sys.executable, "-m", "lifecore", *argv], stdout=full, stderr=subprocess.PIPE,
+                                    text=True, timeout=300, env=base)
+        assert result.returncode == 74, (argv, result.stderr)
+        assert result.stderr.strip().splitlines() == [
+            f"lifecore{' ' + argv[0] if argv[0] != '--version' else ''}: cannot write to standard output: "
+            "No space left on device"], (argv, result.stderr)
+
+
+def test_check_and_fuzz_leave_no_hypothesis_folder_behind(tmp_path):
+    # Hypothesis caches the constants of "local" code (not under site-packages: here a module on
+    # PYTHONPATH, as in a checkout or an editable install) in ./.hypothesis by default.
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "sitecustomize.py").write_text("LOCAL_CONSTANT = 123456789\n")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = {"PYTHONPATH": os.pathsep.join([str(local), os.environ.get("PYTHONPATH", "")])}
+    env_without = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_STORAGE_DIRECTORY"}
+    for argv in (["check", "--lifecycle", "capture", "--examples", "2", "--steps", "5", "--seed", "1"],
+                 ["fuzz", "--lifecycle", "capture", "--examples", "2", "--steps", "5", "--seed", "1"]):
+        result = subprocess.run([sys.executable, "-m", "lifecore", *argv], capture_output=True, text=True,
+                                timeout=300, cwd=work, env={**env_without, **env})
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert list(work.iterdir()) == [], list(work.iterdir())
+    # A storage folder the user chose is Hypothesis's to use.
+    chosen = tmp_path / "chosen"
+    result = run("check", "--lifecycle", "capture", "--examples", "2", "--steps", "5", "--seed", "1", cwd=work,
+                 env={**env, "HYPOTHESIS_STORAGE_DIRECTORY": str(chosen)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert list(work.iterdir()) == [] and (chosen / "constants").is_dir()

@@ -18,6 +18,7 @@ by the commands that need it, so ``lifecore info`` works without it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -26,15 +27,17 @@ import re
 import secrets
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, TextIO
+from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
 
 import lifecore
 
@@ -67,6 +70,14 @@ class CheckResult:
     rules: Counter = field(default_factory=Counter)
     outcomes: Counter = field(default_factory=Counter)
     failure: Optional[dict[str, Any]] = None
+    # What a passing row must not hide (a run that tested almost nothing), also after the table.
+    warnings: list[str] = field(default_factory=list)
+    incomplete: bool = False  # an interrupt ended it before its runs did
+
+    @property
+    def word(self) -> str:
+        """The result column: PASS, FAIL, or INCOMPLETE for a target an interrupt cut short."""
+        return "PASS" if self.passed else ("INCOMPLETE" if self.incomplete and self.failure is None else "FAIL")
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"check": self.name, "target": self.target, "passed": self.passed, "detail": self.detail}
@@ -74,6 +85,10 @@ class CheckResult:
             out["lifecycle"] = self.lifecycle
             out["rules"] = dict(self.rules)
             out["outcomes"] = {f"{r}: {o}": n for (r, o), n in self.outcomes.items()}
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        if self.incomplete:
+            out["incomplete"] = True
         if self.failure is not None:
             out["failure"] = self.failure
         return out
@@ -119,8 +134,101 @@ def backends_table(width: Optional[int] = None) -> str:
     return _table(["backend", "available", "driver", "device", "reason / notes"], rows, width=width)
 
 
+#: The exit status when the report could not be written (standard output or the --json file, on
+#: a full disk say): EX_IOERR of sysexits.h, not 1, which says that a check failed.
+EXIT_OUTPUT = 74
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
 class _OutputError(Exception):
-    """A file the command was asked to write could not be written (exit 1, one line)."""
+    """A file the command was asked to write could not be written (exit ``EXIT_OUTPUT``, one line)."""
+
+
+class _StdoutError(_OutputError):
+    """Writing to standard output failed with something other than a closed pipe."""
+
+
+class _Stdout:
+    """Standard output, except that a write error other than a closed pipe (a full disk,
+    ``>/dev/full``) raises ``_StdoutError``: an output that failed, not a check; a closed pipe
+    stays a BrokenPipeError (exit 141, quietly)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def _failed(self, error: OSError) -> _StdoutError:
+        return _StdoutError(f"cannot write to standard output: {error.strerror or error}")
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise self._failed(error) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise self._failed(error) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, which CI runners send on a timeout or a cancel, raised in the main thread as
+    Ctrl-C is: it unwinds the same way (Hypothesis takes neither for a failure), and the command
+    ends with a message and ``EXIT_TERMINATED``."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    # A second SIGTERM while the first one's report is written ends the process at once.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    raise _Terminated
+
+
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during one target's runs: ``result`` is that target's row, saying what
+    the interrupt cut short, and ``failure`` the failure found there that was being shrunk (not
+    saved) or None; ``seed`` the run's seed."""
+
+    def __init__(self, cause: KeyboardInterrupt, result: CheckResult, failure: Optional[dict[str, Any]],
+                 seed: int) -> None:
+        super().__init__()
+        self.terminated = isinstance(cause, _Terminated)
+        self.result, self.failure, self.seed = result, failure, seed
+
+
+def _exit_status(interrupt: KeyboardInterrupt) -> int:
+    terminated = isinstance(interrupt, _Terminated) or getattr(interrupt, "terminated", False)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def temporary_hypothesis_storage() -> Iterator[None]:
+    """Points Hypothesis's storage (where it caches the constants of the code it tests, as
+    ``.hypothesis/`` in the current folder by default) at a temporary folder removed at the end,
+    so a run leaves nothing behind but its failure files; a folder the user chose with
+    ``HYPOTHESIS_STORAGE_DIRECTORY`` is left to Hypothesis."""
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    try:
+        from hypothesis.configuration import set_hypothesis_home_dir
+    except ImportError:  # no Hypothesis (the command says so), or one without the setting
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="lifecore-hypothesis-", ignore_cleanup_errors=True) as folder:
+        set_hypothesis_home_dir(folder)
+        try:
+            yield
+        finally:
+            set_hypothesis_home_dir(None)  # back to Hypothesis's own choice
 
 
 def _write_json(path: str, data: Any) -> None:
@@ -174,14 +282,18 @@ class _Runs:
     - ``discarded``: examples Hypothesis threw away unfinished (no rule could run, or it drew
       too much data) and generated another in place of; their steps ran, but they are not runs;
     - ``replays``: every run after the first failure: Hypothesis replaying variations of it
-      while it shrinks and explains it.
+      while it shrinks and explains it;
+    - ``short``: runs that ended before ``steps`` steps without failing: Hypothesis ends a run
+      once the data it drew nears its size limit (and, rarely, at random).
     """
 
-    def __init__(self, stats: Any) -> None:
-        self.runs = self.discarded = self.replays = 0
+    def __init__(self, stats: Any, steps: int = 0) -> None:
+        self.runs = self.discarded = self.replays = self.short = 0
         self.started = self.ended = 0  # machines made, and torn down
         self.failed = False
-        self.steps_at_start = stats.steps
+        self.first_failure: Optional[BaseException] = None  # what the first failing run raised
+        self.steps_asked = steps
+        self.steps_at_start = self.steps_at_end = stats.steps
         # An exception the caller is handling around the whole run is none of its runs' own.
         self.outer = sys.exc_info()[1]
         self.on_end: Optional[Callable[["_Runs", Any], None]] = None
@@ -193,6 +305,7 @@ class _Runs:
         error = sys.exc_info()[1]
         if error is self.outer:
             error = None
+        ran, self.steps_at_end = stats.steps - self.steps_at_end, stats.steps
         if self.failed:
             self.replays += 1
         elif isinstance(error, (StopTest, UnsatisfiedAssumption)):  # Hypothesis's "invalid example"
@@ -200,6 +313,10 @@ class _Runs:
         else:
             self.runs += 1
             self.failed = error is not None and not isinstance(error, KeyboardInterrupt)
+            if self.failed:
+                self.first_failure = error
+            elif error is None and ran < self.steps_asked:
+                self.short += 1
         if self.on_end is not None:
             self.on_end(self, stats)
 
@@ -372,8 +489,7 @@ def _parse_target(lifecycle: str, label: str) -> Target:
     if lifecycle == "sequence":
         if label == HOST:
             return _sequence_target(HOST)
-        graphs = label.partition("/")[2] in ("hardware", "software") or label in ("hardware", "software")
-        if graphs:
+        if label.partition("/")[2] in ("hardware", "software") or label in ("hardware", "software"):
             raise ValueError(f"a sequence target is {HOST} or a backend ({_backend_choices()}), got {label!r}: "
                              f"BACKEND/hardware and BACKEND/software name graph targets (--lifecycle graph)")
         try:
@@ -487,9 +603,37 @@ def _failure_text(failure: dict[str, Any]) -> str:
     ])
 
 
+def _rerun_command(target: Target, examples: int, steps: int, seed: int) -> str:
+    """The command that runs ``target``'s machine again from the start with the same seed."""
+    return shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples), "--steps", str(steps),
+                       "--seed", str(seed)])
+
+
+def _thin_run_warning(runs: _Runs, stopped: bool) -> Optional[str]:
+    """What to say of a passing target that ran fewer than 2 runs: Hypothesis's first run is its
+    simplest example, whatever the seed, and Hypothesis offers no way to skip it."""
+    if runs.runs >= 2:
+        return None
+    instead = ("a larger --max-seconds (or fewer targets)" if stopped else "--examples 2 or more")
+    return (f"only {runs.runs} run{'' if runs.runs == 1 else 's'}, and Hypothesis's first run is its simplest "
+            f"example (the first rule that can run, repeated) whatever the seed: give {instead}")
+
+
+def _short_runs_note(runs: _Runs, ran: int) -> str:
+    """Why fewer steps ran than --steps asked of every run ("" when none ended early)."""
+    if not runs.short:
+        return ""
+    if runs.runs == 1:
+        return f"; the run stopped at {ran} of {runs.steps_asked} steps (Hypothesis's data limit per run)"
+    return (f"; {runs.short} of {runs.runs} runs stopped before {runs.steps_asked} steps (Hypothesis's data limit "
+            "per run, or its rare random stop)")
+
+
 def _run_target(target: Target, examples: int, steps: int, seed: int, *, progress: bool, explain: bool = False,
                 reproduce: Optional[str] = None, failure_dir: str = ".", max_seconds: Optional[float] = None,
-                out: TextIO = sys.stdout) -> CheckResult:
+                out: Optional[TextIO] = None) -> CheckResult:
+    """Runs one target's machine; its row. Ctrl-C or SIGTERM raises ``_Interrupted`` with the
+    row of what ran, naming a failure that was being shrunk (it is not saved)."""
     from hypothesis import __version__ as hypothesis_version
     from hypothesis import reproduce_failure
     from hypothesis import seed as hypothesis_seed
@@ -497,13 +641,14 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     from hypothesis.reporting import with_reporter
     from hypothesis.stateful import run_state_machine_as_test
 
+    out = sys.stdout if out is None else out
     stats = target.machine().stats
     start = time.perf_counter()
     deadline = _deadline(max_seconds, start)
     # Redraws belong on a terminal: in a log file they are only noise.
     bar = (_Progress(f"{target.lifecycle} {target.label}", examples, deadline)
            if progress and sys.stderr.isatty() else None)
-    runs = _Runs(stats)
+    runs = _Runs(stats, steps)
     runs.on_end = bar
     steps_before = stats.steps
     rules_before, outcomes_before = Counter(stats.rules), Counter(stats.outcomes)
@@ -523,41 +668,46 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     result = CheckResult("state machine", f"{target.lifecycle} {target.label}", True, "", target.lifecycle)
     reported: list[str] = []  # what Hypothesis reports instead of attaching it as notes (a replay's steps)
     try:
-        with with_reporter(lambda value: reported.append(str(value))):
-            run_state_machine_as_test(make, settings=_machine_settings(examples, steps, explain,
-                                                                      target.machine().setup_steps()))
-    except _BudgetSpent:
-        stopped = True
-    except DidNotReproduce as error:
-        result.passed, result.detail = False, f"the blob did not reproduce a failure: {error}"
-    except Exception as error:  # a failed invariant or comparison, after shrinking
-        if bar is not None:
-            bar.finish()
-            bar = None
-        failure = _failure(target, error, seed, examples, steps)
-        if not failure["steps"]:
-            failure["steps"] = "\n".join(r for r in reported if "@reproduce_failure" not in r).strip()
-        if reproduce and not failure["blob"]:
-            failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
-            failure["command"] = shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples),
-                                             "--steps", str(steps), "--seed", str(seed), "--reproduce", reproduce])
-        written = False
         try:
-            failure["saved"], written = _save_failure(failure, failure_dir, replay=bool(reproduce))
-        except OSError as save_error:  # the failure is still printed in full, replay command included
-            failure["saved"] = None
-            failure["not_saved"] = f"{save_error.strerror or save_error}: {save_error.filename or failure_dir}"
-        print(_failure_text(failure), file=out)
-        print(f"saved: {failure['saved']}{'' if written else ' (already there with this text, left as it was)'}\n"
-              if failure["saved"] else f"not saved ({failure['not_saved']})\n",
-              file=out, flush=True)
-        result.passed, result.failure = False, failure
-        result.detail = failure["error"].splitlines()[0] + (f" (seed {seed}; replay: see {failure['saved']})"
-                                                            if failure["saved"] else f" (seed {seed}; not saved)")
-    finally:
-        stats.on_run_end = None
-        if bar is not None:
-            bar.finish()
+            with with_reporter(lambda value: reported.append(str(value))):
+                run_state_machine_as_test(make, settings=_machine_settings(examples, steps, explain,
+                                                                          target.machine().setup_steps()))
+        except _BudgetSpent:
+            stopped = True
+        except DidNotReproduce as error:
+            result.passed, result.detail = False, f"the blob did not reproduce a failure: {error}"
+        except Exception as error:  # a failed invariant or comparison, after shrinking
+            if bar is not None:
+                bar.finish()
+                bar = None
+            failure = _failure(target, error, seed, examples, steps)
+            if not failure["steps"]:
+                failure["steps"] = "\n".join(r for r in reported if "@reproduce_failure" not in r).strip()
+            if reproduce and not failure["blob"]:
+                failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
+                failure["command"] = shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples",
+                                                 str(examples), "--steps", str(steps), "--seed", str(seed),
+                                                 "--reproduce", reproduce])
+            written = False
+            try:
+                failure["saved"], written = _save_failure(failure, failure_dir, replay=bool(reproduce))
+            except OSError as save_error:  # the failure is still printed in full, replay command included
+                failure["saved"] = None
+                failure["not_saved"] = f"{save_error.strerror or save_error}: {save_error.filename or failure_dir}"
+            print(_failure_text(failure), file=out)
+            print(f"saved: {failure['saved']}{'' if written else ' (already there with this text, left as it was)'}\n"
+                  if failure["saved"] else f"not saved ({failure['not_saved']})\n",
+                  file=out, flush=True)
+            result.passed, result.failure = False, failure
+            result.detail = failure["error"].splitlines()[0] + (f" (seed {seed}; replay: see {failure['saved']})"
+                                                                if failure["saved"] else f" (seed {seed}; not saved)")
+        finally:
+            stats.on_run_end = None
+            if bar is not None:
+                bar.finish()
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM (the budget's own stop is caught above)
+        raise _interrupted(interrupt, target, runs, result, examples, steps, seed,
+                           Counter(stats.rules) - rules_before, Counter(stats.outcomes) - outcomes_before) from None
     result.rules = Counter(stats.rules) - rules_before
     result.outcomes = Counter(stats.outcomes) - outcomes_before
     if result.passed and result.failure is None and not result.detail:
@@ -568,7 +718,35 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
                          "every invariant held" if ran else "the machine ran no step")
         if stopped:
             result.detail += "; the --max-seconds budget ended the run"
+        if ran:
+            result.detail += _short_runs_note(runs, ran)
+        warning = None if reproduce or not ran else _thin_run_warning(runs, stopped)
+        if warning:
+            result.warnings.append(warning)
+            result.detail += f"; WARNING: {warning}"
     return result
+
+
+def _interrupted(interrupt: KeyboardInterrupt, target: Target, runs: _Runs, result: CheckResult, examples: int,
+                 steps: int, seed: int, rules: Counter[Any], outcomes: Counter[Any]) -> _Interrupted:
+    """The ``_Interrupted`` for an interrupt during ``target``'s runs: its row says how far they
+    got, or that a failure found there was being shrunk (or saved) and is lost, with the command
+    that finds it again."""
+    result.passed, result.incomplete, result.rules, result.outcomes = False, True, rules, outcomes
+    if result.failure is not None:  # found, shrunk, saved and printed: only what came after was cut short
+        return _Interrupted(interrupt, result, None, seed)
+    if not runs.failed:
+        result.detail = f"interrupted after {runs.counted()}, {runs.steps_at_end - runs.steps_at_start} steps"
+        return _Interrupted(interrupt, result, None, seed)
+    error = runs.first_failure
+    said = f"{type(error).__name__}: {str(error).strip() or '(no message)'}".splitlines()[0] if error else "a failure"
+    command = _rerun_command(target, examples, steps, seed)
+    failure = {"lifecycle": target.lifecycle, "target": target.label, "seed": seed, "error": said,
+               "shrunk": False, "saved": None, "command": command}
+    result.failure = failure
+    result.detail = (f"{said} (seed {seed}; interrupted while it was shrunk or saved: not saved; "
+                     f"rerun: {command})")
+    return _Interrupted(interrupt, result, failure, seed)
 
 
 def _coverage(results: Sequence[CheckResult], lifecycle: str, machine: type) -> tuple[list[str], list[list[Any]]]:
@@ -642,6 +820,31 @@ def _missing_hypothesis(command: str) -> bool:
     return False
 
 
+def _backends_detail(infos: Sequence[Any]) -> str:
+    """The ``backends`` row: each backend, and why one that is unavailable is."""
+    return ", ".join(f"{i.name}: available" if i.available
+                     else f"{i.name}: unavailable ({i.reason or 'no reason given'})" for i in infos)
+
+
+def _results_table(results: Sequence[CheckResult]) -> str:
+    return _table(["check", "target", "result", "detail"], [[r.name, r.target, r.word, r.detail] for r in results])
+
+
+def _print_warnings(results: Sequence[CheckResult], out: TextIO) -> None:
+    """The warnings of passing rows again after the table, where a CI log's reader looks."""
+    for r in results:
+        for warning in r.warnings:
+            print(f"\nwarning: {r.name} {r.target}: {warning}", file=out)
+
+
+def _print_interrupted(results: Sequence[CheckResult], interrupt: KeyboardInterrupt, out: TextIO) -> None:
+    """The table of what ran before an interrupt, the interrupted target last."""
+    if isinstance(interrupt, _Interrupted):
+        results = [*results, interrupt.result]
+    if results:
+        print("\n" + _results_table(results), file=out, flush=True)
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     if _missing_hypothesis("check"):
         return 2
@@ -652,34 +855,54 @@ def cmd_check(args: argparse.Namespace) -> int:
     print(file=out)
     results: list[CheckResult] = []
     infos = lifecore.backends()
-    results.append(CheckResult("backends", "all", any(i.available for i in infos),
-                               ", ".join(f"{i.name}: {'available' if i.available else 'unavailable'}" for i in infos)))
+    results.append(CheckResult("backends", "all", any(i.available for i in infos), _backends_detail(infos)))
     lifecycles = _lifecycles(args.lifecycle)
     machines: dict[str, type] = {}
     seed = _seed(args.seed, out)
+
+    def report(incomplete: Optional[KeyboardInterrupt] = None) -> dict[str, Any]:
+        """The --json report; after an interrupt, of the checks that ran, marked incomplete."""
+        done = [*results, incomplete.result] if isinstance(incomplete, _Interrupted) else results
+        data: dict[str, Any] = {"version": lifecore.__version__, "seed": seed, "lifecycles": lifecycles,
+                                "backends": _backend_rows(),
+                                "passed": incomplete is None and all(r.passed for r in done),
+                                "incomplete": incomplete is not None}
+        if incomplete is not None:
+            data["interrupted_by"] = "SIGTERM" if _exit_status(incomplete) == EXIT_TERMINATED else "SIGINT"
+        data["checks"] = [r.to_json() for r in done]
+        data["coverage"] = _coverage_json(done, machines)
+        return data
+
     try:
-        targets = _check_targets(lifecycles)
-    except lifecore.LifecoreError as error:
-        targets = []
-        results.append(CheckResult("open the available backends", "all", False, str(error)))
-    deadline = _deadline(args.max_seconds)
-    for i, target in enumerate(targets):
-        machines.setdefault(target.lifecycle, target.machine())
-        results.append(_run_target(target, args.examples, args.steps, seed, progress=True,
-                                   failure_dir=args.failure_dir,
-                                   max_seconds=_budget_share(deadline, len(targets) - i), out=out))
-    if "graph" in lifecycles:
-        results.append(_replay_check())
+        try:
+            targets = _check_targets(lifecycles)
+        except lifecore.LifecoreError as error:
+            targets = []
+            results.append(CheckResult("open the available backends", "all", False, str(error)))
+        deadline = _deadline(args.max_seconds)
+        for i, target in enumerate(targets):
+            machines.setdefault(target.lifecycle, target.machine())
+            results.append(_run_target(target, args.examples, args.steps, seed, progress=True,
+                                       failure_dir=args.failure_dir,
+                                       max_seconds=_budget_share(deadline, len(targets) - i), out=out))
+        if "graph" in lifecycles:
+            results.append(_replay_check())
+    except KeyboardInterrupt as interrupt:  # what finished stands: its table, and the JSON marked incomplete
+        _print_interrupted(results, interrupt, out)
+        if args.json:
+            try:
+                _write_json(args.json, report(interrupt))
+            except _OutputError as error:  # said, and the interrupt still decides the exit status
+                print(f"lifecore check: {error}", file=sys.stderr)
+        raise
 
     print(file=out)
-    print(_table(["check", "target", "result", "detail"],
-                 [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]), file=out)
+    print(_results_table(results), file=out)
     _print_coverage(results, machines, seed, out)
     failed = [r for r in results if not r.passed]
     if args.json:
-        _write_json(args.json, {"version": lifecore.__version__, "seed": seed, "lifecycles": lifecycles,
-                                "passed": not failed, "checks": [r.to_json() for r in results],
-                                "coverage": _coverage_json(results, machines)})
+        _write_json(args.json, report())
+    _print_warnings(results, out)
     if failed:
         print(f"\n{len(failed)} check(s) failed: " + ", ".join(f"{r.name} ({r.target})" for r in failed), file=out)
         return 1
@@ -789,11 +1012,17 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
             targets += [_capture_target(b) for b in _capture_backends()]
     seed = _seed(args.seed, sys.stdout)
     deadline = _deadline(args.max_seconds)
-    results = [_run_target(t, args.examples, args.steps, seed, progress=True, explain=not args.reproduce,
-                           reproduce=args.reproduce, failure_dir=args.failure_dir,
-                           max_seconds=_budget_share(deadline, len(targets) - i)) for i, t in enumerate(targets)]
-    print(_table(["check", "target", "result", "detail"],
-                 [[r.name, r.target, "PASS" if r.passed else "FAIL", r.detail] for r in results]))
+    results: list[CheckResult] = []
+    try:
+        for i, t in enumerate(targets):
+            results.append(_run_target(t, args.examples, args.steps, seed, progress=True, explain=not args.reproduce,
+                                       reproduce=args.reproduce, failure_dir=args.failure_dir,
+                                       max_seconds=_budget_share(deadline, len(targets) - i)))
+    except KeyboardInterrupt as interrupt:  # what finished stands
+        _print_interrupted(results, interrupt, sys.stdout)
+        raise
+    print(_results_table(results))
+    _print_warnings(results, sys.stdout)
     return 0 if all(r.passed for r in results) else 1
 
 
@@ -1049,30 +1278,75 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The commands that run Hypothesis, whose storage goes to a temporary folder for the run.
+HYPOTHESIS_COMMANDS = ("check", "fuzz", "bench")
+
+
+def _interrupt_message(command: str, interrupt: KeyboardInterrupt) -> str:
+    """What an interrupted command says on stderr: a failure that was found and is lost is named,
+    with the command that finds it again (what was saved before stands)."""
+    how = "terminated (SIGTERM)" if _exit_status(interrupt) == EXIT_TERMINATED else "interrupted"
+    failure = interrupt.failure if isinstance(interrupt, _Interrupted) else None
+    if failure is None:
+        seed = f" (seed {interrupt.seed})" if isinstance(interrupt, _Interrupted) else ""
+        return f"lifecore {command}: {how}, the run is incomplete{seed}"
+    return (f"lifecore {command}: {how} while a failure found on {failure['lifecycle']} {failure['target']} "
+            f"(seed {failure['seed']}: {failure['error']}) was being shrunk; it is NOT saved. "
+            f"Rerun it with: {failure['command']}")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
+    stdout = sys.stdout
+    if stdout is not None:
+        sys.stdout = _Stdout(stdout)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except _StdoutError as error:  # --help or --version to a full disk
+        print(f"lifecore: {error}", file=sys.stderr)
+        _silence_stdout()
+        return EXIT_OUTPUT
     # Where the results go is checked first: a run is not wasted on a path it cannot write.
     problem = _json_path_error(getattr(args, "json", None))
     if problem is None and getattr(args, "failure_dir", None) is not None and not getattr(args, "differential", None):
         problem = _failure_dir_error(args.failure_dir)
     if problem:
         return _usage_error(args.command, problem)
+    # SIGTERM (a CI runner's timeout or cancel) ends the run as Ctrl-C does; only the main
+    # thread may set a handler (main() called from another thread keeps the default).
+    sigterm = (signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread()
+               else None)
     try:
-        return int(args.func(args))
+        with temporary_hypothesis_storage() if args.command in HYPOTHESIS_COMMANDS else contextlib.nullcontext():
+            status = int(args.func(args))
+        if sys.stdout is not None:
+            sys.stdout.flush()  # a write error surfaces here, not in the interpreter's flush at exit
+        return status
     except lifecore.LifecoreError as error:
         print(f"lifecore {args.command}: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     except _OutputError as error:
         print(f"lifecore {args.command}: {error}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:  # Ctrl-C: what was printed stands; a failure being shrunk is not saved
-        print(f"\nlifecore {args.command}: interrupted, the run is incomplete", file=sys.stderr)
-        return 130
+        if isinstance(error, _StdoutError):
+            _silence_stdout()
+        return EXIT_OUTPUT
+    except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM: what was printed and saved stands
+        print(f"\n{_interrupt_message(args.command, interrupt)}", file=sys.stderr)
+        return _exit_status(interrupt)
     except BrokenPipeError:
         # The reader of standard output went away (`lifecore check | head`): no traceback, and not
         # 1, which says a check failed, but 141, the status of a process that SIGPIPE ended.
         _silence_stdout()
         return 141
+    finally:
+        if sigterm is not None:
+            signal.signal(signal.SIGTERM, sigterm)
 
 
 def _silence_stdout() -> None:

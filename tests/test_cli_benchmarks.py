@@ -1,0 +1,58 @@
+"""The benchmark modules' command lines, run in a subprocess as a user would."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import lifecore
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def bench(module: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", f"lifecore.benchmarks.{module}", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+@pytest.mark.parametrize("module,args", [
+    ("state_machine", ("--examples", "0")), ("state_machine", ("--steps", "-1")),
+    ("state_machine", ("--examples", "x")),
+    ("differential", ("--backends", "mock,mock", "--steps", "0")),
+    ("differential", ("--backends", "mock,mock", "--runs", "0")),
+])
+def test_bad_counts_are_usage_errors(module: str, args: tuple[str, ...]) -> None:
+    # Once a Hypothesis traceback and exit 1 (the status of a wrong result), or a vacuous pass.
+    result = bench(module, *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and f"error: argument {args[-2]}: " in result.stderr, result.stderr
+    assert result.stdout == ""
+
+
+def test_the_state_machine_benchmark_refuses_counts_below_one() -> None:
+    from lifecore.benchmarks import state_machine
+
+    for options in ({"examples": 0, "steps": 5}, {"examples": 2, "steps": 0}):
+        with pytest.raises(ValueError, match="at least 1"):
+            state_machine.run_machine_once(lambda: lifecore.Device("mock"), seed=0, **options)
+
+
+def test_the_readme_state_machine_counts_are_what_the_command_prints() -> None:
+    import hypothesis
+
+    from lifecore.benchmarks import state_machine
+
+    text = README.read_text(encoding="utf-8")
+    found = re.search(r"`python -m lifecore\.benchmarks\.state_machine --examples 5 --rounds 3` with Hypothesis\s+"
+                      r"(\S+) .*?\n  (seed: 0, runs: \d+, steps: \d+, graphs: \d+, replays: \d+, faults: \d+)\n",
+                      text, re.S)
+    assert found, "the README shows no state-machine benchmark output with its Hypothesis version"
+    if found.group(1) != hypothesis.__version__:
+        pytest.skip(f"the README's counts are Hypothesis {found.group(1)}'s; this is {hypothesis.__version__}")
+    counts = state_machine.run_machine_once(lambda: lifecore.Device(lifecore.available_backends()[0]), examples=5,
+                                            steps=50, seed=0)
+    assert found.group(2) == "seed: 0, " + ", ".join(f"{k}: {v}" for k, v in counts.items())
