@@ -54,8 +54,9 @@ class _Scenario:
     def start(self) -> None:
         c = AdmissionCoordinator(domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
                                  max_active_sequences=self.awaiters + 1)
-        self.held = c.admit("held", 16, 16)
-        assert isinstance(self.held, Admitted)
+        held = c.admit("held", 16, 16)
+        assert isinstance(held, Admitted)
+        self.held = held
         regs = []
         for i in range(self.awaiters if self.wait is not None else 0):
             deferred = c.admit(f"want{i}", 16, 16)

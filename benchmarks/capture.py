@@ -264,6 +264,8 @@ def forward(*, blocks: int = 4, points_per_block: int = 1, rounds: int = 9, warm
         prediction[0] += 1
         net(ids)
         step = session.take_step()
+        if step is None:
+            raise RuntimeError("the benchmark's step delivered nothing")
         if not outcomes:  # checked once: every point was captured, its summary on the host
             for record in step.records:
                 outcomes[record.outcome.name] = outcomes.get(record.outcome.name, 0) + 1
@@ -327,8 +329,8 @@ def per_point(*, points: int = 16, rounds: int = 9, warmup: int = 1, min_batch_s
         predictions[which] += 1
         body()
         step = session.take_step()
-        if step.records[-1].outcome != CaptureOutcome.CAPTURED:
-            raise RuntimeError(f"a benchmark point was not captured: {step.records[-1].message}")
+        if step is None or step.records[-1].outcome != CaptureOutcome.CAPTURED:
+            raise RuntimeError(f"a benchmark point was not captured: {step.records[-1].message if step else 'no step'}")
 
     def through_observer() -> None:
         for observer, x in zip(observers, xs):

@@ -54,7 +54,7 @@ def cupy_unavailable_reason(backend: str) -> Optional[str]:
     if not lifecore.backend_info(backend).cuda_array_interface:
         return f"CuPy graphs are compared only on a backend that offers the CUDA array interface (this run: {backend})"
     try:
-        import cupy
+        import cupy  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         return "cupy is not installed"
     try:

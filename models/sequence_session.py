@@ -38,6 +38,7 @@ def _source_key(source: tuple[str, Optional[str]], order: dict[str, int]) -> int
         return 0
     if source[0] == "physical":
         return 1 + len(order)
+    assert source[1] is not None  # a domain's source names it
     return 1 + order[source[1]]
 
 
@@ -219,7 +220,9 @@ class ModelCoordinator:
         pb, fb = prompt_pages * self.page_bytes, fit_pages * self.page_bytes
         if fit_pages > BLOCK_IDS or any(fb > self.maximum[n] for n in names):
             return ModelRejected(request_id, "fit demand exceeds a domain maximum or its block ids")
-        blockers, sources, growth = [], [], False
+        blockers: list[tuple[str, tuple[str, Optional[str]]]] = []
+        sources: list[tuple[str, Optional[str]]] = []
+        growth = False
         if self.active >= self.max_active:
             blockers.append(("ACTIVE_SEQUENCE_CEILING", SLOTS))
             sources.append(SLOTS)
@@ -523,7 +526,7 @@ class ModelSession:
         self.active_frame: Optional[int] = None
         self.flights: dict[int, str] = {}
         self.retired = self.committed = self.discarded = 0
-        self.receipt = None
+        self.receipt: Optional[dict] = None
         self.seq.hold()
 
     # -- checks --

@@ -774,11 +774,11 @@ class DeviceModel:
         elif kernel == "add_f32":
             if len(args) != len(spec.params):
                 raise ModelError("TypeMismatch")
-            op = LaunchOp(kernel, int(args[0]), 0.0, slots[0], slots[1], slots[2])  # type: ignore[arg-type]
+            op = LaunchOp(kernel, int(args[0]), 0.0, slots[0], slots[1], slots[2])  # type: ignore[arg-type, call-overload]
         else:
             if len(args) != len(spec.params):
                 raise ModelError("TypeMismatch")
-            n, a = int(args[0]), f32(float(args[1]))  # type: ignore[arg-type]
+            n, a = int(args[0]), f32(float(args[1]))  # type: ignore[arg-type, call-overload]
             y = slots[1]
             op = LaunchOp(kernel, n, a, slots[0], y if kernel == "axpy_f32" else None, y)
         if any(op.n > slot.count for slot in op.slots()):

@@ -51,7 +51,8 @@ def test_identity_depends_on_the_request_and_the_artifact():
 def _refused_selections():
     """Built per test, so no bound object outlives the run."""
     return [
-        (CaptureSelection("s", "no.such.point", CaptureTransform.summary()), "unknown observation path"),
+        (CaptureSelection("s", "no.such.point", CaptureTransform.summary()),
+         "selection 's' names unknown observation path 'no.such.point'"),
         (CaptureSelection("", "blocks.0.mlp", CaptureTransform.summary()), "empty"),
         (CaptureSelection("s", "blocks.0.mlp", CaptureTransform.slice()), "no slices"),
         (CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary(), slices=[CaptureSlice("nope", 0, 1)]),

@@ -228,7 +228,7 @@ def _bad_operations():
         (iv.add("a", "blocks.0.mlp", np.ones((8,))), "rank"),
         (iv.add("a", "blocks.0.mlp", np.full((1, 4, 8), np.nan), schedule=CaptureSchedule(decode=False)), "finite"),
         (iv.scale("a", "blocks.0.mlp", float("inf")), "finite"),
-        (iv.zero("a", "nowhere"), "unknown observation path"),
+        (iv.zero("a", "nowhere"), "intervention 'a' names unknown observation path 'nowhere'"),
         (iv.zero("x" * 129, "blocks.0.mlp"), "128"),
         (iv.zero("a", ROUTER), "routing point"),
         (iv.mask_logits("a", "blocks.0.mlp", [1]), "not logits"),

@@ -352,7 +352,7 @@ def test_an_observer_matches_observe_and_is_a_forward_hook():
                           request=CaptureRequest(1, 1, 3))
     observer = session.observer("p", NumpyBackend(), tensor_type=np.ndarray, select=lambda out: out[1])
     assert observer.path == "p" and observer.selected
-    with pytest.raises(CaptureSessionError, match="no capture step is open"):
+    with pytest.raises(CaptureSessionError, match="^observe at p: no capture step is open"):
         observer.observe(x)
     session.begin_step(PREFILL, 0)
     observer(None, (), ("ignored", x))  # hook(module, args, output): the selector picks element 1

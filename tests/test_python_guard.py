@@ -120,3 +120,38 @@ def test_wait_async_written_in_python_on_a_core_class_refuses_what_it_does_not_t
     if hasattr(inspect, "markcoroutinefunction"):
         assert inspect.iscoroutinefunction(type(registration).wait_async)
     held.resources.close()
+
+
+def test_a_class_without_a_constructor_of_its_own_refuses_an_argument() -> None:
+    from lifecore.capture import NumpyBackend
+
+    assert repr(NumpyBackend()) == "NumpyBackend()"
+    with pytest.raises(LifecoreTypeError, match=r"^NumpyBackend: "):
+        NumpyBackend(1)  # type: ignore[call-arg]
+
+
+def test_the_testing_entry_points_refuse_what_they_do_not_take() -> None:
+    pytest.importorskip("hypothesis", reason="lifecore.testing's machines need Hypothesis")
+    from lifecore.testing import (StreamCaptureMachine, emulated_backend, offers_fault_injection, run_machine,
+                                  run_stream_capture_machine)
+
+    def device() -> lifecore.Device:
+        return lifecore.Device(emulated_backend())
+
+    refused = {
+        "run_stream_capture_machine": lambda: run_stream_capture_machine(device, bogus=1),  # type: ignore[call-arg]
+        "offers_fault_injection": lambda: offers_fault_injection(),  # type: ignore[call-arg]
+        "emulated_backend": lambda: emulated_backend(1),  # type: ignore[call-arg]
+        "run_machine": lambda: run_machine(5),  # type: ignore[arg-type]
+        "StreamCaptureMachine.run: argument 'seed'": lambda: StreamCaptureMachine.run(device, seed="1"),  # type: ignore[arg-type]
+        "StreamCaptureMachine.run: argument 'settings'": lambda: StreamCaptureMachine.run(device, settings=3),  # type: ignore[arg-type]
+        "StreamCaptureMachine.run: argument 'factory'": lambda: StreamCaptureMachine.run(5),  # type: ignore[arg-type]
+        "StreamCaptureMachine.bind: argument 'factory'": lambda: StreamCaptureMachine.bind(5),  # type: ignore[arg-type]
+        "StreamCaptureMachine.bind: argument 'name'": lambda: StreamCaptureMachine.bind(device, name=5),  # type: ignore[arg-type]
+    }
+    runs = StreamCaptureMachine.stats.runs
+    for names, call in refused.items():
+        with pytest.raises(LifecoreTypeError) as error:
+            call()
+        assert str(error.value).startswith(names), (names, str(error.value))
+    assert StreamCaptureMachine.stats.runs == runs  # refused before any machine was made

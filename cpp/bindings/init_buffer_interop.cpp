@@ -336,14 +336,16 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
       .def_prop_ro("buffer", [](const BufferView& v) { return v.buffer; }, "The Buffer viewed (kept alive by the view)")
       .def_prop_ro("dtype", [](const BufferView& v) { return std::string(v.type->name); },
                    "The element type's name: 'uint8', 'float32', 'bfloat16', 'bool', ...")
-      .def_prop_ro("shape", &shape_tuple, "The view's extents, as a tuple of ints")
+      .def_prop_ro("shape", &shape_tuple, nb::for_getter(nb::sig("def shape(self, /) -> tuple[int, ...]")),
+                   "The view's extents, as a tuple of ints")
       .def("__dlpack__", &export_dlpack, nb::kw_only(), "stream"_a.none() = nb::none(),
            "max_version"_a.none() = nb::none(), "dl_device"_a.none() = nb::none(), "copy"_a.none() = nb::none(),
            nb::sig("def __dlpack__(self, *, stream: object | None = None, max_version: object | None = None, "
                    "dl_device: object | None = None, copy: object | None = None) -> typing_extensions.CapsuleType"),
            dlpack_doc)
       .def("__dlpack_device__", [](const BufferView& v) { return dlpack_device(*v.buffer); })
-      .def_prop_ro("__cuda_array_interface__", &cuda_array_interface)
+      .def_prop_ro("__cuda_array_interface__", &cuda_array_interface,
+                   nb::for_getter(nb::sig("def __cuda_array_interface__(self, /) -> dict[str, typing.Any]")))
       .def("__repr__", [](const BufferView& v) {
         std::string shape;
         for (std::int64_t n : v.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(n);
@@ -375,6 +377,7 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
            "(DLPack device type, device id): the registry's type for the backend (CPU for the mock)")
       .def_prop_ro("__cuda_array_interface__",
                    [](std::shared_ptr<Buffer> b) { return cuda_array_interface(whole(std::move(b))); },
+                   nb::for_getter(nb::sig("def __cuda_array_interface__(self, /) -> dict[str, typing.Any]")),
                    "Version 3 of the CUDA array interface (uint8, one dimension); only where the backend offers it")
       .def_prop_ro("views", &Buffer::views, "How many zero-copy views of it are alive (free() is refused meanwhile)");
 }

@@ -122,8 +122,10 @@ void init_capture_interventions(nb::module_& m) {
            "admission.")
       .def_prop_ro("request", &AdmittedInterventionPlan::request, nb::rv_policy::copy,
            "The session's CaptureRequest it was admitted for (a copy).")
-      .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); })
-      .def("__reduce_ex__", [](nb::handle, int) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); });
+      .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); },
+           nb::sig("def __reduce__(self) -> typing.NoReturn"))
+      .def("__reduce_ex__", [](nb::handle, int) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); },
+           nb::sig("def __reduce_ex__(self, protocol: typing.SupportsIndex, /) -> typing.NoReturn"));
 
   nb::class_<InterventionRequest>(m, "InterventionRequest", "What a backend must apply for one operation.")
       .def_ro("action", &InterventionRequest::action, "The InterventionAction to apply.")
@@ -145,7 +147,7 @@ void init_capture_interventions(nb::module_& m) {
         for (const auto& s : r.region)
           items.append(nb::steal(PySlice_New(nb::int_(s.start).ptr(), nb::int_(s.end).ptr(), nb::int_(s.stride).ptr())));
         return nb::tuple(items);
-      }, "The region as a tuple of Python slices.");
+      }, nb::for_getter(nb::sig("def index(self, /) -> tuple[slice, ...]")), "The region as a tuple of Python slices.");
 
   nb::class_<GroupSelectionControl>(m, "GroupSelectionControl", "What a routing selector must apply this step.")
       .def_ro("operation_id", &GroupSelectionControl::operation_id, "The id of the routing operation.")

@@ -122,7 +122,8 @@ void bind_usage(nb::module_& m) {
       })
       .def("as_tuple", [](const CaptureUsage& u) {
         return nb::make_tuple(u.captures, u.retained_bytes, u.host_bytes, u.encoded_bytes);
-      }, "(captures, retained_bytes, host_bytes, encoded_bytes) as a tuple of ints.")
+      }, nb::sig("def as_tuple(self) -> tuple[int, int, int, int]"),
+         "(captures, retained_bytes, host_bytes, encoded_bytes) as a tuple of ints.")
       .def("__repr__", &reprs::usage);
 }
 
@@ -322,7 +323,9 @@ void bind_request_and_schedule(nb::module_& m) {
       .def_ro("prompt_tokens", &CaptureRequest::prompt_tokens, "Prompt tokens per sequence (the prefill step's rows).")
       .def_ro("max_predictions", &CaptureRequest::max_predictions,
            "Steps the run may take, prefill included: predictions 0 to max_predictions - 1.")
-      .def("__eq__", [](const CaptureRequest& a, const CaptureRequest& b) { return a == b; });
+      .def("__eq__", [](const CaptureRequest& a, nb::handle b) {
+             return nb::isinstance<CaptureRequest>(b) && a == nb::cast<const CaptureRequest&>(b);
+           }, nb::sig("def __eq__(self, other: object, /) -> bool"));
 
   nb::class_<CaptureSchedule>(m, "CaptureSchedule", "When a selection fires: phases, [first, end) predictions, every n.")
       .def("__repr__", &reprs::schedule)
@@ -550,8 +553,8 @@ void bind_plans(nb::module_& m) {
            "SHA-256 (hex) of the canonical encoding of plan, points, request and artifact.")
       .def_prop_ro("artifact_identity", &AdmittedCapturePlan::artifact_identity,
            "The artifact_identity of the discovery it was admitted against.")
-      .def("__reduce__", &refuse_pickle)
-      .def("__reduce_ex__", [](nb::handle self, int) { refuse_pickle(self); })
+      .def("__reduce__", &refuse_pickle, nb::sig("def __reduce__(self) -> typing.NoReturn"))
+      .def("__reduce_ex__", [](nb::handle self, int) { refuse_pickle(self); }, nb::sig("def __reduce_ex__(self, protocol: typing.SupportsIndex, /) -> typing.NoReturn"))
       .def("__repr__", [](const AdmittedCapturePlan& a) { return "AdmittedCapturePlan(" + a.identity() + ")"; });
 }
 
@@ -583,7 +586,7 @@ void bind_backend_contract(nb::module_& m) {
         for (const auto& s : r.region)
           items.append(nb::steal(PySlice_New(nb::int_(s.start).ptr(), nb::int_(s.end).ptr(), nb::int_(s.stride).ptr())));
         return nb::tuple(items);
-      }, "The region as a tuple of Python slices.");
+      }, nb::for_getter(nb::sig("def index(self, /) -> tuple[slice, ...]")), "The region as a tuple of Python slices.");
 
 }
 

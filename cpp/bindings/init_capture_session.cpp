@@ -175,7 +175,8 @@ void bind_checkpoints(nb::module_& m) {
       .def_ro("has_step", &CaptureCheckpoint::has_step, "Whether any step was delivered (False for a fresh run).")
       .def_ro("usage", &CaptureCheckpoint::usage, nb::rv_policy::copy,
            "The run's cumulative CaptureUsage when it was taken (a copy); restoring refunds nothing.")
-      .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "a capture checkpoint belongs to its run"); });
+      .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "a capture checkpoint belongs to its run"); },
+           nb::sig("def __reduce__(self) -> typing.NoReturn"));
 
   nb::class_<PreparedCaptureRestore>(m, "PreparedCaptureRestore",
                                      "A validated restore holding its session; commit() cannot fail, dropping it changes nothing.")

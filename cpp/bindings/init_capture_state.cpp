@@ -25,7 +25,8 @@ void init_capture_state(nb::module_& m) {
       .def_ro("caller", &CaptureEnd::caller, "Who closed it")
       .def_ro("abandoned", &CaptureEnd::abandoned,
               "True when the caller is not the owner: the window is discarded, nothing is sealed")
-      .def(nb::self == nb::self)
+      .def("__eq__", [](const CaptureEnd& a, nb::handle b) { return nb::isinstance<CaptureEnd>(b) && a == nb::cast<const CaptureEnd&>(b); },
+           nb::sig("def __eq__(self, other: object, /) -> bool"))
       // Equal values hash alike (a set or dict key), as the reference model's do.
       .def("__hash__", [](const CaptureEnd& end) { return nb::hash(nb::make_tuple(end.owner, end.caller, end.abandoned)); })
       .def("__repr__", [](const CaptureEnd& end) {
@@ -51,7 +52,11 @@ void init_capture_state(nb::module_& m) {
       .def("cache_mode", &StreamCaptureState::cache_mode, "CAPTURE in PREPARE and CAPTURE, else NORMAL")
       .def_prop_ro("owner", &StreamCaptureState::owner, "The window's owner; None in NO_CAPTURE")
       .def_prop_ro("variant", &StreamCaptureState::variant, "NO_CAPTURE, PREPARE or CAPTURE")
-      .def(nb::self == nb::self)
+      .def("__eq__",
+           [](const StreamCaptureState& a, nb::handle b) {
+             return nb::isinstance<StreamCaptureState>(b) && a == nb::cast<const StreamCaptureState&>(b);
+           },
+           nb::sig("def __eq__(self, other: object, /) -> bool"))
       .def("__hash__",
            [](const StreamCaptureState& state) {
              return nb::hash(nb::make_tuple(static_cast<int>(state.variant()), state.owner()));

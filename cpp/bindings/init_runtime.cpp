@@ -425,6 +425,7 @@ void bind_device(nb::module_& m) {
              for (const auto& [key, value] : d.memory_stats()) out[key.c_str()] = value;
              return out;
            },
+           nb::sig("def memory_stats(self) -> dict[str, int]"),
            "Pool and cache accounting: pool_bytes, slices, slices_in_use, slices_retained, slices_free,\n"
            "driver_allocations, graphs_alive, info_entries, info_pinned, windows_active; and the KV arenas\n"
            "(AdmissionCoordinator chunks, outside the pool): arenas (live chunks) and arena_bytes.")

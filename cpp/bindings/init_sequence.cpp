@@ -353,7 +353,8 @@ void bind_capacity_facts(nb::module_& m) {
               "Active-sequence slots needed: 1 for an admission, 0 for extending a live sequence.")
       .def_ro("tokens", &CapacityDemand::tokens, "Tokens to cover.")
       .def_ro("pages", &CapacityDemand::pages, "Pages needed in each of the request's domains.")
-      .def_prop_ro("bytes", &demand_bytes, "Bytes per domain name.")
+      .def_prop_ro("bytes", &demand_bytes, nb::for_getter(nb::sig("def bytes(self, /) -> dict[str, int]")),
+                   "Bytes per domain name.")
       .def("__repr__", [](const CapacityDemand& d) {
         return "CapacityDemand(sequences=" + std::to_string(d.sequences) + ", tokens=" + std::to_string(d.tokens) +
                ", pages=" + std::to_string(d.pages) + ")";
@@ -405,7 +406,7 @@ void bind_capacity_facts(nb::module_& m) {
         nb::dict out;
         for (const auto& d : s.domains) out[nb::str(d.name.c_str())] = d.used_bytes;
         return out;
-      }, "A dict: bytes claimed in each domain, by name.")
+      }, nb::for_getter(nb::sig("def used_bytes(self, /) -> dict[str, int]")), "A dict: bytes claimed in each domain, by name.")
       .def("__repr__", [](const CapacitySnapshot& s) {
         std::string out = "CapacitySnapshot(domains={";
         for (std::size_t i = 0; i < s.domains.size(); ++i)
@@ -491,11 +492,12 @@ void bind_backing(nb::module_& m) {
                               "the deferral or the reason that goes with it. It owns no capacity.")
       .def_ro("outcome", &BackingDecision::outcome, "CURRENT, EXTENDED, RETRY_REQUIRED or BACKING_DEFERRED (a BackingOutcome).")
       .def_prop_ro("snapshot", [](const BackingDecision& d) { return mutable_snapshot(d.snapshot); },
+                   nb::for_getter(nb::sig("def snapshot(self, /) -> BackingSnapshot | None")),
                    "CURRENT or EXTENDED: the BackingSnapshot that covers the target; None otherwise.")
       .def_prop_ro("deferred", [](const BackingDecision& d) -> std::shared_ptr<AdmissionDeferred> {
         if (!d.deferred) return nullptr;
         return std::make_shared<AdmissionDeferred>(*d.deferred);
-      }, "BACKING_DEFERRED: the AdmissionDeferred to wait on or preempt for; None otherwise.")
+      }, nb::for_getter(nb::sig("def deferred(self, /) -> AdmissionDeferred | None")), "BACKING_DEFERRED: the AdmissionDeferred to wait on or preempt for; None otherwise.")
       .def_ro("reason", &BackingDecision::reason,
               "Why, in words, for RETRY_REQUIRED and BACKING_DEFERRED (or a CURRENT found after the backing moved); "
               "empty otherwise.")
@@ -946,7 +948,7 @@ void bind_admission(nb::module_& m) {
         out["blocks"] = blocks;
         out["free_blocks"] = free_blocks;
         return out;
-      }, "live_bytes (pages handed out * page_bytes), live_extents (takes: one per domain per admission or\n"
+      }, nb::sig("def page_memory_stats(self) -> dict[str, int | dict[str, int]]"), "live_bytes (pages handed out * page_bytes), live_extents (takes: one per domain per admission or\n"
          "extension), allocations (arena chunks allocated: one per domain at creation, one per growth; never\n"
          "one per page), failed_releases, arena_chunks and arena_bytes (0 once the device closed: its close took\n"
          "the arena back), and blocks / free_blocks per domain.")

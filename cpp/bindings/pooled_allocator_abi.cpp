@@ -58,6 +58,7 @@ void init_pooled_allocator(nb::module_& m) {
           out["streams"] = s.streams;
           return out;
         },
+        nb::sig("def pooled_allocator_stats() -> dict[str, int]"),
         "The pooled allocator's counters: allocations, releases, live, live_bytes, unknown_stream (requests\n"
         "for a stream not routed), refused (a routed stream could not serve them), unknown_pointer (frees of\n"
         "memory it did not lend), streams (routed now).");

@@ -82,6 +82,14 @@ def _mark_coroutine_function(guard: Callable[..., Any]) -> None:
 
 
 def _guard_class(cls: type) -> None:
+    if getattr(cls, "__init__") is object.__init__ and getattr(cls, "__new__") is object.__new__:
+        # A class with no constructor of its own (NumpyBackend): object's refuses an argument
+        # with a plain TypeError, so it gets one that takes none, guarded like the others.
+        def __init__(self: Any) -> None:
+            pass
+
+        __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+        setattr(cls, "__init__", __init__)
     for name, value in list(vars(cls).items()):
         if name != "__init__" and (name.startswith("_") or name in CALLED_BY_LIFECORE):
             continue

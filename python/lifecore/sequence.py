@@ -299,17 +299,17 @@ class PreemptionReport:
     the reason, the deferral's sources whose epochs advanced, and whether the deferred
     demand fits now."""
 
-    victims: list = field(default_factory=list)
+    victims: list[Authority] = field(default_factory=list)
     """The Authority of each session aborted, in the order they were picked."""
-    receipts: list = field(default_factory=list)
+    receipts: list[TerminalReceipt] = field(default_factory=list)
     """The TerminalReceipt of each victim (parallel to ``victims``)."""
-    skipped: list = field(default_factory=list)
+    skipped: list[tuple[Authority, str]] = field(default_factory=list)
     """``(Authority, reason)`` for each candidate not picked, in the candidates' order: another
     coordinator's, the sequence that asked to grow, holding none of the capacity waited for, not
     quiescent, terminal or closed, or not looked at once the demand fit, ``limit`` was reached or
     the demand waits for growth. Every candidate given is a victim or in here (a session given
     twice is a victim once, then skipped as closed)."""
-    freed_sources: list = field(default_factory=list)
+    freed_sources: list[CapacitySource] = field(default_factory=list)
     """The deferral's sources whose epochs advanced: capacity that actually came back."""
     satisfied: bool = False
     """Whether the deferred demand fits now (``coordinator.fits_now(deferred)``)."""

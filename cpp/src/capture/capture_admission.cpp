@@ -18,10 +18,14 @@ namespace {
 
 [[noreturn]] void refuse(const std::string& message) { raise(ErrorKind::Admission, message); }
 
-const ObservationPoint& find_point(const CaptureDiscovery& discovery, const std::string& path) {
+// `who`: what names the path ("selection 's'", "intervention 'a'"), for the message.
+const ObservationPoint& find_point(const CaptureDiscovery& discovery, const std::string& path, const std::string& who) {
   for (const auto& p : discovery.catalog)
     if (p.path == path) return p;
-  raise(ErrorKind::Admission, "unknown observation path: " + path, {{"path", path}});
+  raise(ErrorKind::Admission,
+        who + " names unknown observation path '" + path + "' (the discovery's catalog has " +
+            std::to_string(discovery.catalog.size()) + " points; discover() lists them)",
+        {{"path", path}});
 }
 
 void check_request(const CaptureRequest& r) {
@@ -312,7 +316,7 @@ AdmittedCapturePlan admit(const CapturePlan& plan, const CaptureDiscovery& disco
   for (const auto& sel : plan.selections) {
     if (sel.id.empty()) refuse("selection id is empty");
     if (!ids.insert(sel.id).second) refuse("duplicate selection id '" + sel.id + "'");
-    const auto& point = find_point(discovery, sel.path);
+    const auto& point = find_point(discovery, sel.path, "selection '" + sel.id + "'");
     check_schedule(sel.schedule, sel.id);
     check_transform(sel, point, discovery, request);
     if (auto message = check_slice_axes(sel.slices, point)) refuse(*message);
@@ -361,7 +365,7 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
     if (op.id.empty() || op.id.size() > max_operation_id_bytes)
       refuse("intervention id must be 1 to 128 bytes");
     if (!ids.insert(op.id).second) refuse("duplicate intervention id '" + op.id + "'");
-    const auto& point = find_point(discovery, op.target);
+    const auto& point = find_point(discovery, op.target, "intervention '" + op.id + "'");
     check_schedule(op.schedule, op.id);
     check_support(point, op.schedule, request, op.id);
     if (auto message = check_slice_axes(op.slices, point)) refuse(*message);

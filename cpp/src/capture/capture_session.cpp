@@ -141,7 +141,8 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
                                 const std::vector<std::size_t>& selections, TensorHandle tensor) {
   Guard guard(*this);
   require_unprepared();
-  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
+  if (!step_open_)
+    raise(ErrorKind::CaptureSession, "observe at " + std::string(path) + ": no capture step is open (call begin_step)");
   if (selections.empty()) return;  // nothing selected here
   for (auto index : selections)
     if (index >= records_.size() || plan_.plan().selections[index].path != path)
@@ -252,7 +253,8 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       std::string message = hit->budget == Budget::physical_native
                                 ? "capture physical native byte limit exceeded at " + point.path
                                 : std::string("capture ") + (hit->cumulative ? "cumulative" : "per-step") +
-                                      " limit exceeded: " + to_string(hit->budget);
+                                      " limit exceeded: " + to_string(hit->budget) + " (selection '" +
+                                      selection.id + "' at " + point.path + ")";
       fail(FailReason::limit, ErrorKind::BudgetExceeded, message,
            {{"budget", std::string(to_string(hit->budget))}, {"cumulative", hit->cumulative}});
       record.outcome.budget = hit->budget;

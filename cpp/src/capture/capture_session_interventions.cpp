@@ -61,7 +61,9 @@ void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
 
 std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, bool routing) const {
   require_unprepared();
-  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
+  if (!step_open_)
+    raise(ErrorKind::CaptureSession, std::string(routing ? "routing_control" : "intervene") + " at " + std::string(path) +
+                                         ": no capture step is open (call begin_step)");
   std::vector<std::size_t> due;
   if (!interventions_) return due;
   auto found = operations_by_path_.find(path);
@@ -195,8 +197,8 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
 void CaptureSession::finish_interventions() const {
   Guard guard(*this);
   if (!interventions_) return;
-  if (!step_open_) raise(ErrorKind::CaptureSession, "no capture step is open (call begin_step)");
-  if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is still pending");
+  if (!step_open_) raise(ErrorKind::CaptureSession, "finish_interventions: no capture step is open (call begin_step)");
+  if (pending_control_) raise(ErrorKind::CaptureSession, "finish_interventions: a routing control is still pending");
   const auto& operations = interventions_->plan().operations;
   for (std::size_t i = 0; i < operations.size(); ++i) {
     const auto& record = operation_records_[i];

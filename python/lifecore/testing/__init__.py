@@ -26,7 +26,17 @@ benchmarks live in :mod:`lifecore.benchmarks` (:mod:`lifecore.testing.stream_ben
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what type checkers see; at run time each name is imported on first use
+    from .capture_session import CaptureSessionMachine as CaptureSessionMachine
+    from .emulated import emulated_backend as emulated_backend
+    from .fault_injection import offers_fault_injection as offers_fault_injection
+    from .machine import LifecycleMachine as LifecycleMachine, run_machine as run_machine
+    from .machine_stats import MachineStats as MachineStats
+    from .sequence_session import SequenceSessionMachine as SequenceSessionMachine
+    from .stream_capture import (STATS as STATS, StreamCaptureMachine as StreamCaptureMachine,
+                                 run_stream_capture_machine as run_stream_capture_machine)
 
 _EXPORTS = {
     "StreamCaptureMachine": ".stream_capture",

@@ -7,6 +7,8 @@ Code that asks for the role keeps working when the backend behind it is renamed 
 
 from __future__ import annotations
 
+from .. import _python_guard
+
 from .._core import backends
 from ..errors import BackendUnavailableError
 
@@ -24,3 +26,8 @@ def emulated_backend() -> str:
             return info.name
     known = ", ".join(repr(info.name) for info in infos) or "none"
     raise BackendUnavailableError(f"no registered backend is an emulated device (registered backends: {known})")
+
+
+# Plain functions answer an argument they do not take with LifecoreTypeError (the
+# machines' classes are Hypothesis's to call, so only the functions are guarded).
+emulated_backend = _python_guard.guarded(emulated_backend, "emulated_backend")

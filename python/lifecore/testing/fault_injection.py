@@ -8,6 +8,8 @@ names, so a new backend that offers fault injection is exercised with faults too
 
 from __future__ import annotations
 
+from .. import _python_guard
+
 from typing import Any
 
 from ..errors import InvalidArgumentError, LifecoreError
@@ -31,3 +33,8 @@ def offers_fault_injection(device: Any) -> bool:
             return False
         raise
     raise AssertionError("inject_fault accepted an empty operation name")
+
+
+# Plain functions answer an argument they do not take with LifecoreTypeError (the
+# machines' classes are Hypothesis's to call, so only the functions are guarded).
+offers_fault_injection = _python_guard.guarded(offers_fault_injection, "offers_fault_injection")

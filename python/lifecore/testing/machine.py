@@ -16,10 +16,12 @@ is a :class:`LifecycleMachine`:
 
 from __future__ import annotations
 
+from .. import _python_guard
+
 import inspect
 import time
 import unittest
-from typing import Any, Callable, ClassVar, Optional, Sequence
+from typing import Any, Callable, ClassVar, Optional, Sequence, Self, cast
 
 from hypothesis import HealthCheck, seed as hypothesis_seed, settings as Settings
 from hypothesis import stateful as _stateful
@@ -28,11 +30,30 @@ from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 # The attribute Hypothesis's @initialize sets on a rule (not exported; the same name since 3.x).
 INITIALIZE_RULE_MARKER: str = getattr(_stateful, "INITIALIZE_RULE_MARKER", "hypothesis_stateful_initialize_rule")
 
-from ..errors import BackendUnavailableError
+from ..errors import BackendUnavailableError, LifecoreTypeError
 from .contract import Agreement, both
 from .machine_stats import MachineStats
 
 __all__ = ["LifecycleMachine", "counted", "run_machine"]
+
+
+def check_run_arguments(call: str, settings: Any, seed: Any) -> None:
+    """LifecoreTypeError, naming ``call`` and the argument, for a ``settings`` that is not a
+    Hypothesis ``settings`` or a ``seed`` that is not an int (checked before anything runs)."""
+    if settings is not None and not isinstance(settings, Settings):
+        raise LifecoreTypeError(f"{call}: argument 'settings' must be a hypothesis.settings or None, "
+                                f"got {type(settings).__name__}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise LifecoreTypeError(f"{call}: argument 'seed' must be an int or None, got {type(seed).__name__}")
+
+
+def check_factory(call: str, factory: Any, optional: bool) -> None:
+    """LifecoreTypeError, naming ``call``, for a factory that cannot be called."""
+    if factory is None and optional:
+        return
+    if not callable(factory):
+        raise LifecoreTypeError(f"{call}: argument 'factory' must be a callable that makes the thing under test"
+                                f"{' (or None)' if optional else ''}, got {type(factory).__name__}")
 
 
 def run_machine(make: Callable[[], RuleBasedStateMachine], *, settings: Optional[Settings] = None,
@@ -42,7 +63,12 @@ def run_machine(make: Callable[[], RuleBasedStateMachine], *, settings: Optional
 
     With a ``seed`` the run is reproducible: the same seed and settings execute the same steps.
     Such a run never reads the example database (examples stored by an earlier failure would
-    run first, a different workload)."""
+    run first, a different workload). LifecoreTypeError for a ``make`` that cannot be called, a
+    ``settings`` that is not a Hypothesis ``settings``, or a ``seed`` that is not an int."""
+    if not callable(make):
+        raise LifecoreTypeError(f"run_machine: argument 'make' must be a callable that makes a machine, "
+                                f"got {type(make).__name__}")
+    check_run_arguments("run_machine", settings, seed)
     if seed is not None:
         base = settings if settings is not None else Settings(deadline=None, suppress_health_check=list(HealthCheck))
         settings = Settings(base, database=None)
@@ -97,11 +123,15 @@ class LifecycleMachine(RuleBasedStateMachine):
         type(self).stats.runs += 1
 
     @classmethod
-    def bind(cls, factory: Callable[..., Any], name: Optional[str] = None, **options: Any) -> type:
+    def bind(cls, factory: Callable[..., Any], name: Optional[str] = None, **options: Any) -> type[Self]:
         """A subclass whose machines test what ``factory`` makes (and take ``options``): its
         ``TestCase`` runs it under unittest or pytest. A ``factory`` that raises
         ``BackendUnavailableError`` (``lifecore.Device("cuda")`` where no CUDA device can open)
-        skips the case with that reason (``unittest.SkipTest``) instead of failing it."""
+        skips the case with that reason (``unittest.SkipTest``) instead of failing it.
+        LifecoreTypeError for a ``factory`` that cannot be called or a ``name`` that is not a str."""
+        check_factory(f"{cls.__name__}.bind", factory, optional=False)
+        if name is not None and not isinstance(name, str):
+            raise LifecoreTypeError(f"{cls.__name__}.bind: argument 'name' must be a str or None, got {type(name).__name__}")
 
         def skip_if_unavailable(*args: Any, **kwargs: Any) -> Any:
             try:
@@ -109,8 +139,9 @@ class LifecycleMachine(RuleBasedStateMachine):
             except BackendUnavailableError as error:
                 raise unittest.SkipTest(str(error)) from error
 
-        return type(name or f"{cls.__name__}Bound", (cls,),
-                    {"bound_factory": staticmethod(skip_if_unavailable), "bound_options": dict(options)})
+        bound = type(name or f"{cls.__name__}Bound", (cls,),
+                     {"bound_factory": staticmethod(skip_if_unavailable), "bound_options": dict(options)})
+        return cast("type[Self]", bound)  # a subclass of cls, made at run time
 
     @classmethod
     def setup_steps(cls) -> int:
@@ -122,7 +153,11 @@ class LifecycleMachine(RuleBasedStateMachine):
     @classmethod
     def run(cls, factory: Optional[Callable[..., Any]] = None, *, settings: Optional[Settings] = None,
             seed: Optional[int] = None, **options: Any) -> None:
-        """Runs machines testing what ``factory`` makes (see :func:`run_machine`)."""
+        """Runs machines testing what ``factory`` makes (see :func:`run_machine`); LifecoreTypeError,
+        before anything runs, for a ``factory`` that cannot be called, a ``settings`` that is not
+        a Hypothesis ``settings`` or a ``seed`` that is not an int."""
+        check_factory(f"{cls.__name__}.run", factory, optional=True)
+        check_run_arguments(f"{cls.__name__}.run", settings, seed)
         run_machine(lambda: cls(factory, **options), settings=settings, seed=seed)  # type: ignore[call-arg]
 
     def factory_or_bound(self, given: Optional[Callable[..., Any]]) -> Optional[Callable[..., Any]]:
@@ -144,3 +179,8 @@ class LifecycleMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         """Counts the machine's end in the lifecycle's stats (their ``on_run_end`` runs)."""
         type(self).stats.run_ended()
+
+
+# Plain functions answer an argument they do not take with LifecoreTypeError (the
+# machines' classes are Hypothesis's to call, so only the functions are guarded).
+run_machine = _python_guard.guarded(run_machine, "run_machine")

@@ -42,6 +42,8 @@ Usage::
 
 from __future__ import annotations
 
+from .. import _python_guard
+
 import gc
 import math
 import struct
@@ -945,3 +947,8 @@ def run_stream_capture_machine(factory: DeviceFactory, settings: Optional[Settin
     after Hypothesis has shrunk it). ``seed`` makes the run reproducible: the same seed runs
     the same steps. The same as ``StreamCaptureMachine.run``."""
     StreamCaptureMachine.run(factory, settings=settings, seed=seed)
+
+
+# Plain functions answer an argument they do not take with LifecoreTypeError (the
+# machines' classes are Hypothesis's to call, so only the functions are guarded).
+run_stream_capture_machine = _python_guard.guarded(run_stream_capture_machine, "run_stream_capture_machine")

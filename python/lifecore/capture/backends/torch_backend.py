@@ -366,7 +366,8 @@ def _coefficients_with_grad(scores: torch.Tensor, ids: torch.Tensor, control: Gr
     logits = scores.float()
     affinity = torch.sigmoid(logits) if sigmoid else logits
     rows = torch.arange(logits.shape[0], device=logits.device)
-    window = experts = None
+    window: torch.Tensor | None = None
+    experts: torch.Tensor | None = None
     if control is not None:
         window = rows[control.row_start:control.row_end:control.row_stride]
         experts = torch.tensor(list(control.expert_ids), dtype=torch.long, device=logits.device)
@@ -376,6 +377,7 @@ def _coefficients_with_grad(scores: torch.Tensor, ids: torch.Tensor, control: Gr
     else:
         selection = affinity
         if control is not None and control.action == InterventionAction.BIAS_ROUTING_SCORES:
+            assert window is not None and experts is not None  # set with the control
             bias = torch.zeros_like(affinity)
             bias[window.unsqueeze(1), experts.unsqueeze(0)] = torch.tensor(
                 list(control.biases), dtype=affinity.dtype, device=logits.device)
@@ -384,6 +386,7 @@ def _coefficients_with_grad(scores: torch.Tensor, ids: torch.Tensor, control: Gr
     if policy is not None and policy.scale != 1.0:
         coefficients = coefficients * policy.scale
     if control is not None and control.action == InterventionAction.ZERO_EXPERT_CONTRIBUTION:
+        assert window is not None and experts is not None  # set with the control
         zeroed = torch.zeros_like(ids, dtype=torch.bool)
         zeroed[window] = torch.isin(ids[window], experts)
         coefficients = coefficients.masked_fill(zeroed, 0)
