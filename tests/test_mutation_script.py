@@ -145,3 +145,18 @@ def test_listing_needs_no_git_checkout(tmp_path) -> None:
                             capture_output=True, text=True)
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert listed.stdout.splitlines() and all(line.startswith("cpp/src/sequence/") for line in listed.stdout.splitlines())
+
+
+def test_every_mutant_judged_equivalent_names_a_current_site() -> None:
+    """An id is path:line:column:operator, so it goes stale when its file changes above it, and a
+    report would then count that mutant as a plain survivor. Moved? Find the line again in
+    ``tools/mutate.py --list`` and update tools/mutation-equivalent.json (or drop the entry)."""
+    import json
+    import subprocess
+
+    if not SCRIPT.exists():
+        pytest.skip("tools/mutate.py is not part of this tree")
+    judged = json.loads((SCRIPT.parent / "mutation-equivalent.json").read_text(encoding="utf-8"))
+    listed = subprocess.run([sys.executable, str(SCRIPT), "--list"], capture_output=True, text=True, check=True)
+    sites = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    assert sorted(set(judged) - sites) == []

@@ -287,6 +287,38 @@ def test_a_sticky_status_loses_the_device_and_every_later_call_is_refused(mock_d
         assert_recapturable(fresh, fresh.stream())
 
 
+# Every status CUDA's documentation calls sticky (the context is unusable, or the process must
+# restart); the mock follows CUDA's list and names, so a program sees the mock lose the device
+# where CUDA would.
+CUDA_STICKY = {226: "CUDA_ERROR_CONTAINED", 700: "CUDA_ERROR_ILLEGAL_ADDRESS", 702: "CUDA_ERROR_LAUNCH_TIMEOUT",
+               710: "CUDA_ERROR_ASSERT", 714: "CUDA_ERROR_HARDWARE_STACK_ERROR", 715: "CUDA_ERROR_ILLEGAL_INSTRUCTION",
+               716: "CUDA_ERROR_MISALIGNED_ADDRESS", 717: "CUDA_ERROR_INVALID_ADDRESS_SPACE",
+               718: "CUDA_ERROR_INVALID_PC", 719: "CUDA_ERROR_LAUNCH_FAILED", 721: "CUDA_ERROR_TENSOR_MEMORY_LEAK",
+               810: "CUDA_ERROR_MPS_CLIENT_TERMINATED", 911: "CUDA_ERROR_EXTERNAL_DEVICE"}
+
+
+@pytest.mark.parametrize("code", sorted(CUDA_STICKY))
+def test_the_mock_loses_the_device_on_every_status_cuda_calls_sticky(code) -> None:
+    with lifecore.Device(EMULATED) as dev:
+        s = dev.stream()
+        dev.inject_fault("stream_synchronize", code)
+        with pytest.raises(DeviceLostError) as raised:
+            s.sync()
+        assert raised.value.code == code and CUDA_STICKY[code] in str(raised.value)
+        assert dev.lost
+
+
+def test_a_status_cuda_does_not_call_sticky_leaves_the_device_usable() -> None:
+    with lifecore.Device(EMULATED) as dev:
+        s = dev.stream()
+        dev.inject_fault("stream_synchronize", 999)
+        with pytest.raises(DriverError) as raised:
+            s.sync()
+        assert not isinstance(raised.value, DeviceLostError) and not dev.lost
+        assert "CUDA_ERROR_UNKNOWN" in str(raised.value)
+        s.sync()
+
+
 def test_a_sticky_status_at_the_end_of_a_capture_loses_the_device_not_the_stream_state(mock_hardware_device) -> None:
     dev = mock_hardware_device
     s, _ = open_recording(dev)

@@ -19,7 +19,7 @@
 // recorded in a live capture is refused (not_supported): in CUDA it would fork that capture
 // onto the waiting stream. Ending a global or thread_local capture from another thread fails
 // with 908 and leaves it open; an injected 901 at the end ends it (null graph), any other
-// injected end failure leaves it open. A sticky status (CUDA's: 700, 702, 710, 714-719, 911),
+// injected end failure leaves it open. A sticky status (CUDA's: 226, 700, 702, 710, 714-719, 721, 810, 911),
 // injected or asynchronous, loses the device: every later call fails with that status.
 // Beginning on a capturing stream, or ending on one that is not capturing, fails with 401
 // (CUDA_ERROR_ILLEGAL_STATE); a failed exec update with 910 (CUDA's

@@ -5,7 +5,8 @@
 namespace lifecore::driver::mock {
 namespace {
 
-constexpr std::array mock_sticky{700, 702, 710, 714, 715, 716, 717, 718, 719, 911};
+// CUDA's sticky codes, all of them (cuda_status.cpp): a differential run sees the same device loss.
+constexpr std::array mock_sticky{226, 700, 702, 710, 714, 715, 716, 717, 718, 719, 721, 810, 911};
 constexpr NativeStatusTable mock_table{mock_statuses, "CUDA_ERROR_", mock_sticky};
 
 }  // namespace

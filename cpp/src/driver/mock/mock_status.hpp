@@ -10,7 +10,7 @@
 
 namespace lifecore::driver::mock {
 
-inline constexpr std::array<NativeStatus, 28> mock_statuses{{
+inline constexpr std::array<NativeStatus, 39> mock_statuses{{
     {0, Code::success, "CUDA_SUCCESS"},
     {1, Code::invalid_value, "CUDA_ERROR_INVALID_VALUE"},
     {2, Code::out_of_memory, "CUDA_ERROR_OUT_OF_MEMORY"},
@@ -39,9 +39,23 @@ inline constexpr std::array<NativeStatus, 28> mock_statuses{{
     {908, Code::capture_wrong_thread, "CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD"},
     {910, Code::graph_exec_update_failure, "CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE"},
     {999, Code::unknown, "CUDA_ERROR_UNKNOWN"},
+    // CUDA's sticky codes lifecore has no code of its own for, named as CUDA names them; after
+    // 999, which stays the native code of Code::unknown.
+    {226, Code::unknown, "CUDA_ERROR_CONTAINED"},
+    {702, Code::unknown, "CUDA_ERROR_LAUNCH_TIMEOUT"},
+    {710, Code::unknown, "CUDA_ERROR_ASSERT"},
+    {714, Code::unknown, "CUDA_ERROR_HARDWARE_STACK_ERROR"},
+    {715, Code::unknown, "CUDA_ERROR_ILLEGAL_INSTRUCTION"},
+    {716, Code::unknown, "CUDA_ERROR_MISALIGNED_ADDRESS"},
+    {717, Code::unknown, "CUDA_ERROR_INVALID_ADDRESS_SPACE"},
+    {718, Code::unknown, "CUDA_ERROR_INVALID_PC"},
+    {721, Code::unknown, "CUDA_ERROR_TENSOR_MEMORY_LEAK"},
+    {810, Code::unknown, "CUDA_ERROR_MPS_CLIENT_TERMINATED"},
+    {911, Code::unknown, "CUDA_ERROR_EXTERNAL_DEVICE"},
 }};
 
-// The table's names ("CUDA_ERROR_<n>" for other numbers); sticky: 700, 702, 710, 714-719, 911.
+// The table's names ("CUDA_ERROR_<n>" for other numbers); sticky: CUDA's (226, 700, 702, 710,
+// 714-719, 721, 810, 911).
 const StatusNaming& mock_naming();
 // The native number the mock reports for `code` (what inject() takes to fail with it).
 constexpr int mock_native(Code code) { return native_in(mock_statuses, code); }
