@@ -218,6 +218,30 @@ def test_every_error_writes_nothing():
         s.close()
 
 
+def test_device_memory_as_tokens_is_refused_before_it_is_read():
+    """A lifecore Buffer (or a view of one) is device memory, never host token counts: refused
+    before anything reads it, so a stream's pending frees stay pending (no export collected
+    them) and no row stepped."""
+    with lifecore.Device(EMULATED) as device:
+        c = make()
+        sessions = [open_one(c, f"r{i}", TPP) for i in range(2)]
+        table = c.decode_table(2, 4)
+        stream = device.stream()
+        tokens = stream.alloc(16)
+        stream.write(tokens, np.array([TPP, TPP], dtype=np.int64))
+        pending = stream.alloc(64)
+        del pending  # its slice goes back at the stream's next collection
+        stats = device.memory_stats()
+        for given in (tokens, tokens.view("int64", (2,))):
+            for call in (lambda: table.step(sessions, given), lambda: lifecore.sequence.step_all(sessions, given)):
+                with pytest.raises(LifecoreTypeError, match="tokens.*device memory"):
+                    call()
+        assert device.memory_stats() == stats
+        assert [s.retired_frames for s in sessions] == [0, 0]
+        for s in sessions:
+            s.close()
+
+
 def test_a_bad_out_or_size_is_refused_at_creation():
     c = make()
     readonly = np.zeros((2, 4), dtype=np.int32)

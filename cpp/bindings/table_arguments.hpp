@@ -15,8 +15,10 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "buffer_view.hpp"
 #include "dlpack_abi.hpp"
 #include "lifecore/error.hpp"
+#include "lifecore/runtime/buffer.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/session.hpp"
 
@@ -229,6 +231,12 @@ struct Tokens {
 
 inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, Tokens& out) {
   std::size_t held = 0;
+  // Device memory is never host token counts: refused before the array cast, whose DLPack
+  // export of a buffer would run (and collect its stream's finished work) only to be refused.
+  if (nb::isinstance<runtime::Buffer>(tokens) || nb::isinstance<BufferView>(tokens))
+    raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
+                                       " must be host token counts (a C-contiguous int64 NumPy array or a list of ints), "
+                                       "got a lifecore " + type_name_of(tokens) + " (device memory)");
   bool read = nb::try_cast(tokens, out.array, /*convert=*/false);
   if (!read && nb::hasattr(tokens, "dtype") && nb::hasattr(tokens, "astype") && nb::hasattr(tokens, "ndim")) {
     const nb::object dtype = tokens.attr("dtype");
