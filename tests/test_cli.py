@@ -629,8 +629,11 @@ def test_check_names_why_each_unavailable_backend_is_unavailable():
 
 # Sends the process `signal` from the run's own teardown hook once the `target`-th target's failure
 # has been replayed once (Hypothesis is shrinking it): a real signal, delivered where a user's
-# Ctrl-C came, without depending on timing.
+# Ctrl-C came, without depending on timing. A suite started in the background by a
+# non-interactive shell hands its children SIGINT ignored (and Python leaves it so), where a
+# user's terminal delivers it: the child takes Ctrl-C as an interactive interpreter does.
 SIGNAL_WHILE_SHRINKING = ("import os, signal\n"
+                          "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
                           "import lifecore.cli as cli\n"
                           "made = []\n"
                           "init, call = cli._Runs.__init__, cli._Runs.__call__\n"
