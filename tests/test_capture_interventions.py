@@ -11,8 +11,11 @@ from lifecore.capture import (
     CaptureLimits,
     CaptureOutcome,
     CapturePhase,
+    CapturePlan,
+    CaptureRequest,
     CaptureSchedule,
     CaptureSelection,
+    CaptureSession,
     CaptureSlice,
     CaptureTransform,
     CaptureUsage,
@@ -24,6 +27,7 @@ from lifecore.capture import (
     ObservationPoint,
     OnLimit,
     interventions as iv,
+    unlimited,
 )
 from lifecore.errors import AdmissionError, BudgetExceededError, CaptureSessionError, InvalidArgumentError
 from lifecore.testing.capture_session import ROUTER, sample_discovery
@@ -546,3 +550,18 @@ def test_a_scale_factor_past_the_arrays_dtype_fails_the_operation_and_finish_say
     with pytest.raises(CaptureSessionError, match=r"never_reached at blocks.1.mlp did not complete: the step's "
                                                   r"forward never reached its target"):
         session2.finish_interventions()
+
+
+def test_a_capture_nothing_plan_with_no_room_for_outcomes_is_refused_naming_the_fix():
+    # Every step reserves each operation's outcome record beside the selections'; a plan that
+    # captures nothing must still leave room for it. CapturePlan.none() has every budget zero.
+    discovery = sample_discovery()
+    request = CaptureRequest(1, 4, 2)
+    session = CaptureSession(CapturePlan.none().admit(discovery, request))
+    with pytest.raises(AdmissionError, match=r"per-step limit: .*CapturePlan\.none\(\) leaves none.*unlimited\(\)"):
+        session.enable_interventions(InterventionPlan([iv.zero("z", "blocks.0.mlp")]).admit(discovery, session),
+                                     NumpyBackend())
+    assert session.intervention_plan is None
+    roomy = CaptureSession(CapturePlan([], unlimited()).admit(discovery, request))
+    roomy.enable_interventions(InterventionPlan([iv.zero("z", "blocks.0.mlp")]).admit(discovery, roomy), NumpyBackend())
+    assert roomy.intervention_plan is not None

@@ -203,15 +203,15 @@ std::optional<std::pair<std::uint64_t, std::uint64_t>> firings(const CaptureSche
 // whose envelopes cannot fit is refused now rather than failing at some later step.
 void preflight(const CapturePlan& plan, const std::vector<ObservationPoint>& points, const CaptureRequest& request,
                const CaptureUsage& inherited, std::uint64_t next_prediction, const CaptureUsage& envelopes,
-               const std::string& what) {
+               const std::string& what, const std::string& hint = {}) {
   if (auto b = exceeded(envelopes, plan.limits.per_step))
-    refuse(what + " exceed the per-step limit: " + to_string(*b));
+    refuse(what + " exceed the per-step limit: " + to_string(*b) + hint);
   std::uint64_t remaining = request.max_predictions > next_prediction ? request.max_predictions - next_prediction : 0;
   auto future = checked_mul(envelopes, remaining);
   auto total = future ? checked_add(inherited, *future) : std::nullopt;
   if (!total) refuse("capture preflight overflow");
   if (auto b = exceeded(*total, plan.limits.cumulative))
-    refuse(what + " exceed the cumulative limit: " + to_string(*b));
+    refuse(what + " exceed the cumulative limit: " + to_string(*b) + hint);
   if (plan.limits.on_limit == OnLimit::fail) {
     // Under Fail a capture over a limit fails the step, so value costs known now join the
     // preflight: a selection that cannot fit one step beside the envelopes, a prefill step
@@ -349,7 +349,10 @@ void check_operation_envelopes(const AdmittedCapturePlan& capture, const std::ve
   for (std::size_t i = 0; i < selections.size(); ++i) add(metadata_envelope(selections[i], capture.points()[i]));
   for (const auto& envelope : operation_envelopes) add(envelope);
   preflight(capture.plan(), capture.points(), capture.request(), inherited, next_prediction, envelopes,
-            "capture and intervention envelopes");
+            "capture and intervention envelopes",
+            " (every step reserves each operation's outcome record beside the selections', so the capture "
+            "plan's limits must leave room for it even when it captures nothing: CapturePlan.none() leaves "
+            "none; give limits that do, e.g. CapturePlan([], unlimited()))");
 }
 
 AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const CaptureDiscovery& discovery,
