@@ -283,8 +283,8 @@ class _Runs:
       too much data) and generated another in place of; their steps ran, but they are not runs;
     - ``replays``: every run after the first failure: Hypothesis replaying variations of it
       while it shrinks and explains it;
-    - ``short``: runs that ended before ``steps`` steps without failing: Hypothesis ends a run
-      once the data it drew nears its size limit (and, rarely, at random).
+    - ``short``: runs that ended before ``steps`` steps without failing: Hypothesis ends some
+      runs early by design, and a run once the data it drew nears its size limit.
     """
 
     def __init__(self, stats: Any, steps: int = 0) -> None:
@@ -625,8 +625,8 @@ def _short_runs_note(runs: _Runs, ran: int) -> str:
         return ""
     if runs.runs == 1:
         return f"; the run stopped at {ran} of {runs.steps_asked} steps (Hypothesis's data limit per run)"
-    return (f"; {runs.short} of {runs.runs} runs stopped before {runs.steps_asked} steps (Hypothesis's data limit "
-            "per run, or its rare random stop)")
+    return (f"; {runs.short} of {runs.runs} runs ended before {runs.steps_asked} steps (Hypothesis ends some "
+            "runs early by design, and any run at its data limit)")
 
 
 def _run_target(target: Target, examples: int, steps: int, seed: int, *, progress: bool, explain: bool = False,
