@@ -119,3 +119,25 @@ def test_model_keeps_a_recordings_info_node_private_to_its_window():
     model.abort_capture(recorder)
     assert model.info_entries == {tuple(words)}  # the eager stream's entry outlives the window
     assert not model.info_miss_records_memory_node(recorder, words)
+
+
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_captures_alone_keep_the_info_cache_at_its_count(graphs):
+    """A program that only captures, each graph with new info words and then destroyed, never
+    runs an eager lookup: the entries its destroyed graphs unpinned are evicted by later
+    captures' lookups, so the cache (and the device memory behind it) stays at its count."""
+    with lifecore.Device(EMULATED, graphs=graphs) as dev:
+        s = dev.stream()
+        x, y = upload(s, np.ones(N)), upload(s, np.zeros(N))
+        count = 4096 + 200  # the cache's count, and enough more to pass it
+        for i in range(count):
+            words = [N, lifecore.float_bits(1.0 + i)]
+            graph = s.capture(lambda st, w=words: st.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=w))
+            graph.replay()
+            graph.destroy()
+        stats = dev.memory_stats()
+        assert stats["info_pinned"] == 0 and stats["info_entries"] <= 4096, stats
+        s.sync()
+        # Each capture's warmup and its one replay added a * x, with its own a = 1 + i: the
+        # right words reached every launch.
+        assert f32(s, y)[0] == pytest.approx(2 * sum(1.0 + i for i in range(count)), rel=1e-3)

@@ -427,7 +427,7 @@ void bind_device(nb::module_& m) {
            },
            nb::sig("def memory_stats(self) -> dict[str, int]"),
            "Pool and cache accounting: pool_bytes, slices, slices_in_use, slices_retained, slices_free,\n"
-           "driver_allocations, graphs_alive, info_entries, info_pinned, windows_active; and the KV arenas\n"
+           "driver_allocations (every allocation since the device opened), graphs_alive, info_entries, info_pinned, windows_active; and the KV arenas\n"
            "(AdmissionCoordinator chunks, outside the pool): arenas (live chunks) and arena_bytes.")
       .def("cleanup", &Device::cleanup, nb::call_guard<GilRelease>(),
            "Returns unpinned, unretained pool memory to the driver; skipped while a window is active.")

@@ -596,7 +596,30 @@ void test_pointer_device() {
 
 }  // namespace
 
+// A thread that opens device after device, and restores each capture mode it changes (as a
+// relaxed scope does), keeps no per-device mode behind: it kept one per device it ever touched.
+void test_restored_capture_modes_leave_nothing_per_device() {
+  const std::size_t before = MockDriver::thread_capture_modes_kept();
+  for (int i = 0; i < 100; ++i) {
+    MockDriver driver(0);
+    CaptureMode mode = CaptureMode::relaxed;
+    CHECK(driver.thread_exchange_capture_mode(&mode).ok() && mode == CaptureMode::global);
+    CHECK(MockDriver::thread_capture_modes_kept() == before + 1);
+    CHECK(driver.thread_exchange_capture_mode(&mode).ok() && mode == CaptureMode::relaxed);
+    CHECK(mode == CaptureMode::relaxed && MockDriver::thread_capture_modes_kept() == before);
+  }
+  // The mode stays the thread's and the device's while it is not global.
+  MockDriver a(0), b(0);
+  CaptureMode mode = CaptureMode::thread_local_;
+  CHECK(a.thread_exchange_capture_mode(&mode).ok() && mode == CaptureMode::global);
+  mode = CaptureMode::global;
+  CHECK(b.thread_exchange_capture_mode(&mode).ok() && mode == CaptureMode::global);  // b's own: global
+  CHECK(a.thread_exchange_capture_mode(&mode).ok() && mode == CaptureMode::thread_local_);
+  CHECK(MockDriver::thread_capture_modes_kept() == before);
+}
+
 int main() {
+  test_restored_capture_modes_leave_nothing_per_device();
   test_backend_entry_points();
   test_memory();
   test_kernels_eager();

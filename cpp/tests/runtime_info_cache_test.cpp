@@ -54,7 +54,7 @@ void capture_mode_pins_commit_and_release() {
   InfoCache cache(2, 16);
   auto big = cache.get(InfoWords(100, 1), CacheMode::capture, 7, up.fn());  // any size
   CHECK(!big.transient && cache.entries() == 1 && cache.pinned() == 1);
-  for (std::uint32_t i = 0; i < 4; ++i) cache.get({i}, CacheMode::capture, 7, up.fn());  // no eviction
+  for (std::uint32_t i = 0; i < 4; ++i) cache.get({i}, CacheMode::capture, 7, up.fn());  // all pinned: kept
   CHECK(cache.entries() == 5 && cache.pinned() == 5);
   cache.commit(7, 42);
   CHECK(cache.pinned() == 5);
@@ -71,6 +71,28 @@ void capture_mode_pins_commit_and_release() {
   CHECK(cache.pinned() == 0);
   CHECK(cache.clear_unpinned().size() == 1 && cache.entries() == 0);
   (void)normal;
+}
+
+// A program that only captures (each graph with new words, then destroyed) keeps the cache at
+// its count: the unpinned entries of destroyed graphs are evicted by a later capture's lookup.
+void captures_alone_keep_the_cache_at_its_count() {
+  Uploads up;
+  InfoCache cache(4, 16);
+  std::size_t evicted = 0;
+  for (std::uint32_t i = 0; i < 100; ++i) {
+    auto lookup = cache.get({i, i}, CacheMode::capture, 100 + i, up.fn());
+    evicted += lookup.evicted.size();
+    cache.commit(100 + i, 1000 + i);
+    CHECK(cache.entries() <= 4 && cache.pinned() == 1);
+    cache.graph_release(1000 + i);
+  }
+  CHECK(cache.entries() == 4 && evicted == 96 && cache.pinned() == 0);
+  // A pinned entry is never the one evicted, though it is the least recently used.
+  const auto pinned = cache.get({500}, CacheMode::capture, 1, up.fn()).ptr;
+  for (std::uint32_t i = 0; i < 10; ++i) cache.get({600 + i}, CacheMode::normal, 0, up.fn());
+  const int uploads = up.count;
+  CHECK(cache.pinned() == 1 && cache.get({500}, CacheMode::capture, 1, up.fn()).ptr == pinned && up.count == uploads);
+  cache.discard(1);
 }
 
 void discard_drops_a_windows_pins() {
@@ -142,6 +164,7 @@ void provisional_entries_are_private_to_their_window() {
 }  // namespace
 
 int main() {
+  captures_alone_keep_the_cache_at_its_count();
   provisional_entries_vanish_with_a_discarded_window();
   provisional_entries_are_private_to_their_window();
   identical_words_share_one_buffer();

@@ -57,11 +57,11 @@ InfoCache::Lookup InfoCache::get(const InfoWords& words, CacheMode mode, WindowI
   }
   Entry& entry = found->second;
   result.ptr = entry.ptr;
-  if (mode == CacheMode::capture) {
-    if (pending_[window].insert(&found->first).second) ++entry.window_pins;
-  } else {
-    evict_locked(&result.evicted);
-  }
+  if (mode == CacheMode::capture && pending_[window].insert(&found->first).second) ++entry.window_pins;
+  // Over the count, the least recently used unpinned entries go in either mode: a program that
+  // only captures, and destroys its graphs, would otherwise grow the cache for ever. What a
+  // window or a live graph pins (this lookup's entry among them) never goes.
+  evict_locked(&result.evicted);
   return result;
 }
 

@@ -2,8 +2,9 @@
 // read from device memory, keyed by the words alone so identical metadata shares one buffer.
 //  - NORMAL: only entries up to 2048 bytes are cached, at most 4096 of them, least recently
 //    used evicted first; a larger array gets a transient buffer the caller releases after use.
-//  - CAPTURE (a window is prepared or recording): any size, nothing evicted, and every hit or
-//    insert is pinned for the window, so a recorded launch never loses its buffer. commit moves
+//  - CAPTURE (a window is prepared or recording): any size, and every hit or insert is pinned
+//    for the window, so a recorded launch never loses its buffer. In either mode, past the count,
+//    the least recently used unpinned entries are evicted (a pinned one never is). commit moves
 //    a window's pins to its graph, discard drops them, graph_release undoes a commit (pins are
 //    reference-counted: several graphs may share an entry).
 //  - An entry first made inside a hardware recording is a memory node of that recording: its

@@ -22,11 +22,24 @@ constexpr std::uint32_t max_shared_bytes = 48 * 1024;
 std::atomic<std::uint64_t> next_capture_id{1};
 std::atomic<std::uint64_t> next_driver_uid{1};
 
-// The calling thread's capture mode for one driver instance (CUDA keeps one per thread;
-// the mock keeps one per thread and per device, see mock_driver.hpp). Defaults to global.
-CaptureMode& thread_capture_mode(std::uint64_t driver_uid) {
+// The calling thread's capture modes for the driver instances it changed one of (CUDA keeps one
+// per thread; the mock keeps one per thread and per device, see mock_driver.hpp). Only modes
+// other than the default, global, are kept: a thread that opens device after device (each a
+// new instance) and restores each mode it set keeps nothing.
+std::unordered_map<std::uint64_t, CaptureMode>& thread_capture_modes() {
   thread_local std::unordered_map<std::uint64_t, CaptureMode> modes;
-  return modes.try_emplace(driver_uid, CaptureMode::global).first->second;
+  return modes;
+}
+
+CaptureMode thread_capture_mode(std::uint64_t driver_uid) {
+  const auto& modes = thread_capture_modes();
+  auto found = modes.find(driver_uid);
+  return found == modes.end() ? CaptureMode::global : found->second;
+}
+
+void set_thread_capture_mode(std::uint64_t driver_uid, CaptureMode mode) {
+  if (mode == CaptureMode::global) thread_capture_modes().erase(driver_uid);
+  else thread_capture_modes()[driver_uid] = mode;
 }
 
 bool valid_mode(CaptureMode mode) {
@@ -862,9 +875,13 @@ Status MockDriver::thread_exchange_capture_mode(CaptureMode* mode) {
   if (!injected.ok()) return injected;
   if (!mode) return bad_value(op, "the mode pointer is null");
   if (!valid_mode(*mode)) return bad_value(op, "unknown capture mode " + std::to_string(static_cast<int>(*mode)));
-  std::swap(*mode, thread_capture_mode(uid_));
+  const CaptureMode previous = thread_capture_mode(uid_);
+  set_thread_capture_mode(uid_, *mode);
+  *mode = previous;
   return {};
 }
+
+std::size_t MockDriver::thread_capture_modes_kept() { return thread_capture_modes().size(); }
 
 // --- graphs ----------------------------------------------------------------------------
 

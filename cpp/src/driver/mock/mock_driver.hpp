@@ -74,6 +74,10 @@ class MockDriver final : public Driver {
   // conflict, and they go with this driver (so does its token).
   std::shared_ptr<const void> capture_domain() const override { return capture_domain_; }
 
+  // How many mock devices the calling thread holds a capture mode other than global for (for
+  // tests: a device's mode, set and restored, leaves nothing behind).
+  static std::size_t thread_capture_modes_kept();
+
   // Mock-only knobs.
   // The device memory size mem_info reports and mem_alloc enforces (out_of_memory beyond it).
   void set_memory_limit(std::size_t bytes);
