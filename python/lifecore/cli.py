@@ -37,7 +37,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, TextIO
+from typing import Any, Callable, Iterator, Optional, Sequence, TextIO, cast
 
 import lifecore
 
@@ -670,8 +670,9 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     try:
         try:
             with with_reporter(lambda value: reported.append(str(value))):
-                run_state_machine_as_test(make, settings=_machine_settings(examples, steps, explain,
-                                                                          target.machine().setup_steps()))
+                # Hypothesis calls the factory it is given; recent releases annotate it as a class.
+                run_state_machine_as_test(cast(Any, make), settings=_machine_settings(examples, steps, explain,
+                                                                                     target.machine().setup_steps()))
         except _BudgetSpent:
             stopped = True
         except DidNotReproduce as error:
