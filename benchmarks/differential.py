@@ -16,26 +16,17 @@ import lifecore
 from lifecore.testing.differential import parse_specs, run_differential
 
 
-def _count_arg(text: str) -> int:
-    """argparse type: a whole number of at least 1 (a bad one exits 2 with the usage): no run,
-    or runs of no step, would compare nothing and report the devices identical."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
+    from lifecore.cli import positive_int  # here: the command line is not a benchmark's import
+
     parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.differential", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backends", default="mock,auto",
                         help="two devices A,B: mock, cuda, hip or auto, optionally /hardware or /software "
                              "(default mock,auto)")
-    parser.add_argument("--steps", type=_count_arg, default=300, help="steps per run (default 300)")
-    parser.add_argument("--runs", type=_count_arg, default=5, help="seeded runs (default 5)")
+    # At least 1 each: no run, or runs of no step, would compare nothing and report the devices identical.
+    parser.add_argument("--steps", type=positive_int, default=300, help="steps per run (default 300)")
+    parser.add_argument("--runs", type=positive_int, default=5, help="seeded runs (default 5)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the first run (default 0)")
     args = parser.parse_args(argv)
     try:

@@ -26,18 +26,6 @@ def _at_least_one(name: str, value: object) -> int:
     return value
 
 
-def _count_arg(text: str) -> int:
-    """argparse type: a whole number of at least 1 (a bad one exits 2 with the usage, as
-    ``lifecore check`` refuses it)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
-
-
 def run_machine_once(factory: Callable[[], Any], *, examples: int, steps: int, seed: int) -> dict[str, int]:
     """One seeded machine run; returns the workload it executed (counts). ValueError for
     ``examples`` or ``steps`` below 1."""
@@ -80,17 +68,19 @@ def machine_throughput(factory: Callable[[], Any], *, examples: int = 20, steps:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    # Here: the command line is not a benchmark's import.
+    from lifecore.cli import positive_int, temporary_hypothesis_storage
+
     parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.state_machine", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default=lifecore.available_backends()[0],
                         help=f"{', '.join(lifecore.backend_names())} or auto (default: the first available)")
     parser.add_argument("--graphs", default="auto", choices=["auto", "hardware", "software"])
-    parser.add_argument("--examples", type=_count_arg, default=20, help="machine runs per round (default 20)")
-    parser.add_argument("--steps", type=_count_arg, default=50, help="steps per machine run (default 50)")
+    parser.add_argument("--examples", type=positive_int, default=20, help="machine runs per round (default 20)")
+    parser.add_argument("--steps", type=positive_int, default=50, help="steps per machine run (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="the workload's seed (default 0)")
     parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
     args = parser.parse_args(argv)
-    from lifecore.cli import temporary_hypothesis_storage  # here: the command line is not a benchmark's import
 
     try:
         with temporary_hypothesis_storage():  # no .hypothesis folder left in the current one

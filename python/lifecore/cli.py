@@ -1152,8 +1152,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_int(text: str) -> int:
-    """argparse type: an int of at least 1 (a bad value exits 2 with the usage)."""
+def positive_int(text: str) -> int:
+    """argparse type: an int of at least 1 (a bad value exits 2 with the usage); the benchmark
+    modules' counts take it too, so they refuse what ``lifecore check`` refuses."""
     try:
         value = int(text)
     except ValueError:
@@ -1217,8 +1218,8 @@ def build_parser() -> argparse.ArgumentParser:
                                          "benchmark")
     check.add_argument("--lifecycle", choices=lifecycle_choices, default="all",
                        help="which lifecycle's machines to run (default all)")
-    check.add_argument("--examples", type=_positive_int, default=25, help="machine runs per target (default 25)")
-    check.add_argument("--steps", type=_positive_int, default=50, help="steps per machine run (default 50)")
+    check.add_argument("--examples", type=positive_int, default=25, help="machine runs per target (default 25)")
+    check.add_argument("--steps", type=positive_int, default=50, help="steps per machine run (default 50)")
     check.add_argument("--seed", type=int, default=None,
                        help="make the machine runs reproducible (default: a fresh seed, printed)")
     check.add_argument("--max-seconds", metavar="SECONDS", type=_positive_seconds, default=None,
@@ -1241,9 +1242,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--target", default=None,
                       help="one target, as the tables name it (BACKEND/GRAPHS, host or BACKEND, "
                            f"{' or '.join(CAPTURE_BACKENDS)}); needs --lifecycle")
-    fuzz.add_argument("--examples", type=_positive_int, default=None,
+    fuzz.add_argument("--examples", type=positive_int, default=None,
                       help="machine runs (default 100); with --differential, seeded runs (default 5)")
-    fuzz.add_argument("--steps", type=_positive_int, default=100, help="steps per run (default 100)")
+    fuzz.add_argument("--steps", type=positive_int, default=100, help="steps per run (default 100)")
     fuzz.add_argument("--max-seconds", metavar="SECONDS", type=_positive_seconds, default=None,
                       help="stop starting runs once SECONDS have passed, the targets sharing them (the run under "
                            "way finishes; a failure found is still shrunk and saved); default: no limit")
@@ -1268,7 +1269,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the reference engine serving random requests on lifecore (needs torch), "
                                        "then a summary table")
     demo.add_argument("--preset", choices=["tiny", "gpt2-small"], default="tiny", help="the model (default tiny)")
-    demo.add_argument("--requests", type=_positive_int, default=64, help="requests to serve (default 64)")
+    demo.add_argument("--requests", type=positive_int, default=64, help="requests to serve (default 64)")
     demo.add_argument("--seed", type=int, default=0, help="weights and requests (default 0)")
     demo.add_argument("--device", default="cpu", help="a torch device: cpu (default) or cuda; graphs on cuda")
     demo.add_argument("--capture", action="store_true",
