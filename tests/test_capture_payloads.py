@@ -367,6 +367,27 @@ def test_an_observer_matches_observe_and_is_a_forward_hook():
     assert session.take_step().record("s").outcome == CaptureOutcome.MISSING
 
 
+def test_an_observer_called_as_a_hook_takes_module_args_output_by_position_or_name():
+    x = np.arange(24, dtype=np.float32).reshape(SHAPE)
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()), discovery=discovery(),
+                          request=CaptureRequest(1, 1, 3))
+    observer = session.observer("p", NumpyBackend())
+    session.begin_step(PREFILL, 0)
+    bad_calls = [((None, ()), {}, "missing argument 'output'"),
+                 ((None, (), x, 4), {}, "takes 3 arguments .* got 4 positional"),
+                 ((None, (), x), {"output": x}, "argument 'output' given twice"),
+                 ((None, ()), {"result": x}, "unexpected keyword argument 'result'"),
+                 ((), {}, "missing argument 'module'")]
+    for args, kwargs, message in bad_calls:
+        with pytest.raises(LifecoreTypeError, match="^CaptureObserver.__call__: " + message):
+            observer(*args, **kwargs)
+    # A refused call observed nothing: the step still has the point to capture.
+    observer(output=x, module=None, args=())
+    step = session.take_step()
+    assert step.record("s").outcome == CaptureOutcome.CAPTURED
+    assert step.record("s").payload.summary.count == x.size
+
+
 @pytest.mark.parametrize("kwargs, error", [(dict(path=3, backend=NumpyBackend()), LifecoreTypeError),
                                            (dict(path="p", backend=None), InvalidArgumentError),
                                            (dict(path="p", backend=NumpyBackend(), tensor_type=3), LifecoreTypeError),

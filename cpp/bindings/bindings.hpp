@@ -26,6 +26,10 @@ nb::object python_exception(const Error& error);
 // Sets the Python exception of `error`'s kind (lifecore.errors), with its attributes: for the
 // few entries written as plain CPython methods, outside nanobind's exception translation.
 void raise_python(const Error& error);
+// Inside a catch block of such an entry: the exception in flight as its Python error (a
+// lifecore error as its class, a Python error restored, bad_alloc as MemoryError, another as
+// RuntimeError). Never throws.
+void restore_python_error() noexcept;
 
 // Takes the interpreter lock back after a blocking call made without it. At exit the
 // interpreter ends a daemon thread that asks for the lock (Python 3.11 to 3.13: pthread_exit,

@@ -1,6 +1,10 @@
 // CaptureObserver: one point of one session, ready to be called per forward. The path is
 // resolved once and the backend adapter kept across calls, so a hook pays no path lookup,
-// and the request the backend sees is converted once while the point's geometry holds.
+// and the request the backend sees is converted once while the point's geometry holds. The
+// hook form, called once per hooked module per forward, is the type's own call slot: a torch
+// forward hook reaches it without a __call__ lookup or nanobind's argument dispatch.
+#include <string>
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -78,8 +82,55 @@ int observer_clear(PyObject* self) {
   return 0;
 }
 
+constexpr const char* hook_call = "CaptureObserver.__call__";
+constexpr const char* hook_names[3] = {"module", "args", "output"};
+
+// hook(module, args, output): the three arguments positional or by name, each exactly once.
+PyObject* hook_output(PyObject* args, PyObject* kwargs) {
+  const Py_ssize_t positional = PyTuple_Size(args);
+  if (positional > 3)
+    raise(ErrorKind::TypeMismatch, std::string(hook_call) + ": takes 3 arguments (module, args, output), got " +
+                                       std::to_string(positional) + " positional");
+  PyObject* given[3] = {nullptr, nullptr, nullptr};
+  for (Py_ssize_t i = 0; i < positional; ++i) given[i] = PyTuple_GetItem(args, i);
+  if (kwargs) {
+    PyObject* key = nullptr;
+    PyObject* value = nullptr;
+    Py_ssize_t position = 0;
+    while (PyDict_Next(kwargs, &position, &key, &value)) {
+      std::size_t slot = 3;
+      for (std::size_t k = 0; k < 3; ++k)
+        if (PyUnicode_Check(key) && PyUnicode_CompareWithASCIIString(key, hook_names[k]) == 0) slot = k;
+      if (slot == 3)
+        raise(ErrorKind::TypeMismatch, std::string(hook_call) + ": unexpected keyword argument " +
+                                           nb::cast<std::string>(nb::repr(key)) + " (it takes module, args, output)");
+      if (given[slot])
+        raise(ErrorKind::TypeMismatch, std::string(hook_call) + ": argument '" + hook_names[slot] + "' given twice");
+      given[slot] = value;
+    }
+  }
+  for (std::size_t k = 0; k < 3; ++k)
+    if (!given[k])
+      raise(ErrorKind::TypeMismatch, std::string(hook_call) + ": missing argument '" + hook_names[k] +
+                                         "' (it takes module, args, output)");
+  return given[2];
+}
+
+PyObject* observer_call(PyObject* self, PyObject* args, PyObject* kwargs) noexcept {
+  try {
+    if (!nb::inst_ready(self)) raise(ErrorKind::SessionState, std::string(hook_call) + ": the observer is not initialized");
+    PyObject* output = hook_output(args, kwargs);
+    nb::inst_ptr<CaptureObserver>(self)->hook(output);
+    Py_RETURN_NONE;
+  } catch (...) {
+    restore_python_error();
+  }
+  return nullptr;
+}
+
 PyType_Slot observer_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(observer_traverse)},
                                 {Py_tp_clear, reinterpret_cast<void*>(observer_clear)},
+                                {Py_tp_call, reinterpret_cast<void*>(observer_call)},
                                 {0, nullptr}};
 
 }  // namespace
@@ -96,11 +147,8 @@ void init_capture_observer(nb::module_& m) {
       .def_prop_ro("selected", [](const CaptureObserver& o) { return !o.selections.empty(); },
                    "Whether any selection observes this point (an observer of no selection does nothing).")
       .def("observe", [](CaptureObserver& o, nb::handle tensor) { o.observe(tensor); }, nb::arg("tensor").none(),
-           nb::sig("def observe(self, tensor: object) -> None"), "As CaptureSession.observe(backend, path, tensor).")
-      .def("__call__", [](CaptureObserver& o, nb::handle, nb::handle, nb::handle output) { o.hook(output); },
-           nb::arg("module").none(), nb::arg("args").none(), nb::arg("output").none(),
-           nb::sig("def __call__(self, module: object, args: object, output: object) -> None"),
-           "The forward-hook form: observes the output (or what the selector picks from it).");
+           nb::sig("def observe(self, tensor: object) -> None"), "As CaptureSession.observe(backend, path, tensor).");
+  // __call__ is the type's call slot (observer_call above); its stub is in stub_patterns.txt.
 
   // Bound onto the session type here, beside the type it makes.
   nb::type<CaptureSession>().attr("observer") = nb::cpp_function(

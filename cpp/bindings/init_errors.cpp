@@ -2,6 +2,7 @@
 // The classes are defined in Python (python/lifecore/errors.py) so they carry docstrings
 // and attributes; they are looked up once, on the first error.
 #include <array>
+#include <new>
 #include <typeinfo>
 #include <mutex>
 
@@ -37,6 +38,28 @@ nb::object python_exception(const Error& error) {
 void raise_python(const Error& error) {
   nb::object instance = python_exception(error);
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
+}
+
+void restore_python_error() noexcept {
+  try {
+    throw;
+  } catch (const Error& error) {
+    try {
+      raise_python(error);
+    } catch (nb::python_error& failed) {  // building the exception failed: that error instead
+      failed.restore();
+    } catch (...) {
+      PyErr_SetString(PyExc_RuntimeError, error.what());
+    }
+  } catch (nb::python_error& error) {
+    error.restore();
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "an unknown C++ exception");
+  }
 }
 
 void init_errors(nb::module_& m) {

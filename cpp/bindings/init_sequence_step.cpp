@@ -4,7 +4,6 @@
 // reads the session and the int directly and hands back the BackingOutcome members it fetched
 // once. Translation only; the step is SequenceSession::step. Its stub signature is in
 // stub_patterns.txt.
-#include <new>
 #include <string>
 
 #include "arguments.hpp"
@@ -20,17 +19,6 @@ using namespace lifecore::sequence;
 
 constexpr std::size_t outcome_count = 4;
 PyObject* outcome_members[outcome_count] = {};  // BackingOutcome's members, kept for the process lifetime
-
-// A C++ error as its Python exception; never throws (building the exception may fail too).
-void set_python_error(const Error& error) noexcept {
-  try {
-    raise_python(error);
-  } catch (nb::python_error& failed) {
-    failed.restore();
-  } catch (...) {
-    PyErr_SetString(PyExc_RuntimeError, error.what());
-  }
-}
 
 // The one argument, positional or as tokens=.
 PyObject* tokens_argument(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -68,14 +56,8 @@ PyObject* step(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject
     PyObject* member = outcome_members[static_cast<std::size_t>(outcome)];
     Py_INCREF(member);
     return member;
-  } catch (const Error& error) {
-    set_python_error(error);
-  } catch (nb::python_error& error) {
-    error.restore();
-  } catch (const std::bad_alloc&) {
-    PyErr_NoMemory();
-  } catch (const std::exception& error) {
-    PyErr_SetString(PyExc_RuntimeError, error.what());
+  } catch (...) {
+    restore_python_error();
   }
   return nullptr;
 }
