@@ -41,6 +41,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Optional, Union
@@ -410,7 +411,7 @@ class TorchAttachment:
         self._counting: list[torch.utils.hooks.RemovableHandle] = []  # the root's start and check
         self._root: Optional[torch.utils.hooks.RemovableHandle] = model.register_forward_pre_hook(lambda module, args: self.sync())
 
-    def _where(self, points: Iterable[str]) -> dict[str, tuple[str, Optional[int]]]:
+    def _where(self, points: Iterable[str], caller: str) -> dict[str, tuple[str, Optional[int]]]:
         """Point -> (module path, call); refuses points that name no module, and a module
         named both as one point and per call, or per call past the count ``calls`` gives it."""
         where, unknown = {}, []
@@ -421,7 +422,9 @@ class TorchAttachment:
             else:
                 where[point] = found
         if unknown:
-            raise InvalidArgumentError(f"no module at path(s) {sorted(unknown)}")
+            raise InvalidArgumentError(f"{caller}: no module at path(s) {sorted(unknown)} in "
+                                       f"{type(self._model).__name__} (module paths as named_modules() gives them, "
+                                       f"a call as '<path>#<k>')")
         return where
 
     def _check(self, hooked: dict[str, tuple[str, Optional[int]]],
@@ -449,10 +452,10 @@ class TorchAttachment:
                     f"forward: a point observes one call, so name them {call_path(module, 0)} to "
                     f"{call_path(module, expected - 1)} (as discover does)")
 
-    def _hook(self, targets: set[str], intervened: set[str]) -> None:
-        """Hooks ``targets`` (checked first, so a bad path hooks nothing new)."""
-        routed = self._where(t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX))
-        hooked = self._where(t for t in targets if not t.endswith(ROUTING_SUFFIX))
+    def _hook(self, targets: set[str], intervened: set[str], caller: str) -> None:
+        """Hooks ``targets`` (checked first, so a bad path hooks nothing new); errors name ``caller``."""
+        routed = self._where((t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)), caller)
+        hooked = self._where((t for t in targets if not t.endswith(ROUTING_SUFFIX)), caller)
         self._check(hooked, routed)
         for path in sorted(hooked):
             module, call = hooked[path]
@@ -534,7 +537,8 @@ class TorchAttachment:
                 self._drop_root()
             return
         targets = {op.target for op in plan.plan.operations}
-        self._hook(targets, {t for t in targets if not t.endswith(ROUTING_SUFFIX)})
+        self._hook(targets, {t for t in targets if not t.endswith(ROUTING_SUFFIX)},
+                   "TorchAttachment.sync (the intervention plan's targets)")
         self._drop_root()  # a session takes one intervention plan: nothing more to notice
 
     def _drop_root(self) -> None:
@@ -634,11 +638,21 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     require_backend(backend, "attach")
     plan = session.intervention_plan
     operations = list(plan.plan.operations) if plan is not None else []
+    if paths is not None:
+        if isinstance(paths, (str, bytes)) or not isinstance(paths, Iterable):
+            raise LifecoreTypeError(f"attach: argument 'paths' must be an iterable of module paths (str) or None, "
+                                    f"got {type(paths).__name__}" + (" (wrap one path in a list)"
+                                                                     if isinstance(paths, str) else ""))
+        paths = list(paths)
+        wrong = [p for p in paths if not isinstance(p, str)]
+        if wrong:
+            raise LifecoreTypeError(f"attach: argument 'paths' must hold module paths (str), got "
+                                    f"{type(wrong[0]).__name__} {wrong[0]!r}")
     targets = set(paths) if paths is not None else (
         {s.path for s in session.plan.plan.selections} | {op.target for op in operations})
     attachment = TorchAttachment(session, model, backend, output_index, calls)
     try:
-        attachment._hook(targets, {op.target for op in operations})
+        attachment._hook(targets, {op.target for op in operations}, "attach")
         attachment.sync()
     except BaseException:
         attachment.detach()  # attach is all or nothing
@@ -898,6 +912,19 @@ def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: i
     return CaptureRequest(max(int(batch), 1), max(int(tokens), 1), 1)
 
 
+def _changed_by_a_forward(model: nn.Module) -> Optional[str]:
+    """The first module that a forward in training mode changes or draws for (a norm keeping
+    running statistics, a dropout), named for a warning; None when there is none."""
+    for name, module in model.named_modules():
+        if module.training and isinstance(module, (nn.modules.batchnorm._NormBase, nn.modules.dropout._DropoutNd)):
+            if isinstance(module, nn.modules.batchnorm._NormBase) and not module.track_running_stats:
+                continue
+            if isinstance(module, nn.modules.dropout._DropoutNd) and module.p == 0:
+                continue
+            return f"{type(module).__name__} {name!r}" if name else type(module).__name__
+    return None
+
+
 class _CaptureThread(threading.local):
     """What the :func:`capture` blocks of one thread share. A block's discovery runs the
     model once more: while it runs, every block's pre-hook and drain step aside (``discovering``)
@@ -1024,6 +1051,11 @@ class ModelCapture:
         if self._session is not None:
             raise CaptureSessionError(f"{self._call}: the block already captured one forward through "
                                       f"{type(self._model).__name__}; open another block for the next")
+        if self._discovery is None and (changing := _changed_by_a_forward(self._model)):
+            warnings.warn(f"{self._call}: the discovery runs {type(self._model).__name__} once more before the "
+                          f"captured forward, and {changing} is in training mode (its statistics update, or its "
+                          f"dropout draws, twice); pass discovery=lifecore.torch.discover(...) made beforehand, or "
+                          f"call model.eval()", UserWarning, stacklevel=2)
         discovery = self._discovery if self._discovery is not None else self._discover(args, kwargs)
         request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
         session = CaptureSession(self._plan(discovery).admit(discovery, request))
@@ -1118,7 +1150,10 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     refused at the forward with ``AdmissionError``, and a capture over what is left fails the
     forward with ``BudgetExceededError``. Nothing over the budget is materialized. ``backend``
     defaults to :class:`TorchBackend`; ``discovery`` (from :func:`discover`) saves the
-    discovery forward; ``logits`` and ``output_index`` are :func:`discover`'s (``logits=None``:
+    discovery forward, which otherwise runs the model once more on the same inputs before
+    the captured forward (pass it for a forward that changes state: a model in training
+    mode (a norm or dropout: it warns without ``discovery``), or a cache passed in, which
+    would be appended to twice); ``logits`` and ``output_index`` are :func:`discover`'s (``logits=None``:
     the matched modules when a ``"top_k"`` is asked, since top candidates are admitted on logits
     only, of batch 1); ``batch_axis`` and ``sequence_axis`` are the first tensor input's axes
     the request's batch and prompt length are read from. The block's own discovery takes every

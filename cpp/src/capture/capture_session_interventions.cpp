@@ -162,10 +162,28 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
           continue;
         }
       }
+      // What the output is before the intervention, to hold the replacement to: the dtype
+      // class says floating, the element size and the host side tell float32 from float64
+      // and host memory from a device's (where the backend describes its tensors).
+      const std::optional<TensorFacts> facts = backend.describe(current);
       TensorHandle out = backend.intervene(current, request);
       if (backend.shape(out) != request.source_shape || backend.dtype(out) != dtype) {
         fail_operation(record, "intervention '" + op.id + "' changed the shape or dtype of " + op.target);
         continue;
+      }
+      if (facts) {
+        const std::optional<TensorFacts> replaced_facts = backend.describe(out);
+        if (replaced_facts && replaced_facts->itemsize != facts->itemsize) {
+          fail_operation(record, "intervention '" + op.id + "' changed the dtype of " + op.target + " (elements of " +
+                                     std::to_string(facts->itemsize) + " bytes became " +
+                                     std::to_string(replaced_facts->itemsize) + ")");
+          continue;
+        }
+        if (replaced_facts && replaced_facts->on_host != facts->on_host) {
+          fail_operation(record, "intervention '" + op.id + "' moved " + op.target + (facts->on_host ? " off" : " onto") +
+                                     " the host (a replacement stays where the output is)");
+          continue;
+        }
       }
       if (with_evidence) {
         record.evidence.push_back(backend.transform(out, evidence));

@@ -43,8 +43,16 @@ def summarize(values: np.ndarray) -> CapturePayload:
     if finite.size == 0:
         nan = float("nan")
         return CapturePayload.summary(int(flat.size), nonfinite, nan, nan, nan, nan)
-    return CapturePayload.summary(int(flat.size), nonfinite, float(finite.min()), float(finite.max()),
-                                  float(finite.mean()), float(finite.std()))
+    low, high = float(finite.min()), float(finite.max())
+    with np.errstate(over="ignore"):  # an overflow is answered below, not warned about
+        mean, std = float(finite.mean()), float(finite.std())
+    if not (isfinite(mean) and isfinite(std)):
+        # Finite values whose sum or squares overflow float64: the same statistics of the
+        # values scaled into range, scaled back (the mean and std of finite values are finite).
+        scale = max(abs(low), abs(high))
+        scaled = finite / scale
+        mean, std = float(scaled.mean()) * scale, float(scaled.std()) * scale
+    return CapturePayload.summary(int(flat.size), nonfinite, low, high, mean, std)
 
 
 def _finite_statistics(region: np.ndarray) -> list[float] | None:
@@ -53,7 +61,8 @@ def _finite_statistics(region: np.ndarray) -> list[float] | None:
     flat = np.asarray(_real(region, "summary"), dtype=np.float64).ravel()
     if not flat.size:
         return None
-    statistics = [float(flat.min()), float(flat.max()), float(flat.mean()), float(flat.std())]
+    with np.errstate(over="ignore"):  # an overflow is answered by summarize, not warned about
+        statistics = [float(flat.min()), float(flat.max()), float(flat.mean()), float(flat.std())]
     return statistics if all(isfinite(value) for value in statistics) else None
 
 

@@ -235,12 +235,9 @@ def _short_summary(region: torch.Tensor) -> list[float] | CapturePayload:
             if region.numel():
                 raise
             return summarize(region)  # an empty region has no min
-        low, high, mean, std = statistics
-        if isfinite(mean):  # a finite mean means every value is finite (so are min and max)
-            if isfinite(std):
-                return statistics
-            return _summary_payload(region.numel(), 0, low, high, mean, std)  # the std overflowed
-    return summarize(region)
+        if isfinite(statistics[2]) and isfinite(statistics[3]):
+            return statistics  # a finite mean means every value is finite (so are min and max)
+    return summarize(region)  # non-finite values, or a sum or std past the dtype's range
 
 
 def summarize(region: torch.Tensor) -> CapturePayload:
@@ -255,7 +252,7 @@ def summarize(region: torch.Tensor) -> CapturePayload:
         nan = float("nan")
         return _summary_payload(0, 0, nan, nan, nan, nan)
     low, high, mean, std = torch.stack([values.min(), values.max(), values.mean(), values.std(unbiased=False)]).tolist()
-    if isfinite(mean):  # a finite mean means every value is finite: one pass, one transfer
+    if isfinite(mean) and isfinite(std):  # a finite mean means every value is finite: one pass, one transfer
         return _summary_payload(count, 0, low, high, mean, std)
     values = values.reshape(-1)
     kept = values[torch.isfinite(values)].double()
@@ -263,8 +260,14 @@ def summarize(region: torch.Tensor) -> CapturePayload:
     if kept.numel() == 0:
         nan = float("nan")
         return CapturePayload.summary(values.numel(), nonfinite, nan, nan, nan, nan)
-    stats = torch.stack([kept.min(), kept.max(), kept.mean(), kept.std(unbiased=False)]).cpu().tolist()
-    return CapturePayload.summary(values.numel(), nonfinite, *stats)
+    low, high, mean, std = torch.stack([kept.min(), kept.max(), kept.mean(), kept.std(unbiased=False)]).cpu().tolist()
+    if not (isfinite(mean) and isfinite(std)):
+        # Finite values whose sum or squares overflow float64: the same statistics of the
+        # values scaled into range, scaled back (the mean and std of finite values are finite).
+        scale = max(abs(low), abs(high))
+        scaled = kept / scale
+        mean, std = (value * scale for value in torch.stack([scaled.mean(), scaled.std(unbiased=False)]).cpu().tolist())
+    return CapturePayload.summary(values.numel(), nonfinite, low, high, mean, std)
 
 
 def _check_route(scores: Any, top_k: Any, control: Any, policy: Any) -> None:
