@@ -158,8 +158,8 @@ class Messages:
         "rather than left recording on a stream both share"
     )
     SOFTWARE_REFUSED = (
-        "{op}: a software capture window records launches only, so this operation cannot be "
-        "part of a graph"
+        "{op}: a software capture window records launches, fills and copies only, so this operation "
+        "cannot be part of a graph"
     )
     REPLAY_DESTROYED = "replay was given an unknown or already-destroyed graph"
 

@@ -39,9 +39,23 @@ def test_lifecores_status_codes_are_named_once():
 @pytest.mark.parametrize(("native", "lifecore_status"), [(2, "out_of_memory"), (801, "not_supported"), (12345, "unknown")])
 def test_a_driver_error_names_the_status_both_ways(mock_hardware_device, native, lifecore_status):
     stream = mock_hardware_device.stream()
-    mock_hardware_device.inject_fault("mem_alloc", native)
+    # Twice: an allocation refused for want of memory reclaims what the stream dropped and asks
+    # once more (test_runtime_allocation_reclaim.py), so one refusal alone is no error.
+    mock_hardware_device.inject_fault("mem_alloc", native, times=2)
     with pytest.raises(lifecore.DriverError) as raised:
         stream.alloc(64)
     assert raised.value.code == native  # the native number, as before
     assert raised.value.lifecore_status == lifecore_status
     assert raised.value.lifecore_status in _core.status_codes()
+
+
+def test_one_out_of_memory_refusal_is_answered_by_reclaiming_and_asking_again(mock_hardware_device):
+    stream = mock_hardware_device.stream()
+    mock_hardware_device.inject_fault("mem_alloc", 2)
+    before = mock_hardware_device.memory_stats()["driver_allocations"]
+    assert stream.alloc(64).nbytes == 64
+    assert mock_hardware_device.memory_stats()["driver_allocations"] == before + 1
+    mock_hardware_device.inject_fault("mem_alloc", 801)  # another refusal is never asked again
+    with pytest.raises(lifecore.DriverError, match="801"):
+        stream.alloc(1 << 20)
+

@@ -400,3 +400,27 @@ def test_review_of_launch_and_buffers_bad_input() -> None:
         small.free()
         with pytest.raises(ClosedError, match=r"^view: the buffer was freed"):
             small.view("float32")
+
+
+@pytest.mark.parametrize("value", [2**128, 2**200, 2**1100, -(2**129), 1e39])
+def test_float_bits_answers_every_number_past_float32_with_an_overflow_error(value):
+    with pytest.raises(lifecore.LifecoreOverflowError, match="^float_bits: argument 'value' is outside the float32 range"):
+        K.float_bits(value)
+
+
+def test_a_view_dimension_past_63_bits_is_an_overflow_naming_the_shape(stream):
+    buf = stream.alloc(16)
+    for dimension in (2**63, 2**64):
+        with pytest.raises(lifecore.LifecoreOverflowError, match="^view: argument 'shape' holds a dimension past"):
+            buf.view("uint8", (dimension,))
+    assert buf.views == 0
+
+
+@pytest.mark.parametrize("pair", [(True, False), (1, True)])
+def test_dlpack_pairs_refuse_bools(stream, pair):
+    buf = stream.alloc(16)
+    for name in ("max_version", "dl_device"):
+        with pytest.raises(LifecoreTypeError, match=f"__dlpack__: {name} must be a pair of ints or None"):
+            buf.__dlpack__(**{name: pair})
+    assert buf.views == 0
+

@@ -620,7 +620,7 @@ def test_software_read_and_sync_are_refused_on_the_spot(software_device, op) -> 
     with pytest.raises(CaptureStateError) as raised:
         s.read(x) if op == "read" else s.sync()
     assert str(raised.value) == (
-        f"{op}: a software capture window records launches only, so this operation cannot be part of a graph"
+        f"{op}: a software capture window records launches, fills and copies only, so this operation cannot be part of a graph"
     )
     assert s.capture_state.is_recording()
     graph = s.end_capture()  # refused on the spot, so the recording is still whole
@@ -635,7 +635,7 @@ def test_software_write_is_refused_lazily_at_end_capture(software_device) -> Non
     s.begin_capture()
     s.write(x, np.zeros(N, np.float32).tobytes())  # accepted now ...
     s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
-    with pytest.raises(CaptureRefusedError, match="write: a software capture window records launches only"):
+    with pytest.raises(CaptureRefusedError, match="write: a software capture window records launches, fills and copies only"):
         s.end_capture()  # ... refused here, nothing sealed
     stats = stats_consistent(software_device)
     assert stats["graphs_alive"] == 0 and stats["windows_active"] == 0

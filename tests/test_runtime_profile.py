@@ -14,8 +14,8 @@ from lifecore.models.stream_capture import FAILED_IN_WINDOW, PROFILE_DRIVER_OPER
 from backend_roles import EMULATED
 
 N = 256
-SOFTWARE_REFUSAL = ("profile: a software capture window records launches only, so this operation cannot be "
-                    "part of a graph")
+SOFTWARE_REFUSAL = ("profile: a software capture window records launches, fills and copies only, so this "
+                    "operation cannot be part of a graph")
 
 
 def upload(stream, values):

@@ -88,7 +88,8 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
     const long long n = PyLong_AsLongLong(dim.ptr());
     if (n == -1 && PyErr_Occurred()) {
       PyErr_Clear();
-      raise(ErrorKind::InvalidArgument, "view: a dimension is out of range");
+      raise(ErrorKind::Overflow, "view: argument 'shape' holds a dimension past 2**63 - 1: " +
+                                     nb::cast<std::string>(nb::str(dim)));
     }
     if (n < 0) raise(ErrorKind::InvalidArgument, "view: a dimension is negative: " + std::to_string(n));
     if (n != 0 && count > buffer->nbytes() / static_cast<std::uint64_t>(n))
@@ -150,7 +151,10 @@ std::pair<int, int> dlpack_device(const Buffer& buffer) {
 // DLPack's (a, b) pairs: max_version and dl_device.
 std::pair<int, int> int_pair(nb::handle value, const char* what) {
   std::pair<int, int> out;
-  if (!nb::try_cast(value, out))
+  // A bool is no version or device number (True is not 1 here, as elsewhere in lifecore).
+  const bool has_bool = nb::isinstance<nb::tuple>(value) && NB_TUPLE_GET_SIZE(value.ptr()) == 2 &&
+                        (PyBool_Check(NB_TUPLE_GET_ITEM(value.ptr(), 0)) || PyBool_Check(NB_TUPLE_GET_ITEM(value.ptr(), 1)));
+  if (has_bool || !nb::try_cast(value, out))
     raise(ErrorKind::TypeMismatch, std::string("__dlpack__: ") + what + " must be a pair of ints or None, got " +
                                        type_name_of(value));
   return out;

@@ -41,7 +41,7 @@ def float_bits(value: float) -> int:
         raise LifecoreTypeError(f"float_bits: argument 'value' must be a float, got {type(value).__name__}")
     try:
         return struct.unpack("<I", struct.pack("<f", value))[0]
-    except OverflowError:
+    except (OverflowError, struct.error):  # struct.error: an int too large for a C double
         raise LifecoreOverflowError(f"float_bits: argument 'value' is outside the float32 range, got {value}") from None
 
 

@@ -61,7 +61,8 @@ class OpListRecorder final : public Recorder {
   bool in_driver() const noexcept override { return false; }
   std::string host_work_refusal(const char* op) const override {
     return std::string(op) +
-           ": a software capture window records launches only, so this operation cannot be part of a graph";
+           ": a software capture window records launches, fills and copies only, so this operation cannot be "
+                       "part of a graph";
   }
 
   driver::Status begin(driver::CaptureMode) override {

@@ -392,9 +392,31 @@ std::shared_ptr<Buffer> Stream::alloc_lent(std::size_t nbytes) {
   return buffer;
 }
 
+namespace {
+
+// Carried out of the pool's lock, to be answered there before the pool is asked once more: a
+// miss while drops of this stream wait behind a fence (collected first, without waiting), and
+// a driver allocation refused for want of memory (Stream::reclaim_for_allocation).
+struct HoldsDrops {};
+struct OutOfDeviceMemory {
+  driver::Status status;
+};
+
+}  // namespace
+
+void Stream::reclaim_for_allocation() {
+  {
+    BlockingWait wait;  // the device may be busy for a while: the embedding's lock is let go
+    RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
+    (void)synchronize_and_release();      // a failure is the stream's next error; the retry answers
+  }
+  device_->memory().cleanup();  // what the pool keeps free goes back: the request may be another size
+}
+
 std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nodes, const char* op) {
   check_usable(op);
   const bool in_driver_capture = driver_captures();
+  bool collected = false, reclaimed = false;
   auto allocate = [&](std::size_t bytes) {
     SliceAllocation made;
     if (in_driver_capture) {
@@ -410,12 +432,37 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
     } else {
       check_not_recording_elsewhere(op, "needs a new driver allocation (the pool holds no free slice of " +
                                             std::to_string(bytes) + " bytes)");
+      if (!collected && !state_.is_recording() && drop_.in_flight() > 0) throw HoldsDrops{};
       RelaxedCaptureMode relaxed(driver_);  // leaves another library's capture alone (stream.hpp)
-      check_status(driver_.mem_alloc(bytes, &made.ptr));
+      driver::Status status = driver_.mem_alloc(bytes, &made.ptr);
+      if (status.code == driver::Code::out_of_memory && !reclaimed && !state_.is_recording())
+        throw OutOfDeviceMemory{std::move(status)};
+      check_status(status);
     }
     return made;
   };
-  auto reservation = device_->memory().reserve(nbytes, active_window(), allocate);
+  MemoryManager::Reservation reservation;
+  try {
+    try {
+      reservation = device_->memory().reserve(nbytes, active_window(), allocate);
+    } catch (HoldsDrops&) {
+      // Drops behind a fence this stream already recorded may be done: collect them, which
+      // never waits, before a new driver allocation grows the pool.
+      collected = true;
+      {
+        RelaxedCaptureMode relaxed(driver_);  // its own fences: another library's capture stays whole
+        drop_.collect(driver_);
+      }
+      reservation = device_->memory().reserve(nbytes, active_window(), allocate);
+    }
+  } catch (OutOfDeviceMemory&) {
+    // Memory dropped on this stream waits for the work queued before the drop; a device full
+    // of it is not full. As a caching allocator does, wait for that work, give the pool's free
+    // slices back, and ask once more; a second refusal is the caller's error.
+    reclaimed = true;
+    reclaim_for_allocation();
+    reservation = device_->memory().reserve(nbytes, active_window(), allocate);
+  }
   auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr, nbytes);
   if (reservation.allocated && in_driver_capture) window_node_buffers_.push_back(buffer);
   return buffer;

@@ -251,6 +251,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void touch(const Buffer& buffer);
   void touch(SliceId slice, const Stream* owner);
   std::shared_ptr<Buffer> alloc_locked(std::size_t nbytes, bool memory_nodes, const char* op);
+  // After a driver allocation refused for want of memory, outside any capture: waits for the
+  // work this stream queued (what it dropped is released then, not at a later fence) and
+  // hands the pool's free slices back to the driver, so the allocation can be asked once more.
+  void reclaim_for_allocation();
   // Foreign memory an operation just used: held until the next fence, or by the window (and
   // then its graph) while recording.
   void keep_hold(std::shared_ptr<void> hold);
