@@ -42,6 +42,9 @@ def test_demo_prints_a_table_and_no_progress_bar_off_a_terminal():
 def test_demo_refuses_a_bad_option():
     result = demo("--requests", "0")
     assert result.returncode == 2 and "at least 1" in result.stderr
+    result = demo("--seed", str(2**64))  # once torch's ValueError and a traceback
+    assert result.returncode == 2 and "must be between -2**63 and 2**64 - 1" in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 def test_demo_refuses_a_device_it_cannot_run_on():

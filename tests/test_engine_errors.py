@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 
 from engine_reference import generate as reference_generate  # noqa: E402
 
-from lifecore import InvalidArgumentError, LifecoreError, LifecoreTypeError  # noqa: E402
+from lifecore import InvalidArgumentError, LifecoreError, LifecoreOverflowError, LifecoreTypeError  # noqa: E402
 from lifecore.engine import PRESETS, CaptureOptions, Engine, Request, Transformer  # noqa: E402
 from lifecore.engine.scheduler import Scheduler  # noqa: E402
 
@@ -255,6 +255,7 @@ def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
     # Each once reached torch or the capture session: an error of theirs that named neither the
     # engine nor the argument (or, for "meta", an engine that could never generate).
     (dict(seed="0"), LifecoreTypeError, "Engine: seed must be an int, got str"),
+    (dict(seed=2**64), LifecoreOverflowError, r"Engine: argument 'seed' must be between -2\*\*63 and 2\*\*64 - 1"),
     (dict(dtype="float32"), LifecoreTypeError, "Engine: dtype must be a torch.dtype"),
     (dict(dtype=torch.int32), InvalidArgumentError, "Engine: dtype must be a floating-point torch.dtype"),
     (dict(device="gpu0"), InvalidArgumentError, "Engine: device 'gpu0' is not a torch device"),

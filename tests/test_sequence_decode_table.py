@@ -415,6 +415,27 @@ def test_a_torch_table_whose_memory_moved_is_refused():
     a.close()
 
 
+def test_a_numpy_table_whose_memory_moved_is_refused():
+    """A buffer-protocol table can be given new memory too (ndarray.resize with refcheck=False
+    reallocates): the table refuses, and writes nothing into the memory it no longer knows."""
+    c = make()
+    a = open_one(c, "a")
+    array = np.full((2, 4), 5, dtype=np.int32)
+    table = c.decode_table(2, 4, array)
+    table.update([a])
+    array.resize((4, 4), refcheck=False)  # new memory, the old freed
+    array[:] = 5
+    with pytest.raises(InvalidArgumentError, match="shape"):
+        table.update([a])
+    array.resize((2, 4), refcheck=False)  # the table's shape again, yet new memory
+    array[:] = 5
+    for call in (lambda: table.update([a]), lambda: table.step([a], [TPP]), lambda: table.clear()):
+        with pytest.raises(InvalidArgumentError, match="memory moved"):
+            call()
+    assert (array == 5).all()
+    a.close()
+
+
 def test_a_buffer_table_copies_only_what_changed_or_what_may_have_failed():
     """An update that changed nothing sends nothing to the device (a decode step pays no copy
     for rows that stayed); one that follows an error on the stream sends the table again."""

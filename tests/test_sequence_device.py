@@ -97,6 +97,29 @@ def test_a_backend_name_opens_a_device_the_coordinator_keeps():
     assert c.page_memory_stats()["live_extents"] == 0
 
 
+def test_a_coordinator_keeps_its_device_open_and_the_devices_close_closes_it():
+    import gc
+
+    import lifecore
+
+    # Nothing but the coordinator holds the Device: it must not find it closed (it once did,
+    # at once: the Device object was gone after the constructor's call).
+    c = AdmissionCoordinator(lifecore.Device(EMULATED), domains={"kv": 8 * PAGE}, page_bytes=PAGE,
+                             tokens_per_page=16, max_active_sequences=2)
+    gc.collect()
+    assert not c.closed
+    adm = c.admit("r", 32, 64)
+    assert isinstance(adm, Admitted) and c.page_memory_kind == "driver"
+    adm.resources.close()
+    dev = lifecore.Device(EMULATED)
+    c = AdmissionCoordinator(dev, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                             max_active_sequences=2)
+    dev.close()  # an explicit close still closes the coordinator
+    assert c.closed
+    with pytest.raises(lifecore.errors.ClosedError, match="closed"):
+        c.admit("r", 32, 64)
+
+
 def test_an_unknown_backend_name_is_refused_as_a_device_refuses_it():
     import lifecore
 

@@ -175,9 +175,11 @@ std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   if (!nb::try_cast<runtime::Device*>(device, runtime_device) || runtime_device == nullptr)
     raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: device must be None, a backend name or a lifecore.Device");
   runtime_device->check_open("AdmissionCoordinator");
-  // The Device is observed: once it is closed (or gone, which closes it), the coordinator
-  // refuses with ClosedError; its close returned the arena.
-  return std::make_shared<DeviceArenaMemory>(runtime_device->shared_from_this());
+  // Kept open while the coordinator lives, as a Stream keeps its Device: an engine that holds
+  // only the coordinator must not find it closed when the Device object goes. An explicit
+  // close still closes it: the coordinator then refuses with ClosedError (the close returned
+  // the arena).
+  return std::make_shared<DeviceArenaMemory>(runtime_device->shared_from_this(), /*owned=*/true);
 }
 
 std::vector<DomainConfig> parse_domains(nb::handle domains) {
@@ -832,7 +834,12 @@ void bind_admission(nb::module_& m) {
                           : "Admitted(" + quoted(std::string(h.resources->request_id("repr").view())) + ")";
       });
 
-  nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator", "Capacity admission for sequences on one device.")
+  nb::class_<AdmissionCoordinator>(m, "AdmissionCoordinator",
+                                   "Capacity admission for sequences on one device. AdmissionCoordinator(device=None, *,\n"
+                                   "domains, page_bytes, tokens_per_page, max_active_sequences): device None does host\n"
+                                   "accounting (block ids, no memory); a lifecore.Device (kept open while the coordinator\n"
+                                   "lives; its close() closes the coordinator) or a backend name (a device of its own)\n"
+                                   "gives each domain an arena of that device's memory.")
       .def(nb::new_([](nb::handle device, nb::handle domains, nb::handle page_bytes, nb::handle tokens_per_page,
                        nb::handle max_active_sequences) {
              constexpr const char* call = "AdmissionCoordinator";

@@ -75,9 +75,9 @@ struct DecodeTableHandle {
   }
 
   // A DLPack table (a torch CPU tensor) can be resized, and its memory freed, behind its
-  // export: before each call it must still show the memory the table writes. A tensor that
-  // says where its data is (torch's data_ptr, decided at creation) is asked; another gives a
-  // fresh export.
+  // export (a buffer-protocol one too): before each call it must still show the memory the
+  // table writes. A tensor that says where its data is (torch's data_ptr, decided at
+  // creation) is asked; another gives a fresh export.
   bool reads_data_ptr = false;
   // Before a call changes anything: its table can take the write (runtime/stream.hpp).
   void require_writable(const char* call) const {
@@ -90,8 +90,16 @@ struct DecodeTableHandle {
     require_unmoved(call);
   }
   void require_unmoved(const char* call) const {
-    if (!target || !target->capsule) return;
+    if (!target) return;
     void* data = nullptr;
+    if (!target->capsule) {
+      // A buffer-protocol table (a NumPy array) can be resized behind its export too
+      // (ndarray.resize with refcheck=False): a fresh view must show the same memory and shape.
+      Target now;
+      open_buffer_protocol(table, core->rows(), core->width(), now, call);
+      if (now.data != target->data) raise_moved(call);
+      return;
+    }
     if (reads_data_ptr) {
       data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(table.attr("data_ptr")()));
       const auto dims = nb::cast<std::vector<std::int64_t>>(table.attr("shape"));
@@ -101,10 +109,12 @@ struct DecodeTableHandle {
       open_dlpack(table, core->rows(), core->width(), now, call);
       data = now.data;
     }
-    if (data != target->data)
-      raise(ErrorKind::InvalidArgument, std::string(call) +
-                                            ": the table's memory moved since decode_table (was `out` resized?); "
-                                            "nothing was written: make a new decode_table over it");
+    if (data != target->data) raise_moved(call);
+  }
+  [[noreturn]] static void raise_moved(const char* call) {
+    raise(ErrorKind::InvalidArgument, std::string(call) +
+                                          ": the table's memory moved since decode_table (was `out` resized?); "
+                                          "nothing was written: make a new decode_table over it");
   }
 };
 

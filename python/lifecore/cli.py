@@ -1164,6 +1164,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def _torch_seed(text: str) -> int:
+    """argparse type: a seed torch.manual_seed takes (-2**63 to 2**64 - 1)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not -(2**63) <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"must be between -2**63 and 2**64 - 1, got {value}")
+    return value
+
+
 def _positive_seconds(text: str) -> float:
     """argparse type: a finite number of seconds above 0 (a bad value exits 2 with the usage)."""
     try:
@@ -1270,7 +1281,7 @@ def build_parser() -> argparse.ArgumentParser:
                                        "then a summary table")
     demo.add_argument("--preset", choices=["tiny", "gpt2-small"], default="tiny", help="the model (default tiny)")
     demo.add_argument("--requests", type=positive_int, default=64, help="requests to serve (default 64)")
-    demo.add_argument("--seed", type=int, default=0, help="weights and requests (default 0)")
+    demo.add_argument("--seed", type=_torch_seed, default=0, help="weights and requests (default 0)")
     demo.add_argument("--device", default="cpu", help="a torch device: cpu (default) or cuda; graphs on cuda")
     demo.add_argument("--capture", action="store_true",
                       help="capture per-layer summaries under a byte budget (the step then runs eagerly)")

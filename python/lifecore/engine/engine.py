@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 import torch
 
-from ..errors import ClosedError, InvalidArgumentError, LifecoreTypeError
+from ..errors import ClosedError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 from ..sequence import AdmissionCoordinator, Admitted
 from .capture import CaptureOptions, EngineCapture
 from .graphs import DecodeGraphs
@@ -87,6 +87,8 @@ class Engine:
         # Every argument is checked before anything is made: a refused engine leaves nothing behind.
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise LifecoreTypeError(f"Engine: seed must be an int, got {type(seed).__name__}")
+        if not -(2**63) <= seed < 2**64:  # what torch.manual_seed takes
+            raise LifecoreOverflowError(f"Engine: argument 'seed' must be between -2**63 and 2**64 - 1, got {seed}")
         if not isinstance(dtype, torch.dtype):
             raise LifecoreTypeError(f"Engine: dtype must be a torch.dtype (e.g. torch.float32), got {dtype!r}")
         if not dtype.is_floating_point:
