@@ -388,6 +388,22 @@ def test_an_observer_called_as_a_hook_takes_module_args_output_by_position_or_na
     assert step.record("s").payload.summary.count == x.size
 
 
+def test_what_is_no_backend_is_refused_before_the_point_is_looked_at():
+    x = np.arange(24, dtype=np.float32).reshape(SHAPE)
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()), discovery=discovery(),
+                          request=CaptureRequest(1, 1, 3))
+    session.begin_step(PREFILL, 0)
+    for call, name in ((lambda b: session.observe(b, "p", x), "CaptureSession.observe"),
+                       (lambda b: session.observer("p", b), "CaptureSession.observer"),
+                       (lambda b: session.intervene(b, "p", x), "CaptureSession.intervene")):
+        for wrong in (object(), 3, "numpy"):
+            with pytest.raises(LifecoreTypeError, match=f"^{name}: argument 'backend' must be a capture backend"):
+                call(wrong)
+    session.observe(NumpyBackend(), "p", x)  # the point was not used up by the refusals
+    step = session.take_step()
+    assert step.record("s").outcome == CaptureOutcome.CAPTURED and session.checkpoint_ready
+
+
 @pytest.mark.parametrize("kwargs, error", [(dict(path=3, backend=NumpyBackend()), LifecoreTypeError),
                                            (dict(path="p", backend=None), InvalidArgumentError),
                                            (dict(path="p", backend=NumpyBackend(), tensor_type=3), LifecoreTypeError),

@@ -101,6 +101,22 @@ CapturePayload finite_summary(nb::handle values, std::uint64_t count) {
 
 }  // namespace
 
+void require_capture_backend(nb::handle backend, const char* call, const char* argument) {
+  // Held by a strong reference while it is the one remembered: a type freed and another made
+  // at its address must not pass for it.
+  static PyObject* accepted_type = nullptr;
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(backend.ptr()));
+  if (type == accepted_type) return;
+  nb::object transform = nb::getattr(backend, transform_name(), nb::none());
+  if (!PyCallable_Check(transform.ptr()))
+    raise(ErrorKind::TypeMismatch, argument_label(call, argument) +
+                                       " must be a capture backend (a TorchBackend, a NumpyBackend, or an object with "
+                                       "the backend methods), got " + type_name_of(backend) + " (nothing was changed)");
+  Py_INCREF(type);
+  Py_XDECREF(accepted_type);
+  accepted_type = type;
+}
+
 bool interrupt_pending() { return held_interrupt != nullptr; }
 
 void hold_interrupt(nb::handle exception) {

@@ -67,6 +67,11 @@ decltype(auto) keeping_cause(const PythonCause& cause, F&& call) {
   }
 }
 
+// Refuses (LifecoreTypeError naming `call` and `argument`) what cannot serve as a capture
+// backend, one without a callable `transform`, before a point is looked at: a wrong object
+// changes nothing. The last type accepted is remembered, so a hot path pays one compare.
+void require_capture_backend(nb::handle backend, const char* call, const char* argument);
+
 class PythonCaptureBackend final : public capture::CaptureBackend {
  public:
   explicit PythonCaptureBackend(nb::handle backend) : backend_(backend) {}

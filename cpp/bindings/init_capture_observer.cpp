@@ -158,6 +158,7 @@ void init_capture_observer(nb::module_& m) {
           raise(ErrorKind::TypeMismatch, std::string(call) + ": self must be a CaptureSession");
         std::string where = str_argument(path, call, "path");
         if (backend.is_none()) raise(ErrorKind::InvalidArgument, argument_label(call, "backend") + " is required");
+        require_capture_backend(backend, call, "backend");
         if (!tensor_type.is_none() && !PyType_Check(tensor_type.ptr()))
           raise(ErrorKind::TypeMismatch, argument_label(call, "tensor_type") + " must be a type, got " +
                                              type_name_of(tensor_type));

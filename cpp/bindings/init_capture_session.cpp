@@ -239,13 +239,14 @@ void bind_capture_session(nb::module_& m) {
       .def("observe",
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) {
              std::string where = str_argument(path, "CaptureSession.observe", "path");
+             require_capture_backend(backend, "CaptureSession.observe", "backend");
              PythonCaptureBackend adapter(backend);
              keeping_cause(adapter.cause(), [&] { s.observe(adapter, where, tensor.ptr()); });
            },
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
            nb::sig("def observe(self, backend: object, path: str, tensor: object) -> None"),
            "Captures `tensor` for the selections at `path` through `backend`; unselected or skipped points cost "
-           "a lookup. Raises CaptureSessionError without an open step or on a second observation; a refused "
+           "a lookup. LifecoreTypeError for a backend without a callable transform (nothing changed). Raises CaptureSessionError without an open step or on a second observation; a refused "
            "capture marks its record FAILED and raises (BudgetExceededError, InvalidArgumentError, "
            "CaptureSessionError). A backend's KeyboardInterrupt or SystemExit fails its records and propagates "
            "unchanged.")
@@ -333,6 +334,7 @@ void bind_capture_session(nb::module_& m) {
       .def("intervene",
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
              std::string where = str_argument(path, "CaptureSession.intervene", "path");
+             require_capture_backend(backend, "CaptureSession.intervene", "backend");
              PythonCaptureBackend adapter(backend);
              auto result = keeping_cause(adapter.cause(), [&] { return s.intervene(adapter, where, tensor.ptr()); });
              if (!result) return nb::none();
