@@ -35,7 +35,7 @@ from lifecore.capture import (
     unlimited,
 )
 from lifecore.capture.backends import payload_cost
-from lifecore.errors import CaptureSessionError, InvalidArgumentError, LifecoreTypeError
+from lifecore.errors import CaptureSessionError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 
 from capture_builders import session_for
 
@@ -562,3 +562,22 @@ def test_the_numpy_backend_answers_a_summary_in_the_short_form_only_when_all_is_
     capture(CaptureTransform.preview(4), value, backend=KeepPreview())
     with pytest.raises(ValueError, match="SUMMARY request"):
         NumpyBackend().summary_statistics(value, previews[0])
+
+
+def test_a_tensor_payload_from_numbers_holds_exactly_its_shape():
+    # Once accepted: reading .tensor then viewed memory past the values (a crash for a large shape).
+    for shape, values in (([4], [1.0]), ([2, 3], [1.0] * 5), ([1 << 28], [1.0]), ([2**32, 2**32, 2**32], [])):
+        with pytest.raises(InvalidArgumentError, match="^CapturePayload.tensor: argument 'shape' holds"):
+            CapturePayload.tensor(shape, values)
+    assert CapturePayload.tensor([2, 2], [1.0, 2.0, 3.0, 4.0]).tensor.tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert CapturePayload.tensor([], [1.0, 2.0]).tensor.tolist() == [1.0, 2.0]  # an empty shape reads them flat
+
+
+def test_counts_and_ids_past_int64_are_refused_not_read_back_negative():
+    with pytest.raises(LifecoreOverflowError, match=r"^CapturePayload.candidates: argument 'ids' holds 9223372036854775808 at 1"):
+        CapturePayload.candidates([3, 2**63], [0.5, 0.25])
+    with pytest.raises(LifecoreOverflowError, match="^CapturePayload.histogram: argument 'counts' holds"):
+        CapturePayload.histogram([0.0, 1.0], [2**64 - 1])
+    top = CapturePayload.candidates([2**63 - 1], [1.0])
+    assert top.candidate_ids.tolist() == [2**63 - 1]
+

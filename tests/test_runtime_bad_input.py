@@ -424,3 +424,15 @@ def test_dlpack_pairs_refuse_bools(stream, pair):
             buf.__dlpack__(**{name: pair})
     assert buf.views == 0
 
+
+def test_a_numpy_integer_out_of_range_is_an_overflow_like_a_python_int(stream):
+    # Once a LifecoreTypeError ("must be int, got int64"), though an in-range NumPy integer is taken.
+    buf = stream.alloc(16)
+    for call, value in ((lambda v: stream.alloc(v), np.uint64(2**64 - 1)), (lambda v: stream.fill(buf, v), np.int64(-1)),
+                        (lambda v: stream.fill(buf, v), np.int64(2**32))):
+        with pytest.raises(lifecore.LifecoreOverflowError, match="is out of the range it can hold"):
+            call(value)
+    stream.fill(buf, np.int64(7))
+    stream.sync()
+    assert np.frombuffer(stream.read(buf), dtype=np.uint32).tolist() == [7] * 4
+

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import lifecore
-from lifecore.errors import ClosedError, InvalidArgumentError, LifecoreTypeError, StaleAuthorityError
+from lifecore.errors import (ClosedError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError,
+                             StaleAuthorityError)
 from lifecore.sequence import AdmissionCoordinator, Admitted, BackingOutcome, DecodeTable
 
 from backend_roles import EMULATED
@@ -597,3 +598,18 @@ def test_a_capture_begun_by_another_thread_during_a_table_call_never_records_its
         stream.sync()
     for s in sessions:
         s.close()
+
+
+def test_a_table_too_large_to_allocate_is_an_overflow_naming_the_call():
+    # rows and width are each within their bounds (2**30), their product is not: once a plain
+    # MemoryError from the allocation.
+    c = make()
+    a = open_one(c, "a")
+    with pytest.raises(LifecoreOverflowError, match="^decode_table: a table of 1152921504606846976 int32 entries"):
+        c.decode_table(2**30, 2**30)
+    with pytest.raises(LifecoreOverflowError, match="^block_table: a table of .* int32 entries"):
+        c.block_table([a] * 4096, 2**30)
+    with pytest.raises(LifecoreTypeError, match=r"argument 'tokens\[1\]'"):  # once 'tokens[i]'
+        lifecore.sequence.step_all([a, a], [TPP, "x"])
+    a.close()
+

@@ -1,6 +1,11 @@
 // CapturePayload: what a transform produced. A tensor payload keeps the backend's own array
 // (NumPy or torch, in the source dtype) in a storage the core holds opaquely and reads through
 // a host view; small results come back as NumPy arrays named for what they hold.
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -177,6 +182,14 @@ nb::object numpy_copy(const std::vector<Source>& values, std::vector<std::size_t
   return nb::cast(nb::ndarray<nb::numpy, T>(data->data(), shape.size(), shape.data(), owner));
 }
 
+// Counts and ids are read back as int64 arrays: one past 2**63 - 1 would come back negative.
+void require_int64(const std::vector<std::uint64_t>& values, const char* call, const char* argument) {
+  for (std::size_t i = 0; i < values.size(); ++i)
+    if (values[i] > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+      raise(ErrorKind::Overflow, std::string(call) + ": argument '" + argument + "' holds " + std::to_string(values[i]) +
+                                     " at " + std::to_string(i) + ", past 2**63 - 1 (they are read back as int64)");
+}
+
 void deprecated(const char* message) {
   if (PyErr_WarnEx(PyExc_DeprecationWarning, message, 1) < 0) throw nb::python_error();
 }
@@ -224,6 +237,17 @@ void init_capture_payloads(nb::module_& m) {
                     p.kind = PayloadKind::tensor;
                     p.shape = argument<std::vector<std::uint64_t>>(shape, "CapturePayload.tensor", "shape");
                     p.values = argument<std::vector<double>>(values, "CapturePayload.tensor", "values");
+                    // The values are read as an array of that shape: it must hold exactly them (an
+                    // empty shape reads them flat).
+                    if (!p.shape.empty()) {
+                      std::optional<std::uint64_t> elements = 1;
+                      for (const std::uint64_t extent : p.shape) elements = checked::mul(elements, extent);
+                      if (!elements || *elements != p.values.size())
+                        raise(ErrorKind::InvalidArgument,
+                              "CapturePayload.tensor: argument 'shape' holds " +
+                                  (elements ? std::to_string(*elements) : std::string("more than 2**64")) +
+                                  " elements, argument 'values' " + std::to_string(p.values.size()));
+                    }
                     return p;
                   },
                   nb::arg("shape").none(), nb::arg("values").none(),
@@ -254,6 +278,7 @@ void init_capture_payloads(nb::module_& m) {
                     p.kind = PayloadKind::histogram;
                     p.values = argument<std::vector<double>>(edges, "CapturePayload.histogram", "edges");
                     p.counts = argument<std::vector<std::uint64_t>>(counts, "CapturePayload.histogram", "counts");
+                    require_int64(p.counts, "CapturePayload.histogram", "counts");
                     return p;
                   },
                   nb::arg("edges").none(), nb::arg("counts").none(),
@@ -264,6 +289,7 @@ void init_capture_payloads(nb::module_& m) {
                     CapturePayload p;
                     p.kind = PayloadKind::candidates;
                     p.counts = argument<std::vector<std::uint64_t>>(ids, "CapturePayload.candidates", "ids");
+                    require_int64(p.counts, "CapturePayload.candidates", "ids");
                     p.values = argument<std::vector<double>>(scores, "CapturePayload.candidates", "scores");
                     return p;
                   },

@@ -96,7 +96,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
   }
   const std::size_t count = checked::mul_or_throw<std::uint64_t>(rows.size(), width, "block_table: rows * width");
   if (out.is_none()) {
-    std::unique_ptr<std::int32_t[]> table(new std::int32_t[count ? count : 1]);
+    std::unique_ptr<std::int32_t[]> table = table_storage(count, call);
     build_block_table(c, rows, d, width, pad, table.get());
     std::int32_t* data = table.release();
     nb::capsule keep(data, [](void* p) noexcept { delete[] static_cast<std::int32_t*>(p); });
@@ -111,10 +111,10 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
       bad_out(call, "(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
               std::to_string(bytes) + " bytes");
     buffer->stream()->check_write_not_recorded(call, "the table");
-    std::vector<std::int32_t> table(count);
-    build_block_table(c, rows, d, width, pad, table.data());
+    std::unique_ptr<std::int32_t[]> table = table_storage(count, call);
+    build_block_table(c, rows, d, width, pad, table.get());
     // One host-to-device copy, refused if a capture began on the stream since the check.
-    if (bytes != 0) buffer->stream()->write_unrecorded(*buffer, table.data(), bytes, call, "the table");
+    if (bytes != 0) buffer->stream()->write_unrecorded(*buffer, table.get(), bytes, call, "the table");
     return nb::borrow(out);
   }
   Target target;

@@ -131,7 +131,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
   handle->domain = c.domain_name(d);
   std::int32_t* data = nullptr;
   if (out.is_none()) {
-    auto* owned = new std::int32_t[count ? count : 1];
+    auto* owned = table_storage(count, call).release();
     nb::capsule keep(owned, [](void* p) noexcept { delete[] static_cast<std::int32_t*>(p); });
     const std::size_t shape[2] = {rows, width};
     handle->table = nb::cast(nb::ndarray<nb::numpy, std::int32_t, nb::ndim<2>>(owned, 2, shape, keep));
@@ -143,7 +143,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
       bad_out(call, "(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
                         std::to_string(bytes) + " bytes");
     buffer->stream()->check_write_not_recorded(call, "the table");
-    handle->mirror.reset(new std::int32_t[count ? count : 1]);
+    handle->mirror = table_storage(count, call);
     handle->buffer = std::move(buffer);
     handle->table = nb::borrow(out);
     data = handle->mirror.get();

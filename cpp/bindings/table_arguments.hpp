@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +27,18 @@
 namespace lifecore::bindings::table_out {
 
 using namespace nb::literals;
+
+// Host memory for a table of `count` int32 entries (at least one). A size the host cannot give,
+// which rows and width each within their bounds can still ask for, is the call's refusal.
+inline std::unique_ptr<std::int32_t[]> table_storage(std::size_t count, const char* call) {
+  try {
+    return std::unique_ptr<std::int32_t[]>(new std::int32_t[count ? count : 1]);
+  } catch (const std::bad_alloc&) {
+    raise(ErrorKind::Overflow, std::string(call) + ": a table of " + std::to_string(count) +
+                                   " int32 entries (rows x width) is more than the host can allocate; nothing was "
+                                   "changed");
+  }
+}
 
 // A host tensor's memory, checked: C-contiguous, writable, int32, [rows, width].
 struct Target {
@@ -263,7 +277,10 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
                                          type_name_of(tokens));
     const ListItems items(tokens);
     out.values.reserve(items.size());
-    for (std::size_t i = 0; i < items.size(); ++i) out.values.push_back(int_argument(items[i], call, "tokens[i]"));
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const std::string label = "tokens[" + std::to_string(i) + "]";
+      out.values.push_back(int_argument(items[i], call, label.c_str()));
+    }
     out.data = out.values.data();
     held = out.values.size();
   }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import collections.abc
 import re
+import sys
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -213,10 +214,33 @@ def check_bools(func: Any, args: tuple, kwargs: Optional[dict]) -> None:
                                     f"got bool ({value})")
 
 
+def _integer(value: Any) -> Optional[int]:
+    """``value`` as an int when it is an integer (a Python int or what converts through
+    ``__index__``, a NumPy integer), never for a bool; else None."""
+    if isinstance(value, bool) or isinstance(value, _numpy_bools()):
+        return None
+    if isinstance(value, int):
+        return value
+    index = getattr(type(value), "__index__", None)
+    if index is None:
+        return None
+    try:
+        return int(index(value))
+    except Exception:
+        return None
+
+
+def _numpy_bools() -> tuple[type, ...]:
+    """NumPy's bool type, when NumPy is imported (a bool there is not a count either)."""
+    numpy = sys.modules.get("numpy")
+    return (numpy.bool_,) if numpy is not None else ()
+
+
 def _out_of_range(value: Any) -> bool:
-    # Every integer parameter holds 0 .. 2**31 - 1; past the type checks, an int outside that
-    # (negative for an unsigned parameter, or too large) is what nanobind refused.
-    return isinstance(value, int) and not isinstance(value, bool) and not (0 <= value < 2**31)
+    # Every integer parameter holds 0 .. 2**31 - 1; past the type checks, an integer outside
+    # that (negative for an unsigned parameter, or too large) is what nanobind refused.
+    number = _integer(value)
+    return number is not None and not (0 <= number < 2**31)
 
 
 def _explain_overload(func: Any, overload: _Overload, args: tuple,
@@ -239,13 +263,17 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple,
                 return LifecoreTypeError(f"{label}: 'self' must be a {owner.__name__}, got {_type_name(value)}")
             continue
         verdict = _matches(value, parameter.annotation)
+        if verdict is False and _integer(value) is not None and "int" in _text(parameter.annotation):
+            continue  # an integer of another type (NumPy's): its range is what nanobind refused
         if verdict is False:
             return LifecoreTypeError(f"{label}: argument '{parameter.name}' must be {_text(parameter.annotation)}, "
                                      f"got {_type_name(value)}")
     for position, name, value in _arguments(args, kwargs):
         parameter = overload.parameter(position, name)
         if parameter is not None and _out_of_range(value) and "int" in _text(parameter.annotation):
-            what = "a negative value, where it takes none" if value < 0 else "a value past what it can hold"
+            number = _integer(value)
+            what = ("a negative value, where it takes none" if number is not None and number < 0
+                    else "a value past what it can hold")
             return LifecoreOverflowError(f"{label}: argument '{parameter.name}' is out of the range it can hold "
                                          f"(got {value}: {what})")
     return None
