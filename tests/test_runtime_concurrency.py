@@ -88,3 +88,97 @@ def test_info_entry_is_ready_for_every_stream_once_published(graphs) -> None:
         other.launch(K.axpy_info_f32, 2, 128, [xb, yb], info=words)
         np.testing.assert_array_equal(np.frombuffer(other.read(yb), np.float32), np.full(N, 1.5, np.float32))
         np.testing.assert_array_equal(np.frombuffer(busy.read(ya), np.float32), np.full(N, 0.5, np.float32))
+
+
+def test_a_view_racing_close_completes_or_is_refused_as_closed() -> None:
+    """docs/graph-capture-threads.md, calls racing close(): a view taken while another thread
+    closes the device completes or raises ClosedError. It once raised the driver's error when
+    close() gave the memory back between the view's check and its host mapping (about one
+    round in 30); 200 rounds here."""
+    import random
+    import time
+
+    rng = random.Random(7)
+    seen: dict[str, int] = {"closed": 0}
+    for _ in range(200):
+        dev = lifecore.Device(EMULATED)
+        s = dev.stream()
+        buf = s.alloc(1 << 12)
+        s.sync()
+        errors: list[BaseException] = []
+
+        def viewer() -> None:
+            while True:
+                try:
+                    np.from_dlpack(buf)
+                except lifecore.ClosedError:
+                    seen["closed"] += 1
+                    return
+                except BaseException as error:  # noqa: BLE001 - what the test reports
+                    errors.append(error)
+                    return
+
+        thread = threading.Thread(target=viewer)
+        thread.start()
+        time.sleep(rng.uniform(0, 0.001))
+        dev.close()
+        thread.join(10)
+        assert not thread.is_alive() and errors == []
+    assert seen["closed"] == 200
+
+
+def test_a_global_mode_capture_never_invalidates_another_threads_recording() -> None:
+    """In global mode, Stream.capture() synchronizes its stream before it begins; a recording
+    another thread began after the check must be left alone (the sync runs in relaxed mode),
+    never invalidated, and the caller refused with CaptureStateError or succeeding. Once a
+    raw DriverError (900) a few times per second; two seconds here."""
+    import time
+
+    dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode="global")
+    n = 256
+    stop = threading.Event()
+    bad: list[str] = []
+    counts = {"captured": 0, "recorded": 0}
+    streams = [(st, st.alloc(4 * n), st.alloc(4 * n)) for st in (dev.stream(), dev.stream())]
+
+    def capturing() -> None:
+        s, x, y = streams[0]
+        while not stop.is_set():
+            try:
+                graph = s.capture(lambda st: st.launch(K.axpy_f32, 4, 64, [n, 2.0, x, y]))
+                graph.replay()
+                s.sync(timeout=5)
+                graph.destroy()
+                counts["captured"] += 1
+            except lifecore.CaptureStateError:
+                pass
+            except BaseException as error:  # noqa: BLE001 - what the test reports
+                bad.append(f"capture: {type(error).__name__}: {error}")
+
+    def recording() -> None:
+        s, x, _ = streams[1]
+        while not stop.is_set():
+            try:
+                s.graph_prepare()
+                s.fill(x, 1)
+                s.begin_capture()
+                s.fill(x, 2)
+                time.sleep(0.0005)
+                s.end_capture().destroy()
+                counts["recorded"] += 1
+            except lifecore.CaptureStateError:
+                if s.capture_state.variant != lifecore.CaptureVariant.NO_CAPTURE:
+                    s.abort_capture()
+            except BaseException as error:  # noqa: BLE001 - what the test reports
+                bad.append(f"record: {type(error).__name__}: {error}")
+
+    threads = [threading.Thread(target=capturing), threading.Thread(target=recording)]
+    for thread in threads:
+        thread.start()
+    time.sleep(2.0)
+    stop.set()
+    for thread in threads:
+        thread.join(10)
+    assert bad == [] and counts["recorded"] > 0
+    assert dev.memory_stats()["windows_active"] == 0 and dev.abandoned_captures == 0
+    dev.close()

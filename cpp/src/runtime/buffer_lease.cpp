@@ -33,6 +33,8 @@ std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, c
   if (host_memory) {
     driver::HostView view;
     driver::Status status = driver.host_view(ptr, buffer->nbytes(), &view);
+    // A close() on another thread since use() gave the memory back: the call lost that race.
+    if (!status.ok() && device.closed()) raise(ErrorKind::Closed, "view: the device was closed");
     device.note_status(status);
     driver::check(status);
     lease->data_ = view.data;

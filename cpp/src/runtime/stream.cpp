@@ -857,8 +857,13 @@ void Stream::begin_capture() {
   state_.begin();  // before any work: a rejected begin must not flush (that would abort a live capture)
   try {
     // Fenced flush of warmup's work: its staging and freed slices are released, and its
-    // asynchronous failures surface here rather than inside the window.
-    check_status(synchronize_and_release());
+    // asynchronous failures surface here rather than inside the window. In relaxed mode: a
+    // global-mode recording another thread began since the check above is left alone (this
+    // stream does not record yet).
+    {
+      RelaxedCaptureMode relaxed(driver_);
+      check_status(synchronize_and_release());
+    }
     errors_.surface("begin_capture");
     device_->memory().capture_priming_end(window_);
     // Another library's kernels may use any slice lent to it: the recording keeps them all.
