@@ -209,6 +209,8 @@ class Driver {
   virtual Status stream_begin_capture(StreamHandle stream, CaptureMode mode) = 0;
   // On an invalidated capture: ends it, *out = 0, returns Code::capture_invalidated.
   virtual Status stream_end_capture(StreamHandle stream, GraphHandle* out) = 0;
+  // *capture_id: the capture's id while its status is active, else 0 (CUDA vouches for the
+  // id of an active capture only).
   virtual Status stream_capture_info(StreamHandle stream, CaptureStatus* status, std::uint64_t* capture_id) = 0;
   // Sets the calling thread's capture mode to *mode and returns the previous one in *mode.
   virtual Status thread_exchange_capture_mode(CaptureMode* mode) = 0;

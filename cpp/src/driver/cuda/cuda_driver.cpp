@@ -274,7 +274,7 @@ class CudaDriver final : public NativeDriver {
           });
     if (status.ok()) {
       *capture_status = static_cast<CaptureStatus>(native);
-      *capture_id = native == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : id;
+      *capture_id = native == CU_STREAM_CAPTURE_STATUS_ACTIVE ? id : 0;  // valid only while active
     }
     return status;
   }

@@ -45,6 +45,7 @@ inline constexpr unsigned hipStreamNonBlocking = 0x1;
 inline constexpr unsigned hipEventDefault = 0x0;
 inline constexpr unsigned hipEventDisableTiming = 0x2;
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusNone = 0;
+inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusActive = 1;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemAlloc = 10;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemFree = 11;
 inline constexpr hipDriverProcAddressQueryResult HIP_GET_PROC_ADDRESS_SUCCESS = 0;

@@ -255,7 +255,7 @@ class HipDriver final : public NativeDriver {
                        [&](hipStream_t s) { return api_.hipStreamGetCaptureInfo(s, &native, &id); });
     if (status.ok()) {
       *capture_status = static_cast<CaptureStatus>(native);
-      *capture_id = native == hipStreamCaptureStatusNone ? 0 : id;
+      *capture_id = native == hipStreamCaptureStatusActive ? id : 0;  // valid only while active
     }
     return status;
   }

@@ -862,7 +862,7 @@ Status MockDriver::stream_capture_info(StreamHandle handle, CaptureStatus* statu
   std::shared_ptr<Stream> stream = find_stream_locked(handle);
   if (!stream) return bad_handle(op, "stream", raw(handle));
   *status = stream->capture ? stream->capture->status : CaptureStatus::none;
-  if (capture_id) *capture_id = stream->capture ? stream->capture->id : 0;
+  if (capture_id) *capture_id = *status == CaptureStatus::active ? stream->capture->id : 0;  // as CUDA's
   return {};
 }
 
