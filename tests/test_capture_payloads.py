@@ -399,6 +399,20 @@ def test_what_is_no_backend_is_refused_before_the_point_is_looked_at():
         for wrong in (object(), 3, "numpy"):
             with pytest.raises(LifecoreTypeError, match=f"^{name}: argument 'backend' must be a capture backend"):
                 call(wrong)
+    # The class where an instance is meant: its transform is a function, yet no backend.
+    with pytest.raises(LifecoreTypeError, match="got the class NumpyBackend itself: pass an instance"):
+        session.observe(NumpyBackend, "p", x)
+    # An instance carrying its own transform is checked each call: another of its type is not
+    # let through for the first one's sake.
+    import types
+
+    carried = types.SimpleNamespace(transform=lambda tensor, request: None)
+    with pytest.raises(CaptureSessionError):  # a backend, if a poor one: its capture fails
+        session.observer("p", carried).observe(x)
+    session.take_step()
+    session.begin_step(DECODE, 1)
+    with pytest.raises(LifecoreTypeError, match="got SimpleNamespace"):
+        session.observe(types.SimpleNamespace(), "p", x)
     session.observe(NumpyBackend(), "p", x)  # the point was not used up by the refusals
     step = session.take_step()
     assert step.record("s").outcome == CaptureOutcome.CAPTURED and session.checkpoint_ready

@@ -413,6 +413,8 @@ def test_a_view_dimension_past_63_bits_is_an_overflow_naming_the_shape(stream):
     for dimension in (2**63, 2**64):
         with pytest.raises(lifecore.LifecoreOverflowError, match="^view: argument 'shape' holds a dimension past"):
             buf.view("uint8", (dimension,))
+    with pytest.raises(InvalidArgumentError, match="^view: a dimension is negative"):
+        buf.view("uint8", (-(2**64),))
     assert buf.views == 0
 
 
@@ -435,4 +437,19 @@ def test_a_numpy_integer_out_of_range_is_an_overflow_like_a_python_int(stream):
     stream.fill(buf, np.int64(7))
     stream.sync()
     assert np.frombuffer(stream.read(buf), dtype=np.uint32).tolist() == [7] * 4
+
+
+def test_the_call_guard_lets_numpy_integers_through_only_where_an_int_is_taken():
+    import ast
+
+    from lifecore import _call_guard
+
+    def annotation(text):
+        return ast.parse(text, mode="eval").body
+
+    assert _call_guard._takes_int(annotation("int")) and _call_guard._takes_int(annotation("int | None"))
+    for text in ("tuple[int, int, int]", "Sequence[int]", "PointPosition", "CaptureCheckpoint"):
+        assert not _call_guard._takes_int(annotation(text)), text
+    assert _call_guard._integer(np.int64(-3)) == -3 and _call_guard._integer(np.bool_(True)) is None
+    assert _call_guard._integer(True) is None and _call_guard._integer(2.0) is None
 

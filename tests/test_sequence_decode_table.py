@@ -424,16 +424,21 @@ def test_a_numpy_table_whose_memory_moved_is_refused():
     array = np.full((2, 4), 5, dtype=np.int32)
     table = c.decode_table(2, 4, array)
     table.update([a])
+    first = array.ctypes.data
     array.resize((4, 4), refcheck=False)  # new memory, the old freed
     array[:] = 5
     with pytest.raises(InvalidArgumentError, match="shape"):
         table.update([a])
-    array.resize((2, 4), refcheck=False)  # the table's shape again, yet new memory
+    array.resize((2, 4), refcheck=False)  # the table's shape again, in memory the allocator chose
     array[:] = 5
-    for call in (lambda: table.update([a]), lambda: table.step([a], [TPP]), lambda: table.clear()):
-        with pytest.raises(InvalidArgumentError, match="memory moved"):
-            call()
-    assert (array == 5).all()
+    if array.ctypes.data != first:  # moved (the usual case): refused, nothing written
+        for call in (lambda: table.update([a]), lambda: table.step([a], [TPP]), lambda: table.clear()):
+            with pytest.raises(InvalidArgumentError, match="memory moved"):
+                call()
+        assert (array == 5).all()
+    else:  # the allocator gave the same memory back: the table's own, written as ever
+        table.update([a])
+        assert array[0, 0] != 5
     a.close()
 
 
@@ -605,7 +610,8 @@ def test_a_table_too_large_to_allocate_is_an_overflow_naming_the_call():
     # MemoryError from the allocation.
     c = make()
     a = open_one(c, "a")
-    with pytest.raises(LifecoreOverflowError, match="^decode_table: a table of 1152921504606846976 int32 entries"):
+    with pytest.raises(LifecoreOverflowError, match="^decode_table: a table of 1152921504606846976 int32 entries .* "
+                                                    "more than the host's memory"):
         c.decode_table(2**30, 2**30)
     with pytest.raises(LifecoreOverflowError, match="^block_table: a table of .* int32 entries"):
         c.block_table([a] * 4096, 2**30)

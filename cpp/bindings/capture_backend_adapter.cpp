@@ -103,18 +103,26 @@ CapturePayload finite_summary(nb::handle values, std::uint64_t count) {
 
 void require_capture_backend(nb::handle backend, const char* call, const char* argument) {
   // Held by a strong reference while it is the one remembered: a type freed and another made
-  // at its address must not pass for it.
+  // at its address must not pass for it. Remembered only when the type itself has the method
+  // (then every instance has it); an instance that carries its own is checked each call.
   static PyObject* accepted_type = nullptr;
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(backend.ptr()));
   if (type == accepted_type) return;
-  nb::object transform = nb::getattr(backend, transform_name(), nb::none());
-  if (!PyCallable_Check(transform.ptr()))
+  auto refuse = [&](const std::string& why) {
     raise(ErrorKind::TypeMismatch, argument_label(call, argument) +
                                        " must be a capture backend (a TorchBackend, a NumpyBackend, or an object with "
-                                       "the backend methods), got " + type_name_of(backend) + " (nothing was changed)");
+                                       "the backend methods), got " + why + " (nothing was changed)");
+  };
+  if (PyType_Check(backend.ptr()))
+    refuse("the class " + nb::cast<std::string>(nb::handle(backend).attr("__name__")) + " itself: pass an instance");
+  nb::object transform = nb::getattr(backend, transform_name(), nb::none());
+  if (!PyCallable_Check(transform.ptr())) refuse(type_name_of(backend));
+  nb::object on_type = nb::getattr(nb::handle(type), transform_name(), nb::none());
+  if (!PyCallable_Check(on_type.ptr())) return;
+  PyObject* previous = accepted_type;
   Py_INCREF(type);
-  Py_XDECREF(accepted_type);
   accepted_type = type;
+  Py_XDECREF(previous);  // last: letting it go may run Python code, which sees the new one
 }
 
 bool interrupt_pending() { return held_interrupt != nullptr; }

@@ -88,6 +88,8 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
     const long long n = PyLong_AsLongLong(dim.ptr());
     if (n == -1 && PyErr_Occurred()) {
       PyErr_Clear();
+      const bool negative = PyObject_RichCompareBool(dim.ptr(), nb::int_(0).ptr(), Py_LT) == 1;
+      if (negative) raise(ErrorKind::InvalidArgument, "view: a dimension is negative: " + nb::cast<std::string>(nb::str(dim)));
       raise(ErrorKind::Overflow, "view: argument 'shape' holds a dimension past 2**63 - 1: " +
                                      nb::cast<std::string>(nb::str(dim)));
     }

@@ -173,7 +173,8 @@ void init_capture_observer(nb::module_& m) {
               "select: collections.abc.Callable[[typing.Any], typing.Any] | None = None) -> CaptureObserver"),
       "An observer of one point: observer.observe(tensor) is observe(backend, path, tensor) without the per-call "
       "path lookup; the observer is itself a forward hook (module, args, output). An output of exactly "
-      "tensor_type is observed as is; any other goes through select(output) when given.");
+      "tensor_type is observed as is; any other goes through select(output) when given. LifecoreTypeError for "
+      "a backend without a callable transform.");
 }
 
 }  // namespace lifecore::bindings

@@ -343,7 +343,8 @@ void bind_capture_session(nb::module_& m) {
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
            nb::sig("def intervene(self, backend: object, path: str, tensor: typing.Any) -> typing.Any | None"),
            "Applies the operations due at `path` in plan order and returns the new tensor, or None when none "
-           "applied. An operation refused is recorded FAILED. CaptureSessionError without an open step, when "
+           "applied. LifecoreTypeError for a backend without a callable transform (nothing changed). An operation "
+           "refused is recorded FAILED. CaptureSessionError without an open step, when "
            "observe has not run first, or on a second call at the point.")
       .def("finish_interventions", &CaptureSession::finish_interventions,
            "Checks that every operation scheduled this step was applied. CaptureSessionError naming the first "

@@ -40,19 +40,37 @@ void raise_python(const Error& error) {
   PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
 }
 
+namespace {
+
+// What a value of the wrong type reaching a conversion inside a binding (e.g. a dict's value)
+// raises. Bindings should name the argument themselves; this is the floor, never a RuntimeError.
+Error bad_cast_error() {
+  return Error(ErrorKind::TypeMismatch,
+               "an argument has the wrong type (a value could not be converted to what the call expects)");
+}
+
+// `error` as the Python error set; never throws (building the exception may fail too).
+void set_python_error(const Error& error) noexcept {
+  try {
+    raise_python(error);
+  } catch (nb::python_error& failed) {  // building the exception failed: that error instead
+    failed.restore();
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+  }
+}
+
+}  // namespace
+
 void restore_python_error() noexcept {
   try {
     throw;
   } catch (const Error& error) {
-    try {
-      raise_python(error);
-    } catch (nb::python_error& failed) {  // building the exception failed: that error instead
-      failed.restore();
-    } catch (...) {
-      PyErr_SetString(PyExc_RuntimeError, error.what());
-    }
+    set_python_error(error);
   } catch (nb::python_error& error) {
     error.restore();
+  } catch (const std::bad_cast&) {  // as the module's translator answers it
+    set_python_error(bad_cast_error());
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
   } catch (const std::exception& error) {
@@ -74,10 +92,7 @@ void init_errors(nb::module_& m) {
     } catch (const Error& error) {
       raise_python(error);
     } catch (const std::bad_cast&) {
-      // A value of the wrong type reached a conversion inside a binding (e.g. a dict's value).
-      // Bindings should name the argument themselves; this is the floor, never a RuntimeError.
-      raise_python(Error(ErrorKind::TypeMismatch,
-                         "an argument has the wrong type (a value could not be converted to what the call expects)"));
+      raise_python(bad_cast_error());
     }
   });
 }

@@ -512,7 +512,11 @@ void bind_stream(nb::module_& m) {
   nb::class_<Stream>(m, "Stream", "A device stream and its graph-capture lifecycle.")
       .def_prop_ro("device", &Stream::device, "The Device the stream was created on")
       .def_prop_ro("handle", [](Stream& s) { return s.native_handle(); }, "The native stream pointer, as an int")
-      .def("alloc", &Stream::alloc, "nbytes"_a, "A Buffer of nbytes (> 0, at most the device's memory).")
+      // Without the interpreter's lock: an allocation the driver refuses for want of memory waits
+      // for the stream's work (Stream::reclaim_for_allocation) under the stream's lock.
+      .def("alloc", &Stream::alloc, "nbytes"_a, nb::call_guard<GilRelease>(),
+           "A Buffer of nbytes (> 0, at most the device's memory). An allocation the driver refuses for want of "
+           "memory first waits for this stream's work, hands the pool's free slices back and asks once more.")
       .def("write", &write, "buf"_a, "data"_a,
            nb::sig("def write(self, buf: Buffer, data: bytes | bytearray | memoryview | object) -> None"),
            "Asynchronous host-to-device copy of `data`, any C-contiguous buffer-protocol object (bytes,\n"

@@ -5,11 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <new>
 #include <string>
 #include <utility>
 #include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -28,16 +33,33 @@ namespace lifecore::bindings::table_out {
 
 using namespace nb::literals;
 
-// Host memory for a table of `count` int32 entries (at least one). A size the host cannot give,
-// which rows and width each within their bounds can still ask for, is the call's refusal.
+// The host's physical memory in bytes (0 where it cannot be read).
+inline std::uint64_t host_memory_bytes() noexcept {
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+#endif
+  return 0;
+}
+
+// Host memory for a table of `count` int32 entries (at least one). A size past the host's
+// memory, which rows and width each within their bounds can still ask for, is the call's
+// refusal before anything is allocated (an allocator may abort, or overcommit and fill it).
 inline std::unique_ptr<std::int32_t[]> table_storage(std::size_t count, const char* call) {
+  const std::uint64_t host = host_memory_bytes();
+  const bool too_large = count > std::numeric_limits<std::uint64_t>::max() / sizeof(std::int32_t) ||
+                         (host != 0 && count * sizeof(std::int32_t) > host);
+  auto refuse = [&] {
+    raise(ErrorKind::Overflow, std::string(call) + ": a table of " + std::to_string(count) +
+                                   " int32 entries (rows x width) is more than the host's memory; nothing was changed");
+  };
+  if (too_large) refuse();
   try {
     return std::unique_ptr<std::int32_t[]>(new std::int32_t[count ? count : 1]);
   } catch (const std::bad_alloc&) {
-    raise(ErrorKind::Overflow, std::string(call) + ": a table of " + std::to_string(count) +
-                                   " int32 entries (rows x width) is more than the host can allocate; nothing was "
-                                   "changed");
+    refuse();
   }
+  return nullptr;  // not reached: refuse raises
 }
 
 // A host tensor's memory, checked: C-contiguous, writable, int32, [rows, width].

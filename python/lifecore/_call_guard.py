@@ -236,6 +236,11 @@ def _numpy_bools() -> tuple[type, ...]:
     return (numpy.bool_,) if numpy is not None else ()
 
 
+def _takes_int(annotation: Any) -> bool:
+    """Whether the annotation is ``int``, or a union with ``int`` as one of its members."""
+    return "int" in {member.strip() for member in _text(annotation).split("|")}
+
+
 def _out_of_range(value: Any) -> bool:
     # Every integer parameter holds 0 .. 2**31 - 1; past the type checks, an integer outside
     # that (negative for an unsigned parameter, or too large) is what nanobind refused.
@@ -263,8 +268,9 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple,
                 return LifecoreTypeError(f"{label}: 'self' must be a {owner.__name__}, got {_type_name(value)}")
             continue
         verdict = _matches(value, parameter.annotation)
-        if verdict is False and _integer(value) is not None and "int" in _text(parameter.annotation):
-            continue  # an integer of another type (NumPy's): its range is what nanobind refused
+        if verdict is False and _takes_int(parameter.annotation) and not isinstance(value, int) \
+                and _integer(value) is not None:
+            continue  # an integer of another type (NumPy's) where an int is taken: its range was refused
         if verdict is False:
             return LifecoreTypeError(f"{label}: argument '{parameter.name}' must be {_text(parameter.annotation)}, "
                                      f"got {_type_name(value)}")

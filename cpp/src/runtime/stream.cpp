@@ -405,8 +405,10 @@ struct OutOfDeviceMemory {
 }  // namespace
 
 void Stream::reclaim_for_allocation() {
+  // The stream's lock is held: no embedding lock may be let go and taken back here (a thread
+  // parked taking it back would keep this lock for ever); Stream.alloc's binding waits without
+  // it from the start.
   {
-    BlockingWait wait;  // the device may be busy for a while: the embedding's lock is let go
     RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
     (void)synchronize_and_release();      // a failure is the stream's next error; the retry answers
   }
@@ -459,7 +461,7 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
     // Memory dropped on this stream waits for the work queued before the drop; a device full
     // of it is not full. As a caching allocator does, wait for that work, give the pool's free
     // slices back, and ask once more; a second refusal is the caller's error.
-    reclaimed = true;
+    collected = reclaimed = true;
     reclaim_for_allocation();
     reservation = device_->memory().reserve(nbytes, active_window(), allocate);
   }
@@ -869,8 +871,11 @@ void Stream::begin_capture() {
     // Another library's kernels may use any slice lent to it: the recording keeps them all.
     for (SliceId slice : lent_slices_) device_->memory().touch(slice, window_);
     // The driver refuses a module load while a stream captures: a capture without warmup
-    // must find the built-in kernels already loaded.
-    if (recorder_->in_driver()) device_->load_builtins();
+    // must find the built-in kernels already loaded. In relaxed mode, as the synchronize above.
+    if (recorder_->in_driver()) {
+      RelaxedCaptureMode relaxed(driver_);
+      device_->load_builtins();
+    }
     const std::uintptr_t native = driver_.stream_native_handle(handle_);
     const std::string thread = thread_text(std::this_thread::get_id());
     // Listed first: a call another thread checks from here on is refused up front instead of

@@ -254,6 +254,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // After a driver allocation refused for want of memory, outside any capture: waits for the
   // work this stream queued (what it dropped is released then, not at a later fence) and
   // hands the pool's free slices back to the driver, so the allocation can be asked once more.
+  // Under the stream's lock: the caller must not hold an embedding lock (Stream.alloc's
+  // binding lets the interpreter's go first).
   void reclaim_for_allocation();
   // Foreign memory an operation just used: held until the next fence, or by the window (and
   // then its graph) while recording.

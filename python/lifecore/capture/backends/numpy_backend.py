@@ -44,7 +44,7 @@ def summarize(values: np.ndarray) -> CapturePayload:
         nan = float("nan")
         return CapturePayload.summary(int(flat.size), nonfinite, nan, nan, nan, nan)
     low, high = float(finite.min()), float(finite.max())
-    with np.errstate(over="ignore"):  # an overflow is answered below, not warned about
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow (inf - inf) is answered below
         mean, std = float(finite.mean()), float(finite.std())
     if not (isfinite(mean) and isfinite(std)):
         # Finite values whose sum or squares overflow float64: the same statistics of the
@@ -61,7 +61,7 @@ def _finite_statistics(region: np.ndarray) -> list[float] | None:
     flat = np.asarray(_real(region, "summary"), dtype=np.float64).ravel()
     if not flat.size:
         return None
-    with np.errstate(over="ignore"):  # an overflow is answered by summarize, not warned about
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is answered by summarize
         statistics = [float(flat.min()), float(flat.max()), float(flat.mean()), float(flat.std())]
     return statistics if all(isfinite(value) for value in statistics) else None
 
