@@ -70,6 +70,8 @@ def test_attach_checks_paths_and_names_the_call():
         attach(session, model, paths=["lin", 3])  # type: ignore[list-item]
     with pytest.raises(InvalidArgumentError, match=r"^attach: no module at path\(s\) \['nope'\] in Normed"):
         attach(session, model, paths=["lin", "nope"])
+    with pytest.raises(LifecoreTypeError, match=r"^attach: argument 'backend' .* the class TorchBackend itself"):
+        attach(session, model, backend=TorchBackend)  # type: ignore[arg-type]
     assert not model.lin._forward_hooks and not model._forward_pre_hooks  # nothing was hooked
     with attach(session, model, paths=["lin"]):
         assert len(model.lin._forward_hooks) == 1

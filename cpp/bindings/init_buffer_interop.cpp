@@ -2,6 +2,7 @@
 // array interface, typed views and the buffer-protocol copies Stream.read_into / write.
 // Translation only: the core lends the memory (runtime::BufferLease); this file builds the
 // structures the consumers read.
+#include <limits>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -85,15 +86,15 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
     const nb::object dim = index_of(item);  // as the other counts take it (a NumPy integer too)
     if (!dim.is_valid())
       raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + type_name_of(item));
-    const long long n = PyLong_AsLongLong(dim.ptr());
-    if (n == -1 && PyErr_Occurred()) {
+    long long n = PyLong_AsLongLong(dim.ptr());
+    if (n == -1 && PyErr_Occurred()) {  // past 64 bits: negative, or past what a dimension holds
       PyErr_Clear();
-      const bool negative = PyObject_RichCompareBool(dim.ptr(), nb::int_(0).ptr(), Py_LT) == 1;
-      if (negative) raise(ErrorKind::InvalidArgument, "view: a dimension is negative: " + nb::cast<std::string>(nb::str(dim)));
-      raise(ErrorKind::Overflow, "view: argument 'shape' holds a dimension past 2**63 - 1: " +
-                                     nb::cast<std::string>(nb::str(dim)));
+      if (PyObject_RichCompareBool(dim.ptr(), nb::int_(0).ptr(), Py_LT) != 1)
+        raise(ErrorKind::Overflow, "view: argument 'shape' holds a dimension past 2**63 - 1: " +
+                                       nb::cast<std::string>(nb::str(dim)));
+      n = std::numeric_limits<long long>::min();  // refused as negative below
     }
-    if (n < 0) raise(ErrorKind::InvalidArgument, "view: a dimension is negative: " + std::to_string(n));
+    if (n < 0) raise(ErrorKind::InvalidArgument, "view: a dimension is negative: " + nb::cast<std::string>(nb::str(dim)));
     if (n != 0 && count > buffer->nbytes() / static_cast<std::uint64_t>(n))
       raise(ErrorKind::InvalidArgument, "view: the shape holds more than the buffer's bytes");
     count *= static_cast<std::uint64_t>(n);

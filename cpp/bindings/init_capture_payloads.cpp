@@ -10,6 +10,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include "capture/capture_geometry.hpp"
 #include "capture_bindings.hpp"
 #include "lifecore/capture/types.hpp"
 #include "lifecore/checked.hpp"
@@ -239,15 +240,13 @@ void init_capture_payloads(nb::module_& m) {
                     p.values = argument<std::vector<double>>(values, "CapturePayload.tensor", "values");
                     // The values are read as an array of that shape: it must hold exactly them (an
                     // empty shape reads them flat).
-                    if (!p.shape.empty()) {
-                      std::optional<std::uint64_t> elements = 1;
-                      for (const std::uint64_t extent : p.shape) elements = checked::mul(elements, extent);
-                      if (!elements || *elements != p.values.size())
-                        raise(ErrorKind::InvalidArgument,
-                              "CapturePayload.tensor: argument 'shape' holds " +
-                                  (elements ? std::to_string(*elements) : std::string("more than 2**64")) +
-                                  " elements, argument 'values' " + std::to_string(p.values.size()));
-                    }
+                    if (const std::uint64_t elements = element_count(p.shape);
+                        !p.shape.empty() && elements != p.values.size())
+                      raise(ErrorKind::InvalidArgument,
+                            "CapturePayload.tensor: argument 'shape' holds " +
+                                (elements == std::numeric_limits<std::uint64_t>::max() ? std::string("2**64 - 1 or more")
+                                                                                       : std::to_string(elements)) +
+                                " elements, argument 'values' " + std::to_string(p.values.size()));
                     return p;
                   },
                   nb::arg("shape").none(), nb::arg("values").none(),

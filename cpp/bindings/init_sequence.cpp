@@ -169,7 +169,7 @@ std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   if (nb::isinstance<nb::str>(device)) {
     std::shared_ptr<runtime::Device> own =
         runtime::Device::open(str_argument(device, "AdmissionCoordinator", "device"), 0, "auto", "thread_local");
-    return std::make_shared<DeviceArenaMemory>(own, /*owned=*/true);
+    return std::make_shared<DeviceArenaMemory>(std::move(own));
   }
   runtime::Device* runtime_device = nullptr;
   if (!nb::try_cast<runtime::Device*>(device, runtime_device) || runtime_device == nullptr)
@@ -179,7 +179,7 @@ std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
   // only the coordinator must not find it closed when the Device object goes. An explicit
   // close still closes it: the coordinator then refuses with ClosedError (the close returned
   // the arena).
-  return std::make_shared<DeviceArenaMemory>(runtime_device->shared_from_this(), /*owned=*/true);
+  return std::make_shared<DeviceArenaMemory>(runtime_device->shared_from_this());
 }
 
 std::vector<DomainConfig> parse_domains(nb::handle domains) {

@@ -33,13 +33,17 @@ namespace lifecore::bindings::table_out {
 
 using namespace nb::literals;
 
-// The host's physical memory in bytes (0 where it cannot be read).
+// The host's physical memory in bytes (0 where it cannot be read), read once: a table made per
+// decode step must not pay the system call each time.
 inline std::uint64_t host_memory_bytes() noexcept {
+  static const std::uint64_t bytes = [] {
 #if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) return static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page);
 #endif
-  return 0;
+    return std::uint64_t{0};
+  }();
+  return bytes;
 }
 
 // Host memory for a table of `count` int32 entries (at least one). A size past the host's

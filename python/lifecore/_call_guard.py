@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import collections.abc
+import operator
 import re
 import sys
 from dataclasses import dataclass
@@ -219,14 +220,9 @@ def _integer(value: Any) -> Optional[int]:
     ``__index__``, a NumPy integer), never for a bool; else None."""
     if isinstance(value, bool) or isinstance(value, _numpy_bools()):
         return None
-    if isinstance(value, int):
-        return value
-    index = getattr(type(value), "__index__", None)
-    if index is None:
-        return None
     try:
-        return int(index(value))
-    except Exception:
+        return operator.index(value)
+    except Exception:  # an __index__ of its own may raise anything: not an integer then
         return None
 
 

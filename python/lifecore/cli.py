@@ -1152,13 +1152,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _whole_number(text: str) -> int:
+    """An argparse type's int; anything else exits 2 with the usage."""
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+
+
 def positive_int(text: str) -> int:
     """argparse type: an int of at least 1 (a bad value exits 2 with the usage); the benchmark
     modules' counts take it too, so they refuse what ``lifecore check`` refuses."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = _whole_number(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
     return value
@@ -1166,10 +1171,7 @@ def positive_int(text: str) -> int:
 
 def _torch_seed(text: str) -> int:
     """argparse type: a seed torch.manual_seed takes (-2**63 to 2**64 - 1)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = _whole_number(text)
     if not -(2**63) <= value < 2**64:
         raise argparse.ArgumentTypeError(f"must be between -2**63 and 2**64 - 1, got {value}")
     return value

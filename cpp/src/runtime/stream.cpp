@@ -201,6 +201,10 @@ void Stream::flush_fenced() {
   // the queue holds waits for a later flush or sync.
   if (recording_elsewhere()) return;
   if (auto status = drop_.flush(driver_, handle_); !status.ok()) queue_failure(status);
+  collect_fenced();
+}
+
+void Stream::collect_fenced() {
   RelaxedCaptureMode relaxed(driver_);  // its own fences: another library's capture stays whole (stream.hpp)
   drop_.collect(driver_);
 }
@@ -398,9 +402,7 @@ namespace {
 // miss while drops of this stream wait behind a fence (collected first, without waiting), and
 // a driver allocation refused for want of memory (Stream::reclaim_for_allocation).
 struct HoldsDrops {};
-struct OutOfDeviceMemory {
-  driver::Status status;
-};
+struct OutOfDeviceMemory {};
 
 }  // namespace
 
@@ -437,33 +439,30 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
       if (!collected && !state_.is_recording() && drop_.in_flight() > 0) throw HoldsDrops{};
       RelaxedCaptureMode relaxed(driver_);  // leaves another library's capture alone (stream.hpp)
       driver::Status status = driver_.mem_alloc(bytes, &made.ptr);
-      if (status.code == driver::Code::out_of_memory && !reclaimed && !state_.is_recording())
-        throw OutOfDeviceMemory{std::move(status)};
+      if (status.code == driver::Code::out_of_memory && !reclaimed && !state_.is_recording()) throw OutOfDeviceMemory{};
       check_status(status);
     }
     return made;
   };
+  // Each answer is given once (its flag stops the lambda asking again), so the pool is asked at
+  // most three times.
   MemoryManager::Reservation reservation;
-  try {
+  for (;;) {
     try {
       reservation = device_->memory().reserve(nbytes, active_window(), allocate);
+      break;
     } catch (HoldsDrops&) {
       // Drops behind a fence this stream already recorded may be done: collect them, which
       // never waits, before a new driver allocation grows the pool.
       collected = true;
-      {
-        RelaxedCaptureMode relaxed(driver_);  // its own fences: another library's capture stays whole
-        drop_.collect(driver_);
-      }
-      reservation = device_->memory().reserve(nbytes, active_window(), allocate);
+      collect_fenced();
+    } catch (OutOfDeviceMemory&) {
+      // Memory dropped on this stream waits for the work queued before the drop; a device full
+      // of it is not full. As a caching allocator does, wait for that work, give the pool's
+      // free slices back, and ask once more; a second refusal is the caller's error.
+      collected = reclaimed = true;
+      reclaim_for_allocation();
     }
-  } catch (OutOfDeviceMemory&) {
-    // Memory dropped on this stream waits for the work queued before the drop; a device full
-    // of it is not full. As a caching allocator does, wait for that work, give the pool's free
-    // slices back, and ask once more; a second refusal is the caller's error.
-    collected = reclaimed = true;
-    reclaim_for_allocation();
-    reservation = device_->memory().reserve(nbytes, active_window(), allocate);
   }
   auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr, nbytes);
   if (reservation.allocated && in_driver_capture) window_node_buffers_.push_back(buffer);

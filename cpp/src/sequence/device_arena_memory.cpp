@@ -7,25 +7,18 @@
 
 namespace lifecore::sequence {
 
-DeviceArenaMemory::DeviceArenaMemory(const std::shared_ptr<runtime::Device>& device, bool owned)
-    : device_(device), owned_(owned ? device : nullptr) {
-  if (!device) raise(ErrorKind::InvalidArgument, "DeviceArenaMemory: a device is required");
+DeviceArenaMemory::DeviceArenaMemory(std::shared_ptr<runtime::Device> device) : device_(std::move(device)) {
+  if (!device_) raise(ErrorKind::InvalidArgument, "DeviceArenaMemory: a device is required");
 }
 
-bool DeviceArenaMemory::closed() const noexcept {
-  auto device = device_.lock();
-  return !device || device->closed();
-}
+bool DeviceArenaMemory::closed() const noexcept { return device_->closed(); }
 
 std::shared_ptr<void> DeviceArenaMemory::watch_close(std::function<void()> on_close) {
-  if (auto device = device_.lock()) return device->watch_close(std::move(on_close));
-  on_close();  // the device is gone: closed
-  return nullptr;
+  return device_->watch_close(std::move(on_close));
 }
 
 PageExtent DeviceArenaMemory::allocate(std::size_t bytes) {
-  auto device = device_.lock();
-  if (!device) raise(ErrorKind::Closed, "AdmissionCoordinator: the device is gone");
+  runtime::Device* device = device_.get();
   device->check_open("AdmissionCoordinator");
   // A driver allocation is a call the driver forbids this thread while a capture of its own
   // records (outside relaxed mode): refused up front, as a stream's allocation is, instead of
@@ -46,16 +39,14 @@ PageExtent DeviceArenaMemory::allocate(std::size_t bytes) {
 }
 
 void DeviceArenaMemory::release(const PageExtent& extent) noexcept {
-  // A closed (or gone) device returned every arena already.
-  if (auto device = device_.lock(); device && !device->closed()) device->memory().release_arena(extent.handle);
+  // A closed device returned every arena already.
+  if (!device_->closed()) device_->memory().release_arena(extent.handle);
 }
 
 std::shared_ptr<runtime::Buffer> DeviceArenaMemory::lend(const PageExtent& chunk) const {
-  auto device = device_.lock();
-  if (!device) raise(ErrorKind::Closed, "arena: the device is gone");
-  device->check_open("arena");
-  std::shared_ptr<runtime::Stream> stream = device->stream();
-  if (!device->memory().hold_arena(chunk.handle)) raise(ErrorKind::Closed, "arena: the arena's memory was returned");
+  device_->check_open("arena");
+  std::shared_ptr<runtime::Stream> stream = device_->stream();
+  if (!device_->memory().hold_arena(chunk.handle)) raise(ErrorKind::Closed, "arena: the arena's memory was returned");
   return std::make_shared<runtime::Buffer>(std::move(stream), chunk.handle, chunk.address, chunk.bytes);
 }
 

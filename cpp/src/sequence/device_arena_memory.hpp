@@ -13,21 +13,21 @@ namespace lifecore::sequence {
 
 class DeviceArenaMemory final : public PageMemory {
  public:
-  // `device` is observed: once it is closed or gone, nothing more is allocated (its close
-  // returned every arena). `owned`, when given, is kept alive (a device opened for a name).
-  explicit DeviceArenaMemory(const std::shared_ptr<runtime::Device>& device, bool owned = false);
+  // `device` is kept open while this lives (an engine holding only the coordinator must not
+  // find it closed); once closed explicitly, nothing more is allocated (its close returned
+  // every arena).
+  explicit DeviceArenaMemory(std::shared_ptr<runtime::Device> device);
   PageExtent allocate(std::size_t bytes) override;
   void release(const PageExtent& extent) noexcept override;
   const char* kind() const noexcept override { return "driver"; }
   bool closed() const noexcept override;
   std::shared_ptr<void> watch_close(std::function<void()> on_close) override;
   // A Buffer over `chunk` that holds its arena: the memory outlives the coordinator while the
-  // buffer (or a view of it) lives. ClosedError once the device is closed or gone.
+  // buffer (or a view of it) lives. ClosedError once the device is closed.
   std::shared_ptr<runtime::Buffer> lend(const PageExtent& chunk) const;
 
  private:
-  std::weak_ptr<runtime::Device> device_;
-  std::shared_ptr<runtime::Device> owned_;
+  std::shared_ptr<runtime::Device> device_;
 };
 
 }  // namespace lifecore::sequence

@@ -238,6 +238,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // hardware-graph device, where a fence would be captured (flushes wait for end_capture).
   void after_issue();
   void flush_fenced();
+  // Releases what the drop queue holds behind fences that completed; never waits.
+  void collect_fenced();
   // stream_synchronize; on success everything the drop queue holds is released. The host waits
   // a user asks for (sync, a bounded sync's polls, read, read_into, a view without a consumer
   // stream), and those of a graph's destroy and of a stream's end, run it in relaxed capture

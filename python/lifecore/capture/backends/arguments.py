@@ -38,6 +38,11 @@ def require_backend(value: Any, call: str, name: str = "backend") -> None:
     """Raises LifecoreTypeError unless ``value`` can serve as a capture backend (has the
     ``transform`` method every observation calls): caught at the call that takes it, not at a
     forward much later."""
+    # The rule of the bound calls that take a backend (CaptureSession.observe, .observer): a
+    # class where an instance is meant has a function transform, yet is no backend.
+    if isinstance(value, type):
+        raise LifecoreTypeError(f"{call}: argument '{name}' must be a capture backend (a TorchBackend, or an object "
+                                f"with the backend methods), got the class {value.__name__} itself: pass an instance")
     if not callable(getattr(value, "transform", None)):
         raise LifecoreTypeError(f"{call}: argument '{name}' must be a capture backend (a TorchBackend, or an object "
                                 f"with the backend methods), got {type(value).__name__}")
