@@ -29,7 +29,7 @@ from lifecore.capture import (
     interventions as iv,
     unlimited,
 )
-from lifecore.errors import AdmissionError, BudgetExceededError, CaptureSessionError, InvalidArgumentError
+from lifecore.errors import AdmissionError, BudgetExceededError, CaptureSessionError, InvalidArgumentError, LifecoreTypeError
 from lifecore.testing.capture_session import ROUTER, sample_discovery
 
 from capture_builders import session_for
@@ -565,3 +565,61 @@ def test_a_capture_nothing_plan_with_no_room_for_outcomes_is_refused_naming_the_
     roomy = CaptureSession(CapturePlan([], unlimited()).admit(discovery, request))
     roomy.enable_interventions(InterventionPlan([iv.zero("z", "blocks.0.mlp")]).admit(discovery, roomy), NumpyBackend())
     assert roomy.intervention_plan is not None
+
+
+class ByteSwapping(NumpyBackend):
+    """Returns the right values in the other byte order: same shape, class and element size."""
+
+    def intervene(self, tensor, request):
+        return super().intervene(tensor, request).astype(tensor.dtype.newbyteorder())
+
+
+class Answering(NumpyBackend):
+    def __init__(self, answer):
+        self.answer = answer
+
+    def intervene(self, tensor, request):
+        return super().intervene(tensor, request)
+
+    def replacement_mismatch(self, original, replacement):
+        return self.answer
+
+
+@pytest.mark.parametrize("backend, message", [
+    (ByteSwapping(), r"'twice' changed blocks\.0\.mlp: dtype float32 became >f4 \(a replacement keeps"),
+    (Answering("device 0 became 1"), r"'twice' changed blocks\.0\.mlp: device 0 became 1"),
+    (Answering(b"bytes"), r"backend\.replacement_mismatch must return None or a str saying what differs, got bytes"),
+])
+def test_a_replacement_the_backend_calls_unfit_fails_its_operation_and_is_not_used(backend, message):
+    # Before: only the element size and the host side were compared, so a replacement of the
+    # same size in another dtype (or on another device) became the output, recorded APPLIED.
+    session = session_with([iv.scale("twice", "blocks.0.mlp", 2.0)])
+    x = hidden()
+    session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", x)
+    assert session.intervene(backend, "blocks.0.mlp", x) is None  # the original output stands
+    with pytest.raises(CaptureSessionError, match=message):
+        session.finish_interventions()
+    record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED
+    np.testing.assert_array_equal(x, hidden())
+
+
+def test_a_replacement_the_backend_accepts_is_applied():
+    backend = Answering(None)
+    session = session_with([iv.scale("twice", "blocks.0.mlp", 2.0)])
+    x = hidden()
+    session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", x)
+    np.testing.assert_array_equal(session.intervene(backend, "blocks.0.mlp", x), x * 2)
+    session.finish_interventions()
+    assert session.take_step().interventions[0].outcome == InterventionOutcome.APPLIED
+
+
+def test_the_numpy_backend_names_what_differs_in_a_replacement():
+    backend = NumpyBackend()
+    x = np.ones(3, np.float16)
+    assert backend.replacement_mismatch(x, x.copy()) is None
+    assert backend.replacement_mismatch(x, x.view(np.int16)) == "dtype float16 became int16"
+    with pytest.raises(LifecoreTypeError, match=r"NumpyBackend\.replacement_mismatch: argument 'replacement'"):
+        backend.replacement_mismatch(x, [1, 2, 3])

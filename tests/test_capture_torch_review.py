@@ -87,6 +87,13 @@ class Moving(TorchBackend):
         return super().intervene(tensor, request).to("meta")
 
 
+class Reinterpreting(TorchBackend):
+    """Same element size, dtype class and device, another dtype: only replacement_mismatch tells."""
+
+    def intervene(self, tensor, request):
+        return super().intervene(tensor, request).to(torch.float16)
+
+
 @pytest.mark.parametrize("backend, message", [(Widening(), r"changed the dtype of lin \(elements of 4 bytes became 8\)"),
                                               (Moving(), r"moved lin off the host")])
 def test_a_replacement_of_another_dtype_or_device_fails_its_operation_and_is_not_used(backend, message):
@@ -125,3 +132,29 @@ def test_a_float32_summary_whose_std_overflows_float32_is_exact_in_float64():
     summary = records["0"].summary
     assert summary.mean == pytest.approx(0.0, abs=1e24) and summary.std == pytest.approx(float(values[0]), rel=1e-6)
 
+
+
+def test_the_torch_backend_names_a_same_size_dtype_or_another_device():
+    # Before: float16 against bfloat16, or one GPU against another, passed the facts' checks
+    # (same element size, both off the host) and became the module's output.
+    backend = TorchBackend()
+    half = torch.ones(3, dtype=torch.float16)
+    assert backend.replacement_mismatch(half, half.clone()) is None
+    assert backend.replacement_mismatch(half, half.bfloat16()) == "dtype torch.float16 became torch.bfloat16"
+    assert backend.replacement_mismatch(half, half.to("meta")) == "device cpu became meta"
+
+
+def test_a_same_size_dtype_swap_fails_its_operation_and_is_not_used():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 2)).to(torch.bfloat16).eval()
+    x = torch.randn(1, 3, 4, dtype=torch.bfloat16)
+    discovery = discover(model, x)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, 3, 1)))
+    session.enable_interventions(InterventionPlan([iv.scale("op", "0", 2.0)]).admit(discovery, session),
+                                 TorchBackend())
+    with attach(session, model, backend=Reinterpreting()), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)  # with a float16 input the next Linear would have failed
+        with pytest.raises(CaptureSessionError, match=r"'op' changed 0: dtype torch\.bfloat16 became torch\.float16"):
+            session.finish_interventions()
+        assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
+    assert out.dtype == torch.bfloat16 and torch.equal(out, model(x))

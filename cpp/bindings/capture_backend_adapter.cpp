@@ -47,6 +47,7 @@ nb::handle native_bytes_name() { static nb::handle n = name("native_bytes"); ret
 nb::handle intervene_name() { static nb::handle n = name("intervene"); return n; }
 nb::handle describe_name() { static nb::handle n = name("describe"); return n; }
 nb::handle summary_statistics_name() { static nb::handle n = name("summary_statistics"); return n; }
+nb::handle replacement_mismatch_name() { static nb::handle n = name("replacement_mismatch"); return n; }
 
 // backend.<name>(args...) without building a bound method per call (PyObject_VectorcallMethod
 // looks the function up on the type and passes the backend as its first argument).
@@ -261,6 +262,19 @@ TensorHandle PythonCaptureBackend::intervene(TensorHandle tensor, const Interven
     if (result.is_none()) throw BackendFailure{"backend.intervene returned None"};
     kept_.push_back(result);
     return static_cast<TensorHandle>(result.ptr());
+  });
+}
+
+std::optional<std::string> PythonCaptureBackend::replacement_mismatch(TensorHandle original, TensorHandle replacement) {
+  return call_backend(&cause_, "backend.replacement_mismatch", [&]() -> std::optional<std::string> {
+    if (!nb::hasattr(backend_, replacement_mismatch_name())) return std::nullopt;  // optional: the facts' checks stand
+    nb::object why = call_method(backend_, replacement_mismatch_name(), static_cast<PyObject*>(original),
+                                 static_cast<PyObject*>(replacement));
+    if (why.is_none()) return std::nullopt;
+    if (!PyUnicode_Check(why.ptr()))
+      throw BackendFailure{"backend.replacement_mismatch must return None or a str saying what differs, got " +
+                           type_name_of(why)};
+    return nb::cast<std::string>(why);
   });
 }
 

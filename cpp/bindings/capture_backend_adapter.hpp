@@ -1,5 +1,5 @@
 // Adapts a Python backend object (shape / dtype / estimate / transform / intervene, and the
-// optional describe / summary_statistics) to the core's CaptureBackend protocol. Constructing one costs nothing: a skipped point never
+// optional describe / summary_statistics / replacement_mismatch) to the core's CaptureBackend protocol. Constructing one costs nothing: a skipped point never
 // reaches any of these calls. Results of `intervene` are kept alive until the session call
 // returns, because the core only sees opaque handles.
 #pragma once
@@ -82,6 +82,8 @@ class PythonCaptureBackend final : public capture::CaptureBackend {
   capture::CapturePayload transform(capture::TensorHandle tensor, const capture::TransformRequest& request) override;
   std::uint64_t native_bytes(capture::TensorHandle tensor, const capture::TransformRequest& request) override;
   capture::TensorHandle intervene(capture::TensorHandle tensor, const capture::InterventionRequest& request) override;
+  std::optional<std::string> replacement_mismatch(capture::TensorHandle original,
+                                                  capture::TensorHandle replacement) override;
   std::vector<nb::object>& kept() { return kept_; }
   const PythonCause& cause() const { return cause_; }
   // An adapter kept across session calls forgets the previous call's exception.

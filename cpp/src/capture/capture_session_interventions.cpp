@@ -185,6 +185,13 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
           continue;
         }
       }
+      // What the facts cannot tell (float16 against bfloat16, one device against another),
+      // where the backend can.
+      if (std::optional<std::string> mismatch = backend.replacement_mismatch(current, out)) {
+        fail_operation(record, "intervention '" + op.id + "' changed " + op.target + ": " + *mismatch +
+                                   " (a replacement keeps the output's dtype and device)");
+        continue;
+      }
       if (with_evidence) {
         record.evidence.push_back(backend.transform(out, evidence));
         if (!evidence_fits(record.evidence, cost.retained_bytes)) {

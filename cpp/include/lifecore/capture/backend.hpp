@@ -76,6 +76,12 @@ class CaptureBackend {
   }
   // Returns a new tensor owned by the adapter until the session call returns.
   virtual TensorHandle intervene(TensorHandle tensor, const InterventionRequest& request) = 0;
+  // What makes an intervention's replacement unfit to stand for the original beyond what
+  // describe tells (another dtype of the same element size, another device off the host),
+  // or nullopt: nothing does, or the backend cannot tell.
+  virtual std::optional<std::string> replacement_mismatch(TensorHandle /*original*/, TensorHandle /*replacement*/) {
+    return std::nullopt;
+  }
 };
 
 // The side-effect free cost model an intervention plan is enabled with.

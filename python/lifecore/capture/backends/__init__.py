@@ -11,7 +11,11 @@ own (count 0, NaN statistics): no backend computes it. It also calls ``dtype``, 
 holds at once, as ``cost.native_peak`` gives for the bundled backends; a backend without it
 fails such captures), ``transform`` (only after the cost
 was reserved; a tensor payload is ``CapturePayload.from_array`` of a copy in the source
-dtype, and may never keep more bytes than were charged) and ``intervene``. A backend keeps
+dtype, and may never keep more bytes than were charged) and ``intervene``. A replacement
+``intervene`` returns must keep the shape, the dtype class and (where ``describe`` tells) the
+element size and the host side; a backend offering ``replacement_mismatch(original,
+replacement) -> str | None`` is also asked what else differs (a dtype of the same size,
+another device), and a phrase fails the operation. A backend keeps
 no tensor handles. An estimate is never
 below the core's admission value floor (1 capture; retained bytes >= numbers kept x
 min(itemsize, 8); host bytes >= elements kept x itemsize for tensor payloads; encoded

@@ -188,6 +188,16 @@ class NumpyBackend:
             raise ValueError(f"{action} is not an activation intervention")
         return out
 
+    def replacement_mismatch(self, original: np.ndarray, replacement: np.ndarray) -> str | None:
+        """What keeps ``replacement`` (an intervention's result) from standing for ``original``:
+        another dtype (float16 against a 2-byte integer, or another byte order, too), as a
+        phrase; None when it may. The session fails the operation on it and keeps the original."""
+        require(original, np.ndarray, "NumpyBackend.replacement_mismatch", "original")
+        require(replacement, np.ndarray, "NumpyBackend.replacement_mismatch", "replacement")
+        if replacement.dtype != original.dtype:
+            return f"dtype {original.dtype} became {replacement.dtype}"
+        return None
+
 
 def _factor_as(dtype: np.dtype, request: Any) -> Any:
     """A SCALE factor in the target's dtype: admission checked it is finite, but 1e39 is inf in

@@ -165,6 +165,19 @@ class TorchBackend:
                 raise ValueError(f"{action} is not an activation intervention")
         return out
 
+    def replacement_mismatch(self, original: torch.Tensor, replacement: torch.Tensor) -> str | None:
+        """What keeps ``replacement`` (an intervention's result) from standing for ``original``:
+        another dtype (float16 against bfloat16 too) or another device (one GPU against
+        another too), as a phrase; None when it may. The session fails the operation on it
+        and keeps the original output."""
+        require(original, torch.Tensor, "TorchBackend.replacement_mismatch", "original")
+        require(replacement, torch.Tensor, "TorchBackend.replacement_mismatch", "replacement")
+        if replacement.dtype != original.dtype:
+            return f"dtype {original.dtype} became {replacement.dtype}"
+        if replacement.device != original.device:
+            return f"device {original.device} became {replacement.device}"
+        return None
+
 
 _SUMMARY = TransformKind.SUMMARY
 _TENSOR = torch.Tensor
