@@ -464,3 +464,40 @@ def test_handles_stay_consistent_when_threads_share_one_driver(fake_cuda, tmp_pa
     result = run_scenario(fake_cuda["plain"], tmp_path, body)
     assert result["errors"] == []
     assert result["stale_after"]["code"] == 400
+
+
+def test_work_still_running_keeps_its_dropped_memory_and_a_timed_sync_waits_for_it(fake_cuda, tmp_path):
+    # The driver answers CUDA_ERROR_NOT_READY while work runs: a timed sync polls until its
+    # deadline and says False, and a buffer dropped behind that work is never handed out again
+    # until its fence is done (the next allocation takes new memory instead).
+    body = """
+    import ctypes, os, time
+    fake = ctypes.CDLL(os.environ["LIFECORE_LIBCUDA"])
+    device = lifecore.Device("cuda")
+    stream = device.stream()
+    started = time.monotonic()
+    result["busy_sync"] = stream.sync(timeout=0.05)
+    result["busy_waited"] = time.monotonic() - started
+    result["stream_polls"] = fake.fake_cuda_stream_queries()
+    for _ in range(100):
+        buffer = stream.alloc(64)
+        stream.fill(buffer, 1)
+        del buffer
+    stats = device.memory_stats()
+    result["busy"] = [stats["slices_in_use"], stats["driver_allocations"]]
+    result["event_polls"] = fake.fake_cuda_event_queries()
+    fake.fake_cuda_set_busy(0)
+    result["idle_sync"] = stream.sync(timeout=10)
+    buffer = stream.alloc(64)
+    stats = device.memory_stats()
+    result["idle"] = [stats["slices_in_use"], stats["driver_allocations"]]
+    del buffer
+    device.close()
+    """
+    result = run_scenario(fake_cuda["plain"], tmp_path, body, FAKE_CUDA_BUSY="1")
+    assert result["busy_sync"] is False and result["busy_waited"] >= 0.05
+    assert result["stream_polls"] > 1  # polled, not one query and a give-up
+    assert result["busy"] == [100, 100]  # no dropped slice served again while its work runs
+    assert result["event_polls"] > 0  # the drops' fences were asked, and said not ready
+    assert result["idle_sync"] is True
+    assert result["idle"] == [1, 100]  # once done, a dropped slice serves the next allocation

@@ -20,6 +20,9 @@
  *   FAKE_CUDA_POINTER_ORDINAL=n  the device cuPointerGetAttribute names for known memory (default 0)
  *   FAKE_CUDA_SYNC=code       what cuStreamSynchronize returns (default 0)
  *   FAKE_CUDA_FAIL=cuA=code,cuB=code  those entry points (base names) fail with those codes
+ *   FAKE_CUDA_BUSY=1          cuStreamQuery and cuEventQuery answer CUDA_ERROR_NOT_READY, as for
+ *                             work still running, until fake_cuda_set_busy(0); cuStreamSynchronize
+ *                             still returns at once
  * fake_cuda_live_events() (exported, not a CUDA entry point) counts the events created and not
  * yet destroyed, so a test can load the library again with ctypes and check for leaks;
  * fake_cuda_timed_events() counts those created with timing (without CU_EVENT_DISABLE_TIMING).
@@ -52,7 +55,7 @@ typedef unsigned long long CUdeviceptr;
 
 enum {
   SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100, INVALID_PTX = 218,
-  INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNSUPPORTED = 900, CAPTURE_UNMATCHED = 903,
+  INVALID_HANDLE = 400, NOT_FOUND = 500, NOT_READY = 600, CAPTURE_UNSUPPORTED = 900, CAPTURE_UNMATCHED = 903,
   CAPTURE_INVALIDATED = 901
 };
 enum { CU_EVENT_DISABLE_TIMING = 0x2 };
@@ -270,7 +273,20 @@ static CUresult fake_cuStreamDestroy(struct stream* s) { INJECT();
   return SUCCESS;
 }
 static CUresult fake_cuStreamSynchronize(struct stream* s) { INJECT(); (void)s; return env_int("FAKE_CUDA_SYNC", 0); }
-static CUresult fake_cuStreamQuery(struct stream* s) { INJECT(); (void)s; return SUCCESS; }
+/* Whether queries find work still running: FAKE_CUDA_BUSY at the first query, then what
+ * fake_cuda_set_busy says. Each query is counted (fake_cuda_stream_queries / _event_queries). */
+static int busy = -1;
+EXPORT void fake_cuda_set_busy(int value) { __atomic_store_n(&busy, value ? 1 : 0, __ATOMIC_SEQ_CST); }
+static CUresult busy_until(long* queries) {
+  __atomic_add_fetch(queries, 1, __ATOMIC_SEQ_CST);
+  int expected = -1;
+  __atomic_compare_exchange_n(&busy, &expected, env_int("FAKE_CUDA_BUSY", 0) ? 1 : 0, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return __atomic_load_n(&busy, __ATOMIC_SEQ_CST) ? NOT_READY : SUCCESS;
+}
+static long stream_queries, event_queries;
+EXPORT long fake_cuda_stream_queries(void) { return __atomic_load_n(&stream_queries, __ATOMIC_SEQ_CST); }
+EXPORT long fake_cuda_event_queries(void) { return __atomic_load_n(&event_queries, __ATOMIC_SEQ_CST); }
+static CUresult fake_cuStreamQuery(struct stream* s) { INJECT(); (void)s; return busy_until(&stream_queries); }
 static long live_events, timed_events;
 EXPORT long fake_cuda_live_events(void) { return __atomic_load_n(&live_events, __ATOMIC_SEQ_CST); }
 /* Events created with timing: those lifecore creates only to order work have none. */
@@ -301,7 +317,7 @@ static CUresult fake_cuEventRecord(void* e, struct stream* s) { INJECT();
   return SUCCESS;
 }
 static CUresult fake_cuEventSynchronize(void* e) { INJECT(); (void)e; return SUCCESS; }
-static CUresult fake_cuEventQuery(void* e) { INJECT(); (void)e; return SUCCESS; }
+static CUresult fake_cuEventQuery(void* e) { INJECT(); (void)e; return busy_until(&event_queries); }
 static CUresult fake_cuEventElapsedTime(float* ms, void* a, void* b) { INJECT();
   /* As CUDA: an event created without timing measures nothing. */
   if ((*(unsigned*)a | *(unsigned*)b) & CU_EVENT_DISABLE_TIMING) return INVALID_HANDLE;
