@@ -272,7 +272,7 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple,
                                      f"got {_type_name(value)}")
     for position, name, value in _arguments(args, kwargs):
         parameter = overload.parameter(position, name)
-        if parameter is not None and _out_of_range(value) and "int" in _text(parameter.annotation):
+        if parameter is not None and _out_of_range(value) and _takes_int(parameter.annotation):
             number = _integer(value)
             what = ("a negative value, where it takes none" if number is not None and number < 0
                     else "a value past what it can hold")
