@@ -1021,11 +1021,74 @@ def test_a_masked_array_is_refused_by_the_numpy_backend() -> None:
     with pytest.raises(LifecoreTypeError, match=r"NumpyBackend.shape: argument 'tensor' is a NumPy masked array"):
         backend.shape(masked)
     session.begin_step(CapturePhase.PREFILL, 0)
-    with pytest.raises(CaptureSessionError, match=r"NumpyBackend.describe: argument 'tensor' is a NumPy masked array"):
+    with pytest.raises(LifecoreTypeError, match=r"^observe at p: NumpyBackend.describe: argument 'tensor' is a NumPy "
+                                                r"masked array.*\(nothing was changed\)$"):
         session.observe(backend, "p", masked)
-    assert session.take_step().records[-1].outcome == CaptureOutcome.FAILED  # the step is taken as usual
-    again = CaptureSession(plan.admit(discovery, CaptureRequest(1, 2, 1)))
-    again.begin_step(CapturePhase.PREFILL, 0)
-    again.observe(backend, "p", masked.filled(0.0))  # the array filled, as the message says
-    summary = again.take_step().records[-1].payload.summary
+    session.observe(backend, "p", masked.filled(0.0))  # the point is still open: the array filled, as the message says
+    summary = session.take_step().records[-1].payload.summary
     assert summary.count == 12 and summary.max == pytest.approx(5 / 11)
+
+
+class DescribeRaising(NumpyBackend):
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+    def describe(self, tensor):
+        raise self.error
+
+
+def _two_selection_session() -> CaptureSession:
+    discovery = CaptureDiscovery("m", [ObservationPoint("h", [Axis("batch", "batch"), Axis("seq", "sequence"),
+                                                              Axis("d", 8)])])
+    plan = CapturePlan([CaptureSelection("full", "h", CaptureTransform.full_tensor()),
+                        CaptureSelection("mean", "h", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 4, 4)))
+    session.begin_step(CapturePhase.PREFILL, 0)
+    return session
+
+
+@pytest.mark.parametrize("wrong", [None, object(), "x", [[[0.0] * 8] * 4]])
+@pytest.mark.parametrize("through", ["observe", "observer"])
+def test_observing_what_is_no_tensor_of_the_backend_is_refused_and_changes_nothing(wrong, through):
+    # Before: the backend's type refusal failed both records (charged their reservations) and
+    # used the point up, so the right tensor was then refused as a second observation.
+    session = _two_selection_session()
+    backend = NumpyBackend()
+    observe = session.observer("h", backend).observe if through == "observer" else \
+        (lambda tensor: session.observe(backend, "h", tensor))
+    usage = session.step_usage().as_tuple(), session.cumulative_usage().as_tuple()
+    with pytest.raises(LifecoreTypeError, match=r"^observe at h: NumpyBackend.describe: argument 'tensor' must be a "
+                                                r"ndarray, got \w+ \(nothing was changed\)$") as refused:
+        observe(wrong)
+    assert isinstance(refused.value.__cause__, LifecoreTypeError)  # the backend's own refusal
+    assert (session.step_usage().as_tuple(), session.cumulative_usage().as_tuple()) == usage
+    x = np.arange(32, dtype=np.float32).reshape(1, 4, 8)
+    observe(x)  # the point is still open
+    records = session.take_step().records
+    assert [r.outcome for r in records] == [CaptureOutcome.CAPTURED] * 2
+    np.testing.assert_array_equal(records[0].payload.tensor, x)
+
+
+def test_a_describe_type_error_is_the_callers_but_another_failure_fails_the_records():
+    session = _two_selection_session()
+    x = np.zeros((1, 4, 8), np.float32)
+    with pytest.raises(LifecoreTypeError, match=r"^observe at h: backend.describe: TypeError: not mine \(nothing was "
+                                                r"changed\)$"):
+        session.observe(DescribeRaising(TypeError("not mine")), "h", x)
+    with pytest.raises(CaptureSessionError, match=r"native capture failed: backend.describe: ValueError: broken"):
+        session.observe(DescribeRaising(ValueError("broken")), "h", x)
+    records = session.take_step().records
+    assert [r.outcome for r in records] == [CaptureOutcome.FAILED] * 2  # a failure of the backend is recorded
+    assert all("ValueError: broken" in r.message for r in records)
+
+
+def test_an_intervention_on_what_is_no_tensor_fails_its_operation_as_before():
+    discovery = sample_discovery()
+    session = session_for(discovery=discovery)
+    session.enable_interventions(InterventionPlan([iv.zero("z", "blocks.0.mlp")]).admit(discovery, session),
+                                 NumpyBackend())
+    session.begin_step(CapturePhase.PREFILL, 0)
+    assert session.intervene(NumpyBackend(), "blocks.0.mlp", None) is None
+    record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED
+    assert "argument 'tensor' must be a ndarray, got NoneType" in record.message

@@ -358,7 +358,6 @@ def test_step_checks_a_row_before_it_steps():
     table = c.decode_table(2, 1, domain="k")
     cases = [
         ([a, b], [TPP, TPP + 1], InvalidArgumentError, "row 1: 2 blocks do not fit in width 1"),
-        ([a, foreign], [TPP, TPP], StaleAuthorityError, "row 1.*another coordinator"),
         ([a, only_v], [TPP, TPP], InvalidArgumentError, "row 1.*domain 'k'"),
     ]
     for sessions, tokens, error, match in cases:
@@ -368,6 +367,21 @@ def test_step_checks_a_row_before_it_steps():
             table.step(sessions, tokens)
         assert [s.retired_frames for s in sessions] == [before[0] + 1, before[1]]
         assert b.backing.pages == pages and (table.table == 0).all()
+    # What the caller got wrong is refused before any row steps.
+    for sessions, tokens, error, match in [([a, foreign], [TPP, TPP], StaleAuthorityError, "row 1.*another coordinator"),
+                                           ([a, b], [TPP, 0], InvalidArgumentError, "row 1: step: tokens must be "
+                                                                                    "positive, got 0"),
+                                           ([a, b], [TPP, -1], InvalidArgumentError, "row 1: .* got -1")]:
+        before = [s.retired_frames for s in sessions]
+        with pytest.raises(error, match=match + r".*\(nothing was stepped or written\)$"):
+            table.step(sessions, tokens)
+        assert [s.retired_frames for s in sessions] == before and (table.table == 0).all()
+    for tokens in ([TPP, 0], [TPP, -1]):
+        before = [a.retired_frames, b.retired_frames]
+        with pytest.raises(InvalidArgumentError, match=r"^step: tokens must be positive, got -?\d \(step_all: row 1; "
+                                                       r"no row stepped\)$"):
+            lifecore.sequence.step_all([a, b], tokens)
+        assert [a.retired_frames, b.retired_frames] == before
     for s in (a, b, only_v, foreign):
         s.close()
 

@@ -170,7 +170,19 @@ std::optional<TensorFacts> PythonCaptureBackend::describe(TensorHandle tensor) {
   if (describes_ < 0) describes_ = nb::hasattr(backend_, describe_name()) ? 1 : 0;
   if (describes_ == 0) return std::nullopt;
   return call_backend(&cause_, "backend.describe", [&] {
-    nb::object value = call_method(backend_, describe_name(), static_cast<PyObject*>(tensor));
+    nb::object value;
+    try {
+      value = call_method(backend_, describe_name(), static_cast<PyObject*>(tensor));
+    } catch (nb::python_error& e) {
+      if (!e.matches(PyExc_TypeError)) throw;
+      // The backend's own argument check: no tensor of its kind, the caller's mistake. A
+      // lifecore refusal already names the call and the argument.
+      bool named = nb::type_name(e.type()).c_str() == std::string_view("lifecore.errors.LifecoreTypeError");
+      std::string message = named ? nb::cast<std::string>(nb::str(e.value()))
+                                  : "backend.describe: " + python_error_summary(e);
+      cause_.record(e.value(), message);
+      throw TensorRefused{message};
+    }
     if (!PyTuple_Check(value.ptr()) || NB_TUPLE_GET_SIZE(value.ptr()) != 3)
       throw BackendFailure{"backend.describe must return (shape, itemsize, on_host)"};
     TensorFacts facts;

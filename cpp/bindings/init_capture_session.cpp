@@ -246,8 +246,11 @@ void bind_capture_session(nb::module_& m) {
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
            nb::sig("def observe(self, backend: object, path: str, tensor: object) -> None"),
            "Captures `tensor` for the selections at `path` through `backend`; unselected or skipped points cost "
-           "a lookup. LifecoreTypeError for a backend without a callable transform (nothing changed). Raises CaptureSessionError without an open step or on a second observation; a refused "
-           "capture marks its record FAILED and raises (BudgetExceededError, InvalidArgumentError, "
+           "a lookup. LifecoreTypeError for a backend without a callable transform, or a `tensor` whose describe() the "
+           "backend refuses with a TypeError (no tensor of its kind): nothing changed, the point may still be "
+           "observed. Raises CaptureSessionError without an open step or on a second observation; a refused "
+           "capture (a shape the point does not take, a limit, a failed transform) marks its record FAILED, keeps "
+           "what was reserved for it (record.charged: usage is never refunded) and raises (BudgetExceededError, InvalidArgumentError, "
            "CaptureSessionError). A backend's KeyboardInterrupt or SystemExit fails its records and propagates "
            "unchanged.")
       .def("take_step", &CaptureSession::take_step,

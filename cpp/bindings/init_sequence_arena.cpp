@@ -174,8 +174,9 @@ void init_sequence_arena(nb::module_& m) {
         "A decode iteration's bookkeeping in one call: sessions[i].step(tokens[i]) for every row (tokens: an\n"
         "int64 NumPy array, read in place; another NumPy integer array, read from an int64 copy; or a list of\n"
         "ints); returns the BackingOutcome values (0 CURRENT, 1 EXTENDED, 2 RETRY_REQUIRED, 3 BACKING_DEFERRED)\n"
-        "as a uint8 array. Not all-or-nothing: the first row that raises\n"
-        "stops the batch (its error names the row); the rows before it stepped.");
+        "as a uint8 array. A token count below 1 in any row is refused before any row steps. Otherwise not\n"
+        "all-or-nothing: the first row that raises (a closed or framed session, say) stops the batch (its error\n"
+        "names the row); the rows before it stepped.");
   m.def("commit_frames", &commit_all_frames, nb::arg("frames").none(),
         nb::sig("def commit_frames(frames: collections.abc.Sequence[FrameHold]) -> numpy.typing.NDArray[numpy.uint8]"),
         "The end of a batch's step in one call: frames[i].commit() for every row (the frames of\n"

@@ -188,7 +188,10 @@ void init_sequence_decode_table(nb::module_& m) {
       "Buffer is never written into a capture: a call is refused (CaptureStateError, nothing changed) while\n"
       "the Buffer's stream records; if another thread begins a capture on that stream during the call, its\n"
       "steps stand, the copy is not made and CaptureStateError says so, and the next call outside the\n"
-      "capture copies the whole table.")
+      "capture copies the whole table. The copy to a Buffer is queued on its stream, as any write: a call\n"
+      "returns before it lands, and a copy that fails on the device is reported by the stream's next sync\n"
+      "(work queued behind it, a graph replay say, may have read the old ids; the next call copies the whole\n"
+      "table again).")
       .def_prop_ro("table", [](const DecodeTableHandle& t) { return t.table; },
                    nb::for_getter(nb::sig("def table(self, /) -> typing.Any")),
                    "The table: its own int32 NumPy array, or the `out` given to decode_table (a Buffer gets the\n"
@@ -238,8 +241,9 @@ void init_sequence_decode_table(nb::module_& m) {
           nb::sig("def step(self, sessions: collections.abc.Sequence[SequenceSession], tokens: object) -> "
                   "numpy.typing.NDArray[numpy.uint8]"),
           "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
-          "update(sessions). Returns the BackingOutcome values as a uint8 array. A step that raises stops the\n"
-          "batch (the rows before it stepped, as step_all) and the table is not written.")
+          "update(sessions). Returns the BackingOutcome values as a uint8 array. A token count below 1 or\n"
+          "another coordinator's session in any row is refused before any row steps; a step that raises after\n"
+          "that stops the batch (the rows before it stepped, as step_all) and the table is not written.")
       .def(
           "assign",
           [](DecodeTableHandle& t, nb::handle row, nb::handle session) {

@@ -160,6 +160,16 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
   auto started = std::chrono::steady_clock::now();
   std::optional<Error> first_error;
   Facts facts;
+  // Asked before any record is touched: what is no tensor of the backend's is the caller's
+  // mistake, refused with every record as it was (the right tensor may still be observed).
+  try {
+    facts.facts = backend.describe(tensor);
+  } catch (const TensorRefused& refused) {
+    capture_time_ += std::chrono::steady_clock::now() - started;
+    raise(ErrorKind::TypeMismatch, "observe at " + std::string(path) + ": " + refused.message + " (nothing was changed)");
+  } catch (const BackendFailure& failure) {
+    facts.failure = failure;
+  }
   for (auto index : selections)
     if (records_[index].outcome.kind == OutcomeKind::missing) observe_selection(backend, index, tensor, facts, first_error);
   capture_time_ += std::chrono::steady_clock::now() - started;
@@ -177,10 +187,7 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     if (!first_error) first_error.emplace(kind, message, std::move(attributes));
   };
   try {
-    if (!facts.asked) {
-      facts.facts = backend.describe(tensor);
-      facts.asked = true;
-    }
+    if (facts.failure) throw *facts.failure;
     auto& priced = priced_[index];
     const std::uint8_t depends = priced_depends_[index];
     if (facts.facts && priced.valid && priced.source_shape == facts.facts->shape &&

@@ -210,6 +210,8 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
       replaced = true;
     } catch (const BackendFailure& failure) {
       fail_operation(record, "native intervention failed: " + failure.message);
+    } catch (const TensorRefused& refused) {  // no tensor of the backend's, before or after
+      fail_operation(record, "native intervention failed: " + refused.message);
     } catch (const Error& error) {
       fail_operation(record, error.what());
     }

@@ -587,6 +587,10 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
   return {TableRow::written, source.pages};
 }
 
+bool SequenceSession::opened_on(const AdmissionCoordinator& coordinator) const noexcept {
+  return state_->coordinator == &coordinator;
+}
+
 std::uint64_t SequenceSession::next_frame_id() const noexcept {
   std::lock_guard<SessionLock> lock(state_->mutex);
   return state_->next_frame;
@@ -616,6 +620,12 @@ std::optional<TerminalReceipt> SequenceSession::receipt() const {
 }
 
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes) {
+  // Bad tokens are the caller's mistake, refused before any row steps; a session's own state
+  // (closed, framed) is found at its row.
+  for (std::size_t i = 0; i < sessions.size(); ++i)
+    if (tokens[i] <= 0)
+      raise(ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens[i]) +
+                                            " (step_all: row " + std::to_string(i) + "; no row stepped)");
   for (std::size_t i = 0; i < sessions.size(); ++i) {
     try {
       outcomes[i] = sessions[i]->step(tokens[i]);

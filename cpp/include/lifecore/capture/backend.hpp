@@ -28,6 +28,12 @@ struct BackendFailure {
   std::string message;
 };
 
+// Thrown by a backend's describe for what is no tensor it takes (a caller's mistake, not a
+// capture that failed): the session refuses the call as a type mismatch, no record changed.
+struct TensorRefused {
+  std::string message;
+};
+
 struct TransformRequest {
   // Distinct per request within a session, so an adapter may convert a request once and
   // reuse it for estimate and transform (0: no reuse).
@@ -62,6 +68,7 @@ class CaptureBackend {
   virtual ~CaptureBackend() = default;
   // The facts of a tensor, or nullopt for a backend that prices its own transforms
   // (shape, then estimate). With facts the session prices and caches each point itself.
+  // Throws TensorRefused for what is no tensor of this backend's.
   virtual std::optional<TensorFacts> describe(TensorHandle /*tensor*/) { return std::nullopt; }
   virtual std::vector<std::uint64_t> shape(TensorHandle tensor) = 0;
   virtual ValueDtype dtype(TensorHandle tensor) = 0;

@@ -163,8 +163,8 @@ class CaptureSession {
     std::uint64_t summary_record_bound = 0;
   };
   struct Facts {  // what observe learned of one tensor, asked once for all its selections
-    bool asked = false;
     std::optional<TensorFacts> facts;
+    std::optional<BackendFailure> failure;  // describe failed: each selection's record fails with it
   };
   void observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor, Facts& facts,
                          std::optional<Error>& first_error);

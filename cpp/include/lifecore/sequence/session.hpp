@@ -216,6 +216,9 @@ class SequenceSession {
                                   TableSource& source, BackingOutcome& outcome);
 
   std::uint64_t next_frame_id() const noexcept;
+  // Whether the session was opened on `coordinator` (fixed at open: asked without the lock,
+  // by address only, so also of a closed session).
+  bool opened_on(const AdmissionCoordinator& coordinator) const noexcept;
   std::optional<std::uint64_t> active_frame() const noexcept;
   std::size_t flight_count() const noexcept;
   std::uint64_t retired_frames() const noexcept;
