@@ -19,6 +19,8 @@ from lifecore.capture import (  # noqa: E402
     CapturePlan,
     CaptureRequest,
     CaptureSession,
+    CaptureSelection,
+    CaptureTransform,
     InterventionOutcome,
     InterventionPlan,
     NumpyBackend,
@@ -28,7 +30,7 @@ from lifecore.capture import (  # noqa: E402
 from lifecore.capture.backends.numpy_backend import summarize as numpy_summarize  # noqa: E402
 from lifecore.capture.backends.torch_backend import summarize as torch_summarize  # noqa: E402
 from lifecore.errors import CaptureSessionError, InvalidArgumentError, LifecoreTypeError  # noqa: E402
-from lifecore.torch import TorchBackend, attach, discover, run_with_capture  # noqa: E402
+from lifecore.torch import TorchBackend, attach, capture, discover, run_with_capture  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
 
@@ -158,3 +160,148 @@ def test_a_same_size_dtype_swap_fails_its_operation_and_is_not_used():
             session.finish_interventions()
         assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
     assert out.dtype == torch.bfloat16 and torch.equal(out, model(x))
+
+
+class ListCache:
+    """A KV cache as a forward sees it: keys appended at each forward, attended over."""
+
+    def __init__(self) -> None:
+        self.keys: list[torch.Tensor] = []
+
+
+class Cached(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, cache: ListCache) -> torch.Tensor:
+        cache.keys.append(x)
+        return self.lin(torch.stack(cache.keys).sum(0))  # depends on what the cache holds
+
+
+class Uncopyable(ListCache):
+    def __deepcopy__(self, memo):
+        raise TypeError("a lock cannot be copied")
+
+
+def test_a_block_discovers_on_a_copy_of_a_cache_passed_in():
+    # Before: the discovery forward appended to the caller's cache (generate() passes one), so
+    # the captured forward ran against it twice and recorded other values, with no warning.
+    model, x = Cached().eval(), torch.randn(1, 3, 4)
+    expected = model(x, ListCache())
+    cache = ListCache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with capture(model, ["lin"], "tensor") as records, torch.no_grad():
+            out = model(x, cache=cache)
+    assert len(cache.keys) == 1  # the captured forward's append only
+    assert torch.equal(out, expected) and torch.equal(records["lin"].tensor, expected)
+    cache = Uncopyable()
+    with pytest.warns(UserWarning, match=r"capture: argument 'cache' \(Uncopyable\) could not be copied for the "
+                                         r"discovery forward \(TypeError: a lock cannot be copied\), so both"):
+        with capture(model, ["lin"], "tensor") as records, torch.no_grad():
+            model(x, cache=cache)
+    assert len(cache.keys) == 2  # as warned
+
+
+def test_a_block_captures_a_forward_through_the_models_torch_compile_wrapper():
+    # Before: torch.compile traced the block's pre-hook, which builds and attaches the session,
+    # and the forward failed with "CaptureSession.observer(): 'self' must be a CaptureSession".
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)).eval(), torch.randn(1, 3, 4)
+    compiled = torch.compile(model, backend="eager")  # no C compiler needed
+    with torch.no_grad():
+        expected = model[0](x)
+        with capture(model, ["0"], "tensor") as records:
+            out = compiled(x)
+    assert records["0"].outcome.name == "CAPTURED" and torch.equal(records["0"].tensor, expected)
+    assert torch.equal(out, model(x))
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+class Pattern(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(q @ k.transpose(-1, -2), dim=-1)  # [batch, heads, queries, keys]
+
+
+class Router(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.gate(x.reshape(-1, 8))  # [batch x tokens, experts], as a MoE router's logits
+
+
+class Decoder(nn.Module):
+    """An attention over a key cache (2 heads of 4) and a router: prefill, then one token a step."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj, self.pattern, self.router = nn.Linear(8, 8), Pattern(), Router()
+
+    def forward(self, x: torch.Tensor, keys: list) -> torch.Tensor:
+        b, t, _ = x.shape
+        h = self.proj(x).reshape(b, t, 2, 4).transpose(1, 2)  # [batch, heads, tokens, 4]
+        keys.append(h)
+        weights = self.pattern(h, torch.cat(keys, dim=2))
+        self.router(x)
+        return weights
+
+
+def test_discover_labels_token_rows_and_takes_axis_kinds_for_an_attention_pattern():
+    # Before: a router's [batch x tokens, experts] had its axis 0 called batch and a pattern's
+    # heads axis (at sequence_axis) called sequence, so both failed at the first forward; a key
+    # axis that grows with the context could not be described at all.
+    model, x = Decoder().eval(), torch.randn(2, 5, 8)
+    plain = discover(model, x, [])
+    assert [a.size for a in plain.point("router.gate").axes] == ["token_rows", 3]
+    assert [a.size for a in plain.point("pattern").axes] == ["batch", 2, 5, 5]  # 2 heads: no sequence
+    discovery = discover(model, x, [], axis_kinds={"pattern": ["batch", None, "sequence", "context"]})
+    assert [(a.name, a.size) for a in discovery.point("pattern").axes] == [
+        ("batch", "batch"), ("d1", 2), ("seq", "sequence"), ("context", "context")]
+    paths = ["pattern", "router.gate"]
+    plan = CapturePlan([CaptureSelection(p, p, CaptureTransform.full_tensor()) for p in paths], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(2, 5, 3)))
+    keys: list = []
+    seen: dict[str, list] = {p: [] for p in paths}
+    manual = [model.get_submodule(p).register_forward_hook(lambda m, a, out, p=p: seen[p].append(out.clone()))
+              for p in paths]
+    with attach(session, model, paths=paths), torch.no_grad():
+        for prediction, step in enumerate([x, torch.randn(2, 1, 8), torch.randn(2, 1, 8)]):
+            session.begin_step(CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE, prediction)
+            model(step, keys)
+            records = session.take_step().records
+            assert [r.outcome.name for r in records] == ["CAPTURED", "CAPTURED"], [r.message for r in records]
+            for record, path in zip(records, paths):
+                assert torch.equal(record.payload.tensor, seen[path][prediction])
+    assert [tuple(t.shape) for t in seen["pattern"]] == [(2, 2, 5, 5), (2, 2, 1, 6), (2, 2, 1, 7)]
+    for m in manual:
+        m.remove()
+
+
+@pytest.mark.parametrize("axis_kinds, error, message", [
+    ({"pattern": ["batch", None]}, InvalidArgumentError, r"gives 'pattern' 2 axes; its output has shape \[2, 2, 5, 5\]"),
+    ({"pattern": ["batch", "heads", None, None]}, InvalidArgumentError, r"gives 'pattern' the axis kind 'heads'; the "
+                                                                        r"kinds are"),
+    ({"pattern": ["batch", "sequence", None, None]}, InvalidArgumentError,
+     r"calls axis 1 of 'pattern' 'sequence', which is 5 in the example \(batch 2, 5 tokens\)"),
+    ({"nope": [None]}, InvalidArgumentError, r"names no module 'nope' of Decoder"),
+    ({"pattern": "batch"}, LifecoreTypeError, r"must give 'pattern' a list of axis kinds"),
+    (["pattern"], LifecoreTypeError, r"must be a mapping"),
+])
+def test_discover_refuses_axis_kinds_that_do_not_fit(axis_kinds, error, message):
+    with pytest.raises(error, match=r"^discover: argument 'axis_kinds' " + message):
+        discover(Decoder().eval(), torch.randn(2, 5, 8), [], axis_kinds=axis_kinds)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_a_payload_may_be_a_torch_tensor_of_any_real_dtype_or_one_that_requires_grad(dtype):
+    # Before: a bfloat16 payload (what a bfloat16 model's capture gives) was refused ("unsupported
+    # ScalarType BFloat16"), as was a tensor that requires grad.
+    value = (torch.arange(6, dtype=torch.float32) / 3).to(dtype).reshape(2, 3)
+    op = iv.replace("patch", "lin", value)
+    assert op.payload_shape == [2, 3] and op.payload == value.double().flatten().tolist()  # exact
+    steering = torch.ones(3, requires_grad=True)
+    assert iv.add("steer", "lin", steering).payload == [1.0, 1.0, 1.0]
+    with pytest.raises(LifecoreTypeError, match=r"argument 'tensor' holds complex values"):
+        iv.replace("patch", "lin", torch.ones(2, dtype=torch.complex64))

@@ -38,6 +38,7 @@ holds the byte budget, and :func:`attach`.
 
 from __future__ import annotations
 
+import copy
 import functools
 import hashlib
 import threading
@@ -230,6 +231,38 @@ def _logit_paths(logits: Any, model: nn.Module, call: str, or_none: bool = False
     return named
 
 
+# What discover's ``axis_kinds`` may call an axis, and the name its Axis gets.
+_AXIS_KIND_NAMES = {"batch": "batch", "sequence": "seq", "token_rows": "rows", "context": "context"}
+
+
+def _axis_kinds(value: Any, model: nn.Module, call: str) -> dict[str, tuple[Optional[str], ...]]:
+    """``axis_kinds`` checked: module path (or ``<path>#<k>``) -> one kind or None per axis."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise LifecoreTypeError(f"{call}: argument 'axis_kinds' must be a mapping of module path -> axis kinds "
+                                f"or None, got {type(value).__name__}")
+    modules = {name for name, _ in model.named_modules() if name}
+    checked: dict[str, tuple[Optional[str], ...]] = {}
+    for path, kinds in value.items():
+        if not isinstance(path, str):
+            raise LifecoreTypeError(f"{call}: argument 'axis_kinds' must be keyed by module paths (str), "
+                                    f"got {type(path).__name__}")
+        if path not in modules and path.rpartition("#")[0] not in modules:
+            raise InvalidArgumentError(f"{call}: argument 'axis_kinds' names no module {path!r} of "
+                                       f"{type(model).__name__}")
+        if not isinstance(kinds, (list, tuple)) or not all(k is None or isinstance(k, str) for k in kinds):
+            raise LifecoreTypeError(f"{call}: argument 'axis_kinds' must give {path!r} a list of axis kinds "
+                                    f"(str or None, one per output axis), got {kinds!r}")
+        unknown = [k for k in kinds if k is not None and k not in _AXIS_KIND_NAMES]
+        if unknown:
+            raise InvalidArgumentError(f"{call}: argument 'axis_kinds' gives {path!r} the axis kind {unknown[0]!r}; "
+                                       f"the kinds are {', '.join(map(repr, _AXIS_KIND_NAMES))} and None "
+                                       f"(the extent the example gives)")
+        checked[path] = tuple(kinds)
+    return checked
+
+
 def _dtype(tensor: torch.Tensor) -> ValueDtype:
     if tensor.dtype.is_floating_point:
         return ValueDtype.FLOATING
@@ -239,11 +272,21 @@ def _dtype(tensor: torch.Tensor) -> ValueDtype:
 def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence_axis: int = 1,
              logits: Iterable[str] = (), identity: Optional[str] = None,
              capabilities: Optional[BackendCapabilities] = None, output_index: OutputIndex = 0,
+             axis_kinds: Optional[Mapping[str, Sequence[Optional[str]]]] = None,
              **example_kwargs: Any) -> CaptureDiscovery:
     """Runs one example forward and records every named module's output as an observation
-    point: the batch axis is symbolic ``batch``, the sequence axis ``sequence`` (the prompt
-    length in prefill, one token in decode), the others known; a negative axis counts from the
-    end of each output's shape. Paths in ``logits`` (a list of the model's module paths) are
+    point. The example's batch B and prompt length T are read from its first tensor input at
+    ``batch_axis`` and ``sequence_axis``; of each output, the axis at ``batch_axis`` is symbolic
+    ``batch`` where it is B, ``token_rows`` (batch x tokens of the step, as a mixture-of-experts
+    router's flattened rows) where it is B x T with T > 1, and the axis at ``sequence_axis`` (of
+    an output of rank 3 or more) ``sequence`` (the prompt length in prefill, one token in
+    decode) where it is T; every other axis is the extent it has. A negative axis counts from
+    the end of each output's shape, and then (the input's axes not being the outputs') those
+    two axes are ``batch`` and ``sequence`` whatever their extent. ``axis_kinds`` names the axes of particular points
+    instead: module path (or ``<path>#<k>``) -> one entry per output axis, ``"batch"``,
+    ``"sequence"``, ``"token_rows"``, ``"context"`` (prompt plus the tokens generated before
+    the step: an attention pattern's key axis) or None (the extent the example gives); each is
+    checked against the example. Paths in ``logits`` (a list of the model's module paths) are
     marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``.
 
     A module the forward calls more than once (a layer shared across depth, a block applied in
@@ -260,21 +303,24 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     namedtuple's field); one for every module, or a mapping module path -> int or str (paths
     it does not name use 0, the first element; every call of a module is selected alike). A plain dict has no position, so under an int it is not
     observed: select it by key. Pass the same ``output_index`` to :func:`attach`. An argument of
-    the wrong type raises ``LifecoreTypeError``, a ``logits`` path naming no module or equal axes
-    ``InvalidArgumentError``, before the forward runs."""
+    the wrong type raises ``LifecoreTypeError``, a ``logits`` or ``axis_kinds`` path naming no
+    module, an unknown axis kind or equal axes ``InvalidArgumentError``, before the forward
+    runs; ``axis_kinds`` of the wrong length for the output, or a kind the example's extent
+    contradicts, ``InvalidArgumentError`` after it."""
     _require_module(model, "discover")
     _check_axes("discover", batch_axis=batch_axis, sequence_axis=sequence_axis)
     _check_output_index(output_index, "discover")
     logits = _logit_paths(logits, model, "discover")
+    kinds = _axis_kinds(axis_kinds, model, "discover")
     return _discover(model, example_args, example_kwargs, batch_axis=batch_axis, sequence_axis=sequence_axis,
                      logits=logits, identity=identity, capabilities=capabilities, output_index=output_index,
-                     symbolic=True)
+                     symbolic=True, axis_kinds=kinds)
 
 
 def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: Mapping[str, Any], *,
               batch_axis: int, sequence_axis: int, logits: Iterable[str], identity: Optional[str],
               capabilities: Optional[BackendCapabilities], output_index: OutputIndex,
-              symbolic: bool) -> CaptureDiscovery:
+              symbolic: bool, axis_kinds: Optional[Mapping[str, tuple[Optional[str], ...]]] = None) -> CaptureDiscovery:
     """:func:`discover`; with ``symbolic`` False every axis is the extent the example forward
     gave (for a session admitted for that one forward, whatever its outputs' axes mean: a
     convolution's axis 1 is channels, not a sequence)."""
@@ -299,6 +345,13 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
         for handle in handles:
             handle.remove()
     logits = set(logits)
+    example = _request_for(example_args, example_kwargs, batch_axis, sequence_axis)
+    batch, tokens = example.batch, example.prompt_tokens
+    # The input's axes are the outputs' where they count from the start ([B, T] ids, [B, T, D]
+    # activations); counted from the end they are not, and each axis keeps its one kind.
+    read = batch_axis >= 0 and sequence_axis >= 0 and _first_tensor(example_args, example_kwargs) is not None
+    # What each kind is in the example's forward, a prefill of its batch and prompt.
+    extents = {"batch": batch, "sequence": tokens, "token_rows": batch * tokens, "context": tokens}
     catalog = []
     for name, calls in seen.items():
         for call, facts in enumerate(calls):
@@ -311,14 +364,31 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
             # A negative axis counts from the end of this output's shape, as the request reads it.
             batch_at = batch_axis + len(shape) if batch_axis < 0 else batch_axis
             sequence_at = sequence_axis + len(shape) if sequence_axis < 0 else sequence_axis
+            given = (axis_kinds or {}).get(path, (axis_kinds or {}).get(name))
+            if given is not None and len(given) != len(shape):
+                raise InvalidArgumentError(f"discover: argument 'axis_kinds' gives {path!r} {len(given)} axes; its "
+                                           f"output has shape {list(shape)}")
             axes = []
             for i, extent in enumerate(shape):
-                if symbolic and i == batch_at:
-                    axes.append(Axis("batch", "batch"))
-                elif symbolic and i == sequence_at and len(shape) > 2:
-                    axes.append(Axis("seq", "sequence"))
-                else:
+                kind: Optional[str] = None
+                if given is not None:
+                    kind = given[i]
+                    if kind is not None and extents[kind] != extent:
+                        raise InvalidArgumentError(
+                            f"discover: argument 'axis_kinds' calls axis {i} of {path!r} {kind!r}, which is "
+                            f"{extents[kind]} in the example (batch {batch}, {tokens} tokens), but the output "
+                            f"has shape {list(shape)}")
+                elif symbolic and i == batch_at:
+                    kind = "batch" if not read or extent == batch else \
+                        "token_rows" if tokens > 1 and extent == batch * tokens else None
+                elif symbolic and i == sequence_at and len(shape) > 2 and (not read or extent == tokens):
+                    kind = "sequence"
+                if kind is None:
                     axes.append(Axis("vocab" if name in logits and i == len(shape) - 1 else f"d{i}", int(extent)))
+                else:
+                    label = _AXIS_KIND_NAMES[kind]
+                    taken = {axis.name for axis in axes}
+                    axes.append(Axis(label if label not in taken else f"{label}{i}", kind))
             # The hook observes before it intervenes: an intervention at this module changes what
             # flows downstream, never what was recorded here.
             catalog.append(ObservationPoint(path, axes, meaning="logits" if name in logits else "activation",
@@ -899,11 +969,15 @@ def _on_limit(on_limit: Union[str, OnLimit], call: str) -> OnLimit:
     raise InvalidArgumentError(f"{call}: argument 'on_limit' must be 'skip', 'fail' or an OnLimit, got {on_limit!r}")
 
 
+def _first_tensor(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Optional[torch.Tensor]:
+    return next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+
+
 def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int,
                  sequence_axis: int) -> CaptureRequest:
     """One prefill of the first tensor argument: its batch and sequence extents (1 where it
     has no such axis)."""
-    first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+    first = _first_tensor(args, kwargs)
     if first is None:
         return CaptureRequest(1, 1, 1)
     shape = tuple(first.shape)
@@ -923,6 +997,46 @@ def _changed_by_a_forward(model: nn.Module) -> Optional[str]:
                 continue
             return f"{type(module).__name__} {name!r}" if name else type(module).__name__
     return None
+
+
+def _eager(hook: Any) -> Any:
+    """``hook`` as torch.compile runs it: as it is, outside the graph it traces (a capture
+    block's hooks build a session and attach it, which a trace cannot hold). For the hooks run
+    once per forward only: the per-point hooks stay as cheap as they are."""
+    disable = getattr(getattr(torch, "compiler", None), "disable", None)
+    return disable(hook) if disable is not None else hook
+
+
+# Values a forward cannot change: passed to a discovery forward as they are.
+_UNCHANGING = (type(None), bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size,
+               torch.memory_format, torch.layout)
+
+
+def _unchanging(value: Any) -> bool:
+    """Whether a forward cannot change ``value``: a tensor (passed as is: a forward that wrote
+    into its input in place would be unusual), a plain value, or a tuple of such."""
+    if isinstance(value, (torch.Tensor, *_UNCHANGING)):
+        return True
+    return type(value) is tuple and all(_unchanging(item) for item in value)
+
+
+def _for_discovery(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The arguments a block's discovery forward runs on: each one a forward could change (a
+    KV cache object, a list) deep-copied, so the captured forward gets them as the caller
+    passed them; one that cannot be copied is passed as is, with a warning."""
+    def copied(name: str, value: Any) -> Any:
+        if _unchanging(value):
+            return value
+        try:
+            return copy.deepcopy(value)
+        except Exception as error:  # noqa: BLE001 - any failure to copy: warned, the value passed
+            warnings.warn(f"{call}: argument {name} ({type(value).__name__}) could not be copied for the discovery "
+                          f"forward ({type(error).__name__}: {error}), so both forwards get it: a forward that "
+                          f"changes it (a cache appended to) changes it twice; pass discovery=lifecore.torch."
+                          f"discover(...) made beforehand", UserWarning, stacklevel=4)
+            return value
+    return (tuple(copied(f"{i}", value) for i, value in enumerate(args)),
+            {key: copied(repr(key), value) for key, value in kwargs.items()})
 
 
 class _CaptureThread(threading.local):
@@ -954,8 +1068,11 @@ class ModelCapture:
     Blocks may nest (on one model, or on a module inside another block's model): each captures
     the one real forward, and no block observes another's discovery forward.
     Leaving the block removes every hook and drains a step a failed forward left. The
-    discovery's forward is a forward like any other: give ``discovery`` where running the model
-    once more costs too much or changes its state (a model in training mode, a cache)."""
+    discovery's forward is a forward like any other, on deep copies of the arguments a forward
+    could change (any but tensors and plain values: a KV cache object the caller or
+    ``generate()`` passes, say), so the captured forward gets them as they were passed: give
+    ``discovery`` where running the model once more (or the copies) costs too much or changes
+    the model's state (a model in training mode)."""
 
     records: CapturedModules
     """The records the ``with`` block gives: filled when the forward through the model returns."""
@@ -1077,6 +1194,7 @@ class ModelCapture:
             block._attachment.detach()  # type: ignore[union-attr]
         _THREAD.discovering = True
         try:
+            args, kwargs = _for_discovery(self._call, args, kwargs)
             # Admitted for this one forward: every axis is the extent it has in it.
             return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
                              sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
@@ -1105,8 +1223,8 @@ class ModelCapture:
         self._entered = True
         self._thread = threading.get_ident()
         self._hooks = [
-            self._model.register_forward_pre_hook(self._begin, with_kwargs=True),
-            self._model.register_forward_hook(self._after),
+            self._model.register_forward_pre_hook(_eager(self._begin), with_kwargs=True),
+            self._model.register_forward_hook(_eager(self._after)),
         ]
         return self.records
 
@@ -1151,9 +1269,10 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     forward with ``BudgetExceededError``. Nothing over the budget is materialized. ``backend``
     defaults to :class:`TorchBackend`; ``discovery`` (from :func:`discover`) saves the
     discovery forward, which otherwise runs the model once more on the same inputs before
-    the captured forward (pass it for a forward that changes state: a model in training
-    mode (a norm or dropout: it warns without ``discovery``), or a cache passed in, which
-    would be appended to twice); ``logits`` and ``output_index`` are :func:`discover`'s (``logits=None``:
+    the captured forward (on deep copies of the arguments other than tensors and plain values,
+    such as a cache object, so the captured forward gets them as they were passed; pass it for
+    a model whose forward changes its own state, a model in training mode (a norm or dropout:
+    it warns without ``discovery``), or where the copies cost too much); ``logits`` and ``output_index`` are :func:`discover`'s (``logits=None``:
     the matched modules when a ``"top_k"`` is asked, since top candidates are admitted on logits
     only, of batch 1); ``batch_axis`` and ``sequence_axis`` are the first tensor input's axes
     the request's batch and prompt length are read from. The block's own discovery takes every

@@ -46,7 +46,20 @@ def _op(id: str, target: str, action: InterventionAction, schedule: CaptureSched
                                  **_evidence(evidence), **fields)
 
 
+def _host(values: Any) -> Any:
+    """A torch tensor as NumPy can read it: detached, on the host, and (unless complex) in
+    float64, which holds every value of every real dtype exactly (NumPy has no bfloat16, and
+    reads no device tensor and no tensor that requires grad); anything else as it is. torch is
+    never imported here: a torch tensor comes from a program that already has."""
+    if type(values).__module__.partition(".")[0] == "torch" and callable(getattr(values, "detach", None)):
+        values = values.detach().cpu()
+        if not values.is_complex():
+            values = values.double()
+    return values
+
+
 def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
+    values = _host(values)
     try:
         given = np.asarray(values)
     except (TypeError, ValueError) as error:
@@ -105,14 +118,17 @@ def mask(id: str, target: str, keep: Any, *, schedule: CaptureSchedule | None = 
 
 def replace(id: str, target: str, tensor: Any, *, schedule: CaptureSchedule | None = None,
             slices: Sequence[CaptureSlice] = (), evidence: None | str | int = None) -> InterventionOperation:
-    """Replaces the selected region (activation patching is replace + slices)."""
+    """Replaces the selected region (activation patching is replace + slices). ``tensor``: an
+    array of numbers (NumPy, a list, or a torch tensor of any real dtype on any device: bfloat16
+    and float16 are read exactly)."""
     shape, values = _array(tensor, "tensor")
     return _op(id, target, InterventionAction.REPLACE, schedule, slices, evidence, payload_shape=shape, payload=values)
 
 
 def add(id: str, target: str, tensor: Any, *, schedule: CaptureSchedule | None = None,
         slices: Sequence[CaptureSlice] = (), evidence: None | str | int = None) -> InterventionOperation:
-    """Adds ``tensor`` to the selected region (e.g. a steering vector)."""
+    """Adds ``tensor`` to the selected region (e.g. a steering vector); ``tensor`` as for
+    :func:`replace`."""
     shape, values = _array(tensor, "tensor")
     return _op(id, target, InterventionAction.ADD, schedule, slices, evidence, payload_shape=shape, payload=values)
 
