@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import lifecore
 import pytest
 
@@ -22,6 +25,10 @@ def test_error_hierarchy():
     assert issubclass(lifecore.LifecoreTypeError, TypeError)
     for name in lifecore.errors.__all__:
         assert issubclass(getattr(lifecore, name), lifecore.LifecoreError)
+    # lifecore.__all__ names the errors itself, so a type checker sees what a star import gives.
+    exported = set(lifecore.__all__)
+    assert set(lifecore.errors.__all__) <= exported
+    assert {name for name in exported if name.endswith("Error")} == set(lifecore.errors.__all__)
 
 
 def test_error_classes_follow_python_protocol_families():
@@ -77,3 +84,21 @@ def test_every_error_kind_of_the_core_names_a_class_of_lifecore_errors():
     for name in names:
         assert issubclass(getattr(errors, name), errors.LifecoreError), name
     assert set(names) == set(errors.__all__)
+
+
+@pytest.mark.parametrize("statement, part", [("import lifecore.torch", "lifecore.torch"),
+                                             ("from lifecore.capture import TorchBackend", "TorchBackend"),
+                                             ("import lifecore.engine", "lifecore.engine")])
+def test_a_part_that_needs_torch_says_so_where_torch_is_missing(statement, part):
+    # Before: a bare "No module named 'torch'" traceback, and the demo's hint named a package
+    # index install (lifecore installs from its source).
+    code = ("import sys\nsys.modules['torch'] = None  # as if torch were not installed\n"
+            f"try:\n    {statement}\nexcept ModuleNotFoundError as error:\n    print(error.name, '|', error)\n"
+            "from lifecore.cli import main\nprint('demo exit', main(['demo']))\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert lines[0] == (f"torch | {part} needs PyTorch, which is not installed: pip install torch (or, in "
+                        f"lifecore's source folder, pip install \".[torch]\")"), run.stdout
+    assert lines[-1] == "demo exit 1"
+    assert "lifecore demo: lifecore.engine needs PyTorch, which is not installed" in run.stderr

@@ -122,3 +122,35 @@ def test_what_may_be_none_or_a_plain_value_is_typed_so(tmp_path: Path):
                   'Argument "seed" to "run" of "LifecycleMachine" has incompatible type "str"',
                   'Incompatible return value type (got "int", expected "str")'):
         assert wrong in result.stdout, result.stdout
+
+
+def test_a_block_table_is_typed_as_what_it_returns(tmp_path: Path):
+    # block_table returned Any: a new int32 array for out=None, else the `out` it filled.
+    result = mypy_on(
+        tmp_path, "tables.py",
+        "import numpy as np\n"
+        "import lifecore\n"
+        "from lifecore.sequence import AdmissionCoordinator, SequenceSession\n"
+        "def tables(c: AdmissionCoordinator, rows: list[SequenceSession], buffer: lifecore.Buffer) -> None:\n"
+        "    reveal_type(c.block_table(rows, 8))\n"
+        "    reveal_type(c.block_table(rows, 8, buffer))\n"
+        "    reveal_type(c.block_table(rows, 8, out=np.zeros((2, 8), np.int32)))\n"
+        "    wrong: lifecore.Buffer = c.block_table(rows, 8)\n")
+    assert result.returncode == 1, result.stdout + result.stderr
+    revealed = [line.split("Revealed type is ", 1)[1] for line in result.stdout.splitlines() if "Revealed type" in line]
+    assert len(revealed) == 3, result.stdout
+    int32 = ("numpy.int32", "_32Bit")  # as the installed NumPy's stubs spell it
+    assert revealed[0].startswith('"numpy.ndarray[') and any(name in revealed[0] for name in int32), revealed
+    assert revealed[1] == '"lifecore._core.runtime.Buffer"', revealed
+    assert revealed[2].startswith('"numpy.ndarray[tuple[int, int]') and any(name in revealed[2] for name in int32)
+    out = result.stdout
+    assert 'variable has type "Buffer")' in out and "Incompatible types in assignment" in out, out
+
+
+def test_a_star_import_gives_the_errors_to_a_type_checker(tmp_path: Path):
+    # lifecore.__all__ spread errors.__all__, which mypy does not evaluate: after
+    # `from lifecore import *` it called CaptureStateError undefined.
+    result = mypy_on(tmp_path, "star.py", "from lifecore import *\n"
+                                          "def refused(error: Exception) -> bool:\n"
+                                          "    return isinstance(error, (CaptureStateError, ClosedError))\n")
+    assert result.returncode == 0, result.stdout + result.stderr

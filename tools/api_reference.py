@@ -216,6 +216,11 @@ def _import(module_name: str) -> Any:
         raise
 
 
+def unimportable() -> list[str]:
+    """The public modules this environment cannot import (a package they need is missing)."""
+    return [name for name in PUBLIC_MODULES if _import(name) is None]
+
+
 def walk() -> list[Entry]:
     """Every public name of every public module, each once (where it is first exported)."""
     entries: list[Entry] = []
@@ -282,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
         names = missing(entries)
         print("\n".join(names) if names else f"every one of {len(entries)} public names is documented")
         return 1 if names else 0
+    if skipped := unimportable():
+        # The reference would lose their sections: refused rather than written short.
+        print(f"api_reference: cannot import {', '.join(skipped)} here (is torch installed?); {API_MD.name} would "
+              f"lose their sections, so it is not written", file=sys.stderr)
+        return 2
     API_MD.write_text(render(entries), encoding="utf-8")
     print(f"wrote {API_MD.relative_to(ROOT)}: {len(entries)} entries")
     return 0

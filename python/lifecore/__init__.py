@@ -58,7 +58,24 @@ __all__ = [
     "kernels",
     "sequence",
     "capture",
-    *errors.__all__,
+    # The errors, named here rather than spread from errors.__all__, which mypy does not read
+    # (a star import would not give them); tests/test_package.py keeps the two lists equal.
+    "LifecoreError",
+    "InvalidArgumentError",
+    "LifecoreTypeError",
+    "LifecoreOverflowError",
+    "CaptureStateError",
+    "CaptureRefusedError",
+    "DriverError",
+    "DeviceLostError",
+    "BackendUnavailableError",
+    "StaleAuthorityError",
+    "CapacityError",
+    "BudgetExceededError",
+    "AdmissionError",
+    "SessionStateError",
+    "ClosedError",
+    "CaptureSessionError",
 ]
 
 

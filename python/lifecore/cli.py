@@ -1140,7 +1140,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     try:
         from lifecore.engine.demo import run_demo
     except ImportError as error:
-        print(f"lifecore demo: needs torch ({error}); pip install lifecore[torch]", file=sys.stderr)
+        print(f"lifecore demo: {error}", file=sys.stderr)
         return 1
     problem = _torch_device_error(args.device)
     if problem:

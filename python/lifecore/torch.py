@@ -47,7 +47,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
 from typing import Any, Optional, Union
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as error:
+    from ._needs_torch import torch_missing
+
+    raise torch_missing("lifecore.torch", error) from error
 from torch import nn
 
 from . import _python_guard

@@ -8,10 +8,17 @@ step on CUDA, bounded activation capture. It is small on purpose: the code an en
 - :mod:`.capture`: per-layer summaries under a byte budget, and one scaled layer.
 - :mod:`.engine`: the pieces put together; :mod:`.demo`: ``lifecore demo``.
 
-Needs torch (``pip install lifecore[torch]``).
+Needs torch (``pip install torch``, or ``pip install ".[torch]"`` in lifecore's source folder).
 """
 
 from __future__ import annotations
+
+try:
+    import torch  # noqa: F401  (each module below needs it: said once, here)
+except ModuleNotFoundError as error:
+    from .._needs_torch import torch_missing
+
+    raise torch_missing("lifecore.engine", error) from error
 
 from .. import _python_guard
 from .capture import CaptureOptions

@@ -7,7 +7,12 @@ from __future__ import annotations
 from math import isfinite
 from typing import Any
 
-import torch
+try:
+    import torch
+except ModuleNotFoundError as error:
+    from ..._needs_torch import torch_missing
+
+    raise torch_missing("TorchBackend", error) from error
 
 from ..._core.capture import (
     CapturePayload,
