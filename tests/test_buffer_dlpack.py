@@ -523,7 +523,7 @@ def test_an_export_to_a_consumer_stream_another_library_captures_is_refused(fake
     dev.close()
     """
     result = run_with_fake_cuda(fake_libcuda, body)
-    assert result["capturing"].startswith("view: the consumer's stream, native stream 0x1000, is being captured")
+    assert result["capturing"].startswith("__dlpack__: the consumer's stream, native stream 0x1000, is being captured")
     assert "take the view before the capture begins" in result["capturing"]
     assert result["issued"] == [0, 0] and result["views"] == 0
     assert result["after"] == [1, 1]

@@ -144,8 +144,8 @@ void versioned_capsule_destructor(PyObject* capsule) {
   capsule_destructor<DLManagedTensorVersioned>(capsule, "dltensor_versioned");
 }
 
-std::pair<int, int> dlpack_device(const Buffer& buffer) {
-  (void)buffer.ptr("__dlpack_device__");  // ClosedError once freed or its device closed
+std::pair<int, int> dlpack_device(const Buffer& buffer, const char* op = "__dlpack_device__") {
+  (void)buffer.ptr(op);  // ClosedError once freed or its device closed
   const driver::Driver& driver = buffer.device()->driver();
   const int type = driver.backend().dlpack_device_type;
   return {type, type == driver::dlpack_device::cpu ? 0 : driver.ordinal()};
@@ -209,7 +209,7 @@ ConsumerStream consumer_stream(int device_type, nb::handle stream) {
 
 nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                          nb::handle copy) {
-  const auto [type, id] = dlpack_device(*view.buffer);
+  const auto [type, id] = dlpack_device(*view.buffer, "__dlpack__");
   if (!copy.is_none()) {
     const int wanted = PyObject_IsTrue(copy.ptr());
     if (wanted < 0) throw nb::python_error();  // its __bool__ raised: that error, not a pending one
@@ -230,7 +230,8 @@ nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle m
   auto owner = std::make_unique<Exported>();
   {
     GilRelease release;  // the lease may wait for the buffer's stream
-    owner->lease = BufferLease::take(view.buffer, consumer.stream ? &*consumer.stream : nullptr, consumer.no_order);
+    owner->lease = BufferLease::take(view.buffer, consumer.stream ? &*consumer.stream : nullptr, consumer.no_order,
+                                     "__dlpack__");
   }
   PyObject* capsule = nullptr;
   if (versioned) {

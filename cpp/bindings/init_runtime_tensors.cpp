@@ -168,6 +168,20 @@ std::optional<std::uintptr_t> cupy_current_stream(nb::handle h) {
   }
 }
 
+// Whether `h` says through the buffer protocol that it may not be written (a JAX array, a
+// read-only NumPy array): a capsule before DLPack 1.0 carries no read-only flag, so a producer
+// that ignores max_version would otherwise have its immutable memory written.
+bool refuses_writers(nb::handle h) {
+  if (!PyObject_CheckBuffer(h.ptr())) return false;  // no other way to ask it: taken as writable
+  Py_buffer view;
+  if (PyObject_GetBuffer(h.ptr(), &view, PyBUF_WRITABLE) == 0) {
+    PyBuffer_Release(&view);
+    return false;
+  }
+  PyErr_Clear();  // the refusal is the answer
+  return true;
+}
+
 void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const std::string& name,
                  const std::string& label, ForeignRange* out) {
   auto [type, id] = dlpack_device_of(h, label);
@@ -208,7 +222,8 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   if (export_failure) refuse(label, "could not be exported by its __dlpack__: " + *export_failure);
   const DLTensor* tensor = nullptr;
   std::uint64_t flags = 0;
-  if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
+  const bool versioned = PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned");
+  if (versioned) {
     auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
     if (managed->version.major != 1) refuse(label, "was exported in DLPack " + std::to_string(managed->version.major) + ".x, not 1.x");
     tensor = &managed->dl_tensor;
@@ -226,7 +241,7 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   out->device_id = tensor->device.device_id;
   out->nbytes = contiguous_bytes(label, tensor->ndim, tensor->shape, tensor->strides, bits / 8);
   out->address = reinterpret_cast<std::uintptr_t>(tensor->data) + tensor->byte_offset;
-  out->read_only = (flags & dlpack_flag_read_only) != 0;
+  out->read_only = (flags & dlpack_flag_read_only) != 0 || (!versioned && refuses_writers(h));
   // The capsule stays unconsumed and referenced: its destructor returns the tensor to its
   // producer once the last hold lets go.
   out->owner = hold_producer(h, capsule);

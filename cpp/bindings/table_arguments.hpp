@@ -92,6 +92,9 @@ inline void check_shape(const char* call, std::int64_t ndim, const std::int64_t*
 
 inline void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t width, Target& t,
                                  const char* call = "block_table") {
+  if (is_numpy_masked_array(out))
+    bad_out(call, "is a NumPy masked array, whose mask the table would not follow (it writes the data beneath); "
+                  "pass its .data");
   if (PyObject_GetBuffer(out.ptr(), &t.view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
     PyErr_Clear();
     Py_buffer probe;
@@ -275,7 +278,7 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
   // export of a buffer would run (and collect its stream's finished work) only to be refused.
   if (nb::isinstance<runtime::Buffer>(tokens) || nb::isinstance<BufferView>(tokens))
     raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
-                                       " must be host token counts (a C-contiguous int64 NumPy array or a list of ints), "
+                                       " must be host token counts (a one-dimensional NumPy array of integers, or a list or tuple of ints), "
                                        "got a lifecore " + type_name_of(tokens) + " (device memory)");
   bool read = nb::try_cast(tokens, out.array, /*convert=*/false);
   if (!read && nb::hasattr(tokens, "dtype") && nb::hasattr(tokens, "astype") && nb::hasattr(tokens, "ndim")) {
@@ -299,7 +302,7 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
   } else {
     if (!nb::isinstance<nb::list>(tokens) && !nb::isinstance<nb::tuple>(tokens))
       raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
-                                         " must be a C-contiguous int64 NumPy array or a list of ints, got " +
+                                         " must be a one-dimensional NumPy array of integers, or a list or tuple of ints, got " +
                                          type_name_of(tokens));
     const ListItems items(tokens);
     out.values.reserve(items.size());

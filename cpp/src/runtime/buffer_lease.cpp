@@ -8,33 +8,34 @@
 namespace lifecore::runtime {
 
 std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream,
-                                               bool wait_optional) {
-  if (!buffer) raise(ErrorKind::InvalidArgument, "view: no buffer");
+                                               bool wait_optional, const char* op) {
+  if (!buffer) raise(ErrorKind::InvalidArgument, std::string(op) + ": no buffer");
   Device& device = *buffer->device();
   driver::Driver& driver = device.driver();
   const driver::BackendDescriptor& backend = driver.backend();
   const bool host_memory = backend.dlpack_device_type == driver::dlpack_device::cpu;
   if (host_memory && consumer_stream != nullptr)
-    raise(ErrorKind::InvalidArgument, "view: this device's memory is exported as CPU memory, which takes no stream");
+    raise(ErrorKind::InvalidArgument,
+          std::string(op) + ": this device's memory is exported as CPU memory, which takes no stream");
   // The view counts from before the wait for the stream, in the same step as the check that
   // the buffer is live: a free() from here on is refused, and a freed buffer is refused here.
-  if (!buffer->try_add_view()) raise(ErrorKind::Closed, "view: the buffer was freed");
+  if (!buffer->try_add_view()) raise(ErrorKind::Closed, std::string(op) + ": the buffer was freed");
   struct ViewUntilLent {
     Buffer* buffer;
     ~ViewUntilLent() {
       if (buffer) buffer->drop_view();
     }
   } view{buffer.get()};
-  buffer->stream()->lend(*buffer, consumer_stream, wait_optional);
+  buffer->stream()->lend(*buffer, consumer_stream, wait_optional, op);
   std::shared_ptr<BufferLease> lease(new BufferLease());
   lease->device_type_ = backend.dlpack_device_type;
   lease->device_id_ = host_memory ? 0 : driver.ordinal();  // DLPack numbers the host as CPU device 0
-  const driver::DevicePtr ptr = buffer->use(device, "view");
+  const driver::DevicePtr ptr = buffer->use(device, op);
   if (host_memory) {
     driver::HostView view;
     driver::Status status = driver.host_view(ptr, buffer->nbytes(), &view);
     // A close() on another thread since use() gave the memory back: the call lost that race.
-    if (!status.ok() && device.closed()) raise(ErrorKind::Closed, "view: the device was closed");
+    if (!status.ok() && device.closed()) raise(ErrorKind::Closed, std::string(op) + ": the device was closed");
     device.note_status(status);
     driver::check(status);
     lease->data_ = view.data;
@@ -52,6 +53,56 @@ BufferLease::~BufferLease() {
   if (!buffer_) return;
   buffer_->device()->leases().remove(this);
   buffer_->drop_view();
+}
+
+namespace {
+
+// Every live table. Lock order: this registry's lock, then one table's; a table's own calls
+// take only its lock.
+std::mutex& tables_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+std::vector<const LeaseTable*>& tables() {
+  static std::vector<const LeaseTable*> all;
+  return all;
+}
+
+bool shares_a_byte(std::uintptr_t first, std::size_t size, std::uintptr_t address, std::size_t bytes) {
+  // [address, address + bytes) and [first, first + size), both non-empty, without overflow.
+  return bytes != 0 && size != 0 && (address >= first ? address - first < size : first - address < bytes);
+}
+
+}  // namespace
+
+LeaseTable::LeaseTable() {
+  std::lock_guard lock(tables_mutex());
+  tables().push_back(this);
+}
+
+LeaseTable::~LeaseTable() {
+  std::lock_guard lock(tables_mutex());
+  auto& all = tables();
+  for (auto it = all.begin(); it != all.end(); ++it) {
+    if (*it == this) {
+      all.erase(it);
+      break;
+    }
+  }
+}
+
+bool LeaseTable::overlaps(std::uintptr_t address, std::size_t bytes) const {
+  std::lock_guard lock(mutex_);
+  for (const BufferLease* lease : leases_)
+    if (shares_a_byte(reinterpret_cast<std::uintptr_t>(lease->data()), lease->nbytes(), address, bytes)) return true;
+  return false;
+}
+
+bool LeaseTable::overlaps_elsewhere(std::uintptr_t address, std::size_t bytes) const {
+  std::lock_guard lock(tables_mutex());
+  for (const LeaseTable* table : tables())
+    if (table != this && table->overlaps(address, bytes)) return true;
+  return false;
 }
 
 void LeaseTable::add(const BufferLease* lease) {

@@ -146,6 +146,18 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
     out.hold = range.owner;
     return out;
   }
+  // Host memory that is the device's own, or another device's, but not within one buffer's
+  // view: mapped as foreign memory it would be written past that buffer, or outside the
+  // other device's stream order and capture rules.
+  if (device.leases().overlaps(range.address, range.nbytes))
+    raise(ErrorKind::InvalidArgument,
+          label + " runs past the bytes of one of the device's buffers or KV arenas (" + std::to_string(range.nbytes) +
+              " bytes at host address " + hex_text(range.address) +
+              "): a tensor over the device's memory must lie within one of them");
+  if (device.leases().overlaps_elsewhere(range.address, range.nbytes))
+    raise(ErrorKind::InvalidArgument,
+          label + " is memory of a buffer of another device (a view of it): the buffer belongs to another device, "
+                  "whose stream orders its work");
   driver::DevicePtr mapped = 0;
   driver::Status status = driver.map_host(reinterpret_cast<void*>(range.address), range.nbytes, &mapped);
   device.note_status(status);

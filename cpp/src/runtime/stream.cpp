@@ -489,9 +489,9 @@ void Stream::check_write_not_recorded(const char* op, std::string_view what) con
 void Stream::write_unrecorded(Buffer& buffer, const void* data, std::size_t bytes, const char* op,
                               std::string_view what) {
   LockWithoutStalling lock(mutex_);
-  check_usable("write");
+  check_usable(op);
   if (state_.is_recording()) refuse_recorded_write(op, what);
-  write_locked(buffer, data, bytes);
+  write_locked(buffer, data, bytes, op);
 }
 
 void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
@@ -500,12 +500,13 @@ void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
   write_locked(buffer, data, bytes);
 }
 
-void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes) {
-  driver::DevicePtr ptr = buffer.use(*device_, "write");
+void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op) {
+  driver::DevicePtr ptr = buffer.use(*device_, op);
   if (bytes == 0 || bytes > buffer.nbytes())
-    raise(ErrorKind::InvalidArgument, "write: data must hold between 1 and " + std::to_string(buffer.nbytes()) +
-                                          " bytes (the buffer's size), got " + std::to_string(bytes));
-  if (refuse_host_work_lazily("write")) return;
+    raise(ErrorKind::InvalidArgument, std::string(op) + ": data must hold between 1 and " +
+                                          std::to_string(buffer.nbytes()) + " bytes (the buffer's size), got " +
+                                          std::to_string(bytes));
+  if (refuse_host_work_lazily(op)) return;
   auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
   std::memcpy(staging->data(), data, bytes);
   touch(buffer);
@@ -1171,19 +1172,19 @@ void Stream::check_lendable(const Buffer& buffer, const char* op) {
   check_lendable_locked(buffer, op);
 }
 
-void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional) {
+void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional, const char* op) {
   LockWithoutStalling lock(mutex_);
-  check_lendable_locked(buffer, "view");
+  check_lendable_locked(buffer, op);
   if (consumer_stream == nullptr) {
     // A consumer recording on this thread asks for no ordering (its work runs at replay): the
     // wait, stricter than asked, is skipped where the driver forbids it.
     if (wait_optional && recording_elsewhere()) return;
-    check_not_recording_elsewhere("view", "waits for this stream on the host");
+    check_not_recording_elsewhere(op, "waits for this stream on the host");
     RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
-    finish_host_wait("view");
+    finish_host_wait(op);
     return;
   }
-  check_native_not_capturing(*consumer_stream, "view", "the consumer's stream",
+  check_native_not_capturing(*consumer_stream, op, "the consumer's stream",
                              "a wait there for this stream's work, which is outside that capture, would make the "
                              "driver invalidate the capture; take the view before the capture begins (it stays valid)");
   check_status(wait_on_device(driver_, *consumer_stream,

@@ -20,8 +20,9 @@ class BufferLease {
   // Makes the memory ready for the consumer (Stream::lend) and lends it. `consumer_stream`
   // null: the buffer's stream is waited for on the host (the only choice on a CPU export);
   // `wait_optional`: the consumer asked for no ordering, so a wait the driver forbids now is skipped.
+  // `op` names the call in its errors (__dlpack__, view).
   static std::shared_ptr<BufferLease> take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream,
-                                           bool wait_optional = false);
+                                           bool wait_optional = false, const char* op = "view");
   ~BufferLease();
   BufferLease(const BufferLease&) = delete;
   BufferLease& operator=(const BufferLease&) = delete;
@@ -46,11 +47,21 @@ class BufferLease {
 // A device's live leases, looked up by the addresses they lent. Thread-safe.
 class LeaseTable {
  public:
+  // Every device's table is known to the others (a host-memory device checks a range against
+  // all of them: its memory is host memory, which another device's view can reach).
+  LeaseTable();
+  ~LeaseTable();
+  LeaseTable(const LeaseTable&) = delete;
+  LeaseTable& operator=(const LeaseTable&) = delete;
   void add(const BufferLease* lease);
   void remove(const BufferLease* lease) noexcept;
   // The buffer whose lent bytes hold [address, address + bytes), and the offset of `address`
   // in it; null when no live lease lent those bytes.
   std::shared_ptr<Buffer> find(std::uintptr_t address, std::size_t bytes, std::size_t* offset) const;
+  // Whether [address, address + bytes) shares a byte with memory this table's leases lent.
+  bool overlaps(std::uintptr_t address, std::size_t bytes) const;
+  // Whether another device's table lent a byte of [address, address + bytes).
+  bool overlaps_elsewhere(std::uintptr_t address, std::size_t bytes) const;
 
  private:
   mutable std::mutex mutex_;

@@ -171,7 +171,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // here. Refused (CaptureStateError) while this stream has a window prepared or recording, and
   // the host wait while a recording elsewhere forbids it (check_not_recording_elsewhere), unless
   // `wait_optional` (the consumer asked for no ordering, DLPack's -1): then it is skipped.
-  void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional = false);
+  void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional = false,
+            const char* op = "view");
   // The rule of lend without its wait, for an export that hands its consumer this stream to
   // order on instead (the CUDA array interface): ClosedError when the buffer or the stream
   // cannot be used, CaptureStateError while this stream has a window prepared or recording.
@@ -206,7 +207,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // CaptureStateError while a tensor's producer has this stream joined to its capture.
   void check_usable(const char* op);
   // write() past check_usable, under the caller's hold of the stream.
-  void write_locked(Buffer& buffer, const void* data, std::size_t bytes);
+  void write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op = "write");
   // sync()'s refusals, checked before any wait (sync and sync_for alike).
   void check_syncable();
   // A host wait for `op` (sync, read, read_into, a view) and what follows it on success: what

@@ -1,5 +1,6 @@
 #include "driver/mock/mock_address_space.hpp"
 
+#include <cstdint>
 #include <cstdlib>
 
 namespace lifecore::driver::mock {
@@ -7,11 +8,18 @@ namespace lifecore::driver::mock {
 DeviceBlock::DeviceBlock(std::size_t bytes) {
   // calloc: large blocks come from zeroed pages the host maps lazily, so a big allocation
   // costs nothing until touched, and fresh device memory reads as zeros (deterministic).
-  data_ = static_cast<std::byte*>(std::calloc(bytes, 1));
+  // Over-allocated to start on a 256-byte boundary, as a device allocation does (DLPack
+  // promises consumers that alignment; JAX copies what lacks it instead of viewing it).
+  constexpr std::size_t align = AddressSpace::alignment;
+  if (bytes > ~std::size_t{0} - align) return;  // no such host allocation: data() stays null
+  allocated_ = std::calloc(bytes + align, 1);
+  if (allocated_ == nullptr) return;
+  const auto address = reinterpret_cast<std::uintptr_t>(allocated_);
+  data_ = static_cast<std::byte*>(allocated_) + (align - address % align) % align;
 }
 
 DeviceBlock::~DeviceBlock() {
-  if (owned_) std::free(data_);
+  if (owned_) std::free(allocated_);
 }
 
 AddressSpace::AddressSpace(DevicePtr base, std::size_t limit) : next_(base), limit_(limit) {}

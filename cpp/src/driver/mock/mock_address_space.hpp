@@ -27,7 +27,8 @@ class DeviceBlock {
   std::byte* data() const noexcept { return data_; }
 
  private:
-  std::byte* data_ = nullptr;
+  std::byte* data_ = nullptr;   // 256-byte aligned where owned, as a device allocation is
+  void* allocated_ = nullptr;   // what the host allocator returned (freed), where owned
   bool owned_ = true;
 };
 
