@@ -141,7 +141,7 @@ def test_every_call_that_would_synchronize_elsewhere_is_refused_up_front(mode) -
             "sync": b.sync,
             "read": lambda: b.read(y),
             "read_into": lambda: b.read_into(y, out),
-            "view": lambda: np.from_dlpack(y.view("float32")),
+            "__dlpack__": lambda: np.from_dlpack(y.view("float32")),  # NumPy exports through it
             "profile": b.profile,
             "alloc": lambda: b.alloc(1 << 20),  # no free slice of that size: a driver allocation
             "launch": lambda: b.launch(K.axpy_info_f32, 1, N, [y, y], info=[N, 0x3F800000]),  # a new info entry

@@ -286,6 +286,7 @@ def test_discover_labels_token_rows_and_takes_axis_kinds_for_an_attention_patter
     ({"pattern": ["batch", "sequence", None, None]}, InvalidArgumentError,
      r"calls axis 1 of 'pattern' 'sequence', which is 5 in the example \(batch 2, 5 tokens\)"),
     ({"nope": [None]}, InvalidArgumentError, r"names no module 'nope' of Decoder"),
+    ({"pattern#3": [None]}, InvalidArgumentError, r"names 'pattern#3', which the example forward gave no tensor point"),
     ({"pattern": "batch"}, LifecoreTypeError, r"must give 'pattern' a list of axis kinds"),
     (["pattern"], LifecoreTypeError, r"must be a mapping"),
 ])
@@ -305,3 +306,27 @@ def test_a_payload_may_be_a_torch_tensor_of_any_real_dtype_or_one_that_requires_
     assert iv.add("steer", "lin", steering).payload == [1.0, 1.0, 1.0]
     with pytest.raises(LifecoreTypeError, match=r"argument 'tensor' holds complex values"):
         iv.replace("patch", "lin", torch.ones(2, dtype=torch.complex64))
+
+
+def test_a_payload_torch_cannot_read_on_the_host_is_a_type_error():
+    with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers: Tensor \("):
+        iv.replace("patch", "lin", torch.ones(3, device="meta"))
+
+
+def test_a_block_copies_an_object_passed_twice_once():
+    # Each argument was copied apart: one cache passed twice became two for the discovery forward.
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.out = nn.Identity()
+
+        def forward(self, x: torch.Tensor, a: ListCache, b: ListCache) -> torch.Tensor:
+            a.keys.append(x)
+            return self.out(torch.cat(b.keys, dim=1))  # empty (an error) where b is not a's cache
+
+    model, x = Twice(), torch.ones(1, 2)
+    cache = ListCache()
+    with capture(model, ["out"], "tensor") as records, torch.no_grad():
+        out = model(x, cache, cache)
+    assert torch.equal(out, x) and len(cache.keys) == 1
+    assert torch.equal(records["out"].tensor, x)

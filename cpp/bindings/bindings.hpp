@@ -22,6 +22,8 @@ void init_sequence(nb::module_& m);
 void init_capture(nb::module_& m);
 
 // The lifecore.errors exception of `error` (its class by kind, its attributes set), not raised.
+// The lifecore.errors class of `kind` (borrowed: held for the process's lifetime).
+PyObject* class_for(ErrorKind kind);
 nb::object python_exception(const Error& error);
 // Sets the Python exception of `error`'s kind (lifecore.errors), with its attributes: for the
 // few entries written as plain CPython methods, outside nanobind's exception translation.

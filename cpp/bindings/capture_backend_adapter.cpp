@@ -174,12 +174,12 @@ std::optional<TensorFacts> PythonCaptureBackend::describe(TensorHandle tensor) {
     try {
       value = call_method(backend_, describe_name(), static_cast<PyObject*>(tensor));
     } catch (nb::python_error& e) {
-      if (!e.matches(PyExc_TypeError)) throw;
-      // The backend's own argument check: no tensor of its kind, the caller's mistake. A
-      // lifecore refusal already names the call and the argument.
-      bool named = nb::type_name(e.type()).c_str() == std::string_view("lifecore.errors.LifecoreTypeError");
-      std::string message = named ? nb::cast<std::string>(nb::str(e.value()))
-                                  : "backend.describe: " + python_error_summary(e);
+      // The backend's own argument check (LifecoreTypeError, as the bundled backends' require
+      // raises it, naming the call and the argument): no tensor of its kind, the caller's
+      // mistake. Any other error, a plain TypeError of a bug in describe included, is the
+      // backend's: it fails the records.
+      if (!e.matches(class_for(ErrorKind::TypeMismatch))) throw;
+      std::string message = nb::cast<std::string>(nb::str(e.value()));
       cause_.record(e.value(), message);
       throw TensorRefused{message};
     }

@@ -247,8 +247,8 @@ void bind_capture_session(nb::module_& m) {
            nb::sig("def observe(self, backend: object, path: str, tensor: object) -> None"),
            "Captures `tensor` for the selections at `path` through `backend`; unselected or skipped points cost "
            "a lookup. LifecoreTypeError for a backend without a callable transform, or a `tensor` whose describe() the "
-           "backend refuses with a TypeError (no tensor of its kind): nothing changed, the point may still be "
-           "observed. Raises CaptureSessionError without an open step or on a second observation; a refused "
+           "backend refuses with a LifecoreTypeError (no tensor of its kind, as the bundled backends say): nothing "
+           "changed, the point may still be observed. Raises CaptureSessionError without an open step or on a second observation; a refused "
            "capture (a shape the point does not take, a limit, a failed transform) marks its record FAILED, keeps "
            "what was reserved for it (record.charged: usage is never refunded) and raises (BudgetExceededError, InvalidArgumentError, "
            "CaptureSessionError). A backend's KeyboardInterrupt or SystemExit fails its records and propagates "

@@ -12,7 +12,6 @@
 #include "lifecore/error.hpp"
 
 namespace lifecore::bindings {
-namespace {
 
 PyObject* class_for(ErrorKind kind) {
   static std::array<PyObject*, error_kind_count> classes{};
@@ -25,8 +24,6 @@ PyObject* class_for(ErrorKind kind) {
   auto index = static_cast<std::size_t>(kind);
   return index < classes.size() ? classes[index] : classes[0];
 }
-
-}  // namespace
 
 nb::object python_exception(const Error& error) {
   nb::object instance = nb::borrow(class_for(error.kind()))(nb::str(error.what()));

@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import sys
 import threading
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -399,6 +400,11 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
             catalog.append(ObservationPoint(path, axes, meaning="logits" if name in logits else "activation",
                                             dtype=dtype, itemsize=itemsize,
                                             position=PointPosition.BEFORE_INTERVENTION))
+    pointed = {point.path for point in catalog} | {name for name, calls in seen.items() if any(calls)}
+    unused = sorted(set(axis_kinds or {}) - pointed)
+    if unused:
+        raise InvalidArgumentError(f"discover: argument 'axis_kinds' names {unused[0]!r}, which the example forward "
+                                   f"gave no tensor point (a call past the module's, or no tensor at its output_index)")
     for name, module in model.named_modules():
         policy = routing_policy_of(module)
         if policy is not None:
@@ -1007,7 +1013,11 @@ def _changed_by_a_forward(model: nn.Module) -> Optional[str]:
 def _eager(hook: Any) -> Any:
     """``hook`` as torch.compile runs it: as it is, outside the graph it traces (a capture
     block's hooks build a session and attach it, which a trace cannot hold). For the hooks run
-    once per forward only: the per-point hooks stay as cheap as they are."""
+    once per forward only: the per-point hooks stay as cheap as they are. Wrapped only once
+    torch's compiler is loaded (a compiled model made it so): a program that never compiles
+    neither imports it (a second, at the first block) nor pays the wrapper at each forward."""
+    if "torch._dynamo" not in sys.modules:
+        return hook
     disable = getattr(getattr(torch, "compiler", None), "disable", None)
     return disable(hook) if disable is not None else hook
 
@@ -1029,11 +1039,13 @@ def _for_discovery(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     """The arguments a block's discovery forward runs on: each one a forward could change (a
     KV cache object, a list) deep-copied, so the captured forward gets them as the caller
     passed them; one that cannot be copied is passed as is, with a warning."""
+    memo: dict[int, Any] = {}  # one memo for all: an object passed twice is one copy, passed twice
+
     def copied(name: str, value: Any) -> Any:
         if _unchanging(value):
             return value
         try:
-            return copy.deepcopy(value)
+            return copy.deepcopy(value, memo)
         except Exception as error:  # noqa: BLE001 - any failure to copy: warned, the value passed
             warnings.warn(f"{call}: argument {name} ({type(value).__name__}) could not be copied for the discovery "
                           f"forward ({type(error).__name__}: {error}), so both forwards get it: a forward that "

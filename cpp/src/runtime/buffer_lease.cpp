@@ -58,14 +58,15 @@ BufferLease::~BufferLease() {
 namespace {
 
 // Every live table. Lock order: this registry's lock, then one table's; a table's own calls
-// take only its lock.
+// take only its lock. Never destroyed: a device may be destroyed during the process's exit,
+// after function-local statics would be.
 std::mutex& tables_mutex() {
-  static std::mutex mutex;
-  return mutex;
+  static auto* mutex = new std::mutex;
+  return *mutex;
 }
 std::vector<const LeaseTable*>& tables() {
-  static std::vector<const LeaseTable*> all;
-  return all;
+  static auto* all = new std::vector<const LeaseTable*>;
+  return *all;
 }
 
 bool shares_a_byte(std::uintptr_t first, std::size_t size, std::uintptr_t address, std::size_t bytes) {

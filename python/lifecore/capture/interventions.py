@@ -59,7 +59,11 @@ def _host(values: Any) -> Any:
 
 
 def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
-    values = _host(values)
+    try:
+        values = _host(values)
+    except Exception as error:  # torch's own refusal: a meta, quantized or nested tensor has no values here
+        raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {type(values).__name__} "
+                                f"({type(error).__name__}: {error})") from error
     try:
         given = np.asarray(values)
     except (TypeError, ValueError) as error:

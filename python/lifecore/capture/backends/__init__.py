@@ -1,6 +1,8 @@
 """Backends: where tensor work happens. A backend offering ``describe(tensor) -> (shape,
 itemsize, on_host)`` is priced by the core's cost model (``transform_usage``: tensor payloads
-at their real bytes) and its request reused while a point's facts hold; otherwise the session
+at their real bytes) and its request reused while a point's facts hold (a ``describe`` that
+raises ``LifecoreTypeError`` says the tensor is none of its kind: the session refuses the
+observation with it and changes nothing; any other error fails the point's records); otherwise the session
 calls ``shape`` and ``estimate`` (side-effect free; an unknown cost raises, it is never zero)
 every time. A backend offering ``summary_statistics(tensor, request)`` is asked a non-empty
 region's SUMMARY through it instead of ``transform``: it answers ``[min, max, mean,
