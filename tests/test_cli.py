@@ -704,6 +704,41 @@ def test_sigterm_ends_a_run_with_a_message_and_143():
     assert re.search(r"capture counting\s+INCOMPLETE\s+interrupted after 2 runs", result.stdout), result.stdout
 
 
+SIGNAL_IN_A_GC_CALLBACK = ("import gc, os, signal, sys\n"
+                           "signal.signal(signal.SIGINT, signal.default_int_handler)  # a background job ignores it\n"
+                           "import lifecore.cli as cli\n"
+                           "armed = []\n"
+                           "def callback(phase, info):\n"
+                           "    if armed and phase == 'start':\n"
+                           "        armed.clear()\n"
+                           "        os.kill(os.getpid(), signal.{signal})\n"
+                           "        for _ in range(1000):  # the handler runs here, and its raise is dropped\n"
+                           "            pass\n"
+                           "gc.callbacks.append(callback)\n"
+                           "call = cli._Runs.__call__\n"
+                           "def collecting_call(self, stats):\n"
+                           "    call(self, stats)\n"
+                           "    if self.runs == 2:\n"
+                           "        armed.append(True)\n"
+                           "        gc.collect()\n"
+                           "cli._Runs.__call__ = collecting_call\n"
+                           "from lifecore.cli import main\n"
+                           "sys.exit(main({argv!r}))\n")
+
+
+def test_a_signal_whose_raise_a_gc_callback_dropped_still_ends_the_run():
+    # Before: Python drops an exception raised while a garbage-collector callback runs (as
+    # Hypothesis's does), so a SIGTERM landing there was lost and the run went on.
+    argv = ["fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "100000", "--steps", "5",
+            "--seed", "4"]
+    for name, status, said in (("SIGTERM", 143, "terminated (SIGTERM)"), ("SIGINT", 130, "interrupted")):
+        result = run(code=SIGNAL_IN_A_GC_CALLBACK.format(signal=name, argv=argv), timeout=120)
+        assert "Exception ignored in" in result.stderr, result.stderr  # the lost raise, as Python reports it
+        assert result.returncode == status, result.stdout + result.stderr
+        assert result.stderr.strip().splitlines()[-1] == f"lifecore fuzz: {said}, the run is incomplete (seed 4)"
+        assert re.search(r"capture counting\s+INCOMPLETE\s+interrupted after 2 runs", result.stdout), result.stdout
+
+
 def test_a_write_error_on_standard_output_is_one_line_and_not_a_failed_check():
     if not os.path.exists("/dev/full"):
         import pytest

@@ -186,10 +186,28 @@ class _Terminated(KeyboardInterrupt):
     ends with a message and ``EXIT_TERMINATED``."""
 
 
+# The interrupts signalled during this command, kept beside their raise: Python drops an
+# exception raised while a garbage-collector callback runs (Hypothesis has one), so a signal
+# landing there would be lost and the run would go on. Each run's start raises one again.
+_signalled: list[type[KeyboardInterrupt]] = []
+
+
 def _on_sigterm(signum: int, frame: Any) -> None:
     # A second SIGTERM while the first one's report is written ends the process at once.
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _signalled.append(_Terminated)
     raise _Terminated
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    _signalled.append(KeyboardInterrupt)
+    raise KeyboardInterrupt
+
+
+def _raise_signalled() -> None:
+    """Raises the first interrupt signalled during this command, where its own raise was lost."""
+    if _signalled:
+        raise _signalled[0]()
 
 
 class _Interrupted(KeyboardInterrupt):
@@ -655,6 +673,7 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     stopped = False  # by the time budget
 
     def make() -> Any:
+        _raise_signalled()
         if deadline is not None and runs.may_stop() and time.perf_counter() >= deadline:
             raise _BudgetSpent
         runs.started += 1
@@ -1335,8 +1354,13 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return _usage_error(args.command, problem)
     # SIGTERM (a CI runner's timeout or cancel) ends the run as Ctrl-C does; only the main
     # thread may set a handler (main() called from another thread keeps the default).
-    sigterm = (signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread()
-               else None)
+    main_thread = threading.current_thread() is threading.main_thread()
+    _signalled.clear()
+    sigterm = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    # Ctrl-C as Python raises it, remembered too; where SIGINT is ignored (a job started in the
+    # background) it stays so.
+    sigint = (signal.signal(signal.SIGINT, _on_sigint)
+              if main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler else None)
     try:
         with temporary_hypothesis_storage() if args.command in HYPOTHESIS_COMMANDS else contextlib.nullcontext():
             status = int(args.func(args))
@@ -1362,6 +1386,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     finally:
         if sigterm is not None:
             signal.signal(signal.SIGTERM, sigterm)
+        if sigint is not None:
+            signal.signal(signal.SIGINT, sigint)
 
 
 def _silence_stdout() -> None:
