@@ -1030,11 +1030,14 @@ def test_a_masked_array_is_refused_by_the_numpy_backend() -> None:
 
 
 class DescribeRaising(NumpyBackend):
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
+    """A fresh exception per call: one kept across tests would keep each raise's traceback,
+    its frames and their sessions, to the end of the run."""
+
+    def __init__(self, error: type[BaseException], message: str) -> None:
+        self.error, self.message = error, message
 
     def describe(self, tensor):
-        raise self.error
+        raise self.error(self.message)
 
 
 def _two_selection_session() -> CaptureSession:
@@ -1069,19 +1072,20 @@ def test_observing_what_is_no_tensor_of_the_backend_is_refused_and_changes_nothi
     np.testing.assert_array_equal(records[0].payload.tensor, x)
 
 
-@pytest.mark.parametrize("error", [TypeError("describe() takes 1 positional argument"), ValueError("broken")])
-def test_a_describe_refusal_is_the_callers_but_a_backend_failure_fails_the_records(error):
+@pytest.mark.parametrize("error, message", [(TypeError, "describe() takes 1 positional argument"),
+                                            (ValueError, "broken")])
+def test_a_describe_refusal_is_the_callers_but_a_backend_failure_fails_the_records(error, message):
     session = _two_selection_session()
     x = np.zeros((1, 4, 8), np.float32)
     with pytest.raises(LifecoreTypeError, match=r"^observe at h: Mine.describe: argument 'tensor' is not mine \(nothing "
                                                 r"was changed\)$"):
-        session.observe(DescribeRaising(LifecoreTypeError("Mine.describe: argument 'tensor' is not mine")), "h", x)
+        session.observe(DescribeRaising(LifecoreTypeError, "Mine.describe: argument 'tensor' is not mine"), "h", x)
     # Any other error, a plain TypeError of a bug in describe included, is the backend's.
-    with pytest.raises(CaptureSessionError, match=rf"native capture failed: backend.describe: {type(error).__name__}: "):
-        session.observe(DescribeRaising(error), "h", x)
+    with pytest.raises(CaptureSessionError, match=rf"native capture failed: backend.describe: {error.__name__}: "):
+        session.observe(DescribeRaising(error, message), "h", x)
     records = session.take_step().records
     assert [r.outcome for r in records] == [CaptureOutcome.FAILED] * 2  # a failure of the backend is recorded
-    assert all(str(error) in r.message for r in records)
+    assert all(message in r.message for r in records)
 
 
 def test_an_intervention_on_what_is_no_tensor_fails_its_operation_as_before():
@@ -1094,3 +1098,32 @@ def test_an_intervention_on_what_is_no_tensor_fails_its_operation_as_before():
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.FAILED
     assert "argument 'tensor' must be a ndarray, got NoneType" in record.message
+
+
+def test_the_last_backend_class_used_is_not_kept_alive():
+    # Before: the check that a backend has a transform remembered the last backend class by a
+    # strong reference, so a class made per request kept all it reached (a 64 MiB array, a
+    # session) until another class was used, and the exit leak report named them.
+    class Held:
+        pass
+
+    held = Held()
+    watch = weakref.ref(held)
+
+    def make_backend(reached: Held) -> NumpyBackend:
+        class PerRequest(NumpyBackend):
+            def transform(self, tensor, request):
+                assert reached is not None  # the class reaches what it was made with
+                return super().transform(tensor, request)
+
+        return PerRequest()
+
+    session = _two_selection_session()
+    session.observe(make_backend(held), "h", np.zeros((1, 4, 8), np.float32))
+    assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.CAPTURED] * 2
+    del held
+    gc.collect()
+    assert watch() is None
+    session.begin_step(CapturePhase.DECODE, 1)  # a new class at the same address is checked anew
+    with pytest.raises(LifecoreTypeError, match=r"must be a capture backend"):
+        session.observe(type("NoTransform", (), {})(), "h", np.zeros((1, 1, 8), np.float32))

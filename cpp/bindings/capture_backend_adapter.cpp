@@ -102,11 +102,44 @@ CapturePayload finite_summary(nb::handle values, std::uint64_t count) {
 
 }  // namespace
 
+namespace {
+
+// The last backend type accepted, borrowed: its weak reference's callback forgets it when the
+// type goes (a type freed and another made at its address must not pass for it), and no
+// strong reference keeps a user's backend class, and all its methods reach, for ever.
+PyObject* accepted_type = nullptr;
+PyObject* accepted_ref = nullptr;  // the weak reference to it (strong), replaced with it
+
+PyObject* forget_accepted_type(PyObject* /*self*/, PyObject* ref) {
+  if (ref == accepted_ref) accepted_type = nullptr;
+  Py_RETURN_NONE;
+}
+
+PyMethodDef forget_accepted_type_def = {"_forget_accepted_backend_type", forget_accepted_type, METH_O, nullptr};
+
+// Remembers `type` (it has transform itself), or nothing where it takes no weak reference.
+void remember_accepted_type(PyObject* type) {
+  static PyObject* callback = PyCFunction_New(&forget_accepted_type_def, nullptr);  // kept: it is the weakref's
+  if (callback == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject* ref = PyWeakref_NewRef(type, callback);
+  if (ref == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  PyObject* previous = accepted_ref;
+  accepted_ref = ref;
+  accepted_type = type;
+  Py_XDECREF(previous);  // a dropped weak reference calls nothing
+}
+
+}  // namespace
+
 void require_capture_backend(nb::handle backend, const char* call, const char* argument) {
-  // Held by a strong reference while it is the one remembered: a type freed and another made
-  // at its address must not pass for it. Remembered only when the type itself has the method
-  // (then every instance has it); an instance that carries its own is checked each call.
-  static PyObject* accepted_type = nullptr;
+  // Remembered only when the type itself has the method (then every instance has it); an
+  // instance that carries its own is checked each call.
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(backend.ptr()));
   if (type == accepted_type) return;
   auto refuse = [&](const std::string& why) {
@@ -120,10 +153,7 @@ void require_capture_backend(nb::handle backend, const char* call, const char* a
   if (!PyCallable_Check(transform.ptr())) refuse(type_name_of(backend));
   nb::object on_type = nb::getattr(nb::handle(type), transform_name(), nb::none());
   if (!PyCallable_Check(on_type.ptr())) return;
-  PyObject* previous = accepted_type;
-  Py_INCREF(type);
-  accepted_type = type;
-  Py_XDECREF(previous);  // last: letting it go may run Python code, which sees the new one
+  remember_accepted_type(type);
 }
 
 bool interrupt_pending() { return held_interrupt != nullptr; }

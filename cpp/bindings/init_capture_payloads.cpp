@@ -7,6 +7,7 @@
 #include <string>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -23,6 +24,13 @@ using namespace lifecore::capture;
 namespace {
 
 using HostView = nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu>;
+
+// One of a summary's statistics, or None for a payload of another kind.
+template <typename T>
+std::optional<T> summary_field(const CapturePayload& p, T value) {
+  if (p.kind != PayloadKind::summary) return std::nullopt;
+  return value;
+}
 
 // Keeps the Python array a payload was built from, and the host view the core reads.
 struct PythonArrayStorage final : PayloadStorage {
@@ -335,14 +343,19 @@ void init_capture_payloads(nb::module_& m) {
         deprecated("CapturePayload.values is deprecated: use tensor, bin_edges or scores");
         return legacy_values(p);
       }, "Deprecated: a tensor's numbers, a histogram's edges or candidates' scores, as a list of floats.")
-      .def_ro("count", &CapturePayload::count, "A summary's element count, finite or not (0 for other kinds).")
-      .def_ro("nonfinite", &CapturePayload::nonfinite,
-           "A summary's count of NaN and infinite elements (0 for other kinds).")
-      .def_ro("min", &CapturePayload::min, "A summary's least finite value (0.0 for other kinds).")
-      .def_ro("max", &CapturePayload::max, "A summary's greatest finite value (0.0 for other kinds).")
-      .def_ro("mean", &CapturePayload::mean, "A summary's mean of the finite values (0.0 for other kinds).")
-      .def_ro("std", &CapturePayload::std,
-           "A summary's population standard deviation of the finite values (0.0 for other kinds).")
+      // A summary's statistics; None for other kinds, whose payload has none (a 0 would read as one).
+      .def_prop_ro("count", [](const CapturePayload& p) { return summary_field(p, p.count); },
+           "A summary's element count, finite or not (None for other kinds).")
+      .def_prop_ro("nonfinite", [](const CapturePayload& p) { return summary_field(p, p.nonfinite); },
+           "A summary's count of NaN and infinite elements (None for other kinds).")
+      .def_prop_ro("min", [](const CapturePayload& p) { return summary_field(p, p.min); },
+           "A summary's least finite value (None for other kinds).")
+      .def_prop_ro("max", [](const CapturePayload& p) { return summary_field(p, p.max); },
+           "A summary's greatest finite value (None for other kinds).")
+      .def_prop_ro("mean", [](const CapturePayload& p) { return summary_field(p, p.mean); },
+           "A summary's mean of the finite values (None for other kinds).")
+      .def_prop_ro("std", [](const CapturePayload& p) { return summary_field(p, p.std); },
+           "A summary's population standard deviation of the finite values (None for other kinds).")
       .def("__repr__", [](const CapturePayload& p) {
         std::string shape;
         for (auto extent : p.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(extent);

@@ -117,14 +117,13 @@ void bind_usage(nb::module_& m) {
         CaptureUsage* other = nullptr;
         return nb::try_cast<CaptureUsage*>(b, other) && other && a == *other;
       })
-      .def("__hash__", [](const CaptureUsage& u) {
-        return nb::hash(nb::make_tuple(u.captures, u.retained_bytes, u.host_bytes, u.encoded_bytes));
-      })
       .def("as_tuple", [](const CaptureUsage& u) {
         return nb::make_tuple(u.captures, u.retained_bytes, u.host_bytes, u.encoded_bytes);
       }, nb::sig("def as_tuple(self) -> tuple[int, int, int, int]"),
          "(captures, retained_bytes, host_bytes, encoded_bytes) as a tuple of ints.")
       .def("__repr__", &reprs::usage);
+  // Equal by value and mutable: no hash, as for a list (as_tuple() is the hashable form).
+  usage.attr("__hash__") = nb::none();
 }
 
 void bind_points(nb::module_& m) {
@@ -188,6 +187,10 @@ void bind_points(nb::module_& m) {
       .def("__eq__", [](const RoutingPolicy& a, nb::handle b) {
         RoutingPolicy* other = nullptr;
         return nb::try_cast<RoutingPolicy*>(b, other) && other && a == *other;
+      })
+      .def("__hash__", [](const RoutingPolicy& p) {  // equal policies hash alike (read-only fields)
+        return nb::hash(nb::make_tuple(p.num_experts, p.top_k, static_cast<int>(p.scoring), p.groups, p.topk_groups,
+                                       p.epsilon, p.scale, p.learned_coefficient_scale));
       })
       .def("__repr__", [](const RoutingPolicy& p) {
         return "RoutingPolicy(" + std::to_string(p.num_experts) + ", " + std::to_string(p.top_k) + ", scoring='" +
@@ -325,7 +328,10 @@ void bind_request_and_schedule(nb::module_& m) {
            "Steps the run may take, prefill included: predictions 0 to max_predictions - 1.")
       .def("__eq__", [](const CaptureRequest& a, nb::handle b) {
              return nb::isinstance<CaptureRequest>(b) && a == nb::cast<const CaptureRequest&>(b);
-           }, nb::sig("def __eq__(self, other: object, /) -> bool"));
+           }, nb::sig("def __eq__(self, other: object, /) -> bool"))
+      .def("__hash__", [](const CaptureRequest& r) {  // equal requests hash alike (read-only fields)
+        return nb::hash(nb::make_tuple(r.batch, r.prompt_tokens, r.max_predictions));
+      });
 
   nb::class_<CaptureSchedule>(m, "CaptureSchedule", "When a selection fires: phases, [first, end) predictions, every n.")
       .def("__repr__", &reprs::schedule)

@@ -77,7 +77,13 @@ class ValueOrConstructor(Generic[C, V]):
 
 
 def _summary(p: CapturePayload) -> Optional[Summary]:
-    return Summary(p.count, p.nonfinite, p.min, p.max, p.mean, p.std) if p.kind == "summary" else None
+    if p.kind != "summary":
+        return None
+    # A summary's statistics are all present (None only on payloads of other kinds).
+    count, nonfinite, low, high, mean, std = p.count, p.nonfinite, p.min, p.max, p.mean, p.std
+    assert count is not None and nonfinite is not None and low is not None and high is not None
+    assert mean is not None and std is not None
+    return Summary(count, nonfinite, low, high, mean, std)
 
 
 def _histogram(p: CapturePayload) -> Optional[Histogram]:
