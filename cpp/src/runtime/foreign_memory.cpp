@@ -53,6 +53,14 @@ void check_pointer_device(Device& device, int type, driver::DevicePtr ptr, std::
   }
 }
 
+// A tensor partly over one of the device's buffers (or arenas) and partly not, on the device
+// (`where`: its address) or over host memory a view of it lent.
+[[noreturn]] void refuse_straddling(const std::string& label, std::size_t nbytes, const std::string& where) {
+  raise(ErrorKind::InvalidArgument, label + " runs past the bytes of one of the device's buffers or KV arenas (" +
+                                        std::to_string(nbytes) + " bytes at " + where +
+                                        "): a tensor over the device's memory must lie within one of them");
+}
+
 }  // namespace
 
 std::string dlpack_device_name(int device_type) {
@@ -129,10 +137,7 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
         raise(ErrorKind::Closed, label + " points into the memory of a freed buffer");
       case Kind::straddles:
         // Part of it is a buffer's or an arena's, part is not: no window could retain it whole.
-        raise(ErrorKind::InvalidArgument,
-              label + " runs past the bytes of one of the device's buffers or KV arenas (" +
-                  std::to_string(range.nbytes) + " bytes at " + hex_text(out.ptr) +
-                  "): a tensor over the device's memory must lie within one of them");
+        refuse_straddling(label, range.nbytes, hex_text(out.ptr));
       case Kind::arena:
         // A coordinator's memory, never a window's: held as any producer is (a view of the
         // arena holds the arena), with no driver question to ask.
@@ -150,10 +155,7 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
   // view: mapped as foreign memory it would be written past that buffer, or outside the
   // other device's stream order and capture rules.
   if (device.leases().overlaps(range.address, range.nbytes))
-    raise(ErrorKind::InvalidArgument,
-          label + " runs past the bytes of one of the device's buffers or KV arenas (" + std::to_string(range.nbytes) +
-              " bytes at host address " + hex_text(range.address) +
-              "): a tensor over the device's memory must lie within one of them");
+    refuse_straddling(label, range.nbytes, "host address " + hex_text(range.address));
   if (device.leases().overlaps_elsewhere(range.address, range.nbytes))
     raise(ErrorKind::InvalidArgument,
           label + " is memory of a buffer of another device (a view of it): the buffer belongs to another device, "
