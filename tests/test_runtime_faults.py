@@ -251,3 +251,42 @@ def test_unknown_fault_name_lists_the_valid_ones(mock_device) -> None:
     s = mock_device.stream()
     s.launch(K.scale_f32, 1, 1, [1, 1.0, ones(s), ones(s)])
     s.sync()  # nothing was injected
+
+
+@pytest.mark.parametrize("call, operation, act", [
+    ("mem_alloc", "Stream.alloc", lambda dev, s, buf: s.alloc(1 << 20)),
+    ("stream_create", "Device.stream", lambda dev, s, buf: dev.stream()),
+    ("memcpy_dtoh", "Stream.read", lambda dev, s, buf: s.read(buf)),
+    ("stream_synchronize", "Stream.sync", lambda dev, s, buf: s.sync()),
+    # A failure queued by an earlier launch, surfacing at the read: the core names it "read".
+    ("launch_kernel", "Stream.read",
+     lambda dev, s, buf: (s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, buf, buf]), s.read(buf))),
+])
+def test_a_driver_failure_names_the_lifecore_call(mock_hardware_device, call, operation, act) -> None:
+    """The core names the driver call ("mockMemAlloc failed"); the message starts with the
+    caller's lifecore call, which ``operation`` holds too."""
+    dev = mock_hardware_device
+    s = dev.stream()
+    buf = ones(s)
+    dev.inject_fault(call, FAILED)
+    with pytest.raises(DriverError) as raised:
+        act(dev, s, buf)
+    assert raised.value.operation == operation
+    assert str(raised.value).startswith(f"{operation}: ") and raised.value.call.startswith("mock")
+    assert str(raised.value).count(operation) == 1
+    assert_recapturable(dev, s)
+
+
+def test_a_driver_failure_inside_a_captured_step_names_the_innermost_call(mock_hardware_device) -> None:
+    dev = mock_hardware_device
+    s = dev.stream()
+    dev.inject_fault("mem_alloc", FAILED)
+    with pytest.raises(DriverError) as raised:
+        s.capture(lambda st: st.alloc(1 << 20))
+    assert raised.value.operation == "Stream.alloc"
+    assert str(raised.value).startswith("Stream.alloc: mockMemAlloc failed")
+    assert_recapturable(dev, s)
+
+
+def test_a_driver_error_raised_by_python_code_has_no_operation() -> None:
+    assert DriverError("by hand").operation == "" and str(DriverError("by hand")) == "by hand"

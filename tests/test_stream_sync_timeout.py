@@ -162,8 +162,8 @@ def test_a_bounded_sync_yields_to_a_signal_while_another_thread_blocks_in_sync(b
 @pytest.mark.parametrize(
     "timeout, error, message",
     [
-        (-1, InvalidArgumentError, "sync: timeout must not be negative"),
-        (-0.5, InvalidArgumentError, "sync: timeout must not be negative"),
+        (-1, InvalidArgumentError, "sync: timeout must not be negative, got -1$"),
+        (-0.5, InvalidArgumentError, r"sync: timeout must not be negative, got -0\.5$"),
         (float("nan"), InvalidArgumentError, "timeout. must be a number, not NaN"),
         ("1", LifecoreTypeError, "timeout"),
         (True, LifecoreTypeError, "timeout"),

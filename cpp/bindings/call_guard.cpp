@@ -8,7 +8,8 @@
 //   - on success costs a scan of the arguments for a bool (a pointer compare each),
 //   - refuses a bool where the function's signature takes only numbers, and
 //   - turns nanobind's overload failure into the LifecoreTypeError / LifecoreOverflowError that
-//     lifecore._call_guard.explain builds (naming the argument and what it expects).
+//     lifecore._call_guard.explain builds (naming the argument and what it expects), and
+//   - puts the call's name in front of a DriverError (which names only the driver call).
 // Hot paths (launch, step, observe, replay) pay no Python call; the Python side only runs when
 // a call is refused anyway.
 #include <array>
@@ -88,11 +89,34 @@ bool bools_accepted(PyObject* func, PyObject* const* args, size_t nargsf, PyObje
   return true;
 }
 
+// A DriverError names the driver call that failed; name_operation puts the caller's lifecore
+// call in front of it (the error, its type and traceback stay; a failure there keeps it as is).
+// Any other error passes untouched. The error is fetched first: finding DriverError may import
+// lifecore.errors, which must not run with an exception set.
+void name_operation(PyObject* func) {
+  PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (value != nullptr) {
+    try {
+      if (PyErr_GivenExceptionMatches(type, class_for(ErrorKind::Driver)))
+        python_half("name_operation")(nb::handle(func), nb::handle(value));
+    } catch (nb::python_error&) {  // naming is a courtesy: the driver's error stands
+    } catch (...) {
+    }
+    PyErr_Clear();
+  }
+  PyErr_Restore(type, value, traceback);
+}
+
 // The dispatcher failed with a TypeError: if it was nanobind's own "incompatible function
 // arguments" (or the translator's nameless wrong-type floor), replace it with the lifecore
 // error that explain() builds; any other error passes through untouched.
 void translate_failure(PyObject* func, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  if (!PyErr_ExceptionMatches(PyExc_TypeError)) return;
+  if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+    name_operation(func);
+    return;
+  }
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);
   PyErr_NormalizeException(&type, &value, &traceback);

@@ -281,6 +281,25 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple,
     return None
 
 
+def name_operation(func: Any, error: BaseException) -> None:
+    """Puts the lifecore call ``func`` in front of the DriverError ``error`` it raised (the core
+    names the driver call: "mockMemAlloc failed: ..." alone does not say which of the caller's
+    calls failed) and sets its ``operation``. An error a call made inside ``func`` already
+    named (an allocation in a captured step) keeps the innermost name."""
+    label = _label(func)[:-2]  # without the "()"
+    if getattr(error, "operation", "") or any(part.startswith("_") for part in label.split(".")):
+        return  # named inside already, or a private surface (the raw driver's tests read its text)
+    error.operation = label  # type: ignore[attr-defined]  # a DriverError's attribute
+    text = str(error)
+    bare = label.rsplit(".", 1)[-1] + ": "  # the core's own name for the call ("read: ...")
+    if text.startswith(bare):
+        text = f"{label}: {text[len(bare):]}"
+    elif not text.startswith((label + ":", label + "()")):
+        text = f"{label}: {text}"
+    if error.args:
+        error.args = (text,) + tuple(error.args[1:])
+
+
 def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException) -> Optional[BaseException]:
     """The lifecore error for nanobind's "incompatible function arguments" ``error`` raised by
     ``func`` (or its "no constructor defined" raised by calling a class that lifecore creates

@@ -76,8 +76,11 @@ class DriverError(LifecoreError):
 
     Attributes: ``code`` (the native status number), ``status`` (its name, e.g.
     ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``), ``call`` (the driver call),
-    ``driver_message`` and ``lifecore_status`` (lifecore's own name for the status, the same
-    on every backend, e.g. ``capture_invalidated``; one of ``lifecore._core.status_codes()``).
+    ``driver_message``, ``lifecore_status`` (lifecore's own name for the status, the same
+    on every backend, e.g. ``capture_invalidated``; one of ``lifecore._core.status_codes()``)
+    and ``operation`` (the lifecore call it surfaced in, which the message starts with: a
+    failure inside a call made by another, such as an allocation in a captured step, names
+    the innermost).
     An error raised without them (by Python code) reads the class's defaults.
     """
 
@@ -92,6 +95,9 @@ class DriverError(LifecoreError):
     """The driver call that failed, by its native name (e.g. ``cuModuleLoadDataEx``)."""
     driver_message: str = ""
     """The driver's own description of the status, when it gives one (else empty)."""
+    operation: str = ""
+    """The lifecore call the failure surfaced in, as its message starts (e.g. ``Stream.alloc``);
+    empty when it reached no lifecore call (raised by Python code, or by a background wait)."""
 
 
 class DeviceLostError(DriverError):
