@@ -29,7 +29,7 @@ from lifecore.capture import (  # noqa: E402
     interventions as iv,
     unlimited,
 )
-from lifecore.errors import CaptureSessionError, InvalidArgumentError  # noqa: E402
+from lifecore.errors import CaptureSessionError, ClosedError, InvalidArgumentError  # noqa: E402
 
 from capture_builders import session_for  # noqa: E402
 from torch_capture_helpers import intervening_session, prefill_step  # noqa: E402
@@ -282,6 +282,9 @@ def test_detach_removes_every_hook_and_bad_paths_attach_nothing(model, tokens):
         model(tokens)  # hooks outside a step are refused, not silently ignored
     attachment.detach()
     assert len(model.blocks[0].mlp._forward_hooks) == 0 and not attachment.attached
+    with pytest.raises(ClosedError, match=r"^TorchAttachment.__enter__: the attachment is detached"):
+        with attachment:
+            pass
     model(tokens)
     with pytest.raises(InvalidArgumentError, match="no module"):
         attach(session, model, paths=["blocks.0.mlp", "blocks.9"])

@@ -13,6 +13,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 
 from engine_reference import generate as reference_generate  # noqa: E402
 
+import lifecore  # noqa: E402
 from lifecore.capture import CapturePhase  # noqa: E402,F401
 from lifecore.engine import CaptureOptions, Engine, Request  # noqa: E402
 
@@ -182,6 +183,9 @@ def test_the_graph_paths_padding_block_is_held_apart_and_given_back():
     assert engine.coordinator.holders()[0][0] == "lifecore-engine-padding"
     engine.close()
     assert_released(engine)
+    with pytest.raises(lifecore.ClosedError, match=r"^Engine.__enter__: the engine is closed"):
+        with engine:
+            pass
 
 
 def test_the_kv_cache_lives_on_the_coordinators_arena():

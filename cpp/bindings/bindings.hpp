@@ -7,6 +7,7 @@
 #include <nanobind/nanobind.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "lifecore/error.hpp"
@@ -32,6 +33,12 @@ void raise_python(const Error& error);
 // lifecore error as its class, a Python error restored, bad_alloc as MemoryError, another as
 // RuntimeError). Never throws.
 void restore_python_error() noexcept;
+
+// `with` on an object already ended (closed, destroyed, released): refused, as Python refuses
+// `with` on a closed file, instead of a block whose every call fails. `state` says how it ended.
+[[noreturn]] inline void refuse_ended_enter(const char* type, const char* state) {
+  raise(ErrorKind::Closed, std::string(type) + ".__enter__: " + state + "; a with block needs one that is not");
+}
 
 // Takes the interpreter lock back after a blocking call made without it. At exit the
 // interpreter ends a daemon thread that asks for the lock (Python 3.11 to 3.13: pthread_exit,

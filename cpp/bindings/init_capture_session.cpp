@@ -187,7 +187,13 @@ void bind_checkpoints(nb::module_& m) {
       .def_prop_ro("holding", &PreparedCaptureRestore::holding, "Whether it still holds its session.")
       .def("release", [](PreparedCaptureRestore& p) { PreparedCaptureRestore dropped(std::move(p)); },
            "Drops the hold without restoring (as deleting the object does).")
-      .def("__enter__", [](nb::handle self) { return self; }, nb::sig("def __enter__(self) -> PreparedCaptureRestore"))
+      .def("__enter__",
+           [](nb::handle self) {
+             if (!nb::cast<PreparedCaptureRestore&>(self).holding())
+               refuse_ended_enter("PreparedCaptureRestore", "it no longer holds its session (committed or released)");
+             return self;
+           },
+           nb::sig("def __enter__(self) -> PreparedCaptureRestore"))
       .def("__exit__", [](PreparedCaptureRestore& p, nb::args) {
         PreparedCaptureRestore dropped(std::move(p));  // leaving without commit changes nothing
       });

@@ -438,7 +438,11 @@ void bind_device(nb::module_& m) {
            "Mock only, for tests: holds every stream's queued work for `seconds` (waits block until then).")
       .def("close", &Device::close, nb::call_guard<GilRelease>(),
            "Aborts open windows, waits for every stream, destroys every graph, returns all memory.")
-      .def("__enter__", [](std::shared_ptr<Device> d) { return d; })
+      .def("__enter__",
+           [](std::shared_ptr<Device> d) {
+             if (d->closed()) refuse_ended_enter("Device", "the device is closed");
+             return d;
+           })
       .def("__exit__",
            [](Device& d, nb::handle, nb::handle, nb::handle) {
              GilRelease release;
@@ -469,7 +473,11 @@ void bind_buffer_graph_profile(nb::module_& m) {
       .def_prop_ro("alive", &Graph::alive, "False once destroyed (destroy(), leaving its with block, or its device closing)")
       .def_prop_ro("is_hardware", &Graph::is_hardware, "True for a driver graph, False for a software one")
       .def_prop_ro("node_count", &Graph::node_count, "Nodes (hardware) or recorded operations (software)")
-      .def("__enter__", [](std::shared_ptr<Graph> g) { return g; })
+      .def("__enter__",
+           [](std::shared_ptr<Graph> g) {
+             if (!g->alive()) refuse_ended_enter("Graph", "the graph is destroyed");
+             return g;
+           })
       .def("__exit__",
            [](Graph& g, nb::handle, nb::handle, nb::handle) {
              GilRelease release;
@@ -489,7 +497,11 @@ void bind_buffer_graph_profile(nb::module_& m) {
            "ClosedError when already stopped; a DriverError releases the profile's events.")
       .def_prop_ro("elapsed_ms", &Profile::elapsed_ms, "The measured milliseconds; None until stop() succeeded")
       .def_prop_ro("stopped", &Profile::stopped, "True once stopped (or abandoned, or failed)")
-      .def("__enter__", [](std::shared_ptr<Profile> p) { return p; })
+      .def("__enter__",
+           [](std::shared_ptr<Profile> p) {
+             if (p->stopped()) refuse_ended_enter("Profile", "the profile is stopped");
+             return p;
+           })
       .def("__exit__",
            [](Profile& p, nb::handle exc_type, nb::handle, nb::handle) {
              GilRelease release;

@@ -55,7 +55,11 @@ void init_runtime_modules(nb::module_& m) {
       .def_prop_ro("device", &Module::device, "The Device the module was loaded on")
       .def_prop_ro("kind", [](const Module& mod) { return std::string(mod.kind_name()); },
                    "'ptx', 'cubin', 'fatbin' or 'code_object'")
-      .def("__enter__", [](std::shared_ptr<Module> mod) { return mod; })
+      .def("__enter__",
+           [](std::shared_ptr<Module> mod) {
+             if (!mod->alive()) refuse_ended_enter("Module", "the module is unloaded");
+             return mod;
+           })
       .def("__exit__",
            [](Module& mod, nb::handle, nb::handle, nb::handle) {
              GilRelease release;

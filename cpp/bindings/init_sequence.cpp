@@ -628,7 +628,12 @@ void bind_frames_and_flights(nb::module_& m) {
       .def("__repr__", [](const FrameHold& f) {
         return "FrameHold(frame_id=" + std::to_string(f.frame_id()) + (f.finalized() ? ", finalized)" : ")");
       })
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> FrameHold"))
+      .def("__enter__",
+           [](nb::handle self) {
+             if (nb::cast<FrameHold&>(self).finalized()) refuse_ended_enter("FrameHold", "the frame is finalized");
+             return nb::borrow(self);
+           },
+           nb::sig("def __enter__(self) -> FrameHold"))
       .def("__exit__", [](FrameHold& f, nb::handle t, nb::handle, nb::handle) { frame_exit(f, t); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none(),
            "Commit on a clean exit, abort (poison) on an exception, unless already finalized.");
@@ -764,7 +769,13 @@ void bind_session(nb::module_& m) {
         return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
                ", phase=" + member_name(s.phase()) + ", next_frame=" + std::to_string(s.next_frame_id()) + ")";
       })
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> SequenceSession"))
+      .def("__enter__",
+           [](nb::handle self) {
+             if (nb::cast<SequenceSession&>(self).is_closed())
+               refuse_ended_enter("SequenceSession", "the session is closed");
+             return nb::borrow(self);
+           },
+           nb::sig("def __enter__(self) -> SequenceSession"))
       .def("__exit__", [](SequenceSession& s, nb::handle, nb::handle, nb::handle) { close_session(s); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
@@ -820,7 +831,13 @@ void bind_admission(nb::module_& m) {
       })
       .def("close", [](ResourcesHandle& h) { let_go(std::move(h.resources)); },
            "Let go of this hold; capacity returns when the last holder goes.")
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmittedSequenceResources"))
+      .def("__enter__",
+           [](nb::handle self) {
+             if (nb::cast<ResourcesHandle&>(self).closed())
+               refuse_ended_enter("AdmittedSequenceResources", "the handle is closed or its resources are spent");
+             return nb::borrow(self);
+           },
+           nb::sig("def __enter__(self) -> AdmittedSequenceResources"))
       .def("__exit__", [](ResourcesHandle& h, nb::handle, nb::handle, nb::handle) { let_go(std::move(h.resources)); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 
@@ -971,7 +988,13 @@ void bind_admission(nb::module_& m) {
         return "AdmissionCoordinator(id=" + std::to_string(c.id()) + ", page_memory=" + quoted(c.memory()->kind()) +
                ", domains=[" + names + "], closed=" + (c.closed() ? "True" : "False") + ")";
       })
-      .def("__enter__", [](nb::handle self) { return nb::borrow(self); }, nb::sig("def __enter__(self) -> AdmissionCoordinator"))
+      .def("__enter__",
+           [](nb::handle self) {
+             if (nb::cast<AdmissionCoordinator&>(self).closed())
+               refuse_ended_enter("AdmissionCoordinator", "the coordinator is closed");
+             return nb::borrow(self);
+           },
+           nb::sig("def __enter__(self) -> AdmissionCoordinator"))
       .def("__exit__", [](AdmissionCoordinator& c, nb::handle, nb::handle, nb::handle) { c.close(); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none());
 }

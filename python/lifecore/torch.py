@@ -90,7 +90,7 @@ from ._torch_outputs import (check_output_index as _check_output_index, index_fo
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
 from . import _core
-from .errors import (BackendUnavailableError, CaptureSessionError, InvalidArgumentError, LifecoreOverflowError,
+from .errors import (BackendUnavailableError, CaptureSessionError, ClosedError, InvalidArgumentError, LifecoreOverflowError,
                      LifecoreTypeError)
 
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
@@ -490,6 +490,7 @@ class TorchAttachment:
         # Modules named per call: path (or path + ROUTING_SUFFIX) -> the hook counting its calls.
         self._counted: dict[str, Union[CalledForward, CalledRouting]] = {}
         self._counting: list[torch.utils.hooks.RemovableHandle] = []  # the root's start and check
+        self._detached = False  # detach() ran (an attachment awaiting its first hook is not)
         self._root: Optional[torch.utils.hooks.RemovableHandle] = model.register_forward_pre_hook(lambda module, args: self.sync())
 
     def _where(self, points: Iterable[str], caller: str) -> dict[str, tuple[str, Optional[int]]]:
@@ -630,6 +631,7 @@ class TorchAttachment:
     def detach(self) -> None:
         """Removes every hook this attachment placed (forward hooks, routing hooks, the root's
         pre-hook and call counting); calling it again does nothing. The session keeps its records."""
+        self._detached = True
         for handle, _ in self._hooks.values():
             handle.remove()
         for module in self._routed.values():
@@ -650,6 +652,9 @@ class TorchAttachment:
         return bool(self._hooks or self._routed or self._counted)
 
     def __enter__(self) -> "TorchAttachment":
+        if self._detached:
+            raise ClosedError("TorchAttachment.__enter__: the attachment is detached; a with block needs one "
+                              "that is not (attach() again)")
         return self
 
     def __exit__(self, *exc: Any) -> None:

@@ -347,6 +347,8 @@ class Engine:
             self.capture.close()
 
     def __enter__(self) -> "Engine":
+        if self.closed:
+            raise ClosedError("Engine.__enter__: the engine is closed; a with block needs one that is not")
         return self
 
     def __exit__(self, *exc: Any) -> None:
