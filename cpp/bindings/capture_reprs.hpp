@@ -68,6 +68,13 @@ inline std::string limits(const capture::CaptureLimits& l) {
          ", on_limit=" + on_limit(l.on_limit) + ")";
 }
 
+inline std::string capabilities(const capture::BackendCapabilities& c) {
+  std::string kinds;
+  for (auto kind : c.transforms) kinds += (kinds.empty() ? "" : ", ") + quoted(capture::to_string(kind));
+  return "BackendCapabilities([" + kinds + "], max_histogram_bins=" + std::to_string(c.max_histogram_bins) +
+         ", physical_native_limit=" + (c.physical_native_limit ? "True" : "False") + ")";
+}
+
 inline std::string discovery(const capture::CaptureDiscovery& d) {
   return "CaptureDiscovery(" + quoted(d.artifact_identity) + ", " + std::to_string(d.catalog.size()) + " points)";
 }

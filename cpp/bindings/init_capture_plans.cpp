@@ -255,6 +255,7 @@ void bind_discovery(nb::module_& m) {
   nb::class_<BackendCapabilities>(m, "BackendCapabilities",
        "What the capture backend can do: its transforms, its largest histogram, and whether it enforces a "
        "physical native byte limit. Admission refuses a plan that needs more.")
+      .def("__repr__", &reprs::capabilities)
       .def("__init__",
            [](BackendCapabilities* c, nb::handle transforms, nb::handle bins, nb::handle physical) {
              const char* call = "BackendCapabilities";

@@ -50,7 +50,7 @@ from .._core.capture import (
     TransformRequest,
     ValueDtype,
 )
-from . import interventions
+from . import _value_protocol, interventions
 from .payloads import Candidates, Histogram, Summary
 from .backends import CountingBackend, MockTensor, NumpyBackend
 from .plans import limits, unlimited
@@ -78,6 +78,9 @@ def __getattr__(name: str):
         return TorchBackend
     raise AttributeError(name)
 
+
+# Plans, discoveries and what they are built of compare, hash, copy and pickle by value.
+_value_protocol.install()
 
 # Last: what this module exports answers a call it cannot bind with LifecoreTypeError.
 _python_guard.install(__name__)
