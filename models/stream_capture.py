@@ -35,7 +35,9 @@ relaxed mode instead, which forbids nothing and invalidates no recording.
 A profile (``Stream.profile``: driver events around work, then a host wait on the end event)
 measures outside a recording; a software recording refuses it on the spot; inside a hardware
 recording the driver refuses the wait (900, invalidating the capture, or 907 for a relaxed
-capture, which it leaves open) and end_capture refuses the recording either way.
+capture, which it leaves open) and end_capture refuses the recording either way. A read or a
+sync of the recording stream itself is refused up front on either device (CaptureStateError),
+changing nothing: the driver would refuse its host wait and invalidate the capture.
 
 Memory is modelled as *slots*: the device memory a buffer was bound to. A freed buffer's slot
 lives on while a graph whose recorded work used it is alive (the graph retains it, so the pool can
@@ -162,6 +164,10 @@ class Messages:
         "cannot be part of a graph"
     )
     REPLAY_DESTROYED = "replay was given an unknown or already-destroyed graph"
+    HOST_WAIT_WHILE_RECORDING = (
+        "{op}: this stream is recording a graph capture, and a host wait on it would invalidate the recording "
+        "(the driver refuses it); nothing was done: end the capture first"
+    )
 
 
 class StreamCaptureState:
@@ -690,17 +696,16 @@ class DeviceModel:
             raise ModelError("Driver", contains=EARLIER_FAILURE)
 
     def _refuse_unrecordable(self, s: StreamModel, op: str) -> None:
-        """read / sync: while recording they are refused on the spot on a software device, and on
-        a hardware device the driver refuses them (status 900) and invalidates the capture;
-        otherwise they report the stream's queued failures."""
+        """read / sync: while recording they are refused on the spot, changing nothing (a software
+        window cannot hold them; on a hardware device the driver would refuse the host wait and
+        invalidate the capture, so it never sees it); otherwise they report the stream's queued
+        failures."""
         if not s.state.is_recording():
             self._refuse_if_recording_elsewhere(s)
             self._surface(s)
             return
         if self.hardware:
-            assert s.window is not None
-            s.window.invalidated = True
-            raise ModelError("Driver", contains="900")
+            raise ModelError("CaptureState", Messages.HOST_WAIT_WHILE_RECORDING.format(op=op))
         raise ModelError("CaptureState", Messages.SOFTWARE_REFUSED.format(op=op))
 
     def _submit(self, s: StreamModel, op: Op, name: str, fault: Optional[str] = None) -> None:

@@ -222,8 +222,11 @@ def test_every_way_a_recording_ends_lets_this_thread_record_again(mode) -> None:
 
         def refused_by_the_driver(held) -> None:
             a, x = held
+            with pytest.raises(CaptureStateError, match="^read: this stream is recording"):
+                a.read(x)  # its own stream: refused before the driver would invalidate it
             with pytest.raises(lifecore.DriverError, match="900"):
-                a.read(x)  # its own stream: the driver refuses and invalidates it
+                with a.profile():  # the stop's host wait: the driver refuses and invalidates it
+                    pass
             with pytest.raises(CaptureRefusedError, match="invalidated"):
                 a.end_capture()
 

@@ -219,14 +219,29 @@ def test_graph_retains_freed_buffers_it_touches():
     assert info.value.kind == "Closed"
 
 
-def test_hardware_read_while_recording_invalidates_the_capture():
+def test_hardware_host_waits_while_recording_are_refused_and_the_capture_seals():
+    """The driver would refuse the wait and invalidate the capture: it never sees it."""
     model, s, (x, _, _) = device_with("hardware")
     model.graph_prepare(s)
     assert model.read(s, x) == [1.0] * 4  # warmup is eager
     model.begin_capture(s)
+    for op, wait in (("sync", lambda: model.sync(s)), ("read", lambda: model.read(s, x))):
+        with pytest.raises(ModelError) as info:
+            wait()
+        assert (info.value.kind, info.value.message) == (
+            "CaptureState", Messages.HOST_WAIT_WHILE_RECORDING.format(op=op))
+    assert model.state(s).variant is CAP
+    model.end_capture(s)
+    assert model.state(s).variant is NO and model.graphs_alive() == 1
+
+
+def test_a_profiles_wait_in_a_hardware_recording_invalidates_the_capture():
+    model, s, _ = device_with("hardware")
+    model.graph_prepare(s)
+    model.begin_capture(s)
     with pytest.raises(ModelError) as info:
-        model.sync(s)
-    assert info.value.kind == "Driver"
+        model.profile(s)
+    assert (info.value.kind, info.value.contains) == ("Driver", "900")
     assert model.state(s).variant is CAP
     with pytest.raises(ModelError) as info:
         model.end_capture(s)
@@ -481,7 +496,7 @@ def test_an_info_cache_miss_after_invalidation_fails_the_launch():
     model.graph_prepare(s)
     model.begin_capture(s)
     with pytest.raises(ModelError):
-        model.sync(s)
+        model.profile(s)  # its wait invalidates the capture
     with pytest.raises(ModelError) as info:
         model.launch(s, "axpy_info_f32", [Ref(x), Ref(y)], info=[4, 7])
     assert info.value.kind == "Driver" and not model.pinned_info()

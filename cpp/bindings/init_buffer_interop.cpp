@@ -387,7 +387,10 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
                    [](std::shared_ptr<Buffer> b) { return cuda_array_interface(whole(std::move(b))); },
                    nb::for_getter(nb::sig("def __cuda_array_interface__(self, /) -> dict[str, typing.Any]")),
                    "Version 3 of the CUDA array interface (uint8, one dimension); only where the backend offers it")
-      .def_prop_ro("views", &Buffer::views, "How many zero-copy views of it are alive (free() is refused meanwhile)");
+      .def_prop_ro("views", &Buffer::views,
+                   "How many exported zero-copy views of it are alive: DLPack capsules and array-interface\n"
+                   "consumers (free() is refused meanwhile). A BufferView is a description until exported\n"
+                   "(numpy.from_dlpack, torch.from_dlpack) and counts from then on.");
 }
 
 void init_stream_interop(nb::class_<Stream>& stream_class) {

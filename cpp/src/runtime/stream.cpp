@@ -524,6 +524,7 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   check_usable("read");
   driver::DevicePtr ptr = buffer.use(*device_, "read");
   check_host_work("read");
+  check_no_host_wait_while_recording("read");
   check_not_recording_elsewhere("read", "synchronizes this stream");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read");
@@ -662,7 +663,15 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
 void Stream::check_syncable() {
   check_usable("sync");
   check_host_work("sync");
+  check_no_host_wait_while_recording("sync");
   check_not_recording_elsewhere("sync", "synchronizes this stream");
+}
+
+void Stream::check_no_host_wait_while_recording(const char* op) const {
+  if (driver_captures())
+    raise(ErrorKind::CaptureState,
+          std::string(op) + ": this stream is recording a graph capture, and a host wait on it would invalidate the "
+                            "recording (the driver refuses it); nothing was done: end the capture first");
 }
 
 void Stream::finish_host_wait(const char* op) {
@@ -1150,6 +1159,7 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
     raise(ErrorKind::InvalidArgument, "read_into: the target holds " + std::to_string(bytes) +
                                           " bytes, the buffer " + std::to_string(buffer.nbytes()));
   check_host_work("read_into");
+  check_no_host_wait_while_recording("read_into");
   check_not_recording_elsewhere("read_into", "synchronizes this stream");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read_into");

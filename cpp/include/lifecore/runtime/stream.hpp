@@ -210,6 +210,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op = "write");
   // sync()'s refusals, checked before any wait (sync and sync_for alike).
   void check_syncable();
+  // CaptureStateError, nothing changed, when `op` would wait on the host for this stream while
+  // it records into a driver graph: the driver refuses that wait and invalidates the capture
+  // (CUDA and HIP alike), so it never reaches the driver and the recording goes on.
+  void check_no_host_wait_while_recording(const char* op) const;
   // A host wait for `op` (sync, read, read_into, a view) and what follows it on success: what
   // the fence held is released, and the first queued failure surfaces, named for `op`.
   void finish_host_wait(const char* op);
