@@ -441,8 +441,12 @@ def test_runs_hypothesis_discards_are_not_counted_as_runs():
     argv = ["fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "4", "--steps", "5", "--seed", "1"]
     result = run(code=code.format(argv=argv))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert re.search(r"capture counting\s+PASS\s+4 runs \(\+[1-9]\d* discarded by Hypothesis\), \d+ steps",
-                     result.stdout), result.stdout
+    line = re.search(r"capture counting\s+PASS\s+4 runs \(\+([1-9]\d*) discarded by Hypothesis\), (\d+) steps "
+                     r"\(\+(\d+) in discarded examples\)", result.stdout)
+    assert line, result.stdout
+    # Each discarded example ran its one step; the four runs' own are at most 4 x 5.
+    discarded, counted, apart = (int(g) for g in line.groups())
+    assert apart == discarded and 0 < counted <= 4 * 5, result.stdout
     # The same without the patch, where a sequence run is thrown away (no rule's precondition held).
     result = run("fuzz", "--lifecycle", "sequence", "--target", "mock", "--examples", "5", "--steps", "10",
                  "--seed", "1")
@@ -456,7 +460,8 @@ def test_max_seconds_ends_a_long_run_and_the_line_says_so():
     result = run("fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", huge, "--steps", "5",
                  "--seed", "1", "--max-seconds", "1", timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
-    line = re.search(rf"capture counting\s+PASS\s+(\d+) of {huge} runs.*, (\d+) steps in ([\d.]+) s, "
+    line = re.search(rf"capture counting\s+PASS\s+(\d+) of {huge} runs.*, (\d+) steps"
+                     r"(?: \(\+\d+ in discarded examples\))? in ([\d.]+) s, "
                      r"every invariant held; the --max-seconds budget ended the run", result.stdout)
     assert line and 0 < int(line.group(1)) < int(huge) and int(line.group(2)) > 0, result.stdout
     assert float(line.group(3)) < 30, result.stdout

@@ -298,7 +298,8 @@ class _Runs:
     - ``runs``: examples Hypothesis generated and ran to the end or to a failure, what
       ``--examples`` counts;
     - ``discarded``: examples Hypothesis threw away unfinished (no rule could run, or it drew
-      too much data) and generated another in place of; their steps ran, but they are not runs;
+      too much data) and generated another in place of; their steps ran (``discarded_steps``),
+      but they are not runs, and the line counts their steps apart;
     - ``replays``: every run after the first failure: Hypothesis replaying variations of it
       while it shrinks and explains it;
     - ``short``: runs that ended before ``steps`` steps without failing: Hypothesis ends some
@@ -307,6 +308,7 @@ class _Runs:
 
     def __init__(self, stats: Any, steps: int = 0) -> None:
         self.runs = self.discarded = self.replays = self.short = 0
+        self.discarded_steps = 0  # steps the discarded examples ran
         self.started = self.ended = 0  # machines made, and torn down
         self.failed = False
         self.first_failure: Optional[BaseException] = None  # what the first failing run raised
@@ -328,6 +330,7 @@ class _Runs:
             self.replays += 1
         elif isinstance(error, (StopTest, UnsatisfiedAssumption)):  # Hypothesis's "invalid example"
             self.discarded += 1
+            self.discarded_steps += ran
         else:
             self.runs += 1
             self.failed = error is not None and not isinstance(error, KeyboardInterrupt)
@@ -734,12 +737,15 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
         ran = stats.steps - steps_before
         result.passed = ran > 0
         seconds = time.perf_counter() - start
-        result.detail = (f"{runs.counted(examples if stopped else None)}, {ran} steps in {seconds:.1f} s, "
+        # The steps of the runs counted; a discarded example's steps ran, and are told apart.
+        counted = ran - runs.discarded_steps
+        apart = f" (+{runs.discarded_steps} in discarded examples)" if runs.discarded_steps else ""
+        result.detail = (f"{runs.counted(examples if stopped else None)}, {counted} steps{apart} in {seconds:.1f} s, "
                          "every invariant held" if ran else "the machine ran no step")
         if stopped:
             result.detail += "; the --max-seconds budget ended the run"
         if ran:
-            result.detail += _short_runs_note(runs, ran)
+            result.detail += _short_runs_note(runs, counted)
         warning = None if reproduce or not ran else _thin_run_warning(runs, stopped)
         if warning:
             result.warnings.append(warning)
