@@ -630,3 +630,15 @@ def test_a_backend_that_cannot_report_native_bytes_fails_under_a_physical_limit(
         session.observe(backend, "blocks.0.mlp", MockTensor(HIDDEN))
     assert backend.count("transform") == 0
     assert session.take_step().record("s").fail_reason == "native"
+
+
+def test_a_wrongly_shaped_observation_says_its_record_failed_and_a_retry_is_a_second_observation():
+    session = session_for(summary())
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(InvalidArgumentError, match=r"has extent 5, expected 8 at blocks\.0\.mlp \(the record of "
+                                                   r"selection 's' is FAILED for this step"):
+        session.observe(NumpyBackend(), "blocks.0.mlp", np.zeros((1, 4, 5), np.float32))
+    with pytest.raises(CaptureSessionError, match=r"emitted twice at blocks\.0\.mlp \(selection 's' is already "
+                                                  r"FAILED this step\)"):
+        session.observe(NumpyBackend(), "blocks.0.mlp", np.zeros(HIDDEN, np.float32))
+    assert session.take_step().record("s").outcome == CaptureOutcome.FAILED

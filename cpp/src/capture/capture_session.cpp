@@ -153,7 +153,8 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
     if (kind == OutcomeKind::skipped) continue;
     if (kind != OutcomeKind::missing)
       raise(ErrorKind::CaptureSession, "observation emitted twice at " + std::string(path) + " (selection '" +
-                                           records_[index].selection_id + "')");
+                                           records_[index].selection_id + "' is already " +
+                                           to_string(kind) + " this step)");
     work = true;
   }
   if (!work) return;  // skipped: the backend is never called, no handle is kept
@@ -184,7 +185,15 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
   auto fail = [&](FailReason reason, ErrorKind kind, const std::string& message,
                   std::vector<ErrorAttribute> attributes = {}) {
     fail_record(record, reason, message);
-    if (!first_error) first_error.emplace(kind, message, std::move(attributes));
+    // The caller's error also says what became of the record: the point is observed once per
+    // step, so the same call again is refused as a second observation.
+    if (!first_error)
+      first_error.emplace(kind,
+                          reason == FailReason::invalid
+                              ? message + " (the record of selection '" + selection.id +
+                                    "' is FAILED for this step: a point is observed once per step)"
+                              : message,
+                          std::move(attributes));
   };
   try {
     if (facts.failure) throw *facts.failure;
