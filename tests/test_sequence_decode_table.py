@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import lifecore
-from lifecore.errors import (ClosedError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError,
+from lifecore.errors import (CapacityError, ClosedError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError,
                              StaleAuthorityError)
 from lifecore.sequence import AdmissionCoordinator, Admitted, BackingOutcome, DecodeTable
 
@@ -633,3 +633,19 @@ def test_a_table_too_large_to_allocate_is_an_overflow_naming_the_call():
         lifecore.sequence.step_all([a, a], [TPP, "x"])
     a.close()
 
+
+
+def test_a_step_past_the_fit_names_the_fit_not_the_width():
+    """A row asked for more tokens than its request's fit is refused for that (CapacityError, as
+    step() refuses it), not because its blocks would not fit the table; row 0 says no row stepped."""
+    c = make()
+    a = open_one(c, "a")
+    table = c.decode_table(1, 1)
+    before = a.retired_frames
+    with pytest.raises(CapacityError, match=r"^step: the target .* is above the request's fit limit .*"
+                                            r"\(DecodeTable.step: row 0; no row stepped, nothing was written\)"):
+        table.step([a], [10**6])
+    assert a.retired_frames == before and (table.table == 0).all()
+    with pytest.raises(InvalidArgumentError, match=r"row 0: 2 blocks do not fit in width 1 \(no row stepped"):
+        table.step([a], [TPP + 1])
+    a.close()

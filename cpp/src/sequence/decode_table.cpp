@@ -11,6 +11,7 @@ namespace {
 
 constexpr const char* nothing_written = "nothing was written";
 constexpr const char* stepped_before = "the rows before it stepped, nothing was written";
+constexpr const char* none_stepped = "no row stepped, nothing was written";  // row 0's stepped_before
 // A row that changed between its check and its step (another thread's extension).
 constexpr const char* stepped_nothing_written = "the rows up to it stepped, nothing was written";
 
@@ -186,10 +187,11 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
       answer = sessions[r]->step_with_source(tokens[r], *coordinator_, domain_, width_, known(r), rows_[r].written,
                                              p.source, outcomes[r]);
     } catch (const Error& e) {
-      raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) +
-                          "; the rows before it stepped, nothing was written)");
+      raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) + "; " +
+                          (r == 0 ? none_stepped : stepped_before) + ")");
     }
-    if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, stepped_before);
+    if (answer.answer != SequenceSession::TableRow::written)
+      refuse_row(call, r, answer, r == 0 ? none_stepped : stepped_before);
     p.row = r;
     if (check(call, r, p, stepped_nothing_written)) pending_.push_back(std::move(p));
   }

@@ -562,7 +562,8 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
   auto& s = *state_;
   if (tokens > 0) {
     std::lock_guard<SessionLock> lock(s.mutex);
-    if (!s.handle_closed) {
+    // Past the request's fit no width is the reason: step() below refuses it, naming the fit.
+    if (!s.handle_closed && static_cast<std::uint64_t>(tokens) <= s.fit_tokens) {
       // The pages once `tokens` are covered: an extension covers whole pages and no more (no
       // division on a decode row's common path, which needs no extension).
       const auto t = static_cast<std::uint64_t>(tokens);
