@@ -96,6 +96,12 @@ VALUES = {
                                                             schedule=SCHEDULE, payload_shape=[2], payload=[0.5, 1.0])),
     "InterventionPlan": (lambda: InterventionPlan([iv.scale("half", "blocks.0.mlp", 0.5)]),
                          lambda: InterventionPlan([iv.scale("half", "blocks.0.mlp", 0.25)])),
+    "InterventionOperation.nan": (lambda: InterventionOperation("a", "blocks.0.mlp", InterventionAction.REPLACE,
+                                                                payload_shape=[2], payload=[float("nan"), 1.0]),
+                                  lambda: InterventionOperation("a", "blocks.0.mlp", InterventionAction.REPLACE,
+                                                                payload_shape=[2], payload=[0.0, 1.0])),
+    "CaptureTransform.histogram.nan": (lambda: CaptureTransform.histogram([0.0, float("nan")]),
+                                       lambda: CaptureTransform.histogram([0.0, 1.0])),
 }
 UNHASHABLE = {"CaptureUsage"}  # a ledger's running totals: mutable
 

@@ -290,3 +290,54 @@ def test_a_driver_failure_inside_a_captured_step_names_the_innermost_call(mock_h
 
 def test_a_driver_error_raised_by_python_code_has_no_operation() -> None:
     assert DriverError("by hand").operation == "" and str(DriverError("by hand")) == "by hand"
+
+
+def test_a_driver_error_a_callback_raised_passes_through_unchanged(mock_hardware_device) -> None:
+    s = mock_hardware_device.stream()
+    mine = DriverError("by hand")
+
+    def step(st):
+        raise mine
+
+    with pytest.raises(DriverError) as raised:
+        s.capture(step)
+    assert raised.value is mine and mine.args == ("by hand",) and mine.operation == ""
+    assert_recapturable(mock_hardware_device, s)
+
+
+def test_a_protocol_method_is_named_too(mock_hardware_device) -> None:
+    s = mock_hardware_device.stream()
+    buf = ones(s)
+    mock_hardware_device.inject_fault("stream_synchronize", FAILED)
+    with pytest.raises(DriverError) as raised:
+        buf.__dlpack__()
+    assert raised.value.operation == "Buffer.__dlpack__" and str(raised.value).startswith("Buffer.__dlpack__: ")
+
+
+@pytest.mark.parametrize("half", ["name_operation", "explain"])
+def test_an_interrupt_while_an_error_is_named_is_not_lost(mock_hardware_device, monkeypatch, half) -> None:
+    """A signal handler's KeyboardInterrupt raised while the guard names a DriverError (or
+    explains a wrong argument) ends the call, with the call's own error as its context; an
+    ordinary failure of that code keeps the call's own error."""
+    import lifecore._call_guard as guard
+
+    s = mock_hardware_device.stream()
+
+    def call():
+        if half == "name_operation":
+            mock_hardware_device.inject_fault("mem_alloc", FAILED)
+            s.alloc(1 << 20)
+        else:
+            s.alloc("many")
+
+    own = DriverError if half == "name_operation" else TypeError
+    monkeypatch.setattr(guard, half, lambda *args: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt) as raised:
+        call()
+    assert isinstance(raised.value.__context__, own)
+    mock_hardware_device.clear_faults()
+    monkeypatch.setattr(guard, half, lambda *args: 1 / 0)  # a bug in it: the call's own error stands
+    with pytest.raises(own):
+        call()
+    mock_hardware_device.clear_faults()
+    assert_recapturable(mock_hardware_device, s)

@@ -89,6 +89,29 @@ bool bools_accepted(PyObject* func, PyObject* const* args, size_t nargsf, PyObje
   return true;
 }
 
+// The Python half (naming, explaining) raised `failed` while the call's own error (`type`,
+// `value`, `traceback`, owned) waited. What a signal handler raises there (KeyboardInterrupt,
+// SystemExit: anything that is no Exception) must not be lost: it becomes the error, with the
+// call's own as its context, the three references are consumed and true is returned. An
+// Exception is the Python half's own failure: false, and the caller keeps its error.
+bool interrupted(nb::python_error& failed, PyObject*& type, PyObject*& value, PyObject*& traceback) {
+  if (failed.matches(PyExc_Exception)) return false;
+  failed.restore();
+  PyObject *signal_type = nullptr, *signal_value = nullptr, *signal_traceback = nullptr;
+  PyErr_Fetch(&signal_type, &signal_value, &signal_traceback);
+  PyErr_NormalizeException(&signal_type, &signal_value, &signal_traceback);
+  if (signal_value != nullptr && value != nullptr) {
+    PyException_SetContext(signal_value, value);  // steals the reference
+    value = nullptr;
+  }
+  Py_XDECREF(type);
+  Py_XDECREF(value);
+  Py_XDECREF(traceback);
+  type = value = traceback = nullptr;
+  PyErr_Restore(signal_type, signal_value, signal_traceback);
+  return true;
+}
+
 // A DriverError names the driver call that failed; name_operation puts the caller's lifecore
 // call in front of it (the error, its type and traceback stay; a failure there keeps it as is).
 // Any other error passes untouched. The error is fetched first: finding DriverError may import
@@ -101,7 +124,8 @@ void name_operation(PyObject* func) {
     try {
       if (PyErr_GivenExceptionMatches(type, class_for(ErrorKind::Driver)))
         python_half("name_operation")(nb::handle(func), nb::handle(value));
-    } catch (nb::python_error&) {  // naming is a courtesy: the driver's error stands
+    } catch (nb::python_error& failed) {  // naming is a courtesy: the driver's error stands
+      if (interrupted(failed, type, value, traceback)) return;
     } catch (...) {
     }
     PyErr_Clear();
@@ -129,8 +153,11 @@ void translate_failure(PyObject* func, PyObject* const* args, size_t nargsf, PyO
   if (pack_arguments(args, nargsf, kwnames, positional, keywords)) {
     try {
       replacement = python_half("explain")(nb::handle(func), positional, keywords, nb::handle(value)).release().ptr();
-    } catch (...) {
+    } catch (nb::python_error& failed) {
+      if (interrupted(failed, type, value, traceback)) return;
       replacement = nullptr;  // explain itself failed: keep nanobind's error
+    } catch (...) {
+      replacement = nullptr;
     }
   }
   if (replacement == nullptr || replacement == Py_None) {  // not nanobind's failure (or explain failed)

@@ -287,17 +287,19 @@ def name_operation(func: Any, error: BaseException) -> None:
     calls failed) and sets its ``operation``. An error a call made inside ``func`` already
     named (an allocation in a captured step) keeps the innermost name."""
     label = _label(func)[:-2]  # without the "()"
-    if getattr(error, "operation", "") or any(part.startswith("_") for part in label.split(".")):
+    if getattr(error, "operation", "") or any(part.startswith("_") and not part.endswith("__")
+                                              for part in label.split(".")):
         return  # named inside already, or a private surface (the raw driver's tests read its text)
+    if not getattr(error, "call", "") or len(error.args) != 1 or not isinstance(error.args[0], str):
+        return  # not the core's (a callback's own DriverError passing through): left as it is
     error.operation = label  # type: ignore[attr-defined]  # a DriverError's attribute
-    text = str(error)
+    text = error.args[0]
     bare = label.rsplit(".", 1)[-1] + ": "  # the core's own name for the call ("read: ...")
     if text.startswith(bare):
         text = f"{label}: {text[len(bare):]}"
     elif not text.startswith((label + ":", label + "()")):
         text = f"{label}: {text}"
-    if error.args:
-        error.args = (text,) + tuple(error.args[1:])
+    error.args = (text,)
 
 
 def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException) -> Optional[BaseException]:

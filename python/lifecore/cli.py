@@ -762,7 +762,9 @@ def _interrupted(interrupt: KeyboardInterrupt, target: Target, runs: _Runs, resu
     if result.failure is not None:  # found, shrunk, saved and printed: only what came after was cut short
         return _Interrupted(interrupt, result, None, seed)
     if not runs.failed:
-        result.detail = f"interrupted after {runs.counted()}, {runs.steps_at_end - runs.steps_at_start} steps"
+        counted = runs.steps_at_end - runs.steps_at_start - runs.discarded_steps
+        apart = f" (+{runs.discarded_steps} in discarded examples)" if runs.discarded_steps else ""
+        result.detail = f"interrupted after {runs.counted()}, {counted} steps{apart}"
         return _Interrupted(interrupt, result, None, seed)
     error = runs.first_failure
     said = f"{type(error).__name__}: {str(error).strip() or '(no message)'}".splitlines()[0] if error else "a failure"

@@ -1008,9 +1008,9 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   if (!ended_status.ok()) {
     if (ended_status.code == driver::Code::capture_invalidated)
       refuse("end_capture: the driver invalidated the capture (" + driver::status_summary(ended_status) +
-                      "): an operation it cannot record ran inside the window (a read, sync or profile of this "
-                      "stream, or, outside relaxed mode, a call the driver forbids while a capture records made "
-                      "outside lifecore, which refuses its own up front); nothing was sealed",
+                      "): an operation it cannot record ran inside the window (a profile's wait on this stream, "
+                      "or, outside relaxed mode, a call the driver forbids while a capture records made outside "
+                      "lifecore, which refuses its own up front); nothing was sealed",
              "invalidated", &ended_status);
     refuse("end_capture: ending the driver capture failed (" + driver::status_summary(ended_status) + ", in " +
                     ended_status.call + "); nothing was sealed",

@@ -83,20 +83,35 @@ def _fields(value: Any) -> tuple[Any, ...]:
     return tuple(getattr(value, field) for field in _FIELDS[type(value).__name__])
 
 
+_NAN = ("nan",)  # what a NaN field hashes as: Python hashes each NaN object by its identity
+
+
 def _hashable(item: Any) -> Any:
     """A field as a hashable value: its lists as tuples (the values in them hash themselves), a
-    usage (a limit's, fixed once in the limits) as its values."""
+    usage (a limit's, fixed once in the limits) as its values, a NaN as one value."""
     if isinstance(item, list):
         return tuple(_hashable(x) for x in item)
     if type(item).__name__ == "CaptureUsage":
         return item.as_tuple()
+    if isinstance(item, float) and item != item:
+        return _NAN
     return item
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Field equality where a NaN equals a NaN (a factor or payload value the constructors take):
+    a value read back from a pickle or a copy is then equal to the original."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b or (a != a and b != b)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return bool(a == b)
 
 
 def _equal(self: Any, other: Any) -> Any:
     if type(other) is not type(self):
         return NotImplemented
-    return _fields(self) == _fields(other)
+    return all(_same(a, b) for a, b in zip(_fields(self), _fields(other)))
 
 
 def _hash(self: Any) -> int:
