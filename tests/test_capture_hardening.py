@@ -604,8 +604,9 @@ def test_an_error_not_caused_by_the_backend_has_no_cause():
     with pytest.raises(BudgetExceededError) as raised:
         session.observe(NumpyBackend(), "blocks.0.mlp", hidden())
     assert raised.value.__cause__ is None
-    # The message names the limit, the selection and the point.
-    assert str(raised.value) == "capture per-step limit exceeded: captures (selection 's' at blocks.0.mlp)"
+    # The message names the call, the limit, the selection and the point.
+    assert str(raised.value) == ("CaptureSession.observe: capture per-step limit exceeded: captures "
+                                 "(selection 's' at blocks.0.mlp)")
 
 
 class SessionKeepingEstimator:

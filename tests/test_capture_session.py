@@ -28,6 +28,7 @@ from lifecore.capture import (
     NumpyBackend,
     ObservationPoint,
     OnLimit,
+    unlimited,
 )
 from lifecore.capture.backends import payload_cost
 from lifecore.errors import AdmissionError, BudgetExceededError, CaptureSessionError, InvalidArgumentError
@@ -642,3 +643,27 @@ def test_a_wrongly_shaped_observation_says_its_record_failed_and_a_retry_is_a_se
                                                   r"FAILED this step\)"):
         session.observe(NumpyBackend(), "blocks.0.mlp", np.zeros(HIDDEN, np.float32))
     assert session.take_step().record("s").outcome == CaptureOutcome.FAILED
+
+
+def test_a_capture_refusal_names_the_call_that_refused():
+    """The core's capture refusals are the seed's sentences, which name no call: the message
+    starts with the lifecore call the caller made."""
+    session = session_for(summary())
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match=r"^CaptureSession\.begin_step: previous capture step has not been "
+                                                  r"consumed$"):
+        session.begin_step(DECODE, 1)
+    step = session.take_step()
+    with pytest.raises(InvalidArgumentError, match=r"^CapturedStep\.record: no record for selection 'zz'"):
+        step.record("zz")
+    with pytest.raises(InvalidArgumentError, match=r"^CaptureSession\.begin_step: prediction 9 is beyond"):
+        session.begin_step(DECODE, 9)
+    with pytest.raises(InvalidArgumentError, match=r"^Axis: unknown symbolic axis size 'nope'"):
+        Axis("b", "nope")
+    with pytest.raises(InvalidArgumentError, match=r"^CaptureDiscovery: duplicate observation path a$"):
+        CaptureDiscovery("m", [ObservationPoint("a"), ObservationPoint("a")])
+    with pytest.raises(AdmissionError, match=r"^CapturePlan\.admit: selection 's' names unknown observation path"):
+        CapturePlan([summary(path="zz")], unlimited()).admit(sample_discovery(), CaptureRequest(1, 4, 4))
+    # One already named keeps its name.
+    with pytest.raises(CaptureSessionError, match=r"^observe at blocks\.0\.mlp: no capture step is open"):
+        session.observe(NumpyBackend(), "blocks.0.mlp", np.zeros(HIDDEN, np.float32))

@@ -9,7 +9,8 @@
 //   - refuses a bool where the function's signature takes only numbers, and
 //   - turns nanobind's overload failure into the LifecoreTypeError / LifecoreOverflowError that
 //     lifecore._call_guard.explain builds (naming the argument and what it expects), and
-//   - puts the call's name in front of a DriverError (which names only the driver call).
+//   - puts the call's name in front of a DriverError (which names only the driver call) and of
+//     a capture refusal that names none (lifecore._call_guard.name_operation).
 // Hot paths (launch, step, observe, replay) pay no Python call; the Python side only runs when
 // a call is refused anyway.
 #include <array>
@@ -112,9 +113,9 @@ bool interrupted(nb::python_error& failed, PyObject*& type, PyObject*& value, Py
   return true;
 }
 
-// A DriverError names the driver call that failed; name_operation puts the caller's lifecore
-// call in front of it (the error, its type and traceback stay; a failure there keeps it as is).
-// Any other error passes untouched. The error is fetched first: finding DriverError may import
+// A DriverError names the driver call that failed, and a capture session's refusals often name
+// no call at all; name_operation puts the caller's lifecore call in front (the error, its type
+// and traceback stay; a failure there keeps it as is). Any other error passes untouched. The error is fetched first: finding DriverError may import
 // lifecore.errors, which must not run with an exception set.
 void name_operation(PyObject* func) {
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
@@ -122,7 +123,7 @@ void name_operation(PyObject* func) {
   PyErr_NormalizeException(&type, &value, &traceback);
   if (value != nullptr) {
     try {
-      if (PyErr_GivenExceptionMatches(type, class_for(ErrorKind::Driver)))
+      if (PyErr_GivenExceptionMatches(type, class_for(ErrorKind::Lifecore)))
         python_half("name_operation")(nb::handle(func), nb::handle(value));
     } catch (nb::python_error& failed) {  // naming is a courtesy: the driver's error stands
       if (interrupted(failed, type, value, traceback)) return;

@@ -30,7 +30,7 @@ from . import _core
 # The binding's private entry points of the guard (generated stubs leave private names out).
 _guard_function: Any = getattr(_core, "_guard_function")
 _guard_type: Any = getattr(_core, "_guard_type")
-from .errors import LifecoreOverflowError, LifecoreTypeError
+from .errors import DriverError, LifecoreOverflowError, LifecoreTypeError
 
 _NUMBER_ONLY = {"int", "float", "int | None", "float | None", "int | float", "float | int"}
 _PLACEHOLDER = re.compile(r"\\\d+")  # nanobind writes a default value as \0, \1, ...
@@ -281,24 +281,41 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple,
     return None
 
 
+_NAMED = re.compile(r"^[\w.]+(\(\))?( at [^:]*)?: ")  # "Stream.alloc: ", "observe at p: ", ...
+
+
 def name_operation(func: Any, error: BaseException) -> None:
-    """Puts the lifecore call ``func`` in front of the DriverError ``error`` it raised (the core
-    names the driver call: "mockMemAlloc failed: ..." alone does not say which of the caller's
-    calls failed) and sets its ``operation``. An error a call made inside ``func`` already
-    named (an allocation in a captured step) keeps the innermost name."""
+    """Puts the lifecore call ``func`` in front of the message of the error it raised, where the
+    core's message does not say which of the caller's calls failed:
+
+    - a DriverError names the driver call ("mockMemAlloc failed: ...", or "read: an earlier
+      asynchronous operation failed"): the message starts with ``func``'s name, which
+      ``operation`` also holds. An error a call made inside ``func`` already named (an
+      allocation in a captured step) keeps the innermost name;
+    - a capture session's refusals are the seed's sentences ("previous capture step has not
+      been consumed"), which name no call: ``func``'s name goes in front of those that start
+      with none.
+
+    A DriverError that a callback raised (not the core's: no ``call``) is left as it is."""
+    if len(error.args) != 1 or not isinstance(error.args[0], str):
+        return
     label = _label(func)[:-2]  # without the "()"
-    if getattr(error, "operation", "") or any(part.startswith("_") and not part.endswith("__")
-                                              for part in label.split(".")):
-        return  # named inside already, or a private surface (the raw driver's tests read its text)
-    if not getattr(error, "call", "") or len(error.args) != 1 or not isinstance(error.args[0], str):
-        return  # not the core's (a callback's own DriverError passing through): left as it is
-    error.operation = label  # type: ignore[attr-defined]  # a DriverError's attribute
+    if any(part.startswith("_") and not part.endswith("__") for part in label.split(".")):
+        return  # a private surface (the raw driver's tests read its text)
     text = error.args[0]
-    bare = label.rsplit(".", 1)[-1] + ": "  # the core's own name for the call ("read: ...")
-    if text.startswith(bare):
-        text = f"{label}: {text[len(bare):]}"
-    elif not text.startswith((label + ":", label + "()")):
+    if isinstance(error, DriverError):
+        if error.operation or not error.call:
+            return  # named inside already, or not the core's (a callback's own)
+        error.operation = label
+        bare = label.rsplit(".", 1)[-1] + ": "  # the core's own name for the call ("read: ...")
+        if text.startswith(bare):
+            text = f"{label}: {text[len(bare):]}"
+        elif not text.startswith((label + ":", label + "()")):
+            text = f"{label}: {text}"
+    elif getattr(func, "__module__", "") == _core.capture.__name__ and not _NAMED.match(text):
         text = f"{label}: {text}"
+    else:
+        return
     error.args = (text,)
 
 
