@@ -35,15 +35,16 @@ def unchanged(device, before) -> None:
     assert device.memory_stats() == before
 
 
-@pytest.mark.parametrize("kwargs", [
-    {"backend": "tpu"},
-    {"backend": EMULATED, "graphs": "firmware"},
-    {"backend": EMULATED, "capture_mode": "loose"},
-    {"backend": EMULATED, "ordinal": -1},
-    {"backend": EMULATED, "ordinal": 99},
+@pytest.mark.parametrize("kwargs, named", [
+    ({"backend": "tpu"}, "Device: unknown backend 'tpu'"),
+    ({"backend": EMULATED, "graphs": "firmware"}, "Device: "),
+    ({"backend": EMULATED, "capture_mode": "loose"}, "Device: "),
+    ({"backend": EMULATED, "ordinal": -1}, "Device: device ordinal must be >= 0"),
+    ({"backend": EMULATED, "ordinal": 99}, f"{EMULATED}: device ordinal 99 is out of range"),
 ])
-def test_device_arguments(kwargs) -> None:
-    with pytest.raises(InvalidArgumentError):
+def test_device_arguments(kwargs, named) -> None:
+    # The message starts with the call (or, for an ordinal, the backend that has no such device).
+    with pytest.raises(InvalidArgumentError, match="^" + named):
         lifecore.Device(**kwargs)
 
 

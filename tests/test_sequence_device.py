@@ -128,7 +128,9 @@ def test_an_unknown_backend_name_is_refused_as_a_device_refuses_it():
     with pytest.raises(type(by_device.value)) as by_coordinator:
         AdmissionCoordinator("no-such-backend", domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
                              max_active_sequences=1)
-    assert str(by_coordinator.value) == str(by_device.value)
+    # The same refusal, each naming the call that refused.
+    assert str(by_device.value).startswith("Device: unknown backend 'no-such-backend'")
+    assert str(by_coordinator.value) == str(by_device.value).replace("Device: ", "AdmissionCoordinator: ", 1)
 
 
 def test_what_is_left_in_python_after_a_request_does_not_keep_the_arena():

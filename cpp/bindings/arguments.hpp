@@ -23,6 +23,23 @@ inline std::string argument_label(const char* call, const char* name) {
   return std::string(call) + ": argument '" + name + "'";
 }
 
+// A range's end as a reader takes it in: the 64- and 32-bit type limits as powers of two
+// (2**64 - 1, not 18446744073709551615), any other number as itself.
+inline std::string bound_text(std::int64_t value) {
+  if (value == std::numeric_limits<std::int64_t>::min()) return "-2**63";
+  if (value == std::numeric_limits<std::int64_t>::max()) return "2**63 - 1";
+  if (value == std::numeric_limits<std::int32_t>::min()) return "-2**31";
+  if (value == std::numeric_limits<std::int32_t>::max()) return "2**31 - 1";
+  if (value == std::numeric_limits<std::uint32_t>::max()) return "2**32 - 1";
+  return std::to_string(value);
+}
+inline std::string bound_text(std::uint64_t value) {
+  if (value == std::numeric_limits<std::uint64_t>::max()) return "2**64 - 1";
+  if (value <= static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    return bound_text(static_cast<std::int64_t>(value));
+  return std::to_string(value);
+}
+
 // The items of a sequence as a tuple the caller holds for the whole call. Reading the
 // caller's list in place while Python code runs (an item's __index__ or __dlpack__, a list
 // subclass's __iter__, another thread while the interpreter lock is let go) could see it grow
@@ -129,7 +146,7 @@ inline std::int64_t int_argument(nb::handle arg, const char* call, const char* n
   if (overflow != 0 || value < min || value > max) {
     std::string shown = nb::str(h).c_str();
     raise(overflow != 0 || value > max ? ErrorKind::Overflow : ErrorKind::InvalidArgument,
-          argument_label(call, name) + " must be between " + std::to_string(min) + " and " + std::to_string(max) +
+          argument_label(call, name) + " must be between " + bound_text(min) + " and " + bound_text(max) +
               ", got " + shown);
   }
   return value;
@@ -154,7 +171,7 @@ inline std::uint64_t uint_argument(nb::handle arg, const char* call, const char*
   if (negative || too_big || value < min || value > max) {
     std::string shown = nb::str(h).c_str();
     raise(too_big || value > max ? ErrorKind::Overflow : ErrorKind::InvalidArgument,
-          argument_label(call, name) + " must be between " + std::to_string(min) + " and " + std::to_string(max) +
+          argument_label(call, name) + " must be between " + bound_text(min) + " and " + bound_text(max) +
               ", got " + shown);
   }
   return value;

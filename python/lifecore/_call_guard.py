@@ -293,8 +293,8 @@ def name_operation(func: Any, error: BaseException) -> None:
       ``operation`` also holds. An error a call made inside ``func`` already named (an
       allocation in a captured step) keeps the innermost name;
     - a capture session's refusals are the seed's sentences ("previous capture step has not
-      been consumed"), which name no call: ``func``'s name goes in front of those that start
-      with none.
+      been consumed"), and a constructor's refusals are often a registry's ("unknown backend
+      'x'"), which name no call: ``func``'s name goes in front of those that start with none.
 
     A DriverError that a callback raised (not the core's: no ``call``) is left as it is."""
     if len(error.args) != 1 or not isinstance(error.args[0], str):
@@ -312,7 +312,8 @@ def name_operation(func: Any, error: BaseException) -> None:
             text = f"{label}: {text[len(bare):]}"
         elif not text.startswith((label + ":", label + "()")):
             text = f"{label}: {text}"
-    elif getattr(func, "__module__", "") == _core.capture.__name__ and not _NAMED.match(text):
+    elif (isinstance(func, type) or getattr(func, "__module__", "") == _core.capture.__name__) and \
+            not _NAMED.match(text):
         text = f"{label}: {text}"
     else:
         return
