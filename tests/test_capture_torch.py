@@ -898,19 +898,28 @@ def test_a_forward_on_another_thread_during_a_capture_block_is_refused_and_chang
     x = torch.randn(1, 3, 4)
     errors: list = []
 
+    block = capture(m, "2", "tensor")
+
     def other_thread() -> None:
         try:
             with torch.no_grad():
                 m(torch.zeros(1, 3, 4))
         except CaptureSessionError as error:
             errors.append(error)
+        try:
+            # torch registers the block's with_kwargs pre-hook as a plain one first: a forward in
+            # that window calls it without kwargs, and it must refuse all the same.
+            block._begin(m, (torch.zeros(1, 3, 4),))
+        except CaptureSessionError as error:
+            errors.append(error)
 
-    with torch.no_grad(), capture(m, "2", "tensor") as records:
+    with torch.no_grad(), block as records:
         thread = threading.Thread(target=other_thread)
         thread.start()
         thread.join()
         y = m(x)  # the block's own forward, after the other thread's
-    assert len(errors) == 1 and "on another thread" in str(errors[0]) and "block is unchanged" in str(errors[0])
+    assert len(errors) == 2
+    assert all("on another thread" in str(e) and "block is unchanged" in str(e) for e in errors)
     assert records["2"].outcome == CaptureOutcome.CAPTURED and torch.equal(records["2"].tensor, y)
     with torch.no_grad():
         m(x)  # the block closed: the model is every thread's again, and runs no hook

@@ -1176,7 +1176,10 @@ class ModelCapture:
                 selections.append(CaptureSelection(f"{path}:{name}", path, transform))
         return CapturePlan(selections, self._limits)
 
-    def _begin(self, module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _begin(self, module: nn.Module, args: tuple[Any, ...], kwargs: Optional[dict[str, Any]] = None) -> None:
+        # torch registers a with_kwargs pre-hook as a plain one first: a forward on another thread
+        # in that window calls it without kwargs, and must still be refused below.
+        kwargs = {} if kwargs is None else kwargs
         if _THREAD.discovering:
             return  # a discovery's own forward (this block's or another's)
         if threading.get_ident() != self._thread:
