@@ -115,8 +115,9 @@ bool interrupted(nb::python_error& failed, PyObject*& type, PyObject*& value, Py
 
 // A DriverError names the driver call that failed, and a capture session's refusals often name
 // no call at all; name_operation puts the caller's lifecore call in front (the error, its type
-// and traceback stay; a failure there keeps it as is). Any other error passes untouched. The error is fetched first: finding DriverError may import
-// lifecore.errors, which must not run with an exception set.
+// and traceback stay; a failure there keeps it as is). Any other error passes untouched. The
+// error is fetched first: finding LifecoreError may import lifecore.errors, which must not run
+// with an exception set.
 void name_operation(PyObject* func) {
   PyObject *type = nullptr, *value = nullptr, *traceback = nullptr;
   PyErr_Fetch(&type, &value, &traceback);

@@ -341,6 +341,13 @@ class _Runs:
         if self.on_end is not None:
             self.on_end(self, stats)
 
+    def steps(self, ran: int) -> tuple[int, str]:
+        """Of ``ran`` steps (the discarded examples' among them): the runs' own, and how a row
+        says them, with the discarded examples' apart when there were any."""
+        own = ran - self.discarded_steps
+        apart = f" (+{self.discarded_steps} in discarded examples)" if self.discarded_steps else ""
+        return own, f"{own} steps{apart}"
+
     def counted(self, of: Optional[int] = None) -> str:
         """The runs (``of`` the examples asked for, when given), and the discarded examples beside
         them when there were any."""
@@ -737,10 +744,8 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
         ran = stats.steps - steps_before
         result.passed = ran > 0
         seconds = time.perf_counter() - start
-        # The steps of the runs counted; a discarded example's steps ran, and are told apart.
-        counted = ran - runs.discarded_steps
-        apart = f" (+{runs.discarded_steps} in discarded examples)" if runs.discarded_steps else ""
-        result.detail = (f"{runs.counted(examples if stopped else None)}, {counted} steps{apart} in {seconds:.1f} s, "
+        counted, steps_text = runs.steps(ran)
+        result.detail = (f"{runs.counted(examples if stopped else None)}, {steps_text} in {seconds:.1f} s, "
                          "every invariant held" if ran else "the machine ran no step")
         if stopped:
             result.detail += "; the --max-seconds budget ended the run"
@@ -762,9 +767,7 @@ def _interrupted(interrupt: KeyboardInterrupt, target: Target, runs: _Runs, resu
     if result.failure is not None:  # found, shrunk, saved and printed: only what came after was cut short
         return _Interrupted(interrupt, result, None, seed)
     if not runs.failed:
-        counted = runs.steps_at_end - runs.steps_at_start - runs.discarded_steps
-        apart = f" (+{runs.discarded_steps} in discarded examples)" if runs.discarded_steps else ""
-        result.detail = f"interrupted after {runs.counted()}, {counted} steps{apart}"
+        result.detail = f"interrupted after {runs.counted()}, {runs.steps(runs.steps_at_end - runs.steps_at_start)[1]}"
         return _Interrupted(interrupt, result, None, seed)
     error = runs.first_failure
     said = f"{type(error).__name__}: {str(error).strip() or '(no message)'}".splitlines()[0] if error else "a failure"

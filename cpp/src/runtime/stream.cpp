@@ -523,9 +523,7 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   LockWithoutStalling lock(mutex_);
   check_usable("read");
   driver::DevicePtr ptr = buffer.use(*device_, "read");
-  check_host_work("read");
-  check_no_host_wait_while_recording("read");
-  check_not_recording_elsewhere("read", "synchronizes this stream");
+  check_host_wait("read");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read");
   std::vector<std::uint8_t> out(buffer.nbytes());
@@ -662,16 +660,16 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
 
 void Stream::check_syncable() {
   check_usable("sync");
-  check_host_work("sync");
-  check_no_host_wait_while_recording("sync");
-  check_not_recording_elsewhere("sync", "synchronizes this stream");
+  check_host_wait("sync");
 }
 
-void Stream::check_no_host_wait_while_recording(const char* op) const {
+void Stream::check_host_wait(const char* op) const {
+  check_host_work(op);
   if (driver_captures())
     raise(ErrorKind::CaptureState,
           std::string(op) + ": this stream is recording a graph capture, and a host wait on it would invalidate the "
                             "recording (the driver refuses it); nothing was done: end the capture first");
+  check_not_recording_elsewhere(op, "synchronizes this stream");
 }
 
 void Stream::finish_host_wait(const char* op) {
@@ -1158,9 +1156,7 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
   if (bytes != buffer.nbytes())
     raise(ErrorKind::InvalidArgument, "read_into: the target holds " + std::to_string(bytes) +
                                           " bytes, the buffer " + std::to_string(buffer.nbytes()));
-  check_host_work("read_into");
-  check_no_host_wait_while_recording("read_into");
-  check_not_recording_elsewhere("read_into", "synchronizes this stream");
+  check_host_wait("read_into");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read_into");
   check_status(driver_.memcpy_dtoh(dst, ptr, bytes));

@@ -182,16 +182,15 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
   ClearedOnExit scope(pending_);
   Pending p;
   for (std::size_t r = 0; r < sessions.size(); ++r) {
+    const char* const after = r == 0 ? none_stepped : stepped_before;  // a refusal at this row
     SequenceSession::TableRowAnswer answer;
     try {
       answer = sessions[r]->step_with_source(tokens[r], *coordinator_, domain_, width_, known(r), rows_[r].written,
                                              p.source, outcomes[r]);
     } catch (const Error& e) {
-      raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) + "; " +
-                          (r == 0 ? none_stepped : stepped_before) + ")");
+      raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");
     }
-    if (answer.answer != SequenceSession::TableRow::written)
-      refuse_row(call, r, answer, r == 0 ? none_stepped : stepped_before);
+    if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, after);
     p.row = r;
     if (check(call, r, p, stepped_nothing_written)) pending_.push_back(std::move(p));
   }

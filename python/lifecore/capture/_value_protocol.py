@@ -76,11 +76,19 @@ def _rebuild(cls: Any, factory: str, args: tuple, kwargs: dict) -> Any:
     return build(*args, **kwargs)
 
 
-def _fields(value: Any) -> tuple[Any, ...]:
+def _arguments(value: Any) -> tuple[str, tuple, dict]:
+    """How ``value`` is built again: its factory ("" for the constructor), the positional and
+    the keyword arguments. Its fields, compared and hashed, are the same arguments."""
     if type(value).__name__ == "CaptureTransform":
-        name = _TRANSFORM_ARGUMENT[value.kind.name.lower()]
-        return (value.kind, getattr(value, name) if name else None)
-    return tuple(getattr(value, field) for field in _FIELDS[type(value).__name__])
+        factory = value.kind.name.lower()
+        name = _TRANSFORM_ARGUMENT[factory]
+        return factory, (getattr(value, name),) if name else (), {}
+    return "", (), {f: getattr(value, f) for f in _FIELDS[type(value).__name__]}
+
+
+def _fields(value: Any) -> tuple[Any, ...]:
+    factory, args, kwargs = _arguments(value)
+    return (factory, *args, *kwargs.values())
 
 
 _NAN = ("nan",)  # what a NaN field hashes as: Python hashes each NaN object by its identity
@@ -111,7 +119,7 @@ def _same(a: Any, b: Any) -> bool:
 def _equal(self: Any, other: Any) -> Any:
     if type(other) is not type(self):
         return NotImplemented
-    return all(_same(a, b) for a, b in zip(_fields(self), _fields(other)))
+    return _same(list(_fields(self)), list(_fields(other)))
 
 
 def _hash(self: Any) -> int:
@@ -119,12 +127,7 @@ def _hash(self: Any) -> int:
 
 
 def _reduce(self: Any) -> tuple[Any, ...]:
-    cls = type(self)
-    if cls.__name__ == "CaptureTransform":
-        factory = self.kind.name.lower()
-        name = _TRANSFORM_ARGUMENT[factory]
-        return (_rebuild, (cls, factory, (getattr(self, name),) if name else (), {}))
-    return (_rebuild, (cls, "", (), {f: getattr(self, f) for f in _FIELDS[cls.__name__]}))
+    return (_rebuild, (type(self), *_arguments(self)))
 
 
 def _refuse(self: Any, *protocol: Any) -> Any:

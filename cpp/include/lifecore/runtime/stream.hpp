@@ -210,10 +210,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op = "write");
   // sync()'s refusals, checked before any wait (sync and sync_for alike).
   void check_syncable();
-  // CaptureStateError, nothing changed, when `op` would wait on the host for this stream while
-  // it records into a driver graph: the driver refuses that wait and invalidates the capture
-  // (CUDA and HIP alike), so it never reaches the driver and the recording goes on.
-  void check_no_host_wait_while_recording(const char* op) const;
+  // The refusals of a host wait `op` on this stream (sync, read, read_into), nothing changed:
+  // a software window cannot hold it (check_host_work); while the stream records into a driver
+  // graph the driver would refuse the wait and invalidate the capture (CUDA and HIP alike), so
+  // it never reaches the driver and the recording goes on; and a recording elsewhere may
+  // forbid it (check_not_recording_elsewhere).
+  void check_host_wait(const char* op) const;
   // A host wait for `op` (sync, read, read_into, a view) and what follows it on success: what
   // the fence held is released, and the first queued failure surfaces, named for `op`.
   void finish_host_wait(const char* op);
