@@ -33,11 +33,12 @@ one thread, so every recording is this thread's. Destroying a graph waits for it
 relaxed mode instead, which forbids nothing and invalidates no recording.
 
 A profile (``Stream.profile``: driver events around work, then a host wait on the end event)
-measures outside a recording; a software recording refuses it on the spot; inside a hardware
-recording the driver refuses the wait (900, invalidating the capture, or 907 for a relaxed
-capture, which it leaves open) and end_capture refuses the recording either way. A read or a
-sync of the recording stream itself is refused up front on either device (CaptureStateError),
-changing nothing: the driver would refuse its host wait and invalidate the capture.
+measures outside a recording only: a recording of its stream refuses it on the spot
+(CaptureStateError), a software one because it cannot hold it, a hardware one because its start
+would be a node of the graph and the driver would refuse its wait and invalidate the capture. A
+read or a sync of the recording stream itself is refused up front on either device in the same
+way. No call of lifecore's ever has the driver invalidate a recording: every refusal changes
+nothing, and the recording goes on and seals.
 
 Memory is modelled as *slots*: the device memory a buffer was bound to. A freed buffer's slot
 lives on while a graph whose recorded work used it is alive (the graph retains it, so the pool can
@@ -167,6 +168,11 @@ class Messages:
     HOST_WAIT_WHILE_RECORDING = (
         "{op}: this stream is recording a graph capture, and a host wait on it would invalidate the recording "
         "(the driver refuses it); nothing was done: end the capture first"
+    )
+    PROFILE_WHILE_RECORDING = (
+        "profile: this stream is recording a graph capture, and a profile measures outside one only (its stop "
+        "waits on the host, which the driver refuses inside a recording by invalidating it); nothing was done: "
+        "end the capture first"
     )
 
 
@@ -418,7 +424,6 @@ class Window:
     # Slot ids the warmup (PREPARE) used or allocated: held by priming until begin_capture ends it.
     primed: set[int] = field(default_factory=set)
     pinned_info: set[tuple[int, ...]] = field(default_factory=set)  # info words used since prepare
-    invalidated: bool = False  # hardware: an illegal call while recording
     memory_nodes: int = 0  # hardware: allocations the pool could not serve while recording
     lazy_refusals: list[str] = field(default_factory=list)  # software: operations refused at end
     memory_node_buffers: list[int] = field(default_factory=list)
@@ -799,9 +804,6 @@ class DeviceModel:
             return  # the window's own memory node, already pinned
         if words not in self.shared_info and s.state.is_recording() and self.hardware:
             assert s.window is not None
-            if s.window.invalidated:
-                # The driver refuses all work on a stream whose capture it invalidated (901).
-                raise ModelError("Driver", contains="901")
             # Memory with nothing behind it outside this recording: private to the window.
             s.window.memory_nodes += 1
             s.window.memory_node_info.add(words)
@@ -826,38 +828,20 @@ class DeviceModel:
         device's business. ``fault``: a driver operation that fails once (one of
         :data:`PROFILE_DRIVER_OPERATIONS`; any other is not called).
 
-        It never reports the stream's queued failures (its wait is on its own event). A software
-        recording refuses it on the spot (CaptureStateError). Outside a recording a failing
-        driver operation raises DriverError and changes nothing. Inside a hardware recording the
-        start event is recorded into the graph; the stop's wait is refused by the driver (900,
-        invalidating the capture, unless the capture is relaxed: then 907, and the capture is
-        left open) or fails by the injected fault, and the failure belongs to the window, so
-        end_capture refuses the recording. A fault in the start (creating or recording the start
-        event) records nothing and leaves the window alone, as does a start on a capture the driver
-        already invalidated (901). While another stream records on this thread (outside relaxed
-        mode) it is refused up front (CaptureStateError), creating no event."""
+        It never reports the stream's queued failures (its wait is on its own event). A recording
+        of this stream refuses it on the spot (CaptureStateError), creating no event: a software
+        one cannot hold it, and in a hardware one no profile could ever measure. While another
+        stream records on this thread (outside relaxed mode) it is refused up front too (its stop
+        waits on the host). Otherwise a failing driver operation raises DriverError and changes
+        nothing."""
         s = self.streams[stream]
-        if s.state.is_recording() and not self.hardware:
+        if s.state.is_recording():
+            if self.hardware:
+                raise ModelError("CaptureState", Messages.PROFILE_WHILE_RECORDING)
             raise ModelError("CaptureState", Messages.SOFTWARE_REFUSED.format(op="profile"))
-        if not s.state.is_recording():
-            self._refuse_if_recording_elsewhere(s)  # its stop waits on the host
-        if fault in ("event_create", "event_record"):
-            # The start fails (creating an event, or recording the start: the first record)
-            # before anything is recorded.
+        self._refuse_if_recording_elsewhere(s)
+        if fault in PROFILE_DRIVER_OPERATIONS:
             raise ModelError("Driver")
-        if s.state.is_recording() and s.window is not None and s.window.invalidated:
-            # The driver refuses all work on a stream whose capture it invalidated (901).
-            raise ModelError("Driver", contains="901")
-        if not s.state.is_recording():
-            if fault in ("event_synchronize", "event_elapsed"):
-                raise ModelError("Driver")
-            return
-        assert s.window is not None
-        if fault == "event_synchronize" or self.capture_mode == "relaxed":
-            s.window.lazy_refusals.append(FAILED_IN_WINDOW)
-            raise ModelError("Driver", contains=None if fault else "907")
-        s.window.invalidated = True
-        raise ModelError("Driver", contains="900")
 
     # ---------------------------------------------------------------- transitions
 
@@ -925,7 +909,7 @@ class DeviceModel:
 
         The state moves first, so every failure below leaves the stream in NO_CAPTURE.
         Order of the refusals (all CaptureRefusedError): an abandoned window; the driver's end
-        failing, or reporting an invalidated capture; an operation refused lazily or failed inside
+        failing; an operation refused lazily or failed inside
         the window; counting the nodes failing; memory nodes; instantiation failing.
         """
         s = self.streams[stream]
@@ -938,8 +922,6 @@ class DeviceModel:
             raise ModelError("CaptureRefused", Messages.ABANDONED.format(owner=end.owner, caller=end.caller))
         if kind is not None and fault == "stream_end_capture":
             raise ModelError(kind)
-        if window.invalidated:
-            raise ModelError("CaptureRefused", contains="invalidated")
         if window.lazy_refusals:
             raise ModelError("CaptureRefused", contains=window.lazy_refusals[0])
         if kind is not None and fault == "graph_node_counts":

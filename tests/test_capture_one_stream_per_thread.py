@@ -224,11 +224,13 @@ def test_every_way_a_recording_ends_lets_this_thread_record_again(mode) -> None:
             a, x = held
             with pytest.raises(CaptureStateError, match="^read: this stream is recording"):
                 a.read(x)  # its own stream: refused before the driver would invalidate it
-            with pytest.raises(lifecore.DriverError, match="900"):
-                with a.profile():  # the stop's host wait: the driver refuses and invalidates it
+            with pytest.raises(CaptureStateError, match="^profile: this stream is recording"):
+                with a.profile():  # its start: refused before its stop's wait would invalidate it
                     pass
+            dev.inject_fault("stream_end_capture", 901)  # a call made outside lifecore invalidated it
             with pytest.raises(CaptureRefusedError, match="invalidated"):
                 a.end_capture()
+            dev.clear_faults()
 
         def end_failed_then_aborted(held) -> None:
             a = held[0]

@@ -580,10 +580,10 @@ void bind_stream(nb::module_& m) {
            "invalidate it.")
       .def("profile", [](std::shared_ptr<Stream> s) { return Profile::start(std::move(s)); },
            "Starts measuring the device time of the work issued from now on (a start event is recorded).\n"
-           "`with stream.profile() as p: ...` then p.elapsed_ms. Inside a software capture window it raises\n"
-           "CaptureStateError at once; inside a hardware one the driver refuses the end's host wait\n"
-           "(DriverError) and end_capture then refuses the recording, as it does while a profile started\n"
-           "inside it is still running. Refused like sync() while another stream records.")
+           "`with stream.profile() as p: ...` then p.elapsed_ms. A profile measures outside a recording only:\n"
+           "while this stream records (software or hardware graphs) it raises CaptureStateError and changes\n"
+           "nothing, the recording going on; so does stop() of a profile started before the recording (stop\n"
+           "it again once the recording has ended). Refused like sync() while another stream records.")
       .def("graph_prepare", &Stream::graph_prepare, "owner"_a = 0,
            "NO_CAPTURE -> PREPARE: arms the pools for the warmup run.")
       .def("begin_capture", &Stream::begin_capture, nb::call_guard<GilRelease>(),

@@ -663,13 +663,13 @@ void Stream::check_syncable() {
   check_host_wait("sync");
 }
 
-void Stream::check_host_wait(const char* op) const {
+void Stream::check_host_wait(const char* op, std::string_view does) const {
   check_host_work(op);
   if (driver_captures())
     raise(ErrorKind::CaptureState,
           std::string(op) + ": this stream is recording a graph capture, and a host wait on it would invalidate the "
                             "recording (the driver refuses it); nothing was done: end the capture first");
-  check_not_recording_elsewhere(op, "synchronizes this stream");
+  check_not_recording_elsewhere(op, does);
 }
 
 void Stream::finish_host_wait(const char* op) {
@@ -722,7 +722,6 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
 void Stream::destroy_events(ProfileEvents& events) noexcept {
   if (!events.live) return;
   events.live = false;
-  if (events.recorded_in != 0 && events.recorded_in == window_ && window_profiles_ > 0) --window_profiles_;
   // Also once the stream or the device is closed: close() does not know a profile's events, and
   // the driver lives as long as the device object does.
   if (events.start != driver::EventHandle{}) (void)driver_.event_destroy(events.start);
@@ -735,6 +734,13 @@ Stream::ProfileEvents Stream::profile_start() {
   check_usable("profile");
   // The end waits on the host, which an op list cannot hold.
   check_host_work("profile");
+  // Inside a driver recording the start event would be a node of the graph and the stop's wait
+  // would invalidate it: no profile there can ever measure, so none starts.
+  if (driver_captures())
+    raise(ErrorKind::CaptureState,
+          "profile: this stream is recording a graph capture, and a profile measures outside one only (its stop "
+          "waits on the host, which the driver refuses inside a recording by invalidating it); nothing was done: "
+          "end the capture first");
   check_not_recording_elsewhere("profile", "waits on the host for its end event when it stops");
   ProfileEvents events;
   events.live = true;
@@ -745,9 +751,6 @@ Stream::ProfileEvents Stream::profile_start() {
     destroy_events(events);
     throw_driver(status);
   }
-  // Inside a driver capture the record is itself recorded: the start is a node of the graph.
-  events.recorded_in = driver_captures() ? window_ : 0;
-  if (events.recorded_in != 0) ++window_profiles_;
   return events;
 }
 
@@ -755,56 +758,30 @@ float Stream::profile_stop(ProfileEvents& events) {
   LockWithoutStalling lock(mutex_);
   if (!events.live) raise(ErrorKind::Closed, "profile: this profile has already stopped");
   // A recording's refusal changes nothing: the profile stays live, to stop once that recording
-  // has ended. Past these, the events go whatever happens (a closed device's among them: the
-  // profile can never stop then, and close() does not know its events).
+  // has ended (the stream's own included: it began after the start). Past these, the events go
+  // whatever happens (a closed device's among them: the profile can never stop then, and close()
+  // does not know its events).
   const bool closing = dead_ || left_by_close_ || device_->closed();  // check_usable refuses below
-  if (!closing) {
-    check_host_work("profile");
-    check_not_recording_elsewhere("profile", "waits on the host for its end event");
-  }
+  if (!closing) check_host_wait("profile", "waits on the host for its end event");
   struct Release {
     Stream* self;
     ProfileEvents* events;
     ~Release() { self->destroy_events(*events); }
   } release{this, &events};
   check_usable("profile");
-  const WindowId recording = driver_captures() ? window_ : 0;
-  if (events.recorded_in != 0 && events.recorded_in != recording)
-    raise(ErrorKind::CaptureState,
-          "profile: it started inside a capture window that has since ended, so its start was recorded into "
-          "that window rather than run; nothing was measured");
   driver::Status status = driver_.event_record(events.end, handle_);
-  // A host wait: inside a hardware recording the driver refuses it (and may invalidate the capture);
-  // outside one it is made in relaxed mode, as every host wait of a stream that does not record.
   if (status.ok()) {
-    RelaxedCaptureMode relaxed(driver_, recording == 0);
+    RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
     status = driver_.event_synchronize(events.end);
   }
   float milliseconds = 0.0f;
   if (status.ok()) status = driver_.event_elapsed(events.start, events.end, &milliseconds);
-  if (!status.ok()) {
-    // The profile's events are part of the recording now: it cannot be sealed as it is.
-    if (recording != 0) queue_failure(status);
-    throw_driver(status);
-  }
-  if (recording != 0) {
-    // A driver that let the wait through still recorded the events into the graph.
-    queue_error(Error(ErrorKind::CaptureState, "profile: a host wait cannot be part of a graph"));
-    raise(ErrorKind::CaptureState, "profile: a host wait cannot be part of a graph");
-  }
+  if (!status.ok()) throw_driver(status);
   return milliseconds;
 }
 
 void Stream::profile_abandon(ProfileEvents& events) noexcept {
   LockWithoutStalling lock(mutex_);
-  if (events.live && events.recorded_in != 0 && driver_captures() && window_ == events.recorded_in) {
-    try {
-      // Its start event is a node of this recording, and the event is about to go.
-      queue_error(Error(ErrorKind::CaptureState,
-                        "profile: it was abandoned inside the capture window that recorded its start"));
-    } catch (...) {
-    }
-  }
   destroy_events(events);
 }
 
@@ -916,7 +893,6 @@ void Stream::discard_window() noexcept {
       if (auto buffer = weak.lock()) buffer->mark_dangling();
     window_node_buffers_.clear();
     window_holds_.clear();  // nothing recorded will run
-    window_profiles_ = 0;
     window_ = 0;
   } catch (...) {
     // Nothing here reports failure; stay usable whatever happened.
@@ -1006,9 +982,9 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   if (!ended_status.ok()) {
     if (ended_status.code == driver::Code::capture_invalidated)
       refuse("end_capture: the driver invalidated the capture (" + driver::status_summary(ended_status) +
-                      "): an operation it cannot record ran inside the window (a profile's wait on this stream, "
-                      "or, outside relaxed mode, a call the driver forbids while a capture records made outside "
-                      "lifecore, which refuses its own up front); nothing was sealed",
+                      "): a call made outside lifecore that the driver cannot record, or forbids while a "
+                      "capture records, ran inside the window (lifecore refuses its own up front); nothing was "
+                      "sealed",
              "invalidated", &ended_status);
     refuse("end_capture: ending the driver capture failed (" + driver::status_summary(ended_status) + ", in " +
                     ended_status.call + "); nothing was sealed",
@@ -1028,12 +1004,6 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
     throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
   }
 
-  if (window_profiles_ > 0)
-    refuse("end_capture: " + std::to_string(window_profiles_) +
-               " profile(s) started inside the window are still running: each start event is a node of the "
-               "recording, and the profile destroys its event when it stops, so no graph may keep that node (a "
-               "profile measures outside a hardware capture only); nothing was sealed",
-           "profile");
   Graph::Parts parts;
   parts.device = device_;
   parts.origin = shared_from_this();
@@ -1052,7 +1022,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   device_->info().commit(window_, parts.id);
   auto graph = std::make_shared<Graph>(std::move(parts));
   device_->register_graph(graph);
-  window_ = 0;  // window_profiles_ is 0: a recording with a running profile was refused above
+  window_ = 0;
   sealed.upload(driver_, handle_);
   flush_fenced();  // the flushes deferred while recording
   return graph;

@@ -246,19 +246,9 @@ class StreamCaptureMachine(LifecycleMachine):
         """The model's capture state of stream ``sid`` (stream 0 when None)."""
         return self.model.state(self.sid0 if sid is None else sid)
 
-    def _alloc(self, count: int) -> Optional[_Buffer]:
-        """Allocates on both; the model learns from driver_allocations whether the pool grew.
-
-        Returns None when the device refused: only legitimate when the pool had to ask a driver
-        for memory on a stream whose hardware capture is already invalidated (the driver then
-        refuses all work on that stream)."""
-        try:
-            real = self.real0.alloc(4 * count)
-        except lifecore.DriverError as error:
-            window = self.model.streams[self.sid0].window
-            assert self.model.hardware and window is not None and window.invalidated and \
-                self.model_state().is_recording(), f"alloc({4 * count}) failed: {error}"
-            return None
+    def _alloc(self, count: int) -> _Buffer:
+        """Allocates on both; the model learns from driver_allocations whether the pool grew."""
+        real = self.real0.alloc(4 * count)
         grown = self.device.memory_stats()["driver_allocations"]
         new_slice = grown > self.driver_allocations
         self.driver_allocations = grown
@@ -351,20 +341,18 @@ class StreamCaptureMachine(LifecycleMachine):
         count = SIZES[program.size_class]
         persistent = [b for b in self.buffers if b.count == count]
         temps = [self._alloc(count) for _ in range(program.temps)]
-        assert all(t is not None for t in temps), "a step's allocation failed outside an invalidated capture"
 
         def resolve(operand: tuple[str, int]) -> Union[_Buffer, _Host]:
             kind, i = operand
             if kind == "h":
                 return _Host(program.host[:count]) if self.host_memory else persistent[0]
-            return persistent[i % len(persistent)] if kind == "p" else temps[i]  # type: ignore[return-value]
+            return persistent[i % len(persistent)] if kind == "p" else temps[i]
 
         for op in program.ops:
             kernel, a, *operands = op
             self._launch(0, kernel, a, [resolve(o) for o in operands],
                          views=[program.views and o[0] == "p" for o in operands])
         for t in temps:
-            assert t is not None
             t.drop_view()
             t.real.free()
             self.model.free(t.mid)
@@ -377,7 +365,6 @@ class StreamCaptureMachine(LifecycleMachine):
         for count in SIZES:
             for k in range(2):
                 buf = self._alloc(count)
-                assert buf is not None
                 self.buffers.append(buf)
                 self._write(0, buf, [values[(i + k) % 16] for i in range(count)])
 
@@ -408,10 +395,8 @@ class StreamCaptureMachine(LifecycleMachine):
     @counted
     def alloc(self, size_class: int, values: Optional[list[float]]) -> None:
         """Allocates a buffer of one size class on both and, outside a recording, writes ``values`` into
-        it. A refused allocation (legitimate only inside an invalidated hardware capture) adds nothing."""
+        it."""
         buf = self._alloc(SIZES[size_class])
-        if buf is None:
-            return
         self.buffers.append(buf)
         if values is not None and not self.model_state().is_recording():
             self._write(0, buf, values[: buf.count])

@@ -109,15 +109,14 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool sync_for(std::chrono::nanoseconds slice);
 
   // Profiling (see Profile): a start event recorded now, an end event recorded at stop, waited
-  // on, and the time between them. A software recording refuses it on the spot; inside a
-  // hardware recording the wait goes to the driver, which refuses it, and the recording is
-  // then refused too; a profile started inside one and still running at end_capture also has
-  // the recording refused (its start is a node recording an event the profile destroys).
-  // A failure destroys the events and leaves the stream usable.
+  // on, and the time between them. A profile measures outside a recording only: a recording of
+  // this stream, software or hardware, refuses its start, and its stop while the stream records
+  // (the driver would refuse the wait and invalidate the capture), with nothing changed: the
+  // recording goes on, and a refused stop can be made again once it has ended. A driver failure
+  // destroys the events and leaves the stream usable.
   struct ProfileEvents {
     driver::EventHandle start{};
     driver::EventHandle end{};
-    WindowId recorded_in = 0;  // the hardware recording the start event went into (0: none)
     bool live = false;
   };
   ProfileEvents profile_start();
@@ -210,12 +209,13 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op = "write");
   // sync()'s refusals, checked before any wait (sync and sync_for alike).
   void check_syncable();
-  // The refusals of a host wait `op` on this stream (sync, read, read_into), nothing changed:
+  // The refusals of a host wait `op` on this stream (sync, read, read_into, a profile's stop),
+  // nothing changed; `does` says why a recording elsewhere forbids it:
   // a software window cannot hold it (check_host_work); while the stream records into a driver
   // graph the driver would refuse the wait and invalidate the capture (CUDA and HIP alike), so
   // it never reaches the driver and the recording goes on; and a recording elsewhere may
   // forbid it (check_not_recording_elsewhere).
-  void check_host_wait(const char* op) const;
+  void check_host_wait(const char* op, std::string_view does = "synchronizes this stream") const;
   // A host wait for `op` (sync, read, read_into, a view) and what follows it on success: what
   // the fence held is released, and the first queued failure surfaces, named for `op`.
   void finish_host_wait(const char* op);
@@ -323,8 +323,6 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::vector<std::weak_ptr<Buffer>> window_node_buffers_;
   // Foreign memory the open recording uses: the graph holds it for its life.
   std::vector<std::shared_ptr<void>> window_holds_;
-  // Live profiles whose start event the open hardware recording recorded: end_capture refuses it.
-  std::size_t window_profiles_ = 0;
   DropQueue drop_;
   StreamErrors errors_;
   std::size_t issued_since_flush_ = 0;
