@@ -164,7 +164,7 @@ class Messages:
         "{op}: a software capture window records launches, fills and copies only, so this operation "
         "cannot be part of a graph"
     )
-    REPLAY_DESTROYED = "replay was given an unknown or already-destroyed graph"
+    REPLAY_DESTROYED = "replay: the graph was destroyed"
     HOST_WAIT_WHILE_RECORDING = (
         "{op}: this stream is recording a graph capture, and a host wait on it would invalidate the recording "
         "(the driver refuses it); nothing was done: end the capture first"

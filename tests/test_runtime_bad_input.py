@@ -300,7 +300,7 @@ def test_destroyed_graph(stream) -> None:
     x = stream.alloc(16)
     graph = stream.capture(lambda st: st.fill(x, 1))
     graph.destroy()
-    with pytest.raises(ClosedError, match="^replay was given an unknown or already-destroyed graph$"):
+    with pytest.raises(ClosedError, match="^replay: the graph was destroyed$"):
         graph.replay()
     with pytest.raises(TypeError):
         graph.replay("stream")

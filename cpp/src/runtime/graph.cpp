@@ -54,7 +54,7 @@ void Graph::replay(Stream* stream) {
 
 driver::Status Graph::launch_on(Stream& stream, driver::StreamHandle handle) {
   std::lock_guard lock(mutex_);
-  if (!alive_) raise(ErrorKind::Closed, "replay was given an unknown or already-destroyed graph");
+  if (!alive_) raise(ErrorKind::Closed, "replay: the graph was destroyed");
   // A stream that is gone is dropped here: replayed on many short-lived streams, the list (and
   // this scan, on every replay) would otherwise grow without bound. An entry that is not expired
   // names the live stream at its address, so comparing addresses is exact.

@@ -789,7 +789,7 @@ void Stream::replay(Graph& graph) {
   LockWithoutStalling lock(mutex_);
   check_usable("replay");
   // Checked first so a destroyed graph raises at once, also inside a window that refuses replays.
-  if (!graph.alive()) raise(ErrorKind::Closed, "replay was given an unknown or already-destroyed graph");
+  if (!graph.alive()) raise(ErrorKind::Closed, "replay: the graph was destroyed");
   if (refuse_host_work_lazily("replay")) return;
   if (auto status = graph.launch_on(*this, handle_); !status.ok()) queue_failure(status);
   after_issue();
