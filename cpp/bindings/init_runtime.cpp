@@ -494,7 +494,9 @@ void bind_buffer_graph_profile(nb::module_& m) {
                       "as a context manager (`with stream.profile() as p: ...`, then p.elapsed_ms) or call stop().")
       .def("stop", &Profile::stop, nb::call_guard<GilRelease>(),
            "Records the end event, waits for it and returns the milliseconds since the start.\n"
-           "ClosedError when already stopped; a DriverError releases the profile's events.")
+           "ClosedError when already stopped; a DriverError releases the profile's events. CaptureStateError\n"
+           "while its stream records, or (outside relaxed mode) this thread records on another stream: the\n"
+           "wait is forbidden there; nothing changed, so stop it again once that recording has ended.")
       .def_prop_ro("elapsed_ms", &Profile::elapsed_ms, "The measured milliseconds; None until stop() succeeded")
       .def_prop_ro("stopped", &Profile::stopped, "True once stopped (or abandoned, or failed)")
       .def("__enter__",
