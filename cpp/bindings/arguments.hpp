@@ -40,16 +40,6 @@ inline std::string bound_text(std::uint64_t value) {
   return std::to_string(value);
 }
 
-// The items of a sequence as a tuple the caller holds for the whole call. Reading the
-// caller's list in place while Python code runs (an item's __index__ or __dlpack__, a list
-// subclass's __iter__, another thread while the interpreter lock is let go) could see it grow
-// past the count taken, shrink, or drop an item whose converted form is still in use.
-inline nb::tuple sequence_snapshot(nb::handle sequence) {
-  PyObject* items = PySequence_Tuple(sequence.ptr());
-  if (!items) throw nb::python_error();
-  return nb::steal<nb::tuple>(items);
-}
-
 // "Type: message" of a Python exception (the type alone when its text is empty or cannot be
 // read), for a lifecore error that quotes what user code raised.
 inline std::string python_error_summary(const nb::python_error& e) {
@@ -65,6 +55,21 @@ inline std::string python_error_summary(const nb::python_error& e) {
   if (!data) PyErr_Clear();
   Py_DECREF(text);
   return summary;
+}
+
+// The items of a sequence as a tuple the caller holds for the whole call. Reading the
+// caller's list in place while Python code runs (an item's __index__ or __dlpack__, a list
+// subclass's __iter__, another thread while the interpreter lock is let go) could see it grow
+// past the count taken, shrink, or drop an item whose converted form is still in use.
+// Python's own refusal to read it (a 0-d NumPy array, a memoryview of several dimensions, a
+// __len__ past what memory holds) is a LifecoreTypeError naming `label` and quoting it; a
+// KeyboardInterrupt or SystemExit passes as it is.
+inline nb::tuple sequence_snapshot(nb::handle sequence, const std::string& label) {
+  PyObject* items = PySequence_Tuple(sequence.ptr());
+  if (items) return nb::steal<nb::tuple>(items);
+  nb::python_error error;
+  if (error.matches(PyExc_KeyboardInterrupt) || error.matches(PyExc_SystemExit)) throw error;
+  raise(ErrorKind::TypeMismatch, label + " could not be read as a sequence (" + python_error_summary(error) + ")");
 }
 
 // The type `name` of the module `module` once that module is loaded (no instance of it can
@@ -232,7 +237,12 @@ inline std::string str_argument(nb::handle h, const char* call, const char* name
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a str, got " + type_name_of(h));
   Py_ssize_t size = 0;
   const char* data = PyUnicode_AsUTF8AndSize(h.ptr(), &size);
-  if (!data) throw nb::python_error();
+  if (!data) {
+    nb::python_error error;  // a lone surrogate, which UTF-8 cannot hold
+    if (!error.matches(PyExc_UnicodeError)) throw error;
+    raise(ErrorKind::InvalidArgument,
+          argument_label(call, name) + " must be text UTF-8 can encode (" + python_error_summary(error) + ")");
+  }
   return std::string(data, static_cast<std::size_t>(size));
 }
 

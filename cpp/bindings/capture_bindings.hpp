@@ -95,7 +95,7 @@ struct ArgumentOf<std::vector<T>> {
     if (PyUnicode_Check(h.ptr()) || PyBytes_Check(h.ptr()) || !PySequence_Check(h.ptr()))
       raise(ErrorKind::TypeMismatch, argument_label(call, name.c_str()) + " must be a list, got " + type_name_of(h));
     // A snapshot: an item's __index__ may change the caller's list while it is read.
-    const nb::tuple items = sequence_snapshot(h);
+    const nb::tuple items = sequence_snapshot(h, argument_label(call, name.c_str()));
     const std::size_t size = items.size();
     std::vector<T> out;
     out.reserve(size);

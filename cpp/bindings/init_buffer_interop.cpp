@@ -82,7 +82,7 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
     raise(ErrorKind::TypeMismatch, "view: shape must be a sequence of ints or None, got " +
                                        type_name_of(shape));
   std::uint64_t count = 1;
-  for (nb::handle item : nb::iter(shape)) {
+  for (nb::handle item : sequence_snapshot(shape, "view: argument 'shape'")) {
     const nb::object dim = index_of(item);  // as the other counts take it (a NumPy integer too)
     if (!dim.is_valid())
       raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + type_name_of(item));
@@ -211,9 +211,9 @@ nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle m
                          nb::handle copy) {
   const auto [type, id] = dlpack_device(*view.buffer, "__dlpack__");
   if (!copy.is_none()) {
-    const int wanted = PyObject_IsTrue(copy.ptr());
-    if (wanted < 0) throw nb::python_error();  // its __bool__ raised: that error, not a pending one
-    if (wanted == 1)
+    if (!PyBool_Check(copy.ptr()))  // the protocol's copy is True, False or None
+      throw nb::buffer_error(("__dlpack__: copy must be True, False or None, got " + type_name_of(copy)).c_str());
+    if (copy.ptr() == Py_True)
       throw nb::buffer_error("__dlpack__: a buffer is exported without a copy only (copy=True is not offered)");
   }
   if (!dl_device.is_none()) {

@@ -13,6 +13,7 @@
 
 #include "capture/capture_geometry.hpp"
 #include "capture_bindings.hpp"
+#include "dlpack_guard.hpp"
 #include "lifecore/capture/types.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
@@ -47,6 +48,7 @@ struct PythonArrayStorage final : PayloadStorage {
     if (!reacquire) return array.data;
     nb::gil_scoped_acquire gil;
     HostView now;
+    refuse_shapeless_dlpack(original, "a tensor payload's array");
     bool same = nb::try_cast(original, now, /*convert=*/false) && now.dtype() == dtype && now.ndim() == shape.size();
     for (std::size_t i = 0; same && i < shape.size(); ++i) same = static_cast<std::uint64_t>(now.shape(i)) == shape[i];
     if (!same)
@@ -64,32 +66,6 @@ struct PythonArrayStorage final : PayloadStorage {
     original.reset();
   }
 };
-
-// A type from a module already imported (none otherwise: nothing of it can be passed yet).
-nb::handle imported_type(const char* module, const char* name) {
-  nb::handle modules = PySys_GetObject("modules");  // borrowed
-  if (!modules) return {};
-  PyObject* found = PyDict_GetItemString(modules.ptr(), module);  // borrowed
-  if (!found) return {};
-  PyObject* type = PyObject_GetAttrString(found, name);
-  if (!type) {
-    PyErr_Clear();
-    return {};
-  }
-  return nb::handle(type);  // a module's type lives as long as the process: the reference is kept
-}
-
-bool is_numpy_array(nb::handle array) {
-  static nb::handle type;
-  if (!type) type = imported_type("numpy", "ndarray");
-  return type && PyObject_TypeCheck(array.ptr(), reinterpret_cast<PyTypeObject*>(type.ptr()));
-}
-
-bool is_torch_tensor(nb::handle array) {
-  static nb::handle type;
-  if (!type) type = imported_type("torch", "Tensor");
-  return type && PyObject_TypeCheck(array.ptr(), reinterpret_cast<PyTypeObject*>(type.ptr()));
-}
 
 // Whether `array` keeps alive more memory than its own `bytes`: a NumPy view of a larger array
 // (or of memory NumPy does not own, whose size it cannot tell), or a torch tensor on a larger
@@ -145,6 +121,7 @@ std::optional<ElementType> element_type(nb::dlpack::dtype dtype) {
 CapturePayload payload_from_array(nb::handle given) {
   const char* call = "CapturePayload.from_array";
   HostView view;
+  refuse_shapeless_dlpack(given, argument_label(call, "array"));
   if (!nb::try_cast(given, view, /*convert=*/false))
     raise(ErrorKind::TypeMismatch, argument_label(call, "array") +
                                        " must be a contiguous host array (NumPy, or anything with __dlpack__), got " +

@@ -192,7 +192,7 @@ void init_driver_diagnostics(nb::module_& m) {
                         std::uint32_t shared_bytes) {
         std::vector<driver::KernelArg> kernel_args;
         // A snapshot: converting a value may run Python code that changes the list.
-        for (nb::handle item : sequence_snapshot(args)) {
+        for (nb::handle item : sequence_snapshot(args, "launch: argument 'args'")) {
           auto pair = nb::cast<nb::tuple>(item);
           kernel_args.push_back(kernel_arg(nb::cast<std::string>(pair[0]), pair[1]));
         }

@@ -136,7 +136,7 @@ runtime::InfoWords to_info(nb::handle h) {
   runtime::InfoWords words;
   if (!nb::isinstance<nb::sequence>(h) || nb::isinstance<nb::str>(h) || nb::isinstance<nb::bytes>(h))
     raise(ErrorKind::TypeMismatch, "launch: info must be a sequence of ints, got " + type_name_of(h));
-  for (nb::handle item : h) {
+  for (nb::handle item : sequence_snapshot(h, "launch: argument 'info'")) {
     nb::object word = as_integer(item);
     if (!word.is_valid())
       raise(ErrorKind::TypeMismatch, "launch: info words must be ints, got " + type_name_of(item));
@@ -183,7 +183,7 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
   std::list<MemoryArgument> tensors;  // tensors' descriptions, at stable addresses (empty: no allocation)
   // Converted arguments borrow the items (a Buffer's address): the snapshot keeps them alive
   // and fixes their count, whatever a conversion's Python code does to the caller's list.
-  const nb::tuple items = sequence_snapshot(args);
+  const nb::tuple items = sequence_snapshot(args, "launch: argument 'args'");
   const std::size_t count = items.size();
   LaunchArg* out = converted;
   if (count > 16) {

@@ -152,7 +152,7 @@ std::optional<std::int64_t> optional_int_argument(nb::handle h, const char* call
 nb::tuple sequence_argument(nb::handle h, const char* call, const char* name, const char* expected) {
   if (!nb::isinstance<nb::list>(h) && !nb::isinstance<nb::tuple>(h))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be " + expected + ", got " + type_name_of(h));
-  return sequence_snapshot(h);
+  return sequence_snapshot(h, argument_label(call, name));
 }
 
 nb::dict demand_bytes(const CapacityDemand& d) {

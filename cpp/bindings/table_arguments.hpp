@@ -24,6 +24,7 @@
 #include "bindings.hpp"
 #include "buffer_view.hpp"
 #include "dlpack_abi.hpp"
+#include "dlpack_guard.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/sequence/coordinator.hpp"
@@ -186,8 +187,8 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
 // caller's list (a `tokens` or `out` conversion, another thread while the lock is let go).
 class ListItems {
  public:
-  explicit ListItems(nb::handle sequence)
-      : items_(sequence_snapshot(sequence)), size_(items_.size()) {}
+  explicit ListItems(nb::handle sequence)  // a list or tuple: reading it cannot fail
+      : items_(sequence_snapshot(sequence, "a list")), size_(items_.size()) {}
   std::size_t size() const noexcept { return size_; }
   nb::handle operator[](std::size_t i) const noexcept {
     const auto at = static_cast<Py_ssize_t>(i);
@@ -280,6 +281,7 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
     raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
                                        " must be host token counts (a one-dimensional NumPy array of integers, or a list or tuple of ints), "
                                        "got a lifecore " + type_name_of(tokens) + " (device memory)");
+  refuse_shapeless_dlpack(tokens, argument_label(call, "tokens"));
   bool read = nb::try_cast(tokens, out.array, /*convert=*/false);
   if (!read && nb::hasattr(tokens, "dtype") && nb::hasattr(tokens, "astype") && nb::hasattr(tokens, "ndim")) {
     const nb::object dtype = tokens.attr("dtype");

@@ -1,0 +1,102 @@
+"""What a randomized fuzzer of the bindings found: arguments that crashed a call, or that it
+refused with Python's own exception instead of a lifecore error. Each is refused now with a
+lifecore error naming the argument, and changes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import lifecore
+from lifecore import InvalidArgumentError, LifecoreTypeError
+from lifecore import kernels as K
+from lifecore.capture import (Axis, BackendCapabilities, CapturePayload, CapturePlan, CaptureTransform,
+                              ObservationPoint, unlimited)
+from lifecore.sequence import AdmissionCoordinator, step_all
+
+from dlpack_producer import Producer
+
+PAGE = 4096
+SURROGATE = "\ud800"  # a lone surrogate: a str UTF-8 cannot encode
+
+
+class HugeLength:
+    """Says it holds 2**62 items."""
+
+    def __len__(self) -> int:
+        return 2**62
+
+    def __getitem__(self, i: int) -> int:
+        if i < 2:
+            return 1
+        raise IndexError(i)
+
+
+@pytest.fixture
+def coordinator():
+    return AdmissionCoordinator(None, domains={"kv": 64 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                max_active_sequences=4)
+
+
+def test_a_dlpack_export_with_dimensions_but_no_shape_is_refused_not_read(coordinator) -> None:
+    # It crashed the process (nanobind's array caster read the shape it did not have); the
+    # runtime's own calls already refused it.
+    host = np.zeros(256, np.float32)
+    shapeless = Producer(host.ctypes.data, [256], null_shape=True)
+    with pytest.raises(InvalidArgumentError, match=r"^CapturePayload\.from_array: argument 'array' has 1 "
+                                                   r"dimension\(s\) but no shape"):
+        CapturePayload.from_array(shapeless)
+    session = coordinator.admit("a", 16, 64).resources.open_session()
+    before = repr(coordinator.capacity())
+    with pytest.raises(InvalidArgumentError, match=r"^step_all: argument 'tokens' has 1 dimension\(s\) but no shape"):
+        step_all([session], Producer(host.ctypes.data, [1], bits=64, null_shape=True))
+    assert repr(coordinator.capacity()) == before
+    negative = Producer(host.ctypes.data, [256], ndim=-1)
+    with pytest.raises(InvalidArgumentError, match="negative number of dimensions"):
+        CapturePayload.from_array(negative)
+    # A well-formed export of the same memory is taken.
+    assert list(CapturePayload.from_array(Producer(host.ctypes.data, [256])).shape) == [256]
+
+
+@pytest.mark.parametrize("call", [
+    lambda c: Axis(SURROGATE, 4),
+    lambda c: ObservationPoint(SURROGATE),
+    lambda c: c.num_blocks(SURROGATE),
+    lambda c: c.grow_domain(SURROGATE, 1 << 20),
+    lambda c: AdmissionCoordinator(None, domains={SURROGATE: PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                   max_active_sequences=4),
+], ids=["Axis", "ObservationPoint", "num_blocks", "grow_domain", "AdmissionCoordinator"])
+def test_a_string_utf8_cannot_encode_is_an_invalid_argument(call, coordinator) -> None:
+    # It raised a bare UnicodeEncodeError.
+    before = repr(coordinator.capacity())
+    with pytest.raises(InvalidArgumentError, match="must be text UTF-8 can encode"):
+        call(coordinator)
+    assert repr(coordinator.capacity()) == before
+
+
+@pytest.mark.parametrize("unreadable", [np.array(3), memoryview(bytearray(16)).cast("B", (4, 4)), HugeLength()],
+                         ids=["0-d array", "2-D memoryview", "huge __len__"])
+def test_a_sequence_python_cannot_read_is_a_lifecore_type_error(unreadable) -> None:
+    # Each raised Python's own TypeError, NotImplementedError or MemoryError.
+    with lifecore.Device("mock") as device:
+        stream = device.stream()
+        buffer = stream.alloc(1024)
+        stream.write(buffer, bytes(range(256)) * 4)
+        calls = {
+            "view: argument 'shape'": lambda: buffer.view("uint8", unreadable),
+            "launch: argument 'info'": lambda: stream.launch(K.axpy_info_f32, 1, 64, [buffer, buffer],
+                                                             info=unreadable),
+            "argument 'edges'": lambda: CaptureTransform.histogram(unreadable),
+            "argument 'selections'": lambda: CapturePlan(unreadable, unlimited()),
+            "argument 'axes'": lambda: ObservationPoint("p", unreadable),
+        }
+        for label, call in calls.items():
+            with pytest.raises(LifecoreTypeError, match=f"{label} could not be read as a sequence") as raised:
+                call()
+            assert type(raised.value) is LifecoreTypeError, label
+        assert stream.read(buffer) == bytes(range(256)) * 4  # nothing ran
+
+
+def test_a_capability_list_python_cannot_read_is_a_lifecore_type_error() -> None:
+    with pytest.raises(LifecoreTypeError, match="could not be read as a sequence"):
+        BackendCapabilities(memoryview(bytearray(16)).cast("B", (4, 4)))
