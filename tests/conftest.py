@@ -54,14 +54,14 @@ _TRACEBACK_STREAM = None
 
 def pytest_configure(config):
     global _TRACEBACK_STREAM
+    # pytest has suspended its capture by now and resumes it around each collection and test
+    # itself: resuming it here started it early, and its terminal then wrote to the capture's
+    # file, which is closed at exit, so a collection error ended in "I/O operation on closed
+    # file" instead of its report. Suspending again is a no-op if it already is.
     capture = config.pluginmanager.getplugin("capturemanager")
     if capture is not None:
         capture.suspend_global_capture(in_=False)
-    try:
-        _TRACEBACK_STREAM = os.fdopen(os.dup(2), "w")
-    finally:
-        if capture is not None:
-            capture.resume_global_capture()
+    _TRACEBACK_STREAM = os.fdopen(os.dup(2), "w")
 
 
 def pytest_unconfigure(config):
