@@ -4,9 +4,11 @@
 #include <chrono>
 #include <limits>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -54,6 +56,15 @@ using SnapshotPtr = std::shared_ptr<BackingSnapshot>;
 SnapshotPtr mutable_snapshot(const std::shared_ptr<const BackingSnapshot>& s) {
   return std::const_pointer_cast<BackingSnapshot>(s);
 }
+
+// A descriptor a wake hook owns: closed when the last copy of the hook goes.
+struct WakeDescriptor {
+  int fd;
+  explicit WakeDescriptor(int fd) : fd(fd) {}
+  WakeDescriptor(const WakeDescriptor&) = delete;
+  WakeDescriptor& operator=(const WakeDescriptor&) = delete;
+  ~WakeDescriptor() { ::close(fd); }
+};
 
 // Python's hold on admitted resources; close() lets go before the object is collected. Once
 // the session they opened has closed, they are spent: the handle holds nothing and reads as
@@ -577,16 +588,25 @@ void bind_waiters(nb::module_& m) {
            "Without blocking: True once should_retry(); ClosedError if the coordinator, or its device, is closed.")
       .def("_add_wake_fd", [](CapacityWaitRegistration& r, int fd) {
              if (fd < 0) raise(ErrorKind::InvalidArgument, "_add_wake_fd: the descriptor must not be negative");
+             // The hook writes to a duplicate of its own, closed when the hook goes: a caller that
+             // closes `fd` without removing the hook (a Ctrl-C lost the key) never has a wake
+             // written into whatever file later gets that number.
+             const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+             if (own < 0)
+               raise(ErrorKind::InvalidArgument,
+                     std::string("_add_wake_fd: cannot duplicate the descriptor: ") + std::strerror(errno));
+             auto wake = std::make_shared<WakeDescriptor>(own);
              // A byte on a non-blocking descriptor: no GIL, no lock, safe while the
              // interpreter shuts down. A full pipe already holds a pending wake.
-             return r.add_notify([fd]() noexcept {
+             return r.add_notify([wake]() noexcept {
                const char byte = 1;
-               while (::write(fd, &byte, 1) < 0 && errno == EINTR) {}
+               while (::write(wake->fd, &byte, 1) < 0 && errno == EINTR) {}
              });
            },
            nb::arg("fd"),
            "Write one byte to `fd` (non-blocking) whenever the registration is signalled, cancelled or its "
-           "coordinator (or its device) closes; returns the key _remove_wake_fd takes. For wait_async's event loop.")
+           "coordinator (or its device) closes; returns the key _remove_wake_fd takes. The hook writes to its own "
+           "duplicate of `fd`, closed once the hook is removed. For wait_async's event loop.")
       .def("_remove_wake_fd", &CapacityWaitRegistration::remove_notify, nb::arg("key"),
            "Remove the hook _add_wake_fd returned `key` for; it is never called after this returns.")
       .def("__repr__", [](const CapacityWaitRegistration& r) {

@@ -92,11 +92,10 @@ class CalledForward(Calls):
     """The forward hook of a module observed per call; ``intervening`` holds the calls whose
     hook also intervenes (an observe-only one may be upgraded in place)."""
 
-    __slots__ = ("handle", "intervening")
+    __slots__ = ("intervening",)
 
     def __init__(self, path: str, expected: Optional[int]):
         super().__init__(path, expected)
-        self.handle: Any = None
         self.intervening: set[int] = set()
 
     def __call__(self, module: Any, args: Any, output: Any) -> Any:

@@ -262,29 +262,33 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
             timer = loop.call_later(interval, tick)
 
     read_fd, write_fd = os.pipe()
-    os.set_blocking(read_fd, False)
-    os.set_blocking(write_fd, False)
     try:
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
         loop.add_reader(read_fd, woken)
+        key = None
         try:
+            # The hook writes to a duplicate of write_fd it owns: a key a Ctrl-C lost leaves a
+            # hook that can never write into a file that reuses these numbers.
             key = registration._add_wake_fd(write_fd)
-            try:
-                check()  # a wake between the first check and the hook
-                if poll is not None or registration.cancelled:
-                    timer = loop.call_later(interval, tick)
-                if deadline is not None:
-                    deadline_timer = loop.call_at(deadline, expire)
-                return await done
-            finally:
-                registration._remove_wake_fd(key)  # never called after this: the pipe can close
+            check()  # a wake between the first check and the hook
+            if poll is not None or registration.cancelled:
+                timer = loop.call_later(interval, tick)
+            if deadline is not None:
+                deadline_timer = loop.call_at(deadline, expire)
+            return await done
         finally:
+            if key is not None:
+                registration._remove_wake_fd(key)  # never called after this
             loop.remove_reader(read_fd)
             for handle in (timer, deadline_timer):
                 if handle is not None:
                     handle.cancel()
     finally:
-        os.close(read_fd)
-        os.close(write_fd)
+        try:
+            os.close(read_fd)
+        finally:
+            os.close(write_fd)  # also after a Ctrl-C as the first close returned
 
 
 # Guarded here: the class is the core's, so no export list of this module reaches its method.

@@ -86,6 +86,7 @@ from .capture import (
 from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, split_call
+from ._torch_hooks import PlacedHooks
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
@@ -333,23 +334,22 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
     # Module path -> what each of its calls returned at output_index: (shape, dtype, itemsize),
     # or None for no tensor there. Facts only: a module called in a loop keeps no tensors.
     seen: dict[str, list[Optional[tuple[tuple[int, ...], ValueDtype, int]]]] = {}
-    handles = []
-    for name, module in model.named_modules():
-        if not name:
-            continue
-
-        def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
-            tensor = _selected_tensor(output, _index_for(output_index, name))
-            seen.setdefault(name, []).append(
-                None if tensor is None else (tuple(tensor.shape), _dtype(tensor), tensor.element_size()))
-
-        handles.append(module.register_forward_hook(record))
+    placed = PlacedHooks()
     try:
+        for name, module in model.named_modules():
+            if not name:
+                continue
+
+            def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
+                tensor = _selected_tensor(output, _index_for(output_index, name))
+                seen.setdefault(name, []).append(
+                    None if tensor is None else (tuple(tensor.shape), _dtype(tensor), tensor.element_size()))
+
+            placed.forward(module, record)
         with torch.no_grad():
             model(*example_args, **example_kwargs)
     finally:
-        for handle in handles:
-            handle.remove()
+        placed.remove_all()
     logits = set(logits)
     example = _request_for(example_args, example_kwargs, batch_axis, sequence_axis)
     batch, tokens = example.batch, example.prompt_tokens
@@ -465,7 +465,10 @@ class RoutingHook:
 
 class TorchAttachment:
     """The hooks attached to one module tree; ``detach()`` (or leaving the ``with`` block)
-    removes them all.
+    removes them all. Made by :func:`attach`; ``keep``, a list the new attachment joins before
+    it places any hook, lets an owner detach it even when a Ctrl-C lost the constructor's return.
+    Each hook is noted before torch registers it and removed by identity, so a Ctrl-C at any
+    point of attaching or detaching leaves none that ``detach()`` cannot remove.
 
     Interventions may be enabled on the session after attaching: a forward pre-hook on the
     root module notices a new intervention plan at the next forward and hooks its targets
@@ -480,18 +483,32 @@ class TorchAttachment:
     called the module fewer times raises it too, after its records are complete."""
 
     def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex,
-                 calls: Optional[Mapping[str, int]] = None):
+                 calls: Optional[Mapping[str, int]] = None, keep: Optional[list["TorchAttachment"]] = None):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
         self._modules = dict(model.named_modules())
         self._calls = dict(calls or {})
-        self._hooks: dict[str, tuple[Any, bool]] = {}  # path -> (handle, intervenes)
+        # Every forward hook placed, noted before torch registers it (a Ctrl-C as a registration
+        # returns would otherwise lose it): detach() removes them all.
+        self._placed = PlacedHooks()
+        # Modules given a routing hook, noted before it is set: detach() clears each.
+        self._routing_set: list[Any] = []
+        self._hooks: dict[str, tuple[Any, bool]] = {}  # path -> (hook, intervenes)
         self._routed: dict[str, Any] = {}  # path -> a routed module (it has set_routing_hook)
         # Modules named per call: path (or path + ROUTING_SUFFIX) -> the hook counting its calls.
         self._counted: dict[str, Union[CalledForward, CalledRouting]] = {}
-        self._counting: list[torch.utils.hooks.RemovableHandle] = []  # the root's start and check
+        self._counting: list[Any] = []  # the root's hooks that start and check the counts
         self._detached = False  # detach() ran (an attachment awaiting its first hook is not)
-        self._root: Optional[torch.utils.hooks.RemovableHandle] = model.register_forward_pre_hook(lambda module, args: self.sync())
+        self._root: Optional[Any] = None  # the root's pre-hook that notices an intervention plan
+        if keep is not None:
+            keep.append(self)  # before any hook: whoever passed `keep` can detach what follows
+        root = lambda module, args: self.sync()  # noqa: E731
+        self._root = root
+        try:
+            self._placed.forward_pre(model, root)
+        except BaseException:
+            self._placed.remove_all()  # the caller never gets this attachment to detach
+            raise
 
     def _where(self, points: Iterable[str], caller: str) -> dict[str, tuple[str, Optional[int]]]:
         """Point -> (module path, call); refuses points that name no module, and a module
@@ -547,7 +564,7 @@ class TorchAttachment:
                 counted = self._counted.get(module)
                 if counted is None:
                     counted = CalledForward(module, self._calls.get(module))
-                    counted.handle = self._modules[module].register_forward_hook(counted)
+                    self._placed.forward(self._modules[module], counted)
                     self._count(module, counted)
                 assert isinstance(counted, CalledForward)
                 if call in counted.hooks and (call in counted.intervening or not intervenes):
@@ -559,11 +576,11 @@ class TorchAttachment:
             present = self._hooks.get(path)
             if present is not None and (present[1] or not intervenes):
                 continue
-            hook = _make_hook(self._session, self._backend, path, intervenes, index)
-            handle = self._modules[path].register_forward_hook(hook)
+            hook = self._placed.forward(self._modules[path],
+                                        _make_hook(self._session, self._backend, path, intervenes, index))
             if present is not None:
-                present[0].remove()  # an observe-only hook becomes observe-then-intervene
-            self._hooks[path] = (handle, intervenes)
+                self._placed.remove(present[0])  # an observe-only hook becomes observe-then-intervene
+            self._hooks[path] = (hook, intervenes)
         for path in sorted(routed):
             module_path, call = routed[path]
             module = self._modules[module_path]
@@ -572,10 +589,12 @@ class TorchAttachment:
                 counted = self._counted.get(module_path + ROUTING_SUFFIX)
                 if counted is None:
                     counted = CalledRouting(module_path, self._calls.get(module_path), module, policy, route)
+                    self._routing_set.append(module)
                     module.set_routing_hook(counted)
                     self._count(module_path + ROUTING_SUFFIX, counted)
                 counted.hooks.setdefault(call, RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy))
             elif module_path not in self._routed:
+                self._routing_set.append(module)
                 module.set_routing_hook(RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy))
                 self._routed[module_path] = module
 
@@ -584,8 +603,10 @@ class TorchAttachment:
         forward's count and check it when the forward returns."""
         self._counted[key] = counted
         if not self._counting:
-            self._counting = [self._model.register_forward_pre_hook(lambda module, args: self._start_counts()),
-                              self._model.register_forward_hook(lambda module, args, output: self._end_counts())]
+            self._counting = [lambda module, args: self._start_counts(),
+                              lambda module, args, output: self._end_counts()]
+            self._placed.forward_pre(self._model, self._counting[0])
+            self._placed.forward(self._model, self._counting[1])
 
     def _start_counts(self) -> None:
         for counted in self._counted.values():
@@ -625,25 +646,19 @@ class TorchAttachment:
 
     def _drop_root(self) -> None:
         if self._root is not None:
-            self._root.remove()
+            self._placed.remove(self._root)
             self._root = None
 
     def detach(self) -> None:
         """Removes every hook this attachment placed (forward hooks, routing hooks, the root's
-        pre-hook and call counting); calling it again does nothing. The session keeps its records."""
+        pre-hook and call counting); calling it again does nothing, and finishes one a Ctrl-C
+        interrupted. The session keeps its records."""
         self._detached = True
-        for handle, _ in self._hooks.values():
-            handle.remove()
-        for module in self._routed.values():
-            module.set_routing_hook(None)
-        for counted in self._counted.values():
-            if isinstance(counted, CalledForward):
-                counted.handle.remove()
-            else:
-                counted.module.set_routing_hook(None)
-        for handle in self._counting:
-            handle.remove()
-        self._drop_root()
+        self._placed.remove_all()
+        while self._routing_set:
+            self._routing_set[-1].set_routing_hook(None)
+            self._routing_set.pop()
+        self._root = None
         self._hooks, self._routed, self._counted, self._counting = {}, {}, {}, []
 
     @property
@@ -715,6 +730,14 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     element that is ``None`` or not a tensor, a plain dict under an int) raises
     ``InvalidArgumentError`` at the forward, naming the module, the selection and what the
     output holds."""
+    return _attach(session, model, backend, paths, output_index, calls, keep=None)
+
+
+def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Optional[Iterable[str]],
+            output_index: OutputIndex, calls: Optional[Mapping[str, int]],
+            keep: Optional[list[TorchAttachment]]) -> TorchAttachment:
+    """:func:`attach`; the attachment also joins ``keep`` as soon as it exists (before any hook
+    is placed), so an owner that loses the return value to a Ctrl-C still detaches it."""
     if not isinstance(session, CaptureSession):
         raise LifecoreTypeError(f"attach: argument 'session' must be a CaptureSession, got {type(session).__name__}")
     _require_module(model, "attach")
@@ -736,12 +759,16 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
                                     f"{type(wrong[0]).__name__} {wrong[0]!r}")
     targets = set(paths) if paths is not None else (
         {s.path for s in session.plan.plan.selections} | {op.target for op in operations})
-    attachment = TorchAttachment(session, model, backend, output_index, calls)
+    made: list[TorchAttachment] = []  # the attachment, as soon as it exists
     try:
+        attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made)
+        if keep is not None:
+            keep.append(attachment)
         attachment._hook(targets, {op.target for op in operations}, "attach")
         attachment.sync()
     except BaseException:
-        attachment.detach()  # attach is all or nothing
+        for attachment in made:
+            attachment.detach()  # attach is all or nothing
         raise
     return attachment
 
@@ -1127,8 +1154,9 @@ class ModelCapture:
             logits = [path for _, hits, _ in self._matched.values() for path in hits] if top_k else []
         self._logits = _logit_paths(logits, model, call, or_none=True)
         self._batch_axis, self._sequence_axis = batch_axis, sequence_axis
-        self._hooks: list[torch.utils.hooks.RemovableHandle] = []
+        self._placed = PlacedHooks()  # the block's two hooks on the model
         self._attachment: Optional[TorchAttachment] = None
+        self._attachments: list[TorchAttachment] = []  # every one made, each as soon as it exists
         self._session: Optional[CaptureSession] = None
         self._entered = False
         self._thread = 0  # the thread that entered the block
@@ -1203,8 +1231,8 @@ class ModelCapture:
         session = CaptureSession(self._plan(discovery).admit(discovery, request))
         # The calls the discovery saw are the calls this forward must make: counted exactly.
         self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
-        self._attachment = attach(session, self._model, self._backend, output_index=self._output_index,
-                                  calls=self._calls)
+        self._attachment = _attach(session, self._model, self._backend, None, self._output_index, self._calls,
+                                   keep=self._attachments)
         _THREAD.attached.append(self)
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
@@ -1227,8 +1255,9 @@ class ModelCapture:
         finally:
             _THREAD.discovering = False
             for block, counted in zip(paused, counts):
-                block._attachment = attach(block._session, block._model,  # type: ignore[arg-type]
-                                           block._backend, output_index=block._output_index, calls=block._calls)
+                block._attachment = _attach(block._session, block._model,  # type: ignore[arg-type]
+                                            block._backend, None, block._output_index, block._calls,
+                                            keep=block._attachments)
                 block._attachment._resume(counted)
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
@@ -1247,21 +1276,23 @@ class ModelCapture:
             raise CaptureSessionError(f"{self._call}: a capture is entered once; call capture() again")
         self._entered = True
         self._thread = threading.get_ident()
-        self._hooks = [
-            self._model.register_forward_pre_hook(_eager(self._begin), with_kwargs=True),
-            self._model.register_forward_hook(_eager(self._after)),
-        ]
+        try:
+            self._placed.forward_pre(self._model, _eager(self._begin), with_kwargs=True)
+            self._placed.forward(self._model, _eager(self._after))
+        except BaseException:
+            self._placed.remove_all()  # the with never starts, so no __exit__ would
+            raise
         return self.records
 
     def __exit__(self, *exc: Any) -> None:
-        for handle in self._hooks:
-            handle.remove()
-        self._hooks = []
+        # Each step below is safe to repeat.
+        self._placed.remove_all()
         if self in _THREAD.attached:
             _THREAD.attached.remove(self)
-        if self._attachment is not None:
-            self._attachment.detach()
-            self._attachment = None
+        for attachment in self._attachments:
+            attachment.detach()
+        self._attachments.clear()
+        self._attachment = None
         self._drain()
 
 

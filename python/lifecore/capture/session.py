@@ -32,10 +32,15 @@ def capture_step(session: CaptureSession, prediction: int, phase: Optional[Captu
     if phase is None:
         phase = CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE
     result = StepResult()
-    session.begin_step(phase, prediction)
+    if session.step_pending:
+        session.begin_step(phase, prediction)  # refused (the step before is not consumed): not this one's to drain
     try:
+        session.begin_step(phase, prediction)
         yield result
         if finish_interventions:
             session.finish_interventions()
     finally:
-        result.step = session.take_step()
+        # Whatever ended the block, a Ctrl-C as begin_step returned included: a step begun here
+        # is drained, or the next could not begin.
+        if session.step_pending:
+            result.step = session.take_step()

@@ -155,7 +155,8 @@ class Engine:
         self.closed = False
         # One generate at a time: the memory holds the running step's frames and waiter, and a
         # second run would replace them under the first (its sessions poisoned mid-step).
-        self._busy = threading.Lock()
+        self._busy = threading.Lock()  # guards taking _running
+        self._running: Optional[object] = None  # the mark of the generate or close under way
 
     def __repr__(self) -> str:
         config = self.model.config
@@ -185,13 +186,13 @@ class Engine:
         inputs = StepInputs(torch.tensor(tokens, device=dev), torch.tensor(pos, device=dev),
                             torch.tensor(seq, device=dev), torch.from_numpy(table).to(dev), self.kv.tensor)
         capture = self.capture
-        if capture is not None:
-            capture.begin(prefill, self._iteration)
         try:
+            if capture is not None:
+                capture.begin(prefill, self._iteration)
             with torch.no_grad():
                 logits = self.model(inputs)
         except BaseException:
-            if capture is not None:
+            if capture is not None and capture.session.step_pending:  # not when begin itself failed
                 capture.end(completed=False)
             raise
         if capture is not None:
@@ -245,13 +246,14 @@ class Engine:
         callable included); ClosedError once closed. One generate
         runs at a time: a call while another runs (from another thread, or from a callback or
         hook inside the running one) raises RuntimeError and leaves the running one alone."""
-        if not self._busy.acquire(blocking=False):
-            raise RuntimeError("Engine.generate: another generate is running on this engine (one runs at a time; "
-                               "call again once it returns)")
+        mine = object()
         try:
+            self._claim(mine, "Engine.generate: another generate is running on this engine (one runs at a time; "
+                              "call again once it returns)")
             return self._generate(requests, progress)
         finally:
-            self._busy.release()
+            if self._running is mine:
+                self._running = None
 
     def _generate(self, requests: Sequence[Request], progress: Optional[Callable[[int], None]]) -> Result:
         if self.closed:
@@ -325,12 +327,23 @@ class Engine:
         device (``lifecore_device``) stays open: the coordinator and the cache on its arena can
         still be read. RuntimeError while a generate runs (the run reads the graphs and the
         capture hooks), with nothing closed."""
-        if not self._busy.acquire(blocking=False):
-            raise RuntimeError("Engine.close: a generate is running on this engine; close it once that returns")
+        mine = object()
         try:
+            self._claim(mine, "Engine.close: a generate is running on this engine; close it once that returns")
             self._close()
         finally:
-            self._busy.release()
+            if self._running is mine:
+                self._running = None
+
+    def _claim(self, mine: object, refusal: str) -> None:
+        """Marks the engine as running the caller's generate or close (``mine``), or raises
+        RuntimeError(``refusal``) when one runs. A mark the caller clears in its ``finally`` if
+        it is still its own, not a lock it holds: a Ctrl-C as a lock's acquire returned, before
+        the caller's ``try``, would keep that lock held for good."""
+        with self._busy:
+            if self._running is not None:
+                raise RuntimeError(refusal)
+            self._running = mine
 
     def _close(self) -> None:
         self.closed = True

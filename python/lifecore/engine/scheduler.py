@@ -132,7 +132,11 @@ class LifecoreMemory:
         decision = self.coordinator.admit(request_id, prompt_tokens, fit_tokens)
         if isinstance(decision, Admitted):
             self.waiter = None
-            return ADMITTED, decision.resources.open_session()  # the session holds the resources now
+            try:
+                return ADMITTED, decision.resources.open_session()  # the session holds the resources now
+            except BaseException:
+                decision.resources.close()  # a kept error must not keep the admission's capacity
+                raise
         if isinstance(decision, AdmissionDeferred):
             self.waiter = self.coordinator.register_waiter(decision)
             return DEFERRED, None
@@ -305,13 +309,21 @@ class Scheduler:
             if outcome == DEFERRED:
                 self.stats.deferrals += 1
                 break
-            self.waiting.popleft()
-            if outcome == REJECTED:
-                request.rejected = str(value)
-                self.finished.append(request)
-                continue
-            admitted.append(Running(request, value))
-            self.running.append(admitted[-1])
+            try:
+                self.waiting.popleft()
+                if outcome == REJECTED:
+                    request.rejected = str(value)
+                    self.finished.append(request)
+                    continue
+                admitted.append(Running(request, value))
+                self.running.append(admitted[-1])
+            except BaseException:
+                # A Ctrl-C before the sequence joined `running`, which abandon() gives back: give it
+                # back here, or it would hold its blocks and request id for as long as the error is
+                # kept (an interactive session keeps the last one).
+                if outcome == ADMITTED and not any(r.handle is value for r in self.running):
+                    memory.release(value, False)
+                raise
         return admitted
 
     def _extend(self) -> None:

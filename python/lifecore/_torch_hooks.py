@@ -1,0 +1,70 @@
+"""Forward hooks placed on torch modules so that a Ctrl-C can never leave one behind.
+
+``register_forward_hook`` hands back the handle that removes the hook only once it has
+returned: a KeyboardInterrupt delivered as it returns (where CPython runs a pending signal
+handler) loses the handle, and the hook stays on the model with nothing to remove it. So each
+hook is noted here *before* torch registers it, and removed by identity from the module's hook
+tables: a removal finds every hook that may have been placed, and one interrupted half way is
+finished by calling it again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# A module's hook tables, and the tables that hold flags under the same ids.
+_TABLES = (("_forward_hooks", ("_forward_hooks_with_kwargs", "_forward_hooks_always_called")),
+           ("_forward_pre_hooks", ("_forward_pre_hooks_with_kwargs",)))
+
+
+def _unhook(module: Any, hook: Any) -> None:
+    """Removes every registration of ``hook`` (by identity) from ``module``'s forward and
+    pre-forward hooks, and their flags; nothing if it is not there."""
+    for name, flags in _TABLES:
+        table = getattr(module, name, None)
+        if not table:
+            continue
+        for key in [key for key, placed in table.items() if placed is hook]:
+            table.pop(key, None)
+            for flag in flags:
+                flagged = getattr(module, flag, None)
+                if flagged is not None:
+                    flagged.pop(key, None)
+
+
+class PlacedHooks:
+    """The hooks one owner placed, each noted before it is registered."""
+
+    __slots__ = ("_placed",)
+
+    def __init__(self) -> None:
+        self._placed: list[tuple[Any, Any]] = []
+
+    def forward(self, module: Any, hook: Any, **options: Any) -> Any:
+        """``module.register_forward_hook(hook, **options)``; returns ``hook``."""
+        self._placed.append((module, hook))
+        module.register_forward_hook(hook, **options)
+        return hook
+
+    def forward_pre(self, module: Any, hook: Any, **options: Any) -> Any:
+        """``module.register_forward_pre_hook(hook, **options)``; returns ``hook``."""
+        self._placed.append((module, hook))
+        module.register_forward_pre_hook(hook, **options)
+        return hook
+
+    def remove(self, hook: Any) -> None:
+        """Removes ``hook`` from every module it was placed on here."""
+        for module, placed in [entry for entry in self._placed if entry[1] is hook]:
+            _unhook(module, placed)
+        self._placed = [entry for entry in self._placed if entry[1] is not hook]
+
+    def remove_all(self) -> None:
+        """Removes every hook placed here, the last first; an interrupted call is finished by
+        the next (each entry goes only once its hook is off its module)."""
+        while self._placed:
+            module, hook = self._placed[-1]
+            _unhook(module, hook)
+            self._placed.pop()
+
+    def __len__(self) -> int:
+        return len(self._placed)

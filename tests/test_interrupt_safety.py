@@ -1,0 +1,71 @@
+"""A Ctrl-C that lands as one of lifecore's calls returns (where CPython raises a pending
+KeyboardInterrupt) leaves every object usable. Each test makes the call do its work and then
+raise, as a real signal delivered at that moment would."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import numpy as np
+import pytest
+
+from lifecore.capture import (Axis, CaptureDiscovery, CapturePlan, CaptureRequest, CaptureSelection, CaptureSession,
+                              CaptureTransform, NumpyBackend, ObservationPoint, capture_step, unlimited)
+from lifecore.sequence import AdmissionCoordinator, AdmissionDeferred, Admitted, CapacityWaitRegistration
+
+from interrupting import interrupting_after
+
+PAGE = 4096
+
+
+def test_capture_step_drains_a_step_whose_begin_was_interrupted(monkeypatch) -> None:
+    # Before: begin_step ran before the try that drains, so the step stayed open and the next
+    # capture_step was refused (previous capture step has not been consumed).
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("batch", "batch"), Axis("seq", "sequence"),
+                                                              Axis("d", 8)])])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 4, 2)))
+    interrupting_after(CaptureSession, "begin_step", monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        with capture_step(session, 0):
+            pytest.fail("the block never runs")
+    assert not session.step_pending
+    with capture_step(session, 0) as result:
+        session.observe(NumpyBackend(), "p", np.ones((1, 4, 8), np.float32))
+    assert [r.outcome.name for r in result.step.records] == ["CAPTURED"]
+
+
+def test_capture_step_leaves_a_step_it_did_not_begin_alone() -> None:
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("d", 8)])])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 4, 2)))
+    from lifecore.capture import CapturePhase
+
+    session.begin_step(CapturePhase.PREFILL, 0)
+    with pytest.raises(Exception, match="not been consumed"):
+        with capture_step(session, 1):
+            pass
+    assert session.step_pending  # the caller's own step, still theirs to take
+    session.take_step()
+
+
+def test_an_interrupted_async_wait_never_writes_into_a_reused_descriptor(monkeypatch, tmp_path) -> None:
+    # Before: the hook wrote to the pipe's number, which the wait closed without removing the
+    # hook; the next release wrote a byte into whatever file got that number.
+    coordinator = AdmissionCoordinator(None, domains={"kv": 2 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                       max_active_sequences=8)
+    held = coordinator.admit("a", 32, 32)
+    waiting = coordinator.admit("b", 16, 16)
+    assert isinstance(held, Admitted) and isinstance(waiting, AdmissionDeferred)
+    registration = coordinator.register_waiter(waiting)
+    interrupting_after(CapacityWaitRegistration, "_add_wake_fd", monkeypatch)
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(registration.wait_async(5.0))
+    files = [open(tmp_path / f"f{i}", "wb") for i in range(8)]  # the lowest free numbers: the pipe's
+    held.resources.close()  # a release signals the registration
+    for f in files:
+        f.close()
+    assert all(os.path.getsize(tmp_path / f"f{i}") == 0 for i in range(8))
+    assert registration.should_retry()  # the release signalled it all the same
+    assert asyncio.run(registration.wait_async(1.0))
