@@ -100,3 +100,60 @@ def test_a_sequence_python_cannot_read_is_a_lifecore_type_error(unreadable) -> N
 def test_a_capability_list_python_cannot_read_is_a_lifecore_type_error() -> None:
     with pytest.raises(LifecoreTypeError, match="could not be read as a sequence"):
         BackendCapabilities(memoryview(bytearray(16)).cast("B", (4, 4)))
+
+
+class _CountingProducer(Producer):
+    """Counts its exports; from ``shapeless_from`` on, each export has no shape."""
+
+    def __init__(self, address: int, shape, shapeless_from: int = 1 << 30) -> None:
+        super().__init__(address, shape)
+        self.exports, self.shapeless_from = 0, shapeless_from
+
+    def __dlpack__(self, stream=None, max_version=None, **kw):
+        self.exports += 1
+        self.null_shape = self.exports >= self.shapeless_from
+        return super().__dlpack__(stream, max_version, **kw)
+
+
+def test_a_producer_is_exported_once_and_the_export_checked_is_the_one_read() -> None:
+    # The first guard exported once to check and let the caster export again, unchecked: a
+    # producer well formed the first time and shapeless the second still crashed the process.
+    host = np.zeros(256, np.float32)
+    once = _CountingProducer(host.ctypes.data, [256])
+    assert list(CapturePayload.from_array(once).shape) == [256] and once.exports == 1
+    flipping = _CountingProducer(host.ctypes.data, [256], shapeless_from=2)
+    assert list(CapturePayload.from_array(flipping).shape) == [256] and flipping.exports == 1
+
+
+def test_a_numpy_subclass_with_its_own_export_is_checked() -> None:
+    host = np.zeros(256, np.float32)
+
+    class Shapeless(np.ndarray):
+        def __dlpack__(self, stream=None, **kw):
+            return Producer(host.ctypes.data, [256], null_shape=True).__dlpack__()
+
+    with pytest.raises(InvalidArgumentError, match="but no shape"):
+        CapturePayload.from_array(host.view(Shapeless))
+
+
+def test_a_ctrl_c_in_a_producers_export_is_not_swallowed() -> None:
+    class Interrupted:
+        def __dlpack__(self, stream=None, **kw):
+            raise KeyboardInterrupt("Ctrl-C during __dlpack__")
+
+    with pytest.raises(KeyboardInterrupt, match="during __dlpack__"):
+        CapturePayload.from_array(Interrupted())
+
+
+def test_an_error_of_the_callers_own_iteration_passes_unchanged() -> None:
+    # Only Python's refusals to read a sequence are lifecore errors; what the caller's code
+    # raised is its own, with its traceback.
+    class Failing(list):
+        def __iter__(self):
+            raise RuntimeError("a bug in the caller's code")
+
+    with lifecore.Device("mock") as device:
+        buffer = device.stream().alloc(64)
+        with pytest.raises(RuntimeError, match="a bug in the caller's code") as raised:
+            buffer.view("uint8", Failing([64]))
+        assert type(raised.value) is RuntimeError

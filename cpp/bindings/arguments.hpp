@@ -61,14 +61,17 @@ inline std::string python_error_summary(const nb::python_error& e) {
 // caller's list in place while Python code runs (an item's __index__ or __dlpack__, a list
 // subclass's __iter__, another thread while the interpreter lock is let go) could see it grow
 // past the count taken, shrink, or drop an item whose converted form is still in use.
-// Python's own refusal to read it (a 0-d NumPy array, a memoryview of several dimensions, a
-// __len__ past what memory holds) is a LifecoreTypeError naming `label` and quoting it; a
-// KeyboardInterrupt or SystemExit passes as it is.
+// Python's own refusal to read it (a TypeError for a 0-d NumPy array, NotImplementedError for a
+// memoryview of several dimensions, MemoryError or OverflowError for a __len__ past what memory
+// holds) is a LifecoreTypeError naming `label` and quoting it; anything else its own code
+// raised (a list subclass's __iter__, Ctrl-C) passes as it is.
 inline nb::tuple sequence_snapshot(nb::handle sequence, const std::string& label) {
   PyObject* items = PySequence_Tuple(sequence.ptr());
   if (items) return nb::steal<nb::tuple>(items);
   nb::python_error error;
-  if (error.matches(PyExc_KeyboardInterrupt) || error.matches(PyExc_SystemExit)) throw error;
+  const bool unreadable = error.matches(PyExc_TypeError) || error.matches(PyExc_NotImplementedError) ||
+                          error.matches(PyExc_MemoryError) || error.matches(PyExc_OverflowError);
+  if (!unreadable) throw error;
   raise(ErrorKind::TypeMismatch, label + " could not be read as a sequence (" + python_error_summary(error) + ")");
 }
 

@@ -1,8 +1,8 @@
 // The arrays nanobind's caster may read, checked first. The caster reads a DLPack tensor's
 // shape without looking at it, so an export with dimensions but no shape would crash it: any
-// producer but NumPy and torch, whose exports are well formed, is exported once here and such
-// a tensor refused. NumPy and torch are recognised only once imported (before that nothing of
-// theirs can be passed).
+// producer but NumPy's and torch's own types, whose exports are well formed, is exported here
+// and the caster given that one checked capsule. NumPy and torch are recognised only once
+// imported (before that nothing of theirs can be passed).
 #pragma once
 
 #include <string>
@@ -17,40 +17,62 @@ namespace lifecore::bindings {
 
 namespace nb = nanobind;
 
-inline bool is_numpy_array(nb::handle array) {
+inline PyTypeObject* numpy_array_type() {
   static PyTypeObject* type = nullptr;
-  return loaded_type("numpy", "ndarray", type) && PyObject_TypeCheck(array.ptr(), type);
+  return loaded_type("numpy", "ndarray", type);
+}
+
+inline PyTypeObject* torch_tensor_type() {
+  static PyTypeObject* type = nullptr;
+  return loaded_type("torch", "Tensor", type);
+}
+
+inline bool is_exactly(nb::handle object, PyTypeObject* type) { return type && Py_TYPE(object.ptr()) == type; }
+
+// Instances of the type or a subclass.
+inline bool is_numpy_array(nb::handle array) {
+  PyTypeObject* type = numpy_array_type();
+  return type && PyObject_TypeCheck(array.ptr(), type);
 }
 
 inline bool is_torch_tensor(nb::handle array) {
-  static PyTypeObject* type = nullptr;
-  return loaded_type("torch", "Tensor", type) && PyObject_TypeCheck(array.ptr(), type);
+  PyTypeObject* type = torch_tensor_type();
+  return type && PyObject_TypeCheck(array.ptr(), type);
 }
 
-// Refuses (InvalidArgumentError naming `label`) an object whose DLPack export has a negative
-// number of dimensions, or dimensions but no shape. Anything else passes untouched: an export
-// that fails, or no __dlpack__ at all, is left to the caster to refuse as it does.
-inline void refuse_shapeless_dlpack(nb::handle object, const std::string& label) {
-  if (is_numpy_array(object) || is_torch_tensor(object)) return;
-  if (!nb::hasattr(object, "__dlpack__")) return;
+// What nanobind's caster should read for `object`: the object itself where no export is made
+// here (a list or tuple, an exact NumPy array or torch tensor, an object without __dlpack__, or
+// one whose export raised an Exception: the caster then refuses it as it does), else the one
+// DLPack capsule exported here, checked: a negative number of dimensions, or dimensions but no
+// shape, is refused (InvalidArgumentError naming `label`). The caster takes the capsule as it
+// is, so the tensor checked is the one read, and a producer is exported once, as before. A
+// KeyboardInterrupt or SystemExit raised by the export passes as it is.
+inline nb::object checked_for_caster(nb::handle object, const std::string& label) {
+  // The usual arguments first, each a type check: a decode step's list of token counts pays no
+  // failed attribute lookup. A subclass may override __dlpack__: it is exported here.
+  if (PyList_CheckExact(object.ptr()) || PyTuple_CheckExact(object.ptr())) return nb::borrow(object);
+  if (is_exactly(object, numpy_array_type()) || is_exactly(object, torch_tensor_type())) return nb::borrow(object);
+  if (!nb::hasattr(object, "__dlpack__")) return nb::borrow(object);
   nb::object capsule;
   try {
     capsule = object.attr("__dlpack__")();
-  } catch (nb::python_error&) {
-    return;
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_Exception)) throw;
+    return nb::borrow(object);
   }
   const DLTensor* tensor = nullptr;
   if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned"))
     tensor = &static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"))->dl_tensor;
   else if (PyCapsule_IsValid(capsule.ptr(), "dltensor"))
     tensor = &static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"))->dl_tensor;
-  if (!tensor) return;
+  if (!tensor) return nb::borrow(object);  // not a DLPack capsule: the caster refuses the object
   if (tensor->ndim < 0)
     raise(ErrorKind::InvalidArgument, label + " has a negative number of dimensions (" + std::to_string(tensor->ndim) +
                                           ") in its DLPack export");
   if (tensor->ndim > 0 && tensor->shape == nullptr)
     raise(ErrorKind::InvalidArgument,
           label + " has " + std::to_string(tensor->ndim) + " dimension(s) but no shape in its DLPack export");
+  return capsule;
 }
 
 }  // namespace lifecore::bindings

@@ -48,8 +48,8 @@ struct PythonArrayStorage final : PayloadStorage {
     if (!reacquire) return array.data;
     nb::gil_scoped_acquire gil;
     HostView now;
-    refuse_shapeless_dlpack(original, "a tensor payload's array");
-    bool same = nb::try_cast(original, now, /*convert=*/false) && now.dtype() == dtype && now.ndim() == shape.size();
+    bool same = nb::try_cast(checked_for_caster(original, "a tensor payload's array"), now, /*convert=*/false) &&
+                now.dtype() == dtype && now.ndim() == shape.size();
     for (std::size_t i = 0; same && i < shape.size(); ++i) same = static_cast<std::uint64_t>(now.shape(i)) == shape[i];
     if (!same)
       raise(ErrorKind::CaptureSession,
@@ -121,8 +121,7 @@ std::optional<ElementType> element_type(nb::dlpack::dtype dtype) {
 CapturePayload payload_from_array(nb::handle given) {
   const char* call = "CapturePayload.from_array";
   HostView view;
-  refuse_shapeless_dlpack(given, argument_label(call, "array"));
-  if (!nb::try_cast(given, view, /*convert=*/false))
+  if (!nb::try_cast(checked_for_caster(given, argument_label(call, "array")), view, /*convert=*/false))
     raise(ErrorKind::TypeMismatch, argument_label(call, "array") +
                                        " must be a contiguous host array (NumPy, or anything with __dlpack__), got " +
                                        type_name_of(given));

@@ -281,8 +281,7 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
     raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
                                        " must be host token counts (a one-dimensional NumPy array of integers, or a list or tuple of ints), "
                                        "got a lifecore " + type_name_of(tokens) + " (device memory)");
-  refuse_shapeless_dlpack(tokens, argument_label(call, "tokens"));
-  bool read = nb::try_cast(tokens, out.array, /*convert=*/false);
+  bool read = nb::try_cast(checked_for_caster(tokens, argument_label(call, "tokens")), out.array, /*convert=*/false);
   if (!read && nb::hasattr(tokens, "dtype") && nb::hasattr(tokens, "astype") && nb::hasattr(tokens, "ndim")) {
     const nb::object dtype = tokens.attr("dtype");
     const std::string kind = nb::cast<std::string>(nb::str(dtype.attr("kind")));

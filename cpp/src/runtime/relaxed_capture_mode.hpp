@@ -9,10 +9,9 @@ namespace lifecore::runtime {
 
 class RelaxedCaptureMode {
  public:
-  // `engage` false leaves the thread's mode alone (the caller knows nothing records).
-  explicit RelaxedCaptureMode(driver::Driver& driver, bool engage = true) : driver_(driver) {
-    if (engage) status_ = driver_.thread_exchange_capture_mode(&previous_);
-    engaged_ = engage && status_.ok();
+  explicit RelaxedCaptureMode(driver::Driver& driver) : driver_(driver) {
+    status_ = driver_.thread_exchange_capture_mode(&previous_);
+    engaged_ = status_.ok();
   }
   ~RelaxedCaptureMode() {
     if (engaged_) (void)driver_.thread_exchange_capture_mode(&previous_);
@@ -21,7 +20,7 @@ class RelaxedCaptureMode {
   RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
 
   bool engaged() const noexcept { return engaged_; }
-  // Of the switch into relaxed mode (success when it was not asked for).
+  // Of the switch into relaxed mode.
   const driver::Status& status() const noexcept { return status_; }
 
  private:

@@ -89,6 +89,10 @@ class EngineCapture:
         self.attachment: Any = attach(self.session, self.model, backend)
 
     def begin(self, prefill: bool, iteration: int) -> None:
+        if self.session.step_pending:
+            # A step a Ctrl-C left undrained (one landing as end() was entered): its forward
+            # never completed, so its records are dropped, and this step can begin.
+            self.session.take_step()
         if prefill:
             self.session.begin_step(CapturePhase.PREFILL, 0)
         else:

@@ -186,17 +186,18 @@ class Engine:
         inputs = StepInputs(torch.tensor(tokens, device=dev), torch.tensor(pos, device=dev),
                             torch.tensor(seq, device=dev), torch.from_numpy(table).to(dev), self.kv.tensor)
         capture = self.capture
+        completed = False
         try:
             if capture is not None:
                 capture.begin(prefill, self._iteration)
             with torch.no_grad():
                 logits = self.model(inputs)
-        except BaseException:
-            if capture is not None and capture.session.step_pending:  # not when begin itself failed
-                capture.end(completed=False)
-            raise
-        if capture is not None:
-            capture.end()
+            completed = True
+        finally:
+            # Drained whatever ended the forward (a Ctrl-C as begin returned included); a
+            # forward that raised never finished its interventions (see EngineCapture.end).
+            if capture is not None and capture.session.step_pending:
+                capture.end(completed=completed)
         return logits[last].argmax(-1).tolist()
 
     def prefill(self, requests: Sequence[Request], table: np.ndarray) -> list[int]:
