@@ -265,9 +265,9 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
     try:
         os.set_blocking(read_fd, False)
         os.set_blocking(write_fd, False)
-        loop.add_reader(read_fd, woken)
         key = None
         try:
+            loop.add_reader(read_fd, woken)
             # The hook writes to a duplicate of write_fd it owns: a key a Ctrl-C lost leaves a
             # hook that can never write into a file that reuses these numbers.
             key = registration._add_wake_fd(write_fd)
