@@ -172,7 +172,14 @@ class NumpyBackend:
         if action == InterventionAction.ZERO:
             out[index] = 0
         elif action == InterventionAction.SCALE:
-            out[index] = out[index] * _factor_as(out.dtype, request)
+            factor = _factor_as(out.dtype, request)  # refused where it is not finite in the dtype
+            if out.dtype == np.float16:
+                # Multiplied in float32 and rounded once, as torch computes half precision: a
+                # factor rounded to float16 first (0.1 as 0.0999755859375) put a third of the
+                # results one unit off.
+                out[index] = (out[index].astype(np.float32) * np.float32(request.factor)).astype(np.float16)
+            else:
+                out[index] = out[index] * factor
         elif action == InterventionAction.MASK:
             keep = np.asarray(request.payload, dtype=bool).reshape(request.payload_shape)
             out[index] = np.where(keep, out[index], 0)

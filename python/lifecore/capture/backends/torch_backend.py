@@ -7,6 +7,8 @@ from __future__ import annotations
 from math import isfinite
 from typing import Any
 
+import numpy as np
+
 try:
     import torch
 except ModuleNotFoundError as error:
@@ -89,10 +91,11 @@ class TorchBackend:
         """The payload of ``request`` over its selected region (the whole tensor when
         ``request.whole``), detached from autograd: a preview (the first ``max_elements`` of the
         flattened region), a slice or full tensor (a contiguous host copy in the source dtype
-        and shape), a summary (computed where the tensor lives; dtypes other than float32 and float64 in float32), a
-        histogram (counts per bin of ``edges``, the last bin closed; values outside are not
-        counted), or top candidates (the ``count`` best of the last row's last axis; a NaN ranks
-        below every number). The session calls it only after reserving the cost. Raises
+        and shape), a summary (computed where the tensor lives; half precision in float32,
+        integers and bool in float64), a histogram (counts per bin of ``edges``, the last bin
+        closed; values outside are not counted), or top candidates (the ``count`` best of the
+        last row's last axis, ties in index order, a NaN below every number: as NumPy's backend
+        ranks them). The session calls it only after reserving the cost. Raises
         LifecoreTypeError for a wrong argument type."""
         if type(tensor) is not torch.Tensor or type(request) is not TransformRequest:
             require_transform(tensor, torch.Tensor, request, "TorchBackend.transform")
@@ -143,15 +146,16 @@ class TorchBackend:
                 out[index] = 0
             elif action == InterventionAction.SCALE:
                 # Checked in the target's dtype, as a payload is: 1e39 is inf in float32.
-                factor = torch.tensor(request.factor, dtype=out.dtype)
-                if not bool(torch.isfinite(factor)):
+                factor = _rounded_once([request.factor], out.dtype)
+                if not bool(torch.isfinite(factor).all()):
                     raise ValueError(f"scale factor of '{request.operation_id}' is not finite in {out.dtype} "
                                      f"(a value past the target dtype's range)")
                 out[index] = out[index] * request.factor
             elif action in (InterventionAction.MASK, InterventionAction.REPLACE, InterventionAction.ADD):
                 # Built on the host in the target's dtype and checked there (no device sync):
                 # admission saw a finite payload, but 1e6 is inf in float16.
-                payload = torch.tensor(request.payload, dtype=out.dtype).reshape(request.payload_shape)
+                payload = (torch.tensor(request.payload, dtype=out.dtype) if action == InterventionAction.MASK
+                           else _rounded_once(request.payload, out.dtype)).reshape(request.payload_shape)
                 if action != InterventionAction.MASK and not bool(torch.isfinite(payload).all()):
                     raise ValueError(f"payload of '{request.operation_id}' is not finite in {out.dtype} "
                                      f"(a value past the target dtype's range)")
@@ -228,12 +232,42 @@ def _histogram(region: torch.Tensor, request: Any) -> CapturePayload:
         return CapturePayload.histogram(list(request.edges), counts.cpu().tolist())
 
 
+def _rounded_once(values: Any, dtype: torch.dtype) -> torch.Tensor:
+    """``values`` (floats, read as float64) in ``dtype`` on the host, each rounded once to the
+    nearest. torch rounds a float64 to half precision through float32, twice: 1 + 2**-11 +
+    2**-40 became 1.0, and 65519.999 became inf in float16 (NumPy's backend wrote 65504)."""
+    if dtype is torch.float16:
+        with np.errstate(over="ignore"):  # past float16's range: inf, which the caller refuses
+            return torch.from_numpy(np.asarray(values, dtype=np.float64).astype(np.float16))
+    if dtype is torch.bfloat16:
+        # float64 to float32 rounded to odd (toward zero, then the last bit set if inexact):
+        # with bits to spare below bfloat16's, the one rounding to bfloat16 is then correct.
+        wide = np.asarray(values, dtype=np.float64)
+        with np.errstate(over="ignore"):
+            narrow = wide.astype(np.float32)
+        narrow = np.where(np.abs(narrow.astype(np.float64)) > np.abs(wide), np.nextafter(narrow, np.float32(0)), narrow)
+        odd = narrow.view(np.uint32) | (narrow.astype(np.float64) != wide).astype(np.uint32)
+        return torch.from_numpy(odd.view(np.float32)).to(torch.bfloat16)
+    return torch.tensor(values, dtype=dtype)
+
+
 def _top_candidates(region: torch.Tensor, request: Any) -> CapturePayload:
+    """The ``count`` highest scores of the last row, ranked as NumPy's backend ranks them (a
+    stable sort): ties in index order, and a NaN below every number, -inf included. torch.topk
+    gives ties in no set order and ranks NaN above every number, so it only finds the k-th
+    score; the candidates are those above it and the first ties at it."""
     with torch.no_grad():
         last = _real(region, "top candidates").double().reshape(-1, region.shape[-1])[-1]
-        # torch.topk ranks NaN above every number; a NaN is no candidate's score, so it ranks
-        # with -inf, below every number (as NumPy's sort has it), its score read back as NaN.
-        _, ids = torch.topk(last.masked_fill(last.isnan(), float("-inf")), request.count)
+        nan = last.isnan()
+        key = last.masked_fill(nan, float("-inf"))
+        kth = float(torch.topk(key, request.count).values[-1])
+        above = (key > kth).nonzero().flatten()  # fewer than count, in index order
+        if kth == float("-inf"):  # the -infs first, then the NaNs
+            ties = torch.cat(((last == kth).nonzero().flatten(), nan.nonzero().flatten()))
+        else:
+            ties = (key == kth).nonzero().flatten()
+        ids = torch.cat((above, ties[: request.count - above.numel()]))
+        ids = ids[torch.argsort(key[ids], descending=True, stable=True)]  # a stable sort keeps index order
         return CapturePayload.candidates(ids.cpu().tolist(), last[ids].cpu().tolist())
 
 
@@ -264,7 +298,9 @@ def summarize(region: torch.Tensor) -> CapturePayload:
     values = _real(region, "summary")
     dtype = values.dtype
     if dtype is not _FLOAT32 and dtype is not _FLOAT64:
-        values = values.float()  # half precision accumulates poorly
+        # Half precision accumulates poorly and float32 holds it exactly; an integer (or bool)
+        # goes to float64, as NumPy's backend reduces it: float32 would round 2**31 - 1 up.
+        values = values.float() if values.is_floating_point() else values.double()
     count = values.numel()
     if count == 0:
         nan = float("nan")

@@ -1,0 +1,101 @@
+"""What capture records, against values computed here: the torch and NumPy backends give the
+same top candidates, summaries and interventions for the same input (what a review of the
+numbers found them to disagree on)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+from lifecore.capture import (Axis, CaptureDiscovery, CapturePhase, CapturePlan, CaptureRequest,  # noqa: E402
+                              CaptureSelection, CaptureSession, CaptureTransform, InterventionPlan, NumpyBackend,
+                              ObservationPoint, interventions, unlimited)
+from lifecore.torch import TorchBackend  # noqa: E402
+
+NAN, INF = float("nan"), float("inf")
+
+
+def captured(backend, values, transform, meaning="activation"):
+    """The payload of ``transform`` over a 1-row region holding ``values``."""
+    width = values.shape[-1]
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("d", width)], meaning=meaning)])
+    plan = CapturePlan([CaptureSelection("s", "p", transform)], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, 1)))
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(backend, "p", values)
+    (record,) = session.take_step().records
+    return record.payload
+
+
+def intervened(backend, values, operation):
+    discovery = CaptureDiscovery("m", [ObservationPoint("a", [Axis("d", values.shape[0])])])
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, 1, 1)))
+    session.enable_interventions(InterventionPlan([operation]).admit(discovery, session), backend)
+    session.begin_step(CapturePhase.PREFILL, 0)
+    out = session.intervene(backend, "a", values)
+    session.finish_interventions()
+    session.take_step()
+    return out
+
+
+@pytest.mark.parametrize("row, expected", [
+    ([1, 3, 3, 2, 3, 3, -1, 3], [1, 2, 4]),  # ties in index order
+    ([0.5] * 6, [0, 1, 2]),
+    ([NAN, -INF, 1, NAN, -INF], [2, 1, 4]),  # a NaN below -inf
+    ([NAN, NAN, NAN, 2.0], [3, 0, 1]),
+])
+def test_top_candidates_rank_ties_and_nan_alike_on_both_backends(row, expected) -> None:
+    # torch.topk gave ties in no set order and let a NaN outrank -inf: [4, 7, 5] for the first row.
+    transform = CaptureTransform.top_candidates(3)
+    for dtype in ("float32", "float64"):
+        numpy_payload = captured(NumpyBackend(), np.array(row, dtype=dtype), transform, "logits")
+        torch_payload = captured(TorchBackend(), torch.tensor(row, dtype=getattr(torch, dtype)), transform, "logits")
+        assert list(numpy_payload.candidate_ids) == list(torch_payload.candidate_ids) == expected
+        np.testing.assert_array_equal(np.asarray(numpy_payload.scores), np.asarray(torch_payload.scores))
+
+
+@pytest.mark.parametrize("dtype, values", [
+    ("int32", [100_000_001, 100_000_003, 100_000_005, 100_000_007]),
+    ("int32", [2**31 - 1, 5, -7, 16_777_217]),
+    ("int64", [2**40 + 3, 2**40 + 1, 7, 123_456_789]),
+])
+def test_an_integer_tensor_is_summarized_exactly_on_torch(dtype, values) -> None:
+    # Summarized in float32, 2**31 - 1 read as 2**31 and 1e8 + 1 as 1e8.
+    exact = np.array(values, dtype=np.float64)
+    torch_payload = captured(TorchBackend(), torch.tensor(values, dtype=getattr(torch, dtype)),
+                             CaptureTransform.summary())
+    numpy_payload = captured(NumpyBackend(), np.array(values, dtype=dtype), CaptureTransform.summary())
+    for payload in (torch_payload, numpy_payload):
+        summary = payload.summary
+        assert (summary.min, summary.max) == (exact.min(), exact.max())
+        assert summary.mean == pytest.approx(exact.mean(), rel=1e-15)
+        assert summary.std == pytest.approx(exact.std(), rel=1e-12)
+
+
+@pytest.mark.parametrize("factor", [0.1, 1 / 3, 7.25])
+def test_a_float16_scale_is_rounded_once_alike_on_both_backends(factor) -> None:
+    # NumPy's backend multiplied by the factor rounded to float16 first: one unit off on a third
+    # of the values, where torch's was correctly rounded.
+    x = (np.arange(1, 257, dtype=np.float64) * 0.37).astype(np.float16)
+    expected = (x.astype(np.float32) * np.float32(factor)).astype(np.float16)
+    operation = interventions.scale("s", "a", factor)
+    np.testing.assert_array_equal(intervened(NumpyBackend(), x.copy(), operation), expected)
+    np.testing.assert_array_equal(intervened(TorchBackend(), torch.from_numpy(x.copy()), operation).numpy(), expected)
+
+
+def test_a_half_precision_payload_is_rounded_once_on_torch() -> None:
+    # torch went float64 -> float32 -> float16: 1 + 2**-11 + 2**-40 became 1.0, and 65519.999
+    # became inf (the operation failed where NumPy's backend wrote 65504).
+    payload = [1 + 2**-11 + 2**-40, 65519.999]
+    correct = np.asarray(payload, dtype=np.float64).astype(np.float16)
+    operation = interventions.replace("r", "a", payload)
+    out = intervened(TorchBackend(), torch.zeros(2, dtype=torch.float16), operation)
+    np.testing.assert_array_equal(out.numpy(), correct)
+    np.testing.assert_array_equal(intervened(NumpyBackend(), np.zeros(2, np.float16), operation), correct)
+    # bfloat16 (7 fraction bits): just above the midpoint of 1 and 1 + 2**-7 rounds up; through
+    # float32 it became the midpoint itself, which rounds to even: 1.0.
+    out = intervened(TorchBackend(), torch.zeros(1, dtype=torch.bfloat16),
+                     interventions.replace("b", "a", [1 + 2**-8 + 2**-30]))
+    assert float(out[0]) == 1 + 2**-7
