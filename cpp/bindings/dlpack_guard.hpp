@@ -5,6 +5,7 @@
 // imported (before that nothing of theirs can be passed).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include <nanobind/nanobind.h>
@@ -40,6 +41,32 @@ inline bool is_torch_tensor(nb::handle array) {
   return type && PyObject_TypeCheck(array.ptr(), type);
 }
 
+// The tensor an unconsumed DLPack capsule holds, with its versioned header (null for a capsule
+// of DLPack before 1.0); no tensor for anything else.
+struct CapsuleTensor {
+  const DLTensor* tensor = nullptr;
+  const DLManagedTensorVersioned* versioned = nullptr;
+};
+
+inline CapsuleTensor capsule_tensor(nb::handle capsule) {
+  if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
+    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
+    return {&managed->dl_tensor, managed};
+  }
+  if (PyCapsule_IsValid(capsule.ptr(), "dltensor"))
+    return {&static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"))->dl_tensor, nullptr};
+  return {};
+}
+
+// Refuses (InvalidArgumentError naming `label`) a tensor description with a negative number of
+// dimensions, or dimensions but no shape: a producer's description is not trusted.
+inline void check_dlpack_dimensions(const std::string& label, std::int32_t ndim, const std::int64_t* shape) {
+  if (ndim < 0)
+    raise(ErrorKind::InvalidArgument, label + " has a negative number of dimensions (" + std::to_string(ndim) + ")");
+  if (ndim > 0 && shape == nullptr)
+    raise(ErrorKind::InvalidArgument, label + " has " + std::to_string(ndim) + " dimension(s) but no shape");
+}
+
 // What nanobind's caster should read for `object`: the object itself where no export is made
 // here (a list or tuple, an exact NumPy array or torch tensor, an object without __dlpack__, or
 // one whose export raised an Exception: the caster then refuses it as it does), else the one
@@ -60,18 +87,9 @@ inline nb::object checked_for_caster(nb::handle object, const std::string& label
     if (!error.matches(PyExc_Exception)) throw;
     return nb::borrow(object);
   }
-  const DLTensor* tensor = nullptr;
-  if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned"))
-    tensor = &static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"))->dl_tensor;
-  else if (PyCapsule_IsValid(capsule.ptr(), "dltensor"))
-    tensor = &static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"))->dl_tensor;
+  const DLTensor* tensor = capsule_tensor(capsule).tensor;
   if (!tensor) return nb::borrow(object);  // not a DLPack capsule: the caster refuses the object
-  if (tensor->ndim < 0)
-    raise(ErrorKind::InvalidArgument, label + " has a negative number of dimensions (" + std::to_string(tensor->ndim) +
-                                          ") in its DLPack export");
-  if (tensor->ndim > 0 && tensor->shape == nullptr)
-    raise(ErrorKind::InvalidArgument,
-          label + " has " + std::to_string(tensor->ndim) + " dimension(s) but no shape in its DLPack export");
+  check_dlpack_dimensions(label, tensor->ndim, tensor->shape);
   return capsule;
 }
 

@@ -11,6 +11,7 @@
 
 #include "arguments.hpp"
 #include "buffer_view.hpp"
+#include "dlpack_guard.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
@@ -75,8 +76,7 @@ std::shared_ptr<void> hold_producer(nb::handle object, nb::handle capsule) {
 // into a small size that would pass for the memory it really has.
 std::size_t contiguous_bytes(const std::string& label, std::int32_t ndim, const std::int64_t* shape,
                              const std::int64_t* strides, std::size_t item_bytes) {
-  if (ndim < 0) refuse(label, "has a negative number of dimensions (" + std::to_string(ndim) + ")");
-  if (ndim > 0 && shape == nullptr) refuse(label, "has " + std::to_string(ndim) + " dimension(s) but no shape");
+  check_dlpack_dimensions(label, ndim, shape);
   bool empty = false;
   for (std::int32_t i = 0; i < ndim; ++i) {
     if (shape[i] < 0) refuse(label, "has a negative dimension");
@@ -220,18 +220,13 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   // a stream the producer joined to its capture refuses every call until that capture ends.
   if (handed) stream.check_not_joined_by_producer(call);
   if (export_failure) refuse(label, "could not be exported by its __dlpack__: " + *export_failure);
-  const DLTensor* tensor = nullptr;
+  const auto [tensor, versioned] = capsule_tensor(capsule);
+  if (!tensor) refuse(label, "has a __dlpack__ that returned no DLPack capsule");
   std::uint64_t flags = 0;
-  const bool versioned = PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned");
   if (versioned) {
-    auto* managed = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));
-    if (managed->version.major != 1) refuse(label, "was exported in DLPack " + std::to_string(managed->version.major) + ".x, not 1.x");
-    tensor = &managed->dl_tensor;
-    flags = managed->flags;
-  } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
-    tensor = &static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"))->dl_tensor;
-  } else {
-    refuse(label, "has a __dlpack__ that returned no DLPack capsule");
+    if (versioned->version.major != 1)
+      refuse(label, "was exported in DLPack " + std::to_string(versioned->version.major) + ".x, not 1.x");
+    flags = versioned->flags;
   }
   if (flags & dlpack_flag_is_copied)
     refuse(label, "was exported as a copy by its producer, so the operation would not reach its memory");
@@ -241,7 +236,7 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   out->device_id = tensor->device.device_id;
   out->nbytes = contiguous_bytes(label, tensor->ndim, tensor->shape, tensor->strides, bits / 8);
   out->address = reinterpret_cast<std::uintptr_t>(tensor->data) + tensor->byte_offset;
-  out->read_only = (flags & dlpack_flag_read_only) != 0 || (!versioned && refuses_writers(h));
+  out->read_only = (flags & dlpack_flag_read_only) != 0 || (versioned == nullptr && refuses_writers(h));
   // The capsule stays unconsumed and referenced: its destructor returns the tensor to its
   // producer once the last hold lets go.
   out->owner = hold_producer(h, capsule);

@@ -65,6 +65,3 @@ class PlacedHooks:
             module, hook = self._placed[-1]
             _unhook(module, hook)
             self._placed.pop()
-
-    def __len__(self) -> int:
-        return len(self._placed)

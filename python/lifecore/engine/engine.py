@@ -247,14 +247,8 @@ class Engine:
         callable included); ClosedError once closed. One generate
         runs at a time: a call while another runs (from another thread, or from a callback or
         hook inside the running one) raises RuntimeError and leaves the running one alone."""
-        mine = object()
-        try:
-            self._claim(mine, "Engine.generate: another generate is running on this engine (one runs at a time; "
-                              "call again once it returns)")
-            return self._generate(requests, progress)
-        finally:
-            if self._running is mine:
-                self._running = None
+        return self._alone("Engine.generate: another generate is running on this engine (one runs at a time; "
+                           "call again once it returns)", lambda: self._generate(requests, progress))
 
     def _generate(self, requests: Sequence[Request], progress: Optional[Callable[[int], None]]) -> Result:
         if self.closed:
@@ -328,19 +322,24 @@ class Engine:
         device (``lifecore_device``) stays open: the coordinator and the cache on its arena can
         still be read. RuntimeError while a generate runs (the run reads the graphs and the
         capture hooks), with nothing closed."""
+        self._alone("Engine.close: a generate is running on this engine; close it once that returns", self._close)
+
+    def _alone(self, refusal: str, work: Callable[[], Any]) -> Any:
+        """``work()`` with the engine marked as running it, or RuntimeError(``refusal``) when a
+        generate or close runs. A mark cleared in a ``finally`` if it is still this call's, not
+        a lock held: a Ctrl-C as a lock's acquire returned, before a ``try``, would keep that
+        lock held for good."""
         mine = object()
         try:
-            self._claim(mine, "Engine.close: a generate is running on this engine; close it once that returns")
-            self._close()
+            self._claim(mine, refusal)
+            return work()
         finally:
             if self._running is mine:
                 self._running = None
 
     def _claim(self, mine: object, refusal: str) -> None:
-        """Marks the engine as running the caller's generate or close (``mine``), or raises
-        RuntimeError(``refusal``) when one runs. A mark the caller clears in its ``finally`` if
-        it is still its own, not a lock it holds: a Ctrl-C as a lock's acquire returned, before
-        the caller's ``try``, would keep that lock held for good."""
+        """Marks the engine as running ``mine``, or raises RuntimeError(``refusal``) when a
+        generate or close runs."""
         with self._busy:
             if self._running is not None:
                 raise RuntimeError(refusal)
