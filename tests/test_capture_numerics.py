@@ -12,6 +12,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 from lifecore.capture import (Axis, CaptureDiscovery, CapturePhase, CapturePlan, CaptureRequest,  # noqa: E402
                               CaptureSelection, CaptureSession, CaptureTransform, InterventionPlan, NumpyBackend,
                               ObservationPoint, interventions, unlimited)
+from lifecore.capture.backends import torch_backend  # noqa: E402
 from lifecore.torch import TorchBackend  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
@@ -99,3 +100,79 @@ def test_a_half_precision_payload_is_rounded_once_on_torch() -> None:
     out = intervened(TorchBackend(), torch.zeros(1, dtype=torch.bfloat16),
                      interventions.replace("b", "a", [1 + 2**-8 + 2**-30]))
     assert float(out[0]) == 1 + 2**-7
+
+
+def _rows(seed: int, count: int = 200):
+    """Rows full of ties, NaN and infinities: values drawn from a handful so most rows tie."""
+    rng = np.random.default_rng(seed)
+    pool = np.array([NAN, -INF, INF, -2.0, -0.5, 0.0, 0.5, 3.0])
+    for _ in range(count):
+        yield pool[rng.integers(0, len(pool), size=int(rng.integers(1, 12)))]
+
+
+@pytest.mark.parametrize("path", ["host reads", "device only"])
+def test_top_candidates_agree_with_a_stable_ranking_on_random_rows(path, monkeypatch) -> None:
+    # On a device the torch backend ranks without reading anything back (masks, ranks and a
+    # scatter); on the CPU it reads the k-th score and the masks' sizes. Both must give exactly
+    # what a stable sort with NaN last gives; the device's way is run here on the CPU.
+    if path == "device only":
+        monkeypatch.setattr(torch_backend, "_chosen_reading_sizes",
+                            lambda last, nan, key, kth, count: torch_backend._chosen_on_device(nan, key, kth, count))
+    checked = 0
+    for row in _rows(7):
+        for count in {1, (len(row) + 1) // 2, len(row)}:
+            ranked = sorted(range(len(row)), key=lambda i: (np.isnan(row[i]), 0 if np.isnan(row[i]) else -row[i], i))
+            expected = ranked[:count]
+            transform = CaptureTransform.top_candidates(count)
+            torch_payload = captured(TorchBackend(), torch.from_numpy(row.copy()), transform, "logits")
+            numpy_payload = captured(NumpyBackend(), row.copy(), transform, "logits")
+            assert list(torch_payload.candidate_ids) == list(numpy_payload.candidate_ids) == expected, row
+            np.testing.assert_array_equal(np.asarray(torch_payload.scores), row[expected])
+            checked += 1
+    assert checked > 400
+
+
+def test_histograms_agree_with_counts_computed_here_on_random_rows() -> None:
+    # Values outside the edges and NaN are not counted; the last bin is closed.
+    edges = [-2.0, -0.5, 0.0, 0.5, 3.0]
+    for row in _rows(11):
+        expected = [0] * (len(edges) - 1)
+        for v in row:
+            if edges[0] <= v <= edges[-1]:
+                expected[min(int(np.searchsorted(edges, v, side="right")) - 1, len(edges) - 2)] += 1
+        transform = CaptureTransform.histogram(edges)
+        for backend, values in ((TorchBackend(), torch.from_numpy(row.copy())), (NumpyBackend(), row.copy())):
+            assert list(captured(backend, values, transform).histogram.counts) == expected, (backend, row)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_top_candidates_and_histograms_on_cuda_wait_for_the_device_once() -> None:
+    # On a device the ranking and the counts stay there: only the result's copy to the host
+    # waits (a histogram's edges may also go up from the host). Results match the CPU's.
+    import warnings
+
+    class Request:
+        def __init__(self, **fields) -> None:
+            self.__dict__.update(fields)
+
+    top, histogram = Request(count=5), Request(edges=[-2.0, -0.5, 0.0, 0.5, 3.0])
+    for row in _rows(5, count=40):
+        if len(row) < top.count:
+            continue
+        on_cpu, on_cuda = torch.from_numpy(row.copy()), torch.from_numpy(row.copy()).cuda()
+        torch.cuda.synchronize()
+        for transform, request, limit, fields in ((torch_backend._top_candidates, top, 1, ("candidate_ids", "scores")),
+                                                  (torch_backend._histogram, histogram, 2, ("counts",))):
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    device_payload = transform(on_cuda, request)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            waits = [w for w in caught if "synchroniz" in str(w.message)]
+            assert len(waits) <= limit, (transform.__name__, [str(w.message) for w in waits])
+            host_payload = transform(on_cpu, request)
+            for field in fields:
+                assert np.array_equal(np.asarray(getattr(device_payload, field)),
+                                      np.asarray(getattr(host_payload, field)), equal_nan=field == "scores")

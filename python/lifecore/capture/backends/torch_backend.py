@@ -222,14 +222,20 @@ def _real(region: torch.Tensor, what: str) -> torch.Tensor:
 
 
 def _histogram(region: torch.Tensor, request: Any) -> CapturePayload:
+    """Counts per bin of ``request.edges`` (the last bin closed; NaN and values outside the
+    edges not counted). Only the counts' copy to the host waits for the device: the values
+    outside are counted into a spare bin, not dropped by a boolean mask (whose size the host
+    would have to read), and ``index_add_`` counts where ``bincount`` reads the largest bin."""
     with torch.no_grad():
         values = _real(region, "histogram").double().reshape(-1)
+        bins = len(request.edges) - 1
         edges = torch.tensor(request.edges, dtype=torch.float64, device=values.device)
-        inside = values[(values >= edges[0]) & (values <= edges[-1])]
-        bins = torch.bucketize(inside, edges, right=True) - 1
-        bins = bins.clamp(max=len(request.edges) - 2)  # the last bin is closed
-        counts = torch.bincount(bins, minlength=len(request.edges) - 1)
-        return CapturePayload.histogram(list(request.edges), counts.cpu().tolist())
+        inside = (values >= edges[0]) & (values <= edges[-1])  # False for NaN
+        index = (torch.bucketize(values, edges, right=True) - 1).clamp(0, bins - 1)  # the last bin is closed
+        index = index.masked_fill(~inside, bins)
+        counts = torch.zeros(bins + 1, dtype=torch.int64, device=values.device)
+        counts.index_add_(0, index, torch.ones_like(index))
+        return CapturePayload.histogram(list(request.edges), counts[:bins].cpu().tolist())
 
 
 def _rounded_once(values: Any, dtype: torch.dtype) -> torch.Tensor:
@@ -256,19 +262,51 @@ def _top_candidates(region: torch.Tensor, request: Any) -> CapturePayload:
     stable sort): ties in index order, and a NaN below every number, -inf included. torch.topk
     gives ties in no set order and ranks NaN above every number, so it only finds the k-th
     score; the candidates are those above it and the first ties at it."""
+    count = request.count
     with torch.no_grad():
         last = _real(region, "top candidates").double().reshape(-1, region.shape[-1])[-1]
         nan = last.isnan()
         key = last.masked_fill(nan, float("-inf"))
-        kth = float(torch.topk(key, request.count).values[-1])
-        above = (key > kth).nonzero().flatten()  # fewer than count, in index order
-        if kth == float("-inf"):  # the -infs first, then the NaNs
-            ties = torch.cat(((last == kth).nonzero().flatten(), nan.nonzero().flatten()))
+        kth = torch.topk(key, count).values[-1]
+        if last.is_cpu:
+            ids = _chosen_reading_sizes(last, nan, key, kth, count)
         else:
-            ties = (key == kth).nonzero().flatten()
-        ids = torch.cat((above, ties[: request.count - above.numel()]))
-        ids = ids[torch.argsort(key[ids], descending=True, stable=True)]  # a stable sort keeps index order
-        return CapturePayload.candidates(ids.cpu().tolist(), last[ids].cpu().tolist())
+            ids = _chosen_on_device(nan, key, kth, count)
+        ids = ids[torch.argsort(nan[ids].to(torch.int8), stable=True)]  # stable sorts keep index order
+        ids = ids[torch.argsort(key[ids], descending=True, stable=True)]
+        # One copy to the host: ids below 2**53 are exact in float64.
+        host = torch.stack((ids.to(torch.float64), last[ids])).cpu()
+        return CapturePayload.candidates(host[0].to(torch.int64).tolist(), host[1].tolist())
+
+
+def _chosen_reading_sizes(last: torch.Tensor, nan: torch.Tensor, key: torch.Tensor, kth: torch.Tensor,
+                          count: int) -> torch.Tensor:
+    """The ids of the top ``count`` in index order, reading the k-th score and the sizes of
+    masks on the host: the fastest way on the CPU, where reading them waits for nothing."""
+    high = float(kth)
+    above = (key > high).nonzero().flatten()  # fewer than count, in index order
+    if high == float("-inf"):  # the -infs first, then the NaNs
+        ties = torch.cat(((last == high).nonzero().flatten(), nan.nonzero().flatten()))
+    else:
+        ties = (key == high).nonzero().flatten()
+    return torch.cat((above, ties[: count - above.numel()])).sort().values
+
+
+def _chosen_on_device(nan: torch.Tensor, key: torch.Tensor, kth: torch.Tensor, count: int) -> torch.Tensor:
+    """The same ids without the host reading anything (a read would wait for the device to
+    finish all the model's queued work): ranks and masks stay on the device, and each chosen
+    id is scattered to its place among them."""
+    above = key > kth  # fewer than count
+    # The ties at the k-th score in index order, a NaN after every real one (a NaN ties only
+    # when the k-th score is -inf); the first ``count - above`` of them are chosen.
+    tie = (key == kth) & ~nan
+    tie_nan = nan & (kth == float("-inf"))
+    wanted = count - above.sum()
+    chosen = above | (tie & (tie.cumsum(0) <= wanted)) | (tie_nan & (tie.sum() + tie_nan.cumsum(0) <= wanted))
+    # Exactly count are chosen: each goes to its place among them, the rest to a spare slot.
+    slot = (chosen.cumsum(0) - 1).masked_fill(~chosen, count)
+    ids = torch.empty(count + 1, dtype=torch.int64, device=key.device)
+    return ids.scatter_(0, slot, torch.arange(key.numel(), device=key.device))[:count]
 
 
 def _summary(region: torch.Tensor, request: Any) -> CapturePayload:
