@@ -557,10 +557,18 @@ def test_step_all_steps_a_batch_and_names_the_row_that_raises():
         lifecore.sequence.step_all(sessions, [1, 2])
     with pytest.raises(LifecoreTypeError, match="sessions"):
         lifecore.sequence.step_all(sessions + [object()], [1, 2, 3, 4])
-    sessions[1].close()
-    with pytest.raises(lifecore.errors.ClosedError, match="row 1"):
+    frame = sessions[1].acquire_frame()  # a session's own state is found at its row
+    with pytest.raises(lifecore.errors.SessionStateError, match=r"row 1; the rows before it stepped\)$"):
         lifecore.sequence.step_all(sessions, [TPP + 3, 2 * TPP, 3 * TPP])
     assert sessions[0].retired_frames == 3  # the row before the refusal stepped
+    with pytest.raises(lifecore.errors.SessionStateError, match=r"row 0; no row stepped\)$"):
+        lifecore.sequence.step_all(sessions[1:], [2 * TPP, 3 * TPP])
+    frame.commit()
+    # A closed handle (a preempted victim left in the batch) is refused before any row steps.
+    sessions[1].close()
+    with pytest.raises(lifecore.errors.ClosedError, match=r"handle is closed \(step_all: row 1; no row stepped\)$"):
+        lifecore.sequence.step_all(sessions, [TPP + 4, 2 * TPP, 3 * TPP])
+    assert sessions[0].retired_frames == 3
 
 
 def test_step_all_holds_its_sessions_while_tokens_are_read():

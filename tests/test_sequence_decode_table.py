@@ -13,7 +13,7 @@ import pytest
 
 import lifecore
 from lifecore.errors import (CapacityError, ClosedError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError,
-                             StaleAuthorityError)
+                             SessionStateError, StaleAuthorityError)
 from lifecore.sequence import AdmissionCoordinator, Admitted, BackingOutcome, DecodeTable
 
 from backend_roles import EMULATED
@@ -169,11 +169,22 @@ def test_step_steps_each_row_then_writes_its_new_ids():
                                  BackingOutcome.EXTENDED.value]
     assert np.array_equal(table.table, c.block_table(sessions, 4))
     assert [s.retired_frames for s in sessions] == [1, 1, 1]
-    # A step that raises names the row; the rows before it stepped, the table is not written.
+    # A step that raises names the row; the rows before it stepped and the table shows what
+    # they hold now (an engine that goes on must not attend over fewer blocks than a row holds).
+    frame = sessions[1].acquire_frame()
+    before = table.table.copy()
+    with pytest.raises(SessionStateError, match=r"row 1; the rows before it stepped and the table shows them\)$"):
+        table.step(sessions, [2 * TPP + 1, TPP + 2, 2 * TPP + 2])
+    assert sessions[0].retired_frames == 2 and sessions[0].backing.pages == 3
+    assert np.array_equal(table.table[0], c.block_table(sessions[:1], 4)[0])  # its new block shown
+    assert np.array_equal(table.table[1:], before[1:]) and not np.array_equal(table.table[0], before[0])
+    frame.commit()
+    # A closed handle (a preempted victim left in the batch) is refused before any row steps.
     sessions[1].close()
     before = table.table.copy()
-    with pytest.raises(ClosedError, match="row 1.*nothing was written"):
-        table.step(sessions, [TPP + 1, TPP + 2, 2 * TPP + 2])
+    with pytest.raises(ClosedError, match=r"row 1: step: the sequence session handle is closed "
+                                          r"\(nothing was stepped or written\)$"):
+        table.step(sessions, [2 * TPP + 2, TPP + 2, 2 * TPP + 2])
     assert sessions[0].retired_frames == 2 and np.array_equal(table.table, before)
     with pytest.raises(InvalidArgumentError, match="tokens"):
         table.step([sessions[0]], [1, 2])
@@ -363,10 +374,11 @@ def test_step_checks_a_row_before_it_steps():
     for sessions, tokens, error, match in cases:
         before = [s.retired_frames for s in sessions]
         pages = b.backing.pages
-        with pytest.raises(error, match=match + r".*the rows before it stepped, nothing was written"):
+        with pytest.raises(error, match=match + r".*the rows before it stepped and the table shows them"):
             table.step(sessions, tokens)
         assert [s.retired_frames for s in sessions] == [before[0] + 1, before[1]]
-        assert b.backing.pages == pages and (table.table == 0).all()
+        assert b.backing.pages == pages
+        assert table.table.tolist() == [a.backing.block_ids("k").tolist(), [0]]  # row 0 stepped and is shown
     # What the caller got wrong is refused before any row steps.
     for sessions, tokens, error, match in [([a, foreign], [TPP, TPP], StaleAuthorityError, "row 1.*another coordinator"),
                                            ([a, b], [TPP, 0], InvalidArgumentError, "row 1: step: tokens must be "
@@ -649,3 +661,53 @@ def test_a_step_past_the_fit_names_the_fit_not_the_width():
     with pytest.raises(InvalidArgumentError, match=r"row 0: 2 blocks do not fit in width 1 \(no row stepped"):
         table.step([a], [TPP + 1])
     a.close()
+
+
+def test_a_buffer_table_shows_the_rows_that_stepped_before_a_refusal():
+    """A step refused at a row after the rows before it stepped: the Buffer gets their new ids
+    too (a decode kernel reading it must not attend over fewer blocks than a row holds)."""
+    c = make()
+    a, b = open_one(c, "a"), open_one(c, "b")
+    with lifecore.Device(EMULATED) as dev:
+        stream = dev.stream()
+        buffer = stream.alloc(2 * 4 * 4)
+        table = c.decode_table(2, 4, buffer, pad=-1)
+        table.update([a, b])
+        frame = b.acquire_frame()
+        with pytest.raises(SessionStateError, match="row 1; the rows before it stepped and the table shows them"):
+            table.step([a, b], [2 * TPP + 1, TPP + 1])
+        assert a.backing.pages == 3
+        got = np.frombuffer(stream.read(buffer), dtype=np.int32).reshape(2, 4)
+        assert np.array_equal(got[0], c.block_table([a], 4, pad=-1)[0])
+        frame.commit()
+    a.close()
+    b.close()
+
+
+def test_step_reads_a_torch_tensor_of_any_integer_type_or_stride():
+    """Token counts as a torch tensor of another integer type, or strided, are read as a NumPy
+    array of that type is (they were refused as 'got torch.Tensor'); what is not integer is
+    refused before any row steps."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    c = make()
+    sessions = [open_one(c, f"r{i}", TPP) for i in range(3)]
+    table = c.decode_table(3, 4)
+    positions = torch.tensor([TPP + 1, TPP + 1, TPP + 2], dtype=torch.int32)
+    assert lifecore.sequence.step_all(sessions, positions).tolist() == [1, 1, 1]
+    strided = torch.tensor([TPP + 2, 0, TPP + 2, 0, TPP + 3, 0], dtype=torch.int64)[::2]
+    assert not strided.is_contiguous()
+    assert table.step(sessions, strided).tolist() == [0, 0, 0]
+    assert np.array_equal(table.table, c.block_table(sessions, 4))
+    retired = [s.retired_frames for s in sessions]
+    for bad, error, words in ((torch.ones(3, dtype=torch.bool), LifecoreTypeError, "must hold integers"),
+                              (torch.ones(3, dtype=torch.float32), LifecoreTypeError, "must hold integers"),
+                              (torch.ones((3, 1), dtype=torch.int32), InvalidArgumentError, "one-dimensional"),
+                              (torch.ones(3, dtype=torch.int16, device="meta"), LifecoreTypeError,
+                               "NumPy could not read this torch.Tensor")):
+        with pytest.raises(error, match=words):
+            lifecore.sequence.step_all(sessions, bad)
+        with pytest.raises(error, match=words):
+            table.step(sessions, bad)
+    assert [s.retired_frames for s in sessions] == retired
+    for s in sessions:
+        s.close()

@@ -221,6 +221,21 @@ def test_byte_sizes_at_the_boundaries(field):
         AdmissionCoordinator(domains={"kv": (0, 2**64)}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=1)
 
 
+def test_a_domain_that_can_never_hold_a_page_is_refused():
+    # It gave a coordinator of no blocks that rejected every request without a word.
+    with pytest.raises(InvalidArgumentError, match=r"domain 'kv' can never hold a page: its size \(10 bytes\) is below "
+                                                   r"page_bytes \(4096\)"):
+        AdmissionCoordinator(domains={"kv": 10}, page_bytes=4096, tokens_per_page=16, max_active_sequences=1)
+    with pytest.raises(InvalidArgumentError, match=r"domain 'v' can never hold a page: its maximum \(4095 bytes\)"):
+        AdmissionCoordinator(domains={"k": 4096, "v": (0, 4095)}, page_bytes=4096, tokens_per_page=16,
+                             max_active_sequences=1)
+    # A growable domain may start with no page, and a domain of one page holds one.
+    grown = AdmissionCoordinator(domains={"kv": (0, 4096)}, page_bytes=4096, tokens_per_page=16, max_active_sequences=1)
+    assert grown.num_blocks("kv") == 0
+    assert AdmissionCoordinator(domains={"kv": 4096}, page_bytes=4096, tokens_per_page=16,
+                                max_active_sequences=1).num_blocks() == 1
+
+
 @pytest.mark.parametrize("field", ["prompt_tokens", "fit_tokens"])
 def test_admission_counts_at_the_boundaries(field):
     c = make()

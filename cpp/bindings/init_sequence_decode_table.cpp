@@ -233,7 +233,19 @@ void init_sequence_decode_table(nb::module_& m) {
             BackingOutcome* outcomes = nullptr;
             nb::object array = enum_array(list.size(), outcomes);
             t.require_writable(call);
-            t.core->step(list, targets.data, outcomes);
+            try {
+              t.core->step(list, targets.data, outcomes);
+            } catch (const Error&) {
+              // The rows that stepped before the refused one were written: a Buffer gets them
+              // too. A copy that fails here is owed (copy_owed), made by the next call.
+              if (t.core->last_written() != 0) {
+                try {
+                  t.sync(call);
+                } catch (const Error&) {
+                }
+              }
+              throw;
+            }
             t.sync(call);
             return array;
           },
@@ -242,8 +254,9 @@ void init_sequence_decode_table(nb::module_& m) {
                   "numpy.typing.NDArray[numpy.uint8]"),
           "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
           "update(sessions). Returns the BackingOutcome values as a uint8 array. A token count below 1 or\n"
-          "another coordinator's session in any row is refused before any row steps; a step that raises after\n"
-          "that stops the batch (the rows before it stepped, as step_all) and the table is not written.")
+          "another coordinator's session or a closed one (a preempted victim) in any row is refused before any\n"
+          "row steps; a step that raises after that stops the batch (the rows before it stepped, as step_all) and\n"
+          "the table shows what the rows that stepped hold now (the other rows are left as they were).")
       .def(
           "assign",
           [](DecodeTableHandle& t, nb::handle row, nb::handle session) {

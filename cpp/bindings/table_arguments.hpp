@@ -263,9 +263,10 @@ inline InstanceList<sequence::SequenceSession> session_list(nb::handle sessions,
   return instance_list<sequence::SequenceSession>(sessions, call, "sessions", "SequenceSession", none_ok);
 }
 
-// One token count per session: a C-contiguous int64 NumPy array (read in place), another
-// one-dimensional NumPy array of integers (an engine's int32 positions: read from an int64
-// copy), or a list or tuple of ints.
+// One token count per session: a C-contiguous int64 NumPy array or host tensor (read in
+// place), another one-dimensional array of integers, NumPy's or a host tensor another library
+// exports by DLPack (an engine's int32 positions: read from an int64 copy), or a list or tuple
+// of ints.
 struct Tokens {
   nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> array;
   nb::object copy;  // the int64 copy of an array of another integer type
@@ -282,8 +283,24 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
                                        " must be host token counts (a one-dimensional NumPy array of integers, or a list or tuple of ints), "
                                        "got a lifecore " + type_name_of(tokens) + " (device memory)");
   bool read = nb::try_cast(checked_for_caster(tokens, argument_label(call, "tokens")), out.array, /*convert=*/false);
-  if (!read && nb::hasattr(tokens, "dtype") && nb::hasattr(tokens, "astype") && nb::hasattr(tokens, "ndim")) {
-    const nb::object dtype = tokens.attr("dtype");
+  nb::object source = nb::borrow(tokens);
+  if (!read && !nb::hasattr(source, "astype") && nb::hasattr(source, "__dlpack__")) {
+    // Another library's host tensor the cast did not take (a torch int32 or strided one):
+    // read through NumPy's view of it, as a NumPy array of that type would be.
+    PyObject* viewed = PyObject_CallOneArg(nb::module_::import_("numpy").attr("from_dlpack").ptr(), source.ptr());
+    if (!viewed) {
+      nb::python_error error;
+      if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError) && !error.matches(PyExc_BufferError) &&
+          !error.matches(PyExc_RuntimeError))
+        throw error;  // Ctrl-C, or what the producer's own code raised
+      raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
+                                         " must be host token counts, and NumPy could not read this " +
+                                         type_name_of(tokens) + " (" + python_error_summary(error) + ")");
+    }
+    source = nb::steal(viewed);
+  }
+  if (!read && nb::hasattr(source, "dtype") && nb::hasattr(source, "astype") && nb::hasattr(source, "ndim")) {
+    const nb::object dtype = source.attr("dtype");
     const std::string kind = nb::cast<std::string>(nb::str(dtype.attr("kind")));
     if (kind != "i" && kind != "u")
       raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") + " must hold integers, got an array of " +
@@ -291,10 +308,10 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
     if (kind == "u" && nb::cast<long>(dtype.attr("itemsize")) >= 8)  // past int64: no copy holds it
       raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
                                          " must be an array of int64 or of a narrower integer type, got uint64");
-    if (nb::cast<long>(tokens.attr("ndim")) != 1)
+    if (nb::cast<long>(source.attr("ndim")) != 1)
       raise(ErrorKind::InvalidArgument, argument_label(call, "tokens") + " must be one-dimensional, got " +
-                                            std::to_string(nb::cast<long>(tokens.attr("ndim"))) + " dimensions");
-    out.copy = tokens.attr("astype")("int64");
+                                            std::to_string(nb::cast<long>(source.attr("ndim"))) + " dimensions");
+    out.copy = source.attr("astype")("int64");
     read = nb::try_cast(out.copy, out.array, /*convert=*/false);
   }
   if (read) {

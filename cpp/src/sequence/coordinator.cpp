@@ -70,6 +70,12 @@ std::shared_ptr<AdmissionCoordinator> AdmissionCoordinator::create(CoordinatorCo
     if (d.maximum_bytes == 0) d.maximum_bytes = d.capacity_bytes;
     if (d.maximum_bytes < d.capacity_bytes)
       raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: domain '" + d.name + "' has maximum_bytes below capacity_bytes");
+    // A domain that can never hold a page would reject every request, silently.
+    if (d.maximum_bytes < config.page_bytes)
+      raise(ErrorKind::InvalidArgument, "AdmissionCoordinator: domain '" + d.name + "' can never hold a page: its " +
+                                            (d.maximum_bytes == d.capacity_bytes ? "size" : "maximum") + " (" +
+                                            std::to_string(d.maximum_bytes) + " bytes) is below page_bytes (" +
+                                            std::to_string(config.page_bytes) + ")");
   }
   if (!config.memory) config.memory = std::make_shared<HostPageMemory>();
   if (config.memory->closed()) raise(ErrorKind::Closed, "AdmissionCoordinator: the device is closed");

@@ -10,10 +10,12 @@ namespace lifecore::sequence {
 namespace {
 
 constexpr const char* nothing_written = "nothing was written";
-constexpr const char* stepped_before = "the rows before it stepped, nothing was written";
+// A refusal at a row after the rows before it stepped: the table shows what they hold now.
+constexpr const char* stepped_before = "the rows before it stepped and the table shows them";
 constexpr const char* none_stepped = "no row stepped, nothing was written";  // row 0's stepped_before
 // A row that changed between its check and its step (another thread's extension).
-constexpr const char* stepped_nothing_written = "the rows up to it stepped, nothing was written";
+constexpr const char* stepped_up_to = "the rows up to it stepped; the table shows the rows before it";
+constexpr const char* none_stepped_but_it = "the row stepped, nothing was written";  // row 0's stepped_up_to
 
 [[noreturn]] void refuse(const char* call, ErrorKind kind, std::size_t row, const std::string& why, const char* after) {
   raise(kind, std::string(call) + ": row " + std::to_string(row) + ": " + why + " (" + after + ")");
@@ -176,23 +178,36 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
     if (!sessions[r]->opened_on(*coordinator_))
       refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)",
              "nothing was stepped or written");
+    // A preempted victim left in the batch (one load: 0 only once the handle closed).
+    if (sessions[r]->table_stamp() == 0)
+      refuse(call, ErrorKind::Closed, r, "step: the sequence session handle is closed",
+             "nothing was stepped or written");
   }
   // Each row is checked, steps and is resolved under one session lock; a row that could not
-  // be written steps nothing, and the table is written only once every row passed.
+  // be written steps nothing. The table is written once every row passed, or, when a row
+  // stops the batch, for the rows that stepped before it: a row never shows fewer ids than
+  // its sequence holds (an engine that goes on after the error would attend over too few).
   ClearedOnExit scope(pending_);
   Pending p;
-  for (std::size_t r = 0; r < sessions.size(); ++r) {
-    const char* const after = r == 0 ? none_stepped : stepped_before;  // a refusal at this row
-    SequenceSession::TableRowAnswer answer;
-    try {
-      answer = sessions[r]->step_with_source(tokens[r], *coordinator_, domain_, width_, known(r), rows_[r].written,
-                                             p.source, outcomes[r]);
-    } catch (const Error& e) {
-      raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");
+  std::size_t r = 0;
+  try {
+    for (; r < sessions.size(); ++r) {
+      const char* const after = r == 0 ? none_stepped : stepped_before;  // a refusal at this row
+      SequenceSession::TableRowAnswer answer;
+      try {
+        answer = sessions[r]->step_with_source(tokens[r], *coordinator_, domain_, width_, known(r), rows_[r].written,
+                                               p.source, outcomes[r]);
+      } catch (const Error& e) {
+        raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");
+      }
+      if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, after);
+      p.row = r;
+      if (check(call, r, p, r == 0 ? none_stepped_but_it : stepped_up_to)) pending_.push_back(std::move(p));
     }
-    if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, after);
-    p.row = r;
-    if (check(call, r, p, stepped_nothing_written)) pending_.push_back(std::move(p));
+  } catch (const Error&) {
+    last_written_ = 0;
+    for (const auto& q : pending_) write(q);  // rows before r only: r's own source is not pending
+    throw;
   }
   finish(sessions.data(), sessions.size());
 }

@@ -621,17 +621,23 @@ std::optional<TerminalReceipt> SequenceSession::receipt() const {
 }
 
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes) {
-  // Bad tokens are the caller's mistake, refused before any row steps; a session's own state
-  // (closed, framed) is found at its row.
-  for (std::size_t i = 0; i < sessions.size(); ++i)
+  // Bad tokens and a closed handle (a preempted victim left in the batch) are the caller's
+  // mistakes, refused before any row steps; a session's own state (finished, framed) is found
+  // at its row.
+  for (std::size_t i = 0; i < sessions.size(); ++i) {
     if (tokens[i] <= 0)
       raise(ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens[i]) +
                                             " (step_all: row " + std::to_string(i) + "; no row stepped)");
+    if (sessions[i]->table_stamp() == 0)  // one load: 0 only once the handle closed
+      raise(ErrorKind::Closed,
+            "step: the sequence session handle is closed (step_all: row " + std::to_string(i) + "; no row stepped)");
+  }
   for (std::size_t i = 0; i < sessions.size(); ++i) {
     try {
       outcomes[i] = sessions[i]->step(tokens[i]);
     } catch (const Error& e) {
-      raise(e.kind(), std::string(e.what()) + " (step_all: row " + std::to_string(i) + "; the rows before it stepped)");
+      raise(e.kind(), std::string(e.what()) + " (step_all: row " + std::to_string(i) + "; " +
+                          (i == 0 ? "no row stepped" : "the rows before it stepped") + ")");
     }
   }
 }

@@ -46,8 +46,8 @@ class DecodeTable {
   // step_all(sessions, tokens, outcomes), then update(sessions): a decode iteration's
   // bookkeeping and its table in one call. Each row is checked before it steps; a row that
   // cannot step or could not be written (another coordinator's, not in the domain, more
-  // blocks than width once stepped) stops the batch: the rows before it stepped, it did not,
-  // and nothing is written.
+  // blocks than width once stepped) stops the batch: the rows before it stepped and are
+  // written, it did not, and the other rows are left as they were.
   void step(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
 
   // Int32 values the last update / assign / clear wrote (ids and pad), for a caller that

@@ -236,8 +236,9 @@ class SequenceSession {
 };
 
 // One decode step on each session (sessions[i]->step(tokens[i])), outcomes written to
-// `outcomes`. Not all-or-nothing: the first row that raises stops the batch, naming the row;
-// the rows before it stepped.
+// `outcomes`. A bad token count or a closed handle in any row is refused before any row
+// steps; otherwise not all-or-nothing: the first row that raises stops the batch, naming the
+// row; the rows before it stepped.
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
 
 // Commits each frame in order (frames[i]->commit()), dispositions written to `out`: the end
