@@ -42,6 +42,8 @@ def test_demo_prints_a_table_and_no_progress_bar_off_a_terminal():
 def test_demo_refuses_a_bad_option():
     result = demo("--requests", "0")
     assert result.returncode == 2 and "at least 1" in result.stderr
+    result = demo("--requests", str(10**12))  # once built 10**12 requests before serving one
+    assert result.returncode == 2 and "must be at most 100,000, got 1,000,000,000,000" in result.stderr
     result = demo("--seed", str(2**64))  # once torch's ValueError and a traceback
     assert result.returncode == 2 and "must be between -2**63 and 2**64 - 1" in result.stderr
     assert "Traceback" not in result.stderr
@@ -102,3 +104,12 @@ def test_the_readmes_demo_table_shows_the_counts_the_demo_prints():
     counts = ("preset", "device", "requests", "tokens generated", "decode iterations", "deferrals", "preemptions",
               "graph captures", "graph replays", "graph pool", "captured bytes")
     assert {key: shown[key] for key in counts} == {key: str(summary[key]) for key in counts}
+
+
+def test_the_demo_bound_is_the_same_in_the_command_and_the_engine():
+    from lifecore.cli import MAX_DEMO_REQUESTS
+    from lifecore.engine.demo import MAX_REQUESTS, run_demo
+
+    assert MAX_DEMO_REQUESTS == MAX_REQUESTS
+    with pytest.raises(ValueError, match="requests must be between 1 and 100,000, got 100,001"):
+        run_demo(requests=MAX_REQUESTS + 1)

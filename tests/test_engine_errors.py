@@ -256,6 +256,9 @@ def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
     # engine nor the argument (or, for "meta", an engine that could never generate).
     (dict(seed="0"), LifecoreTypeError, "Engine: seed must be an int, got str"),
     (dict(seed=2**64), LifecoreOverflowError, r"Engine: argument 'seed' must be between -2\*\*63 and 2\*\*64 - 1"),
+    # Accepted, then NumPy's MemoryError for 128 GiB of block table at the first generate.
+    (dict(max_batch=2**31), LifecoreOverflowError, r"Engine: max_batch 2,147,483,648 needs a block table of "
+                                                   r"[\d,]+ bytes, more than the host's memory"),
     (dict(dtype="float32"), LifecoreTypeError, "Engine: dtype must be a torch.dtype"),
     (dict(dtype=torch.int32), InvalidArgumentError, "Engine: dtype must be a floating-point torch.dtype"),
     (dict(device="gpu0"), InvalidArgumentError, "Engine: device 'gpu0' is not a torch device"),

@@ -641,6 +641,15 @@ def test_a_table_too_large_to_allocate_is_an_overflow_naming_the_call():
         c.decode_table(2**30, 2**30)
     with pytest.raises(LifecoreOverflowError, match="^block_table: a table of .* int32 entries"):
         c.block_table([a] * 4096, 2**30)
+    # No entries, and a record per row: 2**30 rows of width 0 made ~100 GiB of records (a
+    # MemoryError, or memory taken for nothing).
+    import os
+    host = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    if host < 2**30 * 64:  # records are well over 64 bytes a row
+        with pytest.raises(LifecoreOverflowError, match=r"^decode_table: a table of 1073741824 rows keeps \d+ bytes of "
+                                                        r"row records beside its entries, more than the host's memory"):
+            c.decode_table(2**30, 0)
+    assert c.decode_table(4, 0).table.shape == (4, 0)
     with pytest.raises(LifecoreTypeError, match=r"argument 'tokens\[1\]'"):  # once 'tokens[i]'
         lifecore.sequence.step_all([a, a], [TPP, "x"])
     a.close()

@@ -221,6 +221,21 @@ def test_byte_sizes_at_the_boundaries(field):
         AdmissionCoordinator(domains={"kv": (0, 2**64)}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=1)
 
 
+def test_page_memory_stats_answer_past_a_uint64():
+    # Two domains of 2**64 - 1 bytes hold more than a uint64 counts: the read raised an
+    # overflow for a coordinator its constructor accepted.
+    c = AdmissionCoordinator(domains={"a": 2**64 - 1, "b": 2**64 - 1}, page_bytes=2**40, tokens_per_page=1,
+                             max_active_sequences=4)
+    blocks = (2**64 - 1) // 2**40
+    assert c.page_memory_stats()["arena_bytes"] == 2 * blocks * 2**40 > 2**64
+    admitted = [c.admit(f"r{i}", blocks // 2, blocks // 2) for i in range(2)]
+    assert all(isinstance(a, Admitted) for a in admitted)
+    assert c.page_memory_stats()["live_bytes"] == 2 * 2 * (blocks // 2) * 2**40 > 2**64
+    for a in admitted:
+        a.resources.close()
+    assert c.page_memory_stats()["live_bytes"] == 0
+
+
 def test_a_domain_that_can_never_hold_a_page_is_refused():
     # It gave a coordinator of no blocks that rejected every request without a word.
     with pytest.raises(InvalidArgumentError, match=r"domain 'kv' can never hold a page: its size \(10 bytes\) is below "
@@ -251,12 +266,19 @@ def test_admission_counts_at_the_boundaries(field):
 
 
 def test_a_byte_count_that_would_wrap_is_refused_not_wrapped():
-    # 2**40 pages of 2**32 bytes: 2**72 bytes would wrap to 0 and be admitted.
+    # 2**40 pages of 2**32 bytes: 2**72 bytes would wrap to 0 and be admitted. A fit that can
+    # never be served is a rejection, whichever bound it passes first (it raised an overflow
+    # here, where the same fit with smaller pages was rejected for its int32 ids).
     c = AdmissionCoordinator(domains={"kv": 2**64 - 1}, page_bytes=2**32, tokens_per_page=1, max_active_sequences=2)
     before = state(c)
-    with pytest.raises(LifecoreOverflowError, match="page_bytes"):
-        c.admit("wrap", 1, 2**40)
+    rejected = c.admit("wrap", 1, 2**40)
+    assert isinstance(rejected, AdmissionRejected) and "int32" in rejected.reason
     assert state(c) == before
+    huge = AdmissionCoordinator(domains={"kv": 2**64 - 1}, page_bytes=2**40, tokens_per_page=1, max_active_sequences=2)
+    rejected = huge.admit("wrap", 1, 2**30)  # 2**30 pages: within the ids, 2**70 bytes
+    assert isinstance(rejected, AdmissionRejected)
+    assert "1073741824 pages of 1099511627776 bytes exceeds 2**64 bytes" in rejected.reason
+    assert huge.capacity().used_bytes == {"kv": 0} and huge.capacity().active_sequences == 0
     # Just below the wrap: a fit of 2**32 - 1 pages is 2**64 - 2**32 bytes, within the domain,
     # but more pages than the domain has int32 block ids: rejected for that, not wrapped.
     rejected = c.admit("edge", 1, 2**32 - 1)

@@ -83,8 +83,10 @@ def _split_signatures(doc: str, name: str) -> tuple[str, str]:
 def _signature(obj: Any) -> str:
     if _is_nanobind_function(obj):
         return _split_nanobind_doc(obj)[0]
+    # An async method reads as one (on 3.11 a guarded one is marked for asyncio's check only).
+    asynchronous = inspect.iscoroutinefunction(inspect.unwrap(obj))
     try:
-        return f"{getattr(obj, '__name__', '')}{inspect.signature(obj)}"
+        return f"{'async ' if asynchronous else ''}{getattr(obj, '__name__', '')}{inspect.signature(obj)}"
     except (TypeError, ValueError):
         return ""
 
@@ -263,6 +265,7 @@ def render(entries: list[Entry]) -> str:
         "",
     ]
     module = None
+    shown: dict[str, str] = {}  # each class's docstring as printed
     for e in entries:
         if e.module != module:
             module = e.module
@@ -272,7 +275,14 @@ def render(entries: list[Entry]) -> str:
         out.append("")
         if e.signature:
             out += ["```", e.signature, "```", ""]
-        out += [e.doc, ""]
+        owner = e.qualname.rpartition(".")[0]
+        if e.kind == "class":
+            shown[e.qualname] = " ".join(e.doc.split())
+        if e.kind == "attribute" and owner in shown and " ".join(e.doc.split()) in shown[owner]:
+            # Documented by its class's paragraph naming it: printed once, with the class.
+            out += [f"Described with `{owner}` above.", ""]
+        else:
+            out += [e.doc, ""]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -973,19 +973,26 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("page_memory_kind", [](const AdmissionCoordinator& c) { return std::string(c.memory()->kind()); },
                    "'host' (device=None: block ids without memory) or 'driver' (an arena of a Device's memory).")
       .def("page_memory_stats", [](const AdmissionCoordinator& c) {
+        // Python ints: two domains of 2**64 - 1 bytes hold more than a uint64 counts, and a
+        // read of a coordinator the constructor accepted must answer.
+        const auto exact = [](PyObject* result) {
+          if (!result) throw nb::python_error();
+          return nb::steal<nb::int_>(result);
+        };
         nb::dict out, blocks, free_blocks;
-        out["live_bytes"] = checked::mul_or_throw(c.live_blocks(), c.page_bytes(), "page_memory_stats: live bytes");
+        out["live_bytes"] = exact(PyNumber_Multiply(nb::int_(c.live_blocks()).ptr(), nb::int_(c.page_bytes()).ptr()));
         out["live_extents"] = c.live_takes();
         out["allocations"] = c.memory()->allocations();
         out["failed_releases"] = c.memory()->failed_releases();
-        std::uint64_t chunks = 0, arena_bytes = 0;
+        std::uint64_t chunks = 0;
+        nb::int_ arena_bytes(0);
         for (std::uint32_t d = 0; d < c.domain_count(); ++d) {
           const ArenaState state = c.arena_state(d);
           blocks[nb::str(c.domain_name(d).c_str())] = state.blocks;
           free_blocks[nb::str(c.domain_name(d).c_str())] = state.free_blocks;
           chunks += state.chunks.size();
           for (const auto& chunk : state.chunks)
-            arena_bytes = checked::add_or_throw(arena_bytes, chunk.memory.bytes, "page_memory_stats: arena bytes");
+            arena_bytes = exact(PyNumber_Add(arena_bytes.ptr(), nb::int_(chunk.memory.bytes).ptr()));
         }
         out["arena_chunks"] = chunks;
         out["arena_bytes"] = arena_bytes;

@@ -127,6 +127,13 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
                                                           std::numeric_limits<std::int32_t>::max()));
   const std::uint32_t d = domain_argument(c, domain, call, 0);
   const std::size_t count = checked::mul_or_throw<std::uint64_t>(rows, width, "decode_table: rows * width");
+  // The table's per-row records count too: 2**30 rows of width 0 asked for no entries and
+  // ~100 GiB of records (rows <= 2**30, so the product cannot wrap).
+  const std::uint64_t records = static_cast<std::uint64_t>(rows) * DecodeTable::bookkeeping_bytes_per_row();
+  if (const std::uint64_t host = host_memory_bytes(); host != 0 && count * 4 <= host && records > host - count * 4)
+    raise(ErrorKind::Overflow, std::string(call) + ": a table of " + std::to_string(rows) + " rows keeps " +
+                                   std::to_string(records) + " bytes of row records beside its entries, more than the "
+                                   "host's memory; nothing was changed");
   auto handle = std::make_unique<DecodeTableHandle>();
   handle->domain = c.domain_name(d);
   std::int32_t* data = nullptr;

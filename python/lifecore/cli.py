@@ -1199,6 +1199,19 @@ def positive_int(text: str) -> int:
     return value
 
 
+MAX_DEMO_REQUESTS = 100_000  # the engine demo's own bound (lifecore.engine.demo.MAX_REQUESTS), kept here
+# so that parsing arguments imports no torch
+
+
+def _demo_requests(text: str) -> int:
+    """argparse type: the demo's request count, 1 to MAX_DEMO_REQUESTS (its requests are all
+    built before it serves one)."""
+    value = positive_int(text)
+    if value > MAX_DEMO_REQUESTS:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_DEMO_REQUESTS:,}, got {value:,}")
+    return value
+
+
 def _torch_seed(text: str) -> int:
     """argparse type: a seed torch.manual_seed takes (-2**63 to 2**64 - 1)."""
     value = _whole_number(text)
@@ -1312,7 +1325,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="the reference engine serving random requests on lifecore (needs torch), "
                                        "then a summary table")
     demo.add_argument("--preset", choices=["tiny", "gpt2-small"], default="tiny", help="the model (default tiny)")
-    demo.add_argument("--requests", type=positive_int, default=64, help="requests to serve (default 64)")
+    demo.add_argument("--requests", type=_demo_requests, default=64,
+                      help=f"requests to serve (default 64, at most {MAX_DEMO_REQUESTS:,})")
     demo.add_argument("--seed", type=_torch_seed, default=0, help="weights and requests (default 0)")
     demo.add_argument("--device", default="cpu", help="a torch device: cpu (default) or cuda; graphs on cuda")
     demo.add_argument("--capture", action="store_true",

@@ -292,6 +292,8 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
 
 
 # Guarded here: the class is the core's, so no export list of this module reaches its method.
+# Named as the method it is, for help() and the API reference (not the module's private name).
+_wait_async.__name__, _wait_async.__qualname__ = "wait_async", "CapacityWaitRegistration.wait_async"
 CapacityWaitRegistration.wait_async = _python_guard.guarded(  # type: ignore[method-assign]  # declared in the stub
     _wait_async, "CapacityWaitRegistration.wait_async")
 CapacityWaitRegistration.__await__ = lambda self: _wait_async(self).__await__()  # type: ignore[method-assign]

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <limits>
+#include <new>
 
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
@@ -298,8 +299,13 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
   const auto fit = static_cast<std::uint64_t>(request.fit_tokens);
   const std::uint64_t prompt_pages = pages_for(prompt, "admit: prompt_tokens in pages");
   const std::uint64_t fit_pages = pages_for(fit, "admit: fit_tokens in pages");
-  const std::uint64_t fit_bytes = checked::mul_or_throw(fit_pages, config_.page_bytes, "admit: fit pages * page_bytes");
-  const std::uint64_t prompt_bytes = checked::mul_or_throw(prompt_pages, config_.page_bytes, "admit: prompt pages * page_bytes");
+  // A fit past 2**64 bytes is beyond every domain's maximum: a rejection below, as a fit past
+  // the int32 ids is (it raised an overflow instead, for the same request with larger pages).
+  const std::optional<std::uint64_t> fit_product = checked::mul(fit_pages, config_.page_bytes);
+  const std::uint64_t fit_bytes = fit_product.value_or(0);
+  // prompt_pages <= fit_pages: where the fit's bytes do not wrap, the prompt's cannot (and
+  // where they do, the request is rejected before the prompt's bytes are read).
+  const std::uint64_t prompt_bytes = fit_product ? prompt_pages * config_.page_bytes : 0;
 
   // The backing is made before the lock and the prompt's ids are taken straight into it
   // under the lock of the claim: one lock round trip, no id copied. Until it holds the
@@ -309,7 +315,17 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
                                                 Authority{}, RequestId(request.request_id), fit_pages);
   const std::uint64_t request_hash = RequestIndex::hash(request.request_id);
   constexpr std::uint64_t speculative_id_room = 4096;  // pages per domain (16 KiB of ids)
-  if (prompt_pages <= speculative_id_room) backing->reserve_unshared(prompt_pages);
+  // The ids of a prompt of 2**31 pages (host accounting of 1-byte pages, say) are 8 GiB per
+  // domain: more than the host may give is the caller's request, refused with nothing changed.
+  auto reserve_ids = [&] {
+    try {
+      backing->reserve_unshared(prompt_pages);
+    } catch (const std::bad_alloc&) {
+      raise(ErrorKind::Overflow, "admit: the block ids of a prompt of " + std::to_string(prompt_pages) +
+                                     " pages are more than the host's memory holds; nothing was changed");
+    }
+  };
+  if (prompt_pages <= speculative_id_room) reserve_ids();
 
   std::uint64_t physical_epoch = 0;
   bool taken = false;
@@ -337,7 +353,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     // Beyond a domain's maximum, or beyond the int32 block ids it can hand out: never served.
     const bool beyond_ids = fit_pages > BlockArena::max_ids;
     const auto beyond_maximum = [&](std::uint32_t d) {
-      return beyond_ids || fit_bytes > config_.domains[d].maximum_bytes;
+      return beyond_ids || !fit_product || fit_bytes > config_.domains[d].maximum_bytes;
     };
     if (std::any_of(domains.begin(), domains.end(), beyond_maximum)) {
       AdmissionRejected rejected{id_, request.request_id, {}, {}};
@@ -349,6 +365,11 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
             rejected.reason = "fit demand of " + std::to_string(fit_pages) + " pages exceeds the " +
                               std::to_string(BlockArena::max_ids) + " block ids (int32) of domain '" +
                               config_.domains[d].name + "'";
+          else if (!fit_product)
+            rejected.reason = "fit demand of " + std::to_string(fit_pages) + " pages of " +
+                              std::to_string(config_.page_bytes) + " bytes exceeds 2**64 bytes, beyond the maximum of "
+                              "domain '" + config_.domains[d].name + "' (" +
+                              std::to_string(config_.domains[d].maximum_bytes) + " bytes)";
           else
             rejected.reason = "fit demand of " + std::to_string(fit_bytes) + " bytes exceeds the maximum of domain '" +
                               config_.domains[d].name + "' (" + std::to_string(config_.domains[d].maximum_bytes) + " bytes)";
@@ -392,7 +413,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
       return deferred;
     }
     // It fits, so the pages exist: room for their ids is in proportion to them.
-    if (prompt_pages > speculative_id_room) backing->reserve_unshared(prompt_pages);
+    if (prompt_pages > speculative_id_room) reserve_ids();
     // Both authorities first (they may refuse), then the claims: a refusal changes nothing.
     const Authority sequence = sequence_ids_.acquire();
     Authority request_authority;

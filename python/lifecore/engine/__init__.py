@@ -24,9 +24,10 @@ from .. import _python_guard
 from .capture import CaptureOptions
 from .engine import Engine, Result
 from .model import PRESETS, ModelConfig, Transformer
-from .scheduler import Request, Stats
+from .scheduler import Request, Running, Stats
 
-__all__ = ["Engine", "Result", "CaptureOptions", "PRESETS", "ModelConfig", "Transformer", "Request", "Stats"]
+__all__ = ["Engine", "Result", "CaptureOptions", "PRESETS", "ModelConfig", "Transformer", "Request", "Running",
+           "Stats"]
 
 
 # Last: what this module exports answers a call it cannot bind with LifecoreTypeError.

@@ -47,10 +47,15 @@ class _Bar:
         self.stream.flush()
 
 
+MAX_REQUESTS = 100_000  # a demo's requests are all built before it serves one: minutes of work at most
+
+
 def run_demo(preset: str = "tiny", requests: int = 64, seed: int = 0, device: str = "cpu", capture: bool = False,
              as_json: bool = False, out: TextIO = sys.stdout) -> dict[str, Any]:
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r} (presets: {', '.join(PRESETS)})")
+    if not 1 <= requests <= MAX_REQUESTS:
+        raise ValueError(f"requests must be between 1 and {MAX_REQUESTS:,}, got {requests:,}")
     config = PRESETS[preset]
     batch = demo_requests(requests, seed, config.vocab, config.max_positions)
     # A pool for a quarter of the requests at their longest: tight enough to defer and preempt.

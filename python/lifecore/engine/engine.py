@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterable
@@ -41,6 +42,14 @@ class Result:
     """Whose pool held torch's memory in the graph windows: "lifecore" (lifecore's pooled
     allocator, so the windows' guarantees cover torch's work), "torch" (a private torch pool,
     where this torch cannot load a pluggable allocator), or "none" (no graphs)."""
+
+
+def _host_memory_bytes() -> int:
+    """The host's physical memory (unbounded where the system does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 2**64
 
 
 def _device(device: Union[str, torch.device]) -> torch.device:
@@ -111,6 +120,12 @@ class Engine:
         config = model.config if isinstance(model, Transformer) else model
         if capture is not None:
             capture.check(config.layers)
+        # The scheduler's block table is max_batch x blocks-per-sequence int32: refused where the
+        # host could not hold it (2**31 slots asked for 128 GiB at the first generate).
+        table_bytes = max_batch * -(-config.max_positions // block_size) * 4
+        if table_bytes > _host_memory_bytes():
+            raise LifecoreOverflowError(f"Engine: max_batch {max_batch:,} needs a block table of {table_bytes:,} bytes, "
+                                        f"more than the host's memory")
         if isinstance(model, ModelConfig):
             model = Transformer(model, seed=seed, dtype=dtype, device=wanted)
         weights = next(model.parameters())
@@ -218,7 +233,8 @@ class Engine:
             return self._forward(tokens, pos, seq, table, True, last)
 
     def decode(self, running: Sequence[Running], table: np.ndarray) -> list[int]:
-        """One decode step of the batch ``running``: each sequence's last token is written to
+        """One decode step of the batch ``running`` (the scheduler's :class:`Running` records: a
+        request with its KV memory and ``cached`` tokens): each sequence's last token is written to
         the cache through ``table`` and attends to its cached tokens; returns each sequence's
         next token (greedy). Replays the bucket's graph on CUDA with graphs on, else eager."""
         self._iteration += 1
@@ -244,7 +260,8 @@ class Engine:
         prompt of the model's token ids, ``max_new_tokens`` of at least 1, prompt and output
         within the model's positions, and a fresh request (nothing generated, not rejected).
         InvalidArgumentError otherwise (LifecoreTypeError for a wrong type, a ``progress`` that is not
-        callable included); ClosedError once closed. One generate
+        callable included); ClosedError once closed. ``progress``, when given, is called with the
+        number of tokens just generated (1, once per token: a count to add to a progress bar's). One generate
         runs at a time: a call while another runs (from another thread, or from a callback or
         hook inside the running one) raises RuntimeError and leaves the running one alone."""
         return self._alone("Engine.generate: another generate is running on this engine (one runs at a time; "

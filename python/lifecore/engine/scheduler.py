@@ -80,8 +80,9 @@ class Request:
 
 @dataclass
 class Running:
-    """A request with KV memory: ``cached`` tokens are in the cache; the last generated one is
-    written by the next decode step."""
+    """A request with KV memory: ``request`` is the :class:`Request`, ``handle`` what the
+    :class:`Memory` gave for it (its sequence session and frames, on lifecore's), and ``cached``
+    tokens are in the cache; the last generated one is written by the next decode step."""
 
     request: Request
     handle: Any

@@ -50,6 +50,10 @@ class DecodeTable {
   // written, it did not, and the other rows are left as they were.
   void step(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
 
+  // Host bytes a table keeps per row beside its int32 entries (its row record and a pending
+  // write), for a caller that bounds a table by the host's memory before making it.
+  static constexpr std::size_t bookkeeping_bytes_per_row() noexcept { return sizeof(Row) + sizeof(Pending); }
+
   // Int32 values the last update / assign / clear wrote (ids and pad), for a caller that
   // mirrors the table elsewhere (0: nothing changed) and for tests.
   std::uint64_t last_written() const noexcept { return last_written_; }
