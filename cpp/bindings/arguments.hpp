@@ -227,7 +227,10 @@ inline std::optional<double> timeout_argument(nb::handle arg, const char* call) 
       PyErr_Clear();
       const int positive = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_GT);
       if (positive < 0) throw nb::python_error();
-      return positive ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+      if (!positive)  // named as given: as -inf it read "got -inf"
+        raise(ErrorKind::InvalidArgument, std::string(call) + ": timeout must not be negative, got " +
+                                              nb::cast<std::string>(nb::str(h)));
+      return std::numeric_limits<double>::infinity();
     }
     return value;
   }
