@@ -269,8 +269,9 @@ void bind_capture_session(nb::module_& m) {
            },
            nb::arg("discovery").none(),
            nb::sig("def checkpoint_storage_bytes(self, discovery: CaptureDiscovery) -> int | None"),
-           "Host bytes a checkpoint of this session copies (identities, plan encodings, intervention payloads), "
-           "or None when it does not fit in 64 bits.")
+           "Host bytes to reserve before checkpoint(): what a portable checkpoint of this session would copy "
+           "(identities, plan encodings, intervention payloads), or None when it does not fit in 64 bits. An upper "
+           "bound here: a CaptureCheckpoint belongs to its run and holds the identities, position and usage only.")
       .def("checkpoint",
            [](const CaptureSession& s, nb::handle discovery) {
              return s.checkpoint(object_argument<CaptureDiscovery>(discovery, "CaptureSession.checkpoint", "discovery",

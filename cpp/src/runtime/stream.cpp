@@ -649,6 +649,10 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     if (args[i].kind == LaunchArg::Kind::buffer) touch(*args[i].buffer);
   for (const auto& [slice, owner] : foreign_slices) touch(slice, owner);
   Device* device = device_.get();
+  // An evicted entry may still be read by another stream's queued launch, which this stream's
+  // fence does not cover: its free (of driver-allocated memory: cuMemFree, hipFree) relies on
+  // the driver's implicit synchronization of such a free. Eviction needs more than the cache's
+  // 4096 distinct entries.
   for (driver::DevicePtr evicted : metadata.evicted) drop_.push([device, evicted] { device->free_info_buffer(evicted); });
   driver::Status status = state_.is_recording() ? recorder_->launch(function, grid, block, converted)
                                                 : driver_.launch_kernel(function, grid, block, 0, handle_, converted);
