@@ -2,21 +2,29 @@
 # Checks lifecore on a machine with an NVIDIA GPU, from a bare checkout and without network:
 # the build environment, build and install, the backend tests, the stream state machine on cuda
 # (hardware and software graphs), buffers as tensors both ways (out by DLPack and the CUDA array
-# interface, in through launch / copy / fill), the engine, a differential run against the mock,
-# the benchmarks, and last the whole suite (a lighter Hypothesis profile, with a budget of its
-# own that the steps before it cannot spend). Every step has its own time limit and the whole
-# stays under 8 minutes; a failing or missing step is reported (PASS / FAIL / TIMEOUT / SKIP),
-# never fatal, and a summary ends the run. Without network, pip needs the build dependencies
-# installed already, or a folder of wheels named by WHEELHOUSE (used with --no-index).
+# interface, in through launch / copy / fill), the device tests that otherwise run only inside
+# the suite, the engine, a differential run against the mock, the benchmarks, and last the whole
+# suite (a lighter Hypothesis profile, with a budget of its own that the steps before it cannot
+# spend). Every step has its own time limit and all of them share a budget of 8 minutes
+# (GPU_CHECK_BUDGET_S); a failing or missing step is reported (PASS / FAIL / TIMEOUT / SKIP),
+# never fatal, and a summary ends the run. A step cut off by its limit gets SIGABRT first, so a
+# Python process prints its stack (faulthandler) before it ends; a FAIL or TIMEOUT prints the
+# last lines of the step's output. The run opens with the GPU, the commit and, once lifecore is
+# installed, what lifecore says of its cuda backend: where that backend is unavailable, every
+# step that needs it is skipped with the loader's reason; where it is available, a pytest step
+# in which a test was skipped for want of a CUDA device (or every test named for cuda was) fails.
+# Without network, pip needs the build dependencies installed already, or a folder of wheels
+# named by WHEELHOUSE (used with --no-index).
 # Results: ${OUT:-gpu_out}/gpu_check.log, steps.jsonl / steps.json (one record per step) and
 # figures.json (benchmark figures, when produced), nothing else. Scratch (the tests' working
-# folder, junit files, the suite's shard lists and logs, whose text is in the log too) goes to
-# ${GPU_CHECK_WORK:-a fresh temporary folder}, named at the end of the log.
+# folder, junit files, the suite's shard lists and logs, the differential run's failure folder,
+# whose text is in the log too) goes to ${GPU_CHECK_WORK:-a fresh temporary folder}, named at the
+# end of the log.
 # GPU_CHECK_STEPS=REGEX (the project's test of this script, or a rerun of some steps): only the
 # steps whose names match the extended regular expression run, the others are recorded as
 # skipped; without "install" among them, the lifecore that $PYTHON already imports is checked.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 OUT="${OUT:-gpu_out}"
 mkdir -p "$OUT"
@@ -29,15 +37,24 @@ mkdir -p "$WORK"
 WORK="$(cd "$WORK" && pwd)"
 : >"$LOG"
 : >"$STEPS"
-# A folder used before keeps no figures or shard logs that this run would take for its own.
-rm -f "$OUT/figures.json" "$OUT/steps.json" "$WORK"/driver_figures.json "$WORK"/suite_*.log
+# A folder used before keeps no figures, shard logs, junit files or failures that this run would
+# take for its own.
+rm -rf "$OUT/figures.json" "$OUT/steps.json" "$WORK"/driver_figures.json "$WORK"/suite_*.log "$WORK"/*.xml \
+  "$WORK/differential_failures"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INDEX=1 PIP_ROOT_USER_ACTION=ignore
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 4)}"
+# Output as it is written (a step cut off keeps what it printed), and a Python stack on SIGABRT,
+# which is what a step past its limit gets first; no core file from that abort.
+export PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
+ulimit -c 0
+# timeout exits 124 when it sent SIGABRT (the command ended of it or not), 137 when SIGKILL
+# had to follow 5 s later; a command that aborts by itself before its limit exits 134 (FAIL).
+TIMEOUT=(timeout --signal=ABRT --kill-after=5)
 PYTHON="${PYTHON:-python3}"
-TOTAL_BUDGET_S="${GPU_CHECK_BUDGET_S:-465}"
+TOTAL_BUDGET_S="${GPU_CHECK_BUDGET_S:-480}"
 # The whole suite's own budget, kept back from every step before it.
-SUITE_S="${GPU_CHECK_SUITE_S:-150}"
+SUITE_S="${GPU_CHECK_SUITE_S:-120}"
 RESERVED_S=$SUITE_S
 WHEELHOUSE="${WHEELHOUSE:-}"
 PIP_SOURCE=()
@@ -48,13 +65,21 @@ ONLY="${GPU_CHECK_STEPS:-}"
 
 log() { printf '%s\n' "$*" | tee -a "$LOG"; }
 
+# excerpt LINES: the last LINES lines of standard input, indented and cut to 300 characters,
+# without pytest's list of skips or the frames of pytest's own machinery in a faulthandler stack
+# (the test's frames are the ones that tell).
+excerpt() {
+  grep -vE '^(SKIPPED \[|  File "(.*/(_pytest|pluggy)/|<frozen runpy>))' | tail -n "$1" | cut -c 1-300 | sed 's/^/    | /'
+}
+
 # step NAME LIMIT_S COMMAND...: runs COMMAND under `timeout`, never longer than what is left
-# of the whole budget less RESERVED_S; records name, exit status and seconds in steps.jsonl
-# and leaves the outcome in LAST_STATUS.
+# of the whole budget less RESERVED_S; its output goes to the log as it is written, and on a
+# FAIL or TIMEOUT its last 30 lines to stdout too; records name, exit status and seconds in
+# steps.jsonl and leaves the outcome in LAST_STATUS.
 step() {
   local name="$1" limit="$2"
   shift 2
-  local now left rc began ended
+  local now left rc began ended mark
   if unselected "$name"; then return 0; fi
   if [ -n "${BLOCKED:-}" ]; then
     skip "$name" "$BLOCKED"
@@ -69,23 +94,36 @@ step() {
   fi
   log ""
   log "=== $name (limit ${limit}s, $(date -u +%T))"
+  mark=$(wc -c <"$LOG")
   began=$(date +%s)
-  timeout --kill-after=5 "$limit" "$@" >>"$LOG" 2>&1
+  "${TIMEOUT[@]}" "$limit" "$@" >>"$LOG" 2>&1
   rc=$?
   ended=$(date +%s)
   local status=passed verdict=PASS
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timed_out verdict=TIMEOUT
   elif [ "$rc" -ne 0 ]; then status=failed verdict=FAIL; fi
+  if [ "$verdict" != PASS ]; then
+    echo "    its last lines (the whole output is in the log):"
+    tail -c +$((mark + 1)) "$LOG" | excerpt 30
+  fi
   log "=== $verdict: $name (exit $rc, $((ended - began))s)"
   printf '{"step": "%s", "status": "%s", "exit": %d, "seconds": %d}\n' "$name" "$status" "$rc" "$((ended - began))" >>"$STEPS"
   LAST_STATUS=$status
   return 0
 }
 
+# json_text TEXT: TEXT as the inside of a JSON string (a loader's reason may hold anything).
+json_text() {
+  local text="${1//\\/\\\\}"
+  text="${text//\"/\\\"}"
+  text="${text//[$'\n\r\t']/ }"
+  printf '%s' "$text"
+}
+
 # skip NAME REASON: records a step that could not run here.
 skip() {
   log "=== SKIP: $1 ($2)"
-  printf '{"step": "%s", "status": "skipped", "reason": "%s"}\n' "$1" "$2" >>"$STEPS"
+  printf '{"step": "%s", "status": "skipped", "reason": "%s"}\n' "$1" "$(json_text "$2")" >>"$STEPS"
   LAST_STATUS=skipped
 }
 
@@ -99,7 +137,49 @@ unselected() {
   skip "$1" "not selected by GPU_CHECK_STEPS"
 }
 
-step "environment" 20 bash -c "nvidia-smi || echo 'nvidia-smi not found'; $PYTHON --version; \
+# no_device NAME: true, the step recorded as skipped, when lifecore is not installed or its cuda
+# backend is unavailable here (NO_CUDA, the loader's reason, set once lifecore is installed).
+no_device() {
+  if [ -n "${BLOCKED:-}" ]; then
+    skip "$1" "$BLOCKED"
+  elif [ -n "${NO_CUDA:-}" ]; then
+    skip "$1" "$NO_CUDA"
+  else
+    return 1
+  fi
+}
+
+# device_step NAME LIMIT_S COMMAND...: a step that needs lifecore's cuda backend.
+device_step() {
+  if unselected "$1" || no_device "$1"; then return 0; fi
+  step "$@"
+}
+
+# torch_has_cuda: whether torch here sees a CUDA device (asked once).
+TORCH_CUDA=""
+torch_has_cuda() {
+  if [ -z "$TORCH_CUDA" ]; then
+    TORCH_CUDA=no
+    "${TIMEOUT[@]}" 60 "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1
+    case $? in
+      0) TORCH_CUDA=yes ;;
+      124 | 137) log "torch did not say within 60s whether it sees a CUDA device: taken as no" ;;
+    esac
+  fi
+  [ "$TORCH_CUDA" = yes ]
+}
+
+# The header: which GPU, which commit (the checkout may be a copy without git).
+log "gpu_check started $(date -u '+%F %T') UTC"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  "${TIMEOUT[@]}" 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
+    head -n 8 | sed 's/^/gpu: /' | tee -a "$LOG"
+else
+  log "gpu: no nvidia-smi"
+fi
+log "commit: $("${TIMEOUT[@]}" 10 git rev-parse HEAD 2>/dev/null || echo no-git)"
+
+step "environment" 60 bash -c "nvidia-smi || echo 'nvidia-smi not found'; $PYTHON --version; \
   $PYTHON -c 'import torch; print(\"torch\", torch.__version__, \"cuda\", torch.cuda.is_available())' || true; \
   $PYTHON -c 'import cupy; print(\"cupy\", cupy.__version__)' || true"
 
@@ -127,6 +207,38 @@ else
   BLOCKED="lifecore is not installed"
 fi
 
+# What lifecore says of its cuda backend: where it is unavailable, the steps that need it are
+# skipped with its reason (NO_CUDA); where it is available, the pytest steps check that no test
+# was skipped for want of a CUDA device (CUDA_AVAILABLE).
+NO_CUDA="" CUDA_AVAILABLE="" CUDA_LINE="not asked: ${BLOCKED:-}"
+if [ -z "${BLOCKED:-}" ]; then
+  CUDA_PROBE=$("${TIMEOUT[@]}" 60 "$PYTHON" -c "
+import sys
+import lifecore
+info = lifecore.backend_info('cuda')
+print(f'{info.name}: available={info.available} driver={info.driver_version} devices={info.device_count} '
+      f'device={info.device_name!r} library={info.library!r} reason={info.reason!r}')
+if not info.available:
+    print(info.reason or 'no reason given')
+    sys.exit(3)
+" 2>&1)
+  case $? in
+    0) CUDA_AVAILABLE=1
+       CUDA_LINE=$(printf '%s\n' "$CUDA_PROBE" | tail -n 1) ;;
+    3) NO_CUDA="cuda unavailable: $(printf '%s\n' "$CUDA_PROBE" | tail -n 1)"
+       CUDA_LINE=$(printf '%s\n' "$CUDA_PROBE" | tail -n 2 | head -n 1) ;;
+    124 | 137) NO_CUDA="lifecore's cuda backend did not answer within 60s"
+       CUDA_LINE="no answer within 60s" ;;
+    *) NO_CUDA="lifecore's cuda backend could not be asked (see the log)"
+       CUDA_LINE="the question failed" ;;
+  esac
+  log "cuda backend: $CUDA_LINE"
+  if [ -z "$CUDA_AVAILABLE" ] && [[ $NO_CUDA != "cuda unavailable: "* ]]; then
+    printf '%s\n' "$CUDA_PROBE" | excerpt 30 | tee -a "$LOG"
+  fi
+fi
+export CUDA_AVAILABLE
+
 step "backends" 20 "$PYTHON" -c "
 import lifecore
 from lifecore import _core
@@ -140,12 +252,17 @@ for backend in lifecore.backend_names():
         continue  # a backend without a vendor library has no symbol table
     print(backend, 'symbols resolved:', sum(table.values()), 'of', len(table),
           'missing:', [name for name, ok in table.items() if not ok])
-print(_core._open_driver_probe('cuda'))
+try:
+    print(_core._open_driver_probe('cuda'))
+except lifecore.BackendUnavailableError as error:
+    if lifecore.backend_info('cuda').available:
+        raise
+    print('cuda driver probe:', error)  # no device here: what the loader says is the finding
 "
 
 # Launch overhead at the driver level, measured side by side in one run: N tiny kernels
 # launched eagerly vs the same N replayed as one captured graph.
-step "driver launch figures" 60 "$PYTHON" - "$WORK/driver_figures.json" <<'PY'
+device_step "driver launch figures" 60 "$PYTHON" - "$WORK/driver_figures.json" <<'PY'
 import json, sys, time
 from lifecore import _core
 
@@ -195,16 +312,67 @@ PY
 
 # Run from outside the checkout so the installed package (not the source tree) is imported.
 TESTS="$(pwd)/tests"
-# -v names each test as it starts, so a step cut off by its limit shows which test was running.
-PYTEST=("$PYTHON" -m pytest -p no:cacheprovider -v -rs)
+# Where the cuda backend is available, a test skipped for want of a CUDA device (the reasons the
+# tests give: "no CUDA device...", "torch has no CUDA", and "cuda: REASON" from the backend_name
+# fixture), or a run in which every test named for cuda was skipped, is a failure: the device
+# was there and the test did not use it.
+cat >"$WORK/cuda_ran.py" <<'PY'
+import re
+import sys
+import xml.etree.ElementTree as ET
 
-step "backend tests" 60 bash -c "cd '$WORK' && ${PYTEST[*]} '$TESTS/test_backend_cuda.py' '$TESTS/test_backend_hip.py' --junitxml=backend_tests.xml"
+NO_DEVICE = re.compile(r"^(no CUDA device|torch has no CUDA|cuda: )")
+ran = skipped = 0
+wrongly = []
+for path in sys.argv[1:]:
+    try:
+        root = ET.parse(path).getroot()
+    except (OSError, ET.ParseError) as error:
+        print(f"cuda check: cannot read {path}: {error}")
+        continue
+    for case in root.iter("testcase"):
+        name = case.get("name", "")
+        skip = case.find("skipped")
+        reason = skip.get("message", "") if skip is not None else ""
+        if NO_DEVICE.match(reason):
+            wrongly.append(f"{case.get('classname', '')}::{name}: {reason}")
+        if "cuda" in name.lower():
+            ran, skipped = (ran, skipped + 1) if skip is not None else (ran + 1, skipped)
+print(f"cuda check: {ran} test(s) named for cuda ran, {skipped} skipped; "
+      f"{len(wrongly)} skipped for want of a CUDA device")
+for line in wrongly[:20]:
+    print(f"  skipped although the cuda backend is available: {line}")
+if wrongly or (skipped and not ran):
+    print("cuda check: FAILED: the cuda backend is available here, yet "
+          + ("tests were skipped for want of a CUDA device" if wrongly else "every test named for cuda was skipped"))
+    sys.exit(1)
+PY
+
+# checked_pytest JUNIT ARGS...: pytest ARGS from WORK (its junit file JUNIT there); where the cuda
+# backend is available, then the check above of JUNIT. -v names each test as it starts, so a step
+# cut off by its limit shows which test was running; -rsfE lists skips, then failures and errors.
+checked_pytest() {
+  local junit="$1" rc
+  shift
+  cd "$WORK" || return 1
+  rm -f "$junit"
+  "$PYTHON" -m pytest -p no:cacheprovider -v -rsfE "$@" --junitxml="$junit"
+  rc=$?
+  if [ -n "$CUDA_AVAILABLE" ] && ! "$PYTHON" "$WORK/cuda_ran.py" "$junit" && [ "$rc" -eq 0 ]; then rc=1; fi
+  return "$rc"
+}
+export -f checked_pytest
+export WORK TESTS PYTHON
+
+step "backend tests" 60 bash -c 'checked_pytest "$@"' - backend_tests.xml "$TESTS/test_backend_cuda.py" "$TESTS/test_backend_hip.py"
 
 # The lighter derandomized profile without shrinking (gpu-check: 15 runs of 30 steps per graph
 # mode): under the ci profile a mock run takes 2-3 s per mode, and a device synchronizes at every
 # read; a failure is reported as found, where shrinking it could outlast the step's limit.
+# 120 s: each example opens a Device("cuda") again (the primary context, the modules loaded).
 if [ -f tests/test_stream_machine.py ]; then
-  step "stream state machine on cuda" 60 bash -c "cd '$WORK' && HYPOTHESIS_PROFILE=gpu-check ${PYTEST[*]} '$TESTS/test_stream_machine.py' -k cuda --junitxml=stream_machine.xml"
+  device_step "stream state machine on cuda" 120 env HYPOTHESIS_PROFILE=gpu-check bash -c 'checked_pytest "$@"' - \
+    stream_machine.xml "$TESTS/test_stream_machine.py" -k cuda
 else
   skip "stream state machine on cuda" "tests/test_stream_machine.py not in this checkout"
 fi
@@ -212,7 +380,7 @@ fi
 # Buffers as tensors on cuda: torch.from_dlpack (with the consumer's stream), and CuPy through
 # __cuda_array_interface__, each a zero-copy view (written through the view, read through the
 # buffer, and the reverse). A missing torch or CuPy build with CUDA skips that half.
-step "buffers as tensors on cuda" 60 "$PYTHON" - <<'PY'
+device_step "buffers as tensors on cuda" 60 "$PYTHON" - <<'PY'
 import numpy as np
 import lifecore
 
@@ -268,7 +436,7 @@ PY
 # back in is that buffer; a graph holds the tensor it recorded; a host array is refused. Then
 # the buffer goes out to torch and CuPy by DLPack with an explicit stream= and by the array
 # interface. A missing torch or CuPy build with CUDA skips that half.
-step "tensors in on cuda" 60 "$PYTHON" - <<'PY'
+device_step "tensors in on cuda" 60 "$PYTHON" - <<'PY'
 import gc
 import weakref
 
@@ -451,7 +619,7 @@ PY
 # A write captured into a CUDA graph copies from pageable host memory (the stream's staging
 # copy, which the graph keeps). The emulated device replays it; whether CUDA captures such a
 # copy is what this step finds out: it prints the answer, and fails only on a wrong replay.
-step "captured write on cuda" 30 "$PYTHON" - <<'PY'
+device_step "captured write on cuda" 30 "$PYTHON" - <<'PY'
 import numpy as np
 import lifecore
 from lifecore import kernels as K
@@ -484,7 +652,7 @@ PY
 # A bounded sync polls cuStreamQuery: True once the stream is idle, False while work is queued
 # (a timeout of 0 right after a large fill may still find it busy: printed, not asserted), and
 # the stream stays usable after either answer.
-step "bounded sync on cuda" 30 "$PYTHON" - <<'PY'
+device_step "bounded sync on cuda" 30 "$PYTHON" - <<'PY'
 import time
 import numpy as np
 import lifecore
@@ -512,9 +680,9 @@ PY
 # mode: a new allocation, a first launch (module load, info upload), a bounded sync, a read, a
 # run of writes (fence queries), a KV arena, frees. Each must succeed, and torch's graph must
 # still end and replay right.
-if unselected "another library's capture on cuda"; then
+if unselected "another library's capture on cuda" || no_device "another library's capture on cuda"; then
   :
-elif ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+elif ! torch_has_cuda; then
   skip "another library's capture on cuda" "torch here has no CUDA (its capture is the other library's)"
 else
   step "another library's capture on cuda" 60 "$PYTHON" - <<'PY'
@@ -586,38 +754,66 @@ with lifecore.Device("cuda") as dev:
           "sync, read, writes, KV arena and frees, then replayed right")
 PY
 fi
+# The device tests that otherwise run only inside the suite, so that they run even where the
+# suite runs out of time: those named for cuda (the backend_name fixture's cuda, a test that needs
+# a real device or torch's CUDA), the fake driver's module tests beside the real ones.
+DEVICE_TESTS=()
+for file in test_backend_cuda_modules.py test_capture_torch.py test_capture_numerics.py test_sequence_device.py \
+  test_bench_graph_replay.py test_runtime_capture.py test_runtime_bad_input.py test_runtime_wedge.py \
+  test_runtime_profile.py test_conformance.py test_registry_api.py test_sequence_machine.py; do
+  if [ -f "tests/$file" ]; then DEVICE_TESTS+=("$TESTS/$file"); fi
+done
+if [ "${#DEVICE_TESTS[@]}" -gt 0 ]; then
+  device_step "device tests on cuda" 120 env HYPOTHESIS_PROFILE=gpu-check bash -c 'checked_pytest "$@"' - \
+    device_tests.xml "${DEVICE_TESTS[@]}" -k cuda
+else
+  skip "device tests on cuda" "none of the device tests is in this checkout"
+fi
+
 # The reference engine with graphs on: its tests (tokens against the plain implementation
 # where the top-2 margin is clear), the demo, and the decode step replayed against eager and
 # against torch.cuda.CUDAGraph at batch 8.
-if unselected "engine with graphs on cuda"; then
+if unselected "engine with graphs on cuda" || no_device "engine with graphs on cuda"; then
   :
 elif [ ! -f tests/test_engine.py ]; then
   skip "engine with graphs on cuda" "no engine in this checkout"
-elif ! "$PYTHON" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' >/dev/null 2>&1; then
+elif ! torch_has_cuda; then
   skip "engine with graphs on cuda" "torch here has no CUDA (the engine's graphs are torch's)"
 else
-  step "engine with graphs on cuda" 120 bash -c "cd '$WORK' && ${PYTEST[*]} '$TESTS/test_engine.py' && \
+  step "engine with graphs on cuda" 120 bash -c "checked_pytest engine.xml '$TESTS/test_engine.py' && \
     $PYTHON -m lifecore demo --device cuda --requests 64 --json && \
     $PYTHON -m lifecore.benchmarks.engine --gpu-step"
 fi
 
-if unselected "differential mock,cuda"; then
+# A divergence is printed (to the log); a failure the runner saves goes to WORK, then to the log.
+FAILURES="$WORK/differential_failures"
+FUZZ_HELP=""
+if unselected "differential mock,cuda" || no_device "differential mock,cuda"; then
   :
-elif "$PYTHON" -m lifecore fuzz --help 2>/dev/null | grep -q -- "--differential"; then
-  step "differential mock,cuda" 60 "$PYTHON" -m lifecore fuzz --differential mock,cuda --examples 3 --steps 300 --seed 0
+elif FUZZ_HELP=$("${TIMEOUT[@]}" 60 "$PYTHON" -m lifecore fuzz --help 2>/dev/null) && grep -q -- "--differential" <<<"$FUZZ_HELP"; then
+  mkdir -p "$FAILURES"
+  FAILURE_DIR=()
+  if grep -q -- "--failure-dir" <<<"$FUZZ_HELP"; then FAILURE_DIR=(--failure-dir "$FAILURES"); fi
+  step "differential mock,cuda" 60 bash -c 'cd "$WORK" && exec "$@"' - "$PYTHON" -m lifecore fuzz --differential mock,cuda \
+    --examples 3 --steps 300 --seed 0 ${FAILURE_DIR[@]+"${FAILURE_DIR[@]}"}
+  for saved in "$FAILURES"/*; do
+    if [ -f "$saved" ]; then log "--- a failure saved by the differential run: ${saved##*/}"; cat "$saved" >>"$LOG"; fi
+  done
 elif [ -f benchmarks/differential.py ]; then
   step "differential mock,cuda" 60 "$PYTHON" benchmarks/differential.py --backends mock,cuda --runs 3 --steps 300 --seed 0
 elif has_pytest_marker differential; then
-  step "differential mock,cuda" 60 bash -c "cd '$WORK' && ${PYTEST[*]} '$TESTS' -m differential"
+  step "differential mock,cuda" 60 bash -c 'checked_pytest "$@"' - differential.xml "$TESTS" -m differential
 else
   skip "differential mock,cuda" "no differential runner in this checkout"
 fi
 
-if unselected "benchmarks"; then
+BENCH_HELP="" BENCH_RC=1
+if unselected "benchmarks" || no_device "benchmarks"; then
   :
-elif "$PYTHON" -m lifecore bench --help 2>/dev/null | grep -q -- "--json"; then
+elif BENCH_HELP=$("${TIMEOUT[@]}" 60 "$PYTHON" -m lifecore bench --help 2>/dev/null); BENCH_RC=$?
+  [ "$BENCH_RC" -eq 0 ] && grep -q -- "--json" <<<"$BENCH_HELP"; then
   step "benchmarks" 60 "$PYTHON" -m lifecore bench --backend cuda --json "$OUT/figures.json"
-elif "$PYTHON" -m lifecore bench --help >/dev/null 2>&1; then
+elif [ "$BENCH_RC" -eq 0 ]; then
   step "benchmarks" 60 "$PYTHON" -m lifecore bench --backend cuda
 elif ls benchmarks/*.py >/dev/null 2>&1; then
   for script in benchmarks/*.py; do
@@ -632,7 +828,8 @@ fi
 # the files the steps above ran, with the lighter derandomized profile without shrinking
 # (gpu-check: under the ci profile the suite alone takes longer than its budget, and one failure
 # being shrunk could take the rest of it), its files dealt round-robin to
-# GPU_CHECK_SUITE_SHARDS pytest processes that run at once (one core each).
+# GPU_CHECK_SUITE_SHARDS pytest processes that run at once (one core each). Where the cuda backend
+# is available, the shards' junit files get the check of checked_pytest.
 run_suite() {
   local shards="${GPU_CHECK_SUITE_SHARDS:-4}" i=0 rc=0 file
   local -a pids=() files=()
@@ -646,17 +843,17 @@ run_suite() {
   for ((i = 0; i < shards; i++)); do
     mapfile -t files <"$WORK/suite_files_$i.txt"
     [ "${#files[@]}" -gt 0 ] || continue
-    (cd "$WORK" && HYPOTHESIS_PROFILE="$SUITE_PROFILE" exec "$PYTHON" -m pytest -p no:cacheprovider -v -rs \
+    (cd "$WORK" && HYPOTHESIS_PROFILE="$SUITE_PROFILE" exec "$PYTHON" -m pytest -p no:cacheprovider -v -rsfE \
       "${files[@]}" --junitxml="all_tests_$i.xml") >"$WORK/suite_$i.log" 2>&1 &
     pids[i]=$!
   done
   for i in "${!pids[@]}"; do
     if wait "${pids[i]}"; then echo "--- shard $i: passed"; else rc=1; echo "--- shard $i: FAILED"; fi
   done
+  if [ -n "$CUDA_AVAILABLE" ] && [ "${#pids[@]}" -gt 0 ] && ! "$PYTHON" "$WORK/cuda_ran.py" "$WORK"/all_tests_*.xml; then rc=1; fi
   return "$rc"
 }
 export -f run_suite
-export WORK TESTS PYTHON
 export SUITE_PROFILE="${GPU_CHECK_SUITE_PROFILE:-gpu-check}"
 RESERVED_S=0
 step "whole suite" "$TOTAL_BUDGET_S" bash -c run_suite
@@ -664,9 +861,27 @@ step "whole suite" "$TOTAL_BUDGET_S" bash -c run_suite
 for shard_log in "$WORK"/suite_*.log; do
   if [ -f "$shard_log" ]; then printf '\n--- %s\n' "${shard_log##*/}"; cat "$shard_log"; fi
 done >>"$LOG"
+# On a FAIL or TIMEOUT, for each shard that did not pass: its failures and its last line where
+# pytest finished, else (cut off) its last lines.
+if [ "$LAST_STATUS" = failed ] || [ "$LAST_STATUS" = timed_out ]; then
+  for shard_log in "$WORK"/suite_*.log; do
+    [ -f "$shard_log" ] || continue
+    last=$(tail -n 1 "$shard_log")
+    if [[ $last == *" passed"* && $last != *failed* && $last != *error* ]]; then continue; fi
+    if [[ $last =~ ^=+\ .*\ in\ [0-9.]+s ]]; then
+      echo "    ${shard_log##*/}, its failures:"
+      { grep -E '^(FAILED|ERROR) ' "$shard_log" | head -n 12; printf '%s\n' "$last"; } | excerpt 13
+    else
+      echo "    ${shard_log##*/}, its last lines:"
+      excerpt 15 <"$shard_log"
+    fi
+  done
+fi
 
+log ""
+log "cuda backend: $CUDA_LINE"
 # Collect the step records (and the benchmark figures, when a runner wrote them) into JSON.
-"$PYTHON" - "$OUT" "$WORK" <<'PY' | tee -a "$LOG"
+"${TIMEOUT[@]}" 60 "$PYTHON" - "$OUT" "$WORK" <<'PY' | tee -a "$LOG"
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 steps = [json.loads(line) for line in (out / "steps.jsonl").read_text().splitlines() if line.strip()]
@@ -685,6 +900,7 @@ print()
 print("summary:")
 for s in steps:
     detail = f"{s['seconds']}s" if "seconds" in s else s.get("reason", "")
+    detail = detail if len(detail) <= 110 else detail[:107] + "..."  # in full in steps.json
     print(f"  {verdicts.get(s['status'], s['status']):8} {s['step']}  ({detail})")
 counts = {v: sum(1 for s in steps if verdicts.get(s["status"]) == v) for v in ("PASS", "FAIL", "TIMEOUT", "SKIP")}
 print("overall:", "FAIL" if counts["FAIL"] or counts["TIMEOUT"] else "PASS", "-",
