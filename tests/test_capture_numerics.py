@@ -132,6 +132,35 @@ def test_top_candidates_agree_with_a_stable_ranking_on_random_rows(path, monkeyp
     assert checked > 400
 
 
+
+@pytest.mark.parametrize("path", ["host reads", "device only"])
+def test_top_candidates_keep_index_order_among_many_ties(path, monkeypatch) -> None:
+    # torch's default sort keeps equal keys in order only while a row is short (16 values on the
+    # CPU): rows of 40 from four values, cut at 20, 33 and 40, need the stable sorts.
+    if path == "device only":
+        monkeypatch.setattr(torch_backend, "_chosen_reading_sizes",
+                            lambda last, nan, key, kth, count: torch_backend._chosen_on_device(nan, key, kth, count))
+    rng = np.random.default_rng(3)
+    pool = np.array([NAN, -INF, 0.5, 3.0])
+    for _ in range(20):
+        row = pool[rng.integers(0, len(pool), size=40)]
+        ranked = sorted(range(len(row)), key=lambda i: (np.isnan(row[i]), 0 if np.isnan(row[i]) else -row[i], i))
+        for count in (20, 33, 40):
+            transform = CaptureTransform.top_candidates(count)
+            torch_payload = captured(TorchBackend(), torch.from_numpy(row.copy()), transform, "logits")
+            numpy_payload = captured(NumpyBackend(), row.copy(), transform, "logits")
+            assert list(torch_payload.candidate_ids) == list(numpy_payload.candidate_ids) == ranked[:count], row
+
+
+def test_top_candidates_on_the_cpu_read_the_masks_sizes(monkeypatch) -> None:
+    # On the CPU the host-read path is the fast one (the device's way costs about 3x there).
+    def forbidden(*args):
+        raise AssertionError("the device's way ran on the CPU")
+
+    monkeypatch.setattr(torch_backend, "_chosen_on_device", forbidden)
+    payload = captured(TorchBackend(), torch.tensor([1.0, 3.0, 2.0]), CaptureTransform.top_candidates(2), "logits")
+    assert list(payload.candidate_ids) == [1, 2]
+
 def test_histograms_agree_with_counts_computed_here_on_random_rows() -> None:
     # Values outside the edges and NaN are not counted; the last bin is closed.
     edges = [-2.0, -0.5, 0.0, 0.5, 3.0]

@@ -142,3 +142,62 @@ def test_named_domains_are_deduplicated_and_may_name_every_domain():
     with pytest.raises(InvalidArgumentError):
         a.resources.initial_backing.block_ids("nope")
     assert b.resources.initial_backing.block_ids("v").tolist() != []
+
+
+@pytest.mark.no_sanitizer  # the address space limit below is far less than ASan's shadow memory
+def test_the_block_ids_of_a_prompt_the_host_cannot_hold_are_an_overflow_naming_admit():
+    """A prompt of 2**31 - 1 one-byte pages needs 8 GiB of block ids; under a 3 GiB address space the
+    reservation fails, and admit says so as an overflow, with nothing claimed."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
+        from lifecore.errors import LifecoreOverflowError
+        from lifecore.sequence import AdmissionCoordinator
+        n = 2**31 - 1
+        c = AdmissionCoordinator(domains={"kv": n}, page_bytes=1, tokens_per_page=1, max_active_sequences=1)
+        before = c.capacity()
+        try:
+            print("ADMITTED", type(c.admit("big", n, n)).__name__)
+        except LifecoreOverflowError as error:
+            print("OVERFLOW", error)
+        after = c.capacity()
+        same = (after.used_bytes, after.active_sequences, c.holders()) == (before.used_bytes, before.active_sequences, [])
+        print("UNCHANGED" if same else "CHANGED")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == [
+        "OVERFLOW admit: the block ids of a prompt of 2147483647 pages are more than the host's memory holds; "
+        "nothing was changed", "UNCHANGED"], (done.stdout, done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("prompt_pages", [4095, 4096, 4097])
+def test_a_prompt_about_the_ids_reserved_ahead_gets_as_many_distinct_ids(prompt_pages):
+    """The admission path reserves room for a prompt's ids ahead of the claim; prompts either side of
+    that room's first size get every id, each once, each in the domain."""
+    c = AdmissionCoordinator(domains={"kv": 8192 * PAGE}, page_bytes=PAGE, tokens_per_page=1, max_active_sequences=2)
+    admitted = c.admit("r", prompt_pages, prompt_pages)
+    assert isinstance(admitted, Admitted), admitted
+    session = admitted.resources.open_session()
+    admitted.resources.close()
+    ids = c.block_table([session], prompt_pages)[0]
+    assert len(set(ids.tolist())) == prompt_pages and ids.min() >= 0 and ids.max() < 8192
+    session.close()
+    assert c.capacity().used_bytes == {"kv": 0}
+
+
+def test_a_deferral_names_fit_availability_only_where_the_fit_does_not_fit():
+    from lifecore.sequence import BlockerKind
+
+    c = AdmissionCoordinator(domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=1)
+    first = c.admit("a", 16, 4 * 16)  # one page held, seven free
+    assert isinstance(first, Admitted)
+    exact = c.admit("b", 16, 7 * 16)  # a fit of exactly the free bytes: only the ceiling blocks it
+    assert isinstance(exact, AdmissionDeferred)
+    assert [b.kind for b in exact.blockers] == [BlockerKind.ACTIVE_SEQUENCE_CEILING]
+    over = c.admit("c", 16, 8 * 16)
+    assert [b.kind for b in over.blockers] == [BlockerKind.ACTIVE_SEQUENCE_CEILING, BlockerKind.FIT_AVAILABILITY]
+    first.resources.close()

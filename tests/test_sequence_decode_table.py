@@ -720,3 +720,19 @@ def test_step_reads_a_torch_tensor_of_any_integer_type_or_stride():
     assert [s.retired_frames for s in sessions] == retired
     for s in sessions:
         s.close()
+
+
+def test_step_refuses_more_sessions_than_rows_before_any_row_steps():
+    c = make()
+    sessions = [open_one(c, f"r{i}", TPP) for i in range(4)]
+    table = c.decode_table(3, 4, pad=7)
+    table.update(sessions[:3])
+    before = table.table.copy()
+    with pytest.raises(InvalidArgumentError, match=r"^DecodeTable.step: 4 sessions for a table of 3 rows "
+                                                   r"\(nothing was stepped or written\)$"):
+        table.step(sessions, np.full(4, 2 * TPP + 1, dtype=np.int64))
+    assert [s.retired_frames for s in sessions] == [0, 0, 0, 0]
+    assert [s.backing.pages for s in sessions] == [1, 1, 1, 1]
+    assert np.array_equal(table.table, before)
+    for s in sessions:
+        s.close()

@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <variant>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "lifecore/sequence/block_table.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/decode_table.hpp"
+#include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "sequence_test_support.hpp"
@@ -118,10 +120,48 @@ void step_writes_only_new_ids_and_errors_write_nothing() {
   for (std::size_t k = 4; k < data.size(); ++k) CHECK(data[k] == pad);
 }
 
+// A row grown past the table by another thread while its own step's extension was prepared is
+// refused after it stepped (DecodeTable::check after step_with_source); the refusal says whether
+// rows before it stepped and were written.
+void a_row_grown_past_the_width_during_its_step_is_refused_after_it_stepped() {
+  for (std::size_t at : {std::size_t{0}, std::size_t{1}}) {
+    auto c = make(64);
+    std::vector<std::unique_ptr<SequenceSession>> s;
+    for (int i = 0; i < 2; ++i) {
+      auto d = c->admit({"r" + std::to_string(i), 16, 16 * 16, {}});
+      s.push_back(std::get<Admitted>(d).resources->open_session());
+    }
+    std::vector<std::int32_t> data(2 * 2, pad);
+    DecodeTable table(c, 0, 2, 2, pad, data.data());
+    std::vector<SequenceSession*> batch{s[0].get(), s[1].get()};
+    std::vector<std::int64_t> tokens{16, 16};
+    tokens[at] = 17;  // row `at` extends to 2 blocks, within the width
+    std::vector<BackingOutcome> outcomes(2);
+    pause_points::arm(pause_points::Point::extension_prepared);
+    std::string what;
+    std::thread stepper([&] {
+      try {
+        table.step(batch, tokens.data(), outcomes.data());
+      } catch (const Error& e) {
+        what = e.what();
+      }
+    });
+    CHECK(pause_points::wait_until_reached(10.0));
+    s[at]->try_ensure_backing_covers(48);  // 3 blocks: wider than the table
+    pause_points::resume();
+    stepper.join();
+    const std::string tail = at == 0 ? "(the row stepped, nothing was written)"
+                                     : "(the rows up to it stepped; the table shows the rows before it)";
+    CHECK(what.size() >= tail.size() && what.compare(what.size() - tail.size(), tail.size(), tail) == 0);
+    CHECK(what.find("row " + std::to_string(at)) != std::string::npos);
+  }
+}
+
 }  // namespace
 
 int main() {
   for (unsigned seed = 0; seed < 6; ++seed) matches_block_table_under_random_operations(seed);
   step_writes_only_new_ids_and_errors_write_nothing();
+  a_row_grown_past_the_width_during_its_step_is_refused_after_it_stepped();
   return lifecore::test_support::finish("sequence_decode_table_test");
 }

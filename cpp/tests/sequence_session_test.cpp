@@ -401,6 +401,43 @@ void cancel_between_prepare_and_publish() {
   CHECK(c->live_takes() == 0 && c->capacity().domains[0].used_bytes == 0);
 }
 
+// The three-call path of an extension, taken when the one-lock claim found capacity short and
+// capacity came back before the check: the pages it then takes are the session's (distinct, in
+// the domain, counted), and where they cannot be taken the extension is a physical deferral that
+// holds nothing more, after which a retry extends.
+void capacity_back_between_the_fast_claim_and_the_check() {
+  for (bool physical_short : {false, true}) {
+    auto memory = std::make_shared<HostPageMemory>();
+    auto c = make(2, memory);
+    auto resources = std::get<Admitted>(c->admit({"a", 16, 32, {}})).resources;
+    auto other = std::get<Admitted>(c->admit({"b", 16, 32, {}})).resources;  // the domain is full
+    auto session = resources->open_session();
+    resources.reset();
+    pause_points::arm(pause_points::Point::extension_found_short);
+    BackingDecision decision;
+    std::thread extender([&] { decision = session->try_ensure_backing_covers(17); });
+    CHECK(pause_points::wait_until_reached(10.0));
+    other.reset();  // a page comes back
+    if (physical_short) memory->fail_next_allocations(1);
+    pause_points::resume();
+    extender.join();
+    if (physical_short) {
+      CHECK(decision.outcome == BackingOutcome::backing_deferred && decision.deferred);
+      CHECK(decision.reason.rfind("physical pages could not be prepared", 0) == 0);
+      CHECK(c->capacity().domains[0].used_bytes == 4096 && c->live_blocks() == 1 && c->live_takes() == 1);
+      CHECK(session->backing()->pages() == 1);
+      decision = session->try_ensure_backing_covers(17);  // nothing fails now: the fast claim extends
+    }
+    CHECK(decision.outcome == BackingOutcome::extended && decision.snapshot);
+    CHECK(c->capacity().domains[0].used_bytes == 2 * 4096 && c->live_blocks() == 2);
+    const BlockIds ids = decision.snapshot->block_ids(0);
+    const std::int32_t* id = ids.data.get();
+    CHECK(ids.count == 2 && id[0] != id[1] && id[0] >= 0 && id[0] < 2 && id[1] >= 0 && id[1] < 2);
+    session.reset();
+    CHECK(c->live_blocks() == 0 && c->live_takes() == 0 && c->capacity().domains[0].used_bytes == 0);
+  }
+}
+
 // Host chunks get synthetic addresses that never overlap; one the address space cannot hold
 // gets address 0 (there is no memory behind host pages either way).
 void host_pages_never_wrap() {
@@ -573,6 +610,7 @@ int main() {
   a_closed_device_closes_its_coordinator();
   a_device_gone_under_the_coordinators_lock_closes_it_without_deadlock();
   cancel_between_prepare_and_publish();
+  capacity_back_between_the_fast_claim_and_the_check();
   host_pages_never_wrap();
   return lifecore::test_support::finish("sequence_session_test");
 }

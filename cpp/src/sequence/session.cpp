@@ -283,6 +283,7 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
     return decision;
   }
   if (delta > 0 && fast == AdmissionCoordinator::FastExtension::logical_short) {
+    pause_points::reach(pause_points::Point::extension_found_short);
     BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
     auto check = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/false, op);
     if (check.deferred) {

@@ -10,6 +10,8 @@
 namespace lifecore::sequence {
 
 enum class PausePoint : std::uint8_t {
+  extension_found_short,  // try_ensure_backing_covers: the one-lock claim found capacity short,
+                         // and the three-call path is next (capacity may come back in between)
   extension_prepared,  // try_ensure_backing_covers: pages prepared and claimed, not yet published
   candidate_looked_at,  // preempt_for: a candidate holds wanted capacity, not yet aborted
 };
