@@ -120,6 +120,9 @@ def test_duplicate_prepared_flight_is_rejected():
     assert s.flight_count == 1
     fl.dispatch()
     assert fl.phase == FlightPhase.IN_FLIGHT
+    with pytest.raises(SessionStateError, match="^dispatch: the flight is already in flight$"):
+        fl.dispatch()
+    assert fl.phase == FlightPhase.IN_FLIGHT and s.flight_count == 1
     with pytest.raises(SessionStateError):
         f.commit()  # flights still live
     fl.not_submitted()

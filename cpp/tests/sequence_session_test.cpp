@@ -77,6 +77,32 @@ void waiter_wakes_on_release() {
   CHECK(error_of([&] { registration->wait(0.0); }) == ErrorKind::Closed);
 }
 
+// A deferral whose wait condition names no source, or whose epochs do not match its sources
+// one for one, is refused: a waiter on it would watch nothing, or read past its epochs.
+void a_deferral_without_a_whole_wait_condition_is_refused() {
+  auto c = make(1);
+  auto held = c->admit({"a", 16, 16, {}});
+  auto decision = c->admit({"b", 16, 16, {}});
+  auto deferred = std::get<AdmissionDeferred>(decision);
+  CHECK(deferred.wait_condition.sources.size() == deferred.wait_condition.epochs.size() &&
+        !deferred.wait_condition.sources.empty());
+  auto empty = deferred;
+  empty.wait_condition.sources.clear();
+  empty.wait_condition.epochs.clear();
+  CHECK(error_of([&] { c->register_waiter(empty); }) == ErrorKind::InvalidArgument);
+  auto short_epochs = deferred;
+  short_epochs.wait_condition.epochs.pop_back();
+  CHECK(error_of([&] { c->register_waiter(short_epochs); }) == ErrorKind::InvalidArgument);
+  auto extra_epoch = deferred;
+  extra_epoch.wait_condition.epochs.push_back(0);
+  CHECK(error_of([&] { c->register_waiter(extra_epoch); }) == ErrorKind::InvalidArgument);
+  CHECK(c->register_waiter(deferred) != nullptr);  // the whole one is taken
+}
+
+void an_arena_needs_a_device() {
+  CHECK(error_of([] { DeviceArenaMemory memory(nullptr); }) == ErrorKind::InvalidArgument);
+}
+
 void notify_hook_fires_on_signal_cancel_and_close() {
   // The counters outlive the registrations: a destructor cancels, and a cancel calls the hook.
   std::atomic<int> first_calls{0}, second_calls{0}, third_calls{0};
@@ -599,6 +625,8 @@ int main() {
   concurrent_lifecycles();
   lifecycle_and_release();
   waiter_wakes_on_release();
+  a_deferral_without_a_whole_wait_condition_is_refused();
+  an_arena_needs_a_device();
   notify_hook_fires_on_signal_cancel_and_close();
   driver_pages();
   arena_while_a_stream_records();
