@@ -287,7 +287,7 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
   if (!read && !nb::hasattr(source, "astype") && nb::hasattr(source, "__dlpack__")) {
     // Another library's host tensor the cast did not take (a torch int32 or strided one):
     // read through NumPy's view of it, as a NumPy array of that type would be.
-    PyObject* viewed = PyObject_CallOneArg(nb::module_::import_("numpy").attr("from_dlpack").ptr(), source.ptr());
+    PyObject* viewed = PyObject_CallFunctionObjArgs(nb::module_::import_("numpy").attr("from_dlpack").ptr(), source.ptr(), nullptr);
     if (!viewed) {
       nb::python_error error;
       if (!error.matches(PyExc_TypeError) && !error.matches(PyExc_ValueError) && !error.matches(PyExc_BufferError) &&
