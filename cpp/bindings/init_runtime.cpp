@@ -400,7 +400,7 @@ void bind_device(nb::module_& m) {
   using namespace nb::literals;
   nb::class_<Device>(m, "Device",
                      "One device of one backend. Device(backend='auto', ordinal=0, *, graphs='auto',\n"
-                     "capture_mode='thread_local'); a context manager that closes it.")
+                     "capture_mode='thread_local'); a context manager that closes it.", nb::is_weak_referenceable())
       .def(nb::new_([](const std::string& backend, int ordinal, const std::string& graphs,
                        const std::string& capture_mode) { return Device::open(backend, ordinal, graphs, capture_mode); }),
            "backend"_a = "auto", "ordinal"_a = 0, nb::kw_only(), "graphs"_a = "auto",
@@ -454,7 +454,7 @@ void bind_device(nb::module_& m) {
 
 void bind_buffer_graph_profile(nb::module_& m) {
   using namespace nb::literals;
-  nb::class_<Buffer>(m, "Buffer", "A slice of device memory allocated by Stream.alloc.")
+  nb::class_<Buffer>(m, "Buffer", "A slice of device memory allocated by Stream.alloc.", nb::is_weak_referenceable())
       .def_prop_ro("nbytes", &Buffer::nbytes, "Its size in bytes")
       .def_prop_ro("ptr", [](const Buffer& b) { return b.ptr(); }, "The device address (ClosedError once freed)")
       .def_prop_ro("device", &Buffer::device, "The Device whose pool the buffer was allocated from")
@@ -465,7 +465,8 @@ void bind_buffer_graph_profile(nb::module_& m) {
         return "Buffer(nbytes=" + std::to_string(b.nbytes()) + (b.alive() ? "" : ", freed") + ")";
       });
 
-  nb::class_<Graph>(m, "Graph", "A sealed capture: replay it, destroy it (also on the last reference).")
+  nb::class_<Graph>(m, "Graph", "A sealed capture: replay it, destroy it (also on the last reference).",
+                    nb::is_weak_referenceable())
       .def("replay", [](Graph& g, Stream* stream) { g.replay(stream); }, "stream"_a = nb::none(),
            "Re-executes exactly the recorded work on `stream` (default: the stream that captured it).")
       .def("destroy", &Graph::destroy, nb::call_guard<GilRelease>(),
@@ -523,7 +524,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
 
 void bind_stream(nb::module_& m) {
   using namespace nb::literals;
-  nb::class_<Stream>(m, "Stream", "A device stream and its graph-capture lifecycle.")
+  nb::class_<Stream>(m, "Stream", "A device stream and its graph-capture lifecycle.", nb::is_weak_referenceable())
       .def_prop_ro("device", &Stream::device, "The Device the stream was created on")
       .def_prop_ro("handle", [](Stream& s) { return s.native_handle(); }, "The native stream pointer, as an int")
       // Without the interpreter's lock: an allocation the driver refuses for want of memory waits

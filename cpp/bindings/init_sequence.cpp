@@ -876,7 +876,8 @@ void bind_admission(nb::module_& m) {
                                    "domains, page_bytes, tokens_per_page, max_active_sequences): device None does host\n"
                                    "accounting (block ids, no memory); a lifecore.Device (kept open while the coordinator\n"
                                    "lives; its close() closes the coordinator) or a backend name (a device of its own)\n"
-                                   "gives each domain an arena of that device's memory.")
+                                   "gives each domain an arena of that device's memory.",
+                                   nb::is_weak_referenceable())
       .def(nb::new_([](nb::handle device, nb::handle domains, nb::handle page_bytes, nb::handle tokens_per_page,
                        nb::handle max_active_sequences) {
              constexpr const char* call = "AdmissionCoordinator";

@@ -56,7 +56,8 @@ Device::Device(std::shared_ptr<driver::Driver> driver, GraphsMode graphs, driver
   std::size_t free_bytes = 0;
   driver::check(driver_->mem_info(&free_bytes, &total_memory_));
   driver::Driver* raw = driver_.get();
-  memory_ = std::make_shared<MemoryManager>([raw](driver::DevicePtr ptr, bool memory_node) {
+  memory_ = std::make_shared<MemoryManager>([raw, born = fork_generation_](driver::DevicePtr ptr, bool memory_node) {
+    if (fork_generation() != born) return;  // the parent's memory, in a forked child: left to the parent
     // A free comes from a drop (an arena's coordinator, a memory node's buffer), which cannot
     // be refused: it is made in relaxed mode, or while a stream records on this thread (or a
     // global recording elsewhere, lifecore's or another library's) the driver would invalidate
@@ -71,11 +72,24 @@ Device::Device(std::shared_ptr<driver::Driver> driver, GraphsMode graphs, driver
 }
 
 Device::~Device() {
+  if (forked()) {
+    // In a child of fork(): the driver's context, its streams' threads and the memory are the
+    // parent's. Releasing them would wait for threads this process does not have, so the driver
+    // is never destroyed here (its reference is kept); the process's exit reclaims it all.
+    keep_until_exit(std::move(driver_));
+    return;
+  }
   BlockingWait blocking;  // the last reference may be dropped from Python: close waits for the device
   close();
 }
 
+std::string Device::forked_text() const {
+  return "this device was opened in process " + std::to_string(opened_in_process_) +
+         ", before this process forked from it; a forked process opens a Device of its own";
+}
+
 void Device::check_open(const char* op) const {
+  if (forked()) raise(ErrorKind::Closed, std::string(op) + ": " + forked_text());
   if (closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
   check_not_lost(op);
 }
@@ -203,6 +217,7 @@ std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
 }
 
 void Device::free_info_buffer(driver::DevicePtr ptr) {
+  if (forked()) return;  // the parent's memory
   // Also on a closed device: close() frees only the buffers the cache still holds, and this one
   // had left it (evicted, transient, or taken by cleanup()), so nobody else frees it.
   RelaxedCaptureMode relaxed(*driver_);  // as the pool's frees

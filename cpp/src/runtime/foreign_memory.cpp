@@ -3,6 +3,7 @@
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
+#include "lifecore/process_fork.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/buffer_lease.hpp"
 #include "lifecore/runtime/device.hpp"
@@ -17,7 +18,12 @@ struct HostMapping {
   std::shared_ptr<driver::Driver> driver;
   driver::DevicePtr ptr = 0;
   std::shared_ptr<void> owner;
+  std::uint64_t fork_generation_at_map = fork_generation();
   ~HostMapping() {
+    if (fork_generation() != fork_generation_at_map) {  // the parent's mapping, in a forked child
+      keep_until_exit(std::move(driver));
+      return;
+    }
     (void)driver->unmap_host(ptr);  // a failure leaves an address nothing uses any more
     owner.reset();
   }

@@ -77,6 +77,8 @@ std::size_t Graph::streams_remembered() const {
 }
 
 void Graph::destroy() noexcept {
+  // In a child of fork(): its executable graph and the streams that replayed it are the parent's.
+  if (device_->forked()) return;
   std::vector<ReplayedOn> streams;
   std::vector<SliceId> retained;
   std::unique_ptr<Recording> recording;

@@ -74,6 +74,7 @@ void Stream::check_usable(const char* op) {
     raise(ErrorKind::Closed, std::string(op) +
                                  ": the device is closed (the capture this thread had open on this stream is now ended)");
   }
+  if (device_->forked()) raise(ErrorKind::Closed, std::string(op) + ": " + device_->forked_text());
   if (dead_ || device_->closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
   device_->check_not_lost(op);
   if (joined_by_producer_) {
@@ -1080,6 +1081,9 @@ void Stream::end_capture_left_by_close() noexcept {
 }
 
 void Stream::shutdown() noexcept {
+  // In a child of fork(): the driver stream and its work are the parent's (and a lock held as
+  // the process forked is never released here). Left as they are, with the device's driver.
+  if (device_->forked()) return;
   LockWithoutStalling lock(mutex_);
   if (left_by_close_ && std::this_thread::get_id() == capture_thread_) {
     end_capture_left_by_close();  // the last reference went on the capturing thread

@@ -21,6 +21,7 @@
 #include "lifecore/runtime/memory_manager.hpp"
 #include "lifecore/driver/driver.hpp"
 #include "lifecore/driver/registry.hpp"
+#include "lifecore/process_fork.hpp"
 
 namespace lifecore::runtime {
 
@@ -65,7 +66,12 @@ class Device : public std::enable_shared_from_this<Device> {
   void clear_faults();
   // Aborts open windows, waits for every stream, destroys every graph, returns all memory.
   void close();
-  bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+  // Also true in a process forked after this device opened (lifecore/process_fork.hpp): there it
+  // refuses every call, and dropping it leaves its driver, streams and memory to the parent.
+  bool closed() const noexcept { return closed_.load(std::memory_order_acquire) || forked(); }
+  bool forked() const noexcept { return fork_generation_ != fork_generation(); }
+  // "this device was opened in process N, before this process forked from it; ...".
+  std::string forked_text() const;
   // Calls `on_close` once the device is closed: from the closing thread at the end of close()
   // (its memory returned; a close() racing it returns after the call), or at once on this
   // thread when the device is already closing or closed. A watch whose token was dropped
@@ -73,7 +79,8 @@ class Device : public std::enable_shared_from_this<Device> {
   // `on_close` must not throw and must not close the device. So areas that take memory from
   // the device (a KV arena's waiters) learn of the close without polling.
   std::shared_ptr<void> watch_close(std::function<void()> on_close);
-  // ClosedError naming `op` when the device is closed, DeviceLostError when it is lost.
+  // ClosedError naming `op` when the device is closed (or saying so in a forked process),
+  // DeviceLostError when it is lost.
   void check_open(const char* op) const;
 
   // A sticky driver status (Status::sticky) loses the device: its context is unusable, and
@@ -149,6 +156,8 @@ class Device : public std::enable_shared_from_this<Device> {
   InfoCache info_;
   LeaseTable leases_;
   std::atomic<bool> closed_{false};
+  const std::uint64_t fork_generation_ = fork_generation();
+  const long opened_in_process_ = current_process_id();
   const std::shared_ptr<std::atomic<bool>> lost_ = std::make_shared<std::atomic<bool>>(false);
   mutable std::mutex lost_mutex_;
   std::string lost_reason_;  // the sticky status that lost the device

@@ -1,0 +1,161 @@
+"""A process forked from one that uses lifecore (a pre-fork server's workers, a DataLoader's):
+what was opened before the fork is refused in the child with a ClosedError that says so, the
+child exits without waiting for the parent's threads, a Device opened in the child works, and
+the parent goes on as if nothing happened. Each case runs in a fresh interpreter, which forks."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="this platform has no fork()")
+
+# The parent opens a device, a stream, a buffer, a graph and a coordinator on the device, forks,
+# and waits for the child with a deadline (a child stuck at exit is the failure this guards).
+PARENT = """
+import os, sys, time, warnings
+import numpy as np
+import lifecore
+from lifecore.errors import ClosedError
+from lifecore.sequence import AdmissionCoordinator, Admitted
+
+warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+ warns of fork with threads
+dev = lifecore.Device("mock")
+st = dev.stream()
+buf = st.alloc(64)
+st.write(buf, np.arange(16, dtype=np.int32).tobytes())
+graph = st.capture(lambda s: s.fill(buf, 7), warmup=0)
+coordinator = AdmissionCoordinator(domains={"kv": 8 * 4096}, page_bytes=4096, tokens_per_page=16,
+                                   max_active_sequences=4, device=dev)
+admitted = coordinator.admit("held", 16, 32)
+assert isinstance(admitted, Admitted)
+
+def child():
+{child}
+
+pid = os.fork()
+if pid == 0:
+    child()
+    sys.exit(0)  # an ordinary exit: the interpreter drops every object left
+deadline = time.monotonic() + 30
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    if time.monotonic() > deadline:
+        os.kill(pid, 9)
+        print("CHILD HUNG")
+        sys.exit(1)
+    time.sleep(0.02)
+print("child exit", os.waitstatus_to_exitcode(status))
+# The parent goes on: its objects work, its graph replays, its coordinator admits.
+assert bytes(st.read(buf)) == np.arange(16, dtype=np.int32).tobytes()
+graph.replay()
+assert np.frombuffer(bytes(st.read(buf)), dtype=np.int32).tolist() == [7] * 16
+assert isinstance(coordinator.admit("after", 16, 32), Admitted)
+assert dev.closed is False
+dev.close()
+print("parent ok")
+"""
+
+
+def run_forking(child_body: str) -> list[str]:
+    script = PARENT.replace("{child}", textwrap.indent(textwrap.dedent(child_body), "    "))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.stdout, done.stderr[-3000:])
+    lines = done.stdout.splitlines()
+    assert lines[-2:] == ["child exit 0", "parent ok"], (done.stdout, done.stderr[-3000:])
+    return lines[:-2]
+
+
+def test_a_child_that_touches_nothing_exits_and_the_parent_goes_on():
+    assert run_forking("pass") == []
+
+
+def test_what_was_opened_before_the_fork_is_refused_in_the_child_saying_so():
+    lines = run_forking("""
+        checks = {
+            "stream": lambda: dev.stream(),
+            "alloc": lambda: st.alloc(16),
+            "write": lambda: st.write(buf, bytes(64)),
+            "read": lambda: st.read(buf),
+            "sync": lambda: st.sync(),
+            "replay": lambda: graph.replay(),
+            "capture": lambda: st.begin_capture(),
+        }
+        for name, call in checks.items():
+            try:
+                call()
+                print(name, "NOT REFUSED")
+            except ClosedError as error:
+                text = str(error)
+                ok = f"opened in process {os.getppid()}, before this process forked" in text
+                print(name, "refused" if ok else "refused without saying why: " + text)
+        print("closed", dev.closed)
+        dev.close()  # no wait, no release: the parent's
+        graph.destroy()
+    """)
+    assert lines == ["stream refused", "alloc refused", "write refused", "read refused", "sync refused",
+                     "replay refused", "capture refused", "closed True"]
+
+
+def test_a_device_opened_in_the_child_works_beside_the_inherited_one():
+    lines = run_forking("""
+        own = lifecore.Device("mock")
+        s = own.stream()
+        b = s.alloc(16)
+        s.write(b, bytes(range(16)))
+        print("own", bytes(s.read(b)) == bytes(range(16)))
+        own.close()
+    """)
+    assert lines == ["own True"]
+
+
+def test_a_coordinator_on_an_inherited_device_refuses_and_its_holders_drop_quietly():
+    lines = run_forking("""
+        from lifecore.errors import ClosedError
+        try:
+            coordinator.admit("child", 16, 32)
+            print("admit NOT REFUSED")
+        except ClosedError:
+            print("admit refused")
+        admitted.resources.close()  # its pages are the parent's: given back to nothing here
+        print("closed")
+    """)
+    assert lines == ["admit refused", "closed"]
+
+
+def test_a_fork_context_process_gets_the_refusal_back_through_a_queue():
+    script = textwrap.dedent("""
+        import multiprocessing as mp, warnings
+        import lifecore
+        warnings.simplefilter("ignore", DeprecationWarning)
+
+        def work(stream, buf, queue):
+            try:
+                stream.read(buf)
+                queue.put("not refused")
+            except Exception as error:  # sent back: a lifecore error pickles with its type
+                queue.put(error)
+
+        if __name__ == "__main__":
+            dev = lifecore.Device("mock")
+            st = dev.stream()
+            buf = st.alloc(16)
+            st.write(buf, bytes(16))
+            context = mp.get_context("fork")
+            queue = context.Queue()
+            process = context.Process(target=work, args=(st, buf, queue))
+            process.start()
+            answer = queue.get(timeout=30)
+            process.join(30)
+            print(type(answer).__name__, process.exitcode)
+            print(bytes(st.read(buf)) == bytes(16))
+            dev.close()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["ClosedError 0", "True"], (done.stdout, done.stderr[-3000:])
