@@ -121,8 +121,8 @@ def test_a_coordinator_on_an_inherited_device_refuses_and_its_holders_drop_quiet
         try:
             coordinator.admit("child", 16, 32)
             print("admit NOT REFUSED")
-        except ClosedError:
-            print("admit refused")
+        except ClosedError as error:
+            print("admit refused" if "before this process forked" in str(error) else str(error))
         admitted.resources.close()  # its pages are the parent's: given back to nothing here
         print("closed")
     """)
@@ -159,3 +159,52 @@ def test_a_fork_context_process_gets_the_refusal_back_through_a_queue():
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines() == ["ClosedError 0", "True"], (done.stdout, done.stderr[-3000:])
+
+
+@pytest.mark.parametrize("blocker", ["sync", "read"])
+def test_a_fork_while_a_parent_thread_waits_inside_the_stream_is_refused_not_hung(blocker):
+    """A parent thread holds the stream's lock through a wait on queued work as the process forks;
+    the child's copy of that lock is never let go. The child's calls are refused before they take
+    it, and dropping the stream's buffers waits for nothing."""
+    script = textwrap.dedent(f"""
+        import os, sys, threading, time, warnings
+        import lifecore
+        from lifecore.errors import ClosedError
+        warnings.simplefilter("ignore", DeprecationWarning)
+
+        dev = lifecore.Device("mock")
+        st = dev.stream()
+        buf = st.alloc(64)
+        st.fill(buf, 1)
+        dev._pause_streams_for(2.0)  # the fill stays queued: the wait below holds the lock
+        st.fill(buf, 2)
+        waiter = threading.Thread(target=lambda: st.{blocker}({"buf" if blocker == "read" else ""}))
+        waiter.start()
+        time.sleep(0.3)
+        pid = os.fork()
+        if pid == 0:
+            for name, call in [("read", lambda: st.read(buf)), ("fill", lambda: st.fill(buf, 3)),
+                               ("sync", lambda: st.sync()), ("sync_timeout", lambda: st.sync(timeout=1.0)),
+                               ("alloc", lambda: st.alloc(16))]:
+                began = time.monotonic()
+                try:
+                    call()
+                    print(name, "NOT REFUSED")
+                except ClosedError as error:
+                    quick = time.monotonic() - began < 0.5
+                    print(name, "refused" if quick and "before this process forked" in str(error) else str(error))
+            sys.exit(0)  # drops buf and st: nothing may wait for the lock
+        deadline = time.monotonic() + 30
+        while not os.waitpid(pid, os.WNOHANG)[0]:
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                print("CHILD HUNG")
+                break
+            time.sleep(0.02)
+        waiter.join()
+        print("parent", bytes(st.read(buf))[:4] == (2).to_bytes(4, "little"))
+        dev.close()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["read refused", "fill refused", "sync refused", "sync_timeout refused",
+                                        "alloc refused", "parent True"], (done.stdout, done.stderr[-3000:])

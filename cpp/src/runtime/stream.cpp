@@ -17,6 +17,21 @@
 namespace lifecore::runtime {
 namespace {
 
+// The stream's lock for a call named `op`, refused with ClosedError in a process forked after
+// the device opened, before it is taken: a thread of the parent may have held it as the process
+// forked (through a sync or a read, as long as the device takes), and nothing in the child
+// would ever let it go. The calls that cannot raise (a drop, a destructor's wait) return first.
+class StreamLock {
+ public:
+  StreamLock(std::mutex& mutex, const Device& device, const char* op) : lock_((refuse_if_forked(device, op), mutex)) {}
+
+ private:
+  static void refuse_if_forked(const Device& device, const char* op) {
+    if (device.forked()) raise(ErrorKind::Closed, std::string(op) + ": " + device.forked_text());
+  }
+  LockWithoutStalling<std::mutex> lock_;
+};
+
 std::vector<ErrorAttribute> status_attributes(const driver::Status& status) {
   return {{"code", std::int64_t{status.native_code}}, {"status", status.name}, {"call", status.call},
           {"lifecore_status", std::string(driver::code_name(status.code))}};
@@ -63,7 +78,7 @@ Stream::~Stream() {
 }
 
 std::uintptr_t Stream::native_handle(const char* op) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, op);
   check_usable(op);
   return driver_.stream_native_handle(handle_);
 }
@@ -95,7 +110,7 @@ bool Stream::captured_by_driver() {
 }
 
 void Stream::check_not_joined_by_producer(const char* op) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, op);
   // Recording: the export was handed no stream (-1). Closed: the call itself says so.
   if (state_.is_recording() || dead_ || device_->closed() || !captured_by_driver()) return;
   joined_by_producer_ = true;
@@ -109,7 +124,7 @@ void Stream::check_not_joined_by_producer(const char* op) {
 
 void Stream::check_producer_stream_before_export(std::uintptr_t producer_current, const char* op,
                                                   std::string_view argument, std::string_view library) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, op);
   check_usable(op);
   if (producer_current == driver_.stream_native_handle(handle_)) return;
   const std::string lib(library);
@@ -147,22 +162,22 @@ void Stream::throw_driver(const driver::Status& status) {
 }
 
 StreamCaptureState Stream::capture_state() const {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "capture_state");
   return state_;
 }
 
 std::uint64_t Stream::errors_queued() const {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "errors_queued");
   return errors_.pushed();
 }
 
 bool Stream::driver_capturing() const {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "driver_capturing");
   return recorder_->driver_capturing();
 }
 
 std::string Stream::capture_thread() const {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "capture_thread");
   return state_.is_recording() ? thread_text(capture_thread_) : std::string();
 }
 
@@ -365,6 +380,7 @@ driver::Status Stream::wait_for_upload() {
 }
 
 void Stream::drop_slice(SliceId slice) {
+  if (device_->forked()) return;  // the parent's memory (and maybe its held lock: StreamLock)
   LockWithoutStalling lock(mutex_);
   const bool lent = lent_slices_.erase(slice) > 0;
   if (dead_ || device_->closed()) return;  // the device returned all its memory
@@ -382,7 +398,7 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
   if (nbytes <= 0 || static_cast<std::uint64_t>(nbytes) > total)
     raise(ErrorKind::InvalidArgument, "alloc: nbytes must be between 1 and the device's memory (" +
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "alloc");
   return alloc_locked(static_cast<std::size_t>(nbytes), true, "alloc");
 }
 
@@ -391,7 +407,7 @@ std::shared_ptr<Buffer> Stream::alloc_lent(std::size_t nbytes) {
   if (nbytes == 0 || nbytes > total)
     raise(ErrorKind::InvalidArgument, "alloc_lent: nbytes must be between 1 and the device's memory (" +
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "alloc_lent");
   auto buffer = alloc_locked(nbytes, false, "alloc_lent");
   lent_slices_.insert(buffer->slice());
   return buffer;
@@ -483,20 +499,20 @@ namespace {
 }  // namespace
 
 void Stream::check_write_not_recorded(const char* op, std::string_view what) const {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, op);
   if (state_.is_recording()) refuse_recorded_write(op, what);
 }
 
 void Stream::write_unrecorded(Buffer& buffer, const void* data, std::size_t bytes, const char* op,
                               std::string_view what) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, op);
   check_usable(op);
   if (state_.is_recording()) refuse_recorded_write(op, what);
   write_locked(buffer, data, bytes, op);
 }
 
 void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "write");
   check_usable("write");
   write_locked(buffer, data, bytes);
 }
@@ -521,7 +537,7 @@ void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes, c
 }
 
 std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "read");
   check_usable("read");
   driver::DevicePtr ptr = buffer.use(*device_, "read");
   check_host_wait("read");
@@ -537,7 +553,7 @@ void Stream::fill(Buffer& buffer, std::uint32_t value) { fill(MemoryRef{&buffer,
 void Stream::copy(Buffer& dst, const Buffer& src) { copy(MemoryRef{&dst, nullptr}, MemoryRef{&src, nullptr}); }
 
 void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "fill");
   check_usable("fill");
   ResolvedMemory target = resolve_memory(*device_, dst, "fill", "buf", true);
   if (target.nbytes % 4 != 0)
@@ -559,7 +575,7 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
 }
 
 void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "copy");
   check_usable("copy");
   ResolvedMemory to = resolve_memory(*device_, dst, "copy", "dst", true);
   ResolvedMemory from = resolve_memory(*device_, src, "copy", "src", false);
@@ -598,7 +614,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
                                        std::to_string(params.size() - offset) + " argument(s)" +
                                        (info ? " besides info" : "") + ", got " + std::to_string(count));
   check_builtin_extents(kernel, grid, block, args, count, info, offset);
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "launch");
   check_usable("launch");
   // Reused between launches (under the stream's lock): the hot path allocates nothing.
   std::vector<driver::KernelArg>& converted = launch_args_;
@@ -683,7 +699,7 @@ void Stream::finish_host_wait(const char* op) {
 }
 
 void Stream::sync() {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "sync");
   check_syncable();
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("sync");
@@ -696,6 +712,8 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
   // each), then sleep doubling to a millisecond, never past the slice.
   constexpr unsigned spinning_polls = 64;
   auto nap = std::chrono::microseconds(20);
+  // In a forked child the lock below may never come free: refused before any poll (StreamLock).
+  if (device_->forked()) raise(ErrorKind::Closed, "sync: " + device_->forked_text());
   // Every poll, and the final wait, is a host wait of a stream that does not record (stream.hpp).
   RelaxedCaptureMode relaxed(driver_);
   for (unsigned polls = 0;; ++polls) {
@@ -735,7 +753,7 @@ void Stream::destroy_events(ProfileEvents& events) noexcept {
 }
 
 Stream::ProfileEvents Stream::profile_start() {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "profile_start");
   check_usable("profile");
   // The end waits on the host, which an op list cannot hold.
   check_host_work("profile");
@@ -760,7 +778,7 @@ Stream::ProfileEvents Stream::profile_start() {
 }
 
 float Stream::profile_stop(ProfileEvents& events) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "profile_stop");
   if (!events.live) raise(ErrorKind::Closed, "profile: this profile has already stopped");
   // A recording's refusal changes nothing: the profile stays live, to stop once that recording
   // has ended (the stream's own included: it began after the start). Past these, the events go
@@ -786,12 +804,13 @@ float Stream::profile_stop(ProfileEvents& events) {
 }
 
 void Stream::profile_abandon(ProfileEvents& events) noexcept {
+  if (device_->forked()) return;  // the parent's events
   LockWithoutStalling lock(mutex_);
   destroy_events(events);
 }
 
 void Stream::replay(Graph& graph) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "replay");
   check_usable("replay");
   // Checked first so a destroyed graph raises at once, also inside a window that refuses replays.
   if (!graph.alive()) raise(ErrorKind::Closed, "replay: the graph was destroyed");
@@ -801,6 +820,7 @@ void Stream::replay(Graph& graph) {
 }
 
 bool Stream::wait_for_graph_work() noexcept {
+  if (device_->forked()) return true;  // the parent's work: nothing of it runs in this process
   LockWithoutStalling lock(mutex_);
   // A recording began with a synchronize, and a gone stream's work went with it.
   if (dead_ || device_->closed() || driver_captures()) return true;
@@ -813,6 +833,7 @@ bool Stream::wait_for_graph_work() noexcept {
 }
 
 void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
+  if (device_->forked()) return;  // no work of this stream runs in this process: the hold goes now
   LockWithoutStalling lock(mutex_);
   if (dead_ || device_->closed()) return;  // its work went with it
   try {
@@ -825,7 +846,7 @@ void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
 // ---- the capture lifecycle -------------------------------------------------------------
 
 void Stream::graph_prepare(CaptureOwner owner) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "graph_prepare");
   check_usable("graph_prepare");
   StreamCaptureState next = state_;
   next.prepare(owner);  // the rule: refuses an overlapping window, changing nothing
@@ -838,7 +859,7 @@ void Stream::graph_prepare(CaptureOwner owner) {
 }
 
 void Stream::begin_capture() {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "begin_capture");
   check_usable("begin_capture");
   StreamCaptureState probe = state_;
   probe.begin();  // the rule first: an out-of-order begin says so whatever records elsewhere
@@ -954,7 +975,7 @@ void Stream::end_discarded_capture(const char* op) {
 }
 
 std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "end_capture");
   check_usable("end_capture");
   if (!state_.is_recording()) {
     StreamCaptureState probe = state_;
@@ -1034,6 +1055,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
 }
 
 void Stream::abort_capture() {
+  if (device_->forked()) return;  // nothing of the parent's capture is this process's to end
   LockWithoutStalling lock(mutex_);
   if (left_by_close_) {
     // The capture close() left to its thread: that thread's abort ends it; any other has nothing to do.
@@ -1128,7 +1150,7 @@ void Stream::shutdown() noexcept {
 // ---- zero-copy interop ------------------------------------------------------------------
 
 void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, "read_into");
   check_usable("read_into");
   driver::DevicePtr ptr = buffer.use(*device_, "read_into");
   if (bytes != buffer.nbytes())
@@ -1152,12 +1174,12 @@ void Stream::check_lendable_locked(const Buffer& buffer, const char* op) {
 }
 
 void Stream::check_lendable(const Buffer& buffer, const char* op) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, op);
   check_lendable_locked(buffer, op);
 }
 
 void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional, const char* op) {
-  LockWithoutStalling lock(mutex_);
+  StreamLock lock(mutex_, *device_, op);
   check_lendable_locked(buffer, op);
   if (consumer_stream == nullptr) {
     // A consumer recording on this thread asks for no ordering (its work runs at replay): the

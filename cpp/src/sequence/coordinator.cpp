@@ -217,10 +217,11 @@ void AdmissionCoordinator::close_locked() noexcept {
 
 void AdmissionCoordinator::require_open_locked(const char* operation) {
   if (!closed_ && config_.memory->closed()) close_locked();  // the device went first
-  if (closed_)
-    raise(ErrorKind::Closed, std::string(operation) + (config_.memory->closed()
-                                                           ? ": the device of the admission coordinator is closed"
-                                                           : ": the admission coordinator is closed"));
+  if (!closed_) return;
+  if (!config_.memory->closed()) raise(ErrorKind::Closed, std::string(operation) + ": the admission coordinator is closed");
+  const std::string reason = config_.memory->closed_reason();
+  raise(ErrorKind::Closed, std::string(operation) + ": the device of the admission coordinator is closed" +
+                               (reason.empty() ? std::string() : " (" + reason + ")"));
 }
 
 CapacitySnapshot AdmissionCoordinator::capacity_locked() const {

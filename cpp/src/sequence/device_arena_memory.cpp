@@ -13,6 +13,8 @@ DeviceArenaMemory::DeviceArenaMemory(std::shared_ptr<runtime::Device> device) : 
 
 bool DeviceArenaMemory::closed() const noexcept { return device_->closed(); }
 
+std::string DeviceArenaMemory::closed_reason() const { return device_->forked() ? device_->forked_text() : std::string(); }
+
 std::shared_ptr<void> DeviceArenaMemory::watch_close(std::function<void()> on_close) {
   return device_->watch_close(std::move(on_close));
 }

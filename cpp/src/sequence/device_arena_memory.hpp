@@ -21,6 +21,7 @@ class DeviceArenaMemory final : public PageMemory {
   void release(const PageExtent& extent) noexcept override;
   const char* kind() const noexcept override { return "driver"; }
   bool closed() const noexcept override;
+  std::string closed_reason() const override;
   std::shared_ptr<void> watch_close(std::function<void()> on_close) override;
   // A Buffer over `chunk` that holds its arena: the memory outlives the coordinator while the
   // buffer (or a view of it) lives. ClosedError once the device is closed.

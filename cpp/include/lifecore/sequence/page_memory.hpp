@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace lifecore::sequence {
 
@@ -33,6 +34,9 @@ class PageMemory {
   // True once the memory's device is closed: no page is handed out after that (the
   // coordinator refuses with ClosedError); pages handed out before go back on release.
   virtual bool closed() const noexcept { return false; }
+  // Why it is closed, where a refusal should say more than that (a device opened before this
+  // process forked); empty otherwise.
+  virtual std::string closed_reason() const { return {}; }
   // Calls `on_close` once when the memory's device closes (at once if it is closed); the watch
   // lasts while the returned token lives. Memory without a device never closes: no token.
   virtual std::shared_ptr<void> watch_close(std::function<void()> on_close) {
