@@ -63,6 +63,22 @@ print("parent ok")
 """
 
 
+# For the scripts below that fork with a thread of their own running: waits for the child with
+# a deadline, since a child stuck at a lock or at exit is the failure they guard against.
+WAIT_FOR_CHILD = """
+import os, time
+
+def wait_for_child(pid):
+    deadline = time.monotonic() + 30
+    while not os.waitpid(pid, os.WNOHANG)[0]:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            print("CHILD HUNG")
+            return
+        time.sleep(0.02)
+"""
+
+
 def run_forking(child_body: str) -> list[str]:
     script = PARENT.replace("{child}", textwrap.indent(textwrap.dedent(child_body), "    "))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -193,18 +209,59 @@ def test_a_fork_while_a_parent_thread_waits_inside_the_stream_is_refused_not_hun
                 except ClosedError as error:
                     quick = time.monotonic() - began < 0.5
                     print(name, "refused" if quick and "before this process forked" in str(error) else str(error))
-            sys.exit(0)  # drops buf and st: nothing may wait for the lock
-        deadline = time.monotonic() + 30
-        while not os.waitpid(pid, os.WNOHANG)[0]:
-            if time.monotonic() > deadline:
-                os.kill(pid, 9)
-                print("CHILD HUNG")
-                break
-            time.sleep(0.02)
+            del buf, st  # nothing may wait for the lock, run the parent's queued releases or call the driver
+            import gc
+            gc.collect()
+            print("dropped")
+            sys.exit(0)
+        wait_for_child(pid)
         waiter.join()
         print("parent", bytes(st.read(buf))[:4] == (2).to_bytes(4, "little"))
         dev.close()
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", WAIT_FOR_CHILD + script], capture_output=True, text=True, timeout=120)
     assert done.stdout.splitlines() == ["read refused", "fill refused", "sync refused", "sync_timeout refused",
-                                        "alloc refused", "parent True"], (done.stdout, done.stderr[-3000:])
+                                        "alloc refused", "dropped", "parent True"], (done.stdout, done.stderr[-3000:])
+
+
+def test_a_fork_while_a_parent_thread_closes_the_device_leaves_the_child_able_to_close_and_exit():
+    script = textwrap.dedent('''
+        import os, sys, threading, time, warnings
+        import lifecore
+        warnings.simplefilter("ignore", DeprecationWarning)
+
+        dev = lifecore.Device("mock")
+        st = dev.stream()
+        buf = st.alloc(64)
+        dev._pause_streams_for(2.0)
+        st.fill(buf, 1)  # queued: the close below waits for it, holding the device's close lock
+        closer = threading.Thread(target=dev.close)
+        closer.start()
+        time.sleep(0.3)
+        pid = os.fork()
+        if pid == 0:
+            dev.close()  # nothing to close here, and the held lock is not taken
+            print("child closed", dev.closed)
+            del buf, st
+            sys.exit(0)
+        wait_for_child(pid)
+        closer.join()
+        print("parent closed", dev.closed)
+    ''')
+    done = subprocess.run([sys.executable, "-c", WAIT_FOR_CHILD + script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.splitlines() == ["child closed True", "parent closed True"], (done.stdout, done.stderr[-3000:])
+
+
+def test_the_childs_reports_of_inherited_objects_are_those_of_a_closed_device():
+    lines = run_forking("""
+        print("graph alive", graph.alive)
+        print("stream", repr(st))
+        for name, call in [("free", buf.free), ("memory_stats", dev.memory_stats)]:
+            try:
+                call()
+                print(name, "NOT REFUSED")
+            except ClosedError as error:
+                print(name, "refused" if "before this process forked" in str(error) else str(error))
+    """)
+    assert lines == ["graph alive False", "stream Stream(StreamCaptureState(NO_CAPTURE))", "free refused",
+                     "memory_stats refused"]

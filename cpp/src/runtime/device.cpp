@@ -195,6 +195,8 @@ void Device::forget_graph(GraphId graph) {
 }
 
 std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
+  // In a forked child the pool is the parent's, and its lock may be held for ever.
+  if (forked()) raise(ErrorKind::Closed, "memory_stats: " + forked_text());
   MemoryStats stats = memory_->stats();
   std::size_t graphs = 0;
   {
@@ -362,6 +364,7 @@ driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
 }
 
 void Device::release_module(driver::ModuleHandle module) noexcept {
+  if (forked()) return;  // the parent's module
   bool closing = false;
   {
     std::lock_guard lock(modules_mutex_);
@@ -422,6 +425,9 @@ std::shared_ptr<void> Device::watch_close(std::function<void()> on_close) {
 }
 
 void Device::close() {
+  // In a forked child there is nothing of this process's to close, and a parent thread may have
+  // held close_mutex_ as the process forked (through close()'s waits).
+  if (forked()) return;
   // Under close_mutex_ to the end: a close() racing this one returns only once the watches ran.
   std::lock_guard close_lock(close_mutex_);
   if (!close_locked()) return;

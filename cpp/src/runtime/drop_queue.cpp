@@ -1,5 +1,10 @@
 #include "lifecore/runtime/drop_queue.hpp"
 
+#include <memory>
+#include <new>
+
+#include "lifecore/process_fork.hpp"
+
 namespace lifecore::runtime {
 
 std::size_t DropQueue::in_flight() const noexcept {
@@ -49,6 +54,24 @@ void DropQueue::release_all(driver::Driver& driver) {
   pending_.clear();
   for (auto event : spare_events_) driver.event_destroy(event);
   spare_events_.clear();
+}
+
+void DropQueue::abandon_until_exit() noexcept {
+  struct Abandoned {
+    std::vector<Release> pending;
+    std::deque<Batch> batches;
+  };
+  try {
+    auto abandoned = std::make_shared<Abandoned>();
+    abandoned->pending.swap(pending_);
+    abandoned->batches.swap(batches_);
+    keep_until_exit(std::move(abandoned));
+  } catch (...) {
+    // No memory for the holder: the items are leaked where they are, never run.
+    new (&pending_) std::vector<Release>();
+    new (&batches_) std::deque<Batch>();
+  }
+  spare_events_.clear();  // handles only: the parent's events, never destroyed here
 }
 
 DropQueue::~DropQueue() {

@@ -41,6 +41,7 @@ Graph::Graph(Parts parts)
 Graph::~Graph() { destroy(); }
 
 bool Graph::alive() const {
+  if (device_->forked()) return false;  // as on a closed device (its lock may be held for ever)
   std::lock_guard lock(mutex_);
   return alive_;
 }

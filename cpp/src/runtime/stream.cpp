@@ -161,23 +161,29 @@ void Stream::throw_driver(const driver::Status& status) {
   driver::throw_status(status);
 }
 
+// The four reports below answer in a forked child as a closed device's stream does (nothing
+// recording, nothing queued) without the lock, so a repr or a log line never raises there.
 StreamCaptureState Stream::capture_state() const {
-  StreamLock lock(mutex_, *device_, "capture_state");
+  if (device_->forked()) return StreamCaptureState{};
+  LockWithoutStalling lock(mutex_);
   return state_;
 }
 
 std::uint64_t Stream::errors_queued() const {
-  StreamLock lock(mutex_, *device_, "errors_queued");
+  if (device_->forked()) return 0;
+  LockWithoutStalling lock(mutex_);
   return errors_.pushed();
 }
 
 bool Stream::driver_capturing() const {
-  StreamLock lock(mutex_, *device_, "driver_capturing");
+  if (device_->forked()) return false;
+  LockWithoutStalling lock(mutex_);
   return recorder_->driver_capturing();
 }
 
 std::string Stream::capture_thread() const {
-  StreamLock lock(mutex_, *device_, "capture_thread");
+  if (device_->forked()) return {};
+  LockWithoutStalling lock(mutex_);
   return state_.is_recording() ? thread_text(capture_thread_) : std::string();
 }
 
@@ -1105,7 +1111,10 @@ void Stream::end_capture_left_by_close() noexcept {
 void Stream::shutdown() noexcept {
   // In a child of fork(): the driver stream and its work are the parent's (and a lock held as
   // the process forked is never released here). Left as they are, with the device's driver.
-  if (device_->forked()) return;
+  if (device_->forked()) {
+    drop_.abandon_until_exit();  // its releases take locks of the parent's (the pool's)
+    return;
+  }
   LockWithoutStalling lock(mutex_);
   if (left_by_close_ && std::this_thread::get_id() == capture_thread_) {
     end_capture_left_by_close();  // the last reference went on the capturing thread

@@ -33,6 +33,10 @@ class DropQueue {
   // The stream was synchronized successfully: everything pushed so far is done.
   void release_all(driver::Driver& driver);
 
+  // In a forked child: every item and event is kept until the process exits, never run or
+  // destroyed (a release takes locks and calls the driver of the parent's).
+  void abandon_until_exit() noexcept;
+
   ~DropQueue();
 
  private:
