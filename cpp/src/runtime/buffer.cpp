@@ -41,7 +41,7 @@ driver::DevicePtr Buffer::ptr(const char* op) const {
 }
 
 void Buffer::free() {
-  if (const auto& device = stream_->device(); device->forked()) raise(ErrorKind::Closed, "free: " + device->forked_text());
+  stream_->device()->check_not_forked("free");
   // Only "live with no views" becomes "freed": a view added meanwhile fails the exchange.
   std::uint64_t state = state_.load(std::memory_order_acquire);
   do {

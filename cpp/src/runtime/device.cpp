@@ -88,8 +88,12 @@ std::string Device::forked_text() const {
          ", before this process forked from it; a forked process opens a Device of its own";
 }
 
-void Device::check_open(const char* op) const {
+void Device::check_not_forked(const char* op) const {
   if (forked()) raise(ErrorKind::Closed, std::string(op) + ": " + forked_text());
+}
+
+void Device::check_open(const char* op) const {
+  check_not_forked(op);
   if (closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
   check_not_lost(op);
 }
@@ -196,7 +200,7 @@ void Device::forget_graph(GraphId graph) {
 
 std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
   // In a forked child the pool is the parent's, and its lock may be held for ever.
-  if (forked()) raise(ErrorKind::Closed, "memory_stats: " + forked_text());
+  check_not_forked("memory_stats");
   MemoryStats stats = memory_->stats();
   std::size_t graphs = 0;
   {

@@ -23,12 +23,9 @@ namespace {
 // would ever let it go. The calls that cannot raise (a drop, a destructor's wait) return first.
 class StreamLock {
  public:
-  StreamLock(std::mutex& mutex, const Device& device, const char* op) : lock_((refuse_if_forked(device, op), mutex)) {}
+  StreamLock(std::mutex& mutex, const Device& device, const char* op) : lock_((device.check_not_forked(op), mutex)) {}
 
  private:
-  static void refuse_if_forked(const Device& device, const char* op) {
-    if (device.forked()) raise(ErrorKind::Closed, std::string(op) + ": " + device.forked_text());
-  }
   LockWithoutStalling<std::mutex> lock_;
 };
 
@@ -89,7 +86,6 @@ void Stream::check_usable(const char* op) {
     raise(ErrorKind::Closed, std::string(op) +
                                  ": the device is closed (the capture this thread had open on this stream is now ended)");
   }
-  if (device_->forked()) raise(ErrorKind::Closed, std::string(op) + ": " + device_->forked_text());
   if (dead_ || device_->closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
   device_->check_not_lost(op);
   if (joined_by_producer_) {
@@ -719,7 +715,7 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
   constexpr unsigned spinning_polls = 64;
   auto nap = std::chrono::microseconds(20);
   // In a forked child the lock below may never come free: refused before any poll (StreamLock).
-  if (device_->forked()) raise(ErrorKind::Closed, "sync: " + device_->forked_text());
+  device_->check_not_forked("sync");
   // Every poll, and the final wait, is a host wait of a stream that does not record (stream.hpp).
   RelaxedCaptureMode relaxed(driver_);
   for (unsigned polls = 0;; ++polls) {

@@ -72,6 +72,9 @@ class Device : public std::enable_shared_from_this<Device> {
   bool forked() const noexcept { return fork_generation_ != fork_generation(); }
   // "this device was opened in process N, before this process forked from it; ...".
   std::string forked_text() const;
+  // ClosedError "op: <forked_text>" in a process forked after this device opened. Safe to call
+  // before any lock is taken (a lock held as the process forked is never let go in the child).
+  void check_not_forked(const char* op) const;
   // Calls `on_close` once the device is closed: from the closing thread at the end of close()
   // (its memory returned; a close() racing it returns after the call), or at once on this
   // thread when the device is already closing or closed. A watch whose token was dropped
