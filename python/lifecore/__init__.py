@@ -23,11 +23,13 @@ from ._core.runtime import (
     Stream,
     StreamCaptureState,
 )
-from . import _call_guard, _python_guard
+from . import _call_guard, _copy_protocol, _python_guard
 from ._registry import available_backends, backend_info, backend_names
 
 # Every bound function answers a wrong argument with a lifecore error (see _call_guard).
 _call_guard.install()
+# Values copy and pickle; handles and reports refuse, saying what to send (see _copy_protocol).
+_copy_protocol.install()
 from . import capture, kernels, sequence
 from .errors import *  # noqa: F401,F403
 from .kernels import float_bits
