@@ -152,7 +152,7 @@ def test_sequence_handles_and_reports_refuse_and_say_what_to_send():
     registration = coordinator.register_waiter(deferred)
     for handle, word in [(coordinator, "make a coordinator"), (admitted, "request id"), (deferred, "request id"),
                          (resources, "request id"), (session, "request id"), (frame, "block ids"),
-                         (frame.snapshot, "numpy.array(snapshot.block_ids[domain])"), (session.sequence_authority, "request id"),
+                         (frame.snapshot, "numpy.array(snapshot.block_ids(domain))"), (session.sequence_authority, "request id"),
                          (table, "its table"), (registration, "register a waiter")]:
         _refuses(handle, word)
     for report in (coordinator.capacity(), coordinator.capacity().domains[0], deferred.immediate, deferred.blockers[0],

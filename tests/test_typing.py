@@ -155,3 +155,57 @@ def test_a_star_import_gives_the_errors_to_a_type_checker(tmp_path: Path):
                                           "def refused(error: Exception) -> bool:\n"
                                           "    return isinstance(error, (CaptureStateError, ClosedError))\n")
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_what_runs_type_checks_and_what_is_refused_at_run_time_does_not(tmp_path: Path):
+    # The stubs took `object` or `Any` where the call takes little (a str passed as data, a
+    # table or a token array), a module __getattr__ made any misspelled import Any, a payload's
+    # tensor hid its None, and NumPy integers, which every call takes, were refused.
+    good = mypy_on(
+        tmp_path, "good.py",
+        "import numpy as np\n"
+        "import lifecore\n"
+        "from lifecore import kernels\n"
+        "from lifecore.capture import CapturePayload, Histogram, Summary, Candidates\n"
+        "from lifecore.errors import AdmissionError, CaptureRefusedError, DeviceLostError\n"
+        "from lifecore.sequence import AdmissionCoordinator, SequenceSession, step_all\n"
+        "def run(s: lifecore.Stream, b: lifecore.Buffer, c: AdmissionCoordinator, rows: list[SequenceSession],\n"
+        "        session: SequenceSession) -> None:\n"
+        "    s.write(b, np.zeros(4, np.uint8))\n"
+        "    s.write(b, bytearray(4))\n"
+        "    s.launch(kernels.axpy_f32, np.int32(1), (np.int64(4),), [np.int64(4), 2.0, b, b])\n"
+        "    s.launch(kernels.axpy_info_f32, 1, 4, [b, b], info=np.array([16, 0], np.uint32))\n"
+        "    b.view('float32', np.array([4]))\n"
+        "    step_all(rows, np.ones(len(rows), np.int64))\n"
+        "    session.step(np.int64(16))\n"
+        "    c.block_table(rows, 4, np.zeros((len(rows), 4), np.int32))\n"
+        "def tensor_of(p: CapturePayload) -> object:\n"
+        "    t = p.tensor\n"
+        "    return None if t is None else t.shape\n"
+        "def why(e: CaptureRefusedError, a: AdmissionError, lost: DeviceLostError) -> str:\n"
+        "    return e.cause + e.status + e.call + str(e.code) + e.lifecore_status + a.path + lost.reason\n")
+    assert good.returncode == 0, good.stdout + good.stderr
+    bad = mypy_on(
+        tmp_path, "bad.py",
+        "import numpy as np\n"
+        "import lifecore\n"
+        "from lifecore import kernels\n"
+        "from lifecore.capture import CapturePayload\n"
+        "from lifecore.sequence import AdmissionCoordinator, SequenceSession, step_all\n"
+        "import lifecore.capture\n"
+        "import lifecore.testing\n"
+        "def run(s: lifecore.Stream, b: lifecore.Buffer, c: AdmissionCoordinator, rows: list[SequenceSession],\n"
+        "        p: CapturePayload) -> object:\n"
+        "    s.write(b, 'text')\n"
+        "    s.read_into(b, 'text')\n"
+        "    s.fill('text', 1)\n"
+        "    s.launch(kernels.axpy_f32, 1, 4, ['text', b])\n"
+        "    step_all(rows, '1')\n"
+        "    c.block_table(rows, 4, 'not a table')\n"
+        "    lifecore.capture.NumpyBackendd()\n"
+        "    lifecore.testing.SequenceSessionMachin\n"
+        "    return p.tensor.shape\n")
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    flagged = {int(line.split(":")[1]) for line in bad.stdout.splitlines() if line.startswith(str(tmp_path / "bad.py"))
+               and ": error:" in line}
+    assert flagged == set(range(10, 19)), bad.stdout

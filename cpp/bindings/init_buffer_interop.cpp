@@ -368,7 +368,7 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
             return make_view(std::move(b), dtype, shape);
           },
           "dtype"_a = "uint8", "shape"_a.none() = nb::none(),
-          nb::sig("def view(self, dtype: object = 'uint8', shape: collections.abc.Sequence[int] | None = None) -> BufferView"),
+          nb::sig("def view(self, dtype: object = 'uint8', shape: collections.abc.Sequence[typing.SupportsIndex] | numpy.typing.NDArray[numpy.integer[typing.Any]] | None = None) -> BufferView"),
           "A typed view of the whole buffer (dtype: a name, a numpy or torch dtype; shape: its elements exactly;\n"
           "default: one dimension). Export it with DLPack or the CUDA array interface.")
       .def(
@@ -395,7 +395,7 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
 
 void init_stream_interop(nb::class_<Stream>& stream_class) {
   stream_class.def("read_into", &read_into, "buf"_a, "out"_a,
-                   nb::sig("def read_into(self, buf: Buffer, out: bytearray | memoryview | object) -> None"),
+                   nb::sig("def read_into(self, buf: Buffer, out: lifecore._stub_types.HostBuffer | numpy.typing.NDArray[typing.Any]) -> None"),
                    "Synchronizes the stream and copies the buffer into `out`, a writable C-contiguous buffer-protocol\n"
                    "object (numpy array, bytearray, memoryview) of exactly buf.nbytes bytes, without an intermediate copy.");
 }

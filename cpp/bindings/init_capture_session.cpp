@@ -196,7 +196,8 @@ void bind_checkpoints(nb::module_& m) {
            nb::sig("def __enter__(self) -> PreparedCaptureRestore"))
       .def("__exit__", [](PreparedCaptureRestore& p, nb::args) {
         PreparedCaptureRestore dropped(std::move(p));  // leaving without commit changes nothing
-      });
+      }, nb::sig("def __exit__(self, exc_type: object | None, exc: object | None, tb: object | None) -> None"),
+      "Releases the session if the restore was not committed: leaving the block changes nothing.");
 }
 
 void bind_capture_session(nb::module_& m) {
@@ -220,7 +221,8 @@ void bind_capture_session(nb::module_& m) {
       // Copies: what the session enforces cannot be changed through what it hands out.
       .def_prop_ro("plan", &CaptureSession::plan, nb::rv_policy::copy, "The session's AdmittedCapturePlan (a copy).")
       .def_prop_ro("intervention_plan", &CaptureSession::intervention_plan, nb::rv_policy::copy,
-                   nb::for_getter(nb::sig("def intervention_plan(self, /) -> AdmittedInterventionPlan | None")))
+                   nb::for_getter(nb::sig("def intervention_plan(self, /) -> AdmittedInterventionPlan | None")),
+                   "The AdmittedInterventionPlan enable_interventions gave the session (a copy), or None before it.")
       .def_prop_ro("id", &CaptureSession::id,
            "A process-local id, unique per session; intervention admissions and checkpoints are bound to it.")
       .def("__repr__", [](const CaptureSession& s) {
@@ -355,7 +357,8 @@ void bind_capture_session(nb::module_& m) {
            "Applies the operations due at `path` in plan order and returns the new tensor, or None when none "
            "applied. LifecoreTypeError for a backend without a callable transform (nothing changed). An operation "
            "refused is recorded FAILED. CaptureSessionError without an open step, when "
-           "observe has not run first, or on a second call at the point.")
+           "observe(backend, path, ...) has not run first at the same path in this step (whether or not anything "
+           "is captured there), or on a second call at the point.")
       .def("finish_interventions", &CaptureSession::finish_interventions,
            "Checks that every operation scheduled this step was applied. CaptureSessionError naming the first "
            "missing or failed one, without an open step, or while a routing control is pending.")

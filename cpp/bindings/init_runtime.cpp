@@ -533,7 +533,7 @@ void bind_stream(nb::module_& m) {
            "A Buffer of nbytes (> 0, at most the device's memory). An allocation the driver refuses for want of "
            "memory first waits for this stream's work, hands the pool's free slices back and asks once more.")
       .def("write", &write, "buf"_a, "data"_a,
-           nb::sig("def write(self, buf: Buffer, data: bytes | bytearray | memoryview | object) -> None"),
+           nb::sig("def write(self, buf: Buffer, data: lifecore._stub_types.HostBuffer | numpy.typing.NDArray[typing.Any]) -> None"),
            "Asynchronous host-to-device copy of `data`, any C-contiguous buffer-protocol object (bytes,\n"
            "bytearray, memoryview, a numpy array) of 1 to buf.nbytes bytes, to the buffer's start (data is staged first).")
       .def("read",
@@ -548,15 +548,16 @@ void bind_stream(nb::module_& m) {
            "buf"_a, "Synchronizes the stream and returns the buffer's bytes. Refused like sync() while another\n"
            "stream records.")
       .def("fill", &fill, "buf"_a.none(), "value"_a,
-           nb::sig("def fill(self, buf: Buffer | BufferView | object, value: int) -> None"),
+           nb::sig("def fill(self, buf: Buffer | BufferView | lifecore._stub_types.DeviceArray, value: int) -> None"),
            "Sets every 32-bit word of the buffer to value. buf may be a BufferView or a tensor (see launch).")
       .def("copy", &copy, "dst"_a.none(), "src"_a.none(),
-           nb::sig("def copy(self, dst: Buffer | BufferView | object, src: Buffer | BufferView | object) -> None"),
+           nb::sig("def copy(self, dst: Buffer | BufferView | lifecore._stub_types.DeviceArray, src: Buffer | BufferView | lifecore._stub_types.DeviceArray) -> None"),
            "Device-to-device copy of same-size buffers; either may be a BufferView or a tensor (see launch).")
       .def("launch", &launch,
-           nb::sig("def launch(self, kernel: Kernel, grid: int | tuple[int, ...], block: int | tuple[int, ...], "
-                   "args: collections.abc.Sequence[Buffer | BufferView | object | int | float], *, "
-                   "info: collections.abc.Sequence[int] | None = None) -> None"),
+           nb::sig("def launch(self, kernel: Kernel, grid: typing.SupportsIndex | tuple[typing.SupportsIndex, ...], "
+                   "block: typing.SupportsIndex | tuple[typing.SupportsIndex, ...], "
+                   "args: collections.abc.Sequence[Buffer | BufferView | lifecore._stub_types.DeviceArray | typing.SupportsIndex | float], *, "
+                   "info: collections.abc.Sequence[typing.SupportsIndex] | numpy.typing.NDArray[numpy.integer[typing.Any]] | None = None) -> None"),
            "kernel"_a, "grid"_a.none(), "block"_a.none(), "args"_a.none(), nb::kw_only(), "info"_a.none() = nb::none(),
            "Launches a kernel: a Buffer for a pointer, int for integers, float (or int) for floats; a NumPy\n"
            "integer scalar counts as an int (in grid, block and info too), a NumPy float scalar as a float,\n"

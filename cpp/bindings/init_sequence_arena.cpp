@@ -169,7 +169,8 @@ void init_sequence_decode_table(nb::module_& m);  // init_sequence_decode_table.
 
 void init_sequence_arena(nb::module_& m) {
   m.def("step_all", &step_all_sessions, nb::arg("sessions").none(), nb::arg("tokens").none(),
-        nb::sig("def step_all(sessions: collections.abc.Sequence[SequenceSession], tokens: object) -> "
+        nb::sig("def step_all(sessions: collections.abc.Sequence[SequenceSession], "
+                "tokens: collections.abc.Sequence[typing.SupportsIndex] | numpy.typing.NDArray[numpy.integer[typing.Any]] | lifecore._stub_types.SupportsDLPack) -> "
                 "numpy.typing.NDArray[numpy.uint8]"),
         "A decode iteration's bookkeeping in one call: sessions[i].step(tokens[i]) for every row (tokens: an\n"
         "int64 NumPy array or host tensor, read in place; another one-dimensional integer array, NumPy's or a\n"

@@ -54,7 +54,7 @@ _HANDLES: dict[tuple[Any, str], tuple[str, str]] = {
     (_sequence, "FrameHold"): (_HOLDS, "send its snapshot's block ids (a NumPy array)"),
     (_sequence, "FlightHold"): (_HOLDS, "send its snapshot's block ids (a NumPy array)"),
     (_sequence, "BackingSnapshot"): ("its block ids are valid only while its frame lives in this process",
-                                     "send numpy.array(snapshot.block_ids[domain]), a copy"),
+                                     "send numpy.array(snapshot.block_ids(domain)), a copy"),
     (_sequence, "BackingDecision"): (_HOLDS, "send its outcome and its snapshot's block ids"),
     (_sequence, "CapacityWaitRegistration"): ("it waits on a coordinator in this process",
                                               "register a waiter on the receiving process's coordinator"),

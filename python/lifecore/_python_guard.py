@@ -91,9 +91,11 @@ def _guard_class(cls: type) -> None:
         __init__.__qualname__ = f"{cls.__qualname__}.__init__"
         setattr(cls, "__init__", __init__)
     for name, value in list(vars(cls).items()):
-        if name != "__init__" and (name.startswith("_") or name in CALLED_BY_LIFECORE):
+        # A named tuple (Histogram) is made by its __new__: guarded as a constructor is.
+        constructor = name in ("__init__", "__new__")
+        if not constructor and (name.startswith("_") or name in CALLED_BY_LIFECORE):
             continue
-        label = f"{cls.__name__}.{name}" if name != "__init__" else cls.__name__
+        label = cls.__name__ if constructor else f"{cls.__name__}.{name}"
         if inspect.isfunction(value):
             setattr(cls, name, guarded(value, label))
         elif isinstance(value, (staticmethod, classmethod)) and inspect.isfunction(value.__func__):

@@ -70,6 +70,17 @@ class CaptureRefusedError(LifecoreError):
     driver status caused also carries that status's ``code``, ``status``, ``call`` and
     ``lifecore_status``."""
 
+    cause: str = ""
+    """Why the recording was not sealed: ``memory_nodes``, ``invalidated``, ``queued_error``..."""
+    code: int = 0
+    """The driver status number behind the refusal, when a driver status caused it (else 0)."""
+    status: str = ""
+    """The native name of that status, e.g. ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED`` (else empty)."""
+    call: str = ""
+    """The driver call that reported it, by its native name (else empty)."""
+    lifecore_status: str = ""
+    """lifecore's name for that status, the same on every backend (else empty)."""
+
 
 class DriverError(LifecoreError):
     """A vendor driver call failed.
@@ -106,6 +117,9 @@ class DeviceLostError(DriverError):
     again; nothing it held can be used. ``code``, ``status`` and ``call`` name the first
     failure; a later call's error also carries ``reason``, the first failure's text."""
 
+    reason: str = ""
+    """The first failure's text, on the errors of the calls after it (empty on the first)."""
+
 
 class BackendUnavailableError(LifecoreError):
     """The requested backend cannot start on this machine; the message says why."""
@@ -139,6 +153,9 @@ class BudgetExceededError(LifecoreError):
 class AdmissionError(LifecoreError):
     """A plan or a request was refused at admission (an unknown observation path is named in the
     error's ``path``)."""
+
+    path: str = ""
+    """The observation path admission did not know, when that was the refusal (else empty)."""
 
 
 class SessionStateError(LifecoreError):

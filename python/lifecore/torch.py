@@ -50,10 +50,10 @@ from typing import Any, Optional, Union
 
 try:
     import torch
-except ModuleNotFoundError as error:
+except ModuleNotFoundError as _no_torch:  # private: the name is unbound after the block
     from ._needs_torch import torch_missing
 
-    raise torch_missing("lifecore.torch", error) from error
+    raise torch_missing("lifecore.torch", _no_torch) from _no_torch
 from torch import nn
 
 from . import _python_guard
@@ -118,11 +118,16 @@ def allocator_library() -> str:
     return str(path)
 
 
-@functools.lru_cache(maxsize=None)
 def pooled_allocator() -> Any:
     """The process's ``torch.cuda.memory.CUDAPluggableAllocator`` over lifecore's pooled
     allocator (made once). :class:`BackendUnavailableError` when this torch cannot load a
     pluggable allocator (a build without CUDA, or a version without ``MemPool``)."""
+    return _pooled_allocator_once()
+
+
+@functools.lru_cache(maxsize=None)
+def _pooled_allocator_once() -> Any:
+    # Cached here, not on the public name, so that one keeps its signature for a type checker.
     available, reason = pooled_allocator_available()
     if not available:
         raise BackendUnavailableError(f"pooled_allocator: {reason}")

@@ -9,6 +9,8 @@ counting mock used in tests).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .. import _python_guard
 from .._core.capture import (
     AdmittedCapturePlan,
@@ -65,18 +67,23 @@ __all__ = [
     "InterventionRequest", "ObservationPoint", "OnLimit", "PhaseSupport", "PointPosition", "PreparedCaptureRestore",
     "RoutingPolicy", "TransformKind", "TransformRequest", "ValueDtype", "interventions", "CountingBackend",
     "MockTensor", "NumpyBackend", "unlimited", "limits", "capture_step", "StepResult", "CaptureObserver",
+    "Summary", "Histogram", "Candidates",
 ]
-# Summary, Histogram and Candidates (the values of payload.summary / .histogram / .candidates)
-# are importable here; they are plain value types, built by the payload, not by callers.
+# Summary, Histogram and Candidates are the values of payload.summary / .histogram / .candidates:
+# exported for annotations, built by the payload, not by callers. TorchBackend is importable
+# here but not exported: a star import would import torch.
 
+if TYPE_CHECKING:
+    # A checker sees the lazy name as what it is, and a misspelled name as missing.
+    from .backends.torch_backend import TorchBackend as TorchBackend
+else:
+    def __getattr__(name: str) -> Any:
+        # The PyTorch backend imports torch; load it only when asked for.
+        if name == "TorchBackend":
+            from .backends.torch_backend import TorchBackend
 
-def __getattr__(name: str):
-    # The PyTorch backend imports torch; load it only when asked for.
-    if name == "TorchBackend":
-        from .backends.torch_backend import TorchBackend
-
-        return TorchBackend
-    raise AttributeError(name)
+            return TorchBackend
+        raise AttributeError(f"module 'lifecore.capture' has no attribute {name!r}")
 
 
 # Plans, discoveries and what they are built of compare, hash, copy and pickle by value.

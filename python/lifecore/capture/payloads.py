@@ -32,11 +32,17 @@ class Summary:
     max, mean and population std of the finite ones."""
 
     count: int
+    """How many values the summarized region held."""
     nonfinite: int
+    """How many of them were NaN or infinite (left out of the statistics below)."""
     min: float
+    """The smallest finite value."""
     max: float
+    """The largest finite value."""
     mean: float
+    """The mean of the finite values."""
     std: float
+    """The population standard deviation of the finite values."""
 
 
 class Histogram(NamedTuple):
@@ -62,9 +68,10 @@ V = TypeVar("V")
 class ValueOrConstructor(Generic[C, V]):
     """On the class: the constructor (``CapturePayload.summary(...)``); on a payload: its value."""
 
-    def __init__(self, constructor: C, value: Callable[[Any], V]):
+    def __init__(self, constructor: C, value: Callable[[Any], V], doc: str = ""):
         self._constructor, self._value = constructor, value
-        self.__doc__ = getattr(constructor, "__doc__", None)
+        made = getattr(constructor, "__doc__", None) or ""
+        self.__doc__ = f"{doc}\n\nOn the class, the constructor: {made}" if doc else made
 
     @overload
     def __get__(self, instance: None, owner: Optional[type] = None) -> C: ...
@@ -101,9 +108,13 @@ def _candidates(p: CapturePayload) -> Optional[Candidates]:
 def _install() -> None:
     if isinstance(CapturePayload.__dict__.get("summary"), ValueOrConstructor):
         return  # already installed (a reload)
-    for name, value in (("tensor", lambda p: p._tensor), ("summary", _summary), ("histogram", _histogram),
-                        ("candidates", _candidates)):
-        setattr(CapturePayload, name, ValueOrConstructor(getattr(CapturePayload, name), value))
+    for name, value, doc in (
+            ("tensor", lambda p: p._tensor, "On a payload: its array (NumPy or torch, in the source dtype), None "
+                                            "unless a tensor, slice or preview payload."),
+            ("summary", _summary, "On a payload: its Summary (count, nonfinite, min, max, mean, std), else None."),
+            ("histogram", _histogram, "On a payload: its Histogram (bin_edges, counts), else None."),
+            ("candidates", _candidates, "On a payload: its Candidates (ids, scores), best first, else None.")):
+        setattr(CapturePayload, name, ValueOrConstructor(getattr(CapturePayload, name), value, doc))
 
 
 _install()

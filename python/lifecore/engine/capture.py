@@ -61,6 +61,10 @@ class CaptureOptions:
 
 @dataclass
 class EngineCapture:
+    """An Engine's capture (``Engine.capture``): one CaptureSession over the model's blocks, the
+    records of the steps taken so far (``records``: phase, prediction, selection id, payload or
+    None) and how many points were captured and skipped."""
+
     model: Transformer
     options: CaptureOptions
     session: CaptureSession = field(init=False)

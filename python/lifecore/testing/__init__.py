@@ -54,8 +54,9 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'lifecore.testing' has no attribute {name!r}")
-    return getattr(importlib.import_module(module, __name__), name)
+if not TYPE_CHECKING:  # a checker reads the imports above: a misspelled name is missing, not Any
+    def __getattr__(name: str) -> Any:
+        module = _EXPORTS.get(name)
+        if module is None:
+            raise AttributeError(f"module 'lifecore.testing' has no attribute {name!r}")
+        return getattr(importlib.import_module(module, __name__), name)

@@ -262,6 +262,7 @@ class StreamCaptureMachine(LifecycleMachine):
         return _Buffer(real, mid, count, view)
 
     def after_step(self) -> None:
+        """Drops the buffers a window closed without a graph left behind (see _drop_orphans)."""
         self._drop_orphans()
 
     def _drop_orphans(self) -> None:
