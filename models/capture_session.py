@@ -171,6 +171,7 @@ class CaptureSessionModel:
         self.step_open, self.ready, self.started = False, True, False
         self.records: dict[str, Record] = {}
         self.op_records: dict[str, Record] = {}
+        self.observed: set[str] = set()  # the paths observed in the open step
         self.pending: Optional[Operation] = None
 
     def envelopes(self) -> Usage:
@@ -225,6 +226,7 @@ class CaptureSessionModel:
         self.op_records = {o.id: Record("MISSING" if o.schedule.fires(phase, prediction) else "INACTIVE",
                                         charged=o.envelope)
                            for o in self.operations}
+        self.observed = set()
         self.phase, self.prediction, self.has_step, self.step_open = phase, prediction, True, True
 
     def observe(self, path: str, costs: dict[str, Usage], shape_ok: bool = True,
@@ -236,6 +238,7 @@ class CaptureSessionModel:
         here = [s for s in self.selections if s.path == path]
         if any(self.records[s.id].outcome not in ("SKIPPED", "MISSING") for s in here):
             raise ModelError("CaptureSession", "observation emitted twice")
+        self.observed.add(path)
         todo = [s for s in here if self.records[s.id].outcome == "MISSING"]
         if not todo:
             return False
@@ -330,7 +333,7 @@ class CaptureSessionModel:
         active = [o for o in ops if self.op_records[o.id].outcome == "MISSING"]
         if not active:
             return False
-        if any(self.records[s.id].outcome == "MISSING" for s in self.selections if s.path == path):
+        if path not in self.observed:  # captured there or not, the hook observes first
             raise ModelError("CaptureSession", "observe must precede intervene")
         replaced = False
         for o in active:

@@ -259,6 +259,7 @@ class World:
         ids = np.array([[3, 1]] * 4, dtype=np.int64)
         weights = np.full((4, 2), 0.5, np.float32)
         routed.routing_applied(recording, ROUTER, (ids, weights), (ids, weights))
+        routed.observe(recording, "blocks.1.mlp", np.ones((1, 4, 8), np.float32))  # the hook observes first
         routed.intervene(recording, "blocks.1.mlp", np.ones((1, 4, 8), np.float32))
         routed.finish_interventions()
         routed_step = routed.take_step()

@@ -91,6 +91,7 @@ def test_an_evidence_charge_past_64_bits_is_refused_never_applied_with_a_wrapped
                                  limits=unlimited(on_limit), estimator=FixedEstimator(CaptureUsage(1, bytes_, bytes_, bytes_)))
     session.begin_step(PREFILL, 0)
     before = session.cumulative_usage()
+    session.observe(NumpyBackend(), "blocks.0.mlp", hidden())  # the hook observes first
     out = session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
     step = session.take_step()
     record = step.interventions[0]
@@ -109,6 +110,7 @@ def test_an_evidence_charge_at_2_32_is_charged_exactly():
     session = with_interventions([iv.scale("s", "blocks.0.mlp", 2.0, evidence="summary")],
                                  estimator=FixedEstimator(CaptureUsage(1, 2**32, 2**32, 2**32)))
     session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", hidden())  # the hook observes first
     session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.APPLIED
@@ -643,6 +645,7 @@ def test_a_live_session_keeps_its_estimator_through_collections():
     gc.collect()
     assert estimator_ref() is not None
     session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", hidden())  # the hook observes first
     session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.APPLIED and record.charged == CaptureUsage(
@@ -1095,6 +1098,7 @@ def test_an_intervention_on_what_is_no_tensor_fails_its_operation_as_before():
     session.enable_interventions(InterventionPlan([iv.zero("z", "blocks.0.mlp")]).admit(discovery, session),
                                  NumpyBackend())
     session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", None)  # the hook observes first
     assert session.intervene(NumpyBackend(), "blocks.0.mlp", None) is None
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.FAILED

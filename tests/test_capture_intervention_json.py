@@ -89,6 +89,7 @@ def test_an_operation_without_evidence_is_charged_its_envelope_and_its_json_fits
     ops = [iv.scale("x" * 128, "p", 2.0, evidence=3), iv.zero("\x01" * 128, "p")]
     enable(s, ops)
     s.begin_step(PREFILL, 0)
+    s.observe(NumpyBackend(), "p", np.ones((1, 4, 8)))  # the hook observes first
     s.intervene(NumpyBackend(), "p", np.ones((1, 4, 8)))
     step = s.take_step()
     with_evidence, plain = step.interventions
@@ -110,6 +111,7 @@ def test_a_plan_whose_envelopes_cannot_fit_a_step_is_refused_and_nothing_changes
         enable(s, ops)
     assert s.intervention_plan is None
     s.begin_step(PREFILL, 0)
+    s.observe(NumpyBackend(), "p", np.ones((1, 4, 8)))  # the hook observes first
     assert s.intervene(NumpyBackend(), "p", np.ones((1, 4, 8))) is None
     step = s.take_step()
     assert step.interventions == [] and step.step_usage == CaptureUsage()
@@ -157,6 +159,7 @@ def test_a_forked_run_is_checked_from_its_inherited_usage() -> None:
     enable(child, [iv.zero("op", ESCAPED)])
     for prediction in (1, 2):
         child.begin_step(DECODE, prediction)
+        child.observe(NumpyBackend(), ESCAPED, np.ones((1, 1, 8), dtype=np.float32))  # the hook observes first
         assert child.intervene(NumpyBackend(), ESCAPED, np.ones((1, 1, 8), dtype=np.float32)) is not None
         assert_exported_within_charges(child.take_step())
     assert child.cumulative_usage().encoded_bytes == cumulative[3]
@@ -193,6 +196,7 @@ def test_every_outcome_fits_its_charge_with_escaped_ids_targets_and_long_message
     ]
     enable(s, ops)
     s.begin_step(PREFILL, 0)
+    s.observe(NumpyBackend(), ESCAPED, np.ones((1, 4, 9), dtype=np.float32))  # the hook observes first
     assert s.intervene(NumpyBackend(), ESCAPED, np.ones((1, 4, 9), dtype=np.float32)) is None
     s.routing_failed(ROUTER, "\x01" * 1000)
     step = s.take_step()
@@ -205,6 +209,7 @@ def test_every_outcome_fits_its_charge_with_escaped_ids_targets_and_long_message
     assert_exported_within_charges(step)
     # A decode step: the scheduled scale now applies to the escaped target, the rest fail or miss.
     s.begin_step(DECODE, 1)
+    s.observe(NumpyBackend(), ESCAPED, np.ones((1, 1, 8), dtype=np.float32))  # the hook observes first
     assert s.intervene(NumpyBackend(), ESCAPED, np.ones((1, 1, 8), dtype=np.float32)) is not None
     s.routing_failed(ROUTER, "é" * 300)
     step = s.take_step()
@@ -239,6 +244,7 @@ def test_evidence_whose_json_outgrows_its_charge_fails_the_operation() -> None:
     s = session(prompt=rows)
     enable(s, [iv.scale("s", "p", 2.0, evidence=4096)], estimator=NoEncodedBytes())
     s.begin_step(PREFILL, 0)
+    s.observe(NumpyBackend(), "p", np.ones((1, rows, 8), dtype=np.float32))  # the hook observes first
     assert s.intervene(NumpyBackend(), "p", np.ones((1, rows, 8), dtype=np.float32)) is None
     step = s.take_step()
     record = step.interventions[0]

@@ -71,6 +71,7 @@ def test_no_active_operation_returns_none_without_calling_the_backend():
     backend = CountingBackend()
     session = session_with([iv.zero("z", "blocks.1.mlp", schedule=CaptureSchedule(prefill=False))])
     session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.1.mlp", MockTensor((1, 4, 8)))  # the hook observes first
     assert session.intervene(backend, "blocks.1.mlp", MockTensor((1, 4, 8))) is None
     assert session.intervene(backend, "blocks.0.mlp", MockTensor((1, 4, 8))) is None
     assert backend.calls == []
@@ -84,6 +85,7 @@ def test_prefill_row_patching_leaves_other_rows_unchanged():
                                        schedule=CaptureSchedule(decode=False))])
     x = hidden()
     session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", x)  # the hook observes first
     out = session.intervene(backend, "blocks.0.mlp", x)
     np.testing.assert_array_equal(out[:, 1:3], patch)
     np.testing.assert_array_equal(out[:, [0, 3]], x[:, [0, 3]])
@@ -97,8 +99,10 @@ def test_mask_and_mask_logits():
                             iv.mask_logits("ban", "logits", [3, 5])])
     x = hidden()
     session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", x)  # the hook observes first
     out = session.intervene(backend, "blocks.0.mlp", x)
     np.testing.assert_array_equal(out, np.where(keep, x, 0))
+    session.observe(backend, "logits", np.zeros((1, 4, 16)))
     logits = session.intervene(backend, "logits", np.zeros((1, 4, 16)))
     assert np.isneginf(logits[..., [3, 5]]).all() and (logits[..., [0, 1, 2, 4]] == 0).all()
 
@@ -113,6 +117,7 @@ def test_a_token_id_past_a_symbolic_vocabulary_fails_its_operation_at_the_step()
     for ids, outcome in (([3, 15], InterventionOutcome.APPLIED), ([3, 16], InterventionOutcome.FAILED)):
         session = session_with([iv.mask_logits("ban", "logits", ids)], discovery=discovery)
         session.begin_step(PREFILL, 0)
+        session.observe(NumpyBackend(), "logits", np.zeros((1, 4, 16)))  # the hook observes first
         logits = session.intervene(NumpyBackend(), "logits", np.zeros((1, 4, 16)))
         record = session.take_step().interventions[0]
         assert record.outcome == outcome, (ids, record.message)
@@ -127,6 +132,7 @@ def test_missing_duplicate_and_failed_operations_stay_distinct():
     backend = CountingBackend(change_dtype=True)
     session = session_with([iv.zero("changes_dtype", "blocks.0.mlp"), iv.zero("never_reached", "blocks.1.mlp")])
     session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", MockTensor((1, 4, 8)))  # the hook observes first
     assert session.intervene(backend, "blocks.0.mlp", MockTensor((1, 4, 8))) is None
     with pytest.raises(CaptureSessionError, match="more than once"):
         session.intervene(backend, "blocks.0.mlp", MockTensor((1, 4, 8)))
@@ -152,12 +158,33 @@ def test_observe_must_precede_intervene_at_the_same_hook():
     assert session.intervene(backend, "blocks.0.mlp", hidden()) is not None
 
 
+def test_observe_must_precede_intervene_where_nothing_is_captured_too():
+    """The rule is the hook's order, not the capture's: at a point no selection captures (or
+    whose selection the schedule skips this step) intervene still follows observe, in each step."""
+    backend = NumpyBackend()
+    session = session_with([iv.zero("z", "blocks.0.mlp"), iv.zero("w", "blocks.1.mlp")],
+                           selections=[CaptureSelection("s", "blocks.1.mlp", CaptureTransform.summary(),
+                                                        schedule=CaptureSchedule(prefill=False))])
+    for phase, prediction in ((PREFILL, 0), (DECODE, 1)):
+        session.begin_step(phase, prediction)
+        x = hidden(rows=4 if phase == PREFILL else 1)
+        for path in ("blocks.0.mlp", "blocks.1.mlp"):
+            with pytest.raises(CaptureSessionError, match=f"observe must precede intervene at {path}"):
+                session.intervene(backend, path, x)
+            session.observe(backend, path, x)
+            assert session.intervene(backend, path, x) is not None
+        session.finish_interventions()
+        step = session.take_step()
+        assert [r.outcome for r in step.interventions] == [InterventionOutcome.APPLIED] * 2
+
+
 def test_evidence_is_charged_to_the_capture_limits():
     backend = NumpyBackend()
     session = session_with([iv.scale("s", "blocks.0.mlp", 3.0, evidence="summary")])
     session.begin_step(PREFILL, 0)
     before = session.cumulative_usage()
     x = hidden()
+    session.observe(backend, "blocks.0.mlp", x)  # the hook observes first
     session.intervene(backend, "blocks.0.mlp", x)
     record = session.take_step().interventions[0]
     before_evidence, after_evidence = record.evidence
@@ -172,6 +199,7 @@ def test_evidence_over_the_limit(on_limit):
                            cumulative=CaptureUsage(10, 10**9, 10**9, 10**9), on_limit=on_limit)
     session = session_with([iv.scale("s", "blocks.0.mlp", 3.0, evidence=4)], limits=limits)
     session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", hidden())  # the hook observes first
     out = session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
     record = session.take_step().interventions[0]
     assert session.cumulative_usage().captures == 0
@@ -195,6 +223,7 @@ def test_evidence_kept_past_its_charge_fails_the_operation():
         InterventionPlan([iv.scale("s", "blocks.0.mlp", 3.0, evidence=32)]).admit(discovery, session),
         _NothingKept())
     session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", hidden())  # the hook observes first
     assert session.intervene(NumpyBackend(), "blocks.0.mlp", hidden()) is None  # not applied
     step = session.take_step()
     record = step.interventions[0]
@@ -216,6 +245,7 @@ def test_an_interrupt_in_the_evidence_estimator_propagates_unchanged():
     ops = [iv.scale("s", "blocks.0.mlp", 3.0, evidence="summary"), iv.zero("z", "blocks.0.mlp")]
     session.enable_interventions(InterventionPlan(ops).admit(discovery, session), Interrupting())
     session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0.mlp", hidden())
     with pytest.raises(KeyboardInterrupt):
         session.intervene(NumpyBackend(), "blocks.0.mlp", hidden())
     scaled, zeroed = session.take_step().interventions
@@ -305,6 +335,7 @@ def test_a_runtime_mis_shaped_payload_fails_the_operation():
     discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("n", "unknown")])])
     session = session_with([iv.add("a", "p", np.ones(3))], discovery=discovery)
     session.begin_step(PREFILL, 0)
+    session.observe(NumpyBackend(), "p", np.zeros(4, np.float32))  # the hook observes first
     assert session.intervene(NumpyBackend(), "p", np.zeros(4, np.float32)) is None
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.FAILED and "exactly" in record.message
@@ -329,6 +360,7 @@ def test_a_payload_that_the_target_dtype_cannot_hold_fails_the_operation(backend
     op = getattr(iv, action)("big", "p", np.full(3, value))
     session.enable_interventions(InterventionPlan([op]).admit(discovery, session), make())
     session.begin_step(PREFILL, 0)
+    session.observe(make(), "p", tensor)  # the hook observes first
     assert session.intervene(make(), "p", tensor) is None  # nothing applied: the output stays as it was
     record = session.take_step().interventions[0]
     assert record.outcome == InterventionOutcome.FAILED
@@ -539,6 +571,7 @@ def test_a_scale_factor_past_the_arrays_dtype_fails_the_operation_and_finish_say
     session = session_with([iv.scale("huge", "blocks.0.mlp", 1e39), iv.zero("never_reached", "blocks.1.mlp")])
     x = hidden()
     session.begin_step(PREFILL, 0)
+    session.observe(backend, "blocks.0.mlp", x)  # the hook observes first
     assert session.intervene(backend, "blocks.0.mlp", x) is None  # failed: the activation is left as it was
     with pytest.raises(CaptureSessionError, match=r"huge at blocks.0.mlp did not complete: it failed \(.*scale "
                                                   r"factor of 'huge' is not finite in float32"):

@@ -35,6 +35,7 @@ def intervened(backend, values, operation):
     session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, 1, 1)))
     session.enable_interventions(InterventionPlan([operation]).admit(discovery, session), backend)
     session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(backend, "a", values)  # the hook observes first
     out = session.intervene(backend, "a", values)
     session.finish_interventions()
     session.take_step()

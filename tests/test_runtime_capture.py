@@ -229,6 +229,27 @@ def test_stream_transitions_raise_the_state_messages(device) -> None:
     assert device.memory_stats()["windows_active"] == 0
 
 
+def test_a_refused_begin_flushes_no_drop_queued_in_the_window(device) -> None:
+    """A drop queued inside a window is not flushed on the way to a refused begin_capture (a
+    flush there would abort the live capture): the window still seals and replays."""
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    spare = s.alloc(4 * N)  # made before the window: dropped inside it, its release is queued
+    s.graph_prepare()
+    s.begin_capture()
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, x])
+    del spare
+    gc.collect()
+    with pytest.raises(CaptureStateError, match="already recording"):
+        s.begin_capture()
+    assert s.capture_state.is_recording()
+    graph = s.end_capture()
+    assert graph.node_count == 1
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, x), np.full(N, 2.0, np.float32))  # recorded, then replayed once
+    graph.destroy()
+
+
 def test_capture_state_is_a_copy(device) -> None:
     s = device.stream()
     state = s.capture_state

@@ -166,6 +166,25 @@ def test_quiescent_abort_is_one_terminal_transition_and_a_later_cancel_errors():
     assert s.receipt.outcome == TerminalOutcome.ABORTED
 
 
+def test_quiescent_abort_waits_for_a_live_flight_after_cancel_too():
+    c = make()
+    _, s = open_one(c)
+    frame = s.acquire_frame()
+    flight = s.prepare_flight(1)
+    flight.dispatch()  # the frame and its flight are live
+    for cancel in (False, True):
+        if cancel:
+            s.request_cancel()
+        phase = s.phase
+        with pytest.raises(SessionStateError, match="nothing changed"):
+            s.try_abort_if_quiescent()
+        assert s.phase == phase and s.flight_count == 1 and s.receipt is None
+    assert s.phase == SessionPhase.CANCEL_REQUESTED
+    flight.finish()
+    frame.commit()
+    assert s.try_abort_if_quiescent().outcome == TerminalOutcome.ABORTED and s.phase == SessionPhase.ABORTED
+
+
 def test_a_step_captures_the_exact_backing_snapshot():
     c = make()
     _, s = open_one(c, prompt=16, fit=256)
@@ -234,6 +253,13 @@ def test_extension_publishes_atomically_between_frames():
     d = s.try_ensure_backing_covers(32)
     assert d.outcome == BackingOutcome.EXTENDED and d.snapshot.generation == 2 and d.snapshot.pages == 2
     assert s.try_ensure_backing_covers(20).outcome == BackingOutcome.CURRENT  # narrower target
+    live = s.acquire_frame()  # a frontier already wider is returned unchanged, a frame live or not
+    for tokens in (16, 32):
+        current = s.try_ensure_backing_covers(tokens)
+        assert current.outcome == BackingOutcome.CURRENT and current.snapshot.generation == 2
+        assert current.snapshot.block_ids("kv").tolist() == live.snapshot.block_ids("kv").tolist()
+    assert s.try_ensure_backing_covers(33).outcome == BackingOutcome.RETRY_REQUIRED  # wider: not while live
+    live.commit()
     with pytest.raises(CapacityError, match="fit limit"):
         s.try_ensure_backing_covers(65)  # over the request's ceiling
     assert s.backing.generation == 2 and used(c) == {"kv": 2 * PAGE}

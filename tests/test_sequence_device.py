@@ -65,6 +65,35 @@ def test_the_arena_is_allocated_once_and_admission_never_reaches_the_driver():
         assert c.capacity().used_bytes == {"kv": 0}
 
 
+def test_sequences_own_no_stream_so_one_lane_serves_many():
+    """A coordinator and its sessions own no device stream (the scheduler's lanes serve them): with
+    every stream creation failing, admission, steps, one table for the batch and release all work."""
+    import lifecore
+    from lifecore.errors import DriverError
+
+    with lifecore.Device(EMULATED) as dev:
+        c = AdmissionCoordinator(dev, domains={"kv": 32 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                 max_active_sequences=4)
+        dev.inject_fault("stream_create", 999, times=1000)
+        with pytest.raises(DriverError):
+            dev.stream()  # the fault is live
+        held = []
+        for i in range(3):
+            adm = c.admit(f"r{i}", 16, 64)
+            assert isinstance(adm, Admitted)
+            session = adm.resources.open_session()
+            assert str(session.step(40)) == "BackingOutcome.EXTENDED" and session.backing.pages == 3
+            held.append((adm, session))
+        table = c.block_table([s for _, s in held], 4, pad=-1)
+        assert sorted(table[:, :3].ravel().tolist()) == list(range(9)) and (table[:, 3] == -1).all()
+        for adm, session in held:
+            session.try_complete()
+            session.close()
+            adm.resources.close()
+        dev.clear_faults()
+        assert c.capacity().used_bytes == {"kv": 0}
+
+
 def test_an_object_that_is_not_a_device_is_refused():
     with pytest.raises(LifecoreTypeError, match="lifecore.Device"):
         AdmissionCoordinator(object(), domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,

@@ -13,7 +13,9 @@ void init_capture_state(nb::module_& m) {
 
   nb::enum_<CacheMode>(m, "CacheMode", "How the metadata info cache behaves at a lifecycle position.")
       .value("NORMAL", CacheMode::normal, "size-limited, bounded, least recently used entries evicted")
-      .value("CAPTURE", CacheMode::capture, "caches any size, evicts nothing, pins what the window uses");
+      .value("CAPTURE", CacheMode::capture,
+             "caches any size and pins what the window uses (never evicted while the window or its graph lives); "
+             "unpinned entries past the count are still evicted, least recently used first");
 
   nb::enum_<CaptureVariant>(m, "CaptureVariant", "Where a stream sits in the graph-capture lifecycle.")
       .value("NO_CAPTURE", CaptureVariant::no_capture, "no capture is prepared or recording")

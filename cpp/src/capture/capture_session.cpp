@@ -111,6 +111,7 @@ void CaptureSession::begin_step(CapturePhase phase, std::uint64_t prediction) {
       operation_records_.push_back(std::move(record));
     }
   }
+  operation_observed_.assign(operation_records_.size(), 0);
   phase_ = phase;
   prediction_ = prediction;
   has_step_ = true;
@@ -143,7 +144,10 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
   require_unprepared();
   if (!step_open_)
     raise(ErrorKind::CaptureSession, "observe at " + std::string(path) + ": no capture step is open (call begin_step)");
-  if (selections.empty()) return;  // nothing selected here
+  if (selections.empty()) {  // nothing selected here
+    note_observed(path);
+    return;
+  }
   for (auto index : selections)
     if (index >= records_.size() || plan_.plan().selections[index].path != path)
       raise(ErrorKind::InvalidArgument, "selection " + std::to_string(index) + " is not observed at " + std::string(path));
@@ -157,7 +161,10 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
                                            to_string(kind) + " this step)");
     work = true;
   }
-  if (!work) return;  // skipped: the backend is never called, no handle is kept
+  if (!work) {  // skipped: the backend is never called, no handle is kept
+    note_observed(path);
+    return;
+  }
   auto started = std::chrono::steady_clock::now();
   std::optional<Error> first_error;
   Facts facts;
@@ -171,6 +178,7 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
   } catch (const BackendFailure& failure) {
     facts.failure = failure;
   }
+  note_observed(path);
   for (auto index : selections)
     if (records_[index].outcome.kind == OutcomeKind::missing) observe_selection(backend, index, tensor, facts, first_error);
   capture_time_ += std::chrono::steady_clock::now() - started;

@@ -80,16 +80,21 @@ std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, b
   return due;
 }
 
+void CaptureSession::note_observed(std::string_view path) {
+  if (!interventions_) return;
+  auto found = operations_by_path_.find(path);
+  if (found == operations_by_path_.end()) return;
+  for (auto i : found->second) operation_observed_[i] = 1;
+}
+
 std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, std::string_view path,
                                                       TensorHandle tensor) {
   Guard guard(*this);
   const std::vector<std::size_t> active = due_operations(path, /*routing=*/false);
   if (active.empty()) return std::nullopt;  // nothing cloned, nothing materialized
   const auto& operations = interventions_->plan().operations;
-  if (auto sel = selections_by_path_.find(path); sel != selections_by_path_.end())
-    for (auto i : sel->second)
-      if (records_[i].outcome.kind == OutcomeKind::missing)
-        raise(ErrorKind::CaptureSession, "observe must precede intervene at " + std::string(path));
+  if (!operation_observed_[active.front()])  // the operations at one path are observed together
+    raise(ErrorKind::CaptureSession, "observe must precede intervene at " + std::string(path));
   auto started = std::chrono::steady_clock::now();
   TensorHandle current = tensor;
   bool replaced = false;

@@ -147,6 +147,8 @@ class CaptureSession {
   // The operations of one stage (routing, or the rest) at `path` still due in the open step, in
   // plan order; refuses a point that already ran this step. Empty when none are enabled there.
   std::vector<std::size_t> due_operations(std::string_view path, bool routing) const;
+  // Marks the operations at `path` observed in the open step (nothing without interventions).
+  void note_observed(std::string_view path);
   // A point's resolved request and cost for the facts it was priced from: a hook observing
   // the same shape again skips the shape check, region resolution and pricing.
   struct PricedRequest {
@@ -198,6 +200,9 @@ class CaptureSession {
   bool ready_ = true;               // a delivered, successful boundary (the fresh run is one)
   std::vector<CaptureRecord> records_;
   std::vector<InterventionRecord> operation_records_;
+  // Per operation, whether its point was observed in the open step: an intervention follows
+  // the ordinary observation at the same hook, whether or not anything is captured there.
+  std::vector<std::uint8_t> operation_observed_;
   std::optional<std::size_t> pending_routing_;  // operation index with a control handed out
   std::optional<GroupSelectionControl> pending_control_;
   std::chrono::steady_clock::duration capture_time_{};
