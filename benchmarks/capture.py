@@ -49,7 +49,7 @@ class ConstantBackend:
     def __init__(self) -> None:
         self._shape = (1, 1, 8)  # a decode step
         self._cost = CaptureUsage(1, 48, 128, 300)
-        self._payload = CapturePayload.summary(32, 0, 0.0, 1.0, 0.5, 0.1)
+        self._payload = CapturePayload.summary(8, 0, 0.0, 1.0, 0.5, 0.1)  # the 8 values of one decode row
 
     def shape(self, tensor: object) -> tuple[int, ...]:
         return self._shape

@@ -638,8 +638,9 @@ def test_a_replacement_the_backend_calls_unfit_fails_its_operation_and_is_not_us
     np.testing.assert_array_equal(x, hidden())
 
 
-def test_a_replacement_the_backend_accepts_is_applied():
-    backend = Answering(None)
+@pytest.mark.parametrize("answer", [None, ""])  # an empty phrase names no difference, as None does
+def test_a_replacement_the_backend_accepts_is_applied(answer):
+    backend = Answering(answer)
     session = session_with([iv.scale("twice", "blocks.0.mlp", 2.0)])
     x = hidden()
     session.begin_step(PREFILL, 0)

@@ -316,7 +316,9 @@ std::optional<std::string> PythonCaptureBackend::replacement_mismatch(TensorHand
     if (!PyUnicode_Check(why.ptr()))
       throw BackendFailure{"backend.replacement_mismatch must return None or a str saying what differs, got " +
                            type_name_of(why)};
-    return nb::cast<std::string>(why);
+    std::string text = nb::cast<std::string>(why);
+    if (text.empty()) return std::nullopt;  // an empty phrase names no difference, as None does
+    return text;
   });
 }
 

@@ -7,6 +7,7 @@
 
 #include "capture/capture_geometry.hpp"
 #include "capture/capture_json.hpp"
+#include "capture/capture_payload_check.hpp"
 #include "capture/capture_session_guard.hpp"
 #include "lifecore/capture/transform_cost.hpp"
 #include "lifecore/checked.hpp"
@@ -295,6 +296,11 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       record.payload = CapturePayload::summary_of(0, 0, nan, nan, nan, nan);
     } else {
       record.payload = backend.transform(tensor, request);
+      // Published only as the answer to what was asked: another kind, shape or element size,
+      // or numbers no region could give, fail the record with what the backend got wrong.
+      if (auto problem = payload_problem(request, record.payload, available, facts.facts ? facts.facts->itemsize : 0))
+        return fail(FailReason::native, ErrorKind::CaptureSession,
+                    "backend.transform returned " + *problem + " at " + point.path);
     }
     // The ledger is the authority: what is kept may never exceed what was charged for it.
     if (record.payload.retained_bytes() > cost.retained_bytes)

@@ -7,7 +7,18 @@ backend factory first (and a tensor factory for tensors that backend accepts), `
 ``run``, its rules counted in ``STATS``, and each refusal compared by kind and by the budget a
 limit names (``compared_fields``)::
 
+    import numpy as np
+    from lifecore.capture import NumpyBackend
+
+    def numpy_tensor(shape, dtype_class, itemsize):  # the pairs the machine asks for
+        return np.ones(shape, {("floating", 4): np.float32, ("integer", 8): np.int64}[(dtype_class, itemsize)])
+
     CaptureSessionMachine.run(NumpyBackend, tensor_factory=numpy_tensor, seed=0)
+
+The machine compares the ledger, outcomes and refusals with the model's, on tensors of ones: it
+does not check a backend's numbers (the session checks a payload's kind, shape, element size
+and bounds; compare values with a reference backend yourself), and it checks that a skipped
+point never calls the backend only where the backend counts its calls in a ``calls`` list.
 """
 
 from __future__ import annotations
@@ -341,7 +352,10 @@ class CaptureSessionMachine(LifecycleMachine):
         r = self.both("intervene", lambda: self.model.intervene(path, evidence),
                                    lambda: self.session.intervene(self.backend, path, tensor))
         if not r.kind:
-            assert (r.actual is not None) == r.expected
+            assert (r.actual is not None) == r.expected, (
+                f"intervene at {path}: lifecore returned {'a replacement' if r.actual is not None else 'None'}, the "
+                f"model {'a replacement' if r.expected else 'None'} (an operation the backend failed, by raising or by "
+                f"changing the tensor's dtype or shape, returns None; the step's records say why)")
 
     @precondition(lambda self: self.has_routing or self.has_scale)
     @rule()
@@ -410,11 +424,15 @@ class CaptureSessionMachine(LifecycleMachine):
         assert [record.selection_id for record in step.records] == list(expected["records"]), step.records
         assert [record.operation_id for record in step.interventions] == list(expected["interventions"]), (
             step.interventions)
-        assert _usage(step.cumulative_usage) == expected["cumulative_usage"]
-        assert _usage(step.step_usage) == expected["step_usage"]
+        failures = "".join(f"; {r.selection_id}: {r.message}" for r in step.records if r.message) + "".join(
+            f"; {r.operation_id}: {r.message}" for r in step.interventions if r.message)
+        assert _usage(step.cumulative_usage) == expected["cumulative_usage"], (
+            f"cumulative usage {step.cumulative_usage} but the model's is {expected['cumulative_usage']}{failures}")
+        assert _usage(step.step_usage) == expected["step_usage"], (
+            f"step usage {step.step_usage} but the model's is {expected['step_usage']}{failures}")
         for record in step.records:
             want = expected["records"][record.selection_id]
-            assert record.outcome.name == want.outcome, (record, want)
+            assert record.outcome.name == want.outcome, (record, want, record.message)
             if want.outcome == "SKIPPED":
                 assert record.skip_reason == want.reason
             if want.outcome == "FAILED":
@@ -422,11 +440,11 @@ class CaptureSessionMachine(LifecycleMachine):
                 assert len(record.message.encode()) <= 256
             if want.budget:
                 assert record.budget == want.budget
-            assert _usage(record.charged) == want.charged
+            assert _usage(record.charged) == want.charged, (record, want, record.message)
         for record in step.interventions:
             want = expected["interventions"][record.operation_id]
-            assert record.outcome.name == want.outcome, (record, want)
-            assert _usage(record.charged) == want.charged, (record, want)
+            assert record.outcome.name == want.outcome, (record, want, record.message)
+            assert _usage(record.charged) == want.charged, (record, want, record.message)
             assert len(record.message.encode()) <= 256
         self.taken = step
 
