@@ -133,3 +133,42 @@ def test_a_summary_that_overflowed_the_source_precision_is_kept():
     record, error, _ = _record(CaptureTransform.summary(),
                                Answering(lambda r: CapturePayload.summary(32, 0, -7.0, 24.0, 8.5, float("inf"))))
     assert error is None and record.outcome == CaptureOutcome.CAPTURED and record.payload.std == float("inf")
+
+
+class InPlace(NumpyBackend):
+    """An intervention that writes over the hook's output and returns it."""
+
+    def intervene(self, tensor, request):
+        tensor *= 2.0
+        return tensor
+
+
+def test_an_intervention_that_returns_the_source_itself_fails_its_operation():
+    from lifecore.capture import InterventionOutcome, InterventionPlan
+    from lifecore.capture import interventions as iv
+
+    session = session_for(discovery=discovery(SHAPE))
+    backend = InPlace()
+    plan = InterventionPlan([iv.scale("twice", "p", 2.0)])
+    session.enable_interventions(plan.admit(discovery(SHAPE), session), backend)
+    session.begin_step(PREFILL, 0)
+    x = VALUES.copy()
+    session.observe(backend, "p", x)
+    assert session.intervene(backend, "p", x) is None  # no replacement: the output it wrote over stands
+    with pytest.raises(CaptureSessionError, match="returned the output of p itself"):
+        session.finish_interventions()
+    assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
+
+
+def test_an_estimator_without_estimate_is_refused_when_interventions_are_enabled():
+    from lifecore.capture import InterventionPlan
+    from lifecore.capture import interventions as iv
+    from lifecore.errors import LifecoreTypeError
+
+    session = session_for(discovery=discovery(SHAPE))
+    plan = InterventionPlan([iv.scale("twice", "p", 2.0, evidence="summary")]).admit(discovery(SHAPE), session)
+    with pytest.raises(LifecoreTypeError, match="argument 'estimator' must offer estimate"):
+        session.enable_interventions(plan, object())
+    assert session.intervention_plan is None  # nothing installed: a right estimator is taken after
+    session.enable_interventions(plan, NumpyBackend())
+    assert session.intervention_plan is not None

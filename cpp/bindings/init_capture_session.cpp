@@ -334,6 +334,11 @@ void bind_capture_session(nb::module_& m) {
              const auto& admitted = object_argument<AdmittedInterventionPlan>(
                  plan, "CaptureSession.enable_interventions", "plan", "an AdmittedInterventionPlan");
              if (estimator.is_none()) raise(ErrorKind::InvalidArgument, "an intervention estimator is required");
+             // Asked at the first evidence, mid-step: a missing one is refused here, before anything is installed.
+             if (!nb::hasattr(estimator, "estimate") || !PyCallable_Check(estimator.attr("estimate").ptr()))
+               raise(ErrorKind::TypeMismatch, "CaptureSession.enable_interventions: argument 'estimator' must offer "
+                                              "estimate(tensor, request) -> CaptureUsage (it prices the operations' "
+                                              "evidence; a backend is one), got " + type_name_of(estimator));
              s.enable_interventions(admitted, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
            },
            nb::arg("plan").none(), nb::arg("estimator").none(),
@@ -341,6 +346,7 @@ void bind_capture_session(nb::module_& m) {
            "Installs an AdmittedInterventionPlan admitted for this session, with `estimator` pricing its "
            "evidence; before the first step only. CaptureSessionError when already enabled, after a step, or for"
            " another session's plan; InvalidArgumentError without an estimator or for another request; "
+           "LifecoreTypeError for an estimator without a callable estimate; "
            "AdmissionError when the operations' metadata envelopes, reserved every step beside the selections', "
            "cannot fit each remaining step or the run's limits (nothing is installed).")
       .def("intervene",

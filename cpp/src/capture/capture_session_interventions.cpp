@@ -172,8 +172,17 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
       // and host memory from a device's (where the backend describes its tensors).
       const std::optional<TensorFacts> facts = backend.describe(current);
       TensorHandle out = backend.intervene(current, request);
-      if (backend.shape(out) != request.source_shape || backend.dtype(out) != dtype) {
-        fail_operation(record, "intervention '" + op.id + "' changed the shape or dtype of " + op.target);
+      if (out == tensor) {  // the hook's own output: modified in place (or not at all), never a replacement
+        fail_operation(record, "intervention '" + op.id + "' returned the output of " + op.target +
+                                   " itself (a backend returns a new tensor and never modifies the source)");
+        continue;
+      }
+      if (backend.shape(out) != request.source_shape) {
+        fail_operation(record, "intervention '" + op.id + "' changed the shape of " + op.target);
+        continue;
+      }
+      if (backend.dtype(out) != dtype) {
+        fail_operation(record, "intervention '" + op.id + "' changed the dtype of " + op.target);
         continue;
       }
       if (facts) {
