@@ -195,7 +195,7 @@ def test_what_runs_type_checks_and_what_is_refused_at_run_time_does_not(tmp_path
         "import lifecore.capture\n"
         "import lifecore.testing\n"
         "def run(s: lifecore.Stream, b: lifecore.Buffer, c: AdmissionCoordinator, rows: list[SequenceSession],\n"
-        "        p: CapturePayload) -> object:\n"
+        "        p: CapturePayload, cs: lifecore.capture.CaptureSession) -> object:\n"
         "    s.write(b, 'text')\n"
         "    s.read_into(b, 'text')\n"
         "    s.fill('text', 1)\n"
@@ -204,8 +204,9 @@ def test_what_runs_type_checks_and_what_is_refused_at_run_time_does_not(tmp_path
         "    c.block_table(rows, 4, 'not a table')\n"
         "    lifecore.capture.NumpyBackendd()\n"
         "    lifecore.testing.SequenceSessionMachin\n"
+        "    cs.observe('numpy', 'p', np.zeros(4))\n"
         "    return p.tensor.shape\n")
     assert bad.returncode == 1, bad.stdout + bad.stderr
     flagged = {int(line.split(":")[1]) for line in bad.stdout.splitlines() if line.startswith(str(tmp_path / "bad.py"))
                and ": error:" in line}
-    assert flagged == set(range(10, 19)), bad.stdout
+    assert flagged == set(range(10, 20)), bad.stdout

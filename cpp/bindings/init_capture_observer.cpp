@@ -169,7 +169,7 @@ void init_capture_observer(nb::module_& m) {
       nb::is_method(), nb::arg("path").none(), nb::arg("backend").none(), nb::kw_only(),
       nb::arg("tensor_type").none() = nb::none(), nb::arg("select").none() = nb::none(),
       nb::scope(nb::type<CaptureSession>()), nb::name("observer"),
-      nb::sig("def observer(self, path: str, backend: object, *, tensor_type: type | None = None, "
+      nb::sig("def observer(self, path: str, backend: lifecore._stub_types.CaptureBackend, *, tensor_type: type | None = None, "
               "select: collections.abc.Callable[[typing.Any], typing.Any] | None = None) -> CaptureObserver"),
       "An observer of one point: observer.observe(tensor) is observe(backend, path, tensor) without the per-call "
       "path lookup; the observer is itself a forward hook (module, args, output). An output of exactly "

@@ -252,7 +252,7 @@ void bind_capture_session(nb::module_& m) {
              keeping_cause(adapter.cause(), [&] { s.observe(adapter, where, tensor.ptr()); });
            },
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
-           nb::sig("def observe(self, backend: object, path: str, tensor: object) -> None"),
+           nb::sig("def observe(self, backend: lifecore._stub_types.CaptureBackend, path: str, tensor: object) -> None"),
            "Captures `tensor` for the selections at `path` through `backend`; unselected or skipped points cost "
            "a lookup. LifecoreTypeError for a backend without a callable transform, or a `tensor` whose describe() the "
            "backend refuses with a LifecoreTypeError (no tensor of its kind, as the bundled backends say): nothing "
@@ -342,7 +342,7 @@ void bind_capture_session(nb::module_& m) {
              s.enable_interventions(admitted, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
            },
            nb::arg("plan").none(), nb::arg("estimator").none(),
-           nb::sig("def enable_interventions(self, plan: AdmittedInterventionPlan, estimator: object) -> None"),
+           nb::sig("def enable_interventions(self, plan: AdmittedInterventionPlan, estimator: lifecore._stub_types.InterventionEstimator) -> None"),
            "Installs an AdmittedInterventionPlan admitted for this session, with `estimator` pricing its "
            "evidence; before the first step only. CaptureSessionError when already enabled, after a step, or for"
            " another session's plan; InvalidArgumentError without an estimator or for another request; "
@@ -359,7 +359,7 @@ void bind_capture_session(nb::module_& m) {
              return nb::borrow(static_cast<PyObject*>(*result));
            },
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
-           nb::sig("def intervene(self, backend: object, path: str, tensor: typing.Any) -> typing.Any | None"),
+           nb::sig("def intervene(self, backend: lifecore._stub_types.CaptureBackend, path: str, tensor: typing.Any) -> typing.Any | None"),
            "Applies the operations due at `path` in plan order and returns the new tensor, or None when none "
            "applied. LifecoreTypeError for a backend without a callable transform (nothing changed). An operation "
            "refused is recorded FAILED. CaptureSessionError without an open step, when "
@@ -392,7 +392,7 @@ void bind_capture_session(nb::module_& m) {
              keeping_cause(adapter.cause(), [&] { s.routing_applied(adapter, where, before, after); });
            },
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("original").none(), nb::arg("effective").none(),
-           nb::sig("def routing_applied(self, backend: object, path: str, original: tuple[object, object] | None, "
+           nb::sig("def routing_applied(self, backend: lifecore._stub_types.CaptureBackend, path: str, original: tuple[object, object] | None, "
                    "effective: tuple[object, object]) -> None"),
                    "Reports the pending control applied: (ids, coefficients) tensors of the effective decision, and the "
                    "original one when the control asked for it, captured as evidence. CaptureSessionError without a "

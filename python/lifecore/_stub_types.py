@@ -36,6 +36,19 @@ class SupportsCudaArrayInterface(Protocol):
     def __cuda_array_interface__(self) -> dict[str, Any]: ...
 
 
+class CaptureBackend(Protocol):
+    """A capture backend as a capture session calls it: at least ``transform`` (the rest, by name,
+    as docs/backends.md lists: describe, shape, dtype, estimate, summary_statistics, intervene...)."""
+
+    def transform(self, tensor: Any, request: Any) -> Any: ...
+
+
+class InterventionEstimator(Protocol):
+    """What prices an intervention's evidence: a backend, or anything with ``estimate``."""
+
+    def estimate(self, tensor: Any, request: Any) -> Any: ...
+
+
 DeviceArray = Union[SupportsDLPack, SupportsCudaArrayInterface]
 """A foreign tensor a stream call takes as memory: anything with DLPack or the CUDA array interface."""
 
