@@ -336,9 +336,10 @@ void bind_capture_session(nb::module_& m) {
              if (estimator.is_none()) raise(ErrorKind::InvalidArgument, "an intervention estimator is required");
              // Asked at the first evidence, mid-step: a missing one is refused here, before anything is installed.
              if (!nb::hasattr(estimator, "estimate") || !PyCallable_Check(estimator.attr("estimate").ptr()))
-               raise(ErrorKind::TypeMismatch, "CaptureSession.enable_interventions: argument 'estimator' must offer "
-                                              "estimate(tensor, request) -> CaptureUsage (it prices the operations' "
-                                              "evidence; a backend is one), got " + type_name_of(estimator));
+               raise(ErrorKind::TypeMismatch, argument_label("CaptureSession.enable_interventions", "estimator") +
+                                                  " must offer estimate(tensor, request) -> CaptureUsage (it prices the "
+                                                  "operations' evidence; a backend is one), got " +
+                                                  type_name_of(estimator));
              s.enable_interventions(admitted, std::make_shared<PythonInterventionEstimator>(std::move(estimator)));
            },
            nb::arg("plan").none(), nb::arg("estimator").none(),

@@ -80,6 +80,9 @@ _REPORTS: dict[tuple[Any, str], str] = {
 
 
 def _refusal(why: str, instead: str) -> Callable[..., Any]:
+    """What ``copy``, ``deepcopy`` and ``pickle`` of an object that cannot travel call: a
+    LifecoreTypeError saying why and what to send instead (capture's bound types and the Engine
+    refuse through it too)."""
     def refuse(self: Any, *protocol: Any) -> Any:
         raise LifecoreTypeError(f"{type(self).__name__} cannot be copied or pickled: {why}; {instead}")
     return refuse
@@ -145,16 +148,19 @@ def _builtin_kernel(name: str) -> Any:
     return kernel
 
 
+_refuse_module_kernel = _refusal("it is a function of a module loaded into a device in this process",
+                                 "send the module's image and the kernel's name, and look it up there")
+
+
 def _reduce_kernel(self: Any) -> tuple[Any, ...]:
     if not self.is_builtin:
-        _refusal("it is a function of a module loaded into a device in this process",
-                 "send the module's image and the kernel's name, and look it up there")(self)
+        _refuse_module_kernel(self)
     return (_builtin_kernel, (self.name,))
 
 
 def _same_kernel(self: Any, *memo: Any) -> Any:
     if not self.is_builtin:
-        _reduce_kernel(self)
+        _refuse_module_kernel(self)
     return self  # a built-in kernel is one immutable description: a copy is the same one
 
 
@@ -170,9 +176,7 @@ def install() -> None:
     """Gives the runtime's and the sequence core's values copying and pickling, and their handles
     and reports a refusal that says what to send instead (idempotent)."""
     for (module, name), reduce in _VALUES.items():
-        cls = getattr(module, name)
-        cls.__reduce__ = reduce
-        cls.__reduce_ex__ = lambda self, protocol, _reduce=reduce: _reduce(self)
+        getattr(module, name).__reduce__ = reduce  # object.__reduce_ex__ and copy call it
     kernel = _runtime.Kernel
     kernel.__copy__ = _same_kernel
     kernel.__deepcopy__ = _same_kernel

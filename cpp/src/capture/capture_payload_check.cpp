@@ -48,9 +48,7 @@ std::optional<std::string> tensor_problem(const TransformRequest& request, const
 
 std::optional<std::string> histogram_problem(const TransformRequest& request, const CapturePayload& payload,
                                              std::uint64_t available) {
-  if (payload.values.size() != request.edges.size() ||
-      !std::equal(payload.values.begin(), payload.values.end(), request.edges.begin(),
-                  [](double a, double b) { return a == b; }))
+  if (payload.values != request.edges)
     return "a histogram over other bin edges (" + std::to_string(payload.values.size()) + " edges; " +
            std::to_string(request.edges.size()) + " were asked for)";
   if (payload.counts.size() + 1 != request.edges.size())

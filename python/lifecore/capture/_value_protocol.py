@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from .. import _core
-from ..errors import LifecoreTypeError
+from .._copy_protocol import _refusal
 
 _capture: Any = _core.capture
 
@@ -130,12 +130,6 @@ def _reduce(self: Any) -> tuple[Any, ...]:
     return (_rebuild, (type(self), *_arguments(self)))
 
 
-def _refuse(self: Any, *protocol: Any) -> Any:
-    name = type(self).__name__
-    raise LifecoreTypeError(f"{name} cannot be copied or pickled: it is a view of state that lives in this "
-                            f"process; {_BOUND[name]}")
-
-
 def install() -> None:
     """Gives capture's value types field equality, hashing, copying and pickling, and its bound
     types a refusal that says what to send instead (idempotent)."""
@@ -145,9 +139,7 @@ def install() -> None:
             cls.__eq__ = _equal
             cls.__hash__ = _hash
         cls.__reduce__ = _reduce
-    for name in _BOUND:
+    for name, instead in _BOUND.items():
         cls = getattr(_capture, name)
-        cls.__reduce__ = _refuse
-        cls.__reduce_ex__ = _refuse
-        cls.__copy__ = _refuse
-        cls.__deepcopy__ = _refuse
+        cls.__reduce__ = cls.__reduce_ex__ = cls.__copy__ = cls.__deepcopy__ = _refusal(
+            "it is a view of state that lives in this process", instead)

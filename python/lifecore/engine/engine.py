@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import numpy as np
 import torch
 
+from .._copy_protocol import _refusal
 from ..errors import ClosedError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 from ..sequence import AdmissionCoordinator, Admitted
 from .capture import CaptureOptions, EngineCapture
@@ -179,12 +180,9 @@ class Engine:
         return (f"Engine({config.layers} layers, d_model={config.d_model}, device='{self.device}', "
                 f"{state}, graphs={self.graphs_enabled}, capture={self.capture is not None})")
 
-    def _refuse_copy(self, *protocol: Any) -> Any:
-        raise LifecoreTypeError("Engine cannot be copied or pickled: it owns its device memory, coordinator, "
-                                "graphs and capture in this process (a copy would share them, and closing it "
-                                "would close them under this engine); make another Engine instead")
-
-    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _refuse_copy
+    __copy__ = __deepcopy__ = __reduce__ = __reduce_ex__ = _refusal(
+        "it owns its device memory, coordinator, graphs and capture in this process (a copy would share them, "
+        "and closing it would close them under this engine)", "make another Engine instead")
 
     def _hold_padding_block(self) -> int:
         decision = self.coordinator.admit(PAD_REQUEST, 1, 1)
