@@ -10,6 +10,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "report_states.hpp"
 #include "driver/backend_introspection.hpp"
 #include "lifecore/driver/backends.hpp"
 #include "lifecore/driver/driver.hpp"
@@ -274,6 +275,8 @@ void init_driver(nb::module_& m) {
             return backend != nullptr && backend->emulated;
           },
           "Whether the backend is an emulated device on host memory that offers fault injection and the test hooks")
+      .def("__getstate__", &get_report_state<BackendInfo>, report_getstate_doc)
+      .def("__setstate__", &set_report_state<BackendInfo>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const BackendInfo& info) {
         return "BackendInfo(name='" + info.name + "', available=" + (info.available ? "True" : "False") +
                ", reason='" + info.reason + "')";

@@ -1,16 +1,22 @@
 """What copies and pickles among the runtime's and the sequence core's types, and what refuses.
 
-Three kinds of object, three answers:
+Four kinds of object, four answers:
 
 - Values anyone can build (a ``StreamCaptureState``, a ``CaptureEnd``, a ``CapacitySource``, a
   built-in ``Kernel``) copy and pickle. A pickle is rebuilt through the public calls that make
   one (a state is walked through its transitions, a source is named again), so an altered pickle
   is checked as any argument is. A source read back names no coordinator: a coordinator lives in
   one process.
+- Reports of plain facts (a ``CapacitySnapshot`` and its ``DomainUsage``, a ``CapacityDemand``, a
+  ``CapacityBlocker``, an ``AdmissionRejected``, a ``CancelSnapshot``, a ``BackendInfo``) copy,
+  pickle and compare as values: an engine sends them to a metrics or scheduling process. Each
+  one's state is a tuple of plain values (``__getstate__``), and ``__setstate__`` checks every
+  field of it, so an altered pickle is refused naming the field. A rejection read back names no
+  coordinator.
 - Handles (a device, a stream, a buffer, a coordinator, a session, a frame...) stand for memory,
   capacity or driver state of this process: a copy would share it and a pickle cannot carry it.
-- Reports (a capacity snapshot, a receipt, a backend's info...) are read from one process's
-  state at one moment and have no constructor to rebuild them through.
+- Reports tied to one coordinator (a ``WaitCondition``'s epochs, a ``TerminalReceipt``'s
+  authorities) mean nothing in another process.
 
 The last two refuse ``copy``, ``deepcopy`` and ``pickle`` with a LifecoreTypeError (a TypeError)
 that says what to send instead. Capture's types follow the same rule (``capture._value_protocol``).
@@ -64,19 +70,24 @@ _HANDLES: dict[tuple[Any, str], tuple[str, str]] = {
     (_sequence, "_SequenceBenchLoop"): (_HOLDS, "make one in the receiving process"),
 }
 
-_MOMENT = "it reports this process's state at one moment and has no constructor to rebuild it"
-# Reports: type -> what to send instead.
+_MOMENT = "it reports a coordinator of this process at one moment, and what it names means nothing elsewhere"
+# Reports tied to one coordinator: type -> what to send instead.
 _REPORTS: dict[tuple[Any, str], str] = {
-    (_driver, "BackendInfo"): "send the fields you need, or call lifecore.backend_info(name) there",
-    (_sequence, "CapacitySnapshot"): "send the fields you need",
-    (_sequence, "DomainUsage"): "send the fields you need",
-    (_sequence, "CapacityDemand"): "send its sequences, tokens and pages",
-    (_sequence, "CapacityBlocker"): "send its kind and its source (a source pickles)",
     (_sequence, "WaitCondition"): "send its sources (a source pickles); epochs belong to this process's coordinator",
-    (_sequence, "AdmissionRejected"): "send its request id and reason",
-    (_sequence, "CancelSnapshot"): "send the fields you need",
-    (_sequence, "TerminalReceipt"): "send its outcome and the fields you need",
+    (_sequence, "TerminalReceipt"): "send its outcome, fingerprint and frame counts; authorities name sessions of "
+                                    "this process's coordinator",
 }
+
+# Reports of plain facts, which copy, pickle and compare by their state (see the module's doc).
+_FACTS: tuple[tuple[Any, str], ...] = (
+    (_driver, "BackendInfo"),
+    (_sequence, "CapacitySnapshot"),
+    (_sequence, "DomainUsage"),
+    (_sequence, "CapacityDemand"),
+    (_sequence, "CapacityBlocker"),
+    (_sequence, "AdmissionRejected"),
+    (_sequence, "CancelSnapshot"),
+)
 
 
 def _refusal(why: str, instead: str) -> Callable[..., Any]:
@@ -164,6 +175,17 @@ def _same_kernel(self: Any, *memo: Any) -> Any:
     return self  # a built-in kernel is one immutable description: a copy is the same one
 
 
+def _same_facts(self: Any, other: Any) -> Any:
+    """Two reports of plain facts are equal when they are of one type and hold the same state."""
+    if type(other) is not type(self):
+        return NotImplemented
+    return self.__getstate__() == other.__getstate__()
+
+
+def _facts_hash(self: Any) -> int:
+    return hash((type(self).__name__, self.__getstate__()))
+
+
 _VALUES: dict[tuple[Any, str], Callable[[Any], tuple[Any, ...]]] = {
     (_runtime, "StreamCaptureState"): _reduce_capture_state,
     (_runtime, "CaptureEnd"): _reduce_capture_end,
@@ -177,6 +199,10 @@ def install() -> None:
     and reports a refusal that says what to send instead (idempotent)."""
     for (module, name), reduce in _VALUES.items():
         getattr(module, name).__reduce__ = reduce  # object.__reduce_ex__ and copy call it
+    for module, name in _FACTS:  # pickle and copy through __getstate__ / __setstate__ (bound)
+        cls = getattr(module, name)
+        cls.__eq__ = _same_facts
+        cls.__hash__ = _facts_hash
     kernel = _runtime.Kernel
     kernel.__copy__ = _same_kernel
     kernel.__deepcopy__ = _same_kernel

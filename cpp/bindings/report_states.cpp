@@ -1,0 +1,295 @@
+#include "report_states.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nanobind/stl/string.h>
+
+#include "arguments.hpp"
+#include "bindings.hpp"
+#include "lifecore/error.hpp"
+
+namespace lifecore::bindings {
+namespace {
+
+using namespace lifecore::sequence;
+
+constexpr std::uint64_t max_u32 = std::numeric_limits<std::uint32_t>::max();
+constexpr std::int64_t max_int = std::numeric_limits<int>::max();
+
+// Reads the fields of one report's state, each named as __getstate__ returns it, so an error
+// says which field is wrong: "CapacitySnapshot.__setstate__: argument 'state[1]
+// (active_sequences)' ...".
+class StateReader {
+ public:
+  StateReader(nb::handle state, const char* report, std::initializer_list<const char*> names)
+      : StateReader(state, std::string(report) + ".__setstate__", std::string(), names) {}
+
+  std::uint64_t count(std::size_t i, std::uint64_t max = std::numeric_limits<std::uint64_t>::max()) const {
+    return uint_argument(state_[i], call_.c_str(), label(i).c_str(), max);
+  }
+  std::optional<std::uint64_t> optional_count(std::size_t i) const {
+    if (state_[i].is_none()) return std::nullopt;
+    return count(i);
+  }
+  int small_int(std::size_t i) const {
+    return static_cast<int>(int_argument(state_[i], call_.c_str(), label(i).c_str(), 0, max_int));
+  }
+  bool flag(std::size_t i) const {
+    if (!PyBool_Check(state_[i].ptr()))
+      raise(ErrorKind::TypeMismatch, field(i) + " must be a bool, got " + type_name_of(state_[i]));
+    return state_[i].ptr() == Py_True;
+  }
+  std::string text(std::size_t i) const { return str_argument(state_[i], call_.c_str(), label(i).c_str()); }
+  // An instance of bound class T, as a value.
+  template <class T>
+  T value(std::size_t i, const char* expected) const {
+    return object_argument<T>(state_[i], call_.c_str(), label(i).c_str(), expected);
+  }
+  // A member of bound enum T (its int value is not one).
+  template <class T>
+  T member(std::size_t i, const char* expected) const {
+    T out{};
+    if (!nb::try_cast<T>(state_[i], out, /*convert=*/false))
+      raise(ErrorKind::TypeMismatch, field(i) + " must be " + expected + ", got " + type_name_of(state_[i]));
+    return out;
+  }
+  // A tuple or list, as its items (held: an item's __index__ could change a list as it is read).
+  std::vector<nb::object> items(std::size_t i) const {
+    const nb::handle h = state_[i];
+    if (!PyTuple_Check(h.ptr()) && !PyList_Check(h.ptr()))
+      raise(ErrorKind::TypeMismatch, field(i) + " must be a tuple, got " + type_name_of(h));
+    std::vector<nb::object> out;
+    for (nb::handle item : h) out.push_back(nb::borrow(item));
+    return out;
+  }
+  // The reader of item `k` of field `i`, itself a tuple of `names`.
+  StateReader item(std::size_t i, std::size_t k, nb::handle h, std::initializer_list<const char*> names) const {
+    return StateReader(h, call_, label(i) + "[" + std::to_string(k) + "]", names);
+  }
+  template <class T>
+  T item_value(std::size_t i, std::size_t k, nb::handle h, const char* expected) const {
+    const std::string name = label(i) + "[" + std::to_string(k) + "]";
+    return object_argument<T>(h, call_.c_str(), name.c_str(), expected);
+  }
+  [[noreturn]] void refuse(const std::string& why) const {
+    raise(ErrorKind::InvalidArgument, call_ + ": " + why + " (not a report a coordinator could have made)");
+  }
+
+ private:
+  StateReader(nb::handle state, const std::string& call, const std::string& prefix,
+              std::initializer_list<const char*> names)
+      : call_(call), prefix_(prefix), names_(names) {
+    if (!PyTuple_Check(state.ptr()) || static_cast<std::size_t>(PyTuple_Size(state.ptr())) != names_.size())
+      raise(ErrorKind::TypeMismatch, argument_label(call_.c_str(), ("state" + prefix_).c_str()) + " must be a tuple of " +
+                                         std::to_string(names_.size()) + " fields" +
+                                         (prefix_.empty() ? ", as __getstate__() returns" : "") + ", got " +
+                                         describe(state));
+    state_ = nb::borrow<nb::tuple>(state);
+  }
+  static std::string describe(nb::handle h) {
+    if (PyTuple_Check(h.ptr())) return "a tuple of " + std::to_string(PyTuple_Size(h.ptr()));
+    return type_name_of(h);
+  }
+  std::string label(std::size_t i) const {
+    return "state" + prefix_ + "[" + std::to_string(i) + "] (" + names_[i] + ")";
+  }
+  std::string field(std::size_t i) const { return argument_label(call_.c_str(), label(i).c_str()); }
+
+  std::string call_;
+  std::string prefix_;
+  std::vector<const char*> names_;
+  nb::tuple state_;
+};
+
+nb::tuple tuple_of(const std::vector<nb::object>& items) {
+  nb::tuple out = nb::steal<nb::tuple>(PyTuple_New(static_cast<Py_ssize_t>(items.size())));
+  if (!out.is_valid()) throw nb::python_error();
+  for (std::size_t i = 0; i < items.size(); ++i)
+    if (PyTuple_SetItem(out.ptr(), static_cast<Py_ssize_t>(i), nb::object(items[i]).release().ptr()) != 0)
+      throw nb::python_error();
+  return out;
+}
+
+template <class T, class F>
+nb::tuple tuple_map(const std::vector<T>& values, F&& f) {
+  std::vector<nb::object> items;
+  items.reserve(values.size());
+  for (const T& v : values) items.push_back(f(v));
+  return tuple_of(items);
+}
+
+}  // namespace
+
+// ---- DomainUsage ---------------------------------------------------------------------------
+
+nb::tuple report_state(const DomainUsage& u) {
+  return nb::make_tuple(u.name, u.used_bytes, u.total_bytes, u.maximum_bytes, u.epoch);
+}
+
+template <>
+DomainUsage report_from_state<DomainUsage>(nb::handle state) {
+  const StateReader r(state, "DomainUsage", {"name", "used_bytes", "total_bytes", "maximum_bytes", "epoch"});
+  DomainUsage u{r.text(0), r.count(1), r.count(2), r.count(3), r.count(4)};
+  if (u.used_bytes > u.total_bytes)
+    r.refuse("used_bytes (" + std::to_string(u.used_bytes) + ") exceeds total_bytes (" + std::to_string(u.total_bytes) + ")");
+  if (u.total_bytes > u.maximum_bytes)
+    r.refuse("total_bytes (" + std::to_string(u.total_bytes) + ") exceeds maximum_bytes (" +
+             std::to_string(u.maximum_bytes) + ")");
+  return u;
+}
+
+// ---- CapacitySnapshot ----------------------------------------------------------------------
+
+nb::tuple report_state(const CapacitySnapshot& s) {
+  nb::tuple domains = tuple_map(s.domains, [](const DomainUsage& u) { return nb::cast(u, nb::rv_policy::copy); });
+  return nb::make_tuple(domains, s.active_sequences, s.max_active_sequences, s.slots_epoch, s.release_epoch,
+                        s.physical_epoch);
+}
+
+template <>
+CapacitySnapshot report_from_state<CapacitySnapshot>(nb::handle state) {
+  const StateReader r(state, "CapacitySnapshot", {"domains", "active_sequences", "max_active_sequences", "slots_epoch",
+                                                  "release_epoch", "physical_epoch"});
+  CapacitySnapshot s;
+  std::set<std::string> names;
+  const std::vector<nb::object> domains = r.items(0);
+  for (std::size_t k = 0; k < domains.size(); ++k) {
+    s.domains.push_back(r.item_value<DomainUsage>(0, k, domains[k], "a DomainUsage"));
+    if (!names.insert(s.domains.back().name).second) r.refuse("domain '" + s.domains.back().name + "' appears twice");
+  }
+  s.active_sequences = static_cast<std::uint32_t>(r.count(1, max_u32));
+  s.max_active_sequences = static_cast<std::uint32_t>(r.count(2, max_u32));
+  if (s.active_sequences > s.max_active_sequences)
+    r.refuse("active_sequences (" + std::to_string(s.active_sequences) + ") exceeds max_active_sequences (" +
+             std::to_string(s.max_active_sequences) + ")");
+  s.slots_epoch = r.count(3);
+  s.release_epoch = r.count(4);
+  s.physical_epoch = r.count(5);
+  return s;
+}
+
+// ---- CapacityDemand ------------------------------------------------------------------------
+
+nb::tuple report_state(const CapacityDemand& d) {
+  nb::tuple domains = tuple_map(d.domains, [](const DomainDemand& dd) {
+    return nb::object(nb::make_tuple(dd.domain_index, dd.domain_name, dd.bytes));
+  });
+  return nb::make_tuple(d.sequences, d.tokens, d.pages, domains);
+}
+
+template <>
+CapacityDemand report_from_state<CapacityDemand>(nb::handle state) {
+  const StateReader r(state, "CapacityDemand", {"sequences", "tokens", "pages", "domains"});
+  CapacityDemand d;
+  d.sequences = static_cast<std::uint32_t>(r.count(0, 1));  // 1 for an admission, 0 for an extension
+  d.tokens = r.count(1);
+  d.pages = r.count(2);
+  std::set<std::string> names;
+  const std::vector<nb::object> domains = r.items(3);
+  for (std::size_t k = 0; k < domains.size(); ++k) {
+    const StateReader item = r.item(3, k, domains[k], {"domain_index", "domain_name", "bytes"});
+    d.domains.push_back({static_cast<std::uint32_t>(item.count(0, max_u32)), item.text(1), item.count(2)});
+    if (!names.insert(d.domains.back().domain_name).second)
+      r.refuse("domain '" + d.domains.back().domain_name + "' appears twice");
+  }
+  return d;
+}
+
+// ---- CapacityBlocker -----------------------------------------------------------------------
+
+nb::tuple report_state(const CapacityBlocker& b) {
+  return nb::make_tuple(b.kind, nb::cast(b.source, nb::rv_policy::copy));
+}
+
+template <>
+CapacityBlocker report_from_state<CapacityBlocker>(nb::handle state) {
+  const StateReader r(state, "CapacityBlocker", {"kind", "source"});
+  return {r.member<BlockerKind>(0, "a BlockerKind"), r.value<CapacitySource>(1, "a CapacitySource")};
+}
+
+// ---- AdmissionRejected ---------------------------------------------------------------------
+
+nb::tuple report_state(const AdmissionRejected& a) {
+  nb::tuple blockers = tuple_map(a.blockers, [](const CapacityBlocker& b) { return nb::cast(b, nb::rv_policy::copy); });
+  return nb::make_tuple(a.request_id, a.reason, blockers);
+}
+
+template <>
+AdmissionRejected report_from_state<AdmissionRejected>(nb::handle state) {
+  const StateReader r(state, "AdmissionRejected", {"request_id", "reason", "blockers"});
+  AdmissionRejected a;  // coordinator_id 0: the coordinator that rejected it lives in one process
+  a.request_id = r.text(0);
+  a.reason = r.text(1);
+  const std::vector<nb::object> blockers = r.items(2);
+  for (std::size_t k = 0; k < blockers.size(); ++k)
+    a.blockers.push_back(r.item_value<CapacityBlocker>(2, k, blockers[k], "a CapacityBlocker"));
+  return a;
+}
+
+// ---- CancelSnapshot ------------------------------------------------------------------------
+
+nb::tuple report_state(const CancelSnapshot& c) {
+  nb::tuple flights = tuple_map(c.flights, [](const std::pair<std::uint64_t, FlightPhase>& f) {
+    return nb::object(nb::make_tuple(f.first, f.second));
+  });
+  nb::object frame = c.active_frame ? nb::object(nb::int_(*c.active_frame)) : nb::none();
+  return nb::make_tuple(c.phase, frame, flights, c.retired_frames);
+}
+
+template <>
+CancelSnapshot report_from_state<CancelSnapshot>(nb::handle state) {
+  const StateReader r(state, "CancelSnapshot", {"phase", "active_frame", "flights", "retired_frames"});
+  CancelSnapshot c;
+  c.phase = r.member<SessionPhase>(0, "a SessionPhase");
+  c.active_frame = r.optional_count(1);
+  const std::vector<nb::object> flights = r.items(2);
+  for (std::size_t k = 0; k < flights.size(); ++k) {
+    const StateReader item = r.item(2, k, flights[k], {"key", "phase"});
+    c.flights.emplace_back(item.count(0), item.member<FlightPhase>(1, "a FlightPhase"));
+    if (k != 0 && c.flights[k - 1].first >= c.flights[k].first)
+      r.refuse("flights must be sorted by key, each key once (key " + std::to_string(c.flights[k].first) + " follows " +
+               std::to_string(c.flights[k - 1].first) + ")");
+  }
+  c.retired_frames = r.count(3);
+  return c;
+}
+
+// ---- BackendInfo ---------------------------------------------------------------------------
+
+nb::tuple report_state(const driver::BackendInfo& i) {
+  nb::tuple kinds = tuple_map(i.code_object_kinds, [](const std::string& k) { return nb::object(nb::str(k.c_str())); });
+  return nb::make_tuple(i.name, i.available, i.reason, i.driver_version, i.device_count, i.device_name, i.library,
+                        i.dlpack_device_type, i.cuda_array_interface, i.torch_device, kinds);
+}
+
+template <>
+driver::BackendInfo report_from_state<driver::BackendInfo>(nb::handle state) {
+  const StateReader r(state, "BackendInfo", {"name", "available", "reason", "driver_version", "device_count",
+                                             "device_name", "library", "dlpack_device_type", "cuda_array_interface",
+                                             "torch_device", "code_object_kinds"});
+  driver::BackendInfo i;
+  i.name = r.text(0);
+  i.available = r.flag(1);
+  i.reason = r.text(2);
+  i.driver_version = r.small_int(3);
+  i.device_count = r.small_int(4);
+  i.device_name = r.text(5);
+  i.library = r.text(6);
+  i.dlpack_device_type = r.small_int(7);
+  i.cuda_array_interface = r.flag(8);
+  i.torch_device = r.text(9);
+  const std::vector<nb::object> kinds = r.items(10);
+  for (std::size_t k = 0; k < kinds.size(); ++k) {
+    const std::string label = "state[10] (code_object_kinds)[" + std::to_string(k) + "]";
+    i.code_object_kinds.push_back(str_argument(kinds[k], "BackendInfo.__setstate__", label.c_str()));
+  }
+  return i;
+}
+
+}  // namespace lifecore::bindings
