@@ -172,3 +172,29 @@ def test_an_estimator_without_estimate_is_refused_when_interventions_are_enabled
     assert session.intervention_plan is None  # nothing installed: a right estimator is taken after
     session.enable_interventions(plan, NumpyBackend())
     assert session.intervention_plan is not None
+
+
+
+def _fails_deep_inside(request):
+    def a_helper_of_the_backend():
+        raise ZeroDivisionError("the backend divided by zero")
+    return a_helper_of_the_backend()
+
+
+def test_a_backend_exception_is_the_errors_cause_and_its_traceback_is_logged_at_debug(caplog):
+    """The record keeps one line and the error raised has the backend's exception as its
+    __cause__; the 'lifecore.capture' log has its traceback at DEBUG, and nothing at the default
+    level."""
+    with caplog.at_level("WARNING", logger="lifecore.capture"):
+        record, error, _ = _record(CaptureTransform.preview(4), Answering(_fails_deep_inside))
+    assert record.outcome == CaptureOutcome.FAILED
+    assert "backend.transform: ZeroDivisionError: the backend divided by zero" in record.message
+    assert isinstance(error.__cause__, ZeroDivisionError)
+    assert [r for r in caplog.records if r.name == "lifecore.capture"] == []
+    with caplog.at_level("DEBUG", logger="lifecore.capture"):
+        record, _, _ = _record(CaptureTransform.preview(4), Answering(_fails_deep_inside))
+    logged = [r for r in caplog.records if r.name == "lifecore.capture"]
+    assert len(logged) == 1 and logged[0].levelname == "DEBUG"
+    assert logged[0].getMessage().startswith("backend.transform: ZeroDivisionError: the backend divided by zero")
+    assert logged[0].exc_info[0] is ZeroDivisionError
+    assert "a_helper_of_the_backend" in caplog.text  # the frame that raised, in the formatted traceback

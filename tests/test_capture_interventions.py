@@ -657,3 +657,30 @@ def test_the_numpy_backend_names_what_differs_in_a_replacement():
     assert backend.replacement_mismatch(x, x.view(np.int16)) == "dtype float16 became int16"
     with pytest.raises(LifecoreTypeError, match=r"NumpyBackend\.replacement_mismatch: argument 'replacement'"):
         backend.replacement_mismatch(x, [1, 2, 3])
+
+
+class _FailingInside(NumpyBackend):
+    def intervene(self, tensor, request):
+        return self._a_helper_of_the_backend(tensor)
+
+    def _a_helper_of_the_backend(self, tensor):
+        raise ValueError("the backend could not scale this")
+
+
+def test_an_intervention_backend_exception_reads_failed_and_its_traceback_is_logged_at_debug(caplog):
+    """An intervention's backend exception raises nothing: the operation reads FAILED with one
+    line, and the 'lifecore.capture' log has the traceback at DEBUG."""
+    session = session_with([iv.scale("s", "blocks.0.mlp", 3.0)])
+    x = hidden()
+    session.begin_step(PREFILL, 0)
+    backend = _FailingInside()
+    session.observe(backend, "blocks.0.mlp", x)
+    with caplog.at_level("DEBUG", logger="lifecore.capture"):
+        assert session.intervene(backend, "blocks.0.mlp", x) is None  # the original output stands
+    with pytest.raises(CaptureSessionError, match="ValueError: the backend could not scale this"):
+        session.finish_interventions()
+    record = session.take_step().interventions[0]
+    assert record.outcome == InterventionOutcome.FAILED and "backend.intervene: ValueError" in record.message
+    logged = [r for r in caplog.records if r.name == "lifecore.capture"]
+    assert len(logged) == 1 and logged[0].exc_info[0] is ValueError
+    assert "_a_helper_of_the_backend" in caplog.text

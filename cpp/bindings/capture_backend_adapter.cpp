@@ -20,16 +20,40 @@ namespace {
 // The interrupt held for the session call running on this thread (a strong reference).
 thread_local PyObject* held_interrupt = nullptr;
 
+// A backend's exception becomes a FAILED record whose message keeps only "what: Type: text"
+// (or an error whose __cause__ it is). Whoever debugs a backend wants its traceback: it goes to
+// the "lifecore.capture" logger at DEBUG, and costs one isEnabledFor call when that is off.
+void log_backend_failure(const std::string& message, nb::handle exception) noexcept {
+  try {
+    // Kept for the process's life: a static object would be released after the interpreter.
+    static const nb::handle logger =
+        nb::object(nb::module_::import_("logging").attr("getLogger")("lifecore.capture")).release();
+    if (!nb::cast<bool>(logger.attr("isEnabledFor")(10)))  // logging.DEBUG
+      return;
+    nb::dict options;
+    options["exc_info"] = exception;
+    logger.attr("debug")("%s (the backend's traceback follows; the record keeps only this line)",
+                         nb::str(message.c_str(), message.size()), **options);
+  } catch (...) {
+    PyErr_Clear();  // a logging failure must not replace the backend's
+  }
+}
+
 template <typename F>
 auto call_backend(PythonCause* cause, const char* what, F&& f) -> decltype(f()) {
   if (interrupt_pending()) throw BackendFailure{std::string(what) + ": not called, the capture was interrupted"};
   try {
     return f();
   } catch (nb::python_error& e) {
-    // "what: Type: message"; the traceback stays with the exception (the error's __cause__).
+    // "what: Type: message"; the traceback stays with the exception (the error's __cause__)
+    // and goes to the log at DEBUG.
     std::string message = std::string(what) + ": " + python_error_summary(e);
-    if (!e.matches(PyExc_Exception)) hold_interrupt(e.value());
-    else if (cause) cause->record(e.value(), message);
+    if (!e.matches(PyExc_Exception)) {
+      hold_interrupt(e.value());
+    } else {
+      if (cause) cause->record(e.value(), message);
+      log_backend_failure(message, e.value());
+    }
     throw BackendFailure{message};
   } catch (const nb::cast_error&) {
     throw BackendFailure{std::string(what) + " returned a value of the wrong type"};
