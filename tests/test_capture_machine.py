@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from lifecore.capture import CountingBackend, NumpyBackend
@@ -37,3 +37,31 @@ def test_capture_session_machine_on_torch():
         return torch.ones(shape, dtype={("floating", 4): torch.float32, ("integer", 8): torch.int64}[(dtype, itemsize)])
 
     run_state_machine_as_test(lambda: CaptureSessionMachine(TorchBackend, tensor), settings=settings(settings.default))
+
+
+class _ScalesItsInputToo(NumpyBackend):
+    """Scales the hook's output in place and returns a copy: the session sees a new tensor of
+    the right shape and dtype, and the model's outcomes agree; only the input tells."""
+
+    def intervene(self, tensor, request):
+        result = super().intervene(tensor, request)
+        tensor[...] = result
+        return result.copy()
+
+
+class _WritesItsInput(NumpyBackend):
+    """Zeroes the tensor it summarizes after reading it."""
+
+    def transform(self, tensor, request):
+        payload = super().transform(tensor, request)
+        tensor[...] = 0
+        return payload
+
+
+@pytest.mark.parametrize("backend, call", [(_ScalesItsInputToo, "intervene"), (_WritesItsInput, "observe")])
+def test_the_machine_finds_a_backend_that_modifies_the_tensor_it_was_given(backend, call):
+    with pytest.raises(AssertionError, match=f"{call} at .*the backend modified the tensor it was given"):
+        run_state_machine_as_test(lambda: CaptureSessionMachine(backend, _numpy_tensor),
+                                  settings=settings(settings.default, max_examples=200, derandomize=True,
+                                                    print_blob=False, database=None,
+                                                    phases=[Phase.generate]))  # found, not shrunk

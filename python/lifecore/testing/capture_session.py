@@ -18,7 +18,11 @@ limit names (``compared_fields``)::
 The machine compares the ledger, outcomes and refusals with the model's, on tensors of ones: it
 does not check a backend's numbers (the session checks a payload's kind, shape, element size
 and bounds; compare values with a reference backend yourself), and it checks that a skipped
-point never calls the backend only where the backend counts its calls in a ``calls`` list.
+point never calls the backend only where the backend counts its calls in a ``calls`` list. Where
+a tensor can be read on the host through DLPack (NumPy, a torch or JAX CPU tensor), it checks
+after every ``observe`` and ``intervene`` that the backend left it holding ones: a transform
+must not modify its input, and an intervention returns a new tensor, never the one it was given
+modified in place (which the session cannot see when the backend returns another object).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import replace
 from math import prod
 from typing import Any, Callable, Optional
 
+import numpy as np
 from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, precondition, rule
@@ -334,8 +339,20 @@ class CaptureSessionMachine(LifecycleMachine):
         costs, native = self._costs(path, shape), self._native(path, shape)
         r = self.both("observe", lambda: self.model.observe(path, costs, shape_ok, native),
                                  lambda: self.session.observe(self.backend, path, tensor))
+        self._assert_left_as_given(tensor, "observe", path)
         if r.expected is False or r.kind == "CaptureSession":
             assert self._calls() == calls, "the backend was called for a skipped point"
+
+    @staticmethod
+    def _assert_left_as_given(tensor: Any, call: str, path: str) -> None:
+        """The tensor still holds the ones it was made with, where the host can read it."""
+        try:
+            values = np.from_dlpack(tensor)
+        except Exception:  # the counting mock's tensors, device memory: nothing to read here
+            return
+        if values.size and not bool((values == 1).all()):
+            raise AssertionError(f"{call} at {path}: the backend modified the tensor it was given (it held ones; a "
+                                 f"transform must not write to its input, and intervene returns a new tensor)")
 
     def _calls(self) -> int:
         calls = getattr(self.backend, "calls", None)
@@ -351,6 +368,7 @@ class CaptureSessionMachine(LifecycleMachine):
         evidence = _usage(payload_cost(TransformKind.SUMMARY, list(self._shape(path)), 4))
         r = self.both("intervene", lambda: self.model.intervene(path, evidence),
                                    lambda: self.session.intervene(self.backend, path, tensor))
+        self._assert_left_as_given(tensor, "intervene", path)
         if not r.kind:
             assert (r.actual is not None) == r.expected, (
                 f"intervene at {path}: lifecore returned {'a replacement' if r.actual is not None else 'None'}, the "
