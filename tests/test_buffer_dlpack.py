@@ -22,6 +22,7 @@ from lifecore import kernels as K
 from lifecore.models.stream_capture import VIEW_DRIVER_OPERATIONS
 
 from backend_roles import EMULATED
+from numpy_views import BOOL_VIEWS, WRITABLE_VIEWS, needs_writable_views
 
 N = 16
 DLPACK_CPU = 1
@@ -55,6 +56,7 @@ def test_the_mock_exports_cpu_memory_as_the_registry_says(dev) -> None:
         assert other.stream().alloc(8).__dlpack_device__() == (DLPACK_CPU, 0)
 
 
+@needs_writable_views
 def test_numpy_view_is_zero_copy_both_ways(dev) -> None:
     s = dev.stream()
     buf = arange(s)
@@ -115,7 +117,8 @@ def test_typed_views_by_name_and_by_numpy_dtype(dev, dtype: str, bits: int) -> N
         view = buf.view(spec)
         assert view.dtype == dtype
         assert view.shape == (64 * 8 // bits,)
-        assert np.from_dlpack(view).dtype == np.dtype(dtype)
+        if dtype != "bool" or BOOL_VIEWS:  # NumPy before 1.25 imports no DLPack bool
+            assert np.from_dlpack(view).dtype == np.dtype(dtype)
 
 
 def test_bfloat16_and_torch_dtypes(dev) -> None:
@@ -228,7 +231,8 @@ def test_a_view_keeps_its_buffer_alive(dev) -> None:
     gc.collect()
     assert dev.memory_stats()["slices_in_use"] == before  # the view holds the slice
     np.testing.assert_array_equal(a, np.arange(N, dtype=np.float32))
-    a[:] = 9.0
+    if WRITABLE_VIEWS:  # and writable, where NumPy imports views writable
+        a[:] = 9.0
     del a
     gc.collect()
     s.sync()
@@ -286,7 +290,8 @@ def test_a_view_survives_its_device_closing(dev) -> None:
     # The mock's host storage stays with the view (it is nobody else's now); on CUDA / HIP a
     # view must not outlive its device (see README).
     np.testing.assert_array_equal(a, np.arange(N, dtype=np.float32))
-    a[:] = 1.0
+    if WRITABLE_VIEWS:  # and writable, where NumPy imports views writable
+        a[:] = 1.0
     with pytest.raises(ClosedError):
         buf.__dlpack__()
 

@@ -24,6 +24,7 @@ from lifecore import kernels as K
 
 from backend_roles import EMULATED
 from dlpack_producer import Producer
+from numpy_views import needs_writable_views
 
 N = 64
 ONE = 0x3F800000  # float32 1.0
@@ -309,6 +310,7 @@ def test_map_host_and_unmap_host_are_driver_operations() -> None:
 # ---- views of the device's own buffers ---------------------------------------------------
 
 
+@needs_writable_views
 def test_a_numpy_view_of_a_buffer_is_that_buffer(dev) -> None:
     s = dev.stream()
     buf = filled(s, 0.0)
@@ -326,6 +328,33 @@ def test_a_numpy_view_of_a_buffer_is_that_buffer(dev) -> None:
     del view
 
 
+def test_a_read_only_numpy_view_of_a_buffer_is_that_buffer_where_it_is_only_read(dev) -> None:
+    """NumPy before 2.2.5 imports every view read-only (and before 2.1 cannot export a read-only
+    array through DLPack, so lifecore reads it through its array interface): such a view is
+    still its buffer where the operation only reads it, and refused where it writes."""
+    s = dev.stream()
+    buf = filled(s, 3.0)
+    view = np.from_dlpack(buf.view("float32"))
+    view.flags.writeable = False  # as older NumPy imports it
+    out = s.alloc(4 * N)
+    dev.inject_fault("map_host", 999, times=10**6)  # foreign host memory cannot be mapped now
+    s.copy(out, view)  # recognised as the buffer: no mapping
+    assert np.all(f32(s, out) == 3.0)
+    s.launch(K.scale_f32, 1, N, [N, 2.0, view, out])  # a const ptr
+    assert np.all(f32(s, out) == 6.0)
+    with pytest.raises(InvalidArgumentError, match=r"^fill: argument 'buf' is read-only"):
+        s.fill(view, ONE)
+    dev.clear_faults()
+    with lifecore.Device(EMULATED) as two:
+        theirs = np.from_dlpack(two.stream().alloc(4 * N).view("float32"))
+        theirs.flags.writeable = False
+        with pytest.raises(InvalidArgumentError, match=r"^copy: argument 'src' is memory of a buffer of another device"):
+            s.copy(out, theirs)
+        del theirs
+    del view
+
+
+@needs_writable_views
 def test_a_view_passed_in_lets_go_of_its_buffer_when_the_call_returns(dev) -> None:
     s = dev.stream()
     buf = s.alloc(4 * N)
@@ -351,6 +380,7 @@ def test_a_torch_view_of_a_buffer_is_that_buffer(dev) -> None:
     dev.clear_faults()
 
 
+@needs_writable_views
 def test_a_view_in_a_window_is_touched_and_retained_like_its_buffer(gdev) -> None:
     """The same capture with the Buffer and with a NumPy view of it leaves the same pool state:
     the graph retains the slice, so freeing the buffer does not hand its memory out again."""
@@ -375,6 +405,7 @@ def test_a_view_in_a_window_is_touched_and_retained_like_its_buffer(gdev) -> Non
     g2.destroy()
 
 
+@needs_writable_views
 def test_a_retained_slice_is_not_handed_out_while_the_graph_lives(gdev) -> None:
     s = gdev.stream()
     buf = s.alloc(4 * N)

@@ -2,7 +2,8 @@
 
 Blocks run in order, one namespace per ``##`` section (so a block may use what an earlier
 block of its section defined). A block whose first line is ``# needs a GPU`` runs where the CUDA backend has a device and
-skips with that reason elsewhere; a
+skips with that reason elsewhere; one whose first line is ``# needs writable NumPy views`` runs
+where ``numpy.from_dlpack`` gives writable views (NumPy 2.2.5 or later, see numpy_views.py); a
 block that imports torch skips where torch is missing or under the sanitizer build (torch
 does not load with the ASan runtime preloaded, like the ``no_sanitizer`` tests).
 """
@@ -20,10 +21,13 @@ import pytest
 
 import lifecore
 
+from numpy_views import WRITABLE_VIEWS, WRITABLE_VIEWS_REASON
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = [README, ROOT / "docs" / "backends.md"]
 NEEDS_GPU = "# needs a GPU"
+NEEDS_WRITABLE_VIEWS = "# needs writable NumPy views"
 USES_TORCH = re.compile(r"^\s*(import torch|from torch\b|from lifecore\.torch\b|import lifecore\.torch)", re.M)
 
 
@@ -73,6 +77,8 @@ def test_every_area_has_runnable_examples():
 def test_readme_block_runs(section: str, index: int, source: str):
     if source.lstrip().startswith(NEEDS_GPU) and "cuda" not in lifecore.available_backends():
         pytest.skip("no CUDA device: the example needs a GPU")
+    if source.lstrip().startswith(NEEDS_WRITABLE_VIEWS) and not WRITABLE_VIEWS:
+        pytest.skip(WRITABLE_VIEWS_REASON)
     if USES_TORCH.search(source):
         if importlib.util.find_spec("torch") is None:
             pytest.skip("torch is not installed")

@@ -16,6 +16,7 @@ from lifecore.errors import (InvalidArgumentError, LifecoreTypeError, SessionSta
 from lifecore.sequence import AdmissionCoordinator, Admitted, AdmissionDeferred, BackingOutcome, FrameDisposition
 
 from backend_roles import EMULATED
+from numpy_views import needs_writable_views
 
 PAGE = 4096
 TPP = 16
@@ -69,6 +70,7 @@ def test_a_closed_device_took_the_arena_back_and_the_stats_say_so():
     assert c.page_memory_stats()["free_blocks"] == {"kv": 8}
 
 
+@needs_writable_views
 def test_writes_through_a_dlpack_view_of_the_arena_are_read_through_the_buffer():
     with lifecore.Device(EMULATED) as dev:
         c = make(dev)

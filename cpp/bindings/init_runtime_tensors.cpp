@@ -182,6 +182,46 @@ bool refuses_writers(nb::handle h) {
   return true;
 }
 
+// NumPy before 2.1 cannot export a read-only array (a capsule before DLPack 1.0 has no
+// read-only flag): its __dlpack__ raises BufferError, and the array is read another way. Only
+// one NumPy would export were it writable (a writable empty array of its dtype is asked, so
+// NumPy's own dtype rules apply): being read-only makes no other difference.
+bool numpy_refused_read_only(nb::handle h, nb::python_error& error) {
+  if (!error.matches(PyExc_BufferError) || !is_numpy_array(h) || nb::cast<bool>(h.attr("flags").attr("writeable")))
+    return false;
+  try {
+    nb::module_::import_("numpy").attr("empty")(0, nb::arg("dtype") = h.attr("dtype")).attr("__dlpack__")();
+  } catch (nb::python_error& refused) {
+    if (!refused.matches(PyExc_Exception)) throw;  // an interrupt stays one
+    return false;
+  }
+  return true;
+}
+
+// Such an array through NumPy's array interface: host memory, read-only, held by the array
+// (its memory lives as long as it does).
+void read_numpy_array_interface(nb::handle h, const std::string& label, ForeignRange* out) {
+  nb::dict interface = nb::borrow<nb::dict>(h.attr("__array_interface__"));
+  const auto data = nb::cast<std::pair<std::uintptr_t, bool>>(interface["data"]);
+  const auto shape = nb::cast<std::vector<std::int64_t>>(interface["shape"]);
+  const auto item = nb::cast<std::int64_t>(h.attr("itemsize"));
+  if (item <= 0) refuse(label, "has elements of 0 bits, not whole bytes");
+  std::vector<std::int64_t> strides;  // in elements, as DLPack gives them
+  if (!interface["strides"].is_none()) {
+    for (std::int64_t s : nb::cast<std::vector<std::int64_t>>(interface["strides"])) {
+      if (s % item != 0) refuse(label, "is not C-contiguous (a stride is not a whole number of elements)");
+      strides.push_back(s / item);
+    }
+  }
+  out->device_type = driver::dlpack_device::cpu;
+  out->device_id = 0;
+  out->nbytes = contiguous_bytes(label, static_cast<std::int32_t>(shape.size()), shape.data(),
+                                 strides.empty() ? nullptr : strides.data(), static_cast<std::size_t>(item));
+  out->address = static_cast<std::uintptr_t>(data.first);
+  out->read_only = true;
+  out->owner = hold_producer(h, nb::handle());
+}
+
 void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const std::string& name,
                  const std::string& label, ForeignRange* out) {
   auto [type, id] = dlpack_device_of(h, label);
@@ -201,24 +241,28 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
                   "is left whole; call lifecore outside torch.cuda.graph (or record with Stream.capture)");
   nb::object capsule;
   std::optional<std::string> export_failure;
+  bool numpy_read_only = false;
   try {
     capsule = export_fn(nb::arg("stream") = stream_arg, nb::arg("max_version") = nb::make_tuple(1, 0));
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_Exception)) throw;  // an interrupt stays one
     if (!error.matches(PyExc_TypeError)) {
       export_failure = nb::str(error.value()).c_str();
+      numpy_read_only = numpy_refused_read_only(h, error);
     } else {
       try {
         capsule = export_fn(nb::arg("stream") = stream_arg);  // a producer before DLPack 1.0
       } catch (nb::python_error& again) {
         if (!again.matches(PyExc_Exception)) throw;
         export_failure = nb::str(again.value()).c_str();
+        numpy_read_only = numpy_refused_read_only(h, again);
       }
     }
   }
   // Checked here, before anything else can refuse the tensor (or the call's next argument):
   // a stream the producer joined to its capture refuses every call until that capture ends.
   if (handed) stream.check_not_joined_by_producer(call);
+  if (numpy_read_only) return read_numpy_array_interface(h, label, out);
   if (export_failure) refuse(label, "could not be exported by its __dlpack__: " + *export_failure);
   const auto [tensor, versioned] = capsule_tensor(capsule);
   if (!tensor) refuse(label, "has a __dlpack__ that returned no DLPack capsule");

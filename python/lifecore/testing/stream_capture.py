@@ -14,7 +14,8 @@ operation fails once, then a transition runs (it fails and leaves the stream re-
 is unaffected), an asynchronous stream operation runs (its failure is queued and reported
 later), or a profile runs (it fails at once). Where the device's memory is host memory (the
 emulated device), fill, copy, launch and the capture steps may pass a buffer as its zero-copy
-NumPy view (``numpy.from_dlpack``, taken outside any window): the device must take it as that
+NumPy view (``numpy.from_dlpack``, taken outside any window; where NumPy imports it read-only,
+as NumPy before 2.2.5 does, only where the operation reads it): the device must take it as that
 buffer in every state, window rules and retention included, so the model does not tell them apart.
 A copy's source and a kernel's first operand (a ``const ptr`` of every built-in) may also be a
 read-only host array of the machine's own, made for the call and dropped after it: a graph that
@@ -120,9 +121,10 @@ class _Buffer:
     # Passed to fill / copy / launch in its place, it must be that buffer in every state.
     view: Any = None
 
-    def tensor(self, as_view: bool) -> Any:
-        """What the device side is given: the view when asked for and there is one."""
-        if as_view and self.view is not None:
+    def tensor(self, as_view: bool, written: bool = True) -> Any:
+        """What the device side is given: the view when asked for and there is one (a read-only
+        one only where the operation does not write it, as a read-only array is refused there)."""
+        if as_view and self.view is not None and (self.view.flags.writeable or not written):
             STATS.count("view_arguments")
             return self.view
         return self.real
@@ -151,7 +153,7 @@ class _Host:
     def count(self) -> int:
         return len(self.values)
 
-    def tensor(self, as_view: bool = False) -> Any:
+    def tensor(self, as_view: bool = False, written: bool = False) -> Any:
         array = np.array(self.values, np.float32)
         array.flags.writeable = False
         STATS.count("host_arguments")
@@ -291,7 +293,8 @@ class StreamCaptureMachine(LifecycleMachine):
         """Launches a built-in kernel over whole buffers (all of one size class); ``views[k]``
         passes operand k as its view."""
         stream, sid = self.streams[stream_index]
-        real = [b.tensor(k < len(views) and views[k]) for k, b in enumerate(bufs)]
+        # Operand 0 is a const ptr of every built-in, only read.
+        real = [b.tensor(k < len(views) and views[k], written=k > 0) for k, b in enumerate(bufs)]
         model = [b.model_arg() for b in bufs]
         n = bufs[0].count
         grid, block = (n + 63) // 64, 64
@@ -462,7 +465,7 @@ class StreamCaptureMachine(LifecycleMachine):
             return  # no live buffer of that size (all freed or discarded with their window)
         model_src = src.model_arg() if isinstance(src, _Host) else src.mid
         self.both(f"copy({dst.mid} <- {src.mid})", lambda: self.model.copy(self.sid0, dst.mid, model_src),
-                  lambda: self.real0.copy(dst.tensor(views[0]), src.tensor(views[1])))
+                  lambda: self.real0.copy(dst.tensor(views[0]), src.tensor(views[1], written=False)))
 
     @rule(kernel=st.sampled_from(["axpy_f32", "scale_f32", "add_f32", "axpy_info_f32"]), a=SCALARS,
           i=PICK, j=PICK, k=PICK, views=st.tuples(st.booleans(), st.booleans(), st.booleans()), host=HOST_VALUES)
