@@ -237,6 +237,13 @@ inline std::optional<double> timeout_argument(nb::handle arg, const char* call) 
   return real_argument(arg, call, "timeout", /*allow_infinite=*/true);
 }
 
+// A bool (an int is not a flag).
+inline bool bool_argument(nb::handle h, const char* call, const char* name) {
+  if (!PyBool_Check(h.ptr()))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a bool, got " + type_name_of(h));
+  return h.ptr() == Py_True;
+}
+
 // A str.
 inline std::string str_argument(nb::handle h, const char* call, const char* name) {
   if (!PyUnicode_Check(h.ptr()))

@@ -30,10 +30,8 @@ void log_backend_failure(const std::string& message, nb::handle exception) noexc
         nb::object(nb::module_::import_("logging").attr("getLogger")("lifecore.capture")).release();
     if (!nb::cast<bool>(logger.attr("isEnabledFor")(10)))  // logging.DEBUG
       return;
-    nb::dict options;
-    options["exc_info"] = exception;
     logger.attr("debug")("%s (the backend's traceback follows; the record keeps only this line)",
-                         nb::str(message.c_str(), message.size()), **options);
+                         nb::str(message.c_str(), message.size()), nb::arg("exc_info") = exception);
   } catch (...) {
     PyErr_Clear();  // a logging failure must not replace the backend's
   }

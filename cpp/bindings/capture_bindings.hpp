@@ -32,13 +32,6 @@ inline std::optional<std::uint64_t> optional_uint_argument(nb::handle h, const c
   return count_argument(h, call, name);
 }
 
-// A bool (an int is not a flag).
-inline bool bool_argument(nb::handle h, const char* call, const char* name) {
-  if (!PyBool_Check(h.ptr()))
-    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a bool, got " + type_name_of(h));
-  return h.ptr() == Py_True;
-}
-
 // A real number (int or float, never a bool). Finiteness is the core's rule, not checked here.
 inline double number_argument(nb::handle h, const char* call, const char* name) {
   if (PyBool_Check(h.ptr()) || !(PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()) ||

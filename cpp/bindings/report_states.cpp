@@ -40,11 +40,7 @@ class StateReader {
   int small_int(std::size_t i) const {
     return static_cast<int>(int_argument(state_[i], call_.c_str(), label(i).c_str(), 0, max_int));
   }
-  bool flag(std::size_t i) const {
-    if (!PyBool_Check(state_[i].ptr()))
-      raise(ErrorKind::TypeMismatch, field(i) + " must be a bool, got " + type_name_of(state_[i]));
-    return state_[i].ptr() == Py_True;
-  }
+  bool flag(std::size_t i) const { return bool_argument(state_[i], call_.c_str(), label(i).c_str()); }
   std::string text(std::size_t i) const { return str_argument(state_[i], call_.c_str(), label(i).c_str()); }
   // An instance of bound class T, as a value.
   template <class T>
@@ -70,12 +66,14 @@ class StateReader {
   }
   // The reader of item `k` of field `i`, itself a tuple of `names`.
   StateReader item(std::size_t i, std::size_t k, nb::handle h, std::initializer_list<const char*> names) const {
-    return StateReader(h, call_, label(i) + "[" + std::to_string(k) + "]", names);
+    return StateReader(h, call_, item_label(i, k), names);
   }
   template <class T>
   T item_value(std::size_t i, std::size_t k, nb::handle h, const char* expected) const {
-    const std::string name = label(i) + "[" + std::to_string(k) + "]";
-    return object_argument<T>(h, call_.c_str(), name.c_str(), expected);
+    return object_argument<T>(h, call_.c_str(), item_label(i, k).c_str(), expected);
+  }
+  std::string item_text(std::size_t i, std::size_t k, nb::handle h) const {
+    return str_argument(h, call_.c_str(), item_label(i, k).c_str());
   }
   [[noreturn]] void refuse(const std::string& why) const {
     raise(ErrorKind::InvalidArgument, call_ + ": " + why + " (not a report a coordinator could have made)");
@@ -99,6 +97,7 @@ class StateReader {
   std::string label(std::size_t i) const {
     return "state" + prefix_ + "[" + std::to_string(i) + "] (" + names_[i] + ")";
   }
+  std::string item_label(std::size_t i, std::size_t k) const { return label(i) + "[" + std::to_string(k) + "]"; }
   std::string field(std::size_t i) const { return argument_label(call_.c_str(), label(i).c_str()); }
 
   std::string call_;
@@ -285,10 +284,7 @@ driver::BackendInfo report_from_state<driver::BackendInfo>(nb::handle state) {
   i.cuda_array_interface = r.flag(8);
   i.torch_device = r.text(9);
   const std::vector<nb::object> kinds = r.items(10);
-  for (std::size_t k = 0; k < kinds.size(); ++k) {
-    const std::string label = "state[10] (code_object_kinds)[" + std::to_string(k) + "]";
-    i.code_object_kinds.push_back(str_argument(kinds[k], "BackendInfo.__setstate__", label.c_str()));
-  }
+  for (std::size_t k = 0; k < kinds.size(); ++k) i.code_object_kinds.push_back(r.item_text(10, k, kinds[k]));
   return i;
 }
 
