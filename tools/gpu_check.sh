@@ -193,7 +193,9 @@ if [ -n "$WHEELHOUSE" ]; then
   fi
 fi
 # scikit-build-core finds cmake on PATH or as the cmake Python package, which may be the only one.
-step "build environment" 20 bash -c "{ cmake --version 2>/dev/null | head -1 | grep . || \
+# The compiler too: a toolchain that links libstdc++ statically (one such machine's CXX did) is
+# what the extension's symbol test (tests/test_module_symbols.py) guards against.
+step "build environment" 20 bash -c "\"\${CXX:-c++}\" --version | head -1; { cmake --version 2>/dev/null | head -1 | grep . || \
   $PYTHON -c 'import cmake; print(\"cmake (Python package)\", cmake.__version__)'; } && \
   $PYTHON -c 'import scikit_build_core, nanobind, numpy, hypothesis, pytest; \
 print(\"scikit-build-core\", scikit_build_core.__version__, \"nanobind\", nanobind.__version__, \"numpy\", numpy.__version__)'"
@@ -580,11 +582,13 @@ with lifecore.Device("cuda") as dev:
             raise AssertionError("an address unknown to the driver was accepted")
         except lifecore.InvalidArgumentError as error:
             assert "not device memory" in str(error), error
+        s.write(buf, ramp)  # queued on this stream: the export's stream= orders CuPy's read after it
         side = cupy.cuda.Stream(non_blocking=True)
         with side:  # DLPack with stream=: CuPy passes its current stream
             c = cupy.from_dlpack(buf.view("float32"))
             total = float(c.sum())
-        assert total == float(ramp.sum()) and int(c.data.ptr) == buf.ptr
+        assert int(c.data.ptr) == buf.ptr, (int(c.data.ptr), buf.ptr)
+        assert total == float(ramp.sum()), (total, float(ramp.sum()))
         del c
         # Inside a CuPy capture, DLPack's stream= would make CuPy record on its capturing stream
         # and this stream wait there, joining it to CuPy's capture: lifecore asks the driver

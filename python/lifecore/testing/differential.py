@@ -12,7 +12,11 @@ step list.
 Data stays exactly representable: values are small integers as float32 and the scale factors
 are powers of two, so a fused multiply-add and a multiply then add give the same bits on every
 device. NaN payloads are hardware-specific, so a read maps every NaN to one quiet NaN before
-comparing. What depends on timing rather than behaviour is kept out: a freed slice returns to
+comparing. Memory nothing has written holds whatever the allocator left there (zeros on the
+emulated device, an earlier buffer's values on a GPU): a buffer's contents count as defined once a
+write or fill has run on all of it, and a launch's output once all its inputs are defined (a
+recorded write, fill or launch counts at each replay); a read of a buffer that is not defined
+compares only that it succeeded. What depends on timing rather than behaviour is kept out: a freed slice returns to
 the pool once the GPU passes its fence, so frees happen only outside capture windows and each
 window starts after ``Device.cleanup()`` has settled the pool; graphs are not replayed into a
 recording (a child-graph node, which the emulated device does not model).
@@ -159,6 +163,14 @@ def _refusal_cause(error: BaseException) -> str:
     return ""
 
 
+#: What a read of a buffer nothing has defined gives (see the module's documentation).
+UNDEFINED = ("undefined",)
+
+# What a write, fill or launch does to the definedness of buffers, as it runs or as a graph that
+# recorded it replays: (inputs, output); a write or fill has no inputs.
+_Effect = tuple[tuple[Any, ...], Any]
+
+
 class _Runner:
     """One device and the handles the steps refer to by position."""
 
@@ -167,6 +179,26 @@ class _Runner:
         self.stream = self.device.stream()
         self.buffers: list[tuple[Any, int]] = []  # (Buffer, words)
         self.graphs: list[Any] = []
+        # Definedness (see the module's documentation): the ids of the buffers whose every word
+        # some write, fill or launch of defined inputs has set; what the open recording would do
+        # at a replay; what each sealed graph does (beside self.graphs).
+        self.defined: set[int] = set()
+        self.recording: list[_Effect] = []
+        self.graph_effects: list[list[_Effect]] = []
+
+    def _apply_effects(self, effects: Sequence[_Effect]) -> None:
+        for inputs, output in effects:
+            if all(id(buf) in self.defined for buf in inputs):
+                self.defined.add(id(output))
+            else:
+                self.defined.discard(id(output))
+
+    def _effect(self, recording: bool, inputs: tuple[Any, ...], output: Any) -> None:
+        """A write, fill or launch that succeeded: it runs now, or at each replay of the recording."""
+        if recording:
+            self.recording.append((inputs, output))
+        else:
+            self._apply_effects([(inputs, output)])
 
     def close(self) -> None:
         self.stream.abort_capture()
@@ -186,6 +218,7 @@ class _Runner:
     def _do(self, step: Step) -> Any:
         s, a = self.stream, step.args
         op = step.op
+        recording = s.capture_state.variant.name == "CAPTURE"
         if op == "alloc":
             self.buffers.append((s.alloc(4 * a["words"]), a["words"]))
             return None
@@ -196,23 +229,32 @@ class _Runner:
         if op == "write":
             buf, words = self.buffers[a["buf"]]
             s.write(buf, struct.pack(f"<{words}f", *a["values"][:words]))
+            self._effect(recording, (), buf)
             return None
         if op == "fill":
-            s.fill(self.buffers[a["buf"]][0], lifecore.float_bits(a["value"]))
+            buf = self.buffers[a["buf"]][0]
+            s.fill(buf, lifecore.float_bits(a["value"]))
+            self._effect(recording, (), buf)
             return None
         if op == "launch":
             bufs = [self.buffers[i][0] for i in a["bufs"]]
-            n = self.buffers[a["bufs"][0]][1]
+            n = self.buffers[a["bufs"][0]][1]  # every word: one block of 64 threads, n <= 64
             kernels = lifecore.kernels
-            if a["kernel"] == "axpy_info_f32":
+            if a["kernel"] == "axpy_info_f32":  # y = a x + y
                 s.launch(kernels.axpy_info_f32, 1, 64, bufs[:2], info=[n, lifecore.float_bits(a["a"])])
-            elif a["kernel"] == "add_f32":
+                self._effect(recording, (bufs[0], bufs[1]), bufs[1])
+            elif a["kernel"] == "add_f32":  # out = x + y
                 s.launch(kernels.add_f32, 1, 64, [n, *bufs[:3]])
-            else:
+                self._effect(recording, (bufs[0], bufs[1]), bufs[2])
+            else:  # axpy_f32: y = a x + y; scale_f32: y = a x
                 s.launch(getattr(kernels, a["kernel"]), 1, 64, [n, a["a"], *bufs[:2]])
+                inputs = (bufs[0],) if a["kernel"] == "scale_f32" else (bufs[0], bufs[1])
+                self._effect(recording, inputs, bufs[1])
             return None
         if op == "read":
-            return _canonical_read(s.read(self.buffers[a["buf"]][0]))
+            buf = self.buffers[a["buf"]][0]
+            data = s.read(buf)
+            return _canonical_read(data) if id(buf) in self.defined else UNDEFINED
         if op == "sync":
             s.sync()
             return None
@@ -225,18 +267,31 @@ class _Runner:
             return None
         if op == "begin":
             s.begin_capture()
+            self.recording = []
             return None
         if op == "end":
-            self.graphs.append(s.end_capture(a["caller"]))
+            recorded = self.recording
+            try:
+                graph = s.end_capture(a["caller"])
+            except BaseException:
+                if s.capture_state.variant.name != "CAPTURE":  # refused and discarded
+                    self.recording = []
+                raise
+            self.recording = []
+            self.graphs.append(graph)
+            self.graph_effects.append(recorded)
             return "graph"
         if op == "abort":
             s.abort_capture()
+            self.recording = []
             return None
         if op == "replay":
             self.graphs[a["graph"]].replay()
+            self._apply_effects(self.graph_effects[a["graph"]])
             return None
         if op == "destroy":
             self.graphs.pop(a["graph"]).destroy()
+            self.graph_effects.pop(a["graph"])
             return None
         raise AssertionError(f"unknown step {op}")
 

@@ -25,6 +25,7 @@ from typing import Any, Callable, ClassVar, Optional, Sequence, Self, cast
 
 from hypothesis import HealthCheck, seed as hypothesis_seed, settings as Settings
 from hypothesis import stateful as _stateful
+from hypothesis.errors import Flaky, HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 # The attribute Hypothesis's @initialize sets on a rule (not exported; the same name since 3.x).
@@ -35,6 +36,16 @@ from .contract import Agreement, both
 from .machine_stats import MachineStats
 
 __all__ = ["LifecycleMachine", "counted", "run_machine"]
+
+
+# The steps of the first run in which a rule raised, and what it raised, since run_machine began
+# (see run_machine: kept for a run that Hypothesis cannot replay).
+_first_failure: list[tuple[list[str], str]] = []
+
+
+def _step_text(rule: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    return f"{rule}({', '.join(shown)})"
 
 
 def check_run_arguments(call: str, settings: Any, seed: Any) -> None:
@@ -79,8 +90,21 @@ def run_machine(make: Callable[[], RuleBasedStateMachine], *, settings: Optional
             return unseeded()
 
         make = hypothesis_seed(seed)(seeded)
-    # Hypothesis calls the factory it is given; recent releases annotate it as the class itself.
-    run_state_machine_as_test(cast(Any, make), settings=settings)
+    _first_failure.clear()
+    try:
+        # Hypothesis calls the factory it is given; recent releases annotate it as the class itself.
+        run_state_machine_as_test(cast(Any, make), settings=settings)
+    except Flaky as error:
+        # Hypothesis replays a failing run to report it; where the replay behaves otherwise (a
+        # device's timing decided the failure) it reports only that, and the run that failed is
+        # lost. The machine kept its steps: they go with the error.
+        if _first_failure:
+            steps, raised = _first_failure[0]
+            error.add_note("The run that failed first, as the machine ran it (the replay behaved otherwise):\n"
+                           + "\n".join(f"  {step}" for step in steps) + f"\n  -> {raised}")
+        raise
+    finally:
+        _first_failure.clear()
 
 
 def counted(body: Callable[..., Any]) -> Callable[..., Any]:
@@ -92,12 +116,19 @@ def counted(body: Callable[..., Any]) -> Callable[..., Any]:
             return body(self, *args, **kwargs)
         stats = type(self).stats
         stats.step(body.__name__, dict(zip(("#" + str(i) for i in range(len(args))), args), **kwargs))
+        self._history.append((body.__name__, args, kwargs))
         start = time.perf_counter()
         self._in_rule = True
         try:
             result = body(self, *args, **kwargs)
             self.after_step()
             return result
+        except Exception as error:
+            # Hypothesis's own control flow (an assumption, a run cut short) is not a failure.
+            if not _first_failure and not isinstance(error, HypothesisException):
+                _first_failure.append(([_step_text(*step) for step in self._history],
+                                       f"{type(error).__name__}: {error}"))
+            raise
         finally:
             self._in_rule = False
             stats.rule_seconds += time.perf_counter() - start
@@ -121,6 +152,7 @@ class LifecycleMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self._in_rule = False
+        self._history: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []  # this run's rules, in order
         type(self).stats.runs += 1
 
     @classmethod
