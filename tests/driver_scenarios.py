@@ -115,6 +115,43 @@ def timed_events_scenario(backend: str, library_variable: str, counter: str) -> 
     """
 
 
+def collected_during_recording_scenario(backend: str, modes: tuple[str, ...]) -> str:
+    """A scenario body: for each capture mode, a Device (its stream, memory and module in use)
+    left in a reference cycle, then another Device of the same GPU recording while Python collects
+    the first, on another thread, then on the recording thread; the recording must still seal.
+    ``result["<where>, <mode>"]`` is the sealed graph's node count."""
+    return f"""
+    import gc, threading
+    from lifecore import kernels as K
+    for collecting in ("another thread", "the recording thread"):
+        for mode in {modes!r}:
+            earlier = lifecore.Device("{backend}", capture_mode=mode)
+            e = earlier.stream()
+            x = e.alloc(4096)
+            e.fill(x, 1)
+            e.launch(K.scale_f32, 4, 256, [1024, 2.0, x, x])
+            cycle = [earlier, e, x]
+            cycle.append(cycle)  # only the collector frees it
+            del earlier, e, x, cycle
+            recording = lifecore.Device("{backend}", capture_mode=mode)
+            s = recording.stream()
+            buf = s.alloc(64)
+            s.graph_prepare()
+            s.begin_capture()
+            s.fill(buf, 3)
+            if collecting == "another thread":
+                worker = threading.Thread(target=gc.collect)
+                worker.start()
+                worker.join()
+            else:
+                gc.collect()
+            graph = s.end_capture()  # refused as invalidated if the teardown broke the recording
+            result[f"{{collecting}}, {{mode}}"] = graph.node_count
+            graph.destroy()
+            recording.close()
+    """
+
+
 def build_fake_library(tmp_path_factory: pytest.TempPathFactory, source: str, what: str) -> Path:
     """Compiles tests/fake_driver/<source> into a shared library, or skips saying why not."""
     compiler = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)

@@ -5,7 +5,7 @@ vendor library loads once per process.
 
 from __future__ import annotations
 
-from driver_scenarios import run_with_fake_cuda as run_fake
+from driver_scenarios import collected_during_recording_scenario, run_with_fake_cuda as run_fake
 
 
 def test_a_failing_cudevice_get_fails_the_open_with_the_call_and_code(fake_libcuda) -> None:
@@ -191,3 +191,14 @@ def test_a_call_puts_back_the_context_the_thread_had_current(fake_libcuda) -> No
     """
     result = run_fake(fake_libcuda, body)
     assert result["seen"] == {"theirs": [True, True], "none": [True, True]}
+
+
+def test_a_device_collected_during_another_devices_recording_leaves_it_whole(fake_libcuda) -> None:
+    # Devices on one GPU share its primary context. Seen on an H200: a global-mode recording was
+    # invalidated when Python collected an earlier Device during it, because the driver's
+    # teardown synchronized the whole context (illegal while any capture in it is live, in any
+    # mode) and freed outside relaxed mode. The teardown waits for its own streams only, in
+    # relaxed mode; a collection can run on any thread, the recording one included.
+    modes = ("global", "thread_local", "relaxed")
+    result = run_fake(fake_libcuda, collected_during_recording_scenario("cuda", modes))
+    assert result == {f"{where}, {mode}": 1 for where in ("another thread", "the recording thread") for mode in modes}

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from driver_scenarios import build_fake_library, run_scenario, timed_events_scenario
+from driver_scenarios import build_fake_library, collected_during_recording_scenario, run_scenario, timed_events_scenario
 
 
 @pytest.fixture(scope="module")
@@ -431,3 +431,11 @@ def test_the_capture_state_of_a_native_stream(fake_hip) -> None:
     assert result["answers"] == [0, 1, 2]
     assert result["null_stream"] == 0
     assert result["implicit"] == [906, "hipStreamGetCaptureInfo"]
+
+
+def test_a_device_collected_during_another_devices_recording_leaves_it_whole(fake_hip) -> None:
+    # As on CUDA (test_backend_cuda_fake.py): the driver's teardown waits for its own streams
+    # only, never for the whole device, where another Device's stream may be recording.
+    modes = ("global", "relaxed")
+    result = run_fake(fake_hip, collected_during_recording_scenario("hip", modes))
+    assert result == {f"{where}, {mode}": 1 for where in ("another thread", "the recording thread") for mode in modes}

@@ -13,7 +13,8 @@
  *                           minor (default 601); a request for a newer one is refused
  * fake_hip_proc_served() counts the entry points hipGetProcAddress handed out.
  * "Device memory" is host memory, so copies and memsets really move bytes; kernels do nothing
- * but are logged. A stream in capture records nodes instead of running them.
+ * but are logged. A stream in capture records nodes instead of running them; hipDeviceSynchronize
+ * while a capture is live fails and invalidates it.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -30,7 +31,8 @@
 typedef int hipError_t;
 enum {
   SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100, INVALID_DEVICE = 101,
-  INVALID_IMAGE = 200, INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNMATCHED = 903, UPDATE_FAILURE = 910
+  INVALID_IMAGE = 200, INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNSUPPORTED = 900, CAPTURE_INVALIDATED = 901,
+  CAPTURE_UNMATCHED = 903, UPDATE_FAILURE = 910
 };
 enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_MEMSET = 2, NODE_MEM_ALLOC = 10, NODE_MEM_FREE = 11 };
 #define MAX_NODES 64
@@ -49,6 +51,8 @@ static const struct { int code; const char* name; const char* text; } errors[] =
     {INVALID_DEVICE, "hipErrorInvalidDevice", "fake runtime: invalid device ordinal"},
     {INVALID_HANDLE, "hipErrorInvalidHandle", "fake runtime: invalid resource handle"},
     {NOT_FOUND, "hipErrorNotFound", "fake runtime: named symbol not found"},
+    {CAPTURE_UNSUPPORTED, "hipErrorStreamCaptureUnsupported", "fake runtime: operation not permitted when stream is capturing"},
+    {CAPTURE_INVALIDATED, "hipErrorStreamCaptureInvalidated", "fake runtime: capture invalidated"},
     {CAPTURE_UNMATCHED, "hipErrorStreamCaptureUnmatched", "fake runtime: capture unmatched"},
 };
 EXPORT const char* hipGetErrorName(hipError_t error) {
@@ -110,7 +114,18 @@ EXPORT hipError_t hipSetDevice(int device) {
   return SUCCESS;
 }
 EXPORT hipError_t hipGetDevice(int* device) { *device = current_device; return SUCCESS; }
-EXPORT hipError_t hipDeviceSynchronize(void) { return SUCCESS; }
+/* As HIP's (and CUDA's context synchronize): synchronizing the device while any capture on it is
+ * live fails and invalidates every live capture, whatever the capture modes. */
+static long live_captures;
+static unsigned long long invalidated_before;
+static unsigned long long next_capture_id = 1;
+EXPORT hipError_t hipDeviceSynchronize(void) {
+  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) > 0) {
+    invalidated_before = next_capture_id;
+    return CAPTURE_UNSUPPORTED;
+  }
+  return SUCCESS;
+}
 EXPORT hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total) {
   *free_bytes = (size_t)1 << 32;
   *total = (size_t)1 << 33;
@@ -125,7 +140,6 @@ struct exec { int count; int launches; };
 struct stream { int capturing; unsigned long long capture_id; struct graph* graph; };
 struct event { int recorded; unsigned flags; };
 enum { hipEventDisableTiming = 0x2 };
-static unsigned long long next_capture_id = 1;
 
 /* A node for a capturing stream; 1 when the operation was recorded rather than to be run. */
 static int record(struct stream* s, int type) {
@@ -168,6 +182,7 @@ EXPORT hipError_t hipStreamDestroy(struct stream* s) {
       break;
     }
   pthread_mutex_unlock(&own_streams_mutex);
+  if (s->capturing) __atomic_sub_fetch(&live_captures, 1, __ATOMIC_SEQ_CST);  /* its capture goes with it */
   free(s->graph);
   free(s);
   return SUCCESS;
@@ -300,15 +315,23 @@ EXPORT hipError_t hipModuleLaunchKernel(struct function* f, unsigned gx, unsigne
 EXPORT hipError_t hipStreamBeginCapture(struct stream* s, int mode) {
   (void)mode;
   if (s->capturing) return INVALID_VALUE;
+  s->graph = calloc(1, sizeof(struct graph));
+  if (!s->graph) return OUT_OF_MEMORY;
   s->capturing = 1;
   s->capture_id = next_capture_id++;
-  s->graph = calloc(1, sizeof(struct graph));
-  return s->graph ? SUCCESS : OUT_OF_MEMORY;
+  __atomic_add_fetch(&live_captures, 1, __ATOMIC_SEQ_CST);
+  return SUCCESS;
 }
 EXPORT hipError_t hipStreamEndCapture(struct stream* s, struct graph** out) {
   *out = NULL;
   if (!s->capturing) return CAPTURE_UNMATCHED;
   s->capturing = 0;
+  __atomic_sub_fetch(&live_captures, 1, __ATOMIC_SEQ_CST);
+  if (s->capture_id < invalidated_before) {
+    free(s->graph);
+    s->graph = NULL;
+    return CAPTURE_INVALIDATED;
+  }
   *out = s->graph;
   s->graph = NULL;
   return SUCCESS;

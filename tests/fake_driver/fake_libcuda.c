@@ -34,9 +34,9 @@
  * fake_cuda_event_records() / fake_cuda_last_record_stream() count cuEventRecord calls and name
  * the stream of the last one, as fake_cuda_stream_waits() / fake_cuda_last_wait_stream() do
  * for cuStreamWaitEvent.
- * cuModuleLoadDataEx refuses, as CUDA does, while a capture is live and the calling thread's
- * capture mode is not relaxed (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and invalidates the
- * live captures.
+ * cuModuleLoadDataEx and cuMemFree refuse, as CUDA does, while a capture is live and the
+ * calling thread's capture mode is not relaxed (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED), and
+ * invalidate the live captures; cuCtxSynchronize does so while a capture is live in any mode.
  * "Device memory" is host memory, so copies and memsets really move bytes.
  */
 #define _GNU_SOURCE
@@ -168,7 +168,17 @@ EXPORT void* fake_cuda_current_context(void) { return current_context; }
 EXPORT void fake_cuda_make_current(void* context) { current_context = context; }
 static CUresult fake_cuCtxGetCurrent(void** context) { INJECT(); *context = current_context; return SUCCESS; }
 static CUresult fake_cuCtxSetCurrent(void* context) { INJECT(); current_context = context; return SUCCESS; }
-static CUresult fake_cuCtxSynchronize(void) { INJECT(); return current_context ? SUCCESS : 201; }
+static void invalidate_live_captures(void);
+static long live_captures;
+/* As CUDA's: synchronizing the context while any capture in it is live necessarily conflicts with
+ * that capture, whatever the capture modes: it fails and invalidates every live capture. */
+static CUresult fake_cuCtxSynchronize(void) { INJECT();
+  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) > 0) {
+    invalidate_live_captures();
+    return CAPTURE_UNSUPPORTED;
+  }
+  return current_context ? SUCCESS : 201;
+}
 static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { INJECT(); *free_bytes = 1u << 30; *total = 2u << 30; return SUCCESS; }
 
 /* ---- streams and events ---- */
@@ -176,12 +186,12 @@ struct stream { int capturing; unsigned long long capture_id; uintptr_t joined; 
 static unsigned long long next_capture_id = 1;
 /* An unsafe call (a module load) while a capture is live and the calling thread's mode is not
  * relaxed fails, as CUDA's, and invalidates every live capture: those begun before it. */
-static long live_captures;
 static unsigned long long invalidated_before;
 static __thread int capture_mode; /* the thread's: 0 global, 1 thread-local, 2 relaxed */
+static void invalidate_live_captures(void) { invalidated_before = next_capture_id; }
 static CUresult check_unsafe_call(void) {
   if (live_captures == 0 || capture_mode == 2) return SUCCESS;
-  invalidated_before = next_capture_id;
+  invalidate_live_captures();
   return CAPTURE_UNSUPPORTED;
 }
 /* The streams the fake made (so a capture query can tell them from another library's, which it
@@ -334,7 +344,12 @@ static CUresult fake_cuMemAlloc(CUdeviceptr* out, size_t bytes) { INJECT();
   fake_cuda_register(*out, bytes);
   return SUCCESS;
 }
-static CUresult fake_cuMemFree(CUdeviceptr p) { INJECT(); fake_ranges_forget((uintptr_t)p); free((void*)(uintptr_t)p); return SUCCESS; }
+static CUresult release_range(CUdeviceptr p) { fake_ranges_forget((uintptr_t)p); free((void*)(uintptr_t)p); return SUCCESS; }
+/* A free, like a module load, is a potentially unsafe call (see check_unsafe_call). */
+static CUresult fake_cuMemFree(CUdeviceptr p) { INJECT();
+  CUresult refused = check_unsafe_call();
+  return refused != SUCCESS ? refused : release_range(p);
+}
 enum { CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9 };
 static CUresult fake_cuPointerGetAttribute(void* data, int attribute, CUdeviceptr p) { INJECT();
   if (attribute != CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL || !fake_ranges_contain((uintptr_t)p)) return INVALID_VALUE;
@@ -342,7 +357,7 @@ static CUresult fake_cuPointerGetAttribute(void* data, int attribute, CUdevicept
   return SUCCESS;
 }
 static CUresult fake_cuMemAllocAsync(CUdeviceptr* out, size_t bytes, struct stream* s) { INJECT(); (void)s; return fake_cuMemAlloc(out, bytes); }
-static CUresult fake_cuMemFreeAsync(CUdeviceptr p, struct stream* s) { INJECT(); (void)s; return fake_cuMemFree(p); }
+static CUresult fake_cuMemFreeAsync(CUdeviceptr p, struct stream* s) { INJECT(); (void)s; return release_range(p); }
 static CUresult fake_cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t n) { INJECT(); memcpy((void*)(uintptr_t)dst, src, n); return SUCCESS; }
 static CUresult fake_cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t n) { INJECT(); memcpy(dst, (void*)(uintptr_t)src, n); return SUCCESS; }
 static CUresult fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) { INJECT(); memmove((void*)(uintptr_t)dst, (void*)(uintptr_t)src, n); return SUCCESS; }

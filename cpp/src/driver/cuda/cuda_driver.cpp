@@ -32,14 +32,25 @@ class CudaDriver final : public NativeDriver {
     // are ignored: there is no one left to report them to. Where the context cannot be made
     // current here, the objects are left to it, but the reference is still given back (it
     // needs no current context): kept, the driver would hold the context for the process.
+    // The primary context is shared: another Device's stream, or another library's, may be
+    // recording in it now, on any thread (a driver goes when Python collects its last Device).
+    // A context synchronize is illegal while any capture in the context is live and invalidates
+    // it, whatever the capture modes (seen on an H200: a global-mode recording invalidated when
+    // an earlier test's device was collected during it), and outside relaxed mode so are the
+    // frees below. So the thread works in relaxed mode and waits for its own streams only.
     if (OnDevice on_device(*this, "cuCtxSetCurrent"); on_device.status().ok()) {
-      api_.cuCtxSynchronize();
+      CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+      const bool relaxed = api_.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+      const std::vector<CUstream> streams = streams_.take_all();
+      for (CUstream stream : streams)
+        if (!recording(stream)) api_.cuStreamSynchronize(stream);  // a recording's work never runs
       for (auto exec : execs_.take_all()) api_.cuGraphExecDestroy(exec);
       for (auto graph : graphs_.take_all()) api_.cuGraphDestroy(graph);
       for (auto event : events_.take_all()) api_.cuEventDestroy(event);
-      for (auto stream : streams_.take_all()) api_.cuStreamDestroy(stream);
+      for (CUstream stream : streams) api_.cuStreamDestroy(stream);
       for (auto module : modules_.take_all()) api_.cuModuleUnload(module);
       for (DevicePtr pointer : allocations_.take_all()) api_.cuMemFree(pointer);
+      if (relaxed) api_.cuThreadExchangeStreamCaptureMode(&mode);
     }
     api_.cuDevicePrimaryCtxRelease(device_);
   }
@@ -413,6 +424,18 @@ class CudaDriver final : public NativeDriver {
   }
   void leave_device(std::uintptr_t previous) const noexcept override {
     (void)api_.cuCtxSetCurrent(reinterpret_cast<CUcontext>(previous));
+  }
+
+  // Whether `stream` (one of this driver's, its context current) records a capture, live or
+  // invalidated: synchronizing it would be illegal. Unknown counts as recording (no wait).
+  bool recording(CUstream stream) const noexcept {
+    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+    const CUresult result = api_.cuStreamGetCaptureInfo_v3 != nullptr
+        ? api_.cuStreamGetCaptureInfo_v3(stream, &status, nullptr, nullptr, nullptr, nullptr, nullptr)
+        : api_.cuStreamGetCaptureInfo_v2 != nullptr
+        ? api_.cuStreamGetCaptureInfo_v2(stream, &status, nullptr, nullptr, nullptr, nullptr)
+        : CUDA_SUCCESS;  // a driver that cannot say has no capture lifecore began with an id
+    return result != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
   }
 
   const CudaApi& api_;

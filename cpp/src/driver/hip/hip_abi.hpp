@@ -44,6 +44,7 @@ inline constexpr hipError_t hipErrorGraphExecUpdateFailure = 910;
 inline constexpr unsigned hipStreamNonBlocking = 0x1;
 inline constexpr unsigned hipEventDefault = 0x0;
 inline constexpr unsigned hipEventDisableTiming = 0x2;
+inline constexpr hipStreamCaptureMode hipStreamCaptureModeRelaxed = 2;  // Global 0, ThreadLocal 1, as CUDA's
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusNone = 0;
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusActive = 1;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemAlloc = 10;

@@ -36,14 +36,23 @@ class HipDriver final : public NativeDriver {
   ~HipDriver() override {
     OnDevice on_device(*this, "hipSetDevice");
     if (!on_device.status().ok()) return;
-    api_.hipDeviceSynchronize();
+    // The device is shared with every other Device of it and other libraries, whose streams may
+    // be recording now on any thread: a device synchronize would invalidate such a recording
+    // (as CUDA's context synchronize does), and outside relaxed mode so would the frees. So the
+    // thread works in relaxed mode and waits for its own streams only; what HIP releases lazily
+    // (graph executables, freed memory) goes at its next synchronization.
+    hipStreamCaptureMode mode = hipStreamCaptureModeRelaxed;
+    const bool relaxed = api_.hipThreadExchangeStreamCaptureMode(&mode) == hipSuccess;
+    const std::vector<hipStream_t> streams = streams_.take_all();
+    for (hipStream_t stream : streams)
+      if (!recording(stream)) api_.hipStreamSynchronize(stream);  // a recording's work never runs
     for (auto exec : execs_.take_all()) api_.hipGraphExecDestroy(exec);
     for (auto graph : graphs_.take_all()) api_.hipGraphDestroy(graph);
     for (auto event : events_.take_all()) api_.hipEventDestroy(event);
-    for (auto stream : streams_.take_all()) api_.hipStreamDestroy(stream);
+    for (hipStream_t stream : streams) api_.hipStreamDestroy(stream);
     for (auto module : modules_.take_all()) api_.hipModuleUnload(module);
     for (DevicePtr pointer : allocations_.take_all()) api_.hipFree(as_pointer(pointer));
-    api_.hipDeviceSynchronize();  // hipGraphExecDestroy and hipFree release lazily
+    if (relaxed) api_.hipThreadExchangeStreamCaptureMode(&mode);
   }
 
   const BackendDescriptor& backend() const override { return hip_backend(); }
@@ -399,6 +408,13 @@ class HipDriver final : public NativeDriver {
   }
   void leave_device(std::uintptr_t previous) const noexcept override {
     (void)api_.hipSetDevice(static_cast<int>(previous));
+  }
+  // Whether `stream` (one of this driver's) records a capture, live or invalidated:
+  // synchronizing it would be illegal. Unknown counts as recording (no wait).
+  bool recording(hipStream_t stream) const noexcept {
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    return api_.hipStreamGetCaptureInfo(stream, &status, &id) != hipSuccess || status != hipStreamCaptureStatusNone;
   }
   // Compiles the built-in kernels once per driver (hiprtc targets the current device).
   Status builtin_code_object(std::string* out) {
