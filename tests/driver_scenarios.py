@@ -116,13 +116,14 @@ def timed_events_scenario(backend: str, library_variable: str, counter: str) -> 
 
 
 def collected_during_recording_scenario(backend: str, modes: tuple[str, ...]) -> str:
-    """A scenario body: for each capture mode, a Device (its stream, memory and module in use)
-    left in a reference cycle, then another Device of the same GPU recording while Python collects
-    the first, on another thread, then on the recording thread; the recording must still seal.
-    ``result["<where>, <mode>"]`` is the sealed graph's node count."""
+    """A scenario body: for each capture mode, a Device (its stream, memory, module and a sealed,
+    replayed graph in use) left in a reference cycle, then another Device of the same GPU recording
+    while Python collects the first, on another thread, then on the recording thread; the
+    recording must still seal. ``result["<where>, <mode>"]`` is the sealed graph's node count."""
     return f"""
     import gc, threading
     from lifecore import kernels as K
+    gc.disable()  # the cycle goes only when the scenario collects it, inside the recording
     for collecting in ("another thread", "the recording thread"):
         for mode in {modes!r}:
             earlier = lifecore.Device("{backend}", capture_mode=mode)
@@ -130,9 +131,11 @@ def collected_during_recording_scenario(backend: str, modes: tuple[str, ...]) ->
             x = e.alloc(4096)
             e.fill(x, 1)
             e.launch(K.scale_f32, 4, 256, [1024, 2.0, x, x])
-            cycle = [earlier, e, x]
+            sealed = e.capture(lambda st: st.fill(x, 2))
+            sealed.replay()
+            cycle = [earlier, e, x, sealed]
             cycle.append(cycle)  # only the collector frees it
-            del earlier, e, x, cycle
+            del earlier, e, x, sealed, cycle
             recording = lifecore.Device("{backend}", capture_mode=mode)
             s = recording.stream()
             buf = s.alloc(64)

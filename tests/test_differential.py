@@ -153,7 +153,29 @@ def test_memory_nothing_wrote_is_not_compared() -> None:
     report = run_differential((DeviceSpec(EMULATED, "hardware"), _LeftoverSpec(EMULATED, "hardware")),
                               steps=250, seed=0, runs=3)
     assert report.identical, report.summary()
-    assert report.reads_compared > 0 and report.replays > 0
-    # A real difference still shows: launches that start failing on one device.
-    assert not run_differential((DeviceSpec(EMULATED, "hardware"), _FaultySpec(EMULATED, "hardware")),
-                                steps=250, seed=0).identical
+    assert report.reads_compared > 0 and report.replays > 0  # reads of defined memory, compared
+
+
+class _OffByOneFillStream(_LeftoverStream):
+    """Fills one bit off: memory a fill defined differs, which a read must show."""
+
+    def fill(self, buf, value):
+        return self._stream.fill(buf, value ^ 1)
+
+
+class _OffByOneFillDevice(_LeftoverDevice):
+    def stream(self):
+        return _OffByOneFillStream(self._device.stream())
+
+
+@dataclass(frozen=True)
+class _OffByOneFillSpec(DeviceSpec):
+    def open(self):  # type: ignore[override]
+        return _OffByOneFillDevice(super().open())
+
+
+def test_memory_a_fill_defined_is_compared() -> None:
+    report = run_differential((DeviceSpec(EMULATED, "hardware"), _OffByOneFillSpec(EMULATED, "hardware")),
+                              steps=250, seed=0, runs=3)
+    assert not report.identical
+    assert report.divergence.step.op == "read", report.summary()

@@ -14,7 +14,7 @@
  * fake_hip_proc_served() counts the entry points hipGetProcAddress handed out.
  * "Device memory" is host memory, so copies and memsets really move bytes; kernels do nothing
  * but are logged. A stream in capture records nodes instead of running them; hipDeviceSynchronize
- * while a capture is live fails and invalidates it.
+ * while a capture is live fails and invalidates it, and so does hipFree outside relaxed mode.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -232,10 +232,19 @@ EXPORT hipError_t hipMalloc(void** out, size_t bytes) {
   __atomic_or_fetch(&malloc_devices, 1 << (current_device & 31), __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
-EXPORT hipError_t hipFree(void* p) {
+static hipError_t release_range(void* p) {
   fake_ranges_forget((uintptr_t)p);
   free(p);
   return SUCCESS;
+}
+/* As HIP's: a free is a potentially unsafe call, refused (and invalidating every live capture)
+ * while a capture is live and the calling thread's capture mode is not relaxed. */
+EXPORT hipError_t hipFree(void* p) {
+  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) > 0 && capture_mode != 2) {
+    invalidated_before = next_capture_id;
+    return CAPTURE_UNSUPPORTED;
+  }
+  return release_range(p);
 }
 enum { HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9 };
 EXPORT hipError_t hipPointerGetAttribute(void* data, int attribute, void* p) {
@@ -249,7 +258,7 @@ EXPORT hipError_t hipMallocAsync(void** out, size_t bytes, struct stream* s) {
 }
 EXPORT hipError_t hipFreeAsync(void* p, struct stream* s) {
   if (record(s, NODE_MEM_FREE)) return SUCCESS;
-  return hipFree(p);
+  return release_range(p);
 }
 EXPORT hipError_t hipMemcpyHtoD(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }
 EXPORT hipError_t hipMemcpyDtoH(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }

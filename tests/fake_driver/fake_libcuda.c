@@ -190,7 +190,7 @@ static unsigned long long invalidated_before;
 static __thread int capture_mode; /* the thread's: 0 global, 1 thread-local, 2 relaxed */
 static void invalidate_live_captures(void) { invalidated_before = next_capture_id; }
 static CUresult check_unsafe_call(void) {
-  if (live_captures == 0 || capture_mode == 2) return SUCCESS;
+  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) == 0 || capture_mode == 2) return SUCCESS;
   invalidate_live_captures();
   return CAPTURE_UNSUPPORTED;
 }
@@ -277,7 +277,7 @@ static CUresult fake_cuStreamCreate(struct stream** out, unsigned flags) { INJEC
   return SUCCESS;
 }
 static CUresult fake_cuStreamDestroy(struct stream* s) { INJECT();
-  if (s->capturing && !s->joined) --live_captures;
+  if (s->capturing && !s->joined) __atomic_sub_fetch(&live_captures, 1, __ATOMIC_SEQ_CST);
   stream_entry_forget(&own_streams, (uintptr_t)s);
   free(s);
   return SUCCESS;
@@ -428,16 +428,17 @@ static CUresult fake_cuLaunchKernel(struct function* f, unsigned gx, unsigned gy
 /* ---- capture and graphs ---- */
 struct graph { int mem_nodes; };
 static CUresult fake_cuStreamBeginCapture(struct stream* s, int mode) { INJECT();
+  if (s->capturing) return INVALID_VALUE;  /* already recording (its own, or a capture it joined) */
   s->capturing = mode + 1;
   s->capture_id = next_capture_id++;
-  ++live_captures;
+  __atomic_add_fetch(&live_captures, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
 static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) { INJECT();
   *out = NULL;
   if (!s->capturing) return CAPTURE_UNMATCHED;
+  if (!s->joined) __atomic_sub_fetch(&live_captures, 1, __ATOMIC_SEQ_CST);  /* a joined one was never counted */
   s->capturing = 0;
-  --live_captures;
   if (env_int("FAKE_CUDA_INVALIDATE", 0) || s->capture_id < invalidated_before) return CAPTURE_INVALIDATED;
   *out = calloc(1, sizeof(struct graph));
   (*out)->mem_nodes = env_int("FAKE_CUDA_MEM_NODES", 0);

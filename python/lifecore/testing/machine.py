@@ -43,8 +43,15 @@ __all__ = ["LifecycleMachine", "counted", "run_machine"]
 _first_failure: list[tuple[list[str], str]] = []
 
 
+def _shown(value: Any) -> str:
+    try:
+        return repr(value)
+    except Exception as error:  # noqa: BLE001 - a failing repr must not hide the rule's own error
+        return f"<{type(value).__name__}: repr raised {type(error).__name__}>"
+
+
 def _step_text(rule: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
+    shown = [_shown(a) for a in args] + [f"{k}={_shown(v)}" for k, v in kwargs.items()]
     return f"{rule}({', '.join(shown)})"
 
 
@@ -90,6 +97,7 @@ def run_machine(make: Callable[[], RuleBasedStateMachine], *, settings: Optional
             return unseeded()
 
         make = hypothesis_seed(seed)(seeded)
+    outer = list(_first_failure)  # a run_machine inside a rule keeps the outer run's
     _first_failure.clear()
     try:
         # Hypothesis calls the factory it is given; recent releases annotate it as the class itself.
@@ -104,7 +112,7 @@ def run_machine(make: Callable[[], RuleBasedStateMachine], *, settings: Optional
                            + "\n".join(f"  {step}" for step in steps) + f"\n  -> {raised}")
         raise
     finally:
-        _first_failure.clear()
+        _first_failure[:] = outer
 
 
 def counted(body: Callable[..., Any]) -> Callable[..., Any]:

@@ -44,8 +44,7 @@ class HipDriver final : public NativeDriver {
     hipStreamCaptureMode mode = hipStreamCaptureModeRelaxed;
     const bool relaxed = api_.hipThreadExchangeStreamCaptureMode(&mode) == hipSuccess;
     const std::vector<hipStream_t> streams = streams_.take_all();
-    for (hipStream_t stream : streams)
-      if (!recording(stream)) api_.hipStreamSynchronize(stream);  // a recording's work never runs
+    synchronize(streams);
     for (auto exec : execs_.take_all()) api_.hipGraphExecDestroy(exec);
     for (auto graph : graphs_.take_all()) api_.hipGraphDestroy(graph);
     for (auto event : events_.take_all()) api_.hipEventDestroy(event);
@@ -342,11 +341,10 @@ class HipDriver final : public NativeDriver {
     return release(graphs_, handle, "hipGraphDestroy", [&](hipGraph_t g) { return api_.hipGraphDestroy(g); });
   }
   Status graph_exec_destroy(GraphExecHandle handle) override {
-    Status status = release(execs_, handle, "hipGraphExecDestroy", [&](hipGraphExec_t e) { return api_.hipGraphExecDestroy(e); });
-    if (!status.ok()) return status;
-    // ROCm frees an executable graph's resources lazily; synchronising makes the release
-    // (and the memory the graph held) real before the caller reuses that memory.
-    return current("hipDeviceSynchronize", [&] { return api_.hipDeviceSynchronize(); });
+    // ROCm releases an executable graph's resources lazily, at its next synchronization. No
+    // device synchronize hurries it: that would invalidate any capture live on the device
+    // (another Device's, another library's), as the teardown's would.
+    return release(execs_, handle, "hipGraphExecDestroy", [&](hipGraphExec_t e) { return api_.hipGraphExecDestroy(e); });
   }
 
   // interop
@@ -409,12 +407,19 @@ class HipDriver final : public NativeDriver {
   void leave_device(std::uintptr_t previous) const noexcept override {
     (void)api_.hipSetDevice(static_cast<int>(previous));
   }
-  // Whether `stream` (one of this driver's) records a capture, live or invalidated:
-  // synchronizing it would be illegal. Unknown counts as recording (no wait).
-  bool recording(hipStream_t stream) const noexcept {
-    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
-    unsigned long long id = 0;
-    return api_.hipStreamGetCaptureInfo(stream, &status, &id) != hipSuccess || status != hipStreamCaptureStatusNone;
+  // Waits for each of `streams` (this driver's) that does not record a capture, live or
+  // invalidated (synchronizing one would be illegal; unknown counts as recording): the first
+  // failure, or success.
+  hipError_t synchronize(const std::vector<hipStream_t>& streams) const noexcept {
+    hipError_t first = hipSuccess;
+    for (hipStream_t stream : streams) {
+      hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+      unsigned long long id = 0;
+      if (api_.hipStreamGetCaptureInfo(stream, &status, &id) != hipSuccess || status != hipStreamCaptureStatusNone)
+        continue;
+      if (hipError_t error = api_.hipStreamSynchronize(stream); error != hipSuccess && first == hipSuccess) first = error;
+    }
+    return first;
   }
   // Compiles the built-in kernels once per driver (hiprtc targets the current device).
   Status builtin_code_object(std::string* out) {
