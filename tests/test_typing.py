@@ -7,6 +7,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -25,22 +26,36 @@ pytestmark = [pytest.mark.time_limit(300),
               pytest.mark.skipif(not _has_stubs(), reason="this build of lifecore ships no stubs (e.g. the sanitizer build)")]
 
 
-def mypy_on(tmp_path: Path, name: str, source: str):
-    """mypy --strict's result on `source`, written to `name` in tmp_path."""
-    code = tmp_path / name
-    code.write_text(source, encoding="utf-8")
-    return check_typing.run_mypy([str(code)])
+@pytest.fixture(scope="module")
+def mypy_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One folder for every strict run here: the README's sections and mypy's cache stay, so each
+    run after the first re-analyses only its own snippet (a cold run spends ~18 s on stubs)."""
+    return tmp_path_factory.mktemp("mypy-strict")
 
 
-def test_readme_and_examples_pass_mypy_strict():
-    result = check_typing.run_mypy()
+MypyOn = Callable[[str, str], "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def mypy_on(tmp_path: Path, mypy_work: Path) -> MypyOn:
+    """mypy --strict's result on a snippet: mypy_on(name, source) writes it to `name` in tmp_path."""
+
+    def run(name: str, source: str):
+        code = tmp_path / name
+        code.write_text(source, encoding="utf-8")
+        return check_typing.run_mypy([str(code)], cache_dir=mypy_work)
+
+    return run
+
+
+def test_readme_and_examples_pass_mypy_strict(mypy_work: Path):
+    result = check_typing.run_mypy(cache_dir=mypy_work)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success: no issues found" in result.stdout
 
 
-def test_the_check_sees_lifecore_types(tmp_path: Path):
-    result = mypy_on(
-        tmp_path, "wrong.py",
+def test_the_check_sees_lifecore_types(mypy_on: MypyOn):
+    result = mypy_on("wrong.py",
         "from lifecore.sequence import AdmissionCoordinator, FrameHold\n"
         "coordinator = AdmissionCoordinator(None, domains={'kv': 4096}, page_bytes=4096,\n"
         "                                   tokens_per_page=16, max_active_sequences=1)\n"
@@ -50,11 +65,10 @@ def test_the_check_sees_lifecore_types(tmp_path: Path):
     assert 'expression has type "AdmissionCoordinator", variable has type "FrameHold"' in result.stdout
 
 
-def test_values_a_user_reads_are_typed_as_what_they_are(tmp_path: Path):
+def test_values_a_user_reads_are_typed_as_what_they_are(mypy_on: MypyOn):
     # These were typed `object`: indexing a block table, or calling a str method on a skip
     # reason, failed mypy --strict although the code is right.
-    result = mypy_on(
-        tmp_path, "reads.py",
+    result = mypy_on("reads.py",
         "from lifecore.capture import Axis, CapturePayload, CaptureRecord\n"
         "from lifecore._core.capture import ResolvedSlice\n"
         "from lifecore.sequence import AdmissionCoordinator, SequenceSession\n"
@@ -75,12 +89,11 @@ def test_values_a_user_reads_are_typed_as_what_they_are(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_arrays_the_stream_takes_are_typed_as_taken(tmp_path: Path):
+def test_arrays_the_stream_takes_are_typed_as_taken(mypy_on: MypyOn):
     # Stream.write takes any C-contiguous buffer-protocol object (the README's "Buffers as
     # tensors"), but its stub said bytes | bytearray | memoryview: writing a NumPy array failed
     # mypy --strict although it runs.
-    result = mypy_on(
-        tmp_path, "arrays.py",
+    result = mypy_on("arrays.py",
         "import numpy as np\n"
         "import lifecore\n"
         "def roundtrip(stream: lifecore.Stream, buf: lifecore.Buffer) -> None:\n"
@@ -100,11 +113,10 @@ def test_the_installed_package_type_checks(tmp_path: Path):
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_what_may_be_none_or_a_plain_value_is_typed_so(tmp_path: Path):
+def test_what_may_be_none_or_a_plain_value_is_typed_so(mypy_on: MypyOn):
     # A decision's snapshot and deferral are None in the other outcomes; the testing machines
     # were Any to a type checker; statistics were a bare dict. Each line below is wrong.
-    result = mypy_on(
-        tmp_path, "wrong_reads.py",
+    result = mypy_on("wrong_reads.py",
         "import lifecore\n"
         "from lifecore.sequence import BackingDecision\n"
         "from lifecore.testing import StreamCaptureMachine\n"
@@ -124,10 +136,9 @@ def test_what_may_be_none_or_a_plain_value_is_typed_so(tmp_path: Path):
         assert wrong in result.stdout, result.stdout
 
 
-def test_a_block_table_is_typed_as_what_it_returns(tmp_path: Path):
+def test_a_block_table_is_typed_as_what_it_returns(mypy_on: MypyOn):
     # block_table returned Any: a new int32 array for out=None, else the `out` it filled.
-    result = mypy_on(
-        tmp_path, "tables.py",
+    result = mypy_on("tables.py",
         "import numpy as np\n"
         "import lifecore\n"
         "from lifecore.sequence import AdmissionCoordinator, SequenceSession\n"
@@ -150,21 +161,20 @@ def test_a_block_table_is_typed_as_what_it_returns(tmp_path: Path):
     assert 'variable has type "Buffer")' in out and "Incompatible types in assignment" in out, out
 
 
-def test_a_star_import_gives_the_errors_to_a_type_checker(tmp_path: Path):
+def test_a_star_import_gives_the_errors_to_a_type_checker(mypy_on: MypyOn):
     # lifecore.__all__ spread errors.__all__, which mypy does not evaluate: after
     # `from lifecore import *` it called CaptureStateError undefined.
-    result = mypy_on(tmp_path, "star.py", "from lifecore import *\n"
+    result = mypy_on("star.py", "from lifecore import *\n"
                                           "def refused(error: Exception) -> bool:\n"
                                           "    return isinstance(error, (CaptureStateError, ClosedError))\n")
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_what_runs_type_checks_and_what_is_refused_at_run_time_does_not(tmp_path: Path):
+def test_what_runs_type_checks_and_what_is_refused_at_run_time_does_not(tmp_path: Path, mypy_on: MypyOn):
     # The stubs took `object` or `Any` where the call takes little (a str passed as data, a
     # table or a token array), a module __getattr__ made any misspelled import Any, a payload's
     # tensor hid its None, and NumPy integers, which every call takes, were refused.
-    good = mypy_on(
-        tmp_path, "good.py",
+    good = mypy_on("good.py",
         "import numpy as np\n"
         "import lifecore\n"
         "from lifecore import kernels\n"
@@ -187,8 +197,7 @@ def test_what_runs_type_checks_and_what_is_refused_at_run_time_does_not(tmp_path
         "def why(e: CaptureRefusedError, a: AdmissionError, lost: DeviceLostError) -> str:\n"
         "    return e.cause + e.status + e.call + str(e.code) + e.lifecore_status + a.path + lost.reason\n")
     assert good.returncode == 0, good.stdout + good.stderr
-    bad = mypy_on(
-        tmp_path, "bad.py",
+    bad = mypy_on("bad.py",
         "import numpy as np\n"
         "import lifecore\n"
         "from lifecore import kernels\n"

@@ -46,18 +46,24 @@ def module_name(title: str) -> str:
     return "readme_" + (re.sub(r"\W+", "_", title).strip("_").lower() or "top")
 
 
-def run_mypy(extra: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_mypy(extra: list[str] | None = None, cache_dir: Path | None = None) -> subprocess.CompletedProcess[str]:
     """mypy --strict over the README's sections and examples/*.py, from the running interpreter
-    (so it sees the lifecore installed there)."""
-    with tempfile.TemporaryDirectory() as tmp:
+    (so it sees the lifecore installed there). With ``cache_dir`` the sections are written there
+    and mypy keeps its cache there, so a later run with the same options re-analyses only what
+    changed (numpy's and torch's stubs take most of a cold run); without it, all is fresh."""
+    with tempfile.TemporaryDirectory() as fresh:
+        work = Path(fresh) if cache_dir is None else cache_dir
+        sources = work / "sources"
+        sources.mkdir(parents=True, exist_ok=True)
         files = []
         for title, source in readme_sections(README.read_text(encoding="utf-8")).items():
-            path = Path(tmp) / f"{module_name(title)}.py"
-            path.write_text(source, encoding="utf-8")
+            path = sources / f"{module_name(title)}.py"
+            if not path.exists() or path.read_text(encoding="utf-8") != source:
+                path.write_text(source, encoding="utf-8")
             files.append(str(path))
         files += sorted(str(p) for p in EXAMPLES.glob("*.py"))
         # Only torch may be missing (its examples skip then); a missing lifecore is an error.
-        config = Path(tmp) / "mypy.ini"
+        config = work / "mypy.ini"
         config.write_text("[mypy]\nuntyped_calls_exclude = torch\n[mypy-torch.*]\nignore_missing_imports = True\n", encoding="utf-8")
         # A missing torch is Any to mypy, and subclassing its nn.Module is then an error in a
         # README example that is right where torch is installed.
@@ -66,10 +72,10 @@ def run_mypy(extra: list[str] | None = None) -> subprocess.CompletedProcess[str]
         # another type by a later block.
         command = [sys.executable, "-m", "mypy", "--strict", "--config-file", str(config),
                    "--allow-redefinition-new", "--local-partial-types", *without_torch,
-                   "--cache-dir", str(Path(tmp) / "cache"), *(extra or []), *files]
-        result = subprocess.run(command, capture_output=True, text=True, cwd=tmp)
-        # Name the README section, not the temporary file.
-        result.stdout = result.stdout.replace(tmp + "/", "README.md:")
+                   "--cache-dir", str(work / "cache"), *(extra or []), *files]
+        result = subprocess.run(command, capture_output=True, text=True, cwd=work)
+        # Name the README section, not the file it was written to.
+        result.stdout = result.stdout.replace(str(sources) + "/", "README.md:")
         return result
 
 
