@@ -113,6 +113,27 @@ def test_script_differential_and_an_unavailable_backend() -> None:
     assert bad.returncode == 2 and "differential:" in bad.stderr
 
 
+class _WrappedDevice:
+    """A device whose streams come wrapped in `wrap` (a stream type taking the real stream)."""
+
+    def __init__(self, device, wrap):
+        self._device, self._wrap = device, wrap
+
+    def __getattr__(self, name):
+        return getattr(self._device, name)
+
+    def stream(self):
+        return self._wrap(self._device.stream())
+
+
+@dataclass(frozen=True)
+class _WrappedSpec(DeviceSpec):
+    wrap: type = object
+
+    def open(self):  # type: ignore[override]
+        return _WrappedDevice(super().open(), self.wrap)
+
+
 class _LeftoverStream:
     """A stream whose new buffers hold an earlier buffer's values, as a GPU's reused memory does
     (the emulated device's come back zeroed): the runner must not compare what nothing wrote."""
@@ -130,27 +151,10 @@ class _LeftoverStream:
         return buf
 
 
-class _LeftoverDevice:
-    def __init__(self, device):
-        self._device = device
-
-    def __getattr__(self, name):
-        return getattr(self._device, name)
-
-    def stream(self):
-        return _LeftoverStream(self._device.stream())
-
-
-@dataclass(frozen=True)
-class _LeftoverSpec(DeviceSpec):
-    def open(self):  # type: ignore[override]
-        return _LeftoverDevice(super().open())
-
-
 def test_memory_nothing_wrote_is_not_compared() -> None:
     # Seed 0's first run reads a buffer allocated after a refused capture and never written (the
     # divergence a GPU showed: -2.0 left over there, zeros on the emulated device).
-    report = run_differential((DeviceSpec(EMULATED, "hardware"), _LeftoverSpec(EMULATED, "hardware")),
+    report = run_differential((DeviceSpec(EMULATED, "hardware"), _WrappedSpec(EMULATED, "hardware", _LeftoverStream)),
                               steps=250, seed=0, runs=3)
     assert report.identical, report.summary()
     assert report.reads_compared > 0 and report.replays > 0  # reads of defined memory, compared
@@ -163,19 +167,8 @@ class _OffByOneFillStream(_LeftoverStream):
         return self._stream.fill(buf, value ^ 1)
 
 
-class _OffByOneFillDevice(_LeftoverDevice):
-    def stream(self):
-        return _OffByOneFillStream(self._device.stream())
-
-
-@dataclass(frozen=True)
-class _OffByOneFillSpec(DeviceSpec):
-    def open(self):  # type: ignore[override]
-        return _OffByOneFillDevice(super().open())
-
-
 def test_memory_a_fill_defined_is_compared() -> None:
-    report = run_differential((DeviceSpec(EMULATED, "hardware"), _OffByOneFillSpec(EMULATED, "hardware")),
+    report = run_differential((DeviceSpec(EMULATED, "hardware"), _WrappedSpec(EMULATED, "hardware", _OffByOneFillStream)),
                               steps=250, seed=0, runs=3)
     assert not report.identical
     assert report.divergence.step.op == "read", report.summary()

@@ -119,12 +119,13 @@ EXPORT hipError_t hipGetDevice(int* device) { *device = current_device; return S
 static long live_captures;
 static unsigned long long invalidated_before;
 static unsigned long long next_capture_id = 1;
+/* Fails a call that conflicts with the live captures, and invalidates them (those begun before it). */
+static hipError_t invalidate_live_captures(void) {
+  invalidated_before = next_capture_id;
+  return CAPTURE_UNSUPPORTED;
+}
 EXPORT hipError_t hipDeviceSynchronize(void) {
-  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) > 0) {
-    invalidated_before = next_capture_id;
-    return CAPTURE_UNSUPPORTED;
-  }
-  return SUCCESS;
+  return __atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) > 0 ? invalidate_live_captures() : SUCCESS;
 }
 EXPORT hipError_t hipMemGetInfo(size_t* free_bytes, size_t* total) {
   *free_bytes = (size_t)1 << 32;
@@ -240,10 +241,7 @@ static hipError_t release_range(void* p) {
 /* As HIP's: a free is a potentially unsafe call, refused (and invalidating every live capture)
  * while a capture is live and the calling thread's capture mode is not relaxed. */
 EXPORT hipError_t hipFree(void* p) {
-  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) > 0 && capture_mode != 2) {
-    invalidated_before = next_capture_id;
-    return CAPTURE_UNSUPPORTED;
-  }
+  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) > 0 && capture_mode != 2) return invalidate_live_captures();
   return release_range(p);
 }
 enum { HIP_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9 };

@@ -168,8 +168,22 @@ EXPORT void* fake_cuda_current_context(void) { return current_context; }
 EXPORT void fake_cuda_make_current(void* context) { current_context = context; }
 static CUresult fake_cuCtxGetCurrent(void** context) { INJECT(); *context = current_context; return SUCCESS; }
 static CUresult fake_cuCtxSetCurrent(void* context) { INJECT(); current_context = context; return SUCCESS; }
-static void invalidate_live_captures(void);
+static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { INJECT(); *free_bytes = 1u << 30; *total = 2u << 30; return SUCCESS; }
+
+/* ---- streams and events ---- */
+struct stream { int capturing; unsigned long long capture_id; uintptr_t joined; };
+static unsigned long long next_capture_id = 1;
+/* An unsafe call (a module load) while a capture is live and the calling thread's mode is not
+ * relaxed fails, as CUDA's, and invalidates every live capture: those begun before it. */
 static long live_captures;
+static unsigned long long invalidated_before;
+static __thread int capture_mode; /* the thread's: 0 global, 1 thread-local, 2 relaxed */
+static void invalidate_live_captures(void) { invalidated_before = next_capture_id; }
+static CUresult check_unsafe_call(void) {
+  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) == 0 || capture_mode == 2) return SUCCESS;
+  invalidate_live_captures();
+  return CAPTURE_UNSUPPORTED;
+}
 /* As CUDA's: synchronizing the context while any capture in it is live necessarily conflicts with
  * that capture, whatever the capture modes: it fails and invalidates every live capture. */
 static CUresult fake_cuCtxSynchronize(void) { INJECT();
@@ -178,21 +192,6 @@ static CUresult fake_cuCtxSynchronize(void) { INJECT();
     return CAPTURE_UNSUPPORTED;
   }
   return current_context ? SUCCESS : 201;
-}
-static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { INJECT(); *free_bytes = 1u << 30; *total = 2u << 30; return SUCCESS; }
-
-/* ---- streams and events ---- */
-struct stream { int capturing; unsigned long long capture_id; uintptr_t joined; };
-static unsigned long long next_capture_id = 1;
-/* An unsafe call (a module load) while a capture is live and the calling thread's mode is not
- * relaxed fails, as CUDA's, and invalidates every live capture: those begun before it. */
-static unsigned long long invalidated_before;
-static __thread int capture_mode; /* the thread's: 0 global, 1 thread-local, 2 relaxed */
-static void invalidate_live_captures(void) { invalidated_before = next_capture_id; }
-static CUresult check_unsafe_call(void) {
-  if (__atomic_load_n(&live_captures, __ATOMIC_SEQ_CST) == 0 || capture_mode == 2) return SUCCESS;
-  invalidate_live_captures();
-  return CAPTURE_UNSUPPORTED;
 }
 /* The streams the fake made (so a capture query can tell them from another library's, which it
  * never dereferences), and the capture state a test gives another library's stream with

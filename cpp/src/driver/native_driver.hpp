@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "driver/handle_registry.hpp"
 #include "lifecore/driver/driver.hpp"
@@ -83,6 +84,18 @@ class NativeDriver : public Driver {
     Status status = current(call, [&] { return native_create(&native); });
     if (status.ok()) *out = registry.adopt(native);
     return status;
+  }
+  // Waits, through `synchronize` (a native stream -> its native result), for each of `streams`
+  // that records no capture: synchronizing one that does, live or invalidated, is illegal, and a
+  // failed query counts as recording. For a teardown: its failures have no one to go to.
+  template <class Native, class F>
+  void synchronize_idle(const std::vector<Native>& streams, F&& synchronize) {
+    for (Native stream : streams) {
+      CaptureStatus capture = CaptureStatus::none;
+      if (stream_capture_status_native(reinterpret_cast<std::uintptr_t>(stream), &capture).ok() &&
+          capture == CaptureStatus::none)
+        (void)synchronize(stream);
+    }
   }
   // Destroys the native object behind `handle`; the handle is forgotten once that succeeded.
   template <class Native, class Handle, class F>

@@ -42,8 +42,7 @@ class CudaDriver final : public NativeDriver {
       CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
       const bool relaxed = api_.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
       const std::vector<CUstream> streams = streams_.take_all();
-      for (CUstream stream : streams)
-        if (!recording(stream)) api_.cuStreamSynchronize(stream);  // a recording's work never runs
+      synchronize_idle(streams, api_.cuStreamSynchronize);  // a recording's work never runs
       for (auto exec : execs_.take_all()) api_.cuGraphExecDestroy(exec);
       for (auto graph : graphs_.take_all()) api_.cuGraphDestroy(graph);
       for (auto event : events_.take_all()) api_.cuEventDestroy(event);
@@ -424,18 +423,6 @@ class CudaDriver final : public NativeDriver {
   }
   void leave_device(std::uintptr_t previous) const noexcept override {
     (void)api_.cuCtxSetCurrent(reinterpret_cast<CUcontext>(previous));
-  }
-
-  // Whether `stream` (one of this driver's, its context current) records a capture, live or
-  // invalidated: synchronizing it would be illegal. Unknown counts as recording (no wait).
-  bool recording(CUstream stream) const noexcept {
-    CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
-    const CUresult result = api_.cuStreamGetCaptureInfo_v3 != nullptr
-        ? api_.cuStreamGetCaptureInfo_v3(stream, &status, nullptr, nullptr, nullptr, nullptr, nullptr)
-        : api_.cuStreamGetCaptureInfo_v2 != nullptr
-        ? api_.cuStreamGetCaptureInfo_v2(stream, &status, nullptr, nullptr, nullptr, nullptr)
-        : CUDA_SUCCESS;  // a driver that cannot say has no capture lifecore began with an id
-    return result != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
   }
 
   const CudaApi& api_;

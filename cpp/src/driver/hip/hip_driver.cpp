@@ -44,7 +44,7 @@ class HipDriver final : public NativeDriver {
     hipStreamCaptureMode mode = hipStreamCaptureModeRelaxed;
     const bool relaxed = api_.hipThreadExchangeStreamCaptureMode(&mode) == hipSuccess;
     const std::vector<hipStream_t> streams = streams_.take_all();
-    synchronize(streams);
+    synchronize_idle(streams, api_.hipStreamSynchronize);  // a recording's work never runs
     for (auto exec : execs_.take_all()) api_.hipGraphExecDestroy(exec);
     for (auto graph : graphs_.take_all()) api_.hipGraphDestroy(graph);
     for (auto event : events_.take_all()) api_.hipEventDestroy(event);
@@ -406,20 +406,6 @@ class HipDriver final : public NativeDriver {
   }
   void leave_device(std::uintptr_t previous) const noexcept override {
     (void)api_.hipSetDevice(static_cast<int>(previous));
-  }
-  // Waits for each of `streams` (this driver's) that does not record a capture, live or
-  // invalidated (synchronizing one would be illegal; unknown counts as recording): the first
-  // failure, or success.
-  hipError_t synchronize(const std::vector<hipStream_t>& streams) const noexcept {
-    hipError_t first = hipSuccess;
-    for (hipStream_t stream : streams) {
-      hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
-      unsigned long long id = 0;
-      if (api_.hipStreamGetCaptureInfo(stream, &status, &id) != hipSuccess || status != hipStreamCaptureStatusNone)
-        continue;
-      if (hipError_t error = api_.hipStreamSynchronize(stream); error != hipSuccess && first == hipSuccess) first = error;
-    }
-    return first;
   }
   // Compiles the built-in kernels once per driver (hiprtc targets the current device).
   Status builtin_code_object(std::string* out) {
