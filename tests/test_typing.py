@@ -36,6 +36,11 @@ def mypy_work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 MypyOn = Callable[[str, str], "subprocess.CompletedProcess[str]"]
 
 
+def _revealed(stdout: str) -> list[str]:
+    """The types mypy's reveal_type lines show, in order."""
+    return [line.split("Revealed type is ", 1)[1] for line in stdout.splitlines() if "Revealed type" in line]
+
+
 @pytest.fixture
 def mypy_on(tmp_path: Path, mypy_work: Path) -> MypyOn:
     """mypy --strict's result on a snippet: mypy_on(name, source) writes it to `name` in tmp_path."""
@@ -148,7 +153,7 @@ def test_a_block_table_is_typed_as_what_it_returns(mypy_on: MypyOn):
         "    reveal_type(c.block_table(rows, 8, out=np.zeros((2, 8), np.int32)))\n"
         "    wrong: lifecore.Buffer = c.block_table(rows, 8)\n")
     assert result.returncode == 1, result.stdout + result.stderr
-    revealed = [line.split("Revealed type is ", 1)[1] for line in result.stdout.splitlines() if "Revealed type" in line]
+    revealed = _revealed(result.stdout)
     assert len(revealed) == 3, result.stdout
     int32 = ("numpy.int32", "_32Bit")  # as the installed NumPy's stubs spell it
     assert revealed[0].startswith('"numpy.ndarray[') and any(name in revealed[0] for name in int32), revealed
@@ -159,6 +164,30 @@ def test_a_block_table_is_typed_as_what_it_returns(mypy_on: MypyOn):
     assert any(name in revealed[2] for name in int32), revealed
     out = result.stdout
     assert 'variable has type "Buffer")' in out and "Incompatible types in assignment" in out, out
+
+
+def test_a_devices_modes_are_typed_as_the_strings_it_takes(mypy_on: MypyOn):
+    # Device(graphs=, capture_mode=) took any str: a misspelt mode type-checked and failed only
+    # when the line ran. The modes it reports are the same literals.
+    result = mypy_on("modes.py",
+        "import lifecore\n"
+        "def modes(device: lifecore.Device) -> None:\n"
+        "    lifecore.Device('mock', graphs='software', capture_mode='relaxed').close()\n"
+        "    reveal_type(device.graphs)\n"
+        "    reveal_type(device.capture_mode)\n"
+        "    lifecore.Device('mock', graphs='sofware')\n"
+        "    lifecore.Device('mock', capture_mode='threadlocal')\n")
+    assert result.returncode == 1, result.stdout + result.stderr
+    revealed = _revealed(result.stdout)
+    assert len(revealed) == 2, result.stdout
+    # The literals, however this mypy spells their union (Literal['a'] | Literal['b'], or one Literal).
+    for shown, names in zip(revealed, (("hardware", "software"), ("thread_local", "global", "relaxed"))):
+        assert "Literal[" in shown and "str" not in shown, revealed
+        assert all(f"'{name}'" in shown for name in names) and shown.count("'") == 2 * len(names), revealed
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert len(errors) == 2 and all(":6:" in e or ":7:" in e for e in errors), result.stdout
+    assert 'Argument "graphs" to "Device" has incompatible type "Literal[\'sofware\']"' in result.stdout, result.stdout
+    assert 'Argument "capture_mode" to "Device" has incompatible type' in result.stdout, result.stdout
 
 
 def test_a_star_import_gives_the_errors_to_a_type_checker(mypy_on: MypyOn):

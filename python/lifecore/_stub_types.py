@@ -8,7 +8,7 @@ so a checker accepts a torch, CuPy or NumPy array and refuses a ``str`` where on
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, Union
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer, TypeAlias
@@ -55,3 +55,14 @@ DeviceArray = Union[SupportsDLPack, SupportsCudaArrayInterface]
 BlockTableOut = TypeVar("BlockTableOut", bound="SupportsDLPack | HostBuffer")
 """What ``AdmissionCoordinator.block_table`` fills and returns: the type of its ``out`` (a NumPy
 array, a torch tensor, a lifecore Buffer, any writable buffer)."""
+
+GraphsOption = Literal["auto", "hardware", "software"]
+"""What ``Device(graphs=)`` takes: ``'auto'`` (the driver's graphs where it captures them, else
+the runtime's), ``'hardware'`` or ``'software'``; anything else is refused at run time."""
+
+GraphsMode = Literal["hardware", "software"]
+"""What ``Device.graphs`` answers: the mode ``'auto'`` chose, or the one asked for."""
+
+CaptureModeName = Literal["thread_local", "global", "relaxed"]
+"""What ``Device(capture_mode=)`` takes and ``Device.capture_mode`` answers: which calls a
+recording forbids, and on which threads (CUDA's and HIP's stream capture modes)."""

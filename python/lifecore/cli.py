@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence, TextIO, cast
 
 import lifecore
+from lifecore._stub_types import GraphsMode
 
 LIFECYCLES = ("graph", "sequence", "capture")
 HOST = "host"  # the sequence target on host page memory
@@ -421,7 +422,11 @@ def _machine_settings(examples: int, steps: int, explain: bool, setup_steps: int
 
 
 # ---------------------------------------------------------------- targets
-def _graph_target(backend: str, graphs: str) -> Target:
+# A graph target's graphs part as the mode Device takes (a dict, so the text becomes the typed literal).
+_GRAPHS_MODES: dict[str, GraphsMode] = {"hardware": "hardware", "software": "software"}
+
+
+def _graph_target(backend: str, graphs: GraphsMode) -> Target:
     def machine() -> type:
         from lifecore.testing import StreamCaptureMachine
         return StreamCaptureMachine
@@ -482,11 +487,11 @@ def _resolve(backend: str) -> str:
         device.close()
 
 
-def _machine_targets() -> list[tuple[str, str]]:
+def _machine_targets() -> list[tuple[str, GraphsMode]]:
     """Every available backend, in registry order: the first with both graph kinds, the others
     with the graphs their device picks."""
     names = lifecore.available_backends()
-    targets = [(names[0], "hardware"), (names[0], "software")] if names else []
+    targets: list[tuple[str, GraphsMode]] = [(names[0], "hardware"), (names[0], "software")] if names else []
     for name in names[1:]:
         device = lifecore.Device(name)
         try:
@@ -511,9 +516,10 @@ def _parse_target(lifecycle: str, label: str) -> Target:
     """The target a label names (as the tables print it); ValueError when it names none."""
     if lifecycle == "graph":
         backend, _, graphs = label.partition("/")
-        if graphs not in ("hardware", "software"):
+        mode = _GRAPHS_MODES.get(graphs)
+        if mode is None:
             raise ValueError(f"a graph target is BACKEND/hardware or BACKEND/software, got {label!r}")
-        return _graph_target(_backend_name(backend), graphs)
+        return _graph_target(_backend_name(backend), mode)
     if lifecycle == "sequence":
         if label == HOST:
             return _sequence_target(HOST)
@@ -1035,7 +1041,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         backend = _resolve(args.backend)
         targets = []
         if "graph" in lifecycles:
-            graphs = ["hardware", "software"] if args.graphs == "both" else [args.graphs]
+            graphs: list[GraphsMode] = ["hardware", "software"] if args.graphs == "both" else [args.graphs]
             targets += [_graph_target(backend, g) for g in graphs]
         if "sequence" in lifecycles:
             targets += [_sequence_target(b) for b in dict.fromkeys([HOST, backend])]

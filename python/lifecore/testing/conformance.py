@@ -28,6 +28,7 @@ import pytest
 
 import lifecore
 from lifecore import CaptureVariant
+from lifecore._stub_types import GraphsMode
 from lifecore import kernels as K
 from lifecore.testing.fault_injection import offers_fault_injection
 
@@ -88,10 +89,11 @@ class BackendConformance:
         return self.backend
 
     @pytest.fixture(name="graphs", params=["hardware", "software"])
-    def _graphs(self, request: Any) -> str:
-        if request.param not in self.graph_kinds:
-            pytest.skip(f"{type(self).__name__} does not run {request.param} graphs")
-        return str(request.param)
+    def _graphs(self, request: Any) -> GraphsMode:
+        mode: GraphsMode = request.param
+        if mode not in self.graph_kinds:
+            pytest.skip(f"{type(self).__name__} does not run {mode} graphs")
+        return mode
 
     @pytest.fixture(name="info")
     def _info(self, backend: str) -> Any:
@@ -101,20 +103,20 @@ class BackendConformance:
         return info
 
     @pytest.fixture(name="device")
-    def _device(self, backend: str, graphs: str, info: Any) -> Iterator[Any]:
+    def _device(self, backend: str, graphs: GraphsMode, info: Any) -> Iterator[Any]:
         with lifecore.Device(backend, graphs=graphs) as device:
             yield device
 
     # ------------------------------------------------------------------ device
 
-    def test_device_reports_its_backend(self, device: Any, backend: str, graphs: str, info: Any) -> None:
+    def test_device_reports_its_backend(self, device: Any, backend: str, graphs: GraphsMode, info: Any) -> None:
         assert device.backend == backend and device.graphs == graphs
         assert device.ordinal == 0 and not device.closed and not device.lost
         assert isinstance(device.name, str) and device.name
         assert info.device_count >= 1
         assert backend in lifecore.available_backends()
 
-    def test_close_is_final_and_idempotent(self, backend: str, graphs: str, info: Any) -> None:
+    def test_close_is_final_and_idempotent(self, backend: str, graphs: GraphsMode, info: Any) -> None:
         device = lifecore.Device(backend, graphs=graphs)
         stream = device.stream()
         buf = stream.alloc(64)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Optional, Sequence
 
 import lifecore
+from lifecore._stub_types import GraphsOption
 
 __all__ = ["DeviceSpec", "Step", "Divergence", "DifferentialReport", "parse_specs", "run_differential"]
 
@@ -43,13 +44,17 @@ CANONICAL_NAN = 0x7FC00000
 OWNERS = (0, 1)
 
 
+# A spec's graphs part as the mode Device takes (a dict, so the text becomes the typed literal).
+_GRAPHS_OPTIONS: dict[str, GraphsOption] = {"auto": "auto", "hardware": "hardware", "software": "software"}
+
+
 @dataclass(frozen=True)
 class DeviceSpec:
     """``backend`` or ``backend/graphs``: a registered backend's name or ``auto``, and
     ``hardware``, ``software`` or ``auto`` (the default: what ``Device(backend)`` picks)."""
 
     backend: str
-    graphs: str
+    graphs: GraphsOption
 
     @classmethod
     def parse(cls, text: str) -> "DeviceSpec":
@@ -57,10 +62,10 @@ class DeviceSpec:
         known = ["auto", *lifecore.backend_names()]
         if backend not in known:
             raise ValueError(f"unknown backend {backend!r} in {text!r}: expected one of {', '.join(known)}")
-        graphs = graphs or "auto"
-        if graphs not in ("auto", "hardware", "software"):
+        mode = _GRAPHS_OPTIONS.get(graphs or "auto")
+        if mode is None:
             raise ValueError(f"unknown graphs mode {graphs!r} in {text!r}: expected hardware or software")
-        return cls(backend, graphs)
+        return cls(backend, mode)
 
     def open(self) -> Any:
         return lifecore.Device(self.backend, graphs=self.graphs)
