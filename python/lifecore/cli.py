@@ -37,7 +37,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, TextIO, cast
+from typing import Any, Callable, Iterator, Optional, Sequence, TextIO, cast, get_args
 
 import lifecore
 from lifecore._stub_types import GraphsMode
@@ -422,8 +422,9 @@ def _machine_settings(examples: int, steps: int, explain: bool, setup_steps: int
 
 
 # ---------------------------------------------------------------- targets
-# A graph target's graphs part as the mode Device takes (a dict, so the text becomes the typed literal).
-_GRAPHS_MODES: dict[str, GraphsMode] = {"hardware": "hardware", "software": "software"}
+# A graph target's graphs part as the mode Device takes: a table made from the typed literal, so
+# a lookup turns the text into it (and nothing spells the modes again).
+_GRAPHS_MODES: dict[str, GraphsMode] = {mode: mode for mode in get_args(GraphsMode)}
 
 
 def _graph_target(backend: str, graphs: GraphsMode) -> Target:

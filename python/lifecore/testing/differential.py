@@ -31,7 +31,7 @@ import random
 import struct
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, get_args
 
 import lifecore
 from lifecore._stub_types import GraphsOption
@@ -44,8 +44,9 @@ CANONICAL_NAN = 0x7FC00000
 OWNERS = (0, 1)
 
 
-# A spec's graphs part as the mode Device takes (a dict, so the text becomes the typed literal).
-_GRAPHS_OPTIONS: dict[str, GraphsOption] = {"auto": "auto", "hardware": "hardware", "software": "software"}
+# A spec's graphs part as the mode Device takes: a table made from the typed literal, so a lookup
+# turns the text into it (and nothing spells the modes again).
+_GRAPHS_OPTIONS: dict[str, GraphsOption] = {mode: mode for mode in get_args(GraphsOption)}
 
 
 @dataclass(frozen=True)
