@@ -16,8 +16,9 @@
    (``step()`` each, then one ``block_table(sessions, width, out=table)``; or ``step_all``; or a
    persistent ``DecodeTable`` that writes only the ids that changed) with 1,000 /
    10,000 / 100,000 sequences live, and the per-call iteration in parts (the loop, the steps,
-   the table, a fill of a table that size); admit + open of a 2,048-token prompt; release of a
-   128-block sequence.
+   the table, a fill of a table that size, and the floor of any per-call API: the loop with a
+   C call per row that does nothing, plus the fill); admit + open of a 2,048-token prompt;
+   release of a 128-block sequence.
 
     python -m lifecore.benchmarks.sequence [--quick]
 """
@@ -382,19 +383,37 @@ def decode_iteration_parts(live: int = 1_000, *, rounds: int = 9, warmup: int = 
     alone (the token bookkeeping every side does), ``step()`` x256 with that loop and no table,
     ``block_table`` alone (the same 256 x 128 table in place, no row changed: the cheapest full
     table), and a NumPy fill of a table of that shape (writing every entry once, the least any
-    full table costs). The headroom is what the baseline leaves for a table after the steps."""
+    full table costs). The headroom is what the baseline leaves for a table after the steps.
+
+    Then the floor of any per-call API that rebuilds the table: the same loop with a C method
+    call per row that does nothing (``dict.get`` on an empty dict: the interpreter's cost of one
+    call with one argument), plus that fill (the least a table costs; a table built from ids
+    also reads them). What the floor leaves under the baseline is all a per-call API has for
+    its own work: a lock per row, the extensions, each row's checks."""
     lc, fl = _LifecoreBatch(live, inner), _FreeListBatch(live, inner)
     # A fill, not a copy: it writes every entry once and reads nothing, and a copy's time here
     # depended on where its two arrays happened to lie (10x apart between two runs).
     filled = np.zeros((BATCH, WIDTH), dtype=np.int32)
 
     spare = [0] * BATCH
+    probes: list[dict[int, int]] = [{} for _ in range(BATCH)]
 
     def loop_only() -> None:  # the same reads and writes, on a list no session follows
         tokens = lc.tokens
         for r in range(BATCH):
             t = tokens[r] + 1
             spare[r] = t
+
+    def call_floor() -> None:  # the loop with a C call per row in place of step()
+        tokens = lc.tokens
+        for r in range(BATCH):
+            t = tokens[r] + 1
+            spare[r] = t
+            probes[r].get(t)
+
+    def floor() -> None:  # and a fill of a full table in place of block_table
+        call_floor()
+        filled.fill(7)
 
     def steps_only() -> None:
         tokens, batch = lc.tokens, lc.batch
@@ -412,11 +431,17 @@ def decode_iteration_parts(live: int = 1_000, *, rounds: int = 9, warmup: int = 
         "lifecore block_table alone": Side(table_only, unit="iteration", before=lc.refresh),
         f"NumPy fill of a {BATCH} x {WIDTH} int32 table": Side(lambda: filled.fill(7), unit="iteration"),
         "Python free list + NumPy table": Side(fl, unit="iteration", before=fl.refresh),
+        "floor: the loop + a C call per row": Side(call_floor, unit="iteration"),
+        "floor: the loop + a C call per row + the fill": Side(floor, unit="iteration"),
     }
     run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
                      title=f"the per-call decode iteration in parts ({BATCH} sequences, {live:,} live)")
     run.ratio("lifecore step() x256", "Python free list + NumPy table")
     run.ratio("lifecore block_table alone", f"NumPy fill of a {BATCH} x {WIDTH} int32 table")
+    run.ratio("floor: the loop + a C call per row + the fill", "Python free list + NumPy table")
+    run.difference("step() over the call floor", "lifecore step() x256", "floor: the loop + a C call per row")
+    run.difference("left for a per-call API's own work (baseline - floor)", "Python free list + NumPy table",
+                   "floor: the loop + a C call per row + the fill")
     run.difference("step() over the loop", "lifecore step() x256", "Python loop alone")
     run.difference("baseline over the loop", "Python free list + NumPy table", "Python loop alone")
     run.difference("headroom for a table (baseline - steps)", "Python free list + NumPy table", "lifecore step() x256")

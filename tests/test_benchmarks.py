@@ -92,13 +92,17 @@ def test_the_per_call_iteration_in_parts_shows_the_steps_the_table_and_the_headr
                                           "NumPy fill of a 256 x 128 int32 table", "Python free list + NumPy table"]
     assert [r.name for r in run.ratios] == [
         "lifecore step() x256 / Python free list + NumPy table",
-        "lifecore block_table alone / NumPy fill of a 256 x 128 int32 table"]
+        "lifecore block_table alone / NumPy fill of a 256 x 128 int32 table",
+        "floor: the loop + a C call per row + the fill / Python free list + NumPy table"]
     # Each difference is taken per round from the sides it names.
     steps, loop, baseline = (run[n].samples_ns for n in ("lifecore step() x256", "Python loop alone",
                                                          "Python free list + NumPy table"))
     assert run["step() over the loop"].samples_ns == pytest.approx([s - lo for s, lo in zip(steps, loop)])
     headroom = run["headroom for a table (baseline - steps)"].samples_ns
     assert headroom == pytest.approx([b - s for b, s in zip(baseline, steps)])
+    floor = run["floor: the loop + a C call per row + the fill"].samples_ns
+    left = run["left for a per-call API's own work (baseline - floor)"].samples_ns
+    assert left == pytest.approx([b - f for b, f in zip(baseline, floor)])
     assert run.facts == {"live sequences": 300}
 
 

@@ -1,5 +1,6 @@
 // The sequence core without Python: admission, extension, frames, release, waiters, and
 // the KV arena on a device when an emulated driver is available.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -616,7 +617,76 @@ void step_names_its_deferral() {
   CHECK(session->step(17) == BackingOutcome::extended && !session->step_deferral());
 }
 
+// step() extends in place under one hold of the session's lock, and takes the general path
+// (prepare, claim, publish) while a test's pause point is armed, for a step that takes more ids
+// than it keeps, or when capacity is short. Both paths leave the same state: two coordinators
+// with the same free lists, one session each, stepped alike (one way on each), agree on every
+// answer, generation, frontier, id and count; with one domain and with three, through an
+// extension of no page (the prompt's last page), of one, of many, up to the fit, and a deferral.
+void a_step_extends_in_place_as_the_general_path_does() {
+  for (std::size_t domain_count : {std::size_t{1}, std::size_t{3}}) {
+    const auto coordinator = [&] {
+      CoordinatorConfig config;
+      for (std::size_t d = 0; d < domain_count; ++d) config.domains.push_back({"kv" + std::to_string(d), 40 * 4096, 0});
+      config.page_bytes = 4096;
+      config.tokens_per_page = 16;
+      config.max_active_sequences = 4;
+      config.memory = std::make_shared<HostPageMemory>();
+      return AdmissionCoordinator::create(std::move(config));
+    };
+    auto in_place = coordinator(), general = coordinator();
+    const auto open = [](const std::shared_ptr<AdmissionCoordinator>& c) {
+      auto decision = c->admit({"r", 20, 16 * 38, {}});  // 2 pages, the second part-filled
+      return std::get<Admitted>(decision).resources->open_session();
+    };
+    auto a = open(in_place), b = open(general);
+    // Another sequence holds the last 4 pages of every domain: past 36 pages a step defers.
+    auto holder_a = std::get<Admitted>(in_place->admit({"h", 64, 64, {}})).resources;
+    auto holder_b = std::get<Admitted>(general->admit({"h", 64, 64, {}})).resources;
+    std::vector<std::int64_t> targets;
+    for (std::int64_t t = 21; t <= 16 * 6; ++t) targets.push_back(t);  // a page at a time
+    targets.push_back(16 * 6 + 300);  // 19 pages in one step: more ids than the in-place path keeps
+    for (std::int64_t t = 16 * 25 + 1; t <= 16 * 36; t += 7) targets.push_back(t);
+    targets.push_back(16 * 36 + 1);  // deferred: the holder has the rest
+    targets.push_back(0);            // (the holder lets go)
+    targets.push_back(16 * 36 + 1);  // extends now
+    targets.push_back(16 * 38);      // to the fit
+    std::size_t extended = 0, deferred = 0;
+    for (const std::int64_t t : targets) {
+      if (t == 0) {
+        holder_a.reset();
+        holder_b.reset();
+        continue;
+      }
+      const BackingOutcome first = a->step(t);
+      pause_points::arm(pause_points::Point::candidate_looked_at);  // never reached by a step
+      const BackingOutcome second = b->step(t);
+      pause_points::disarm();
+      CHECK(first == second);
+      extended += first == BackingOutcome::extended;
+      deferred += first == BackingOutcome::backing_deferred;
+      const auto sa = a->backing(), sb = b->backing();
+      CHECK(sa->generation() == sb->generation() && sa->tokens() == sb->tokens() && sa->pages() == sb->pages());
+      for (std::uint32_t d = 0; d < domain_count; ++d) {
+        const BlockIds ia = sa->block_ids(d), ib = sb->block_ids(d);
+        CHECK(ia.count == sb->pages() && ib.count == ia.count);
+        CHECK(std::equal(ia.data.get(), ia.data.get() + ia.count, ib.data.get()));
+        CHECK(in_place->capacity().domains[d].used_bytes == general->capacity().domains[d].used_bytes);
+      }
+      CHECK(in_place->live_blocks() == general->live_blocks() && in_place->live_takes() == general->live_takes());
+      CHECK(a->retired_frames() == b->retired_frames());
+    }
+    CHECK(extended > 10 && deferred == 1 && a->backing()->pages() == 38 && a->backing()->tokens() == 16 * 38);
+    CHECK(error_of([&] { a->step(16 * 38 + 1); }) == ErrorKind::Capacity);  // beyond the fit
+    CHECK(a->backing()->pages() == 38 && in_place->live_blocks() == 38 * domain_count);
+    a.reset();
+    b.reset();
+    CHECK(in_place->live_blocks() == 0 && in_place->live_takes() == 0 && in_place->capacity().domains[0].used_bytes == 0);
+  }
+}
+
 int main() {
+  a_step_extends_in_place_as_the_general_path_does();
   lazy_fingerprint_matches_the_eager_one();
   stale_decisions_hold_nothing();
   a_closed_session_spends_its_resources();

@@ -98,21 +98,26 @@ void SequenceBacking::grow_locked(DomainIds& ids, std::uint64_t needed) {
 }
 
 void SequenceBacking::adopt(PreparedPages& prepared) {
-  const std::uint64_t delta = prepared.physical_pages_;
-  std::lock_guard<SessionLock> lock(mutex_);
-  const std::uint64_t total = pages_ + delta;  // bounded by the request's fit pages
-  const std::size_t count = domains().size();
-  for (std::size_t i = 0; i < count && delta != 0; ++i) {
-    auto& d = ids_of(i);
-    if (total > d.current.capacity) grow_locked(d, total);
-  }
-  for (std::size_t i = 0; i < count && delta != 0; ++i)
-    std::memcpy(ids_of(i).current.data.get() + pages_, prepared.ids.data() + i * delta, delta * sizeof(std::int32_t));
-  pages_ += prepared.logical_pages_;
-  if (delta != 0) takes_ += count;
+  adopt_taken(prepared.ids.data(), prepared.physical_pages_);
   prepared.ids.clear();
   prepared.physical_pages_ = 0;
   prepared.logical_pages_ = 0;
+}
+
+void SequenceBacking::adopt_taken(const std::int32_t* ids, std::uint64_t delta) {
+  if (delta == 0) return;
+  std::lock_guard<SessionLock> lock(mutex_);
+  const std::uint64_t total = pages_ + delta;  // bounded by the request's fit pages
+  const std::size_t count = domains().size();
+  // Every storage grown before any id is copied: a failed growth leaves the backing as it was.
+  for (std::size_t i = 0; i < count; ++i) {
+    auto& d = ids_of(i);
+    if (total > d.current.capacity) grow_locked(d, total);
+  }
+  for (std::size_t i = 0; i < count; ++i)
+    std::memcpy(ids_of(i).current.data.get() + pages_, ids + i * delta, delta * sizeof(std::int32_t));
+  pages_ = total;
+  takes_ += count;
 }
 
 void SequenceBacking::reserve_unshared(std::uint64_t pages) {

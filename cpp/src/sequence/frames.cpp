@@ -46,7 +46,6 @@ FrameDisposition FrameHold::commit() {
   if (s.phase == SessionPhase::poisoned) raise(ErrorKind::SessionState, "commit: the sequence session is poisoned");
   if (!s.extras.no_flights()) raise(ErrorKind::SessionState, "commit: participant flights of this frame are still live");
   s.active_frame.reset();
-  ++s.retired;
   finalized_ = true;
   released = std::move(snapshot_);
   pin = std::move(pin_);

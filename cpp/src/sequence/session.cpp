@@ -352,7 +352,7 @@ CancelSnapshot SequenceSession::request_cancel() {
   s.require_active_locked("request_cancel");
   if (s.phase == SessionPhase::poisoned) raise(ErrorKind::SessionState, "request_cancel: the sequence session is poisoned");
   s.phase = SessionPhase::cancel_requested;
-  CancelSnapshot snap{s.phase, s.active_frame, {}, s.retired};
+  CancelSnapshot snap{s.phase, s.active_frame, {}, s.retired_locked()};
   s.extras.for_each_flight([&](std::uint64_t key, FlightPhase phase) { snap.flights.emplace_back(key, phase); });
   return snap;
 }
@@ -363,7 +363,7 @@ TerminalReceipt SequenceSession::try_complete() {
   require_handle(s, "try_complete");
   s.require_open_locked("try_complete");
   if (!s.quiescent_locked()) raise(ErrorKind::SessionState, "try_complete: a frame or participant flight is still live");
-  if (s.retired == 0) raise(ErrorKind::SessionState, "try_complete: no frame has retired yet");
+  if (s.retired_locked() == 0) raise(ErrorKind::SessionState, "try_complete: no frame has retired yet");
   return s.finish_locked(TerminalOutcome::completed, state_);
 }
 
@@ -429,24 +429,34 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
     std::lock_guard<SessionLock> lock(s.mutex);
     // One test for a session that can step (open, quiescent); the checks that name what is
     // wrong run only when it fails, and one of them raises.
-    if (s.handle_closed || s.phase != SessionPhase::open || !s.quiescent_locked()) {
-      require_handle(s, "step");
-      s.require_open_locked("step");
-      raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
-    }
+    if (s.handle_closed || s.phase != SessionPhase::open || !s.quiescent_locked()) refuse_step_locked();
     if (static_cast<std::uint64_t>(tokens) <= s.current_tokens) {
       // The common decode step: the frontier already covers it; acquire and commit at once.
       s.take_frame_id_locked("step");
       s.extras.clear_step_deferral();
-      ++s.retired;
       ++s.committed;
       return BackingOutcome::current;
     }
   }
-  // Extend a whole page at a time so the next steps of the page take the fast path above.
+  return step_extending(tokens);
+}
+
+void SequenceSession::refuse_step_locked() const {
+  const auto& s = *state_;
+  require_handle(s, "step");
+  s.require_open_locked("step");
+  raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
+}
+
+BackingOutcome SequenceSession::step_extending(std::int64_t tokens) {
+  auto& s = *state_;
+  // Extend a whole page at a time so the next steps of the page take the fast path of step().
   const std::uint64_t page_end = checked::mul_or_throw(s.pages_for(static_cast<std::uint64_t>(tokens), "step: tokens in pages"),
                                                       std::uint64_t{s.tokens_per_page}, "step: the page's last token");
   const std::uint64_t target = std::max<std::uint64_t>(static_cast<std::uint64_t>(tokens), std::min(page_end, s.fit_tokens));
+  // A test's armed pause point stops the general path between its steps; so does each race it tests.
+  if (!pause_points::armed())
+    if (const auto outcome = extend_in_place(static_cast<std::uint64_t>(tokens), target)) return *outcome;
   BackingDecision decision = ensure_covers(static_cast<std::int64_t>(target), std::nullopt, /*tokens_only=*/true);
   std::lock_guard<SessionLock> lock(s.mutex);
   if (decision.outcome == BackingOutcome::backing_deferred) {
@@ -463,9 +473,55 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
   s.require_open_locked("step");
   if (!s.quiescent_locked() || static_cast<std::uint64_t>(tokens) > s.current_tokens) return BackingOutcome::retry_required;
   s.take_frame_id_locked("step");
-  ++s.retired;
   ++s.committed;
   return decision.outcome;
+}
+
+std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tokens, std::uint64_t target) {
+  auto& s = *state_;
+  if (target > s.fit_tokens) return std::nullopt;  // the general path names the fit
+  const std::uint64_t pages = s.pages_for(target, "step: tokens in pages");
+  // The common extension's ids, taken here; more (a large step, many domains) take the general path.
+  constexpr std::size_t kept_ids = 16;
+  std::int32_t ids[kept_ids];
+  std::shared_ptr<const BackingSnapshot> replaced;  // the snapshot this one replaces, let go after the lock
+  std::lock_guard<SessionLock> lock(s.mutex);
+  // What changed since step() let the lock go is answered as the general path answers it.
+  if (s.handle_closed || s.phase != SessionPhase::open) refuse_step_locked();
+  if (!s.quiescent_locked()) return BackingOutcome::retry_required;
+  if (tokens <= s.current_tokens) {  // another thread extended it meanwhile
+    s.take_frame_id_locked("step");
+    s.extras.clear_step_deferral();
+    ++s.committed;
+    return BackingOutcome::current;
+  }
+  const std::uint64_t new_pages = std::max(pages, s.current_pages);
+  const std::uint64_t delta = new_pages - s.current_pages;
+  const auto& domains = s.current->domains();
+  if (delta > kept_ids / domains.size()) return std::nullopt;
+  const std::uint64_t generation =
+      checked::add_or_throw(s.generation_locked(), std::uint64_t{1}, "step: backing generation");
+  const auto& backing = s.resources->session_backing();
+  // Made before anything is taken: what can fail (memory) fails with nothing changed.
+  auto next = make_recycled<const BackingSnapshot>(backing, generation, target, new_pages);
+  // Under this session's lock: the coordinator takes no session's lock under its own.
+  std::uint64_t physical_epoch = 0;
+  if (delta != 0 &&
+      s.coordinator->take_extension(domains, delta, ids, physical_epoch) != AdmissionCoordinator::FastExtension::taken)
+    return std::nullopt;  // short: the general path defers, naming what to wait on
+  try {
+    backing->adopt_taken(ids, delta);
+  } catch (...) {
+    s.coordinator->give_back_blocks(domains, delta, ids);  // physical first, then the logical claim
+    s.coordinator->release_pages(domains, delta);
+    throw;
+  }
+  replaced = std::move(s.current);
+  s.publish_locked(std::move(next));
+  s.take_frame_id_locked("step");
+  s.extras.clear_step_deferral();
+  ++s.committed;
+  return BackingOutcome::extended;
 }
 
 std::optional<AdmissionDeferred> SequenceSession::step_deferral() const {
@@ -576,8 +632,7 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
         // step()'s common path, then the row's source, under the same lock.
         s.take_frame_id_locked("step");
         s.extras.clear_step_deferral();
-        ++s.retired;
-        ++s.committed;
+          ++s.committed;
         table_source_locked(s, domain_index, known, written, source);
         outcome = BackingOutcome::current;
         return {TableRow::written, s.current_pages};
@@ -610,7 +665,7 @@ std::size_t SequenceSession::flight_count() const noexcept {
 
 std::uint64_t SequenceSession::retired_frames() const noexcept {
   std::lock_guard<SessionLock> lock(state_->mutex);
-  return state_->retired;
+  return state_->retired_locked();
 }
 
 std::optional<TerminalReceipt> SequenceSession::receipt() const {

@@ -95,8 +95,9 @@ class SessionState {
   SessionState& operator=(const SessionState&) = delete;
   ~SessionState() { delete fingerprint_.load(std::memory_order_relaxed); }
 
-  // What a decode step and a block table's row read comes first, beside the lock, so that a
-  // batch of sessions costs a couple of cache lines each and no pointer chase.
+  // Everything a decode step reads and writes comes first, in 64 bytes beside the lock (what
+  // a block table's row reads is among it): a batch of sessions costs one or two cache lines
+  // each and no pointer chase.
   mutable SessionLock mutex;
   SessionPhase phase = SessionPhase::open;
   bool handle_closed = false;
@@ -104,6 +105,13 @@ class SessionState {
   std::uint64_t current_tokens = 0;          // current->tokens()
   std::uint64_t current_pages = 0;           // current->pages()
   const std::int32_t* first_ids = nullptr;   // the backing's ids of first_domain (they move only under this lock)
+  ActiveFrame active_frame;
+  SessionExtras extras;
+  std::uint64_t next_frame = 1;
+  std::uint64_t committed = 0;
+  // Frames retired discarded (a cancel's); committed + discarded frames are the retired ones,
+  // so a decode step counts one number, not two.
+  std::uint64_t discarded = 0;
   // Names what a block table's row of this session shows: a new process-wide value at every
   // publish, 0 once the handle closed. Written under the lock, read without it: a table that
   // kept the stamp it wrote knows the row is current with one load (decode_table.hpp).
@@ -113,11 +121,6 @@ class SessionState {
   // holds a reference of its own.
   AdmissionCoordinator* coordinator = nullptr;
   Authority sequence;
-  std::uint64_t next_frame = 1;
-  std::uint64_t retired = 0;
-  std::uint64_t committed = 0;
-  ActiveFrame active_frame;
-  SessionExtras extras;
   std::shared_ptr<AdmittedSequenceResources> resources;  // null once the handle closed
   std::shared_ptr<const BackingSnapshot> current;        // null once the handle closed; set by publish_locked
   static constexpr std::uint64_t epoch = 1;  // a session's incarnation: one per logical sequence
@@ -126,8 +129,6 @@ class SessionState {
   RequestId request_id;  // the backing's, shared
   std::uint64_t fit_tokens = 0;
   std::uint32_t tokens_per_page = 1;
-  std::uint64_t discarded = 0;
-  // Rare, so held out of line: a live sequence's record stays small.
 
   // `next` becomes the current backing (its ids published), with the copies beside the lock.
   // Under the lock, the handle open (`resources` set).
@@ -158,6 +159,9 @@ class SessionState {
   // Made on the first read (most sessions are never asked); the coordinator's id in it is
   // the sequence authority's, which outlives the coordinator.
   const std::string& fingerprint() const;
+
+  // Frames committed or discarded; below next_frame, so the sum cannot wrap.
+  std::uint64_t retired_locked() const noexcept { return committed + discarded; }
 
   bool active_locked() const noexcept {
     return phase == SessionPhase::open || phase == SessionPhase::cancel_requested || phase == SessionPhase::poisoned;
@@ -194,7 +198,8 @@ class SessionState {
     extras.reserve();  // before any change: what follows cannot fail
     phase = outcome == TerminalOutcome::completed ? SessionPhase::completed : SessionPhase::aborted;
     // Kept without the back reference (no cycle); each copy handed out names the state.
-    TerminalReceipt out{outcome, sequence, request, epoch, nullptr, retired, committed, discarded, generation_locked()};
+    TerminalReceipt out{outcome, sequence, request, epoch, nullptr, retired_locked(), committed, discarded,
+                        generation_locked()};
     extras.set_receipt(out);
     out.session = std::move(self);
     return out;

@@ -96,6 +96,10 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   // Takes over prepared pages (already claimed logically). Called only under the lock of the
   // session that extends this backing (published_ids relies on it).
   void adopt(PreparedPages& prepared);
+  // Takes over `pages` more ids per domain, domain by domain at `ids`, already taken and
+  // claimed by the caller (which gives them back if this throws; nothing changed then). Under
+  // the same session lock as adopt().
+  void adopt_taken(const std::int32_t* ids, std::uint64_t pages);
   // Runs of consecutive ids over the first `pages` pages, domain by domain.
   std::vector<BackingExtent> extents(std::uint64_t pages) const;
   // The first `pages` ids of domain `slot` (an index into domains()).

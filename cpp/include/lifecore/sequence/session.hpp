@@ -231,6 +231,14 @@ class SequenceSession {
   // target's pages are at least the frontier's, read under the lock: pages reserved ahead of
   // the tokens cover a step, which is then never incomparable with the frontier.
   BackingDecision ensure_covers(std::int64_t tokens, std::optional<std::int64_t> pages, bool tokens_only);
+  // step()'s rare paths, out of line so that its common one stays a few instructions: why a
+  // session cannot step (raises; under the lock), and a step that needs an extension.
+  [[noreturn, gnu::noinline, gnu::cold]] void refuse_step_locked() const;
+  [[gnu::noinline]] BackingOutcome step_extending(std::int64_t tokens);
+  // The common extension of a step to `target` tokens (its page's end) under one hold of the
+  // session's lock: the ids taken, adopted and published, the frame committed. Empty when it
+  // takes the general path (nothing changed): capacity short, more ids than it keeps.
+  std::optional<BackingOutcome> extend_in_place(std::uint64_t tokens, std::uint64_t target);
 
   std::shared_ptr<SessionState> state_;
 };
