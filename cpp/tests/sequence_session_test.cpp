@@ -622,19 +622,21 @@ void step_names_its_deferral() {
 // than it keeps, or when capacity is short. Both paths leave the same state: two coordinators
 // with the same free lists, one session each, stepped alike (one way on each), agree on every
 // answer, generation, frontier, id and count; with one domain and with three, through an
-// extension of no page (the prompt's last page), of one, of many, up to the fit, and a deferral.
+// extension of no page (the prompt's last page), of one, of many, up to the fit, and a deferral
+// on logical capacity and one on physical memory.
 void a_step_extends_in_place_as_the_general_path_does() {
   for (std::size_t domain_count : {std::size_t{1}, std::size_t{3}}) {
-    const auto coordinator = [&] {
+    const auto coordinator = [&](const std::shared_ptr<HostPageMemory>& memory) {
       CoordinatorConfig config;
       for (std::size_t d = 0; d < domain_count; ++d) config.domains.push_back({"kv" + std::to_string(d), 40 * 4096, 0});
       config.page_bytes = 4096;
       config.tokens_per_page = 16;
       config.max_active_sequences = 4;
-      config.memory = std::make_shared<HostPageMemory>();
+      config.memory = memory;
       return AdmissionCoordinator::create(std::move(config));
     };
-    auto in_place = coordinator(), general = coordinator();
+    auto memory_a = std::make_shared<HostPageMemory>(), memory_b = std::make_shared<HostPageMemory>();
+    auto in_place = coordinator(memory_a), general = coordinator(memory_b);
     const auto open = [](const std::shared_ptr<AdmissionCoordinator>& c) {
       auto decision = c->admit({"r", 20, 16 * 38, {}});  // 2 pages, the second part-filled
       return std::get<Admitted>(decision).resources->open_session();
@@ -645,6 +647,9 @@ void a_step_extends_in_place_as_the_general_path_does() {
     auto holder_b = std::get<Admitted>(general->admit({"h", 64, 64, {}})).resources;
     std::vector<std::int64_t> targets;
     for (std::int64_t t = 21; t <= 16 * 6; ++t) targets.push_back(t);  // a page at a time
+    targets.push_back(-1);         // (the page memory refuses the next take)
+    targets.push_back(16 * 6 + 1);  // deferred on physical memory, the refusal spent
+    targets.push_back(16 * 6 + 1);  // extends now
     targets.push_back(16 * 6 + 300);  // 19 pages in one step: more ids than the in-place path keeps
     for (std::int64_t t = 16 * 25 + 1; t <= 16 * 36; t += 7) targets.push_back(t);
     targets.push_back(16 * 36 + 1);  // deferred: the holder has the rest
@@ -658,6 +663,11 @@ void a_step_extends_in_place_as_the_general_path_does() {
         holder_b.reset();
         continue;
       }
+      if (t == -1) {
+        memory_a->fail_next_allocations(1);
+        memory_b->fail_next_allocations(1);
+        continue;
+      }
       const BackingOutcome first = a->step(t);
       pause_points::arm(pause_points::Point::candidate_looked_at);  // never reached by a step
       const BackingOutcome second = b->step(t);
@@ -665,6 +675,18 @@ void a_step_extends_in_place_as_the_general_path_does() {
       CHECK(first == second);
       extended += first == BackingOutcome::extended;
       deferred += first == BackingOutcome::backing_deferred;
+      // A deferral names the same wait (its source, what it asks for, the epoch observed).
+      const auto da = a->step_deferral(), db = b->step_deferral();
+      CHECK(bool(da) == bool(db) && bool(da) == (first == BackingOutcome::backing_deferred));
+      if (da && db) {
+        CHECK(da->wait_condition.sources == db->wait_condition.sources);
+        CHECK(da->wait_condition.epochs == db->wait_condition.epochs && da->action == db->action);
+        CHECK(da->immediate.pages == db->immediate.pages && da->immediate.tokens == db->immediate.tokens);
+        CHECK(da->fit.pages == db->fit.pages && da->fit.tokens == db->fit.tokens && da->backing && db->backing);
+        CHECK(da->backing->expected_generation == db->backing->expected_generation);
+        CHECK(da->backing->target_tokens == db->backing->target_tokens);
+        CHECK(da->backing->target_pages == db->backing->target_pages);
+      }
       const auto sa = a->backing(), sb = b->backing();
       CHECK(sa->generation() == sb->generation() && sa->tokens() == sb->tokens() && sa->pages() == sb->pages());
       for (std::uint32_t d = 0; d < domain_count; ++d) {
@@ -676,7 +698,7 @@ void a_step_extends_in_place_as_the_general_path_does() {
       CHECK(in_place->live_blocks() == general->live_blocks() && in_place->live_takes() == general->live_takes());
       CHECK(a->retired_frames() == b->retired_frames());
     }
-    CHECK(extended > 10 && deferred == 1 && a->backing()->pages() == 38 && a->backing()->tokens() == 16 * 38);
+    CHECK(extended > 10 && deferred == 2 && a->backing()->pages() == 38 && a->backing()->tokens() == 16 * 38);
     CHECK(error_of([&] { a->step(16 * 38 + 1); }) == ErrorKind::Capacity);  // beyond the fit
     CHECK(a->backing()->pages() == 38 && in_place->live_blocks() == 38 * domain_count);
     a.reset();

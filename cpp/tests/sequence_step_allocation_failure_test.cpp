@@ -1,18 +1,20 @@
 // A step whose extension runs out of memory changes nothing: every allocation on the way (the
 // new snapshot, the grown id storage) is made to fail in turn, through operator new, and each
 // failure leaves the session's frontier, ids and frames and the coordinator's counts as they
-// were, with the step retried after it extending as if nothing had happened. Both ways a step
-// extends are swept: in place under the session's lock, and the general path (taken while a
-// test's pause point is armed).
+// were (a block table read after it included), with the step retried after it extending as if
+// nothing had happened. Both ways a step extends are swept (in place under the session's lock,
+// and the general path, taken while a test's pause point is armed), with one domain and three.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <variant>
 #include <vector>
 
+#include "lifecore/sequence/block_table.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/resources.hpp"
@@ -27,32 +29,54 @@ namespace {
 // Allocations left before one fails; negative: none fails.
 std::atomic<long> allocations_before_failure{-1};
 
+std::shared_ptr<AdmissionCoordinator> coordinator(std::size_t domain_count) {
+  CoordinatorConfig config;
+  for (std::size_t d = 0; d < domain_count; ++d) config.domains.push_back({"kv" + std::to_string(d), 64 * 4096, 0});
+  config.page_bytes = 4096;
+  config.tokens_per_page = 16;
+  config.max_active_sequences = 4;
+  return AdmissionCoordinator::create(std::move(config));
+}
+
 struct Seen {
-  std::uint64_t generation, tokens, pages, retired, used, blocks, takes;
-  std::vector<std::int32_t> ids;
+  std::uint64_t generation, tokens, pages, retired, blocks, takes;
+  std::vector<std::uint64_t> used;
+  std::vector<std::int32_t> ids, table;  // every domain's ids; its block table rows
   bool operator==(const Seen&) const = default;
 };
 
-Seen seen(const SequenceSession& session, const AdmissionCoordinator& c) {
+Seen seen(const SequenceSession& session, const AdmissionCoordinator& c, std::size_t domain_count) {
   const auto snapshot = session.backing();
-  const BlockIds ids = snapshot->block_ids(0);
-  return {snapshot->generation(), snapshot->tokens(), snapshot->pages(), session.retired_frames(),
-          c.capacity().domains[0].used_bytes, c.live_blocks(), c.live_takes(),
-          std::vector<std::int32_t>(ids.data.get(), ids.data.get() + ids.count)};
+  Seen out{snapshot->generation(), snapshot->tokens(), snapshot->pages(), session.retired_frames(), c.live_blocks(),
+           c.live_takes(), {}, {}, {}};
+  constexpr std::size_t width = 8;
+  for (std::uint32_t d = 0; d < domain_count; ++d) {
+    out.used.push_back(c.capacity().domains[d].used_bytes);
+    const BlockIds ids = snapshot->block_ids(d);
+    out.ids.insert(out.ids.end(), ids.data.get(), ids.data.get() + ids.count);
+    // The table reads the ids its session keeps beside its lock: a storage a failed growth
+    // freed would be read here (and reported by the address sanitizer).
+    std::vector<std::int32_t> row(width);
+    build_block_table(c, {BlockTableRow{nullptr, &session}}, d, width, -1, row.data());
+    out.table.insert(out.table.end(), row.begin(), row.end());
+  }
+  return out;
 }
 
-// Steps a session to the end of its 4th page (its id storage's room), then makes the 5th
-// page's step fail at each of its allocations in turn. Returns how many failed.
-int sweep(bool general_path) {
-  auto c = lifecore::test_support::kv_coordinator(64);
-  auto decision = c->admit({"r", 16, 16 * 32, {}});
-  auto session = std::get<Admitted>(decision).resources->open_session();
-  std::get<Admitted>(decision).resources.reset();
-  for (std::int64_t t = 16; t <= 64; ++t) CHECK(session->step(t) != BackingOutcome::backing_deferred);
-  const Seen before = seen(*session, *c);
-  CHECK(before.pages == 4);
+// Steps a fresh session to the end of its 4th page (its id storages' room), then makes the
+// 5th page's step fail at its n-th allocation, for n = 0, 1, ... until the step makes fewer:
+// each try starts afresh, so every allocation the step makes fails once (an arena's room made
+// by one try would otherwise not be made again by the next). Returns how many failed.
+int sweep(bool general_path, std::size_t domain_count) {
   int failures = 0;
   for (long n = 0;; ++n) {
+    auto c = coordinator(domain_count);
+    auto decision = c->admit({"r", 16, 16 * 32, {}});
+    auto session = std::get<Admitted>(decision).resources->open_session();
+    std::get<Admitted>(decision).resources.reset();
+    for (std::int64_t t = 16; t <= 64; ++t) CHECK(session->step(t) != BackingOutcome::backing_deferred);
+    const Seen before = seen(*session, *c, domain_count);
+    CHECK(before.pages == 4);
     if (general_path) pause_points::arm(pause_points::Point::candidate_looked_at);  // never reached by a step
     allocations_before_failure = n;
     bool failed = false;
@@ -62,18 +86,23 @@ int sweep(bool general_path) {
       failed = true;
     }
     allocations_before_failure = -1;
+    if (failed) {
+      ++failures;
+      CHECK(seen(*session, *c, domain_count) == before);  // nothing changed, nothing leaked
+      CHECK(session->step(65) == BackingOutcome::extended);  // and the step, retried, extends
+    }
     pause_points::disarm();
-    if (!failed) break;
-    ++failures;
-    CHECK(seen(*session, *c) == before);  // nothing changed, nothing leaked
+    const Seen after = seen(*session, *c, domain_count);
+    CHECK(after.pages == 5 && after.generation == before.generation + 1 && after.retired == before.retired + 1);
+    for (std::size_t d = 0; d < domain_count; ++d) {
+      CHECK(std::equal(before.ids.begin() + d * 4, before.ids.begin() + d * 4 + 4, after.ids.begin() + d * 5));
+      CHECK(after.used[d] == before.used[d] + 4096);
+    }
+    CHECK(after.blocks == before.blocks + domain_count);
+    session.reset();
+    CHECK(c->live_blocks() == 0 && c->live_takes() == 0 && c->capacity().domains[0].used_bytes == 0);
+    if (!failed) return failures;
   }
-  const Seen after = seen(*session, *c);
-  CHECK(after.pages == 5 && after.generation == before.generation + 1 && after.retired == before.retired + 1);
-  CHECK(std::equal(before.ids.begin(), before.ids.end(), after.ids.begin()));
-  CHECK(after.used == before.used + 4096 && after.blocks == before.blocks + 1);
-  session.reset();
-  CHECK(c->live_blocks() == 0 && c->live_takes() == 0 && c->capacity().domains[0].used_bytes == 0);
-  return failures;
 }
 
 }  // namespace
@@ -89,9 +118,13 @@ void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 int main() {
-  const int in_place = sweep(false), general = sweep(true);
-  std::printf("allocation failures swept: %d in place, %d on the general path\n", in_place, general);
-  // At least the grown id storage fails on each path (a snapshot may come from a kept block).
-  CHECK(in_place >= 1 && general >= 1);
+  for (std::size_t domain_count : {std::size_t{1}, std::size_t{3}}) {
+    const int in_place = sweep(false, domain_count), general = sweep(true, domain_count);
+    std::printf("%zu domain(s): allocation failures swept: %d in place, %d on the general path\n", domain_count,
+                in_place, general);
+    // At least every domain's grown id storage fails on each path (a snapshot may come from a
+    // kept block).
+    CHECK(in_place >= static_cast<int>(domain_count) && general >= static_cast<int>(domain_count));
+  }
   return lifecore::test_support::finish("sequence_step_allocation_failure_test");
 }

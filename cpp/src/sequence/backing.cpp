@@ -80,21 +80,30 @@ SequenceBacking::~SequenceBacking() {
   coordinator_->release_backing(*this);
 }
 
-void SequenceBacking::grow_locked(DomainIds& ids, std::uint64_t needed) {
+SequenceBacking::Storage SequenceBacking::grown_locked(DomainIds& ids, std::uint64_t needed) {
   std::uint64_t capacity = std::max<std::uint64_t>(ids.current.capacity * 2, min_id_room);
   capacity = std::min(std::max(capacity, needed), std::max(fit_pages_, needed));
   Storage next;
   next.data = make_id_storage(capacity);
   next.capacity = capacity;
   if (pages_ != 0) std::memcpy(next.data.get(), ids.current.data.get(), pages_ * sizeof(std::int32_t));
-  // Views are made under this lock, so a storage nobody else holds now never gets a view:
-  // it goes; one a view still reads is kept (and overwritten at release).
+  // Room to keep the storage it replaces while a view reads it (views are made under this
+  // lock, so one nobody else holds now never gets one), made here so replacing cannot fail.
   if (ids.current.data && ids.current.data.use_count() > 1) {
     if (!ids.retired) ids.retired = std::make_unique<std::vector<Storage>>();
     ids.retired->reserve(ids.retired->size() + 1);
-    ids.retired->push_back(std::move(ids.current));
   }
+  return next;
+}
+
+void SequenceBacking::replace_storage_locked(DomainIds& ids, Storage next) noexcept {
+  // One a view still reads is kept (and overwritten at release); one nobody reads goes.
+  if (ids.current.data && ids.current.data.use_count() > 1) ids.retired->push_back(std::move(ids.current));
   ids.current = std::move(next);
+}
+
+void SequenceBacking::grow_locked(DomainIds& ids, std::uint64_t needed) {
+  replace_storage_locked(ids, grown_locked(ids, needed));
 }
 
 void SequenceBacking::adopt(PreparedPages& prepared) {
@@ -109,10 +118,18 @@ void SequenceBacking::adopt_taken(const std::int32_t* ids, std::uint64_t delta) 
   std::lock_guard<SessionLock> lock(mutex_);
   const std::uint64_t total = pages_ + delta;  // bounded by the request's fit pages
   const std::size_t count = domains().size();
-  // Every storage grown before any id is copied: a failed growth leaves the backing as it was.
-  for (std::size_t i = 0; i < count; ++i) {
-    auto& d = ids_of(i);
-    if (total > d.current.capacity) grow_locked(d, total);
+  // Every storage that must grow is made before any is replaced: a failure leaves the backing,
+  // and the ids its session reads beside its lock, as they were.
+  bool grows = false;
+  for (std::size_t i = 0; i < count; ++i) grows = grows || total > ids_of(i).current.capacity;
+  if (grows && count == 1) {
+    grow_locked(first_ids_, total);
+  } else if (grows) {
+    std::vector<Storage> grown(count);
+    for (std::size_t i = 0; i < count; ++i)
+      if (total > ids_of(i).current.capacity) grown[i] = grown_locked(ids_of(i), total);
+    for (std::size_t i = 0; i < count; ++i)
+      if (grown[i].data) replace_storage_locked(ids_of(i), std::move(grown[i]));
   }
   for (std::size_t i = 0; i < count; ++i)
     std::memcpy(ids_of(i).current.data.get() + pages_, ids + i * delta, delta * sizeof(std::int32_t));

@@ -498,56 +498,20 @@ AdmissionCoordinator::ExtensionClaim AdmissionCoordinator::claim_extension(
   return result;
 }
 
-bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids) {
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  for (std::size_t i = 0; i < domains.size(); ++i) {
-    if (config_.memory->closed() || !config_.memory->take_permitted() ||
-        !domains_[domains[i]].arena.take(pages, ids + i * pages)) {
-      // The domains taken before this one give their ids back (last first).
-      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(ids + j * pages, pages);
-      if (i > 0) bump_and_notify_locked(domains_.size() + 1);
-      return false;
-    }
-  }
-  live_takes_ += domains.size();
-  return true;
-}
-
-AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const std::vector<std::uint32_t>& domains,
-                                                                         std::uint64_t pages, std::int32_t* ids,
-                                                                         std::uint64_t& physical_epoch) {
-  const auto bytes = checked::mul(pages, config_.page_bytes);
-  if (!bytes) return FastExtension::logical_short;  // the three-call path names the overflow
-  std::lock_guard<std::recursive_mutex> lock(mutex_);
-  if (closed_ || poisoned_ || config_.memory->closed()) return FastExtension::logical_short;
-  for (std::uint32_t d : domains)
-    if (*bytes > domains_[d].total - domains_[d].used) return FastExtension::logical_short;
-  physical_epoch = physical_epoch_;
-  for (std::size_t i = 0; i < domains.size(); ++i) {
-    if (config_.memory->closed() || !config_.memory->take_permitted() ||
-        !domains_[domains[i]].arena.take(pages, ids + i * pages)) {
-      for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(ids + j * pages, pages);
-      if (i > 0) bump_and_notify_locked(domains_.size() + 1);
-      return FastExtension::physical_short;
-    }
-  }
-  live_takes_ += domains.size();
-  for (std::uint32_t d : domains) domains_[d].used += *bytes;  // fits: checked above
-  return FastExtension::taken;
-}
-
-bool AdmissionCoordinator::take_admission_locked(SequenceBacking& backing, std::uint64_t pages) {
-  const auto& domains = backing.domains();
-  // The domains taken before domain i give their ids back (last first).
+template <class Destination>
+bool AdmissionCoordinator::take_each_domain_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
+                                                   Destination destination) {
+  // The domains taken before domain i give their ids back (last first), whether domain i was
+  // refused or its arena could not make room (bad_alloc).
   const auto give_back_before = [&](std::size_t i) noexcept {
-    for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(backing.ids_of(j).current.data.get(), pages);
+    for (std::size_t j = i; j-- > 0;) domains_[domains[j]].arena.give_back(destination(j), pages);
     if (i > 0) bump_and_notify_locked(domains_.size() + 1);
   };
   for (std::size_t i = 0; i < domains.size(); ++i) {
     bool took = false;
     try {
       took = !config_.memory->closed() && config_.memory->take_permitted() &&
-             domains_[domains[i]].arena.take(pages, backing.ids_of(i).current.data.get());
+             domains_[domains[i]].arena.take(pages, destination(i));
     } catch (...) {
       give_back_before(i);
       throw;
@@ -558,8 +522,37 @@ bool AdmissionCoordinator::take_admission_locked(SequenceBacking& backing, std::
     }
   }
   live_takes_ += domains.size();
+  return true;
+}
+
+bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  return take_each_domain_locked(domains, pages, [ids, pages](std::size_t i) noexcept { return ids + i * pages; });
+}
+
+AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const std::vector<std::uint32_t>& domains,
+                                                                         std::uint64_t pages, std::int32_t* ids,
+                                                                         std::uint64_t& physical_epoch, bool wait) {
+  const auto bytes = checked::mul(pages, config_.page_bytes);
+  if (!bytes) return FastExtension::logical_short;  // the three-call path names the overflow
+  std::unique_lock<std::recursive_mutex> lock(mutex_, std::defer_lock);
+  if (wait) lock.lock();
+  else if (!lock.try_lock()) return FastExtension::busy;
+  if (closed_ || poisoned_ || config_.memory->closed()) return FastExtension::logical_short;
+  for (std::uint32_t d : domains)
+    if (*bytes > domains_[d].total - domains_[d].used) return FastExtension::logical_short;
+  physical_epoch = physical_epoch_;
+  if (!take_each_domain_locked(domains, pages, [ids, pages](std::size_t i) noexcept { return ids + i * pages; }))
+    return FastExtension::physical_short;
+  for (std::uint32_t d : domains) domains_[d].used += *bytes;  // fits: checked above
+  return FastExtension::taken;
+}
+
+bool AdmissionCoordinator::take_admission_locked(SequenceBacking& backing, std::uint64_t pages) {
+  const auto into_backing = [&backing](std::size_t i) noexcept { return backing.ids_of(i).current.data.get(); };
+  if (!take_each_domain_locked(backing.domains(), pages, into_backing)) return false;
   backing.pages_ = pages;
-  backing.takes_ = domains.size();
+  backing.takes_ = backing.domains().size();
   return true;
 }
 

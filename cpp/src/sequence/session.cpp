@@ -327,8 +327,10 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
       decision.outcome = BackingOutcome::retry_required;
       decision.reason = "a frame or participant flight became live; extend between frames";
     } else {
-      if (delta > 0) seen->backing()->adopt(*prepared);
-      auto next = make_recycled<const BackingSnapshot>(seen->backing(), next_generation, new_tokens, new_pages);
+      // The snapshot first: what can fail (memory) fails before the ids are adopted.
+      auto next = make_recycled<const BackingSnapshot>(s.resources->session_backing(), next_generation, new_tokens,
+                                                       new_pages);
+      if (delta > 0) s.resources->session_backing()->adopt(*prepared);
       replaced = std::move(s.current);
       s.publish_locked(next);
       decision.outcome = BackingOutcome::extended;
@@ -485,10 +487,14 @@ std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tok
   constexpr std::size_t kept_ids = 16;
   std::int32_t ids[kept_ids];
   std::shared_ptr<const BackingSnapshot> replaced;  // the snapshot this one replaces, let go after the lock
-  std::lock_guard<SessionLock> lock(s.mutex);
+  std::unique_lock<SessionLock> lock(s.mutex);
   // What changed since step() let the lock go is answered as the general path answers it.
   if (s.handle_closed || s.phase != SessionPhase::open) refuse_step_locked();
-  if (!s.quiescent_locked()) return BackingOutcome::retry_required;
+  if (!s.quiescent_locked()) {
+    s.extras.clear_step_deferral();
+    return BackingOutcome::retry_required;
+  }
+  if (s.next_frame == std::numeric_limits<std::uint64_t>::max()) s.take_frame_id_locked("step");  // raises
   if (tokens <= s.current_tokens) {  // another thread extended it meanwhile
     s.take_frame_id_locked("step");
     s.extras.clear_step_deferral();
@@ -504,21 +510,47 @@ std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tok
   const auto& backing = s.resources->session_backing();
   // Made before anything is taken: what can fail (memory) fails with nothing changed.
   auto next = make_recycled<const BackingSnapshot>(backing, generation, target, new_pages);
-  // Under this session's lock: the coordinator takes no session's lock under its own.
   std::uint64_t physical_epoch = 0;
-  if (delta != 0 &&
-      s.coordinator->take_extension(domains, delta, ids, physical_epoch) != AdmissionCoordinator::FastExtension::taken)
-    return std::nullopt;  // short: the general path defers, naming what to wait on
+  if (delta != 0) {
+    // Under this session's lock, without waiting: the coordinator's lock may be held across a
+    // driver allocation (a domain growing), and nothing under a session's lock waits. (The
+    // coordinator takes no session's lock under its own.)
+    switch (s.coordinator->take_extension(domains, delta, ids, physical_epoch, /*wait=*/false)) {
+      case AdmissionCoordinator::FastExtension::taken:
+        break;
+      case AdmissionCoordinator::FastExtension::physical_short: {
+        // The page memory refused (and counted the refusal): a physical deferral, as the general
+        // path answers it, made once the lock is let go. Nothing was taken.
+        std::shared_ptr<AdmissionCoordinator> coordinator = backing->coordinator();
+        const std::shared_ptr<const BackingSnapshot> seen = s.current;
+        const BackingDeferralContext context{s.sequence, s.generation_locked(), target, new_pages};
+        const RequestId request_id = s.request_id;
+        lock.unlock();
+        auto deferred = coordinator->physical_deferral(seen->domains(), 0, target, delta, target, delta, physical_epoch,
+                                                       request_id);
+        deferred.backing = context;
+        lock.lock();
+        s.extras.set_step_deferral(std::move(deferred));
+        return BackingOutcome::backing_deferred;
+      }
+      default:
+        return std::nullopt;  // logically short, or the coordinator busy: the general path
+    }
+  }
   try {
     backing->adopt_taken(ids, delta);
   } catch (...) {
-    s.coordinator->give_back_blocks(domains, delta, ids);  // physical first, then the logical claim
-    s.coordinator->release_pages(domains, delta);
+    // Given back once the lock is let go (nothing was published); the backing, kept, keeps its
+    // domains and its coordinator.
+    const std::shared_ptr<SequenceBacking> kept = backing;
+    lock.unlock();
+    kept->coordinator()->give_back_blocks(kept->domains(), delta, ids);  // physical first, then the logical claim
+    kept->coordinator()->release_pages(kept->domains(), delta);
     throw;
   }
   replaced = std::move(s.current);
   s.publish_locked(std::move(next));
-  s.take_frame_id_locked("step");
+  s.take_frame_id_locked("step");  // cannot raise: checked above, under the same lock
   s.extras.clear_step_deferral();
   ++s.committed;
   return BackingOutcome::extended;
@@ -632,7 +664,7 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
         // step()'s common path, then the row's source, under the same lock.
         s.take_frame_id_locked("step");
         s.extras.clear_step_deferral();
-          ++s.committed;
+        ++s.committed;
         table_source_locked(s, domain_index, known, written, source);
         outcome = BackingOutcome::current;
         return {TableRow::written, s.current_pages};

@@ -95,9 +95,9 @@ class SessionState {
   SessionState& operator=(const SessionState&) = delete;
   ~SessionState() { delete fingerprint_.load(std::memory_order_relaxed); }
 
-  // Everything a decode step reads and writes comes first, in 64 bytes beside the lock (what
-  // a block table's row reads is among it): a batch of sessions costs one or two cache lines
-  // each and no pointer chase.
+  // Everything a decode step reads and writes comes first, in 64 bytes beside the lock, and
+  // what a block table's row reads with it but the coordinator (right after): a batch of
+  // sessions costs one or two cache lines each and no pointer chase.
   mutable SessionLock mutex;
   SessionPhase phase = SessionPhase::open;
   bool handle_closed = false;

@@ -135,6 +135,10 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
     // Outgrown storage a view still read when it was outgrown; made the first time (rare).
     std::unique_ptr<std::vector<Storage>> retired;
   };
+  // Room for at least `needed` ids: a new storage holding the current ids (may throw; nothing
+  // of the backing changes), then put in place (cannot fail).
+  Storage grown_locked(DomainIds& ids, std::uint64_t needed);
+  void replace_storage_locked(DomainIds& ids, Storage next) noexcept;
   void grow_locked(DomainIds& ids, std::uint64_t needed);
   // Room for `pages` ids per domain before any is held and before the backing is shared (no
   // lock): an admission takes the prompt's ids straight into it, so no id is copied.

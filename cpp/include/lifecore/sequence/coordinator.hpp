@@ -196,10 +196,12 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // pages per domain (what claim_extension, take_blocks and claim_extension do in three).
   // Nothing changes unless it answers `taken`; `logical_short` (or a closed or poisoned
   // coordinator) leaves the whole answer to those three; `physical_short` is their physical
-  // deferral, with the epoch observed before the take.
-  enum class FastExtension : std::uint8_t { taken, logical_short, physical_short };
+  // deferral, with the epoch observed before the take. Without `wait`, `busy` (nothing
+  // changed) when another thread holds the coordinator's lock: a caller under a session's lock
+  // never waits for one held across a driver call.
+  enum class FastExtension : std::uint8_t { taken, logical_short, physical_short, busy };
   FastExtension take_extension(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids,
-                               std::uint64_t& physical_epoch);
+                               std::uint64_t& physical_epoch, bool wait = true);
   // Gives prepared ids back and advances the physical-memory source.
   void give_back_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, const std::int32_t* ids) noexcept;
   // A released backing's ids go back; its storage is overwritten with -1 first.
@@ -241,6 +243,11 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // nothing taken, when the page memory refuses a domain (ids of earlier domains go back and
   // advance the physical-memory source).
   bool take_admission_locked(SequenceBacking& backing, std::uint64_t pages);
+  // `pages` ids of each domain, domain i's written to destination(i): all of them or none (a
+  // refusal answers false, a failure to make room raises), the ids of domains taken before
+  // the one that failed given back either way.
+  template <class Destination>
+  bool take_each_domain_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages, Destination destination);
   void release_pages_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept;
   // release_sequence less the request id's entry (its callers remove that).
   void release_sequence_locked(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
