@@ -707,8 +707,45 @@ void a_step_extends_in_place_as_the_general_path_does() {
   }
 }
 
+// Two threads step one session (not how an engine drives one, but it must hold) while a third
+// steps another of the same coordinator: each extension happens once (in place, or on the
+// general path when the coordinator's lock is busy), every answered step commits one frame,
+// and the ids of the two sequences stay distinct.
+void threads_step_one_session() {
+  auto c = make(64);
+  auto shared = std::get<Admitted>(c->admit({"shared", 16, 16 * 30, {}})).resources->open_session();
+  auto other = std::get<Admitted>(c->admit({"other", 16, 16 * 30, {}})).resources->open_session();
+  std::atomic<std::uint64_t> committed{0};
+  const auto drive = [&](SequenceSession& session, bool count) {
+    for (std::int64_t t = 17; t <= 16 * 30; ++t) {
+      const BackingOutcome outcome = session.step(t);
+      CHECK(outcome != BackingOutcome::backing_deferred);
+      if (count && (outcome == BackingOutcome::current || outcome == BackingOutcome::extended)) ++committed;
+    }
+  };
+  std::thread first([&] { drive(*shared, true); }), second([&] { drive(*shared, true); }),
+      third([&] { drive(*other, false); });
+  first.join();
+  second.join();
+  third.join();
+  CHECK(shared->retired_frames() == committed.load() && committed.load() >= 16 * 30 - 16);
+  const auto a = shared->backing(), b = other->backing();
+  CHECK(a->pages() == 30 && b->pages() == 30 && c->live_blocks() == 60);
+  std::vector<std::int32_t> ids;
+  for (const auto& snapshot : {a, b}) {
+    const BlockIds view = snapshot->block_ids(0);
+    ids.insert(ids.end(), view.data.get(), view.data.get() + view.count);
+  }
+  std::sort(ids.begin(), ids.end());
+  CHECK(std::adjacent_find(ids.begin(), ids.end()) == ids.end() && ids.front() >= 0 && ids.back() < 64);
+  shared.reset();
+  other.reset();
+  CHECK(c->live_blocks() == 0 && c->live_takes() == 0 && c->capacity().domains[0].used_bytes == 0);
+}
+
 int main() {
   a_step_extends_in_place_as_the_general_path_does();
+  threads_step_one_session();
   lazy_fingerprint_matches_the_eager_one();
   stale_decisions_hold_nothing();
   a_closed_session_spends_its_resources();
