@@ -16,9 +16,9 @@
    (``step()`` each, then one ``block_table(sessions, width, out=table)``; or ``step_all``; or a
    persistent ``DecodeTable`` that writes only the ids that changed) with 1,000 /
    10,000 / 100,000 sequences live, and the per-call iteration in parts (the loop, the steps,
-   the table, a fill of a table that size, and the floor of any per-call API: the loop with a
-   C call per row that does nothing, plus the fill); admit + open of a 2,048-token prompt;
-   release of a 128-block sequence.
+   the table, a fill of a table that size, and the floor of any per-call API that rebuilds
+   the table: the loop with a C call per row that does nothing, plus the fill); admit + open
+   of a 2,048-token prompt; release of a 128-block sequence.
 
     python -m lifecore.benchmarks.sequence [--quick]
 """
@@ -387,9 +387,10 @@ def decode_iteration_parts(live: int = 1_000, *, rounds: int = 9, warmup: int = 
 
     Then the floor of any per-call API that rebuilds the table: the same loop with a C method
     call per row that does nothing (``dict.get`` on an empty dict: the interpreter's cost of one
-    call with one argument), plus that fill (the least a table costs; a table built from ids
-    also reads them). What the floor leaves under the baseline is all a per-call API has for
-    its own work: a lock per row, the extensions, each row's checks."""
+    call with one argument to a fast-call method descriptor, the kind ``step`` is), plus that
+    fill (the least a table costs; a table built from ids also reads them). What the floor
+    leaves under the baseline is all a per-call API has for its own work: converting its
+    argument and its answer, a lock per row, the extensions, each row's checks."""
     lc, fl = _LifecoreBatch(live, inner), _FreeListBatch(live, inner)
     # A fill, not a copy: it writes every entry once and reads nothing, and a copy's time here
     # depended on where its two arrays happened to lie (10x apart between two runs).

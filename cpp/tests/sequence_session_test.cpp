@@ -2,10 +2,13 @@
 // the KV arena on a device when an emulated driver is available.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <string>
 #include <vector>
 #include <thread>
@@ -703,7 +706,11 @@ void a_step_extends_in_place_as_the_general_path_does() {
     CHECK(a->backing()->pages() == 38 && in_place->live_blocks() == 38 * domain_count);
     a.reset();
     b.reset();
-    CHECK(in_place->live_blocks() == 0 && in_place->live_takes() == 0 && in_place->capacity().domains[0].used_bytes == 0);
+    // The first side extended in place (all but the large step and the deferred ones), the
+    // second never did.
+    CHECK(in_place->in_place_takes() + 2 >= extended && general->in_place_takes() == 0);
+    CHECK(in_place->live_blocks() == 0 && in_place->live_takes() == 0);
+    CHECK(in_place->capacity().domains[0].used_bytes == 0);
   }
 }
 
@@ -715,11 +722,11 @@ void threads_step_one_session() {
   auto c = make(64);
   auto shared = std::get<Admitted>(c->admit({"shared", 16, 16 * 30, {}})).resources->open_session();
   auto other = std::get<Admitted>(c->admit({"other", 16, 16 * 30, {}})).resources->open_session();
-  std::atomic<std::uint64_t> committed{0};
+  std::atomic<std::uint64_t> committed{0}, deferred{0};  // counted by the threads, checked here
   const auto drive = [&](SequenceSession& session, bool count) {
     for (std::int64_t t = 17; t <= 16 * 30; ++t) {
       const BackingOutcome outcome = session.step(t);
-      CHECK(outcome != BackingOutcome::backing_deferred);
+      deferred += outcome == BackingOutcome::backing_deferred;
       if (count && (outcome == BackingOutcome::current || outcome == BackingOutcome::extended)) ++committed;
     }
   };
@@ -728,6 +735,7 @@ void threads_step_one_session() {
   first.join();
   second.join();
   third.join();
+  CHECK(deferred.load() == 0);
   CHECK(shared->retired_frames() == committed.load() && committed.load() >= 16 * 30 - 16);
   const auto a = shared->backing(), b = other->backing();
   CHECK(a->pages() == 30 && b->pages() == 30 && c->live_blocks() == 60);
@@ -743,9 +751,82 @@ void threads_step_one_session() {
   CHECK(c->live_blocks() == 0 && c->live_takes() == 0 && c->capacity().domains[0].used_bytes == 0);
 }
 
+// Host pages whose next chunk waits for a latch: a domain growing holds its coordinator's lock
+// meanwhile, as a device's allocation may for as long as the driver takes.
+class LatchedPageMemory final : public PageMemory {
+ public:
+  PageExtent allocate(std::size_t bytes) override {
+    if (hold_next.exchange(false)) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      holding = true;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return open_; });
+    }
+    return inner_.allocate(bytes);
+  }
+  void release(const PageExtent& extent) noexcept override { inner_.release(extent); }
+  const char* kind() const noexcept override { return "host"; }
+  bool wait_until_holding() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return changed_.wait_for(lock, std::chrono::seconds(10), [&] { return holding; });
+  }
+  void open() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = true;
+    changed_.notify_all();
+  }
+  std::atomic<bool> hold_next{false};
+
+ private:
+  HostPageMemory inner_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool holding = false, open_ = false;
+};
+
+// A step that must extend while another thread holds the coordinator's lock (a domain growing,
+// its chunk not yet allocated) does not hold its session's lock while it waits: another thread
+// reads the session meanwhile. The step then extends, on the general path.
+void a_step_never_waits_for_the_coordinator_under_its_lock() {
+  auto memory = std::make_shared<LatchedPageMemory>();
+  CoordinatorConfig config;
+  config.domains.push_back({"kv", 8 * 4096, 16 * 4096});
+  config.page_bytes = 4096;
+  config.tokens_per_page = 16;
+  config.max_active_sequences = 4;
+  config.memory = memory;
+  auto c = AdmissionCoordinator::create(std::move(config));
+  auto session = std::get<Admitted>(c->admit({"r", 16, 16 * 8, {}})).resources->open_session();
+  memory->hold_next = true;
+  std::thread grower([&] { c->grow_domain("kv", 16 * 4096); });
+  CHECK(memory->wait_until_holding());
+  std::atomic<BackingOutcome> outcome{BackingOutcome::retry_required};
+  std::atomic<bool> stepped{false}, read{false};
+  std::thread stepper([&] {
+    outcome = session->step(17);  // a new page: the coordinator's lock is needed
+    stepped = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the step is waiting by now
+  std::thread reader([&] {
+    (void)session->phase();  // the session's lock
+    read = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!read && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const bool read_while_waiting = read.load(), stepped_early = stepped.load();
+  memory->open();
+  grower.join();
+  stepper.join();
+  reader.join();
+  CHECK(read_while_waiting && !stepped_early);
+  CHECK(outcome.load() == BackingOutcome::extended && session->backing()->pages() == 2);
+  CHECK(c->in_place_takes() == 0 && c->capacity().domains[0].total_bytes == 16 * 4096);
+}
+
 int main() {
   a_step_extends_in_place_as_the_general_path_does();
   threads_step_one_session();
+  a_step_never_waits_for_the_coordinator_under_its_lock();
   lazy_fingerprint_matches_the_eager_one();
   stale_decisions_hold_nothing();
   a_closed_session_spends_its_resources();

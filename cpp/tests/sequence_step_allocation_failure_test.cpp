@@ -1,15 +1,17 @@
 // A step whose extension runs out of memory changes nothing: every allocation on the way (the
-// new snapshot, the grown id storage) is made to fail in turn, through operator new, and each
-// failure leaves the session's frontier, ids and frames and the coordinator's counts as they
-// were (a block table read after it included), with the step retried after it extending as if
-// nothing had happened. Both ways a step extends are swept (in place under the session's lock,
-// and the general path, taken while a test's pause point is armed), with one domain and three.
+// new snapshot, the grown id storages, an arena's room) is made to fail in turn, through
+// operator new, and each failure leaves the session's frontier, ids and frames and the
+// coordinator's counts as they were (a block table read after it included), with the step
+// retried after it extending as if nothing had happened. Both ways a step extends are swept (in
+// place under the session's lock, and the general path, taken while a test's pause point is
+// armed), with one domain and three, with and without views of the ids held across the step.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <thread>
 #include <string>
 #include <variant>
 #include <vector>
@@ -66,8 +68,12 @@ Seen seen(const SequenceSession& session, const AdmissionCoordinator& c, std::si
 // Steps a fresh session to the end of its 4th page (its id storages' room), then makes the
 // 5th page's step fail at its n-th allocation, for n = 0, 1, ... until the step makes fewer:
 // each try starts afresh, so every allocation the step makes fails once (an arena's room made
-// by one try would otherwise not be made again by the next). Returns how many failed.
-int sweep(bool general_path, std::size_t domain_count) {
+// by one try would otherwise not be made again by the next), and the step runs on a thread of
+// its own, whose record caches are empty (a snapshot's allocation would otherwise come from
+// them). With `hold_views`, a view of every domain's ids lives across the step: the storage
+// it reads is kept (in room made before anything changed) and still reads the same ids.
+// Returns how many failed.
+int sweep(bool general_path, std::size_t domain_count, bool hold_views) {
   int failures = 0;
   for (long n = 0;; ++n) {
     auto c = coordinator(domain_count);
@@ -77,28 +83,40 @@ int sweep(bool general_path, std::size_t domain_count) {
     for (std::int64_t t = 16; t <= 64; ++t) CHECK(session->step(t) != BackingOutcome::backing_deferred);
     const Seen before = seen(*session, *c, domain_count);
     CHECK(before.pages == 4);
-    if (general_path) pause_points::arm(pause_points::Point::candidate_looked_at);  // never reached by a step
-    allocations_before_failure = n;
-    bool failed = false;
-    try {
-      CHECK(session->step(65) == BackingOutcome::extended);
-    } catch (const std::bad_alloc&) {
-      failed = true;
-    }
-    allocations_before_failure = -1;
+    std::vector<BlockIds> views;
+    if (hold_views)
+      for (std::uint32_t d = 0; d < domain_count; ++d) views.push_back(session->backing()->block_ids(d));
+    bool failed = false, extended = false;
+    std::thread stepper([&] {
+      if (general_path) pause_points::arm(pause_points::Point::candidate_looked_at);  // never reached by a step
+      allocations_before_failure = n;
+      try {
+        extended = session->step(65) == BackingOutcome::extended;
+      } catch (const std::bad_alloc&) {
+        failed = true;
+      }
+      allocations_before_failure = -1;
+      pause_points::disarm();
+    });
+    stepper.join();
+    CHECK(failed != extended);
     if (failed) {
       ++failures;
       CHECK(seen(*session, *c, domain_count) == before);  // nothing changed, nothing leaked
+      if (general_path) pause_points::arm(pause_points::Point::candidate_looked_at);
       CHECK(session->step(65) == BackingOutcome::extended);  // and the step, retried, extends
+      pause_points::disarm();
     }
-    pause_points::disarm();
     const Seen after = seen(*session, *c, domain_count);
     CHECK(after.pages == 5 && after.generation == before.generation + 1 && after.retired == before.retired + 1);
     for (std::size_t d = 0; d < domain_count; ++d) {
       CHECK(std::equal(before.ids.begin() + d * 4, before.ids.begin() + d * 4 + 4, after.ids.begin() + d * 5));
       CHECK(after.used[d] == before.used[d] + 4096);
+      if (hold_views)
+        CHECK(views[d].count == 4 && std::equal(views[d].data.get(), views[d].data.get() + 4, before.ids.begin() + d * 4));
     }
     CHECK(after.blocks == before.blocks + domain_count);
+    views.clear();
     session.reset();
     CHECK(c->live_blocks() == 0 && c->live_takes() == 0 && c->capacity().domains[0].used_bytes == 0);
     if (!failed) return failures;
@@ -119,12 +137,14 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 int main() {
   for (std::size_t domain_count : {std::size_t{1}, std::size_t{3}}) {
-    const int in_place = sweep(false, domain_count), general = sweep(true, domain_count);
-    std::printf("%zu domain(s): allocation failures swept: %d in place, %d on the general path\n", domain_count,
-                in_place, general);
-    // At least every domain's grown id storage fails on each path (a snapshot may come from a
-    // kept block).
-    CHECK(in_place >= static_cast<int>(domain_count) && general >= static_cast<int>(domain_count));
+    for (bool hold_views : {false, true}) {
+      const int in_place = sweep(false, domain_count, hold_views), general = sweep(true, domain_count, hold_views);
+      std::printf("%zu domain(s)%s: allocation failures swept: %d in place, %d on the general path\n", domain_count,
+                  hold_views ? ", views held" : "", in_place, general);
+      // Each path's snapshot and every domain's grown id storage at least (and what the path
+      // allocates besides: an arena's room, the prepared ids, a list of grown storages).
+      CHECK(in_place >= static_cast<int>(domain_count) + 1 && general >= static_cast<int>(domain_count) + 1);
+    }
   }
   return lifecore::test_support::finish("sequence_step_allocation_failure_test");
 }

@@ -525,7 +525,8 @@ bool AdmissionCoordinator::take_each_domain_locked(const std::vector<std::uint32
   return true;
 }
 
-bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids) {
+bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
+                                       std::int32_t* ids) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   return take_each_domain_locked(domains, pages, [ids, pages](std::size_t i) noexcept { return ids + i * pages; });
 }
@@ -545,6 +546,7 @@ AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const s
   if (!take_each_domain_locked(domains, pages, [ids, pages](std::size_t i) noexcept { return ids + i * pages; }))
     return FastExtension::physical_short;
   for (std::uint32_t d : domains) domains_[d].used += *bytes;  // fits: checked above
+  if (!wait) ++in_place_takes_;  // fewer than 2^64 extensions are ever taken
   return FastExtension::taken;
 }
 
@@ -633,6 +635,11 @@ std::uint64_t AdmissionCoordinator::live_blocks() const {
 std::uint64_t AdmissionCoordinator::live_takes() const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   return live_takes_;
+}
+
+std::uint64_t AdmissionCoordinator::in_place_takes() const {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  return in_place_takes_;
 }
 
 void AdmissionCoordinator::release_pages(const std::vector<std::uint32_t>& domains, std::uint64_t pages) noexcept {

@@ -265,6 +265,8 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
     if (!count) checked::overflow("backing: block ids");
     prepared->ids.resize(*count);
     fast = coordinator->take_extension(seen->domains(), delta, prepared->ids.data(), physical_epoch);
+    // Busy is never the answer when it waits; were it, the three-call path would answer.
+    if (fast == AdmissionCoordinator::FastExtension::busy) fast = AdmissionCoordinator::FastExtension::logical_short;
     if (fast == AdmissionCoordinator::FastExtension::taken) {
       prepared->physical_pages_ = delta;
       prepared->mark_logically_claimed();
@@ -456,7 +458,8 @@ BackingOutcome SequenceSession::step_extending(std::int64_t tokens) {
   const std::uint64_t page_end = checked::mul_or_throw(s.pages_for(static_cast<std::uint64_t>(tokens), "step: tokens in pages"),
                                                       std::uint64_t{s.tokens_per_page}, "step: the page's last token");
   const std::uint64_t target = std::max<std::uint64_t>(static_cast<std::uint64_t>(tokens), std::min(page_end, s.fit_tokens));
-  // A test's armed pause point stops the general path between its steps; so does each race it tests.
+  // While a test arms a pause point, the general path: its points are where the tests of its
+  // races stop it (the in-place path has none, holding the session's lock throughout).
   if (!pause_points::armed())
     if (const auto outcome = extend_in_place(static_cast<std::uint64_t>(tokens), target)) return *outcome;
   BackingDecision decision = ensure_covers(static_cast<std::int64_t>(target), std::nullopt, /*tokens_only=*/true);
@@ -486,7 +489,8 @@ std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tok
   // The common extension's ids, taken here; more (a large step, many domains) take the general path.
   constexpr std::size_t kept_ids = 16;
   std::int32_t ids[kept_ids];
-  std::shared_ptr<const BackingSnapshot> replaced;  // the snapshot this one replaces, let go after the lock
+  // Let go after the lock: the snapshot this one replaces, and this one if it is not published.
+  std::shared_ptr<const BackingSnapshot> replaced, next;
   std::unique_lock<SessionLock> lock(s.mutex);
   // What changed since step() let the lock go is answered as the general path answers it.
   if (s.handle_closed || s.phase != SessionPhase::open) refuse_step_locked();
@@ -509,7 +513,7 @@ std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tok
       checked::add_or_throw(s.generation_locked(), std::uint64_t{1}, "step: backing generation");
   const auto& backing = s.resources->session_backing();
   // Made before anything is taken: what can fail (memory) fails with nothing changed.
-  auto next = make_recycled<const BackingSnapshot>(backing, generation, target, new_pages);
+  next = make_recycled<const BackingSnapshot>(backing, generation, target, new_pages);
   std::uint64_t physical_epoch = 0;
   if (delta != 0) {
     // Under this session's lock, without waiting: the coordinator's lock may be held across a

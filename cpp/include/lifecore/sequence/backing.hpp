@@ -136,7 +136,8 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
     std::unique_ptr<std::vector<Storage>> retired;
   };
   // Room for at least `needed` ids: a new storage holding the current ids (may throw; nothing
-  // of the backing changes), then put in place (cannot fail).
+  // of the backing that anyone reads changes, though room to retire the storage it replaces
+  // may be reserved), then put in place (cannot fail).
   Storage grown_locked(DomainIds& ids, std::uint64_t needed);
   void replace_storage_locked(DomainIds& ids, Storage next) noexcept;
   void grow_locked(DomainIds& ids, std::uint64_t needed);

@@ -134,6 +134,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // per domain per admission or extension).
   std::uint64_t live_blocks() const;
   std::uint64_t live_takes() const;
+  // Extensions whose ids a session took without waiting, under its own lock (a decode step
+  // extending in place), since creation: what shows that path runs.
+  std::uint64_t in_place_takes() const;
 
   // Errors name `op`, the call that asked (SequenceSession::register_admission_waiter passes its own).
   std::shared_ptr<CapacityWaitRegistration> register_waiter(const AdmissionDeferred& deferred,
@@ -193,7 +196,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // deferral; ids taken for earlier domains go back and advance the physical source).
   bool take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids);
   // An extension that fits, under one lock: the logical claim and the ids of `pages` more
-  // pages per domain (what claim_extension, take_blocks and claim_extension do in three).
+  // pages per domain (what claim_extension's check, take_blocks and its claim do in three calls).
   // Nothing changes unless it answers `taken`; `logical_short` (or a closed or poisoned
   // coordinator) leaves the whole answer to those three; `physical_short` is their physical
   // deferral, with the epoch observed before the take. Without `wait`, `busy` (nothing
@@ -275,6 +278,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   bool closed_ = false;
   bool poisoned_ = false;  // accounting found itself inconsistent; every decision refuses
   std::uint64_t live_takes_ = 0;
+  std::uint64_t in_place_takes_ = 0;
   AuthorityAllocator sequence_ids_;
   AuthorityAllocator request_ids_;
   // 0 .. domains - 1 ("every domain") with config_.domains' names, which every DomainSet shares.

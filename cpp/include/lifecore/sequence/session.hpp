@@ -237,7 +237,8 @@ class SequenceSession {
   [[gnu::noinline]] BackingOutcome step_extending(std::int64_t tokens);
   // The common extension of a step to `target` tokens (its page's end) under one hold of the
   // session's lock: the ids taken, adopted and published, the frame committed. Empty when it
-  // takes the general path (nothing changed): capacity short, more ids than it keeps.
+  // takes the general path (nothing changed): logical capacity short, the coordinator's lock
+  // busy, more ids than it keeps, a target above the fit.
   std::optional<BackingOutcome> extend_in_place(std::uint64_t tokens, std::uint64_t target);
 
   std::shared_ptr<SessionState> state_;

@@ -4,8 +4,9 @@
 // atomic read-modify-write (which also waits for the critical section's stores to drain):
 // on a batch of 256 sessions that is a sixth of a decode iteration's bookkeeping. A waiter
 // spins briefly, then yields its time slice instead of sleeping; nothing blocking ever runs
-// under it (no driver call, no wait, no GIL): a step that extends under it takes the
-// coordinator's lock only if it is free, and otherwise lets go and takes the general path.
+// under it (no driver call, no wait for a lock another thread may hold long, no GIL): a step
+// that extends under it takes the coordinator's lock only if it is free (and otherwise lets go
+// and takes the general path), and waiters' locks only to signal them.
 // A sequence's backing guards its ids with one too: one byte where a std::mutex takes forty,
 // in a record every live sequence has.
 #pragma once

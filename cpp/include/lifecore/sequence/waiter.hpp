@@ -82,8 +82,8 @@ class CapacityWaitRegistration {
   // the coordinator's device) closes, and returns its key: lets an event loop wait without a
   // thread. remove_notify(key) removes it (an unknown key is ignored). A hook runs under the
   // registration's lock, and when capacity moves under the coordinator's too (and may under a
-  // session's, whose extension gave ids back): it must only signal (write a byte, notify a
-  // condition), never call the sequence core.
+  // session's, when a step's take of ids fails part way and gives them back): it must only
+  // signal (write a byte, notify a condition), never call the sequence core.
   std::uint64_t add_notify(std::function<void()> hook);
   void remove_notify(std::uint64_t key) noexcept;
 
