@@ -28,6 +28,7 @@
 #include "sequence/device_arena_memory.hpp"
 #include "driver/mock/mock_driver.hpp"
 #include "lifecore/driver/backends.hpp"
+#include "sequence_test_support.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore;
@@ -37,13 +38,7 @@ using lifecore::test_support::error_of;
 namespace {
 
 std::shared_ptr<AdmissionCoordinator> make(std::uint64_t pages, std::shared_ptr<PageMemory> memory = nullptr) {
-  CoordinatorConfig config;
-  config.domains.push_back({"kv", pages * 4096, 0});
-  config.page_bytes = 4096;
-  config.tokens_per_page = 16;
-  config.max_active_sequences = 4;
-  config.memory = std::move(memory);
-  return AdmissionCoordinator::create(std::move(config));
+  return lifecore::test_support::kv_coordinator(pages, 4, 1, std::move(memory));
 }
 
 void lifecycle_and_release() {
@@ -629,17 +624,9 @@ void step_names_its_deferral() {
 // on logical capacity and one on physical memory.
 void a_step_extends_in_place_as_the_general_path_does() {
   for (std::size_t domain_count : {std::size_t{1}, std::size_t{3}}) {
-    const auto coordinator = [&](const std::shared_ptr<HostPageMemory>& memory) {
-      CoordinatorConfig config;
-      for (std::size_t d = 0; d < domain_count; ++d) config.domains.push_back({"kv" + std::to_string(d), 40 * 4096, 0});
-      config.page_bytes = 4096;
-      config.tokens_per_page = 16;
-      config.max_active_sequences = 4;
-      config.memory = memory;
-      return AdmissionCoordinator::create(std::move(config));
-    };
     auto memory_a = std::make_shared<HostPageMemory>(), memory_b = std::make_shared<HostPageMemory>();
-    auto in_place = coordinator(memory_a), general = coordinator(memory_b);
+    auto in_place = lifecore::test_support::kv_coordinator(40, 4, domain_count, memory_a);
+    auto general = lifecore::test_support::kv_coordinator(40, 4, domain_count, memory_b);
     const auto open = [](const std::shared_ptr<AdmissionCoordinator>& c) {
       auto decision = c->admit({"r", 20, 16 * 38, {}});  // 2 pages, the second part-filled
       return std::get<Admitted>(decision).resources->open_session();

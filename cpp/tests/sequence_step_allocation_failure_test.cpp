@@ -12,7 +12,6 @@
 #include <cstdlib>
 #include <new>
 #include <thread>
-#include <string>
 #include <variant>
 #include <vector>
 
@@ -30,15 +29,6 @@ namespace {
 
 // Allocations left before one fails; negative: none fails.
 std::atomic<long> allocations_before_failure{-1};
-
-std::shared_ptr<AdmissionCoordinator> coordinator(std::size_t domain_count) {
-  CoordinatorConfig config;
-  for (std::size_t d = 0; d < domain_count; ++d) config.domains.push_back({"kv" + std::to_string(d), 64 * 4096, 0});
-  config.page_bytes = 4096;
-  config.tokens_per_page = 16;
-  config.max_active_sequences = 4;
-  return AdmissionCoordinator::create(std::move(config));
-}
 
 struct Seen {
   std::uint64_t generation, tokens, pages, retired, blocks, takes;
@@ -76,7 +66,7 @@ Seen seen(const SequenceSession& session, const AdmissionCoordinator& c, std::si
 int sweep(bool general_path, std::size_t domain_count, bool hold_views) {
   int failures = 0;
   for (long n = 0;; ++n) {
-    auto c = coordinator(domain_count);
+    auto c = lifecore::test_support::kv_coordinator(64, 4, domain_count);
     auto decision = c->admit({"r", 16, 16 * 32, {}});
     auto session = std::get<Admitted>(decision).resources->open_session();
     std::get<Admitted>(decision).resources.reset();

@@ -1,9 +1,10 @@
-// What the sequence tests share: a coordinator with one "kv" domain of `pages` 4 KiB pages
-// of 16 tokens each, on host accounting.
+// What the sequence tests share: a coordinator with one "kv" domain (or `domain_count`: "kv",
+// "kv1", ...) of `pages` 4 KiB pages of 16 tokens each, on host accounting (`memory`, or its own).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <variant>
 
@@ -14,12 +15,16 @@
 
 namespace lifecore::test_support {
 
-inline std::shared_ptr<sequence::AdmissionCoordinator> kv_coordinator(std::uint64_t pages, std::uint32_t slots = 8) {
+inline std::shared_ptr<sequence::AdmissionCoordinator> kv_coordinator(
+    std::uint64_t pages, std::uint32_t slots = 8, std::size_t domain_count = 1,
+    std::shared_ptr<sequence::PageMemory> memory = nullptr) {
   sequence::CoordinatorConfig config;
-  config.domains.push_back({"kv", pages * 4096, 0});
+  for (std::size_t d = 0; d < domain_count; ++d)
+    config.domains.push_back({d == 0 ? std::string("kv") : "kv" + std::to_string(d), pages * 4096, 0});
   config.page_bytes = 4096;
   config.tokens_per_page = 16;
   config.max_active_sequences = slots;
+  config.memory = std::move(memory);
   return sequence::AdmissionCoordinator::create(std::move(config));
 }
 

@@ -119,18 +119,15 @@ void SequenceBacking::adopt_taken(const std::int32_t* ids, std::uint64_t delta) 
   const std::uint64_t total = pages_ + delta;  // bounded by the request's fit pages
   const std::size_t count = domains().size();
   // Every storage that must grow is made before any is replaced: a failure leaves the backing,
-  // and the ids its session reads beside its lock, as they were.
-  bool grows = false;
-  for (std::size_t i = 0; i < count; ++i) grows = grows || total > ids_of(i).current.capacity;
-  if (grows && count == 1) {
-    grow_locked(first_ids_, total);
-  } else if (grows) {
-    std::vector<Storage> grown(count);
-    for (std::size_t i = 0; i < count; ++i)
-      if (total > ids_of(i).current.capacity) grown[i] = grown_locked(ids_of(i), total);
-    for (std::size_t i = 0; i < count; ++i)
-      if (grown[i].data) replace_storage_locked(ids_of(i), std::move(grown[i]));
+  // and the ids its session reads beside its lock, as they were. (A growth doubles: rare.)
+  std::vector<Storage> grown;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (total <= ids_of(i).current.capacity) continue;
+    if (grown.empty()) grown.resize(count);
+    grown[i] = grown_locked(ids_of(i), total);
   }
+  for (std::size_t i = 0; i < grown.size(); ++i)
+    if (grown[i].data) replace_storage_locked(ids_of(i), std::move(grown[i]));
   for (std::size_t i = 0; i < count; ++i)
     std::memcpy(ids_of(i).current.data.get() + pages_, ids + i * delta, delta * sizeof(std::int32_t));
   pages_ = total;

@@ -17,6 +17,11 @@ namespace {
 
 std::atomic<std::uint64_t> next_coordinator_id{1};
 
+// Where take_each_domain_locked writes domain i's ids in one buffer of `pages` ids per domain.
+auto domain_by_domain(std::int32_t* ids, std::uint64_t pages) noexcept {
+  return [ids, pages](std::size_t i) noexcept { return ids + i * pages; };
+}
+
 }  // namespace
 
 // ---- AuthorityAllocator ----
@@ -528,7 +533,7 @@ bool AdmissionCoordinator::take_each_domain_locked(const std::vector<std::uint32
 bool AdmissionCoordinator::take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages,
                                        std::int32_t* ids) {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  return take_each_domain_locked(domains, pages, [ids, pages](std::size_t i) noexcept { return ids + i * pages; });
+  return take_each_domain_locked(domains, pages, domain_by_domain(ids, pages));
 }
 
 AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const std::vector<std::uint32_t>& domains,
@@ -543,7 +548,7 @@ AdmissionCoordinator::FastExtension AdmissionCoordinator::take_extension(const s
   for (std::uint32_t d : domains)
     if (*bytes > domains_[d].total - domains_[d].used) return FastExtension::logical_short;
   physical_epoch = physical_epoch_;
-  if (!take_each_domain_locked(domains, pages, [ids, pages](std::size_t i) noexcept { return ids + i * pages; }))
+  if (!take_each_domain_locked(domains, pages, domain_by_domain(ids, pages)))
     return FastExtension::physical_short;
   for (std::uint32_t d : domains) domains_[d].used += *bytes;  // fits: checked above
   if (!wait) ++in_place_takes_;  // fewer than 2^64 extensions are ever taken

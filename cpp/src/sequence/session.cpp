@@ -44,6 +44,18 @@ void require_handle(const SessionState& s, const char* operation) {
   if (s.handle_closed) raise(ErrorKind::Closed, std::string(operation) + ": the sequence session handle is closed");
 }
 
+// The deferral of an extension to `context`'s target, `delta` more pages in each of `domains`,
+// that page memory refused: it waits on physical memory from the epoch observed before the take.
+AdmissionDeferred physical_extension_deferral(const AdmissionCoordinator& coordinator,
+                                              const std::vector<std::uint32_t>& domains,
+                                              const BackingDeferralContext& context, std::uint64_t delta,
+                                              std::uint64_t observed_epoch, std::string_view request_id) {
+  auto deferred = coordinator.physical_deferral(domains, 0, context.target_tokens, delta, context.target_tokens, delta,
+                                                observed_epoch, request_id);
+  deferred.backing = context;
+  return deferred;
+}
+
 }  // namespace
 
 const std::string& SessionState::fingerprint() const {
@@ -275,13 +287,11 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
     }
   }
   if (fast == AdmissionCoordinator::FastExtension::physical_short) {
-    BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
     decision.outcome = BackingOutcome::backing_deferred;
     decision.reason = "physical pages could not be prepared (device memory is short); wait on physical memory";
-    auto deferred = coordinator->physical_deferral(seen->domains(), 0, tokens, delta, tokens, delta, physical_epoch,
-                                                   s.request_id);
-    deferred.backing = context;
-    decision.deferred = std::move(deferred);
+    decision.deferred = physical_extension_deferral(*coordinator, seen->domains(),
+                                                    {s.sequence, decision.expected_generation, tokens, pages}, delta,
+                                                    physical_epoch, s.request_id);
     return decision;
   }
   if (delta > 0 && fast == AdmissionCoordinator::FastExtension::logical_short) {
@@ -297,10 +307,8 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
     if (!prepared->allocate_physical(delta)) {
       decision.outcome = BackingOutcome::backing_deferred;
       decision.reason = "physical pages could not be prepared (device memory is short); wait on physical memory";
-      auto deferred = coordinator->physical_deferral(seen->domains(), 0, tokens, delta, tokens, delta, check.physical_epoch,
-                                                     s.request_id);
-      deferred.backing = context;
-      decision.deferred = std::move(deferred);
+      decision.deferred = physical_extension_deferral(*coordinator, seen->domains(), context, delta,
+                                                      check.physical_epoch, s.request_id);
       return decision;
     }
     auto claim = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/true, op);
@@ -435,10 +443,7 @@ BackingOutcome SequenceSession::step(std::int64_t tokens) {
     // wrong run only when it fails, and one of them raises.
     if (s.handle_closed || s.phase != SessionPhase::open || !s.quiescent_locked()) refuse_step_locked();
     if (static_cast<std::uint64_t>(tokens) <= s.current_tokens) {
-      // The common decode step: the frontier already covers it; acquire and commit at once.
-      s.take_frame_id_locked("step");
-      s.extras.clear_step_deferral();
-      ++s.committed;
+      s.commit_step_locked();  // the common decode step: the frontier already covers it
       return BackingOutcome::current;
     }
   }
@@ -477,8 +482,7 @@ BackingOutcome SequenceSession::step_extending(std::int64_t tokens) {
   require_handle(s, "step");
   s.require_open_locked("step");
   if (!s.quiescent_locked() || static_cast<std::uint64_t>(tokens) > s.current_tokens) return BackingOutcome::retry_required;
-  s.take_frame_id_locked("step");
-  ++s.committed;
+  s.commit_step_locked();
   return decision.outcome;
 }
 
@@ -498,11 +502,9 @@ std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tok
     s.extras.clear_step_deferral();
     return BackingOutcome::retry_required;
   }
-  if (s.next_frame == std::numeric_limits<std::uint64_t>::max()) s.take_frame_id_locked("step");  // raises
+  s.require_frame_id_locked("step");  // before anything changes: the frame is committed last
   if (tokens <= s.current_tokens) {  // another thread extended it meanwhile
-    s.take_frame_id_locked("step");
-    s.extras.clear_step_deferral();
-    ++s.committed;
+    s.commit_step_locked();
     return BackingOutcome::current;
   }
   const std::uint64_t new_pages = std::max(pages, s.current_pages);
@@ -530,9 +532,8 @@ std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tok
         const BackingDeferralContext context{s.sequence, s.generation_locked(), target, new_pages};
         const RequestId request_id = s.request_id;
         lock.unlock();
-        auto deferred = coordinator->physical_deferral(seen->domains(), 0, target, delta, target, delta, physical_epoch,
-                                                       request_id);
-        deferred.backing = context;
+        auto deferred = physical_extension_deferral(*coordinator, seen->domains(), context, delta, physical_epoch,
+                                                    request_id);
         lock.lock();
         s.extras.set_step_deferral(std::move(deferred));
         return BackingOutcome::backing_deferred;
@@ -554,9 +555,7 @@ std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tok
   }
   replaced = std::move(s.current);
   s.publish_locked(std::move(next));
-  s.take_frame_id_locked("step");  // cannot raise: checked above, under the same lock
-  s.extras.clear_step_deferral();
-  ++s.committed;
+  s.commit_step_locked();  // cannot raise: checked above, under the same lock
   return BackingOutcome::extended;
 }
 
@@ -665,10 +664,7 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
       const TableRow refusal = row_refusal(s, owner, domain_slot_locked(s, domain_index), pages, max_pages);
       if (refusal != TableRow::written) return {refusal, pages};
       if (s.phase == SessionPhase::open && s.quiescent_locked() && t <= s.current_tokens) {
-        // step()'s common path, then the row's source, under the same lock.
-        s.take_frame_id_locked("step");
-        s.extras.clear_step_deferral();
-        ++s.committed;
+        s.commit_step_locked();  // step()'s common path, then the row's source, under the same lock
         table_source_locked(s, domain_index, known, written, source);
         outcome = BackingOutcome::current;
         return {TableRow::written, s.current_pages};
@@ -770,7 +766,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
       require_handle(s, "acquire_frames");
       s.require_open_locked("acquire_frames");
       if (s.active_frame) raise(ErrorKind::SessionState, "acquire_frames: a frame is still active");
-      if (!checked::add(s.next_frame, std::uint64_t{1})) checked::overflow("acquire_frames: frame ids");
+      s.require_frame_id_locked("acquire_frames");
     } catch (const Error& e) {
       raise(e.kind(), std::string(e.what()) + " (participant " + std::to_string(i) + "; no frame was acquired)");
     }

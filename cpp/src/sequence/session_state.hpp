@@ -167,14 +167,25 @@ class SessionState {
     return phase == SessionPhase::open || phase == SessionPhase::cancel_requested || phase == SessionPhase::poisoned;
   }
   bool quiescent_locked() const noexcept { return !active_frame && extras.no_flights(); }
-  // The next frame id, checked before it is taken: a frame id never wraps (retired and
-  // committed counts stay below it, so they cannot wrap either).
-  std::uint64_t take_frame_id_locked(const char* operation) {
-    const std::uint64_t id = next_frame;
+  // OverflowError naming `operation` unless a frame id is left: a frame id never wraps
+  // (retired and committed counts stay below it, so they cannot wrap either). For a caller
+  // that must know before it changes anything; take_frame_id_locked checks it too.
+  void require_frame_id_locked(const char* operation) const {
     // The message is built only on overflow: this runs on every decode step.
-    if (id == std::numeric_limits<std::uint64_t>::max()) checked::overflow(std::string(operation) + ": frame ids");
-    next_frame = id + 1;
-    return id;
+    if (next_frame == std::numeric_limits<std::uint64_t>::max())
+      checked::overflow(std::string(operation) + ": frame ids");
+  }
+  // The next frame id, checked before it is taken.
+  std::uint64_t take_frame_id_locked(const char* operation) {
+    require_frame_id_locked(operation);
+    return next_frame++;
+  }
+  // A decode step's frame, acquired and committed at once (what step() does once its tokens
+  // are covered): its id taken, the last step's deferral forgotten, one more committed.
+  void commit_step_locked() {
+    take_frame_id_locked("step");
+    extras.clear_step_deferral();
+    ++committed;
   }
 
   // SessionStateError unless the session is active (not terminal, not fail-closed).
