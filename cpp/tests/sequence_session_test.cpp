@@ -788,12 +788,16 @@ void a_step_never_waits_for_the_coordinator_under_its_lock() {
   std::thread grower([&] { c->grow_domain("kv", 16 * 4096); });
   CHECK(memory->wait_until_holding());
   std::atomic<BackingOutcome> outcome{BackingOutcome::retry_required};
-  std::atomic<bool> stepped{false}, read{false};
+  std::atomic<bool> started{false}, stepped{false}, read{false};
   std::thread stepper([&] {
+    started = true;
     outcome = session->step(17);  // a new page: the coordinator's lock is needed
     stepped = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the step is waiting by now
+  // The thread running first, then time for the step to reach the coordinator's lock: a reader
+  // let in before the step began would prove nothing.
+  while (!started) std::this_thread::yield();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   std::thread reader([&] {
     (void)session->phase();  // the session's lock
     read = true;

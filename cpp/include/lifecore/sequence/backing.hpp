@@ -109,8 +109,9 @@ class SequenceBacking : public std::enable_shared_from_this<SequenceBacking> {
   // Copies ids [first, pages) of domain `slot` to out + first (none past the backing's pages).
   void copy_ids_from(std::size_t slot, std::uint64_t first, std::uint64_t pages, std::int32_t* out) const;
   // Domain `slot`'s ids, read without this backing's lock by the one caller that holds the lock
-  // of the session extending this backing: the id storage only moves in adopt(), which runs
-  // under that lock, and the ids of published pages never change while a holder keeps it.
+  // of the session extending this backing: the id storage only moves in adopt() and
+  // adopt_taken(), which run under that lock, and the ids of published pages never change
+  // while a holder keeps it.
   const std::int32_t* published_ids(std::size_t slot) const noexcept { return ids_of(slot).current.data.get(); }
 
   const std::shared_ptr<AdmissionCoordinator>& coordinator() const noexcept { return coordinator_; }

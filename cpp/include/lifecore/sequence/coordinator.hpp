@@ -135,7 +135,8 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   std::uint64_t live_blocks() const;
   std::uint64_t live_takes() const;
   // Extensions whose ids a session took without waiting, under its own lock (a decode step
-  // extending in place), since creation: what shows that path runs.
+  // extending in place), since creation, a take given back after a failed adoption included:
+  // what shows that path runs.
   std::uint64_t in_place_takes() const;
 
   // Errors name `op`, the call that asked (SequenceSession::register_admission_waiter passes its own).
@@ -197,11 +198,12 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   bool take_blocks(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids);
   // An extension that fits, under one lock: the logical claim and the ids of `pages` more
   // pages per domain (what claim_extension's check, take_blocks and its claim do in three calls).
-  // Nothing changes unless it answers `taken`; `logical_short` (or a closed or poisoned
-  // coordinator) leaves the whole answer to those three; `physical_short` is their physical
-  // deferral, with the epoch observed before the take. Without `wait`, `busy` (nothing
-  // changed) when another thread holds the coordinator's lock: a caller under a session's lock
-  // never waits for one held across a driver call.
+  // `logical_short` (or a closed or poisoned coordinator) changes nothing and leaves the whole
+  // answer to those three; `physical_short` is their physical deferral, with the epoch observed
+  // before the take: no id or claim is kept, but the page memory's refusal is spent and a take
+  // that failed after its first domain advanced the physical source, as take_blocks does.
+  // Without `wait`, `busy` (nothing changed) when another thread holds the coordinator's lock:
+  // a caller under a session's lock never waits for one held across a driver call.
   enum class FastExtension : std::uint8_t { taken, logical_short, physical_short, busy };
   FastExtension take_extension(const std::vector<std::uint32_t>& domains, std::uint64_t pages, std::int32_t* ids,
                                std::uint64_t& physical_epoch, bool wait = true);
