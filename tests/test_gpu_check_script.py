@@ -129,6 +129,24 @@ def test_a_step_past_its_limit_prints_its_python_stack_and_is_a_timeout(tmp_path
     assert "overall: FAIL" in done.stdout and "TIMEOUT  environment" in done.stdout
 
 
+def test_a_step_cut_off_waits_for_what_its_command_started(tmp_path):
+    """SIGABRT reaches the step's whole process group, and the shell running the step dies of it
+    at once while the Python it started is still writing: here a handler that writes a second
+    after the signal. The excerpt on stdout is read only once that Python has ended, so it holds
+    what was written last (read at once, it missed the stack a slow faulthandler wrote)."""
+    late = ("import signal, sys, time\n\n"
+            "def written_late(signum, frame):\n    time.sleep(1)\n"
+            "    print('written a second after the abort', flush=True)\n    sys.exit(3)\n\n"
+            "signal.signal(signal.SIGABRT, written_late)\nprint('the cupy stand-in waits', flush=True)\n"
+            "time.sleep(120)\n")
+    done, log, by_name = run_script(tmp_path, ["environment"], hidden={"cupy": late}, timeout=120,
+                                    GPU_CHECK_BUDGET_S="25", GPU_CHECK_SUITE_S="10")
+    record = by_name["environment"]
+    assert record["status"] == "timed_out" and record["exit"] == 124, (record, log[-4000:])
+    excerpt = done.stdout.split("=== environment", 1)[1].split("=== TIMEOUT: environment", 1)[0]
+    assert "written a second after the abort" in excerpt, done.stdout[-4000:]
+
+
 def test_tests_skipped_for_want_of_a_cuda_device_fail_where_cuda_is_available(fake_libcuda, tmp_path):
     """Against the fake driver the cuda backend is available, and test_backend_cuda.py's tests of a
     real device skip ("no CUDA device": they never run on the fake): the step fails and says so."""

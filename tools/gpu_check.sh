@@ -96,9 +96,24 @@ step() {
   log "=== $name (limit ${limit}s, $(date -u +%T))"
   mark=$(wc -c <"$LOG")
   began=$(date +%s)
-  "${TIMEOUT[@]}" "$limit" "$@" >>"$LOG" 2>&1
+  # timeout makes itself the leader of a process group (its pid, written first) that its
+  # signal reaches whole. The command may end before the processes it started: a Python child
+  # still writing its stack on SIGABRT, read here before it was whole. So a step cut off waits
+  # for its group to empty, 5 s at most, and then ends what is left.
+  "$BASH" -c 'printf "%s" "$$" >"$0" && exec "$@"' "$WORK/step.pid" "${TIMEOUT[@]}" "$limit" "$@" >>"$LOG" 2>&1
   rc=$?
   ended=$(date +%s)
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    local group waited
+    group=$(cat "$WORK/step.pid" 2>/dev/null)
+    if [[ $group =~ ^[0-9]+$ ]]; then
+      for ((waited = 0; waited < 50; waited++)); do
+        kill -0 -- "-$group" 2>/dev/null || break
+        sleep 0.1
+      done
+      if kill -0 -- "-$group" 2>/dev/null; then kill -KILL -- "-$group" 2>/dev/null; fi
+    fi
+  fi
   local status=passed verdict=PASS
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timed_out verdict=TIMEOUT
   elif [ "$rc" -ne 0 ]; then status=failed verdict=FAIL; fi
