@@ -348,8 +348,10 @@ def test_block_table_fills_a_torch_cpu_tensor_in_place():
     out = torch.full((3, 4), 7, dtype=torch.int32)
     c.block_table(sessions, 4, out, pad=-1)
     assert out.tolist() == [[0, -1, -1, -1], [1, 2, -1, -1], [3, 4, 5, -1]]
-    with pytest.raises(InvalidArgumentError, match="int32"):
+    with pytest.raises(InvalidArgumentError, match="must hold int32 elements, got int64"):
         c.block_table(sessions, 4, torch.zeros((3, 4), dtype=torch.int64))
+    with pytest.raises(InvalidArgumentError, match="must hold int32 elements, got float16"):
+        c.block_table(sessions, 4, torch.zeros((3, 4), dtype=torch.float16))
     with pytest.raises(InvalidArgumentError, match="C-contiguous"):
         c.block_table(sessions, 4, torch.zeros((4, 3), dtype=torch.int32).t())
 
@@ -569,6 +571,29 @@ def test_step_all_steps_a_batch_and_names_the_row_that_raises():
     with pytest.raises(lifecore.errors.ClosedError, match=r"handle is closed \(step_all: row 1; no row stepped\)$"):
         lifecore.sequence.step_all(sessions, [TPP + 4, 2 * TPP, 3 * TPP])
     assert sessions[0].retired_frames == 3
+
+
+def test_step_all_refuses_tokens_above_a_rows_fit_before_any_row_steps():
+    c = make(pages=16)
+    held, sessions = _batch(c)  # each fits 4 pages
+    retired, pages = [s.retired_frames for s in sessions], [s.backing.pages for s in sessions]
+    with pytest.raises(lifecore.errors.CapacityError,
+                       match=rf"^step: the target \({4 * TPP + 1} tokens, 5 pages\) is above the request's fit limit "
+                             rf"\({4 * TPP} tokens, 4 pages\) \(step_all: row 2; no row stepped\)$"):
+        lifecore.sequence.step_all(sessions, [TPP + 1, 2 * TPP + 1, 4 * TPP + 1])
+    assert [s.retired_frames for s in sessions] == retired and [s.backing.pages for s in sessions] == pages
+    assert lifecore.sequence.step_all(sessions, [TPP + 1, 2 * TPP + 1, 4 * TPP]).tolist() == [1, 1, 1]  # the fit itself
+
+
+def test_block_table_names_the_row_of_a_closed_session_and_writes_nothing():
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    out = np.full((3, 4), 7, dtype=np.int32)
+    sessions[2].close()
+    with pytest.raises(lifecore.errors.ClosedError,
+                       match=r"^block_table: row 2: the sequence session handle is closed \(nothing was written\)$"):
+        c.block_table(sessions, 4, out=out)
+    assert (out == 7).all()  # the rows before it put back
 
 
 def test_step_all_holds_its_sessions_while_tokens_are_read():

@@ -186,6 +186,11 @@ def test_step_steps_each_row_then_writes_its_new_ids():
                                           r"\(nothing was stepped or written\)$"):
         table.step(sessions, [2 * TPP + 2, TPP + 2, 2 * TPP + 2])
     assert sessions[0].retired_frames == 2 and np.array_equal(table.table, before)
+    # So is a token count above a row's fit.
+    with pytest.raises(CapacityError, match=r"row 2: step: the target \(1000 tokens, \d+ pages\) is above the "
+                                            r"request's fit limit .* \(nothing was stepped or written\)$"):
+        table.step([sessions[0], sessions[2], sessions[0]], [2 * TPP + 2, 2 * TPP + 2, 1000])
+    assert sessions[0].retired_frames == 2 and np.array_equal(table.table, before)
     with pytest.raises(InvalidArgumentError, match="tokens"):
         table.step([sessions[0]], [1, 2])
     with pytest.raises(LifecoreTypeError, match="sessions"):
@@ -212,7 +217,8 @@ def test_every_error_writes_nothing():
         (lambda: table.update([None, wide]), InvalidArgumentError, "row 1: 5 blocks do not fit in width 4"),
         (lambda: table.update([a, foreign]), StaleAuthorityError, "row 1.*another coordinator"),
         (lambda: table.update([a, None, only_v]), InvalidArgumentError, "row 2.*domain 'k'"),
-        (lambda: table.update([None, closed]), ClosedError, "row 1.*closed"),
+        (lambda: table.update([None, closed]), ClosedError,
+         r"^DecodeTable.update: row 1: the sequence session handle is closed \(nothing was written\)$"),
         (lambda: table.update([a, a, a, a]), InvalidArgumentError, "4 sessions for a table of 3 rows"),
         (lambda: table.update([a, object()]), LifecoreTypeError, r"sessions\[1\]"),
         (lambda: table.update("abc"), LifecoreTypeError, "sessions"),
@@ -665,8 +671,8 @@ def test_a_step_past_the_fit_names_the_fit_not_the_width():
     a = open_one(c, "a")
     table = c.decode_table(1, 1)
     before = a.retired_frames
-    with pytest.raises(CapacityError, match=r"^step: the target .* is above the request's fit limit .*"
-                                            r"\(DecodeTable.step: row 0; no row stepped, nothing was written\)"):
+    with pytest.raises(CapacityError, match=r"^DecodeTable.step: row 0: step: the target .* is above the request's "
+                                            r"fit limit .* \(nothing was stepped or written\)$"):
         table.step([a], [10**6])
     assert a.retired_frames == before and (table.table == 0).all()
     with pytest.raises(InvalidArgumentError, match=r"row 0: 2 blocks do not fit in width 1 \(no row stepped"):

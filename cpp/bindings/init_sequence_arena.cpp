@@ -175,8 +175,8 @@ void init_sequence_arena(nb::module_& m) {
         "A decode iteration's bookkeeping in one call: sessions[i].step(tokens[i]) for every row (tokens: an\n"
         "int64 NumPy array or host tensor, read in place; another one-dimensional integer array, NumPy's or a\n"
         "host tensor such as torch's, read from an int64 copy; or a list of ints); returns the BackingOutcome values (0 CURRENT, 1 EXTENDED, 2 RETRY_REQUIRED, 3 BACKING_DEFERRED)\n"
-        "as a uint8 array. A token count below 1 or a closed session (a preempted victim) in any row is refused\n"
-        "before any row steps. Otherwise not all-or-nothing: the first row that raises (a finished or framed\n"
+        "as a uint8 array. A token count below 1 or above its request's fit, or a closed session (a preempted\n"
+        "victim), in any row is refused before any row steps. Otherwise not all-or-nothing: the first row that raises (a finished or framed\n"
         "session, say) stops the batch (its error names the row); the rows before it stepped.");
   m.def("commit_frames", &commit_all_frames, nb::arg("frames").none(),
         nb::sig("def commit_frames(frames: collections.abc.Sequence[FrameHold]) -> numpy.typing.NDArray[numpy.uint8]"),

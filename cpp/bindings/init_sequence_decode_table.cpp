@@ -261,9 +261,9 @@ void init_sequence_decode_table(nb::module_& m) {
                   "tokens: collections.abc.Sequence[typing.SupportsIndex] | numpy.typing.NDArray[numpy.integer[typing.Any]] | lifecore._stub_types.SupportsDLPack) -> "
                   "numpy.typing.NDArray[numpy.uint8]"),
           "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
-          "update(sessions). Returns the BackingOutcome values as a uint8 array. A token count below 1 or\n"
-          "another coordinator's session or a closed one (a preempted victim) in any row is refused before any\n"
-          "row steps; a step that raises after that stops the batch (the rows before it stepped, as step_all) and\n"
+          "update(sessions). Returns the BackingOutcome values as a uint8 array. A token count below 1 or above\n"
+          "its request's fit, another coordinator's session or a closed one (a preempted victim) in any row is\n"
+          "refused before any row steps; a step that raises after that stops the batch (the rows before it stepped, as step_all) and\n"
           "the table shows what the rows that stepped hold now (the other rows are left as they were).")
       .def(
           "assign",

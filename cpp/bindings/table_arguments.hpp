@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <new>
@@ -117,11 +118,21 @@ inline void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t w
   t.data = static_cast<std::int32_t*>(t.view.buf);
 }
 
+// A DLPack dtype as a reader knows it: int64, float16, uint8x4.
+inline std::string dl_dtype_name(const DLDataType& dtype) {
+  static constexpr const char* codes[] = {"int", "uint", "float", "handle", "bfloat", "complex", "bool"};
+  std::string name = dtype.code < std::size(codes) ? codes[dtype.code] : "code " + std::to_string(dtype.code) + " ";
+  name += std::to_string(dtype.bits);
+  if (dtype.lanes != 1) name += "x" + std::to_string(dtype.lanes);
+  return name;
+}
+
 inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_t rows, std::size_t width) {
   if (tensor.device.device_type != dlpack_device_cpu)
     bad_out(call, "must live in host memory (DLPack device type " + std::to_string(tensor.device.device_type) +
             "); pass a lifecore Buffer for device memory");
-  if (tensor.dtype.code != 0 || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1) bad_out(call, "must hold int32 elements");
+  if (tensor.dtype.code != 0 || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1)
+    bad_out(call, "must hold int32 elements, got " + dl_dtype_name(tensor.dtype));
   check_shape(call, tensor.ndim, tensor.shape, rows, width);
   if (tensor.strides && rows * width != 0) {
     const bool row_ok = rows <= 1 || tensor.strides[0] == static_cast<std::int64_t>(width);

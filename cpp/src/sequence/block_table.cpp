@@ -107,7 +107,12 @@ void build_block_table(const AdmissionCoordinator& coordinator, const std::vecto
     for (; r < rows.size(); ++r) {
       TableRowTarget target{out + r * width, width, pad, saved ? saved + r * width : nullptr};
       if (rows[r].session) {
-        const auto answer = rows[r].session->write_table_row(coordinator, d, target);
+        SequenceSession::TableRowAnswer answer;
+        try {
+          answer = rows[r].session->write_table_row(coordinator, d, target);
+        } catch (const Error& e) {  // a closed handle: named with its row
+          refuse(e.kind(), r, e.what());
+        }
         if (answer.answer != SequenceSession::TableRow::written)
           refuse_row(coordinator, d, r, answer.answer, answer.pages, width);
       } else {

@@ -178,10 +178,9 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
     if (!sessions[r]->opened_on(*coordinator_))
       refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)",
              "nothing was stepped or written");
-    // A preempted victim left in the batch (one load: 0 only once the handle closed).
-    if (sessions[r]->table_stamp() == 0)
-      refuse(call, ErrorKind::Closed, r, "step: the sequence session handle is closed",
-             "nothing was stepped or written");
+    // A closed handle (a preempted victim left in the batch), tokens above the fit.
+    if (const auto refusal = sessions[r]->batch_refusal(tokens[r]))
+      refuse(call, refusal->kind, r, refusal->why, "nothing was stepped or written");
   }
   // Each row is checked, steps and is resolved under one session lock; a row that could not
   // be written steps nothing. The table is written once every row passed, or, when a row

@@ -44,6 +44,13 @@ void require_handle(const SessionState& s, const char* operation) {
   if (s.handle_closed) raise(ErrorKind::Closed, std::string(operation) + ": the sequence session handle is closed");
 }
 
+// A target above the request's fit, as an extension and a batch's check refuse it.
+std::string above_the_fit(const char* operation, const SessionState& s, std::uint64_t tokens, std::uint64_t pages) {
+  return std::string(operation) + ": the target (" + std::to_string(tokens) + " tokens, " + std::to_string(pages) +
+         " pages) is above the request's fit limit (" + std::to_string(s.fit_tokens) + " tokens, " +
+         std::to_string(s.fit_pages()) + " pages)";
+}
+
 // The deferral of an extension to `context`'s target, `delta` more pages in each of `domains`,
 // that page memory refused: it waits on physical memory from the epoch observed before the take.
 AdmissionDeferred physical_extension_deferral(const AdmissionCoordinator& coordinator,
@@ -219,10 +226,7 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
   if (pages < needed_pages)
     raise(ErrorKind::InvalidArgument, std::string(op) + ": " + std::to_string(pages) + " pages cannot hold " +
                                           std::to_string(tokens) + " tokens");
-  if (tokens > s.fit_tokens || pages > s.fit_pages())
-    raise(ErrorKind::Capacity, std::string(op) + ": the target (" + std::to_string(tokens) + " tokens, " +
-                                   std::to_string(pages) + " pages) is above the request's fit limit (" +
-                                   std::to_string(s.fit_tokens) + " tokens, " + std::to_string(s.fit_pages()) + " pages)");
+  if (tokens > s.fit_tokens || pages > s.fit_pages()) raise(ErrorKind::Capacity, above_the_fit(op, s, tokens, pages));
 
   BackingDecision decision;
   decision.target_tokens = tokens;
@@ -604,7 +608,8 @@ SequenceSession::TableRowAnswer SequenceSession::write_table_row(const Admission
                                                                  TableRowTarget& target) const {
   std::lock_guard<SessionLock> lock(state_->mutex);
   const SessionState& s = *state_;
-  require_handle(s, "block_table");
+  // The caller names the call and the row.
+  if (s.handle_closed) raise(ErrorKind::Closed, "the sequence session handle is closed");
   const std::uint64_t pages = s.current_pages;
   const std::size_t slot = domain_slot_locked(s, domain_index);
   if (const TableRow refusal = row_refusal(s, owner, slot, pages, target.width); refusal != TableRow::written)
@@ -641,7 +646,7 @@ void table_source_locked(const SessionState& s, std::uint32_t domain_index, cons
 SequenceSession::TableSource SequenceSession::table_source_since(std::uint32_t domain_index, const Authority& known,
                                                                  std::uint64_t written) const {
   std::lock_guard<SessionLock> lock(state_->mutex);
-  require_handle(*state_, "block_table");
+  if (state_->handle_closed) raise(ErrorKind::Closed, "the sequence session handle is closed");  // the caller names the row
   TableSource out;
   table_source_locked(*state_, domain_index, known, written, out);
   return out;
@@ -708,18 +713,25 @@ std::optional<TerminalReceipt> SequenceSession::receipt() const {
   return out;
 }
 
+std::optional<SequenceSession::BatchRefusal> SequenceSession::batch_refusal(std::int64_t tokens) const {
+  if (tokens <= 0) return BatchRefusal{ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens)};
+  if (table_stamp() == 0)  // one load: 0 only once the handle closed
+    return BatchRefusal{ErrorKind::Closed, "step: the sequence session handle is closed"};
+  // Fixed when the session opened: read without its lock. (step's own check, made early.)
+  const SessionState& s = *state_;
+  const auto target = static_cast<std::uint64_t>(tokens);
+  if (target > s.fit_tokens)
+    return BatchRefusal{ErrorKind::Capacity, above_the_fit("step", s, target, s.pages_for(target, "step: tokens in pages"))};
+  return std::nullopt;
+}
+
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes) {
-  // Bad tokens and a closed handle (a preempted victim left in the batch) are the caller's
-  // mistakes, refused before any row steps; a session's own state (finished, framed) is found
-  // at its row.
-  for (std::size_t i = 0; i < sessions.size(); ++i) {
-    if (tokens[i] <= 0)
-      raise(ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens[i]) +
-                                            " (step_all: row " + std::to_string(i) + "; no row stepped)");
-    if (sessions[i]->table_stamp() == 0)  // one load: 0 only once the handle closed
-      raise(ErrorKind::Closed,
-            "step: the sequence session handle is closed (step_all: row " + std::to_string(i) + "; no row stepped)");
-  }
+  // Bad tokens, tokens above a row's fit and a closed handle (a preempted victim left in the
+  // batch) are the caller's mistakes, refused before any row steps; a session's own state
+  // (finished, framed) is found at its row.
+  for (std::size_t i = 0; i < sessions.size(); ++i)
+    if (const auto refusal = sessions[i]->batch_refusal(tokens[i]))
+      raise(refusal->kind, refusal->why + " (step_all: row " + std::to_string(i) + "; no row stepped)");
   for (std::size_t i = 0; i < sessions.size(); ++i) {
     try {
       outcomes[i] = sessions[i]->step(tokens[i]);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "lifecore/error.hpp"
 #include "lifecore/sequence/backing.hpp"
 #include "lifecore/sequence/capacity.hpp"
 
@@ -149,6 +150,14 @@ class SequenceSession {
   // and becomes 0 when the handle closes; never repeats, across sessions too. Read without
   // the lock: equal to a stamp read with the ids, the row holds exactly those ids.
   std::uint64_t table_stamp() const noexcept;
+  // Why a batch (step_all, DecodeTable.step) refuses `tokens` for this session before any row
+  // steps: a count below 1, a closed handle (a preempted victim left in the batch), a count
+  // above the request's fit. Empty when the row may step (its own state is checked as it steps).
+  struct BatchRefusal {
+    ErrorKind kind;
+    std::string why;
+  };
+  std::optional<BatchRefusal> batch_refusal(std::int64_t tokens) const;
 
   std::shared_ptr<AdmittedSequenceResources> resources() const;
   void write_release_capacity_sources(std::vector<CapacitySource>& out) const;
