@@ -65,6 +65,11 @@ def test_a_closed_device_took_the_arena_back_and_the_stats_say_so():
     for export in (c.arena, c.arena_chunks):
         with pytest.raises(lifecore.errors.ClosedError, match="device is closed"):
             export("kv")
+    # The sequence steps on within the block it holds; one that needs a new block is refused.
+    assert s.step(TPP) in (BackingOutcome.CURRENT, BackingOutcome.EXTENDED)
+    with pytest.raises(lifecore.errors.ClosedError, match="device of the admission coordinator is closed"):
+        s.step(TPP + 1)
+    assert s.backing.pages == 1 and s.try_complete() is not None
     s.close()
     res.close()
     assert c.page_memory_stats()["free_blocks"] == {"kv": 8}

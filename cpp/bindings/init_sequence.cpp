@@ -950,7 +950,8 @@ void bind_admission(nb::module_& m) {
                out.emplace_back(h.request_id, h.pages, std::move(names), h.holders);
              }
              return out;
-           }, "What still holds capacity: (request_id, pages, domains, owners) per live sequence; owners are the "
+           }, "What still holds capacity: (request_id, pages, domains, owners) per live sequence, pages counted in "
+              "each of its domains (the same in every one); owners are the "
               "admitted resources (kept by their session until it closes), live frames and unreleased flights, never "
               "snapshots.")
       .def("epoch", [](const AdmissionCoordinator& c, nb::handle source) {

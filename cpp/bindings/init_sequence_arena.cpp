@@ -222,8 +222,9 @@ void init_sequence_arena(nb::module_& m) {
       nb::sig("def arena(self, domain: str | None = None) -> lifecore._core.runtime.Buffer"),
       "The domain's arena (num_blocks(domain) * page_bytes bytes; block id b at offset b * page_bytes) as a\n"
       "Buffer that exports __dlpack__ (and __cuda_array_interface__ on CUDA): shape it into the engine's KV\n"
-      "cache, e.g. torch.from_dlpack(c.arena('kv')).view(torch.float16).view(num_blocks, block_size, heads,\n"
-      "head_dim). The Buffer (and any view) keeps the memory alive; freeing it drops only its own hold. A grown\n"
+      "cache, e.g. torch.from_dlpack(c.arena('k')).view(torch.float16).view(num_blocks, block_size, heads,\n"
+      "head_dim) for a domain of keys alone (a page that holds both keys and values: (num_blocks, 2, block_size,\n"
+      "heads, head_dim)); the view's bytes must come to page_bytes per block. The Buffer (and any view) keeps the memory alive; freeing it drops only its own hold. A grown\n"
       "domain has several chunks: this raises, use arena_chunks() (create the coordinator at its maximum to get\n"
       "one tensor). Host accounting (device=None) has no memory: this raises.");
   nb::cpp_function_def(

@@ -66,7 +66,8 @@ PyMethodDef step_method = {
     "step", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(step)), METH_FASTCALL | METH_KEYWORDS,
     // The typed signature first, as nanobind writes its functions' docstrings.
     "step(self, tokens: int) -> BackingOutcome\n\n"
-    "One decode step's bookkeeping: cover `tokens` (extending a whole page at a time, up to the fit), acquire and "
+    "One decode step's bookkeeping: cover `tokens`, the sequence's whole length after this step (prompt and "
+    "generated tokens, not the count of new ones), extending a whole page at a time up to the fit; acquire and "
     "commit a frame. Returns CURRENT or EXTENDED (committed), or RETRY_REQUIRED / BACKING_DEFERRED (nothing changed; "
     "see step_deferral). InvalidArgumentError for tokens < 1, CapacityError above the fit, SessionStateError unless "
     "open with no frame or flight live, ClosedError once closed."};

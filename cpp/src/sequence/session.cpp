@@ -458,7 +458,8 @@ void SequenceSession::refuse_step_locked() const {
   const auto& s = *state_;
   require_handle(s, "step");
   s.require_open_locked("step");
-  raise(ErrorKind::SessionState, "step: a frame or participant flight is live");
+  raise(ErrorKind::SessionState,
+        "step: a frame or participant flight is live; commit the frame or end the flight first");
 }
 
 BackingOutcome SequenceSession::step_extending(std::int64_t tokens) {
