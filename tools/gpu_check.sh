@@ -103,8 +103,9 @@ step() {
   "$BASH" -c 'printf "%s" "$$" >"$0" && exec "$@"' "$WORK/step.pid" "${TIMEOUT[@]}" "$limit" "$@" >>"$LOG" 2>&1
   rc=$?
   ended=$(date +%s)
+  local status=passed verdict=PASS group waited
   if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-    local group waited
+    status=timed_out verdict=TIMEOUT
     group=$(cat "$WORK/step.pid" 2>/dev/null)
     if [[ $group =~ ^[0-9]+$ ]]; then
       for ((waited = 0; waited < 50; waited++)); do
@@ -113,9 +114,6 @@ step() {
       done
       if kill -0 -- "-$group" 2>/dev/null; then kill -KILL -- "-$group" 2>/dev/null; fi
     fi
-  fi
-  local status=passed verdict=PASS
-  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then status=timed_out verdict=TIMEOUT
   elif [ "$rc" -ne 0 ]; then status=failed verdict=FAIL; fi
   if [ "$verdict" != PASS ]; then
     echo "    its last lines (the whole output is in the log):"

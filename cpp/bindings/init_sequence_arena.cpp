@@ -176,8 +176,9 @@ void init_sequence_arena(nb::module_& m) {
         "int64 NumPy array or host tensor, read in place; another one-dimensional integer array, NumPy's or a\n"
         "host tensor such as torch's, read from an int64 copy; or a list of ints); returns the BackingOutcome values (0 CURRENT, 1 EXTENDED, 2 RETRY_REQUIRED, 3 BACKING_DEFERRED)\n"
         "as a uint8 array. A token count below 1 or above its request's fit, or a closed session (a preempted\n"
-        "victim), in any row is refused before any row steps. Otherwise not all-or-nothing: the first row that raises (a finished or framed\n"
-        "session, say) stops the batch (its error names the row); the rows before it stepped.");
+        "victim), in any row is refused before any row steps. Otherwise not all-or-nothing: the first row that\n"
+        "raises (a finished or framed session, say) stops the batch (its error names the row); the rows before\n"
+        "it stepped.");
   m.def("commit_frames", &commit_all_frames, nb::arg("frames").none(),
         nb::sig("def commit_frames(frames: collections.abc.Sequence[FrameHold]) -> numpy.typing.NDArray[numpy.uint8]"),
         "The end of a batch's step in one call: frames[i].commit() for every row (the frames of\n"
@@ -224,9 +225,9 @@ void init_sequence_arena(nb::module_& m) {
       "Buffer that exports __dlpack__ (and __cuda_array_interface__ on CUDA): shape it into the engine's KV\n"
       "cache, e.g. torch.from_dlpack(c.arena('k')).view(torch.float16).view(num_blocks, block_size, heads,\n"
       "head_dim) for a domain of keys alone (a page that holds both keys and values: (num_blocks, 2, block_size,\n"
-      "heads, head_dim)); the view's bytes must come to page_bytes per block. The Buffer (and any view) keeps the memory alive; freeing it drops only its own hold. A grown\n"
-      "domain has several chunks: this raises, use arena_chunks() (create the coordinator at its maximum to get\n"
-      "one tensor). Host accounting (device=None) has no memory: this raises.");
+      "heads, head_dim)); the view's bytes must come to page_bytes per block. The Buffer (and any view) keeps\n"
+      "the memory alive; freeing it drops only its own hold. A grown domain has several chunks: this raises,\n"
+      "use arena_chunks() (create the coordinator at its maximum to get one tensor). Host accounting (device=None) has no memory: this raises.");
   nb::cpp_function_def(
       &arena_chunks, nb::scope(coordinator), nb::name("arena_chunks"), nb::is_method(),
       nb::arg("domain").none() = nb::none(),

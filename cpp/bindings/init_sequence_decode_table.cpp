@@ -263,8 +263,9 @@ void init_sequence_decode_table(nb::module_& m) {
           "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
           "update(sessions). Returns the BackingOutcome values as a uint8 array. A token count below 1 or above\n"
           "its request's fit, another coordinator's session or a closed one (a preempted victim) in any row is\n"
-          "refused before any row steps; a step that raises after that stops the batch (the rows before it stepped, as step_all) and\n"
-          "the table shows what the rows that stepped hold now (the other rows are left as they were).")
+          "refused before any row steps; a step that raises after that stops the batch (the rows before it\n"
+          "stepped, as step_all) and the table shows what the rows that stepped hold now (the other rows are left\n"
+          "as they were).")
       .def(
           "assign",
           [](DecodeTableHandle& t, nb::handle row, nb::handle session) {

@@ -40,8 +40,15 @@ std::string session_fingerprint(std::uint64_t coordinator_id, const Authority& r
   return to_hex(hash.finish());
 }
 
+constexpr const char* closed_handle = "the sequence session handle is closed";
+
 void require_handle(const SessionState& s, const char* operation) {
-  if (s.handle_closed) raise(ErrorKind::Closed, std::string(operation) + ": the sequence session handle is closed");
+  if (s.handle_closed) raise(ErrorKind::Closed, std::string(operation) + ": " + closed_handle);
+}
+
+// For a table's row: the caller names the call and the row.
+void require_row_handle(const SessionState& s) {
+  if (s.handle_closed) raise(ErrorKind::Closed, closed_handle);
 }
 
 // A target above the request's fit, as an extension and a batch's check refuse it.
@@ -281,8 +288,6 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
     if (!count) checked::overflow("backing: block ids");
     prepared->ids.resize(*count);
     fast = coordinator->take_extension(seen->domains(), delta, prepared->ids.data(), physical_epoch);
-    // Busy is never the answer when it waits; were it, the three-call path would answer.
-    if (fast == AdmissionCoordinator::FastExtension::busy) fast = AdmissionCoordinator::FastExtension::logical_short;
     if (fast == AdmissionCoordinator::FastExtension::taken) {
       prepared->physical_pages_ = delta;
       prepared->mark_logically_claimed();
@@ -298,7 +303,8 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
                                                     physical_epoch, s.request_id);
     return decision;
   }
-  if (delta > 0 && fast == AdmissionCoordinator::FastExtension::logical_short) {
+  // Logically short (or busy, which a take that waits never answers): the three calls answer.
+  if (delta > 0 && fast != AdmissionCoordinator::FastExtension::taken) {
     pause_points::reach(pause_points::Point::extension_found_short);
     BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
     auto check = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/false, op);
@@ -609,8 +615,7 @@ SequenceSession::TableRowAnswer SequenceSession::write_table_row(const Admission
                                                                  TableRowTarget& target) const {
   std::lock_guard<SessionLock> lock(state_->mutex);
   const SessionState& s = *state_;
-  // The caller names the call and the row.
-  if (s.handle_closed) raise(ErrorKind::Closed, "the sequence session handle is closed");
+  require_row_handle(s);
   const std::uint64_t pages = s.current_pages;
   const std::size_t slot = domain_slot_locked(s, domain_index);
   if (const TableRow refusal = row_refusal(s, owner, slot, pages, target.width); refusal != TableRow::written)
@@ -647,7 +652,7 @@ void table_source_locked(const SessionState& s, std::uint32_t domain_index, cons
 SequenceSession::TableSource SequenceSession::table_source_since(std::uint32_t domain_index, const Authority& known,
                                                                  std::uint64_t written) const {
   std::lock_guard<SessionLock> lock(state_->mutex);
-  if (state_->handle_closed) raise(ErrorKind::Closed, "the sequence session handle is closed");  // the caller names the row
+  require_row_handle(*state_);
   TableSource out;
   table_source_locked(*state_, domain_index, known, written, out);
   return out;
@@ -717,7 +722,7 @@ std::optional<TerminalReceipt> SequenceSession::receipt() const {
 std::optional<SequenceSession::BatchRefusal> SequenceSession::batch_refusal(std::int64_t tokens) const {
   if (tokens <= 0) return BatchRefusal{ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens)};
   if (table_stamp() == 0)  // one load: 0 only once the handle closed
-    return BatchRefusal{ErrorKind::Closed, "step: the sequence session handle is closed"};
+    return BatchRefusal{ErrorKind::Closed, std::string("step: ") + closed_handle};
   // Fixed when the session opened: read without its lock. (step's own check, made early.)
   const SessionState& s = *state_;
   const auto target = static_cast<std::uint64_t>(tokens);
