@@ -6,7 +6,8 @@ frames, participant flights, backing generations, terminal receipts, fail-closed
 release of capacity when the last real holder of a sequence goes (its resources, which the
 session keeps until it closes, and live frames; never a snapshot). The session's close spends
 its resources: a handle of them kept after it holds nothing. A request id is live from its
-admission to that release; admitting it again meanwhile is refused.
+admission to that release; admitting it again meanwhile is refused. A batch of decode steps
+(``step_all``) is checked whole before any of its rows steps.
 Holders are counted explicitly (``close()``), never by garbage collection, so the model is
 deterministic.
 """
@@ -712,3 +713,22 @@ class ModelSession:
             self.phase = FAIL_CLOSED
         self.resources.spend()
         self.seq.let_go()
+
+
+def step_all(sessions: list[ModelSession], tokens: list[int]) -> list[str]:
+    """A decode iteration's batch (``step_all``): ``sessions[i].step(tokens[i])`` for each row.
+    Every row is checked before any row steps, in row order: a count below 1, a closed handle,
+    a count above the request's fit, a session an earlier row named (it would step twice); the
+    first such row refuses the batch and nothing changed. Then the rows step in order; the
+    first that raises stops the batch, and the rows before it stepped."""
+    if len(sessions) != len(tokens):
+        raise ModelError("InvalidArgument", "one token count per session")
+    for row, (session, count) in enumerate(zip(sessions, tokens)):
+        if count <= 0:
+            raise ModelError("InvalidArgument", f"row {row}: tokens must be positive")
+        session._require_handle("step")
+        if count > session.seq.fit_tokens:
+            raise ModelError("Capacity", f"row {row}: above the fit limit")
+        if any(earlier is session for earlier in sessions[:row]):
+            raise ModelError("InvalidArgument", f"row {row}: the session is also an earlier row")
+    return [session.step(count) for session, count in zip(sessions, tokens)]

@@ -590,6 +590,33 @@ def test_step_all_refuses_tokens_above_a_rows_fit_before_any_row_steps():
     assert lifecore.sequence.step_all(sessions, [TPP + 1, 2 * TPP + 1, 4 * TPP]).tolist() == [1, 1, 1]  # the fit itself
 
 
+def test_a_batch_that_names_a_session_twice_is_refused_before_any_row_steps():
+    # An engine that scheduled one sequence on two rows would step it twice in one iteration.
+    c = make(pages=16)
+    held, sessions = _batch(c)
+    retired, pages = [s.retired_frames for s in sessions], [s.backing.pages for s in sessions]
+    table = c.decode_table(4, 4, pad=-1)
+    table.update(sessions)
+    before = table.table.copy()
+    twice = [sessions[0], sessions[1], sessions[2], sessions[1]]
+    tokens = [TPP + 1, 2 * TPP + 1, 3 * TPP + 1, 2 * TPP + 2]
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^step: the session is also row 1, and a batch steps each session once "
+                             r"\(step_all: row 3; no row stepped\)$"):
+        lifecore.sequence.step_all(twice, tokens)
+    with pytest.raises(InvalidArgumentError,
+                       match=r"^DecodeTable.step: row 3: step: the session is also row 1, and a batch steps each "
+                             r"session once \(nothing was stepped or written\)$"):
+        table.step(twice, tokens)
+    assert [s.retired_frames for s in sessions] == retired and [s.backing.pages for s in sessions] == pages
+    assert np.array_equal(table.table, before)
+    # Each batch is its own: a session in every batch, or at another row of the next, steps.
+    for _ in range(3):
+        assert lifecore.sequence.step_all(sessions, [TPP + 1, 2 * TPP + 1, 3 * TPP + 1]).size == 3
+        assert table.step(sessions[::-1], [3 * TPP + 1, 2 * TPP + 1, TPP + 1]).size == 3
+    assert [s.retired_frames for s in sessions] == [r + 6 for r in retired]
+
+
 def test_block_table_names_the_row_of_a_closed_session_and_writes_nothing():
     c = make(pages=8)
     held, sessions = _batch(c)
@@ -599,6 +626,53 @@ def test_block_table_names_the_row_of_a_closed_session_and_writes_nothing():
                        match=r"^block_table: row 2: the sequence session handle is closed \(nothing was written\)$"):
         c.block_table(sessions, 4, out=out)
     assert (out == 7).all()  # the rows before it put back
+
+
+def test_a_table_out_that_is_the_arena_is_refused_and_the_kv_is_left_whole():
+    # block_table(out=c.arena()) would write ids over block 0's keys and values: lost data.
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev, pages=2, maximum=8)
+        c.grow_domain("kv", 6 * PAGE)  # a second chunk: each is the arena's memory
+        held = [open_one(c, f"r{i}", TPP, TPP) for i in range(2)]
+        sessions = [s for _, s in held]
+        for _, _, chunk in c.arena_chunks("kv"):
+            before = dev.stream().read(chunk)
+            with pytest.raises(InvalidArgumentError,
+                               match=r"^block_table: argument 'out' is the arena memory of domain 'kv': the table "
+                                     r"would be written over its blocks \(nothing was written\)$"):
+                c.block_table(sessions, 4, out=chunk)
+            with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the arena memory of domain 'kv'"):
+                c.decode_table(2, 4, out=chunk)
+            assert dev.stream().read(chunk) == before
+        other = dev.stream().alloc(2 * 4 * 4)  # the same device's memory outside the arena is a table's
+        assert c.block_table(sessions, 4, out=other) is other
+        assert np.frombuffer(dev.stream().read(other), dtype=np.int32).reshape(2, 4)[:, 0].tolist() == [
+            int(s.backing.block_ids()[0]) for s in sessions]
+
+
+@needs_writable_views
+def test_a_table_out_that_views_the_arena_is_refused_and_the_kv_is_left_whole():
+    # On the mock the arena's memory is host memory: a NumPy view of it is the arena too.
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev)
+        held = [open_one(c, f"r{i}") for i in range(2)]
+        sessions = [s for _, s in held]
+        kv = np.from_dlpack(c.arena("kv")).view(np.int32)
+        kv[:] = 5
+        inside = kv[PAGE // 4: PAGE // 4 + 8].reshape(2, 4)  # block 1's first bytes
+        # A view made to run past the arena's last byte (the table's first bytes are its last).
+        past = np.lib.stride_tricks.as_strided(kv[-4:], shape=(2, 4), strides=(16, 4))
+        for out in (inside, past):
+            with pytest.raises(InvalidArgumentError,
+                               match=r"^block_table: argument 'out' is the arena memory of domain 'kv'"):
+                c.block_table(sessions, 4, out=out)
+            with pytest.raises(InvalidArgumentError,
+                               match=r"^decode_table: argument 'out' is the arena memory of domain 'kv'"):
+                c.decode_table(2, 4, out=out)
+        assert (kv == 5).all()
+        table = np.zeros((2, 4), dtype=np.int32)  # host memory of NumPy's own is not the arena
+        c.block_table(sessions, 4, out=table)
+        assert table[:, 0].tolist() == [int(s.backing.block_ids()[0]) for s in sessions]
 
 
 def test_step_all_holds_its_sessions_while_tokens_are_read():

@@ -51,11 +51,25 @@ def test_bad_admission_tokens(prompt, fit):
 def test_unknown_domain():
     c = coordinator()
     before = snapshot(c)
-    with pytest.raises(InvalidArgumentError, match="unknown capacity domain"):
+    with pytest.raises(InvalidArgumentError, match=r"^admit: unknown capacity domain 'nope' \(the domain is 'kv'\)$"):
         c.admit("r", 16, 16, domains=["nope"])
-    with pytest.raises(InvalidArgumentError):
+    with pytest.raises(InvalidArgumentError, match=r"^grow_domain: unknown capacity domain 'nope' \(the domain is 'kv'\)$"):
         c.grow_domain("nope", PAGE)
     assert snapshot(c) == before
+
+
+def test_an_unknown_domain_error_lists_every_domain():
+    # The caller's typo is answered with what it could have named, in the coordinator's order.
+    c = coordinator(domains={"k": 4 * PAGE, "v": 4 * PAGE, "state": PAGE})
+    listed = r"\(the domains are 'k', 'v', 'state'\)$"
+    with pytest.raises(InvalidArgumentError, match=r"^admit: unknown capacity domain 'kv' " + listed):
+        c.admit("r", 16, 16, domains=["kv"])
+    with pytest.raises(InvalidArgumentError, match=r"^num_blocks: unknown capacity domain 'K' " + listed):
+        c.num_blocks("K")
+    adm = c.admit("r", 16, 16)
+    session = adm.resources.open_session()
+    with pytest.raises(InvalidArgumentError, match=r"^block_ids: unknown capacity domain 'kv' " + listed):
+        session.backing.block_ids("kv")
 
 
 @pytest.mark.parametrize("domains", [[], ()])

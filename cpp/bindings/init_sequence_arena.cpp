@@ -110,6 +110,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
     if (buffer->nbytes() < bytes)
       bad_out(call, "(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
               std::to_string(bytes) + " bytes");
+    refuse_the_arena(c, call, buffer.get(), nullptr, bytes);
     buffer->stream()->check_write_not_recorded(call, "the table");
     std::unique_ptr<std::int32_t[]> table = table_storage(count, call);
     build_block_table(c, rows, d, width, pad, table.get());
@@ -124,6 +125,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
     raise(ErrorKind::TypeMismatch, argument_label(call, "out") +
                                        " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
                                        "Buffer, got " + type_name_of(out));
+  refuse_the_arena(c, call, nullptr, target.data, count * sizeof(std::int32_t));
   build_block_table(c, rows, d, width, pad, target.data, /*in_place=*/true);  // the caller's table
   return nb::borrow(out);
 }
@@ -175,10 +177,11 @@ void init_sequence_arena(nb::module_& m) {
         "A decode iteration's bookkeeping in one call: sessions[i].step(tokens[i]) for every row (tokens: an\n"
         "int64 NumPy array or host tensor, read in place; another one-dimensional integer array, NumPy's or a\n"
         "host tensor such as torch's, read from an int64 copy; or a list of ints); returns the BackingOutcome values (0 CURRENT, 1 EXTENDED, 2 RETRY_REQUIRED, 3 BACKING_DEFERRED)\n"
-        "as a uint8 array. A token count below 1 or above its request's fit, or a closed session (a preempted\n"
-        "victim), in any row is refused before any row steps. Otherwise not all-or-nothing: the first row that\n"
-        "raises (a finished or framed session, say) stops the batch (its error names the row); the rows before\n"
-        "it stepped.");
+        "as a uint8 array. A token count below 1 or above its request's fit, a closed session (a preempted\n"
+        "victim) or a session an earlier row named, in any row, is refused before any row steps (a repeat is\n"
+        "found for certain while no other thread steps the same session in a batch of its own). Otherwise not\n"
+        "all-or-nothing: the first row that raises (a finished or framed session, say) stops the batch (its\n"
+        "error names the row); the rows before it stepped.");
   m.def("commit_frames", &commit_all_frames, nb::arg("frames").none(),
         nb::sig("def commit_frames(frames: collections.abc.Sequence[FrameHold]) -> numpy.typing.NDArray[numpy.uint8]"),
         "The end of a batch's step in one call: frames[i].commit() for every row (the frames of\n"
@@ -216,8 +219,9 @@ void init_sequence_arena(nb::module_& m) {
       "shape (NumPy or any buffer-protocol object, or a host DLPack tensor such as a torch CPU tensor), or a\n"
       "lifecore Buffer of at least that many bytes (one host-to-device copy on its stream). domain None: the\n"
       "coordinator's first domain. A finalized or foreign frame, a row wider than `width`, a domain the sequence\n"
-      "is not in, or a wrong, read-only or non-contiguous `out` raises and writes nothing; so does a Buffer whose\n"
-      "stream records a capture (CaptureStateError: write the table before each replay, outside the capture).");
+      "is not in, or a wrong, read-only or non-contiguous `out` raises and writes nothing; so does an `out` that is\n"
+      "the coordinator's arena memory (arena(), or a view of it), and a Buffer whose stream records a capture\n"
+      "(CaptureStateError: write the table before each replay, outside the capture).");
   nb::cpp_function_def(
       &arena, nb::scope(coordinator), nb::name("arena"), nb::is_method(), nb::arg("domain").none() = nb::none(),
       nb::sig("def arena(self, domain: str | None = None) -> lifecore._core.runtime.Buffer"),

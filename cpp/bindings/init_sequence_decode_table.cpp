@@ -149,6 +149,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
     if (buffer->nbytes() < bytes)
       bad_out(call, "(a Buffer of " + std::to_string(buffer->nbytes()) + " bytes) is smaller than the table's " +
                         std::to_string(bytes) + " bytes");
+    refuse_the_arena(c, call, buffer.get(), nullptr, bytes);
     buffer->stream()->check_write_not_recorded(call, "the table");
     handle->mirror = table_storage(count, call);
     handle->buffer = std::move(buffer);
@@ -165,6 +166,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
       raise(ErrorKind::TypeMismatch, argument_label(call, "out") +
                                          " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
                                          "Buffer, got " + type_name_of(out));
+    refuse_the_arena(c, call, nullptr, handle->target->data, count * sizeof(std::int32_t));
     handle->table = nb::borrow(out);
     data = handle->target->data;
   }
@@ -262,10 +264,10 @@ void init_sequence_decode_table(nb::module_& m) {
                   "numpy.typing.NDArray[numpy.uint8]"),
           "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
           "update(sessions). Returns the BackingOutcome values as a uint8 array. A token count below 1 or above\n"
-          "its request's fit, another coordinator's session or a closed one (a preempted victim) in any row is\n"
-          "refused before any row steps; a step that raises after that stops the batch (the rows before it\n"
-          "stepped, as step_all) and the table shows what the rows that stepped hold now (the other rows are left\n"
-          "as they were).")
+          "its request's fit, another coordinator's session, a closed one (a preempted victim) or one an earlier\n"
+          "row named (as step_all finds it), in any row, is refused before any row steps; a step that raises after\n"
+          "that stops the batch (the rows before it stepped, as step_all) and the table shows what the rows that\n"
+          "stepped hold now (the other rows are left as they were).")
       .def(
           "assign",
           [](DecodeTableHandle& t, nb::handle row, nb::handle session) {
@@ -311,7 +313,8 @@ void init_sequence_decode_table(nb::module_& m) {
       "a torch CPU tensor, checked before each call to show the same memory), or a lifecore Buffer of at least\n"
       "that many bytes (written from a host copy after each call that changed it or follows an error on its\n"
       "stream; while that stream records a capture, creation and every call raise CaptureStateError and change\n"
-      "nothing). domain None: the coordinator's first domain. A wrong `out` raises.");
+      "nothing). domain None: the coordinator's first domain. A wrong `out` raises, as does one that is the\n"
+      "coordinator's arena memory (arena(), or a view of it).");
 }
 
 }  // namespace lifecore::bindings

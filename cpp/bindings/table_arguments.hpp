@@ -26,10 +26,14 @@
 #include "buffer_view.hpp"
 #include "dlpack_abi.hpp"
 #include "dlpack_guard.hpp"
+#include "lifecore/driver/registry.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/buffer_lease.hpp"
+#include "lifecore/runtime/device.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "sequence/device_arena_memory.hpp"
 
 namespace lifecore::bindings::table_out {
 
@@ -116,6 +120,35 @@ inline void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t w
   check_shape(call, t.view.ndim, shape, rows, width);
   if (!PyBuffer_IsContiguous(&t.view, 'C')) bad_out(call, "must be C-contiguous");
   t.data = static_cast<std::int32_t*>(t.view.buf);
+}
+
+// Refuses a table `out` that is the coordinator's arena memory, or a view of it: the table
+// would be written over blocks of keys and values. `buffer`: a Buffer given as `out`; else
+// `host`, an array's memory, which on a device whose memory is host memory (the mock) may be a
+// view the arena lent: the leases that lent its first and its last byte are looked up, so a
+// view that runs past either end of a chunk is found too. A coordinator doing host accounting
+// has no arena memory to refuse.
+inline void refuse_the_arena(const sequence::AdmissionCoordinator& c, const char* call, const runtime::Buffer* buffer,
+                             const void* host, std::size_t bytes) {
+  const auto* memory = dynamic_cast<const sequence::DeviceArenaMemory*>(c.memory().get());
+  if (!memory || bytes == 0) return;
+  const std::shared_ptr<runtime::Device>& device = memory->device();
+  auto refuse_if_arena = [&](std::uint64_t address, std::uint64_t length) {
+    if (const auto d = c.arena_domain_sharing(address, length))
+      bad_out(call, "is the arena memory of domain '" + c.domain_name(*d) + "': the table would be written over its blocks");
+  };
+  if (buffer) {
+    if (buffer->device() != device || !buffer->alive()) return;  // another device's; a freed one is refused by the write
+    refuse_if_arena(buffer->ptr(call), bytes);
+    return;
+  }
+  if (device->driver().backend().dlpack_device_type != driver::dlpack_device::cpu) return;  // host memory is no arena
+  const auto first = reinterpret_cast<std::uintptr_t>(host);
+  for (const std::uintptr_t byte : {first, first + (bytes - 1)}) {  // the caller's array: no wrap
+    std::size_t offset = 0;
+    const std::shared_ptr<runtime::Buffer> lent = device->leases().find(byte, 1, &offset);
+    if (lent && lent->alive()) refuse_if_arena(lent->ptr(call) + offset, 1);
+  }
 }
 
 // A DLPack dtype as a reader knows it: int64, float16, uint8x4.
@@ -231,7 +264,7 @@ std::uint32_t domain_argument(const Names& c, nb::handle domain, const char* cal
   if (domain.is_none()) return fallback;
   const std::string name = str_argument(domain, call, "domain");
   const std::int64_t index = c.domain_index(name);
-  if (index < 0) raise(ErrorKind::InvalidArgument, std::string(call) + ": unknown capacity domain '" + name + "'");
+  if (index < 0) sequence::raise_unknown_domain(call, name, c.domain_names());
   return static_cast<std::uint32_t>(index);
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 #include <thread>
@@ -21,6 +22,7 @@
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/waiter.hpp"
+#include "sequence/session_state.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/stream.hpp"
@@ -615,6 +617,99 @@ void step_names_its_deferral() {
   CHECK(session->step(17) == BackingOutcome::extended && !session->step_deferral());
 }
 
+// A batch refuses a session an earlier row named, whatever its mark says: a mark left by an
+// earlier row of the same batch is a repeat; the same mark with no earlier row naming the
+// session (a mark left 255 batches ago, the marks being one byte) refuses nothing.
+void a_batch_mark_alone_never_refuses_a_row() {
+  auto c = make(8);
+  auto a = lifecore::test_support::open_stepped_session(c, "a");
+  auto b = lifecore::test_support::open_stepped_session(c, "b");
+  std::vector<SequenceSession*> rows{a.get(), b.get(), a.get()};
+  const auto mark_of = [](const std::unique_ptr<SequenceSession>& s) { return s->state()->batch_mark.load(); };
+  CHECK(mark_of(a) == 0);  // no batch named it yet
+  {
+    const BatchCheck batch;
+    CHECK(batch.first_row(rows.data(), 0) == 0 && batch.first_row(rows.data(), 1) == 1);
+    CHECK(mark_of(a) != 0 && mark_of(a) == mark_of(b));  // the batch's mark, never 0
+    CHECK(batch.first_row(rows.data(), 2) == 0);
+    const BatchCheck next;  // another batch: nothing of `batch` is a repeat in it
+    CHECK(next.first_row(rows.data(), 0) == 0 && next.first_row(rows.data(), 1) == 1);
+    CHECK(next.first_row(rows.data(), 2) == 0);
+  }
+  const BatchCheck marked;
+  std::vector<SequenceSession*> alone{a.get()}, twice{a.get(), a.get()};
+  CHECK(marked.first_row(alone.data(), 0) == 0);
+  const auto old_mark = mark_of(a);
+  for (int i = 0; i < 254; ++i) (void)BatchCheck();  // single-threaded: the 255th batch after has its mark
+  const BatchCheck wrapped;
+  std::vector<SequenceSession*> after_b{b.get(), a.get()};
+  CHECK(wrapped.first_row(after_b.data(), 0) == 0);
+  CHECK(mark_of(b) == old_mark);  // the marks wrapped: `a` carries this batch's mark already
+  CHECK(wrapped.first_row(after_b.data(), 1) == 1);  // and no earlier row names it
+  CHECK(wrapped.first_row(twice.data(), 1) == 0);
+  std::string repeat;
+  try {
+    std::vector<std::int64_t> tokens{17, 17, 18};
+    std::vector<BackingOutcome> outcomes(3);
+    step_all(rows, tokens.data(), outcomes.data());
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::InvalidArgument);
+    repeat = e.what();
+  }
+  CHECK(repeat.find("the session is also row 0") != std::string::npos);
+  CHECK(a->backing()->pages() == 1 && b->backing()->pages() == 1);  // no row stepped
+}
+
+// Two threads step batches of the same sessions at once, each naming every session once:
+// their marks overwrite each other's, and no row is ever refused as a repeat.
+void concurrent_batches_of_the_same_sessions_refuse_no_row() {
+  constexpr std::size_t count = 4;
+  constexpr std::int64_t fit = 64 * 16;
+  auto c = make(4 * 64);
+  std::vector<std::unique_ptr<SequenceSession>> owned;
+  std::vector<SequenceSession*> sessions;
+  for (std::size_t i = 0; i < count; ++i) {
+    auto resources = std::get<Admitted>(c->admit({"t" + std::to_string(i), 1, fit, {}})).resources;
+    owned.push_back(resources->open_session());
+    sessions.push_back(owned.back().get());
+  }
+  std::atomic<int> refused{0};
+  auto run = [&](bool reversed) {
+    std::vector<SequenceSession*> batch = sessions;
+    if (reversed) std::reverse(batch.begin(), batch.end());
+    std::vector<BackingOutcome> outcomes(count);
+    for (std::int64_t tokens = 1; tokens <= fit; ++tokens) {
+      const std::vector<std::int64_t> targets(count, tokens);
+      try {
+        step_all(batch, targets.data(), outcomes.data());
+      } catch (const Error&) {
+        refused.fetch_add(1);
+      }
+    }
+  };
+  std::thread other(run, true);
+  run(false);
+  other.join();
+  CHECK(refused.load() == 0);
+  for (auto* session : sessions) CHECK(session->backing()->tokens() == static_cast<std::uint64_t>(fit));
+}
+
+// The domain whose arena a range shares a byte with, whether the range starts inside a chunk
+// or before it; none for a range that ends where a chunk starts, starts where the last ends,
+// or is empty.
+void a_range_is_found_in_the_arena_it_touches() {
+  auto c = lifecore::test_support::kv_coordinator(4, 8, 2);
+  const auto first = c->arena_state(0).chunks.at(0).memory, second = c->arena_state(1).chunks.at(0).memory;
+  CHECK(first.bytes == 4 * 4096 && second.bytes == 4 * 4096);
+  CHECK(c->arena_domain_sharing(first.address, 1) == std::optional<std::uint32_t>(0));
+  CHECK(c->arena_domain_sharing(first.address + first.bytes - 1, 64) == std::optional<std::uint32_t>(0));
+  CHECK(c->arena_domain_sharing(second.address, 1) == std::optional<std::uint32_t>(1));
+  CHECK(first.address >= 8 && c->arena_domain_sharing(first.address - 8, 16) == std::optional<std::uint32_t>(0));
+  CHECK(!c->arena_domain_sharing(first.address - 8, 8));  // ends right at it
+  CHECK(!c->arena_domain_sharing(second.address + second.bytes, 4096));  // starts right after it
+  CHECK(!c->arena_domain_sharing(first.address, 0));
+}
+
 // step() extends in place under one hold of the session's lock, and takes the general path
 // (prepare, claim, publish) while a test's pause point is armed, for a step that takes more ids
 // than it keeps, or when capacity is short. Both paths leave the same state: two coordinators
@@ -815,6 +910,9 @@ void a_step_never_waits_for_the_coordinator_under_its_lock() {
 }
 
 int main() {
+  a_batch_mark_alone_never_refuses_a_row();
+  a_range_is_found_in_the_arena_it_touches();
+  concurrent_batches_of_the_same_sessions_refuse_no_row();
   a_step_extends_in_place_as_the_general_path_does();
   threads_step_one_session();
   a_step_never_waits_for_the_coordinator_under_its_lock();

@@ -60,7 +60,9 @@ by two live sequences.
   host-to-device copy, so a captured decode step can read a fixed table). Any error writes
   nothing.
 - ``step_all(sessions, tokens)``: ``sessions[i].step(tokens[i])`` for a batch in one call; returns
-  the outcomes as a uint8 array. Not all-or-nothing: a row that raises stops the batch.
+  the outcomes as a uint8 array. A count below 1 or above the fit, a closed session or a session
+  named by two rows is refused before any row steps; after that, not all-or-nothing: a row that
+  raises stops the batch.
 - ``commit_frames(frames)``: ``frames[i].commit()`` for a batch in one call (the frames of
   ``acquire_frames``, after the forward pass that read their block table); returns the
   dispositions as a uint8 array. Not all-or-nothing: a frame that raises stops the batch.

@@ -156,6 +156,13 @@ std::uint64_t pages_holding(std::uint64_t tokens, std::uint32_t tokens_per_page,
   return checked::add_or_throw(tokens, per_page - 1, what) / per_page;
 }
 
+void raise_unknown_domain(const std::string& call, const std::string& name, const std::vector<std::string>& names) {
+  std::string known;
+  for (const auto& each : names) known += (known.empty() ? "'" : ", '") + each + "'";
+  raise(ErrorKind::InvalidArgument, call + ": unknown capacity domain '" + name + "' (" +
+                                        (names.size() == 1 ? "the domain is " : "the domains are ") + known + ")");
+}
+
 std::uint64_t AdmissionCoordinator::pages_for(std::uint64_t tokens, const char* what) const {
   return pages_holding(tokens, config_.tokens_per_page, what);
 }
@@ -169,7 +176,7 @@ CapacitySource AdmissionCoordinator::resolve_source(const CapacitySource& source
     if (source.coordinator_id == 0) {
       // A source named by hand: the name says which domain.
       const auto index = domain_index(source.domain_name);
-      if (index < 0) raise(ErrorKind::InvalidArgument, std::string(operation) + ": unknown capacity domain '" + source.domain_name + "'");
+      if (index < 0) raise_unknown_domain(operation, source.domain_name, domain_names());
       out.domain_index = static_cast<std::uint32_t>(index);
     } else if (source.domain_index >= config_.domains.size()) {
       raise(ErrorKind::InvalidArgument, std::string(operation) + ": capacity domain index " + std::to_string(source.domain_index) +
@@ -292,7 +299,7 @@ AdmissionDecision AdmissionCoordinator::admit(const AdmissionRequest& request) {
     std::vector<std::uint32_t> named_domains;
     for (const auto& name : request.domains) {
       auto it = std::find_if(config_.domains.begin(), config_.domains.end(), [&](const DomainConfig& d) { return d.name == name; });
-      if (it == config_.domains.end()) raise(ErrorKind::InvalidArgument, "admit: unknown capacity domain '" + name + "'");
+      if (it == config_.domains.end()) raise_unknown_domain("admit", name, domain_names());
       named_domains.push_back(static_cast<std::uint32_t>(it - config_.domains.begin()));
     }
     std::sort(named_domains.begin(), named_domains.end());
@@ -630,6 +637,19 @@ ArenaState AdmissionCoordinator::arena_state(std::uint32_t domain_index) const {
   return {arena.blocks(), arena.free_blocks(), arena.chunks(), false};
 }
 
+std::optional<std::uint32_t> AdmissionCoordinator::arena_domain_sharing(std::uint64_t address,
+                                                                         std::uint64_t bytes) const {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  if (bytes == 0 || config_.memory->closed()) return std::nullopt;
+  for (std::uint32_t d = 0; d < domains_.size(); ++d)
+    for (const ArenaChunk& chunk : domains_[d].arena.chunks()) {
+      const std::uint64_t first = chunk.memory.address, size = chunk.memory.bytes;
+      // Both ranges non-empty; compared by distance, so neither end can wrap.
+      if (size != 0 && (address >= first ? address - first < size : first - address < bytes)) return d;
+    }
+  return std::nullopt;
+}
+
 std::uint64_t AdmissionCoordinator::live_blocks() const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   std::uint64_t live = 0;
@@ -704,7 +724,7 @@ bool AdmissionCoordinator::closed() const {
 
 void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t capacity_bytes) {
   auto it = std::find_if(config_.domains.begin(), config_.domains.end(), [&](const DomainConfig& d) { return d.name == name; });
-  if (it == config_.domains.end()) raise(ErrorKind::InvalidArgument, "grow_domain: unknown capacity domain '" + name + "'");
+  if (it == config_.domains.end()) raise_unknown_domain("grow_domain", name, domain_names());
   auto index = static_cast<std::uint32_t>(it - config_.domains.begin());
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   require_open_locked("grow_domain");

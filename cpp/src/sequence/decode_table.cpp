@@ -169,17 +169,14 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
     raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(sessions.size()) +
                                           " sessions for a table of " + std::to_string(rows_.size()) +
                                           " rows (nothing was stepped or written)");
-  // What the caller got wrong (a bad token count, another coordinator's sequence) is refused
-  // before any row steps.
+  // What the caller got wrong (a bad token count, another coordinator's sequence, a closed
+  // handle, a count above the fit, a session named twice) is refused before any row steps.
+  const BatchCheck batch;
   for (std::size_t r = 0; r < sessions.size(); ++r) {
-    if (tokens[r] <= 0)
-      refuse(call, ErrorKind::InvalidArgument, r, "step: tokens must be positive, got " + std::to_string(tokens[r]),
-             "nothing was stepped or written");
     if (!sessions[r]->opened_on(*coordinator_))
       refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)",
              "nothing was stepped or written");
-    // A closed handle (a preempted victim left in the batch), tokens above the fit.
-    if (const auto refusal = sessions[r]->batch_refusal(tokens[r]))
+    if (const auto refusal = batch.refusal(sessions.data(), r, tokens[r]))
       refuse(call, refusal->kind, r, refusal->why, "nothing was stepped or written");
   }
   // Each row is checked, steps and is resolved under one session lock; a row that could not

@@ -26,6 +26,7 @@ class DeviceArenaMemory final : public PageMemory {
   // A Buffer over `chunk` that holds its arena: the memory outlives the coordinator while the
   // buffer (or a view of it) lives. ClosedError once the device is closed.
   std::shared_ptr<runtime::Buffer> lend(const PageExtent& chunk) const;
+  const std::shared_ptr<runtime::Device>& device() const noexcept { return device_; }
 
  private:
   std::shared_ptr<runtime::Device> device_;

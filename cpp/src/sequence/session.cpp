@@ -719,24 +719,47 @@ std::optional<TerminalReceipt> SequenceSession::receipt() const {
   return out;
 }
 
-std::optional<SequenceSession::BatchRefusal> SequenceSession::batch_refusal(std::int64_t tokens) const {
-  if (tokens <= 0) return BatchRefusal{ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens)};
-  if (table_stamp() == 0)  // one load: 0 only once the handle closed
-    return BatchRefusal{ErrorKind::Closed, std::string("step: ") + closed_handle};
+BatchCheck::BatchCheck() noexcept {
+  static std::atomic<std::uint32_t> last{0};
+  do mark_ = static_cast<std::uint8_t>(last.fetch_add(1, std::memory_order_relaxed) + 1);
+  while (mark_ == 0);  // 0 is a session no batch named
+}
+
+std::optional<SequenceSession::BatchRefusal> BatchCheck::refusal(SequenceSession* const* sessions, std::size_t row,
+                                                                 std::int64_t tokens) const {
+  using Refusal = SequenceSession::BatchRefusal;
+  if (tokens <= 0) return Refusal{ErrorKind::InvalidArgument, "step: tokens must be positive, got " + std::to_string(tokens)};
+  const SessionState& s = *sessions[row]->state();
+  if (s.table_stamp.load(std::memory_order_acquire) == 0)  // one load: 0 only once the handle closed
+    return Refusal{ErrorKind::Closed, std::string("step: ") + closed_handle};
   // Fixed when the session opened: read without its lock. (step's own check, made early.)
-  const SessionState& s = *state_;
   const auto target = static_cast<std::uint64_t>(tokens);
   if (target > s.fit_tokens)
-    return BatchRefusal{ErrorKind::Capacity, above_the_fit("step", s, target, s.pages_for(target, "step: tokens in pages"))};
+    return Refusal{ErrorKind::Capacity, above_the_fit("step", s, target, s.pages_for(target, "step: tokens in pages"))};
+  if (const std::size_t first = first_row(sessions, row); first != row)
+    return Refusal{ErrorKind::InvalidArgument,
+                   "step: the session is also row " + std::to_string(first) + ", and a batch steps each session once"};
   return std::nullopt;
 }
 
+std::size_t BatchCheck::first_row(SequenceSession* const* sessions, std::size_t row) const noexcept {
+  // Relaxed: a batch reads back only its own thread's stores. Two threads stepping one
+  // session in two batches at once step it in no set order anyway; a batch may then miss a
+  // repeat of its own (the other's mark came between its two rows), never refuse a row.
+  std::atomic<std::uint8_t>& mark = sessions[row]->state()->batch_mark;
+  if (mark.load(std::memory_order_relaxed) != mark_) {
+    mark.store(mark_, std::memory_order_relaxed);
+    return row;
+  }
+  for (std::size_t j = 0; j < row; ++j)
+    if (sessions[j] == sessions[row]) return j;
+  return row;  // the mark of a batch 255 (or a multiple of 255) batches ago
+}
+
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes) {
-  // Bad tokens, tokens above a row's fit and a closed handle (a preempted victim left in the
-  // batch) are the caller's mistakes, refused before any row steps; a session's own state
-  // (finished, framed) is found at its row.
+  const BatchCheck batch;
   for (std::size_t i = 0; i < sessions.size(); ++i)
-    if (const auto refusal = sessions[i]->batch_refusal(tokens[i]))
+    if (const auto refusal = batch.refusal(sessions.data(), i, tokens[i]))
       raise(refusal->kind, refusal->why + " (step_all: row " + std::to_string(i) + "; no row stepped)");
   for (std::size_t i = 0; i < sessions.size(); ++i) {
     try {

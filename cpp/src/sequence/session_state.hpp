@@ -129,6 +129,9 @@ class SessionState {
   RequestId request_id;  // the backing's, shared
   std::uint64_t fit_tokens = 0;
   std::uint32_t tokens_per_page = 1;
+  // The last batch that named this session (BatchCheck): in what was padding, beside the fit a
+  // batch reads of every row anyway. Written without the lock.
+  std::atomic<std::uint8_t> batch_mark{0};
 
   // `next` becomes the current backing (its ids published), with the copies beside the lock.
   // Under the lock, the handle open (`resources` set).

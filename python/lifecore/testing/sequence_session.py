@@ -29,7 +29,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 
 from lifecore.models import sequence_session as model
 from lifecore.sequence import (AdmissionCoordinator, AdmissionDeferred, AdmissionRejected, Admitted,
-                               SourceKind, preempt_for)
+                               BackingOutcome, SourceKind, preempt_for, step_all)
 
 from .machine import LifecycleMachine, counted
 from .machine_stats import MachineStats
@@ -308,6 +308,39 @@ class SequenceSessionMachine(LifecycleMachine):
         if not err:
             STATS.note("step", m)
             assert r.name == m
+
+    @precondition(lambda self: self._has(self._live))
+    @rule(picks=st.lists(st.integers(0, 50), min_size=1, max_size=4),
+          deltas=st.lists(st.integers(-1, 6), min_size=5, max_size=5), mistake=st.integers(0, 9))
+    @counted
+    def step_batch(self, picks: list, deltas: list, mistake: int) -> None:
+        """Steps a batch of distinct sessions in one ``step_all`` call, on both, each within its fit:
+        open idle sessions in half the batches, any live ones in the others, of which four in ten
+        make a caller's mistake (a session named twice, a closed handle, a count below 1, a count
+        above the fit). The refusal, or each row's outcome, must agree."""
+        live = [e for e in self.entries if self._live(e)]
+        if mistake >= 5:
+            live = [e for e in live if self._open(e) and e.ms.quiescent] or live
+        rows: list[Entry] = []
+        for i in picks:
+            if all(live[i % len(live)] is not r for r in rows):
+                rows.append(live[i % len(live)])
+        if mistake == 1:
+            rows.append(rows[-1])
+        elif mistake == 2:
+            closed = self._pick(picks[0], lambda e: e.rs is not None and e.ms.handle_closed)
+            rows.append(closed if closed is not None else rows[0])
+        tokens = [min(e.ms.current.tokens + d, e.mr.seq.fit_tokens) for e, d in zip(rows, deltas)]
+        if mistake == 3:
+            tokens[-1] = 0
+        elif mistake == 4:
+            tokens[-1] = rows[-1].mr.seq.fit_tokens + 1
+        m, r, err = self.both(f"step_all({tokens})", lambda: model.step_all([e.ms for e in rows], tokens),
+                              lambda: step_all([e.rs for e in rows], tokens))
+        if not err:
+            for outcome in m:
+                STATS.note("step_batch", outcome)
+            assert [BackingOutcome(v).name for v in r.tolist()] == m
 
     def _open(self, e: Entry) -> bool:
         return self._live(e) and e.ms.phase == model.OPEN

@@ -195,6 +195,7 @@ class BackingSnapshot {
   const std::vector<std::uint32_t>& domains() const noexcept { return domains_->indices; }
   // The coordinator's domain names, by domain index.
   const std::string& domain_name(std::uint32_t index) const { return domains_->names->at(index); }
+  const std::vector<std::string>& domain_names() const noexcept { return *domains_->names; }
   // The index of the coordinator's domain called `name`; -1 when there is none.
   std::int64_t domain_index(const std::string& name) const noexcept {
     const auto& names = *domains_->names;

@@ -99,6 +99,11 @@ struct CapacityHolder {
 // and so with this, without reading the coordinator.
 std::uint64_t pages_holding(std::uint64_t tokens, std::uint32_t tokens_per_page, const char* what);
 
+// InvalidArgumentError for a domain `name` that is none of `names`, which it lists: "`call`:
+// unknown capacity domain 'x' (the domains are 'kv', 'state')".
+[[noreturn]] void raise_unknown_domain(const std::string& call, const std::string& name,
+                                       const std::vector<std::string>& names);
+
 class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordinator> {
  public:
   // Allocates every domain's arena (floor(capacity_bytes / page_bytes) blocks, exactly that
@@ -130,6 +135,10 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // holder let go.
   std::vector<CapacityHolder> holders() const;
   ArenaState arena_state(std::uint32_t domain_index) const;
+  // The domain whose arena shares a byte with [address, address + bytes) of the memory's own
+  // addresses (a device's), or none (none either once the memory was returned): a table
+  // written there would land on blocks of keys and values.
+  std::optional<std::uint32_t> arena_domain_sharing(std::uint64_t address, std::uint64_t bytes) const;
   // Pages handed out and not given back, summed over domains; and the takes behind them (one
   // per domain per admission or extension).
   std::uint64_t live_blocks() const;
@@ -152,6 +161,7 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // The domain names by index, immutable: what a snapshot names its domains by once the
   // coordinator itself may be gone.
   const std::shared_ptr<const std::vector<std::string>>& shared_domain_names() const noexcept { return all_domains_->names; }
+  const std::vector<std::string>& domain_names() const noexcept { return *all_domains_->names; }
   const std::shared_ptr<PageMemory>& memory() const noexcept { return config_.memory; }
   // What a domain of `capacity_bytes` can hand out: no more pages than its int32 block ids.
   // A domain accounts (and reports) these bytes, so two requests that pass the bytes never

@@ -150,14 +150,11 @@ class SequenceSession {
   // and becomes 0 when the handle closes; never repeats, across sessions too. Read without
   // the lock: equal to a stamp read with the ids, the row holds exactly those ids.
   std::uint64_t table_stamp() const noexcept;
-  // Why a batch (step_all, DecodeTable.step) refuses `tokens` for this session before any row
-  // steps: a count below 1, a closed handle (a preempted victim left in the batch), a count
-  // above the request's fit. Empty when the row may step (its own state is checked as it steps).
+  // Why a batch refuses a row before any row steps (BatchCheck).
   struct BatchRefusal {
     ErrorKind kind;
     std::string why;
   };
-  std::optional<BatchRefusal> batch_refusal(std::int64_t tokens) const;
 
   std::shared_ptr<AdmittedSequenceResources> resources() const;
   void write_release_capacity_sources(std::vector<CapacitySource>& out) const;
@@ -253,10 +250,36 @@ class SequenceSession {
   std::shared_ptr<SessionState> state_;
 };
 
+// What a batch that steps (step_all, DecodeTable.step) checks of every row before any row
+// steps: the caller's mistakes, a count below 1, a closed handle (a preempted victim left in
+// the batch), a count above the request's fit (fixed when the session opened: read without its
+// lock), and a session an earlier row named (it would step twice in one iteration). A row's
+// own state (finished, framed) is found as it steps.
+//
+// Each session once, for one load and one store per row on a line the fit check reads anyway:
+// a row's session is marked with the batch's one-byte mark, and the earlier rows are scanned
+// only when it already carries that mark (a repeat, or a mark written a multiple of 255 batches
+// ago), so a mark never refuses a row by itself.
+class BatchCheck {
+ public:
+  BatchCheck() noexcept;  // a new batch's mark, never 0
+  // Why row `row` (sessions[row] stepped to `tokens`) is refused; empty when it may step.
+  std::optional<SequenceSession::BatchRefusal> refusal(SequenceSession* const* sessions, std::size_t row,
+                                                       std::int64_t tokens) const;
+  // The first row that names the session of sessions[row]: `row` itself (now marked) unless
+  // an earlier row named it. (A plain index: an optional returned through memory costs a
+  // store-forwarding stall per row.)
+  std::size_t first_row(SequenceSession* const* sessions, std::size_t row) const noexcept;
+
+ private:
+  std::uint8_t mark_;
+};
+
 // One decode step on each session (sessions[i]->step(tokens[i])), outcomes written to
-// `outcomes`. A bad token count or a closed handle in any row is refused before any row
-// steps; otherwise not all-or-nothing: the first row that raises stops the batch, naming the
-// row; the rows before it stepped.
+// `outcomes`. A bad token count, a count above the fit, a closed handle or a session an
+// earlier row named, in any row, is refused before any row steps; otherwise not
+// all-or-nothing: the first row that raises stops the batch, naming the row; the rows before
+// it stepped.
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
 
 // Commits each frame in order (frames[i]->commit()), dispositions written to `out`: the end
