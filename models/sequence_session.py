@@ -716,7 +716,8 @@ class ModelSession:
 
 
 def step_all(sessions: list[ModelSession], tokens: list[int]) -> list[str]:
-    """A decode iteration's batch (``step_all``): ``sessions[i].step(tokens[i])`` for each row.
+    """A decode iteration's batch (``step_all``; ``DecodeTable.step`` too, for sessions in its
+    domain whose ids fit its width): ``sessions[i].step(tokens[i])`` for each row.
     Every row is checked before any row steps, in row order: a count below 1, a closed handle,
     a count above the request's fit, a session an earlier row named (it would step twice); the
     first such row refuses the batch and nothing changed. Then the rows step in order; the

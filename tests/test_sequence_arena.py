@@ -643,6 +643,9 @@ def test_a_table_out_that_is_the_arena_is_refused_and_the_kv_is_left_whole():
                 c.block_table(sessions, 4, out=chunk)
             with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the arena memory of domain 'kv'"):
                 c.decode_table(2, 4, out=chunk)
+            rows = chunk.nbytes // 16
+            with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the arena memory"):
+                c.decode_table(rows, 4, out=chunk.view("int32", (rows, 4)))  # a typed view, by DLPack
             assert dev.stream().read(chunk) == before
         other = dev.stream().alloc(2 * 4 * 4)  # the same device's memory outside the arena is a table's
         assert c.block_table(sessions, 4, out=other) is other

@@ -311,36 +311,61 @@ class SequenceSessionMachine(LifecycleMachine):
 
     @precondition(lambda self: self._has(self._live))
     @rule(picks=st.lists(st.integers(0, 50), min_size=1, max_size=4),
-          deltas=st.lists(st.integers(-1, 6), min_size=5, max_size=5), mistake=st.integers(0, 9))
+          deltas=st.lists(st.integers(-1, 6), min_size=5, max_size=5), mistake=st.integers(0, 9),
+          table_domain=st.sampled_from([None, None, "a", "b"]))
     @counted
-    def step_batch(self, picks: list, deltas: list, mistake: int) -> None:
-        """Steps a batch of distinct sessions in one ``step_all`` call, on both, each within its fit:
-        open idle sessions in half the batches, any live ones in the others, of which four in ten
-        make a caller's mistake (a session named twice, a closed handle, a count below 1, a count
-        above the fit). The refusal, or each row's outcome, must agree."""
+    def step_batch(self, picks: list, deltas: list, mistake: int, table_domain: Optional[str]) -> None:
+        """Steps a batch of distinct sessions in one call, on both: ``step_all``, or the decode table
+        of ``table_domain`` (``DecodeTable.step``, over sessions in that domain, which must then
+        show what each row holds). Each row within its fit: open idle sessions in half the
+        batches, any live ones in the others, of which four in ten make a caller's mistake (a
+        session named twice, a closed handle, a count below 1, a count above the fit). The
+        refusal, or each row's outcome, must agree with the model's batch."""
         live = [e for e in self.entries if self._live(e)]
+        if table_domain is not None:
+            live = [e for e in live if table_domain in e.mr.seq.domains]
+            if not live:
+                return
         if mistake >= 5:
             live = [e for e in live if self._open(e) and e.ms.quiescent] or live
         rows: list[Entry] = []
         for i in picks:
             if all(live[i % len(live)] is not r for r in rows):
                 rows.append(live[i % len(live)])
+        if table_domain is not None:
+            rows = rows[:DECODE_ROWS - 1]  # room for a mistake's extra row
         if mistake == 1:
             rows.append(rows[-1])
         elif mistake == 2:
-            closed = self._pick(picks[0], lambda e: e.rs is not None and e.ms.handle_closed)
+            closed = self._pick(picks[0], lambda e: e.rs is not None and e.ms.handle_closed and
+                                (table_domain is None or table_domain in e.mr.seq.domains))
             rows.append(closed if closed is not None else rows[0])
         tokens = [min(e.ms.current.tokens + d, e.mr.seq.fit_tokens) for e, d in zip(rows, deltas)]
         if mistake == 3:
             tokens[-1] = 0
         elif mistake == 4:
             tokens[-1] = rows[-1].mr.seq.fit_tokens + 1
-        m, r, err = self.both(f"step_all({tokens})", lambda: model.step_all([e.ms for e in rows], tokens),
-                              lambda: step_all([e.rs for e in rows], tokens))
-        if not err:
-            for outcome in m:
-                STATS.note("step_batch", outcome)
-            assert [BackingOutcome(v).name for v in r.tolist()] == m
+        table: Any = None
+        if table_domain is None:
+            core = lambda: step_all([e.rs for e in rows], tokens)  # noqa: E731
+        else:
+            table = self.decode_tables.get(table_domain)
+            if table is None:
+                table = self.decode_tables[table_domain] = self.real.decode_table(DECODE_ROWS, TABLE_WIDTH,
+                                                                                  domain=table_domain, pad=-1)
+            core = lambda: table.step([e.rs for e in rows], tokens)  # noqa: E731
+        m, r, err = self.both(f"step_all({tokens})" if table_domain is None else f"DecodeTable.step({tokens})",
+                              lambda: model.step_all([e.ms for e in rows], tokens), core)
+        if err:
+            return
+        for outcome in m:
+            STATS.note("step_batch", outcome)
+        assert [BackingOutcome(v).name for v in r.tolist()] == m
+        if table_domain is not None:
+            for row, e in enumerate(rows):
+                ids = e.rs.backing.block_ids(table_domain)
+                shown = np.asarray(table.table)[row]
+                assert shown[:len(ids)].tolist() == ids.tolist() and (shown[len(ids):] == -1).all(), (row, shown)
 
     def _open(self, e: Entry) -> bool:
         return self._live(e) and e.ms.phase == model.OPEN
