@@ -199,3 +199,32 @@ def test_what_is_left_in_python_after_a_request_does_not_keep_the_arena():
         with pytest.raises(lifecore.errors.ClosedError):
             session.step(80)
         del frame
+
+
+def test_a_table_is_never_written_over_the_arena_on_any_device(backend_name):
+    # The arena's Buffer as a table's `out` is refused on every backend (device addresses are
+    # compared, so it holds on a GPU as on the mock), and the KV bytes are left as they were.
+    import numpy as np
+
+    import lifecore
+
+    with lifecore.Device(backend_name) as dev:
+        c = AdmissionCoordinator(dev, domains={"kv": 8 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                 max_active_sequences=2)
+        adm = c.admit("r", 32, 64)
+        assert isinstance(adm, Admitted)
+        session = adm.resources.open_session()
+        arena = c.arena("kv")
+        dev.stream().fill(arena, 0x5A)
+        before = dev.stream().read(arena)
+        with pytest.raises(lifecore.errors.InvalidArgumentError,
+                           match=r"^block_table: argument 'out' is the arena memory of domain 'kv'"):
+            c.block_table([session], 4, out=arena)
+        with pytest.raises(lifecore.errors.InvalidArgumentError,
+                           match=r"^decode_table: argument 'out' is the arena memory of domain 'kv'"):
+            c.decode_table(1, 4, out=arena)
+        assert dev.stream().read(arena) == before
+        table = dev.stream().alloc(4 * 4)  # the device's memory outside the arena takes the table
+        c.block_table([session], 4, out=table, pad=-1)
+        ids = np.frombuffer(dev.stream().read(table), dtype=np.int32)
+        assert ids[:2].tolist() == session.backing.block_ids().tolist() and ids[2:].tolist() == [-1, -1]
