@@ -1,5 +1,6 @@
 #include "lifecore/runtime/buffer_lease.hpp"
 
+#include "common/address_range.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/device.hpp"
@@ -69,11 +70,6 @@ std::vector<const LeaseTable*>& tables() {
   return *all;
 }
 
-bool shares_a_byte(std::uintptr_t first, std::size_t size, std::uintptr_t address, std::size_t bytes) {
-  // [address, address + bytes) and [first, first + size), both non-empty, without overflow.
-  return bytes != 0 && size != 0 && (address >= first ? address - first < size : first - address < bytes);
-}
-
 }  // namespace
 
 LeaseTable::LeaseTable() {
@@ -125,7 +121,7 @@ std::shared_ptr<Buffer> LeaseTable::find(std::uintptr_t address, std::size_t byt
   std::lock_guard lock(mutex_);
   for (const BufferLease* lease : leases_) {
     const auto first = reinterpret_cast<std::uintptr_t>(lease->data());
-    if (address < first || address - first >= lease->nbytes() || bytes > lease->nbytes() - (address - first)) continue;
+    if (!lies_within(first, lease->nbytes(), address, bytes)) continue;
     *offset = address - first;
     return lease->buffer();
   }

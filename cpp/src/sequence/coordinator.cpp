@@ -5,6 +5,7 @@
 #include <limits>
 #include <new>
 
+#include "common/address_range.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/backing.hpp"
@@ -640,13 +641,10 @@ ArenaState AdmissionCoordinator::arena_state(std::uint32_t domain_index) const {
 std::optional<std::uint32_t> AdmissionCoordinator::arena_domain_sharing(std::uint64_t address,
                                                                          std::uint64_t bytes) const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
-  if (bytes == 0 || config_.memory->closed()) return std::nullopt;
+  if (config_.memory->closed()) return std::nullopt;
   for (std::uint32_t d = 0; d < domains_.size(); ++d)
-    for (const ArenaChunk& chunk : domains_[d].arena.chunks()) {
-      const std::uint64_t first = chunk.memory.address, size = chunk.memory.bytes;
-      // Both ranges non-empty; compared by distance, so neither end can wrap.
-      if (size != 0 && (address >= first ? address - first < size : first - address < bytes)) return d;
-    }
+    for (const ArenaChunk& chunk : domains_[d].arena.chunks())
+      if (shares_a_byte(chunk.memory.address, chunk.memory.bytes, address, bytes)) return d;
   return std::nullopt;
 }
 
