@@ -202,6 +202,12 @@ class ModelCoordinator:
         self.release_epoch += 1
 
     # -- API --
+    def unknown_domain(self, call: str, name: str) -> ModelError:
+        # The core's text: the name asked for, then every domain in declaration order.
+        known = ", ".join(f"'{n}'" for n in self.total)
+        which = "the domain is" if len(self.total) == 1 else "the domains are"
+        return ModelError("InvalidArgument", f"{call}: unknown capacity domain '{name}' ({which} {known})")
+
     def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int, domains=None):
         if prompt_tokens <= 0:
             raise ModelError("InvalidArgument", "prompt_tokens must be positive")
@@ -211,7 +217,7 @@ class ModelCoordinator:
             raise ModelError("InvalidArgument", "domains names no domain (None: every domain)")
         for n in domains or ():
             if n not in self.total:
-                raise ModelError("InvalidArgument", f"unknown capacity domain {n!r}")
+                raise self.unknown_domain("admit", n)
         names = list(self.total) if domains is None else sorted(set(domains), key=lambda n: self.order[n])
         if self.closed:
             raise ModelError("Closed", "the admission coordinator is closed")
@@ -266,7 +272,7 @@ class ModelCoordinator:
         # The name first; a closed coordinator then refuses before the size is compared with
         # the domain (as every growth after close raises ClosedError).
         if name not in self.total:
-            raise ModelError("InvalidArgument", f"unknown capacity domain {name!r}")
+            raise self.unknown_domain("grow_domain", name)
         if self.closed:
             raise ModelError("Closed", "closed")
         if capacity < self.total[name] or capacity > self.maximum[name]:

@@ -72,6 +72,26 @@ def test_an_unknown_domain_error_lists_every_domain():
         session.backing.block_ids("kv")
 
 
+@pytest.mark.parametrize("domains", [{"kv": 4 * PAGE}, {"k": 4 * PAGE, "v": 4 * PAGE, "state": PAGE}])
+def test_the_model_names_an_unknown_domain_as_the_core_does(domains):
+    # The executable specification words the refusal as the core does, domain list included.
+    from lifecore.models import sequence_session as model
+    from lifecore.models.contract import ModelError
+
+    c = coordinator(domains=domains)
+    m = model.ModelCoordinator(domains=domains, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=4)
+    for call, core_call, model_call in (("admit", lambda: c.admit("r", 16, 16, domains=["nope"]),
+                                         lambda: m.admit("r", 16, 16, domains=["nope"])),
+                                        ("grow_domain", lambda: c.grow_domain("nope", PAGE),
+                                         lambda: m.grow_domain("nope", PAGE))):
+        with pytest.raises(InvalidArgumentError) as core_error:
+            core_call()
+        with pytest.raises(ModelError) as model_error:
+            model_call()
+        assert model_error.value.kind == "InvalidArgument"
+        assert model_error.value.message == str(core_error.value), call
+
+
 @pytest.mark.parametrize("domains", [[], ()])
 def test_an_empty_domain_list_is_refused(domains):
     """None means every domain; an empty list (a caller's list that ended up empty) is not read
