@@ -524,8 +524,8 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     address, the producer is handed the stream's handle as DLPack's `stream` (-1, no wait,
     while the stream records: the work runs at replay), a graph holds
     what it recorded, a buffer's memory reached through the array interface is recognised by
-    address, and a NumPy array, another ordinal, a read-only array or a freed buffer's memory
-    are refused."""
+    address, and a NumPy array, another ordinal, a read-only array, a freed buffer's memory or
+    an array whose typestr is not a built-in kernel's float32 are refused."""
     from driver_scenarios import run_with_fake_cuda
 
     body = """
@@ -580,6 +580,16 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     result["ordinal"] = argument_refusal(s.fill, Wrap(buf, (2, 1)), 0)
     result["read_only"] = argument_refusal(s.fill, Cai(host, read_only=True), 0)
     result["strided"] = argument_refusal(s.fill, Cai(np.zeros(16, np.float32)[:8], strides=(8,)), 0)
+    from lifecore import kernels as K
+    def scale(x):
+        s.launch(K.scale_f32, 1, 16, [16, 1.0, x, Cai(host)])
+    wide = Cai(np.zeros(16, np.float64))
+    wide.__cuda_array_interface__["typestr"] = "<f8"
+    result["typestr_f8"] = argument_refusal(scale, wide)
+    swapped = Cai(np.zeros(16, np.float32))
+    swapped.__cuda_array_interface__["typestr"] = ">f4"
+    result["typestr_swapped"] = argument_refusal(scale, swapped)
+    result["typestr_f4"] = argument_refusal(scale, Cai(np.zeros(16, np.float32)))
     class Interface:  # an object that offers only the CUDA array interface
         def __init__(self, interface):
             self.__cuda_array_interface__ = interface
@@ -628,6 +638,9 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     assert "lives on cuda:1" in result["ordinal"]
     assert "is read-only" in result["read_only"]
     assert "not C-contiguous" in result["strided"]
+    assert "argument 'x' holds float64 elements, but the kernel reads float32" in result["typestr_f8"]
+    assert "argument 'x' holds >f4 elements, but the kernel reads float32" in result["typestr_swapped"]
+    assert result["typestr_f4"] == "accepted"
     assert "copy: argument 'src'" in result["wrapping_shape"] and "does not fit in 64 bits" in result["wrapping_shape"]
     assert "unknown typestr" in result["huge_item"]
     assert result["retained_by_graph"] == 1  # recognised by address: the graph retains the buffer's slice
@@ -714,6 +727,59 @@ def test_a_builtin_kernels_pointer_must_hold_its_n_elements(dev) -> None:
     s.launch(K.scale_f32, (1, 8), 4, [N, 1.0, small, small])  # y repeats the same 4
     s.sync()
     assert np.array_equal(small, 2.0 * x[:4])
+
+
+def test_a_builtin_kernel_refuses_a_tensor_of_another_element_type(dev) -> None:
+    # Before: a float64 array given to scale_f32 was read as float32, and its output was
+    # numbers, wrong ones. A tensor names its type, so the launch compares it; a Buffer is
+    # bytes and names none, and copy and fill move bytes of any type.
+    s = dev.stream()
+    x = np.arange(N, dtype=np.float32)
+    out = np.full(N, 3.0, np.float32)
+    buf = filled(s, 5.0)
+    read_only = np.arange(N, dtype=np.float64)
+    read_only.flags.writeable = False  # NumPy before 2.2.5 gives it through its array interface
+    before = [out.copy(), dev.memory_stats()]
+
+    def refused(name: str, held: str) -> str:
+        return (rf"^launch: scale_f32\(n: u32, a: f32, x: const ptr, out: ptr\): argument '{name}' holds {held} "
+                rf"elements, but the kernel reads float32 \(out\[i\] = a \* x\[i\]\); pass a float32 tensor, or a "
+                rf"Buffer \(nothing was issued\)$")
+
+    for wrong, held in ((np.arange(N, dtype=np.float64), "float64"), (np.arange(N, dtype=np.int32), "int32"),
+                        (x.view(np.uint8), "uint8"), (read_only, "float64"),
+                        (np.from_dlpack(buf.view("uint8")), "uint8")):
+        with pytest.raises(InvalidArgumentError, match=refused("x", held)):
+            s.launch(K.scale_f32, 1, N, [N, 2.0, wrong, out])
+    with pytest.raises(InvalidArgumentError, match=refused("out", "float64")):
+        s.launch(K.scale_f32, 1, N, [N, 2.0, x, np.zeros(N, np.float64)])
+    with pytest.raises(InvalidArgumentError, match=r"^launch: axpy_info_f32\(.*\): argument 'y' holds int64 elements"):
+        s.launch(K.axpy_info_f32, 1, N, [x, np.zeros(N, np.int64)], info=[N, K.float_bits(1.0)])
+    assert_nothing_changed(dev, s, [out], before)
+    s.launch(K.scale_f32, 1, N, [N, 2.0, x, out])  # float32, and an untyped Buffer, are taken
+    s.launch(K.scale_f32, 1, N, [N, 2.0, np.from_dlpack(buf.view("float32")), buf])
+    wide = np.zeros(N // 2, np.float64)
+    s.fill(wide, ONE)  # fill writes 32-bit words into memory of any type
+    s.sync()
+    assert np.array_equal(out, 2.0 * x) and np.all(f32(s, buf) == 10.0)
+    assert np.array_equal(wide.view(np.float32), np.ones(N, np.float32))
+
+
+def test_a_builtin_kernel_refuses_a_torch_tensor_of_another_element_type(dev) -> None:
+    torch = torch_or_skip()
+    s = dev.stream()
+    out = torch.full((N,), 3.0)
+    for dtype, held in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16"), (torch.bool, "bool8"),
+                        (torch.complex64, "complex64")):
+        wrong = torch.zeros(N, dtype=dtype)
+        with pytest.raises(InvalidArgumentError, match=rf"argument 'x' holds {held} elements, but the kernel reads "
+                                                       rf"float32"):
+            s.launch(K.scale_f32, 1, N, [N, 2.0, wrong, out])
+    s.sync()
+    assert torch.equal(out, torch.full((N,), 3.0))
+    s.launch(K.scale_f32, 1, N, [N, 2.0, torch.ones(N), out])
+    s.sync()
+    assert torch.equal(out, torch.full((N,), 2.0))
 
 
 def test_an_f32_argument_past_the_float32_range_is_refused(dev) -> None:

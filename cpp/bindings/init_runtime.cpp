@@ -568,7 +568,10 @@ void bind_stream(nb::module_& m) {
            "host memory, the mock, which maps it for the call). A view of one of the device's buffers is that\n"
            "buffer; other tensors are held until the work is done, or for the graph's life when recorded.\n"
            "A read-only tensor is refused except at a 'const ptr' (a parameter the kernel only reads: see\n"
-           "Kernel.read_only); a kernel may write through any other pointer. A CUDA-array-interface\n"
+           "Kernel.read_only); a kernel may write through any other pointer. A built-in kernel's pointers\n"
+           "must hold its min(n, grid.x * block.x) float32 elements: a smaller Buffer or tensor, or a tensor\n"
+           "of another element type (a float64 array would be read as float32), is InvalidArgumentError\n"
+           "before anything is issued; a Buffer is bytes and names no type. A CUDA-array-interface\n"
            "tensor's device is checked with the driver (skipped where the driver cannot tell), and the work\n"
            "waits on the device for its stream, unless that is this stream or this stream is recording.")
       .def("sync", &sync_stream, "timeout"_a.none() = nb::none(),

@@ -12,6 +12,7 @@
 #include "arguments.hpp"
 #include "buffer_view.hpp"
 #include "dlpack_guard.hpp"
+#include "element_type_names.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
@@ -215,6 +216,7 @@ void read_numpy_array_interface(nb::handle h, const std::string& label, ForeignR
   }
   out->device_type = driver::dlpack_device::cpu;
   out->device_id = 0;
+  out->element_type = typestr_element_type(nb::cast<std::string>(interface["typestr"]));
   out->nbytes = contiguous_bytes(label, static_cast<std::int32_t>(shape.size()), shape.data(),
                                  strides.empty() ? nullptr : strides.data(), static_cast<std::size_t>(item));
   out->address = static_cast<std::uintptr_t>(data.first);
@@ -278,6 +280,7 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   if (bits == 0 || bits % 8 != 0) refuse(label, "has elements of " + std::to_string(bits) + " bits, not whole bytes");
   out->device_type = tensor->device.device_type;
   out->device_id = tensor->device.device_id;
+  out->element_type = dl_dtype_name(tensor->dtype);
   out->nbytes = contiguous_bytes(label, tensor->ndim, tensor->shape, tensor->strides, bits / 8);
   out->address = reinterpret_cast<std::uintptr_t>(tensor->data) + tensor->byte_offset;
   out->read_only = (flags & dlpack_flag_read_only) != 0 || (versioned == nullptr && refuses_writers(h));
@@ -341,6 +344,7 @@ void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std:
   }
   out->device_type = driver::dlpack_device::cuda;
   out->device_id = -1;
+  out->element_type = typestr_element_type(typestr);
   out->nbytes = contiguous_bytes(label, static_cast<std::int32_t>(shape.size()), shape.data(), stride_ptr,
                                  static_cast<std::size_t>(item));
   out->address = static_cast<std::uintptr_t>(data.first);

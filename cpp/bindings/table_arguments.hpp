@@ -26,6 +26,7 @@
 #include "buffer_view.hpp"
 #include "dlpack_abi.hpp"
 #include "dlpack_guard.hpp"
+#include "element_type_names.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
@@ -149,15 +150,6 @@ inline void refuse_the_arena(const sequence::AdmissionCoordinator& c, const char
     const std::shared_ptr<runtime::Buffer> lent = device->leases().find(byte, 1, &offset);
     if (lent && lent->alive()) refuse_if_arena(lent->ptr(call) + offset, 1);
   }
-}
-
-// A DLPack dtype as a reader knows it: int64, float16, uint8x4.
-inline std::string dl_dtype_name(const DLDataType& dtype) {
-  static constexpr const char* codes[] = {"int", "uint", "float", "handle", "bfloat", "complex", "bool"};
-  std::string name = dtype.code < std::size(codes) ? codes[dtype.code] : "code " + std::to_string(dtype.code) + " ";
-  name += std::to_string(dtype.bits);
-  if (dtype.lanes != 1) name += "x" + std::to_string(dtype.lanes);
-  return name;
 }
 
 inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_t rows, std::size_t width) {

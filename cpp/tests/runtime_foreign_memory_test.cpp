@@ -13,6 +13,7 @@
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/foreign_memory.hpp"
 #include "lifecore/runtime/graph.hpp"
+#include "lifecore/runtime/kernel.hpp"
 #include "lifecore/runtime/stream.hpp"
 #include "driver/mock/mock_driver.hpp"
 #include "test_support.hpp"
@@ -150,6 +151,46 @@ void a_range_inside_a_lease_is_its_buffer() {
   CHECK(device->leases().find(range.address, 4, &offset) == nullptr);  // no lease, no buffer
 }
 
+// A built-in kernel reads float32: a tensor that names another element type is refused before
+// anything is mapped or issued, whichever argument it is; a range that names none is taken.
+void a_builtin_kernel_refuses_another_element_type() {
+  auto device = open_device("hardware");
+  auto stream = device->stream();
+  const Kernel& scale = Kernel::builtin("scale_f32");
+  Host x, out;
+  for (std::size_t i = 0; i < n; ++i) x.words[i] = 0x3F800000;  // 1.0f
+  ForeignRange x_range = x.range(), out_range = out.range();
+  auto launch = [&](const char* x_type, const char* out_type) {
+    x_range.element_type = x_type;
+    out_range.element_type = out_type;
+    // Exactly four arguments on the heap: a read past the last is a sanitizer's error.
+    std::vector<LaunchArg> args(4);
+    args[0].kind = LaunchArg::Kind::integer;
+    args[0].integer = n;
+    args[1].kind = LaunchArg::Kind::real;
+    args[1].real = 2.0;
+    args[2].kind = args[3].kind = LaunchArg::Kind::foreign;
+    args[2].foreign = &x_range;
+    args[3].foreign = &out_range;
+    try {
+      stream->launch(scale, {1, 1, 1}, {n, 1, 1}, args.data(), args.size(), nullptr);
+    } catch (const lifecore::Error& error) {
+      return std::string(error.what());
+    }
+    stream->sync();
+    return std::string("accepted");
+  };
+  const std::string wide = launch("float64", "float32");
+  CHECK(lifecore::test_support::contains(wide, "argument 'x' holds float64 elements, but the kernel reads float32"));
+  CHECK(lifecore::test_support::contains(wide, "(nothing was issued)"));
+  CHECK(lifecore::test_support::contains(launch("float32", "int32"), "argument 'out' holds int32 elements"));
+  CHECK(out.words[0] == 0 && calls(*device, Operation::map_host) == 0);
+  CHECK(launch("float32", "float32") == "accepted");
+  CHECK(out.words[0] == 0x40000000 && out.words[n - 1] == 0x40000000);  // 2.0f
+  CHECK(launch("", "") == "accepted");  // a caller that names no type
+  CHECK(calls(*device, Operation::map_host) == calls(*device, Operation::unmap_host));
+}
+
 }  // namespace
 
 int main() {
@@ -158,5 +199,6 @@ int main() {
   a_graph_holds_what_it_recorded("hardware");
   a_graph_holds_what_it_recorded("software");
   a_range_inside_a_lease_is_its_buffer();
+  a_builtin_kernel_refuses_another_element_type();
   return lifecore::test_support::finish("runtime_foreign_memory_test");
 }

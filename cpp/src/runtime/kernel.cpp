@@ -12,7 +12,8 @@ namespace lifecore::runtime {
 
 Kernel::Kernel(const driver::BuiltinKernel& builtin, std::size_t index)
     : name_(builtin.name), params_(builtin.params), summary_(builtin.summary), index_(index),
-      count_param_(builtin.count_param), element_bytes_(builtin.element_bytes), info_words_(builtin.info_words) {
+      count_param_(builtin.count_param), element_bytes_(builtin.element_bytes), element_type_(builtin.element_type),
+      info_words_(builtin.info_words) {
   for (auto name : builtin.param_names) param_names_.emplace_back(name);
   for (std::size_t i = 0; i < params_.size(); ++i) read_only_.push_back(i < 32 && ((builtin.read_only >> i) & 1u) != 0);
 }

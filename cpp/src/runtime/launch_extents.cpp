@@ -37,6 +37,17 @@ void check_builtin_extents(const Kernel& kernel, driver::Dim3 grid, driver::Dim3
     raise(ErrorKind::InvalidArgument, "launch: " + kernel.signature() + ": info holds " + std::to_string(info->size()) +
                                           " word(s), but the kernel reads " + std::to_string(kernel.info_words()) +
                                           " (" + std::string(kernel.summary()) + ") (nothing was issued)");
+  // A tensor names its element type: one of another type would be read as the kernel's own
+  // (float64 read as float32 gives numbers, wrong ones). A Buffer is bytes and names none.
+  for (std::size_t i = 0; i < count; ++i) {
+    const ForeignRange* tensor = args[i].kind == LaunchArg::Kind::foreign ? args[i].foreign : nullptr;
+    if (!tensor || tensor->element_type.empty() || tensor->element_type == kernel.element_type()) continue;
+    const std::string type(kernel.element_type());
+    raise(ErrorKind::InvalidArgument,
+          "launch: " + kernel.signature() + ": argument '" + kernel.param_names()[i + offset] + "' holds " +
+              tensor->element_type + " elements, but the kernel reads " + type + " (" +
+              std::string(kernel.summary()) + "); pass a " + type + " tensor, or a Buffer (nothing was issued)");
+  }
   const std::optional<std::uint64_t> n = element_count(kernel, args, count, info, offset);
   if (!n) return;
   // Both below 2^32 and the element a few bytes: the products fit.

@@ -12,9 +12,10 @@
 
 namespace lifecore::runtime {
 
-// InvalidArgumentError for fewer info words than the kernel reads, or naming the first
-// pointer argument (args[i] is parameter i + offset, offset 1 when info words fill parameter 0)
-// that holds fewer bytes than the elements the launch covers. Does nothing for a user kernel,
+// InvalidArgumentError for fewer info words than the kernel reads, naming the first tensor
+// whose element type is not the kernel's, or naming the first pointer argument (args[i] is
+// parameter i + offset, offset 1 when info words fill parameter 0) that holds fewer bytes
+// than the elements the launch covers. Does nothing for a user kernel,
 // and leaves an n that is not a u32 to the launch's own checks.
 void check_builtin_extents(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block, const LaunchArg* args,
                            std::size_t count, const InfoWords* info, std::size_t offset);

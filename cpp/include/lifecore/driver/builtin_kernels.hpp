@@ -27,6 +27,9 @@ struct BuiltinKernel {
   // The info words the kernel reads (axpy_info_f32: n, then the bits of a); fewer would read
   // past its metadata buffer.
   std::uint32_t info_words = 0;
+  // The type of the elements the caller's pointers hold, as DLPack names it: a tensor of another
+  // type passed for one would be read as this one, so a launch refuses it.
+  std::string_view element_type = "float32";
 };
 
 // axpy_f32(n: u32, a: f32, x: const f32*, y: f32*)           y[i] = a * x[i] + y[i]

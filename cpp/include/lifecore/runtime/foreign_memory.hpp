@@ -37,6 +37,9 @@ struct ForeignRange {
   std::uintptr_t address = 0;  // the first byte (DLPack's data + byte_offset)
   std::size_t nbytes = 0;
   bool read_only = false;
+  // Its element type as DLPack names it ("float32", "int64", "uint8x4"), or for an array
+  // interface type DLPack has no name for, its typestr ("<M8[s]"); empty: not known.
+  std::string element_type;
   std::shared_ptr<void> owner;  // keeps the producer's memory alive; may be released on any thread
   // The native stream whose queued work the tensor's bytes wait for (the CUDA array
   // interface's `stream`; CUDA's 1 and 2 are its legacy and per-thread default streams):

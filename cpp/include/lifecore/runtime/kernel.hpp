@@ -54,6 +54,8 @@ class Kernel {
   bool has_extents() const noexcept { return element_bytes_ != 0; }
   int count_param() const noexcept { return count_param_; }
   std::uint32_t element_bytes() const noexcept { return element_bytes_; }
+  // A built-in's element type as DLPack names it ("float32"); empty for a user kernel.
+  std::string_view element_type() const noexcept { return element_type_; }
   // The info words a built-in reads (0: none, or a user kernel, whose info is its own).
   std::uint32_t info_words() const noexcept { return info_words_; }
 
@@ -66,6 +68,7 @@ class Kernel {
   std::size_t index_ = 0;
   int count_param_ = 0;
   std::uint32_t element_bytes_ = 0;  // 0: no element count rule (a user kernel)
+  std::string_view element_type_;  // a built-in's, from its static table
   std::uint32_t info_words_ = 0;
   std::shared_ptr<Module> module_;
   driver::FunctionHandle function_{};
