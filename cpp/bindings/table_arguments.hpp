@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <iterator>
 #include <limits>
 #include <memory>
 #include <new>
