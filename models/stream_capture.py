@@ -92,6 +92,7 @@ __all__ = [
     "SOFTWARE_REFUSED_AT_ONCE",
     "STREAM_DRIVER_OPERATIONS",
     "RECORDING_ELSEWHERE",
+    "MEMORY_NODE_ELSEWHERE",
     "PROFILE_DRIVER_OPERATIONS",
     "VIEW_DRIVER_OPERATIONS",
     "QueuedFailure",
@@ -291,6 +292,7 @@ class BufferModel:
     # nodes are refused). Once the window closes the buffer has no memory: every use is refused.
     memory_node: bool = False
     orphaned: bool = False
+    owner: int = 0  # the stream that allocated it: the only one that may use a memory node
 
 
 @dataclass(frozen=True)
@@ -504,6 +506,8 @@ STREAM_DRIVER_OPERATIONS: dict[str, str] = {
 # The message fragment of a call refused because another stream records on this thread (outside
 # relaxed mode): the driver forbids it there, and letting it through would invalidate that recording.
 RECORDING_ELSEWHERE = "is recording a graph capture on this thread"
+# The message fragment of a memory node used on a stream other than the one recording it.
+MEMORY_NODE_ELSEWHERE = "was allocated inside another stream's capture window"
 # The message of a queued failure when it surfaces.
 EARLIER_FAILURE = "an earlier asynchronous operation on this stream failed"
 # The message fragment of a refusal caused by work that failed inside the window.
@@ -578,10 +582,15 @@ class DeviceModel:
         """A copy of the stream's capture state."""
         return self.streams[stream].state.__copy__()
 
-    def _buffer(self, buf: int) -> BufferModel:
+    def _buffer(self, buf: int, stream: Optional[int] = None) -> BufferModel:
+        """A live buffer, for a call on ``stream``. A memory node has memory only while the graph
+        its stream records runs: another stream's work would run at an address with nothing
+        behind it, so it is refused there (CaptureStateError, nothing issued)."""
         b = self.buffers[buf]
         if not b.alive or b.orphaned:
             raise ModelError("Closed")
+        if b.memory_node and stream is not None and stream != b.owner:
+            raise ModelError("CaptureState", contains=MEMORY_NODE_ELSEWHERE)
         return b
 
     def recording_elsewhere(self, stream: int) -> Optional[int]:
@@ -676,7 +685,7 @@ class DeviceModel:
         slot = Slot(self._new_id(), [None] * (nbytes // 4))
         self.slots[slot.id] = slot
         bid = self._new_id()
-        self.buffers[bid] = BufferModel(bid, nbytes, slot)
+        self.buffers[bid] = BufferModel(bid, nbytes, slot, owner=stream)
         if s.window is not None:
             self._touch(s, (slot,))
             if s.state.is_recording() and new_slice and self.hardware:
@@ -739,29 +748,29 @@ class DeviceModel:
         s.window.recorded.append(op)
 
     def write(self, stream: int, buf: int, values: Sequence[float], *, fault: Optional[str] = None) -> None:
-        b = self._buffer(buf)
+        b = self._buffer(buf, stream)
         if len(values) * 4 != b.nbytes:
             raise ModelError("InvalidArgument")
         self._submit(self.streams[stream], WriteOp(b.slot, tuple(f32(v) for v in values)), "write", fault)
 
     def fill(self, stream: int, buf: int, bits: int, *, fault: Optional[str] = None) -> None:
-        b = self._buffer(buf)
+        b = self._buffer(buf, stream)
         self._submit(self.streams[stream], FillOp(b.slot, f32_from_bits(bits)), "fill", fault)
 
     def copy(self, stream: int, dst: int, src: Union[int, HostArray], *, fault: Optional[str] = None) -> None:
         """Copies ``src`` (a buffer, or a read-only host array) into buffer ``dst``."""
-        d = self._buffer(dst)
-        source = self._operand(src)
+        d = self._buffer(dst, stream)
+        source = self._operand(src, stream)
         if d.nbytes != 4 * source.count:
             raise ModelError("InvalidArgument")
         self._submit(self.streams[stream], CopyOp(d.slot, source), "copy", fault)
 
-    def _operand(self, given: Union[int, Ref, HostArray]) -> Slot:
-        """The memory behind a read-only operand: a live buffer's slot, or a host array's own."""
+    def _operand(self, given: Union[int, Ref, HostArray], stream: int) -> Slot:
+        """The memory behind an operand on ``stream``: a live buffer's slot, or a host array's own."""
         if isinstance(given, HostArray):
             self._foreign_ids -= 1
             return Slot(self._foreign_ids, [f32(v) for v in given.values], foreign=True)
-        return self._buffer(given.buffer if isinstance(given, Ref) else given).slot
+        return self._buffer(given.buffer if isinstance(given, Ref) else given, stream).slot
 
     def launch(self, stream: int, kernel: str, args: Sequence[object], info: Optional[Sequence[int]] = None,
                *, fault: Optional[str] = None) -> None:
@@ -774,7 +783,7 @@ class DeviceModel:
             if isinstance(arg, HostArray) and k + offset not in spec.read_only:
                 raise ModelError("InvalidArgument", contains="is read-only, and the operation writes it")
         refs = [a for a in args if isinstance(a, (Ref, HostArray))]
-        slots = [self._operand(r) for r in refs]
+        slots = [self._operand(r, stream) for r in refs]
         if kernel == "axpy_info_f32":
             if info is None or len(info) != 2 or len(args) != 2:
                 raise ModelError("TypeMismatch")
@@ -816,7 +825,7 @@ class DeviceModel:
             s.window.pinned_info.add(words)
 
     def read(self, stream: int, buf: int) -> list[Value]:
-        b = self._buffer(buf)
+        b = self._buffer(buf, stream)
         self._refuse_unrecordable(self.streams[stream], "read")
         return list(b.slot.values)
 

@@ -122,7 +122,7 @@ def test_a_token_id_past_a_symbolic_vocabulary_fails_its_operation_at_the_step()
         record = session.take_step().interventions[0]
         assert record.outcome == outcome, (ids, record.message)
         if outcome == InterventionOutcome.FAILED:
-            assert "token id out of range in 'ban'" in record.message
+            assert "token id out of range in 'ban': 16, but the logits' last axis holds 16 ids" in record.message
             assert logits is None or not np.isneginf(logits).any()
         else:
             assert np.isneginf(logits[..., ids]).all()

@@ -195,6 +195,52 @@ def test_from_array_refuses_what_it_cannot_keep(bad, error):
         CapturePayload.from_array(bad)
 
 
+@pytest.mark.parametrize("bad, named", [(np.zeros(3, np.longdouble), str(np.dtype(np.longdouble))),
+                                        (np.zeros(3, object), "object"), (np.array(["a", "b"]), "<U1"),
+                                        (np.zeros(2, "datetime64[s]"), "datetime64[s]"),
+                                        (np.zeros(3, np.complex64), "complex64")],
+                         ids=["longdouble", "object", "str", "datetime", "complex"])
+def test_from_array_names_the_element_type_it_cannot_keep(bad, named):
+    # Before: a contiguous NumPy array of a type DLPack cannot describe was refused as if it were
+    # no array ("must be a contiguous host array ..., got ndarray").
+    with pytest.raises(InvalidArgumentError, match=rf"^CapturePayload.from_array: argument 'array' holds "
+                                                   rf"{re.escape(named)} elements, which a payload cannot keep "
+                                                   rf"\(it keeps uint8, int8, .*, bool\)$"):
+        CapturePayload.from_array(bad)
+
+
+def test_a_numpy_backend_tensor_stays_read_only():
+    # Before: the kept array owned its memory, so anyone could turn writing back on and change
+    # the record (and its JSON) after the fact.
+    record = capture(CaptureTransform.full_tensor(), sample(np.float32))
+    kept, json_before = record.payload.tensor, record.to_json()
+    with pytest.raises(ValueError, match="read-only"):
+        kept[0, 0, 0] = 123
+    array = kept  # nor any array below it: the memory at the bottom is an immutable bytes object
+    while isinstance(array, np.ndarray):
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            array.flags.writeable = True
+        array = array.base
+    assert isinstance(array, bytes) and len(array) == kept.nbytes  # charged and kept: the same bytes
+    assert record.to_json() == json_before and np.array_equal(record.payload.tensor, sample(np.float32))
+    swapped = capture(CaptureTransform.full_tensor(), sample(np.float32).astype(">f4")).payload.tensor
+    assert swapped.dtype == np.float32 and np.array_equal(swapped, sample(np.float32))  # kept in native order
+    with pytest.raises(InvalidArgumentError, match=r"holds >f4 elements, in the byte order this machine does not use"):
+        CapturePayload.from_array(sample(np.float32).astype(">f4"))
+
+
+@pytest.mark.parametrize("value", [np.array([["1", "2", "3", "4"]] * 6).reshape(SHAPE),
+                                   np.zeros(SHAPE, "datetime64[s]"), np.zeros(SHAPE, "timedelta64[s]")],
+                         ids=["str", "datetime", "timedelta"])
+@pytest.mark.parametrize("transform", [CaptureTransform.summary, lambda: CaptureTransform.histogram([0.0, 8.0, 64.0]),
+                                       lambda: CaptureTransform.top_candidates(2)], ids=["summary", "histogram", "top"])
+def test_values_that_are_not_numbers_are_refused_not_read_as_numbers(value, transform):
+    # Before: strings were summarized as the numbers they spell, datetimes as counts of seconds.
+    with pytest.raises(CaptureSessionError, match="is not a .* of numbers; observe bool, integer or floating") as caught:
+        capture(transform(), value)
+    assert isinstance(caught.value.__cause__, InvalidArgumentError)
+
+
 @pytest.mark.parametrize("transform", [CaptureTransform.summary, lambda: CaptureTransform.histogram([0.0, 8.0, 64.0]),
                                        lambda: CaptureTransform.top_candidates(2)], ids=["summary", "histogram", "top"])
 def test_complex_values_are_refused_not_reduced_to_their_real_part(transform):
@@ -212,11 +258,21 @@ def test_a_view_of_a_larger_buffer_is_kept_as_a_copy_of_its_own_bytes():
     big = np.arange(1_000_000, dtype=np.float64)
     big.flags.writeable = False
     payload = CapturePayload.from_array(big[2:4])
-    assert payload.nbytes == 16 and payload.tensor.base is None and payload.tensor.tolist() == [2.0, 3.0]
-    assert not payload.tensor.flags.writeable  # a read-only view stays read-only
-    # Memory NumPy does not own has a size it cannot tell: copied too.
-    foreign = np.frombuffer(bytes(64), np.float64)
-    assert CapturePayload.from_array(foreign).tensor.base is None
+    assert payload.nbytes == 16 and not np.shares_memory(payload.tensor, big) and payload.tensor.tolist() == [2.0, 3.0]
+    assert not payload.tensor.flags.writeable  # a read-only view stays read-only, for good
+    with pytest.raises(ValueError, match="WRITEABLE"):
+        payload.tensor.flags.writeable = True
+    # Memory NumPy does not own has a size it cannot tell: copied too; bytes of the array's own
+    # size are kept as given (immutable), more bytes are copied.
+    assert CapturePayload.from_array(np.frombuffer(bytearray(64), np.float64)).tensor.base is None
+    exact = np.frombuffer(bytes(64), np.float64)
+    assert CapturePayload.from_array(exact).tensor is exact
+    part = np.frombuffer(bytes(128), np.float64)[:8]
+    copied = CapturePayload.from_array(part).tensor
+    assert not np.shares_memory(copied, part) and not copied.flags.writeable
+    while isinstance(copied, np.ndarray):  # read-only as the array was: over bytes of its own size
+        copied = copied.base
+    assert isinstance(copied, bytes) and len(copied) == 64
     # A view of exactly its own buffer is kept as given.
     whole = np.zeros((2, 2))
     flat = whole.reshape(-1)
@@ -597,3 +653,21 @@ def test_counts_and_ids_past_int64_are_refused_not_read_back_negative():
     top = CapturePayload.candidates([2**63 - 1], [1.0])
     assert top.candidate_ids.tolist() == [2**63 - 1]
 
+
+
+@pytest.mark.parametrize("text, shown", [("first\x00second", "first\x00second"), ("bad \udcff byte", "bad \\udcff byte")],
+                         ids=["nul", "surrogate"])
+def test_a_backend_exception_is_quoted_whole(text, shown):
+    # Before: its text ended at a NUL, and a lone surrogate (which UTF-8 cannot encode) lost it
+    # all but the exception's type.
+    class Failing(NumpyBackend):
+        def summary_statistics(self, tensor, request):
+            raise ValueError(text)
+
+    session = session_for(CaptureSelection("s", "p", CaptureTransform.summary()), discovery=discovery(SHAPE),
+                          request=CaptureRequest(1, 1, 3))
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError) as caught:
+        session.observe(Failing(), "p", sample(np.float32))
+    assert f"backend.summary_statistics: ValueError: {shown}" in str(caught.value)
+    assert f"ValueError: {shown}" in session.take_step().record("s").message

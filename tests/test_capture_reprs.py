@@ -8,6 +8,9 @@ import numpy as np
 from lifecore.capture import (Axis, CaptureDiscovery, CapturePhase, CapturePlan, CaptureRequest, CaptureSchedule,
                               CaptureSelection, CaptureSession, CaptureSlice, CaptureTransform, InterventionPlan,
                               NumpyBackend, ObservationPoint, interventions as iv, limits)
+from lifecore.testing.capture_session import sample_discovery
+
+from capture_builders import session_for
 
 
 def test_value_types_print_their_fields():
@@ -63,3 +66,24 @@ def test_a_session_an_observer_and_a_backend_print_their_state():
     observer.observe(np.zeros((1, 8), np.float32))
     session.take_step()
     assert repr(session) == expected.format(session.id, 1, False)
+
+
+def test_ids_and_paths_print_as_python_writes_them():
+    # Before: a newline or a NUL in an id or a path went into the repr as it was.
+    point = ObservationPoint("blocks.0\nmlp", [Axis("d", 8)])
+    assert repr(point) == "ObservationPoint('blocks.0\\nmlp')"
+    assert repr(ObservationPoint("it's", [Axis("d", 8)])) == 'ObservationPoint("it\'s")'
+    selection = CaptureSelection("s\x00t", "blocks.0\nmlp", CaptureTransform.summary())
+    assert repr(selection) == "CaptureSelection('s\\x00t', 'blocks.0\\nmlp', CaptureTransform.summary())"
+    discovery = CaptureDiscovery("m", [point])
+    plan = CapturePlan([selection], limits(per_step=(8, 1 << 20, 1 << 20, 1 << 20),
+                                           cumulative=(8, 1 << 20, 1 << 20, 1 << 20)))
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, 2)))
+    writable = sample_discovery()
+    admitted = InterventionPlan([iv.scale("half", "blocks.0.mlp", 0.5)]).admit(
+        writable, session_for(discovery=writable))
+    assert repr(admitted) == f"AdmittedInterventionPlan({admitted.identity})"  # before: <... object at 0x...>
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(NumpyBackend(), "blocks.0\nmlp", np.zeros(8, np.float32))
+    record = session.take_step().records[0]
+    assert repr(record) == "CaptureRecord('s\\x00t', CAPTURED)"

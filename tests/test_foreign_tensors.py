@@ -21,6 +21,7 @@ import lifecore
 from lifecore import DriverError, InvalidArgumentError, LifecoreTypeError
 from lifecore.errors import LifecoreOverflowError
 from lifecore import kernels as K
+from lifecore.capture import CapturePayload
 
 from backend_roles import EMULATED
 from dlpack_producer import Producer
@@ -590,6 +591,11 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     swapped.__cuda_array_interface__["typestr"] = ">f4"
     result["typestr_swapped"] = argument_refusal(scale, swapped)
     result["typestr_f4"] = argument_refusal(scale, Cai(np.zeros(16, np.float32)))
+    for typestr, array in (("|b1", np.zeros(16, bool)), ("<c8", np.zeros(16, np.complex64)),
+                           ("<u2", np.zeros(16, np.uint16)), ("<V4", np.zeros(16, np.float32))):
+        other = Cai(array)
+        other.__cuda_array_interface__["typestr"] = typestr
+        result["typestr_" + typestr] = argument_refusal(scale, other)
     class Interface:  # an object that offers only the CUDA array interface
         def __init__(self, interface):
             self.__cuda_array_interface__ = interface
@@ -640,6 +646,8 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     assert "not C-contiguous" in result["strided"]
     assert "argument 'x' holds float64 elements, but the kernel reads float32" in result["typestr_f8"]
     assert "argument 'x' holds >f4 elements, but the kernel reads float32" in result["typestr_swapped"]
+    for typestr, named in (("|b1", "bool"), ("<c8", "complex64"), ("<u2", "uint16"), ("<V4", "<V4")):
+        assert f"argument 'x' holds {named} elements, but the kernel reads float32" in result["typestr_" + typestr]
     assert result["typestr_f4"] == "accepted"
     assert "copy: argument 'src'" in result["wrapping_shape"] and "does not fit in 64 bits" in result["wrapping_shape"]
     assert "unknown typestr" in result["huge_item"]
@@ -731,8 +739,8 @@ def test_a_builtin_kernels_pointer_must_hold_its_n_elements(dev) -> None:
 
 def test_a_builtin_kernel_refuses_a_tensor_of_another_element_type(dev) -> None:
     # Before: a float64 array given to scale_f32 was read as float32, and its output was
-    # numbers, wrong ones. A tensor names its type, so the launch compares it; a Buffer is
-    # bytes and names none, and copy and fill move bytes of any type.
+    # numbers, wrong ones. A tensor or a typed view names its type, so the launch compares it;
+    # a Buffer is bytes and names none, and copy and fill move bytes of any type.
     s = dev.stream()
     x = np.arange(N, dtype=np.float32)
     out = np.full(N, 3.0, np.float32)
@@ -748,16 +756,19 @@ def test_a_builtin_kernel_refuses_a_tensor_of_another_element_type(dev) -> None:
 
     for wrong, held in ((np.arange(N, dtype=np.float64), "float64"), (np.arange(N, dtype=np.int32), "int32"),
                         (x.view(np.uint8), "uint8"), (read_only, "float64"),
-                        (np.from_dlpack(buf.view("uint8")), "uint8")):
+                        (np.from_dlpack(buf.view("uint8")), "uint8"), (buf.view("int32"), "int32")):
         with pytest.raises(InvalidArgumentError, match=refused("x", held)):
             s.launch(K.scale_f32, 1, N, [N, 2.0, wrong, out])
     with pytest.raises(InvalidArgumentError, match=refused("out", "float64")):
         s.launch(K.scale_f32, 1, N, [N, 2.0, x, np.zeros(N, np.float64)])
+    with pytest.raises(InvalidArgumentError, match=refused("out", "float64")):
+        s.launch(K.scale_f32, 1, N // 2, [N // 2, 2.0, x, buf.view("float64")])
     with pytest.raises(InvalidArgumentError, match=r"^launch: axpy_info_f32\(.*\): argument 'y' holds int64 elements"):
         s.launch(K.axpy_info_f32, 1, N, [x, np.zeros(N, np.int64)], info=[N, K.float_bits(1.0)])
     assert_nothing_changed(dev, s, [out], before)
     s.launch(K.scale_f32, 1, N, [N, 2.0, x, out])  # float32, and an untyped Buffer, are taken
     s.launch(K.scale_f32, 1, N, [N, 2.0, np.from_dlpack(buf.view("float32")), buf])
+    s.launch(K.scale_f32, 1, N, [N, 1.0, buf, buf.view("float32", (N // 2, 2))])  # a typed view of float32
     wide = np.zeros(N // 2, np.float64)
     s.fill(wide, ONE)  # fill writes 32-bit words into memory of any type
     s.sync()
@@ -769,7 +780,7 @@ def test_a_builtin_kernel_refuses_a_torch_tensor_of_another_element_type(dev) ->
     torch = torch_or_skip()
     s = dev.stream()
     out = torch.full((N,), 3.0)
-    for dtype, held in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16"), (torch.bool, "bool8"),
+    for dtype, held in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16"), (torch.bool, "bool"),
                         (torch.complex64, "complex64")):
         wrong = torch.zeros(N, dtype=dtype)
         with pytest.raises(InvalidArgumentError, match=rf"argument 'x' holds {held} elements, but the kernel reads "
@@ -780,6 +791,44 @@ def test_a_builtin_kernel_refuses_a_torch_tensor_of_another_element_type(dev) ->
     s.launch(K.scale_f32, 1, N, [N, 2.0, torch.ones(N), out])
     s.sync()
     assert torch.equal(out, torch.full((N,), 2.0))
+
+
+ELEMENT_TYPES = ("uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64", "float16", "float32",
+                 "float64", "bfloat16", "bool")
+
+
+def test_an_element_type_has_one_name_in_views_payloads_and_refusals(dev) -> None:
+    """The name Buffer.view takes is the name a view (and a NumPy or torch tensor of it) is
+    refused under and the name a payload built from such an array reports, for every type a view
+    can take (NumPy has no bfloat16; torch, when installed, has them all)."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    out = np.zeros(N, np.float32)
+    for name in ELEMENT_TYPES:
+        view = buf.view(name)
+        assert view.dtype == name and repr(view).startswith(f"BufferView(dtype={name},")
+        tensors = [view]
+        if name != "bfloat16":
+            tensors.append(np.from_dlpack(view))
+        if torch is not None:
+            tensors.append(torch.from_dlpack(view))
+        for tensor in tensors[1:]:
+            assert CapturePayload.from_array(tensor).dtype == name
+        if name == "float32":
+            continue
+        for given in tensors:
+            with pytest.raises(InvalidArgumentError, match=rf"argument 'x' holds {name} elements, but the kernel"):
+                s.launch(K.scale_f32, 1, N, [N, 2.0, given, out])
+        del tensors
+    s.sync()
+    assert np.array_equal(out, np.zeros(N, np.float32))
+    with pytest.raises(InvalidArgumentError, match=r"unsupported dtype complex64 \(supported: "
+                                                   + ", ".join(ELEMENT_TYPES) + r"\)"):
+        buf.view("complex64")
 
 
 def test_an_f32_argument_past_the_float32_range_is_refused(dev) -> None:

@@ -69,3 +69,18 @@ def test_a_device_really_full_still_refuses_and_what_is_alive_is_intact(dev):
     del kept
     buf = s.alloc(GIB)  # usable again: what was dropped is reclaimed
     assert buf.nbytes == GIB
+
+
+def test_a_large_buffer_takes_its_size_rounded_to_two_mebibytes_not_a_power_of_two(dev):
+    """Before: every request was rounded up to a power of two, so 5 GiB on an 8 GiB device took
+    the whole device and a 2 GiB request after it ran out of memory with 7 GiB asked for."""
+    s = dev.stream()
+    total = total_bytes(dev)
+    first = (total // 2 + GIB) // GIB * GIB + 1  # past half the device, by a byte
+    big = s.alloc(first)
+    assert dev.memory_stats()["pool_bytes"] == first - 1 + (2 << 20)
+    rest = s.alloc((total - first) // (2 << 20) * (2 << 20) - (2 << 20))  # what is left, less one granule
+    s.write(rest, np.arange(4, dtype=np.int32))
+    s.sync()
+    assert dev.memory_stats()["slices_in_use"] == 2 and dev.memory_stats()["pool_bytes"] <= total
+    assert big.alive and rest.alive

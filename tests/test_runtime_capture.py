@@ -558,6 +558,72 @@ def test_growing_the_pool_inside_the_window_is_refused_for_memory_nodes(hardware
     assert_a_fresh_capture_doubles_twice(s, x)
 
 
+def test_a_memory_node_is_refused_on_another_stream_and_the_device_stays_usable(hardware_device) -> None:
+    """A buffer allocated inside a driver capture is a node of the graph being recorded: it has
+    memory only while that graph runs. Before: another stream's copy into it was issued at an
+    address with no memory behind it, which lost the device (ILLEGAL_ADDRESS) at its next sync.
+    Now every use on another stream is refused before anything is issued."""
+    import threading
+
+    dev = hardware_device
+    s, other = dev.stream(), dev.stream()
+    src = other.alloc(1 << 16)
+    x = upload(other, np.ones(N))
+    other.sync()
+    before = stats_consistent(dev)
+    s.graph_prepare()
+    s.begin_capture()
+    node = s.alloc(1 << 16)  # the pool cannot serve it: a memory node
+    refused = r"was allocated inside another stream's capture window, so its memory is a node of the graph"
+    with pytest.raises(CaptureStateError, match=rf"^copy: argument 'dst' {refused}"):
+        other.copy(node, src)
+    with pytest.raises(CaptureStateError, match=rf"^copy: argument 'src' {refused}"):
+        other.copy(src, node)
+    with pytest.raises(CaptureStateError, match=rf"^fill: argument 'buf' {refused}"):
+        other.fill(node, 0)
+    with pytest.raises(CaptureStateError, match=rf"^launch: argument 'out' {refused}"):
+        other.launch(K.scale_f32, GRID, BLOCK, [N, 2.0, x, node])
+    with pytest.raises(CaptureStateError, match=rf"^write: the buffer {refused}"):
+        other.write(node, b"\0" * 64)
+    answers: dict[str, BaseException | None] = {}
+
+    def wait_elsewhere() -> None:  # a host wait on another thread, which the recording allows
+        for name, call in (("read", lambda: other.read(node)),
+                           ("read_into", lambda: other.read_into(node, np.empty(1 << 14, np.float32)))):
+            try:
+                call()
+                answers[name] = None
+            except BaseException as error:  # noqa: BLE001 - reported below
+                answers[name] = error
+
+    thread = threading.Thread(target=wait_elsewhere)
+    thread.start()
+    thread.join()
+    for name in ("read", "read_into"):
+        assert isinstance(answers[name], CaptureStateError), answers[name]
+        assert str(answers[name]).startswith(f"{name}: the buffer was allocated inside another stream's")
+    s.fill(node, 0)  # its own stream, recording, may use it
+    with pytest.raises(CaptureRefusedError, match="memory node"):
+        s.end_capture()
+    other.sync()
+    s.sync()
+    assert not dev.lost
+    # Discarded with the window: not counted as in use while the Python object lives on.
+    assert not node.alive
+    after = stats_consistent(dev)
+    assert after["slices_in_use"] == before["slices_in_use"]
+    with pytest.raises(lifecore.ClosedError, match=r"^fill: the buffer was allocated inside a capture window that "
+                                                   r"was discarded"):
+        other.fill(node, 0)
+    node.free()  # taken once, as for any buffer: nothing is given back twice
+    with pytest.raises(lifecore.ClosedError, match=r"^free: the buffer was already freed"):
+        node.free()
+    del node
+    gc.collect()
+    assert stats_consistent(dev)["slices_in_use"] == before["slices_in_use"]
+    assert_a_fresh_capture_doubles_twice(s, x)
+
+
 @pytest.mark.parametrize("wait", ["read", "read_into", "sync", "timed sync"])
 def test_a_host_wait_on_the_recording_stream_is_refused_and_the_recording_seals(hardware_device, wait) -> None:
     """The driver refuses a host wait on a stream it captures and invalidates the capture (CUDA
@@ -741,7 +807,12 @@ def test_a_memory_node_buffer_dangles_after_the_window(hardware_device, close) -
         with pytest.raises(ClosedError, match="discarded"):
             call()
     s.sync()  # the stream was not poisoned
+    # Its slice went back with the window, while the Python object lives on; free() is still
+    # taken, once, and gives nothing back twice.
+    assert stats_consistent(hardware_device)["slices_in_use"] == 0
     orphan.free()
+    with pytest.raises(ClosedError, match="^free: the buffer was already freed"):
+        orphan.free()
     s.sync()
     assert stats_consistent(hardware_device)["slices_in_use"] == 0
 
@@ -758,3 +829,24 @@ def test_info_words_first_seen_in_a_discarded_recording_are_uploaded_again(hardw
     assert hardware_device.memory_stats()["info_entries"] == 0
     s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=words)
     np.testing.assert_array_equal(f32(s, y), 2.0 * np.arange(N, dtype=np.float32))
+
+
+def test_a_stream_dropped_while_recording_is_reached_through_its_buffers(device) -> None:
+    """Its buffers keep it, and its window, alive: every other stream of this thread is refused
+    while it records. The refusal says how to reach it, and Buffer.stream gives it back."""
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    s.graph_prepare()
+    s.begin_capture()
+    handle = s.handle
+    del s
+    gc.collect()
+    other = device.stream()
+    with pytest.raises(CaptureStateError, match=r"lives on in its buffers, whose \.stream gives it back"):
+        other.sync()
+    recording = x.stream
+    assert recording.handle == handle and recording.capture_state.is_recording()
+    recording.abort_capture()
+    other.sync()
+    assert stats_consistent(device)["windows_active"] == 0
+    assert_a_fresh_capture_doubles_twice(recording, x)

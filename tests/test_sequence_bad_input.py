@@ -80,10 +80,13 @@ def test_the_model_names_an_unknown_domain_as_the_core_does(domains):
 
     c = coordinator(domains=domains)
     m = model.ModelCoordinator(domains=domains, page_bytes=PAGE, tokens_per_page=16, max_active_sequences=4)
+    # A NUL in the name: the core's message once ended there, and the two texts differed.
     for call, core_call, model_call in (("admit", lambda: c.admit("r", 16, 16, domains=["nope"]),
                                          lambda: m.admit("r", 16, 16, domains=["nope"])),
                                         ("grow_domain", lambda: c.grow_domain("nope", PAGE),
-                                         lambda: m.grow_domain("nope", PAGE))):
+                                         lambda: m.grow_domain("nope", PAGE)),
+                                        ("admit", lambda: c.admit("r", 16, 16, domains=["a\0b"]),
+                                         lambda: m.admit("r", 16, 16, domains=["a\0b"]))):
         with pytest.raises(InvalidArgumentError) as core_error:
             core_call()
         with pytest.raises(ModelError) as model_error:
@@ -327,3 +330,32 @@ def test_errors_after_a_device_close_name_the_call_made():
         c.register_waiter(deferred)
     with pytest.raises(lifecore.ClosedError, match=r"^register_admission_waiter: "):
         session.register_admission_waiter(deferred)
+
+
+def test_a_message_quoting_a_name_with_a_nul_is_whole():
+    # Before: a core error became its Python exception through a C string, so a request id
+    # holding a NUL cut the message there ("admit: request id 'x").
+    c = coordinator()
+    held = c.admit("x\0y", 1, 16)
+    with pytest.raises(InvalidArgumentError) as caught:
+        c.admit("x\0y", 1, 16)
+    assert str(caught.value) == "admit: request id 'x\0y' is already live; complete or close its sequence first"
+    with pytest.raises(InvalidArgumentError) as caught:
+        lifecore.Device("mock\0x")
+    assert str(caught.value).startswith("Device: unknown backend 'mock\0x': expected 'auto'")
+    del held
+
+
+def test_should_retry_names_itself_once_nothing_holds_the_coordinator():
+    import gc
+
+    c = coordinator(domains={"kv": 2 * PAGE})
+    kept = c.admit("a", 32, 32)  # both pages
+    deferred = c.admit("b", 16, 16)
+    registration = c.register_waiter(deferred)
+    del c, kept
+    gc.collect()
+    with pytest.raises(ClosedError, match=r"^should_retry: the admission coordinator was closed"):
+        registration.should_retry()
+    with pytest.raises(ClosedError, match=r"^recheck: the admission coordinator was closed"):
+        registration.recheck()

@@ -539,6 +539,10 @@ def test_preemption_reports_every_candidate_it_does_not_pick_with_why():
     report = preempt_for(c, d, pool, limit=0)
     assert report.victims == [] and [a for a, _ in report.skipped] == [s.sequence_authority for s in pool]
     assert all("limit" in why for _, why in report.skipped)
+    import numpy as np
+
+    report = preempt_for(c, d, pool, limit=np.int64(0))  # a NumPy count, as every other count here
+    assert report.victims == [] and all("limit" in why for _, why in report.skipped)
     report = preempt_for(c, d, pool)
     b0, a0, b1, a1 = pool
     assert report.victims == [a0.sequence_authority] and report.satisfied

@@ -41,7 +41,8 @@ inline std::string bound_text(std::uint64_t value) {
 }
 
 // "Type: message" of a Python exception (the type alone when its text is empty or cannot be
-// read), for a lifecore error that quotes what user code raised.
+// read), for a lifecore error that quotes what user code raised. A lone surrogate, which
+// UTF-8 cannot encode, is kept as its backslash escape.
 inline std::string python_error_summary(const nb::python_error& e) {
   std::string summary = nb::type_name(e.type()).c_str();
   PyObject* text = PyObject_Str(e.value().ptr());
@@ -49,11 +50,15 @@ inline std::string python_error_summary(const nb::python_error& e) {
     PyErr_Clear();
     return summary;
   }
-  Py_ssize_t size = 0;
-  const char* data = PyUnicode_AsUTF8AndSize(text, &size);
-  if (data && size > 0) summary += ": " + std::string(data, static_cast<std::size_t>(size));
-  if (!data) PyErr_Clear();
+  PyObject* encoded = PyUnicode_Check(text) ? PyUnicode_AsEncodedString(text, "utf-8", "backslashreplace") : nullptr;
   Py_DECREF(text);
+  if (!encoded) {
+    PyErr_Clear();
+    return summary;
+  }
+  const Py_ssize_t size = PyBytes_GET_SIZE(encoded);
+  if (size > 0) summary += ": " + std::string(PyBytes_AS_STRING(encoded), static_cast<std::size_t>(size));
+  Py_DECREF(encoded);
   return summary;
 }
 

@@ -8,25 +8,17 @@
 #include <vector>
 
 #include "dlpack_abi.hpp"
+#include "element_types.hpp"
 #include "lifecore/runtime/buffer.hpp"
 
 namespace lifecore::bindings {
 
 constexpr std::uint64_t dlpack_flag_is_copied = 1u << 1;
 
-// An element type: DLPack's code and bits, and the array-interface type string ("" when it
-// has none, as bfloat16).
-struct ElementType {
-  const char* name;
-  std::uint8_t code;  // kDLInt 0, kDLUInt 1, kDLFloat 2, kDLBfloat 4, kDLBool 6
-  std::uint8_t bits;
-  const char* typestr;
-};
-
 // A typed, shaped, zero-copy view of a whole buffer; it takes its lease at export.
 struct BufferView {
   std::shared_ptr<runtime::Buffer> buffer;
-  const ElementType* type = nullptr;
+  const TensorElementType* type = nullptr;
   std::vector<std::int64_t> shape;
 };
 

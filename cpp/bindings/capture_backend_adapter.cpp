@@ -201,7 +201,7 @@ void raise_held_interrupt() {
 }
 
 void raise_keeping_cause(const Error& error, const PythonCause& cause) {
-  if (!cause.exception || cause.text.empty() || std::string_view(error.what()).find(cause.text) == std::string_view::npos)
+  if (!cause.exception || cause.text.empty() || error.message().find(cause.text) == std::string::npos)
     throw;  // not caused by the recorded exception: the usual translation
   nb::object instance = python_exception(error);
   PyException_SetCause(instance.ptr(), cause.exception.inc_ref().ptr());  // steals the reference

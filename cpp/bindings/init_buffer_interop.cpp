@@ -34,15 +34,8 @@ using runtime::Stream;
 
 constexpr DLPackVersion dlpack_version{1, 0};
 
-constexpr ElementType element_types[] = {
-    {"uint8", 1, 8, "|u1"},     {"int8", 0, 8, "|i1"},       {"uint16", 1, 16, "<u2"}, {"int16", 0, 16, "<i2"},
-    {"uint32", 1, 32, "<u4"},   {"int32", 0, 32, "<i4"},     {"uint64", 1, 64, "<u8"}, {"int64", 0, 64, "<i8"},
-    {"float16", 2, 16, "<f2"},  {"float32", 2, 32, "<f4"},   {"float64", 2, 64, "<f8"}, {"bfloat16", 4, 16, ""},
-    {"bool", 6, 8, "|b1"},
-};
-
 // "float32", numpy.float32, numpy.dtype("float32") and torch.float32 all name float32.
-const ElementType& element_type(nb::handle dtype) {
+const TensorElementType& element_type(nb::handle dtype) {
   std::string name;
   if (nb::isinstance<nb::str>(dtype)) {
     name = nb::cast<std::string>(dtype);
@@ -61,10 +54,9 @@ const ElementType& element_type(nb::handle dtype) {
   }
   if (name.rfind("torch.", 0) == 0) name = name.substr(6);
   if (name == "bool_") name = "bool";
-  for (const ElementType& type : element_types)
-    if (name == type.name) return type;
+  if (const TensorElementType* type = find_element_type(name)) return *type;
   std::string known;
-  for (const ElementType& type : element_types) known += std::string(known.empty() ? "" : ", ") + type.name;
+  for (const TensorElementType& type : element_types) known += std::string(known.empty() ? "" : ", ") + type.name();
   raise(ErrorKind::InvalidArgument, "view: unsupported dtype " + name + " (supported: " + known + ")");
 }
 
@@ -73,7 +65,7 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
   const std::size_t item = view.type->bits / 8;
   if (buffer->nbytes() % item != 0)
     raise(ErrorKind::InvalidArgument, "view: " + std::to_string(buffer->nbytes()) + " bytes are not a whole number of " +
-                                          view.type->name + " elements");
+                                          view.type->name() + " elements");
   if (shape.is_none()) {
     view.shape.push_back(static_cast<std::int64_t>(buffer->nbytes() / item));
     return view;
@@ -262,7 +254,7 @@ nb::dict cuda_array_interface(const BufferView& view) {
                                " backend's memory is not offered through the CUDA array interface")
                                   .c_str());
   if (view.type->typestr[0] == '\0')
-    throw nb::attribute_error((std::string("__cuda_array_interface__: ") + view.type->name + " has no type string").c_str());
+    throw nb::attribute_error((std::string("__cuda_array_interface__: ") + view.type->name() + " has no type string").c_str());
   // DLPack's rule (Stream::lend), without its wait: the consumer orders on the stream given.
   buffer.stream()->check_lendable(buffer, "__cuda_array_interface__");
   nb::list shape;
@@ -322,7 +314,7 @@ nb::tuple shape_tuple(const BufferView& view) {
 }
 
 BufferView bytes_view(std::shared_ptr<Buffer> buffer) {
-  return BufferView{std::move(buffer), &element_types[0], {}};
+  return BufferView{std::move(buffer), &byte_type, {}};
 }
 BufferView whole(std::shared_ptr<Buffer> buffer) {
   BufferView view = bytes_view(buffer);
@@ -342,7 +334,7 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
                          "A typed, shaped, zero-copy view of a whole Buffer (Buffer.view), for DLPack consumers\n"
                          "and the CUDA array interface. It keeps its buffer alive.")
       .def_prop_ro("buffer", [](const BufferView& v) { return v.buffer; }, "The Buffer viewed (kept alive by the view)")
-      .def_prop_ro("dtype", [](const BufferView& v) { return std::string(v.type->name); },
+      .def_prop_ro("dtype", [](const BufferView& v) { return std::string(v.type->name()); },
                    "The element type's name: 'uint8', 'float32', 'bfloat16', 'bool', ...")
       .def_prop_ro("shape", &shape_tuple, nb::for_getter(nb::sig("def shape(self, /) -> tuple[int, ...]")),
                    "The view's extents, as a tuple of ints")
@@ -357,7 +349,7 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
       .def("__repr__", [](const BufferView& v) {
         std::string shape;
         for (std::int64_t n : v.shape) shape += (shape.empty() ? "" : ", ") + std::to_string(n);
-        return "BufferView(dtype=" + std::string(v.type->name) + ", shape=(" + shape + (v.shape.size() == 1 ? ",))" : "))");
+        return "BufferView(dtype=" + std::string(v.type->name()) + ", shape=(" + shape + (v.shape.size() == 1 ? ",))" : "))");
       });
 
   buffer_class

@@ -122,6 +122,7 @@ void init_capture_interventions(nb::module_& m) {
            "admission.")
       .def_prop_ro("request", &AdmittedInterventionPlan::request, nb::rv_policy::copy,
            "The session's CaptureRequest it was admitted for (a copy).")
+      .def("__repr__", [](const AdmittedInterventionPlan& a) { return "AdmittedInterventionPlan(" + a.identity() + ")"; })
       .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); },
            nb::sig("def __reduce__(self) -> typing.NoReturn"))
       .def("__reduce_ex__", [](nb::handle, int) { raise(ErrorKind::TypeMismatch, "deserialization cannot forge admission"); },

@@ -14,6 +14,7 @@
 #include "capture/capture_geometry.hpp"
 #include "capture_bindings.hpp"
 #include "dlpack_guard.hpp"
+#include "element_types.hpp"
 #include "lifecore/capture/types.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
@@ -68,12 +69,14 @@ struct PythonArrayStorage final : PayloadStorage {
 };
 
 // Whether `array` keeps alive more memory than its own `bytes`: a NumPy view of a larger array
-// (or of memory NumPy does not own, whose size it cannot tell), or a torch tensor on a larger
-// storage. The charge is the array's own bytes, so such an array is kept as a copy.
+// or bytes object (or of other memory NumPy does not own, whose size it cannot tell), or a
+// torch tensor on a larger storage. The charge is the array's own bytes, so such an array is
+// kept as a copy.
 bool holds_more_than(nb::handle array, std::uint64_t bytes) {
   if (is_numpy_array(array)) {
     nb::object root = nb::borrow(array);
     for (nb::object base = root.attr("base"); !base.is_none(); base = root.attr("base")) {
+      if (PyBytes_CheckExact(base.ptr())) return static_cast<std::uint64_t>(PyBytes_GET_SIZE(base.ptr())) > bytes;
       if (!is_numpy_array(base)) return true;
       root = base;
     }
@@ -83,51 +86,51 @@ bool holds_more_than(nb::handle array, std::uint64_t bytes) {
   return false;  // another kind of array: kept as given
 }
 
-// A copy of `array` in its own memory, of the same kind (read-only if a NumPy array was).
+// A copy of `array` in its own memory, of the same kind. A read-only NumPy array's copy lies
+// over immutable bytes, which NumPy refuses to make writeable again (an array owning its
+// memory would let anyone turn writing back on).
 nb::object own_copy(nb::handle array) {
   if (!is_numpy_array(array)) return array.attr("clone")();  // a torch tensor: dense, so the layout is kept
-  nb::object copy = array.attr("copy")();
-  if (!nb::cast<bool>(array.attr("flags").attr("writeable"))) copy.attr("flags").attr("writeable") = false;
-  return copy;
+  if (nb::cast<bool>(array.attr("flags").attr("writeable"))) return array.attr("copy")();
+  nb::object frombuffer = nb::module_::import_("numpy").attr("frombuffer");
+  return frombuffer(array.attr("tobytes")(), array.attr("dtype")).attr("reshape")(array.attr("shape"));
 }
 
 std::optional<ElementType> element_type(nb::dlpack::dtype dtype) {
-  using code = nb::dlpack::dtype_code;
-  if (dtype.lanes != 1) return std::nullopt;
-  switch (static_cast<code>(dtype.code)) {
-    case code::Float:
-      if (dtype.bits == 16) return ElementType::float16;
-      if (dtype.bits == 32) return ElementType::float32;
-      if (dtype.bits == 64) return ElementType::float64;
-      return std::nullopt;
-    case code::Bfloat: return dtype.bits == 16 ? std::optional(ElementType::bfloat16) : std::nullopt;
-    case code::Int:
-      if (dtype.bits == 8) return ElementType::int8;
-      if (dtype.bits == 16) return ElementType::int16;
-      if (dtype.bits == 32) return ElementType::int32;
-      if (dtype.bits == 64) return ElementType::int64;
-      return std::nullopt;
-    case code::UInt:
-      if (dtype.bits == 8) return ElementType::uint8;
-      if (dtype.bits == 16) return ElementType::uint16;
-      if (dtype.bits == 32) return ElementType::uint32;
-      if (dtype.bits == 64) return ElementType::uint64;
-      return std::nullopt;
-    case code::Bool: return dtype.bits == 8 ? std::optional(ElementType::boolean) : std::nullopt;
-    default: return std::nullopt;
-  }
+  const TensorElementType* type = find_element_type(DLDataType{dtype.code, dtype.bits, dtype.lanes});
+  return type ? std::optional(type->core) : std::nullopt;
 }
 
 CapturePayload payload_from_array(nb::handle given) {
   const char* call = "CapturePayload.from_array";
   HostView view;
-  if (!nb::try_cast(checked_for_caster(given, argument_label(call, "array")), view, /*convert=*/false))
+  const auto unkept_type = [&](const std::string& name) {
+    std::string kept;
+    for (const TensorElementType& type : element_types) kept += std::string(kept.empty() ? "" : ", ") + type.name();
+    raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " holds " + name +
+                                          " elements, which a payload cannot keep (it keeps " + kept + ")");
+  };
+  if (!nb::try_cast(checked_for_caster(given, argument_label(call, "array")), view, /*convert=*/false)) {
+    // A contiguous NumPy array of a type DLPack cannot describe (longdouble, object, strings,
+    // datetimes) is refused for its type, not as if it were no array.
+    if (is_numpy_array(given) && nb::cast<bool>(given.attr("flags").attr("c_contiguous"))) {
+      const nb::object dtype = given.attr("dtype");
+      if (!nb::cast<bool>(dtype.attr("isnative")))
+        raise(ErrorKind::InvalidArgument,
+              argument_label(call, "array") + " holds " + nb::cast<std::string>(nb::str(nb::handle(dtype))) +
+                  " elements, in the byte order this machine does not use; pass them in its own (astype with the "
+                  "native dtype)");
+      unkept_type(nb::cast<std::string>(nb::str(nb::handle(dtype))));
+    }
     raise(ErrorKind::TypeMismatch, argument_label(call, "array") +
                                        " must be a contiguous host array (NumPy, or anything with __dlpack__), got " +
                                        type_name_of(given));
+  }
   auto type = element_type(view.dtype());
-  if (!type)
-    raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " has an element type a payload cannot keep");
+  if (!type) {
+    const nb::dlpack::dtype dtype = view.dtype();
+    unkept_type(dl_dtype_name(DLDataType{dtype.code, dtype.bits, dtype.lanes}));
+  }
   CapturePayload p;
   p.kind = PayloadKind::tensor;
   std::optional<std::uint64_t> size = 1;
@@ -213,8 +216,9 @@ void init_capture_payloads(nb::module_& m) {
       .def_static("from_array", &payload_from_array, nb::arg("array").none(),
                   nb::sig("def from_array(array: typing.Any) -> CapturePayload"),
                   "A tensor payload keeping `array` (a contiguous host NumPy array or torch tensor) in its own dtype "
-                  "and shape; charged at its real bytes. A view of a larger buffer is kept as a copy of its own bytes. "
-                  "A tensor resized in place is read where its values are when read; once its shape or dtype "
+                  "and shape; charged at its real bytes. It is kept, not copied: a later write to `array` shows in "
+                  "the payload (pass a copy to keep its values as they are now, as the backends do). A view of a "
+                  "larger buffer is kept as a copy of its own bytes. A tensor resized in place is read where its values are when read; once its shape or dtype "
                   "changed, reading its values (to_json) raises CaptureSessionError.")
       .def_static("tensor",
                   [](nb::handle shape, nb::handle values) {

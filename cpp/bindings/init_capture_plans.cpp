@@ -248,7 +248,7 @@ void bind_points(nb::module_& m) {
       .def_ro("routing", &ObservationPoint::routing,
            "The RoutingPolicy of a routing selector observed here, else None (routing operations need one).")
       .def_ro("itemsize", &ObservationPoint::itemsize, "Bytes per element, 0 when unknown.")
-      .def("__repr__", [](const ObservationPoint& p) { return "ObservationPoint('" + p.path + "')"; });
+      .def("__repr__", [](const ObservationPoint& p) { return "ObservationPoint(" + reprs::quoted(p.path) + ")"; });
 }
 
 void bind_discovery(nb::module_& m) {

@@ -119,7 +119,7 @@ void bind_records(nb::module_& m) {
            "The CaptureUsage charged for it: its metadata envelope plus any value cost (a copy).")
       .def("to_json", &CaptureSession::record_json, "The record as JSON; never longer than charged.encoded_bytes.")
       .def("__repr__", [](const CaptureRecord& r) {
-        return "CaptureRecord('" + r.selection_id + "', " + to_string(r.outcome.kind) + ")";
+        return "CaptureRecord(" + reprs::quoted(r.selection_id) + ", " + to_string(r.outcome.kind) + ")";
       });
 
   nb::class_<InterventionRecord>(m, "InterventionRecord",
@@ -137,7 +137,7 @@ void bind_records(nb::module_& m) {
       .def("to_json", &CaptureSession::intervention_record_json,
            "The record as JSON (a str); never longer than charged.encoded_bytes.")
       .def("__repr__", [](const InterventionRecord& r) {
-        return "InterventionRecord('" + r.operation_id + "', " + to_string(r.outcome) + ")";
+        return "InterventionRecord(" + reprs::quoted(r.operation_id) + ", " + to_string(r.outcome) + ")";
       });
 
   nb::class_<CapturedStep>(m, "CapturedStep", "One drained step: records, intervention outcomes and usage.")

@@ -228,6 +228,7 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
       arg.kind = memory.ref.buffer ? LaunchArg::Kind::buffer : LaunchArg::Kind::foreign;
       arg.buffer = memory.ref.buffer;
       arg.foreign = memory.ref.foreign;
+      arg.view_type = memory.view_type;
     } else {
       arg.kind = LaunchArg::Kind::other;
       names.push_back(type_name_of(item));
@@ -456,11 +457,19 @@ void bind_buffer_graph_profile(nb::module_& m) {
   using namespace nb::literals;
   nb::class_<Buffer>(m, "Buffer", "A slice of device memory allocated by Stream.alloc.", nb::is_weak_referenceable())
       .def_prop_ro("nbytes", &Buffer::nbytes, "Its size in bytes")
-      .def_prop_ro("ptr", [](const Buffer& b) { return b.ptr(); }, "The device address (ClosedError once freed)")
+      .def_prop_ro("ptr", [](const Buffer& b) { return b.ptr(); },
+                   "The device address (ClosedError once freed). One allocated inside a driver capture (a memory "
+                   "node) has memory only while that graph runs: lifecore refuses the buffer on other streams, but "
+                   "cannot check an address handed to another library by hand")
       .def_prop_ro("device", &Buffer::device, "The Device whose pool the buffer was allocated from")
+      .def_prop_ro("stream", &Buffer::stream,
+                   "The Stream that allocated it (a buffer keeps it alive: a Stream dropped while it recorded is "
+                   "reached here to end or abort that capture)")
       .def_prop_ro("alive", &Buffer::alive, "False once freed or once its device closed")
       .def("free", &Buffer::free,
-           "Returns the slice to the pool once the stream's queued work is done (ClosedError if freed).")
+           "Returns the slice to the pool once the stream's queued work is done. Taken once per buffer, "
+           "also after its device closed or its capture window was discarded (which gave its memory back "
+           "already); ClosedError when free() was already taken, LifecoreError while views of it live.")
       .def("__repr__", [](const Buffer& b) {
         return "Buffer(nbytes=" + std::to_string(b.nbytes()) + (b.alive() ? "" : ", freed") + ")";
       });
@@ -570,8 +579,8 @@ void bind_stream(nb::module_& m) {
            "A read-only tensor is refused except at a 'const ptr' (a parameter the kernel only reads: see\n"
            "Kernel.read_only); a kernel may write through any other pointer. A built-in kernel's pointers\n"
            "must hold its min(n, grid.x * block.x) float32 elements: a smaller Buffer or tensor, or a tensor\n"
-           "of another element type (a float64 array would be read as float32), is InvalidArgumentError\n"
-           "before anything is issued; a Buffer is bytes and names no type. A CUDA-array-interface\n"
+           "or BufferView of another element type (a float64 array would be read as float32), is\n"
+           "InvalidArgumentError before anything is issued; a Buffer is bytes and names no type. A CUDA-array-interface\n"
            "tensor's device is checked with the driver (skipped where the driver cannot tell), and the work\n"
            "waits on the device for its stream, unless that is this stream or this stream is recording.")
       .def("sync", &sync_stream, "timeout"_a.none() = nb::none(),

@@ -12,7 +12,7 @@
 #include "arguments.hpp"
 #include "buffer_view.hpp"
 #include "dlpack_guard.hpp"
-#include "element_type_names.hpp"
+#include "element_types.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
@@ -375,6 +375,7 @@ bool memory_argument(nb::handle h, runtime::Stream& stream, const char* call, co
   }
   if (BufferView* view = nullptr; nb::try_cast<BufferView*>(h, view) && view != nullptr) {
     out->ref.buffer = view->buffer.get();
+    out->view_type = view->type->name();
     return true;
   }
   const std::string label = std::string(call) + ": argument '" + name + "'";

@@ -572,7 +572,7 @@ void bind_terminal_facts(nb::module_& m) {
 void bind_waiters(nb::module_& m) {
   nb::class_<CapacityWaitRegistration>(m, "CapacityWaitRegistration",
                                        "A subscription to the exact sources of a deferral.")
-      .def("should_retry", &CapacityWaitRegistration::should_retry,
+      .def("should_retry", [](const CapacityWaitRegistration& r) { return r.should_retry(); },
            "True once a source's epoch moved since the decision or since registration: admission (or the "
            "extension) is worth retrying. CapacityError if an epoch went backwards.")
       .def("recheck", [](const CapacityWaitRegistration& r) {
@@ -645,6 +645,7 @@ void bind_frames_and_flights(nb::module_& m) {
   nb::class_<FrameHold>(m, "FrameHold", "A frame of one step; holds the exact backing snapshot it captured.")
       .def_prop_ro("frame_id", &FrameHold::frame_id, "The frame's id within its session (from 1).")
       .def_prop_ro("snapshot", [](const FrameHold& f) { return mutable_snapshot(f.snapshot()); },
+                   nb::for_getter(nb::sig("def snapshot(self, /) -> BackingSnapshot | None")),
                    "The BackingSnapshot captured at acquisition; None once finalized.")
       .def_prop_ro("finalized", &FrameHold::finalized, "True once committed, aborted, rolled back or closed.")
       .def("commit", &FrameHold::commit,

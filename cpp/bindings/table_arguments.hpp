@@ -25,7 +25,7 @@
 #include "buffer_view.hpp"
 #include "dlpack_abi.hpp"
 #include "dlpack_guard.hpp"
-#include "element_type_names.hpp"
+#include "element_types.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "bindings.hpp"
 #include "lifecore/runtime/foreign_memory.hpp"
@@ -18,6 +19,7 @@ namespace lifecore::bindings {
 struct MemoryArgument {
   runtime::MemoryRef ref;
   runtime::ForeignRange foreign;
+  std::string_view view_type;  // a BufferView's element type (a static name); empty otherwise
   MemoryArgument() = default;
   MemoryArgument(const MemoryArgument&) = delete;
   MemoryArgument& operator=(const MemoryArgument&) = delete;

@@ -142,7 +142,7 @@ void a_range_inside_a_lease_is_its_buffer() {
   std::memcpy(words, bytes.data(), sizeof words);
   CHECK(words[3] == 0 && words[4] == seven && words[7] == seven);
   CHECK(calls(*device, Operation::map_host) == 0);
-  ResolvedMemory resolved = resolve_memory(*device, MemoryRef{nullptr, &range}, "fill", "buf", true);
+  ResolvedMemory resolved = resolve_memory(*stream, MemoryRef{nullptr, &range}, "fill", "buf", true);
   CHECK(resolved.pooled && resolved.slice == buffer->slice() && resolved.ptr == buffer->ptr() + 16);
   std::size_t offset = 0;
   CHECK(device->leases().find(range.address, 4 * n - 16, &offset) == buffer && offset == 16);

@@ -35,6 +35,39 @@ void eager_reuse_by_bucket() {
   check_pool_invariant(mm);
 }
 
+// Power-of-two buckets up to 1 MiB; up to 1 GiB a quarter of the power of two; above, a
+// multiple of 2 MiB, so a request near the device's size is not rounded past it (5 GiB was an
+// 8 GiB bucket, and with it the whole device).
+void large_requests_are_not_doubled() {
+  constexpr std::size_t mib = std::size_t{1} << 20, gib = std::size_t{1} << 30;
+  CHECK(MemoryManager::bucket_size(1) == 512 && MemoryManager::bucket_size(512) == 512);
+  CHECK(MemoryManager::bucket_size(513) == 1024);
+  CHECK(MemoryManager::bucket_size(mib) == mib);
+  CHECK(MemoryManager::bucket_size(mib + 1) == mib + mib / 4);
+  CHECK(MemoryManager::bucket_size(2 * mib) == 2 * mib);
+  CHECK(MemoryManager::bucket_size(2 * mib + 1) == 2 * mib + mib / 2);
+  CHECK(MemoryManager::bucket_size(5 * mib) == 5 * mib);
+  CHECK(MemoryManager::bucket_size(5 * mib + 1) == 6 * mib);
+  CHECK(MemoryManager::bucket_size(7 * mib + 1) == 8 * mib);
+  CHECK(MemoryManager::bucket_size(gib) == gib);
+  CHECK(MemoryManager::bucket_size(gib - 1) == gib);
+  CHECK(MemoryManager::bucket_size(3 * gib / 4 + 1) == 7 * gib / 8);
+  CHECK(MemoryManager::bucket_size(gib + 1) == gib + 2 * mib);
+  CHECK(MemoryManager::bucket_size(6 * gib) == 6 * gib);
+  CHECK(MemoryManager::bucket_size(5 * gib + 1) == 5 * gib + 2 * mib);
+  constexpr std::size_t top = SIZE_MAX / (2 * mib) * (2 * mib);  // the largest multiple: kept
+  CHECK(MemoryManager::bucket_size(top) == top);
+  CHECK(error_of([&] { (void)MemoryManager::bucket_size(top + 1); }) == lifecore::ErrorKind::Overflow);
+  FakeMemoryDevice dev;
+  MemoryManager mm(dev.free());
+  auto a = mm.reserve(5 * mib + 1, 0, dev.allocate());
+  CHECK(a.allocated && a.capacity == 6 * mib && mm.stats().pool_bytes == 6 * mib);
+  mm.unbind(a.id);
+  auto b = mm.reserve(6 * mib - 100, 0, dev.allocate());  // the same bucket: reused
+  CHECK(!b.allocated && b.id == a.id);
+  check_pool_invariant(mm);
+}
+
 void priming_leaves_the_working_set_not_the_peak() {
   FakeMemoryDevice dev;
   MemoryManager mm(dev.free());
@@ -360,6 +393,7 @@ int main() {
   primed_slices_are_kept_for_their_own_window();
   concurrent_windows_never_share_a_retained_slice();
   eager_reuse_by_bucket();
+  large_requests_are_not_doubled();
   priming_leaves_the_working_set_not_the_peak();
   capture_end_releases_primed_slices_when_priming_never_ended();
   capture_pins_a_reused_persistent_slice_and_not_untouched_ones();

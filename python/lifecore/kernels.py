@@ -2,8 +2,8 @@
 
 Each is a :class:`lifecore.Kernel` (``.name``, ``.params``, ``.param_names``, ``.read_only``,
 ``.signature``) to pass to :meth:`lifecore.Stream.launch`. Every pointer the caller passes holds
-float32 elements: a tensor of another element type is refused, and a ``Buffer`` is taken as
-float32 bytes. A ``const ptr`` is only read, so a read-only tensor may be passed there:
+float32 elements: a tensor or a ``BufferView`` of another element type is refused, and a
+``Buffer`` is taken as float32 bytes. A ``const ptr`` is only read, so a read-only tensor may be passed there:
 
 - ``axpy_f32(n: u32, a: f32, x: const ptr, y: ptr)``: ``y = a*x + y``
 - ``scale_f32(n: u32, a: f32, x: const ptr, out: ptr)``: ``out = a*x``

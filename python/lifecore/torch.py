@@ -1313,7 +1313,8 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
         records["blocks.0.mlp"].summary   # Summary(count=..., min=..., max=..., mean=..., std=...)
 
     ``paths`` are module paths or ``fnmatch`` globs over ``model.named_modules()`` (``*``
-    crosses dots: ``"blocks.*"`` also matches ``"blocks.0.mlp.fc"``); a glob keeps the modules
+    crosses dots: ``"blocks.*"`` also matches ``"blocks.0.mlp.fc"``; the root, named ``""``
+    there, is not a point: its output is the forward's own result); a glob keeps the modules
     that return a tensor. A module the forward calls more than once is captured at every call,
     its records keyed ``"<path>#<k>"`` for the k-th (see :func:`discover`); ``"<path>#<k>"``
     as a pattern captures that one call, and a forward calling it more or fewer times than the

@@ -81,13 +81,16 @@ using ErrorAttribute = std::pair<std::string, std::variant<std::int64_t, std::st
 class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message, std::vector<ErrorAttribute> attributes = {})
-      : std::runtime_error(message), kind_(kind), attributes_(std::move(attributes)) {}
+      : std::runtime_error(message), kind_(kind), message_(message), attributes_(std::move(attributes)) {}
 
   ErrorKind kind() const noexcept { return kind_; }
+  // The whole message: what() ends at the first NUL, which a quoted name may hold.
+  const std::string& message() const noexcept { return message_; }
   const std::vector<ErrorAttribute>& attributes() const noexcept { return attributes_; }
 
  private:
   ErrorKind kind_;
+  std::string message_;
   std::vector<ErrorAttribute> attributes_;
 };
 

@@ -131,7 +131,9 @@ void check_transform(const CaptureSelection& sel, const ObservationPoint& point,
       if (t.count == 0) refuse("top candidates of '" + sel.id + "' need count > 0");
       if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::known &&
           t.count > point.axes.back().dim.size)
-        refuse("top candidates of '" + sel.id + "' exceed the vocabulary");
+        refuse("top candidates of '" + sel.id + "' exceed the vocabulary: " + std::to_string(t.count) +
+               " asked, but the last axis '" + point.axes.back().name + "' holds " +
+               std::to_string(point.axes.back().dim.size));
       break;
     }
     default: break;
@@ -426,7 +428,9 @@ AdmittedInterventionPlan admit_interventions(const InterventionPlan& plan, const
       if (op.ids.empty()) refuse("'" + op.id + "' masks no token");
       if (!point.axes.empty() && point.axes.back().dim.kind == DimKind::known)
         for (auto id : op.ids)
-          if (id >= point.axes.back().dim.size) refuse("token id out of range in '" + op.id + "'");
+          if (id >= point.axes.back().dim.size)
+            refuse("token id out of range in '" + op.id + "': " + std::to_string(id) + ", but the last axis '" +
+                   point.axes.back().name + "' holds " + std::to_string(point.axes.back().dim.size) + " ids");
     } else {
       if (!point.routing) refuse("'" + op.id + "' targets " + op.target + ", which has no routing policy");
       if (op.evidence == EvidenceKind::summary) refuse("routing operation '" + op.id + "' cannot take summary evidence");

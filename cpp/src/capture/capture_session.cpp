@@ -41,7 +41,7 @@ const AdmittedCapturePlan& readmitted(const AdmittedCapturePlan& plan, const Cap
   try {
     identity = admit(plan.plan(), discovery, plan.request()).identity();
   } catch (const Error& error) {
-    raise(ErrorKind::Admission, std::string("capture admission does not match this session's catalog: ") + error.what());
+    raise(ErrorKind::Admission, std::string("capture admission does not match this session's catalog: ") + error.message());
   }
   if (identity != plan.identity()) raise(ErrorKind::Admission, "capture admission does not match this session's catalog");
   return plan;
@@ -236,7 +236,11 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
       request.count = selection.transform.count;
       if (request.kind == TransformKind::top_candidates &&
           (request.source_shape.empty() || request.count > request.source_shape.back()))
-        return fail(FailReason::invalid, ErrorKind::InvalidArgument, "top candidates exceed the vocabulary at " + point.path);
+        return fail(FailReason::invalid, ErrorKind::InvalidArgument,
+                    "top candidates exceed the vocabulary at " + point.path + ": " + std::to_string(request.count) +
+                        " asked, but the last axis holds " +
+                        (request.source_shape.empty() ? std::string("none (a scalar)")
+                                                      : std::to_string(request.source_shape.back())));
       // Top candidates are of the last row: logits with no rows have none (refused before any charge).
       if (request.kind == TransformKind::top_candidates && element_count(request.selected_shape) == 0)
         return fail(FailReason::invalid, ErrorKind::InvalidArgument,
@@ -320,7 +324,7 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
   } catch (const BackendFailure& failure) {
     fail(FailReason::native, ErrorKind::CaptureSession, "native capture failed: " + failure.message);
   } catch (const Error& error) {
-    fail(FailReason::invalid, error.kind(), error.what());
+    fail(FailReason::invalid, error.kind(), error.message());
   }
 }
 
@@ -404,7 +408,7 @@ CaptureCheckpoint CaptureSession::checkpoint(const CaptureDiscovery& discovery) 
   try {
     identity = admit(plan_.plan(), discovery, plan_.request(), inherited_, admitted_from_).identity();
   } catch (const Error& error) {
-    raise(ErrorKind::CaptureSession, std::string("checkpoint source/admission mismatch: ") + error.what());
+    raise(ErrorKind::CaptureSession, std::string("checkpoint source/admission mismatch: ") + error.message());
   }
   if (identity != plan_.identity()) raise(ErrorKind::CaptureSession, "checkpoint source/admission mismatch");
   CaptureCheckpoint cp;

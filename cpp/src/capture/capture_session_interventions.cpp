@@ -1,4 +1,5 @@
 // Interventions and MoE routing control of a CaptureSession. Both share the capture ledger.
+#include <algorithm>
 #include <set>
 
 #include "capture/capture_geometry.hpp"
@@ -127,10 +128,13 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         continue;
       }
       if (op.action == InterventionAction::mask_logits) {
-        bool in_range = !request.source_shape.empty();
-        for (auto id : op.ids) in_range = in_range && id < request.source_shape.back();
-        if (!in_range) {
-          fail_operation(record, "token id out of range in '" + op.id + "'");
+        const std::uint64_t vocabulary = request.source_shape.empty() ? 0 : request.source_shape.back();
+        const auto past = std::find_if(op.ids.begin(), op.ids.end(), [&](auto id) { return id >= vocabulary; });
+        if (past != op.ids.end()) {
+          fail_operation(record, "token id out of range in '" + op.id + "': " + std::to_string(*past) + ", but the " +
+                                     (request.source_shape.empty() ? std::string("logits are a scalar, with no ids")
+                                                                   : "logits' last axis holds " +
+                                                                         std::to_string(vocabulary) + " ids"));
           continue;
         }
       }
@@ -227,7 +231,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
     } catch (const TensorRefused& refused) {  // no tensor of the backend's, before or after
       fail_operation(record, "native intervention failed: " + refused.message);
     } catch (const Error& error) {
-      fail_operation(record, error.what());
+      fail_operation(record, error.message());
     }
   }
   capture_time_ += std::chrono::steady_clock::now() - started;

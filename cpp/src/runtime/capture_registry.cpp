@@ -142,7 +142,8 @@ void refuse(const char* op, std::string_view does, const LiveRecording& recordin
     message += "on this thread (capture_mode '" + mode + "'), and this call " + std::string(does) +
                ", which the driver forbids on a thread while its capture records (that capture would be "
                "invalidated). Nothing was changed: end or abort that capture first (outside relaxed mode a thread "
-               "records on one stream at a time), or use capture_mode='relaxed'";
+               "records on one stream at a time; a Stream dropped while recording lives on in its buffers, whose "
+               ".stream gives it back), or use capture_mode='relaxed'";
   } else {
     message += "in capture_mode 'global' on thread " + recording.thread + ", and this call " + std::string(does) +
                ", which the driver forbids on every thread while a global capture records (that capture would be "

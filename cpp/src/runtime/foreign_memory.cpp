@@ -7,6 +7,7 @@
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/buffer_lease.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "lifecore/runtime/stream.hpp"
 #include "runtime/hex_text.hpp"
 
 namespace lifecore::runtime {
@@ -97,11 +98,12 @@ void check_foreign_device(Device& device, int type, int id, const std::string& l
               (host_memory ? " (its memory is host memory)" : ""));
 }
 
-ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* op, const std::string& argument,
+ResolvedMemory resolve_memory(const Stream& on, const MemoryRef& ref, const char* op, const std::string& argument,
                               bool written) {
+  Device& device = *on.device();
   ResolvedMemory out;
   if (ref.buffer != nullptr) {
-    out.ptr = ref.buffer->use(device, op);
+    out.ptr = ref.buffer->use(on, op, argument);
     out.nbytes = ref.buffer->nbytes();
     out.pooled = true;
     out.slice = ref.buffer->slice();
@@ -120,7 +122,7 @@ ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* 
   // A view of one of this device's buffers is that buffer.
   std::size_t offset = 0;
   if (std::shared_ptr<Buffer> buffer = device.leases().find(range.address, range.nbytes, &offset)) {
-    out.ptr = buffer->use(device, op) + offset;
+    out.ptr = buffer->use(on, op, argument) + offset;
     out.nbytes = range.nbytes;
     out.pooled = true;
     out.slice = buffer->slice();

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
@@ -12,6 +13,13 @@
 namespace lifecore::runtime {
 
 namespace {
+
+// The element type an argument names: a tensor's, or a typed view's; empty for a Buffer (bytes).
+std::string_view named_element_type(const LaunchArg& arg) {
+  if (arg.kind == LaunchArg::Kind::foreign) return arg.foreign->element_type;
+  if (arg.kind == LaunchArg::Kind::buffer) return arg.view_type;
+  return {};
+}
 
 // n as the kernel will read it, when the caller gave a valid one.
 std::optional<std::uint64_t> element_count(const Kernel& kernel, const LaunchArg* args, std::size_t count,
@@ -37,15 +45,15 @@ void check_builtin_extents(const Kernel& kernel, driver::Dim3 grid, driver::Dim3
     raise(ErrorKind::InvalidArgument, "launch: " + kernel.signature() + ": info holds " + std::to_string(info->size()) +
                                           " word(s), but the kernel reads " + std::to_string(kernel.info_words()) +
                                           " (" + std::string(kernel.summary()) + ") (nothing was issued)");
-  // A tensor names its element type: one of another type would be read as the kernel's own
-  // (float64 read as float32 gives numbers, wrong ones). A Buffer is bytes and names none.
+  // A tensor or a typed view names its element type: one of another type would be read as the
+  // kernel's own (float64 read as float32 gives numbers, wrong ones). A Buffer is bytes.
   for (std::size_t i = 0; i < count; ++i) {
-    const ForeignRange* tensor = args[i].kind == LaunchArg::Kind::foreign ? args[i].foreign : nullptr;
-    if (!tensor || tensor->element_type.empty() || tensor->element_type == kernel.element_type()) continue;
+    const std::string_view held = named_element_type(args[i]);
+    if (held.empty() || held == kernel.element_type()) continue;
     const std::string type(kernel.element_type());
     raise(ErrorKind::InvalidArgument,
           "launch: " + kernel.signature() + ": argument '" + kernel.param_names()[i + offset] + "' holds " +
-              tensor->element_type + " elements, but the kernel reads " + type + " (" +
+              std::string(held) + " elements, but the kernel reads " + type + " (" +
               std::string(kernel.summary()) + "); pass a " + type + " tensor, or a Buffer (nothing was issued)");
   }
   const std::optional<std::uint64_t> n = element_count(kernel, args, count, info, offset);

@@ -12,7 +12,17 @@ namespace lifecore::runtime {
 MemoryManager::MemoryManager(Free free) : free_(std::move(free)) {}
 
 std::size_t MemoryManager::bucket_size(std::size_t nbytes) {
-  return std::max(min_bucket, std::bit_ceil(nbytes));
+  if (nbytes <= largest_power_of_two_bucket) return std::max(min_bucket, std::bit_ceil(nbytes));
+  if (nbytes <= largest_quartered_bucket) {
+    // In (2^k, 2^(k+1)]: a multiple of 2^(k-2), k >= 20 here, so the sum stays below 2^31.
+    const std::size_t quarter = (std::bit_floor(nbytes - 1)) / 4;
+    return (nbytes + quarter - 1) / quarter * quarter;
+  }
+  // At most 2 MiB - 1 above the request: past the largest multiple of 2 MiB nothing is left.
+  constexpr std::size_t largest = std::numeric_limits<std::size_t>::max() / large_granularity * large_granularity;
+  if (nbytes > largest)
+    raise(ErrorKind::Overflow, "alloc: " + std::to_string(nbytes) + " bytes cannot be rounded to the pool's granularity");
+  return (nbytes + large_granularity - 1) / large_granularity * large_granularity;
 }
 
 std::size_t MemoryManager::exact_size(std::size_t nbytes) {

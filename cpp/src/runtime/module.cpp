@@ -25,7 +25,7 @@ auto with_op(const std::string& op, F&& call) {
     return call();
   } catch (const Error& error) {
     if (error.kind() != ErrorKind::Driver) throw;
-    throw Error(ErrorKind::Driver, op + ": " + error.what(), error.attributes());
+    throw Error(ErrorKind::Driver, op + ": " + error.message(), error.attributes());
   }
 }
 

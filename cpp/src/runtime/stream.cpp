@@ -484,7 +484,10 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
     }
   }
   auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr, nbytes);
-  if (reservation.allocated && in_driver_capture) window_node_buffers_.push_back(buffer);
+  if (reservation.allocated && in_driver_capture) {
+    buffer->mark_memory_node();
+    window_node_buffers_.push_back(buffer);
+  }
   return buffer;
 }
 
@@ -520,7 +523,7 @@ void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
 }
 
 void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op) {
-  driver::DevicePtr ptr = buffer.use(*device_, op);
+  driver::DevicePtr ptr = buffer.use(*this, op);
   if (bytes == 0 || bytes > buffer.nbytes())
     raise(ErrorKind::InvalidArgument, std::string(op) + ": data must hold between 1 and " +
                                           std::to_string(buffer.nbytes()) + " bytes (the buffer's size), got " +
@@ -541,7 +544,7 @@ void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes, c
 std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   StreamLock lock(mutex_, *device_, "read");
   check_usable("read");
-  driver::DevicePtr ptr = buffer.use(*device_, "read");
+  driver::DevicePtr ptr = buffer.use(*this, "read");
   check_host_wait("read");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read");
@@ -557,7 +560,7 @@ void Stream::copy(Buffer& dst, const Buffer& src) { copy(MemoryRef{&dst, nullptr
 void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
   StreamLock lock(mutex_, *device_, "fill");
   check_usable("fill");
-  ResolvedMemory target = resolve_memory(*device_, dst, "fill", "buf", true);
+  ResolvedMemory target = resolve_memory(*this, dst, "fill", "buf", true);
   if (target.nbytes % 4 != 0)
     raise(ErrorKind::InvalidArgument, dst.buffer ? "fill: the buffer's size must be a multiple of 4 bytes, got " +
                                                        std::to_string(target.nbytes)
@@ -579,8 +582,8 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
 void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
   StreamLock lock(mutex_, *device_, "copy");
   check_usable("copy");
-  ResolvedMemory to = resolve_memory(*device_, dst, "copy", "dst", true);
-  ResolvedMemory from = resolve_memory(*device_, src, "copy", "src", false);
+  ResolvedMemory to = resolve_memory(*this, dst, "copy", "dst", true);
+  ResolvedMemory from = resolve_memory(*this, src, "copy", "src", false);
   if (to.nbytes != from.nbytes)
     raise(ErrorKind::InvalidArgument,
           dst.buffer && src.buffer
@@ -631,7 +634,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
       if (arg.kind == LaunchArg::Kind::foreign) {
         // A kernel may write through any pointer it is given but a "const ptr": a read-only
         // tensor is refused anywhere else.
-        ResolvedMemory memory = resolve_memory(*device_, MemoryRef{nullptr, arg.foreign}, "launch",
+        ResolvedMemory memory = resolve_memory(*this, MemoryRef{nullptr, arg.foreign}, "launch",
                                                std::string(kernel.param_names()[param]), !kernel.reads_only(param));
         converted[param] = driver::KernelArg{driver::ArgKind::pointer, memory.ptr};
         if (memory.pooled) foreign_slices.push_back({memory.slice, memory.owner});
@@ -646,7 +649,8 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
                                            (arg.kind == LaunchArg::Kind::integer ? std::string("int")
                                             : arg.kind == LaunchArg::Kind::real  ? std::string("float")
                                                                                  : std::string(arg.type_name)));
-      converted[param] = driver::KernelArg{driver::ArgKind::pointer, arg.buffer->use(*device_, "launch")};
+      converted[param] =
+          driver::KernelArg{driver::ArgKind::pointer, arg.buffer->use(*this, "launch", kernel.param_names()[param])};
     } else {
       converted[param] = convert_scalar(kernel, param, arg);
     }
@@ -917,8 +921,19 @@ void Stream::discard_window() noexcept {
       device_->info().discard(window_);
       (void)errors_.take_window(window_);  // the window's work is discarded with it
     }
-    for (auto& weak : window_node_buffers_)
-      if (auto buffer = weak.lock()) buffer->mark_dangling();
+    // Marked freed with it: the slice goes back in stream order now, not when the last
+    // reference does (and that reference, dropped here, finds nothing left to do under this
+    // lock). Its work never ran: should the queue fail to take it, it goes back at once.
+    MemoryManager* memory = &device_->memory();
+    for (auto& weak : window_node_buffers_) {
+      auto buffer = weak.lock();
+      if (!buffer || !buffer->mark_dangling()) continue;
+      try {
+        drop_.push([memory, slice = buffer->slice()] { memory->unbind(slice); });
+      } catch (...) {
+        memory->unbind(buffer->slice());
+      }
+    }
     window_node_buffers_.clear();
     window_holds_.clear();  // nothing recorded will run
     window_ = 0;
@@ -1021,7 +1036,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   if (!window_errors.empty()) {
     const Error& first = window_errors.front().error;
     std::string message = "end_capture: an operation inside the capture window failed, so the recording is "
-                          "incomplete and nothing was sealed: " + std::string(first.what()) +
+                          "incomplete and nothing was sealed: " + std::string(first.message()) +
                           describe_origin(window_errors.front());
     if (window_errors.size() > 1) message += " (and " + std::to_string(window_errors.size() - 1) + " more)";
     std::vector<ErrorAttribute> attributes{{"cause", std::string("queued_error")}};
@@ -1157,7 +1172,7 @@ void Stream::shutdown() noexcept {
 void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
   StreamLock lock(mutex_, *device_, "read_into");
   check_usable("read_into");
-  driver::DevicePtr ptr = buffer.use(*device_, "read_into");
+  driver::DevicePtr ptr = buffer.use(*this, "read_into");
   if (bytes != buffer.nbytes())
     raise(ErrorKind::InvalidArgument, "read_into: the target holds " + std::to_string(bytes) +
                                           " bytes, the buffer " + std::to_string(buffer.nbytes()));

@@ -20,7 +20,7 @@ void StreamErrors::surface(const std::string& where) {
   errors_.clear();
   const QueuedError& first = errors.front();
   std::string message = where + ": an earlier asynchronous operation on this stream failed: " +
-                        first.error.what() + describe_origin(first);
+                        first.error.message() + describe_origin(first);
   if (errors.size() > 1) message += " (and " + std::to_string(errors.size() - 1) + " more)";
   throw Error(first.error.kind(), message, first.error.attributes());
 }

@@ -111,7 +111,7 @@ void build_block_table(const AdmissionCoordinator& coordinator, const std::vecto
         try {
           answer = rows[r].session->write_table_row(coordinator, d, target);
         } catch (const Error& e) {  // a closed handle: named with its row
-          refuse(e.kind(), r, e.what());
+          refuse(e.kind(), r, e.message());
         }
         if (answer.answer != SequenceSession::TableRow::written)
           refuse_row(coordinator, d, r, answer.answer, answer.pages, width);

@@ -76,7 +76,7 @@ bool DecodeTable::resolve(const char* call, std::size_t r, const SequenceSession
   try {
     out.source = session.table_source_since(domain_, known(r), rows_[r].written);
   } catch (const Error& e) {
-    refuse(call, e.kind(), r, e.what(), nothing_written);
+    refuse(call, e.kind(), r, e.message(), nothing_written);
   }
   out.row = r;
   return check(call, r, out, nothing_written);
@@ -194,7 +194,7 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
         answer = sessions[r]->step_with_source(tokens[r], *coordinator_, domain_, width_, known(r), rows_[r].written,
                                                p.source, outcomes[r]);
       } catch (const Error& e) {
-        raise(e.kind(), std::string(e.what()) + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");
+        raise(e.kind(), std::string(e.message()) + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");
       }
       if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, after);
       p.row = r;

@@ -19,7 +19,7 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::StaleAuthority) throw;
       raise(ErrorKind::StaleAuthority,
-            std::string("preempt_for: the sequence that asked to grow is gone; its deferral is stale (") + e.what() + ")");
+            std::string("preempt_for: the sequence that asked to grow is gone; its deferral is stale (") + e.message() + ")");
     }
   }
   // Every candidate not picked is reported with why, so a scheduler sees the whole pool.
@@ -62,7 +62,7 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
       session->write_release_capacity_sources(sources);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::SessionState && e.kind() != ErrorKind::Closed) throw;
-      out.skipped.push_back({authority, e.what()});
+      out.skipped.push_back({authority, e.message()});
       continue;
     }
     const bool releases_wanted = std::any_of(sources.begin(), sources.end(), [&](const CapacitySource& s) {
@@ -80,7 +80,7 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
       // Its owner may end or close it meanwhile (a candidate is anyone's session): skipped, and
       // the victims of this pass are still reported.
       if (e.kind() != ErrorKind::SessionState && e.kind() != ErrorKind::Closed) throw;
-      out.skipped.push_back({authority, e.what()});
+      out.skipped.push_back({authority, e.message()});
       continue;
     }
     out.victims.push_back(authority);

@@ -16,9 +16,10 @@ CapacityWaitRegistration::CapacityWaitRegistration(std::shared_ptr<AdmissionCoor
 
 CapacityWaitRegistration::~CapacityWaitRegistration() { cancel(); }
 
-std::shared_ptr<AdmissionCoordinator> CapacityWaitRegistration::coordinator_or_closed() const {
+std::shared_ptr<AdmissionCoordinator> CapacityWaitRegistration::coordinator_or_closed(const char* op) const {
   auto coordinator = coordinator_.lock();
-  if (!coordinator) raise(ErrorKind::Closed, "wait: the admission coordinator was closed (nothing holds it any more)");
+  if (!coordinator)
+    raise(ErrorKind::Closed, std::string(op) + ": the admission coordinator was closed (nothing holds it any more)");
   return coordinator;
 }
 
@@ -41,8 +42,8 @@ void CapacityWaitRegistration::remove_notify(std::uint64_t key) noexcept {
   std::erase_if(state_->hooks, [key](const auto& hook) { return hook.first == key; });
 }
 
-CapacityWaitRegistration::Recheck CapacityWaitRegistration::recheck() const {
-  const auto now = coordinator_or_closed()->epochs_of(observed_.sources);
+CapacityWaitRegistration::Recheck CapacityWaitRegistration::recheck(const char* op) const {
+  const auto now = coordinator_or_closed(op)->epochs_of(observed_.sources);
   Recheck result;
   for (std::size_t i = 0; i < now.size(); ++i) {
     if (now[i] < observed_.epochs[i] || now[i] < registered_[i])
@@ -67,10 +68,10 @@ CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const
     seen = state_->wakes;
   }
   // A closed device closes its coordinator; nothing will wake this waiter after that.
-  if (coordinator_or_closed()->closed())
+  if (coordinator_or_closed("wait")->closed())
     raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
   // Wakes are read before the epochs: a release in between changes `wakes`, never lost.
-  if (should_retry()) return SliceResult::retry;
+  if (should_retry("wait")) return SliceResult::retry;
   const auto now = Clock::now();
   if (deadline && now >= *deadline) return SliceResult::timed_out;
   auto until = now + std::chrono::duration_cast<Clock::duration>(slice);
@@ -81,7 +82,7 @@ CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const
     woken = state_->changed.wait_until(lock, until, [&] { return state_->closed || state_->wakes != seen; });
     if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator was closed");
   }
-  if (should_retry()) return SliceResult::retry;
+  if (should_retry("wait")) return SliceResult::retry;
   if (!woken && deadline && Clock::now() >= *deadline) return SliceResult::timed_out;
   return SliceResult::pending;
 }

@@ -606,14 +606,17 @@ class StreamCaptureMachine(LifecycleMachine):
         owner = self.model_state().owner
         self._end(1 if owner is None else owner + 1)
 
-    @rule(op=st.sampled_from(["capture", "sync", "profile"]), i=PICK, bits=FILL_BITS, begin_first=st.booleans())
+    @rule(op=st.sampled_from(["capture", "sync", "profile", "fill"]), i=PICK, bits=FILL_BITS,
+          begin_first=st.booleans())
     @counted
     def on_the_other_stream(self, op: str, i: int, bits: int, begin_first: bool) -> None:
         """Runs a call on stream 1, from this same thread, while stream 0 may be recording, on
-        both: a whole capture (prepare, begin, a fill of a live buffer, end), a sync or a profile.
-        Outside relaxed mode a recording on stream 0 forbids each of them but the prepare (the
-        driver would refuse it and invalidate that recording): it is refused up front, changing
-        nothing, and stream 0 goes on recording. Stream 1 is left out of capture (a window the
+        both: a whole capture (prepare, begin, a fill of a live buffer, end), a sync, a profile,
+        or a fill of a live buffer. Outside relaxed mode a recording on stream 0 forbids the
+        begin, the sync and the profile (the driver would refuse them and invalidate that
+        recording): each is refused up front, changing nothing, and stream 0 goes on recording.
+        A fill is not forbidden, but a buffer stream 0's recording allocated as a memory node is
+        refused on stream 1 in every mode: it has memory only while that graph runs. Stream 1 is left out of capture (a window the
         refused begin left prepared is aborted), and a graph it sealed is destroyed. With
         ``begin_first`` a window prepared on stream 0 begins recording first."""
         if begin_first and self.model_state().variant is CaptureVariant.PREPARE:
@@ -621,6 +624,12 @@ class StreamCaptureMachine(LifecycleMachine):
         stream, sid = self.streams[1]
         if op == "sync":
             self.both("sync (stream 1)", lambda: self.model.sync(sid), stream.sync)
+            return
+        if op == "fill":
+            target = self._pick(i)
+            if target is not None:
+                self.both(f"fill({target.mid}) (stream 1)", lambda: self.model.fill(sid, target.mid, bits),
+                          lambda: stream.fill(target.real, bits))
             return
         if op == "profile":
 

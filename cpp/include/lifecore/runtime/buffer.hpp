@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string_view>
 
 #include "lifecore/runtime/memory_manager.hpp"
 #include "lifecore/driver/driver.hpp"
@@ -29,9 +30,19 @@ class Buffer {
   driver::DevicePtr ptr(const char* op = "ptr") const;
   // False once freed, once its device closed, or once it dangles (below).
   bool alive() const noexcept;
+  // Inside a driver capture a new allocation is a memory node of the graph being recorded: it
+  // has memory only while that graph runs, so only its own stream may use it, inside the
+  // window. Marked by that stream before anyone else sees the buffer.
+  void mark_memory_node() noexcept { memory_node_ = true; }
   // The buffer's memory was a memory node of a capture that was never sealed: it does not
   // exist, so every later use is refused (ClosedError) rather than faulting on the device.
-  void mark_dangling() noexcept { dangling_.store(true, std::memory_order_release); }
+  // True when this marked it freed too: its slice is then the caller's to give back (the
+  // destructor leaves it alone, and free() is taken once without giving it back again), so
+  // memory_stats stops counting it at the stream's next sync, not when the object goes.
+  bool mark_dangling() noexcept {
+    dangling_.store(true, std::memory_order_release);
+    return (state_.fetch_or(freed_bit, std::memory_order_acq_rel) & freed_bit) == 0;
+  }
   // ClosedError when already freed; LifecoreError (nothing changed) while views of it live.
   void free();
 
@@ -41,6 +52,10 @@ class Buffer {
   // The pointer for an operation `op` on `device`: ClosedError when freed or closed,
   // InvalidArgumentError when the buffer belongs to another device.
   driver::DevicePtr use(const Device& device, const char* op) const;
+  // The same for an operation on stream `on`; CaptureStateError, naming `argument` (the
+  // parameter's name; empty: the call's one buffer), when the buffer is a memory node of
+  // another stream's recording. Builds no text unless it raises: every launch comes here.
+  driver::DevicePtr use(const Stream& on, const char* op, std::string_view argument = {}) const;
 
   // Zero-copy views lent out (runtime/buffer_lease.hpp). While one lives, free() is refused:
   // the slice would go back to the pool and be handed out again under the view. The views and
@@ -65,6 +80,8 @@ class Buffer {
 
   std::atomic<std::uint64_t> state_{0};  // freed_bit | the number of live views
   std::atomic<bool> dangling_{false};
+  bool memory_node_ = false;
+  std::atomic<bool> free_called_{false};  // free() was taken (a dangling buffer takes it once)
 };
 
 }  // namespace lifecore::runtime

@@ -63,15 +63,16 @@ struct ResolvedMemory {
   std::shared_ptr<void> hold;  // foreign memory: what must outlive the work that uses it
 };
 
-// Resolves `ref` for operation `op` on `device`; errors about a tensor name `argument`
+// Resolves `ref` for operation `op` on stream `on`; errors about it name `argument`
 // ("copy: argument 'dst'"). `written`: the operation may write it (a read-only tensor is
 // refused). Foreign device memory whose producer names no device (the CUDA array interface)
 // is checked with the driver (pointer_device): another device's memory, or an address the
 // driver does not know as device memory, is refused; a driver that cannot tell (its entry
 // point missing) leaves the check out. Errors: InvalidArgumentError (another device,
-// read-only, empty, unknown memory), ClosedError (a freed buffer, or a view of one), a
+// read-only, empty, unknown memory), ClosedError (a freed buffer, or a view of one),
+// CaptureStateError (a memory node of another stream's recording: Buffer::use), a
 // DriverError from map_host or pointer_device; nothing is left behind on failure.
-ResolvedMemory resolve_memory(Device& device, const MemoryRef& ref, const char* op, const std::string& argument,
+ResolvedMemory resolve_memory(const Stream& on, const MemoryRef& ref, const char* op, const std::string& argument,
                               bool written);
 
 // InvalidArgumentError naming `label` unless DLPack device (type, id) is the memory `device`

@@ -83,7 +83,8 @@ struct LaunchArg {
   enum class Kind : std::uint8_t { buffer, foreign, integer, real, other };
   Kind kind = Kind::other;
   const Buffer* buffer = nullptr;
-  const ForeignRange* foreign = nullptr;  // another library's tensor (runtime/foreign_memory.hpp)
+  const ForeignRange* foreign = nullptr;  // another library's tensor (runtime/foreign_memory.hpp); set with kind foreign
+  std::string_view view_type;  // buffer: the element type of the typed view it came as; empty: bytes
   std::int64_t integer = 0;    // the value; when above_int64, the bits of a uint64 above INT64_MAX
   bool above_int64 = false;
   double real = 0.0;

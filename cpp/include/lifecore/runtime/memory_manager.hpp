@@ -1,6 +1,9 @@
 // The device memory behind Buffers: two pools of slices, one driver allocation each.
-//  - dynamic pool: sizes rounded up to power-of-two buckets; a free slice of the same bucket
-//    is reused. Serves eager allocations.
+//  - dynamic pool: sizes up to 1 MiB rounded up to power-of-two buckets, up to 1 GiB to a
+//    quarter of their power of two (at most 25% over, four buckets a doubling), larger ones to
+//    a multiple of 2 MiB (a power of two, or a quarter of one, would take a request near the
+//    device's size past it); a free slice of the same bucket is reused. Serves eager
+//    allocations.
 //  - persistent pool: exact-fit slices (only alignment padding), reused only by the same size.
 //    Forced while a capture window is armed, so the addresses a graph bakes in come from
 //    slices the pool keeps for as long as the graph retains them.
@@ -61,6 +64,9 @@ class MemoryManager {
 
   static constexpr std::size_t alignment = 256;
   static constexpr std::size_t min_bucket = 512;
+  static constexpr std::size_t largest_power_of_two_bucket = std::size_t{1} << 20;
+  static constexpr std::size_t largest_quartered_bucket = std::size_t{1} << 30;
+  static constexpr std::size_t large_granularity = std::size_t{2} << 20;
 
   explicit MemoryManager(Free free);
   MemoryManager(const MemoryManager&) = delete;

@@ -50,10 +50,11 @@ class CapacityWaitRegistration {
     bool changed_since_observation = false;
     bool changed_since_registration = false;
   };
-  // Throws CapacityError (EpochRegression) if an epoch went backwards.
-  Recheck recheck() const;
-  bool should_retry() const {
-    Recheck r = recheck();
+  // Throws CapacityError (EpochRegression) if an epoch went backwards, ClosedError naming `op`
+  // once nothing holds the coordinator.
+  Recheck recheck(const char* op = "recheck") const;
+  bool should_retry(const char* op = "should_retry") const {
+    Recheck r = recheck(op);
     return r.changed_since_observation || r.changed_since_registration;
   }
   using Deadline = lifecore::Deadline;
@@ -90,7 +91,7 @@ class CapacityWaitRegistration {
  private:
   // Weak: a registration left in a variable does not keep its coordinator (and the arena's
   // memory) alive. When the coordinator goes, its destructor closes every registration.
-  std::shared_ptr<AdmissionCoordinator> coordinator_or_closed() const;
+  std::shared_ptr<AdmissionCoordinator> coordinator_or_closed(const char* op) const;
   std::weak_ptr<AdmissionCoordinator> coordinator_;
   WaitCondition observed_;
   std::vector<std::uint64_t> registered_;

@@ -15,29 +15,28 @@ from .cost import NUMPY_REDUCTION_BYTES, native_peak, payload_cost
 
 
 def dtype_class(dtype: np.dtype) -> str:
-    """The session's dtype class of a NumPy dtype: "floating", "boolean", "integer" or "unknown"."""
-    if np.issubdtype(dtype, np.floating):
-        return "floating"
-    if np.issubdtype(dtype, np.bool_):
-        return "boolean"
-    if np.issubdtype(dtype, np.integer):
-        return "integer"
-    return "unknown"
+    """The session's dtype class of a NumPy dtype: "floating", "boolean", "integer" or "unknown"
+    (by its kind: NumPy files timedelta64 under its integers, but its values are durations)."""
+    return {"f": "floating", "b": "boolean", "i": "integer", "u": "integer"}.get(dtype.kind, "unknown")
 
 
-def _real(values: np.ndarray, what: str) -> np.ndarray:
-    """``values``, refused when complex: a reduction in float64 would keep only the real part
-    (a tensor payload refuses complex values too)."""
+def _numbers(values: np.ndarray, what: str) -> np.ndarray:
+    """``values``, refused unless real numbers (bool, integer or floating): a reduction in
+    float64 would keep only a complex value's real part (a tensor payload refuses complex
+    values too), and would read strings as the numbers they spell and datetimes as counts."""
     if np.iscomplexobj(values):
         raise InvalidArgumentError(f"NumpyBackend: a {what} of complex values ({values.dtype}) would drop their "
                                    f"imaginary part; observe their real and imaginary parts (.real, .imag) instead")
+    if dtype_class(values.dtype) == "unknown":
+        raise InvalidArgumentError(f"NumpyBackend: a {what} of {values.dtype} values is not a {what} of numbers; "
+                                   f"observe bool, integer or floating values")
     return values
 
 
 def summarize(values: np.ndarray) -> CapturePayload:
     """A summary payload: the count, how many values are not finite, and min, max, mean and
     population std of the finite ones in float64 (NaN for all four when none is finite)."""
-    flat = np.asarray(_real(values, "summary"), dtype=np.float64).ravel()
+    flat = np.asarray(_numbers(values, "summary"), dtype=np.float64).ravel()
     finite = flat[np.isfinite(flat)]
     nonfinite = int(flat.size - finite.size)
     if finite.size == 0:
@@ -58,7 +57,7 @@ def summarize(values: np.ndarray) -> CapturePayload:
 def _finite_statistics(region: np.ndarray) -> list[float] | None:
     """[min, max, mean, population std] in float64 when all four are finite (then every value
     is), else None; its float64 copy is gone when it returns, before a fallback makes its own."""
-    flat = np.asarray(_real(region, "summary"), dtype=np.float64).ravel()
+    flat = np.asarray(_numbers(region, "summary"), dtype=np.float64).ravel()
     if not flat.size:
         return None
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is answered by summarize
@@ -67,12 +66,13 @@ def _finite_statistics(region: np.ndarray) -> list[float] | None:
 
 
 def _kept(values: np.ndarray) -> CapturePayload:
-    """A tensor payload owning a read-only, contiguous copy of ``values`` in their dtype, in
+    """A tensor payload keeping a read-only, contiguous copy of ``values`` in their dtype, in
     native byte order (what a payload keeps; a view would change when the model reuses its
     buffer)."""
-    dtype = values.dtype if values.dtype.isnative else values.dtype.newbyteorder("=")
-    kept = np.array(values, dtype=dtype, copy=True, order="C")
-    kept.flags.writeable = False
+    native = values if values.dtype.isnative else values.astype(values.dtype.newbyteorder("="))
+    # Over immutable bytes: NumPy refuses to make such an array (or a view of it) writeable
+    # again, where an array owning its memory lets anyone turn writing back on.
+    kept = np.frombuffer(native.tobytes(order="C"), dtype=native.dtype).reshape(values.shape)
     return CapturePayload.from_array(kept)
 
 
@@ -136,11 +136,11 @@ class NumpyBackend:
         if kind == TransformKind.SUMMARY:
             return summarize(region)
         if kind == TransformKind.HISTOGRAM:
-            counts, _ = np.histogram(np.asarray(_real(region, "histogram"), dtype=np.float64).ravel(),
+            counts, _ = np.histogram(np.asarray(_numbers(region, "histogram"), dtype=np.float64).ravel(),
                                      bins=np.asarray(request.edges))
             return CapturePayload.histogram(list(request.edges), counts.astype(np.uint64).tolist())
         if kind == TransformKind.TOP_CANDIDATES:
-            last = np.asarray(_real(region, "top candidates"), dtype=np.float64).reshape(-1, region.shape[-1])[-1]
+            last = np.asarray(_numbers(region, "top candidates"), dtype=np.float64).reshape(-1, region.shape[-1])[-1]
             ids = np.argsort(-last, kind="stable")[: request.count]
             return CapturePayload.candidates(ids.tolist(), last[ids].tolist())
         raise ValueError(f"unsupported transform {kind}")
