@@ -612,11 +612,12 @@ class StreamCaptureMachine(LifecycleMachine):
     def on_the_other_stream(self, op: str, i: int, bits: int, begin_first: bool) -> None:
         """Runs a call on stream 1, from this same thread, while stream 0 may be recording, on
         both: a whole capture (prepare, begin, a fill of a live buffer, end), a sync, a profile,
-        or a fill of a live buffer. Outside relaxed mode a recording on stream 0 forbids the
-        begin, the sync and the profile (the driver would refuse them and invalidate that
-        recording): each is refused up front, changing nothing, and stream 0 goes on recording.
-        A fill is not forbidden, but a buffer stream 0's recording allocated as a memory node is
-        refused on stream 1 in every mode: it has memory only while that graph runs. Stream 1 is left out of capture (a window the
+        or a fill of a buffer stream 0's recording allocated as a memory node. Outside relaxed
+        mode a recording on stream 0 forbids the begin, the sync and the profile (the driver
+        would refuse them and invalidate that recording): each is refused up front, changing
+        nothing, and stream 0 goes on recording. The fill is refused in every mode: a memory node
+        has memory only while that graph runs. (Another buffer's fill on stream 1 would race
+        stream 0's work on it, whose order across streams is the caller's to make.) Stream 1 is left out of capture (a window the
         refused begin left prepared is aborted), and a graph it sealed is destroyed. With
         ``begin_first`` a window prepared on stream 0 begins recording first."""
         if begin_first and self.model_state().variant is CaptureVariant.PREPARE:
@@ -626,8 +627,9 @@ class StreamCaptureMachine(LifecycleMachine):
             self.both("sync (stream 1)", lambda: self.model.sync(sid), stream.sync)
             return
         if op == "fill":
-            target = self._pick(i)
-            if target is not None:
+            nodes = [b for b in self.buffers if self.model.buffers[b.mid].memory_node]
+            if nodes:
+                target = nodes[i % len(nodes)]
                 self.both(f"fill({target.mid}) (stream 1)", lambda: self.model.fill(sid, target.mid, bits),
                           lambda: stream.fill(target.real, bits))
             return
