@@ -56,8 +56,9 @@ inline std::string python_error_summary(const nb::python_error& e) {
     PyErr_Clear();
     return summary;
   }
-  const Py_ssize_t size = PyBytes_GET_SIZE(encoded);
-  if (size > 0) summary += ": " + std::string(PyBytes_AS_STRING(encoded), static_cast<std::size_t>(size));
+  const Py_ssize_t size = PyBytes_Size(encoded);  // the limited API's: the macros are not in it
+  const char* data = PyBytes_AsString(encoded);
+  if (data && size > 0) summary += ": " + std::string(data, static_cast<std::size_t>(size));
   Py_DECREF(encoded);
   return summary;
 }

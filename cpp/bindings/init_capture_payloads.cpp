@@ -76,7 +76,7 @@ bool holds_more_than(nb::handle array, std::uint64_t bytes) {
   if (is_numpy_array(array)) {
     nb::object root = nb::borrow(array);
     for (nb::object base = root.attr("base"); !base.is_none(); base = root.attr("base")) {
-      if (PyBytes_CheckExact(base.ptr())) return static_cast<std::uint64_t>(PyBytes_GET_SIZE(base.ptr())) > bytes;
+      if (PyBytes_CheckExact(base.ptr())) return static_cast<std::uint64_t>(PyBytes_Size(base.ptr())) > bytes;
       if (!is_numpy_array(base)) return true;
       root = base;
     }
