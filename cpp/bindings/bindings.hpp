@@ -22,6 +22,9 @@ void init_runtime(nb::module_& m);
 void init_sequence(nb::module_& m);
 void init_capture(nb::module_& m);
 
+// A core string as Python text: the whole of it (a NUL included, where a C string would end),
+// with bytes that are not UTF-8 kept as backslash escapes rather than failing.
+nb::str python_text(const std::string& text);
 // The lifecore.errors exception of `error` (its class by kind, its attributes set), not raised.
 // The lifecore.errors class of `kind` (borrowed: held for the process's lifetime).
 PyObject* class_for(ErrorKind kind);

@@ -8,8 +8,9 @@
 #include <optional>
 #include <string>
 
-#include <Python.h>
+#include <nanobind/stl/string.h>
 
+#include "bindings.hpp"
 #include "lifecore/capture/intervention_plan.hpp"
 #include "lifecore/capture/types.hpp"
 
@@ -17,21 +18,7 @@ namespace lifecore::bindings::reprs {
 
 // Text as Python's repr() writes it: quoted, with a newline, a NUL or a quote escaped, so one
 // repr is one line that reads back as the same id (called under the interpreter lock).
-inline std::string quoted(const std::string& text) {
-  PyObject* value = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
-  PyObject* shown = value ? PyObject_Repr(value) : nullptr;
-  Py_XDECREF(value);
-  Py_ssize_t size = 0;
-  const char* data = shown ? PyUnicode_AsUTF8AndSize(shown, &size) : nullptr;
-  if (!data) {
-    PyErr_Clear();
-    Py_XDECREF(shown);
-    return "'" + text + "'";
-  }
-  std::string out(data, static_cast<std::size_t>(size));
-  Py_DECREF(shown);
-  return out;
-}
+inline std::string quoted(const std::string& text) { return nb::cast<std::string>(nb::repr(python_text(text))); }
 
 inline std::string optional_count(const std::optional<std::uint64_t>& value) {
   return value ? std::to_string(*value) : "None";

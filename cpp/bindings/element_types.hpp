@@ -39,6 +39,13 @@ inline constexpr TensorElementType element_types[] = {
 inline constexpr const TensorElementType& byte_type = element_types[0];
 static_assert(byte_type.core == capture::ElementType::uint8);
 
+// "uint8, int8, ..., bool": the types a message can offer.
+inline std::string element_type_names() {
+  std::string names;
+  for (const TensorElementType& type : element_types) names += std::string(names.empty() ? "" : ", ") + type.name();
+  return names;
+}
+
 inline const TensorElementType* find_element_type(std::string_view name) noexcept {
   for (const TensorElementType& type : element_types)
     if (name == type.name()) return &type;

@@ -55,9 +55,7 @@ const TensorElementType& element_type(nb::handle dtype) {
   if (name.rfind("torch.", 0) == 0) name = name.substr(6);
   if (name == "bool_") name = "bool";
   if (const TensorElementType* type = find_element_type(name)) return *type;
-  std::string known;
-  for (const TensorElementType& type : element_types) known += std::string(known.empty() ? "" : ", ") + type.name();
-  raise(ErrorKind::InvalidArgument, "view: unsupported dtype " + name + " (supported: " + known + ")");
+  raise(ErrorKind::InvalidArgument, "view: unsupported dtype " + name + " (supported: " + element_type_names() + ")");
 }
 
 BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handle shape) {

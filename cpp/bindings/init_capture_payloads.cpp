@@ -96,41 +96,34 @@ nb::object own_copy(nb::handle array) {
   return frombuffer(array.attr("tobytes")(), array.attr("dtype")).attr("reshape")(array.attr("shape"));
 }
 
-std::optional<ElementType> element_type(nb::dlpack::dtype dtype) {
-  const TensorElementType* type = find_element_type(DLDataType{dtype.code, dtype.bits, dtype.lanes});
-  return type ? std::optional(type->core) : std::nullopt;
-}
-
 CapturePayload payload_from_array(nb::handle given) {
   const char* call = "CapturePayload.from_array";
   HostView view;
   const auto unkept_type = [&](const std::string& name) {
-    std::string kept;
-    for (const TensorElementType& type : element_types) kept += std::string(kept.empty() ? "" : ", ") + type.name();
     raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " holds " + name +
-                                          " elements, which a payload cannot keep (it keeps " + kept + ")");
+                                          " elements, which a payload cannot keep (it keeps " + element_type_names() + ")");
   };
   if (!nb::try_cast(checked_for_caster(given, argument_label(call, "array")), view, /*convert=*/false)) {
     // A contiguous NumPy array of a type DLPack cannot describe (longdouble, object, strings,
     // datetimes) is refused for its type, not as if it were no array.
     if (is_numpy_array(given) && nb::cast<bool>(given.attr("flags").attr("c_contiguous"))) {
       const nb::object dtype = given.attr("dtype");
+      const std::string name = nb::cast<std::string>(nb::str(nb::handle(dtype)));
       if (!nb::cast<bool>(dtype.attr("isnative")))
         raise(ErrorKind::InvalidArgument,
-              argument_label(call, "array") + " holds " + nb::cast<std::string>(nb::str(nb::handle(dtype))) +
+              argument_label(call, "array") + " holds " + name +
                   " elements, in the byte order this machine does not use; pass them in its own (astype with the "
                   "native dtype)");
-      unkept_type(nb::cast<std::string>(nb::str(nb::handle(dtype))));
+      unkept_type(name);
     }
     raise(ErrorKind::TypeMismatch, argument_label(call, "array") +
                                        " must be a contiguous host array (NumPy, or anything with __dlpack__), got " +
                                        type_name_of(given));
   }
-  auto type = element_type(view.dtype());
-  if (!type) {
-    const nb::dlpack::dtype dtype = view.dtype();
-    unkept_type(dl_dtype_name(DLDataType{dtype.code, dtype.bits, dtype.lanes}));
-  }
+  const nb::dlpack::dtype given_type = view.dtype();
+  const DLDataType dtype{given_type.code, given_type.bits, given_type.lanes};
+  const TensorElementType* type = find_element_type(dtype);
+  if (!type) unkept_type(dl_dtype_name(dtype));
   CapturePayload p;
   p.kind = PayloadKind::tensor;
   std::optional<std::uint64_t> size = 1;
@@ -138,7 +131,7 @@ CapturePayload payload_from_array(nb::handle given) {
     p.shape.push_back(static_cast<std::uint64_t>(view.shape(i)));
     size = checked::mul(size, static_cast<std::uint64_t>(view.shape(i)));
   }
-  auto bytes = checked::mul(size, itemsize(*type));
+  auto bytes = checked::mul(size, itemsize(type->core));
   if (!bytes) raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " has more bytes than a uint64 holds");
   nb::object array = nb::borrow(given);
   if (holds_more_than(array, *bytes)) {
@@ -154,7 +147,7 @@ CapturePayload payload_from_array(nb::handle given) {
   }
   storage->original = std::move(array);
   storage->view = view;
-  p.array.type = *type;
+  p.array.type = type->core;
   p.array.size = *size;
   p.array.data = view.data();
   p.array.storage = std::move(storage);

@@ -25,16 +25,15 @@ PyObject* class_for(ErrorKind kind) {
   return index < classes.size() ? classes[index] : classes[0];
 }
 
-// The whole message (a quoted name may hold a NUL, where what() would end it); bytes that are
-// not UTF-8 are kept as backslash escapes rather than failing the error itself.
-nb::str message_text(const std::string& message) {
-  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "backslashreplace");
-  if (!text) throw nb::python_error();
-  return nb::steal<nb::str>(text);
+nb::str python_text(const std::string& text) {
+  PyObject* decoded = PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "backslashreplace");
+  if (!decoded) throw nb::python_error();
+  return nb::steal<nb::str>(decoded);
 }
 
 nb::object python_exception(const Error& error) {
-  nb::object instance = nb::borrow(class_for(error.kind()))(message_text(error.message()));
+  // The whole message: a quoted name may hold a NUL, where what() would end it.
+  nb::object instance = nb::borrow(class_for(error.kind()))(python_text(error.message()));
   for (const auto& [name, value] : error.attributes())
     nb::setattr(instance, name.c_str(), std::visit([](const auto& v) { return nb::cast(v); }, value));
   return instance;

@@ -122,12 +122,12 @@ from __future__ import annotations
 import asyncio
 import math
 import numbers
-import operator
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from . import _python_guard
+from ._call_guard import _integer
 from ._core import sequence as _core_sequence
 from .errors import ClosedError, InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError
 
@@ -353,9 +353,9 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     if deferred.coordinator_id != coordinator.id:
         raise StaleAuthorityError("preempt_for: the deferral belongs to another coordinator (foreign coordinator)")
     if limit is not None:
-        if isinstance(limit, bool) or not hasattr(type(limit), "__index__"):
-            raise LifecoreTypeError(f"preempt_for: argument 'limit' must be None or an int, got {type(limit).__name__}")
-        limit = operator.index(limit)  # a NumPy integer too, as every other count here
+        given, limit = limit, _integer(limit)  # a NumPy integer too, as every other count here
+        if limit is None:
+            raise LifecoreTypeError(f"preempt_for: argument 'limit' must be None or an int, got {type(given).__name__}")
         if limit < 0:
             raise InvalidArgumentError(f"preempt_for: argument 'limit' must not be negative, got {limit}")
     if isinstance(candidates, (str, bytes)):

@@ -345,7 +345,7 @@ driver::ModuleHandle Device::load_module(const driver::ModuleImage& image) {
       check_status(status);
     } catch (const Error& error) {
       throw Error(error.kind(),
-                  std::string(error.message()) +
+                  error.message() +
                       "; a module cannot be loaded while a stream captures: load it before the capture "
                       "begins (the capture this load conflicted with is invalidated; end or abort it)",
                   error.attributes());

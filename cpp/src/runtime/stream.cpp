@@ -1036,7 +1036,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   if (!window_errors.empty()) {
     const Error& first = window_errors.front().error;
     std::string message = "end_capture: an operation inside the capture window failed, so the recording is "
-                          "incomplete and nothing was sealed: " + std::string(first.message()) +
+                          "incomplete and nothing was sealed: " + first.message() +
                           describe_origin(window_errors.front());
     if (window_errors.size() > 1) message += " (and " + std::to_string(window_errors.size() - 1) + " more)";
     std::vector<ErrorAttribute> attributes{{"cause", std::string("queued_error")}};

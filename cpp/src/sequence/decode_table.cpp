@@ -194,7 +194,7 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
         answer = sessions[r]->step_with_source(tokens[r], *coordinator_, domain_, width_, known(r), rows_[r].written,
                                                p.source, outcomes[r]);
       } catch (const Error& e) {
-        raise(e.kind(), std::string(e.message()) + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");
+        raise(e.kind(), e.message() + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");
       }
       if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, after);
       p.row = r;

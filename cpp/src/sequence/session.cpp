@@ -765,7 +765,7 @@ void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t*
     try {
       outcomes[i] = sessions[i]->step(tokens[i]);
     } catch (const Error& e) {
-      raise(e.kind(), std::string(e.message()) + " (step_all: row " + std::to_string(i) + "; " +
+      raise(e.kind(), e.message() + " (step_all: row " + std::to_string(i) + "; " +
                           (i == 0 ? "no row stepped" : "the rows before it stepped") + ")");
     }
   }
@@ -777,7 +777,7 @@ void commit_frames(const std::vector<FrameHold*>& frames, FrameDisposition* out)
       if (!frames[i]) raise(ErrorKind::InvalidArgument, "commit_frames: a frame is missing");
       out[i] = frames[i]->commit();
     } catch (const Error& e) {
-      raise(e.kind(), std::string(e.message()) + " (commit_frames: row " + std::to_string(i) + "; the rows before it committed)");
+      raise(e.kind(), e.message() + " (commit_frames: row " + std::to_string(i) + "; the rows before it committed)");
     }
   }
 }
@@ -809,7 +809,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
       if (s.active_frame) raise(ErrorKind::SessionState, "acquire_frames: a frame is still active");
       s.require_frame_id_locked("acquire_frames");
     } catch (const Error& e) {
-      raise(e.kind(), std::string(e.message()) + " (participant " + std::to_string(i) + "; no frame was acquired)");
+      raise(e.kind(), e.message() + " (participant " + std::to_string(i) + "; no frame was acquired)");
     }
   }
   for (std::size_t i = 0; i < states.size(); ++i) {
