@@ -57,6 +57,7 @@ class ModelDeferred:
     backing_sequence: Optional[int] = None
     expected_generation: Optional[int] = None
     backing_authority_generation: Optional[int] = None  # with backing_sequence: the sequence's authority
+    held_pages: Optional[int] = None  # with backing_sequence: the pages it held when deferred
     fit_pages: Optional[int] = None  # an admission's fit, when it is more than the immediate pages
 
 
@@ -133,6 +134,7 @@ class ModelCoordinator:
         self.active = 0
         self.closed = False
         self.generation_counter = 1
+        self.sequences: dict[int, ModelSequence] = {}  # the live ones, by sparse id
         self.free_ids: list[int] = []
         self.id_generation: list[int] = []
         self.waiters: list["ModelWaiter"] = []
@@ -187,6 +189,7 @@ class ModelCoordinator:
     def _release(self, seq: ModelSequence) -> None:
         assert not seq.released
         seq.released = True
+        del self.sequences[seq.sparse_id]
         self.live_ids.discard(seq.request_id)
         self._bump(PHYSICAL)  # the pages go back first
         bytes_ = seq.pages * self.page_bytes
@@ -265,6 +268,7 @@ class ModelCoordinator:
             self.release_epoch += 1
             return self._physical_deferral(request_id, observed, prompt_pages, 1, names)
         seq = ModelSequence(self, sid, gen, request_id, names, prompt_pages, fit_tokens, fit_pages)
+        self.sequences[sid] = seq
         self.live_ids.add(request_id)
         return ModelAdmitted(ModelResources(seq, ModelSnapshot(seq, 1, prompt_tokens, prompt_pages)))
 
@@ -278,8 +282,10 @@ class ModelCoordinator:
         if capacity < self.total[name] or capacity > self.maximum[name]:
             raise ModelError("InvalidArgument", "bad growth")
         if self.servable(capacity) != self.total[name]:
+            more_pages = self.servable(capacity) // self.page_bytes != self.total[name] // self.page_bytes
             self.total[name] = self.servable(capacity)
-            self._bump(domain(name))
+            if more_pages:  # bytes short of a page serve no demand: nobody is woken for them
+                self._bump(domain(name))
 
     def close(self) -> None:
         self.closed = True
@@ -305,14 +311,19 @@ class ModelCoordinator:
         reason: another coordinator's, the deferral's own sequence, one whose sources cannot be
         read, one that returns no source waited on, one that will not abort, and every session
         after the demand fits or ``limit`` victims were taken. A backing deferral whose sequence
-        is gone is refused (StaleAuthority) before anything changes; a demand only growth can
-        serve (its fit beyond a domain's total) looks at no session."""
+        is gone, or holds other pages than when it was deferred, is refused (StaleAuthority) before
+        anything changes; a demand only growth can serve (its fit beyond a domain's total) looks
+        at no session."""
         if deferred.coordinator is not self:
             raise ModelError("StaleAuthority", "preempt_for: foreign coordinator")
         if (deferred.backing_sequence is not None
                 and self.id_generation[deferred.backing_sequence] != deferred.backing_authority_generation):
             # the sequence that asked to grow is gone: nobody waits on its demand
             raise ModelError("StaleAuthority", "preempt_for: the deferral's sequence is gone")
+        if (deferred.backing_sequence is not None and deferred.held_pages is not None
+                and self.sequences[deferred.backing_sequence].pages != deferred.held_pages):
+            # it holds other pages now: the demand it names is not what it needs
+            raise ModelError("StaleAuthority", "preempt_for: the deferral's sequence holds other pages now")
         stopped = "waits for growth" if self._needs_growth(deferred) else None  # no release can serve it
         wanted = list(deferred.sources)
         before = {source: self.epochs[source] for source in wanted}
@@ -613,14 +624,15 @@ class ModelSession:
                     c, seq.request_id, srcs, epochs, "AWAIT_BACKING_GROWTH" if growth else "PREEMPT_AND_RECOMPUTE",
                     [("IMMEDIATE_AVAILABILITY", s) for s in srcs], delta, 0, list(seq.domains),
                     backing_sequence=seq.sparse_id, expected_generation=cur.generation,
-                    backing_authority_generation=seq.generation)
+                    backing_authority_generation=seq.generation, held_pages=cur.pages)
             # Logical capacity is there (checked first: a logical deferral never touches the
             # device); now the device pages.
             observed = c.epochs[PHYSICAL]
             if not c._allocate_physical(seq.domains):
                 return "BACKING_DEFERRED", c._physical_deferral(
                     seq.request_id, observed, delta, 0, seq.domains, backing_sequence=seq.sparse_id,
-                    expected_generation=cur.generation, backing_authority_generation=seq.generation)
+                    expected_generation=cur.generation, backing_authority_generation=seq.generation,
+                    held_pages=cur.pages)
             for d in seq.domains:
                 c.used[d] += b
             seq.pages += delta

@@ -266,6 +266,17 @@ def test_a_class_lifecore_creates_and_float_bits_refuse_clearly() -> None:
         lifecore.float_bits("1.0")
     with pytest.raises(errors.LifecoreOverflowError, match="float32"):
         lifecore.float_bits(1e300)
+    # A NumPy scalar of any width counts as the number it holds, as launch's f32 arguments take it.
+    np = pytest.importorskip("numpy")
+    for scalar in (np.float16(1.0), np.float32(1.0), np.float64(1.0), np.int8(1), np.uint64(1)):
+        assert lifecore.float_bits(scalar) == 0x3F800000
+    from fractions import Fraction
+    assert lifecore.float_bits(Fraction(1, 2)) == 0x3F000000
+    for refused in (np.bool_(True), __import__("decimal").Decimal(1)):
+        with pytest.raises(errors.LifecoreTypeError, match="value"):
+            lifecore.float_bits(refused)
+    with pytest.raises(errors.LifecoreOverflowError, match="float32"):
+        lifecore.float_bits(2**2000)
 
 
 def test_a_callback_error_passes_through_and_its_capture_is_undone() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import threading
 
 import numpy as np
 import pytest
@@ -923,6 +924,76 @@ def test_a_forward_on_another_thread_during_a_capture_block_is_refused_and_chang
     assert records["2"].outcome == CaptureOutcome.CAPTURED and torch.equal(records["2"].tensor, y)
     with torch.no_grad():
         m(x)  # the block closed: the model is every thread's again, and runs no hook
+
+
+def test_a_block_on_a_model_another_thread_holds_is_refused_and_no_hook_is_left() -> None:
+    # Two threads each opening blocks on one model: the second block's hooks were placed while
+    # the first thread's forward walked the model's hook tables, and a removal that met a table
+    # changing under it raised and left hooks behind, which refused every later forward.
+    from lifecore.torch import capture
+
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8)).eval()
+    x = torch.randn(1, 3, 4)
+    refused: list = []
+    entered = threading.Event()
+    release = threading.Event()
+
+    def holder() -> None:
+        with torch.no_grad(), capture(m, "2", "summary") as records:
+            entered.set()
+            release.wait(10)
+            m(x)
+        assert records["2"].outcome == CaptureOutcome.CAPTURED
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    assert entered.wait(10)
+    hooks = (len(m._forward_pre_hooks), len(m._forward_hooks))
+    try:
+        with capture(m, "0", "summary"):
+            pass
+    except CaptureSessionError as error:
+        refused.append(error)
+    finally:
+        release.set()
+        thread.join()
+    assert len(refused) == 1 and "open on this Sequential" in str(refused[0]) and "Nothing was placed" in str(refused[0])
+    assert hooks == (1, 1)  # the holder's two, as they were
+    assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+    with torch.no_grad(), capture(m, "0", "summary") as records:  # the model is every thread's again
+        m(x)
+    assert records["0"].outcome == CaptureOutcome.CAPTURED
+
+
+def test_blocks_racing_on_two_threads_leave_no_hook_behind() -> None:
+    from lifecore.torch import capture
+
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8)).eval()
+    x = torch.randn(1, 3, 4)
+    unexpected: list = []
+
+    def loop() -> None:
+        for _ in range(150):
+            try:
+                with torch.no_grad(), capture(m, ["0", "2"], "summary"):
+                    m(x)
+            except CaptureSessionError:
+                pass  # the other thread's block held the model
+            except RuntimeError as error:  # torch walking its hook tables as the other thread changed one
+                if "mutated during iteration" not in str(error):
+                    unexpected.append(error)
+            except BaseException as error:  # noqa: BLE001 - reported below
+                unexpected.append(error)
+
+    threads = [threading.Thread(target=loop) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert unexpected == []
+    assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+    with torch.no_grad():
+        m(x)
 
 
 def test_a_wrong_backend_is_refused_before_the_model_runs() -> None:

@@ -381,9 +381,16 @@ def test_review_of_launch_and_buffers_bad_input() -> None:
             s.launch(K.axpy_info_f32, 4, 64, [x, y], info=[256])
         s.sync()
         assert not device.lost
-        # Past 64 bits: an overflow naming the call and the argument; a float parameter takes it.
-        with pytest.raises(LifecoreOverflowError, match=r"^launch: grid does not fit in 64 bits"):
-            s.launch(K.scale_f32, 2**64, 64, [256, 1.0, x, y])
+        # Past 64 bits: out of range like any dimension past the limit, with its value (it was
+        # an overflow, and a value from 2**63 on read "dimension too large"); an argument
+        # overflows, naming the call and the argument; a float parameter takes it.
+        for grid, words in ((2**64, "0 is 18446744073709551616, past any launch's limit"),
+                            (2**63, "0 is 9223372036854775808, past any launch's limit"),
+                            ((1, -(2**64)), "1 is -18446744073709551616, below 1")):
+            with pytest.raises(InvalidArgumentError, match=rf"^launch: grid dimension {words}$"):
+                s.launch(K.scale_f32, grid, 64, [256, 1.0, x, y])
+        with pytest.raises(InvalidArgumentError, match=r"^launch: block dimension 0 must be between 1 and \d+, got 2147483648$"):
+            s.launch(K.scale_f32, 1, 2**31, [256, 1.0, x, y])
         with pytest.raises(LifecoreOverflowError, match=r"argument 'n' = 18446744073709551616 does not fit in 64 bits"):
             s.launch(K.scale_f32, 4, 64, [2**64, 1.0, x, y])
         s.launch(K.scale_f32, 1, 1, [1, 2**64, x, y])  # 2**64 is a float32
@@ -403,10 +410,52 @@ def test_review_of_launch_and_buffers_bad_input() -> None:
             small.view("float32")
 
 
+def test_an_array_of_python_objects_is_neither_written_nor_read_into(stream):
+    # An object array's bytes are the addresses of its objects: written, they leaked addresses
+    # to the device; read into, the bytes became "objects" and the next read crashed.
+    buf = stream.alloc(16)
+    stream.fill(buf, 0x41414141)
+    before = stream.read(buf)
+    objects = np.array([object(), "secret"], dtype=object)
+    with pytest.raises(lifecore.LifecoreTypeError, match=r"^write: data holds Python objects \(buffer format 'O'\)"):
+        stream.write(buf, objects)
+    assert stream.read(buf) == before
+    target = np.array([1, "x"], dtype=object)
+    with pytest.raises(lifecore.LifecoreTypeError, match=r"^read_into: the target holds Python objects"):
+        stream.read_into(buf, target)
+    assert target.tolist() == [1, "x"]
+    # A field that holds objects is refused too; a field merely named O holds data.
+    records = np.zeros(2, dtype=[("a", "<i4"), ("b", "O")])
+    with pytest.raises(lifecore.LifecoreTypeError, match="holds Python objects"):
+        stream.write(buf, records)
+    named = np.array([(7,), (9,)], dtype=[("O", "<i4")])
+    stream.write(buf, named)
+    assert np.frombuffer(stream.read(buf), "<i4")[:2].tolist() == [7, 9]
+    out = np.zeros(4, dtype=[("O", "<i4")])
+    stream.read_into(buf, out)
+    assert out["O"][:2].tolist() == [7, 9]
+
+
 @pytest.mark.parametrize("value", [2**128, 2**200, 2**1100, -(2**129), 1e39])
 def test_float_bits_answers_every_number_past_float32_with_an_overflow_error(value):
     with pytest.raises(lifecore.LifecoreOverflowError, match="^float_bits: argument 'value' is outside the float32 range"):
         K.float_bits(value)
+
+
+def test_a_view_takes_a_dtype_by_its_typestr(stream):
+    import sys
+
+    buf = stream.alloc(16)
+    native, other = ("<", ">") if sys.byteorder == "little" else (">", "<")
+    for spelling in (native + "f4", "=f4", "f4", "float32"):
+        assert buf.view(spelling).dtype == "float32"
+    assert buf.view("|u1").dtype == "uint8" and buf.view("i8").dtype == "int64"
+    with pytest.raises(InvalidArgumentError, match=f"^view: dtype {other}f4 is not in the host's byte order"):
+        buf.view(other + "f4")
+    for unknown in ("<U4", "f3", "x"):
+        with pytest.raises(InvalidArgumentError, match="^view: unsupported dtype"):
+            buf.view(unknown)
+    assert buf.views == 0
 
 
 def test_a_view_dimension_past_63_bits_is_an_overflow_naming_the_shape(stream):

@@ -259,6 +259,54 @@ def test_close_from_another_thread_in_relaxed_mode_ends_the_capture() -> None:
         s.fill(buf, 1)
 
 
+@pytest.mark.parametrize("mode", ["thread_local", "global"])
+def test_a_recording_stream_dropped_on_another_thread_leaves_its_capture_to_the_recording_thread(mode) -> None:
+    # Before: nothing held the stream any more, so nothing could end its capture, and the
+    # recording thread was refused on every other stream for as long as it lived.
+    dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode)
+    box = {"s": dev.stream()}
+    box["s"].graph_prepare()
+    box["s"].begin_capture()
+
+    def drop() -> None:
+        del box["s"]  # the last reference goes on this thread
+
+    assert "error" not in run_in_thread(drop)
+    assert dev.abandoned_captures == 1
+    other = dev.stream()
+    buf = other.alloc(4 * N)
+    other.sync()  # ends the left capture first (refused before), then synchronizes
+    assert dev.abandoned_captures == 0
+    assert other.capture_state.variant is CaptureVariant.NO_CAPTURE
+    graph = other.capture(lambda st: st.fill(buf, 3))  # the thread records again
+    graph.replay()
+    other.sync()
+    assert (read_u32(other, buf) == 3).all()
+    dev.close()
+    assert dev.abandoned_captures == 0
+
+
+def test_a_left_capture_whose_device_went_is_forgotten_by_its_thread() -> None:
+    box = {"dev": lifecore.Device(EMULATED, graphs="hardware")}
+    box["s"] = box["dev"].stream()
+    box["s"].graph_prepare()
+    box["s"].begin_capture()
+
+    def drop() -> None:
+        del box["s"]
+        box["dev"].close()
+        del box["dev"]
+
+    assert "error" not in run_in_thread(drop)
+    with lifecore.Device(EMULATED, graphs="hardware") as dev:  # the thread's calls go on
+        s = dev.stream()
+        buf = s.alloc(4 * N)
+        s.sync()
+        graph = s.capture(lambda st: st.fill(buf, 5))
+        graph.replay()
+        assert (read_u32(s, buf) == 5).all()
+
+
 @pytest.mark.parametrize("code", STICKY)
 def test_a_sticky_status_loses_the_device_and_every_later_call_is_refused(mock_device, code) -> None:
     dev = mock_device

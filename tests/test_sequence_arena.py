@@ -162,6 +162,23 @@ def test_a_grown_domain_adds_one_chunk_and_ids_continue():
         assert sorted(int(h[1].backing.block_ids()[0]) for h in held) == [1, 2, 3, 4, 5]
 
 
+def test_a_growth_short_of_a_page_adds_no_block_and_wakes_nobody():
+    # The bytes are counted, but no demand (whole pages) can use them: a waiter woken for them
+    # found nothing that fits.
+    c = make(pages=2, maximum=8)
+    _, s = open_one(c, fit=2 * TPP)
+    held = open_one(c, "h", TPP, TPP)
+    deferred = c.admit("waits", TPP, TPP)
+    assert isinstance(deferred, AdmissionDeferred)
+    waiter = c.register_waiter(deferred)
+    c.grow_domain("kv", 2 * PAGE + PAGE // 2)
+    assert c.capacity().domains[0].total_bytes == 2 * PAGE + PAGE // 2 and c.num_blocks() == 2
+    assert not waiter.should_retry() and not c.fits_now(deferred)
+    c.grow_domain("kv", 3 * PAGE)
+    assert c.num_blocks() == 3 and waiter.should_retry() and c.fits_now(deferred)
+    del held, s
+
+
 # ---- block ids ----
 
 def test_a_domain_hands_out_at_most_the_int32_ids_and_refuses_a_fit_beyond_them():
@@ -536,14 +553,15 @@ def test_step_all_reads_any_numpy_integer_positions_and_names_what_it_refuses():
     naming what it got, before any row steps."""
     c = make(pages=8)
     held, sessions = _batch(c)
-    for dtype in (np.int32, np.uint32, np.int16, np.uint8):
+    for dtype in (np.int32, np.uint32, np.int16, np.uint8, np.uint64):
         assert lifecore.sequence.step_all(sessions, np.array([1, 2, 3], dtype=dtype)).tolist() == [0, 0, 0]
     strided = np.array([1, 0, 2, 0, 3, 0], dtype=np.int64)[::2]
     assert lifecore.sequence.step_all(sessions, strided).tolist() == [0, 0, 0]
     retired = [s.retired_frames for s in sessions]
     for bad, error, words in ((np.array([1.0, 2.0, 3.0]), LifecoreTypeError, "must hold integers, got an array of float64"),
                               (np.array([True, True, True]), LifecoreTypeError, "must hold integers, got an array of bool"),
-                              (np.array([1, 2, 3], dtype=np.uint64), LifecoreTypeError, "got uint64"),
+                              (np.array([1, 2**63, 3], dtype=np.uint64), lifecore.errors.LifecoreOverflowError,
+                               r"tokens' holds 9223372036854775808 at row 1, past any 64-bit signed count"),
                               (np.ones((3, 1), dtype=np.int32), InvalidArgumentError, "one-dimensional, got 2")):
         with pytest.raises(error, match=words):
             lifecore.sequence.step_all(sessions, bad)

@@ -48,7 +48,7 @@ def test_cancelled_participant_rejects_a_batched_acquire_atomically():
     _, a = open_one(c, name="a")
     _, b = open_one(c, name="b")
     b.request_cancel()
-    with pytest.raises(SessionStateError, match="participant 1"):
+    with pytest.raises(SessionStateError, match=r"\(row 1; no frame was acquired\)$"):
         acquire_frames([a, b])
     assert a.active_frame is None and a.next_frame_id == 1  # nothing acquired on a
     holds = acquire_frames([a])
@@ -303,6 +303,47 @@ def test_a_deferral_rejects_a_stale_generation():
         a.verify_backing_deferral(d)
     with pytest.raises(StaleAuthorityError):
         b.register_admission_waiter(d.deferred)  # names another sequence
+
+
+def grower_and_two_victims(pages: int, prompt: int, fit: int):
+    """A coordinator of `pages`, a sequence "a" that may grow to `fit` tokens and two of one page each."""
+    c = make(pages=pages)
+    _, a = open_one(c, prompt=prompt, fit=fit, name="a")
+    _, b = open_one(c, prompt=16, fit=16, name="b")
+    _, x = open_one(c, prompt=16, fit=16, name="x")
+    return c, a, b, x
+
+
+def test_preemption_refuses_a_deferral_its_sequence_outgrew_and_aborts_no_victim():
+    # a asked for two more pages and was deferred, then grew by one: the old demand is stale, and
+    # preempting for it would abort two victims where the one page a still needs takes one.
+    c, a, b, x = grower_and_two_victims(pages=4, prompt=16, fit=64)
+    old = a.try_ensure_backing_covers(48)
+    assert old.outcome == BackingOutcome.BACKING_DEFERRED and old.expected_generation == 1
+    assert a.try_ensure_backing_covers(32).outcome == BackingOutcome.EXTENDED  # the last free page
+    before = used(c)
+    with pytest.raises(StaleAuthorityError, match="holds 2 pages now, 1 when it was deferred"):
+        preempt_for(c, old.deferred, [b, x])
+    assert b.phase == x.phase == SessionPhase.OPEN and used(c) == before  # nothing changed
+    fresh = a.try_ensure_backing_covers(48)
+    assert fresh.outcome == BackingOutcome.BACKING_DEFERRED
+    report = preempt_for(c, fresh.deferred, [b, x])
+    assert report.victims == [b.sequence_authority] and report.satisfied and x.phase == SessionPhase.OPEN
+    assert a.try_ensure_backing_covers(48).outcome == BackingOutcome.EXTENDED
+
+
+def test_preemption_still_serves_a_deferral_after_an_extension_that_took_no_page():
+    # Tokens within the pages held change the generation, not the demand: the deferral still
+    # names the pages the sequence needs, and preemption serves it.
+    c, a, b, x = grower_and_two_victims(pages=3, prompt=8, fit=48)
+    d = a.try_ensure_backing_covers(48)
+    assert d.outcome == BackingOutcome.BACKING_DEFERRED and d.expected_generation == 1
+    assert a.try_ensure_backing_covers(12).outcome == BackingOutcome.EXTENDED  # generation 2, still one page
+    with pytest.raises(StaleAuthorityError):
+        a.register_admission_waiter(d.deferred)  # a waiter retries on its generation
+    report = preempt_for(c, d.deferred, [b, x])
+    assert report.victims == [b.sequence_authority, x.sequence_authority] and report.satisfied
+    assert a.try_ensure_backing_covers(48).outcome == BackingOutcome.EXTENDED
 
 
 def test_waiters_retry_only_when_their_exact_domain_changed():

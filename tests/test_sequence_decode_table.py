@@ -364,36 +364,31 @@ def test_a_failed_call_keeps_no_capacity(fail):
     assert isinstance(c.admit("a", TPP, TPP), Admitted)
 
 
-def test_step_checks_a_row_before_it_steps():
+def test_step_checks_every_row_before_any_steps():
     """A row that could not be written once stepped (too wide, another coordinator's, not in
-    the domain) stops the batch before it steps: a caller that retries steps no row twice."""
+    the domain) is refused before any row steps, as a bad token count is: nothing changes, and
+    a caller that retries steps no row twice. (Before, the rows above it had stepped: the width
+    and the domain are known from the tokens and the sequence before anything steps.)"""
     c = AdmissionCoordinator(domains={"k": 64 * PAGE, "v": 64 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
                              max_active_sequences=8)
     other = make()
     a, b = open_one(c, "a"), open_one(c, "b")
     only_v, foreign = open_one(c, "v", domains=["v"]), open_one(other, "f")
     table = c.decode_table(2, 1, domain="k")
-    cases = [
-        ([a, b], [TPP, TPP + 1], InvalidArgumentError, "row 1: 2 blocks do not fit in width 1"),
-        ([a, only_v], [TPP, TPP], InvalidArgumentError, "row 1.*domain 'k'"),
-    ]
-    for sessions, tokens, error, match in cases:
-        before = [s.retired_frames for s in sessions]
-        pages = b.backing.pages
-        with pytest.raises(error, match=match + r".*the rows before it stepped and the table shows them"):
-            table.step(sessions, tokens)
-        assert [s.retired_frames for s in sessions] == [before[0] + 1, before[1]]
-        assert b.backing.pages == pages
-        assert table.table.tolist() == [a.backing.block_ids("k").tolist(), [0]]  # row 0 stepped and is shown
     # What the caller got wrong is refused before any row steps.
-    for sessions, tokens, error, match in [([a, foreign], [TPP, TPP], StaleAuthorityError, "row 1.*another coordinator"),
+    for sessions, tokens, error, match in [([a, b], [TPP, TPP + 1], InvalidArgumentError,
+                                            "row 1: 2 blocks do not fit in width 1"),
+                                           ([a, only_v], [TPP, TPP], InvalidArgumentError, "row 1.*domain 'k'"),
+                                           ([a, foreign], [TPP, TPP], StaleAuthorityError, "row 1.*another coordinator"),
                                            ([a, b], [TPP, 0], InvalidArgumentError, "row 1: step: tokens must be "
                                                                                     "positive, got 0"),
                                            ([a, b], [TPP, -1], InvalidArgumentError, "row 1: .* got -1")]:
         before = [s.retired_frames for s in sessions]
+        pages = [s.backing.pages for s in sessions]
         with pytest.raises(error, match=match + r".*\(nothing was stepped or written\)$"):
             table.step(sessions, tokens)
         assert [s.retired_frames for s in sessions] == before and (table.table == 0).all()
+        assert [s.backing.pages for s in sessions] == pages
     for tokens in ([TPP, 0], [TPP, -1]):
         before = [a.retired_frames, b.retired_frames]
         with pytest.raises(InvalidArgumentError, match=r"^step: tokens must be positive, got -?\d \(step_all: row 1; "
@@ -675,8 +670,9 @@ def test_a_step_past_the_fit_names_the_fit_not_the_width():
                                             r"fit limit .* \(nothing was stepped or written\)$"):
         table.step([a], [10**6])
     assert a.retired_frames == before and (table.table == 0).all()
-    with pytest.raises(InvalidArgumentError, match=r"row 0: 2 blocks do not fit in width 1 \(no row stepped"):
+    with pytest.raises(InvalidArgumentError, match=r"row 0: 2 blocks do not fit in width 1 \(nothing was stepped"):
         table.step([a], [TPP + 1])
+    assert a.retired_frames == before
     a.close()
 
 

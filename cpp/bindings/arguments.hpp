@@ -117,6 +117,28 @@ inline bool is_numpy_masked_array(nb::handle h) {
   return type != nullptr && PyObject_TypeCheck(h.ptr(), type);
 }
 
+// Whether a buffer's struct format (PEP 3118) holds Python object references ('O', as a NumPy
+// object array exports): their bytes are addresses of live objects, never data to copy to a
+// device, nor to write over. Field names (between colons) are not codes.
+inline bool format_holds_objects(const char* format) noexcept {
+  if (format == nullptr) return false;
+  bool in_name = false;
+  for (const char* c = format; *c != '\0'; ++c) {
+    if (*c == ':') in_name = !in_name;
+    else if (!in_name && *c == 'O') return true;
+  }
+  return false;
+}
+
+// Releases `view` and raises LifecoreTypeError when it holds Python objects: "<subject> holds
+// Python objects (buffer format '...'): <why>".
+inline void refuse_object_buffer(Py_buffer& view, const std::string& subject, const char* why) {
+  if (!format_holds_objects(view.format)) return;
+  const std::string format = view.format;
+  PyBuffer_Release(&view);
+  raise(ErrorKind::TypeMismatch, subject + " holds Python objects (buffer format '" + format + "'): " + why);
+}
+
 inline bool is_numpy_bool(nb::handle h) {
   PyTypeObject* type = numpy_bool_type();
   return type != nullptr && Py_TYPE(h.ptr()) == type;
@@ -228,15 +250,15 @@ inline std::optional<double> timeout_argument(nb::handle arg, const char* call) 
   if (!PyBool_Check(arg.ptr()) && (PyLong_Check(arg.ptr()) || PyIndex_Check(arg.ptr()))) {
     const nb::object integer = integer_argument(arg, call, "timeout");
     const nb::handle h = integer;
+    const int negative = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_LT);
+    if (negative < 0) throw nb::python_error();
+    if (negative)  // named as given: as a double -2**63 - 1 read "got -9223372036854775808", and below it "-inf"
+      raise(ErrorKind::InvalidArgument, std::string(call) + ": timeout must not be negative, got " +
+                                            nb::cast<std::string>(nb::str(h)));
     const double value = PyLong_AsDouble(h.ptr());
     if (value == -1.0 && PyErr_Occurred()) {
       PyErr_Clear();
-      const int positive = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_GT);
-      if (positive < 0) throw nb::python_error();
-      if (!positive)  // named as given: as -inf it read "got -inf"
-        raise(ErrorKind::InvalidArgument, std::string(call) + ": timeout must not be negative, got " +
-                                              nb::cast<std::string>(nb::str(h)));
-      return std::numeric_limits<double>::infinity();
+      return std::numeric_limits<double>::infinity();  // too large for a float: never reached
     }
     return value;
   }

@@ -16,6 +16,7 @@
 #include "arguments.hpp"
 #include "bindings.hpp"
 #include "buffer_view.hpp"
+#include "element_types.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/runtime/buffer.hpp"
@@ -39,6 +40,17 @@ const TensorElementType& element_type(nb::handle dtype) {
   std::string name;
   if (nb::isinstance<nb::str>(dtype)) {
     name = nb::cast<std::string>(dtype);
+    // An array-interface typestr ("<f4", "|u1", "=i8") or NumPy's code for one ("f4").
+    if (!find_element_type(name) && name.size() >= 2 && name.size() <= 5) {
+      const std::string typestr = std::string("<>|=").find(name[0]) == std::string::npos ? "=" + name : name;
+      if (const std::optional<DLDataType> code = typestr_dtype(typestr))
+        if (const TensorElementType* type = find_element_type(*code)) return *type;
+      std::string swapped = typestr;
+      swapped[0] = swapped[0] == '<' ? '>' : swapped[0] == '>' ? '<' : swapped[0];
+      if (swapped != typestr && typestr_dtype(swapped))
+        raise(ErrorKind::InvalidArgument, "view: dtype " + name + " is not in the host's byte order (a view exports "
+                                          "native types only); byte-swap the data or pass the native dtype");
+    }
   } else if (nb::hasattr(dtype, "name") && nb::isinstance<nb::str>(dtype.attr("name"))) {
     name = nb::cast<std::string>(dtype.attr("name"));  // numpy.dtype
     // numpy names a byte-swapped dtype ('>f4' here) as the native one: DLPack and the array
@@ -278,7 +290,7 @@ void read_into(Stream& stream, const Buffer& buffer, nb::handle out) {
   // C order only, as write() takes: the bytes land in the buffer's order, which a Fortran-ordered
   // array would read back transposed.
   Py_buffer view;
-  if (PyObject_GetBuffer(out.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) != 0) {
+  if (PyObject_GetBuffer(out.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
     PyErr_Clear();
     Py_buffer probe;
     if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_C_CONTIGUOUS) == 0) {
@@ -295,6 +307,8 @@ void read_into(Stream& stream, const Buffer& buffer, nb::handle out) {
     PyErr_Clear();
     raise(ErrorKind::InvalidArgument, "read_into: the target must be contiguous");
   }
+  refuse_object_buffer(view, "read_into: the target",
+                       "bytes written over them would be taken for objects' addresses; read into a numeric array");
   try {
     GilRelease release;
     stream.read_into(buffer, view.buf, static_cast<std::size_t>(view.len));

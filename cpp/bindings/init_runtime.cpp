@@ -107,12 +107,26 @@ bool as_real(nb::handle h, double* out) {
   return true;
 }
 
+// Dimension `index` of a grid or block: an int64, or refused as out of range whatever its size
+// (one past 64 bits is no more wrong than 2**31, and is named the same way, with its value).
+std::int64_t dimension(nb::handle integer, const char* what, std::size_t index) {
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
+  if (overflow == 0) {
+    if (value == -1 && PyErr_Occurred()) throw nb::python_error();
+    return value;
+  }
+  raise(ErrorKind::InvalidArgument, std::string(what) + " dimension " + std::to_string(index) + " is " +
+                                        nb::cast<std::string>(nb::str(integer)) +
+                                        (overflow > 0 ? ", past any launch's limit" : ", below 1"));
+}
+
 // An int or a tuple / list of up to 3 ints, into `values`; returns how many.
 std::size_t to_dims(nb::handle h, const char* what, std::int64_t (&values)[3]) {
-  bool big = false;
   std::size_t count = 0;
   if (nb::object integer = as_integer(h); integer.is_valid()) {
-    values[count++] = to_int64(integer, what, &big);
+    values[count] = dimension(integer, what, count);
+    ++count;
   } else if (nb::isinstance<nb::tuple>(h) || nb::isinstance<nb::list>(h)) {
     for (nb::handle item : h) {
       nb::object dim = as_integer(item);
@@ -122,13 +136,13 @@ std::size_t to_dims(nb::handle h, const char* what, std::int64_t (&values)[3]) {
       if (count == 3)
         raise(ErrorKind::InvalidArgument, std::string(what) + " must have 1 to 3 dimensions, got " +
                                               std::to_string(nb::len(h)));
-      values[count++] = to_int64(dim, what, &big);
+      values[count] = dimension(dim, what, count);
+      ++count;
     }
   } else {
     raise(ErrorKind::TypeMismatch,
           std::string(what) + " must be an int or a tuple of up to 3 ints, got " + type_name_of(h));
   }
-  if (big) raise(ErrorKind::InvalidArgument, std::string(what) + " dimension too large");
   return count;
 }
 
@@ -272,12 +286,17 @@ void write(Stream& stream, Buffer& buffer, nb::handle data) {
     raise(ErrorKind::InvalidArgument, "write: argument 'data' is a NumPy masked array: its masked elements would be "
                                       "written too; pass its .data, or .filled(value)");
   Py_buffer view;
-  if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0) {
+  // With its format, to refuse objects (a memoryview gives a format only with a shape); an
+  // exporter that gives neither is read as plain bytes.
+  if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_ND | PyBUF_FORMAT) != 0 &&
+      (PyErr_Clear(), PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0)) {
     PyErr_Clear();
     if (PyObject_CheckBuffer(data.ptr()))
       raise(ErrorKind::InvalidArgument, "write: data must be contiguous (copy a strided array first)");
     raise(ErrorKind::TypeMismatch, "write: data must be a bytes-like object, got " + type_name_of(data));
   }
+  refuse_object_buffer(view, "write: data",
+                       "its bytes are the objects' addresses, not their values; convert it to a numeric array first");
   try {
     stream.write(buffer, view.buf, static_cast<std::size_t>(view.len));
   } catch (...) {
@@ -418,7 +437,9 @@ void bind_device(nb::module_& m) {
                    "DeviceLostError.")
       .def_prop_ro("abandoned_captures", &Device::abandoned_captures,
                    "Driver captures close() left to the threads that began them (thread_local / global mode); each\n"
-                   "ends at its thread's next call on its stream. One whose thread is gone stays open: a leak.")
+                   "ends at its thread's next call on its stream. A recording stream whose last reference went on another\n"
+                   "thread is counted too, and ends at its thread's next call that the capture would forbid. One whose\n"
+                   "thread is gone stays open: a leak.")
       .def("stream", &Device::stream, "A new stream on this device.")
       .def("memory_stats",
            [](const Device& d) {

@@ -264,9 +264,10 @@ void init_sequence_decode_table(nb::module_& m) {
                   "numpy.typing.NDArray[numpy.uint8]"),
           "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
           "update(sessions). Returns the BackingOutcome values as a uint8 array. A token count below 1 or above\n"
-          "its request's fit, another coordinator's session, a closed one (a preempted victim) or one an earlier\n"
-          "row named (as step_all finds it), in any row, is refused before any row steps; a step that raises after\n"
-          "that stops the batch (the rows before it stepped, as step_all) and the table shows what the rows that\n"
+          "its request's fit, another coordinator's session, a closed one (a preempted victim), one an earlier\n"
+          "row named (as step_all finds it), one with no pages in the table's domain or one whose blocks, once\n"
+          "stepped, would not fit the table's width, in any row, is refused before any row steps; a step that\n"
+          "raises after that (another thread's extension meanwhile, say) stops the batch (the rows before it stepped, as step_all) and the table shows what the rows that\n"
           "stepped hold now (the other rows are left as they were).")
       .def(
           "assign",

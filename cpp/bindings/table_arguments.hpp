@@ -340,12 +340,24 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
     if (kind != "i" && kind != "u")
       raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") + " must hold integers, got an array of " +
                                          nb::cast<std::string>(nb::str(dtype)));
-    if (kind == "u" && nb::cast<long>(dtype.attr("itemsize")) >= 8)  // past int64: no copy holds it
-      raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
-                                         " must be an array of int64 or of a narrower integer type, got uint64");
     if (nb::cast<long>(source.attr("ndim")) != 1)
       raise(ErrorKind::InvalidArgument, argument_label(call, "tokens") + " must be one-dimensional, got " +
                                             std::to_string(nb::cast<long>(source.attr("ndim"))) + " dimensions");
+    if (kind == "u" && nb::cast<long>(dtype.attr("itemsize")) >= 8) {
+      // Read from the int64 copy once every count fits it (a count past int64 is past any fit).
+      const nb::object past = nb::module_::import_("numpy").attr("flatnonzero")(
+          source.attr("__gt__")(nb::int_(std::numeric_limits<std::int64_t>::max())));
+      if (nb::len(past) != 0) {
+        const nb::object row = past[0];
+        const nb::object value = source[row];
+        // Printed through handles: nb::str of an item lookup would cast the item to a str (and
+        // fail for a number), where str(handle) prints it.
+        raise(ErrorKind::Overflow, argument_label(call, "tokens") + " holds " +
+                                       nb::cast<std::string>(nb::str(nb::handle(value))) + " at row " +
+                                       nb::cast<std::string>(nb::str(nb::handle(row))) +
+                                       ", past any 64-bit signed count");
+      }
+    }
     out.copy = source.attr("astype")("int64");
     read = nb::try_cast(out.copy, out.array, /*convert=*/false);
   }

@@ -17,6 +17,17 @@ _TABLES = (("_forward_hooks", ("_forward_hooks_with_kwargs", "_forward_hooks_alw
            ("_forward_pre_hooks", ("_forward_pre_hooks_with_kwargs",)))
 
 
+def _keys_of(table: Any, hook: Any) -> list[Any]:
+    """The keys under which ``table`` holds ``hook``. Another thread may place or remove a hook
+    on the same module meanwhile (a capture block of its own): the table is copied in one call
+    (no Python code runs while it is), and read again should a change still come through."""
+    while True:
+        try:
+            return [key for key, placed in tuple(table.items()) if placed is hook]
+        except RuntimeError:  # "mutated during iteration": the next copy sees the table as it is
+            continue
+
+
 def _unhook(module: Any, hook: Any) -> None:
     """Removes every registration of ``hook`` (by identity) from ``module``'s forward and
     pre-forward hooks, and their flags; nothing if it is not there."""
@@ -24,7 +35,7 @@ def _unhook(module: Any, hook: Any) -> None:
         table = getattr(module, name, None)
         if not table:
             continue
-        for key in [key for key, placed in table.items() if placed is hook]:
+        for key in _keys_of(table, hook):
             table.pop(key, None)
             for flag in flags:
                 flagged = getattr(module, flag, None)

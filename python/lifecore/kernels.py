@@ -14,6 +14,7 @@ float32 elements: a tensor or a ``BufferView`` of another element type is refuse
 
 from __future__ import annotations
 
+import numbers
 import struct
 
 from . import _python_guard
@@ -36,13 +37,14 @@ def all_kernels() -> list[Kernel]:
 def float_bits(value: float) -> int:
     """The IEEE-754 single-precision bits of ``value`` as an unsigned int (an info word).
 
-    ``value`` is an int or a float (not a bool: LifecoreTypeError); infinities and NaN have
-    bits, a finite number beyond the float32 range raises LifecoreOverflowError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    ``value`` is a real number: an int or a float, a NumPy integer or float scalar of any
+    width, a ``Fraction`` (not a bool: LifecoreTypeError); infinities and NaN have bits, a
+    finite number beyond the float32 range raises LifecoreOverflowError."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):  # NumPy's bool is no Real
         raise LifecoreTypeError(f"float_bits: argument 'value' must be a float, got {type(value).__name__}")
     try:
-        return struct.unpack("<I", struct.pack("<f", value))[0]
-    except (OverflowError, struct.error):  # struct.error: an int too large for a C double
+        return struct.unpack("<I", struct.pack("<f", float(value)))[0]
+    except (OverflowError, struct.error):  # OverflowError: an int too large for a C double
         raise LifecoreOverflowError(f"float_bits: argument 'value' is outside the float32 range, got {value}") from None
 
 

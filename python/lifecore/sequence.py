@@ -333,7 +333,8 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     changes: a candidate with a live frame or flight is skipped, never half-cancelled), then
     its session is closed, which spends its resources: with no frame or flight live, nothing
     else holds the victim, so its capacity comes back at once, whatever handles of its
-    ``Admitted`` decision the caller keeps; ``freed_sources`` reports what actually came back. Stops once the deferred demand fits, or after ``limit`` victims.
+    ``Admitted`` decision the caller keeps; ``freed_sources`` reports what actually came back.
+    Stops once the deferred demand fits, or after ``limit`` victims.
     A demand only growth can serve (its fit beyond a domain's total, ``AWAIT_BACKING_GROWTH``)
     picks no victim: no release admits it.
 
@@ -341,8 +342,10 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     when its domains have the same names. Wrong types are refused before anything changes:
     ``LifecoreTypeError`` for a coordinator, deferral, candidate or limit of the wrong type,
     ``StaleAuthorityError`` for a deferral of another coordinator, or for a backing deferral
-    whose sequence is gone (nobody waits on its demand any more), ``InvalidArgumentError`` for a
-    negative limit.
+    whose sequence is gone (nobody waits on its demand any more) or holds other pages than when
+    it was deferred (the demand is not what it needs: extend again, and preempt for the deferral
+    that answers),
+    ``InvalidArgumentError`` for a negative limit.
     """
     if not isinstance(coordinator, AdmissionCoordinator):
         raise LifecoreTypeError(

@@ -1108,6 +1108,39 @@ class _CaptureThread(threading.local):
 _THREAD = _CaptureThread()
 
 
+class _OpenBlocks:
+    """The thread whose :func:`capture` blocks are open on each model, and how many. A block
+    on a model another thread's block holds is refused before it places a hook: its hooks
+    would run in that thread's forward (refusing it), and placing them races that forward's
+    walk over the model's hook tables."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[int, tuple[int, int]] = {}  # id(model) -> (thread, open blocks); a block keeps its model
+
+    def enter(self, model: nn.Module, call: str) -> None:
+        me = threading.get_ident()
+        with self._lock:
+            thread, count = self._held.get(id(model), (me, 0))
+            if thread != me:
+                raise CaptureSessionError(
+                    f"{call}: a capture block of thread {thread} is open on this {type(model).__name__}: while it "
+                    f"is, the model is that thread's (its hooks would refuse this thread's forward). Nothing was "
+                    f"placed; open the block once that one closes")
+            self._held[id(model)] = (me, count + 1)
+
+    def leave(self, model: nn.Module) -> None:
+        with self._lock:
+            thread, count = self._held[id(model)]
+            if count == 1:
+                del self._held[id(model)]
+            else:
+                self._held[id(model)] = (thread, count - 1)
+
+
+_OPEN_BLOCKS = _OpenBlocks()
+
+
 class ModelCapture:
     """A :func:`capture` in progress: a context manager whose ``with`` value is its
     :class:`CapturedModules` (``records``).
@@ -1164,6 +1197,7 @@ class ModelCapture:
         self._attachments: list[TorchAttachment] = []  # every one made, each as soon as it exists
         self._session: Optional[CaptureSession] = None
         self._entered = False
+        self._holds_model = False  # counted in _OPEN_BLOCKS, from entering until the hooks are off
         self._thread = 0  # the thread that entered the block
         self.records = CapturedModules()
 
@@ -1281,17 +1315,26 @@ class ModelCapture:
             raise CaptureSessionError(f"{self._call}: a capture is entered once; call capture() again")
         self._entered = True
         self._thread = threading.get_ident()
+        _OPEN_BLOCKS.enter(self._model, self._call)
+        self._holds_model = True
         try:
             self._placed.forward_pre(self._model, _eager(self._begin), with_kwargs=True)
             self._placed.forward(self._model, _eager(self._after))
         except BaseException:
             self._placed.remove_all()  # the with never starts, so no __exit__ would
+            self._let_go_of_model()
             raise
         return self.records
+
+    def _let_go_of_model(self) -> None:
+        if self._holds_model:
+            self._holds_model = False
+            _OPEN_BLOCKS.leave(self._model)
 
     def __exit__(self, *exc: Any) -> None:
         # Each step below is safe to repeat.
         self._placed.remove_all()
+        self._let_go_of_model()
         if self in _THREAD.attached:
             _THREAD.attached.remove(self)
         for attachment in self._attachments:
@@ -1342,7 +1385,9 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     [batch, channels, height, width]) are captured. See :class:`ModelCapture` for when the
     session is built. While the block is open the model is its thread's: the hooks are the
     model's, so a forward through it on another thread raises ``CaptureSessionError`` before
-    its first module runs, and the block is unchanged.
+    its first module runs, and the block is unchanged; a block on the same model entered on
+    another thread raises ``CaptureSessionError`` before it places a hook (blocks may nest on
+    one thread).
 
     Raises ``LifecoreTypeError`` for arguments of the wrong type (``output_index``,
     ``backend``, ``batch_axis`` and ``sequence_axis`` included), and ``InvalidArgumentError``

@@ -38,6 +38,16 @@ struct Entry {
 
 bool dead(const Entry& entry) noexcept { return !entry.live(); }
 
+// This thread's recordings whose Stream went on another thread: this thread alone may end them,
+// and does so at its first consultation after, before anything it recorded refuses it a call.
+void end_left_recordings(std::vector<Entry>& own) noexcept {
+  for (const Entry& entry : own) {
+    if (entry.mark->left.load(std::memory_order_acquire) == nullptr) continue;
+    std::unique_ptr<LeftRecording> left(entry.mark->left.exchange(nullptr, std::memory_order_acq_rel));
+    if (left) left->end_here(const_cast<RecordingMark&>(*entry.mark));  // the stream that published it is gone
+  }
+}
+
 // This thread's recordings (thread_local and global mode): only this thread touches the list,
 // and it goes with the thread (a capture that thread left open can never conflict with
 // another thread's call in thread_local mode).
@@ -120,6 +130,7 @@ void remove(const RecordingMark* mark) noexcept {
 std::optional<LiveRecording> find_conflict(const void* domain, const RecordingMark* target) {
   std::vector<Entry>& own = own_entries();
   if (!own.empty()) {
+    end_left_recordings(own);
     std::erase_if(own, dead);
     for (const Entry& entry : own)
       if (entry.mark.get() != target && entry.in(domain)) return entry.describe(true);

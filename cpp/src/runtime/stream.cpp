@@ -72,6 +72,46 @@ Stream::~Stream() {
   pause_points::reach(pause_points::Point::stream_dropped);
   BlockingWait blocking;  // the last reference may be dropped from Python: shutdown waits for the stream
   shutdown();
+  if (left_by_close_) leave_capture_to_its_thread();
+}
+
+namespace {
+
+// A Stream's capture its last reference left to the recording thread (see LeftRecording). The
+// driver is held (the recorder refers to it, and a capture outlives its device where the
+// context does, as CUDA's primary context may); the device only weakly, for its count.
+class LeftStreamRecording final : public LeftRecording {
+ public:
+  LeftStreamRecording(std::shared_ptr<driver::Driver> driver, std::weak_ptr<Device> device,
+                      driver::StreamHandle handle, std::unique_ptr<Recorder> recorder)
+      : driver_(std::move(driver)), device_(std::move(device)), handle_(handle), recorder_(std::move(recorder)) {}
+
+  void end_here(RecordingMark& mark) noexcept override {
+    // As Stream::end_capture_left_by_close: ended or not, nobody else could end it.
+    if (recorder_->driver_capturing()) (void)recorder_->abandon();
+    recorder_->forget();
+    (void)driver_->stream_destroy(handle_);
+    if (const std::shared_ptr<Device> device = device_.lock()) device->capture_left_ended();
+    mark.thread.store(0, std::memory_order_release);
+  }
+
+ private:
+  std::shared_ptr<driver::Driver> driver_;
+  std::weak_ptr<Device> device_;
+  driver::StreamHandle handle_;
+  std::unique_ptr<Recorder> recorder_;  // its window discarded: it holds no staging, only the driver's capture
+};
+
+}  // namespace
+
+void Stream::leave_capture_to_its_thread() noexcept {
+  const std::shared_ptr<RecordingMark>& mark = state_.mark();
+  try {
+    auto left = std::make_unique<LeftStreamRecording>(device_->shared_driver(), device_, handle_, std::move(recorder_));
+    delete mark->left.exchange(left.release(), std::memory_order_acq_rel);  // none before: set once
+  } catch (...) {
+    // Out of memory: the capture stays with the driver, its thread refused as before.
+  }
 }
 
 std::uintptr_t Stream::native_handle(const char* op) {

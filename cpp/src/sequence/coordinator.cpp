@@ -730,10 +730,14 @@ void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t ca
     raise(ErrorKind::InvalidArgument, "grow_domain: a domain's capacity never shrinks");
   if (capacity_bytes > it->maximum_bytes)
     raise(ErrorKind::InvalidArgument, "grow_domain: " + std::to_string(capacity_bytes) + " bytes exceeds the maximum of domain '" + name + "'");
-  if (servable_bytes(capacity_bytes) == domains_[index].total) return;
+  const std::uint64_t servable = servable_bytes(capacity_bytes);
+  if (servable == domains_[index].total) return;
   add_blocks_locked(index, capacity_bytes);  // throws (the device refused the chunk): nothing changed
-  domains_[index].total = servable_bytes(capacity_bytes);
-  bump_and_notify_locked(std::size_t{index} + 1);
+  // Bytes short of a page serve no demand (every demand is whole pages): waiters wake only
+  // for a page more.
+  const bool more_pages = servable / config_.page_bytes != domains_[index].total / config_.page_bytes;
+  domains_[index].total = servable;
+  if (more_pages) bump_and_notify_locked(std::size_t{index} + 1);
 }
 
 CapacitySnapshot AdmissionCoordinator::capacity() const {
@@ -782,6 +786,18 @@ void AdmissionCoordinator::verify_sequence_authority(const Authority& authority)
   if (authority.generation == 0 || sequence_ids_.live_generation(authority.sparse_id) != authority.generation)
     raise(ErrorKind::StaleAuthority, "stale sequence session authority (id " + std::to_string(authority.sparse_id) +
                                          ", generation " + std::to_string(authority.generation) + ")");
+}
+
+std::uint64_t AdmissionCoordinator::held_pages(const Authority& authority, std::string_view request_id) const {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  verify_sequence_authority(authority);
+  // A live authority's backing is in the index: both leave it under this lock, together.
+  const SequenceBacking* backing = live_.find(request_id, RequestIndex::hash(request_id));
+  if (!backing || !(backing->sequence_authority() == authority))
+    raise(ErrorKind::StaleAuthority, "stale sequence session authority (id " + std::to_string(authority.sparse_id) +
+                                         ", generation " + std::to_string(authority.generation) +
+                                         "): it was not admitted under that request id");
+  return backing->pages();  // its lock under this one, as a release takes it
 }
 
 std::shared_ptr<CapacityWaitRegistration> AdmissionCoordinator::register_waiter(const AdmissionDeferred& deferred,

@@ -178,6 +178,11 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
              "nothing was stepped or written");
     if (const auto refusal = batch.refusal(sessions.data(), r, tokens[r]))
       refuse(call, refusal->kind, r, refusal->why, "nothing was stepped or written");
+    // A row its table cannot show (no pages in the table's domain, more blocks than its width
+    // once stepped) too: which domains a sequence holds never changes, and its pages only grow.
+    const auto answer = sessions[r]->table_row_check(tokens[r], *coordinator_, domain_, width_);
+    if (answer.answer != SequenceSession::TableRow::written)
+      refuse_row(call, r, answer, "nothing was stepped or written");
   }
   // Each row is checked, steps and is resolved under one session lock; a row that could not
   // be written steps nothing. The table is written once every row passed, or, when a row

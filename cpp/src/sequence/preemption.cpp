@@ -1,6 +1,8 @@
 #include "lifecore/sequence/preemption.hpp"
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/pause_points.hpp"
@@ -12,15 +14,22 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
   if (deferred.coordinator_id != coordinator.id())
     raise(ErrorKind::StaleAuthority, "preempt_for: the deferral belongs to another coordinator (foreign coordinator)");
   // A backing deferral is the demand of the sequence that asked to grow: once that sequence is
-  // gone nobody waits on it, and a victim would be aborted for nothing.
+  // gone nobody waits on it, and once it holds other pages, the demand it names (the pages
+  // between those and its target) is not what it needs: either way a victim could be aborted
+  // for nothing.
   if (deferred.backing) {
+    std::uint64_t now = 0;
     try {
-      coordinator.verify_sequence_authority(deferred.backing->sequence_authority);
+      now = coordinator.held_pages(deferred.backing->sequence_authority, deferred.request_id);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::StaleAuthority) throw;
       raise(ErrorKind::StaleAuthority,
             std::string("preempt_for: the sequence that asked to grow is gone; its deferral is stale (") + e.message() + ")");
     }
+    if (now != deferred.backing->held_pages)
+      raise(ErrorKind::StaleAuthority, "preempt_for: the sequence that asked to grow holds " + std::to_string(now) +
+                                           " pages now, " + std::to_string(deferred.backing->held_pages) +
+                                           " when it was deferred; its deferral is stale (retry the extension)");
   }
   // Every candidate not picked is reported with why, so a scheduler sees the whole pool.
   // `stopped`: why the candidates from here on are not looked at. A fit beyond what a domain
@@ -62,7 +71,12 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
       session->write_release_capacity_sources(sources);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::SessionState && e.kind() != ErrorKind::Closed) throw;
-      out.skipped.push_back({authority, e.message()});
+      // The session's reason (closed, ended), named as preempt_for's: which call read it is not
+      // the scheduler's business.
+      std::string reason = e.message();
+      constexpr std::string_view read_by = "write_release_capacity_sources: ";
+      if (reason.starts_with(read_by)) reason.erase(0, read_by.size());
+      out.skipped.push_back({authority, "preempt_for: " + reason});
       continue;
     }
     const bool releases_wanted = std::any_of(sources.begin(), sources.end(), [&](const CapacitySource& s) {

@@ -299,14 +299,14 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
     decision.outcome = BackingOutcome::backing_deferred;
     decision.reason = "physical pages could not be prepared (device memory is short); wait on physical memory";
     decision.deferred = physical_extension_deferral(*coordinator, seen->domains(),
-                                                    {s.sequence, decision.expected_generation, tokens, pages}, delta,
+                                                    {s.sequence, decision.expected_generation, tokens, pages, seen->pages()}, delta,
                                                     physical_epoch, s.request_id);
     return decision;
   }
   // Logically short (or busy, which a take that waits never answers): the three calls answer.
   if (delta > 0 && fast != AdmissionCoordinator::FastExtension::taken) {
     pause_points::reach(pause_points::Point::extension_found_short);
-    BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages};
+    BackingDeferralContext context{s.sequence, decision.expected_generation, tokens, pages, seen->pages()};
     auto check = coordinator->claim_extension(seen->domains(), delta, context, s.request_id, /*claim=*/false, op);
     if (check.deferred) {
       decision.outcome = BackingOutcome::backing_deferred;
@@ -540,7 +540,7 @@ std::optional<BackingOutcome> SequenceSession::extend_in_place(std::uint64_t tok
         // path answers it, made once the lock is let go. Nothing was taken.
         std::shared_ptr<AdmissionCoordinator> coordinator = backing->coordinator();
         const std::shared_ptr<const BackingSnapshot> seen = s.current;
-        const BackingDeferralContext context{s.sequence, s.generation_locked(), target, new_pages};
+        const BackingDeferralContext context{s.sequence, s.generation_locked(), target, new_pages, s.current_pages};
         const RequestId request_id = s.request_id;
         lock.unlock();
         auto deferred = physical_extension_deferral(*coordinator, seen->domains(), context, delta, physical_epoch,
@@ -658,6 +658,30 @@ SequenceSession::TableSource SequenceSession::table_source_since(std::uint32_t d
   return out;
 }
 
+namespace {
+
+// Under the session's lock: the pages it holds once `t` tokens are covered (t within the fit).
+// An extension covers whole pages and no more (no division on a decode row's common path,
+// which needs no extension).
+std::uint64_t pages_covering(const SessionState& s, std::uint64_t t) noexcept {
+  std::uint64_t pages = s.current_pages;
+  if (t > s.current_tokens) pages = std::max(pages, t / s.tokens_per_page + (t % s.tokens_per_page != 0));
+  return pages;
+}
+
+}  // namespace
+
+SequenceSession::TableRowAnswer SequenceSession::table_row_check(std::int64_t tokens, const AdmissionCoordinator& owner,
+                                                                 std::uint32_t domain_index,
+                                                                 std::uint64_t max_pages) const {
+  const auto& s = *state_;
+  if (tokens <= 0) return {};
+  std::lock_guard<SessionLock> lock(s.mutex);
+  if (s.handle_closed || static_cast<std::uint64_t>(tokens) > s.fit_tokens) return {};
+  const std::uint64_t pages = pages_covering(s, static_cast<std::uint64_t>(tokens));
+  return {row_refusal(s, owner, domain_slot_locked(s, domain_index), pages, max_pages), pages};
+}
+
 SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t tokens, const AdmissionCoordinator& owner,
                                                                   std::uint32_t domain_index, std::uint64_t max_pages,
                                                                   const Authority& known, std::uint64_t written,
@@ -667,11 +691,8 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
     std::lock_guard<SessionLock> lock(s.mutex);
     // Past the request's fit no width is the reason: step() below refuses it, naming the fit.
     if (!s.handle_closed && static_cast<std::uint64_t>(tokens) <= s.fit_tokens) {
-      // The pages once `tokens` are covered: an extension covers whole pages and no more (no
-      // division on a decode row's common path, which needs no extension).
       const auto t = static_cast<std::uint64_t>(tokens);
-      std::uint64_t pages = s.current_pages;
-      if (t > s.current_tokens) pages = std::max(pages, t / s.tokens_per_page + (t % s.tokens_per_page != 0));
+      const std::uint64_t pages = pages_covering(s, t);
       const TableRow refusal = row_refusal(s, owner, domain_slot_locked(s, domain_index), pages, max_pages);
       if (refusal != TableRow::written) return {refusal, pages};
       if (s.phase == SessionPhase::open && s.quiescent_locked() && t <= s.current_tokens) {
@@ -809,7 +830,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
       if (s.active_frame) raise(ErrorKind::SessionState, "acquire_frames: a frame is still active");
       s.require_frame_id_locked("acquire_frames");
     } catch (const Error& e) {
-      raise(e.kind(), e.message() + " (participant " + std::to_string(i) + "; no frame was acquired)");
+      raise(e.kind(), e.message() + " (row " + std::to_string(i) + "; no frame was acquired)");
     }
   }
   for (std::size_t i = 0; i < states.size(); ++i) {

@@ -682,7 +682,8 @@ class SequenceSessionMachine(LifecycleMachine):
             return
         rd, md = self.deferreds[d % len(self.deferreds)]
         live = [e for e in self.entries if e.rs is not None and not e.ms.handle_closed]
-        # the same policy, on the model; a backing deferral whose sequence is gone is refused by both
+        # the same policy, on the model; a backing deferral whose sequence is gone, or holds other
+        # pages than when it was deferred, is refused by both
         modeled, report, err = self.both("preempt_for", lambda: self.model.preempt_for(md, [e.ms for e in live]),
                                          lambda: preempt_for(self.real, rd, [e.rs for e in live]))
         if err:

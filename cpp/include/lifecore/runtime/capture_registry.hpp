@@ -33,12 +33,30 @@ namespace lifecore::runtime {
 // A token per thread, unique for the life of the process (thread ids are reused, these never).
 std::uint64_t thread_token() noexcept;
 
+// A recording whose Stream went while it recorded, its last reference dropped on another thread
+// than the one recording: outside relaxed mode only that thread may end the driver's capture,
+// so the stream leaves what ends it with its mark, for that thread's next consultation.
+class LeftRecording {
+ public:
+  virtual ~LeftRecording() = default;  // never ended (its thread made no call again): no driver call
+  // On the thread that began the recording: ends the capture (its graph discarded), lets go of
+  // the driver stream, and clears `mark` (the recording is over).
+  virtual void end_here(struct RecordingMark& mark) noexcept = 0;
+};
+
 // What a stream publishes for threads that hold no lock on it: the token of the thread whose
 // recording it holds (0 while it records nothing), and its device's lost flag (a lost device's
 // captures went with its context).
 struct RecordingMark {
   std::atomic<std::uint64_t> thread{0};
   std::shared_ptr<const std::atomic<bool>> device_lost;
+  // Set once, as the stream goes (see LeftRecording); taken by the recording thread. Owned.
+  mutable std::atomic<LeftRecording*> left{nullptr};
+
+  RecordingMark() = default;
+  RecordingMark(const RecordingMark&) = delete;
+  RecordingMark& operator=(const RecordingMark&) = delete;
+  ~RecordingMark() { delete left.exchange(nullptr); }
 };
 
 // A stream's StreamCaptureState with its RecordingMark kept in step: every change of the state

@@ -294,6 +294,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // stream the driver still captures would be captured).
   void undo_window() noexcept;
   void discard_window() noexcept;
+  // As the stream goes with a capture shutdown() left to its thread (left_by_close_, another
+  // thread dropping the last reference): what ends it goes to that thread's registry entry.
+  void leave_capture_to_its_thread() noexcept;
   void check_lendable_locked(const Buffer& buffer, const char* op);
   // Discards the window while the driver still captures (window_discarded_). Work issued until
   // that capture ends is recorded into it, so it runs under a window id of its own (never armed
@@ -305,7 +308,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::shared_ptr<Device> device_;
   driver::Driver& driver_;
   driver::StreamHandle handle_;
-  const std::unique_ptr<Recorder> recorder_;
+  std::unique_ptr<Recorder> recorder_;  // never null; moved out only as the stream goes (leave_capture_to_its_thread)
   const std::shared_ptr<const void> capture_domain_;  // the driver's (Driver::capture_domain())
 
   mutable std::mutex mutex_;

@@ -123,6 +123,8 @@ struct BackingDeferralContext {
   std::uint64_t expected_generation = 0;
   std::uint64_t target_tokens = 0;
   std::uint64_t target_pages = 0;
+  // The pages the sequence held when it was deferred: once it holds others, the demand is stale.
+  std::uint64_t held_pages = 0;
 };
 
 struct AdmissionDeferred {

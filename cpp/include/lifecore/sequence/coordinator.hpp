@@ -131,6 +131,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // Throws StaleAuthorityError unless `authority` is this coordinator's and the live holder
   // of its sparse id.
   void verify_sequence_authority(const Authority& authority) const;
+  // The pages the live sequence `authority`, admitted as `request_id`, holds now; throws
+  // StaleAuthorityError when that sequence is gone.
+  std::uint64_t held_pages(const Authority& authority, std::string_view request_id) const;
   // Every live sequence that holds capacity now, sorted by request id; empty once every
   // holder let go.
   std::vector<CapacityHolder> holders() const;

@@ -220,6 +220,10 @@ class SequenceSession {
   TableRowAnswer step_with_source(std::int64_t tokens, const AdmissionCoordinator& owner, std::uint32_t domain_index,
                                   std::uint64_t max_pages, const Authority& known, std::uint64_t written,
                                   TableSource& source, BackingOutcome& outcome);
+  // step_with_source's checks alone, changing nothing: a batch asks every row before any
+  // steps. A count past the fit, or a closed handle, answers `written` (step() refuses those).
+  TableRowAnswer table_row_check(std::int64_t tokens, const AdmissionCoordinator& owner, std::uint32_t domain_index,
+                                 std::uint64_t max_pages) const;
 
   std::uint64_t next_frame_id() const noexcept;
   // Whether the session was opened on `coordinator` (fixed at open: asked without the lock,
