@@ -305,7 +305,7 @@ def test_steps_counts_the_rules_a_run_executes():
         result = run("fuzz", "--lifecycle", lifecycle, "--target", target, "--examples", "1", "--steps", "1",
                      "--seed", "1")
         assert result.returncode == 0, (lifecycle, result.stdout, result.stderr)
-        assert re.search(r"PASS\s+1 runs, 1 steps in ", result.stdout), (lifecycle, result.stdout)
+        assert re.search(r"PASS\s+1 run, 1 step in ", result.stdout), (lifecycle, result.stdout)
     result = run("fuzz", "--lifecycle", "capture", "--target", "numpy", "--examples", "2", "--steps", "7",
                  "--seed", "1")
     assert result.returncode == 0 and re.search(r"PASS\s+2 runs, 14 steps in ", result.stdout), result.stdout
@@ -582,7 +582,7 @@ def test_a_target_that_ran_one_run_says_it_tested_only_the_simplest_example(tmp_
                  "--seed", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     row = next(line for line in result.stdout.splitlines() if line.startswith("state machine"))
-    assert re.search(r"PASS\s+1 runs, 5 steps in .*WARNING: only 1 run.*simplest example.*--examples 2 or more",
+    assert re.search(r"PASS\s+1 run, 5 steps in .*WARNING: only 1 run.*simplest example.*--examples 2 or more",
                      row), row
     assert "\nwarning: state machine capture counting: only 1 run" in result.stdout, result.stdout
     # check's JSON carries it too, and two runs need no warning.
@@ -608,7 +608,7 @@ def test_a_row_says_why_runs_stopped_before_the_steps_asked():
     result = run("fuzz", "--lifecycle", "graph", "--target", "mock/software", "--examples", "1", "--steps", "1000",
                  "--seed", "1")
     assert result.returncode == 0, result.stdout + result.stderr
-    found = re.search(r"1 runs, (\d+) steps in .*the run stopped at (\d+) of 1000 steps \(Hypothesis's data limit "
+    found = re.search(r"1 run, (\d+) steps? in .*the run stopped at (\d+) of 1000 steps \(Hypothesis's data limit "
                       r"per run\)", result.stdout)
     assert found and found.group(1) == found.group(2) and int(found.group(1)) < 1000, result.stdout
     # Runs that all ran their steps say nothing of it.
@@ -670,6 +670,67 @@ def test_an_interrupt_while_a_failure_is_shrunk_names_it_and_how_to_find_it_agai
         assert re.search(r"graph \S+/software\s+FAIL\s+AssertionError: windows_active.*seed 11; interrupted",
                          result.stdout), result.stdout
         assert not folder.exists() or not list(folder.iterdir())
+
+
+# A signal as Hypothesis sets up the second target's test, before its runner exists: Hypothesis
+# turns the KeyboardInterrupt into an AssertionError of its own there.
+SIGNAL_AS_A_TEST_BEGINS = ("import os, signal\n"
+                           "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+                           "import hypothesis.core as core\n"
+                           "base, made = core.ConjectureRunner, []\n"
+                           "class Runner(base):\n"
+                           "    def __init__(self, *args, **kwargs):\n"
+                           "        made.append(self)\n"
+                           "        if len(made) == 2:\n"
+                           "            os.kill(os.getpid(), signal.{signal})\n"
+                           "        super().__init__(*args, **kwargs)\n"
+                           "core.ConjectureRunner = Runner\n"
+                           "from lifecore.cli import main\n"
+                           "import sys\n"
+                           "sys.exit(main({{argv!r}}))")
+
+
+def test_an_interrupt_as_a_target_begins_is_no_failure_of_it(tmp_path):
+    # Before: the target's row read FAIL, a failure file with no steps was saved (and, never
+    # written over, stayed as evidence), and the run ended 1, or 0, instead of 130.
+    for name, status, said in (("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated (SIGTERM)")):
+        folder = tmp_path / name
+        argv = ["fuzz", "--lifecycle", "capture", "--examples", "2", "--steps", "5", "--seed", "1",
+                "--failure-dir", str(folder)]
+        result = run(code=SIGNAL_AS_A_TEST_BEGINS.format(signal=name).format(argv=argv), timeout=300)
+        assert result.returncode == status, (name, result.stdout, result.stderr)
+        assert f"lifecore fuzz: {said}" in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert "FAIL" not in result.stdout and "INCOMPLETE" in result.stdout, result.stdout
+        assert not folder.exists() or not list(folder.iterdir()), list(folder.iterdir())
+
+
+def test_an_interrupted_differential_run_says_what_it_compared():
+    code = ("import signal, sys\n"
+            "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+            "import lifecore.testing.differential as differential\n"
+            "real, calls = differential.run_differential, []\n"
+            "def interrupted_third(*args, **kwargs):\n"
+            "    calls.append(1)\n"
+            "    if len(calls) == 3:\n"
+            "        raise KeyboardInterrupt\n"
+            "    return real(*args, **kwargs)\n"
+            "differential.run_differential = interrupted_third\n"
+            "from lifecore.cli import main\n"
+            "sys.exit(main(['fuzz', '--differential', 'mock,mock', '--examples', '10', '--steps', '5']))")
+    result = run(code=code, timeout=300)
+    assert result.returncode == 130, result.stdout + result.stderr
+    assert "interrupted after 2 of 10 runs compared" in result.stdout, result.stdout
+    assert "lifecore fuzz: interrupted" in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def test_fuzz_refuses_an_empty_blob_and_a_failure_dir_differential_runs_cannot_use(tmp_path):
+    result = run("fuzz", "--lifecycle", "graph", "--target", "mock/software", "--reproduce", "", "--seed", "5")
+    assert result.returncode == 2 and "argument --reproduce: the blob is empty" in result.stderr, result.stderr
+    result = run("fuzz", "--differential", "mock,mock", "--examples", "1", "--failure-dir", str(tmp_path))
+    assert result.returncode == 2 and "--failure-dir would be ignored" in result.stderr, result.stderr
+    # A target of another lifecycle than the default says which lifecycle it was read as.
+    result = run("fuzz", "--target", "counting", "--examples", "1")
+    assert result.returncode == 2 and "--lifecycle graph, the default: give --lifecycle" in result.stderr, result.stderr
 
 
 def test_an_interrupted_check_prints_and_writes_what_finished(tmp_path):

@@ -347,12 +347,12 @@ class _Runs:
         says them, with the discarded examples' apart when there were any."""
         own = ran - self.discarded_steps
         apart = f" (+{self.discarded_steps} in discarded examples)" if self.discarded_steps else ""
-        return own, f"{own} steps{apart}"
+        return own, f"{own} step{'' if own == 1 else 's'}{apart}"
 
     def counted(self, of: Optional[int] = None) -> str:
         """The runs (``of`` the examples asked for, when given), and the discarded examples beside
         them when there were any."""
-        return (f"{self.runs}{f' of {of}' if of is not None else ''} runs"
+        return (f"{self.runs}{f' of {of}' if of is not None else ''} run{'' if (of or self.runs) == 1 else 's'}"
                 + (f" (+{self.discarded} discarded by Hypothesis)" if self.discarded else ""))
 
     def may_stop(self) -> bool:
@@ -664,6 +664,21 @@ def _short_runs_note(runs: _Runs, ran: int) -> str:
             "runs early by design, and any run at its data limit)")
 
 
+def _interrupt_behind(error: BaseException) -> Optional[KeyboardInterrupt]:
+    """The interrupt an error stands for, if any: Hypothesis turns a KeyboardInterrupt (Ctrl-C,
+    SIGTERM, the budget's stop) that lands as a run begins, before its runner exists, into an
+    AssertionError of its own, with the interrupt as its context. A signal this command took
+    counts too: its own raise may have been lost (see ``_signalled``)."""
+    seen: set[int] = set()
+    cause: Optional[BaseException] = error
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return _signalled[0]() if _signalled else None
+
+
 def _run_target(target: Target, examples: int, steps: int, seed: int, *, progress: bool, explain: bool = False,
                 reproduce: Optional[str] = None, failure_dir: str = ".", max_seconds: Optional[float] = None,
                 out: Optional[TextIO] = None) -> CheckResult:
@@ -714,30 +729,36 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
         except DidNotReproduce as error:
             result.passed, result.detail = False, f"the blob did not reproduce a failure: {error}"
         except Exception as error:  # a failed invariant or comparison, after shrinking
-            if bar is not None:
-                bar.finish()
-                bar = None
-            failure = _failure(target, error, seed, examples, steps)
-            if not failure["steps"]:
-                failure["steps"] = "\n".join(r for r in reported if "@reproduce_failure" not in r).strip()
-            if reproduce and not failure["blob"]:
-                failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
-                failure["command"] = shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples",
-                                                 str(examples), "--steps", str(steps), "--seed", str(seed),
-                                                 "--reproduce", reproduce])
-            written = False
-            try:
-                failure["saved"], written = _save_failure(failure, failure_dir, replay=bool(reproduce))
-            except OSError as save_error:  # the failure is still printed in full, replay command included
-                failure["saved"] = None
-                failure["not_saved"] = f"{save_error.strerror or save_error}: {save_error.filename or failure_dir}"
-            print(_failure_text(failure), file=out)
-            print(f"saved: {failure['saved']}{'' if written else ' (already there with this text, left as it was)'}\n"
-                  if failure["saved"] else f"not saved ({failure['not_saved']})\n",
-                  file=out, flush=True)
-            result.passed, result.failure = False, failure
-            result.detail = failure["error"].splitlines()[0] + (f" (seed {seed}; replay: see {failure['saved']})"
-                                                                if failure["saved"] else f" (seed {seed}; not saved)")
+            interrupt = _interrupt_behind(error)
+            if isinstance(interrupt, _BudgetSpent):
+                stopped = True
+            elif interrupt is not None:
+                raise interrupt from None  # Ctrl-C or SIGTERM: no failure, nothing saved
+            else:
+                if bar is not None:
+                    bar.finish()
+                    bar = None
+                failure = _failure(target, error, seed, examples, steps)
+                if not failure["steps"]:
+                    failure["steps"] = "\n".join(r for r in reported if "@reproduce_failure" not in r).strip()
+                if reproduce and not failure["blob"]:
+                    failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
+                    failure["command"] = shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples",
+                                                     str(examples), "--steps", str(steps), "--seed", str(seed),
+                                                     "--reproduce", reproduce])
+                written = False
+                try:
+                    failure["saved"], written = _save_failure(failure, failure_dir, replay=bool(reproduce))
+                except OSError as save_error:  # the failure is still printed in full, replay command included
+                    failure["saved"] = None
+                    failure["not_saved"] = f"{save_error.strerror or save_error}: {save_error.filename or failure_dir}"
+                print(_failure_text(failure), file=out)
+                print(f"saved: {failure['saved']}{'' if written else ' (already there with this text, left as it was)'}\n"
+                      if failure["saved"] else f"not saved ({failure['not_saved']})\n",
+                      file=out, flush=True)
+                result.passed, result.failure = False, failure
+                result.detail = failure["error"].splitlines()[0] + (f" (seed {seed}; replay: see {failure['saved']})"
+                                                                    if failure["saved"] else f" (seed {seed}; not saved)")
         finally:
             stats.on_run_end = None
             if bar is not None:
@@ -982,13 +1003,18 @@ def cmd_differential(args: argparse.Namespace) -> int:
         # One seeded run at a time into one report (what runs=N does), so the budget can end it
         # between runs.
         report = DifferentialReport(specs)
-        for run in range(runs):
-            if run and deadline is not None and time.perf_counter() >= deadline:
-                stopped = True
-                break
-            run_differential(specs, steps=args.steps, seed=(args.seed or 0) + run, runs=1, report=report)
-            if report.divergence is not None:
-                break
+        try:
+            for run in range(runs):
+                if run and deadline is not None and time.perf_counter() >= deadline:
+                    stopped = True
+                    break
+                run_differential(specs, steps=args.steps, seed=(args.seed or 0) + run, runs=1, report=report)
+                if report.divergence is not None:
+                    break
+        except KeyboardInterrupt:  # what was compared stands, said before the interrupt's message
+            print(report.summary())
+            print(f"interrupted after {len(report.seeds)} of {runs} runs compared")
+            raise
     except (ValueError, argparse.ArgumentTypeError) as error:
         print(f"lifecore fuzz --differential: {error}", file=sys.stderr)
         return 2
@@ -999,10 +1025,14 @@ def cmd_differential(args: argparse.Namespace) -> int:
 
 
 def cmd_fuzz(args: argparse.Namespace) -> int:
+    if args.reproduce is not None and not args.reproduce.strip():
+        # An unset variable in a CI script ("--reproduce $BLOB") must not pass as a fuzz run.
+        return _usage_error("fuzz", "argument --reproduce: the blob is empty")
     if args.differential:
         ignored = [name for name, value in (("--lifecycle", args.lifecycle), ("--backend", args.backend),
                                             ("--graphs", args.graphs), ("--target", args.target),
-                                            ("--reproduce", args.reproduce)) if value is not None]
+                                            ("--reproduce", args.reproduce), ("--failure-dir", args.failure_dir))
+                   if value is not None]
         if ignored:
             return _usage_error("fuzz", f"--differential runs the graph steps on the two devices it names "
                                         f"(A,B, each optionally /hardware or /software): {', '.join(ignored)} "
@@ -1010,6 +1040,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         return cmd_differential(args)
     if args.target is not None and (args.backend is not None or args.graphs is not None):
         return _usage_error("fuzz", "--target names the backend (and graphs) itself: drop --backend and --graphs")
+    args.failure_dir = args.failure_dir or "."
+    lifecycle_given = args.lifecycle is not None
     args.lifecycle = args.lifecycle or "graph"
     if args.graphs is not None and "graph" not in _lifecycles(args.lifecycle):
         return _usage_error("fuzz", f"--graphs chooses the graph lifecycle's devices, and --lifecycle "
@@ -1031,7 +1063,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         try:
             targets = [_parse_target(lifecycles[0], args.target)]
         except (ValueError, argparse.ArgumentTypeError) as error:
-            return _usage_error("fuzz", str(error))
+            hint = "" if lifecycle_given else f" (--lifecycle {args.lifecycle}, the default: give --lifecycle)"
+            return _usage_error("fuzz", f"{error}{hint}")
         if args.reproduce:
             problem = _blob_error(args.reproduce)
             if problem:
@@ -1303,8 +1336,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"{choices} (default {default_backend}); the sequence machine also runs on host pages")
     fuzz.add_argument("--graphs", default=None, choices=["hardware", "software", "both"], help="default both")
     fuzz.add_argument("--target", default=None,
-                      help="one target, as the tables name it (BACKEND/GRAPHS, host or BACKEND, "
-                           f"{' or '.join(CAPTURE_BACKENDS)}); needs --lifecycle")
+                      help="one target of --lifecycle's, as the tables name it (BACKEND/GRAPHS for graph, "
+                           f"host or BACKEND for sequence, {' or '.join(CAPTURE_BACKENDS)} for capture)")
     fuzz.add_argument("--examples", type=positive_int, default=None,
                       help="machine runs (default 100); with --differential, seeded runs (default 5)")
     fuzz.add_argument("--steps", type=positive_int, default=100, help="steps per run (default 100)")
@@ -1314,8 +1347,9 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--seed", type=int, default=None, help="default: a fresh seed, printed")
     fuzz.add_argument("--reproduce", metavar="BLOB", default=None,
                       help="replay the one example a failure's reproduction blob names (with its --target)")
-    fuzz.add_argument("--failure-dir", metavar="DIR", default=".",
-                      help="where a failure's seed, steps, blob and replay command are saved (default .)")
+    fuzz.add_argument("--failure-dir", metavar="DIR", default=None,
+                      help="where a failure's seed, steps, blob and replay command are saved (default .; "
+                           "not with --differential, which saves nothing)")
     fuzz.add_argument("--differential", metavar="A,B", default=None,
                       help=f"run the same seeded random steps on two devices ({choices}; "
                            "optionally /hardware or /software) and exit 1 on the first difference")
@@ -1380,8 +1414,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         return EXIT_OUTPUT
     # Where the results go is checked first: a run is not wasted on a path it cannot write.
     problem = _json_path_error(getattr(args, "json", None))
-    if problem is None and getattr(args, "failure_dir", None) is not None and not getattr(args, "differential", None):
-        problem = _failure_dir_error(args.failure_dir)
+    if problem is None and hasattr(args, "failure_dir") and not getattr(args, "differential", None):
+        problem = _failure_dir_error(args.failure_dir or ".")
     if problem:
         return _usage_error(args.command, problem)
     # SIGTERM (a CI runner's timeout or cancel) ends the run as Ctrl-C does; only the main

@@ -31,6 +31,7 @@ from lifecore import CaptureVariant
 from lifecore._stub_types import GraphsMode
 from lifecore import kernels as K
 from lifecore.testing.fault_injection import offers_fault_injection
+from lifecore.testing.required import requirement_note
 
 __all__ = ["BackendConformance"]
 
@@ -99,7 +100,10 @@ class BackendConformance:
     def _info(self, backend: str) -> Any:
         info = lifecore.backend_info(backend)
         if not info.available:
-            pytest.skip(f"{backend}: {info.reason or 'unavailable'}")
+            reason = f"{backend}: {info.reason or 'unavailable'}"
+            if (required := requirement_note(backend)) is not None:
+                pytest.fail(f"{reason} ({required})")
+            pytest.skip(reason)
         return info
 
     @pytest.fixture(name="device")

@@ -34,6 +34,7 @@ INITIALIZE_RULE_MARKER: str = getattr(_stateful, "INITIALIZE_RULE_MARKER", "hypo
 from ..errors import BackendUnavailableError, LifecoreTypeError
 from .contract import Agreement, both
 from .machine_stats import MachineStats
+from .required import requirement_note
 
 __all__ = ["LifecycleMachine", "counted", "run_machine"]
 
@@ -168,7 +169,8 @@ class LifecycleMachine(RuleBasedStateMachine):
         """A subclass whose machines test what ``factory`` makes (and take ``options``): its
         ``TestCase`` runs it under unittest or pytest. A ``factory`` that raises
         ``BackendUnavailableError`` (``lifecore.Device("cuda")`` where no CUDA device can open)
-        skips the case with that reason (``unittest.SkipTest``) instead of failing it.
+        skips the case with that reason (``unittest.SkipTest``) instead of failing it, unless
+        ``LIFECORE_REQUIRE`` is set (:mod:`lifecore.testing.required`): then the error fails it.
         LifecoreTypeError for a ``factory`` that cannot be called or a ``name`` that is not a str."""
         check_factory(f"{cls.__name__}.bind", factory, optional=False)
         if name is not None and not isinstance(name, str):
@@ -178,6 +180,8 @@ class LifecycleMachine(RuleBasedStateMachine):
             try:
                 return factory(*args, **kwargs)
             except BackendUnavailableError as error:
+                if (required := requirement_note()) is not None:
+                    raise BackendUnavailableError(f"{error} ({required})") from error
                 raise unittest.SkipTest(str(error)) from error
 
         bound = type(name or f"{cls.__name__}Bound", (cls,),

@@ -1,0 +1,26 @@
+"""The backends a test run requires: a suite bound to a device that cannot open here skips, so a
+CI job on a GPU runner whose driver is missing would go green having run nothing. With
+``LIFECORE_REQUIRE`` set in the environment (backend names, comma-separated:
+``LIFECORE_REQUIRE=cuda``), such a test fails instead, as ``lifecore check --require cuda`` does
+for the command line."""
+
+from __future__ import annotations
+
+import os
+
+VARIABLE = "LIFECORE_REQUIRE"
+
+
+def required_backends() -> frozenset[str]:
+    """The backend names ``LIFECORE_REQUIRE`` lists now (empty when it is unset or blank)."""
+    return frozenset(name.strip() for name in os.environ.get(VARIABLE, "").split(",") if name.strip())
+
+
+def requirement_note(backend: str | None = None) -> str | None:
+    """Why a test that cannot open ``backend`` (None: a device a factory could not open, its
+    backend unknown here) must fail rather than skip, or None when it may skip: ``backend`` is
+    required, or, unknown, any backend is."""
+    required = required_backends()
+    if not required or (backend is not None and backend not in required):
+        return None
+    return f"{VARIABLE}={os.environ.get(VARIABLE, '').strip()} is set, so an unavailable backend fails the test"

@@ -1,0 +1,59 @@
+"""LIFECORE_REQUIRE: a suite bound to a backend that cannot open a device here skips, unless
+the run requires that backend; then it fails, so a GPU job cannot go green having run nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import lifecore
+from lifecore.testing.required import required_backends, requirement_note
+
+pytest.importorskip("hypothesis", reason="hypothesis is not installed")
+
+UNAVAILABLE = next((info.name for info in lifecore.backends() if not info.available), None)
+
+
+def run_pytest(tmp_path, source: str, required: str | None) -> subprocess.CompletedProcess[str]:
+    (tmp_path / "test_user_suite.py").write_text(textwrap.dedent(source))
+    env = {k: v for k, v in os.environ.items() if k != "LIFECORE_REQUIRE"}
+    if required is not None:
+        env["LIFECORE_REQUIRE"] = required
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+
+
+def test_the_variable_lists_backends(monkeypatch):
+    monkeypatch.setenv("LIFECORE_REQUIRE", " cuda, hip ,")
+    assert required_backends() == {"cuda", "hip"}
+    assert requirement_note("cuda") is not None and requirement_note("mock") is None
+    assert requirement_note(None) is not None  # a factory's backend is not known: any requirement counts
+    monkeypatch.setenv("LIFECORE_REQUIRE", "  ")
+    assert required_backends() == frozenset() and requirement_note("cuda") is None
+
+
+@pytest.mark.skipif(UNAVAILABLE is None, reason="every registered backend opens a device here")
+def test_a_required_backend_that_cannot_open_fails_the_conformance_suite_and_a_bound_machine(tmp_path):
+    source = f"""
+        import lifecore
+        from lifecore.testing import StreamCaptureMachine
+        from lifecore.testing.conformance import BackendConformance
+
+        class TestTheirBackend(BackendConformance):
+            backend = {UNAVAILABLE!r}
+
+        TestBound = StreamCaptureMachine.bind(lambda: lifecore.Device({UNAVAILABLE!r})).TestCase
+    """
+    skipped = run_pytest(tmp_path, source, None)
+    assert skipped.returncode == 0 and " passed" not in skipped.stdout and "skipped" in skipped.stdout, skipped.stdout
+    failed = run_pytest(tmp_path, source, UNAVAILABLE)
+    assert failed.returncode == 1, failed.stdout
+    assert f"LIFECORE_REQUIRE={UNAVAILABLE} is set, so an unavailable backend fails the test" in failed.stdout
+    assert "TestBound" in failed.stdout and "TestTheirBackend" in failed.stdout
+    conformance_only = "\n".join(line for line in source.splitlines() if "TestBound" not in line)
+    other = run_pytest(tmp_path, conformance_only, "some-other-backend")
+    assert other.returncode == 0, other.stdout  # a conformance suite of a backend not listed still skips
