@@ -395,6 +395,13 @@ def test_step_checks_every_row_before_any_steps():
                                                        r"no row stepped\)$"):
             lifecore.sequence.step_all([a, b], tokens)
         assert [a.retired_frames, b.retired_frames] == before
+    # Rows the table already shows as they are are checked without their locks: a step past
+    # the width is still refused before any row steps.
+    assert table.step([a, b], [TPP, TPP]).tolist() == [0, 0]
+    before = [a.retired_frames, b.retired_frames]
+    with pytest.raises(InvalidArgumentError, match=r"row 1: 2 blocks do not fit in width 1 \(nothing was stepped"):
+        table.step([a, b], [TPP, TPP + 1])
+    assert [a.retired_frames, b.retired_frames] == before and b.backing.pages == 1
     for s in (a, b, only_v, foreign):
         s.close()
 

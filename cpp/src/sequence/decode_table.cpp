@@ -1,8 +1,10 @@
 #include "lifecore/sequence/decode_table.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 
@@ -172,6 +174,10 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
   // What the caller got wrong (a bad token count, another coordinator's sequence, a closed
   // handle, a count above the fit, a session named twice) is refused before any row steps.
   const BatchCheck batch;
+  // The most tokens a row of width_ blocks covers (saturated: past 64 bits, none is too many).
+  const std::uint64_t width_tokens =
+      checked::mul(static_cast<std::uint64_t>(width_), std::uint64_t{coordinator_->tokens_per_page()})
+          .value_or(std::numeric_limits<std::uint64_t>::max());
   for (std::size_t r = 0; r < sessions.size(); ++r) {
     if (!sessions[r]->opened_on(*coordinator_))
       refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)",
@@ -179,7 +185,12 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
     if (const auto refusal = batch.refusal(sessions.data(), r, tokens[r]))
       refuse(call, refusal->kind, r, refusal->why, "nothing was stepped or written");
     // A row its table cannot show (no pages in the table's domain, more blocks than its width
-    // once stepped) too: which domains a sequence holds never changes, and its pages only grow.
+    // once stepped) too: which domains a sequence holds never changes, and its pages only
+    // grow. A row the table shows as it is (the session's stamp unchanged since) is in the
+    // domain and within the width: only its tokens can take it past, which needs no lock.
+    const std::uint64_t stamp = sessions[r]->table_stamp();
+    const bool shown = rows_[r].assigned && stamp != 0 && stamp == rows_[r].stamp;
+    if (shown && static_cast<std::uint64_t>(tokens[r]) <= width_tokens) continue;
     const auto answer = sessions[r]->table_row_check(tokens[r], *coordinator_, domain_, width_);
     if (answer.answer != SequenceSession::TableRow::written)
       refuse_row(call, r, answer, "nothing was stepped or written");
