@@ -307,6 +307,57 @@ def test_a_left_capture_whose_device_went_is_forgotten_by_its_thread() -> None:
         assert (read_u32(s, buf) == 5).all()
 
 
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_a_device_lost_through_another_call_takes_the_recording_with_it(graphs) -> None:
+    # Before: the stream read CAPTURE (and driver_capturing, on hardware graphs) for a capture
+    # that went with the context, every end_capture raised again, and the window stayed counted.
+    dev = lifecore.Device(EMULATED, graphs=graphs)
+    s, _ = open_recording(dev)
+    other = dev.stream()
+    dev.inject_fault("mem_alloc", 700, times=3)
+    out = run_in_thread(lambda: other.alloc(1 << 22))  # another thread: this one may not allocate while it records
+    assert isinstance(out.get("error"), DeviceLostError), out
+    assert dev.lost
+    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE and not s.driver_capturing
+    with pytest.raises(DeviceLostError):
+        s.end_capture()  # its window goes now
+    assert dev.memory_stats()["windows_active"] == 0
+    s.abort_capture()  # nothing left to end
+    dev.close()
+
+
+def test_a_capture_whose_abort_cannot_end_the_driver_capture_says_so() -> None:
+    dev = lifecore.Device(EMULATED, graphs="hardware")
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+
+    def failing(stream) -> None:
+        stream.fill(buf, 1)
+        if stream.capture_state.variant is CaptureVariant.CAPTURE:
+            dev.inject_fault("stream_end_capture", 999, times=2)  # the abort's end, and its retry
+            raise ValueError("the pass failed")
+
+    with pytest.raises(ValueError, match="the pass failed") as raised:  # the first failure, unchanged
+        s.capture(failing)
+    assert any("could not end the driver capture either" in note for note in raised.value.__notes__)
+    assert s.capture_state.variant is CaptureVariant.CAPTURE and s.driver_capturing
+    s.abort_capture()
+    assert_recapturable(dev, s)
+    # A failure of lifecore's own (the seal's end failing twice), then the abort's: its type kept.
+    dev.inject_fault("stream_end_capture", 999, times=4)
+    with pytest.raises(CaptureRefusedError) as refused:
+        s.capture(lambda stream: stream.fill(buf, 2))
+    assert any("could not end the driver capture either" in note for note in refused.value.__notes__)
+    assert s.driver_capturing
+    s.abort_capture()
+    assert_recapturable(dev, s)
+    # An abort that ends it: no note.
+    with pytest.raises(ValueError) as plain:
+        s.capture(lambda stream: (_ for _ in ()).throw(ValueError("warmup failed")))
+    assert not getattr(plain.value, "__notes__", []) and not s.driver_capturing
+    dev.close()
+
+
 @pytest.mark.parametrize("code", STICKY)
 def test_a_sticky_status_loses_the_device_and_every_later_call_is_refused(mock_device, code) -> None:
     dev = mock_device

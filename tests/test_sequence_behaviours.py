@@ -332,6 +332,18 @@ def test_preemption_refuses_a_deferral_its_sequence_outgrew_and_aborts_no_victim
     assert a.try_ensure_backing_covers(48).outcome == BackingOutcome.EXTENDED
 
 
+def test_preemption_refuses_the_deferral_of_a_sequence_that_is_gone():
+    c, a, b, x = grower_and_two_victims(pages=3, prompt=16, fit=48)
+    d = a.try_ensure_backing_covers(48)
+    assert d.outcome == BackingOutcome.BACKING_DEFERRED
+    a.try_abort_if_quiescent()
+    a.close()  # nobody waits on its demand any more
+    with pytest.raises(StaleAuthorityError, match=r"^preempt_for: the sequence that asked to grow is gone; its "
+                                                  r"deferral is stale \(stale sequence session authority"):
+        preempt_for(c, d.deferred, [b, x])
+    assert b.phase == x.phase == SessionPhase.OPEN
+
+
 def test_preemption_still_serves_a_deferral_after_an_extension_that_took_no_page():
     # Tokens within the pages held change the generation, not the demand: the deferral still
     # names the pages the sequence needs, and preemption serves it.

@@ -406,6 +406,28 @@ def test_step_checks_every_row_before_any_steps():
         s.close()
 
 
+def test_a_row_shown_before_is_checked_again_once_its_session_published():
+    """A row the table showed is checked without its lock only while its session published
+    nothing since: pages reserved ahead of the tokens since, past the width, are refused
+    before any row steps, as is a row stepped to exactly its fit past the width."""
+    c = make()
+    a, b = open_one(c, "a"), open_one(c, "b")
+    table = c.decode_table(2, 2)
+    assert table.step([a, b], [TPP, TPP]).tolist() == [0, 0]  # both shown now
+    assert b.try_ensure_backing_covers(TPP, 3).outcome == BackingOutcome.EXTENDED  # 3 pages, 16 tokens
+    before = [a.retired_frames, b.retired_frames]
+    with pytest.raises(InvalidArgumentError, match=r"row 1: 3 blocks do not fit in width 2 \(nothing was stepped"):
+        table.step([a, b], [TPP + 1, TPP + 1])
+    assert [a.retired_frames, b.retired_frames] == before and a.backing.pages == 1
+    fits = open_one(c, "fits", TPP, 3 * TPP)  # its fit is three pages: stepped to it, past a width of 2
+    other = c.decode_table(2, 2)
+    with pytest.raises(InvalidArgumentError, match=r"row 1: 3 blocks do not fit in width 2 \(nothing was stepped"):
+        other.step([a, fits], [TPP + 1, 3 * TPP])
+    assert a.retired_frames == before[0] and fits.backing.pages == 1
+    for s in (a, b, fits):
+        s.close()
+
+
 def test_a_buffer_table_is_right_again_after_a_failed_copy():
     """A host-to-device copy that failed on the device is not known to have landed: the next
     call copies the whole table again, whether or not an id changed."""

@@ -17,9 +17,8 @@
 # named by WHEELHOUSE (used with --no-index).
 # Results: ${OUT:-gpu_out}/gpu_check.log, steps.jsonl / steps.json (one record per step) and
 # figures.json (benchmark figures, when produced), nothing else. Scratch (the tests' working
-# folder, junit files, the suite's shard lists and logs, the differential run's failure folder,
-# whose text is in the log too) goes to ${GPU_CHECK_WORK:-a fresh temporary folder}, named at the
-# end of the log.
+# folder, junit files, the suite's shard lists and logs) goes to ${GPU_CHECK_WORK:-a fresh
+# temporary folder}, named at the end of the log.
 # GPU_CHECK_STEPS=REGEX (the project's test of this script, or a rerun of some steps): only the
 # steps whose names match the extended regular expression run, the others are recorded as
 # skipped; without "install" among them, the lifecore that $PYTHON already imports is checked.
@@ -39,8 +38,7 @@ WORK="$(cd "$WORK" && pwd)"
 : >"$STEPS"
 # A folder used before keeps no figures, shard logs, junit files or failures that this run would
 # take for its own.
-rm -rf "$OUT/figures.json" "$OUT/steps.json" "$WORK"/driver_figures.json "$WORK"/suite_*.log "$WORK"/*.xml \
-  "$WORK/differential_failures"
+rm -rf "$OUT/figures.json" "$OUT/steps.json" "$WORK"/driver_figures.json "$WORK"/suite_*.log "$WORK"/*.xml
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INDEX=1 PIP_ROOT_USER_ACTION=ignore
 export HYPOTHESIS_PROFILE="${HYPOTHESIS_PROFILE:-ci}"
 export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 4)}"
@@ -802,20 +800,14 @@ else
     $PYTHON -m lifecore.benchmarks.engine --gpu-step"
 fi
 
-# A divergence is printed (to the log); a failure the runner saves goes to WORK, then to the log.
-FAILURES="$WORK/differential_failures"
+# A divergence is printed (to the log): the differential run saves no file, and is run from WORK
+# so that nothing it might write lands in the checkout.
 FUZZ_HELP=""
 if unselected "differential mock,cuda" || no_device "differential mock,cuda"; then
   :
 elif FUZZ_HELP=$("${TIMEOUT[@]}" 60 "$PYTHON" -m lifecore fuzz --help 2>/dev/null) && grep -q -- "--differential" <<<"$FUZZ_HELP"; then
-  mkdir -p "$FAILURES"
-  FAILURE_DIR=()
-  if grep -q -- "--failure-dir" <<<"$FUZZ_HELP"; then FAILURE_DIR=(--failure-dir "$FAILURES"); fi
   step "differential mock,cuda" 60 bash -c 'cd "$WORK" && exec "$@"' - "$PYTHON" -m lifecore fuzz --differential mock,cuda \
-    --examples 3 --steps 300 --seed 0 ${FAILURE_DIR[@]+"${FAILURE_DIR[@]}"}
-  for saved in "$FAILURES"/*; do
-    if [ -f "$saved" ]; then log "--- a failure saved by the differential run: ${saved##*/}"; cat "$saved" >>"$LOG"; fi
-  done
+    --examples 3 --steps 300 --seed 0
 elif [ -f benchmarks/differential.py ]; then
   step "differential mock,cuda" 60 "$PYTHON" benchmarks/differential.py --backends mock,cuda --runs 3 --steps 300 --seed 0
 elif has_pytest_marker differential; then

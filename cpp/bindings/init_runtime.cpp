@@ -308,9 +308,26 @@ void write(Stream& stream, Buffer& buffer, nb::handle data) {
 
 // The lifecycle is the core's (capture_graph); fn(stream) is its pass, and a Python exception
 // it raises propagates through the core's abort unchanged.
+// The note a failed capture() carries when its abort could not end the driver capture either:
+// the first failure is what the caller gets, and the stream is still recording.
+constexpr const char* still_recording_note =
+    "capture: the abort after this failure could not end the driver capture either: the stream is still in "
+    "CAPTURE (driver_capturing); call abort_capture() from this thread to end it";
+
 std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t warmup, CaptureOwner owner) {
   Stream& stream = nb::cast<Stream&>(self);
-  return runtime::capture_graph(stream, warmup, owner, [&] { fn(self); });
+  try {
+    return runtime::capture_graph(stream, warmup, owner, [&] { fn(self); });
+  } catch (nb::python_error& error) {  // fn's own exception, passed through unchanged but for the note
+    if (stream.driver_capturing()) error.value().attr("add_note")(still_recording_note);
+    throw;
+  } catch (const Error& error) {
+    if (!stream.driver_capturing()) throw;
+    nb::object instance = python_exception(error);  // the same exception the translation would raise
+    instance.attr("add_note")(still_recording_note);
+    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
+    throw nb::python_error();
+  }
 }
 
 // The core's waits that may start with the interpreter lock held (a Graph's or a Device's
@@ -639,7 +656,9 @@ void bind_stream(nb::module_& m) {
            "Captures fn(stream) into a Graph: graph_prepare, fn run eagerly `warmup` times (priming the\n"
            "pool so the recorded pass allocates nothing), then one more call of fn recorded between\n"
            "begin_capture and end_capture. The recorded pass does not execute: replay the graph to run it.\n"
-           "On any failure the window is aborted, so the stream is left out of capture and re-capturable.")
+           "On any failure the window is aborted, so the stream is left out of capture and re-capturable, and\n"
+           "the first failure is raised; should the abort not end the driver capture either, that exception\n"
+           "carries a note saying so and the stream stays in CAPTURE until abort_capture() from this thread.")
       .def_prop_ro("capture_state", &Stream::capture_state, "A copy of the stream's StreamCaptureState")
       .def_prop_ro("driver_capturing", &Stream::driver_capturing,
                    "True while the driver holds a capture on this stream (hardware graphs); the state is then CAPTURE.")

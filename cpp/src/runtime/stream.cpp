@@ -127,7 +127,12 @@ void Stream::check_usable(const char* op) {
                                  ": the device is closed (the capture this thread had open on this stream is now ended)");
   }
   if (dead_ || device_->closed()) raise(ErrorKind::Closed, std::string(op) + ": the device is closed");
-  device_->check_not_lost(op);
+  if (device_->lost()) {
+    // The context went, and the driver's capture with it: the window goes too (nothing it
+    // recorded will run), so no call finds the stream recording a capture that is gone.
+    if (state_.is_active()) forget_window_of_lost_device();
+    device_->check_not_lost(op);
+  }
   if (joined_by_producer_) {
     if (captured_by_driver())
       raise(ErrorKind::CaptureState, std::string(op) +
@@ -202,6 +207,8 @@ void Stream::throw_driver(const driver::Status& status) {
 StreamCaptureState Stream::capture_state() const {
   if (device_->forked()) return StreamCaptureState{};
   LockWithoutStalling lock(mutex_);
+  // A lost device's captures went with its context; the window goes at the stream's next call.
+  if (device_->lost()) return StreamCaptureState{};
   return state_;
 }
 
@@ -214,7 +221,7 @@ std::uint64_t Stream::errors_queued() const {
 bool Stream::driver_capturing() const {
   if (device_->forked()) return false;
   LockWithoutStalling lock(mutex_);
-  return recorder_->driver_capturing();
+  return !device_->lost() && recorder_->driver_capturing();
 }
 
 std::string Stream::capture_thread() const {
@@ -1109,6 +1116,14 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   sealed.upload(driver_, handle_);
   flush_fenced();  // the flushes deferred while recording
   return graph;
+}
+
+void Stream::forget_window_of_lost_device() noexcept {
+  discard_window();
+  window_ = 0;
+  state_.abort();
+  recorder_->forget();
+  window_discarded_ = false;
 }
 
 void Stream::abort_capture() {

@@ -13,8 +13,9 @@ The suite is a pytest class to subclass, with no test of its own until bound to 
     class TestMyBackend(BackendConformance):
         backend = "mybackend"
 
-Each test runs with hardware and with software graphs (``graph_kinds``). An unavailable
-backend skips every test with the registry's reason. To run the suite over several backends,
+Each test that uses a stream runs with hardware and with software graphs (``graph_kinds``). An
+unavailable backend skips every test with the registry's reason (unless ``LIFECORE_REQUIRE``
+names it: :mod:`lifecore.testing.required`). To run the suite over several backends,
 override the ``backend`` fixture instead (lifecore's own tests parametrize it over
 ``lifecore.backends()``). Requires pytest and numpy.
 """
