@@ -286,6 +286,35 @@ def test_a_recording_stream_dropped_on_another_thread_leaves_its_capture_to_the_
     assert dev.abandoned_captures == 0
 
 
+def test_a_left_capture_whose_thread_exits_without_a_call_is_the_documented_leak() -> None:
+    dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode="thread_local")
+    box: dict = {}
+    began, dropped = threading.Event(), threading.Event()
+
+    def recording_thread() -> None:
+        box["s"] = dev.stream()
+        box["s"].graph_prepare()
+        box["s"].begin_capture()
+        began.set()
+        dropped.wait(30)  # then it exits without another call
+
+    thread = threading.Thread(target=recording_thread)
+    thread.start()
+    assert began.wait(30)
+    del box["s"]  # the last reference, on this thread
+    dropped.set()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert dev.abandoned_captures == 1  # nobody can end it: reported, as close() reports its own
+    s = dev.stream()  # this thread records nothing: it is refused nothing
+    buf = s.alloc(4 * N)
+    s.sync()
+    graph = s.capture(lambda st: st.fill(buf, 4))
+    graph.replay()
+    assert (read_u32(s, buf) == 4).all()
+    dev.close()
+
+
 def test_a_left_capture_whose_device_went_is_forgotten_by_its_thread() -> None:
     box = {"dev": lifecore.Device(EMULATED, graphs="hardware")}
     box["s"] = box["dev"].stream()

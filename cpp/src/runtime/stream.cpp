@@ -86,6 +86,23 @@ class LeftStreamRecording final : public LeftRecording {
                       driver::StreamHandle handle, std::unique_ptr<Recorder> recorder)
       : driver_(std::move(driver)), device_(std::move(device)), handle_(handle), recorder_(std::move(recorder)) {}
 
+  // Never ended: its thread exited (this runs among that thread's exit destructors) or the
+  // process is ending. The capture stays the driver's, the documented leak, and so does the
+  // driver: its teardown is not run from there.
+  ~LeftStreamRecording() override {
+    if (!recorder_) return;
+    static auto* kept = new std::vector<std::shared_ptr<void>>;  // never destroyed, as the capture
+    static std::mutex kept_mutex;
+    try {
+      std::lock_guard lock(kept_mutex);
+      kept->reserve(kept->size() + 2);  // then neither push_back below can fail
+      kept->push_back(std::move(driver_));
+      kept->push_back(std::shared_ptr<Recorder>(std::move(recorder_)));  // it refers to the driver kept
+    } catch (...) {
+      // Out of memory: let go as any owner would.
+    }
+  }
+
   void end_here(RecordingMark& mark) noexcept override {
     // As Stream::end_capture_left_by_close: ended or not, nobody else could end it.
     if (recorder_->driver_capturing()) (void)recorder_->abandon();
@@ -93,6 +110,7 @@ class LeftStreamRecording final : public LeftRecording {
     (void)driver_->stream_destroy(handle_);
     if (const std::shared_ptr<Device> device = device_.lock()) device->capture_left_ended();
     mark.thread.store(0, std::memory_order_release);
+    recorder_.reset();  // ended: what it held goes now
   }
 
  private:

@@ -38,7 +38,7 @@ std::uint64_t thread_token() noexcept;
 // so the stream leaves what ends it with its mark, for that thread's next consultation.
 class LeftRecording {
  public:
-  virtual ~LeftRecording() = default;  // never ended (its thread made no call again): no driver call
+  virtual ~LeftRecording() = default;  // never ended (its thread made no call again): no driver call, nothing torn down
   // On the thread that began the recording: ends the capture (its graph discarded), lets go of
   // the driver stream, and clears `mark` (the recording is over).
   virtual void end_here(struct RecordingMark& mark) noexcept = 0;
