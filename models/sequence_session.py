@@ -281,9 +281,10 @@ class ModelCoordinator:
             raise ModelError("Closed", "closed")
         if capacity < self.total[name] or capacity > self.maximum[name]:
             raise ModelError("InvalidArgument", "bad growth")
-        if self.servable(capacity) != self.total[name]:
-            more_pages = self.servable(capacity) // self.page_bytes != self.total[name] // self.page_bytes
-            self.total[name] = self.servable(capacity)
+        servable = self.servable(capacity)
+        if servable != self.total[name]:
+            more_pages = servable // self.page_bytes != self.total[name] // self.page_bytes
+            self.total[name] = servable
             if more_pages:  # bytes short of a page serve no demand: nobody is woken for them
                 self._bump(domain(name))
 

@@ -258,7 +258,7 @@ inline std::optional<double> timeout_argument(nb::handle arg, const char* call) 
     const double value = PyLong_AsDouble(h.ptr());
     if (value == -1.0 && PyErr_Occurred()) {
       PyErr_Clear();
-      return std::numeric_limits<double>::infinity();  // too large for a float: never reached
+      return std::numeric_limits<double>::infinity();  // too large for a float: a deadline no clock reaches
     }
     return value;
   }

@@ -306,14 +306,14 @@ void write(Stream& stream, Buffer& buffer, nb::handle data) {
   PyBuffer_Release(&view);
 }
 
-// The lifecycle is the core's (capture_graph); fn(stream) is its pass, and a Python exception
-// it raises propagates through the core's abort unchanged.
 // The note a failed capture() carries when its abort could not end the driver capture either:
 // the first failure is what the caller gets, and the stream is still recording.
 constexpr const char* still_recording_note =
     "capture: the abort after this failure could not end the driver capture either: the stream is still in "
     "CAPTURE (driver_capturing); call abort_capture() from this thread to end it";
 
+// The lifecycle is the core's (capture_graph); fn(stream) is its pass, and a Python exception
+// it raises propagates through the core's abort unchanged.
 std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t warmup, CaptureOwner owner) {
   Stream& stream = nb::cast<Stream&>(self);
   try {
@@ -323,10 +323,10 @@ std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t wa
     throw;
   } catch (const Error& error) {
     if (!stream.driver_capturing()) throw;
-    nb::object instance = python_exception(error);  // the same exception the translation would raise
-    instance.attr("add_note")(still_recording_note);
-    PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(instance.ptr())), instance.ptr());
-    throw nb::python_error();
+    raise_python(error);  // the exception the translation would raise, set here to carry the note
+    nb::python_error raised;
+    raised.value().attr("add_note")(still_recording_note);
+    throw raised;
   }
 }
 

@@ -267,8 +267,9 @@ void init_sequence_decode_table(nb::module_& m) {
           "its request's fit, another coordinator's session, a closed one (a preempted victim), one an earlier\n"
           "row named (as step_all finds it), one with no pages in the table's domain or one whose blocks, once\n"
           "stepped, would not fit the table's width, in any row, is refused before any row steps; a step that\n"
-          "raises after that (another thread's extension meanwhile, say) stops the batch (the rows before it stepped, as step_all) and the table shows what the rows that\n"
-          "stepped hold now (the other rows are left as they were).")
+          "raises after that (another thread's extension meanwhile, say) stops the batch (the rows before it\n"
+          "stepped, as step_all) and the table shows what the rows that stepped hold now (the other rows are\n"
+          "left as they were).")
       .def(
           "assign",
           [](DecodeTableHandle& t, nb::handle row, nb::handle session) {

@@ -148,7 +148,7 @@ void Stream::check_usable(const char* op) {
   if (device_->lost()) {
     // The context went, and the driver's capture with it: the window goes too (nothing it
     // recorded will run), so no call finds the stream recording a capture that is gone.
-    if (state_.is_active()) forget_window_of_lost_device();
+    if (state_.is_active()) forget_recording(/*discard=*/true);
     device_->check_not_lost(op);
   }
   if (joined_by_producer_) {
@@ -1136,8 +1136,8 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   return graph;
 }
 
-void Stream::forget_window_of_lost_device() noexcept {
-  discard_window();
+void Stream::forget_recording(bool discard) noexcept {
+  if (discard) discard_window();
   window_ = 0;
   state_.abort();
   recorder_->forget();
@@ -1155,11 +1155,7 @@ void Stream::abort_capture() {
   if (!state_.is_active()) return;
   if (dead_ || device_->closed() || device_->lost()) {
     // Nothing of the driver's can be ended any more (the device went, or its context is lost).
-    if (!dead_ && !device_->closed()) discard_window();  // a closed device returned its memory
-    window_ = 0;
-    state_.abort();
-    recorder_->forget();
-    window_discarded_ = false;
+    forget_recording(/*discard=*/!dead_ && !device_->closed());  // a closed device returned its memory
     return;
   }
   check_capture_thread("abort_capture");
@@ -1183,10 +1179,8 @@ void Stream::abort_capture() {
 void Stream::end_capture_left_by_close() noexcept {
   left_by_close_ = false;
   if (recorder_->driver_capturing()) (void)recorder_->abandon();
-  // Ended or not, nobody else could end it: the stream goes now.
-  recorder_->forget();
-  window_discarded_ = false;
-  state_.abort();
+  // Ended or not, nobody else could end it: the stream goes now (its window went when it was left).
+  forget_recording(/*discard=*/false);
   drop_.release_all(driver_);
   (void)driver_.stream_destroy(handle_);
   device_->capture_left_ended();
@@ -1224,10 +1218,7 @@ void Stream::shutdown() noexcept {
   }
   if (state_.is_active()) {
     if (recorder_->driver_capturing() && !lost) (void)recorder_->abandon();
-    discard_window();
-    state_.abort();
-    recorder_->forget();
-    window_discarded_ = false;
+    forget_recording(/*discard=*/true);
   }
   // Destroyed before the drop queue is released: a driver whose synchronize failed without
   // waiting has, by then, let go of the stream's work and the host memory it reads. Relaxed, so

@@ -660,13 +660,15 @@ SequenceSession::TableSource SequenceSession::table_source_since(std::uint32_t d
 
 namespace {
 
-// Under the session's lock: the pages it holds once `t` tokens are covered (t within the fit).
-// An extension covers whole pages and no more (no division on a decode row's common path,
-// which needs no extension).
-std::uint64_t pages_covering(const SessionState& s, std::uint64_t t) noexcept {
+// Under the session's lock, its handle open and `t` tokens within its fit: what keeps its row
+// of a block table (for `owner`, in `domain_index`, `max_pages` wide) from being written once
+// they are covered, with the pages it then holds. An extension covers whole pages and no more
+// (no division on a decode row's common path, which needs no extension).
+SequenceSession::TableRowAnswer row_check_locked(const SessionState& s, std::uint64_t t, const AdmissionCoordinator& owner,
+                                                 std::uint32_t domain_index, std::uint64_t max_pages) {
   std::uint64_t pages = s.current_pages;
   if (t > s.current_tokens) pages = std::max(pages, t / s.tokens_per_page + (t % s.tokens_per_page != 0));
-  return pages;
+  return {row_refusal(s, owner, domain_slot_locked(s, domain_index), pages, max_pages), pages};
 }
 
 }  // namespace
@@ -678,8 +680,7 @@ SequenceSession::TableRowAnswer SequenceSession::table_row_check(std::int64_t to
   if (tokens <= 0) return {};
   std::lock_guard<SessionLock> lock(s.mutex);
   if (s.handle_closed || static_cast<std::uint64_t>(tokens) > s.fit_tokens) return {};
-  const std::uint64_t pages = pages_covering(s, static_cast<std::uint64_t>(tokens));
-  return {row_refusal(s, owner, domain_slot_locked(s, domain_index), pages, max_pages), pages};
+  return row_check_locked(s, static_cast<std::uint64_t>(tokens), owner, domain_index, max_pages);
 }
 
 SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t tokens, const AdmissionCoordinator& owner,
@@ -692,9 +693,9 @@ SequenceSession::TableRowAnswer SequenceSession::step_with_source(std::int64_t t
     // Past the request's fit no width is the reason: step() below refuses it, naming the fit.
     if (!s.handle_closed && static_cast<std::uint64_t>(tokens) <= s.fit_tokens) {
       const auto t = static_cast<std::uint64_t>(tokens);
-      const std::uint64_t pages = pages_covering(s, t);
-      const TableRow refusal = row_refusal(s, owner, domain_slot_locked(s, domain_index), pages, max_pages);
-      if (refusal != TableRow::written) return {refusal, pages};
+      if (const TableRowAnswer answer = row_check_locked(s, t, owner, domain_index, max_pages);
+          answer.answer != TableRow::written)
+        return answer;
       if (s.phase == SessionPhase::open && s.quiescent_locked() && t <= s.current_tokens) {
         s.commit_step_locked();  // step()'s common path, then the row's source, under the same lock
         table_source_locked(s, domain_index, known, written, source);

@@ -23,4 +23,4 @@ def requirement_note(backend: str | None = None) -> str | None:
     required = required_backends()
     if not required or (backend is not None and backend not in required):
         return None
-    return f"{VARIABLE}={os.environ.get(VARIABLE, '').strip()} is set, so an unavailable backend fails the test"
+    return f"{VARIABLE}={','.join(sorted(required))} is set, so an unavailable backend fails the test"

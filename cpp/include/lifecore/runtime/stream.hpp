@@ -294,9 +294,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // stream the driver still captures would be captured).
   void undo_window() noexcept;
   void discard_window() noexcept;
-  // The device was lost while the stream recorded or was prepared: its driver capture went with
-  // the context, so the window is discarded and the stream is out of capture.
-  void forget_window_of_lost_device() noexcept;
+  // The recording is over without a graph, its driver capture ended or beyond ending (the
+  // device closed or lost): the window is discarded (`discard`; a closed device took its memory
+  // back, and a window already discarded has nothing left) and the stream is out of capture.
+  void forget_recording(bool discard) noexcept;
   // As the stream goes with a capture shutdown() left to its thread (left_by_close_, another
   // thread dropping the last reference): what ends it goes to that thread's registry entry.
   void leave_capture_to_its_thread() noexcept;
