@@ -632,6 +632,10 @@ def test_check_names_why_each_unavailable_backend_is_unavailable():
     assert report["incomplete"] is False
 
 
+# The signals a run ends on: each with its exit status and the word its message says.
+SIGNALS = (("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated (SIGTERM)"))
+
+
 # Sends the process `signal` from the run's own teardown hook once the `target`-th target's failure
 # has been replayed once (Hypothesis is shrinking it): a real signal, delivered where a user's
 # Ctrl-C came, without depending on timing. A suite started in the background by a
@@ -653,7 +657,7 @@ SIGNAL_WHILE_SHRINKING = ("import os, signal\n"
 
 
 def test_an_interrupt_while_a_failure_is_shrunk_names_it_and_how_to_find_it_again(tmp_path):
-    for name, status, said in (("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated (SIGTERM)")):
+    for name, status, said in SIGNALS:
         folder = tmp_path / name
         argv = [*BROKEN_GRAPH_RUN, "--failure-dir", str(folder)]
         code = broken_after(SIGNAL_WHILE_SHRINKING.format(target=1, signal=name))
@@ -693,7 +697,7 @@ SIGNAL_AS_A_TEST_BEGINS = ("import os, signal\n"
 def test_an_interrupt_as_a_target_begins_is_no_failure_of_it(tmp_path):
     # Before: the target's row read FAIL, a failure file with no steps was saved (and, never
     # written over, stayed as evidence), and the run ended 1, or 0, instead of 130.
-    for name, status, said in (("SIGINT", 130, "interrupted"), ("SIGTERM", 143, "terminated (SIGTERM)")):
+    for name, status, said in SIGNALS:
         folder = tmp_path / name
         argv = ["fuzz", "--lifecycle", "capture", "--examples", "2", "--steps", "5", "--seed", "1",
                 "--failure-dir", str(folder)]
@@ -797,7 +801,7 @@ def test_a_signal_whose_raise_a_gc_callback_dropped_still_ends_the_run():
     # Hypothesis's does), so a SIGTERM landing there was lost and the run went on.
     argv = ["fuzz", "--lifecycle", "capture", "--target", "counting", "--examples", "100000", "--steps", "5",
             "--seed", "4"]
-    for name, status, said in (("SIGTERM", 143, "terminated (SIGTERM)"), ("SIGINT", 130, "interrupted")):
+    for name, status, said in reversed(SIGNALS):  # SIGTERM first
         result = run(code=SIGNAL_IN_A_GC_CALLBACK.format(signal=name, argv=argv), timeout=120)
         assert "Exception ignored in" in result.stderr, result.stderr  # the lost raise, as Python reports it
         assert result.returncode == status, result.stdout + result.stderr
