@@ -503,3 +503,42 @@ def test_the_call_guard_lets_numpy_integers_through_only_where_an_int_is_taken()
     assert _call_guard._integer(np.int64(-3)) == -3 and _call_guard._integer(np.bool_(True)) is None
     assert _call_guard._integer(True) is None and _call_guard._integer(2.0) is None
 
+
+
+class _IndexRaises:
+    """An integer-like object whose own __index__ fails with an error of its own."""
+
+    def __index__(self) -> int:
+        raise ZeroDivisionError("the caller's own __index__ failed")
+
+
+@pytest.mark.parametrize("call", ["alloc", "fill", "graph_prepare", "capture", "Device"])
+def test_an_error_raised_by_an_arguments_own_index_reaches_the_caller(device, stream, call) -> None:
+    """Where the bindings convert an int (alloc's size, fill's value, an owner, a warmup count,
+    a device ordinal), an error raised by the argument's own __index__ is the caller's and
+    passes through as it is, as it does where lifecore reads the int itself (a step's tokens):
+    not a LifecoreTypeError saying the argument is no int."""
+    buffer = stream.alloc(16)
+    before = device.memory_stats()
+    calls = {
+        "alloc": lambda: stream.alloc(_IndexRaises()),
+        "fill": lambda: stream.fill(buffer, _IndexRaises()),
+        "graph_prepare": lambda: stream.graph_prepare(owner=_IndexRaises()),
+        "capture": lambda: stream.capture(lambda s: None, warmup=_IndexRaises()),
+        "Device": lambda: lifecore.Device(EMULATED, _IndexRaises()),
+    }
+    with pytest.raises(ZeroDivisionError, match="the caller's own __index__ failed"):
+        calls[call]()
+    assert stream.capture_state.variant == lifecore.CaptureVariant.NO_CAPTURE  # nothing was armed
+    unchanged(device, before)
+
+
+@pytest.mark.parametrize("kind, value", [("n", 2**32), ("n", -1)])
+def test_a_scalar_outside_its_kernels_type_is_an_overflow_either_way(stream, kind, value) -> None:
+    """A value the kernel's parameter type cannot hold, above it or below it, is an overflow
+    (also an InvalidArgumentError), as a value past 64 bits is; an info word likewise."""
+    x, y = stream.alloc(4 * N), stream.alloc(4 * N)
+    with pytest.raises(lifecore.LifecoreOverflowError, match=f"argument 'n' = {value} does not fit u32"):
+        stream.launch(K.axpy_f32, 1, N, [value, 2.0, x, y])
+    with pytest.raises(lifecore.LifecoreOverflowError, match=f"info word {2**32} does not fit 32 bits"):
+        stream.launch(K.axpy_info_f32, 1, N, [x, y], info=[N, 2**32])

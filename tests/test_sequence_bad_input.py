@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import lifecore
@@ -359,3 +360,18 @@ def test_should_retry_names_itself_once_nothing_holds_the_coordinator():
         registration.should_retry()
     with pytest.raises(ClosedError, match=r"^recheck: the admission coordinator was closed"):
         registration.recheck()
+
+
+@pytest.mark.parametrize("pad", [-(2**31) - 1, 2**31, 2**63, -(2**64)])
+def test_a_pad_outside_int32_is_an_overflow_either_way(pad) -> None:
+    """The pad is written as an int32: a value outside it, below as above, does not fit (an
+    overflow, also an InvalidArgumentError), and nothing is written."""
+    c = AdmissionCoordinator(domains={"kv": 1 << 20}, page_bytes=4096, tokens_per_page=16, max_active_sequences=2)
+    adm = c.admit("r", 16, 64)
+    session = adm.resources.open_session()
+    table = np.full((1, 4), 7, dtype=np.int32)
+    with pytest.raises(lifecore.LifecoreOverflowError, match="argument 'pad' must be between -2\\*\\*31 and"):
+        c.block_table([session], 4, table, pad=pad)
+    with pytest.raises(lifecore.LifecoreOverflowError, match="argument 'pad'"):
+        c.decode_table(1, 4, pad=pad)
+    assert (table == 7).all()

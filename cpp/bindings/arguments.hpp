@@ -170,7 +170,9 @@ inline nb::object integer_argument(nb::handle h, const char* call, const char* n
 }
 
 // An integer (see integer_argument) within [min, max]; `max` above INT64_MAX is not
-// representable here, use uint_argument.
+// representable here, use uint_argument. Above `max` is an overflow; below `min` too when
+// `min` is a type's limit (an int32 or int64 argument, which no semantic minimum is), else an
+// invalid argument (a count below 1, a negative size).
 inline std::int64_t int_argument(nb::handle arg, const char* call, const char* name,
                                  std::int64_t min = std::numeric_limits<std::int64_t>::min(),
                                  std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
@@ -181,7 +183,8 @@ inline std::int64_t int_argument(nb::handle arg, const char* call, const char* n
   if (overflow == 0 && value == -1 && PyErr_Occurred()) throw nb::python_error();
   if (overflow != 0 || value < min || value > max) {
     std::string shown = nb::str(h).c_str();
-    raise(overflow != 0 || value > max ? ErrorKind::Overflow : ErrorKind::InvalidArgument,
+    const bool below_type = value < min && min <= std::numeric_limits<std::int32_t>::min();
+    raise(overflow != 0 || value > max || below_type ? ErrorKind::Overflow : ErrorKind::InvalidArgument,
           argument_label(call, name) + " must be between " + bound_text(min) + " and " + bound_text(max) +
               ", got " + shown);
   }

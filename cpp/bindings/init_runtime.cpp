@@ -157,7 +157,7 @@ runtime::InfoWords to_info(nb::handle h) {
     bool big = false;
     std::int64_t value = to_int64(word, "launch: an info word", &big);
     if (big || value < INT32_MIN || value > static_cast<std::int64_t>(UINT32_MAX))
-      raise(ErrorKind::InvalidArgument, "launch: info word " + std::string(nb::str(item).c_str()) + " does not fit 32 bits");
+      raise(ErrorKind::Overflow, "launch: info word " + std::string(nb::str(item).c_str()) + " does not fit 32 bits");
     words.push_back(static_cast<std::uint32_t>(value));
   }
   return words;

@@ -226,6 +226,26 @@ def _integer(value: Any) -> Optional[int]:
         return None
 
 
+def _index_failure(func: Any, args: tuple, kwargs: Optional[dict]) -> Optional[BaseException]:
+    """What an argument's own ``__index__`` raised, other than TypeError (which says it is no
+    integer), where a parameter of some overload takes an int: the caller's error, passed on
+    as the runtime's own integer arguments pass it."""
+    overloads = _overloads_of(func)
+    for position, name, value in _arguments(args, kwargs):
+        if isinstance(value, (int, float, str, bytes)) or not hasattr(type(value), "__index__"):
+            continue
+        parameters = [o.parameter(position, name) for o in overloads]
+        if not any(p is not None and _takes_int(p.annotation) for p in parameters):
+            continue
+        try:
+            operator.index(value)
+        except TypeError:
+            continue
+        except Exception as error:  # noqa: BLE001 - the caller's own error, passed on
+            return error
+    return None
+
+
 def _numpy_bools() -> tuple[type, ...]:
     """NumPy's bool type, when NumPy is imported (a bool there is not a count either)."""
     numpy = sys.modules.get("numpy")
@@ -340,6 +360,10 @@ def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException
         return named
     if type(error) is not TypeError or not str(error).startswith(f"{name}(): incompatible function arguments"):
         return None
+    # nanobind clears what an argument's own __index__ raised: that error, not a wrong type.
+    index_failure = _index_failure(func, args, kwargs)
+    if index_failure is not None:
+        return index_failure
     # nanobind adds a one-argument __new__ overload beside nb::new_ (for unpickling): not one
     # the caller meant.
     overloads = tuple(o for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text)) or _overloads_of(func)

@@ -96,10 +96,12 @@ driver::Dim3 make_dims(const char* what, std::span<const std::int64_t> values, s
                                      got);
 }
 
+// A value outside the type the kernel reads it as, either way: an overflow, as the value past
+// 64 bits is (and as Python's own fixed-width containers call it).
 [[noreturn]] void out_of_range(const Kernel& kernel, std::size_t param, const LaunchArg& arg) {
   std::string value = arg.above_int64 ? std::to_string(static_cast<std::uint64_t>(arg.integer))
                                       : std::to_string(arg.integer);
-  raise(ErrorKind::InvalidArgument, "launch: " + kernel.signature() + ": argument '" +
+  raise(ErrorKind::Overflow, "launch: " + kernel.signature() + ": argument '" +
                                         std::string(kernel.param_names()[param]) + "' = " + value +
                                         " does not fit " + arg_kind_name(kernel.params()[param]));
 }
