@@ -173,6 +173,9 @@ class CaptureSessionModel:
         self.op_records: dict[str, Record] = {}
         self.observed: set[str] = set()  # the paths observed in the open step
         self.pending: Optional[Operation] = None
+        # Per operation id, the phase of the tensor it was last applied to (any step): what a
+        # recompute applies again, to a tensor of that shape only. A restore forgets it.
+        self.last_applied: dict[str, str] = {}
 
     def envelopes(self) -> Usage:
         """What every step reserves first: each selection's and each operation's envelope."""
@@ -303,6 +306,7 @@ class CaptureSessionModel:
         """Rewinds the position; no refund, nothing republished."""
         self.validate_restore(cp)
         self.prediction, self.phase, self.has_step, self.ready = cp.prediction, cp.phase, cp.has_step, True
+        self.last_applied.clear()
 
     def fork(self, max_predictions: Optional[int] = None) -> "CaptureSessionModel":
         self._require_boundary()
@@ -346,6 +350,21 @@ class CaptureSessionModel:
                     continue
                 record.charged = record.charged + (Usage() if hit else cost)  # on top of the envelope
             record.outcome = "APPLIED"
+            self.last_applied[o.id] = self.phase
+            replaced = True
+        return replaced
+
+    def reintervene(self, path: str, phase: str) -> bool:
+        """A recompute at ``path`` of a tensor shaped as in ``phase``: whether the operations
+        last applied there apply again (a tensor of another shape than one was applied to is
+        refused). Open step or not; nothing recorded or charged."""
+        replaced = False
+        for o in self._ops_at(path, routing=False):
+            applied = self.last_applied.get(o.id)
+            if applied is None:
+                continue
+            if applied != phase:
+                raise ModelError("CaptureSession", "a recompute of another shape than the intervention was applied to")
             replaced = True
         return replaced
 

@@ -56,7 +56,7 @@ def _refused_selections():
         (CaptureSelection("", "blocks.0.mlp", CaptureTransform.summary()), "empty"),
         (CaptureSelection("s", "blocks.0.mlp", CaptureTransform.slice()), "no slices"),
         (CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary(), slices=[CaptureSlice("nope", 0, 1)]),
-         "unknown slice axis"),
+         "unknown slice axis 'nope' at blocks.0.mlp \\(its axes: 'batch', 'seq', 'd'\\)"),
         (CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary(),
                           slices=[CaptureSlice("d", 0, 2), CaptureSlice("d", 2, 4)]), "repeated slice axis"),
         (CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary(), slices=[CaptureSlice("d", 0, 9)]),

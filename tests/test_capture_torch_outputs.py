@@ -180,3 +180,16 @@ def test_an_output_index_of_the_wrong_type_is_refused_before_the_forward(bad):
     with pytest.raises(LifecoreTypeError, match="output_index"):
         discover(model, x, output_index=bad)
 
+
+
+def test_discover_refuses_an_output_index_that_names_a_module_with_no_tensor_there():
+    """A mapping names modules by path: one whose output holds no tensor there is an error
+    naming what the output holds, not a point dropped in silence (a single index for every
+    module still keeps only the modules that have one)."""
+    model = Reads(CONTAINERS["namedtuple"][0], "attribute")
+    x = torch.zeros(1, TOKENS, 4)
+    with pytest.raises(InvalidArgumentError, match=r"discover: argument 'output_index' names 'pair', but the output "
+                                                   r"of pair"):
+        discover(model, x, output_index={"pair": 5})
+    assert "pair" not in {p.path for p in discover(model, x, output_index=5).catalog}
+    assert "pair" in {p.path for p in discover(model, x, output_index={"pair": 1}).catalog}

@@ -330,3 +330,18 @@ def test_a_block_copies_an_object_passed_twice_once():
         out = model(x, cache, cache)
     assert torch.equal(out, x) and len(cache.keys) == 1
     assert torch.equal(records["out"].tensor, x)
+
+
+def test_an_empty_batch_is_captured_with_a_discovery_given_as_without_one():
+    """A batched pipeline's empty last batch: with discovery= made on real inputs, the block
+    discovers the empty forward itself, and the records are those it gives without one."""
+    model, x = Normed().eval(), torch.randn(2, 3, 4)
+    discovery = discover(model, x)
+    empty = x[:0]
+    _, without = run_with_capture(model, empty, "lin", "tensor")
+    _, given = run_with_capture(model, empty, "lin", "tensor", discovery=discovery)
+    assert list(given) == list(without) == ["lin"]
+    assert given["lin"].outcome == without["lin"].outcome
+    assert tuple(torch.as_tensor(given["lin"].tensor).shape) == (0, 3, 4)
+    _, full = run_with_capture(model, x, "lin", "tensor", discovery=discovery)  # the discovery still serves
+    assert tuple(torch.as_tensor(full["lin"].tensor).shape) == (2, 3, 4)

@@ -28,9 +28,10 @@ struct CaptureObserver {
   PythonCaptureBackend adapter;
   nb::object tensor_type;  // an output of exactly this type is observed as is
   nb::object select;       // otherwise select(output) gives the tensor (and raises for none)
+  nb::object recomputing;  // when it answers true, the call is a recompute: nothing is observed
 
   CaptureObserver(nb::object session_object, std::string path, nb::object backend, nb::object tensor_type,
-                  nb::object select)
+                  nb::object select, nb::object recomputing)
       : session_object(std::move(session_object)),
         session(nb::inst_ptr<CaptureSession>(this->session_object)),
         path(std::move(path)),
@@ -38,7 +39,8 @@ struct CaptureObserver {
         backend(std::move(backend)),
         adapter(this->backend),
         tensor_type(std::move(tensor_type)),
-        select(std::move(select)) {}
+        select(std::move(select)),
+        recomputing(std::move(recomputing)) {}
 
   void observe(nb::handle tensor) {
     adapter.reset_cause();
@@ -54,6 +56,7 @@ struct CaptureObserver {
 
   // The forward-hook form: hook(module, args, output).
   void hook(nb::handle output) {
+    if (!recomputing.is_none() && nb::bool_(recomputing())) return;
     if (!tensor_type.is_none() && Py_TYPE(output.ptr()) == reinterpret_cast<PyTypeObject*>(tensor_type.ptr()))
       return observe(output);
     if (select.is_none()) return observe(output);
@@ -71,6 +74,7 @@ int observer_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(o->backend.ptr());
   Py_VISIT(o->tensor_type.ptr());
   Py_VISIT(o->select.ptr());
+  Py_VISIT(o->recomputing.ptr());
   return 0;
 }
 
@@ -79,6 +83,7 @@ int observer_clear(PyObject* self) {
   auto* o = nb::inst_ptr<CaptureObserver>(self);
   o->select = nb::none();
   o->tensor_type = nb::none();
+  o->recomputing = nb::none();
   return 0;
 }
 
@@ -152,7 +157,8 @@ void init_capture_observer(nb::module_& m) {
 
   // Bound onto the session type here, beside the type it makes.
   nb::type<CaptureSession>().attr("observer") = nb::cpp_function(
-      [](nb::handle self, nb::handle path, nb::handle backend, nb::handle tensor_type, nb::handle select) {
+      [](nb::handle self, nb::handle path, nb::handle backend, nb::handle tensor_type, nb::handle select,
+         nb::handle recomputing) {
         const char* call = "CaptureSession.observer";
         if (!nb::isinstance<CaptureSession>(self))
           raise(ErrorKind::TypeMismatch, std::string(call) + ": self must be a CaptureSession");
@@ -164,17 +170,25 @@ void init_capture_observer(nb::module_& m) {
                                              type_name_of(tensor_type));
         if (!select.is_none() && !PyCallable_Check(select.ptr()))
           raise(ErrorKind::TypeMismatch, argument_label(call, "select") + " must be callable, got " + type_name_of(select));
-        return CaptureObserver(nb::borrow(self), where, nb::borrow(backend), nb::borrow(tensor_type), nb::borrow(select));
+        if (!recomputing.is_none() && !PyCallable_Check(recomputing.ptr()))
+          raise(ErrorKind::TypeMismatch, argument_label(call, "recomputing") + " must be callable, got " +
+                                             type_name_of(recomputing));
+        return CaptureObserver(nb::borrow(self), where, nb::borrow(backend), nb::borrow(tensor_type), nb::borrow(select),
+                               nb::borrow(recomputing));
       },
       nb::is_method(), nb::arg("path").none(), nb::arg("backend").none(), nb::kw_only(),
       nb::arg("tensor_type").none() = nb::none(), nb::arg("select").none() = nb::none(),
+      nb::arg("recomputing").none() = nb::none(),
       nb::scope(nb::type<CaptureSession>()), nb::name("observer"),
       nb::sig("def observer(self, path: str, backend: lifecore._stub_types.CaptureBackend, *, tensor_type: type | None = None, "
-              "select: collections.abc.Callable[[typing.Any], typing.Any] | None = None) -> CaptureObserver"),
+              "select: collections.abc.Callable[[typing.Any], typing.Any] | None = None, "
+              "recomputing: collections.abc.Callable[[], object] | None = None) -> CaptureObserver"),
       "An observer of one point: observer.observe(tensor) is observe(backend, path, tensor) without the per-call "
       "path lookup; the observer is itself a forward hook (module, args, output). An output of exactly "
-      "tensor_type is observed as is; any other goes through select(output) when given. LifecoreTypeError for "
-      "a backend without a callable transform.");
+      "tensor_type is observed as is; any other goes through select(output) when given. As a hook, a call for "
+      "which recomputing() (when given) answers true observes nothing: a forward run again in backward, as "
+      "activation checkpointing does, whose outputs the step already observed. LifecoreTypeError for a backend "
+      "without a callable transform.");
 }
 
 }  // namespace lifecore::bindings

@@ -366,6 +366,22 @@ void bind_capture_session(nb::module_& m) {
            "refused is recorded FAILED. CaptureSessionError without an open step, when "
            "observe(backend, path, ...) has not run first at the same path in this step (whether or not anything "
            "is captured there), or on a second call at the point.")
+      .def("reintervene",
+           [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
+             std::string where = str_argument(path, "CaptureSession.reintervene", "path");
+             require_capture_backend(backend, "CaptureSession.reintervene", "backend");
+             PythonCaptureBackend adapter(backend);
+             auto result = keeping_cause(adapter.cause(), [&] { return s.reintervene(adapter, where, tensor.ptr()); });
+             if (!result) return nb::none();
+             return nb::borrow(static_cast<PyObject*>(*result));
+           },
+           nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
+           nb::sig("def reintervene(self, backend: lifecore._stub_types.CaptureBackend, path: str, tensor: typing.Any) -> typing.Any | None"),
+           "For a recompute of `path`'s output (activation checkpointing runs a forward again in backward): "
+           "applies the operations at `path` again as they were last applied there, in plan order, and returns the "
+           "new tensor, or None when none was applied there. Records, charges and observes nothing, open step or "
+           "not. CaptureSessionError when the tensor's shape differs from the one they were applied to, or the "
+           "backend fails or changes the shape or dtype (the backend's exception is the cause).")
       .def("finish_interventions", &CaptureSession::finish_interventions,
            "Checks that every operation scheduled this step was applied. CaptureSessionError naming the first "
            "missing or failed one, without an open step, or while a routing control is pending.")

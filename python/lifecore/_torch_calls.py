@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from typing import Any, Optional
 
+from ._torch_recompute import recomputing
 from .errors import CaptureSessionError
 
 CALL_MARK = "#"
@@ -51,6 +52,15 @@ def counts_of(points: Iterable[str], routing_suffix: str) -> dict[str, int]:
 
 def _times(n: int) -> str:
     return f"{n} time" if n == 1 else f"{n} times"
+
+
+def raise_routing_recompute(path: str) -> None:
+    """A routing selector called in a forward run again in backward: its control was the
+    step's, and a recompute cannot be routed as the forward was."""
+    raise CaptureSessionError(
+        f"a forward run again in backward (activation checkpointing) routed {path!r}, where a routing hook is "
+        f"placed: a routing control applies once per step and cannot be applied again, so the recompute would "
+        f"route otherwise than the captured forward; keep the routed module out of checkpointed regions")
 
 
 class Calls:
@@ -99,6 +109,16 @@ class CalledForward(Calls):
         self.intervening: set[int] = set()
 
     def __call__(self, module: Any, args: Any, output: Any) -> Any:
+        if recomputing():
+            # Which call a backward runs again is not known: an observed call is passed over,
+            # but an intervention cannot be applied again to the right call.
+            if self.intervening:
+                raise CaptureSessionError(
+                    f"a forward run again in backward (activation checkpointing) reached {self.path!r}, whose "
+                    f"calls {sorted(self.intervening)} are intervened on per call: which call a recompute "
+                    f"repeats is unknown, so the intervention cannot be applied again; keep the module out of "
+                    f"checkpointed regions, or intervene on a module called once")
+            return None
         hook = self.next()
         return None if hook is None else hook(module, args, output)
 
@@ -116,6 +136,8 @@ class CalledRouting(Calls):
 
     def select(self, scores: Any, top_k: int) -> Any:
         """As :meth:`lifecore.torch.RoutingHook.select`, for the call now made."""
+        if recomputing():
+            raise_routing_recompute(self.path)
         hook = self.next()
         if hook is None:
             return self.route(scores, top_k, policy=self.policy)

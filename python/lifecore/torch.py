@@ -85,8 +85,9 @@ from .capture import (
 )
 from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
-from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, split_call
+from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute, split_call
 from ._torch_hooks import PlacedHooks
+from ._torch_recompute import recomputing
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
@@ -339,6 +340,10 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
     # Module path -> what each of its calls returned at output_index: (shape, dtype, itemsize),
     # or None for no tensor there. Facts only: a module called in a loop keeps no tensors.
     seen: dict[str, list[Optional[tuple[tuple[int, ...], ValueDtype, int]]]] = {}
+    # A module output_index names by path: why its output had no tensor there (a module the
+    # caller pointed at is no point to drop silently, as one a single index misses is).
+    named_index = isinstance(output_index, Mapping)
+    problems: dict[str, str] = {}
     placed = PlacedHooks()
     try:
         for name, module in model.named_modules():
@@ -346,15 +351,21 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
                 continue
 
             def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
-                tensor = _selected_tensor(output, _index_for(output_index, name))
+                index = _index_for(output_index, name)
+                tensor = _selected_tensor(output, index)
                 seen.setdefault(name, []).append(
                     None if tensor is None else (tuple(tensor.shape), _dtype(tensor), tensor.element_size()))
+                if tensor is None and named_index and name in output_index:  # type: ignore[operator]
+                    problems.setdefault(name, _selection_problem(output, index, name))
 
             placed.forward(module, record)
         with torch.no_grad():
             model(*example_args, **example_kwargs)
     finally:
         placed.remove_all()
+    for name in sorted(problems):
+        if not any(seen.get(name, ())):
+            raise InvalidArgumentError(f"discover: argument 'output_index' names {name!r}, but the {problems[name]}")
     logits = set(logits)
     example = _request_for(example_args, example_kwargs, batch_axis, sequence_axis)
     batch, tokens = example.batch, example.prompt_tokens
@@ -447,7 +458,11 @@ class RoutingHook:
         self.session, self.backend, self.path, self.policy = session, backend, path, policy
 
     def select(self, scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Expert ids and coefficients for ``scores`` [rows, experts]."""
+        """Expert ids and coefficients for ``scores`` [rows, experts]. ``CaptureSessionError``
+        in a forward run again in backward (activation checkpointing): a routing control applies
+        once per step, so a recompute could not route as the captured forward did."""
+        if recomputing():
+            raise_routing_recompute(self.path)
         rows = scores.shape[0]
         control = self.session.routing_control(self.path, rows)
         if control is None:
@@ -614,10 +629,14 @@ class TorchAttachment:
             self._placed.forward(self._model, self._counting[1])
 
     def _start_counts(self) -> None:
+        if recomputing():
+            return  # a recompute of the whole model counts nothing: the forward's count stands
         for counted in self._counted.values():
             counted.count = 0
 
     def _end_counts(self) -> None:
+        if recomputing():
+            return
         short = [problem for _, counted in sorted(self._counted.items()) if (problem := counted.shortfall())]
         self._start_counts()  # calls made directly after this forward count from zero again
         if short:
@@ -682,7 +701,7 @@ class TorchAttachment:
 
 
 def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: Union[int, str]) -> Any:
-    observe, intervene = session.observe, session.intervene
+    observe, intervene, reintervene = session.observe, session.intervene, session.reintervene
 
     def selected(output: Any) -> torch.Tensor:
         if isinstance(output, torch.Tensor):
@@ -696,12 +715,15 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         # The session's observer is itself the hook: no Python frame of ours per forward, the
         # path resolved once. A plain tensor output is observed as is; anything else goes
         # through selected() (a container's element, or the error naming what is missing).
-        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected)
+        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected, recomputing=recomputing)
 
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
         tensor = selected(output)
-        observe(backend, path, tensor)
-        replacement = intervene(backend, path, tensor)
+        if recomputing():  # observed already; what was applied then is applied again
+            replacement = reintervene(backend, path, tensor)
+        else:
+            observe(backend, path, tensor)
+            replacement = intervene(backend, path, tensor)
         if replacement is None:
             return None
         return _with_replacement(output, index, replacement)
@@ -724,6 +746,12 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     A module it does not name must reach the highest call the session names, and calls past
     that pass unobserved. ``calls`` that contradict the session (a call past the count, a module
     called several times named as one point) or the model raise ``InvalidArgumentError`` here.
+
+    A forward that autograd runs again in backward (activation checkpointing) observes nothing
+    and applies again what the forward last applied at each point
+    (:meth:`CaptureSession.reintervene`), so gradients are those of the captured forward;
+    it raises ``CaptureSessionError`` at an intervention on one call of a module called
+    several times, or at a routing hook (a recompute cannot repeat either).
 
     ``output_index`` selects which element of a container output is observed and intervened
     on, as :func:`discover` reads it: an int is a position (tuple, list, ModelOutput-like
@@ -1021,6 +1049,12 @@ def _first_tensor(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Optional[
     return next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
 
 
+def _empty_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int) -> bool:
+    """Whether the first tensor argument has a batch axis of extent 0."""
+    first = _first_tensor(args, kwargs)
+    return first is not None and -first.dim() <= batch_axis < first.dim() and first.shape[batch_axis] == 0
+
+
 def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int,
                  sequence_axis: int) -> CaptureRequest:
     """One prefill of the first tensor argument: its batch and sequence extents (1 where it
@@ -1151,7 +1185,9 @@ class ModelCapture:
     their batch and sequence, and a :class:`CaptureSession` attached to the selected modules;
     the forward then runs as one step, drained into ``records`` when it returns. A second
     forward through the model in the same block raises :class:`CaptureSessionError` before
-    it runs (open another block, or use :func:`attach` for steps of a generation).
+    it runs (open another block, or use :func:`attach` for steps of a generation), as does a
+    hooked module called by itself after the forward; a forward that autograd runs again in
+    backward (activation checkpointing) is the captured one, and is not observed again.
     Blocks may nest (on one model, or on a module inside another block's model): each captures
     the one real forward, and no block observes another's discovery forward.
     Leaving the block removes every hook and drains a step a failed forward left. The
@@ -1247,8 +1283,8 @@ class ModelCapture:
         # torch registers a with_kwargs pre-hook as a plain one first: a forward on another thread
         # in that window calls it without kwargs, and must still be refused below.
         kwargs = {} if kwargs is None else kwargs
-        if _THREAD.discovering:
-            return  # a discovery's own forward (this block's or another's)
+        if _THREAD.discovering or recomputing():
+            return  # a discovery's own forward (this block's or another's), or a recompute in backward
         if threading.get_ident() != self._thread:
             # The hooks live on the model, for every thread: another thread's forward would be
             # captured as this block's, or run its module hooks into this block's session.
@@ -1265,7 +1301,10 @@ class ModelCapture:
                           f"captured forward, and {changing} is in training mode (its statistics update, or its "
                           f"dropout draws, twice); pass discovery=lifecore.torch.discover(...) made beforehand, or "
                           f"call model.eval()", UserWarning, stacklevel=2)
-        discovery = self._discovery if self._discovery is not None else self._discover(args, kwargs)
+        # An empty batch has nothing a discovery made on real inputs can admit (a request is of
+        # one row at least): its own forward, of nothing, is discovered as without discovery=.
+        given = self._discovery if not _empty_batch(args, kwargs, self._batch_axis) else None
+        discovery = given if given is not None else self._discover(args, kwargs)
         request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
         session = CaptureSession(self._plan(discovery).admit(discovery, request))
         # The calls the discovery saw are the calls this forward must make: counted exactly.
@@ -1300,7 +1339,7 @@ class ModelCapture:
                 block._attachment._resume(counted)
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
-        if not _THREAD.discovering:  # a discovery's forward is no capture
+        if not _THREAD.discovering and not recomputing():  # a discovery's forward is no capture
             self._drain()
 
     def _drain(self) -> None:
@@ -1377,7 +1416,9 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     the captured forward (on deep copies of the arguments other than tensors and plain values,
     such as a cache object, so the captured forward gets them as they were passed; pass it for
     a model whose forward changes its own state, a model in training mode (a norm or dropout:
-    it warns without ``discovery``), or where the copies cost too much); ``logits`` and ``output_index`` are :func:`discover`'s (``logits=None``:
+    it warns without ``discovery``), or where the copies cost too much; a forward of an empty
+    batch is discovered on its own forward all the same); ``logits`` and ``output_index`` are
+    :func:`discover`'s (``logits=None``:
     the matched modules when a ``"top_k"`` is asked, since top candidates are admitted on logits
     only, of batch 1); ``batch_axis`` and ``sequence_axis`` are the first tensor input's axes
     the request's batch and prompt length are read from. The block's own discovery takes every

@@ -30,7 +30,12 @@ std::optional<std::string> check_slice_axes(const std::vector<CaptureSlice>& sli
   for (const auto& s : slices) {
     bool known = false;
     for (const auto& a : point.axes) known = known || a.name == s.axis;
-    if (!known) return "unknown slice axis '" + s.axis + "' at " + point.path;
+    if (!known) {
+      std::string names;
+      for (const auto& a : point.axes) names += (names.empty() ? "'" : ", '") + a.name + "'";
+      return "unknown slice axis '" + s.axis + "' at " + point.path + " (its axes: " + (names.empty() ? "none" : names) +
+             ")";
+    }
     if (!seen.insert(s.axis).second) return "repeated slice axis '" + s.axis + "' at " + point.path;
     if (s.stride == 0) return "slice stride must be positive on axis '" + s.axis + "'";
     if (s.end && *s.end <= s.start) return "empty slice on axis '" + s.axis + "'";

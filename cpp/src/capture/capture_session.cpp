@@ -144,7 +144,9 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
   Guard guard(*this);
   require_unprepared();
   if (!step_open_)
-    raise(ErrorKind::CaptureSession, "observe at " + std::string(path) + ": no capture step is open (call begin_step)");
+    raise(ErrorKind::CaptureSession, "observe at " + std::string(path) +
+                                         ": no capture step is open (begin_step or capture_step opens one; a "
+                                         "capture() block's one step is its forward through the model)");
   if (selections.empty()) {  // nothing selected here
     note_observed(path);
     return;
@@ -451,6 +453,7 @@ void CaptureSession::commit_restore(const CaptureCheckpoint& cp) noexcept {
   capture_time_ = {};
   ready_ = true;
   restore_prepared_ = false;
+  for (auto& applied : last_applied_) applied.reset();  // of a forward the run no longer holds
 }
 
 PreparedCaptureRestore::PreparedCaptureRestore(PreparedCaptureRestore&& other) noexcept

@@ -58,6 +58,7 @@ void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
   estimator_ = std::move(estimator);
   operations_by_path_ = std::move(index);
   operation_envelopes_ = std::move(envelopes);
+  last_applied_.assign(operation_envelopes_.size(), std::nullopt);  // one per operation
 }
 
 std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, bool routing) const {
@@ -79,6 +80,63 @@ std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, b
     if (outcome == InterventionOutcomeKind::missing) due.push_back(i);
   }
   return due;
+}
+
+namespace {
+
+std::string shape_text(const std::vector<std::uint64_t>& shape) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+}  // namespace
+
+std::optional<TensorHandle> CaptureSession::reintervene(CaptureBackend& backend, std::string_view path,
+                                                        TensorHandle tensor) {
+  Guard guard(*this);
+  require_unprepared();
+  if (!interventions_) return std::nullopt;
+  auto found = operations_by_path_.find(path);
+  if (found == operations_by_path_.end()) return std::nullopt;
+  const auto& operations = interventions_->plan().operations;
+  TensorHandle current = tensor;
+  bool replaced = false;
+  for (auto i : found->second) {
+    if (is_routing(operations[i]) || !last_applied_[i]) continue;
+    const Applied& applied = *last_applied_[i];
+    const auto& op = operations[i];
+    const auto refuse = [&](const std::string& why) {
+      raise(ErrorKind::CaptureSession, "recompute of " + std::string(path) + " (a forward run again in backward, as "
+                                       "activation checkpointing does): intervention '" + op.id + "' " + why);
+    };
+    TensorHandle out = nullptr;
+    try {  // what the backend raises stays the cause of the refusal
+      const std::vector<std::uint64_t> shape = backend.shape(current);
+      if (shape != applied.source_shape)
+        refuse("was applied to a tensor of shape " + shape_text(applied.source_shape) + ", the recompute gives " +
+               shape_text(shape) + " (it applies again what the point's last forward applied)");
+      const ValueDtype dtype = backend.dtype(current);
+      InterventionRequest request;
+      request.action = op.action;
+      request.operation = op;
+      request.source_shape = applied.source_shape;
+      request.region = applied.region;
+      request.selected_shape = applied.selected_shape;
+      out = backend.intervene(current, request);
+      if (out == current) refuse("returned the output itself (a backend returns a new tensor)");
+      if (backend.shape(out) != applied.source_shape) refuse("changed the shape of " + op.target);
+      if (backend.dtype(out) != dtype) refuse("changed the dtype of " + op.target);
+    } catch (const BackendFailure& failure) {
+      refuse("failed: " + failure.message);
+    } catch (const TensorRefused& refused) {
+      refuse("failed: " + refused.message);
+    }
+    current = out;
+    replaced = true;
+  }
+  if (!replaced) return std::nullopt;
+  return current;
 }
 
 void CaptureSession::note_observed(std::string_view path) {
@@ -224,6 +282,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         fail_operation(record, "backend underestimated encoded evidence size of '" + op.id + "'");
         continue;
       }
+      last_applied_[i] = Applied{request.source_shape, request.region, request.selected_shape};
       current = out;
       replaced = true;
     } catch (const BackendFailure& failure) {

@@ -375,6 +375,26 @@ class CaptureSessionMachine(LifecycleMachine):
                 f"model {'a replacement' if r.expected else 'None'} (an operation the backend failed, by raising or by "
                 f"changing the tensor's dtype or shape, returns None; the step's records say why)")
 
+    @precondition(lambda self: self.has_scale)
+    @rule(path=st.sampled_from(["blocks.1.mlp"] * 3 + PATHS), same_phase=st.sampled_from([True] * 3 + [False]))
+    @counted
+    def reintervene(self, path, same_phase):
+        """A recompute in backward at ``path`` (mostly where the plan scales) of a tensor shaped as
+        in the step's phase (or, now and then, the other), on both:
+        whether what was last applied there applies again, and the refusal of a tensor of
+        another shape, must agree; the session's state is unchanged either way (the rules
+        after it compare it)."""
+        phase = self.model.phase if same_phase else ({model.PREFILL, model.DECODE} - {self.model.phase}).pop()
+        seq = PROMPT if phase == model.PREFILL else 1
+        tensor = self.tensor_factory((1, seq, VOCAB if path == "logits" else D_MODEL), "floating", 4)
+        r = self.both("reintervene", lambda: self.model.reintervene(path, phase),
+                                     lambda: self.session.reintervene(self.backend, path, tensor))
+        self._assert_left_as_given(tensor, "reintervene", path)
+        if not r.kind:
+            assert (r.actual is not None) == r.expected, (
+                f"reintervene at {path}: lifecore returned {'a replacement' if r.actual is not None else 'None'}, "
+                f"the model {'a replacement' if r.expected else 'None'}")
+
     @precondition(lambda self: self.has_routing or self.has_scale)
     @rule()
     @counted

@@ -123,6 +123,12 @@ class CaptureSession {
 
   void enable_interventions(AdmittedInterventionPlan plan, std::shared_ptr<InterventionEstimator> estimator);
   std::optional<TensorHandle> intervene(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
+  // A recompute of `path`'s output (activation checkpointing runs a forward again in backward):
+  // the operations at `path` applied again as they were last applied there, in plan order,
+  // on a tensor of the shape they were applied to, with nothing recorded, charged or
+  // observed. nullopt when none was applied there. CaptureSessionError for a tensor of
+  // another shape, or a replacement that changes its shape or dtype (nothing is returned).
+  std::optional<TensorHandle> reintervene(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
   void finish_interventions() const;
 
   std::optional<GroupSelectionControl> routing_control(std::string_view path, std::uint64_t token_rows);
@@ -203,6 +209,14 @@ class CaptureSession {
   // Per operation, whether its point was observed in the open step: an intervention follows
   // the ordinary observation at the same hook, whether or not anything is captured there.
   std::vector<std::uint8_t> operation_observed_;
+  // Per operation, the geometry it was last applied with (any step): what reintervene
+  // applies again. Not part of a checkpoint; a restore forgets it.
+  struct Applied {
+    std::vector<std::uint64_t> source_shape;
+    std::vector<ResolvedSlice> region;
+    std::vector<std::uint64_t> selected_shape;
+  };
+  std::vector<std::optional<Applied>> last_applied_;
   std::optional<std::size_t> pending_routing_;  // operation index with a control handed out
   std::optional<GroupSelectionControl> pending_control_;
   std::chrono::steady_clock::duration capture_time_{};

@@ -1,0 +1,21 @@
+"""Whether a forward hook runs in a recompute: a forward that autograd runs again during a
+backward, as activation checkpointing does (``torch.utils.checkpoint``, either variant, and
+the gradient checkpointing of libraries built on it), to rebuild activations it did not keep.
+
+Such a forward reproduces one the capture already saw: its outputs are not observed again, and
+the interventions applied in it are applied again (:meth:`CaptureSession.reintervene`), so the
+gradients are those of the forward that was captured. Autograd numbers each backward it runs
+(a graph task) and reports -1 outside one; torch's own module trackers read the same number.
+"""
+
+from __future__ import annotations
+
+import torch
+
+# Absent in a torch without it: then no forward is ever taken for a recompute.
+_graph_task_id = getattr(torch._C, "_current_graph_task_id", None)
+
+
+def recomputing() -> bool:
+    """True while autograd runs a backward on this thread (a forward then is a recompute)."""
+    return _graph_task_id is not None and _graph_task_id() != -1
