@@ -671,3 +671,13 @@ def test_a_backend_exception_is_quoted_whole(text, shown):
         session.observe(Failing(), "p", sample(np.float32))
     assert f"backend.summary_statistics: ValueError: {shown}" in str(caught.value)
     assert f"ValueError: {shown}" in session.take_step().record("s").message
+
+
+def test_int64_arrays_hold_numpys_own_int64_scalars():
+    """Ids and counts are typed NDArray[numpy.int64]: their dtype is NumPy's int64 itself, so
+    an element is a numpy.int64 (a 'long long' array compares equal to int64 but its scalars
+    are another type where int64 is 'long')."""
+    top = CapturePayload.candidates([9, 3], [5.0, 2.0])
+    hist = CapturePayload.histogram([0.0, 1.0, 2.0], [3, 4])
+    for array in (top.candidate_ids, top.candidates.ids, hist.histogram.counts):
+        assert array.dtype.type is np.int64 and isinstance(array[0], np.int64)

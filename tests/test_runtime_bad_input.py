@@ -542,3 +542,19 @@ def test_a_scalar_outside_its_kernels_type_is_an_overflow_either_way(stream, kin
         stream.launch(K.axpy_f32, 1, N, [value, 2.0, x, y])
     with pytest.raises(lifecore.LifecoreOverflowError, match=f"info word {2**32} does not fit 32 bits"):
         stream.launch(K.axpy_info_f32, 1, N, [x, y], info=[N, 2**32])
+
+
+def test_launch_takes_any_sequence_where_its_stub_says_sequence(stream) -> None:
+    """grid, block and args are typed Sequence: a deque or a range is taken as a list is; a
+    str or an iterator is still refused by name."""
+    import collections
+
+    x, y = stream.alloc(4 * N), stream.alloc(4 * N)
+    stream.write(x, np.arange(N, dtype=np.float32))
+    stream.fill(y, 0)
+    stream.launch(K.axpy_f32, collections.deque([1]), range(N, N + 1), collections.deque([N, 2.0, x, y]))
+    assert np.frombuffer(stream.read(y), np.float32).tolist() == (2 * np.arange(N, dtype=np.float32)).tolist()
+    with pytest.raises(LifecoreTypeError, match=r"launch: args must be a sequence \(list, tuple, ...\), got str"):
+        stream.launch(K.axpy_f32, 1, N, "args")
+    with pytest.raises(LifecoreTypeError, match="launch: grid must be an int or a tuple of up to 3 ints"):
+        stream.launch(K.axpy_f32, iter([1]), N, [N, 2.0, x, y])

@@ -737,7 +737,7 @@ def test_commit_frames_commits_a_batch_and_names_the_row_that_raises():
     frames = lifecore.sequence.acquire_frames(sessions[:2])
     with pytest.raises(LifecoreTypeError, match=r"commit_frames: argument 'frames\[2\]' must be a FrameHold"):
         lifecore.sequence.commit_frames(frames + [sessions[2]])
-    with pytest.raises(LifecoreTypeError, match="list or tuple of FrameHold"):
+    with pytest.raises(LifecoreTypeError, match=r"must be a sequence \(list, tuple, ...\) of FrameHold"):
         lifecore.sequence.commit_frames(iter(frames))
     assert not any(f.finalized for f in frames)
     # A frame already committed stops the batch at its row; the rows before it committed.

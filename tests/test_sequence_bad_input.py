@@ -375,3 +375,32 @@ def test_a_pad_outside_int32_is_an_overflow_either_way(pad) -> None:
     with pytest.raises(lifecore.LifecoreOverflowError, match="argument 'pad'"):
         c.decode_table(1, 4, pad=pad)
     assert (table == 7).all()
+
+
+def test_any_sequence_or_mapping_is_taken_where_the_stubs_say_so() -> None:
+    """The stubs type these arguments Sequence and Mapping: a deque, a range or a mapping proxy
+    is taken as a list, tuple or dict is (a scheduler may keep its batch in a deque), and what
+    is no sequence (a str, bytes, an iterator, a dict) is still refused by name."""
+    import collections
+    import types
+
+    from lifecore.sequence import acquire_frames, commit_frames, step_all
+
+    c = AdmissionCoordinator(domains=types.MappingProxyType({"kv": 1 << 20}), page_bytes=4096, tokens_per_page=16,
+                             max_active_sequences=4)
+    assert c.domain_names == ["kv"]
+    session = c.admit("a", 16, 64, domains=collections.deque(["kv"])).resources.open_session()
+    assert step_all(collections.deque([session]), range(17, 18)).tolist() == [BackingOutcome.EXTENDED.value]
+    frames = acquire_frames(collections.deque([session]))
+    assert commit_frames(collections.deque(frames)).tolist() == [0]
+    expected = c.block_table([session], 4)
+    assert np.array_equal(c.block_table(collections.deque([session]), 4), expected)
+    table = c.decode_table(1, 4)
+    table.update(collections.deque([session]))
+    assert np.array_equal(table.table, expected)
+    for bad in ("ab", b"ab", iter([session]), {session: 1}):
+        with pytest.raises(LifecoreTypeError, match=r"step_all: argument 'sessions' must be a sequence \(list, tuple"):
+            step_all(bad, [18])
+    with pytest.raises(LifecoreTypeError, match="argument 'domains' must be a mapping"):
+        AdmissionCoordinator(domains=[("kv", 1 << 20)], page_bytes=4096, tokens_per_page=16, max_active_sequences=4)
+    assert session.phase == SessionPhase.OPEN

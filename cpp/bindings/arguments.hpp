@@ -63,6 +63,16 @@ inline std::string python_error_summary(const nb::python_error& e) {
   return summary;
 }
 
+// Whether `h` is taken where the stubs say Sequence: a list or tuple, or another object that
+// reads by index (a deque, a range, a Sequence of the caller's); never a str, bytes or
+// bytearray, whose items are characters. An iterator is not one (it reads once).
+inline bool is_item_sequence(nb::handle h) {
+  PyObject* o = h.ptr();
+  if (PyList_Check(o) || PyTuple_Check(o)) return true;
+  if (PyUnicode_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyDict_Check(o)) return false;
+  return PySequence_Check(o) == 1;
+}
+
 // The items of a sequence as a tuple the caller holds for the whole call. Reading the
 // caller's list in place while Python code runs (an item's __index__ or __dlpack__, a list
 // subclass's __iter__, another thread while the interpreter lock is let go) could see it grow

@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -160,7 +161,14 @@ nb::object numpy_copy(const std::vector<Source>& values, std::vector<std::size_t
   auto* data = new std::vector<T>(values.begin(), values.end());
   nb::capsule owner(data, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
   if (shape.empty()) shape.push_back(data->size());
-  return nb::cast(nb::ndarray<nb::numpy, T>(data->data(), shape.size(), shape.data(), owner));
+  nb::object array = nb::cast(nb::ndarray<nb::numpy, T>(data->data(), shape.size(), shape.data(), owner));
+  if constexpr (std::is_same_v<T, std::int64_t>) {
+    // The array comes typed 'long long', which NumPy prints as int64 but whose scalars are no
+    // numpy.int64 where that is 'long' (Linux): viewed as NumPy's own int64, as the stubs say.
+    static const nb::handle int64 = nb::object(nb::module_::import_("numpy").attr("int64")).release();
+    array = array.attr("view")(int64);
+  }
+  return array;
 }
 
 // Counts and ids are read back as int64 arrays: one past 2**63 - 1 would come back negative.

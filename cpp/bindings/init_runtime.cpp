@@ -127,15 +127,16 @@ std::size_t to_dims(nb::handle h, const char* what, std::int64_t (&values)[3]) {
   if (nb::object integer = as_integer(h); integer.is_valid()) {
     values[count] = dimension(integer, what, count);
     ++count;
-  } else if (nb::isinstance<nb::tuple>(h) || nb::isinstance<nb::list>(h)) {
-    for (nb::handle item : h) {
+  } else if (is_item_sequence(h)) {
+    const nb::tuple items = sequence_snapshot(h, std::string(what));
+    for (nb::handle item : items) {
       nb::object dim = as_integer(item);
       if (!dim.is_valid())
         raise(ErrorKind::TypeMismatch, std::string(what) + " must be an int or a tuple of ints, got a " +
                                            type_name_of(item) + " inside");
       if (count == 3)
         raise(ErrorKind::InvalidArgument, std::string(what) + " must have 1 to 3 dimensions, got " +
-                                              std::to_string(nb::len(h)));
+                                              std::to_string(items.size()));
       values[count] = dimension(dim, what, count);
       ++count;
     }
@@ -187,8 +188,8 @@ void launch(Stream& stream, const Kernel& kernel, nb::handle grid, nb::handle bl
     grid_dims = runtime::make_grid(std::span<const std::int64_t>(g, gn));
     block_dims = runtime::make_block(std::span<const std::int64_t>(b, bn));
   }
-  if (!nb::isinstance<nb::tuple>(args) && !nb::isinstance<nb::list>(args))
-    raise(ErrorKind::TypeMismatch, "launch: args must be a list or tuple, got " + type_name_of(args));
+  if (!is_item_sequence(args))
+    raise(ErrorKind::TypeMismatch, "launch: args must be a sequence (list, tuple, ...), got " + type_name_of(args));
   ReleaseReferencesOnExit release_references;
   const std::size_t offset = info.is_none() ? 0 : 1;
   LaunchArg converted[16];
@@ -430,7 +431,7 @@ void bind_kernels(nb::module_& m) {
     std::vector<std::string> names;
     for (const auto& k : Kernel::builtins()) names.emplace_back(k.name());
     return names;
-  });
+  }, "The names of the built-in kernels, in a stable order (builtin_kernel(name) gives each).");
 }
 
 void bind_device(nb::module_& m) {
@@ -601,8 +602,8 @@ void bind_stream(nb::module_& m) {
            nb::sig("def copy(self, dst: Buffer | BufferView | lifecore._stub_types.DeviceArray, src: Buffer | BufferView | lifecore._stub_types.DeviceArray) -> None"),
            "Device-to-device copy of same-size buffers; either may be a BufferView or a tensor (see launch).")
       .def("launch", &launch,
-           nb::sig("def launch(self, kernel: Kernel, grid: typing.SupportsIndex | tuple[typing.SupportsIndex, ...], "
-                   "block: typing.SupportsIndex | tuple[typing.SupportsIndex, ...], "
+           nb::sig("def launch(self, kernel: Kernel, grid: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], "
+                   "block: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], "
                    "args: collections.abc.Sequence[Buffer | BufferView | lifecore._stub_types.DeviceArray | typing.SupportsIndex | float], *, "
                    "info: collections.abc.Sequence[typing.SupportsIndex] | numpy.typing.NDArray[numpy.integer[typing.Any]] | None = None) -> None"),
            "kernel"_a, "grid"_a.none(), "block"_a.none(), "args"_a.none(), nb::kw_only(), "info"_a.none() = nb::none(),

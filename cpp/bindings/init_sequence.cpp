@@ -159,10 +159,10 @@ std::optional<std::int64_t> optional_int_argument(nb::handle h, const char* call
   return int_argument(h, call, name);
 }
 
-// A list or tuple (never a str, which would iterate its characters) of items, as a snapshot
-// that holds them (a list subclass's __iter__ may yield objects nothing else keeps).
+// A sequence (is_item_sequence: never a str, which would iterate its characters) of items, as
+// a snapshot that holds them (a list subclass's __iter__ may yield objects nothing else keeps).
 nb::tuple sequence_argument(nb::handle h, const char* call, const char* name, const char* expected) {
-  if (!nb::isinstance<nb::list>(h) && !nb::isinstance<nb::tuple>(h))
+  if (!is_item_sequence(h))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be " + expected + ", got " + type_name_of(h));
   return sequence_snapshot(h, argument_label(call, name));
 }
@@ -196,11 +196,16 @@ std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
 
 std::vector<DomainConfig> parse_domains(nb::handle domains) {
   constexpr const char* call = "AdmissionCoordinator";
-  if (!nb::isinstance<nb::dict>(domains))
-    raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: argument 'domains' must be a dict {name: capacity_bytes or "
+  // A dict, or another mapping (anything with keys(), read once into a dict).
+  const bool mapping = nb::isinstance<nb::dict>(domains) ||
+                       (!is_item_sequence(domains) && !nb::isinstance<nb::str>(domains) && nb::hasattr(domains, "keys"));
+  if (!mapping)
+    raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: argument 'domains' must be a mapping {name: capacity_bytes or "
                                    "(capacity_bytes, maximum_bytes)}, got " + type_name_of(domains));
+  nb::dict read;
+  if (PyDict_Merge(read.ptr(), domains.ptr(), 1) != 0) throw nb::python_error();
   std::vector<DomainConfig> out;
-  for (auto [key, value] : nb::borrow<nb::dict>(domains)) {
+  for (auto [key, value] : read) {
     DomainConfig d;
     d.name = str_argument(key, call, "domains (a domain name)");
     const std::string label = "domains['" + d.name + "']";
@@ -914,7 +919,7 @@ void bind_admission(nb::module_& m) {
              request.fit_tokens = int_argument(fit_tokens, "admit", "fit_tokens");
              if (!domains.is_none()) {
                std::size_t i = 0;
-               for (nb::handle item : sequence_argument(domains, "admit", "domains", "None or a list of domain names")) {
+               for (nb::handle item : sequence_argument(domains, "admit", "domains", "None or a sequence of domain names")) {
                  const std::string label = "domains[" + std::to_string(i++) + "]";
                  request.domains.push_back(str_argument(item, "admit", label.c_str()));
                }

@@ -74,9 +74,9 @@ nb::object commit_all_frames(nb::handle frames) {
 nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::handle width_arg, nb::handle out,
                        nb::handle domain, nb::handle pad_arg) {
   constexpr const char* call = "block_table";
-  if (!nb::isinstance<nb::list>(frames) && !nb::isinstance<nb::tuple>(frames))
-    raise(ErrorKind::TypeMismatch, argument_label(call, "frames") + " must be a list or tuple of FrameHold or "
-                                                                    "SequenceSession, got " + type_name_of(frames));
+  if (!is_item_sequence(frames))
+    raise(ErrorKind::TypeMismatch, argument_label(call, "frames") + " must be a sequence (list, tuple, ...) of FrameHold "
+                                                                    "or SequenceSession, got " + type_name_of(frames));
   const std::size_t width = static_cast<std::size_t>(uint_argument(width_arg, call, "width", 1u << 30));
   const auto pad = static_cast<std::int32_t>(int_argument(pad_arg, call, "pad", std::numeric_limits<std::int32_t>::min(),
                                                           std::numeric_limits<std::int32_t>::max()));
@@ -187,7 +187,7 @@ void init_sequence_arena(nb::module_& m) {
         "The end of a batch's step in one call: frames[i].commit() for every row (the frames of\n"
         "acquire_frames, say); returns the FrameDisposition values (0 COMMITTED, 1 DISCARDED_CANCELLED) as a\n"
         "uint8 array. Not all-or-nothing: the first frame that raises stops the batch (its error names the\n"
-        "row); the frames before it committed. LifecoreTypeError for anything but a list or tuple of FrameHold,\n"
+        "row); the frames before it committed. LifecoreTypeError for anything but a sequence of FrameHold,\n"
         "before any frame commits.");
   nb::handle snapshot = nb::type<BackingSnapshot>();
   nb::cpp_function_def(&snapshot_block_ids, nb::scope(snapshot), nb::name("block_ids"), nb::is_method(),

@@ -216,13 +216,13 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
   t.capsule = std::move(capsule);
 }
 
-// The items of a list or tuple the caller has checked, read by index from a snapshot this
+// The items of a sequence the caller has checked (is_item_sequence), read by index from a snapshot this
 // object holds: a per-row loop makes no iterator object, and what a row borrows from an item
 // (its C++ object) stays valid while this lives, whatever Python code later does to the
 // caller's list (a `tokens` or `out` conversion, another thread while the lock is let go).
 class ListItems {
  public:
-  explicit ListItems(nb::handle sequence)  // a list or tuple: reading it cannot fail
+  explicit ListItems(nb::handle sequence)
       : items_(sequence_snapshot(sequence, "a list")), size_(items_.size()) {}
   std::size_t size() const noexcept { return size_; }
   nb::handle operator[](std::size_t i) const noexcept {
@@ -259,7 +259,7 @@ std::uint32_t domain_argument(const Names& c, nb::handle domain, const char* cal
   return static_cast<std::uint32_t>(index);
 }
 
-// The objects of a list or tuple argument, with the snapshot that keeps them alive: keep the
+// The objects of a sequence argument, with the snapshot that keeps them alive: keep the
 // whole value for as long as the pointers are used.
 template <class T>
 struct InstanceList {
@@ -267,7 +267,7 @@ struct InstanceList {
   std::vector<T*> objects;
 };
 
-// The objects of a list or tuple argument `name` that are exactly T's Python type (called
+// The objects of a sequence argument `name` that are exactly T's Python type (called
 // `type` in errors), in order; with `none_ok` a None entry gives null. LifecoreTypeError naming
 // the argument, or the entry, for anything else.
 template <class T>
@@ -275,9 +275,9 @@ InstanceList<T> instance_list(nb::handle items_arg, const char* call, const char
                               bool none_ok = false) {
   // Built only for an error: a decode batch's call builds no string.
   const auto expected = [&] { return std::string(type) + (none_ok ? " or None" : ""); };
-  if (!nb::isinstance<nb::list>(items_arg) && !nb::isinstance<nb::tuple>(items_arg))
-    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a list or tuple of " + expected() + ", got " +
-                                       type_name_of(items_arg));
+  if (!is_item_sequence(items_arg))
+    raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a sequence (list, tuple, ...) of " + expected() +
+                                       ", got " + type_name_of(items_arg));
   InstanceList<T> list{ListItems(items_arg), {}};
   const ListItems& items = list.held;
   list.objects.reserve(items.size());
@@ -292,7 +292,7 @@ InstanceList<T> instance_list(nb::handle items_arg, const char* call, const char
   return list;
 }
 
-// A list or tuple of SequenceSession (argument `sessions`), in order; with `none_ok` a None
+// A sequence of SequenceSession (argument `sessions`), in order; with `none_ok` a None
 // entry gives null.
 inline InstanceList<sequence::SequenceSession> session_list(nb::handle sessions, const char* call, bool none_ok) {
   return instance_list<sequence::SequenceSession>(sessions, call, "sessions", "SequenceSession", none_ok);
@@ -300,8 +300,8 @@ inline InstanceList<sequence::SequenceSession> session_list(nb::handle sessions,
 
 // One token count per session: a C-contiguous int64 NumPy array or host tensor (read in
 // place), another one-dimensional array of integers, NumPy's or a host tensor another library
-// exports by DLPack (an engine's int32 positions: read from an int64 copy), or a list or tuple
-// of ints.
+// exports by DLPack (an engine's int32 positions: read from an int64 copy), or a sequence of
+// ints.
 struct Tokens {
   nb::ndarray<const std::int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> array;
   nb::object copy;  // the int64 copy of an array of another integer type
@@ -315,7 +315,7 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
   // export of a buffer would run (and collect its stream's finished work) only to be refused.
   if (nb::isinstance<runtime::Buffer>(tokens) || nb::isinstance<BufferView>(tokens))
     raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
-                                       " must be host token counts (a one-dimensional NumPy array of integers, or a list or tuple of ints), "
+                                       " must be host token counts (a one-dimensional NumPy array of integers, or a sequence of ints), "
                                        "got a lifecore " + type_name_of(tokens) + " (device memory)");
   bool read = nb::try_cast(checked_for_caster(tokens, argument_label(call, "tokens")), out.array, /*convert=*/false);
   nb::object source = nb::borrow(tokens);
@@ -365,9 +365,9 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
     out.data = out.array.data();
     held = out.array.shape(0);
   } else {
-    if (!nb::isinstance<nb::list>(tokens) && !nb::isinstance<nb::tuple>(tokens))
+    if (!is_item_sequence(tokens))
       raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
-                                         " must be a one-dimensional NumPy array of integers, or a list or tuple of ints, got " +
+                                         " must be a one-dimensional NumPy array of integers, or a sequence of ints, got " +
                                          type_name_of(tokens));
     const ListItems items(tokens);
     out.values.reserve(items.size());

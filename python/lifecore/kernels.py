@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numbers
 import struct
+from typing import SupportsFloat
 
 from . import _python_guard
 from ._core.runtime import Kernel, builtin_kernel, builtin_kernel_names
@@ -34,7 +35,7 @@ def all_kernels() -> list[Kernel]:
     return [builtin_kernel(name) for name in builtin_kernel_names()]
 
 
-def float_bits(value: float) -> int:
+def float_bits(value: SupportsFloat) -> int:
     """The IEEE-754 single-precision bits of ``value`` as an unsigned int (an info word).
 
     ``value`` is a real number: an int or a float, a NumPy integer or float scalar of any

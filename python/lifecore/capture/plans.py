@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from .._core.capture import CaptureLimits, CaptureUsage, OnLimit
 from ..errors import InvalidArgumentError, LifecoreTypeError
 
@@ -16,12 +18,12 @@ def unlimited(on_limit: OnLimit = OnLimit.FAIL) -> CaptureLimits:
 
 def limits(
     *,
-    per_step: tuple[int, int, int, int] | CaptureUsage,
-    cumulative: tuple[int, int, int, int] | CaptureUsage,
-    on_limit: OnLimit | str = OnLimit.FAIL,
+    per_step: tuple[int, int, int, int] | list[int] | CaptureUsage,
+    cumulative: tuple[int, int, int, int] | list[int] | CaptureUsage,
+    on_limit: OnLimit | Literal["fail", "skip"] = OnLimit.FAIL,
 ) -> CaptureLimits:
-    """Limits from (captures, retained_bytes, host_bytes, encoded_bytes) tuples."""
-    def usage(name: str, value: tuple[int, int, int, int] | CaptureUsage) -> CaptureUsage:
+    """Limits from (captures, retained_bytes, host_bytes, encoded_bytes) tuples (or lists)."""
+    def usage(name: str, value: tuple[int, int, int, int] | list[int] | CaptureUsage) -> CaptureUsage:
         if isinstance(value, CaptureUsage):
             return value
         if not isinstance(value, (tuple, list)) or len(value) != 4:
