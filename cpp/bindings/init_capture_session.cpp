@@ -200,6 +200,21 @@ void bind_checkpoints(nb::module_& m) {
       "Releases the session if the restore was not committed: leaving the block changes nothing.");
 }
 
+constexpr char intervene_call[] = "CaptureSession.intervene";
+constexpr char reintervene_call[] = "CaptureSession.reintervene";
+
+// intervene / reintervene: the operations at `path` on `tensor`, the replacement or None.
+template <std::optional<TensorHandle> (CaptureSession::*Apply)(CaptureBackend&, std::string_view, TensorHandle),
+          const char* Call>
+nb::object operations_at(CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) {
+  std::string where = str_argument(path, Call, "path");
+  require_capture_backend(backend, Call, "backend");
+  PythonCaptureBackend adapter(backend);  // holds the replacement until it is borrowed below
+  auto result = keeping_cause(adapter.cause(), [&] { return (s.*Apply)(adapter, where, tensor.ptr()); });
+  if (!result) return nb::none();
+  return nb::borrow(static_cast<PyObject*>(*result));
+}
+
 void bind_capture_session(nb::module_& m) {
   nb::class_<CaptureSession>(m, "CaptureSession",
                              "A capture run: one admission, one monotone ledger, at most one undrained step.",
@@ -350,15 +365,7 @@ void bind_capture_session(nb::module_& m) {
            "LifecoreTypeError for an estimator without a callable estimate; "
            "AdmissionError when the operations' metadata envelopes, reserved every step beside the selections', "
            "cannot fit each remaining step or the run's limits (nothing is installed).")
-      .def("intervene",
-           [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
-             std::string where = str_argument(path, "CaptureSession.intervene", "path");
-             require_capture_backend(backend, "CaptureSession.intervene", "backend");
-             PythonCaptureBackend adapter(backend);
-             auto result = keeping_cause(adapter.cause(), [&] { return s.intervene(adapter, where, tensor.ptr()); });
-             if (!result) return nb::none();
-             return nb::borrow(static_cast<PyObject*>(*result));
-           },
+      .def("intervene", &operations_at<&CaptureSession::intervene, intervene_call>,
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
            nb::sig("def intervene(self, backend: lifecore._stub_types.CaptureBackend, path: str, tensor: typing.Any) -> typing.Any | None"),
            "Applies the operations due at `path` in plan order and returns the new tensor, or None when none "
@@ -366,15 +373,7 @@ void bind_capture_session(nb::module_& m) {
            "refused is recorded FAILED. CaptureSessionError without an open step, when "
            "observe(backend, path, ...) has not run first at the same path in this step (whether or not anything "
            "is captured there), or on a second call at the point.")
-      .def("reintervene",
-           [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) -> nb::object {
-             std::string where = str_argument(path, "CaptureSession.reintervene", "path");
-             require_capture_backend(backend, "CaptureSession.reintervene", "backend");
-             PythonCaptureBackend adapter(backend);
-             auto result = keeping_cause(adapter.cause(), [&] { return s.reintervene(adapter, where, tensor.ptr()); });
-             if (!result) return nb::none();
-             return nb::borrow(static_cast<PyObject*>(*result));
-           },
+      .def("reintervene", &operations_at<&CaptureSession::reintervene, reintervene_call>,
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
            nb::sig("def reintervene(self, backend: lifecore._stub_types.CaptureBackend, path: str, tensor: typing.Any) -> typing.Any | None"),
            "For a recompute of `path`'s output (activation checkpointing runs a forward again in backward): "
