@@ -173,9 +173,11 @@ class CaptureSessionModel:
         self.op_records: dict[str, Record] = {}
         self.observed: set[str] = set()  # the paths observed in the open step
         self.pending: Optional[Operation] = None
-        # Per operation id, the phase of the tensor it was last applied to (any step): what a
-        # recompute applies again, to a tensor of that shape only. A restore forgets it.
-        self.last_applied: dict[str, str] = {}
+        # Per operation id, what the forwards did with it by the shape of the tensor it met (a
+        # phase stands for a shape here): applied, or reached and not applied (inactive in the
+        # step, or failed). What a recompute reads; kept across steps and restores.
+        self.applied_at: dict[str, set[str]] = {}
+        self.passed_at: dict[str, set[str]] = {}
 
     def envelopes(self) -> Usage:
         """What every step reserves first: each selection's and each operation's envelope."""
@@ -306,7 +308,6 @@ class CaptureSessionModel:
         """Rewinds the position; no refund, nothing republished."""
         self.validate_restore(cp)
         self.prediction, self.phase, self.has_step, self.ready = cp.prediction, cp.phase, cp.has_step, True
-        self.last_applied.clear()
 
     def fork(self, max_predictions: Optional[int] = None) -> "CaptureSessionModel":
         self._require_boundary()
@@ -334,6 +335,9 @@ class CaptureSessionModel:
         ops = self._ops_at(path, routing=False)
         if any(self.op_records[o.id].outcome in ("APPLIED", "FAILED") for o in ops):
             raise ModelError("CaptureSession", "intervention point executed more than once in one step")
+        for o in ops:  # reached, and not applied this step
+            if self.op_records[o.id].outcome == "INACTIVE":
+                self.passed_at.setdefault(o.id, set()).add(self.phase)
         active = [o for o in ops if self.op_records[o.id].outcome == "MISSING"]
         if not active:
             return False
@@ -347,25 +351,26 @@ class CaptureSessionModel:
                 hit = self.ledger.try_reserve(cost)
                 if hit and self.on_limit == "fail":
                     self.op_records[o.id] = Record("FAILED", "limit", charged=record.charged)
+                    self.passed_at.setdefault(o.id, set()).add(self.phase)
                     continue
                 record.charged = record.charged + (Usage() if hit else cost)  # on top of the envelope
             record.outcome = "APPLIED"
-            self.last_applied[o.id] = self.phase
+            self.applied_at.setdefault(o.id, set()).add(self.phase)
             replaced = True
         return replaced
 
     def reintervene(self, path: str, phase: str) -> bool:
-        """A recompute at ``path`` of a tensor shaped as in ``phase``: whether the operations
-        last applied there apply again (a tensor of another shape than one was applied to is
-        refused). Open step or not; nothing recorded or charged."""
+        """A recompute at ``path`` of a tensor shaped as in ``phase``: whether an operation
+        there applies again (one a forward of that shape applied). Refused where forwards of
+        that shape differed (one applied it, another reached it and did not). Open step or
+        not; nothing recorded or charged."""
         replaced = False
         for o in self._ops_at(path, routing=False):
-            applied = self.last_applied.get(o.id)
-            if applied is None:
-                continue
-            if applied != phase:
-                raise ModelError("CaptureSession", "a recompute of another shape than the intervention was applied to")
-            replaced = True
+            applied = phase in self.applied_at.get(o.id, ())
+            if applied and phase in self.passed_at.get(o.id, ()):
+                raise ModelError("CaptureSession", "forwards of the recompute's shape differed: which one it is "
+                                                   "is unknown")
+            replaced = replaced or applied
         return replaced
 
     def finish_interventions(self) -> None:

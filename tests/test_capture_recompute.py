@@ -87,22 +87,84 @@ def test_a_failed_operation_is_not_applied_in_a_recompute():
     assert session.reintervene(backend, POINT, x) is None
 
 
-def test_a_recompute_of_another_shape_is_refused_naming_both():
+def test_a_recompute_of_a_shape_no_forward_met_applies_nothing():
+    """A forward of that shape ran without the session's hooks (or before the plan): nothing
+    was applied in it, so nothing is applied again."""
     session = session_with([iv.scale("twice", POINT, 2.0)])
     applied_once(session, hidden())
-    with pytest.raises(CaptureSessionError, match=r"recompute of blocks\.0\.mlp .*intervention 'twice' was applied to "
-                                                  r"a tensor of shape \[1, 4, 8\], the recompute gives \[1, 3, 8\]"):
-        session.reintervene(NumpyBackend(), POINT, hidden(rows=3))
-    np.testing.assert_array_equal(session.reintervene(NumpyBackend(), POINT, hidden()), hidden() * 2)  # usable
+    assert session.reintervene(NumpyBackend(), POINT, hidden(rows=3)) is None
+    np.testing.assert_array_equal(session.reintervene(NumpyBackend(), POINT, hidden()), hidden() * 2)
 
 
-def test_a_restore_forgets_what_was_applied():
+def test_an_operation_that_met_too_many_shapes_refuses_one_it_let_go():
+    """What the forwards did is kept for 64 shapes per operation, the oldest let go first: a
+    shape not kept may have been met, and is refused rather than guessed."""
+    from lifecore.capture import CaptureRequest, InterventionPlan
+
+    from capture_builders import session_for
+
+    discovery = sample_discovery()
+    session = session_for(discovery=discovery, request=CaptureRequest(1, 4, 80))
+    session.enable_interventions(InterventionPlan([iv.scale("twice", POINT, 2.0)]).admit(discovery, session),
+                                 NumpyBackend())
+    backend = NumpyBackend()
+    applied_once(session, hidden())
+    for prediction in range(1, 66):  # 65 decode forwards, each of a shape the point refuses
+        session.begin_step(CapturePhase.DECODE, prediction)
+        wrong = np.ones((1, 1, 8 + prediction), np.float32)
+        session.observe(backend, POINT, wrong)
+        assert session.intervene(backend, POINT, wrong) is None  # FAILED: reached, not applied
+        session.take_step()
+    with pytest.raises(CaptureSessionError, match=r"met more than 64 shapes, and \[1, 1, 9\] is not among those kept"):
+        session.reintervene(backend, POINT, np.ones((1, 1, 9), np.float32))
+    assert session.reintervene(backend, POINT, np.ones((1, 1, 73), np.float32)) is None  # kept: not applied
+    np.testing.assert_array_equal(session.reintervene(backend, POINT, hidden()), hidden() * 2)
+
+
+def test_a_restore_keeps_what_the_forwards_did():
+    """A graph built before a restore may still be backpropagated: its recompute applies what
+    its forward applied."""
     discovery = sample_discovery()
     session = session_with([iv.scale("twice", POINT, 2.0)], discovery=discovery)
     checkpoint = session.checkpoint(discovery)
     applied_once(session, hidden())
     session.restore(checkpoint)
-    assert session.reintervene(NumpyBackend(), POINT, hidden()) is None
+    np.testing.assert_array_equal(session.reintervene(NumpyBackend(), POINT, hidden()), hidden() * 2)
+
+
+def test_an_operation_inactive_in_a_later_step_of_another_shape_is_told_apart():
+    """Prefill applies it, decode does not (its schedule): a recompute of the prefill's shape
+    applies it, one of the decode's shape does not, whichever step came last."""
+    session = session_with([iv.scale("twice", POINT, 2.0, schedule=PREFILL_ONLY)])
+    backend = NumpyBackend()
+    applied_once(session, hidden())
+    session.begin_step(CapturePhase.DECODE, 1)
+    session.observe(backend, POINT, hidden(rows=1))
+    assert session.intervene(backend, POINT, hidden(rows=1)) is None  # inactive in decode
+    session.take_step()
+    assert session.reintervene(backend, POINT, hidden(rows=1)) is None
+    np.testing.assert_array_equal(session.reintervene(backend, POINT, hidden()), hidden() * 2)
+
+
+def test_forwards_of_one_shape_that_differed_are_refused_rather_than_guessed():
+    """Decode step 1 applies it, decode step 2 does not (its schedule ends): both have the same
+    shape, so which of them a recompute repeats is unknown, and it is refused."""
+    session = session_with([iv.scale("twice", POINT, 2.0, schedule=CaptureSchedule(prefill=False, end_prediction=2))])
+    backend = NumpyBackend()
+    session.begin_step(PREFILL, 0)
+    session.observe(backend, POINT, hidden())
+    assert session.intervene(backend, POINT, hidden()) is None
+    session.take_step()
+    assert session.reintervene(backend, POINT, hidden()) is None  # only ever passed at this shape
+    for prediction, applies in ((1, True), (2, False)):
+        session.begin_step(CapturePhase.DECODE, prediction)
+        session.observe(backend, POINT, hidden(rows=1))
+        assert (session.intervene(backend, POINT, hidden(rows=1)) is not None) == applies
+        session.take_step()
+    with pytest.raises(CaptureSessionError, match=r"intervention 'twice' was applied in a forward of shape "
+                                                  r"\[1, 1, 8\] and not in another"):
+        session.reintervene(backend, POINT, hidden(rows=1))
+    assert session.reintervene(backend, POINT, hidden()) is None  # the prefill's shape is still known
 
 
 def test_a_backend_failing_in_a_recompute_is_the_cause_of_the_refusal():

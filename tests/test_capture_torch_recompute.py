@@ -165,7 +165,8 @@ def test_a_per_call_intervention_in_a_recompute_is_refused_naming_why():
         out = model(x)
         session.finish_interventions()
         session.take_step()
-        with pytest.raises(CaptureSessionError, match=r"reached 'inner', whose calls \[1\] are intervened on per call"):
+        with pytest.raises(CaptureSessionError, match=r"reached 'inner', whose calls \[1\] applied an intervention per "
+                                                      r"call"):
             out.sum().backward()
     assert hooks_on(model) == 0
     model(x).sum().backward()  # the model is as it was
@@ -180,15 +181,117 @@ def test_a_per_call_observation_in_a_recompute_is_passed_over():
     assert sorted(records) == ["inner#0", "inner#1"]
 
 
-def test_a_routing_hook_in_a_backward_is_refused():
-    """A routing control applies once per step: asked for in backward, it is refused rather
-    than routing the recompute otherwise than the forward."""
+def test_a_per_call_intervention_that_applied_nothing_does_not_block_a_recompute():
+    torch.manual_seed(3)
+    model = Checkpointed(False, repeat=True).eval()
+    x = torch.randn(1, ROWS, D, requires_grad=True)
+    model(x).square().sum().backward()
+    expected = grads(model)
+    model.zero_grad(set_to_none=True)
+    session = intervening_session(discover(model, x), CaptureRequest(1, ROWS, 2),
+                                  [iv.scale("op", "inner#1", 0.5, schedule=CaptureSchedule(prefill=False))])
+    with attach(session, model):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(x).square().sum().backward()  # inactive in prefill: nothing to apply again
+        step = session.take_step()
+    assert [r.outcome for r in step.interventions] == [InterventionOutcome.INACTIVE]
+    assert_same_grads(grads(model), expected)
+
+
+def test_a_routing_hook_in_a_backward_routes_by_its_policy_until_a_control_was_in_force():
+    """A routing control applies once per step: asked for in backward where one was in force,
+    it is refused rather than routing the recompute otherwise than the forward; where none ever
+    was, the hook routes as the module would without it."""
+    from lifecore.torch import route
+
     torch.manual_seed(5)
     model = Checkpointed(False).eval()
     x = torch.randn(1, ROWS, D, requires_grad=True)
     session = intervening_session(discover(model, x), CaptureRequest(1, ROWS, 1), [])
     hook = RoutingHook(session, TorchBackend(), "router")
+    scores = torch.randn(ROWS, 4)
+    routed = []
     y = (x * 2).sum()
-    x.register_hook(lambda grad: hook.select(torch.randn(ROWS, 4), 2))
-    with pytest.raises(CaptureSessionError, match="routed 'router'.*cannot be applied again"):
+    x.register_hook(lambda grad: routed.append(hook.select(scores, 2)))
+    y.backward()
+    expected = route(scores, 2)
+    assert all(torch.equal(a, b) for a, b in zip(routed[0], expected))
+    hook.controlled = True  # as after a control was handed out in a forward
+    x.grad = None
+    y = (x * 2).sum()
+    with pytest.raises(CaptureSessionError, match="routed 'router', where a routing control was in force"):
         y.backward()
+
+
+def test_a_prefill_only_intervention_is_not_applied_to_a_decode_steps_recompute():
+    """The step whose graph is backpropagated applied nothing (the operation is prefill-only):
+    its recompute applies nothing either, after the prefill that did apply it."""
+    torch.manual_seed(6)
+    model = Checkpointed(False).eval()
+    x, token = torch.randn(1, ROWS, D), torch.randn(1, 1, D, requires_grad=True)
+    model(token).square().sum().backward()
+    expected = grads(model)
+    model.zero_grad(set_to_none=True)
+    session = intervening_session(discover(model, x), CaptureRequest(1, ROWS, 2),
+                                  [iv.scale("op", "inner", 0.5, schedule=PREFILL_ONLY)])
+    with attach(session, model):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        with torch.no_grad():
+            model(x)
+        session.take_step()
+        session.begin_step(CapturePhase.DECODE, 1)
+        out = model(token)
+        session.take_step()
+        out.square().sum().backward()
+    assert_same_grads(grads(model), expected)
+
+
+def test_a_restore_keeps_the_recompute_of_a_graph_built_before_it():
+    torch.manual_seed(7)
+    model = Checkpointed(False).eval()
+    x = torch.randn(1, ROWS, D, requires_grad=True)
+    handle = model.inner.register_forward_hook(lambda m, a, out: out * 0.5)
+    model(x).square().sum().backward()
+    handle.remove()
+    expected = grads(model)
+    model.zero_grad(set_to_none=True)
+    discovery = discover(model, x)
+    session = intervening_session(discovery, CaptureRequest(1, ROWS, 1),
+                                  [iv.scale("op", "inner", 0.5, schedule=PREFILL_ONLY)])
+    with attach(session, model):
+        checkpoint_ = session.checkpoint(discovery)
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)
+        session.take_step()
+        session.restore(checkpoint_)
+        out.square().sum().backward()
+    assert_same_grads(grads(model), expected)
+
+
+def test_discover_does_not_count_a_recompute_inside_the_forward_as_a_call():
+    """A forward that takes a gradient through a checkpointed part of itself (forces from an
+    energy) runs that part again inside the forward: discover sees each module called once, as
+    the capture block's hooks do."""
+
+    class Energy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner, self.out = nn.Linear(D, D), nn.Linear(D, 1)
+
+        def energy(self, x):
+            return self.out(torch.tanh(self.inner(x))).sum()
+
+        def forward(self, x):
+            with torch.enable_grad():
+                x = x.detach().requires_grad_(True)
+                e = checkpoint(self.energy, x, use_reentrant=False)
+                (force,) = torch.autograd.grad(e, x, create_graph=True)
+            return force
+
+    torch.manual_seed(8)
+    model = Energy().eval()
+    x = torch.randn(1, ROWS, D)
+    assert {p.path for p in discover(model, x).catalog} == {"inner", "out"}
+    with capture(model, "inner", "summary") as records:
+        model(x)
+    assert records["inner"].outcome == CaptureOutcome.CAPTURED

@@ -345,3 +345,26 @@ def test_an_empty_batch_is_captured_with_a_discovery_given_as_without_one():
     assert tuple(torch.as_tensor(given["lin"].tensor).shape) == (0, 3, 4)
     _, full = run_with_capture(model, x, "lin", "tensor", discovery=discovery)  # the discovery still serves
     assert tuple(torch.as_tensor(full["lin"].tensor).shape) == (2, 3, 4)
+
+
+def test_the_discovery_forward_leaves_the_random_state_to_the_captured_forward():
+    """A forward that draws (noise injection, sampling) gets, inside a block that discovers on
+    its own forward, the draws a plain forward under the same seed gets."""
+
+    class Noisy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.lin(x + torch.randn_like(x))
+
+    model, x = Noisy().eval(), torch.randn(1, 3, 4)
+    torch.manual_seed(11)
+    with torch.no_grad():
+        plain = model(x)
+    torch.manual_seed(11)
+    with torch.no_grad():
+        captured, records = run_with_capture(model, x, "lin", "tensor")
+    assert torch.equal(captured, plain)
+    assert torch.equal(torch.as_tensor(records["lin"].tensor), plain)

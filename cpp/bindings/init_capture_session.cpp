@@ -377,9 +377,11 @@ void bind_capture_session(nb::module_& m) {
            nb::arg("backend").none(), nb::arg("path").none(), nb::arg("tensor").none(),
            nb::sig("def reintervene(self, backend: lifecore._stub_types.CaptureBackend, path: str, tensor: typing.Any) -> typing.Any | None"),
            "For a recompute of `path`'s output (activation checkpointing runs a forward again in backward): "
-           "applies the operations at `path` again as they were last applied there, in plan order, and returns the "
-           "new tensor, or None when none was applied there. Records, charges and observes nothing, open step or "
-           "not. CaptureSessionError when the tensor's shape differs from the one they were applied to, or the "
+           "applies the operations at `path` again, in plan order, as the forwards applied them to a tensor of this "
+           "one's shape, and returns the new tensor, or None when no forward of that shape applied one. Records, "
+           "charges and observes nothing, open step or not, across later steps and restores. CaptureSessionError "
+           "where forwards of that shape differed (one applied an operation, another reached it and did not: "
+           "inactive or failed), where an operation met more than 64 shapes and this one was let go, or where the "
            "backend fails or changes the shape or dtype (the backend's exception is the cause).")
       .def("finish_interventions", &CaptureSession::finish_interventions,
            "Checks that every operation scheduled this step was applied. CaptureSessionError naming the first "

@@ -58,8 +58,8 @@ def raise_routing_recompute(path: str) -> None:
     """A routing selector called in a forward run again in backward: its control was the
     step's, and a recompute cannot be routed as the forward was."""
     raise CaptureSessionError(
-        f"a forward run again in backward (activation checkpointing) routed {path!r}, where a routing hook is "
-        f"placed: a routing control applies once per step and cannot be applied again, so the recompute would "
+        f"a forward run again in backward (activation checkpointing) routed {path!r}, where a routing control "
+        f"was in force: a control applies once per step and cannot be applied again, so the recompute could "
         f"route otherwise than the captured forward; keep the routed module out of checkpointed regions")
 
 
@@ -111,12 +111,13 @@ class CalledForward(Calls):
     def __call__(self, module: Any, args: Any, output: Any) -> Any:
         if recomputing():
             # Which call a backward runs again is not known: an observed call is passed over,
-            # but an intervention cannot be applied again to the right call.
-            if self.intervening:
+            # but an intervention a call applied cannot be applied again to the right call.
+            applied = sorted(k for k in self.intervening if getattr(self.hooks.get(k), "applied", False))
+            if applied:
                 raise CaptureSessionError(
                     f"a forward run again in backward (activation checkpointing) reached {self.path!r}, whose "
-                    f"calls {sorted(self.intervening)} are intervened on per call: which call a recompute "
-                    f"repeats is unknown, so the intervention cannot be applied again; keep the module out of "
+                    f"calls {applied} applied an intervention per call: which call a recompute repeats is "
+                    f"unknown, so the intervention cannot be applied again; keep the module out of "
                     f"checkpointed regions, or intervene on a module called once")
             return None
         hook = self.next()
@@ -137,7 +138,9 @@ class CalledRouting(Calls):
     def select(self, scores: Any, top_k: int) -> Any:
         """As :meth:`lifecore.torch.RoutingHook.select`, for the call now made."""
         if recomputing():
-            raise_routing_recompute(self.path)
+            if any(getattr(h, "controlled", False) for h in self.hooks.values()):
+                raise_routing_recompute(self.path)
+            return self.route(scores, top_k, policy=self.policy)  # no control was ever in force here
         hook = self.next()
         if hook is None:
             return self.route(scores, top_k, policy=self.policy)

@@ -6,6 +6,8 @@ Such a forward reproduces one the capture already saw: its outputs are not obser
 the interventions applied in it are applied again (:meth:`CaptureSession.reintervene`), so the
 gradients are those of the forward that was captured. Autograd numbers each backward it runs
 (a graph task) and reports -1 outside one; torch's own module trackers read the same number.
+It cannot tell a recompute from another forward run inside a backward (a module called from a
+tensor hook): every forward while a backward runs on the thread is taken for one.
 """
 
 from __future__ import annotations

@@ -351,6 +351,8 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
                 continue
 
             def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
+                if recomputing():
+                    return  # a forward the model runs again in its own backward is no call of its own
                 index = _index_for(output_index, name)
                 tensor = _selected_tensor(output, index)
                 seen.setdefault(name, []).append(
@@ -456,17 +458,22 @@ class RoutingHook:
         if policy is not None:
             require(policy, RoutingPolicy, "RoutingHook", "policy")
         self.session, self.backend, self.path, self.policy = session, backend, path, policy
+        self.controlled = False  # whether a routing control was ever handed out here
 
     def select(self, scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Expert ids and coefficients for ``scores`` [rows, experts]. ``CaptureSessionError``
-        in a forward run again in backward (activation checkpointing): a routing control applies
-        once per step, so a recompute could not route as the captured forward did."""
+        """Expert ids and coefficients for ``scores`` [rows, experts]. In a forward run again in
+        backward (activation checkpointing) it routes by the policy where no control was ever in
+        force here, and raises ``CaptureSessionError`` where one was: a routing control applies
+        once per step, so a recompute could not be sure to route as the captured forward did."""
         if recomputing():
-            raise_routing_recompute(self.path)
+            if self.controlled:
+                raise_routing_recompute(self.path)
+            return route(scores, top_k, policy=self.policy)  # no control was ever in force here
         rows = scores.shape[0]
         control = self.session.routing_control(self.path, rows)
         if control is None:
             return route(scores, top_k, policy=self.policy)
+        self.controlled = True
         try:
             # Re-checked before any routing work: the module's policy may have changed since
             # discovery, or it may route a different top_k than it declared.
@@ -726,8 +733,10 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
             replacement = intervene(backend, path, tensor)
         if replacement is None:
             return None
+        observe_then_intervene.applied = True  # type: ignore[attr-defined]
         return _with_replacement(output, index, replacement)
 
+    observe_then_intervene.applied = False  # type: ignore[attr-defined]  # whether it ever replaced an output
     return observe_then_intervene
 
 
@@ -748,10 +757,12 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     called several times named as one point) or the model raise ``InvalidArgumentError`` here.
 
     A forward that autograd runs again in backward (activation checkpointing) observes nothing
-    and applies again what the forward last applied at each point
-    (:meth:`CaptureSession.reintervene`), so gradients are those of the captured forward;
-    it raises ``CaptureSessionError`` at an intervention on one call of a module called
-    several times, or at a routing hook (a recompute cannot repeat either).
+    and applies again what the forwards applied at each point to a tensor of its shape
+    (:meth:`CaptureSession.reintervene`), so gradients are those of the captured forward
+    while the attachment is in place; it raises ``CaptureSessionError`` where forwards of that
+    shape differed, at an intervention that applied on one call of a module called several
+    times, or at a routing hook where a control was in force (a recompute cannot repeat
+    those). Any forward while autograd runs a backward on the thread is taken for a recompute.
 
     ``output_index`` selects which element of a container output is observed and intervened
     on, as :func:`discover` reads it: an int is a position (tuple, list, ModelOutput-like
@@ -1191,7 +1202,9 @@ class ModelCapture:
     Blocks may nest (on one model, or on a module inside another block's model): each captures
     the one real forward, and no block observes another's discovery forward.
     Leaving the block removes every hook and drains a step a failed forward left. The
-    discovery's forward is a forward like any other, on deep copies of the arguments a forward
+    discovery's forward is a forward like any other (hooks of your own on the model see it
+    too), with the random state put back after it so that the captured forward draws what a
+    forward without the block would, on deep copies of the arguments a forward
     could change (any but tensors and plain values: a KV cache object the caller or
     ``generate()`` passes, say), so the captured forward gets them as they were passed: give
     ``discovery`` where running the model once more (or the copies) costs too much or changes
@@ -1326,10 +1339,14 @@ class ModelCapture:
         _THREAD.discovering = True
         try:
             args, kwargs = _for_discovery(self._call, args, kwargs)
-            # Admitted for this one forward: every axis is the extent it has in it.
-            return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
-                             sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
-                             capabilities=None, output_index=self._output_index, symbolic=False)
+            # The random state is put back after it: the captured forward draws (noise, sampling,
+            # an eval-mode dropout of the model's own) what a forward without the block would.
+            cuda = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+            with torch.random.fork_rng(devices=cuda):
+                # Admitted for this one forward: every axis is the extent it has in it.
+                return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
+                                 sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
+                                 capabilities=None, output_index=self._output_index, symbolic=False)
         finally:
             _THREAD.discovering = False
             for block, counted in zip(paused, counts):

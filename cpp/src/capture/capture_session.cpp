@@ -453,7 +453,6 @@ void CaptureSession::commit_restore(const CaptureCheckpoint& cp) noexcept {
   capture_time_ = {};
   ready_ = true;
   restore_prepared_ = false;
-  for (auto& applied : last_applied_) applied.reset();  // of a forward the run no longer holds
 }
 
 PreparedCaptureRestore::PreparedCaptureRestore(PreparedCaptureRestore&& other) noexcept

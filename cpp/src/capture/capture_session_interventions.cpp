@@ -58,7 +58,7 @@ void CaptureSession::enable_interventions(AdmittedInterventionPlan plan,
   estimator_ = std::move(estimator);
   operations_by_path_ = std::move(index);
   operation_envelopes_ = std::move(envelopes);
-  last_applied_.assign(operation_envelopes_.size(), std::nullopt);  // one per operation
+  forwards_seen_.assign(operation_envelopes_.size(), {});  // one per operation
 }
 
 std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, bool routing) const {
@@ -100,43 +100,79 @@ std::optional<TensorHandle> CaptureSession::reintervene(CaptureBackend& backend,
   auto found = operations_by_path_.find(path);
   if (found == operations_by_path_.end()) return std::nullopt;
   const auto& operations = interventions_->plan().operations;
+  const auto refuse = [&](const InterventionOperation& op, const std::string& why) {
+    raise(ErrorKind::CaptureSession, "recompute of " + std::string(path) + " (a forward run again in backward, as "
+                                     "activation checkpointing does): intervention '" + op.id + "' " + why);
+  };
+  std::vector<std::uint64_t> shape;
+  bool shaped = false;
   TensorHandle current = tensor;
   bool replaced = false;
   for (auto i : found->second) {
-    if (is_routing(operations[i]) || !last_applied_[i]) continue;
-    const Applied& applied = *last_applied_[i];
     const auto& op = operations[i];
-    const auto refuse = [&](const std::string& why) {
-      raise(ErrorKind::CaptureSession, "recompute of " + std::string(path) + " (a forward run again in backward, as "
-                                       "activation checkpointing does): intervention '" + op.id + "' " + why);
-    };
+    const ForwardsSeen& seen = forwards_seen_[i];
+    if (is_routing(op) || (seen.applied.empty() && seen.passed.empty() && !seen.let_go)) continue;
     TensorHandle out = nullptr;
     try {  // what the backend raises stays the cause of the refusal
-      const std::vector<std::uint64_t> shape = backend.shape(current);
-      if (shape != applied.source_shape)
-        refuse("was applied to a tensor of shape " + shape_text(applied.source_shape) + ", the recompute gives " +
-               shape_text(shape) + " (it applies again what the point's last forward applied)");
+      if (!shaped) {
+        shape = backend.shape(current);  // an applied operation keeps it
+        shaped = true;
+      }
+      const auto applied = std::find_if(seen.applied.begin(), seen.applied.end(),
+                                        [&](const Applied& a) { return a.source_shape == shape; });
+      const bool passed = std::find(seen.passed.begin(), seen.passed.end(), shape) != seen.passed.end();
+      if (applied != seen.applied.end() && passed)
+        refuse(op, "was applied in a forward of shape " + shape_text(shape) + " and not in another (inactive or "
+                   "failed there): which of them autograd runs again is unknown (backpropagate a step's graph "
+                   "before a step that differs from it runs)");
+      if (applied == seen.applied.end()) {
+        if (!passed && seen.let_go)
+          refuse(op, "met more than " + std::to_string(kept_shapes) + " shapes, and " + shape_text(shape) +
+                     " is not among those kept: what the forward did with it is unknown");
+        continue;  // no forward of this shape applied it
+      }
       const ValueDtype dtype = backend.dtype(current);
       InterventionRequest request;
       request.action = op.action;
       request.operation = op;
-      request.source_shape = applied.source_shape;
-      request.region = applied.region;
-      request.selected_shape = applied.selected_shape;
+      request.source_shape = applied->source_shape;
+      request.region = applied->region;
+      request.selected_shape = applied->selected_shape;
       out = backend.intervene(current, request);
-      if (out == current) refuse("returned the output itself (a backend returns a new tensor)");
-      if (backend.shape(out) != applied.source_shape) refuse("changed the shape of " + op.target);
-      if (backend.dtype(out) != dtype) refuse("changed the dtype of " + op.target);
+      if (out == current) refuse(op, "returned the output itself (a backend returns a new tensor)");
+      if (backend.shape(out) != shape) refuse(op, "changed the shape of " + op.target);
+      if (backend.dtype(out) != dtype) refuse(op, "changed the dtype of " + op.target);
     } catch (const BackendFailure& failure) {
-      refuse("failed: " + failure.message);
+      refuse(op, "failed: " + failure.message);
     } catch (const TensorRefused& refused) {
-      refuse("failed: " + refused.message);
+      refuse(op, "failed: " + refused.message);
     }
     current = out;
     replaced = true;
   }
   if (!replaced) return std::nullopt;
   return current;
+}
+
+namespace {
+
+// Puts `item` last in `kept` unless it is there; the oldest goes past `limit` (`let_go` says so).
+template <class T, class Same>
+void keep_bounded(std::vector<T>& kept, T item, std::size_t limit, bool& let_go, Same same) {
+  if (std::any_of(kept.begin(), kept.end(), [&](const T& k) { return same(k, item); })) return;
+  if (kept.size() == limit) {
+    kept.erase(kept.begin());
+    let_go = true;
+  }
+  kept.push_back(std::move(item));
+}
+
+}  // namespace
+
+void CaptureSession::note_passed(std::size_t operation, const std::vector<std::uint64_t>& shape) {
+  ForwardsSeen& seen = forwards_seen_[operation];
+  keep_bounded(seen.passed, shape, kept_shapes, seen.let_go,
+               [](const std::vector<std::uint64_t>& a, const std::vector<std::uint64_t>& b) { return a == b; });
 }
 
 void CaptureSession::note_observed(std::string_view path) {
@@ -150,6 +186,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
                                                       TensorHandle tensor) {
   Guard guard(*this);
   const std::vector<std::size_t> active = due_operations(path, /*routing=*/false);
+  note_inactive(backend, path, tensor);
   if (active.empty()) return std::nullopt;  // nothing cloned, nothing materialized
   const auto& operations = interventions_->plan().operations;
   if (!operation_observed_[active.front()])  // the operations at one path are observed together
@@ -157,6 +194,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
   auto started = std::chrono::steady_clock::now();
   TensorHandle current = tensor;
   bool replaced = false;
+  std::optional<std::vector<std::uint64_t>> entry_shape;
   for (auto i : active) {
     const auto& op = operations[i];
     const auto& point = interventions_->points()[i];
@@ -166,6 +204,7 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
       request.action = op.action;
       request.operation = op;
       request.source_shape = backend.shape(current);
+      if (!entry_shape) entry_shape = request.source_shape;  // what every operation here meets
       ValueDtype dtype = backend.dtype(current);
       if (auto problem = check_shape(point, request.source_shape, plan_.request(), phase_, prediction_)) {
         fail_operation(record, *problem);
@@ -282,7 +321,9 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
         fail_operation(record, "backend underestimated encoded evidence size of '" + op.id + "'");
         continue;
       }
-      last_applied_[i] = Applied{request.source_shape, request.region, request.selected_shape};
+      ForwardsSeen& seen = forwards_seen_[i];
+      keep_bounded(seen.applied, Applied{request.source_shape, request.region, request.selected_shape}, kept_shapes,
+                   seen.let_go, [](const Applied& a, const Applied& b) { return a.source_shape == b.source_shape; });
       current = out;
       replaced = true;
     } catch (const BackendFailure& failure) {
@@ -293,9 +334,33 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
       fail_operation(record, error.message());
     }
   }
+  if (entry_shape)  // a failed operation was reached and not applied: a recompute must know
+    for (auto i : active)
+      if (operation_records_[i].outcome == InterventionOutcomeKind::failed) note_passed(i, *entry_shape);
   capture_time_ += std::chrono::steady_clock::now() - started;
   if (!replaced) return std::nullopt;
   return current;
+}
+
+void CaptureSession::note_inactive(CaptureBackend& backend, std::string_view path, TensorHandle tensor) {
+  if (!interventions_) return;
+  auto found = operations_by_path_.find(path);
+  if (found == operations_by_path_.end()) return;
+  const auto& operations = interventions_->plan().operations;
+  std::optional<std::vector<std::uint64_t>> shape;
+  for (auto i : found->second) {
+    if (is_routing(operations[i]) || operation_records_[i].outcome != InterventionOutcomeKind::inactive) continue;
+    if (!shape) {
+      try {
+        shape = backend.shape(tensor);
+      } catch (const BackendFailure&) {
+        return;  // no shape to note; the operations that are due say what went wrong
+      } catch (const TensorRefused&) {
+        return;
+      }
+    }
+    note_passed(i, *shape);
+  }
 }
 
 void CaptureSession::finish_interventions() const {

@@ -124,10 +124,12 @@ class CaptureSession {
   void enable_interventions(AdmittedInterventionPlan plan, std::shared_ptr<InterventionEstimator> estimator);
   std::optional<TensorHandle> intervene(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
   // A recompute of `path`'s output (activation checkpointing runs a forward again in backward):
-  // the operations at `path` applied again as they were last applied there, in plan order,
-  // on a tensor of the shape they were applied to, with nothing recorded, charged or
-  // observed. nullopt when none was applied there. CaptureSessionError for a tensor of
-  // another shape, or a replacement that changes its shape or dtype (nothing is returned).
+  // the operations at `path`, in plan order, applied again as the forwards applied them to a
+  // tensor of its shape, with nothing recorded, charged or observed. An operation that no
+  // forward applied to that shape is not applied; nullopt when none is. CaptureSessionError
+  // where forwards of that shape differed (one applied an operation, another reached it and
+  // did not: which one autograd runs again is unknown), where the shapes an operation saw are
+  // too many to have kept this one, or for a replacement that changes the shape or dtype.
   std::optional<TensorHandle> reintervene(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
   void finish_interventions() const;
 
@@ -209,14 +211,26 @@ class CaptureSession {
   // Per operation, whether its point was observed in the open step: an intervention follows
   // the ordinary observation at the same hook, whether or not anything is captured there.
   std::vector<std::uint8_t> operation_observed_;
-  // Per operation, the geometry it was last applied with (any step): what reintervene
-  // applies again. Not part of a checkpoint; a restore forgets it.
+  // Per operation, what the forwards did with it, by the shape of the tensor it met: the
+  // geometry it was applied with, and the shapes a forward reached it at without applying it
+  // (inactive in that step, or failed). What reintervene reads; kept across steps, restores
+  // included (a graph of an earlier forward may still be backpropagated), up to
+  // `kept_shapes` shapes each, the oldest let go first.
   struct Applied {
     std::vector<std::uint64_t> source_shape;
     std::vector<ResolvedSlice> region;
     std::vector<std::uint64_t> selected_shape;
   };
-  std::vector<std::optional<Applied>> last_applied_;
+  struct ForwardsSeen {
+    std::vector<Applied> applied;
+    std::vector<std::vector<std::uint64_t>> passed;
+    bool let_go = false;  // a shape was let go: one not found may have been seen
+  };
+  static constexpr std::size_t kept_shapes = 64;
+  std::vector<ForwardsSeen> forwards_seen_;
+  void note_passed(std::size_t operation, const std::vector<std::uint64_t>& shape);
+  // The shape of `tensor`, noted for the operations at `path` inactive in the open step.
+  void note_inactive(CaptureBackend& backend, std::string_view path, TensorHandle tensor);
   std::optional<std::size_t> pending_routing_;  // operation index with a control handed out
   std::optional<GroupSelectionControl> pending_control_;
   std::chrono::steady_clock::duration capture_time_{};
