@@ -150,9 +150,10 @@ class ModelCoordinator:
 
     def _bump(self, source) -> None:
         self.epochs[source] += 1
-        for w in self.waiters:
-            if source in w.sources:
+        for w in list(self.waiters):
+            if source in w.sources:  # signalled once: its condition has changed for good
                 w.wakes += 1
+                self.waiters.remove(w)
 
     def _condition(self, sources) -> tuple[list, list]:
         unique = sorted(set(sources), key=lambda s: _source_key(s, self.order))

@@ -769,3 +769,23 @@ def test_step_refuses_more_sessions_than_rows_before_any_row_steps():
     assert np.array_equal(table.table, before)
     for s in sessions:
         s.close()
+
+
+def test_an_update_clears_rows_past_its_batch_however_far_down_they_were_assigned():
+    """An update clears the rows past its batch up to the last one assigned (its cost follows
+    the rows in use, not the table's height): a row assigned far down, then cleared, then
+    another assigned above it, are each cleared by the next short update."""
+    c = make()
+    a, b = open_one(c, "a"), open_one(c, "b")
+    table = c.decode_table(4096, 8, pad=-1)
+    table.assign(4000, a)
+    table.update([b])  # row 4000 is past the batch of one
+    assert np.array_equal(table.table, expected(c, [b] + [None] * 4095, 4096, 8, -1))
+    table.assign(3000, a)
+    table.assign(100, a)
+    table.clear(3000)
+    table.update([b, None])
+    assert np.array_equal(table.table, expected(c, [b] + [None] * 4095, 4096, 8, -1))
+    table.assign(5, a)
+    table.update([b, a])
+    assert np.array_equal(table.table, expected(c, [b, a] + [None] * 4094, 4096, 8, -1))

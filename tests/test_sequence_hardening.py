@@ -874,3 +874,25 @@ def test_wait_async_with_a_huge_timeout_blocks_like_none(timeout):
     assert asyncio.run(reg.wait_async(timeout)) is True
     assert time.monotonic() - started >= 0.25
     releaser.join()
+
+
+def test_a_registration_is_signalled_once_and_then_costs_no_release_anything():
+    """Its wait condition changed at the first signal, so every wait on it returns at once from
+    then on: it leaves the coordinator's lists, and releases after that do not signal it (a
+    thousand registrations left unawaited made every release pay for each, every time)."""
+    c = make(slots=1)
+    adm, s, reg = blocked_waiter(c)
+    kept = [c.register_waiter(c.admit(f"w{i}", 16, 16)) for i in range(1000)]
+    s.close()
+    adm.resources.close()
+    assert reg.wake_count == 1 and all(r.wake_count == 1 for r in kept)
+    assert reg.should_retry() and reg.wait(0) is True  # at once: the condition changed
+    adm2, s2 = open_one(c, name="again")
+    s2.close()
+    adm2.resources.close()
+    assert reg.wake_count == 1 and all(r.wake_count == 1 for r in kept)  # not signalled again
+    assert not reg.cancelled and not reg.closed
+    c.close()
+    assert reg.closed and all(r.closed for r in kept)  # a close after the signal still reads
+    with pytest.raises(ClosedError):
+        reg.wait(0)

@@ -633,7 +633,8 @@ void bind_waiters(nb::module_& m) {
                ", wake_count=" + std::to_string(r.wake_count()) + ")";
       })
       .def_prop_ro("wake_count", &CapacityWaitRegistration::wake_count,
-                   "How many times a release or growth of one of its sources signalled it.")
+                   "Whether a release or growth of one of its sources signalled it: 0, then 1. It is signalled "
+                   "once; its wait condition has changed then, so every wait on it returns at once.")
       .def_prop_ro("cancelled", &CapacityWaitRegistration::cancelled,
                    "True once cancel() ran (or the registration was collected): nothing signals it any more.")
       .def_prop_ro("closed", &CapacityWaitRegistration::closed,

@@ -208,12 +208,20 @@ void AdmissionCoordinator::bump_and_notify_locked(std::size_t slot) noexcept {
   // An epoch never wraps: an exhausted one poisons the coordinator (every decision refuses).
   if (auto next = checked::add(epoch, std::uint64_t{1})) epoch = *next;
   else poisoned_ = true;
-  for (const auto& [waiter, kept] : waiters_[slot]) {
+  // A waiter is signalled once: its wait condition has changed, so every wait on it returns at
+  // once from now on, and kept subscribed it would make every later release pay for it (a
+  // registration left unawaited, or awaited and dropped late, by the thousand).
+  auto& signalled = waiters_[slot];
+  for (const auto& [waiter, kept] : signalled) {
     std::lock_guard<std::mutex> lock(waiter->mutex);
     ++waiter->wakes;
     waiter->changed.notify_all();
     waiter->notify_locked();
   }
+  for (std::size_t other = 0; other < waiters_.size(); ++other)
+    if (other != slot)
+      for (const auto& [waiter, kept] : signalled) waiters_[other].erase(waiter);
+  signalled.clear();
 }
 
 void AdmissionCoordinator::close_locked() noexcept {

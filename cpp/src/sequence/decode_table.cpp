@@ -101,6 +101,7 @@ void DecodeTable::write(const Pending& p) {
   row.written = s.pages;
   row.stamp = s.stamp;
   row.assigned = true;
+  assigned_end_ = std::max(assigned_end_, p.row + 1);
   last_written_ += count;
 }
 
@@ -109,14 +110,17 @@ void DecodeTable::clear_row(std::size_t r) noexcept {
   if (row.written != 0) std::fill(data_ + r * width_, data_ + r * width_ + row.written, pad_);
   last_written_ += row.written;
   row = Row{};
+  while (assigned_end_ != 0 && !rows_[assigned_end_ - 1].assigned) --assigned_end_;
 }
 
 void DecodeTable::finish(const SequenceSession* const* sessions, std::size_t count) {
   // Every row checked: now write. The pending sources keep their backings alive meanwhile.
   last_written_ = 0;
   for (const auto& q : pending_) write(q);
-  for (std::size_t r = 0; r < rows_.size(); ++r)
-    if ((r >= count || !sessions[r]) && rows_[r].assigned) clear_row(r);
+  for (std::size_t r = 0; r < count; ++r)
+    if (!sessions[r] && rows_[r].assigned) clear_row(r);
+  for (std::size_t r = count; r < assigned_end_; ++r)  // assigned_end_ may shrink as rows clear
+    if (rows_[r].assigned) clear_row(r);
 }
 
 void DecodeTable::update(const SequenceSession* const* sessions, std::size_t count) {

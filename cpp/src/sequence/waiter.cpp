@@ -105,8 +105,13 @@ std::uint64_t CapacityWaitRegistration::wake_count() const {
 }
 
 bool CapacityWaitRegistration::closed() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  return state_->closed;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->closed) return true;
+  }
+  // Signalled once, it is no longer subscribed: a close after that is read from the coordinator.
+  const auto coordinator = coordinator_.lock();
+  return !coordinator || coordinator->closed();
 }
 
 }  // namespace lifecore::sequence

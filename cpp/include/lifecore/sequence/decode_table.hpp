@@ -91,6 +91,9 @@ class DecodeTable {
   std::int32_t pad_;
   std::int32_t* data_;
   std::vector<Row> rows_;
+  // One past the last assigned row: an update clears the rows past its batch up to here, so
+  // its cost follows the rows in use, not a table sized for every sequence the engine allows.
+  std::size_t assigned_end_ = 0;
   std::vector<Pending> pending_;  // reused from call to call
   std::uint64_t last_written_ = 0;
 };
