@@ -122,16 +122,23 @@ void notify_hook_fires_on_signal_cancel_and_close() {
   first->cancel();  // a cancel calls the hook once, then no more signals
   CHECK(first_calls == after_signal + 1);
   const int second_before_close = second_calls;
+  const int also_before_close = also_second;
   second->remove_notify(second_key);  // removed: never called again; the other hook stays
   second->remove_notify(12345);       // an unknown key is ignored
+  // Signalled once, `second` left the coordinator's lists: the close calls none of its hooks
+  // (every wait on it returns at once already), and it reads closed all the same.
   c->close();
-  CHECK(second_calls == second_before_close && first_calls == after_signal + 1 && also_second == second_calls + 1);
+  CHECK(second_calls == second_before_close && first_calls == after_signal + 1 && also_second == also_before_close);
+  CHECK(second->closed() && second->wake_count() == 1);
   auto other = make(1);
   auto kept = other->admit({"a", 16, 16, {}});
   auto third = other->register_waiter(std::get<AdmissionDeferred>(other->admit({"b", 16, 16, {}})));
   third->add_notify([&]() noexcept { ++third_calls; });
+  std::atomic<int> removed_calls{0};
+  const auto removed_key = third->add_notify([&]() noexcept { ++removed_calls; });
+  third->remove_notify(removed_key);  // removed: not called by the close; the other hook is
   other->close();
-  CHECK(third_calls == 1 && third->closed());
+  CHECK(third_calls == 1 && removed_calls == 0 && third->closed());
 }
 
 // The emulated device, or null after saying that `what` is skipped and why.
