@@ -789,3 +789,46 @@ def test_an_update_clears_rows_past_its_batch_however_far_down_they_were_assigne
     table.assign(5, a)
     table.update([b, a])
     assert np.array_equal(table.table, expected(c, [b, a] + [None] * 4094, 4096, 8, -1))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_table_on_a_buffer_copies_the_rows_that_changed_and_matches_its_host_twin(seed):
+    """A Buffer gets only the rows a call changed (first to last): under random updates, steps,
+    assigns, clears and closes it always holds what a host table given the same calls holds."""
+    rng = random.Random(seed)
+    c = make(pages=256, slots=32)
+    sessions = [open_one(c, f"r{i}", rng.randint(1, 3) * TPP) for i in range(12)]
+    rows, width = 40, 8
+    with lifecore.Device(EMULATED) as dev:
+        stream = dev.stream()
+        buffer = stream.alloc(rows * width * 4)
+        on_buffer = c.decode_table(rows, width, buffer, pad=-1)
+        host = c.decode_table(rows, width, pad=-1)
+        for _ in range(60):
+            live = [s for s in sessions if s.phase == lifecore.sequence.SessionPhase.OPEN]
+            pick = rng.random()
+            if pick < 0.4 and live:
+                batch = [rng.choice(live + [None]) for _ in range(rng.randint(0, rows))]
+                for table in (on_buffer, host):
+                    table.update(batch)
+            elif pick < 0.6 and live:
+                s = rng.choice(live)
+                try:
+                    s.step(min(s.backing.block_ids().size * TPP + 1, 8 * TPP))
+                except lifecore.LifecoreError:
+                    pass
+            elif pick < 0.75 and live:
+                row, s = rng.randrange(rows), rng.choice(live)
+                for table in (on_buffer, host):
+                    table.assign(row, s)
+            elif pick < 0.9:
+                row = rng.randrange(rows)
+                for table in (on_buffer, host):
+                    table.clear(row)
+            elif live:
+                rng.choice(live).close()
+            got = np.frombuffer(stream.read(buffer), dtype=np.int32).reshape(rows, width)
+            assert np.array_equal(got, host.table)
+        del on_buffer
+    for s in sessions:
+        s.close()

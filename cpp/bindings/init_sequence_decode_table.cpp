@@ -46,21 +46,26 @@ struct DecodeTableHandle {
   std::uint64_t errors_at_copy = 0;  // the stream's queued errors just before the last copy
   bool copy_owed = false;            // the last copy raised: the device table is behind
 
-  // A Buffer receives the whole mirror when anything changed, or when the stream queued an
-  // error since the last copy (that copy may be the one that failed, reported later): the next
-  // call's copy makes the device table right again.
+  // A Buffer receives the rows the call changed, first to last in one copy; the whole mirror
+  // when the stream queued an error since the last copy (that copy may be the one that failed,
+  // reported later) or a copy was owed: that copy makes the device table right again.
   void sync(const char* call) {
     if (!buffer) return;
     const auto& stream = buffer->stream();
-    if (core->last_written() == 0 && !copy_owed && stream->errors_queued() == errors_at_copy) return;
-    const std::size_t bytes = core->rows() * core->width() * sizeof(std::int32_t);
+    const bool whole = copy_owed || stream->errors_queued() != errors_at_copy;
+    if (core->last_written() == 0 && !whole) return;
+    const std::size_t row_bytes = core->width() * sizeof(std::int32_t);
+    const std::size_t first = whole ? 0 : core->first_row_written();
+    const std::size_t end = whole ? core->rows() : core->end_row_written();
+    const std::size_t bytes = (end - first) * row_bytes;  // within the table's own size
     if (bytes == 0) return;
     copy_owed = true;
     const std::uint64_t before = stream->errors_queued();  // an error the copy itself queues counts
     try {
       // Refused if another thread began a capture on the stream since require_writable: a
       // recorded copy would write these ids again at every replay.
-      stream->write_unrecorded(*buffer, mirror.get(), bytes, call, "the table");
+      stream->write_unrecorded(*buffer, mirror.get() + first * core->width(), bytes, call, "the table",
+                               first * row_bytes);
     } catch (const Error& e) {
       // Only a recording begun since require_writable gets these words; another refusal (the
       // stream joined to a producer's capture) keeps its own.
@@ -204,8 +209,8 @@ void init_sequence_decode_table(nb::module_& m) {
       .def_prop_ro("table", [](const DecodeTableHandle& t) { return t.table; },
                    nb::for_getter(nb::sig("def table(self, /) -> typing.Any")),
                    "The table: its own int32 NumPy array, or the `out` given to decode_table (a Buffer gets the\n"
-                   "whole table after each call that changed it, and after any call that follows an error\n"
-                   "queued on its stream).")
+                   "rows a call changed, first to last in one copy, and the whole table after any call that\n"
+                   "follows an error queued on its stream).")
       .def("__repr__", [](const DecodeTableHandle& t) {
         return "DecodeTable(rows=" + std::to_string(t.core->rows()) + ", width=" + std::to_string(t.core->width()) +
                ", pad=" + std::to_string(t.core->pad()) + ", domain=" + nb::cast<std::string>(nb::repr(nb::str(t.domain.c_str()))) +

@@ -574,11 +574,11 @@ void Stream::check_write_not_recorded(const char* op, std::string_view what) con
 }
 
 void Stream::write_unrecorded(Buffer& buffer, const void* data, std::size_t bytes, const char* op,
-                              std::string_view what) {
+                              std::string_view what, std::size_t offset) {
   StreamLock lock(mutex_, *device_, op);
   check_usable(op);
   if (state_.is_recording()) refuse_recorded_write(op, what);
-  write_locked(buffer, data, bytes, op);
+  write_locked(buffer, data, bytes, op, offset);
 }
 
 void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
@@ -587,12 +587,16 @@ void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
   write_locked(buffer, data, bytes);
 }
 
-void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op) {
+void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op, std::size_t offset) {
   driver::DevicePtr ptr = buffer.use(*this, op);
-  if (bytes == 0 || bytes > buffer.nbytes())
+  if (offset > buffer.nbytes())
+    raise(ErrorKind::InvalidArgument, std::string(op) + ": offset " + std::to_string(offset) + " is past the buffer's " +
+                                          std::to_string(buffer.nbytes()) + " bytes");
+  if (bytes == 0 || bytes > buffer.nbytes() - offset)
     raise(ErrorKind::InvalidArgument, std::string(op) + ": data must hold between 1 and " +
-                                          std::to_string(buffer.nbytes()) + " bytes (the buffer's size), got " +
-                                          std::to_string(bytes));
+                                          std::to_string(buffer.nbytes() - offset) + " bytes (the buffer's size" +
+                                          (offset ? " past the offset" : "") + "), got " + std::to_string(bytes));
+  ptr += offset;  // within the buffer: checked above
   if (refuse_host_work_lazily(op)) return;
   auto staging = std::make_shared<std::vector<std::uint8_t>>(bytes);
   std::memcpy(staging->data(), data, bytes);

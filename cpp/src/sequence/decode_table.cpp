@@ -102,20 +102,20 @@ void DecodeTable::write(const Pending& p) {
   row.stamp = s.stamp;
   row.assigned = true;
   assigned_end_ = std::max(assigned_end_, p.row + 1);
-  last_written_ += count;
+  note_written(p.row, count);
 }
 
 void DecodeTable::clear_row(std::size_t r) noexcept {
   Row& row = rows_[r];
   if (row.written != 0) std::fill(data_ + r * width_, data_ + r * width_ + row.written, pad_);
-  last_written_ += row.written;
+  note_written(r, row.written);
   row = Row{};
   while (assigned_end_ != 0 && !rows_[assigned_end_ - 1].assigned) --assigned_end_;
 }
 
 void DecodeTable::finish(const SequenceSession* const* sessions, std::size_t count) {
   // Every row checked: now write. The pending sources keep their backings alive meanwhile.
-  last_written_ = 0;
+  begin_writes();
   for (const auto& q : pending_) write(q);
   for (std::size_t r = 0; r < count; ++r)
     if (!sessions[r] && rows_[r].assigned) clear_row(r);
@@ -150,7 +150,7 @@ void DecodeTable::assign(std::size_t row, const SequenceSession& session) {
                                           std::to_string(rows_.size()) + " rows (nothing was written)");
   Pending p;
   const bool changed = resolve(call, row, session, p);
-  last_written_ = 0;
+  begin_writes();
   if (changed) write(p);
 }
 
@@ -158,12 +158,12 @@ void DecodeTable::clear(std::size_t row) {
   if (row >= rows_.size())
     raise(ErrorKind::InvalidArgument, "DecodeTable.clear: row " + std::to_string(row) + " is out of range for " +
                                           std::to_string(rows_.size()) + " rows");
-  last_written_ = 0;
+  begin_writes();
   clear_row(row);
 }
 
 void DecodeTable::clear_all() noexcept {
-  last_written_ = 0;
+  begin_writes();
   for (std::size_t r = 0; r < rows_.size(); ++r)
     if (rows_[r].assigned) clear_row(r);
 }
@@ -221,7 +221,7 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
       if (check(call, r, p, r == 0 ? none_stepped_but_it : stepped_up_to)) pending_.push_back(std::move(p));
     }
   } catch (const Error&) {
-    last_written_ = 0;
+    begin_writes();
     for (const auto& q : pending_) write(q);  // rows before r only: r's own source is not pending
     throw;
   }

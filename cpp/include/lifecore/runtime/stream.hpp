@@ -84,7 +84,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // write(), refused as check_write_not_recorded is (nothing written) when the stream records
   // now: the check and the copy are one hold of the stream, so a capture another thread begins
   // after the caller's own check can never record the copy.
-  void write_unrecorded(Buffer& buffer, const void* data, std::size_t bytes, const char* op, std::string_view what);
+  // `offset`: where in the buffer the bytes go (a table's rows that changed).
+  void write_unrecorded(Buffer& buffer, const void* data, std::size_t bytes, const char* op, std::string_view what,
+                        std::size_t offset = 0);
   // Synchronizes the stream, then copies the buffer out.
   std::vector<std::uint8_t> read(const Buffer& buffer);
   // 32-bit pattern over the whole buffer (nbytes % 4 == 0).
@@ -206,7 +208,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // CaptureStateError while a tensor's producer has this stream joined to its capture.
   void check_usable(const char* op);
   // write() past check_usable, under the caller's hold of the stream.
-  void write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op = "write");
+  void write_locked(Buffer& buffer, const void* data, std::size_t bytes, const char* op = "write",
+                    std::size_t offset = 0);
   // sync()'s refusals, checked before any wait (sync and sync_for alike).
   void check_syncable();
   // The refusals of a host wait `op` on this stream (sync, read, read_into, a profile's stop),

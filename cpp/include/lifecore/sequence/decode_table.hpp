@@ -57,6 +57,10 @@ class DecodeTable {
   // Int32 values the last update / assign / clear wrote (ids and pad), for a caller that
   // mirrors the table elsewhere (0: nothing changed) and for tests.
   std::uint64_t last_written() const noexcept { return last_written_; }
+  // The rows the last call wrote to, first to one past the last (empty when it wrote nothing):
+  // what a mirror elsewhere copies.
+  std::size_t first_row_written() const noexcept { return first_row_written_; }
+  std::size_t end_row_written() const noexcept { return end_row_written_; }
 
  private:
   struct Row {
@@ -96,6 +100,18 @@ class DecodeTable {
   std::size_t assigned_end_ = 0;
   std::vector<Pending> pending_;  // reused from call to call
   std::uint64_t last_written_ = 0;
+  std::size_t first_row_written_ = 0;
+  std::size_t end_row_written_ = 0;
+  void begin_writes() noexcept {
+    last_written_ = 0;
+    first_row_written_ = end_row_written_ = 0;
+  }
+  void note_written(std::size_t row, std::uint64_t values) noexcept {
+    if (values == 0) return;
+    if (last_written_ == 0 || row < first_row_written_) first_row_written_ = row;
+    if (last_written_ == 0 || row + 1 > end_row_written_) end_row_written_ = row + 1;
+    last_written_ += values;
+  }
 };
 
 }  // namespace lifecore::sequence
