@@ -75,7 +75,8 @@ void init_driver_diagnostics(nb::module_& m) {
         nb::dict out;
         for (const auto& [name, resolved] : driver::backend_symbols(backend)) out[name.c_str()] = resolved;
         return out;
-      }, "Each entry of a backend's symbol table (a backend that loads a library) and whether it resolved.");
+      }, nb::sig("def _probe_symbols(backend: str, /) -> dict[str, bool]"),
+      "Each entry of a backend's symbol table (a backend that loads a library) and whether it resolved.");
   m.def("_open_driver_probe", [](const std::string& backend, int ordinal) {
         std::shared_ptr<driver::Driver> driver;
         {
@@ -91,6 +92,7 @@ void init_driver_diagnostics(nb::module_& m) {
         out["builtin_kernels_reason"] = reason;
         return out;
       }, nb::arg("backend"), nb::arg("ordinal") = 0,
+      nb::sig("def _open_driver_probe(backend: str, ordinal: int = 0) -> dict[str, typing.Any]"),
       "Opens one device of a backend the way Device(...) does, describes it and closes it "
       "(BackendUnavailableError when the backend cannot start).");
 
@@ -200,7 +202,9 @@ void init_driver_diagnostics(nb::module_& m) {
         GilRelease release;
         check(h.get().launch_kernel(driver::FunctionHandle{f}, dim3(grid), dim3(block), shared_bytes,
                                     driver::StreamHandle{stream}, kernel_args));
-      }, nb::arg("function"), nb::arg("grid"), nb::arg("block"), nb::arg("stream"), nb::arg("args"), nb::arg("shared_bytes") = 0)
+      }, nb::arg("function"), nb::arg("grid"), nb::arg("block"), nb::arg("stream"), nb::arg("args"), nb::arg("shared_bytes") = 0,
+      nb::sig("def launch(self, function: int, grid: tuple[int, int, int], block: tuple[int, int, int], stream: int, "
+              "args: list[tuple[str, typing.Any]], shared_bytes: int = 0) -> None"))
       .def("begin_capture", [](H& h, std::uintptr_t s, const std::string& mode) {
         auto native_mode = capture_mode(mode);
         GilRelease release;
@@ -275,7 +279,7 @@ void init_driver(nb::module_& m) {
             return backend != nullptr && backend->emulated;
           },
           "Whether the backend is an emulated device on host memory that offers fault injection and the test hooks")
-      .def("__getstate__", &get_report_state<BackendInfo>, report_getstate_doc)
+      .def("__getstate__", &get_report_state<BackendInfo>, nb::sig(report_getstate_sig), report_getstate_doc)
       .def("__setstate__", &set_report_state<BackendInfo>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const BackendInfo& info) {
         return "BackendInfo(name='" + info.name + "', available=" + (info.available ? "True" : "False") +

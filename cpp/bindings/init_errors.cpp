@@ -89,7 +89,8 @@ void init_errors(nb::module_& m) {
         nb::list names;
         for (std::string_view name : error_class_names) names.append(nb::str(name.data(), name.size()));
         return names;
-      }, "The lifecore.errors class of every error kind of the core, in the kinds' order.");
+      }, nb::sig("def _error_class_names() -> list[str]"),
+      "The lifecore.errors class of every error kind of the core, in the kinds' order.");
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);

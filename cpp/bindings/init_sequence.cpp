@@ -374,7 +374,7 @@ void bind_capacity_facts(nb::module_& m) {
       .def_ro("pages", &CapacityDemand::pages, "Pages needed in each of the request's domains.")
       .def_prop_ro("bytes", &demand_bytes, nb::for_getter(nb::sig("def bytes(self, /) -> dict[str, int]")),
                    "Bytes per domain name.")
-      .def("__getstate__", &get_report_state<CapacityDemand>, report_getstate_doc)
+      .def("__getstate__", &get_report_state<CapacityDemand>, nb::sig(report_getstate_sig), report_getstate_doc)
       .def("__setstate__", &set_report_state<CapacityDemand>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const CapacityDemand& d) {
         return "CapacityDemand(sequences=" + std::to_string(d.sequences) + ", tokens=" + std::to_string(d.tokens) +
@@ -383,7 +383,7 @@ void bind_capacity_facts(nb::module_& m) {
   nb::class_<CapacityBlocker>(m, "CapacityBlocker", "One reason a decision deferred or rejected: its kind and the source it concerns.")
       .def_ro("kind", &CapacityBlocker::kind, "Why (a BlockerKind).")
       .def_ro("source", &CapacityBlocker::source, "The CapacitySource that is short.")
-      .def("__getstate__", &get_report_state<CapacityBlocker>, report_getstate_doc)
+      .def("__getstate__", &get_report_state<CapacityBlocker>, nb::sig(report_getstate_sig), report_getstate_doc)
       .def("__setstate__", &set_report_state<CapacityBlocker>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const CapacityBlocker& b) {
         return "CapacityBlocker(" + member_name(b.kind) + ", " + source_repr(b.source) + ")";
@@ -408,7 +408,7 @@ void bind_capacity_facts(nb::module_& m) {
       .def_ro("total_bytes", &DomainUsage::total_bytes, "Bytes available now (grow_domain raises it): the capacity, or the bytes of 2**31 pages (the int32 block ids) when that is less.")
       .def_ro("maximum_bytes", &DomainUsage::maximum_bytes, "Bytes it may grow to.")
       .def_ro("epoch", &DomainUsage::epoch, "The domain source's epoch.")
-      .def("__getstate__", &get_report_state<DomainUsage>, report_getstate_doc)
+      .def("__getstate__", &get_report_state<DomainUsage>, nb::sig(report_getstate_sig), report_getstate_doc)
       .def("__setstate__", &set_report_state<DomainUsage>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const DomainUsage& d) {
         return "DomainUsage(" + quoted(d.name) + ", used_bytes=" + std::to_string(d.used_bytes) +
@@ -432,7 +432,7 @@ void bind_capacity_facts(nb::module_& m) {
         for (const auto& d : s.domains) out[nb::str(d.name.c_str())] = d.used_bytes;
         return out;
       }, nb::for_getter(nb::sig("def used_bytes(self, /) -> dict[str, int]")), "A dict: bytes claimed in each domain, by name.")
-      .def("__getstate__", &get_report_state<CapacitySnapshot>, report_getstate_doc)
+      .def("__getstate__", &get_report_state<CapacitySnapshot>, nb::sig(report_getstate_sig), report_getstate_doc)
       .def("__setstate__", &set_report_state<CapacitySnapshot>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const CapacitySnapshot& s) {
         std::string out = "CapacitySnapshot(domains={";
@@ -482,7 +482,7 @@ void bind_admission_answers(nb::module_& m) {
       .def_ro("reason", &AdmissionRejected::reason, "Why, in words: the fit demand and the domain maximum it exceeds.")
       .def_ro("blockers", &AdmissionRejected::blockers,
               "The permanent CapacityBlockers: PERMANENT_DOMAIN_MAXIMUM for each domain too small.")
-      .def("__getstate__", &get_report_state<AdmissionRejected>, report_getstate_doc)
+      .def("__getstate__", &get_report_state<AdmissionRejected>, nb::sig(report_getstate_sig), report_getstate_doc)
       .def("__setstate__", &set_report_state<AdmissionRejected>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const AdmissionRejected& r) { return "AdmissionRejected(" + quoted(r.request_id) + ": " + r.reason + ")"; });
 }
@@ -546,7 +546,7 @@ void bind_terminal_facts(nb::module_& m) {
       .def_ro("active_frame", &CancelSnapshot::active_frame, "The id of the frame still active, or None.")
       .def_ro("flights", &CancelSnapshot::flights, "A list of (key, FlightPhase) per live participant flight, sorted by key.")
       .def_ro("retired_frames", &CancelSnapshot::retired_frames, "Frames retired before the request.")
-      .def("__getstate__", &get_report_state<CancelSnapshot>, report_getstate_doc)
+      .def("__getstate__", &get_report_state<CancelSnapshot>, nb::sig(report_getstate_sig), report_getstate_doc)
       .def("__setstate__", &set_report_state<CancelSnapshot>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const CancelSnapshot& c) {
         std::string s = "CancelSnapshot(phase=" + member_name(c.phase) + ", active_frame=" +
@@ -1078,7 +1078,7 @@ void bind_testing_hooks(nb::module_& m) {
     out["snapshot"] = z.snapshot;
     out["extent"] = z.extent;
     return out;
-  });
+  }, nb::sig("def _sequence_bookkeeping_sizes() -> dict[str, int]"));
 }
 
 }  // namespace

@@ -52,6 +52,7 @@ void set_report_state(Report& self, nb::handle state) {
   new (&self) Report(report_from_state<Report>(state));
 }
 
+inline constexpr const char* report_getstate_sig = "def __getstate__(self) -> tuple[typing.Any, ...]";
 inline constexpr const char* report_getstate_doc =
     "The report as a tuple of plain values (what pickle, copy and == use).";
 inline constexpr const char* report_setstate_doc =
