@@ -578,6 +578,7 @@ void bind_stream(nb::module_& m) {
       // Without the interpreter's lock: an allocation the driver refuses for want of memory waits
       // for the stream's work (Stream::reclaim_for_allocation) under the stream's lock.
       .def("alloc", &Stream::alloc, "nbytes"_a, nb::call_guard<GilRelease>(),
+           nb::sig("def alloc(self, nbytes: typing.SupportsIndex) -> Buffer"),
            "A Buffer of nbytes (> 0, at most the device's memory). An allocation the driver refuses for want of "
            "memory first waits for this stream's work, hands the pool's free slices back and asks once more.")
       .def("write", &write, "buf"_a, "data"_a,

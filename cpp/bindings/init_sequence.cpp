@@ -753,7 +753,7 @@ void bind_session(nb::module_& m) {
              GilRelease release;
              return s.try_ensure_backing_covers(t, p);
            }, nb::arg("tokens").none(), nb::arg("pages").none() = nb::none(),
-           nb::sig("def try_ensure_backing_covers(self, tokens: int, pages: int | None = None) -> BackingDecision"),
+           nb::sig("def try_ensure_backing_covers(self, tokens: typing.SupportsIndex, pages: typing.SupportsIndex | None = None) -> BackingDecision"),
            "Extend the backing to cover `tokens` (and `pages`; None: those the tokens need), between frames. Returns a "
            "BackingDecision: CURRENT, EXTENDED, RETRY_REQUIRED (a frame or flight is live, or the backing moved) or "
            "BACKING_DEFERRED. "
@@ -931,7 +931,7 @@ void bind_admission(nb::module_& m) {
              return admission_to_python(c.admit(request));  // ids from the arena: no driver call
            },
            nb::arg("request_id").none(), nb::arg("prompt_tokens").none(), nb::arg("fit_tokens").none(), nb::arg("domains").none() = nb::none(),
-           nb::sig("def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int, "
+           nb::sig("def admit(self, request_id: str, prompt_tokens: typing.SupportsIndex, fit_tokens: typing.SupportsIndex, "
                    "domains: collections.abc.Sequence[str] | None = None) -> Admitted | AdmissionDeferred | AdmissionRejected"),
            "Admitted(resources) | AdmissionDeferred | AdmissionRejected; capacity pressure is never an exception. "
            "domains: the capacity domains the request takes pages in (None: every domain), a name given twice "
@@ -942,7 +942,7 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("id", &AdmissionCoordinator::id, "This coordinator's id: the coordinator_id of what it issues.")
       .def("grow_domain", [](AdmissionCoordinator& c, nb::handle name, nb::handle capacity_bytes) {
              c.grow_domain(str_argument(name, "grow_domain", "name"), uint_argument(capacity_bytes, "grow_domain", "capacity_bytes"));
-           }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: int) -> None"),
+           }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: typing.SupportsIndex) -> None"),
            "Raise domain `name`'s total to `capacity_bytes` (one arena chunk for the new blocks) and advance its "
            "epoch. InvalidArgumentError for an unknown domain, a shrink or a size above its maximum; ClosedError once "
            "closed; a refused allocation raises and changes nothing.")

@@ -211,8 +211,8 @@ void init_sequence_arena(nb::module_& m) {
       &block_table, nb::scope(coordinator), nb::name("block_table"), nb::is_method(), nb::arg("frames").none(),
       nb::arg("width").none(), nb::arg("out").none() = nb::none(), nb::kw_only(), nb::arg("domain").none() = nb::none(),
       nb::arg("pad").none() = 0,
-      nb::sig("def block_table(self, frames: collections.abc.Sequence[FrameHold | SequenceSession], width: int, "
-              "out: object | None = None, *, domain: str | None = None, pad: int = 0) -> typing.Any"),
+      nb::sig("def block_table(self, frames: collections.abc.Sequence[FrameHold | SequenceSession], width: typing.SupportsIndex, "
+              "out: object | None = None, *, domain: str | None = None, pad: typing.SupportsIndex = 0) -> typing.Any"),
       "The padded [len(frames), width] int32 block table of a batch, built in one pass. A row comes from a live\n"
       "FrameHold (its snapshot's ids) or an open SequenceSession (its current backing). out=None returns a new\n"
       "NumPy array; else `out` is filled in place and returned: a C-contiguous writable int32 array of that\n"

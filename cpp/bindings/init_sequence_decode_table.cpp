@@ -312,8 +312,8 @@ void init_sequence_decode_table(nb::module_& m) {
       &make_decode_table, nb::scope(coordinator), nb::name("decode_table"), nb::is_method(), nb::arg("rows").none(),
       nb::arg("width").none(), nb::arg("out").none() = nb::none(), nb::kw_only(), nb::arg("domain").none() = nb::none(),
       nb::arg("pad").none() = 0,
-      nb::sig("def decode_table(self, rows: int, width: int, out: lifecore._stub_types.SupportsDLPack | lifecore._stub_types.HostBuffer | None = None, *, "
-              "domain: str | None = None, pad: int = 0) -> DecodeTable"),
+      nb::sig("def decode_table(self, rows: typing.SupportsIndex, width: typing.SupportsIndex, out: lifecore._stub_types.SupportsDLPack | lifecore._stub_types.HostBuffer | None = None, *, "
+              "domain: str | None = None, pad: typing.SupportsIndex = 0) -> DecodeTable"),
       "A persistent [rows, width] int32 block table for a decode loop (DecodeTable), filled with `pad` now.\n"
       "out=None: the table is a NumPy array of its own; else `out` is held for the table's life: a C-contiguous\n"
       "writable int32 array of that shape (NumPy or any buffer-protocol object, or a host DLPack tensor such as\n"
