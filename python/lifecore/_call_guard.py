@@ -32,7 +32,9 @@ _guard_function: Any = getattr(_core, "_guard_function")
 _guard_type: Any = getattr(_core, "_guard_type")
 from .errors import DriverError, LifecoreOverflowError, LifecoreTypeError
 
-_NUMBER_ONLY = {"int", "float", "int | None", "float | None", "int | float", "float | int"}
+_INDEX = {"typing.SupportsIndex", "SupportsIndex"}  # an int, or anything with __index__ (a NumPy integer)
+_NUMBER_ONLY = {"int", "float", "int | None", "float | None", "int | float", "float | int"} | _INDEX | {
+    f"{name} | None" for name in _INDEX}
 _PLACEHOLDER = re.compile(r"\\\d+")  # nanobind writes a default value as \0, \1, ...
 _FLOOR = "an argument has the wrong type"  # init_errors.cpp: a std::bad_cast inside a binding
 _DEFAULT_NEW = re.compile(r"def __new__\(\w+: object, /\)")
@@ -157,6 +159,8 @@ def _matches(value: Any, annotation: Optional[ast.expr]) -> Optional[bool]:
         return True
     if name == "int":
         return isinstance(value, int) and not isinstance(value, bool)
+    if name in _INDEX:
+        return _integer(value) is not None
     if name == "float":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if name == "bool":
@@ -253,8 +257,8 @@ def _numpy_bools() -> tuple[type, ...]:
 
 
 def _takes_int(annotation: Any) -> bool:
-    """Whether the annotation is ``int``, or a union with ``int`` as one of its members."""
-    return "int" in {member.strip() for member in _text(annotation).split("|")}
+    """Whether the annotation is ``int`` (or ``SupportsIndex``), or a union with one as a member."""
+    return bool(({"int"} | _INDEX) & {member.strip() for member in _text(annotation).split("|")})
 
 
 def _out_of_range(value: Any) -> bool:
