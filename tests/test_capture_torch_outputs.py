@@ -193,3 +193,17 @@ def test_discover_refuses_an_output_index_that_names_a_module_with_no_tensor_the
         discover(model, x, output_index={"pair": 5})
     assert "pair" not in {p.path for p in discover(model, x, output_index=5).catalog}
     assert "pair" in {p.path for p in discover(model, x, output_index={"pair": 1}).catalog}
+
+
+def test_a_capture_block_names_what_a_module_returned_where_its_output_index_finds_no_tensor():
+    """The block's own discovery saw the output: the error says what it holds, as attach's and
+    discover's do (it said only "returned no tensor ... or was not called")."""
+    model = Reads(CONTAINERS["namedtuple"][0], "attribute")
+    x = torch.zeros(1, TOKENS, 4)
+    with pytest.raises(InvalidArgumentError, match=r"capture: module 'pair' returned no tensor at its output_index: "
+                                                   r"the output of pair"):
+        with capture(model, "pair", "summary", output_index=5):
+            model(x)
+    with capture(model, "pair", "summary", output_index=1) as records:  # the block is usable after
+        model(x)
+    assert list(records) == ["pair"]

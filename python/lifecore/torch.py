@@ -333,10 +333,12 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
 def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: Mapping[str, Any], *,
               batch_axis: int, sequence_axis: int, logits: Iterable[str], identity: Optional[str],
               capabilities: Optional[BackendCapabilities], output_index: OutputIndex,
-              symbolic: bool, axis_kinds: Optional[Mapping[str, tuple[Optional[str], ...]]] = None) -> CaptureDiscovery:
+              symbolic: bool, axis_kinds: Optional[Mapping[str, tuple[Optional[str], ...]]] = None,
+              why_none: Optional[dict[str, str]] = None) -> CaptureDiscovery:
     """:func:`discover`; with ``symbolic`` False every axis is the extent the example forward
     gave (for a session admitted for that one forward, whatever its outputs' axes mean: a
-    convolution's axis 1 is channels, not a sequence)."""
+    convolution's axis 1 is channels, not a sequence). ``why_none`` receives, per module whose
+    output held no tensor at its output_index, what the output held instead."""
     # Module path -> what each of its calls returned at output_index: (shape, dtype, itemsize),
     # or None for no tensor there. Facts only: a module called in a loop keeps no tensors.
     seen: dict[str, list[Optional[tuple[tuple[int, ...], ValueDtype, int]]]] = {}
@@ -357,7 +359,7 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
                 tensor = _selected_tensor(output, index)
                 seen.setdefault(name, []).append(
                     None if tensor is None else (tuple(tensor.shape), _dtype(tensor), tensor.element_size()))
-                if tensor is None and named_index and name in output_index:  # type: ignore[operator]
+                if tensor is None and (why_none is not None or (named_index and name in output_index)):  # type: ignore[operator]
                     problems.setdefault(name, _selection_problem(output, index, name))
 
             placed.forward(module, record)
@@ -366,8 +368,10 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
     finally:
         placed.remove_all()
     for name in sorted(problems):
-        if not any(seen.get(name, ())):
+        if named_index and name in output_index and not any(seen.get(name, ())):  # type: ignore[operator]
             raise InvalidArgumentError(f"discover: argument 'output_index' names {name!r}, but the {problems[name]}")
+    if why_none is not None:
+        why_none.update(problems)
     logits = set(logits)
     example = _request_for(example_args, example_kwargs, batch_axis, sequence_axis)
     batch, tokens = example.batch, example.prompt_tokens
@@ -1227,6 +1231,7 @@ class ModelCapture:
         modules = [name for name, _ in model.named_modules() if name]
         self._model, self._call, self._model_paths = model, call, set(modules)
         self._calls: dict[str, int] = {}
+        self._why_none: dict[str, str] = {}  # what the block's own discovery saw where no tensor was
         self._matched = _patterns(paths, modules, model, call)
         self._transforms = _transforms(transforms, call)
         budget = _budget(budget_bytes, call)
@@ -1278,6 +1283,9 @@ class ModelCapture:
                     raise InvalidArgumentError(f"{self._call}: {pattern!r}: module {base!r} has no call {called} "
                                                f"that returned a tensor in the forward (its points: {calls}; at "
                                                f"output_index {self._output_index})")
+                if base in self._why_none:
+                    raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor at its "
+                                               f"output_index: the {self._why_none[base]}")
                 raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor in the forward "
                                            f"(at output_index {self._output_index}), or was not called")
             if not seen:
@@ -1346,7 +1354,8 @@ class ModelCapture:
                 # Admitted for this one forward: every axis is the extent it has in it.
                 return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
                                  sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
-                                 capabilities=None, output_index=self._output_index, symbolic=False)
+                                 capabilities=None, output_index=self._output_index, symbolic=False,
+                                 why_none=self._why_none)
         finally:
             _THREAD.discovering = False
             for block, counted in zip(paused, counts):
