@@ -196,9 +196,8 @@ std::shared_ptr<PageMemory> memory_for_device(nb::handle device) {
 
 std::vector<DomainConfig> parse_domains(nb::handle domains) {
   constexpr const char* call = "AdmissionCoordinator";
-  // A dict, or another mapping (anything with keys(), read once into a dict).
-  const bool mapping = nb::isinstance<nb::dict>(domains) ||
-                       (!is_item_sequence(domains) && !nb::isinstance<nb::str>(domains) && nb::hasattr(domains, "keys"));
+  // A dict, or another mapping (anything with keys() that is no sequence, read once into a dict).
+  const bool mapping = nb::isinstance<nb::dict>(domains) || (!is_item_sequence(domains) && nb::hasattr(domains, "keys"));
   if (!mapping)
     raise(ErrorKind::TypeMismatch, "AdmissionCoordinator: argument 'domains' must be a mapping {name: capacity_bytes or "
                                    "(capacity_bytes, maximum_bytes)}, got " + type_name_of(domains));

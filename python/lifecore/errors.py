@@ -42,8 +42,8 @@ class LifecoreTypeError(LifecoreError, TypeError):
 class LifecoreOverflowError(InvalidArgumentError, OverflowError):
     """A number is too large for what it sizes or counts, or outside the fixed-width type it is
     passed as (a kernel's ``u32`` argument, a table's int32 pad: below it as above it), or a
-    size, count, usage or deadline computed from the arguments does not fit in 64 bits. Nothing was changed (arithmetic in
-    lifecore never wraps)."""
+    size, count, usage or deadline computed from the arguments does not fit in 64 bits.
+    Nothing was changed (arithmetic in lifecore never wraps)."""
 
 
 class CaptureStateError(LifecoreError):

@@ -1064,23 +1064,23 @@ def _first_tensor(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Optional[
     return next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
 
 
+def _axis_extent(args: tuple[Any, ...], kwargs: Mapping[str, Any], axis: int) -> int:
+    """The extent of the first tensor argument at ``axis`` (1 without one, or without that axis)."""
+    first = _first_tensor(args, kwargs)
+    return int(first.shape[axis]) if first is not None and -first.dim() <= axis < first.dim() else 1
+
+
 def _empty_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int) -> bool:
     """Whether the first tensor argument has a batch axis of extent 0."""
-    first = _first_tensor(args, kwargs)
-    return first is not None and -first.dim() <= batch_axis < first.dim() and first.shape[batch_axis] == 0
+    return _axis_extent(args, kwargs, batch_axis) == 0
 
 
 def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int,
                  sequence_axis: int) -> CaptureRequest:
     """One prefill of the first tensor argument: its batch and sequence extents (1 where it
     has no such axis)."""
-    first = _first_tensor(args, kwargs)
-    if first is None:
-        return CaptureRequest(1, 1, 1)
-    shape = tuple(first.shape)
-    batch = shape[batch_axis] if -len(shape) <= batch_axis < len(shape) else 1
-    tokens = shape[sequence_axis] if -len(shape) <= sequence_axis < len(shape) else 1
-    return CaptureRequest(max(int(batch), 1), max(int(tokens), 1), 1)
+    return CaptureRequest(max(_axis_extent(args, kwargs, batch_axis), 1),
+                          max(_axis_extent(args, kwargs, sequence_axis), 1), 1)
 
 
 def _changed_by_a_forward(model: nn.Module) -> Optional[str]:

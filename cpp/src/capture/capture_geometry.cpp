@@ -89,4 +89,11 @@ std::uint64_t element_count(const std::vector<std::uint64_t>& shape) noexcept {
   return n.value_or(UINT64_MAX);
 }
 
+std::string shape_text(const std::vector<std::uint64_t>& shape, bool as_tuple) {
+  std::string text = as_tuple ? "(" : "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  if (!as_tuple) return text + "]";
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
 }  // namespace lifecore::capture

@@ -27,6 +27,10 @@ std::optional<std::string> check_shape(const ObservationPoint& point, const std:
 
 std::uint64_t element_count(const std::vector<std::uint64_t>& shape) noexcept;  // saturating
 
+// A shape in a message: "[1, 4, 8]", or with `as_tuple` as Python prints a shape tuple,
+// "(1, 4, 8)" and "(4,)".
+std::string shape_text(const std::vector<std::uint64_t>& shape, bool as_tuple = false);
+
 // Elements a slice [start, end) step stride selects: ceil((end - start) / stride), computed
 // without forming end - start + stride - 1 (which wraps for a stride near 2**64). Zero when
 // the slice is empty or the stride is zero.

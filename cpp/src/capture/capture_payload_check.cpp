@@ -8,12 +8,6 @@
 namespace lifecore::capture {
 namespace {
 
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + (shape.size() == 1 ? ",)" : ")");
-}
-
 PayloadKind kind_answering(TransformKind kind) {
   switch (kind) {
     case TransformKind::summary: return PayloadKind::summary;
@@ -32,8 +26,8 @@ std::optional<std::string> tensor_problem(const TransformRequest& request, const
              std::to_string(expected) + " of the region were asked for)";
   } else {
     if (payload.shape != request.selected_shape)
-      return "a tensor of shape " + shape_text(payload.shape) + " (the region selected is " +
-             shape_text(request.selected_shape) + ")";
+      return "a tensor of shape " + shape_text(payload.shape, /*as_tuple=*/true) + " (the region selected is " +
+             shape_text(request.selected_shape, /*as_tuple=*/true) + ")";
     if (payload.elements() != available)
       return "a tensor of " + std::to_string(payload.elements()) + " elements for a region of " +
              std::to_string(available);

@@ -82,16 +82,6 @@ std::vector<std::size_t> CaptureSession::due_operations(std::string_view path, b
   return due;
 }
 
-namespace {
-
-std::string shape_text(const std::vector<std::uint64_t>& shape) {
-  std::string text = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-}  // namespace
-
 std::optional<TensorHandle> CaptureSession::reintervene(CaptureBackend& backend, std::string_view path,
                                                         TensorHandle tensor) {
   Guard guard(*this);
@@ -104,8 +94,7 @@ std::optional<TensorHandle> CaptureSession::reintervene(CaptureBackend& backend,
     raise(ErrorKind::CaptureSession, "recompute of " + std::string(path) + " (a forward run again in backward, as "
                                      "activation checkpointing does): intervention '" + op.id + "' " + why);
   };
-  std::vector<std::uint64_t> shape;
-  bool shaped = false;
+  std::optional<std::vector<std::uint64_t>> shape;  // asked once: an applied operation keeps it
   TensorHandle current = tensor;
   bool replaced = false;
   for (auto i : found->second) {
@@ -114,20 +103,17 @@ std::optional<TensorHandle> CaptureSession::reintervene(CaptureBackend& backend,
     if (is_routing(op) || (seen.applied.empty() && seen.passed.empty() && !seen.let_go)) continue;
     TensorHandle out = nullptr;
     try {  // what the backend raises stays the cause of the refusal
-      if (!shaped) {
-        shape = backend.shape(current);  // an applied operation keeps it
-        shaped = true;
-      }
+      if (!shape) shape = backend.shape(current);
       const auto applied = std::find_if(seen.applied.begin(), seen.applied.end(),
-                                        [&](const Applied& a) { return a.source_shape == shape; });
-      const bool passed = std::find(seen.passed.begin(), seen.passed.end(), shape) != seen.passed.end();
+                                        [&](const Applied& a) { return a.source_shape == *shape; });
+      const bool passed = std::find(seen.passed.begin(), seen.passed.end(), *shape) != seen.passed.end();
       if (applied != seen.applied.end() && passed)
-        refuse(op, "was applied in a forward of shape " + shape_text(shape) + " and not in another (inactive or "
+        refuse(op, "was applied in a forward of shape " + shape_text(*shape) + " and not in another (inactive or "
                    "failed there): which of them autograd runs again is unknown (backpropagate a step's graph "
                    "before a step that differs from it runs)");
       if (applied == seen.applied.end()) {
         if (!passed && seen.let_go)
-          refuse(op, "met more than " + std::to_string(kept_shapes) + " shapes, and " + shape_text(shape) +
+          refuse(op, "met more than " + std::to_string(kept_shapes) + " shapes, and " + shape_text(*shape) +
                      " is not among those kept: what the forward did with it is unknown");
         continue;  // no forward of this shape applied it
       }
@@ -140,7 +126,7 @@ std::optional<TensorHandle> CaptureSession::reintervene(CaptureBackend& backend,
       request.selected_shape = applied->selected_shape;
       out = backend.intervene(current, request);
       if (out == current) refuse(op, "returned the output itself (a backend returns a new tensor)");
-      if (backend.shape(out) != shape) refuse(op, "changed the shape of " + op.target);
+      if (backend.shape(out) != *shape) refuse(op, "changed the shape of " + op.target);
       if (backend.dtype(out) != dtype) refuse(op, "changed the dtype of " + op.target);
     } catch (const BackendFailure& failure) {
       refuse(op, "failed: " + failure.message);

@@ -225,8 +225,9 @@ class CaptureSessionMachine(LifecycleMachine):
         if ops:
             self.session.enable_interventions(InterventionPlan(ops).admit(self.discovery, self.session), self.backend)
 
-    def _shape(self, path: str) -> tuple[int, ...]:
-        seq = PROMPT if self.model.phase == model.PREFILL else 1
+    def _shape(self, path: str, phase: Optional[str] = None) -> tuple[int, ...]:
+        """The shape of ``path``'s output in ``phase`` (None: the step's)."""
+        seq = PROMPT if (phase or self.model.phase) == model.PREFILL else 1
         return (1, seq, VOCAB if path == "logits" else D_MODEL)
 
     @staticmethod
@@ -369,31 +370,33 @@ class CaptureSessionMachine(LifecycleMachine):
         r = self.both("intervene", lambda: self.model.intervene(path, evidence),
                                    lambda: self.session.intervene(self.backend, path, tensor))
         self._assert_left_as_given(tensor, "intervene", path)
+        self._assert_replacement_agrees(r, "intervene", path,
+                                        " (an operation the backend failed, by raising or by changing the tensor's "
+                                        "dtype or shape, returns None; the step's records say why)")
+
+    @staticmethod
+    def _assert_replacement_agrees(r: Any, call: str, path: str, why: str = "") -> None:
+        """Unless both refused: lifecore returned a replacement exactly where the model says one is made."""
         if not r.kind:
             assert (r.actual is not None) == r.expected, (
-                f"intervene at {path}: lifecore returned {'a replacement' if r.actual is not None else 'None'}, the "
-                f"model {'a replacement' if r.expected else 'None'} (an operation the backend failed, by raising or by "
-                f"changing the tensor's dtype or shape, returns None; the step's records say why)")
+                f"{call} at {path}: lifecore returned {'a replacement' if r.actual is not None else 'None'}, the "
+                f"model {'a replacement' if r.expected else 'None'}{why}")
 
     @precondition(lambda self: self.has_scale)
     @rule(path=st.sampled_from(["blocks.1.mlp"] * 3 + PATHS), same_phase=st.sampled_from([True] * 3 + [False]))
     @counted
     def reintervene(self, path, same_phase):
         """A recompute in backward at ``path`` (mostly where the plan scales) of a tensor shaped as
-        in the step's phase (or, now and then, the other), on both:
-        whether what was last applied there applies again, and the refusal of a tensor of
-        another shape, must agree; the session's state is unchanged either way (the rules
+        in the step's phase (or, now and then, the other), on both: whether an operation a
+        forward of that shape applied applies again, and the refusal where forwards of that
+        shape differed, must agree; the session's state is unchanged either way (the rules
         after it compare it)."""
         phase = self.model.phase if same_phase else ({model.PREFILL, model.DECODE} - {self.model.phase}).pop()
-        seq = PROMPT if phase == model.PREFILL else 1
-        tensor = self.tensor_factory((1, seq, VOCAB if path == "logits" else D_MODEL), "floating", 4)
+        tensor = self.tensor_factory(self._shape(path, phase), "floating", 4)
         r = self.both("reintervene", lambda: self.model.reintervene(path, phase),
                                      lambda: self.session.reintervene(self.backend, path, tensor))
         self._assert_left_as_given(tensor, "reintervene", path)
-        if not r.kind:
-            assert (r.actual is not None) == r.expected, (
-                f"reintervene at {path}: lifecore returned {'a replacement' if r.actual is not None else 'None'}, "
-                f"the model {'a replacement' if r.expected else 'None'}")
+        self._assert_replacement_agrees(r, "reintervene", path)
 
     @precondition(lambda self: self.has_routing or self.has_scale)
     @rule()
