@@ -1,7 +1,7 @@
 // The index of live request ids: against a plain map, under random inserts and erases with
 // hashes chosen to collide (long probe runs, runs that wrap past the table's end), every id
 // is found exactly while it is in, never after it left, and a second entry under a live id
-// is refused and changes nothing.
+// is refused and changes nothing; the table shrinks after a burst.
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -74,9 +74,36 @@ void agrees_with_a_map_under_colliding_hashes(std::uint64_t (*hash_of)(int), con
   CHECK(mismatches == 0);
 }
 
+// After a burst, the table shrinks with its entries (a walk over it costs what is live, not
+// the peak) and every entry left is still found.
+void shrinks_after_a_burst() {
+  auto c = make();
+  std::vector<std::shared_ptr<SequenceBacking>> all;
+  RequestIndex index;
+  for (int k = 0; k < 1000; ++k) {
+    all.push_back(backing(c, k));
+    CHECK(index.insert(all.back().get(), RequestIndex::hash(all.back()->request_id())));
+  }
+  const std::size_t peak = index.slot_count();
+  CHECK(peak >= 1334);  // at most three quarters full
+  for (int k = 10; k < 1000; ++k) CHECK(index.erase(all[k].get(), RequestIndex::hash(all[k]->request_id())));
+  CHECK(index.size() == 10);
+  CHECK(index.slot_count() <= 80);  // at least an eighth full
+  for (int k = 0; k < 1000; ++k) {
+    const SequenceBacking* found = index.find(all[k]->request_id(), RequestIndex::hash(all[k]->request_id()));
+    CHECK(found == (k < 10 ? all[k].get() : nullptr));
+  }
+  // And grows again from there.
+  for (int k = 10; k < 1000; ++k) CHECK(index.insert(all[k].get(), RequestIndex::hash(all[k]->request_id())));
+  CHECK(index.slot_count() == peak);
+  for (int k = 0; k < 1000; ++k) CHECK(index.erase(all[k].get(), RequestIndex::hash(all[k]->request_id())));
+  CHECK(index.size() == 0 && index.slot_count() == 16);
+}
+
 }  // namespace
 
 int main() {
+  shrinks_after_a_burst();
   agrees_with_a_map_under_colliding_hashes([](int k) { return RequestIndex::hash("r" + std::to_string(k)); }, "real hashes");
   agrees_with_a_map_under_colliding_hashes([](int k) { return std::uint64_t(k % 5); }, "five hashes");
   // Homes at the end of every table size: runs wrap around to the first slots.

@@ -24,7 +24,7 @@ bool RequestIndex::insert(const SequenceBacking* backing, std::uint64_t h) {
   // At most three quarters full: probe runs stay a few slots (an admission's miss reads about
   // eight, two cache lines), every probe ends at an empty slot, and a live sequence costs
   // 21-43 bytes of table rather than 32-64.
-  if ((size_ + 1) * 4 > slots_.size() * 3) grow();
+  if ((size_ + 1) * 4 > slots_.size() * 3) rehash(slots_.empty() ? min_slots : slots_.size() * 2);
   std::size_t i = h & mask();
   while (slots_[i].backing) i = (i + 1) & mask();
   slots_[i] = {h, backing};
@@ -51,11 +51,19 @@ bool RequestIndex::erase(const SequenceBacking* backing, std::uint64_t h) noexce
   }
   slots_[i] = Slot{};
   --size_;
+  // Below an eighth full, half the slots: a quarter full after, so it takes a growth of three
+  // times the entries to double again (no resizing back and forth at one size).
+  if (slots_.size() > min_slots && size_ * 8 < slots_.size()) {
+    try {
+      rehash(slots_.size() / 2);
+    } catch (...) {  // no memory for the smaller table: the larger one is still right
+    }
+  }
   return true;
 }
 
-void RequestIndex::grow() {
-  std::vector<Slot> next(slots_.empty() ? 16 : slots_.size() * 2);  // throws: nothing changed
+void RequestIndex::rehash(std::size_t count) {
+  std::vector<Slot> next(count);  // throws: nothing changed
   const std::size_t next_mask = next.size() - 1;
   for (const Slot& slot : slots_) {
     if (!slot.backing) continue;
