@@ -696,6 +696,32 @@ def test_a_table_out_that_views_the_arena_is_refused_and_the_kv_is_left_whole():
         assert table[:, 0].tolist() == [int(s.backing.block_ids()[0]) for s in sessions]
 
 
+@needs_writable_views
+def test_a_table_out_that_is_another_coordinators_arena_is_refused_and_its_kv_is_left_whole():
+    """Only the coordinator's own arena was refused: a table written into another
+    coordinator's arena on the same device overwrote that coordinator's keys and values."""
+    with lifecore.Device(EMULATED) as dev:
+        c, other = make(dev), make(dev)
+        held = [open_one(c, f"r{i}") for i in range(2)]
+        sessions = [s for _, s in held]
+        kv = np.from_dlpack(other.arena("kv")).view(np.int32)
+        kv[:] = 5
+        chunk = other.arena_chunks("kv")[0][2]
+        for out in (chunk, kv[8:16].reshape(2, 4)):
+            with pytest.raises(InvalidArgumentError, match=r"^block_table: argument 'out' is the KV arena memory of "
+                                                           r"another coordinator on this device"):
+                c.block_table(sessions, 4, out=out)
+            with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the KV arena memory"):
+                c.decode_table(2, 4, out=out)
+        assert (kv == 5).all()
+        # Once that arena is gone, its addresses are no one's arena.
+        del kv, chunk, other, out
+        gc.collect()
+        assert dev.memory_stats()["arenas"] == 1
+        table = dev.stream().alloc(2 * 4 * 4)
+        assert c.block_table(sessions, 4, out=table) is table
+
+
 def test_step_all_holds_its_sessions_while_tokens_are_read():
     # Reading `tokens` runs its __dlpack__, which drops the only references to the sessions:
     # the call still steps the sessions it was given, and they go once it returns.
@@ -746,6 +772,23 @@ def test_commit_frames_commits_a_batch_and_names_the_row_that_raises():
         lifecore.sequence.commit_frames(frames)
     assert frames[0].finalized and sessions[0].retired_frames == 3
     assert lifecore.sequence.commit_frames([]).tolist() == []
+
+
+def test_commit_frames_refuses_a_session_named_twice_before_any_frame_commits():
+    """acquire_frames and step_all refused a repeat before doing anything; commit_frames
+    committed row 0 and then raised at row 1."""
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    frames = lifecore.sequence.acquire_frames(sessions)
+    with pytest.raises(InvalidArgumentError, match="row 2 is a frame of the session of row 0.*no frame was committed"):
+        lifecore.sequence.commit_frames([frames[0], frames[1], frames[0]])
+    assert not any(f.finalized for f in frames)
+    frames[0].commit()  # a finalized frame and a new one of the same session
+    again = lifecore.sequence.acquire_frames(sessions[:1])
+    with pytest.raises(InvalidArgumentError, match="row 1 is a frame of the session of row 0"):
+        lifecore.sequence.commit_frames([again[0], frames[0], frames[1]])
+    assert not again[0].finalized and not frames[1].finalized
+    assert lifecore.sequence.commit_frames([again[0], frames[1], frames[2]]).tolist() == [0, 0, 0]
 
 
 def test_memory_stats_names_every_key_it_reports():

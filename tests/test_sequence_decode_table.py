@@ -279,6 +279,52 @@ def test_a_bad_out_or_size_is_refused_at_creation():
     assert not readonly.any()
 
 
+def test_a_live_tables_memory_is_refused_to_any_other_table_writer():
+    """Two tables over one array were accepted, and each wrote only what changed since its
+    own last call: a row came to show one sequence's first ids and another's last."""
+    c = make()
+    a, b = open_one(c, "a", 6 * TPP), open_one(c, "b", 3 * TPP)
+    out = np.zeros((2, 8), dtype=np.int32)
+    first = c.decode_table(2, 8, out, pad=-1)
+    own = c.decode_table(2, 8, pad=-1)
+    for taken in (out, out[1:], own.table):
+        with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the memory of a live "
+                                                       r"DecodeTable"):
+            c.decode_table(taken.shape[0], 8, taken, pad=-1)
+        with pytest.raises(InvalidArgumentError, match=r"^block_table: argument 'out' is the memory of a live "
+                                                       r"DecodeTable.*\(nothing was written\)$"):
+            c.block_table([a, b][:taken.shape[0]], 8, out=taken)
+    first.update([a, b])
+    assert (out == c.block_table([a, b], 8, pad=-1)).all()
+    # Memory beside it is free, and once the table goes, so is its own.
+    beside = np.zeros((3, 8), dtype=np.int32)
+    c.block_table([a, b, a], 8, out=beside)
+    del first
+    gc.collect()
+    second = c.decode_table(2, 8, out, pad=-1)
+    second.update([b])
+    assert (out[0] == c.block_table([b], 8, pad=-1)[0]).all()
+    with lifecore.Device(EMULATED) as dev:
+        d = AdmissionCoordinator(dev, domains={"kv": 64 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                                 max_active_sequences=4)
+        s = open_one(d, "s")
+        buffer = dev.stream().alloc(2 * 8 * 4)
+        on_buffer = d.decode_table(2, 8, buffer)
+        with pytest.raises(InvalidArgumentError, match="is the memory of a live DecodeTable"):
+            d.decode_table(2, 8, buffer)
+        with pytest.raises(InvalidArgumentError, match="is the memory of a live DecodeTable"):
+            d.block_table([s], 8, out=buffer)
+        del on_buffer
+        gc.collect()
+        assert d.block_table([s], 8, out=buffer) is buffer
+        # A freed Buffer claims nothing: its address may come back to another.
+        kept = d.decode_table(2, 8, buffer)
+        buffer.free()
+        again = dev.stream().alloc(2 * 8 * 4)
+        assert d.block_table([s], 8, out=again) is again
+        assert kept.rows == 2
+
+
 def test_assign_and_clear_change_one_row():
     c = make()
     a, b = open_one(c, "a", 2 * TPP), open_one(c, "b", TPP)
@@ -338,6 +384,46 @@ def test_the_table_holds_no_capacity():
     # The row still shows the old ids until it is updated: an update without it pads it.
     table.update([])
     assert (table.table == 0).all() and table.last_written == 2
+
+
+def test_a_table_kept_after_its_coordinator_holds_neither_it_nor_its_arena():
+    """A table kept in a variable held its coordinator: once the engine dropped the coordinator
+    and its sequences, the arena stayed allocated and the coordinator's waiters never woke
+    (a wait(None) blocked for ever). The table holds neither; a call that reads a session then
+    says the coordinator is gone."""
+    import weakref
+    with lifecore.Device(EMULATED) as dev:
+        c = AdmissionCoordinator(dev, domains={"kv": 4 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                                 max_active_sequences=2)
+        s = open_one(c, "a", 4 * TPP, 4 * TPP)
+        table = c.decode_table(2, 4)
+        table.update([s])
+        deferred = c.admit("b", TPP, TPP)
+        registration = c.register_waiter(deferred)
+        before = table.table.copy()
+        gone = weakref.ref(c)
+        s.close()
+        del c, s, deferred
+        gc.collect()
+        assert gone() is None
+        assert dev.memory_stats()["arena_bytes"] == 0
+        assert registration.closed
+        with pytest.raises(ClosedError):
+            registration.wait(None)
+        # What needs no session still works; a call that reads one cannot.
+        assert (table.table == before).all()
+        table.update([])
+        assert (table.table == 0).all()
+        other = make()
+        foreign = open_one(other, "x")
+        with pytest.raises(ClosedError, match="the table's coordinator is gone"):
+            table.update([foreign])
+        with pytest.raises(ClosedError, match="the table's coordinator is gone"):
+            table.assign(0, foreign)
+        with pytest.raises(ClosedError, match="the table's coordinator is gone"):
+            table.step([foreign], [TPP])
+        assert foreign.step(TPP + 1) == BackingOutcome.EXTENDED  # refused before it stepped
+        assert (table.table == 0).all()
 
 
 @pytest.mark.parametrize("fail", ["update", "step"])
@@ -576,6 +662,7 @@ def test_a_table_on_a_buffer_whose_stream_records_is_refused_and_nothing_changes
         assert got.tolist() == [[0, -1, -1, -1]]  # what the table held before the capture
         table.step([a], np.array([TPP + 1]))  # outside the capture: it works
         assert np.frombuffer(stream.read(buffer), dtype=np.int32).tolist() == [0, 1, -1, -1]
+        del table  # a live table's memory is its own
         assert c.block_table([a], 4, buffer) is buffer
     a.close()
 
@@ -624,7 +711,7 @@ def test_a_capture_begun_by_another_thread_during_a_table_call_never_records_its
     with lifecore.Device(EMULATED, capture_mode="relaxed") as dev:
         stream = dev.stream()
         buffer = stream.alloc(4 * rows * width)
-        table = c.decode_table(rows, width, buffer, pad=-1)
+        table = c.decode_table(rows, width, buffer, pad=-1) if writer != "block_table" else None
         deadline = time.monotonic() + 4.0
         start = threading.Barrier(2, timeout=30)
 
@@ -651,6 +738,7 @@ def test_a_capture_begun_by_another_thread_during_a_table_call_never_records_its
                 if writer == "block_table":
                     c.block_table(sessions, width, buffer, pad=-1)
                 else:
+                    assert table is not None
                     table.update(sessions)
                     table.clear()
             except lifecore.CaptureStateError:

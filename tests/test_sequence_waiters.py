@@ -373,3 +373,45 @@ def test_an_awaited_registration_learns_its_dropped_coordinator_closed():
 
     asyncio.run(dropping())
     assert reg.closed
+
+
+def test_an_await_past_the_descriptor_limit_is_an_os_error_and_leaves_the_registration_usable():
+    """Each pending await holds three descriptors; past the process's limit the await said
+    InvalidArgumentError (a ValueError: the caller's mistake) where os.pipe says OSError."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent('''
+        import asyncio, errno, os, resource
+        from lifecore.errors import LifecoreError
+        from lifecore.sequence import AdmissionCoordinator
+        c = AdmissionCoordinator(domains={"kv": 4096}, page_bytes=4096, tokens_per_page=16, max_active_sequences=4)
+        held = c.admit("held", 16, 16)
+        registration = c.register_waiter(c.admit("want", 16, 16))
+        loop = asyncio.new_event_loop()  # its own descriptors first
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(256, hard), hard))
+        opened = []
+        try:
+            while True:
+                opened.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            pass
+        os.close(opened.pop())
+        os.close(opened.pop())  # room for the pipe, none for the hook's copy of its write end
+        try:
+            loop.run_until_complete(registration.wait_async(timeout=1))
+        except LifecoreError as error:
+            print("lifecore", type(error).__name__)
+        except OSError as error:
+            print("oserror", error.errno == errno.EMFILE)
+        for fd in opened:
+            os.close(fd)
+        print("after", loop.run_until_complete(registration.wait_async(timeout=0.01)))
+        held.resources.close()
+        print("woken", loop.run_until_complete(registration.wait_async(timeout=5)))
+    ''')
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["oserror True", "after False", "woken True"], done.stdout

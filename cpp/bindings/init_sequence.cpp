@@ -609,9 +609,14 @@ void bind_waiters(nb::module_& m) {
              // closes `fd` without removing the hook (a Ctrl-C lost the key) never has a wake
              // written into whatever file later gets that number.
              const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-             if (own < 0)
-               raise(ErrorKind::InvalidArgument,
-                     std::string("_add_wake_fd: cannot duplicate the descriptor: ") + std::strerror(errno));
+             if (own < 0) {
+               // The process's own limit (EMFILE), as os.pipe reports it: OSError with its errno.
+               const int error = errno;
+               if (error == EBADF) raise(ErrorKind::InvalidArgument, "_add_wake_fd: the descriptor is not open");
+               errno = error;
+               PyErr_SetFromErrno(PyExc_OSError);
+               throw nb::python_error();
+             }
              auto wake = std::make_shared<WakeDescriptor>(own);
              // A byte on a non-blocking descriptor: no GIL, no lock, safe while the
              // interpreter shuts down. A full pipe already holds a pending wake.

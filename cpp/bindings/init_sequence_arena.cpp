@@ -26,6 +26,7 @@
 #include "lifecore/sequence/block_table.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "lifecore/sequence/table_claims.hpp"
 #include "sequence/device_arena_memory.hpp"
 
 namespace lifecore::bindings {
@@ -112,6 +113,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
               std::to_string(bytes) + " bytes");
     refuse_the_arena(c, call, buffer.get(), nullptr, bytes);
     buffer->stream()->check_write_not_recorded(call, "the table");
+    refuse_a_claimed_table(*buffer, bytes, call);
     std::unique_ptr<std::int32_t[]> table = table_storage(count, call);
     build_block_table(c, rows, d, width, pad, table.get());
     // One host-to-device copy, refused if a capture began on the stream since the check.
@@ -126,6 +128,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
                                        " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
                                        "Buffer, got " + type_name_of(out));
   refuse_the_arena(c, call, nullptr, target.data, count * sizeof(std::int32_t));
+  refuse_a_claimed_table(target.data, count * sizeof(std::int32_t), call);
   build_block_table(c, rows, d, width, pad, target.data, /*in_place=*/true);  // the caller's table
   return nb::borrow(out);
 }
@@ -186,9 +189,9 @@ void init_sequence_arena(nb::module_& m) {
         nb::sig("def commit_frames(frames: collections.abc.Sequence[FrameHold]) -> numpy.typing.NDArray[numpy.uint8]"),
         "The end of a batch's step in one call: frames[i].commit() for every row (the frames of\n"
         "acquire_frames, say); returns the FrameDisposition values (0 COMMITTED, 1 DISCARDED_CANCELLED) as a\n"
-        "uint8 array. Not all-or-nothing: the first frame that raises stops the batch (its error names the\n"
-        "row); the frames before it committed. LifecoreTypeError for anything but a sequence of FrameHold,\n"
-        "before any frame commits.");
+        "uint8 array. LifecoreTypeError for anything but a sequence of FrameHold, and InvalidArgumentError\n"
+        "for two frames of one session, before any frame commits; otherwise not all-or-nothing: the first\n"
+        "frame that raises stops the batch (its error names the row); the frames before it committed.");
   nb::handle snapshot = nb::type<BackingSnapshot>();
   nb::cpp_function_def(&snapshot_block_ids, nb::scope(snapshot), nb::name("block_ids"), nb::is_method(),
                        nb::arg("domain").none() = nb::none(),
@@ -222,7 +225,8 @@ void init_sequence_arena(nb::module_& m) {
       "pad=-1 tells padding apart). domain None: the\n"
       "coordinator's first domain. A finalized or foreign frame, a row wider than `width`, a domain the sequence\n"
       "is not in, or a wrong, read-only or non-contiguous `out` raises and writes nothing; so does an `out` that is\n"
-      "the coordinator's arena memory (arena(), or a view of it), and a Buffer whose stream records a capture\n"
+      "the coordinator's arena memory (arena(), or a view of it) or another coordinator's on the same device, the\n"
+      "memory of a live DecodeTable (which writes only what changed), and a Buffer whose stream records a capture\n"
       "(CaptureStateError: write the table before each replay, outside the capture).");
   nb::cpp_function_def(
       &arena, nb::scope(coordinator), nb::name("arena"), nb::is_method(), nb::arg("domain").none() = nb::none(),

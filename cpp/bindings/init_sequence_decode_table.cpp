@@ -25,6 +25,7 @@
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/decode_table.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "lifecore/sequence/table_claims.hpp"
 #include "table_arguments.hpp"
 
 namespace lifecore::bindings {
@@ -41,6 +42,7 @@ struct DecodeTableHandle {
   std::unique_ptr<std::int32_t[]> mirror;        // a Buffer's host copy
   std::shared_ptr<runtime::Buffer> buffer;
   std::unique_ptr<DecodeTable> core;
+  std::unique_ptr<TableClaim> claim;  // the table's memory, refused to any other writer
   std::string domain;
 
   std::uint64_t errors_at_copy = 0;  // the stream's queued errors just before the last copy
@@ -148,6 +150,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
     const std::size_t shape[2] = {rows, width};
     handle->table = nb::cast(nb::ndarray<nb::numpy, std::int32_t, nb::ndim<2>>(owned, 2, shape, keep));
     data = owned;
+    handle->claim = std::make_unique<TableClaim>(data, count * sizeof(std::int32_t), call);
   } else if (nb::isinstance<runtime::Buffer>(out)) {
     auto buffer = nb::cast<std::shared_ptr<runtime::Buffer>>(out);
     const std::size_t bytes = count * sizeof(std::int32_t);
@@ -156,6 +159,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
                         std::to_string(bytes) + " bytes");
     refuse_the_arena(c, call, buffer.get(), nullptr, bytes);
     buffer->stream()->check_write_not_recorded(call, "the table");
+    handle->claim = std::make_unique<TableClaim>(buffer, bytes, call);
     handle->mirror = table_storage(count, call);
     handle->buffer = std::move(buffer);
     handle->table = nb::borrow(out);
@@ -172,6 +176,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
                                          " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
                                          "Buffer, got " + type_name_of(out));
     refuse_the_arena(c, call, nullptr, handle->target->data, count * sizeof(std::int32_t));
+    handle->claim = std::make_unique<TableClaim>(handle->target->data, count * sizeof(std::int32_t), call);
     handle->table = nb::borrow(out);
     data = handle->target->data;
   }
@@ -321,7 +326,10 @@ void init_sequence_decode_table(nb::module_& m) {
       "that many bytes (written from a host copy after each call that changed it or follows an error on its\n"
       "stream; while that stream records a capture, creation and every call raise CaptureStateError and change\n"
       "nothing). domain None: the coordinator's first domain. A wrong `out` raises, as does one that is the\n"
-      "coordinator's arena memory (arena(), or a view of it).");
+      "coordinator's arena memory (arena(), or a view of it) or another coordinator's on the same device, or\n"
+      "shares memory with a live DecodeTable's table: while a table lives, its memory is refused to any other\n"
+      "table writer. The table does not hold the coordinator: once nothing else does, a call that reads a\n"
+      "session raises ClosedError.");
 }
 
 }  // namespace lifecore::bindings

@@ -122,8 +122,8 @@ inline void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t w
   t.data = static_cast<std::int32_t*>(t.view.buf);
 }
 
-// Refuses a table `out` that is the coordinator's arena memory, or a view of it: the table
-// would be written over blocks of keys and values. `buffer`: a Buffer given as `out`; else
+// Refuses a table `out` that is the coordinator's arena memory, or a view of it, or another
+// coordinator's on the same device: the table would be written over blocks of keys and values. `buffer`: a Buffer given as `out`; else
 // `host`, an array's memory, which on a device whose memory is host memory (the mock) may be a
 // view the arena lent: the leases that lent its first and its last byte are looked up, so a
 // view that runs past either end of a chunk is found too. A coordinator doing host accounting
@@ -136,6 +136,9 @@ inline void refuse_the_arena(const sequence::AdmissionCoordinator& c, const char
   auto refuse_if_arena = [&](std::uint64_t address, std::uint64_t length) {
     if (const auto d = c.arena_domain_sharing(address, length))
       bad_out(call, "is the arena memory of domain '" + c.domain_name(*d) + "': the table would be written over its blocks");
+    if (device->memory().shares_an_arena(address, length))
+      bad_out(call, "is the KV arena memory of another coordinator on this device: the table would be written over "
+                    "its blocks");
   };
   if (buffer) {
     if (buffer->device() != device || !buffer->alive()) return;  // another device's; a freed one is refused by the write

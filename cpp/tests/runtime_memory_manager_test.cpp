@@ -288,6 +288,18 @@ void owner_of_names_what_a_range_lies_in() {
   auto in_arena = mm.owner_of(arena.ptr + 4000, 96);
   CHECK(in_arena.kind == Kind::arena && in_arena.slice == arena.id);
   CHECK(mm.owner_of(arena.ptr + 4000, 97).kind == Kind::straddles);
+  // The arenas' own lookup agrees, at both edges, and names no Buffer's memory.
+  CHECK(mm.shares_an_arena(arena.ptr, 1) && mm.shares_an_arena(arena.ptr + arena.capacity - 1, 1));
+  CHECK(mm.shares_an_arena(arena.ptr - 8, 9) && mm.shares_an_arena(arena.ptr + arena.capacity - 1, 64));
+  CHECK(!mm.shares_an_arena(arena.ptr - 8, 8) && !mm.shares_an_arena(arena.ptr + arena.capacity, 64));
+  CHECK(!mm.shares_an_arena(arena.ptr, 0));
+  CHECK(!mm.shares_an_arena(a.ptr, 1000));
+  CHECK(!mm.shares_an_arena(~std::uint64_t{0} - 8, 64));  // no wrap at the top
+  auto second = mm.reserve_arena(100, dev.allocate());  // a second arena: each is found among both
+  CHECK(mm.shares_an_arena(second.ptr, 1) && mm.shares_an_arena(second.ptr + 99, 1));
+  CHECK(mm.shares_an_arena(arena.ptr + 8, 8) && mm.owner_of(second.ptr, 100).kind == Kind::arena);
+  mm.release_arena(second.id);
+  CHECK(!mm.shares_an_arena(second.ptr, 1) && mm.shares_an_arena(arena.ptr, 1));
   mm.unbind(a.id);
   auto freed = mm.owner_of(a.ptr, 4);
   CHECK(freed.kind == Kind::freed && freed.slice == a.id);  // pooled, no Buffer
@@ -295,6 +307,7 @@ void owner_of_names_what_a_range_lies_in() {
   CHECK(mm.owner_of(a.ptr, 4).kind == Kind::none);  // back to the driver: not pool memory
   mm.release_arena(arena.id);
   CHECK(mm.owner_of(arena.ptr, 4).kind == Kind::none);
+  CHECK(!mm.shares_an_arena(arena.ptr, 4));
 }
 
 // A pin (another stream's queued work) keeps a slice out of the pool after its Buffer goes, and

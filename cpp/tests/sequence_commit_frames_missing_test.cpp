@@ -1,5 +1,5 @@
 // commit_frames refuses a missing frame (a null pointer in the batch) with InvalidArgument
-// naming its row; the rows before it are committed, the rows after it are left alone.
+// naming its row, before any frame commits.
 // The Python binding refuses None before the core sees it, so only a C++ caller reaches this.
 #include <memory>
 #include <string>
@@ -38,9 +38,11 @@ void a_missing_frame_is_refused_by_its_row() {
   CHECK(invalid);
   CHECK(test_support::contains(message, "commit_frames: a frame is missing"));
   CHECK(test_support::contains(message, "row 1"));
-  CHECK(out[0] == FrameDisposition::committed);  // the row before it committed
-  CHECK(!first->active_frame().has_value());
-  CHECK(last->active_frame() == last_frame->frame_id());  // the row after it did not
+  CHECK(test_support::contains(message, "no frame was committed"));
+  CHECK(out[0] == FrameDisposition::aborted);  // nothing written
+  CHECK(first->active_frame() == first_frame->frame_id());  // the row before it did not commit
+  CHECK(last->active_frame() == last_frame->frame_id());
+  CHECK(first_frame->commit() == FrameDisposition::committed);
   CHECK(last_frame->commit() == FrameDisposition::committed);
 }
 

@@ -93,9 +93,15 @@ MemoryManager::Reservation MemoryManager::reserve_arena(std::size_t nbytes, cons
   slice.memory_node = made.memory_node;
   slice.arena_holds = 1;
   Reservation result{next_id_++, made.ptr, nbytes, true};
-  slices_.emplace(result.id, slice);
+  try {
+    slices_.emplace(result.id, slice);
+    arenas_.emplace(made.ptr, nbytes);
+  } catch (...) {  // no memory for the records: the allocation goes back, nothing changed
+    slices_.erase(result.id);
+    free_(made.ptr, made.memory_node);
+    throw;
+  }
   arena_bytes_ += nbytes;
-  ++arenas_;
   ++driver_allocations_;
   return result;
 }
@@ -112,7 +118,7 @@ void MemoryManager::drop_arena_hold_locked(std::unordered_map<SliceId, Slice>::i
   if (--it->second.arena_holds != 0) return;
   free_(it->second.ptr, it->second.memory_node);
   arena_bytes_ -= it->second.capacity;
-  --arenas_;
+  arenas_.erase(it->second.ptr);
   slices_.erase(it);
 }
 
@@ -297,14 +303,14 @@ void MemoryManager::release_all() {
   windows_.clear();
   pool_bytes_ = 0;
   arena_bytes_ = 0;
-  arenas_ = 0;
+  arenas_.clear();
 }
 
 MemoryStats MemoryManager::stats() const {
   std::lock_guard lock(mutex_);
   MemoryStats stats;
   stats.pool_bytes = pool_bytes_;
-  stats.slices = slices_.size() - arenas_;
+  stats.slices = slices_.size() - arenas_.size();
   for (const auto& [id, slice] : slices_) {
     if (slice.arena_holds > 0) continue;
     if (slice.bound || slice.pins > 0) ++stats.slices_in_use;  // pinned: queued work uses it
@@ -314,7 +320,7 @@ MemoryStats MemoryManager::stats() const {
   stats.driver_allocations = driver_allocations_;
   stats.windows_active = windows_.size();
   stats.arena_bytes = arena_bytes_;
-  stats.arenas = arenas_;
+  stats.arenas = arenas_.size();
   return stats;
 }
 
@@ -350,6 +356,18 @@ MemoryManager::RangeOwner MemoryManager::owner_of(driver::DevicePtr ptr, std::si
     }
   }
   return found;
+}
+
+bool MemoryManager::shares_an_arena(driver::DevicePtr ptr, std::size_t bytes) const {
+  if (bytes == 0) return false;
+  std::lock_guard lock(mutex_);
+  // Arenas never overlap: only the last one starting at or before the range's last byte can
+  // reach into it (distances, not ends: nothing wraps).
+  const driver::DevicePtr last = ptr + std::min<std::uint64_t>(bytes - 1, ~ptr);
+  auto it = arenas_.upper_bound(last);
+  if (it == arenas_.begin()) return false;
+  --it;
+  return it->first >= ptr || ptr - it->first < it->second;
 }
 
 }  // namespace lifecore::runtime

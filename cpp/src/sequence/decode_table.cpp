@@ -39,10 +39,20 @@ struct ClearedOnExit {
 
 DecodeTable::DecodeTable(std::shared_ptr<const AdmissionCoordinator> coordinator, std::uint32_t domain,
                          std::size_t rows, std::size_t width, std::int32_t pad, std::int32_t* data)
-    : coordinator_(std::move(coordinator)), domain_(domain), width_(width), pad_(pad), data_(data), rows_(rows) {
-  if (domain_ >= coordinator_->domain_count()) raise(ErrorKind::InvalidArgument, "decode_table: unknown domain index");
+    : coordinator_(coordinator), identity_(coordinator.get()), tokens_per_page_(coordinator->tokens_per_page()),
+      domain_(domain), width_(width), pad_(pad), data_(data), rows_(rows) {
+  if (domain_ >= coordinator->domain_count()) raise(ErrorKind::InvalidArgument, "decode_table: unknown domain index");
+  domain_name_ = coordinator->domain_name(domain_);
   std::fill(data_, data_ + rows * width, pad_);
   pending_.reserve(rows);
+}
+
+std::shared_ptr<const AdmissionCoordinator> DecodeTable::live_coordinator(const char* call) const {
+  auto held = coordinator_.lock();
+  if (!held)
+    raise(ErrorKind::Closed, std::string(call) + ": the table's coordinator is gone (nothing held it any more: no "
+                                                 "coordinator object, no admitted sequence); nothing was written");
+  return held;
 }
 
 Authority DecodeTable::known(std::size_t r) const noexcept {
@@ -56,7 +66,7 @@ void DecodeTable::refuse_row(const char* call, std::size_t r, const SequenceSess
       refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)", after);
     case SequenceSession::TableRow::not_in_domain:
       refuse(call, ErrorKind::InvalidArgument, r,
-             "the sequence holds no pages in domain '" + coordinator_->domain_name(domain_) + "'", after);
+             "the sequence holds no pages in domain '" + domain_name_ + "'", after);
     case SequenceSession::TableRow::too_wide:
     case SequenceSession::TableRow::written:
       break;
@@ -68,7 +78,7 @@ void DecodeTable::refuse_row(const char* call, std::size_t r, const SequenceSess
 bool DecodeTable::check(const char* call, std::size_t r, const Pending& p, const char* after) const {
   const auto& s = p.source;
   using Row = SequenceSession::TableRow;
-  if (s.coordinator != coordinator_.get()) refuse_row(call, r, {Row::foreign, s.pages}, after);
+  if (s.coordinator != identity_) refuse_row(call, r, {Row::foreign, s.pages}, after);
   if (s.slot == std::string::npos) refuse_row(call, r, {Row::not_in_domain, s.pages}, after);
   if (s.pages > width_) refuse_row(call, r, {Row::too_wide, s.pages}, after);
   return s.backing != nullptr;
@@ -130,13 +140,15 @@ void DecodeTable::update(const SequenceSession* const* sessions, std::size_t cou
                                           std::to_string(rows_.size()) + " rows (nothing was written)");
   ClearedOnExit scope(pending_);
   Pending p;
+  std::shared_ptr<const AdmissionCoordinator> held;  // locked at the first row read
   for (std::size_t r = 0; r < count; ++r) {
     const SequenceSession* session = sessions[r];
     if (!session) continue;
     // The common row: its session published nothing since (and its handle is open: a closed
-    // one reads 0, which no row keeps).
+    // one reads 0, which no row keeps). Stamps never repeat, so it is this coordinator's.
     const std::uint64_t stamp = session->table_stamp();
     if (stamp != 0 && stamp == rows_[r].stamp && rows_[r].assigned) continue;
+    if (!held) held = live_coordinator(call);
     if (resolve(call, r, *session, p)) pending_.push_back(std::move(p));
     else if (rows_[r].assigned && rows_[r].sequence == p.source.sequence) rows_[r].stamp = p.source.stamp;  // current
   }
@@ -149,6 +161,7 @@ void DecodeTable::assign(std::size_t row, const SequenceSession& session) {
     raise(ErrorKind::InvalidArgument, std::string(call) + ": row " + std::to_string(row) + " is out of range for " +
                                           std::to_string(rows_.size()) + " rows (nothing was written)");
   Pending p;
+  const auto held = live_coordinator(call);
   const bool changed = resolve(call, row, session, p);
   begin_writes();
   if (changed) write(p);
@@ -178,12 +191,18 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
   // What the caller got wrong (a bad token count, another coordinator's sequence, a closed
   // handle, a count above the fit, a session named twice) is refused before any row steps.
   const BatchCheck batch;
+  if (sessions.empty()) {
+    finish(nullptr, 0);
+    return;
+  }
+  const auto held = live_coordinator(call);
+  const AdmissionCoordinator& coordinator = *held;
   // The most tokens a row of width_ blocks covers (saturated: past 64 bits, none is too many).
   const std::uint64_t width_tokens =
-      checked::mul(static_cast<std::uint64_t>(width_), std::uint64_t{coordinator_->tokens_per_page()})
+      checked::mul(static_cast<std::uint64_t>(width_), std::uint64_t{tokens_per_page_})
           .value_or(std::numeric_limits<std::uint64_t>::max());
   for (std::size_t r = 0; r < sessions.size(); ++r) {
-    if (!sessions[r]->opened_on(*coordinator_))
+    if (!sessions[r]->opened_on(coordinator))
       refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)",
              "nothing was stepped or written");
     if (const auto refusal = batch.refusal(sessions.data(), r, tokens[r]))
@@ -195,7 +214,7 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
     const std::uint64_t stamp = sessions[r]->table_stamp();
     const bool shown = rows_[r].assigned && stamp != 0 && stamp == rows_[r].stamp;
     if (shown && static_cast<std::uint64_t>(tokens[r]) <= width_tokens) continue;
-    const auto answer = sessions[r]->table_row_check(tokens[r], *coordinator_, domain_, width_);
+    const auto answer = sessions[r]->table_row_check(tokens[r], coordinator, domain_, width_);
     if (answer.answer != SequenceSession::TableRow::written)
       refuse_row(call, r, answer, "nothing was stepped or written");
   }
@@ -211,7 +230,7 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
       const char* const after = r == 0 ? none_stepped : stepped_before;  // a refusal at this row
       SequenceSession::TableRowAnswer answer;
       try {
-        answer = sessions[r]->step_with_source(tokens[r], *coordinator_, domain_, width_, known(r), rows_[r].written,
+        answer = sessions[r]->step_with_source(tokens[r], coordinator, domain_, width_, known(r), rows_[r].written,
                                                p.source, outcomes[r]);
       } catch (const Error& e) {
         raise(e.kind(), e.message() + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");

@@ -778,6 +778,17 @@ std::size_t BatchCheck::first_row(SequenceSession* const* sessions, std::size_t 
   return row;  // the mark of a batch 255 (or a multiple of 255) batches ago
 }
 
+std::size_t BatchCheck::first_row(FrameHold* const* frames, std::size_t row) const noexcept {
+  std::atomic<std::uint8_t>& mark = frames[row]->state_->batch_mark;  // as for sessions, above
+  if (mark.load(std::memory_order_relaxed) != mark_) {
+    mark.store(mark_, std::memory_order_relaxed);
+    return row;
+  }
+  for (std::size_t j = 0; j < row; ++j)
+    if (frames[j]->state_ == frames[row]->state_) return j;
+  return row;
+}
+
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes) {
   const BatchCheck batch;
   for (std::size_t i = 0; i < sessions.size(); ++i)
@@ -794,9 +805,17 @@ void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t*
 }
 
 void commit_frames(const std::vector<FrameHold*>& frames, FrameDisposition* out) {
+  const BatchCheck batch;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    if (!frames[i]) raise(ErrorKind::InvalidArgument, "commit_frames: a frame is missing (row " + std::to_string(i) +
+                                                          "; no frame was committed)");
+    if (const std::size_t first = batch.first_row(frames.data(), i); first != i)
+      raise(ErrorKind::InvalidArgument, "commit_frames: row " + std::to_string(i) + " is a frame of the session of row " +
+                                            std::to_string(first) + ", and a batch commits each session's frame once "
+                                            "(no frame was committed)");
+  }
   for (std::size_t i = 0; i < frames.size(); ++i) {
     try {
-      if (!frames[i]) raise(ErrorKind::InvalidArgument, "commit_frames: a frame is missing");
       out[i] = frames[i]->commit();
     } catch (const Error& e) {
       raise(e.kind(), e.message() + " (commit_frames: row " + std::to_string(i) + "; the rows before it committed)");

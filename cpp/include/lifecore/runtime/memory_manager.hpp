@@ -144,6 +144,9 @@ class MemoryManager {
     SliceId slice = 0;
   };
   RangeOwner owner_of(driver::DevicePtr ptr, std::size_t bytes) const;
+  // Whether [ptr, ptr + bytes) shares a byte with any live arena (any coordinator's KV blocks):
+  // a lookup among the arenas alone, for a check on every block-table call.
+  bool shares_an_arena(driver::DevicePtr ptr, std::size_t bytes) const;
 
   static std::size_t bucket_size(std::size_t nbytes);
   static std::size_t exact_size(std::size_t nbytes);
@@ -186,7 +189,7 @@ class MemoryManager {
   SliceId next_id_ = 1;
   std::size_t pool_bytes_ = 0;
   std::size_t arena_bytes_ = 0;
-  std::size_t arenas_ = 0;
+  std::map<driver::DevicePtr, std::size_t> arenas_;  // each live arena's bytes, by its first address
   std::uint64_t driver_allocations_ = 0;
   bool released_ = false;  // release_all ran (the device closed)
 };

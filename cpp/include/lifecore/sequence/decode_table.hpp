@@ -7,12 +7,15 @@
 //
 // Per row it keeps which sequence (its authority, never a reference: a row holds no capacity)
 // and how many ids it wrote; everything past them is pad. Nobody else may write the table.
+// Nor does it hold its coordinator: a table kept after the coordinator and its sequences were
+// dropped keeps neither the arena's memory nor the coordinator's waiters from closing.
 // Not thread-safe: one caller at a time (the binding's lock, or the caller's).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "lifecore/sequence/capacity.hpp"
@@ -82,14 +85,21 @@ class DecodeTable {
   // Checks a resolved row (throws naming it, `after` saying what happened); false when it
   // needs no write.
   bool check(const char* call, std::size_t r, const Pending& p, const char* after) const;
-  // Reads and checks one row (throws naming it); false when it needs no write.
+  // Reads and checks one row (throws naming it); false when it needs no write. The caller holds
+  // the coordinator (live_coordinator).
   bool resolve(const char* call, std::size_t r, const SequenceSession& session, Pending& out) const;
   void write(const Pending& p);
   void clear_row(std::size_t r) noexcept;
   // Writes the pending rows, then pads the rows that show no session now.
   void finish(const SequenceSession* const* sessions, std::size_t count);
 
-  std::shared_ptr<const AdmissionCoordinator> coordinator_;
+  // The coordinator while anything else holds it; a call that reads a session locks it
+  // (live_coordinator), and only then compares a session's coordinator with `identity_`.
+  std::shared_ptr<const AdmissionCoordinator> live_coordinator(const char* call) const;
+  std::weak_ptr<const AdmissionCoordinator> coordinator_;
+  const AdmissionCoordinator* identity_;
+  std::string domain_name_;
+  std::uint32_t tokens_per_page_;
   std::uint32_t domain_;
   std::size_t width_;
   std::int32_t pad_;

@@ -96,6 +96,7 @@ class FrameHold {
   std::shared_ptr<SequenceBacking> pin_;  // a live frame holds the capacity its snapshot observes
   bool finalized_ = false;
   friend class SessionState;
+  friend class BatchCheck;
 };
 
 class FlightHold {
@@ -274,6 +275,9 @@ class BatchCheck {
   // an earlier row named it. (A plain index: an optional returned through memory costs a
   // store-forwarding stall per row.)
   std::size_t first_row(SequenceSession* const* sessions, std::size_t row) const noexcept;
+  // The first row whose frame is of the session of frames[row] (a frame named twice, or two
+  // frames of one session, of which at most one is live).
+  std::size_t first_row(FrameHold* const* frames, std::size_t row) const noexcept;
 
  private:
   std::uint8_t mark_;
@@ -287,8 +291,9 @@ class BatchCheck {
 void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens, BackingOutcome* outcomes);
 
 // Commits each frame in order (frames[i]->commit()), dispositions written to `out`: the end
-// of a batch's step in one call. Like step_all, not all-or-nothing: the first frame that
-// raises stops the batch, naming the row; the frames before it committed.
+// of a batch's step in one call. A missing frame, or a session's frame an earlier row named,
+// is refused before any frame commits; otherwise, like step_all, not all-or-nothing: the
+// first frame that raises stops the batch, naming the row; the frames before it committed.
 void commit_frames(const std::vector<FrameHold*>& frames, FrameDisposition* out);
 
 // All-or-nothing acquisition over several sessions: if any refuses, none acquires.
