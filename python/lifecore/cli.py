@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import math
 import os
@@ -203,6 +204,16 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 def _on_sigint(signum: int, frame: Any) -> None:
     _signalled.append(KeyboardInterrupt)
     raise KeyboardInterrupt
+
+
+def _quiet_lost_interrupt(report: Callable[[Any], object], unraisable: Any) -> None:
+    """The unraisable-exception hook while a command runs: an interrupt raised inside a
+    garbage-collector callback is one ``_signalled`` keeps and raises again, so Python's
+    "Exception ignored in" report of it (a traceback in a CI log) is left out. Anything else goes
+    to ``report``, the hook that was there before."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and _signalled:
+        return
+    report(unraisable)
 
 
 def _raise_signalled() -> None:
@@ -564,7 +575,21 @@ def _where(error: BaseException) -> str:
     return f" (at {os.path.basename(last.filename)}:{last.lineno} in {last.name}{source})"
 
 
-def _failure(target: Target, error: BaseException, seed: int, examples: int, steps: int) -> dict[str, Any]:
+def _replay_command(target: Target, examples: int, steps: int, seed: int, blob: Optional[str],
+                    failure_dir: str) -> str:
+    """The command that runs ``target``'s machine again with the same seed (and ``blob``: the one
+    failing example), saving what it finds where the first run did."""
+    command = ["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples), "--steps", str(steps),
+               "--seed", str(seed)]
+    if blob:
+        command += ["--reproduce", blob]
+    if failure_dir != ".":
+        command += ["--failure-dir", failure_dir]
+    return shlex.join(command)
+
+
+def _failure(target: Target, error: BaseException, seed: int, examples: int, steps: int,
+             failure_dir: str = ".") -> dict[str, Any]:
     notes = [str(n) for n in getattr(error, "__notes__", ())]
     text = "\n".join(notes)
     found = BLOB.search(text)
@@ -574,11 +599,7 @@ def _failure(target: Target, error: BaseException, seed: int, examples: int, ste
                                "error": message, "steps": "\n".join(steps_text).strip(),
                                "blob": found.group(4) if found else None,
                                "hypothesis": found.group(2) if found else None}
-    command = ["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples), "--steps", str(steps),
-               "--seed", str(seed)]
-    if found:
-        command += ["--reproduce", found.group(4)]
-    failure["command"] = shlex.join(command)
+    failure["command"] = _replay_command(target, examples, steps, seed, failure["blob"], failure_dir)
     return failure
 
 
@@ -636,12 +657,6 @@ def _failure_text(failure: dict[str, Any]) -> str:
         f"reproduction blob: {blob}",
         f"replay: {failure['command']}",
     ])
-
-
-def _rerun_command(target: Target, examples: int, steps: int, seed: int) -> str:
-    """The command that runs ``target``'s machine again from the start with the same seed."""
-    return shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples), "--steps", str(steps),
-                       "--seed", str(seed)])
 
 
 def _thin_run_warning(runs: _Runs, stopped: bool) -> Optional[str]:
@@ -738,14 +753,12 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
                 if bar is not None:
                     bar.finish()
                     bar = None
-                failure = _failure(target, error, seed, examples, steps)
+                failure = _failure(target, error, seed, examples, steps, failure_dir)
                 if not failure["steps"]:
                     failure["steps"] = "\n".join(r for r in reported if "@reproduce_failure" not in r).strip()
                 if reproduce and not failure["blob"]:
                     failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
-                    failure["command"] = shlex.join(["lifecore", "fuzz", *target.replay_args(), "--examples",
-                                                     str(examples), "--steps", str(steps), "--seed", str(seed),
-                                                     "--reproduce", reproduce])
+                    failure["command"] = _replay_command(target, examples, steps, seed, reproduce, failure_dir)
                 written = False
                 try:
                     failure["saved"], written = _save_failure(failure, failure_dir, replay=bool(reproduce))
@@ -765,7 +778,8 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
                 bar.finish()
     except KeyboardInterrupt as interrupt:  # Ctrl-C or SIGTERM (the budget's own stop is caught above)
         raise _interrupted(interrupt, target, runs, result, examples, steps, seed,
-                           Counter(stats.rules) - rules_before, Counter(stats.outcomes) - outcomes_before) from None
+                           Counter(stats.rules) - rules_before, Counter(stats.outcomes) - outcomes_before,
+                           failure_dir) from None
     result.rules = Counter(stats.rules) - rules_before
     result.outcomes = Counter(stats.outcomes) - outcomes_before
     if result.passed and result.failure is None and not result.detail:
@@ -787,7 +801,8 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
 
 
 def _interrupted(interrupt: KeyboardInterrupt, target: Target, runs: _Runs, result: CheckResult, examples: int,
-                 steps: int, seed: int, rules: Counter[Any], outcomes: Counter[Any]) -> _Interrupted:
+                 steps: int, seed: int, rules: Counter[Any], outcomes: Counter[Any],
+                 failure_dir: str = ".") -> _Interrupted:
     """The ``_Interrupted`` for an interrupt during ``target``'s runs: its row says how far they
     got, or that a failure found there was being shrunk (or saved) and is lost, with the command
     that finds it again."""
@@ -799,7 +814,7 @@ def _interrupted(interrupt: KeyboardInterrupt, target: Target, runs: _Runs, resu
         return _Interrupted(interrupt, result, None, seed)
     error = runs.first_failure
     said = f"{type(error).__name__}: {str(error).strip() or '(no message)'}".splitlines()[0] if error else "a failure"
-    command = _rerun_command(target, examples, steps, seed)
+    command = _replay_command(target, examples, steps, seed, None, failure_dir)
     failure = {"lifecycle": target.lifecycle, "target": target.label, "seed": seed, "error": said,
                "shrunk": False, "saved": None, "command": command}
     result.failure = failure
@@ -1059,7 +1074,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     lifecycles = _lifecycles(args.lifecycle)
     if args.target is not None:
         if len(lifecycles) != 1:
-            return _usage_error("fuzz", "--target names a target of one lifecycle: give --lifecycle too")
+            return _usage_error("fuzz", f"--target names a target of one lifecycle, and --lifecycle {args.lifecycle} "
+                                        "names several: give one (graph, sequence or capture)")
         try:
             targets = [_parse_target(lifecycles[0], args.target)]
         except (ValueError, argparse.ArgumentTypeError) as error:
@@ -1071,7 +1087,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 return _usage_error("fuzz", f"argument --reproduce: {problem}")
     else:
         if args.reproduce:
-            return _usage_error("fuzz", "--reproduce replays one target: give --lifecycle and --target")
+            return _usage_error("fuzz", "--reproduce replays one target: give --target (and --lifecycle, unless "
+                                        "the target is the default lifecycle graph's); the replay line of a saved "
+                                        "failure has both")
         backend = _resolve(args.backend)
         targets = []
         if "graph" in lifecycles:
@@ -1427,6 +1445,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     # background) it stays so.
     sigint = (signal.signal(signal.SIGINT, _on_sigint)
               if main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler else None)
+    unraisable_hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_quiet_lost_interrupt, unraisable_hook)
     try:
         with temporary_hypothesis_storage() if args.command in HYPOTHESIS_COMMANDS else contextlib.nullcontext():
             status = int(args.func(args))
@@ -1450,6 +1470,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         _silence_stdout()
         return 141
     finally:
+        sys.unraisablehook = unraisable_hook
         if sigterm is not None:
             signal.signal(signal.SIGTERM, sigterm)
         if sigint is not None:
