@@ -426,7 +426,7 @@ class Window:
     # Slot ids the warmup (PREPARE) used or allocated: held by priming until begin_capture ends it.
     primed: set[int] = field(default_factory=set)
     pinned_info: set[tuple[int, ...]] = field(default_factory=set)  # info words used since prepare
-    memory_nodes: int = 0  # hardware: allocations the pool could not serve while recording
+    memory_nodes: int = 0  # allocations the pool could not serve while recording (hardware: memory nodes)
     lazy_refusals: list[str] = field(default_factory=list)  # software: operations refused at end
     memory_node_buffers: list[int] = field(default_factory=list)
     # Info entries made as memory nodes: private to this window (never hit by another stream or
@@ -672,8 +672,10 @@ class DeviceModel:
         ``new_slice`` says whether the pool had to ask the driver for memory (the implementation
         reports it through ``driver_allocations``): which requests a pool can serve is the pool's
         business, what such an allocation means for a recording window is the contract's. On a
-        hardware-graph device it records a memory node, and ``end_capture`` refuses the graph.
-        Outside a hardware recording it is a plain driver allocation, refused up front
+        hardware-graph device it records a memory node, and ``end_capture`` refuses the graph; a
+        software recording's ``end_capture`` refuses it the same way (its memory is real, but a
+        driver's graph would refuse it). Outside a hardware recording it is a plain driver
+        allocation, refused up front
         (CaptureStateError, nothing allocated) while another stream records on this thread outside
         relaxed mode.
         """
@@ -688,10 +690,13 @@ class DeviceModel:
         self.buffers[bid] = BufferModel(bid, nbytes, slot, owner=stream)
         if s.window is not None:
             self._touch(s, (slot,))
-            if s.state.is_recording() and new_slice and self.hardware:
+            if s.state.is_recording() and new_slice:
+                # Hardware: a memory node. Software: real memory, but end_capture refuses the
+                # window the same way, so a step that passes here passes on a driver's graphs.
                 s.window.memory_nodes += 1
-                s.window.memory_node_buffers.append(bid)
-                self.buffers[bid].memory_node = True
+                if self.hardware:
+                    s.window.memory_node_buffers.append(bid)
+                    self.buffers[bid].memory_node = True
         return bid
 
     def free(self, buf: int) -> None:
@@ -963,19 +968,19 @@ class DeviceModel:
     def replay(self, graph: int, stream: int, *, fault: Optional[str] = None) -> None:
         """Re-executes exactly the recorded work, on ``stream``.
 
-        A hardware graph is one driver launch (``graph_launch``); a software graph re-issues its
-        operations one by one and stops at the first that fails. A failure is queued on the
+        Onto a stream that records: CaptureStateError, nothing changed (the graph would be
+        recorded inside the new one). A hardware graph is one driver launch (``graph_launch``); a
+        software graph re-issues its operations one by one and stops at the first that fails. A
+        failure is queued on the
         stream (it surfaces at the next sync or read)."""
         g = self.graphs_by_id[graph]
         if not g.alive:
             raise ModelError("Closed", Messages.REPLAY_DESTROYED)
         s = self.streams[stream]
         if s.state.is_recording():
-            if self.hardware:
-                raise NotImplementedError("replay inside a hardware recording is not specified")
-            assert s.window is not None
-            s.window.lazy_refusals.append("replay")
-            return
+            # A graph inside another, whose memory and life nothing keeps: refused at once, on
+            # both kinds of graphs, and the recording goes on.
+            raise ModelError("CaptureState", contains="replay")
         g.replayed_on.add(stream)
         if g.hardware and fault == "graph_launch":
             s.queued.append(QueuedFailure(fault, s.window))

@@ -727,19 +727,33 @@ def test_software_write_is_refused_lazily_at_end_capture(software_device) -> Non
     assert s.capture(doubling(x)).node_count == 1
 
 
-def test_software_allocation_inside_the_window_is_legal(software_device) -> None:
+def test_a_software_window_refuses_an_allocation_the_pool_cannot_serve_as_a_driver_graph_does(
+        software_device) -> None:
+    """Software graphs sealed a window that made a new allocation, where a driver's graphs (CUDA,
+    HIP, the mock's hardware graphs) refuse its memory node: a step that passed on software
+    graphs failed on a GPU. Refused the same way now, and served from the primed pool after a
+    warmup, as there."""
     s = software_device.stream()
     x = upload(s, np.ones(N))
     out = s.alloc(4 * N)
-    s.graph_prepare()
-    s.begin_capture()
-    tmp = s.alloc(4 * N)
-    s.launch(K.scale_f32, GRID, BLOCK, [N, 3.0, x, tmp])
-    s.copy(out, tmp)
-    graph = s.end_capture()
-    tmp.free()
+
+    def step(stream) -> None:
+        tmp = stream.alloc(4 * N)
+        stream.launch(K.scale_f32, GRID, BLOCK, [N, 3.0, x, tmp])
+        stream.copy(out, tmp)
+
+    before = software_device.memory_stats()
+    with pytest.raises(CaptureRefusedError, match="made 1 new allocation.*memory node") as refused:
+        s.capture(step, warmup=0)
+    assert refused.value.cause == "memory_nodes"
     s.sync()
-    assert software_device.memory_stats()["slices_retained"] == 1
+    after = software_device.memory_stats()
+    assert (after["windows_active"], after["graphs_alive"], after["slices_in_use"]) == (
+        0, 0, before["slices_in_use"])
+    graph = s.capture(step, warmup=1)  # the warmup primes the pool: nothing new inside
+    s.sync()
+    assert software_device.memory_stats()["slices_retained"] == 1  # the step's buffer, kept by the graph
+    s.fill(out, 0)
     graph.replay()
     np.testing.assert_array_equal(f32(s, out), np.full(N, 3.0, np.float32))
 
@@ -779,16 +793,24 @@ def test_info_words_first_seen_inside_the_window(device) -> None:
         np.testing.assert_array_equal(f32(s, y), np.full(N, 2.0, np.float32))
 
 
-def test_replay_inside_a_software_window_is_refused_lazily(software_device) -> None:
-    s = software_device.stream()
+def test_a_replay_into_a_recording_is_refused_at_once_and_the_recording_seals(device) -> None:
+    """A replay onto a recording stream was accepted and failed the whole window at end_capture
+    (software: lazily; the mock's hardware graphs: the driver's graph launch), on whichever
+    stream records: refused at once now, nothing recorded, and the recording seals."""
+    s = device.stream()
     x = upload(s, np.ones(N))
     graph = s.capture(doubling(x))
-    s.graph_prepare()
-    s.begin_capture()
-    graph.replay()
-    with pytest.raises(CaptureRefusedError, match="replay"):
-        s.end_capture()
-    assert s.capture_state.variant is CaptureVariant.NO_CAPTURE and graph.alive
+    for target in (s, device.stream()):
+        target.graph_prepare()
+        target.begin_capture()
+        with pytest.raises(CaptureStateError, match="^replay: the stream records a capture.*Nothing was changed"):
+            graph.replay(target)
+        assert target.capture_state.variant is CaptureVariant.CAPTURE
+        target.fill(x, lifecore.float_bits(5.0))
+        sealed = target.end_capture()
+        assert sealed.node_count == 1 and graph.alive
+        sealed.replay()
+        np.testing.assert_array_equal(f32(target, x), np.full(N, 5.0, np.float32))
 
 
 @pytest.mark.parametrize("close", ["abort", "refuse"])

@@ -133,13 +133,19 @@ def test_an_end_that_fails_twice_leaves_the_stream_capturing_and_recoverable(moc
     s = dev.stream()
     buf = s.alloc(4 * N)
     dev.inject_fault("stream_end_capture", code, times=times)
-    with pytest.raises(CaptureRefusedError, match="still captures") as raised:
+    with pytest.raises(CaptureRefusedError, match="ending the driver capture failed") as raised:
         s.capture(lambda st: st.fill(buf, 1))
     assert raised.value.code == code
     if times <= 3:
-        # capture()'s own abort ended it: its end (or the one retry) was the first the driver accepted.
+        # capture()'s own abort ended it: its end (or the one retry) was the first the driver
+        # accepted. The error says so: it said "stays in CAPTURE ... call end_capture or
+        # abort_capture again", a call that had nothing left to end.
         assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+        assert raised.value.cause == "driver" and "stays in CAPTURE" not in str(raised.value)
+        assert "capture aborted the capture after it, which ended the driver capture" in str(raised.value)
+        assert "stream is in NO_CAPTURE" in str(raised.value)
     else:
+        assert raised.value.cause == "driver_still_capturing" and "stays in CAPTURE" in str(raised.value)
         # Never NO_CAPTURE while the driver captures, and the window is already discarded.
         assert s.capture_state.variant is CaptureVariant.CAPTURE and s.driver_capturing
         assert dev.memory_stats()["windows_active"] == 0

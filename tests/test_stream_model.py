@@ -275,11 +275,14 @@ def test_hardware_records_writes_and_replays_the_same_data():
     assert model.read(s, x) == [7.0] * 4
 
 
-def test_allocation_the_pool_cannot_serve_refuses_a_hardware_graph():
-    model, s, _ = device_with("hardware")
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_allocation_the_pool_cannot_serve_refuses_the_graph(graphs):
+    # Software graphs too: a step they sealed would fail on a driver's graphs.
+    model, s, _ = device_with(graphs)
     model.graph_prepare(s)
     model.begin_capture(s)
-    model.alloc(s, 64, new_slice=True)
+    b = model.alloc(s, 64, new_slice=True)
+    assert model.buffers[b].memory_node == (graphs == "hardware")  # software memory is real memory
     with pytest.raises(ModelError) as info:
         model.end_capture(s)
     assert (info.value.kind, info.value.contains) == ("CaptureRefused", "memory node")
@@ -370,7 +373,7 @@ def test_bad_graphs_kind_is_rejected():
     assert list(itertools.islice(iter(KERNELS), 1))
 
 
-def test_software_records_fill_and_copy_and_refuses_replay_lazily():
+def test_software_records_fill_and_copy_and_refuses_a_replay_into_the_recording_at_once():
     model, s, (x, y, _) = device_with("software")
     g = capture(model, s, lambda: model.launch(s, "axpy_f32", [4, 1.0, Ref(x), Ref(y)]))
     model.graph_prepare(s)
@@ -383,10 +386,10 @@ def test_software_records_fill_and_copy_and_refuses_replay_lazily():
     assert model.read(s, y) == [5.0] * 4
     model.graph_prepare(s)
     model.begin_capture(s)
-    model.replay(g, s)
     with pytest.raises(ModelError) as info:
-        model.end_capture(s)
-    assert (info.value.kind, info.value.contains) == ("CaptureRefused", "replay")
+        model.replay(g, s)
+    assert (info.value.kind, info.value.contains) == ("CaptureState", "replay")
+    assert model.graphs_by_id[model.end_capture(s)].node_count == 0  # the recording went on and sealed
 
 
 def test_an_info_cache_miss_while_recording_is_a_memory_node_on_hardware_only():

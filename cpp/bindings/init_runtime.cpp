@@ -516,7 +516,9 @@ void bind_buffer_graph_profile(nb::module_& m) {
   nb::class_<Graph>(m, "Graph", "A sealed capture: replay it, destroy it (also on the last reference).",
                     nb::is_weak_referenceable())
       .def("replay", [](Graph& g, Stream* stream) { g.replay(stream); }, "stream"_a = nb::none(),
-           "Re-executes exactly the recorded work on `stream` (default: the stream that captured it).")
+           "Re-executes exactly the recorded work on `stream` (default: the stream that captured it). ClosedError "
+           "once destroyed; CaptureStateError, nothing changed, while `stream` records a capture (the graph would "
+           "be recorded inside the new one).")
       .def("destroy", &Graph::destroy, nb::call_guard<GilRelease>(),
            "Waits for the graph's work, then releases its retained slices, cache pins and staging.")
       .def_prop_ro("alive", &Graph::alive, "False once destroyed (destroy(), leaving its with block, or its device closing)")

@@ -8,6 +8,20 @@
 
 namespace lifecore::runtime {
 
+namespace {
+
+// A failing warmup, a refused seal, a fault: never leave the window open. An abort that
+// cannot end the driver capture leaves the stream in CAPTURE (driver_capturing), where the
+// next end or abort from this thread ends it.
+void abort_quietly(Stream& stream) noexcept {
+  try {
+    stream.abort_capture();
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<Graph> capture_graph(Stream& stream, std::int64_t warmup, CaptureOwner owner,
                                      const std::function<void()>& pass) {
   if (warmup < 0) raise(ErrorKind::InvalidArgument, "capture: warmup must be >= 0, got " + std::to_string(warmup));
@@ -20,14 +34,13 @@ std::shared_ptr<Graph> capture_graph(Stream& stream, std::int64_t warmup, Captur
     }
     pass();
     return stream.end_capture(owner);
+  } catch (const Error& failure) {
+    abort_quietly(stream);
+    // An end that left the driver capturing said "stays in CAPTURE": the abort may have ended it.
+    if (!stream.driver_capturing()) throw Stream::after_capture_ended(failure, "capture");
+    throw;
   } catch (...) {
-    // A failing warmup, a refused seal, a fault: never leave the window open. An abort that
-    // cannot end the driver capture leaves the stream in CAPTURE (driver_capturing), where the
-    // next end or abort from this thread ends it.
-    try {
-      stream.abort_capture();
-    } catch (...) {
-    }
+    abort_quietly(stream);
     throw;
   }
 }

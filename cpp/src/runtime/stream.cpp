@@ -525,6 +525,7 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
       driver::Status status = driver_.mem_alloc(bytes, &made.ptr);
       if (status.code == driver::Code::out_of_memory && !reclaimed && !state_.is_recording()) throw OutOfDeviceMemory{};
       check_status(status);
+      if (state_.is_recording()) ++window_allocations_;  // a software window's: what a driver's graph refuses
     }
     return made;
   };
@@ -889,7 +890,13 @@ void Stream::replay(Graph& graph) {
   check_usable("replay");
   // Checked first so a destroyed graph raises at once, also inside a window that refuses replays.
   if (!graph.alive()) raise(ErrorKind::Closed, "replay: the graph was destroyed");
-  if (refuse_host_work_lazily("replay")) return;
+  // Recorded, a replay would make a graph inside the new one, whose memory and life nothing
+  // keeps for it (and a driver may refuse it only at the end): refused now, on every backend.
+  if (state_.is_recording())
+    raise(ErrorKind::CaptureState,
+          "replay: the stream records a capture, and a graph replayed into a recording would be a graph inside "
+          "another, whose memory and life lifecore does not keep for it: replay it before begin_capture or after "
+          "end_capture. Nothing was changed: the recording goes on");
   if (auto status = graph.launch_on(*this, handle_); !status.ok()) queue_failure(status);
   after_issue();
 }
@@ -974,6 +981,7 @@ void Stream::begin_capture() {
       throw;
     }
     capture_thread_ = std::this_thread::get_id();
+    window_allocations_ = 0;
   } catch (...) {
     undo_window();
     state_.abort();
@@ -1038,13 +1046,35 @@ void Stream::refuse(const std::string& message, const std::string& cause, const 
   throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
 }
 
+namespace {
+constexpr std::string_view still_capturing_words = " and the driver still captures on this stream";
+}
+
+Error Stream::after_capture_ended(const Error& failure, const char* by) {
+  std::vector<ErrorAttribute> attributes = failure.attributes();
+  bool still_capturing = false;
+  for (auto& [name, value] : attributes)
+    if (name == "cause" && std::holds_alternative<std::string>(value) &&
+        std::get<std::string>(value) == "driver_still_capturing") {
+      value = std::string("driver");
+      still_capturing = true;
+    }
+  const std::string& text = failure.message();
+  const std::size_t cut = text.find(still_capturing_words);
+  if (!still_capturing || cut == std::string::npos) return failure;
+  return Error(failure.kind(),
+               text.substr(0, cut) + "; " + by + " aborted the capture after it, which ended the driver capture: " +
+                   "nothing was sealed, and the stream is in NO_CAPTURE, ready to capture again",
+               std::move(attributes));
+}
+
 void Stream::raise_still_capturing(const char* op, const driver::Status& status, ErrorKind kind) {
   std::vector<ErrorAttribute> attributes{{"cause", std::string("driver_still_capturing")}};
   auto more = status_attributes(status);
   attributes.insert(attributes.end(), more.begin(), more.end());
   throw Error(kind,
               std::string(op) + ": ending the driver capture failed (" + driver::status_summary(status) + ", in " + status.call +
-                  ") and the driver still captures on this stream, so the stream stays in CAPTURE with its window "
+                  ")" + std::string(still_capturing_words) + ", so the stream stays in CAPTURE with its window "
                   "discarded (nothing was sealed); call end_capture or abort_capture again from thread " +
                   thread_text(capture_thread_) + " to end it",
               std::move(attributes));
@@ -1115,6 +1145,14 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
     device_->check_not_lost("end_capture");  // the failure inside was a sticky one
     throw Error(ErrorKind::CaptureRefused, message, std::move(attributes));
   }
+
+  if (window_allocations_ > 0)  // only a software recording counts them: a driver's counts its memory nodes
+    refuse("end_capture: the capture window made " + std::to_string(window_allocations_) +
+               " new allocation(s) the pool could not serve: with a driver's graphs each is a memory node, which "
+               "makes the graph un-relaunchable, so a software capture is rejected the same way (the persistent "
+               "pool should have served it: run a warmup after graph_prepare, or one more when a pass reads a "
+               "buffer its previous pass allocated, e.g. capture(fn, warmup=2))",
+           "memory_nodes");
 
   Graph::Parts parts;
   parts.device = device_;

@@ -781,6 +781,16 @@ class StreamCaptureMachine(LifecycleMachine):
         assert not g.real.alive
         self.destroyed.append(g)
 
+    @precondition(lambda self: bool(self.graphs) and self.model_state().is_recording())
+    @rule(i=PICK)
+    @counted
+    def replay_into_the_recording(self, i: int) -> None:
+        """Replays a live graph onto stream 0 while it records: refused on both (CaptureStateError),
+        nothing recorded, and the recording goes on to seal or fail as it would have."""
+        g = self.graphs[i % len(self.graphs)]
+        self.both("replay into the recording", lambda: self.model.replay(g.gid, self.sid0),
+                  lambda: g.real.replay(self.real0))
+
     @precondition(lambda self: bool(self.destroyed) and not self.model_state().is_recording())
     @rule(i=PICK)
     @counted

@@ -144,6 +144,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Whether the driver holds a capture on this stream (hardware graphs): true from a successful
   // begin until the driver's capture is known to be ended.
   bool driver_capturing() const;
+  // A failure raised while the driver still captured (cause driver_still_capturing, "the
+  // stream stays in CAPTURE"), said again for a caller whose abort after it then ended that
+  // capture (capture()): cause driver, and the stream in NO_CAPTURE, as end_capture says when
+  // its own retry ends it. Any other failure: itself.
+  static Error after_capture_ended(const Error& failure, const char* by);
   // The thread that began the recording ("" outside CAPTURE), as the standard library prints it.
   std::string capture_thread() const;
 
@@ -322,6 +327,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool dead_ = false;
   PublishedCaptureState state_;  // its mark is what the capture registry checks entries against
   std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
+  // Driver allocations made inside this window's software recording (the pool had no free
+  // slice): with a driver's graphs each would be a memory node, which end_capture refuses.
+  std::size_t window_allocations_ = 0;
   bool window_discarded_ = false;     // the driver still captures a window already discarded (ending it is all that is left)
   bool left_by_close_ = false;        // close() left that capture to capture_thread_
   // A tensor's producer made this stream join a capture of its own (see
