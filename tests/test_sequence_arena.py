@@ -714,6 +714,13 @@ def test_a_table_out_that_is_another_coordinators_arena_is_refused_and_its_kv_is
             with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the KV arena memory"):
                 c.decode_table(2, 4, out=out)
         assert (kv == 5).all()
+        with lifecore.Device(EMULATED) as elsewhere:  # a coordinator's arena on another device
+            far = make(elsewhere)
+            far_chunk = far.arena_chunks("kv")[0][2]
+            with pytest.raises(InvalidArgumentError, match=r"^block_table: argument 'out' is the KV arena memory of "
+                                                           r"a coordinator on another device"):
+                c.block_table(sessions, 4, out=far_chunk)
+            del far_chunk, far
         # Once that arena is gone, its addresses are no one's arena.
         del kv, chunk, other, out
         gc.collect()

@@ -17,6 +17,7 @@ from lifecore.errors import (CapacityError, ClosedError, InvalidArgumentError, L
 from lifecore.sequence import AdmissionCoordinator, Admitted, BackingOutcome, DecodeTable
 
 from backend_roles import EMULATED
+from numpy_views import needs_writable_views
 
 PAGE = 4096
 TPP = 16
@@ -323,6 +324,44 @@ def test_a_live_tables_memory_is_refused_to_any_other_table_writer():
         again = dev.stream().alloc(2 * 8 * 4)
         assert d.block_table([s], 8, out=again) is again
         assert kept.rows == 2
+
+
+@needs_writable_views
+def test_a_claim_follows_the_memory_a_host_view_of_a_buffer_and_a_moved_array():
+    """The claim of a table on a Buffer missed a NumPy view of that Buffer (the mock's memory is
+    host memory: the same bytes), so block_table wrote over the table through the view; and
+    the claim of a table on an array stayed on memory the array let go when it was resized,
+    refusing whatever came to live there."""
+    with lifecore.Device(EMULATED) as dev:
+        c = AdmissionCoordinator(dev, domains={"kv": 64 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                                 max_active_sequences=4)
+        a, b = open_one(c, "a", 2 * TPP), open_one(c, "b", 3 * TPP)
+        buffer = dev.stream().alloc(2 * 8 * 4)
+        table = c.decode_table(2, 8, buffer, pad=-1)
+        table.update([a, b])
+        view = np.from_dlpack(buffer).view(np.int32).reshape(2, 8)
+        with pytest.raises(InvalidArgumentError, match="is the memory of a live DecodeTable"):
+            c.block_table([b, a], 8, out=view, pad=-1)
+        with pytest.raises(InvalidArgumentError, match="is the memory of a live DecodeTable"):
+            c.decode_table(2, 8, view, pad=-1)
+        del table
+        gc.collect()
+        on_view = c.decode_table(2, 8, view, pad=-1)  # and the other way round
+        with pytest.raises(InvalidArgumentError, match="is the memory of a live DecodeTable"):
+            c.block_table([a], 8, out=buffer)
+        del on_view, view
+        gc.collect()
+    c = make()
+    s = open_one(c, "s")
+    array = np.zeros((64, 64), dtype=np.int32)
+    moved = c.decode_table(64, 64, array)
+    array.resize((256, 64), refcheck=False)  # the table's memory goes back to the allocator
+    fresh = [np.zeros((64, 64), dtype=np.int32) for _ in range(8)]  # may lie where it was
+    for out in fresh:
+        assert c.block_table([s] * 64, 64, out=out) is out
+    assert c.decode_table(64, 64).rows == 64
+    with pytest.raises(InvalidArgumentError, match="nothing was written"):  # its own next call says why
+        moved.update([s])
 
 
 def test_assign_and_clear_change_one_row():

@@ -603,32 +603,30 @@ void bind_waiters(nb::module_& m) {
              return r.wait_slice(std::nullopt, std::chrono::nanoseconds(0)) == CapacityWaitRegistration::SliceResult::retry;
            },
            "Without blocking: True once should_retry(); ClosedError if the coordinator, or its device, is closed.")
-      .def("_add_wake_fd", [](CapacityWaitRegistration& r, int fd) {
+      .def("_add_wake_fd", [](CapacityWaitRegistration& r, int fd) -> std::int64_t {
              if (fd < 0) raise(ErrorKind::InvalidArgument, "_add_wake_fd: the descriptor must not be negative");
              // The hook writes to a duplicate of its own, closed when the hook goes: a caller that
              // closes `fd` without removing the hook (a Ctrl-C lost the key) never has a wake
              // written into whatever file later gets that number.
              const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
              if (own < 0) {
-               // The process's own limit (EMFILE), as os.pipe reports it: OSError with its errno.
                const int error = errno;
                if (error == EBADF) raise(ErrorKind::InvalidArgument, "_add_wake_fd: the descriptor is not open");
-               errno = error;
-               PyErr_SetFromErrno(PyExc_OSError);
-               throw nb::python_error();
+               return -static_cast<std::int64_t>(error);  // the caller raises OSError, as os.dup would
              }
              auto wake = std::make_shared<WakeDescriptor>(own);
              // A byte on a non-blocking descriptor: no GIL, no lock, safe while the
              // interpreter shuts down. A full pipe already holds a pending wake.
-             return r.add_notify([wake]() noexcept {
+             return static_cast<std::int64_t>(r.add_notify([wake]() noexcept {
                const char byte = 1;
                while (::write(wake->fd, &byte, 1) < 0 && errno == EINTR) {}
-             });
+             }));
            },
            nb::arg("fd"),
            "Write one byte to `fd` (non-blocking) whenever the registration is signalled, cancelled or its "
-           "coordinator (or its device) closes; returns the key _remove_wake_fd takes. The hook writes to its own "
-           "duplicate of `fd`, closed once the hook is removed. For wait_async's event loop.")
+           "coordinator (or its device) closes; returns the key _remove_wake_fd takes, or -errno when the "
+           "descriptor could not be duplicated (the process's limit). The hook writes to its own duplicate of "
+           "`fd`, closed once the hook is removed. For wait_async's event loop.")
       .def("_remove_wake_fd", &CapacityWaitRegistration::remove_notify, nb::arg("key"),
            "Remove the hook _add_wake_fd returned `key` for; it is never called after this returns.")
       .def("__repr__", [](const CapacityWaitRegistration& r) {

@@ -125,6 +125,29 @@ struct DecodeTableHandle {
   }
 };
 
+// What a given array's claim asks when another writer meets it: whether the array still shows
+// the memory the table writes (an array resized behind its export lets that memory go, and
+// it may come back as anyone's). It holds the array, not the table, so the question is safe
+// if the table goes meanwhile; it runs with the interpreter lock, as every table writer does.
+std::shared_ptr<const TableClaim::StillThere> still_there(nb::handle array, std::size_t rows, std::size_t width,
+                                                          const void* data, bool reads_data_ptr) {
+  auto ask = [array = nb::borrow(array), rows, width, data, reads_data_ptr]() -> bool {
+    try {
+      if (reads_data_ptr) return reinterpret_cast<const void*>(nb::cast<std::uintptr_t>(array.attr("data_ptr")())) == data;
+      Target now;
+      if (PyObject_CheckBuffer(array.ptr())) open_buffer_protocol(array, rows, width, now, "decode_table");
+      else open_dlpack(array, rows, width, now, "decode_table");
+      return now.data == data;
+    } catch (nb::python_error& e) {
+      if (!e.matches(PyExc_Exception)) throw;  // an interrupt stays one
+      return false;
+    } catch (const Error&) {  // no longer a table of that shape: not that memory any more
+      return false;
+    }
+  };
+  return std::make_shared<const TableClaim::StillThere>(std::move(ask));
+}
+
 std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb::handle rows_arg, nb::handle width_arg,
                                                      nb::handle out, nb::handle domain, nb::handle pad_arg) {
   constexpr const char* call = "decode_table";
@@ -150,7 +173,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
     const std::size_t shape[2] = {rows, width};
     handle->table = nb::cast(nb::ndarray<nb::numpy, std::int32_t, nb::ndim<2>>(owned, 2, shape, keep));
     data = owned;
-    handle->claim = std::make_unique<TableClaim>(data, count * sizeof(std::int32_t), call);
+    handle->claim = std::make_unique<TableClaim>(data, count * sizeof(std::int32_t), call, nullptr);  // its own
   } else if (nb::isinstance<runtime::Buffer>(out)) {
     auto buffer = nb::cast<std::shared_ptr<runtime::Buffer>>(out);
     const std::size_t bytes = count * sizeof(std::int32_t);
@@ -176,7 +199,9 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
                                          " must be None, an int32 array (buffer protocol or host DLPack) or a lifecore "
                                          "Buffer, got " + type_name_of(out));
     refuse_the_arena(c, call, nullptr, handle->target->data, count * sizeof(std::int32_t));
-    handle->claim = std::make_unique<TableClaim>(handle->target->data, count * sizeof(std::int32_t), call);
+    handle->claim = std::make_unique<TableClaim>(
+        handle->target->data, count * sizeof(std::int32_t), call,
+        still_there(out, rows, width, handle->target->data, handle->reads_data_ptr));
     handle->table = nb::borrow(out);
     data = handle->target->data;
   }

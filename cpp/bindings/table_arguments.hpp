@@ -141,7 +141,13 @@ inline void refuse_the_arena(const sequence::AdmissionCoordinator& c, const char
                     "its blocks");
   };
   if (buffer) {
-    if (buffer->device() != device || !buffer->alive()) return;  // another device's; a freed one is refused by the write
+    if (!buffer->alive()) return;  // a freed one is refused by the write
+    if (buffer->device() != device) {  // another device's memory: no arena of this coordinator, maybe another's
+      if (buffer->device()->memory().shares_an_arena(buffer->ptr(call), bytes))
+        bad_out(call, "is the KV arena memory of a coordinator on another device: the table would be written over "
+                      "its blocks");
+      return;
+    }
     refuse_if_arena(buffer->ptr(call), bytes);
     return;
   }

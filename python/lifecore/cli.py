@@ -1445,8 +1445,10 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     # background) it stays so.
     sigint = (signal.signal(signal.SIGINT, _on_sigint)
               if main_thread and signal.getsignal(signal.SIGINT) is signal.default_int_handler else None)
+    # Only the main thread takes signals, and the hook is the process's: set from there alone.
     unraisable_hook = sys.unraisablehook
-    sys.unraisablehook = functools.partial(_quiet_lost_interrupt, unraisable_hook)
+    if main_thread:
+        sys.unraisablehook = functools.partial(_quiet_lost_interrupt, unraisable_hook)
     try:
         with temporary_hypothesis_storage() if args.command in HYPOTHESIS_COMMANDS else contextlib.nullcontext():
             status = int(args.func(args))
@@ -1470,7 +1472,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         _silence_stdout()
         return 141
     finally:
-        sys.unraisablehook = unraisable_hook
+        if main_thread:
+            sys.unraisablehook = unraisable_hook
         if sigterm is not None:
             signal.signal(signal.SIGTERM, sigterm)
         if sigint is not None:

@@ -274,6 +274,9 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
             # The hook writes to a duplicate of write_fd it owns: a key a Ctrl-C lost leaves a
             # hook that can never write into a file that reuses these numbers.
             key = registration._add_wake_fd(write_fd)
+            if key < 0:  # no descriptor left for the hook's copy: the process's limit, as os.pipe says it
+                error, key = -key, None
+                raise OSError(error, os.strerror(error))
             check()  # a wake between the first check and the hook
             if poll is not None or registration.cancelled:
                 timer = loop.call_later(interval, tick)
