@@ -713,6 +713,12 @@ def test_a_table_out_that_is_another_coordinators_arena_is_refused_and_its_kv_is
                 c.block_table(sessions, 4, out=out)
             with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the KV arena memory"):
                 c.decode_table(2, 4, out=out)
+        # A coordinator doing host accounting has no device of its own, but a Buffer knows its own.
+        accounting = make()
+        counted = [open_one(accounting, f"h{i}") for i in range(2)]
+        with pytest.raises(InvalidArgumentError, match=r"^block_table: argument 'out' is the KV arena memory of a "
+                                                       r"coordinator: the table would be written over its blocks"):
+            accounting.block_table([s for _, s in counted], 4, out=chunk)
         assert (kv == 5).all()
         with lifecore.Device(EMULATED) as elsewhere:  # a coordinator's arena on another device
             far = make(elsewhere)

@@ -35,6 +35,27 @@ using namespace nb::literals;
 using namespace lifecore::sequence;
 using namespace table_out;
 
+// Where a given host array shows its memory now, checked to be a [rows, width] int32 table
+// still (what the check raises, it raises). A DLPack table (a torch CPU tensor) can be resized,
+// and its memory freed, behind its export, and a buffer-protocol one too (NumPy's resize with
+// refcheck=False). A tensor that says where its data is (torch's data_ptr, decided at
+// creation) is asked; another gives a fresh export.
+void* memory_now(nb::handle table, std::size_t rows, std::size_t width, bool dlpack, bool reads_data_ptr,
+                 const char* call) {
+  Target now;
+  if (!dlpack) {
+    open_buffer_protocol(table, rows, width, now, call);
+    return now.data;
+  }
+  if (reads_data_ptr) {
+    const auto dims = nb::cast<std::vector<std::int64_t>>(table.attr("shape"));
+    check_shape(call, static_cast<std::int64_t>(dims.size()), dims.data(), rows, width);
+    return reinterpret_cast<void*>(nb::cast<std::uintptr_t>(table.attr("data_ptr")()));
+  }
+  open_dlpack(table, rows, width, now, call);
+  return now.data;
+}
+
 // The table and what keeps its memory: `table` is what Python sees.
 struct DecodeTableHandle {
   nb::object table;
@@ -81,10 +102,8 @@ struct DecodeTableHandle {
     errors_at_copy = before;
   }
 
-  // A DLPack table (a torch CPU tensor) can be resized, and its memory freed, behind its
-  // export (a buffer-protocol one too): before each call it must still show the memory the
-  // table writes. A tensor that says where its data is (torch's data_ptr, decided at
-  // creation) is asked; another gives a fresh export.
+  // A given table that says where its data is (torch's data_ptr): before each call
+  // (require_unmoved) it is asked rather than exported again (memory_now).
   bool reads_data_ptr = false;
   // Before a call changes anything: its table can take the write (runtime/stream.hpp).
   void require_writable(const char* call) const {
@@ -98,25 +117,8 @@ struct DecodeTableHandle {
   }
   void require_unmoved(const char* call) const {
     if (!target) return;
-    void* data = nullptr;
-    if (!target->capsule) {
-      // A buffer-protocol table (a NumPy array) can be resized behind its export too
-      // (ndarray.resize with refcheck=False): a fresh view must show the same memory and shape.
-      Target now;
-      open_buffer_protocol(table, core->rows(), core->width(), now, call);
-      if (now.data != target->data) raise_moved(call);
-      return;
-    }
-    if (reads_data_ptr) {
-      data = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(table.attr("data_ptr")()));
-      const auto dims = nb::cast<std::vector<std::int64_t>>(table.attr("shape"));
-      check_shape(call, static_cast<std::int64_t>(dims.size()), dims.data(), core->rows(), core->width());
-    } else {
-      Target now;
-      open_dlpack(table, core->rows(), core->width(), now, call);
-      data = now.data;
-    }
-    if (data != target->data) raise_moved(call);
+    if (memory_now(table, core->rows(), core->width(), bool(target->capsule), reads_data_ptr, call) != target->data)
+      raise_moved(call);
   }
   [[noreturn]] static void raise_moved(const char* call) {
     raise(ErrorKind::InvalidArgument, std::string(call) +
@@ -130,14 +132,11 @@ struct DecodeTableHandle {
 // it may come back as anyone's). It holds the array, not the table, so the question is safe
 // if the table goes meanwhile; it runs with the interpreter lock, as every table writer does.
 std::shared_ptr<const TableClaim::StillThere> still_there(nb::handle array, std::size_t rows, std::size_t width,
-                                                          const void* data, bool reads_data_ptr) {
-  auto ask = [array = nb::borrow(array), rows, width, data, reads_data_ptr]() -> bool {
+                                                          const Target& target, bool reads_data_ptr) {
+  auto ask = [array = nb::borrow(array), rows, width, data = target.data, dlpack = bool(target.capsule),
+              reads_data_ptr]() -> bool {
     try {
-      if (reads_data_ptr) return reinterpret_cast<const void*>(nb::cast<std::uintptr_t>(array.attr("data_ptr")())) == data;
-      Target now;
-      if (PyObject_CheckBuffer(array.ptr())) open_buffer_protocol(array, rows, width, now, "decode_table");
-      else open_dlpack(array, rows, width, now, "decode_table");
-      return now.data == data;
+      return memory_now(array, rows, width, dlpack, reads_data_ptr, "decode_table") == data;
     } catch (nb::python_error& e) {
       if (!e.matches(PyExc_Exception)) throw;  // an interrupt stays one
       return false;
@@ -201,7 +200,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
     refuse_the_arena(c, call, nullptr, handle->target->data, count * sizeof(std::int32_t));
     handle->claim = std::make_unique<TableClaim>(
         handle->target->data, count * sizeof(std::int32_t), call,
-        still_there(out, rows, width, handle->target->data, handle->reads_data_ptr));
+        still_there(out, rows, width, *handle->target, handle->reads_data_ptr));
     handle->table = nb::borrow(out);
     data = handle->target->data;
   }

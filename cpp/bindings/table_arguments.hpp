@@ -122,41 +122,42 @@ inline void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t w
   t.data = static_cast<std::int32_t*>(t.view.buf);
 }
 
-// Refuses a table `out` that is the coordinator's arena memory, or a view of it, or another
-// coordinator's on the same device: the table would be written over blocks of keys and values. `buffer`: a Buffer given as `out`; else
-// `host`, an array's memory, which on a device whose memory is host memory (the mock) may be a
-// view the arena lent: the leases that lent its first and its last byte are looked up, so a
+// Refuses a table `out` that is a coordinator's arena memory: the table would be written over
+// blocks of keys and values. `buffer`: a Buffer given as `out`, looked up among the arenas of
+// its own device (this coordinator's, named by domain, or any other's). Else `host`, an array's
+// memory, which on this coordinator's device, when its memory is host memory (the mock), may be
+// a view an arena lent: the leases that lent its first and its last byte are looked up, so a
 // view that runs past either end of a chunk is found too. A coordinator doing host accounting
-// has no arena memory to refuse.
+// has no device whose leases could have lent it.
 inline void refuse_the_arena(const sequence::AdmissionCoordinator& c, const char* call, const runtime::Buffer* buffer,
                              const void* host, std::size_t bytes) {
+  if (bytes == 0) return;
   const auto* memory = dynamic_cast<const sequence::DeviceArenaMemory*>(c.memory().get());
-  if (!memory || bytes == 0) return;
-  const std::shared_ptr<runtime::Device>& device = memory->device();
-  auto refuse_if_arena = [&](std::uint64_t address, std::uint64_t length) {
-    if (const auto d = c.arena_domain_sharing(address, length))
-      bad_out(call, "is the arena memory of domain '" + c.domain_name(*d) + "': the table would be written over its blocks");
-    if (device->memory().shares_an_arena(address, length))
-      bad_out(call, "is the KV arena memory of another coordinator on this device: the table would be written over "
-                    "its blocks");
+  auto refuse_if_arena = [&](runtime::Device& device, std::uint64_t address, std::uint64_t length) {
+    const bool this_device = memory && memory->device().get() == &device;
+    if (this_device)
+      if (const auto d = c.arena_domain_sharing(address, length))
+        bad_out(call, "is the arena memory of domain '" + c.domain_name(*d) + "': the table would be written over "
+                      "its blocks");
+    if (device.memory().shares_an_arena(address, length))
+      bad_out(call, std::string("is the KV arena memory of ") +
+                        (this_device ? "another coordinator on this device"
+                         : memory    ? "a coordinator on another device"
+                                     : "a coordinator") +
+                        ": the table would be written over its blocks");
   };
   if (buffer) {
-    if (!buffer->alive()) return;  // a freed one is refused by the write
-    if (buffer->device() != device) {  // another device's memory: no arena of this coordinator, maybe another's
-      if (buffer->device()->memory().shares_an_arena(buffer->ptr(call), bytes))
-        bad_out(call, "is the KV arena memory of a coordinator on another device: the table would be written over "
-                      "its blocks");
-      return;
-    }
-    refuse_if_arena(buffer->ptr(call), bytes);
+    if (buffer->alive()) refuse_if_arena(*buffer->device(), buffer->ptr(call), bytes);  // a freed one: the write refuses it
     return;
   }
-  if (device->driver().backend().dlpack_device_type != driver::dlpack_device::cpu) return;  // host memory is no arena
+  if (!memory) return;
+  runtime::Device& device = *memory->device();
+  if (device.driver().backend().dlpack_device_type != driver::dlpack_device::cpu) return;  // host memory is no arena
   const auto first = reinterpret_cast<std::uintptr_t>(host);
   for (const std::uintptr_t byte : {first, first + (bytes - 1)}) {  // the caller's array: no wrap
     std::size_t offset = 0;
-    const std::shared_ptr<runtime::Buffer> lent = device->leases().find(byte, 1, &offset);
-    if (lent && lent->alive()) refuse_if_arena(lent->ptr(call) + offset, 1);
+    const std::shared_ptr<runtime::Buffer> lent = device.leases().find(byte, 1, &offset);
+    if (lent && lent->alive()) refuse_if_arena(*lent->device(), lent->ptr(call) + offset, 1);
   }
 }
 

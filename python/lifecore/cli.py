@@ -589,7 +589,7 @@ def _replay_command(target: Target, examples: int, steps: int, seed: int, blob: 
 
 
 def _failure(target: Target, error: BaseException, seed: int, examples: int, steps: int,
-             failure_dir: str = ".") -> dict[str, Any]:
+             failure_dir: str) -> dict[str, Any]:
     notes = [str(n) for n in getattr(error, "__notes__", ())]
     text = "\n".join(notes)
     found = BLOB.search(text)
@@ -802,7 +802,7 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
 
 def _interrupted(interrupt: KeyboardInterrupt, target: Target, runs: _Runs, result: CheckResult, examples: int,
                  steps: int, seed: int, rules: Counter[Any], outcomes: Counter[Any],
-                 failure_dir: str = ".") -> _Interrupted:
+                 failure_dir: str) -> _Interrupted:
     """The ``_Interrupted`` for an interrupt during ``target``'s runs: its row says how far they
     got, or that a failure found there was being shrunk (or saved) and is lost, with the command
     that finds it again."""
