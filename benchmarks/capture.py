@@ -159,7 +159,8 @@ def _transformer(blocks: int, d: int = 128, heads: int = 4, vocab: int = 512) ->
             b, t, _ = x.shape
             q, k, v = (m(x).view(b, t, heads, d // heads).transpose(1, 2) for m in (self.q, self.k, self.v))
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.o(y.transpose(1, 2).reshape(b, t, d))
+            out: torch.Tensor = self.o(y.transpose(1, 2).reshape(b, t, d))
+            return out
 
     class Block(nn.Module):
         def __init__(self) -> None:
@@ -173,7 +174,8 @@ def _transformer(blocks: int, d: int = 128, heads: int = 4, vocab: int = 512) ->
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             x = self.hook_resid_pre(x)
             x = self.hook_resid_mid(x + self.hook_attn_out(self.attn(self.ln1(x))))
-            return self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
+            out: torch.Tensor = self.hook_resid_post(x + self.hook_mlp_out(self.mlp(self.ln2(x))))
+            return out
 
     class Model(nn.Module):
         def __init__(self) -> None:
@@ -186,7 +188,8 @@ def _transformer(blocks: int, d: int = 128, heads: int = 4, vocab: int = 512) ->
             x = self.embed(ids)
             for block in self.blocks:
                 x = block(x)
-            return self.head(x)
+            logits: torch.Tensor = self.head(x)
+            return logits
 
     return Model().eval()
 

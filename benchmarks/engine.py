@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import random
 import sys
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, cast
 
 import numpy as np
 
@@ -57,7 +57,7 @@ class FreeListMemory:
     def admission_may_fit(self) -> bool:
         return self.deferred_at is None or self.releases != self.deferred_at
 
-    def extend(self, handle: list, tokens: int) -> bool:
+    def extend(self, handle: list[Any], tokens: int) -> bool:
         ids = handle[0]
         if tokens <= len(ids) * BLOCK:
             return True
@@ -66,7 +66,7 @@ class FreeListMemory:
         ids.append(self.free.pop())
         return True
 
-    def extend_all(self, handles: Sequence[list], tokens: Sequence[int]) -> list[int]:
+    def extend_all(self, handles: Sequence[list[Any]], tokens: Sequence[int]) -> list[int]:
         deferred = []
         free = self.free
         for row, (handle, wanted) in enumerate(zip(handles, tokens)):
@@ -79,7 +79,7 @@ class FreeListMemory:
                 deferred.append(row)
         return deferred
 
-    def preempt(self, handle: list, candidates: Sequence[list]) -> tuple[list, bool]:
+    def preempt(self, handle: list[Any], candidates: Sequence[list[Any]]) -> tuple[list[Any], bool]:
         victims = []
         for victim in candidates:
             if self.free:
@@ -88,14 +88,14 @@ class FreeListMemory:
             victims.append(victim)
         return victims, bool(self.free)
 
-    def release(self, handle: list, completed: bool) -> None:
+    def release(self, handle: list[Any], completed: bool) -> None:
         ids = handle[0]
         ids.reverse()
         self.free.extend(ids)
         self.active -= 1
         self.releases += 1
 
-    def block_table(self, handles: Sequence[list], width: int, out: np.ndarray) -> np.ndarray:
+    def block_table(self, handles: Sequence[list[Any]], width: int, out: np.ndarray) -> np.ndarray:
         rows = out[: len(handles), :width]
         rows.fill(0)
         for row, handle in zip(rows, handles):
@@ -106,7 +106,7 @@ class FreeListMemory:
     def finish_step(self) -> None:
         pass
 
-    def abandon(self, handles: Sequence[list]) -> None:
+    def abandon(self, handles: Sequence[list[Any]]) -> None:
         for handle in handles:
             self.release(handle, False)
         self.deferred_at = None
@@ -143,7 +143,7 @@ def compare(concurrency: int, model_name: str, *, rounds: int = 5, warmup: int =
     spec, num_blocks = workload(concurrency)
     engine = Engine("tiny", dtype=torch.float32, block_size=BLOCK, num_blocks=num_blocks, max_batch=concurrency)
     model: Any = StubModel() if model_name == "stub" else engine
-    counts: dict[str, tuple] = {}
+    counts: dict[str, tuple[Any, ...]] = {}
 
     def run(side: str) -> None:
         if side == "lifecore":
@@ -200,7 +200,7 @@ def gpu_step(batch: int = 8, *, rounds: int = 15) -> Run:
     graph, _, _ = graphs.graphs[batch]
     inputs = StepInputs(graphs.tokens[:batch], graphs.pos[:batch], graphs.seq[:batch], graphs.table[:batch],
                         engine.kv.tensor)
-    side_stream = torch.cuda.Stream()
+    side_stream = cast(Any, torch.cuda).Stream()
     with torch.cuda.stream(side_stream), torch.no_grad():
         engine.model(inputs).argmax(-1)  # warmup on the capturing stream, as torch asks
     torch.cuda.synchronize()

@@ -17,7 +17,7 @@ import argparse
 import json
 import struct
 import sys
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, cast
 
 import lifecore
 from lifecore.benchmarks.harness import Run, Side, format_run, interleave
@@ -112,7 +112,7 @@ class _Torch:
         device = torch.device("cuda")
         self.x = torch.arange(ELEMENTS, dtype=torch.float32, device=device)
         self.y = torch.ones(ELEMENTS, dtype=torch.float32, device=device)
-        self.side_stream = torch.cuda.Stream()
+        self.side_stream = cast(Any, torch.cuda).Stream()
         self.graph = self._capture(self.even)
         self.y.fill_(1.0)
         self.graph.replay()

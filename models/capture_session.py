@@ -10,7 +10,7 @@ raised. Errors are ``ModelError`` (:mod:`.contract`) carrying the error kind.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from .contract import ModelError
 
@@ -271,7 +271,7 @@ class CaptureSessionModel:
             raise error
         return True
 
-    def take_step(self) -> Optional[dict]:
+    def take_step(self) -> Optional[dict[str, Any]]:
         if not self.step_open:
             return None
         ok = self.pending is None and all(r.outcome != "FAILED" for r in self.records.values()) and all(

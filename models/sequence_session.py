@@ -15,7 +15,7 @@ deterministic.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Iterable, Optional, Sequence, Union
 
 from .contract import ModelError
 
@@ -47,13 +47,13 @@ def _source_key(source: tuple[str, Optional[str]], order: dict[str, int]) -> int
 class ModelDeferred:
     coordinator: "ModelCoordinator"
     request_id: str
-    sources: list
-    epochs: list
+    sources: list[Any]
+    epochs: list[Any]
     action: str
-    blockers: list
+    blockers: list[Any]
     immediate_pages: int
     sequences: int
-    domains: list
+    domains: list[Any]
     backing_sequence: Optional[int] = None
     expected_generation: Optional[int] = None
     backing_authority_generation: Optional[int] = None  # with backing_sequence: the sequence's authority
@@ -67,9 +67,9 @@ class ModelPreemption:
     (authority, reason) of every other session given, the demand's sources whose epochs advanced,
     and whether the demand fits now."""
 
-    victims: list = field(default_factory=list)
-    skipped: list = field(default_factory=list)
-    freed_sources: list = field(default_factory=list)
+    victims: list[Any] = field(default_factory=list)
+    skipped: list[Any] = field(default_factory=list)
+    freed_sources: list[Any] = field(default_factory=list)
     satisfied: bool = False
 
 
@@ -95,7 +95,7 @@ class ModelSequence:
     sparse_id: int
     generation: int
     request_id: str
-    domains: list
+    domains: list[Any]
     pages: int
     fit_tokens: int
     fit_pages: int
@@ -117,7 +117,7 @@ class ModelAdmitted:
 
 
 class ModelCoordinator:
-    def __init__(self, *, domains: dict, page_bytes: int, tokens_per_page: int, max_active_sequences: int) -> None:
+    def __init__(self, *, domains: dict[Any, Any], page_bytes: int, tokens_per_page: int, max_active_sequences: int) -> None:
         self.page_bytes = page_bytes
         self.tokens_per_page = tokens_per_page
         self.max_active = max_active_sequences
@@ -148,14 +148,14 @@ class ModelCoordinator:
         """What a domain of ``capacity`` bytes can hand out: no more pages than its block ids."""
         return min(capacity, BLOCK_IDS * self.page_bytes)
 
-    def _bump(self, source) -> None:
+    def _bump(self, source: Any) -> None:
         self.epochs[source] += 1
         for w in list(self.waiters):
             if source in w.sources:  # signalled once: its condition has changed for good
                 w.wakes += 1
                 self.waiters.remove(w)
 
-    def _condition(self, sources) -> tuple[list, list]:
+    def _condition(self, sources: Iterable[Any]) -> tuple[list[Any], list[Any]]:
         unique = sorted(set(sources), key=lambda s: _source_key(s, self.order))
         return unique, [self.epochs[s] for s in unique]
 
@@ -172,7 +172,7 @@ class ModelCoordinator:
     def fail_next_page_allocations(self, count: int) -> None:
         self.failures_pending = count
 
-    def _allocate_physical(self, domains: list) -> bool:
+    def _allocate_physical(self, domains: list[Any]) -> bool:
         """One allocation per domain; the first that fails gives back the ones before it."""
         for i, _ in enumerate(domains):
             if self.failures_pending > 0:
@@ -182,8 +182,8 @@ class ModelCoordinator:
                 return False
         return True
 
-    def _physical_deferral(self, request_id: str, observed: int, pages: int, sequences: int, names: list,
-                           **backing) -> ModelDeferred:
+    def _physical_deferral(self, request_id: str, observed: int, pages: int, sequences: int, names: list[Any],
+                           **backing: Any) -> ModelDeferred:
         return ModelDeferred(self, request_id, [PHYSICAL], [observed], "WAIT_FOR_RELEASE",
                              [("PHYSICAL_MEMORY_UNAVAILABLE", PHYSICAL)], pages, sequences, list(names), **backing)
 
@@ -212,7 +212,8 @@ class ModelCoordinator:
         which = "the domain is" if len(self.total) == 1 else "the domains are"
         return ModelError("InvalidArgument", f"{call}: unknown capacity domain '{name}' ({which} {known})")
 
-    def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int, domains=None):
+    def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int,
+              domains: Optional[Sequence[str]] = None) -> "Union[ModelAdmitted, ModelDeferred, ModelRejected]":
         if prompt_tokens <= 0:
             raise ModelError("InvalidArgument", "prompt_tokens must be positive")
         if fit_tokens < prompt_tokens:
@@ -307,7 +308,7 @@ class ModelCoordinator:
         fit = (deferred.immediate_pages if deferred.fit_pages is None else deferred.fit_pages) * self.page_bytes
         return any(fit > self.total[n] for n in deferred.domains)
 
-    def preempt_for(self, deferred: ModelDeferred, sessions: list, limit: Optional[int] = None) -> "ModelPreemption":
+    def preempt_for(self, deferred: ModelDeferred, sessions: list[Any], limit: Optional[int] = None) -> "ModelPreemption":
         """Preemption by recompute, in the sessions' order: abort and close a session that
         returns a source the demand waits on and aborts; every other session is skipped with the
         reason: another coordinator's, the deferral's own sequence, one whose sources cannot be
@@ -348,7 +349,7 @@ class ModelCoordinator:
             if authority == own:
                 out.skipped.append((authority, "the sequence that asked to grow"))
                 continue
-            sources: list = []
+            sources: list[Any] = []
             try:
                 session.write_release_capacity_sources(sources)
             except ModelError as error:
@@ -381,9 +382,9 @@ class ModelCoordinator:
 @dataclass
 class ModelWaiter:
     coordinator: ModelCoordinator
-    sources: list
-    observed: list
-    registered: list
+    sources: list[Any]
+    observed: list[Any]
+    registered: list[Any]
     wakes: int = 0
     closed: bool = False
     cancelled: bool = False  # nothing signals it any more
@@ -546,7 +547,7 @@ class ModelSession:
         self.active_frame: Optional[int] = None
         self.flights: dict[int, str] = {}
         self.retired = self.committed = self.discarded = 0
-        self.receipt: Optional[dict] = None
+        self.receipt: Optional[dict[Any, Any]] = None
         self.seq.hold()
 
     # -- checks --
@@ -573,7 +574,7 @@ class ModelSession:
     def quiescent(self) -> bool:
         return self.active_frame is None and not self.flights
 
-    def _finish(self, outcome: str) -> dict:
+    def _finish(self, outcome: str) -> dict[Any, Any]:
         self.phase = COMPLETED if outcome == "COMPLETED" else ABORTED
         self.receipt = dict(outcome=outcome, retired=self.retired, committed=self.committed,
                             discarded=self.discarded, generation=self.current.generation)
@@ -584,7 +585,7 @@ class ModelSession:
     def sequence_authority(self) -> tuple[int, int]:
         return (self.seq.sparse_id, self.seq.generation)
 
-    def write_release_capacity_sources(self, out: list) -> None:
+    def write_release_capacity_sources(self, out: list[Any]) -> None:
         self._require_handle("write_release_capacity_sources")
         self._require_active("write_release_capacity_sources")
         # A release bumps the physical-memory source too (_release): its ids go back to the arenas.
@@ -653,7 +654,7 @@ class ModelSession:
             raise ModelError("StaleAuthority", "stale backing generation")
         return self.coordinator.register_waiter(deferred)
 
-    def request_cancel(self) -> dict:
+    def request_cancel(self) -> dict[Any, Any]:
         self._require_handle("request_cancel")
         self._require_active("request_cancel")
         if self.phase == POISONED:
@@ -661,21 +662,21 @@ class ModelSession:
         self.phase = CANCEL_REQUESTED
         return dict(active_frame=self.active_frame, flights=sorted(self.flights.items()))
 
-    def try_complete(self) -> dict:
+    def try_complete(self) -> dict[Any, Any]:
         self._require_handle("try_complete")
         self._require_open("try_complete")
         if not self.quiescent or self.retired == 0:
             raise ModelError("SessionState", "try_complete: not quiescent or nothing retired")
         return self._finish("COMPLETED")
 
-    def try_abort(self) -> dict:
+    def try_abort(self) -> dict[Any, Any]:
         self._require_handle("try_abort")
         self._require_active("try_abort")
         if self.phase == OPEN or not self.quiescent:
             raise ModelError("SessionState", "try_abort: open or not quiescent")
         return self._finish("ABORTED")
 
-    def try_abort_if_quiescent(self) -> dict:
+    def try_abort_if_quiescent(self) -> dict[Any, Any]:
         self._require_handle("try_abort_if_quiescent")
         self._require_active("try_abort_if_quiescent")
         if self.phase == POISONED or not self.quiescent:

@@ -112,12 +112,14 @@ def f32(value: float) -> float:
 
 def f32_from_bits(bits: int) -> float:
     """The float32 whose IEEE-754 bit pattern is ``bits`` (a u32)."""
-    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+    value: float = struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+    return value
 
 
 def f32_bits(value: float) -> int:
     """The IEEE-754 bit pattern (u32) of ``value`` rounded to float32."""
-    return struct.unpack("<I", struct.pack("<f", f32(value)))[0]
+    bits: int = struct.unpack("<I", struct.pack("<f", f32(value)))[0]
+    return bits
 
 
 # --------------------------------------------------------------------------------------------
@@ -798,7 +800,7 @@ class DeviceModel:
         elif kernel == "add_f32":
             if len(args) != len(spec.params):
                 raise ModelError("TypeMismatch")
-            op = LaunchOp(kernel, int(args[0]), 0.0, slots[0], slots[1], slots[2])  # type: ignore[arg-type, call-overload]
+            op = LaunchOp(kernel, int(args[0]), 0.0, slots[0], slots[1], slots[2])  # type: ignore[call-overload]
         else:
             if len(args) != len(spec.params):
                 raise ModelError("TypeMismatch")

@@ -261,6 +261,12 @@ def _set_state(cls, state):
      "state[0] (domains)[0]' must be a DomainUsage"),
     ("CapacitySnapshot", ((), 2, 1, 0, 0, 0), lifecore.InvalidArgumentError, "active_sequences (2) exceeds"),
     ("CapacitySnapshot", ((), 0, 2**32, 0, 0, 0), lifecore.LifecoreOverflowError, "max_active_sequences"),
+    # Accepted before: reports no coordinator could make, as a coordinator refuses to be made.
+    ("DomainUsage", ("", 0, 0, 8, 0), lifecore.InvalidArgumentError, "a domain needs a name"),
+    ("DomainUsage", ("kv", 0, 0, 0, 0), lifecore.InvalidArgumentError, "maximum_bytes is 0"),
+    ("CapacitySnapshot", ((), 0, 1, 0, 0, 0), lifecore.InvalidArgumentError, "it has no domains"),
+    ("CapacitySnapshot", lambda: ((_set_state(_core.sequence.DomainUsage, ("kv", 0, 4, 8, 0)),), 0, 0, 0, 0, 0),
+     lifecore.InvalidArgumentError, "max_active_sequences is 0"),
     ("CapacityDemand", (2, 16, 1, ()), lifecore.LifecoreOverflowError, "state[0] (sequences)"),
     ("CapacityDemand", (1, 16, 1, ((0, "kv", 4096), (1, "kv", 4096))), lifecore.InvalidArgumentError,
      "domain 'kv' appears twice"),

@@ -468,6 +468,18 @@ def test_a_view_dimension_past_63_bits_is_an_overflow_naming_the_shape(stream):
     assert buf.views == 0
 
 
+def test_a_view_shape_with_a_zero_says_it_covers_no_bytes_whatever_its_other_dimensions(stream):
+    # Before: (2**62, 0) was refused as holding more than the buffer's bytes (the check ran
+    # dimension by dimension, before the zero).
+    buf = stream.alloc(64)
+    for shape in ((2**62, 0), (0, 2**62), (0, 16), (3, 2**40, 0)):
+        with pytest.raises(InvalidArgumentError, match="^view: the shape covers 0 bytes, the buffer holds 64"):
+            buf.view("int16", shape)
+    with pytest.raises(InvalidArgumentError, match="^view: the shape holds more than the buffer's bytes"):
+        buf.view("int16", (2**62, 1))
+    assert buf.views == 0
+
+
 @pytest.mark.parametrize("pair", [(True, False), (1, True)])
 def test_dlpack_pairs_refuse_bools(stream, pair):
     buf = stream.alloc(16)

@@ -374,6 +374,29 @@ def test_preemption_never_picks_a_session_of_another_coordinator():
     assert theirs.phase == SessionPhase.OPEN
 
 
+def _preempt_paused_at_a_candidate(c, d, candidates, meanwhile):
+    """preempt_for on a thread, paused at its first candidate while ``meanwhile()`` runs."""
+    result = {}
+
+    def run():
+        try:
+            result["report"] = preempt_for(c, d, candidates)
+        except BaseException as error:  # noqa: BLE001 - reported to the test thread
+            result["error"] = error
+
+    _core._sequence_pause_arm("candidate_looked_at")
+    try:
+        thread = threading.Thread(target=run)
+        thread.start()
+        assert _core._sequence_pause_wait(10), "preempt_for never reached its pause point"
+        meanwhile()
+    finally:
+        _core._sequence_pause_resume()
+    thread.join(10)
+    assert result.get("report") is not None, result
+    return result["report"]
+
+
 @pytest.mark.time_limit(30)
 def test_a_candidate_its_owner_closes_during_preemption_is_skipped_and_the_victims_reported():
     """preempt_for runs without the GIL, so a candidate's owner may close it between its look
@@ -383,30 +406,43 @@ def test_a_candidate_its_owner_closes_during_preemption_is_skipped_and_the_victi
     _, victim = open_one(c, prompt=16, fit=16, name="victim")
     d = c.admit("new", 32, 32)
     assert isinstance(d, AdmissionDeferred)
-    result = {}
-
-    def run():
-        try:
-            result["report"] = preempt_for(c, d, [closed_meanwhile, victim])
-        except BaseException as error:  # noqa: BLE001 - reported to the test thread
-            result["error"] = error
-
-    _core._sequence_pause_arm("candidate_looked_at")
-    try:
-        thread = threading.Thread(target=run)
-        thread.start()
-        assert _core._sequence_pause_wait(10), "preempt_for never reached its pause point"
-        closed_meanwhile.close()  # its owner ends it while the pass looks at it
-    finally:
-        _core._sequence_pause_resume()
-    thread.join(10)
-    report = result.get("report")
-    assert report is not None, result
+    # its owner ends it while the pass looks at it
+    report = _preempt_paused_at_a_candidate(c, d, [closed_meanwhile, victim], closed_meanwhile.close)
     assert [a for a, _ in report.skipped] == [closed_meanwhile.sequence_authority]
     assert "closed" in report.skipped[0][1]
     assert report.victims == [victim.sequence_authority] and report.satisfied
     assert victim.phase == SessionPhase.ABORTED and victim.closed
     assert c.capacity().used_bytes == {"kv": 0} and c.holders() == []
+
+
+@pytest.mark.time_limit(30)
+@pytest.mark.parametrize("change", ["closed", "framed"])
+def test_a_requester_gone_during_preemption_stops_the_pass_before_a_victim(change):
+    """A backing deferral whose sequence closes (or holds other pages) while the pass runs is
+    stale from then on: the pass aborts nobody for it, and says why for each candidate left."""
+    c = make(pages=3)
+    adm_long, long = open_one(c, prompt=32, fit=48, name="long")
+    _, v1 = open_one(c, prompt=16, fit=16, name="v1")
+    d = long.try_ensure_backing_covers(48).deferred
+    assert d is not None
+
+    def meanwhile():
+        if change == "closed":
+            long.close()  # the requester's owner ends it while the pass looks at a victim
+            adm_long.resources.close()
+        else:
+            long.acquire_frame().commit()  # ... or it runs a frame: its pages, and its demand, stay
+
+    report = _preempt_paused_at_a_candidate(c, d, [v1], meanwhile)
+    if change == "closed":
+        assert report.victims == [] and v1.phase == SessionPhase.OPEN and not v1.closed
+        assert [a for a, _ in report.skipped] == [v1.sequence_authority]
+        assert "the sequence that asked to grow is gone" in report.skipped[0][1]
+        assert c.capacity().used_bytes == {"kv": PAGE}  # v1's page: only the requester's came back
+    else:
+        assert report.victims == [v1.sequence_authority]  # the same demand: still worth a victim
+    v1.close()
+    long.close()
 
 
 def test_sources_name_their_coordinator():
@@ -761,6 +797,33 @@ def test_a_cancel_or_close_between_prepare_and_publish_refuses_the_publish(pause
     s.close()
     adm.resources.close()
     assert c.capacity().used_bytes == {"kv": 0} and c.page_memory_stats()["live_extents"] == 0
+
+
+@pytest.mark.time_limit(30)
+@pytest.mark.parametrize("closing", ["coordinator", "device"])
+def test_an_extension_prepared_before_a_close_is_refused_after_it(paused_extension, closing):
+    # Before: the extension published its pages after close() had returned (step answered
+    # EXTENDED with two more blocks) although an extension after a close raises ClosedError.
+    with lifecore.Device(EMULATED) as dev:
+        c = make(pages=8, device=dev)
+        adm, s = open_one(c, prompt=16, fit=64)
+        thread, result = _extend_in_thread(s, 48)
+        assert _core._sequence_pause_wait(10), "the extension never reached its pause point"
+        (c if closing == "coordinator" else dev).close()
+        assert c.closed
+        _core._sequence_pause_resume()
+        thread.join(10)
+        error = result.get("error")
+        assert isinstance(error, ClosedError), result
+        assert "try_ensure_backing_covers" in str(error)
+        # Refused and rolled back: the sequence holds its one page, the prepared ones went back.
+        assert s.backing.pages == 1 and s.backing.generation == 1
+        assert c.capacity().used_bytes == {"kv": PAGE}
+        if closing == "coordinator":
+            assert c.page_memory_stats()["live_extents"] == 1
+        s.close()
+        adm.resources.close()
+        assert c.capacity().used_bytes == {"kv": 0}
 
 
 @pytest.mark.time_limit(30)

@@ -59,6 +59,14 @@ def test_readme_and_examples_pass_mypy_strict(mypy_work: Path):
     assert "Success: no issues found" in result.stdout
 
 
+def test_the_installed_package_passes_mypy_strict(mypy_work: Path):
+    # Its own modules, the reference models, the state machines and the benchmarks it ships:
+    # a user's mypy follows lifecore's types into all of them.
+    result = check_typing.run_mypy_on_package(mypy_work)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Success: no issues found" in result.stdout
+
+
 def test_the_check_sees_lifecore_types(mypy_on: MypyOn):
     result = mypy_on("wrong.py",
         "from lifecore.sequence import AdmissionCoordinator, FrameHold\n"

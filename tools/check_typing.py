@@ -1,11 +1,14 @@
-"""Type-check the README's python examples and examples/*.py with ``mypy --strict``.
+"""Type-check the README's python examples and examples/*.py (or, with ``--package``, the installed
+package itself) with ``mypy --strict``.
 
 Each ```python block of README.md becomes one module; blocks of one ``##`` section are joined
 in order (a block may use what an earlier block of its section defined), as tests/test_readme.py
 runs them. Every block is checked, those marked ``# needs a GPU`` too: types do not need a
-device. Prints mypy's report; the exit status is mypy's (0: no errors).
+device. Prints mypy's report; the exit status is mypy's (0: no errors). With ``--package`` it
+checks the installed package's own source instead.
 
     python tools/check_typing.py
+    python tools/check_typing.py --package
 """
 
 from __future__ import annotations
@@ -79,7 +82,29 @@ def run_mypy(extra: list[str] | None = None, cache_dir: Path | None = None) -> s
         return result
 
 
+def run_mypy_on_package(cache_dir: Path) -> subprocess.CompletedProcess[str]:
+    """mypy --strict over the installed lifecore package itself (its modules, the reference
+    models, the state machines and the benchmarks it ships), from the running interpreter. An
+    ignore comment that a torch or NumPy version other than the pinned one no longer needs is
+    not an error here (``--no-warn-unused-ignores``): the package is checked as users have it."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    config = cache_dir / "mypy-package.ini"
+    config.write_text("[mypy]\nuntyped_calls_exclude = torch\n[mypy-torch.*]\nignore_missing_imports = True\n",
+                      encoding="utf-8")
+    without_torch = ["--allow-subclassing-any"] if importlib.util.find_spec("torch") is None else []
+    command = [sys.executable, "-m", "mypy", "--strict", "--no-warn-unused-ignores", "--config-file", str(config),
+               *without_torch, "--cache-dir", str(cache_dir / "package-cache"), "-p", "lifecore"]
+    # Run from the cache folder: the installed package is checked, never a source tree beside it.
+    return subprocess.run(command, capture_output=True, text=True, cwd=cache_dir)
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--package"]:
+        with tempfile.TemporaryDirectory() as fresh:
+            result = run_mypy_on_package(Path(fresh))
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        return result.returncode
     result = run_mypy(sys.argv[1:])
     sys.stdout.write(result.stdout)
     sys.stderr.write(result.stderr)

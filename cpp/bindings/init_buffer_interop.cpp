@@ -2,6 +2,7 @@
 // array interface, typed views and the buffer-protocol copies Stream.read_into / write.
 // Translation only: the core lends the memory (runtime::BufferLease); this file builds the
 // structures the consumers read.
+#include <algorithm>
 #include <limits>
 #include <cstring>
 #include <optional>
@@ -97,10 +98,15 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
       n = std::numeric_limits<long long>::min();  // refused as negative below
     }
     if (n < 0) raise(ErrorKind::InvalidArgument, "view: a dimension is negative: " + nb::cast<std::string>(nb::str(dim)));
-    if (n != 0 && count > buffer->nbytes() / static_cast<std::uint64_t>(n))
+    view.shape.push_back(n);
+  }
+  // A zero anywhere makes the shape empty, however large the others (so it says 0 bytes below).
+  if (std::find(view.shape.begin(), view.shape.end(), 0) != view.shape.end()) count = 0;
+  for (const std::int64_t n : view.shape) {
+    if (count == 0) break;
+    if (count > buffer->nbytes() / static_cast<std::uint64_t>(n))  // the product would pass the bytes
       raise(ErrorKind::InvalidArgument, "view: the shape holds more than the buffer's bytes");
     count *= static_cast<std::uint64_t>(n);
-    view.shape.push_back(n);
   }
   if (count * item != buffer->nbytes())
     raise(ErrorKind::InvalidArgument, "view: the shape covers " + std::to_string(count * item) +

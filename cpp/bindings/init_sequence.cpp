@@ -452,7 +452,10 @@ void bind_admission_answers(nb::module_& m) {
       .def_ro("request_id", &AdmissionDeferred::request_id, "The request id the decision was taken for.")
       .def_ro("immediate", &AdmissionDeferred::immediate,
               "The CapacityDemand that must fit now: the prompt for an admission, the added pages for an extension.")
-      .def_ro("fit", &AdmissionDeferred::fit, "The CapacityDemand at the request's fit_tokens.")
+      .def_ro("fit", &AdmissionDeferred::fit,
+              "For an admission, the CapacityDemand at the request's fit_tokens (what must fit in each domain's "
+              "total, free or not); for an extension, the added pages again, as immediate (the pages it "
+              "already holds are its own).")
       .def_ro("blockers", &AdmissionDeferred::blockers, "The CapacityBlockers: every reason it did not fit.")
       .def_ro("action", &AdmissionDeferred::action, "What to do about it (a DeferralAction).")
       .def_ro("wait_condition", &AdmissionDeferred::wait_condition,

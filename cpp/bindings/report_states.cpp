@@ -135,6 +135,10 @@ template <>
 DomainUsage report_from_state<DomainUsage>(nb::handle state) {
   const StateReader r(state, "DomainUsage", {"name", "used_bytes", "total_bytes", "maximum_bytes", "epoch"});
   DomainUsage u{r.text(0), r.count(1), r.count(2), r.count(3), r.count(4)};
+  // What a coordinator refuses to be made with: a domain without a name, or one that can never
+  // hold a page (a page is at least a byte).
+  if (u.name.empty()) r.refuse("a domain needs a name");
+  if (u.maximum_bytes == 0) r.refuse("maximum_bytes is 0: the domain could never hold a page");
   if (u.used_bytes > u.total_bytes)
     r.refuse("used_bytes (" + std::to_string(u.used_bytes) + ") exceeds total_bytes (" + std::to_string(u.total_bytes) + ")");
   if (u.total_bytes > u.maximum_bytes)
@@ -170,6 +174,8 @@ CapacitySnapshot report_from_state<CapacitySnapshot>(nb::handle state) {
   s.slots_epoch = r.count(3);
   s.release_epoch = r.count(4);
   s.physical_epoch = r.count(5);
+  if (s.domains.empty()) r.refuse("it has no domains (a coordinator has at least one)");
+  if (s.max_active_sequences == 0) r.refuse("max_active_sequences is 0 (a coordinator admits at least one)");
   return s;
 }
 

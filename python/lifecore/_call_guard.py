@@ -187,7 +187,7 @@ def _type_name(value: Any) -> str:
     return type(value).__name__
 
 
-def _arguments(args: tuple, kwargs: Optional[dict]) -> list[tuple[Optional[int], Optional[str], Any]]:
+def _arguments(args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]]) -> list[tuple[Optional[int], Optional[str], Any]]:
     out: list[tuple[Optional[int], Optional[str], Any]] = [(i, None, v) for i, v in enumerate(args)]
     out += [(None, k, v) for k, v in (kwargs or {}).items()]
     return out
@@ -202,7 +202,7 @@ def takes_numbers(func: Any) -> bool:
     return any(_number_only(p) for o in _overloads_of(func) for p in o.positional + o.keyword_only)
 
 
-def check_bools(func: Any, args: tuple, kwargs: Optional[dict]) -> None:
+def check_bools(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]]) -> None:
     """Raises LifecoreTypeError when a bool is given for a parameter that every overload types
     as a number (True is not a count)."""
     overloads = _overloads_of(func)
@@ -230,7 +230,7 @@ def _integer(value: Any) -> Optional[int]:
         return None
 
 
-def _index_failure(func: Any, args: tuple, kwargs: Optional[dict]) -> Optional[BaseException]:
+def _index_failure(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]]) -> Optional[BaseException]:
     """What an argument's own ``__index__`` raised, other than TypeError (which says it is no
     integer), where a parameter of some overload takes an int: the caller's error, passed on
     as the runtime's own integer arguments pass it."""
@@ -268,8 +268,8 @@ def _out_of_range(value: Any) -> bool:
     return number is not None and not (0 <= number < 2**31)
 
 
-def _explain_overload(func: Any, overload: _Overload, args: tuple,
-                      kwargs: Optional[dict]) -> Optional[BaseException]:
+def _explain_overload(func: Any, overload: _Overload, args: tuple[Any, ...],
+                      kwargs: Optional[dict[Any, Any]]) -> Optional[BaseException]:
     label = _label(func)
     if len(args) > len(overload.positional) and not overload.star_args:
         return LifecoreTypeError(f"{label}: takes at most {len(overload.positional)} positional arguments "
@@ -344,7 +344,7 @@ def name_operation(func: Any, error: BaseException) -> None:
     error.args = (text,)
 
 
-def explain(func: Any, args: tuple, kwargs: Optional[dict], error: BaseException) -> Optional[BaseException]:
+def explain(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]], error: BaseException) -> Optional[BaseException]:
     """The lifecore error for nanobind's "incompatible function arguments" ``error`` raised by
     ``func`` (or its "no constructor defined" raised by calling a class that lifecore creates
     itself), or None when ``error`` is something else (it then passes through unchanged)."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Container, Iterable
 from typing import Any, Optional
 
-from ._torch_recompute import recomputing
+from ._torch_recompute import discovering, recomputing
 from .errors import CaptureSessionError
 
 CALL_MARK = "#"
@@ -109,6 +109,8 @@ class CalledForward(Calls):
         self.intervening: set[int] = set()
 
     def __call__(self, module: Any, args: Any, output: Any) -> Any:
+        if discovering():
+            return None  # a discovery's forward is no call of the step's
         if recomputing():
             # Which call a backward runs again is not known: an observed call is passed over,
             # but an intervention a call applied cannot be applied again to the right call.
@@ -137,6 +139,8 @@ class CalledRouting(Calls):
 
     def select(self, scores: Any, top_k: int) -> Any:
         """As :meth:`lifecore.torch.RoutingHook.select`, for the call now made."""
+        if discovering():
+            return self.route(scores, top_k, policy=self.policy)  # a discovery's forward: no control asked for
         if recomputing():
             if any(getattr(h, "controlled", False) for h in self.hooks.values()):
                 raise_routing_recompute(self.path)

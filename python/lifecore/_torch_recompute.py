@@ -8,9 +8,18 @@ gradients are those of the forward that was captured. Autograd numbers each back
 (a graph task) and reports -1 outside one; torch's own module trackers read the same number.
 It cannot tell a recompute from another forward run inside a backward (a module called from a
 tensor hook): every forward while a backward runs on the thread is taken for one.
+
+A discovery's forward (``discover()``, or the one :func:`lifecore.torch.capture` runs before the
+captured forward) is no step either: while one runs on the thread, every hook lifecore placed
+(an ``attach``'s observers, interventions, call counts and routing) stands aside, so a session
+attached to the model neither observes it nor applies an intervention in it.
 """
 
 from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator
 
 import torch
 
@@ -21,3 +30,31 @@ _graph_task_id = getattr(torch._C, "_current_graph_task_id", None)
 def recomputing() -> bool:
     """True while autograd runs a backward on this thread (a forward then is a recompute)."""
     return _graph_task_id is not None and _graph_task_id() != -1
+
+
+class _Discovering(threading.local):
+    active = False  # read on every hook call: a class default, no lookup miss
+
+
+_DISCOVERING = _Discovering()
+
+
+def discovering() -> bool:
+    """True while a discovery's forward runs on this thread."""
+    return _DISCOVERING.active
+
+
+def passed_over() -> bool:
+    """True for a forward no session observes: a recompute, or a discovery's forward."""
+    return _DISCOVERING.active or (_graph_task_id is not None and _graph_task_id() != -1)
+
+
+@contextmanager
+def discovery_forward() -> Iterator[None]:
+    """Marks the thread's forwards as a discovery's while the block runs (nested blocks keep it)."""
+    before = _DISCOVERING.active
+    _DISCOVERING.active = True
+    try:
+        yield
+    finally:
+        _DISCOVERING.active = before

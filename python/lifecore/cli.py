@@ -69,8 +69,8 @@ class CheckResult:
     passed: bool
     detail: str
     lifecycle: str = ""
-    rules: Counter = field(default_factory=Counter)
-    outcomes: Counter = field(default_factory=Counter)
+    rules: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
     failure: Optional[dict[str, Any]] = None
     # What a passing row must not hide (a run that tested almost nothing), also after the table.
     warnings: list[str] = field(default_factory=list)

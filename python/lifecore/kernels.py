@@ -44,7 +44,8 @@ def float_bits(value: SupportsFloat) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):  # NumPy's bool is no Real
         raise LifecoreTypeError(f"float_bits: argument 'value' must be a float, got {type(value).__name__}")
     try:
-        return struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        bits: int = struct.unpack("<I", struct.pack("<f", float(value)))[0]
+        return bits
     except (OverflowError, struct.error):  # OverflowError: an int too large for a C double
         raise LifecoreOverflowError(f"float_bits: argument 'value' is outside the float32 range, got {value}") from None
 

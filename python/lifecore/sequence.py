@@ -318,9 +318,10 @@ class PreemptionReport:
     skipped: list[tuple[Authority, str]] = field(default_factory=list)
     """``(Authority, reason)`` for each candidate not picked, in the candidates' order: another
     coordinator's, the sequence that asked to grow, holding none of the capacity waited for, not
-    quiescent, terminal or closed, or not looked at once the demand fit, ``limit`` was reached or
-    the demand waits for growth. Every candidate given is a victim or in here (a session given
-    twice is a victim once, then skipped as closed)."""
+    quiescent, terminal or closed, not looked at once the demand fit, ``limit`` was reached or
+    the demand waits for growth, or not aborted once the sequence that asked to grow went (or
+    came to hold other pages) during the pass. Every candidate given is a victim or in here (a
+    session given twice is a victim once, then skipped as closed)."""
     freed_sources: list[CapacitySource] = field(default_factory=list)
     """The deferral's sources whose epochs advanced: capacity that actually came back."""
     satisfied: bool = False
@@ -347,7 +348,8 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     ``StaleAuthorityError`` for a deferral of another coordinator, or for a backing deferral
     whose sequence is gone (nobody waits on its demand any more) or holds other pages than when
     it was deferred (the demand is not what it needs: extend again, and preempt for the deferral
-    that answers),
+    that answers); a requester that goes during the pass is asked about again before each abort,
+    and from then on no candidate is aborted (each is in ``skipped``, the deferral stale),
     ``InvalidArgumentError`` for a negative limit.
     """
     if not isinstance(coordinator, AdmissionCoordinator):
@@ -374,7 +376,7 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
             f"got {type(candidates).__name__}") from None
     # Every candidate is checked (candidates[i] must be a SequenceSession) before anything
     # changes; the pass itself runs in the core.
-    core_pass = _core_sequence._preempt_for  # type: ignore[attr-defined]  # private: stubs list public names
+    core_pass = _core_sequence._preempt_for  # private to this module
     victims, receipts, skipped, freed, satisfied = core_pass(coordinator, deferred, pool, limit)
     return PreemptionReport(victims, receipts, skipped, freed, satisfied)
 

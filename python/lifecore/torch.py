@@ -44,9 +44,10 @@ import hashlib
 import sys
 import threading
 import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from fnmatch import fnmatchcase
-from typing import Any, Optional, Union
+from typing import Any, Optional, Union, cast
 
 try:
     import torch
@@ -87,7 +88,7 @@ from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute, split_call
 from ._torch_hooks import PlacedHooks
-from ._torch_recompute import recomputing
+from ._torch_recompute import discovering, discovery_forward, passed_over, recomputing
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
@@ -321,6 +322,8 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     runs; ``axis_kinds`` of the wrong length for the output, or a kind the example's extent
     contradicts, ``InvalidArgumentError`` after it."""
     _require_module(model, "discover")
+    if identity is not None and not isinstance(identity, str):  # named as discover's, not the discovery's
+        raise LifecoreTypeError(f"discover: argument 'identity' must be a str or None, got {type(identity).__name__}")
     _check_axes("discover", batch_axis=batch_axis, sequence_axis=sequence_axis)
     _check_output_index(output_index, "discover")
     logits = _logit_paths(logits, model, "discover")
@@ -363,7 +366,7 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
                     problems.setdefault(name, _selection_problem(output, index, name))
 
             placed.forward(module, record)
-        with torch.no_grad():
+        with torch.no_grad(), discovery_forward():  # a session attached to the model stands aside
             model(*example_args, **example_kwargs)
     finally:
         placed.remove_all()
@@ -468,7 +471,10 @@ class RoutingHook:
         """Expert ids and coefficients for ``scores`` [rows, experts]. In a forward run again in
         backward (activation checkpointing) it routes by the policy where no control was ever in
         force here, and raises ``CaptureSessionError`` where one was: a routing control applies
-        once per step, so a recompute could not be sure to route as the captured forward did."""
+        once per step, so a recompute could not be sure to route as the captured forward did.
+        In a discovery's forward it routes by the policy, and no control is asked for."""
+        if discovering():
+            return route(scores, top_k, policy=self.policy)
         if recomputing():
             if self.controlled:
                 raise_routing_recompute(self.path)
@@ -558,27 +564,27 @@ class TorchAttachment:
         return where
 
     def _check(self, hooked: dict[str, tuple[str, Optional[int]]],
-               routed: dict[str, tuple[str, Optional[int]]]) -> None:
+               routed: dict[str, tuple[str, Optional[int]]], caller: str) -> None:
         for module in sorted({m for m, _ in routed.values()}):
             if not callable(getattr(self._modules[module], "set_routing_hook", None)):
-                raise InvalidArgumentError(f"module {module} does not take a routing hook")
+                raise InvalidArgumentError(f"{caller}: module {module} does not take a routing hook")
         for suffix, points, whole in (("", hooked, self._hooks), (ROUTING_SUFFIX, routed, self._routed)):
             plain = {m for m, call in points.values() if call is None} | set(whole)
             per_call = {m for m, call in points.values() if call is not None} | {
                 p[: len(p) - len(suffix)] for p in self._counted if (p.endswith(ROUTING_SUFFIX) == bool(suffix))}
             for module in sorted(plain & per_call):
-                raise InvalidArgumentError(f"the session names module {module!r} both as one point "
+                raise InvalidArgumentError(f"{caller}: the session names module {module!r} both as one point "
                                            f"({module}{suffix}) and per call ({call_path(module, 0)}{suffix}, ...)")
         for point, (module, call) in sorted({**hooked, **routed}.items()):
             expected = self._calls.get(module)
             if expected is None:
                 continue
             if call is not None and call >= expected:
-                raise InvalidArgumentError(f"{point} names call {call} of {module!r}, but calls= gives it "
+                raise InvalidArgumentError(f"{caller}: {point} names call {call} of {module!r}, but calls= gives it "
                                            f"{expected} calls (0 to {expected - 1})")
             if call is None and expected > 1:
                 raise InvalidArgumentError(
-                    f"the session names {module!r} as one point, but calls= says it is called {expected} times per "
+                    f"{caller}: the session names {module!r} as one point, but calls= says it is called {expected} times per "
                     f"forward: a point observes one call, so name them {call_path(module, 0)} to "
                     f"{call_path(module, expected - 1)} (as discover does)")
 
@@ -586,7 +592,7 @@ class TorchAttachment:
         """Hooks ``targets`` (checked first, so a bad path hooks nothing new); errors name ``caller``."""
         routed = self._where((t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)), caller)
         hooked = self._where((t for t in targets if not t.endswith(ROUTING_SUFFIX)), caller)
-        self._check(hooked, routed)
+        self._check(hooked, routed, caller)
         for path in sorted(hooked):
             module, call = hooked[path]
             intervenes = path in intervened
@@ -640,28 +646,18 @@ class TorchAttachment:
             self._placed.forward(self._model, self._counting[1])
 
     def _start_counts(self) -> None:
-        if recomputing():
-            return  # a recompute of the whole model counts nothing: the forward's count stands
+        if passed_over():
+            return  # a recompute (or a discovery) of the whole model counts nothing: the forward's count stands
         for counted in self._counted.values():
             counted.count = 0
 
     def _end_counts(self) -> None:
-        if recomputing():
+        if passed_over():
             return
         short = [problem for _, counted in sorted(self._counted.items()) if (problem := counted.shortfall())]
         self._start_counts()  # calls made directly after this forward count from zero again
         if short:
             raise CaptureSessionError("; ".join(short))
-
-    def _counts(self) -> dict[str, int]:
-        """The calls counted so far in the forward under way, per counted hook."""
-        return {key: counted.count for key, counted in self._counted.items()}
-
-    def _resume(self, counts: Mapping[str, int]) -> None:
-        """Carries on counting from ``counts`` (of an attachment this one replaces mid-forward)."""
-        for key, count in counts.items():
-            if key in self._counted:
-                self._counted[key].count = count
 
     def sync(self) -> None:
         """Hooks the targets of an intervention plan enabled since the last sync."""
@@ -726,9 +722,11 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         # The session's observer is itself the hook: no Python frame of ours per forward, the
         # path resolved once. A plain tensor output is observed as is; anything else goes
         # through selected() (a container's element, or the error naming what is missing).
-        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected, recomputing=recomputing)
+        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected, recomputing=passed_over)
 
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
+        if discovering():
+            return None  # a discovery's forward: nothing observed, nothing applied
         tensor = selected(output)
         if recomputing():  # observed already; what was applied then is applied again
             replacement = reintervene(backend, path, tensor)
@@ -742,6 +740,11 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
 
     observe_then_intervene.applied = False  # type: ignore[attr-defined]  # whether it ever replaced an output
     return observe_then_intervene
+
+
+# The attachments made, weakly: attach refuses a session already attached to the same model.
+_LIVE_ATTACHMENTS: "weakref.WeakSet[TorchAttachment]" = weakref.WeakSet()
+_LIVE_ATTACHMENTS_LOCK = threading.Lock()
 
 
 def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
@@ -758,7 +761,9 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     them more or fewer times raises ``CaptureSessionError``, naming the module and the counts.
     A module it does not name must reach the highest call the session names, and calls past
     that pass unobserved. ``calls`` that contradict the session (a call past the count, a module
-    called several times named as one point) or the model raise ``InvalidArgumentError`` here.
+    called several times named as one point) or the model raise ``InvalidArgumentError`` here,
+    as does a session already attached to ``model`` by an attachment not detached yet (each
+    point would be observed twice per forward).
 
     A forward that autograd runs again in backward (activation checkpointing) observes nothing
     and applies again what the forwards applied at each point to a tensor of its shape
@@ -809,7 +814,15 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
         {s.path for s in session.plan.plan.selections} | {op.target for op in operations})
     made: list[TorchAttachment] = []  # the attachment, as soon as it exists
     try:
-        attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made)
+        with _LIVE_ATTACHMENTS_LOCK:  # the check and the new attachment's entry, as one
+            for live in _LIVE_ATTACHMENTS:
+                if live._session is session and live._model is model and not live._detached:
+                    raise InvalidArgumentError(
+                        f"attach: the session is already attached to this {type(model).__name__} (an attachment "
+                        f"not detached yet): a second would observe and intervene at every point twice in each "
+                        f"forward. Nothing was placed; detach the first, or attach another session")
+            attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made)
+            _LIVE_ATTACHMENTS.add(attachment)
         if keep is not None:
             keep.append(attachment)
         attachment._hook(targets, {op.target for op in operations}, "attach")
@@ -835,7 +848,7 @@ DEFAULT_TOP_K = 10
 #: How many leading elements the ``"preview"`` transform keeps.
 DEFAULT_PREVIEW = 16
 
-_TRANSFORMS = {
+_TRANSFORMS: dict[str, Callable[[], CaptureTransform]] = {
     "summary": CaptureTransform.summary,
     "tensor": CaptureTransform.full_tensor,
     "top_k": lambda: CaptureTransform.top_candidates(DEFAULT_TOP_K),
@@ -1057,7 +1070,10 @@ def _on_limit(on_limit: Union[str, OnLimit], call: str) -> OnLimit:
     policies = {"skip": OnLimit.SKIP, "fail": OnLimit.FAIL}
     if isinstance(on_limit, str) and on_limit in policies:
         return policies[on_limit]
-    raise InvalidArgumentError(f"{call}: argument 'on_limit' must be 'skip', 'fail' or an OnLimit, got {on_limit!r}")
+    message = f"{call}: argument 'on_limit' must be 'skip', 'fail' or an OnLimit, got {on_limit!r}"
+    if not isinstance(on_limit, str):  # a wrong type, as capture.limits() says it
+        raise LifecoreTypeError(message)
+    raise InvalidArgumentError(message)
 
 
 def _first_tensor(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Optional[torch.Tensor]:
@@ -1142,19 +1158,6 @@ def _for_discovery(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
             {key: copied(repr(key), value) for key, value in kwargs.items()})
 
 
-class _CaptureThread(threading.local):
-    """What the :func:`capture` blocks of one thread share. A block's discovery runs the
-    model once more: while it runs, every block's pre-hook and drain step aside (``discovering``)
-    and the blocks already attached (``attached``) are detached, so nothing observes or drains
-    the discovery's forward, and nested blocks (on one model or on a module inside another)
-    each capture the real forward."""
-
-    def __init__(self) -> None:
-        self.discovering = False
-        self.attached: list[ModelCapture] = []
-
-
-_THREAD = _CaptureThread()
 
 
 class _OpenBlocks:
@@ -1204,10 +1207,12 @@ class ModelCapture:
     hooked module called by itself after the forward; a forward that autograd runs again in
     backward (activation checkpointing) is the captured one, and is not observed again.
     Blocks may nest (on one model, or on a module inside another block's model): each captures
-    the one real forward, and no block observes another's discovery forward.
+    the one real forward, and no block observes another's discovery forward, nor does a
+    session attached to the model (:func:`attach`): lifecore's hooks stand aside while a
+    discovery's forward runs (so does :func:`discover`'s own forward).
     Leaving the block removes every hook and drains a step a failed forward left. The
-    discovery's forward is a forward like any other (hooks of your own on the model see it
-    too), with the random state put back after it so that the captured forward draws what a
+    discovery's forward is otherwise a forward like any other (hooks of your own on the model
+    see it too), with the random state put back after it so that the captured forward draws what a
     forward without the block would, on deep copies of the arguments a forward
     could change (any but tensors and plain values: a KV cache object the caller or
     ``generate()`` passes, say), so the captured forward gets them as they were passed: give
@@ -1304,7 +1309,7 @@ class ModelCapture:
         # torch registers a with_kwargs pre-hook as a plain one first: a forward on another thread
         # in that window calls it without kwargs, and must still be refused below.
         kwargs = {} if kwargs is None else kwargs
-        if _THREAD.discovering or recomputing():
+        if passed_over():
             return  # a discovery's own forward (this block's or another's), or a recompute in backward
         if threading.get_ident() != self._thread:
             # The hooks live on the model, for every thread: another thread's forward would be
@@ -1332,40 +1337,25 @@ class ModelCapture:
         self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
         self._attachment = _attach(session, self._model, self._backend, None, self._output_index, self._calls,
                                    keep=self._attachments)
-        _THREAD.attached.append(self)
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
 
     def _discover(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CaptureDiscovery:
-        """The discovery's forward, with the other blocks of this thread stepped aside (their
-        hooks detached, attached again after it)."""
-        paused = [block for block in _THREAD.attached if block._attachment is not None]
-        counts = []  # a paused block's forward is under way: its calls go on counting after
-        for block in paused:
-            counts.append(block._attachment._counts())  # type: ignore[union-attr]
-            block._attachment.detach()  # type: ignore[union-attr]
-        _THREAD.discovering = True
-        try:
-            args, kwargs = _for_discovery(self._call, args, kwargs)
-            # The random state is put back after it: the captured forward draws (noise, sampling,
-            # an eval-mode dropout of the model's own) what a forward without the block would.
-            cuda = [torch.cuda.current_device()] if torch.cuda.is_available() and torch.cuda.is_initialized() else []
-            with torch.random.fork_rng(devices=cuda):
-                # Admitted for this one forward: every axis is the extent it has in it.
-                return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
-                                 sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
-                                 capabilities=None, output_index=self._output_index, symbolic=False,
-                                 why_none=self._why_none)
-        finally:
-            _THREAD.discovering = False
-            for block, counted in zip(paused, counts):
-                block._attachment = _attach(block._session, block._model,  # type: ignore[arg-type]
-                                            block._backend, None, block._output_index, block._calls,
-                                            keep=block._attachments)
-                block._attachment._resume(counted)
+        """The discovery's forward. Every hook lifecore placed on the thread's models (other
+        blocks', an ``attach``'s) stands aside while it runs (``discovery_forward``)."""
+        args, kwargs = _for_discovery(self._call, args, kwargs)
+        # The random state is put back after it: the captured forward draws (noise, sampling,
+        # an eval-mode dropout of the model's own) what a forward without the block would.
+        cuda = [torch.cuda.current_device()] if torch.cuda.is_available() and cast(Any, torch.cuda).is_initialized() else []
+        with torch.random.fork_rng(devices=cuda):
+            # Admitted for this one forward: every axis is the extent it has in it.
+            return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
+                             sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
+                             capabilities=None, output_index=self._output_index, symbolic=False,
+                             why_none=self._why_none)
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
-        if not _THREAD.discovering and not recomputing():  # a discovery's forward is no capture
+        if not passed_over():  # a discovery's forward is no capture
             self._drain()
 
     def _drain(self) -> None:
@@ -1400,8 +1390,6 @@ class ModelCapture:
         # Each step below is safe to repeat.
         self._placed.remove_all()
         self._let_go_of_model()
-        if self in _THREAD.attached:
-            _THREAD.attached.remove(self)
         for attachment in self._attachments:
             attachment.detach()
         self._attachments.clear()

@@ -723,6 +723,11 @@ void AdmissionCoordinator::close() {
   close_locked();
 }
 
+void AdmissionCoordinator::require_open(const char* operation) {
+  std::lock_guard<std::recursive_mutex> lock(mutex_);
+  require_open_locked(operation);
+}
+
 bool AdmissionCoordinator::closed() const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   return closed_ || config_.memory->closed();

@@ -8,6 +8,20 @@
 #include "lifecore/sequence/pause_points.hpp"
 
 namespace lifecore::sequence {
+namespace {
+
+// Whether the sequence that asked to grow still holds the pages it held when deferred.
+bool requester_unchanged(const AdmissionCoordinator& coordinator, const BackingDeferralContext& backing,
+                         const std::string& request_id) {
+  try {
+    return coordinator.held_pages(backing.sequence_authority, request_id) == backing.held_pages;
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::StaleAuthority) throw;
+    return false;
+  }
+}
+
+}  // namespace
 
 PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const AdmissionDeferred& deferred,
                               const std::vector<SequenceSession*>& candidates, std::optional<std::size_t> limit) {
@@ -87,6 +101,14 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
       continue;
     }
     pause_points::reach(pause_points::Point::candidate_looked_at);
+    // The requester may have closed (or grown) since the pass began: asked again before each
+    // abort, so no victim is aborted for a demand nobody waits on.
+    if (deferred.backing && !requester_unchanged(coordinator, *deferred.backing, deferred.request_id)) {
+      stopped = "preempt_for: not aborted, the sequence that asked to grow is gone or holds other pages than when "
+                "it was deferred (the deferral is stale)";
+      out.skipped.push_back({authority, stopped});
+      continue;
+    }
     TerminalReceipt receipt;
     try {
       receipt = session->try_abort_if_quiescent();

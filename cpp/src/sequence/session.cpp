@@ -334,10 +334,16 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
   pause_points::reach(pause_points::Point::extension_prepared);
 
   std::shared_ptr<const BackingSnapshot> replaced;  // destroyed after the lock is released
+  bool closed_meanwhile = false;
   {
     std::lock_guard<SessionLock> lock(s.mutex);
     if (s.handle_closed || !s.active_locked() || s.phase != SessionPhase::open) {
       // fall through to the rollback below, then report why
+    } else if (coordinator->closed()) {
+      // Closed since the ids were taken: an extension published now would land after close
+      // returned. Asked under the session's lock, so one that passes is published before any
+      // reader after close sees the session.
+      closed_meanwhile = true;
     } else if (s.current != seen) {
       decision.outcome = (tokens <= s.current->tokens() && pages <= s.current->pages()) ? BackingOutcome::current
                                                                                        : BackingOutcome::retry_required;
@@ -359,6 +365,7 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
     }
   }
   prepared.reset();  // rollback: physical first, then the logical claim (which wakes waiters)
+  if (closed_meanwhile) coordinator->require_open(op);  // raises: a coordinator never reopens
   if (decision.reason.empty()) {
     std::lock_guard<SessionLock> lock(s.mutex);
     require_handle(s, op);

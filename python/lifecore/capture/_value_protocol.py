@@ -69,14 +69,14 @@ _BOUND: dict[str, str] = {
 }
 
 
-def _rebuild(cls: Any, factory: str, args: tuple, kwargs: dict) -> Any:
+def _rebuild(cls: Any, factory: str, args: tuple[Any, ...], kwargs: dict[Any, Any]) -> Any:
     """What a pickle of a capture value calls: the public constructor (or, for a transform, its
     factory), so a value read back is checked as any argument is."""
     build: Callable[..., Any] = getattr(cls, factory) if factory else cls
     return build(*args, **kwargs)
 
 
-def _arguments(value: Any) -> tuple[str, tuple, dict]:
+def _arguments(value: Any) -> tuple[str, tuple[Any, ...], dict[Any, Any]]:
     """How ``value`` is built again: its factory ("" for the constructor), the positional and
     the keyword arguments. Its fields, compared and hashed, are the same arguments."""
     if type(value).__name__ == "CaptureTransform":

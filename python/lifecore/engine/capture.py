@@ -68,7 +68,7 @@ class EngineCapture:
     model: Transformer
     options: CaptureOptions
     session: CaptureSession = field(init=False)
-    records: list = field(default_factory=list)  # (phase, prediction, selection id, payload or None)
+    records: list[Any] = field(default_factory=list)  # (phase, prediction, selection id, payload or None)
     captured: int = 0
     skipped: int = 0
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from numbers import Integral
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ from .scheduler import LifecoreMemory, Request, Running, Scheduler, Stats
 __all__ = ["Engine", "Result"]
 
 PAD_REQUEST = "lifecore-engine-padding"
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -211,14 +212,15 @@ class Engine:
             if capture is not None:
                 capture.begin(prefill, self._iteration)
             with torch.no_grad():
-                logits = self.model(inputs)
+                logits: torch.Tensor = self.model(inputs)
             completed = True
         finally:
             # Drained whatever ended the forward (a Ctrl-C as begin returned included); a
             # forward that raised never finished its interventions (see EngineCapture.end).
             if capture is not None and capture.session.step_pending:
                 capture.end(completed=completed)
-        return logits[last].argmax(-1).tolist()
+        chosen: list[int] = logits[last].argmax(-1).tolist()
+        return chosen
 
     def prefill(self, requests: Sequence[Request], table: np.ndarray) -> list[int]:
         """Runs the prompts (and any tokens a preempted request already generated) of
@@ -346,7 +348,7 @@ class Engine:
         capture hooks), with nothing closed."""
         self._alone("Engine.close: a generate is running on this engine; close it once that returns", self._close)
 
-    def _alone(self, refusal: str, work: Callable[[], Any]) -> Any:
+    def _alone(self, refusal: str, work: Callable[[], _T]) -> _T:
         """``work()`` with the engine marked as running it, or RuntimeError(``refusal``) when a
         generate or close runs. A mark cleared in a ``finally`` if it is still this call's, not
         a lock held: a Ctrl-C as a lock's acquire returned, before a ``try``, would keep that

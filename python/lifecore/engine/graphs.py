@@ -22,7 +22,7 @@ guarantees then cover the window and the stream, not torch's intermediates.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -50,7 +50,7 @@ class DecodeGraphs:
     def __init__(self, model: Transformer, kv: torch.Tensor, stream: Any, *, max_batch: int, width: int,
                  pad_block: int):
         self.model, self.kv, self.stream, self.width = model, kv, stream, width
-        self.torch_stream = torch.cuda.ExternalStream(stream.handle, device=kv.device)
+        self.torch_stream: Any = cast(Any, torch.cuda).ExternalStream(stream.handle, device=kv.device)
         size = buckets(max_batch)[-1]
         device = kv.device
         self.tokens = torch.zeros(size, dtype=torch.int64, device=device)

@@ -47,10 +47,10 @@ class KVCache:
         self.tensor = arena if arena is not None else torch.zeros(shape, dtype=dtype, device=device)
         self.on_arena = arena is not None
 
-    def _arena(self, dtype: torch.dtype, device: torch.device | str, shape: tuple) -> Optional[torch.Tensor]:
+    def _arena(self, dtype: torch.dtype, device: torch.device | str, shape: tuple[Any, ...]) -> Optional[torch.Tensor]:
         """The coordinator's arena as the cache tensor, when its pages live on ``device``."""
         try:
-            raw = torch.from_dlpack(self.coordinator.arena(DOMAIN))
+            raw = torch.utils.dlpack.from_dlpack(self.coordinator.arena(DOMAIN))
         except Exception:  # host accounting has no arena to export: the engine allocates
             return None
         wanted = torch.device(device)

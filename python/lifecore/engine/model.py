@@ -112,7 +112,8 @@ class Block(nn.Module):
         rows = x.shape[0]
         q, k, v = self.qkv(self.ln_attn(x)).view(rows, 3, self.heads, self.head_dim).unbind(1)
         x = x + self.proj(paged_attention(q, k, v, self.index, inputs).reshape(rows, -1))
-        return x + self.out(F.gelu(self.fc(self.ln_mlp(x))))
+        out: torch.Tensor = x + self.out(F.gelu(self.fc(self.ln_mlp(x))))
+        return out
 
 
 class Transformer(nn.Module):
@@ -146,4 +147,5 @@ class Transformer(nn.Module):
         x = self.embed(inputs.tokens) + self.positions(inputs.pos)
         for layer in self.layers:
             x = layer(x, inputs)
-        return self.lm_head(self.ln_final(x))
+        logits: torch.Tensor = self.lm_head(self.ln_final(x))
+        return logits

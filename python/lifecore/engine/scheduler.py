@@ -127,7 +127,7 @@ class LifecoreMemory:
     def __init__(self, coordinator: AdmissionCoordinator, kv: KVCache):
         self.coordinator, self.kv = coordinator, kv
         self.waiter: Any = None  # the registration of the deferred head of the queue
-        self.frames: list = []
+        self.frames: list[Any] = []
 
     def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int) -> tuple[str, Any]:
         decision = self.coordinator.admit(request_id, prompt_tokens, fit_tokens)
@@ -257,8 +257,8 @@ class Scheduler:
 
     def _table(self, running: Sequence[Running], tokens: int) -> np.ndarray:
         width = self.model.table_width(-(-tokens // self.block_size))
-        return self._timed(self.memory.block_table, [r.handle for r in running], width, self.table)[
-            : len(running), :width]
+        table: np.ndarray = self._timed(self.memory.block_table, [r.handle for r in running], width, self.table)
+        return table[: len(running), :width]
 
     def iteration(self) -> None:
         stats, memory = self.stats, self.memory

@@ -152,7 +152,8 @@ class CaptureSessionMachine(LifecycleMachine):
         routing_op=st.sampled_from([None, "plain", "evidence"]),
         physical=st.sampled_from([None, None, 200, 10**6]),
     )
-    def setup(self, chosen, max_predictions, budgets, on_limit, scale_op, routing_op, physical):
+    def setup(self, chosen: list[tuple[str, str, int, int, bool]], max_predictions: int, budgets: str, on_limit: str,
+              scale_op: Optional[str], routing_op: Optional[str], physical: Optional[int]) -> None:
         """Admits a random plan on both (one to four selections, budgets at one of ``BUDGET_LEVELS``,
         fail or skip, an optional physical limit), opens the session and, when drawn, enables a scale
         and an expert-exclusion intervention."""
@@ -166,7 +167,7 @@ class CaptureSessionMachine(LifecycleMachine):
             sel = CaptureSelection(f"sel{i}", path, TRANSFORMS[transform], schedule=schedule, slices=slices)
             selections.append(sel)
             width = VOCAB if path == "logits" else D_MODEL
-            floors = tuple(self._floor(sel, (1, seq, width)) for seq in (PROMPT, 1))
+            floors = (self._floor(sel, (1, PROMPT, width)), self._floor(sel, (1, 1, width)))
             model_selections.append(model.Selection(
                 sel.id, path, model.Schedule(not decode_only, True, first, None, every),
                 model.envelope(sel.id, path, path, 3), floors=floors))
@@ -179,10 +180,10 @@ class CaptureSessionMachine(LifecycleMachine):
             model_ops.append(model.Operation("scale", "blocks.1.mlp", model.Schedule(),
                                              evidence=None if evidence is None else model.Usage()))
         if routing_op:
-            evidence = 4 if routing_op == "evidence" else None
-            ops.append(interventions.exclude_experts("route", ROUTER, [3], evidence=evidence))
+            candidates = 4 if routing_op == "evidence" else None
+            ops.append(interventions.exclude_experts("route", ROUTER, [3], evidence=candidates))
             model_ops.append(model.Operation("route", ROUTER, model.Schedule(), routing=True,
-                                             capture_original=evidence is not None))
+                                             capture_original=candidates is not None))
         # Every step reserves the selections' and the operations' envelopes: the room a budget
         # level leaves is above both.
         envelopes = sum((s.envelope for s in model_selections), model.Usage()) + sum(
@@ -220,7 +221,7 @@ class CaptureSessionMachine(LifecycleMachine):
         note(f"plan: {[(s.id, s.path, s.transform.kind) for s in selections]}, ops: {[o.id for o in ops]}")
 
     # -- helpers ---------------------------------------------------------------------------
-    def _enable(self, ops: list) -> None:
+    def _enable(self, ops: list[Any]) -> None:
         """Admits and enables ``ops`` on the session (nothing when there are none)."""
         if ops:
             self.session.enable_interventions(InterventionPlan(ops).admit(self.discovery, self.session), self.backend)
@@ -270,7 +271,7 @@ class CaptureSessionMachine(LifecycleMachine):
     # -- rules -----------------------------------------------------------------------------
     @rule(data=st.data())
     @counted
-    def begin_step(self, data):
+    def begin_step(self, data: st.DataObject) -> None:
         """Begins a step at a drawn prediction and phase (mostly the next prediction in its own phase,
         wrong ones included), on both: the refusals (a step still open, a routing control pending, a
         prediction out of range or in the wrong phase, envelopes over budget) must agree."""
@@ -285,7 +286,7 @@ class CaptureSessionMachine(LifecycleMachine):
     @precondition(lambda self: not self.model.step_open and self.model.next_prediction < self.model.max_predictions)
     @rule()
     @counted
-    def begin_next_step(self):
+    def begin_next_step(self) -> None:
         """Begins the next prediction's step in its own phase (prefill at 0, decode after), when no step
         is open and predictions remain, on both."""
         prediction = self.model.next_prediction
@@ -297,28 +298,28 @@ class CaptureSessionMachine(LifecycleMachine):
     @precondition(lambda self: self.model.step_open)
     @rule()
     @counted
-    def take_open_step(self):
+    def take_open_step(self) -> None:
         """``take_step`` while a step is open."""
         self.take_step()
 
     @precondition(lambda self: self.model.step_open)
     @rule(path=st.sampled_from(PATHS), shape_ok=st.sampled_from([True] * 5 + [False]))
     @counted
-    def observe_in_step(self, path, shape_ok):
+    def observe_in_step(self, path: str, shape_ok: bool) -> None:
         """``observe`` while a step is open, mostly with the right shape."""
         self.observe(path, shape_ok)
 
     @precondition(lambda self: self.model.step_open)
     @rule(path=st.sampled_from(PATHS))
     @counted
-    def intervene_in_step(self, path):
+    def intervene_in_step(self, path: str) -> None:
         """``intervene`` while a step is open."""
         self.intervene(path)
 
     @precondition(lambda self: self.model.step_open)
     @rule(data=st.data())
     @counted
-    def run_hook(self, data):
+    def run_hook(self, data: st.DataObject) -> None:
         """What a forward hook does: observe, then intervene, at every point in order."""
         for path in PATHS[:3]:
             if data.draw(st.booleans(), label=f"hook at {path}"):
@@ -327,7 +328,7 @@ class CaptureSessionMachine(LifecycleMachine):
 
     @rule(path=st.sampled_from(PATHS), shape_ok=st.booleans())
     @counted
-    def observe(self, path, shape_ok):
+    def observe(self, path: str, shape_ok: bool) -> None:
         """Observes ``path`` (with a wrong shape when ``shape_ok`` is false) on both: whether the backend
         is called, and the refusals, must agree; a point with nothing to capture, or a call that breaks
         a session rule, must not call the backend."""
@@ -361,7 +362,7 @@ class CaptureSessionMachine(LifecycleMachine):
 
     @rule(path=st.sampled_from(PATHS))
     @counted
-    def intervene(self, path):
+    def intervene(self, path: str) -> None:
         """Runs the interventions at ``path`` on a tensor of the step's shape, on both: whether a
         replacement is produced, and the refusals (no open step, a point run twice in a step,
         intervene before observe), must agree."""
@@ -385,7 +386,7 @@ class CaptureSessionMachine(LifecycleMachine):
     @precondition(lambda self: self.has_scale)
     @rule(path=st.sampled_from(["blocks.1.mlp"] * 3 + PATHS), same_phase=st.sampled_from([True] * 3 + [False]))
     @counted
-    def reintervene(self, path, same_phase):
+    def reintervene(self, path: str, same_phase: bool) -> None:
         """A recompute in backward at ``path`` (mostly where the plan scales) of a tensor shaped as
         in the step's phase (or, now and then, the other), on both: whether an operation a
         forward of that shape applied applies again, and the refusal where forwards of that
@@ -401,7 +402,7 @@ class CaptureSessionMachine(LifecycleMachine):
     @precondition(lambda self: self.has_routing or self.has_scale)
     @rule()
     @counted
-    def finish_interventions(self):
+    def finish_interventions(self) -> None:
         """Calls ``finish_interventions`` on both: refused alike when no step is open, a routing control
         is pending, or a scheduled intervention did not complete."""
         self.both("finish_interventions", self.model.finish_interventions, self.session.finish_interventions)
@@ -409,7 +410,7 @@ class CaptureSessionMachine(LifecycleMachine):
     @precondition(lambda self: self.has_routing)
     @rule(rows=st.sampled_from([0, 1, PROMPT, 2**63]))
     @counted
-    def routing_control(self, rows):
+    def routing_control(self, rows: int) -> None:
         """Asks for the router's routing control for ``rows`` token rows (0, 1, the prompt's, or far too
         many), on both: whether a control is handed out, and the refusals, must agree. A control
         handed out fixes the rows ``routing_applied`` reports."""
@@ -422,7 +423,7 @@ class CaptureSessionMachine(LifecycleMachine):
 
     @rule(with_original=st.booleans())
     @counted
-    def routing_applied(self, with_original):
+    def routing_applied(self, with_original: bool) -> None:
         """Reports a routing result at the router (with or without the original decision) for the rows
         of the last control handed out, on both: an unsolicited or unmatched result, a missing
         original and an evidence budget must be refused alike."""
@@ -439,7 +440,7 @@ class CaptureSessionMachine(LifecycleMachine):
     @precondition(lambda self: self.has_routing)
     @rule()
     @counted
-    def routing_failed(self):
+    def routing_failed(self) -> None:
         """Reports that the router's selector failed (with an over-long, non-ASCII message), on both:
         the pending control's operation, or the point's scheduled routing operations, fail; the
         outcomes must agree."""
@@ -448,7 +449,7 @@ class CaptureSessionMachine(LifecycleMachine):
 
     @rule()
     @counted
-    def take_step(self):
+    def take_step(self) -> None:
         """Takes the step on both (None when no step is open): the prediction, step and cumulative
         usage, each record's outcome, reason, budget and charge, and each intervention's outcome and
         charge must agree; messages fit 256 bytes, and every record's JSON (an operation's too) fits
@@ -491,20 +492,20 @@ class CaptureSessionMachine(LifecycleMachine):
 
     @rule()
     @counted
-    def checkpoint(self):
+    def checkpoint(self) -> None:
         """Checkpoints the session on both (refused alike inside a step, with a routing control pending,
         or after a step that did not complete): the prediction agrees, the checkpoint has stored
         bytes, and it is kept for ``restore``."""
         r = self.both("checkpoint", self.model.checkpoint, lambda: self.session.checkpoint(self.discovery))
         if not r.kind:
             assert r.actual.prediction == r.expected.prediction and r.actual.has_step == r.expected.has_step
-            assert self.session.checkpoint_storage_bytes(self.discovery) > 0
+            assert (self.session.checkpoint_storage_bytes(self.discovery) or 0) > 0
             self.checkpoints.append((r.actual, r.expected))
 
     @precondition(lambda self: bool(self.checkpoints))
     @rule(data=st.data(), prepare_only=st.booleans())
     @counted
-    def restore(self, data, prepare_only):
+    def restore(self, data: st.DataObject, prepare_only: bool) -> None:
         """Restores a kept checkpoint on both, or prepares a restore and drops it (which changes
         nothing); a checkpoint of another session (the parent, after a fork) is refused alike. A
         restore republishes no step, moves to the model's next prediction and refunds nothing."""
@@ -523,7 +524,7 @@ class CaptureSessionMachine(LifecycleMachine):
 
     @rule(max_predictions=st.sampled_from([None, 2, 8]))
     @counted
-    def fork(self, max_predictions):
+    def fork(self, max_predictions: Optional[int]) -> None:
         """Forks the session at a step boundary (optionally with a new prediction limit) on both: the
         child starts with the parent's cumulative usage, and the machine goes on with the child."""
         r = self.both("fork", lambda: self.model.fork(max_predictions),
@@ -535,7 +536,7 @@ class CaptureSessionMachine(LifecycleMachine):
 
     # -- invariants ------------------------------------------------------------------------
     @invariant()
-    def usage_matches_model_and_never_decreases(self):
+    def usage_matches_model_and_never_decreases(self) -> None:
         """Checks that the session's cumulative usage is the model's and never decreases (no refund,
         across restores and forks)."""
         if not hasattr(self, "model"):
@@ -546,7 +547,7 @@ class CaptureSessionMachine(LifecycleMachine):
         self.last_cumulative = usage
 
     @invariant()
-    def position_matches_model(self):
+    def position_matches_model(self) -> None:
         """Checks the session's position against the model's after every step, refused calls
         included (a refusal changes nothing): the next prediction, whether a step waits to be
         taken, whether the boundary can be a checkpoint, and the current step's usage."""
@@ -558,7 +559,7 @@ class CaptureSessionMachine(LifecycleMachine):
         assert _usage(self.session.step_usage()) == self.model.ledger.step
 
     @invariant()
-    def exported_json_within_charges(self):
+    def exported_json_within_charges(self) -> None:
         """Checks, for the step last taken, that every record's JSON, selection or operation, fits
         the encoded bytes it was charged, and that all of them together fit the step's encoded
         usage: what a session exports is bounded by its ledger."""
@@ -573,7 +574,7 @@ class CaptureSessionMachine(LifecycleMachine):
         assert exported <= step.step_usage.encoded_bytes, (exported, step.step_usage)
 
     @invariant()
-    def no_limit_exceeded(self):
+    def no_limit_exceeded(self) -> None:
         """Checks that neither the cumulative usage nor the current step's usage is over the plan's
         limits."""
         if not hasattr(self, "model"):

@@ -68,8 +68,15 @@ def _step(x: Any, y: Any) -> Any:
     return body
 
 
+def _variant(stream: Any) -> CaptureVariant:
+    """The stream's capture variant now (read afresh: a call may have moved it)."""
+    variant: CaptureVariant = stream.capture_state.variant
+    return variant
+
+
 def _expected(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    return ((2 * x + y) * 2).astype(np.float32)
+    expected: np.ndarray = ((2 * x + y) * 2).astype(np.float32)
+    return expected
 
 
 class BackendConformance:
@@ -219,10 +226,10 @@ class BackendConformance:
         x, y = _upload(stream, x0), _upload(stream, y0)
         body = _step(x, y)
         stream.graph_prepare()
-        assert stream.capture_state.variant is CaptureVariant.PREPARE
+        assert _variant(stream) is CaptureVariant.PREPARE
         body(stream)
         stream.begin_capture()
-        assert stream.capture_state.variant is CaptureVariant.CAPTURE
+        assert _variant(stream) is CaptureVariant.CAPTURE
         assert stream.driver_capturing is (device.graphs == "hardware")
         assert device.memory_stats()["windows_active"] == 1
         body(stream)

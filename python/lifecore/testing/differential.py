@@ -121,8 +121,8 @@ class DifferentialReport:
     specs: tuple[DeviceSpec, DeviceSpec]
     seeds: list[int] = field(default_factory=list)
     steps: int = 0
-    ops: Counter = field(default_factory=Counter)
-    refusals: Counter = field(default_factory=Counter)
+    ops: Counter[str] = field(default_factory=Counter)
+    refusals: Counter[str] = field(default_factory=Counter)
     reads_compared: int = 0
     graphs_sealed: int = 0
     replays: int = 0

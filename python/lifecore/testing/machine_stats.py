@@ -40,9 +40,9 @@ class MachineStats:
     event_names: tuple[str, ...] = ()
     runs: int = 0
     steps: int = 0
-    rules: Counter = field(default_factory=Counter)
-    outcomes: Counter = field(default_factory=Counter)
-    events: Counter = field(default_factory=Counter)
+    rules: Counter[str] = field(default_factory=Counter)
+    outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)
+    events: Counter[str] = field(default_factory=Counter)
     rule_seconds: float = 0.0
     invariant_seconds: float = 0.0
     current: str = ""

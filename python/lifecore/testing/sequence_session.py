@@ -40,7 +40,7 @@ CONFIG = dict(domains={"a": (6 * PAGE_BYTES, 10 * PAGE_BYTES), "b": 6 * PAGE_BYT
               page_bytes=PAGE_BYTES, tokens_per_page=TOKENS_PER_PAGE, max_active_sequences=3)
 
 
-def _source_name(source: Any) -> tuple:
+def _source_name(source: Any) -> tuple[Any, ...]:
     if source.kind == SourceKind.PHYSICAL_MEMORY:
         return model.PHYSICAL
     return ("slots", None) if source.domain is None else ("domain", source.domain)
@@ -64,7 +64,7 @@ class Entry:
         self.mr = modeled
         self.rs: Any = None  # real session
         self.ms: Any = None  # model.ModelSession, once opened
-        self.frame: Optional[tuple[Any, model.ModelFrame, tuple]] = None
+        self.frame: Optional[tuple[Any, model.ModelFrame, tuple[Any, ...]]] = None
         self.flights: dict[int, tuple[Any, model.ModelFlight]] = {}
         self.terminal: Optional[str] = None
         self.flown: Optional[int] = None  # the last frame the scheduler gave a participant flight
@@ -88,7 +88,7 @@ class SequenceSessionMachine(LifecycleMachine):
         self.waiters: list[tuple[Any, model.ModelWaiter, model.ModelDeferred]] = []
         self.counter = 0
         self.cursor = 0
-        self.requests: dict[str, tuple] = {}  # deferred request id -> (prompt, fit, domains)
+        self.requests: dict[str, tuple[Any, ...]] = {}  # deferred request id -> (prompt, fit, domains)
         # model waiter (kept, so its id stays its own) -> its wake-ups already in STATS
         self.wakes_counted: dict[int, tuple[model.ModelWaiter, int]] = {}
         # (domain, rows) -> the block table kept across steps (see block_tables_show_the_current_ids)
@@ -124,11 +124,11 @@ class SequenceSessionMachine(LifecycleMachine):
         return any(pred(e) for e in self.entries)
 
     @staticmethod
-    def _snap(snapshot: Any) -> tuple:
+    def _snap(snapshot: Any) -> tuple[Any, ...]:
         return (snapshot.generation, snapshot.tokens, snapshot.pages)
 
     # ---------- admission ----------
-    def _admit(self, prompt: int, fit: int, domains: Optional[list], open_now: bool, keep_resources: bool = True,
+    def _admit(self, prompt: int, fit: int, domains: Optional[list[Any]], open_now: bool, keep_resources: bool = True,
                request_id: Optional[str] = None) -> None:
         """Admit on both sides; an admitted sequence may be opened at once and, when the
         scheduler keeps only the session (``keep_resources`` false), its resources handle is
@@ -171,7 +171,7 @@ class SequenceSessionMachine(LifecycleMachine):
         self.deferreds = self.deferreds[-6:]
 
     @initialize(sizes=st.lists(st.tuples(st.integers(1, 8), st.integers(0, 12), st.booleans()), min_size=1, max_size=3))
-    def seed_sessions(self, sizes: list) -> None:
+    def seed_sessions(self, sizes: list[Any]) -> None:
         """Start with live sessions, so that every session rule has targets from the first step."""
         STATS.current = "seed_sessions"
         for prompt, extra, keep in sizes:
@@ -180,14 +180,14 @@ class SequenceSessionMachine(LifecycleMachine):
     @rule(prompt=st.integers(-1, 14), extra=st.integers(0, 28), domains=st.sampled_from([None, ["a"], ["b"], ["b", "a"], [], ["a", "a"], ["c"]]),
           open_now=st.booleans())
     @counted
-    def admit(self, prompt: int, extra: int, domains: Optional[list], open_now: bool) -> None:
+    def admit(self, prompt: int, extra: int, domains: Optional[list[Any]], open_now: bool) -> None:
         """Any request, invalid and oversized ones included."""
         self._admit(prompt, prompt + extra, domains, open_now)
 
     @rule(prompt=st.integers(1, 8), extra=st.integers(0, 16), domains=st.sampled_from([None, None, ["a"], ["b"]]),
           keep_resources=st.booleans())
     @counted
-    def admit_to_run(self, prompt: int, extra: int, domains: Optional[list], keep_resources: bool) -> None:
+    def admit_to_run(self, prompt: int, extra: int, domains: Optional[list[Any]], keep_resources: bool) -> None:
         """A request that fits the pool once it is free, opened at once: keeps capacity near its limits."""
         self._admit(prompt, prompt + extra, domains, True, keep_resources)
 
@@ -314,7 +314,7 @@ class SequenceSessionMachine(LifecycleMachine):
           deltas=st.lists(st.integers(-1, 6), min_size=5, max_size=5), mistake=st.integers(0, 9),
           table_domain=st.sampled_from([None, None, "a", "b"]))
     @counted
-    def step_batch(self, picks: list, deltas: list, mistake: int, table_domain: Optional[str]) -> None:
+    def step_batch(self, picks: list[Any], deltas: list[Any], mistake: int, table_domain: Optional[str]) -> None:
         """Steps a batch of distinct sessions in one call, on both: ``step_all``, or the decode table
         of ``table_domain`` (``DecodeTable.step``, over sessions in that domain, which must then
         show what each row holds). Each row within its fit: open idle sessions in half the
@@ -392,7 +392,9 @@ class SequenceSessionMachine(LifecycleMachine):
     @counted
     def decode_step(self, i: int, ahead: int) -> None:
         """One decode step of an idle open session, growing it when it still can."""
-        idle = lambda e: self._open(e) and e.ms.quiescent  # noqa: E731
+        def idle(e: Entry) -> bool:
+            return self._open(e) and bool(e.ms.quiescent)
+
         e = self._target(i, lambda e: idle(e) and self._growable(e), idle)
         tokens = min(e.ms.current.tokens + ahead, e.mr.seq.fit_tokens)
         m, r, err = self.both(f"step({tokens})", lambda: e.ms.step(tokens), lambda: e.rs.step(tokens))
@@ -631,8 +633,8 @@ class SequenceSessionMachine(LifecycleMachine):
         e = self._pick_session(i)
         if e is None:
             return
-        r_out: list = []
-        m_out: list = []
+        r_out: list[Any] = []
+        m_out: list[Any] = []
         _, _, err = self.both("write_release_capacity_sources", lambda: e.ms.write_release_capacity_sources(m_out),
                               lambda: e.rs.write_release_capacity_sources(r_out))
         if not err:

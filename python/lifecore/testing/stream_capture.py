@@ -512,7 +512,8 @@ class StreamCaptureMachine(LifecycleMachine):
         def measure() -> Optional[float]:
             with self.real0.profile() as p:
                 pass
-            return p.elapsed_ms
+            elapsed: Optional[float] = p.elapsed_ms
+            return elapsed
 
         result = self.both(what, lambda: self.model.profile(self.sid0, fault=fault), measure)
         elapsed = result.actual
@@ -719,14 +720,14 @@ class StreamCaptureMachine(LifecycleMachine):
             self._run_program(program)
             if ending == "abort":
                 self.both("abort_capture", lambda: self.model.abort_capture(self.sid0), self.real0.abort_capture)
-                graph = None  # type: ignore[assignment]
+                graph = None
             elif ending == "abandon":
-                graph, refused = self._end(owner + 1)  # type: ignore[assignment]
+                graph, refused = self._end(owner + 1)
                 assert graph is None and refused is not None and refused.kind == "CaptureRefused", (
                     f"a recording closed by a caller that does not own it was not discarded: {refused}")
                 STATS.count("recordings_discarded")
             else:
-                graph, _ = self._end(owner)  # type: ignore[assignment]
+                graph, _ = self._end(owner)
                 assert graph is not None, "a prepared, warmed-up capture of launches was refused"
         after_end = self.device.memory_stats()["driver_allocations"]
         assert after_end == marks["begin"], (

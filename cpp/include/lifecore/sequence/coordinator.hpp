@@ -117,6 +117,9 @@ class AdmissionCoordinator : public std::enable_shared_from_this<AdmissionCoordi
   // the same, at once: the device calls back when it closes.
   void close();
   bool closed() const;
+  // ClosedError naming `operation` once closed (or once its device is): what an extension
+  // prepared outside the lock asks before it publishes, so none lands after close returned.
+  void require_open(const char* operation);
 
   // Raises a domain's total toward its maximum (backing growth): one arena chunk for the new
   // blocks (ids continue from the last chunk); bumps its epoch.
