@@ -14,7 +14,6 @@ is), in the same interleaved run; a framework that cannot run is skipped with th
 from __future__ import annotations
 
 import argparse
-import json
 import struct
 import sys
 from typing import Any, Callable, Optional, Sequence, cast
@@ -302,16 +301,23 @@ def to_json(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    # Here: the command line is not a benchmark's import.
+    from lifecore.cli import EXIT_OUTPUT, _json_path_error, _OutputError, _write_json, positive_int
+
     parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.graph_replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default=lifecore.available_backends()[0],
                         help=f"{', '.join(lifecore.backend_names())} or auto (default: the first available)")
     parser.add_argument("--graphs", default="auto", choices=["auto", "hardware", "software"])
     parser.add_argument("--sizes", default="10,100,1000", help="comma-separated N (default 10,100,1000)")
-    parser.add_argument("--rounds", type=int, default=None, help="measured rounds (default 15, 5 with --quick)")
+    parser.add_argument("--rounds", type=positive_int, default=None, help="measured rounds (default 15, 5 with --quick)")
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
-    parser.add_argument("--json", metavar="PATH", default=None, help="also write the figures as JSON")
+    parser.add_argument("--json", metavar="PATH", default=None,
+                        help="also write the figures as JSON (- for standard output)")
     args = parser.parse_args(argv)
+    problem = _json_path_error(args.json)  # before the run, not after it
+    if problem:
+        parser.error(problem)
     try:
         sizes = [int(n) for n in args.sizes.split(",") if n.strip()]
         rounds = args.rounds if args.rounds is not None else (5 if args.quick else 15)
@@ -325,8 +331,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for name, reason in result["skipped"].items():
         print(f"({name} skipped: {reason})")
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump(to_json(result), out, indent=2)
+        try:
+            _write_json(args.json, to_json(result))
+        except _OutputError as error:
+            print(f"graph_replay: {error}", file=sys.stderr)
+            return EXIT_OUTPUT  # as the lifecore command: output that could not be written
     return 0 if all(run.facts["correct"] for run in result["runs"]) else 1
 
 

@@ -79,7 +79,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--examples", type=positive_int, default=20, help="machine runs per round (default 20)")
     parser.add_argument("--steps", type=positive_int, default=50, help="steps per machine run (default 50)")
     parser.add_argument("--seed", type=int, default=0, help="the workload's seed (default 0)")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3)")
+    parser.add_argument("--rounds", type=positive_int, default=3, help="timed rounds (default 3)")
     args = parser.parse_args(argv)
 
     try:

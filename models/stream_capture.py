@@ -22,7 +22,10 @@ graph_prepare / begin_capture; a failure inside a hardware recording makes end_c
 Memory a hardware recording allocated from the driver (a buffer the pool could not serve, an
 info-cache entry first seen there) is a memory node of that recording: the recording is refused,
 and that memory never exists outside it (the buffer is unusable; the cache entry is private to
-the window, which no other stream or window ever hits, and is dropped when the window ends).
+the window, which no other stream or window ever hits, and is dropped when the window ends). A
+software recording follows the same rules, so what seals there seals on a driver's graphs: it
+refuses such a window, and such a buffer is unusable once it ends (its cache entries, real
+memory there, stay shared).
 
 Outside relaxed capture mode a thread records on one stream at a time: while a stream records,
 a call on another stream that the driver forbids on the recording thread (beginning a capture,
@@ -693,12 +696,12 @@ class DeviceModel:
         if s.window is not None:
             self._touch(s, (slot,))
             if s.state.is_recording() and new_slice:
-                # Hardware: a memory node. Software: real memory, but end_capture refuses the
-                # window the same way, so a step that passes here passes on a driver's graphs.
+                # Hardware: a memory node. Software: real memory, under the same rules (only its
+                # stream uses it, the refused window frees it), so a step that passes here
+                # passes on a driver's graphs.
                 s.window.memory_nodes += 1
-                if self.hardware:
-                    s.window.memory_node_buffers.append(bid)
-                    self.buffers[bid].memory_node = True
+                s.window.memory_node_buffers.append(bid)
+                self.buffers[bid].memory_node = True
         return bid
 
     def free(self, buf: int) -> None:
@@ -814,7 +817,8 @@ class DeviceModel:
     def _use_info(self, s: StreamModel, words: Optional[tuple[int, ...]]) -> None:
         """The info cache keeps every small entry (well under its size and count limits here);
         a miss while a hardware capture records uploads into fresh memory, which the driver
-        records as a memory node: warmup is what puts the words in the cache."""
+        records as a memory node: warmup is what puts the words in the cache. A software
+        recording's miss is refused at end_capture the same way."""
         assert words is not None
         if s.window is not None and words in s.window.memory_node_info:
             return  # the window's own memory node, already pinned
@@ -825,6 +829,11 @@ class DeviceModel:
             s.window.memory_node_info.add(words)
             s.window.pinned_info.add(words)
             return
+        if words not in self.shared_info and s.state.is_recording():
+            assert s.window is not None
+            # Software: real memory, shared as any entry, but what a driver's graph would record
+            # as a memory node: end_capture refuses the window the same way.
+            s.window.memory_nodes += 1
         if words not in self.shared_info:
             self._refuse_if_recording_elsewhere(s)  # the upload allocates and waits on the host
         self.shared_info.add(words)

@@ -232,6 +232,14 @@ def test_an_int_out_of_range_says_which_way() -> None:
             s.fill(buf, -1)
         with pytest.raises(errors.LifecoreOverflowError, match=r"\(got 18446744073709551616: a value past what it can"):
             s.alloc(2**64)
+        # A signed parameter takes negatives: one below its range is named as that, not as a
+        # negative (before: "a negative value, where it takes none", though -1 is accepted).
+        s.graph_prepare(owner=-1)
+        s.abort_capture()
+        below = r"'owner' .*\(got -9223372036854775809: a value below what it can hold\)"
+        with pytest.raises(errors.LifecoreOverflowError, match=below):
+            s.graph_prepare(owner=-2**63 - 1)
+        assert s.capture_state.variant is lifecore.CaptureVariant.NO_CAPTURE
 
 
 def test_the_checker_catches_an_escaped_error_and_a_changed_state() -> None:

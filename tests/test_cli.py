@@ -10,6 +10,8 @@ import stat
 import subprocess
 import sys
 
+import pytest
+
 import lifecore
 
 
@@ -80,6 +82,30 @@ def test_check_passes_and_reports_every_check():
         assert f"coverage: {lifecycle} (seed 1)" in result.stdout, result.stdout
         assert re.search(rf"^{transition}\s+\d+", result.stdout, re.M), (transition, result.stdout)
     assert re.search(r"^\S+\s+(\d+\s+)*0(\s|$)", result.stdout, re.M), "no gap shown as 0"
+
+
+def test_the_coverage_total_counts_the_machines_rules_the_same_every_run():
+    # Before: a note the machine counts beside its rules ("waiters -> wakeups") joined the
+    # total only in runs where it happened (21 of 29 in a short run, 30 of 30 in a long one).
+    from lifecore.cli import _counted_rules
+    from lifecore.testing import SequenceSessionMachine
+
+    totals = set()
+    for examples, steps in (("2", "5"), ("20", "40")):
+        result = run("check", "--lifecycle", "sequence", "--examples", examples, "--steps", steps, "--seed", "0")
+        assert result.returncode == 0, result.stdout + result.stderr
+        found = re.search(r"coverage: sequence \(seed 0\): (\d+) of (\d+) transitions", result.stdout)
+        assert found, result.stdout
+        totals.add(int(found.group(2)))
+    assert totals == {len(_counted_rules(SequenceSessionMachine))}
+
+
+@pytest.mark.parametrize("path", ["/proc/lifecore-check.json", "/proc"])
+def test_a_json_path_that_cannot_be_written_is_refused_before_the_run(path):
+    # Before: a file its existing folder refuses was found out after the whole run (exit 74).
+    result = run("check", "--examples", "2", "--steps", "5", "--seed", "0", "--json", path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "argument --json" in result.stderr and "state machine" not in result.stdout
 
 
 def test_check_runs_one_lifecycle_and_writes_json(tmp_path):

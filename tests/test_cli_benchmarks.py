@@ -21,7 +21,8 @@ def bench(module: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("module,args", [
     ("state_machine", ("--examples", "0")), ("state_machine", ("--steps", "-1")),
-    ("state_machine", ("--examples", "x")),
+    ("state_machine", ("--examples", "x")), ("state_machine", ("--rounds", "0")),
+    ("graph_replay", ("--rounds", "0")),
     ("differential", ("--backends", "mock,mock", "--steps", "0")),
     ("differential", ("--backends", "mock,mock", "--runs", "0")),
 ])
@@ -57,3 +58,16 @@ def test_the_readme_state_machine_counts_are_what_the_command_prints() -> None:
     counts = state_machine.run_machine_once(lambda: lifecore.Device(lifecore.available_backends()[0]), examples=5,
                                             steps=50, seed=0)
     assert found.group(2) == "seed: 0, " + ", ".join(f"{k}: {v}" for k, v in counts.items())
+
+
+def test_graph_replay_writes_json_to_stdout_and_refuses_a_path_it_cannot_write_up_front(tmp_path) -> None:
+    # Before: "-" made a file named "-", and an unwritable path failed after the whole run with
+    # a traceback.
+    result = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.graph_replay", "--quick", "--sizes", "10",
+                             "--rounds", "1", "--json", "-"], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not (tmp_path / "-").exists()
+    assert '"runs"' in result.stdout
+    refused = bench("graph_replay", "--quick", "--sizes", "10", "--json", "/proc/lifecore-replay.json")
+    assert refused.returncode == 2 and "argument --json" in refused.stderr, refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr and refused.stdout == ""

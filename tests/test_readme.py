@@ -88,3 +88,26 @@ def test_readme_block_runs(section: str, index: int, source: str):
     code = compile(source, f"{section}, block {index}", "exec")
     with contextlib.redirect_stdout(io.StringIO()):
         exec(code, namespace)
+
+
+@pytest.mark.time_limit(300)
+@pytest.mark.no_sanitizer
+def test_the_machine_examples_pass_as_a_user_runs_them(tmp_path):
+    """The state-machine examples of "Checking it on your machine", run as a user runs them: a
+    script of their own, from an empty folder, with Hypothesis's own settings (more examples
+    than the suite's quick profile). The suite's profile once hid a seed-0 failure there."""
+    import subprocess
+    import sys
+
+    section = "Checking it on your machine"
+    sources = [source for title, _, source in BLOCKS
+               if title == section and not source.lstrip().startswith(NEEDS_GPU)]
+    assert sources, f"no runnable python example under '## {section}'"
+    script = tmp_path / "check_my_machine.py"
+    script.write_text("\n".join(sources), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "HYPOTHESIS_PROFILE"}
+    result = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=280,
+                            cwd=tmp_path, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-6000:]
+    assert re.search(r"runs \d+, steps \d+", result.stdout), result.stdout
+

@@ -727,6 +727,35 @@ def test_software_write_is_refused_lazily_at_end_capture(software_device) -> Non
     assert s.capture(doubling(x)).node_count == 1
 
 
+def test_a_window_allocation_follows_the_memory_node_rules_on_both_kinds_of_graphs(device) -> None:
+    """Software graphs let another stream use a buffer the window allocated (the pool could not
+    serve it), and kept it alive and usable after the window was refused, where a driver's
+    graphs refuse the use and free the buffer: code that passed on software graphs failed on a
+    GPU. Both follow the memory-node rules now."""
+    s, other = device.stream(), device.stream()
+    before = stats_consistent(device)
+    s.graph_prepare()
+    s.begin_capture()
+    node = s.alloc(1 << 16)  # the pool cannot serve it
+    with pytest.raises(CaptureStateError, match=r"^fill: argument 'buf' was allocated inside another stream's"):
+        other.fill(node, 0)
+    with pytest.raises(CaptureStateError, match=r"^copy: argument 'dst' was allocated inside another stream's"):
+        other.copy(node, node)
+    s.fill(node, 1)  # its own stream, inside the window: allowed
+    with pytest.raises(CaptureRefusedError) as refused:
+        s.end_capture()
+    assert refused.value.cause == "memory_nodes"
+    assert not node.alive
+    with pytest.raises(ClosedError):
+        s.fill(node, 0)
+    node.free()  # its owner's free() is still taken, once
+    s.sync()
+    after = stats_consistent(device)
+    assert (after["slices_in_use"], after["windows_active"], after["graphs_alive"]) == (
+        before["slices_in_use"], 0, 0)
+    assert_a_fresh_capture_doubles_twice(s, upload(s, np.ones(N)))
+
+
 def test_a_software_window_refuses_an_allocation_the_pool_cannot_serve_as_a_driver_graph_does(
         software_device) -> None:
     """Software graphs sealed a window that made a new allocation, where a driver's graphs (CUDA,
@@ -781,16 +810,19 @@ def test_info_words_first_seen_inside_the_window(device) -> None:
     s.graph_prepare()
     s.begin_capture()  # no warmup: the cache has never seen these words
     s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, K.float_bits(2.0)])
-    if device.graphs == "hardware":
-        # Uploading a new info buffer inside the window allocates: a memory node, refused.
-        with pytest.raises(CaptureRefusedError, match="memory node"):
-            s.end_capture()
-        assert device.memory_stats()["info_pinned"] == 0
-    else:
-        graph = s.end_capture()  # a software window may allocate: the entry is pinned
-        assert device.memory_stats()["info_pinned"] == 1
-        graph.replay()
-        np.testing.assert_array_equal(f32(s, y), np.full(N, 2.0, np.float32))
+    # Uploading a new info buffer inside the window allocates: a memory node with a driver's
+    # graphs, refused; software graphs refuse it the same way (they sealed it before, so a step
+    # that sealed there failed on a GPU).
+    with pytest.raises(CaptureRefusedError, match="memory node") as refused:
+        s.end_capture()
+    assert refused.value.cause == "memory_nodes"
+    assert device.memory_stats()["info_pinned"] == 0
+    # A warmup puts the words in the cache: the capture then seals on both.
+    graph = s.capture(lambda st: st.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, K.float_bits(2.0)]),
+                      warmup=1)
+    s.fill(y, 0)
+    graph.replay()
+    np.testing.assert_array_equal(f32(s, y), np.full(N, 2.0, np.float32))
 
 
 def test_a_replay_into_a_recording_is_refused_at_once_and_the_recording_seals(device) -> None:

@@ -212,6 +212,24 @@ def test_a_failed_abort_keeps_the_stream_capturing_until_an_abort_succeeds(mock_
     assert_recapturable(dev, s)
 
 
+def test_an_abort_of_a_discarded_window_that_cannot_end_it_is_a_driver_error(mock_hardware_device) -> None:
+    # Before: an abort after an end that left the driver capturing, whose own end failed too,
+    # raised CaptureRefusedError (no DriverError, no operation), though abort_capture says a
+    # DriverError while the driver still captures.
+    dev = mock_hardware_device
+    s, _ = open_recording(dev)
+    dev.inject_fault("stream_end_capture", 999, times=2)
+    with pytest.raises(CaptureRefusedError, match="still captures"):
+        s.end_capture()
+    dev.inject_fault("stream_end_capture", 999, times=2)
+    with pytest.raises(DriverError, match="^Stream.abort_capture: .*still captures") as raised:
+        s.abort_capture()
+    assert raised.value.cause == "driver_still_capturing" and raised.value.operation
+    assert s.capture_state.variant is CaptureVariant.CAPTURE and s.driver_capturing
+    s.abort_capture()
+    assert_recapturable(dev, s)
+
+
 def test_an_invalidated_end_ends_the_capture_sequence_at_once(mock_hardware_device) -> None:
     # The driver documentation: an end that reports 901 has ended the capture (null graph).
     dev = mock_hardware_device

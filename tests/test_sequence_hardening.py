@@ -826,6 +826,24 @@ def test_an_extension_prepared_before_a_close_is_refused_after_it(paused_extensi
         assert c.capacity().used_bytes == {"kv": 0}
 
 
+@pytest.mark.parametrize("closing", ["coordinator", "device"])
+def test_after_a_close_a_sequence_extends_within_its_pages_as_the_model_does(closing):
+    # The check above went too far in its first version: a frontier that moves within the
+    # pages held (no new page) was refused after a close, where step() and the reference
+    # model extend it (the README's sequence machine at seed 0 found it).
+    with lifecore.Device(EMULATED) as dev:
+        c = make(pages=8, device=dev)
+        adm, s = open_one(c, prompt=1, fit=32)
+        (c if closing == "coordinator" else dev).close()
+        assert s.try_ensure_backing_covers(1).outcome == BackingOutcome.CURRENT
+        decision = s.try_ensure_backing_covers(2)
+        assert decision.outcome == BackingOutcome.EXTENDED and s.backing.pages == 1 and s.backing.tokens == 2
+        assert s.step(3) == BackingOutcome.EXTENDED
+        with pytest.raises(ClosedError):
+            s.try_ensure_backing_covers(17)  # a new page: refused after the close
+        assert s.backing.pages == 1
+
+
 @pytest.mark.time_limit(30)
 @pytest.mark.parametrize("timeout", [math.inf, 1e300, 1e10, 2**64])
 def test_a_pause_wait_with_a_huge_timeout_waits_for_the_point(paused_extension, timeout):

@@ -504,7 +504,9 @@ void bind_buffer_graph_profile(nb::module_& m) {
       .def_prop_ro("stream", &Buffer::stream,
                    "The Stream that allocated it (a buffer keeps it alive: a Stream dropped while it recorded is "
                    "reached here to end or abort that capture)")
-      .def_prop_ro("alive", &Buffer::alive, "False once freed or once its device closed")
+      .def_prop_ro("alive", &Buffer::alive,
+                   "False once freed, once its device closed, or once the capture window that allocated it "
+                   "(memory the pool could not serve there: a memory node) ended without a graph")
       .def("free", &Buffer::free,
            "Returns the slice to the pool once the stream's queued work is done. Taken once per buffer, "
            "also after its device closed or its capture window was discarded (which gave its memory back "

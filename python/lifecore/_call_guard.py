@@ -298,7 +298,10 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple[Any, ...],
         parameter = overload.parameter(position, name)
         if parameter is not None and _out_of_range(value) and _takes_int(parameter.annotation):
             number = _integer(value)
-            what = ("a negative value, where it takes none" if number is not None and number < 0
+            # Below a signed 64-bit integer's range nanobind refuses any integer parameter; above
+            # it, negatives are what an unsigned one refuses.
+            what = ("a value below what it can hold" if number is not None and number < -2**63
+                    else "a negative value, where it takes none" if number is not None and number < 0
                     else "a value past what it can hold")
             return LifecoreOverflowError(f"{label}: argument '{parameter.name}' is out of the range it can hold "
                                          f"(got {value}: {what})")

@@ -550,7 +550,10 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
     }
   }
   auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr, nbytes);
-  if (reservation.allocated && in_driver_capture) {
+  // A software recording's new allocation is what a driver's would record as a memory node: the
+  // same rules, so what passes on software graphs passes on a device (only this stream may use
+  // it, in the window; the window, refused at its end, frees it).
+  if (reservation.allocated && (in_driver_capture || state_.is_recording())) {
     buffer->mark_memory_node();
     window_node_buffers_.push_back(buffer);
   }
@@ -733,7 +736,12 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     // only while the graph runs: the cache keeps it private to this window and drops it when
     // the window ends, so no other stream is ever handed it.
     metadata = device_->info().get(*info, state_.cache_mode(), active_window(),
-                                   [this](const InfoWords& words) { return upload_info(words); },
+                                   [this](const InfoWords& words) {
+                                     // A software recording's upload is what a driver's records
+                                     // as a memory node: counted, so end_capture refuses it too.
+                                     if (state_.is_recording() && !driver_captures()) ++window_allocations_;
+                                     return upload_info(words);
+                                   },
                                    driver_captures());
     converted[0] = driver::KernelArg{driver::ArgKind::pointer, metadata.ptr};
   }
@@ -1080,9 +1088,9 @@ void Stream::raise_still_capturing(const char* op, const driver::Status& status,
               std::move(attributes));
 }
 
-void Stream::end_discarded_capture(const char* op) {
+void Stream::end_discarded_capture(const char* op, ErrorKind still_capturing) {
   driver::Status status = recorder_->abandon();
-  if (recorder_->driver_capturing()) raise_still_capturing(op, status, ErrorKind::CaptureRefused);
+  if (recorder_->driver_capturing()) raise_still_capturing(op, status, still_capturing);
   window_discarded_ = false;
   discard_window();  // whatever was recorded since the window was discarded
   state_.abort();
@@ -1099,7 +1107,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   }
   check_capture_thread("end_capture");
   if (window_discarded_) {
-    end_discarded_capture("end_capture");
+    end_discarded_capture("end_capture", ErrorKind::CaptureRefused);
     raise(ErrorKind::CaptureRefused,
           "end_capture: this window was already discarded when an earlier end or abort could not end the driver "
           "capture; the driver capture is now ended and the stream is out of capture; nothing was sealed",
@@ -1148,7 +1156,8 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
 
   if (window_allocations_ > 0)  // only a software recording counts them: a driver's counts its memory nodes
     refuse("end_capture: the capture window made " + std::to_string(window_allocations_) +
-               " new allocation(s) the pool could not serve: with a driver's graphs each is a memory node, which "
+               " new allocation(s) (a buffer the pool could not serve, or the upload of a launch's info words "
+               "first seen inside the window): with a driver's graphs each is a memory node, which "
                "makes the graph un-relaunchable, so a software capture is rejected the same way (the persistent "
                "pool should have served it: run a warmup after graph_prepare, or one more when a pass reads a "
                "buffer its previous pass allocated, e.g. capture(fn, warmup=2))",
@@ -1202,7 +1211,7 @@ void Stream::abort_capture() {
   }
   check_capture_thread("abort_capture");
   if (window_discarded_) {
-    end_discarded_capture("abort_capture");
+    end_discarded_capture("abort_capture", ErrorKind::Driver);  // as an abort's own failed end says it
     return;
   }
   driver::Status ended_status;

@@ -339,10 +339,11 @@ BackingDecision SequenceSession::ensure_covers(std::int64_t tokens_in, std::opti
     std::lock_guard<SessionLock> lock(s.mutex);
     if (s.handle_closed || !s.active_locked() || s.phase != SessionPhase::open) {
       // fall through to the rollback below, then report why
-    } else if (coordinator->closed()) {
-      // Closed since the ids were taken: an extension published now would land after close
-      // returned. Asked under the session's lock, so one that passes is published before any
-      // reader after close sees the session.
+    } else if (delta > 0 && coordinator->closed()) {
+      // Closed since the ids were taken: pages published now would land after close returned
+      // (a frontier that moves within the pages held needs none, and goes on after a close).
+      // Asked under the session's lock, so pages that pass are published before any reader
+      // after close sees the session.
       closed_meanwhile = true;
     } else if (s.current != seen) {
       decision.outcome = (tokens <= s.current->tokens() && pages <= s.current->pages()) ? BackingOutcome::current

@@ -90,7 +90,9 @@ class Engine:
                  num_blocks: int = 256, max_batch: int = 32, graphs: Optional[bool] = None,
                  capture: Optional[CaptureOptions] = None):
         for name, value in (("block_size", block_size), ("num_blocks", num_blocks), ("max_batch", max_batch)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if isinstance(value, bool) or not isinstance(value, int):  # a wrong type, as the docs say
+                raise LifecoreTypeError(f"Engine: {name} must be a positive int, got {type(value).__name__}")
+            if value < 1:
                 raise InvalidArgumentError(f"Engine: {name} must be a positive int, got {value!r}")
         if not isinstance(model, (str, ModelConfig, Transformer)):
             raise LifecoreTypeError(f"Engine: model must be a preset name, a ModelConfig or a Transformer, "
@@ -321,7 +323,9 @@ class Engine:
                 raise InvalidArgumentError(f"{where}: the id is the engine's own (its padding sequence)")
             seen.add(request.request_id)
             count = request.max_new_tokens
-            if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            if isinstance(count, bool) or not isinstance(count, int):
+                raise LifecoreTypeError(f"{where}: max_new_tokens must be a positive int, got {type(count).__name__}")
+            if count < 1:
                 raise InvalidArgumentError(f"{where}: max_new_tokens must be a positive int, got {count!r}")
             prompt = request.prompt
             if not isinstance(prompt, list):
@@ -329,9 +333,12 @@ class Engine:
             if not prompt:
                 raise InvalidArgumentError(f"{where}: the prompt must be a non-empty list of token ids")
             for at, token in enumerate(prompt):
-                if isinstance(token, bool) or not isinstance(token, Integral) or not 0 <= token < config.vocab:
+                if isinstance(token, bool) or not isinstance(token, Integral):
+                    raise LifecoreTypeError(f"{where}: token {token!r} at {at} is a {type(token).__name__}, not a "
+                                            f"token id (an int, 0..{config.vocab - 1})")
+                if not 0 <= token < config.vocab:
                     raise InvalidArgumentError(f"{where}: token {token!r} at {at} is not a token id of the model "
-                                     f"(0..{config.vocab - 1})")
+                                               f"(0..{config.vocab - 1})")
             if request.generated or request.rejected is not None:
                 raise InvalidArgumentError(f"{where} has already run (it holds generated tokens or a rejection): "
                                  "pass a new Request")

@@ -242,7 +242,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   [[noreturn]] void throw_driver(const driver::Status& status);
   // Ends the driver capture of a window already discarded; throws (state untouched) when the
   // driver still captures, else the stream is back in NO_CAPTURE.
-  void end_discarded_capture(const char* op);
+  void end_discarded_capture(const char* op, ErrorKind still_capturing);
   // The capture close() left to this thread: end it, destroy the driver stream.
   void end_capture_left_by_close() noexcept;
   [[noreturn]] void raise_still_capturing(const char* op, const driver::Status& status, ErrorKind kind);
