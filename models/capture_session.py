@@ -311,6 +311,8 @@ class CaptureSessionModel:
 
     def fork(self, max_predictions: Optional[int] = None) -> "CaptureSessionModel":
         self._require_boundary()
+        if (max_predictions if max_predictions is not None else self.max_predictions) <= self.next_prediction:
+            raise ModelError("Admission", "leaves no prediction to take")  # a child that could never step
         child = CaptureSessionModel(self.selections, self.per_step, self.cumulative, self.on_limit,
                                     max_predictions if max_predictions is not None else self.max_predictions,
                                     inherited=self.ledger.cumulative, next_from=self.next_prediction,

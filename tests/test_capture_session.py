@@ -505,8 +505,18 @@ def test_forks_inherit_usage_and_recheck_future_geometry():
         session.fork(sample_discovery())  # another artifact
     # Tighter child limits that the inherited usage already exceeds are refused.
     small = CaptureUsage(0, BIG, BIG, BIG)
+    # Named as the inherited usage (before: "capture envelopes exceed the cumulative limit").
+    with pytest.raises(AdmissionError, match=r"the usage the run inherits \(1\) already exceeds the cumulative "
+                                             r"limit \(0\): captures"):
+        session.fork(discovery, limits=CaptureLimits(per_step=CaptureUsage(BIG, BIG, BIG, BIG), cumulative=small))
     with pytest.raises(AdmissionError):
         session.fork(discovery, limits=CaptureLimits(per_step=small, cumulative=small))
+    # A max_predictions that leaves the fork no prediction to take is refused at the fork (it
+    # was accepted, and the fork's first begin_step refused it).
+    for ceiling in (1, 2):
+        with pytest.raises(AdmissionError, match=f"max_predictions {ceiling} leaves no prediction to take"):
+            session.fork(discovery, max_predictions=ceiling)
+    assert session.fork(discovery, max_predictions=3).next_prediction == 2
 
 
 def test_concurrent_use_is_refused_not_deadlocked():

@@ -204,6 +204,14 @@ def test_reports_of_plain_facts_copy_and_pickle_to_equal_reports():
     assert _round_trip(cancel).flights == cancel.flights == [(3, lifecore.sequence.FlightPhase.PREPARED)]
     assert _round_trip(cancel).active_frame == cancel.active_frame is not None
     assert _round_trip(info).emulated and _round_trip(info).code_object_kinds == info.code_object_kinds
+    # emulated travels with the report: a report under a name this registry does not know keeps
+    # it (it was read back by name from the receiving registry), and it takes part in ==.
+    state = list(info.__getstate__())
+    state[0] = "their_emulator"
+    renamed = _set_state(type(info), tuple(state))
+    assert renamed.emulated and renamed.name == "their_emulator"
+    state[11] = False
+    assert _set_state(type(info), tuple(state)) != renamed
 
 
 def test_reports_of_plain_facts_compare_by_value():
@@ -261,6 +269,22 @@ def _set_state(cls, state):
      "state[0] (domains)[0]' must be a DomainUsage"),
     ("CapacitySnapshot", ((), 2, 1, 0, 0, 0), lifecore.InvalidArgumentError, "active_sequences (2) exceeds"),
     ("CapacitySnapshot", ((), 0, 2**32, 0, 0, 0), lifecore.LifecoreOverflowError, "max_active_sequences"),
+    # BackendInfo reports no registry makes (accepted before; and emulated was left out, read
+    # back from the receiving process's registry by name).
+    ("BackendInfo", ("", True, "", 0, 1, "", "", 1, False, "cpu", ("builtin",), True), lifecore.InvalidArgumentError,
+     "a backend needs a name"),
+    ("BackendInfo", ("x", True, "", 0, 0, "", "", 1, False, "cpu", ("builtin",), True), lifecore.InvalidArgumentError,
+     "an available backend sees at least one device"),
+    ("BackendInfo", ("x", False, "", 0, 0, "", "", 2, False, "cuda", ("ptx",), False), lifecore.InvalidArgumentError,
+     "an unavailable backend says why"),
+    ("BackendInfo", ("x", True, "", 0, 1, "", "", 99, False, "cpu", ("builtin",), True), lifecore.InvalidArgumentError,
+     "dlpack_device_type 99 is no DLPack device type"),
+    ("BackendInfo", ("x", True, "", 0, 1, "", "", 1, False, "cpu", ("nonsense",), True), lifecore.InvalidArgumentError,
+     "'nonsense' is no code object kind"),
+    ("BackendInfo", ("x", True, "", 0, 1, "", "", 1, False, "cpu", (), True), lifecore.InvalidArgumentError,
+     "at least one code object kind"),
+    ("BackendInfo", ("x", True, "", 0, 1, "", "", 1, False, "", ("builtin",), True), lifecore.InvalidArgumentError,
+     "torch_device is empty"),
     # Accepted before: reports no coordinator could make, as a coordinator refuses to be made.
     ("DomainUsage", ("", 0, 0, 8, 0), lifecore.InvalidArgumentError, "a domain needs a name"),
     ("DomainUsage", ("kv", 0, 0, 0, 0), lifecore.InvalidArgumentError, "maximum_bytes is 0"),
@@ -280,9 +304,9 @@ def _set_state(cls, state):
                         ((2, lifecore.sequence.FlightPhase.PREPARED), (2, lifecore.sequence.FlightPhase.IN_FLIGHT)), 0),
      lifecore.InvalidArgumentError, "sorted by key, each key once"),
     ("CancelSnapshot", ("CANCEL_REQUESTED", None, (), 0), LifecoreTypeError, "must be a SessionPhase"),
-    ("BackendInfo", ("mock", 1, "", 0, 0, "", "", 1, False, "cpu", ()), LifecoreTypeError,
+    ("BackendInfo", ("mock", 1, "", 0, 0, "", "", 1, False, "cpu", (), True), LifecoreTypeError,
      "state[1] (available)' must be a bool"),
-    ("BackendInfo", ("mock", True, "", 0, 0, "", "", 1, False, "cpu", ("builtin", 7)), LifecoreTypeError,
+    ("BackendInfo", ("mock", True, "", 0, 1, "", "", 1, False, "cpu", ("builtin", 7), True), LifecoreTypeError,
      "code_object_kinds)[1]' must be a str"),
 ])
 def test_an_altered_report_state_is_refused_naming_the_field(cls_name, state, error, words):

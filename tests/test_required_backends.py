@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 import lifecore
+from lifecore.testing import emulated_backend
 from lifecore.testing.required import required_backends, requirement_note
 
 pytest.importorskip("hypothesis", reason="hypothesis is not installed")
@@ -34,6 +35,10 @@ def test_the_variable_lists_backends(monkeypatch):
     assert requirement_note(None) is not None  # a factory's backend is not known: any requirement counts
     monkeypatch.setenv("LIFECORE_REQUIRE", "  ")
     assert required_backends() == frozenset() and requirement_note("cuda") is None
+    for misspelled in ("CUDA", "cuda,nvidia", "cuda-12"):
+        monkeypatch.setenv("LIFECORE_REQUIRE", misspelled)
+        with pytest.raises(lifecore.InvalidArgumentError, match="LIFECORE_REQUIRE names no registered backend"):
+            required_backends()
 
 
 @pytest.mark.skipif(UNAVAILABLE is None, reason="every registered backend opens a device here")
@@ -55,5 +60,10 @@ def test_a_required_backend_that_cannot_open_fails_the_conformance_suite_and_a_b
     assert f"LIFECORE_REQUIRE={UNAVAILABLE} is set, so an unavailable backend fails the test" in failed.stdout
     assert "TestBound" in failed.stdout and "TestTheirBackend" in failed.stdout
     conformance_only = "\n".join(line for line in source.splitlines() if "TestBound" not in line)
-    other = run_pytest(tmp_path, conformance_only, "some-other-backend")
+    other = run_pytest(tmp_path, conformance_only, emulated_backend())
     assert other.returncode == 0, other.stdout  # a conformance suite of a backend not listed still skips
+    # A name no backend is registered under fails the run, rather than requiring nothing (before:
+    # LIFECORE_REQUIRE=CUDA skipped all 133 tests and pytest exited 0).
+    misspelled = run_pytest(tmp_path, conformance_only, UNAVAILABLE.upper())
+    assert misspelled.returncode == 1, misspelled.stdout
+    assert "LIFECORE_REQUIRE names no registered backend" in misspelled.stdout

@@ -89,7 +89,9 @@ def run_mypy_on_package(cache_dir: Path) -> subprocess.CompletedProcess[str]:
     not an error here (``--no-warn-unused-ignores``): the package is checked as users have it."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     config = cache_dir / "mypy-package.ini"
-    config.write_text("[mypy]\nuntyped_calls_exclude = torch\n[mypy-torch.*]\nignore_missing_imports = True\n",
+    # Calls into torch and Hypothesis are as typed as the installed version makes them (an older
+    # Hypothesis leaves run_state_machine_as_test untyped): not the package's to answer for.
+    config.write_text("[mypy]\nuntyped_calls_exclude = torch,hypothesis\n[mypy-torch.*]\nignore_missing_imports = True\n",
                       encoding="utf-8")
     without_torch = ["--allow-subclassing-any"] if importlib.util.find_spec("torch") is None else []
     command = [sys.executable, "-m", "mypy", "--strict", "--no-warn-unused-ignores", "--config-file", str(config),

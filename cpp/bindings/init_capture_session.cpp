@@ -257,8 +257,10 @@ void bind_capture_session(nb::module_& m) {
            "Opens the step (phase, prediction), reserving every selection's and intervention operation's "
            "metadata envelope together (all or nothing). "
            "CaptureSessionError while a step is undrained or a restore or routing control is pending; "
-           "InvalidArgumentError past max_predictions or when PREFILL is not prediction 0; BudgetExceededError "
-           "when the envelopes exceed a limit.")
+           "InvalidArgumentError past max_predictions or when PREFILL is not prediction 0 (those change nothing); "
+           "BudgetExceededError when the envelopes exceed a limit: that step failed (nothing is charged, but "
+           "step_usage reads zero and checkpoint and fork are refused, as after any failed step, until a restore "
+           "or a next step that completes).")
       .def("observe",
            [](CaptureSession& s, nb::handle backend, nb::handle path, nb::handle tensor) {
              std::string where = str_argument(path, "CaptureSession.observe", "path");
@@ -342,8 +344,11 @@ void bind_capture_session(nb::module_& m) {
            nb::sig("def fork(self, discovery: CaptureDiscovery, *, max_predictions: int | None = None, "
                    "limits: CaptureLimits | None = None) -> CaptureSession"),
                    "A new CaptureSession continuing from this one's boundary with its usage, re-admitted with optional "
-                   "new max_predictions and limits. CaptureSessionError while a step is undrained or after a failed "
-                   "step; AdmissionError for another artifact or a refused re-admission.")
+                   "new max_predictions and limits. It carries the capture plan, not the interventions: enable them "
+                   "on the fork (enable_interventions, before its first step) to continue a steered run. "
+                   "CaptureSessionError while a step is undrained or after a failed step; AdmissionError for another "
+                   "artifact, a refused re-admission (a new cumulative limit below the usage it inherits, too), or a "
+                   "max_predictions that leaves the fork no prediction to take.")
       .def("enable_interventions",
            [](CaptureSession& s, nb::handle plan, nb::object estimator) {
              const auto& admitted = object_argument<AdmittedInterventionPlan>(

@@ -274,11 +274,8 @@ void init_driver(nb::module_& m) {
       .def_ro("torch_device", &BackendInfo::torch_device, "torch's device string for the backend's memory")
       .def_ro("code_object_kinds", &BackendInfo::code_object_kinds,
               "The module image kinds the backend loads ('builtin', 'ptx', 'cubin', 'fatbin', 'code_object')")
-      .def_prop_ro("emulated", [](const BackendInfo& info) {
-            const driver::BackendDescriptor* backend = driver::find_backend(info.name);
-            return backend != nullptr && backend->emulated;
-          },
-          "Whether the backend is an emulated device on host memory that offers fault injection and the test hooks")
+      .def_ro("emulated", &BackendInfo::emulated,
+              "Whether the backend is an emulated device on host memory that offers fault injection and the test hooks")
       .def("__getstate__", &get_report_state<BackendInfo>, nb::sig(report_getstate_sig), report_getstate_doc)
       .def("__setstate__", &set_report_state<BackendInfo>, nb::arg("state"), report_setstate_doc)
       .def("__repr__", [](const BackendInfo& info) {

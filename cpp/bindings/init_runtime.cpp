@@ -472,8 +472,12 @@ void bind_device(nb::module_& m) {
       .def("cleanup", &Device::cleanup, nb::call_guard<GilRelease>(),
            "Returns unpinned, unretained pool memory to the driver; skipped while a window is active.")
       .def("inject_fault", &Device::inject_fault, "call"_a, "status"_a, nb::kw_only(), "after"_a = 0, "times"_a = 1,
-           "Mock only: the after-th next call of `call` fails with `status`, `times` times in a row.")
-      .def("clear_faults", &Device::clear_faults, "Mock only: removes every injected fault.")
+           "An emulated backend's (the mock's) only: the after-th next call of `call` fails with `status`, `times` "
+           "times in a row.")
+      .def("clear_faults", &Device::clear_faults, "An emulated backend's (the mock's) only: removes every injected fault.")
+      .def("driver_calls", &Device::driver_calls, "call"_a,
+           "An emulated backend's (the mock's) only: how many calls of the driver operation `call` this device's "
+           "driver has made, failed ones included (so a test can tell whether an injected fault was reached).")
       .def("_pause_streams_for", &pause_mock_streams_for, "seconds"_a,
            "Mock only, for tests: holds every stream's queued work for `seconds` (waits block until then).")
       .def("close", &Device::close, nb::call_guard<GilRelease>(),

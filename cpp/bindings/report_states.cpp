@@ -270,14 +270,14 @@ CancelSnapshot report_from_state<CancelSnapshot>(nb::handle state) {
 nb::tuple report_state(const driver::BackendInfo& i) {
   nb::tuple kinds = tuple_map(i.code_object_kinds, [](const std::string& k) { return nb::object(nb::str(k.c_str())); });
   return nb::make_tuple(i.name, i.available, i.reason, i.driver_version, i.device_count, i.device_name, i.library,
-                        i.dlpack_device_type, i.cuda_array_interface, i.torch_device, kinds);
+                        i.dlpack_device_type, i.cuda_array_interface, i.torch_device, kinds, i.emulated);
 }
 
 template <>
 driver::BackendInfo report_from_state<driver::BackendInfo>(nb::handle state) {
   const StateReader r(state, "BackendInfo", {"name", "available", "reason", "driver_version", "device_count",
                                              "device_name", "library", "dlpack_device_type", "cuda_array_interface",
-                                             "torch_device", "code_object_kinds"});
+                                             "torch_device", "code_object_kinds", "emulated"});
   driver::BackendInfo i;
   i.name = r.text(0);
   i.available = r.flag(1);
@@ -291,6 +291,23 @@ driver::BackendInfo report_from_state<driver::BackendInfo>(nb::handle state) {
   i.torch_device = r.text(9);
   const std::vector<nb::object> kinds = r.items(10);
   for (std::size_t k = 0; k < kinds.size(); ++k) i.code_object_kinds.push_back(r.item_text(10, k, kinds[k]));
+  i.emulated = r.flag(11);
+  // What no registry reports (a backend's name is its key; a report says what it can load).
+  if (i.name.empty()) r.refuse("a backend needs a name");
+  if (i.available && i.device_count < 1) r.refuse("an available backend sees at least one device");
+  if (!i.available && i.reason.empty()) r.refuse("an unavailable backend says why (reason is empty)");
+  // DLPack's device types (dlpack.h): CPU 1, CUDA 2, CUDA host 3, OpenCL 4, Vulkan 7 ... MAIA 17.
+  constexpr int dlpack_types[] = {1, 2, 3, 4, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17};
+  if (std::find(std::begin(dlpack_types), std::end(dlpack_types), i.dlpack_device_type) == std::end(dlpack_types))
+    r.refuse("dlpack_device_type " + std::to_string(i.dlpack_device_type) + " is no DLPack device type");
+  if (i.torch_device.empty()) r.refuse("torch_device is empty");
+  if (i.code_object_kinds.empty()) r.refuse("a backend loads at least one code object kind");
+  for (const auto& kind : i.code_object_kinds) {
+    driver::ImageKind parsed{};
+    if (!driver::image_kind_from_name(kind, &parsed)) r.refuse("'" + kind + "' is no code object kind");
+    if (std::count(i.code_object_kinds.begin(), i.code_object_kinds.end(), kind) > 1)
+      r.refuse("code object kind '" + kind + "' appears twice");
+  }
   return i;
 }
 

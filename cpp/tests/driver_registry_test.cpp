@@ -4,6 +4,7 @@
 // naming maps every lifecore code to a native one and back. The emulated role is held by a
 // backend that is always available and whose driver offers fault injection.
 #include <set>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -68,8 +69,40 @@ void bad_registrations_are_refused_and_change_nothing() {
   copy.name = "incomplete";
   copy.open = nullptr;
   CHECK(error_of([&] { register_backend(copy); }) == ErrorKind::InvalidArgument);
+  // Names the tooling cannot address ("a,b" lists, "name/hardware" targets, environment
+  // variables), the reserved "host", and a descriptor that loads nothing.
+  for (const char* name : {"v,gpu", "v/hardware", " v", "AUTO", "host", "9v", "v-1"}) {
+    copy = first;
+    copy.name = name;
+    CHECK(error_of([&] { register_backend(copy); }) == ErrorKind::InvalidArgument);
+  }
+  copy = first;
+  copy.name = "nothing_to_load";
+  copy.code_object_kinds.clear();
+  CHECK(error_of([&] { register_backend(copy); }) == ErrorKind::InvalidArgument);
   CHECK(registered_backends().size() == before);
   CHECK(find_backend("incomplete") == nullptr);
+}
+
+// A probe that throws breaks its promise; it makes its backend unavailable, with why, and leaves
+// every other backend listed (it made list_backends() throw for every caller).
+void a_probe_that_throws_is_its_backend_unavailable() {
+  BackendDescriptor copy = *registered_backends().front();
+  copy.name = "exploding_probe";
+  copy.emulated = false;
+  copy.auto_priority = -1000;  // never auto's choice
+  copy.probe = []() -> BackendInfo { throw std::runtime_error("probe exploded"); };
+  register_backend(copy);
+  const auto infos = list_backends();
+  CHECK(infos.size() == registered_backends().size());
+  bool seen = false;
+  for (const auto& info : infos) {
+    if (info.name != "exploding_probe") continue;
+    seen = true;
+    CHECK(!info.available && contains(info.reason, "probe exploded"));
+    CHECK(info.code_object_kinds.size() == copy.code_object_kinds.size());
+  }
+  CHECK(seen);
 }
 
 // Each backend's naming: every lifecore code has a native number that maps back to it, under
@@ -158,5 +191,6 @@ int main() {
   auto_opens_the_available_backend_of_highest_priority();
   image_kinds_by_name();
   the_emulated_backend_offers_the_test_hooks();
+  a_probe_that_throws_is_its_backend_unavailable();  // last: it registers a backend for good
   return finish("driver_registry_test");
 }

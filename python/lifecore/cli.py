@@ -1328,7 +1328,7 @@ def _backend_name(text: str) -> str:
 def _required_backend(text: str) -> str:
     """argparse type for check --require: a registered backend that can open a device here."""
     if text == "auto":
-        raise argparse.ArgumentTypeError("name a backend to require (auto always finds the mock)")
+        raise argparse.ArgumentTypeError("name a backend to require (auto always finds the emulated backend)")
     return _backend_name(text)
 
 

@@ -212,6 +212,19 @@ void preflight(const CapturePlan& plan, const std::vector<ObservationPoint>& poi
   auto future = checked_mul(envelopes, remaining);
   auto total = future ? checked_add(inherited, *future) : std::nullopt;
   if (!total) refuse("capture preflight overflow");
+  // The usage a fork inherits may pass a new limit by itself: said so, not blamed on envelopes.
+  if (auto b = exceeded(inherited, plan.limits.cumulative)) {
+    const auto amount = [&](const CaptureUsage& u) {
+      switch (*b) {
+        case Budget::captures: return u.captures;
+        case Budget::retention: return u.retained_bytes;
+        case Budget::host: return u.host_bytes;
+        default: return u.encoded_bytes;
+      }
+    };
+    refuse("the usage the run inherits (" + std::to_string(amount(inherited)) + ") already exceeds the cumulative "
+           "limit (" + std::to_string(amount(plan.limits.cumulative)) + "): " + to_string(*b));
+  }
   if (auto b = exceeded(*total, plan.limits.cumulative))
     refuse(what + " exceed the cumulative limit: " + to_string(*b) + hint);
   if (plan.limits.on_limit == OnLimit::fail) {

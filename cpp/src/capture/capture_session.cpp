@@ -486,6 +486,11 @@ std::unique_ptr<CaptureSession> CaptureSession::fork(const CaptureDiscovery& dis
   if (max_predictions) request.max_predictions = *max_predictions;
   CaptureUsage inherited = ledger_.cumulative();
   std::uint64_t next = next_prediction();
+  // A child that could never take its next step is no fork: refused here, not at its first step.
+  if (request.max_predictions <= next)
+    raise(ErrorKind::Admission, "fork: max_predictions " + std::to_string(request.max_predictions) +
+                                    " leaves no prediction to take: the fork continues at prediction " +
+                                    std::to_string(next) + ", so it needs at least " + std::to_string(next + 1));
   // Re-admission rechecks future geometry and the continuation preflight.
   auto admitted = admit(plan, discovery, request, inherited, next);
   auto child = std::make_unique<CaptureSession>(std::move(admitted));

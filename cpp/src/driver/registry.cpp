@@ -1,5 +1,6 @@
 #include "lifecore/driver/registry.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 
@@ -28,11 +29,26 @@ std::string quoted_names(const std::vector<const BackendDescriptor*>& backends) 
 void validate(const BackendDescriptor& d, const std::vector<const BackendDescriptor*>& known) {
   if (d.name.empty()) raise(ErrorKind::InvalidArgument, "register_backend: the backend needs a name");
   if (d.name == "auto") raise(ErrorKind::InvalidArgument, "register_backend: 'auto' is reserved for the automatic choice");
+  // The tooling addresses a backend by its name in lists ("a,b"), targets ("name/hardware") and
+  // environment variables: a lowercase letter, then lowercase letters, digits and '_'.
+  const bool addressable = d.name[0] >= 'a' && d.name[0] <= 'z' &&
+                           std::all_of(d.name.begin(), d.name.end(), [](char c) {
+                             return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+                           });
+  if (!addressable)
+    raise(ErrorKind::InvalidArgument, "register_backend: '" + d.name + "' is no backend name the tooling can address "
+                                      "(a lowercase letter, then lowercase letters, digits and '_')");
+  if (d.name == "host")
+    raise(ErrorKind::InvalidArgument, "register_backend: 'host' is reserved (the sequence lifecycle's host-accounting "
+                                      "target)");
   for (const auto* other : known)
     if (other->name == d.name)
       raise(ErrorKind::InvalidArgument, "register_backend: a backend named '" + d.name + "' is already registered");
   if (!d.probe || !d.open)
     raise(ErrorKind::InvalidArgument, "register_backend: backend '" + d.name + "' needs both probe and open");
+  if (d.code_object_kinds.empty())
+    raise(ErrorKind::InvalidArgument, "register_backend: backend '" + d.name + "' loads no code object kind "
+                                      "(code_object_kinds is empty; the built-in kernels are 'builtin')");
   const StatusNaming& n = d.naming;
   if (n.code == nullptr || n.native == nullptr || n.name == nullptr || n.sticky == nullptr)
     raise(ErrorKind::InvalidArgument,

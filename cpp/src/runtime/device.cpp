@@ -249,8 +249,8 @@ void Device::inject_fault(const std::string& call, int status, std::int64_t afte
   check_open("inject_fault");
   driver::FaultInjection* faults = driver_->fault_injection();
   if (faults == nullptr)
-    raise(ErrorKind::Lifecore, std::string("inject_fault: fault injection is mock-only; the ") + backend() +
-                                   " backend does not offer it");
+    raise(ErrorKind::Lifecore, std::string("inject_fault: the ") + backend() +
+                                   " backend does not offer fault injection (an emulated backend does)");
   driver::Operation op{};
   if (!driver::operation_from_name(call, &op)) {
     std::string names;
@@ -267,9 +267,22 @@ void Device::clear_faults() {
   check_open("clear_faults");
   driver::FaultInjection* faults = driver_->fault_injection();
   if (faults == nullptr)
-    raise(ErrorKind::Lifecore, std::string("clear_faults: fault injection is mock-only; the ") + backend() +
-                                   " backend does not offer it");
+    raise(ErrorKind::Lifecore, std::string("clear_faults: the ") + backend() +
+                                   " backend does not offer fault injection (an emulated backend does)");
   faults->clear();
+}
+
+std::uint64_t Device::driver_calls(const std::string& call) const {
+  check_open("driver_calls");
+  driver::FaultInjection* faults = driver_->fault_injection();
+  if (faults == nullptr)
+    raise(ErrorKind::Lifecore, std::string("driver_calls: the ") + backend() +
+                                   " backend does not offer fault injection (an emulated backend does)");
+  driver::Operation op{};
+  if (!driver::operation_from_name(call, &op))
+    raise(ErrorKind::InvalidArgument, "driver_calls: unknown driver call '" + call + "' (lifecore.driver_operations() "
+                                      "lists them)");
+  return faults->call_count(op);
 }
 
 driver::FunctionHandle Device::function(const Kernel& kernel) {

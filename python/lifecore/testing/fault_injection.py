@@ -12,7 +12,7 @@ from .. import _python_guard
 
 from typing import Any
 
-from ..errors import InvalidArgumentError, LifecoreError
+from ..errors import InvalidArgumentError, LifecoreError, LifecoreTypeError
 
 __all__ = ["offers_fault_injection"]
 
@@ -24,6 +24,11 @@ def offers_fault_injection(device: Any) -> bool:
     injection refuses the empty name as a bad argument, one that does not refuses the call
     itself. A closed device raises ``ClosedError`` as every other call does.
     """
+    from .. import Device
+
+    if not isinstance(device, Device):
+        raise LifecoreTypeError(f"offers_fault_injection: argument 'device' must be a lifecore Device, "
+                                f"got {type(device).__name__}")
     try:
         device.inject_fault("", 1)
     except InvalidArgumentError:

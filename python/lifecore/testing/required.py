@@ -12,8 +12,19 @@ VARIABLE = "LIFECORE_REQUIRE"
 
 
 def required_backends() -> frozenset[str]:
-    """The backend names ``LIFECORE_REQUIRE`` lists now (empty when it is unset or blank)."""
-    return frozenset(name.strip() for name in os.environ.get(VARIABLE, "").split(",") if name.strip())
+    """The backend names ``LIFECORE_REQUIRE`` lists now (empty when it is unset or blank).
+    ``InvalidArgumentError`` for a name no backend is registered under: a misspelled variable
+    (``CUDA``, ``nvidia``) would otherwise require nothing, and a GPU job would go green having
+    run nothing, which is what the variable is there to prevent."""
+    from lifecore import backend_names
+    from lifecore.errors import InvalidArgumentError
+
+    names = frozenset(name.strip() for name in os.environ.get(VARIABLE, "").split(",") if name.strip())
+    unknown = sorted(names - set(backend_names()))
+    if unknown:
+        raise InvalidArgumentError(f"{VARIABLE} names no registered backend: {', '.join(map(repr, unknown))} "
+                                   f"(the registered ones: {', '.join(backend_names())}; names are case-sensitive)")
+    return names
 
 
 def requirement_note(backend: str | None = None) -> str | None:

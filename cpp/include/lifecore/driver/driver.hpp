@@ -266,6 +266,7 @@ struct BackendInfo {
   bool cuda_array_interface = false;
   std::string torch_device;
   std::vector<std::string> code_object_kinds;
+  bool emulated = false;  // from the registry entry: an emulated device offering fault injection
 };
 
 }  // namespace lifecore::driver

@@ -64,6 +64,9 @@ class Device : public std::enable_shared_from_this<Device> {
   void cleanup();
   void inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times);
   void clear_faults();
+  // How many calls of driver operation `call` the device's driver has made, failed ones included
+  // (a device that offers fault injection): what tells a test whether an injected fault was reached.
+  std::uint64_t driver_calls(const std::string& call) const;
   // Aborts open windows, waits for every stream, destroys every graph, returns all memory.
   void close();
   // Also true in a process forked after this device opened (lifecore/process_fork.hpp): there it

@@ -19,8 +19,9 @@ BackendInfo probe_mock() {
 
 std::shared_ptr<Driver> open_mock(int ordinal) {
   if (ordinal < 0 || ordinal >= MockDriver::device_count)
-    raise(ErrorKind::InvalidArgument, "mock: device ordinal " + std::to_string(ordinal) + " is out of range (the mock has " +
-                                          std::to_string(MockDriver::device_count) + " devices)");
+    raise(ErrorKind::InvalidArgument, "device ordinal " + std::to_string(ordinal) + " is out of range (the mock has " +
+                                          std::to_string(MockDriver::device_count) + " devices: 0 to " +
+                                          std::to_string(MockDriver::device_count - 1) + ")");
   return std::make_shared<MockDriver>(ordinal);
 }
 
