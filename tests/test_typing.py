@@ -61,7 +61,15 @@ def test_readme_and_examples_pass_mypy_strict(mypy_work: Path):
 
 def test_the_installed_package_passes_mypy_strict(mypy_work: Path):
     # Its own modules, the reference models, the state machines and the benchmarks it ships:
-    # a user's mypy follows lifecore's types into all of them.
+    # a user's mypy follows lifecore's types into all of them. Checked against the stubs of the
+    # dependencies CI pins: NumPy 1.x's make a bare np.ndarray an error, and without torch its
+    # modules type as Any.
+    import numpy
+
+    if int(numpy.__version__.split(".")[0]) < 2:
+        pytest.skip(f"NumPy {numpy.__version__}: the package is type-checked against NumPy 2's stubs")
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch is not installed: the package is type-checked with torch's types")
     result = check_typing.run_mypy_on_package(mypy_work)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Success: no issues found" in result.stdout
