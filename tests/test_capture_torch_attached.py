@@ -12,18 +12,17 @@ from torch import nn  # noqa: E402
 
 from lifecore.capture import (  # noqa: E402
     CapturePhase,
-    CapturePlan,
     CaptureRequest,
     CaptureSelection,
     CaptureSession,
     CaptureTransform,
     InterventionOutcome,
-    InterventionPlan,
     interventions as iv,
-    unlimited,
 )
 from lifecore.errors import InvalidArgumentError, LifecoreTypeError  # noqa: E402
-from lifecore.torch import TorchBackend, attach, capture, discover  # noqa: E402
+from lifecore.torch import attach, capture, discover  # noqa: E402
+
+from torch_capture_helpers import intervening_session  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
 
@@ -66,12 +65,9 @@ def tokens() -> torch.Tensor:
 
 def zeroing_session(lm: TinyLM, tokens: torch.Tensor, observe: bool) -> CaptureSession:
     """A session that zeroes blocks.0.mlp's output (and captures it, when ``observe``)."""
-    discovery = discover(lm, tokens)
     selections = [CaptureSelection("mlp0", "blocks.0.mlp", CaptureTransform.full_tensor())] if observe else []
-    session = CaptureSession(CapturePlan(selections, unlimited()).admit(discovery, CaptureRequest(1, 5, 2)))
-    session.enable_interventions(InterventionPlan([iv.zero("z", "blocks.0.mlp")]).admit(discovery, session),
-                                 TorchBackend())
-    return session
+    return intervening_session(discover(lm, tokens), CaptureRequest(1, 5, 2), [iv.zero("z", "blocks.0.mlp")],
+                               *selections)
 
 
 def zeroed_reference(lm: TinyLM, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

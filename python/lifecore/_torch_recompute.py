@@ -46,6 +46,7 @@ def discovering() -> bool:
 
 def passed_over() -> bool:
     """True for a forward no session observes: a recompute, or a discovery's forward."""
+    # recomputing() inlined: the observer calls this for every point it observes.
     return _DISCOVERING.active or (_graph_task_id is not None and _graph_task_id() != -1)
 
 

@@ -245,44 +245,44 @@ void Device::cleanup() {
   for (driver::DevicePtr ptr : unpinned) free_info_buffer(ptr);
 }
 
-void Device::inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times) {
-  check_open("inject_fault");
-  driver::FaultInjection* faults = driver_->fault_injection();
-  if (faults == nullptr)
-    raise(ErrorKind::Lifecore, std::string("inject_fault: the ") + backend() +
-                                   " backend does not offer fault injection (an emulated backend does)");
-  driver::Operation op{};
-  if (!driver::operation_from_name(call, &op)) {
+namespace {
+
+// The driver operation named `call`; InvalidArgumentError naming `op` and every valid name.
+driver::Operation operation_named(const std::string& call, const char* op) {
+  driver::Operation found{};
+  if (!driver::operation_from_name(call, &found)) {
     std::string names;
     for (const auto& name : driver::operation_names()) names += (names.empty() ? "" : ", ") + name;
-    raise(ErrorKind::InvalidArgument, "inject_fault: unknown driver call '" + call + "'; valid names: " + names);
+    raise(ErrorKind::InvalidArgument, std::string(op) + ": unknown driver call '" + call + "'; valid names: " + names);
   }
+  return found;
+}
+
+}  // namespace
+
+driver::FaultInjection& Device::fault_injection(const char* op) const {
+  check_open(op);
+  driver::FaultInjection* faults = driver_->fault_injection();
+  if (faults == nullptr)
+    raise(ErrorKind::Lifecore, std::string(op) + ": the " + backend() +
+                                   " backend does not offer fault injection (an emulated backend does)");
+  return *faults;
+}
+
+void Device::inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times) {
+  driver::FaultInjection& faults = fault_injection("inject_fault");
+  const driver::Operation op = operation_named(call, "inject_fault");
   if (status == 0) raise(ErrorKind::InvalidArgument, "inject_fault: status must be a failure code (non-zero), got 0");
   if (after < 0) raise(ErrorKind::InvalidArgument, "inject_fault: after must be >= 0, got " + std::to_string(after));
   if (times < 1) raise(ErrorKind::InvalidArgument, "inject_fault: times must be >= 1, got " + std::to_string(times));
-  faults->inject(op, status, static_cast<std::uint64_t>(after), static_cast<std::uint64_t>(times));
+  faults.inject(op, status, static_cast<std::uint64_t>(after), static_cast<std::uint64_t>(times));
 }
 
-void Device::clear_faults() {
-  check_open("clear_faults");
-  driver::FaultInjection* faults = driver_->fault_injection();
-  if (faults == nullptr)
-    raise(ErrorKind::Lifecore, std::string("clear_faults: the ") + backend() +
-                                   " backend does not offer fault injection (an emulated backend does)");
-  faults->clear();
-}
+void Device::clear_faults() { fault_injection("clear_faults").clear(); }
 
 std::uint64_t Device::driver_calls(const std::string& call) const {
-  check_open("driver_calls");
-  driver::FaultInjection* faults = driver_->fault_injection();
-  if (faults == nullptr)
-    raise(ErrorKind::Lifecore, std::string("driver_calls: the ") + backend() +
-                                   " backend does not offer fault injection (an emulated backend does)");
-  driver::Operation op{};
-  if (!driver::operation_from_name(call, &op))
-    raise(ErrorKind::InvalidArgument, "driver_calls: unknown driver call '" + call + "' (lifecore.driver_operations() "
-                                      "lists them)");
-  return faults->call_count(op);
+  driver::FaultInjection& faults = fault_injection("driver_calls");
+  return faults.call_count(operation_named(call, "driver_calls"));
 }
 
 driver::FunctionHandle Device::function(const Kernel& kernel) {

@@ -140,6 +140,9 @@ class Device : public std::enable_shared_from_this<Device> {
   void free_info_buffer(driver::DevicePtr ptr);
 
  private:
+  // The driver's fault injection for `op` (inject_fault, clear_faults, driver_calls): ClosedError
+  // once closed, LifecoreError naming `op` on a backend that does not offer it.
+  driver::FaultInjection& fault_injection(const char* op) const;
   std::vector<std::shared_ptr<Stream>> live_streams();
   // close()'s: the live streams, and no stream registers after them (stream() is refused).
   std::vector<std::shared_ptr<Stream>> take_streams();

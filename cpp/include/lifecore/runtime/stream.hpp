@@ -327,8 +327,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool dead_ = false;
   PublishedCaptureState state_;  // its mark is what the capture registry checks entries against
   std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
-  // Driver allocations made inside this window's software recording (the pool had no free
-  // slice): with a driver's graphs each would be a memory node, which end_capture refuses.
+  // Driver allocations made inside this window's software recording (a buffer the pool had no
+  // free slice for, an info-cache upload): with a driver's graphs each would be a memory node,
+  // which end_capture refuses.
   std::size_t window_allocations_ = 0;
   bool window_discarded_ = false;     // the driver still captures a window already discarded (ending it is all that is left)
   bool left_by_close_ = false;        // close() left that capture to capture_thread_
