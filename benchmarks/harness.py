@@ -252,6 +252,11 @@ def measure(fn: Union[Side, Callable[[], object]], *, rounds: int = 15, warmup: 
                       clock=clock, title=title)
 
 
+# Beside a derived time, or a ratio of one, whose median is not positive: no time is negative,
+# so the figure says only that the run was too noisy to resolve it (rerun with more rounds).
+NOT_POSITIVE = "not positive: below this run's noise, no measurement"
+
+
 def format_duration(ns: float) -> str:
     """A time in the unit that keeps three significant figures readable (ns, us, ms, s)."""
     magnitude = abs(ns)
@@ -278,10 +283,13 @@ def format_run(run: Run) -> str:
         if m.rate:
             r = m.rate_summary
             text += f"   {_number(r.median)} {m.unit}s/s [{_number(r.q1)} .. {_number(r.q3)}]"
+        if s.median <= 0:  # a difference of sides (derived): what it measures drowned in their noise
+            text += f"  ({NOT_POSITIVE})"
         rows.append((m.name, text))
     for ratio in run.ratios:
         s = ratio.summary
-        rows.append((ratio.name, f"{s.median:.3g}x  [{s.q1:.3g} .. {s.q3:.3g}]"))
+        rows.append((ratio.name, f"{s.median:.3g}x  [{s.q1:.3g} .. {s.q3:.3g}]"
+                                 + (f"  ({NOT_POSITIVE})" if s.median <= 0 else "")))
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name.ljust(width)}  {text}" for name, text in rows]
     if run.facts:

@@ -773,6 +773,8 @@ class DeviceModel:
         source = self._operand(src, stream)
         if d.nbytes != 4 * source.count:
             raise ModelError("InvalidArgument")
+        if source is d.slot:  # a buffer into itself: a driver copies between disjoint ranges only
+            raise ModelError("InvalidArgument")
         self._submit(self.streams[stream], CopyOp(d.slot, source), "copy", fault)
 
     def _operand(self, given: Union[int, Ref, HostArray], stream: int) -> Slot:

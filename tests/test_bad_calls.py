@@ -226,10 +226,6 @@ def test_a_bool_for_a_count_and_an_int_past_64_bits_are_lifecore_errors() -> Non
 def test_an_int_out_of_range_says_which_way() -> None:
     with lifecore.Device(EMULATED) as dev:
         s = dev.stream()
-        buf = s.alloc(16)
-        negative = r"'value' .*\(got -1: a negative value, where it takes none\)"
-        with pytest.raises(errors.LifecoreOverflowError, match=negative):
-            s.fill(buf, -1)
         with pytest.raises(errors.LifecoreOverflowError, match=r"\(got 18446744073709551616: a value past what it can"):
             s.alloc(2**64)
         # A signed parameter takes negatives: one below its range is named as that, not as a

@@ -114,6 +114,20 @@ def test_a_difference_is_derived_round_by_round() -> None:
         run.ratio("with", "nonesuch")
 
 
+def test_a_difference_drowned_in_noise_is_printed_as_no_measurement() -> None:
+    # Before: "-3.1 us per observe" and a ratio of "-24.2x", with nothing to say what they were.
+    clock = FakeClock()
+    run = interleave({"with": clock.side("w", 500), "without": clock.side("o", 600), "backend": clock.side("b", 100)},
+                     rounds=3, warmup=0, inner=1, clock=clock)
+    run.difference("observe", "with", "without", "backend")
+    run.ratio("without", "observe")
+    run.ratio("with", "without")
+    lines = {line.split("  ")[1].strip(): line for line in format_run(run).splitlines()[1:]}
+    assert "not positive: below this run's noise, no measurement" in lines["observe"]
+    assert "not positive" in lines["without / observe"]
+    assert "not positive" not in lines["with / without"] and "not positive" not in lines["with"]
+
+
 def test_the_formatter_prints_only_what_was_measured() -> None:
     clock = FakeClock()
     run = compare(clock.side("A", 2000), clock.side("B", 1000), rounds=3, warmup=0, inner=1, clock=clock,

@@ -112,3 +112,35 @@ def test_a_masked_table_out_and_the_calls_errors_name():
         with pytest.raises(ClosedError, match=r"^block_table: "):
             coordinator.block_table([one], 4, freed)
         one.close()
+
+
+def test_write_read_and_read_into_take_host_tensors_and_buffer_views():
+    # Before: a torch tensor and a BufferView were refused by these three alone, where copy,
+    # fill and launch take both; a bfloat16 tensor had no way in short of reinterpreting it.
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    with lifecore.Device(EMULATED) as dev:
+        s = dev.stream()
+        b = s.alloc(32)
+        view = b.view("float32", (8,))
+        values = torch.arange(8, dtype=torch.float32)
+        s.write(view, values)
+        assert np.frombuffer(s.read(view), np.float32).tolist() == list(range(8))
+        out = torch.zeros(8, dtype=torch.float32)
+        s.read_into(view, out)
+        assert out.tolist() == list(range(8))
+        half = torch.arange(16, dtype=torch.bfloat16)  # no NumPy dtype: read through DLPack as bytes
+        s.write(b, half)
+        back = torch.zeros(16, dtype=torch.bfloat16)
+        s.read_into(b, back)
+        assert torch.equal(back, half)
+        # Refused with the reason, changing nothing.
+        with pytest.raises(InvalidArgumentError, match=r"^read_into: argument 'out' must be a C-contiguous, writable "
+                                                       r"tensor in host memory"):
+            s.read_into(b, torch.zeros(32, dtype=torch.bfloat16)[::2])
+        with pytest.raises(InvalidArgumentError, match=r"^write: argument 'data' must be a C-contiguous tensor"):
+            s.write(b, torch.zeros(32, dtype=torch.bfloat16)[::2])
+        with pytest.raises(lifecore.LifecoreTypeError, match=r"^read: argument 'buf' must be a Buffer or a BufferView, "
+                                                             r"got int"):
+            s.read(3)
+        s.read_into(b, back)
+        assert torch.equal(back, half)

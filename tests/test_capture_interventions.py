@@ -685,3 +685,27 @@ def test_an_intervention_backend_exception_reads_failed_and_its_traceback_is_log
     logged = [r for r in caplog.records if r.name == "lifecore.capture"]
     assert len(logged) == 1 and logged[0].exc_info[0] is ValueError
     assert "_a_helper_of_the_backend" in caplog.text
+
+
+def test_helper_payloads_that_are_not_numbers_are_refused_where_they_are_built() -> None:
+    from fractions import Fraction
+
+    from lifecore.capture import interventions as iv
+    from lifecore.errors import LifecoreOverflowError
+
+    # Before: None became a NaN payload (refused later as "not finite"), and an int past a
+    # double raised Python's own OverflowError.
+    with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers, got NoneType"):
+        iv.add("a", "p", None)
+    with pytest.raises(LifecoreTypeError, match=r"holding NoneType"):
+        iv.replace("a", "p", [1.0, None])
+    with pytest.raises(LifecoreOverflowError, match=r"^argument 'tensor' holds an int too large for a float"):
+        iv.add("a", "p", [1, 10**400])
+    with pytest.raises(LifecoreOverflowError, match=r"^argument 'factor' is too large for a float"):
+        iv.scale("s", "p", 10**400)
+    with pytest.raises(LifecoreOverflowError, match=r"^argument 'biases' is too large for a float"):
+        iv.bias_routing_scores("b", "p", [0], [10**400])
+    with pytest.raises(InvalidArgumentError, match=r"^argument 'tensor' is a masked array"):
+        iv.add("a", "p", np.ma.array([1.0, 2.0], mask=[True, False]))
+    # Numbers of any kind a list may hold still go through, as floats.
+    assert iv.add("a", "p", [Fraction(1, 2), 2, np.float32(0.25)]).payload == [0.5, 2.0, 0.25]

@@ -359,6 +359,42 @@ def test_a_global_capture_left_by_a_thread_that_exited_still_blocks_every_thread
         refused(b.sync, a, "global", op="sync", this_thread=False)
 
 
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+@pytest.mark.parametrize("mode", ["thread_local", "global"])
+def test_a_thread_that_inherits_an_exited_threads_id_is_not_the_capturing_thread(graphs: str, mode: str) -> None:
+    # The operating system hands an exited thread's id to the next thread it starts (here most
+    # of the time): that thread is a different thread to the driver, so it can no more end the
+    # capture than any other thread.
+    with lifecore.Device(EMULATED, graphs=graphs, capture_mode=mode) as dev:
+        a = dev.stream()
+        x = ones(a)
+        a.sync()
+        began = []
+        t = threading.Thread(target=lambda: (began.append(threading.get_ident()), begin_doubling(a, x)))
+        t.start()
+        t.join(30)
+        assert a.capture_state.variant is CaptureVariant.CAPTURE
+        outcomes = []
+
+        def try_to_end() -> None:
+            reused = threading.get_ident() == began[0]
+            for call in (a.end_capture, a.abort_capture):
+                try:
+                    call()
+                    outcomes.append((call.__name__, reused, "ended"))
+                except CaptureStateError as error:
+                    assert "only that thread may end or abort it" in str(error), error
+                    outcomes.append((call.__name__, reused, "refused"))
+
+        for _ in range(4):
+            u = threading.Thread(target=try_to_end)
+            u.start()
+            u.join(30)
+        assert [o for o in outcomes if o[2] != "refused"] == []
+        assert len(outcomes) == 8
+        assert a.capture_state.variant is CaptureVariant.CAPTURE
+
+
 def test_on_cuda_a_recording_forbids_calls_on_every_device_of_the_process(fake_libcuda) -> None:
     # CUDA keeps one capture state per process: a recording on one device forbids this thread's
     # begin on another device's stream (the fake driver, in a fresh interpreter).

@@ -681,3 +681,19 @@ def test_int64_arrays_hold_numpys_own_int64_scalars():
     hist = CapturePayload.histogram([0.0, 1.0, 2.0], [3, 4])
     for array in (top.candidate_ids, top.candidates.ids, hist.histogram.counts):
         assert array.dtype.type is np.int64 and isinstance(array[0], np.int64)
+
+
+def test_a_masked_array_is_no_payload() -> None:
+    # Before: accepted, and the values beneath the mask kept as if they were not masked.
+    with pytest.raises(InvalidArgumentError, match=r"^CapturePayload.from_array: argument 'array' is a NumPy masked "
+                                                   r"array"):
+        CapturePayload.from_array(np.ma.array([1.0, 2.0], mask=[True, False]))
+
+
+def test_usage_fields_refuse_what_is_no_count_naming_the_field() -> None:
+    # Before: None met nanobind's plain TypeError, and a bool was named "(): argument 'arg'".
+    u = CaptureUsage(1, 2, 3, 4)
+    for value in (None, True, "1"):
+        with pytest.raises(LifecoreTypeError, match=r"^CaptureUsage\.?[a-z_]*: argument '(captures|value)'"):
+            u.captures = value
+    assert u.as_tuple() == (1, 2, 3, 4)

@@ -926,6 +926,60 @@ def test_a_forward_on_another_thread_during_a_capture_block_is_refused_and_chang
         m(x)  # the block closed: the model is every thread's again, and runs no hook
 
 
+@pytest.mark.parametrize("meets", ["the discovery", "the captured forward"])
+def test_a_forward_another_thread_began_before_the_block_opened_passes_its_hooks_by(meets: str) -> None:
+    # Before: only the block's root pre-hook checked the thread; a forward already past it met
+    # the discovery's hooks (a plan with the other forward's calls) or the block's observers
+    # (its outputs observed into the block's session, both forwards failed).
+    from lifecore.torch import capture
+
+    block_thread = threading.get_ident()
+    at_gate, go_on, other_done = threading.Event(), threading.Event(), threading.Event()
+    block_calls = [0]
+
+    class Gated(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 4))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if threading.get_ident() != block_thread:
+                at_gate.set()
+                go_on.wait(10)  # held here, past the root's pre-hooks, until the block's forward is under way
+            else:
+                block_calls[0] += 1  # 1: the discovery's forward; 2: the captured one
+                if block_calls[0] == (1 if meets == "the discovery" else 2):
+                    go_on.set()
+                    other_done.wait(10)  # the other forward runs its modules now, inside the block's
+            return self.inner(x)
+
+    m = Gated().eval()
+    x, other_x = torch.randn(1, 3, 4), torch.randn(2, 5, 4)
+    other: dict = {}
+
+    def other_forward() -> None:
+        try:
+            with torch.no_grad():
+                other["y"] = m(other_x)
+        except BaseException as error:  # noqa: BLE001 - reported below
+            other["error"] = error
+        other_done.set()
+
+    thread = threading.Thread(target=other_forward)
+    thread.start()
+    assert at_gate.wait(10)
+    with torch.no_grad(), capture(m, ["inner.0", "inner.2"], "tensor") as records:
+        y = m(x)
+    thread.join(10)
+    assert "error" not in other, other.get("error")
+    with torch.no_grad():
+        assert torch.equal(other["y"], m.inner(other_x))
+    assert sorted(records) == ["inner.0", "inner.2"]  # the block's own calls, once each
+    assert records["inner.2"].outcome == CaptureOutcome.CAPTURED and torch.equal(records["inner.2"].tensor, y)
+    assert records["inner.0"].tensor.shape == (1, 3, 8)
+    assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+
+
 def test_a_block_on_a_model_another_thread_holds_is_refused_and_no_hook_is_left() -> None:
     # Two threads each opening blocks on one model: the second block's hooks were placed while
     # the first thread's forward walked the model's hook tables, and a removal that met a table

@@ -177,6 +177,16 @@ def test_a_failure_is_saved_and_replays_from_the_printed_command(tmp_path):
     # Against the correct model the same example passes: the blob does not reproduce a failure.
     fixed = run(*replay[1:], "--failure-dir", str(tmp_path / "fixed"), timeout=300)
     assert fixed.returncode == 1 and "did not reproduce" in fixed.stdout, fixed.stdout + fixed.stderr
+    assert "a blob replays only under the Hypothesis version that recorded it" in fixed.stdout
+    # The whole line printed under "reproduction blob" is taken as well (before: a usage error),
+    # and a blob another Hypothesis recorded is named as such when it does not reproduce.
+    whole = blob.group(0)
+    at = replay.index(blob.group(1))
+    again = run(code=BROKEN.format(argv=[*replay[1:at], whole, *replay[at + 1:]]), timeout=300)
+    assert again.returncode == 1 and error in again.stdout.splitlines(), again.stdout + again.stderr
+    older = whole.replace(re.search(r"\('([^']+)'", whole).group(1), "0.0.1")
+    fixed = run(*replay[1:at], older, *replay[at + 1:], "--failure-dir", str(tmp_path / "fixed"), timeout=300)
+    assert fixed.returncode == 1 and "it was recorded by Hypothesis 0.0.1, and this is" in fixed.stdout, fixed.stdout
 
 
 def test_reproduce_needs_one_target():
@@ -409,6 +419,19 @@ def test_no_progress_redraws_off_a_terminal():
     result = run("fuzz", "--graphs", "software", "--examples", "3", "--steps", "5", "--seed", "1")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "\r" not in result.stderr and "runs," not in result.stderr
+
+
+def test_off_a_terminal_a_long_run_prints_a_plain_status_line():
+    # Before: nothing at all until the run ended, however long (a CI service stops a silent job).
+    code = ("import sys\n"
+            "from lifecore import cli\n"
+            "cli._Heartbeat.interval = 0.0  # every run, where the real one waits a minute\n"
+            "sys.exit(cli.main(['fuzz', '--lifecycle', 'sequence', '--examples', '3', '--steps', '5', '--seed', '1']))")
+    result = run(code=code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if " runs, " in line]
+    assert lines and "\r" not in result.stderr, result.stderr
+    assert all(line.startswith("sequence ") and "/3 runs, " in line and line.endswith(" steps") for line in lines), lines
 
 
 def test_bench_fails_when_a_result_is_wrong():
@@ -883,3 +906,20 @@ def test_check_and_fuzz_leave_no_hypothesis_folder_behind(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr
     assert list(work.iterdir()) == [] and (chosen / "constants").is_dir()
 
+
+
+def test_a_capture_machine_failure_says_both_values_and_where(tmp_path):
+    # Before: "AssertionError: (no message)": the machines' plain asserts report no values
+    # outside pytest.
+    code = ("import sys\n"
+            "import lifecore.models.capture_session as m\n"
+            "m.CaptureSessionModel.next_prediction = property(lambda self: (self.prediction + 1 if self.has_step "
+            "else 0) + 7)\n"
+            "from lifecore.cli import main\n"
+            "sys.exit(main(['fuzz', '--lifecycle', 'capture', '--target', 'counting', '--examples', '3', '--steps', "
+            "'5', '--seed', '1', '--failure-dir', {dir!r}]))").format(dir=str(tmp_path))
+    result = run(code=code, timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    error = next(line for line in result.stdout.splitlines() if line.startswith("AssertionError"))
+    assert error.startswith("AssertionError: 0 != 7 (at capture_session.py:"), error
+    assert "same(self.session.next_prediction, self.model.next_prediction)" in error, error

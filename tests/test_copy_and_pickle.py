@@ -288,9 +288,21 @@ def _set_state(cls, state):
     # Accepted before: reports no coordinator could make, as a coordinator refuses to be made.
     ("DomainUsage", ("", 0, 0, 8, 0), lifecore.InvalidArgumentError, "a domain needs a name"),
     ("DomainUsage", ("kv", 0, 0, 0, 0), lifecore.InvalidArgumentError, "maximum_bytes is 0"),
-    ("CapacitySnapshot", ((), 0, 1, 0, 0, 0), lifecore.InvalidArgumentError, "it has no domains"),
-    ("CapacitySnapshot", lambda: ((_set_state(_core.sequence.DomainUsage, ("kv", 0, 4, 8, 0)),), 0, 0, 0, 0, 0),
+    ("CapacitySnapshot", ((), 0, 1, 1, 1, 1), lifecore.InvalidArgumentError, "it has no domains"),
+    ("CapacitySnapshot", lambda: ((_set_state(_core.sequence.DomainUsage, ("kv", 0, 4, 8, 1)),), 0, 0, 1, 1, 1),
      lifecore.InvalidArgumentError, "max_active_sequences is 0"),
+    # Accepted before: epochs no coordinator reports (they start at 1), a flight outside a frame,
+    # a session completed while a frame was live.
+    ("DomainUsage", ("kv", 0, 4, 8, 0), lifecore.InvalidArgumentError, "epoch is 0 (a coordinator's epochs start at 1)"),
+    ("CapacitySnapshot", lambda: ((_set_state(_core.sequence.DomainUsage, ("kv", 0, 4, 8, 1)),), 0, 1, 1, 0, 1),
+     lifecore.InvalidArgumentError, "an epoch is 0"),
+    ("CancelSnapshot", (lifecore.sequence.SessionPhase.OPEN, None, ((1, lifecore.sequence.FlightPhase.IN_FLIGHT),), 0),
+     lifecore.InvalidArgumentError, "it has flights and no active frame"),
+    ("CancelSnapshot", (lifecore.sequence.SessionPhase.COMPLETED, 3, (), 0), lifecore.InvalidArgumentError,
+     "a completed session with a live frame"),
+    # The label of a field of an item (before: "statestate[3] ...").
+    ("CapacityDemand", (1, 16, 1, ((0, "kv", -1),)), lifecore.InvalidArgumentError,
+     "argument 'state[3] (domains)[0][2] (bytes)'"),
     ("CapacityDemand", (2, 16, 1, ()), lifecore.LifecoreOverflowError, "state[0] (sequences)"),
     ("CapacityDemand", (1, 16, 1, ((0, "kv", 4096), (1, "kv", 4096))), lifecore.InvalidArgumentError,
      "domain 'kv' appears twice"),

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 from engine_reference import generate as reference_generate  # noqa: E402
 
 import lifecore  # noqa: E402
-from lifecore.capture import CapturePhase  # noqa: E402,F401
+from lifecore.capture import CapturePhase  # noqa: E402
 from lifecore.engine import CaptureOptions, Engine, Request  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
@@ -88,7 +88,11 @@ def test_captured_summaries_equal_summaries_computed_directly():
             h.remove()
     records = engine.capture.records
     assert engine.capture.skipped == 0 and len(records) == len(seen) > 0
-    for (selection, payload), (path, tensor) in zip(records, seen):
+    # Before: (selection id, payload) pairs, where the docs promise phase and prediction too.
+    assert {phase for phase, _, _, _ in records} == {CapturePhase.PREFILL, CapturePhase.DECODE}
+    assert all(prediction == 0 for phase, prediction, _, _ in records if phase == CapturePhase.PREFILL)
+    assert any(prediction > 0 for phase, prediction, _, _ in records if phase == CapturePhase.DECODE)
+    for (_, _, selection, payload), (path, tensor) in zip(records, seen):
         assert selection == path
         assert payload.count == tensor.numel()
         assert payload.mean == pytest.approx(tensor.mean().item(), rel=1e-12, abs=1e-12)

@@ -257,13 +257,13 @@ def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
 @pytest.mark.parametrize("kwargs, error, match", [
     # Each once reached torch or the capture session: an error of theirs that named neither the
     # engine nor the argument (or, for "meta", an engine that could never generate).
-    (dict(seed="0"), LifecoreTypeError, "Engine: seed must be an int, got str"),
+    (dict(seed="0"), LifecoreTypeError, "Engine: argument 'seed' must be an int, got str"),
     (dict(seed=2**64), LifecoreOverflowError, r"Engine: argument 'seed' must be between -2\*\*63 and 2\*\*64 - 1"),
     # Accepted, then NumPy's MemoryError for 128 GiB of block table at the first generate.
     (dict(max_batch=2**31), LifecoreOverflowError, r"Engine: max_batch 2,147,483,648 needs a block table of "
                                                    r"[\d,]+ bytes, more than the host's memory"),
-    (dict(dtype="float32"), LifecoreTypeError, "Engine: dtype must be a torch.dtype"),
-    (dict(dtype=torch.int32), InvalidArgumentError, "Engine: dtype must be a floating-point torch.dtype"),
+    (dict(dtype="float32"), LifecoreTypeError, "Engine: argument 'dtype' must be a torch.dtype"),
+    (dict(dtype=torch.int32), InvalidArgumentError, "Engine: argument 'dtype' must be a floating-point torch.dtype"),
     (dict(device="gpu0"), InvalidArgumentError, "Engine: device 'gpu0' is not a torch device"),
     (dict(device="meta"), InvalidArgumentError, "Engine: device must be a CPU or a CUDA device, got 'meta'"),
     (dict(device=0), LifecoreTypeError, "Engine: device must be a str or a torch.device, got int"),
@@ -278,11 +278,42 @@ def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
     # Once accepted with the graphs silently off: the replay would skip the capture hooks.
     (dict(graphs=True, capture=CaptureOptions()), InvalidArgumentError,
      "Engine: graphs=True and capture cannot be had together"),
+    # Once the coordinator's refusals, naming its arguments (domains['kv'], tokens_per_page).
+    (dict(num_blocks=2**62), LifecoreOverflowError, r"Engine: argument 'num_blocks' asks for a KV pool of "
+                                                    r"4,611,686,018,427,387,904 blocks of [\d,]+ bytes, past 2\*\*63"),
+    (dict(block_size=2**40), LifecoreOverflowError, r"Engine: argument 'block_size' must be at most 4,294,967,295"),
 ])
 def test_every_engine_argument_is_checked_before_anything_is_made(kwargs, error, match):
     with pytest.raises(error, match=match) as caught:
         Engine(**kwargs)
     assert isinstance(caught.value, LifecoreError)
+
+
+@pytest.mark.parametrize("args, kwargs, error, match", [
+    # Before: a bool or str seed was taken as a number, and the rest were torch's own errors.
+    ((PRESETS["tiny"],), dict(seed=True), LifecoreTypeError, "Transformer: argument 'seed' must be an int, got bool"),
+    ((PRESETS["tiny"],), dict(seed="1"), LifecoreTypeError, "Transformer: argument 'seed' must be an int, got str"),
+    ((PRESETS["tiny"],), dict(seed=2**64), LifecoreOverflowError, "Transformer: argument 'seed' must be between"),
+    (("tiny",), {}, LifecoreTypeError, "Transformer: argument 'config' must be a ModelConfig"),
+    ((PRESETS["tiny"],), dict(dtype="float32"), LifecoreTypeError, "Transformer: argument 'dtype' must be a torch.dtype"),
+    ((PRESETS["tiny"],), dict(dtype=torch.int64), InvalidArgumentError, "Transformer: argument 'dtype' must be a "
+                                                                         "floating-point"),
+    ((PRESETS["tiny"],), dict(device=0), LifecoreTypeError, "Transformer: argument 'device' must be a str"),
+    ((PRESETS["tiny"],), dict(device="gpu0"), InvalidArgumentError, "Transformer: argument 'device' 'gpu0' is not"),
+])
+def test_transformer_arguments_are_refused_naming_them(args, kwargs, error, match):
+    with pytest.raises(error, match=match):
+        Transformer(*args, **kwargs)
+
+
+def test_a_pool_the_device_cannot_allocate_names_num_blocks_and_keeps_nothing():
+    # Before: a DriverError from the coordinator, which the engine's errors do not list.
+    with pytest.raises(InvalidArgumentError, match=r"^Engine: argument 'num_blocks' asks for a KV pool of "
+                                                   r"1,099,511,627,776 blocks .* more than the mock device can "
+                                                   r"allocate .*nothing was kept$"):
+        Engine(num_blocks=2**40)
+    engine = Engine(num_blocks=8)  # and the next engine is made as usual
+    engine.close()
 
 
 def test_engine_refusals_are_lifecore_errors_of_the_builtin_kinds():

@@ -143,8 +143,8 @@ def test_write_fill_copy_sizes(device, stream) -> None:
         stream.fill(odd, 0)
     with pytest.raises(InvalidArgumentError, match="same size"):
         stream.copy(buf, other)
-    with pytest.raises(OverflowError, match="'value'"):  # a 32-bit pattern is unsigned
-        stream.fill(buf, -1)
+    with pytest.raises(OverflowError, match="'value'"):  # a 32-bit pattern: -2**31 to 2**32 - 1
+        stream.fill(buf, 2**32)
     unchanged(device, before)
     stream.write(buf, bytearray(8))  # any bytes-like, up to the buffer's size
     stream.write(buf, memoryview(np.zeros(N, np.float32)))
@@ -493,10 +493,11 @@ def test_dlpack_pairs_refuse_bools(stream, pair):
 def test_a_numpy_integer_out_of_range_is_an_overflow_like_a_python_int(stream):
     # Once a LifecoreTypeError ("must be int, got int64"), though an in-range NumPy integer is taken.
     buf = stream.alloc(16)
-    for call, value in ((lambda v: stream.alloc(v), np.uint64(2**64 - 1)), (lambda v: stream.fill(buf, v), np.int64(-1)),
-                        (lambda v: stream.fill(buf, v), np.int64(2**32))):
-        with pytest.raises(lifecore.LifecoreOverflowError, match="is out of the range it can hold"):
-            call(value)
+    with pytest.raises(lifecore.LifecoreOverflowError, match="is out of the range it can hold"):
+        stream.alloc(np.uint64(2**64 - 1))
+    for value in (np.int64(-(2**31) - 1), np.int64(2**32)):
+        with pytest.raises(lifecore.LifecoreOverflowError, match=r"^fill: argument 'value' must be between"):
+            stream.fill(buf, value)
     stream.fill(buf, np.int64(7))
     stream.sync()
     assert np.frombuffer(stream.read(buf), dtype=np.uint32).tolist() == [7] * 4
@@ -571,3 +572,36 @@ def test_launch_takes_any_sequence_where_its_stub_says_sequence(stream) -> None:
         stream.launch(K.axpy_f32, 1, N, "args")
     with pytest.raises(LifecoreTypeError, match="launch: grid must be an int or a tuple of up to 3 ints"):
         stream.launch(K.axpy_f32, iter([1]), N, [N, 2.0, x, y])
+
+
+def test_fill_takes_a_words_bits_signed_or_unsigned(device, stream) -> None:
+    # Before: -1 (the pad a block table uses) was an overflow; 0xFFFFFFFF, the same bits, was not.
+    buf = stream.alloc(16)
+    stream.fill(buf, -1)
+    assert np.frombuffer(stream.read(buf), np.uint32).tolist() == [0xFFFFFFFF] * 4
+    stream.fill(buf, -(2**31))
+    assert np.frombuffer(stream.read(buf), np.int32).tolist() == [-(2**31)] * 4
+    for value in (-(2**31) - 1, 2**32):
+        with pytest.raises(lifecore.LifecoreOverflowError, match=r"^fill: argument 'value' must be between "
+                                                                r"-2\*\*31 and 2\*\*32 - 1"):
+            stream.fill(buf, value)
+    with pytest.raises(lifecore.LifecoreTypeError):
+        stream.fill(buf, 1.0)
+    assert np.frombuffer(stream.read(buf), np.int32).tolist() == [-(2**31)] * 4
+
+
+def test_a_copy_between_overlapping_ranges_is_refused_and_changes_nothing(device, stream) -> None:
+    # Before: the emulated device copied as memmove does, where a driver's copy is undefined.
+    words = np.arange(16, dtype=np.uint32)
+    buf = stream.alloc(64)
+    stream.write(buf, words.tobytes())
+    host = np.arange(8, dtype=np.float32)
+    for dst, src in ((buf, buf), (buf.view("uint32"), buf), (host[:4], host[2:6])):
+        with pytest.raises(InvalidArgumentError, match=r"^copy: argument 'dst' and 'src' share memory .* a device "
+                                                       r"copy between overlapping ranges is undefined"):
+            stream.copy(dst, src)
+    assert np.frombuffer(stream.read(buf), np.uint32).tolist() == words.tolist()
+    assert host.tolist() == list(range(8))
+    other = stream.alloc(64)
+    stream.copy(other, buf)  # disjoint ranges, as before
+    assert np.frombuffer(stream.read(other), np.uint32).tolist() == words.tolist()

@@ -177,7 +177,7 @@ def test_fill_values_up_to_32_bits_are_written(stream, value) -> None:
     assert np.frombuffer(stream.read(buf), dtype=np.uint32).tolist() == [value] * N
 
 
-@pytest.mark.parametrize("value", [2**32, 2**63, 2**64, -1])
+@pytest.mark.parametrize("value", [2**32, 2**63, 2**64, -(2**31) - 1])
 def test_fill_values_outside_32_bits_are_refused(device, stream, value) -> None:
     buf = stream.alloc(4 * N)
     stream.fill(buf, 7)

@@ -720,13 +720,25 @@ def test_a_table_out_that_is_another_coordinators_arena_is_refused_and_its_kv_is
                                                        r"coordinator: the table would be written over its blocks"):
             accounting.block_table([s for _, s in counted], 4, out=chunk)
         assert (kv == 5).all()
+        # A NumPy view of that arena, to a coordinator doing host accounting (before: accepted).
+        for out in (kv[8:16].reshape(2, 4), kv[-8:].reshape(2, 4)):
+            with pytest.raises(InvalidArgumentError, match=r"^block_table: argument 'out' is the KV arena memory of a "
+                                                           r"coordinator: the table would be written over its blocks"):
+                accounting.block_table([s for _, s in counted], 4, out=out)
         with lifecore.Device(EMULATED) as elsewhere:  # a coordinator's arena on another device
             far = make(elsewhere)
             far_chunk = far.arena_chunks("kv")[0][2]
-            with pytest.raises(InvalidArgumentError, match=r"^block_table: argument 'out' is the KV arena memory of "
-                                                           r"a coordinator on another device"):
-                c.block_table(sessions, 4, out=far_chunk)
-            del far_chunk, far
+            far_kv = np.from_dlpack(far.arena("kv")).view(np.int32)
+            far_kv[:] = 7
+            # Its Buffer, and a NumPy view of it (before: the view was accepted, and written over).
+            for out in (far_chunk, far_kv[:8].reshape(2, 4)):
+                with pytest.raises(InvalidArgumentError, match=r"^block_table: argument 'out' is the KV arena memory "
+                                                               r"of a coordinator on another device"):
+                    c.block_table(sessions, 4, out=out)
+                with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the KV arena memory"):
+                    c.decode_table(2, 4, out=out)
+            assert (far_kv == 7).all()
+            del far_chunk, far, far_kv
         # Once that arena is gone, its addresses are no one's arena.
         del kv, chunk, other, out
         gc.collect()
@@ -874,3 +886,18 @@ def test_a_table_out_whose_producer_fails_is_refused_and_an_interrupt_stays_one(
     with pytest.raises(KeyboardInterrupt):
         c.block_table([session], 8, Interrupted())
     assert c.block_table([session], 8).tolist() == [session.backing.block_ids().tolist() + [0] * 7]
+
+
+def test_domain_names_holding_a_nul_are_whole_keys_of_every_report() -> None:
+    # Before: the dict-shaped reports cut a name at its NUL, so "k\0v" overwrote "k" in them.
+    c = AdmissionCoordinator(None, domains={"k": 4 * PAGE, "k\0v": 4 * PAGE}, page_bytes=PAGE, tokens_per_page=TPP,
+                             max_active_sequences=4)
+    held = [c.admit("a", 2 * TPP, 2 * TPP, domains=["k"]), c.admit("b", TPP, TPP, domains=["k\0v"])]
+    assert all(isinstance(a, Admitted) for a in held)
+    assert c.capacity().used_bytes == {"k": 2 * PAGE, "k\0v": PAGE}
+    stats = c.page_memory_stats()
+    assert stats["blocks"] == {"k": 4, "k\0v": 4}
+    assert stats["free_blocks"] == {"k": 2, "k\0v": 3}
+    deferred = c.admit("c", 4 * TPP, 4 * TPP)  # 4 pages in each: 2 and 3 free
+    assert isinstance(deferred, AdmissionDeferred)
+    assert set(deferred.immediate.bytes) == {"k", "k\0v"}

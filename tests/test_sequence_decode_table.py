@@ -227,7 +227,9 @@ def test_every_error_writes_nothing():
         (lambda: table.assign(1, wide), InvalidArgumentError, "width"),
         (lambda: table.assign(1, None), LifecoreTypeError, "session"),
         (lambda: table.clear(3), InvalidArgumentError, "out of range"),
-        (lambda: table.clear(-1), InvalidArgumentError, "row"),
+        # Before: "must be between 0 and 2**32 - 1", whatever the table's rows.
+        (lambda: table.clear(-1), InvalidArgumentError, r"^DecodeTable.clear: row -1 is out of range for 3 rows$"),
+        (lambda: table.assign(-1, a), InvalidArgumentError, r"^DecodeTable.assign: row -1 is out of range for 3 rows$"),
     ]
     for call, error, match in cases:
         with pytest.raises(error, match=match):
@@ -650,8 +652,8 @@ def test_a_buffer_table_copies_only_what_changed_or_what_may_have_failed():
 
 
 def test_clear_converts_its_row_before_it_checks_the_table():
-    """An int subclass's comparison runs Python code, which may move a torch table's memory: the
-    row is read first, so the table is checked after it and nothing is written into freed memory."""
+    """An index's __index__ runs Python code, which may move a torch table's memory: the row is
+    read first, so the table is checked after it and nothing is written into freed memory."""
     torch = pytest.importorskip("torch", reason="torch is not installed")
     c = make()
     a = open_one(c, "a")
@@ -659,13 +661,13 @@ def test_clear_converts_its_row_before_it_checks_the_table():
     table = c.decode_table(64, 64, tensor, pad=-1)
     table.update([a])
 
-    class Row(int):
-        def __lt__(self, other):
+    class Row:
+        def __index__(self) -> int:
             tensor.set_(torch.full((64, 64), 5, dtype=torch.int32))  # new memory, the old freed
-            return int(self) < other
+            return 0
 
     with pytest.raises(InvalidArgumentError, match="memory moved"):
-        table.clear(Row(0))
+        table.clear(Row())
     assert (tensor == 5).all()
     a.close()
 

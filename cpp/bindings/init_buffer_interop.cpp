@@ -18,6 +18,7 @@
 #include "bindings.hpp"
 #include "buffer_view.hpp"
 #include "element_types.hpp"
+#include "host_copy_arguments.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/runtime/buffer.hpp"
@@ -286,13 +287,20 @@ nb::dict cuda_array_interface(const BufferView& view) {
   return out;
 }
 
-void read_into(Stream& stream, const Buffer& buffer, nb::handle out) {
+void read_into(Stream& stream, nb::handle buf, nb::handle out) {
+  const Buffer& buffer = whole_buffer(buf, "read_into");
+  HostTensorBytes tensor;  // a host tensor without the buffer protocol (torch), held for the call
+  if (host_tensor_bytes(out, "read_into", "out", /*written=*/true, &tensor)) {
+    GilRelease release;
+    stream.read_into(buffer, tensor.data, tensor.nbytes);
+    return;
+  }
   if (is_numpy_masked_array(out))
     raise(ErrorKind::InvalidArgument, "read_into: argument 'out' is a NumPy masked array: its masked elements would be "
                                       "overwritten too; read into its .data");
   if (!PyObject_CheckBuffer(out.ptr()))
-    raise(ErrorKind::TypeMismatch, "read_into: the target must support the buffer protocol, got " +
-                                       type_name_of(out));
+    raise(ErrorKind::TypeMismatch, "read_into: the target must support the buffer protocol or be a host tensor "
+                                   "(__dlpack__), got " + type_name_of(out));
   // C order only, as write() takes: the bytes land in the buffer's order, which a Fortran-ordered
   // array would read back transposed.
   Py_buffer view;
@@ -405,9 +413,11 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
 
 void init_stream_interop(nb::class_<Stream>& stream_class) {
   stream_class.def("read_into", &read_into, "buf"_a, "out"_a,
-                   nb::sig("def read_into(self, buf: Buffer, out: lifecore._stub_types.HostBuffer | numpy.typing.NDArray[typing.Any]) -> None"),
+                   nb::sig("def read_into(self, buf: Buffer | BufferView, out: lifecore._stub_types.HostBuffer | "
+                           "numpy.typing.NDArray[typing.Any] | lifecore._stub_types.SupportsDLPack) -> None"),
                    "Synchronizes the stream and copies the buffer into `out`, a writable C-contiguous buffer-protocol\n"
-                   "object (numpy array, bytearray, memoryview) of exactly buf.nbytes bytes, without an intermediate copy.");
+                   "object (numpy array, bytearray, memoryview) or host tensor (__dlpack__: a torch CPU tensor) of\n"
+                   "exactly buf.nbytes bytes, without an intermediate copy. buf may be a BufferView (its buffer).");
 }
 
 }  // namespace lifecore::bindings

@@ -99,6 +99,10 @@ nb::object own_copy(nb::handle array) {
 
 CapturePayload payload_from_array(nb::handle given) {
   const char* call = "CapturePayload.from_array";
+  if (is_numpy_masked_array(given))
+    raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " is a NumPy masked array: a payload would "
+                                          "keep the values beneath its mask as if they were not masked; pass its "
+                                          ".data, or .filled(value)");
   HostView view;
   const auto unkept_type = [&](const std::string& name) {
     raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " holds " + name +

@@ -48,7 +48,7 @@ void usage_field(nb::class_<CaptureUsage>& cls, const char* name, const char* se
   cls.def_prop_rw(
       name, [](const CaptureUsage& u) { return u.*Field; },
       [name](CaptureUsage& u, nb::handle value) { u.*Field = count_argument(value, "CaptureUsage", name); },
-      nb::for_setter(nb::sig(setter_sig)), doc);
+      nb::for_setter(nb::sig(setter_sig)), nb::for_setter(nb::arg("value").none()), doc);
 }
 
 void bind_plan_enums(nb::module_& m) {
@@ -105,13 +105,13 @@ void bind_usage(nb::module_& m) {
             nb::arg("encoded_bytes").none() = 0,
             nb::sig("def __init__(self, captures: int = 0, retained_bytes: int = 0, host_bytes: int = 0, "
                     "encoded_bytes: int = 0) -> None"));
-  usage_field<&CaptureUsage::captures>(usage, "captures", "def captures(self, arg: int, /) -> None",
+  usage_field<&CaptureUsage::captures>(usage, "captures", "def captures(self, value: int, /) -> None",
                                        "Captures: one per transform that ran (record metadata counts none).");
-  usage_field<&CaptureUsage::retained_bytes>(usage, "retained_bytes", "def retained_bytes(self, arg: int, /) -> None",
+  usage_field<&CaptureUsage::retained_bytes>(usage, "retained_bytes", "def retained_bytes(self, value: int, /) -> None",
                                              "Bytes of payload values kept.");
-  usage_field<&CaptureUsage::host_bytes>(usage, "host_bytes", "def host_bytes(self, arg: int, /) -> None",
+  usage_field<&CaptureUsage::host_bytes>(usage, "host_bytes", "def host_bytes(self, value: int, /) -> None",
                                          "Bytes held in host memory: record metadata and values brought to the host.");
-  usage_field<&CaptureUsage::encoded_bytes>(usage, "encoded_bytes", "def encoded_bytes(self, arg: int, /) -> None",
+  usage_field<&CaptureUsage::encoded_bytes>(usage, "encoded_bytes", "def encoded_bytes(self, value: int, /) -> None",
                                             "Bytes of the records' JSON encoding (a bound on to_json's length).");
   usage.def("__eq__", [](const CaptureUsage& a, nb::handle b) {
         CaptureUsage* other = nullptr;

@@ -19,6 +19,7 @@
 
 #include "arguments.hpp"
 #include "bindings.hpp"
+#include "host_copy_arguments.hpp"
 #include "interruptible_wait.hpp"
 #include "tensor_arguments.hpp"
 #include "lifecore/deadline.hpp"
@@ -266,7 +267,11 @@ void convert_memory(nb::handle h, Stream& stream, const char* call, const char* 
                                        "__cuda_array_interface__), got " + type_name_of(h));
 }
 
-void fill(Stream& stream, nb::handle buf, std::uint32_t value) {
+void fill(Stream& stream, nb::handle buf, nb::handle value_arg) {
+  // A word's 32 bits, given unsigned (0xFFFFFFFF) or signed (-1, a block table's pad): the same bits.
+  const auto value = static_cast<std::uint32_t>(
+      int_argument(value_arg, "fill", "value", std::numeric_limits<std::int32_t>::min(),
+                   std::numeric_limits<std::uint32_t>::max()));
   ReleaseReferencesOnExit release_references;
   MemoryArgument dst;
   convert_memory(buf, stream, "fill", "buf", &dst);
@@ -282,7 +287,13 @@ void copy(Stream& stream, nb::handle dst, nb::handle src) {
   stream.copy(to.ref, from.ref);
 }
 
-void write(Stream& stream, Buffer& buffer, nb::handle data) {
+void write(Stream& stream, nb::handle buf, nb::handle data) {
+  Buffer& buffer = whole_buffer(buf, "write");
+  HostTensorBytes tensor;  // a host tensor without the buffer protocol (torch), held for the call
+  if (host_tensor_bytes(data, "write", "data", /*written=*/false, &tensor)) {
+    stream.write(buffer, tensor.data, tensor.nbytes);
+    return;
+  }
   if (is_numpy_masked_array(data))
     raise(ErrorKind::InvalidArgument, "write: argument 'data' is a NumPy masked array: its masked elements would be "
                                       "written too; pass its .data, or .filled(value)");
@@ -294,7 +305,8 @@ void write(Stream& stream, Buffer& buffer, nb::handle data) {
     PyErr_Clear();
     if (PyObject_CheckBuffer(data.ptr()))
       raise(ErrorKind::InvalidArgument, "write: data must be contiguous (copy a strided array first)");
-    raise(ErrorKind::TypeMismatch, "write: data must be a bytes-like object, got " + type_name_of(data));
+    raise(ErrorKind::TypeMismatch, "write: data must be a bytes-like object or a host tensor (__dlpack__), got " +
+                                       type_name_of(data));
   }
   refuse_object_buffer(view, "write: data",
                        "its bytes are the objects' addresses, not their values; convert it to a numeric array first");
@@ -590,11 +602,15 @@ void bind_stream(nb::module_& m) {
            "A Buffer of nbytes (> 0, at most the device's memory). An allocation the driver refuses for want of "
            "memory first waits for this stream's work, hands the pool's free slices back and asks once more.")
       .def("write", &write, "buf"_a, "data"_a,
-           nb::sig("def write(self, buf: Buffer, data: lifecore._stub_types.HostBuffer | numpy.typing.NDArray[typing.Any]) -> None"),
+           nb::sig("def write(self, buf: Buffer | BufferView, data: lifecore._stub_types.HostBuffer | "
+                   "numpy.typing.NDArray[typing.Any] | lifecore._stub_types.SupportsDLPack) -> None"),
            "Asynchronous host-to-device copy of `data`, any C-contiguous buffer-protocol object (bytes,\n"
-           "bytearray, memoryview, a numpy array) of 1 to buf.nbytes bytes, to the buffer's start (data is staged first).")
+           "bytearray, memoryview, a numpy array) or host tensor (__dlpack__: a torch CPU tensor, bfloat16\n"
+           "included) of 1 to buf.nbytes bytes, to the buffer's start (data is staged first). buf may be a\n"
+           "BufferView (its buffer).")
       .def("read",
-           [](Stream& s, const Buffer& b) {
+           [](Stream& s, nb::handle buf) {
+             const Buffer& b = whole_buffer(buf, "read");
              std::vector<std::uint8_t> bytes;
              {
                GilRelease release;
@@ -602,11 +618,14 @@ void bind_stream(nb::module_& m) {
              }
              return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
            },
-           "buf"_a, "Synchronizes the stream and returns the buffer's bytes. Refused like sync() while another\n"
-           "stream records.")
+           "buf"_a, nb::sig("def read(self, buf: Buffer | BufferView) -> bytes"),
+           "Synchronizes the stream and returns the buffer's bytes (a BufferView: its buffer's). Refused like\n"
+           "sync() while another stream records.")
       .def("fill", &fill, "buf"_a.none(), "value"_a,
            nb::sig("def fill(self, buf: Buffer | BufferView | lifecore._stub_types.DeviceArray, value: int) -> None"),
-           "Sets every 32-bit word of the buffer to value. buf may be a BufferView or a tensor (see launch).")
+           "Sets every 32-bit word of the buffer to value, an int from -2**31 to 2**32 - 1 (a negative one is\n"
+           "its two's-complement bits: -1 and 0xFFFFFFFF fill alike). buf may be a BufferView or a tensor (see\n"
+           "launch).")
       .def("copy", &copy, "dst"_a.none(), "src"_a.none(),
            nb::sig("def copy(self, dst: Buffer | BufferView | lifecore._stub_types.DeviceArray, src: Buffer | BufferView | lifecore._stub_types.DeviceArray) -> None"),
            "Device-to-device copy of same-size buffers; either may be a BufferView or a tensor (see launch).")

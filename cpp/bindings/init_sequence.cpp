@@ -169,7 +169,7 @@ nb::tuple sequence_argument(nb::handle h, const char* call, const char* name, co
 
 nb::dict demand_bytes(const CapacityDemand& d) {
   nb::dict out;
-  for (const auto& dd : d.domains) out[nb::str(dd.domain_name.c_str())] = dd.bytes;
+  for (const auto& dd : d.domains) out[nb::str(dd.domain_name.data(), dd.domain_name.size())] = dd.bytes;
   return out;
 }
 
@@ -428,7 +428,7 @@ void bind_capacity_facts(nb::module_& m) {
       .def_ro("physical_epoch", &CapacitySnapshot::physical_epoch, "Epoch of the physical-memory source.")
       .def_prop_ro("used_bytes", [](const CapacitySnapshot& s) {
         nb::dict out;
-        for (const auto& d : s.domains) out[nb::str(d.name.c_str())] = d.used_bytes;
+        for (const auto& d : s.domains) out[nb::str(d.name.data(), d.name.size())] = d.used_bytes;
         return out;
       }, nb::for_getter(nb::sig("def used_bytes(self, /) -> dict[str, int]")), "A dict: bytes claimed in each domain, by name.")
       .def("__getstate__", &get_report_state<CapacitySnapshot>, nb::sig(report_getstate_sig), report_getstate_doc)
@@ -1015,8 +1015,10 @@ void bind_admission(nb::module_& m) {
         nb::int_ arena_bytes(0);
         for (std::uint32_t d = 0; d < c.domain_count(); ++d) {
           const ArenaState state = c.arena_state(d);
-          blocks[nb::str(c.domain_name(d).c_str())] = state.blocks;
-          free_blocks[nb::str(c.domain_name(d).c_str())] = state.free_blocks;
+          const std::string& name = c.domain_name(d);
+          const nb::str key(name.data(), name.size());  // the whole name, NULs and all
+          blocks[key] = state.blocks;
+          free_blocks[key] = state.free_blocks;
           chunks += state.chunks.size();
           for (const auto& chunk : state.chunks)
             arena_bytes = exact(PyNumber_Add(arena_bytes.ptr(), nb::int_(chunk.memory.bytes).ptr()));

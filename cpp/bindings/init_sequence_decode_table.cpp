@@ -213,8 +213,13 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
   return handle;
 }
 
-std::size_t row_argument(nb::handle row, const char* call) {
-  return static_cast<std::size_t>(uint_argument(row, call, "row", std::numeric_limits<std::uint32_t>::max()));
+std::size_t row_argument(nb::handle row, const char* call, std::size_t rows) {
+  const std::int64_t r = int_argument(row, call, "row", std::numeric_limits<std::int64_t>::min(),
+                                      std::numeric_limits<std::uint32_t>::max());
+  // A negative row is out of this table's range, as one past it is (the core's words).
+  if (r < 0) raise(ErrorKind::InvalidArgument, std::string(call) + ": row " + std::to_string(r) +
+                                                   " is out of range for " + std::to_string(rows) + " rows");
+  return static_cast<std::size_t>(r);
 }
 
 }  // namespace
@@ -242,7 +247,7 @@ void init_sequence_decode_table(nb::module_& m) {
                    "follows an error queued on its stream).")
       .def("__repr__", [](const DecodeTableHandle& t) {
         return "DecodeTable(rows=" + std::to_string(t.core->rows()) + ", width=" + std::to_string(t.core->width()) +
-               ", pad=" + std::to_string(t.core->pad()) + ", domain=" + nb::cast<std::string>(nb::repr(nb::str(t.domain.c_str()))) +
+               ", pad=" + std::to_string(t.core->pad()) + ", domain=" + nb::cast<std::string>(nb::repr(nb::str(t.domain.data(), t.domain.size()))) +
                (t.buffer ? ", on a Buffer" : "") + ")";
       })
       .def_prop_ro("rows", [](const DecodeTableHandle& t) { return t.core->rows(); }, "Rows of the table.")
@@ -308,7 +313,7 @@ void init_sequence_decode_table(nb::module_& m) {
           "assign",
           [](DecodeTableHandle& t, nb::handle row, nb::handle session) {
             constexpr const char* call = "DecodeTable.assign";
-            const std::size_t r = row_argument(row, call);
+            const std::size_t r = row_argument(row, call, t.core->rows());
             auto* s = exact_instance<SequenceSession>(session);
             if (!s)
               raise(ErrorKind::TypeMismatch, argument_label(call, "session") + " must be a SequenceSession, got " +
@@ -326,7 +331,8 @@ void init_sequence_decode_table(nb::module_& m) {
             // The row first: its conversion may run Python code (an int subclass's __lt__),
             // which must not run between the table's check and the write.
             const std::optional<std::size_t> r =
-                row.is_none() ? std::nullopt : std::optional<std::size_t>(row_argument(row, "DecodeTable.clear"));
+                row.is_none() ? std::nullopt
+                              : std::optional<std::size_t>(row_argument(row, "DecodeTable.clear", t.core->rows()));
             t.require_writable("DecodeTable.clear");
             if (!r) t.core->clear_all();
             else t.core->clear(*r);

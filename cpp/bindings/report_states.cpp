@@ -76,7 +76,7 @@ class StateReader {
     return str_argument(h, call_.c_str(), item_label(i, k).c_str());
   }
   [[noreturn]] void refuse(const std::string& why) const {
-    raise(ErrorKind::InvalidArgument, call_ + ": " + why + " (not a report a coordinator could have made)");
+    raise(ErrorKind::InvalidArgument, call_ + ": " + why + " (not a report lifecore could have made)");
   }
 
  private:
@@ -84,7 +84,7 @@ class StateReader {
               std::initializer_list<const char*> names)
       : call_(call), prefix_(prefix), names_(names) {
     if (!PyTuple_Check(state.ptr()) || static_cast<std::size_t>(PyTuple_Size(state.ptr())) != names_.size())
-      raise(ErrorKind::TypeMismatch, argument_label(call_.c_str(), ("state" + prefix_).c_str()) + " must be a tuple of " +
+      raise(ErrorKind::TypeMismatch, argument_label(call_.c_str(), base().c_str()) + " must be a tuple of " +
                                          std::to_string(names_.size()) + " fields" +
                                          (prefix_.empty() ? ", as __getstate__() returns" : "") + ", got " +
                                          describe(state));
@@ -94,9 +94,10 @@ class StateReader {
     if (PyTuple_Check(h.ptr())) return "a tuple of " + std::to_string(PyTuple_Size(h.ptr()));
     return type_name_of(h);
   }
-  std::string label(std::size_t i) const {
-    return "state" + prefix_ + "[" + std::to_string(i) + "] (" + names_[i] + ")";
-  }
+  // The state itself, or the item of an enclosing state this reader reads (its label already
+  // starts with "state").
+  std::string base() const { return prefix_.empty() ? "state" : prefix_; }
+  std::string label(std::size_t i) const { return base() + "[" + std::to_string(i) + "] (" + names_[i] + ")"; }
   std::string item_label(std::size_t i, std::size_t k) const { return label(i) + "[" + std::to_string(k) + "]"; }
   std::string field(std::size_t i) const { return argument_label(call_.c_str(), label(i).c_str()); }
 
@@ -144,6 +145,7 @@ DomainUsage report_from_state<DomainUsage>(nb::handle state) {
   if (u.total_bytes > u.maximum_bytes)
     r.refuse("total_bytes (" + std::to_string(u.total_bytes) + ") exceeds maximum_bytes (" +
              std::to_string(u.maximum_bytes) + ")");
+  if (u.epoch == 0) r.refuse("epoch is 0 (a coordinator's epochs start at 1)");
   return u;
 }
 
@@ -174,6 +176,8 @@ CapacitySnapshot report_from_state<CapacitySnapshot>(nb::handle state) {
   s.slots_epoch = r.count(3);
   s.release_epoch = r.count(4);
   s.physical_epoch = r.count(5);
+  if (s.slots_epoch == 0 || s.release_epoch == 0 || s.physical_epoch == 0)
+    r.refuse("an epoch is 0 (a coordinator's epochs start at 1)");
   if (s.domains.empty()) r.refuse("it has no domains (a coordinator has at least one)");
   if (s.max_active_sequences == 0) r.refuse("max_active_sequences is 0 (a coordinator admits at least one)");
   return s;
@@ -262,6 +266,10 @@ CancelSnapshot report_from_state<CancelSnapshot>(nb::handle state) {
                std::to_string(c.flights[k - 1].first) + ")");
   }
   c.retired_frames = r.count(3);
+  // A flight lives in a frame; a session completes only once no frame is live.
+  if (!c.flights.empty() && !c.active_frame) r.refuse("it has flights and no active frame (a flight is a frame's)");
+  if (c.phase == SessionPhase::completed && (c.active_frame || !c.flights.empty()))
+    r.refuse("a completed session with a live frame (a session completes only once no frame is live)");
   return c;
 }
 

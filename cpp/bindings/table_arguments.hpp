@@ -30,6 +30,7 @@
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/buffer_lease.hpp"
+#include "lifecore/runtime/buffer_lease.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/session.hpp"
@@ -150,13 +151,12 @@ inline void refuse_the_arena(const sequence::AdmissionCoordinator& c, const char
     if (buffer->alive()) refuse_if_arena(*buffer->device(), buffer->ptr(call), bytes);  // a freed one: the write refuses it
     return;
   }
-  if (!memory) return;
-  runtime::Device& device = *memory->device();
-  if (device.driver().backend().dlpack_device_type != driver::dlpack_device::cpu) return;  // host memory is no arena
+  // A host array is a view of an arena when a device whose memory is host memory (the mock) lent
+  // it: this coordinator's, or any other's, whatever this coordinator's own memory is.
   const auto first = reinterpret_cast<std::uintptr_t>(host);
   for (const std::uintptr_t byte : {first, first + (bytes - 1)}) {  // the caller's array: no wrap
     std::size_t offset = 0;
-    const std::shared_ptr<runtime::Buffer> lent = device.leases().find(byte, 1, &offset);
+    const std::shared_ptr<runtime::Buffer> lent = runtime::LeaseTable::find_anywhere(byte, 1, &offset);
     if (lent && lent->alive()) refuse_if_arena(*lent->device(), lent->ptr(call) + offset, 1);
   }
 }

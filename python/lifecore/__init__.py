@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from . import errors
-from ._core.driver import BackendInfo, backends, driver_operations
+from ._core.driver import BackendInfo, backends, driver_operations, status_codes
 from ._core.runtime import (
     Buffer,
     BufferView,
@@ -43,6 +43,7 @@ __all__ = [
     "backend_names",
     "backends",
     "driver_operations",
+    "status_codes",
     "errors",
     "Buffer",
     "BufferView",

@@ -175,7 +175,14 @@ def _matches(value: Any, annotation: Optional[ast.expr]) -> Optional[bool]:
     return None
 
 
+# A property accessor's nanobind function has no name of its own: its class and attribute,
+# noted as the accessors are guarded (by id; the functions live as long as their classes).
+_ACCESSOR_LABELS: dict[int, str] = {}
+
+
 def _label(func: Any) -> str:
+    if id(func) in _ACCESSOR_LABELS:
+        return _ACCESSOR_LABELS[id(func)]
     qualname = str(getattr(func, "__qualname__", None) or getattr(func, "__name__", "?"))
     for special in (".__init__", ".__new__"):
         if qualname.endswith(special):
@@ -389,10 +396,13 @@ def explain(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]], 
 
 def _bound_functions(namespace: Any) -> list[Any]:
     found = []
-    for value in vars(namespace).values():
+    for attribute, value in vars(namespace).items():
         candidates = [value]
         if isinstance(value, property):
             candidates = [value.fget, value.fset, value.fdel]
+            for accessor in candidates:
+                if accessor is not None:
+                    _ACCESSOR_LABELS[id(accessor)] = f"{getattr(namespace, '__name__', '?')}.{attribute}"
         elif isinstance(value, (staticmethod, classmethod)):
             candidates = [value.__func__]
         found += [c for c in candidates if type(c).__name__ in ("nb_func", "nb_method")]

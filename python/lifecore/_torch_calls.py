@@ -11,10 +11,10 @@ expects, at the call past it and when the forward returns.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
 from typing import Any, Optional
 
-from ._torch_recompute import discovering, recomputing
+from ._torch_recompute import discovering, never, recomputing
 from .errors import CaptureSessionError
 
 CALL_MARK = "#"
@@ -68,12 +68,13 @@ class Calls:
     (calls with none pass untouched). ``expected`` is the count the attachment was told; None
     when it was not, and then the forward must reach the highest call that has a hook."""
 
-    __slots__ = ("path", "expected", "count", "hooks")
+    __slots__ = ("path", "expected", "count", "hooks", "elsewhere")
 
-    def __init__(self, path: str, expected: Optional[int]):
+    def __init__(self, path: str, expected: Optional[int], elsewhere: Callable[[], bool] = never):
         self.path, self.expected = path, expected
         self.count = 0
         self.hooks: dict[int, Any] = {}
+        self.elsewhere = elsewhere  # True for a call on a thread the attachment does not serve
 
     def next(self) -> Any:
         """The handler of the call now made (None for none); refuses a call past ``expected``
@@ -104,13 +105,13 @@ class CalledForward(Calls):
 
     __slots__ = ("intervening",)
 
-    def __init__(self, path: str, expected: Optional[int]):
-        super().__init__(path, expected)
+    def __init__(self, path: str, expected: Optional[int], elsewhere: Callable[[], bool] = never):
+        super().__init__(path, expected, elsewhere)
         self.intervening: set[int] = set()
 
     def __call__(self, module: Any, args: Any, output: Any) -> Any:
-        if discovering():
-            return None  # a discovery's forward is no call of the step's
+        if discovering() or self.elsewhere():
+            return None  # a discovery's forward (or another thread's) is no call of the step's
         if recomputing():
             # Which call a backward runs again is not known: an observed call is passed over,
             # but an intervention a call applied cannot be applied again to the right call.
@@ -133,13 +134,14 @@ class CalledRouting(Calls):
 
     __slots__ = ("module", "policy", "route")
 
-    def __init__(self, path: str, expected: Optional[int], module: Any, policy: Any, route: Any):
-        super().__init__(path, expected)
+    def __init__(self, path: str, expected: Optional[int], module: Any, policy: Any, route: Any,
+                 elsewhere: Callable[[], bool] = never):
+        super().__init__(path, expected, elsewhere)
         self.module, self.policy, self.route = module, policy, route
 
     def select(self, scores: Any, top_k: int) -> Any:
         """As :meth:`lifecore.torch.RoutingHook.select`, for the call now made."""
-        if discovering():
+        if discovering() or self.elsewhere():
             return self.route(scores, top_k, policy=self.policy)  # a discovery's forward: no control asked for
         if recomputing():
             if any(getattr(h, "controlled", False) for h in self.hooks.values()):

@@ -13,13 +13,17 @@ A discovery's forward (``discover()``, or the one :func:`lifecore.torch.capture`
 captured forward) is no step either: while one runs on the thread, every hook lifecore placed
 (an ``attach``'s observers, interventions, call counts and routing) stands aside, so a session
 attached to the model neither observes it nor applies an intervention in it.
+
+A :func:`lifecore.torch.capture` block's hooks are its thread's: a forward another thread had
+already begun when the block opened (its root pre-hook, which refuses other threads, had run)
+reaches them too, and they stand aside for it (``elsewhere``).
 """
 
 from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -59,3 +63,14 @@ def discovery_forward() -> Iterator[None]:
         yield
     finally:
         _DISCOVERING.active = before
+
+
+def never() -> bool:
+    """The ``elsewhere`` of hooks that serve every thread (an ``attach``'s)."""
+    return False
+
+
+def other_than(thread: int) -> Callable[[], bool]:
+    """The ``elsewhere`` of hooks that serve one thread (a capture block's): True on any other."""
+    ident = threading.get_ident
+    return lambda: ident() != thread

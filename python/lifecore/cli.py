@@ -38,7 +38,7 @@ import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, TextIO, cast, get_args
+from typing import Any, Callable, Iterator, Optional, Sequence, Union, TextIO, cast, get_args
 
 import lifecore
 from lifecore._stub_types import GraphsMode
@@ -430,6 +430,31 @@ class _Progress:
         self.stream.flush()
 
 
+class _Heartbeat:
+    """Off a terminal (a CI log): a plain status line at most every ``interval`` seconds, so a
+    long run shows it is alive (CI services stop a job that prints nothing for ten minutes)."""
+
+    interval = 60.0
+
+    def __init__(self, label: str, total: int, deadline: Optional[float] = None, stream: TextIO = sys.stderr) -> None:
+        self.label, self.total, self.deadline, self.stream = label, max(total, 1), deadline, stream
+        self.last = time.perf_counter()
+
+    def __call__(self, runs: _Runs, stats: Any) -> None:
+        now = time.perf_counter()
+        if now - self.last < self.interval:
+            return
+        self.last = now
+        shrinking = f" +{runs.replays} replays shrinking a failure" if runs.replays else ""
+        left = f", {max(self.deadline - now, 0.0):.0f} s left" if self.deadline is not None else ""
+        self.stream.write(f"{self.label}: {min(runs.runs, self.total)}/{self.total} runs{shrinking}, "
+                          f"{stats.steps - runs.steps_at_start} steps{left}\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        pass
+
+
 def _machine_settings(examples: int, steps: int, explain: bool, setup_steps: int = 0) -> Any:
     from hypothesis import HealthCheck, Phase, settings
 
@@ -579,6 +604,9 @@ def _where(error: BaseException) -> str:
     """Where the error was raised (file:line, function and source line), so a failure whose
     message is empty still names the check that failed."""
     frames = traceback.extract_tb(error.__traceback__)
+    # The machines' same() raises for its caller: the check that failed is the caller's line.
+    while len(frames) > 1 and frames[-1].name == "same" and frames[-1].filename.endswith("machine.py"):
+        frames.pop()
     if not frames:
         return ""
     last = frames[-1]
@@ -706,7 +734,8 @@ def _interrupt_behind(error: BaseException) -> Optional[KeyboardInterrupt]:
 
 
 def _run_target(target: Target, examples: int, steps: int, seed: int, *, progress: bool, explain: bool = False,
-                reproduce: Optional[str] = None, failure_dir: str = ".", max_seconds: Optional[float] = None,
+                reproduce: Optional[str] = None, recorded_by: Optional[str] = None, failure_dir: str = ".",
+                max_seconds: Optional[float] = None,
                 out: Optional[TextIO] = None) -> CheckResult:
     """Runs one target's machine; its row. Ctrl-C or SIGTERM raises ``_Interrupted`` with the
     row of what ran, naming a failure that was being shrunk (it is not saved)."""
@@ -721,9 +750,11 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     stats = target.machine().stats
     start = time.perf_counter()
     deadline = _deadline(max_seconds, start)
-    # Redraws belong on a terminal: in a log file they are only noise.
-    bar = (_Progress(f"{target.lifecycle} {target.label}", examples, deadline)
-           if progress and sys.stderr.isatty() else None)
+    # Redraws belong on a terminal: in a log file they are only noise, and a line a minute says enough.
+    label = f"{target.lifecycle} {target.label}"
+    bar: Optional[Union[_Progress, _Heartbeat]] = None
+    if progress:
+        bar = _Progress(label, examples, deadline) if sys.stderr.isatty() else _Heartbeat(label, examples, deadline)
     runs = _Runs(stats, steps)
     runs.on_end = bar
     steps_before = stats.steps
@@ -753,7 +784,12 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
         except _BudgetSpent:
             stopped = True
         except DidNotReproduce as error:
-            result.passed, result.detail = False, f"the blob did not reproduce a failure: {error}"
+            # A blob replays only under the Hypothesis that recorded it: say which one this is.
+            version = (f"it was recorded by Hypothesis {recorded_by}, and this is {hypothesis_version}"
+                       if recorded_by is not None and recorded_by != hypothesis_version else
+                       f"a blob replays only under the Hypothesis version that recorded it (the saved failure "
+                       f"names it); this is {hypothesis_version}")
+            result.passed, result.detail = False, f"the blob did not reproduce a failure ({version}): {error}"
         except Exception as error:  # a failed invariant or comparison, after shrinking
             interrupt = _interrupt_behind(error)
             if isinstance(interrupt, _BudgetSpent):
@@ -1057,6 +1093,10 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.reproduce is not None and not args.reproduce.strip():
         # An unset variable in a CI script ("--reproduce $BLOB") must not pass as a fuzz run.
         return _usage_error("fuzz", "argument --reproduce: the blob is empty")
+    recorded_by = None  # the Hypothesis version that recorded the blob, where the argument says
+    if args.reproduce is not None and (whole := BLOB.fullmatch(args.reproduce.strip())):
+        # The whole line a failure prints under "reproduction blob": its version and its blob.
+        recorded_by, args.reproduce = whole.group(2), whole.group(4)
     if args.differential:
         ignored = [name for name, value in (("--lifecycle", args.lifecycle), ("--backend", args.backend),
                                             ("--graphs", args.graphs), ("--target", args.target),
@@ -1119,7 +1159,8 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     try:
         for i, t in enumerate(targets):
             results.append(_run_target(t, args.examples, args.steps, seed, progress=True, explain=not args.reproduce,
-                                       reproduce=args.reproduce, failure_dir=args.failure_dir,
+                                       reproduce=args.reproduce, recorded_by=recorded_by,
+                                       failure_dir=args.failure_dir,
                                        max_seconds=_budget_share(deadline, len(targets) - i)))
     except KeyboardInterrupt as interrupt:  # what finished stands
         _print_interrupted(results, interrupt, sys.stdout)
@@ -1378,7 +1419,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "way finishes; a failure found is still shrunk and saved); default: no limit")
     fuzz.add_argument("--seed", type=int, default=None, help="default: a fresh seed, printed")
     fuzz.add_argument("--reproduce", metavar="BLOB", default=None,
-                      help="replay the one example a failure's reproduction blob names (with its --target)")
+                      help="replay the one example a failure's reproduction blob names (with its --target); "
+                           "the blob, or the whole @reproduce_failure(...) line a failure prints")
     fuzz.add_argument("--failure-dir", metavar="DIR", default=None,
                       help="where a failure's seed, steps, blob and replay command are saved (default .; "
                            "not with --differential, which saves nothing)")

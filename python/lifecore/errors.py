@@ -89,7 +89,7 @@ class DriverError(LifecoreError):
     Attributes: ``code`` (the native status number), ``status`` (its name, e.g.
     ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``), ``call`` (the driver call),
     ``driver_message``, ``lifecore_status`` (lifecore's own name for the status, the same
-    on every backend, e.g. ``capture_invalidated``; one of ``lifecore._core.status_codes()``)
+    on every backend, e.g. ``capture_invalidated``; one of ``lifecore.status_codes()``)
     and ``operation`` (the lifecore call it surfaced in, which the message starts with: a
     failure inside a call made by another, such as an allocation in a captured step, names
     the innermost).
@@ -102,7 +102,7 @@ class DriverError(LifecoreError):
     """The native name of that status, e.g. ``CUDA_ERROR_STREAM_CAPTURE_INVALIDATED``."""
     lifecore_status: str = ""
     """lifecore's name for the status, the same on every backend (e.g. ``capture_invalidated``):
-    one of ``lifecore._core.status_codes()``. Branch on this, not on ``code``."""
+    one of ``lifecore.status_codes()``. Branch on this, not on ``code``."""
     call: str = ""
     """The driver call that failed, by its native name (e.g. ``cuModuleLoadDataEx``)."""
     driver_message: str = ""

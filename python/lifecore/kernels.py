@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import numbers
 import struct
-from typing import SupportsFloat
+from typing import Any, Union
+
+import numpy as np
 
 from . import _python_guard
 from ._core.runtime import Kernel, builtin_kernel, builtin_kernel_names
@@ -35,7 +37,13 @@ def all_kernels() -> list[Kernel]:
     return [builtin_kernel(name) for name in builtin_kernel_names()]
 
 
-def float_bits(value: SupportsFloat) -> int:
+# What float_bits takes, as a checker can see it: a float (an int too), a numbers.Real (a
+# Fraction), a NumPy integer or float scalar. Not any __float__ (a Decimal, a tensor): those are
+# refused at run time, so the annotation does not promise them.
+_RealNumber = Union[float, numbers.Real, np.integer[Any], np.floating[Any]]
+
+
+def float_bits(value: _RealNumber) -> int:
     """The IEEE-754 single-precision bits of ``value`` as an unsigned int (an info word).
 
     ``value`` is a real number: an int or a float, a NumPy integer or float scalar of any

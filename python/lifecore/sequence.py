@@ -148,6 +148,7 @@ CapacitySource = _core_sequence.CapacitySource
 CapacityDemand = _core_sequence.CapacityDemand
 CapacityBlocker = _core_sequence.CapacityBlocker
 CapacitySnapshot = _core_sequence.CapacitySnapshot
+DomainUsage = _core_sequence.DomainUsage
 WaitCondition = _core_sequence.WaitCondition
 Authority = _core_sequence.Authority
 SessionPhase = _core_sequence.SessionPhase
@@ -385,7 +386,7 @@ __all__ = [
     "AdmissionCoordinator", "Admitted", "AdmissionDeferred", "AdmissionRejected", "AdmittedSequenceResources",
     "SequenceSession", "FrameHold", "FlightHold", "BackingSnapshot", "BackingDecision", "CancelSnapshot",
     "TerminalReceipt", "CapacityWaitRegistration", "CapacitySource", "CapacityDemand", "CapacityBlocker",
-    "CapacitySnapshot", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
+    "CapacitySnapshot", "DomainUsage", "WaitCondition", "Authority", "SessionPhase", "TerminalOutcome", "FrameDisposition",
     "FlightPhase", "BackingOutcome", "BlockerKind", "DeferralAction", "SourceKind", "acquire_frames", "commit_frames", "step_all",
     "DecodeTable",
     "ActiveSequenceSlots", "PhysicalMemory", "Domain", "PreemptionReport", "preempt_for",

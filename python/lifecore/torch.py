@@ -88,7 +88,7 @@ from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute, split_call
 from ._torch_hooks import PlacedHooks
-from ._torch_recompute import discovering, discovery_forward, passed_over, recomputing
+from ._torch_recompute import discovering, discovery_forward, never, other_than, passed_over, recomputing
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
@@ -350,14 +350,17 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
     named_index = isinstance(output_index, Mapping)
     problems: dict[str, str] = {}
     placed = PlacedHooks()
+    discovering_thread = threading.get_ident()
     try:
         for name, module in model.named_modules():
             if not name:
                 continue
 
             def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
-                if recomputing():
-                    return  # a forward the model runs again in its own backward is no call of its own
+                if recomputing() or threading.get_ident() != discovering_thread:
+                    # A forward the model runs again in its own backward is no call of its own;
+                    # another thread's forward (one begun before this discovery) is not its.
+                    return
                 index = _index_for(output_index, name)
                 tensor = _selected_tensor(output, index)
                 seen.setdefault(name, []).append(
@@ -466,6 +469,7 @@ class RoutingHook:
             require(policy, RoutingPolicy, "RoutingHook", "policy")
         self.session, self.backend, self.path, self.policy = session, backend, path, policy
         self.controlled = False  # whether a routing control was ever handed out here
+        self._elsewhere = never  # a capture block's: True on the threads it does not serve
 
     def select(self, scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Expert ids and coefficients for ``scores`` [rows, experts]. In a forward run again in
@@ -473,7 +477,7 @@ class RoutingHook:
         force here, and raises ``CaptureSessionError`` where one was: a routing control applies
         once per step, so a recompute could not be sure to route as the captured forward did.
         In a discovery's forward it routes by the policy, and no control is asked for."""
-        if discovering():
+        if discovering() or self._elsewhere():
             return route(scores, top_k, policy=self.policy)
         if recomputing():
             if self.controlled:
@@ -520,9 +524,14 @@ class TorchAttachment:
     called the module fewer times raises it too, after its records are complete."""
 
     def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex,
-                 calls: Optional[Mapping[str, int]] = None, keep: Optional[list["TorchAttachment"]] = None):
+                 calls: Optional[Mapping[str, int]] = None, keep: Optional[list["TorchAttachment"]] = None,
+                 thread: int = 0):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
+        # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
+        # thread): another thread's forward, begun before the block opened, passes its hooks by.
+        self._elsewhere = never if thread == 0 else other_than(thread)
+        self._passed_over = passed_over if thread == 0 else (lambda: passed_over() or self._elsewhere())
         self._modules = dict(model.named_modules())
         self._calls = dict(calls or {})
         # Every forward hook placed, noted before torch registers it (a Ctrl-C as a registration
@@ -539,7 +548,7 @@ class TorchAttachment:
         self._root: Optional[Any] = None  # the root's pre-hook that notices an intervention plan
         if keep is not None:
             keep.append(self)  # before any hook: whoever passed `keep` can detach what follows
-        root = lambda module, args: self.sync()  # noqa: E731
+        root = lambda module, args: None if self._elsewhere() else self.sync()  # noqa: E731
         self._root = root
         try:
             self._placed.forward_pre(model, root)
@@ -600,13 +609,13 @@ class TorchAttachment:
             if call is not None:
                 counted = self._counted.get(module)
                 if counted is None:
-                    counted = CalledForward(module, self._calls.get(module))
+                    counted = CalledForward(module, self._calls.get(module), self._elsewhere)
                     self._placed.forward(self._modules[module], counted)
                     self._count(module, counted)
                 assert isinstance(counted, CalledForward)
                 if call in counted.hooks and (call in counted.intervening or not intervenes):
                     continue
-                counted.hooks[call] = _make_hook(self._session, self._backend, path, intervenes, index)
+                counted.hooks[call] = self._make_hook(path, intervenes, index)
                 if intervenes:
                     counted.intervening.add(call)
                 continue
@@ -614,7 +623,7 @@ class TorchAttachment:
             if present is not None and (present[1] or not intervenes):
                 continue
             hook = self._placed.forward(self._modules[path],
-                                        _make_hook(self._session, self._backend, path, intervenes, index))
+                                        self._make_hook(path, intervenes, index))
             if present is not None:
                 self._placed.remove(present[0])  # an observe-only hook becomes observe-then-intervene
             self._hooks[path] = (hook, intervenes)
@@ -625,14 +634,17 @@ class TorchAttachment:
             if call is not None:
                 counted = self._counted.get(module_path + ROUTING_SUFFIX)
                 if counted is None:
-                    counted = CalledRouting(module_path, self._calls.get(module_path), module, policy, route)
+                    counted = CalledRouting(module_path, self._calls.get(module_path), module, policy, route,
+                                            self._elsewhere)
                     self._routing_set.append(module)
                     module.set_routing_hook(counted)
                     self._count(module_path + ROUTING_SUFFIX, counted)
                 counted.hooks.setdefault(call, RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy))
             elif module_path not in self._routed:
                 self._routing_set.append(module)
-                module.set_routing_hook(RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy))
+                hook = RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy)
+                hook._elsewhere = self._elsewhere
+                module.set_routing_hook(hook)
                 self._routed[module_path] = module
 
     def _count(self, key: str, counted: Union[CalledForward, CalledRouting]) -> None:
@@ -645,14 +657,17 @@ class TorchAttachment:
             self._placed.forward_pre(self._model, self._counting[0])
             self._placed.forward(self._model, self._counting[1])
 
+    def _make_hook(self, path: str, intervenes: bool, index: Union[int, str]) -> Any:
+        return _make_hook(self._session, self._backend, path, intervenes, index, self._passed_over, self._elsewhere)
+
     def _start_counts(self) -> None:
-        if passed_over():
+        if self._passed_over():
             return  # a recompute (or a discovery) of the whole model counts nothing: the forward's count stands
         for counted in self._counted.values():
             counted.count = 0
 
     def _end_counts(self) -> None:
-        if passed_over():
+        if self._passed_over():
             return
         short = [problem for _, counted in sorted(self._counted.items()) if (problem := counted.shortfall())]
         self._start_counts()  # calls made directly after this forward count from zero again
@@ -707,7 +722,10 @@ class TorchAttachment:
         self.detach()
 
 
-def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: Union[int, str]) -> Any:
+def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: Union[int, str],
+               aside: Callable[[], bool], elsewhere: Callable[[], bool]) -> Any:
+    """The hook at one point; ``aside`` says when it observes nothing (a recompute, a discovery's
+    forward, a thread its attachment does not serve: ``elsewhere``)."""
     observe, intervene, reintervene = session.observe, session.intervene, session.reintervene
 
     def selected(output: Any) -> torch.Tensor:
@@ -722,11 +740,11 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         # The session's observer is itself the hook: no Python frame of ours per forward, the
         # path resolved once. A plain tensor output is observed as is; anything else goes
         # through selected() (a container's element, or the error naming what is missing).
-        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected, recomputing=passed_over)
+        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected, recomputing=aside)
 
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
-        if discovering():
-            return None  # a discovery's forward: nothing observed, nothing applied
+        if discovering() or elsewhere():
+            return None  # a discovery's forward (or another thread's): nothing observed, nothing applied
         tensor = selected(output)
         if recomputing():  # observed already; what was applied then is applied again
             replacement = reintervene(backend, path, tensor)
@@ -788,7 +806,7 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
 
 def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Optional[Iterable[str]],
             output_index: OutputIndex, calls: Optional[Mapping[str, int]],
-            keep: Optional[list[TorchAttachment]]) -> TorchAttachment:
+            keep: Optional[list[TorchAttachment]], thread: int = 0) -> TorchAttachment:
     """:func:`attach`; the attachment also joins ``keep`` as soon as it exists (before any hook
     is placed), so an owner that loses the return value to a Ctrl-C still detaches it."""
     if not isinstance(session, CaptureSession):
@@ -821,7 +839,7 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
                         f"attach: the session is already attached to this {type(model).__name__} (an attachment "
                         f"not detached yet): a second would observe and intervene at every point twice in each "
                         f"forward. Nothing was placed; detach the first, or attach another session")
-            attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made)
+            attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made, thread=thread)
             _LIVE_ATTACHMENTS.add(attachment)
         if keep is not None:
             keep.append(attachment)
@@ -1336,7 +1354,7 @@ class ModelCapture:
         # The calls the discovery saw are the calls this forward must make: counted exactly.
         self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
         self._attachment = _attach(session, self._model, self._backend, None, self._output_index, self._calls,
-                                   keep=self._attachments)
+                                   keep=self._attachments, thread=self._thread)
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
 
@@ -1355,7 +1373,9 @@ class ModelCapture:
                              why_none=self._why_none)
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
-        if not passed_over():  # a discovery's forward is no capture
+        # A discovery's forward is no capture, nor is a forward another thread began before the
+        # block opened (its root pre-hook ran before the block's, which would have refused it).
+        if not passed_over() and threading.get_ident() == self._thread:
             self._drain()
 
     def _drain(self) -> None:

@@ -128,4 +128,11 @@ std::shared_ptr<Buffer> LeaseTable::find(std::uintptr_t address, std::size_t byt
   return nullptr;
 }
 
+std::shared_ptr<Buffer> LeaseTable::find_anywhere(std::uintptr_t address, std::size_t bytes, std::size_t* offset) {
+  std::lock_guard lock(tables_mutex());
+  for (const LeaseTable* table : tables())
+    if (auto found = table->find(address, bytes, offset)) return found;
+  return nullptr;
+}
+
 }  // namespace lifecore::runtime

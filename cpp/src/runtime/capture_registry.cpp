@@ -10,8 +10,6 @@
 namespace lifecore::runtime {
 namespace {
 
-std::atomic<std::uint64_t> next_thread_token{1};
-
 struct Entry {
   std::shared_ptr<const RecordingMark> mark;
   std::uint64_t thread = 0;  // thread_token() of the thread that began the recording
@@ -86,11 +84,6 @@ void add_entry(Entry entry) {
 }
 
 }  // namespace
-
-std::uint64_t thread_token() noexcept {
-  thread_local const std::uint64_t token = next_thread_token.fetch_add(1, std::memory_order_relaxed);
-  return token;
-}
 
 PublishedCaptureState::PublishedCaptureState(std::shared_ptr<const std::atomic<bool>> device_lost)
     : mark_(std::make_shared<RecordingMark>()) {

@@ -139,7 +139,7 @@ std::uintptr_t Stream::native_handle(const char* op) {
 }
 
 void Stream::check_usable(const char* op) {
-  if (left_by_close_ && std::this_thread::get_id() == capture_thread_) {
+  if (left_by_close_ && thread_token() == capture_thread_) {
     end_capture_left_by_close();
     raise(ErrorKind::Closed, std::string(op) +
                                  ": the device is closed (the capture this thread had open on this stream is now ended)");
@@ -196,12 +196,14 @@ void Stream::check_producer_stream_before_export(std::uintptr_t producer_current
 
 void Stream::check_capture_thread(const char* op) const {
   if (!state_.is_recording() || device_->capture_mode() == driver::CaptureMode::relaxed) return;
-  const std::thread::id me = std::this_thread::get_id();
-  if (me == capture_thread_) return;
+  if (thread_token() == capture_thread_) return;
+  const std::string me = thread_text(std::this_thread::get_id());
   raise(ErrorKind::CaptureState,
-        std::string(op) + ": the recording on this stream was begun by thread " + thread_text(capture_thread_) +
+        std::string(op) + ": the recording on this stream was begun by thread " + capture_thread_text_ +
             ", and in capture_mode '" + driver::capture_mode_name(device_->capture_mode()) +
-            "' only that thread may end or abort it (this is thread " + thread_text(me) +
+            "' only that thread may end or abort it (this is " +
+            (me == capture_thread_text_ ? "a later thread given the same id: that thread exited"
+                                        : "thread " + me) +
             "); nothing was changed. Use capture_mode='relaxed' to end captures from any thread");
 }
 
@@ -245,7 +247,7 @@ bool Stream::driver_capturing() const {
 std::string Stream::capture_thread() const {
   if (device_->forked()) return {};
   LockWithoutStalling lock(mutex_);
-  return state_.is_recording() ? thread_text(capture_thread_) : std::string();
+  return state_.is_recording() ? capture_thread_text_ : std::string();
 }
 
 // ---- errors, fences, staging -----------------------------------------------------------
@@ -664,6 +666,19 @@ void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
                     std::to_string(from.nbytes)
               : "copy: argument 'dst' holds " + std::to_string(to.nbytes) + " bytes and 'src' " +
                     std::to_string(from.nbytes) + "; they must be the same size");
+  // A driver copies between disjoint ranges only (what it does with shared bytes is undefined):
+  // refused on every backend, so code that passes on the emulated device passes on a GPU.
+  const auto overlap = [](std::uint64_t a, std::uint64_t b, std::uint64_t n) { return a < b + n && b < a + n; };
+  // Resolved addresses, and for two foreign ranges their own (each maps on its own where the
+  // device maps host memory, so two views of one array resolve apart).
+  const bool both_foreign = dst.foreign && src.foreign && dst.foreign->device_type == src.foreign->device_type &&
+                            dst.foreign->device_id == src.foreign->device_id;
+  if (to.nbytes != 0 && (overlap(to.ptr, from.ptr, to.nbytes) ||
+                         (both_foreign && overlap(dst.foreign->address, src.foreign->address, to.nbytes))))
+    raise(ErrorKind::InvalidArgument,
+          "copy: argument 'dst' and 'src' share memory (" + std::to_string(to.nbytes) + "-byte ranges at " +
+              hex_text(to.ptr) + " and " + hex_text(from.ptr) + "): a device copy between overlapping ranges is "
+              "undefined; copy through another buffer");
   std::vector<ProducerStream> producers;
   note_producer(dst, "dst", &producers);
   note_producer(src, "src", &producers);
@@ -988,7 +1003,8 @@ void Stream::begin_capture() {
       capture_registry::remove(state_.mark().get());
       throw;
     }
-    capture_thread_ = std::this_thread::get_id();
+    capture_thread_ = thread_token();
+    capture_thread_text_ = thread;
     window_allocations_ = 0;
   } catch (...) {
     undo_window();
@@ -1084,7 +1100,7 @@ void Stream::raise_still_capturing(const char* op, const driver::Status& status,
               std::string(op) + ": ending the driver capture failed (" + driver::status_summary(status) + ", in " + status.call +
                   ")" + std::string(still_capturing_words) + ", so the stream stays in CAPTURE with its window "
                   "discarded (nothing was sealed); call end_capture or abort_capture again from thread " +
-                  thread_text(capture_thread_) + " to end it",
+                  capture_thread_text_ + " to end it",
               std::move(attributes));
 }
 
@@ -1200,7 +1216,7 @@ void Stream::abort_capture() {
   LockWithoutStalling lock(mutex_);
   if (left_by_close_) {
     // The capture close() left to its thread: that thread's abort ends it; any other has nothing to do.
-    if (std::this_thread::get_id() == capture_thread_) end_capture_left_by_close();
+    if (thread_token() == capture_thread_) end_capture_left_by_close();
     return;
   }
   if (!state_.is_active()) return;
@@ -1245,7 +1261,7 @@ void Stream::shutdown() noexcept {
     return;
   }
   LockWithoutStalling lock(mutex_);
-  if (left_by_close_ && std::this_thread::get_id() == capture_thread_) {
+  if (left_by_close_ && thread_token() == capture_thread_) {
     end_capture_left_by_close();  // the last reference went on the capturing thread
     return;
   }
@@ -1255,7 +1271,7 @@ void Stream::shutdown() noexcept {
   // was not taken (its last reference went as close took them) and owns its driver stream.
   const bool lost = device_->lost();
   if (recorder_->driver_capturing() && !lost && device_->capture_mode() != driver::CaptureMode::relaxed &&
-      std::this_thread::get_id() != capture_thread_) {
+      thread_token() != capture_thread_) {
     // Another thread's non-relaxed capture: the driver refuses an end from here (capture_wrong_thread), and waiting
     // for that thread could hang. Discard the window, leave the capture to that thread's next call
     // on this stream; nothing it recorded will run, and nothing queued before it still runs

@@ -47,6 +47,7 @@ from .._core.capture import (
     PhaseSupport,
     PointPosition,
     PreparedCaptureRestore,
+    ResolvedSlice,
     RoutingPolicy,
     TransformKind,
     TransformRequest,
@@ -65,8 +66,8 @@ __all__ = [
     "CaptureSlice", "CaptureTransform", "CaptureUsage", "EvidenceKind", "GroupSelectionControl",
     "InterventionAction", "InterventionOperation", "InterventionOutcome", "InterventionPlan", "InterventionRecord",
     "InterventionRequest", "ObservationPoint", "OnLimit", "PhaseSupport", "PointPosition", "PreparedCaptureRestore",
-    "RoutingPolicy", "TransformKind", "TransformRequest", "ValueDtype", "interventions", "CountingBackend",
-    "MockTensor", "NumpyBackend", "unlimited", "limits", "capture_step", "StepResult", "CaptureObserver",
+    "ResolvedSlice", "RoutingPolicy", "TransformKind", "TransformRequest", "ValueDtype", "interventions",
+    "CountingBackend", "MockTensor", "NumpyBackend", "unlimited", "limits", "capture_step", "StepResult", "CaptureObserver",
     "Summary", "Histogram", "Candidates",
 ]
 # Summary, Histogram and Candidates are the values of payload.summary / .histogram / .candidates:

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import _python_guard
 from .._core.capture import CaptureSchedule, CaptureSlice, EvidenceKind, InterventionAction, InterventionOperation
-from ..errors import InvalidArgumentError, LifecoreTypeError
+from ..errors import InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 
 __all__ = [
     "zero", "scale", "mask", "replace", "add", "mask_logits", "exclude_experts", "zero_expert_contribution",
@@ -64,10 +64,21 @@ def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
     except Exception as error:  # torch's own refusal: a meta, quantized or nested tensor has no values here
         raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {type(values).__name__} "
                                 f"({type(error).__name__}: {error})") from error
+    if isinstance(values, np.ma.MaskedArray):  # its masked values would be applied as if they were not
+        raise InvalidArgumentError(f"argument '{name}' is a masked array: pass its .filled(value) (or .data)")
     try:
         given = np.asarray(values)
     except (TypeError, ValueError) as error:
         raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {error}") from error
+    if given.dtype.kind == "O":  # NumPy would read None as NaN, and an int past a double as inf
+        for value in given.ravel().tolist():
+            if not isinstance(value, (Real, np.number)):
+                raise LifecoreTypeError(f"argument '{name}' must be an array of numbers, got "
+                                        f"{type(values).__name__} holding {type(value).__name__}")
+            try:
+                float(value)
+            except OverflowError:
+                raise LifecoreOverflowError(f"argument '{name}' holds an int too large for a float: {value}") from None
     if np.iscomplexobj(given):  # a float64 conversion would drop the imaginary part
         raise LifecoreTypeError(f"argument '{name}' holds complex values ({given.dtype}); a payload is real: pass "
                                 f"its .real (or the real and imaginary parts as an extra axis)")
@@ -94,7 +105,10 @@ def _ids(values: Any, name: str) -> list[int]:
 def _number(value: Any, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (Real, np.floating, np.integer)):
         raise LifecoreTypeError(f"argument '{name}' must be a number, got {type(value).__name__}")
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:  # an int past a double's range
+        raise LifecoreOverflowError(f"argument '{name}' is too large for a float, got {value}") from None
 
 
 def zero(id: str, target: str, *, schedule: CaptureSchedule | None = None, slices: Sequence[CaptureSlice] = (),

@@ -25,6 +25,7 @@ def capture_step(session: CaptureSession, prediction: int, phase: Optional[Captu
 
         with capture_step(session, 0) as result:
             model(tokens)
+        assert result.step is not None  # None only if begin_step failed (then the block raised)
         records = result.step.records
     """
     if not isinstance(session, CaptureSession):

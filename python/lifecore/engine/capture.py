@@ -13,9 +13,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..capture import (Axis, CaptureDiscovery, CaptureOutcome, CapturePhase, CapturePlan, CaptureRequest,
-                       CaptureSelection, CaptureSession, CaptureTransform, InterventionPlan, ObservationPoint,
-                       OnLimit, interventions, limits)
+from ..capture import (Axis, CaptureDiscovery, CaptureOutcome, CapturePayload, CapturePhase, CapturePlan,
+                       CaptureRequest, CaptureSelection, CaptureSession, CaptureTransform, InterventionPlan,
+                       ObservationPoint, OnLimit, interventions, limits)
 from ..errors import InvalidArgumentError, LifecoreTypeError
 from .model import Transformer
 
@@ -68,7 +68,8 @@ class EngineCapture:
     model: Transformer
     options: CaptureOptions
     session: CaptureSession = field(init=False)
-    records: list[Any] = field(default_factory=list)  # (phase, prediction, selection id, payload or None)
+    # (phase, prediction, selection id, payload or None) per record, in the order the steps ran
+    records: list[tuple[CapturePhase, int, str, Optional[CapturePayload]]] = field(default_factory=list)
     captured: int = 0
     skipped: int = 0
 
@@ -117,7 +118,7 @@ class EngineCapture:
             ok = record.outcome == CaptureOutcome.CAPTURED
             self.captured += ok
             self.skipped += not ok
-            self.records.append((record.selection_id, record.payload if ok else None))
+            self.records.append((step.phase, step.prediction, record.selection_id, record.payload if ok else None))
 
     @property
     def used_bytes(self) -> int:

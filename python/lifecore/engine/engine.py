@@ -14,17 +14,20 @@ import numpy as np
 import torch
 
 from .._copy_protocol import _refusal
-from ..errors import ClosedError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
+from ..errors import ClosedError, DriverError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 from ..sequence import AdmissionCoordinator, Admitted
 from .capture import CaptureOptions, EngineCapture
 from .graphs import DecodeGraphs
 from .kv_cache import DOMAIN, KVCache, page_bytes
-from .model import PRESETS, ModelConfig, StepInputs, Transformer
+from .model import PRESETS, ModelConfig, StepInputs, Transformer, check_float_dtype, check_seed
 from .scheduler import LifecoreMemory, Request, Running, Scheduler, Stats
 
 __all__ = ["Engine", "Result"]
 
 PAD_REQUEST = "lifecore-engine-padding"
+# The most tokens a block holds: the coordinator counts a page's tokens in 32 bits.
+_MAX_BLOCK_SIZE = 2**32 - 1
+
 _T = TypeVar("_T")
 
 
@@ -82,7 +85,10 @@ class Engine:
     Every argument is checked before anything is made: a wrong type raises
     ``LifecoreTypeError``, a wrong value ``InvalidArgumentError`` (a ``device`` other than a CPU
     or a CUDA one, a dtype that is not floating point, a ``capture`` whose budget or scaled layer
-    does not fit the model), each naming the argument.
+    does not fit the model), each naming the argument; a ``block_size`` past 2**32 - 1 tokens or a
+    pool past 2**63 bytes ``LifecoreOverflowError``. Only whether the device's memory holds the
+    pool waits for the device: a pool it cannot allocate raises ``InvalidArgumentError`` naming
+    ``num_blocks`` (the emulated device a CPU engine runs on has 8 GiB), and nothing is kept.
     """
 
     def __init__(self, model: Union[str, ModelConfig, Transformer] = "tiny", *, seed: int = 0,
@@ -98,14 +104,8 @@ class Engine:
             raise LifecoreTypeError(f"Engine: model must be a preset name, a ModelConfig or a Transformer, "
                                     f"got {type(model).__name__}")
         # Every argument is checked before anything is made: a refused engine leaves nothing behind.
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise LifecoreTypeError(f"Engine: seed must be an int, got {type(seed).__name__}")
-        if not -(2**63) <= seed < 2**64:  # what torch.manual_seed takes
-            raise LifecoreOverflowError(f"Engine: argument 'seed' must be between -2**63 and 2**64 - 1, got {seed}")
-        if not isinstance(dtype, torch.dtype):
-            raise LifecoreTypeError(f"Engine: dtype must be a torch.dtype (e.g. torch.float32), got {dtype!r}")
-        if not dtype.is_floating_point:
-            raise InvalidArgumentError(f"Engine: dtype must be a floating-point torch.dtype, got {dtype}")
+        check_seed("Engine", seed)
+        check_float_dtype("Engine", dtype)
         if graphs is not None and not isinstance(graphs, bool):
             raise LifecoreTypeError(f"Engine: graphs must be True, False or None, got {graphs!r}")
         if capture is not None and not isinstance(capture, CaptureOptions):
@@ -130,6 +130,16 @@ class Engine:
         if table_bytes > _host_memory_bytes():
             raise LifecoreOverflowError(f"Engine: max_batch {max_batch:,} needs a block table of {table_bytes:,} bytes, "
                                         f"more than the host's memory")
+        # The KV pool's bytes, checked before the model is built: a block of 2**40 tokens or
+        # 2**62 blocks is refused naming the argument, not the coordinator's own.
+        if block_size > _MAX_BLOCK_SIZE:
+            raise LifecoreOverflowError(f"Engine: argument 'block_size' must be at most {_MAX_BLOCK_SIZE:,} tokens, "
+                                        f"got {block_size:,}")
+        kv_dtype = next(model.parameters()).dtype if isinstance(model, Transformer) else dtype
+        page = page_bytes(config.layers, config.heads, config.head_dim, block_size, kv_dtype)
+        if (num_blocks + 1) * page >= 2**63:
+            raise LifecoreOverflowError(f"Engine: argument 'num_blocks' asks for a KV pool of {num_blocks:,} blocks of "
+                                        f"{page:,} bytes, past 2**63 bytes")
         if isinstance(model, ModelConfig):
             model = Transformer(model, seed=seed, dtype=dtype, device=wanted)
         weights = next(model.parameters())
@@ -155,10 +165,20 @@ class Engine:
                                      else lifecore.Device("mock"))
         # The graph path holds one padding block for the rows a bucket pads (and one slot for it).
         padding = 1 if self.graphs_enabled else 0
-        page = page_bytes(config.layers, config.heads, config.head_dim, block_size, dtype)
-        self.coordinator = AdmissionCoordinator(self.lifecore_device, domains={DOMAIN: (num_blocks + padding) * page},
-                                                page_bytes=page, tokens_per_page=block_size,
-                                                max_active_sequences=max_batch + padding)
+        try:
+            self.coordinator = AdmissionCoordinator(self.lifecore_device,
+                                                    domains={DOMAIN: (num_blocks + padding) * page},
+                                                    page_bytes=page, tokens_per_page=block_size,
+                                                    max_active_sequences=max_batch + padding)
+        except DriverError as error:
+            self.lifecore_device.close()
+            if error.lifecore_status != "out_of_memory":
+                raise
+            # The one check that needs the device: whether its memory holds the pool.
+            raise InvalidArgumentError(
+                f"Engine: argument 'num_blocks' asks for a KV pool of {num_blocks + padding:,} blocks of {page:,} "
+                f"bytes ({(num_blocks + padding) * page:,} bytes), more than the {self.lifecore_device.backend} "
+                f"device can allocate ({error}); nothing was kept") from None
         self.kv = KVCache(self.coordinator, config.layers, config.heads, config.head_dim, block_size, dtype,
                           self.device)
         self.kv.tensor.zero_()  # masked positions are gathered too: they must hold finite values

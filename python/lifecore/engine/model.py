@@ -21,7 +21,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 
 __all__ = ["ModelConfig", "PRESETS", "Transformer", "Block", "StepInputs", "paged_attention"]
 
@@ -116,11 +116,49 @@ class Block(nn.Module):
         return out
 
 
+def check_seed(call: str, seed: object) -> None:
+    """A seed torch.manual_seed takes, refused naming ``call`` otherwise (torch would take a
+    bool or a str as a number)."""
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise LifecoreTypeError(f"{call}: argument 'seed' must be an int, got {type(seed).__name__}")
+    if not -(2**63) <= seed < 2**64:
+        raise LifecoreOverflowError(f"{call}: argument 'seed' must be between -2**63 and 2**64 - 1, got {seed}")
+
+
+def check_float_dtype(call: str, dtype: object) -> None:
+    """A floating-point torch.dtype, refused naming ``call`` otherwise."""
+    if not isinstance(dtype, torch.dtype):
+        raise LifecoreTypeError(f"{call}: argument 'dtype' must be a torch.dtype (e.g. torch.float32), got {dtype!r}")
+    if not dtype.is_floating_point:
+        raise InvalidArgumentError(f"{call}: argument 'dtype' must be a floating-point torch.dtype, got {dtype}")
+
+
+def _check_transformer_arguments(config: object, seed: object, dtype: object, device: object) -> None:
+    """Transformer's arguments, each refused naming itself before torch sees it."""
+    if not isinstance(config, ModelConfig):
+        raise LifecoreTypeError(f"Transformer: argument 'config' must be a ModelConfig (PRESETS[name] is one), "
+                                f"got {type(config).__name__}")
+    check_seed("Transformer", seed)
+    check_float_dtype("Transformer", dtype)
+    if device is None:
+        return
+    if not isinstance(device, (str, torch.device)):
+        raise LifecoreTypeError(f"Transformer: argument 'device' must be a str, a torch.device or None, "
+                                f"got {type(device).__name__}")
+    try:
+        wanted = torch.device(device)
+    except (RuntimeError, ValueError) as error:
+        raise InvalidArgumentError(f"Transformer: argument 'device' {device!r} is not a torch device ({error})") from None
+    if wanted.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidArgumentError(f"Transformer: argument 'device' is {device!r}, but this torch has no CUDA device")
+
+
 class Transformer(nn.Module):
     """Random weights from ``seed``; modules ``embed``, ``layers.<i>``, ``ln_final``, ``lm_head``."""
 
     def __init__(self, config: ModelConfig, *, seed: int = 0, dtype: torch.dtype = torch.float32,
                  device: Optional[torch.device | str] = None):
+        _check_transformer_arguments(config, seed, dtype, device)
         super().__init__()
         self.config = config
         generator_state = torch.random.get_rng_state()

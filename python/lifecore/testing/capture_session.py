@@ -61,7 +61,7 @@ from .._core.capture import transform_floor
 from ..capture.backends import CountingBackend, MockTensor, payload_cost
 from ..capture.backends.cost import NUMPY_REDUCTION_BYTES, native_peak
 from ..models import capture_session as model
-from .machine import LifecycleMachine, counted
+from .machine import LifecycleMachine, counted, same
 from .machine_stats import MachineStats
 
 D_MODEL, VOCAB, PROMPT, EXPERTS, TOP_K = 8, 16, 4, 4, 2
@@ -417,7 +417,7 @@ class CaptureSessionMachine(LifecycleMachine):
         r = self.both("routing_control", lambda: self.model.routing_control(ROUTER, rows),
                                          lambda: self.session.routing_control(ROUTER, rows))
         if not r.kind:
-            assert (r.actual is None) == (r.expected is None)
+            same(r.actual is None, r.expected is None)
             if r.actual is not None:  # only a control handed out fixes the rows routing_applied reports
                 self.rows = rows
 
@@ -455,12 +455,12 @@ class CaptureSessionMachine(LifecycleMachine):
         charge must agree; messages fit 256 bytes, and every record's JSON (an operation's too) fits
         its charged encoded bytes (``exported_json_within_charges``)."""
         r = self.both("take_step", self.model.take_step, self.session.take_step)
-        assert (r.actual is None) == (r.expected is None)
+        same(r.actual is None, r.expected is None)
         if r.actual is None:
             return
         step, expected = r.actual, r.expected
-        assert step.prediction == expected["prediction"]
-        assert step.phase == (CapturePhase.PREFILL if expected["phase"] == model.PREFILL else CapturePhase.DECODE)
+        same(step.prediction, expected["prediction"])
+        same(step.phase, CapturePhase.PREFILL if expected["phase"] == model.PREFILL else CapturePhase.DECODE)
         # One record per selection and per operation, in plan order: a record left out would
         # otherwise never be compared.
         assert [record.selection_id for record in step.records] == list(expected["records"]), step.records
@@ -476,12 +476,12 @@ class CaptureSessionMachine(LifecycleMachine):
             want = expected["records"][record.selection_id]
             assert record.outcome.name == want.outcome, (record, want, record.message)
             if want.outcome == "SKIPPED":
-                assert record.skip_reason == want.reason
+                same(record.skip_reason, want.reason)
             if want.outcome == "FAILED":
-                assert record.fail_reason == want.reason
+                same(record.fail_reason, want.reason)
                 assert len(record.message.encode()) <= 256
             if want.budget:
-                assert record.budget == want.budget
+                same(record.budget, want.budget)
             assert _usage(record.charged) == want.charged, (record, want, record.message)
         for record in step.interventions:
             want = expected["interventions"][record.operation_id]
@@ -509,7 +509,10 @@ class CaptureSessionMachine(LifecycleMachine):
         """Restores a kept checkpoint on both, or prepares a restore and drops it (which changes
         nothing); a checkpoint of another session (the parent, after a fork) is refused alike. A
         restore republishes no step, moves to the model's next prediction and refunds nothing."""
-        impl_cp, model_cp = data.draw(st.sampled_from(self.checkpoints))
+        # Drawn by index: a failure's steps then print a number, the same from run to run, and
+        # not a checkpoint's repr (an address), which would make each a new failure file.
+        impl_cp, model_cp = self.checkpoints[data.draw(st.integers(0, len(self.checkpoints) - 1),
+                                                       label="checkpoint kept")]
         before = self.session.cumulative_usage().as_tuple()
         if prepare_only:
             # A prepared restore that is dropped changes nothing.
@@ -519,8 +522,8 @@ class CaptureSessionMachine(LifecycleMachine):
             r = self.both("restore", lambda: self.model.restore(model_cp), lambda: self.session.restore(impl_cp))
             if not r.kind:
                 assert self.session.take_step() is None  # a restore republishes nothing
-                assert self.session.next_prediction == self.model.next_prediction
-        assert self.session.cumulative_usage().as_tuple() == before  # no refund
+                same(self.session.next_prediction, self.model.next_prediction)
+        same(self.session.cumulative_usage().as_tuple(), before)  # no refund
 
     @rule(max_predictions=st.sampled_from([None, 2, 8]))
     @counted
@@ -530,7 +533,7 @@ class CaptureSessionMachine(LifecycleMachine):
         r = self.both("fork", lambda: self.model.fork(max_predictions),
                               lambda: self.session.fork(self.discovery, max_predictions=max_predictions))
         if not r.kind:
-            assert r.actual.cumulative_usage() == self.session.cumulative_usage()
+            same(r.actual.cumulative_usage(), self.session.cumulative_usage())
             # Continue on the child; the parent's checkpoints now belong to another session.
             self.session, self.model = r.actual, r.expected
 
@@ -542,7 +545,7 @@ class CaptureSessionMachine(LifecycleMachine):
         if not hasattr(self, "model"):
             return
         usage = self.session.cumulative_usage().as_tuple()
-        assert model.Usage(*usage) == self.model.cumulative_usage()
+        same(model.Usage(*usage), self.model.cumulative_usage())
         assert all(now >= then for now, then in zip(usage, self.last_cumulative))
         self.last_cumulative = usage
 
@@ -553,10 +556,10 @@ class CaptureSessionMachine(LifecycleMachine):
         taken, whether the boundary can be a checkpoint, and the current step's usage."""
         if not hasattr(self, "model"):
             return
-        assert self.session.next_prediction == self.model.next_prediction
-        assert self.session.step_pending == self.model.step_open
-        assert self.session.checkpoint_ready == self.model.ready
-        assert _usage(self.session.step_usage()) == self.model.ledger.step
+        same(self.session.next_prediction, self.model.next_prediction)
+        same(self.session.step_pending, self.model.step_open)
+        same(self.session.checkpoint_ready, self.model.ready)
+        same(_usage(self.session.step_usage()), self.model.ledger.step)
 
     @invariant()
     def exported_json_within_charges(self) -> None:

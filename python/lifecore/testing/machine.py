@@ -36,7 +36,7 @@ from .contract import Agreement, both
 from .machine_stats import MachineStats
 from .required import requirement_note
 
-__all__ = ["LifecycleMachine", "counted", "run_machine"]
+__all__ = ["LifecycleMachine", "counted", "run_machine", "same"]
 
 
 # The steps of the first run in which a rule raised, and what it raised, since run_machine began
@@ -49,6 +49,14 @@ def _shown(value: Any) -> str:
         return repr(value)
     except Exception as error:  # noqa: BLE001 - a failing repr must not hide the rule's own error
         return f"<{type(value).__name__}: repr raised {type(error).__name__}>"
+
+
+def same(actual: Any, expected: Any) -> None:
+    """``assert actual == expected`` that says both values when it fails: a machine runs outside
+    pytest (``lifecore fuzz``, a user's own run), where a bare assert reports no values. The
+    failure's source line (``lifecore fuzz`` prints it) names what was compared."""
+    if not actual == expected:
+        raise AssertionError(f"{_shown(actual)} != {_shown(expected)}")
 
 
 def _step_text(rule: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:

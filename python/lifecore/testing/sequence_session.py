@@ -31,7 +31,7 @@ from lifecore.models import sequence_session as model
 from lifecore.sequence import (AdmissionCoordinator, AdmissionDeferred, AdmissionRejected, Admitted,
                                BackingOutcome, SourceKind, preempt_for, step_all)
 
-from .machine import LifecycleMachine, counted
+from .machine import LifecycleMachine, counted, same
 from .machine_stats import MachineStats
 
 PAGE_BYTES = 256
@@ -145,7 +145,7 @@ class SequenceSessionMachine(LifecycleMachine):
         if isinstance(m, model.ModelAdmitted):
             assert isinstance(r, Admitted), r
             STATS.note(STATS.current, "ADMITTED")
-            assert self._snap(r.resources.initial_backing) == (1, prompt, m.resources.initial_backing.pages)
+            same(self._snap(r.resources.initial_backing), (1, prompt, m.resources.initial_backing.pages))
             entry = Entry(r.resources, m.resources)
             self.entries.append(entry)
             if open_now:
@@ -157,9 +157,9 @@ class SequenceSessionMachine(LifecycleMachine):
         elif isinstance(m, model.ModelDeferred):
             assert isinstance(r, AdmissionDeferred), r
             STATS.note(STATS.current, "DEFERRED:" + ("PHYSICAL" if m.sources == [model.PHYSICAL] else m.action))
-            assert [_source_name(s) for s in r.wait_condition.sources] == m.sources
-            assert list(r.wait_condition.epochs) == m.epochs
-            assert r.action.name == m.action
+            same([_source_name(s) for s in r.wait_condition.sources], m.sources)
+            same(list(r.wait_condition.epochs), m.epochs)
+            same(r.action.name, m.action)
             self._remember_deferral(r, m)
             self.requests[rid] = (prompt, fit, domains)
         else:
@@ -246,7 +246,7 @@ class SequenceSessionMachine(LifecycleMachine):
         assert err is None
         e.rs, e.ms = r, m
         _, _, err = self.both("open_session (again)", e.mr.open_session, e.rr.open_session)
-        assert err == "SessionState"
+        same(err, "SessionState")
 
     @precondition(lambda self: self._has(lambda e: e.rr is not None))
     @rule(i=st.integers(0, 50))
@@ -284,13 +284,13 @@ class SequenceSessionMachine(LifecycleMachine):
         outcome, payload = m
         STATS.note(STATS.current, outcome + (":PHYSICAL" if outcome == "BACKING_DEFERRED" and payload.sources == [model.PHYSICAL]
                                              else ""))
-        assert r.outcome.name == outcome
+        same(r.outcome.name, outcome)
         if outcome in ("CURRENT", "EXTENDED"):
-            assert self._snap(r.snapshot) == (payload.generation, payload.tokens, payload.pages)
+            same(self._snap(r.snapshot), (payload.generation, payload.tokens, payload.pages))
         if outcome == "BACKING_DEFERRED":
             assert r.deferred is not None
-            assert [_source_name(s) for s in r.deferred.wait_condition.sources] == payload.sources
-            assert r.deferred.action.name == payload.action
+            same([_source_name(s) for s in r.deferred.wait_condition.sources], payload.sources)
+            same(r.deferred.action.name, payload.action)
             self._remember_deferral(r.deferred, payload)
         del r
 
@@ -307,7 +307,7 @@ class SequenceSessionMachine(LifecycleMachine):
         m, r, err = self.both(f"step({tokens})", lambda: e.ms.step(tokens), lambda: e.rs.step(tokens))
         if not err:
             STATS.note("step", m)
-            assert r.name == m
+            same(r.name, m)
 
     @precondition(lambda self: self._has(self._live))
     @rule(picks=st.lists(st.integers(0, 50), min_size=1, max_size=4),
@@ -360,7 +360,7 @@ class SequenceSessionMachine(LifecycleMachine):
             return
         for outcome in m:
             STATS.note("step_batch", outcome)
-        assert [BackingOutcome(v).name for v in r.tolist()] == m
+        same([BackingOutcome(v).name for v in r.tolist()], m)
         if table_domain is not None:
             for row, e in enumerate(rows):
                 ids = e.rs.backing.block_ids(table_domain)
@@ -401,7 +401,7 @@ class SequenceSessionMachine(LifecycleMachine):
         assert err in (None, "Closed"), err  # a closed pool; spare pages cover a step, never an incomparable one
         if not err:
             STATS.note("decode_step", m)
-            assert r.name == m
+            same(r.name, m)
 
     def _retirable(self, e: Entry) -> bool:
         if not (self._live(e) and e.ms.quiescent):
@@ -419,7 +419,7 @@ class SequenceSessionMachine(LifecycleMachine):
         m, r, err = self.both(how, getattr(e.ms, how), getattr(e.rs, how))
         assert err is None, err
         STATS.note("retire", m["outcome"])
-        assert r.outcome.name == m["outcome"]
+        same(r.outcome.name, m["outcome"])
         e.terminal = m["outcome"]
         e.rs.close()
         e.ms.close()
@@ -458,7 +458,7 @@ class SequenceSessionMachine(LifecycleMachine):
             assert err in (None, "Closed", "InvalidArgument"), err
             if not err:
                 STATS.note("scheduler_tick", m)
-                assert r.name == m
+                same(r.name, m)
         elif self._retirable(e):
             self.retire(i=self._index_in(e, self._retirable))
         elif self._open(e) and e.ms.quiescent:
@@ -485,9 +485,9 @@ class SequenceSessionMachine(LifecycleMachine):
         if err:
             return
         STATS.note(STATS.current, "acquired")
-        assert r.frame_id == m.frame_id
+        same(r.frame_id, m.frame_id)
         shape = self._snap(r.snapshot)
-        assert shape == (m.snapshot.generation, m.snapshot.tokens, m.snapshot.pages)
+        same(shape, (m.snapshot.generation, m.snapshot.tokens, m.snapshot.pages))
         e.frame = (r, m, shape)
 
     @precondition(lambda self: self._has(lambda e: e.frame is not None))
@@ -506,7 +506,7 @@ class SequenceSessionMachine(LifecycleMachine):
         m, r, err = self.both(f"frame {how}", getattr(mf, how), getattr(rf, how))
         STATS.note(STATS.current, how + (":err" if err else ":ok"))
         if how == "commit" and not err:
-            assert r.name == m
+            same(r.name, m)
         assert rf.finalized == mf.finalized, (rf.finalized, mf.finalized)
         if rf.finalized:
             e.frame = None
@@ -586,7 +586,7 @@ class SequenceSessionMachine(LifecycleMachine):
         rf, mf = e.flights[key]
         _, _, err = self.both(f"flight {how}", getattr(mf, how), getattr(rf, how))
         STATS.note(STATS.current, how + (":err" if err else ":ok"))
-        assert rf.released == mf.released
+        same(rf.released, mf.released)
         if rf.released:
             del e.flights[key]
 
@@ -605,10 +605,10 @@ class SequenceSessionMachine(LifecycleMachine):
         STATS.note("transition", how + (":err" if err else ":ok"))
         if err or how == "request_cancel":
             if how == "request_cancel" and not err:
-                assert r.active_frame == m["active_frame"]
-                assert [(k, p.name) for k, p in r.flights] == m["flights"]
+                same(r.active_frame, m["active_frame"])
+                same([(k, p.name) for k, p in r.flights], m["flights"])
             return
-        assert r.outcome.name == m["outcome"]
+        same(r.outcome.name, m["outcome"])
         assert (r.retired_frames, r.committed_frames, r.discarded_frames, r.backing_generation) == (
             m["retired"], m["committed"], m["discarded"], m["generation"])
 
@@ -638,7 +638,7 @@ class SequenceSessionMachine(LifecycleMachine):
         _, _, err = self.both("write_release_capacity_sources", lambda: e.ms.write_release_capacity_sources(m_out),
                               lambda: e.rs.write_release_capacity_sources(r_out))
         if not err:
-            assert [_source_name(s) for s in r_out] == m_out
+            same([_source_name(s) for s in r_out], m_out)
 
     # ---------- waiters and preemption ----------
     @precondition(lambda self: bool(self.deferreds))
@@ -698,10 +698,10 @@ class SequenceSessionMachine(LifecycleMachine):
         STATS.note("preempt", "victims" if victims else "no_victim")
         STATS.outcomes[("preempt", "victim_count")] += len(victims)
         STATS.note("preempt", "satisfied" if report.satisfied else "unsatisfied")
-        assert [(a.sparse_id, a.generation) for a in report.victims] == victims
-        assert [(a.sparse_id, a.generation) for a, _ in report.skipped] == [a for a, _ in modeled.skipped]
+        same([(a.sparse_id, a.generation) for a in report.victims], victims)
+        same([(a.sparse_id, a.generation) for a, _ in report.skipped], [a for a, _ in modeled.skipped])
         assert report.satisfied == modeled.satisfied == self.model.fits_now(md)
-        assert [_source_name(s) for s in report.freed_sources] == modeled.freed_sources
+        same([_source_name(s) for s in report.freed_sources], modeled.freed_sources)
 
     @precondition(lambda self: bool(self.deferreds) and not self.model.closed)
     @rule(d=st.integers(0, 5), dice=st.integers(0, 39))
@@ -709,7 +709,7 @@ class SequenceSessionMachine(LifecycleMachine):
     def observe_or_close(self, d: int, dice: int) -> None:
         """Whether a deferred demand fits now agrees with the model; rarely, close the coordinator."""
         rd, md = self.deferreds[d % len(self.deferreds)]
-        assert self.real.fits_now(rd) == self.model.fits_now(md)
+        same(self.real.fits_now(rd), self.model.fits_now(md))
         if dice == 0:
             STATS.note("observe_or_close", "closed")
             self.real.close()
@@ -723,14 +723,14 @@ class SequenceSessionMachine(LifecycleMachine):
         for e in self.entries:
             if e.rs is None:
                 continue
-            assert e.rs.phase.name == e.ms.phase
+            same(e.rs.phase.name, e.ms.phase)
             if e.terminal is not None:
-                assert e.ms.phase == e.terminal  # absorbing
+                same(e.ms.phase, e.terminal)  # absorbing
             if e.ms.phase in (model.COMPLETED, model.ABORTED):
                 e.terminal = e.ms.phase
-            assert e.rs.next_frame_id == e.ms.next_frame
-            assert e.rs.retired_frames == e.ms.retired
-            assert e.rs.flight_count == len(e.ms.flights)
+            same(e.rs.next_frame_id, e.ms.next_frame)
+            same(e.rs.retired_frames, e.ms.retired)
+            same(e.rs.flight_count, len(e.ms.flights))
 
     @invariant()
     def capacity_matches(self) -> None:
@@ -738,20 +738,20 @@ class SequenceSessionMachine(LifecycleMachine):
         epoch, the slots, physical and release epochs) against the model, and that each domain's use,
         and the live page-memory bytes, are its live sequences' pages."""
         cap = self.real.capacity()
-        assert cap.used_bytes == self.model.used
+        same(cap.used_bytes, self.model.used)
         assert cap.active_sequences == self.model.active <= self.model.max_active
         for d in cap.domains:
             assert d.used_bytes <= d.total_bytes == self.model.total[d.name]
-            assert d.epoch == self.model.epochs[model.domain(d.name)]
-        assert cap.slots_epoch == self.model.epochs[model.SLOTS]
-        assert cap.physical_epoch == self.model.epochs[model.PHYSICAL]
-        assert cap.release_epoch == self.model.release_epoch
+            same(d.epoch, self.model.epochs[model.domain(d.name)])
+        same(cap.slots_epoch, self.model.epochs[model.SLOTS])
+        same(cap.physical_epoch, self.model.epochs[model.PHYSICAL])
+        same(cap.release_epoch, self.model.release_epoch)
         live = [e.mr.seq for e in self.entries if not e.mr.seq.released]
         for name in self.model.total:
-            assert self.model.used[name] == sum(s.pages * PAGE_BYTES for s in live if name in s.domains)
+            same(self.model.used[name], sum(s.pages * PAGE_BYTES for s in live if name in s.domains))
         stats = self.real.page_memory_stats()
         if stats:
-            assert stats["live_bytes"] == sum(s.pages * PAGE_BYTES * len(s.domains) for s in live)
+            same(stats["live_bytes"], sum(s.pages * PAGE_BYTES * len(s.domains) for s in live))
 
     @invariant()
     def block_ids_are_never_shared(self) -> None:
@@ -766,7 +766,7 @@ class SequenceSessionMachine(LifecycleMachine):
                 continue
             for name in snap.domains:
                 ids = snap.block_ids(name)
-                assert len(ids) == snap.pages
+                same(len(ids), snap.pages)
                 for block in ids.tolist():
                     assert block >= 0 and owners.setdefault((name, block), e) is e, (name, block)
 
@@ -831,9 +831,9 @@ class SequenceSessionMachine(LifecycleMachine):
         """Checks that each kept waiter's ``should_retry()``, wake count and cancellation are the
         model's (and counts new wake-ups in the stats)."""
         for r, m, _ in self.waiters:
-            assert r.should_retry() == m.should_retry()
-            assert r.wake_count == m.wakes
-            assert r.cancelled == m.cancelled
+            same(r.should_retry(), m.should_retry())
+            same(r.wake_count, m.wakes)
+            same(r.cancelled, m.cancelled)
             seen = self.wakes_counted.get(id(m), (m, 0))[1]
             if m.wakes > seen:
                 STATS.outcomes[("waiters", "wakeups")] += m.wakes - seen

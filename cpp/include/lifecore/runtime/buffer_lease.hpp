@@ -60,6 +60,8 @@ class LeaseTable {
   std::shared_ptr<Buffer> find(std::uintptr_t address, std::size_t bytes, std::size_t* offset) const;
   // Whether [address, address + bytes) shares a byte with memory this table's leases lent.
   bool overlaps(std::uintptr_t address, std::size_t bytes) const;
+  // find() over every device's table: a host array may view any host-memory device's buffer.
+  static std::shared_ptr<Buffer> find_anywhere(std::uintptr_t address, std::size_t bytes, std::size_t* offset);
   // Whether another device's table lent a byte of [address, address + bytes).
   bool overlaps_elsewhere(std::uintptr_t address, std::size_t bytes) const;
 

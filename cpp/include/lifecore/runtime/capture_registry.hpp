@@ -26,12 +26,12 @@
 #include <string_view>
 
 #include "lifecore/driver/driver.hpp"
+#include "lifecore/thread_token.hpp"
 #include "lifecore/runtime/stream_capture_state.hpp"
 
 namespace lifecore::runtime {
 
-// A token per thread, unique for the life of the process (thread ids are reused, these never).
-std::uint64_t thread_token() noexcept;
+using lifecore::thread_token;  // thread_token.hpp
 
 // A recording whose Stream went while it recorded, its last reference dropped on another thread
 // than the one recording: outside relaxed mode only that thread may end the driver's capture,

@@ -326,7 +326,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   mutable std::mutex mutex_;
   bool dead_ = false;
   PublishedCaptureState state_;  // its mark is what the capture registry checks entries against
-  std::thread::id capture_thread_{};  // who began the recording (meaningful while recording)
+  // Who began the recording (meaningful while recording): a thread_token(), which no later
+  // thread reuses (an OS thread id is, once its thread exits), and the OS id for messages.
+  std::uint64_t capture_thread_ = 0;
+  std::string capture_thread_text_;
   // Driver allocations made inside this window's software recording (a buffer the pool had no
   // free slice for, an info-cache upload): with a driver's graphs each would be a memory node,
   // which end_capture refuses.

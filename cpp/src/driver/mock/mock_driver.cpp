@@ -5,8 +5,9 @@
 #include <condition_variable>
 #include <optional>
 #include <sstream>
-#include <thread>
 #include <utility>
+
+#include "lifecore/thread_token.hpp"
 
 namespace lifecore::driver {
 namespace {
@@ -138,7 +139,7 @@ Status MockDriver::gate(Operation op) {
 struct MockDriver::Capture {
   std::uint64_t id = 0;
   CaptureMode mode = CaptureMode::global;
-  std::thread::id thread;
+  std::uint64_t thread = 0;  // thread_token(): a thread that exits leaves its id to a new one, never its token
   CaptureStatus status = CaptureStatus::active;
   std::string invalidated_by;  // the operation that invalidated it
   std::shared_ptr<mock::GraphData> graph;
@@ -291,7 +292,7 @@ Status MockDriver::submit_launch(StreamHandle handle, const mock::KernelNode& ke
 // T's mode is not relaxed. Every capture it conflicts with is invalidated; the call fails.
 Status MockDriver::check_unsafe_call_locked(Operation op, const Stream* target) {
   const CaptureMode mine = thread_capture_mode(uid_);
-  const std::thread::id me = std::this_thread::get_id();
+  const std::uint64_t me = thread_token();
   std::string conflicts;
   for (auto& [id, stream] : streams_) {
     if (!stream->capture) continue;
@@ -812,7 +813,7 @@ Status MockDriver::stream_begin_capture(StreamHandle handle, CaptureMode mode) {
   Capture capture;
   capture.id = next_capture_id.fetch_add(1);
   capture.mode = mode;
-  capture.thread = std::this_thread::get_id();
+  capture.thread = thread_token();
   capture.graph = std::make_shared<mock::GraphData>();
   stream->capture = std::move(capture);
   return {};
@@ -836,7 +837,7 @@ Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
   if (!stream) return bad_handle(op, "stream", raw(handle));
   if (!stream->capture) return fail(op, Code::illegal_state, "stream " + std::to_string(stream->id) + " is not capturing");
   Capture& capture = *stream->capture;
-  if (capture.mode != CaptureMode::relaxed && capture.thread != std::this_thread::get_id())
+  if (capture.mode != CaptureMode::relaxed && capture.thread != thread_token())
     return fail(op, Code::capture_wrong_thread,
                 "capture " + std::to_string(capture.id) + " (" + capture_mode_name(capture.mode) +
                     ") began on another thread; only that thread may end it");
