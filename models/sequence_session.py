@@ -310,7 +310,8 @@ class ModelCoordinator:
 
     def preempt_for(self, deferred: ModelDeferred, sessions: list[Any], limit: Optional[int] = None) -> "ModelPreemption":
         """Preemption by recompute, in the sessions' order: abort and close a session that
-        returns a source the demand waits on and aborts; every other session is skipped with the
+        returns a source the demand waits on and aborts (a quiescent one, or a poisoned one with
+        no live frame or flight); every other session is skipped with the
         reason: another coordinator's, the deferral's own sequence, one whose sources cannot be
         read, one that returns no source waited on, one that will not abort, and every session
         after the demand fits or ``limit`` victims were taken. A backing deferral whose sequence
@@ -359,7 +360,9 @@ class ModelCoordinator:
                 out.skipped.append((authority, "holds none of the capacity waited for"))
                 continue
             try:
-                session.try_abort_if_quiescent()
+                # A poisoned session (a frame closed uncommitted: its forward failed) can only
+                # be aborted: it is taken as a victim as a quiescent one is.
+                session.try_abort() if session.phase == POISONED else session.try_abort_if_quiescent()
             except ModelError as error:
                 out.skipped.append((authority, str(error)))
                 continue

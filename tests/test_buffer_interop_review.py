@@ -144,3 +144,20 @@ def test_write_read_and_read_into_take_host_tensors_and_buffer_views():
             s.read(3)
         s.read_into(b, back)
         assert torch.equal(back, half)
+
+
+def test_a_tensor_not_aligned_to_its_elements_is_refused_everywhere():
+    # Before: accepted on the mock, where a GPU's kernel faults on such loads (losing its context).
+    with lifecore.Device(EMULATED) as dev:
+        s = dev.stream()
+        x = s.alloc(64)
+        odd = np.frombuffer(bytearray(65), np.uint8)[1:].view(np.float32)  # 16 float32 at an odd address
+        for call in (lambda: s.launch(K.scale_f32, 1, 16, [16, 2.0, odd, x]), lambda: s.copy(x, odd)):
+            with pytest.raises(InvalidArgumentError, match=r"not aligned to its 4-byte elements"):
+                call()
+        words = np.zeros(17, np.uint8)[1:]  # bytes: aligned as bytes, not as the words fill writes
+        with pytest.raises(InvalidArgumentError, match=r"^fill: argument 'buf' starts at 0x[0-9a-f]+, not 4-byte "
+                                                       r"aligned"):
+            s.fill(words, 7)
+        assert not words.any()
+        s.fill(np.zeros(16, np.uint8), 7)  # an aligned one, as before

@@ -980,6 +980,36 @@ def test_a_forward_another_thread_began_before_the_block_opened_passes_its_hooks
     assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
 
 
+def test_modules_the_forward_runs_on_worker_threads_are_discovered_and_captured() -> None:
+    # A forward that hands submodules to a thread pool (experts in parallel): its calls are the
+    # block's own (a first version of the stand-aside above dropped every call off the thread).
+    from concurrent.futures import ThreadPoolExecutor
+
+    from lifecore.torch import capture, discover
+
+    pool = ThreadPoolExecutor(2)
+
+    class FanOut(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.a, self.b, self.head = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            fa, fb = pool.submit(self.a, x), pool.submit(self.b, x)
+            return self.head(fa.result() + fb.result())
+
+    m, x = FanOut().eval(), torch.randn(1, 3, 8)
+    try:
+        with torch.no_grad():
+            assert sorted(p.path for p in discover(m, x).catalog) == ["a", "b", "head"]
+            with capture(m, ["a", "head"], "tensor") as records:
+                y = m(x)
+            assert records["a"].outcome == CaptureOutcome.CAPTURED and torch.equal(records["a"].tensor, m.a(x))
+            assert records["head"].outcome == CaptureOutcome.CAPTURED and torch.equal(records["head"].tensor, y)
+    finally:
+        pool.shutdown()
+
+
 def test_a_block_on_a_model_another_thread_holds_is_refused_and_no_hook_is_left() -> None:
     # Two threads each opening blocks on one model: the second block's hooks were placed while
     # the first thread's forward walked the model's hook tables, and a removal that met a table

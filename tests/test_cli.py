@@ -182,7 +182,9 @@ def test_a_failure_is_saved_and_replays_from_the_printed_command(tmp_path):
     # and a blob another Hypothesis recorded is named as such when it does not reproduce.
     whole = blob.group(0)
     at = replay.index(blob.group(1))
-    again = run(code=BROKEN.format(argv=[*replay[1:at], whole, *replay[at + 1:]]), timeout=300)
+    printed = next(line for line in result.stdout.splitlines() if "@reproduce_failure" in line).strip()
+    assert whole in printed
+    again = run(code=BROKEN.format(argv=[*replay[1:at], printed, *replay[at + 1:]]), timeout=300)
     assert again.returncode == 1 and error in again.stdout.splitlines(), again.stdout + again.stderr
     older = whole.replace(re.search(r"\('([^']+)'", whole).group(1), "0.0.1")
     fixed = run(*replay[1:at], older, *replay[at + 1:], "--failure-dir", str(tmp_path / "fixed"), timeout=300)

@@ -75,3 +75,15 @@ def test_offers_fault_injection_names_a_wrong_argument() -> None:
         offers_fault_injection(object())
     with lifecore.Device(emulated_backend()) as device:
         assert offers_fault_injection(device)
+
+
+@pytest.mark.parametrize("graphs, least", [("hardware", 31), ("software", 23)])
+def test_the_cycle_reaches_the_operations_the_backend_guide_counts(graphs: str, least: int) -> None:
+    # Before: 24 and 16, so most of the fault tests skipped for an operation never called.
+    with lifecore.Device(emulated_backend(), graphs=graphs) as dev:
+        stream = dev.stream()
+        before = {op: dev.driver_calls(op) for op in lifecore.driver_operations()}
+        BackendConformance.run_cycle(stream)
+        reached = [op for op in before if dev.driver_calls(op) != before[op]]
+    assert len(reached) >= least, sorted(set(before) - set(reached))
+    assert {"stream_create", "stream_query", "map_host", "host_view", "mem_free"} <= set(reached)

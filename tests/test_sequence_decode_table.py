@@ -195,7 +195,7 @@ def test_step_steps_each_row_then_writes_its_new_ids():
     with pytest.raises(InvalidArgumentError, match="tokens"):
         table.step([sessions[0]], [1, 2])
     with pytest.raises(LifecoreTypeError, match="sessions"):
-        table.step([sessions[0], None], [1, 2])  # step needs a session in every row
+        table.step([sessions[0], "s"], [1, 2])  # a row holds a session or None
     sessions[0].close()
     sessions[2].close()
 
@@ -961,3 +961,63 @@ def test_a_table_on_a_buffer_copies_the_rows_that_changed_and_matches_its_host_t
         del on_buffer
     for s in sessions:
         s.close()
+
+
+def test_a_batch_error_carries_its_row_and_how_many_rows_stepped():
+    # Before: only the message said which row stopped the batch and whether rows before it stepped.
+    from lifecore.sequence import step_all
+
+    c = make()
+    a, b, d = open_one(c, "a", prompt=4, fit=64), open_one(c, "b", prompt=4, fit=64), open_one(c, "d", prompt=4, fit=64)
+    frame = b.acquire_frame()  # b cannot step while its frame is live: the batch stops there
+    with pytest.raises(SessionStateError) as info:
+        step_all([a, b, d], [5, 5, 5])
+    assert (info.value.row, info.value.rows_stepped) == (1, 1)
+    with pytest.raises(CapacityError) as info:
+        step_all([a, d], [6, 10**6])  # past d's fit: refused before any row steps
+    assert (info.value.row, info.value.rows_stepped) == (1, 0)
+    table = c.decode_table(3, 8)
+    with pytest.raises(SessionStateError) as info:
+        table.step([a, b, d], [7, 7, 7])
+    assert (info.value.row, info.value.rows_stepped) == (1, 1)
+    frame.close()
+
+
+def test_preemption_takes_a_poisoned_session_as_a_victim():
+    # Before: skipped ("try_abort_if_quiescent: the session is poisoned; use try_abort"), though
+    # it holds capacity and can never step again.
+    from lifecore.sequence import AdmissionDeferred, preempt_for
+
+    c = make(pages=2, slots=4)
+    victim = open_one(c, "v", prompt=2 * TPP, fit=2 * TPP)
+    victim.acquire_frame().close()  # closed uncommitted: the session is poisoned
+    assert victim.phase.name == "POISONED"
+    deferred = c.admit("new", TPP, TPP)
+    assert isinstance(deferred, AdmissionDeferred)
+    report = preempt_for(c, deferred, [victim])
+    assert report.satisfied and len(report.victims) == 1 and report.skipped == []
+    assert isinstance(c.admit("new", TPP, TPP), Admitted)
+
+
+def test_grow_domain_refusals_name_the_bytes():
+    c = AdmissionCoordinator(domains={"kv": (2 * PAGE, 4 * PAGE)}, page_bytes=PAGE, tokens_per_page=TPP,
+                             max_active_sequences=2)
+    with pytest.raises(InvalidArgumentError, match=r"^grow_domain: 4096 bytes is below the total of domain 'kv' "
+                                                   r"\(8192 bytes\): a domain's capacity never shrinks$"):
+        c.grow_domain("kv", PAGE)
+    with pytest.raises(InvalidArgumentError, match=r"^grow_domain: 20480 bytes exceeds the maximum of domain 'kv' "
+                                                   r"\(16384 bytes\)$"):
+        c.grow_domain("kv", 5 * PAGE)
+
+
+def test_step_keeps_an_empty_slot_as_update_does():
+    # Before: None, which update takes for an empty row, was a LifecoreTypeError in step.
+    c = make()
+    a, b = open_one(c, "a", prompt=4, fit=64), open_one(c, "b", prompt=4, fit=64)
+    table = c.decode_table(3, 8, pad=-1)
+    table.update([a, None, b])
+    outcomes = table.step([a, None, b], [5, 0, 5])
+    assert [BackingOutcome(v) for v in outcomes.tolist()][1] == BackingOutcome.CURRENT
+    assert np.array_equal(table.table, expected(c, [a, None, b], 3, 8, -1))
+    table.step([None, None, b], [0, 0, 6])  # a's row empties, b's stays where it was
+    assert np.array_equal(table.table, expected(c, [None, None, b], 3, 8, -1))

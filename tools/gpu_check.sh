@@ -487,6 +487,25 @@ with lifecore.Device("cuda") as dev:
         s.copy(t, out)
         s.sync()
         assert np.array_equal(t.cpu().numpy(), 2 * ramp)
+        # Overlapping copies are refused here too (the driver's copy there is undefined).
+        try:
+            s.copy(t, t)
+            raise AssertionError("a copy of a tensor onto itself was accepted")
+        except lifecore.InvalidArgumentError as error:
+            assert "share memory" in str(error), error
+        # write / read_into through DLPack with host tensors; a device tensor is no host memory.
+        s.write(buf, torch.arange(N, dtype=torch.float32))
+        back = torch.empty(N, dtype=torch.float32)
+        s.read_into(buf.view("float32"), back)
+        assert np.array_equal(back.numpy(), ramp)
+        try:
+            s.write(buf, t)
+            raise AssertionError("a CUDA tensor was taken as host data")
+        except lifecore.InvalidArgumentError as error:
+            assert "in host memory" in str(error), error
+        s.fill(t, -1)  # a word's bits, signed
+        s.sync()
+        assert bool((t.view(torch.int32) == -1).all())
         try:
             s.fill(t.view(32, 32).t(), 0)
             raise AssertionError("a strided tensor was accepted")

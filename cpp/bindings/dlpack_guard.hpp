@@ -93,4 +93,22 @@ inline nb::object checked_for_caster(nb::handle object, const std::string& label
   return capsule;
 }
 
+// Refuses (InvalidArgumentError naming `label`) a torch tensor whose negative bit is set (a lazy
+// negation, as `.conj().imag` makes): its DLPack export gives the memory without the sign, so a
+// copy would read or write the negation of what the tensor holds. torch's own export refuses
+// the conjugate bit and a tensor that requires grad; the negative bit only NumPy refuses.
+inline void refuse_negative_view(nb::handle h, const std::string& label) {
+  if (!nb::hasattr(h, "is_neg")) return;
+  nb::object negative;
+  try {
+    negative = h.attr("is_neg")();
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_Exception)) throw;
+    return;  // not torch's is_neg: nothing to say about it
+  }
+  if (PyObject_IsTrue(negative.ptr()) == 1)
+    raise(ErrorKind::InvalidArgument, label + " is a torch tensor with its negative bit set (a lazy negation): its "
+                                              "memory holds the values without their sign; pass .resolve_neg()");
+}
+
 }  // namespace lifecore::bindings

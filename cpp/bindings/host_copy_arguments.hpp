@@ -6,8 +6,10 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
@@ -40,7 +42,37 @@ struct HostTensorBytes {
 inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, bool written, HostTensorBytes* out) {
   if (PyObject_CheckBuffer(h.ptr()) || !nb::hasattr(h, "__dlpack__")) return false;
   const std::string label = argument_label(call, name);
-  const nb::object given = checked_for_caster(h, label);
+  refuse_negative_view(h, label);
+  // The device first, where the producer says it: exporting a device tensor orders streams (torch
+  // makes the current stream wait), a side effect a refused call must not have.
+  if (nb::hasattr(h, "__dlpack_device__")) {
+    std::pair<int, int> device{dlpack_device_cpu, 0};
+    try {
+      (void)nb::try_cast(h.attr("__dlpack_device__")(), device);
+    } catch (nb::python_error& error) {
+      if (!error.matches(PyExc_Exception)) throw;
+    }
+    if (device.first != dlpack_device_cpu)
+      raise(ErrorKind::InvalidArgument, label + " lives on DLPack device type " + std::to_string(device.first) +
+                                            ", not in host memory (a device tensor is copied with copy())");
+  }
+  // Exported here, by the producer itself: its own refusals (torch's of a conjugate view or a
+  // tensor that requires grad) are this call's, where a caster's own import might read past them.
+  nb::object given;
+  try {
+    try {
+      given = h.attr("__dlpack__")(nb::arg("max_version") = nb::make_tuple(1, 0));
+    } catch (nb::python_error& error) {
+      if (!error.matches(PyExc_TypeError)) throw;
+      given = h.attr("__dlpack__")();  // a producer before DLPack 1.0
+    }
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_Exception)) throw;  // an interrupt stays one
+    raise(ErrorKind::InvalidArgument, label + " could not be exported by its __dlpack__: " + python_error_summary(error));
+  }
+  const DLTensor* described = capsule_tensor(given).tensor;
+  if (!described) raise(ErrorKind::InvalidArgument, label + " has a __dlpack__ that returned no DLPack capsule");
+  check_dlpack_dimensions(label, described->ndim, described->shape);
   if (written) {
     if (!nb::try_cast(given, out->writable, /*convert=*/false))
       raise(ErrorKind::InvalidArgument, label + " must be a C-contiguous, writable tensor in host memory (a device "

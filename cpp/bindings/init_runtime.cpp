@@ -25,6 +25,7 @@
 #include "lifecore/deadline.hpp"
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
+#include "runtime/hex_text.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/graph.hpp"
@@ -275,6 +276,11 @@ void fill(Stream& stream, nb::handle buf, nb::handle value_arg) {
   ReleaseReferencesOnExit release_references;
   MemoryArgument dst;
   convert_memory(buf, stream, "fill", "buf", &dst);
+  // A driver fills 32-bit words at 4-byte aligned addresses only (a buffer always starts at one).
+  if (dst.ref.foreign && dst.foreign.address % 4 != 0)
+    raise(ErrorKind::InvalidArgument, "fill: argument 'buf' starts at " + runtime::hex_text(dst.foreign.address) +
+                                          ", not 4-byte aligned: a driver fills 32-bit words at aligned addresses "
+                                          "only; pass an aligned tensor");
   stream.fill(dst.ref, value);
 }
 
@@ -628,7 +634,9 @@ void bind_stream(nb::module_& m) {
            "launch).")
       .def("copy", &copy, "dst"_a.none(), "src"_a.none(),
            nb::sig("def copy(self, dst: Buffer | BufferView | lifecore._stub_types.DeviceArray, src: Buffer | BufferView | lifecore._stub_types.DeviceArray) -> None"),
-           "Device-to-device copy of same-size buffers; either may be a BufferView or a tensor (see launch).")
+           "Device-to-device copy of same-size buffers; either may be a BufferView or a tensor (see launch).\n"
+           "Ranges that share a byte are refused (InvalidArgumentError): a driver's copy between them is\n"
+           "undefined, so the emulated device refuses them too.")
       .def("launch", &launch,
            nb::sig("def launch(self, kernel: Kernel, grid: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], "
                    "block: typing.SupportsIndex | collections.abc.Sequence[typing.SupportsIndex], "

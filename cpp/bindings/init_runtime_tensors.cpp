@@ -18,6 +18,7 @@
 #include "lifecore/driver/registry.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/stream_capture_state.hpp"
+#include "runtime/hex_text.hpp"
 
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -201,6 +202,16 @@ bool numpy_refused_read_only(nb::handle h, nb::python_error& error) {
 
 // Such an array through NumPy's array interface: host memory, read-only, held by the array
 // (its memory lives as long as it does).
+// A tensor whose data does not start at a multiple of its element size (NumPy's frombuffer of an
+// offset slice, say): a kernel's loads there are undefined, and a GPU faults on them (a fault that
+// loses the context), so it is refused for every operation. Sizes that are no power of two (a
+// 3-byte structured element) have no alignment to keep.
+void check_aligned(const std::string& label, std::uintptr_t address, std::size_t item) {
+  if (item < 2 || item > 16 || (item & (item - 1)) != 0 || address % item == 0) return;
+  refuse(label, "starts at " + runtime::hex_text(address) + ", not aligned to its " + std::to_string(item) +
+                    "-byte elements: a kernel's access there is undefined (a GPU faults on it); pass an aligned copy");
+}
+
 void read_numpy_array_interface(nb::handle h, const std::string& label, ForeignRange* out) {
   nb::dict interface = nb::borrow<nb::dict>(h.attr("__array_interface__"));
   const auto data = nb::cast<std::pair<std::uintptr_t, bool>>(interface["data"]);
@@ -220,12 +231,14 @@ void read_numpy_array_interface(nb::handle h, const std::string& label, ForeignR
   out->nbytes = contiguous_bytes(label, static_cast<std::int32_t>(shape.size()), shape.data(),
                                  strides.empty() ? nullptr : strides.data(), static_cast<std::size_t>(item));
   out->address = static_cast<std::uintptr_t>(data.first);
+  check_aligned(label, out->address, static_cast<std::size_t>(item));
   out->read_only = true;
   out->owner = hold_producer(h, nb::handle());
 }
 
 void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const std::string& name,
                  const std::string& label, ForeignRange* out) {
+  refuse_negative_view(h, label);
   auto [type, id] = dlpack_device_of(h, label);
   if (type >= 0) runtime::check_foreign_device(*stream.device(), type, id, label);  // before any export
   nb::object export_fn = h.attr("__dlpack__");
@@ -283,6 +296,7 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   out->element_type = dl_dtype_name(tensor->dtype);
   out->nbytes = contiguous_bytes(label, tensor->ndim, tensor->shape, tensor->strides, bits / 8);
   out->address = reinterpret_cast<std::uintptr_t>(tensor->data) + tensor->byte_offset;
+  check_aligned(label, out->address, bits / 8);
   out->read_only = (flags & dlpack_flag_read_only) != 0 || (versioned == nullptr && refuses_writers(h));
   // The capsule stays unconsumed and referenced: its destructor returns the tensor to its
   // producer once the last hold lets go.
@@ -348,6 +362,7 @@ void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std:
   out->nbytes = contiguous_bytes(label, static_cast<std::int32_t>(shape.size()), shape.data(), stride_ptr,
                                  static_cast<std::size_t>(item));
   out->address = static_cast<std::uintptr_t>(data.first);
+  check_aligned(label, out->address, static_cast<std::size_t>(item));
   out->read_only = data.second;
   out->producer_stream = cai_stream(dict, label);
   out->owner = hold_producer(h, nb::handle());

@@ -283,7 +283,10 @@ void bind_enums(nb::module_& m) {
                             "members.",
                             nb::is_arithmetic())
       .value("CURRENT", BackingOutcome::current, "The backing already covers the target.")
-      .value("EXTENDED", BackingOutcome::extended, "The backing was extended: a new generation covers the target.")
+      .value("EXTENDED", BackingOutcome::extended,
+             "The backing was extended: a new generation covers the target. Its tokens grew, to the end of its "
+             "last page at least; a block was added only where its pages grew (backing.pages), so a step inside "
+             "the prompt's last page answers EXTENDED with no new block.")
       .value("RETRY_REQUIRED", BackingOutcome::retry_required,
              "Nothing changed: a frame or flight was live, or the backing moved meanwhile; retry between frames.")
       .value("BACKING_DEFERRED", BackingOutcome::backing_deferred,
@@ -505,7 +508,8 @@ void bind_backing(nb::module_& m) {
           out.emplace_back(s.domain_name(e.domain_index), e.first_page, e.pages, e.memory.address, e.memory.bytes);
         return out;
       }, "A list of (domain, first_page, pages, address, bytes), one per run of consecutive block ids in one arena "
-         "chunk, domain by domain. SessionStateError once released.")
+         "chunk, domain by domain; first_page is the run's first page within the sequence (0 for its first block), "
+         "not a block id (block_ids() gives those). SessionStateError once released.")
       .def_prop_ro("domains", [](const BackingSnapshot& s) {
         std::vector<std::string> out;
         for (auto d : s.domains()) out.push_back(s.domain_name(d));
@@ -948,9 +952,11 @@ void bind_admission(nb::module_& m) {
       .def("grow_domain", [](AdmissionCoordinator& c, nb::handle name, nb::handle capacity_bytes) {
              c.grow_domain(str_argument(name, "grow_domain", "name"), uint_argument(capacity_bytes, "grow_domain", "capacity_bytes"));
            }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: typing.SupportsIndex) -> None"),
-           "Raise domain `name`'s total to `capacity_bytes` (one arena chunk for the new blocks) and advance its "
-           "epoch. InvalidArgumentError for an unknown domain, a shrink or a size above its maximum; ClosedError once "
-           "closed; a refused allocation raises and changes nothing.")
+           "Raise domain `name`'s total to `capacity_bytes` (one arena chunk for the new blocks) and, where that adds "
+           "a whole block, advance its epoch and wake its waiters (bytes short of a block serve no demand: the total "
+           "grows, the epoch does not). InvalidArgumentError for an unknown domain, a shrink or a size above its "
+           "maximum (each naming the bytes); ClosedError once closed; a refused allocation raises and changes "
+           "nothing.")
       .def("capacity", &AdmissionCoordinator::capacity,
            "A CapacitySnapshot of the accounting now: each domain's usage, the active sequences, the epochs.")
       .def("holders", [](const AdmissionCoordinator& c) {

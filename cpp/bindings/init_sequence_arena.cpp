@@ -184,7 +184,8 @@ void init_sequence_arena(nb::module_& m) {
         "victim) or a session an earlier row named, in any row, is refused before any row steps (a repeat is\n"
         "found for certain while no other thread steps the same session in a batch of its own). Otherwise not\n"
         "all-or-nothing: the first row that raises (a finished or framed session, say) stops the batch (its\n"
-        "error names the row); the rows before it stepped.");
+        "error names the row); the rows before it stepped. Every such error carries `row` (the row refused)\n"
+        "and `rows_stepped` (how many rows stepped before it: 0 for a refusal before any row steps).");
   m.def("commit_frames", &commit_all_frames, nb::arg("frames").none(),
         nb::sig("def commit_frames(frames: collections.abc.Sequence[FrameHold]) -> numpy.typing.NDArray[numpy.uint8]"),
         "The end of a batch's step in one call: frames[i].commit() for every row (the frames of\n"

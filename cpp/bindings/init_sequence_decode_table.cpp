@@ -274,7 +274,8 @@ void init_sequence_decode_table(nb::module_& m) {
           "step",
           [](DecodeTableHandle& t, nb::handle sessions, nb::handle tokens) {
             constexpr const char* call = "DecodeTable.step";
-            const auto held = session_list(sessions, call, /*none_ok=*/false);  // read_tokens may run Python code
+            // None: an empty row (as update takes it). read_tokens may run Python code: held.
+            const auto held = session_list(sessions, call, /*none_ok=*/true);
             const auto& list = held.objects;
             Tokens targets;
             read_tokens(tokens, list.size(), call, targets);
@@ -298,17 +299,20 @@ void init_sequence_decode_table(nb::module_& m) {
             return array;
           },
           nb::arg("sessions").none(), nb::arg("tokens").none(),
-          nb::sig("def step(self, sessions: collections.abc.Sequence[SequenceSession], "
+          nb::sig("def step(self, sessions: collections.abc.Sequence[SequenceSession | None], "
                   "tokens: collections.abc.Sequence[typing.SupportsIndex] | numpy.typing.NDArray[numpy.integer[typing.Any]] | lifecore._stub_types.SupportsDLPack) -> "
                   "numpy.typing.NDArray[numpy.uint8]"),
           "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
-          "update(sessions). Returns the BackingOutcome values as a uint8 array. A token count below 1 or above\n"
+          "update(sessions). Returns the BackingOutcome values as a uint8 array. A None row (a slot left empty)\n"
+          "steps nothing, whatever its token count, reads CURRENT and is cleared, as update clears it. A token\n"
+          "count below 1 or above\n"
           "its request's fit, another coordinator's session, a closed one (a preempted victim), one an earlier\n"
           "row named (as step_all finds it), one with no pages in the table's domain or one whose blocks, once\n"
           "stepped, would not fit the table's width, in any row, is refused before any row steps; a step that\n"
           "raises after that (another thread's extension meanwhile, say) stops the batch (the rows before it\n"
           "stepped, as step_all) and the table shows what the rows that stepped hold now (the other rows are\n"
-          "left as they were).")
+          "left as they were). Every such error carries `row` (the row refused) and `rows_stepped` (how many\n"
+          "rows stepped: 0 for a refusal before any row steps).")
       .def(
           "assign",
           [](DecodeTableHandle& t, nb::handle row, nb::handle session) {

@@ -46,7 +46,7 @@ from lifecore._stub_types import GraphsMode
 LIFECYCLES = ("graph", "sequence", "capture")
 HOST = "host"  # the sequence target on host page memory
 CAPTURE_BACKENDS = ("counting", "numpy")
-BLOB = re.compile(r"@reproduce_failure\((['\"])([^'\"]+)\1, b(['\"])([^'\"]+)\3\)")
+BLOB = re.compile(r"@reproduce_failure\(\s*(['\"])([^'\"]+)\1\s*,\s*b(['\"])([^'\"]*)\3\s*\)")
 
 
 @dataclass
@@ -1094,9 +1094,12 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         # An unset variable in a CI script ("--reproduce $BLOB") must not pass as a fuzz run.
         return _usage_error("fuzz", "argument --reproduce: the blob is empty")
     recorded_by = None  # the Hypothesis version that recorded the blob, where the argument says
-    if args.reproduce is not None and (whole := BLOB.fullmatch(args.reproduce.strip())):
-        # The whole line a failure prints under "reproduction blob": its version and its blob.
+    if args.reproduce is not None and (whole := BLOB.search(args.reproduce)):
+        # The line a failure prints ("reproduction blob: @reproduce_failure(...)", or the
+        # decorator alone, however spaced): its version and its blob.
         recorded_by, args.reproduce = whole.group(2), whole.group(4)
+        if not args.reproduce:
+            return _usage_error("fuzz", "argument --reproduce: the blob is empty")
     if args.differential:
         ignored = [name for name, value in (("--lifecycle", args.lifecycle), ("--backend", args.backend),
                                             ("--graphs", args.graphs), ("--target", args.target),

@@ -83,7 +83,8 @@ by two live sequences.
   ``arena_chunks(domain)`` gives ``(first_block, blocks, Buffer)`` each (create the coordinator at
   its maximum for one tensor). Host accounting has no memory: ``arena()`` raises.
 - ``snapshot.extents`` still gives ``(domain, first_page, pages, address, bytes)``, now one per run
-  of consecutive block ids within one chunk, domain by domain. ``page_memory_stats()`` counts
+  of consecutive block ids within one chunk, domain by domain (``first_page`` counts pages within
+  the sequence, not block ids). ``page_memory_stats()`` counts
   ``live_bytes``, ``live_extents`` (takes: one per domain per admission or extension),
   ``allocations`` (arena chunks, never pages), ``arena_bytes``, and ``blocks`` / ``free_blocks`` per
   domain. ``fail_next_page_allocations(n)`` (host accounting) makes the next ``n`` takes of ids
@@ -335,7 +336,8 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
 
     A candidate is a victim when its release sources intersect the deferral's wait
     condition; it is aborted with ``try_abort_if_quiescent()`` (one transition, or nothing
-    changes: a candidate with a live frame or flight is skipped, never half-cancelled), then
+    changes: a candidate with a live frame or flight is skipped, never half-cancelled; a
+    poisoned one, whose forward failed and which can never step again, with ``try_abort()``), then
     its session is closed, which spends its resources: with no frame or flight live, nothing
     else holds the victim, so its capacity comes back at once, whatever handles of its
     ``Admitted`` decision the caller keeps; ``freed_sources`` reports what actually came back.

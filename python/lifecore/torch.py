@@ -88,7 +88,8 @@ from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute, split_call
 from ._torch_hooks import PlacedHooks
-from ._torch_recompute import discovering, discovery_forward, never, other_than, passed_over, recomputing
+from ._torch_recompute import (discovering, discovery_forward, never, other_than, other_thread, passed_over,
+                               recomputing, running_forward_of)
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
@@ -357,9 +358,10 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
                 continue
 
             def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
-                if recomputing() or threading.get_ident() != discovering_thread:
+                if recomputing() or (threading.get_ident() != discovering_thread and running_forward_of(model)):
                     # A forward the model runs again in its own backward is no call of its own;
-                    # another thread's forward (one begun before this discovery) is not its.
+                    # another thread's own forward of the model (begun before this discovery) is
+                    # not its, where a worker its forward hands a module to is.
                     return
                 index = _index_for(output_index, name)
                 tensor = _selected_tensor(output, index)
@@ -528,9 +530,11 @@ class TorchAttachment:
                  thread: int = 0):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
-        # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
-        # thread): another thread's forward, begun before the block opened, passes its hooks by.
-        self._elsewhere = never if thread == 0 else other_than(thread)
+        # A capture block's attachment serves the block's thread's forward (``thread``; 0 for
+        # every thread): another thread's own forward of the model, begun before the block
+        # opened, passes its hooks by; a worker the block's forward hands a submodule to does not.
+        self._elsewhere = never if thread == 0 else other_than(thread, model)
+        self._other_thread = never if thread == 0 else other_thread(thread)  # for the root's own hooks
         self._passed_over = passed_over if thread == 0 else (lambda: passed_over() or self._elsewhere())
         self._modules = dict(model.named_modules())
         self._calls = dict(calls or {})
@@ -548,7 +552,7 @@ class TorchAttachment:
         self._root: Optional[Any] = None  # the root's pre-hook that notices an intervention plan
         if keep is not None:
             keep.append(self)  # before any hook: whoever passed `keep` can detach what follows
-        root = lambda module, args: None if self._elsewhere() else self.sync()  # noqa: E731
+        root = lambda module, args: None if self._other_thread() else self.sync()  # noqa: E731
         self._root = root
         try:
             self._placed.forward_pre(model, root)
@@ -661,13 +665,13 @@ class TorchAttachment:
         return _make_hook(self._session, self._backend, path, intervenes, index, self._passed_over, self._elsewhere)
 
     def _start_counts(self) -> None:
-        if self._passed_over():
+        if passed_over() or self._other_thread():
             return  # a recompute (or a discovery) of the whole model counts nothing: the forward's count stands
         for counted in self._counted.values():
             counted.count = 0
 
     def _end_counts(self) -> None:
-        if self._passed_over():
+        if passed_over() or self._other_thread():
             return
         short = [problem for _, counted in sorted(self._counted.items()) if (problem := counted.shortfall())]
         self._start_counts()  # calls made directly after this forward count from zero again

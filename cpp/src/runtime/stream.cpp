@@ -673,12 +673,17 @@ void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
   // device maps host memory, so two views of one array resolve apart).
   const bool both_foreign = dst.foreign && src.foreign && dst.foreign->device_type == src.foreign->device_type &&
                             dst.foreign->device_id == src.foreign->device_id;
-  if (to.nbytes != 0 && (overlap(to.ptr, from.ptr, to.nbytes) ||
-                         (both_foreign && overlap(dst.foreign->address, src.foreign->address, to.nbytes))))
+  const bool resolved_overlap = overlap(to.ptr, from.ptr, to.nbytes);
+  if (to.nbytes != 0 &&
+      (resolved_overlap || (both_foreign && overlap(dst.foreign->address, src.foreign->address, to.nbytes)))) {
+    // The addresses that overlap: the resolved ones, or the producer's own where each mapped apart.
+    const std::uint64_t a = resolved_overlap ? to.ptr : dst.foreign->address;
+    const std::uint64_t b = resolved_overlap ? from.ptr : src.foreign->address;
     raise(ErrorKind::InvalidArgument,
           "copy: argument 'dst' and 'src' share memory (" + std::to_string(to.nbytes) + "-byte ranges at " +
-              hex_text(to.ptr) + " and " + hex_text(from.ptr) + "): a device copy between overlapping ranges is "
-              "undefined; copy through another buffer");
+              hex_text(a) + " and " + hex_text(b) + "): a device copy between overlapping ranges is undefined; "
+              "copy through another buffer");
+  }
   std::vector<ProducerStream> producers;
   note_producer(dst, "dst", &producers);
   note_producer(src, "src", &producers);

@@ -740,9 +740,12 @@ void AdmissionCoordinator::grow_domain(const std::string& name, std::uint64_t ca
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   require_open_locked("grow_domain");
   if (capacity_bytes < domains_[index].total)
-    raise(ErrorKind::InvalidArgument, "grow_domain: a domain's capacity never shrinks");
+    raise(ErrorKind::InvalidArgument, "grow_domain: " + std::to_string(capacity_bytes) + " bytes is below the total of domain '" +
+                                          name + "' (" + std::to_string(domains_[index].total) +
+                                          " bytes): a domain's capacity never shrinks");
   if (capacity_bytes > it->maximum_bytes)
-    raise(ErrorKind::InvalidArgument, "grow_domain: " + std::to_string(capacity_bytes) + " bytes exceeds the maximum of domain '" + name + "'");
+    raise(ErrorKind::InvalidArgument, "grow_domain: " + std::to_string(capacity_bytes) + " bytes exceeds the maximum of domain '" +
+                                          name + "' (" + std::to_string(it->maximum_bytes) + " bytes)");
   const std::uint64_t servable = servable_bytes(capacity_bytes);
   if (servable == domains_[index].total) return;
   add_blocks_locked(index, capacity_bytes);  // throws (the device refused the chunk): nothing changed

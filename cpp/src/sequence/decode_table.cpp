@@ -7,6 +7,7 @@
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/sequence/coordinator.hpp"
+#include "sequence/row_error.hpp"
 
 namespace lifecore::sequence {
 namespace {
@@ -201,22 +202,29 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
   const std::uint64_t width_tokens =
       checked::mul(static_cast<std::uint64_t>(width_), std::uint64_t{tokens_per_page_})
           .value_or(std::numeric_limits<std::uint64_t>::max());
-  for (std::size_t r = 0; r < sessions.size(); ++r) {
-    if (!sessions[r]->opened_on(coordinator))
-      refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)",
-             "nothing was stepped or written");
-    if (const auto refusal = batch.refusal(sessions.data(), r, tokens[r]))
-      refuse(call, refusal->kind, r, refusal->why, "nothing was stepped or written");
-    // A row its table cannot show (no pages in the table's domain, more blocks than its width
-    // once stepped) too: which domains a sequence holds never changes, and its pages only
-    // grow. A row the table shows as it is (the session's stamp unchanged since) is in the
-    // domain and within the width: only its tokens can take it past, which needs no lock.
-    const std::uint64_t stamp = sessions[r]->table_stamp();
-    const bool shown = rows_[r].assigned && stamp != 0 && stamp == rows_[r].stamp;
-    if (shown && static_cast<std::uint64_t>(tokens[r]) <= width_tokens) continue;
-    const auto answer = sessions[r]->table_row_check(tokens[r], coordinator, domain_, width_);
-    if (answer.answer != SequenceSession::TableRow::written)
-      refuse_row(call, r, answer, "nothing was stepped or written");
+  std::size_t checked_row = 0;
+  try {
+    for (; checked_row < sessions.size(); ++checked_row) {
+      const std::size_t r = checked_row;
+      if (!sessions[r]) continue;  // an empty row: stepped by none, cleared as update clears it
+      if (!sessions[r]->opened_on(coordinator))
+        refuse(call, ErrorKind::StaleAuthority, r, "the sequence belongs to another coordinator (foreign)",
+               "nothing was stepped or written");
+      if (const auto refusal = batch.refusal(sessions.data(), r, tokens[r]))
+        refuse(call, refusal->kind, r, refusal->why, "nothing was stepped or written");
+      // A row its table cannot show (no pages in the table's domain, more blocks than its width
+      // once stepped) too: which domains a sequence holds never changes, and its pages only
+      // grow. A row the table shows as it is (the session's stamp unchanged since) is in the
+      // domain and within the width: only its tokens can take it past, which needs no lock.
+      const std::uint64_t stamp = sessions[r]->table_stamp();
+      const bool shown = rows_[r].assigned && stamp != 0 && stamp == rows_[r].stamp;
+      if (shown && static_cast<std::uint64_t>(tokens[r]) <= width_tokens) continue;
+      const auto answer = sessions[r]->table_row_check(tokens[r], coordinator, domain_, width_);
+      if (answer.answer != SequenceSession::TableRow::written)
+        refuse_row(call, r, answer, "nothing was stepped or written");
+    }
+  } catch (const Error& e) {
+    rethrow_at_row(e, checked_row, 0);
   }
   // Each row is checked, steps and is resolved under one session lock; a row that could not
   // be written steps nothing. The table is written once every row passed, or, when a row
@@ -225,9 +233,15 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
   ClearedOnExit scope(pending_);
   Pending p;
   std::size_t r = 0;
+  std::size_t stepped = 0;  // rows that stepped: row r too once its step returned
   try {
     for (; r < sessions.size(); ++r) {
       const char* const after = r == 0 ? none_stepped : stepped_before;  // a refusal at this row
+      if (!sessions[r]) {  // an empty row: nothing steps (CURRENT), finish() clears it
+        outcomes[r] = BackingOutcome::current;
+        stepped = r + 1;
+        continue;
+      }
       SequenceSession::TableRowAnswer answer;
       try {
         answer = sessions[r]->step_with_source(tokens[r], coordinator, domain_, width_, known(r), rows_[r].written,
@@ -235,14 +249,15 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
       } catch (const Error& e) {
         raise(e.kind(), e.message() + " (" + call + ": row " + std::to_string(r) + "; " + after + ")");
       }
-      if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, after);
+      if (answer.answer != SequenceSession::TableRow::written) refuse_row(call, r, answer, after);  // not stepped
+      stepped = r + 1;
       p.row = r;
       if (check(call, r, p, r == 0 ? none_stepped_but_it : stepped_up_to)) pending_.push_back(std::move(p));
     }
-  } catch (const Error&) {
+  } catch (const Error& e) {
     begin_writes();
     for (const auto& q : pending_) write(q);  // rows before r only: r's own source is not pending
-    throw;
+    rethrow_at_row(e, r, stepped);
   }
   finish(sessions.data(), sessions.size());
 }

@@ -111,7 +111,9 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
     }
     TerminalReceipt receipt;
     try {
-      receipt = session->try_abort_if_quiescent();
+      // A poisoned session (a frame closed uncommitted: its forward failed) holds capacity and
+      // can never step again; only try_abort ends it, and it is a victim as a quiescent one is.
+      receipt = session->phase() == SessionPhase::poisoned ? session->try_abort() : session->try_abort_if_quiescent();
     } catch (const Error& e) {
       // Its owner may end or close it meanwhile (a candidate is anyone's session): skipped, and
       // the victims of this pass are still reported.

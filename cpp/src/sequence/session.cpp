@@ -8,6 +8,7 @@
 #include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/waiter.hpp"
 #include "sequence/recycling_allocator.hpp"
+#include "sequence/row_error.hpp"
 #include "sequence/session_state.hpp"
 
 namespace lifecore::sequence {
@@ -801,13 +802,16 @@ void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t*
   const BatchCheck batch;
   for (std::size_t i = 0; i < sessions.size(); ++i)
     if (const auto refusal = batch.refusal(sessions.data(), i, tokens[i]))
-      raise(refusal->kind, refusal->why + " (step_all: row " + std::to_string(i) + "; no row stepped)");
+      raise(refusal->kind, refusal->why + " (step_all: row " + std::to_string(i) + "; no row stepped)",
+            {{"row", static_cast<std::int64_t>(i)}, {"rows_stepped", std::int64_t{0}}});
   for (std::size_t i = 0; i < sessions.size(); ++i) {
     try {
       outcomes[i] = sessions[i]->step(tokens[i]);
     } catch (const Error& e) {
-      raise(e.kind(), e.message() + " (step_all: row " + std::to_string(i) + "; " +
-                          (i == 0 ? "no row stepped" : "the rows before it stepped") + ")");
+      rethrow_at_row(Error(e.kind(), e.message() + " (step_all: row " + std::to_string(i) + "; " +
+                                         (i == 0 ? "no row stepped" : "the rows before it stepped") + ")",
+                           e.attributes()),
+                     i, i);
     }
   }
 }

@@ -58,18 +58,31 @@ def _host(values: Any) -> Any:
     return values
 
 
+def _holds_masked(values: Any) -> bool:
+    """Whether ``values`` is a masked array, or a list or tuple holding one (or numpy.ma.masked)
+    at any depth: NumPy reads the values beneath a mask as if there were none."""
+    if isinstance(values, np.ma.MaskedArray) or values is np.ma.masked:
+        return True
+    if isinstance(values, (list, tuple)):
+        return any(_holds_masked(v) for v in values)
+    return False
+
+
 def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
     try:
         values = _host(values)
     except Exception as error:  # torch's own refusal: a meta, quantized or nested tensor has no values here
         raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {type(values).__name__} "
                                 f"({type(error).__name__}: {error})") from error
-    if isinstance(values, np.ma.MaskedArray):  # its masked values would be applied as if they were not
-        raise InvalidArgumentError(f"argument '{name}' is a masked array: pass its .filled(value) (or .data)")
+    if _holds_masked(values):  # its masked values would be applied as if they were not
+        raise InvalidArgumentError(f"argument '{name}' is or holds a masked array: pass its .filled(value) (or .data)")
     try:
         given = np.asarray(values)
     except (TypeError, ValueError) as error:
         raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {error}") from error
+    if given.dtype.kind in "USV":  # NumPy would parse "1" as the number 1
+        raise LifecoreTypeError(f"argument '{name}' must be an array of numbers, got {type(values).__name__} "
+                                f"holding {given.dtype.name} values")
     if given.dtype.kind == "O":  # NumPy would read None as NaN, and an int past a double as inf
         for value in given.ravel().tolist():
             if not isinstance(value, (Real, np.number)):

@@ -22,6 +22,7 @@ override the ``backend`` fixture instead (lifecore's own tests parametrize it ov
 
 from __future__ import annotations
 
+import gc
 from typing import Any, ClassVar, Iterator, Optional
 
 import numpy as np
@@ -39,6 +40,7 @@ __all__ = ["BackendConformance"]
 
 N = 300  # float32 words: not a multiple of BLOCK, so the kernels' bounds checks matter
 BLOCK = 128
+DLPACK_CPU = 1  # DLPack's device type for host memory
 GRID = (N + BLOCK - 1) // BLOCK
 FAULT_STATUS = 999  # an unknown error: recoverable, not a lost device
 # Pool figures that return to where they were once a cycle's buffers and graphs are gone.
@@ -361,7 +363,11 @@ class BackendConformance:
 
     @staticmethod
     def run_cycle(stream: Any) -> None:
-        """A whole cycle: buffers, writes, fills, copies, a capture, a profiled replay, reads."""
+        """A whole cycle: buffers, writes, fills, copies, a capture, a profiled replay, reads; a
+        second stream made and let go; a bounded sync; a read into an array; where the device's
+        memory is host memory, a copy out to a NumPy array and a zero-copy view; last, the pool's
+        free memory handed back."""
+        device = stream.device
         x0 = np.ones(N, np.float32)
         x, y, z = _upload(stream, x0), stream.alloc(4 * N), stream.alloc(4 * N)
         stream.fill(y, 0)
@@ -372,9 +378,26 @@ class BackendConformance:
             graph.replay()
         got = _f32(stream, y)
         graph.destroy()
+        other = device.stream()
+        other.sync()
+        del other
+        into = np.empty(N, np.float32)
+        stream.read_into(z, into)
+        if x.__dlpack_device__()[0] == DLPACK_CPU:  # host memory: NumPy reaches it (mapped, or viewed)
+            host = np.zeros(N, np.float32)
+            stream.copy(host, z)
+            view = np.from_dlpack(z)
+            np.testing.assert_array_equal(view.view(np.float32), x0)
+            del view
+            assert stream.sync(timeout=60) is True
+            np.testing.assert_array_equal(host, x0)
+        assert stream.sync(timeout=60) is True
         for buf in (x, y, z):
             buf.free()
+        gc.collect()  # the second stream goes now, on this thread
+        device.cleanup()
         np.testing.assert_array_equal(got, _expected(x0, np.zeros(N, np.float32)))
+        np.testing.assert_array_equal(into, x0)
 
     @staticmethod
     def recover(stream: Any) -> None:
