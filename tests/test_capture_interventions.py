@@ -706,11 +706,19 @@ def test_helper_payloads_that_are_not_numbers_are_refused_where_they_are_built()
     with pytest.raises(LifecoreOverflowError, match=r"^argument 'biases' is too large for a float"):
         iv.bias_routing_scores("b", "p", [0], [10**400])
     masked = np.ma.array([1.0, 2.0], mask=[True, False])
-    for given in (masked, [masked], (masked, masked), [1.0, np.ma.masked]):
+    import collections
+
+    for given in (masked, [masked], (masked, masked), [1.0, np.ma.masked], collections.deque([masked])):
         with pytest.raises(InvalidArgumentError, match=r"^argument 'tensor' is or holds a masked array"):
             iv.add("a", "p", given)
     with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers, got list holding "
                                                 r"str"):
         iv.replace("r", "p", ["1"])
+    with pytest.raises(LifecoreTypeError, match=r"datetime64"):
+        iv.replace("r", "p", np.array(["2020-01-01"], dtype="datetime64[D]"))
+    looped: list = [1.0]
+    looped.append(looped)  # before: a RecursionError from the masked-array walk
+    with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers"):
+        iv.replace("r", "p", looped)
     # Numbers of any kind a list may hold still go through, as floats.
     assert iv.add("a", "p", [Fraction(1, 2), 2, np.float32(0.25)]).payload == [0.5, 2.0, 0.25]

@@ -980,9 +980,10 @@ def test_a_forward_another_thread_began_before_the_block_opened_passes_its_hooks
     assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
 
 
-def test_modules_the_forward_runs_on_worker_threads_are_discovered_and_captured() -> None:
-    # A forward that hands submodules to a thread pool (experts in parallel): its calls are the
-    # block's own (a first version of the stand-aside above dropped every call off the thread).
+def test_a_module_only_a_worker_thread_calls_is_refused_naming_the_thread() -> None:
+    # A forward that hands submodules to a thread pool: a block observes its own thread's calls
+    # (another thread's cannot be told apart from another caller's), and says so where a module
+    # it was asked for was called only there (before: "returned no tensor ... or was not called").
     from concurrent.futures import ThreadPoolExecutor
 
     from lifecore.torch import capture, discover
@@ -1001,10 +1002,15 @@ def test_modules_the_forward_runs_on_worker_threads_are_discovered_and_captured(
     m, x = FanOut().eval(), torch.randn(1, 3, 8)
     try:
         with torch.no_grad():
-            assert sorted(p.path for p in discover(m, x).catalog) == ["a", "b", "head"]
-            with capture(m, ["a", "head"], "tensor") as records:
+            assert [p.path for p in discover(m, x).catalog] == ["head"]
+            with pytest.raises(InvalidArgumentError, match=r"module 'a' was called on another thread than the "
+                                                           r"block's .* attach\(\) a session, which observes every "
+                                                           r"thread"):
+                with capture(m, ["a", "head"], "tensor"):
+                    m(x)
+            assert not any(mod._forward_hooks or mod._forward_pre_hooks for mod in m.modules())
+            with capture(m, "head", "tensor") as records:  # its own thread's calls, as before
                 y = m(x)
-            assert records["a"].outcome == CaptureOutcome.CAPTURED and torch.equal(records["a"].tensor, m.a(x))
             assert records["head"].outcome == CaptureOutcome.CAPTURED and torch.equal(records["head"].tensor, y)
     finally:
         pool.shutdown()

@@ -1021,3 +1021,16 @@ def test_step_keeps_an_empty_slot_as_update_does():
     assert np.array_equal(table.table, expected(c, [a, None, b], 3, 8, -1))
     table.step([None, None, b], [0, 0, 6])  # a's row empties, b's stays where it was
     assert np.array_equal(table.table, expected(c, [None, None, b], 3, 8, -1))
+
+
+def test_a_failed_step_clears_the_empty_rows_it_counts_as_stepped():
+    c = make()
+    a, b = open_one(c, "a", prompt=4, fit=64), open_one(c, "b", prompt=4, fit=64)
+    table = c.decode_table(3, 8, pad=-1)
+    table.update([a, None, b])
+    frame = b.acquire_frame()
+    with pytest.raises(SessionStateError) as info:
+        table.step([None, None, b], [1, 1, 20])
+    assert (info.value.row, info.value.rows_stepped) == (2, 2)
+    assert (table.table[:2] == -1).all()  # before: row 0 still showed a's ids
+    frame.close()

@@ -14,19 +14,19 @@ captured forward) is no step either: while one runs on the thread, every hook li
 (an ``attach``'s observers, interventions, call counts and routing) stands aside, so a session
 attached to the model neither observes it nor applies an intervention in it.
 
-A :func:`lifecore.torch.capture` block's hooks serve its thread's forward: a forward another
-thread had already begun when the block opened (its root pre-hook, which refuses other threads,
-had run) reaches them too, and they stand aside for it (``elsewhere``), while a worker thread the
-block's own forward hands submodules to is served.
+A :func:`lifecore.torch.capture` block's hooks are its thread's: a forward another thread had
+already begun when the block opened (its root pre-hook, which refuses other threads, had run)
+reaches them too, and they stand aside for it (``elsewhere``). So do they for a submodule the
+block's own forward hands to a worker thread: a thread's calls cannot be told apart by whose
+forward they serve (a shared submodule, a decorated forward), and observing another caller's
+would fail both. ``attach`` serves every thread.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
 from contextlib import contextmanager
-from types import FrameType
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator
 
 import torch
 
@@ -73,32 +73,7 @@ def never() -> bool:
     return False
 
 
-def running_forward_of(model: object) -> bool:
-    """Whether the calling thread is inside a call of ``model``'s own forward (a frame of it on
-    this thread's stack). A worker thread the model's forward hands a submodule to is not; a
-    forward of the model that thread began itself is."""
-    code = getattr(getattr(type(model), "forward", None), "__code__", None)
-    if code is None:
-        return False  # a forward that is no Python function: every thread is taken for a worker
-    frame: Optional[FrameType] = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code is code and frame.f_locals.get("self") is model:
-            return True
-        frame = frame.f_back
-    return False
-
-
-def other_thread(thread: int) -> Callable[[], bool]:
-    """For a capture block's hooks on the root module: True on any other thread (a root forward
-    there is one of its own; a worker never calls the root)."""
+def other_than(thread: int) -> Callable[[], bool]:
+    """The ``elsewhere`` of hooks that serve one thread (a capture block's): True on any other."""
     ident = threading.get_ident
     return lambda: ident() != thread
-
-
-def other_than(thread: int, model: object) -> Callable[[], bool]:
-    """The ``elsewhere`` of hooks that serve one thread's forwards of ``model`` (a capture
-    block's): True on another thread that runs a forward of the model of its own (one begun
-    before the block opened). A worker thread the block's own forward hands submodules to is
-    served: it runs no forward of the model itself."""
-    ident = threading.get_ident
-    return lambda: ident() != thread and running_forward_of(model)

@@ -88,8 +88,7 @@ from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute, split_call
 from ._torch_hooks import PlacedHooks
-from ._torch_recompute import (discovering, discovery_forward, never, other_than, other_thread, passed_over,
-                               recomputing, running_forward_of)
+from ._torch_recompute import discovering, discovery_forward, never, other_than, passed_over, recomputing
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
@@ -290,7 +289,8 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
              axis_kinds: Optional[Mapping[str, Sequence[Optional[str]]]] = None,
              **example_kwargs: Any) -> CaptureDiscovery:
     """Runs one example forward and records every named module's output as an observation
-    point. The example's batch B and prompt length T are read from its first tensor input at
+    point (the calls made on this thread: a module the forward hands to a worker thread is not
+    seen). The example's batch B and prompt length T are read from its first tensor input at
     ``batch_axis`` and ``sequence_axis``; of each output, the axis at ``batch_axis`` is symbolic
     ``batch`` where it is B, ``token_rows`` (batch x tokens of the step, as a mixture-of-experts
     router's flattened rows) where it is B x T with T > 1, and the axis at ``sequence_axis`` (of
@@ -338,11 +338,13 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
               batch_axis: int, sequence_axis: int, logits: Iterable[str], identity: Optional[str],
               capabilities: Optional[BackendCapabilities], output_index: OutputIndex,
               symbolic: bool, axis_kinds: Optional[Mapping[str, tuple[Optional[str], ...]]] = None,
-              why_none: Optional[dict[str, str]] = None) -> CaptureDiscovery:
+              why_none: Optional[dict[str, str]] = None,
+              called_elsewhere: Optional[set[str]] = None) -> CaptureDiscovery:
     """:func:`discover`; with ``symbolic`` False every axis is the extent the example forward
     gave (for a session admitted for that one forward, whatever its outputs' axes mean: a
     convolution's axis 1 is channels, not a sequence). ``why_none`` receives, per module whose
-    output held no tensor at its output_index, what the output held instead."""
+    output held no tensor at its output_index, what the output held instead; ``called_elsewhere``
+    receives the modules called on another thread than the discovery's (not seen)."""
     # Module path -> what each of its calls returned at output_index: (shape, dtype, itemsize),
     # or None for no tensor there. Facts only: a module called in a loop keeps no tensors.
     seen: dict[str, list[Optional[tuple[tuple[int, ...], ValueDtype, int]]]] = {}
@@ -358,10 +360,14 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
                 continue
 
             def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
-                if recomputing() or (threading.get_ident() != discovering_thread and running_forward_of(model)):
-                    # A forward the model runs again in its own backward is no call of its own;
-                    # another thread's own forward of the model (begun before this discovery) is
-                    # not its, where a worker its forward hands a module to is.
+                if recomputing():
+                    return  # a forward the model runs again in its own backward is no call of its own
+                if threading.get_ident() != discovering_thread:
+                    # Another thread's call (a forward begun before this discovery, or a worker
+                    # its forward handed the module to): not seen, and noted for the error that
+                    # a module only such calls reached would otherwise meet without a reason.
+                    if called_elsewhere is not None:
+                        called_elsewhere.add(name)
                     return
                 index = _index_for(output_index, name)
                 tensor = _selected_tensor(output, index)
@@ -530,11 +536,9 @@ class TorchAttachment:
                  thread: int = 0):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
-        # A capture block's attachment serves the block's thread's forward (``thread``; 0 for
-        # every thread): another thread's own forward of the model, begun before the block
-        # opened, passes its hooks by; a worker the block's forward hands a submodule to does not.
-        self._elsewhere = never if thread == 0 else other_than(thread, model)
-        self._other_thread = never if thread == 0 else other_thread(thread)  # for the root's own hooks
+        # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
+        # thread): another thread's calls (a forward begun before the block opened) pass by.
+        self._elsewhere = never if thread == 0 else other_than(thread)
         self._passed_over = passed_over if thread == 0 else (lambda: passed_over() or self._elsewhere())
         self._modules = dict(model.named_modules())
         self._calls = dict(calls or {})
@@ -552,7 +556,7 @@ class TorchAttachment:
         self._root: Optional[Any] = None  # the root's pre-hook that notices an intervention plan
         if keep is not None:
             keep.append(self)  # before any hook: whoever passed `keep` can detach what follows
-        root = lambda module, args: None if self._other_thread() else self.sync()  # noqa: E731
+        root = lambda module, args: None if self._elsewhere() else self.sync()  # noqa: E731
         self._root = root
         try:
             self._placed.forward_pre(model, root)
@@ -665,13 +669,13 @@ class TorchAttachment:
         return _make_hook(self._session, self._backend, path, intervenes, index, self._passed_over, self._elsewhere)
 
     def _start_counts(self) -> None:
-        if passed_over() or self._other_thread():
+        if self._passed_over():
             return  # a recompute (or a discovery) of the whole model counts nothing: the forward's count stands
         for counted in self._counted.values():
             counted.count = 0
 
     def _end_counts(self) -> None:
-        if passed_over() or self._other_thread():
+        if self._passed_over():
             return
         short = [problem for _, counted in sorted(self._counted.items()) if (problem := counted.shortfall())]
         self._start_counts()  # calls made directly after this forward count from zero again
@@ -1259,6 +1263,7 @@ class ModelCapture:
         self._model, self._call, self._model_paths = model, call, set(modules)
         self._calls: dict[str, int] = {}
         self._why_none: dict[str, str] = {}  # what the block's own discovery saw where no tensor was
+        self._called_elsewhere: set[str] = set()  # modules its discovery saw called on other threads only
         self._matched = _patterns(paths, modules, model, call)
         self._transforms = _transforms(transforms, call)
         budget = _budget(budget_bytes, call)
@@ -1313,6 +1318,12 @@ class ModelCapture:
                 if base in self._why_none:
                     raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor at its "
                                                f"output_index: the {self._why_none[base]}")
+                if base in self._called_elsewhere:
+                    raise InvalidArgumentError(
+                        f"{self._call}: module {pattern!r} was called on another thread than the block's (a worker "
+                        f"the forward hands it to, say): a capture block observes the calls made on the thread "
+                        f"that entered it. Call the module on that thread, or attach() a session, which observes "
+                        f"every thread")
                 raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor in the forward "
                                            f"(at output_index {self._output_index}), or was not called")
             if not seen:
@@ -1374,7 +1385,7 @@ class ModelCapture:
             return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
                              sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
                              capabilities=None, output_index=self._output_index, symbolic=False,
-                             why_none=self._why_none)
+                             why_none=self._why_none, called_elsewhere=self._called_elsewhere)
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
         # A discovery's forward is no capture, nor is a forward another thread began before the

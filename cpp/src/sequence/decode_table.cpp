@@ -257,6 +257,8 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
   } catch (const Error& e) {
     begin_writes();
     for (const auto& q : pending_) write(q);  // rows before r only: r's own source is not pending
+    for (std::size_t q = 0; q < r; ++q)  // the empty rows before it too: the table shows every row it counts
+      if (!sessions[q] && rows_[q].assigned) clear_row(q);
     rethrow_at_row(e, r, stepped);
   }
   finish(sessions.data(), sessions.size());

@@ -59,12 +59,19 @@ def _host(values: Any) -> Any:
 
 
 def _holds_masked(values: Any) -> bool:
-    """Whether ``values`` is a masked array, or a list or tuple holding one (or numpy.ma.masked)
-    at any depth: NumPy reads the values beneath a mask as if there were none."""
-    if isinstance(values, np.ma.MaskedArray) or values is np.ma.masked:
-        return True
-    if isinstance(values, (list, tuple)):
-        return any(_holds_masked(v) for v in values)
+    """Whether ``values`` is a masked array, or a sequence holding one (or numpy.ma.masked) at
+    any depth: NumPy reads the values beneath a mask as if there were none. Walked without
+    recursion: a list that holds itself, or nests thousands deep, is left to NumPy's refusal."""
+    pending, seen = [values], set()
+    while pending:
+        value = pending.pop()
+        if isinstance(value, np.ma.MaskedArray) or value is np.ma.masked:
+            return True
+        if isinstance(value, Sequence) and not isinstance(value, (str, bytes, bytearray, memoryview)):
+            if id(value) in seen:
+                continue  # looked at already (a sublist held twice, or a list that holds itself)
+            seen.add(id(value))
+            pending.extend(value)
     return False
 
 
@@ -80,7 +87,7 @@ def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
         given = np.asarray(values)
     except (TypeError, ValueError) as error:
         raise LifecoreTypeError(f"argument '{name}' must be an array of numbers: {error}") from error
-    if given.dtype.kind in "USV":  # NumPy would parse "1" as the number 1
+    if given.dtype.kind in "USVmM":  # NumPy would parse "1" as the number 1, a date as its count of days
         raise LifecoreTypeError(f"argument '{name}' must be an array of numbers, got {type(values).__name__} "
                                 f"holding {given.dtype.name} values")
     if given.dtype.kind == "O":  # NumPy would read None as NaN, and an int past a double as inf
