@@ -2,13 +2,16 @@
 // shape without looking at it, so an export with dimensions but no shape would crash it: any
 // producer but NumPy's and torch's own types, whose exports are well formed, is exported here
 // and the caster given that one checked capsule. NumPy and torch are recognised only once
-// imported (before that nothing of theirs can be passed).
+// imported (before that nothing of theirs can be passed). Also what every reader of a producer
+// asks before exporting it: its device, and torch's negative bit.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include <nanobind/nanobind.h>
+#include <nanobind/stl/pair.h>
 
 #include "arguments.hpp"
 #include "dlpack_abi.hpp"
@@ -91,6 +94,25 @@ inline nb::object checked_for_caster(nb::handle object, const std::string& label
   if (!tensor) return nb::borrow(object);  // not a DLPack capsule: the caster refuses the object
   check_dlpack_dimensions(label, tensor->ndim, tensor->shape);
   return capsule;
+}
+
+// Where a producer says its memory is: DLPack's (device type, id), or (-1, -1) for a producer
+// without __dlpack_device__. One that raises, or answers no pair of ints, is refused
+// (InvalidArgumentError naming `label` and what it raised); an interrupt stays one.
+inline std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& label) {
+  if (!nb::hasattr(h, "__dlpack_device__")) return {-1, -1};
+  nb::object device;
+  try {
+    device = h.attr("__dlpack_device__")();
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_Exception)) throw;
+    raise(ErrorKind::InvalidArgument,
+          label + " could not name its device (its __dlpack_device__ raised " + python_error_summary(error) + ")");
+  }
+  std::pair<int, int> out;
+  if (!nb::try_cast(device, out))
+    raise(ErrorKind::InvalidArgument, label + " has a __dlpack_device__ that is not a pair of ints");
+  return out;
 }
 
 // Refuses (InvalidArgumentError naming `label`) a torch tensor whose negative bit is set (a lazy

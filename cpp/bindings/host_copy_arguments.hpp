@@ -6,10 +6,8 @@
 
 #include <cstddef>
 #include <string>
-#include <utility>
 
 #include <nanobind/ndarray.h>
-#include <nanobind/stl/pair.h>
 
 #include "arguments.hpp"
 #include "bindings.hpp"
@@ -45,17 +43,9 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   refuse_negative_view(h, label);
   // The device first, where the producer says it: exporting a device tensor orders streams (torch
   // makes the current stream wait), a side effect a refused call must not have.
-  if (nb::hasattr(h, "__dlpack_device__")) {
-    std::pair<int, int> device{dlpack_device_cpu, 0};
-    try {
-      (void)nb::try_cast(h.attr("__dlpack_device__")(), device);
-    } catch (nb::python_error& error) {
-      if (!error.matches(PyExc_Exception)) throw;
-    }
-    if (device.first != dlpack_device_cpu)
-      raise(ErrorKind::InvalidArgument, label + " lives on DLPack device type " + std::to_string(device.first) +
-                                            ", not in host memory (a device tensor is copied with copy())");
-  }
+  if (const int type = dlpack_device_of(h, label).first; type >= 0 && type != dlpack_device_cpu)
+    raise(ErrorKind::InvalidArgument, label + " lives on DLPack device type " + std::to_string(type) +
+                                          ", not in host memory (a device tensor is copied with copy())");
   // Exported here, by the producer itself: its own refusals (torch's of a conjugate view or a
   // tensor that requires grad) are this call's, where a caster's own import might read past them.
   nb::object given;

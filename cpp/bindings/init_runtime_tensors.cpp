@@ -104,20 +104,6 @@ std::size_t contiguous_bytes(const std::string& label, std::int32_t ndim, const 
   return static_cast<std::size_t>(bytes);
 }
 
-std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& label) {
-  if (!nb::hasattr(h, "__dlpack_device__")) return {-1, -1};
-  nb::object device;
-  try {
-    device = h.attr("__dlpack_device__")();
-  } catch (nb::python_error& error) {
-    if (!error.matches(PyExc_Exception)) throw;  // an interrupt stays one
-    refuse(label, "could not name its device (its __dlpack_device__ raised " + python_error_summary(error) + ")");
-  }
-  std::pair<int, int> out;
-  if (!nb::try_cast(device, out)) refuse(label, "has a __dlpack_device__ that is not a pair of ints");
-  return out;
-}
-
 // The stream DLPack's consumer passes: its own native stream on a GPU, None for host memory.
 // While the stream records, -1 (no ordering): the recorded work runs at replay, not now, and a
 // wait on the producer's event would itself be captured, joining another stream's work to the
@@ -200,8 +186,6 @@ bool numpy_refused_read_only(nb::handle h, nb::python_error& error) {
   return true;
 }
 
-// Such an array through NumPy's array interface: host memory, read-only, held by the array
-// (its memory lives as long as it does).
 // A tensor whose data does not start at a multiple of its element size (NumPy's frombuffer of an
 // offset slice, say): a kernel's loads there are undefined, and a GPU faults on them (a fault that
 // loses the context), so it is refused for every operation. Sizes that are no power of two (a
@@ -212,6 +196,8 @@ void check_aligned(const std::string& label, std::uintptr_t address, std::size_t
                     "-byte elements: a kernel's access there is undefined (a GPU faults on it); pass an aligned copy");
 }
 
+// Such an array through NumPy's array interface: host memory, read-only, held by the array
+// (its memory lives as long as it does).
 void read_numpy_array_interface(nb::handle h, const std::string& label, ForeignRange* out) {
   nb::dict interface = nb::borrow<nb::dict>(h.attr("__array_interface__"));
   const auto data = nb::cast<std::pair<std::uintptr_t, bool>>(interface["data"]);

@@ -407,6 +407,13 @@ def _budget_share(deadline: Optional[float], targets_left: int) -> Optional[floa
     return max(deadline - time.perf_counter(), 0.0) / max(targets_left, 1)
 
 
+def _run_status(runs: _Runs, stats: Any, total: int, deadline: Optional[float]) -> str:
+    """How far a target's runs are: ``N/M runs[ +R replays shrinking a failure], S steps[, T s left]``."""
+    shrinking = f" +{runs.replays} replays shrinking a failure" if runs.replays else ""
+    left = f", {max(deadline - time.perf_counter(), 0.0):.0f} s left" if deadline is not None else ""
+    return f"{min(runs.runs, total)}/{total} runs{shrinking}, {stats.steps - runs.steps_at_start} steps{left}"
+
+
 class _Progress:
     """A one-line progress bar on stderr, redrawn after every machine run."""
 
@@ -416,13 +423,9 @@ class _Progress:
         self.deadline = deadline  # the end of the time budget (time.perf_counter), if any
 
     def __call__(self, runs: _Runs, stats: Any) -> None:
-        done = min(runs.runs, self.total)
-        filled = self.width * done // self.total
-        shrinking = f" +{runs.replays} replays shrinking a failure" if runs.replays else ""
-        left = (f", {max(self.deadline - time.perf_counter(), 0.0):.0f} s left" if self.deadline is not None
-                else "")
+        filled = self.width * min(runs.runs, self.total) // self.total
         self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] "
-                          f"{done}/{self.total} runs{shrinking}, {stats.steps - runs.steps_at_start} steps{left}")
+                          f"{_run_status(runs, stats, self.total, self.deadline)}")
         self.stream.flush()
 
     def finish(self) -> None:
@@ -445,10 +448,7 @@ class _Heartbeat:
         if now - self.last < self.interval:
             return
         self.last = now
-        shrinking = f" +{runs.replays} replays shrinking a failure" if runs.replays else ""
-        left = f", {max(self.deadline - now, 0.0):.0f} s left" if self.deadline is not None else ""
-        self.stream.write(f"{self.label}: {min(runs.runs, self.total)}/{self.total} runs{shrinking}, "
-                          f"{stats.steps - runs.steps_at_start} steps{left}\n")
+        self.stream.write(f"{self.label}: {_run_status(runs, stats, self.total, self.deadline)}\n")
         self.stream.flush()
 
     def finish(self) -> None:
