@@ -147,6 +147,9 @@ def test_a_request_larger_than_the_pool_is_rejected_and_the_rest_complete():
     engine = Engine("tiny", dtype=torch.float64, num_blocks=2, max_batch=2)
     result = engine.generate([Request("small", [1, 2, 3], 4), Request("big", list(range(40)), 10)])
     assert result.tokens["big"] == []
+    # Why, in the result itself (before: only on the caller's Request, the result's empty list
+    # alike for a rejection and an empty generation).
+    assert result.rejected == {"big": "needs 4 blocks of 16 tokens; the engine has 2"}
     assert result.tokens["small"] == reference_generate(engine.model, [1, 2, 3], 4)
     assert_released(engine)
 

@@ -279,8 +279,13 @@ def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
     (dict(graphs=True, capture=CaptureOptions()), InvalidArgumentError,
      "Engine: graphs=True and capture cannot be had together"),
     # Once the coordinator's refusals, naming its arguments (domains['kv'], tokens_per_page).
-    (dict(num_blocks=2**62), LifecoreOverflowError, r"Engine: argument 'num_blocks' asks for a KV pool of "
-                                                    r"4,611,686,018,427,387,904 blocks of [\d,]+ bytes, past 2\*\*63"),
+    (dict(num_blocks=2**62), LifecoreOverflowError, r"Engine: argument 'num_blocks' must be at most 2,147,483,647: "
+                                                    r"a domain holds at most 2,147,483,648 blocks \(its ids are int32\), "
+                                                    r"got 4,611,686,018,427,387,904"),
+    (dict(num_blocks=2**31), LifecoreOverflowError, r"Engine: argument 'num_blocks' must be at most 2,147,483,647"),
+    # Before: quoted the coordinator's capped pool beside the one asked for (two byte counts).
+    (dict(num_blocks=2**31 - 1, block_size=2**31), LifecoreOverflowError,
+     r"Engine: argument 'num_blocks' asks for a KV pool of 2,147,483,647 blocks of [\d,]+ bytes, past 2\*\*63"),
     (dict(block_size=2**40), LifecoreOverflowError, r"Engine: argument 'block_size' must be at most 4,294,967,295"),
 ])
 def test_every_engine_argument_is_checked_before_anything_is_made(kwargs, error, match):
@@ -309,9 +314,9 @@ def test_transformer_arguments_are_refused_naming_them(args, kwargs, error, matc
 def test_a_pool_the_device_cannot_allocate_names_num_blocks_and_keeps_nothing():
     # Before: a DriverError from the coordinator, which the engine's errors do not list.
     with pytest.raises(InvalidArgumentError, match=r"^Engine: argument 'num_blocks' asks for a KV pool of "
-                                                   r"1,099,511,627,776 blocks .* more than the mock device can "
+                                                   r"2,147,483,647 blocks .* more than the mock device can "
                                                    r"allocate .*nothing was kept$"):
-        Engine(num_blocks=2**40)
+        Engine(num_blocks=2**31 - 1)
     engine = Engine(num_blocks=8)  # and the next engine is made as usual
     engine.close()
 

@@ -732,9 +732,38 @@ def test_a_builtin_kernels_pointer_must_hold_its_n_elements(dev) -> None:
     s.launch(K.scale_f32, 1, 4, [4, 2.0, x, small])  # n = 4 fits
     s.launch(K.scale_f32, 1, 1, [0, 2.0, small, small])  # nothing to do: no bytes needed
     s.launch(K.scale_f32, 1, 4, [N, 1.0, small, small])  # n = 64 over 4 threads: 4 elements
-    s.launch(K.scale_f32, (1, 8), 4, [N, 1.0, small, small])  # y repeats the same 4
     s.sync()
     assert np.array_equal(small, 2.0 * x[:4])
+
+
+@pytest.mark.parametrize("grid, block", [((1, 3), 8), (1, (8, 2)), ((1, 1, 2), 8), (1, (8, 1, 2))])
+def test_a_builtin_kernel_refuses_y_and_z(dev, grid, block) -> None:
+    # Before: the emulated device ran x once whatever y and z were, where a device's built-in
+    # kernel, indexed by x alone, repeats the x range in every block along y and z: y = a*x + y
+    # landed once in CI and three times on a GPU.
+    s = dev.stream()
+    x, y = filled(s, 1.0, 8), filled(s, 1.0, 8)
+    before = dev.memory_stats()
+    with pytest.raises(InvalidArgumentError, match=r"launch: axpy_f32\(.*\): a built-in kernel is one-dimensional, "
+                                                   r"but grid is \(.*\) and block is \(.*\): on a device every block "
+                                                   r"along y or z would repeat the x range; give y = z = 1 "
+                                                   r"\(nothing was issued\)"):
+        s.launch(K.axpy_f32, grid, block, [8, 1.0, x, y])
+    assert dev.memory_stats() == before
+    s.launch(K.axpy_f32, (1, 1, 1), (8, 1, 1), [8, 1.0, x, y])  # y = z = 1 written out is one-dimensional
+    assert np.all(f32(s, y) == 2.0)
+
+
+def test_a_builtin_kernel_refuses_more_than_two_to_the_32_threads(dev) -> None:
+    # Its element index is 32 bits: on a device a thread past 2^32 wraps onto an element another
+    # thread does (y = a*x + y twice); the emulated device ran each element once.
+    s = dev.stream()
+    x, y = filled(s, 1.0, 8), filled(s, 1.0, 8)
+    with pytest.raises(InvalidArgumentError, match=r"grid.x \* block.x = 4294968320 threads, above 2\^32: a "
+                                                   r"built-in kernel's element index is 32 bits"):
+        s.launch(K.axpy_f32, 2**22 + 1, 1024, [8, 1.0, x, y])
+    s.launch(K.axpy_f32, 2**22, 1024, [8, 1.0, x, y])  # exactly 2^32 threads: no index wraps
+    assert np.all(f32(s, y) == 2.0)
 
 
 def test_a_builtin_kernel_refuses_a_tensor_of_another_element_type(dev) -> None:

@@ -70,13 +70,23 @@ def refused_changing_nothing(device, stream, call, buffers, kinds=(InvalidArgume
 # ---- launch geometry ------------------------------------------------------------------------
 
 
+ONE_DIMENSIONAL = "a built-in kernel is one-dimensional"
+
+
 @pytest.mark.parametrize("block", [1024, (1024,), (1, 1024), (32, 32), (1024, 1, 1), (16, 1, 64), (1, 16, 64),
                                    (1, 1, 64), (2, 8, 64)])
-def test_a_block_at_the_thread_limit_is_accepted_and_runs(stream, block) -> None:
+def test_a_block_at_the_thread_limit_is_accepted_and_runs(device, stream, block) -> None:
     x = upload(stream, np.arange(N))
     out = upload(stream, np.zeros(N))
-    stream.launch(K.scale_f32, N, block, [N, 2.0, x, out])
-    np.testing.assert_array_equal(floats(stream, out), 2.0 * np.arange(N, dtype=np.float32))
+    if isinstance(block, int) or all(d == 1 for d in block[1:]):
+        stream.launch(K.scale_f32, N, block, [N, 2.0, x, out])
+        np.testing.assert_array_equal(floats(stream, out), 2.0 * np.arange(N, dtype=np.float32))
+    else:
+        # Within the driver's limits, so the launch gets as far as the kernel's own rule: the
+        # built-in kernels index by x alone (y and z would repeat the x range on a device).
+        error = refused_changing_nothing(device, stream,
+                                         lambda: stream.launch(K.scale_f32, N, block, [N, 2.0, x, out]), [out])
+        assert ONE_DIMENSIONAL in str(error)
 
 
 @pytest.mark.parametrize("block", [1025, (1025,), (1, 1025), (32, 33), (33, 32), (17, 1, 64), (1, 17, 64),
@@ -91,12 +101,18 @@ def test_a_block_past_the_thread_limit_is_refused(device, stream, block) -> None
 
 @pytest.mark.parametrize("grid", [2**31 - 1, (2**31 - 1, 1, 1), (1, 65535), (1, 1, 65535), (1, 65535, 65535),
                                   (2**31 - 1, 65535, 65535)])
-def test_a_grid_at_the_dimension_limits_is_accepted_and_runs(stream, grid) -> None:
+def test_a_grid_at_the_dimension_limits_is_accepted_and_runs(device, stream, grid) -> None:
     x = upload(stream, np.arange(N))
     out = upload(stream, np.zeros(N))
-    # n = N elements; every block past the first N threads has nothing to do.
-    stream.launch(K.scale_f32, grid, N, [N, 3.0, x, out])
-    np.testing.assert_array_equal(floats(stream, out), 3.0 * np.arange(N, dtype=np.float32))
+    if isinstance(grid, int) or all(d == 1 for d in grid[1:]):
+        # n = N elements over blocks of one thread (2**31 - 1 threads, within the kernels'
+        # 32-bit index); every block past the first N has nothing to do.
+        stream.launch(K.scale_f32, grid, 1, [N, 3.0, x, out])
+        np.testing.assert_array_equal(floats(stream, out), 3.0 * np.arange(N, dtype=np.float32))
+    else:
+        error = refused_changing_nothing(device, stream,
+                                         lambda: stream.launch(K.scale_f32, grid, 1, [N, 3.0, x, out]), [out])
+        assert ONE_DIMENSIONAL in str(error)
 
 
 @pytest.mark.parametrize("grid", [2**31, (2**31, 1, 1), (1, 65536), (1, 1, 65536), (2**32 - 1,), (1, 2**32),

@@ -133,4 +133,38 @@ inline void refuse_negative_view(nb::handle h, const std::string& label) {
                                               "memory holds the values without their sign; pass .resolve_neg()");
 }
 
+// A producer's DLPack export through its `export_fn` (its __dlpack__), asked for a versioned
+// capsule (DLPack 1.0: its read-only flag is read), and for a legacy one from a producer whose
+// __dlpack__ takes no max_version (a TypeError: one before DLPack 1.0). `stream`, when given,
+// goes to both calls. What the export raises otherwise propagates (nb::python_error).
+inline nb::object dlpack_export(nb::handle export_fn, const nb::object* stream = nullptr) {
+  try {
+    return stream ? export_fn(nb::arg("stream") = *stream, nb::arg("max_version") = nb::make_tuple(1, 0))
+                  : export_fn(nb::arg("max_version") = nb::make_tuple(1, 0));
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_TypeError)) throw;
+  }
+  return stream ? export_fn(nb::arg("stream") = *stream) : export_fn();
+}
+
+// Tells torch's autograd that lifecore wrote into `h`, when `h` is a torch tensor, by bumping
+// its version counter as torch's own in-place operations do: a tensor an earlier operation
+// saved for its backward pass then fails that backward loudly instead of giving gradients of
+// the values written since. Called once the write is done; the write stands whatever happens
+// here (an Exception from torch is dropped; an interrupt stays one).
+inline void note_torch_write(nb::handle h) {
+  if (!is_torch_tensor(h)) return;
+  static PyObject* increment = nullptr;  // torch.autograd.graph.increment_version (torch >= 2.1), kept
+  try {
+    if (!increment) {
+      nb::object found = nb::module_::import_("torch.autograd.graph").attr("increment_version");
+      increment = found.release().ptr();
+    }
+    const nb::handle bump{increment};
+    bump(h);
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_Exception)) throw;
+  }
+}
+
 }  // namespace lifecore::bindings

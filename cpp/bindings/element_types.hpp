@@ -63,8 +63,18 @@ inline const TensorElementType* find_element_type(const DLDataType& dtype) noexc
 inline std::string dl_dtype_name(const DLDataType& dtype) {
   if (const TensorElementType* type = find_element_type(dtype)) return type->name();
   static constexpr const char* codes[] = {"int", "uint", "float", "handle", "bfloat", "complex", "bool"};
-  std::string name = dtype.code < std::size(codes) ? codes[dtype.code] : "code " + std::to_string(dtype.code) + " ";
-  name += std::to_string(dtype.bits);
+  // DLPack 1.1's narrow floats (codes 7 on), whose names hold their width.
+  static constexpr const char* narrow_floats[] = {
+      "float8_e3m4",    "float8_e4m3",     "float8_e4m3b11fnuz", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+      "float8_e5m2fnuz", "float8_e8m0fnu", "float6_e2m3fn",      "float6_e3m2fn", "float4_e2m1fn"};
+  std::string name;
+  if (dtype.code < std::size(codes)) {
+    name = codes[dtype.code] + std::to_string(dtype.bits);
+  } else if (const std::size_t narrow = dtype.code - std::size(codes); narrow < std::size(narrow_floats)) {
+    name = narrow_floats[narrow];
+  } else {
+    name = "code " + std::to_string(dtype.code) + " " + std::to_string(dtype.bits);
+  }
   if (dtype.lanes != 1) name += "x" + std::to_string(dtype.lanes);
   return name;
 }

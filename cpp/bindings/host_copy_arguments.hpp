@@ -50,12 +50,7 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   // tensor that requires grad) are this call's, where a caster's own import might read past them.
   nb::object given;
   try {
-    try {
-      given = h.attr("__dlpack__")(nb::arg("max_version") = nb::make_tuple(1, 0));
-    } catch (nb::python_error& error) {
-      if (!error.matches(PyExc_TypeError)) throw;
-      given = h.attr("__dlpack__")();  // a producer before DLPack 1.0
-    }
+    given = dlpack_export(h.attr("__dlpack__"));
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_Exception)) throw;  // an interrupt stays one
     raise(ErrorKind::InvalidArgument, label + " could not be exported by its __dlpack__: " + python_error_summary(error));

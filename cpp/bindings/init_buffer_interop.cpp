@@ -291,8 +291,11 @@ void read_into(Stream& stream, nb::handle buf, nb::handle out) {
   const Buffer& buffer = whole_buffer(buf, "read_into");
   HostTensorBytes tensor;  // a host tensor without the buffer protocol (torch), held for the call
   if (host_tensor_bytes(out, "read_into", "out", /*written=*/true, &tensor)) {
-    GilRelease release;
-    stream.read_into(buffer, tensor.data, tensor.nbytes);
+    {
+      GilRelease release;
+      stream.read_into(buffer, tensor.data, tensor.nbytes);
+    }
+    note_torch_write(out);
     return;
   }
   if (is_numpy_masked_array(out))

@@ -282,6 +282,7 @@ void fill(Stream& stream, nb::handle buf, nb::handle value_arg) {
                                           ", not 4-byte aligned: a driver fills 32-bit words at aligned addresses "
                                           "only; pass an aligned tensor");
   stream.fill(dst.ref, value);
+  note_torch_write(buf);
 }
 
 void copy(Stream& stream, nb::handle dst, nb::handle src) {
@@ -291,6 +292,7 @@ void copy(Stream& stream, nb::handle dst, nb::handle src) {
   convert_memory(dst, stream, "copy", "dst", &to);
   convert_memory(src, stream, "copy", "src", &from);
   stream.copy(to.ref, from.ref);
+  note_torch_write(dst);
 }
 
 void write(Stream& stream, nb::handle buf, nb::handle data) {
@@ -655,7 +657,9 @@ void bind_stream(nb::module_& m) {
            "Kernel.read_only); a kernel may write through any other pointer. A built-in kernel's pointers\n"
            "must hold its min(n, grid.x * block.x) float32 elements: a smaller Buffer or tensor, or a tensor\n"
            "or BufferView of another element type (a float64 array would be read as float32), is\n"
-           "InvalidArgumentError before anything is issued; a Buffer is bytes and names no type. A CUDA-array-interface\n"
+           "InvalidArgumentError before anything is issued; a Buffer is bytes and names no type. A built-in kernel\n"
+           "is one-dimensional, indexed in 32 bits: a grid or block with y or z other than 1, or more than 2**32\n"
+           "threads (grid.x * block.x), is InvalidArgumentError too. A CUDA-array-interface\n"
            "tensor's device is checked with the driver (skipped where the driver cannot tell), and the work\n"
            "waits on the device for its stream, unless that is this stream or this stream is recording.")
       .def("sync", &sync_stream, "timeout"_a.none() = nb::none(),

@@ -244,21 +244,11 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   std::optional<std::string> export_failure;
   bool numpy_read_only = false;
   try {
-    capsule = export_fn(nb::arg("stream") = stream_arg, nb::arg("max_version") = nb::make_tuple(1, 0));
+    capsule = dlpack_export(export_fn, &stream_arg);
   } catch (nb::python_error& error) {
     if (!error.matches(PyExc_Exception)) throw;  // an interrupt stays one
-    if (!error.matches(PyExc_TypeError)) {
-      export_failure = nb::str(error.value()).c_str();
-      numpy_read_only = numpy_refused_read_only(h, error);
-    } else {
-      try {
-        capsule = export_fn(nb::arg("stream") = stream_arg);  // a producer before DLPack 1.0
-      } catch (nb::python_error& again) {
-        if (!again.matches(PyExc_Exception)) throw;
-        export_failure = nb::str(again.value()).c_str();
-        numpy_read_only = numpy_refused_read_only(h, again);
-      }
-    }
+    export_failure = nb::str(error.value()).c_str();
+    numpy_read_only = numpy_refused_read_only(h, error);
   }
   // Checked here, before anything else can refuse the tensor (or the call's next argument):
   // a stream the producer joined to its capture refuses every call until that capture ends.

@@ -130,6 +130,7 @@ nb::object block_table(const AdmissionCoordinator& c, nb::handle frames, nb::han
   refuse_the_arena(c, call, nullptr, target.data, count * sizeof(std::int32_t));
   refuse_a_claimed_table(target.data, count * sizeof(std::int32_t), call);
   build_block_table(c, rows, d, width, pad, target.data, /*in_place=*/true);  // the caller's table
+  note_torch_write(out);
   return nb::borrow(out);
 }
 

@@ -73,6 +73,7 @@ struct DecodeTableHandle {
   // when the stream queued an error since the last copy (that copy may be the one that failed,
   // reported later) or a copy was owed: that copy makes the device table right again.
   void sync(const char* call) {
+    if (core->last_written() != 0) note_torch_write(table);  // a torch table's version counts the write
     if (!buffer) return;
     const auto& stream = buffer->stream();
     const bool whole = copy_owed || stream->errors_queued() != errors_at_copy;
@@ -304,7 +305,8 @@ void init_sequence_decode_table(nb::module_& m) {
                   "numpy.typing.NDArray[numpy.uint8]"),
           "A decode iteration's bookkeeping and its table in one call: step_all(sessions, tokens), then\n"
           "update(sessions). Returns the BackingOutcome values as a uint8 array. A None row (a slot left empty)\n"
-          "steps nothing, whatever its token count, reads CURRENT and is cleared, as update clears it. A token\n"
+          "steps nothing, whatever its token count (an int64 still: the tokens are read as one array), reads\n"
+          "CURRENT and is cleared, as update clears it. A token\n"
           "count below 1 or above\n"
           "its request's fit, another coordinator's session, a closed one (a preempted victim), one an earlier\n"
           "row named (as step_all finds it), one with no pages in the table's domain or one whose blocks, once\n"
@@ -359,7 +361,8 @@ void init_sequence_decode_table(nb::module_& m) {
       "a torch CPU tensor, checked before each call to show the same memory), or a lifecore Buffer of at least\n"
       "that many bytes (written from a host copy after each call that changed it or follows an error on its\n"
       "stream; while that stream records a capture, creation and every call raise CaptureStateError and change\n"
-      "nothing). domain None: the coordinator's first domain. A wrong `out` raises, as does one that is the\n"
+      "nothing; the table holds the Buffer object, not its memory: a Buffer freed with free() makes every later\n"
+      "call raise ClosedError). domain None: the coordinator's first domain. A wrong `out` raises, as does one that is the\n"
       "coordinator's arena memory (arena(), or a view of it) or another coordinator's on the same device, or\n"
       "shares memory with a live DecodeTable's table: while a table lives, its memory is refused to any other\n"
       "table writer. The table does not hold the coordinator: once nothing else does, a call that reads a\n"

@@ -30,7 +30,6 @@
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/buffer_lease.hpp"
-#include "lifecore/runtime/buffer_lease.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/session.hpp"
@@ -198,14 +197,9 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
   }
   nb::object capsule;
   try {
-    capsule = out.attr("__dlpack__")("max_version"_a = nb::make_tuple(1, 0));
+    capsule = dlpack_export(out.attr("__dlpack__"));
   } catch (nb::python_error& e) {
-    if (!e.matches(PyExc_TypeError)) refused(e, "__dlpack__");
-    try {
-      capsule = out.attr("__dlpack__")();
-    } catch (nb::python_error& again) {
-      refused(again, "__dlpack__");
-    }
+    refused(e, "__dlpack__");
   }
   if (PyCapsule_IsValid(capsule.ptr(), "dltensor_versioned")) {
     auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor_versioned"));

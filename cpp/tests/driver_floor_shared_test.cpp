@@ -57,12 +57,45 @@ void the_handle_registry_refuses_what_is_not_live() {
   Status stale = things.find(ThingHandle{0}, "get", &found);
   CHECK(stale.code == Code::invalid_handle && stale.native_code == 8 && stale.call == "get");
   CHECK(lifecore::test_support::contains(stale.message, "not a live thing"));
-  things.remove_owned_by(OwnerHandle{1});
-  CHECK(!things.contains(ha) && things.contains(hb) && things.contains(hc));
-  things.remove(hb);
+  auto owned = things.take_owned_by(OwnerHandle{1});
+  CHECK(owned.size() == 1 && !things.contains(ha) && things.contains(hb) && things.contains(hc));
+  things.restore(owned);  // the owner's destroy failed: its handles are live again
+  CHECK(owned.empty() && things.contains(ha));
+  owned = things.take_owned_by(OwnerHandle{1});
+  CHECK(things.release(hb, "destroy", [](Thing*) { return Status::success(); }).ok());
   CHECK(!things.find(hb, "get", &found).ok());
   std::vector<Thing*> rest = things.take_all();
   CHECK(rest.size() == 1 && rest[0] == &c && !things.contains(hc));
+}
+
+// A driver gives a destroyed object's address to the next object created: another thread's
+// create between the native destroy and the registry's forget must not be forgotten with it.
+void a_release_forgets_before_the_destroy() {
+  const StatusNaming& naming = table_naming<table>();
+  HandleRegistry<Thing*, ThingHandle> things{"thing", naming};
+  Thing a;
+  const ThingHandle ha = things.adopt(&a);
+  ThingHandle reused{};
+  Status released = things.release(ha, "destroy", [&](Thing* native) {
+    CHECK(native == &a && !things.contains(ha));  // forgotten before the native destroy
+    reused = things.adopt(&a);  // "another thread" creates and is given the same address
+    return Status::success();
+  });
+  CHECK(released.ok() && reused == ha && things.contains(reused));  // the new object stays live
+  // A failed destroy keeps the handle; a handle not live is refused before any native call.
+  bool called = false;
+  Status failed = things.release(reused, "destroy", [&](Thing*) {
+    called = true;
+    return local_status(naming, Code::invalid_value, "destroy", "refused");
+  });
+  CHECK(called && !failed.ok() && things.contains(reused));
+  called = false;
+  Status stale = things.release(ThingHandle{12345}, "destroy", [&](Thing*) {
+    called = true;
+    return Status::success();
+  });
+  CHECK(!called && stale.code == Code::invalid_handle && stale.call == "destroy");
+  CHECK(!things.release(ThingHandle{0}, "destroy", [&](Thing*) { return Status::success(); }).ok());
 }
 
 void the_allocation_registry_refuses_a_foreign_free() {
@@ -108,6 +141,7 @@ void kernel_params_give_each_argument_a_slot() {
 int main() {
   a_table_names_its_codes();
   the_handle_registry_refuses_what_is_not_live();
+  a_release_forgets_before_the_destroy();
   the_allocation_registry_refuses_a_foreign_free();
   the_symbol_table_records_each_entry();
   kernel_params_give_each_argument_a_slot();

@@ -20,6 +20,7 @@
 #include "lifecore/sequence/pause_points.hpp"
 #include "lifecore/sequence/resources.hpp"
 #include "lifecore/sequence/session.hpp"
+#include "failing_allocations.hpp"
 #include "sequence_test_support.hpp"
 #include "test_support.hpp"
 
@@ -27,8 +28,7 @@ using namespace lifecore::sequence;
 
 namespace {
 
-// Allocations left before one fails; negative: none fails.
-std::atomic<long> allocations_before_failure{-1};
+using lifecore::test_support::allocations_before_failure;
 
 struct Seen {
   std::uint64_t generation, tokens, pages, retired, blocks, takes;
@@ -114,16 +114,6 @@ int sweep(bool general_path, std::size_t domain_count, bool hold_views) {
 }
 
 }  // namespace
-
-void* operator new(std::size_t size) {
-  if (allocations_before_failure.load(std::memory_order_relaxed) >= 0 &&
-      allocations_before_failure.fetch_sub(1, std::memory_order_relaxed) == 0)
-    throw std::bad_alloc();
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 int main() {
   for (std::size_t domain_count : {std::size_t{1}, std::size_t{3}}) {

@@ -10,6 +10,7 @@ position: its keys are its only names, so an int never silently picks one of its
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Optional, Union
 
@@ -72,6 +73,11 @@ def selection_problem(output: Any, index: Index, path: str) -> str:
                 "it is selected by position"
             return f"output of {path} has no field {index!r} ({kind} of {len(output)}; {named})"
         return f"output of {path} has no tensor at output_index {index} ({kind} of {len(output)})"
+    if dataclasses.is_dataclass(output) and not isinstance(output, type):
+        # A plain dataclass is neither a mapping nor a sequence: its fields are not selected.
+        return (f"output of {path} is a dataclass ({kind}), whose fields output_index does not select (it selects "
+                f"positions of tuples and lists, keys of mappings, fields of namedtuples and ModelOutputs); return a "
+                f"tuple or a namedtuple from the module, or capture the submodule that makes the tensor")
     return f"output of {path} has no tensor at output_index {index!r} (a {kind})"
 
 

@@ -41,8 +41,11 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import os
+import re
 import sys
 import threading
+import types
 import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -93,8 +96,8 @@ from ._torch_outputs import (check_output_index as _check_output_index, index_fo
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              with_replacement as _with_replacement)
 from . import _core
-from .errors import (BackendUnavailableError, CaptureSessionError, ClosedError, InvalidArgumentError, LifecoreOverflowError,
-                     LifecoreTypeError)
+from .errors import (AdmissionError, BackendUnavailableError, CaptureSessionError, ClosedError, InvalidArgumentError,
+                     LifecoreOverflowError, LifecoreTypeError)
 
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
            "call_counts", "ALLOC_SYMBOL", "FREE_SYMBOL", "allocator_library", "pooled_allocator",
@@ -172,6 +175,11 @@ def allocator_stats() -> dict[str, int]:
     unknown_stream (requests naming a stream not routed), refused (a routed stream could not
     serve them), unknown_pointer (frees of memory it did not lend), streams (routed now)."""
     return dict(_core.pooled_allocator_stats())
+
+
+# What artifact_identity gives (a SHA-256 in hex); a discovery made with discover(identity=...)
+# names its model its own way, which is not compared.
+_DEFAULT_IDENTITY = re.compile(r"[0-9a-f]{64}")
 
 
 def artifact_identity(model: nn.Module) -> str:
@@ -1050,6 +1058,12 @@ def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
     return made
 
 
+def _matching(modules: Sequence[str], pattern: str) -> list[str]:
+    """The module a pattern names exactly, or else those it matches as a glob: a path with
+    brackets (``layer[0]``, a ModuleDict key) names itself, where a glob reads a character class."""
+    return [pattern] if pattern in modules else [m for m in modules if fnmatchcase(m, pattern)]
+
+
 def _patterns(paths: Union[str, Iterable[str]], modules: Sequence[str], model: nn.Module,
               call: str) -> dict[str, tuple[str, list[str], Optional[int]]]:
     """Pattern -> (its module part, the module paths that matches, the call it names or None)
@@ -1064,11 +1078,11 @@ def _patterns(paths: Union[str, Iterable[str]], modules: Sequence[str], model: n
     matched = {}
     for pattern in patterns:
         base, called = pattern, None
-        hits = [m for m in modules if fnmatchcase(m, pattern)]
+        hits = _matching(modules, pattern)
         head, mark, tail = pattern.rpartition("#")
         if not hits and mark and tail.isdigit() and str(int(tail)) == tail:
             base, called = head, int(tail)
-            hits = [m for m in modules if fnmatchcase(m, base)]
+            hits = _matching(modules, base)
         if not hits:
             shown = ", ".join(modules[:12]) + (", ..." if len(modules) > 12 else "")
             raise InvalidArgumentError(f"{call}: {pattern!r} matches no module of {type(model).__name__} "
@@ -1125,17 +1139,52 @@ def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: i
                           max(_axis_extent(args, kwargs, sequence_axis), 1), 1)
 
 
-def _changed_by_a_forward(model: nn.Module) -> Optional[str]:
-    """The first module that a forward in training mode changes or draws for (a norm keeping
-    running statistics, a dropout), named for a warning; None when there is none."""
-    for name, module in model.named_modules():
-        if module.training and isinstance(module, (nn.modules.batchnorm._NormBase, nn.modules.dropout._DropoutNd)):
-            if isinstance(module, nn.modules.batchnorm._NormBase) and not module.track_running_stats:
-                continue
-            if isinstance(module, nn.modules.dropout._DropoutNd) and module.p == 0:
-                continue
-            return f"{type(module).__name__} {name!r}" if name else type(module).__name__
-    return None
+def _version_of(tensor: torch.Tensor) -> int:
+    """A tensor's version counter, which every in-place write moves (an inference tensor has
+    none: -1)."""
+    try:
+        return int(tensor._version)
+    except RuntimeError:
+        return -1
+
+
+def _written_in_place(model: nn.Module, args: tuple[Any, ...],
+                      kwargs: Mapping[str, Any]) -> list[tuple[str, torch.Tensor, int]]:
+    """The tensors a discovery forward shares with the captured one, named, with their versions
+    now: the buffers of the modules in training mode (a norm's running statistics, a spectral
+    norm's power iteration; in eval mode a buffer written in place is a cache slot written again
+    with the same values, warned of at every block for nothing), and the tensor arguments (those
+    passed as they are, in plain tuples too: every other argument the discovery gets a copy of).
+    A tensor made under ``torch.inference_mode`` has no version counter and is not seen."""
+    watched = []
+    for prefix, module in model.named_modules():
+        if module.training:
+            for name, buffer in module.named_buffers(recurse=False):
+                path = f"{prefix}.{name}" if prefix else name
+                watched.append((f"buffer {path!r}", buffer, _version_of(buffer)))
+
+    def add(name: str, value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            watched.append((name, value, _version_of(value)))
+        elif type(value) is tuple:
+            for i, item in enumerate(value):
+                add(f"{name}[{i}]", item)
+    for i, value in enumerate(args):
+        add(f"argument {i}", value)
+    for key, value in kwargs.items():
+        add(f"argument {key!r}", value)
+    return watched
+
+
+def _warn_at_caller(message: str) -> None:
+    """A UserWarning attributed to the first frame outside torch and lifecore: the forward call
+    or the block the user wrote, whatever depth of hooks it comes from."""
+    internal = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.path.abspath(__file__)) + os.sep)
+    frame: Optional[types.FrameType] = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_code.co_filename.startswith(internal):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, UserWarning, stacklevel=level + 1)
 
 
 def _eager(hook: Any) -> Any:
@@ -1175,10 +1224,10 @@ def _for_discovery(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         try:
             return copy.deepcopy(value, memo)
         except Exception as error:  # noqa: BLE001 - any failure to copy: warned, the value passed
-            warnings.warn(f"{call}: argument {name} ({type(value).__name__}) could not be copied for the discovery "
-                          f"forward ({type(error).__name__}: {error}), so both forwards get it: a forward that "
-                          f"changes it (a cache appended to) changes it twice; pass discovery=lifecore.torch."
-                          f"discover(...) made beforehand", UserWarning, stacklevel=4)
+            _warn_at_caller(f"{call}: argument {name} ({type(value).__name__}) could not be copied for the "
+                            f"discovery forward ({type(error).__name__}: {error}), so both forwards get it: a forward "
+                            f"that changes it (a cache appended to) changes it twice; pass discovery=lifecore.torch."
+                            f"discover(...) made beforehand")
             return value
     return (tuple(copied(f"{i}", value) for i, value in enumerate(args)),
             {key: copied(repr(key), value) for key, value in kwargs.items()})
@@ -1243,7 +1292,9 @@ class ModelCapture:
     could change (any but tensors and plain values: a KV cache object the caller or
     ``generate()`` passes, say), so the captured forward gets them as they were passed: give
     ``discovery`` where running the model once more (or the copies) costs too much or changes
-    the model's state (a model in training mode)."""
+    the model's state or a tensor argument in place (the block warns, after the discovery
+    forward, naming each buffer or argument it wrote). A block that closes with no forward
+    having reached its hooks warns that nothing was captured."""
 
     records: CapturedModules
     """The records the ``with`` block gives: filled when the forward through the model returns."""
@@ -1259,6 +1310,11 @@ class ModelCapture:
         if discovery is not None and not isinstance(discovery, CaptureDiscovery):
             raise LifecoreTypeError(f"{call}: argument 'discovery' must be a CaptureDiscovery or None, "
                                     f"got {type(discovery).__name__}")
+        if (discovery is not None and _DEFAULT_IDENTITY.fullmatch(discovery.artifact_identity)
+                and discovery.artifact_identity != artifact_identity(model)):
+            _warn_at_caller(f"{call}: the discovery's artifact_identity is not this {type(model).__name__}'s: it was "
+                            f"made for another model (or one changed since, or with identity=); a point whose shape "
+                            f"differs stops the forward part way, with the modules before it run")
         modules = [name for name, _ in model.named_modules() if name]
         self._model, self._call, self._model_paths = model, call, set(modules)
         self._calls: dict[str, int] = {}
@@ -1283,6 +1339,7 @@ class ModelCapture:
         self._attachments: list[TorchAttachment] = []  # every one made, each as soon as it exists
         self._session: Optional[CaptureSession] = None
         self._entered = False
+        self._forward_seen = False  # a forward reached the block's pre-hook
         self._holds_model = False  # counted in _OPEN_BLOCKS, from entering until the hooks are off
         self._thread = 0  # the thread that entered the block
         self.records = CapturedModules()
@@ -1324,8 +1381,11 @@ class ModelCapture:
                         f"the forward hands it to, say): a capture block observes the calls made on the thread "
                         f"that entered it. Call the module on that thread, or attach() a session, which observes "
                         f"every thread")
+                compiled = ("; a torch.compile'd model that ran before the block skips hooks added after it "
+                            "(capture the module before compiling, or call torch._dynamo.reset())"
+                            if "torch._dynamo" in sys.modules else "")
                 raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor in the forward "
-                                           f"(at output_index {self._output_index}), or was not called")
+                                           f"(at output_index {self._output_index}), or was not called{compiled}")
             if not seen:
                 raise InvalidArgumentError(f"{self._call}: {pattern!r} matches {hits[:6]} but none of them returned "
                                            f"a tensor in the forward (at output_index {self._output_index})")
@@ -1344,6 +1404,7 @@ class ModelCapture:
         kwargs = {} if kwargs is None else kwargs
         if passed_over():
             return  # a discovery's own forward (this block's or another's), or a recompute in backward
+        self._forward_seen = True
         if threading.get_ident() != self._thread:
             # The hooks live on the model, for every thread: another thread's forward would be
             # captured as this block's, or run its module hooks into this block's session.
@@ -1355,17 +1416,15 @@ class ModelCapture:
         if self._session is not None:
             raise CaptureSessionError(f"{self._call}: the block already captured one forward through "
                                       f"{type(self._model).__name__}; open another block for the next")
-        if self._discovery is None and (changing := _changed_by_a_forward(self._model)):
-            warnings.warn(f"{self._call}: the discovery runs {type(self._model).__name__} once more before the "
-                          f"captured forward, and {changing} is in training mode (its statistics update, or its "
-                          f"dropout draws, twice); pass discovery=lifecore.torch.discover(...) made beforehand, or "
-                          f"call model.eval()", UserWarning, stacklevel=2)
         # An empty batch has nothing a discovery made on real inputs can admit (a request is of
         # one row at least): its own forward, of nothing, is discovered as without discovery=.
         given = self._discovery if not _empty_batch(args, kwargs, self._batch_axis) else None
         discovery = given if given is not None else self._discover(args, kwargs)
         request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
-        session = CaptureSession(self._plan(discovery).admit(discovery, request))
+        plan = self._plan(discovery)
+        if given is None:
+            self._refuse_batched_logits(plan, discovery)
+        session = CaptureSession(plan.admit(discovery, request))
         # The calls the discovery saw are the calls this forward must make: counted exactly.
         self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
         self._attachment = _attach(session, self._model, self._backend, None, self._output_index, self._calls,
@@ -1373,19 +1432,50 @@ class ModelCapture:
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
 
+    def _refuse_batched_logits(self, plan: CapturePlan, discovery: CaptureDiscovery) -> None:
+        """Top candidates rank the last row of one sequence's logits. The request's batch is the
+        first tensor argument's, which logits of a batch the model builds itself (guidance's
+        cond and uncond rows), or of inputs passed inside a list, do not show: the block's own
+        discovery, whose axes are this forward's extents, is read at ``batch_axis`` instead."""
+        points = {point.path: point for point in discovery.catalog}
+        for selection in plan.selections:
+            point = points.get(selection.path)
+            if selection.transform.kind != TransformKind.TOP_CANDIDATES or point is None:
+                continue
+            axes = point.axes
+            at = self._batch_axis + len(axes) if self._batch_axis < 0 else self._batch_axis
+            if 0 <= at < len(axes) - 1 and isinstance(axes[at].size, int) and axes[at].size != 1:
+                raise AdmissionError(f"{self._call}: top candidates of {selection.id!r} need unsliced logits with "
+                                     f"batch 1: point {selection.path!r} has extent {axes[at].size} at batch_axis "
+                                     f"{self._batch_axis} (its shape "
+                                     f"{[a.size for a in axes]}): the last row ranked would be the last sequence's")
+
     def _discover(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CaptureDiscovery:
         """The discovery's forward. Every hook lifecore placed on the thread's models (other
         blocks', an ``attach``'s) stands aside while it runs (``discovery_forward``)."""
         args, kwargs = _for_discovery(self._call, args, kwargs)
+        # What it writes in place is seen by its tensors' version counters: the model's buffers
+        # (a norm's running statistics, a spectral norm's power iteration) and the tensors passed
+        # as they are (a cache the forward advances).
+        watched = _written_in_place(self._model, args, kwargs)
         # The random state is put back after it: the captured forward draws (noise, sampling,
-        # an eval-mode dropout of the model's own) what a forward without the block would.
+        # a dropout of the model's own) what a forward without the block would.
         cuda = [torch.cuda.current_device()] if torch.cuda.is_available() and cast(Any, torch.cuda).is_initialized() else []
         with torch.random.fork_rng(devices=cuda):
             # Admitted for this one forward: every axis is the extent it has in it.
-            return _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
-                             sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
-                             capabilities=None, output_index=self._output_index, symbolic=False,
-                             why_none=self._why_none, called_elsewhere=self._called_elsewhere)
+            discovery = _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
+                                  sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
+                                  capabilities=None, output_index=self._output_index, symbolic=False,
+                                  why_none=self._why_none, called_elsewhere=self._called_elsewhere)
+        written = [name for name, tensor, version in watched if _version_of(tensor) != version]
+        if written:
+            shown = ", ".join(written[:4]) + (f" and {len(written) - 4} more" if len(written) > 4 else "")
+            _warn_at_caller(
+                f"{self._call}: the discovery forward lifecore runs before the captured one wrote in place into "
+                f"{shown}, so the captured forward runs on what it wrote (a running statistic or a length "
+                f"advanced twice; a cache slot written again with the same values is harmless); pass "
+                f"discovery=lifecore.torch.discover(...) made beforehand, or call model.eval()")
+        return discovery
 
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
         # A discovery's forward is no capture, nor is a forward another thread began before the
@@ -1430,6 +1520,12 @@ class ModelCapture:
         self._attachments.clear()
         self._attachment = None
         self._drain()
+        if exc[0] is None and not self._forward_seen:
+            _warn_at_caller(
+                f"{self._call}: the block closed without a forward through {type(self._model).__name__} reaching "
+                f"its hooks, so nothing was captured: a model torch.compile compiled before the block skips hooks "
+                f"added after it (capture the module before compiling, or call torch._dynamo.reset()), and a model "
+                f"class that overrides __call__ bypasses forward hooks")
 
 
 def capture(model: nn.Module, paths: Union[str, Iterable[str]],
@@ -1445,7 +1541,8 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
 
     ``paths`` are module paths or ``fnmatch`` globs over ``model.named_modules()`` (``*``
     crosses dots: ``"blocks.*"`` also matches ``"blocks.0.mlp.fc"``; the root, named ``""``
-    there, is not a point: its output is the forward's own result); a glob keeps the modules
+    there, is not a point: its output is the forward's own result; a path that is a module's
+    names that module, brackets and all, before it is read as a glob); a glob keeps the modules
     that return a tensor. A module the forward calls more than once is captured at every call,
     its records keyed ``"<path>#<k>"`` for the k-th (see :func:`discover`); ``"<path>#<k>"``
     as a pattern captures that one call, and a forward calling it more or fewer times than the
@@ -1464,8 +1561,11 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     discovery forward, which otherwise runs the model once more on the same inputs before
     the captured forward (on deep copies of the arguments other than tensors and plain values,
     such as a cache object, so the captured forward gets them as they were passed; pass it for
-    a model whose forward changes its own state, a model in training mode (a norm or dropout:
-    it warns without ``discovery``), or where the copies cost too much; a forward of an empty
+    a forward that writes in place into the model's buffers or a tensor argument, a norm in
+    training mode, a length tensor it advances (without ``discovery`` the block warns after the
+    discovery forward, naming each buffer of a module in training mode and each tensor argument
+    it wrote; an inference-mode tensor has no version counter to show it), or where the copies
+    cost too much; a forward of an empty
     batch is discovered on its own forward all the same); ``logits`` and ``output_index`` are
     :func:`discover`'s (``logits=None``:
     the matched modules when a ``"top_k"`` is asked, since top candidates are admitted on logits

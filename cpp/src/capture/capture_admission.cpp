@@ -100,6 +100,16 @@ void check_transform(const CaptureSelection& sel, const ObservationPoint& point,
   const auto& caps = d.capabilities.transforms;
   if (std::find(caps.begin(), caps.end(), t.kind) == caps.end())
     refuse(std::string("transform ") + to_string(t.kind) + " is unsupported by this backend");
+  // A payload keeps values in their own type, which for floats is 16, 32 or 64 bits: an 8-bit
+  // float (torch's float8 kinds) would be refused at the forward, half-way through it.
+  const bool keeps_values =
+      t.kind == TransformKind::full_tensor || t.kind == TransformKind::preview || t.kind == TransformKind::slice;
+  if (keeps_values && point.dtype == ValueDtype::floating && point.itemsize != 0 && point.itemsize != 2 &&
+      point.itemsize != 4 && point.itemsize != 8)
+    refuse(std::string(to_string(t.kind)) + " of '" + sel.id + "' keeps values in their own type, but point '" +
+           sel.path + "' holds " + std::to_string(point.itemsize * 8) +
+           "-bit floats (float8), which a payload cannot keep (it keeps 16-, 32- and 64-bit floats); capture a "
+           "summary or histogram of it, or cast it in the model");
   switch (t.kind) {
     case TransformKind::preview:
       if (t.max_elements == 0) refuse("preview of '" + sel.id + "' needs max_elements > 0");

@@ -4,7 +4,9 @@
 // a stale or foreign handle is bad input, never a crash.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -41,14 +43,53 @@ class HandleRegistry {
     std::lock_guard lock(mutex_);
     return static_cast<std::uintptr_t>(handle) != 0 && live_.count(static_cast<std::uintptr_t>(handle)) != 0;
   }
-  void remove(Handle handle) {
-    std::lock_guard lock(mutex_);
-    live_.erase(static_cast<std::uintptr_t>(handle));
+  // Destroys the native object behind `handle` through `destroy` (a Native -> Status), the
+  // handle forgotten first: a driver gives a destroyed object's address to the next object
+  // created, perhaps on another thread between the destroy and a forget after it, which would
+  // then forget that live object. A failed destroy keeps the handle live; a handle not live
+  // is refused as find refuses it, before any native call.
+  template <class F>
+  Status release(Handle handle, const char* call, F&& destroy) {
+    Entry entry;
+    {
+      std::lock_guard lock(mutex_);
+      if (static_cast<std::uintptr_t>(handle) != 0) entry = live_.extract(static_cast<std::uintptr_t>(handle));
+    }
+    if (entry.empty()) {
+      Native unused;
+      return find(handle, call, &unused);
+    }
+    Status status = destroy(reinterpret_cast<Native>(static_cast<std::uintptr_t>(handle)));
+    if (!status.ok()) restore(std::move(entry));
+    return status;
   }
+
+  // What an owner's handles were (a module's functions), forgotten before the owner's destroy
+  // for the same reason; restore gives them back if that destroy fails.
+  using Entry = typename std::unordered_map<std::uintptr_t, std::uintptr_t>::node_type;
   template <class Owner>
-  void remove_owned_by(Owner owner) {
+  std::vector<Entry> take_owned_by(Owner owner) {
     std::lock_guard lock(mutex_);
-    std::erase_if(live_, [&](const auto& entry) { return entry.second == static_cast<std::uintptr_t>(owner); });
+    const auto owned = [&](const auto& entry) { return entry.second == static_cast<std::uintptr_t>(owner); };
+    std::vector<Entry> taken;
+    taken.reserve(static_cast<std::size_t>(std::count_if(live_.begin(), live_.end(), owned)));  // no throw after
+    for (auto it = live_.begin(); it != live_.end();) {
+      const auto next = std::next(it);
+      if (owned(*it)) taken.push_back(live_.extract(it));
+      it = next;
+    }
+    return taken;
+  }
+  // Node handles go back without a node's allocation (a rehash may still allocate, and throw).
+  void restore(Entry entry) {
+    std::lock_guard lock(mutex_);
+    live_.insert(std::move(entry));
+  }
+  void restore(std::vector<Entry>& entries) {
+    std::lock_guard lock(mutex_);
+    for (auto& entry : entries)
+      if (!entry.empty()) live_.insert(std::move(entry));
+    entries.clear();
   }
   std::vector<Native> take_all() {
     std::lock_guard lock(mutex_);

@@ -97,12 +97,11 @@ class NativeDriver : public Driver {
         (void)synchronize(stream);
     }
   }
-  // Destroys the native object behind `handle`; the handle is forgotten once that succeeded.
+  // Destroys the native object behind `handle`, with the device current; the handle is
+  // forgotten before the destroy and kept if it fails (HandleRegistry::release says why).
   template <class Native, class Handle, class F>
   Status release(HandleRegistry<Native, Handle>& registry, Handle handle, const char* call, F&& native_destroy) {
-    Status status = on(registry, handle, call, std::forward<F>(native_destroy));
-    if (status.ok()) registry.remove(handle);
-    return status;
+    return registry.release(handle, call, [&](Native native) { return current(call, [&] { return native_destroy(native); }); });
   }
 };
 

@@ -1,6 +1,7 @@
 #include "lifecore/runtime/device.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
@@ -391,7 +392,16 @@ void Device::release_module(driver::ModuleHandle module) noexcept {
     // Listed on a closed device: close() has not reached the modules and will not see this one
     // now. No graph or window can hold its functions any more (close ended them before marking
     // the device closed), so it goes at once, outside the lock.
-    if (!closing) modules_retired_.push_back(module);
+    if (!closing) {
+      try {
+        modules_retired_.push_back(module);
+      } catch (const std::bad_alloc&) {
+        // No room to retire it (out of host memory): kept loaded until the device closes, which
+        // unloads what close() finds listed. Listed again in the room its erased entry left.
+        if (listed) modules_loaded_.push_back(module);
+        return;
+      }
+    }
   }
   if (!closing) return unload_retired_modules();
   RelaxedCaptureMode relaxed(*driver_);

@@ -15,26 +15,38 @@ std::size_t DropQueue::in_flight() const noexcept {
 
 driver::Status DropQueue::flush(driver::Driver& driver, driver::StreamHandle stream) {
   if (pending_.empty()) return driver::Status::success();
+  // The batch's room first: a throw here leaves the items pending, as a failed event call does.
+  batches_.emplace_back();
   driver::EventHandle event{};
   if (!spare_events_.empty()) {
     event = spare_events_.back();
     spare_events_.pop_back();
   } else if (auto status = driver.event_create(&event, driver::EventTiming::disabled); !status.ok()) {
+    batches_.pop_back();
     return status;
   }
   if (auto status = driver.event_record(event, stream); !status.ok()) {
-    spare_events_.push_back(event);
+    batches_.pop_back();
+    keep_spare(driver, event);
     return status;
   }
-  batches_.push_back(Batch{event, std::move(pending_)});
-  pending_.clear();
+  batches_.back().event = event;
+  batches_.back().items.swap(pending_);  // pending_ is left empty
   return driver::Status::success();
+}
+
+void DropQueue::keep_spare(driver::Driver& driver, driver::EventHandle event) noexcept {
+  try {
+    spare_events_.push_back(event);
+  } catch (const std::bad_alloc&) {
+    (void)driver.event_destroy(event);  // no room to keep it (out of host memory)
+  }
 }
 
 void DropQueue::retire(driver::Driver& driver, Batch& batch) {
   for (auto& release : batch.items) release();
   batch.items.clear();
-  if (batch.event != driver::EventHandle{}) spare_events_.push_back(batch.event);
+  if (batch.event != driver::EventHandle{}) keep_spare(driver, batch.event);
 }
 
 void DropQueue::collect(driver::Driver& driver) {

@@ -22,39 +22,55 @@ void InfoCache::evict_locked(std::vector<driver::DevicePtr>* evicted) {
 
 InfoCache::Lookup InfoCache::get(const InfoWords& words, CacheMode mode, WindowId window, const Upload& upload,
                                  bool provisional) {
-  std::lock_guard lock(mutex_);
   Lookup result;
   const bool make_private = provisional && mode == CacheMode::capture;
-  if (make_private) {
-    // The window's own memory nodes first: one recording reuses its node for the same words.
-    if (auto own = private_.find(window); own != private_.end()) {
-      if (auto hit = own->second.find(words); hit != own->second.end()) {
-        result.ptr = hit->second;
-        return result;
+  {
+    std::lock_guard lock(mutex_);
+    if (make_private) {
+      // The window's own memory nodes first: one recording reuses its node for the same words.
+      if (auto own = private_.find(window); own != private_.end()) {
+        if (auto hit = own->second.find(words); hit != own->second.end()) {
+          result.ptr = hit->second;
+          return result;
+        }
       }
     }
+    if (auto found = entries_.find(words); found != entries_.end()) {
+      touch_lru_locked(found->second);
+      use_locked(found, mode, window, result);
+      return result;
+    }
   }
-  auto found = entries_.find(words);
-  if (found == entries_.end()) {
-    const std::size_t bytes = words.size() * sizeof(std::uint32_t);
-    if (mode == CacheMode::normal && bytes > max_entry_bytes_) {
-      result.ptr = upload(words);
-      result.transient = true;
-      return result;
-    }
-    driver::DevicePtr ptr = upload(words);  // throws: nothing changed
-    if (make_private) {
-      private_[window].emplace(words, ptr);
-      result.ptr = ptr;
-      return result;
-    }
-    found = entries_.emplace(words, Entry{}).first;
+  // A miss: the words go up without the cache's lock, which every launch with info words on the
+  // device takes, where an upload waits for its copy behind the work queued on its stream.
+  const std::size_t bytes = words.size() * sizeof(std::uint32_t);
+  if (mode == CacheMode::normal && bytes > max_entry_bytes_) {
+    result.ptr = upload(words);
+    result.transient = true;
+    return result;
+  }
+  const driver::DevicePtr ptr = upload(words);  // throws: nothing changed
+  std::lock_guard lock(mutex_);
+  if (make_private) {  // only this window's stream, under its own lock, adds to its entries
+    private_[window].emplace(words, ptr);
+    result.ptr = ptr;
+    return result;
+  }
+  auto [found, inserted] = entries_.try_emplace(words);
+  if (inserted) {
     found->second.ptr = ptr;
     lru_.push_front(&found->first);
     found->second.lru = lru_.begin();
   } else {
+    // Another stream uploaded the same words meanwhile: its entry is used, this copy released.
     touch_lru_locked(found->second);
+    result.evicted.push_back(ptr);
   }
+  use_locked(found, mode, window, result);
+  return result;
+}
+
+void InfoCache::use_locked(Entries::iterator found, CacheMode mode, WindowId window, Lookup& result) {
   Entry& entry = found->second;
   result.ptr = entry.ptr;
   if (mode == CacheMode::capture && pending_[window].insert(&found->first).second) ++entry.window_pins;
@@ -62,7 +78,6 @@ InfoCache::Lookup InfoCache::get(const InfoWords& words, CacheMode mode, WindowI
   // only captures, and destroys its graphs, would otherwise grow the cache for ever. What a
   // window or a live graph pins (this lookup's entry among them) never goes.
   evict_locked(&result.evicted);
-  return result;
 }
 
 void InfoCache::commit(WindowId window, GraphId graph) {

@@ -41,6 +41,21 @@ std::optional<std::uint64_t> element_count(const Kernel& kernel, const LaunchArg
 void check_builtin_extents(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block, const LaunchArg* args,
                            std::size_t count, const InfoWords* info, std::size_t offset) {
   if (!kernel.has_extents()) return;
+  // A built-in kernel indexes its elements by x alone, in 32 bits: on a device each block along
+  // y or z would redo the x range, and a thread past 2^32 would wrap onto an element another
+  // thread does, so y = x + y would land more than once (the emulated device runs x once).
+  if (grid.y != 1 || grid.z != 1 || block.y != 1 || block.z != 1)
+    raise(ErrorKind::InvalidArgument,
+          "launch: " + kernel.signature() + ": a built-in kernel is one-dimensional, but grid is (" +
+              std::to_string(grid.x) + ", " + std::to_string(grid.y) + ", " + std::to_string(grid.z) +
+              ") and block is (" + std::to_string(block.x) + ", " + std::to_string(block.y) + ", " +
+              std::to_string(block.z) + "): on a device every block along y or z would repeat the x range; give "
+                                        "y = z = 1 (nothing was issued)");
+  if (const std::uint64_t threads = std::uint64_t{grid.x} * block.x; threads > (std::uint64_t{1} << 32))
+    raise(ErrorKind::InvalidArgument,
+          "launch: " + kernel.signature() + ": grid.x * block.x = " + std::to_string(threads) +
+              " threads, above 2^32: a built-in kernel's element index is 32 bits, and on a device the threads "
+              "past it would wrap onto elements others do; launch at most 2^32 threads (nothing was issued)");
   if (info && info->size() < kernel.info_words())
     raise(ErrorKind::InvalidArgument, "launch: " + kernel.signature() + ": info holds " + std::to_string(info->size()) +
                                           " word(s), but the kernel reads " + std::to_string(kernel.info_words()) +

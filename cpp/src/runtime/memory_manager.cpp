@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <new>
 #include <utility>
 
 #include "lifecore/error.hpp"
@@ -42,6 +43,8 @@ MemoryManager::Reservation MemoryManager::reserve(std::size_t nbytes, WindowId w
   const std::size_t capacity = persistent ? exact_size(nbytes) : bucket_size(nbytes);
   FreeList& free_list = persistent ? persistent_free_ : dynamic_free_;
 
+  SliceNode room;  // the window's record of the slice, made before anything changes
+  if (armed) room = slice_node();
   Reservation result;
   auto take = [&](FreeList& list) {
     auto bucket = list.find(capacity);
@@ -59,27 +62,43 @@ MemoryManager::Reservation MemoryManager::reserve(std::size_t nbytes, WindowId w
     slice.capacity = capacity;
     slice.persistent = persistent;
     slice.memory_node = made.memory_node;
-    result.id = next_id_++;
+    try {
+      slices_.emplace(result.id = next_id_, slice);
+    } catch (...) {  // no memory for the record: the allocation goes back, nothing changed
+      free_(made.ptr, made.memory_node);
+      throw;
+    }
+    ++next_id_;
     result.allocated = true;
-    slices_.emplace(result.id, slice);
     pool_bytes_ += capacity;
     ++driver_allocations_;
   }
-  Slice& slice = slices_.at(result.id);
+  // Nothing below throws: a slice bound here and then refused would be bound to no Buffer.
+  Slice& slice = slices_.find(result.id)->second;
   slice.bound = true;
   slice.bound_bytes = nbytes;
   result.ptr = slice.ptr;
   result.capacity = slice.capacity;
-  if (armed) touch_locked(result.id, slice, *armed);
+  if (armed) touch_locked(result.id, slice, *armed, std::move(room));
   return result;
 }
 
+MemoryManager::SliceNode MemoryManager::slice_node() {
+  std::set<SliceId> one{SliceId{}};
+  return one.extract(one.begin());
+}
+
+void MemoryManager::touch_locked(SliceId id, Slice& slice, Window& window, SliceNode room) noexcept {
+  std::set<SliceId>& record = window.priming ? window.primed : window.touched;
+  if (record.count(id) != 0) return;
+  room.value() = id;
+  record.insert(std::move(room));
+  retain_locked(slice);
+}
+
 void MemoryManager::touch_locked(SliceId id, Slice& slice, Window& window) {
-  if (window.priming) {
-    if (window.primed.insert(id).second) retain_locked(slice);
-  } else {
-    if (window.touched.insert(id).second) retain_locked(slice);
-  }
+  std::set<SliceId>& record = window.priming ? window.primed : window.touched;
+  if (record.insert(id).second) retain_locked(slice);
 }
 
 MemoryManager::Reservation MemoryManager::reserve_arena(std::size_t nbytes, const Allocate& allocate) {
@@ -144,25 +163,30 @@ void MemoryManager::touch(SliceId id, WindowId window) {
   touch_locked(id, s->second, w->second);
 }
 
-void MemoryManager::maybe_free_locked(SliceId id, Slice& slice) {
+void MemoryManager::maybe_free_locked(SliceId id, Slice& slice) noexcept {
   if (slice.bound || slice.retains > 0 || slice.pins > 0) return;
-  if (slice.memory_node) {
-    // Memory a capture recorded as a node belongs to that (discarded) graph, never to the pool.
+  // Memory a capture recorded as a node belongs to that (discarded) graph, never to the pool;
+  // and a slice with no room in a free list (out of host memory) goes back to the driver too.
+  const auto give_back = [&] {
     pool_bytes_ -= slice.capacity;
-    free_(slice.ptr, true);
+    free_(slice.ptr, slice.memory_node);
     slices_.erase(id);
-    return;
-  }
-  if (slice.reserved_for != 0) {
-    auto window = windows_.find(slice.reserved_for);
-    if (window != windows_.end()) {
-      window->second.reserved_free[slice.capacity].push_back(id);
-      return;
+  };
+  if (slice.memory_node) return give_back();
+  try {
+    if (slice.reserved_for != 0) {
+      auto window = windows_.find(slice.reserved_for);
+      if (window != windows_.end()) {
+        window->second.reserved_free[slice.capacity].push_back(id);
+        return;
+      }
+      slice.reserved_for = 0;
     }
-    slice.reserved_for = 0;
+    FreeList& free_list = slice.persistent ? persistent_free_ : dynamic_free_;
+    free_list[slice.capacity].push_back(id);
+  } catch (const std::bad_alloc&) {
+    give_back();
   }
-  FreeList& free_list = slice.persistent ? persistent_free_ : dynamic_free_;
-  free_list[slice.capacity].push_back(id);
 }
 
 void MemoryManager::unbind(SliceId id) {
@@ -185,9 +209,9 @@ bool MemoryManager::unbind_in_recording(SliceId id, WindowId window) {
   if (slice.arena_holds > 0 || !slice.bound || !slice.persistent || slice.memory_node || slice.pins > 0) return false;
   // Primed for this window, and nothing retains it: no graph, and not this recording.
   if (slice.reserved_for != window || slice.retains != 0 || w->second.touched.contains(id)) return false;
+  w->second.reserved_free[slice.capacity].push_back(id);  // a throw changes nothing
   slice.bound = false;
   slice.bound_bytes = 0;
-  w->second.reserved_free[slice.capacity].push_back(id);
   return true;
 }
 

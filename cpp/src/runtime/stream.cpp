@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 #include <sstream>
 #include <thread>
 
@@ -451,13 +452,23 @@ driver::Status Stream::wait_for_upload() {
 void Stream::drop_slice(SliceId slice) {
   if (device_->forked()) return;  // the parent's memory (and maybe its held lock: StreamLock)
   LockWithoutStalling lock(mutex_);
+  drop_slice_locked(slice);
+}
+
+void Stream::drop_slice_locked(SliceId slice) noexcept {
   const bool lent = lent_slices_.erase(slice) > 0;
   if (dead_ || device_->closed()) return;  // the device returned all its memory
   MemoryManager* memory = &device_->memory();
-  // Dropped during the recording: its next allocation may reuse the slice in stream order. Not
-  // one lent to another library, whose kernels may have used it on a stream of their own.
-  if (!lent && state_.is_recording() && window_ != 0 && memory->unbind_in_recording(slice, window_)) return;
-  drop_.push([memory, slice] { memory->unbind(slice); });
+  try {
+    // Dropped during the recording: its next allocation may reuse the slice in stream order. Not
+    // one lent to another library, whose kernels may have used it on a stream of their own.
+    if (!lent && state_.is_recording() && window_ != 0 && memory->unbind_in_recording(slice, window_)) return;
+    drop_.push([memory, slice] { memory->unbind(slice); });
+  } catch (const std::bad_alloc&) {
+    // No room to queue the drop (out of host memory; a Buffer's destructor gets here): the
+    // slice stays bound until the device closes, where unbinding it now could hand memory that
+    // queued work still reads to another stream.
+  }
 }
 
 // ---- eager operations ------------------------------------------------------------------
@@ -476,8 +487,11 @@ std::shared_ptr<Buffer> Stream::alloc_lent(std::size_t nbytes) {
   if (nbytes == 0 || nbytes > total)
     raise(ErrorKind::InvalidArgument, "alloc_lent: nbytes must be between 1 and the device's memory (" +
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
+  // Declared before the lock, so a buffer a failed insert leaves goes after the lock is let
+  // go: its destructor drops its slice under that lock.
+  std::shared_ptr<Buffer> buffer;
   StreamLock lock(mutex_, *device_, "alloc_lent");
-  auto buffer = alloc_locked(nbytes, false, "alloc_lent");
+  buffer = alloc_locked(nbytes, false, "alloc_lent");
   lent_slices_.insert(buffer->slice());
   return buffer;
 }
@@ -551,13 +565,23 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
       reclaim_for_allocation();
     }
   }
-  auto buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr, nbytes);
   // A software recording's new allocation is what a driver's would record as a memory node: the
   // same rules, so what passes on software graphs passes on a device (only this stream may use
   // it, in the window; the window, refused at its end, frees it).
-  if (reservation.allocated && (in_driver_capture || state_.is_recording())) {
+  const bool memory_node = reservation.allocated && (in_driver_capture || state_.is_recording());
+  std::shared_ptr<Buffer> buffer;
+  try {
+    // Room first: a Buffer dropped here would take this stream's lock, held, in its destructor.
+    if (memory_node && window_node_buffers_.size() == window_node_buffers_.capacity())
+      window_node_buffers_.reserve(std::max<std::size_t>(8, 2 * window_node_buffers_.size()));
+    buffer = std::make_shared<Buffer>(shared_from_this(), reservation.id, reservation.ptr, nbytes);
+  } catch (...) {
+    drop_slice_locked(reservation.id);  // no Buffer holds the slice: give it back as its drop would
+    throw;
+  }
+  if (memory_node) {
     buffer->mark_memory_node();
-    window_node_buffers_.push_back(buffer);
+    window_node_buffers_.push_back(buffer);  // cannot throw: room was made
   }
   return buffer;
 }
@@ -997,19 +1021,21 @@ void Stream::begin_capture() {
       device_->load_builtins();
     }
     const std::uintptr_t native = driver_.stream_native_handle(handle_);
-    const std::string thread = thread_text(std::this_thread::get_id());
+    std::string thread = thread_text(std::this_thread::get_id());
     // Listed first: a call another thread checks from here on is refused up front instead of
     // reaching the driver in the recording's first moments (which, in global mode, it would
     // invalidate).
     capture_registry::add(state_.mark(), capture_domain_, device_->capture_mode(), native, thread);
+    std::string previous_text = std::move(capture_thread_text_);  // no throw from here on
+    capture_thread_text_ = std::move(thread);
     try {
       check_status(recorder_->begin(device_->capture_mode()));
     } catch (...) {
       capture_registry::remove(state_.mark().get());
+      capture_thread_text_ = std::move(previous_text);
       throw;
     }
     capture_thread_ = thread_token();
-    capture_thread_text_ = thread;
     window_allocations_ = 0;
   } catch (...) {
     undo_window();

@@ -49,7 +49,12 @@ void AuthorityAllocator::release(const Authority& authority) noexcept {
   if (authority.coordinator_id == coordinator_id_ && authority.sparse_id < generation_of_.size() &&
       generation_of_[authority.sparse_id] == authority.generation) {
     generation_of_[authority.sparse_id] = 0;
-    free_ids_.push_back(authority.sparse_id);
+    try {
+      free_ids_.push_back(authority.sparse_id);
+    } catch (const std::bad_alloc&) {
+      // No room to list it (out of host memory): the id is never reused, and none is lost to
+      // a live sequence (its generation is 0, so no authority of it is live).
+    }
   }
 }
 

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any, Callable, Optional, Sequence, TypeVar, Union
 
@@ -27,6 +27,8 @@ __all__ = ["Engine", "Result"]
 PAD_REQUEST = "lifecore-engine-padding"
 # The most tokens a block holds: the coordinator counts a page's tokens in 32 bits.
 _MAX_BLOCK_SIZE = 2**32 - 1
+# The most blocks a domain holds: its block ids are int32.
+_MAX_BLOCKS = 2**31
 
 _T = TypeVar("_T")
 
@@ -36,7 +38,7 @@ class Result:
     """What one ``Engine.generate`` call produced: ``tokens`` maps each request id to its
     generated tokens, ``stats`` counts the scheduler's work (:class:`Stats`), ``seconds`` is the
     wall time, and ``graph_captures`` / ``graph_replays`` count the decode graphs captured and
-    replayed (0 off CUDA)."""
+    replayed (0 off CUDA). A rejected request has no tokens: ``rejected`` says why."""
 
     tokens: dict[str, list[int]]
     stats: Stats
@@ -47,6 +49,9 @@ class Result:
     """Whose pool held torch's memory in the graph windows: "lifecore" (lifecore's pooled
     allocator, so the windows' guarantees cover torch's work), "torch" (a private torch pool,
     where this torch cannot load a pluggable allocator), or "none" (no graphs)."""
+    rejected: dict[str, str] = field(default_factory=dict)
+    """Request id -> why it was rejected (it can never fit the engine's blocks), for each request
+    rejected; its ``tokens`` entry is empty."""
 
 
 def _host_memory_bytes() -> int:
@@ -85,8 +90,9 @@ class Engine:
     Every argument is checked before anything is made: a wrong type raises
     ``LifecoreTypeError``, a wrong value ``InvalidArgumentError`` (a ``device`` other than a CPU
     or a CUDA one, a dtype that is not floating point, a ``capture`` whose budget or scaled layer
-    does not fit the model), each naming the argument; a ``block_size`` past 2**32 - 1 tokens or a
-    pool past 2**63 bytes ``LifecoreOverflowError``. Only whether the device's memory holds the
+    does not fit the model), each naming the argument; a ``block_size`` past 2**32 - 1 tokens,
+    ``num_blocks`` past 2**31 - 1 (a domain's block ids are int32) or a pool past 2**63 bytes
+    ``LifecoreOverflowError``. Only whether the device's memory holds the
     pool waits for the device: a pool it cannot allocate raises ``InvalidArgumentError`` naming
     ``num_blocks`` (the emulated device a CPU engine runs on has 8 GiB), and nothing is kept.
     """
@@ -137,6 +143,10 @@ class Engine:
                                         f"got {block_size:,}")
         kv_dtype = next(model.parameters()).dtype if isinstance(model, Transformer) else dtype
         page = page_bytes(config.layers, config.heads, config.head_dim, block_size, kv_dtype)
+        if num_blocks + 1 > _MAX_BLOCKS:  # the padding block a graph path holds included
+            raise LifecoreOverflowError(f"Engine: argument 'num_blocks' must be at most {_MAX_BLOCKS - 1:,}: a domain "
+                                        f"holds at most {_MAX_BLOCKS:,} blocks (its ids are int32), got "
+                                        f"{num_blocks:,}")
         if (num_blocks + 1) * page >= 2**63:
             raise LifecoreOverflowError(f"Engine: argument 'num_blocks' asks for a KV pool of {num_blocks:,} blocks of "
                                         f"{page:,} bytes, past 2**63 bytes")
@@ -326,7 +336,8 @@ class Engine:
         graphs = self.decode_graphs
         return Result({r.request_id: list(r.generated) for r in scheduler.finished}, stats, seconds,
                       graphs.captures if graphs else 0, graphs.replays if graphs else 0,
-                      graphs.pool_kind if graphs else "none")
+                      graphs.pool_kind if graphs else "none",
+                      {r.request_id: r.rejected for r in scheduler.finished if r.rejected is not None})
 
     def _check(self, requests: Sequence[Request]) -> None:
         config = self.model.config

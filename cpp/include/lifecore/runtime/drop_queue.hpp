@@ -45,6 +45,8 @@ class DropQueue {
     std::vector<Release> items;
   };
   void retire(driver::Driver& driver, Batch& batch);
+  // A fence's event kept for the next flush, or destroyed when there is no room to keep it.
+  void keep_spare(driver::Driver& driver, driver::EventHandle event) noexcept;
 
   std::vector<Release> pending_;
   std::deque<Batch> batches_;

@@ -86,6 +86,8 @@ class InfoCache {
 
   void touch_lru_locked(Entry& entry);
   void evict_locked(std::vector<driver::DevicePtr>* evicted);
+  // Hands out `found` (pinned by a capture `window`) and evicts over the count.
+  void use_locked(Entries::iterator found, CacheMode mode, WindowId window, Lookup& result);
   // Words private to some window and not also shared.
   std::set<InfoWords> private_only_locked() const;
 

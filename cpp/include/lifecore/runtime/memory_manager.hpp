@@ -173,10 +173,15 @@ class MemoryManager {
     FreeList reserved_free;      // the free ones among them
   };
 
-  void touch_locked(SliceId id, Slice& slice, Window& window);
+  // A window's record of one slice, made before anything changes (a set's node, allocated),
+  // so that recording the slice afterwards cannot throw.
+  using SliceNode = std::set<SliceId>::node_type;
+  static SliceNode slice_node();
+  void touch_locked(SliceId id, Slice& slice, Window& window, SliceNode room) noexcept;
+  void touch_locked(SliceId id, Slice& slice, Window& window);  // a throw changes nothing
   void retain_locked(Slice& slice) { ++slice.retains; }
   void drop_retain_locked(SliceId id);
-  void maybe_free_locked(SliceId id, Slice& slice);
+  void maybe_free_locked(SliceId id, Slice& slice) noexcept;
   void drop_arena_hold_locked(std::unordered_map<SliceId, Slice>::iterator it);
   void check_not_released_locked(const char* op) const;
 

@@ -268,6 +268,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void touch(const Buffer& buffer);
   void touch(SliceId slice, const Stream* owner);
   std::shared_ptr<Buffer> alloc_locked(std::size_t nbytes, bool memory_nodes, const char* op);
+  void drop_slice_locked(SliceId slice) noexcept;  // drop_slice with the stream's lock held
   // After a driver allocation refused for want of memory, outside any capture: waits for the
   // work this stream queued (what it dropped is released then, not at a later fence) and
   // hands the pool's free slices back to the driver, so the allocation can be asked once more.

@@ -206,8 +206,10 @@ class CudaDriver final : public NativeDriver {
     return status;
   }
   Status module_unload(ModuleHandle handle) override {
+    // Its functions' handles die with it, forgotten first (a driver reuses their addresses).
+    auto functions = functions_.take_owned_by(handle);
     Status status = release(modules_, handle, "cuModuleUnload", [&](CUmodule m) { return api_.cuModuleUnload(m); });
-    if (status.ok()) functions_.remove_owned_by(handle);  // their handles die with the module
+    if (!status.ok()) functions_.restore(functions);
     return status;
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {

@@ -204,8 +204,10 @@ class HipDriver final : public NativeDriver {
     return create(modules_, out, "hipModuleLoadData", [&](hipModule_t* m) { return api_.hipModuleLoadData(m, data); });
   }
   Status module_unload(ModuleHandle handle) override {
+    // Its functions' handles die with it, forgotten first (a driver reuses their addresses).
+    auto functions = functions_.take_owned_by(handle);
     Status status = release(modules_, handle, "hipModuleUnload", [&](hipModule_t m) { return api_.hipModuleUnload(m); });
-    if (status.ok()) functions_.remove_owned_by(handle);  // their handles die with the module
+    if (!status.ok()) functions_.restore(functions);
     return status;
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
