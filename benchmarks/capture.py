@@ -5,11 +5,13 @@
    round: a step with an observe, minus the same step without, minus a constant backend's own
    calls (all three timed in the same round).
 2. One captured summary point (through the session's observer and through
-   ``CaptureSession.observe``) against the bare summary it computes.
+   ``CaptureSession.observe``) against the bare summary it computes, isolated: the same
+   tensors back to back outside any forward.
 3. A forward pass of a small transformer (4 and 32 blocks, d_model 128, 64 tokens, batch 1,
    one thread) capturing a summary at 1 and at 16 modules per block through
    ``lifecore.torch.attach``, every point CAPTURED under finite limits, against plain forward
    hooks computing the same summaries (copied to the host) with no accounting, and against
+   the unhooked forward; and per captured point inside that forward, each side's time over
    the unhooked forward. 2 and 3 are skipped with the reason when torch is not importable.
 
     python -m lifecore.benchmarks.capture [--quick]
@@ -294,6 +296,12 @@ def forward(*, blocks: int = 4, points_per_block: int = 1, rounds: int = 9, warm
     run.ratio("plain hooks computing summaries", "unhooked")
     run.ratio("lifecore capture of the summaries", "unhooked")
     run.difference("lifecore over plain hooks", "lifecore capture of the summaries", "plain hooks computing summaries")
+    # Per captured point inside the forward, where users run it (cold caches between torch ops
+    # cost more than the isolated per-point run shows): each side's cost over the unhooked
+    # forward, per point, and their ratio.
+    run.difference("lifecore's points in the forward", "lifecore capture of the summaries", "unhooked")
+    run.difference("plain hooks' points in the forward", "plain hooks computing summaries", "unhooked")
+    run.ratio("lifecore's points in the forward", "plain hooks' points in the forward")
     run.facts["captured points per forward"] = points
     run.facts["record outcomes in a step"] = ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items()))
     return run
@@ -356,7 +364,9 @@ def per_point(*, points: int = 16, rounds: int = 9, warmup: int = 1, min_batch_s
     }
     with torch.no_grad():
         run = interleave(sides, rounds=rounds, warmup=warmup, min_batch_s=min_batch_s,
-                         title=f"one captured summary point ({points} per step, [1, 64, 128] float32, one thread)")
+                         title=f"one captured summary point, isolated: the same {points} tensors back to back, "
+                               f"outside any forward ([1, 64, 128] float32, one thread; the forward runs above "
+                               f"give the per-point cost where users run it)")
     run.ratio("captured point (observer)", "bare summary")
     run.ratio("captured point (session.observe)", "bare summary")
     run.difference("observer over bare", "captured point (observer)", "bare summary", unit="point")

@@ -14,11 +14,14 @@
    an id when the last block is full and writing it into a preallocated NumPy block table,
    release extending the free list in reverse): one decode iteration of 256 sequences
    (``step()`` each, then one ``block_table(sessions, width, out=table)``; or ``step_all``; or a
-   persistent ``DecodeTable`` that writes only the ids that changed) with 1,000 /
-   10,000 / 100,000 sequences live, and the per-call iteration in parts (the loop, the steps,
+   persistent ``DecodeTable`` that writes only the ids that changed; the batched sides, which
+   take their tokens as a NumPy array, also against the baseline given the same array) with
+   1,000 / 10,000 / 100,000 sequences live, and the per-call iteration in parts (the loop, the steps,
    the table, a fill of a table that size, and the floor of any per-call API that rebuilds
    the table: the loop with a C call per row that does nothing, plus the fill); admit + open
-   of a 2,048-token prompt; release of a 128-block sequence.
+   of a 2,048-token prompt; release of a 128-block sequence, in bursts of 64, 512 and 4,096
+   (past the 1,024 freed records of a size each thread keeps for the next admissions), with
+   the driver calls the same lifecycle makes on the emulated device counted.
 
     python -m lifecore.benchmarks.sequence [--quick]
 """
@@ -322,7 +325,7 @@ class _FreeListBatch:
         return ids
 
     def release(self, ids: list[Any]) -> None:
-        self.free.extend(reversed(ids))
+        self.free.extend(ids[::-1])
 
     def refresh(self, force: bool = False) -> None:
         if not force and max(self.tokens) + self.inner < TARGET:
@@ -348,6 +351,27 @@ class _FreeListBatch:
                 ids.append(block)
                 table[r, len(ids) - 1] = block
 
+    def vectorized(self) -> None:
+        """The same iteration with the token counts in a NumPy array, as the batched lifecore
+        sides take them: one ``+= 1``, then Python only for the rows that cross a block."""
+        array, covered, batch, table, pop = self.array, self.covered, self.batch, self.table, self.free.pop
+        array += 1
+        crossing = np.flatnonzero(array > covered)
+        for r in crossing.tolist():
+            block = pop()
+            ids = batch[r]
+            ids.append(block)
+            table[r, len(ids) - 1] = block
+        covered[crossing] += TPP
+
+    def refresh_vectorized(self) -> None:
+        self.refresh()
+        self.array = np.array(self.tokens, dtype=np.int64)
+        self.covered = np.array([len(ids) * TPP for ids in self.batch], dtype=np.int64)
+
+    def sync(self) -> None:
+        self.tokens = self.array.tolist()
+
 
 def decode_iteration(live: int, *, rounds: int = 9, warmup: int = 1, inner: int = 16) -> Run:
     lc, fl = _LifecoreBatch(live, inner), _FreeListBatch(live, inner)
@@ -360,13 +384,19 @@ def decode_iteration(live: int, *, rounds: int = 9, warmup: int = 1, inner: int 
         "lifecore DecodeTable.step": Side(lc.decode_table, unit="iteration", before=lc.refresh_decode_table,
                                           after=lc.sync),
         "Python free list + NumPy table": Side(fl, unit="iteration", before=fl.refresh),
+        "Python free list + NumPy table, NumPy tokens": Side(fl.vectorized, unit="iteration",
+                                                             before=fl.refresh_vectorized, after=fl.sync),
     }
     run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
                      title=f"one decode iteration of {BATCH} sequences, {live:,} live")
+    # The per-call sides against the per-row baseline the target names; the batched sides,
+    # which take their tokens as a NumPy array, also against the baseline given the same array.
     run.ratio("lifecore step() x256 + block_table", "Python free list + NumPy table")
-    run.ratio("lifecore step_all + block_table", "Python free list + NumPy table")
     run.ratio("lifecore step() x256 + DecodeTable.update", "Python free list + NumPy table")
+    run.ratio("lifecore step_all + block_table", "Python free list + NumPy table")
     run.ratio("lifecore DecodeTable.step", "Python free list + NumPy table")
+    run.ratio("lifecore step_all + block_table", "Python free list + NumPy table, NumPy tokens")
+    run.ratio("lifecore DecodeTable.step", "Python free list + NumPy table, NumPy tokens")
     # The table holds each row's ids, padded (after one more untimed iteration: the sides
     # share the batch, so the last side timed may not have been block_table's).
     lc.refresh()
@@ -375,6 +405,12 @@ def decode_iteration(live: int, *, rounds: int = 9, warmup: int = 1, inner: int 
         ids = lc.batch[r].backing.block_ids()
         if not (np.array_equal(lc.table[r, :len(ids)], ids) and not lc.table[r, len(ids):].any()):
             raise RuntimeError("the block table does not hold a row's ids")
+    # The two baselines keep one table: the vectorized one's rows hold their ids too.
+    fl.refresh()
+    for r in (0, BATCH - 1):
+        ids = fl.batch[r]
+        if not np.array_equal(fl.table[r, :len(ids)], ids):
+            raise RuntimeError("the baseline's table does not hold a row's ids")
     # The decode table, updated incrementally all along, holds exactly what block_table writes.
     lc.table_object.update(lc.batch)
     if not np.array_equal(lc.table_object.table, lc.c.block_table(lc.batch, WIDTH)):
@@ -496,7 +532,7 @@ def admission(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
 
     def free_list_release_all() -> None:
         for ids in taken:
-            free.extend(reversed(ids))
+            free.extend(ids[::-1])
         taken.clear()
 
     sides = {
@@ -539,43 +575,68 @@ def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
             held.append(ids)
 
     def free_list_release() -> None:
-        free.extend(reversed(held.pop()))
+        free.extend(held.pop()[::-1])  # the fastest reversed extend (reversed() iterates)
 
     sides = {
         "lifecore close (session + resources)": Side(lifecore_release, unit="release", before=lifecore_prepare),
         "Python free list extend": Side(free_list_release, unit="release", before=free_list_prepare),
     }
     run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
-                     title=f"release of a {WIDTH}-block sequence")
+                     title=f"release of a {WIDTH}-block sequence, in bursts of {inner}")
     run.ratio("lifecore close (session + resources)", "Python free list extend")
+    run.facts["driver calls on the emulated device (admit, open and close of a sequence)"] = device_calls()
     return run
+
+
+def device_calls() -> int:
+    """The driver calls an admission, its session and their release make on a coordinator
+    over the emulated device's arena (the timed sides use host accounting): counted, not
+    assumed."""
+    import lifecore
+
+    with lifecore.Device("mock") as device:
+        c = AdmissionCoordinator(device, domains={"kv": 4 * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
+                                 tokens_per_page=TPP, max_active_sequences=4)
+        operations = lifecore.driver_operations()
+        before = {op: device.driver_calls(op) for op in operations}
+        admitted = fitting(c)("counted", TARGET, TARGET)
+        session = admitted.resources.open_session()
+        session.step(TARGET)
+        session.close()
+        admitted.resources.close()
+        return sum(device.driver_calls(op) - before[op] for op in operations)
 
 
 # A request id as engines make them (a prefix and a UUID: 41 characters), beside the short one.
 LONG_ID = "cmpl-{:08d}-0000-4000-8000-000000000000"
 
 
-def arena_memory(live: int = LIVE, id_format: str = "r{}") -> tuple[float, float]:
-    """Bytes per live sequence with its Python handles (the session; it holds the resources):
-    tracemalloc sees the Python objects, resident-set growth the C++ records too. Request ids
-    are ``id_format.format(i)``. Call it in a fresh process."""
+def arena_memory(live: int = LIVE, id_format: str = "r{}", blocks: int = 1, traced: bool = False) -> float:
+    """Bytes per live sequence holding ``blocks`` blocks, with its Python handles (the session;
+    it holds the resources): resident-set growth (the C++ records and the Python objects), or
+    with ``traced`` the Python objects alone (tracemalloc, whose own tables would count in the
+    resident set: a run of its own). Request ids are ``id_format.format(i)``. Call it in a
+    fresh process."""
     gc.collect()
     c = AdmissionCoordinator(domains={"kv": (live + 1) * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
                              tokens_per_page=TPP, max_active_sequences=live + 1)
     kept = []
     base = rss_bytes()
-    tracemalloc.start()
+    if traced:
+        tracemalloc.start()
     for i in range(live):
-        adm = fitting(c)(id_format.format(i), TPP, TARGET)
+        adm = fitting(c)(id_format.format(i), blocks * TPP, TARGET)
         kept.append(adm.resources.open_session())
         adm.resources.close()
     gc.collect()
-    traced, _ = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    grown = rss_bytes() - base
+    if traced:
+        grown, _ = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+    else:
+        grown = rss_bytes() - base
     for s in kept:
         s.close()
-    return grown / live, traced / live
+    return grown / live
 
 
 # ---------------------------------------------------------------- memory
@@ -614,6 +675,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds, shorter batches")
     parser.add_argument("--memory-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--arena-memory-only", metavar="ID_FORMAT", help=argparse.SUPPRESS)
+    parser.add_argument("--blocks", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--traced", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--block-ids", action="store_true", help="only the block-id comparisons (section 4)")
     args = parser.parse_args(argv)
     if args.memory_only:
@@ -621,25 +684,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{per_seq} {per_page}")
         return 0
     if args.arena_memory_only:
-        rss, traced = arena_memory(id_format=args.arena_memory_only)
-        print(f"{rss} {traced}")
+        print(arena_memory(id_format=args.arena_memory_only, blocks=args.blocks, traced=args.traced))
         return 0
     timing: dict[str, Any] = dict(rounds=3, warmup=1) if args.quick else {}
-    memory = {}
-    for id_format in ("r{}", LONG_ID):
-        fresh = subprocess.run([sys.executable, "-m", "lifecore.benchmarks.sequence", "--arena-memory-only", id_format],
-                               capture_output=True, text=True, check=True)
-        memory[id_format] = tuple(float(x) for x in fresh.stdout.split())
-    (rss, traced), (long_rss, _) = memory["r{}"], memory[LONG_ID]
+
+    def fresh_memory(id_format: str, blocks: int = 1, traced: bool = False) -> float:
+        command = [sys.executable, "-m", "lifecore.benchmarks.sequence", "--arena-memory-only", id_format,
+                   "--blocks", str(blocks)] + (["--traced"] if traced else [])
+        return float(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+
+    rss, full_rss = fresh_memory("r{}"), fresh_memory("r{}", WIDTH)
+    traced, long_rss = fresh_memory("r{}", traced=True), fresh_memory(LONG_ID)
     for live in (1_000, 10_000, 100_000):
         print(format_run(decode_iteration(live, **timing)))
     print(format_run(decode_iteration_parts(**timing)))
     print(format_run(admission(**timing)))
     print(format_run(release(**timing)))
-    print(f"memory per live sequence ({LIVE:,} live, each holding 1 block of a {WIDTH}-block fit, its session and "
-          f"resources included): {rss:,.0f} B resident-set growth, {traced:,.0f} B of Python objects (tracemalloc); "
-          f"target 1,024 B + 4 B per block held = 1,028 B ({1024 + 4 * WIDTH:,} B counting every block of the fit); "
-          f"with {len(LONG_ID.format(0))}-character request ids: {long_rss:,.0f} B")
+    print(format_run(release(**timing, inner=512)))
+    print(format_run(release(**timing, inner=4096)))  # past the per-thread cache of freed records (1,024)
+    print(f"memory per live sequence ({LIVE:,} live, its session and resources included, resident-set growth in a "
+          f"fresh process): holding 1 block {rss:,.0f} B (target 1,024 B + 4 B per block = 1,028 B), holding "
+          f"{WIDTH} blocks {full_rss:,.0f} B (target {1024 + 4 * WIDTH:,} B); {traced:,.0f} B of it Python objects "
+          f"(tracemalloc, in a run of its own); with {len(LONG_ID.format(0))}-character request ids "
+          f"{long_rss:,.0f} B (1 block)")
     if args.block_ids:
         return 0
     # Memory first, in a fresh process, so freed memory of other runs cannot hide growth.

@@ -75,15 +75,18 @@ def test_the_block_id_comparisons_time_lifecore_beside_a_python_free_list() -> N
     run = sequence.decode_iteration(300, inner=4, **quick)
     assert list(run.measurements) == ["lifecore step() x256 + block_table", "lifecore step_all + block_table",
                                       "lifecore step() x256 + DecodeTable.update", "lifecore DecodeTable.step",
-                                      "Python free list + NumPy table"]
-    assert len(run.ratios) == 4 and run.facts == {"live sequences": 300}
+                                      "Python free list + NumPy table", "Python free list + NumPy table, NumPy tokens"]
+    # The batched sides against the baseline given the same NumPy token array too.
+    assert [r.denominator for r in run.ratios].count("Python free list + NumPy table, NumPy tokens") == 2
+    assert len(run.ratios) == 6 and run.facts == {"live sequences": 300}
     assert all(m.unit == "iteration" for m in run.measurements.values())
     admitted = sequence.admission(inner=4, **quick)
     assert admitted.ratios[0].name == "lifecore admit + open_session / Python free list slice"
     released = sequence.release(inner=4, **quick)
     assert released.ratios[0].name == "lifecore close (session + resources) / Python free list extend"
-    rss, traced = sequence.arena_memory(200)
-    assert rss >= 0 and traced > 0
+    assert released.facts == {"driver calls on the emulated device (admit, open and close of a sequence)": 0}
+    assert sequence.arena_memory(200) >= 0 and sequence.arena_memory(200, blocks=4) >= 0
+    assert sequence.arena_memory(200, traced=True) > 0
 
 
 def test_the_per_call_iteration_in_parts_shows_the_steps_the_table_and_the_headroom() -> None:
@@ -133,6 +136,8 @@ def test_capture_forward_pass_or_its_reason() -> None:
     assert run is not None and list(run.measurements)[:3] == [
         "unhooked", "plain hooks computing summaries", "lifecore capture of the summaries"]
     assert run.facts["record outcomes in a step"] == "CAPTURED: 4"  # every point captured under finite limits
+    # Per point where users run it: each side's time over the unhooked forward, and their ratio.
+    assert run.ratios[-1].name == "lifecore's points in the forward / plain hooks' points in the forward"
 
 
 @pytest.mark.no_sanitizer

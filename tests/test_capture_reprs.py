@@ -4,10 +4,12 @@ a step sees its fields, not ``<lifecore._core.capture.Axis object at 0x...>``.""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from lifecore.capture import (Axis, CaptureDiscovery, CapturePhase, CapturePlan, CaptureRequest, CaptureSchedule,
                               CaptureSelection, CaptureSession, CaptureSlice, CaptureTransform, InterventionPlan,
                               NumpyBackend, ObservationPoint, interventions as iv, limits)
+from lifecore.errors import CaptureSessionError
 from lifecore.testing.capture_session import sample_discovery
 
 from capture_builders import session_for
@@ -87,3 +89,25 @@ def test_ids_and_paths_print_as_python_writes_them():
     session.observe(NumpyBackend(), "blocks.0\nmlp", np.zeros(8, np.float32))
     record = session.take_step().records[0]
     assert repr(record) == "CaptureRecord('s\\x00t', CAPTURED)"
+
+
+def test_a_record_says_why_it_holds_no_payload():
+    # Before: "CaptureRecord('t', SKIPPED)", the reason a separate attribute away.
+    from lifecore.capture import OnLimit
+
+    point = ObservationPoint("p", [Axis("d", 8)])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.full_tensor()),
+                        CaptureSelection("t", "p", CaptureTransform.preview(4))],
+                       limits(per_step=(8, 40, 1 << 20, 1 << 20), cumulative=(8, 1 << 20, 1 << 20, 1 << 20),
+                              on_limit=OnLimit.SKIP))
+    session = CaptureSession(plan.admit(CaptureDiscovery("m", [point]), CaptureRequest(1, 1, 2)))
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.observe(NumpyBackend(), "p", np.zeros(8, np.float32))
+    captured, skipped = session.take_step().records
+    assert repr(captured) == "CaptureRecord('s', CAPTURED)"
+    assert repr(skipped) == "CaptureRecord('t', SKIPPED, limit retained_bytes (per step))"
+    session.begin_step(CapturePhase.DECODE, 1)
+    with pytest.raises(CaptureSessionError, match="native capture failed"):
+        session.observe(NumpyBackend(), "p", np.zeros(8, np.complex64))
+    failed = session.take_step().records[1]
+    assert repr(failed).startswith("CaptureRecord('t', FAILED, native: \"native capture failed: ")

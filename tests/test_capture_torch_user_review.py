@@ -268,3 +268,27 @@ def test_a_discovery_of_another_model_is_warned_of_before_the_forward() -> None:
     with pytest.raises(InvalidArgumentError, match=r"axis 'd2' has extent 8, expected 16"):
         with block, torch.no_grad():
             model(x)
+
+
+def test_records_and_attachments_print_why_and_what() -> None:
+    from lifecore.capture import (CaptureDiscovery, CapturePlan, CaptureRequest, CaptureSelection, CaptureSession,
+                                  CaptureTransform, unlimited)
+    from lifecore.torch import attach
+
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    with capture(model, ["0", "1"], "tensor", budget_bytes=60) as records, torch.no_grad():
+        model(torch.randn(1, 3, 4))
+    assert repr(records["0"]) == "ModuleCapture('0', tensor=CAPTURED)"
+    assert repr(records["1"]) == "ModuleCapture('1', tensor=SKIPPED(limit retained_bytes))"
+    d: CaptureDiscovery = discover(model, torch.randn(1, 3, 4))
+    session = CaptureSession(CapturePlan([CaptureSelection("a", "0", CaptureTransform.summary())],
+                                         unlimited()).admit(d, CaptureRequest(1, 3, 1)))
+    attachment = attach(session, model)
+    assert repr(attachment) == f"TorchAttachment(Sequential, 1 module(s) hooked, session {session.id})"
+    attachment.detach()
+    assert repr(attachment) == f"TorchAttachment(Sequential, detached, session {session.id})"
+    # A slice transform has no slices to take in a block: refused before any hook.
+    with pytest.raises(InvalidArgumentError, match=r"capture: a slice transform needs the slices of a "
+                                                   r"CaptureSelection, which a block has no way to give"):
+        capture(model, "0", CaptureTransform.slice())
+    assert not model._forward_hooks and not model._forward_pre_hooks

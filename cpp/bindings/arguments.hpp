@@ -11,6 +11,9 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
 #include "lifecore/error.hpp"
@@ -89,6 +92,22 @@ inline nb::tuple sequence_snapshot(nb::handle sequence, const std::string& label
                           error.matches(PyExc_MemoryError) || error.matches(PyExc_OverflowError);
   if (!unreadable) throw error;
   raise(ErrorKind::TypeMismatch, label + " could not be read as a sequence (" + python_error_summary(error) + ")");
+}
+
+// The numbers of a list Python code answered (a backend's shape, an array's
+// __array_interface__), each converted as nb::cast converts one, read from a snapshot: an
+// item's __index__ may change the list, which nanobind's caster reads in place. Anything but a
+// list goes to the caster as it is (a tuple cannot change; another sequence it copies itself).
+template <typename T>
+std::vector<T> numbers_of(nb::handle value) {
+  if (!PyList_Check(value.ptr())) return nb::cast<std::vector<T>>(value);
+  PyObject* snapshot = PySequence_Tuple(value.ptr());
+  if (!snapshot) throw nb::python_error();
+  const nb::tuple items = nb::steal<nb::tuple>(snapshot);
+  std::vector<T> out;
+  out.reserve(nb::len(items));
+  for (nb::handle item : items) out.push_back(nb::cast<T>(item));
+  return out;
 }
 
 // The type `name` of the module `module` once that module is loaded (no instance of it can
@@ -238,15 +257,25 @@ inline bool is_real_number(nb::handle h) {
   return is_real == 1;
 }
 
+// `h` as a double, or why not, named: an OverflowError (an int past a double's range) is
+// LifecoreOverflowError, a TypeError or another Exception its __float__ raised is
+// LifecoreTypeError or InvalidArgumentError quoting it, and an interrupt stays one.
+inline double float_value(nb::handle h, const char* call, const char* name) {
+  const double value = PyFloat_AsDouble(h.ptr());
+  if (value != -1.0 || !PyErr_Occurred()) return value;
+  nb::python_error error;
+  if (error.matches(PyExc_OverflowError))
+    raise(ErrorKind::Overflow, argument_label(call, name) + " is too large for a float");
+  if (!error.matches(PyExc_Exception)) throw error;
+  raise(error.matches(PyExc_TypeError) ? ErrorKind::TypeMismatch : ErrorKind::InvalidArgument,
+        argument_label(call, name) + " could not be read as a float (" + python_error_summary(error) + ")");
+}
+
 // A real number (see is_real_number), finite unless `allow_infinite`; NaN is always refused.
 inline double real_argument(nb::handle h, const char* call, const char* name, bool allow_infinite = false) {
   if (!is_real_number(h))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a number, got " + type_name_of(h));
-  double value = PyFloat_AsDouble(h.ptr());
-  if (value == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    raise(ErrorKind::Overflow, argument_label(call, name) + " is too large for a float");
-  }
+  const double value = float_value(h, call, name);
   if (std::isnan(value) && allow_infinite)
     raise(ErrorKind::InvalidArgument, argument_label(call, name) + " must be a number, not NaN");
   if (std::isnan(value) || (!allow_infinite && std::isinf(value)))

@@ -84,7 +84,7 @@ nb::object call_method(nb::handle backend, nb::handle name, Args... args) {
 
 // A shape as extents; a tuple (NumPy's shape, torch.Size) is read without a conversion.
 std::vector<std::uint64_t> extents(nb::handle value) {
-  if (!PyTuple_Check(value.ptr())) return nb::cast<std::vector<std::uint64_t>>(value);
+  if (!PyTuple_Check(value.ptr())) return numbers_of<std::uint64_t>(value);
   Py_ssize_t n = NB_TUPLE_GET_SIZE(value.ptr());
   std::vector<std::uint64_t> out(static_cast<std::size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
@@ -213,7 +213,7 @@ CaptureUsage usage_from_python(nb::handle value) {
   if (value.is_none()) throw BackendFailure{"backend returned an unknown estimate (None); unknown is never zero"};
   CaptureUsage* usage = nullptr;
   if (nb::try_cast<CaptureUsage*>(value, usage) && usage) return *usage;
-  auto items = nb::cast<std::vector<std::uint64_t>>(value);
+  auto items = numbers_of<std::uint64_t>(value);
   if (items.size() != 4) throw BackendFailure{"an estimate needs four numbers"};
   return {items[0], items[1], items[2], items[3]};
 }
@@ -250,7 +250,7 @@ std::optional<TensorFacts> PythonCaptureBackend::describe(TensorHandle tensor) {
 
 std::vector<std::uint64_t> PythonCaptureBackend::shape(TensorHandle tensor) {
   return call_backend(&cause_, "backend.shape", [&] {
-    return nb::cast<std::vector<std::uint64_t>>(backend_.attr(shape_name())(nb::handle(static_cast<PyObject*>(tensor))));
+    return numbers_of<std::uint64_t>(backend_.attr(shape_name())(nb::handle(static_cast<PyObject*>(tensor))));
   });
 }
 
@@ -304,7 +304,9 @@ CapturePayload PythonCaptureBackend::transform(TensorHandle tensor, const Transf
     if (short_form && payload->kind != PayloadKind::summary)
       throw BackendFailure{std::string(method) + " returned a payload that is not a summary"};
     // A payload nothing else refers to is about to be freed: take its contents, copy nothing.
-    if (Py_REFCNT(result.ptr()) == 1) return std::move(*payload);
+    // Only one the instance owns: a view into another object's payload (a delivered record's
+    // evidence, read through its property) is that record's, however few refer to the view.
+    if (Py_REFCNT(result.ptr()) == 1 && nb::inst_state(result).second) return std::move(*payload);
     return *payload;
   });
 }

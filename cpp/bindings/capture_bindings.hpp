@@ -37,12 +37,7 @@ inline double number_argument(nb::handle h, const char* call, const char* name) 
   if (PyBool_Check(h.ptr()) || !(PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()) ||
                                  PyObject_HasAttrString(h.ptr(), "__float__")))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a number, got " + type_name_of(h));
-  double value = PyFloat_AsDouble(h.ptr());
-  if (value == -1.0 && PyErr_Occurred()) {
-    PyErr_Clear();
-    raise(ErrorKind::Overflow, argument_label(call, name) + " is too large for a float");
-  }
-  return value;
+  return float_value(h, call, name);
 }
 
 // Converts one argument to T, naming it on refusal: counts, flags, numbers, strings,

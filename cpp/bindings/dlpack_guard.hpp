@@ -62,12 +62,17 @@ inline CapsuleTensor capsule_tensor(nb::handle capsule) {
 }
 
 // Refuses (InvalidArgumentError naming `label`) a tensor description with a negative number of
-// dimensions, or dimensions but no shape: a producer's description is not trusted.
+// dimensions, dimensions but no shape, or a negative extent: a producer's description is not
+// trusted.
 inline void check_dlpack_dimensions(const std::string& label, std::int32_t ndim, const std::int64_t* shape) {
   if (ndim < 0)
     raise(ErrorKind::InvalidArgument, label + " has a negative number of dimensions (" + std::to_string(ndim) + ")");
   if (ndim > 0 && shape == nullptr)
     raise(ErrorKind::InvalidArgument, label + " has " + std::to_string(ndim) + " dimension(s) but no shape");
+  for (std::int32_t i = 0; i < ndim; ++i)
+    if (shape[i] < 0)
+      raise(ErrorKind::InvalidArgument, label + " has a negative extent (" + std::to_string(shape[i]) + ") at axis " +
+                                            std::to_string(i));
 }
 
 // What nanobind's caster should read for `object`: the object itself where no export is made

@@ -160,8 +160,9 @@ void init_capture_observer(nb::module_& m) {
       [](nb::handle self, nb::handle path, nb::handle backend, nb::handle tensor_type, nb::handle select,
          nb::handle recomputing) {
         const char* call = "CaptureSession.observer";
-        if (!nb::isinstance<CaptureSession>(self))
-          raise(ErrorKind::TypeMismatch, std::string(call) + ": self must be a CaptureSession");
+        // Ready too: CaptureSession.__new__ alone makes an instance with no session in it.
+        if (!nb::isinstance<CaptureSession>(self) || !nb::inst_ready(self))
+          raise(ErrorKind::TypeMismatch, std::string(call) + ": self must be a CaptureSession (an initialized one)");
         std::string where = str_argument(path, call, "path");
         if (backend.is_none()) raise(ErrorKind::InvalidArgument, argument_label(call, "backend") + " is required");
         require_capture_backend(backend, call, "backend");

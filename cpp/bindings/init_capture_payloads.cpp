@@ -39,10 +39,10 @@ std::optional<T> summary_field(const CapturePayload& p, T value) {
 struct PythonArrayStorage final : PayloadStorage {
   nb::object original;
   mutable HostView view;
-  // An array whose owner may move its values (anything but a NumPy array, which cannot be
-  // resized while a view holds it; a torch tensor can) is viewed again on every read, and must
-  // still have the type and shape it was built with.
-  bool reacquire = false;
+  // The array is viewed again on every read, and must still have the type and shape it was
+  // built with: its owner may have moved its values meanwhile (a torch tensor resized, a NumPy
+  // array resized with refcheck=False, which a view does not stop).
+  bool reacquire = true;
   nb::dlpack::dtype dtype;
   std::vector<std::uint64_t> shape;
 
@@ -76,7 +76,11 @@ struct PythonArrayStorage final : PayloadStorage {
 bool holds_more_than(nb::handle array, std::uint64_t bytes) {
   if (is_numpy_array(array)) {
     nb::object root = nb::borrow(array);
+    // NumPy keeps a chain of bases short; a subclass's base property may loop (its own self):
+    // past a few links, the array is taken to hold more, and copied.
+    int links = 0;
     for (nb::object base = root.attr("base"); !base.is_none(); base = root.attr("base")) {
+      if (++links > 16 || base.is(root)) return true;
       if (PyBytes_CheckExact(base.ptr())) return static_cast<std::uint64_t>(PyBytes_Size(base.ptr())) > bytes;
       if (!is_numpy_array(base)) return true;
       root = base;
@@ -133,6 +137,9 @@ CapturePayload payload_from_array(nb::handle given) {
   p.kind = PayloadKind::tensor;
   std::optional<std::uint64_t> size = 1;
   for (std::size_t i = 0; i < view.ndim(); ++i) {
+    if (view.shape(i) < 0)  // a producer's description is not trusted
+      raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " has a negative extent (" +
+                                            std::to_string(view.shape(i)) + ") at axis " + std::to_string(i));
     p.shape.push_back(static_cast<std::uint64_t>(view.shape(i)));
     size = checked::mul(size, static_cast<std::uint64_t>(view.shape(i)));
   }
@@ -145,11 +152,8 @@ CapturePayload payload_from_array(nb::handle given) {
       raise(ErrorKind::CaptureSession, std::string(call) + ": the copy of a view is not a contiguous host array");
   }
   auto storage = std::make_shared<PythonArrayStorage>();
-  storage->reacquire = !is_numpy_array(array);
-  if (storage->reacquire) {
-    storage->dtype = view.dtype();
-    storage->shape = p.shape;
-  }
+  storage->dtype = view.dtype();
+  storage->shape = p.shape;
   storage->original = std::move(array);
   storage->view = view;
   p.array.type = type->core;
@@ -197,7 +201,10 @@ std::vector<double> array_numbers(const PayloadArray& kept) {
 
 nb::object tensor_value(const CapturePayload& p) {
   if (p.kind != PayloadKind::tensor) return nb::none();
-  if (auto* storage = dynamic_cast<const PythonArrayStorage*>(p.array.storage.get())) return storage->original;
+  if (auto* storage = dynamic_cast<const PythonArrayStorage*>(p.array.storage.get())) {
+    (void)storage->current_data(p.array);  // still the array captured: its shape, type and place
+    return storage->original;
+  }
   std::vector<std::size_t> shape(p.shape.begin(), p.shape.end());
   if (p.array.present())  // an array the core was given by other means: its numbers, as float64
     return numpy_copy<double>(array_numbers(p.array), shape);

@@ -52,10 +52,15 @@ CapturePhase phase_argument(nb::handle h, const char* call) {
 // A routing decision: a pair (ids, coefficients) of tensors the backend understands, as a
 // tuple the caller keeps alive through the call (a list could be changed under it).
 nb::tuple decision_argument(nb::handle h, const char* name) {
-  if (!(PyTuple_Check(h.ptr()) || PyList_Check(h.ptr())) || PySequence_Size(h.ptr()) != 2)
-    raise(ErrorKind::TypeMismatch, argument_label("CaptureSession.routing_applied", name) +
-                                       " must be a pair (ids, coefficients), got " + type_name_of(h));
-  return nb::steal<nb::tuple>(PySequence_Tuple(h.ptr()));
+  const std::string label = argument_label("CaptureSession.routing_applied", name);
+  if (!(PyTuple_Check(h.ptr()) || PyList_Check(h.ptr())))
+    raise(ErrorKind::TypeMismatch, label + " must be a pair (ids, coefficients), got " + type_name_of(h));
+  // The pair is what the snapshot holds: a subclass's __len__ and __iter__ need not agree.
+  nb::tuple pair = sequence_snapshot(h, label);
+  if (nb::len(pair) != 2)
+    raise(ErrorKind::TypeMismatch, label + " must be a pair (ids, coefficients), got " + type_name_of(h) + " of " +
+                                       std::to_string(nb::len(pair)) + " items");
+  return pair;
 }
 
 std::pair<TensorHandle, TensorHandle> handles_of(const nb::tuple& pair) {
@@ -119,7 +124,18 @@ void bind_records(nb::module_& m) {
            "The CaptureUsage charged for it: its metadata envelope plus any value cost (a copy).")
       .def("to_json", &CaptureSession::record_json, "The record as JSON; never longer than charged.encoded_bytes.")
       .def("__repr__", [](const CaptureRecord& r) {
-        return "CaptureRecord(" + reprs::quoted(r.selection_id) + ", " + to_string(r.outcome.kind) + ")";
+        // Why a record holds no payload, where it says: a debugging session reads it first.
+        const CaptureOutcome& o = r.outcome;
+        std::string why;
+        if (o.kind == OutcomeKind::skipped) why = std::string(", ") + to_string(o.skip);
+        if (o.kind == OutcomeKind::failed) why = std::string(", ") + to_string(o.fail);
+        const bool limit = (o.kind == OutcomeKind::skipped && o.skip == SkipReason::limit) ||
+                           (o.kind == OutcomeKind::failed && o.fail == FailReason::limit);
+        if (limit) why += std::string(" ") + to_string(o.budget) + (o.cumulative ? " (cumulative)" : " (per step)");
+        if (o.kind == OutcomeKind::failed && !o.message.empty()) why += ": " + reprs::quoted(o.message);
+        if (o.kind == OutcomeKind::truncated)
+          why = ", kept " + std::to_string(o.emitted) + " of " + std::to_string(o.available);
+        return "CaptureRecord(" + reprs::quoted(r.selection_id) + ", " + to_string(o.kind) + why + ")";
       });
 
   nb::class_<InterventionRecord>(m, "InterventionRecord",

@@ -201,12 +201,12 @@ void check_aligned(const std::string& label, std::uintptr_t address, std::size_t
 void read_numpy_array_interface(nb::handle h, const std::string& label, ForeignRange* out) {
   nb::dict interface = nb::borrow<nb::dict>(h.attr("__array_interface__"));
   const auto data = nb::cast<std::pair<std::uintptr_t, bool>>(interface["data"]);
-  const auto shape = nb::cast<std::vector<std::int64_t>>(interface["shape"]);
+  const auto shape = numbers_of<std::int64_t>(interface["shape"]);
   const auto item = nb::cast<std::int64_t>(h.attr("itemsize"));
   if (item <= 0) refuse(label, "has elements of 0 bits, not whole bytes");
   std::vector<std::int64_t> strides;  // in elements, as DLPack gives them
   if (!interface["strides"].is_none()) {
-    for (std::int64_t s : nb::cast<std::vector<std::int64_t>>(interface["strides"])) {
+    for (std::int64_t s : numbers_of<std::int64_t>(interface["strides"])) {
       if (s % item != 0) refuse(label, "is not C-contiguous (a stride is not a whole number of elements)");
       strides.push_back(s / item);
     }

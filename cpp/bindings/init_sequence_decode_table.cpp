@@ -48,7 +48,7 @@ void* memory_now(nb::handle table, std::size_t rows, std::size_t width, bool dlp
     return now.data;
   }
   if (reads_data_ptr) {
-    const auto dims = nb::cast<std::vector<std::int64_t>>(table.attr("shape"));
+    const auto dims = numbers_of<std::int64_t>(table.attr("shape"));
     check_shape(call, static_cast<std::int64_t>(dims.size()), dims.data(), rows, width);
     return reinterpret_cast<void*>(nb::cast<std::uintptr_t>(table.attr("data_ptr")()));
   }

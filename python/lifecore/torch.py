@@ -310,7 +310,10 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     ``"sequence"``, ``"token_rows"``, ``"context"`` (prompt plus the tokens generated before
     the step: an attention pattern's key axis) or None (the extent the example gives); each is
     checked against the example. Paths in ``logits`` (a list of the model's module paths) are
-    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``.
+    marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``. The axes'
+    names, which a ``CaptureSlice`` names its axis by: ``"batch"``, ``"seq"``, ``"rows"`` and
+    ``"context"`` for those kinds, ``"vocab"`` for the last axis of logits, and ``"d<i>"`` for
+    axis i of the extent it has (a second axis of one kind takes its index: ``"batch2"``).
 
     A module the forward calls more than once (a layer shared across depth, a block applied in
     a loop) has a point per call, ``<path>#0``, ``<path>#1``, ... (and ``<path>#<k>#routing``
@@ -728,6 +731,11 @@ class TorchAttachment:
         """Whether any module hook or routing hook is still in place (False after ``detach()``)."""
         return bool(self._hooks or self._routed or self._counted)
 
+    def __repr__(self) -> str:
+        hooked = len(set(self._hooks) | set(self._routed) | set(self._counted))
+        state = f"{hooked} module(s) hooked" if self.attached else "detached"
+        return f"TorchAttachment({type(self._model).__name__}, {state}, session {self._session.id})"
+
     def __enter__(self) -> "TorchAttachment":
         if self._detached:
             raise ClosedError("TorchAttachment.__enter__: the attachment is detached; a with block needs one "
@@ -991,7 +999,12 @@ class ModuleCapture:
         return value
 
     def __repr__(self) -> str:
-        kinds = ", ".join(f"{r.selection_id[len(self.path) + 1:]}={r.outcome.name}" for r in self.records)
+        def shown(record: CaptureRecord) -> str:
+            why = record.skip_reason or record.fail_reason  # what a skip or failure was for
+            if record.budget is not None:
+                why = f"{why} {record.budget}"
+            return f"{record.outcome.name}({why})" if why else record.outcome.name
+        kinds = ", ".join(f"{r.selection_id[len(self.path) + 1:]}={shown(r)}" for r in self.records)
         return f"ModuleCapture({self.path!r}, {kinds})"
 
 
@@ -1047,6 +1060,11 @@ def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
     made = []
     for item in items:
         if isinstance(item, CaptureTransform):
+            if item.kind == TransformKind.SLICE:
+                # Its slices belong to a selection, which a block builds without any.
+                raise InvalidArgumentError(f"{call}: a slice transform needs the slices of a CaptureSelection, which "
+                                           f"a block has no way to give; build the plan yourself (CaptureSelection("
+                                           f"..., slices=[...]) in a CapturePlan, then attach())")
             made.append((item.kind.name.lower(), item))
         elif isinstance(item, str):
             if item not in _TRANSFORMS:

@@ -172,11 +172,12 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
                                                       TensorHandle tensor) {
   Guard guard(*this);
   const std::vector<std::size_t> active = due_operations(path, /*routing=*/false);
+  // Refused before anything is noted: the shapes the inactive operations saw decide a recompute.
+  if (!active.empty() && !operation_observed_[active.front()])  // a path's operations are observed together
+    raise(ErrorKind::CaptureSession, "observe must precede intervene at " + std::string(path));
   note_inactive(backend, path, tensor);
   if (active.empty()) return std::nullopt;  // nothing cloned, nothing materialized
   const auto& operations = interventions_->plan().operations;
-  if (!operation_observed_[active.front()])  // the operations at one path are observed together
-    raise(ErrorKind::CaptureSession, "observe must precede intervene at " + std::string(path));
   auto started = std::chrono::steady_clock::now();
   TensorHandle current = tensor;
   bool replaced = false;

@@ -34,7 +34,7 @@ class BlockCache {
   }
 
  private:
-  static constexpr std::size_t keep = 128;
+  static constexpr std::size_t keep = 1024;
   // Trivial, so it is valid until the thread's storage goes (after every drain ran).
   struct Kept {
     void* blocks[keep];
