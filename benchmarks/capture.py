@@ -299,9 +299,11 @@ def forward(*, blocks: int = 4, points_per_block: int = 1, rounds: int = 9, warm
     # Per captured point inside the forward, where users run it (cold caches between torch ops
     # cost more than the isolated per-point run shows): each side's cost over the unhooked
     # forward, per point, and their ratio.
-    run.difference("lifecore's points in the forward", "lifecore capture of the summaries", "unhooked")
-    run.difference("plain hooks' points in the forward", "plain hooks computing summaries", "unhooked")
-    run.ratio("lifecore's points in the forward", "plain hooks' points in the forward")
+    run.difference("lifecore per point in the forward", "lifecore capture of the summaries", "unhooked",
+                   unit="point", per=points)
+    run.difference("plain hooks per point in the forward", "plain hooks computing summaries", "unhooked",
+                   unit="point", per=points)
+    run.ratio("lifecore per point in the forward", "plain hooks per point in the forward")
     run.facts["captured points per forward"] = points
     run.facts["record outcomes in a step"] = ", ".join(f"{k}: {v}" for k, v in sorted(outcomes.items()))
     return run

@@ -144,12 +144,14 @@ class Run:
         self.ratios.append(ratio)
         return ratio
 
-    def difference(self, name: str, minuend: str, *subtrahends: str, unit: Optional[str] = None) -> Measurement:
+    def difference(self, name: str, minuend: str, *subtrahends: str, unit: Optional[str] = None,
+                   per: int = 1) -> Measurement:
         """Adds (and returns) a side derived per round: ``minuend`` minus the ``subtrahends``
-        (times per unit; e.g. a step with an observe minus the same step without)."""
+        (times per unit; e.g. a step with an observe minus the same step without), divided by
+        ``per`` (a forward's extra time over its points, say, with ``unit="point"``)."""
         first = self._side(minuend)
         others = [self._side(s) for s in subtrahends]
-        samples = tuple(x - sum(o.samples_ns[i] for o in others) for i, x in enumerate(first.samples_ns))
+        samples = tuple((x - sum(o.samples_ns[i] for o in others)) / per for i, x in enumerate(first.samples_ns))
         derived = Measurement(name, samples, unit or first.unit, first.per, first.inner)
         self.measurements[name] = derived
         return derived

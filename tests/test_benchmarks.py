@@ -137,7 +137,8 @@ def test_capture_forward_pass_or_its_reason() -> None:
         "unhooked", "plain hooks computing summaries", "lifecore capture of the summaries"]
     assert run.facts["record outcomes in a step"] == "CAPTURED: 4"  # every point captured under finite limits
     # Per point where users run it: each side's time over the unhooked forward, and their ratio.
-    assert run.ratios[-1].name == "lifecore's points in the forward / plain hooks' points in the forward"
+    assert run.ratios[-1].name == "lifecore per point in the forward / plain hooks per point in the forward"
+    assert run["lifecore per point in the forward"].unit == "point"
 
 
 @pytest.mark.no_sanitizer

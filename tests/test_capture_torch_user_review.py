@@ -284,7 +284,7 @@ def test_records_and_attachments_print_why_and_what() -> None:
     session = CaptureSession(CapturePlan([CaptureSelection("a", "0", CaptureTransform.summary())],
                                          unlimited()).admit(d, CaptureRequest(1, 3, 1)))
     attachment = attach(session, model)
-    assert repr(attachment) == f"TorchAttachment(Sequential, 1 module(s) hooked, session {session.id})"
+    assert repr(attachment) == f"TorchAttachment(Sequential, 1 point(s) hooked, session {session.id})"
     attachment.detach()
     assert repr(attachment) == f"TorchAttachment(Sequential, detached, session {session.id})"
     # A slice transform has no slices to take in a block: refused before any hook.

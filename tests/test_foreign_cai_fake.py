@@ -352,3 +352,30 @@ def test_a_range_over_lifecore_memory_must_lie_within_one_buffer_or_arena(fake_l
     assert result["issued"] == [0, 0]
     assert result["buf"] == [0.0] * 16  # nothing was written
 
+
+
+def test_an_interface_shape_list_emptied_by_its_own_items_is_read_from_a_snapshot(fake_libcuda) -> None:
+    # Before: the shape list was read in place while its items' __index__ ran, and an item
+    # emptying it freed what was being read (a crash).
+    body = """
+    a = device_array(value=1.0)
+    kept = {}
+
+    class Emptying:
+        def __index__(self):
+            kept["shape"].clear()
+            return 16
+
+    kept["shape"] = [Emptying()] + [object() for _ in range(100_000)]
+    shaped = Cai(a)
+    shaped.__cuda_array_interface__["shape"] = kept["shape"]
+    result["refusal"] = argument_refusal(s.fill, shaped, SEVEN)
+    listed = Cai(a)
+    listed.__cuda_array_interface__["shape"] = [16]
+    s.fill(listed, SEVEN)
+    s.sync()
+    result["array"] = a.tolist()
+    """
+    result = run_fake(fake_libcuda, body)
+    assert "without a valid typestr, shape and data" in result["refusal"]
+    assert result["array"] == [7.0] * 16  # a list shape of plain ints reads as before

@@ -110,6 +110,21 @@ std::vector<T> numbers_of(nb::handle value) {
   return out;
 }
 
+// numbers_of, or false where a value is not numbers (an Exception its own code raised
+// included; an interrupt stays one).
+template <typename T>
+bool try_numbers_of(nb::handle value, std::vector<T>& out) {
+  try {
+    out = numbers_of<T>(value);
+    return true;
+  } catch (const nb::cast_error&) {
+    return false;
+  } catch (nb::python_error& error) {
+    if (!error.matches(PyExc_Exception)) throw;
+    return false;
+  }
+}
+
 // The type `name` of the module `module` once that module is loaded (no instance of it can
 // exist before), else null; looked up until found, then kept in `found` with its reference,
 // good for the process.

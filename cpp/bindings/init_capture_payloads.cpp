@@ -201,10 +201,8 @@ std::vector<double> array_numbers(const PayloadArray& kept) {
 
 nb::object tensor_value(const CapturePayload& p) {
   if (p.kind != PayloadKind::tensor) return nb::none();
-  if (auto* storage = dynamic_cast<const PythonArrayStorage*>(p.array.storage.get())) {
-    (void)storage->current_data(p.array);  // still the array captured: its shape, type and place
-    return storage->original;
-  }
+  // The array itself (a Python object, read safely whatever its owner did to it since).
+  if (auto* storage = dynamic_cast<const PythonArrayStorage*>(p.array.storage.get())) return storage->original;
   std::vector<std::size_t> shape(p.shape.begin(), p.shape.end());
   if (p.array.present())  // an array the core was given by other means: its numbers, as float64
     return numpy_copy<double>(array_numbers(p.array), shape);
@@ -230,8 +228,10 @@ void init_capture_payloads(nb::module_& m) {
                   "A tensor payload keeping `array` (a contiguous host NumPy array or torch tensor) in its own dtype "
                   "and shape; charged at its real bytes. It is kept, not copied: a later write to `array` shows in "
                   "the payload (pass a copy to keep its values as they are now, as the backends do). A view of a "
-                  "larger buffer is kept as a copy of its own bytes. A tensor resized in place is read where its values are when read; once its shape or dtype "
-                  "changed, reading its values (to_json) raises CaptureSessionError.")
+                  "larger buffer is kept as a copy of its own bytes. An array resized in place (a torch tensor's resize_, "
+                  "NumPy's resize with refcheck=False) is read where its values are when read; once its shape or "
+                  "dtype changed, reading its values (values, a record's to_json) raises CaptureSessionError, and "
+                  "`tensor` gives the array as it is now.")
       .def_static("tensor",
                   [](nb::handle shape, nb::handle values) {
                     CapturePayload p;

@@ -74,16 +74,14 @@ std::shared_ptr<void> hold_producer(nb::handle object, nb::handle capsule) {
 }
 
 // Bytes of a C-contiguous tensor; refuses a strided one. The producer's description is not
-// trusted: a negative ndim, a missing shape, or a size beyond 64 bits is refused, never wrapped
-// into a small size that would pass for the memory it really has.
+// trusted: a negative ndim, a missing shape, a negative extent (check_dlpack_dimensions) or a
+// size beyond 64 bits is refused, never wrapped into a small size that would pass for the
+// memory it really has.
 std::size_t contiguous_bytes(const std::string& label, std::int32_t ndim, const std::int64_t* shape,
                              const std::int64_t* strides, std::size_t item_bytes) {
   check_dlpack_dimensions(label, ndim, shape);
   bool empty = false;
-  for (std::int32_t i = 0; i < ndim; ++i) {
-    if (shape[i] < 0) refuse(label, "has a negative dimension");
-    empty = empty || shape[i] == 0;
-  }
+  for (std::int32_t i = 0; i < ndim; ++i) empty = empty || shape[i] == 0;
   if (empty) return 0;  // no bytes, whatever the other dimensions say
   const std::string what = label + ": its size (the shape's product times the element's bytes)";
   std::int64_t count = 1;
@@ -314,7 +312,7 @@ void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std:
   std::vector<std::int64_t> shape;
   std::pair<std::uint64_t, bool> data;
   if (!dict.contains("typestr") || !nb::try_cast(dict["typestr"], typestr) || typestr.size() < 3 ||
-      !dict.contains("shape") || !nb::try_cast(dict["shape"], shape) || !dict.contains("data") ||
+      !dict.contains("shape") || !try_numbers_of(dict["shape"], shape) || !dict.contains("data") ||
       !nb::try_cast(dict["data"], data))
     refuse(label, "has a __cuda_array_interface__ without a valid typestr, shape and data");
   errno = 0;
@@ -324,7 +322,7 @@ void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std:
   const std::int64_t* stride_ptr = nullptr;
   if (dict.contains("strides") && !dict["strides"].is_none()) {
     std::vector<std::int64_t> bytes_strides;
-    if (!nb::try_cast(dict["strides"], bytes_strides) || bytes_strides.size() != shape.size())
+    if (!try_numbers_of(dict["strides"], bytes_strides) || bytes_strides.size() != shape.size())
       refuse(label, "has __cuda_array_interface__ strides that do not match its shape");
     for (std::int64_t s : bytes_strides) {
       if (s % item != 0) refuse(label, "is not C-contiguous (a stride is not a whole number of elements)");

@@ -313,7 +313,8 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``. The axes'
     names, which a ``CaptureSlice`` names its axis by: ``"batch"``, ``"seq"``, ``"rows"`` and
     ``"context"`` for those kinds, ``"vocab"`` for the last axis of logits, and ``"d<i>"`` for
-    axis i of the extent it has (a second axis of one kind takes its index: ``"batch2"``).
+    axis i of the extent it has (a second axis of one kind takes its index: ``"batch2"``); a
+    routing point's are ``"rows"`` and ``"experts"``.
 
     A module the forward calls more than once (a layer shared across depth, a block applied in
     a loop) has a point per call, ``<path>#0``, ``<path>#1``, ... (and ``<path>#<k>#routing``
@@ -732,8 +733,7 @@ class TorchAttachment:
         return bool(self._hooks or self._routed or self._counted)
 
     def __repr__(self) -> str:
-        hooked = len(set(self._hooks) | set(self._routed) | set(self._counted))
-        state = f"{hooked} module(s) hooked" if self.attached else "detached"
+        state = "detached" if self._detached else f"{len(self._hooks) + len(self._routed)} point(s) hooked"
         return f"TorchAttachment({type(self._model).__name__}, {state}, session {self._session.id})"
 
     def __enter__(self) -> "TorchAttachment":
