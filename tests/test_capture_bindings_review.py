@@ -4,7 +4,8 @@ answer whose item's __index__ empties the list being read; a backend handing bac
 record's evidence as a new payload, which was moved out of that record; an observer made on a
 session that was never initialized; a payload over a NumPy array resized with refcheck=False;
 a subclass whose ``base`` is itself; a producer describing a negative extent; a number whose
-__float__ raises (reported as an overflow, and an interrupt swallowed)."""
+__float__ raises (reported as an overflow, and an interrupt swallowed). And an intervene made
+out of order, which noted what it saw before refusing, and so refused a later recompute."""
 
 from __future__ import annotations
 
@@ -175,3 +176,27 @@ def test_a_number_whose_float_raises_says_so_and_an_interrupt_stays_one() -> Non
         InterventionOperation("a", "blocks.0.mlp", InterventionAction.SCALE, factor=Refusing())
     with pytest.raises(KeyboardInterrupt):  # before: swallowed into an overflow error
         CaptureTransform.histogram([Interrupting(), 1.0])
+
+
+def test_an_intervene_out_of_order_notes_nothing_a_recompute_reads() -> None:
+    # Before: the refused call noted its tensor's shape as one the decode-only operation passed
+    # by, so the recompute of a decode forward of that shape was refused as ambiguous.
+    from lifecore.capture import CaptureSchedule
+
+    operations = [iv.scale("always", "blocks.0.mlp", 2.0),
+                  iv.scale("decode", "blocks.0.mlp", 3.0, schedule=CaptureSchedule(prefill=False))]
+    session = with_interventions(operations)
+    backend = NumpyBackend()
+    prefill, decode = np.ones((1, 4, 8), np.float32), np.ones((1, 1, 8), np.float32)
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(CaptureSessionError, match="observe must precede intervene at blocks.0.mlp"):
+        session.intervene(backend, "blocks.0.mlp", decode)
+    session.observe(backend, "blocks.0.mlp", prefill)
+    session.intervene(backend, "blocks.0.mlp", prefill)
+    session.take_step()
+    session.begin_step(DECODE, 1)
+    session.observe(backend, "blocks.0.mlp", decode)
+    session.intervene(backend, "blocks.0.mlp", decode)
+    session.take_step()
+    again = session.reintervene(backend, "blocks.0.mlp", decode)
+    assert again is not None and np.all(np.asarray(again) == 6.0)  # both operations, as the forward ran them
