@@ -39,15 +39,13 @@ std::optional<T> summary_field(const CapturePayload& p, T value) {
 struct PythonArrayStorage final : PayloadStorage {
   nb::object original;
   mutable HostView view;
-  // The array is viewed again on every read, and must still have the type and shape it was
-  // built with: its owner may have moved its values meanwhile (a torch tensor resized, a NumPy
-  // array resized with refcheck=False, which a view does not stop).
-  bool reacquire = true;
   nb::dlpack::dtype dtype;
   std::vector<std::uint64_t> shape;
 
-  const void* current_data(const PayloadArray& array) const override {
-    if (!reacquire) return array.data;
+  // The array is viewed again on every read, and must still have the type and shape it was
+  // built with: its owner may have moved its values meanwhile (a torch tensor resized, a NumPy
+  // array resized with refcheck=False, which a view does not stop).
+  const void* current_data(const PayloadArray&) const override {
     nb::gil_scoped_acquire gil;
     HostView now;
     bool same = nb::try_cast(checked_for_caster(original, "a tensor payload's array"), now, /*convert=*/false) &&
