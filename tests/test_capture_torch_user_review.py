@@ -174,7 +174,7 @@ def test_a_module_not_called_names_what_compiling_does_once_the_compiler_is_load
     model.lin, model.unused = nn.Linear(4, 4), nn.Linear(4, 4)
     model.forward = lambda x: model.lin(x)  # type: ignore[method-assign]
     with pytest.raises(InvalidArgumentError, match=r"module 'unused' returned no tensor in the forward .*or was not "
-                                                   r"called; a torch.compile'd model that ran before the block skips "
+                                                   r"called; a model torch.compile compiled before the block skips "
                                                    r"hooks added after it"):
         with capture(model, ["unused"], "tensor"), torch.no_grad():
             model(torch.randn(1, 3, 4))

@@ -11,9 +11,11 @@
 #include "driver/kernel_params.hpp"
 #include "driver/native_status_table.hpp"
 #include "driver/symbol_table.hpp"
+#include "failing_allocations.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore::driver;
+using lifecore::test_support::allocations_before_failure;
 using lifecore::test_support::expect_equal;
 
 namespace {
@@ -57,11 +59,15 @@ void the_handle_registry_refuses_what_is_not_live() {
   Status stale = things.find(ThingHandle{0}, "get", &found);
   CHECK(stale.code == Code::invalid_handle && stale.native_code == 8 && stale.call == "get");
   CHECK(lifecore::test_support::contains(stale.message, "not a live thing"));
-  auto owned = things.take_owned_by(OwnerHandle{1});
+  auto owned = things.mark_owned_by(OwnerHandle{1});
   CHECK(owned.size() == 1 && !things.contains(ha) && things.contains(hb) && things.contains(hc));
-  things.restore(owned);  // the owner's destroy failed: its handles are live again
-  CHECK(owned.empty() && things.contains(ha));
-  owned = things.take_owned_by(OwnerHandle{1});
+  CHECK(!things.find(ha, "get", &found).ok());  // dying: no call reaches it
+  CHECK(things.mark_owned_by(OwnerHandle{1}).empty());  // nor a second owner's destroy
+  things.settle(owned, false);  // the owner's destroy failed: its handles are live again
+  CHECK(things.contains(ha));
+  owned = things.mark_owned_by(OwnerHandle{1});
+  things.settle(owned, true);  // it succeeded: forgotten
+  CHECK(!things.contains(ha));
   CHECK(things.release(hb, "destroy", [](Thing*) { return Status::success(); }).ok());
   CHECK(!things.find(hb, "get", &found).ok());
   std::vector<Thing*> rest = things.take_all();
@@ -98,15 +104,54 @@ void a_release_forgets_before_the_destroy() {
   CHECK(!things.release(ThingHandle{0}, "destroy", [&](Thing*) { return Status::success(); }).ok());
 }
 
+// A failed destroy makes its handle live again while other threads' creates grow the table:
+// without allocating (a rehash's allocation, failing, would have lost the live object).
+void a_failed_destroy_keeps_its_handle_without_allocating() {
+  const StatusNaming& naming = table_naming<table>();
+  std::vector<Thing> others(300);
+  for (std::size_t grown = 1; grown <= others.size(); ++grown) {  // some count crosses a growth step
+    HandleRegistry<Thing*, ThingHandle> things{"thing", naming};
+    Thing a;
+    const ThingHandle ha = things.adopt(&a);
+    Status refused = local_status(naming, Code::invalid_value, "destroy", "refused");
+    Status failed;
+    try {
+      failed = things.release(ha, "destroy", [&](Thing*) {
+        for (std::size_t i = 0; i < grown; ++i) things.adopt(&others[i]);
+        allocations_before_failure = 0;  // the heap is exhausted from here
+        return std::move(refused);
+      });
+    } catch (const std::bad_alloc&) {
+      allocations_before_failure = -1;
+      CHECK(!"the failed destroy's restore allocated");
+    }
+    allocations_before_failure = -1;
+    CHECK(failed.code == Code::invalid_value && things.contains(ha) && things.contains(ThingHandle{
+        reinterpret_cast<std::uintptr_t>(&others[grown - 1])}));
+  }
+}
+
 void the_allocation_registry_refuses_a_foreign_free() {
   AllocationRegistry allocations{table_naming<table>()};
   CHECK(allocations.adopt(0x1000) == 0x1000);
   allocations.adopt(0x2000);
-  CHECK(allocations.forget(0x1000, "free").ok());
-  Status twice = allocations.forget(0x1000, "free");
+  CHECK(allocations.begin_free(0x1000, "free").ok());
+  Status twice = allocations.begin_free(0x1000, "free");  // dying: no second free reaches it
   CHECK(twice.code == Code::invalid_value && twice.native_code == 7 && twice.call == "free");
-  CHECK(!allocations.forget(0x2008, "free").ok());  // inside an allocation, not its start
-  CHECK(allocations.take_all() == std::vector<DevicePtr>{0x2000});
+  allocations.settle(0x1000, true);
+  CHECK(!allocations.begin_free(0x1000, "free").ok());
+  CHECK(!allocations.begin_free(0x2008, "free").ok());  // inside an allocation, not its start
+  // A failed free leaves it live, without allocating, however many allocations came since.
+  CHECK(allocations.begin_free(0x2000, "free").ok());
+  for (DevicePtr p = 0x10000; p < 0x10000 + 64 * 0x100; p += 0x100) allocations.adopt(p);
+  allocations_before_failure = 0;
+  allocations.settle(0x2000, false);
+  allocations_before_failure = -1;
+  CHECK(allocations.begin_free(0x2000, "free").ok());
+  // The driver gives a freed address out again before its free settles: the new one stays.
+  allocations.adopt(0x2000);
+  allocations.settle(0x2000, true);
+  CHECK(allocations.take_all().size() == 65);
 }
 
 int resolved_entry(int x) { return x + 1; }
@@ -142,6 +187,7 @@ int main() {
   a_table_names_its_codes();
   the_handle_registry_refuses_what_is_not_live();
   a_release_forgets_before_the_destroy();
+  a_failed_destroy_keeps_its_handle_without_allocating();
   the_allocation_registry_refuses_a_foreign_free();
   the_symbol_table_records_each_entry();
   kernel_params_give_each_argument_a_slot();

@@ -6,11 +6,18 @@ handler) loses the handle, and the hook stays on the model with nothing to remov
 hook is noted here *before* torch registers it, and removed by identity from the module's hook
 tables: a removal finds every hook that may have been placed, and one interrupted half way is
 finished by calling it again.
+
+A TorchScript module (what ``torch.jit.script`` or ``torch.jit.trace`` gives) takes no forward
+hooks: placing one is refused with an error that says so, before torch's own.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import torch
+
+from .errors import LifecoreTypeError
 
 # A module's hook tables, and the tables that hold flags under the same ids.
 _TABLES = (("_forward_hooks", ("_forward_hooks_with_kwargs", "_forward_hooks_always_called")),
@@ -43,6 +50,15 @@ def _unhook(module: Any, hook: Any) -> None:
                     flagged.pop(key, None)
 
 
+def refuse_scripted(module: Any, what: str) -> None:
+    """LifecoreTypeError when ``module`` is a TorchScript module, which runs its forward in
+    TorchScript and takes no forward hooks; ``what`` names it in the message."""
+    if isinstance(module, torch.jit.ScriptModule):
+        raise LifecoreTypeError(f"{what} is a TorchScript module ({type(module).__name__}, from torch.jit.script or "
+                                f"torch.jit.trace), which takes no forward hooks: pass the torch.nn.Module before "
+                                f"scripting or tracing it")
+
+
 class PlacedHooks:
     """The hooks one owner placed, each noted before it is registered."""
 
@@ -53,12 +69,14 @@ class PlacedHooks:
 
     def forward(self, module: Any, hook: Any, **options: Any) -> Any:
         """``module.register_forward_hook(hook, **options)``; returns ``hook``."""
+        refuse_scripted(module, f"the module {type(module).__name__}")
         self._placed.append((module, hook))
         module.register_forward_hook(hook, **options)
         return hook
 
     def forward_pre(self, module: Any, hook: Any, **options: Any) -> Any:
         """``module.register_forward_pre_hook(hook, **options)``; returns ``hook``."""
+        refuse_scripted(module, f"the module {type(module).__name__}")
         self._placed.append((module, hook))
         module.register_forward_pre_hook(hook, **options)
         return hook

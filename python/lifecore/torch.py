@@ -90,7 +90,7 @@ from .capture import (
 from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute, split_call
-from ._torch_hooks import PlacedHooks
+from ._torch_hooks import PlacedHooks, refuse_scripted
 from ._torch_recompute import discovering, discovery_forward, never, other_than, passed_over, recomputing
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
@@ -180,11 +180,15 @@ def allocator_stats() -> dict[str, int]:
 # What artifact_identity gives (a SHA-256 in hex); a discovery made with discover(identity=...)
 # names its model its own way, which is not compared.
 _DEFAULT_IDENTITY = re.compile(r"[0-9a-f]{64}")
+# Why a capture block's hooks saw nothing, where torch's compiler ran: the same words in the
+# error for a module that returned nothing and in the warning for a block that saw no forward.
+_COMPILED_SKIPS_HOOKS = ("a model torch.compile compiled before the block skips hooks added after it (capture the "
+                         "module before compiling, or call torch._dynamo.reset())")
 
 
 def artifact_identity(model: nn.Module) -> str:
     """A SHA-256 over the module tree, parameter names, shapes and dtypes (not values)."""
-    _require_module(model, "artifact_identity")
+    _require_module(model, "artifact_identity", hooked=False)
     digest = hashlib.sha256()
     for name, module in model.named_modules():
         digest.update(f"{name}:{type(module).__qualname__};".encode())
@@ -196,9 +200,11 @@ def artifact_identity(model: nn.Module) -> str:
 OutputIndex = Union[int, str, Mapping[str, Union[int, str]]]
 
 
-def _require_module(model: Any, call: str) -> None:
+def _require_module(model: Any, call: str, hooked: bool = True) -> None:
     if not isinstance(model, nn.Module):
         raise LifecoreTypeError(f"{call}: argument 'model' must be a torch.nn.Module, got {type(model).__name__}")
+    if hooked:  # what places hooks on it: a TorchScript module takes none
+        refuse_scripted(model, f"{call}: argument 'model'")
 
 
 def _check_calls(calls: Any, model: nn.Module, call: str) -> None:
@@ -330,7 +336,8 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     namedtuple's field); one for every module, or a mapping module path -> int or str (paths
     it does not name use 0, the first element; every call of a module is selected alike). A plain dict has no position, so under an int it is not
     observed: select it by key. Pass the same ``output_index`` to :func:`attach`. An argument of
-    the wrong type raises ``LifecoreTypeError``, a ``logits`` or ``axis_kinds`` path naming no
+    the wrong type, or a TorchScript ``model`` (a scripted submodule is no point), raises
+    ``LifecoreTypeError``, a ``logits`` or ``axis_kinds`` path naming no
     module, an unknown axis kind or equal axes ``InvalidArgumentError``, before the forward
     runs; ``axis_kinds`` of the wrong length for the output, or a kind the example's extent
     contradicts, ``InvalidArgumentError`` after it."""
@@ -366,9 +373,12 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
     problems: dict[str, str] = {}
     placed = PlacedHooks()
     discovering_thread = threading.get_ident()
+    # TorchScript runs a scripted submodule's forward and all below it: no hooks, so no points.
+    scripted = tuple(f"{name}." for name, module in model.named_modules()
+                     if name and isinstance(module, torch.jit.ScriptModule))
     try:
         for name, module in model.named_modules():
-            if not name:
+            if not name or (scripted and f"{name}.".startswith(scripted)):
                 continue
 
             def record(module: nn.Module, args: Any, output: Any, name: str = name) -> None:
@@ -805,7 +815,8 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     that pass unobserved. ``calls`` that contradict the session (a call past the count, a module
     called several times named as one point) or the model raise ``InvalidArgumentError`` here,
     as does a session already attached to ``model`` by an attachment not detached yet (each
-    point would be observed twice per forward).
+    point would be observed twice per forward); a TorchScript module, ``model`` or one to be
+    hooked, ``LifecoreTypeError`` (it takes no hooks; none is left placed).
 
     A forward that autograd runs again in backward (activation checkpointing) observes nothing
     and applies again what the forwards applied at each point to a tensor of its shape
@@ -1105,6 +1116,8 @@ def _patterns(paths: Union[str, Iterable[str]], modules: Sequence[str], model: n
             shown = ", ".join(modules[:12]) + (", ..." if len(modules) > 12 else "")
             raise InvalidArgumentError(f"{call}: {pattern!r} matches no module of {type(model).__name__} "
                                        f"(its module paths: {shown or 'none'})")
+        if hits == [base]:  # a module named exactly: one TorchScript runs is refused by name
+            refuse_scripted(model.get_submodule(base), f"{call}: module {base!r}")
         matched[pattern] = (base, hits, called)
     return matched
 
@@ -1399,9 +1412,7 @@ class ModelCapture:
                         f"the forward hands it to, say): a capture block observes the calls made on the thread "
                         f"that entered it. Call the module on that thread, or attach() a session, which observes "
                         f"every thread")
-                compiled = ("; a torch.compile'd model that ran before the block skips hooks added after it "
-                            "(capture the module before compiling, or call torch._dynamo.reset())"
-                            if "torch._dynamo" in sys.modules else "")
+                compiled = f"; {_COMPILED_SKIPS_HOOKS}" if "torch._dynamo" in sys.modules else ""
                 raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor in the forward "
                                            f"(at output_index {self._output_index}), or was not called{compiled}")
             if not seen:
@@ -1541,9 +1552,8 @@ class ModelCapture:
         if exc[0] is None and not self._forward_seen:
             _warn_at_caller(
                 f"{self._call}: the block closed without a forward through {type(self._model).__name__} reaching "
-                f"its hooks, so nothing was captured: a model torch.compile compiled before the block skips hooks "
-                f"added after it (capture the module before compiling, or call torch._dynamo.reset()), and a model "
-                f"class that overrides __call__ bypasses forward hooks")
+                f"its hooks, so nothing was captured: {_COMPILED_SKIPS_HOOKS}, and a model class that overrides "
+                f"__call__ bypasses forward hooks")
 
 
 def capture(model: nn.Module, paths: Union[str, Iterable[str]],
@@ -1598,7 +1608,8 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     one thread).
 
     Raises ``LifecoreTypeError`` for arguments of the wrong type (``output_index``,
-    ``backend``, ``batch_axis`` and ``sequence_axis`` included), and ``InvalidArgumentError``
+    ``backend``, ``batch_axis`` and ``sequence_axis`` included) and for a TorchScript module,
+    the model or one a path names exactly (it takes no hooks), and ``InvalidArgumentError``
     for a pattern matching no module, an unknown transform name, a negative budget or an
     unknown ``on_limit`` (``LifecoreOverflowError`` for a budget past 64 bits), each before
     any hook is placed."""

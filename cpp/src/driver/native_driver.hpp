@@ -98,7 +98,7 @@ class NativeDriver : public Driver {
     }
   }
   // Destroys the native object behind `handle`, with the device current; the handle is
-  // forgotten before the destroy and kept if it fails (HandleRegistry::release says why).
+  // marked dying before the destroy and live again if it fails (HandleRegistry::release says why).
   template <class Native, class Handle, class F>
   Status release(HandleRegistry<Native, Handle>& registry, Handle handle, const char* call, F&& native_destroy) {
     return registry.release(handle, call, [&](Native native) { return current(call, [&] { return native_destroy(native); }); });

@@ -33,6 +33,7 @@ from lifecore import CaptureVariant
 from lifecore._stub_types import GraphsMode
 from lifecore import kernels as K
 from lifecore.errors import LifecoreTypeError
+from lifecore.testing.emulated import DLPACK_CPU
 from lifecore.testing.fault_injection import offers_fault_injection
 from lifecore.testing.required import requirement_note
 
@@ -40,7 +41,6 @@ __all__ = ["BackendConformance"]
 
 N = 300  # float32 words: not a multiple of BLOCK, so the kernels' bounds checks matter
 BLOCK = 128
-DLPACK_CPU = 1  # DLPack's device type for host memory
 GRID = (N + BLOCK - 1) // BLOCK
 FAULT_STATUS = 999  # an unknown error: recoverable, not a lost device
 # Pool figures that return to where they were once a cycle's buffers and graphs are gone.

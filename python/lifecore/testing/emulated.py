@@ -14,6 +14,10 @@ from ..errors import BackendUnavailableError
 
 __all__ = ["emulated_backend"]
 
+#: DLPack's device type for host memory: a buffer of a backend whose memory is host memory
+#: (the emulated device's) is exported with it, so NumPy views it.
+DLPACK_CPU = 1
+
 
 def emulated_backend() -> str:
     """The name of the first registered backend with ``emulated=True``, in registry order.

@@ -57,6 +57,7 @@ from hypothesis.stateful import initialize, invariant, precondition, rule
 import numpy as np
 
 import lifecore
+from lifecore.testing.emulated import DLPACK_CPU
 from lifecore.testing.fault_injection import offers_fault_injection
 from lifecore.models.stream_capture import (
     DEFERRED_FAULT_OPERATIONS,
@@ -92,7 +93,6 @@ TRANSITIONS = ("graph_prepare", "begin_capture", "end_capture")
 # A bounded sync's timeout: the machine's work is a few small kernels, so reaching it is a hang.
 SYNC_DEADLINE_S = 60.0
 FAULT_CODES = st.sampled_from([2, 801, 999])  # recoverable statuses (sticky ones lose the device)
-DLPACK_CPU = 1  # a buffer exported as host memory (the mock's) has NumPy views
 
 
 #: Every stream-capture machine in this process, counted (the CLI and the benchmarks read it).

@@ -121,9 +121,9 @@ class CudaDriver final : public NativeDriver {
     return status;
   }
   Status mem_free(DevicePtr pointer) override {
-    if (Status s = allocations_.forget(pointer, "cuMemFree_v2"); !s.ok()) return s;
+    if (Status s = allocations_.begin_free(pointer, "cuMemFree_v2"); !s.ok()) return s;
     Status status = current("cuMemFree_v2", [&] { return api_.cuMemFree(pointer); });
-    if (!status.ok()) allocations_.adopt(pointer);
+    allocations_.settle(pointer, status.ok());
     return status;
   }
   Status mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) override {
@@ -137,9 +137,9 @@ class CudaDriver final : public NativeDriver {
     if (api_.cuMemFreeAsync == nullptr) return unsupported("cuMemFreeAsync");
     CUstream stream;
     if (Status s = streams_.find(handle, "cuMemFreeAsync", &stream); !s.ok()) return s;
-    if (Status s = allocations_.forget(pointer, "cuMemFreeAsync"); !s.ok()) return s;
+    if (Status s = allocations_.begin_free(pointer, "cuMemFreeAsync"); !s.ok()) return s;
     Status status = current("cuMemFreeAsync", [&] { return api_.cuMemFreeAsync(pointer, stream); });
-    if (!status.ok()) allocations_.adopt(pointer);
+    allocations_.settle(pointer, status.ok());
     return status;
   }
   Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) override {
@@ -206,10 +206,10 @@ class CudaDriver final : public NativeDriver {
     return status;
   }
   Status module_unload(ModuleHandle handle) override {
-    // Its functions' handles die with it, forgotten first (a driver reuses their addresses).
-    auto functions = functions_.take_owned_by(handle);
+    // Its functions' handles die with it, marked dying first (a driver reuses their addresses).
+    const auto functions = functions_.mark_owned_by(handle);
     Status status = release(modules_, handle, "cuModuleUnload", [&](CUmodule m) { return api_.cuModuleUnload(m); });
-    if (!status.ok()) functions_.restore(functions);
+    functions_.settle(functions, status.ok());
     return status;
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {

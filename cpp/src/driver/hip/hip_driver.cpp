@@ -129,9 +129,9 @@ class HipDriver final : public NativeDriver {
     return status;
   }
   Status mem_free(DevicePtr pointer) override {
-    if (Status s = allocations_.forget(pointer, "hipFree"); !s.ok()) return s;
+    if (Status s = allocations_.begin_free(pointer, "hipFree"); !s.ok()) return s;
     Status status = current("hipFree", [&] { return api_.hipFree(as_pointer(pointer)); });
-    if (!status.ok()) allocations_.adopt(pointer);
+    allocations_.settle(pointer, status.ok());
     return status;
   }
   Status mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) override {
@@ -145,9 +145,9 @@ class HipDriver final : public NativeDriver {
     if (api_.hipFreeAsync == nullptr) return unsupported("hipFreeAsync");
     hipStream_t stream;
     if (Status s = streams_.find(handle, "hipFreeAsync", &stream); !s.ok()) return s;
-    if (Status s = allocations_.forget(pointer, "hipFreeAsync"); !s.ok()) return s;
+    if (Status s = allocations_.begin_free(pointer, "hipFreeAsync"); !s.ok()) return s;
     Status status = current("hipFreeAsync", [&] { return api_.hipFreeAsync(as_pointer(pointer), stream); });
-    if (!status.ok()) allocations_.adopt(pointer);
+    allocations_.settle(pointer, status.ok());
     return status;
   }
   Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) override {
@@ -204,10 +204,10 @@ class HipDriver final : public NativeDriver {
     return create(modules_, out, "hipModuleLoadData", [&](hipModule_t* m) { return api_.hipModuleLoadData(m, data); });
   }
   Status module_unload(ModuleHandle handle) override {
-    // Its functions' handles die with it, forgotten first (a driver reuses their addresses).
-    auto functions = functions_.take_owned_by(handle);
+    // Its functions' handles die with it, marked dying first (a driver reuses their addresses).
+    const auto functions = functions_.mark_owned_by(handle);
     Status status = release(modules_, handle, "hipModuleUnload", [&](hipModule_t m) { return api_.hipModuleUnload(m); });
-    if (!status.ok()) functions_.restore(functions);
+    functions_.settle(functions, status.ok());
     return status;
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
