@@ -257,6 +257,15 @@ def measure(fn: Union[Side, Callable[[], object]], *, rounds: int = 15, warmup: 
 # Beside a derived time, or a ratio of one, whose median is not positive: no time is negative,
 # so the figure says only that the run was too noisy to resolve it (rerun with more rounds).
 NOT_POSITIVE = "not positive: below this run's noise, no measurement"
+# Beside one whose median is positive but whose quartiles reach zero or below: a figure, but
+# one this run's noise is as large as.
+WITHIN_NOISE = "its spread reaches below zero: within this run's noise"
+
+
+def _noise_note(s: Any) -> str:
+    if s.median <= 0:
+        return f"  ({NOT_POSITIVE})"
+    return f"  ({WITHIN_NOISE})" if s.q1 <= 0 else ""
 
 
 def format_duration(ns: float) -> str:
@@ -285,13 +294,11 @@ def format_run(run: Run) -> str:
         if m.rate:
             r = m.rate_summary
             text += f"   {_number(r.median)} {m.unit}s/s [{_number(r.q1)} .. {_number(r.q3)}]"
-        if s.median <= 0:  # a difference of sides (derived): what it measures drowned in their noise
-            text += f"  ({NOT_POSITIVE})"
+        text += _noise_note(s)  # only a difference of sides (derived) can be: what it measures drowned in noise
         rows.append((m.name, text))
     for ratio in run.ratios:
         s = ratio.summary
-        rows.append((ratio.name, f"{s.median:.3g}x  [{s.q1:.3g} .. {s.q3:.3g}]"
-                                 + (f"  ({NOT_POSITIVE})" if s.median <= 0 else "")))
+        rows.append((ratio.name, f"{s.median:.3g}x  [{s.q1:.3g} .. {s.q3:.3g}]" + _noise_note(s)))
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name.ljust(width)}  {text}" for name, text in rows]
     if run.facts:

@@ -128,6 +128,26 @@ def test_a_difference_drowned_in_noise_is_printed_as_no_measurement() -> None:
     assert "not positive" not in lines["with / without"] and "not positive" not in lines["with"]
 
 
+def test_a_difference_whose_spread_reaches_below_zero_says_it_is_within_the_noise() -> None:
+    # Before: "24 us per observe [-11.7 us .. 53.4 us]" and a ratio of "13.6x [-23.7 .. 82.2]",
+    # printed as figures like any other.
+    clock = FakeClock()
+    costs = iter([700, 900, 1000, 950, 660] * 2)  # one side's rounds: below the other's, then above
+
+    def varying() -> None:
+        clock.now += next(costs)
+
+    run = interleave({"with": varying, "without": clock.side("o", 600), "backend": clock.side("b", 100)},
+                     rounds=5, warmup=0, inner=1, clock=clock)
+    derived = run.difference("observe", "with", "without", "backend")
+    assert derived.summary.median > 0 and derived.summary.q1 <= 0
+    run.ratio("with", "without")
+    lines = {line.split("  ")[1].strip(): line for line in format_run(run).splitlines()[1:]}
+    assert "spread reaches below zero: within this run's noise" in lines["observe"]
+    assert "not positive" not in lines["observe"]
+    assert "within" not in lines["with / without"] and "within" not in lines["with"]
+
+
 def test_the_formatter_prints_only_what_was_measured() -> None:
     clock = FakeClock()
     run = compare(clock.side("A", 2000), clock.side("B", 1000), rounds=3, warmup=0, inner=1, clock=clock,

@@ -129,20 +129,26 @@ def test_discovery_names_modules_with_symbolic_axes_and_the_router(model, tokens
 
 def test_discovery_refuses_logits_it_cannot_mark_before_the_forward(model, tokens):
     """``logits`` was iterated as given: a str marked its characters, an unknown path or a
-    non-str marked nothing, and a top-candidates plan was then refused for want of logits."""
+    non-str marked nothing, and a top-candidates plan was then refused for want of logits. A
+    str is one path now, as ``paths`` reads one."""
     from lifecore.errors import LifecoreTypeError
     from lifecore.torch import discover
 
     calls = []
     handle = model.register_forward_pre_hook(lambda module, args: calls.append(1))
     try:
-        for bad in ("lm_head", [5], None, 3):
+        for bad in ([5], None, 3, b"lm_head"):
             with pytest.raises(LifecoreTypeError, match="'logits'"):
                 discover(model, tokens, logits=bad)
         with pytest.raises(InvalidArgumentError, match="lm_haed"):
             discover(model, tokens, logits=["lm_head", "lm_haed"])
+        with pytest.raises(InvalidArgumentError, match="lm_haed"):
+            discover(model, tokens, logits="lm_haed")
+        assert not calls  # every refusal came before the forward
     finally:
         handle.remove()
+    marked = discover(model, tokens, logits="lm_head")
+    assert [p.meaning for p in marked.catalog if p.path == "lm_head"] == ["logits"]
     assert calls == []  # refused before the forward
     assert {p.path for p in discover(model, tokens, logits=("lm_head",)).catalog if p.meaning == "logits"} == {"lm_head"}
 

@@ -925,3 +925,57 @@ def test_a_capture_machine_failure_says_both_values_and_where(tmp_path):
     error = next(line for line in result.stdout.splitlines() if line.startswith("AssertionError"))
     assert error.startswith("AssertionError: 0 != 7 (at capture_session.py:"), error
     assert "same(self.session.next_prediction, self.model.next_prediction)" in error, error
+
+
+def test_check_json_keeps_each_transitions_outcomes_apart(tmp_path):
+    # Before, rows were keyed by their label alone: "-> ADMITTED" under admit and under
+    # admit_to_run were one key, and the last one kept. And an outcome of a rule another rule
+    # ran (retire, from scheduler_tick) was counted under the rule that never ran.
+    out = tmp_path / "report.json"
+    result = run("check", "--lifecycle", "sequence", "--examples", "3", "--steps", "10", "--seed", "1",
+                 "--json", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = json.loads(out.read_text())["coverage"]["sequence"]["rows"]
+    assert not any(key.startswith("->") or key.startswith(" ") for key in rows)
+    outcomes = [key for key in rows if " -> " in key]
+    assert {"admit -> ADMITTED", "admit_to_run -> ADMITTED"} <= set(outcomes)
+    for key in outcomes:
+        rule = key.split(" -> ")[0]
+        if rule in rows:  # an outcome of a transition: counted only where that transition ran
+            assert all(o == 0 or ran > 0 for o, ran in zip(rows[key], rows[rule])), (key, rows[key], rows[rule])
+
+
+def test_a_long_fuzz_goes_to_hypothesis_in_batches_each_with_its_own_seed():
+    # Before: one Hypothesis run of every example, whose tree of choices grew a long fuzz by about
+    # 13 MB a second without bound. Each batch is a fresh run; the first keeps --seed.
+    code = ("import json, sys\n"
+            "import hypothesis.stateful as stateful\n"
+            "from lifecore import cli\n"
+            "cli.EXAMPLES_PER_BATCH = 3\n"
+            "real = stateful.run_state_machine_as_test\n"
+            "seen = []\n"
+            "def counted(factory, settings):\n"
+            "    seen.append((settings.max_examples, getattr(factory, '_hypothesis_internal_use_seed', None)))\n"
+            "    return real(factory, settings=settings)\n"
+            "stateful.run_state_machine_as_test = counted\n"
+            "status = cli.main(['fuzz', '--lifecycle', 'sequence', '--target', 'host', '--examples', '7', '--steps', '5',\n"
+            "                   '--seed', '11'])\n"
+            "print(json.dumps(seen), file=sys.stderr)\n"
+            "sys.exit(status)\n")
+    first, second = run(code=code), run(code=code)
+    assert first.returncode == 0, first.stdout + first.stderr
+    batches = json.loads(first.stderr.strip().splitlines()[-1])
+    assert [size for size, _ in batches] == [3, 3, 1]
+    seeds = [seed for _, seed in batches]
+    assert seeds[0] == 11 and len(set(seeds)) == 3
+    assert json.loads(second.stderr.strip().splitlines()[-1]) == batches  # a seed repeats its batches
+    assert re.search(r"PASS\s+7 runs", first.stdout), first.stdout
+
+
+def test_a_batch_holds_fewer_examples_when_each_runs_more_steps():
+    from lifecore import cli
+
+    assert [n for _, n in cli._batches(5, 2500, 10)] == [1000, 1000, 500]
+    assert [n for _, n in cli._batches(5, 120, 1000)] == [50, 50, 20]  # 50,000 steps a batch
+    assert [n for _, n in cli._batches(5, 3, 10**6)] == [1, 1, 1]
+    assert next(cli._batches(5, 1, 10))[0] == 5 and list(cli._batches(5, 0, 10)) == []

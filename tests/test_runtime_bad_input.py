@@ -341,7 +341,8 @@ def test_closed_device_rejects_everything() -> None:
 
 def test_memory_stats_keys(device) -> None:
     assert set(device.memory_stats()) == {
-        "pool_bytes", "slices", "slices_in_use", "slices_retained", "slices_free", "driver_allocations",
+        "pool_bytes", "slices", "slices_in_use", "slices_retained", "slices_free", "slices_free_for_capture",
+        "driver_allocations",
         "graphs_alive", "info_entries", "info_pinned", "windows_active", "arena_bytes", "arenas",
     }
     assert all(isinstance(v, int) for v in device.memory_stats().values())

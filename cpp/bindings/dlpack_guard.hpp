@@ -115,8 +115,16 @@ inline std::pair<int, int> dlpack_device_of(nb::handle h, const std::string& lab
           label + " could not name its device (its __dlpack_device__ raised " + python_error_summary(error) + ")");
   }
   std::pair<int, int> out;
-  if (!nb::try_cast(device, out))
-    raise(ErrorKind::InvalidArgument, label + " has a __dlpack_device__ that is not a pair of ints");
+  if (!nb::try_cast(device, out)) {
+    // ascii(): a cut never splits a character.
+    std::string got = "a " + type_name_of(device) + " whose repr raised";
+    if (nb::object text = nb::steal(PyObject_ASCII(device.ptr()))) got = nb::cast<std::string>(text);
+    else if (PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    else throw nb::python_error();  // an interrupt stays one
+    if (got.size() > 80) got = got.substr(0, 77) + "...";
+    raise(ErrorKind::InvalidArgument, label + " has a __dlpack_device__ that is not a pair of 32-bit ints "
+                                              "(device type, device id): it answered " + got);
+  }
   return out;
 }
 

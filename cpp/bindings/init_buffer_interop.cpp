@@ -86,7 +86,13 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
     raise(ErrorKind::TypeMismatch, "view: shape must be a sequence of ints or None, got " +
                                        type_name_of(shape));
   std::uint64_t count = 1;
-  for (nb::handle item : sequence_snapshot(shape, "view: argument 'shape'")) {
+  const auto dims = sequence_snapshot(shape, "view: argument 'shape'");
+  // What NumPy can view (NPY_MAXDIMS): a longer shape would export, then fail in the consumer.
+  constexpr std::size_t most_dims = 64;
+  if (dims.size() > most_dims)
+    raise(ErrorKind::InvalidArgument, "view: a shape of " + std::to_string(dims.size()) + " dimensions; at most " +
+                                          std::to_string(most_dims) + " (what NumPy views)");
+  for (nb::handle item : dims) {
     const nb::object dim = index_of(item);  // as the other counts take it (a NumPy integer too)
     if (!dim.is_valid())
       raise(ErrorKind::TypeMismatch, "view: a shape holds ints, got " + type_name_of(item));

@@ -245,11 +245,13 @@ def _check_axes(call: str, **axes: Any) -> None:
 
 
 def _logit_paths(logits: Any, model: nn.Module, call: str, or_none: bool = False) -> list[str]:
-    """``logits`` as a list of the model's module paths: a str (one path, not a list of them), a
-    non-str entry or a path naming no module is refused, so no point is silently left unmarked."""
-    named = list(logits) if isinstance(logits, Iterable) and not isinstance(logits, (str, bytes)) else None
+    """``logits`` as a list of the model's module paths (a str is one path, as ``paths`` reads
+    it): a non-str entry or a path naming no module is refused, so no point is silently left
+    unmarked."""
+    named = ([logits] if isinstance(logits, str) else
+             list(logits) if isinstance(logits, Iterable) and not isinstance(logits, bytes) else None)
     if named is None or not all(isinstance(p, str) for p in named):
-        raise LifecoreTypeError(f"{call}: argument 'logits' must be a list of module paths"
+        raise LifecoreTypeError(f"{call}: argument 'logits' must be a module path or a list of them"
                                 f"{' or None' if or_none else ''}, got {logits!r}")
     modules = {name for name, _ in model.named_modules() if name}
     unknown = [path for path in named if path not in modules]
@@ -298,7 +300,7 @@ def _dtype(tensor: torch.Tensor) -> ValueDtype:
 
 
 def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence_axis: int = 1,
-             logits: Iterable[str] = (), identity: Optional[str] = None,
+             logits: Union[str, Iterable[str]] = (), identity: Optional[str] = None,
              capabilities: Optional[BackendCapabilities] = None, output_index: OutputIndex = 0,
              axis_kinds: Optional[Mapping[str, Sequence[Optional[str]]]] = None,
              **example_kwargs: Any) -> CaptureDiscovery:
@@ -315,7 +317,7 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     instead: module path (or ``<path>#<k>``) -> one entry per output axis, ``"batch"``,
     ``"sequence"``, ``"token_rows"``, ``"context"`` (prompt plus the tokens generated before
     the step: an attention pattern's key axis) or None (the extent the example gives); each is
-    checked against the example. Paths in ``logits`` (a list of the model's module paths) are
+    checked against the example. Paths in ``logits`` (a module path or a list of them) are
     marked as logits; each module with ``routing_policy()`` adds ``<path>#routing``. The axes'
     names, which a ``CaptureSlice`` names its axis by: ``"batch"``, ``"seq"``, ``"rows"`` and
     ``"context"`` for those kinds, ``"vocab"`` for the last axis of logits, and ``"d<i>"`` for
@@ -1334,7 +1336,7 @@ class ModelCapture:
                  transforms: Union[TransformSpec, Sequence[TransformSpec]], *, budget_bytes: Optional[int],
                  on_limit: Union[str, OnLimit], backend: Any, discovery: Optional[CaptureDiscovery],
                  output_index: OutputIndex, batch_axis: int, sequence_axis: int,
-                 logits: Optional[Iterable[str]] = None, call: str = "capture"):
+                 logits: Optional[Union[str, Iterable[str]]] = None, call: str = "capture"):
         _require_module(model, call)
         _check_axes(call, batch_axis=batch_axis, sequence_axis=sequence_axis)
         _check_output_index(output_index, call)
@@ -1559,7 +1561,7 @@ class ModelCapture:
 def capture(model: nn.Module, paths: Union[str, Iterable[str]],
             transforms: Union[TransformSpec, Sequence[TransformSpec]] = "summary", *,
             budget_bytes: Optional[int] = None, on_limit: Union[str, OnLimit] = "skip", backend: Any = None,
-            discovery: Optional[CaptureDiscovery] = None, logits: Optional[Iterable[str]] = None,
+            discovery: Optional[CaptureDiscovery] = None, logits: Optional[Union[str, Iterable[str]]] = None,
             output_index: OutputIndex = 0, batch_axis: int = 0, sequence_axis: int = 1) -> ModelCapture:
     """Captures module outputs of the next forward through ``model``::
 
@@ -1622,7 +1624,7 @@ def run_with_capture(model: nn.Module, inputs: Any, paths: Union[str, Iterable[s
                      transforms: Union[TransformSpec, Sequence[TransformSpec]] = "summary", *,
                      budget_bytes: Optional[int] = None, on_limit: Union[str, OnLimit] = "skip",
                      backend: Any = None, discovery: Optional[CaptureDiscovery] = None,
-                     logits: Optional[Iterable[str]] = None, output_index: OutputIndex = 0,
+                     logits: Optional[Union[str, Iterable[str]]] = None, output_index: OutputIndex = 0,
                      batch_axis: int = 0, sequence_axis: int = 1,
                      model_kwargs: Optional[Mapping[str, Any]] = None) -> tuple[Any, CapturedModules]:
     """Runs ``model(inputs)`` (a tuple is spread as positional arguments; ``model_kwargs``

@@ -214,6 +214,7 @@ std::vector<std::pair<std::string, std::int64_t>> Device::memory_stats() const {
           {"slices_in_use", i(stats.slices_in_use)},
           {"slices_retained", i(stats.slices_retained)},
           {"slices_free", i(stats.slices_free)},
+          {"slices_free_for_capture", i(stats.slices_free_for_capture)},
           {"driver_allocations", i(stats.driver_allocations)},
           {"graphs_alive", i(graphs)},
           {"info_entries", i(info_.entries())},

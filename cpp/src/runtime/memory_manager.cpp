@@ -339,7 +339,10 @@ MemoryStats MemoryManager::stats() const {
     if (slice.arena_holds > 0) continue;
     if (slice.bound || slice.pins > 0) ++stats.slices_in_use;  // pinned: queued work uses it
     else if (slice.retains > 0) ++stats.slices_retained;
-    else ++stats.slices_free;
+    else {
+      ++stats.slices_free;
+      if (slice.persistent) ++stats.slices_free_for_capture;
+    }
   }
   stats.driver_allocations = driver_allocations_;
   stats.windows_active = windows_.size();

@@ -1,6 +1,7 @@
 // The op-list recorder: inside a window the runtime keeps the stream's fills, copies and
 // launches instead of issuing them, and a replay re-issues the list (see recorder.hpp). For
 // drivers without graphs; host work cannot be recorded, so the stream refuses it.
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -35,7 +36,21 @@ class OpListRecording final : public Recording {
 
   bool in_driver() const noexcept override { return false; }
   std::size_t node_count() const noexcept override { return ops_.size(); }
+  // Called under the graph's lock, one replay at a time. Each replay is ordered behind the one
+  // before, as a driver orders an executable graph's launches: replayed on another stream, it
+  // first waits, on the device, for the event that marked the previous replay's end (two
+  // replays running at once would race on the same memory).
   driver::Status launch(driver::Driver& driver, driver::StreamHandle stream) override {
+    if (ended_ == driver::EventHandle{}) {
+      if (auto status = driver.event_create(&ended_, driver::EventTiming::disabled); !status.ok()) {
+        ended_ = {};
+        return status;
+      }
+    }
+    if (last_stream_ && *last_stream_ != stream) {
+      if (auto status = driver.stream_wait_event(driver.stream_native_handle(stream), ended_); !status.ok())
+        return status;
+    }
     for (const Op& op : ops_) {
       driver::Status status;
       if (const auto* launch = std::get_if<LaunchOp>(&op))
@@ -46,14 +61,24 @@ class OpListRecording final : public Recording {
         status = driver.memset_d32_async(fill->dst, fill->value, fill->count, stream);
       if (!status.ok()) return status;
     }
+    // The replay issued with no mark after it: a replay on another stream would not wait for
+    // it (only for the one marked before), so a failed record is the replay's failure.
+    if (auto status = driver.event_record(ended_, stream); !status.ok()) return status;
+    last_stream_ = stream;
     return driver::Status::success();
   }
   void upload(driver::Driver&, driver::StreamHandle) noexcept override {}
-  void release(driver::Driver&) noexcept override {}
+  void release(driver::Driver& driver) noexcept override {
+    if (ended_ != driver::EventHandle{}) (void)driver.event_destroy(ended_);  // an enqueued wait outlives it
+    ended_ = {};
+    last_stream_.reset();
+  }
 
  private:
   const std::vector<Op> ops_;
   std::vector<Staging> staging_;
+  driver::EventHandle ended_{};                       // recorded after each replay, made at the first
+  std::optional<driver::StreamHandle> last_stream_;   // where the last replay ran, when it was marked
 };
 
 class OpListRecorder final : public Recorder {

@@ -248,7 +248,8 @@ bool Stream::driver_capturing() const {
 std::string Stream::capture_thread() const {
   if (device_->forked()) return {};
   LockWithoutStalling lock(mutex_);
-  return state_.is_recording() ? capture_thread_text_ : std::string();
+  // As capture_state reads it: a lost device's capture names no thread.
+  return state_.is_recording() && !device_->lost() ? capture_thread_text_ : std::string();
 }
 
 // ---- errors, fences, staging -----------------------------------------------------------

@@ -418,7 +418,8 @@ class SequenceSessionMachine(LifecycleMachine):
         how = "try_complete" if e.ms.phase == model.OPEN else "try_abort"
         m, r, err = self.both(how, getattr(e.ms, how), getattr(e.rs, how))
         assert err is None, err
-        STATS.note("retire", m["outcome"])
+        # Also run by scheduler_tick, whose step it then is: its outcome counted under that rule.
+        STATS.note(STATS.current, m["outcome"] if STATS.current == "retire" else "retired " + m["outcome"])
         same(r.outcome.name, m["outcome"])
         e.terminal = m["outcome"]
         e.rs.close()

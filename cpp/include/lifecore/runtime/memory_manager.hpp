@@ -42,6 +42,9 @@ struct MemoryStats {
   std::size_t slices_in_use = 0;
   std::size_t slices_retained = 0;
   std::size_t slices_free = 0;
+  // Of those free, the ones a capture window made: kept, at their exact size, for later
+  // windows; an allocation outside a window never takes them.
+  std::size_t slices_free_for_capture = 0;
   std::uint64_t driver_allocations = 0;
   std::size_t windows_active = 0;
   std::size_t arena_bytes = 0;
