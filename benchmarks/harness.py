@@ -259,7 +259,7 @@ def measure(fn: Union[Side, Callable[[], object]], *, rounds: int = 15, warmup: 
 NOT_POSITIVE = "not positive: below this run's noise, no measurement"
 # Beside one whose median is positive but whose quartiles reach zero or below: a figure, but
 # one this run's noise is as large as.
-WITHIN_NOISE = "its spread reaches below zero: within this run's noise"
+WITHIN_NOISE = "its spread reaches zero or below: within this run's noise"
 
 
 def _noise_note(s: Any) -> str:

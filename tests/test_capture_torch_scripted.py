@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed")
 from torch import nn  # noqa: E402
 
-from lifecore import LifecoreTypeError  # noqa: E402
+from lifecore import InvalidArgumentError, LifecoreTypeError  # noqa: E402
 from lifecore.capture import (  # noqa: E402
     CapturePlan,
     CaptureRequest,
@@ -85,3 +85,20 @@ def test_attach_to_a_scripted_submodule_is_refused_and_leaves_no_hook() -> None:
     assert hooked(model) == []
     with attach(session, model):  # the session attaches to what it can observe
         pass
+
+
+def test_a_glob_matching_only_scripted_modules_says_so() -> None:
+    model = with_scripted_child()
+    with pytest.raises(InvalidArgumentError, match=r"none of them returned a tensor .*3 of them are TorchScript modules"):
+        with capture(model, ["1*"], "summary"), torch.no_grad():
+            model(torch.randn(1, 4))
+    assert hooked(model) == []
+
+
+def test_a_model_whose_only_submodule_is_scripted_warns_that_its_discovery_is_empty() -> None:
+    model = nn.Module()
+    model.inner = torch.jit.script(two_layers())
+    model.forward = lambda x: model.inner(x)  # type: ignore[method-assign]
+    with pytest.warns(UserWarning, match=r"no point was found in Module, whose submodules 'inner' are TorchScript"):
+        discovery = discover(model, torch.randn(1, 4))
+    assert list(discovery.catalog) == []

@@ -38,7 +38,7 @@ from lifecore.capture import (
     unlimited,
 )
 from lifecore.capture import interventions as iv
-from lifecore.errors import InvalidArgumentError, LifecoreTypeError
+from lifecore.errors import CaptureSessionError, InvalidArgumentError, LifecoreTypeError
 from lifecore.testing.capture_session import sample_discovery
 
 import capture_builders
@@ -156,9 +156,32 @@ def test_objects_bound_to_a_session_refuse_copies_and_pickles_saying_what_to_sen
         for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
             with pytest.raises(LifecoreTypeError, match=f"{type(obj).__name__} cannot be copied or pickled.*{hint}"):
                 attempt(obj)
-    # The core's own refusals: an admission cannot be forged, a checkpoint belongs to its run.
-    for obj, refusal in ((session.plan, "cannot forge admission"),
-                         (session.checkpoint(sample_discovery()), "belongs to its run")):
-        for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
-            with pytest.raises(LifecoreTypeError, match=refusal):
-                attempt(obj)
+    # The core's own refusals: an admission cannot be forged, a checkpoint belongs to its run
+    # (which is never serialized: a checkpoint copies, within the process, but never pickles).
+    for attempt in (copy.copy, copy.deepcopy, pickle.dumps):
+        with pytest.raises(LifecoreTypeError, match="cannot forge admission"):
+            attempt(session.plan)
+    with pytest.raises(LifecoreTypeError, match="belongs to its run, which is never serialized"):
+        pickle.dumps(session.checkpoint(sample_discovery()))
+
+
+def test_a_checkpoint_is_a_portable_value_holding_its_admission_data() -> None:
+    # The specification's checkpoint is copied, and clones the admission data its storage size
+    # counts. Before, it held identities only and refused copy and deepcopy.
+    session = capture_builders.session_for(CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary()))
+    discovery = sample_discovery()
+    session.begin_step(CapturePhase.PREFILL, 0)
+    session.take_step()
+    checkpoint = session.checkpoint(discovery)
+    assert checkpoint.plan.identity == session.plan.identity == checkpoint.plan_identity
+    assert [s.id for s in checkpoint.plan.plan.selections] == ["s"] and checkpoint.intervention_plan is None
+    assert session.checkpoint_storage_bytes(discovery) >= len(checkpoint.plan_identity)
+    for copied in (copy.copy(checkpoint), copy.deepcopy(checkpoint)):
+        assert copied is not checkpoint and copied.plan.identity == checkpoint.plan.identity
+        session.begin_step(CapturePhase.DECODE, 1)
+        session.take_step()
+        session.restore(copied)  # a copy restores the run it belongs to
+        assert session.take_step() is None
+    other = capture_builders.session_for(CaptureSelection("s", "blocks.0.mlp", CaptureTransform.summary()))
+    with pytest.raises(CaptureSessionError, match="belongs to another capture session"):
+        other.restore(copy.copy(checkpoint))

@@ -951,7 +951,7 @@ def test_a_long_fuzz_goes_to_hypothesis_in_batches_each_with_its_own_seed():
     code = ("import json, sys\n"
             "import hypothesis.stateful as stateful\n"
             "from lifecore import cli\n"
-            "cli.EXAMPLES_PER_BATCH = 3\n"
+            "cli.EXAMPLES_PER_BATCH = cli.LEAST_EXAMPLES_PER_BATCH = 3\n"
             "real = stateful.run_state_machine_as_test\n"
             "seen = []\n"
             "def counted(factory, settings):\n"
@@ -976,6 +976,7 @@ def test_a_batch_holds_fewer_examples_when_each_runs_more_steps():
     from lifecore import cli
 
     assert [n for _, n in cli._batches(5, 2500, 10)] == [1000, 1000, 500]
-    assert [n for _, n in cli._batches(5, 120, 1000)] == [50, 50, 20]  # 50,000 steps a batch
-    assert [n for _, n in cli._batches(5, 3, 10**6)] == [1, 1, 1]
+    assert [n for _, n in cli._batches(5, 450, 250)] == [200, 200, 50]  # 50,000 steps a batch
+    # Never fewer than 100: each batch's first run is Hypothesis's simplest example.
+    assert [n for _, n in cli._batches(5, 250, 10**6)] == [100, 100, 50]
     assert next(cli._batches(5, 1, 10))[0] == 5 and list(cli._batches(5, 0, 10)) == []

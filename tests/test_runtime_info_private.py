@@ -124,8 +124,9 @@ def test_model_keeps_a_recordings_info_node_private_to_its_window():
 @pytest.mark.parametrize("graphs", ["hardware", "software"])
 def test_captures_alone_keep_the_info_cache_at_its_count(graphs):
     """A program that only captures, each graph with new info words and then destroyed, never
-    runs an eager lookup: the entries its destroyed graphs unpinned are evicted by later
-    captures' lookups, so the cache (and the device memory behind it) stays at its count."""
+    runs an eager lookup: the entries its destroyed graphs unpinned are evicted as later
+    windows open, so the cache (and the device memory behind it) stays at its count, and the
+    last window's entry."""
     with lifecore.Device(EMULATED, graphs=graphs) as dev:
         s = dev.stream()
         x, y = upload(s, np.ones(N)), upload(s, np.zeros(N))
@@ -136,8 +137,37 @@ def test_captures_alone_keep_the_info_cache_at_its_count(graphs):
             graph.replay()
             graph.destroy()
         stats = dev.memory_stats()
-        assert stats["info_pinned"] == 0 and stats["info_entries"] <= 4096, stats
+        assert stats["info_pinned"] == 0 and stats["info_entries"] <= 4096 + 1, stats
+        s.graph_prepare()  # the next window opens: the count again
+        assert dev.memory_stats()["info_entries"] <= 4096
+        s.abort_capture()
         s.sync()
         # Each capture's warmup and its one replay added a * x, with its own a = 1 + i: the
         # right words reached every launch.
         assert f32(s, y)[0] == pytest.approx(2 * sum(1.0 + i for i in range(count)), rel=1e-3)
+
+
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_a_window_finds_warm_every_entry_cached_before_it(graphs):
+    """The specification's capture mode caches every buffer and invalidates none. Before, a
+    window's warmup past the cache's count evicted entries cached before the window, and the
+    recording that used one then uploaded it: a memory node, and end_capture refused."""
+    with lifecore.Device(EMULATED, graphs=graphs) as dev:
+        s = dev.stream()
+        x, y = upload(s, np.ones(N)), upload(s, np.zeros(N))
+        for i in range(4096):  # the cache full, in normal mode
+            s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(i))])
+        s.sync()
+        assert dev.memory_stats()["info_entries"] == 4096
+        s.graph_prepare()
+        for i in range(5000, 5010):  # a warmup with new words: nothing evicted while the window is open
+            s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(i))])
+        assert dev.memory_stats()["info_entries"] == 4096 + 10
+        s.begin_capture()
+        s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(1.0)])  # cached before
+        graph = s.end_capture()  # warm: no upload, no memory node
+        graph.replay()
+        s.sync()
+        graph.destroy()
+        s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(2.0)])  # no window open
+        assert dev.memory_stats()["info_entries"] == 4096  # the count, enforced again

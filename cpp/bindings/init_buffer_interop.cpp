@@ -87,11 +87,12 @@ BufferView make_view(std::shared_ptr<Buffer> buffer, nb::handle dtype, nb::handl
                                        type_name_of(shape));
   std::uint64_t count = 1;
   const auto dims = sequence_snapshot(shape, "view: argument 'shape'");
-  // What NumPy can view (NPY_MAXDIMS): a longer shape would export, then fail in the consumer.
-  constexpr std::size_t most_dims = 64;
+  // What every NumPy the package supports can view (NPY_MAXDIMS: 32 before NumPy 2, 64 since):
+  // a longer shape would export, then fail in the consumer.
+  constexpr std::size_t most_dims = 32;
   if (dims.size() > most_dims)
     raise(ErrorKind::InvalidArgument, "view: a shape of " + std::to_string(dims.size()) + " dimensions; at most " +
-                                          std::to_string(most_dims) + " (what NumPy views)");
+                                          std::to_string(most_dims) + " (what NumPy 1.x views)");
   for (nb::handle item : dims) {
     const nb::object dim = index_of(item);  // as the other counts take it (a NumPy integer too)
     if (!dim.is_valid())

@@ -182,7 +182,10 @@ void bind_records(nb::module_& m) {
 }
 
 void bind_checkpoints(nb::module_& m) {
-  nb::class_<CaptureCheckpoint>(m, "CaptureCheckpoint", "The capture component of a generation snapshot.")
+  nb::class_<CaptureCheckpoint>(m, "CaptureCheckpoint",
+                                "The capture component of a generation snapshot: the admission data, schedule position "
+                                "and usage, portable (no backend or handle). copy and deepcopy give a checkpoint that "
+                                "restores the same run; a pickle is refused (the run it belongs to is never serialized).")
       .def_ro("artifact_identity", &CaptureCheckpoint::artifact_identity,
            "The artifact_identity of the discovery it was taken with.")
       .def_ro("plan_identity", &CaptureCheckpoint::plan_identity, "The identity of its run's AdmittedCapturePlan.")
@@ -191,7 +194,27 @@ void bind_checkpoints(nb::module_& m) {
       .def_ro("has_step", &CaptureCheckpoint::has_step, "Whether any step was delivered (False for a fresh run).")
       .def_ro("usage", &CaptureCheckpoint::usage, nb::rv_policy::copy,
            "The run's cumulative CaptureUsage when it was taken (a copy); restoring refunds nothing.")
-      .def("__reduce__", [](nb::handle) { raise(ErrorKind::TypeMismatch, "a capture checkpoint belongs to its run"); },
+      .def_prop_ro(
+          "plan",
+          [](const CaptureCheckpoint& cp) {
+            if (!cp.plan) raise(ErrorKind::CaptureSession, "CaptureCheckpoint.plan: not a checkpoint checkpoint() made");
+            return AdmittedCapturePlan(*cp.plan);
+          },
+          "The AdmittedCapturePlan checkpoint() cloned, re-admitted against its discovery (a copy).")
+      .def_prop_ro(
+          "intervention_plan",
+          [](const CaptureCheckpoint& cp) {
+            return cp.interventions ? std::optional<AdmittedInterventionPlan>(*cp.interventions) : std::nullopt;
+          },
+          nb::sig("def intervention_plan(self, /) -> AdmittedInterventionPlan | None"),
+          "The AdmittedInterventionPlan it cloned (a copy), or None when the run has none.")
+      .def("__copy__", [](const CaptureCheckpoint& cp) { return cp; })
+      .def("__deepcopy__", [](const CaptureCheckpoint& cp, nb::handle) { return cp; }, nb::arg("memo"))
+      .def("__reduce__",
+           [](nb::handle) {
+             raise(ErrorKind::TypeMismatch, "a capture checkpoint belongs to its run, which is never serialized: copy "
+                                            "it (copy.copy, copy.deepcopy) within the process instead");
+           },
            nb::sig("def __reduce__(self) -> typing.NoReturn"));
 
   nb::class_<PreparedCaptureRestore>(m, "PreparedCaptureRestore",
@@ -304,9 +327,8 @@ void bind_capture_session(nb::module_& m) {
            },
            nb::arg("discovery").none(),
            nb::sig("def checkpoint_storage_bytes(self, discovery: CaptureDiscovery) -> int | None"),
-           "Host bytes to reserve before checkpoint(): what a portable checkpoint of this session would copy "
-           "(identities, plan encodings, intervention payloads), or None when it does not fit in 64 bits. An upper "
-           "bound here: a CaptureCheckpoint belongs to its run and holds the identities, position and usage only.")
+           "Host bytes to reserve before checkpoint(): what its checkpoint copies (identities, the admitted plans' "
+           "encodings and intervention payloads), or None when it does not fit in 64 bits.")
       .def("checkpoint",
            [](const CaptureSession& s, nb::handle discovery) {
              return s.checkpoint(object_argument<CaptureDiscovery>(discovery, "CaptureSession.checkpoint", "discovery",

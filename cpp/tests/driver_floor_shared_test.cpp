@@ -135,23 +135,62 @@ void the_allocation_registry_refuses_a_foreign_free() {
   AllocationRegistry allocations{table_naming<table>()};
   CHECK(allocations.adopt(0x1000) == 0x1000);
   allocations.adopt(0x2000);
-  CHECK(allocations.begin_free(0x1000, "free").ok());
-  Status twice = allocations.begin_free(0x1000, "free");  // dying: no second free reaches it
+  std::uint64_t first = 0, other = 0;
+  CHECK(allocations.begin_free(0x1000, "free", &first).ok());
+  Status twice = allocations.begin_free(0x1000, "free", &other);  // dying: no second free reaches it
   CHECK(twice.code == Code::invalid_value && twice.native_code == 7 && twice.call == "free");
-  allocations.settle(0x1000, true);
-  CHECK(!allocations.begin_free(0x1000, "free").ok());
-  CHECK(!allocations.begin_free(0x2008, "free").ok());  // inside an allocation, not its start
+  allocations.settle(0x1000, first, true);
+  CHECK(!allocations.begin_free(0x1000, "free", &other).ok());
+  CHECK(!allocations.begin_free(0x2008, "free", &other).ok());  // inside an allocation, not its start
   // A failed free leaves it live, without allocating, however many allocations came since.
-  CHECK(allocations.begin_free(0x2000, "free").ok());
+  std::uint64_t freeing = 0;
+  CHECK(allocations.begin_free(0x2000, "free", &freeing).ok());
   for (DevicePtr p = 0x10000; p < 0x10000 + 64 * 0x100; p += 0x100) allocations.adopt(p);
   allocations_before_failure = 0;
-  allocations.settle(0x2000, false);
+  allocations.settle(0x2000, freeing, false);
   allocations_before_failure = -1;
-  CHECK(allocations.begin_free(0x2000, "free").ok());
-  // The driver gives a freed address out again before its free settles: the new one stays.
+  CHECK(allocations.begin_free(0x2000, "free", &freeing).ok());
+  // The driver gives a freed address out again before its free settles: the new one stays,
+  // and a free of the new one begun before the old settles is that free's to settle.
   allocations.adopt(0x2000);
-  allocations.settle(0x2000, true);
+  std::uint64_t again = 0;
+  CHECK(allocations.begin_free(0x2000, "free", &again).ok() && again != freeing);
+  allocations.settle(0x2000, freeing, true);  // late: leaves the new allocation's mark alone
+  allocations.settle(0x2000, again, false);   // the new one's free failed: it stays live
   CHECK(allocations.take_all().size() == 65);
+}
+
+// A late settle of a destroy that succeeded meets a new object at the same address, whose own
+// destroy has begun: it must leave that destroy's mark alone (it erased it, and the new
+// object was lost when its destroy then failed). And a module marked dying first refuses a
+// second unload before it marks any function.
+void a_late_settle_leaves_a_new_objects_destroy_alone() {
+  const StatusNaming& naming = table_naming<table>();
+  HandleRegistry<Thing*, ThingHandle> things{"thing", naming};
+  Thing a;
+  const ThingHandle h = things.adopt(&a);
+  DyingTicket first, second;
+  CHECK(things.begin_release(h, "destroy", &first).ok());
+  // The native destroy succeeds; another thread's create is given the same address, and a
+  // third thread begins destroying that new object.
+  CHECK(things.adopt(&a) == h);
+  CHECK(things.begin_release(h, "destroy", &second).ok());
+  things.settle(first, true);    // the first destroy settles late
+  things.settle(second, false);  // the new object's destroy failed
+  CHECK(things.contains(h));
+
+  HandleRegistry<Thing*, OwnerHandle> modules{"module", naming};
+  Thing module, function;
+  const OwnerHandle m = modules.adopt(&module);
+  const ThingHandle f = things.adopt(&function, m);
+  DyingTicket unloading, again;
+  CHECK(modules.begin_release(m, "unload", &unloading).ok());
+  const auto functions = things.mark_owned_by(m);
+  CHECK(functions.size() == 1 && !things.contains(f));
+  CHECK(!modules.begin_release(m, "unload", &again).ok());  // a second unload: refused, nothing marked
+  things.settle(functions, false);  // the unload failed: module and function live again
+  modules.settle(unloading, false);
+  CHECK(modules.contains(m) && things.contains(f));
 }
 
 int resolved_entry(int x) { return x + 1; }
@@ -189,6 +228,7 @@ int main() {
   a_release_forgets_before_the_destroy();
   a_failed_destroy_keeps_its_handle_without_allocating();
   the_allocation_registry_refuses_a_foreign_free();
+  a_late_settle_leaves_a_new_objects_destroy_alone();
   the_symbol_table_records_each_entry();
   kernel_params_give_each_argument_a_slot();
   return lifecore::test_support::finish("driver_floor_shared_test");

@@ -459,16 +459,20 @@ class _Heartbeat:
 # Hypothesis keeps a tree of every choice a run of it made, to draw new ones (about 7 KB a
 # step); over a long fuzz it grew by about 13 MB a second, without bound. So the examples go in
 # batches, each a fresh Hypothesis run whose tree goes with it, of at most this many examples
-# and steps (about 350 MB).
+# and steps. But never fewer examples than the floor: a fresh run's first example is always
+# its simplest (whatever the seed), so a batch of one would run that one example every time.
+# (A run stops where its drawn data nears Hypothesis's limit, a few hundred steps, so a batch
+# at the floor stays far below the steps it was sized for.)
 EXAMPLES_PER_BATCH = 1000
 STEPS_PER_BATCH = 50_000
+LEAST_EXAMPLES_PER_BATCH = 100
 
 
 def _batches(seed: int, examples: int, steps: int) -> Iterator[tuple[int, int]]:
     """(Hypothesis seed, examples) of each batch: the first is ``seed`` itself (a run that fits
     one batch is one Hypothesis run, as it always was), each later one a seed derived from
     ``seed`` and the batch's number, so the same seed runs the same batches."""
-    per_batch = max(1, min(EXAMPLES_PER_BATCH, STEPS_PER_BATCH // max(steps, 1)))
+    per_batch = min(EXAMPLES_PER_BATCH, max(LEAST_EXAMPLES_PER_BATCH, STEPS_PER_BATCH // max(steps, 1)))
     batch = 0
     while examples > 0:
         size = min(examples, per_batch)

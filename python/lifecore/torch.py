@@ -473,6 +473,11 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
                 catalog.append(ObservationPoint(path + ROUTING_SUFFIX,
                                                 [Axis("rows", "token_rows"), Axis("experts", policy.num_experts)],
                                                 meaning="routing", routing=policy))
+    if scripted and not catalog:
+        outer = [s[:-1] for s in scripted if not any(s != o and s.startswith(o) for o in scripted)]
+        _warn_at_caller(f"discover: no point was found in {type(model).__name__}, whose submodules "
+                        f"{', '.join(map(repr, outer[:4]))}{', ...' if len(outer) > 4 else ''} are TorchScript modules "
+                        f"(they take no forward hooks)")
     return CaptureDiscovery(identity or artifact_identity(model), catalog, capabilities)
 
 
@@ -1418,8 +1423,10 @@ class ModelCapture:
                 raise InvalidArgumentError(f"{self._call}: module {pattern!r} returned no tensor in the forward "
                                            f"(at output_index {self._output_index}), or was not called{compiled}")
             if not seen:
+                scripted = sum(isinstance(self._model.get_submodule(hit), torch.jit.ScriptModule) for hit in hits)
+                why = f"; {scripted} of them are TorchScript modules, which take no forward hooks" if scripted else ""
                 raise InvalidArgumentError(f"{self._call}: {pattern!r} matches {hits[:6]} but none of them returned "
-                                           f"a tensor in the forward (at output_index {self._output_index})")
+                                           f"a tensor in the forward (at output_index {self._output_index}){why}")
             for point, order in seen:
                 chosen.setdefault(point, order)
         names = [name if [n for n, _ in self._transforms].count(name) == 1 else f"{name}{i}"

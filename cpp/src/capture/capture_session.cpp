@@ -406,14 +406,18 @@ CaptureCheckpoint CaptureSession::checkpoint(const CaptureDiscovery& discovery) 
   if (step_open_) raise(ErrorKind::CaptureSession, "undelivered capture records must be taken before a checkpoint");
   if (pending_control_) raise(ErrorKind::CaptureSession, "a routing control is still pending");
   if (!ready_) raise(ErrorKind::CaptureSession, "the last capture step did not complete; it cannot be a checkpoint");
-  std::string identity;
+  std::shared_ptr<const AdmittedCapturePlan> readmitted;
   try {
-    identity = admit(plan_.plan(), discovery, plan_.request(), inherited_, admitted_from_).identity();
+    readmitted = std::make_shared<const AdmittedCapturePlan>(
+        admit(plan_.plan(), discovery, plan_.request(), inherited_, admitted_from_));
   } catch (const Error& error) {
     raise(ErrorKind::CaptureSession, std::string("checkpoint source/admission mismatch: ") + error.message());
   }
-  if (identity != plan_.identity()) raise(ErrorKind::CaptureSession, "checkpoint source/admission mismatch");
+  if (readmitted->identity() != plan_.identity())
+    raise(ErrorKind::CaptureSession, "checkpoint source/admission mismatch");
   CaptureCheckpoint cp;
+  cp.plan = std::move(readmitted);  // the admission data, cloned
+  if (interventions_) cp.interventions = std::make_shared<const AdmittedInterventionPlan>(*interventions_);
   cp.owner = id_;
   cp.artifact_identity = discovery.artifact_identity;
   cp.plan_identity = plan_.identity();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -23,26 +24,29 @@ class AllocationRegistry {
   // was freed already (the driver gave the address out again): it becomes the new one.
   DevicePtr adopt(DevicePtr pointer) {
     std::lock_guard lock(mutex_);
-    const auto it = std::find_if(live_.begin(), live_.end(), [&](const Entry& e) { return e.pointer == pointer; });
-    if (it != live_.end()) it->dying = false;
-    else live_.push_back(Entry{pointer, false});
+    const std::uint64_t adoption = ++adoptions_;  // 2**64 allocations are never made
+    if (const auto it = find_locked(pointer); it != live_.end()) *it = Entry{pointer, false, adoption};
+    else live_.push_back(Entry{pointer, false, adoption});
     return pointer;
   }
-  // Ok and marked dying when `pointer` is live (no other free reaches it); else invalid_value
-  // naming the call. The caller's native free follows, then settle.
-  Status begin_free(DevicePtr pointer, const char* call) {
+  // Ok and marked dying when `pointer` is live (no other free reaches it), *adoption saying
+  // which allocation at that address it is; else invalid_value naming the call. The caller's
+  // native free follows, then settle.
+  Status begin_free(DevicePtr pointer, const char* call, std::uint64_t* adoption) {
     std::lock_guard lock(mutex_);
-    const auto it = std::find_if(live_.begin(), live_.end(), [&](const Entry& e) { return e.pointer == pointer; });
+    const auto it = find_locked(pointer);
     if (it == live_.end() || it->dying)
       return local_status(naming_, Code::invalid_value, call, "not a live allocation of this device");
     it->dying = true;
+    *adoption = it->adoption;
     return Status::success();
   }
   // Forgets a freed allocation, or makes it live again when its free failed; allocates nothing.
-  void settle(DevicePtr pointer, bool freed) noexcept {
+  // An allocation adopted at the address since is another one, left as it is.
+  void settle(DevicePtr pointer, std::uint64_t adoption, bool freed) noexcept {
     std::lock_guard lock(mutex_);
-    const auto it = std::find_if(live_.begin(), live_.end(), [&](const Entry& e) { return e.pointer == pointer; });
-    if (it == live_.end() || !it->dying) return;  // adopted again since: a new allocation
+    const auto it = find_locked(pointer);
+    if (it == live_.end() || !it->dying || it->adoption != adoption) return;
     if (!freed) {
       it->dying = false;
       return;
@@ -62,12 +66,18 @@ class AllocationRegistry {
  private:
   struct Entry {
     DevicePtr pointer;
-    bool dying;  // its free has begun
+    bool dying;              // its free has begun
+    std::uint64_t adoption;  // which allocation at that address this is
   };
+
+  std::vector<Entry>::iterator find_locked(DevicePtr pointer) {
+    return std::find_if(live_.begin(), live_.end(), [&](const Entry& e) { return e.pointer == pointer; });
+  }
 
   const StatusNaming& naming_;
   std::mutex mutex_;
   std::vector<Entry> live_;
+  std::uint64_t adoptions_ = 0;
 };
 
 }  // namespace lifecore::driver

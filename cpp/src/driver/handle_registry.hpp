@@ -15,6 +15,13 @@
 
 namespace lifecore::driver {
 
+// Which entry a destroy marked: its address and the adoption it belongs to. An address the
+// driver gave out again is another adoption, which a late settle of the old one never touches.
+struct DyingTicket {
+  std::uintptr_t key = 0;
+  std::uint64_t adoption = 0;
+};
+
 template <class Native, class Handle>
 class HandleRegistry {
  public:
@@ -27,7 +34,7 @@ class HandleRegistry {
   template <class Owner = std::uintptr_t>
   Handle adopt(Native native, Owner owner = {}) {
     std::lock_guard lock(mutex_);
-    live_[key(native)] = Slot{static_cast<std::uintptr_t>(owner), false};
+    live_[key(native)] = Slot{static_cast<std::uintptr_t>(owner), false, ++adoptions_};
     return static_cast<Handle>(key(native));
   }
   // Ok and *out set when `handle` is live; else invalid_handle naming the call.
@@ -41,45 +48,60 @@ class HandleRegistry {
     const auto it = live_.find(static_cast<std::uintptr_t>(handle));
     return static_cast<std::uintptr_t>(handle) != 0 && it != live_.end() && !it->second.dying;
   }
-  // Destroys the native object behind `handle` through `destroy` (a Native -> Status), the
-  // handle marked dying first, so no other call reaches it: a driver gives a destroyed
-  // object's address to the next object created, perhaps on another thread before this call
-  // settles, and that object's entry must survive. A failed destroy makes the handle live
-  // again without allocating (a table that grew meanwhile is never rehashed for it); a handle
-  // not live is refused as find refuses it, before any native call.
+  // Marks `handle` dying, so no other call reaches it (find, a second destroy), before its
+  // native destroy: a driver gives a destroyed object's address to the next object created,
+  // perhaps on another thread before this destroy settles, and that object's entry must
+  // survive. A handle not live is refused as find refuses it.
+  Status begin_release(Handle handle, const char* call, DyingTicket* ticket) {
+    const auto k = static_cast<std::uintptr_t>(handle);
+    std::lock_guard lock(mutex_);
+    const auto it = live_.find(k);
+    if (k == 0 || it == live_.end() || it->second.dying) return refusal(call);
+    it->second.dying = true;
+    *ticket = DyingTicket{k, it->second.adoption};
+    return Status::success();
+  }
+  // After the native destroy: forgets the entry it marked when the destroy succeeded, or makes
+  // it live again when it failed, without allocating (a table that grew meanwhile is never
+  // rehashed for it).
+  void settle(const DyingTicket& ticket, bool destroyed) noexcept {
+    std::lock_guard lock(mutex_);
+    const auto it = live_.find(ticket.key);
+    if (it == live_.end() || !it->second.dying || it->second.adoption != ticket.adoption) return;
+    if (destroyed) live_.erase(it);
+    else it->second.dying = false;
+  }
+  // begin_release, the native destroy through `destroy` (a Native -> Status), settle; before
+  // any native call for a handle not live.
   template <class F>
   Status release(Handle handle, const char* call, F&& destroy) {
-    const auto k = static_cast<std::uintptr_t>(handle);
-    {
-      std::lock_guard lock(mutex_);
-      const auto it = live_.find(k);
-      if (k == 0 || it == live_.end() || it->second.dying) return refusal(call);
-      it->second.dying = true;
-    }
-    Status status = destroy(reinterpret_cast<Native>(k));
-    settle_one(k, status.ok());
+    DyingTicket ticket;
+    if (Status refused = begin_release(handle, call, &ticket); !refused.ok()) return refused;
+    Status status = destroy(reinterpret_cast<Native>(ticket.key));
+    settle(ticket, status.ok());
     return status;
   }
 
-  // An owner's handles (a module's functions), marked dying before the owner's destroy for
-  // the same reason; settle forgets them once that destroy succeeded, or makes them live again.
+  // An owner's handles (a module's functions), marked dying for the same reason once the
+  // owner itself is (so no new one is adopted for it meanwhile); settle each after the
+  // owner's destroy.
   template <class Owner>
-  std::vector<std::uintptr_t> mark_owned_by(Owner owner) {
+  std::vector<DyingTicket> mark_owned_by(Owner owner) {
     std::lock_guard lock(mutex_);
     const auto owned = [&](const auto& entry) {
       return entry.second.owner == static_cast<std::uintptr_t>(owner) && !entry.second.dying;
     };
-    std::vector<std::uintptr_t> marked;
+    std::vector<DyingTicket> marked;
     marked.reserve(static_cast<std::size_t>(std::count_if(live_.begin(), live_.end(), owned)));  // no throw after
     for (auto& entry : live_) {
       if (!owned(entry)) continue;
       entry.second.dying = true;
-      marked.push_back(entry.first);
+      marked.push_back(DyingTicket{entry.first, entry.second.adoption});
     }
     return marked;
   }
-  void settle(const std::vector<std::uintptr_t>& marked, bool destroyed) noexcept {
-    for (const std::uintptr_t k : marked) settle_one(k, destroyed);
+  void settle(const std::vector<DyingTicket>& marked, bool destroyed) noexcept {
+    for (const DyingTicket& ticket : marked) settle(ticket, destroyed);
   }
   std::vector<Native> take_all() {
     std::lock_guard lock(mutex_);
@@ -92,8 +114,9 @@ class HandleRegistry {
 
  private:
   struct Slot {
-    std::uintptr_t owner;  // its owner's handle (0: none)
-    bool dying;            // its destroy has begun: no call reaches it
+    std::uintptr_t owner;    // its owner's handle (0: none)
+    bool dying;              // its destroy has begun: no call reaches it
+    std::uint64_t adoption;  // which adoption of the address this is
   };
 
   static std::uintptr_t key(Native native) { return reinterpret_cast<std::uintptr_t>(native); }
@@ -101,20 +124,12 @@ class HandleRegistry {
     return local_status(naming_, Code::invalid_handle, call,
                         std::string("not a live ") + what_ + " of this device (destroyed, or from another device)");
   }
-  // Erasing or clearing a flag allocates nothing. An entry adopted again since (not dying) is
-  // a new object at the destroyed one's address: it stays.
-  void settle_one(std::uintptr_t k, bool destroyed) noexcept {
-    std::lock_guard lock(mutex_);
-    const auto it = live_.find(k);
-    if (it == live_.end() || !it->second.dying) return;
-    if (destroyed) live_.erase(it);
-    else it->second.dying = false;
-  }
 
   const char* what_;
   const StatusNaming& naming_;
   mutable std::mutex mutex_;
   std::unordered_map<std::uintptr_t, Slot> live_;
+  std::uint64_t adoptions_ = 0;  // 2**64 adoptions are never made
 };
 
 }  // namespace lifecore::driver

@@ -74,14 +74,29 @@ void InfoCache::use_locked(Entries::iterator found, CacheMode mode, WindowId win
   Entry& entry = found->second;
   result.ptr = entry.ptr;
   if (mode == CacheMode::capture && pending_[window].insert(&found->first).second) ++entry.window_pins;
-  // Over the count, the least recently used unpinned entries go in either mode: a program that
-  // only captures, and destroys its graphs, would otherwise grow the cache for ever. What a
-  // window or a live graph pins (this lookup's entry among them) never goes.
-  evict_locked(&result.evicted);
+  // Over the count, the least recently used unpinned entries go, but never while a capture
+  // window is open (open_window enforces the count as the next one opens). What a window or a
+  // live graph pins (this lookup's entry among them) never goes.
+  if (open_.empty()) evict_locked(&result.evicted);
+}
+
+std::vector<driver::DevicePtr> InfoCache::open_window(WindowId window) {
+  std::lock_guard lock(mutex_);
+  std::vector<driver::DevicePtr> evicted;
+  evicted.reserve(entries_.size() > max_entries_ ? entries_.size() - max_entries_ : 0);  // no throw after
+  open_.insert(window);  // throws: nothing changed
+  if (open_.size() == 1) evict_locked(&evicted);
+  return evicted;
+}
+
+void InfoCache::close_window(WindowId window) noexcept {
+  std::lock_guard lock(mutex_);
+  open_.erase(window);
 }
 
 void InfoCache::commit(WindowId window, GraphId graph) {
   std::lock_guard lock(mutex_);
+  open_.erase(window);
   private_.erase(window);  // the graph owns its memory nodes: they are never shared
   auto it = pending_.find(window);
   if (it == pending_.end()) return;
@@ -97,6 +112,7 @@ void InfoCache::commit(WindowId window, GraphId graph) {
 
 void InfoCache::discard(WindowId window) {
   std::lock_guard lock(mutex_);
+  open_.erase(window);
   // Its private buffers were nodes of a recording that was never sealed: they never existed.
   private_.erase(window);
   auto it = pending_.find(window);
@@ -135,6 +151,7 @@ std::vector<driver::DevicePtr> InfoCache::release_all() {
   entries_.clear();
   lru_.clear();
   pending_.clear();
+  open_.clear();
   committed_.clear();
   private_.clear();  // memory nodes of recordings, not driver allocations
   return released;

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "lifecore/runtime/recorder.hpp"
+#include "runtime/relaxed_capture_mode.hpp"
 
 namespace lifecore::runtime {
 namespace {
@@ -51,34 +52,49 @@ class OpListRecording final : public Recording {
       if (auto status = driver.stream_wait_event(driver.stream_native_handle(stream), ended_); !status.ok())
         return status;
     }
-    for (const Op& op : ops_) {
-      driver::Status status;
-      if (const auto* launch = std::get_if<LaunchOp>(&op))
-        status = driver.launch_kernel(launch->function, launch->grid, launch->block, 0, stream, launch->args);
-      else if (const auto* copy = std::get_if<CopyOp>(&op))
-        status = driver.memcpy_dtod_async(copy->dst, copy->src, copy->bytes, stream);
-      else if (const auto* fill = std::get_if<FillOp>(&op))
-        status = driver.memset_d32_async(fill->dst, fill->value, fill->count, stream);
-      if (!status.ok()) return status;
+    if (unmarked_ && *unmarked_ != stream) {
+      // Work issued with no mark after it (its record failed): waited for on the host, in
+      // relaxed mode (no recording elsewhere refuses the wait or is invalidated by it). A stream
+      // destroyed since finished its work first, so its refusal is no matter.
+      RelaxedCaptureMode relaxed(driver);
+      (void)driver.stream_synchronize(*unmarked_);
+      unmarked_.reset();
     }
-    // The replay issued with no mark after it: a replay on another stream would not wait for
-    // it (only for the one marked before), so a failed record is the replay's failure.
-    if (auto status = driver.event_record(ended_, stream); !status.ok()) return status;
-    last_stream_ = stream;
-    return driver::Status::success();
+    driver::Status failed;
+    for (const Op& op : ops_) {
+      if (const auto* launch = std::get_if<LaunchOp>(&op))
+        failed = driver.launch_kernel(launch->function, launch->grid, launch->block, 0, stream, launch->args);
+      else if (const auto* copy = std::get_if<CopyOp>(&op))
+        failed = driver.memcpy_dtod_async(copy->dst, copy->src, copy->bytes, stream);
+      else if (const auto* fill = std::get_if<FillOp>(&op))
+        failed = driver.memset_d32_async(fill->dst, fill->value, fill->count, stream);
+      if (!failed.ok()) break;
+    }
+    // Marked whatever was issued, a failed replay's first operations included: the next replay
+    // on another stream waits for them too.
+    driver::Status marked = driver.event_record(ended_, stream);
+    if (marked.ok()) {
+      last_stream_ = stream;
+      unmarked_.reset();
+    } else {
+      unmarked_ = stream;
+    }
+    return failed.ok() ? marked : failed;
   }
   void upload(driver::Driver&, driver::StreamHandle) noexcept override {}
   void release(driver::Driver& driver) noexcept override {
     if (ended_ != driver::EventHandle{}) (void)driver.event_destroy(ended_);  // an enqueued wait outlives it
     ended_ = {};
     last_stream_.reset();
+    unmarked_.reset();
   }
 
  private:
   const std::vector<Op> ops_;
   std::vector<Staging> staging_;
   driver::EventHandle ended_{};                       // recorded after each replay, made at the first
-  std::optional<driver::StreamHandle> last_stream_;   // where the last replay ran, when it was marked
+  std::optional<driver::StreamHandle> last_stream_;   // where the last marked replay ran
+  std::optional<driver::StreamHandle> unmarked_;      // where a replay ran whose mark failed
 };
 
 class OpListRecorder final : public Recorder {

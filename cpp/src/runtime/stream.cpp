@@ -1,4 +1,5 @@
 #include "lifecore/runtime/stream.hpp"
+#include "lifecore/thread_token.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -198,6 +199,10 @@ void Stream::check_producer_stream_before_export(std::uintptr_t producer_current
 void Stream::check_capture_thread(const char* op) const {
   if (!state_.is_recording() || device_->capture_mode() == driver::CaptureMode::relaxed) return;
   if (thread_token() == capture_thread_) return;
+  // A software recording has no driver capture that only its thread could end: once that thread
+  // has exited, any thread may end or abort it, or it could never end (a driver's capture whose
+  // thread is gone stays one: no other thread can end it).
+  if (!driver_captures() && thread_has_exited(capture_thread_)) return;
   const std::string me = thread_text(std::this_thread::get_id());
   raise(ErrorKind::CaptureState,
         std::string(op) + ": the recording on this stream was begun by thread " + capture_thread_text_ +
@@ -987,10 +992,29 @@ void Stream::graph_prepare(CaptureOwner owner) {
   next.prepare(owner);  // the rule: refuses an overlapping window, changing nothing
   // Errors queued before the window belong to work outside it: report them now, not inside.
   errors_.surface("graph_prepare");
+  const WindowId window = device_->new_window_id();
+  // Arm the pools (persistent, touched, priming) and open the window in the info cache, which
+  // evicts nothing while it is open: what throws comes before the state moves.
+  device_->memory().capture_begin(window);
+  std::vector<driver::DevicePtr> evicted;
+  try {
+    evicted = device_->info().open_window(window);
+  } catch (...) {
+    device_->memory().release_retained(device_->memory().capture_end(window));
+    throw;
+  }
   state_.set(next);
-  window_ = device_->new_window_id();
-  // Arm the pools (persistent, touched, priming); the info cache follows cache_mode().
-  device_->memory().capture_begin(window_);
+  window_ = window;
+  // Over the cache's count before the window opened: released in this stream's order, as a
+  // launch's evictions are (out of memory for the queue, one stays allocated: a leak, never a
+  // free under queued work).
+  Device* device = device_.get();
+  for (driver::DevicePtr ptr : evicted) {
+    try {
+      drop_.push([device, ptr] { device->free_info_buffer(ptr); });
+    } catch (...) {
+    }
+  }
 }
 
 void Stream::begin_capture() {
@@ -1237,6 +1261,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
 
 void Stream::forget_recording(bool discard) noexcept {
   if (discard) discard_window();
+  if (window_ != 0) device_->info().close_window(window_);  // discarded or not, it is no longer open
   window_ = 0;
   state_.abort();
   recorder_->forget();

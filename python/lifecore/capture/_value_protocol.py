@@ -8,8 +8,9 @@ its constructor's keywords, read back from its properties: one table below says 
 
 The objects bound to a session (records, payloads, steps, observers) are views of state that
 lives in one process; pickling or copying one raises LifecoreTypeError saying what to send
-instead. Admitted plans and checkpoints refuse in the core already (a pickle cannot forge an
-admission; a checkpoint belongs to its run).
+instead. Admitted plans refuse copies and pickles in the core already (a pickle cannot forge an
+admission); a checkpoint copies within the process but refuses a pickle (it belongs to its run,
+which is never serialized).
 
 ``CaptureUsage`` (mutable: a ledger's running totals) and ``CaptureRequest``/``RoutingPolicy``
 keep the equality and hashing the core gives them; all three pickle here.

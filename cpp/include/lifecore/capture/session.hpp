@@ -20,13 +20,19 @@
 
 namespace lifecore::capture {
 
-// The capture component of a generation snapshot: schedule position and usage. The owner
-// is the run's process-local id and is never serialized.
+// The capture component of a generation snapshot: the admission data, schedule position and
+// usage, portable (no estimator, backend or handle) and copied as a value. The owner is the
+// run's process-local id and is never serialized.
 struct CaptureCheckpoint {
   std::uint64_t owner = 0;
   std::string artifact_identity;
   std::string plan_identity;
   std::string intervention_identity;
+  // The admission data, cloned by checkpoint() (what checkpoint_storage_bytes sizes): the plan
+  // re-admitted against the discovery given, and the intervention plan when there is one.
+  // Immutable, so copies of the checkpoint share them.
+  std::shared_ptr<const AdmittedCapturePlan> plan;
+  std::shared_ptr<const AdmittedInterventionPlan> interventions;
   std::uint64_t prediction = 0;
   CapturePhase phase = CapturePhase::prefill;
   bool has_step = false;

@@ -58,6 +58,14 @@ class InfoCache {
   // recording); it is visible to that window only and leaves the cache when the window ends.
   Lookup get(const InfoWords& words, CacheMode mode, WindowId window, const Upload& upload,
              bool provisional = false);
+  // A capture window opens (graph_prepare): while any is open nothing is evicted, so a window
+  // finds warm every entry cached before it and during its warmup (the capture mode caches
+  // every buffer and invalidates none). Returns what went over the count before it opened,
+  // when no other window was open, for the caller to release in its stream's order: a program
+  // that only captures is kept to the count that way.
+  std::vector<driver::DevicePtr> open_window(WindowId window);
+  // The window is gone without commit or discard (its device closed or was lost).
+  void close_window(WindowId window) noexcept;
   // Moves the window's pins to the graph; the window's private entries leave the cache.
   void commit(WindowId window, GraphId graph);
   // Drops the window's pins (the window was abandoned, refused or aborted) and its private
@@ -97,6 +105,7 @@ class InfoCache {
   Entries entries_;
   std::list<const InfoWords*> lru_;  // front: most recently used
   std::unordered_map<WindowId, std::set<const InfoWords*>> pending_;
+  std::set<WindowId> open_;  // capture windows open (prepared or recording): nothing is evicted
   std::unordered_map<GraphId, std::vector<const InfoWords*>> committed_;
   // Entries made inside a hardware recording, per window: never in entries_, so a hit from any
   // other stream or window can never be handed a pointer with no memory behind it.

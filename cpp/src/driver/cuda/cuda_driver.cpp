@@ -121,9 +121,10 @@ class CudaDriver final : public NativeDriver {
     return status;
   }
   Status mem_free(DevicePtr pointer) override {
-    if (Status s = allocations_.begin_free(pointer, "cuMemFree_v2"); !s.ok()) return s;
+    std::uint64_t adoption = 0;
+    if (Status s = allocations_.begin_free(pointer, "cuMemFree_v2", &adoption); !s.ok()) return s;
     Status status = current("cuMemFree_v2", [&] { return api_.cuMemFree(pointer); });
-    allocations_.settle(pointer, status.ok());
+    allocations_.settle(pointer, adoption, status.ok());
     return status;
   }
   Status mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) override {
@@ -137,9 +138,10 @@ class CudaDriver final : public NativeDriver {
     if (api_.cuMemFreeAsync == nullptr) return unsupported("cuMemFreeAsync");
     CUstream stream;
     if (Status s = streams_.find(handle, "cuMemFreeAsync", &stream); !s.ok()) return s;
-    if (Status s = allocations_.begin_free(pointer, "cuMemFreeAsync"); !s.ok()) return s;
+    std::uint64_t adoption = 0;
+    if (Status s = allocations_.begin_free(pointer, "cuMemFreeAsync", &adoption); !s.ok()) return s;
     Status status = current("cuMemFreeAsync", [&] { return api_.cuMemFreeAsync(pointer, stream); });
-    allocations_.settle(pointer, status.ok());
+    allocations_.settle(pointer, adoption, status.ok());
     return status;
   }
   Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) override {
@@ -206,10 +208,21 @@ class CudaDriver final : public NativeDriver {
     return status;
   }
   Status module_unload(ModuleHandle handle) override {
-    // Its functions' handles die with it, marked dying first (a driver reuses their addresses).
-    const auto functions = functions_.mark_owned_by(handle);
-    Status status = release(modules_, handle, "cuModuleUnload", [&](CUmodule m) { return api_.cuModuleUnload(m); });
+    // The module is marked dying first (no function is looked up in it from then on), then its
+    // functions, whose handles die with it (a driver reuses their addresses); each settles once
+    // the native unload is done.
+    DyingTicket module;
+    if (Status refused = modules_.begin_release(handle, "cuModuleUnload", &module); !refused.ok()) return refused;
+    std::vector<DyingTicket> functions;
+    try {
+      functions = functions_.mark_owned_by(handle);
+    } catch (...) {
+      modules_.settle(module, false);
+      throw;
+    }
+    Status status = current("cuModuleUnload", [&] { return api_.cuModuleUnload(reinterpret_cast<CUmodule>(module.key)); });
     functions_.settle(functions, status.ok());
+    modules_.settle(module, status.ok());
     return status;
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {

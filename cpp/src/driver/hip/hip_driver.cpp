@@ -129,9 +129,10 @@ class HipDriver final : public NativeDriver {
     return status;
   }
   Status mem_free(DevicePtr pointer) override {
-    if (Status s = allocations_.begin_free(pointer, "hipFree"); !s.ok()) return s;
+    std::uint64_t adoption = 0;
+    if (Status s = allocations_.begin_free(pointer, "hipFree", &adoption); !s.ok()) return s;
     Status status = current("hipFree", [&] { return api_.hipFree(as_pointer(pointer)); });
-    allocations_.settle(pointer, status.ok());
+    allocations_.settle(pointer, adoption, status.ok());
     return status;
   }
   Status mem_alloc_async(std::size_t bytes, StreamHandle handle, DevicePtr* out) override {
@@ -145,9 +146,10 @@ class HipDriver final : public NativeDriver {
     if (api_.hipFreeAsync == nullptr) return unsupported("hipFreeAsync");
     hipStream_t stream;
     if (Status s = streams_.find(handle, "hipFreeAsync", &stream); !s.ok()) return s;
-    if (Status s = allocations_.begin_free(pointer, "hipFreeAsync"); !s.ok()) return s;
+    std::uint64_t adoption = 0;
+    if (Status s = allocations_.begin_free(pointer, "hipFreeAsync", &adoption); !s.ok()) return s;
     Status status = current("hipFreeAsync", [&] { return api_.hipFreeAsync(as_pointer(pointer), stream); });
-    allocations_.settle(pointer, status.ok());
+    allocations_.settle(pointer, adoption, status.ok());
     return status;
   }
   Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) override {
@@ -204,10 +206,21 @@ class HipDriver final : public NativeDriver {
     return create(modules_, out, "hipModuleLoadData", [&](hipModule_t* m) { return api_.hipModuleLoadData(m, data); });
   }
   Status module_unload(ModuleHandle handle) override {
-    // Its functions' handles die with it, marked dying first (a driver reuses their addresses).
-    const auto functions = functions_.mark_owned_by(handle);
-    Status status = release(modules_, handle, "hipModuleUnload", [&](hipModule_t m) { return api_.hipModuleUnload(m); });
+    // The module is marked dying first (no function is looked up in it from then on), then its
+    // functions, whose handles die with it (a driver reuses their addresses); each settles once
+    // the native unload is done.
+    DyingTicket module;
+    if (Status refused = modules_.begin_release(handle, "hipModuleUnload", &module); !refused.ok()) return refused;
+    std::vector<DyingTicket> functions;
+    try {
+      functions = functions_.mark_owned_by(handle);
+    } catch (...) {
+      modules_.settle(module, false);
+      throw;
+    }
+    Status status = current("hipModuleUnload", [&] { return api_.hipModuleUnload(reinterpret_cast<hipModule_t>(module.key)); });
     functions_.settle(functions, status.ok());
+    modules_.settle(module, status.ok());
     return status;
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
