@@ -97,6 +97,28 @@ class NativeDriver : public Driver {
         (void)synchronize(stream);
     }
   }
+  // Unloads the module behind `handle` through `native_unload` (a native module -> its native
+  // result), with the device current. The module is marked dying first (no function is looked
+  // up in it from then on), then its functions, whose handles die with it (a driver reuses
+  // their addresses); each settles once the native unload is done.
+  template <class Module, class ModuleHandleT, class Function, class FunctionHandleT, class F>
+  Status unload_module(HandleRegistry<Module, ModuleHandleT>& modules,
+                       HandleRegistry<Function, FunctionHandleT>& functions, ModuleHandleT handle, const char* call,
+                       F&& native_unload) {
+    DyingTicket module;
+    if (Status refused = modules.begin_release(handle, call, &module); !refused.ok()) return refused;
+    std::vector<DyingTicket> owned;
+    try {
+      owned = functions.mark_owned_by(handle);
+    } catch (...) {
+      modules.settle(module, false);
+      throw;
+    }
+    Status status = current(call, [&] { return native_unload(reinterpret_cast<Module>(module.key)); });
+    functions.settle(owned, status.ok());
+    modules.settle(module, status.ok());
+    return status;
+  }
   // Destroys the native object behind `handle`, with the device current; the handle is
   // marked dying before the destroy and live again if it fails (HandleRegistry::release says why).
   template <class Native, class Handle, class F>

@@ -208,22 +208,7 @@ class CudaDriver final : public NativeDriver {
     return status;
   }
   Status module_unload(ModuleHandle handle) override {
-    // The module is marked dying first (no function is looked up in it from then on), then its
-    // functions, whose handles die with it (a driver reuses their addresses); each settles once
-    // the native unload is done.
-    DyingTicket module;
-    if (Status refused = modules_.begin_release(handle, "cuModuleUnload", &module); !refused.ok()) return refused;
-    std::vector<DyingTicket> functions;
-    try {
-      functions = functions_.mark_owned_by(handle);
-    } catch (...) {
-      modules_.settle(module, false);
-      throw;
-    }
-    Status status = current("cuModuleUnload", [&] { return api_.cuModuleUnload(reinterpret_cast<CUmodule>(module.key)); });
-    functions_.settle(functions, status.ok());
-    modules_.settle(module, status.ok());
-    return status;
+    return unload_module(modules_, functions_, handle, "cuModuleUnload", [&](CUmodule m) { return api_.cuModuleUnload(m); });
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
     CUmodule module;

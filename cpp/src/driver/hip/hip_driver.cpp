@@ -206,22 +206,7 @@ class HipDriver final : public NativeDriver {
     return create(modules_, out, "hipModuleLoadData", [&](hipModule_t* m) { return api_.hipModuleLoadData(m, data); });
   }
   Status module_unload(ModuleHandle handle) override {
-    // The module is marked dying first (no function is looked up in it from then on), then its
-    // functions, whose handles die with it (a driver reuses their addresses); each settles once
-    // the native unload is done.
-    DyingTicket module;
-    if (Status refused = modules_.begin_release(handle, "hipModuleUnload", &module); !refused.ok()) return refused;
-    std::vector<DyingTicket> functions;
-    try {
-      functions = functions_.mark_owned_by(handle);
-    } catch (...) {
-      modules_.settle(module, false);
-      throw;
-    }
-    Status status = current("hipModuleUnload", [&] { return api_.hipModuleUnload(reinterpret_cast<hipModule_t>(module.key)); });
-    functions_.settle(functions, status.ok());
-    modules_.settle(module, status.ok());
-    return status;
+    return unload_module(modules_, functions_, handle, "hipModuleUnload", [&](hipModule_t m) { return api_.hipModuleUnload(m); });
   }
   Status module_get_function(ModuleHandle handle, const std::string& name, FunctionHandle* out) override {
     hipModule_t module;
