@@ -359,13 +359,13 @@ def test_a_global_capture_left_by_a_thread_that_exited_still_blocks_every_thread
         refused(b.sync, a, "global", op="sync", this_thread=False)
 
 
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
 @pytest.mark.parametrize("mode", ["thread_local", "global"])
-def test_a_thread_that_inherits_an_exited_threads_id_is_not_the_capturing_thread(mode: str) -> None:
+def test_a_thread_that_inherits_an_exited_threads_id_is_not_the_capturing_thread(graphs: str, mode: str) -> None:
     # The operating system hands an exited thread's id to the next thread it starts (here most
     # of the time): that thread is a different thread to the driver, so it can no more end the
-    # driver's capture than any other thread. (A software recording whose thread exited may be
-    # ended by any thread: test_runtime_graph_review.)
-    with lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode) as dev:
+    # capture than any other thread.
+    with lifecore.Device(EMULATED, graphs=graphs, capture_mode=mode) as dev:
         a = dev.stream()
         x = ones(a)
         a.sync()

@@ -171,3 +171,82 @@ def test_a_window_finds_warm_every_entry_cached_before_it(graphs):
         graph.destroy()
         s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(2.0)])  # no window open
         assert dev.memory_stats()["info_entries"] == 4096  # the count, enforced again
+
+
+def test_a_capture_left_open_by_an_exited_thread_keeps_the_cache_at_its_count():
+    # The documented leak: a driver capture whose thread is gone stays open for ever. Its window
+    # keeps warm what was cached before it, on top of the count, and no more: eviction goes on
+    # for the rest (a first design that evicted nothing while a window was open grew to 8,000
+    # entries here).
+    with lifecore.Device(EMULATED, graphs="hardware") as dev:
+        s, e = dev.stream(), dev.stream()
+        x, y = upload(e, np.ones(N)), upload(e, np.zeros(N))
+        for i in range(10):
+            e.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(i))])
+        z = s.alloc(64)
+
+        def record() -> None:
+            s.graph_prepare()
+            s.begin_capture()
+            s.fill(z, 7)
+
+        on_another_thread(record)
+        for i in range(10, 6000):
+            e.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(i))])
+        e.sync()
+        stats = dev.memory_stats()
+        assert stats["info_entries"] == 4096 + 10 and stats["info_pinned"] == 0, stats  # warm, not in use
+
+
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
+def test_overlapping_windows_keep_the_cache_at_its_count(graphs):
+    # Two streams capturing in turn, each preparing before the other ends: a window is always
+    # open. Each opening evicts over the count, then keeps warm the most recently used up to the
+    # count: at most that on top of the count (a first design grew by an entry a capture).
+    with lifecore.Device(EMULATED, graphs=graphs) as dev:
+        a, b = dev.stream(), dev.stream()
+        buffers = {id(s): (upload(s, np.ones(N)), upload(s, np.zeros(N))) for s in (a, b)}
+        words: dict[int, list[int]] = {}
+        made = [0]
+
+        def prepare(s):
+            s.graph_prepare()
+            words[id(s)] = [N, lifecore.float_bits(float(made[0]))]
+            made[0] += 1
+            s.launch(K.axpy_info_f32, GRID, BLOCK, list(buffers[id(s)]), info=words[id(s)])  # its warmup
+
+        def finish(s):
+            s.begin_capture()
+            s.launch(K.axpy_info_f32, GRID, BLOCK, list(buffers[id(s)]), info=words[id(s)])
+            graph = s.end_capture()
+            graph.replay()
+            graph.destroy()
+
+        prepare(b)
+        for _ in range(2500):
+            prepare(a)
+            finish(b)
+            prepare(b)
+            finish(a)
+        assert dev.memory_stats()["info_entries"] <= 2 * 4096 + 2
+        finish(b)
+        a.sync()
+        b.sync()
+
+
+def test_eager_lookups_beside_a_window_over_a_full_cache_still_hit_it():
+    # A window over a full cache keeps every entry warm; eager lookups on another stream had no
+    # room left and evicted each entry as soon as they made it, uploading on every launch.
+    with lifecore.Device(EMULATED, graphs="software") as dev:
+        s, e = dev.stream(), dev.stream()
+        x, y = upload(e, np.ones(N)), upload(e, np.zeros(N))
+        for i in range(4096):
+            e.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(i))])
+        s.graph_prepare()  # keeps all 4,096 warm
+        uploads = dev.driver_calls("memcpy_htod_async")
+        for _ in range(20):
+            for i in range(10):
+                e.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(-1.0 - i)])
+        assert dev.driver_calls("memcpy_htod_async") - uploads == 10  # each new word once
+        s.abort_capture()
+        e.sync()

@@ -327,8 +327,9 @@ void bind_capture_session(nb::module_& m) {
            },
            nb::arg("discovery").none(),
            nb::sig("def checkpoint_storage_bytes(self, discovery: CaptureDiscovery) -> int | None"),
-           "Host bytes to reserve before checkpoint(): what its checkpoint copies (identities, the admitted plans' "
-           "encodings and intervention payloads), or None when it does not fit in 64 bits.")
+           "Logical host bytes to reserve before checkpoint(): what its checkpoint copies (identities, the admitted "
+           "plans' encodings and intervention payloads; not the allocator's overhead), or None when it does not fit "
+           "in 64 bits.")
       .def("checkpoint",
            [](const CaptureSession& s, nb::handle discovery) {
              return s.checkpoint(object_argument<CaptureDiscovery>(discovery, "CaptureSession.checkpoint", "discovery",

@@ -191,6 +191,15 @@ void a_late_settle_leaves_a_new_objects_destroy_alone() {
   things.settle(functions, false);  // the unload failed: module and function live again
   modules.settle(unloading, false);
   CHECK(modules.contains(m) && things.contains(f));
+
+  // A lookup's adoption taken back: only that adoption, never a later one of the address.
+  DyingTicket looked_up, later;
+  things.adopt(&function, m, &looked_up);
+  things.adopt(&function, m, &later);
+  things.forget(looked_up);
+  CHECK(things.contains(f));
+  things.forget(later);
+  CHECK(!things.contains(f));
 }
 
 int resolved_entry(int x) { return x + 1; }

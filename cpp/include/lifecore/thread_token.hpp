@@ -10,8 +10,4 @@ namespace lifecore {
 // A token per thread, unique for the life of the process (never 0).
 std::uint64_t thread_token() noexcept;
 
-// Whether the thread that was given `token` has exited (false for a live one, for 0, and for
-// any while a thread could not be noted for want of memory).
-bool thread_has_exited(std::uint64_t token) noexcept;
-
 }  // namespace lifecore

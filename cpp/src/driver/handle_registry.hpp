@@ -31,11 +31,22 @@ class HandleRegistry {
   // Registers `native` and returns its neutral handle. An owner's handle (the module a kernel
   // function comes from) lets mark_owned_by mark it together with its owner. A dying entry
   // of the same address was destroyed already (the driver gave its address out again).
+  // `adoption`, when given, says which adoption this is (for forget), and `fresh` whether the
+  // address had no entry before (a driver hands out the same function twice).
   template <class Owner = std::uintptr_t>
-  Handle adopt(Native native, Owner owner = {}) {
+  Handle adopt(Native native, Owner owner = {}, DyingTicket* adoption = nullptr, bool* fresh = nullptr) {
     std::lock_guard lock(mutex_);
-    live_[key(native)] = Slot{static_cast<std::uintptr_t>(owner), false, ++adoptions_};
+    const std::uint64_t number = ++adoptions_;
+    const auto [it, inserted] = live_.insert_or_assign(key(native), Slot{static_cast<std::uintptr_t>(owner), false, number});
+    if (adoption) *adoption = DyingTicket{key(native), number};
+    if (fresh) *fresh = inserted;
     return static_cast<Handle>(key(native));
+  }
+  // Takes back one adoption (dying or not); nothing if the address was adopted again since.
+  void forget(const DyingTicket& adoption) noexcept {
+    std::lock_guard lock(mutex_);
+    const auto it = live_.find(adoption.key);
+    if (it != live_.end() && it->second.adoption == adoption.adoption) live_.erase(it);
   }
   // Ok and *out set when `handle` is live; else invalid_handle naming the call.
   Status find(Handle handle, const char* call, Native* out) const {
@@ -127,6 +138,12 @@ class HandleRegistry {
 
   const char* what_;
   const StatusNaming& naming_;
+
+ public:
+  // What find answers for a handle that is not live.
+  Status not_live(const char* call) const { return refusal(call); }
+
+ private:
   mutable std::mutex mutex_;
   std::unordered_map<std::uintptr_t, Slot> live_;
   std::uint64_t adoptions_ = 0;  // 2**64 adoptions are never made

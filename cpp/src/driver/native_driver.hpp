@@ -97,6 +97,26 @@ class NativeDriver : public Driver {
         (void)synchronize(stream);
     }
   }
+  // Gives `function`, looked up in the module behind `module`, a handle, only while that module
+  // lives: an unload begun meanwhile marked the module dying and may have marked its functions
+  // before this adoption, so the adoption is taken back and the lookup refused as a stale
+  // module's (a function handle never outlives its module's unload).
+  template <class Module, class ModuleHandleT, class Function, class FunctionHandleT>
+  Status adopt_function(HandleRegistry<Module, ModuleHandleT>& modules,
+                        HandleRegistry<Function, FunctionHandleT>& functions, ModuleHandleT module, Function function,
+                        const char* call, FunctionHandleT* out) {
+    DyingTicket adoption;
+    bool fresh = false;
+    const FunctionHandleT handle = functions.adopt(function, module, &adoption, &fresh);
+    if (modules.contains(module)) {
+      *out = handle;
+      return Status::success();
+    }
+    // Only an entry this lookup made: an earlier lookup's handle to the same function is the
+    // unload's to settle.
+    if (fresh) functions.forget(adoption);
+    return modules.not_live(call);
+  }
   // Unloads the module behind `handle` through `native_unload` (a native module -> its native
   // result), with the device current. The module is marked dying first (no function is looked
   // up in it from then on), then its functions, whose handles die with it (a driver reuses

@@ -1,5 +1,7 @@
 #include "lifecore/runtime/info_cache.hpp"
 
+#include <algorithm>
+
 namespace lifecore::runtime {
 
 InfoCache::InfoCache(std::size_t max_entries, std::size_t max_entry_bytes)
@@ -7,13 +9,16 @@ InfoCache::InfoCache(std::size_t max_entries, std::size_t max_entry_bytes)
 
 void InfoCache::touch_lru_locked(Entry& entry) { lru_.splice(lru_.begin(), lru_, entry.lru); }
 
-void InfoCache::evict_locked(std::vector<driver::DevicePtr>* evicted) {
+void InfoCache::evict_locked(std::vector<driver::DevicePtr>* evicted, const InfoWords* keep) {
   // Oldest first; pinned entries are never evicted (a recorded launch may read them).
+  // The count is of the entries no open window keeps warm: those a window keeps are on top of
+  // it, so eager lookups beside an open window (one that never ends included) still have the
+  // whole count, and their entries are not evicted as soon as they are made.
   auto it = lru_.end();
-  while (entries_.size() > max_entries_ && it != lru_.begin()) {
+  while (entries_.size() > max_entries_ + warm_held_ && it != lru_.begin()) {
     --it;
     auto entry = entries_.find(**it);
-    if (entry->second.pinned()) continue;
+    if (entry->second.pinned() || *it == keep) continue;
     evicted->push_back(entry->second.ptr);
     it = lru_.erase(it);
     entries_.erase(entry);
@@ -74,29 +79,49 @@ void InfoCache::use_locked(Entries::iterator found, CacheMode mode, WindowId win
   Entry& entry = found->second;
   result.ptr = entry.ptr;
   if (mode == CacheMode::capture && pending_[window].insert(&found->first).second) ++entry.window_pins;
-  // Over the count, the least recently used unpinned entries go, but never while a capture
-  // window is open (open_window enforces the count as the next one opens). What a window or a
-  // live graph pins (this lookup's entry among them) never goes.
-  if (open_.empty()) evict_locked(&result.evicted);
+  // Over the count, the least recently used unpinned entries go in either mode: a program that
+  // only captures, and destroys its graphs, would otherwise grow the cache for ever. What a
+  // window pins (used in it, or cached before it opened), what a live graph pins, and this
+  // lookup's entry never go.
+  evict_locked(&result.evicted, &found->first);
 }
 
 std::vector<driver::DevicePtr> InfoCache::open_window(WindowId window) {
   std::lock_guard lock(mutex_);
   std::vector<driver::DevicePtr> evicted;
-  evicted.reserve(entries_.size() > max_entries_ ? entries_.size() - max_entries_ : 0);  // no throw after
-  open_.insert(window);  // throws: nothing changed
-  if (open_.size() == 1) evict_locked(&evicted);
+  evicted.reserve(entries_.size() > max_entries_ ? entries_.size() - max_entries_ : 0);
+  std::vector<const InfoWords*> warm;
+  warm.reserve(std::min(entries_.size(), max_entries_));
+  auto& held = warm_[window];  // throws: nothing changed (the reservations above leave nothing to undo)
+  evict_locked(&evicted);      // no throw from here on
+  // The most recently used, up to the count: an entry past it would have gone by now but for
+  // another window's pin, and windows that overlap for ever would otherwise keep everything.
+  for (auto it = lru_.begin(); it != lru_.end() && warm.size() < max_entries_; ++it) {
+    if (entries_.at(**it).warm_pins++ == 0) ++warm_held_;
+    warm.push_back(*it);  // within the reservation
+  }
+  held.swap(warm);
+  for (const InfoWords* key : warm)  // a window opened twice: its first pins go
+    if (--entries_.at(*key).warm_pins == 0) --warm_held_;
   return evicted;
+}
+
+void InfoCache::release_warm_locked(WindowId window) noexcept {
+  auto it = warm_.find(window);
+  if (it == warm_.end()) return;
+  for (const InfoWords* key : it->second)
+    if (--entries_.at(*key).warm_pins == 0) --warm_held_;
+  warm_.erase(it);
 }
 
 void InfoCache::close_window(WindowId window) noexcept {
   std::lock_guard lock(mutex_);
-  open_.erase(window);
+  release_warm_locked(window);
 }
 
 void InfoCache::commit(WindowId window, GraphId graph) {
   std::lock_guard lock(mutex_);
-  open_.erase(window);
+  release_warm_locked(window);  // what it used moves to the graph below; the rest was only kept warm
   private_.erase(window);  // the graph owns its memory nodes: they are never shared
   auto it = pending_.find(window);
   if (it == pending_.end()) return;
@@ -112,7 +137,7 @@ void InfoCache::commit(WindowId window, GraphId graph) {
 
 void InfoCache::discard(WindowId window) {
   std::lock_guard lock(mutex_);
-  open_.erase(window);
+  release_warm_locked(window);
   // Its private buffers were nodes of a recording that was never sealed: they never existed.
   private_.erase(window);
   auto it = pending_.find(window);
@@ -151,7 +176,8 @@ std::vector<driver::DevicePtr> InfoCache::release_all() {
   entries_.clear();
   lru_.clear();
   pending_.clear();
-  open_.clear();
+  warm_.clear();
+  warm_held_ = 0;
   committed_.clear();
   private_.clear();  // memory nodes of recordings, not driver allocations
   return released;
@@ -175,7 +201,7 @@ std::size_t InfoCache::pinned() const {
   // A private entry is pinned by its window, also when the same words are shared unpinned.
   std::set<InfoWords> words;
   for (const auto& [key, entry] : entries_)
-    if (entry.pinned()) words.insert(key);
+    if (entry.held()) words.insert(key);
   for (const auto& [window, own] : private_)
     for (const auto& [key, ptr] : own) words.insert(key);
   return words.size();

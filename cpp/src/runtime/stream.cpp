@@ -1,5 +1,4 @@
 #include "lifecore/runtime/stream.hpp"
-#include "lifecore/thread_token.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -199,10 +198,6 @@ void Stream::check_producer_stream_before_export(std::uintptr_t producer_current
 void Stream::check_capture_thread(const char* op) const {
   if (!state_.is_recording() || device_->capture_mode() == driver::CaptureMode::relaxed) return;
   if (thread_token() == capture_thread_) return;
-  // A software recording has no driver capture that only its thread could end: once that thread
-  // has exited, any thread may end or abort it, or it could never end (a driver's capture whose
-  // thread is gone stays one: no other thread can end it).
-  if (!driver_captures() && thread_has_exited(capture_thread_)) return;
   const std::string me = thread_text(std::this_thread::get_id());
   raise(ErrorKind::CaptureState,
         std::string(op) + ": the recording on this stream was begun by thread " + capture_thread_text_ +
@@ -994,7 +989,7 @@ void Stream::graph_prepare(CaptureOwner owner) {
   errors_.surface("graph_prepare");
   const WindowId window = device_->new_window_id();
   // Arm the pools (persistent, touched, priming) and open the window in the info cache, which
-  // evicts nothing while it is open: what throws comes before the state moves.
+  // keeps warm for it every entry cached before it: what throws comes before the state moves.
   device_->memory().capture_begin(window);
   std::vector<driver::DevicePtr> evicted;
   try {
@@ -1073,9 +1068,9 @@ void Stream::discard_window() noexcept {
   try {
     recorder_->discard();
     if (window_ != 0) {
+      device_->info().discard(window_);  // first: allocates nothing, so its pins go whatever fails below
       auto touched = device_->memory().capture_end(window_);
       device_->memory().release_retained(touched);
-      device_->info().discard(window_);
       (void)errors_.take_window(window_);  // the window's work is discarded with it
     }
     // Marked freed with it: the slice goes back in stream order now, not when the last
@@ -1261,7 +1256,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
 
 void Stream::forget_recording(bool discard) noexcept {
   if (discard) discard_window();
-  if (window_ != 0) device_->info().close_window(window_);  // discarded or not, it is no longer open
+  if (window_ != 0) device_->info().close_window(window_);  // discarded or not, its warm pins go
   window_ = 0;
   state_.abort();
   recorder_->forget();

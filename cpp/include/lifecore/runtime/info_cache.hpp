@@ -58,13 +58,16 @@ class InfoCache {
   // recording); it is visible to that window only and leaves the cache when the window ends.
   Lookup get(const InfoWords& words, CacheMode mode, WindowId window, const Upload& upload,
              bool provisional = false);
-  // A capture window opens (graph_prepare): while any is open nothing is evicted, so a window
-  // finds warm every entry cached before it and during its warmup (the capture mode caches
-  // every buffer and invalidates none). Returns what went over the count before it opened,
-  // when no other window was open, for the caller to release in its stream's order: a program
-  // that only captures is kept to the count that way.
+  // A capture window opens (graph_prepare). The entries over the count go first (returned for
+  // the caller to release in its stream's order: a program that only captures stays within
+  // the count), then the entries left, the most recently used up to the count, are pinned for
+  // the window until it ends: the capture mode caches every buffer and invalidates none, so the
+  // window finds warm what was cached before it. Those are on top of the count, which eviction
+  // keeps for the rest meanwhile: an open window (a capture whose thread is gone stays open for
+  // ever) or windows that overlap for ever add at most their warm entries to it.
   std::vector<driver::DevicePtr> open_window(WindowId window);
-  // The window is gone without commit or discard (its device closed or was lost).
+  // The window is gone without commit or discard (its device closed or was lost): its warm
+  // pins go. Nothing if they went already.
   void close_window(WindowId window) noexcept;
   // Moves the window's pins to the graph; the window's private entries leave the cache.
   void commit(WindowId window, GraphId graph);
@@ -80,6 +83,8 @@ class InfoCache {
 
   // Distinct words cached, shared or private to a window (a private entry is always pinned).
   std::size_t entries() const;
+  // Those a window or a live graph uses (a recorded launch may read them); not the entries an
+  // open window only keeps warm.
   std::size_t pinned() const;
 
  private:
@@ -87,15 +92,20 @@ class InfoCache {
     driver::DevicePtr ptr = 0;
     std::size_t window_pins = 0;  // windows that pinned it and have not committed or discarded
     std::size_t graph_refs = 0;   // live graphs that use it
+    std::size_t warm_pins = 0;    // open windows it was cached before
     std::list<const InfoWords*>::iterator lru;
-    bool pinned() const { return window_pins > 0 || graph_refs > 0; }
+    bool held() const { return window_pins > 0 || graph_refs > 0; }  // a recorded launch may read it
+    bool pinned() const { return held() || warm_pins > 0; }          // never evicted
   };
   using Entries = std::map<InfoWords, Entry>;
 
   void touch_lru_locked(Entry& entry);
-  void evict_locked(std::vector<driver::DevicePtr>* evicted);
+  // Over the count, the least recently used entries that nothing pins, `keep` (the entry a
+  // lookup hands out) never.
+  void evict_locked(std::vector<driver::DevicePtr>* evicted, const InfoWords* keep = nullptr);
   // Hands out `found` (pinned by a capture `window`) and evicts over the count.
   void use_locked(Entries::iterator found, CacheMode mode, WindowId window, Lookup& result);
+  void release_warm_locked(WindowId window) noexcept;
   // Words private to some window and not also shared.
   std::set<InfoWords> private_only_locked() const;
 
@@ -105,7 +115,9 @@ class InfoCache {
   Entries entries_;
   std::list<const InfoWords*> lru_;  // front: most recently used
   std::unordered_map<WindowId, std::set<const InfoWords*>> pending_;
-  std::set<WindowId> open_;  // capture windows open (prepared or recording): nothing is evicted
+  // Per open capture window, the entries cached before it opened (each warm-pinned once).
+  std::unordered_map<WindowId, std::vector<const InfoWords*>> warm_;
+  std::size_t warm_held_ = 0;  // entries some open window keeps warm: on top of the count
   std::unordered_map<GraphId, std::vector<const InfoWords*>> committed_;
   // Entries made inside a hardware recording, per window: never in entries_, so a hit from any
   // other stream or window can never be handed a pointer with no memory behind it.

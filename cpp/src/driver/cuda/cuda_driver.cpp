@@ -219,8 +219,7 @@ class CudaDriver final : public NativeDriver {
       status.message += ": no kernel named '" + name + "' in the module";
       return status;
     }
-    *out = functions_.adopt(function, handle);
-    return status;
+    return adopt_function(modules_, functions_, handle, function, "cuModuleGetFunction", out);
   }
   Status function_param_sizes(FunctionHandle handle, std::vector<std::size_t>* out) override {
     if (api_.cuFuncGetParamInfo == nullptr) return unsupported("cuFuncGetParamInfo");

@@ -217,8 +217,7 @@ class HipDriver final : public NativeDriver {
       status.message += ": no kernel named '" + name + "' in the module";
       return status;
     }
-    *out = functions_.adopt(function, handle);
-    return status;
+    return adopt_function(modules_, functions_, handle, function, "hipModuleGetFunction", out);
   }
   Status function_param_sizes(FunctionHandle, std::vector<std::size_t>*) override {
     return unsupported("hipFuncGetParamInfo");
