@@ -30,6 +30,12 @@ def f32(stream, buf):
     return np.frombuffer(stream.read(buf), dtype=np.float32)
 
 
+def launch_with_words(stream, x, y, values):
+    """One axpy launch per value, each with info words of its own: each a new cache entry."""
+    for value in values:
+        stream.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(value))])
+
+
 def on_another_thread(fn):
     """Runs fn on a thread of its own (a thread_local capture forbids this thread's eager
     allocations, not another thread's) and re-raises what it raised."""
@@ -181,8 +187,7 @@ def test_a_capture_left_open_by_an_exited_thread_keeps_the_cache_at_its_count():
     with lifecore.Device(EMULATED, graphs="hardware") as dev:
         s, e = dev.stream(), dev.stream()
         x, y = upload(e, np.ones(N)), upload(e, np.zeros(N))
-        for i in range(10):
-            e.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(i))])
+        launch_with_words(e, x, y, range(10))
         z = s.alloc(64)
 
         def record() -> None:
@@ -191,8 +196,7 @@ def test_a_capture_left_open_by_an_exited_thread_keeps_the_cache_at_its_count():
             s.fill(z, 7)
 
         on_another_thread(record)
-        for i in range(10, 6000):
-            e.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(i))])
+        launch_with_words(e, x, y, range(10, 6000))
         e.sync()
         stats = dev.memory_stats()
         assert stats["info_entries"] == 4096 + 10 and stats["info_pinned"] == 0, stats  # warm, not in use
@@ -240,8 +244,7 @@ def test_eager_lookups_beside_a_window_over_a_full_cache_still_hit_it():
     with lifecore.Device(EMULATED, graphs="software") as dev:
         s, e = dev.stream(), dev.stream()
         x, y = upload(e, np.ones(N)), upload(e, np.zeros(N))
-        for i in range(4096):
-            e.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, lifecore.float_bits(float(i))])
+        launch_with_words(e, x, y, range(4096))
         s.graph_prepare()  # keeps all 4,096 warm
         uploads = dev.driver_calls("memcpy_htod_async")
         for _ in range(20):
