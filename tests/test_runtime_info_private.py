@@ -227,7 +227,7 @@ def test_overlapping_windows_keep_the_cache_at_its_count(graphs):
             graph.destroy()
 
         prepare(b)
-        for _ in range(2500):
+        for _ in range(5000):  # past where a cache growing by an entry a capture would pass the bound
             prepare(a)
             finish(b)
             prepare(b)
