@@ -983,7 +983,9 @@ class DeviceModel:
 
         Onto a stream that records: CaptureStateError, nothing changed (the graph would be
         recorded inside the new one). A hardware graph is one driver launch (``graph_launch``); a
-        software graph re-issues its operations one by one and stops at the first that fails. A
+        software graph re-issues its operations one by one and stops at the first that fails.
+        Either way each replay runs after the graph's previous one, on whatever stream, as a
+        driver orders an executable graph's launches (here every operation runs in call order). A
         failure is queued on the
         stream (it surfaces at the next sync or read)."""
         g = self.graphs_by_id[graph]

@@ -54,6 +54,8 @@ class HandleRegistry {
     *out = reinterpret_cast<Native>(static_cast<std::uintptr_t>(handle));
     return Status::success();
   }
+  // What find answers for a handle that is not live.
+  Status not_live(const char* call) const { return refusal(call); }
   bool contains(Handle handle) const {
     std::lock_guard lock(mutex_);
     const auto it = live_.find(static_cast<std::uintptr_t>(handle));
@@ -138,12 +140,6 @@ class HandleRegistry {
 
   const char* what_;
   const StatusNaming& naming_;
-
- public:
-  // What find answers for a handle that is not live.
-  Status not_live(const char* call) const { return refusal(call); }
-
- private:
   mutable std::mutex mutex_;
   std::unordered_map<std::uintptr_t, Slot> live_;
   std::uint64_t adoptions_ = 0;  // 2**64 adoptions are never made

@@ -101,16 +101,19 @@ std::vector<driver::DevicePtr> InfoCache::open_window(WindowId window) {
     warm.push_back(*it);  // within the reservation
   }
   held.swap(warm);
-  for (const InfoWords* key : warm)  // a window opened twice: its first pins go
-    if (--entries_.at(*key).warm_pins == 0) --warm_held_;
+  unwarm_locked(warm);  // a window opened twice: its first pins go
   return evicted;
+}
+
+void InfoCache::unwarm_locked(const std::vector<const InfoWords*>& keys) noexcept {
+  for (const InfoWords* key : keys)
+    if (--entries_.at(*key).warm_pins == 0) --warm_held_;
 }
 
 void InfoCache::release_warm_locked(WindowId window) noexcept {
   auto it = warm_.find(window);
   if (it == warm_.end()) return;
-  for (const InfoWords* key : it->second)
-    if (--entries_.at(*key).warm_pins == 0) --warm_held_;
+  unwarm_locked(it->second);
   warm_.erase(it);
 }
 

@@ -794,17 +794,16 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
   for (std::size_t i = 0; i < count; ++i)
     if (args[i].kind == LaunchArg::Kind::buffer) touch(*args[i].buffer);
   for (const auto& [slice, owner] : foreign_slices) touch(slice, owner);
-  Device* device = device_.get();
   // An evicted entry may still be read by another stream's queued launch, which this stream's
   // fence does not cover: its free (of driver-allocated memory: cuMemFree, hipFree) relies on
   // the driver's implicit synchronization of such a free. Eviction needs more than the cache's
   // 4096 distinct entries.
-  for (driver::DevicePtr evicted : metadata.evicted) drop_.push([device, evicted] { device->free_info_buffer(evicted); });
+  for (driver::DevicePtr evicted : metadata.evicted) free_info_after_work(evicted);
   driver::Status status = state_.is_recording() ? recorder_->launch(function, grid, block, converted)
                                                 : driver_.launch_kernel(function, grid, block, 0, handle_, converted);
   if (!status.ok()) queue_failure(status);
   for (auto& hold : holds) keep_hold(std::move(hold));
-  if (metadata.transient) drop_.push([device, ptr = metadata.ptr] { device->free_info_buffer(ptr); });
+  if (metadata.transient) free_info_after_work(metadata.ptr);
   after_issue();
 }
 
@@ -1003,13 +1002,17 @@ void Stream::graph_prepare(CaptureOwner owner) {
   // Over the cache's count before the window opened: released in this stream's order, as a
   // launch's evictions are (out of memory for the queue, one stays allocated: a leak, never a
   // free under queued work).
-  Device* device = device_.get();
   for (driver::DevicePtr ptr : evicted) {
     try {
-      drop_.push([device, ptr] { device->free_info_buffer(ptr); });
+      free_info_after_work(ptr);
     } catch (...) {
     }
   }
+}
+
+void Stream::free_info_after_work(driver::DevicePtr ptr) {
+  Device* device = device_.get();
+  drop_.push([device, ptr] { device->free_info_buffer(ptr); });
 }
 
 void Stream::begin_capture() {

@@ -105,6 +105,8 @@ class InfoCache {
   void evict_locked(std::vector<driver::DevicePtr>* evicted, const InfoWords* keep = nullptr);
   // Hands out `found` (pinned by a capture `window`) and evicts over the count.
   void use_locked(Entries::iterator found, CacheMode mode, WindowId window, Lookup& result);
+  // One warm pin fewer on each of `keys`; the window's own list of them, when it ends.
+  void unwarm_locked(const std::vector<const InfoWords*>& keys) noexcept;
   void release_warm_locked(WindowId window) noexcept;
   // Words private to some window and not also shared.
   std::set<InfoWords> private_only_locked() const;

@@ -278,6 +278,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Foreign memory an operation just used: held until the next fence, or by the window (and
   // then its graph) while recording.
   void keep_hold(std::shared_ptr<void> hold);
+  // An info buffer the cache let go, freed in this stream's order (after the work queued on it).
+  void free_info_after_work(driver::DevicePtr ptr);
   // Makes this stream wait, on the device, for the work queued so far on each native stream
   // in `producers` (foreign tensors' producer streams; duplicates allowed): an event recorded
   // there, waited for here, destroyed at once (a pending wait outlives it). This stream's own
