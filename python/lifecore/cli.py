@@ -902,54 +902,49 @@ def _interrupted(interrupt: KeyboardInterrupt, target: Target, runs: _Runs, resu
     return _Interrupted(interrupt, result, failure, seed)
 
 
-def _coverage(results: Sequence[CheckResult], lifecycle: str, machine: type) -> tuple[list[str], list[list[Any]]]:
-    """The table of one lifecycle's transitions and outcomes: how often each target ran it."""
+def _coverage(results: Sequence[CheckResult], lifecycle: str,
+              machine: type) -> tuple[list[str], list[tuple[str, str, list[int]]]]:
+    """One lifecycle's transitions and outcomes, how often each target ran them: the targets,
+    and a row per transition or outcome as (key, label, counts). An outcome's key is
+    "<transition> -> <outcome>" (the same outcome of two transitions is two rows); its label is
+    how the table shows it, indented under its transition."""
     mine = [r for r in results if r.lifecycle == lifecycle]
     rules = _counted_rules(machine)
     rules += sorted({rule for r in mine for rule in r.rules} - set(rules))
     outcomes = sorted({key for r in mine for key in r.outcomes})
-    rows: list[list[Any]] = []
+    rows: list[tuple[str, str, list[int]]] = []
     for rule in rules:
-        rows.append([rule, *[r.rules[rule] for r in mine]])
-        rows += [[f"  -> {o}", *[r.outcomes[(rule, o)] for r in mine]] for (ru, o) in outcomes if ru == rule]
-    rows += [[f"{ru} -> {o}", *[r.outcomes[(ru, o)] for r in mine]] for (ru, o) in outcomes if ru not in rules]
-    headers = ["transition / outcome", *[r.target.split(" ", 1)[1] for r in mine]]
-    return headers, rows
+        rows.append((rule, rule, [r.rules[rule] for r in mine]))
+        rows += [(f"{rule} -> {o}", f"  -> {o}", [r.outcomes[(rule, o)] for r in mine])
+                 for (ru, o) in outcomes if ru == rule]
+    rows += [(f"{ru} -> {o}", f"{ru} -> {o}", [r.outcomes[(ru, o)] for r in mine])
+             for (ru, o) in outcomes if ru not in rules]
+    return [r.target.split(" ", 1)[1] for r in mine], rows
 
 
 def _coverage_json(results: Sequence[CheckResult], machines: dict[str, type]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for lifecycle, machine in machines.items():
-        headers, rows = _coverage(results, lifecycle, machine)
-        # An outcome row is keyed "<transition> -> <outcome>", as the table shows it under its
-        # transition: the same outcome of two transitions is two rows.
-        keyed: dict[str, list[Any]] = {}
-        transition = ""
-        for row in rows:
-            label = str(row[0])
-            if label.startswith("  -> "):
-                label = f"{transition} -> {label[5:]}"
-            else:
-                transition = label
-            keyed[label] = row[1:]
-        out[lifecycle] = {"targets": headers[1:], "rows": keyed}
+        targets, rows = _coverage(results, lifecycle, machine)
+        out[lifecycle] = {"targets": targets, "rows": {key: counts for key, _, counts in rows}}
     return out
 
 
 def _print_coverage(results: Sequence[CheckResult], machines: dict[str, type], seed: int, out: TextIO) -> None:
     for lifecycle, machine in machines.items():
-        headers, rows = _coverage(results, lifecycle, machine)
-        if len(headers) < 2:
+        targets, rows = _coverage(results, lifecycle, machine)
+        if not targets:
             continue
         # The machine's declared rules: a note it counts beside them (a row some runs show and
         # others do not) is in the table, not in the total, so the total is the same every run.
         declared = set(_counted_rules(machine))
-        transitions = [row for row in rows if row[0] in declared]
-        missed = [row for row in transitions if not any(row[1:])]
+        transitions = [(key, counts) for key, _, counts in rows if key in declared]
+        missed = [key for key, counts in transitions if not any(counts)]
         summary = (f"coverage: {lifecycle} (seed {seed}): {len(transitions) - len(missed)} of {len(transitions)} "
-                   "transitions exercised" + (f"; never: {', '.join(str(r[0]) for r in missed)}" if missed else ""))
+                   "transitions exercised" + (f"; never: {', '.join(missed)}" if missed else ""))
         print("\n" + textwrap.fill(summary, _width() - 1, subsequent_indent="  "), file=out)
-        print(_table(headers, rows, flex=0), file=out)
+        print(_table(["transition / outcome", *targets], [[label, *counts] for _, label, counts in rows], flex=0),
+              file=out)
 
 
 def _seed(given: Optional[int], out: TextIO) -> int:
