@@ -206,3 +206,44 @@ def test_top_candidates_and_histograms_on_cuda_wait_for_the_device_once() -> Non
             for field in fields:
                 assert np.array_equal(np.asarray(getattr(device_payload, field)),
                                       np.asarray(getattr(host_payload, field)), equal_nan=field == "scores")
+
+
+def exact_statistics(values: list[int]) -> tuple[float, float, float, float]:
+    """min, max, mean and population std of integers, computed in fractions and rounded once."""
+    from fractions import Fraction
+    from math import sqrt
+
+    mean = Fraction(sum(values), len(values))
+    variance = sum((Fraction(v) - mean) ** 2 for v in values) / len(values)
+    return float(min(values)), float(max(values)), float(mean), sqrt(variance)
+
+
+INTEGER_ROWS = [
+    (np.int64, [2**60 + i for i in range(20)]),  # past 2**53: float64 merged them (std 0)
+    (np.int64, [-(2**63), 2**63 - 1, 0]),  # a spread past 2**63
+    (np.int8, [-128, 127, 5, 5]),  # a difference past int8's own range
+    (np.uint64, [2**64 - 1, 2**64 - 2, 2**63, 3]),
+    (np.uint8, [255, 0, 255, 7]),
+    (np.bool_, [True, False, True, True]),
+]
+
+
+@pytest.mark.parametrize("dtype, row", INTEGER_ROWS)
+def test_integer_summaries_and_top_candidates_are_exact_past_float64s_integers(dtype, row) -> None:
+    """Both backends reduced integers in float64: 2**60 + i for i < 20 gave std 0 and top
+    candidates [0, 1, 2] (all ties) where the best are [19, 18, 17]."""
+    values = np.array(row, dtype=dtype)
+    as_ints = [int(v) for v in row]
+    expected_ids = sorted(range(len(as_ints)), key=lambda i: (-as_ints[i], i))[:3]
+    low, high, mean, std = exact_statistics(as_ints)
+    torch_values = torch.tensor(as_ints, dtype=torch.uint64) if dtype is np.uint64 else torch.from_numpy(values.copy())
+    for backend, given in ((NumpyBackend(), values), (TorchBackend(), torch_values)):
+        summary = captured(backend, given, CaptureTransform.summary()).summary
+        assert (summary.count, summary.nonfinite, summary.min, summary.max) == (len(row), 0, low, high), backend
+        # Within float64's rounding of the spread (2**64 for the widest row, where 1/3 is below it).
+        spread = max(high - low, 1.0)
+        assert summary.mean == pytest.approx(mean, rel=1e-12, abs=1e-12 * spread), backend
+        assert summary.std == pytest.approx(std, rel=1e-12, abs=1e-12 * spread), backend
+        candidates = captured(backend, given, CaptureTransform.top_candidates(3), "logits").candidates
+        assert candidates.ids.tolist() == expected_ids, backend
+        assert candidates.scores.tolist() == [float(as_ints[i]) for i in expected_ids], backend

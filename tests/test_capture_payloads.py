@@ -130,6 +130,17 @@ def test_extreme_values_encode_within_the_charge():
     assert json.loads(h.to_json())["payload"]["values"][0] == 65504.0
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_a_negative_zero_keeps_its_sign_in_json(dtype):
+    """-0.0 was written "-0", which Python's json (as most readers) reads as the integer 0."""
+    x = np.zeros(SHAPE, dtype)
+    x[0, 0, 0] = -0.0
+    record = capture(CaptureTransform.full_tensor(), x)
+    values = json.loads(record.to_json())["payload"]["values"]
+    assert np.signbit(values[0]) and values[0] == 0.0 and not np.signbit(values[1])
+    assert len(record.to_json()) <= record.charged.encoded_bytes
+
+
 def test_small_results_are_arrays_named_for_what_they_hold():
     x = np.linspace(-1.0, 1.0, 24, dtype=np.float32).reshape(SHAPE)
     summary = capture(CaptureTransform.summary(), x).payload

@@ -336,10 +336,33 @@ def test_an_empty_sequence_is_captured_as_empty(lm):
 @pytest.mark.parametrize("transform", ["summary", "histogram", "top_k"])
 def test_complex_outputs_are_refused_not_reduced_to_their_real_part(transform):
     """A complex output (rotary embeddings as complex numbers, say) was summarized, binned or
-    ranked by its real part under a torch UserWarning, and recorded CAPTURED."""
+    ranked by its real part under a torch UserWarning, and recorded CAPTURED; then it failed the
+    forward part-way. Its discovery calls it UNKNOWN now, and the plan refuses it before the
+    captured forward runs."""
     model = nn.Sequential(nn.Identity())
     values = torch.arange(1.0, 25.0).reshape(1, 2, 12) * (1 + 2j)
-    with pytest.raises(CaptureSessionError, match="complex") as caught:
+    with pytest.raises(InvalidArgumentError, match="^run_with_capture: '0': '0' returned complex values"):
         run_with_capture(model, values, "0", transform)
-    assert isinstance(caught.value.__cause__, InvalidArgumentError)
     assert not model[0]._forward_hooks and not model._forward_pre_hooks  # the block was left whole
+
+
+@pytest.mark.parametrize("transform", ["summary", "histogram", "top_k"])
+def test_an_output_turned_complex_after_discovery_fails_the_observation_not_reduced(transform):
+    """Real in the discovery's forward, complex in the captured one: the backend refuses to reduce
+    it at the forward (the observation fails, naming why), and the block is left whole."""
+
+    class TurnsComplex(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            return x if self.calls == 1 else x * (1 + 2j)
+
+    model = nn.Sequential(TurnsComplex())
+    with pytest.raises(CaptureSessionError, match="complex") as caught:
+        run_with_capture(model, torch.arange(1.0, 25.0).reshape(1, 2, 12), "0", transform)
+    assert isinstance(caught.value.__cause__, InvalidArgumentError)
+    assert model[0].calls == 2
+    assert not model[0]._forward_hooks and not model._forward_pre_hooks

@@ -297,6 +297,32 @@ def test_info_checks(device, stream) -> None:
     unchanged(device, before)
 
 
+def test_a_metadata_buffer_of_the_callers_own_is_refused(device, stream) -> None:
+    """axpy_info_f32 reads n from its metadata buffer: given as a pointer argument (a Buffer, a
+    one-word array, a float32 array whose bits would be read as n), that n escaped every extent
+    check, and the kernel wrote past a 4-element y. Only info= words are taken; nothing is
+    issued, and a launch with info= after it works."""
+    info = stream.alloc(8)
+    stream.write(info, np.array([N, K.float_bits(5.0)], np.uint32))
+    x = stream.alloc(4 * N)
+    stream.write(x, np.ones(N, np.float32))
+    y = stream.alloc(4 * N)
+    stream.fill(y, 0)
+    whole_y = np.from_dlpack(y.view("float32"))
+    short_y = whole_y[:4]  # passed back in: the first 16 bytes of y
+    before = device.memory_stats()
+    for given in (info, np.zeros(1, np.float32), np.zeros(2, np.uint32)):
+        with pytest.raises(InvalidArgumentError, match=r"^launch: axpy_info_f32\(.*\) reads its metadata buffer "
+                                                       r"\('info'\) from info="):
+            stream.launch(K.axpy_info_f32, 1, N, [given, x, short_y])
+    stream.sync()
+    assert not whole_y.any()  # nothing written, inside the 4 elements or past them
+    del whole_y, short_y
+    unchanged(device, before)
+    stream.launch(K.axpy_info_f32, 1, N, [x, y], info=[N, K.float_bits(5.0)])
+    assert np.frombuffer(stream.read(y), np.float32).tolist() == [5.0] * N
+
+
 def test_destroyed_graph(stream) -> None:
     x = stream.alloc(16)
     graph = stream.capture(lambda st: st.fill(x, 1))

@@ -58,9 +58,13 @@ def test_a_closed_device_took_the_arena_back_and_the_stats_say_so():
     res, s = open_one(c)
     stats = c.page_memory_stats()
     assert stats["arena_chunks"] == 1 and stats["arena_bytes"] == 8 * PAGE
+    (_, _, _, address, _), = s.backing.extents
+    assert address != 0
     dev.close()
     stats = c.page_memory_stats()
     assert stats["arena_chunks"] == 0 and stats["arena_bytes"] == 0  # the close returned it
+    # An extent names no address the device no longer backs (0, as host accounting's).
+    assert s.backing.extents == [("kv", 0, 1, 0, PAGE)]
     assert stats["live_bytes"] == PAGE and stats["free_blocks"] == {"kv": 7}  # ids stay, as accounting
     for export in (c.arena, c.arena_chunks):
         with pytest.raises(lifecore.errors.ClosedError, match="device is closed"):

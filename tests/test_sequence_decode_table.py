@@ -599,6 +599,66 @@ def test_a_torch_table_whose_memory_moved_is_refused():
     a.close()
 
 
+def test_a_torch_table_whose_layout_or_dtype_changed_in_place_is_refused():
+    """Each call compared only data_ptr and shape: after t.t_() (a square table, the same shape
+    transposed) the table wrote row-major ids into memory the tensor reads by columns (row 0
+    then showed another sequence's block), and after t.data = a float32 view it wrote int bits
+    into floats. A negative view (reads its memory negated) is refused when the table is made."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    c = make()
+    rows = [open_one(c, name, prompt=3 * TPP, fit=8 * TPP) for name in "abc"]
+    tensor = torch.full((3, 3), 5, dtype=torch.int32)
+    table = c.decode_table(3, 3, tensor, pad=-1)
+    table.update(rows)
+    assert tensor.tolist() == c.block_table(rows, 3, pad=-1).tolist()
+    tensor.t_()
+    before = tensor.clone()
+    for call in (lambda: table.update(rows), lambda: table.step(rows, [3 * TPP] * 3), lambda: table.assign(0, rows[0]),
+                 lambda: table.clear()):
+        with pytest.raises(InvalidArgumentError, match="dtype or strides changed since decode_table"):
+            call()
+    assert torch.equal(tensor, before) and table.last_written == 0
+    floats = torch.full((3, 3), 5, dtype=torch.int32)
+    other = c.decode_table(3, 3, floats, pad=-1)
+    floats.data = floats.view(torch.float32)
+    with pytest.raises(InvalidArgumentError, match="dtype or strides changed"):
+        other.update(rows)
+    assert (floats.view(torch.int32) == -1).all()  # the pad the table wrote when made, nothing since
+    with pytest.raises(InvalidArgumentError, match="negative view"):
+        c.decode_table(3, 3, torch.zeros((3, 3), dtype=torch.int32)._neg_view())
+    for s in rows:
+        s.close()
+
+
+def test_a_refused_call_writes_nothing_and_says_so():
+    """last_written kept the previous call's count after a refused update, step, assign or
+    clear; a refused step still counted as a write of a torch table (its version moved, which
+    can make autograd refuse a backward through it)."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    c = make()
+    a, b = open_one(c, "a", fit=2 * TPP), open_one(c, "b", fit=2 * TPP)
+    tensor = torch.zeros((2, 3), dtype=torch.int32)
+    table = c.decode_table(2, 3, tensor, pad=-1)
+    refusals = (
+        (CapacityError, lambda: table.step([a, b], [1, 99])),  # above b's fit: refused before any row steps
+        (InvalidArgumentError, lambda: table.update([a, b, a])),  # more rows than the table
+        (InvalidArgumentError, lambda: table.assign(7, a)),
+        (InvalidArgumentError, lambda: table.clear(7)),
+        (LifecoreTypeError, lambda: table.update(5)),
+    )
+    for error, call in refusals:
+        table.update([a, b])
+        table.clear()
+        assert table.last_written != 0
+        version = tensor._version
+        with pytest.raises(error):
+            call()
+        assert table.last_written == 0, call
+        assert tensor._version == version, call
+    a.close()
+    b.close()
+
+
 def test_a_numpy_table_whose_memory_moved_is_refused():
     """A buffer-protocol table can be given new memory too (ndarray.resize with refcheck=False
     reallocates): the table refuses, and writes nothing into the memory it no longer knows."""

@@ -416,9 +416,10 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
                    nb::for_getter(nb::sig("def __cuda_array_interface__(self, /) -> dict[str, typing.Any]")),
                    "Version 3 of the CUDA array interface (uint8, one dimension); only where the backend offers it")
       .def_prop_ro("views", &Buffer::views,
-                   "How many exported zero-copy views of it are alive: DLPack capsules and array-interface\n"
-                   "consumers (free() is refused meanwhile). A BufferView is a description until exported\n"
-                   "(numpy.from_dlpack, torch.from_dlpack) and counts from then on.");
+                   "How many exported zero-copy views of it are alive: DLPack capsules and the tensors made\n"
+                   "from them (free() is refused meanwhile). A BufferView is a description until exported\n"
+                   "(numpy.from_dlpack, torch.from_dlpack) and counts from then on. __cuda_array_interface__\n"
+                   "lends nothing and is not counted: its consumer keeps the exporting object, not a view.");
 }
 
 void init_stream_interop(nb::class_<Stream>& stream_class) {

@@ -29,9 +29,10 @@ struct CaptureObserver {
   nb::object tensor_type;  // an output of exactly this type is observed as is
   nb::object select;       // otherwise select(output) gives the tensor (and raises for none)
   nb::object recomputing;  // when it answers true, the call is a recompute: nothing is observed
+  nb::object keep;         // kept alive while the observer lives (whatever placed it as a hook)
 
   CaptureObserver(nb::object session_object, std::string path, nb::object backend, nb::object tensor_type,
-                  nb::object select, nb::object recomputing)
+                  nb::object select, nb::object recomputing, nb::object keep)
       : session_object(std::move(session_object)),
         session(nb::inst_ptr<CaptureSession>(this->session_object)),
         path(std::move(path)),
@@ -40,7 +41,8 @@ struct CaptureObserver {
         adapter(this->backend),
         tensor_type(std::move(tensor_type)),
         select(std::move(select)),
-        recomputing(std::move(recomputing)) {}
+        recomputing(std::move(recomputing)),
+        keep(std::move(keep)) {}
 
   void observe(nb::handle tensor) {
     adapter.reset_cause();
@@ -75,6 +77,7 @@ int observer_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(o->tensor_type.ptr());
   Py_VISIT(o->select.ptr());
   Py_VISIT(o->recomputing.ptr());
+  Py_VISIT(o->keep.ptr());
   return 0;
 }
 
@@ -84,6 +87,7 @@ int observer_clear(PyObject* self) {
   o->select = nb::none();
   o->tensor_type = nb::none();
   o->recomputing = nb::none();
+  o->keep = nb::none();
   return 0;
 }
 
@@ -158,7 +162,7 @@ void init_capture_observer(nb::module_& m) {
   // Bound onto the session type here, beside the type it makes.
   nb::type<CaptureSession>().attr("observer") = nb::cpp_function(
       [](nb::handle self, nb::handle path, nb::handle backend, nb::handle tensor_type, nb::handle select,
-         nb::handle recomputing) {
+         nb::handle recomputing, nb::handle keep) {
         const char* call = "CaptureSession.observer";
         // Ready too: CaptureSession.__new__ alone makes an instance with no session in it.
         if (!nb::isinstance<CaptureSession>(self) || !nb::inst_ready(self))
@@ -175,21 +179,22 @@ void init_capture_observer(nb::module_& m) {
           raise(ErrorKind::TypeMismatch, argument_label(call, "recomputing") + " must be callable, got " +
                                              type_name_of(recomputing));
         return CaptureObserver(nb::borrow(self), where, nb::borrow(backend), nb::borrow(tensor_type), nb::borrow(select),
-                               nb::borrow(recomputing));
+                               nb::borrow(recomputing), nb::borrow(keep));
       },
       nb::is_method(), nb::arg("path").none(), nb::arg("backend").none(), nb::kw_only(),
       nb::arg("tensor_type").none() = nb::none(), nb::arg("select").none() = nb::none(),
-      nb::arg("recomputing").none() = nb::none(),
+      nb::arg("recomputing").none() = nb::none(), nb::arg("keep").none() = nb::none(),
       nb::scope(nb::type<CaptureSession>()), nb::name("observer"),
       nb::sig("def observer(self, path: str, backend: lifecore._stub_types.CaptureBackend, *, tensor_type: type | None = None, "
               "select: collections.abc.Callable[[typing.Any], typing.Any] | None = None, "
-              "recomputing: collections.abc.Callable[[], object] | None = None) -> CaptureObserver"),
+              "recomputing: collections.abc.Callable[[], object] | None = None, keep: object | None = None) -> CaptureObserver"),
       "An observer of one point: observer.observe(tensor) is observe(backend, path, tensor) without the per-call "
       "path lookup; the observer is itself a forward hook (module, args, output). An output of exactly "
       "tensor_type is observed as is; any other goes through select(output) when given. As a hook, a call for "
       "which recomputing() (when given) answers true observes nothing: a forward run again in backward, as "
-      "activation checkpointing does, whose outputs the step already observed. LifecoreTypeError for a backend "
-      "without a callable transform.");
+      "activation checkpointing does, whose outputs the step already observed. keep, when given, lives as "
+      "long as the observer (what placed it as a hook, found again through the hook). LifecoreTypeError for a "
+      "backend without a callable transform.");
 }
 
 }  // namespace lifecore::bindings

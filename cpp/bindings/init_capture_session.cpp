@@ -383,7 +383,9 @@ void bind_capture_session(nb::module_& m) {
            nb::sig("def fork(self, discovery: CaptureDiscovery, *, max_predictions: int | None = None, "
                    "limits: CaptureLimits | None = None) -> CaptureSession"),
                    "A new CaptureSession continuing from this one's boundary with its usage, re-admitted with optional "
-                   "new max_predictions and limits. It carries the capture plan, not the interventions: enable them "
+                   "new max_predictions and limits. The two are branches: each spends up to its limits from the usage "
+                   "they share at the fork (a cumulative limit bounds each branch, not the two together). It carries the "
+                   "capture plan, not the interventions: enable them "
                    "on the fork (enable_interventions, before its first step) to continue a steered run. "
                    "CaptureSessionError while a step is undrained or after a failed step; AdmissionError for another "
                    "artifact, a refused re-admission (a new cumulative limit below the usage it inherits, too), or a "

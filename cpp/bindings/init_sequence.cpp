@@ -1,5 +1,8 @@
-// lifecore.sequence bindings: conversion only. Blocking calls (admission and extension,
-// which may reach the driver; waiting) release the GIL. Holds that Python owns (resources,
+// lifecore.sequence bindings: conversion only. Blocking calls (a coordinator's arena
+// allocation and growth, which reach the driver; waiting) release the GIL; admission and
+// extension take block ids from the arena and make no driver call. The arena goes back to
+// the device with the coordinator: without the GIL when a session's or resources' close lets
+// go of the last reference, with it when Python drops the coordinator object last. Holds that Python owns (resources,
 // frames, flights, sessions) get close() and context managers so release is explicit.
 #include <chrono>
 #include <limits>
@@ -284,9 +287,10 @@ void bind_enums(nb::module_& m) {
                             nb::is_arithmetic())
       .value("CURRENT", BackingOutcome::current, "The backing already covers the target.")
       .value("EXTENDED", BackingOutcome::extended,
-             "The backing was extended: a new generation covers the target. Its tokens grew, to the end of its "
-             "last page at least; a block was added only where its pages grew (backing.pages), so a step inside "
-             "the prompt's last page answers EXTENDED with no new block.")
+             "The backing was extended: a new generation covers the target. Its tokens grew to the target at "
+             "least: step() to the end of the target's last page or to the request's fit, whichever comes first; "
+             "try_ensure_backing_covers() to the target. A block was added only where its pages grew "
+             "(backing.pages), so a step inside the prompt's last page answers EXTENDED with no new block.")
       .value("RETRY_REQUIRED", BackingOutcome::retry_required,
              "Nothing changed: a frame or flight was live, or the backing moved meanwhile; retry between frames.")
       .value("BACKING_DEFERRED", BackingOutcome::backing_deferred,
@@ -509,7 +513,8 @@ void bind_backing(nb::module_& m) {
         return out;
       }, "A list of (domain, first_page, pages, address, bytes), one per run of consecutive block ids in one arena "
          "chunk, domain by domain; first_page is the run's first page within the sequence (0 for its first block), "
-         "not a block id (block_ids() gives those). SessionStateError once released.")
+         "not a block id (block_ids() gives those). The address is 0 on host accounting and once the device's close "
+         "took the arena back. SessionStateError once released.")
       .def_prop_ro("domains", [](const BackingSnapshot& s) {
         std::vector<std::string> out;
         for (auto d : s.domains()) out.push_back(s.domain_name(d));
@@ -812,7 +817,8 @@ void bind_session(nb::module_& m) {
       .def_prop_ro("closed", &SequenceSession::is_closed, "True once close() ran (or its with block ended).")
       .def("close", &close_session,
            "Drop the session now: fails it closed unless terminal. The capacity this frees goes back to the "
-           "coordinator (its arena; device memory only goes back with the coordinator, then without the GIL).")
+           "coordinator (its arena; device memory only goes back with the coordinator, without the GIL when this close "
+           "lets go of it last).")
       .def("__repr__", [](const SequenceSession& s) {
         auto a = s.sequence_authority();
         return std::string("SequenceSession(authority=") + std::to_string(a.sparse_id) + "/" + std::to_string(a.generation) +
@@ -917,6 +923,7 @@ void bind_admission(nb::module_& m) {
              config.max_active_sequences =
                  static_cast<std::uint32_t>(uint_argument(max_active_sequences, call, "max_active_sequences", max_u32, 1));
              config.memory = memory_for_device(device);
+             GilRelease release;  // each domain's arena chunk comes from the driver
              return AdmissionCoordinator::create(std::move(config));
            }),
            nb::arg("device").none() = nb::none(), nb::kw_only(), nb::arg("domains").none(), nb::arg("page_bytes").none(),
@@ -950,7 +957,10 @@ void bind_admission(nb::module_& m) {
       .def_prop_ro("closed", &AdmissionCoordinator::closed, "True once closed, or once its device is closed.")
       .def_prop_ro("id", &AdmissionCoordinator::id, "This coordinator's id: the coordinator_id of what it issues.")
       .def("grow_domain", [](AdmissionCoordinator& c, nb::handle name, nb::handle capacity_bytes) {
-             c.grow_domain(str_argument(name, "grow_domain", "name"), uint_argument(capacity_bytes, "grow_domain", "capacity_bytes"));
+             const std::string domain = str_argument(name, "grow_domain", "name");
+             const std::uint64_t bytes = uint_argument(capacity_bytes, "grow_domain", "capacity_bytes");
+             GilRelease release;  // the new chunk comes from the driver
+             c.grow_domain(domain, bytes);
            }, nb::arg("name").none(), nb::arg("capacity_bytes").none(), nb::sig("def grow_domain(self, name: str, capacity_bytes: typing.SupportsIndex) -> None"),
            "Raise domain `name`'s total to `capacity_bytes` (one arena chunk for the new blocks) and, where that adds "
            "a whole block, advance its epoch and wake its waiters (bytes short of a block serve no demand: the total "

@@ -35,21 +35,35 @@ using namespace nb::literals;
 using namespace lifecore::sequence;
 using namespace table_out;
 
+// What a tensor that says where its data is (torch's data_ptr) showed when the table was made:
+// its dtype object and strides. Both can change in place (t.t_(), set_, t.data = a view of
+// another dtype) with the same data_ptr and shape, and the table would then write row-major
+// int32 into memory the tensor reads another way.
+struct DataPtrLayout {
+  nb::object dtype;
+  nb::object strides;
+};
+
 // Where a given host array shows its memory now, checked to be a [rows, width] int32 table
 // still (what the check raises, it raises). A DLPack table (a torch CPU tensor) can be resized,
 // and its memory freed, behind its export, and a buffer-protocol one too (NumPy's resize with
 // refcheck=False). A tensor that says where its data is (torch's data_ptr, decided at
-// creation) is asked; another gives a fresh export.
-void* memory_now(nb::handle table, std::size_t rows, std::size_t width, bool dlpack, bool reads_data_ptr,
+// creation: `layout`) is asked, its dtype and strides compared with creation's; another gives a
+// fresh export.
+void* memory_now(nb::handle table, std::size_t rows, std::size_t width, bool dlpack, const DataPtrLayout* layout,
                  const char* call) {
   Target now;
   if (!dlpack) {
     open_buffer_protocol(table, rows, width, now, call);
     return now.data;
   }
-  if (reads_data_ptr) {
+  if (layout) {
     const auto dims = numbers_of<std::int64_t>(table.attr("shape"));
     check_shape(call, static_cast<std::int64_t>(dims.size()), dims.data(), rows, width);
+    if (!table.attr("dtype").is(layout->dtype) || !table.attr("stride")().equal(layout->strides))
+      raise(ErrorKind::InvalidArgument,
+            std::string(call) + ": the table's dtype or strides changed since decode_table (a transpose or set_ in "
+                                "place, or .data replaced); nothing was written: make a new decode_table over it");
     return reinterpret_cast<void*>(nb::cast<std::uintptr_t>(table.attr("data_ptr")()));
   }
   open_dlpack(table, rows, width, now, call);
@@ -104,8 +118,8 @@ struct DecodeTableHandle {
   }
 
   // A given table that says where its data is (torch's data_ptr): before each call
-  // (require_unmoved) it is asked rather than exported again (memory_now).
-  bool reads_data_ptr = false;
+  // (require_unmoved) it is asked rather than exported again (memory_now). Null otherwise.
+  std::shared_ptr<const DataPtrLayout> layout;
   // Before a call changes anything: its table can take the write (runtime/stream.hpp).
   void require_writable(const char* call) const {
     if (buffer) {
@@ -118,7 +132,7 @@ struct DecodeTableHandle {
   }
   void require_unmoved(const char* call) const {
     if (!target) return;
-    if (memory_now(table, core->rows(), core->width(), bool(target->capsule), reads_data_ptr, call) != target->data)
+    if (memory_now(table, core->rows(), core->width(), bool(target->capsule), layout.get(), call) != target->data)
       raise_moved(call);
   }
   [[noreturn]] static void raise_moved(const char* call) {
@@ -133,11 +147,12 @@ struct DecodeTableHandle {
 // it may come back as anyone's). It holds the array, not the table, so the question is safe
 // if the table goes meanwhile; it runs with the interpreter lock, as every table writer does.
 std::shared_ptr<const TableClaim::StillThere> still_there(nb::handle array, std::size_t rows, std::size_t width,
-                                                          const Target& target, bool reads_data_ptr) {
+                                                          const Target& target,
+                                                          std::shared_ptr<const DataPtrLayout> layout) {
   auto ask = [array = nb::borrow(array), rows, width, data = target.data, dlpack = bool(target.capsule),
-              reads_data_ptr]() -> bool {
+              layout = std::move(layout)]() -> bool {
     try {
-      return memory_now(array, rows, width, dlpack, reads_data_ptr, "decode_table") == data;
+      return memory_now(array, rows, width, dlpack, layout.get(), "decode_table") == data;
     } catch (nb::python_error& e) {
       if (!e.matches(PyExc_Exception)) throw;  // an interrupt stays one
       return false;
@@ -192,7 +207,14 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
     if (PyObject_CheckBuffer(out.ptr())) open_buffer_protocol(out, rows, width, *handle->target, call);
     else if (nb::hasattr(out, "__dlpack__")) {
       open_dlpack(out, rows, width, *handle->target, call);
-      handle->reads_data_ptr = nb::hasattr(out, "data_ptr") && nb::hasattr(out, "shape");
+      if (nb::hasattr(out, "data_ptr") && nb::hasattr(out, "shape") && nb::hasattr(out, "dtype") &&
+          nb::hasattr(out, "stride")) {
+        // torch's negative bit marks a view whose reads negate the memory: ids written there
+        // would read back as -id (DLPack exports it without saying so).
+        if (nb::hasattr(out, "is_neg") && nb::bool_(out.attr("is_neg")()))
+          bad_out(call, "is a negative view (torch's _neg_view: it reads its memory negated); pass a plain tensor");
+        handle->layout = std::make_shared<const DataPtrLayout>(DataPtrLayout{out.attr("dtype"), out.attr("stride")()});
+      }
     }
     else
       raise(ErrorKind::TypeMismatch, argument_label(call, "out") +
@@ -201,7 +223,7 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
     refuse_the_arena(c, call, nullptr, handle->target->data, count * sizeof(std::int32_t));
     handle->claim = std::make_unique<TableClaim>(
         handle->target->data, count * sizeof(std::int32_t), call,
-        still_there(out, rows, width, *handle->target, handle->reads_data_ptr));
+        still_there(out, rows, width, *handle->target, handle->layout));
     handle->table = nb::borrow(out);
     data = handle->target->data;
   }
@@ -257,10 +279,12 @@ void init_sequence_decode_table(nb::module_& m) {
       .def_prop_ro("domain", [](const DecodeTableHandle& t) { return t.domain; },
                    "The capacity domain whose block ids the table holds.")
       .def_prop_ro("last_written", [](const DecodeTableHandle& t) { return t.core->last_written(); },
-                   "How many int32 values (ids and pad) the last update, step, assign or clear wrote.")
+                   "How many int32 values (ids and pad) the last update, step, assign or clear wrote (0 after one\n"
+                   "that was refused before it wrote anything).")
       .def(
           "update",
           [](DecodeTableHandle& t, nb::handle sessions) {
+            t.core->begin_call();  // a call refused anywhere wrote nothing: last_written says 0
             const auto held = session_list(sessions, "DecodeTable.update", /*none_ok=*/true);
             t.require_writable("DecodeTable.update");
             t.core->update(held.objects.data(), held.objects.size());
@@ -275,6 +299,7 @@ void init_sequence_decode_table(nb::module_& m) {
           "step",
           [](DecodeTableHandle& t, nb::handle sessions, nb::handle tokens) {
             constexpr const char* call = "DecodeTable.step";
+            t.core->begin_call();
             // None: an empty row (as update takes it). read_tokens may run Python code: held.
             const auto held = session_list(sessions, call, /*none_ok=*/true);
             const auto& list = held.objects;
@@ -319,6 +344,7 @@ void init_sequence_decode_table(nb::module_& m) {
           "assign",
           [](DecodeTableHandle& t, nb::handle row, nb::handle session) {
             constexpr const char* call = "DecodeTable.assign";
+            t.core->begin_call();
             const std::size_t r = row_argument(row, call, t.core->rows());
             auto* s = exact_instance<SequenceSession>(session);
             if (!s)
@@ -334,6 +360,7 @@ void init_sequence_decode_table(nb::module_& m) {
       .def(
           "clear",
           [](DecodeTableHandle& t, nb::handle row) {
+            t.core->begin_call();
             // The row first: its conversion may run Python code (an int subclass's __lt__),
             // which must not run between the table's check and the write.
             const std::optional<std::size_t> r =

@@ -41,6 +41,7 @@ from __future__ import annotations
 import copy
 import functools
 import hashlib
+import itertools
 import os
 import re
 import sys
@@ -102,7 +103,7 @@ from .errors import (AdmissionError, BackendUnavailableError, CaptureSessionErro
 __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "attach", "TorchAttachment",
            "call_counts", "ALLOC_SYMBOL", "FREE_SYMBOL", "allocator_library", "pooled_allocator",
            "pooled_allocator_available", "mem_pool", "release_stream", "allocator_stats",
-           "RoutingHook", "route", "routing_policy_of", "capture", "run_with_capture", "ModelCapture",
+           "RoutingHook", "route", "routing_policy_of", "attachments", "capture", "run_with_capture", "ModelCapture",
            "CapturedModules", "ModuleCapture", "DEFAULT_HISTOGRAM_EDGES", "DEFAULT_TOP_K", "DEFAULT_PREVIEW"]
 
 ROUTING_SUFFIX = "#routing"
@@ -296,6 +297,8 @@ def _axis_kinds(value: Any, model: nn.Module, call: str) -> dict[str, tuple[Opti
 def _dtype(tensor: torch.Tensor) -> ValueDtype:
     if tensor.dtype.is_floating_point:
         return ValueDtype.FLOATING
+    if tensor.dtype.is_complex:
+        return ValueDtype.UNKNOWN  # as TorchBackend.dtype says: no transform reduces complex values
     return ValueDtype.BOOLEAN if tensor.dtype == torch.bool else ValueDtype.INTEGER
 
 
@@ -507,19 +510,27 @@ class RoutingHook:
         self.session, self.backend, self.path, self.policy = session, backend, path, policy
         self.controlled = False  # whether a routing control was ever handed out here
         self._elsewhere = never  # a capture block's: True on the threads it does not serve
+        # The router's scores are the point's value: a capture selection there observes them.
+        observer = session.observer(path, backend)
+        self._observer = observer if observer.selected else None
+        self._keep: Any = None  # the attachment that set it: alive while the module holds the hook
 
     def select(self, scores: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Expert ids and coefficients for ``scores`` [rows, experts]. In a forward run again in
-        backward (activation checkpointing) it routes by the policy where no control was ever in
-        force here, and raises ``CaptureSessionError`` where one was: a routing control applies
-        once per step, so a recompute could not be sure to route as the captured forward did.
-        In a discovery's forward it routes by the policy, and no control is asked for."""
+        """Expert ids and coefficients for ``scores`` [rows, experts]. The session's capture
+        selections at this point observe ``scores`` first (the router's output, before any
+        control). In a forward run again in backward (activation checkpointing) it observes
+        nothing, routes by the policy where no control was ever in force here, and raises
+        ``CaptureSessionError`` where one was: a routing control applies once per step, so a
+        recompute could not be sure to route as the captured forward did. In a discovery's
+        forward it routes by the policy, and nothing is observed or asked for."""
         if discovering() or self._elsewhere():
             return route(scores, top_k, policy=self.policy)
         if recomputing():
             if self.controlled:
                 raise_routing_recompute(self.path)
             return route(scores, top_k, policy=self.policy)  # no control was ever in force here
+        if self._observer is not None:
+            self._observer.observe(scores)
         rows = scores.shape[0]
         control = self.session.routing_control(self.path, rows)
         if control is None:
@@ -562,9 +573,12 @@ class TorchAttachment:
 
     def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex,
                  calls: Optional[Mapping[str, int]] = None, keep: Optional[list["TorchAttachment"]] = None,
-                 thread: int = 0):
+                 thread: int = 0, paths: Optional[Iterable[str]] = None):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
+        # attach(paths=...): the points it hooks, intervention targets enabled later included.
+        self._paths: Optional[frozenset[str]] = None if paths is None else frozenset(paths)
+        self._serial = next(_ATTACHMENT_SERIALS)  # attachments(model) lists them in this order
         # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
         # thread): another thread's calls (a forward begun before the block opened) pass by.
         self._elsewhere = never if thread == 0 else other_than(thread)
@@ -614,6 +628,13 @@ class TorchAttachment:
         for module in sorted({m for m, _ in routed.values()}):
             if not callable(getattr(self._modules[module], "set_routing_hook", None)):
                 raise InvalidArgumentError(f"{caller}: module {module} does not take a routing hook")
+            holder = _routing_holder(self._modules[module])
+            if holder is not None and holder is not self:
+                # A module holds one routing hook: a second would replace the first's, whose
+                # control would stop applying while it still says it is attached.
+                raise InvalidArgumentError(
+                    f"{caller}: module {module!r} takes one routing hook, and {holder!r} holds it: detach that "
+                    f"attachment first (nothing was placed)")
         for suffix, points, whole in (("", hooked, self._hooks), (ROUTING_SUFFIX, routed, self._routed)):
             plain = {m for m, call in points.values() if call is None} | set(whole)
             per_call = {m for m, call in points.values() if call is not None} | {
@@ -676,13 +697,19 @@ class TorchAttachment:
                     self._routing_set.append(module)
                     module.set_routing_hook(counted)
                     self._count(module_path + ROUTING_SUFFIX, counted)
-                counted.hooks.setdefault(call, RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy))
+                if call not in counted.hooks:
+                    counted.hooks[call] = self._routing_hook(path + ROUTING_SUFFIX, policy)
             elif module_path not in self._routed:
                 self._routing_set.append(module)
-                hook = RoutingHook(self._session, self._backend, path + ROUTING_SUFFIX, policy)
+                hook = self._routing_hook(path + ROUTING_SUFFIX, policy)
                 hook._elsewhere = self._elsewhere
                 module.set_routing_hook(hook)
                 self._routed[module_path] = module
+
+    def _routing_hook(self, point: str, policy: Optional[RoutingPolicy]) -> RoutingHook:
+        hook = RoutingHook(self._session, self._backend, point, policy)
+        hook._keep = self  # the module holds the hook, so the attachment lives while it is set
+        return hook
 
     def _count(self, key: str, counted: Union[CalledForward, CalledRouting]) -> None:
         """Keeps a per-call hook; the first one places the root's hooks that start each
@@ -695,7 +722,10 @@ class TorchAttachment:
             self._placed.forward(self._model, self._counting[1])
 
     def _make_hook(self, path: str, intervenes: bool, index: Union[int, str]) -> Any:
-        return _make_hook(self._session, self._backend, path, intervenes, index, self._passed_over, self._elsewhere)
+        # The hook keeps the attachment: while any of its hooks is on the model, the attachment
+        # lives (attach's guard sees it, attachments(model) finds it, detach() can remove them).
+        return _make_hook(self._session, self._backend, path, intervenes, index, self._passed_over, self._elsewhere,
+                          keep=self)
 
     def _start_counts(self) -> None:
         if self._passed_over():
@@ -723,6 +753,8 @@ class TorchAttachment:
                 self._drop_root()
             return
         targets = {op.target for op in plan.plan.operations}
+        if self._paths is not None:
+            targets &= self._paths  # attached to these points only: other targets are another attachment's
         self._hook(targets, {t for t in targets if not t.endswith(ROUTING_SUFFIX)},
                    "TorchAttachment.sync (the intervention plan's targets)")
         self._drop_root()  # a session takes one intervention plan: nothing more to notice
@@ -764,9 +796,10 @@ class TorchAttachment:
 
 
 def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: Union[int, str],
-               aside: Callable[[], bool], elsewhere: Callable[[], bool]) -> Any:
+               aside: Callable[[], bool], elsewhere: Callable[[], bool], keep: Any = None) -> Any:
     """The hook at one point; ``aside`` says when it observes nothing (a recompute, a discovery's
-    forward, a thread its attachment does not serve: ``elsewhere``)."""
+    forward, a thread its attachment does not serve: ``elsewhere``); ``keep`` lives as long as
+    the hook does."""
     observe, intervene, reintervene = session.observe, session.intervene, session.reintervene
 
     def selected(output: Any) -> torch.Tensor:
@@ -781,7 +814,7 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         # The session's observer is itself the hook: no Python frame of ours per forward, the
         # path resolved once. A plain tensor output is observed as is; anything else goes
         # through selected() (a container's element, or the error naming what is missing).
-        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected, recomputing=aside)
+        return session.observer(path, backend, tensor_type=torch.Tensor, select=selected, recomputing=aside, keep=keep)
 
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
         if discovering() or elsewhere():
@@ -798,20 +831,45 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         return _with_replacement(output, index, replacement)
 
     observe_then_intervene.applied = False  # type: ignore[attr-defined]  # whether it ever replaced an output
+    observe_then_intervene.keep = keep  # type: ignore[attr-defined]
     return observe_then_intervene
 
 
 # The attachments made, weakly: attach refuses a session already attached to the same model.
+# Each hook an attachment places keeps it alive, so one whose handle was dropped without
+# detach() stays here while its hooks are on the model.
 _LIVE_ATTACHMENTS: "weakref.WeakSet[TorchAttachment]" = weakref.WeakSet()
 _LIVE_ATTACHMENTS_LOCK = threading.Lock()
+_ATTACHMENT_SERIALS = itertools.count()
+
+
+def _routing_holder(module: nn.Module) -> Optional["TorchAttachment"]:
+    """The attachment, not detached, that set ``module``'s routing hook; None when none has."""
+    with _LIVE_ATTACHMENTS_LOCK:
+        return next((a for a in _LIVE_ATTACHMENTS
+                     if not a._detached and any(m is module for m in a._routing_set)), None)
+
+
+def attachments(model: nn.Module) -> list[TorchAttachment]:
+    """The attachments whose hooks are on ``model`` (made by :func:`attach` with ``model`` as its
+    root, not detached yet), oldest first: one whose handle was dropped without ``detach()``
+    is found here, and its ``detach()`` removes its hooks."""
+    _require_module(model, "attachments", hooked=False)
+    with _LIVE_ATTACHMENTS_LOCK:
+        found = [a for a in _LIVE_ATTACHMENTS if a._model is model and not a._detached]
+    return sorted(found, key=lambda a: a._serial)
 
 
 def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
            paths: Optional[Iterable[str]] = None, output_index: OutputIndex = 0,
            calls: Optional[Mapping[str, int]] = None) -> TorchAttachment:
     """Hooks every module named by the session's capture selections and intervention
-    targets (or by ``paths``). Interventions enabled after attaching are hooked at the next
-    forward through ``model`` (see :class:`TorchAttachment`).
+    targets, or only the points ``paths`` names (a session's points split between models, an
+    encoder's and a decoder's, are attached to each with its own paths). Interventions enabled
+    after attaching are hooked at the next forward through ``model`` (see
+    :class:`TorchAttachment`), those at ``paths`` alone when it is given. A point whose module
+    holds another attachment's routing hook raises ``InvalidArgumentError``: a module takes
+    one routing hook.
 
     A point ``"<path>#<k>"`` is the k-th call (from 0) of the module at ``path`` in each
     forward through ``model`` (:func:`discover` names the calls of a module called more than
@@ -880,8 +938,10 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
                     raise InvalidArgumentError(
                         f"attach: the session is already attached to this {type(model).__name__} (an attachment "
                         f"not detached yet): a second would observe and intervene at every point twice in each "
-                        f"forward. Nothing was placed; detach the first, or attach another session")
-            attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made, thread=thread)
+                        f"forward. Nothing was placed; detach the first (lifecore.torch.attachments(model) lists "
+                        f"them), or attach another session")
+            attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made, thread=thread,
+                                         paths=paths)
             _LIVE_ATTACHMENTS.add(attachment)
         if keep is not None:
             keep.append(attachment)
@@ -1164,9 +1224,9 @@ def _axis_extent(args: tuple[Any, ...], kwargs: Mapping[str, Any], axis: int) ->
     return int(first.shape[axis]) if first is not None and -first.dim() <= axis < first.dim() else 1
 
 
-def _empty_batch(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int) -> bool:
-    """Whether the first tensor argument has a batch axis of extent 0."""
-    return _axis_extent(args, kwargs, batch_axis) == 0
+def _empty_input(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int, sequence_axis: int) -> bool:
+    """Whether the first tensor argument has a batch or sequence axis of extent 0."""
+    return _axis_extent(args, kwargs, batch_axis) == 0 or _axis_extent(args, kwargs, sequence_axis) == 0
 
 
 def _request_for(args: tuple[Any, ...], kwargs: Mapping[str, Any], batch_axis: int,
@@ -1386,8 +1446,11 @@ class ModelCapture:
         """A selection per (point, transform), for the matched modules the discovery saw
         return a tensor (a container or an unused module does not): a module called more than
         once gives a point per call, or the one call its pattern names. An exact path that
-        did not, or a glob none of whose modules did, is an error."""
+        did not, or a glob none of whose modules did, is an error. A complex tensor (the
+        discovery's UNKNOWN dtype) no transform reduces: a glob passes over it, an exact path
+        naming one is an error, before the forward's modules run."""
         present = {point.path for point in discovery.catalog}
+        complex_points = {point.path for point in discovery.catalog if point.dtype == ValueDtype.UNKNOWN}
         modules = {name: i for i, (name, _) in enumerate(self._model.named_modules())}
         per_call: dict[str, list[str]] = {}  # module -> its call points, in call order
         for entry in discovery.catalog:
@@ -1427,6 +1490,13 @@ class ModelCapture:
                 why = f"; {scripted} of them are TorchScript modules, which take no forward hooks" if scripted else ""
                 raise InvalidArgumentError(f"{self._call}: {pattern!r} matches {hits[:6]} but none of them returned "
                                            f"a tensor in the forward (at output_index {self._output_index}){why}")
+            complex_seen = [p for p, _ in seen if p in complex_points]
+            if complex_seen and (hits == [base] or len(complex_seen) == len(seen)):
+                raise InvalidArgumentError(
+                    f"{self._call}: {pattern!r}: {', '.join(map(repr, complex_seen[:4]))} returned complex "
+                    f"values, which no transform keeps or reduces (nothing was captured); capture a module that "
+                    f"returns torch.view_as_real of them")
+            seen = [(p, order) for p, order in seen if p not in complex_points]
             for point, order in seen:
                 chosen.setdefault(point, order)
         names = [name if [n for n, _ in self._transforms].count(name) == 1 else f"{name}{i}"
@@ -1454,9 +1524,10 @@ class ModelCapture:
         if self._session is not None:
             raise CaptureSessionError(f"{self._call}: the block already captured one forward through "
                                       f"{type(self._model).__name__}; open another block for the next")
-        # An empty batch has nothing a discovery made on real inputs can admit (a request is of
-        # one row at least): its own forward, of nothing, is discovered as without discovery=.
-        given = self._discovery if not _empty_batch(args, kwargs, self._batch_axis) else None
+        # An empty batch or sequence has nothing a discovery made on real inputs can admit (a
+        # request is of one row and one position at least): its own forward, of nothing, is
+        # discovered as without discovery=.
+        given = self._discovery if not _empty_input(args, kwargs, self._batch_axis, self._sequence_axis) else None
         discovery = given if given is not None else self._discover(args, kwargs)
         request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
         plan = self._plan(discovery)

@@ -46,6 +46,12 @@ void JsonWriter::number(double value) {
     raw(std::isnan(value) ? "\"NaN\"" : value > 0 ? "\"Infinity\"" : "\"-Infinity\"");
     return;
   }
+  if (value == 0 && std::signbit(value)) {
+    // "-0" reads back as the integer 0 in most JSON readers (Python's json among them): the
+    // sign would be lost.
+    raw("-0.0");
+    return;
+  }
   char buf[32];
   auto result = std::to_chars(buf, buf + sizeof buf, value);
   raw(std::string_view(buf, static_cast<std::size_t>(result.ptr - buf)));

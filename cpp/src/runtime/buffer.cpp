@@ -57,7 +57,7 @@ void Buffer::free() {
     if (state != 0) {
       if (first) free_called_.store(false, std::memory_order_release);  // refused: not taken
       raise(ErrorKind::Lifecore, "free: " + std::to_string(state) +
-                                     " zero-copy view(s) of the buffer are alive (DLPack or array interface); "
+                                     " zero-copy DLPack view(s) of the buffer are alive; "
                                      "free it once they are gone");
     }
   } while (!state_.compare_exchange_weak(state, freed_bit, std::memory_order_acq_rel, std::memory_order_acquire));

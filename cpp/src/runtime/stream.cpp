@@ -732,6 +732,16 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
     raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() +
                                        " takes no metadata buffer first, so info= cannot be given");
   if (info && info->empty()) raise(ErrorKind::InvalidArgument, "launch: info must hold at least one word");
+  // A built-in that reads its counts from a metadata buffer takes them as info= words, held by
+  // the info cache: a pointer of the caller's there would carry an n no launch check has seen
+  // (and a graph would replay whatever the caller wrote into it later).
+  if (!info && kernel.info_words() > 0)
+    raise(ErrorKind::InvalidArgument, "launch: " + kernel.signature() + " reads its metadata buffer ('" +
+                                          kernel.param_names()[0] + "') from info=: give the " +
+                                          std::to_string(kernel.info_words()) + " words (" +
+                                          std::string(kernel.summary()) +
+                                          ") as info=[...] and the other arguments in the list; a buffer of your "
+                                          "own in its place is refused (nothing was issued)");
   if (count + offset != params.size())
     raise(ErrorKind::TypeMismatch, "launch: " + kernel.signature() + " takes " +
                                        std::to_string(params.size() - offset) + " argument(s)" +

@@ -630,6 +630,9 @@ void AdmissionCoordinator::append_runs(std::uint32_t domain_index, const std::ve
                                        std::vector<BackingExtent>& out) const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   const auto& arena = domains_.at(domain_index).arena;
+  // The device's close took the arena back: its addresses name memory no longer backed (0, as
+  // host accounting's, which has none).
+  const bool backed = !config_.memory->closed();
   std::size_t start = 0;
   for (std::size_t p = 1; p <= ids.size(); ++p) {
     if (p < ids.size() && ids[p] == ids[p - 1] + 1 && arena.chunk_of(ids[p]) == arena.chunk_of(ids[start])) continue;
@@ -637,7 +640,7 @@ void AdmissionCoordinator::append_runs(std::uint32_t domain_index, const std::ve
     e.domain_index = domain_index;
     e.first_page = start;
     e.pages = p - start;
-    e.memory.address = arena.address_of(ids[start], config_.page_bytes);
+    e.memory.address = backed ? arena.address_of(ids[start], config_.page_bytes) : 0;
     e.memory.bytes = e.pages * config_.page_bytes;  // pages of one chunk: cannot wrap
     out.push_back(e);
     start = p;

@@ -136,6 +136,7 @@ void DecodeTable::finish(const SequenceSession* const* sessions, std::size_t cou
 
 void DecodeTable::update(const SequenceSession* const* sessions, std::size_t count) {
   constexpr const char* call = "DecodeTable.update";
+  begin_writes();  // a refused call wrote nothing: last_written says so, and no copy follows it
   if (count > rows_.size())
     raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(count) + " sessions for a table of " +
                                           std::to_string(rows_.size()) + " rows (nothing was written)");
@@ -158,6 +159,7 @@ void DecodeTable::update(const SequenceSession* const* sessions, std::size_t cou
 
 void DecodeTable::assign(std::size_t row, const SequenceSession& session) {
   constexpr const char* call = "DecodeTable.assign";
+  begin_writes();
   if (row >= rows_.size())
     raise(ErrorKind::InvalidArgument, std::string(call) + ": row " + std::to_string(row) + " is out of range for " +
                                           std::to_string(rows_.size()) + " rows (nothing was written)");
@@ -169,6 +171,7 @@ void DecodeTable::assign(std::size_t row, const SequenceSession& session) {
 }
 
 void DecodeTable::clear(std::size_t row) {
+  begin_writes();
   if (row >= rows_.size())
     raise(ErrorKind::InvalidArgument, "DecodeTable.clear: row " + std::to_string(row) + " is out of range for " +
                                           std::to_string(rows_.size()) + " rows");
@@ -185,6 +188,7 @@ void DecodeTable::clear_all() noexcept {
 void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std::int64_t* tokens,
                        BackingOutcome* outcomes) {
   constexpr const char* call = "DecodeTable.step";
+  begin_writes();
   if (sessions.size() > rows_.size())
     raise(ErrorKind::InvalidArgument, std::string(call) + ": " + std::to_string(sessions.size()) +
                                           " sessions for a table of " + std::to_string(rows_.size()) +

@@ -64,6 +64,9 @@ class DecodeTable {
   // what a mirror elsewhere copies.
   std::size_t first_row_written() const noexcept { return first_row_written_; }
   std::size_t end_row_written() const noexcept { return end_row_written_; }
+  // A call begins: nothing written yet (each call begins so too; a caller that refuses one
+  // before it reaches the table calls this first, so last_written never shows an older call).
+  void begin_call() noexcept { begin_writes(); }
 
  private:
   struct Row {

@@ -33,9 +33,33 @@ def _numbers(values: np.ndarray, what: str) -> np.ndarray:
     return values
 
 
+def _integer_statistics(values: np.ndarray) -> list[float]:
+    """[min, max, mean, population std] of integers (or bools), not empty: min and max read
+    exactly in integers, mean and std in float64 of the values less the minimum (differences
+    exact below 2**53, where float64 values past 2**53 would round neighbours together)."""
+    # Widened first: int8's -128 less 127 wraps in int8.
+    flat = values.ravel().astype(np.uint64 if values.dtype.kind == "u" else np.int64)
+    low, high = int(flat.min()), int(flat.max())
+    if high - low < 2**63:  # every difference fits int64 (uint64 differences are never negative)
+        base = flat.dtype.type(low)
+        shifted = (flat - base).astype(np.float64)
+        mean, std = low + float(shifted.mean()), float(shifted.std())
+    else:  # a spread past 2**63: float64's rounding is far below it
+        wide = flat.astype(np.float64)
+        mean, std = float(wide.mean()), float(wide.std())
+    return [float(low), float(high), mean, std]
+
+
 def summarize(values: np.ndarray) -> CapturePayload:
     """A summary payload: the count, how many values are not finite, and min, max, mean and
-    population std of the finite ones in float64 (NaN for all four when none is finite)."""
+    population std of the finite ones in float64 (NaN for all four when none is finite);
+    integers and bools with min and max exact (:func:`_integer_statistics`)."""
+    if dtype_class(values.dtype) in ("integer", "boolean"):
+        size = int(values.size)
+        if size == 0:
+            nan = float("nan")
+            return CapturePayload.summary(0, 0, nan, nan, nan, nan)
+        return CapturePayload.summary(size, 0, *_integer_statistics(values))
     flat = np.asarray(_numbers(values, "summary"), dtype=np.float64).ravel()
     finite = flat[np.isfinite(flat)]
     nonfinite = int(flat.size - finite.size)
@@ -57,6 +81,8 @@ def summarize(values: np.ndarray) -> CapturePayload:
 def _finite_statistics(region: np.ndarray) -> list[float] | None:
     """[min, max, mean, population std] in float64 when all four are finite (then every value
     is), else None; its float64 copy is gone when it returns, before a fallback makes its own."""
+    if dtype_class(region.dtype) in ("integer", "boolean"):
+        return _integer_statistics(region) if region.size else None
     flat = np.asarray(_numbers(region, "summary"), dtype=np.float64).ravel()
     if not flat.size:
         return None
@@ -140,9 +166,16 @@ class NumpyBackend:
                                      bins=np.asarray(request.edges))
             return CapturePayload.histogram(list(request.edges), counts.astype(np.uint64).tolist())
         if kind == TransformKind.TOP_CANDIDATES:
-            last = np.asarray(_numbers(region, "top candidates"), dtype=np.float64).reshape(-1, region.shape[-1])[-1]
-            ids = np.argsort(-last, kind="stable")[: request.count]
-            return CapturePayload.candidates(ids.tolist(), last[ids].tolist())
+            last = np.asarray(_numbers(region, "top candidates")).reshape(-1, region.shape[-1])[-1]
+            if dtype_class(last.dtype) in ("integer", "boolean"):
+                # Ranked in integers (float64 would merge neighbours past 2**53): ~x orders them
+                # descending without the overflow of -x at the minimum; uint64 stays unsigned.
+                wide = last if last.dtype == np.uint64 else last.astype(np.int64)
+                ids = np.argsort(~wide, kind="stable")[: request.count]
+            else:
+                last = last.astype(np.float64)
+                ids = np.argsort(-last, kind="stable")[: request.count]
+            return CapturePayload.candidates(ids.tolist(), last[ids].astype(np.float64).tolist())
         raise ValueError(f"unsupported transform {kind}")
 
     def summary_statistics(self, tensor: np.ndarray, request: TransformRequest) -> list[float] | CapturePayload:

@@ -97,11 +97,12 @@ class TorchBackend:
         """The payload of ``request`` over its selected region (the whole tensor when
         ``request.whole``), detached from autograd: a preview (the first ``max_elements`` of the
         flattened region), a slice or full tensor (a contiguous host copy in the source dtype
-        and shape), a summary (computed where the tensor lives; half precision in float32,
-        integers and bool in float64), a histogram (counts per bin of ``edges``, the last bin
+        and shape), a summary (computed where the tensor lives; half precision in float32;
+        integers and bool with min and max exact and mean and std in float64 of their
+        differences from the min), a histogram (counts per bin of ``edges``, the last bin
         closed; values outside are not counted), or top candidates (the ``count`` best of the
-        last row's last axis, ties in index order, a NaN below every number: as NumPy's backend
-        ranks them). The session calls it only after reserving the cost. Raises
+        last row's last axis, ties in index order, a NaN below every number, integers ranked
+        as integers: as NumPy's backend ranks them; scores in float64). The session calls it only after reserving the cost. Raises
         LifecoreTypeError for a wrong argument type."""
         if type(tensor) is not torch.Tensor or type(request) is not TransformRequest:
             require_transform(tensor, torch.Tensor, request, "TorchBackend.transform")
@@ -197,12 +198,17 @@ class TorchBackend:
 _SUMMARY = TransformKind.SUMMARY
 _TENSOR = torch.Tensor
 _FLOAT32, _FLOAT64 = torch.float32, torch.float64
+_INT64_MIN = -(2**63)
 _summary_payload = CapturePayload.summary  # the constructor, looked up once
 
 
 def _kept(values: torch.Tensor) -> CapturePayload:
     """A tensor payload owning a contiguous host copy of ``values`` in their dtype (a view
-    would change when the model reuses its buffer)."""
+    would change when the model reuses its buffer). A copy made under ``torch.inference_mode``
+    is made outside it, so it is a normal tensor: a probe trained on it can save it for backward."""
+    if torch.is_inference_mode_enabled():
+        with torch.inference_mode(False):
+            return _kept(values)
     if values.is_cpu:
         kept = values.clone(memory_format=torch.contiguous_format)
     else:
@@ -270,6 +276,8 @@ def _top_candidates(region: torch.Tensor, request: Any) -> CapturePayload:
     score; the candidates are those above it and the first ties at it."""
     count = request.count
     with torch.no_grad():
+        if not region.is_floating_point() and not region.is_complex():
+            return _top_integers(region.reshape(-1, region.shape[-1])[-1], count)
         last = _real(region, "top candidates").double().reshape(-1, region.shape[-1])[-1]
         nan = last.isnan()
         key = last.masked_fill(nan, float("-inf"))
@@ -283,6 +291,45 @@ def _top_candidates(region: torch.Tensor, request: Any) -> CapturePayload:
         # One copy to the host: ids below 2**53 are exact in float64.
         host = torch.stack((ids.to(torch.float64), last[ids])).cpu()
         return CapturePayload.candidates(host[0].to(torch.int64).tolist(), host[1].tolist())
+
+
+def _ordered_int64(values: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """Integers (or bool) as int64 keys in the same order, and what a key adds back to be its
+    value: a uint64 past 2**63 fits no int64, so its keys are its values less 2**63 (the top
+    bit flipped), where float64 keys would merge neighbours past 2**53."""
+    if values.dtype == torch.uint64:
+        return values.view(torch.int64) ^ _INT64_MIN, 2**63
+    return values.to(torch.int64), 0
+
+
+def _top_integers(last: torch.Tensor, count: int) -> CapturePayload:
+    """Top candidates of an integer (or bool) row ranked exactly, in integers: ties in index
+    order (a stable sort, on the tensor's device); the scores are the values in float64."""
+    key, _ = _ordered_int64(last)
+    ids = torch.sort(key, descending=True, stable=True).indices[:count]
+    host = torch.stack((ids.to(torch.float64), last[ids].to(torch.float64))).cpu()  # ids below 2**53: exact
+    return CapturePayload.candidates(host[0].to(torch.int64).tolist(), host[1].tolist())
+
+
+def _integer_summary(values: torch.Tensor) -> CapturePayload:
+    """The summary of integers (or bools), all finite: min and max read exactly in integers,
+    mean and std of the values less the minimum in float64 (exact differences below 2**53,
+    where float64 values past 2**53 would round neighbours together: std 0 for 2**60 + i)."""
+    key, offset = _ordered_int64(values.reshape(-1))
+    count = key.numel()
+    if count == 0:
+        nan = float("nan")
+        return _summary_payload(0, 0, nan, nan, nan, nan)
+    low, high = torch.stack([key.min(), key.max()]).tolist()
+    if high - low < 2**63:  # every difference fits int64
+        shifted = (key - low).double()
+        mean, std = torch.stack([shifted.mean(), shifted.std(unbiased=False)]).tolist()
+        mean += low + offset
+    else:  # a spread past 2**63: float64's rounding is far below it
+        wide = key.double()
+        mean, std = torch.stack([wide.mean(), wide.std(unbiased=False)]).tolist()
+        mean += offset
+    return _summary_payload(count, 0, float(low + offset), float(high + offset), mean, std)
 
 
 def _chosen_reading_sizes(last: torch.Tensor, nan: torch.Tensor, key: torch.Tensor, kth: torch.Tensor,
@@ -341,10 +388,10 @@ def summarize(region: torch.Tensor) -> CapturePayload:
     computed where the tensor lives and copied to the host in one transfer."""
     values = _real(region, "summary")
     dtype = values.dtype
+    if not values.is_floating_point():
+        return _integer_summary(values)  # integers and bools: exact min and max, as NumPy's backend
     if dtype is not _FLOAT32 and dtype is not _FLOAT64:
-        # Half precision accumulates poorly and float32 holds it exactly; an integer (or bool)
-        # goes to float64, as NumPy's backend reduces it: float32 would round 2**31 - 1 up.
-        values = values.float() if values.is_floating_point() else values.double()
+        values = values.float()  # half precision accumulates poorly, and float32 holds it exactly
     count = values.numel()
     if count == 0:
         nan = float("nan")

@@ -1,0 +1,254 @@
+"""What an attachment owns on a model: only the points ``paths`` names, the one routing hook a
+module takes, and hooks that keep their attachment findable after its handle was dropped;
+also the router's scores at a routing point, complex outputs, payloads taken under
+inference mode and an empty sequence beside a given discovery (what a review as an
+interpretability-tool author found)."""
+
+from __future__ import annotations
+
+import gc
+import re
+import weakref
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+from torch import nn  # noqa: E402
+
+from lifecore.capture import (  # noqa: E402
+    CaptureOutcome,
+    CapturePhase,
+    CapturePlan,
+    CaptureRequest,
+    CaptureSchedule,
+    CaptureSelection,
+    CaptureSession,
+    CaptureTransform,
+    InterventionPlan,
+    ValueDtype,
+    interventions as iv,
+    unlimited,
+)
+from lifecore.errors import InvalidArgumentError  # noqa: E402
+from lifecore.torch import TorchBackend, attach, attachments, discover, route, run_with_capture  # noqa: E402
+
+pytestmark = pytest.mark.no_sanitizer
+
+D, EXPERTS, TOP_K = 8, 4, 2
+
+
+class Router(nn.Module):
+    """A mixture-of-experts selector reduced to its router: the coefficients scale the rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = nn.Linear(D, EXPERTS)
+        self.hook = None
+        self.last_ids = None
+        self.last_scores = None
+
+    def routing_policy(self):
+        return EXPERTS, TOP_K
+
+    def set_routing_hook(self, hook) -> None:
+        self.hook = hook
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, D)
+        scores = self.router(rows)
+        self.last_scores = scores.detach().clone()
+        ids, coefficients = (self.hook.select if self.hook is not None else route)(scores, TOP_K)
+        self.last_ids = ids
+        return (rows * coefficients.sum(-1, keepdim=True)).reshape(x.shape)
+
+
+def session_of(discovery, ops=(), selections=(), steps: int = 1, tokens: int = 4) -> CaptureSession:
+    session = CaptureSession(CapturePlan(list(selections), unlimited()).admit(discovery, CaptureRequest(1, tokens, steps)))
+    if ops:
+        session.enable_interventions(InterventionPlan(list(ops)).admit(discovery, session), TorchBackend())
+    return session
+
+
+def hook_count(module: nn.Module) -> int:
+    return len(module._forward_hooks) + len(module._forward_pre_hooks)
+
+
+def test_paths_limit_the_intervention_targets_hooked_so_a_session_splits_across_models() -> None:
+    """attach(paths=["0"]) hooked every intervention target anyway: module "1" got a hook, and a
+    sub-model holding only "0" could not be attached (no module at path '1')."""
+    model = nn.Sequential(nn.Linear(D, D), nn.Linear(D, D))
+    x = torch.randn(1, 4, D)
+    discovery = discover(model, x)
+    session = session_of(discovery, [iv.zero("z", "1")])
+    first = attach(session, model, paths=["0"])
+    assert hook_count(model[1]) == 0 and hook_count(model[0]) == 1
+    encoder, decoder = nn.Sequential(model[0]), nn.Sequential()
+    decoder.add_module("1", model[1])
+    first.detach()
+    # The split the docstring promises: each half attached with its own paths, one step over both.
+    with attach(session, encoder, paths=["0"]), attach(session, decoder, paths=["1"]):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = decoder(encoder(x))
+        session.finish_interventions()
+        session.take_step()
+    assert not out.any()  # zeroed at "1", through the decoder's attachment alone
+    assert hook_count(model[0]) == hook_count(model[1]) == 0
+
+
+def test_paths_limit_the_targets_of_a_plan_enabled_after_attaching() -> None:
+    model = nn.Sequential(nn.Linear(D, D), nn.Linear(D, D))
+    x = torch.randn(1, 4, D)
+    discovery = discover(model, x)
+    session = session_of(discovery)
+    with attach(session, model, paths=["0"]):
+        session.enable_interventions(InterventionPlan([iv.zero("z", "1")]).admit(discovery, session), TorchBackend())
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)  # the root's pre-hook syncs the plan: "1" is not among the paths
+        assert hook_count(model[1]) == 0
+        assert out.any()
+
+
+def test_a_module_takes_one_routing_hook_a_second_attachment_is_refused() -> None:
+    """A second attachment on the same routed module replaced the first's routing hook, and its
+    detach left None: the first still said attached while its control no longer applied."""
+    model = nn.Sequential(Router())
+    x = torch.randn(1, 5, D)
+    discovery = discover(model, x)
+    first = session_of(discovery, [iv.exclude_experts("ex1", "0#routing", [0, 1])], tokens=5)
+    second = session_of(discovery, [iv.exclude_experts("ex2", "0#routing", [2, 3],
+                                                       schedule=CaptureSchedule(prefill=False))], tokens=5)
+    held = attach(first, model)
+    hook = model[0].hook
+    with pytest.raises(InvalidArgumentError, match=r"^attach: module '0' takes one routing hook, and "
+                                                   r"TorchAttachment\(.*\) holds it: detach that attachment first"):
+        attach(second, model)
+    assert model[0].hook is hook and held.attached
+    assert attachments(model) == [held]
+    first.begin_step(CapturePhase.PREFILL, 0)
+    model(x)
+    first.finish_interventions()  # the first's control applied: experts 0 and 1 were never chosen
+    first.take_step()
+    assert not torch.isin(model[0].last_ids, torch.tensor([0, 1])).any()
+    held.detach()
+    with attach(second, model):  # free again once the first is detached
+        assert model[0].hook is not None
+    assert model[0].hook is None
+
+
+def test_an_attachment_whose_handle_was_dropped_is_kept_by_its_hooks_and_found_again() -> None:
+    """With the plan synced, nothing held the attachment: collected, it left attach's guard, a
+    second attach was taken (every point observed twice), and its hooks had no way off."""
+    model = nn.Sequential(nn.Linear(D, D), nn.Linear(D, D))
+    x = torch.randn(1, 4, D)
+    discovery = discover(model, x)
+    session = session_of(discovery, [iv.scale("sc", "1", 2.0)],
+                         [CaptureSelection("a", "0", CaptureTransform.summary())])
+    gone = weakref.ref(attach(session, model))
+    gc.collect()
+    assert gone() is not None  # its hooks keep it
+    with pytest.raises(InvalidArgumentError, match=r"already attached to this Sequential .*attachments\(model\)"):
+        attach(session, model)
+    found = attachments(model)
+    assert found == [gone()]
+    session.begin_step(CapturePhase.PREFILL, 0)
+    model(x)
+    session.finish_interventions()
+    assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.CAPTURED]  # observed once
+    found[0].detach()
+    del found
+    assert attachments(model) == [] and hook_count(model[0]) == hook_count(model[1]) == 0
+    gc.collect()
+    assert gone() is None  # detached and dropped: nothing keeps it
+
+
+def test_a_model_dropped_with_an_attachment_on_it_is_collected() -> None:
+    model = nn.Sequential(nn.Linear(D, D))
+    discovery = discover(model, torch.randn(1, 4, D))
+    session = session_of(discovery, selections=[CaptureSelection("a", "0", CaptureTransform.summary())])
+    attach(session, model)
+    dead = weakref.ref(model)
+    del model
+    gc.collect()
+    assert dead() is None
+
+
+def test_attachments_lists_only_the_models_own_in_order() -> None:
+    model, other = nn.Sequential(nn.Linear(D, D)), nn.Sequential(nn.Linear(D, D))
+    x = torch.randn(1, 4, D)
+    discovery = discover(model, x)
+    select = [CaptureSelection("a", "0", CaptureTransform.summary())]
+    a, b = (attach(session_of(discovery, selections=select), model) for _ in range(2))
+    c = attach(session_of(discover(other, x), selections=select), other)
+    assert attachments(model) == [a, b] and attachments(other) == [c]
+    a.detach()
+    assert attachments(model) == [b]
+    b.detach(), c.detach()
+    with pytest.raises(Exception, match="torch.nn.Module"):
+        attachments("model")  # type: ignore[arg-type]
+
+
+def test_a_capture_selection_at_a_routing_point_observes_the_routers_scores() -> None:
+    """discover names a routing point and admission takes a selection there, but the record was
+    always MISSING ("not reached"): the routing hook observed nothing."""
+    model = nn.Sequential(Router())
+    x = torch.randn(1, 5, D)
+    discovery = discover(model, x)
+    assert discovery.catalog[-1].path == "0#routing"
+    session = session_of(discovery, [iv.exclude_experts("ex", "0#routing", [0])],
+                         [CaptureSelection("scores", "0#routing", CaptureTransform.full_tensor())], tokens=5)
+    with attach(session, model):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(x)
+        session.finish_interventions()
+        record, = session.take_step().records
+    assert record.outcome == CaptureOutcome.CAPTURED
+    assert torch.equal(record.payload.tensor, model[0].last_scores)  # before the control
+
+
+def test_complex_outputs_are_discovered_as_unknown_and_passed_over_or_refused_before_the_forward() -> None:
+    class Complex(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.complex(x, x)
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c, self.l = Complex(), nn.Linear(D, D)
+            self.calls = 0
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            self.calls += 1
+            self.c(x)
+            return self.l(x)
+
+    model = Model()
+    x = torch.randn(1, 3, D)
+    dtypes = {p.path: p.dtype for p in discover(model, x).catalog}
+    assert dtypes["c"] == ValueDtype.UNKNOWN and dtypes["l"] == ValueDtype.FLOATING
+    _, records = run_with_capture(model, x, "*", "summary")  # the glob passes over the complex one
+    assert list(records) == ["l"] and records["l"].summary is not None
+    for pattern in ("c", "c*"):
+        before = model.calls
+        with pytest.raises(InvalidArgumentError, match=f"^run_with_capture: {re.escape(repr(pattern))}: 'c' returned complex values"):
+            run_with_capture(model, x, pattern, "tensor")
+        assert model.calls == before + 1  # the discovery's forward alone: the captured one never ran
+        assert hook_count(model.c) == hook_count(model.l) == hook_count(model) == 0
+
+
+def test_a_tensor_payload_taken_under_inference_mode_is_a_normal_tensor() -> None:
+    model = nn.Sequential(nn.Linear(D, D))
+    with torch.inference_mode():
+        _, records = run_with_capture(model, torch.randn(1, 4, D), "0", "tensor")
+    kept = records["0"].tensor
+    assert not kept.is_inference()
+    nn.Linear(D, 1)(kept).sum().backward()  # a probe trained on it saves it for backward
+    kept.mul_(2)
+
+
+def test_an_empty_sequence_beside_a_given_discovery_is_discovered_as_it_is() -> None:
+    model = nn.Sequential(nn.Linear(D, D))
+    discovery = discover(model, torch.randn(1, 5, D))
+    out, records = run_with_capture(model, torch.randn(1, 0, D), "0", discovery=discovery)
+    assert out.shape == (1, 0, D)
+    assert records["0"].outcome == CaptureOutcome.CAPTURED and records["0"].summary.count == 0
