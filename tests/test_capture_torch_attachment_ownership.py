@@ -252,3 +252,89 @@ def test_an_empty_sequence_beside_a_given_discovery_is_discovered_as_it_is() -> 
     out, records = run_with_capture(model, torch.randn(1, 0, D), "0", discovery=discovery)
     assert out.shape == (1, 0, D)
     assert records["0"].outcome == CaptureOutcome.CAPTURED and records["0"].summary.count == 0
+
+
+def test_a_detached_intervening_attachment_frees_the_model_without_the_collector() -> None:
+    """An intervening hook refers to itself; keeping the attachment it held after detach() put
+    the model and the session in that cycle, freed only by the collector."""
+    model = nn.Sequential(nn.Linear(D, D), nn.Linear(D, D))
+    discovery = discover(model, torch.randn(1, 4, D))
+    session = session_of(discovery, [iv.scale("sc", "1", 2.0)])
+    gc.disable()
+    try:
+        attachment = attach(session, model)
+        attachment.detach()
+        dead = weakref.ref(model)
+        del model, attachment
+        assert dead() is None
+    finally:
+        gc.enable()
+
+
+def test_paths_naming_a_module_cover_its_routing_point() -> None:
+    model = nn.Sequential(Router(), nn.Linear(D, D))
+    x = torch.randn(1, 5, D)
+    discovery = discover(model, x)
+    session = session_of(discovery, [iv.exclude_experts("ex", "0#routing", [0, 1])], tokens=5)
+    with attach(session, model, paths=["0", "1"]):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(x)
+        session.finish_interventions()  # applied: "0" covers "0#routing"
+        session.take_step()
+    assert not torch.isin(model[0].last_ids, torch.tensor([0, 1])).any()
+
+
+def test_two_threads_routing_one_module_get_one_routing_hook() -> None:
+    """The check and the placing ran apart: two threads attaching at once both found the module
+    free (31 of 300 trials), and the second replaced the first's hook."""
+    import sys
+    import threading
+
+    model = nn.Sequential(Router())
+    discovery = discover(model, torch.randn(1, 5, D))
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for _ in range(100):
+            sessions = [session_of(discovery, [iv.exclude_experts(f"ex{k}", "0#routing", [k])], tokens=5)
+                        for k in range(2)]
+            made: list = []
+            refused: list = []
+            start = threading.Barrier(2)
+
+            def attach_one(session) -> None:
+                start.wait()
+                try:
+                    made.append(attach(session, model))
+                except InvalidArgumentError as error:
+                    refused.append(error)
+
+            threads = [threading.Thread(target=attach_one, args=(s,)) for s in sessions]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(made) == 1 and len(refused) == 1
+            assert model[0].hook is not None and made[0].attached
+            made[0].detach()
+    finally:
+        sys.setswitchinterval(switch)
+
+
+def test_the_refusal_names_a_holder_of_per_call_routing_hooks_with_its_points() -> None:
+    class Twice(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.r = Router()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.r(self.r(x))
+
+    model = Twice()
+    discovery = discover(model, torch.randn(1, 5, D))
+    first = session_of(discovery, [iv.exclude_experts("a", "r#0#routing", [0])], tokens=5)
+    second = session_of(discovery, [iv.exclude_experts("b", "r#1#routing", [1])], tokens=5)
+    with attach(first, model):
+        with pytest.raises(InvalidArgumentError, match=r"TorchAttachment\(Twice, 1 point\(s\) hooked, session \d+\) "
+                                                       r"holds it: .*attachments\(model\)"):
+            attach(second, model)

@@ -162,7 +162,10 @@ def test_a_failure_is_saved_and_replays_from_the_printed_command(tmp_path):
     assert blob, result.stdout
     command = next(line for line in result.stdout.splitlines() if line.startswith("replay: ")).split(": ", 1)[1]
     replay = shlex.split(command)
-    assert replay[:2] == ["lifecore", "fuzz"] and "--reproduce" in replay and blob.group(1) in replay
+    assert replay[:2] == ["lifecore", "fuzz"] and "--reproduce" in replay
+    # The blob with the Hypothesis that recorded it, as the failure printed it.
+    given = re.fullmatch(r'@reproduce_failure\("([^"]+)", b"([^"]+)"\)', replay[replay.index("--reproduce") + 1])
+    assert given and given.group(2) == blob.group(1) and given.group(1) in blob.group(0), replay
     saved = list(tmp_path.glob("lifecore-failure-graph-*-seed11.txt"))
     assert len(saved) == 1 and command in saved[0].read_text() and error in saved[0].read_text()
     # The printed command, run as printed against the same broken model, fails the same way and
@@ -177,11 +180,14 @@ def test_a_failure_is_saved_and_replays_from_the_printed_command(tmp_path):
     # Against the correct model the same example passes: the blob does not reproduce a failure.
     fixed = run(*replay[1:], "--failure-dir", str(tmp_path / "fixed"), timeout=300)
     assert fixed.returncode == 1 and "did not reproduce" in fixed.stdout, fixed.stdout + fixed.stderr
-    assert "a blob replays only under the Hypothesis version that recorded it" in fixed.stdout
+    # Recorded by this Hypothesis (the command says so): before, the message blamed the version.
+    assert "it was recorded by this Hypothesis" in fixed.stdout and "the failure no longer happens" in fixed.stdout
+    at = replay.index("--reproduce") + 1
+    bare = run(*replay[1:at], blob.group(1), *replay[at + 1:], "--failure-dir", str(tmp_path / "bare"), timeout=300)
+    assert "a blob replays only under the Hypothesis version that recorded it" in bare.stdout, bare.stdout
     # The whole line printed under "reproduction blob" is taken as well (before: a usage error),
     # and a blob another Hypothesis recorded is named as such when it does not reproduce.
     whole = blob.group(0)
-    at = replay.index(blob.group(1))
     printed = next(line for line in result.stdout.splitlines() if "@reproduce_failure" in line).strip()
     assert whole in printed
     again = run(code=BROKEN.format(argv=[*replay[1:at], printed, *replay[at + 1:]]), timeout=300)

@@ -16,6 +16,7 @@ from engine_reference import generate as reference_generate  # noqa: E402
 import lifecore  # noqa: E402
 from lifecore.capture import CapturePhase  # noqa: E402
 from lifecore.engine import CaptureOptions, Engine, Request  # noqa: E402
+from lifecore.engine.model import PRESETS, Transformer  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
 
@@ -39,10 +40,23 @@ def assert_released(engine):
     assert stats["free_blocks"] == stats["blocks"] == {"kv": engine.kv.num_blocks}  # every block id is free again
 
 
+def attentive() -> Transformer:
+    """The tiny preset in float64 with its attention weights 10x GPT-2's initial scale. At that
+    scale (the preset's own) a token barely depends on the KV cache: zeroing the whole cache
+    after every token changed 1 of 120 tokens, so equal tokens proved little about paged
+    attention or its block table. Here attention decides them (the next test measures it)."""
+    model = Transformer(PRESETS["tiny"], dtype=torch.float64)
+    with torch.no_grad():
+        for layer in model.layers:
+            layer.qkv.weight.mul_(10.0)
+            layer.proj.weight.mul_(10.0)
+    return model
+
+
 @pytest.fixture(scope="module")
 def tight():
-    """32 requests through 24 blocks of 16 tokens and 16 slots, float64."""
-    engine = Engine("tiny", dtype=torch.float64, num_blocks=24, max_batch=16)
+    """32 requests through 24 blocks of 16 tokens and 16 slots, float64, on the attentive model."""
+    engine = Engine(attentive(), dtype=torch.float64, num_blocks=24, max_batch=16)
     batch = requests()
     result = engine.generate(batch)
     return engine, batch, result
@@ -59,9 +73,25 @@ def test_tokens_equal_the_plain_reference_through_deferrals_and_preemptions(tigh
     assert_released(engine)
 
 
+def test_the_tokens_compared_depend_on_the_kv_cache(tight):
+    """What the equality above can catch: a cache zeroed after every token, or block tables
+    that read one block too far along the arena, change most requests' tokens."""
+    engine, batch, result = tight
+    several = [r for r in batch if r.max_new_tokens > 1]  # a first token comes from the prefill alone
+    zeroed = Engine(attentive(), dtype=torch.float64, num_blocks=24, max_batch=16)
+    wrong = zeroed.generate(fresh(several), progress=lambda n: zeroed.kv.tensor.zero_())
+    changed = [r for r in several if wrong.tokens[r.request_id] != result.tokens[r.request_id]]
+    assert len(changed) >= 0.8 * len(several), (len(changed), len(several))
+    rolled = Engine(attentive(), dtype=torch.float64, num_blocks=24, max_batch=16)
+    rolled.generate(fresh(several[:1]))  # warm: the cache tensor exists
+    wrong = rolled.generate(fresh(several), progress=lambda n: rolled.kv.tensor.copy_(rolled.kv.tensor.roll(1, 0)))
+    changed = [r for r in several if wrong.tokens[r.request_id] != result.tokens[r.request_id]]
+    assert len(changed) >= 0.8 * len(several), (len(changed), len(several))
+
+
 def test_a_roomy_pool_gives_the_same_tokens_without_preempting(tight):
     engine, batch, result = tight
-    roomy = Engine("tiny", dtype=torch.float64, num_blocks=512, max_batch=32)
+    roomy = Engine(attentive(), dtype=torch.float64, num_blocks=512, max_batch=32)
     again = roomy.generate(fresh(batch))
     assert again.stats.preemptions == 0 and again.stats.deferrals == 0
     assert again.tokens == result.tokens
@@ -106,7 +136,7 @@ def test_captured_summaries_equal_summaries_computed_directly():
 def test_a_byte_budget_skips_and_changes_no_token(tight):
     engine, batch, result = tight
     budget = 2000
-    captured = Engine("tiny", dtype=torch.float64, num_blocks=24, max_batch=16,
+    captured = Engine(attentive(), dtype=torch.float64, num_blocks=24, max_batch=16,
                       capture=CaptureOptions(budget_bytes=budget))
     again = captured.generate(fresh(batch))
     capture = captured.capture
@@ -118,7 +148,7 @@ def test_a_byte_budget_skips_and_changes_no_token(tight):
 
 def test_scaling_one_layer_changes_the_tokens_as_the_reference_predicts(tight):
     engine, batch, result = tight
-    scaled = Engine("tiny", dtype=torch.float64, num_blocks=24, max_batch=16,
+    scaled = Engine(attentive(), dtype=torch.float64, num_blocks=24, max_batch=16,
                     capture=CaptureOptions(budget_bytes=0, scale=(0, 3.0)))
     again = scaled.generate(fresh(batch))
     assert again.tokens != result.tokens
@@ -193,6 +223,29 @@ def test_the_graph_paths_padding_block_is_held_apart_and_given_back():
     with pytest.raises(lifecore.ClosedError, match=r"^Engine.__enter__: the engine is closed"):
         with engine:
             pass
+
+
+def test_a_kv_cache_whose_arena_cannot_be_its_tensor_says_so():
+    """KVCache fell back to a tensor of its own, silently, whenever the arena's export failed: a
+    grown domain (two chunks) or pages on another device left the arena allocated and unused."""
+    from lifecore.engine.kv_cache import KVCache, page_bytes
+    from lifecore.sequence import AdmissionCoordinator
+
+    page = page_bytes(2, 2, 16, 16, torch.float32)
+    with lifecore.Device("mock") as device:
+        grown = AdmissionCoordinator(device, domains={"kv": (4 * page, 8 * page)}, page_bytes=page,
+                                     tokens_per_page=16, max_active_sequences=2)
+        grown.grow_domain("kv", 8 * page)
+        with pytest.raises(ValueError, match=r"arena cannot be the cache tensor \(.*grew into 2 chunks"):
+            KVCache(grown, 2, 2, 16, 16, torch.float32, "cpu")
+        one = AdmissionCoordinator(device, domains={"kv": 4 * page}, page_bytes=page, tokens_per_page=16,
+                                   max_active_sequences=2)
+        with pytest.raises(ValueError, match="pages are on cpu, the cache is asked for on meta"):
+            KVCache(one, 2, 2, 16, 16, torch.float32, "meta")
+        assert KVCache(one, 2, 2, 16, 16, torch.float32, "cpu").on_arena
+    host = AdmissionCoordinator(domains={"kv": 4 * page}, page_bytes=page, tokens_per_page=16, max_active_sequences=2)
+    cache = KVCache(host, 2, 2, 16, 16, torch.float32, "cpu")  # host accounting: the engine allocates
+    assert not cache.on_arena and cache.tensor.shape[0] == 4
 
 
 def test_the_kv_cache_lives_on_the_coordinators_arena():

@@ -452,8 +452,9 @@ def test_a_scheduler_runs_at_most_its_max_batch_sequences():
 
 
 def test_a_step_that_must_be_retried_is_never_taken_for_room():
-    """RETRY_REQUIRED extends nothing (a frame of the sequence is still live): decoding on would
-    write past the sequence's blocks, so the engine's memory raises instead of granting room."""
+    """RETRY_REQUIRED extends nothing (another thread took a frame of the sequence while the step
+    ran): decoding on would write past the sequence's blocks, so the engine's memory raises
+    instead of granting room."""
     from lifecore.sequence import BackingOutcome
 
     class Racing:  # what a session answers when a frame went live while its pages were prepared
@@ -461,7 +462,7 @@ def test_a_step_that_must_be_retried_is_never_taken_for_room():
             return BackingOutcome.RETRY_REQUIRED
 
     engine = Engine("tiny", num_blocks=8, max_batch=2)
-    with pytest.raises(RuntimeError, match="RETRY_REQUIRED"):
+    with pytest.raises(RuntimeError, match="RETRY_REQUIRED .another thread took a frame"):
         engine.memory.extend(Racing(), 17)
     engine.close()
 

@@ -615,17 +615,23 @@ def test_a_torch_table_whose_layout_or_dtype_changed_in_place_is_refused():
     before = tensor.clone()
     for call in (lambda: table.update(rows), lambda: table.step(rows, [3 * TPP] * 3), lambda: table.assign(0, rows[0]),
                  lambda: table.clear()):
-        with pytest.raises(InvalidArgumentError, match="dtype or strides changed since decode_table"):
+        with pytest.raises(InvalidArgumentError, match="dtype, strides or negative bit changed since decode_table"):
             call()
     assert torch.equal(tensor, before) and table.last_written == 0
     floats = torch.full((3, 3), 5, dtype=torch.int32)
     other = c.decode_table(3, 3, floats, pad=-1)
     floats.data = floats.view(torch.float32)
-    with pytest.raises(InvalidArgumentError, match="dtype or strides changed"):
+    with pytest.raises(InvalidArgumentError, match="dtype, strides or negative bit changed"):
         other.update(rows)
     assert (floats.view(torch.int32) == -1).all()  # the pad the table wrote when made, nothing since
     with pytest.raises(InvalidArgumentError, match="negative view"):
         c.decode_table(3, 3, torch.zeros((3, 3), dtype=torch.int32)._neg_view())
+    negated = torch.full((3, 3), 5, dtype=torch.int32)
+    third = c.decode_table(3, 3, negated, pad=-1)
+    negated.data = negated._neg_view()  # the same memory, dtype and strides, read negated
+    with pytest.raises(InvalidArgumentError, match="negative bit changed"):
+        third.update(rows)
+    assert (negated == 1).all()  # the pad (-1) written when the table was made, read negated
     for s in rows:
         s.close()
 

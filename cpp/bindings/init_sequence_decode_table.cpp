@@ -42,6 +42,7 @@ using namespace table_out;
 struct DataPtrLayout {
   nb::object dtype;
   nb::object strides;
+  bool has_is_neg = false;  // torch's negative bit, which `.data = t._neg_view()` can set in place
 };
 
 // Where a given host array shows its memory now, checked to be a [rows, width] int32 table
@@ -60,10 +61,12 @@ void* memory_now(nb::handle table, std::size_t rows, std::size_t width, bool dlp
   if (layout) {
     const auto dims = numbers_of<std::int64_t>(table.attr("shape"));
     check_shape(call, static_cast<std::int64_t>(dims.size()), dims.data(), rows, width);
-    if (!table.attr("dtype").is(layout->dtype) || !table.attr("stride")().equal(layout->strides))
+    if (!table.attr("dtype").is(layout->dtype) || !table.attr("stride")().equal(layout->strides) ||
+        (layout->has_is_neg && nb::bool_(table.attr("is_neg")())))
       raise(ErrorKind::InvalidArgument,
-            std::string(call) + ": the table's dtype or strides changed since decode_table (a transpose or set_ in "
-                                "place, or .data replaced); nothing was written: make a new decode_table over it");
+            std::string(call) + ": the table's dtype, strides or negative bit changed since decode_table (a "
+                                "transpose or set_ in place, or .data replaced); nothing was written: make a new "
+                                "decode_table over it");
     return reinterpret_cast<void*>(nb::cast<std::uintptr_t>(table.attr("data_ptr")()));
   }
   open_dlpack(table, rows, width, now, call);
@@ -211,9 +214,11 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
           nb::hasattr(out, "stride")) {
         // torch's negative bit marks a view whose reads negate the memory: ids written there
         // would read back as -id (DLPack exports it without saying so).
-        if (nb::hasattr(out, "is_neg") && nb::bool_(out.attr("is_neg")()))
+        const bool has_is_neg = nb::hasattr(out, "is_neg");
+        if (has_is_neg && nb::bool_(out.attr("is_neg")()))
           bad_out(call, "is a negative view (torch's _neg_view: it reads its memory negated); pass a plain tensor");
-        handle->layout = std::make_shared<const DataPtrLayout>(DataPtrLayout{out.attr("dtype"), out.attr("stride")()});
+        handle->layout =
+            std::make_shared<const DataPtrLayout>(DataPtrLayout{out.attr("dtype"), out.attr("stride")(), has_is_neg});
       }
     }
     else

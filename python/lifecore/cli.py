@@ -643,13 +643,16 @@ def _where(error: BaseException) -> str:
 
 
 def _replay_command(target: Target, examples: int, steps: int, seed: int, blob: Optional[str],
-                    failure_dir: str) -> str:
+                    failure_dir: str, recorded_by: Optional[str] = None) -> str:
     """The command that runs ``target``'s machine again with the same seed (and ``blob``: the one
-    failing example), saving what it finds where the first run did."""
+    failing example, as the decorator naming the Hypothesis that ``recorded_by`` it when known,
+    so a replay that does not reproduce can say whether the version or the code changed),
+    saving what it finds where the first run did."""
     command = ["lifecore", "fuzz", *target.replay_args(), "--examples", str(examples), "--steps", str(steps),
                "--seed", str(seed)]
     if blob:
-        command += ["--reproduce", blob]
+        # Double quotes: the shell quotes the argument once, in single quotes, with nothing to escape.
+        command += ["--reproduce", f'@reproduce_failure("{recorded_by}", b"{blob}")' if recorded_by else blob]
     if failure_dir != ".":
         command += ["--failure-dir", failure_dir]
     return shlex.join(command)
@@ -666,7 +669,8 @@ def _failure(target: Target, error: BaseException, seed: int, examples: int, ste
                                "error": message, "steps": "\n".join(steps_text).strip(),
                                "blob": found.group(4) if found else None,
                                "hypothesis": found.group(2) if found else None}
-    failure["command"] = _replay_command(target, examples, steps, seed, failure["blob"], failure_dir)
+    failure["command"] = _replay_command(target, examples, steps, seed, failure["blob"], failure_dir,
+                                         failure["hypothesis"])
     return failure
 
 
@@ -816,11 +820,16 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
         except _BudgetSpent:
             stopped = True
         except DidNotReproduce as error:
-            # A blob replays only under the Hypothesis that recorded it: say which one this is.
-            version = (f"it was recorded by Hypothesis {recorded_by}, and this is {hypothesis_version}"
-                       if recorded_by is not None and recorded_by != hypothesis_version else
-                       f"a blob replays only under the Hypothesis version that recorded it (the saved failure "
-                       f"names it); this is {hypothesis_version}")
+            # A blob replays only under the Hypothesis that recorded it: say which one this is, or,
+            # recorded by this one, that the failure is gone (what runs changed, not the version).
+            if recorded_by is None:
+                version = (f"a blob replays only under the Hypothesis version that recorded it (the saved failure "
+                           f"names it); this is {hypothesis_version}")
+            elif recorded_by != hypothesis_version:
+                version = f"it was recorded by Hypothesis {recorded_by}, and this is {hypothesis_version}"
+            else:
+                version = (f"it was recorded by this Hypothesis, {hypothesis_version}: the failure no longer "
+                           f"happens, so what runs changed since (the library, its model or the machine)")
             result.passed, result.detail = False, f"the blob did not reproduce a failure ({version}): {error}"
         except Exception as error:  # a failed invariant or comparison, after shrinking
             interrupt = _interrupt_behind(error)
@@ -837,7 +846,8 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
                     failure["steps"] = "\n".join(r for r in reported if "@reproduce_failure" not in r).strip()
                 if reproduce and not failure["blob"]:
                     failure["blob"], failure["hypothesis"] = reproduce, hypothesis_version
-                    failure["command"] = _replay_command(target, examples, steps, seed, reproduce, failure_dir)
+                    failure["command"] = _replay_command(target, examples, steps, seed, reproduce, failure_dir,
+                                                         hypothesis_version)
                 written = False
                 try:
                     failure["saved"], written = _save_failure(failure, failure_dir, replay=bool(reproduce))

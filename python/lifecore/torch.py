@@ -634,7 +634,7 @@ class TorchAttachment:
                 # control would stop applying while it still says it is attached.
                 raise InvalidArgumentError(
                     f"{caller}: module {module!r} takes one routing hook, and {holder!r} holds it: detach that "
-                    f"attachment first (nothing was placed)")
+                    f"attachment first (lifecore.torch.attachments(model) lists them; nothing was placed)")
         for suffix, points, whole in (("", hooked, self._hooks), (ROUTING_SUFFIX, routed, self._routed)):
             plain = {m for m, call in points.values() if call is None} | set(whole)
             per_call = {m for m, call in points.values() if call is not None} | {
@@ -657,6 +657,12 @@ class TorchAttachment:
 
     def _hook(self, targets: set[str], intervened: set[str], caller: str) -> None:
         """Hooks ``targets`` (checked first, so a bad path hooks nothing new); errors name ``caller``."""
+        # One attachment at a time checks and places: two routing the same module on two
+        # threads would both find it free, and the second would replace the first's hook.
+        with _ROUTING_LOCK:
+            self._hook_unlocked(targets, intervened, caller)
+
+    def _hook_unlocked(self, targets: set[str], intervened: set[str], caller: str) -> None:
         routed = self._where((t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)), caller)
         hooked = self._where((t for t in targets if not t.endswith(ROUTING_SUFFIX)), caller)
         self._check(hooked, routed, caller)
@@ -752,12 +758,20 @@ class TorchAttachment:
             if self._session.step_pending or self._session.next_prediction > 0:
                 self._drop_root()
             return
-        targets = {op.target for op in plan.plan.operations}
-        if self._paths is not None:
-            targets &= self._paths  # attached to these points only: other targets are another attachment's
+        # Attached to `paths` only: other targets are another attachment's.
+        targets = {op.target for op in plan.plan.operations if self._named_by_paths(op.target)}
         self._hook(targets, {t for t in targets if not t.endswith(ROUTING_SUFFIX)},
                    "TorchAttachment.sync (the intervention plan's targets)")
         self._drop_root()  # a session takes one intervention plan: nothing more to notice
+
+    def _named_by_paths(self, point: str) -> bool:
+        """Whether attach's ``paths`` name ``point``: as it is, or its module (a module's path
+        covers its routing point and its per-call points); every point without ``paths``."""
+        if self._paths is None or point in self._paths:
+            return True
+        bare = point[: -len(ROUTING_SUFFIX)] if point.endswith(ROUTING_SUFFIX) else point
+        found = split_call(bare, self._modules)
+        return bare in self._paths or (found is not None and found[0] in self._paths)
 
     def _drop_root(self) -> None:
         if self._root is not None:
@@ -774,6 +788,16 @@ class TorchAttachment:
             self._routing_set[-1].set_routing_hook(None)
             self._routing_set.pop()
         self._root = None
+        # An intervening hook is a closure that refers to itself (a cycle only the collector
+        # frees): kept pointing at this attachment, it would hold the model and the session
+        # in that cycle after detach(), where dropping them frees them at once.
+        for hook, _ in self._hooks.values():
+            if hasattr(hook, "keep"):
+                hook.keep = None
+        for counted in self._counted.values():
+            for hook in counted.hooks.values():
+                if hasattr(hook, "keep"):
+                    hook.keep = None
         self._hooks, self._routed, self._counted, self._counting = {}, {}, {}, []
 
     @property
@@ -782,7 +806,8 @@ class TorchAttachment:
         return bool(self._hooks or self._routed or self._counted)
 
     def __repr__(self) -> str:
-        state = "detached" if self._detached else f"{len(self._hooks) + len(self._routed)} point(s) hooked"
+        points = len(self._hooks) + len(self._routed) + sum(len(c.hooks) for c in self._counted.values())
+        state = "detached" if self._detached else f"{points} point(s) hooked"
         return f"TorchAttachment({type(self._model).__name__}, {state}, session {self._session.id})"
 
     def __enter__(self) -> "TorchAttachment":
@@ -840,6 +865,7 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
 # detach() stays here while its hooks are on the model.
 _LIVE_ATTACHMENTS: "weakref.WeakSet[TorchAttachment]" = weakref.WeakSet()
 _LIVE_ATTACHMENTS_LOCK = threading.Lock()
+_ROUTING_LOCK = threading.RLock()  # held while an attachment checks and places its hooks
 _ATTACHMENT_SERIALS = itertools.count()
 
 
@@ -867,7 +893,8 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
     targets, or only the points ``paths`` names (a session's points split between models, an
     encoder's and a decoder's, are attached to each with its own paths). Interventions enabled
     after attaching are hooked at the next forward through ``model`` (see
-    :class:`TorchAttachment`), those at ``paths`` alone when it is given. A point whose module
+    :class:`TorchAttachment`); with ``paths``, those whose point it names, or whose module (a
+    module's path covers its routing point and its per-call points). A point whose module
     holds another attachment's routing hook raises ``InvalidArgumentError``: a module takes
     one routing hook.
 

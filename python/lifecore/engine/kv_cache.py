@@ -48,14 +48,20 @@ class KVCache:
         self.on_arena = arena is not None
 
     def _arena(self, dtype: torch.dtype, device: torch.device | str, shape: tuple[Any, ...]) -> Optional[torch.Tensor]:
-        """The coordinator's arena as the cache tensor, when its pages live on ``device``."""
+        """The coordinator's arena as the cache tensor; None on host accounting (no memory behind
+        its blocks: the engine allocates). An arena that cannot be the tensor (a domain grown
+        into several chunks, pages on another device) raises, rather than leaving the arena
+        allocated beside a cache of the engine's own."""
+        if self.coordinator.page_memory_kind == "host":
+            return None
         try:
             raw = torch.utils.dlpack.from_dlpack(self.coordinator.arena(DOMAIN))
-        except Exception:  # host accounting has no arena to export: the engine allocates
-            return None
+        except Exception as error:
+            raise ValueError(f"KVCache: the coordinator's arena cannot be the cache tensor ({error})") from error
         wanted = torch.device(device)
         if raw.device.type != wanted.type or (wanted.index is not None and raw.device.index != wanted.index):
-            return None
+            raise ValueError(f"KVCache: the coordinator's pages are on {raw.device}, the cache is asked for on "
+                             f"{wanted}: make the coordinator on the cache's device")
         elements = self.num_blocks * int(np.prod(shape[1:]))
         return raw.reshape(-1).view(torch.uint8).view(dtype)[:elements].view(shape)
 

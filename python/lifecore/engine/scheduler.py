@@ -41,9 +41,13 @@ _RETRY = BackingOutcome.RETRY_REQUIRED.value
 
 
 def _frame_still_live(where: str) -> RuntimeError:
-    # RETRY_REQUIRED extends nothing: decoding on would write past the sequence's blocks.
-    return RuntimeError(f"{where}: a step answered RETRY_REQUIRED (a frame of the sequence is still live, nothing "
-                        "was extended); the previous step's frames must be committed first")
+    # RETRY_REQUIRED extends nothing: decoding on would write past the sequence's blocks. A step
+    # begun with a frame live raises SessionStateError instead; this answer means another thread
+    # took a frame of the sequence, or moved its backing, while the step ran: the engine's
+    # sessions are its own, so that is a caller sharing them.
+    return RuntimeError(f"{where}: a step answered RETRY_REQUIRED (another thread took a frame of the sequence or "
+                        "moved its backing while the step ran; nothing was extended): the engine's sessions must "
+                        "not be used elsewhere")
 
 
 @dataclass

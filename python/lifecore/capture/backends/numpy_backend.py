@@ -34,26 +34,28 @@ def _numbers(values: np.ndarray, what: str) -> np.ndarray:
 
 
 def _integer_statistics(values: np.ndarray) -> list[float]:
-    """[min, max, mean, population std] of integers (or bools), not empty: min and max read
-    exactly in integers, mean and std in float64 of the values less the minimum (differences
-    exact below 2**53, where float64 values past 2**53 would round neighbours together)."""
+    """[min, max, mean, population std] of integers (or bools), not empty, in float64: min and
+    max read in integers (each then rounded once), mean and std of the differences from an
+    integer near the mean (exact below 2**53, centred: float64 values past 2**53 round
+    neighbours together, std 0 for 2**60 + i, and differences from the minimum cancel in a
+    mean near zero)."""
     # Widened first: int8's -128 less 127 wraps in int8.
     flat = values.ravel().astype(np.uint64 if values.dtype.kind == "u" else np.int64)
     low, high = int(flat.min()), int(flat.max())
-    if high - low < 2**63:  # every difference fits int64 (uint64 differences are never negative)
-        base = flat.dtype.type(low)
-        shifted = (flat - base).astype(np.float64)
-        mean, std = low + float(shifted.mean()), float(shifted.std())
-    else:  # a spread past 2**63: float64's rounding is far below it
+    if high - low >= 2**63:  # a spread past 2**63: float64's rounding is far below it
         wide = flat.astype(np.float64)
-        mean, std = float(wide.mean()), float(wide.std())
-    return [float(low), float(high), mean, std]
+        return [float(low), float(high), float(wide.mean()), float(wide.std())]
+    centre = min(max(round(float(flat.astype(np.float64).mean())), low), high)
+    # Differences from the minimum are below 2**63 (int64 even from uint64); then centred,
+    # each within the spread of the centre, so nothing wraps.
+    deviations = ((flat - flat.dtype.type(low)).astype(np.int64) - np.int64(centre - low)).astype(np.float64)
+    return [float(low), float(high), centre + float(deviations.mean()), float(deviations.std())]
 
 
 def summarize(values: np.ndarray) -> CapturePayload:
     """A summary payload: the count, how many values are not finite, and min, max, mean and
     population std of the finite ones in float64 (NaN for all four when none is finite);
-    integers and bools with min and max exact (:func:`_integer_statistics`)."""
+    integers and bools reduced as integers (:func:`_integer_statistics`)."""
     if dtype_class(values.dtype) in ("integer", "boolean"):
         size = int(values.size)
         if size == 0:

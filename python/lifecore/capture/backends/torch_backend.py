@@ -4,6 +4,7 @@ mixture-of-experts selector uses to apply a session's routing control."""
 
 from __future__ import annotations
 
+import struct
 from math import isfinite
 from typing import Any
 
@@ -98,8 +99,8 @@ class TorchBackend:
         ``request.whole``), detached from autograd: a preview (the first ``max_elements`` of the
         flattened region), a slice or full tensor (a contiguous host copy in the source dtype
         and shape), a summary (computed where the tensor lives; half precision in float32;
-        integers and bool with min and max exact and mean and std in float64 of their
-        differences from the min), a histogram (counts per bin of ``edges``, the last bin
+        integers and bool reduced as integers: min and max read in integers, mean and std in
+        float64 of their differences from an integer near the mean), a histogram (counts per bin of ``edges``, the last bin
         closed; values outside are not counted), or top candidates (the ``count`` best of the
         last row's last axis, ties in index order, a NaN below every number, integers ranked
         as integers: as NumPy's backend ranks them; scores in float64). The session calls it only after reserving the cost. Raises
@@ -312,23 +313,28 @@ def _top_integers(last: torch.Tensor, count: int) -> CapturePayload:
 
 
 def _integer_summary(values: torch.Tensor) -> CapturePayload:
-    """The summary of integers (or bools), all finite: min and max read exactly in integers,
-    mean and std of the values less the minimum in float64 (exact differences below 2**53,
-    where float64 values past 2**53 would round neighbours together: std 0 for 2**60 + i)."""
+    """The summary of integers (or bools), all finite: min and max read in integers (each then
+    rounded once to float64), mean and std of the differences from an integer near the mean in
+    float64 (exact below 2**53, centred: float64 values past 2**53 round neighbours together,
+    std 0 for 2**60 + i). Two transfers to the host: the extremes and a rough mean, then the
+    centred statistics."""
     key, offset = _ordered_int64(values.reshape(-1))
     count = key.numel()
     if count == 0:
         nan = float("nan")
         return _summary_payload(0, 0, nan, nan, nan, nan)
-    low, high = torch.stack([key.min(), key.max()]).tolist()
-    if high - low < 2**63:  # every difference fits int64
-        shifted = (key - low).double()
-        mean, std = torch.stack([shifted.mean(), shifted.std(unbiased=False)]).tolist()
-        mean += low + offset
-    else:  # a spread past 2**63: float64's rounding is far below it
+    # The rough mean travels with the extremes as its bits, in one int64 transfer.
+    low, high, rough_bits = torch.stack([key.min(), key.max(), key.double().mean().view(torch.int64)]).tolist()
+    if high - low >= 2**63:  # a spread past 2**63: float64's rounding is far below it
         wide = key.double()
         mean, std = torch.stack([wide.mean(), wide.std(unbiased=False)]).tolist()
         mean += offset
+    else:
+        (rough,) = struct.unpack("<d", struct.pack("<q", rough_bits))
+        centre = min(max(round(rough), low), high)
+        deviations = (key - centre).double()  # each within the spread of the centre: no wrap
+        mean, std = torch.stack([deviations.mean(), deviations.std(unbiased=False)]).tolist()
+        mean += centre + offset
     return _summary_payload(count, 0, float(low + offset), float(high + offset), mean, std)
 
 
