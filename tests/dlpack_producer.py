@@ -35,13 +35,15 @@ _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 
 
 class Producer:
-    """Host memory at `address` described as float32 (or `bits`-bit floats) of `shape`; `ndim`
-    overrides len(shape), `null_shape` gives no shape array. The capsule has no deleter: this
+    """Host memory at `address` (+ `byte_offset`) described as float32 (or `bits`-bit floats) of
+    `shape`; `ndim` overrides len(shape), `null_shape` gives no shape array. The capsule has no deleter: this
     object keeps what it points at, and the consumer keeps this object."""
 
     def __init__(self, address: int, shape, *, bits: int = 32, ndim: int | None = None,
-                 null_shape: bool = False, device: tuple[int, int] = (1, 0), on_export=None) -> None:
+                 null_shape: bool = False, device: tuple[int, int] = (1, 0), on_export=None,
+                 byte_offset: int = 0) -> None:
         self.address, self.shape, self.bits = address, list(shape), bits
+        self.byte_offset = byte_offset  # added to address by the consumer (DLPack's data + byte_offset)
         self.ndim = len(self.shape) if ndim is None else ndim
         self.null_shape = null_shape
         self.device = device  # DLPack's (type, id); the CPU unless a test says otherwise
@@ -56,7 +58,7 @@ class Producer:
             self.on_export(stream)
         shape = (ctypes.c_int64 * max(1, len(self.shape)))(*self.shape)
         tensor = _Tensor(self.address, _Device(*self.device), self.ndim, _DataType(2, self.bits, 1),
-                         None if self.null_shape else shape, None, 0)
+                         None if self.null_shape else shape, None, self.byte_offset)
         managed = _Managed(_Version(1, 0), None, None, 0, tensor)
         self._keep.append((shape, managed))
         return _capsule_new(ctypes.addressof(managed), b"dltensor_versioned", None)

@@ -223,6 +223,8 @@ INTEGER_ROWS = [
     (np.int64, [-(2**63), 2**63 - 1, 0]),  # a spread past 2**63
     (np.int64, [-(10**12), 10**12, 7]),  # a mean near zero beside a far minimum: no cancellation
     (np.int32, [-(2**31), 2**31 - 1, 3]),
+    (np.int64, [-(2**60), 3, 2**60, 5, 7]),  # differences past 2**53: their float64 sum lost the 3
+    (np.int64, [-(2**62) + 1, 1, 2**62]),
     (np.int8, [-128, 127, 5, 5]),  # a difference past int8's own range
     (np.uint64, [2**64 - 1, 2**64 - 2, 2**63, 3]),
     (np.uint8, [255, 0, 255, 7]),
@@ -242,11 +244,13 @@ def test_integer_summaries_and_top_candidates_are_exact_past_float64s_integers(d
     for backend, given in ((NumpyBackend(), values), (TorchBackend(), torch_values)):
         summary = captured(backend, given, CaptureTransform.summary()).summary
         assert (summary.count, summary.nonfinite, summary.min, summary.max) == (len(row), 0, low, high), backend
-        # To float64's rounding of the mean itself; past a spread of 2**63 (the widest row,
-        # whose mean of -1/3 is below float64's rounding of its values) to that of the spread.
-        near = 1e-12 * (high - low) if high - low >= 2**63 else 1e-12
-        assert summary.mean == pytest.approx(mean, rel=1e-12, abs=near), backend
-        assert summary.std == pytest.approx(std, rel=1e-12, abs=near), backend
+        # The mean rounded once from the exact one; past a spread of 2**63 (the widest row, whose
+        # mean of -1/3 is below float64's rounding of its values) to float64's rounding of it.
+        if high - low < 2**63:
+            assert summary.mean == mean, backend
+        else:
+            assert summary.mean == pytest.approx(mean, abs=1e-12 * (high - low)), backend
+        assert summary.std == pytest.approx(std, rel=1e-12, abs=1e-12 * max(high - low, 1.0)), backend
         candidates = captured(backend, given, CaptureTransform.top_candidates(3), "logits").candidates
         assert candidates.ids.tolist() == expected_ids, backend
         assert candidates.scores.tolist() == [float(as_ints[i]) for i in expected_ids], backend

@@ -336,5 +336,101 @@ def test_the_refusal_names_a_holder_of_per_call_routing_hooks_with_its_points() 
     second = session_of(discovery, [iv.exclude_experts("b", "r#1#routing", [1])], tokens=5)
     with attach(first, model):
         with pytest.raises(InvalidArgumentError, match=r"TorchAttachment\(Twice, 1 point\(s\) hooked, session \d+\) "
-                                                       r"holds it: .*attachments\(model\)"):
+                                                       r"holds it: .*attachments\(\) of the Twice it is attached to"):
             attach(second, model)
+
+
+class Twice(nn.Module):
+    """One linear layer called twice per forward: points "r#0" and "r#1"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.r = nn.Linear(D, D)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.r(self.r(x))
+
+
+def test_paths_naming_a_module_cover_its_per_call_points_and_routing_selections() -> None:
+    """paths=["r"] hooked a plain "r" beside the session's "r#1", and the two were refused as one
+    module named both ways; a capture selection at "0#routing" under paths=["0"] read MISSING."""
+    model = Twice()
+    x = torch.randn(1, 4, D)
+    discovery = discover(model, x)
+    session = session_of(discovery, [iv.zero("z", "r#1")], [CaptureSelection("first", "r#0", CaptureTransform.summary())])
+    with attach(session, model, paths=["r"]):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)
+        session.finish_interventions()
+        record, = session.take_step().records
+    assert not out.any() and record.outcome == CaptureOutcome.CAPTURED
+    routed = nn.Sequential(Router())
+    x = torch.randn(1, 5, D)
+    discovery = discover(routed, x)
+    session = session_of(discovery, selections=[CaptureSelection("s", "0#routing", CaptureTransform.summary())], tokens=5)
+    with attach(session, routed, paths=["0"]):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        routed(x)
+        assert session.take_step().records[0].outcome == CaptureOutcome.CAPTURED
+
+
+def test_a_routing_hook_setter_that_waits_on_another_attachment_does_not_deadlock() -> None:
+    """The lock that makes one routing hook per module was held across the module's own
+    set_routing_hook: a setter waiting on a thread whose forward syncs an attachment (which
+    takes the lock) waited for ever."""
+    import threading
+
+    other = nn.Sequential(nn.Linear(D, D), nn.Linear(D, D))
+    x = torch.randn(1, 4, D)
+    other_discovery = discover(other, x)
+    other_session = session_of(other_discovery)
+    finished = []
+
+    class Waiting(Router):
+        def set_routing_hook(self, hook) -> None:
+            super().set_routing_hook(hook)
+            if hook is None:
+                return
+
+            def forward() -> None:
+                other_session.begin_step(CapturePhase.PREFILL, 0)
+                other(x)  # the root pre-hook syncs the plan enabled below: it takes the lock
+                other_session.finish_interventions()
+                other_session.take_step()
+                finished.append(True)
+
+            worker = threading.Thread(target=forward)
+            worker.start()
+            worker.join(10)
+
+    with attach(other_session, other):
+        other_session.enable_interventions(
+            InterventionPlan([iv.zero("z", "1")]).admit(other_discovery, other_session), TorchBackend())
+        model = nn.Sequential(Waiting())
+        routed_x = torch.randn(1, 5, D)
+        discovery = discover(model, routed_x)
+        session = session_of(discovery, [iv.exclude_experts("ex", "0#routing", [0])], tokens=5)
+        with attach(session, model):
+            pass
+    assert finished == [True]
+
+
+def test_a_detached_intervening_attachment_lets_its_session_go_without_the_collector() -> None:
+    model = nn.Sequential(nn.Linear(D, D), nn.Linear(D, D))
+    x = torch.randn(1, 4, D)
+    discovery = discover(model, x)
+    session = session_of(discovery)
+    backend = TorchBackend()  # the session's alone: it goes when the session does
+    session.enable_interventions(InterventionPlan([iv.scale("sc", "1", 2.0)]).admit(discovery, session), backend)
+    gc.disable()
+    try:
+        with attach(session, model):
+            session.begin_step(CapturePhase.PREFILL, 0)
+            model(x)
+            session.finish_interventions()
+            session.take_step()
+        dead = weakref.ref(backend)
+        del session, backend
+        assert dead() is None  # before: the hook's closure referred to itself and held the session
+    finally:
+        gc.enable()

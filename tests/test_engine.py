@@ -243,6 +243,7 @@ def test_a_kv_cache_whose_arena_cannot_be_its_tensor_says_so():
         with pytest.raises(ValueError, match="pages are on cpu, the cache is asked for on meta"):
             KVCache(one, 2, 2, 16, 16, torch.float32, "meta")
         assert KVCache(one, 2, 2, 16, 16, torch.float32, "cpu").on_arena
+        assert KVCache(one, 2, 2, 16, 16, torch.float32, "cpu:0").on_arena  # a CPU is one device
     host = AdmissionCoordinator(domains={"kv": 4 * page}, page_bytes=page, tokens_per_page=16, max_active_sequences=2)
     cache = KVCache(host, 2, 2, 16, 16, torch.float32, "cpu")  # host accounting: the engine allocates
     assert not cache.on_arena and cache.tensor.shape[0] == 4

@@ -306,3 +306,95 @@ def test_a_kernel_writes_exactly_min_of_n_and_threads_elements(stream, name, n, 
     written = {"axpy_f32": 2 * xs - 7, "scale_f32": 2 * xs, "add_f32": xs + 10, "axpy_info_f32": 2 * xs - 7}[name]
     np.testing.assert_array_equal(got[:count], written[:count])
     np.testing.assert_array_equal(got[count:], np.full(N - count, -7.0, np.float32))  # untouched past the end
+
+
+# ---- sizes and addresses a producer describes, and the driver diagnostics' own arguments ----
+
+def test_a_host_tensor_whose_bytes_pass_2_64_is_refused_by_write_and_read_into(device, stream):
+    """write and read_into took nanobind's unchecked product of the shape: 2**62 + 4 rows of 4
+    bytes wrapped to 16, and a 16-byte buffer took the tensor as a 16-byte one."""
+    import ctypes
+
+    from dlpack_producer import Producer
+
+    memory = ctypes.create_string_buffer(64)
+    buffer = stream.alloc(16)
+    stream.fill(buffer, 7)
+    huge = Producer(ctypes.addressof(memory), [2**62 + 4, 4], bits=8)
+    before = device.memory_stats()
+    for call in (lambda: stream.write(buffer, huge), lambda: stream.read_into(buffer, huge)):
+        with pytest.raises(lifecore.LifecoreOverflowError, match="the bytes of its shape"):
+            call()
+    assert device.memory_stats() == before and stream.read(buffer) == struct.pack("<4I", 7, 7, 7, 7)
+    assert memory.raw == bytes(64)
+
+
+def test_a_tensor_whose_byte_offset_wraps_its_address_is_refused(stream):
+    import ctypes
+
+    from dlpack_producer import Producer
+
+    memory = ctypes.create_string_buffer(64)
+    wrapped = Producer(ctypes.addressof(memory) + 32, [4], byte_offset=2**64 - 32)  # data + offset = the start
+    buffer = stream.alloc(16)
+    with pytest.raises(lifecore.LifecoreOverflowError, match="its data \\+ byte_offset"):
+        stream.copy(buffer, wrapped)
+
+
+def test_the_driver_diagnostics_launch_refuses_a_value_its_kind_cannot_hold():
+    """_Driver.launch cast each value to its kind: u32 2**32 + 2 ran as 2, -1 as 2**32 - 1, a
+    negative pointer as an address near the top, 1e300 as an f32 infinity."""
+    from lifecore import _core
+
+    driver = _core._open_driver(EMULATED)
+    stream = driver.stream_create()
+    scale = driver.module_get_function(driver.module_load("builtin"), "scale_f32")
+    x, y = driver.mem_alloc(16), driver.mem_alloc(16)
+    driver.memcpy_htod(x, struct.pack("<4f", 1, 2, 3, 4))
+    driver.memcpy_htod(y, bytes(16))
+
+    def launch(n, a, px=x):
+        driver.launch(scale, (1, 1, 1), (4, 1, 1), stream, [("u32", n), ("f32", a), ("ptr", px), ("ptr", y)])
+
+    for n, a, px, error in ((2**32 + 2, 2.0, x, lifecore.LifecoreOverflowError), (-1, 2.0, x, InvalidArgumentError),
+                            (4, 1e300, x, lifecore.LifecoreOverflowError), (4, 2.0, -x, InvalidArgumentError)):
+        with pytest.raises(error, match=r"^_Driver.launch: argument 'args \((u32|f32|u64 or ptr)\)'"):
+            launch(n, a, px)
+    driver.stream_synchronize(stream)
+    assert driver.memcpy_dtoh(y, 16) == bytes(16)  # nothing ran
+    launch(4, float("inf"))  # an infinity given as such passes as itself
+    launch(4, 2.0)
+    driver.stream_synchronize(stream)
+    assert struct.unpack("<4f", driver.memcpy_dtoh(y, 16)) == (2.0, 4.0, 6.0, 8.0)
+    with pytest.raises(lifecore.LifecoreOverflowError, match="more than a bytes object holds"):
+        driver.memcpy_dtoh(x, 2**63)
+
+
+def test_the_emulated_address_space_refuses_rather_than_wraps(stream):
+    """Each host tensor the mock maps takes address space; two claiming 2**63 bytes each (a
+    producer lying about its size) wrapped the next address onto regions already handed out."""
+    import ctypes
+
+    from dlpack_producer import Producer
+
+    memory = ctypes.create_string_buffer(64)
+    claims = [Producer(ctypes.addressof(memory), [2**61]) for _ in range(2)]  # 2**63 bytes of float32 each
+    with pytest.raises(LifecoreError, match="cannot be mapped"):
+        stream.launch(K.scale_f32, 1, 4, [4, 1.0, *claims])
+    x = stream.alloc(16)
+    stream.write(x, struct.pack("<4f", 1, 2, 3, 4))
+    stream.launch(K.scale_f32, 1, 4, [4, 3.0, x, x])  # the device works on, at addresses of its own
+    assert struct.unpack("<4f", stream.read(x)) == (3.0, 6.0, 9.0, 12.0)
+
+
+def test_the_sequence_benchmark_loop_refuses_counts_that_would_wrap():
+    from lifecore import _core
+
+    loop = _core._SequenceBenchLoop(0, 16, 16)
+    loop.decode_steps(1, False)
+    with pytest.raises(InvalidArgumentError, match="fit is used up"):  # 1 + (2**64 - 1) wrapped to 0
+        loop.decode_steps(2**64 - 1, False)
+    with pytest.raises(lifecore.LifecoreOverflowError, match="live must be at most 2\\*\\*32 - 17"):
+        _core._SequenceBenchLoop(2**32 - 16, 16, 16)
+    with pytest.raises(lifecore.LifecoreOverflowError, match="target_tokens must be below 2\\*\\*63"):
+        _core._SequenceBenchLoop(1, 2**63, 16)

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include <nanobind/ndarray.h>
@@ -13,6 +14,7 @@
 #include "bindings.hpp"
 #include "buffer_view.hpp"
 #include "dlpack_guard.hpp"
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
 
@@ -58,18 +60,26 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   const DLTensor* described = capsule_tensor(given).tensor;
   if (!described) raise(ErrorKind::InvalidArgument, label + " has a __dlpack__ that returned no DLPack capsule");
   check_dlpack_dimensions(label, described->ndim, described->shape);
+  // Its bytes, checked here: nanobind's nbytes() multiplies the shape without a check, and a
+  // shape whose bytes pass 2**64 (2**62 + 4 rows of 4) would wrap to a few bytes and be taken.
+  std::uint64_t bytes = (std::uint64_t{described->dtype.bits} * described->dtype.lanes + 7) / 8;
+  for (std::int32_t i = 0; i < described->ndim; ++i) {
+    const auto next = checked::mul(bytes, static_cast<std::uint64_t>(described->shape[i]));
+    if (!next) checked::overflow(label + ": the bytes of its shape");
+    bytes = *next;
+  }
   if (written) {
     if (!nb::try_cast(given, out->writable, /*convert=*/false))
       raise(ErrorKind::InvalidArgument, label + " must be a C-contiguous, writable tensor in host memory (a device "
                                                 "tensor is copied with copy())");
     out->data = out->writable.data();
-    out->nbytes = out->writable.nbytes();
+    out->nbytes = bytes;
   } else {
     if (!nb::try_cast(given, out->readable, /*convert=*/false))
       raise(ErrorKind::InvalidArgument, label + " must be a C-contiguous tensor in host memory (a device tensor is "
                                                 "copied with copy())");
     out->data = const_cast<void*>(out->readable.data());
-    out->nbytes = out->readable.nbytes();
+    out->nbytes = bytes;
   }
   return true;
 }

@@ -5,6 +5,9 @@
 #include <nanobind/stl/vector.h>
 
 #include <bit>
+#include <limits>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <tuple>
 
@@ -51,13 +54,34 @@ driver::KernelArg kernel_arg(const std::string& kind, nb::handle value) {
   driver::KernelArg arg;
   if (!driver::arg_kind_from_name(kind, &arg.kind))
     raise(ErrorKind::InvalidArgument, "unknown argument kind '" + kind + "'");
-  if (arg.kind == driver::ArgKind::f32) {
-    arg.bits = std::bit_cast<std::uint32_t>(static_cast<float>(nb::cast<double>(value)));
-  } else if (arg.kind == driver::ArgKind::f64) {
-    arg.bits = std::bit_cast<std::uint64_t>(nb::cast<double>(value));
-  } else {
-    auto bits = nb::cast<long long>(value);
-    arg.bits = driver::arg_size(arg.kind) == 4 ? static_cast<std::uint32_t>(bits) : static_cast<std::uint64_t>(bits);
+  // Each value within its kind's range, or refused: a truncated u32 (2**32 + 2 read as 2), a
+  // negative pointer or a finite double past float's range (inf, and undefined to convert)
+  // would reach the kernel as another value.
+  constexpr const char* call = "_Driver.launch";
+  switch (arg.kind) {
+    case driver::ArgKind::f32: {
+      const double v = nb::cast<double>(value);
+      if (std::isfinite(v) && std::fabs(v) >= 0x1.ffffffp+127) {  // from here a double rounds to inf
+        char shown[32];
+        std::snprintf(shown, sizeof shown, "%.17g", v);
+        raise(ErrorKind::Overflow, std::string(call) + ": argument 'args (f32)' = " + shown +
+                                       " is outside the float32 range");
+      }
+      arg.bits = std::bit_cast<std::uint32_t>(static_cast<float>(v));
+      break;
+    }
+    case driver::ArgKind::f64: arg.bits = std::bit_cast<std::uint64_t>(nb::cast<double>(value)); break;
+    case driver::ArgKind::i32:
+      arg.bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(
+          int_argument(value, call, "args (i32)", std::numeric_limits<std::int32_t>::min(),
+                       std::numeric_limits<std::int32_t>::max())));
+      break;
+    case driver::ArgKind::i64: arg.bits = static_cast<std::uint64_t>(int_argument(value, call, "args (i64)")); break;
+    case driver::ArgKind::u32:
+      arg.bits = uint_argument(value, call, "args (u32)", std::numeric_limits<std::uint32_t>::max());
+      break;
+    case driver::ArgKind::u64:
+    case driver::ArgKind::pointer: arg.bits = uint_argument(value, call, "args (u64 or ptr)"); break;
   }
   return arg;
 }
@@ -161,6 +185,8 @@ void init_driver_diagnostics(nb::module_& m) {
         check(h.get().memcpy_htod(dst, copy.data(), copy.size()));
       })
       .def("memcpy_dtoh", [](H& h, driver::DevicePtr src, std::size_t n) {
+        if (n > static_cast<std::size_t>(PY_SSIZE_T_MAX))
+          raise(ErrorKind::Overflow, "_Driver.memcpy_dtoh: " + std::to_string(n) + " bytes are more than a bytes object holds");
         std::string out(n, '\0');
         {
           GilRelease release;

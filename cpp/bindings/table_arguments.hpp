@@ -174,6 +174,16 @@ inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_
   }
 }
 
+// Where a table's first element is: data + byte_offset, refused where the sum would wrap (a
+// pointer past the address space, taken for a small address).
+inline std::int32_t* dl_data(const char* call, const DLTensor& tensor) {
+  const std::uintptr_t data = reinterpret_cast<std::uintptr_t>(tensor.data);
+  if (tensor.byte_offset > std::numeric_limits<std::uintptr_t>::max() - data)
+    bad_out(call, "has a data pointer and byte_offset (" + std::to_string(tensor.byte_offset) +
+                      ") past the end of the address space");
+  return reinterpret_cast<std::int32_t*>(data + tensor.byte_offset);
+}
+
 inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Target& t, const char* call = "block_table") {
   // The device first, where the producer says it: exporting a GPU tensor orders streams (torch
   // makes the current stream wait), a side effect a table that is refused anyway must not have.
@@ -207,13 +217,13 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
     t.versioned = m;
     if (m->flags & dlpack_flag_read_only) bad_out(call, "is read-only");
     check_dl_tensor(call, m->dl_tensor, rows, width);
-    t.data = reinterpret_cast<std::int32_t*>(static_cast<char*>(m->dl_tensor.data) + m->dl_tensor.byte_offset);
+    t.data = dl_data(call, m->dl_tensor);
   } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
     auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
     PyCapsule_SetName(capsule.ptr(), "used_dltensor");
     t.legacy = m;
     check_dl_tensor(call, m->dl_tensor, rows, width);
-    t.data = reinterpret_cast<std::int32_t*>(static_cast<char*>(m->dl_tensor.data) + m->dl_tensor.byte_offset);
+    t.data = dl_data(call, m->dl_tensor);
   } else {
     bad_out(call, "gave no DLPack capsule");
   }

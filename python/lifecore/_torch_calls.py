@@ -25,6 +25,15 @@ def call_path(path: str, call: int) -> str:
     return f"{path}{CALL_MARK}{call}"
 
 
+class AppliedState:
+    """Whether an intervening hook ever replaced an output (the hook's ``state``)."""
+
+    __slots__ = ("applied",)
+
+    def __init__(self) -> None:
+        self.applied = False
+
+
 def split_call(point: str, modules: Container[str]) -> Optional[tuple[str, Optional[int]]]:
     """(module path, call) of a point: call None for a module's plain path; None when the
     point names no module of ``modules``."""
@@ -115,7 +124,8 @@ class CalledForward(Calls):
         if recomputing():
             # Which call a backward runs again is not known: an observed call is passed over,
             # but an intervention a call applied cannot be applied again to the right call.
-            applied = sorted(k for k in self.intervening if getattr(self.hooks.get(k), "applied", False))
+            applied = sorted(k for k in self.intervening
+                             if getattr(getattr(self.hooks.get(k), "state", None), "applied", False))
             if applied:
                 raise CaptureSessionError(
                     f"a forward run again in backward (activation checkpointing) reached {self.path!r}, whose "

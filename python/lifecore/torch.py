@@ -90,7 +90,8 @@ from .capture import (
 )
 from .capture.backends.arguments import require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
-from ._torch_calls import CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute, split_call
+from ._torch_calls import (AppliedState, CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute,
+                           split_call)
 from ._torch_hooks import PlacedHooks, refuse_scripted
 from ._torch_recompute import discovering, discovery_forward, never, other_than, passed_over, recomputing
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
@@ -634,7 +635,8 @@ class TorchAttachment:
                 # control would stop applying while it still says it is attached.
                 raise InvalidArgumentError(
                     f"{caller}: module {module!r} takes one routing hook, and {holder!r} holds it: detach that "
-                    f"attachment first (lifecore.torch.attachments(model) lists them; nothing was placed)")
+                    f"attachment first (lifecore.torch.attachments() of the {type(holder._model).__name__} it is "
+                    f"attached to lists it; nothing was placed)")
         for suffix, points, whole in (("", hooked, self._hooks), (ROUTING_SUFFIX, routed, self._routed)):
             plain = {m for m, call in points.values() if call is None} | set(whole)
             per_call = {m for m, call in points.values() if call is not None} | {
@@ -657,15 +659,22 @@ class TorchAttachment:
 
     def _hook(self, targets: set[str], intervened: set[str], caller: str) -> None:
         """Hooks ``targets`` (checked first, so a bad path hooks nothing new); errors name ``caller``."""
-        # One attachment at a time checks and places: two routing the same module on two
-        # threads would both find it free, and the second would replace the first's hook.
-        with _ROUTING_LOCK:
-            self._hook_unlocked(targets, intervened, caller)
-
-    def _hook_unlocked(self, targets: set[str], intervened: set[str], caller: str) -> None:
         routed = self._where((t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)), caller)
         hooked = self._where((t for t in targets if not t.endswith(ROUTING_SUFFIX)), caller)
-        self._check(hooked, routed, caller)
+        # One attachment at a time checks and claims the modules it routes (noted in _routing_set,
+        # which the check reads): two threads routing one module would both find it free, and the
+        # second would replace the first's hook. The modules' own code (set_routing_hook,
+        # routing_policy) runs after, outside the lock, so it may wait on another attachment.
+        with _ROUTING_LOCK:
+            self._check(hooked, routed, caller)
+            for module_path, _ in routed.values():
+                module = self._modules[module_path]
+                if not any(m is module for m in self._routing_set):
+                    self._routing_set.append(module)
+        self._place(hooked, routed, intervened)
+
+    def _place(self, hooked: dict[str, tuple[str, Optional[int]]], routed: dict[str, tuple[str, Optional[int]]],
+               intervened: set[str]) -> None:
         for path in sorted(hooked):
             module, call = hooked[path]
             intervenes = path in intervened
@@ -700,13 +709,11 @@ class TorchAttachment:
                 if counted is None:
                     counted = CalledRouting(module_path, self._calls.get(module_path), module, policy, route,
                                             self._elsewhere)
-                    self._routing_set.append(module)
-                    module.set_routing_hook(counted)
+                    module.set_routing_hook(counted)  # claimed in _routing_set by _hook
                     self._count(module_path + ROUTING_SUFFIX, counted)
                 if call not in counted.hooks:
                     counted.hooks[call] = self._routing_hook(path + ROUTING_SUFFIX, policy)
             elif module_path not in self._routed:
-                self._routing_set.append(module)
                 hook = self._routing_hook(path + ROUTING_SUFFIX, policy)
                 hook._elsewhere = self._elsewhere
                 module.set_routing_hook(hook)
@@ -764,14 +771,29 @@ class TorchAttachment:
                    "TorchAttachment.sync (the intervention plan's targets)")
         self._drop_root()  # a session takes one intervention plan: nothing more to notice
 
+    def _module_of(self, point: str) -> str:
+        """The module path of a point: itself, less its routing suffix and its call."""
+        bare = point[: -len(ROUTING_SUFFIX)] if point.endswith(ROUTING_SUFFIX) else point
+        found = split_call(bare, self._modules)
+        return found[0] if found is not None else bare
+
     def _named_by_paths(self, point: str) -> bool:
         """Whether attach's ``paths`` name ``point``: as it is, or its module (a module's path
         covers its routing point and its per-call points); every point without ``paths``."""
         if self._paths is None or point in self._paths:
             return True
         bare = point[: -len(ROUTING_SUFFIX)] if point.endswith(ROUTING_SUFFIX) else point
-        found = split_call(bare, self._modules)
-        return bare in self._paths or (found is not None and found[0] in self._paths)
+        return bare in self._paths or self._module_of(point) in self._paths
+
+    def _attached_points(self, points: set[str]) -> set[str]:
+        """The session's ``points`` this attachment hooks: all of them without ``paths``; with
+        them, those they name (as they are, or by their module), and each path that names no
+        module the session names by call or routing (a point of its own, as before)."""
+        if self._paths is None:
+            return set(points)
+        covered = {p for p in points if self._named_by_paths(p)}
+        by_parts = {self._module_of(p) for p in covered if p not in self._paths}
+        return covered | {p for p in self._paths if p not in by_parts}
 
     def _drop_root(self) -> None:
         if self._root is not None:
@@ -841,6 +863,8 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         # through selected() (a container's element, or the error naming what is missing).
         return session.observer(path, backend, tensor_type=torch.Tensor, select=selected, recomputing=aside, keep=keep)
 
+    state = AppliedState()
+
     def observe_then_intervene(module: nn.Module, args: Any, output: Any) -> Any:
         if discovering() or elsewhere():
             return None  # a discovery's forward (or another thread's): nothing observed, nothing applied
@@ -852,10 +876,12 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
             replacement = intervene(backend, path, tensor)
         if replacement is None:
             return None
-        observe_then_intervene.applied = True  # type: ignore[attr-defined]
+        state.applied = True
         return _with_replacement(output, index, replacement)
 
-    observe_then_intervene.applied = False  # type: ignore[attr-defined]  # whether it ever replaced an output
+    # Its state apart from it, so the closure never refers to itself: that cycle, only the
+    # collector frees, held the session (its bound methods) after detach().
+    observe_then_intervene.state = state  # type: ignore[attr-defined]
     observe_then_intervene.keep = keep  # type: ignore[attr-defined]
     return observe_then_intervene
 
@@ -891,10 +917,11 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
            calls: Optional[Mapping[str, int]] = None) -> TorchAttachment:
     """Hooks every module named by the session's capture selections and intervention
     targets, or only the points ``paths`` names (a session's points split between models, an
-    encoder's and a decoder's, are attached to each with its own paths). Interventions enabled
-    after attaching are hooked at the next forward through ``model`` (see
-    :class:`TorchAttachment`); with ``paths``, those whose point it names, or whose module (a
-    module's path covers its routing point and its per-call points). A point whose module
+    encoder's and a decoder's, are attached to each with its own paths): a point named as it
+    is or by its module (a module's path covers its routing point and its per-call points,
+    selections and intervention targets alike). Interventions enabled after attaching are
+    hooked at the next forward through ``model`` (see :class:`TorchAttachment`), those at
+    ``paths`` alone when it is given. A point whose module
     holds another attachment's routing hook raises ``InvalidArgumentError``: a module takes
     one routing hook.
 
@@ -955,8 +982,7 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
         if wrong:
             raise LifecoreTypeError(f"attach: argument 'paths' must hold module paths (str), got "
                                     f"{type(wrong[0]).__name__} {wrong[0]!r}")
-    targets = set(paths) if paths is not None else (
-        {s.path for s in session.plan.plan.selections} | {op.target for op in operations})
+    points = {s.path for s in session.plan.plan.selections} | {op.target for op in operations}
     made: list[TorchAttachment] = []  # the attachment, as soon as it exists
     try:
         with _LIVE_ATTACHMENTS_LOCK:  # the check and the new attachment's entry, as one
@@ -972,7 +998,7 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
             _LIVE_ATTACHMENTS.add(attachment)
         if keep is not None:
             keep.append(attachment)
-        attachment._hook(targets, {op.target for op in operations}, "attach")
+        attachment._hook(attachment._attached_points(points), {op.target for op in operations}, "attach")
         attachment.sync()
     except BaseException:
         for attachment in made:

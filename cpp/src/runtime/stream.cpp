@@ -6,6 +6,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/address_range.hpp"
 #include "lifecore/error.hpp"
 #include "runtime/blocking_wait.hpp"
 #include "runtime/hex_text.hpp"
@@ -693,7 +694,7 @@ void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
                     std::to_string(from.nbytes) + "; they must be the same size");
   // A driver copies between disjoint ranges only (what it does with shared bytes is undefined):
   // refused on every backend, so code that passes on the emulated device passes on a GPU.
-  const auto overlap = [](std::uint64_t a, std::uint64_t b, std::uint64_t n) { return a < b + n && b < a + n; };
+  const auto overlap = [](std::uint64_t a, std::uint64_t b, std::uint64_t n) { return shares_a_byte(a, n, b, n); };
   // Resolved addresses, and for two foreign ranges their own (each maps on its own where the
   // device maps host memory, so two views of one array resolve apart).
   const bool both_foreign = dst.foreign && src.foreign && dst.foreign->device_type == src.foreign->device_type &&

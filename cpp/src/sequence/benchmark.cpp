@@ -1,5 +1,6 @@
 #include "lifecore/sequence/benchmark.hpp"
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,11 @@ SequenceBenchLoop::SequenceBenchLoop(std::uint64_t live, std::uint64_t target_to
   if (tokens_per_page == 0 || target_tokens < tokens_per_page) {
     raise(ErrorKind::InvalidArgument, "SequenceBenchLoop: target_tokens must be at least tokens_per_page (> 0)");
   }
+  // The slots (live + 16) are a uint32 and a fit an int64: past them a value would wrap.
+  if (live > std::numeric_limits<std::uint32_t>::max() - 16)
+    raise(ErrorKind::Overflow, "SequenceBenchLoop: live must be at most 2**32 - 17, got " + std::to_string(live));
+  if (target_tokens > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    raise(ErrorKind::Overflow, "SequenceBenchLoop: target_tokens must be below 2**63, got " + std::to_string(target_tokens));
   coordinator_ = bench_coordinator(tokens_per_page, static_cast<std::uint32_t>(live + 16));
   others_.reserve(live);
   for (std::uint64_t i = 0; i < live; ++i) {
@@ -71,7 +77,8 @@ void SequenceBenchLoop::lifecycles(std::uint64_t count, bool primitives) {
 }
 
 void SequenceBenchLoop::decode_steps(std::uint64_t count, bool primitives) {
-  if (decoded_ + count >= static_cast<std::uint64_t>(kDecodeFit)) {
+  // decoded_ stays below the fit, so the difference cannot wrap (a sum with count could).
+  if (count >= static_cast<std::uint64_t>(kDecodeFit) - decoded_) {
     raise(ErrorKind::InvalidArgument, "SequenceBenchLoop::decode_steps: the decode sequence's fit is used up");
   }
   for (std::uint64_t i = 0; i < count; ++i) {

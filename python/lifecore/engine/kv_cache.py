@@ -59,7 +59,9 @@ class KVCache:
         except Exception as error:
             raise ValueError(f"KVCache: the coordinator's arena cannot be the cache tensor ({error})") from error
         wanted = torch.device(device)
-        if raw.device.type != wanted.type or (wanted.index is not None and raw.device.index != wanted.index):
+        # A CPU has one device: "cpu:0" is the arena's "cpu".
+        if raw.device.type != wanted.type or (wanted.type != "cpu" and wanted.index is not None
+                                              and raw.device.index != wanted.index):
             raise ValueError(f"KVCache: the coordinator's pages are on {raw.device}, the cache is asked for on "
                              f"{wanted}: make the coordinator on the cache's device")
         elements = self.num_blocks * int(np.prod(shape[1:]))

@@ -30,11 +30,23 @@ std::size_t AddressSpace::charge(std::size_t bytes) {
   return (bytes + alignment - 1) / alignment * alignment;
 }
 
+// A one-alignment gap after each region: an access one past the end never lands in a neighbour.
+// An address space used up (two claimed 2**63-byte host mappings) refuses, rather than wrap onto
+// addresses its regions hold.
+bool AddressSpace::room_locked(std::size_t bytes) const {
+  return std::uint64_t{charge(bytes)} + alignment <= ~std::uint64_t{0} - next_;  // charge saturates at 2**63
+}
+
+DevicePtr AddressSpace::take_locked(std::size_t bytes) {
+  const DevicePtr ptr = next_;
+  next_ += charge(bytes) + alignment;  // room_locked said it fits
+  return ptr;
+}
+
 DevicePtr AddressSpace::reserve(std::size_t bytes) {
   std::lock_guard lock(mutex_);
-  const DevicePtr ptr = next_;
-  // A one-alignment gap after each region: an access one past the end never lands in a neighbour.
-  next_ += charge(bytes) + alignment;
+  if (!room_locked(bytes)) return 0;
+  const DevicePtr ptr = take_locked(bytes);
   regions_.emplace(ptr, Region{bytes, State::reserved, true, nullptr});
   return ptr;
 }
@@ -55,9 +67,8 @@ bool AddressSpace::allocate(std::size_t bytes, DevicePtr* out) {
   if (bytes == 0) return false;
   std::lock_guard lock(mutex_);
   Region region{bytes, State::reserved, false, nullptr};
-  if (!back_locked(region)) return false;
-  const DevicePtr ptr = next_;
-  next_ += charge(bytes) + alignment;
+  if (!room_locked(bytes) || !back_locked(region)) return false;
+  const DevicePtr ptr = take_locked(bytes);
   regions_.emplace(ptr, std::move(region));
   *out = ptr;
   return true;
@@ -91,8 +102,8 @@ bool AddressSpace::is_freeable(DevicePtr ptr) const {
 bool AddressSpace::map(std::byte* host, std::size_t bytes, DevicePtr* out) {
   if (host == nullptr || bytes == 0) return false;
   std::lock_guard lock(mutex_);
-  const DevicePtr ptr = next_;
-  next_ += charge(bytes) + alignment;
+  if (!room_locked(bytes)) return false;
+  const DevicePtr ptr = take_locked(bytes);
   Region region{bytes, State::live, false, nullptr};
   region.mapped = true;
   region.block = std::make_shared<DeviceBlock>(host);

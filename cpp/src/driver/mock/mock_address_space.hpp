@@ -61,6 +61,7 @@ class AddressSpace {
 
   // Graph memory (CUDA's memory-alloc nodes): the address is fixed when the node is captured
   // and backed only between the node's execution and the matching free.
+  // 0 once the address space is used up.
   DevicePtr reserve(std::size_t bytes);
   // Marks every reservation as claimed by a launch, all or nothing. False (nothing changed)
   // when one is claimed or live already; *busy then names it.
@@ -94,6 +95,10 @@ class AddressSpace {
   mutable std::mutex mutex_;
   std::map<DevicePtr, Region> regions_;
   DevicePtr next_;
+  // Whether a region of `bytes` fits below the top of the address space; then take_locked gives
+  // its base and moves next_ past it.
+  bool room_locked(std::size_t bytes) const;
+  DevicePtr take_locked(std::size_t bytes);
   std::size_t limit_;
   std::size_t in_use_ = 0;
   std::size_t live_ = 0;

@@ -617,6 +617,7 @@ Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, Devic
                       " bytes)");
     // A memory-alloc node: the address is fixed now, the memory exists only after a launch.
     const DevicePtr ptr = memory_.reserve(bytes);
+    if (ptr == 0) return fail(op, Code::out_of_memory, "the emulated device's address space is used up");
     stream->capture->graph->nodes.push_back(mock::MemAllocNode{ptr, bytes});
     *out = ptr;
     return {};

@@ -35,21 +35,23 @@ def _numbers(values: np.ndarray, what: str) -> np.ndarray:
 
 def _integer_statistics(values: np.ndarray) -> list[float]:
     """[min, max, mean, population std] of integers (or bools), not empty, in float64: min and
-    max read in integers (each then rounded once), mean and std of the differences from an
-    integer near the mean (exact below 2**53, centred: float64 values past 2**53 round
-    neighbours together, std 0 for 2**60 + i, and differences from the minimum cancel in a
-    mean near zero)."""
+    max read in integers (each then rounded once); the mean from the exact integer sum of the
+    differences from an integer near it (each difference split in two 32-bit halves, whose
+    sums fit int64 below 2**31 values), rounded once; the std of those differences in float64
+    (float64 values past 2**53 round neighbours together: std 0 for 2**60 + i)."""
     # Widened first: int8's -128 less 127 wraps in int8.
     flat = values.ravel().astype(np.uint64 if values.dtype.kind == "u" else np.int64)
     low, high = int(flat.min()), int(flat.max())
-    if high - low >= 2**63:  # a spread past 2**63: float64's rounding is far below it
+    count = int(flat.size)
+    if high - low >= 2**63 or count >= 2**31:  # float64's rounding is far below a spread past 2**63
         wide = flat.astype(np.float64)
         return [float(low), float(high), float(wide.mean()), float(wide.std())]
     centre = min(max(round(float(flat.astype(np.float64).mean())), low), high)
     # Differences from the minimum are below 2**63 (int64 even from uint64); then centred,
     # each within the spread of the centre, so nothing wraps.
-    deviations = ((flat - flat.dtype.type(low)).astype(np.int64) - np.int64(centre - low)).astype(np.float64)
-    return [float(low), float(high), centre + float(deviations.mean()), float(deviations.std())]
+    deviations = (flat - flat.dtype.type(low)).astype(np.int64) - np.int64(centre - low)
+    total = int((deviations >> 32).sum()) * 2**32 + int((deviations & 0xFFFFFFFF).sum())
+    return [float(low), float(high), (centre * count + total) / count, float(deviations.astype(np.float64).std())]
 
 
 def summarize(values: np.ndarray) -> CapturePayload:

@@ -314,10 +314,11 @@ def _top_integers(last: torch.Tensor, count: int) -> CapturePayload:
 
 def _integer_summary(values: torch.Tensor) -> CapturePayload:
     """The summary of integers (or bools), all finite: min and max read in integers (each then
-    rounded once to float64), mean and std of the differences from an integer near the mean in
-    float64 (exact below 2**53, centred: float64 values past 2**53 round neighbours together,
-    std 0 for 2**60 + i). Two transfers to the host: the extremes and a rough mean, then the
-    centred statistics."""
+    rounded once to float64); the mean from the exact integer sum of the differences from an
+    integer near it (each difference split in two 32-bit halves, whose sums fit int64 below
+    2**31 values), rounded once; the std of those differences in float64 (float64 values past
+    2**53 round neighbours together: std 0 for 2**60 + i). Two transfers to the host: the
+    extremes and a rough mean, then the sums and the std, each as int64 words."""
     key, offset = _ordered_int64(values.reshape(-1))
     count = key.numel()
     if count == 0:
@@ -325,17 +326,25 @@ def _integer_summary(values: torch.Tensor) -> CapturePayload:
         return _summary_payload(0, 0, nan, nan, nan, nan)
     # The rough mean travels with the extremes as its bits, in one int64 transfer.
     low, high, rough_bits = torch.stack([key.min(), key.max(), key.double().mean().view(torch.int64)]).tolist()
-    if high - low >= 2**63:  # a spread past 2**63: float64's rounding is far below it
+    if high - low >= 2**63 or count >= 2**31:  # float64's rounding is far below a spread past 2**63
         wide = key.double()
         mean, std = torch.stack([wide.mean(), wide.std(unbiased=False)]).tolist()
         mean += offset
     else:
-        (rough,) = struct.unpack("<d", struct.pack("<q", rough_bits))
-        centre = min(max(round(rough), low), high)
-        deviations = (key - centre).double()  # each within the spread of the centre: no wrap
-        mean, std = torch.stack([deviations.mean(), deviations.std(unbiased=False)]).tolist()
-        mean += centre + offset
+        centre = min(max(round(_float_of_bits(rough_bits)), low), high)
+        deviations = key - centre  # each within the spread of the centre: no wrap
+        high_sum, low_sum, std_bits = torch.stack([
+            (deviations >> 32).sum(), (deviations & 0xFFFFFFFF).sum(),
+            deviations.double().std(unbiased=False).view(torch.int64)]).tolist()
+        total = high_sum * 2**32 + low_sum
+        mean, std = ((centre + offset) * count + total) / count, _float_of_bits(std_bits)
     return _summary_payload(count, 0, float(low + offset), float(high + offset), mean, std)
+
+
+def _float_of_bits(bits: int) -> float:
+    """The float64 whose bits an int64 transfer carried."""
+    (value,) = struct.unpack("<d", struct.pack("<q", bits))
+    return float(value)
 
 
 def _chosen_reading_sizes(last: torch.Tensor, nan: torch.Tensor, key: torch.Tensor, kth: torch.Tensor,
