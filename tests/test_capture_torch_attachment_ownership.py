@@ -434,3 +434,101 @@ def test_a_detached_intervening_attachment_lets_its_session_go_without_the_colle
         assert dead() is None  # before: the hook's closure referred to itself and held the session
     finally:
         gc.enable()
+
+
+def test_a_path_hooked_for_itself_gives_way_to_a_later_plans_calls_of_its_module() -> None:
+    """paths=["r"] with nothing of the session at r hooked a plain "r"; a plan enabled later at
+    "r#1" then found r named both as one point and per call, inside the forward."""
+
+    class Then(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.r, self.o = nn.Linear(D, D), nn.Linear(D, D)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.o(self.r(self.r(x)))
+
+    model = Then()
+    x = torch.randn(1, 4, D)
+    discovery = discover(model, x)
+    session = session_of(discovery, selections=[CaptureSelection("o", "o", CaptureTransform.summary())])
+    with attach(session, model, paths=["r", "o"]):
+        session.enable_interventions(InterventionPlan([iv.zero("z", "r#1")]).admit(discovery, session),
+                                     TorchBackend())
+        session.begin_step(CapturePhase.PREFILL, 0)
+        model(x)
+        session.finish_interventions()  # applied at the second call of r
+        record, = session.take_step().records
+    assert record.outcome == CaptureOutcome.CAPTURED and record.payload.summary.max == pytest.approx(
+        model.o.bias.max().item())  # o saw zeros: its output is its bias
+    assert hook_count(model.r) == 0
+
+
+def test_two_forwards_syncing_one_attachment_place_its_hooks_once() -> None:
+    import threading
+    import time
+
+    class SlowToHook(nn.Linear):
+        def register_forward_hook(self, *args, **kwargs):
+            time.sleep(0.2)  # widens the window between two syncs' checks and their placing
+            return super().register_forward_hook(*args, **kwargs)
+
+    model = nn.Sequential(SlowToHook(D, D))
+    x = torch.randn(1, 4, D)
+    discovery = discover(model, x)
+    session = session_of(discovery)
+    with attach(session, model) as attachment:
+        session.enable_interventions(InterventionPlan([iv.scale("sc", "0", 2.0)]).admit(discovery, session),
+                                     TorchBackend())
+        threads = [threading.Thread(target=attachment.sync) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(model[0]._forward_hooks) == 1
+        session.begin_step(CapturePhase.PREFILL, 0)
+        out = model(x)
+        session.finish_interventions()
+        session.take_step()
+    with torch.no_grad():
+        assert torch.allclose(out, 2 * model[0](x))
+
+
+def test_a_detach_racing_an_attach_never_clears_the_new_holders_routing_hook() -> None:
+    """detach() let go of its modules before clearing their routing hooks: an attach in between
+    routed the module, and the detach then cleared the new holder's hook."""
+    import threading
+    import time
+
+    class SlowToClear(Router):
+        def set_routing_hook(self, hook) -> None:
+            if hook is None:
+                time.sleep(0.3)
+            super().set_routing_hook(hook)
+
+    model = nn.Sequential(SlowToClear())
+    x = torch.randn(1, 5, D)
+    discovery = discover(model, x)
+    first = attach(session_of(discovery, [iv.exclude_experts("a", "0#routing", [1])], tokens=5), model)
+    second_session = session_of(discovery, [iv.exclude_experts("b", "0#routing", [0])], tokens=5)
+    made: list = []
+
+    def attach_second() -> None:
+        time.sleep(0.1)  # while the detach clears the hook
+        try:
+            made.append(attach(second_session, model))
+        except InvalidArgumentError:
+            made.append(None)
+
+    worker = threading.Thread(target=attach_second)
+    worker.start()
+    first.detach()
+    worker.join()
+    if made[0] is None:  # refused while the first still held the module: attaching after works
+        made[0] = attach(second_session, model)
+    assert model[0].hook is not None and made[0].attached
+    second_session.begin_step(CapturePhase.PREFILL, 0)
+    model(x)
+    second_session.finish_interventions()
+    assert not (model[0].last_ids == 0).any()
+    made[0].detach()

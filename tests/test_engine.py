@@ -43,8 +43,9 @@ def assert_released(engine):
 def attentive() -> Transformer:
     """The tiny preset in float64 with its attention weights 10x GPT-2's initial scale. At that
     scale (the preset's own) a token barely depends on the KV cache: zeroing the whole cache
-    after every token changed 1 of 120 tokens, so equal tokens proved little about paged
-    attention or its block table. Here attention decides them (the next test measures it)."""
+    after every token changed 26 of the 517 tokens of the tight batch's 31 requests of more than
+    one token, so equal tokens proved little about paged attention or its block table. Here
+    attention decides them (416 of 517; the next test checks it)."""
     model = Transformer(PRESETS["tiny"], dtype=torch.float64)
     with torch.no_grad():
         for layer in model.layers:
@@ -244,6 +245,9 @@ def test_a_kv_cache_whose_arena_cannot_be_its_tensor_says_so():
             KVCache(one, 2, 2, 16, 16, torch.float32, "meta")
         assert KVCache(one, 2, 2, 16, 16, torch.float32, "cpu").on_arena
         assert KVCache(one, 2, 2, 16, 16, torch.float32, "cpu:0").on_arena  # a CPU is one device
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=8, max_batch=2, device="cpu:0")
+    assert engine.kv.on_arena
+    engine.close()
     host = AdmissionCoordinator(domains={"kv": 4 * page}, page_bytes=page, tokens_per_page=16, max_active_sequences=2)
     cache = KVCache(host, 2, 2, 16, 16, torch.float32, "cpu")  # host accounting: the engine allocates
     assert not cache.on_arena and cache.tensor.shape[0] == 4

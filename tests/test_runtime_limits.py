@@ -398,3 +398,53 @@ def test_the_sequence_benchmark_loop_refuses_counts_that_would_wrap():
         _core._SequenceBenchLoop(2**32 - 16, 16, 16)
     with pytest.raises(lifecore.LifecoreOverflowError, match="target_tokens must be below 2\\*\\*63"):
         _core._SequenceBenchLoop(1, 2**63, 16)
+
+
+def test_sub_byte_elements_are_counted_as_packed_bits(stream):
+    """The checked count rounded each element up to a byte: 32 four-bit elements (16 bytes)
+    were taken as 32 bytes, and read_into wrote 16 bytes past the tensor."""
+    import ctypes
+
+    from dlpack_producer import Producer
+
+    memory = ctypes.create_string_buffer(64)
+    buffer = stream.alloc(32)
+    stream.fill(buffer, 0xFFFFFFFF)
+    packed = Producer(ctypes.addressof(memory), [32], bits=4)  # 16 bytes
+    with pytest.raises(InvalidArgumentError, match="16 bytes"):
+        stream.read_into(buffer, packed)
+    assert memory.raw == bytes(64)
+    half = stream.alloc(16)
+    stream.fill(half, 0xFFFFFFFF)
+    stream.read_into(half, packed)
+    assert memory.raw == b"\xff" * 16 + bytes(48)  # its 16 bytes, nothing past them
+
+
+def test_write_and_read_into_refuse_a_wrapped_byte_offset(stream):
+    import ctypes
+
+    from dlpack_producer import Producer
+
+    memory = ctypes.create_string_buffer(64)
+    wrapped = Producer(ctypes.addressof(memory) + 32, [4], byte_offset=2**64 - 32)
+    buffer = stream.alloc(16)
+    for call in (lambda: stream.write(buffer, wrapped), lambda: stream.read_into(buffer, wrapped)):
+        with pytest.raises(lifecore.LifecoreOverflowError, match="its data \\+ byte_offset"):
+            call()
+
+
+def test_addresses_after_a_saturated_mapping_stay_aligned(stream, device):
+    import ctypes
+
+    from dlpack_producer import Producer
+
+    memory = ctypes.create_string_buffer(64)
+    x = stream.alloc(16)
+    stream.write(x, struct.pack("<4f", 1, 2, 3, 4))
+    # One claimed 2**63-byte host tensor: mapped for the launch (its extent saturates the charge).
+    stream.launch(K.scale_f32, 1, 4, [4, 1.0, x, Producer(ctypes.addressof(memory), [2**61])])
+    stream.sync()
+    before = device.memory_stats()["driver_allocations"]
+    after = stream.alloc(1 << 20)  # a new driver allocation, placed after the mapping's range
+    assert device.memory_stats()["driver_allocations"] > before
+    assert after.ptr % 256 == 0, hex(after.ptr)

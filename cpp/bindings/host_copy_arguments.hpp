@@ -62,12 +62,20 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   check_dlpack_dimensions(label, described->ndim, described->shape);
   // Its bytes, checked here: nanobind's nbytes() multiplies the shape without a check, and a
   // shape whose bytes pass 2**64 (2**62 + 4 rows of 4) would wrap to a few bytes and be taken.
-  std::uint64_t bytes = (std::uint64_t{described->dtype.bits} * described->dtype.lanes + 7) / 8;
+  // As nanobind counts them: the bits of every element, rounded up to a byte once (4-bit
+  // elements are packed two to a byte).
+  std::uint64_t elements = 1;
   for (std::int32_t i = 0; i < described->ndim; ++i) {
-    const auto next = checked::mul(bytes, static_cast<std::uint64_t>(described->shape[i]));
+    const auto next = checked::mul(elements, static_cast<std::uint64_t>(described->shape[i]));
     if (!next) checked::overflow(label + ": the bytes of its shape");
-    bytes = *next;
+    elements = *next;
   }
+  const auto bits = checked::mul(elements, std::uint64_t{described->dtype.bits} * described->dtype.lanes);
+  if (!bits) checked::overflow(label + ": the bytes of its shape");
+  const std::uint64_t bytes = *bits / 8 + (*bits % 8 != 0);
+  // Its first byte, data + byte_offset, must not wrap past the top of the address space.
+  if (described->byte_offset > ~std::uint64_t{0} - reinterpret_cast<std::uintptr_t>(described->data))
+    checked::overflow(label + ": its data + byte_offset");
   if (written) {
     if (!nb::try_cast(given, out->writable, /*convert=*/false))
       raise(ErrorKind::InvalidArgument, label + " must be a C-contiguous, writable tensor in host memory (a device "

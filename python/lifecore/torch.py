@@ -579,6 +579,12 @@ class TorchAttachment:
         self._model = model
         # attach(paths=...): the points it hooks, intervention targets enabled later included.
         self._paths: Optional[frozenset[str]] = None if paths is None else frozenset(paths)
+        # Paths hooked for themselves (the session names nothing there yet): a plan enabled later
+        # that names one of their calls replaces the plain hook (_attached_points, sync).
+        self._standing: set[str] = set()
+        # One hooking at a time per attachment: two forwards syncing it at once would each place
+        # the plan's hooks (the global lock only covers the routing claim, not the placing).
+        self._hooking = threading.RLock()
         self._serial = next(_ATTACHMENT_SERIALS)  # attachments(model) lists them in this order
         # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
         # thread): another thread's calls (a forward begun before the block opened) pass by.
@@ -659,8 +665,19 @@ class TorchAttachment:
 
     def _hook(self, targets: set[str], intervened: set[str], caller: str) -> None:
         """Hooks ``targets`` (checked first, so a bad path hooks nothing new); errors name ``caller``."""
+        with self._hooking:
+            self._hook_once(targets, intervened, caller)
+
+    def _hook_once(self, targets: set[str], intervened: set[str], caller: str) -> None:
         routed = self._where((t[: -len(ROUTING_SUFFIX)] for t in targets if t.endswith(ROUTING_SUFFIX)), caller)
         hooked = self._where((t for t in targets if not t.endswith(ROUTING_SUFFIX)), caller)
+        # A path hooked for itself gives way to the session's own points of its module (their
+        # calls or routing): both on one module would be refused as one module named two ways.
+        for point in set(targets) - self._standing:
+            module = self._module_of(point)
+            if module in self._standing and module in self._hooks:
+                self._placed.remove(self._hooks.pop(module)[0])
+                self._standing.discard(module)
         # One attachment at a time checks and claims the modules it routes (noted in _routing_set,
         # which the check reads): two threads routing one module would both find it free, and the
         # second would replace the first's hook. The modules' own code (set_routing_hook,
@@ -793,7 +810,9 @@ class TorchAttachment:
             return set(points)
         covered = {p for p in points if self._named_by_paths(p)}
         by_parts = {self._module_of(p) for p in covered if p not in self._paths}
-        return covered | {p for p in self._paths if p not in by_parts}
+        alone = {p for p in self._paths if p not in by_parts}
+        self._standing = alone - set(points)
+        return covered | alone
 
     def _drop_root(self) -> None:
         if self._root is not None:
@@ -804,11 +823,13 @@ class TorchAttachment:
         """Removes every hook this attachment placed (forward hooks, routing hooks, the root's
         pre-hook and call counting); calling it again does nothing, and finishes one a Ctrl-C
         interrupted. The session keeps its records."""
-        self._detached = True
         self._placed.remove_all()
         while self._routing_set:
             self._routing_set[-1].set_routing_hook(None)
             self._routing_set.pop()
+        # Detached (no longer holding its modules' routing) only once their hooks are cleared: a
+        # concurrent attach would otherwise route a module whose hook this then cleared.
+        self._detached = True
         self._root = None
         # An intervening hook is a closure that refers to itself (a cycle only the collector
         # frees): kept pointing at this attachment, it would hold the model and the session

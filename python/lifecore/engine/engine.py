@@ -153,7 +153,9 @@ class Engine:
         if isinstance(model, ModelConfig):
             model = Transformer(model, seed=seed, dtype=dtype, device=wanted)
         weights = next(model.parameters())
-        if weights.device.type != wanted.type or (wanted.index is not None and weights.device.index != wanted.index):
+        # A CPU is one device: "cpu:0" is the weights' "cpu".
+        if weights.device.type != wanted.type or (wanted.type != "cpu" and wanted.index is not None
+                                                  and weights.device.index != wanted.index):
             raise InvalidArgumentError(f"Engine: the model is on {weights.device}, the engine's device is {wanted}")
         self.model = model
         self.device = wanted

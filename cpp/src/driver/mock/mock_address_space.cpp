@@ -25,7 +25,9 @@ DeviceBlock::~DeviceBlock() {
 AddressSpace::AddressSpace(DevicePtr base, std::size_t limit) : next_(base), limit_(limit) {}
 
 std::size_t AddressSpace::charge(std::size_t bytes) {
-  constexpr std::size_t most = ~std::size_t{0} / 2;  // saturate: no request wraps around
+  // Saturate (no request wraps around) at a multiple of the alignment, so that every base
+  // after a saturated region stays aligned.
+  constexpr std::size_t most = ~std::size_t{0} / 2 / alignment * alignment;
   if (bytes > most) return most;
   return (bytes + alignment - 1) / alignment * alignment;
 }
