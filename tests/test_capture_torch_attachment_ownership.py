@@ -532,3 +532,32 @@ def test_a_detach_racing_an_attach_never_clears_the_new_holders_routing_hook() -
     second_session.finish_interventions()
     assert not (model[0].last_ids == 0).any()
     made[0].detach()
+
+
+def test_an_interrupted_detach_says_so_holds_its_module_and_finishes_on_the_next() -> None:
+    class InterruptedOnce(Router):
+        interrupt = True
+
+        def set_routing_hook(self, hook) -> None:
+            if hook is None and InterruptedOnce.interrupt:
+                InterruptedOnce.interrupt = False
+                raise KeyboardInterrupt
+            super().set_routing_hook(hook)
+
+    model = nn.Sequential(InterruptedOnce(), nn.Linear(D, D))
+    x = torch.randn(1, 5, D)
+    discovery = discover(model, x)
+    first = attach(session_of(discovery, [iv.exclude_experts("a", "0#routing", [0])],
+                              [CaptureSelection("s", "1", CaptureTransform.summary())], tokens=5), model)
+    with pytest.raises(KeyboardInterrupt):
+        first.detach()
+    assert "detaching (interrupted: detach() again)" in repr(first)
+    with pytest.raises(Exception, match="detached"):
+        first.__enter__()
+    second = session_of(discovery, [iv.exclude_experts("b", "0#routing", [1])], tokens=5)
+    with pytest.raises(InvalidArgumentError, match="takes one routing hook"):  # its hook is still set
+        attach(second, model)
+    first.detach()
+    assert model[0].hook is None and "detached" in repr(first)
+    with attach(second, model):
+        assert model[0].hook is not None

@@ -62,8 +62,8 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   check_dlpack_dimensions(label, described->ndim, described->shape);
   // Its bytes, checked here: nanobind's nbytes() multiplies the shape without a check, and a
   // shape whose bytes pass 2**64 (2**62 + 4 rows of 4) would wrap to a few bytes and be taken.
-  // As nanobind counts them: the bits of every element, rounded up to a byte once (4-bit
-  // elements are packed two to a byte).
+  // The bits of every element (its lanes too), rounded up to a byte once: 4-bit elements are
+  // packed two to a byte.
   std::uint64_t elements = 1;
   for (std::int32_t i = 0; i < described->ndim; ++i) {
     const auto next = checked::mul(elements, static_cast<std::uint64_t>(described->shape[i]));

@@ -564,6 +564,9 @@ class TorchAttachment:
     root module notices a new intervention plan at the next forward and hooks its targets
     (upgrading observe-only hooks to observe-then-intervene) before any submodule runs.
     Code that calls submodules directly, not through the attached root, calls ``sync()``.
+    An attachment places its hooks one sync at a time, and a routed module's own
+    ``set_routing_hook`` runs inside that: it must not wait on a forward through the same
+    attachment (that forward's sync would wait for it).
 
     A module the session names per call (``"<path>#<k>"``, see :func:`discover`) has one hook
     that counts its calls in each forward through the attached root (a pre-hook on the root
@@ -603,6 +606,7 @@ class TorchAttachment:
         self._counted: dict[str, Union[CalledForward, CalledRouting]] = {}
         self._counting: list[Any] = []  # the root's hooks that start and check the counts
         self._detached = False  # detach() ran (an attachment awaiting its first hook is not)
+        self._detaching = False  # detach() began (an interrupted one is finished by the next)
         self._root: Optional[Any] = None  # the root's pre-hook that notices an intervention plan
         if keep is not None:
             keep.append(self)  # before any hook: whoever passed `keep` can detach what follows
@@ -823,6 +827,7 @@ class TorchAttachment:
         """Removes every hook this attachment placed (forward hooks, routing hooks, the root's
         pre-hook and call counting); calling it again does nothing, and finishes one a Ctrl-C
         interrupted. The session keeps its records."""
+        self._detaching = True
         self._placed.remove_all()
         while self._routing_set:
             self._routing_set[-1].set_routing_hook(None)
@@ -850,11 +855,12 @@ class TorchAttachment:
 
     def __repr__(self) -> str:
         points = len(self._hooks) + len(self._routed) + sum(len(c.hooks) for c in self._counted.values())
-        state = "detached" if self._detached else f"{points} point(s) hooked"
+        state = ("detached" if self._detached else "detaching (interrupted: detach() again)" if self._detaching
+                 else f"{points} point(s) hooked")
         return f"TorchAttachment({type(self._model).__name__}, {state}, session {self._session.id})"
 
     def __enter__(self) -> "TorchAttachment":
-        if self._detached:
+        if self._detached or self._detaching:
             raise ClosedError("TorchAttachment.__enter__: the attachment is detached; a with block needs one "
                               "that is not (attach() again)")
         return self
