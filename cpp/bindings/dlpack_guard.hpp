@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -15,6 +16,7 @@
 
 #include "arguments.hpp"
 #include "dlpack_abi.hpp"
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::bindings {
@@ -73,6 +75,16 @@ inline void check_dlpack_dimensions(const std::string& label, std::int32_t ndim,
     if (shape[i] < 0)
       raise(ErrorKind::InvalidArgument, label + " has a negative extent (" + std::to_string(shape[i]) + ") at axis " +
                                             std::to_string(i));
+}
+
+// A tensor description's first byte, data + byte_offset; nullopt where the sum would wrap past
+// the top of the address space (a small address taken for it), which refuse_wrapped_address
+// refuses naming the argument (its label built only then: a table's out= is a hot path).
+inline std::optional<std::uintptr_t> dlpack_address(const DLTensor& tensor) noexcept {
+  return checked::add<std::uint64_t>(reinterpret_cast<std::uintptr_t>(tensor.data), tensor.byte_offset);
+}
+[[noreturn]] inline void refuse_wrapped_address(const std::string& label) {
+  checked::overflow(label + ": its data + byte_offset");
 }
 
 // What nanobind's caster should read for `object`: the object itself where no export is made

@@ -73,9 +73,7 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   const auto bits = checked::mul(elements, std::uint64_t{described->dtype.bits} * described->dtype.lanes);
   if (!bits) checked::overflow(label + ": the bytes of its shape");
   const std::uint64_t bytes = *bits / 8 + (*bits % 8 != 0);
-  // Its first byte, data + byte_offset, must not wrap past the top of the address space.
-  if (described->byte_offset > ~std::uint64_t{0} - reinterpret_cast<std::uintptr_t>(described->data))
-    checked::overflow(label + ": its data + byte_offset");
+  if (!dlpack_address(*described)) refuse_wrapped_address(label);
   if (written) {
     if (!nb::try_cast(given, out->writable, /*convert=*/false))
       raise(ErrorKind::InvalidArgument, label + " must be a C-contiguous, writable tensor in host memory (a device "

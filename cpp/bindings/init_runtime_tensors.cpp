@@ -269,9 +269,8 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   out->device_id = tensor->device.device_id;
   out->element_type = dl_dtype_name(tensor->dtype);
   out->nbytes = contiguous_bytes(label, tensor->ndim, tensor->shape, tensor->strides, bits / 8);
-  // A producer's byte_offset past the end of the address space would wrap to a small address.
-  const auto address = checked::add<std::uint64_t>(reinterpret_cast<std::uintptr_t>(tensor->data), tensor->byte_offset);
-  if (!address) checked::overflow(label + ": its data + byte_offset");
+  const auto address = dlpack_address(*tensor);
+  if (!address) refuse_wrapped_address(label);
   out->address = *address;
   check_aligned(label, out->address, bits / 8);
   out->read_only = (flags & dlpack_flag_read_only) != 0 || (versioned == nullptr && refuses_writers(h));

@@ -174,14 +174,11 @@ inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_
   }
 }
 
-// Where a table's first element is: data + byte_offset, refused where the sum would wrap (a
-// pointer past the address space, taken for a small address).
+// Where a table's first element is (dlpack_address, refused where it wraps).
 inline std::int32_t* dl_data(const char* call, const DLTensor& tensor) {
-  const std::uintptr_t data = reinterpret_cast<std::uintptr_t>(tensor.data);
-  if (tensor.byte_offset > std::numeric_limits<std::uintptr_t>::max() - data)
-    bad_out(call, "has a data pointer and byte_offset (" + std::to_string(tensor.byte_offset) +
-                      ") past the end of the address space");
-  return reinterpret_cast<std::int32_t*>(data + tensor.byte_offset);
+  const auto address = dlpack_address(tensor);
+  if (!address) refuse_wrapped_address(argument_label(call, "out"));
+  return reinterpret_cast<std::int32_t*>(*address);
 }
 
 inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Target& t, const char* call = "block_table") {

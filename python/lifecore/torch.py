@@ -794,7 +794,7 @@ class TorchAttachment:
 
     def _module_of(self, point: str) -> str:
         """The module path of a point: itself, less its routing suffix and its call."""
-        bare = point[: -len(ROUTING_SUFFIX)] if point.endswith(ROUTING_SUFFIX) else point
+        bare = _unrouted(point)
         found = split_call(bare, self._modules)
         return found[0] if found is not None else bare
 
@@ -803,8 +803,7 @@ class TorchAttachment:
         covers its routing point and its per-call points); every point without ``paths``."""
         if self._paths is None or point in self._paths:
             return True
-        bare = point[: -len(ROUTING_SUFFIX)] if point.endswith(ROUTING_SUFFIX) else point
-        return bare in self._paths or self._module_of(point) in self._paths
+        return _unrouted(point) in self._paths or self._module_of(point) in self._paths
 
     def _attached_points(self, points: set[str]) -> set[str]:
         """The session's ``points`` this attachment hooks: all of them without ``paths``; with
@@ -836,16 +835,8 @@ class TorchAttachment:
         # concurrent attach would otherwise route a module whose hook this then cleared.
         self._detached = True
         self._root = None
-        # An intervening hook is a closure that refers to itself (a cycle only the collector
-        # frees): kept pointing at this attachment, it would hold the model and the session
-        # in that cycle after detach(), where dropping them frees them at once.
-        for hook, _ in self._hooks.values():
-            if hasattr(hook, "keep"):
-                hook.keep = None
-        for counted in self._counted.values():
-            for hook in counted.hooks.values():
-                if hasattr(hook, "keep"):
-                    hook.keep = None
+        # The hooks go with these (no hook refers to itself: see _make_hook's state), and with
+        # them their hold on this attachment, the model and the session.
         self._hooks, self._routed, self._counted, self._counting = {}, {}, {}, []
 
     @property
@@ -918,8 +909,13 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
 # detach() stays here while its hooks are on the model.
 _LIVE_ATTACHMENTS: "weakref.WeakSet[TorchAttachment]" = weakref.WeakSet()
 _LIVE_ATTACHMENTS_LOCK = threading.Lock()
-_ROUTING_LOCK = threading.RLock()  # held while an attachment checks and places its hooks
+_ROUTING_LOCK = threading.RLock()  # held while an attachment checks and claims the modules it routes
 _ATTACHMENT_SERIALS = itertools.count()
+
+
+def _unrouted(point: str) -> str:
+    """A point less its routing suffix: the module's point (or call) a routing point is of."""
+    return point[: -len(ROUTING_SUFFIX)] if point.endswith(ROUTING_SUFFIX) else point
 
 
 def _routing_holder(module: nn.Module) -> Optional["TorchAttachment"]:

@@ -18,7 +18,7 @@ from ..errors import ClosedError, DriverError, InvalidArgumentError, LifecoreOve
 from ..sequence import AdmissionCoordinator, Admitted
 from .capture import CaptureOptions, EngineCapture
 from .graphs import DecodeGraphs
-from .kv_cache import DOMAIN, KVCache, page_bytes
+from .kv_cache import DOMAIN, KVCache, on_device, page_bytes
 from .model import PRESETS, ModelConfig, StepInputs, Transformer, check_float_dtype, check_seed
 from .scheduler import LifecoreMemory, Request, Running, Scheduler, Stats
 
@@ -153,9 +153,7 @@ class Engine:
         if isinstance(model, ModelConfig):
             model = Transformer(model, seed=seed, dtype=dtype, device=wanted)
         weights = next(model.parameters())
-        # A CPU is one device: "cpu:0" is the weights' "cpu".
-        if weights.device.type != wanted.type or (wanted.type != "cpu" and wanted.index is not None
-                                                  and weights.device.index != wanted.index):
+        if not on_device(weights.device, wanted):
             raise InvalidArgumentError(f"Engine: the model is on {weights.device}, the engine's device is {wanted}")
         self.model = model
         self.device = wanted

@@ -25,6 +25,13 @@ def page_bytes(layers: int, heads: int, head_dim: int, block_size: int, dtype: t
     return block_size * layers * 2 * heads * head_dim * torch.empty((), dtype=dtype).element_size()
 
 
+def on_device(actual: torch.device, wanted: torch.device) -> bool:
+    """Whether memory on ``actual`` is on ``wanted``: the same type, and the same index where
+    ``wanted`` names one (a CPU is one device: "cpu:0" is "cpu")."""
+    return actual.type == wanted.type and (wanted.type == "cpu" or wanted.index is None
+                                           or actual.index == wanted.index)
+
+
 class KVCache:
     """``tensor`` is the cache; ``block_table(frames, width, out)`` the batch's table.
 
@@ -59,9 +66,7 @@ class KVCache:
         except Exception as error:
             raise ValueError(f"KVCache: the coordinator's arena cannot be the cache tensor ({error})") from error
         wanted = torch.device(device)
-        # A CPU has one device: "cpu:0" is the arena's "cpu".
-        if raw.device.type != wanted.type or (wanted.type != "cpu" and wanted.index is not None
-                                              and raw.device.index != wanted.index):
+        if not on_device(raw.device, wanted):
             raise ValueError(f"KVCache: the coordinator's pages are on {raw.device}, the cache is asked for on "
                              f"{wanted}: make the coordinator on the cache's device")
         elements = self.num_blocks * int(np.prod(shape[1:]))
