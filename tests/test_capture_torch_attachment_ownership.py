@@ -31,7 +31,7 @@ from lifecore.capture import (  # noqa: E402
     unlimited,
 )
 from lifecore.errors import InvalidArgumentError  # noqa: E402
-from lifecore.torch import TorchBackend, attach, attachments, discover, route, run_with_capture  # noqa: E402
+from lifecore.torch import TorchBackend, attach, attachments, capture, discover, route, run_with_capture  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
 
@@ -266,6 +266,23 @@ def test_a_detached_intervening_attachment_frees_the_model_without_the_collector
         attachment.detach()
         dead = weakref.ref(model)
         del model, attachment
+        assert dead() is None
+    finally:
+        gc.enable()
+
+
+def test_a_closed_capture_block_frees_the_model_without_the_collector() -> None:
+    """A block's attachment serves its thread alone through a closure that named the
+    attachment itself: the attachment, the model and the session stayed in that cycle after the
+    block closed, freed only by the collector."""
+    model = nn.Sequential(nn.Linear(D, D), nn.Linear(D, D))
+    gc.disable()
+    try:
+        with capture(model, "0") as captured:
+            model(torch.randn(1, 3, D))
+        assert captured["0"].summary.count == 3 * D
+        dead = weakref.ref(model)
+        del model, captured
         assert dead() is None
     finally:
         gc.enable()

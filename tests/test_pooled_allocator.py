@@ -166,6 +166,26 @@ def test_an_unknown_stream_gets_null_and_is_counted(abi):
     device.close()
 
 
+def test_streams_of_two_emulated_devices_are_routed_apart(abi):
+    """Each emulated device numbered its streams from 1, so the first streams of two devices had
+    one native handle and the second route was refused ("already routed"); CUDA's stream
+    pointers are unique in the process, and so are the emulated device's now."""
+    alloc, free = abi
+    with lifecore.Device("mock") as a, lifecore.Device("mock") as b:
+        streams = [a.stream(), b.stream()]
+        assert streams[0].handle != streams[1].handle
+        for stream in streams:
+            _core.pooled_allocator_route(stream)
+        try:
+            for device, stream in zip((a, b), streams):
+                ptr = alloc(SIZE, 0, stream.handle)
+                assert ptr is not None and device.memory_stats()["slices_in_use"] == 1
+                free(ptr, SIZE, 0, stream.handle)
+        finally:
+            for stream in streams:
+                _core.pooled_allocator_unroute(stream)
+
+
 @pytest.mark.parametrize("size", [0, 2**40, 2**63, 2**64 - 1])
 def test_size_zero_and_huge_sizes_are_refused_without_change(abi, routed, size):
     alloc, _ = abi

@@ -517,6 +517,16 @@ def test_dlpack_pairs_refuse_bools(stream, pair):
     assert buf.views == 0
 
 
+def test_dlpack_pairs_out_of_range_say_so(stream):
+    # Once "must be a pair of ints" (a LifecoreTypeError) for a pair of ints too large.
+    buf = stream.alloc(16)
+    for name in ("max_version", "dl_device"):
+        for pair in ((2**70, 0), (1, -(2**31) - 1)):
+            with pytest.raises(InvalidArgumentError, match=rf"__dlpack__: {name} must be a pair of ints from -2\*\*31"):
+                buf.__dlpack__(**{name: pair})
+    assert buf.views == 0
+
+
 def test_a_numpy_integer_out_of_range_is_an_overflow_like_a_python_int(stream):
     # Once a LifecoreTypeError ("must be int, got int64"), though an in-range NumPy integer is taken.
     buf = stream.alloc(16)

@@ -207,6 +207,27 @@ def test_large_info_is_transient_in_normal_mode_and_cached_in_capture(device) ->
     np.testing.assert_array_equal(f32(s, y), np.full(N, 3.0, np.float32))
 
 
+def test_a_launch_with_uncached_info_words_evicts_past_the_count_too(device) -> None:
+    """Entries a window kept warm are past the count once it ends; only a launch whose words the
+    cache served evicted them, not one whose words are too large to cache (the README says any
+    launch with info words does)."""
+    s = device.stream()
+    x = upload(s, np.ones(N))
+    y = upload(s, np.zeros(N))
+    for i in range(4096):
+        s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, i])
+    s.graph_prepare()
+    for i in range(4096, 4106):  # kept: the window pins what was cached as it opened
+        s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=[N, i])
+    s.abort_capture()
+    s.sync()
+    assert device.memory_stats()["info_entries"] == 4106
+    big = [N, K.float_bits(0.0)] + [0] * 600  # > 2048 bytes: uploaded for this launch alone
+    s.launch(K.axpy_info_f32, GRID, BLOCK, [x, y], info=big)
+    s.sync()
+    assert device.memory_stats()["info_entries"] == 4096
+
+
 def test_stream_transitions_raise_the_state_messages(device) -> None:
     s = device.stream()
     with pytest.raises(CaptureStateError, match="^begin_capture: call graph_prepare before starting a capture$"):

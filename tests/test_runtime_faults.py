@@ -242,8 +242,9 @@ def test_unknown_fault_name_lists_the_valid_ones(mock_device) -> None:
     with pytest.raises(InvalidArgumentError) as raised:
         mock_device.inject_fault("launch_kernels", FAILED)
     assert "launch_kernel" in str(raised.value) and "stream_end_capture" in str(raised.value)
-    with pytest.raises(InvalidArgumentError):
-        mock_device.inject_fault("launch_kernel", 0)
+    for status in (0, -1):  # no driver returns either
+        with pytest.raises(InvalidArgumentError, match=f"a positive status\\), got {status}"):
+            mock_device.inject_fault("launch_kernel", status)
     with pytest.raises(InvalidArgumentError):
         mock_device.inject_fault("launch_kernel", FAILED, after=-1)
     with pytest.raises(InvalidArgumentError):

@@ -503,6 +503,50 @@ def test_a_sticky_status_while_recovering_a_failed_end_loses_the_device(mock_har
     assert dev.memory_stats()["windows_active"] == 0
 
 
+@pytest.mark.parametrize("sticky_in, call", [("graph_upload", "mockGraphUpload"), ("graph_destroy", "mockGraphDestroy"),
+                                             ("thread_exchange_capture_mode", "mockThreadExchangeCaptureMode")])
+def test_a_sticky_status_in_the_seal_raises_from_end_capture(mock_hardware_device, sticky_in, call) -> None:
+    """The seal's upload, its destroy of the captured graph and the capture-mode switch back
+    drop their statuses (nothing can be undone there): a sticky one had let end_capture return
+    a graph on a dead context, the device not lost until a later call failed, naming that call."""
+    dev = mock_hardware_device
+    s, _ = open_recording(dev)
+    dev.inject_fault(sticky_in, 700)
+    with pytest.raises(DeviceLostError, match=call) as raised:
+        s.end_capture()
+    assert raised.value.code == 700 and raised.value.call == call
+    assert dev.lost and s.capture_state.variant is CaptureVariant.NO_CAPTURE
+    with pytest.raises(DeviceLostError, match=call):
+        s.graph_prepare()
+
+
+def test_a_sticky_status_met_while_releasing_loses_the_device_at_once(mock_device) -> None:
+    """Releases never raise, and dropped their driver statuses: a sticky one in a graph's wait
+    for its replays, a pool's free at cleanup() or an abort's capture-mode switch left the device
+    working on a dead context until some later call failed (naming that call)."""
+    dev = mock_device
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    graph = s.capture(lambda st: st.fill(buf, 2))
+    graph.replay()
+    dev.inject_fault("stream_synchronize", 719)
+    graph.destroy()
+    assert dev.lost
+    with pytest.raises(DeviceLostError, match="719"):
+        s.sync()
+    with lifecore.Device(EMULATED, graphs=dev.graphs) as other:
+        other.stream().alloc(64).free()
+        other.stream().sync()
+        other.inject_fault("mem_free", 700)
+        other.cleanup()  # the pool's free slices go back to the driver
+        assert other.lost
+    with lifecore.Device(EMULATED, graphs=dev.graphs) as third:
+        t, _ = open_recording(third)
+        third.inject_fault("thread_exchange_capture_mode", 700)
+        t.abort_capture()
+        assert third.lost and t.capture_state.variant is CaptureVariant.NO_CAPTURE
+
+
 def test_a_sticky_status_recorded_asynchronously_surfaces_as_device_lost(mock_device) -> None:
     dev = mock_device
     s = dev.stream()

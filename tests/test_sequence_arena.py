@@ -380,6 +380,12 @@ def test_block_table_fills_a_torch_cpu_tensor_in_place():
         c.block_table(sessions, 4, torch.zeros((3, 4), dtype=torch.float16))
     with pytest.raises(InvalidArgumentError, match="C-contiguous"):
         c.block_table(sessions, 4, torch.zeros((4, 3), dtype=torch.int32).t())
+    # A negative view reads its memory negated, and DLPack exports that memory without the sign:
+    # ids written there had read back as -id.
+    negated = torch.full((3, 4), 7, dtype=torch.int32)._neg_view()
+    with pytest.raises(InvalidArgumentError, match="block_table: argument 'out' is a torch tensor with its negative bit set"):
+        c.block_table(sessions, 4, negated, pad=-1)
+    assert (negated == -7).all()
 
 
 def test_every_block_table_error_writes_nothing():

@@ -624,7 +624,7 @@ def test_a_torch_table_whose_layout_or_dtype_changed_in_place_is_refused():
     with pytest.raises(InvalidArgumentError, match="dtype, strides or negative bit changed"):
         other.update(rows)
     assert (floats.view(torch.int32) == -1).all()  # the pad the table wrote when made, nothing since
-    with pytest.raises(InvalidArgumentError, match="negative view"):
+    with pytest.raises(InvalidArgumentError, match="negative bit set"):
         c.decode_table(3, 3, torch.zeros((3, 3), dtype=torch.int32)._neg_view())
     negated = torch.full((3, 3), 5, dtype=torch.int32)
     third = c.decode_table(3, 3, negated, pad=-1)

@@ -40,7 +40,9 @@ void init_capture_state(nb::module_& m) {
       m, "StreamCaptureState",
       "Where a stream sits in the graph-capture lifecycle, and the only thing allowed to move it:\n"
       "NO_CAPTURE -> PREPARE -> CAPTURE -> NO_CAPTURE. A rejected transition raises\n"
-      "CaptureStateError and changes nothing.")
+      "CaptureStateError and changes nothing. Equal states hash alike, so a transition changes\n"
+      "the hash: a state kept as a set or dict key is a copy (copy.copy, or Stream.capture_state)\n"
+      "that is not moved afterwards.")
       .def(nb::init<>())
       .def("prepare", &StreamCaptureState::prepare, "owner"_a = 0,
            "NO_CAPTURE -> PREPARE (graph_prepare). Refused when a capture is prepared or recording.")

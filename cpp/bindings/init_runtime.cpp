@@ -374,7 +374,7 @@ void reacquire_interpreter(void* token) { restore_interpreter(static_cast<PyThre
 // Mock only, for tests: holds every stream's queued work for `seconds` (a waiting call blocks
 // until then), released by a thread of its own so no Python code has to run to end it.
 void pause_mock_streams_for(std::shared_ptr<Device> device, double seconds) {
-  auto* mock = driver::MockDriver::from(&device->driver());
+  auto* mock = driver::MockDriver::from(&device->vendor_driver());
   if (mock == nullptr) raise(ErrorKind::InvalidArgument, "_pause_streams_for: the device is not the mock");
   if (!(seconds >= 0.0 && seconds <= 60.0))
     raise(ErrorKind::InvalidArgument, "_pause_streams_for: seconds must be between 0 and 60");
@@ -487,7 +487,7 @@ void bind_device(nb::module_& m) {
            },
            nb::sig("def memory_stats(self) -> dict[str, int]"),
            "Pool and cache accounting: pool_bytes, slices, slices_in_use, slices_retained, slices_free,\n"
-           "slices_free_for_capture (of those free, the ones a capture window made: kept at their exact size for later\n"
+           "slices_free_for_capture (of those free, the ones a capture window made: kept at their size (rounded to 256 bytes) for later\n"
            "windows, never taken by an allocation outside one), driver_allocations (every allocation since the device\n"
            "opened), graphs_alive, info_entries, info_pinned, windows_active; and the KV arenas\n"
            "(AdmissionCoordinator chunks, outside the pool): arenas (live chunks) and arena_bytes.")
@@ -634,8 +634,8 @@ void bind_stream(nb::module_& m) {
       .def("fill", &fill, "buf"_a.none(), "value"_a,
            nb::sig("def fill(self, buf: Buffer | BufferView | lifecore._stub_types.DeviceArray, value: int) -> None"),
            "Sets every 32-bit word of the buffer to value, an int from -2**31 to 2**32 - 1 (a negative one is\n"
-           "its two's-complement bits: -1 and 0xFFFFFFFF fill alike). buf may be a BufferView or a tensor (see\n"
-           "launch).")
+           "its two's-complement bits: -1 and 0xFFFFFFFF fill alike). The buffer's size must be a multiple of\n"
+           "4 bytes (InvalidArgumentError otherwise). buf may be a BufferView or a tensor (see launch).")
       .def("copy", &copy, "dst"_a.none(), "src"_a.none(),
            nb::sig("def copy(self, dst: Buffer | BufferView | lifecore._stub_types.DeviceArray, src: Buffer | BufferView | lifecore._stub_types.DeviceArray) -> None"),
            "Device-to-device copy of same-size buffers; either may be a BufferView or a tensor (see launch).\n"

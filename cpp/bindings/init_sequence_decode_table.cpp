@@ -212,11 +212,8 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
       open_dlpack(out, rows, width, *handle->target, call);
       if (nb::hasattr(out, "data_ptr") && nb::hasattr(out, "shape") && nb::hasattr(out, "dtype") &&
           nb::hasattr(out, "stride")) {
-        // torch's negative bit marks a view whose reads negate the memory: ids written there
-        // would read back as -id (DLPack exports it without saying so).
+        // open_dlpack refused a negative view; the bit is compared again at every call.
         const bool has_is_neg = nb::hasattr(out, "is_neg");
-        if (has_is_neg && nb::bool_(out.attr("is_neg")()))
-          bad_out(call, "is a negative view (torch's _neg_view: it reads its memory negated); pass a plain tensor");
         handle->layout =
             std::make_shared<const DataPtrLayout>(DataPtrLayout{out.attr("dtype"), out.attr("stride")(), has_is_neg});
       }

@@ -190,6 +190,9 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
     if (!e.matches(PyExc_Exception)) throw;
     bad_out(call, std::string("could not be exported (its ") + method + " raised " + python_error_summary(e) + ")");
   };
+  // torch's negative bit: DLPack exports the memory without the sign its reads apply, so ids
+  // written there would read back as -id.
+  refuse_negative_view(out, argument_label(call, "out"));
   if (nb::hasattr(out, "__dlpack_device__")) {
     std::pair<int, int> device;
     nb::object answer;

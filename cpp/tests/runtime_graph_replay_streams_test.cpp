@@ -59,7 +59,7 @@ bool all_words(Stream& stream, const Buffer& buffer, std::uint32_t value) {
 
 void destroy_waits_for_a_stream_the_graph_did_not_know(const char* graphs) {
   auto device = Device::open(lifecore::test_support::emulated_backend(), 0, graphs, "thread_local");
-  auto* mock = lifecore::driver::MockDriver::from(&device->driver());
+  auto* mock = lifecore::driver::MockDriver::from(&device->vendor_driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;
   auto a = device->stream();
@@ -77,7 +77,7 @@ void destroy_waits_for_a_stream_the_graph_did_not_know(const char* graphs) {
 
 void destroy_waits_for_the_capturing_stream_replayed_after_another(const char* graphs) {
   auto device = Device::open(lifecore::test_support::emulated_backend(), 0, graphs, "thread_local");
-  auto* mock = lifecore::driver::MockDriver::from(&device->driver());
+  auto* mock = lifecore::driver::MockDriver::from(&device->vendor_driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;
   auto a = device->stream();

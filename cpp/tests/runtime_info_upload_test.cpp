@@ -54,7 +54,7 @@ struct TwoStreams {
 TwoStreams two_streams() {
   TwoStreams t;
   t.device = Device::open(lifecore::test_support::emulated_backend(), 0, "hardware", "thread_local");
-  t.mock = lifecore::driver::MockDriver::from(&t.device->driver());
+  t.mock = lifecore::driver::MockDriver::from(&t.device->vendor_driver());
   t.a = t.device->stream();
   t.b = t.device->stream();
   t.xa = t.a->alloc(4 * n), t.ya = t.a->alloc(4 * n);

@@ -30,7 +30,7 @@ std::string message_of(Module& module, const std::string& name) {
 
 void only_a_not_found_lookup_says_the_kernel_is_missing() {
   auto device = Device::open(lifecore::test_support::emulated_backend(), 0, "hardware", "thread_local");
-  auto* mock = driver::MockDriver::from(&device->driver());
+  auto* mock = driver::MockDriver::from(&device->vendor_driver());
   CHECK(mock != nullptr);
   if (mock == nullptr) return;
   auto module = std::make_shared<Module>(device, device->load_module(driver::ModuleImage{}), driver::ImageKind::builtin);

@@ -20,7 +20,7 @@ inline std::shared_ptr<runtime::Device> open_mock(const char* capture_mode = "th
   return runtime::Device::open(emulated_backend(), 0, "hardware", capture_mode);
 }
 
-inline driver::MockDriver& mock_of(runtime::Device& device) { return *driver::MockDriver::from(&device.driver()); }
+inline driver::MockDriver& mock_of(runtime::Device& device) { return *driver::MockDriver::from(&device.vendor_driver()); }
 
 // Every 32-bit word of the buffer holds `value` (read() syncs first).
 inline bool holds(runtime::Stream& stream, const runtime::Buffer& buffer, std::uint32_t value) {

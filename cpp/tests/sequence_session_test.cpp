@@ -179,7 +179,7 @@ void driver_pages() {
 void arena_while_a_stream_records() {
   auto device = emulated_device_or_skip("an arena while a stream records");
   if (!device) return;
-  auto& mock = *driver::MockDriver::from(&device->driver());
+  auto& mock = *driver::MockDriver::from(&device->vendor_driver());
   auto stream = device->stream();
   auto buffer = stream->alloc(64);
   stream->fill(*buffer, 1);

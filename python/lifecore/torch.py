@@ -592,7 +592,8 @@ class TorchAttachment:
         # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
         # thread): another thread's calls (a forward begun before the block opened) pass by.
         self._elsewhere = never if thread == 0 else other_than(thread)
-        self._passed_over = passed_over if thread == 0 else (lambda: passed_over() or self._elsewhere())
+        elsewhere = self._elsewhere  # not self: a closure over the attachment would be a cycle through it
+        self._passed_over = passed_over if thread == 0 else (lambda: passed_over() or elsewhere())
         self._modules = dict(model.named_modules())
         self._calls = dict(calls or {})
         # Every forward hook placed, noted before torch registers it (a Ctrl-C as a registration

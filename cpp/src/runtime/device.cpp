@@ -9,6 +9,7 @@
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/module.hpp"
 #include "lifecore/runtime/pause_points.hpp"
+#include "runtime/lost_watch.hpp"
 #include "runtime/relaxed_capture_mode.hpp"
 #include "lifecore/runtime/stream.hpp"
 #include "lifecore/driver/backends.hpp"
@@ -49,7 +50,10 @@ std::shared_ptr<Device> Device::open(const std::string& backend, int ordinal, co
 
 Device::Device(std::shared_ptr<driver::Driver> driver, GraphsMode graphs, driver::CaptureMode capture_mode,
                std::string capture_mode_name)
-    : driver_(std::move(driver)),
+    : lost_record_(std::make_shared<LostRecord>()),
+      lost_(LostRecord::flag(lost_record_)),
+      vendor_(std::move(driver)),
+      driver_(std::make_shared<LostWatch>(vendor_, lost_record_)),
       graphs_(graphs),
       capture_mode_(capture_mode),
       capture_mode_name_(std::move(capture_mode_name)) {
@@ -99,15 +103,7 @@ void Device::check_open(const char* op) const {
   check_not_lost(op);
 }
 
-void Device::note_status(const driver::Status& status) {
-  if (!status.sticky || lost()) return;
-  std::lock_guard lock(lost_mutex_);
-  if (lost_reason_.empty()) {
-    lost_reason_ = status.name + " (" + std::to_string(status.native_code) + ") from " + status.call;
-    lost_status_ = status;
-  }
-  lost_->store(true, std::memory_order_release);
-}
+void Device::note_status(const driver::Status& status) { lost_record_->note(status); }
 
 void Device::check_status(const driver::Status& status) {
   if (status.ok()) return;
@@ -117,13 +113,7 @@ void Device::check_status(const driver::Status& status) {
 
 void Device::check_not_lost(const char* op) const {
   if (!lost()) return;
-  std::string reason;
-  driver::Status status;
-  {
-    std::lock_guard lock(lost_mutex_);
-    reason = lost_reason_;
-    status = lost_status_;
-  }
+  auto [reason, status] = lost_record_->cause();
   // The attributes of the status that lost it, as a DriverError carries them.
   raise(ErrorKind::DeviceLost, std::string(op) + ": the device is lost: a sticky driver error (" + reason +
                                    ") left its context unusable, so every call on it is refused; close it and open "
@@ -274,7 +264,10 @@ driver::FaultInjection& Device::fault_injection(const char* op) const {
 void Device::inject_fault(const std::string& call, int status, std::int64_t after, std::int64_t times) {
   driver::FaultInjection& faults = fault_injection("inject_fault");
   const driver::Operation op = operation_named(call, "inject_fault");
-  if (status == 0) raise(ErrorKind::InvalidArgument, "inject_fault: status must be a failure code (non-zero), got 0");
+  // CUDA's and HIP's statuses are positive: a negative one is nothing a driver returns.
+  if (status <= 0)
+    raise(ErrorKind::InvalidArgument,
+          "inject_fault: status must be a failure code (a positive status), got " + std::to_string(status));
   if (after < 0) raise(ErrorKind::InvalidArgument, "inject_fault: after must be >= 0, got " + std::to_string(after));
   if (times < 1) raise(ErrorKind::InvalidArgument, "inject_fault: times must be >= 1, got " + std::to_string(times));
   faults.inject(op, status, static_cast<std::uint64_t>(after), static_cast<std::uint64_t>(times));

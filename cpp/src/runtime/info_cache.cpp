@@ -1,6 +1,7 @@
 #include "lifecore/runtime/info_cache.hpp"
 
 #include <algorithm>
+#include <new>
 
 namespace lifecore::runtime {
 
@@ -52,6 +53,14 @@ InfoCache::Lookup InfoCache::get(const InfoWords& words, CacheMode mode, WindowI
   if (mode == CacheMode::normal && bytes > max_entry_bytes_) {
     result.ptr = upload(words);
     result.transient = true;
+    // Not cached, but a launch with info words all the same: the entries over the count (those
+    // a window that ended since unpinned) go now, not at the next cached launch. Best effort:
+    // short of memory, what is not evicted yet stays cached, and what is goes with the launch.
+    std::lock_guard lock(mutex_);
+    try {
+      evict_locked(&result.evicted);
+    } catch (const std::bad_alloc&) {
+    }
     return result;
   }
   const driver::DevicePtr ptr = upload(words);  // throws: nothing changed

@@ -1265,6 +1265,9 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
   window_ = 0;
   sealed.upload(driver_, handle_);
   flush_fenced();  // the flushes deferred while recording
+  // A sticky status in the upload or the flushes: the seal raises it, as one in its end would
+  // (the graph goes with the context).
+  device_->check_not_lost("end_capture");
   return graph;
 }
 

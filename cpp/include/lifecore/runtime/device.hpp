@@ -25,6 +25,8 @@
 
 namespace lifecore::runtime {
 
+class LostRecord;  // runtime/lost_watch.hpp
+
 class Stream;
 class Graph;
 
@@ -90,7 +92,9 @@ class Device : public std::enable_shared_from_this<Device> {
   void check_open(const char* op) const;
 
   // A sticky driver status (Status::sticky) loses the device: its context is unusable, and
-  // every later call on it is refused with DeviceLostError. note_status records the first one.
+  // every later call on it is refused with DeviceLostError. Every driver call of the device
+  // goes through a watch that records the first one (runtime/lost_watch.hpp); note_status
+  // records one met elsewhere.
   void note_status(const driver::Status& status);
   // driver::check that first records a sticky status as the device being lost: every failed
   // driver call of this device's own goes through it (or note_status), whichever object made it.
@@ -109,8 +113,11 @@ class Device : public std::enable_shared_from_this<Device> {
   void capture_left_open() noexcept { abandoned_captures_.fetch_add(1, std::memory_order_acq_rel); }
   void capture_left_ended() noexcept { abandoned_captures_.fetch_sub(1, std::memory_order_acq_rel); }
 
-  // For streams, buffers and graphs of this device.
+  // For streams, buffers and graphs of this device: the vendor driver behind the watch that
+  // notes a sticky status.
   driver::Driver& driver() { return *driver_; }
+  // The vendor driver itself, for the emulated device's own controls (MockDriver::from).
+  driver::Driver& vendor_driver() { return *vendor_; }
   // For areas that allocate device memory of their own (sequence KV pages) and keep it alive.
   std::shared_ptr<driver::Driver> shared_driver() const { return driver_; }
   MemoryManager& memory() { return *memory_; }
@@ -155,7 +162,10 @@ class Device : public std::enable_shared_from_this<Device> {
     std::function<void()> on_close;
   };
 
-  std::shared_ptr<driver::Driver> driver_;
+  const std::shared_ptr<LostRecord> lost_record_;
+  const std::shared_ptr<const std::atomic<bool>> lost_;  // lost_record_'s flag
+  std::shared_ptr<driver::Driver> vendor_;
+  std::shared_ptr<driver::Driver> driver_;  // vendor_, watched
   GraphsMode graphs_;
   driver::CaptureMode capture_mode_;
   std::string capture_mode_name_;
@@ -167,10 +177,6 @@ class Device : public std::enable_shared_from_this<Device> {
   std::atomic<bool> closed_{false};
   const std::uint64_t fork_generation_ = fork_generation();
   const long opened_in_process_ = current_process_id();
-  const std::shared_ptr<std::atomic<bool>> lost_ = std::make_shared<std::atomic<bool>>(false);
-  mutable std::mutex lost_mutex_;
-  std::string lost_reason_;  // the sticky status that lost the device
-  driver::Status lost_status_;
   std::atomic<std::int64_t> abandoned_captures_{0};
   std::atomic<std::uint64_t> next_window_{0};
   std::atomic<std::uint64_t> next_graph_{0};

@@ -174,7 +174,12 @@ class MockDriver final : public Driver {
   // Where a stream's next piece of work goes: into its live capture, or onto its queue.
   enum class Route { queue, capture };
 
-  std::uintptr_t new_handle_locked() { return next_handle_++; }
+  // Unique in the process, as CUDA's stream and event pointers are: a stream's native handle
+  // names it among every device's (the pooled allocator routes by it).
+  static std::uintptr_t new_handle_locked() {
+    static std::atomic<std::uintptr_t> next{1};
+    return next.fetch_add(1, std::memory_order_relaxed);
+  }
   std::shared_ptr<Stream> find_stream_locked(StreamHandle stream) const;
   Status route_locked(Operation op, StreamHandle handle, Stream** stream, Route* route);
   // event_record's work, shared with event_record_native (which names the stream natively).
@@ -209,7 +214,6 @@ class MockDriver final : public Driver {
   std::string lost_by_;            // that first failure: its call and message
 
   mutable std::mutex mutex_;  // the tables below and all capture state
-  std::uintptr_t next_handle_ = 1;
   std::unordered_map<std::uintptr_t, std::shared_ptr<Stream>> streams_;
   std::unordered_map<std::uintptr_t, std::shared_ptr<mock::EventState>> events_;
   std::unordered_map<std::uintptr_t, std::shared_ptr<Module>> modules_;
