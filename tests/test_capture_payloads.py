@@ -206,6 +206,16 @@ def test_from_array_refuses_what_it_cannot_keep(bad, error):
         CapturePayload.from_array(bad)
 
 
+def test_from_array_refuses_a_torch_tensor_read_negated():
+    """torch's negative bit: the tensor reads its memory negated and exports that memory as it
+    is, so [1.5, -2.0] read as [-1.5, 2.0] was kept as [1.5, -2.0]."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    negated = torch.tensor([1.5, -2.0])._neg_view()
+    with pytest.raises(InvalidArgumentError, match="from_array.*negative bit set"):
+        CapturePayload.from_array(negated)
+    assert CapturePayload.from_array(negated.resolve_neg()).tensor.tolist() == [-1.5, 2.0]
+
+
 @pytest.mark.parametrize("bad, named", [(np.zeros(3, np.longdouble), str(np.dtype(np.longdouble))),
                                         (np.zeros(3, object), "object"), (np.array(["a", "b"]), "<U1"),
                                         (np.zeros(2, "datetime64[s]"), "datetime64[s]"),

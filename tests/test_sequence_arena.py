@@ -580,6 +580,20 @@ def test_step_all_reads_any_numpy_integer_positions_and_names_what_it_refuses():
     assert table.step(sessions, np.array([4, 5, 6], dtype=np.int32)).tolist() == [0, 0, 0]
 
 
+def test_step_all_refuses_torch_positions_read_negated():
+    """A torch tensor with its negative bit set reads its memory negated, and its DLPack export is
+    that memory: [-1, -2, -3] had been read as [1, 2, 3] and stepped."""
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    c = make(pages=8)
+    held, sessions = _batch(c)
+    retired = [s.retired_frames for s in sessions]
+    negated = torch.tensor([-1, -2, -3])._neg_view()
+    with pytest.raises(InvalidArgumentError, match="'tokens' is a torch tensor with its negative bit set"):
+        lifecore.sequence.step_all(sessions, negated)
+    assert [s.retired_frames for s in sessions] == retired  # nothing stepped
+    assert lifecore.sequence.step_all(sessions, negated.resolve_neg()).tolist() == [0, 0, 0]  # reads [1, 2, 3]
+
+
 def test_step_all_steps_a_batch_and_names_the_row_that_raises():
     c = make(pages=8)
     held, sessions = _batch(c)

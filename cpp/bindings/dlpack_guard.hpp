@@ -94,11 +94,16 @@ inline std::optional<std::uintptr_t> dlpack_address(const DLTensor& tensor) noex
 // shape, is refused (InvalidArgumentError naming `label`). The caster takes the capsule as it
 // is, so the tensor checked is the one read, and a producer is exported once, as before. A
 // KeyboardInterrupt or SystemExit raised by the export passes as it is.
+inline void refuse_negative_view(nb::handle h, const std::string& label);  // below
+
 inline nb::object checked_for_caster(nb::handle object, const std::string& label) {
   // The usual arguments first, each a type check: a decode step's list of token counts pays no
   // failed attribute lookup. A subclass may override __dlpack__: it is exported here.
   if (PyList_CheckExact(object.ptr()) || PyTuple_CheckExact(object.ptr())) return nb::borrow(object);
-  if (is_exactly(object, numpy_array_type()) || is_exactly(object, torch_tensor_type())) return nb::borrow(object);
+  if (is_exactly(object, numpy_array_type())) return nb::borrow(object);
+  // torch's negative bit: its DLPack export is the memory without the sign its reads apply.
+  if (is_torch_tensor(object)) refuse_negative_view(object, label);
+  if (is_exactly(object, torch_tensor_type())) return nb::borrow(object);
   if (!nb::hasattr(object, "__dlpack__")) return nb::borrow(object);
   nb::object capsule;
   try {

@@ -174,12 +174,11 @@ std::pair<int, int> int_pair(nb::handle value, const char* what) {
   const bool has_bool = nb::isinstance<nb::tuple>(value) && NB_TUPLE_GET_SIZE(value.ptr()) == 2 &&
                         (PyBool_Check(NB_TUPLE_GET_ITEM(value.ptr(), 0)) || PyBool_Check(NB_TUPLE_GET_ITEM(value.ptr(), 1)));
   if (has_bool || !nb::try_cast(value, out)) {
-    // A pair of ints that does not fit: its numbers are wrong, not its type.
+    // A pair of integers (Python's or NumPy's) that does not fit: an overflow, as elsewhere.
     if (!has_bool && nb::isinstance<nb::tuple>(value) && NB_TUPLE_GET_SIZE(value.ptr()) == 2 &&
-        PyLong_Check(NB_TUPLE_GET_ITEM(value.ptr(), 0)) && PyLong_Check(NB_TUPLE_GET_ITEM(value.ptr(), 1)))
-      raise(ErrorKind::InvalidArgument, std::string("__dlpack__: ") + what +
-                                            " must be a pair of ints from -2**31 to 2**31 - 1, got " +
-                                            nb::repr(value).c_str());
+        PyIndex_Check(NB_TUPLE_GET_ITEM(value.ptr(), 0)) && PyIndex_Check(NB_TUPLE_GET_ITEM(value.ptr(), 1)))
+      raise(ErrorKind::Overflow, std::string("__dlpack__: ") + what +
+                                     " must be a pair of ints from -2**31 to 2**31 - 1, got " + nb::repr(value).c_str());
     raise(ErrorKind::TypeMismatch, std::string("__dlpack__: ") + what + " must be a pair of ints or None, got " +
                                        type_name_of(value));
   }

@@ -3,12 +3,16 @@
 // lent before the recording), releases go back after the fence, and every refusal (unknown
 // stream, bad size, a pool miss inside a driver capture, a closed device) is a null and a count.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/pooled_allocator.hpp"
 #include "lifecore/runtime/stream.hpp"
+#include "lifecore/driver/backends.hpp"
+#include "lifecore/error.hpp"
+#include "runtime/lost_watch.hpp"
 #include "test_support.hpp"
 
 using namespace lifecore::runtime;
@@ -79,10 +83,55 @@ void a_closed_device_refuses() {
   CHECK(allocator.unroute(*stream));
 }
 
+// A driver that gives every stream one native handle, as no driver does for live streams (the
+// emulated device's and CUDA's are unique in the process): the route of a second live stream
+// under that handle is refused, and taken once the first stream's device is closed.
+struct OneNativeHandle final : LostWatch {
+  using LostWatch::LostWatch;
+  std::uintptr_t stream_native_handle(lifecore::driver::StreamHandle) override { return 0x5eed; }
+};
+
+std::shared_ptr<Device> open_one_handle_device() {
+  auto vendor = lifecore::driver::open_driver(lifecore::test_support::emulated_backend(), 0);
+  auto driver = std::make_shared<OneNativeHandle>(std::move(vendor), std::make_shared<LostRecord>());
+  return std::make_shared<Device>(std::move(driver), GraphsMode::software, lifecore::driver::CaptureMode::thread_local_,
+                                  "thread_local");
+}
+
+void a_handle_another_live_stream_holds_is_refused() {
+  auto& allocator = PooledAllocator::instance();
+  auto first = open_one_handle_device();
+  auto second = open_one_handle_device();
+  auto a = first->stream();
+  auto b = second->stream();
+  CHECK(a->native_handle() == b->native_handle());
+  allocator.route(a);
+  allocator.route(a);  // idempotent
+  bool refused = false;
+  try {
+    allocator.route(b);
+  } catch (const lifecore::Error& error) {
+    refused = error.kind() == lifecore::ErrorKind::InvalidArgument &&
+              std::string(error.what()).find("already routed") != std::string::npos;
+  }
+  CHECK(refused);
+  void* lent = allocator.allocate(512, a->native_handle());  // still a's
+  CHECK(lent != nullptr && first->memory().stats().slices_in_use == 1);
+  allocator.release(lent, a->native_handle());
+  first->close();
+  allocator.route(b);  // a's device is closed: its route is stale
+  CHECK(allocator.allocate(512, b->native_handle()) != nullptr);
+  CHECK(second->memory().stats().slices_in_use == 1);
+  CHECK(allocator.unroute(*b));
+  CHECK(!allocator.unroute(*a));
+  second->close();
+}
+
 }  // namespace
 
 int main() {
   for (const char* graphs : {"software", "hardware"}) serves_windows(graphs);
   a_closed_device_refuses();
+  a_handle_another_live_stream_holds_is_refused();
   return lifecore::test_support::finish("runtime_pooled_allocator_test");
 }

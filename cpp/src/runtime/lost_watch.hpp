@@ -51,8 +51,9 @@ class LostRecord {
   driver::Status status_;
 };
 
-// The vendor driver, each status it returns noted in the device's LostRecord first.
-class LostWatch final : public driver::Driver {
+// The vendor driver, each status it returns noted in the device's LostRecord first. Not
+// final: a test driver overrides one call of it.
+class LostWatch : public driver::Driver {
  public:
   LostWatch(std::shared_ptr<driver::Driver> inner, std::shared_ptr<LostRecord> record)
       : inner_(std::move(inner)), record_(std::move(record)) {}

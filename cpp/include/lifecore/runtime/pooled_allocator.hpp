@@ -40,8 +40,9 @@ class PooledAllocator {
   static PooledAllocator& instance();
 
   // Requests naming the stream's native handle are served by it from now on. Idempotent for
-  // the same stream; InvalidArgumentError when another live stream holds that handle (two
-  // emulated devices can share handle numbers), ClosedError when the stream's device is closed.
+  // the same stream; InvalidArgumentError when another live stream holds that handle (no
+  // driver gives two live streams one handle: a guard, not a case), ClosedError when the
+  // stream's device is closed.
   void route(const std::shared_ptr<Stream>& stream);
   // No new requests are served by the stream; what it lent stays valid until released.
   // False when it was not routed.
@@ -50,8 +51,8 @@ class PooledAllocator {
   // `bytes` from the stream routed under `native_stream`, or null (counted).
   void* allocate(std::size_t bytes, std::uintptr_t native_stream) noexcept;
   // Hands lent memory back (the slice returns to the pool after its stream's fence); the
-  // stream is the one it was allocated for (emulated devices reuse addresses and handles, so
-  // the pair names a loan). An unknown loan is counted and ignored.
+  // stream is the one it was allocated for (emulated devices reuse addresses, so the pair
+  // names a loan). An unknown loan is counted and ignored.
   void release(void* ptr, std::uintptr_t native_stream) noexcept;
 
   PooledAllocatorStats stats() const;

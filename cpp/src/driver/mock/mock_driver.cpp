@@ -416,11 +416,7 @@ Status MockDriver::mem_info(std::size_t* free_bytes, std::size_t* total_bytes) {
 Status MockDriver::stream_create(StreamHandle* out) {
   LIFECORE_MOCK_GATE(stream_create)
   if (!out) return bad_value(Operation::stream_create, "the output pointer is null");
-  std::uintptr_t id;
-  {
-    std::lock_guard lock(mutex_);
-    id = new_handle_locked();
-  }
+  const std::uintptr_t id = new_handle();
   // Starts its thread: outside the lock. A kernel fault loses the device when it happens.
   auto stream = std::make_shared<Stream>(id, &worker_gate_, &memory_, [this](const Status& fault) { note_status(fault); });
   {
@@ -492,7 +488,7 @@ Status MockDriver::event_create(EventHandle* out, EventTiming timing) {
   LIFECORE_MOCK_GATE(event_create)
   if (!out) return bad_value(Operation::event_create, "the output pointer is null");
   std::lock_guard lock(mutex_);
-  const std::uintptr_t id = new_handle_locked();
+  const std::uintptr_t id = new_handle();
   auto state = std::make_shared<mock::EventState>();
   state->timing = timing == EventTiming::enabled;
   events_.emplace(id, std::move(state));
@@ -705,7 +701,7 @@ Status MockDriver::module_load(const ModuleImage& image, ModuleHandle* out) {
     return fail(op, Code::not_supported,
                 "the mock device runs built-in kernels only; it cannot load PTX, cubin, fatbin or code objects");
   std::lock_guard lock(mutex_);
-  const std::uintptr_t id = new_handle_locked();
+  const std::uintptr_t id = new_handle();
   modules_.emplace(id, std::make_shared<Module>());
   *out = ModuleHandle{id};
   return {};
@@ -737,7 +733,7 @@ Status MockDriver::module_get_function(ModuleHandle module, const std::string& n
     *out = FunctionHandle{known->second};
     return {};
   }
-  const std::uintptr_t id = new_handle_locked();
+  const std::uintptr_t id = new_handle();
   functions_.emplace(id, std::make_shared<Function>(Function{raw(module), kernel}));
   functions.emplace(name, id);
   *out = FunctionHandle{id};
@@ -849,7 +845,7 @@ Status MockDriver::stream_end_capture(StreamHandle handle, GraphHandle* out) {
     *out = GraphHandle{0};
     return fail(op, Code::capture_invalidated, reason);
   }
-  const std::uintptr_t id = new_handle_locked();
+  const std::uintptr_t id = new_handle();
   graphs_.emplace(id, std::move(capture.graph));
   stream->capture.reset();
   *out = GraphHandle{id};
@@ -924,7 +920,7 @@ Status MockDriver::graph_instantiate(GraphHandle graph, GraphExecHandle* out) {
     if (!freed_inside) exec->allocations.push_back(alloc->ptr);
   }
   ++source->live_execs;
-  const std::uintptr_t id = new_handle_locked();
+  const std::uintptr_t id = new_handle();
   execs_.emplace(id, std::move(exec));
   *out = GraphExecHandle{id};
   return {};

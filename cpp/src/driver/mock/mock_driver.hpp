@@ -176,7 +176,7 @@ class MockDriver final : public Driver {
 
   // Unique in the process, as CUDA's stream and event pointers are: a stream's native handle
   // names it among every device's (the pooled allocator routes by it).
-  static std::uintptr_t new_handle_locked() {
+  static std::uintptr_t new_handle() {
     static std::atomic<std::uintptr_t> next{1};
     return next.fetch_add(1, std::memory_order_relaxed);
   }
