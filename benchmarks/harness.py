@@ -88,9 +88,9 @@ class Measurement:
 
     @property
     def rate_summary(self) -> Summary:
-        """Units per second (the quartiles swap: a longer time is a lower rate)."""
-        s = self.summary
-        return Summary(_per_second(s.median), _per_second(s.q3), _per_second(s.q1))
+        """Units per second, of each round's rate (with an even count of rounds the median of
+        the rates is not the rate of the median time)."""
+        return Summary.of([_per_second(ns) for ns in self.samples_ns])
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"unit": self.unit, "per": self.per, "inner": self.inner,
@@ -152,7 +152,7 @@ class Run:
         first = self._side(minuend)
         others = [self._side(s) for s in subtrahends]
         samples = tuple((x - sum(o.samples_ns[i] for o in others)) / per for i, x in enumerate(first.samples_ns))
-        derived = Measurement(name, samples, unit or first.unit, first.per, first.inner)
+        derived = Measurement(name, samples, unit or first.unit, first.per * per, first.inner)
         self.measurements[name] = derived
         return derived
 
@@ -284,8 +284,8 @@ def _number(value: float) -> str:
 def format_run(run: Run) -> str:
     """The run as text: each side's median time per unit [quartiles], each ratio likewise,
     then the facts. Nothing is printed that the run did not measure or count."""
-    lines = [f"{run.title} ({run.rounds} rounds interleaved, median [q1 .. q3])" if run.title
-             else f"({run.rounds} rounds interleaved, median [q1 .. q3])"]
+    rounds = f"{run.rounds} rounds" + (" interleaved" if len(run.measurements) > 1 else "")  # one side: nothing to interleave
+    lines = [f"{run.title} ({rounds}, median [q1 .. q3])" if run.title else f"({rounds}, median [q1 .. q3])"]
     rows: list[tuple[str, str]] = []
     for m in run.measurements.values():
         s = m.summary

@@ -703,8 +703,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(format_run(release(**timing, inner=512)))
     print(format_run(release(**timing, inner=4096)))  # past the per-thread cache of freed records (1,024)
     print(f"memory per live sequence ({LIVE:,} live, its session and resources included, resident-set growth in a "
-          f"fresh process): holding 1 block {rss:,.0f} B (target 1,024 B + 4 B per block = 1,028 B), holding "
-          f"{WIDTH} blocks {full_rss:,.0f} B (target {1024 + 4 * WIDTH:,} B); {traced:,.0f} B of it Python objects "
+          f"fresh process): holding 1 block {rss:,.0f} B, holding "
+          f"{WIDTH} blocks {full_rss:,.0f} B; {traced:,.0f} B of it Python objects "
           f"(tracemalloc, in a run of its own); with {len(LONG_ID.format(0))}-character request ids "
           f"{long_rss:,.0f} B (1 block)")
     if args.block_ids:

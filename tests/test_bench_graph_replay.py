@@ -51,6 +51,15 @@ def test_the_script_writes_json(tmp_path) -> None:
     assert set(run["ratios"]) == {"eager / replay"}
 
 
+def test_json_on_standard_output_is_the_json_alone() -> None:
+    # The figures' text went to standard output before the JSON, which then did not parse.
+    done = subprocess.run([*SCRIPT, "--backend", EMULATED, "--quick", "--sizes", "10", "--json", "-"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["runs"][0]["facts"]["correct"] is True
+    assert "eager / replay" in done.stderr and "torch skipped" in done.stderr
+
+
 def test_an_unavailable_backend_is_a_clean_failure() -> None:
     missing = [b.name for b in lifecore.backends() if not b.available]
     if not missing:

@@ -74,6 +74,19 @@ def test_per_divides_by_the_units_of_work_and_rates_are_per_second() -> None:
     m = run["time"]
     assert m.samples_ns == (1000.0,) * 3 and m.unit == "node"
     assert m.rate_summary.median == pytest.approx(1e6)
+    assert format_run(run).splitlines()[0] == "(3 rounds, median [q1 .. q3])"  # one side: nothing interleaved
+
+
+def test_the_rate_is_the_median_of_each_rounds_rate() -> None:
+    """It was the rate of the median time: with two rounds of 1 and 3 us, 500,000 per second
+    (1 / 2 us) where the rounds ran at 1,000,000 and 333,333 (median 666,667)."""
+    clock = FakeClock()
+    times = iter([1000, 3000])
+    def side() -> None:
+        clock.now += next(times)
+
+    run = measure(Side(side, rate=True), rounds=2, warmup=0, inner=1, clock=clock)
+    assert run["time"].rate_summary.median == pytest.approx((1e6 + 1e9 / 3000) / 2)
 
 
 def test_before_and_after_stay_outside_the_timed_span() -> None:

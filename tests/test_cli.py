@@ -377,11 +377,20 @@ def test_paths_that_cannot_be_written_are_usage_errors_before_the_run(tmp_path):
         assert result.returncode == 2, (args, result.stdout, result.stderr)
         assert "Traceback" not in result.stderr and str(tmp_path) in result.stderr, (args, result.stderr)
         assert "state machine" not in result.stdout + result.stderr, args  # refused before anything ran
-    # A failure folder that does not exist yet is made.
+    # A failure folder that does not exist yet is checked, not made: a passing run had left an
+    # empty one behind (a failing run makes it to save its file, below).
     made = tmp_path / "new" / "failures"
     result = run("fuzz", "--lifecycle", "capture", "--examples", "1", "--steps", "5", "--seed", "1",
                  "--failure-dir", str(made))
-    assert result.returncode == 0 and made.is_dir(), result.stdout + result.stderr
+    assert result.returncode == 0 and not (tmp_path / "new").exists(), result.stdout + result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_a_failing_run_makes_the_failure_folder_it_saves_in(tmp_path):
+    made = tmp_path / "new" / "failures"
+    result = run(code=BROKEN.format(argv=[*BROKEN_GRAPH_RUN, "--failure-dir", str(made)]), timeout=300)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert [p.name.startswith("lifecore-failure-graph") for p in made.iterdir()] == [True]
 
 
 def test_a_failure_that_cannot_be_saved_is_still_printed_in_full(tmp_path):
@@ -440,6 +449,57 @@ def test_off_a_terminal_a_long_run_prints_a_plain_status_line():
     lines = [line for line in result.stderr.splitlines() if " runs, " in line]
     assert lines and "\r" not in result.stderr, result.stderr
     assert all(line.startswith("sequence ") and "/3 runs, " in line and line.endswith(" steps") for line in lines), lines
+
+
+def test_the_heartbeat_clock_spans_the_targets():
+    """Each target's heartbeat kept a clock of its own, started with it: a run of targets that
+    each end within the interval printed nothing at all for as long as the whole run took."""
+    code = ("import sys, time\n"
+            "from lifecore import cli\n"
+            "cli._Heartbeat.interval = 0.6\n"
+            "make = cli._Runs.__init__\n"
+            "def slowed(self, *a, **k):\n"
+            "    make(self, *a, **k)\n"
+            "    time.sleep(0.15)  # each target well within the interval, all of them past it\n"
+            "cli._Runs.__init__ = slowed\n"
+            "sys.exit(cli.main(['fuzz', '--lifecycle', 'all', '--examples', '1', '--steps', '3', '--seed', '1']))")
+    result = run(code=code, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [line for line in result.stderr.splitlines() if " runs, " in line]
+    assert lines, result.stderr
+
+
+def test_a_closed_stderr_runs_without_progress():
+    """sys.stderr is None under ``2>&-``: sys.stderr.isatty() raised, and the run exited 1 (a
+    failed check, by its status) with nothing said."""
+    code = ("import sys\n"
+            "sys.stderr = None\n"
+            "from lifecore import cli\n"
+            "sys.exit(cli.main(['fuzz', '--graphs', 'software', '--examples', '3', '--steps', '3', '--seed', '1']))")
+    result = run(code=code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "PASS" in result.stdout or "passed" in result.stdout.lower(), result.stdout
+
+
+def test_a_differential_run_shows_progress_and_counts_only_whole_runs_when_interrupted():
+    code = ("import sys\n"
+            "from lifecore import cli\n"
+            "from lifecore.testing import differential\n"
+            "cli._Heartbeat.interval = 0.0\n"
+            "real = differential._Runner.apply\n"
+            "calls = [0]\n"
+            "def apply(self, step):\n"
+            "    calls[0] += 1\n"
+            "    if calls[0] == 2 * 20 + 7:  # the third run's fourth step, on the first device\n"
+            "        raise KeyboardInterrupt\n"
+            "    return real(self, step)\n"
+            "differential._Runner.apply = apply\n"
+            "sys.exit(cli.main(['fuzz', '--differential', 'mock,mock', '--examples', '5', '--steps', '10']))")
+    result = run(code=code)
+    assert result.returncode == 130, result.stdout + result.stderr
+    progress = [line for line in result.stderr.splitlines() if "runs, " in line]
+    assert [line.split(": ", 1)[1].split(",")[0] for line in progress] == ["1/5 runs", "2/5 runs"], result.stderr
+    assert "interrupted in run 3 of 5: 2 compared in full" in result.stdout, result.stdout
 
 
 def test_bench_fails_when_a_result_is_wrong():

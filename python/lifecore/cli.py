@@ -300,17 +300,28 @@ def _json_path_error(path: Optional[str]) -> Optional[str]:
     return None
 
 
-def _failure_dir_error(directory: str) -> Optional[str]:
-    """Why failure files could not be saved in ``directory`` (None when they can: it exists,
-    created if missing, and a file can be written there), checked before a run."""
+def _failure_dir_error(directory: str, given: bool = True) -> Optional[str]:
+    """Why failure files could not be saved in ``directory`` (None when they can), checked before
+    a run without leaving anything behind: a file can be written there, or, for a folder still
+    to be made (when a failure is saved), in the nearest folder above it that exists. ``given``:
+    the user named it (else it is the default, the current folder, and the message says so)."""
+    name = directory if given else f"{directory} (the default: the current folder)"
     if os.path.exists(directory) and not os.path.isdir(directory):
-        return f"argument --failure-dir: {directory} is not a folder"
+        return f"argument --failure-dir: {name} is not a folder"
+    existing = Path(directory).absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"argument --failure-dir: cannot save failures in {name}: {existing} is not a folder"
     try:
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=directory):
-            pass
+        if existing == Path(directory).absolute():
+            with tempfile.TemporaryFile(dir=existing):
+                pass
+        else:
+            with tempfile.TemporaryDirectory(dir=existing):
+                pass
     except OSError as error:
-        return f"argument --failure-dir: cannot save failures in {directory}: {error.strerror or error}"
+        return f"argument --failure-dir: cannot save failures in {name}: {error.strerror or error}"
     return None
 
 
@@ -416,17 +427,24 @@ def _run_status(runs: _Runs, stats: Any, total: int, deadline: Optional[float]) 
 
 
 class _Progress:
-    """A one-line progress bar on stderr, redrawn after every machine run."""
+    """A one-line progress bar on stderr (the one current when it is made), redrawn after every
+    machine run within the terminal's width: a longer line would wrap onto a new one at every
+    redraw, and a shorter one is padded over the last."""
 
-    def __init__(self, label: str, total: int, deadline: Optional[float] = None, stream: TextIO = sys.stderr,
+    def __init__(self, label: str, total: int, deadline: Optional[float] = None, stream: Optional[TextIO] = None,
                  width: int = 30) -> None:
-        self.label, self.total, self.stream, self.width = label, max(total, 1), stream, width
+        self.label, self.total, self.width = label, max(total, 1), width
+        self.stream = sys.stderr if stream is None else stream
         self.deadline = deadline  # the end of the time budget (time.perf_counter), if any
+        self.drawn = 0  # characters of the line last drawn
 
     def __call__(self, runs: _Runs, stats: Any) -> None:
         filled = self.width * min(runs.runs, self.total) // self.total
-        self.stream.write(f"\r{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] "
-                          f"{_run_status(runs, stats, self.total, self.deadline)}")
+        line = (f"{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] "
+                f"{_run_status(runs, stats, self.total, self.deadline)}")
+        line = line[:max(shutil.get_terminal_size().columns - 1, 20)]
+        self.stream.write("\r" + line.ljust(self.drawn))
+        self.drawn = len(line)
         self.stream.flush()
 
     def finish(self) -> None:
@@ -436,24 +454,41 @@ class _Progress:
 
 class _Heartbeat:
     """Off a terminal (a CI log): a plain status line at most every ``interval`` seconds, so a
-    long run shows it is alive (CI services stop a job that prints nothing for ten minutes)."""
+    long run shows it is alive (CI services stop a job that prints nothing for ten minutes).
+    The clock is the process's, across targets: each target's own would let a run of many
+    short targets print nothing at all."""
 
     interval = 60.0
+    _last: Optional[float] = None  # when the process last printed one (or its first began)
 
-    def __init__(self, label: str, total: int, deadline: Optional[float] = None, stream: TextIO = sys.stderr) -> None:
-        self.label, self.total, self.deadline, self.stream = label, max(total, 1), deadline, stream
-        self.last = time.perf_counter()
+    def __init__(self, label: str, total: int, deadline: Optional[float] = None,
+                 stream: Optional[TextIO] = None) -> None:
+        self.label, self.total, self.deadline = label, max(total, 1), deadline
+        self.stream = sys.stderr if stream is None else stream
+        if _Heartbeat._last is None:
+            _Heartbeat._last = time.perf_counter()
 
     def __call__(self, runs: _Runs, stats: Any) -> None:
         now = time.perf_counter()
-        if now - self.last < self.interval:
+        if _Heartbeat._last is not None and now - _Heartbeat._last < self.interval:
             return
-        self.last = now
+        _Heartbeat._last = now
         self.stream.write(f"{self.label}: {_run_status(runs, stats, self.total, self.deadline)}\n")
         self.stream.flush()
 
     def finish(self) -> None:
         pass
+
+
+def _progress_for(label: str, total: int, deadline: Optional[float]) -> Optional[Union[_Progress, _Heartbeat]]:
+    """A bar on a terminal, a heartbeat in a log, nothing where stderr is closed (``2>&-``)."""
+    if sys.stderr is None:
+        return None
+    try:
+        on_terminal = sys.stderr.isatty()
+    except (AttributeError, ValueError):  # not a file, or a closed one
+        return None
+    return _Progress(label, total, deadline) if on_terminal else _Heartbeat(label, total, deadline)
 
 
 # Hypothesis keeps a tree of every choice a run of it made, to draw new ones (about 7 KB a
@@ -653,8 +688,9 @@ def _replay_command(target: Target, examples: int, steps: int, seed: int, blob: 
     if blob:
         # Double quotes: the shell quotes the argument once, in single quotes, with nothing to escape.
         command += ["--reproduce", f'@reproduce_failure("{recorded_by}", b"{blob}")' if recorded_by else blob]
-    if failure_dir != ".":
-        command += ["--failure-dir", failure_dir]
+    if failure_dir not in (".", ""):
+        # Absolute: the replay saves beside the failure from whatever folder it is run in.
+        command += ["--failure-dir", os.path.abspath(failure_dir)]
     return shlex.join(command)
 
 
@@ -784,9 +820,7 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
     deadline = _deadline(max_seconds, start)
     # Redraws belong on a terminal: in a log file they are only noise, and a line a minute says enough.
     label = f"{target.lifecycle} {target.label}"
-    bar: Optional[Union[_Progress, _Heartbeat]] = None
-    if progress:
-        bar = _Progress(label, examples, deadline) if sys.stderr.isatty() else _Heartbeat(label, examples, deadline)
+    bar = _progress_for(label, examples, deadline) if progress else None
     runs = _Runs(stats, steps)
     runs.on_end = bar
     steps_before = stats.steps
@@ -829,7 +863,8 @@ def _run_target(target: Target, examples: int, steps: int, seed: int, *, progres
                 version = f"it was recorded by Hypothesis {recorded_by}, and this is {hypothesis_version}"
             else:
                 version = (f"it was recorded by this Hypothesis, {hypothesis_version}: the failure no longer "
-                           f"happens, so what runs changed since (the library, its model or the machine)")
+                           f"happens, so what runs changed since (the library, its model or the machine), or "
+                           f"the replay differs from the failure's command (its --target or --steps)")
             result.passed, result.detail = False, f"the blob did not reproduce a failure ({version}): {error}"
         except Exception as error:  # a failed invariant or comparison, after shrinking
             interrupt = _interrupt_behind(error)
@@ -1102,6 +1137,14 @@ def _replay_check() -> CheckResult:
         return CheckResult("replay benchmark", "auto", False, f"{type(error).__name__}: {error}")
 
 
+class _DifferentialRuns:
+    """What a progress bar reads of a target's runs and steps, for a differential run."""
+
+    def __init__(self, count: int) -> None:
+        self.runs = self.steps = count
+        self.replays = self.steps_at_start = 0
+
+
 def cmd_differential(args: argparse.Namespace) -> int:
     """``lifecore fuzz --differential A,B``: the same seeded steps on two devices, compared."""
     from lifecore.testing.differential import DifferentialReport, parse_specs, run_differential
@@ -1116,18 +1159,29 @@ def cmd_differential(args: argparse.Namespace) -> int:
         # One seeded run at a time into one report (what runs=N does), so the budget can end it
         # between runs.
         report = DifferentialReport(specs)
+        bar = _progress_for(f"differential {args.differential}", runs, deadline)
         try:
             for run in range(runs):
                 if run and deadline is not None and time.perf_counter() >= deadline:
                     stopped = True
                     break
                 run_differential(specs, steps=args.steps, seed=(args.seed or 0) + run, runs=1, report=report)
+                if bar is not None:  # a bar's view of the runs: those compared, and every step
+                    bar(cast(Any, _DifferentialRuns(report.completed)), cast(Any, _DifferentialRuns(report.steps)))
                 if report.divergence is not None:
                     break
         except KeyboardInterrupt:  # what was compared stands, said before the interrupt's message
+            if bar is not None:
+                bar.finish()
             print(report.summary())
-            print(f"interrupted after {len(report.seeds)} of {runs} runs compared")
+            if len(report.seeds) > report.completed:  # cut off in a run: its steps so far are counted above
+                print(f"interrupted in run {len(report.seeds)} of {runs}: {report.completed} compared in full (the "
+                      f"counts above include the steps the interrupted run compared)")
+            else:
+                print(f"interrupted after {report.completed} of {runs} runs compared")
             raise
+        if bar is not None:
+            bar.finish()
     except (ValueError, argparse.ArgumentTypeError) as error:
         print(f"lifecore fuzz --differential: {error}", file=sys.stderr)
         return 2
@@ -1468,7 +1522,8 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz.add_argument("--max-seconds", metavar="SECONDS", type=_positive_seconds, default=None,
                       help="stop starting runs once SECONDS have passed, the targets sharing them (the run under "
                            "way finishes; a failure found is still shrunk and saved); default: no limit")
-    fuzz.add_argument("--seed", type=int, default=None, help="default: a fresh seed, printed")
+    fuzz.add_argument("--seed", type=int, default=None,
+                      help="default: a fresh seed, printed; with --differential, the first run's seed (default 0)")
     fuzz.add_argument("--reproduce", metavar="BLOB", default=None,
                       help="replay the one example a failure's reproduction blob names (with its --target); "
                            "the blob, or the whole @reproduce_failure(...) line a failure prints")
@@ -1540,7 +1595,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     # Where the results go is checked first: a run is not wasted on a path it cannot write.
     problem = _json_path_error(getattr(args, "json", None))
     if problem is None and hasattr(args, "failure_dir") and not getattr(args, "differential", None):
-        problem = _failure_dir_error(args.failure_dir or ".")
+        problem = _failure_dir_error(args.failure_dir or ".", given=bool(args.failure_dir))
     if problem:
         return _usage_error(args.command, problem)
     # SIGTERM (a CI runner's timeout or cancel) ends the run as Ctrl-C does; only the main

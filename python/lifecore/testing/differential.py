@@ -119,7 +119,8 @@ class Divergence:
 @dataclass
 class DifferentialReport:
     specs: tuple[DeviceSpec, DeviceSpec]
-    seeds: list[int] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=list)  # every run begun, the last one perhaps cut off
+    completed: int = 0  # runs whose every step was compared
     steps: int = 0
     ops: Counter[str] = field(default_factory=Counter)
     refusals: Counter[str] = field(default_factory=Counter)
@@ -386,6 +387,7 @@ def run_differential(specs: tuple[DeviceSpec, DeviceSpec], *, steps: int = 200, 
                     report.graphs_sealed += 1
                 elif step.op == "replay":
                     report.replays += 1
+            report.completed += 1
         finally:
             first.close()
             second.close()
