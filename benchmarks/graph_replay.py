@@ -306,7 +306,7 @@ def to_json(result: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     # Here: the command line is not a benchmark's import.
-    from lifecore.cli import EXIT_OUTPUT, _json_path_error, _OutputError, _write_json, positive_int
+    from lifecore.cli import EXIT_OUTPUT, _json_path_error, _OutputError, _write_json, positive_int, report_stream
 
     parser = argparse.ArgumentParser(prog="python -m lifecore.benchmarks.graph_replay", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -330,7 +330,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except (ValueError, lifecore.LifecoreError) as error:
         print(f"graph_replay: {type(error).__name__}: {error}", file=sys.stderr)
         return 2
-    out = sys.stderr if args.json == "-" else sys.stdout  # with --json -, standard output is the JSON alone
+    out = report_stream(args.json)
     for run in result["runs"]:
         print(format_run(run), file=out)
     for name, reason in result["skipped"].items():

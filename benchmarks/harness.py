@@ -89,8 +89,13 @@ class Measurement:
     @property
     def rate_summary(self) -> Summary:
         """Units per second, of each round's rate (with an even count of rounds the median of
-        the rates is not the rate of the median time)."""
-        return Summary.of([_per_second(ns) for ns in self.samples_ns])
+        the rates is not the rate of the median time). A round of no time (a coarse clock) has
+        no rate: then the times' quartiles are turned into rates (swapped: a longer time is a
+        lower rate), an infinite one where a time is not positive."""
+        if all(ns > 0 for ns in self.samples_ns):
+            return Summary.of([_per_second(ns) for ns in self.samples_ns])
+        s = self.summary
+        return Summary(_per_second(s.median), _per_second(s.q3), _per_second(s.q1))
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"unit": self.unit, "per": self.per, "inner": self.inner,

@@ -9,6 +9,7 @@ import shlex
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -384,6 +385,66 @@ def test_paths_that_cannot_be_written_are_usage_errors_before_the_run(tmp_path):
                  "--failure-dir", str(made))
     assert result.returncode == 0 and not (tmp_path / "new").exists(), result.stdout + result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
+def test_failure_folders_that_cannot_be_made_are_refused_before_the_run(tmp_path):
+    """A link that leads nowhere passed the check (the folder above it was checked instead),
+    and the run lost its failure file; a current folder since removed raised a traceback."""
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "nowhere" / "deeper")
+    for folder in (dangling, dangling / "below"):
+        result = run(*BROKEN_GRAPH_RUN, "--failure-dir", str(folder))
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+        assert "state machine" not in result.stdout, result.stdout  # refused before anything ran
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    code = ("import os, sys\n"
+            f"os.chdir({str(gone)!r}); os.rmdir({str(gone)!r})\n"
+            "from lifecore.cli import main\n"
+            "sys.exit(main(['fuzz', '--examples', '1', '--steps', '3']))")
+    result = run(code=code)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "cannot save failures in . (the current folder)" in result.stderr, result.stderr
+
+
+def test_the_terminal_bar_keeps_its_status_when_narrow():
+    """Cut at the terminal's width from its end, the bar lost the seconds left and read
+    "5 s" for "5 steps"; the bar and the label's padding go first now."""
+    import io
+
+    from lifecore import cli
+
+    class Narrow(io.StringIO):
+        def fileno(self) -> int:
+            raise OSError("not a terminal")  # the fallback: COLUMNS
+
+    class Runs:
+        runs, replays, steps_at_start = 1, 0, 0
+
+    class Stats:
+        steps = 5
+
+    stream = Narrow()
+    bar = cli._Progress("graph mock/software", 3, deadline=time.perf_counter() + 300, stream=stream)
+    for columns in ("80", "50", "30"):
+        os.environ["COLUMNS"] = columns
+        try:
+            bar(Runs(), Stats())
+        finally:
+            del os.environ["COLUMNS"]
+        line = stream.getvalue().rsplit("\r", 1)[1].rstrip()
+        assert len(line) <= int(columns) - 1, (columns, line)
+        assert line.endswith("s left") and "1/3 runs, 5 steps" in line, (columns, line)
+
+
+def test_json_on_standard_output_stays_alone_when_stderr_is_closed():
+    code = ("import sys\n"
+            "sys.stderr = None\n"
+            "from lifecore.cli import main\n"
+            "sys.exit(main(['check', '--lifecycle', 'capture', '--examples', '2', '--steps', '5', '--json', '-']))")
+    result = run(code=code, timeout=300)
+    assert result.returncode == 0, result.stdout
+    assert json.loads(result.stdout)["passed"] is True
 
 
 def test_a_failing_run_makes_the_failure_folder_it_saves_in(tmp_path):

@@ -21,6 +21,7 @@ import argparse
 import contextlib
 import functools
 import hashlib
+import io
 import json
 import math
 import os
@@ -300,27 +301,36 @@ def _json_path_error(path: Optional[str]) -> Optional[str]:
     return None
 
 
-def _failure_dir_error(directory: str, given: bool = True) -> Optional[str]:
+def report_stream(json_path: Optional[str]) -> TextIO:
+    """Where a command's text report goes: standard output, or, with ``--json -`` (standard
+    output carries the JSON alone), standard error, and nowhere when that is closed (``2>&-``)."""
+    if json_path != "-":
+        return sys.stdout
+    return sys.stderr if sys.stderr is not None else io.StringIO()
+
+
+def _failure_dir_error(directory: str) -> Optional[str]:
     """Why failure files could not be saved in ``directory`` (None when they can), checked before
     a run without leaving anything behind: a file can be written there, or, for a folder still
-    to be made (when a failure is saved), in the nearest folder above it that exists. ``given``:
-    the user named it (else it is the default, the current folder, and the message says so)."""
-    name = directory if given else f"{directory} (the default: the current folder)"
-    if os.path.exists(directory) and not os.path.isdir(directory):
-        return f"argument --failure-dir: {name} is not a folder"
-    existing = Path(directory).absolute()
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"argument --failure-dir: cannot save failures in {name}: {existing} is not a folder"
+    to be made (when a failure is saved), in the nearest folder above it that exists (a link
+    that leads nowhere is not a folder, and nothing can be made through it)."""
+    name = directory if directory not in ("", ".") else ". (the current folder)"
     try:
-        if existing == Path(directory).absolute():
+        if os.path.lexists(directory) and not os.path.isdir(directory):
+            return f"argument --failure-dir: {name} is not a folder"
+        target = Path(os.path.abspath(directory))
+        existing = target
+        while not os.path.lexists(existing):
+            existing = existing.parent
+        if not existing.is_dir():
+            return f"argument --failure-dir: cannot save failures in {name}: {existing} is not a folder"
+        if existing == target:
             with tempfile.TemporaryFile(dir=existing):
                 pass
         else:
             with tempfile.TemporaryDirectory(dir=existing):
                 pass
-    except OSError as error:
+    except OSError as error:  # a folder above it that cannot be searched, a current folder removed
         return f"argument --failure-dir: cannot save failures in {name}: {error.strerror or error}"
     return None
 
@@ -440,9 +450,13 @@ class _Progress:
 
     def __call__(self, runs: _Runs, stats: Any) -> None:
         filled = self.width * min(runs.runs, self.total) // self.total
-        line = (f"{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] "
-                f"{_run_status(runs, stats, self.total, self.deadline)}")
-        line = line[:max(shutil.get_terminal_size().columns - 1, 20)]
+        status = _run_status(runs, stats, self.total, self.deadline)
+        line = f"{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] {status}"
+        room = self._columns() - 1
+        if len(line) > room:  # the bar and the label's padding go first, the status last
+            line = f"{self.label} {status}"
+            if len(line) > room:
+                line = f"{self.label[:max(room - len(status) - 1, 0)]} {status}".strip()[:room]
         self.stream.write("\r" + line.ljust(self.drawn))
         self.drawn = len(line)
         self.stream.flush()
@@ -450,6 +464,13 @@ class _Progress:
     def finish(self) -> None:
         self.stream.write("\n")
         self.stream.flush()
+
+    def _columns(self) -> int:
+        """The width of the terminal the bar is drawn on (its stream's, not standard output's)."""
+        try:
+            return os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            return shutil.get_terminal_size().columns
 
 
 class _Heartbeat:
@@ -689,8 +710,9 @@ def _replay_command(target: Target, examples: int, steps: int, seed: int, blob: 
         # Double quotes: the shell quotes the argument once, in single quotes, with nothing to escape.
         command += ["--reproduce", f'@reproduce_failure("{recorded_by}", b"{blob}")' if recorded_by else blob]
     if failure_dir not in (".", ""):
-        # Absolute: the replay saves beside the failure from whatever folder it is run in.
-        command += ["--failure-dir", os.path.abspath(failure_dir)]
+        # Absolute, through its links as the save went: the replay saves beside the failure from
+        # whatever folder it is run in.
+        command += ["--failure-dir", os.path.realpath(failure_dir)]
     return shlex.join(command)
 
 
@@ -1055,8 +1077,7 @@ def _print_interrupted(results: Sequence[CheckResult], interrupt: KeyboardInterr
 def cmd_check(args: argparse.Namespace) -> int:
     if _missing_hypothesis("check"):
         return 2
-    # With --json -, standard output carries the JSON alone; the report goes to stderr.
-    out = sys.stderr if args.json == "-" else sys.stdout
+    out = report_stream(args.json)
     print(f"lifecore {lifecore.__version__}", file=out)
     print(backends_table(), file=out)
     print(file=out)
@@ -1090,7 +1111,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         for i, target in enumerate(targets):
             machines.setdefault(target.lifecycle, target.machine())
             results.append(_run_target(target, args.examples, args.steps, seed, progress=True,
-                                       failure_dir=args.failure_dir,
+                                       failure_dir=args.failure_dir or ".",
                                        max_seconds=_budget_share(deadline, len(targets) - i), out=out))
         if "graph" in lifecycles:
             results.append(_replay_check())
@@ -1321,8 +1342,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     def factory() -> Any:
         return lifecore.Device(args.backend)
 
-    # With --json -, standard output carries the JSON alone; the figures go to stderr.
-    out = sys.stderr if args.json == "-" else sys.stdout
+    out = report_stream(args.json)
     quick = args.quick
     rounds, warmup, batch = (5, 1, 0.001) if quick else (15, 2, 0.005)
     lifecycles = _lifecycles(args.lifecycle)
@@ -1499,7 +1519,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--max-seconds", metavar="SECONDS", type=_positive_seconds, default=None,
                        help="stop starting machine runs once SECONDS have passed, the targets sharing them (the "
                             "run under way finishes; a failure found is still shrunk and saved); default: no limit")
-    check.add_argument("--failure-dir", metavar="DIR", default=".",
+    check.add_argument("--failure-dir", metavar="DIR", default=None,
                        help="where a failure's seed, steps, blob and replay command are saved (default .)")
     check.add_argument("--json", metavar="PATH", default=None, help=json_help)
     check.add_argument("--require", metavar="BACKEND", type=_required_backend, action="append", default=[],
@@ -1595,7 +1615,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     # Where the results go is checked first: a run is not wasted on a path it cannot write.
     problem = _json_path_error(getattr(args, "json", None))
     if problem is None and hasattr(args, "failure_dir") and not getattr(args, "differential", None):
-        problem = _failure_dir_error(args.failure_dir or ".", given=bool(args.failure_dir))
+        problem = _failure_dir_error(args.failure_dir or ".")
     if problem:
         return _usage_error(args.command, problem)
     # SIGTERM (a CI runner's timeout or cancel) ends the run as Ctrl-C does; only the main
