@@ -6,8 +6,6 @@
 
 #include <bit>
 #include <limits>
-#include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <tuple>
 
@@ -15,6 +13,7 @@
 #include "bindings.hpp"
 #include "report_states.hpp"
 #include "driver/backend_introspection.hpp"
+#include "lifecore/checked.hpp"
 #include "lifecore/driver/backends.hpp"
 #include "lifecore/driver/driver.hpp"
 #include "lifecore/driver/registry.hpp"
@@ -61,13 +60,9 @@ driver::KernelArg kernel_arg(const std::string& kind, nb::handle value) {
   switch (arg.kind) {
     case driver::ArgKind::f32: {
       const double v = nb::cast<double>(value);
-      if (std::isfinite(v) && std::fabs(v) >= 0x1.ffffffp+127) {  // from here a double rounds to inf
-        char shown[32];
-        std::snprintf(shown, sizeof shown, "%.17g", v);
-        raise(ErrorKind::Overflow, std::string(call) + ": argument 'args (f32)' = " + shown +
-                                       " is outside the float32 range");
-      }
-      arg.bits = std::bit_cast<std::uint32_t>(static_cast<float>(v));
+      const auto narrowed = checked::narrow_float(v);
+      if (!narrowed) checked::float32_overflow(std::string(call) + ": argument 'args (f32)'", v);
+      arg.bits = std::bit_cast<std::uint32_t>(*narrowed);
       break;
     }
     case driver::ArgKind::f64: arg.bits = std::bit_cast<std::uint64_t>(nb::cast<double>(value)); break;

@@ -318,18 +318,13 @@ def _failure_dir_error(directory: str) -> Optional[str]:
     try:
         if os.path.lexists(directory) and not os.path.isdir(directory):
             return f"argument --failure-dir: {name} is not a folder"
-        target = Path(os.path.abspath(directory))
-        existing = target
+        existing = Path(os.path.abspath(directory))
         while not os.path.lexists(existing):
             existing = existing.parent
         if not existing.is_dir():
             return f"argument --failure-dir: cannot save failures in {name}: {existing} is not a folder"
-        if existing == target:
-            with tempfile.TemporaryFile(dir=existing):
-                pass
-        else:
-            with tempfile.TemporaryDirectory(dir=existing):
-                pass
+        with tempfile.TemporaryDirectory(dir=existing):  # what saving makes there: a folder, or a file
+            pass
     except OSError as error:  # a folder above it that cannot be searched, a current folder removed
         return f"argument --failure-dir: cannot save failures in {name}: {error.strerror or error}"
     return None
@@ -429,28 +424,47 @@ def _budget_share(deadline: Optional[float], targets_left: int) -> Optional[floa
     return max(deadline - time.perf_counter(), 0.0) / max(targets_left, 1)
 
 
-def _run_status(runs: _Runs, stats: Any, total: int, deadline: Optional[float]) -> str:
+def _run_status(done: int, replays: int, steps: int, total: int, deadline: Optional[float]) -> str:
     """How far a target's runs are: ``N/M runs[ +R replays shrinking a failure], S steps[, T s left]``."""
-    shrinking = f" +{runs.replays} replays shrinking a failure" if runs.replays else ""
+    shrinking = f" +{replays} replays shrinking a failure" if replays else ""
     left = f", {max(deadline - time.perf_counter(), 0.0):.0f} s left" if deadline is not None else ""
-    return f"{min(runs.runs, total)}/{total} runs{shrinking}, {stats.steps - runs.steps_at_start} steps{left}"
+    return f"{min(done, total)}/{total} runs{shrinking}, {steps} steps{left}"
 
 
-class _Progress:
-    """A one-line progress bar on stderr (the one current when it is made), redrawn after every
-    machine run within the terminal's width: a longer line would wrap onto a new one at every
-    redraw, and a shorter one is padded over the last."""
+class _RunDisplay:
+    """How far a target's runs are, shown on stderr (the one current when it is made) after
+    every machine run (``_Runs.on_end``) or differential run (``show``)."""
+
+    def __init__(self, label: str, total: int, deadline: Optional[float] = None,
+                 stream: Optional[TextIO] = None) -> None:
+        self.label, self.total = label, max(total, 1)
+        self.deadline = deadline  # the end of the time budget (time.perf_counter), if any
+        self.stream = sys.stderr if stream is None else stream
+
+    def __call__(self, runs: _Runs, stats: Any) -> None:
+        self.show(runs.runs, runs.replays, stats.steps - runs.steps_at_start)
+
+    def show(self, done: int, replays: int, steps: int) -> None:
+        raise NotImplementedError
+
+    def finish(self) -> None:
+        pass
+
+
+class _Progress(_RunDisplay):
+    """A one-line progress bar, redrawn within the terminal's width: a longer line would wrap
+    onto a new one at every redraw, and a shorter one is padded over the last."""
 
     def __init__(self, label: str, total: int, deadline: Optional[float] = None, stream: Optional[TextIO] = None,
                  width: int = 30) -> None:
-        self.label, self.total, self.width = label, max(total, 1), width
-        self.stream = sys.stderr if stream is None else stream
-        self.deadline = deadline  # the end of the time budget (time.perf_counter), if any
+        super().__init__(label, total, deadline, stream)
+        self.width = width
         self.drawn = 0  # characters of the line last drawn
 
-    def __call__(self, runs: _Runs, stats: Any) -> None:
-        filled = self.width * min(runs.runs, self.total) // self.total
-        status = _run_status(runs, stats, self.total, self.deadline)
+    def show(self, done: int, replays: int, steps: int) -> None:
+        """Draws the bar for ``done`` runs, ``replays`` shrinking a failure and ``steps`` steps."""
+        filled = self.width * min(done, self.total) // self.total
+        status = _run_status(done, replays, steps, self.total, self.deadline)
         line = f"{self.label:<32} [{'#' * filled}{'.' * (self.width - filled)}] {status}"
         room = self._columns() - 1
         if len(line) > room:  # the bar and the label's padding go first, the status last
@@ -473,35 +487,27 @@ class _Progress:
             return shutil.get_terminal_size().columns
 
 
-class _Heartbeat:
+class _Heartbeat(_RunDisplay):
     """Off a terminal (a CI log): a plain status line at most every ``interval`` seconds, so a
     long run shows it is alive (CI services stop a job that prints nothing for ten minutes).
     The clock is the process's, across targets: each target's own would let a run of many
     short targets print nothing at all."""
 
     interval = 60.0
-    _last: Optional[float] = None  # when the process last printed one (or its first began)
+    _last = time.perf_counter()  # when the process last printed one (or this module was loaded)
 
-    def __init__(self, label: str, total: int, deadline: Optional[float] = None,
-                 stream: Optional[TextIO] = None) -> None:
-        self.label, self.total, self.deadline = label, max(total, 1), deadline
-        self.stream = sys.stderr if stream is None else stream
-        if _Heartbeat._last is None:
-            _Heartbeat._last = time.perf_counter()
-
-    def __call__(self, runs: _Runs, stats: Any) -> None:
+    def show(self, done: int, replays: int, steps: int) -> None:
+        """A status line for ``done`` runs, ``replays`` shrinking a failure and ``steps`` steps,
+        when the interval has passed since the process's last one."""
         now = time.perf_counter()
-        if _Heartbeat._last is not None and now - _Heartbeat._last < self.interval:
+        if now - _Heartbeat._last < self.interval:
             return
         _Heartbeat._last = now
-        self.stream.write(f"{self.label}: {_run_status(runs, stats, self.total, self.deadline)}\n")
+        self.stream.write(f"{self.label}: {_run_status(done, replays, steps, self.total, self.deadline)}\n")
         self.stream.flush()
 
-    def finish(self) -> None:
-        pass
 
-
-def _progress_for(label: str, total: int, deadline: Optional[float]) -> Optional[Union[_Progress, _Heartbeat]]:
+def _progress_for(label: str, total: int, deadline: Optional[float]) -> Optional[_RunDisplay]:
     """A bar on a terminal, a heartbeat in a log, nothing where stderr is closed (``2>&-``)."""
     if sys.stderr is None:
         return None
@@ -1158,14 +1164,6 @@ def _replay_check() -> CheckResult:
         return CheckResult("replay benchmark", "auto", False, f"{type(error).__name__}: {error}")
 
 
-class _DifferentialRuns:
-    """What a progress bar reads of a target's runs and steps, for a differential run."""
-
-    def __init__(self, count: int) -> None:
-        self.runs = self.steps = count
-        self.replays = self.steps_at_start = 0
-
-
 def cmd_differential(args: argparse.Namespace) -> int:
     """``lifecore fuzz --differential A,B``: the same seeded steps on two devices, compared."""
     from lifecore.testing.differential import DifferentialReport, parse_specs, run_differential
@@ -1187,8 +1185,8 @@ def cmd_differential(args: argparse.Namespace) -> int:
                     stopped = True
                     break
                 run_differential(specs, steps=args.steps, seed=(args.seed or 0) + run, runs=1, report=report)
-                if bar is not None:  # a bar's view of the runs: those compared, and every step
-                    bar(cast(Any, _DifferentialRuns(report.completed)), cast(Any, _DifferentialRuns(report.steps)))
+                if bar is not None:  # the runs compared, and every step
+                    bar.show(report.completed, 0, report.steps)
                 if report.divergence is not None:
                     break
         except KeyboardInterrupt:  # what was compared stands, said before the interrupt's message

@@ -4,7 +4,9 @@
 // was being computed. Unsigned and signed 64-bit values only: narrower types widen first.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <string>
@@ -53,6 +55,21 @@ template <Integer To, Integer From>
 constexpr std::optional<To> narrow(From value) noexcept {
   if (!std::in_range<To>(value)) return std::nullopt;
   return static_cast<To>(value);
+}
+
+// A double as float32: nullopt for a finite value past float's range (from 2**128 - 2**103 on
+// a double rounds to infinity, and converting it is undefined); an infinity or a NaN converts
+// as itself.
+inline std::optional<float> narrow_float(double value) noexcept {
+  if (std::isfinite(value) && std::fabs(value) >= 0x1.ffffffp+127) return std::nullopt;
+  return static_cast<float>(value);
+}
+
+// OverflowError for a value narrow_float refused: "<what> = <value> is outside the float32 range".
+[[noreturn]] inline void float32_overflow(const std::string& what, double value) {
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%.17g", value);
+  raise(ErrorKind::Overflow, what + " = " + shown + " is outside the float32 range");
 }
 
 [[noreturn]] inline void overflow(const std::string& what) {

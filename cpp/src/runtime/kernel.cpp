@@ -1,11 +1,10 @@
 #include "lifecore/runtime/kernel.hpp"
 
 #include <bit>
-#include <cmath>
-#include <cstdio>
 #include <limits>
 #include <utility>
 
+#include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::runtime {
@@ -147,17 +146,13 @@ driver::KernelArg convert_scalar(const Kernel& kernel, std::size_t param, const 
       else wrong_kind(kernel, param, "a float", arg);
       if (kind == driver::ArgKind::f32) {
         // A finite value past the float32 range would reach the kernel as an infinity (as
-        // float_bits refuses it too); an infinity or NaN given as such passes as itself. Asked
-        // before the conversion, which is undefined for a value past the range: from
-        // 2**128 - 2**103 on, a double rounds to infinity.
-        if (std::isfinite(value) && std::fabs(value) >= 0x1.ffffffp+127) {
-          char shown[32];
-          std::snprintf(shown, sizeof shown, "%.17g", value);
-          raise(ErrorKind::Overflow, "launch: " + kernel.signature() + ": argument '" +
-                                         std::string(kernel.param_names()[param]) + "' = " + shown +
-                                         " is outside the float32 range");
-        }
-        out.bits = std::bit_cast<std::uint32_t>(static_cast<float>(value));
+        // float_bits refuses it too); an infinity or NaN given as such passes as itself.
+        const auto narrowed = checked::narrow_float(value);
+        if (!narrowed)
+          checked::float32_overflow("launch: " + kernel.signature() + ": argument '" +
+                                        std::string(kernel.param_names()[param]) + "'",
+                                    value);
+        out.bits = std::bit_cast<std::uint32_t>(*narrowed);
       } else {
         out.bits = std::bit_cast<std::uint64_t>(value);
       }
