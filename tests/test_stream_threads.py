@@ -204,3 +204,68 @@ def test_a_call_waiting_for_a_stream_held_by_a_sync_does_not_stall_other_python_
         assert waited < 1.5, f"this thread waited {waited:.2f} s for the GIL"
         assert alive, "the fill should still have been waiting for the stream"
         assert np.frombuffer(s.read(buf), np.uint32)[0] == 2
+
+
+@pytest.mark.parametrize("read", ["capture_state", "driver_capturing", "capture_thread", "repr"])
+def test_a_status_read_does_not_wait_for_a_sync_that_holds_the_stream(read) -> None:
+    """A monitoring thread reads a stream's status while another thread's sync holds the stream
+    for as long as the device takes (3 s here): the read answers at once, with the stream as
+    the last call left it. Before, each of these waited for the sync."""
+    import time
+
+    with lifecore.Device(EMULATED) as dev:
+        s = dev.stream()
+        buf = s.alloc(256)
+        s.fill(buf, 0)
+        s.sync()
+        before = {"capture_state": s.capture_state, "driver_capturing": s.driver_capturing,
+                  "capture_thread": s.capture_thread, "repr": repr(s)}
+        dev._pause_streams_for(3.0)
+        s.fill(buf, 1)  # queued, held by the pause: the sync below waits for it
+        syncing = threading.Thread(target=s.sync)
+        syncing.start()
+        time.sleep(0.3)  # the sync holds the stream now
+        began = time.monotonic()
+        value = repr(s) if read == "repr" else getattr(s, read)
+        waited = time.monotonic() - began
+        held = syncing.is_alive()
+        syncing.join()
+        assert held, "the sync should still have held the stream"
+        assert waited < 1.0, f"the {read} read waited {waited:.2f} s for the sync"
+        assert value == before[read]
+        assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+        assert np.frombuffer(s.read(buf), np.uint32)[0] == 1
+
+
+def test_status_reads_follow_a_capture_begun_and_ended_on_another_thread() -> None:
+    """The status a stream publishes as each call lets it go: another thread's begin is seen
+    as CAPTURE naming that thread, its end as NO_CAPTURE naming none."""
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode="thread_local") as dev:
+        s = dev.stream()
+        buf = s.alloc(256)
+        begun, release, ended = threading.Event(), threading.Event(), threading.Event()
+        names: list[str] = []
+
+        def capture() -> None:
+            names.append(str(threading.get_ident()))
+            s.graph_prepare()
+            s.begin_capture()
+            s.fill(buf, 3)
+            begun.set()
+            release.wait(10)
+            s.end_capture().destroy()
+            ended.set()
+
+        t = threading.Thread(target=capture)
+        t.start()
+        assert begun.wait(10)
+        assert s.capture_state.variant is CaptureVariant.CAPTURE
+        assert s.driver_capturing
+        assert s.capture_thread == names[0]
+        assert repr(s) == "Stream(StreamCaptureState(CAPTURE, owner=0))"
+        release.set()
+        t.join()
+        assert ended.is_set()
+        assert s.capture_state.variant is CaptureVariant.NO_CAPTURE
+        assert not s.driver_capturing
+        assert s.capture_thread == ""

@@ -489,7 +489,9 @@ void bind_device(nb::module_& m) {
            "Pool and cache accounting: pool_bytes, slices, slices_in_use, slices_retained, slices_free,\n"
            "slices_free_for_capture (of those free, the ones a capture window made: kept at their size (rounded to 256 bytes) for later\n"
            "windows, never taken by an allocation outside one), driver_allocations (every allocation since the device\n"
-           "opened), graphs_alive, info_entries, info_pinned, windows_active; and the KV arenas\n"
+           "opened), graphs_alive, info_entries, info_pinned, windows_active (capture windows open; a window\n"
+           "discarded by a failed end_capture while the driver still captures, its stream left in CAPTURE\n"
+           "(driver_capturing), retains nothing and is not counted); and the KV arenas\n"
            "(AdmissionCoordinator chunks, outside the pool): arenas (live chunks) and arena_bytes.")
       .def("cleanup", &Device::cleanup, nb::call_guard<GilRelease>(),
            "Returns unpinned, unretained pool memory to the driver; skipped while a window is active.")

@@ -19,17 +19,6 @@
 namespace lifecore::runtime {
 namespace {
 
-// The stream's lock for a call named `op`, refused with ClosedError in a process forked after
-// the device opened, before it is taken: a thread of the parent may have held it as the process
-// forked (through a sync or a read, as long as the device takes), and nothing in the child
-// would ever let it go. The calls that cannot raise (a drop, a destructor's wait) return first.
-class StreamLock {
- public:
-  StreamLock(std::mutex& mutex, const Device& device, const char* op) : lock_((device.check_not_forked(op), mutex)) {}
-
- private:
-  LockWithoutStalling<std::mutex> lock_;
-};
 
 std::vector<ErrorAttribute> status_attributes(const driver::Status& status) {
   return {{"code", std::int64_t{status.native_code}}, {"status", status.name}, {"call", status.call},
@@ -61,6 +50,44 @@ void note_producer(const MemoryRef& ref, std::string_view argument, std::vector<
 }
 
 }  // namespace
+
+// The stream's lock. For a call named `op`, refused with ClosedError in a process forked after
+// the device opened, before it is taken: a thread of the parent may have held it as the process
+// forked (through a sync or a read, as long as the device takes), and nothing in the child
+// would ever let it go. The calls that cannot raise (a drop, a destructor's wait) return first.
+// As it is let go, what the call changed is republished for the status properties.
+class Stream::Locked {
+ public:
+  explicit Locked(const Stream& stream) : stream_(stream), lock_(stream.mutex_) {}
+  Locked(const Stream& stream, const char* op)
+      : stream_(stream), lock_((stream.device_->check_not_forked(op), stream.mutex_)) {}
+  ~Locked() { stream_.publish_status(); }  // before lock_ lets go
+  Locked(const Locked&) = delete;
+  Locked& operator=(const Locked&) = delete;
+
+ private:
+  const Stream& stream_;
+  LockWithoutStalling<std::mutex> lock_;
+};
+
+void Stream::publish_status() const noexcept {
+  const bool capturing = recorder_ && recorder_->driver_capturing();  // recorder_ goes with a left capture
+  const std::uint64_t thread = state_.is_recording() ? capture_thread_ : 0;
+  // Written only under mutex_, which the caller holds: read here without status_mutex_.
+  const StreamCaptureState& state = state_;
+  if (status_.state == state && status_.driver_capturing == capturing && status_.thread == thread) return;
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  status_.state = state;
+  status_.driver_capturing = capturing;
+  if (status_.thread != thread) {
+    status_.thread = thread;
+    try {
+      status_.thread_text = thread != 0 ? capture_thread_text_ : std::string();
+    } catch (...) {
+      status_.thread_text.clear();  // out of memory: the thread goes unnamed, the state is still right
+    }
+  }
+}
 
 Stream::Stream(std::shared_ptr<Device> device, driver::StreamHandle handle)
     : device_(std::move(device)),
@@ -135,7 +162,7 @@ void Stream::leave_capture_to_its_thread() noexcept {
 }
 
 std::uintptr_t Stream::native_handle(const char* op) {
-  StreamLock lock(mutex_, *device_, op);
+  Locked lock(*this, op);
   check_usable(op);
   return driver_.stream_native_handle(handle_);
 }
@@ -171,7 +198,7 @@ bool Stream::captured_by_driver() {
 }
 
 void Stream::check_not_joined_by_producer(const char* op) {
-  StreamLock lock(mutex_, *device_, op);
+  Locked lock(*this, op);
   // Recording: the export was handed no stream (-1). Closed: the call itself says so.
   if (state_.is_recording() || dead_ || device_->closed() || !captured_by_driver()) return;
   joined_by_producer_ = true;
@@ -185,7 +212,7 @@ void Stream::check_not_joined_by_producer(const char* op) {
 
 void Stream::check_producer_stream_before_export(std::uintptr_t producer_current, const char* op,
                                                   std::string_view argument, std::string_view library) {
-  StreamLock lock(mutex_, *device_, op);
+  Locked lock(*this, op);
   check_usable(op);
   if (producer_current == driver_.stream_native_handle(handle_)) return;
   const std::string lib(library);
@@ -226,31 +253,33 @@ void Stream::throw_driver(const driver::Status& status) {
 
 // The four reports below answer in a forked child as a closed device's stream does (nothing
 // recording, nothing queued) without the lock, so a repr or a log line never raises there.
+// The three status reports read what the last call published (status_), never waiting for
+// the stream's lock.
 StreamCaptureState Stream::capture_state() const {
   if (device_->forked()) return StreamCaptureState{};
-  LockWithoutStalling lock(mutex_);
+  std::lock_guard<std::mutex> lock(status_mutex_);
   // A lost device's captures went with its context; the window goes at the stream's next call.
   if (device_->lost()) return StreamCaptureState{};
-  return state_;
+  return status_.state;
 }
 
 std::uint64_t Stream::errors_queued() const {
   if (device_->forked()) return 0;
-  LockWithoutStalling lock(mutex_);
+  Locked lock(*this);
   return errors_.pushed();
 }
 
 bool Stream::driver_capturing() const {
   if (device_->forked()) return false;
-  LockWithoutStalling lock(mutex_);
-  return !device_->lost() && recorder_->driver_capturing();
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  return !device_->lost() && status_.driver_capturing;
 }
 
 std::string Stream::capture_thread() const {
   if (device_->forked()) return {};
-  LockWithoutStalling lock(mutex_);
+  std::lock_guard<std::mutex> lock(status_mutex_);
   // As capture_state reads it: a lost device's capture names no thread.
-  return state_.is_recording() && !device_->lost() ? capture_thread_text_ : std::string();
+  return status_.state.is_recording() && !device_->lost() ? status_.thread_text : std::string();
 }
 
 // ---- errors, fences, staging -----------------------------------------------------------
@@ -452,8 +481,8 @@ driver::Status Stream::wait_for_upload() {
 }
 
 void Stream::drop_slice(SliceId slice) {
-  if (device_->forked()) return;  // the parent's memory (and maybe its held lock: StreamLock)
-  LockWithoutStalling lock(mutex_);
+  if (device_->forked()) return;  // the parent's memory (and maybe its held lock: Locked)
+  Locked lock(*this);
   drop_slice_locked(slice);
 }
 
@@ -480,7 +509,7 @@ std::shared_ptr<Buffer> Stream::alloc(std::int64_t nbytes) {
   if (nbytes <= 0 || static_cast<std::uint64_t>(nbytes) > total)
     raise(ErrorKind::InvalidArgument, "alloc: nbytes must be between 1 and the device's memory (" +
                                           std::to_string(total) + " bytes), got " + std::to_string(nbytes));
-  StreamLock lock(mutex_, *device_, "alloc");
+  Locked lock(*this, "alloc");
   return alloc_locked(static_cast<std::size_t>(nbytes), true, "alloc");
 }
 
@@ -492,7 +521,7 @@ std::shared_ptr<Buffer> Stream::alloc_lent(std::size_t nbytes) {
   // Declared before the lock, so a buffer a failed insert leaves goes after the lock is let
   // go: its destructor drops its slice under that lock.
   std::shared_ptr<Buffer> buffer;
-  StreamLock lock(mutex_, *device_, "alloc_lent");
+  Locked lock(*this, "alloc_lent");
   buffer = alloc_locked(nbytes, false, "alloc_lent");
   lent_slices_.insert(buffer->slice());
   return buffer;
@@ -601,20 +630,20 @@ namespace {
 }  // namespace
 
 void Stream::check_write_not_recorded(const char* op, std::string_view what) const {
-  StreamLock lock(mutex_, *device_, op);
+  Locked lock(*this, op);
   if (state_.is_recording()) refuse_recorded_write(op, what);
 }
 
 void Stream::write_unrecorded(Buffer& buffer, const void* data, std::size_t bytes, const char* op,
                               std::string_view what, std::size_t offset) {
-  StreamLock lock(mutex_, *device_, op);
+  Locked lock(*this, op);
   check_usable(op);
   if (state_.is_recording()) refuse_recorded_write(op, what);
   write_locked(buffer, data, bytes, op, offset);
 }
 
 void Stream::write(Buffer& buffer, const void* data, std::size_t bytes) {
-  StreamLock lock(mutex_, *device_, "write");
+  Locked lock(*this, "write");
   check_usable("write");
   write_locked(buffer, data, bytes);
 }
@@ -643,7 +672,7 @@ void Stream::write_locked(Buffer& buffer, const void* data, std::size_t bytes, c
 }
 
 std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
-  StreamLock lock(mutex_, *device_, "read");
+  Locked lock(*this, "read");
   check_usable("read");
   driver::DevicePtr ptr = buffer.use(*this, "read");
   check_host_wait("read");
@@ -659,7 +688,7 @@ void Stream::fill(Buffer& buffer, std::uint32_t value) { fill(MemoryRef{&buffer,
 void Stream::copy(Buffer& dst, const Buffer& src) { copy(MemoryRef{&dst, nullptr}, MemoryRef{&src, nullptr}); }
 
 void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
-  StreamLock lock(mutex_, *device_, "fill");
+  Locked lock(*this, "fill");
   check_usable("fill");
   ResolvedMemory target = resolve_memory(*this, dst, "fill", "buf", true);
   if (target.nbytes % 4 != 0)
@@ -681,7 +710,7 @@ void Stream::fill(const MemoryRef& dst, std::uint32_t value) {
 }
 
 void Stream::copy(const MemoryRef& dst, const MemoryRef& src) {
-  StreamLock lock(mutex_, *device_, "copy");
+  Locked lock(*this, "copy");
   check_usable("copy");
   ResolvedMemory to = resolve_memory(*this, dst, "copy", "dst", true);
   ResolvedMemory from = resolve_memory(*this, src, "copy", "src", false);
@@ -748,7 +777,7 @@ void Stream::launch(const Kernel& kernel, driver::Dim3 grid, driver::Dim3 block,
                                        std::to_string(params.size() - offset) + " argument(s)" +
                                        (info ? " besides info" : "") + ", got " + std::to_string(count));
   check_builtin_extents(kernel, grid, block, args, count, info, offset);
-  StreamLock lock(mutex_, *device_, "launch");
+  Locked lock(*this, "launch");
   check_usable("launch");
   // Reused between launches (under the stream's lock): the hot path allocates nothing.
   std::vector<driver::KernelArg>& converted = launch_args_;
@@ -838,7 +867,7 @@ void Stream::finish_host_wait(const char* op) {
 }
 
 void Stream::sync() {
-  StreamLock lock(mutex_, *device_, "sync");
+  Locked lock(*this, "sync");
   check_syncable();
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("sync");
@@ -851,7 +880,7 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
   // each), then sleep doubling to a millisecond, never past the slice.
   constexpr unsigned spinning_polls = 64;
   auto nap = std::chrono::microseconds(20);
-  // In a forked child the lock below may never come free: refused before any poll (StreamLock).
+  // In a forked child the lock below may never come free: refused before any poll (Locked).
   device_->check_not_forked("sync");
   // Every poll, and the final wait, is a host wait of a stream that does not record (stream.hpp).
   RelaxedCaptureMode relaxed(driver_);
@@ -860,6 +889,10 @@ bool Stream::sync_for(std::chrono::nanoseconds slice) {
     // read of work that takes as long as the device does), and the slice must still end on
     // time. A poll that finds the lock held finds the stream busy.
     if (std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock); lock.owns_lock()) {
+      struct Republish {  // as Locked does, before the lock lets go
+        const Stream& stream;
+        ~Republish() { stream.publish_status(); }
+      } republish{*this};
       check_syncable();
       const driver::Status idle = driver_.stream_query(handle_);
       if (idle.ok()) {
@@ -892,7 +925,7 @@ void Stream::destroy_events(ProfileEvents& events) noexcept {
 }
 
 Stream::ProfileEvents Stream::profile_start() {
-  StreamLock lock(mutex_, *device_, "profile_start");
+  Locked lock(*this, "profile_start");
   check_usable("profile");
   // The end waits on the host, which an op list cannot hold.
   check_host_work("profile");
@@ -917,7 +950,7 @@ Stream::ProfileEvents Stream::profile_start() {
 }
 
 float Stream::profile_stop(ProfileEvents& events) {
-  StreamLock lock(mutex_, *device_, "profile_stop");
+  Locked lock(*this, "profile_stop");
   if (!events.live) raise(ErrorKind::Closed, "profile: this profile has already stopped");
   // A recording's refusal changes nothing: the profile stays live, to stop once that recording
   // has ended (the stream's own included: it began after the start). Past these, the events go
@@ -944,12 +977,12 @@ float Stream::profile_stop(ProfileEvents& events) {
 
 void Stream::profile_abandon(ProfileEvents& events) noexcept {
   if (device_->forked()) return;  // the parent's events
-  LockWithoutStalling lock(mutex_);
+  Locked lock(*this);
   destroy_events(events);
 }
 
 void Stream::replay(Graph& graph) {
-  StreamLock lock(mutex_, *device_, "replay");
+  Locked lock(*this, "replay");
   check_usable("replay");
   // Checked first so a destroyed graph raises at once, also inside a window that refuses replays.
   if (!graph.alive()) raise(ErrorKind::Closed, "replay: the graph was destroyed");
@@ -966,7 +999,7 @@ void Stream::replay(Graph& graph) {
 
 bool Stream::wait_for_graph_work() noexcept {
   if (device_->forked()) return true;  // the parent's work: nothing of it runs in this process
-  LockWithoutStalling lock(mutex_);
+  Locked lock(*this);
   // A recording began with a synchronize, and a gone stream's work went with it.
   if (dead_ || device_->closed() || driver_captures()) return true;
   // This stream does not capture, so the wait runs in relaxed mode: no recording elsewhere,
@@ -979,7 +1012,7 @@ bool Stream::wait_for_graph_work() noexcept {
 
 void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
   if (device_->forked()) return;  // no work of this stream runs in this process: the hold goes now
-  LockWithoutStalling lock(mutex_);
+  Locked lock(*this);
   if (dead_ || device_->closed()) return;  // its work went with it
   try {
     drop_.push([hold = std::move(hold)]() mutable { hold.reset(); });
@@ -991,7 +1024,7 @@ void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
 // ---- the capture lifecycle -------------------------------------------------------------
 
 void Stream::graph_prepare(CaptureOwner owner) {
-  StreamLock lock(mutex_, *device_, "graph_prepare");
+  Locked lock(*this, "graph_prepare");
   check_usable("graph_prepare");
   StreamCaptureState next = state_;
   next.prepare(owner);  // the rule: refuses an overlapping window, changing nothing
@@ -1027,7 +1060,7 @@ void Stream::free_info_after_work(driver::DevicePtr ptr) {
 }
 
 void Stream::begin_capture() {
-  StreamLock lock(mutex_, *device_, "begin_capture");
+  Locked lock(*this, "begin_capture");
   check_usable("begin_capture");
   StreamCaptureState probe = state_;
   probe.begin();  // the rule first: an out-of-order begin says so whatever records elsewhere
@@ -1180,7 +1213,7 @@ void Stream::end_discarded_capture(const char* op, ErrorKind still_capturing) {
 }
 
 std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
-  StreamLock lock(mutex_, *device_, "end_capture");
+  Locked lock(*this, "end_capture");
   check_usable("end_capture");
   if (!state_.is_recording()) {
     StreamCaptureState probe = state_;
@@ -1282,7 +1315,7 @@ void Stream::forget_recording(bool discard) noexcept {
 
 void Stream::abort_capture() {
   if (device_->forked()) return;  // nothing of the parent's capture is this process's to end
-  LockWithoutStalling lock(mutex_);
+  Locked lock(*this);
   if (left_by_close_) {
     // The capture close() left to its thread: that thread's abort ends it; any other has nothing to do.
     if (thread_token() == capture_thread_) end_capture_left_by_close();
@@ -1329,7 +1362,7 @@ void Stream::shutdown() noexcept {
     drop_.abandon_until_exit();  // its releases take locks of the parent's (the pool's)
     return;
   }
-  LockWithoutStalling lock(mutex_);
+  Locked lock(*this);
   if (left_by_close_ && thread_token() == capture_thread_) {
     end_capture_left_by_close();  // the last reference went on the capturing thread
     return;
@@ -1370,7 +1403,7 @@ void Stream::shutdown() noexcept {
 // ---- zero-copy interop ------------------------------------------------------------------
 
 void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
-  StreamLock lock(mutex_, *device_, "read_into");
+  Locked lock(*this, "read_into");
   check_usable("read_into");
   driver::DevicePtr ptr = buffer.use(*this, "read_into");
   if (bytes != buffer.nbytes())
@@ -1394,12 +1427,12 @@ void Stream::check_lendable_locked(const Buffer& buffer, const char* op) {
 }
 
 void Stream::check_lendable(const Buffer& buffer, const char* op) {
-  StreamLock lock(mutex_, *device_, op);
+  Locked lock(*this, op);
   check_lendable_locked(buffer, op);
 }
 
 void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional, const char* op) {
-  StreamLock lock(mutex_, *device_, op);
+  Locked lock(*this, op);
   check_lendable_locked(buffer, op);
   if (consumer_stream == nullptr) {
     // A consumer recording on this thread asks for no ordering (its work runs at replay): the

@@ -326,7 +326,24 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::unique_ptr<Recorder> recorder_;  // never null; moved out only as the stream goes (leave_capture_to_its_thread)
   const std::shared_ptr<const void> capture_domain_;  // the driver's (Driver::capture_domain())
 
+  // The stream's lock held: as it is let go, the status below is republished (stream.cpp).
+  class Locked;
+  // What the status properties (capture_state, driver_capturing, capture_thread) read. They
+  // take only status_mutex_, held for a copy and never across a driver call, so a monitoring
+  // thread never waits behind a sync or a read that holds the stream's lock for as long as the
+  // device takes. Written under both locks as each holder of mutex_ lets it go, so it is the
+  // stream as the last call left it.
+  struct Status {
+    StreamCaptureState state;
+    bool driver_capturing = false;
+    std::uint64_t thread = 0;  // capture_thread_ while recording, else 0
+    std::string thread_text;
+  };
+  void publish_status() const noexcept;
+
   mutable std::mutex mutex_;
+  mutable std::mutex status_mutex_;
+  mutable Status status_;
   bool dead_ = false;
   PublishedCaptureState state_;  // its mark is what the capture registry checks entries against
   // Who began the recording (meaningful while recording): a thread_token(), which no later
