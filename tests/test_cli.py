@@ -347,6 +347,23 @@ def test_options_another_option_would_override_are_refused_not_ignored():
         assert result.returncode == 0, (args, result.stdout, result.stderr)
 
 
+def test_an_auto_target_is_named_by_the_backend_it_ran_on():
+    # "auto" was kept as the target's name, so a saved replay command said auto: on a machine
+    # where auto finds another backend, it replayed somewhere else.
+    default = lifecore.Device("auto")
+    name = str(default.backend)
+    default.close()
+    for lifecycle, target, shown in (("graph", "auto/software", f"{name}/software"), ("sequence", "auto", name)):
+        result = run("fuzz", "--lifecycle", lifecycle, "--target", target, "--examples", "1", "--steps", "2",
+                     "--seed", "1")
+        assert result.returncode == 0, (lifecycle, result.stdout, result.stderr)
+        assert shown in result.stdout and "auto" not in result.stdout, result.stdout
+    from lifecore.cli import _parse_target
+    assert _parse_target("graph", "auto/hardware").replay_args() == ["--lifecycle", "graph", "--target",
+                                                                     f"{name}/hardware"]
+    assert _parse_target("sequence", "auto").replay_args() == ["--lifecycle", "sequence", "--target", name]
+
+
 def test_steps_counts_the_rules_a_run_executes():
     # Hypothesis counts a machine's @initialize rule as a step: --steps 1 once ran the set-up
     # alone and failed every machine row with "the machine ran no step" (exit 1).

@@ -508,8 +508,9 @@ def test_a_view_shape_with_a_zero_says_it_covers_no_bytes_whatever_its_other_dim
     assert buf.views == 0
 
 
-@pytest.mark.parametrize("pair", [(True, False), (1, True)])
+@pytest.mark.parametrize("pair", [(True, False), (1, True), [True, 0], [1, np.True_]])
 def test_dlpack_pairs_refuse_bools(stream, pair):
+    # A list was once read as a pair of ints, so [True, 0] was taken as (1, 0).
     buf = stream.alloc(16)
     for name in ("max_version", "dl_device"):
         with pytest.raises(LifecoreTypeError, match=f"__dlpack__: {name} must be a pair of ints or None"):
@@ -522,10 +523,29 @@ def test_dlpack_pairs_out_of_range_say_so(stream):
     # overflow, as an int out of range is elsewhere, NumPy's too.
     buf = stream.alloc(16)
     for name in ("max_version", "dl_device"):
-        for pair in ((2**70, 0), (1, -(2**31) - 1), (np.int64(2**40), 0)):
+        for pair in ((2**70, 0), (1, -(2**31) - 1), (np.int64(2**40), 0), [2**40, 0], [0, np.int64(-(2**40))]):
             with pytest.raises(lifecore.LifecoreOverflowError,
                                match=rf"__dlpack__: {name} must be a pair of ints from -2\*\*31"):
                 buf.__dlpack__(**{name: pair})
+    assert buf.views == 0
+
+
+def test_dlpack_pairs_take_any_sequence_of_two_ints_and_refuse_the_rest(stream):
+    buf = stream.alloc(16)
+    for pair in ((1, 0), [1, 0], np.array([1, 0]), (np.int64(1), np.int32(0))):
+        capsule = buf.__dlpack__(max_version=pair)
+        assert "versioned" in repr(capsule)
+        del capsule
+    for pair in ("10", b"10", (1, 0, 0), (1,), (1.0, 0), (1, None), {1: 0, 2: 0}):
+        with pytest.raises(LifecoreTypeError, match="__dlpack__: max_version must be a pair of ints or None"):
+            buf.__dlpack__(max_version=pair)
+
+    class Refuses:
+        def __index__(self):
+            raise ValueError("no index here")
+
+    with pytest.raises(ValueError, match="no index here"):  # the caller's own error, as it raised
+        buf.__dlpack__(max_version=(Refuses(), 0))
     assert buf.views == 0
 
 

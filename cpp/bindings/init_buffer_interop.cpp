@@ -21,6 +21,7 @@
 #include "host_copy_arguments.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
+#include "lifecore/sequence/lent_block_ids.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/buffer_lease.hpp"
 #include "lifecore/runtime/device.hpp"
@@ -167,22 +168,46 @@ std::pair<int, int> dlpack_device(const Buffer& buffer, const char* op = "__dlpa
   return {type, type == driver::dlpack_device::cpu ? 0 : driver.ordinal()};
 }
 
-// DLPack's (a, b) pairs: max_version and dl_device.
+// DLPack's (a, b) pairs: max_version and dl_device, a tuple or any other sequence of two.
 std::pair<int, int> int_pair(nb::handle value, const char* what) {
-  std::pair<int, int> out;
-  // A bool is no version or device number (True is not 1 here, as elsewhere in lifecore).
-  const bool has_bool = nb::isinstance<nb::tuple>(value) && NB_TUPLE_GET_SIZE(value.ptr()) == 2 &&
-                        (PyBool_Check(NB_TUPLE_GET_ITEM(value.ptr(), 0)) || PyBool_Check(NB_TUPLE_GET_ITEM(value.ptr(), 1)));
-  if (has_bool || !nb::try_cast(value, out)) {
-    // A pair of integers (Python's or NumPy's) that does not fit: an overflow, as elsewhere.
-    if (!has_bool && nb::isinstance<nb::tuple>(value) && NB_TUPLE_GET_SIZE(value.ptr()) == 2 &&
-        PyIndex_Check(NB_TUPLE_GET_ITEM(value.ptr(), 0)) && PyIndex_Check(NB_TUPLE_GET_ITEM(value.ptr(), 1)))
-      raise(ErrorKind::Overflow, std::string("__dlpack__: ") + what +
-                                     " must be a pair of ints from -2**31 to 2**31 - 1, got " + nb::repr(value).c_str());
+  auto not_a_pair = [&]() -> std::pair<int, int> {
     raise(ErrorKind::TypeMismatch, std::string("__dlpack__: ") + what + " must be a pair of ints or None, got " +
                                        type_name_of(value));
+  };
+  const bool text = PyUnicode_Check(value.ptr()) || PyBytes_Check(value.ptr()) || PyByteArray_Check(value.ptr());
+  if (text || !PySequence_Check(value.ptr())) return not_a_pair();
+  const Py_ssize_t size = PySequence_Size(value.ptr());
+  if (size != 2) {
+    if (size < 0) PyErr_Clear();
+    return not_a_pair();
   }
-  return out;
+  // Owned items: an __index__ below runs Python code, which could empty a list it came from.
+  nb::object items[2];
+  for (Py_ssize_t i = 0; i < 2; ++i) {
+    PyObject* item = PySequence_GetItem(value.ptr(), i);
+    if (!item) {
+      PyErr_Clear();
+      return not_a_pair();
+    }
+    items[i] = nb::steal(item);
+    // A bool is no version or device number (True is not 1 here, as elsewhere in lifecore).
+    if (PyBool_Check(item) || !PyIndex_Check(item)) return not_a_pair();
+  }
+  int out[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    PyObject* index = PyNumber_Index(items[i].ptr());
+    if (!index) nb::raise_python_error();  // an __index__ of the caller's that raised
+    const long long number = PyLong_AsLongLong(index);
+    const bool wide = number == -1 && PyErr_Occurred();
+    Py_DECREF(index);
+    if (wide) PyErr_Clear();
+    // A pair of integers (Python's or NumPy's) that does not fit: an overflow, as elsewhere.
+    if (wide || number < std::numeric_limits<int>::min() || number > std::numeric_limits<int>::max())
+      raise(ErrorKind::Overflow, std::string("__dlpack__: ") + what +
+                                     " must be a pair of ints from -2**31 to 2**31 - 1, got " + nb::repr(value).c_str());
+    out[i] = static_cast<int>(number);
+  }
+  return {out[0], out[1]};
 }
 
 // What DLPack's `stream` asks for: the consumer stream to order on (nullopt: a host wait), and
@@ -304,6 +329,7 @@ void read_into(Stream& stream, nb::handle buf, nb::handle out) {
   const Buffer& buffer = whole_buffer(buf, "read_into");
   HostTensorBytes tensor;  // a host tensor without the buffer protocol (torch), held for the call
   if (host_tensor_bytes(out, "read_into", "out", /*written=*/true, &tensor)) {
+    sequence::lent_block_ids::refuse(tensor.data, tensor.nbytes, "read_into", "out");
     {
       GilRelease release;
       stream.read_into(buffer, tensor.data, tensor.nbytes);
@@ -340,6 +366,7 @@ void read_into(Stream& stream, nb::handle buf, nb::handle out) {
   refuse_object_buffer(view, "read_into: the target",
                        "bytes written over them would be taken for objects' addresses; read into a numeric array");
   try {
+    sequence::lent_block_ids::refuse(view.buf, static_cast<std::size_t>(view.len), "read_into", "out");
     GilRelease release;
     stream.read_into(buffer, view.buf, static_cast<std::size_t>(view.len));
   } catch (...) {

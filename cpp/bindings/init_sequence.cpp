@@ -1045,8 +1045,8 @@ void bind_admission(nb::module_& m) {
         out["free_blocks"] = free_blocks;
         return out;
       }, nb::sig("def page_memory_stats(self) -> dict[str, int | dict[str, int]]"), "live_bytes (pages handed out * page_bytes), live_extents (takes: one per domain per admission or\n"
-         "extension), allocations (arena chunks allocated: one per domain at creation, one per growth; never\n"
-         "one per page), failed_releases, arena_chunks and arena_bytes (0 once the device closed: its close took\n"
+         "extension), allocations (arena chunks allocated: one per domain at creation and one per growth that\n"
+         "adds a whole block, none for a domain or a growth of less than a page; never one per page), failed_releases, arena_chunks and arena_bytes (0 once the device closed: its close took\n"
          "the arena back), and blocks / free_blocks per domain. Under host accounting (device=None) the chunks\n"
          "and their bytes are counted as a device's would be, with no memory behind them (arena() refuses).")
       .def("fail_next_page_allocations", [](AdmissionCoordinator& c, nb::handle count_arg) {

@@ -24,6 +24,7 @@
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/stream.hpp"
 #include "lifecore/sequence/block_table.hpp"
+#include "lifecore/sequence/lent_block_ids.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "lifecore/sequence/table_claims.hpp"
@@ -39,9 +40,21 @@ using namespace table_out;
 
 nb::object ids_array(const BlockIds& ids) {
   static const std::int32_t none = 0;
-  auto* owner = new BlockIds(ids);  // keeps the storage, never the capacity
-  nb::capsule keep(owner, [](void* p) noexcept { delete static_cast<BlockIds*>(p); });
   const std::int32_t* data = ids.data ? ids.data.get() : &none;
+  auto owner = std::make_unique<BlockIds>(ids);  // keeps the storage, never the capacity
+  lent_block_ids::lend(data, ids.count);  // refused to lifecore's own host writes while the array lives
+  nb::capsule keep;
+  try {
+    keep = nb::capsule(owner.get(), [](void* p) noexcept {
+      auto* kept = static_cast<BlockIds*>(p);
+      lent_block_ids::give_back(kept->data ? kept->data.get() : nullptr, kept->count);
+      delete kept;
+    });
+  } catch (...) {
+    lent_block_ids::give_back(data, ids.count);
+    throw;
+  }
+  owner.release();  // the capsule's now
   const std::size_t shape[1] = {ids.count};
   return nb::cast(nb::ndarray<nb::numpy, const std::int32_t, nb::ndim<1>>(data, 1, shape, keep));
 }

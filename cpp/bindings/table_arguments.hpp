@@ -31,6 +31,7 @@
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/buffer_lease.hpp"
 #include "lifecore/runtime/device.hpp"
+#include "lifecore/sequence/lent_block_ids.hpp"
 #include "lifecore/sequence/coordinator.hpp"
 #include "lifecore/sequence/session.hpp"
 #include "sequence/device_arena_memory.hpp"
@@ -150,6 +151,8 @@ inline void refuse_the_arena(const sequence::AdmissionCoordinator& c, const char
     if (buffer->alive()) refuse_if_arena(*buffer->device(), buffer->ptr(call), bytes);  // a freed one: the write refuses it
     return;
   }
+  // Nor is it a sequence's own block ids, made writable.
+  sequence::lent_block_ids::refuse(host, bytes, call, "out");
   // A host array is a view of an arena when a device whose memory is host memory (the mock) lent
   // it: this coordinator's, or any other's, whatever this coordinator's own memory is.
   const auto first = reinterpret_cast<std::uintptr_t>(host);

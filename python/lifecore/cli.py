@@ -657,7 +657,8 @@ def _parse_target(lifecycle: str, label: str) -> Target:
         mode = _GRAPHS_MODES.get(graphs)
         if mode is None:
             raise ValueError(f"a graph target is BACKEND/hardware or BACKEND/software, got {label!r}")
-        return _graph_target(_backend_name(backend), mode)
+        # auto resolved here, so the table and a saved replay command name the backend that ran.
+        return _graph_target(_resolve(_backend_name(backend)), mode)
     if lifecycle == "sequence":
         if label == HOST:
             return _sequence_target(HOST)
@@ -665,7 +666,7 @@ def _parse_target(lifecycle: str, label: str) -> Target:
             raise ValueError(f"a sequence target is {HOST} or a backend ({_backend_choices()}), got {label!r}: "
                              f"BACKEND/hardware and BACKEND/software name graph targets (--lifecycle graph)")
         try:
-            return _sequence_target(_backend_name(label))
+            return _sequence_target(_resolve(_backend_name(label)))
         except argparse.ArgumentTypeError as error:
             raise ValueError(f"a sequence target is {HOST} or a backend: {error}") from None
     if label not in CAPTURE_BACKENDS:

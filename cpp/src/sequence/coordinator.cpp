@@ -630,9 +630,9 @@ void AdmissionCoordinator::append_runs(std::uint32_t domain_index, const std::ve
                                        std::vector<BackingExtent>& out) const {
   std::lock_guard<std::recursive_mutex> lock(mutex_);
   const auto& arena = domains_.at(domain_index).arena;
-  // The device's close took the arena back: its addresses name memory no longer backed (0, as
-  // host accounting's, which has none).
-  const bool backed = !config_.memory->closed();
+  // Host accounting has no memory behind its chunks, and the device's close took the arena
+  // back: neither names an address (0).
+  const bool backed = config_.memory->has_addresses() && !config_.memory->closed();
   std::size_t start = 0;
   for (std::size_t p = 1; p <= ids.size(); ++p) {
     if (p < ids.size() && ids[p] == ids[p - 1] + 1 && arena.chunk_of(ids[p]) == arena.chunk_of(ids[start])) continue;

@@ -31,6 +31,9 @@ class PageMemory {
   // extension: false makes that take a physical deferral (a testing hook on host memory).
   virtual bool take_permitted() noexcept { return true; }
   virtual const char* kind() const noexcept = 0;
+  // Whether its chunks' addresses name memory (a device's); host accounting's are its own
+  // numbering, which extents report as 0.
+  virtual bool has_addresses() const noexcept { return true; }
   // True once the memory's device is closed: no page is handed out after that (the
   // coordinator refuses with ClosedError); pages handed out before go back on release.
   virtual bool closed() const noexcept { return false; }
@@ -60,6 +63,7 @@ class HostPageMemory final : public PageMemory {
   void release(const PageExtent& extent) noexcept override;
   bool take_permitted() noexcept override;
   const char* kind() const noexcept override { return "host"; }
+  bool has_addresses() const noexcept override { return false; }
 
   void fail_next_allocations(std::uint64_t count) noexcept { failures_pending_.store(count); }
   std::uint64_t live_bytes() const noexcept { return live_bytes_.load(); }
