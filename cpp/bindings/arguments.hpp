@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -188,13 +189,38 @@ inline bool is_numpy_bool(nb::handle h) {
   return type != nullptr && Py_TYPE(h.ptr()) == type;
 }
 
+// Whether `h` is another library's bool: NumPy's bool scalar, or an array-like whose dtype is
+// bool (a 0-d torch bool tensor's __index__ reads torch.tensor(True) as 1). Looked at only
+// past the exact int and bool checks.
+inline bool is_foreign_bool(nb::handle h) {
+  if (is_numpy_bool(h)) return true;
+  PyObject* dtype = PyObject_GetAttrString(h.ptr(), "dtype");
+  if (!dtype) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();  // an interrupt stays one
+    PyErr_Clear();
+    return false;
+  }
+  PyObject* text = PyObject_Str(dtype);
+  Py_DECREF(dtype);
+  if (!text) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
+    PyErr_Clear();
+    return false;
+  }
+  const char* name = PyUnicode_AsUTF8(text);
+  const bool is_bool = name && (std::strcmp(name, "bool") == 0 || std::strcmp(name, "torch.bool") == 0);
+  if (!name) PyErr_Clear();
+  Py_DECREF(text);
+  return is_bool;
+}
+
 // The int `h` stands for: an int, or anything with __index__ (a NumPy or torch integer, as the
-// runtime's and the capture's counts take them), never a bool, NumPy's included.
+// runtime's and the capture's counts take them), never a bool, NumPy's or torch's included.
 // An invalid object when `h` is none of these, a float or a many-element array among them
 // (their __index__ refuses with TypeError); any other error of __index__ propagates.
 inline nb::object index_of(nb::handle h) {
   if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) return nb::borrow(h);
-  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()) || is_numpy_bool(h)) return {};
+  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()) || is_foreign_bool(h)) return {};
   PyObject* index = PyNumber_Index(h.ptr());
   if (!index) {
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();

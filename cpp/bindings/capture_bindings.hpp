@@ -32,10 +32,14 @@ inline std::optional<std::uint64_t> optional_uint_argument(nb::handle h, const c
   return count_argument(h, call, name);
 }
 
-// A real number (int or float, never a bool). Finiteness is the core's rule, not checked here.
+// A real number (int or float, never a bool, NumPy's or torch's included). Finiteness is the
+// core's rule, not checked here.
 inline double number_argument(nb::handle h, const char* call, const char* name) {
-  if (PyBool_Check(h.ptr()) || !(PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()) ||
-                                 PyObject_HasAttrString(h.ptr(), "__float__")))
+  const bool exact = PyFloat_CheckExact(h.ptr()) || (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr()));
+  if (!exact && (PyBool_Check(h.ptr()) ||
+                 !(PyFloat_Check(h.ptr()) || PyLong_Check(h.ptr()) || PyIndex_Check(h.ptr()) ||
+                   PyObject_HasAttrString(h.ptr(), "__float__")) ||
+                 is_foreign_bool(h)))
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be a number, got " + type_name_of(h));
   return float_value(h, call, name);
 }

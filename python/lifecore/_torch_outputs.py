@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Mapping, MutableMapping
-from typing import Any, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 import torch
 
@@ -81,28 +81,56 @@ def selection_problem(output: Any, index: Index, path: str) -> str:
     return f"output of {path} has no tensor at output_index {index!r} (a {kind})"
 
 
-def with_replacement(output: Any, index: Index, replacement: torch.Tensor) -> Any:
-    """``output`` with ``replacement`` at ``index``, of the same type: a namedtuple stays that
-    namedtuple and a list subclass that list (downstream code reads their fields); a mapping is
-    a shallow copy of itself with the one key set (a ModelOutput keeps its other fields and its
-    attributes). The output itself is left as it was."""
+def rebuilder(output: Any, index: Index) -> Callable[[torch.Tensor], Any]:
+    """How ``output`` is rebuilt with a replacement at ``index``, checked before anything is
+    applied: LifecoreTypeError when a replacement cannot go back into a container of its type
+    (a read-only mapping, a tuple subclass whose constructor does not take its items), so an
+    intervention is never recorded APPLIED on an output it could not change. The rebuilt output
+    is of the same type: a namedtuple or a torch struct sequence (``torch.max``'s) stays one, a
+    list subclass that list (downstream code reads their fields); a mapping is a shallow copy of
+    itself with the one key set (a ModelOutput keeps its other fields and its attributes). The
+    output itself is left as it was."""
     if isinstance(output, torch.Tensor):
-        return replacement
+        return lambda replacement: replacement
     slot = _slot(output, index)
+    kind = type(output)
     if isinstance(output, Mapping):
         if not isinstance(output, MutableMapping):
-            raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {type(output).__name__} "
-                                    f"(a mapping that cannot be set)")
-        rebuilt = copy.copy(output)
-        rebuilt[slot] = replacement
-        return rebuilt
+            raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {kind.__name__} (a "
+                                    f"mapping that cannot be set): return a dict, or intervene on the submodule "
+                                    f"that makes the tensor")
+
+        def into_mapping(replacement: torch.Tensor) -> Any:
+            rebuilt = copy.copy(output)
+            rebuilt[slot] = replacement
+            return rebuilt
+        return into_mapping
     items = list(output)
-    items[slot] = replacement
-    if isinstance(output, list):
-        return type(output)(items)
-    if hasattr(output, "_fields") and callable(getattr(output, "_make", None)):
-        return output._make(items)
-    return tuple(items)
+    if kind is tuple or kind is list:
+        make: Callable[[list[Any]], Any] = kind
+    elif isinstance(output, tuple) and hasattr(output, "_fields") and callable(getattr(output, "_make", None)):
+        make = getattr(output, "_make")  # a namedtuple's
+    else:
+        make = kind  # a list subclass, a struct sequence (torch.return_types), another tuple subclass
+        try:
+            trial = make(items)  # built once from the items as they are: its constructor must take them
+        except Exception as error:
+            raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {kind.__name__}: "
+                                    f"{kind.__name__}(items) raised {type(error).__name__}: {error}") from error
+        if type(trial) is not kind or len(trial) != len(items) or any(a is not b for a, b in zip(trial, items)):
+            raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {kind.__name__}: "
+                                    f"{kind.__name__}(items) does not give back a {kind.__name__} of the same items")
+
+    def into_sequence(replacement: torch.Tensor) -> Any:
+        rebuilt = list(items)
+        rebuilt[slot] = replacement
+        return make(rebuilt)
+    return into_sequence
+
+
+def with_replacement(output: Any, index: Index, replacement: torch.Tensor) -> Any:
+    """``output`` with ``replacement`` at ``index``, of the same type (see :func:`rebuilder`)."""
+    return rebuilder(output, index)(replacement)
 
 
 def check_output_index(output_index: Any, call: str) -> None:

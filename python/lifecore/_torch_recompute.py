@@ -20,13 +20,25 @@ reaches them too, and they stand aside for it (``elsewhere``). So do they for a 
 block's own forward hands to a worker thread: a thread's calls cannot be told apart by whose
 forward they serve (a shared submodule, a decorated forward), and observing another caller's
 would fail both. ``attach`` serves every thread.
+
+Nor does a block serve another context of its own thread: asyncio runs each task in a context
+of its own, so a block open in one task stands aside for a forward another task runs on the
+same thread between its awaits (``OPEN_BLOCKS_HERE``). Generators have no context of their own:
+blocks that interleaved generators hold open at once share each forward, as nested blocks do.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator
+
+# The capture blocks open in the running context, innermost last: a block is added as it is
+# entered and taken out as it closes, in whatever context it closes in (a task's copy of the
+# context that made it keeps its own list).
+OPEN_BLOCKS_HERE: contextvars.ContextVar[tuple[object, ...]] = contextvars.ContextVar(
+    "lifecore_open_capture_blocks", default=())
 
 import torch
 
@@ -73,7 +85,11 @@ def never() -> bool:
     return False
 
 
-def other_than(thread: int) -> Callable[[], bool]:
-    """The ``elsewhere`` of hooks that serve one thread (a capture block's): True on any other."""
+def other_than(thread: int, block: object = None) -> Callable[[], bool]:
+    """The ``elsewhere`` of hooks that serve one thread (a capture block's): True on any other,
+    and, given the ``block``, in any context of the thread where it is not open."""
     ident = threading.get_ident
-    return lambda: ident() != thread
+    if block is None:
+        return lambda: ident() != thread
+    here = OPEN_BLOCKS_HERE.get
+    return lambda: ident() != thread or block not in here()

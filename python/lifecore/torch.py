@@ -38,11 +38,15 @@ holds the byte budget, and :func:`attach`.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import hashlib
 import itertools
+import math
+import operator
 import os
+import random
 import re
 import sys
 import threading
@@ -93,10 +97,11 @@ from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import (AppliedState, CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute,
                            split_call)
 from ._torch_hooks import PlacedHooks, refuse_scripted
-from ._torch_recompute import discovering, discovery_forward, never, other_than, passed_over, recomputing
+from ._torch_recompute import (OPEN_BLOCKS_HERE, discovering, discovery_forward, never, other_than, passed_over,
+                               recomputing)
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
                              selected_tensor as _selected_tensor, selection_problem as _selection_problem,
-                             with_replacement as _with_replacement)
+                             rebuilder as _rebuilder)
 from . import _core
 from .errors import (AdmissionError, BackendUnavailableError, CaptureSessionError, ClosedError, InvalidArgumentError,
                      LifecoreOverflowError, LifecoreTypeError)
@@ -577,7 +582,7 @@ class TorchAttachment:
 
     def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex,
                  calls: Optional[Mapping[str, int]] = None, keep: Optional[list["TorchAttachment"]] = None,
-                 thread: int = 0, paths: Optional[Iterable[str]] = None):
+                 thread: int = 0, paths: Optional[Iterable[str]] = None, block: object = None):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
         # attach(paths=...): the points it hooks, intervention targets enabled later included.
@@ -590,8 +595,9 @@ class TorchAttachment:
         self._hooking = threading.RLock()
         self._serial = next(_ATTACHMENT_SERIALS)  # attachments(model) lists them in this order
         # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
-        # thread): another thread's calls (a forward begun before the block opened) pass by.
-        self._elsewhere = never if thread == 0 else other_than(thread)
+        # thread), in the contexts the block (``block``) is open in: another thread's calls (a
+        # forward begun before the block opened), or another asyncio task's, pass by.
+        self._elsewhere = never if thread == 0 else other_than(thread, block)
         elsewhere = self._elsewhere  # not self: a closure over the attachment would be a cycle through it
         self._passed_over = passed_over if thread == 0 else (lambda: passed_over() or elsewhere())
         self._modules = dict(model.named_modules())
@@ -888,6 +894,9 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         if discovering() or elsewhere():
             return None  # a discovery's forward (or another thread's): nothing observed, nothing applied
         tensor = selected(output)
+        # Checked before anything is observed or applied: an output a replacement cannot go
+        # back into raises here, and no operation reads APPLIED on an output it did not change.
+        rebuild = _rebuilder(output, index)
         if recomputing():  # observed already; what was applied then is applied again
             replacement = reintervene(backend, path, tensor)
         else:
@@ -896,7 +905,7 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         if replacement is None:
             return None
         state.applied = True
-        return _with_replacement(output, index, replacement)
+        return rebuild(replacement)
 
     # Its state apart from it, so the closure never refers to itself: that cycle, only the
     # collector frees, held the session (its bound methods) after detach().
@@ -984,7 +993,7 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
 
 def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Optional[Iterable[str]],
             output_index: OutputIndex, calls: Optional[Mapping[str, int]],
-            keep: Optional[list[TorchAttachment]], thread: int = 0) -> TorchAttachment:
+            keep: Optional[list[TorchAttachment]], thread: int = 0, block: object = None) -> TorchAttachment:
     """:func:`attach`; the attachment also joins ``keep`` as soon as it exists (before any hook
     is placed), so an owner that loses the return value to a Ctrl-C still detaches it."""
     if not isinstance(session, CaptureSession):
@@ -1018,7 +1027,7 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
                         f"forward. Nothing was placed; detach the first (lifecore.torch.attachments(model) lists "
                         f"them), or attach another session")
             attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made, thread=thread,
-                                         paths=paths)
+                                         paths=paths, block=block)
             _LIVE_ATTACHMENTS.add(attachment)
         if keep is not None:
             keep.append(attachment)
@@ -1205,6 +1214,24 @@ class CapturedModules(Mapping[str, ModuleCapture]):
         return f"CapturedModules({list(self._modules.values())!r})"
 
 
+def _transform_problem(transform: CaptureTransform) -> Optional[str]:
+    """What admission would refuse in the transform itself (it is refused at the forward, after
+    a discovery forward ran the model): None when nothing."""
+    if transform.kind == TransformKind.PREVIEW and transform.max_elements == 0:
+        return "a preview needs max_elements > 0, got CaptureTransform.preview(0)"
+    if transform.kind == TransformKind.TOP_CANDIDATES and transform.count == 0:
+        return "top candidates need k > 0, got CaptureTransform.top_candidates(0)"
+    if transform.kind == TransformKind.HISTOGRAM:
+        edges = list(transform.edges)
+        if len(edges) < 2:
+            return f"a histogram needs at least two edges, got {edges}"
+        if not all(math.isfinite(edge) for edge in edges):
+            return f"a histogram's edges must be finite, got {edges}"
+        if any(later <= earlier for earlier, later in zip(edges, edges[1:])):
+            return f"a histogram's edges must be strictly increasing, got {edges}"
+    return None
+
+
 def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
                 call: str) -> list[tuple[str, CaptureTransform]]:
     """(name, transform) pairs; a name is the string given or the transform's kind."""
@@ -1215,6 +1242,8 @@ def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
     made = []
     for item in items:
         if isinstance(item, CaptureTransform):
+            if (problem := _transform_problem(item)) is not None:  # refused before any forward, not at it
+                raise InvalidArgumentError(f"{call}: {problem}")
             if item.kind == TransformKind.SLICE:
                 # Its slices belong to a selection, which a block builds without any.
                 raise InvalidArgumentError(f"{call}: a slice transform needs the slices of a CaptureSelection, which "
@@ -1269,9 +1298,16 @@ def _patterns(paths: Union[str, Iterable[str]], modules: Sequence[str], model: n
 def _budget(budget_bytes: Optional[int], call: str) -> int:
     if budget_bytes is None:
         return _UNLIMITED
-    if isinstance(budget_bytes, bool) or not isinstance(budget_bytes, int):
+    given: Any = budget_bytes
+    # An int, NumPy's or torch's too (np.prod(shape) * 4 is one), never a bool of any library.
+    is_bool = isinstance(budget_bytes, bool) or str(getattr(budget_bytes, "dtype", "")) in ("bool", "torch.bool")
+    try:
+        budget_bytes = operator.index(budget_bytes) if not is_bool else None
+    except TypeError:
+        budget_bytes = None
+    if budget_bytes is None:
         raise LifecoreTypeError(f"{call}: argument 'budget_bytes' must be an int (bytes) or None, "
-                                f"got {type(budget_bytes).__name__}")
+                                f"got {type(given).__name__}")
     if budget_bytes < 0:
         raise InvalidArgumentError(f"{call}: argument 'budget_bytes' must be >= 0, got {budget_bytes}")
     if budget_bytes > _UINT64_MAX:
@@ -1410,6 +1446,21 @@ def _for_discovery(call: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 
 
 
+@contextlib.contextmanager
+def _host_random_states_kept() -> Iterator[None]:
+    """Puts back, on leaving, the process's other random states a forward may draw from:
+    Python's ``random`` and NumPy's global generator (torch's is ``fork_rng``'s)."""
+    python_state = random.getstate()
+    numpy = sys.modules.get("numpy")  # drawn from only where the program already imported it
+    numpy_state = numpy.random.get_state() if numpy is not None else None
+    try:
+        yield
+    finally:
+        random.setstate(python_state)
+        if numpy is not None:
+            numpy.random.set_state(numpy_state)
+
+
 class _OpenBlocks:
     """The thread whose :func:`capture` blocks are open on each model, and how many. A block
     on a model another thread's block holds is refused before it places a hook: its hooks
@@ -1462,7 +1513,8 @@ class ModelCapture:
     discovery's forward runs (so does :func:`discover`'s own forward).
     Leaving the block removes every hook and drains a step a failed forward left. The
     discovery's forward is otherwise a forward like any other (hooks of your own on the model
-    see it too), with the random state put back after it so that the captured forward draws what a
+    see it too), with the random states (torch's, Python's ``random``, NumPy's global
+    generator) put back after it so that the captured forward draws what a
     forward without the block would, on deep copies of the arguments a forward
     could change (any but tensors and plain values: a KV cache object the caller or
     ``generate()`` passes, say), so the captured forward gets them as they were passed: give
@@ -1589,6 +1641,8 @@ class ModelCapture:
         kwargs = {} if kwargs is None else kwargs
         if passed_over():
             return  # a discovery's own forward (this block's or another's), or a recompute in backward
+        if threading.get_ident() == self._thread and self not in OPEN_BLOCKS_HERE.get():
+            return  # another asyncio task's forward on this thread: the block is not open there
         self._forward_seen = True
         if threading.get_ident() != self._thread:
             # The hooks live on the model, for every thread: another thread's forward would be
@@ -1600,7 +1654,9 @@ class ModelCapture:
                 f"and the block is unchanged)")
         if self._session is not None:
             raise CaptureSessionError(f"{self._call}: the block already captured one forward through "
-                                      f"{type(self._model).__name__}; open another block for the next")
+                                      f"{type(self._model).__name__}; open another block for the next (blocks "
+                                      f"open at once on one thread share each forward, as nested blocks do: "
+                                      f"blocks of generators interleaved on one thread capture each other's)")
         # An empty batch or sequence has nothing a discovery made on real inputs can admit (a
         # request is of one row and one position at least): its own forward, of nothing, is
         # discovered as without discovery=.
@@ -1614,7 +1670,7 @@ class ModelCapture:
         # The calls the discovery saw are the calls this forward must make: counted exactly.
         self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
         self._attachment = _attach(session, self._model, self._backend, None, self._output_index, self._calls,
-                                   keep=self._attachments, thread=self._thread)
+                                   keep=self._attachments, thread=self._thread, block=self)
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
 
@@ -1647,7 +1703,7 @@ class ModelCapture:
         # The random state is put back after it: the captured forward draws (noise, sampling,
         # a dropout of the model's own) what a forward without the block would.
         cuda = [torch.cuda.current_device()] if torch.cuda.is_available() and cast(Any, torch.cuda).is_initialized() else []
-        with torch.random.fork_rng(devices=cuda):
+        with torch.random.fork_rng(devices=cuda), _host_random_states_kept():
             # Admitted for this one forward: every axis is the extent it has in it.
             discovery = _discover(self._model, args, kwargs, batch_axis=self._batch_axis,
                                   sequence_axis=self._sequence_axis, logits=self._logits, identity=None,
@@ -1666,7 +1722,7 @@ class ModelCapture:
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
         # A discovery's forward is no capture, nor is a forward another thread began before the
         # block opened (its root pre-hook ran before the block's, which would have refused it).
-        if not passed_over() and threading.get_ident() == self._thread:
+        if not passed_over() and threading.get_ident() == self._thread and self in OPEN_BLOCKS_HERE.get():
             self._drain()
 
     def _drain(self) -> None:
@@ -1683,14 +1739,22 @@ class ModelCapture:
         self._thread = threading.get_ident()
         _OPEN_BLOCKS.enter(self._model, self._call)
         self._holds_model = True
+        OPEN_BLOCKS_HERE.set(OPEN_BLOCKS_HERE.get() + (self,))
         try:
             self._placed.forward_pre(self._model, _eager(self._begin), with_kwargs=True)
             self._placed.forward(self._model, _eager(self._after))
         except BaseException:
             self._placed.remove_all()  # the with never starts, so no __exit__ would
             self._let_go_of_model()
+            self._close_here()
             raise
         return self.records
+
+    def _close_here(self) -> None:
+        """Takes the block out of the running context's open blocks."""
+        here = OPEN_BLOCKS_HERE.get()
+        if self in here:
+            OPEN_BLOCKS_HERE.set(tuple(block for block in here if block is not self))
 
     def _let_go_of_model(self) -> None:
         if self._holds_model:
@@ -1701,6 +1765,7 @@ class ModelCapture:
         # Each step below is safe to repeat.
         self._placed.remove_all()
         self._let_go_of_model()
+        self._close_here()
         for attachment in self._attachments:
             attachment.detach()
         self._attachments.clear()
@@ -1762,7 +1827,9 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     model's, so a forward through it on another thread raises ``CaptureSessionError`` before
     its first module runs, and the block is unchanged; a block on the same model entered on
     another thread raises ``CaptureSessionError`` before it places a hook (blocks may nest on
-    one thread).
+    one thread). A block serves the asyncio task (the context) it was entered in: another
+    task's forward on the same thread passes it by. Blocks that generators interleave on one
+    thread share each forward, as nested blocks do (a generator has no context of its own).
 
     Raises ``LifecoreTypeError`` for arguments of the wrong type (``output_index``,
     ``backend``, ``batch_axis`` and ``sequence_axis`` included) and for a TorchScript module,

@@ -5,7 +5,9 @@
 #include "lifecore/error.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -80,8 +82,14 @@ std::optional<std::string> routing_action_problem(InterventionAction action, con
     return "excluding these experts leaves fewer than top_k selectable in the chosen groups";
   if (action == InterventionAction::bias_routing_scores) {
     if (biases.size() != ids.size()) return "routing biases must match the expert ids";
+    // Routing works in float32 (the selector's scores are read as float32): a bias past its
+    // range would be an infinite score there, and a softmax over it NaN.
     for (double b : biases)
-      if (!std::isfinite(b)) return "routing biases must be finite";
+      if (!std::isfinite(b) || std::fabs(b) > static_cast<double>(std::numeric_limits<float>::max())) {
+        char text[32];
+        const auto end = std::to_chars(text, text + sizeof text, b).ptr;  // the shortest form of the double
+        return "routing biases must be finite in float32 (the routing scores' dtype), got " + std::string(text, end);
+      }
   }
   return std::nullopt;
 }

@@ -109,11 +109,20 @@ def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
     return list(array.shape), array.ravel().tolist()
 
 
+def _is_bool(value: Any) -> bool:
+    """A bool of Python's, NumPy's, or an array's of bool dtype (whose ``__index__`` a torch bool
+    tensor answers: torch.tensor(True) would read as the id 1)."""
+    return isinstance(value, (bool, np.bool_)) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
+
+
 def _ids(values: Any, name: str) -> list[int]:
     """Integer ids (ints or NumPy integers, never floats or bools)."""
+    if _is_bool(values):  # a bool mask is no list of ids: its True positions would read as ids 0 and 1
+        raise LifecoreTypeError(f"argument '{name}' must hold ints, got an array of bools (pass the ids, "
+                                f"numpy.flatnonzero(mask) for a mask)")
     ids = []
     for value in _sequence(values, name):
-        if isinstance(value, bool):
+        if _is_bool(value):
             raise LifecoreTypeError(f"argument '{name}' must hold ints, got a bool")
         try:
             ids.append(operator.index(value))

@@ -490,7 +490,14 @@ def route(scores: torch.Tensor, top_k: int, control: GroupSelectionControl | Non
                 selection[window.unsqueeze(1), experts.unsqueeze(0)] = float("-inf")
             elif action == InterventionAction.BIAS_ROUTING_SCORES:
                 biases = torch.tensor(list(control.biases), dtype=selection.dtype, device=logits.device)
-                selection[window.unsqueeze(1), experts.unsqueeze(0)] += biases
+                before = selection[window.unsqueeze(1), experts.unsqueeze(0)]
+                biased = before + biases
+                # A score and its bias that sum past float32's range are an infinite score, and
+                # the coefficients a NaN: refused (the hook records the routing FAILED).
+                if bool((torch.isinf(biased) & torch.isfinite(before)).any()):
+                    raise InvalidArgumentError("route: a routing bias added to its score passes float32's range "
+                                               "(an infinite score, NaN coefficients); nothing was routed")
+                selection[window.unsqueeze(1), experts.unsqueeze(0)] = biased
         # Forcing overrides the group choice: a forced expert's score is read from before the
         # groups outside the best are masked to -inf (a softmax over -inf is NaN).
         eligible = selection

@@ -1,0 +1,303 @@
+"""What a review of capture sessions and interventions found: a routing bias past float32's range
+(NaN coefficients recorded APPLIED), torch and NumPy bools read as ids and counts, replacements
+that could not go back into their container (recorded APPLIED), capture blocks of concurrent
+asyncio tasks on one thread taking each other's forward, and a discovery forward that advanced
+Python's and NumPy's random states."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import types
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+
+from torch import nn  # noqa: E402
+
+from lifecore.capture import (  # noqa: E402
+    CapturePhase,
+    CapturePlan,
+    CaptureRequest,
+    CaptureSession,
+    CaptureSlice,
+    CaptureTransform,
+    InterventionOutcome,
+    InterventionPlan,
+    interventions as iv,
+    unlimited,
+)
+from lifecore.errors import AdmissionError, InvalidArgumentError, LifecoreTypeError  # noqa: E402
+from lifecore.torch import TorchBackend, attach, capture, discover, route  # noqa: E402
+
+pytestmark = pytest.mark.no_sanitizer
+
+
+class MoE(nn.Module):
+    """A router choosing 2 of 4 experts per row through the session's selector when it has one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router, self.hook = nn.Linear(8, 4), None
+        self.experts = nn.ModuleList(nn.Linear(8, 8) for _ in range(4))
+
+    def routing_policy(self):
+        return (4, 2)
+
+    def set_routing_hook(self, hook):
+        self.hook = hook
+
+    def forward(self, x):
+        rows = x.reshape(-1, 8)
+        scores = self.router(rows)
+        ids, coefficients = (self.hook.select if self.hook else route)(scores, 2)
+        out = torch.zeros_like(rows)
+        for k in range(2):
+            for e in range(4):
+                chosen = ids[:, k] == e
+                if chosen.any():
+                    out[chosen] += coefficients[chosen, k:k + 1] * self.experts[e](rows[chosen])
+        return out.reshape(x.shape)
+
+
+class WithMoE(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.moe = MoE()
+
+    def forward(self, x):
+        return self.moe(x)
+
+
+def session_with(model, x, operations, output_index=0):
+    discovery = discover(model, x, output_index=output_index)
+    session = CaptureSession(CapturePlan([], unlimited()).admit(discovery, CaptureRequest(1, x.shape[1], 1)))
+    session.enable_interventions(InterventionPlan(operations).admit(discovery, session), TorchBackend())
+    return session
+
+
+@pytest.mark.parametrize("bias", [1e39, -1e39, 1e300, float(np.finfo(np.float32).max) * 1.01])
+def test_a_routing_bias_past_float32s_range_is_refused_at_admission(bias):
+    # Admitted because finite as a double, then an infinite score in route()'s float32, and the
+    # coefficients NaN: the whole output NaN while the record read APPLIED.
+    model, x = WithMoE(), torch.randn(1, 3, 8)
+    with pytest.raises(AdmissionError, match=r"routing biases must be finite in float32"):
+        session_with(model, x, [iv.bias_routing_scores("b", "moe#routing", [0], [bias])])
+
+
+def test_a_routing_bias_whose_sum_with_its_score_overflows_fails_the_routing():
+    model, x = WithMoE(), torch.randn(1, 3, 8)
+    with torch.no_grad():  # every row's score for expert 0 near float32's largest
+        model.moe.router.weight.zero_()
+        model.moe.router.bias.copy_(torch.tensor([3.0e38, 0.0, 0.0, 0.0]))
+    top = float(np.finfo(np.float32).max)
+    session = session_with(model, x, [iv.bias_routing_scores("b", "moe#routing", [0], [top])])
+    with attach(session, model), torch.no_grad():
+        session.begin_step(CapturePhase.PREFILL, 0)
+        with pytest.raises(InvalidArgumentError, match="passes float32's range"):
+            model(x)
+        step = session.take_step()
+    assert step.interventions[0].outcome is InterventionOutcome.FAILED
+    # An admissible bias on the same scores routes, finite.
+    ids, coefficients = route(torch.tensor([[1.0, 2.0, 3.0, 4.0]]), 2)
+    assert torch.isfinite(coefficients).all() and ids.tolist() == [[3, 2]]
+
+
+@pytest.mark.parametrize("make", [
+    lambda ids: iv.mask_logits("ban", "logits", ids),
+    lambda ids: iv.exclude_experts("x", "moe#routing", ids),
+    lambda ids: iv.zero_expert_contribution("z", "moe#routing", ids),
+])
+def test_bool_masks_and_bools_are_not_read_as_ids(make):
+    # A torch bool tensor's __index__ read each True as id 1 and each False as id 0: the mask
+    # [F, F, F, F, F, T] masked tokens 0 and 1 and left token 5.
+    for ids in (torch.tensor([False] * 5 + [True]), np.array([False, True]), [torch.tensor(True)], [np.True_], [True]):
+        with pytest.raises(LifecoreTypeError, match="must hold ints"):
+            make(ids)
+    assert list(make(torch.tensor([5])).ids) == [5]  # torch and NumPy integers stay ids
+    assert list(make([np.int64(2), torch.tensor(3)]).ids) == [2, 3]
+
+
+def test_bool_scalars_of_torch_and_numpy_are_not_counts_or_numbers():
+    for flag in (torch.tensor(True), np.True_, True):
+        with pytest.raises(LifecoreTypeError):
+            CaptureSlice("seq", flag, 2)
+        with pytest.raises(LifecoreTypeError):
+            CaptureTransform.preview(flag)
+    for edges in ([np.False_, 2.0], [torch.tensor(False), 2.0], [False, 2.0]):
+        with pytest.raises(LifecoreTypeError):
+            CaptureTransform.histogram(edges)
+    assert CaptureSlice("seq", torch.tensor(1), 2).start == 1  # a torch integer is a count
+    assert CaptureTransform.histogram([np.float32(0.0), torch.tensor(2.0)]).edges == [0.0, 2.0]
+
+
+class MaxGate(nn.Module):
+    def forward(self, x):
+        return torch.max(x, dim=-1)  # a torch struct sequence: (values, indices)
+
+
+class ReadsValues(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = MaxGate()
+
+    def forward(self, x):
+        return self.gate(x).values
+
+
+def add_one_at(model, x, target="gate"):
+    session = session_with(model, x, [iv.add("a", target, np.ones((1, 3)))])
+    with attach(session, model):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        try:
+            out = model(x)
+        finally:
+            step = session.take_step()
+    return out, step
+
+
+def test_a_replacement_goes_back_into_a_torch_struct_sequence():
+    # Rebuilt as a plain tuple, whose .values the next module read: the forward raised while
+    # the record read APPLIED.
+    model, x = ReadsValues(), torch.randn(1, 3, 4)
+    out, step = add_one_at(model, x)
+    assert step.interventions[0].outcome is InterventionOutcome.APPLIED
+    assert torch.equal(out, torch.max(x, dim=-1).values + 1)
+
+
+class Frozen(nn.Module):
+    def forward(self, x):
+        return types.MappingProxyType({"a": x.sum(-1)})
+
+
+class ReadsKey(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = Frozen()
+
+    def forward(self, x):
+        return self.gate(x)["a"]
+
+
+class Pair(tuple):
+    def __new__(cls, first, second):  # takes two arguments, not one iterable of items
+        return super().__new__(cls, (first, second))
+
+
+class PairGate(nn.Module):
+    def forward(self, x):
+        return Pair(x.sum(-1), x.amax(-1))
+
+
+class ReadsPair(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = PairGate()
+
+    def forward(self, x):
+        return self.gate(x)[0]
+
+
+@pytest.mark.parametrize("model_type, kind, index", [(ReadsKey, "mappingproxy", "a"), (ReadsPair, "Pair", 0)])
+def test_an_output_a_replacement_cannot_go_back_into_fails_before_anything_is_applied(model_type, kind, index):
+    # The replacement was made (APPLIED recorded), then could not be put back: the forward
+    # raised with the record saying the output had been changed (a Pair came back a tuple).
+    model, x = model_type(), torch.randn(1, 3, 4)
+    session = session_with(model, x, [iv.add("a", "gate", np.ones((1, 3)))], output_index=index)
+    with attach(session, model, output_index=index):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        with pytest.raises(LifecoreTypeError, match=f"cannot go back into a {kind}"):
+            model(x)
+        step = session.take_step()
+    assert step.interventions[0].outcome is not InterventionOutcome.APPLIED
+
+
+class TinyLM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed, self.head = nn.Embedding(50, 8), nn.Linear(8, 50)
+
+    def forward(self, tokens):
+        return self.head(self.embed(tokens))
+
+
+def test_capture_blocks_of_two_asyncio_tasks_on_one_thread_each_capture_their_own_forward():
+    # Each block captured the first forward of either task: B's records held A's 5 tokens, and
+    # B's own forward was refused as a second one.
+    model = TinyLM().eval()
+
+    async def task(tokens, delay):
+        with capture(model, "head", "tensor") as records:
+            await asyncio.sleep(delay)
+            out = model(tokens)
+            await asyncio.sleep(0.02)
+        return records["head"].tensor, out
+
+    async def both():
+        return await asyncio.gather(task(torch.randint(0, 50, (1, 5)), 0.0), task(torch.randint(0, 50, (1, 3)), 0.01))
+
+    (a, out_a), (b, out_b) = asyncio.run(both())
+    assert tuple(a.shape) == (1, 5, 50) and tuple(b.shape) == (1, 3, 50)
+    assert torch.equal(a, out_a.detach()) and torch.equal(b, out_b.detach())
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+@pytest.mark.parametrize("draw", ["torch", "numpy", "python"])
+def test_the_captured_forward_draws_what_a_forward_without_the_block_would(draw):
+    # Only torch's random state was put back after the discovery forward.
+    class Noisy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            noise = {"torch": lambda: torch.rand(1).item(), "numpy": lambda: float(np.random.rand()),
+                     "python": random.random}[draw]()
+            return self.lin(x) + noise
+
+    model, x = Noisy(), torch.randn(1, 3, 4)
+
+    def seeded() -> None:
+        torch.manual_seed(5)
+        np.random.seed(5)
+        random.seed(5)
+
+    seeded()
+    expected = model(x)
+    after = (torch.rand(1).item(), float(np.random.rand()), random.random())
+    seeded()
+    with capture(model, "lin", "summary"):
+        out = model(x)
+    assert torch.equal(out, expected)
+    assert (torch.rand(1).item(), float(np.random.rand()), random.random()) == after  # each drawn from once
+
+
+@pytest.mark.parametrize("make, problem", [
+    (lambda: CaptureTransform.preview(0), "a preview needs max_elements > 0"),
+    (lambda: CaptureTransform.top_candidates(0), "top candidates need k > 0"),
+    (lambda: CaptureTransform.histogram([1.0, 0.0]), "strictly increasing"),
+    (lambda: CaptureTransform.histogram([0.0, float("nan")]), "must be finite"),
+    (lambda: CaptureTransform.histogram([0.0]), "at least two edges"),
+])
+def test_a_transform_admission_would_refuse_is_refused_before_any_forward(make, problem):
+    transform = make()
+    # Accepted by capture(), then refused at the forward with AdmissionError, after the
+    # discovery forward had run the model.
+    model, x = TinyLM(), torch.randint(0, 50, (1, 4))
+    forwards: list[int] = []
+    model.register_forward_hook(lambda *_: forwards.append(1))
+    with pytest.raises(InvalidArgumentError, match=problem):
+        capture(model, "head", transform)
+    assert forwards == []
+
+
+def test_a_numpy_integer_is_a_budget():
+    model, x = TinyLM(), torch.randint(0, 50, (1, 4))
+    with capture(model, "head", "tensor", budget_bytes=np.prod((1, 4, 50)) * 4) as records:
+        model(x)
+    assert tuple(records["head"].tensor.shape) == (1, 4, 50)
+    for flag in (np.True_, torch.tensor(True), True):
+        with pytest.raises(LifecoreTypeError, match="budget_bytes"):
+            capture(model, "head", "tensor", budget_bytes=flag)
