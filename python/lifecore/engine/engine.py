@@ -191,7 +191,7 @@ class Engine:
                 f"device can allocate ({error}); nothing was kept") from None
         self.kv = KVCache(self.coordinator, config.layers, config.heads, config.head_dim, block_size, dtype,
                           self.device)
-        self.kv.tensor.zero_()  # masked positions are gathered too: they must hold finite values
+        self.kv.tensor.zero_()  # masked positions are gathered too (their values zeroed before the sum)
         self.memory = LifecoreMemory(self.coordinator, self.kv)
         self.capture = EngineCapture(model, capture) if capture is not None else None
         self.decode_graphs: Optional[DecodeGraphs] = None
@@ -236,7 +236,10 @@ class Engine:
     def _forward(self, tokens: list[int], pos: list[int], seq: list[int], table: np.ndarray, prefill: bool,
                  last: list[int]) -> list[int]:
         dev = self.device
-        inputs = StepInputs(torch.tensor(tokens, device=dev), torch.tensor(pos, device=dev),
+        # Token ids as int64 whatever their Python type: a prompt of NumPy uint8 or uint64 ids
+        # made a tensor the embedding refused, after the other requests had run.
+        inputs = StepInputs(torch.tensor([int(t) for t in tokens], dtype=torch.long, device=dev),
+                            torch.tensor(pos, device=dev),
                             torch.tensor(seq, device=dev), torch.from_numpy(table).to(dev), self.kv.tensor)
         capture = self.capture
         completed = False
@@ -280,7 +283,8 @@ class Engine:
         tokens = [r.request.tokens[-1] for r in running]
         pos = [r.cached for r in running]
         if self.decode_graphs is not None:
-            out = self.decode_graphs.run(torch.tensor(tokens), torch.tensor(pos), torch.from_numpy(table))
+            out = self.decode_graphs.run(torch.tensor([int(t) for t in tokens], dtype=torch.long), torch.tensor(pos),
+                                         torch.from_numpy(table))
             return out.tolist()
         with self._on_stream():
             return self._forward(tokens, pos, list(range(len(running))), table, False, list(range(len(running))))
@@ -347,6 +351,11 @@ class Engine:
                 raise LifecoreTypeError(f"Engine.generate: expected a Request, got {type(request).__name__}")
             if not isinstance(request.request_id, str):
                 raise LifecoreTypeError(f"Engine.generate: a request id must be a str, got {request.request_id!r}")
+            try:
+                request.request_id.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate: admission would refuse it after others ran
+                raise InvalidArgumentError(f"Engine.generate: request id {request.request_id!r} must be text UTF-8 "
+                                           f"can encode") from None
             where = f"Engine.generate: request {request.request_id!r}"
             if request.request_id in seen:
                 raise InvalidArgumentError(f"{where} appears twice (request ids key the result)")
@@ -354,8 +363,9 @@ class Engine:
                 raise InvalidArgumentError(f"{where}: the id is the engine's own (its padding sequence)")
             seen.add(request.request_id)
             count = request.max_new_tokens
-            if isinstance(count, bool) or not isinstance(count, int):
+            if isinstance(count, (bool, np.bool_)) or not isinstance(count, Integral):
                 raise LifecoreTypeError(f"{where}: max_new_tokens must be a positive int, got {type(count).__name__}")
+            count = int(count)  # NumPy's integers taken as the ints they are
             if count < 1:
                 raise InvalidArgumentError(f"{where}: max_new_tokens must be a positive int, got {count!r}")
             prompt = request.prompt
@@ -364,7 +374,7 @@ class Engine:
             if not prompt:
                 raise InvalidArgumentError(f"{where}: the prompt must be a non-empty list of token ids")
             for at, token in enumerate(prompt):
-                if isinstance(token, bool) or not isinstance(token, Integral):
+                if isinstance(token, (bool, np.bool_)) or not isinstance(token, Integral):
                     raise LifecoreTypeError(f"{where}: token {token!r} at {at} is a {type(token).__name__}, not a "
                                             f"token id (an int, 0..{config.vocab - 1})")
                 if not 0 <= token < config.vocab:

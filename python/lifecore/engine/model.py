@@ -91,6 +91,10 @@ def paged_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layer: in
     scores = torch.einsum("rhd,rthd->rht", q, keys) / math.sqrt(head_dim)
     visible = torch.arange(width, device=q.device)[None, :] <= pos[:, None]  # [rows, width]
     scores = scores.masked_fill(~visible[:, None, :], float("-inf"))
+    # A position past the row's length is another sequence's block, or the padding block: its
+    # weight is 0, and 0 x NaN is NaN, so a value left there by a request whose keys and values
+    # were not finite would reach this row. Zeroed, what it holds never matters.
+    values = values.masked_fill(~visible[:, :, None, None], 0)
     return torch.einsum("rht,rthd->rhd", torch.softmax(scores, dim=-1), values)
 
 
@@ -131,6 +135,9 @@ def check_float_dtype(call: str, dtype: object) -> None:
         raise LifecoreTypeError(f"{call}: argument 'dtype' must be a torch.dtype (e.g. torch.float32), got {dtype!r}")
     if not dtype.is_floating_point:
         raise InvalidArgumentError(f"{call}: argument 'dtype' must be a floating-point torch.dtype, got {dtype}")
+    if dtype.itemsize < 2:  # torch has no arithmetic in the float8 types: the first forward would fail
+        raise InvalidArgumentError(f"{call}: argument 'dtype' must be a floating-point torch.dtype torch computes "
+                                   f"in (float16, bfloat16, float32, float64), got {dtype}")
 
 
 def _check_transformer_arguments(config: object, seed: object, dtype: object, device: object) -> None:
