@@ -19,6 +19,7 @@ from torch import nn  # noqa: E402
 
 from lifecore.capture import (  # noqa: E402
     CapturePhase,
+    CaptureSchedule,
     CapturePlan,
     CaptureRequest,
     CaptureSession,
@@ -29,7 +30,7 @@ from lifecore.capture import (  # noqa: E402
     interventions as iv,
     unlimited,
 )
-from lifecore.errors import AdmissionError, InvalidArgumentError, LifecoreTypeError  # noqa: E402
+from lifecore.errors import AdmissionError, CaptureSessionError, InvalidArgumentError, LifecoreTypeError  # noqa: E402
 from lifecore.torch import TorchBackend, attach, capture, discover, route  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
@@ -200,18 +201,82 @@ class ReadsPair(nn.Module):
         return self.gate(x)[0]
 
 
-@pytest.mark.parametrize("model_type, kind, index", [(ReadsKey, "mappingproxy", "a"), (ReadsPair, "Pair", 0)])
-def test_an_output_a_replacement_cannot_go_back_into_fails_before_anything_is_applied(model_type, kind, index):
+class RefusesKeys(dict):
+    def __setitem__(self, key, value):
+        raise TypeError("this mapping is frozen")
+
+
+class RefusingGate(nn.Module):
+    def forward(self, x):
+        return RefusesKeys(a=x.sum(-1))
+
+
+class ReadsRefusing(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = RefusingGate()
+
+    def forward(self, x):
+        return self.gate(x)["a"]
+
+
+@pytest.mark.parametrize("model_type, kind, index", [
+    (ReadsKey, "mappingproxy", "a"), (ReadsPair, "Pair", 0), (ReadsRefusing, "RefusesKeys", "a")])
+def test_an_output_a_replacement_cannot_go_back_into_fails_the_operation_and_changes_nothing(model_type, kind, index):
     # The replacement was made (APPLIED recorded), then could not be put back: the forward
-    # raised with the record saying the output had been changed (a Pair came back a tuple).
+    # raised (or a Pair came back a tuple) with the record saying the output had been changed.
+    # Now the operation fails as a backend's failure does: FAILED, the output unchanged.
     model, x = model_type(), torch.randn(1, 3, 4)
+    expected = model(x)
     session = session_with(model, x, [iv.add("a", "gate", np.ones((1, 3)))], output_index=index)
     with attach(session, model, output_index=index):
         session.begin_step(CapturePhase.PREFILL, 0)
-        with pytest.raises(LifecoreTypeError, match=f"cannot go back into a {kind}"):
-            model(x)
+        out = model(x)
+        with pytest.raises(CaptureSessionError, match=f"cannot go back into a {kind}"):
+            session.finish_interventions()
+        step = session.take_step()
+    assert step.interventions[0].outcome is InterventionOutcome.FAILED
+    assert torch.equal(out, expected)
+
+
+def test_an_output_a_replacement_cannot_go_back_into_is_not_checked_where_nothing_applies():
+    # The check ran at every forward: an operation scheduled for decode steps failed prefill
+    # forwards through a Pair output it never touched.
+    model, x = ReadsPair(), torch.randn(1, 3, 4)
+    op = iv.add("a", "gate", np.ones((1, 3)), schedule=CaptureSchedule(prefill=False, decode=True))
+    session = session_with(model, x, [op])
+    with attach(session, model):
+        session.begin_step(CapturePhase.PREFILL, 0)
+        assert torch.equal(model(x), x.sum(-1))
+        session.finish_interventions()
         step = session.take_step()
     assert step.interventions[0].outcome is not InterventionOutcome.APPLIED
+
+
+class Mapped(list):
+    def __init__(self, items=()):  # builds its own items from the ones given
+        super().__init__(t.contiguous() for t in items)
+
+
+class MappedGate(nn.Module):
+    def forward(self, x):
+        return Mapped([x.sum(-1), x.amax(-1)])
+
+
+class ReadsMapped(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = MappedGate()
+
+    def forward(self, x):
+        return self.gate(x)[0]
+
+
+def test_a_list_subclass_whose_constructor_makes_its_own_items_takes_the_replacement():
+    model, x = ReadsMapped(), torch.randn(1, 3, 4)
+    out, step = add_one_at(model, x)
+    assert step.interventions[0].outcome is InterventionOutcome.APPLIED
+    assert torch.equal(out, x.sum(-1) + 1)
 
 
 class TinyLM(nn.Module):
@@ -242,6 +307,52 @@ def test_capture_blocks_of_two_asyncio_tasks_on_one_thread_each_capture_their_ow
     assert tuple(a.shape) == (1, 5, 50) and tuple(b.shape) == (1, 3, 50)
     assert torch.equal(a, out_a.detach()) and torch.equal(b, out_b.detach())
     assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def test_a_worker_task_made_before_the_block_runs_the_blocks_forward():
+    # A model worker serving a queue: its context holds no block, so the block open in the
+    # handler's task captures the forward it asked for.
+    model = TinyLM().eval()
+
+    async def worker(queue):
+        while True:
+            tokens, done = await queue.get()
+            done.set_result(model(tokens))
+
+    async def handler(queue):
+        with capture(model, "head", "tensor") as records:
+            done = asyncio.get_running_loop().create_future()
+            await queue.put((torch.randint(0, 50, (1, 4)), done))
+            out = await done
+        return records["head"].tensor, out
+
+    async def main():
+        queue: asyncio.Queue = asyncio.Queue()
+        serving = asyncio.create_task(worker(queue))
+        try:
+            return await handler(queue)
+        finally:
+            serving.cancel()
+
+    captured, out = asyncio.run(main())
+    assert torch.equal(captured, out.detach())
+
+
+def test_nested_blocks_and_a_task_made_inside_a_block_still_capture_the_forward():
+    model = TinyLM().eval()
+    with capture(model, "head", "tensor") as outer, capture(model, "embed", "tensor") as inner:
+        model(torch.randint(0, 50, (1, 2)))
+    assert list(outer) == ["head"] and list(inner) == ["embed"]
+
+    async def main():
+        with capture(model, "head", "tensor") as records:
+            async def child():
+                await asyncio.sleep(0)
+                return model(torch.randint(0, 50, (1, 3)))
+            await asyncio.create_task(child())
+        return records
+
+    assert tuple(asyncio.run(main())["head"].tensor.shape) == (1, 3, 50)
 
 
 @pytest.mark.parametrize("draw", ["torch", "numpy", "python"])
@@ -288,7 +399,7 @@ def test_a_transform_admission_would_refuse_is_refused_before_any_forward(make, 
     model, x = TinyLM(), torch.randint(0, 50, (1, 4))
     forwards: list[int] = []
     model.register_forward_hook(lambda *_: forwards.append(1))
-    with pytest.raises(InvalidArgumentError, match=problem):
+    with pytest.raises(AdmissionError, match=problem):  # as admission at the forward raised it
         capture(model, "head", transform)
     assert forwards == []
 

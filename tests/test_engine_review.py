@@ -77,3 +77,17 @@ def test_a_float8_engine_is_refused_when_made(name):
         Engine("tiny", num_blocks=8, dtype=dtype)
     with pytest.raises(InvalidArgumentError, match="torch computes in"):
         Transformer(PRESETS["tiny"], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint32, np.uint64, np.int8])
+def test_a_numpy_max_new_tokens_of_any_integer_type_is_that_count(dtype):
+    # Checked as an int and then used as given: an unsigned one wrapped in the engine's sums
+    # ("needs 17293822569102704641 blocks"), np.int8 overflowed with a long prompt.
+    model = Transformer(PRESETS["tiny"], dtype=torch.float64)
+    engine = Engine(model, num_blocks=16, max_batch=1)
+    prompt = [1] * 100
+    request = Request("r", prompt, dtype(3))
+    result = engine.generate([request])
+    assert result.rejected == {} and result.tokens["r"] == reference(model, prompt, 3)
+    assert request.max_new_tokens == 3 and type(request.max_new_tokens) is int
+    engine.close()

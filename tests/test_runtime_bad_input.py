@@ -508,9 +508,12 @@ def test_a_view_shape_with_a_zero_says_it_covers_no_bytes_whatever_its_other_dim
     assert buf.views == 0
 
 
-@pytest.mark.parametrize("pair", [(True, False), (1, True), [True, 0], [1, np.True_]])
+@pytest.mark.parametrize("pair", [(True, False), (1, True), [True, 0], [1, np.True_], "torch"])
 def test_dlpack_pairs_refuse_bools(stream, pair):
     # A list was once read as a pair of ints, so [True, 0] was taken as (1, 0).
+    if pair == "torch":
+        torch = pytest.importorskip("torch", reason="torch is not installed")
+        pair = (torch.tensor(True), 0)  # its __index__ reads it as 1
     buf = stream.alloc(16)
     for name in ("max_version", "dl_device"):
         with pytest.raises(LifecoreTypeError, match=f"__dlpack__: {name} must be a pair of ints or None"):

@@ -81,6 +81,32 @@ def test_read_into_a_sequences_own_block_ids_is_refused():
         assert target.tolist() == [77, 78]
 
 
+def test_copy_fill_and_launch_never_write_a_sequences_block_ids():
+    # On the emulated device a host tensor is mapped into its address space for the call: a
+    # copy, fill or kernel into a view of a's ids wrote them.
+    import lifecore
+    from lifecore import kernels as K
+
+    c = coordinator()
+    a, b = open_one(c, "a"), open_one(c, "b")
+    ids = a.backing.block_ids().copy()
+    with lifecore.Device("mock") as dev:
+        stream = dev.stream()
+        src = stream.alloc(8)
+        stream.write(src, b.backing.block_ids().tobytes())
+        view = torch.from_dlpack(a.backing.block_ids())
+        with pytest.raises(InvalidArgumentError, match="argument 'dst' is read-only"):
+            stream.copy(view, src)
+        with pytest.raises(InvalidArgumentError, match="argument 'buf' is read-only"):
+            stream.fill(view, 99)
+        with pytest.raises(InvalidArgumentError, match="argument 'out' is read-only"):
+            stream.launch(K.scale_f32, 1, 2, [2, 1.0, torch.zeros(2), view.view(torch.float32)])
+        stream.copy(src, view)  # read from: a copy out of the ids is fine
+        stream.sync()
+        np.testing.assert_array_equal(np.frombuffer(stream.read(src), np.int32), ids)
+    np.testing.assert_array_equal(a.backing.block_ids(), ids)
+
+
 def test_host_accounting_extents_name_no_address():
     c = coordinator()
     s = c.admit("a", 40, 48).resources.open_session()

@@ -189,11 +189,44 @@ inline bool is_numpy_bool(nb::handle h) {
   return type != nullptr && Py_TYPE(h.ptr()) == type;
 }
 
+// NumPy's integer scalar types (numpy.integer), none of which is a bool.
+inline bool is_numpy_integer(nb::handle h) {
+  static PyTypeObject* found = nullptr;
+  PyTypeObject* type = loaded_type("numpy", "integer", found);
+  return type != nullptr && PyObject_TypeCheck(h.ptr(), type);
+}
+
+// torch.bool, once torch is loaded (no tensor can exist before); kept for the process.
+inline PyObject* torch_bool_dtype() {
+  static PyObject* found = nullptr;
+  if (found) return found;
+  PyObject* modules = PySys_GetObject("modules");                               // borrowed
+  PyObject* torch = modules ? PyDict_GetItemString(modules, "torch") : nullptr;  // borrowed
+  if (!torch) return nullptr;
+  PyObject* dtype = PyObject_GetAttrString(torch, "bool");
+  if (!dtype) PyErr_Clear();
+  found = dtype;  // the reference is kept
+  return found;
+}
+
 // Whether `h` is another library's bool: NumPy's bool scalar, or an array-like whose dtype is
 // bool (a 0-d torch bool tensor's __index__ reads torch.tensor(True) as 1). Looked at only
-// past the exact int and bool checks.
+// past the exact int and bool checks; NumPy's integers and torch's tensors are answered
+// without a Python call (a NumPy dtype's str is Python code: it made every NumPy integer
+// argument microseconds slower).
 inline bool is_foreign_bool(nb::handle h) {
   if (is_numpy_bool(h)) return true;
+  if (is_numpy_integer(h)) return false;
+  static PyTypeObject* tensor_type = nullptr;
+  if (PyTypeObject* tensor = loaded_type("torch", "Tensor", tensor_type);
+      tensor != nullptr && PyObject_TypeCheck(h.ptr(), tensor)) {
+    PyObject* dtype = PyObject_GetAttrString(h.ptr(), "dtype");
+    if (!dtype) throw nb::python_error();
+    const bool is_bool = dtype == torch_bool_dtype();
+    Py_DECREF(dtype);
+    return is_bool;
+  }
+  // Another library's array-like: its dtype's name.
   PyObject* dtype = PyObject_GetAttrString(h.ptr(), "dtype");
   if (!dtype) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();  // an interrupt stays one

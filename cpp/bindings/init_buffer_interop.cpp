@@ -191,7 +191,7 @@ std::pair<int, int> int_pair(nb::handle value, const char* what) {
     }
     items[i] = nb::steal(item);
     // A bool is no version or device number (True is not 1 here, as elsewhere in lifecore).
-    if (PyBool_Check(item) || !PyIndex_Check(item)) return not_a_pair();
+    if (PyBool_Check(item) || !PyIndex_Check(item) || is_foreign_bool(item)) return not_a_pair();
   }
   int out[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {

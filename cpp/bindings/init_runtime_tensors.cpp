@@ -13,6 +13,7 @@
 #include "buffer_view.hpp"
 #include "dlpack_guard.hpp"
 #include "element_types.hpp"
+#include "lifecore/sequence/lent_block_ids.hpp"
 #include "lifecore/checked.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/driver/registry.hpp"
@@ -380,6 +381,10 @@ bool memory_argument(nb::handle h, runtime::Stream& stream, const char* call, co
   } else {
     return false;
   }
+  // A sequence's block ids are lent read-only, whatever the view made of them says (torch's
+  // from_dlpack makes a writable one): no operation writes them.
+  if (sequence::lent_block_ids::overlaps(reinterpret_cast<const void*>(out->foreign.address), out->foreign.nbytes))
+    out->foreign.read_only = true;
   out->ref.foreign = &out->foreign;
   return true;
 }

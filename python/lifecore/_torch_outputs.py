@@ -84,8 +84,9 @@ def selection_problem(output: Any, index: Index, path: str) -> str:
 def rebuilder(output: Any, index: Index) -> Callable[[torch.Tensor], Any]:
     """How ``output`` is rebuilt with a replacement at ``index``, checked before anything is
     applied: LifecoreTypeError when a replacement cannot go back into a container of its type
-    (a read-only mapping, a tuple subclass whose constructor does not take its items), so an
-    intervention is never recorded APPLIED on an output it could not change. The rebuilt output
+    (a read-only mapping, one that refuses a key, a tuple subclass whose constructor does not
+    take its items), so an intervention is never recorded APPLIED on an output it could not
+    change (the hook calls this as the first operation applies: that operation fails). The rebuilt output
     is of the same type: a namedtuple or a torch struct sequence (``torch.max``'s) stays one, a
     list subclass that list (downstream code reads their fields); a mapping is a shallow copy of
     itself with the one key set (a ModelOutput keeps its other fields and its attributes). The
@@ -104,6 +105,11 @@ def rebuilder(output: Any, index: Index) -> Callable[[torch.Tensor], Any]:
             rebuilt = copy.copy(output)
             rebuilt[slot] = replacement
             return rebuilt
+        try:
+            into_mapping(output[slot])  # a copy set once with its own value: it must take a key
+        except Exception as error:
+            raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {kind.__name__}: "
+                                    f"setting key {slot!r} of a copy raised {type(error).__name__}: {error}") from error
         return into_mapping
     items = list(output)
     if kind is tuple or kind is list:
@@ -117,9 +123,9 @@ def rebuilder(output: Any, index: Index) -> Callable[[torch.Tensor], Any]:
         except Exception as error:
             raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {kind.__name__}: "
                                     f"{kind.__name__}(items) raised {type(error).__name__}: {error}") from error
-        if type(trial) is not kind or len(trial) != len(items) or any(a is not b for a, b in zip(trial, items)):
+        if type(trial) is not kind or len(trial) != len(items):
             raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {kind.__name__}: "
-                                    f"{kind.__name__}(items) does not give back a {kind.__name__} of the same items")
+                                    f"{kind.__name__}(items) does not give back a {kind.__name__} of as many items")
 
     def into_sequence(replacement: torch.Tensor) -> Any:
         rebuilt = list(items)

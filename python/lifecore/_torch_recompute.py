@@ -21,10 +21,12 @@ block's own forward hands to a worker thread: a thread's calls cannot be told ap
 forward they serve (a shared submodule, a decorated forward), and observing another caller's
 would fail both. ``attach`` serves every thread.
 
-Nor does a block serve another context of its own thread: asyncio runs each task in a context
-of its own, so a block open in one task stands aside for a forward another task runs on the
-same thread between its awaits (``OPEN_BLOCKS_HERE``). Generators have no context of their own:
-blocks that interleaved generators hold open at once share each forward, as nested blocks do.
+Nor does a block serve another block's context on its own thread: asyncio runs each task in
+a context of its own, so a block open in one task stands aside for a forward another task runs
+between its awaits in which another block on the model is open (``OPEN_BLOCKS_HERE``); a forward
+in a context none of them is open in (a worker task made before them) is theirs. Generators
+have no context of their own: blocks that interleaved generators hold open at once share each
+forward, as nested blocks do.
 """
 
 from __future__ import annotations
@@ -85,11 +87,10 @@ def never() -> bool:
     return False
 
 
-def other_than(thread: int, block: object = None) -> Callable[[], bool]:
+def other_than(thread: int, serves: Callable[[], bool] | None = None) -> Callable[[], bool]:
     """The ``elsewhere`` of hooks that serve one thread (a capture block's): True on any other,
-    and, given the ``block``, in any context of the thread where it is not open."""
+    and, given ``serves``, in a context of the thread it says the block does not serve."""
     ident = threading.get_ident
-    if block is None:
+    if serves is None:
         return lambda: ident() != thread
-    here = OPEN_BLOCKS_HERE.get
-    return lambda: ident() != thread or block not in here()
+    return lambda: ident() != thread or not serves()

@@ -582,7 +582,8 @@ class TorchAttachment:
 
     def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex,
                  calls: Optional[Mapping[str, int]] = None, keep: Optional[list["TorchAttachment"]] = None,
-                 thread: int = 0, paths: Optional[Iterable[str]] = None, block: object = None):
+                 thread: int = 0, paths: Optional[Iterable[str]] = None,
+                 serves: Optional[Callable[[], bool]] = None):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
         # attach(paths=...): the points it hooks, intervention targets enabled later included.
@@ -597,7 +598,7 @@ class TorchAttachment:
         # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
         # thread), in the contexts the block (``block``) is open in: another thread's calls (a
         # forward begun before the block opened), or another asyncio task's, pass by.
-        self._elsewhere = never if thread == 0 else other_than(thread, block)
+        self._elsewhere = never if thread == 0 else other_than(thread, serves)
         elsewhere = self._elsewhere  # not self: a closure over the attachment would be a cycle through it
         self._passed_over = passed_over if thread == 0 else (lambda: passed_over() or elsewhere())
         self._modules = dict(model.named_modules())
@@ -867,6 +868,32 @@ class TorchAttachment:
         self.detach()
 
 
+class _ContainerChecked:
+    """A backend for the operations at one container output: before the first operation is
+    applied, checks that a replacement can go back into the container (:func:`_rebuilder`),
+    its LifecoreTypeError failing that operation; everything else is the backend's."""
+
+    def __init__(self, backend: Any, output: Any, index: Union[int, str]) -> None:
+        self._backend, self._output, self._index = backend, output, index
+        self._rebuild: Optional[Callable[[torch.Tensor], Any]] = None
+
+    def transform(self, tensor: Any, request: Any) -> Any:
+        return self._backend.transform(tensor, request)
+
+    def intervene(self, tensor: Any, request: Any) -> Any:
+        if self._rebuild is None:
+            self._rebuild = _rebuilder(self._output, self._index)
+        return self._backend.intervene(tensor, request)
+
+    def rebuild(self, replacement: torch.Tensor) -> Any:
+        """The output with ``replacement`` in it (an operation applied, so the check passed)."""
+        rebuild = self._rebuild if self._rebuild is not None else _rebuilder(self._output, self._index)
+        return rebuild(replacement)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._backend, name)
+
+
 def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: bool, index: Union[int, str],
                aside: Callable[[], bool], elsewhere: Callable[[], bool], keep: Any = None) -> Any:
     """The hook at one point; ``aside`` says when it observes nothing (a recompute, a discovery's
@@ -894,18 +921,20 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         if discovering() or elsewhere():
             return None  # a discovery's forward (or another thread's): nothing observed, nothing applied
         tensor = selected(output)
-        # Checked before anything is observed or applied: an output a replacement cannot go
-        # back into raises here, and no operation reads APPLIED on an output it did not change.
-        rebuild = _rebuilder(output, index)
+        # A container's element: whether a replacement can go back into it is checked as the
+        # first operation applies, inside the backend's intervene, so an output it cannot go
+        # back into fails that operation (FAILED, the output unchanged) and no operation reads
+        # APPLIED on an output it did not change; none applying, nothing is checked.
+        applying = backend if isinstance(output, torch.Tensor) else _ContainerChecked(backend, output, index)
         if recomputing():  # observed already; what was applied then is applied again
-            replacement = reintervene(backend, path, tensor)
+            replacement = reintervene(applying, path, tensor)
         else:
             observe(backend, path, tensor)
-            replacement = intervene(backend, path, tensor)
+            replacement = intervene(applying, path, tensor)
         if replacement is None:
             return None
         state.applied = True
-        return rebuild(replacement)
+        return replacement if applying is backend else applying.rebuild(replacement)
 
     # Its state apart from it, so the closure never refers to itself: that cycle, only the
     # collector frees, held the session (its bound methods) after detach().
@@ -993,7 +1022,8 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
 
 def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Optional[Iterable[str]],
             output_index: OutputIndex, calls: Optional[Mapping[str, int]],
-            keep: Optional[list[TorchAttachment]], thread: int = 0, block: object = None) -> TorchAttachment:
+            keep: Optional[list[TorchAttachment]], thread: int = 0,
+            serves: Optional[Callable[[], bool]] = None) -> TorchAttachment:
     """:func:`attach`; the attachment also joins ``keep`` as soon as it exists (before any hook
     is placed), so an owner that loses the return value to a Ctrl-C still detaches it."""
     if not isinstance(session, CaptureSession):
@@ -1027,7 +1057,7 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
                         f"forward. Nothing was placed; detach the first (lifecore.torch.attachments(model) lists "
                         f"them), or attach another session")
             attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made, thread=thread,
-                                         paths=paths, block=block)
+                                         paths=paths, serves=serves)
             _LIVE_ATTACHMENTS.add(attachment)
         if keep is not None:
             keep.append(attachment)
@@ -1243,7 +1273,7 @@ def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
     for item in items:
         if isinstance(item, CaptureTransform):
             if (problem := _transform_problem(item)) is not None:  # refused before any forward, not at it
-                raise InvalidArgumentError(f"{call}: {problem}")
+                raise AdmissionError(f"{call}: {problem}")  # what admission at the forward raised
             if item.kind == TransformKind.SLICE:
                 # Its slices belong to a selection, which a block builds without any.
                 raise InvalidArgumentError(f"{call}: a slice transform needs the slices of a CaptureSelection, which "
@@ -1462,33 +1492,39 @@ def _host_random_states_kept() -> Iterator[None]:
 
 
 class _OpenBlocks:
-    """The thread whose :func:`capture` blocks are open on each model, and how many. A block
+    """The thread whose :func:`capture` blocks are open on each model, and those blocks. A block
     on a model another thread's block holds is refused before it places a hook: its hooks
     would run in that thread's forward (refusing it), and placing them races that forward's
     walk over the model's hook tables."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[int, tuple[int, int]] = {}  # id(model) -> (thread, open blocks); a block keeps its model
+        self._held: dict[int, tuple[int, tuple[Any, ...]]] = {}  # id(model) -> (thread, open blocks); a block keeps its model
 
-    def enter(self, model: nn.Module, call: str) -> None:
+    def enter(self, model: nn.Module, call: str, block: Any) -> None:
         me = threading.get_ident()
         with self._lock:
-            thread, count = self._held.get(id(model), (me, 0))
+            thread, blocks = self._held.get(id(model), (me, ()))
             if thread != me:
                 raise CaptureSessionError(
                     f"{call}: a capture block of thread {thread} is open on this {type(model).__name__}: while it "
                     f"is, the model is that thread's (its hooks would refuse this thread's forward). Nothing was "
                     f"placed; open the block once that one closes")
-            self._held[id(model)] = (me, count + 1)
+            self._held[id(model)] = (me, blocks + (block,))
 
-    def leave(self, model: nn.Module) -> None:
+    def leave(self, model: nn.Module, block: Any) -> None:
         with self._lock:
-            thread, count = self._held[id(model)]
-            if count == 1:
-                del self._held[id(model)]
+            thread, blocks = self._held[id(model)]
+            left = tuple(b for b in blocks if b is not block)
+            if left:
+                self._held[id(model)] = (thread, left)
             else:
-                self._held[id(model)] = (thread, count - 1)
+                del self._held[id(model)]
+
+    def open_on(self, model: nn.Module) -> tuple[Any, ...]:
+        """The blocks open on ``model`` (on the one thread that may hold it)."""
+        held = self._held.get(id(model))  # one read of a dict entry: no lock needed under the GIL
+        return held[1] if held is not None else ()
 
 
 _OPEN_BLOCKS = _OpenBlocks()
@@ -1641,8 +1677,8 @@ class ModelCapture:
         kwargs = {} if kwargs is None else kwargs
         if passed_over():
             return  # a discovery's own forward (this block's or another's), or a recompute in backward
-        if threading.get_ident() == self._thread and self not in OPEN_BLOCKS_HERE.get():
-            return  # another asyncio task's forward on this thread: the block is not open there
+        if threading.get_ident() == self._thread and not self._serves_here():
+            return  # another asyncio task's forward, served by its own block on this model
         self._forward_seen = True
         if threading.get_ident() != self._thread:
             # The hooks live on the model, for every thread: another thread's forward would be
@@ -1670,7 +1706,7 @@ class ModelCapture:
         # The calls the discovery saw are the calls this forward must make: counted exactly.
         self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
         self._attachment = _attach(session, self._model, self._backend, None, self._output_index, self._calls,
-                                   keep=self._attachments, thread=self._thread, block=self)
+                                   keep=self._attachments, thread=self._thread, serves=self._serving())
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
 
@@ -1722,7 +1758,7 @@ class ModelCapture:
     def _after(self, module: nn.Module, args: Any, output: Any) -> None:
         # A discovery's forward is no capture, nor is a forward another thread began before the
         # block opened (its root pre-hook ran before the block's, which would have refused it).
-        if not passed_over() and threading.get_ident() == self._thread and self in OPEN_BLOCKS_HERE.get():
+        if not passed_over() and threading.get_ident() == self._thread and self._serves_here():
             self._drain()
 
     def _drain(self) -> None:
@@ -1737,7 +1773,7 @@ class ModelCapture:
             raise CaptureSessionError(f"{self._call}: a capture is entered once; call capture() again")
         self._entered = True
         self._thread = threading.get_ident()
-        _OPEN_BLOCKS.enter(self._model, self._call)
+        _OPEN_BLOCKS.enter(self._model, self._call, self)
         self._holds_model = True
         OPEN_BLOCKS_HERE.set(OPEN_BLOCKS_HERE.get() + (self,))
         try:
@@ -1750,6 +1786,23 @@ class ModelCapture:
             raise
         return self.records
 
+    def _serves_here(self) -> bool:
+        """Whether a forward in the running context is this block's: one in a context it is open
+        in, or in a context none of the thread's blocks on the model is open in (a worker task
+        made before them, running the model for a handler's block). A context where another
+        block on the model is open and this one is not (another asyncio task's) is that block's."""
+        here = OPEN_BLOCKS_HERE.get()
+        return self in here or not any(block in here for block in _OPEN_BLOCKS.open_on(self._model))
+
+    def _serving(self) -> Callable[[], bool]:
+        """_serves_here for the block's attachment, holding the block weakly (no cycle through it)."""
+        block = weakref.ref(self)
+
+        def serves() -> bool:
+            alive = block()
+            return alive is not None and alive._serves_here()
+        return serves
+
     def _close_here(self) -> None:
         """Takes the block out of the running context's open blocks."""
         here = OPEN_BLOCKS_HERE.get()
@@ -1759,7 +1812,7 @@ class ModelCapture:
     def _let_go_of_model(self) -> None:
         if self._holds_model:
             self._holds_model = False
-            _OPEN_BLOCKS.leave(self._model)
+            _OPEN_BLOCKS.leave(self._model, self)
 
     def __exit__(self, *exc: Any) -> None:
         # Each step below is safe to repeat.
@@ -1828,8 +1881,10 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     its first module runs, and the block is unchanged; a block on the same model entered on
     another thread raises ``CaptureSessionError`` before it places a hook (blocks may nest on
     one thread). A block serves the asyncio task (the context) it was entered in: another
-    task's forward on the same thread passes it by. Blocks that generators interleave on one
-    thread share each forward, as nested blocks do (a generator has no context of its own).
+    task's forward on the same thread, in which another block on the model is open, passes it
+    by; a forward in a task none of them is open in (a worker task made before the blocks)
+    reaches every block open on the model. Blocks that generators interleave on one thread
+    share each forward, as nested blocks do (a generator has no context of its own).
 
     Raises ``LifecoreTypeError`` for arguments of the wrong type (``output_index``,
     ``backend``, ``batch_axis`` and ``sequence_axis`` included) and for a TorchScript module,

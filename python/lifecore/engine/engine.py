@@ -346,6 +346,7 @@ class Engine:
     def _check(self, requests: Sequence[Request]) -> None:
         config = self.model.config
         seen: set[str] = set()
+        counts: list[tuple[Request, int]] = []
         for request in requests:
             if not isinstance(request, Request):
                 raise LifecoreTypeError(f"Engine.generate: expected a Request, got {type(request).__name__}")
@@ -365,7 +366,8 @@ class Engine:
             count = request.max_new_tokens
             if isinstance(count, (bool, np.bool_)) or not isinstance(count, Integral):
                 raise LifecoreTypeError(f"{where}: max_new_tokens must be a positive int, got {type(count).__name__}")
-            count = int(count)  # NumPy's integers taken as the ints they are
+            count = int(count)  # NumPy's integers taken as the ints they are (an unsigned one wraps in sums)
+            counts.append((request, count))
             if count < 1:
                 raise InvalidArgumentError(f"{where}: max_new_tokens must be a positive int, got {count!r}")
             prompt = request.prompt
@@ -387,6 +389,8 @@ class Engine:
             if positions > config.max_positions:
                 raise InvalidArgumentError(f"{where}: prompt and output ({len(prompt)} + {count}) need {positions} positions "
                                  f"(the last token is never fed back); the model has {config.max_positions}")
+        for request, count in counts:  # every request checked: each count as a Python int, the same value
+            request.max_new_tokens = count
 
     def close(self) -> None:
         """Graphs first (they read the cache), then the padding block and the capture hooks;
