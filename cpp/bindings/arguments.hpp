@@ -221,7 +221,11 @@ inline bool is_foreign_bool(nb::handle h) {
   if (PyTypeObject* tensor = loaded_type("torch", "Tensor", tensor_type);
       tensor != nullptr && PyObject_TypeCheck(h.ptr(), tensor)) {
     PyObject* dtype = PyObject_GetAttrString(h.ptr(), "dtype");
-    if (!dtype) throw nb::python_error();
+    if (!dtype) {  // a tensor subclass whose dtype raises: no bool it can say
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();  // an interrupt stays one
+      PyErr_Clear();
+      return false;
+    }
     const bool is_bool = dtype == torch_bool_dtype();
     Py_DECREF(dtype);
     return is_bool;

@@ -81,6 +81,20 @@ def selection_problem(output: Any, index: Index, path: str) -> str:
     return f"output of {path} has no tensor at output_index {index!r} (a {kind})"
 
 
+def _same_element(made: Any, given: Any) -> bool:
+    """Whether a container's constructor kept ``given`` where it was: the object itself, or a
+    tensor of its shape, dtype and values (a constructor that clones or makes its items
+    contiguous); one that reordered its items would put the replacement elsewhere."""
+    if made is given:
+        return True
+    if not (isinstance(made, torch.Tensor) and isinstance(given, torch.Tensor)):
+        return False
+    if made.shape != given.shape or made.dtype != given.dtype or made.device != given.device:
+        return False
+    return bool(torch.equal(made, given) or (made.is_floating_point() and
+                                             torch.allclose(made, given, rtol=0, atol=0, equal_nan=True)))
+
+
 def rebuilder(output: Any, index: Index) -> Callable[[torch.Tensor], Any]:
     """How ``output`` is rebuilt with a replacement at ``index``, checked before anything is
     applied: LifecoreTypeError when a replacement cannot go back into a container of its type
@@ -123,9 +137,10 @@ def rebuilder(output: Any, index: Index) -> Callable[[torch.Tensor], Any]:
         except Exception as error:
             raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {kind.__name__}: "
                                     f"{kind.__name__}(items) raised {type(error).__name__}: {error}") from error
-        if type(trial) is not kind or len(trial) != len(items):
+        if type(trial) is not kind or len(trial) != len(items) or not _same_element(trial[slot], items[slot]):
             raise LifecoreTypeError(f"an intervention's replacement cannot go back into a {kind.__name__}: "
-                                    f"{kind.__name__}(items) does not give back a {kind.__name__} of as many items")
+                                    f"{kind.__name__}(items) does not give back a {kind.__name__} holding the "
+                                    f"same element at {index!r}")
 
     def into_sequence(replacement: torch.Tensor) -> Any:
         rebuilt = list(items)

@@ -21,10 +21,9 @@ block's own forward hands to a worker thread: a thread's calls cannot be told ap
 forward they serve (a shared submodule, a decorated forward), and observing another caller's
 would fail both. ``attach`` serves every thread.
 
-Nor does a block serve another block's context on its own thread: asyncio runs each task in
-a context of its own, so a block open in one task stands aside for a forward another task runs
-between its awaits in which another block on the model is open (``OPEN_BLOCKS_HERE``); a forward
-in a context none of them is open in (a worker task made before them) is theirs. Generators
+Nor does a block serve another context of its own thread: asyncio runs each task in a context
+of its own (a task made inside a block copies the context, the block in it), so a block stands
+aside for a forward another task runs between its awaits (``OPEN_BLOCKS_HERE``). Generators
 have no context of their own: blocks that interleaved generators hold open at once share each
 forward, as nested blocks do.
 """

@@ -929,7 +929,7 @@ def _make_hook(session: CaptureSession, backend: Any, path: str, intervenes: boo
         if recomputing():  # observed already; what was applied then is applied again
             replacement = reintervene(applying, path, tensor)
         else:
-            observe(backend, path, tensor)
+            observe(applying, path, tensor)  # one backend type for both calls: the core caches its check
             replacement = intervene(applying, path, tensor)
         if replacement is None:
             return None
@@ -1521,11 +1521,6 @@ class _OpenBlocks:
             else:
                 del self._held[id(model)]
 
-    def open_on(self, model: nn.Module) -> tuple[Any, ...]:
-        """The blocks open on ``model`` (on the one thread that may hold it)."""
-        held = self._held.get(id(model))  # one read of a dict entry: no lock needed under the GIL
-        return held[1] if held is not None else ()
-
 
 _OPEN_BLOCKS = _OpenBlocks()
 
@@ -1605,6 +1600,7 @@ class ModelCapture:
         self._forward_seen = False  # a forward reached the block's pre-hook
         self._holds_model = False  # counted in _OPEN_BLOCKS, from entering until the hooks are off
         self._thread = 0  # the thread that entered the block
+        self._passed_by_task = False  # a forward of another asyncio task reached its hooks
         self.records = CapturedModules()
 
     def _plan(self, discovery: CaptureDiscovery) -> CapturePlan:
@@ -1788,11 +1784,13 @@ class ModelCapture:
 
     def _serves_here(self) -> bool:
         """Whether a forward in the running context is this block's: one in a context it is open
-        in, or in a context none of the thread's blocks on the model is open in (a worker task
-        made before them, running the model for a handler's block). A context where another
-        block on the model is open and this one is not (another asyncio task's) is that block's."""
-        here = OPEN_BLOCKS_HERE.get()
-        return self in here or not any(block in here for block in _OPEN_BLOCKS.open_on(self._model))
+        in (the task that entered it, and tasks made inside it). Another asyncio task's forward
+        on the same thread is passed by, whether or not a block of its own is open (taking it
+        gave one task's block another's forward, and refused the block's own)."""
+        if self in OPEN_BLOCKS_HERE.get():
+            return True
+        self._passed_by_task = True
+        return False
 
     def _serving(self) -> Callable[[], bool]:
         """_serves_here for the block's attachment, holding the block weakly (no cycle through it)."""
@@ -1824,7 +1822,14 @@ class ModelCapture:
         self._attachments.clear()
         self._attachment = None
         self._drain()
-        if exc[0] is None and not self._forward_seen:
+        if exc[0] is None and not self._forward_seen and self._passed_by_task:
+            _warn_at_caller(
+                f"{self._call}: the block closed without a forward of its own: a forward through "
+                f"{type(self._model).__name__} ran in another asyncio task (a context the block was not entered "
+                f"in, such as a worker task made before it) and was passed by. A block captures the forwards of "
+                f"the task that entered it and of tasks made inside it; run the forward there, or attach() a "
+                f"session for a model another task runs")
+        elif exc[0] is None and not self._forward_seen:
             _warn_at_caller(
                 f"{self._call}: the block closed without a forward through {type(self._model).__name__} reaching "
                 f"its hooks, so nothing was captured: {_COMPILED_SKIPS_HOOKS}, and a model class that overrides "
@@ -1880,11 +1885,11 @@ def capture(model: nn.Module, paths: Union[str, Iterable[str]],
     model's, so a forward through it on another thread raises ``CaptureSessionError`` before
     its first module runs, and the block is unchanged; a block on the same model entered on
     another thread raises ``CaptureSessionError`` before it places a hook (blocks may nest on
-    one thread). A block serves the asyncio task (the context) it was entered in: another
-    task's forward on the same thread, in which another block on the model is open, passes it
-    by; a forward in a task none of them is open in (a worker task made before the blocks)
-    reaches every block open on the model. Blocks that generators interleave on one thread
-    share each forward, as nested blocks do (a generator has no context of its own).
+    one thread). A block serves the asyncio task (the context) it was entered in and the tasks
+    made inside it: another task's forward on the same thread passes it by (a worker task made
+    before the block included: the block then warns that it captured nothing, naming it).
+    Blocks that generators interleave on one thread share each forward, as nested blocks do (a
+    generator has no context of its own).
 
     Raises ``LifecoreTypeError`` for arguments of the wrong type (``output_index``,
     ``backend``, ``batch_axis`` and ``sequence_axis`` included) and for a TorchScript module,
