@@ -244,7 +244,7 @@ inline bool is_foreign_bool(nb::handle h) {
     PyErr_Clear();
     return false;
   }
-  const char* name = PyUnicode_AsUTF8(text);
+  const char* name = PyUnicode_AsUTF8AndSize(text, nullptr);  // the stable ABI has no PyUnicode_AsUTF8 before 3.13
   const bool is_bool = name && (std::strcmp(name, "bool") == 0 || std::strcmp(name, "torch.bool") == 0);
   if (!name) PyErr_Clear();
   Py_DECREF(text);
