@@ -8,7 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <string>
@@ -126,24 +126,30 @@ bool try_numbers_of(nb::handle value, std::vector<T>& out) {
   }
 }
 
-// The type `name` of the module `module` once that module is loaded (no instance of it can
-// exist before), else null; looked up until found, then kept in `found` with its reference,
-// good for the process.
-inline PyTypeObject* loaded_type(const char* module, const char* name, PyTypeObject*& found) {
+// The attribute `name` of the module `module` once that module is loaded (no instance of its
+// types can exist before), else null; looked up until found, then kept in `found` with its
+// reference, good for the process.
+inline PyObject* loaded_attribute(const char* module, const char* name, PyObject*& found) {
   if (found) return found;
   PyObject* modules = PySys_GetObject("modules");                              // borrowed
   PyObject* loaded = modules ? PyDict_GetItemString(modules, module) : nullptr;  // borrowed
   if (!loaded) return nullptr;
-  PyObject* type = PyObject_GetAttrString(loaded, name);
-  if (!type) {
-    PyErr_Clear();
+  PyObject* attribute = PyObject_GetAttrString(loaded, name);
+  if (!attribute) PyErr_Clear();
+  found = attribute;  // the reference is kept
+  return found;
+}
+
+// loaded_attribute, a type (else null).
+inline PyTypeObject* loaded_type(const char* module, const char* name, PyTypeObject*& found) {
+  if (found) return found;
+  PyObject* attribute = nullptr;
+  if (!loaded_attribute(module, name, attribute)) return nullptr;
+  if (!PyType_Check(attribute)) {
+    Py_DECREF(attribute);
     return nullptr;
   }
-  if (!PyType_Check(type)) {
-    Py_DECREF(type);
-    return nullptr;
-  }
-  found = reinterpret_cast<PyTypeObject*>(type);  // the reference is kept
+  found = reinterpret_cast<PyTypeObject*>(attribute);  // the reference is kept
   return found;
 }
 
@@ -189,66 +195,56 @@ inline bool is_numpy_bool(nb::handle h) {
   return type != nullptr && Py_TYPE(h.ptr()) == type;
 }
 
-// NumPy's integer scalar types (numpy.integer), none of which is a bool.
-inline bool is_numpy_integer(nb::handle h) {
+// NumPy's scalar types (numpy.generic): its numbers, and its bool (is_numpy_bool).
+inline bool is_numpy_scalar(nb::handle h) {
   static PyTypeObject* found = nullptr;
-  PyTypeObject* type = loaded_type("numpy", "integer", found);
+  PyTypeObject* type = loaded_type("numpy", "generic", found);
   return type != nullptr && PyObject_TypeCheck(h.ptr(), type);
 }
 
-// torch.bool, once torch is loaded (no tensor can exist before); kept for the process.
-inline PyObject* torch_bool_dtype() {
-  static PyObject* found = nullptr;
-  if (found) return found;
-  PyObject* modules = PySys_GetObject("modules");                               // borrowed
-  PyObject* torch = modules ? PyDict_GetItemString(modules, "torch") : nullptr;  // borrowed
-  if (!torch) return nullptr;
-  PyObject* dtype = PyObject_GetAttrString(torch, "bool");
-  if (!dtype) PyErr_Clear();
-  found = dtype;  // the reference is kept
-  return found;
+// getattr(h, name), or null when it raised an Exception (an interrupt stays one).
+inline nb::object attribute_or_null(nb::handle h, const char* name) {
+  PyObject* attribute = PyObject_GetAttrString(h.ptr(), name);
+  if (!attribute) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
+    PyErr_Clear();
+    return {};
+  }
+  return nb::steal(attribute);
+}
+
+// Whether the text object `text` is one of `names`, with no Python call.
+inline bool text_is(nb::handle text, std::initializer_list<const char*> names) {
+  if (!PyUnicode_Check(text.ptr())) return false;
+  for (const char* name : names)
+    if (PyUnicode_CompareWithASCIIString(text.ptr(), name) == 0) return true;
+  return false;
 }
 
 // Whether `h` is another library's bool: NumPy's bool scalar, or an array-like whose dtype is
 // bool (a 0-d torch bool tensor's __index__ reads torch.tensor(True) as 1). Looked at only
-// past the exact int and bool checks; NumPy's integers and torch's tensors are answered
-// without a Python call (a NumPy dtype's str is Python code: it made every NumPy integer
-// argument microseconds slower).
+// past the exact int, float and bool checks, and without a Python call for NumPy's scalars,
+// torch's tensors and dtypes with a `kind` (NumPy's): a NumPy dtype's str is Python code,
+// which made every NumPy number argument microseconds slower.
 inline bool is_foreign_bool(nb::handle h) {
   if (is_numpy_bool(h)) return true;
-  if (is_numpy_integer(h)) return false;
-  static PyTypeObject* tensor_type = nullptr;
-  if (PyTypeObject* tensor = loaded_type("torch", "Tensor", tensor_type);
-      tensor != nullptr && PyObject_TypeCheck(h.ptr(), tensor)) {
-    PyObject* dtype = PyObject_GetAttrString(h.ptr(), "dtype");
-    if (!dtype) {  // a tensor subclass whose dtype raises: no bool it can say
-      if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();  // an interrupt stays one
-      PyErr_Clear();
-      return false;
-    }
-    const bool is_bool = dtype == torch_bool_dtype();
-    Py_DECREF(dtype);
-    return is_bool;
-  }
-  // Another library's array-like: its dtype's name.
-  PyObject* dtype = PyObject_GetAttrString(h.ptr(), "dtype");
-  if (!dtype) {
-    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();  // an interrupt stays one
-    PyErr_Clear();
-    return false;
-  }
-  PyObject* text = PyObject_Str(dtype);
-  Py_DECREF(dtype);
-  if (!text) {
+  if (is_numpy_scalar(h)) return false;
+  const nb::object dtype = attribute_or_null(h, "dtype");  // a tensor subclass's may raise: no bool it can say
+  if (!dtype.is_valid()) return false;
+  static PyTypeObject* torch_dtype = nullptr;
+  static PyObject* torch_bool = nullptr;
+  if (PyTypeObject* type = loaded_type("torch", "dtype", torch_dtype); type && PyObject_TypeCheck(dtype.ptr(), type))
+    return dtype.ptr() == loaded_attribute("torch", "bool", torch_bool);
+  if (const nb::object kind = attribute_or_null(dtype, "kind"); kind.is_valid())
+    return text_is(kind, {"b"});  // NumPy's and its likes' dtypes: 'b' is bool
+  // Another library's dtype: its name.
+  PyObject* name = PyObject_Str(dtype.ptr());
+  if (!name) {
     if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();
     PyErr_Clear();
     return false;
   }
-  const char* name = PyUnicode_AsUTF8AndSize(text, nullptr);  // the stable ABI has no PyUnicode_AsUTF8 before 3.13
-  const bool is_bool = name && (std::strcmp(name, "bool") == 0 || std::strcmp(name, "torch.bool") == 0);
-  if (!name) PyErr_Clear();
-  Py_DECREF(text);
-  return is_bool;
+  return text_is(nb::steal(name), {"bool", "torch.bool"});
 }
 
 // The int `h` stands for: an int, or anything with __index__ (a NumPy or torch integer, as the

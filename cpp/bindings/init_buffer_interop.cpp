@@ -190,16 +190,14 @@ std::pair<int, int> int_pair(nb::handle value, const char* what) {
       return not_a_pair();
     }
     items[i] = nb::steal(item);
-    // A bool is no version or device number (True is not 1 here, as elsewhere in lifecore).
-    if (PyBool_Check(item) || !PyIndex_Check(item) || is_foreign_bool(item)) return not_a_pair();
   }
   int out[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
-    PyObject* index = PyNumber_Index(items[i].ptr());
-    if (!index) nb::raise_python_error();  // an __index__ of the caller's that raised
-    const long long number = PyLong_AsLongLong(index);
+    // An int as the counts read it: a bool, NumPy's or torch's too, is no version or device number.
+    const nb::object index = index_of(items[i]);
+    if (!index.is_valid()) return not_a_pair();
+    const long long number = PyLong_AsLongLong(index.ptr());
     const bool wide = number == -1 && PyErr_Occurred();
-    Py_DECREF(index);
     if (wide) PyErr_Clear();
     // A pair of integers (Python's or NumPy's) that does not fit: an overflow, as elsewhere.
     if (wide || number < std::numeric_limits<int>::min() || number > std::numeric_limits<int>::max())

@@ -92,7 +92,7 @@ from .capture import (
     TransformKind,
     ValueDtype,
 )
-from .capture.backends.arguments import require, require_backend
+from .capture.backends.arguments import is_bool_like, require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import (AppliedState, CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute,
                            split_call)
@@ -1330,9 +1330,8 @@ def _budget(budget_bytes: Optional[int], call: str) -> int:
         return _UNLIMITED
     given: Any = budget_bytes
     # An int, NumPy's or torch's too (np.prod(shape) * 4 is one), never a bool of any library.
-    is_bool = isinstance(budget_bytes, bool) or str(getattr(budget_bytes, "dtype", "")) in ("bool", "torch.bool")
     try:
-        budget_bytes = operator.index(budget_bytes) if not is_bool else None
+        budget_bytes = operator.index(budget_bytes) if not is_bool_like(budget_bytes) else None
     except TypeError:
         budget_bytes = None
     if budget_bytes is None:
@@ -1492,34 +1491,33 @@ def _host_random_states_kept() -> Iterator[None]:
 
 
 class _OpenBlocks:
-    """The thread whose :func:`capture` blocks are open on each model, and those blocks. A block
+    """The thread whose :func:`capture` blocks are open on each model, and how many. A block
     on a model another thread's block holds is refused before it places a hook: its hooks
     would run in that thread's forward (refusing it), and placing them races that forward's
     walk over the model's hook tables."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[int, tuple[int, tuple[Any, ...]]] = {}  # id(model) -> (thread, open blocks); a block keeps its model
+        self._held: dict[int, tuple[int, int]] = {}  # id(model) -> (thread, open blocks); a block keeps its model
 
-    def enter(self, model: nn.Module, call: str, block: Any) -> None:
+    def enter(self, model: nn.Module, call: str) -> None:
         me = threading.get_ident()
         with self._lock:
-            thread, blocks = self._held.get(id(model), (me, ()))
+            thread, count = self._held.get(id(model), (me, 0))
             if thread != me:
                 raise CaptureSessionError(
                     f"{call}: a capture block of thread {thread} is open on this {type(model).__name__}: while it "
                     f"is, the model is that thread's (its hooks would refuse this thread's forward). Nothing was "
                     f"placed; open the block once that one closes")
-            self._held[id(model)] = (me, blocks + (block,))
+            self._held[id(model)] = (me, count + 1)
 
-    def leave(self, model: nn.Module, block: Any) -> None:
+    def leave(self, model: nn.Module) -> None:
         with self._lock:
-            thread, blocks = self._held[id(model)]
-            left = tuple(b for b in blocks if b is not block)
-            if left:
-                self._held[id(model)] = (thread, left)
-            else:
+            thread, count = self._held[id(model)]
+            if count == 1:
                 del self._held[id(model)]
+            else:
+                self._held[id(model)] = (thread, count - 1)
 
 
 _OPEN_BLOCKS = _OpenBlocks()
@@ -1674,7 +1672,7 @@ class ModelCapture:
         if passed_over():
             return  # a discovery's own forward (this block's or another's), or a recompute in backward
         if threading.get_ident() == self._thread and not self._serves_here():
-            return  # another asyncio task's forward, served by its own block on this model
+            return  # another asyncio task's forward: the block is not open there
         self._forward_seen = True
         if threading.get_ident() != self._thread:
             # The hooks live on the model, for every thread: another thread's forward would be
@@ -1769,7 +1767,7 @@ class ModelCapture:
             raise CaptureSessionError(f"{self._call}: a capture is entered once; call capture() again")
         self._entered = True
         self._thread = threading.get_ident()
-        _OPEN_BLOCKS.enter(self._model, self._call, self)
+        _OPEN_BLOCKS.enter(self._model, self._call)
         self._holds_model = True
         OPEN_BLOCKS_HERE.set(OPEN_BLOCKS_HERE.get() + (self,))
         try:
@@ -1810,7 +1808,7 @@ class ModelCapture:
     def _let_go_of_model(self) -> None:
         if self._holds_model:
             self._holds_model = False
-            _OPEN_BLOCKS.leave(self._model, self)
+            _OPEN_BLOCKS.leave(self._model)
 
     def __exit__(self, *exc: Any) -> None:
         # Each step below is safe to repeat.

@@ -1,10 +1,12 @@
 #include "lifecore/sequence/lent_block_ids.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
 
+#include "common/address_range.hpp"
 #include "lifecore/error.hpp"
 
 namespace lifecore::sequence::lent_block_ids {
@@ -17,6 +19,10 @@ struct Lent {
   std::mutex mutex;
   std::map<std::uintptr_t, std::map<std::uintptr_t, std::size_t>> ranges;  // first -> end -> count
   std::uintptr_t longest = 0;
+  // ranges.size(), read without the lock by the writers' check (every foreign tensor a launch,
+  // copy or fill takes asks): no lock while nothing is lent.
+  std::atomic<std::size_t> count{0};
+  void counted() { count.store(ranges.size(), std::memory_order_release); }
 };
 
 Lent& lent() {
@@ -34,6 +40,7 @@ void lend(const std::int32_t* data, std::size_t count) {
   std::lock_guard<std::mutex> lock(table.mutex);
   ++table.ranges[first][first + bytes];
   table.longest = std::max(table.longest, bytes);
+  table.counted();
 }
 
 void give_back(const std::int32_t* data, std::size_t count) noexcept {
@@ -48,6 +55,7 @@ void give_back(const std::int32_t* data, std::size_t count) noexcept {
   if (ends == at->second.end()) return;
   if (--ends->second == 0) at->second.erase(ends);
   if (at->second.empty()) table.ranges.erase(at);
+  table.counted();
 }
 
 bool overlaps(const void* data, std::size_t bytes) {
@@ -55,12 +63,12 @@ bool overlaps(const void* data, std::size_t bytes) {
   const auto first = reinterpret_cast<std::uintptr_t>(data);
   const std::uintptr_t last = bytes - 1 > UINTPTR_MAX - first ? UINTPTR_MAX : first + (bytes - 1);
   Lent& table = lent();
+  if (table.count.load(std::memory_order_acquire) == 0) return false;
   std::lock_guard<std::mutex> lock(table.mutex);
-  if (table.ranges.empty()) return false;
   const std::uintptr_t from = first > table.longest ? first - table.longest : 0;
   for (auto it = table.ranges.lower_bound(from); it != table.ranges.end() && it->first <= last; ++it) {
     const std::uintptr_t end = it->second.rbegin()->first;  // the longest lent from here
-    if (end > first) return true;
+    if (shares_a_byte(it->first, end - it->first, first, bytes)) return true;
   }
   return false;
 }

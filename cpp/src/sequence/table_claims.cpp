@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/address_range.hpp"
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
 #include "lifecore/runtime/device.hpp"
@@ -41,11 +42,6 @@ Claims& claims() {
   return *all;
 }
 
-bool overlaps(std::uint64_t a, std::size_t a_bytes, std::uint64_t b, std::size_t b_bytes) noexcept {
-  if (a_bytes == 0 || b_bytes == 0) return false;
-  return a < b ? b - a < a_bytes : a - b < b_bytes;  // no wrap: distances, not ends
-}
-
 // A Buffer's bytes: its host bytes where its device's memory is host memory, so that a host
 // view of it meets its claim; else its device address.
 Place place_of(const runtime::Buffer& buffer, std::size_t bytes, const char* call) {
@@ -71,7 +67,7 @@ void refuse_claimed(Claims& all, Place place, std::size_t bytes, const char* cal
   {
     std::lock_guard lock(all.mutex);
     for (const Claim& c : all.live) {
-      if (c.place.device != place.device || !overlaps(c.place.address, c.bytes, place.address, bytes)) continue;
+      if (c.place.device != place.device || !shares_a_byte(c.place.address, c.bytes, place.address, bytes)) continue;
       if (c.of_buffer) {
         const auto buffer = c.buffer.lock();
         if (!buffer || !buffer->alive()) continue;  // a freed Buffer's memory is no table's

@@ -16,6 +16,7 @@ import numpy as np
 from .. import _python_guard
 from .._core.capture import CaptureSchedule, CaptureSlice, EvidenceKind, InterventionAction, InterventionOperation
 from ..errors import InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
+from .backends.arguments import is_bool_like
 
 __all__ = [
     "zero", "scale", "mask", "replace", "add", "mask_logits", "exclude_experts", "zero_expert_contribution",
@@ -109,20 +110,19 @@ def _array(values: Any, name: str) -> tuple[list[int], list[float]]:
     return list(array.shape), array.ravel().tolist()
 
 
-def _is_bool(value: Any) -> bool:
-    """A bool of Python's, NumPy's, or an array's of bool dtype (whose ``__index__`` a torch bool
-    tensor answers: torch.tensor(True) would read as the id 1)."""
-    return isinstance(value, (bool, np.bool_)) or str(getattr(value, "dtype", "")) in ("bool", "torch.bool")
-
-
 def _ids(values: Any, name: str) -> list[int]:
     """Integer ids (ints or NumPy integers, never floats or bools)."""
-    if _is_bool(values):  # a bool mask is no list of ids: its True positions would read as ids 0 and 1
+    if is_bool_like(values):  # a bool mask is no list of ids: its True positions would read as ids 0 and 1
         raise LifecoreTypeError(f"argument '{name}' must hold ints, got an array of bools (pass the ids, "
                                 f"numpy.flatnonzero(mask) for a mask)")
     ids = []
     for value in _sequence(values, name):
-        if _is_bool(value):
+        # Python's and NumPy's integers first (no bool among them): a long list of ids pays
+        # the bool check only for what else it holds.
+        if type(value) is int or isinstance(value, np.integer):
+            ids.append(operator.index(value))
+            continue
+        if is_bool_like(value):
             raise LifecoreTypeError(f"argument '{name}' must hold ints, got a bool")
         try:
             ids.append(operator.index(value))

@@ -13,6 +13,21 @@ from ..._core.capture import InterventionRequest, TransformRequest
 from ...errors import LifecoreTypeError
 
 
+def is_bool_like(value: Any) -> bool:
+    """Whether ``value`` is a bool of Python's or NumPy's, or an array of bool dtype (torch's
+    ``__index__`` reads torch.tensor(True) as 1, so a bool is never taken for a count or an id).
+    Without a Python call for NumPy's dtypes (their str is Python code, microseconds per value)."""
+    if isinstance(value, (bool, np.bool_)):
+        return True
+    if isinstance(value, np.generic):  # NumPy's other scalars
+        return False
+    dtype = getattr(value, "dtype", None)
+    if dtype is None:
+        return False
+    kind = getattr(dtype, "kind", None)  # NumPy's dtypes and their likes: 'b' is bool
+    return kind == "b" if isinstance(kind, str) else str(dtype) == "torch.bool"
+
+
 def require(value: Any, expected: type | tuple[type, ...], call: str, name: str) -> None:
     """Raises LifecoreTypeError unless ``value`` is an instance of ``expected``, and for a NumPy
     masked array (a backend would read its masked elements as values)."""
