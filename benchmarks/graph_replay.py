@@ -304,6 +304,17 @@ def to_json(result: dict[str, Any]) -> dict[str, Any]:
             "skipped": dict(result["skipped"])}
 
 
+def _sizes(text: str) -> list[int]:
+    """argparse type: comma-separated whole numbers of at least 1."""
+    try:
+        sizes = [int(n) for n in text.split(",") if n.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"sizes must be comma-separated whole numbers, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"sizes must be whole numbers of at least 1, got {text!r}")
+    return sizes
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     # Here: the command line is not a benchmark's import.
     from lifecore.cli import EXIT_OUTPUT, _json_path_error, _OutputError, _write_json, positive_int, report_stream
@@ -313,7 +324,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--backend", default=lifecore.available_backends()[0],
                         help=f"{', '.join(lifecore.backend_names())} or auto (default: the first available)")
     parser.add_argument("--graphs", default="auto", choices=["auto", "hardware", "software"])
-    parser.add_argument("--sizes", default="10,100,1000", help="comma-separated N (default 10,100,1000)")
+    parser.add_argument("--sizes", default=[10, 100, 1000], type=_sizes,
+                        help="comma-separated N, each at least 1 (default 10,100,1000)")
     parser.add_argument("--rounds", type=positive_int, default=None, help="measured rounds (default 15, 5 with --quick)")
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
     parser.add_argument("--json", metavar="PATH", default=None,
@@ -323,7 +335,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if problem:
         parser.error(problem)
     try:
-        sizes = [int(n) for n in args.sizes.split(",") if n.strip()]
+        sizes = args.sizes
         rounds = args.rounds if args.rounds is not None else (5 if args.quick else 15)
         result = replay_vs_eager(lambda: lifecore.Device(args.backend, graphs=args.graphs), sizes, rounds=rounds,
                                  warmup=1 if args.quick else 2, min_batch_s=0.001 if args.quick else 0.005)

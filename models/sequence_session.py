@@ -316,10 +316,12 @@ class ModelCoordinator:
         read, one that returns no source waited on, one that will not abort, and every session
         after the demand fits or ``limit`` victims were taken. A backing deferral whose sequence
         is gone, or holds other pages than when it was deferred, is refused (StaleAuthority) before
-        anything changes; a demand only growth can serve (its fit beyond a domain's total) looks
-        at no session."""
+        anything changes, and so is any deferral once the coordinator is closed (Closed); a demand
+        only growth can serve (its fit beyond a domain's total) looks at no session."""
         if deferred.coordinator is not self:
             raise ModelError("StaleAuthority", "preempt_for: foreign coordinator")
+        if self.closed:  # no extension or admission succeeds once closed: nobody is aborted for one
+            raise ModelError("Closed", "preempt_for: the admission coordinator is closed")
         if (deferred.backing_sequence is not None
                 and self.id_generation[deferred.backing_sequence] != deferred.backing_authority_generation):
             # the sequence that asked to grow is gone: nobody waits on its demand

@@ -62,6 +62,23 @@ def test_every_name_of_the_documented_modules_is_documented(api):
     assert not undocumented, "public names without a docstring:\n" + "\n".join(undocumented)
 
 
+def test_module_constants_are_walked_with_the_text_their_source_gives(api):
+    """The kernels, capacity sources, presets and defaults a module exports are public names
+    too: each is listed, with its type, and documented by its assignment's docstring or
+    ``#:`` comments, or by the exporting module's docstring item naming it."""
+    entries = {(e.module, e.qualname): e for e in api.walk()}
+    kernel = entries[("lifecore.kernels", "axpy_f32")]
+    assert kernel.kind == "constant" and kernel.signature.startswith("axpy_f32: Kernel = ")
+    assert kernel.doc.startswith("``axpy_f32(n: u32, a: f32, x: const ptr, y: ptr)``: ``y = a*x + y``")
+    source = entries[("lifecore.sequence", "PhysicalMemory")]
+    assert source.kind == "constant" and source.doc.startswith("The physical-memory source")
+    for module, name in (("lifecore.sequence", "ActiveSequenceSlots"), ("lifecore.testing", "STATS")):
+        assert entries[(module, name)].kind == "constant" and entries[(module, name)].doc, name
+    if ("lifecore.engine", "PRESETS") in entries:  # lifecore.engine needs torch
+        assert "``tiny``" in entries[("lifecore.engine", "PRESETS")].doc
+    assert "### `axpy_f32` (constant)" in api.render(list(entries.values()))
+
+
 def test_error_attributes_are_walked_with_their_own_docs(api):
     entries = {e.qualname: e for e in api.walk()}
     for name in ("code", "status", "lifecore_status", "call", "driver_message"):

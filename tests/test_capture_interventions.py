@@ -210,6 +210,15 @@ def test_evidence_over_the_limit(on_limit):
         assert out is not None and record.outcome == InterventionOutcome.APPLIED and record.evidence == []
 
 
+def test_evidence_takes_a_numpy_integer_and_refuses_an_array_clearly():
+    """A NumPy integer is a preview size as an int is (it was refused); an array was compared
+    with "summary" element by element and raised NumPy's ValueError about truth values."""
+    assert iv.scale("s", "blocks.0.mlp", 3.0, evidence=np.int64(4)) == iv.scale("s", "blocks.0.mlp", 3.0, evidence=4)
+    for bad in (np.array([1, 2]), np.bool_(True), True, 4.0):
+        with pytest.raises(LifecoreTypeError, match="argument 'evidence'"):
+            iv.scale("s", "blocks.0.mlp", 3.0, evidence=bad)
+
+
 class _NothingKept:
     """An estimator that claims evidence keeps no bytes (it keeps 8 float32 per row)."""
 

@@ -18,6 +18,7 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 from torch import nn  # noqa: E402
 
 from lifecore.capture import (  # noqa: E402
+    BackendCapabilities,
     CapturePhase,
     CaptureSchedule,
     CapturePlan,
@@ -481,6 +482,8 @@ def test_the_captured_forward_draws_what_a_forward_without_the_block_would(draw)
     (lambda: CaptureTransform.histogram([1.0, 0.0]), "strictly increasing"),
     (lambda: CaptureTransform.histogram([0.0, float("nan")]), "must be finite"),
     (lambda: CaptureTransform.histogram([0.0]), "at least two edges"),
+    (lambda: CaptureTransform.histogram([float(i) for i in range(4098)]),
+     "4,097 bins has too many: the discovery's capabilities allow 4,096"),
 ])
 def test_a_transform_admission_would_refuse_is_refused_before_any_forward(make, problem):
     transform = make()
@@ -493,6 +496,20 @@ def test_a_transform_admission_would_refuse_is_refused_before_any_forward(make, 
         with capture(model, "head", transform):
             model(x)
     assert forwards == []  # refused before the block opened: no forward ran, the discovery's neither
+
+
+def test_a_histogram_is_held_to_the_given_discoverys_bins():
+    """The bins a histogram may have are the discovery's: a given discovery's capabilities
+    decide before any forward, as admission would at it."""
+    model, x = TinyLM(), torch.randint(0, 50, (1, 4))
+    wide = CaptureTransform.histogram([float(i) for i in range(4098)])  # 4,097 bins
+    roomy = discover(model, x, capabilities=BackendCapabilities(max_histogram_bins=5000))
+    with capture(model, "head", wide, discovery=roomy) as records:
+        model(x)
+    assert records["head"].histogram is not None
+    narrow = discover(model, x, capabilities=BackendCapabilities(max_histogram_bins=2))
+    with pytest.raises(AdmissionError, match="3 bins has too many: the discovery's capabilities allow 2"):
+        capture(model, "head", CaptureTransform.histogram([0.0, 1.0, 2.0, 3.0]), discovery=narrow)
 
 
 def test_a_numpy_integer_is_a_budget():

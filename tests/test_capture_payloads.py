@@ -718,3 +718,25 @@ def test_usage_fields_refuse_what_is_no_count_naming_the_field() -> None:
         with pytest.raises(LifecoreTypeError, match=r"^CaptureUsage\.?[a-z_]*: argument '(captures|value)'"):
             u.captures = value
     assert u.as_tuple() == (1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("make", [lambda: CaptureTransform.preview(5), CaptureTransform.full_tensor,
+                                  CaptureTransform.summary, lambda: CaptureTransform.histogram([0.0, 5.0, 12.0]),
+                                  lambda: CaptureTransform.top_candidates(2)])
+def test_a_numpy_matrix_is_read_as_the_array_it_is(make):
+    """np.matrix keeps two dimensions through ravel and indexing: a preview of one was the
+    whole matrix (the session refused the backend's 12 elements for the 5 asked)."""
+    transform = make()
+    array = np.arange(12, dtype=np.float32).reshape(3, 4)
+    expected = capture(transform, array)
+    with pytest.warns(PendingDeprecationWarning):
+        matrix = np.matrix(array)
+    got = capture(transform, matrix)
+    assert got.outcome == expected.outcome  # a preview is TRUNCATED (5 of 12 kept), the rest CAPTURED
+    assert got.outcome in (CaptureOutcome.CAPTURED, CaptureOutcome.TRUNCATED)
+    got, expected = got.payload, expected.payload
+    assert got.kind == expected.kind
+    read = {"summary": ("stats",), "histogram": ("counts", "bin_edges"),
+            "candidates": ("candidate_ids", "scores")}.get(str(got.kind), ("shape", "tensor"))
+    for values in read:
+        assert np.array_equal(np.asarray(getattr(got, values)), np.asarray(getattr(expected, values))), values

@@ -251,6 +251,11 @@ def test_one_forward_per_block_and_a_failed_forward_is_drained(lm, tokens):
     ({"paths": "head", "output_index": 1.0}, LifecoreTypeError,
      "argument 'output_index' must be an int \\(a position\\), a str \\(a key\\), or a mapping"),
     ({"paths": "head", "output_index": {"head": 0.0}}, LifecoreTypeError, "argument 'output_index'"),
+    # An integer of NumPy's or torch's is an axis; a bool of any library is not.
+    ({"paths": "head", "batch_axis": torch.tensor(False)}, LifecoreTypeError, "argument 'batch_axis' must be an int"),
+    ({"paths": "head", "sequence_axis": torch.tensor([1, 2])}, LifecoreTypeError, "'sequence_axis' must be an int"),
+    ({"paths": "head", "output_index": torch.tensor(True)}, LifecoreTypeError, "argument 'output_index'"),
+    ({"paths": "head", "batch_axis": torch.tensor(1)}, InvalidArgumentError, "name the same axis \\(1\\)"),
 ])
 def test_bad_arguments_are_refused_before_any_hook(lm, arguments, error, words):
     with pytest.raises(error, match=words):
@@ -366,3 +371,19 @@ def test_an_output_turned_complex_after_discovery_fails_the_observation_not_redu
     assert isinstance(caught.value.__cause__, InvalidArgumentError)
     assert model[0].calls == 2
     assert not model[0]._forward_hooks and not model._forward_pre_hooks
+
+
+def test_numpy_and_torch_integers_are_axes_and_output_positions(lm, tokens):
+    """batch_axis, sequence_axis and output_index took only Python ints: a NumPy or torch
+    integer (what an engine's config often holds) was refused. They capture as the ints do."""
+    np = pytest.importorskip("numpy")
+    with capture(lm, "head", "summary") as plain, torch.no_grad():
+        lm(tokens)
+    for batch, sequence, index in ((np.int64(0), np.int32(1), np.int16(0)), (torch.tensor(0), torch.tensor(1),
+                                                                              {"head": np.uint8(0)})):
+        with capture(lm, "head", "summary", batch_axis=batch, sequence_axis=sequence, output_index=index) as records, \
+                torch.no_grad():
+            lm(tokens)
+        assert records["head"].outcome == CaptureOutcome.CAPTURED
+        assert records["head"].summary == plain["head"].summary
+        assert discover(lm, tokens, batch_axis=batch, sequence_axis=sequence, output_index=index).catalog

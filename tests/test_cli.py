@@ -934,9 +934,21 @@ def test_fuzz_refuses_an_empty_blob_and_a_failure_dir_differential_runs_cannot_u
     assert result.returncode == 2 and "argument --reproduce: the blob is empty" in result.stderr, result.stderr
     result = run("fuzz", "--differential", "mock,mock", "--examples", "1", "--failure-dir", str(tmp_path))
     assert result.returncode == 2 and "--failure-dir would be ignored" in result.stderr, result.stderr
-    # A target of another lifecycle than the default says which lifecycle it was read as.
-    result = run("fuzz", "--target", "counting", "--examples", "1")
-    assert result.returncode == 2 and "--lifecycle graph, the default: give --lifecycle" in result.stderr, result.stderr
+    # A target names its lifecycle: one that belongs to one lifecycle runs there, the results
+    # table's "<lifecycle> <target>" too; one of no lifecycle lists every form, and one whose
+    # lifecycle --lifecycle contradicts is refused.
+    for target, row in (("counting", "capture counting"), ("host", "sequence host"),
+                        ("graph mock/software", "graph mock/software"), ("sequence mock", "sequence mock")):
+        result = run("fuzz", "--target", target, "--examples", "1", "--steps", "2", "--seed", "1")
+        assert result.returncode == 0 and re.search(rf"{row}\s+PASS", result.stdout), result.stdout + result.stderr
+    result = run("fuzz", "--target", "bogus", "--examples", "1")
+    assert result.returncode == 2 and "--target 'bogus' names no target: a graph target is" in result.stderr
+    result = run("fuzz", "--lifecycle", "sequence", "--target", "graph mock/software", "--examples", "1")
+    assert result.returncode == 2 and "is a graph target, and --lifecycle sequence names another" in result.stderr
+    # An unavailable backend is said to be unavailable, with no hint about lifecycles.
+    result = run("fuzz", "--target", "nonesuch/hardware", "--examples", "1")
+    assert result.returncode == 2 and "unknown backend 'nonesuch'" in result.stderr
+    assert "--lifecycle" not in result.stderr, result.stderr
 
 
 def test_an_interrupted_check_prints_and_writes_what_finished(tmp_path):

@@ -199,6 +199,24 @@ def test_launch_refuses_a_bool_for_a_number(device, stream) -> None:
     assert stream.read(y) == bytes(4 * N)  # nothing ran
 
 
+def test_a_torch_bool_tensor_is_no_count(device, stream) -> None:
+    """torch.tensor(True) reads as 1 through __index__: alloc made a 1-byte buffer of it and
+    Device took it as ordinal 0. It is refused where a number is wanted, with what it is named;
+    a bool tensor as memory (a copy's source) is still memory."""
+    torch = pytest.importorskip("torch")
+    before = device.memory_stats()
+    for flag in (torch.tensor(True), torch.tensor([True])):
+        with pytest.raises(LifecoreTypeError, match="nbytes.*torch bool tensor"):
+            stream.alloc(flag)
+    unchanged(device, before)
+    with pytest.raises(LifecoreTypeError, match="ordinal.*torch bool tensor"):
+        lifecore.Device(EMULATED, torch.tensor(False))
+    assert stream.alloc(torch.tensor(8)).nbytes == 8  # an integer tensor is a count
+    b = stream.alloc(4)
+    stream.copy(b, torch.tensor([True, False, True, True]))
+    assert stream.read(b) == bytes([1, 0, 1, 1])
+
+
 def test_launch_and_view_take_numpy_scalars_as_the_other_counts_do(device, stream) -> None:
     """alloc, admit and the other counts take a NumPy integer (anything with __index__); launch
     refused one for its grid, block, info words and scalar arguments (a NumPy float too), and

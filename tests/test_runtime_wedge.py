@@ -21,6 +21,7 @@ from lifecore import (
     ClosedError,
     DeviceLostError,
     DriverError,
+    InvalidArgumentError,
 )
 from lifecore.testing import offers_fault_injection
 
@@ -408,6 +409,38 @@ def test_a_capture_whose_abort_cannot_end_the_driver_capture_says_so() -> None:
     with pytest.raises(ValueError) as plain:
         s.capture(lambda stream: (_ for _ in ()).throw(ValueError("warmup failed")))
     assert not getattr(plain.value, "__notes__", []) and not s.driver_capturing
+    dev.close()
+
+
+def test_a_capture_refused_before_its_window_says_nothing_of_an_abort() -> None:
+    """capture() on a stream another recording holds is refused at its graph_prepare, and a bad
+    warmup before it: no abort ran, and the recording there is not capture()'s. The note that
+    its abort could not end the driver capture was added all the same (the stream was driver-
+    capturing), telling the caller to abort a healthy recording of its own, or another thread's."""
+    dev = lifecore.Device(EMULATED, graphs="hardware")
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    s.graph_prepare()
+    s.fill(buf, 1)
+    s.begin_capture()
+    s.fill(buf, 2)  # a healthy recording
+
+    def refusals():
+        with pytest.raises(CaptureStateError, match="already recording") as busy:
+            s.capture(lambda stream: stream.fill(buf, 3))
+        with pytest.raises(InvalidArgumentError, match="warmup must be >= 0") as bad:
+            s.capture(lambda stream: None, warmup=-1)
+        return busy.value, bad.value
+
+    elsewhere = run_in_thread(refusals)
+    assert "error" not in elsewhere, elsewhere
+    for refused in (*refusals(), *elsewhere["value"]):
+        assert not getattr(refused, "__notes__", []), refused.__notes__
+    assert s.capture_state.variant is CaptureVariant.CAPTURE and s.driver_capturing  # untouched
+    graph = s.end_capture()  # the recording seals as if nothing had happened
+    assert graph.node_count == 1
+    graph.destroy()
+    assert_recapturable(dev, s)
     dev.close()
 
 

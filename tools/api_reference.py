@@ -134,9 +134,14 @@ def _attribute_docs(cls: type) -> dict[str, str]:
         return {}
     if not isinstance(body, ast.ClassDef):
         return {}
-    source_lines = source.splitlines()
+    return _assignment_docs(body.body, source.splitlines())
+
+
+def _assignment_docs(statements: list[ast.stmt], source_lines: list[str]) -> dict[str, str]:
+    """Name -> the attribute docstring or ``#:`` comments of each plain assignment among
+    ``statements`` (a class body, or a module's top level)."""
     docs: dict[str, str] = {}
-    for statement, following in zip(body.body, body.body[1:] + [None]):
+    for statement, following in zip(statements, statements[1:] + [None]):
         if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
             name = statement.target.id
         elif isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
@@ -180,6 +185,36 @@ def _attributes(cls: type) -> Iterator[tuple[str, str, str]]:
         if not isinstance(annotation, str):
             annotation = getattr(annotation, "__name__", repr(annotation))
         yield name, annotation, sourced.get(name) or _class_doc_naming(cls, name)
+
+
+def _constant_doc(module: Any, name: str, value: Any) -> str:
+    """A module constant's text: the attribute docstring or ``#:`` comments of its assignment in
+    the lifecore module that defines it (the first whose namespace holds this very object and
+    whose source assigns the name), else the item of the exporting module's docstring that names
+    it in double backquotes (``name`` or ``name(...)``)."""
+    defining = [module] + [m for key, m in sorted(sys.modules.items())
+                           if key.startswith("lifecore") and m is not module and m is not None]
+    for candidate in defining:
+        if vars(candidate).get(name) is not value:
+            continue
+        try:
+            source = inspect.getsource(candidate)
+        except (OSError, TypeError):
+            continue
+        doc = _assignment_docs(ast.parse(source).body, source.splitlines()).get(name)
+        if doc:
+            return doc
+    for item in re.split(r"\n\s*\n|\n(?=- )", inspect.cleandoc(module.__doc__ or "")):
+        if re.search(rf"``{re.escape(name)}(\(|``)", item):
+            return " ".join(item.removeprefix("- ").split())
+    return ""
+
+
+def _constant_signature(name: str, value: Any) -> str:
+    shown = repr(value)
+    if len(shown) > 60 or "\n" in shown:
+        shown = "..."
+    return f"{name}: {type(value).__name__} = {shown}"
 
 
 def _module_names(module: Any) -> list[str]:
@@ -247,6 +282,9 @@ def walk() -> list[Entry]:
                     entries.append(Entry(module_name, f"{name}.{member}", kind, signature, doc))
             elif callable(obj):
                 entries.append(Entry(module_name, name, "function", _signature(obj), _doc(obj)))
+            else:  # a constant: its value's type, and the text its source gives it
+                entries.append(Entry(module_name, name, "constant", _constant_signature(name, obj),
+                                     _constant_doc(module, name, obj)))
     return entries
 
 
@@ -270,7 +308,8 @@ def render(entries: list[Entry]) -> str:
         if e.module != module:
             module = e.module
             out += [f"## `{module}`", ""]
-        heading = "###" if e.kind in ("class", "function") else "####"
+        top = e.kind in ("class", "function", "constant")
+        heading = "###" if top else "####"
         out.append(f"{heading} `{e.qualname}`" + ("" if e.kind in ("class", "function") else f" ({e.kind})"))
         out.append("")
         if e.signature:

@@ -18,6 +18,7 @@
 #include <string>
 #include <utility>
 
+#include "arguments.hpp"
 #include "bindings.hpp"
 #include "lifecore/error.hpp"
 
@@ -175,12 +176,34 @@ void translate_failure(PyObject* func, PyObject* const* args, size_t nargsf, PyO
   Py_DECREF(replacement);
 }
 
+// A torch bool tensor: nanobind reads a count through __index__, which takes torch.tensor(True)
+// as 1. Only a torch tensor pays more than a type check (a read of its dtype).
+bool is_torch_bool(PyObject* arg) {
+  static PyTypeObject* tensor = nullptr;
+  PyTypeObject* type = loaded_type("torch", "Tensor", tensor);
+  return type != nullptr && PyObject_TypeCheck(arg, type) && is_foreign_bool(nb::handle(arg));
+}
+
+// Whether the argument is a bool of Python's or torch's; -1 with the error set when reading a
+// tensor's dtype was interrupted.
+int is_a_bool(PyObject* arg) noexcept {
+  if (Py_IS_TYPE(arg, &PyBool_Type)) return 1;
+  try {
+    return is_torch_bool(arg) ? 1 : 0;
+  } catch (nb::python_error& error) {
+    error.restore();
+    return -1;
+  }
+}
+
 template <std::size_t I, bool CheckBools>
 PyObject* guarded(PyObject* func, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   if constexpr (CheckBools) {
     const Py_ssize_t count = positional_count(nargsf) + (kwnames ? PyTuple_Size(kwnames) : 0);
     for (Py_ssize_t i = 0; i < count; ++i) {
-      if (Py_IS_TYPE(args[i], &PyBool_Type)) {
+      const int bool_here = is_a_bool(args[i]);
+      if (bool_here < 0) return nullptr;
+      if (bool_here) {
         if (!bools_accepted(func, args, nargsf, kwnames)) return nullptr;
         break;
       }

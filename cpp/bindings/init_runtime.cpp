@@ -337,13 +337,14 @@ constexpr const char* still_recording_note =
 // it raises propagates through the core's abort unchanged.
 std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t warmup, CaptureOwner owner) {
   Stream& stream = nb::cast<Stream&>(self);
+  bool aborted = false;  // a refused warmup or prepare aborts nothing: a recording already there is not ours
   try {
-    return runtime::capture_graph(stream, warmup, owner, [&] { fn(self); });
+    return runtime::capture_graph(stream, warmup, owner, [&] { fn(self); }, &aborted);
   } catch (nb::python_error& error) {  // fn's own exception, passed through unchanged but for the note
-    if (stream.driver_capturing()) error.value().attr("add_note")(still_recording_note);
+    if (aborted && stream.driver_capturing()) error.value().attr("add_note")(still_recording_note);
     throw;
   } catch (const Error& error) {
-    if (!stream.driver_capturing()) throw;
+    if (!aborted || !stream.driver_capturing()) throw;
     raise_python(error);  // the exception the translation would raise, set here to carry the note
     nb::python_error raised;
     raised.value().attr("add_note")(still_recording_note);

@@ -45,6 +45,7 @@ class _Parameter:
     name: str
     annotation: Optional[ast.expr]
     keyword_only: bool
+    required: bool = False  # no default
 
 
 @dataclass(frozen=True)
@@ -76,8 +77,10 @@ def _parse(text: str) -> Optional[_Overload]:
     if not isinstance(node, ast.FunctionDef):
         return None
     a = node.args
-    positional = tuple(_Parameter(p.arg, p.annotation, False) for p in a.posonlyargs + a.args)
-    keyword_only = tuple(_Parameter(p.arg, p.annotation, True) for p in a.kwonlyargs)
+    ordered = a.posonlyargs + a.args
+    first_default = len(ordered) - len(a.defaults)
+    positional = tuple(_Parameter(p.arg, p.annotation, False, i < first_default) for i, p in enumerate(ordered))
+    keyword_only = tuple(_Parameter(p.arg, p.annotation, True, d is None) for p, d in zip(a.kwonlyargs, a.kw_defaults))
     shown = _PLACEHOLDER.sub("...", text)  # the default values are not in the text
     return _Overload(shown, positional, keyword_only, a.vararg is not None, a.kwarg is not None)
 
@@ -216,20 +219,30 @@ def check_bools(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any
     if not overloads:
         return
     for position, name, value in _arguments(args, kwargs):
-        if not isinstance(value, bool):
+        if isinstance(value, bool):
+            given = f"bool ({value})"
+        elif _is_torch_bool(value):
+            given = f"a torch bool tensor (shape {tuple(value.shape)})"
+        else:
             continue
         parameters = [o.parameter(position, name) for o in overloads]
         if all(_number_only(p) for p in parameters):
             shown = parameters[0].name if parameters[0] else name
             raise LifecoreTypeError(f"{_label(func)}: argument '{shown}' must be "
                                     f"{_text(parameters[0].annotation) if parameters[0] else 'a number'}, "
-                                    f"got bool ({value})")
+                                    f"got {given}")
+
+
+def _is_torch_bool(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor of dtype bool (its ``__index__`` reads True as 1)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(value, torch.Tensor) and value.dtype is torch.bool
 
 
 def _integer(value: Any) -> Optional[int]:
     """``value`` as an int when it is an integer (a Python int or what converts through
     ``__index__``, a NumPy integer), never for a bool; else None."""
-    if isinstance(value, bool) or isinstance(value, _numpy_bools()):
+    if isinstance(value, bool) or isinstance(value, _numpy_bools()) or _is_torch_bool(value):
         return None
     try:
         return operator.index(value)
@@ -301,6 +314,13 @@ def _explain_overload(func: Any, overload: _Overload, args: tuple[Any, ...],
         if verdict is False:
             return LifecoreTypeError(f"{label}: argument '{parameter.name}' must be {_text(parameter.annotation)}, "
                                      f"got {_type_name(value)}")
+    given = {p.name for p in overload.positional[: len(args)]} | set(kwargs or {})
+    missing = [p.name for p in overload.positional + overload.keyword_only
+               if p.required and p.name not in given and p.name not in ("self", "cls")]
+    if missing:
+        names = ", ".join(f"'{m}'" for m in missing)
+        return LifecoreTypeError(f"{label}: missing required argument{'s' if len(missing) > 1 else ''} {names}; "
+                                 f"expected {overload.text}")
     for position, name, value in _arguments(args, kwargs):
         parameter = overload.parameter(position, name)
         if parameter is not None and _out_of_range(value) and _takes_int(parameter.annotation):

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import operator
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Callable, Optional, Union
 
 import torch
 
+from .capture.backends.arguments import is_bool_like
 from .errors import LifecoreTypeError
 
 Index = Union[int, str]
@@ -154,17 +156,32 @@ def with_replacement(output: Any, index: Index, replacement: torch.Tensor) -> An
     return rebuilder(output, index)(replacement)
 
 
-def check_output_index(output_index: Any, call: str) -> None:
-    """Refuses an ``output_index`` that is not an int, a str, or a mapping path -> int or str
-    (it is read only at the forward, where a wrong one failed with an error naming neither call
-    nor argument)."""
-    def is_index(value: Any) -> bool:
-        return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+def as_index(value: Any) -> Optional[int]:
+    """``value`` as an int when it is an integer (an int, or a NumPy or torch integer through
+    ``__index__``), never for a bool of any library; else None."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    if is_bool_like(value) or not hasattr(type(value), "__index__"):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:  # a many-element array, or an __index__ that says it is no integer
+        return None
 
-    if is_index(output_index):
-        return
-    if isinstance(output_index, Mapping) and all(isinstance(k, str) and is_index(v) for k, v in output_index.items()):
-        return
+
+def check_output_index(output_index: Any, call: str) -> Union[Index, dict[str, Index]]:
+    """``output_index`` with its integers as ints (a NumPy or torch integer is one), or
+    LifecoreTypeError when it is not an int, a str, or a mapping path -> int or str (it is read
+    only at the forward, where a wrong one failed with an error naming neither call nor argument)."""
+    def index(value: Any) -> Optional[Index]:
+        return value if isinstance(value, str) else as_index(value)
+
+    if (single := index(output_index)) is not None:
+        return single
+    if isinstance(output_index, Mapping):
+        each = {k: index(v) for k, v in output_index.items()}
+        if all(isinstance(k, str) for k in each) and all(v is not None for v in each.values()):
+            return {k: v for k, v in each.items() if v is not None}
     raise LifecoreTypeError(f"{call}: argument 'output_index' must be an int (a position), a str (a key), or a "
                             f"mapping of module paths to them, got {output_index!r}")
 

@@ -650,6 +650,19 @@ def _check_targets(lifecycles: Sequence[str]) -> list[Target]:
     return targets
 
 
+def _lifecycle_of_target(label: str) -> Optional[str]:
+    """The one lifecycle a target label can belong to (host and a bare backend are sequence
+    targets, counting and numpy capture targets, BACKEND/MODE a graph target); None when the
+    label names none, so the default lifecycle's parse says what is wrong with it."""
+    if label in CAPTURE_BACKENDS:
+        return "capture"
+    if "/" in label:
+        return "graph"
+    if label == HOST or label == "auto" or label in lifecore.backend_names():
+        return "sequence"
+    return None
+
+
 def _parse_target(lifecycle: str, label: str) -> Target:
     """The target a label names (as the tables print it); ValueError when it names none."""
     if lifecycle == "graph":
@@ -1235,7 +1248,21 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
     if args.target is not None and (args.backend is not None or args.graphs is not None):
         return _usage_error("fuzz", "--target names the backend (and graphs) itself: drop --backend and --graphs")
     args.failure_dir = args.failure_dir or "."
-    lifecycle_given = args.lifecycle is not None
+    if args.target is not None:
+        # The results table's form, "<lifecycle> <target>", names its lifecycle itself.
+        word, space, rest = args.target.strip().partition(" ")
+        if space and word in LIFECYCLES:
+            if args.lifecycle is not None and args.lifecycle != word:
+                return _usage_error("fuzz", f"--target {args.target!r} is a {word} target, and --lifecycle "
+                                            f"{args.lifecycle} names another: drop one")
+            args.lifecycle, args.target = word, rest.strip()
+        elif args.lifecycle is None:
+            args.lifecycle = _lifecycle_of_target(args.target)
+            if args.lifecycle is None:
+                return _usage_error("fuzz", f"--target {args.target!r} names no target: a graph target is "
+                                            f"BACKEND/hardware or BACKEND/software, a sequence target {HOST} or a "
+                                            f"backend, a capture target {' or '.join(CAPTURE_BACKENDS)} (backends: "
+                                            f"{_backend_choices()})")
     args.lifecycle = args.lifecycle or "graph"
     if args.graphs is not None and "graph" not in _lifecycles(args.lifecycle):
         return _usage_error("fuzz", f"--graphs chooses the graph lifecycle's devices, and --lifecycle "
@@ -1258,8 +1285,7 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
         try:
             targets = [_parse_target(lifecycles[0], args.target)]
         except (ValueError, argparse.ArgumentTypeError) as error:
-            hint = "" if lifecycle_given else f" (--lifecycle {args.lifecycle}, the default: give --lifecycle)"
-            return _usage_error("fuzz", f"{error}{hint}")
+            return _usage_error("fuzz", str(error))
         if args.reproduce:
             problem = _blob_error(args.reproduce)
             if problem:

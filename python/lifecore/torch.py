@@ -99,8 +99,8 @@ from ._torch_calls import (AppliedState, CalledForward, CalledRouting, call_path
 from ._torch_hooks import PlacedHooks, refuse_scripted
 from ._torch_recompute import (OPEN_BLOCKS_HERE, discovering, discovery_forward, never, other_than, passed_over,
                                recomputing)
-from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
-                             selected_tensor as _selected_tensor, selection_problem as _selection_problem,
+from ._torch_outputs import (as_index as _as_index, check_output_index as _check_output_index,
+                             index_for as _index_for, selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              rebuilder as _rebuilder)
 from . import _core
 from .errors import (AdmissionError, BackendUnavailableError, CaptureSessionError, ClosedError, InvalidArgumentError,
@@ -112,6 +112,8 @@ __all__ = ["ROUTING_SUFFIX", "TorchBackend", "artifact_identity", "discover", "a
            "RoutingHook", "route", "routing_policy_of", "attachments", "capture", "run_with_capture", "ModelCapture",
            "CapturedModules", "ModuleCapture", "DEFAULT_HISTOGRAM_EDGES", "DEFAULT_TOP_K", "DEFAULT_PREVIEW"]
 
+#: What a module's path is followed by to name its routing point (the selector's expert choice
+#: a ``set_routing_hook`` hands over), as ``discover`` names it: ``"blocks.0.moe#routing"``.
 ROUTING_SUFFIX = "#routing"
 
 ALLOC_SYMBOL: str = _core.POOLED_ALLOC_SYMBOL
@@ -239,16 +241,20 @@ def call_counts(discovery: CaptureDiscovery) -> dict[str, int]:
     return counts_of((point.path for point in discovery.catalog), ROUTING_SUFFIX)
 
 
-def _check_axes(call: str, **axes: Any) -> None:
-    """Refuses a ``batch_axis`` / ``sequence_axis`` that is not an int (a bool included), and the
-    two naming the same axis (the sequence would never be seen)."""
+def _check_axes(call: str, batch_axis: Any, sequence_axis: Any) -> tuple[int, int]:
+    """``batch_axis`` and ``sequence_axis`` as ints (a NumPy or torch integer is one); refuses
+    one that is not an integer (a bool included), and the two naming the same axis (the
+    sequence would never be seen)."""
+    axes = {"batch_axis": batch_axis, "sequence_axis": sequence_axis}
     for name, value in axes.items():
-        if isinstance(value, bool) or not isinstance(value, int):
+        axes[name] = _as_index(value)
+        if axes[name] is None:
             raise LifecoreTypeError(f"{call}: argument '{name}' must be an int (an axis of the tensors), "
                                     f"got {type(value).__name__}")
     if axes["batch_axis"] == axes["sequence_axis"]:
         raise InvalidArgumentError(f"{call}: arguments 'batch_axis' and 'sequence_axis' name the same axis "
                                    f"({axes['batch_axis']})")
+    return axes["batch_axis"], axes["sequence_axis"]
 
 
 def _logit_paths(logits: Any, model: nn.Module, call: str, or_none: bool = False) -> list[str]:
@@ -355,8 +361,8 @@ def discover(model: nn.Module, *example_args: Any, batch_axis: int = 0, sequence
     _require_module(model, "discover")
     if identity is not None and not isinstance(identity, str):  # named as discover's, not the discovery's
         raise LifecoreTypeError(f"discover: argument 'identity' must be a str or None, got {type(identity).__name__}")
-    _check_axes("discover", batch_axis=batch_axis, sequence_axis=sequence_axis)
-    _check_output_index(output_index, "discover")
+    batch_axis, sequence_axis = _check_axes("discover", batch_axis, sequence_axis)
+    output_index = _check_output_index(output_index, "discover")
     logits = _logit_paths(logits, model, "discover")
     kinds = _axis_kinds(axis_kinds, model, "discover")
     return _discover(model, example_args, example_kwargs, batch_axis=batch_axis, sequence_axis=sequence_axis,
@@ -583,7 +589,7 @@ class TorchAttachment:
     def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex,
                  calls: Optional[Mapping[str, int]] = None, keep: Optional[list["TorchAttachment"]] = None,
                  thread: int = 0, paths: Optional[Iterable[str]] = None,
-                 serves: Optional[Callable[[], bool]] = None):
+                 serves: Optional[Callable[[], bool]] = None, elsewhere: Optional[Callable[[], bool]] = None):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
         # attach(paths=...): the points it hooks, intervention targets enabled later included.
@@ -598,9 +604,11 @@ class TorchAttachment:
         # A capture block's attachment serves the block's thread alone (``thread``; 0 for every
         # thread), in the contexts the block (``block``) is open in: another thread's calls (a
         # forward begun before the block opened), or another asyncio task's, pass by.
-        self._elsewhere = never if thread == 0 else other_than(thread, serves)
-        elsewhere = self._elsewhere  # not self: a closure over the attachment would be a cycle through it
-        self._passed_over = passed_over if thread == 0 else (lambda: passed_over() or elsewhere())
+        # An owner that knows when its forwards run (an Engine's steps) gives ``elsewhere`` itself.
+        if elsewhere is None:
+            elsewhere = never if thread == 0 else other_than(thread, serves)
+        self._elsewhere = elsewhere  # not self below: a closure over the attachment would be a cycle through it
+        self._passed_over = passed_over if elsewhere is never else (lambda: passed_over() or elsewhere())
         self._modules = dict(model.named_modules())
         self._calls = dict(calls or {})
         # Every forward hook placed, noted before torch registers it (a Ctrl-C as a registration
@@ -1023,13 +1031,14 @@ def attach(session: CaptureSession, model: nn.Module, backend: Any = None,
 def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Optional[Iterable[str]],
             output_index: OutputIndex, calls: Optional[Mapping[str, int]],
             keep: Optional[list[TorchAttachment]], thread: int = 0,
-            serves: Optional[Callable[[], bool]] = None) -> TorchAttachment:
+            serves: Optional[Callable[[], bool]] = None,
+            elsewhere: Optional[Callable[[], bool]] = None) -> TorchAttachment:
     """:func:`attach`; the attachment also joins ``keep`` as soon as it exists (before any hook
     is placed), so an owner that loses the return value to a Ctrl-C still detaches it."""
     if not isinstance(session, CaptureSession):
         raise LifecoreTypeError(f"attach: argument 'session' must be a CaptureSession, got {type(session).__name__}")
     _require_module(model, "attach")
-    _check_output_index(output_index, "attach")
+    output_index = _check_output_index(output_index, "attach")
     _check_calls(calls, model, "attach")
     backend = backend if backend is not None else TorchBackend()
     require_backend(backend, "attach")
@@ -1057,7 +1066,7 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
                         f"forward. Nothing was placed; detach the first (lifecore.torch.attachments(model) lists "
                         f"them), or attach another session")
             attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made, thread=thread,
-                                         paths=paths, serves=serves)
+                                         paths=paths, serves=serves, elsewhere=elsewhere)
             _LIVE_ATTACHMENTS.add(attachment)
         if keep is not None:
             keep.append(attachment)
@@ -1244,9 +1253,10 @@ class CapturedModules(Mapping[str, ModuleCapture]):
         return f"CapturedModules({list(self._modules.values())!r})"
 
 
-def _transform_problem(transform: CaptureTransform) -> Optional[str]:
+def _transform_problem(transform: CaptureTransform, max_bins: int) -> Optional[str]:
     """What admission would refuse in the transform itself (it is refused at the forward, after
-    a discovery forward ran the model): None when nothing."""
+    a discovery forward ran the model), given the discovery's ``max_bins`` (its capabilities'
+    max_histogram_bins): None when nothing."""
     if transform.kind == TransformKind.PREVIEW and transform.max_elements == 0:
         return "a preview needs max_elements > 0, got CaptureTransform.preview(0)"
     if transform.kind == TransformKind.TOP_CANDIDATES and transform.count == 0:
@@ -1255,6 +1265,9 @@ def _transform_problem(transform: CaptureTransform) -> Optional[str]:
         edges = list(transform.edges)
         if len(edges) < 2:
             return f"a histogram needs at least two edges, got {edges}"
+        if len(edges) - 1 > max_bins:
+            return (f"a histogram of {len(edges) - 1:,} bins has too many: the discovery's capabilities allow "
+                    f"{max_bins:,} (BackendCapabilities.max_histogram_bins)")
         if not all(math.isfinite(edge) for edge in edges):
             return f"a histogram's edges must be finite, got {edges}"
         if any(later <= earlier for earlier, later in zip(edges, edges[1:])):
@@ -1262,8 +1275,8 @@ def _transform_problem(transform: CaptureTransform) -> Optional[str]:
     return None
 
 
-def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
-                call: str) -> list[tuple[str, CaptureTransform]]:
+def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]], call: str,
+                max_bins: int) -> list[tuple[str, CaptureTransform]]:
     """(name, transform) pairs; a name is the string given or the transform's kind."""
     items = [transforms] if isinstance(transforms, (str, CaptureTransform)) else transforms
     if not isinstance(items, (list, tuple)) or not items:
@@ -1272,7 +1285,7 @@ def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]],
     made = []
     for item in items:
         if isinstance(item, CaptureTransform):
-            if (problem := _transform_problem(item)) is not None:  # refused before any forward, not at it
+            if (problem := _transform_problem(item, max_bins)) is not None:  # refused before any forward, not at it
                 raise AdmissionError(f"{call}: {problem}")  # what admission at the forward raised
             if item.kind == TransformKind.SLICE:
                 # Its slices belong to a selection, which a block builds without any.
@@ -1561,8 +1574,8 @@ class ModelCapture:
                  output_index: OutputIndex, batch_axis: int, sequence_axis: int,
                  logits: Optional[Union[str, Iterable[str]]] = None, call: str = "capture"):
         _require_module(model, call)
-        _check_axes(call, batch_axis=batch_axis, sequence_axis=sequence_axis)
-        _check_output_index(output_index, call)
+        batch_axis, sequence_axis = _check_axes(call, batch_axis, sequence_axis)
+        output_index = _check_output_index(output_index, call)
         if discovery is not None and not isinstance(discovery, CaptureDiscovery):
             raise LifecoreTypeError(f"{call}: argument 'discovery' must be a CaptureDiscovery or None, "
                                     f"got {type(discovery).__name__}")
@@ -1577,7 +1590,10 @@ class ModelCapture:
         self._why_none: dict[str, str] = {}  # what the block's own discovery saw where no tensor was
         self._called_elsewhere: set[str] = set()  # modules its discovery saw called on other threads only
         self._matched = _patterns(paths, modules, model, call)
-        self._transforms = _transforms(transforms, call)
+        # The bins a histogram may have: what the given discovery allows, else what the block's
+        # own discovery (made with the default capabilities) will.
+        capabilities = discovery.capabilities if discovery is not None else BackendCapabilities()
+        self._transforms = _transforms(transforms, call, capabilities.max_histogram_bins)
         budget = _budget(budget_bytes, call)
         self._limits = CaptureLimits(per_step=CaptureUsage(_UNLIMITED, budget, _UNLIMITED, _UNLIMITED),
                                      cumulative=CaptureUsage(_UNLIMITED, budget, _UNLIMITED, _UNLIMITED),

@@ -23,7 +23,7 @@ void abort_quietly(Stream& stream) noexcept {
 }  // namespace
 
 std::shared_ptr<Graph> capture_graph(Stream& stream, std::int64_t warmup, CaptureOwner owner,
-                                     const std::function<void()>& pass) {
+                                     const std::function<void()>& pass, bool* aborted) {
   if (warmup < 0) raise(ErrorKind::InvalidArgument, "capture: warmup must be >= 0, got " + std::to_string(warmup));
   stream.graph_prepare(owner);
   try {
@@ -35,11 +35,13 @@ std::shared_ptr<Graph> capture_graph(Stream& stream, std::int64_t warmup, Captur
     pass();
     return stream.end_capture(owner);
   } catch (const Error& failure) {
+    if (aborted) *aborted = true;
     abort_quietly(stream);
     // An end that left the driver capturing said "stays in CAPTURE": the abort may have ended it.
     if (!stream.driver_capturing()) throw Stream::after_capture_ended(failure, "capture");
     throw;
   } catch (...) {
+    if (aborted) *aborted = true;
     abort_quietly(stream);
     throw;
   }

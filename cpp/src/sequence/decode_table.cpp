@@ -196,8 +196,11 @@ void DecodeTable::step(const std::vector<SequenceSession*>& sessions, const std:
   // What the caller got wrong (a bad token count, another coordinator's sequence, a closed
   // handle, a count above the fit, a session named twice) is refused before any row steps.
   const BatchCheck batch;
-  if (sessions.empty()) {
-    finish(nullptr, 0);
+  // A batch of empty rows (or none) reads no session: like update's, it needs no live
+  // coordinator. Each row steps nothing (CURRENT) and is cleared.
+  if (std::none_of(sessions.begin(), sessions.end(), [](const SequenceSession* s) { return s != nullptr; })) {
+    std::fill(outcomes, outcomes + sessions.size(), BackingOutcome::current);
+    finish(sessions.data(), sessions.size());
     return;
   }
   const auto held = live_coordinator(call);

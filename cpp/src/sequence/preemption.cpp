@@ -1,6 +1,7 @@
 #include "lifecore/sequence/preemption.hpp"
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -21,12 +22,23 @@ bool requester_unchanged(const AdmissionCoordinator& coordinator, const BackingD
   }
 }
 
+// A session's reason (closed, ended, busy) without the name of the call that found it: a
+// skipped candidate's reason is preempt_for's, and which call read it is not the scheduler's business.
+std::string reason_of(const Error& e, std::initializer_list<std::string_view> read_by) {
+  std::string reason = e.message();
+  for (const std::string_view call : read_by)
+    if (reason.starts_with(call)) return reason.erase(0, call.size());
+  return reason;
+}
+
 }  // namespace
 
 PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const AdmissionDeferred& deferred,
                               const std::vector<SequenceSession*>& candidates, std::optional<std::size_t> limit) {
   if (deferred.coordinator_id != coordinator.id())
     raise(ErrorKind::StaleAuthority, "preempt_for: the deferral belongs to another coordinator (foreign coordinator)");
+  // Once closed, no extension or admission succeeds: a victim would lose its work for nothing.
+  coordinator.require_open("preempt_for");
   // A backing deferral is the demand of the sequence that asked to grow: once that sequence is
   // gone nobody waits on it, and once it holds other pages, the demand it names (the pages
   // between those and its target) is not what it needs: either way a victim could be aborted
@@ -85,12 +97,7 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
       session->write_release_capacity_sources(sources);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::SessionState && e.kind() != ErrorKind::Closed) throw;
-      // The session's reason (closed, ended), named as preempt_for's: which call read it is not
-      // the scheduler's business.
-      std::string reason = e.message();
-      constexpr std::string_view read_by = "write_release_capacity_sources: ";
-      if (reason.starts_with(read_by)) reason.erase(0, read_by.size());
-      out.skipped.push_back({authority, "preempt_for: " + reason});
+      out.skipped.push_back({authority, "preempt_for: " + reason_of(e, {"write_release_capacity_sources: "})});
       continue;
     }
     const bool releases_wanted = std::any_of(sources.begin(), sources.end(), [&](const CapacitySource& s) {
@@ -103,6 +110,11 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
     pause_points::reach(pause_points::Point::candidate_looked_at);
     // The requester may have closed (or grown) since the pass began: asked again before each
     // abort, so no victim is aborted for a demand nobody waits on.
+    if (coordinator.closed()) {  // closed since the pass began (its device too): no abort serves anyone now
+      stopped = "preempt_for: not aborted, the coordinator closed (no extension or admission can succeed)";
+      out.skipped.push_back({authority, stopped});
+      continue;
+    }
     if (deferred.backing && !requester_unchanged(coordinator, *deferred.backing, deferred.request_id)) {
       stopped = "preempt_for: not aborted, the sequence that asked to grow is gone or holds other pages than when "
                 "it was deferred (the deferral is stale)";
@@ -118,7 +130,7 @@ PreemptionOutcome preempt_for(AdmissionCoordinator& coordinator, const Admission
       // Its owner may end or close it meanwhile (a candidate is anyone's session): skipped, and
       // the victims of this pass are still reported.
       if (e.kind() != ErrorKind::SessionState && e.kind() != ErrorKind::Closed) throw;
-      out.skipped.push_back({authority, e.message()});
+      out.skipped.push_back({authority, "preempt_for: " + reason_of(e, {"try_abort_if_quiescent: ", "try_abort: "})});
       continue;
     }
     out.victims.push_back(authority);

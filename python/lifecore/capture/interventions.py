@@ -27,10 +27,15 @@ __all__ = [
 def _evidence(evidence: None | str | int) -> dict[str, Any]:
     if evidence is None:
         return {"evidence": EvidenceKind.NONE}
-    if evidence == "summary":
+    if isinstance(evidence, str) and evidence == "summary":
         return {"evidence": EvidenceKind.SUMMARY}
     if isinstance(evidence, int) and not isinstance(evidence, bool):
         return {"evidence": EvidenceKind.PREVIEW, "evidence_elements": evidence}
+    if not isinstance(evidence, str) and not is_bool_like(evidence) and hasattr(type(evidence), "__index__"):
+        try:  # a NumPy or torch integer is a preview size too
+            return {"evidence": EvidenceKind.PREVIEW, "evidence_elements": operator.index(evidence)}
+        except TypeError:
+            pass
     message = f"argument 'evidence' is None, 'summary' or a preview size (int), got {evidence!r}"
     raise (InvalidArgumentError if isinstance(evidence, str) else LifecoreTypeError)(message)
 

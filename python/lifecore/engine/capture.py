@@ -10,6 +10,7 @@ tokens the engine generates.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -23,6 +24,13 @@ __all__ = ["CaptureOptions", "EngineCapture"]
 
 # Decode iterations a session may number (predictions 1..); far beyond any run of the engine.
 MAX_PREDICTIONS = 1 << 30
+
+class _Stepping:
+    """The thread running the engine's capture step (0 between steps): its hooks observe that
+    thread's forwards alone. Apart from the EngineCapture, so the hooks never refer to it (a
+    cycle through the model's hooks only the collector frees)."""
+
+    thread = 0
 
 
 @dataclass
@@ -74,7 +82,7 @@ class EngineCapture:
     skipped: int = 0
 
     def __post_init__(self) -> None:
-        from ..torch import TorchBackend, attach
+        from ..torch import TorchBackend, _attach
 
         self.options.check(self.model.config.layers)
         d = self.model.config.d_model
@@ -91,7 +99,12 @@ class EngineCapture:
             layer, factor = self.options.scale
             op = interventions.scale("scale", f"layers.{layer}", factor)
             self.session.enable_interventions(InterventionPlan([op]).admit(discovery, self.session), backend)
-        self.attachment: Any = attach(self.session, self.model, backend)
+        # Its hooks serve its own steps: another Engine's forwards through the same Transformer
+        # (capturing or not, on any thread), and any forward between steps, pass by.
+        self._stepping = stepping = _Stepping()
+        ident = threading.get_ident
+        self.attachment: Any = _attach(self.session, self.model, backend, None, 0, None, keep=None,
+                                       elsewhere=lambda: stepping.thread != ident())
 
     def begin(self, prefill: bool, iteration: int) -> None:
         if self.session.step_pending:
@@ -102,11 +115,13 @@ class EngineCapture:
             self.session.begin_step(CapturePhase.PREFILL, 0)
         else:
             self.session.begin_step(CapturePhase.DECODE, iteration)
+        self._stepping.thread = threading.get_ident()
 
     def end(self, completed: bool = True) -> None:
         """Drains the step. A forward that raised (``completed`` False) never finished its
         interventions: checking them would only mask its error; the step is drained all the
         same, or the next could not begin."""
+        self._stepping.thread = 0
         try:
             if completed and self.session.intervention_plan is not None:
                 self.session.finish_interventions()

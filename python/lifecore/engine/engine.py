@@ -38,7 +38,8 @@ class Result:
     """What one ``Engine.generate`` call produced: ``tokens`` maps each request id to its
     generated tokens, ``stats`` counts the scheduler's work (:class:`Stats`), ``seconds`` is the
     wall time, and ``graph_captures`` / ``graph_replays`` count the decode graphs captured and
-    replayed (0 off CUDA). A rejected request has no tokens: ``rejected`` says why."""
+    replayed (0 off CUDA). A rejected request has no tokens: ``rejected`` says why; a cancelled
+    one has those it generated before it stopped (``cancelled`` lists it)."""
 
     tokens: dict[str, list[int]]
     stats: Stats
@@ -52,6 +53,9 @@ class Result:
     rejected: dict[str, str] = field(default_factory=dict)
     """Request id -> why it was rejected (it can never fit the engine's blocks), for each request
     rejected; its ``tokens`` entry is empty."""
+    cancelled: list[str] = field(default_factory=list)
+    """The ids of the requests ``Request.cancel()`` stopped before they were done, in the order
+    they stopped; their ``tokens`` entries hold what they generated until then."""
 
 
 def _host_memory_bytes() -> int:
@@ -297,7 +301,8 @@ class Engine:
 
     # ---------------------------------------------------------------- serving
     def generate(self, requests: Sequence[Request], progress: Optional[Callable[[int], None]] = None) -> Result:
-        """Runs every request to completion (or rejection); the tokens each generated.
+        """Runs every request to completion (or rejection, or until ``Request.cancel()`` stops
+        it); the tokens each generated.
 
         Every request is checked before any runs: a unique str ``request_id``, a non-empty list
         prompt of the model's token ids, ``max_new_tokens`` of at least 1, prompt and output
@@ -341,7 +346,8 @@ class Engine:
         return Result({r.request_id: list(r.generated) for r in scheduler.finished}, stats, seconds,
                       graphs.captures if graphs else 0, graphs.replays if graphs else 0,
                       graphs.pool_kind if graphs else "none",
-                      {r.request_id: r.rejected for r in scheduler.finished if r.rejected is not None})
+                      {r.request_id: r.rejected for r in scheduler.finished if r.rejected is not None},
+                      [r.request_id for r in scheduler.cancelled])
 
     def _check(self, requests: Sequence[Request]) -> None:
         config = self.model.config

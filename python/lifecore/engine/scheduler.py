@@ -56,13 +56,25 @@ class Request:
     ``max_new_tokens`` to generate greedily. The engine appends to ``generated``; ``rejected``
     holds the reason (the coordinator's, or the engine's) when the request can never fit. ``tokens`` is the prompt
     followed by what was generated, ``fit_tokens`` the most tokens its sequence holds in the KV
-    cache (what it is admitted for), and ``done`` is true once ``max_new_tokens`` were generated."""
+    cache (what it is admitted for), and ``done`` is true once ``max_new_tokens`` were generated.
+    ``cancel()`` stops it early (``cancelled`` then reads true)."""
 
     request_id: str
     prompt: list[int]
     max_new_tokens: int
     generated: list[int] = field(default_factory=list)
     rejected: Optional[str] = None
+    cancelled: bool = field(default=False, init=False)
+    """True once ``cancel()`` was called."""
+
+    def cancel(self) -> None:
+        """Stops this request where it is: before its next scheduler iteration's admission and
+        again before its next decode step, a waiting request leaves the queue and a running one
+        gives its sequence back (its KV blocks and request id are free for others at once). It
+        keeps the tokens generated so far, and ``Engine.generate``'s result lists it in
+        ``cancelled``. Safe from any thread and from a progress callback; cancelling a request
+        that already finished (or cancelling twice) changes nothing."""
+        self.cancelled = True
 
     @property
     def tokens(self) -> list[int]:
@@ -259,6 +271,7 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Running] = []
         self.finished: list[Request] = []
+        self.cancelled: list[Request] = []  # stopped by Request.cancel() before they were done
         self.stats = Stats()
         self.table = np.zeros((max_batch, max_blocks), dtype=np.int32)
         self.progress = progress
@@ -293,11 +306,27 @@ class Scheduler:
         table: np.ndarray = self._timed(self.memory.block_table, [r.handle for r in running], width, self.table)
         return table[: len(running), :width]
 
+    def _cancel(self) -> None:
+        """Drops the requests cancelled since the last look: from the queue, and from the batch
+        (each running one's sequence given back as a preempted one is, its frames long committed)."""
+        if any(r.cancelled for r in self.waiting):
+            stopped = [r for r in self.waiting if r.cancelled]
+            self.waiting = deque(r for r in self.waiting if not r.cancelled)
+            self.cancelled += stopped
+            self.finished += stopped
+        for r in [r for r in self.running if r.request.cancelled and not r.request.done]:
+            # Released while still in `running`: if the release raises, abandon() gives it back.
+            self._timed(self.memory.release, r.handle, False)
+            self.running[:] = [other for other in self.running if other is not r]
+            self.cancelled.append(r.request)
+            self.finished.append(r.request)
+
     def iteration(self) -> None:
         stats, memory = self.stats, self.memory
         stats.iterations += 1
+        self._cancel()
         admitted = self._admit()
-        if not admitted and not self.running and self.waiting:
+        if not admitted and not self.running and self.waiting and not any(r.cancelled for r in self.waiting):
             # Deferred with nothing of this run holding capacity: no release of ours can wake it.
             raise RuntimeError(f"{self.waiting[0].request_id!r} waits for capacity that no sequence of this run "
                                "holds: nothing this run does can free it")
@@ -310,6 +339,7 @@ class Scheduler:
                 stats.prefill_tokens += r.cached
                 self._emit(r.request, token)
             self._complete()
+        self._cancel()  # cancelled during the prefill (from a progress callback, another thread)
         if not self.running:
             return
         self._extend()

@@ -16,8 +16,10 @@ namespace lifecore::runtime {
 class Stream;
 
 // `pass` issues the work on the stream; whatever it throws propagates (after the abort).
-// warmup < 0: InvalidArgumentError, nothing changed.
+// warmup < 0: InvalidArgumentError, nothing changed. `aborted`, when given, is set when a
+// failure after this call's graph_prepare made it abort the window (a refused prepare, as on a
+// stream another capture holds, aborts nothing: that capture is not this call's to end).
 std::shared_ptr<Graph> capture_graph(Stream& stream, std::int64_t warmup, CaptureOwner owner,
-                                     const std::function<void()>& pass);
+                                     const std::function<void()>& pass, bool* aborted = nullptr);
 
 }  // namespace lifecore::runtime

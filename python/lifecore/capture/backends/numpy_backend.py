@@ -157,6 +157,10 @@ class NumpyBackend:
         index order). The session calls it only after reserving the cost. Raises ValueError
         for another transform kind."""
         require_transform(tensor, np.ndarray, request, "NumpyBackend.transform")
+        if type(tensor) is not np.ndarray:
+            # A subclass's own indexing and ravel (np.matrix stays 2-D) are not the region's:
+            # read the array it is (a view, no copy). Masked arrays were refused above.
+            tensor = np.asarray(tensor)
         region = tensor if request.whole else tensor[request.index]
         kind = request.kind
         if kind == TransformKind.PREVIEW:
@@ -191,6 +195,8 @@ class NumpyBackend:
         require_transform(tensor, np.ndarray, request, "NumpyBackend.summary_statistics")
         if request.kind != TransformKind.SUMMARY:
             raise ValueError(f"summary_statistics answers a SUMMARY request, not {request.kind}")
+        if type(tensor) is not np.ndarray:
+            tensor = np.asarray(tensor)  # as transform reads it
         region = tensor if request.whole else tensor[request.index]
         statistics = _finite_statistics(region)
         return statistics if statistics is not None else summarize(region)
