@@ -510,6 +510,9 @@ def test_a_histogram_is_held_to_the_given_discoverys_bins():
     narrow = discover(model, x, capabilities=BackendCapabilities(max_histogram_bins=2))
     with pytest.raises(AdmissionError, match="3 bins has too many: the discovery's capabilities allow 2"):
         capture(model, "head", CaptureTransform.histogram([0.0, 1.0, 2.0, 3.0]), discovery=narrow)
+    # The named transform too: "histogram" is the default edges' 40 bins.
+    with pytest.raises(AdmissionError, match="40 bins has too many: .* allow 2 .*'histogram' transform"):
+        capture(model, "head", "histogram", discovery=narrow)
 
 
 def test_a_numpy_integer_is_a_budget():

@@ -310,3 +310,19 @@ def test_an_intervention_enabled_after_attach_reaches_its_call_observed_there_to
     torch.testing.assert_close(step.record("c1").payload.tensor, calls[1])  # before the intervention
     torch.testing.assert_close(patched, expected)
     assert not attachment.attached and not model._forward_hooks and not model._forward_pre_hooks
+
+
+@pytest.mark.parametrize("name, clash", [("layer#0", "call 0 of module 'layer'"),
+                                         ("layer#routing", "the routing point of module 'layer'")])
+def test_a_module_named_as_another_modules_call_is_refused(model, tokens, name, clash):
+    """A module named "layer#0" beside "layer" (called three times) had the name discover gives
+    layer's first call: the point was resolved to the module named so, and layer's first call
+    was never observed. The model is refused before any hook, naming both."""
+    model.add_module(name, nn.Identity())
+    for make in (lambda: discover(model, tokens), lambda: capture(model, "head", "summary"),
+                 lambda: attach(session_for(), model)):
+        with pytest.raises(InvalidArgumentError, match=f"module '{name}' of Shared has the name lifecore gives {clash}"):
+            make()
+    assert not model._forward_hooks and not model.layer._forward_hooks
+    delattr(model, name)
+    assert discover(model, tokens).catalog  # renamed away: discovered again

@@ -12,7 +12,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed")
 
 from engine_reference import generate as reference  # noqa: E402
-from lifecore.engine import Engine, Request  # noqa: E402
+from lifecore.engine import PRESETS, Engine, Request, Transformer  # noqa: E402
+from lifecore.engine.scheduler import Scheduler  # noqa: E402
 from test_engine import assert_released, attentive  # noqa: E402
 
 pytestmark = pytest.mark.no_sanitizer
@@ -88,5 +89,36 @@ def test_cancelled_from_another_thread():
         full = reference(model, r.prompt, 60)
         got = result.tokens[r.request_id]
         assert got == (full[: len(got)] if r.cancelled else full), r.request_id
+    assert_released(engine)
+    engine.close()
+
+
+def test_a_cancelled_deferred_head_no_longer_holds_back_the_queue():
+    """The head of the queue, deferred for room, registered a waiter for its demand; cancelled,
+    it left the queue but its waiter still answered for admission, so a request behind it that
+    fits waited for the running one to finish (6 iterations). It is admitted at the next one."""
+    model = Transformer(PRESETS["tiny"])
+    engine = Engine(model, num_blocks=6, max_batch=3, block_size=4)
+    head = Request("r0", list(range(1, 13)), 8)  # 3 of the 6 blocks, more as it grows
+    deferred = Request("r1", list(range(1, 17)), 3)  # 4 blocks: deferred behind r0
+    small = Request("r2", [7], 3)  # 1 block: fits at once, once r1 is out of its way
+    admitted_at: dict[str, int] = {}
+    real_admit = Scheduler._admit
+
+    def admit(self):
+        running = real_admit(self)
+        for r in running:
+            admitted_at[r.request.request_id] = self.stats.iterations
+        return running
+
+    Scheduler._admit = admit
+    try:
+        result = engine.generate([head, deferred, small], progress=lambda count: deferred.cancel())
+    finally:
+        Scheduler._admit = real_admit
+    assert result.cancelled == ["r1"] and result.stats.deferrals >= 1
+    assert admitted_at == {"r0": 1, "r2": 2}  # the iteration after r1 was cancelled
+    assert result.tokens["r2"] == Engine(model, num_blocks=6, max_batch=3, block_size=4).generate(
+        [Request("r2", [7], 3)]).tokens["r2"]
     assert_released(engine)
     engine.close()

@@ -34,6 +34,20 @@ class AppliedState:
         self.applied = False
 
 
+def name_collision(paths: Iterable[str], routing_suffix: str) -> Optional[tuple[str, str]]:
+    """A module path that is also the point lifecore names for another module's call or routing
+    (``"a#0"`` beside a module ``"a"``): (that path, what else it names); None when every path
+    names its module alone. Its points could not be told apart."""
+    modules = set(paths)
+    for path in sorted(p for p in modules if CALL_MARK in p):
+        if path.endswith(routing_suffix) and path[: -len(routing_suffix)] in modules:
+            return path, f"the routing point of module {path[: -len(routing_suffix)]!r}"
+        base, _, call = path.rpartition(CALL_MARK)
+        if base in modules and call.isdigit() and str(int(call)) == call:
+            return path, f"call {call} of module {base!r}"
+    return None
+
+
 def split_call(point: str, modules: Container[str]) -> Optional[tuple[str, Optional[int]]]:
     """(module path, call) of a point: call None for a module's plain path; None when the
     point names no module of ``modules``."""

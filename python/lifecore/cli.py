@@ -1554,13 +1554,14 @@ def build_parser() -> argparse.ArgumentParser:
     fuzz = sub.add_parser("fuzz", help="a longer state-machine run")
     # None when not given, so an option another one overrides is refused rather than ignored.
     fuzz.add_argument("--lifecycle", choices=lifecycle_choices, default=None,
-                      help="which lifecycle's machines to run (default graph)")
+                      help="which lifecycle's machines to run (default graph, or the lifecycle --target names)")
     fuzz.add_argument("--backend", type=_backend_name, default=None,
                       help=f"{choices} (default {default_backend}); the sequence machine also runs on host pages")
     fuzz.add_argument("--graphs", default=None, choices=["hardware", "software", "both"], help="default both")
     fuzz.add_argument("--target", default=None,
-                      help="one target of --lifecycle's, as the tables name it (BACKEND/GRAPHS for graph, "
-                           f"host or BACKEND for sequence, {' or '.join(CAPTURE_BACKENDS)} for capture)")
+                      help="one target, as the tables name it (BACKEND/GRAPHS for graph, host or BACKEND for "
+                           f"sequence, {' or '.join(CAPTURE_BACKENDS)} for capture), with its lifecycle or not "
+                           "('graph mock/software'): it names its lifecycle, so --lifecycle may be left out")
     fuzz.add_argument("--examples", type=positive_int, default=None,
                       help="machine runs (default 100); with --differential, seeded runs (default 5)")
     fuzz.add_argument("--steps", type=positive_int, default=100, help="steps per run (default 100)")

@@ -94,8 +94,8 @@ from .capture import (
 )
 from .capture.backends.arguments import is_bool_like, require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
-from ._torch_calls import (AppliedState, CalledForward, CalledRouting, call_path, counts_of, raise_routing_recompute,
-                           split_call)
+from ._torch_calls import (AppliedState, CalledForward, CalledRouting, call_path, counts_of,
+                           name_collision as _name_collision, raise_routing_recompute, split_call)
 from ._torch_hooks import PlacedHooks, refuse_scripted
 from ._torch_recompute import (OPEN_BLOCKS_HERE, discovering, discovery_forward, never, other_than, passed_over,
                                recomputing)
@@ -214,6 +214,12 @@ def _require_module(model: Any, call: str, hooked: bool = True) -> None:
         raise LifecoreTypeError(f"{call}: argument 'model' must be a torch.nn.Module, got {type(model).__name__}")
     if hooked:  # what places hooks on it: a TorchScript module takes none
         refuse_scripted(model, f"{call}: argument 'model'")
+        clash = _name_collision((name for name, _ in model.named_modules()), ROUTING_SUFFIX)
+        if clash is not None:
+            raise InvalidArgumentError(
+                f"{call}: module {clash[0]!r} of {type(model).__name__} has the name lifecore gives "
+                f"{clash[1]} ('<path>#<k>' names a module's k-th call, '<path>{ROUTING_SUFFIX}' its routing), so "
+                f"their points could not be told apart: rename the module")
 
 
 def _check_calls(calls: Any, model: nn.Module, call: str) -> None:
@@ -1297,7 +1303,10 @@ def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]], call:
             if item not in _TRANSFORMS:
                 raise InvalidArgumentError(f"{call}: unknown transform {item!r}; the names are "
                                            f"{', '.join(map(repr, _TRANSFORMS))} (or pass a CaptureTransform)")
-            made.append((item, _TRANSFORMS[item]()))
+            transform = _TRANSFORMS[item]()
+            if (problem := _transform_problem(transform, max_bins)) is not None:  # the default histogram's bins
+                raise AdmissionError(f"{call}: {problem} (the {item!r} transform)")
+            made.append((item, transform))
         else:
             raise LifecoreTypeError(f"{call}: a transform is a name or a CaptureTransform, got {type(item).__name__}")
     return made

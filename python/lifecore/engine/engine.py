@@ -87,9 +87,10 @@ class Engine:
     ``model`` keeps its dtype and must be on ``device``. ``graphs``: capture the decode step per batch-size
     bucket (only on CUDA, and never while capturing activations: True with ``capture`` raises
     ``InvalidArgumentError``); None picks it on CUDA unless capturing.
-    With ``capture``, the model's layers stay hooked until ``close()``: a forward of that model
-    outside this engine's steps (another engine given the same ``Transformer``) fails, so a
-    capturing engine needs a model of its own.
+    With ``capture``, the model's layers stay hooked until ``close()``, and the hooks observe
+    (and intervene in) this engine's own steps alone, on the thread running them: another engine
+    given the same ``Transformer``, capturing or not, and any forward of it between this engine's
+    steps, pass them by.
 
     Every argument is checked before anything is made: a wrong type raises
     ``LifecoreTypeError``, a wrong value ``InvalidArgumentError`` (a ``device`` other than a CPU

@@ -272,6 +272,10 @@ class Scheduler:
         self.running: list[Running] = []
         self.finished: list[Request] = []
         self.cancelled: list[Request] = []  # stopped by Request.cancel() before they were done
+        # The queue's head the memory last deferred: admission waits on the memory's word for it
+        # (admission_may_fit), and on nothing once another request heads the queue (it was
+        # cancelled, or preempted ones went before it).
+        self._deferred: Optional[Request] = None
         self.stats = Stats()
         self.table = np.zeros((max_batch, max_blocks), dtype=np.int32)
         self.progress = progress
@@ -365,13 +369,14 @@ class Scheduler:
         memory = self.memory
         if not self.waiting or len(self.running) >= self.max_batch:  # a memory with more slots than our rows
             return admitted
-        if not self._timed(memory.admission_may_fit):
+        if self.waiting[0] is self._deferred and not self._timed(memory.admission_may_fit):
             return admitted
         while self.waiting and len(self.running) < self.max_batch:
             request = self.waiting[0]
             outcome, value = self._timed(memory.admit, request.request_id, len(request.tokens), request.fit_tokens)
             if outcome == DEFERRED:
                 self.stats.deferrals += 1
+                self._deferred = request
                 break
             try:
                 self.waiting.popleft()
