@@ -176,20 +176,47 @@ void translate_failure(PyObject* func, PyObject* const* args, size_t nargsf, PyO
   Py_DECREF(replacement);
 }
 
-// A torch bool tensor: nanobind reads a count through __index__, which takes torch.tensor(True)
-// as 1. Only a torch tensor pays more than a type check (a read of its dtype).
-bool is_torch_bool(PyObject* arg) {
-  static PyTypeObject* tensor = nullptr;
-  PyTypeObject* type = loaded_type("torch", "Tensor", tensor);
-  return type != nullptr && PyObject_TypeCheck(arg, type) && is_foreign_bool(nb::handle(arg));
+// torch.Tensor once torch is loaded (no tensor exists before), else null. Looked up through an
+// interned name until found: a guarded call pays no string made from C text per argument.
+PyTypeObject* torch_tensor_type() {
+  static PyTypeObject* found = nullptr;
+  if (found) return found;
+  static PyObject* const name = PyUnicode_InternFromString("torch");  // kept for the process
+  if (!name) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* torch = PyImport_GetModule(name);  // new reference, or null when torch is not loaded
+  if (!torch) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  PyObject* tensor = PyObject_GetAttrString(torch, "Tensor");
+  Py_DECREF(torch);
+  if (!tensor || !PyType_Check(tensor)) {
+    PyErr_Clear();
+    Py_XDECREF(tensor);
+    return nullptr;
+  }
+  found = reinterpret_cast<PyTypeObject*>(tensor);  // the reference is kept
+  return found;
 }
 
-// Whether the argument is a bool of Python's or torch's; -1 with the error set when reading a
-// tensor's dtype was interrupted.
+// Whether the argument is a bool of Python's or torch's (a torch bool tensor: nanobind reads a
+// count through __index__, which takes torch.tensor(True) as 1); -1 with the error set when
+// reading a tensor's dtype was interrupted. Most arguments are answered by their type alone:
+// an int, str, bytes, tuple, list, dict or float, None, or one of lifecore's own objects is no
+// tensor, and only a torch tensor pays a read of its dtype.
 int is_a_bool(PyObject* arg) noexcept {
   if (Py_IS_TYPE(arg, &PyBool_Type)) return 1;
+  constexpr unsigned long builtin = Py_TPFLAGS_LONG_SUBCLASS | Py_TPFLAGS_UNICODE_SUBCLASS | Py_TPFLAGS_BYTES_SUBCLASS |
+                                    Py_TPFLAGS_TUPLE_SUBCLASS | Py_TPFLAGS_LIST_SUBCLASS | Py_TPFLAGS_DICT_SUBCLASS;
+  if ((PyType_GetFlags(Py_TYPE(arg)) & builtin) != 0 || arg == Py_None || PyFloat_Check(arg) || nb::inst_check(arg))
+    return 0;
+  PyTypeObject* tensor = torch_tensor_type();
+  if (tensor == nullptr || !PyObject_TypeCheck(arg, tensor)) return 0;
   try {
-    return is_torch_bool(arg) ? 1 : 0;
+    return is_foreign_bool(nb::handle(arg)) ? 1 : 0;
   } catch (nb::python_error& error) {
     error.restore();
     return -1;
