@@ -326,3 +326,20 @@ def test_a_module_named_as_another_modules_call_is_refused(model, tokens, name, 
     assert not model._forward_hooks and not model.layer._forward_hooks
     delattr(model, name)
     assert discover(model, tokens).catalog  # renamed away: discovered again
+
+
+def test_which_module_names_clash_with_lifecore_point_names():
+    from lifecore._torch_calls import name_collision
+
+    def clash(*paths):
+        found = name_collision(["", *paths], "#routing")
+        return found and found[1]
+
+    assert clash("layer", "layer#0") == "call 0 of module 'layer'"
+    assert clash("moe", "moe#routing") == "the routing point of module 'moe'"
+    assert clash("moe", "moe#1#routing") == "the routing point of call 1 of module 'moe'"
+    assert clash("#routing") == "the routing point of module ''"  # a routed root has that point
+    # Names no point of lifecore's takes: a root child "#0" (the root has no calls), "a#b",
+    # "a#01" (a call is spelled "#1"), "layer#0" with no module "layer".
+    for paths in (("#0",), ("a", "a#b"), ("a", "a#01"), ("layer#0",), ("moe#0#routing",)):
+        assert clash(*paths) is None, paths

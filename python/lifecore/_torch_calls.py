@@ -36,15 +36,19 @@ class AppliedState:
 
 def name_collision(paths: Iterable[str], routing_suffix: str) -> Optional[tuple[str, str]]:
     """A module path that is also the point lifecore names for another module's call or routing
-    (``"a#0"`` beside a module ``"a"``): (that path, what else it names); None when every path
-    names its module alone. Its points could not be told apart."""
+    (``"a#0"`` beside a module ``"a"``, ``"a#routing"``, ``"a#0#routing"``): (that path, what
+    else it names); None when every path names its module alone. Its points could not be told
+    apart. The root (``""``) has a routing point but no calls (it is called once per forward)."""
     modules = set(paths)
     for path in sorted(p for p in modules if CALL_MARK in p):
-        if path.endswith(routing_suffix) and path[: -len(routing_suffix)] in modules:
-            return path, f"the routing point of module {path[: -len(routing_suffix)]!r}"
-        base, _, call = path.rpartition(CALL_MARK)
-        if base in modules and call.isdigit() and str(int(call)) == call:
-            return path, f"call {call} of module {base!r}"
+        routing = path.endswith(routing_suffix)
+        stem = path[: -len(routing_suffix)] if routing else path
+        if routing and stem in modules:
+            return path, f"the routing point of module {stem!r}"
+        base, _, call = stem.rpartition(CALL_MARK)
+        if base and base in modules and call.isdigit() and str(int(call)) == call:
+            what = f"call {call} of module {base!r}"
+            return path, f"the routing point of {what}" if routing else what
     return None
 
 
