@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nanobind/stl/vector.h>
@@ -126,15 +127,31 @@ bool try_numbers_of(nb::handle value, std::vector<T>& out) {
   }
 }
 
+// `module` as an interned Python name, made once per name (a handful: numpy, numpy.ma, torch)
+// and kept for the process, under the interpreter lock: a lookup of a module not loaded yet,
+// which a guarded call's argument may ask for, makes no string from C text.
+inline PyObject* module_name(const char* module) {
+  static std::vector<std::pair<std::string, PyObject*>> names;
+  for (const auto& [text, name] : names)
+    if (text == module) return name;
+  PyObject* name = PyUnicode_InternFromString(module);
+  if (name) names.emplace_back(module, name);
+  return name;
+}
+
 // The attribute `name` of the module `module` once that module is loaded (no instance of its
 // types can exist before), else null; looked up until found, then kept in `found` with its
 // reference, good for the process.
 inline PyObject* loaded_attribute(const char* module, const char* name, PyObject*& found) {
   if (found) return found;
-  PyObject* modules = PySys_GetObject("modules");                              // borrowed
-  PyObject* loaded = modules ? PyDict_GetItemString(modules, module) : nullptr;  // borrowed
-  if (!loaded) return nullptr;
+  PyObject* key = module_name(module);
+  PyObject* loaded = key ? PyImport_GetModule(key) : nullptr;  // a new reference; null while not loaded
+  if (!loaded) {
+    PyErr_Clear();
+    return nullptr;
+  }
   PyObject* attribute = PyObject_GetAttrString(loaded, name);
+  Py_DECREF(loaded);
   if (!attribute) PyErr_Clear();
   found = attribute;  // the reference is kept
   return found;
@@ -188,6 +205,12 @@ inline void refuse_object_buffer(Py_buffer& view, const std::string& subject, co
   const std::string format = view.format;
   PyBuffer_Release(&view);
   raise(ErrorKind::TypeMismatch, subject + " holds Python objects (buffer format '" + format + "'): " + why);
+}
+
+// torch.Tensor, once torch is loaded (no tensor exists before).
+inline PyTypeObject* torch_tensor_type() {
+  static PyTypeObject* type = nullptr;
+  return loaded_type("torch", "Tensor", type);
 }
 
 inline bool is_numpy_bool(nb::handle h) {

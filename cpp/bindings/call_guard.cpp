@@ -176,32 +176,6 @@ void translate_failure(PyObject* func, PyObject* const* args, size_t nargsf, PyO
   Py_DECREF(replacement);
 }
 
-// torch.Tensor once torch is loaded (no tensor exists before), else null. Looked up through an
-// interned name until found: a guarded call pays no string made from C text per argument.
-PyTypeObject* torch_tensor_type() {
-  static PyTypeObject* found = nullptr;
-  if (found) return found;
-  static PyObject* const name = PyUnicode_InternFromString("torch");  // kept for the process
-  if (!name) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  PyObject* torch = PyImport_GetModule(name);  // new reference, or null when torch is not loaded
-  if (!torch) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  PyObject* tensor = PyObject_GetAttrString(torch, "Tensor");
-  Py_DECREF(torch);
-  if (!tensor || !PyType_Check(tensor)) {
-    PyErr_Clear();
-    Py_XDECREF(tensor);
-    return nullptr;
-  }
-  found = reinterpret_cast<PyTypeObject*>(tensor);  // the reference is kept
-  return found;
-}
-
 // Whether the argument is a bool of Python's or torch's (a torch bool tensor: nanobind reads a
 // count through __index__, which takes torch.tensor(True) as 1); -1 with the error set when
 // reading a tensor's dtype was interrupted. Most arguments are answered by their type alone:

@@ -28,11 +28,6 @@ inline PyTypeObject* numpy_array_type() {
   return loaded_type("numpy", "ndarray", type);
 }
 
-inline PyTypeObject* torch_tensor_type() {
-  static PyTypeObject* type = nullptr;
-  return loaded_type("torch", "Tensor", type);
-}
-
 inline bool is_exactly(nb::handle object, PyTypeObject* type) { return type && Py_TYPE(object.ptr()) == type; }
 
 // Instances of the type or a subclass.
