@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import operator
 from collections.abc import Mapping, MutableMapping
 from typing import Any, Callable, Optional, Union
 
 import torch
 
-from .capture.backends.arguments import is_bool_like
+from .capture.backends.arguments import as_index
 from .errors import LifecoreTypeError
 
 Index = Union[int, str]
@@ -154,19 +153,6 @@ def rebuilder(output: Any, index: Index) -> Callable[[torch.Tensor], Any]:
 def with_replacement(output: Any, index: Index, replacement: torch.Tensor) -> Any:
     """``output`` with ``replacement`` at ``index``, of the same type (see :func:`rebuilder`)."""
     return rebuilder(output, index)(replacement)
-
-
-def as_index(value: Any) -> Optional[int]:
-    """``value`` as an int when it is an integer (an int, or a NumPy or torch integer through
-    ``__index__``), never for a bool of any library; else None."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return int(value)
-    if is_bool_like(value) or not hasattr(type(value), "__index__"):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:  # a many-element array, or an __index__ that says it is no integer
-        return None
 
 
 def check_output_index(output_index: Any, call: str) -> Union[Index, dict[str, Index]]:

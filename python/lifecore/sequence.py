@@ -123,13 +123,12 @@ from __future__ import annotations
 import asyncio
 import math
 import numbers
-import operator
 import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
 from . import _python_guard
-from .capture.backends.arguments import is_bool_like
+from .capture.backends.arguments import as_index
 from ._core import sequence as _core_sequence
 from .errors import ClosedError, InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError
 
@@ -331,21 +330,6 @@ class PreemptionReport:
     """Whether the deferred demand fits now (``coordinator.fits_now(deferred)``)."""
 
 
-def _count(value: Any) -> Optional[int]:
-    """``value`` as an int when it is an integer (an int, or what converts through
-    ``__index__``: a NumPy or torch integer), never for a bool of any library; else None. An
-    error of the value's own ``__index__`` other than TypeError (which says it is no integer)
-    propagates, as the core's counts pass it on."""
-    if isinstance(value, int):
-        return None if isinstance(value, bool) else value
-    if is_bool_like(value) or not hasattr(type(value), "__index__"):
-        return None
-    try:
-        return operator.index(value)
-    except TypeError:
-        return None
-
-
 def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
                 candidates: Iterable[SequenceSession], *, limit: Optional[int] = None) -> PreemptionReport:
     """Free capacity for ``deferred`` by aborting quiescent victims (recompute only).
@@ -382,7 +366,7 @@ def preempt_for(coordinator: AdmissionCoordinator, deferred: AdmissionDeferred,
     if deferred.coordinator_id != coordinator.id:
         raise StaleAuthorityError("preempt_for: the deferral belongs to another coordinator (foreign coordinator)")
     if limit is not None:
-        given, limit = limit, _count(limit)  # a NumPy integer too, as every other count here
+        given, limit = limit, as_index(limit)  # a NumPy integer too, as every other count here
         if limit is None:
             raise LifecoreTypeError(f"preempt_for: argument 'limit' must be None or an int, got {type(given).__name__}")
         if limit < 0:

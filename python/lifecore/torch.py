@@ -44,7 +44,6 @@ import functools
 import hashlib
 import itertools
 import math
-import operator
 import os
 import random
 import re
@@ -92,15 +91,15 @@ from .capture import (
     TransformKind,
     ValueDtype,
 )
-from .capture.backends.arguments import is_bool_like, require, require_backend
+from .capture.backends.arguments import as_index as _as_index, require, require_backend
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import (AppliedState, CalledForward, CalledRouting, call_path, counts_of,
                            name_collision as _name_collision, raise_routing_recompute, split_call)
 from ._torch_hooks import PlacedHooks, refuse_scripted
 from ._torch_recompute import (OPEN_BLOCKS_HERE, discovering, discovery_forward, never, other_than, passed_over,
                                recomputing)
-from ._torch_outputs import (as_index as _as_index, check_output_index as _check_output_index,
-                             index_for as _index_for, selected_tensor as _selected_tensor, selection_problem as _selection_problem,
+from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
+                             selected_tensor as _selected_tensor, selection_problem as _selection_problem,
                              rebuilder as _rebuilder)
 from . import _core
 from .errors import (AdmissionError, BackendUnavailableError, CaptureSessionError, ClosedError, InvalidArgumentError,
@@ -1352,10 +1351,7 @@ def _budget(budget_bytes: Optional[int], call: str) -> int:
         return _UNLIMITED
     given: Any = budget_bytes
     # An int, NumPy's or torch's too (np.prod(shape) * 4 is one), never a bool of any library.
-    try:
-        budget_bytes = operator.index(budget_bytes) if not is_bool_like(budget_bytes) else None
-    except TypeError:
-        budget_bytes = None
+    budget_bytes = _as_index(budget_bytes)
     if budget_bytes is None:
         raise LifecoreTypeError(f"{call}: argument 'budget_bytes' must be an int (bytes) or None, "
                                 f"got {type(given).__name__}")

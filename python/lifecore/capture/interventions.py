@@ -16,7 +16,7 @@ import numpy as np
 from .. import _python_guard
 from .._core.capture import CaptureSchedule, CaptureSlice, EvidenceKind, InterventionAction, InterventionOperation
 from ..errors import InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
-from .backends.arguments import is_bool_like
+from .backends.arguments import as_index, is_bool_like
 
 __all__ = [
     "zero", "scale", "mask", "replace", "add", "mask_logits", "exclude_experts", "zero_expert_contribution",
@@ -29,13 +29,8 @@ def _evidence(evidence: None | str | int) -> dict[str, Any]:
         return {"evidence": EvidenceKind.NONE}
     if isinstance(evidence, str) and evidence == "summary":
         return {"evidence": EvidenceKind.SUMMARY}
-    if isinstance(evidence, int) and not isinstance(evidence, bool):
-        return {"evidence": EvidenceKind.PREVIEW, "evidence_elements": evidence}
-    if not isinstance(evidence, str) and not is_bool_like(evidence) and hasattr(type(evidence), "__index__"):
-        try:  # a NumPy or torch integer is a preview size too
-            return {"evidence": EvidenceKind.PREVIEW, "evidence_elements": operator.index(evidence)}
-        except TypeError:
-            pass
+    if (elements := as_index(evidence)) is not None:  # a NumPy or torch integer is a preview size too
+        return {"evidence": EvidenceKind.PREVIEW, "evidence_elements": elements}
     message = f"argument 'evidence' is None, 'summary' or a preview size (int), got {evidence!r}"
     raise (InvalidArgumentError if isinstance(evidence, str) else LifecoreTypeError)(message)
 

@@ -5,7 +5,8 @@ AttributeError from deep inside (when the session calls it, that error becomes t
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Any, Optional
 
 import numpy as np
 
@@ -26,6 +27,21 @@ def is_bool_like(value: Any) -> bool:
         return False
     kind = getattr(dtype, "kind", None)  # NumPy's dtypes and their likes: 'b' is bool
     return kind == "b" if isinstance(kind, str) else str(dtype) == "torch.bool"
+
+
+def as_index(value: Any) -> Optional[int]:
+    """``value`` as an int when it is an integer (an int, or what converts through
+    ``__index__``: a NumPy or torch integer), never for a bool of any library; else None. An
+    error of the value's own ``__index__`` other than TypeError (which says it is no integer)
+    propagates, as the core's counts pass it on."""
+    if isinstance(value, int):
+        return None if isinstance(value, bool) else int(value)
+    if is_bool_like(value) or not hasattr(type(value), "__index__"):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:  # a many-element array, or an __index__ that says it is no integer
+        return None
 
 
 def require(value: Any, expected: type | tuple[type, ...], call: str, name: str) -> None:
