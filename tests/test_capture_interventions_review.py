@@ -169,18 +169,20 @@ def test_a_replacement_goes_back_into_a_torch_struct_sequence():
     assert torch.equal(out, torch.max(x, dim=-1).values + 1)
 
 
+class ReadsGate(nn.Module):
+    """A model whose output is the element ``index`` of its submodule ``gate``'s container."""
+
+    def __init__(self, gate: nn.Module, index) -> None:
+        super().__init__()
+        self.gate, self.index = gate, index
+
+    def forward(self, x):
+        return self.gate(x)[self.index]
+
+
 class Frozen(nn.Module):
     def forward(self, x):
         return types.MappingProxyType({"a": x.sum(-1)})
-
-
-class ReadsKey(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = Frozen()
-
-    def forward(self, x):
-        return self.gate(x)["a"]
 
 
 class Pair(tuple):
@@ -193,15 +195,6 @@ class PairGate(nn.Module):
         return Pair(x.sum(-1), x.amax(-1))
 
 
-class ReadsPair(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = PairGate()
-
-    def forward(self, x):
-        return self.gate(x)[0]
-
-
 class RefusesKeys(dict):
     def __setitem__(self, key, value):
         raise TypeError("this mapping is frozen")
@@ -212,22 +205,13 @@ class RefusingGate(nn.Module):
         return RefusesKeys(a=x.sum(-1))
 
 
-class ReadsRefusing(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = RefusingGate()
-
-    def forward(self, x):
-        return self.gate(x)["a"]
-
-
-@pytest.mark.parametrize("model_type, kind, index", [
-    (ReadsKey, "mappingproxy", "a"), (ReadsPair, "Pair", 0), (ReadsRefusing, "RefusesKeys", "a")])
-def test_an_output_a_replacement_cannot_go_back_into_fails_the_operation_and_changes_nothing(model_type, kind, index):
+@pytest.mark.parametrize("gate_type, kind, index", [
+    (Frozen, "mappingproxy", "a"), (PairGate, "Pair", 0), (RefusingGate, "RefusesKeys", "a")])
+def test_an_output_a_replacement_cannot_go_back_into_fails_the_operation_and_changes_nothing(gate_type, kind, index):
     # The replacement was made (APPLIED recorded), then could not be put back: the forward
     # raised (or a Pair came back a tuple) with the record saying the output had been changed.
     # Now the operation fails as a backend's failure does: FAILED, the output unchanged.
-    model, x = model_type(), torch.randn(1, 3, 4)
+    model, x = ReadsGate(gate_type(), index), torch.randn(1, 3, 4)
     expected = model(x)
     session = session_with(model, x, [iv.add("a", "gate", np.ones((1, 3)))], output_index=index)
     with attach(session, model, output_index=index):
@@ -243,7 +227,7 @@ def test_an_output_a_replacement_cannot_go_back_into_fails_the_operation_and_cha
 def test_an_output_a_replacement_cannot_go_back_into_is_not_checked_where_nothing_applies():
     # The check ran at every forward: an operation scheduled for decode steps failed prefill
     # forwards through a Pair output it never touched.
-    model, x = ReadsPair(), torch.randn(1, 3, 4)
+    model, x = ReadsGate(PairGate(), 0), torch.randn(1, 3, 4)
     op = iv.add("a", "gate", np.ones((1, 3)), schedule=CaptureSchedule(prefill=False, decode=True))
     session = session_with(model, x, [op])
     with attach(session, model):
@@ -269,32 +253,14 @@ class ReversedGate(nn.Module):
         return Reversed([x.amax(-1), x.sum(-1)])  # holds [sum, amax]
 
 
-class ReadsReversed(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = ReversedGate()
-
-    def forward(self, x):
-        return self.gate(x)[0]
-
-
 class MappedGate(nn.Module):
     def forward(self, x):
         return Mapped([x.sum(-1), x.amax(-1)])
 
 
-class ReadsMapped(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = MappedGate()
-
-    def forward(self, x):
-        return self.gate(x)[0]
-
-
 def test_a_list_subclass_whose_constructor_makes_its_own_items_takes_the_replacement():
     # Refused once as not giving back the same objects: a clone of each is the same element.
-    model, x = ReadsMapped(), torch.randn(1, 3, 4)
+    model, x = ReadsGate(MappedGate(), 0), torch.randn(1, 3, 4)
     out, step = add_one_at(model, x)
     assert step.interventions[0].outcome is InterventionOutcome.APPLIED
     assert torch.equal(out, x.sum(-1) + 1)
@@ -302,7 +268,7 @@ def test_a_list_subclass_whose_constructor_makes_its_own_items_takes_the_replace
 
 def test_a_container_whose_constructor_reorders_its_items_fails_the_operation():
     # The replacement would land at another position: the model would read amax for sum + 1.
-    model, x = ReadsReversed(), torch.randn(1, 3, 4)
+    model, x = ReadsGate(ReversedGate(), 0), torch.randn(1, 3, 4)
     session = session_with(model, x, [iv.add("a", "gate", np.ones((1, 3)))])
     with attach(session, model):
         session.begin_step(CapturePhase.PREFILL, 0)
