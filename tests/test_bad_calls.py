@@ -214,6 +214,12 @@ def test_a_bool_for_a_count_and_an_int_past_64_bits_are_lifecore_errors() -> Non
         before = dev.memory_stats()
         with pytest.raises(errors.LifecoreTypeError, match="nbytes"):
             s.alloc(True)
+        # An int, as a reader names it (before: "must be typing.SupportsIndex, got bool").
+        from lifecore.sequence import AdmissionCoordinator
+        c = AdmissionCoordinator(domains={"kv": 4096}, page_bytes=4096, tokens_per_page=16, max_active_sequences=1)
+        with pytest.raises(errors.LifecoreTypeError, match=r"argument 'prompt_tokens' must be int, got bool"):
+            c.admit("r", True, 16)
+        assert c.capacity().active_sequences == 0
         with pytest.raises(errors.LifecoreOverflowError, match="nbytes.*a value past what it can hold"):
             s.alloc(2**64)
         with pytest.raises(errors.LifecoreTypeError, match="buf"):

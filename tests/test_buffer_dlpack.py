@@ -571,3 +571,36 @@ def test_the_cuda_array_interface_is_refused_inside_a_capture_window(fake_libcud
     assert result["refused"] == [["prepare", "refused"], ["prepare view", "refused"], ["capture", "refused"],
                                  ["capture dlpack", "refused"]]
     assert result["after"] is True
+
+
+def test_write_names_fortran_order_as_read_into_does(dev) -> None:
+    # Before: "data must be contiguous (copy a strided array first)", though a Fortran-ordered
+    # array is contiguous and np.copy keeps its order, so the advice was refused again.
+    s = dev.stream()
+    buf = arange(s)
+    fortran = np.asfortranarray(np.arange(N, dtype=np.float32).reshape(4, 4) + 100)
+    for data in (fortran, np.copy(fortran)):
+        with pytest.raises(InvalidArgumentError, match=r"^write: data must be C-contiguous; a Fortran-ordered"):
+            s.write(buf, data)
+    np.testing.assert_array_equal(f32(s, buf), np.arange(N, dtype=np.float32))  # nothing written
+    s.write(buf, np.ascontiguousarray(fortran))
+    np.testing.assert_array_equal(f32(s, buf), np.ascontiguousarray(fortran).ravel())
+
+
+@pytest.mark.parametrize("code, name", [("f", "float32"), ("?", "bool"), ("i", "int32"), ("d", "float64"),
+                                        ("double", "float64"), ("B", "uint8")])
+def test_numpys_other_spellings_of_a_dtype_name_the_same_view(dev, code: str, name: str) -> None:
+    # Before: "f4" and "b1" were taken but NumPy's one-letter codes were "unsupported".
+    buf = dev.stream().alloc(64)
+    assert np.from_dlpack(buf.view(code)).dtype == np.dtype(name)
+
+
+def test_numpy_scalars_are_taken_for_copy_and_stream(dev) -> None:
+    buf = dev.stream().alloc(64)
+    buf.__dlpack__(copy=np.False_)  # NumPy's bool is the bool it is
+    with pytest.raises(BufferError, match="copy=True is not offered"):
+        buf.__dlpack__(copy=np.True_)
+    buf.__dlpack__(stream=np.int64(-1))  # an integer of another library, as every other int argument
+    for bad in (True, np.True_, np.int64(3)):
+        with pytest.raises(BufferError, match="stream must be None or -1"):
+            buf.__dlpack__(stream=bad)

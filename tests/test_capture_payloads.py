@@ -740,3 +740,25 @@ def test_a_numpy_matrix_is_read_as_the_array_it_is(make):
             "candidates": ("candidate_ids", "scores")}.get(str(got.kind), ("shape", "tensor"))
     for values in read:
         assert np.array_equal(np.asarray(getattr(got, values)), np.asarray(getattr(expected, values))), values
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).bits <= 64, reason="numpy.longdouble is float64 on this platform")
+@pytest.mark.parametrize("transform", [CaptureTransform.summary, lambda: CaptureTransform.histogram([0.0, 8.0, 64.0]),
+                                       lambda: CaptureTransform.top_candidates(2)], ids=["summary", "histogram", "top"])
+def test_floats_wider_than_float64_are_refused_not_read_as_inf(transform):
+    # Before: finite long doubles past float64's range were read as inf, so a summary said all
+    # of them were not finite (and a histogram counted none), recorded CAPTURED.
+    value = sample(np.longdouble) * np.longdouble(10) ** 400
+    assert np.isfinite(value).all()
+    with pytest.raises(CaptureSessionError, match="would be read in float64") as caught:
+        capture(transform(), value)
+    assert isinstance(caught.value.__cause__, InvalidArgumentError)
+
+
+@pytest.mark.parametrize("name", list(TENSOR_TRANSFORMS))
+def test_an_object_array_kept_as_a_tensor_payload_is_refused_by_its_element_type(name):
+    # Before: NumPy's own "cannot create an OBJECT array from memory buffer" (a ValueError).
+    transform, slices, _ = TENSOR_TRANSFORMS[name]()
+    with pytest.raises(CaptureSessionError, match="holds object elements, which a payload cannot keep") as caught:
+        capture(transform, np.ones(SHAPE, object), slices=slices)
+    assert isinstance(caught.value.__cause__, InvalidArgumentError)

@@ -237,7 +237,7 @@ def test_one_forward_per_block_and_a_failed_forward_is_drained(lm, tokens):
     ({"paths": 3}, LifecoreTypeError, "argument 'paths'"),
     ({"paths": "head", "transforms": "mean"}, InvalidArgumentError, "unknown transform 'mean'"),
     ({"paths": "head", "transforms": 7}, LifecoreTypeError, "argument 'transforms'"),
-    ({"paths": "head", "transforms": []}, LifecoreTypeError, "argument 'transforms'"),
+    ({"paths": "head", "transforms": []}, InvalidArgumentError, "argument 'transforms' names no transform"),
     ({"paths": "head", "budget_bytes": -1}, InvalidArgumentError, "'budget_bytes' must be >= 0"),
     ({"paths": "head", "budget_bytes": 1.5}, LifecoreTypeError, "'budget_bytes' must be an int"),
     ({"paths": "head", "budget_bytes": True}, LifecoreTypeError, "'budget_bytes' must be an int"),

@@ -875,3 +875,28 @@ def test_an_f32_argument_past_the_float32_range_is_refused(dev) -> None:
     s.launch(K.scale_f32, 1, N, [N, 3.4028234663852886e38, x, x])  # the largest float32
     s.sync()
     assert np.all(np.isinf(y)) and np.all(x == np.float32(3.4028234663852886e38))
+
+
+def test_a_description_of_bytes_at_a_null_pointer_is_refused(dev) -> None:
+    # Before: write() copied from address 0 (the process crashed); copy, launch and fill failed
+    # in the driver (DriverError) without naming the argument.
+    s = dev.stream()
+    buf = filled(s, 1.0, 16)
+    before = [dev.memory_stats()]
+    null = Producer(0, [16])
+    offset = Producer(0, [16], byte_offset=4096)  # data + byte_offset is not null: data is
+    calls = [
+        ("write: argument 'data'", lambda: s.write(buf, offset)),
+        ("copy: argument 'src'", lambda: s.copy(buf, offset)),
+        ("write: argument 'data'", lambda: s.write(buf, null)),
+        ("read_into: argument 'out'", lambda: s.read_into(buf, null)),
+        ("copy: argument 'src'", lambda: s.copy(buf, null)),
+        ("copy: argument 'dst'", lambda: s.copy(null, buf)),
+        ("fill: argument 'buf'", lambda: s.fill(null, 0)),
+        ("launch: argument 'x'", lambda: s.launch(K.scale_f32, 1, 16, [16, 2.0, null, buf])),
+    ]
+    for label, call in calls:
+        with pytest.raises(InvalidArgumentError, match=rf"^{label} describes 64 bytes at a null data pointer$"):
+            call()
+    assert_nothing_changed(dev, s, [], before)
+    assert np.all(f32(s, buf) == 1.0)

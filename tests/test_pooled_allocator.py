@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import time
 
 import pytest
 
@@ -280,3 +281,34 @@ def test_the_torch_helpers_explain_when_torch_cannot_pool(routed):
     with pytest.raises(lifecore.errors.BackendUnavailableError, match="pooled_allocator"):
         lifecore_torch.mem_pool(stream)
     assert lifecore_torch.allocator_stats() == counters()
+
+
+def test_a_stream_whose_work_lifecore_never_sees_still_reuses_freed_memory(abi, routed):
+    # Before: a free waited for the stream's next fence, which only lifecore's own operations
+    # bring; with torch issuing all the work, every allocation was a new driver allocation until
+    # the device ran out. A pool miss now fences the drops waiting and takes what is done.
+    alloc, free = abi
+    device, stream = routed
+    deadline = time.monotonic() + 10
+    reused = False
+    while not reused and time.monotonic() < deadline:
+        made = device.memory_stats()["driver_allocations"]
+        ptr = alloc(SIZE, 0, stream.handle)
+        assert ptr is not None
+        reused = device.memory_stats()["driver_allocations"] == made
+        free(ptr, SIZE, 0, stream.handle)
+        time.sleep(0.001)  # the emulated device's worker passes the fence meanwhile
+    assert reused  # no sync, no lifecore operation on the stream
+
+
+def test_routing_names_itself_on_a_closed_device_and_its_streams_are_no_longer_counted():
+    device = lifecore.Device("mock")
+    stream = device.stream()
+    before = counters()["streams"]
+    _core.pooled_allocator_route(stream)
+    assert counters()["streams"] == before + 1
+    device.close()
+    assert counters()["streams"] == before  # "routed now": a closed device's stream is not
+    with pytest.raises(lifecore.ClosedError, match="^route: the device is closed"):
+        _core.pooled_allocator_route(stream)
+    _core.pooled_allocator_unroute(stream)

@@ -113,6 +113,20 @@ def test_freeing_the_arena_buffer_drops_only_its_own_hold():
         assert np.from_dlpack(c.arena()).nbytes == 8 * PAGE  # a fresh Buffer over the same arena
 
 
+def test_freeing_the_last_holder_of_an_arena_returns_it_at_once():
+    # Before: the freed Buffer's hold waited for a fence of its own stream, which nothing
+    # issued on: the arena stayed allocated until that stream was synced or the Buffer went.
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev)
+        buffer = c.arena()
+        buffer.stream.launch(lifecore.kernels.scale_f32, 4, 64, [256, 2.0, buffer, buffer])  # queued work on its stream
+        del c
+        gc.collect()
+        assert dev.memory_stats()["arena_bytes"] == 8 * PAGE  # the Buffer holds it
+        buffer.free()
+        assert (dev.memory_stats()["arena_bytes"], dev.memory_stats()["arenas"]) == (0, 0)
+
+
 def test_no_driver_call_per_admission_extension_or_release():
     with lifecore.Device(EMULATED) as dev:
         c = make(dev, pages=64, slots=16)
@@ -925,3 +939,37 @@ def test_domain_names_holding_a_nul_are_whole_keys_of_every_report() -> None:
     deferred = c.admit("c", 4 * TPP, 4 * TPP)  # 4 pages in each: 2 and 3 free
     assert isinstance(deferred, AdmissionDeferred)
     assert set(deferred.immediate.bytes) == {"k", "k\0v"}
+
+
+def test_dropping_an_arena_buffer_lets_other_threads_run_while_it_waits():
+    # A dropped arena Buffer waits for its stream's queued work: from a destructor run with the
+    # interpreter lock held, the wait lets go of it (before: every other thread stalled).
+    import threading
+    import time
+    with lifecore.Device(EMULATED) as dev:
+        c = make(dev)
+        buffer = c.arena()
+        ticks: list[float] = []
+        stop = threading.Event()
+
+        def tick() -> None:
+            while not stop.is_set():
+                ticks.append(time.monotonic())
+                time.sleep(0.005)
+
+        ticker = threading.Thread(target=tick)
+        ticker.start()
+        try:
+            dev._pause_streams_for(0.5)
+            buffer.stream.launch(lifecore.kernels.scale_f32, 4, 64, [256, 2.0, buffer, buffer])
+            del c
+            start = time.monotonic()
+            del buffer
+            gc.collect()
+            end = time.monotonic()
+        finally:
+            stop.set()
+            ticker.join()
+        assert dev.memory_stats()["arena_bytes"] == 0
+        assert end - start >= 0.3  # it did wait for the paused stream
+        assert sum(start < t < end for t in ticks) >= 10  # and the other thread ran meanwhile

@@ -82,6 +82,14 @@ inline std::optional<std::uintptr_t> dlpack_address(const DLTensor& tensor) noex
   checked::overflow(label + ": its data + byte_offset");
 }
 
+// A producer that describes bytes at a null data pointer (DLPack's `data`, whatever its
+// byte_offset adds; the array interfaces' address): refused before a copy reads or writes
+// there. Only an empty tensor may have no memory.
+inline void refuse_null_address(const std::string& label, std::uintptr_t address, std::uint64_t bytes) {
+  if (address == 0 && bytes != 0)
+    raise(ErrorKind::InvalidArgument, label + " describes " + std::to_string(bytes) + " bytes at a null data pointer");
+}
+
 // What nanobind's caster should read for `object`: the object itself where no export is made
 // here (a list or tuple, an exact NumPy array or torch tensor, an object without __dlpack__, or
 // one whose export raised an Exception: the caster then refuses it as it does), else the one

@@ -74,6 +74,7 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   if (!bits) checked::overflow(label + ": the bytes of its shape");
   const std::uint64_t bytes = *bits / 8 + (*bits % 8 != 0);
   if (!dlpack_address(*described)) refuse_wrapped_address(label);
+  refuse_null_address(label, reinterpret_cast<std::uintptr_t>(described->data), bytes);
   if (written) {
     if (!nb::try_cast(given, out->writable, /*convert=*/false))
       raise(ErrorKind::InvalidArgument, label + " must be a C-contiguous, writable tensor in host memory (a device "

@@ -70,6 +70,21 @@ const TensorElementType& element_type(nb::handle dtype) {
   if (name.rfind("torch.", 0) == 0) name = name.substr(6);
   if (name == "bool_") name = "bool";
   if (const TensorElementType* type = find_element_type(name)) return *type;
+  // NumPy's other spellings of a type ("f", "?", "i", "double"), once NumPy is loaded: its own
+  // reading of the text, checked as a dtype is.
+  static PyObject* numpy_dtype = nullptr;
+  if (nb::isinstance<nb::str>(dtype) && loaded_attribute("numpy", "dtype", numpy_dtype)) {
+    if (PyObject* parsed = PyObject_CallOneArg(numpy_dtype, dtype.ptr())) {
+      const nb::object numpy_type = nb::steal(parsed);
+      const nb::object parsed_name = attribute_or_null(numpy_type, "name");
+      if (parsed_name.is_valid() && nb::isinstance<nb::str>(parsed_name) &&
+          find_element_type(nb::cast<std::string>(parsed_name)))
+        return element_type(numpy_type);  // its byte order checked there
+    } else {
+      if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();  // an interrupt stays one
+      PyErr_Clear();
+    }
+  }
   raise(ErrorKind::InvalidArgument, "view: unsupported dtype " + name + " (supported: " + element_type_names() + ")");
 }
 
@@ -217,9 +232,23 @@ struct ConsumerStream {
 
 // `stream` as a C long long, read once: an int beyond 64 bits is refused, never left with
 // Python's OverflowError pending (that returned a result with an exception set).
+// An int or an integer of another library (its __index__), never a bool of any library.
+bool is_stream_number(nb::handle stream) {
+  if (PyBool_Check(stream.ptr())) return false;
+  if (PyLong_Check(stream.ptr())) return true;
+  return PyIndex_Check(stream.ptr()) && !is_foreign_bool(stream);
+}
+
 std::optional<long long> stream_value(nb::handle stream) {
-  if (!PyLong_Check(stream.ptr())) return std::nullopt;
-  const long long value = PyLong_AsLongLong(stream.ptr());
+  if (!is_stream_number(stream)) return std::nullopt;
+  PyObject* number = PyNumber_Index(stream.ptr());
+  if (!number) {
+    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();  // an interrupt stays one
+    PyErr_Clear();
+    return std::nullopt;
+  }
+  const long long value = PyLong_AsLongLong(number);
+  Py_DECREF(number);
   if (value == -1 && PyErr_Occurred()) {
     PyErr_Clear();
     return std::nullopt;
@@ -239,7 +268,7 @@ ConsumerStream consumer_stream(int device_type, nb::handle stream) {
     // The array API: None is CUDA's legacy default stream (1) and ROCm's default stream (0).
     return {device_type == driver::dlpack_device::cuda ? 1u : 0u, false};
   }
-  if (!PyLong_Check(stream.ptr())) throw nb::buffer_error("__dlpack__: stream must be an int or None");
+  if (!is_stream_number(stream)) throw nb::buffer_error("__dlpack__: stream must be an int or None");
   if (!value) throw nb::buffer_error("__dlpack__: stream is out of range");
   if (*value == -1) return {std::nullopt, true};  // no ordering asked: a host wait is stricter, and safe
   if (*value == 0 && device_type == driver::dlpack_device::cuda)
@@ -256,9 +285,10 @@ nb::object export_dlpack(const BufferView& view, nb::handle stream, nb::handle m
                          nb::handle copy) {
   const auto [type, id] = dlpack_device(*view.buffer, "__dlpack__");
   if (!copy.is_none()) {
-    if (!PyBool_Check(copy.ptr()))  // the protocol's copy is True, False or None
+    // The protocol's copy is True, False or None; NumPy's bool is read as the bool it is.
+    if (!PyBool_Check(copy.ptr()) && !is_numpy_bool(copy))
       throw nb::buffer_error(("__dlpack__: copy must be True, False or None, got " + type_name_of(copy)).c_str());
-    if (copy.ptr() == Py_True)
+    if (PyObject_IsTrue(copy.ptr()) == 1)
       throw nb::buffer_error("__dlpack__: a buffer is exported without a copy only (copy=True is not offered)");
   }
   if (!dl_device.is_none()) {

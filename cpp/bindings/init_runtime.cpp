@@ -311,8 +311,18 @@ void write(Stream& stream, nb::handle buf, nb::handle data) {
   if (PyObject_GetBuffer(data.ptr(), &view, PyBUF_ND | PyBUF_FORMAT) != 0 &&
       (PyErr_Clear(), PyObject_GetBuffer(data.ptr(), &view, PyBUF_SIMPLE) != 0)) {
     PyErr_Clear();
-    if (PyObject_CheckBuffer(data.ptr()))
+    if (PyObject_CheckBuffer(data.ptr())) {
+      // A Fortran-ordered array is contiguous, and np.copy keeps its order: say what would help.
+      Py_buffer probe;
+      if (PyObject_GetBuffer(data.ptr(), &probe, PyBUF_ANY_CONTIGUOUS) == 0) {
+        PyBuffer_Release(&probe);
+        raise(ErrorKind::InvalidArgument,
+              "write: data must be C-contiguous; a Fortran-ordered array holds its bytes transposed (pass its "
+              "transpose, or a C-ordered copy such as numpy.ascontiguousarray(data))");
+      }
+      PyErr_Clear();
       raise(ErrorKind::InvalidArgument, "write: data must be contiguous (copy a strided array first)");
+    }
     raise(ErrorKind::TypeMismatch, "write: data must be a bytes-like object or a host tensor (__dlpack__), got " +
                                        type_name_of(data));
   }
@@ -536,10 +546,12 @@ void bind_buffer_graph_profile(nb::module_& m) {
       .def_prop_ro("alive", &Buffer::alive,
                    "False once freed, once its device closed, or once the capture window that allocated it "
                    "(memory the pool could not serve there: a memory node) ended without a graph")
-      .def("free", &Buffer::free,
-           "Returns the slice to the pool once the stream's queued work is done. Taken once per buffer, "
-           "also after its device closed or its capture window was discarded (which gave its memory back "
-           "already); ClosedError when free() was already taken, LifecoreError while views of it live.")
+      .def("free", &Buffer::free, nb::call_guard<nb::gil_scoped_release>(),
+           "Returns the slice to the pool once the stream's queued work is done. A KV arena's Buffer "
+           "(AdmissionCoordinator.arena) waits for its stream's queued work and lets its hold go at once. "
+           "Taken once per buffer, also after its device closed or its capture window was discarded (which "
+           "gave its memory back already); ClosedError when free() was already taken, LifecoreError while "
+           "views of it live.")
       .def("__repr__", [](const Buffer& b) {
         return "Buffer(nbytes=" + std::to_string(b.nbytes()) + (b.alive() ? "" : ", freed") + ")";
       });

@@ -216,6 +216,7 @@ void read_numpy_array_interface(nb::handle h, const std::string& label, ForeignR
   out->nbytes = contiguous_bytes(label, static_cast<std::int32_t>(shape.size()), shape.data(),
                                  strides.empty() ? nullptr : strides.data(), static_cast<std::size_t>(item));
   out->address = static_cast<std::uintptr_t>(data.first);
+  refuse_null_address(label, out->address, out->nbytes);
   check_aligned(label, out->address, static_cast<std::size_t>(item));
   out->read_only = true;
   out->owner = hold_producer(h, nb::handle());
@@ -273,6 +274,7 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   const auto address = dlpack_address(*tensor);
   if (!address) refuse_wrapped_address(label);
   out->address = *address;
+  refuse_null_address(label, reinterpret_cast<std::uintptr_t>(tensor->data), out->nbytes);
   check_aligned(label, out->address, bits / 8);
   out->read_only = (flags & dlpack_flag_read_only) != 0 || (versioned == nullptr && refuses_writers(h));
   // The capsule stays unconsumed and referenced: its destructor returns the tensor to its
@@ -339,6 +341,7 @@ void read_cuda_array_interface(nb::handle h, runtime::Stream& stream, const std:
   out->nbytes = contiguous_bytes(label, static_cast<std::int32_t>(shape.size()), shape.data(), stride_ptr,
                                  static_cast<std::size_t>(item));
   out->address = static_cast<std::uintptr_t>(data.first);
+  refuse_null_address(label, out->address, out->nbytes);
   check_aligned(label, out->address, static_cast<std::size_t>(item));
   out->read_only = data.second;
   out->producer_stream = cai_stream(dict, label);

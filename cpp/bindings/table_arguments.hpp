@@ -178,9 +178,11 @@ inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_
 }
 
 // Where a table's first element is (dlpack_address, refused where it wraps).
-inline std::int32_t* dl_data(const char* call, const DLTensor& tensor) {
+inline std::int32_t* dl_data(const char* call, const DLTensor& tensor, std::size_t entries) {
   const auto address = dlpack_address(tensor);
   if (!address) refuse_wrapped_address(argument_label(call, "out"));
+  if (tensor.data == nullptr && entries != 0)
+    refuse_null_address(argument_label(call, "out"), 0, entries * sizeof(std::int32_t));
   return reinterpret_cast<std::int32_t*>(*address);
 }
 
@@ -220,13 +222,13 @@ inline void open_dlpack(nb::handle out, std::size_t rows, std::size_t width, Tar
     t.versioned = m;
     if (m->flags & dlpack_flag_read_only) bad_out(call, "is read-only");
     check_dl_tensor(call, m->dl_tensor, rows, width);
-    t.data = dl_data(call, m->dl_tensor);
+    t.data = dl_data(call, m->dl_tensor, rows * width);
   } else if (PyCapsule_IsValid(capsule.ptr(), "dltensor")) {
     auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(capsule.ptr(), "dltensor"));
     PyCapsule_SetName(capsule.ptr(), "used_dltensor");
     t.legacy = m;
     check_dl_tensor(call, m->dl_tensor, rows, width);
-    t.data = dl_data(call, m->dl_tensor);
+    t.data = dl_data(call, m->dl_tensor, rows * width);
   } else {
     bad_out(call, "gave no DLPack capsule");
   }

@@ -94,7 +94,10 @@ def _overloads_of(func: Any) -> tuple[_Overload, ...]:
 
 
 def _text(annotation: Optional[ast.expr]) -> str:
-    return "object" if annotation is None else ast.unparse(annotation)
+    """The annotation as a reader takes it: ``typing.SupportsIndex`` is an int (or a NumPy one)."""
+    if annotation is None:
+        return "object"
+    return re.sub(r"\b(typing\.)?SupportsIndex\b", "int", ast.unparse(annotation))
 
 
 def _core_modules() -> list[Any]:

@@ -1284,9 +1284,12 @@ def _transforms(transforms: Union[TransformSpec, Sequence[TransformSpec]], call:
                 max_bins: int) -> list[tuple[str, CaptureTransform]]:
     """(name, transform) pairs; a name is the string given or the transform's kind."""
     items = [transforms] if isinstance(transforms, (str, CaptureTransform)) else transforms
-    if not isinstance(items, (list, tuple)) or not items:
+    if not isinstance(items, (list, tuple)):
         raise LifecoreTypeError(f"{call}: argument 'transforms' must be a transform name, a CaptureTransform or "
                                 f"a non-empty list of them, got {transforms!r}")
+    if not items:  # the right type, no value: as an empty list of paths is refused
+        raise InvalidArgumentError(f"{call}: argument 'transforms' names no transform (give a transform name, a "
+                                   f"CaptureTransform or a non-empty list of them)")
     made = []
     for item in items:
         if isinstance(item, CaptureTransform):

@@ -10,7 +10,7 @@ Buffer::Buffer(std::shared_ptr<Stream> stream, SliceId slice, driver::DevicePtr 
     : stream_(std::move(stream)), device_(stream_->device()), slice_(slice), ptr_(ptr), nbytes_(nbytes) {}
 
 Buffer::~Buffer() {
-  if ((state_.fetch_or(freed_bit, std::memory_order_acq_rel) & freed_bit) == 0) stream_->drop_slice(slice_);
+  if ((state_.fetch_or(freed_bit, std::memory_order_acq_rel) & freed_bit) == 0) stream_->drop_slice(slice_, arena_hold_);
 }
 
 bool Buffer::alive() const noexcept {
@@ -61,7 +61,7 @@ void Buffer::free() {
                                      "free it once they are gone");
     }
   } while (!state_.compare_exchange_weak(state, freed_bit, std::memory_order_acq_rel, std::memory_order_acquire));
-  stream_->drop_slice(slice_);
+  stream_->drop_slice(slice_, arena_hold_);
 }
 
 driver::DevicePtr Buffer::use(const Device& device, const char* op) const {

@@ -32,6 +32,7 @@ driver::Status DropQueue::flush(driver::Driver& driver, driver::StreamHandle str
   }
   batches_.back().event = event;
   batches_.back().items.swap(pending_);  // pending_ is left empty
+  pending_memory_ = 0;
   return driver::Status::success();
 }
 
@@ -64,6 +65,7 @@ void DropQueue::release_all(driver::Driver& driver) {
   }
   for (auto& release : pending_) release();
   pending_.clear();
+  pending_memory_ = 0;
   for (auto event : spare_events_) driver.event_destroy(event);
   spare_events_.clear();
 }
@@ -76,12 +78,14 @@ void DropQueue::abandon_until_exit() noexcept {
   try {
     auto abandoned = std::make_shared<Abandoned>();
     abandoned->pending.swap(pending_);
+    pending_memory_ = 0;
     abandoned->batches.swap(batches_);
     keep_until_exit(std::move(abandoned));
   } catch (...) {
     // No memory for the holder: the items are leaked where they are, never run.
     new (&pending_) std::vector<Release>();
     new (&batches_) std::deque<Batch>();
+    pending_memory_ = 0;
   }
   spare_events_.clear();  // handles only: the parent's events, never destroyed here
 }

@@ -17,7 +17,8 @@ PooledAllocator& PooledAllocator::instance() {
 
 void PooledAllocator::route(const std::shared_ptr<Stream>& stream) {
   if (!stream) raise(ErrorKind::InvalidArgument, "route: the stream is None");
-  const std::uintptr_t handle = stream->native_handle();  // ClosedError on a closed device
+  stream->device()->check_open("route");  // named as this call's refusal
+  const std::uintptr_t handle = stream->native_handle();
   std::lock_guard lock(mutex_);
   auto it = routes_.find(handle);
   if (it != routes_.end()) {
@@ -108,8 +109,8 @@ PooledAllocatorStats PooledAllocator::stats() const {
   std::lock_guard lock(mutex_);
   PooledAllocatorStats out = counts_;
   out.streams = 0;
-  for (const auto& [handle, stream] : routes_)
-    if (!stream.expired()) ++out.streams;
+  for (const auto& [handle, stream] : routes_)  // a stream of a closed device is routed no more
+    if (const auto live = stream.lock(); live && !live->device()->closed()) ++out.streams;
   return out;
 }
 

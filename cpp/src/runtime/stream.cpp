@@ -365,7 +365,7 @@ void Stream::touch(SliceId slice, const Stream* owner) {
   MemoryManager* memory = &device_->memory();
   if (!memory->pin(slice)) return;
   try {
-    drop_.push([memory, slice] { memory->unpin(slice); });
+    drop_.push_memory([memory, slice] { memory->unpin(slice); });
   } catch (...) {
     memory->unpin(slice);
     throw;
@@ -480,10 +480,19 @@ driver::Status Stream::wait_for_upload() {
   return status;
 }
 
-void Stream::drop_slice(SliceId slice) {
+void Stream::drop_slice(SliceId slice, bool settle_now) {
   if (device_->forked()) return;  // the parent's memory (and maybe its held lock: Locked)
   Locked lock(*this);
   drop_slice_locked(slice);
+  // Never while this stream records (a host wait would end a driver capture) or while this
+  // thread records elsewhere (the driver forbids the wait there): the drop then waits for the
+  // next fence or sync, as any other.
+  if (settle_now && !dead_ && !device_->closed() && drop_.pending() > 0 && !state_.is_recording() &&
+      !recording_elsewhere()) {
+    BlockingWait blocking;  // a destructor from Python too: no other thread stalls behind the wait
+    RelaxedCaptureMode relaxed(driver_);  // another library's capture elsewhere stays whole (stream.hpp)
+    (void)synchronize_and_release();      // a failure leaves the drop queued, for the next sync
+  }
 }
 
 void Stream::drop_slice_locked(SliceId slice) noexcept {
@@ -494,7 +503,7 @@ void Stream::drop_slice_locked(SliceId slice) noexcept {
     // Dropped during the recording: its next allocation may reuse the slice in stream order. Not
     // one lent to another library, whose kernels may have used it on a stream of their own.
     if (!lent && state_.is_recording() && window_ != 0 && memory->unbind_in_recording(slice, window_)) return;
-    drop_.push([memory, slice] { memory->unbind(slice); });
+    drop_.push_memory([memory, slice] { memory->unbind(slice); });
   } catch (const std::bad_alloc&) {
     // No room to queue the drop (out of host memory; a Buffer's destructor gets here): the
     // slice stays bound until the device closes, where unbinding it now could hand memory that
@@ -567,7 +576,7 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
     } else {
       check_not_recording_elsewhere(op, "needs a new driver allocation (the pool holds no free slice of " +
                                             std::to_string(bytes) + " bytes)");
-      if (!collected && !state_.is_recording() && drop_.in_flight() > 0) throw HoldsDrops{};
+      if (!collected && !state_.is_recording() && (drop_.in_flight() > 0 || drop_.pending_memory() > 0)) throw HoldsDrops{};
       RelaxedCaptureMode relaxed(driver_);  // leaves another library's capture alone (stream.hpp)
       driver::Status status = driver_.mem_alloc(bytes, &made.ptr);
       if (status.code == driver::Code::out_of_memory && !reclaimed && !state_.is_recording()) throw OutOfDeviceMemory{};
@@ -584,10 +593,11 @@ std::shared_ptr<Buffer> Stream::alloc_locked(std::size_t nbytes, bool memory_nod
       reservation = device_->memory().reserve(nbytes, active_window(), allocate);
       break;
     } catch (HoldsDrops&) {
-      // Drops behind a fence this stream already recorded may be done: collect them, which
-      // never waits, before a new driver allocation grows the pool.
+      // Drops behind a fence may be done: fence the ones not yet behind one (a stream whose
+      // work another library issues, torch's through the pooled allocator, reaches no fence of
+      // its own) and collect, which never waits, before a new driver allocation grows the pool.
       collected = true;
-      collect_fenced();
+      flush_fenced();
     } catch (OutOfDeviceMemory&) {
       // Memory dropped on this stream waits for the work queued before the drop; a device full
       // of it is not full. As a caching allocator does, wait for that work, give the pool's
@@ -1128,7 +1138,7 @@ void Stream::discard_window() noexcept {
       auto buffer = weak.lock();
       if (!buffer || !buffer->mark_dangling()) continue;
       try {
-        drop_.push([memory, slice = buffer->slice()] { memory->unbind(slice); });
+        drop_.push_memory([memory, slice = buffer->slice()] { memory->unbind(slice); });
       } catch (...) {
         memory->unbind(buffer->slice());
       }

@@ -49,7 +49,9 @@ std::shared_ptr<runtime::Buffer> DeviceArenaMemory::lend(const PageExtent& chunk
   device_->check_open("arena");
   std::shared_ptr<runtime::Stream> stream = device_->stream();
   if (!device_->memory().hold_arena(chunk.handle)) raise(ErrorKind::Closed, "arena: the arena's memory was returned");
-  return std::make_shared<runtime::Buffer>(std::move(stream), chunk.handle, chunk.address, chunk.bytes);
+  auto buffer = std::make_shared<runtime::Buffer>(std::move(stream), chunk.handle, chunk.address, chunk.bytes);
+  buffer->mark_arena_hold();
+  return buffer;
 }
 
 }  // namespace lifecore::sequence

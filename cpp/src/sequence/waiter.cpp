@@ -64,7 +64,7 @@ CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const
   std::uint64_t seen;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator was closed");
+    if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
     seen = state_->wakes;
   }
   // A closed device closes its coordinator; nothing will wake this waiter after that.
@@ -80,7 +80,7 @@ CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const
   {
     std::unique_lock<std::mutex> lock(state_->mutex);
     woken = state_->changed.wait_until(lock, until, [&] { return state_->closed || state_->wakes != seen; });
-    if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator was closed");
+    if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
   }
   if (should_retry("wait")) return SliceResult::retry;
   if (!woken && deadline && Clock::now() >= *deadline) return SliceResult::timed_out;

@@ -34,6 +34,11 @@ class Buffer {
   // has memory only while that graph runs, so only its own stream may use it, inside the
   // window. Marked by that stream before anyone else sees the buffer.
   void mark_memory_node() noexcept { memory_node_ = true; }
+  // A hold on an arena (a KV arena lent as a Buffer, on a stream of its own): its drop waits
+  // for that stream's queued work and lets go at once, so a freed arena goes back when its
+  // other holders have gone, not at a fence its stream may never reach. Marked before anyone
+  // else sees the buffer.
+  void mark_arena_hold() noexcept { arena_hold_ = true; }
   // The buffer's memory was a memory node of a capture that was never sealed: it does not
   // exist, so every later use is refused (ClosedError) rather than faulting on the device.
   // True when this marked it freed too: its slice is then the caller's to give back (the
@@ -81,6 +86,7 @@ class Buffer {
   std::atomic<std::uint64_t> state_{0};  // freed_bit | the number of live views
   std::atomic<bool> dangling_{false};
   bool memory_node_ = false;
+  bool arena_hold_ = false;
   std::atomic<bool> free_called_{false};  // free() was taken (a dangling buffer takes it once)
 };
 

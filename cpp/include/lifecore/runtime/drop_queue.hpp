@@ -22,7 +22,14 @@ class DropQueue {
   static constexpr std::size_t flush_threshold = 64;
 
   void push(Release release) { pending_.push_back(std::move(release)); }
+  // A release that gives device memory back to the pool (a slice's unbind or unpin): counted, so
+  // an allocation the pool cannot serve knows whether a fence now could serve it.
+  void push_memory(Release release) {
+    pending_.push_back(std::move(release));
+    ++pending_memory_;
+  }
   std::size_t pending() const noexcept { return pending_.size(); }
+  std::size_t pending_memory() const noexcept { return pending_memory_; }
   std::size_t in_flight() const noexcept;
 
   // Records a fence after everything pushed so far. A failed event call leaves the items
@@ -49,6 +56,7 @@ class DropQueue {
   void keep_spare(driver::Driver& driver, driver::EventHandle event) noexcept;
 
   std::vector<Release> pending_;
+  std::size_t pending_memory_ = 0;  // of pending_, those push_memory queued
   std::deque<Batch> batches_;
   std::vector<driver::EventHandle> spare_events_;
 };

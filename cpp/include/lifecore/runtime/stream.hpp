@@ -154,7 +154,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
 
   // For Graph and Buffer.
   void replay(Graph& graph);
-  void drop_slice(SliceId slice);
+  // `settle_now`: wait for the stream's queued work and release every drop at once, for memory
+  // that goes back to the driver (an arena hold) where no later fence of this stream may come.
+  void drop_slice(SliceId slice, bool settle_now = false);
   // Waits for the stream's queued work (for Graph::destroy); skipped while it records on a
   // hardware-graph device (a host sync would abort the capture). A wait a live capture refused
   // (and invalidated) is retried in relaxed mode. False when the wait failed, so work queued on

@@ -30,6 +30,12 @@ def _numbers(values: np.ndarray, what: str) -> np.ndarray:
     if dtype_class(values.dtype) == "unknown":
         raise InvalidArgumentError(f"NumpyBackend: a {what} of {values.dtype} values is not a {what} of numbers; "
                                    f"observe bool, integer or floating values")
+    if values.dtype.kind == "f" and values.dtype.itemsize > 8:
+        # Reduced in float64, a value past its range would read as inf (and be counted as not
+        # finite): refused, as a tensor payload of it is.
+        raise InvalidArgumentError(f"NumpyBackend: a {what} of {values.dtype} values would be read in float64, whose "
+                                   f"range is smaller (values past 1.8e308 would read as inf); cast them to float64 "
+                                   f"first")
     return values
 
 
@@ -99,6 +105,10 @@ def _kept(values: np.ndarray) -> CapturePayload:
     """A tensor payload keeping a read-only, contiguous copy of ``values`` in their dtype, in
     native byte order (what a payload keeps; a view would change when the model reuses its
     buffer)."""
+    if values.dtype.hasobject:
+        # Its bytes are addresses of Python objects: from_array refuses it as every dtype a
+        # payload cannot keep is refused (naming the dtype), where frombuffer would fail vaguely.
+        return CapturePayload.from_array(np.ascontiguousarray(values))
     native = values if values.dtype.isnative else values.astype(values.dtype.newbyteorder("="))
     # Over immutable bytes: NumPy refuses to make such an array (or a view of it) writeable
     # again, where an array owning its memory lets anyone turn writing back on.
