@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, Phase, settings
 
 import lifecore
 
-from backend_roles import EMULATED
+from backend_roles import EMULATED, unavailable
 
 # dev: quick enough for a laptop loop; ci: derandomized, more steps, no example database;
 # ci-sanitize: dev's sizes, derandomized (the slow instrumented build in CI); gpu-check (below);
@@ -35,7 +35,7 @@ settings.register_profile(
     "nightly", max_examples=1000, stateful_step_count=100, deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "").strip() or "dev")  # set but empty: the default
 
 # Every test has a time limit, so a deadlock is a fast, readable failure rather than a hung
 # run: on expiry faulthandler prints the traceback of every thread and ends the process.
@@ -120,18 +120,19 @@ def fake_libcuda(tmp_path_factory):
 
 
 def backend_params() -> list:
-    """One pytest param per registered backend, in registry order, id = its name; an unavailable
-    backend carries a skip with the registry's reason, so the same test runs where it is present."""
-    params = []
-    for info in lifecore.backends():
-        marks = () if info.available else (pytest.mark.skip(reason=f"{info.name}: {info.reason or 'unavailable'}"),)
-        params.append(pytest.param(info.name, id=info.name, marks=marks))
-    return params
+    """One pytest param per registered backend, in registry order, id = its name (the fixture
+    skips an unavailable one with the registry's reason, so the same test runs where it is
+    present, or fails it where LIFECORE_REQUIRE lists it)."""
+    return [pytest.param(info.name, id=info.name) for info in lifecore.backends()]
 
 
 @pytest.fixture(params=backend_params())
 def backend_name(request) -> str:
-    """The name of each registered backend (lifecore.backends()); skipped where unavailable."""
+    """The name of each registered backend (lifecore.backends()); skipped where unavailable,
+    failed instead where LIFECORE_REQUIRE lists it (backend_roles.unavailable)."""
+    info = next(b for b in lifecore.backends() if b.name == request.param)
+    if not info.available:
+        unavailable(info.name, info.reason or "unavailable")
     return request.param
 
 

@@ -22,6 +22,8 @@ import pytest
 import lifecore
 from lifecore import _core
 
+from backend_roles import unavailable
+
 FAKE_SOURCE = Path(__file__).parent / "fake_driver" / "fake_libcuda.c"
 
 # The ABI version each entry point must be requested at (the one cuda_abi.hpp declares).
@@ -354,8 +356,10 @@ def test_opening_cuda_where_it_is_unavailable_raises_with_the_probe_reason():
 
 def _real_cuda():
     info = [b for b in lifecore.backends() if b.name == "cuda"][0]
-    if not info.available or "LIFECORE_LIBCUDA" in os.environ:
-        pytest.skip(f"no CUDA device: {info.reason}")
+    if not info.available:
+        unavailable("cuda", f"no CUDA device: {info.reason}")
+    if "LIFECORE_LIBCUDA" in os.environ:
+        pytest.skip("no CUDA device: LIFECORE_LIBCUDA names another driver library than the system's")
     return _core._open_driver("cuda")
 
 

@@ -19,6 +19,8 @@ import pytest
 import lifecore
 from lifecore import ClosedError, DriverError, InvalidArgumentError
 
+from backend_roles import unavailable
+
 from test_runtime_modules import FILL_PTX
 
 FAKE_SOURCE = Path(__file__).parent / "fake_driver" / "fake_libcuda.c"
@@ -200,8 +202,10 @@ def test_module_loads_stay_outside_captures(fake_libcuda) -> None:
 
 def _real_cuda_device() -> lifecore.Device:
     info = [b for b in lifecore.backends() if b.name == "cuda"][0]
-    if not info.available or "LIFECORE_LIBCUDA" in os.environ:
-        pytest.skip(f"no CUDA device: {info.reason}")
+    if not info.available:
+        unavailable("cuda", f"no CUDA device: {info.reason}")
+    if "LIFECORE_LIBCUDA" in os.environ:
+        pytest.skip("no CUDA device: LIFECORE_LIBCUDA names another driver library than the system's")
     return lifecore.Device("cuda")
 
 

@@ -17,7 +17,7 @@ import pytest
 import lifecore
 from lifecore import _core
 
-from backend_roles import EMULATED
+from backend_roles import EMULATED, unavailable
 
 # Entry points the backend can run without (each disables one operation or is a no-op).
 OPTIONAL = {"hipRuntimeGetVersion", "hipMallocAsync", "hipFreeAsync", "hipGraphInstantiateWithFlags",
@@ -89,7 +89,7 @@ def test_the_symbol_table_introspection_rejects_other_backends():
 def test_hip_on_a_device():
     info = hip_info()
     if not info.available:
-        pytest.skip(f"no HIP device: {info.reason}")
+        unavailable("hip", f"no HIP device: {info.reason}")
     import struct
 
     driver = _core._open_driver("hip")

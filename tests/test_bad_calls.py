@@ -219,6 +219,11 @@ def test_a_bool_for_a_count_and_an_int_past_64_bits_are_lifecore_errors() -> Non
         c = AdmissionCoordinator(domains={"kv": 4096}, page_bytes=4096, tokens_per_page=16, max_active_sequences=1)
         with pytest.raises(errors.LifecoreTypeError, match=r"argument 'prompt_tokens' must be int, got bool"):
             c.admit("r", True, 16)
+        # A count of tokens says its range (before: "between -2**63 and 2**63 - 1").
+        with pytest.raises(errors.LifecoreOverflowError, match=r"'fit_tokens' must be between 1 and 2\*\*63 - 1, got"):
+            c.admit("r", 1, 2**63)
+        with pytest.raises(errors.InvalidArgumentError, match=r"'prompt_tokens' must be between 1 and 2\*\*63 - 1, got 0"):
+            c.admit("r", 0, 16)
         assert c.capacity().active_sequences == 0
         with pytest.raises(errors.LifecoreOverflowError, match="nbytes.*a value past what it can hold"):
             s.alloc(2**64)

@@ -15,7 +15,7 @@ import pytest
 import lifecore
 from lifecore.benchmarks.graph_replay import compare_replay, cupy_unavailable_reason, torch_unavailable_reason
 
-from backend_roles import EMULATED
+from backend_roles import EMULATED, unavailable
 
 SCRIPT = [sys.executable, "-m", "lifecore.benchmarks.graph_replay"]
 
@@ -81,7 +81,7 @@ def test_frameworks_run_only_beside_backends_whose_memory_they_see() -> None:
 def test_torch_graphs_beside_lifecore_on_cuda() -> None:
     info = [b for b in lifecore.backends() if b.name == "cuda"][0]
     if not info.available:
-        pytest.skip(f"no CUDA device: {info.reason}")
+        unavailable("cuda", f"no CUDA device: {info.reason}")
     reason = torch_unavailable_reason("cuda")
     if reason:
         pytest.skip(reason)

@@ -292,3 +292,91 @@ def test_records_and_attachments_print_why_and_what() -> None:
                                                    r"CaptureSelection, which a block has no way to give"):
         capture(model, "0", CaptureTransform.slice())
     assert not model._forward_hooks and not model._forward_pre_hooks
+
+
+def test_top_k_refuses_a_built_batch_with_a_discovery_given_too() -> None:
+    # Before: a discovery made beforehand had a fixed extent 2 at the batch axis, not the batch,
+    # so admission took it and ranked the uncond row's logits, CAPTURED.
+    model, x = Guided().eval(), torch.randn(1, 3, 4)
+    given = discover(model, x, logits=["head"])
+    with pytest.raises(AdmissionError, match=r"point 'head' has extent 2 at batch_axis 0 .*the last row ranked would "
+                                             r"be the last sequence's$"):
+        with capture(model, "head", "top_k", discovery=given), torch.no_grad():
+            model(x)
+    assert not model._forward_hooks and not model._forward_pre_hooks and not model.head._forward_hooks
+
+
+class Squeezed(nn.Module):  # one sequence's logits with no batch axis: [tokens, vocab]
+    def __init__(self) -> None:
+        super().__init__()
+        self.head = nn.Linear(4, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(x[0])
+
+
+def test_logits_with_no_batch_axis_are_named_as_what_a_discovery_would_read() -> None:
+    model, x = Squeezed().eval(), torch.randn(1, 5, 4)
+    with pytest.raises(AdmissionError, match=r"extent 5 at batch_axis 0 .*; if that axis is the sequence \(logits "
+                                             r"with no batch axis\), pass discovery=lifecore.torch.discover"):
+        with capture(model, "head", "top_k"), torch.no_grad():
+            model(x)
+    with capture(model, "head", "top_k", discovery=discover(model, x, logits=["head"])) as records, torch.no_grad():
+        logits = model(x)
+    assert records["head"].candidates.ids.tolist() == torch.topk(logits[-1], 10).indices.tolist()
+
+
+class Skips(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor, skip: bool = False) -> torch.Tensor:
+        return x if skip else self.lin(x)
+
+
+def test_a_forward_that_reaches_no_selected_point_warns_that_nothing_was_captured() -> None:
+    # Before: the root's hooks ran (as a model compiled before the block runs them), the
+    # points' did not, and every record read MISSING without a word.
+    model, x = Skips().eval(), torch.randn(1, 3, 4)
+    given = discover(model, x)
+    with pytest.warns(UserWarning, match=r"capture: the forward through Skips reached none of the 1 selected points' "
+                                         r"hooks, so nothing was captured \(every record is MISSING\): a model "
+                                         r"torch.compile compiled before the block skips hooks"):
+        with capture(model, ["lin"], "tensor", discovery=given) as records, torch.no_grad():
+            model(x, skip=True)
+    assert records["lin"].outcome.name == "MISSING"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a point reached: nothing to say
+        with capture(model, ["lin"], "tensor", discovery=given) as records, torch.no_grad():
+            model(x)
+    assert records["lin"].outcome.name == "CAPTURED"
+
+
+def test_a_model_compiled_before_the_block_is_warned_of_when_its_points_go_unseen() -> None:
+    model, x = Skips().eval(), torch.randn(1, 3, 4)
+    compiled = torch.compile(model, backend="eager")
+    try:
+        with torch.no_grad():
+            compiled(x)
+    except Exception as error:  # noqa: BLE001 - the compiler's own limits on this machine
+        pytest.skip(f"torch.compile does not run here: {type(error).__name__}: {error}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with capture(model, ["lin"], "tensor") as records, torch.no_grad():
+            compiled(x)
+    unseen = records["lin"].outcome.name == "MISSING"
+    said = any("reached none of the 1 selected points' hooks" in str(w.message) for w in caught)
+    assert unseen == said  # the compiler skipped the point's hook exactly when the block says so
+
+
+def test_a_glob_whose_modules_returned_nothing_names_what_compiling_does_once_the_compiler_is_loaded() -> None:
+    torch.compile(nn.Linear(2, 2), backend="eager")  # loads torch._dynamo, as any compiled model does
+    model = nn.Module()
+    model.lin, model.unused = nn.Linear(4, 4), nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
+    model.forward = lambda x: model.lin(x)  # type: ignore[method-assign]
+    with pytest.raises(InvalidArgumentError, match=r"'unused\.\*' matches \['unused.0', 'unused.1'\] but none of "
+                                                   r"them returned a tensor .*; a model torch.compile compiled before "
+                                                   r"the block skips hooks added after it"):
+        with capture(model, ["unused.*"], "tensor"), torch.no_grad():
+            model(torch.randn(1, 3, 4))

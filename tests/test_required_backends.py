@@ -67,3 +67,28 @@ def test_a_required_backend_that_cannot_open_fails_the_conformance_suite_and_a_b
     misspelled = run_pytest(tmp_path, conformance_only, UNAVAILABLE.upper())
     assert misspelled.returncode == 1, misspelled.stdout
     assert "LIFECORE_REQUIRE names no registered backend" in misspelled.stdout
+
+
+@pytest.mark.skipif(UNAVAILABLE is None, reason="every registered backend opens a device here")
+def test_the_projects_own_backend_tests_fail_for_a_required_backend_that_cannot_open():
+    # Before: the backend_name fixture skipped an unavailable backend whatever the variable said,
+    # so LIFECORE_REQUIRE=cuda left this project's own suite green on a broken driver.
+    here = os.path.dirname(os.path.abspath(__file__))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rs",
+               os.path.join(here, "test_stream_machine.py"), "-k", UNAVAILABLE]
+    env = {k: v for k, v in os.environ.items() if k not in ("LIFECORE_REQUIRE", "HYPOTHESIS_PROFILE")}
+    skipped = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=here)
+    assert skipped.returncode == 0 and " passed" not in skipped.stdout and "skipped" in skipped.stdout, skipped.stdout
+    env["LIFECORE_REQUIRE"] = UNAVAILABLE
+    failed = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, cwd=here)
+    assert failed.returncode == 1, failed.stdout
+    assert f"LIFECORE_REQUIRE={UNAVAILABLE} is set, so an unavailable backend fails the test" in failed.stdout
+
+
+def test_a_set_but_empty_hypothesis_profile_is_the_default_one():
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, HYPOTHESIS_PROFILE="")
+    collected = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--co",
+                                os.path.join(here, "test_registry_api.py")],
+                               capture_output=True, text=True, timeout=300, env=env, cwd=here)
+    assert collected.returncode == 0, collected.stdout + collected.stderr  # before: "Profile '' is not registered"

@@ -74,7 +74,7 @@ const TensorElementType& element_type(nb::handle dtype) {
   // reading of the text, checked as a dtype is.
   static PyObject* numpy_dtype = nullptr;
   if (nb::isinstance<nb::str>(dtype) && loaded_attribute("numpy", "dtype", numpy_dtype)) {
-    if (PyObject* parsed = PyObject_CallOneArg(numpy_dtype, dtype.ptr())) {
+    if (PyObject* parsed = PyObject_CallFunctionObjArgs(numpy_dtype, dtype.ptr(), nullptr)) {  // the limited API's call
       const nb::object numpy_type = nb::steal(parsed);
       const nb::object parsed_name = attribute_or_null(numpy_type, "name");
       if (parsed_name.is_valid() && nb::isinstance<nb::str>(parsed_name) &&

@@ -932,8 +932,9 @@ void bind_admission(nb::module_& m) {
                        nb::handle domains) {
              AdmissionRequest request;
              request.request_id = str_argument(request_id, "admit", "request_id");
-             request.prompt_tokens = int_argument(prompt_tokens, "admit", "prompt_tokens");
-             request.fit_tokens = int_argument(fit_tokens, "admit", "fit_tokens");
+             // Counts of tokens: a range that says so (the core's checks word the rest).
+             request.prompt_tokens = int_argument(prompt_tokens, "admit", "prompt_tokens", 1);
+             request.fit_tokens = int_argument(fit_tokens, "admit", "fit_tokens", 1);
              if (!domains.is_none()) {
                std::size_t i = 0;
                for (nb::handle item : sequence_argument(domains, "admit", "domains", "None or a sequence of domain names")) {

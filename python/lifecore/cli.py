@@ -1292,9 +1292,9 @@ def cmd_fuzz(args: argparse.Namespace) -> int:
                 return _usage_error("fuzz", f"argument --reproduce: {problem}")
     else:
         if args.reproduce:
-            return _usage_error("fuzz", "--reproduce replays one target: give --target (and --lifecycle, unless "
-                                        "the target is the default lifecycle graph's); the replay line of a saved "
-                                        "failure has both")
+            return _usage_error("fuzz", "--reproduce replays one target: give --target (a target names its "
+                                        "lifecycle, as \"graph mock/software\" or \"host\" do); the replay line "
+                                        "of a saved failure has it")
         backend = _resolve(args.backend)
         targets = []
         if "graph" in lifecycles:

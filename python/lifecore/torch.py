@@ -1671,6 +1671,8 @@ class ModelCapture:
             if not seen:
                 scripted = sum(isinstance(self._model.get_submodule(hit), torch.jit.ScriptModule) for hit in hits)
                 why = f"; {scripted} of them are TorchScript modules, which take no forward hooks" if scripted else ""
+                if not scripted and "torch._dynamo" in sys.modules:
+                    why = f"; {_COMPILED_SKIPS_HOOKS}"  # as a named module's refusal says
                 raise InvalidArgumentError(f"{self._call}: {pattern!r} matches {hits[:6]} but none of them returned "
                                            f"a tensor in the forward (at output_index {self._output_index}){why}")
             complex_seen = [p for p, _ in seen if p in complex_points]
@@ -1718,8 +1720,9 @@ class ModelCapture:
         discovery = given if given is not None else self._discover(args, kwargs)
         request = _request_for(args, kwargs, self._batch_axis, self._sequence_axis)
         plan = self._plan(discovery)
-        if given is None:
-            self._refuse_batched_logits(plan, discovery)
+        # A given discovery too: one made on a model that builds its own batch has a fixed
+        # extent there, not the batch, which admission would take.
+        self._refuse_batched_logits(plan, discovery)
         session = CaptureSession(plan.admit(discovery, request))
         # The calls the discovery saw are the calls this forward must make: counted exactly.
         self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
@@ -1732,7 +1735,8 @@ class ModelCapture:
         """Top candidates rank the last row of one sequence's logits. The request's batch is the
         first tensor argument's, which logits of a batch the model builds itself (guidance's
         cond and uncond rows), or of inputs passed inside a list, do not show: the block's own
-        discovery, whose axes are this forward's extents, is read at ``batch_axis`` instead."""
+        discovery, whose axes are this forward's extents, is read at ``batch_axis`` instead (a
+        given one's fixed extent there too: its batch axis is the symbolic one)."""
         points = {point.path: point for point in discovery.catalog}
         for selection in plan.selections:
             point = points.get(selection.path)
@@ -1744,7 +1748,10 @@ class ModelCapture:
                 raise AdmissionError(f"{self._call}: top candidates of {selection.id!r} need unsliced logits with "
                                      f"batch 1: point {selection.path!r} has extent {axes[at].size} at batch_axis "
                                      f"{self._batch_axis} (its shape "
-                                     f"{[a.size for a in axes]}): the last row ranked would be the last sequence's")
+                                     f"{[a.size for a in axes]}): the last row ranked would be the last sequence's"
+                                     + ("; if that axis is the sequence (logits with no batch axis), pass "
+                                        "discovery=lifecore.torch.discover(model, inputs, logits=[...]), which "
+                                        "names it" if len(axes) == 2 else ""))
 
     def _discover(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CaptureDiscovery:
         """The discovery's forward. Every hook lifecore placed on the thread's models (other
@@ -1856,6 +1863,14 @@ class ModelCapture:
                 f"{self._call}: the block closed without a forward through {type(self._model).__name__} reaching "
                 f"its hooks, so nothing was captured: {_COMPILED_SKIPS_HOOKS}, and a model class that overrides "
                 f"__call__ bypasses forward hooks")
+        elif exc[0] is None and len(self.records) and all(
+                record.outcome == CaptureOutcome.MISSING for record in self.records.values()):
+            # The root's hooks ran but no point's: a compiled forward that calls the root's
+            # hooks (a module of its own class, not a Sequential) and skips those placed inside.
+            _warn_at_caller(
+                f"{self._call}: the forward through {type(self._model).__name__} reached none of the "
+                f"{len(self.records)} selected points' hooks, so nothing was captured (every record is MISSING): "
+                f"{_COMPILED_SKIPS_HOOKS}; or the forward did not call them")
 
 
 def capture(model: nn.Module, paths: Union[str, Iterable[str]],
