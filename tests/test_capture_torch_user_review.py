@@ -168,15 +168,24 @@ def test_a_block_that_sees_no_forward_warns_that_nothing_was_captured() -> None:
                 1 / 0
 
 
-def test_a_module_not_called_names_what_compiling_does_once_the_compiler_is_loaded() -> None:
+# What capture() says where the compiler is loaded, as any compiled model loads it, of a module
+# (or the modules of a glob) the forward never called: the refusal names what compiling does.
+UNCALLED = [
+    (lambda: nn.Linear(4, 4), "unused", r"module 'unused' returned no tensor in the forward .*or was not called"),
+    (lambda: nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)]), "unused.*",
+     r"'unused\.\*' matches \['unused.0', 'unused.1'\] but none of them returned a tensor .*"),
+]
+
+
+@pytest.mark.parametrize("unused, path, words", UNCALLED, ids=["module", "glob"])
+def test_a_module_not_called_names_what_compiling_does_once_the_compiler_is_loaded(unused, path, words) -> None:
     torch.compile(nn.Linear(2, 2), backend="eager")  # loads torch._dynamo, as any compiled model does
     model = nn.Module()
-    model.lin, model.unused = nn.Linear(4, 4), nn.Linear(4, 4)
+    model.lin, model.unused = nn.Linear(4, 4), unused()
     model.forward = lambda x: model.lin(x)  # type: ignore[method-assign]
-    with pytest.raises(InvalidArgumentError, match=r"module 'unused' returned no tensor in the forward .*or was not "
-                                                   r"called; a model torch.compile compiled before the block skips "
-                                                   r"hooks added after it"):
-        with capture(model, ["unused"], "tensor"), torch.no_grad():
+    with pytest.raises(InvalidArgumentError, match=words + r"; a model torch.compile compiled before the block "
+                                                           r"skips hooks added after it"):
+        with capture(model, [path], "tensor"), torch.no_grad():
             model(torch.randn(1, 3, 4))
 
 
@@ -341,8 +350,9 @@ def test_a_forward_that_reaches_no_selected_point_warns_that_nothing_was_capture
     model, x = Skips().eval(), torch.randn(1, 3, 4)
     given = discover(model, x)
     with pytest.warns(UserWarning, match=r"capture: the forward through Skips reached none of the 1 selected points' "
-                                         r"hooks, so nothing was captured \(every record is MISSING\): a model "
-                                         r"torch.compile compiled before the block skips hooks"):
+                                         r"hooks, so nothing was captured \(every record is MISSING\): the forward "
+                                         r"did not call them on this thread .*, or a model torch.compile compiled "
+                                         r"before the block skips hooks"):
         with capture(model, ["lin"], "tensor", discovery=given) as records, torch.no_grad():
             model(x, skip=True)
     assert records["lin"].outcome.name == "MISSING"
@@ -369,14 +379,3 @@ def test_a_model_compiled_before_the_block_is_warned_of_when_its_points_go_unsee
     said = any("reached none of the 1 selected points' hooks" in str(w.message) for w in caught)
     assert unseen == said  # the compiler skipped the point's hook exactly when the block says so
 
-
-def test_a_glob_whose_modules_returned_nothing_names_what_compiling_does_once_the_compiler_is_loaded() -> None:
-    torch.compile(nn.Linear(2, 2), backend="eager")  # loads torch._dynamo, as any compiled model does
-    model = nn.Module()
-    model.lin, model.unused = nn.Linear(4, 4), nn.ModuleList([nn.Linear(4, 4), nn.Linear(4, 4)])
-    model.forward = lambda x: model.lin(x)  # type: ignore[method-assign]
-    with pytest.raises(InvalidArgumentError, match=r"'unused\.\*' matches \['unused.0', 'unused.1'\] but none of "
-                                                   r"them returned a tensor .*; a model torch.compile compiled before "
-                                                   r"the block skips hooks added after it"):
-        with capture(model, ["unused.*"], "tensor"), torch.no_grad():
-            model(torch.randn(1, 3, 4))

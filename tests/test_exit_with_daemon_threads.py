@@ -46,6 +46,25 @@ BODIES = {
 
         threading.Thread(target=loop, daemon=True).start()
     """,
+    "a KV arena's free, waiting for its stream, with a slow exit": """
+        from lifecore.sequence import AdmissionCoordinator
+        device = lifecore.Device(lifecore.testing.emulated_backend())
+        coordinator = AdmissionCoordinator(device, domains={"kv": 8 * 4096}, page_bytes=4096, tokens_per_page=16,
+                                           max_active_sequences=4)
+        arena = coordinator.arena()
+        del coordinator
+        device._pause_streams_for(1.0)
+        arena.stream.launch(lifecore.kernels.scale_f32, 4, 64, [256, 2.0, arena, arena])
+        threading.Thread(target=arena.free, daemon=True).start()
+
+        class SlowExit:  # keeps the exit busy past the wait's end, so the thread asks for the lock then
+            def __del__(self, sleep=time.sleep):
+                sleep(2)
+
+        import sys, types
+        sys.modules["zz_slow_exit"] = types.ModuleType("zz_slow_exit")
+        sys.modules["zz_slow_exit"].slow = SlowExit()
+    """,
 }
 
 

@@ -127,6 +127,23 @@ def test_freeing_the_last_holder_of_an_arena_returns_it_at_once():
         assert (dev.memory_stats()["arena_bytes"], dev.memory_stats()["arenas"]) == (0, 0)
 
 
+@pytest.mark.parametrize("mode", ["thread_local", "global", "relaxed"])
+def test_freeing_an_arena_while_this_thread_records_elsewhere_returns_it_too(mode: str):
+    # Before: free() skipped its wait while this thread recorded on another stream, and nothing
+    # fenced the arena's own stream after: it stayed allocated until a cleanup.
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode) as dev:
+        c = make(dev)
+        buffer = c.arena()
+        del c
+        gc.collect()
+        other = dev.stream()
+        other.graph_prepare()
+        other.begin_capture()
+        buffer.free()
+        assert dev.memory_stats()["arena_bytes"] == 0
+        other.end_capture().destroy()  # the recording went on, whole
+
+
 def test_no_driver_call_per_admission_extension_or_release():
     with lifecore.Device(EMULATED) as dev:
         c = make(dev, pages=64, slots=16)

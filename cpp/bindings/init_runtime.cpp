@@ -546,7 +546,7 @@ void bind_buffer_graph_profile(nb::module_& m) {
       .def_prop_ro("alive", &Buffer::alive,
                    "False once freed, once its device closed, or once the capture window that allocated it "
                    "(memory the pool could not serve there: a memory node) ended without a graph")
-      .def("free", &Buffer::free, nb::call_guard<nb::gil_scoped_release>(),
+      .def("free", &Buffer::free, nb::call_guard<GilRelease>(),
            "Returns the slice to the pool once the stream's queued work is done. A KV arena's Buffer "
            "(AdmissionCoordinator.arena) waits for its stream's queued work and lets its hold go at once. "
            "Taken once per buffer, also after its device closed or its capture window was discarded (which "

@@ -1870,7 +1870,8 @@ class ModelCapture:
             _warn_at_caller(
                 f"{self._call}: the forward through {type(self._model).__name__} reached none of the "
                 f"{len(self.records)} selected points' hooks, so nothing was captured (every record is MISSING): "
-                f"{_COMPILED_SKIPS_HOOKS}; or the forward did not call them")
+                f"the forward did not call them on this thread (a block observes the calls made on the thread "
+                f"that entered it), or {_COMPILED_SKIPS_HOOKS}")
 
 
 def capture(model: nn.Module, paths: Union[str, Iterable[str]],

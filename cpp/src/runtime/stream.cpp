@@ -484,11 +484,10 @@ void Stream::drop_slice(SliceId slice, bool settle_now) {
   if (device_->forked()) return;  // the parent's memory (and maybe its held lock: Locked)
   Locked lock(*this);
   drop_slice_locked(slice);
-  // Never while this stream records (a host wait would end a driver capture) or while this
-  // thread records elsewhere (the driver forbids the wait there): the drop then waits for the
-  // next fence or sync, as any other.
-  if (settle_now && !dead_ && !device_->closed() && drop_.pending() > 0 && !state_.is_recording() &&
-      !recording_elsewhere()) {
+  // Never while this stream records (a host wait would end its capture): the drop then waits
+  // for the next fence or sync, as any other. A recording elsewhere is left whole by relaxed
+  // mode, as a dropped stream's own wait leaves it.
+  if (settle_now && !dead_ && !device_->closed() && drop_.pending() > 0 && !state_.is_recording()) {
     BlockingWait blocking;  // a destructor from Python too: no other thread stalls behind the wait
     RelaxedCaptureMode relaxed(driver_);  // another library's capture elsewhere stays whole (stream.hpp)
     (void)synchronize_and_release();      // a failure leaves the drop queued, for the next sync
