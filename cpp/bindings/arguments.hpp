@@ -198,6 +198,18 @@ inline bool format_holds_objects(const char* format) noexcept {
   return false;
 }
 
+// Whether `h` exports a buffer with `flags` (PyBUF_*): a probe, let go at once and leaving no
+// error set, that names the cause (read-only, Fortran order) once a stricter request failed.
+inline bool exports_buffer(nb::handle h, int flags) {
+  Py_buffer probe;
+  if (PyObject_GetBuffer(h.ptr(), &probe, flags) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  PyBuffer_Release(&probe);
+  return true;
+}
+
 // Releases `view` and raises LifecoreTypeError when it holds Python objects: "<subject> holds
 // Python objects (buffer format '...'): <why>".
 inline void refuse_object_buffer(Py_buffer& view, const std::string& subject, const char* why) {

@@ -230,25 +230,12 @@ struct ConsumerStream {
   bool no_order = false;
 };
 
-// `stream` as a C long long, read once: an int beyond 64 bits is refused, never left with
+// The int `number` (index_of's: an int or another library's integer, never a bool) as a C long
+// long, or nullopt where there is none or it is beyond 64 bits: refused, never left with
 // Python's OverflowError pending (that returned a result with an exception set).
-// An int or an integer of another library (its __index__), never a bool of any library.
-bool is_stream_number(nb::handle stream) {
-  if (PyBool_Check(stream.ptr())) return false;
-  if (PyLong_Check(stream.ptr())) return true;
-  return PyIndex_Check(stream.ptr()) && !is_foreign_bool(stream);
-}
-
-std::optional<long long> stream_value(nb::handle stream) {
-  if (!is_stream_number(stream)) return std::nullopt;
-  PyObject* number = PyNumber_Index(stream.ptr());
-  if (!number) {
-    if (!PyErr_ExceptionMatches(PyExc_Exception)) throw nb::python_error();  // an interrupt stays one
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  const long long value = PyLong_AsLongLong(number);
-  Py_DECREF(number);
+std::optional<long long> stream_value(const nb::object& number) {
+  if (!number.is_valid()) return std::nullopt;
+  const long long value = PyLong_AsLongLong(number.ptr());
   if (value == -1 && PyErr_Occurred()) {
     PyErr_Clear();
     return std::nullopt;
@@ -257,7 +244,8 @@ std::optional<long long> stream_value(nb::handle stream) {
 }
 
 ConsumerStream consumer_stream(int device_type, nb::handle stream) {
-  const std::optional<long long> value = stream.is_none() ? std::nullopt : stream_value(stream);
+  const nb::object number = stream.is_none() ? nb::object() : index_of(stream);  // its __index__ called once
+  const std::optional<long long> value = stream_value(number);
   if (device_type == driver::dlpack_device::cpu) {
     if (!stream.is_none() && value != -1)
       throw nb::buffer_error("__dlpack__: this device's memory is exported as CPU memory; stream must be None or -1");
@@ -268,7 +256,7 @@ ConsumerStream consumer_stream(int device_type, nb::handle stream) {
     // The array API: None is CUDA's legacy default stream (1) and ROCm's default stream (0).
     return {device_type == driver::dlpack_device::cuda ? 1u : 0u, false};
   }
-  if (!is_stream_number(stream)) throw nb::buffer_error("__dlpack__: stream must be an int or None");
+  if (!number.is_valid()) throw nb::buffer_error("__dlpack__: stream must be an int or None");
   if (!value) throw nb::buffer_error("__dlpack__: stream is out of range");
   if (*value == -1) return {std::nullopt, true};  // no ordering asked: a host wait is stricter, and safe
   if (*value == 0 && device_type == driver::dlpack_device::cuda)
@@ -376,19 +364,11 @@ void read_into(Stream& stream, nb::handle buf, nb::handle out) {
   Py_buffer view;
   if (PyObject_GetBuffer(out.ptr(), &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) != 0) {
     PyErr_Clear();
-    Py_buffer probe;
-    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_C_CONTIGUOUS) == 0) {
-      PyBuffer_Release(&probe);
-      raise(ErrorKind::InvalidArgument, "read_into: the target is read-only");
-    }
-    PyErr_Clear();
-    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_ANY_CONTIGUOUS) == 0) {
-      PyBuffer_Release(&probe);
+    if (exports_buffer(out, PyBUF_C_CONTIGUOUS)) raise(ErrorKind::InvalidArgument, "read_into: the target is read-only");
+    if (exports_buffer(out, PyBUF_ANY_CONTIGUOUS))
       raise(ErrorKind::InvalidArgument,
             "read_into: the target must be C-contiguous; a Fortran-ordered one would hold the bytes transposed "
             "(pass its transpose, or a C-ordered array)");
-    }
-    PyErr_Clear();
     raise(ErrorKind::InvalidArgument, "read_into: the target must be contiguous");
   }
   refuse_object_buffer(view, "read_into: the target",

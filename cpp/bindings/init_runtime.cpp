@@ -313,14 +313,10 @@ void write(Stream& stream, nb::handle buf, nb::handle data) {
     PyErr_Clear();
     if (PyObject_CheckBuffer(data.ptr())) {
       // A Fortran-ordered array is contiguous, and np.copy keeps its order: say what would help.
-      Py_buffer probe;
-      if (PyObject_GetBuffer(data.ptr(), &probe, PyBUF_ANY_CONTIGUOUS) == 0) {
-        PyBuffer_Release(&probe);
+      if (exports_buffer(data, PyBUF_ANY_CONTIGUOUS))
         raise(ErrorKind::InvalidArgument,
               "write: data must be C-contiguous; a Fortran-ordered array holds its bytes transposed (pass its "
               "transpose, or a C-ordered copy such as numpy.ascontiguousarray(data))");
-      }
-      PyErr_Clear();
       raise(ErrorKind::InvalidArgument, "write: data must be contiguous (copy a strided array first)");
     }
     raise(ErrorKind::TypeMismatch, "write: data must be a bytes-like object or a host tensor (__dlpack__), got " +

@@ -104,12 +104,7 @@ inline void open_buffer_protocol(nb::handle out, std::size_t rows, std::size_t w
                   "pass its .data");
   if (PyObject_GetBuffer(out.ptr(), &t.view, PyBUF_WRITABLE | PyBUF_FORMAT | PyBUF_STRIDES) != 0) {
     PyErr_Clear();
-    Py_buffer probe;
-    if (PyObject_GetBuffer(out.ptr(), &probe, PyBUF_FORMAT | PyBUF_STRIDES) == 0) {
-      PyBuffer_Release(&probe);
-      bad_out(call, "is read-only");
-    }
-    PyErr_Clear();
+    if (exports_buffer(out, PyBUF_FORMAT | PyBUF_STRIDES)) bad_out(call, "is read-only");
     bad_out(call, "cannot be read as a strided buffer");
   }
   t.has_view = true;
