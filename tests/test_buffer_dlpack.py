@@ -10,8 +10,10 @@ through the other.
 from __future__ import annotations
 
 import gc
+import re
 import threading
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -593,6 +595,18 @@ def test_numpys_other_spellings_of_a_dtype_name_the_same_view(dev, code: str, na
     # Before: "f4" and "b1" were taken but NumPy's one-letter codes were "unsupported".
     buf = dev.stream().alloc(64)
     assert np.from_dlpack(buf.view(code)).dtype == np.dtype(name)
+
+
+@pytest.mark.parametrize("code", ["a", "a4", "=a2", "|a1", "S", "U4"])
+def test_a_bytes_or_text_code_is_refused_without_numpys_advice(dev, code: str) -> None:
+    # Before: "a" reached numpy.dtype, whose DeprecationWarning told the caller to use "S",
+    # which the view then refused as well.
+    buf = dev.stream().alloc(64)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(InvalidArgumentError, match=rf"^view: unsupported dtype {re.escape(code)} \(supported: "):
+            buf.view(code)
+    assert [str(w.message) for w in caught] == []
 
 
 def test_numpy_scalars_are_taken_for_copy_and_stream(dev) -> None:

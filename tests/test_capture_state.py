@@ -9,11 +9,12 @@ import pytest
 import lifecore
 from lifecore import CacheMode, CaptureStateError, CaptureVariant, StreamCaptureState
 
-PREPARED = "graph_prepare: a graph capture is already prepared on this stream"
-RECORDING_PREPARE = "graph_prepare: a graph capture is already recording on this stream"
-UNPREPARED = "begin_capture: call graph_prepare before starting a capture"
-RECORDING_BEGIN = "begin_capture: a graph capture is already recording on this stream"
-NOT_RECORDING = "end_capture: no graph capture is recording on this stream"
+# The value type names its own methods; a Stream's refusals name the stream's (test_runtime_capture).
+PREPARED = "StreamCaptureState.prepare: a graph capture is already prepared on this stream"
+RECORDING_PREPARE = "StreamCaptureState.prepare: a graph capture is already recording on this stream"
+UNPREPARED = "StreamCaptureState.begin: call StreamCaptureState.prepare before starting a capture"
+RECORDING_BEGIN = "StreamCaptureState.begin: a graph capture is already recording on this stream"
+NOT_RECORDING = "StreamCaptureState.end: no graph capture is recording on this stream"
 
 
 def state_in(variant: CaptureVariant, owner: int = 0) -> StreamCaptureState:

@@ -49,6 +49,14 @@ def test_demo_refuses_a_bad_option():
     assert "Traceback" not in result.stderr
 
 
+def test_a_pool_past_the_device_names_what_sets_it():
+    # Before: "Engine: argument 'num_blocks' ...", an option the demo does not have.
+    result = demo("--preset", "gpt2-small", "--requests", "10000")
+    assert result.returncode == 1, result.stderr
+    assert "the demo's KV pool for 10,000 requests of preset 'gpt2-small'" in result.stderr
+    assert "ask for fewer requests or a smaller preset" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_demo_refuses_a_device_it_cannot_run_on():
     import torch
 

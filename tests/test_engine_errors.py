@@ -138,6 +138,10 @@ def used_request():
     (("float-token", [1.0, 2], 3), TypeError, "'float-token': token 1.0 at 0 is a float, not a token id"),
     (("ok", [4, 5], 3), ValueError, "'ok' appears twice"),
     (used_request, ValueError, "'used' has already run"),
+    # Before: passed the checks, then a bare TypeError once the others had run.
+    (lambda: Request("gen-tuple", [4, 5], 3, generated=()), TypeError,
+     r"'gen-tuple': generated must be a list \(the engine appends the tokens to it\), got tuple"),
+    (lambda: Request("rejected-int", [4, 5], 3, rejected=0), TypeError, "'rejected-int': rejected must be None or a str"),
     (("lifecore-engine-padding", [1], 1), ValueError, "the engine's own"),
     ("not a request", TypeError, "expected a Request, got str"),
     ((7, [1], 1), TypeError, "a request id must be a str, got 7"),
@@ -275,6 +279,14 @@ def test_bad_engine_arguments_are_refused_clearly(kwargs, error, match):
      r"CaptureOptions: scale's layer must be between 0 and 1 \(the model's layers\), got 2"),
     (dict(capture=CaptureOptions(scale=(0, float("nan")))), InvalidArgumentError,
      "CaptureOptions: scale's factor must be finite"),
+    # Before: accepted, then every generate failed its intervention (inf in the model's dtype),
+    # and an int past a float's range was Python's bare OverflowError.
+    (dict(capture=CaptureOptions(scale=(0, 1e300))), InvalidArgumentError,
+     r"CaptureOptions: scale's factor 1e\+300 is past what torch.float32 \(the model's dtype\) holds"),
+    (dict(dtype=torch.float16, capture=CaptureOptions(scale=(0, 1e6))), InvalidArgumentError,
+     r"scale's factor 1000000.0 is past what torch.float16"),
+    (dict(capture=CaptureOptions(scale=(0, 10**400))), InvalidArgumentError,
+     "CaptureOptions: scale's factor must be finite, got an int of 1329 bits"),
     # Once accepted with the graphs silently off: the replay would skip the capture hooks.
     (dict(graphs=True, capture=CaptureOptions()), InvalidArgumentError,
      "Engine: graphs=True and capture cannot be had together"),
@@ -473,3 +485,11 @@ def test_an_engine_prints_its_shape_and_state():
                             "capture=False)")
     engine.close()
     assert repr(engine) == "Engine(2 layers, d_model=32, device='cpu', closed, graphs=False, capture=False)"
+
+
+def test_a_scale_factor_is_checked_in_the_dtype_of_the_model_given():
+    model = Transformer(PRESETS["tiny"], dtype=torch.float16)
+    with pytest.raises(InvalidArgumentError, match=r"scale's factor 70000 is past what torch.float16"):
+        Engine(model, capture=CaptureOptions(scale=(0, 70000)))
+    engine = Engine(model, num_blocks=8, max_batch=2, capture=CaptureOptions(scale=(0, 60000)))  # within float16
+    engine.close()

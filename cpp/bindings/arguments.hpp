@@ -398,8 +398,10 @@ inline double real_argument(nb::handle h, const char* call, const char* name, bo
 // is negative).
 inline std::optional<double> timeout_argument(nb::handle arg, const char* call) {
   if (arg.is_none()) return std::nullopt;
-  if (!PyBool_Check(arg.ptr()) && (PyLong_Check(arg.ptr()) || PyIndex_Check(arg.ptr()))) {
-    const nb::object integer = integer_argument(arg, call, "timeout");
+  // An integer; an object whose __index__ refuses (a 0-d float array) is read as a number below.
+  const nb::object integer =
+      !PyBool_Check(arg.ptr()) && (PyLong_Check(arg.ptr()) || PyIndex_Check(arg.ptr())) ? index_of(arg) : nb::object();
+  if (integer.is_valid()) {
     const nb::handle h = integer;
     const int negative = PyObject_RichCompareBool(h.ptr(), nb::int_(0).ptr(), Py_LT);
     if (negative < 0) throw nb::python_error();

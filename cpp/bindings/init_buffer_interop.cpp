@@ -72,8 +72,12 @@ const TensorElementType& element_type(nb::handle dtype) {
   if (const TensorElementType* type = find_element_type(name)) return *type;
   // NumPy's other spellings of a type ("f", "?", "i", "double"), once NumPy is loaded: its own
   // reading of the text, checked as a dtype is.
+  // NumPy's code 'a' (bytes, never a view's type) warns that it is deprecated in favour of
+  // 'S', advice this refusal would contradict: it is refused without asking NumPy.
   static PyObject* numpy_dtype = nullptr;
-  if (nb::isinstance<nb::str>(dtype) && loaded_attribute("numpy", "dtype", numpy_dtype)) {
+  const std::size_t code = name.find_first_not_of("<>|=");
+  const bool bytes_code = code != std::string::npos && name[code] == 'a';
+  if (!bytes_code && nb::isinstance<nb::str>(dtype) && loaded_attribute("numpy", "dtype", numpy_dtype)) {
     if (PyObject* parsed = PyObject_CallFunctionObjArgs(numpy_dtype, dtype.ptr(), nullptr)) {  // the limited API's call
       const nb::object numpy_type = nb::steal(parsed);
       const nb::object parsed_name = attribute_or_null(numpy_type, "name");

@@ -8,6 +8,12 @@
 
 namespace lifecore::bindings {
 
+namespace {
+// The value type's refusals name its own methods (no stream, no graph_prepare, exists there).
+constexpr CaptureStateOperations standalone_operations{"StreamCaptureState.prepare", "StreamCaptureState.begin",
+                                                       "StreamCaptureState.end"};
+}  // namespace
+
 void init_capture_state(nb::module_& m) {
   using namespace nb::literals;
 
@@ -44,12 +50,12 @@ void init_capture_state(nb::module_& m) {
       "the hash: a state kept as a set or dict key is a copy (copy.copy, or Stream.capture_state)\n"
       "that is not moved afterwards.")
       .def(nb::init<>())
-      .def("prepare", &StreamCaptureState::prepare, "owner"_a = 0,
-           "NO_CAPTURE -> PREPARE (graph_prepare). Refused when a capture is prepared or recording.")
-      .def("begin", &StreamCaptureState::begin,
+      .def("prepare", [](StreamCaptureState& s, CaptureOwner owner) { s.prepare(owner, standalone_operations); },
+           "owner"_a = 0, "NO_CAPTURE -> PREPARE (graph_prepare). Refused when a capture is prepared or recording.")
+      .def("begin", [](StreamCaptureState& s) { s.begin(standalone_operations); },
            "PREPARE -> CAPTURE (begin_capture). Refused without a prepare, or while recording.")
-      .def("end", &StreamCaptureState::end, "caller"_a = 0,
-           "CAPTURE -> NO_CAPTURE (end_capture). abandoned=True when caller is not the owner.")
+      .def("end", [](StreamCaptureState& s, CaptureOwner caller) { return s.end(caller, standalone_operations); },
+           "caller"_a = 0, "CAPTURE -> NO_CAPTURE (end_capture). abandoned=True when caller is not the owner.")
       .def("abort", &StreamCaptureState::abort, "Back to NO_CAPTURE from anywhere; never fails.")
       .def("is_recording", &StreamCaptureState::is_recording, "True in CAPTURE")
       .def("is_active", &StreamCaptureState::is_active, "True in PREPARE or CAPTURE")

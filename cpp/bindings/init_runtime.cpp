@@ -512,7 +512,10 @@ void bind_device(nb::module_& m) {
       .def("_pause_streams_for", &pause_mock_streams_for, "seconds"_a,
            "Mock only, for tests: holds every stream's queued work for `seconds` (waits block until then).")
       .def("close", &Device::close, nb::call_guard<GilRelease>(),
-           "Aborts open windows, waits for every stream, destroys every graph, returns all memory.")
+           "Aborts open windows, waits for every stream, destroys every graph, returns all memory. Another\n"
+           "thread's driver capture (hardware graphs, thread_local / global mode) cannot be ended from here: its\n"
+           "window is discarded, and the driver capture and stream are left to that thread's next call on the\n"
+           "stream, counted in abandoned_captures until then.")
       .def("__enter__",
            [](std::shared_ptr<Device> d) {
              if (d->closed()) refuse_ended_enter("Device", "the device is closed");
@@ -701,7 +704,10 @@ void bind_stream(nb::module_& m) {
            "thread records on one stream at a time: while another stream records on this thread (or any\n"
            "thread's global capture records) it raises CaptureStateError naming that stream and changes nothing.")
       .def("end_capture", &Stream::end_capture, "caller"_a = 0,
-           "CAPTURE -> NO_CAPTURE: seals the recording into a Graph or raises CaptureRefusedError.")
+           "CAPTURE -> NO_CAPTURE: seals the recording into a Graph or raises CaptureRefusedError. A refusal\n"
+           "whose driver still captures (cause driver_still_capturing) leaves the stream in CAPTURE: end or\n"
+           "abort it again. In thread_local / global mode only the thread that began the recording may end it\n"
+           "(CaptureStateError otherwise, nothing changed).")
       .def("abort_capture", &Stream::abort_capture,
            "Back to NO_CAPTURE from anywhere, undoing the window. In thread_local / global mode only the thread\n"
            "that began the recording may abort it (CaptureStateError otherwise, nothing changed); a DriverError\n"

@@ -612,7 +612,8 @@ void bind_waiters(nb::module_& m) {
            "thread ends at coordinator.close() or its timeout. ClosedError if the coordinator, or its "
            "device, is closed, or once nothing holds the coordinator (a registration does not keep it).")
       .def("_check", [](CapacityWaitRegistration& r) {
-             return r.wait_slice(std::nullopt, std::chrono::nanoseconds(0)) == CapacityWaitRegistration::SliceResult::retry;
+             return r.wait_slice(std::nullopt, std::chrono::nanoseconds(0), "wait_async") ==
+                    CapacityWaitRegistration::SliceResult::retry;
            },
            "Without blocking: True once should_retry(); ClosedError if the coordinator, or its device, is closed.")
       .def("_add_wake_fd", [](CapacityWaitRegistration& r, int fd) -> std::int64_t {

@@ -206,7 +206,8 @@ void init_sequence_arena(nb::module_& m) {
         "acquire_frames, say); returns the FrameDisposition values (0 COMMITTED, 1 DISCARDED_CANCELLED) as a\n"
         "uint8 array. LifecoreTypeError for anything but a sequence of FrameHold, and InvalidArgumentError\n"
         "for two frames of one session, before any frame commits; otherwise not all-or-nothing: the first\n"
-        "frame that raises stops the batch (its error names the row); the frames before it committed.");
+        "frame that raises stops the batch (its error names the row); the frames before it committed. Such\n"
+        "an error carries `row` (the row refused) and `rows_stepped` (how many frames committed before it).");
   nb::handle snapshot = nb::type<BackingSnapshot>();
   nb::cpp_function_def(&snapshot_block_ids, nb::scope(snapshot), nb::name("block_ids"), nb::is_method(),
                        nb::arg("domain").none() = nb::none(),

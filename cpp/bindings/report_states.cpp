@@ -207,6 +207,22 @@ CapacityDemand report_from_state<CapacityDemand>(nb::handle state) {
     if (!names.insert(d.domains.back().domain_name).second)
       r.refuse("domain '" + d.domains.back().domain_name + "' appears twice");
   }
+  // What a coordinator's demand always is: tokens to cover (every admission and extension
+  // names at least one), no more pages than tokens (a page holds one token or more), and in
+  // every domain the same pages * page_bytes (one page size per coordinator).
+  if (d.tokens == 0) r.refuse("tokens is 0 (a demand covers at least one token)");
+  if (d.pages > d.tokens)
+    r.refuse(std::to_string(d.pages) + " pages for " + std::to_string(d.tokens) + " tokens (a page holds at least one)");
+  if (d.domains.empty()) r.refuse("it names no domain (a demand is in at least one)");
+  for (const DomainDemand& dd : d.domains) {
+    if (dd.bytes != d.domains.front().bytes)
+      r.refuse("domain '" + dd.domain_name + "' needs " + std::to_string(dd.bytes) + " bytes and domain '" +
+               d.domains.front().domain_name + "' " + std::to_string(d.domains.front().bytes) +
+               " (each domain needs the same pages of one page size)");
+    if ((d.pages == 0) != (dd.bytes == 0) || (d.pages != 0 && dd.bytes % d.pages != 0))
+      r.refuse(std::to_string(dd.bytes) + " bytes in domain '" + dd.domain_name + "' are not " + std::to_string(d.pages) +
+               " whole pages");
+  }
   return d;
 }
 
@@ -219,7 +235,15 @@ nb::tuple report_state(const CapacityBlocker& b) {
 template <>
 CapacityBlocker report_from_state<CapacityBlocker>(nb::handle state) {
   const StateReader r(state, "CapacityBlocker", {"kind", "source"});
-  return {r.member<BlockerKind>(0, "a BlockerKind"), r.value<CapacitySource>(1, "a CapacitySource")};
+  const CapacityBlocker b{r.member<BlockerKind>(0, "a BlockerKind"), r.value<CapacitySource>(1, "a CapacitySource")};
+  // Each kind has its source: the slots' ceiling, the device's memory, or a domain.
+  const SourceKind expected = b.kind == BlockerKind::active_sequence_ceiling       ? SourceKind::active_sequence_slots
+                              : b.kind == BlockerKind::physical_memory_unavailable ? SourceKind::physical_memory
+                                                                                   : SourceKind::domain;
+  if (b.source.kind != expected)
+    r.refuse("a " + std::string(nb::str(nb::cast(b.kind)).c_str()) + " blocker names the source " +
+             nb::str(nb::cast(b.source, nb::rv_policy::copy)).c_str());
+  return b;
 }
 
 // ---- AdmissionRejected ---------------------------------------------------------------------

@@ -331,6 +331,11 @@ inline void read_tokens(nb::handle tokens, std::size_t count, const char* call, 
     raise(ErrorKind::TypeMismatch, argument_label(call, "tokens") +
                                        " must be host token counts (a one-dimensional NumPy array of integers, or a sequence of ints), "
                                        "got a lifecore " + type_name_of(tokens) + " (device memory)");
+  // Read as an array, a masked one gives the values beneath its mask: a masked row would step.
+  if (is_numpy_masked_array(tokens))
+    raise(ErrorKind::InvalidArgument, argument_label(call, "tokens") +
+                                          " is a NumPy masked array, whose mask a step would not follow (it reads the "
+                                          "values beneath); pass its .data, or the rows to step");
   bool read = nb::try_cast(checked_for_caster(tokens, argument_label(call, "tokens")), out.array, /*convert=*/false);
   nb::object source = nb::borrow(tokens);
   if (!read && !nb::hasattr(source, "astype") && nb::hasattr(source, "__dlpack__")) {

@@ -93,11 +93,22 @@ def _overloads_of(func: Any) -> tuple[_Overload, ...]:
     return _overloads[key]
 
 
-def _text(annotation: Optional[ast.expr]) -> str:
-    """The annotation as a reader takes it: ``typing.SupportsIndex`` is an int (or a NumPy one)."""
+# A float parameter takes any real number (an int, a NumPy number): said so, not as "float".
+_READER_TEXT = {"float": "a number", "float | None": "a number or None", "int | float": "a number",
+                "float | int": "a number"}
+
+
+def _types(annotation: Optional[ast.expr]) -> str:
+    """The annotation's types, ``typing.SupportsIndex`` read as int (an int, or a NumPy one)."""
     if annotation is None:
         return "object"
     return re.sub(r"\b(typing\.)?SupportsIndex\b", "int", ast.unparse(annotation))
+
+
+def _text(annotation: Optional[ast.expr]) -> str:
+    """The annotation as a message says it: a float is any real number."""
+    types = _types(annotation)
+    return _READER_TEXT.get(types, types)
 
 
 def _core_modules() -> list[Any]:
@@ -207,7 +218,7 @@ def _arguments(args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]]) -> list[
 
 
 def _number_only(parameter: Optional[_Parameter]) -> bool:
-    return parameter is not None and _text(parameter.annotation) in _NUMBER_ONLY
+    return parameter is not None and _types(parameter.annotation) in _NUMBER_ONLY
 
 
 def takes_numbers(func: Any) -> bool:
@@ -281,7 +292,7 @@ def _numpy_bools() -> tuple[type, ...]:
 
 def _takes_int(annotation: Any) -> bool:
     """Whether the annotation is ``int`` (or ``SupportsIndex``), or a union with one as a member."""
-    return bool(({"int"} | _INDEX) & {member.strip() for member in _text(annotation).split("|")})
+    return bool(({"int"} | _INDEX) & {member.strip() for member in _types(annotation).split("|")})
 
 
 def _out_of_range(value: Any) -> bool:

@@ -194,6 +194,8 @@ def _checked_seconds(value: object, name: str, *, allow_infinite: bool) -> Optio
         seconds = float(value)
     except OverflowError:  # an int too large for a float
         seconds = -math.inf if value < 0 else math.inf
+    except TypeError as error:  # a real number by registration that no float reads (np.timedelta64)
+        raise LifecoreTypeError(f"wait_async: argument '{name}' could not be read as a float ({error})") from None
     if math.isnan(seconds) or seconds < 0:
         raise InvalidArgumentError(f"wait_async: argument '{name}' must not be NaN or negative, got {value!r}")
     if math.isinf(seconds) and not allow_infinite:

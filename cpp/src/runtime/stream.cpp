@@ -934,7 +934,7 @@ void Stream::destroy_events(ProfileEvents& events) noexcept {
 }
 
 Stream::ProfileEvents Stream::profile_start() {
-  Locked lock(*this, "profile_start");
+  Locked lock(*this, "profile");
   check_usable("profile");
   // The end waits on the host, which an op list cannot hold.
   check_host_work("profile");
@@ -959,20 +959,20 @@ Stream::ProfileEvents Stream::profile_start() {
 }
 
 float Stream::profile_stop(ProfileEvents& events) {
-  Locked lock(*this, "profile_stop");
-  if (!events.live) raise(ErrorKind::Closed, "profile: this profile has already stopped");
+  Locked lock(*this, "Profile.stop");
+  if (!events.live) raise(ErrorKind::Closed, "Profile.stop: this profile has already stopped");
   // A recording's refusal changes nothing: the profile stays live, to stop once that recording
   // has ended (the stream's own included: it began after the start). Past these, the events go
   // whatever happens (a closed device's among them: the profile can never stop then, and close()
   // does not know its events).
   const bool closing = dead_ || left_by_close_ || device_->closed();  // check_usable refuses below
-  if (!closing) check_host_wait("profile", "waits on the host for its end event");
+  if (!closing) check_host_wait("Profile.stop", "waits on the host for its end event");
   struct Release {
     Stream* self;
     ProfileEvents* events;
     ~Release() { self->destroy_events(*events); }
   } release{this, &events};
-  check_usable("profile");
+  check_usable("Profile.stop");
   driver::Status status = driver_.event_record(events.end, handle_);
   if (status.ok()) {
     RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)

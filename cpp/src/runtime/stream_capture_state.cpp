@@ -1,29 +1,32 @@
 #include "lifecore/runtime/stream_capture_state.hpp"
 
+#include <string>
+
 #include "lifecore/error.hpp"
 
 namespace lifecore {
 
-void StreamCaptureState::prepare(CaptureOwner owner) {
+void StreamCaptureState::prepare(CaptureOwner owner, const CaptureStateOperations& names) {
   if (variant_ == CaptureVariant::prepare)
-    raise(ErrorKind::CaptureState, "graph_prepare: a graph capture is already prepared on this stream");
+    raise(ErrorKind::CaptureState, std::string(names.prepare) + ": a graph capture is already prepared on this stream");
   if (variant_ == CaptureVariant::capture)
-    raise(ErrorKind::CaptureState, "graph_prepare: a graph capture is already recording on this stream");
+    raise(ErrorKind::CaptureState, std::string(names.prepare) + ": a graph capture is already recording on this stream");
   variant_ = CaptureVariant::prepare;
   owner_ = owner;
 }
 
-void StreamCaptureState::begin() {
+void StreamCaptureState::begin(const CaptureStateOperations& names) {
   if (variant_ == CaptureVariant::no_capture)
-    raise(ErrorKind::CaptureState, "begin_capture: call graph_prepare before starting a capture");
+    raise(ErrorKind::CaptureState,
+          std::string(names.begin) + ": call " + names.prepare + " before starting a capture");
   if (variant_ == CaptureVariant::capture)
-    raise(ErrorKind::CaptureState, "begin_capture: a graph capture is already recording on this stream");
+    raise(ErrorKind::CaptureState, std::string(names.begin) + ": a graph capture is already recording on this stream");
   variant_ = CaptureVariant::capture;
 }
 
-CaptureEnd StreamCaptureState::end(CaptureOwner caller) {
+CaptureEnd StreamCaptureState::end(CaptureOwner caller, const CaptureStateOperations& names) {
   if (variant_ != CaptureVariant::capture)
-    raise(ErrorKind::CaptureState, "end_capture: no graph capture is recording on this stream");
+    raise(ErrorKind::CaptureState, std::string(names.end) + ": no graph capture is recording on this stream");
   CaptureEnd result{owner_, caller, caller != owner_};
   variant_ = CaptureVariant::no_capture;
   owner_ = 0;

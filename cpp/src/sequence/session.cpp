@@ -830,7 +830,11 @@ void commit_frames(const std::vector<FrameHold*>& frames, FrameDisposition* out)
     try {
       out[i] = frames[i]->commit();
     } catch (const Error& e) {
-      raise(e.kind(), e.message() + " (commit_frames: row " + std::to_string(i) + "; the rows before it committed)");
+      // As step_all's: the row refused and how many rows committed before it.
+      rethrow_at_row(Error(e.kind(), e.message() + " (commit_frames: row " + std::to_string(i) + "; " +
+                                         (i == 0 ? "no frame was committed" : "the rows before it committed") + ")",
+                           e.attributes()),
+                     i, i);
     }
   }
 }

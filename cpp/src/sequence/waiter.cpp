@@ -59,19 +59,20 @@ CapacityWaitRegistration::Deadline CapacityWaitRegistration::deadline_after(std:
 }
 
 CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const Deadline& deadline,
-                                                                           std::chrono::nanoseconds slice) {
+                                                                           std::chrono::nanoseconds slice,
+                                                                           const char* op) {
   using Clock = std::chrono::steady_clock;
   std::uint64_t seen;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
+    if (state_->closed) raise(ErrorKind::Closed, std::string(op) + ": the admission coordinator (or its device) was closed");
     seen = state_->wakes;
   }
   // A closed device closes its coordinator; nothing will wake this waiter after that.
-  if (coordinator_or_closed("wait")->closed())
-    raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
+  if (coordinator_or_closed(op)->closed())
+    raise(ErrorKind::Closed, std::string(op) + ": the admission coordinator (or its device) was closed");
   // Wakes are read before the epochs: a release in between changes `wakes`, never lost.
-  if (should_retry("wait")) return SliceResult::retry;
+  if (should_retry(op)) return SliceResult::retry;
   const auto now = Clock::now();
   if (deadline && now >= *deadline) return SliceResult::timed_out;
   auto until = now + std::chrono::duration_cast<Clock::duration>(slice);
@@ -80,9 +81,9 @@ CapacityWaitRegistration::SliceResult CapacityWaitRegistration::wait_slice(const
   {
     std::unique_lock<std::mutex> lock(state_->mutex);
     woken = state_->changed.wait_until(lock, until, [&] { return state_->closed || state_->wakes != seen; });
-    if (state_->closed) raise(ErrorKind::Closed, "wait: the admission coordinator (or its device) was closed");
+    if (state_->closed) raise(ErrorKind::Closed, std::string(op) + ": the admission coordinator (or its device) was closed");
   }
-  if (should_retry("wait")) return SliceResult::retry;
+  if (should_retry(op)) return SliceResult::retry;
   if (!woken && deadline && Clock::now() >= *deadline) return SliceResult::timed_out;
   return SliceResult::pending;
 }

@@ -41,10 +41,12 @@ class CaptureOptions:
     budget_bytes: int = 64 * 1024
     scale: Optional[tuple[int, float]] = None
 
-    def check(self, layers: int) -> None:
+    def check(self, layers: int, dtype: Any = None) -> None:
         """Raises ``LifecoreTypeError`` / ``InvalidArgumentError``, naming the field, unless
         ``budget_bytes`` is an int in 0 .. 2**64 - 1 and ``scale`` is None or a
-        ``(layer, factor)`` with a layer of the model's ``layers`` and a finite factor."""
+        ``(layer, factor)`` with a layer of the model's ``layers`` and a factor finite in
+        ``dtype`` (the model's torch dtype; in float64 when None): a factor the layer's output
+        cannot hold would fail every step's intervention."""
         budget = self.budget_bytes
         if isinstance(budget, bool) or not isinstance(budget, int):
             raise LifecoreTypeError(f"CaptureOptions: budget_bytes must be an int, got {type(budget).__name__}")
@@ -63,8 +65,19 @@ class CaptureOptions:
                                        f"model's layers), got {layer}")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)):
             raise LifecoreTypeError(f"CaptureOptions: scale's factor must be a number, got {type(factor).__name__}")
-        if not math.isfinite(factor):
-            raise InvalidArgumentError(f"CaptureOptions: scale's factor must be finite, got {factor}")
+        try:
+            value = float(factor)
+        except OverflowError:  # an int past a float's range
+            value = math.inf
+        if not math.isfinite(value):
+            shown = f"an int of {factor.bit_length()} bits" if isinstance(factor, int) else repr(factor)
+            raise InvalidArgumentError(f"CaptureOptions: scale's factor must be finite, got {shown}")
+        if dtype is not None:
+            import torch
+
+            if not bool(torch.isfinite(torch.tensor(value, dtype=torch.float64).to(dtype))):
+                raise InvalidArgumentError(f"CaptureOptions: scale's factor {factor!r} is past what {dtype} (the "
+                                           f"model's dtype) holds; the scaled layer's output could not take it")
 
 
 @dataclass
@@ -84,7 +97,7 @@ class EngineCapture:
     def __post_init__(self) -> None:
         from ..torch import TorchBackend, _attach
 
-        self.options.check(self.model.config.layers)
+        self.options.check(self.model.config.layers, next(self.model.parameters()).dtype)
         d = self.model.config.d_model
         paths = [f"layers.{i}" for i in range(self.model.config.layers)]
         discovery = CaptureDiscovery("lifecore-engine", [

@@ -7,6 +7,7 @@ import random
 import sys
 from typing import Any, Optional, TextIO
 
+from ..errors import InvalidArgumentError, LifecoreOverflowError
 from .capture import CaptureOptions
 from .engine import Engine
 from .model import PRESETS
@@ -63,8 +64,16 @@ def run_demo(preset: str = "tiny", requests: int = 64, seed: int = 0, device: st
     longest = max(-(-(len(r.prompt) + r.max_new_tokens) // block_size) for r in batch)
     num_blocks = max(longest, longest * requests // 4)
     options = CaptureOptions(budget_bytes=CAPTURE_BUDGET) if capture else None
-    engine = Engine(preset, seed=seed, device=device, block_size=block_size, num_blocks=num_blocks,
-                    max_batch=min(32, requests), capture=options)
+    try:
+        engine = Engine(preset, seed=seed, device=device, block_size=block_size, num_blocks=num_blocks,
+                        max_batch=min(32, requests), capture=options)
+    except (InvalidArgumentError, LifecoreOverflowError) as error:
+        if "argument 'num_blocks'" not in str(error):
+            raise
+        # The pool is the demo's choice, not an argument its caller passed: say what sets it.
+        raise type(error)(f"the demo's KV pool for {requests:,} requests of preset {preset!r} ({num_blocks:,} blocks "
+                          f"of {block_size} tokens: a quarter of the requests at their longest) does not fit the "
+                          f"device; ask for fewer requests or a smaller preset ({error})") from None
     bar: Optional[_Bar] = None
     if not as_json and out.isatty():
         bar = _Bar(sum(r.max_new_tokens for r in batch), out)

@@ -94,8 +94,9 @@ class Engine:
 
     Every argument is checked before anything is made: a wrong type raises
     ``LifecoreTypeError``, a wrong value ``InvalidArgumentError`` (a ``device`` other than a CPU
-    or a CUDA one, a dtype that is not floating point, a ``capture`` whose budget or scaled layer
-    does not fit the model), each naming the argument; a ``block_size`` past 2**32 - 1 tokens,
+    or a CUDA one, a dtype that is not floating point, a ``capture`` whose budget, scaled layer or
+    scale factor does not fit the model: a factor past what the model's dtype holds), each naming
+    the argument; a ``block_size`` past 2**32 - 1 tokens,
     ``num_blocks`` past 2**31 - 1 (a domain's block ids are int32) or a pool past 2**63 bytes
     ``LifecoreOverflowError``. Only whether the device's memory holds the
     pool waits for the device: a pool it cannot allocate raises ``InvalidArgumentError`` naming
@@ -133,8 +134,8 @@ class Engine:
                 raise InvalidArgumentError(f"Engine: unknown preset {model!r} (presets: {', '.join(PRESETS)})")
             model = PRESETS[model]
         config = model.config if isinstance(model, Transformer) else model
-        if capture is not None:
-            capture.check(config.layers)
+        if capture is not None:  # in the dtype the model's layers will have
+            capture.check(config.layers, next(model.parameters()).dtype if isinstance(model, Transformer) else dtype)
         # The scheduler's block table is max_batch x blocks-per-sequence int32: refused where the
         # host could not hold it (2**31 slots asked for 128 GiB at the first generate).
         table_bytes = max_batch * -(-config.max_positions // block_size) * 4
@@ -307,7 +308,8 @@ class Engine:
 
         Every request is checked before any runs: a unique str ``request_id``, a non-empty list
         prompt of the model's token ids, ``max_new_tokens`` of at least 1, prompt and output
-        within the model's positions, and a fresh request (nothing generated, not rejected).
+        within the model's positions, and a fresh request (``generated`` an empty list,
+        ``rejected`` None).
         InvalidArgumentError otherwise (LifecoreTypeError for a wrong type, a ``progress`` that is not
         callable included); ClosedError once closed. ``progress``, when given, is called with the
         number of tokens just generated (1, once per token: a count to add to a progress bar's). One generate
@@ -389,6 +391,11 @@ class Engine:
                 if not 0 <= token < config.vocab:
                     raise InvalidArgumentError(f"{where}: token {token!r} at {at} is not a token id of the model "
                                                f"(0..{config.vocab - 1})")
+            if not isinstance(request.generated, list):  # the engine appends to it, and joins it to the prompt
+                raise LifecoreTypeError(f"{where}: generated must be a list (the engine appends the tokens to it), "
+                                        f"got {type(request.generated).__name__}")
+            if request.rejected is not None and not isinstance(request.rejected, str):
+                raise LifecoreTypeError(f"{where}: rejected must be None or a str, got {type(request.rejected).__name__}")
             if request.generated or request.rejected is not None:
                 raise InvalidArgumentError(f"{where} has already run (it holds generated tokens or a rejection): "
                                  "pass a new Request")

@@ -34,18 +34,27 @@ struct CaptureEnd {
   bool operator==(const CaptureEnd&) const = default;
 };
 
+// The operations a refusal names: a Stream's own by default; the standalone value type's
+// (a scheduler checking a plan of its own, where no stream exists) name themselves.
+struct CaptureStateOperations {
+  const char* prepare;
+  const char* begin;
+  const char* end;
+};
+inline constexpr CaptureStateOperations stream_capture_operations{"graph_prepare", "begin_capture", "end_capture"};
+
 class StreamCaptureState {
  public:
   // NO_CAPTURE -> PREPARE. Call before arming the pools. Throws CaptureStateError (state
   // untouched) when a capture is already prepared or recording on this stream.
-  void prepare(CaptureOwner owner = 0);
+  void prepare(CaptureOwner owner = 0, const CaptureStateOperations& names = stream_capture_operations);
   // PREPARE -> CAPTURE. Call before the work that opens the window, so a rejected call runs
   // none of it (a flush on the way to a rejection would abort a live capture). A backend whose
   // window then fails to open undoes its work and calls abort().
-  void begin();
+  void begin(const CaptureStateOperations& names = stream_capture_operations);
   // CAPTURE -> NO_CAPTURE. Call before closing the window, so a failed seal can never leave
   // the stream recording. A caller other than the owner still closes it: abandoned = true.
-  CaptureEnd end(CaptureOwner caller = 0);
+  CaptureEnd end(CaptureOwner caller = 0, const CaptureStateOperations& names = stream_capture_operations);
   // Back to NO_CAPTURE from anywhere; asserts nothing and never fails.
   void abort() noexcept;
 

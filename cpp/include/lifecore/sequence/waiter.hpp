@@ -65,8 +65,8 @@ class CapacityWaitRegistration {
   enum class SliceResult : std::uint8_t { retry, timed_out, pending };
   // Waits at most `slice` and never past `deadline`: retry once should_retry(), timed_out at
   // the deadline, pending when the slice ended first (the caller may check for an interrupt
-  // and call again). ClosedError when the coordinator, or its device, is closed.
-  SliceResult wait_slice(const Deadline& deadline, std::chrono::nanoseconds slice);
+  // and call again). ClosedError, naming `op`, when the coordinator, or its device, is closed.
+  SliceResult wait_slice(const Deadline& deadline, std::chrono::nanoseconds slice, const char* op = "wait");
   // Blocks until should_retry() (true) or the timeout (false); ClosedError when the
   // coordinator closes. Call without any interpreter lock held.
   bool wait(std::optional<double> timeout_seconds);
