@@ -944,15 +944,17 @@ def test_huge_observed_shapes_are_counted_exactly_or_saturated_never_wrapped(sha
     assert (record.available, record.emitted) == (available, 4)  # 2**64 elements saturate at 2**64 - 1
 
 
-def test_a_backend_count_past_64_bits_fails_the_capture_with_the_overflow_as_cause():
+def test_a_backend_count_past_64_bits_is_refused_as_a_limit():
+    # Once a native failure (payload_cost raised, the overflow as cause), whatever on_limit
+    # said: a usage past 64 bits saturates and is refused like any other limit, as the README says.
     from lifecore.capture import CountingBackend, MockTensor
     session = _unranked_session(CaptureTransform.summary())
     session.begin_step(PREFILL, 0)
     # The emulated device charges the whole region to the host: 2**64 elements x 4 bytes cannot be a usage.
-    with pytest.raises(CaptureSessionError, match="backend.estimate") as raised:
+    with pytest.raises(BudgetExceededError, match="host"):
         session.observe(CountingBackend(), "u", MockTensor((2**32, 2**32)))
-    assert isinstance(raised.value.__cause__, LifecoreOverflowError)
-    assert session.take_step().record("s").outcome == CaptureOutcome.FAILED
+    record = session.take_step().record("s")
+    assert record.outcome == CaptureOutcome.FAILED and record.budget == "host_bytes"
 
 
 @pytest.mark.parametrize("start", [2**32, 2**63, 2**64 - 1])

@@ -720,6 +720,16 @@ def test_helper_payloads_that_are_not_numbers_are_refused_where_they_are_built()
     for given in (masked, [masked], (masked, masked), [1.0, np.ma.masked], collections.deque([masked])):
         with pytest.raises(InvalidArgumentError, match=r"^argument 'tensor' is or holds a masked array"):
             iv.add("a", "p", given)
+    # Ids and biases too (before: force_experts forced the masked expert, the other ids passed
+    # their masked values, a masked bias was "not a number").
+    ids = np.ma.array([1, 2], mask=[False, True])
+    for name, call in (("expert_ids", lambda: iv.force_experts("f", "p", np.ma.array([[1, 2]], mask=[[0, 1]]))),
+                       ("expert_ids", lambda: iv.exclude_experts("e", "p", ids)),
+                       ("expert_ids", lambda: iv.zero_expert_contribution("z", "p", [ids])),
+                       ("token_ids", lambda: iv.mask_logits("m", "p", ids)),
+                       ("biases", lambda: iv.bias_routing_scores("b", "p", [0, 1], np.ma.array([1.0, 2.0], mask=[0, 1])))):
+        with pytest.raises(InvalidArgumentError, match=rf"^argument '{name}' is or holds a masked array"):
+            call()
     with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers, got list holding "
                                                 r"str"):
         iv.replace("r", "p", ["1"])

@@ -655,6 +655,45 @@ def test_a_wrongly_shaped_observation_says_its_record_failed_and_a_retry_is_a_se
     assert session.take_step().record("s").outcome == CaptureOutcome.FAILED
 
 
+def test_a_wrongly_shaped_observation_names_every_record_it_failed():
+    # Before: "the record of selection 's' is FAILED", with 't' FAILED too.
+    session = session_for(summary(), CaptureSelection("t", "blocks.0.mlp", CaptureTransform.full_tensor()),
+                          CaptureSelection("u", "blocks.0.mlp", CaptureTransform.preview(4)))
+    session.begin_step(PREFILL, 0)
+    with pytest.raises(InvalidArgumentError, match=r"expected 8 at blocks\.0\.mlp \(the records of selections 's', "
+                                                   r"'t' and 'u' are FAILED for this step"):
+        session.observe(NumpyBackend(), "blocks.0.mlp", np.zeros((1, 4, 5), np.float32))
+    assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.FAILED] * 3
+
+
+def test_an_axis_name_repeated_at_a_point_is_refused():
+    # Before: accepted; admission checked a slice against both axes and the capture sliced one.
+    with pytest.raises(InvalidArgumentError, match=r"^ObservationPoint: axis name 'a' appears twice at p \(axes 0 "
+                                                   r"and 2; a slice names its axis\)$"):
+        ObservationPoint("p", [Axis("a", 3), Axis("b", 2), Axis("a", 3)])
+
+
+@pytest.mark.parametrize("on_limit", [OnLimit.SKIP, OnLimit.FAIL])
+def test_an_estimate_past_64_bits_is_refused_as_a_limit(on_limit):
+    # Before: payload_cost raised LifecoreOverflowError, which failed the record as a native
+    # failure whatever on_limit said; the README says a size past 64 bits is refused like any
+    # other limit (skipped under "skip").
+    usage = payload_cost(CaptureTransform.summary().kind, [2**62, 4], 4)
+    assert usage.host_bytes == 2**64 - 1 and usage.retained_bytes == 48
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("a", "unknown"), Axis("b", "unknown")])])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary())], unlimited(on_limit))
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 1, 1)))
+    session.begin_step(PREFILL, 0)
+    if on_limit == OnLimit.SKIP:
+        session.observe(CountingBackend(), "p", MockTensor((2**62, 4)))
+    else:
+        with pytest.raises(BudgetExceededError, match="host"):
+            session.observe(CountingBackend(), "p", MockTensor((2**62, 4)))
+    record = session.take_step().record("s")
+    assert record.outcome == (CaptureOutcome.SKIPPED if on_limit == OnLimit.SKIP else CaptureOutcome.FAILED)
+    assert record.budget == "host_bytes"
+
+
 def test_a_capture_refusal_names_the_call_that_refused():
     """The core's capture refusals are the seed's sentences, which name no call: the message
     starts with the lifecore call the caller made."""

@@ -323,7 +323,17 @@ def _set_state(cls, state):
     # page holds a token or more, each domain needs the same whole pages; each blocker kind has
     # its own kind of source).
     ("CapacityDemand", (1, 0, 1, ((0, "kv", 4096),)), lifecore.InvalidArgumentError, "tokens is 0"),
-    ("CapacityDemand", (1, 4, 8, ((0, "kv", 8 * 4096),)), lifecore.InvalidArgumentError, "8 pages for 4 tokens"),
+    ("CapacityDemand", (1, 16, 1, ((0, "kv", 4096), (0, "v", 4096))), lifecore.InvalidArgumentError,
+     "domain index 0 appears twice"),
+    ("CapacityDemand", (1, 16, 1, ((0, "", 4096),)), lifecore.InvalidArgumentError, "a domain has no name"),
+    ("AdmissionRejected", ("r", "", ()), lifecore.InvalidArgumentError, "its reason is empty"),
+    ("AdmissionRejected", ("r", "too big", ()), lifecore.InvalidArgumentError, "it has no blockers"),
+    ("AdmissionRejected", lambda: ("r", "too big", (_set_state(
+        _core.sequence.CapacityBlocker, (lifecore.sequence.BlockerKind.IMMEDIATE_AVAILABILITY, Domain("kv"))),)),
+     lifecore.InvalidArgumentError, "a BlockerKind.IMMEDIATE_AVAILABILITY blocker (a rejection's blockers are"),
+    ("AdmissionRejected", lambda: ("r", "too big", tuple(_set_state(
+        _core.sequence.CapacityBlocker, (lifecore.sequence.BlockerKind.PERMANENT_DOMAIN_MAXIMUM, Domain("kv")))
+        for _ in range(2))), lifecore.InvalidArgumentError, "domain 'kv' is named twice"),
     ("CapacityDemand", (1, 4, 2, ((0, "kv", 2**64 - 1),)), lifecore.InvalidArgumentError,
      "18446744073709551615 bytes in domain 'kv' are not 2 whole pages"),
     ("CapacityDemand", (1, 4, 0, ((0, "kv", 4096),)), lifecore.InvalidArgumentError, "are not 0 whole pages"),

@@ -493,3 +493,15 @@ def test_a_scale_factor_is_checked_in_the_dtype_of_the_model_given():
         Engine(model, capture=CaptureOptions(scale=(0, 70000)))
     engine = Engine(model, num_blocks=8, max_batch=2, capture=CaptureOptions(scale=(0, 60000)))  # within float16
     engine.close()
+
+
+def test_capture_options_check_refuses_a_dtype_that_is_no_floating_torch_dtype():
+    # Before: "float16" was read by torch as a device string (a bare RuntimeError), and
+    # torch.int32 was taken.
+    options = CaptureOptions(scale=(0, 2.0))
+    with pytest.raises(LifecoreTypeError, match=r"^CaptureOptions.check: argument 'dtype' must be a torch.dtype"):
+        options.check(2, "float16")
+    with pytest.raises(InvalidArgumentError, match=r"^CaptureOptions.check: argument 'dtype' must be a floating-point"):
+        options.check(2, torch.int32)
+    options.check(2, torch.bfloat16)
+    options.check(2)

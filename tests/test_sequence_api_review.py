@@ -7,6 +7,7 @@ a wait's type errors named types it does not stop at."""
 from __future__ import annotations
 
 import asyncio
+import numbers
 import threading
 
 import numpy as np
@@ -121,3 +122,84 @@ def test_a_close_during_wait_async_names_wait_async() -> None:
         asyncio.run(main())
     with pytest.raises(ClosedError, match=r"^wait: the admission coordinator"):
         registration.wait(0)
+
+
+def test_an_extensions_demand_of_more_pages_than_tokens_copies_and_pickles() -> None:
+    # A check of the fixes above first refused this real report on read-back: an extension may
+    # ask for more pages than its tokens need.
+    import copy
+    import pickle
+
+    pb = 4096
+    c = AdmissionCoordinator(None, domains={"kv": 20 * pb, "v": 20 * pb}, page_bytes=pb, tokens_per_page=4,
+                             max_active_sequences=4)
+    held = c.admit("held", 68, 68).resources.open_session()
+    s = c.admit("s", 1, 16).resources.open_session()
+    decision = s.try_ensure_backing_covers(1, 4)
+    demand = decision.deferred.immediate
+    assert (demand.tokens, demand.pages) == (1, 3)
+    assert copy.copy(demand) == demand == pickle.loads(pickle.dumps(demand))
+    assert copy.deepcopy(decision.deferred.fit) == decision.deferred.fit
+    for session in (s, held):
+        session.close()
+
+
+def test_an_extensions_counts_say_their_range_and_a_masked_count_is_refused() -> None:
+    c = coordinator()
+    s = c.admit("a", 4, 64).resources.open_session()
+    with pytest.raises(LifecoreOverflowError,
+                       match=r"^try_ensure_backing_covers: argument 'tokens' must be between 1 and 2\*\*63 - 1"):
+        s.try_ensure_backing_covers(2**63)
+    with pytest.raises(LifecoreOverflowError,
+                       match=r"^try_ensure_backing_covers: argument 'pages' must be between 1 and 2\*\*63 - 1"):
+        s.try_ensure_backing_covers(4, -(2**70))
+    with pytest.raises(InvalidArgumentError, match=r"^try_ensure_backing_covers: tokens must be positive, got 0$"):
+        s.try_ensure_backing_covers(0)  # the core's own words below 1, as before
+    # Before: stepped to the value beneath the mask.
+    with pytest.raises(InvalidArgumentError, match=r"^step: argument 'tokens' is a NumPy masked array"):
+        s.step(np.ma.array(7, mask=True))
+    assert s.backing.tokens == 4 and s.step(np.int64(5)).name == "EXTENDED"
+    s.close()
+
+
+class _FloatRaises:
+    """A real number (by registration) whose __float__ raises what its own code raised."""
+
+    def __float__(self) -> float:
+        raise ValueError("no float here")
+
+
+numbers.Real.register(_FloatRaises)
+
+
+def test_wait_and_wait_async_read_a_timeout_alike() -> None:
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    c = coordinator(pages=4)
+    held, registration = _deferred_waiter(c)
+    for timeout in (np.array(0), torch.tensor(0), np.int8(0)):  # before: refused by wait_async alone
+        assert registration.wait(timeout) is False
+        assert asyncio.run(registration.wait_async(timeout)) is False
+    for timeout in (np.array(0.0), np.bool_(False), "1"):
+        with pytest.raises(LifecoreTypeError, match=r"argument 'timeout' must be a number"):
+            registration.wait(timeout)
+        with pytest.raises(LifecoreTypeError, match=r"^wait_async: argument 'timeout' must be a number"):
+            asyncio.run(registration.wait_async(timeout))
+    with pytest.raises(InvalidArgumentError, match=r"could not be read as a float \(ValueError: no float here\)"):
+        registration.wait(_FloatRaises())
+    with pytest.raises(InvalidArgumentError, match=r"^wait_async: argument 'timeout' could not be read as a float "
+                                                   r"\(ValueError: no float here\)"):
+        asyncio.run(registration.wait_async(_FloatRaises()))
+    held.close()
+
+
+def test_commit_frames_refusals_before_any_commit_carry_the_row() -> None:
+    c = coordinator()
+    sessions = [c.admit(f"r{i}", 4, 64).resources.open_session() for i in range(2)]
+    frames = acquire_frames(sessions)
+    with pytest.raises(InvalidArgumentError, match="row 1 is a frame of the session of row 0") as raised:
+        commit_frames([frames[0], frames[0]])
+    assert (raised.value.row, raised.value.rows_stepped) == (1, 0)
+    assert not any(f.finalized for f in frames)
+    commit_frames(frames)
+    for s in sessions:
+        s.close()

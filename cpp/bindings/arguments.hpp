@@ -289,6 +289,7 @@ inline bool is_foreign_bool(nb::handle h) {
 inline nb::object index_of(nb::handle h) {
   if (PyLong_Check(h.ptr()) && !PyBool_Check(h.ptr())) return nb::borrow(h);
   if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()) || is_foreign_bool(h)) return {};
+  if (is_numpy_masked_array(h)) return {};  // its __index__ reads the value beneath its mask
   PyObject* index = PyNumber_Index(h.ptr());
   if (!index) {
     if (!PyErr_ExceptionMatches(PyExc_TypeError)) throw nb::python_error();
@@ -302,8 +303,13 @@ inline nb::object index_of(nb::handle h) {
 // like any other.
 inline nb::object integer_argument(nb::handle h, const char* call, const char* name) {
   nb::object index = index_of(h);
-  if (!index.is_valid())
+  if (!index.is_valid()) {
+    if (is_numpy_masked_array(h))
+      raise(ErrorKind::InvalidArgument, argument_label(call, name) +
+                                            " is a NumPy masked array, whose value beneath the mask would be read: "
+                                            "pass an int");
     raise(ErrorKind::TypeMismatch, argument_label(call, name) + " must be an int, got " + type_name_of(h));
+  }
   return index;
 }
 
@@ -326,6 +332,18 @@ inline std::int64_t int_argument(nb::handle arg, const char* call, const char* n
           argument_label(call, name) + " must be between " + bound_text(min) + " and " + bound_text(max) +
               ", got " + shown);
   }
+  return value;
+}
+
+// A count of tokens or pages whose lower bound the core checks in its own words (0 and a
+// negative count name the call's rule): refused here only past int64, saying the range a count
+// may take (1 to 2**63 - 1), where int_argument would state int64's.
+inline std::int64_t positive_count_argument(nb::handle arg, const char* call, const char* name) {
+  const nb::object integer = integer_argument(arg, call, name);
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
+  if (overflow == 0 && value == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow != 0) int_argument(integer, call, name, 1);  // raises
   return value;
 }
 

@@ -216,6 +216,15 @@ void bind_points(nb::module_& m) {
                                     argument<PhaseSupport>(decode_support, call, "decode_support"),
                                     argument<std::optional<RoutingPolicy>>(routing, call, "routing"),
                                     argument<std::uint64_t>(itemsize, call, "itemsize")};
+             // A slice, an intervention's region and a payload's shape name an axis: two of one
+             // name would be read as either (admission checked both, the capture sliced one).
+             for (std::size_t i = 0; i < point.axes.size(); ++i)
+               for (std::size_t j = 0; j < i; ++j)
+                 if (point.axes[j].name == point.axes[i].name)
+                   raise(ErrorKind::InvalidArgument, std::string(call) + ": axis name '" + point.axes[i].name +
+                                                         "' appears twice at " + point.path +
+                                                         " (axes " + std::to_string(j) + " and " + std::to_string(i) +
+                                                         "; a slice names its axis)");
              if (point.node_id.empty()) point.node_id = point.path;
              new (p) ObservationPoint(std::move(point));
            },

@@ -156,12 +156,6 @@ bool same_source(const CapacitySource& a, const CapacitySource& b) {
 constexpr std::int64_t max_count = std::numeric_limits<std::int64_t>::max();
 constexpr std::uint64_t max_u32 = std::numeric_limits<std::uint32_t>::max();
 
-// An optional count: None, or an int in [min, INT64_MAX].
-std::optional<std::int64_t> optional_int_argument(nb::handle h, const char* call, const char* name) {
-  if (h.is_none()) return std::nullopt;
-  return int_argument(h, call, name);
-}
-
 // A sequence (is_item_sequence: never a str, which would iterate its characters) of items, as
 // a snapshot that holds them (a list subclass's __iter__ may yield objects nothing else keeps).
 nb::tuple sequence_argument(nb::handle h, const char* call, const char* name, const char* expected) {
@@ -761,8 +755,10 @@ void bind_session(nb::module_& m) {
            "coordinator, or a backing deferral of another sequence or an older generation; SessionStateError once "
            "the session is terminal; ClosedError once it or the coordinator is closed.")
       .def("try_ensure_backing_covers", [](SequenceSession& s, nb::handle tokens, nb::handle pages) {
-             const std::int64_t t = int_argument(tokens, "try_ensure_backing_covers", "tokens");
-             const std::optional<std::int64_t> p = optional_int_argument(pages, "try_ensure_backing_covers", "pages");
+             const std::int64_t t = positive_count_argument(tokens, "try_ensure_backing_covers", "tokens");
+             const std::optional<std::int64_t> p =
+                 pages.is_none() ? std::nullopt
+                                 : std::optional<std::int64_t>(positive_count_argument(pages, "try_ensure_backing_covers", "pages"));
              // Ids come from the arena (no driver call): the GIL is let go only for a test's pause point.
              if (!pause_points::armed()) return s.try_ensure_backing_covers(t, p);
              GilRelease release;

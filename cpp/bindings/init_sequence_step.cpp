@@ -38,16 +38,10 @@ PyObject* step(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject
     auto* session = nb::inst_ptr<SequenceSession>(self);
     // An exact int is the common case, read without integer_argument's checks for bools and
     // subclasses. Past int64 either way, the refusal says what a token count may be.
-    nb::object index;
-    PyObject* value = tokens;
-    if (!PyLong_CheckExact(tokens)) {
-      index = integer_argument(tokens, "step", "tokens");
-      value = index.ptr();
-    }
-    int overflow = 0;
-    const std::int64_t t = PyLong_AsLongLongAndOverflow(value, &overflow);
-    if (overflow == 0 && t == -1 && PyErr_Occurred()) throw nb::python_error();
-    if (overflow != 0) int_argument(value, "step", "tokens", 1);  // raises: a count is 1 to 2**63 - 1
+    std::int64_t t = 0;
+    int overflow = 1;
+    if (PyLong_CheckExact(tokens)) t = PyLong_AsLongLongAndOverflow(tokens, &overflow);
+    if (overflow != 0) t = positive_count_argument(tokens, "step", "tokens");
     BackingOutcome outcome;
     // No GIL release: an extension takes ids from the arena, never calls the driver (only a
     // test's armed pause point may stop the thread).

@@ -200,19 +200,21 @@ CapacityDemand report_from_state<CapacityDemand>(nb::handle state) {
   d.tokens = r.count(1);
   d.pages = r.count(2);
   std::set<std::string> names;
+  std::set<std::uint32_t> indices;
   const std::vector<nb::object> domains = r.items(3);
   for (std::size_t k = 0; k < domains.size(); ++k) {
     const StateReader item = r.item(3, k, domains[k], {"domain_index", "domain_name", "bytes"});
     d.domains.push_back({static_cast<std::uint32_t>(item.count(0, max_u32)), item.text(1), item.count(2)});
     if (!names.insert(d.domains.back().domain_name).second)
       r.refuse("domain '" + d.domains.back().domain_name + "' appears twice");
+    if (d.domains.back().domain_name.empty()) r.refuse("a domain has no name (a coordinator's domains have names)");
+    if (!indices.insert(d.domains.back().domain_index).second)
+      r.refuse("domain index " + std::to_string(d.domains.back().domain_index) + " appears twice");
   }
   // What a coordinator's demand always is: tokens to cover (every admission and extension
-  // names at least one), no more pages than tokens (a page holds one token or more), and in
-  // every domain the same pages * page_bytes (one page size per coordinator).
+  // names at least one) and in every domain the same pages * page_bytes (one page size per
+  // coordinator). Pages may pass tokens: an extension may ask for more pages than its tokens need.
   if (d.tokens == 0) r.refuse("tokens is 0 (a demand covers at least one token)");
-  if (d.pages > d.tokens)
-    r.refuse(std::to_string(d.pages) + " pages for " + std::to_string(d.tokens) + " tokens (a page holds at least one)");
   if (d.domains.empty()) r.refuse("it names no domain (a demand is in at least one)");
   for (const DomainDemand& dd : d.domains) {
     if (dd.bytes != d.domains.front().bytes)
@@ -262,6 +264,18 @@ AdmissionRejected report_from_state<AdmissionRejected>(nb::handle state) {
   const std::vector<nb::object> blockers = r.items(2);
   for (std::size_t k = 0; k < blockers.size(); ++k)
     a.blockers.push_back(r.item_value<CapacityBlocker>(2, k, blockers[k], "a CapacityBlocker"));
+  // A coordinator rejects only a fit past a domain's maximum: it says why, and names each such
+  // domain once.
+  if (a.reason.empty()) r.refuse("its reason is empty (a rejection says why)");
+  if (a.blockers.empty()) r.refuse("it has no blockers (a rejection names the domains that refuse it)");
+  std::set<std::string> domains;
+  for (const CapacityBlocker& b : a.blockers) {
+    if (b.kind != BlockerKind::permanent_domain_maximum)
+      r.refuse("a " + std::string(nb::str(nb::cast(b.kind)).c_str()) +
+               " blocker (a rejection's blockers are PERMANENT_DOMAIN_MAXIMUM: anything else defers)");
+    if (!domains.insert(b.source.domain_name).second)
+      r.refuse("domain '" + b.source.domain_name + "' is named twice");
+  }
   return a;
 }
 

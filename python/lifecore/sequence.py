@@ -127,10 +127,13 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
+import numpy as np
+
 from . import _python_guard
-from .capture.backends.arguments import as_index
+from .capture.backends.arguments import as_index, is_bool_like
 from ._core import sequence as _core_sequence
-from .errors import ClosedError, InvalidArgumentError, LifecoreTypeError, SessionStateError, StaleAuthorityError
+from .errors import (ClosedError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError, SessionStateError,
+                     StaleAuthorityError)
 
 AdmissionCoordinator = _core_sequence.AdmissionCoordinator
 Admitted = _core_sequence.Admitted
@@ -184,18 +187,35 @@ _CANCELLED_RECHECK = 0.05
 
 
 def _checked_seconds(value: object, name: str, *, allow_infinite: bool) -> Optional[float]:
-    """A number of seconds for ``wait_async``: None (only for the timeout), or a non-negative
-    real number (an int, a float, a NumPy number; never a bool, never NaN), as ``wait`` takes it."""
+    """A number of seconds for ``wait_async``, read as ``wait`` reads its timeout: None (only
+    for the timeout); an integer (an int, or anything whose ``__index__`` answers: a NumPy
+    integer, a 0-d integer array), one too large for a float as good as infinite; or another
+    real number (a float, a NumPy float). Never a bool or a masked array, never NaN or negative."""
     if value is None and allow_infinite:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if is_bool_like(value) or isinstance(value, np.ma.MaskedArray):
         raise LifecoreTypeError(f"wait_async: argument '{name}' must be a number, got {type(value).__name__}")
-    try:
-        seconds = float(value)
-    except OverflowError:  # an int too large for a float
-        seconds = -math.inf if value < 0 else math.inf
-    except TypeError as error:  # a real number by registration that no float reads (np.timedelta64)
-        raise LifecoreTypeError(f"wait_async: argument '{name}' could not be read as a float ({error})") from None
+    integer = as_index(value)  # None for a 0-d float array: read as a number below
+    if integer is not None:
+        if integer < 0:
+            raise InvalidArgumentError(f"wait_async: argument '{name}' must not be NaN or negative, got {value!r}")
+        try:
+            seconds = float(integer)
+        except OverflowError:  # too large for a float: a deadline no clock reaches
+            seconds = math.inf
+    elif isinstance(value, numbers.Real):
+        try:
+            seconds = float(value)
+        except OverflowError:
+            raise LifecoreOverflowError(f"wait_async: argument '{name}' is too large for a float") from None
+        except TypeError as error:  # a real number by registration that no float reads
+            raise LifecoreTypeError(f"wait_async: argument '{name}' could not be read as a float "
+                                    f"({type(error).__name__}: {error})") from None
+        except Exception as error:  # what its own __float__ raised (an interrupt stays one)
+            raise InvalidArgumentError(f"wait_async: argument '{name}' could not be read as a float "
+                                       f"({type(error).__name__}: {error})") from None
+    else:
+        raise LifecoreTypeError(f"wait_async: argument '{name}' must be a number, got {type(value).__name__}")
     if math.isnan(seconds) or seconds < 0:
         raise InvalidArgumentError(f"wait_async: argument '{name}' must not be NaN or negative, got {value!r}")
     if math.isinf(seconds) and not allow_infinite:

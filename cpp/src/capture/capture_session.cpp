@@ -185,7 +185,28 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
   for (auto index : selections)
     if (records_[index].outcome.kind == OutcomeKind::missing) observe_selection(backend, index, tensor, facts, first_error);
   capture_time_ += std::chrono::steady_clock::now() - started;
-  if (first_error) throw *first_error;
+  if (!first_error) return;
+  // The error is the first record's to fail (every record here was missing or skipped before
+  // this call, so a failed one failed in it). When that one was the call's mistake (a tensor
+  // that does not fit the point), it says what became of every record it failed here: the
+  // point is observed once per step, so the same call again is refused as a second observation.
+  const CaptureRecord* first_failed = nullptr;
+  std::vector<std::string_view> invalid;
+  for (auto index : selections) {
+    const CaptureRecord& r = records_[index];
+    if (r.outcome.kind != OutcomeKind::failed) continue;
+    if (!first_failed) first_failed = &r;
+    if (r.outcome.fail == FailReason::invalid) invalid.push_back(r.selection_id);
+  }
+  if (!first_failed || first_failed->outcome.fail != FailReason::invalid) throw *first_error;
+  std::string which;
+  for (std::size_t k = 0; k < invalid.size(); ++k)
+    which += std::string(k == 0 ? "" : k + 1 == invalid.size() ? " and " : ", ") + "'" + std::string(invalid[k]) + "'";
+  throw Error(first_error->kind(),
+              first_error->message() + (invalid.size() == 1 ? " (the record of selection " + which + " is FAILED"
+                                                             : " (the records of selections " + which + " are FAILED") +
+                  " for this step: a point is observed once per step)",
+              first_error->attributes());
 }
 
 void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t index, TensorHandle tensor, Facts& facts,
@@ -198,13 +219,7 @@ void CaptureSession::observe_selection(CaptureBackend& backend, std::size_t inde
     fail_record(record, reason, message);
     // The caller's error also says what became of the record: the point is observed once per
     // step, so the same call again is refused as a second observation.
-    if (!first_error)
-      first_error.emplace(kind,
-                          reason == FailReason::invalid
-                              ? message + " (the record of selection '" + selection.id +
-                                    "' is FAILED for this step: a point is observed once per step)"
-                              : message,
-                          std::move(attributes));
+    if (!first_error) first_error.emplace(kind, message, std::move(attributes));  // observe() completes it
   };
   try {
     if (facts.failure) throw *facts.failure;

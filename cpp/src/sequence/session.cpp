@@ -819,12 +819,14 @@ void step_all(const std::vector<SequenceSession*>& sessions, const std::int64_t*
 void commit_frames(const std::vector<FrameHold*>& frames, FrameDisposition* out) {
   const BatchCheck batch;
   for (std::size_t i = 0; i < frames.size(); ++i) {
-    if (!frames[i]) raise(ErrorKind::InvalidArgument, "commit_frames: a frame is missing (row " + std::to_string(i) +
-                                                          "; no frame was committed)");
+    // As step_all's refusals before any row steps: they carry the row, and none committed.
+    const auto refuse = [i](const std::string& why) {
+      raise(ErrorKind::InvalidArgument, why, {{"row", static_cast<std::int64_t>(i)}, {"rows_stepped", std::int64_t{0}}});
+    };
+    if (!frames[i]) refuse("commit_frames: a frame is missing (row " + std::to_string(i) + "; no frame was committed)");
     if (const std::size_t first = batch.first_row(frames.data(), i); first != i)
-      raise(ErrorKind::InvalidArgument, "commit_frames: row " + std::to_string(i) + " is a frame of the session of row " +
-                                            std::to_string(first) + ", and a batch commits each session's frame once "
-                                            "(no frame was committed)");
+      refuse("commit_frames: row " + std::to_string(i) + " is a frame of the session of row " + std::to_string(first) +
+             ", and a batch commits each session's frame once (no frame was committed)");
   }
   for (std::size_t i = 0; i < frames.size(); ++i) {
     try {

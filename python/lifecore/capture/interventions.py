@@ -115,6 +115,9 @@ def _ids(values: Any, name: str) -> list[int]:
     if is_bool_like(values):  # a bool mask is no list of ids: its True positions would read as ids 0 and 1
         raise LifecoreTypeError(f"argument '{name}' must hold ints, got an array of bools (pass the ids, "
                                 f"numpy.flatnonzero(mask) for a mask)")
+    if _holds_masked(values):  # the ids beneath its mask would be taken as if there were none
+        raise InvalidArgumentError(f"argument '{name}' is or holds a masked array: pass the ids to use "
+                                   f"(.compressed(), or .data)")
     ids = []
     for value in _sequence(values, name):
         # Python's and NumPy's integers first (no bool among them): a long list of ids pays
@@ -205,6 +208,8 @@ def bias_routing_scores(id: str, target: str, expert_ids: Sequence[int], biases:
                         schedule: CaptureSchedule | None = None, slices: Sequence[CaptureSlice] = (),
                         evidence: None | int = None) -> InterventionOperation:
     """Adds a bias to the routing scores of these experts before top-k selection."""
+    if _holds_masked(biases):  # a masked bias would be read as a number (or as numpy.ma.masked)
+        raise InvalidArgumentError("argument 'biases' is or holds a masked array: pass the biases to add (.data)")
     return _op(id, target, InterventionAction.BIAS_ROUTING_SCORES, schedule, slices, evidence,
                ids=_ids(expert_ids, "expert_ids"), payload=[_number(b, "biases") for b in _sequence(biases, "biases")])
 
@@ -212,6 +217,8 @@ def bias_routing_scores(id: str, target: str, expert_ids: Sequence[int], biases:
 def force_experts(id: str, target: str, expert_ids: Any, *, schedule: CaptureSchedule | None = None,
                   slices: Sequence[CaptureSlice] = (), evidence: None | int = None) -> InterventionOperation:
     """Forces the experts of each selected row; ``expert_ids`` is shaped [rows, top_k]."""
+    if _holds_masked(expert_ids):  # np.asarray would read the ids beneath the mask
+        raise InvalidArgumentError("argument 'expert_ids' is or holds a masked array: pass the ids to force (.data)")
     try:
         ids = np.asarray(expert_ids)
     except (TypeError, ValueError) as error:

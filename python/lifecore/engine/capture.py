@@ -18,7 +18,7 @@ from ..capture import (Axis, CaptureDiscovery, CaptureOutcome, CapturePayload, C
                        CaptureRequest, CaptureSelection, CaptureSession, CaptureTransform, InterventionPlan,
                        ObservationPoint, OnLimit, interventions, limits)
 from ..errors import InvalidArgumentError, LifecoreTypeError
-from .model import Transformer
+from .model import Transformer, check_float_dtype
 
 __all__ = ["CaptureOptions", "EngineCapture"]
 
@@ -75,6 +75,7 @@ class CaptureOptions:
         if dtype is not None:
             import torch
 
+            check_float_dtype("CaptureOptions.check", dtype)
             if not bool(torch.isfinite(torch.tensor(value, dtype=torch.float64).to(dtype))):
                 raise InvalidArgumentError(f"CaptureOptions: scale's factor {factor!r} is past what {dtype} (the "
                                            f"model's dtype) holds; the scaled layer's output could not take it")

@@ -32,21 +32,12 @@ def payload_numbers(kind: TransformKind, selected_shape: Sequence[int], max_elem
 def payload_cost(kind: TransformKind, selected_shape: Sequence[int], itemsize: int, *, max_elements: int = 0,
                  edges: Sequence[float] = (), count: int = 0, host_copy: bool = True) -> CaptureUsage:
     """Usage of one transform: 1 capture, the payload's real bytes retained, host bytes for
-    what crosses to the host (the whole region when ``host_copy``), encoded JSON bytes."""
-    usage = transform_usage(kind, list(selected_shape), itemsize, max_elements=max_elements, edge_count=len(edges),
-                            count=count, on_host=host_copy)
-    if UINT64_MAX in (usage.retained_bytes, usage.host_bytes, usage.encoded_bytes):
-        # The core saturates; a backend's own estimate past 64 bits is an overflow error, as
-        # it always was: rebuild the usage from the exact figures.
-        numbers = payload_numbers(kind, selected_shape, max_elements, edges, count)
-        kept = transform_size(kind, prod(selected_shape), max_elements=max_elements, edge_count=len(edges),
-                              count=count)[0]
-        tensor_payload = kind in (TransformKind.PREVIEW, TransformKind.SLICE, TransformKind.FULL_TENSOR)
-        region = prod(selected_shape) * itemsize
-        return CaptureUsage(1, kept * itemsize if tensor_payload else numbers * 8,
-                            region if host_copy or tensor_payload else numbers * 8,
-                            PAYLOAD_OVERHEAD + NUMBER_BYTES * numbers + SHAPE_ENTRY_BYTES * len(selected_shape))
-    return usage
+    what crosses to the host (the whole region when ``host_copy``), encoded JSON bytes. A
+    figure past 64 bits saturates at 2**64 - 1, as the core's own pricing does: beyond any
+    limit, so the session refuses it as a limit (skipped under ``"skip"``), never a wrapped
+    number and never a failed capture."""
+    return transform_usage(kind, list(selected_shape), itemsize, max_elements=max_elements, edge_count=len(edges),
+                           count=count, on_host=host_copy)
 
 
 # Bytes per element of the selected region that a bundled backend's reduction holds at once,
@@ -70,11 +61,14 @@ def native_peak(kind: TransformKind, selected_shape: Sequence[int], itemsize: in
     copy in the source dtype; a preview a flattened copy of the region (a strided region is
     copied to be flattened) and the kept prefix; a reduction ``reduction_bytes[kind]`` per
     element, and for top candidates the last row negated, its sort order and the stable sort's
-    workspace (24 bytes per element of the last axis); each with ``NATIVE_OVERHEAD`` bytes more."""
+    workspace (24 bytes per element of the last axis); each with ``NATIVE_OVERHEAD`` bytes more.
+    Past 64 bits it saturates at 2**64 - 1 (beyond any physical limit)."""
     elements = prod(selected_shape)
     if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
-        return elements * itemsize + NATIVE_OVERHEAD
-    if kind == TransformKind.PREVIEW:
-        return 2 * elements * itemsize + NATIVE_OVERHEAD
-    extra = 24 * selected_shape[-1] if kind == TransformKind.TOP_CANDIDATES and len(selected_shape) else 0
-    return elements * reduction_bytes[kind] + extra + NATIVE_OVERHEAD
+        peak = elements * itemsize + NATIVE_OVERHEAD
+    elif kind == TransformKind.PREVIEW:
+        peak = 2 * elements * itemsize + NATIVE_OVERHEAD
+    else:
+        extra = 24 * selected_shape[-1] if kind == TransformKind.TOP_CANDIDATES and len(selected_shape) else 0
+        peak = elements * reduction_bytes[kind] + extra + NATIVE_OVERHEAD
+    return min(peak, UINT64_MAX)  # past 64 bits: saturated, beyond any physical limit (as payload_cost)
