@@ -730,6 +730,8 @@ def test_helper_payloads_that_are_not_numbers_are_refused_where_they_are_built()
                        ("biases", lambda: iv.bias_routing_scores("b", "p", [0, 1], np.ma.array([1.0, 2.0], mask=[0, 1])))):
         with pytest.raises(InvalidArgumentError, match=rf"^argument '{name}' is or holds a masked array"):
             call()
+    with pytest.raises(LifecoreTypeError, match=r"^argument 'evidence' is None, 'summary' or a preview size"):
+        iv.zero("z", "p", evidence=np.ma.array(4, mask=True))  # before: taken as a preview of 4
     with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers, got list holding "
                                                 r"str"):
         iv.replace("r", "p", ["1"])

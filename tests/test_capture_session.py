@@ -666,6 +666,25 @@ def test_a_wrongly_shaped_observation_names_every_record_it_failed():
     assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.FAILED] * 3
 
 
+def test_a_refusal_names_a_record_failed_by_a_limit_beside_one_failed_by_the_tensor():
+    # Before: a limit's failure said nothing of the invalid record failed in the same call, and
+    # an invalid one named only itself.
+    limits = CaptureLimits(per_step=CaptureUsage(BIG, 16, BIG, BIG), cumulative=CaptureUsage(BIG, BIG, BIG, BIG))
+    for first, second, error, words in (
+            ("t", "s", BudgetExceededError, r"per-step limit exceeded: retained_bytes \(selection 't' at blocks\.0\.mlp\) "
+                                            r"\(the records of selections 't' and 's' are FAILED"),
+            ("s", "t", InvalidArgumentError, r"\(the records of selections 's' and 't' are FAILED")):
+        discovery = CaptureDiscovery("m", [ObservationPoint("blocks.0.mlp", [Axis("a", "unknown")])])
+        selections = {"s": CaptureSelection("s", "blocks.0.mlp", CaptureTransform.slice(),
+                                            slices=[CaptureSlice("a", 0, 12)]),
+                      "t": CaptureSelection("t", "blocks.0.mlp", CaptureTransform.full_tensor())}
+        session = session_for(selections[first], selections[second], limits=limits, discovery=discovery)
+        session.begin_step(PREFILL, 0)
+        with pytest.raises(error, match=words):
+            session.observe(NumpyBackend(), "blocks.0.mlp", np.zeros(8, np.float32))  # 32 bytes, 8 < 12
+        assert [r.outcome for r in session.take_step().records] == [CaptureOutcome.FAILED] * 2
+
+
 def test_an_axis_name_repeated_at_a_point_is_refused():
     # Before: accepted; admission checked a slice against both axes and the capture sliced one.
     with pytest.raises(InvalidArgumentError, match=r"^ObservationPoint: axis name 'a' appears twice at p \(axes 0 "

@@ -505,3 +505,13 @@ def test_capture_options_check_refuses_a_dtype_that_is_no_floating_torch_dtype()
         options.check(2, torch.int32)
     options.check(2, torch.bfloat16)
     options.check(2)
+
+
+def test_capture_options_check_checks_its_arguments_without_a_scale_too():
+    # Before: without a scale, any dtype and layers were taken; with one, layers "x" was a bare TypeError.
+    with pytest.raises(LifecoreTypeError, match=r"^CaptureOptions.check: argument 'dtype' must be a torch.dtype"):
+        CaptureOptions().check(2, "float16")
+    with pytest.raises(LifecoreTypeError, match=r"^CaptureOptions.check: argument 'layers' must be an int, got str"):
+        CaptureOptions(scale=(0, 2.0)).check("x")
+    with pytest.raises(InvalidArgumentError, match=r"^CaptureOptions.check: argument 'layers' must be at least 1"):
+        CaptureOptions(scale=(0, 2.0)).check(0)

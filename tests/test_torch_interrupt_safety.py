@@ -188,3 +188,67 @@ def test_an_engine_interrupted_as_its_capture_step_ends_serves_again(monkeypatch
     with pytest.raises(KeyboardInterrupt):
         engine.generate(requests("a"))
     assert_serves_again(engine, "b")
+
+
+def _interrupt_at_the_start_of(name: str):
+    """A trace function that raises KeyboardInterrupt once, as lifecore's function ``name``
+    starts: where a Ctrl-C's handler runs (between any two bytecodes)."""
+    armed = [True]
+
+    def tracer(frame, event, arg):
+        if event == "call" and armed[0] and frame.f_code.co_name == name and "lifecore" in frame.f_code.co_filename:
+            armed[0] = False
+            raise KeyboardInterrupt(f"Ctrl-C as {name} starts")
+        return None
+    return tracer, armed
+
+
+@pytest.mark.parametrize("where", ["_release", "remove_all", "_unhook", "_keys_of", "leave", "_close_here", "detach"])
+def test_one_interrupt_while_a_capture_block_closes_leaves_the_model_free(model, where) -> None:
+    # Before: 3 to 5 hooks stayed on the model (every later forward raised CaptureSessionError),
+    # and an interrupt inside _OpenBlocks.leave kept the model claimed for good, refusing every
+    # other thread's capture block.
+    import sys
+    import threading
+
+    tokens = torch.randint(0, 50, (1, 5))
+    tracer, armed = _interrupt_at_the_start_of(where)
+    with pytest.raises(KeyboardInterrupt, match=f"as {where} starts"):
+        try:
+            with lt.capture(model, ["mlp"], "summary") as records, torch.no_grad():
+                model(tokens)
+                sys.settrace(tracer)  # the Ctrl-C comes after the forward, as the block closes
+        finally:
+            sys.settrace(None)
+    assert not armed[0], f"{where} was never called as the block closed"
+    assert hooks_on(model) == 0 and lt.attachments(model) == []
+    assert records["mlp"].summary is not None  # what the forward captured is kept
+    with torch.no_grad():
+        model(tokens)  # a plain forward
+    done: list[object] = []
+
+    def elsewhere() -> None:
+        with lt.capture(model, ["mlp"], "summary") as theirs, torch.no_grad():
+            model(tokens)
+        done.append(theirs["mlp"].summary)
+
+    thread = threading.Thread(target=elsewhere)
+    thread.start()
+    thread.join(30)
+    assert done and done[0] is not None  # another thread's block is not refused
+
+
+def test_one_interrupt_while_an_attachments_with_block_detaches_leaves_no_hook(model) -> None:
+    import sys
+
+    plan = CapturePlan([CaptureSelection("s", "mlp", CaptureTransform.summary())], unlimited())
+    discovery = lt.discover(model, torch.randint(0, 50, (1, 5)))
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 5, 1)))
+    tracer, armed = _interrupt_at_the_start_of("_unhook")
+    with pytest.raises(KeyboardInterrupt):
+        try:
+            with lt.attach(session, model):
+                sys.settrace(tracer)
+        finally:
+            sys.settrace(None)
+    assert not armed[0] and hooks_on(model) == 0 and lt.attachments(model) == []

@@ -8,6 +8,7 @@
 
 namespace lifecore::bindings {
 void init_call_guard(nb::module_& m);  // call_guard.cpp: used by the package at import
+void init_interrupt_guard(nb::module_& m);  // interrupt_guard.cpp: lifecore.torch's cleanup
 
 namespace {
 
@@ -38,6 +39,7 @@ void init_module(nb::module_& m) {
   nb::module_ capture = m.def_submodule("capture", "Bounded activation capture, interventions and MoE routing");
   init_capture(capture);
   for (nb::module_* area : {&driver, &runtime, &sequence}) keep_flat_names(m, *area);
+  init_interrupt_guard(m);
   init_call_guard(m);
 }
 

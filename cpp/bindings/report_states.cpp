@@ -211,17 +211,22 @@ CapacityDemand report_from_state<CapacityDemand>(nb::handle state) {
     if (!indices.insert(d.domains.back().domain_index).second)
       r.refuse("domain index " + std::to_string(d.domains.back().domain_index) + " appears twice");
   }
-  // What a coordinator's demand always is: tokens to cover (every admission and extension
-  // names at least one) and in every domain the same pages * page_bytes (one page size per
-  // coordinator). Pages may pass tokens: an extension may ask for more pages than its tokens need.
+  // What a coordinator's demand always is: tokens to cover and pages to take (a demand exists
+  // because pages are short), in every domain the same pages * page_bytes (one page size per
+  // coordinator). An admission's pages are those its tokens need; an extension's may pass
+  // its tokens (it may ask for more pages than they need).
   if (d.tokens == 0) r.refuse("tokens is 0 (a demand covers at least one token)");
+  if (d.pages == 0) r.refuse("pages is 0 (a demand asks for at least one page)");
+  if (d.sequences == 1 && d.pages > d.tokens)
+    r.refuse(std::to_string(d.pages) + " pages for an admission of " + std::to_string(d.tokens) +
+             " tokens (an admission asks for the pages its tokens need, each holding one token or more)");
   if (d.domains.empty()) r.refuse("it names no domain (a demand is in at least one)");
   for (const DomainDemand& dd : d.domains) {
     if (dd.bytes != d.domains.front().bytes)
       r.refuse("domain '" + dd.domain_name + "' needs " + std::to_string(dd.bytes) + " bytes and domain '" +
                d.domains.front().domain_name + "' " + std::to_string(d.domains.front().bytes) +
                " (each domain needs the same pages of one page size)");
-    if ((d.pages == 0) != (dd.bytes == 0) || (d.pages != 0 && dd.bytes % d.pages != 0))
+    if (dd.bytes == 0 || dd.bytes % d.pages != 0)
       r.refuse(std::to_string(dd.bytes) + " bytes in domain '" + dd.domain_name + "' are not " + std::to_string(d.pages) +
                " whole pages");
   }

@@ -13,10 +13,11 @@ hooks: placing one is refused with an error that says so, before torch's own.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
+from . import _core
 from .errors import LifecoreTypeError
 
 # A module's hook tables, and the tables that hold flags under the same ids.
@@ -94,3 +95,14 @@ class PlacedHooks:
             module, hook = self._placed[-1]
             _unhook(module, hook)
             self._placed.pop()
+
+
+# finish_despite_interrupts(release): calls release() (every step of it safe to repeat) until a
+# call completes, a KeyboardInterrupt raised inside a run (a Ctrl-C's handler runs between any
+# two bytecodes) starting another, and raises the interrupt once one has: an interrupt never
+# leaves a hook on a model, nor a model claimed by a block that has closed. In C: a loop in
+# Python could itself be stopped before its try. exit_releasing is a context manager's
+# __exit__ built on it (self._release(), then self._exit_after_release(*exc)), in C for the
+# same reason: a Python __exit__ can be stopped at its first instruction.
+finish_despite_interrupts: Callable[[Callable[[], object]], None] = getattr(_core, "_finish_despite_interrupts")
+exit_releasing: Any = getattr(_core, "_exit_releasing")

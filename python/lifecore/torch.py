@@ -95,7 +95,7 @@ from .capture.backends.arguments import as_index as _as_index, require, require_
 from .capture.backends.torch_backend import TorchBackend, route
 from ._torch_calls import (AppliedState, CalledForward, CalledRouting, call_path, counts_of,
                            name_collision as _name_collision, raise_routing_recompute, split_call)
-from ._torch_hooks import PlacedHooks, refuse_scripted
+from ._torch_hooks import PlacedHooks, exit_releasing, finish_despite_interrupts, refuse_scripted
 from ._torch_recompute import (OPEN_BLOCKS_HERE, discovering, discovery_forward, never, other_than, passed_over,
                                recomputing)
 from ._torch_outputs import (check_output_index as _check_output_index, index_for as _index_for,
@@ -424,7 +424,7 @@ def _discover(model: nn.Module, example_args: tuple[Any, ...], example_kwargs: M
         with torch.no_grad(), discovery_forward():  # a session attached to the model stands aside
             model(*example_args, **example_kwargs)
     finally:
-        placed.remove_all()
+        finish_despite_interrupts(placed.remove_all)
     for name in sorted(problems):
         if named_index and name in output_index and not any(seen.get(name, ())):  # type: ignore[operator]
             raise InvalidArgumentError(f"discover: argument 'output_index' names {name!r}, but the {problems[name]}")
@@ -636,7 +636,7 @@ class TorchAttachment:
         try:
             self._placed.forward_pre(model, root)
         except BaseException:
-            self._placed.remove_all()  # the caller never gets this attachment to detach
+            finish_despite_interrupts(self._placed.remove_all)  # the caller never gets this attachment to detach
             raise
 
     def _where(self, points: Iterable[str], caller: str) -> dict[str, tuple[str, Optional[int]]]:
@@ -877,8 +877,14 @@ class TorchAttachment:
                               "that is not (attach() again)")
         return self
 
-    def __exit__(self, *exc: Any) -> None:
-        self.detach()
+    # Leaving the with block detaches, to the end whatever Ctrl-C lands (in C: exit_releasing).
+    __exit__ = exit_releasing
+
+    def _release(self) -> None:
+        self.detach()  # again, it finishes one a Ctrl-C interrupted
+
+    def _exit_after_release(self, *exc: Any) -> None:
+        return None
 
 
 class _ContainerChecked:
@@ -1078,8 +1084,10 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
         attachment._hook(attachment._attached_points(points), {op.target for op in operations}, "attach")
         attachment.sync()
     except BaseException:
-        for attachment in made:
-            attachment.detach()  # attach is all or nothing
+        def undo() -> None:  # attach is all or nothing
+            for attachment in made:
+                attachment.detach()
+        finish_despite_interrupts(undo)
         raise
     return attachment
 
@@ -1512,33 +1520,40 @@ def _host_random_states_kept() -> Iterator[None]:
 
 
 class _OpenBlocks:
-    """The thread whose :func:`capture` blocks are open on each model, and how many. A block
+    """The thread whose :func:`capture` blocks are open on each model, and which blocks. A block
     on a model another thread's block holds is refused before it places a hook: its hooks
     would run in that thread's forward (refusing it), and placing them races that forward's
-    walk over the model's hook tables."""
+    walk over the model's hook tables. Each change is one assignment under the lock, and
+    entering or leaving twice changes nothing: a block's exit interrupted anywhere is finished
+    by running it again."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[int, tuple[int, int]] = {}  # id(model) -> (thread, open blocks); a block keeps its model
+        # id(model) -> (thread, its open blocks); a block keeps its model
+        self._held: dict[int, tuple[int, tuple["ModelCapture", ...]]] = {}
 
-    def enter(self, model: nn.Module, call: str) -> None:
+    def enter(self, model: nn.Module, block: "ModelCapture", call: str) -> None:
         me = threading.get_ident()
         with self._lock:
-            thread, count = self._held.get(id(model), (me, 0))
+            thread, blocks = self._held.get(id(model), (me, ()))
             if thread != me:
                 raise CaptureSessionError(
                     f"{call}: a capture block of thread {thread} is open on this {type(model).__name__}: while it "
                     f"is, the model is that thread's (its hooks would refuse this thread's forward). Nothing was "
                     f"placed; open the block once that one closes")
-            self._held[id(model)] = (me, count + 1)
+            if not any(b is block for b in blocks):
+                self._held[id(model)] = (me, blocks + (block,))
 
-    def leave(self, model: nn.Module) -> None:
+    def leave(self, model: nn.Module, block: "ModelCapture") -> None:
         with self._lock:
-            thread, count = self._held[id(model)]
-            if count == 1:
-                del self._held[id(model)]
+            held = self._held.get(id(model))
+            if held is None or not any(b is block for b in held[1]):
+                return
+            rest = tuple(b for b in held[1] if b is not block)
+            if rest:
+                self._held[id(model)] = (held[0], rest)
             else:
-                self._held[id(model)] = (thread, count - 1)
+                del self._held[id(model)]
 
 
 _OPEN_BLOCKS = _OpenBlocks()
@@ -1620,7 +1635,6 @@ class ModelCapture:
         self._session: Optional[CaptureSession] = None
         self._entered = False
         self._forward_seen = False  # a forward reached the block's pre-hook
-        self._holds_model = False  # counted in _OPEN_BLOCKS, from entering until the hooks are off
         self._thread = 0  # the thread that entered the block
         self._passed_by_task = False  # a forward of another asyncio task reached its hooks
         self.records = CapturedModules()
@@ -1798,16 +1812,13 @@ class ModelCapture:
             raise CaptureSessionError(f"{self._call}: a capture is entered once; call capture() again")
         self._entered = True
         self._thread = threading.get_ident()
-        _OPEN_BLOCKS.enter(self._model, self._call)
-        self._holds_model = True
-        OPEN_BLOCKS_HERE.set(OPEN_BLOCKS_HERE.get() + (self,))
         try:
+            _OPEN_BLOCKS.enter(self._model, self, self._call)
+            OPEN_BLOCKS_HERE.set(OPEN_BLOCKS_HERE.get() + (self,))
             self._placed.forward_pre(self._model, _eager(self._begin), with_kwargs=True)
             self._placed.forward(self._model, _eager(self._after))
         except BaseException:
-            self._placed.remove_all()  # the with never starts, so no __exit__ would
-            self._let_go_of_model()
-            self._close_here()
+            finish_despite_interrupts(self._release)  # the with never starts, so no __exit__ would
             raise
         return self.records
 
@@ -1836,20 +1847,22 @@ class ModelCapture:
         if self in here:
             OPEN_BLOCKS_HERE.set(tuple(block for block in here if block is not self))
 
-    def _let_go_of_model(self) -> None:
-        if self._holds_model:
-            self._holds_model = False
-            _OPEN_BLOCKS.leave(self._model)
-
-    def __exit__(self, *exc: Any) -> None:
-        # Each step below is safe to repeat.
+    def _release(self) -> None:
+        """Every hook off the model, the model let go and the block closed; each step is safe
+        to repeat (finish_despite_interrupts runs it again after a Ctrl-C inside it)."""
         self._placed.remove_all()
-        self._let_go_of_model()
+        _OPEN_BLOCKS.leave(self._model, self)
         self._close_here()
         for attachment in self._attachments:
             attachment.detach()
         self._attachments.clear()
         self._attachment = None
+
+    # Leaving the block releases it to the end whatever Ctrl-C lands (in C: exit_releasing),
+    # then drains the step into the records and warns.
+    __exit__ = exit_releasing
+
+    def _exit_after_release(self, *exc: Any) -> None:
         self._drain()
         if exc[0] is None and not self._forward_seen and self._passed_by_task:
             _warn_at_caller(

@@ -187,24 +187,25 @@ void CaptureSession::observe_at(CaptureBackend& backend, std::string_view path,
   capture_time_ += std::chrono::steady_clock::now() - started;
   if (!first_error) return;
   // The error is the first record's to fail (every record here was missing or skipped before
-  // this call, so a failed one failed in it). When that one was the call's mistake (a tensor
-  // that does not fit the point), it says what became of every record it failed here: the
-  // point is observed once per step, so the same call again is refused as a second observation.
-  const CaptureRecord* first_failed = nullptr;
-  std::vector<std::string_view> invalid;
+  // this call, so a failed one failed in it). It says what became of every record the call
+  // failed, when that is more than its own refusal tells (the call's mistake, a tensor that does
+  // not fit the point, or several records): the point is observed once per step, so the same
+  // call again is refused as a second observation.
+  std::vector<std::string_view> failed;
+  bool invalid = false;
   for (auto index : selections) {
     const CaptureRecord& r = records_[index];
     if (r.outcome.kind != OutcomeKind::failed) continue;
-    if (!first_failed) first_failed = &r;
-    if (r.outcome.fail == FailReason::invalid) invalid.push_back(r.selection_id);
+    failed.push_back(r.selection_id);
+    invalid = invalid || r.outcome.fail == FailReason::invalid;
   }
-  if (!first_failed || first_failed->outcome.fail != FailReason::invalid) throw *first_error;
+  if (!invalid && failed.size() < 2) throw *first_error;
   std::string which;
-  for (std::size_t k = 0; k < invalid.size(); ++k)
-    which += std::string(k == 0 ? "" : k + 1 == invalid.size() ? " and " : ", ") + "'" + std::string(invalid[k]) + "'";
+  for (std::size_t k = 0; k < failed.size(); ++k)
+    which += std::string(k == 0 ? "" : k + 1 == failed.size() ? " and " : ", ") + "'" + std::string(failed[k]) + "'";
   throw Error(first_error->kind(),
-              first_error->message() + (invalid.size() == 1 ? " (the record of selection " + which + " is FAILED"
-                                                             : " (the records of selections " + which + " are FAILED") +
+              first_error->message() + (failed.size() == 1 ? " (the record of selection " + which + " is FAILED"
+                                                            : " (the records of selections " + which + " are FAILED") +
                   " for this step: a point is observed once per step)",
               first_error->attributes());
 }

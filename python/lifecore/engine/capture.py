@@ -18,6 +18,7 @@ from ..capture import (Axis, CaptureDiscovery, CaptureOutcome, CapturePayload, C
                        CaptureRequest, CaptureSelection, CaptureSession, CaptureTransform, InterventionPlan,
                        ObservationPoint, OnLimit, interventions, limits)
 from ..errors import InvalidArgumentError, LifecoreTypeError
+from .._torch_hooks import finish_despite_interrupts
 from .model import Transformer, check_float_dtype
 
 __all__ = ["CaptureOptions", "EngineCapture"]
@@ -47,6 +48,12 @@ class CaptureOptions:
         ``(layer, factor)`` with a layer of the model's ``layers`` and a factor finite in
         ``dtype`` (the model's torch dtype; in float64 when None): a factor the layer's output
         cannot hold would fail every step's intervention."""
+        if isinstance(layers, bool) or not isinstance(layers, int):
+            raise LifecoreTypeError(f"CaptureOptions.check: argument 'layers' must be an int, got {type(layers).__name__}")
+        if layers < 1:
+            raise InvalidArgumentError(f"CaptureOptions.check: argument 'layers' must be at least 1, got {layers}")
+        if dtype is not None:
+            check_float_dtype("CaptureOptions.check", dtype)
         budget = self.budget_bytes
         if isinstance(budget, bool) or not isinstance(budget, int):
             raise LifecoreTypeError(f"CaptureOptions: budget_bytes must be an int, got {type(budget).__name__}")
@@ -75,7 +82,6 @@ class CaptureOptions:
         if dtype is not None:
             import torch
 
-            check_float_dtype("CaptureOptions.check", dtype)
             if not bool(torch.isfinite(torch.tensor(value, dtype=torch.float64).to(dtype))):
                 raise InvalidArgumentError(f"CaptureOptions: scale's factor {factor!r} is past what {dtype} (the "
                                            f"model's dtype) holds; the scaled layer's output could not take it")
@@ -154,4 +160,4 @@ class EngineCapture:
         return int(self.session.cumulative_usage().retained_bytes)
 
     def close(self) -> None:
-        self.attachment.detach()
+        finish_despite_interrupts(self.attachment.detach)  # no hook left behind by a Ctrl-C

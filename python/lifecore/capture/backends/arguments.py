@@ -31,13 +31,14 @@ def is_bool_like(value: Any) -> bool:
 
 def as_index(value: Any) -> Optional[int]:
     """``value`` as an int when it is an integer (an int, or what converts through
-    ``__index__``: a NumPy or torch integer), never for a bool of any library; else None. An
+    ``__index__``: a NumPy or torch integer), never for a bool of any library nor a NumPy
+    masked array; else None. An
     error of the value's own ``__index__`` other than TypeError (which says it is no integer)
     propagates, as the core's counts pass it on."""
     if isinstance(value, int):
         return None if isinstance(value, bool) else int(value)
-    if is_bool_like(value) or not hasattr(type(value), "__index__"):
-        return None
+    if is_bool_like(value) or not hasattr(type(value), "__index__") or isinstance(value, np.ma.MaskedArray):
+        return None  # a masked array's __index__ reads the value beneath its mask
     try:
         return operator.index(value)
     except TypeError:  # a many-element array, or an __index__ that says it is no integer
