@@ -190,13 +190,14 @@ def test_an_engine_interrupted_as_its_capture_step_ends_serves_again(monkeypatch
     assert_serves_again(engine, "b")
 
 
-def _interrupt_at_the_start_of(name: str):
+def _interrupt_at_the_start_of(name: str, file: str = "lifecore"):
     """A trace function that raises KeyboardInterrupt once, as lifecore's function ``name``
-    starts: where a Ctrl-C's handler runs (between any two bytecodes)."""
+    (in a file whose path holds ``file``) starts: where a Ctrl-C's handler runs (between any
+    two bytecodes)."""
     armed = [True]
 
     def tracer(frame, event, arg):
-        if event == "call" and armed[0] and frame.f_code.co_name == name and "lifecore" in frame.f_code.co_filename:
+        if event == "call" and armed[0] and frame.f_code.co_name == name and file in frame.f_code.co_filename:
             armed[0] = False
             raise KeyboardInterrupt(f"Ctrl-C as {name} starts")
         return None
@@ -252,3 +253,42 @@ def test_one_interrupt_while_an_attachments_with_block_detaches_leaves_no_hook(m
         finally:
             sys.settrace(None)
     assert not armed[0] and hooks_on(model) == 0 and lt.attachments(model) == []
+
+
+def test_the_cleanup_loop_keeps_an_interrupt_as_the_context_of_a_later_failure() -> None:
+    from lifecore import _core
+
+    runs = [0]
+
+    def release() -> None:
+        runs[0] += 1
+        if runs[0] == 1:
+            raise KeyboardInterrupt("Ctrl-C in the first run")
+        raise ValueError("the cleanup's own failure")
+
+    # Before: the ValueError came with no trace of the Ctrl-C that the loop had caught.
+    with pytest.raises(ValueError, match="own failure") as raised:
+        _core._finish_despite_interrupts(release)
+    assert runs[0] == 2 and isinstance(raised.value.__context__, KeyboardInterrupt)
+
+
+@pytest.mark.parametrize("where", ["close", "detach", "_unhook"])
+def test_one_interrupt_while_a_capturing_engine_closes_leaves_no_hook(where) -> None:
+    # Before: an interrupt in the engine's close before its capture's hooks were off left them
+    # on the model until close() was called again. (One as Engine.close or Engine._close starts
+    # is a close that never began: the engine stays open, its hooks its own.)
+    import os
+    import sys
+
+    engine = Engine("tiny", num_blocks=16, max_batch=2, capture=CaptureOptions())
+    engine.generate(requests("c"))
+    model = engine.model
+    file = os.path.join("engine", "capture.py") if where == "close" else "lifecore"
+    tracer, armed = _interrupt_at_the_start_of(where, file)
+    with pytest.raises(KeyboardInterrupt):
+        sys.settrace(tracer)
+        try:
+            engine.close()
+        finally:
+            sys.settrace(None)
+    assert not armed[0] and hooks_on(model) == 0 and engine.closed

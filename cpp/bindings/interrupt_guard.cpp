@@ -27,7 +27,10 @@ void finish_despite_interrupts(nb::handle release) {
       return;
     }
     nb::python_error error;
-    if (!error.matches(PyExc_KeyboardInterrupt)) throw error;  // the cleanup's own failure
+    if (!error.matches(PyExc_KeyboardInterrupt)) {  // the cleanup's own failure, the interrupt its context
+      if (interrupted) PyException_SetContext(error.value().ptr(), Py_NewRef(interrupted->value().ptr()));
+      throw error;
+    }
     interrupted.emplace(std::move(error));
   }
   throw *interrupted;

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .._copy_protocol import _refusal
+from .._torch_hooks import finish_despite_interrupts
 from ..errors import ClosedError, DriverError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 from ..sequence import AdmissionCoordinator, Admitted
 from .capture import CaptureOptions, EngineCapture
@@ -437,6 +438,9 @@ class Engine:
 
     def _close(self) -> None:
         self.closed = True
+        if self.capture is not None:  # never with graphs: its hooks off first, called from C so
+            # that no Python frame a Ctrl-C could stop runs before the loop (as EngineCapture.close)
+            finish_despite_interrupts(self.capture.close)
         if self.decode_graphs is not None:
             self.decode_graphs.close()
             self.decode_graphs = None
@@ -446,8 +450,6 @@ class Engine:
             session.try_complete()
             session.close()
             self._padding = None
-        if self.capture is not None:
-            self.capture.close()
 
     def __enter__(self) -> "Engine":
         if self.closed:
