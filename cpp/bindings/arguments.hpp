@@ -335,16 +335,25 @@ inline std::int64_t int_argument(nb::handle arg, const char* call, const char* n
   return value;
 }
 
+// The int `integer` (index_of's) as an int64, or nullopt past 64 bits; an invalid object
+// (index_of found no integer) is nullopt too.
+inline std::optional<std::int64_t> int64_of(const nb::object& integer) {
+  if (!integer.is_valid()) return std::nullopt;
+  int overflow = 0;
+  const long long value = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
+  if (overflow == 0 && value == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow != 0) return std::nullopt;
+  return value;
+}
+
 // A count of tokens or pages whose lower bound the core checks in its own words (0 and a
 // negative count name the call's rule): refused here only past int64, saying the range a count
 // may take (1 to 2**63 - 1), where int_argument would state int64's.
 inline std::int64_t positive_count_argument(nb::handle arg, const char* call, const char* name) {
   const nb::object integer = integer_argument(arg, call, name);
-  int overflow = 0;
-  const long long value = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
-  if (overflow == 0 && value == -1 && PyErr_Occurred()) throw nb::python_error();
-  if (overflow != 0) int_argument(integer, call, name, 1);  // raises
-  return value;
+  const std::optional<std::int64_t> value = int64_of(integer);
+  if (!value) int_argument(integer, call, name, 1);  // raises
+  return *value;
 }
 
 // A non-negative integer (see integer_argument) up to `max`.

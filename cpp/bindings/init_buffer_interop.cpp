@@ -70,13 +70,13 @@ const TensorElementType& element_type(nb::handle dtype) {
   if (name.rfind("torch.", 0) == 0) name = name.substr(6);
   if (name == "bool_") name = "bool";
   if (const TensorElementType* type = find_element_type(name)) return *type;
-  // NumPy's other spellings of a type ("f", "?", "i", "double"), once NumPy is loaded: its own
-  // reading of the text, checked as a dtype is.
   // NumPy's code 'a' (bytes, never a view's type) warns that it is deprecated in favour of
   // 'S', advice this refusal would contradict: it is refused without asking NumPy.
-  static PyObject* numpy_dtype = nullptr;
   const std::size_t code = name.find_first_not_of("<>|=");
   const bool bytes_code = code != std::string::npos && name[code] == 'a';
+  // NumPy's other spellings of a type ("f", "?", "i", "double"), once NumPy is loaded: its own
+  // reading of the text, checked as a dtype is.
+  static PyObject* numpy_dtype = nullptr;
   if (!bytes_code && nb::isinstance<nb::str>(dtype) && loaded_attribute("numpy", "dtype", numpy_dtype)) {
     if (PyObject* parsed = PyObject_CallFunctionObjArgs(numpy_dtype, dtype.ptr(), nullptr)) {  // the limited API's call
       const nb::object numpy_type = nb::steal(parsed);
@@ -234,22 +234,11 @@ struct ConsumerStream {
   bool no_order = false;
 };
 
-// The int `number` (index_of's: an int or another library's integer, never a bool) as a C long
-// long, or nullopt where there is none or it is beyond 64 bits: refused, never left with
-// Python's OverflowError pending (that returned a result with an exception set).
-std::optional<long long> stream_value(const nb::object& number) {
-  if (!number.is_valid()) return std::nullopt;
-  const long long value = PyLong_AsLongLong(number.ptr());
-  if (value == -1 && PyErr_Occurred()) {
-    PyErr_Clear();
-    return std::nullopt;
-  }
-  return value;
-}
-
 ConsumerStream consumer_stream(int device_type, nb::handle stream) {
-  const nb::object number = stream.is_none() ? nb::object() : index_of(stream);  // its __index__ called once
-  const std::optional<long long> value = stream_value(number);
+  // Its __index__ called once; an int beyond 64 bits is refused below, never left with Python's
+  // OverflowError pending.
+  const nb::object number = stream.is_none() ? nb::object() : index_of(stream);
+  const std::optional<std::int64_t> value = int64_of(number);
   if (device_type == driver::dlpack_device::cpu) {
     if (!stream.is_none() && value != -1)
       throw nb::buffer_error("__dlpack__: this device's memory is exported as CPU memory; stream must be None or -1");

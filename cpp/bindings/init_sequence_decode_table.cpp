@@ -240,15 +240,13 @@ std::unique_ptr<DecodeTableHandle> make_decode_table(AdmissionCoordinator& c, nb
 
 std::size_t row_argument(nb::handle row, const char* call, std::size_t rows) {
   const nb::object index = integer_argument(row, call, "row");
-  int overflow = 0;
-  const long long r = PyLong_AsLongLongAndOverflow(index.ptr(), &overflow);
-  if (overflow == 0 && r == -1 && PyErr_Occurred()) throw nb::python_error();
+  const std::optional<std::int64_t> r = int64_of(index);
   // A negative row, or one past any table, is out of this table's range, as one just past it
   // is (the core's words; the core checks the rest).
-  if (overflow != 0 || r < 0 || static_cast<unsigned long long>(r) > std::numeric_limits<std::uint32_t>::max())
+  if (!r || *r < 0 || *r > std::int64_t{std::numeric_limits<std::uint32_t>::max()})
     raise(ErrorKind::InvalidArgument, std::string(call) + ": row " + nb::str(index).c_str() + " is out of range for " +
                                           std::to_string(rows) + " rows");
-  return static_cast<std::size_t>(r);
+  return static_cast<std::size_t>(*r);
 }
 
 }  // namespace
