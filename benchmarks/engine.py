@@ -107,8 +107,10 @@ class FreeListMemory:
         pass
 
     def abandon(self, handles: Sequence[list[Any]]) -> None:
-        for handle in handles:
-            self.release(handle, False)
+        for handle in handles:  # safe to repeat: a handle given back is marked so
+            if handle[0] is not None:
+                self.release(handle, False)
+                handle[0] = None
         self.deferred_at = None
 
 

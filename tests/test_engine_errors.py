@@ -117,6 +117,43 @@ def test_an_interrupt_inside_generate_gives_back_everything():
     assert caught.type is KeyboardInterrupt
 
 
+@pytest.mark.parametrize("interrupts", [1, 3])
+def test_a_second_interrupt_inside_the_cleanup_still_gives_back_everything(monkeypatch, interrupts):
+    """A Ctrl-C that lands while a failed run gives its sequences back (after the frames, after
+    one session) does not cut the cleanup short: it runs again to the end, the last interrupt
+    is raised (the run's own error its context), and the engine serves the same ids again."""
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=8, max_batch=2)
+    original = type(engine.memory).abandon
+    calls = []
+
+    def abandon(memory, handles):
+        calls.append(len(handles))
+        if len(calls) <= interrupts:
+            for frame in memory.frames:
+                frame.close()
+            if handles:
+                handles[0].close()
+            raise KeyboardInterrupt(f"inside the cleanup ({len(calls)})")
+        original(memory, handles)
+
+    monkeypatch.setattr(type(engine.memory), "abandon", abandon)
+    batch = [Request("a", [1, 2, 3], 4), Request("b", [1, 2], 4)]
+
+    def progress(n):
+        raise KeyboardInterrupt("the first")
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        engine.generate(batch, progress=progress)
+    assert calls == [2] * (interrupts + 1)  # the same handles each run, the last run to the end
+    assert_released(engine)
+    assert str(caught.value) == f"inside the cleanup ({interrupts})"  # the last, raised once a run completed
+    assert str(caught.value.__context__) == "the first"  # what the run was stopped by, kept
+    monkeypatch.undo()
+    again = engine.generate([Request(r.request_id, list(r.prompt), r.max_new_tokens) for r in batch])
+    assert sorted(again.tokens) == ["a", "b"]
+    assert_released(engine)
+
+
 def used_request():
     request = Request("used", [1, 2, 3], 2)
     request.generated = [5, 6]

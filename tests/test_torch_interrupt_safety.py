@@ -272,6 +272,29 @@ def test_the_cleanup_loop_keeps_an_interrupt_as_the_context_of_a_later_failure()
     assert runs[0] == 2 and isinstance(raised.value.__context__, KeyboardInterrupt)
 
 
+def test_a_runs_guard_gives_back_only_when_its_block_raised_and_to_the_end() -> None:
+    runs: list[str] = []
+
+    def release() -> None:
+        runs.append("release")
+        if len(runs) < 3:
+            raise KeyboardInterrupt(f"Ctrl-C in run {len(runs)}")
+
+    with scheduler._GiveBackOnError(release):
+        pass
+    assert runs == []  # a block that ended normally gives nothing back
+    with pytest.raises(KeyboardInterrupt, match="run 2") as raised:
+        with scheduler._GiveBackOnError(release):
+            raise LookupError("the run's own failure")
+    assert runs == ["release"] * 3  # run again until one completed
+    assert isinstance(raised.value.__context__, LookupError)
+    runs.clear()
+    with pytest.raises(LookupError, match="own failure"):  # a release that completes: the error goes on
+        with scheduler._GiveBackOnError(lambda: runs.append("done")):
+            raise LookupError("the run's own failure")
+    assert runs == ["done"]
+
+
 @pytest.mark.parametrize("where", ["close", "detach", "_unhook"])
 def test_one_interrupt_while_a_capturing_engine_closes_leaves_no_hook(where) -> None:
     # Before: an interrupt in the engine's close before its capture's hooks were off left them

@@ -1,4 +1,5 @@
-// Cleanup that a Ctrl-C cannot cut short, for the package's hook owners (lifecore.torch).
+// Cleanup that a Ctrl-C cannot cut short, for the package's hook owners (lifecore.torch) and
+// the reference engine's runs (what a failed run holds goes back).
 //
 // CPython runs a pending signal handler, which raises KeyboardInterrupt, at the start of any
 // Python function and between its bytecodes. A cleanup written in Python (hooks off a model,
@@ -54,6 +55,17 @@ void init_interrupt_guard(nb::module_& m) {
       nb::is_method(), nb::sig("def _exit_releasing(self: typing.Any, *exc: object) -> None"),
       "A context manager's __exit__: self._release() as _finish_despite_interrupts runs it, then "
       "self._exit_after_release(*exc).");
+  // The same for a guard that cleans up only when its block raised (a run giving back what it
+  // holds): a block that ended normally calls nothing.
+  m.def(
+      "_exit_releasing_on_error",
+      [](nb::handle self, nb::handle type, nb::handle, nb::handle) {
+        if (!type.is_none()) finish_despite_interrupts(self.attr("_release"));
+      },
+      nb::is_method(), nb::arg("type").none(), nb::arg("value").none(), nb::arg("traceback").none(),
+      nb::sig("def _exit_releasing_on_error(self: typing.Any, type: object, value: object, traceback: object) -> None"),
+      "A context manager's __exit__ that, when its block raised, runs self._release() as "
+      "_finish_despite_interrupts runs it; the block's error then goes on.");
 }
 
 }  // namespace lifecore::bindings

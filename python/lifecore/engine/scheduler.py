@@ -29,12 +29,16 @@ import numpy as np
 
 from ..sequence import (AdmissionCoordinator, AdmissionDeferred, Admitted, BackingOutcome, SequenceSession,
                         acquire_frames, commit_frames, preempt_for, step_all)
+from .. import _core
 from .kv_cache import KVCache
 
 __all__ = ["Request", "Running", "Memory", "LifecoreMemory", "Scheduler", "Stats", "ADMITTED", "DEFERRED",
            "REJECTED"]
 
 ADMITTED, DEFERRED, REJECTED = "admitted", "deferred", "rejected"
+# A context manager's __exit__ that, when its block raised, runs self._release() until a run
+# completes, a KeyboardInterrupt inside one starting another (see _GiveBackOnError).
+_exit_releasing_on_error: Any = getattr(_core, "_exit_releasing_on_error")
 _CURRENT = BackingOutcome.CURRENT
 _DEFERRED = BackingOutcome.BACKING_DEFERRED.value
 _RETRY = BackingOutcome.RETRY_REQUIRED.value
@@ -161,7 +165,8 @@ class Memory(Protocol):
         ...
 
     def abandon(self, handles: Sequence[Any]) -> None:
-        """A failed run: drops the step's hold and releases every handle, whatever its state."""
+        """A failed run: drops the step's hold and releases every handle, whatever its state.
+        Safe to repeat: a Ctrl-C inside it runs it again with the same handles."""
         ...
 
 
@@ -241,12 +246,29 @@ class LifecoreMemory:
     def abandon(self, handles: Sequence[SequenceSession]) -> None:
         """A failed run: the step's frames are dropped (its outcome is unknown) and every
         session closes, so its blocks and slot come back whatever state it was left in."""
-        frames, self.frames = self.frames, []
-        for frame in frames:
+        for frame in self.frames:  # closing a closed frame or session does nothing: safe to repeat
             frame.close()
+        self.frames = []
         self.waiter = None
         for handle in handles:
             handle.close()
+
+
+class _GiveBackOnError:
+    """A run's guard: leaving it on an error gives back what the run holds (``release``), to
+    the end whatever Ctrl-C lands meanwhile. Its ``__exit__`` is C: one in Python could be
+    stopped at its first instruction, before any ``try``, and a second Ctrl-C landing in the
+    cleanup would leave sequences holding their blocks until the collector freed them."""
+
+    __slots__ = ("_release",)
+
+    def __init__(self, release: Callable[[], None]) -> None:
+        self._release = release
+
+    def __enter__(self) -> None:
+        return None
+
+    __exit__ = _exit_releasing_on_error
 
 
 class Model(Protocol):
@@ -284,19 +306,17 @@ class Scheduler:
         self.waiting.append(request)
 
     def run(self) -> Stats:
-        try:
+        with _GiveBackOnError(self.abandon):
             while self.waiting or self.running:
                 self.iteration()
-        except BaseException:
-            self.abandon()
-            raise
         return self.stats
 
     def abandon(self) -> None:
         """Gives back every sequence this run holds (none completes); their requests keep what
-        they generated. ``run`` calls it when an iteration raises."""
-        running, self.running = self.running, []
-        self.memory.abandon([r.handle for r in running])
+        they generated. ``run`` calls it when an iteration raises, run again to the end if a
+        Ctrl-C lands inside it (every step is safe to repeat)."""
+        self.memory.abandon([r.handle for r in self.running])
+        self.running = []
 
     def _timed(self, fn: Callable[..., Any], *args: Any) -> Any:
         start = time.perf_counter()
