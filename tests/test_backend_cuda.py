@@ -372,6 +372,10 @@ def test_builtin_kernels_run_and_replay_in_a_graph_on_a_cuda_device():
     px, py = driver.mem_alloc(4 * n), driver.mem_alloc(4 * n)
     driver.memcpy_htod(px, x.tobytes())
     driver.memcpy_htod(py, y.tobytes())
+    # From pageable memory a host-to-device copy returns once the data is staged, and the
+    # launch below runs on a non-blocking stream, which the legacy stream does not order: read
+    # both back (a device-to-host copy on the legacy stream runs after them, and returns done).
+    assert driver.memcpy_dtoh(px, 4 * n) == x.tobytes() and driver.memcpy_dtoh(py, 4 * n) == y.tobytes()
     module = driver.module_load("builtin")
     axpy = driver.module_get_function(module, "axpy_f32")
     stream = driver.stream_create()

@@ -31,7 +31,8 @@ RUN_HERE = ["backends", "driver launch figures", "buffers as tensors on cuda", "
 # The steps that need lifecore's cuda backend (skipped, with the loader's reason, where it is unavailable).
 DEVICE_STEPS = ["driver launch figures", "stream state machine on cuda", "buffers as tensors on cuda",
                 "tensors in on cuda", "captured write on cuda", "bounded sync on cuda",
-                "another library's capture on cuda", "device tests on cuda", "engine with graphs on cuda",
+                "another library's capture on cuda", "a blocking stream's capture on cuda", "device tests on cuda",
+                "engine with graphs on cuda",
                 "differential mock,cuda", "benchmarks"]
 
 

@@ -257,7 +257,7 @@ def test_unknown_fault_name_lists_the_valid_ones(mock_device) -> None:
 @pytest.mark.parametrize("call, operation, act", [
     ("mem_alloc", "Stream.alloc", lambda dev, s, buf: s.alloc(1 << 20)),
     ("stream_create", "Device.stream", lambda dev, s, buf: dev.stream()),
-    ("memcpy_dtoh", "Stream.read", lambda dev, s, buf: s.read(buf)),
+    ("memcpy_dtoh_async", "Stream.read", lambda dev, s, buf: s.read(buf)),
     ("stream_synchronize", "Stream.sync", lambda dev, s, buf: s.sync()),
     # A failure queued by an earlier launch, surfacing at the read: the core names it "read".
     ("launch_kernel", "Stream.read",
@@ -342,3 +342,43 @@ def test_an_interrupt_while_an_error_is_named_is_not_lost(mock_hardware_device, 
         call()
     mock_hardware_device.clear_faults()
     assert_recapturable(mock_hardware_device, s)
+
+
+@pytest.mark.parametrize("how", ["read", "read_into"])
+def test_a_read_copies_on_its_own_stream_and_survives_a_failed_wait(mock_hardware_device, how) -> None:
+    """A read is a copy queued on the buffer's stream and waited for, never the synchronous copy
+    (on CUDA that runs on the legacy default stream, which waits for every blocking stream and
+    fails while another library captures on one). A wait that fails after the copy was queued
+    raises, and the copy's memory outlives it: the stream reads again correctly once the fault
+    is gone (under the sanitizers, a copy landing in freed memory would be reported)."""
+    dev = mock_hardware_device
+    s = dev.stream()
+    buf = ones(s)
+
+    def read() -> np.ndarray:
+        if how == "read":
+            return np.frombuffer(s.read(buf), np.float32)
+        out = np.zeros(N, np.float32)
+        s.read_into(buf, out)
+        return out
+
+    s.sync()
+    sync_calls, async_calls = dev.driver_calls("memcpy_dtoh"), dev.driver_calls("memcpy_dtoh_async")
+    np.testing.assert_array_equal(read(), np.ones(N, np.float32))
+    assert dev.driver_calls("memcpy_dtoh") == sync_calls
+    assert dev.driver_calls("memcpy_dtoh_async") == async_calls + 1
+    # The wait before the copy passes, the one after it fails.
+    dev.inject_fault("stream_synchronize", FAILED, after=1)
+    target = bytearray(4 * N)
+    with pytest.raises(DriverError) as raised:
+        if how == "read":
+            s.read(buf)
+        else:
+            s.read_into(buf, target)
+    assert raised.value.operation == f"Stream.{how}"
+    if how == "read_into":  # the device may still write it: its memory is kept, exported for good
+        with pytest.raises(BufferError):
+            target.extend(b"more")
+    dev.clear_faults()
+    s.launch(K.scale_f32, GRID, BLOCK, [N, 3.0, buf, buf])
+    np.testing.assert_array_equal(read(), np.full(N, 3.0, np.float32))

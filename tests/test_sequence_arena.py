@@ -390,9 +390,10 @@ def test_block_table_fills_numpy_torch_and_a_buffer_in_place():
     assert c.block_table(sessions, 5, out) is out
     assert out.tolist() == [[0, 0, 0, 0, 0], [1, 2, 0, 0, 0], [3, 4, 5, 0, 0]]
     with lifecore.Device(EMULATED) as dev:
-        buffer = dev.stream().alloc(3 * 5 * 4 + 8)  # at least the table's bytes
-        c.block_table(sessions, 5, buffer, pad=-2)
-        got = np.frombuffer(dev.stream().read(buffer), dtype=np.int32)[:15].reshape(3, 5)
+        s = dev.stream()
+        buffer = s.alloc(3 * 5 * 4 + 8)  # at least the table's bytes
+        c.block_table(sessions, 5, buffer, pad=-2)  # written on the buffer's stream, which reads it
+        got = np.frombuffer(s.read(buffer), dtype=np.int32)[:15].reshape(3, 5)
         assert got.tolist() == [[0, -2, -2, -2, -2], [1, 2, -2, -2, -2], [3, 4, 5, -2, -2]]
         with pytest.raises(InvalidArgumentError, match="smaller"):
             c.block_table(sessions, 6, buffer)
@@ -720,9 +721,11 @@ def test_a_table_out_that_is_the_arena_is_refused_and_the_kv_is_left_whole():
             with pytest.raises(InvalidArgumentError, match=r"^decode_table: argument 'out' is the arena memory"):
                 c.decode_table(rows, 4, out=chunk.view("int32", (rows, 4)))  # a typed view, by DLPack
             assert dev.stream().read(chunk) == before
-        other = dev.stream().alloc(2 * 4 * 4)  # the same device's memory outside the arena is a table's
+        s = dev.stream()
+        other = s.alloc(2 * 4 * 4)  # the same device's memory outside the arena is a table's
         assert c.block_table(sessions, 4, out=other) is other
-        assert np.frombuffer(dev.stream().read(other), dtype=np.int32).reshape(2, 4)[:, 0].tolist() == [
+        # Read on the stream the table was written on: a read waits for its own stream's work only.
+        assert np.frombuffer(s.read(other), dtype=np.int32).reshape(2, 4)[:, 0].tolist() == [
             int(s.backing.block_ids()[0]) for s in sessions]
 
 

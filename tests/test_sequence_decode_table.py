@@ -396,15 +396,16 @@ def test_the_table_fills_a_given_array_a_torch_tensor_and_a_buffer():
     t2.update(sessions)
     assert tensor.tolist() == [[0, 0, 0], [1, 2, 0]]
     with lifecore.Device(EMULATED) as dev:
-        buffer = dev.stream().alloc(2 * 3 * 4)
+        s = dev.stream()
+        buffer = s.alloc(2 * 3 * 4)
         t3 = c.decode_table(2, 3, buffer, pad=-2)
         assert t3.table is buffer
-        t3.update(sessions)
-        got = np.frombuffer(dev.stream().read(buffer), dtype=np.int32).reshape(2, 3)
+        t3.update(sessions)  # written on the buffer's stream, which reads it
+        got = np.frombuffer(s.read(buffer), dtype=np.int32).reshape(2, 3)
         assert got.tolist() == [[0, -2, -2], [1, 2, -2]]
         sessions[0].step(TPP + 1)
         t3.update(sessions)
-        got = np.frombuffer(dev.stream().read(buffer), dtype=np.int32).reshape(2, 3)
+        got = np.frombuffer(s.read(buffer), dtype=np.int32).reshape(2, 3)
         assert got.tolist() == [[0, 3, -2], [1, 2, -2]]
         with pytest.raises(InvalidArgumentError, match="smaller"):
             c.decode_table(2, 4, buffer)

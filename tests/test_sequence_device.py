@@ -215,16 +215,17 @@ def test_a_table_is_never_written_over_the_arena_on_any_device(backend_name):
         assert isinstance(adm, Admitted)
         session = adm.resources.open_session()
         arena = c.arena("kv")
-        dev.stream().fill(arena, 0x5A)
-        before = dev.stream().read(arena)
+        s = dev.stream()  # a read waits for its own stream's work only: one stream writes and reads
+        s.fill(arena, 0x5A)
+        before = s.read(arena)
         with pytest.raises(lifecore.errors.InvalidArgumentError,
                            match=r"^block_table: argument 'out' is the arena memory of domain 'kv'"):
             c.block_table([session], 4, out=arena)
         with pytest.raises(lifecore.errors.InvalidArgumentError,
                            match=r"^decode_table: argument 'out' is the arena memory of domain 'kv'"):
             c.decode_table(1, 4, out=arena)
-        assert dev.stream().read(arena) == before
-        table = dev.stream().alloc(4 * 4)  # the device's memory outside the arena takes the table
+        assert s.read(arena) == before
+        table = s.alloc(4 * 4)  # the device's memory outside the arena takes the table
         c.block_table([session], 4, out=table, pad=-1)
-        ids = np.frombuffer(dev.stream().read(table), dtype=np.int32)
+        ids = np.frombuffer(s.read(table), dtype=np.int32)
         assert ids[:2].tolist() == session.backing.block_ids().tolist() and ids[2:].tolist() == [-1, -1]

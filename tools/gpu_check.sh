@@ -196,6 +196,11 @@ step "environment" 60 bash -c "nvidia-smi || echo 'nvidia-smi not found'; $PYTHO
 
 # The build needs these present (no network): from WHEELHOUSE when one is named.
 BUILD_DEPS=(scikit-build-core nanobind numpy hypothesis pytest)
+# cmake and ninja as Python packages only where the machine has neither the tool nor its package
+# (a system cmake is not a pip requirement that a wheelhouse could satisfy); without ninja the
+# build falls back to make.
+if ! command -v cmake >/dev/null 2>&1 && ! "$PYTHON" -c 'import cmake' >/dev/null 2>&1; then BUILD_DEPS+=(cmake); fi
+if ! command -v ninja >/dev/null 2>&1 && ! "$PYTHON" -c 'import ninja' >/dev/null 2>&1; then BUILD_DEPS+=(ninja); fi
 if [ -n "$WHEELHOUSE" ]; then
   if [ -d "$WHEELHOUSE" ]; then
     step "build dependencies from the wheelhouse" 90 "$PYTHON" -m pip install -q ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} "${BUILD_DEPS[@]}"
@@ -208,6 +213,8 @@ fi
 # what the extension's symbol test (tests/test_module_symbols.py) guards against.
 step "build environment" 20 bash -c "\"\${CXX:-c++}\" --version | head -1; { cmake --version 2>/dev/null | head -1 | grep . || \
   $PYTHON -c 'import cmake; print(\"cmake (Python package)\", cmake.__version__)'; } && \
+  { ninja --version 2>/dev/null | sed 's/^/ninja /' | grep . || $PYTHON -c 'import ninja; print(\"ninja (Python package)\")' 2>/dev/null || \
+    make --version 2>/dev/null | head -1 | grep . ; } && \
   $PYTHON -c 'import scikit_build_core, nanobind, numpy, hypothesis, pytest; \
 print(\"scikit-build-core\", scikit_build_core.__version__, \"nanobind\", nanobind.__version__, \"numpy\", numpy.__version__)'"
 if unselected "install"; then
@@ -216,7 +223,7 @@ elif [ "$LAST_STATUS" = passed ]; then
   step "install" "${GPU_CHECK_INSTALL_S:-180}" "$PYTHON" -m pip install --no-build-isolation --no-deps -q ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} .
   if [ "$LAST_STATUS" != passed ]; then BLOCKED="lifecore did not install"; fi
 else
-  skip "install" "the build environment is incomplete (cmake, or a Python build dependency, is missing)"
+  skip "install" "the build environment is incomplete (cmake, ninja or make, or a Python build dependency, is missing)"
   BLOCKED="lifecore is not installed"
 fi
 
@@ -284,8 +291,8 @@ module = driver.module_load("builtin")
 scale = driver.module_get_function(module, "scale_f32")
 n = 256
 x, y = driver.mem_alloc(4 * n), driver.mem_alloc(4 * n)
-driver.memset_d32(x, 0x3F800000, n)
 stream = driver.stream_create()
+driver.memset_d32_async(x, 0x3F800000, n, stream)  # on the stream the kernels run on, so ordered before them
 args = [("u32", n), ("f32", 1.0), ("pointer", x), ("pointer", y)]
 figures = {"device": driver.device_name(), "driver_version": driver.driver_version(), "chains": []}
 for kernels in (1, 8, 64, 256):
@@ -719,7 +726,7 @@ if unselected "another library's capture on cuda" || no_device "another library'
 elif ! torch_has_cuda; then
   skip "another library's capture on cuda" "torch here has no CUDA (its capture is the other library's)"
 else
-  step "another library's capture on cuda" 60 "$PYTHON" - <<'PY'
+  step "another library's capture on cuda" 90 "$PYTHON" - <<'PY'
 import threading
 import numpy as np
 import torch
@@ -727,8 +734,35 @@ import lifecore
 from lifecore import kernels as K
 from lifecore.sequence import AdmissionCoordinator
 
-with lifecore.Device("cuda") as dev:
-    s = dev.stream()
+
+def lifecore_calls(dev, s):
+    buf = s.alloc(3 << 20)  # no pool slice holds it yet: a driver allocation
+    s.fill(buf, 7)
+    assert s.sync(timeout=30) is True
+    assert (np.frombuffer(s.read(buf), np.uint32) == 7).all()
+    n = 1024
+    xs, ys = s.alloc(4 * n), s.alloc(4 * n)
+    s.write(xs, np.ones(n, np.float32).tobytes())
+    s.fill(ys, 0)
+    # The first kernel launch on this device: the built-in module is loaded (or, lazily, its
+    # function looked up) and new info words uploaded (an allocation, then a wait).
+    s.launch(K.axpy_info_f32, n // 256, 256, [xs, ys], info=[n, K.float_bits(2.0)])
+    assert (np.frombuffer(s.read(ys), np.float32) == 2.0).all()
+    xs.free()
+    ys.free()
+    small = s.alloc(4096)
+    for _ in range(200):    # staging copies wait for fences, which collecting queries
+        s.write(small, b"\0" * 4096)
+    s.sync()
+    c = AdmissionCoordinator(dev, domains={"kv": 64 * 4096}, page_bytes=4096, tokens_per_page=16,
+                             max_active_sequences=2)  # a KV arena: one exact driver allocation
+    del c
+    small.free()
+    buf.free()
+    dev.cleanup()           # the pool's frees
+
+
+def during_torch_capture(calls):
     x = torch.ones(1 << 16, device="cuda")
     graph = torch.cuda.CUDAGraph()
     recording, finish = threading.Event(), threading.Event()
@@ -752,30 +786,7 @@ with lifecore.Device("cuda") as dev:
     thread.start()
     assert recording.wait(30), "torch never began its capture"
     try:
-        buf = s.alloc(3 << 20)  # no pool slice holds it yet: a driver allocation
-        s.fill(buf, 7)
-        assert s.sync(timeout=30) is True
-        assert (np.frombuffer(s.read(buf), np.uint32) == 7).all()
-        n = 1024
-        xs, ys = s.alloc(4 * n), s.alloc(4 * n)
-        s.write(xs, np.ones(n, np.float32).tobytes())
-        s.fill(ys, 0)
-        # The first kernel launch on this device: the built-in module is loaded (or, lazily, its
-        # function looked up) and new info words uploaded (an allocation, then a wait).
-        s.launch(K.axpy_info_f32, n // 256, 256, [xs, ys], info=[n, K.float_bits(2.0)])
-        assert (np.frombuffer(s.read(ys), np.float32) == 2.0).all()
-        xs.free()
-        ys.free()
-        small = s.alloc(4096)
-        for _ in range(200):    # staging copies wait for fences, which collecting queries
-            s.write(small, b"\0" * 4096)
-        s.sync()
-        c = AdmissionCoordinator(dev, domains={"kv": 64 * 4096}, page_bytes=4096, tokens_per_page=16,
-                                 max_active_sequences=2)  # a KV arena: one exact driver allocation
-        del c
-        small.free()
-        buf.free()
-        dev.cleanup()           # the pool's frees
+        calls()
     finally:
         finish.set()
         thread.join(60)
@@ -784,8 +795,78 @@ with lifecore.Device("cuda") as dev:
     graph.replay()
     torch.cuda.synchronize()
     assert bool((made[0] == 10).all()), made[0][:4]
+
+
+def in_a_fresh_thread(calls):
+    # A thread that never used CUDA: no context was current on it before lifecore's calls (the
+    # capture-mode switch around them is the thread's, made with no context current).
+    errors = []
+
+    def run():
+        try:
+            calls()
+        except BaseException as error:  # reported below
+            errors.append(error)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    worker.join(120)
+    assert not worker.is_alive(), "lifecore's calls on a fresh thread did not finish"
+    if errors:
+        raise errors[0]
+
+
+with lifecore.Device("cuda") as dev:
+    s = dev.stream()
+    during_torch_capture(lambda: lifecore_calls(dev, s))
     print("torch.cuda.graph recorded on another thread through lifecore's allocation, first launch, bounded "
           "sync, read, writes, KV arena and frees, then replayed right")
+    during_torch_capture(lambda: in_a_fresh_thread(lambda: lifecore_calls(dev, dev.stream())))
+    print("the same from a thread that had never used CUDA")
+PY
+fi
+# A blocking stream's capture: CuPy's streams are blocking by default, and an operation on the
+# legacy default stream (a synchronous copy) waits for every blocking stream, so it fails and
+# invalidates that capture. lifecore's reads (Stream.read, read_into, a CPU export of a buffer)
+# copy on their own non-blocking stream: they must leave CuPy's capture recording.
+if unselected "a blocking stream's capture on cuda" || no_device "a blocking stream's capture on cuda"; then
+  :
+elif ! "$PYTHON" -c 'import cupy; assert cupy.cuda.runtime.getDeviceCount() > 0' >/dev/null 2>&1; then
+  skip "a blocking stream's capture on cuda" "CuPy with a CUDA device is not importable here"
+else
+  step "a blocking stream's capture on cuda" 60 "$PYTHON" - <<'PY'
+import cupy
+import numpy as np
+import lifecore
+
+blocking = cupy.cuda.Stream(non_blocking=False)
+a = cupy.ones(4096, dtype=cupy.float32)
+out = cupy.zeros(4096, dtype=cupy.float32)  # made before the capture: no allocation inside it
+with blocking:
+    cupy.multiply(a, 2, out=out)  # warm up outside the capture
+blocking.synchronize()
+with lifecore.Device("cuda") as dev:
+    s = dev.stream()
+    buf = s.alloc(1 << 16)
+    s.fill(buf, 9)
+    s.sync()
+    blocking.begin_capture()
+    try:
+        with blocking:
+            cupy.multiply(a, 3, out=out)
+        got = np.frombuffer(s.read(buf), np.uint32)
+        into = np.zeros(1 << 14, np.uint32)
+        s.read_into(buf, into)
+    finally:
+        graph = blocking.end_capture()  # raises if lifecore's reads invalidated the capture
+    assert (got == 9).all() and (into == 9).all()
+    a.fill(2)
+    graph.launch(blocking)
+    blocking.synchronize()
+    assert bool((out == 6).all()), out[:4]
+    buf.free()
+print("CuPy's capture on a blocking stream went on recording through lifecore's read and read_into, "
+      "and replayed right")
 PY
 fi
 # The device tests that otherwise run only inside the suite, so that they run even where the

@@ -339,9 +339,14 @@ void read_into(Stream& stream, nb::handle buf, nb::handle out) {
   HostTensorBytes tensor;  // a host tensor without the buffer protocol (torch), held for the call
   if (host_tensor_bytes(out, "read_into", "out", /*written=*/true, &tensor)) {
     sequence::lent_block_ids::refuse(tensor.data, tensor.nbytes, "read_into", "out");
-    {
+    bool pending = false;
+    try {
       GilRelease release;
-      stream.read_into(buffer, tensor.data, tensor.nbytes);
+      stream.read_into(buffer, tensor.data, tensor.nbytes, &pending);
+    } catch (...) {
+      // The device may still write the tensor: it is kept for good, never given back.
+      if (pending) (void)new HostTensorBytes(std::move(tensor));
+      throw;
     }
     note_torch_write(out);
     return;
@@ -366,12 +371,14 @@ void read_into(Stream& stream, nb::handle buf, nb::handle out) {
   }
   refuse_object_buffer(view, "read_into: the target",
                        "bytes written over them would be taken for objects' addresses; read into a numeric array");
+  bool pending = false;
   try {
     sequence::lent_block_ids::refuse(view.buf, static_cast<std::size_t>(view.len), "read_into", "out");
     GilRelease release;
-    stream.read_into(buffer, view.buf, static_cast<std::size_t>(view.len));
+    stream.read_into(buffer, view.buf, static_cast<std::size_t>(view.len), &pending);
   } catch (...) {
-    PyBuffer_Release(&view);
+    // The device may still write the target: its export (and so its memory) is kept for good.
+    if (!pending) PyBuffer_Release(&view);
     throw;
   }
   PyBuffer_Release(&view);
@@ -462,7 +469,10 @@ void init_stream_interop(nb::class_<Stream>& stream_class) {
                            "numpy.typing.NDArray[typing.Any] | lifecore._stub_types.SupportsDLPack) -> None"),
                    "Synchronizes the stream and copies the buffer into `out`, a writable C-contiguous buffer-protocol\n"
                    "object (numpy array, bytearray, memoryview) or host tensor (__dlpack__: a torch CPU tensor) of\n"
-                   "exactly buf.nbytes bytes, without an intermediate copy. buf may be a BufferView (its buffer).");
+                   "exactly buf.nbytes bytes, without an intermediate copy. buf may be a BufferView (its buffer). As\n"
+                   "read(), it waits for this stream's work only (sync a stream that wrote the buffer first). Should\n"
+                   "the wait fail once the copy is queued (a DriverError), `out` is kept exported for good, since the\n"
+                   "device may still write it (a bytearray can then no longer be resized).");
 }
 
 }  // namespace lifecore::bindings

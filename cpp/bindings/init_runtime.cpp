@@ -643,8 +643,9 @@ void bind_stream(nb::module_& m) {
              return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
            },
            "buf"_a, nb::sig("def read(self, buf: Buffer | BufferView) -> bytes"),
-           "Synchronizes the stream and returns the buffer's bytes (a BufferView: its buffer's). Refused like\n"
-           "sync() while another stream records.")
+           "Synchronizes the stream and returns the buffer's bytes (a BufferView: its buffer's), copied on this\n"
+           "stream: work queued on other streams is not waited for (sync the stream that wrote the buffer\n"
+           "first). Refused like sync() while another stream records.")
       .def("fill", &fill, "buf"_a.none(), "value"_a,
            nb::sig("def fill(self, buf: Buffer | BufferView | lifecore._stub_types.DeviceArray, value: int) -> None"),
            "Sets every 32-bit word of the buffer to value, an int from -2**31 to 2**32 - 1 (a negative one is\n"

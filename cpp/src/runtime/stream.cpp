@@ -687,9 +687,18 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   check_host_wait("read");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read");
-  std::vector<std::uint8_t> out(buffer.nbytes());
-  check_status(driver_.memcpy_dtoh(out.data(), ptr, out.size()));
-  return out;
+  // On this stream, then waited for: a synchronous copy runs on the legacy default stream, which
+  // waits for every blocking stream, and so fails (invalidating it) while another library
+  // captures on one, or waits behind that library's work. A wait that fails may leave the copy
+  // still to run: what it writes is then kept until the stream's next fence, as a write's
+  // staging is.
+  auto staging = std::make_shared<std::vector<std::uint8_t>>(buffer.nbytes());
+  check_status(driver_.memcpy_dtoh_async(staging->data(), ptr, staging->size(), handle_));  // refused: nothing queued
+  if (driver::Status waited = synchronize_and_release(); !waited.ok()) {
+    drop_.push([staging] {});
+    check_status(waited);
+  }
+  return std::move(*staging);
 }
 
 void Stream::fill(Buffer& buffer, std::uint32_t value) { fill(MemoryRef{&buffer, nullptr}, value); }
@@ -1411,7 +1420,7 @@ void Stream::shutdown() noexcept {
 
 // ---- zero-copy interop ------------------------------------------------------------------
 
-void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
+void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes, bool* pending) {
   Locked lock(*this, "read_into");
   check_usable("read_into");
   driver::DevicePtr ptr = buffer.use(*this, "read_into");
@@ -1421,7 +1430,11 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes) {
   check_host_wait("read_into");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read_into");
-  check_status(driver_.memcpy_dtoh(dst, ptr, bytes));
+  check_status(driver_.memcpy_dtoh_async(dst, ptr, bytes, handle_));  // as read copies; refused: nothing queued
+  if (driver::Status waited = synchronize_and_release(); !waited.ok()) {
+    if (pending) *pending = true;  // `dst` is the caller's: it keeps it
+    check_status(waited);
+  }
 }
 
 void Stream::check_lendable_locked(const Buffer& buffer, const char* op) {

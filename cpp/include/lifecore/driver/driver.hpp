@@ -186,6 +186,10 @@ class Driver {
   virtual Status mem_free(DevicePtr ptr) = 0;
   virtual Status mem_alloc_async(std::size_t bytes, StreamHandle stream, DevicePtr* out) = 0;
   virtual Status mem_free_async(DevicePtr ptr, StreamHandle stream) = 0;
+  // The synchronous copies and fill run on CUDA's legacy default stream (HIP's null stream):
+  // they do not order the non-blocking streams lifecore creates, and one from pageable host
+  // memory may return before its data lands. The mock runs them on an idle device, to the end.
+  // The runtime uses only the stream-ordered ones below; these serve the driver tests.
   virtual Status memcpy_htod(DevicePtr dst, const void* src, std::size_t bytes) = 0;
   virtual Status memcpy_dtoh(void* dst, DevicePtr src, std::size_t bytes) = 0;
   virtual Status memcpy_dtod(DevicePtr dst, DevicePtr src, std::size_t bytes) = 0;

@@ -172,8 +172,11 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void shutdown() noexcept;
 
   // Zero-copy interop (runtime/buffer_lease.hpp).
-  // Synchronizes, then copies the buffer into `dst`, which must hold exactly buffer.nbytes().
-  void read_into(const Buffer& buffer, void* dst, std::size_t bytes);
+  // Synchronizes, then copies the buffer into `dst`, which must hold exactly buffer.nbytes(), on
+  // this stream (as read does), and waits for the copy. A wait that fails once the copy was
+  // queued may leave the copy still to run: `*pending` (when given) is then set before the error
+  // is raised, and the caller must keep `dst` allocated for good.
+  void read_into(const Buffer& buffer, void* dst, std::size_t bytes, bool* pending = nullptr);
   // Makes the buffer's memory ready for a consumer: with `consumer_stream` null the stream's
   // work is waited for on the host; otherwise that native stream waits on an event recorded
   // here. Refused (CaptureStateError) while this stream has a window prepared or recording, and
