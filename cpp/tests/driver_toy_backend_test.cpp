@@ -99,7 +99,7 @@ void the_toys_errors_carry_its_own_naming() {
   auto device = runtime::Device::open("toy", 0, "hardware", "thread_local");
   auto stream = device->stream();
   auto buffer = stream->alloc(64);
-  device->driver().fault_injection()->inject(driver::Operation::memcpy_dtoh, toy::toy_native(Code::not_permitted), 0, 1);
+  device->driver().fault_injection()->inject(driver::Operation::memcpy_dtoh_async, toy::toy_native(Code::not_permitted), 0, 1);
   try {
     (void)stream->read(*buffer);
     CHECK(false);
@@ -110,7 +110,7 @@ void the_toys_errors_carry_its_own_naming() {
     CHECK(attribute<std::string>(e, "lifecore_status", "") == "not_permitted");
   }
   // The toy's sticky code loses the device, as its naming says.
-  device->driver().fault_injection()->inject(driver::Operation::memcpy_dtoh, toy::toy_native(Code::illegal_address), 0, 1);
+  device->driver().fault_injection()->inject(driver::Operation::memcpy_dtoh_async, toy::toy_native(Code::illegal_address), 0, 1);
   CHECK(error_of([&] { (void)stream->read(*buffer); }) == ErrorKind::DeviceLost);
   CHECK(device->lost());
   device->close();
