@@ -89,7 +89,9 @@ class FreeListMemory:
         return victims, bool(self.free)
 
     def release(self, handle: list[Any], completed: bool) -> None:
-        ids = handle[0]
+        ids, handle[0] = handle[0], None  # marked first: a release repeated (abandon's rerun) gives nothing back twice
+        if ids is None:
+            return
         ids.reverse()
         self.free.extend(ids)
         self.active -= 1
@@ -107,10 +109,8 @@ class FreeListMemory:
         pass
 
     def abandon(self, handles: Sequence[list[Any]]) -> None:
-        for handle in handles:  # safe to repeat: a handle given back is marked so
-            if handle[0] is not None:
-                self.release(handle, False)
-                handle[0] = None
+        for handle in handles:  # safe to repeat: release marks a handle it gave back
+            self.release(handle, False)
         self.deferred_at = None
 
 

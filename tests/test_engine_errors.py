@@ -154,6 +154,34 @@ def test_a_second_interrupt_inside_the_cleanup_still_gives_back_everything(monke
     assert_released(engine)
 
 
+def test_an_interrupt_as_an_admission_returns_gives_it_back_at_once(monkeypatch):
+    """A Ctrl-C landing as the coordinator's admission returns (the first check of the decision)
+    gives the admission back before the error goes on: while the error is kept (an interactive
+    session keeps the last one), the same request id is admitted again."""
+    import lifecore.engine.scheduler as scheduler
+
+    engine = Engine("tiny", dtype=torch.float64, num_blocks=8, max_batch=2)
+    admitted = scheduler.Admitted
+
+    class InterruptedOnce(type):
+        fired = False
+
+        def __instancecheck__(cls, obj):
+            if not InterruptedOnce.fired:
+                InterruptedOnce.fired = True
+                raise KeyboardInterrupt("as the admission returned")
+            return isinstance(obj, admitted)
+
+    monkeypatch.setattr(scheduler, "Admitted", InterruptedOnce("Admitted", (), {}))
+    with pytest.raises(KeyboardInterrupt) as caught:  # kept: its traceback holds the failed call's frames
+        engine.generate([Request("a", [1, 2, 3], 4)])
+    assert InterruptedOnce.fired
+    monkeypatch.undo()
+    assert_released(engine)
+    assert sorted(engine.generate([Request("a", [1, 2, 3], 4)]).tokens) == ["a"]
+    assert caught.type is KeyboardInterrupt
+
+
 def used_request():
     request = Request("used", [1, 2, 3], 2)
     request.generated = [5, 6]

@@ -198,9 +198,10 @@ step "environment" 60 bash -c "nvidia-smi || echo 'nvidia-smi not found'; $PYTHO
 BUILD_DEPS=(scikit-build-core nanobind numpy hypothesis pytest)
 # cmake and ninja as Python packages only where the machine has neither the tool nor its package
 # (a system cmake is not a pip requirement that a wheelhouse could satisfy); without ninja the
-# build falls back to make.
+# build falls back to make, so ninja is asked for only where make is missing too.
 if ! command -v cmake >/dev/null 2>&1 && ! "$PYTHON" -c 'import cmake' >/dev/null 2>&1; then BUILD_DEPS+=(cmake); fi
-if ! command -v ninja >/dev/null 2>&1 && ! "$PYTHON" -c 'import ninja' >/dev/null 2>&1; then BUILD_DEPS+=(ninja); fi
+if ! command -v ninja >/dev/null 2>&1 && ! "$PYTHON" -c 'import ninja' >/dev/null 2>&1 && \
+   ! command -v make >/dev/null 2>&1; then BUILD_DEPS+=(ninja); fi
 if [ -n "$WHEELHOUSE" ]; then
   if [ -d "$WHEELHOUSE" ]; then
     step "build dependencies from the wheelhouse" 90 "$PYTHON" -m pip install -q ${PIP_SOURCE[@]+"${PIP_SOURCE[@]}"} "${BUILD_DEPS[@]}"

@@ -472,7 +472,8 @@ void init_stream_interop(nb::class_<Stream>& stream_class) {
                    "exactly buf.nbytes bytes, without an intermediate copy. buf may be a BufferView (its buffer). As\n"
                    "read(), it waits for this stream's work only (sync a stream that wrote the buffer first). Should\n"
                    "the wait fail once the copy is queued (a DriverError), `out` is kept exported for good, since the\n"
-                   "device may still write it (a bytearray can then no longer be resized).");
+                   "device may still write it: a NumPy array's or bytearray's memory stays (a bytearray can no longer\n"
+                   "be resized); a torch tensor's storage stays only until the tensor is resized.");
 }
 
 }  // namespace lifecore::bindings

@@ -181,13 +181,14 @@ class LifecoreMemory:
 
     def admit(self, request_id: str, prompt_tokens: int, fit_tokens: int) -> tuple[str, Any]:
         decision = self.coordinator.admit(request_id, prompt_tokens, fit_tokens)
-        if isinstance(decision, Admitted):
-            self.waiter = None
-            try:
+        try:  # from the first instruction after the admission: a Ctrl-C anywhere later gives it back
+            if isinstance(decision, Admitted):
+                self.waiter = None
                 return ADMITTED, decision.resources.open_session()  # the session holds the resources now
-            except BaseException:
+        except BaseException:
+            if isinstance(decision, Admitted):
                 decision.resources.close()  # a kept error must not keep the admission's capacity
-                raise
+            raise
         if isinstance(decision, AdmissionDeferred):
             self.waiter = self.coordinator.register_waiter(decision)
             return DEFERRED, None
