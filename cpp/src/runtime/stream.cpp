@@ -687,18 +687,20 @@ std::vector<std::uint8_t> Stream::read(const Buffer& buffer) {
   check_host_wait("read");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read");
-  // On this stream, then waited for: a synchronous copy runs on the legacy default stream, which
-  // waits for every blocking stream, and so fails (invalidating it) while another library
-  // captures on one, or waits behind that library's work. A wait that fails may leave the copy
-  // still to run: what it writes is then kept until the stream's next fence, as a write's
-  // staging is.
   auto staging = std::make_shared<std::vector<std::uint8_t>>(buffer.nbytes());
-  check_status(driver_.memcpy_dtoh_async(staging->data(), ptr, staging->size(), handle_));  // refused: nothing queued
-  if (driver::Status waited = synchronize_and_release(); !waited.ok()) {
-    drop_.push([staging] {});
+  if (driver::Status waited = copy_to_host_locked(staging->data(), ptr, staging->size()); !waited.ok()) {
+    drop_.push([staging] {});  // the copy may still write it: kept until the next fence, as a write's staging is
     check_status(waited);
   }
   return std::move(*staging);
+}
+
+driver::Status Stream::copy_to_host_locked(void* dst, driver::DevicePtr ptr, std::size_t bytes) {
+  // On this stream, then waited for: a synchronous copy runs on the legacy default stream, which
+  // waits for every blocking stream, and so fails (invalidating it) while another library
+  // captures on one, or waits behind that library's work.
+  check_status(driver_.memcpy_dtoh_async(dst, ptr, bytes, handle_));  // refused: nothing queued
+  return synchronize_and_release();
 }
 
 void Stream::fill(Buffer& buffer, std::uint32_t value) { fill(MemoryRef{&buffer, nullptr}, value); }
@@ -1430,8 +1432,7 @@ void Stream::read_into(const Buffer& buffer, void* dst, std::size_t bytes, bool*
   check_host_wait("read_into");
   RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
   finish_host_wait("read_into");
-  check_status(driver_.memcpy_dtoh_async(dst, ptr, bytes, handle_));  // as read copies; refused: nothing queued
-  if (driver::Status waited = synchronize_and_release(); !waited.ok()) {
+  if (driver::Status waited = copy_to_host_locked(dst, ptr, bytes); !waited.ok()) {
     if (pending) *pending = true;  // `dst` is the caller's: it keeps it
     check_status(waited);
   }

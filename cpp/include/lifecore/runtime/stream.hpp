@@ -232,6 +232,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // A host wait for `op` (sync, read, read_into, a view) and what follows it on success: what
   // the fence held is released, and the first queued failure surfaces, named for `op`.
   void finish_host_wait(const char* op);
+  // read / read_into after their host wait: `bytes` at `ptr` copied to `dst` on this stream,
+  // then waited for. Returns the wait's status; after a failed wait the copy may still run, so
+  // `dst` must outlive it. A refused copy (nothing queued) raises.
+  driver::Status copy_to_host_locked(void* dst, driver::DevicePtr ptr, std::size_t bytes);
   // Whether the driver says this stream is being captured (a DriverError when it cannot say).
   bool captured_by_driver();
   // CaptureStateError naming both threads when the calling thread may not end or abort the
