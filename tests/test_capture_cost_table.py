@@ -100,3 +100,57 @@ def test_bad_arguments_are_refused_by_name():
         transform_size(TransformKind.SLICE, 2**64)
     with pytest.raises(LifecoreTypeError, match="transform"):
         transform_floor(TransformKind.SLICE, 1, 4)
+
+
+# ---- the pure cost model (lifecore.models.capture_cost) against the core's table
+
+from hypothesis import given, strategies as st
+
+from lifecore.models import capture_cost
+
+_KINDS = list(ROWS)
+_SIZES = st.one_of(st.integers(0, 64), st.integers(0, 2**64 - 1))
+
+
+@given(kind=st.sampled_from(_KINDS), shape=st.lists(_SIZES, max_size=4), itemsize=st.sampled_from([1, 2, 4, 8, 16]),
+       max_elements=_SIZES, edges=st.integers(0, 40), count=_SIZES, on_host=st.booleans())
+def test_the_pure_cost_model_prices_as_the_core_does(kind, shape, itemsize, max_elements, edges, count, on_host):
+    """The machines expect the model's prices; the core's must be the same, saturation included."""
+    name = kind.name.lower()
+    edge_list = [float(i) for i in range(edges)]
+    core = payload_cost(kind, shape, itemsize, max_elements=max_elements, edges=edge_list, count=count, host_copy=on_host)
+    pure = capture_cost.transform_usage(name, shape, itemsize, max_elements=max_elements, edge_count=edges,
+                                        count=count, on_host=on_host)
+    assert pure.astuple() == core.as_tuple()
+    elements = min(prod(shape), 2**64 - 1)
+    transform = {TransformKind.PREVIEW: lambda: CaptureTransform.preview(max(max_elements, 1)),
+                 TransformKind.SLICE: CaptureTransform.slice, TransformKind.FULL_TENSOR: CaptureTransform.full_tensor,
+                 TransformKind.SUMMARY: CaptureTransform.summary,
+                 TransformKind.HISTOGRAM: lambda: CaptureTransform.histogram([float(i) for i in range(max(edges, 2))]),
+                 TransformKind.TOP_CANDIDATES: lambda: CaptureTransform.top_candidates(max(min(count, 2**32), 1)),
+                 }[kind]()
+    floor = transform_floor(transform, elements, itemsize)
+    pure_floor = capture_cost.transform_floor(name, elements, itemsize, max_elements=transform.max_elements,
+                                              edge_count=len(transform.edges), count=transform.count)
+    assert pure_floor.astuple() == floor.as_tuple()
+
+
+def test_the_capture_machine_finds_a_wrong_price(monkeypatch):
+    """A backend charging half the host bytes the cost table says (the counting backend prices
+    through the core's table, patched here) disagrees with the pure model's expectation."""
+    from hypothesis import settings
+
+    from lifecore.capture.backends import cost
+    from lifecore.testing import CaptureSessionMachine
+
+    priced = cost.transform_usage
+
+    def cheap(*args, **kwargs):
+        usage = priced(*args, **kwargs)
+        usage.host_bytes //= 2
+        return usage
+
+    monkeypatch.setattr(cost, "transform_usage", cheap)
+    with pytest.raises(AssertionError, match="host_bytes"):
+        CaptureSessionMachine.run(settings=settings(max_examples=150, stateful_step_count=20, deadline=None,
+                                                    report_multiple_bugs=False, print_blob=False), seed=0)

@@ -30,3 +30,19 @@ def test_sequence_session_machine_on_host_pages():
 
 def test_sequence_session_machine(backend_name):
     _run_machine(lambda **kw: AdmissionCoordinator(backend_name, **kw))
+
+
+def test_every_run_closes_its_coordinator():
+    """On a device, a coordinator holds its arena until it goes: the machine closes each one it
+    made, and lets go of it, whether the run passed or failed."""
+    from hypothesis import settings
+
+    made = []
+
+    def factory(**kw):
+        made.append(AdmissionCoordinator(None, **kw))
+        return made[-1]
+
+    SequenceSessionMachine.run(factory, settings=settings(max_examples=5, stateful_step_count=10, deadline=None),
+                               seed=0)
+    assert made and all(c.closed for c in made), f"{sum(not c.closed for c in made)} of {len(made)} left open"

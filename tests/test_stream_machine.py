@@ -73,3 +73,43 @@ def test_info_words_first_seen_inside_a_discarded_recording_are_uploaded_again()
         stream.abort_capture()
         stream.launch(lifecore.kernels.axpy_info_f32, 1, 64, [x, y], info=words)
         assert struct.unpack("<4f", stream.read(y)) == (2.0, 4.0, 6.0, 8.0)
+
+
+def test_an_infinite_read_matches_only_the_same_infinity_or_a_value_as_huge() -> None:
+    """The overflow tolerance loosens the check without turning it off: a device reading inf
+    where the model holds -2.0 (or -inf for inf) is a wrong read."""
+    from lifecore.testing.stream_capture import _close
+
+    inf = float("inf")
+    assert _close(inf, inf) and _close(-inf, -inf)
+    assert _close(inf, 3.3e38) and _close(-3.3e38, -inf)  # one side fused a*x + y, the other overflowed
+    assert not _close(-2.0, inf) and not _close(-2.0, -inf) and not _close(inf, 123.0)
+    assert not _close(inf, -inf) and not _close(-inf, 3.3e38) and not _close(3.3e38, -inf)
+
+
+def test_a_failed_step_is_reported_as_itself_and_every_device_closes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A device refusing a buffer's NumPy view (a bug the machine must find): the failure is the
+    refusal, not a teardown check about a view the failed step's traceback still held, and
+    the device of every run is closed."""
+    import numpy as np
+
+    stream_type = type(lifecore.Device(EMULATED).stream())
+    launch = stream_type.launch
+
+    def refusing_views(self, kernel, grid, block, args, **options):  # type: ignore[no-untyped-def]
+        if any(isinstance(a, np.ndarray) and a.flags.writeable for a in args):
+            raise lifecore.InvalidArgumentError("launch: (a bug) a NumPy view is refused")
+        return launch(self, kernel, grid, block, args, **options)
+
+    monkeypatch.setattr(stream_type, "launch", refusing_views)
+    opened: list[lifecore.Device] = []
+
+    def factory() -> lifecore.Device:
+        opened.append(lifecore.Device(EMULATED, graphs="hardware"))
+        return opened[-1]
+
+    with pytest.raises(AssertionError) as caught:
+        StreamCaptureMachine.run(factory, settings=settings(max_examples=50, stateful_step_count=20, deadline=None,
+                                                            report_multiple_bugs=False, print_blob=False), seed=0)
+    assert "lifecore raised: InvalidArgumentError" in str(caught.value), caught.value
+    assert opened and all(d.closed for d in opened), f"{sum(not d.closed for d in opened)} of {len(opened)} left open"

@@ -23,6 +23,10 @@ a tensor can be read on the host through DLPack (NumPy, a torch or JAX CPU tenso
 after every ``observe`` and ``intervene`` that the backend left it holding ones: a transform
 must not modify its input, and an intervention returns a new tensor, never the one it was given
 modified in place (which the session cannot see when the backend returns another object).
+
+What it expects the session to charge comes from the pure cost model
+(:mod:`lifecore.models.capture_cost`), not from the core's cost table the session and the
+bundled backends price with: a wrong price in the core disagrees with it.
 """
 
 from __future__ import annotations
@@ -57,9 +61,9 @@ from ..capture import (
     TransformKind,
     interventions,
 )
-from .._core.capture import transform_floor
-from ..capture.backends import CountingBackend, MockTensor, payload_cost
+from ..capture.backends import CountingBackend, MockTensor
 from ..capture.backends.cost import NUMPY_REDUCTION_BYTES, native_peak
+from ..models import capture_cost
 from ..models import capture_session as model
 from .machine import LifecycleMachine, counted, same
 from .machine_stats import MachineStats
@@ -114,6 +118,11 @@ BUDGET_LEVELS = {
 STATS = MachineStats("capture session")
 
 TensorFactory = Callable[[tuple[int, ...], str, int], Any]
+
+
+def _kind(kind: TransformKind) -> str:
+    """A transform kind as the pure model names it."""
+    return kind.name.lower()
 
 
 def _usage(u: CaptureUsage) -> model.Usage:
@@ -235,7 +244,9 @@ class CaptureSessionMachine(LifecycleMachine):
     def _floor(sel: CaptureSelection, shape: tuple[int, ...]) -> model.Usage:
         """The value cost known at admission: the core's own floor of the selected region."""
         selected = CaptureSessionMachine._selected(sel, shape)
-        return _usage(transform_floor(sel.transform, prod(selected), ITEMSIZE))
+        t = sel.transform
+        return capture_cost.transform_floor(_kind(t.kind), prod(selected), ITEMSIZE, max_elements=t.max_elements,
+                                            edge_count=len(t.edges), count=t.count)
 
     @staticmethod
     def _selected(sel: CaptureSelection, shape: tuple[int, ...]) -> list[int]:
@@ -257,8 +268,9 @@ class CaptureSessionMachine(LifecycleMachine):
                 continue
             selected = self._selected(sel, shape)
             t = sel.transform
-            costs[sel.id] = _usage(payload_cost(t.kind, selected, 4, max_elements=t.max_elements, edges=t.edges,
-                                                count=t.count))
+            costs[sel.id] = capture_cost.transform_usage(_kind(t.kind), selected, ITEMSIZE,
+                                                         max_elements=t.max_elements, edge_count=len(t.edges),
+                                                         count=t.count)
         return costs
 
     def _mark_truncation(self, path: str, shape: tuple[int, ...]) -> None:
@@ -367,7 +379,7 @@ class CaptureSessionMachine(LifecycleMachine):
         replacement is produced, and the refusals (no open step, a point run twice in a step,
         intervene before observe), must agree."""
         tensor = self.tensor_factory(self._shape(path), "floating", 4)
-        evidence = _usage(payload_cost(TransformKind.SUMMARY, list(self._shape(path)), 4))
+        evidence = capture_cost.transform_usage("summary", self._shape(path), 4)
         r = self.both("intervene", lambda: self.model.intervene(path, evidence),
                                    lambda: self.session.intervene(self.backend, path, tensor))
         self._assert_left_as_given(tensor, "intervene", path)
@@ -430,8 +442,8 @@ class CaptureSessionMachine(LifecycleMachine):
         rows = getattr(self, "rows", 1) or 1
         ids = self.tensor_factory((rows, TOP_K), "integer", 8)
         coefficients = self.tensor_factory((rows, TOP_K), "floating", 4)
-        full = TransformKind.FULL_TENSOR
-        cost = (_usage(payload_cost(full, [rows, TOP_K], 8)) + _usage(payload_cost(full, [rows, TOP_K], 4))) * 2
+        cost = (capture_cost.transform_usage("full_tensor", [rows, TOP_K], 8)
+                + capture_cost.transform_usage("full_tensor", [rows, TOP_K], 4)) * 2
         original = (ids, coefficients) if with_original else None
         routed = (ids, coefficients)
         self.both("routing_applied", lambda: self.model.routing_applied(ROUTER, with_original, cost),

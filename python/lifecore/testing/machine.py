@@ -19,6 +19,7 @@ from __future__ import annotations
 from .. import _python_guard
 
 import inspect
+import sys
 import time
 import unittest
 from typing import Any, Callable, ClassVar, Optional, Sequence, Self, cast
@@ -36,7 +37,7 @@ from .contract import Agreement, both
 from .machine_stats import MachineStats
 from .required import requirement_note
 
-__all__ = ["LifecycleMachine", "counted", "run_machine", "same"]
+__all__ = ["LifecycleMachine", "clean_up", "counted", "run_machine", "same"]
 
 
 # The steps of the first run in which a rule raised, and what it raised, since run_machine began
@@ -85,8 +86,12 @@ def check_factory(call: str, factory: Any, optional: bool) -> None:
 
 def run_machine(make: Callable[[], RuleBasedStateMachine], *, settings: Optional[Settings] = None,
                 seed: Optional[int] = None) -> None:
-    """Runs the machines ``make`` builds as one Hypothesis test (raises on the first failure,
-    after shrinking it).
+    """Runs the machines ``make`` builds as one Hypothesis test: raises the failure it finds,
+    after shrinking it (under settings that report multiple bugs, Hypothesis's default, several
+    distinct failures come as one ExceptionGroup; ``lifecore fuzz`` reports one). Hypothesis
+    keeps its cache where it always does (``.hypothesis/`` in the current folder, which it
+    git-ignores; ``HYPOTHESIS_STORAGE_DIRECTORY`` moves it; ``lifecore fuzz`` uses a temporary
+    folder).
 
     With a ``seed`` the run is reproducible: the same seed and settings execute the same steps.
     Such a run never reads the example database (examples stored by an earlier failure would
@@ -142,9 +147,11 @@ def counted(body: Callable[..., Any]) -> Callable[..., Any]:
             return result
         except Exception as error:
             # Hypothesis's own control flow (an assumption, a run cut short) is not a failure.
-            if not _first_failure and not isinstance(error, HypothesisException):
-                _first_failure.append(([_step_text(*step) for step in self._history],
-                                       f"{type(error).__name__}: {error}"))
+            if not isinstance(error, HypothesisException):
+                self._step_failed = True
+                if not _first_failure:
+                    _first_failure.append(([_step_text(*step) for step in self._history],
+                                           f"{type(error).__name__}: {error}"))
             raise
         finally:
             self._in_rule = False
@@ -152,6 +159,19 @@ def counted(body: Callable[..., Any]) -> Callable[..., Any]:
 
     step.__name__, step.__doc__, step.__qualname__ = body.__name__, body.__doc__, body.__qualname__
     return step
+
+
+def clean_up(action: Callable[[], Any], check: bool) -> None:
+    """Runs one of a teardown's clean-ups. With ``check`` what it raises is the run's failure;
+    without it (after a failed step: see :meth:`LifecycleMachine.run_failed`) it is dropped, so
+    the step's own error is the one reported and every other clean-up still runs."""
+    if check:
+        action()
+        return
+    try:
+        action()
+    except Exception:  # noqa: BLE001 - after a failed step; its error is the one reported
+        pass
 
 
 class LifecycleMachine(RuleBasedStateMachine):
@@ -170,6 +190,10 @@ class LifecycleMachine(RuleBasedStateMachine):
         super().__init__()
         self._in_rule = False
         self._history: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []  # this run's rules, in order
+        self._step_failed = False  # a counted rule raised (see run_failed)
+        # What was being handled when the machine was made (a run inside a user's except block):
+        # not this run's error.
+        self._handled_at_start = sys.exc_info()[1]
         type(self).stats.runs += 1
 
     @classmethod
@@ -228,6 +252,15 @@ class LifecycleMachine(RuleBasedStateMachine):
 
     def after_step(self) -> None:
         """Runs after every counted rule (a lifecycle's clean-up between steps)."""
+
+    def run_failed(self) -> bool:
+        """Whether this run is ending on an error: a counted rule raised, or (asked from
+        :meth:`teardown`, which Hypothesis runs as the error propagates) an invariant or a step
+        did. A teardown then lets go of everything without checking it, and what that
+        clean-up raises is not reported: the run's own error is the failure, and Hypothesis
+        shrinks toward it."""
+        propagating = sys.exc_info()[1]
+        return self._step_failed or (propagating is not None and propagating is not self._handled_at_start)
 
     def teardown(self) -> None:
         """Counts the machine's end in the lifecycle's stats (their ``on_run_end`` runs)."""

@@ -31,7 +31,7 @@ from lifecore.models import sequence_session as model
 from lifecore.sequence import (AdmissionCoordinator, AdmissionDeferred, AdmissionRejected, Admitted,
                                BackingOutcome, SourceKind, preempt_for, step_all)
 
-from .machine import LifecycleMachine, counted, same
+from .machine import LifecycleMachine, clean_up, counted, same
 from .machine_stats import MachineStats
 
 PAGE_BYTES = 256
@@ -841,33 +841,46 @@ class SequenceSessionMachine(LifecycleMachine):
                 self.wakes_counted[id(m)] = (m, m.wakes)
 
     def teardown(self) -> None:
-        """Drops every handle on both sides; usage must return to zero."""
+        """Drops every handle on both sides; usage must return to zero (not checked after a
+        failed step: see run_failed). The coordinator closes whatever happened, and the machine
+        lets go of it: on a device, its arena goes back once nothing else holds it."""
+        failed = self.run_failed()
         try:
-            self._release_everything()
+            self._release_everything(check=not failed)
         finally:
-            super().teardown()
+            try:
+                self.real.close()
+            finally:
+                self.tables.clear()
+                self.decode_tables.clear()
+                self.finalized.clear()
+                super().teardown()
 
-    def _release_everything(self) -> None:
-        """Drops every handle on both sides; usage must return to zero."""
+    def _release_everything(self, check: bool) -> None:
+        """Drops every handle on both sides; ``check``: usage must return to zero. Without it
+        every handle is let go whatever the others raised."""
         for r, m, _ in self.waiters:
-            r.cancel()
-            m.cancel()
-            assert r.cancelled and m.cancelled
+            clean_up(r.cancel, check)
+            clean_up(m.cancel, check)
+            assert not check or (r.cancelled and m.cancelled)
         for e in self.entries:
             for rf, mf in e.flights.values():
-                rf.close()
-                mf.close()
+                clean_up(rf.close, check)
+                clean_up(mf.close, check)
             if e.frame is not None:
-                e.frame[0].close()
-                e.frame[1].close()
+                clean_up(e.frame[0].close, check)
+                clean_up(e.frame[1].close, check)
             if e.rs is not None:
-                e.rs.close()
-                e.ms.close()
+                clean_up(e.rs.close, check)
+                clean_up(e.ms.close, check)
             if e.rr is not None:
-                e.rr.close()
-                e.mr.close()
+                clean_up(e.rr.close, check)
+                clean_up(e.mr.close, check)
         self.entries.clear()
         self.deferreds.clear()
+        self.waiters.clear()
+        if not check:
+            return
         cap = self.real.capacity()
         assert all(v == 0 for v in cap.used_bytes.values()), cap.used_bytes
         assert cap.active_sequences == 0 and self.model.active == 0

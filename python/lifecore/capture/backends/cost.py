@@ -1,4 +1,5 @@
-"""The conservative cost model shared by the backends (and by the tests' reference model).
+"""The conservative cost model shared by the backends (the state machines check it against
+the pure model in ``lifecore.models.capture_cost``).
 
 Both halves are the core's: what a transform keeps is its cost table (``transform_size``), and
 its price is ``transform_usage``, the same function the session applies to a backend's
