@@ -73,6 +73,9 @@ class _Scenario:
             await asyncio.sleep(0.02)  # every waiter started (and, polling, queued on the pool)
 
         asyncio.run_coroutine_threadsafe(launch(), self.loop).result()
+        # One untimed call: the loop's default executor and its first worker start here, not in
+        # a timed call (the polling side's pool is already full of waiters).
+        self.call()
         self.threads_seen = max(self.threads_seen, threading.active_count())
 
     def call(self) -> None:

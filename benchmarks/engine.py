@@ -241,13 +241,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer rounds, 8 and 64 sequences only")
     parser.add_argument("--gpu-step", action="store_true", help="only the captured decode step on CUDA")
     args = parser.parse_args(argv)
-    if args.gpu_step:
-        print(format_run(gpu_step()))
-        return 0
-    rounds = 3 if args.quick else 7
-    for model_name in ("stub", "tiny"):
-        for concurrency in ((8, 64) if args.quick else (8, 64, 256)):
-            print(format_run(compare(concurrency, model_name, rounds=rounds)))
+    from lifecore.errors import LifecoreError
+
+    try:  # the engine runs on torch: without it, or without the device asked for, one line says why
+        if args.gpu_step:
+            print(format_run(gpu_step()))
+            return 0
+        rounds = 3 if args.quick else 7
+        for model_name in ("stub", "tiny"):
+            for concurrency in ((8, 64) if args.quick else (8, 64, 256)):
+                print(format_run(compare(concurrency, model_name, rounds=rounds)))
+    except ImportError as error:
+        print(f"engine: this benchmark needs torch ({error})", file=sys.stderr)
+        return 2
+    except LifecoreError as error:
+        print(f"engine: {type(error).__name__}: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

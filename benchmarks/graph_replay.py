@@ -69,9 +69,8 @@ class _Lifecore:
 
     def __init__(self, stream: Any, x: Any, y: Any, n_ops: int) -> None:
         self.stream, self.x, self.y, self.n_ops = stream, x, y, n_ops
-        self.even = n_ops + (n_ops % 2)
         stream.write(y, struct.pack(f"<{ELEMENTS}f", *[1.0] * ELEMENTS))
-        self.graph = stream.capture(lambda s: _issue(s, x, y, self.even), warmup=1)
+        self.graph = stream.capture(lambda s: _issue(s, x, y, self.n_ops), warmup=1)
         self.correct = self.check()
         self.nodes = self.graph.node_count
 
@@ -93,7 +92,7 @@ class _Lifecore:
         self.stream.sync()
 
     def capture_cycle(self) -> None:
-        self.stream.capture(lambda s: _issue(s, self.x, self.y, self.even), warmup=1).destroy()
+        self.stream.capture(lambda s: _issue(s, self.x, self.y, self.n_ops), warmup=1).destroy()
 
     def sides(self) -> dict[str, Side]:
         return {"eager": Side(self.eager, per=self.n_ops, unit="launch"),
@@ -110,12 +109,12 @@ class _Torch:
     def __init__(self, n_ops: int) -> None:
         import torch
 
-        self.torch, self.n_ops, self.even = torch, n_ops, n_ops + (n_ops % 2)
+        self.torch, self.n_ops = torch, n_ops
         device = torch.device("cuda")
         self.x = torch.arange(ELEMENTS, dtype=torch.float32, device=device)
         self.y = torch.ones(ELEMENTS, dtype=torch.float32, device=device)
         self.side_stream = cast(Any, torch.cuda).Stream()
-        self.graph = self._capture(self.even)
+        self.graph = self._capture(self.n_ops)
         self.y.fill_(1.0)
         self.graph.replay()
         self._issue(1)
@@ -147,11 +146,11 @@ class _Torch:
         self.torch.cuda.synchronize()
 
     def capture_cycle(self) -> None:
-        self._capture(self.even).reset()
+        self._capture(self.n_ops).reset()
 
     def sides(self) -> dict[str, Side]:
         return {"torch eager": Side(self.eager, per=self.n_ops, unit="launch"),
-                "torch replay": Side(self.replay, per=self.even, unit="node"),
+                "torch replay": Side(self.replay, per=self.n_ops, unit="node"),
                 "torch capture": Side(self.capture_cycle, unit="capture cycle")}
 
     def close(self) -> None:
@@ -164,12 +163,12 @@ class _Cupy:
     def __init__(self, n_ops: int) -> None:
         import cupy
 
-        self.cupy, self.n_ops, self.even = cupy, n_ops, n_ops + (n_ops % 2)
+        self.cupy, self.n_ops = cupy, n_ops
         self.stream = cupy.cuda.Stream(non_blocking=True)
         with self.stream:
             self.x = cupy.arange(ELEMENTS, dtype=cupy.float32)
             self.y = cupy.ones(ELEMENTS, dtype=cupy.float32)
-        self.graph = self._capture(self.even)
+        self.graph = self._capture(self.n_ops)
         with self.stream:
             self.y.fill(1.0)
             self.graph.launch(self.stream)
@@ -201,11 +200,11 @@ class _Cupy:
         self.stream.synchronize()
 
     def capture_cycle(self) -> None:
-        self._capture(self.even)
+        self._capture(self.n_ops)
 
     def sides(self) -> dict[str, Side]:
         return {"cupy eager": Side(self.eager, per=self.n_ops, unit="launch"),
-                "cupy replay": Side(self.replay, per=self.even, unit="node"),
+                "cupy replay": Side(self.replay, per=self.n_ops, unit="node"),
                 "cupy capture": Side(self.capture_cycle, unit="capture cycle")}
 
     def close(self) -> None:
@@ -219,8 +218,9 @@ def replay_vs_eager(factory: DeviceFactory, sizes: Sequence[int] = (10, 100, 100
     each run's facts hold N, the node count and whether a replay computed the right values, checked
     before the timed rounds and again after them (the timed replays themselves are not read back)."""
     sizes = [int(n) for n in sizes]
-    if not sizes or any(n < 1 for n in sizes):
-        raise ValueError(f"sizes must be whole numbers of at least 1, got {list(sizes)!r}")
+    if not sizes or any(n < 2 or n % 2 for n in sizes):
+        raise ValueError(f"sizes must be even whole numbers of at least 2 (+x / -x pairs, so a replay leaves y "
+                         f"as it found it and is checked), got {list(sizes)!r}")
     device = factory()
     runs: list[Run] = []
     skipped: dict[str, str] = {}
@@ -310,8 +310,9 @@ def _sizes(text: str) -> list[int]:
         sizes = [int(n) for n in text.split(",") if n.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(f"sizes must be comma-separated whole numbers, got {text!r}") from None
-    if not sizes or min(sizes) < 1:
-        raise argparse.ArgumentTypeError(f"sizes must be whole numbers of at least 1, got {text!r}")
+    if not sizes or any(n < 2 or n % 2 for n in sizes):
+        raise argparse.ArgumentTypeError(f"sizes must be even whole numbers of at least 2 (+x / -x pairs), "
+                                         f"got {text!r}")
     return sizes
 
 

@@ -108,7 +108,9 @@ class Measurement:
 
 @dataclass(frozen=True)
 class Ratio:
-    """``numerator`` over ``denominator``, per round."""
+    """``numerator`` over ``denominator``, per round. A round where either time is not positive
+    (a derived side below the noise, a coarse clock's zero) has no ratio: its sample is NaN,
+    left out of the summary and counted (``undefined_rounds``)."""
 
     numerator: str
     denominator: str
@@ -119,12 +121,23 @@ class Ratio:
         return f"{self.numerator} / {self.denominator}"
 
     @property
+    def defined(self) -> tuple[float, ...]:
+        """The rounds' ratios where both times were positive."""
+        return tuple(r for r in self.samples if r == r)
+
+    @property
+    def undefined_rounds(self) -> int:
+        return len(self.samples) - len(self.defined)
+
+    @property
     def summary(self) -> Summary:
-        return Summary.of(self.samples)
+        """Of the defined rounds; all NaN when no round is."""
+        defined = self.defined
+        return Summary.of(defined) if defined else Summary(float("nan"), float("nan"), float("nan"))
 
     def to_json(self) -> dict[str, Any]:
         return {"numerator": self.numerator, "denominator": self.denominator, **self.summary.to_json(),
-                "samples": list(self.samples)}
+                "undefined_rounds": self.undefined_rounds, "samples": list(self.samples)}
 
 
 @dataclass
@@ -142,9 +155,10 @@ class Run:
         return self.measurements[name]
 
     def ratio(self, numerator: str, denominator: str) -> Ratio:
-        """Adds (and returns) the per-round ratio of two sides' times per unit."""
+        """Adds (and returns) the per-round ratio of two sides' times per unit (NaN in a round
+        where either is not positive: see Ratio)."""
         a, b = self._side(numerator), self._side(denominator)
-        ratio = Ratio(numerator, denominator, tuple(x / y if y else float("inf")
+        ratio = Ratio(numerator, denominator, tuple(x / y if x > 0 and y > 0 else float("nan")
                                                     for x, y in zip(a.samples_ns, b.samples_ns)))
         self.ratios.append(ratio)
         return ratio
@@ -267,10 +281,30 @@ NOT_POSITIVE = "not positive: below this run's noise, no measurement"
 WITHIN_NOISE = "its spread reaches zero or below: within this run's noise"
 
 
+# Beside a ratio no round of which had both times positive.
+NO_RATIO = "no round had both times positive: below this run's noise, no measurement"
+
+
 def _noise_note(s: Any) -> str:
     if s.median <= 0:
         return f"  ({NOT_POSITIVE})"
     return f"  ({WITHIN_NOISE})" if s.q1 <= 0 else ""
+
+
+def _ratio_note(run: Run, ratio: Ratio) -> str:
+    """What a ratio's figure rests on: the rounds left out, and an operand (a derived side)
+    that is itself below or within this run's noise, which the ratio of two such figures hides."""
+    if not ratio.defined:
+        return f"  ({NO_RATIO})"
+    notes = []
+    if ratio.undefined_rounds:
+        notes.append(f"{ratio.undefined_rounds} of {len(ratio.samples)} rounds left out: a time not positive")
+    for name in (ratio.numerator, ratio.denominator):
+        s = run.measurements[name].summary
+        if s.median <= 0 or s.q1 <= 0:
+            state = "not positive" if s.median <= 0 else "within this run's noise"
+            notes.append(f"'{name}' is {state}")
+    return f"  ({'; '.join(notes)})" if notes else ""
 
 
 def format_duration(ns: float) -> str:
@@ -303,7 +337,8 @@ def format_run(run: Run) -> str:
         rows.append((m.name, text))
     for ratio in run.ratios:
         s = ratio.summary
-        rows.append((ratio.name, f"{s.median:.3g}x  [{s.q1:.3g} .. {s.q3:.3g}]" + _noise_note(s)))
+        figure = f"{s.median:.3g}x  [{s.q1:.3g} .. {s.q3:.3g}]" if ratio.defined else "-"
+        rows.append((ratio.name, figure + _ratio_note(run, ratio)))
     width = max(len(name) for name, _ in rows)
     lines += [f"  {name.ljust(width)}  {text}" for name, text in rows]
     if run.facts:

@@ -122,6 +122,7 @@ def lifecycles(*, live: int = LIVE, rounds: int = 9, warmup: int = 1, min_batch_
     free = list(range((live + 64) * pages_per))
     held = [[free.pop()] for _ in range(live)]
     pop, extend = free.pop, free.extend
+    free_count = len(free)
 
     def free_list_lifecycle() -> None:
         pages = [pop()]
@@ -148,10 +149,10 @@ def lifecycles(*, live: int = LIVE, rounds: int = 9, warmup: int = 1, min_batch_
     run.ratio("Python step()", "Python free list")
     run.ratio("Python step()", "C++ step()")
     # Nothing leaked: every timed lifecycle released what it took.
-    if c.capacity().active_sequences != live or mc.active != live or len(held) != live:
+    if c.capacity().active_sequences != live or mc.active != live or len(free) != free_count:
         raise RuntimeError("a timed lifecycle did not release its sequence")
     run.facts["live sequences"] = live
-    del kept, model_kept
+    del kept, model_kept, held
     return run
 
 
@@ -165,19 +166,15 @@ class _Decoder:
         self.coordinator, self.batch, self.primitives = c, batch, primitives
         self.session = fitting(c)("r", 1, DECODE_FIT).resources.open_session()
         self.t = 0
-        self.frontier = self.session.backing.tokens
 
     def __call__(self) -> None:
         s, t, end = self.session, self.t, self.t + self.batch
-        if self.primitives:
-            ensure, acquire, frontier = s.try_ensure_backing_covers, s.acquire_frame, self.frontier
+        if self.primitives:  # the three calls every step, as the C++ side makes them
+            ensure, acquire = s.try_ensure_backing_covers, s.acquire_frame
             while t < end:
                 t += 1
-                if t > frontier:  # extend if needed, a page at a time
-                    frontier = -(-t // TPP) * TPP
-                    ensure(frontier)
+                ensure(t)
                 acquire().commit()
-            self.frontier = frontier
         else:
             step = s.step
             while t < end:

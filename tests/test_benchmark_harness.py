@@ -137,8 +137,47 @@ def test_a_difference_drowned_in_noise_is_printed_as_no_measurement() -> None:
     run.ratio("with", "without")
     lines = {line.split("  ")[1].strip(): line for line in format_run(run).splitlines()[1:]}
     assert "not positive: below this run's noise, no measurement" in lines["observe"]
-    assert "not positive" in lines["without / observe"]
+    assert "no round had both times positive" in lines["without / observe"]
     assert "not positive" not in lines["with / without"] and "not positive" not in lines["with"]
+
+
+def test_a_ratio_of_two_differences_below_the_noise_is_no_figure() -> None:
+    # Before: two negative per-point differences printed a ratio of "2x [1.5 .. 2]", no note.
+    clock = FakeClock()
+    run = interleave({"a": clock.side("a", 500), "b": clock.side("b", 400), "base": clock.side("z", 600)},
+                     rounds=3, warmup=0, inner=1, clock=clock)
+    run.difference("a over base", "a", "base")  # -100 each round
+    run.difference("b over base", "b", "base")  # -200 each round
+    ratio = run.ratio("a over base", "b over base")
+    assert ratio.undefined_rounds == 3 and not ratio.defined
+    line = next(line for line in format_run(run).splitlines() if "a over base / b over base" in line)
+    assert "no round had both times positive" in line and "x" not in line.split("/ b over base")[1].split("(")[0]
+
+
+def test_a_ratio_leaves_out_the_rounds_without_one_and_names_a_noisy_operand() -> None:
+    clock = FakeClock()
+    costs = iter([700, 500, 900, 1000, 550])  # rounds of 'with' against a base of 600: two below it
+
+    def varying() -> None:
+        clock.now += next(costs)
+
+    run = interleave({"with": varying, "base": clock.side("z", 600), "other": clock.side("o", 50)},
+                     rounds=5, warmup=0, inner=1, clock=clock)
+    run.difference("extra", "with", "base")  # 100, -100, 300, 400, -50
+    ratio = run.ratio("extra", "other")
+    assert ratio.undefined_rounds == 2 and ratio.summary.median == 6.0  # of 2, 6, 8
+    assert run.to_json()["ratios"]["extra / other"]["undefined_rounds"] == 2
+    line = next(line for line in format_run(run).splitlines() if "extra / other" in line)
+    assert "2 of 5 rounds left out: a time not positive" in line
+    assert "'extra' is within this run's noise" in line
+
+
+def test_a_round_of_no_time_gives_no_ratio_instead_of_nan() -> None:
+    # Before: a coarse clock's 0 ns round made 0/0 an infinity and the median NaN ("nanx").
+    clock = FakeClock()
+    run = interleave({"a": clock.side("a", 0), "b": clock.side("b", 0)}, rounds=3, warmup=0, inner=1, clock=clock)
+    run.ratio("a", "b")
+    assert "nan" not in format_run(run)
 
 
 def test_a_difference_whose_spread_reaches_below_zero_says_it_is_within_the_noise() -> None:

@@ -75,8 +75,8 @@ def test_graph_replay_writes_json_to_stdout_and_refuses_a_path_it_cannot_write_u
 
 def test_graph_replay_refuses_bad_sizes_with_its_usage() -> None:
     # Before: "--sizes abc" printed int()'s own error ("invalid literal for int() with base 10").
-    for sizes, words in (("abc", "comma-separated whole numbers, got 'abc'"), ("0", "at least 1, got '0'"),
-                         (",", "at least 1, got ','")):
+    for sizes, words in (("abc", "comma-separated whole numbers, got 'abc'"), ("0", "at least 2 (+x / -x pairs), got '0'"),
+                         (",", "at least 2 (+x / -x pairs), got ','"), ("10,3", "even whole numbers")):
         refused = bench("graph_replay", "--quick", "--sizes", sizes)
         assert refused.returncode == 2 and "usage:" in refused.stderr and words in refused.stderr, refused.stderr
         assert "invalid literal" not in refused.stderr and refused.stdout == ""
