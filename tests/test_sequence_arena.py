@@ -494,6 +494,22 @@ def test_a_wide_in_place_row_finds_any_changed_padding(pad):
         assert np.array_equal(out, reference), position
 
 
+@pytest.mark.parametrize("pad", [0, -1, 2**31 - 1])
+def test_an_in_place_table_finds_a_change_at_every_position_of_every_row(pad):
+    # The row check runs in vector lanes with a scalar tail: an odd width puts positions in
+    # both, and a change of one bit (the sign's, the lowest) is a change.
+    c = make(pages=16)
+    held, sessions = _batch(c)
+    reference = c.block_table(sessions, 37, pad=pad)
+    for row in range(len(sessions)):
+        for position in range(37):
+            for changed in (reference[row, position] ^ np.int32(-2**31), reference[row, position] ^ 1):
+                out = reference.copy()
+                out[row, position] = changed
+                c.block_table(sessions, 37, out, pad=pad)
+                assert np.array_equal(out, reference), (row, position, int(changed))
+
+
 def test_a_refused_row_puts_back_the_rows_written_before_it():
     c = make(pages=16)
     held, sessions = _batch(c)
