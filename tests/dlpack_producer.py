@@ -41,9 +41,10 @@ class Producer:
 
     def __init__(self, address: int, shape, *, bits: int = 32, ndim: int | None = None,
                  null_shape: bool = False, device: tuple[int, int] = (1, 0), on_export=None,
-                 byte_offset: int = 0) -> None:
+                 byte_offset: int = 0, code: int = 2) -> None:
         self.address, self.shape, self.bits = address, list(shape), bits
         self.byte_offset = byte_offset  # added to address by the consumer (DLPack's data + byte_offset)
+        self.code = code  # DLPack's type code: 2 float, 0 signed int
         self.ndim = len(self.shape) if ndim is None else ndim
         self.null_shape = null_shape
         self.device = device  # DLPack's (type, id); the CPU unless a test says otherwise
@@ -57,7 +58,7 @@ class Producer:
         if self.on_export is not None:
             self.on_export(stream)
         shape = (ctypes.c_int64 * max(1, len(self.shape)))(*self.shape)
-        tensor = _Tensor(self.address, _Device(*self.device), self.ndim, _DataType(2, self.bits, 1),
+        tensor = _Tensor(self.address, _Device(*self.device), self.ndim, _DataType(self.code, self.bits, 1),
                          None if self.null_shape else shape, None, self.byte_offset)
         managed = _Managed(_Version(1, 0), None, None, 0, tensor)
         self._keep.append((shape, managed))

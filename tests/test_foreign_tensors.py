@@ -877,6 +877,41 @@ def test_an_f32_argument_past_the_float32_range_is_refused(dev) -> None:
     assert np.all(np.isinf(y)) and np.all(x == np.float32(3.4028234663852886e38))
 
 
+def _every_use(s, buf, tensor):
+    """(argument label, call) for each operation that takes ``tensor`` where ``buf`` goes."""
+    return [
+        ("write: argument 'data'", lambda: s.write(buf, tensor)),
+        ("read_into: argument 'out'", lambda: s.read_into(buf, tensor)),
+        ("copy: argument 'src'", lambda: s.copy(buf, tensor)),
+        ("copy: argument 'dst'", lambda: s.copy(tensor, buf)),
+        ("fill: argument 'buf'", lambda: s.fill(tensor, 0)),
+        ("launch: argument 'x'", lambda: s.launch(K.scale_f32, 1, 16, [16, 2.0, tensor, buf])),
+    ]
+
+
+def test_a_description_whose_bytes_run_past_the_top_of_the_address_space_is_refused(dev) -> None:
+    # Before: data + byte_offset was checked, the end of the bytes after it was not; a copy ran
+    # there and the process crashed (a segmentation fault).
+    s = dev.stream()
+    buf = filled(s, 1.0, 16)
+    before = dev.memory_stats()
+    past = Producer(2**64 - 32, [16])  # 64 bytes from 32 below the top
+    for label, call in _every_use(s, buf, past):
+        with pytest.raises(LifecoreOverflowError, match=rf"^{label}: its data \+ byte_offset \+ its bytes"):
+            call()
+    assert np.frombuffer(s.read(buf), np.float32).tolist() == [1.0] * 16
+    assert dev.memory_stats() == before
+
+
+def test_a_block_table_out_whose_entries_run_past_the_top_of_the_address_space_is_refused() -> None:
+    from lifecore.sequence import AdmissionCoordinator
+
+    c = AdmissionCoordinator(domains={"kv": 4 * 4096}, page_bytes=4096, tokens_per_page=16, max_active_sequences=2)
+    sessions = [c.admit(f"r{i}", 16, 32).resources.open_session() for i in range(2)]
+    with pytest.raises(LifecoreOverflowError, match=r"^block_table: argument 'out': its data \+ byte_offset \+ its bytes"):
+        c.block_table(sessions, 4, Producer(2**64 - 16, [2, 4], code=0))
+
+
 def test_a_description_of_bytes_at_a_null_pointer_is_refused(dev) -> None:
     # Before: write() copied from address 0 (the process crashed); copy, launch and fill failed
     # in the driver (DriverError) without naming the argument.
@@ -888,12 +923,7 @@ def test_a_description_of_bytes_at_a_null_pointer_is_refused(dev) -> None:
     calls = [
         ("write: argument 'data'", lambda: s.write(buf, offset)),
         ("copy: argument 'src'", lambda: s.copy(buf, offset)),
-        ("write: argument 'data'", lambda: s.write(buf, null)),
-        ("read_into: argument 'out'", lambda: s.read_into(buf, null)),
-        ("copy: argument 'src'", lambda: s.copy(buf, null)),
-        ("copy: argument 'dst'", lambda: s.copy(null, buf)),
-        ("fill: argument 'buf'", lambda: s.fill(null, 0)),
-        ("launch: argument 'x'", lambda: s.launch(K.scale_f32, 1, 16, [16, 2.0, null, buf])),
+        *_every_use(s, buf, null),
     ]
     for label, call in calls:
         with pytest.raises(InvalidArgumentError, match=rf"^{label} describes 64 bytes at a null data pointer$"):

@@ -72,14 +72,17 @@ inline void check_dlpack_dimensions(const std::string& label, std::int32_t ndim,
                                             std::to_string(i));
 }
 
-// A tensor description's first byte, data + byte_offset; nullopt where the sum would wrap past
-// the top of the address space (a small address taken for it), which refuse_wrapped_address
-// refuses naming the argument (its label built only then: a table's out= is a hot path).
-inline std::optional<std::uintptr_t> dlpack_address(const DLTensor& tensor) noexcept {
-  return checked::add<std::uint64_t>(reinterpret_cast<std::uintptr_t>(tensor.data), tensor.byte_offset);
+// A tensor description's first byte, data + byte_offset; nullopt where that sum, or the end of
+// its `bytes` after it, would wrap past the top of the address space (a small address taken for
+// it, and a copy run there), which refuse_wrapped_address refuses naming the argument (its label
+// built only then: a table's out= is a hot path).
+inline std::optional<std::uintptr_t> dlpack_address(const DLTensor& tensor, std::uint64_t bytes) noexcept {
+  const auto first = checked::add<std::uint64_t>(reinterpret_cast<std::uintptr_t>(tensor.data), tensor.byte_offset);
+  if (!first || !checked::add<std::uint64_t>(*first, bytes)) return std::nullopt;
+  return first;
 }
 [[noreturn]] inline void refuse_wrapped_address(const std::string& label) {
-  checked::overflow(label + ": its data + byte_offset");
+  checked::overflow(label + ": its data + byte_offset + its bytes");
 }
 
 // A producer that describes bytes at a null data pointer (DLPack's `data`, whatever its

@@ -73,7 +73,7 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   const auto bits = checked::mul(elements, std::uint64_t{described->dtype.bits} * described->dtype.lanes);
   if (!bits) checked::overflow(label + ": the bytes of its shape");
   const std::uint64_t bytes = *bits / 8 + (*bits % 8 != 0);
-  if (!dlpack_address(*described)) refuse_wrapped_address(label);
+  if (!dlpack_address(*described, bytes)) refuse_wrapped_address(label);
   refuse_null_address(label, reinterpret_cast<std::uintptr_t>(described->data), bytes);
   if (written) {
     if (!nb::try_cast(given, out->writable, /*convert=*/false))

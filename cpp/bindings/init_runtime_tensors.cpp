@@ -271,7 +271,7 @@ void read_dlpack(nb::handle h, runtime::Stream& stream, const char* call, const 
   out->device_id = tensor->device.device_id;
   out->element_type = dl_dtype_name(tensor->dtype);
   out->nbytes = contiguous_bytes(label, tensor->ndim, tensor->shape, tensor->strides, bits / 8);
-  const auto address = dlpack_address(*tensor);
+  const auto address = dlpack_address(*tensor, out->nbytes);
   if (!address) refuse_wrapped_address(label);
   out->address = *address;
   refuse_null_address(label, reinterpret_cast<std::uintptr_t>(tensor->data), out->nbytes);

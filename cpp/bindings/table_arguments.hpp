@@ -172,9 +172,10 @@ inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_
   }
 }
 
-// Where a table's first element is (dlpack_address, refused where it wraps).
+// Where a table's first element is (dlpack_address, refused where it or its last entry wraps;
+// entries x 4 fits: rows x width was checked).
 inline std::int32_t* dl_data(const char* call, const DLTensor& tensor, std::size_t entries) {
-  const auto address = dlpack_address(tensor);
+  const auto address = dlpack_address(tensor, std::uint64_t{entries} * sizeof(std::int32_t));
   if (!address) refuse_wrapped_address(argument_label(call, "out"));
   if (tensor.data == nullptr && entries != 0)
     refuse_null_address(argument_label(call, "out"), 0, entries * sizeof(std::int32_t));
