@@ -86,3 +86,29 @@ def transform_usage(kind: str, selected_shape: Sequence[int], itemsize: int, *, 
     encoded = _saturated(PAYLOAD_ENCODED_OVERHEAD + _saturated(ENCODED_NUMBER_BYTES * numbers)
                          + _saturated(ENCODED_SHAPE_ENTRY_BYTES * len(selected_shape)))
     return Usage(1, retained, host, encoded)
+
+
+NATIVE_OVERHEAD = 4096  # per transform: array headers and a payload's own small buffers
+TOP_CANDIDATES_ROW_BYTES = 24  # per element of the last axis: the row negated, its order, the sort's workspace
+
+
+def native_peak(kind: str, selected_shape: Sequence[int], itemsize: int, reduction_bytes: dict[str, int]) -> int:
+    """The bound the bundled backends document for the native memory one transform holds at
+    once (what their ``native_bytes`` answers): a slice or full tensor, its copy in the source
+    dtype; a preview, a flattened copy of the region and the kept prefix (twice the region); a
+    reduction, ``reduction_bytes[kind]`` per element, and for top candidates 24 bytes per element
+    of the last axis more; each with 4,096 bytes of overhead. Saturates at 2**64 - 1."""
+    elements = _elements(selected_shape)
+    if kind in ("slice", "full_tensor"):
+        peak = elements * itemsize
+    elif kind == "preview":
+        peak = 2 * elements * itemsize
+    else:
+        row = TOP_CANDIDATES_ROW_BYTES * selected_shape[-1] if kind == "top_candidates" and selected_shape else 0
+        peak = elements * reduction_bytes[kind] + row
+    return _saturated(peak + NATIVE_OVERHEAD)
+
+
+# The bytes per element NumPy's backend documents for each reduction (float64 work: a summary
+# holds the converted copy, the finite mask, the finite values and the deviations).
+NUMPY_REDUCTION_BYTES = {"summary": 25, "histogram": 24, "top_candidates": 8}

@@ -116,3 +116,23 @@ def test_the_note_a_failure_report_shows_says_what_each_side_did(monkeypatch) ->
     assert notes == ["admit(r2, 9, 9): model -> accepted, lifecore -> accepted",
                      "admit(r3, 1, 1): model -> refused: ModelError('Closed', message='gone'), "
                      "lifecore -> refused: ClosedError('gone')"]
+
+
+def test_a_refusal_must_be_the_models_kind_not_a_narrower_one() -> None:
+    # Before: any subclass passed, so a recoverable driver failure reported as a lost device (the
+    # caller then throws the device away) agreed with a model expecting DriverError.
+    def refuse(kind: str):
+        def call():
+            raise ModelError(kind)
+        return call
+
+    def raising(error: Exception):
+        def call():
+            raise error
+        return call
+
+    with pytest.raises(AssertionError, match="expected DriverError, got DeviceLostError"):
+        both(refuse("Driver"), raising(errors.DeviceLostError("lost")), what="sync")
+    # The one narrower form the contract allows: an overflow is an invalid argument.
+    both(refuse("InvalidArgument"), raising(errors.LifecoreOverflowError("too big")), what="alloc")
+    both(refuse("Driver"), raising(errors.DriverError("failed")), what="sync")

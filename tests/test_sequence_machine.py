@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis.stateful import run_state_machine_as_test
 
 from lifecore.sequence import AdmissionCoordinator
@@ -46,3 +47,46 @@ def test_every_run_closes_its_coordinator():
     SequenceSessionMachine.run(factory, settings=settings(max_examples=5, stateful_step_count=10, deadline=None),
                                seed=0)
     assert made and all(c.closed for c in made), f"{sum(not c.closed for c in made)} of {len(made)} left open"
+
+
+def _machine_holding_two_pages():
+    """A machine with one open session of 2 pages in each domain, already checked once."""
+    machine = SequenceSessionMachine()
+    machine.admit(8, 4, None, True)  # 8 tokens at 4 a page, opened
+    (entry,) = machine.entries
+    assert entry.rs is not None and entry.rs.backing.pages == 2
+    machine.block_ids_follow_their_contract()
+    return machine, entry
+
+
+def _ids_as(monkeypatch, cls, change):
+    from lifecore import sequence
+
+    real = getattr(sequence, cls).block_ids
+    monkeypatch.setattr(getattr(sequence, cls), "block_ids", lambda self, domain=None: change(real(self, domain)))
+
+
+def test_the_machine_checks_block_ids_against_the_domains_blocks(monkeypatch):
+    # Before: ids were only compared with lifecore's other views of the same storage (a block
+    # table, a decode table), so an id past the arena, shown the same everywhere, passed.
+    machine, _ = _machine_holding_two_pages()
+    _ids_as(monkeypatch, "BackingSnapshot", lambda ids: ids + 6)  # domain 'a' has 6 blocks: ids 0 .. 5
+    with pytest.raises(AssertionError, match=r"block id \d+ of 6 blocks"):
+        machine.block_ids_follow_their_contract()
+
+
+def test_the_machine_checks_that_a_sequence_keeps_the_ids_it_held(monkeypatch):
+    machine, _ = _machine_holding_two_pages()
+    _ids_as(monkeypatch, "BackingSnapshot", lambda ids: ids[::-1].copy())  # the pages written swap blocks
+    with pytest.raises(AssertionError, match="became"):
+        machine.block_ids_follow_their_contract()
+
+
+def test_the_machine_checks_that_a_live_frame_keeps_its_ids(monkeypatch):
+    machine, entry = _machine_holding_two_pages()
+    machine._acquire(entry)
+    assert entry.frame is not None and entry.frame_ids
+    machine.block_ids_follow_their_contract()
+    _ids_as(monkeypatch, "FrameHold", lambda ids: ids[::-1].copy())
+    with pytest.raises(AssertionError):
+        machine.block_ids_follow_their_contract()

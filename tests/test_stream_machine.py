@@ -113,3 +113,23 @@ def test_a_failed_step_is_reported_as_itself_and_every_device_closes(monkeypatch
                                                             report_multiple_bugs=False, print_blob=False), seed=0)
     assert "lifecore raised: InvalidArgumentError" in str(caught.value), caught.value
     assert opened and all(d.closed for d in opened), f"{sum(not d.closed for d in opened)} of {len(opened)} left open"
+
+
+def test_a_driver_failure_must_carry_a_status_the_run_injected(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recoverable injected status reported with another (a lost device's 700, say) is a
+    disagreement, though the model expects a DriverError there."""
+    stream_type = type(lifecore.Device(EMULATED).stream())
+    profile = stream_type.profile
+
+    def misreported(self, *args, **options):  # type: ignore[no-untyped-def]
+        try:
+            return profile(self, *args, **options)
+        except lifecore.DriverError as error:
+            error.code = 700  # a status no run injects
+            raise
+
+    monkeypatch.setattr(stream_type, "profile", misreported)
+    with pytest.raises(AssertionError, match="reported driver status 700"):
+        StreamCaptureMachine.run(lambda: lifecore.Device(EMULATED, graphs="hardware"),
+                                 settings=settings(max_examples=60, stateful_step_count=40, deadline=None,
+                                                   report_multiple_bugs=False, print_blob=False), seed=0)

@@ -31,7 +31,7 @@ bundled backends price with: a wrong price in the core disagrees with it.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from math import prod
 from typing import Any, Callable, Optional
 
@@ -58,12 +58,11 @@ from ..capture import (
     ObservationPoint,
     OnLimit,
     RoutingPolicy,
-    TransformKind,
     interventions,
 )
 from ..capture.backends import CountingBackend, MockTensor
-from ..capture.backends.cost import NUMPY_REDUCTION_BYTES, native_peak
 from ..models import capture_cost
+from ..models.capture_cost import NUMPY_REDUCTION_BYTES
 from ..models import capture_session as model
 from .machine import LifecycleMachine, counted, same
 from .machine_stats import MachineStats
@@ -93,12 +92,44 @@ def sample_discovery(artifact_identity: str = "machine-artifact") -> CaptureDisc
 
 PATHS = ["blocks.0.mlp", "blocks.1.mlp", "logits", "unselected.point"]
 
+# The transforms a selection draws, as plain data: the machine builds each CaptureTransform
+# from it and prices what it asked for from it, not from what the built object reports (a
+# constructor that kept another parameter would otherwise agree with itself).
+TRANSFORM_SPECS: dict[str, dict[str, Any]] = {
+    "summary": {},
+    "preview": {"max_elements": 6},
+    "histogram": {"edges": [-1.0, 0.0, 1.0]},
+    "slice": {},
+}
 TRANSFORMS = {
     "summary": CaptureTransform.summary(),
-    "preview": CaptureTransform.preview(6),
-    "histogram": CaptureTransform.histogram([-1.0, 0.0, 1.0]),
+    "preview": CaptureTransform.preview(TRANSFORM_SPECS["preview"]["max_elements"]),
+    "histogram": CaptureTransform.histogram(TRANSFORM_SPECS["histogram"]["edges"]),
     "slice": CaptureTransform.slice(),
 }
+# A slice selection's (axis, start, end, stride): of the hidden points' d, and of the logits.
+SLICES = {"hidden": ("d", 1, 7, 2), "logits": ("vocab", 0, 8, 1)}
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What a selection asked for, as the machine drew it: its transform's name and the slice
+    (start, end, stride) of the last axis, if any."""
+
+    transform: str
+    slice: Optional[tuple[int, int, int]] = None
+
+    def selected(self, shape: tuple[int, ...]) -> list[int]:
+        selected = list(shape)
+        if self.slice is not None:
+            start, end, stride = self.slice
+            selected[2] = (end - start + stride - 1) // stride
+        return selected
+
+    def pricing(self) -> dict[str, int]:
+        spec = TRANSFORM_SPECS[self.transform]
+        return {"max_elements": spec.get("max_elements", 0), "edge_count": len(spec.get("edges", ())),
+                "count": spec.get("count", 0)}
 
 
 # Room left above the metadata envelopes, per step and in total: (captures, retained, host, encoded).
@@ -118,11 +149,6 @@ BUDGET_LEVELS = {
 STATS = MachineStats("capture session")
 
 TensorFactory = Callable[[tuple[int, ...], str, int], Any]
-
-
-def _kind(kind: TransformKind) -> str:
-    """A transform kind as the pure model names it."""
-    return kind.name.lower()
 
 
 def _usage(u: CaptureUsage) -> model.Usage:
@@ -149,6 +175,7 @@ class CaptureSessionMachine(LifecycleMachine):
         self.checkpoints: list[tuple[Any, Any]] = []
         self.last_cumulative = (0, 0, 0, 0)
         self.has_routing = self.has_scale = False
+        self.asked: dict[str, _Asked] = {}  # selection id -> what it asked for (see _Asked)
 
     # -- setup -----------------------------------------------------------------------------
     @initialize(
@@ -159,7 +186,9 @@ class CaptureSessionMachine(LifecycleMachine):
         on_limit=st.sampled_from(["fail", "skip"]),
         scale_op=st.sampled_from([None, "plain", "evidence"]),
         routing_op=st.sampled_from([None, "plain", "evidence"]),
-        physical=st.sampled_from([None, None, 200, 10**6]),
+        # Limits between the transforms' peaks too (4,108 to 5,696 bytes here), so the bound each
+        # answers decides which are refused.
+        physical=st.sampled_from([None, None, 200, 4400, 5000, 10**6]),
     )
     def setup(self, chosen: list[tuple[str, str, int, int, bool]], max_predictions: int, budgets: str, on_limit: str,
               scale_op: Optional[str], routing_op: Optional[str], physical: Optional[int]) -> None:
@@ -170,13 +199,13 @@ class CaptureSessionMachine(LifecycleMachine):
         selections, model_selections = [], []
         for i, (path, transform, first, every, decode_only) in enumerate(chosen):
             schedule = CaptureSchedule(prefill=not decode_only, first_prediction=first, every=every)
-            slices = [CaptureSlice("d", 1, 7, 2)] if transform == "slice" else []
-            if path == "logits" and transform == "slice":
-                slices = [CaptureSlice("vocab", 0, 8)]
+            cut = (SLICES["logits"] if path == "logits" else SLICES["hidden"]) if transform == "slice" else None
+            slices = [] if cut is None else [CaptureSlice(*cut)]
             sel = CaptureSelection(f"sel{i}", path, TRANSFORMS[transform], schedule=schedule, slices=slices)
             selections.append(sel)
+            self.asked[sel.id] = _Asked(transform, None if cut is None else cut[1:])
             width = VOCAB if path == "logits" else D_MODEL
-            floors = (self._floor(sel, (1, PROMPT, width)), self._floor(sel, (1, 1, width)))
+            floors = (self._floor(sel.id, (1, PROMPT, width)), self._floor(sel.id, (1, 1, width)))
             model_selections.append(model.Selection(
                 sel.id, path, model.Schedule(not decode_only, True, first, None, every),
                 model.envelope(sel.id, path, path, 3), floors=floors))
@@ -240,25 +269,16 @@ class CaptureSessionMachine(LifecycleMachine):
         seq = PROMPT if (phase or self.model.phase) == model.PREFILL else 1
         return (1, seq, VOCAB if path == "logits" else D_MODEL)
 
-    @staticmethod
-    def _floor(sel: CaptureSelection, shape: tuple[int, ...]) -> model.Usage:
-        """The value cost known at admission: the core's own floor of the selected region."""
-        selected = CaptureSessionMachine._selected(sel, shape)
-        t = sel.transform
-        return capture_cost.transform_floor(_kind(t.kind), prod(selected), ITEMSIZE, max_elements=t.max_elements,
-                                            edge_count=len(t.edges), count=t.count)
-
-    @staticmethod
-    def _selected(sel: CaptureSelection, shape: tuple[int, ...]) -> list[int]:
-        selected = list(shape)
-        for s in sel.slices:
-            end = s.end if s.end is not None else shape[2]
-            selected[2] = (end - s.start + s.stride - 1) // s.stride
-        return selected
+    def _floor(self, selection: str, shape: tuple[int, ...]) -> model.Usage:
+        """The value cost known at admission: the pure model's floor of what the selection asked."""
+        asked = self.asked[selection]
+        return capture_cost.transform_floor(asked.transform, prod(asked.selected(shape)), ITEMSIZE, **asked.pricing())
 
     def _native(self, path: str, shape: tuple[int, ...]) -> dict[str, int]:
-        # What the NumPy backend answers (the counting backend answers as it does).
-        return {sel.id: native_peak(sel.transform.kind, self._selected(sel, shape), ITEMSIZE, NUMPY_REDUCTION_BYTES)
+        # What the NumPy backend documents it answers (the counting backend answers as it does),
+        # from the pure model's bound.
+        return {sel.id: capture_cost.native_peak(self.asked[sel.id].transform, self.asked[sel.id].selected(shape),
+                                                 ITEMSIZE, NUMPY_REDUCTION_BYTES)
                 for sel in self.selections if sel.path == path}
 
     def _costs(self, path: str, shape: tuple[int, ...]) -> dict[str, model.Usage]:
@@ -266,18 +286,16 @@ class CaptureSessionMachine(LifecycleMachine):
         for sel in self.selections:
             if sel.path != path:
                 continue
-            selected = self._selected(sel, shape)
-            t = sel.transform
-            costs[sel.id] = capture_cost.transform_usage(_kind(t.kind), selected, ITEMSIZE,
-                                                         max_elements=t.max_elements, edge_count=len(t.edges),
-                                                         count=t.count)
+            asked = self.asked[sel.id]
+            costs[sel.id] = capture_cost.transform_usage(asked.transform, asked.selected(shape), ITEMSIZE,
+                                                         **asked.pricing())
         return costs
 
     def _mark_truncation(self, path: str, shape: tuple[int, ...]) -> None:
         for i, sel in enumerate(self.selections):
             if sel.path == path:
-                preview = sel.transform.kind == TRANSFORMS["preview"].kind
-                truncates = preview and prod(shape) > sel.transform.max_elements
+                asked = self.asked[sel.id]
+                truncates = asked.transform == "preview" and prod(shape) > asked.pricing()["max_elements"]
                 self.model.selections[i] = replace(self.model.selections[i], preview_truncates=truncates)
 
     # -- rules -----------------------------------------------------------------------------

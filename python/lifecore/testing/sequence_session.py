@@ -68,6 +68,10 @@ class Entry:
         self.flights: dict[int, tuple[Any, model.ModelFlight]] = {}
         self.terminal: Optional[str] = None
         self.flown: Optional[int] = None  # the last frame the scheduler gave a participant flight
+        # Per domain, the ids its snapshot showed at the last check, and those of the kept frame
+        # when it was acquired (see block_ids_follow_their_contract).
+        self.ids_seen: dict[str, list[int]] = {}
+        self.frame_ids: dict[str, list[int]] = {}
 
 
 class SequenceSessionMachine(LifecycleMachine):
@@ -490,6 +494,7 @@ class SequenceSessionMachine(LifecycleMachine):
         shape = self._snap(r.snapshot)
         same(shape, (m.snapshot.generation, m.snapshot.tokens, m.snapshot.pages))
         e.frame = (r, m, shape)
+        e.frame_ids = {name: r.block_ids(name).tolist() for name in r.snapshot.domains}
 
     @precondition(lambda self: self._has(lambda e: e.frame is not None))
     @rule(i=st.integers(0, 50), how=st.sampled_from(["commit", "commit", "commit", "abort", "rollback_unsubmitted",
@@ -755,9 +760,15 @@ class SequenceSessionMachine(LifecycleMachine):
             same(stats["live_bytes"], sum(s.pages * PAGE_BYTES * len(s.domains) for s in live))
 
     @invariant()
-    def block_ids_are_never_shared(self) -> None:
+    def block_ids_follow_their_contract(self) -> None:
         """Per domain, no block id is held by two live sequences, and each live sequence's
-        snapshot lists exactly one block id per page it holds."""
+        snapshot lists exactly one block id per page it holds, each an id of the domain's
+        blocks as the model counts them (0 .. blocks - 1: a kernel indexes the arena with it).
+        The ids a sequence held at the last check come first, unchanged, in what it holds now
+        (it grows by ids after its own: the pages it wrote keep their blocks). A frame not yet
+        finalized shows the ids it was acquired with, the first of its sequence's. Checked
+        against what the machine saw and the model's sizes, not against lifecore's other views
+        of the same ids (a block table, a decode table), which read the same storage."""
         owners: dict[tuple[str, int], Any] = {}
         for e in self.entries:
             if e.rs is None or e.rs.closed:
@@ -766,10 +777,20 @@ class SequenceSessionMachine(LifecycleMachine):
             if snap.released:
                 continue
             for name in snap.domains:
-                ids = snap.block_ids(name)
+                ids = snap.block_ids(name).tolist()
                 same(len(ids), snap.pages)
-                for block in ids.tolist():
-                    assert block >= 0 and owners.setdefault((name, block), e) is e, (name, block)
+                blocks = self.model.total[name] // PAGE_BYTES
+                for block in ids:
+                    assert 0 <= block < blocks, f"domain {name!r}: block id {block} of {blocks} blocks"
+                    assert owners.setdefault((name, block), e) is e, (name, block)
+                before = e.ids_seen.get(name, [])
+                kept = min(len(before), len(ids))
+                assert ids[:kept] == before[:kept], f"domain {name!r}: the ids {before} became {ids}"
+                e.ids_seen[name] = ids
+                if e.frame is not None and not e.frame[0].finalized and name in e.frame_ids:
+                    acquired = e.frame_ids[name]
+                    same(e.frame[0].block_ids(name).tolist(), acquired)
+                    assert ids[:len(acquired)] == acquired, f"domain {name!r}: frame {acquired}, sequence {ids}"
 
     @invariant()
     def block_tables_show_the_current_ids(self) -> None:

@@ -73,6 +73,7 @@ from lifecore.models.stream_capture import (
     f32_bits,
 )
 
+from .contract import Agreement
 from .machine import LifecycleMachine, clean_up, counted
 from .machine_stats import MachineStats
 
@@ -224,6 +225,7 @@ class StreamCaptureMachine(LifecycleMachine):
         super().__init__()
         self.device = factory()
         self.fault_injection = offers_fault_injection(self.device)
+        self.injected_codes: set[int] = set()  # the driver statuses this run injected (see both)
         self.model = DeviceModel(self.device.graphs, self.device.capture_mode)
         self.kernels = lifecore.kernels
         self.streams = [(self.device.stream(), self.model.new_stream()) for _ in range(2)]
@@ -818,6 +820,21 @@ class StreamCaptureMachine(LifecycleMachine):
 
     # ------------------------------------------------------------------ fault injection (where offered)
 
+    def _inject(self, operation: str, code: int) -> None:
+        self.injected_codes.add(code)
+        self.device.inject_fault(operation, code, after=0, times=1)
+
+    def both(self, what: str, model_call: Callable[[], Any], core_call: Callable[[], Any]) -> Agreement:
+        """As every machine's, and a driver failure lifecore reports carries a status this run
+        injected: a recoverable one is not said to be another (a lost device's, say)."""
+        result = super().both(what, model_call, core_call)
+        error = result.error
+        if isinstance(error, lifecore.DriverError):
+            assert error.code in self.injected_codes, (
+                f"{what}: lifecore reported driver status {error.code} ({error.status}); this run injected "
+                f"{sorted(self.injected_codes)}")
+        return result
+
     @precondition(lambda self: self.fault_injection)
     @rule(transition=st.sampled_from(TRANSITIONS), code=FAULT_CODES, data=st.data())
     @counted
@@ -828,7 +845,7 @@ class StreamCaptureMachine(LifecycleMachine):
         names = lifecore.driver_operations()
         op = data.draw(st.sampled_from(used) | st.sampled_from(names) if used else st.sampled_from(names), label="operation")
         STATS.count("faults_injected")
-        self.device.inject_fault(op, code, after=0, times=1)
+        self._inject(op, code)
         try:
             owner = self.model_state().owner
             if transition == "graph_prepare":
@@ -863,7 +880,7 @@ class StreamCaptureMachine(LifecycleMachine):
         """A driver operation of a profile fails once: the profile raises DriverError (or, for
         event_destroy, still measures), and the stream stays usable."""
         STATS.count("faults_injected")
-        self.device.inject_fault(op, code, after=0, times=1)
+        self._inject(op, code)
         try:
             self._profile(f"profile with {op} failing", fault=op)
         finally:
@@ -905,7 +922,7 @@ class StreamCaptureMachine(LifecycleMachine):
         if buf is None:
             return  # no live buffer of that size (all freed or discarded with their window)
         STATS.count("faults_injected")
-        self.device.inject_fault(op, code, after=0, times=1)
+        self._inject(op, code)
         try:
             if operation == "write":
                 self._write(0, buf, values[: buf.count], fault=op)
