@@ -56,7 +56,20 @@ constexpr std::size_t kept_scratch_entries = std::size_t{1} << 20;
 // exit, so it vectorizes (built for AVX2 too where the loader can pick it). Two memcmp calls,
 // the second against a block of zeros, read three streams, and a table's time then depended on
 // where that block and the table lay: 7 or 15 us for the same 256 x 128 table, by process.
-#if defined(__x86_64__) && defined(__GNUC__) && defined(__GLIBC__)
+// Not under ThreadSanitizer: the loader runs the clones' resolver before the sanitizer's
+// runtime is up, and the instrumented resolver crashes the program at load.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__GLIBC__) && !defined(__SANITIZE_THREAD__)
+#define LIFECORE_ROW_CHECK_CLONES 1
+#else
+#define LIFECORE_ROW_CHECK_CLONES 0
+#endif
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#undef LIFECORE_ROW_CHECK_CLONES
+#define LIFECORE_ROW_CHECK_CLONES 0
+#endif
+#endif
+#if LIFECORE_ROW_CHECK_CLONES
 [[gnu::target_clones("avx2", "default")]]
 #endif
 bool row_holds(const std::int32_t* row, const std::int32_t* ids, std::size_t count, std::size_t width,
