@@ -305,7 +305,7 @@ def to_json(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def _sizes(text: str) -> list[int]:
-    """argparse type: comma-separated whole numbers of at least 1."""
+    """argparse type: comma-separated even whole numbers of at least 2."""
     try:
         sizes = [int(n) for n in text.split(",") if n.strip()]
     except ValueError:
@@ -326,7 +326,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help=f"{', '.join(lifecore.backend_names())} or auto (default: the first available)")
     parser.add_argument("--graphs", default="auto", choices=["auto", "hardware", "software"])
     parser.add_argument("--sizes", default=[10, 100, 1000], type=_sizes,
-                        help="comma-separated N, each at least 1 (default 10,100,1000)")
+                        help="comma-separated N, each even and at least 2 (default 10,100,1000)")
     parser.add_argument("--rounds", type=positive_int, default=None, help="measured rounds (default 15, 5 with --quick)")
     parser.add_argument("--quick", action="store_true", help="fewer, shorter rounds")
     parser.add_argument("--json", metavar="PATH", default=None,

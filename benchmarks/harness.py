@@ -6,7 +6,8 @@ each side with ``time.perf_counter_ns``; a sample is nanoseconds per unit of wor
 node, a step, a lifecycle), one sample per side and round. A figure is the median of its
 samples and its spread the interquartile range: the first and third quartiles, linearly
 interpolated between the sorted samples (numpy's default method). A ratio is taken per round
-(this round's A over this round's B) and reported the same way, so it carries its own spread.
+(this round's A over this round's B) and reported the same way, so it carries its own spread; a
+round where either time is not positive has none (left out, counted, and said beside it).
 
 The formatter prints only what was measured here (medians, quartiles, rounds) and facts the
 benchmark counted or checked itself (``Run.facts``); ``Run.to_json`` gives the same figures
@@ -50,6 +51,11 @@ class Side:
             raise ValueError(f"Side: per must be a whole number of at least 1, got {self.per!r}")
 
 
+def _json_number(value: float) -> Optional[float]:
+    """A figure as strict JSON holds it: null for a round (or a summary) with no ratio."""
+    return None if value != value else value
+
+
 @dataclass(frozen=True)
 class Summary:
     """Median and quartiles of a list of samples."""
@@ -67,8 +73,8 @@ class Summary:
         q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
         return cls(median, q1, q3)
 
-    def to_json(self) -> dict[str, float]:
-        return {"median": self.median, "q1": self.q1, "q3": self.q3}
+    def to_json(self) -> dict[str, Optional[float]]:
+        return {"median": _json_number(self.median), "q1": _json_number(self.q1), "q3": _json_number(self.q3)}
 
 
 @dataclass(frozen=True)
@@ -137,7 +143,7 @@ class Ratio:
 
     def to_json(self) -> dict[str, Any]:
         return {"numerator": self.numerator, "denominator": self.denominator, **self.summary.to_json(),
-                "undefined_rounds": self.undefined_rounds, "samples": list(self.samples)}
+                "undefined_rounds": self.undefined_rounds, "samples": [_json_number(r) for r in self.samples]}
 
 
 @dataclass

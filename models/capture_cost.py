@@ -109,6 +109,9 @@ def native_peak(kind: str, selected_shape: Sequence[int], itemsize: int, reducti
     return _saturated(peak + NATIVE_OVERHEAD)
 
 
-# The bytes per element NumPy's backend documents for each reduction (float64 work: a summary
-# holds the converted copy, the finite mask, the finite values and the deviations).
+# The bytes per element each bundled backend documents for a reduction. NumPy works in float64:
+# a summary holds the converted copy, the finite mask, the finite values and the deviations; a
+# histogram the copy and the sort's copy and masks. Torch: a histogram holds the float64 values,
+# those inside the edges and two int64 bin tensors at once.
 NUMPY_REDUCTION_BYTES = {"summary": 25, "histogram": 24, "top_candidates": 8}
+TORCH_REDUCTION_BYTES = {"summary": 25, "histogram": 40, "top_candidates": 8}

@@ -150,6 +150,9 @@ def test_a_ratio_of_two_differences_below_the_noise_is_no_figure() -> None:
     run.difference("b over base", "b", "base")  # -200 each round
     ratio = run.ratio("a over base", "b over base")
     assert ratio.undefined_rounds == 3 and not ratio.defined
+    import json  # strict JSON: a round with no ratio, and a summary of none, are null
+    data = json.loads(json.dumps(run.to_json(), allow_nan=False))["ratios"]["a over base / b over base"]
+    assert data["median"] is None and data["samples"] == [None] * 3
     line = next(line for line in format_run(run).splitlines() if "a over base / b over base" in line)
     assert "no round had both times positive" in line and "x" not in line.split("/ b over base")[1].split("(")[0]
 

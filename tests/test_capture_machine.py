@@ -65,3 +65,26 @@ def test_the_machine_finds_a_backend_that_modifies_the_tensor_it_was_given(backe
                                   settings=settings(settings.default, max_examples=200, derandomize=True,
                                                     print_blob=False, database=None,
                                                     phases=[Phase.generate]))  # found, not shrunk
+
+
+@pytest.mark.no_sanitizer
+def test_the_machine_prices_a_torch_histograms_native_peak_as_torch_does(monkeypatch):
+    # Before: the machine priced every backend's native peak with NumPy's bytes per element (24 for
+    # a histogram, torch documents 40): under a 5,000-byte limit it expected a prefill histogram
+    # (32 elements: 4,864 bytes by NumPy's count, 5,376 by torch's) admitted, and torch refused it.
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    from lifecore.testing import capture_session
+    from lifecore.torch import TorchBackend
+
+    def torch_tensor(shape, dtype_class, itemsize):
+        return torch.ones(shape, dtype={("floating", 4): torch.float32, ("integer", 8): torch.int64}[(dtype_class, itemsize)])
+
+    monkeypatch.setattr(capture_session, "note", lambda *args: None)  # outside a Hypothesis test
+    machine = CaptureSessionMachine(TorchBackend, torch_tensor)
+    machine.setup(chosen=[("blocks.0.mlp", "histogram", 0, 1, False)], max_predictions=2, budgets="ample",
+                  on_limit="fail", scale_op=None, routing_op=None, physical=5000)
+    machine.begin_next_step()
+    try:
+        machine.observe("blocks.0.mlp", True)  # both refuse it: over the limit by torch's count
+    finally:
+        machine.teardown()

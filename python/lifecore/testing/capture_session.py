@@ -62,7 +62,7 @@ from ..capture import (
 )
 from ..capture.backends import CountingBackend, MockTensor
 from ..models import capture_cost
-from ..models.capture_cost import NUMPY_REDUCTION_BYTES
+from ..models.capture_cost import NUMPY_REDUCTION_BYTES, TORCH_REDUCTION_BYTES
 from ..models import capture_session as model
 from .machine import LifecycleMachine, counted, same
 from .machine_stats import MachineStats
@@ -149,6 +149,11 @@ BUDGET_LEVELS = {
 STATS = MachineStats("capture session")
 
 TensorFactory = Callable[[tuple[int, ...], str, int], Any]
+
+
+def _is_torch_backend(backend: Any) -> bool:
+    """Whether ``backend`` is lifecore's torch backend (or made from it), without importing torch."""
+    return any(c.__name__ == "TorchBackend" and c.__module__.endswith(".torch_backend") for c in type(backend).__mro__)
 
 
 def _usage(u: CaptureUsage) -> model.Usage:
@@ -275,10 +280,12 @@ class CaptureSessionMachine(LifecycleMachine):
         return capture_cost.transform_floor(asked.transform, prod(asked.selected(shape)), ITEMSIZE, **asked.pricing())
 
     def _native(self, path: str, shape: tuple[int, ...]) -> dict[str, int]:
-        # What the NumPy backend documents it answers (the counting backend answers as it does),
-        # from the pure model's bound.
+        # What the backend documents it answers, from the pure model's bound: torch's backend
+        # its own reduction bytes, NumPy's (and the counting backend, which answers as it does)
+        # NumPy's.
+        reduction = TORCH_REDUCTION_BYTES if _is_torch_backend(self.backend) else NUMPY_REDUCTION_BYTES
         return {sel.id: capture_cost.native_peak(self.asked[sel.id].transform, self.asked[sel.id].selected(shape),
-                                                 ITEMSIZE, NUMPY_REDUCTION_BYTES)
+                                                 ITEMSIZE, reduction)
                 for sel in self.selections if sel.path == path}
 
     def _costs(self, path: str, shape: tuple[int, ...]) -> dict[str, model.Usage]:

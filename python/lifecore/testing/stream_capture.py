@@ -108,11 +108,13 @@ def _close(expected: Value, actual: float) -> bool:
     if math.isnan(expected) or math.isnan(actual):
         return math.isnan(expected) and math.isnan(actual)
     if math.isinf(expected) or math.isinf(actual):
-        # Overflow where one side rounded a*x before adding y and the other fused them: the
-        # same sign, and the finite one (if any) huge. An infinity matches nothing else.
+        # Overflow where one side rounded a*x to float32 before adding y and the other did not:
+        # the same sign, and the finite one (if any) at least what is left of a product just
+        # past float32's largest (2**103) once y takes up to that largest away. An infinity
+        # matches nothing else.
         if math.copysign(1.0, expected) != math.copysign(1.0, actual):
             return False
-        return expected == actual or min(abs(expected), abs(actual)) > 1e37
+        return expected == actual or min(abs(expected), abs(actual)) >= 2.0**103
     return math.isclose(expected, actual, rel_tol=1e-5, abs_tol=1e-6)
 
 
