@@ -294,8 +294,10 @@ class CaptureSessionMachine(LifecycleMachine):
             if sel.path != path:
                 continue
             asked = self.asked[sel.id]
+            p = asked.pricing()
             costs[sel.id] = capture_cost.transform_usage(asked.transform, asked.selected(shape), ITEMSIZE,
-                                                         **asked.pricing())
+                                                         max_elements=p["max_elements"], edge_count=p["edge_count"],
+                                                         count=p["count"])
         return costs
 
     def _mark_truncation(self, path: str, shape: tuple[int, ...]) -> None:
