@@ -17,7 +17,6 @@ from .capture_session import Usage
 
 UINT64_MAX = 2**64 - 1
 TENSOR_PAYLOADS = ("preview", "slice", "full_tensor")  # payloads that grow with the region
-REDUCTIONS = ("summary", "histogram", "top_candidates")
 SUMMARY_NUMBERS = 6  # count, nonfinite count, min, max, mean, std
 REDUCTION_NUMBER_BYTES = 8  # a reduction's number, retained and copied as a float64
 FLOOR_ENCODED_BYTES_PER_NUMBER = 2  # the shortest a number and its separator can be

@@ -113,11 +113,20 @@ SLICES = {"hidden": ("d", 1, 7, 2), "logits": ("vocab", 0, 8, 1)}
 
 @dataclass(frozen=True)
 class _Asked:
-    """What a selection asked for, as the machine drew it: its transform's name and the slice
-    (start, end, stride) of the last axis, if any."""
+    """What a selection asked for, as the machine drew it: its transform's name, the parameters
+    the pure cost model prices it by (from TRANSFORM_SPECS), and the slice (start, end, stride)
+    of the last axis, if any."""
 
     transform: str
     slice: Optional[tuple[int, int, int]] = None
+    max_elements: int = 0
+    edge_count: int = 0
+    count: int = 0
+
+    @classmethod
+    def of(cls, transform: str, slice: Optional[tuple[int, int, int]]) -> "_Asked":
+        spec = TRANSFORM_SPECS[transform]
+        return cls(transform, slice, spec.get("max_elements", 0), len(spec.get("edges", ())), spec.get("count", 0))
 
     def selected(self, shape: tuple[int, ...]) -> list[int]:
         selected = list(shape)
@@ -125,11 +134,6 @@ class _Asked:
             start, end, stride = self.slice
             selected[2] = (end - start + stride - 1) // stride
         return selected
-
-    def pricing(self) -> dict[str, int]:
-        spec = TRANSFORM_SPECS[self.transform]
-        return {"max_elements": spec.get("max_elements", 0), "edge_count": len(spec.get("edges", ())),
-                "count": spec.get("count", 0)}
 
 
 # Room left above the metadata envelopes, per step and in total: (captures, retained, host, encoded).
@@ -191,8 +195,8 @@ class CaptureSessionMachine(LifecycleMachine):
         on_limit=st.sampled_from(["fail", "skip"]),
         scale_op=st.sampled_from([None, "plain", "evidence"]),
         routing_op=st.sampled_from([None, "plain", "evidence"]),
-        # Limits between the transforms' peaks too (4,108 to 5,696 bytes here), so the bound each
-        # answers decides which are refused.
+        # Limits between the transforms' peaks too (about 4,100 to 6,700 bytes here, NumPy's and
+        # torch's), so the bound each answers decides which are refused.
         physical=st.sampled_from([None, None, 200, 4400, 5000, 10**6]),
     )
     def setup(self, chosen: list[tuple[str, str, int, int, bool]], max_predictions: int, budgets: str, on_limit: str,
@@ -208,7 +212,7 @@ class CaptureSessionMachine(LifecycleMachine):
             slices = [] if cut is None else [CaptureSlice(*cut)]
             sel = CaptureSelection(f"sel{i}", path, TRANSFORMS[transform], schedule=schedule, slices=slices)
             selections.append(sel)
-            self.asked[sel.id] = _Asked(transform, None if cut is None else cut[1:])
+            self.asked[sel.id] = _Asked.of(transform, None if cut is None else cut[1:])
             width = VOCAB if path == "logits" else D_MODEL
             floors = (self._floor(sel.id, (1, PROMPT, width)), self._floor(sel.id, (1, 1, width)))
             model_selections.append(model.Selection(
@@ -277,7 +281,9 @@ class CaptureSessionMachine(LifecycleMachine):
     def _floor(self, selection: str, shape: tuple[int, ...]) -> model.Usage:
         """The value cost known at admission: the pure model's floor of what the selection asked."""
         asked = self.asked[selection]
-        return capture_cost.transform_floor(asked.transform, prod(asked.selected(shape)), ITEMSIZE, **asked.pricing())
+        return capture_cost.transform_floor(asked.transform, prod(asked.selected(shape)), ITEMSIZE,
+                                            max_elements=asked.max_elements, edge_count=asked.edge_count,
+                                            count=asked.count)
 
     def _native(self, path: str, shape: tuple[int, ...]) -> dict[str, int]:
         # What the backend documents it answers, from the pure model's bound: torch's backend
@@ -294,17 +300,16 @@ class CaptureSessionMachine(LifecycleMachine):
             if sel.path != path:
                 continue
             asked = self.asked[sel.id]
-            p = asked.pricing()
             costs[sel.id] = capture_cost.transform_usage(asked.transform, asked.selected(shape), ITEMSIZE,
-                                                         max_elements=p["max_elements"], edge_count=p["edge_count"],
-                                                         count=p["count"])
+                                                         max_elements=asked.max_elements, edge_count=asked.edge_count,
+                                                         count=asked.count)
         return costs
 
     def _mark_truncation(self, path: str, shape: tuple[int, ...]) -> None:
         for i, sel in enumerate(self.selections):
             if sel.path == path:
                 asked = self.asked[sel.id]
-                truncates = asked.transform == "preview" and prod(shape) > asked.pricing()["max_elements"]
+                truncates = asked.transform == "preview" and prod(shape) > asked.max_elements
                 self.model.selections[i] = replace(self.model.selections[i], preview_truncates=truncates)
 
     # -- rules -----------------------------------------------------------------------------
