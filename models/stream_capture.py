@@ -987,7 +987,8 @@ class DeviceModel:
         Either way each replay runs after the graph's previous one, on whatever stream, as a
         driver orders an executable graph's launches (here every operation runs in call order). A
         failure is queued on the
-        stream (it surfaces at the next sync or read)."""
+        stream (it surfaces at the next sync or read). A priming window does not hold what a
+        replay uses: that memory is the graph's, which keeps it while it lives."""
         g = self.graphs_by_id[graph]
         if not g.alive:
             raise ModelError("Closed", Messages.REPLAY_DESTROYED)
@@ -1005,8 +1006,7 @@ class DeviceModel:
             if not g.hardware and fault == issued:
                 s.queued.append(QueuedFailure(fault, s.window))
                 return
-            self._touch(s, op.slots())
-            op.run()
+            op.run()  # the graph's memory, not a window's: the graph holds it, and destroy waits for it
 
     def destroy(self, graph: int) -> None:
         """Releases the graph's retained memory and its info pins; destroying twice is a no-op.

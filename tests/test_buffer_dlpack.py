@@ -474,8 +474,10 @@ def test_a_cuda_export_orders_the_consumers_stream(fake_libcuda) -> None:
     result["none"] = [lib.fake_cuda_stream_waits() - waits, lib.fake_cuda_last_wait_stream()]
     kept.append(buf.view("int32").__dlpack__(stream=4096, max_version=(1, 0)))
     result["pointer"] = [lib.fake_cuda_stream_waits() - waits, lib.fake_cuda_last_wait_stream()]
+    lib.fake_cuda_stream_syncs.restype = ctypes.c_long
+    syncs = lib.fake_cuda_stream_syncs()
     kept.append(buf.__dlpack__(stream=-1))
-    result["no_order"] = lib.fake_cuda_stream_waits() - waits
+    result["no_order"] = [lib.fake_cuda_stream_waits() - waits, lib.fake_cuda_stream_syncs() - syncs]
     try:
         buf.__dlpack__(stream=0)
         result["zero"] = "accepted"
@@ -494,7 +496,7 @@ def test_a_cuda_export_orders_the_consumers_stream(fake_libcuda) -> None:
     assert result["cai"] == [[4, 4], "<f4", True, False, 3, True]
     assert result["none"] == [1, 1]  # the legacy default stream
     assert result["pointer"] == [2, 4096]
-    assert result["no_order"] == 2  # -1: a host wait, no device-side wait
+    assert result["no_order"] == [2, 0]  # -1: the producer must not synchronize: no wait of either kind
     assert result["zero"] == "refused"
     assert result["events_left"] == 0  # each export's event is destroyed once the wait is queued
     assert result["views"] == 3 and result["views_after"] == 0

@@ -179,27 +179,38 @@ def test_a_window_finds_warm_every_entry_cached_before_it(graphs):
         assert dev.memory_stats()["info_entries"] == 4096  # the count, enforced again
 
 
-def test_a_capture_left_open_by_an_exited_thread_keeps_the_cache_at_its_count():
-    # The documented leak: a driver capture whose thread is gone stays open for ever. Its window
-    # keeps warm what was cached before it, on top of the count, and no more: eviction goes on
-    # for the rest (a first design that evicted nothing while a window was open grew to 8,000
-    # entries here).
+def test_a_capture_another_thread_holds_open_keeps_the_cache_at_its_count():
+    # A driver capture only its thread may end stays open while that thread does other things.
+    # Its window keeps warm what was cached before it, on top of the count, and no more:
+    # eviction goes on for the rest (a first design that evicted nothing while a window was open
+    # grew to 8,000 entries here). The thread ends it as it exits, and the count holds again.
     with lifecore.Device(EMULATED, graphs="hardware") as dev:
         s, e = dev.stream(), dev.stream()
         x, y = upload(e, np.ones(N)), upload(e, np.zeros(N))
         launch_with_words(e, x, y, range(10))
         z = s.alloc(64)
+        began, leave = threading.Event(), threading.Event()
 
         def record() -> None:
             s.graph_prepare()
             s.begin_capture()
             s.fill(z, 7)
+            began.set()
+            leave.wait(30)
 
-        on_another_thread(record)
+        worker = threading.Thread(target=record)
+        worker.start()
+        assert began.wait(30)
         launch_with_words(e, x, y, range(10, 6000))
         e.sync()
         stats = dev.memory_stats()
         assert stats["info_entries"] == 4096 + 10 and stats["info_pinned"] == 0, stats  # warm, not in use
+        leave.set()
+        worker.join(30)
+        assert s.capture_state.variant is lifecore.CaptureVariant.NO_CAPTURE
+        launch_with_words(e, x, y, range(6000, 6010))  # no window open: evicted to the count
+        e.sync()
+        assert dev.memory_stats()["info_entries"] == 4096
 
 
 @pytest.mark.parametrize("graphs", ["hardware", "software"])

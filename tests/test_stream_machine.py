@@ -25,7 +25,7 @@ def test_stream_capture_machine(backend_name: str, graphs: str, capture_mode: st
     steps_before = STATS.steps
     views, hosts = STATS.events["view_arguments"], STATS.events["host_arguments"]
     run_stream_capture_machine(lambda: lifecore.Device(backend_name, graphs=graphs, capture_mode=capture_mode),
-                               settings=settings())
+                               settings=settings(), graphs=graphs, capture_mode=capture_mode)
     assert STATS.steps > steps_before, "the machine ran no step"
     if backend_name == EMULATED:  # its memory is host memory: buffers' views and host arrays were passed
         assert STATS.events["view_arguments"] > views and STATS.events["host_arguments"] > hosts
@@ -135,3 +135,45 @@ def test_a_driver_failure_must_carry_a_status_the_run_injected(monkeypatch: pyte
         StreamCaptureMachine.run(lambda: lifecore.Device(EMULATED, graphs="hardware"),
                                  settings=settings(max_examples=60, stateful_step_count=40, deadline=None,
                                                    report_multiple_bugs=False, print_blob=False), seed=0)
+
+
+def test_a_slice_a_window_holds_must_stay_out_of_the_free_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stats that balance but count a slot a graph or an open window holds as free (a pool that
+    would hand it to a new buffer while a replay still writes it) disagree with the model's
+    count of live buffers and held slots."""
+    device_type = lifecore.Device
+    memory_stats = device_type.memory_stats
+
+    def early_free(self):  # type: ignore[no-untyped-def]
+        stats = dict(memory_stats(self))
+        if stats["slices_retained"] > 0 and stats["windows_active"] > 0:
+            stats["slices_retained"] -= 1
+            stats["slices_free"] += 1
+        return stats
+
+    monkeypatch.setattr(device_type, "memory_stats", early_free)
+    with pytest.raises(AssertionError, match="fewer slices out of the free list"):
+        StreamCaptureMachine.run(lambda: lifecore.Device(EMULATED, graphs="hardware"),
+                                 settings=settings(max_examples=100, stateful_step_count=40, deadline=None,
+                                                   report_multiple_bugs=False, print_blob=False), seed=1)
+
+
+def test_a_device_that_is_not_what_the_machine_was_told_fails_the_run() -> None:
+    """The model follows the configuration the machine is given, not the device's report of
+    itself: a device reporting software graphs where hardware ones were asked for fails, and
+    is closed; a configuration no device can have is refused before a device is made."""
+    opened: list[lifecore.Device] = []
+
+    def factory() -> lifecore.Device:
+        opened.append(lifecore.Device(EMULATED, graphs="software"))
+        return opened[-1]
+
+    with pytest.raises(AssertionError, match="reports graphs='software', the machine was told 'hardware'"):
+        StreamCaptureMachine(factory, graphs="hardware")
+    assert opened and opened[-1].closed
+    with pytest.raises(ValueError, match="capture_mode must be"):
+        StreamCaptureMachine(factory, capture_mode="per_thread")
+    assert len(opened) == 1
+    machine = StreamCaptureMachine(lambda: lifecore.Device(EMULATED, capture_mode="relaxed"), capture_mode="relaxed")
+    assert machine.model.capture_mode == "relaxed" and machine.model.graphs == "hardware"
+    machine.teardown()

@@ -242,7 +242,7 @@ ConsumerStream consumer_stream(int device_type, nb::handle stream) {
   if (device_type == driver::dlpack_device::cpu) {
     if (!stream.is_none() && value != -1)
       throw nb::buffer_error("__dlpack__: this device's memory is exported as CPU memory; stream must be None or -1");
-    // -1: the consumer asks for no ordering; the host wait given instead may go.
+    // -1: the consumer orders its own work; nothing waits.
     return {std::nullopt, value == -1};
   }
   if (stream.is_none()) {
@@ -251,7 +251,7 @@ ConsumerStream consumer_stream(int device_type, nb::handle stream) {
   }
   if (!number.is_valid()) throw nb::buffer_error("__dlpack__: stream must be an int or None");
   if (!value) throw nb::buffer_error("__dlpack__: stream is out of range");
-  if (*value == -1) return {std::nullopt, true};  // no ordering asked: a host wait is stricter, and safe
+  if (*value == -1) return {std::nullopt, true};  // the producer must not synchronize: nothing waits
   if (*value == 0 && device_type == driver::dlpack_device::cuda)
     throw nb::buffer_error("__dlpack__: stream 0 is ambiguous on CUDA; pass 1 (legacy default) or 2 (per-thread)");
   // The array API defines 1 and 2 (CUDA's legacy and per-thread default streams) for CUDA only.
@@ -406,7 +406,8 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
       "DLPack export (the array API's signature): a zero-copy view of the memory. A versioned capsule\n"
       "when max_version >= (1, 0). On CUDA / HIP the consumer's `stream` waits on an event recorded on\n"
       "the buffer's stream; a device whose memory is host memory (the mock) exports CPU memory after a\n"
-      "host wait. copy=True and another dl_device raise BufferError.";
+      "host wait. stream=-1: the consumer orders its own work (sync() the buffer's stream first) and\n"
+      "nothing waits. copy=True and another dl_device raise BufferError.";
   nb::class_<BufferView>(m, "BufferView",
                          "A typed, shaped, zero-copy view of a whole Buffer (Buffer.view), for DLPack consumers\n"
                          "and the CUDA array interface. It keeps its buffer alive.")

@@ -21,6 +21,7 @@
 #include "bindings.hpp"
 #include "host_copy_arguments.hpp"
 #include "interruptible_wait.hpp"
+#include "recordings_end_with_thread.hpp"
 #include "tensor_arguments.hpp"
 #include "lifecore/deadline.hpp"
 #include "lifecore/error.hpp"
@@ -343,6 +344,7 @@ constexpr const char* still_recording_note =
 // it raises propagates through the core's abort unchanged.
 std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t warmup, CaptureOwner owner) {
   Stream& stream = nb::cast<Stream&>(self);
+  end_recordings_with_this_thread();  // an abort that fails leaves the recording to this thread
   bool aborted = false;  // a refused warmup or prepare aborts nothing: a recording already there is not ours
   try {
     return runtime::capture_graph(stream, warmup, owner, [&] { fn(self); }, &aborted);
@@ -700,10 +702,18 @@ void bind_stream(nb::module_& m) {
            "it again once the recording has ended). Refused like sync() while another stream records.")
       .def("graph_prepare", &Stream::graph_prepare, "owner"_a = 0,
            "NO_CAPTURE -> PREPARE: arms the pools for the warmup run.")
-      .def("begin_capture", &Stream::begin_capture, nb::call_guard<GilRelease>(),
+      .def("begin_capture",
+           [](Stream& stream) {
+             {
+               GilRelease release;
+               stream.begin_capture();
+             }
+             end_recordings_with_this_thread();
+           },
            "PREPARE -> CAPTURE: flushes warmup, ends priming, opens the capture. Outside relaxed capture mode a\n"
            "thread records on one stream at a time: while another stream records on this thread (or any\n"
-           "thread's global capture records) it raises CaptureStateError naming that stream and changes nothing.")
+           "thread's global capture records) it raises CaptureStateError naming that stream and changes nothing.\n"
+           "A thread that exits with its recording still open aborts it as it goes (before its join returns).")
       .def("end_capture", &Stream::end_capture, "caller"_a = 0,
            "CAPTURE -> NO_CAPTURE: seals the recording into a Graph or raises CaptureRefusedError. A refusal\n"
            "whose driver still captures (cause driver_still_capturing) leaves the stream in CAPTURE: end or\n"

@@ -3,7 +3,8 @@
 // wrong): a recording that ended, a lost device, a relaxed mode, another domain, the target's
 // own recording, another thread's thread_local recording and a domain that went forbid nothing;
 // this thread's recordings and any thread's global one do, also after the thread that began it
-// exited.
+// exited when nothing is left to end it; a thread that exits ends what it still records through
+// the recording's owner (the Stream), on that thread.
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -30,10 +31,24 @@ struct Recording {
   std::shared_ptr<std::atomic<bool>> lost = std::make_shared<std::atomic<bool>>(false);
   PublishedCaptureState state{lost};
 
-  void begin(CaptureMode mode, std::uintptr_t native = 7, const std::shared_ptr<const void>& in = domain_token) {
+  void begin(CaptureMode mode, std::uintptr_t native = 7, const std::shared_ptr<const void>& in = domain_token,
+             std::weak_ptr<lifecore::runtime::RecordingOwner> owner = {}) {
     state.prepare(0);
     state.begin();
-    registry::add(state.mark(), in, mode, native, "me");
+    registry::add(state.mark(), in, mode, native, "me", std::move(owner));
+  }
+};
+
+// What a Stream does for a thread that exits recording: aborts, there; counts where it ran.
+struct AbortingOwner final : lifecore::runtime::RecordingOwner {
+  Recording* recording = nullptr;
+  std::atomic<int> calls{0};
+  std::atomic<std::uint64_t> ran_on{0};
+
+  void end_recording_of_exiting_thread() noexcept override {
+    ++calls;
+    ran_on = lifecore::runtime::thread_token();
+    recording->state.abort();
   }
 };
 
@@ -135,6 +150,35 @@ int main() {
     global.state.abort();  // as the stream does when its device closes or it is destroyed
     CHECK(!conflict());
     local.state.abort();
+  }
+
+  // A thread that exits with recordings open ends them through their owners, on that thread,
+  // before it goes: then neither its global recording forbids another thread anything, nor is
+  // any stream left recording a capture nobody could end. One already ended, or whose owner
+  // went, is left alone.
+  for (CaptureMode mode : {CaptureMode::thread_local_, CaptureMode::global}) {
+    Recording open, ended, orphan;
+    auto owner = std::make_shared<AbortingOwner>();
+    auto ended_owner = std::make_shared<AbortingOwner>();
+    owner->recording = &open;
+    ended_owner->recording = &ended;
+    std::uint64_t recorder = 0;
+    std::thread([&] {
+      recorder = lifecore::runtime::thread_token();
+      open.begin(mode, 11, domain_token, owner);
+      ended.begin(mode, 12, domain_token, ended_owner);
+      ended.state.abort();
+      auto gone = std::make_shared<AbortingOwner>();
+      gone->recording = &orphan;
+      orphan.begin(mode, 13, domain_token, gone);
+    }).join();
+    CHECK(owner->calls.load() == 1 && owner->ran_on.load() == recorder);
+    CHECK(!open.state.is_recording());
+    CHECK(ended_owner->calls.load() == 0);
+    CHECK(orphan.state.is_recording());  // its owner went first: nothing could end it here
+    if (mode == CaptureMode::global) CHECK(conflict());
+    orphan.state.abort();
+    CHECK(!conflict());
   }
 
   // refuse() names the recording and changes nothing; check() raises only on a conflict.

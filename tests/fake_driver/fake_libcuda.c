@@ -18,7 +18,8 @@
  *   FAKE_CUDA_MEM_NODES=n     captured graphs hold n memory-alloc nodes besides one kernel node
  *   FAKE_CUDA_DEVICE_GET=code what cuDeviceGet returns for an ordinal in range (default 0)
  *   FAKE_CUDA_POINTER_ORDINAL=n  the device cuPointerGetAttribute names for known memory (default 0)
- *   FAKE_CUDA_SYNC=code       what cuStreamSynchronize returns (default 0)
+ *   FAKE_CUDA_SYNC=code       what cuStreamSynchronize returns (default 0); fake_cuda_stream_syncs()
+ *                             counts its calls
  *   FAKE_CUDA_FAIL=cuA=code,cuB=code  those entry points (base names) fail with those codes
  *   FAKE_CUDA_BUSY=1          cuStreamQuery and cuEventQuery answer CUDA_ERROR_NOT_READY, as for
  *                             work still running, until fake_cuda_set_busy(0); cuStreamSynchronize
@@ -171,11 +172,13 @@ static CUresult fake_cuCtxSetCurrent(void* context) { INJECT(); current_context 
 static CUresult fake_cuMemGetInfo(size_t* free_bytes, size_t* total) { INJECT(); *free_bytes = 1u << 30; *total = 2u << 30; return SUCCESS; }
 
 /* ---- streams and events ---- */
-struct stream { int capturing; unsigned long long capture_id; uintptr_t joined; };
+/* began_on: the thread that began a capture outside relaxed mode, the only one CUDA lets end it. */
+struct stream { int capturing; unsigned long long capture_id; uintptr_t joined; int relaxed; pthread_t began_on; };
 static unsigned long long next_capture_id = 1;
 /* An unsafe call (a module load) while a capture is live and the calling thread's mode is not
  * relaxed fails, as CUDA's, and invalidates every live capture: those begun before it. */
 static long live_captures;
+EXPORT long fake_cuda_live_captures(void) { return __atomic_load_n(&live_captures, __ATOMIC_SEQ_CST); }
 static unsigned long long invalidated_before;
 static __thread int capture_mode; /* the thread's: 0 global, 1 thread-local, 2 relaxed */
 static void invalidate_live_captures(void) { invalidated_before = next_capture_id; }
@@ -281,7 +284,14 @@ static CUresult fake_cuStreamDestroy(struct stream* s) { INJECT();
   free(s);
   return SUCCESS;
 }
-static CUresult fake_cuStreamSynchronize(struct stream* s) { INJECT(); (void)s; return env_int("FAKE_CUDA_SYNC", 0); }
+static long stream_syncs;
+EXPORT long fake_cuda_stream_syncs(void) { return __atomic_load_n(&stream_syncs, __ATOMIC_SEQ_CST); }
+static CUresult fake_cuStreamSynchronize(struct stream* s) {
+  INJECT();
+  (void)s;
+  __atomic_add_fetch(&stream_syncs, 1, __ATOMIC_SEQ_CST);
+  return env_int("FAKE_CUDA_SYNC", 0);
+}
 /* Whether queries find work still running: FAKE_CUDA_BUSY at the first query, then what
  * fake_cuda_set_busy says. Each query is counted (fake_cuda_stream_queries / _event_queries). */
 static int busy = -1;
@@ -429,6 +439,8 @@ struct graph { int mem_nodes; };
 static CUresult fake_cuStreamBeginCapture(struct stream* s, int mode) { INJECT();
   if (s->capturing) return INVALID_VALUE;  /* already recording (its own, or a capture it joined) */
   s->capturing = mode + 1;
+  s->relaxed = mode == 2;
+  s->began_on = pthread_self();
   s->capture_id = next_capture_id++;
   __atomic_add_fetch(&live_captures, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
@@ -436,6 +448,7 @@ static CUresult fake_cuStreamBeginCapture(struct stream* s, int mode) { INJECT()
 static CUresult fake_cuStreamEndCapture(struct stream* s, struct graph** out) { INJECT();
   *out = NULL;
   if (!s->capturing) return CAPTURE_UNMATCHED;
+  if (!s->joined && !s->relaxed && !pthread_equal(s->began_on, pthread_self())) return 908; /* WRONG_THREAD */
   if (!s->joined) __atomic_sub_fetch(&live_captures, 1, __ATOMIC_SEQ_CST);  /* a joined one was never counted */
   s->capturing = 0;
   if (env_int("FAKE_CUDA_INVALIDATE", 0) || s->capture_id < invalidated_before) return CAPTURE_INVALIDATED;

@@ -9,7 +9,7 @@
 namespace lifecore::runtime {
 
 std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream,
-                                               bool wait_optional, const char* op) {
+                                               bool no_order, const char* op) {
   if (!buffer) raise(ErrorKind::InvalidArgument, std::string(op) + ": no buffer");
   Device& device = *buffer->device();
   driver::Driver& driver = device.driver();
@@ -27,7 +27,7 @@ std::shared_ptr<BufferLease> BufferLease::take(std::shared_ptr<Buffer> buffer, c
       if (buffer) buffer->drop_view();
     }
   } view{buffer.get()};
-  buffer->stream()->lend(*buffer, consumer_stream, wait_optional, op);
+  buffer->stream()->lend(*buffer, consumer_stream, no_order, op);
   std::shared_ptr<BufferLease> lease(new BufferLease());
   lease->device_type_ = backend.dlpack_device_type;
   lease->device_id_ = host_memory ? 0 : driver.ordinal();  // DLPack numbers the host as CPU device 0

@@ -19,6 +19,7 @@ struct Entry {
   driver::CaptureMode mode = driver::CaptureMode::thread_local_;
   std::uintptr_t native_stream = 0;
   std::string thread_name;
+  std::weak_ptr<RecordingOwner> owner;  // what ends the recording if its thread exits first
 
   // The stream still holds the recording this thread began, on a device that is not lost, in a
   // domain that still exists.
@@ -46,12 +47,32 @@ void end_left_recordings(std::vector<Entry>& own) noexcept {
   }
 }
 
+// Ends the recordings of `list`, the calling thread's, and empties it: the thread is going, and
+// after it no thread could end them (the driver ends such a capture only where it began).
+void end_recordings_in(std::vector<Entry>& list) noexcept {
+  // Taken out first: an abort consults the registry, which must find a list it can change.
+  std::vector<Entry> mine;
+  mine.swap(list);
+  end_left_recordings(mine);
+  for (const Entry& entry : mine) {
+    // Still this thread's recording, whatever became of its device (a closed or lost one's
+    // stream has its own way to end it): live() would skip one whose domain went.
+    if (entry.mark->thread.load(std::memory_order_acquire) != entry.thread) continue;
+    if (const std::shared_ptr<RecordingOwner> owner = entry.owner.lock()) owner->end_recording_of_exiting_thread();
+  }
+}
+
 // This thread's recordings (thread_local and global mode): only this thread touches the list,
-// and it goes with the thread (a capture that thread left open can never conflict with
-// another thread's call in thread_local mode).
+// and it goes with the thread, ending what the thread still records.
+struct OwnEntries {
+  std::vector<Entry> entries;
+
+  ~OwnEntries() { end_recordings_in(entries); }
+};
+
 std::vector<Entry>& own_entries() {
-  thread_local std::vector<Entry> entries;
-  return entries;
+  thread_local OwnEntries own;
+  return own.entries;
 }
 
 // Every thread's global-mode recordings. `size` is entries.size(), stored under the lock, so a
@@ -100,11 +121,14 @@ void PublishedCaptureState::publish() noexcept {
 
 namespace capture_registry {
 
+void end_this_threads_recordings() noexcept { end_recordings_in(own_entries()); }
+
 void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const void>& domain,
-         driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread) noexcept {
+         driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread,
+         std::weak_ptr<RecordingOwner> owner) noexcept {
   if (mode == driver::CaptureMode::relaxed) return;
   try {
-    add_entry(Entry{mark, thread_token(), domain, mode, native_stream, thread});
+    add_entry(Entry{mark, thread_token(), domain, mode, native_stream, thread, std::move(owner)});
   } catch (...) {
     // Out of memory: this recording is not refused up front; the driver still refuses the call.
   }

@@ -1112,7 +1112,7 @@ void Stream::begin_capture() {
     // Listed first: a call another thread checks from here on is refused up front instead of
     // reaching the driver in the recording's first moments (which, in global mode, it would
     // invalidate).
-    capture_registry::add(state_.mark(), capture_domain_, device_->capture_mode(), native, thread);
+    capture_registry::add(state_.mark(), capture_domain_, device_->capture_mode(), native, thread, weak_from_this());
     std::string previous_text = std::move(capture_thread_text_);  // no throw from here on
     capture_thread_text_ = std::move(thread);
     try {
@@ -1365,6 +1365,15 @@ void Stream::abort_capture() {
   if (ended_status.sticky) throw_driver(ended_status);
 }
 
+void Stream::end_recording_of_exiting_thread() noexcept {
+  try {
+    abort_capture();
+  } catch (...) {
+    // The driver still captures (its end failed), or the device was lost: what abort_capture
+    // could do, it did, and no caller is left to tell.
+  }
+}
+
 void Stream::end_capture_left_by_close() noexcept {
   left_by_close_ = false;
   if (recorder_->driver_capturing()) (void)recorder_->abandon();
@@ -1454,13 +1463,13 @@ void Stream::check_lendable(const Buffer& buffer, const char* op) {
   check_lendable_locked(buffer, op);
 }
 
-void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional, const char* op) {
+void Stream::lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool no_order, const char* op) {
   Locked lock(*this, op);
   check_lendable_locked(buffer, op);
+  // The consumer orders its own work (a recording consumer's runs at replay; another calls
+  // sync() first): a wait here would stall the host for nothing it asked.
+  if (no_order) return;
   if (consumer_stream == nullptr) {
-    // A consumer recording on this thread asks for no ordering (its work runs at replay): the
-    // wait, stricter than asked, is skipped where the driver forbids it.
-    if (wait_optional && recording_elsewhere()) return;
     check_not_recording_elsewhere(op, "waits for this stream on the host");
     RelaxedCaptureMode relaxed(driver_);  // a host wait of a stream that does not record (stream.hpp)
     finish_host_wait(op);

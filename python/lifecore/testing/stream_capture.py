@@ -22,8 +22,9 @@ read-only host array of the machine's own, made for the call and dropped after i
 recorded it keeps it alive for every replay, and it is never pool memory.
 
 After every step it checks the invariants: the capture state equals the model's; a stream in
-``NO_CAPTURE`` accepts a prepare; pool accounting balances and nothing stays retained once every
-graph is gone and no window is open; live graphs and open windows are exactly what the model
+``NO_CAPTURE`` accepts a prepare; pool accounting balances, every live buffer's slice is in use
+and no slot a graph or a window holds is free, and nothing stays retained once every graph is
+gone and no window is open; live graphs and open windows are exactly what the model
 says; info-cache entries and pins are exactly what they should be. Each capture step also checks
 that the recorded pass allocated nothing and that replaying from the pre-step contents gives the
 warmup's results; every read is compared with the model's float32 contents.
@@ -66,6 +67,7 @@ from lifecore.models.stream_capture import (
     TRANSITION_DRIVER_OPERATIONS,
     CaptureVariant,
     DeviceModel,
+    GraphsKind,
     HostArray,
     ModelError,
     Ref,
@@ -213,6 +215,11 @@ class StreamCaptureMachine(LifecycleMachine):
 
     Construct with a device factory (``StreamCaptureMachine(factory)``), or bind one to a
     subclass with :meth:`bind` and use its ``TestCase``.
+
+    ``graphs`` (``"hardware"`` or ``"software"``) and ``capture_mode`` (``"thread_local"``,
+    ``"global"`` or ``"relaxed"``) say what the device under test must be; the model follows
+    them, and a device that reports anything else fails the run. Left out, each is what the
+    device reports (the model then trusts that report, and checks only behaviour).
     """
 
     stats = STATS
@@ -220,15 +227,25 @@ class StreamCaptureMachine(LifecycleMachine):
     #: A device factory a subclass sets itself (bind() is the usual way).
     device_factory: ClassVar[Optional[DeviceFactory]] = None
 
-    def __init__(self, device_factory: Optional[DeviceFactory] = None) -> None:
+    def __init__(self, device_factory: Optional[DeviceFactory] = None, graphs: Optional[GraphsKind] = None,
+                 capture_mode: Optional[str] = None) -> None:
         factory = self.factory_or_bound(device_factory) or type(self).device_factory
         if factory is None:
             raise TypeError("StreamCaptureMachine needs a device factory (see StreamCaptureMachine.bind)")
+        graphs = self.option_or_bound("graphs", graphs)
+        capture_mode = self.option_or_bound("capture_mode", capture_mode)
+        # The model refuses what no device can be, before a device is made.
+        DeviceModel(graphs or "hardware", capture_mode or "thread_local")
         super().__init__()
         self.device = factory()
+        for name, expected in (("graphs", graphs), ("capture_mode", capture_mode)):
+            reported = getattr(self.device, name)
+            if expected is not None and reported != expected:
+                self.device.close()
+                raise AssertionError(f"the device reports {name}={reported!r}, the machine was told {expected!r}")
         self.fault_injection = offers_fault_injection(self.device)
         self.injected_codes: set[int] = set()  # the driver statuses this run injected (see both)
-        self.model = DeviceModel(self.device.graphs, self.device.capture_mode)
+        self.model = DeviceModel(graphs or self.device.graphs, capture_mode or self.device.capture_mode)
         self.kernels = lifecore.kernels
         self.streams = [(self.device.stream(), self.model.new_stream()) for _ in range(2)]
         self.buffers: list[_Buffer] = []
@@ -955,8 +972,10 @@ class StreamCaptureMachine(LifecycleMachine):
     @invariant()
     def agrees_with_the_model(self) -> None:
         """Checks each stream's capture state against the model's (and that NO_CAPTURE accepts a
-        prepare), that the pool balances, that graphs, windows, info entries and pins are the model's
-        counts, and that nothing stays retained once no graph and no window is left."""
+        prepare), that the pool balances, that every live buffer's slice is in use and every slot a
+        live graph or an open window holds stays out of the free list (counted from the model),
+        that graphs, windows, info entries and pins are the model's counts, and that nothing stays
+        retained once no graph and no window is left."""
         start = time.perf_counter()
         try:
             self._check_invariants()
@@ -976,6 +995,15 @@ class StreamCaptureMachine(LifecycleMachine):
         stats = self.device.memory_stats()
         assert stats["slices"] == stats["slices_in_use"] + stats["slices_retained"] + stats["slices_free"], (
             f"pool accounting does not balance: {stats}")
+        # Counted from the model, not from the stats' own sum: every live buffer holds a slice,
+        # and every slot a live graph or an open window holds stays out of the free list. A
+        # freed buffer's slice may stay in use while queued work runs, so these are bounds.
+        live = sum(1 for b in self.model.buffers.values() if b.alive and not b.orphaned)
+        held = len(self.model.retained_slots())
+        assert stats["slices_in_use"] >= live, f"{live} live buffers, {stats['slices_in_use']} slices in use: {stats}"
+        assert stats["slices_retained"] <= held, f"{held} slots held by graphs and windows: {stats}"
+        assert stats["slices_in_use"] + stats["slices_retained"] >= live + held, (
+            f"{live} live buffers and {held} held slots, fewer slices out of the free list: {stats}")
         counts = {"graphs_alive": self.model.graphs_alive(), "windows_active": self.model.windows_active(),
                   "info_pinned": len(self.model.pinned_info()), "info_entries": len(self.model.info_entries)}
         for key, value in counts.items():
@@ -987,11 +1015,13 @@ class StreamCaptureMachine(LifecycleMachine):
 
 
 def run_stream_capture_machine(factory: DeviceFactory, settings: Optional[Settings] = None,
-                               seed: Optional[int] = None) -> None:
+                               seed: Optional[int] = None, *, graphs: Optional[GraphsKind] = None,
+                               capture_mode: Optional[str] = None) -> None:
     """Runs the machine against devices made by ``factory`` (raises on the first failure,
     after Hypothesis has shrunk it). ``seed`` makes the run reproducible: the same seed runs
-    the same steps. The same as ``StreamCaptureMachine.run``."""
-    StreamCaptureMachine.run(factory, settings=settings, seed=seed)
+    the same steps; ``graphs`` and ``capture_mode``: what each device must be (see
+    :class:`StreamCaptureMachine`). The same as ``StreamCaptureMachine.run``."""
+    StreamCaptureMachine.run(factory, settings=settings, seed=seed, graphs=graphs, capture_mode=capture_mode)
 
 
 # Plain functions answer an argument they do not take with LifecoreTypeError (the

@@ -19,10 +19,10 @@ class BufferLease {
  public:
   // Makes the memory ready for the consumer (Stream::lend) and lends it. `consumer_stream`
   // null: the buffer's stream is waited for on the host (the only choice on a CPU export);
-  // `wait_optional`: the consumer asked for no ordering, so a wait the driver forbids now is skipped.
+  // `no_order`: the consumer orders its own work (DLPack's -1), so nothing waits.
   // `op` names the call in its errors (__dlpack__, view).
   static std::shared_ptr<BufferLease> take(std::shared_ptr<Buffer> buffer, const std::uintptr_t* consumer_stream,
-                                           bool wait_optional = false, const char* op = "view");
+                                           bool no_order = false, const char* op = "view");
   ~BufferLease();
   BufferLease(const BufferLease&) = delete;
   BufferLease& operator=(const BufferLease&) = delete;

@@ -44,6 +44,20 @@ class LeftRecording {
   virtual void end_here(struct RecordingMark& mark) noexcept = 0;
 };
 
+// What holds a recording (the Stream): a thread that exits with a thread_local or global
+// recording still open ends it through this, as the last call it makes. Outside relaxed mode
+// the driver ends a capture only on the thread that began it, so once that thread is gone
+// nothing could end it, and the stream would stay recording for good.
+class RecordingOwner {
+ public:
+  // On the exiting thread that began the recording: aborts it (its graph discarded), or does
+  // nothing where there is nothing to end. Never throws.
+  virtual void end_recording_of_exiting_thread() noexcept = 0;
+
+ protected:
+  ~RecordingOwner() = default;
+};
+
 // What a stream publishes for threads that hold no lock on it: the token of the thread whose
 // recording it holds (0 while it records nothing), and its device's lost flag (a lost device's
 // captures went with its context).
@@ -114,8 +128,16 @@ namespace capture_registry {
 // before the driver begins, so no other thread's call checked after this one reaches the
 // driver inside the new recording. A relaxed recording forbids nothing and is not kept. Never
 // fails (out of memory, the recording goes unlisted: the driver still refuses what it forbids).
+// When the thread exits with the recording still open, `owner` (held weakly) ends it there.
 void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const void>& domain,
-         driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread) noexcept;
+         driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread,
+         std::weak_ptr<RecordingOwner> owner) noexcept;
+
+// The calling thread is exiting: ends every recording it still holds, through each one's owner
+// (and those whose Stream went, see LeftRecording), and unlists them. Runs by itself as the
+// thread's own list is destroyed; an embedder whose threads end earlier than their operating
+// system thread (an interpreter's thread state, cleared before a join returns) calls it then.
+void end_this_threads_recordings() noexcept;
 
 // Unlists the calling thread's recording on the stream that published `mark`: its driver begin
 // failed, and what undoes the window must not be refused by it.

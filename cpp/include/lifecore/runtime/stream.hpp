@@ -55,7 +55,7 @@ struct ProducerStream {
   std::string_view argument;  // points into storage that outlives the call
 };
 
-class Stream : public std::enable_shared_from_this<Stream> {
+class Stream : public std::enable_shared_from_this<Stream>, public RecordingOwner {
  public:
   Stream(std::shared_ptr<Device> device, driver::StreamHandle handle);
   ~Stream();
@@ -138,6 +138,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // thread (CaptureStateError); a DriverError when the driver still captures afterwards (the
   // stream then stays in CAPTURE: call it again); a DeviceLostError after a sticky status.
   void abort_capture();
+  // The thread that began this stream's recording (outside relaxed mode) is exiting with it
+  // still open: abort_capture from there, its errors dropped (nothing else could end it).
+  void end_recording_of_exiting_thread() noexcept override;
   StreamCaptureState capture_state() const;
   // Errors this stream ever queued for a later call to raise (never decreases).
   std::uint64_t errors_queued() const;
@@ -180,9 +183,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Makes the buffer's memory ready for a consumer: with `consumer_stream` null the stream's
   // work is waited for on the host; otherwise that native stream waits on an event recorded
   // here. Refused (CaptureStateError) while this stream has a window prepared or recording, and
-  // the host wait while a recording elsewhere forbids it (check_not_recording_elsewhere), unless
-  // `wait_optional` (the consumer asked for no ordering, DLPack's -1): then it is skipped.
-  void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool wait_optional = false,
+  // the host wait while a recording elsewhere forbids it (check_not_recording_elsewhere).
+  // `no_order` (DLPack's -1: the consumer orders its own work, and the producer must not
+  // synchronize): checked the same way, and nothing waits.
+  void lend(const Buffer& buffer, const std::uintptr_t* consumer_stream, bool no_order = false,
             const char* op = "view");
   // The rule of lend without its wait, for an export that hands its consumer this stream to
   // order on instead (the CUDA array interface): ClosedError when the buffer or the stream
