@@ -578,3 +578,31 @@ def test_an_interrupted_detach_says_so_holds_its_module_and_finishes_on_the_next
     assert model[0].hook is None and "detached" in repr(first)
     with attach(second, model):
         assert model[0].hook is not None
+
+
+def test_a_module_that_refuses_to_clear_its_routing_hook_does_not_keep_the_attachment_half_detached() -> None:
+    """A routed module whose set_routing_hook(None) raised stopped detach() there: the modules
+    after it kept their hooks, the attachment stayed "detaching" holding them all, and as the
+    module raised again at every detach() nothing could route them again."""
+
+    class RefusesToClear(Router):
+        def set_routing_hook(self, hook) -> None:
+            if hook is None:
+                raise RuntimeError("this router keeps its hook")
+            super().set_routing_hook(hook)
+
+    model = nn.Sequential(Router(), RefusesToClear(), Router())
+    x = torch.randn(1, 5, D)
+    discovery = discover(model, x)
+    targets = [iv.exclude_experts(f"x{i}", f"{i}#routing", [0]) for i in range(3)]
+    first = attach(session_of(discovery, targets, tokens=5), model)
+    with pytest.raises(RuntimeError, match="keeps its hook") as raised:
+        first.detach()
+    note = "\n".join(getattr(raised.value, "__notes__", []))
+    assert "set_routing_hook(None) of '1' raised" in note and "the attachment is detached" in note, note
+    assert model[0].hook is None and model[2].hook is None
+    assert "detached" in repr(first) and not first.attached
+    first.detach()  # nothing left to do
+    second = attach(session_of(discovery, [iv.exclude_experts("y", "2#routing", [1])], tokens=5), model)
+    assert model[2].hook is not None
+    second.detach()

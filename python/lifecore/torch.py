@@ -846,11 +846,19 @@ class TorchAttachment:
     def detach(self) -> None:
         """Removes every hook this attachment placed (forward hooks, routing hooks, the root's
         pre-hook and call counting); calling it again does nothing, and finishes one a Ctrl-C
-        interrupted. The session keeps its records."""
+        interrupted. The session keeps its records. A routed module whose
+        ``set_routing_hook(None)`` raises does not stop it: every other hook goes, the
+        attachment is detached (it no longer holds that module), and that error is raised
+        after, with a note naming the module."""
         self._detaching = True
         self._placed.remove_all()
+        refused: list[tuple[Any, Exception]] = []
         while self._routing_set:
-            self._routing_set[-1].set_routing_hook(None)
+            module = self._routing_set[-1]
+            try:
+                module.set_routing_hook(None)
+            except Exception as refusal:  # the module's own code; a Ctrl-C leaves it held, for detach() again
+                refused.append((module, refusal))
             self._routing_set.pop()
         # Detached (no longer holding its modules' routing) only once their hooks are cleared: a
         # concurrent attach would otherwise route a module whose hook this then cleared.
@@ -859,6 +867,15 @@ class TorchAttachment:
         # The hooks go with these (no hook refers to itself: see _make_hook's state), and with
         # them their hold on this attachment, the model and the session.
         self._hooks, self._routed, self._counted, self._counting = {}, {}, {}, []
+        if refused:
+            first = refused[0][1]  # the first that raised
+            paths = [next((repr(p) for p, m in self._modules.items() if m is module), type(module).__name__)
+                     for module, _ in refused]
+            first.add_note(f"TorchAttachment.detach: set_routing_hook(None) of {', '.join(paths)} raised; every "
+                           f"other hook was removed and the attachment is detached (it no longer holds "
+                           f"{'that module' if len(paths) == 1 else 'those modules'}; a hook it still holds is "
+                           f"its own to clear)")
+            raise first
 
     @property
     def attached(self) -> bool:
