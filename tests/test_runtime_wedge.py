@@ -261,16 +261,27 @@ def test_close_from_another_thread_leaves_the_capture_to_its_thread(mode) -> Non
         s.sync()
 
 
+@pytest.mark.parametrize("graphs", ["hardware", "software"])
 @pytest.mark.parametrize("mode", ["thread_local", "global"])
-def test_a_thread_that_exits_recording_ends_its_capture_before_its_join_returns(mode) -> None:
+def test_a_thread_that_exits_recording_ends_its_capture_before_its_join_returns(backend_name, graphs, mode) -> None:
     # Nobody else could end it (the driver lets only that thread): the thread ends it as it
     # goes, its graph discarded, and a close from here has nothing left to abandon.
-    dev = lifecore.Device(EMULATED, graphs="hardware", capture_mode=mode)
-    out = run_in_thread(lambda: open_recording(dev))
-    s, buf = out["value"]
+    dev = open_device(backend_name, graphs, mode)
+    s = dev.stream()
+    buf = s.alloc(4 * N)
+    s.fill(buf, 5)
+    s.sync()
+
+    def record() -> None:
+        s.graph_prepare()
+        s.begin_capture()
+        s.fill(buf, 1)
+
+    assert "error" not in run_in_thread(record)
     assert s.capture_state.variant is CaptureVariant.NO_CAPTURE and not s.driver_capturing
-    assert (read_u32(s, buf) != 1).all()  # the recorded fill never ran
+    np.testing.assert_array_equal(read_u32(s, buf), np.full(N, 5, np.uint32))  # the recorded fill never ran
     assert dev.memory_stats()["windows_active"] == 0
+    assert_recapturable(dev, s)
     dev.close()
     assert dev.abandoned_captures == 0
     with pytest.raises(ClosedError):
