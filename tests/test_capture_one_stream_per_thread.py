@@ -455,6 +455,45 @@ def test_on_cuda_a_thread_that_exits_recording_ends_the_driver_capture_there(fak
     assert result["again"] == 0 and result["abandoned"] == 0
 
 
+@pytest.mark.parametrize("end_it", [True, False], ids=["ended-by-its-thread", "left-open"])
+def test_a_thread_python_did_not_start_keeps_its_recording_between_calls_into_python(tmp_path_factory,
+                                                                                      end_it: bool) -> None:
+    # A native thread calls into Python twice, each call in a thread state of its own that is
+    # cleared when the call returns (an embedder's worker; here ctypes callbacks). Clearing the
+    # first must not end the recording it began: the thread lives on and ends it in the second
+    # call. Left open, the recording ends as the thread itself exits.
+    import ctypes
+
+    from driver_scenarios import build_fake_library
+
+    library = ctypes.CDLL(str(build_fake_library(tmp_path_factory, "native_thread.c", "native thread helper")))
+    callback = ctypes.CFUNCTYPE(None)
+    with lifecore.Device(EMULATED, graphs="hardware", capture_mode="thread_local") as dev:
+        s = dev.stream()
+        x = ones(s)
+        s.sync()
+        seen: dict = {}
+
+        def first() -> None:
+            begin_doubling(s, x)
+
+        def second() -> None:
+            seen["between"] = s.capture_state.variant.name
+            if end_it:
+                graph = s.end_capture()
+                seen["nodes"] = graph.node_count
+                graph.destroy()
+
+        calls = (callback(first), callback(second))
+        assert library.run_twice_on_a_native_thread(*calls) == 0
+        assert seen["between"] == "CAPTURE"
+        assert seen.get("nodes", 1) == 1
+        assert s.capture_state.variant is CaptureVariant.NO_CAPTURE and not s.driver_capturing
+        assert dev.memory_stats()["windows_active"] == 0
+        begin_doubling(s, x)
+        seal_and_replay(s, x, before=4.0)
+
+
 def test_on_cuda_a_recording_forbids_calls_on_every_device_of_the_process(fake_libcuda) -> None:
     # CUDA keeps one capture state per process: a recording on one device forbids this thread's
     # begin on another device's stream (the fake driver, in a fresh interpreter).

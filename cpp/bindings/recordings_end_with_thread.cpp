@@ -5,6 +5,11 @@
 // has returned: a joiner could still find the stream recording. The interpreter clears a
 // thread's state dict before a join returns (at finalization too, for the main thread); an
 // entry of lifecore's there ends the thread's recordings as it goes.
+//
+// Only for a thread the threading module started (or the main thread): a thread Python did not
+// start gets a thread state for each call into Python (an embedder's worker, a ctypes callback),
+// cleared when that call returns while the thread lives on and may still end its recording; its
+// recordings are left to the core, at the thread's own exit.
 #include "recordings_end_with_thread.hpp"
 
 #include "lifecore/runtime/capture_registry.hpp"
@@ -17,13 +22,38 @@ char marker = 0;  // a capsule's pointer may not be null
 
 void end_recordings(PyObject*) noexcept { runtime::capture_registry::end_this_threads_recordings(); }
 
+// Whether the threading module started this thread (or it is the main thread): listed in
+// threading._active as anything but a _DummyThread (what threading makes up for a thread it did
+// not start). Unsure (threading not imported, an attribute missing), no.
+bool started_by_threading() noexcept {
+  PyObject* threading = PyImport_GetModule(nanobind::str("threading").ptr());  // new reference, or null
+  if (threading == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  bool started = false;
+  PyObject* active = PyObject_GetAttrString(threading, "_active");
+  PyObject* dummy = PyObject_GetAttrString(threading, "_DummyThread");
+  PyObject* ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+  if (active != nullptr && dummy != nullptr && ident != nullptr && PyDict_Check(active)) {
+    PyObject* thread = PyDict_GetItemWithError(active, ident);  // borrowed
+    started = thread != nullptr && PyObject_IsInstance(thread, dummy) == 0;
+  }
+  PyErr_Clear();
+  Py_XDECREF(ident);
+  Py_XDECREF(dummy);
+  Py_XDECREF(active);
+  Py_DECREF(threading);
+  return started;
+}
+
 }  // namespace
 
 void end_recordings_with_this_thread() noexcept {
   PyObject* dict = PyThreadState_GetDict();  // borrowed; null without a thread state
   if (dict == nullptr) return;                // the core still ends them at the thread's exit
   PyObject* present = PyDict_GetItemString(dict, key);  // borrowed, never raises
-  if (present != nullptr) return;
+  if (present != nullptr || !started_by_threading()) return;
   PyObject* capsule = PyCapsule_New(&marker, key, &end_recordings);
   if (capsule == nullptr || PyDict_SetItemString(dict, key, capsule) != 0) PyErr_Clear();  // out of memory: as above
   Py_XDECREF(capsule);
