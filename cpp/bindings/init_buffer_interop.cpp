@@ -406,8 +406,8 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
       "DLPack export (the array API's signature): a zero-copy view of the memory. A versioned capsule\n"
       "when max_version >= (1, 0). On CUDA / HIP the consumer's `stream` waits on an event recorded on\n"
       "the buffer's stream; a device whose memory is host memory (the mock) exports CPU memory after a\n"
-      "host wait. stream=-1: the consumer orders its own work (sync() the buffer's stream first) and\n"
-      "nothing waits. copy=True and another dl_device raise BufferError.";
+      "host wait. stream=-1: the consumer orders its own work (sync() the buffer's stream first, where an\n"
+      "error queued on it surfaces) and nothing waits. copy=True and another dl_device raise BufferError.";
   nb::class_<BufferView>(m, "BufferView",
                          "A typed, shaped, zero-copy view of a whole Buffer (Buffer.view), for DLPack consumers\n"
                          "and the CUDA array interface. It keeps its buffer alive.")

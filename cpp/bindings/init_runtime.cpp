@@ -713,7 +713,8 @@ void bind_stream(nb::module_& m) {
            "PREPARE -> CAPTURE: flushes warmup, ends priming, opens the capture. Outside relaxed capture mode a\n"
            "thread records on one stream at a time: while another stream records on this thread (or any\n"
            "thread's global capture records) it raises CaptureStateError naming that stream and changes nothing.\n"
-           "A thread that exits with its recording still open aborts it as it goes (before its join returns).")
+           "A threading thread that exits with its recording still open aborts it as it goes (before its join\n"
+           "returns); a thread Python did not start must end or abort it itself before it exits.")
       .def("end_capture", &Stream::end_capture, "caller"_a = 0,
            "CAPTURE -> NO_CAPTURE: seals the recording into a Graph or raises CaptureRefusedError. A refusal\n"
            "whose driver still captures (cause driver_still_capturing) leaves the stream in CAPTURE: end or\n"

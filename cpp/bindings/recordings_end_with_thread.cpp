@@ -8,19 +8,33 @@
 //
 // Only for a thread the threading module started (or the main thread): a thread Python did not
 // start gets a thread state for each call into Python (an embedder's worker, a ctypes callback),
-// cleared when that call returns while the thread lives on and may still end its recording; its
-// recordings are left to the core, at the thread's own exit.
+// cleared when that call returns while the thread lives on and may still end its recording.
+// And only on that thread: at finalization the interpreter clears its daemon threads' states
+// from the main thread, whose own recordings are not theirs to end.
 #include "recordings_end_with_thread.hpp"
 
+#include <cstdint>
+#include <new>
+
 #include "lifecore/runtime/capture_registry.hpp"
+#include "lifecore/thread_token.hpp"
 
 namespace lifecore::bindings {
 namespace {
 
 constexpr const char* key = "lifecore.recordings_end_with_thread";
-char marker = 0;  // a capsule's pointer may not be null
 
-void end_recordings(PyObject*) noexcept { runtime::capture_registry::end_this_threads_recordings(); }
+// The capsule holds the token of the thread whose state it is in (never null, as a capsule's
+// pointer must be).
+void end_recordings(PyObject* capsule) noexcept {
+  auto* owner = static_cast<std::uint64_t*>(PyCapsule_GetPointer(capsule, key));
+  if (owner == nullptr) {
+    PyErr_Clear();
+    return;
+  }
+  if (*owner == thread_token()) runtime::capture_registry::end_this_threads_recordings();
+  delete owner;
+}
 
 // Whether the threading module started this thread (or it is the main thread): listed in
 // threading._active as anything but a _DummyThread (what threading makes up for a thread it did
@@ -51,12 +65,19 @@ bool started_by_threading() noexcept {
 
 void end_recordings_with_this_thread() noexcept {
   PyObject* dict = PyThreadState_GetDict();  // borrowed; null without a thread state
-  if (dict == nullptr) return;                // the core still ends them at the thread's exit
+  if (dict == nullptr) return;                // no thread state to go with: left to the thread
   PyObject* present = PyDict_GetItemString(dict, key);  // borrowed, never raises
   if (present != nullptr || !started_by_threading()) return;
-  PyObject* capsule = PyCapsule_New(&marker, key, &end_recordings);
-  if (capsule == nullptr || PyDict_SetItemString(dict, key, capsule) != 0) PyErr_Clear();  // out of memory: as above
-  Py_XDECREF(capsule);
+  auto* owner = new (std::nothrow) std::uint64_t(thread_token());
+  if (owner == nullptr) return;  // out of memory: left to the thread, as on any other thread
+  PyObject* capsule = PyCapsule_New(owner, key, &end_recordings);
+  if (capsule == nullptr) {
+    delete owner;
+    PyErr_Clear();
+    return;
+  }
+  if (PyDict_SetItemString(dict, key, capsule) != 0) PyErr_Clear();  // the capsule's release deletes the token
+  Py_DECREF(capsule);
 }
 
 }  // namespace lifecore::bindings

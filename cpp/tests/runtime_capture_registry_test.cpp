@@ -3,8 +3,8 @@
 // wrong): a recording that ended, a lost device, a relaxed mode, another domain, the target's
 // own recording, another thread's thread_local recording and a domain that went forbid nothing;
 // this thread's recordings and any thread's global one do, also after the thread that began it
-// exited when nothing is left to end it; a thread that exits ends what it still records through
-// the recording's owner (the Stream), on that thread.
+// exited when nothing is left to end it; a thread about to exit ends what it still records
+// through the recording's owner (the Stream), on that thread (end_this_threads_recordings).
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -152,10 +152,10 @@ int main() {
     local.state.abort();
   }
 
-  // A thread that exits with recordings open ends them through their owners, on that thread,
-  // before it goes: then neither its global recording forbids another thread anything, nor is
-  // any stream left recording a capture nobody could end. One already ended, or whose owner
-  // went, is left alone.
+  // A thread about to exit with recordings open ends them through their owners, on that
+  // thread: then neither its global recording forbids another thread anything, nor is any
+  // stream left recording a capture nobody could end. One already ended, or whose owner went,
+  // is left alone; the list is empty after.
   for (CaptureMode mode : {CaptureMode::thread_local_, CaptureMode::global}) {
     Recording open, ended, orphan;
     auto owner = std::make_shared<AbortingOwner>();
@@ -171,6 +171,9 @@ int main() {
       auto gone = std::make_shared<AbortingOwner>();
       gone->recording = &orphan;
       orphan.begin(mode, 13, domain_token, gone);
+      gone.reset();  // its owner went first: nothing can end it here
+      registry::end_this_threads_recordings();
+      CHECK(!conflict());  // unlisted, the orphan too (its thread is going)
     }).join();
     CHECK(owner->calls.load() == 1 && owner->ran_on.load() == recorder);
     CHECK(!open.state.is_recording());

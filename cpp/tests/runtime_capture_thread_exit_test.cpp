@@ -1,8 +1,9 @@
-// A thread that exits with a capture still recording (thread_local or global mode) ends it as it
-// goes: only that thread could (the driver ends such a capture where it began), so without
-// this the stream would stay recording for good and, in global mode, forbid every other
-// thread's unsafe calls. Ended means aborted: the graph is discarded, nothing it recorded runs,
-// the window's memory goes back, and the stream records again on any thread.
+// A thread about to exit with a capture still recording (thread_local or global mode) ends it
+// through capture_registry::end_this_threads_recordings, as the Python binding has each
+// threading thread do: only that thread could (the driver ends such a capture where it began),
+// so without this the stream would stay recording for good and, in global mode, forbid every
+// other thread's unsafe calls. Ended means aborted: the graph is discarded, nothing it recorded
+// runs, the window's memory goes back, and the stream records again on any thread.
 #include <cstdint>
 #include <memory>
 #include <thread>
@@ -10,6 +11,7 @@
 
 #include "lifecore/error.hpp"
 #include "lifecore/runtime/buffer.hpp"
+#include "lifecore/runtime/capture_registry.hpp"
 #include "lifecore/runtime/device.hpp"
 #include "lifecore/runtime/graph.hpp"
 #include "lifecore/runtime/stream.hpp"
@@ -36,6 +38,7 @@ void a_recording_ends_with_its_thread(const char* graphs, const char* mode) {
     stream->graph_prepare(0);
     stream->begin_capture();
     stream->fill(*buffer, 9);  // recorded, never run
+    lifecore::runtime::capture_registry::end_this_threads_recordings();
   }).join();
   CHECK(!stream->capture_state().is_active());
   CHECK(!stream->driver_capturing());

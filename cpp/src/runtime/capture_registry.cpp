@@ -63,16 +63,12 @@ void end_recordings_in(std::vector<Entry>& list) noexcept {
 }
 
 // This thread's recordings (thread_local and global mode): only this thread touches the list,
-// and it goes with the thread, ending what the thread still records.
-struct OwnEntries {
-  std::vector<Entry> entries;
-
-  ~OwnEntries() { end_recordings_in(entries); }
-};
-
+// and it goes with the thread. Not ended from its destructor: by then the thread's other
+// thread_local objects, which an abort uses (a driver's capture-mode state), may be gone; an
+// embedder ends them earlier (end_this_threads_recordings).
 std::vector<Entry>& own_entries() {
-  thread_local OwnEntries own;
-  return own.entries;
+  thread_local std::vector<Entry> entries;
+  return entries;
 }
 
 // Every thread's global-mode recordings. `size` is entries.size(), stored under the lock, so a

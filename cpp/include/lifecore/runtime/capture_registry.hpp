@@ -44,8 +44,8 @@ class LeftRecording {
   virtual void end_here(struct RecordingMark& mark) noexcept = 0;
 };
 
-// What holds a recording (the Stream): a thread that exits with a thread_local or global
-// recording still open ends it through this, as the last call it makes. Outside relaxed mode
+// What holds a recording (the Stream): a thread about to exit with a thread_local or global
+// recording still open ends it through this (end_this_threads_recordings). Outside relaxed mode
 // the driver ends a capture only on the thread that began it, so once that thread is gone
 // nothing could end it, and the stream would stay recording for good.
 class RecordingOwner {
@@ -133,10 +133,11 @@ void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const
          driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread,
          std::weak_ptr<RecordingOwner> owner) noexcept;
 
-// The calling thread is exiting: ends every recording it still holds, through each one's owner
-// (and those whose Stream went, see LeftRecording), and unlists them. Runs by itself as the
-// thread's own list is destroyed; an embedder whose threads end earlier than their operating
-// system thread (an interpreter's thread state, cleared before a join returns) calls it then.
+// The calling thread is about to exit: ends every recording it still holds, through each one's
+// owner (and those whose Stream went, see LeftRecording), and unlists them. The embedder calls
+// it while the thread is still whole (the Python binding: as a threading thread's state is
+// cleared, before its join returns). Not from a thread_local destructor: an abort uses other
+// thread_local state (a driver's capture mode), which may be destroyed by then.
 void end_this_threads_recordings() noexcept;
 
 // Unlists the calling thread's recording on the stream that published `mark`: its driver begin
