@@ -9,7 +9,8 @@ are exercised), abandoned ends, aborts, a capture, sync or profile on a second s
 first may be recording on the same thread (outside relaxed mode refused up front, changing
 nothing), whole capture steps (prepare, warmup, begin, the same step, end; by hand or through
 ``Stream.capture``), replays (on the capturing stream or another one),
-destroys, and, where the device offers it (the emulated one), fault injection: a driver
+destroys, a thread that begins recording on the second stream and exits without ending it
+(outside relaxed mode it must have aborted the recording before its join returns), and, where the device offers it (the emulated one), fault injection: a driver
 operation fails once, then a transition runs (it fails and leaves the stream re-capturable, or
 is unaffected), an asynchronous stream operation runs (its failure is queued and reported
 later), or a profile runs (it fails at once). Where the device's memory is host memory (the
@@ -49,6 +50,7 @@ from .. import _python_guard
 import gc
 import math
 import struct
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
@@ -100,7 +102,8 @@ FAULT_CODES = st.sampled_from([2, 801, 999])  # recoverable statuses (sticky one
 
 #: Every stream-capture machine in this process, counted (the CLI and the benchmarks read it).
 STATS = MachineStats("stream capture", event_names=("graphs_sealed", "recordings_discarded", "replays",
-                                                     "faults_injected", "view_arguments", "host_arguments"))
+                                                     "faults_injected", "view_arguments", "host_arguments",
+                                                     "recordings_ended_by_thread_exit"))
 
 
 def _close(expected: Value, actual: float) -> bool:
@@ -694,6 +697,47 @@ class StreamCaptureMachine(LifecycleMachine):
             self.destroyed.append(graph)
         self.model.abort_capture(sid)
         stream.abort_capture()
+
+    # Stream 1 is out of capture between rules (on_the_other_stream leaves it so); nothing records
+    # on stream 0 (the model runs every call on one thread, so it would refuse a begin that
+    # another thread may make); no failure is queued on stream 1 for the prepare to surface.
+    @precondition(lambda self: not self.model_state().is_recording() and not self.model.streams[self.streams[1][1]].queued)
+    @rule(i=PICK, bits=FILL_BITS)
+    @counted
+    def recording_thread_exits(self, i: int, bits: int) -> None:
+        """A thread of its own prepares stream 1, begins recording, records a fill of a live buffer
+        and exits without ending the recording (a worker whose function raised). Outside relaxed
+        mode only that thread could end it: it aborts as the thread goes, before the join returns,
+        and stream 1 is out of capture with nothing recorded run. In relaxed mode it stays
+        recording, and this thread aborts it."""
+        stream, sid = self.streams[1]
+        buf = self._pick(i)
+        self.model.graph_prepare(sid, 0)
+        self.model.begin_capture(sid)
+        if buf is not None:
+            self.model.fill(sid, buf.mid, bits)
+        failures: list[BaseException] = []
+
+        def record_and_exit() -> None:
+            try:
+                stream.graph_prepare(0)
+                stream.begin_capture()
+                if buf is not None:
+                    stream.fill(buf.real, bits)
+            except BaseException as error:  # noqa: BLE001 - reported by the machine below
+                failures.append(error)
+
+        worker = threading.Thread(target=record_and_exit, name="lifecore-machine-recorder")
+        worker.start()
+        worker.join()
+        assert not failures, f"the recording thread was refused what the model accepts: {failures[0]!r}"
+        if self.model.capture_mode == "relaxed":
+            assert stream.capture_state.variant.name == "CAPTURE", stream.capture_state
+            stream.abort_capture()
+        self.model.abort_capture(sid)
+        assert stream.capture_state.variant.name == "NO_CAPTURE" and not stream.driver_capturing, (
+            f"stream 1 after its recording thread exited: {stream.capture_state}")
+        STATS.count("recordings_ended_by_thread_exit")
 
     # Only with a window open: from NO_CAPTURE it is a no-op (on_the_other_stream ends with one
     # on stream 1), and a rule valid in every state cut most prepared windows short.
