@@ -1,10 +1,9 @@
-// A Python thread's recordings end with its thread state, not later with its operating system
-// thread. Outside relaxed mode only the thread that began a capture may end it, so the core ends
-// what a thread still records as that thread goes (capture_registry). For a Python thread the
-// core alone would do it when the operating system thread exits, which is after Thread.join()
-// has returned: a joiner could still find the stream recording. The interpreter clears a
-// thread's state dict before a join returns (at finalization too, for the main thread); an
-// entry of lifecore's there ends the thread's recordings as it goes.
+// A Python thread's recordings end with its thread state. Outside relaxed mode only the thread
+// that began a capture may end it, so a thread that exits recording would leave its stream
+// recording for good; the core ends a thread's recordings when asked on that thread
+// (capture_registry::end_this_threads_recordings), never from a thread_local destructor. The
+// interpreter clears a thread's state dict on that thread before a join returns (at
+// finalization too, for the main thread); an entry of lifecore's there asks then.
 //
 // Only for a thread the threading module started (or the main thread): a thread Python did not
 // start gets a thread state for each call into Python (an embedder's worker, a ctypes callback),

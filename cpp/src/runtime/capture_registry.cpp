@@ -47,21 +47,6 @@ void end_left_recordings(std::vector<Entry>& own) noexcept {
   }
 }
 
-// Ends the recordings of `list`, the calling thread's, and empties it: the thread is going, and
-// after it no thread could end them (the driver ends such a capture only where it began).
-void end_recordings_in(std::vector<Entry>& list) noexcept {
-  // Taken out first: an abort consults the registry, which must find a list it can change.
-  std::vector<Entry> mine;
-  mine.swap(list);
-  end_left_recordings(mine);
-  for (const Entry& entry : mine) {
-    // Still this thread's recording, whatever became of its device (a closed or lost one's
-    // stream has its own way to end it): live() would skip one whose domain went.
-    if (entry.mark->thread.load(std::memory_order_acquire) != entry.thread) continue;
-    if (const std::shared_ptr<RecordingOwner> owner = entry.owner.lock()) owner->end_recording_of_exiting_thread();
-  }
-}
-
 // This thread's recordings (thread_local and global mode): only this thread touches the list,
 // and it goes with the thread. Not ended from its destructor: by then the thread's other
 // thread_local objects, which an abort uses (a driver's capture-mode state), may be gone; an
@@ -117,7 +102,20 @@ void PublishedCaptureState::publish() noexcept {
 
 namespace capture_registry {
 
-void end_this_threads_recordings() noexcept { end_recordings_in(own_entries()); }
+// The thread is going, and after it no thread could end these (the driver ends such a capture
+// only where it began).
+void end_this_threads_recordings() noexcept {
+  // Taken out first: an abort consults the registry, which must find a list it can change.
+  std::vector<Entry> mine;
+  mine.swap(own_entries());
+  end_left_recordings(mine);
+  for (const Entry& entry : mine) {
+    // Still this thread's recording, whatever became of its device (a closed or lost one's
+    // stream has its own way to end it): live() would skip one whose domain went.
+    if (entry.mark->thread.load(std::memory_order_acquire) != entry.thread) continue;
+    if (const std::shared_ptr<RecordingOwner> owner = entry.owner.lock()) owner->end_recording_of_exiting_thread();
+  }
+}
 
 void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const void>& domain,
          driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread,

@@ -128,7 +128,7 @@ namespace capture_registry {
 // before the driver begins, so no other thread's call checked after this one reaches the
 // driver inside the new recording. A relaxed recording forbids nothing and is not kept. Never
 // fails (out of memory, the recording goes unlisted: the driver still refuses what it forbids).
-// When the thread exits with the recording still open, `owner` (held weakly) ends it there.
+// `owner` (held weakly) is what end_this_threads_recordings ends it through.
 void add(const std::shared_ptr<RecordingMark>& mark, const std::shared_ptr<const void>& domain,
          driver::CaptureMode mode, std::uintptr_t native_stream, const std::string& thread,
          std::weak_ptr<RecordingOwner> owner) noexcept;
