@@ -20,8 +20,9 @@
    the table, a fill of a table that size, and the floor of any per-call API that rebuilds
    the table: the loop with a C call per row that does nothing, plus the fill); admit + open
    of a 2,048-token prompt; release of a 128-block sequence, in bursts of 64, 512 and 4,096
-   (past the 1,024 freed records of a size each thread keeps for the next admissions), with
-   the driver calls the same lifecycle makes on the emulated device counted.
+   (past the 1,024 freed records of a size each thread keeps for the next admissions), each
+   side releasing in the same order, in admission order and in reverse, with the driver
+   calls the same lifecycle makes on the emulated device counted.
 
     python -m lifecore.benchmarks.sequence [--quick]
 """
@@ -544,7 +545,15 @@ def admission(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
     return run
 
 
-def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
+RELEASE_ORDERS = ("admission", "reverse")
+
+
+def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64, order: str = "admission") -> Run:
+    """A burst of ``inner`` 128-block sequences released one by one, on both sides in the same
+    ``order``: ``"admission"`` (the first admitted first, as sequences of one length finish)
+    or ``"reverse"`` (the last admitted first, whose records are the most recently touched)."""
+    if order not in RELEASE_ORDERS:
+        raise ValueError(f"order must be one of {RELEASE_ORDERS}, got {order!r}")
     c = AdmissionCoordinator(domains={"kv": (2 * inner) * WIDTH * PAGE_BYTES}, page_bytes=PAGE_BYTES,
                              tokens_per_page=TPP, max_active_sequences=2 * inner)
     ready: list[Any] = []
@@ -555,7 +564,8 @@ def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
             counter[0] += 1
             adm = fitting(c)(f"r{counter[0]}", TARGET, TARGET)
             ready.append((adm.resources, adm.resources.open_session()))
-        ready.reverse()
+        if order == "admission":
+            ready.reverse()  # pop() takes the first admitted
 
     def lifecore_release() -> None:
         resources, s = ready.pop()
@@ -570,6 +580,8 @@ def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
             ids = free[-WIDTH:]
             del free[-WIDTH:]
             held.append(ids)
+        if order == "admission":
+            held.reverse()
 
     def free_list_release() -> None:
         free.extend(held.pop()[::-1])  # the fastest reversed extend (reversed() iterates)
@@ -578,8 +590,9 @@ def release(*, rounds: int = 9, warmup: int = 1, inner: int = 64) -> Run:
         "lifecore close (session + resources)": Side(lifecore_release, unit="release", before=lifecore_prepare),
         "Python free list extend": Side(free_list_release, unit="release", before=free_list_prepare),
     }
+    first = "the first admitted first" if order == "admission" else "the last admitted first"
     run = interleave(sides, rounds=rounds, warmup=warmup, inner=inner,
-                     title=f"release of a {WIDTH}-block sequence, in bursts of {inner}")
+                     title=f"release of a {WIDTH}-block sequence, in bursts of {inner}, {first} (both sides)")
     run.ratio("lifecore close (session + resources)", "Python free list extend")
     run.facts["driver calls on the emulated device (admit, open and close of a sequence)"] = device_calls()
     return run
@@ -696,9 +709,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(format_run(decode_iteration(live, **timing)))
     print(format_run(decode_iteration_parts(**timing)))
     print(format_run(admission(**timing)))
-    print(format_run(release(**timing)))
-    print(format_run(release(**timing, inner=512)))
-    print(format_run(release(**timing, inner=4096)))  # past the per-thread cache of freed records (1,024)
+    for order in RELEASE_ORDERS:
+        print(format_run(release(**timing, order=order)))
+        print(format_run(release(**timing, inner=512, order=order)))
+        print(format_run(release(**timing, inner=4096, order=order)))  # past the per-thread cache of records (1,024)
     print(f"memory per live sequence ({LIVE:,} live, its session and resources included, resident-set growth in a "
           f"fresh process): holding 1 block {rss:,.0f} B, holding "
           f"{WIDTH} blocks {full_rss:,.0f} B; {traced:,.0f} B of it Python objects "

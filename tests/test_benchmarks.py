@@ -85,6 +85,11 @@ def test_the_block_id_comparisons_time_lifecore_beside_a_python_free_list() -> N
     released = sequence.release(inner=4, **quick)
     assert released.ratios[0].name == "lifecore close (session + resources) / Python free list extend"
     assert released.facts == {"driver calls on the emulated device (admit, open and close of a sequence)": 0}
+    assert "the first admitted first" in released.title
+    reversed_run = sequence.release(inner=4, order="reverse", **quick)
+    assert "the last admitted first" in reversed_run.title and len(reversed_run.ratios) == 1
+    with pytest.raises(ValueError, match="order must be one of"):
+        sequence.release(inner=4, order="random", **quick)
     assert sequence.arena_memory(200) >= 0 and sequence.arena_memory(200, blocks=4) >= 0
     assert sequence.arena_memory(200, traced=True) > 0
 

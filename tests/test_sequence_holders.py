@@ -155,3 +155,37 @@ def test_reprs_name_enum_members_not_numbers():
     assert repr(decision).startswith(f"BackingDecision(outcome={decision.outcome.name},")
     session.request_cancel()
     session.close()
+
+
+def test_handles_made_again_after_a_burst_of_releases_are_new_and_the_kept_ones_stay_closed():
+    # The admission's Python objects are kept after they die and made again for the next
+    # admissions (up to 4,096 of a type): a burst past that, some of its handles kept by the
+    # caller. A kept handle is never handed out again; every new one is open, holds its own
+    # blocks and knows its own request.
+    burst = 5000
+    c = AdmissionCoordinator(domains={"kv": 2 * burst * PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                             max_active_sequences=2 * burst)
+    sessions = []
+    for i in range(burst):
+        admitted = c.admit(f"first-{i}", 16, 32)
+        sessions.append(admitted.resources.open_session())
+    for s in sessions:
+        s.close()
+    kept = sessions[::7]  # the rest die here
+    kept_ids = {id(s) for s in kept}
+    del sessions, admitted, s
+    gc.collect()
+    assert idle(c)
+    again = []
+    for i in range(burst):
+        resources = c.admit(f"second-{i}", 32, 32).resources
+        again.append((resources, resources.open_session()))
+    assert all(s.closed for s in kept)
+    assert not kept_ids & {id(s) for _, s in again} and not kept_ids & {id(r) for r, _ in again}
+    blocks = [int(b) for _, s in again for b in s.backing.block_ids("kv")]
+    assert len(blocks) == 2 * burst and len(set(blocks)) == 2 * burst  # no block held twice
+    assert all(not s.closed and r.opened and not r.closed for r, s in again)
+    assert [s.resources.request_id for _, s in again[:3]] == ["second-0", "second-1", "second-2"]
+    for _, s in again:
+        s.close()
+    assert idle(c)
