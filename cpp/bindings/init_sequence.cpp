@@ -41,7 +41,8 @@
 // rate sequences come and go: where nanobind can (3.1 on), a dead one is kept and revived for
 // the next (no allocation, no registry update either way). Up to 4,096 of each type, so a
 // burst as large as a big engine's whole batch skips nanobind's instance registry too, whose
-// update is a cache miss per object once many are live (40 bytes an object: under 500 KB kept).
+// update is a cache miss per object once many are live (at most 48 bytes an object: about
+// 0.5 MB kept).
 #if NB_VERSION_MAJOR > 3 || (NB_VERSION_MAJOR == 3 && NB_VERSION_MINOR >= 1)
 #define LIFECORE_RECYCLED , nb::pooled(4096)
 #else
