@@ -91,17 +91,20 @@ NATIVE_OVERHEAD = 4096  # per transform: array headers and a payload's own small
 TOP_CANDIDATES_ROW_BYTES = 24  # per element of the last axis: the row negated, its order, the sort's workspace
 
 
-def native_peak(kind: str, selected_shape: Sequence[int], itemsize: int, reduction_bytes: dict[str, int]) -> int:
+def native_peak(kind: str, selected_shape: Sequence[int], itemsize: int, reduction_bytes: dict[str, int],
+                max_elements: int = 0) -> int:
     """The bound the bundled backends document for the native memory one transform holds at
     once (what their ``native_bytes`` answers): a slice or full tensor, its copy in the source
-    dtype; a preview, a flattened copy of the region and the kept prefix (twice the region); a
-    reduction, ``reduction_bytes[kind]`` per element, and for top candidates 24 bytes per element
-    of the last axis more; each with 4,096 bytes of overhead. Saturates at 2**64 - 1."""
+    dtype; a preview of ``max_elements``, the leading rows holding its prefix flattened (fewer
+    than twice the prefix, at most the region) and two copies of the prefix; a reduction,
+    ``reduction_bytes[kind]`` per element, and for top candidates 24 bytes per element of the
+    last axis more; each with 4,096 bytes of overhead. Saturates at 2**64 - 1."""
     elements = _elements(selected_shape)
     if kind in ("slice", "full_tensor"):
         peak = elements * itemsize
     elif kind == "preview":
-        peak = 2 * elements * itemsize
+        kept = min(elements, max_elements)
+        peak = (min(elements, 2 * kept) + 2 * kept) * itemsize
     else:
         row = TOP_CANDIDATES_ROW_BYTES * selected_shape[-1] if kind == "top_candidates" and selected_shape else 0
         peak = elements * reduction_bytes[kind] + row

@@ -291,7 +291,7 @@ class CaptureSessionMachine(LifecycleMachine):
         # NumPy's.
         reduction = TORCH_REDUCTION_BYTES if _is_torch_backend(self.backend) else NUMPY_REDUCTION_BYTES
         return {sel.id: capture_cost.native_peak(self.asked[sel.id].transform, self.asked[sel.id].selected(shape),
-                                                 ITEMSIZE, reduction)
+                                                 ITEMSIZE, reduction, max_elements=self.asked[sel.id].max_elements)
                 for sel in self.selections if sel.path == path}
 
     def _costs(self, path: str, shape: tuple[int, ...]) -> dict[str, model.Usage]:

@@ -56,11 +56,13 @@ TORCH_REDUCTION_BYTES = {TransformKind.SUMMARY: 25, TransformKind.HISTOGRAM: 40,
 
 
 def native_peak(kind: TransformKind, selected_shape: Sequence[int], itemsize: int,
-                reduction_bytes: dict[TransformKind, int]) -> int:
+                reduction_bytes: dict[TransformKind, int], max_elements: int = 0) -> int:
     """An upper bound of the native memory a bundled backend's transform holds at once over a
     region of ``selected_shape`` (what ``native_bytes`` answers): a slice or full tensor its
-    copy in the source dtype; a preview a flattened copy of the region (a strided region is
-    copied to be flattened) and the kept prefix; a reduction ``reduction_bytes[kind]`` per
+    copy in the source dtype; a preview of ``max_elements`` the leading rows that hold its
+    prefix, flattened (a strided region's are copied: fewer than twice the prefix, never more
+    than the region) and two copies of the prefix (the kept one, and NumPy's conversion to
+    native byte order before it); a reduction ``reduction_bytes[kind]`` per
     element, and for top candidates the last row negated, its sort order and the stable sort's
     workspace (24 bytes per element of the last axis); each with ``NATIVE_OVERHEAD`` bytes more.
     Past 64 bits it saturates at 2**64 - 1 (beyond any physical limit)."""
@@ -68,7 +70,8 @@ def native_peak(kind: TransformKind, selected_shape: Sequence[int], itemsize: in
     if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
         peak = elements * itemsize + NATIVE_OVERHEAD
     elif kind == TransformKind.PREVIEW:
-        peak = 2 * elements * itemsize + NATIVE_OVERHEAD
+        kept = min(elements, max_elements)
+        peak = (min(elements, 2 * kept) + 2 * kept) * itemsize + NATIVE_OVERHEAD
     else:
         extra = 24 * selected_shape[-1] if kind == TransformKind.TOP_CANDIDATES and len(selected_shape) else 0
         peak = elements * reduction_bytes[kind] + extra + NATIVE_OVERHEAD

@@ -122,7 +122,8 @@ class CountingBackend:
     def native_bytes(self, tensor: MockTensor, request: TransformRequest) -> int:
         """What the NumPy backend answers for the same request (:func:`native_peak`; recorded)."""
         self._call("native_bytes", tensor, request)
-        return native_peak(request.kind, request.selected_shape, tensor.itemsize, NUMPY_REDUCTION_BYTES)
+        return native_peak(request.kind, request.selected_shape, tensor.itemsize, NUMPY_REDUCTION_BYTES,
+                           request.max_elements)
 
     def transform(self, tensor: MockTensor, request: TransformRequest) -> CapturePayload:
         """A payload of the request's kind and size filled with placeholders (recorded): a

@@ -12,6 +12,7 @@ from ..._core.capture import CapturePayload, CaptureUsage, InterventionAction, T
 from ...errors import InvalidArgumentError
 from .arguments import require, require_intervention, require_transform
 from .cost import NUMPY_REDUCTION_BYTES, native_peak, payload_cost
+from .leading import first_elements
 
 
 def dtype_class(dtype: np.dtype) -> str:
@@ -156,7 +157,8 @@ class NumpyBackend:
         """Peak native bytes the transform holds at once (:func:`native_peak`): a tensor
         payload's copy, or a reduction's float64 working copies and temporaries."""
         require_transform(tensor, np.ndarray, request, "NumpyBackend.native_bytes")
-        return native_peak(request.kind, request.selected_shape, tensor.dtype.itemsize, NUMPY_REDUCTION_BYTES)
+        return native_peak(request.kind, request.selected_shape, tensor.dtype.itemsize, NUMPY_REDUCTION_BYTES,
+                           request.max_elements)
 
     def transform(self, tensor: np.ndarray, request: TransformRequest) -> CapturePayload:
         """The payload of ``request`` over its selected region (the whole array when
@@ -174,7 +176,7 @@ class NumpyBackend:
         region = tensor if request.whole else tensor[request.index]
         kind = request.kind
         if kind == TransformKind.PREVIEW:
-            return _kept(region.ravel()[: request.max_elements])
+            return _kept(first_elements(region, request.max_elements))  # not the whole region flattened
         if kind in (TransformKind.SLICE, TransformKind.FULL_TENSOR):
             return _kept(region)
         if kind == TransformKind.SUMMARY:

@@ -29,6 +29,7 @@ from ..._core.capture import (
 from ...errors import InvalidArgumentError, LifecoreTypeError
 from .arguments import require, require_intervention, require_transform
 from .cost import TORCH_REDUCTION_BYTES, native_peak, payload_cost
+from .leading import first_elements
 
 
 class TorchBackend:
@@ -92,7 +93,8 @@ class TorchBackend:
         the tensor's device: a tensor payload's copy, or a reduction's working copies and
         temporaries."""
         require_transform(tensor, torch.Tensor, request, "TorchBackend.native_bytes")
-        return native_peak(request.kind, request.selected_shape, tensor.element_size(), TORCH_REDUCTION_BYTES)
+        return native_peak(request.kind, request.selected_shape, tensor.element_size(), TORCH_REDUCTION_BYTES,
+                           request.max_elements)
 
     def transform(self, tensor: torch.Tensor, request: TransformRequest) -> CapturePayload:
         """The payload of ``request`` over its selected region (the whole tensor when
@@ -218,7 +220,7 @@ def _kept(values: torch.Tensor) -> CapturePayload:
 
 
 def _preview(region: torch.Tensor, request: Any) -> CapturePayload:
-    return _kept(region.reshape(-1)[: request.max_elements])
+    return _kept(first_elements(region, request.max_elements))  # not the whole region flattened
 
 
 def _values(region: torch.Tensor, request: Any) -> CapturePayload:
