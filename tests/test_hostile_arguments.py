@@ -58,6 +58,28 @@ def test_a_dlpack_export_with_dimensions_but_no_shape_is_refused_not_read(coordi
     assert list(CapturePayload.from_array(Producer(host.ctypes.data, [256])).shape) == [256]
 
 
+@pytest.mark.parametrize("call", ["block_table", "decode_table"])
+def test_a_table_out_exported_with_dimensions_but_no_shape_is_refused_not_read(coordinator, call) -> None:
+    # It crashed the process: a table's out= read the producer's shape it did not have.
+    session = coordinator.admit("a", 16, 64).resources.open_session()
+    host = np.full(4, 7, np.int32)
+    shapeless = Producer(host.ctypes.data, [1, 4], bits=32, code=0, null_shape=True)
+    with pytest.raises(InvalidArgumentError, match=rf"^{call}: argument 'out' was exported with 2 dimension\(s\) but "
+                                                   r"no shape \(nothing was written\)"):
+        if call == "block_table":
+            coordinator.block_table([session], 4, out=shapeless)
+        else:
+            coordinator.decode_table(1, 4, out=shapeless)
+    assert host.tolist() == [7, 7, 7, 7]
+    # The same memory well described is taken.
+    well_formed = Producer(host.ctypes.data, [1, 4], bits=32, code=0)
+    if call == "block_table":
+        coordinator.block_table([session], 4, out=well_formed)
+    else:
+        coordinator.decode_table(1, 4, out=well_formed).step([session], [17])
+    assert host.tolist() == coordinator.block_table([session], 4).ravel().tolist()
+
+
 @pytest.mark.parametrize("call", [
     lambda c: Axis(SURROGATE, 4),
     lambda c: ObservationPoint(SURROGATE),

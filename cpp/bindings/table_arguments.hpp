@@ -164,6 +164,9 @@ inline void check_dl_tensor(const char* call, const DLTensor& tensor, std::size_
             "); pass a lifecore Buffer for device memory");
   if (tensor.dtype.code != 0 || tensor.dtype.bits != 32 || tensor.dtype.lanes != 1)
     bad_out(call, "must hold int32 elements, got " + dl_dtype_name(tensor.dtype));
+  // A producer's description is not trusted: dimensions without a shape are refused, not read.
+  if (tensor.ndim > 0 && tensor.shape == nullptr)
+    bad_out(call, "was exported with " + std::to_string(tensor.ndim) + " dimension(s) but no shape");
   check_shape(call, tensor.ndim, tensor.shape, rows, width);
   if (tensor.strides && rows * width != 0) {
     const bool row_ok = rows <= 1 || tensor.strides[0] == static_cast<std::int64_t>(width);
