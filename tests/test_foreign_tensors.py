@@ -612,12 +612,23 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     pooled.free()  # not refused: the interface lends no lease
     s.sync()
     result["retained_by_graph"] = dev.memory_stats()["slices_retained"] - retained_before
-    try:
-        s.fill(by_address, 0)
-        result["freed_view"] = "accepted"
-    except lifecore.ClosedError as error:
-        result["freed_view"] = str(error)
+
+    def fill_refusal(target):
+        try:
+            s.fill(target, 0)
+            return "accepted"
+        except lifecore.ClosedError as error:
+            return str(error)
+
+    result["freed_view"] = fill_refusal(by_address)
     kept.destroy()
+    # Freed with no sync after it: the slice awaits its fence, and its memory is freed all the same.
+    unsynced = s.alloc(256)
+    s.sync()
+    stale = Interface(unsynced.view("float32").__cuda_array_interface__)
+    unsynced.free()
+    result["freed_view_before_sync"] = fill_refusal(stale)
+    s.sync()
     other = dev.stream()
     elsewhere = Wrap(other.alloc(64))  # a buffer of another stream: its views are not refused here
     s.capture(lambda st: st.fill(elsewhere, 0)).destroy()
@@ -653,6 +664,7 @@ def test_cuda_takes_device_tensors_and_refuses_host_arrays(fake_libcuda) -> None
     assert "unknown typestr" in result["huge_item"]
     assert result["retained_by_graph"] == 1  # recognised by address: the graph retains the buffer's slice
     assert "fill: argument 'buf' points into the memory of a freed buffer" in result["freed_view"]
+    assert "fill: argument 'buf' points into the memory of a freed buffer" in result["freed_view_before_sync"]
     assert result["capture_streams"] == [True, -1]  # the warmup orders; the recorded pass does not wait
     assert result["held"] is True
     assert result["released"] is True

@@ -76,6 +76,7 @@ MemoryManager::Reservation MemoryManager::reserve(std::size_t nbytes, WindowId w
   // Nothing below throws: a slice bound here and then refused would be bound to no Buffer.
   Slice& slice = slices_.find(result.id)->second;
   slice.bound = true;
+  slice.dropped = false;
   slice.bound_bytes = nbytes;
   result.ptr = slice.ptr;
   result.capacity = slice.capacity;
@@ -187,6 +188,12 @@ void MemoryManager::maybe_free_locked(SliceId id, Slice& slice) noexcept {
   } catch (const std::bad_alloc&) {
     give_back();
   }
+}
+
+void MemoryManager::mark_dropped(SliceId id) noexcept {
+  std::lock_guard lock(mutex_);
+  auto it = slices_.find(id);
+  if (it != slices_.end() && it->second.bound) it->second.dropped = true;
 }
 
 void MemoryManager::unbind(SliceId id) {
@@ -372,8 +379,8 @@ MemoryManager::RangeOwner MemoryManager::owner_of(driver::DevicePtr ptr, std::si
     const std::size_t offset = inside ? ptr - candidate.ptr : 0;
     if (candidate.arena_holds > 0) {
       found.kind = inside && bytes <= candidate.capacity - offset ? Kind::arena : Kind::straddles;
-    } else if (!candidate.bound) {
-      found.kind = Kind::freed;
+    } else if (!candidate.bound || candidate.dropped) {
+      found.kind = Kind::freed;  // a dropped Buffer's slice awaits its fence: its memory is freed all the same
     } else {
       // Within the Buffer's bytes, not merely the slice's capacity: the rest of the bucket is
       // no one's.

@@ -498,6 +498,7 @@ void Stream::drop_slice_locked(SliceId slice) noexcept {
   const bool lent = lent_slices_.erase(slice) > 0;
   if (dead_ || device_->closed()) return;  // the device returned all its memory
   MemoryManager* memory = &device_->memory();
+  memory->mark_dropped(slice);  // an address into it is a freed buffer's from now, not at the fence
   try {
     // Dropped during the recording: its next allocation may reuse the slice in stream order. Not
     // one lent to another library, whose kernels may have used it on a stream of their own.

@@ -86,6 +86,9 @@ class MemoryManager {
   Reservation reserve(std::size_t nbytes, WindowId window, const Allocate& allocate);
   // A recorded (or warmup) operation bound this slice inside `window`.
   void touch(SliceId slice, WindowId window);
+  // The Buffer bound to the slice was freed, its unbind queued for the stream's next fence:
+  // from now on an address in it is a freed buffer's (owner_of), not a live one's.
+  void mark_dropped(SliceId slice) noexcept;
   // The Buffer bound to the slice is gone (after its fence): the slice returns to its pool
   // unless something retains it.
   void unbind(SliceId slice);
@@ -140,7 +143,7 @@ class MemoryManager {
       none,       // no slice or arena: not the device's memory as lifecore knows it
       buffer,     // within the bytes of the Buffer bound to `slice`
       arena,      // within the arena `slice`
-      freed,      // in a pooled slice no Buffer is bound to
+      freed,      // in a pooled slice no live Buffer is bound to (a freed one's awaits its fence)
       straddles,  // runs past a Buffer's bytes or an arena's, or across several
     };
     Kind kind = Kind::none;
@@ -160,6 +163,7 @@ class MemoryManager {
     std::size_t capacity = 0;
     bool persistent = false;
     bool bound = false;
+    bool dropped = false;         // bound, but its Buffer was freed: unbound at the next fence
     std::size_t bound_bytes = 0;  // the bound Buffer's size (<= capacity)
     bool memory_node = false;
     std::uint32_t retains = 0;
