@@ -296,6 +296,14 @@ def test_a_view_survives_its_device_closing(dev) -> None:
         a[:] = 1.0
     with pytest.raises(ClosedError):
         buf.__dlpack__()
+    # Not freed: its view lives, and free() waits for it as on an open device.
+    assert not buf.alive and repr(buf) == f"Buffer(nbytes={4 * N}, device closed)"
+    with pytest.raises(lifecore.LifecoreError, match="view.* of the buffer are alive"):
+        buf.free()
+    del a
+    gc.collect()
+    buf.free()  # taken once its views are gone, after its device closed (as documented)
+    assert repr(buf) == f"Buffer(nbytes={4 * N}, freed)"
 
 
 def test_views_are_refused_inside_a_capture_window(mock_device) -> None:
@@ -597,6 +605,23 @@ def test_numpys_other_spellings_of_a_dtype_name_the_same_view(dev, code: str, na
     # Before: "f4" and "b1" were taken but NumPy's one-letter codes were "unsupported".
     buf = dev.stream().alloc(64)
     assert np.from_dlpack(buf.view(code)).dtype == np.dtype(name)
+
+
+@pytest.mark.parametrize("kind, name", [(float, "float64"), (bool, "bool"), (int, np.dtype(int).name)])
+def test_pythons_own_types_name_the_view_numpy_gives_them(dev, kind: type, name: str) -> None:
+    # Before: float was refused by its __name__ while "float" and numpy.dtype(float) were taken.
+    buf = dev.stream().alloc(64)
+    assert np.from_dlpack(buf.view(kind)).dtype == np.dtype(name) == np.dtype(kind)
+
+
+@pytest.mark.parametrize("code", ["\x00", "\x01", "f\n"])
+def test_text_with_control_characters_is_no_dtype(dev, code: str) -> None:
+    # Before: NumPy read "\x00" as bool, and the view was one.
+    buf = dev.stream().alloc(64)
+    with pytest.raises(InvalidArgumentError, match=r"^view: unsupported dtype "):
+        buf.view(code)
+    with pytest.raises(InvalidArgumentError, match=r"^view: unsupported dtype complex"):
+        buf.view(complex)  # NumPy's complex128, which no view exports
 
 
 @pytest.mark.parametrize("code", ["a", "a4", "=a2", "|a1", "S", "U4"])

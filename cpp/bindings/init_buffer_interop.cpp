@@ -74,10 +74,13 @@ const TensorElementType& element_type(nb::handle dtype) {
   // 'S', advice this refusal would contradict: it is refused without asking NumPy.
   const std::size_t code = name.find_first_not_of("<>|=");
   const bool bytes_code = code != std::string::npos && name[code] == 'a';
-  // NumPy's other spellings of a type ("f", "?", "i", "double"), once NumPy is loaded: its own
-  // reading of the text, checked as a dtype is.
+  // NumPy's other spellings of a type ("f", "?", "i", "double", Python's float), once NumPy is
+  // loaded: its own reading, checked as a dtype is. Not text with control characters, which
+  // NumPy reads as some type ("\0" as bool) where no one spelled one.
+  const bool control = std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; });
+  const bool spelled = (nb::isinstance<nb::str>(dtype) && !control) || nb::isinstance<nb::type_object>(dtype);
   static PyObject* numpy_dtype = nullptr;
-  if (!bytes_code && nb::isinstance<nb::str>(dtype) && loaded_attribute("numpy", "dtype", numpy_dtype)) {
+  if (!bytes_code && spelled && loaded_attribute("numpy", "dtype", numpy_dtype)) {
     if (PyObject* parsed = PyObject_CallFunctionObjArgs(numpy_dtype, dtype.ptr(), nullptr)) {  // the limited API's call
       const nb::object numpy_type = nb::steal(parsed);
       const nb::object parsed_name = attribute_or_null(numpy_type, "name");
@@ -439,8 +442,9 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
           },
           "dtype"_a = "uint8", "shape"_a.none() = nb::none(),
           nb::sig("def view(self, dtype: object = 'uint8', shape: collections.abc.Sequence[typing.SupportsIndex] | numpy.typing.NDArray[numpy.integer[typing.Any]] | None = None) -> BufferView"),
-          "A typed view of the whole buffer (dtype: a name, a numpy or torch dtype; shape: its elements exactly;\n"
-          "default: one dimension). Export it with DLPack or the CUDA array interface.")
+          "A typed view of the whole buffer (dtype: a name or another spelling NumPy reads, a numpy or torch\n"
+          "dtype, or Python's float, int or bool as NumPy takes them; shape: its elements exactly; default: one\n"
+          "dimension). Export it with DLPack or the CUDA array interface.")
       .def(
           "__dlpack__",
           [](std::shared_ptr<Buffer> b, nb::handle stream, nb::handle max_version, nb::handle dl_device, nb::handle copy) {

@@ -554,7 +554,9 @@ void bind_buffer_graph_profile(nb::module_& m) {
            "gave its memory back already); ClosedError when free() was already taken, LifecoreError while "
            "views of it live.")
       .def("__repr__", [](const Buffer& b) {
-        return "Buffer(nbytes=" + std::to_string(b.nbytes()) + (b.alive() ? "" : ", freed") + ")";
+        // A buffer of a closed device is not freed (free() is still taken, its views still read).
+        const char* state = b.alive() ? "" : b.freed() ? ", freed" : ", device closed";
+        return "Buffer(nbytes=" + std::to_string(b.nbytes()) + state + ")";
       });
 
   nb::class_<Graph>(m, "Graph", "A sealed capture: replay it, destroy it (also on the last reference).",

@@ -30,6 +30,8 @@ class Buffer {
   driver::DevicePtr ptr(const char* op = "ptr") const;
   // False once freed, once its device closed, or once it dangles (below).
   bool alive() const noexcept;
+  // Freed (free(), or a discarded window's memory node): a closed device's buffer is not.
+  bool freed() const noexcept { return (state_.load(std::memory_order_acquire) & freed_bit) != 0; }
   // Inside a driver capture a new allocation is a memory node of the graph being recorded: it
   // has memory only while that graph runs, so only its own stream may use it, inside the
   // window. Marked by that stream before anyone else sees the buffer.
@@ -81,7 +83,6 @@ class Buffer {
   std::size_t nbytes_;
   static constexpr std::uint64_t freed_bit = std::uint64_t{1} << 63;
   static constexpr std::uint64_t view_mask = freed_bit - 1;
-  bool freed() const noexcept { return (state_.load(std::memory_order_acquire) & freed_bit) != 0; }
 
   std::atomic<std::uint64_t> state_{0};  // freed_bit | the number of live views
   std::atomic<bool> dangling_{false};
