@@ -144,6 +144,11 @@ def test_a_byte_budget_skips_and_changes_no_token(tight):
     assert capture.captured > 0 and capture.skipped > 0
     assert 0 < capture.used_bytes <= budget
     assert again.tokens == result.tokens
+    # The budget is the engine's, not a run's: a second run draws on what the first left.
+    used, captured_points, skipped = capture.used_bytes, capture.captured, capture.skipped
+    assert captured.generate(fresh(batch)).tokens == result.tokens
+    assert used <= capture.used_bytes <= budget and capture.captured >= captured_points
+    assert capture.skipped > skipped
     captured.close()
 
 

@@ -1,10 +1,11 @@
 """Activation capture on the engine's model through ``lifecore.torch``.
 
-One capture session covers the whole run: every forward (a prefill, a decode iteration) is
-one capture step, and each layer's output (``layers.<i>``, ``[rows, d_model]``) is summarised
-under a byte budget; a step that would pass the budget is recorded as skipped (``OnLimit.SKIP``),
-never as a failure. An optional intervention scales one layer's output, which changes the
-tokens the engine generates.
+One capture session covers the engine's life: every forward of every ``generate`` (a prefill,
+a decode iteration) is one capture step, and each layer's output (``layers.<i>``,
+``[rows, d_model]``) is summarised under one cumulative byte budget (a second run adds to what
+the first used, and to its skips); a step that would pass the budget is recorded as skipped
+(``OnLimit.SKIP``), never as a failure. An optional intervention scales one layer's output,
+which changes the tokens the engine generates.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class _Stepping:
 
 @dataclass
 class CaptureOptions:
-    """``budget_bytes``: the cumulative budget of retained bytes; ``scale``: ``(layer, factor)``
-    to scale one layer's output, or None."""
+    """``budget_bytes``: the cumulative budget of retained bytes, for the engine's life (every
+    ``generate`` draws on it); ``scale``: ``(layer, factor)`` to scale one layer's output, or None."""
 
     budget_bytes: int = 64 * 1024
     scale: Optional[tuple[int, float]] = None
