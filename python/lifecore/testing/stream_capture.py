@@ -4,16 +4,17 @@
 reference model (:mod:`lifecore.models.stream_capture`) side by side: every rule applies the
 same operation to both and compares results, exception classes, messages and capture state.
 Rules: allocate / free / write / fill / copy / launch (the built-in kernels on small float
-buffers) / read / sync / profile / cleanup, each transition on its own (in any state, so out-of-order calls
-are exercised), abandoned ends, aborts, a capture, sync or profile on a second stream while the
-first may be recording on the same thread (outside relaxed mode refused up front, changing
-nothing), whole capture steps (prepare, warmup, begin, the same step, end; by hand or through
-``Stream.capture``), replays (on the capturing stream or another one),
-destroys, a thread that begins recording on the second stream and exits without ending it
-(outside relaxed mode it must have aborted the recording before its join returns), and, where the device offers it (the emulated one), fault injection: a driver
-operation fails once, then a transition runs (it fails and leaves the stream re-capturable, or
-is unaffected), an asynchronous stream operation runs (its failure is queued and reported
-later), or a profile runs (it fails at once). Where the device's memory is host memory (the
+buffers) / read / sync / profile / cleanup, each transition on its own (in any state, so
+out-of-order calls are exercised), abandoned ends, aborts, a capture, sync or profile on a
+second stream while the first may be recording on the same thread (outside relaxed mode
+refused up front, changing nothing), whole capture steps (prepare, warmup, begin, the same
+step, end; by hand or through ``Stream.capture``), replays (on the capturing stream or another
+one), destroys, a thread that begins recording on the second stream and exits without ending
+it (outside relaxed mode it must have aborted the recording before its join returns), and,
+where the device offers it (the emulated one), fault injection: a driver operation fails once,
+then a transition runs (it fails and leaves the stream re-capturable, or is unaffected), an
+asynchronous stream operation runs (its failure is queued and reported later), or a profile
+runs (it fails at once). Where the device's memory is host memory (the
 emulated device), fill, copy, launch and the capture steps may pass a buffer as its zero-copy
 NumPy view (``numpy.from_dlpack``, taken outside any window; where NumPy imports it read-only,
 as NumPy before 2.2.5 does, only where the operation reads it): the device must take it as that
