@@ -564,6 +564,38 @@ def test_frame_context_manager_commits_or_aborts():
     assert s.phase == SessionPhase.POISONED
 
 
+def test_a_frames_block_ends_the_frame_when_the_session_ended_inside_it():
+    """Leaving the block commits or aborts; when that is refused (the session was closed inside
+    the block), the frame is dropped anyway, so the sequence's blocks come back, and an
+    exception leaving the block is the one the caller sees. Before: __exit__ raised the
+    refusal over a KeyboardInterrupt, and the frame held the blocks until its variable went."""
+    c = make()
+    s = c.admit("a", 16, 64).resources.open_session()
+    with pytest.raises(KeyboardInterrupt):  # not the SessionStateError of the refused abort
+        with s.acquire_frame() as f:
+            s.close()
+            raise KeyboardInterrupt
+    assert f.finalized and c.holders() == [] and used(c) == {"kv": 0}
+    s = c.admit("b", 16, 64).resources.open_session()
+    with pytest.raises(SessionStateError, match="^commit: "):  # a clean exit: why the commit was refused
+        with s.acquire_frame() as f:
+            s.close()
+    assert f.finalized and c.holders() == [] and used(c) == {"kv": 0}
+
+
+def test_a_frames_block_left_with_a_live_flight_drops_the_frame():
+    c = make()
+    _, s = open_one(c)
+    with pytest.raises(SessionStateError, match="participant flights of this frame are still live"):
+        with s.acquire_frame() as f:
+            flight = s.prepare_flight(1)
+            flight.dispatch()
+    # Dropped unfinalized, as close() does: the step's outcome is unknown, so the session is poisoned.
+    assert f.finalized and s.phase == SessionPhase.POISONED
+    flight.finish()
+    assert s.try_abort().outcome == TerminalOutcome.ABORTED
+
+
 def test_physical_page_failure_is_a_backing_deferral():
     c = make()
     adm, s = open_one(c, prompt=16, fit=64)

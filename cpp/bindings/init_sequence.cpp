@@ -242,10 +242,27 @@ nb::object admission_to_python(AdmissionDecision&& decision) {
   return nb::cast(std::get<AdmissionRejected>(std::move(decision)));
 }
 
+// Leaving a frame's `with` block ends the frame whatever happens: a clean exit commits, and a
+// refused commit (the session ended inside the block, a flight still live) drops the hold
+// (close()) before raising why; an exception aborts, and a refused abort drops it without a
+// word, so the exception leaving the block is the one the caller sees (a KeyboardInterrupt
+// stays one). A hold left live would keep the sequence's blocks until the variable went.
 void frame_exit(FrameHold& f, nb::handle exc_type) {
   if (f.finalized()) return;
-  if (exc_type.is_none()) f.commit();
-  else f.abort();
+  if (exc_type.is_none()) {
+    try {
+      f.commit();
+    } catch (...) {
+      f.drop();
+      throw;
+    }
+    return;
+  }
+  try {
+    f.abort();
+  } catch (const Error&) {
+    f.drop();
+  }
 }
 
 void bind_enums(nb::module_& m) {
@@ -688,7 +705,9 @@ void bind_frames_and_flights(nb::module_& m) {
            nb::sig("def __enter__(self) -> FrameHold"))
       .def("__exit__", [](FrameHold& f, nb::handle t, nb::handle, nb::handle) { frame_exit(f, t); },
            nb::arg("exc_type").none(), nb::arg("exc").none(), nb::arg("tb").none(),
-           "Commit on a clean exit, abort (poison) on an exception, unless already finalized.");
+           "Commit on a clean exit, abort (poison) on an exception, unless already finalized. The frame is "
+           "finalized either way: a refused commit drops it (as close()) and raises why; a refused abort drops "
+           "it and the exception leaving the block propagates.");
 
   nb::class_<FlightHold>(m, "FlightHold", "A participant flight: prepared -> in flight -> released.")
       .def_prop_ro("key", &FlightHold::key, "The participant's key (prepare_flight's argument).")
