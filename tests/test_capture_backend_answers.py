@@ -160,6 +160,37 @@ def test_an_intervention_that_returns_the_source_itself_fails_its_operation():
     assert session.take_step().interventions[0].outcome == InterventionOutcome.FAILED
 
 
+class InPlaceSecond(NumpyBackend):
+    """The first operation a new tensor; the second writes over it and returns it."""
+
+    def intervene(self, tensor, request):
+        if request.operation_id == "second":
+            tensor *= 10.0
+            return tensor
+        return super().intervene(tensor, request)
+
+
+def test_a_later_operation_that_returns_the_tensor_it_was_given_fails_too():
+    # Before: only the hook's own output was compared, so a second operation on the path could
+    # write over the first's result and read APPLIED (and a recompute then refused it).
+    from lifecore.capture import InterventionOutcome, InterventionPlan
+    from lifecore.capture import interventions as iv
+
+    session = session_for(discovery=discovery(SHAPE))
+    backend = InPlaceSecond()
+    plan = InterventionPlan([iv.scale("first", "p", 2.0), iv.scale("second", "p", 2.0)])
+    session.enable_interventions(plan.admit(discovery(SHAPE), session), backend)
+    session.begin_step(PREFILL, 0)
+    x = VALUES.copy()
+    session.observe(backend, "p", x)
+    session.intervene(backend, "p", x)
+    with pytest.raises(CaptureSessionError, match="'second' returned the output of p itself"):
+        session.finish_interventions()
+    outcomes = [(r.operation_id, r.outcome) for r in session.take_step().interventions]
+    assert outcomes == [("first", InterventionOutcome.APPLIED), ("second", InterventionOutcome.FAILED)]
+    assert np.array_equal(x, VALUES)  # the hook's own output was never written
+
+
 def test_an_estimator_without_estimate_is_refused_when_interventions_are_enabled():
     from lifecore.capture import InterventionPlan
     from lifecore.capture import interventions as iv

@@ -260,7 +260,9 @@ std::optional<TensorHandle> CaptureSession::intervene(CaptureBackend& backend, s
       // and host memory from a device's (where the backend describes its tensors).
       const std::optional<TensorFacts> facts = backend.describe(current);
       TensorHandle out = backend.intervene(current, request);
-      if (out == tensor) {  // the hook's own output: modified in place (or not at all), never a replacement
+      // The tensor it was given (the hook's output, or the previous operation's on this path):
+      // modified in place (or not at all), never a replacement. As reintervene holds it too.
+      if (out == current) {
         fail_operation(record, "intervention '" + op.id + "' returned the output of " + op.target +
                                    " itself (a backend returns a new tensor and never modifies the source)");
         continue;
