@@ -5,12 +5,15 @@
 // retried after it extending as if nothing had happened. Both ways a step extends are swept (in
 // place under the session's lock, and the general path, taken while a test's pause point is
 // armed), with one domain and three, with and without views of the ids held across the step.
+// A batch's acquire_frames is swept the same way: out of memory at any row, no session of the
+// batch is poisoned or keeps a frame, and the batch retried gets the frame ids it would have.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
+#include <string>
 #include <thread>
 #include <variant>
 #include <vector>
@@ -113,9 +116,53 @@ int sweep(bool general_path, std::size_t domain_count, bool hold_views) {
   }
 }
 
+// acquire_frames of three sessions, its n-th allocation made to fail for n = 0, 1, ... until
+// it makes fewer. Returns how many failed.
+int sweep_acquire_frames() {
+  int failures = 0;
+  for (long n = 0;; ++n) {
+    auto c = lifecore::test_support::kv_coordinator(64, 4, 1);
+    std::vector<std::unique_ptr<SequenceSession>> sessions;
+    std::vector<SequenceSession*> batch;
+    for (int r = 0; r < 3; ++r) {
+      auto decision = c->admit({"r" + std::to_string(r), 16, 16 * 32, {}});
+      sessions.push_back(std::get<Admitted>(decision).resources->open_session());
+      batch.push_back(sessions.back().get());
+    }
+    batch.reserve(batch.size() + 1);  // nothing of the batch's own grows while counted
+    std::vector<std::unique_ptr<FrameHold>> holds;
+    bool failed = false;
+    lifecore::test_support::counted_thread = std::this_thread::get_id();
+    allocations_before_failure = n;
+    try {
+      holds = acquire_frames(batch);
+    } catch (const std::bad_alloc&) {
+      failed = true;
+    }
+    allocations_before_failure = -1;
+    lifecore::test_support::counted_thread = std::thread::id{};
+    if (failed) {
+      ++failures;
+      CHECK(holds.empty());
+      for (auto* session : batch) CHECK(session->phase() == SessionPhase::open);  // none poisoned
+      holds = acquire_frames(batch);  // none keeps a frame: the batch is taken again
+    }
+    CHECK(holds.size() == 3);
+    for (auto& hold : holds) {
+      CHECK(hold->frame_id() == 1);  // the ids a failed try took are taken again
+      CHECK(hold->commit() == FrameDisposition::committed);
+    }
+    for (auto* session : batch) CHECK(session->phase() == SessionPhase::open);
+    if (!failed) return failures;
+  }
+}
+
 }  // namespace
 
 int main() {
+  const int acquire_failures = sweep_acquire_frames();
+  std::printf("acquire_frames: allocation failures swept: %d\n", acquire_failures);
+  CHECK(acquire_failures >= 3);  // one hold per row at least
   for (std::size_t domain_count : {std::size_t{1}, std::size_t{3}}) {
     for (bool hold_views : {false, true}) {
       const int in_place = sweep(false, domain_count, hold_views), general = sweep(true, domain_count, hold_views);

@@ -891,17 +891,12 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
       raise(e.kind(), e.message() + " (row " + std::to_string(i) + "; no frame was acquired)");
     }
   }
-  for (std::size_t i = 0; i < states.size(); ++i) {
-    auto& s = *states[i];
-    const std::uint64_t id = s.take_frame_id_locked("acquire_frames");  // checked above: cannot throw
-    s.active_frame = id;
-    try {
-      holds.push_back(std::make_unique<FrameHold>(sessions[i]->state(), id, s.current));  // reserved: no growth
-    } catch (...) {
-      s.active_frame.reset();
-      throw;
-    }
-  }
+  // Every hold is made before any session changes: out of memory at a later row then finds
+  // the earlier ones not yet active, so their holds go without poisoning their sessions.
+  for (std::size_t i = 0; i < states.size(); ++i)  // reserved: no growth
+    holds.push_back(std::make_unique<FrameHold>(sessions[i]->state(), states[i]->next_frame, states[i]->current));
+  for (std::size_t i = 0; i < states.size(); ++i)
+    states[i]->active_frame = states[i]->take_frame_id_locked("acquire_frames");  // checked above: cannot throw
   return holds;
 }
 
