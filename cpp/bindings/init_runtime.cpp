@@ -345,14 +345,14 @@ constexpr const char* still_recording_note =
 std::shared_ptr<Graph> capture(nb::handle self, nb::callable fn, std::int64_t warmup, CaptureOwner owner) {
   Stream& stream = nb::cast<Stream&>(self);
   end_recordings_with_this_thread();  // an abort that fails leaves the recording to this thread
-  bool aborted = false;  // a refused warmup or prepare aborts nothing: a recording already there is not ours
+  bool still_capturing = false;  // this call's capture, after its abort (not another's, nor one it never made)
   try {
-    return runtime::capture_graph(stream, warmup, owner, [&] { fn(self); }, &aborted);
+    return runtime::capture_graph(stream, warmup, owner, [&] { fn(self); }, &still_capturing);
   } catch (nb::python_error& error) {  // fn's own exception, passed through unchanged but for the note
-    if (aborted && stream.driver_capturing()) error.value().attr("add_note")(still_recording_note);
+    if (still_capturing) error.value().attr("add_note")(still_recording_note);
     throw;
   } catch (const Error& error) {
-    if (!aborted || !stream.driver_capturing()) throw;
+    if (!still_capturing) throw;
     raise_python(error);  // the exception the translation would raise, set here to carry the note
     nb::python_error raised;
     raised.value().attr("add_note")(still_recording_note);
@@ -702,7 +702,7 @@ void bind_stream(nb::module_& m) {
            "while this stream records (software or hardware graphs) it raises CaptureStateError and changes\n"
            "nothing, the recording going on; so does stop() of a profile started before the recording (stop\n"
            "it again once the recording has ended). Refused like sync() while another stream records.")
-      .def("graph_prepare", &Stream::graph_prepare, "owner"_a = 0,
+      .def("graph_prepare", [](Stream& s, CaptureOwner owner) { (void)s.graph_prepare(owner); }, "owner"_a = 0,
            "NO_CAPTURE -> PREPARE: arms the pools for the warmup run.")
       .def("begin_capture",
            [](Stream& stream) {
@@ -717,12 +717,12 @@ void bind_stream(nb::module_& m) {
            "thread's global capture records) it raises CaptureStateError naming that stream and changes nothing.\n"
            "A threading thread that exits with its recording still open aborts it as it goes (before its join\n"
            "returns); a thread Python did not start must end or abort it itself before it exits.")
-      .def("end_capture", &Stream::end_capture, "caller"_a = 0,
+      .def("end_capture", [](Stream& s, CaptureOwner caller) { return s.end_capture(caller); }, "caller"_a = 0,
            "CAPTURE -> NO_CAPTURE: seals the recording into a Graph or raises CaptureRefusedError. A refusal\n"
            "whose driver still captures (cause driver_still_capturing) leaves the stream in CAPTURE: end or\n"
            "abort it again. In thread_local / global mode only the thread that began the recording may end it\n"
            "(CaptureStateError otherwise, nothing changed).")
-      .def("abort_capture", &Stream::abort_capture,
+      .def("abort_capture", [](Stream& s) { s.abort_capture(); },
            "Back to NO_CAPTURE from anywhere, undoing the window. In thread_local / global mode only the thread\n"
            "that began the recording may abort it (CaptureStateError otherwise, nothing changed); a DriverError\n"
            "when the driver still captures afterwards (the stream stays in CAPTURE: call it again).")
@@ -734,7 +734,10 @@ void bind_stream(nb::module_& m) {
            "begin_capture and end_capture. The recorded pass does not execute: replay the graph to run it.\n"
            "On any failure the window is aborted, so the stream is left out of capture and re-capturable, and\n"
            "the first failure is raised; should the abort not end the driver capture either, that exception\n"
-           "carries a note saying so and the stream stays in CAPTURE until abort_capture() from this thread.")
+           "carries a note saying so and the stream stays in CAPTURE until abort_capture() from this thread.\n"
+           "Should another thread abort this capture while fn runs (any thread may abort a prepared one, and\n"
+           "in relaxed mode a recording one), capture() raises CaptureStateError at its next step (or fn's own\n"
+           "exception) and never begins, seals or aborts a capture that thread put in its place.")
       .def_prop_ro("capture_state", &Stream::capture_state, "A copy of the stream's StreamCaptureState")
       .def_prop_ro("driver_capturing", &Stream::driver_capturing,
                    "True while the driver holds a capture on this stream (hardware graphs); the state is then CAPTURE.")

@@ -75,10 +75,13 @@ void Stream::publish_status() const noexcept {
   const std::uint64_t thread = state_.is_recording() ? capture_thread_ : 0;
   // Written only under mutex_, which the caller holds: read here without status_mutex_.
   const StreamCaptureState& state = state_;
-  if (status_.state == state && status_.driver_capturing == capturing && status_.thread == thread) return;
+  if (status_.state == state && status_.driver_capturing == capturing && status_.thread == thread &&
+      status_.prepared_window == prepared_window_)
+    return;
   std::lock_guard<std::mutex> lock(status_mutex_);
   status_.state = state;
   status_.driver_capturing = capturing;
+  status_.prepared_window = prepared_window_;
   if (status_.thread != thread) {
     status_.thread = thread;
     try {
@@ -234,6 +237,27 @@ void Stream::check_capture_thread(const char* op) const {
             (me == capture_thread_text_ ? "a later thread given the same id: that thread exited"
                                         : "thread " + me) +
             "); nothing was changed. Use capture_mode='relaxed' to end captures from any thread");
+}
+
+bool Stream::holds_capture(WindowId cycle) const {
+  if (device_->forked()) return false;
+  std::lock_guard<std::mutex> lock(status_mutex_);
+  // A lost device's captures went with its context, as capture_state says.
+  return !device_->lost() && status_.state.is_active() && status_.prepared_window == cycle;
+}
+
+bool Stream::holds_cycle(std::optional<WindowId> cycle) const noexcept {
+  return !cycle || (state_.is_active() && prepared_window_ == *cycle);
+}
+
+void Stream::require_cycle(const char* op, std::optional<WindowId> cycle) const {
+  if (holds_cycle(cycle)) return;
+  raise(ErrorKind::CaptureState,
+        std::string(op) + ": the capture this call prepared on the stream was aborted by another call (from "
+                          "another thread) before this one; " +
+            (state_.is_active() ? "the capture the stream now holds is another's, and was left as it is"
+                                : "the stream is out of capture") +
+            "; nothing was changed");
 }
 
 void Stream::check_not_recording_elsewhere(const char* op, std::string_view does) const {
@@ -1044,7 +1068,7 @@ void Stream::release_after_work(std::shared_ptr<void> hold) noexcept {
 
 // ---- the capture lifecycle -------------------------------------------------------------
 
-void Stream::graph_prepare(CaptureOwner owner) {
+WindowId Stream::graph_prepare(CaptureOwner owner) {
   Locked lock(*this, "graph_prepare");
   check_usable("graph_prepare");
   StreamCaptureState next = state_;
@@ -1064,6 +1088,7 @@ void Stream::graph_prepare(CaptureOwner owner) {
   }
   state_.set(next);
   window_ = window;
+  prepared_window_ = window;
   // Over the cache's count before the window opened: released in this stream's order, as a
   // launch's evictions are (out of memory for the queue, one stays allocated: a leak, never a
   // free under queued work).
@@ -1073,6 +1098,7 @@ void Stream::graph_prepare(CaptureOwner owner) {
     } catch (...) {
     }
   }
+  return window;
 }
 
 void Stream::free_info_after_work(driver::DevicePtr ptr) {
@@ -1080,9 +1106,10 @@ void Stream::free_info_after_work(driver::DevicePtr ptr) {
   drop_.push([device, ptr] { device->free_info_buffer(ptr); });
 }
 
-void Stream::begin_capture() {
+void Stream::begin_capture(std::optional<WindowId> cycle) {
   Locked lock(*this, "begin_capture");
   check_usable("begin_capture");
+  require_cycle("begin_capture", cycle);
   StreamCaptureState probe = state_;
   probe.begin();  // the rule first: an out-of-order begin says so whatever records elsewhere
   // Its synchronize below is refused while a recording on another stream forbids it: refused
@@ -1233,9 +1260,10 @@ void Stream::end_discarded_capture(const char* op, ErrorKind still_capturing) {
   if (status.sticky) throw_driver(status);
 }
 
-std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller) {
+std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller, std::optional<WindowId> cycle) {
   Locked lock(*this, "end_capture");
   check_usable("end_capture");
+  require_cycle("end_capture", cycle);
   if (!state_.is_recording()) {
     StreamCaptureState probe = state_;
     (void)probe.end(caller);  // raises the rule's CaptureStateError
@@ -1334,7 +1362,7 @@ void Stream::forget_recording(bool discard) noexcept {
   window_discarded_ = false;
 }
 
-void Stream::abort_capture() {
+void Stream::abort_capture(std::optional<WindowId> cycle) {
   if (device_->forked()) return;  // nothing of the parent's capture is this process's to end
   Locked lock(*this);
   if (left_by_close_) {
@@ -1342,6 +1370,7 @@ void Stream::abort_capture() {
     if (thread_token() == capture_thread_) end_capture_left_by_close();
     return;
   }
+  if (!holds_cycle(cycle)) return;  // that capture already ended; the one there now is another's
   if (!state_.is_active()) return;
   if (dead_ || device_->closed() || device_->lost()) {
     // Nothing of the driver's can be ended any more (the device went, or its context is lost).

@@ -16,10 +16,11 @@ namespace lifecore::runtime {
 class Stream;
 
 // `pass` issues the work on the stream; whatever it throws propagates (after the abort).
-// warmup < 0: InvalidArgumentError, nothing changed. `aborted`, when given, is set when a
-// failure after this call's graph_prepare made it abort the window (a refused prepare, as on a
-// stream another capture holds, aborts nothing: that capture is not this call's to end).
+// warmup < 0: InvalidArgumentError, nothing changed. `still_capturing`, when given, is set on
+// a failure after its prepare: whether the stream still holds this call's capture after the
+// abort (the driver's capture could not be ended either). A refused prepare, or a capture
+// another thread put in this call's place, is never aborted here: it is not this call's to end.
 std::shared_ptr<Graph> capture_graph(Stream& stream, std::int64_t warmup, CaptureOwner owner,
-                                     const std::function<void()>& pass, bool* aborted = nullptr);
+                                     const std::function<void()>& pass, bool* still_capturing = nullptr);
 
 }  // namespace lifecore::runtime

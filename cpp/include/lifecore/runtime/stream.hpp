@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -127,21 +128,30 @@ class Stream : public std::enable_shared_from_this<Stream>, public RecordingOwne
   // Destroys the events without waiting (the profiled work failed); never fails.
   void profile_abandon(ProfileEvents& events) noexcept;
 
-  void graph_prepare(CaptureOwner owner);
-  void begin_capture();
+  // NO_CAPTURE -> PREPARE. Returns what names the capture it prepared: a caller driving one
+  // capture through several calls (capture_graph) passes it to the calls below as `cycle`, so
+  // that a capture put in its place since (another thread's abort, then its own prepare) is
+  // never begun, ended or aborted in its name. Without a cycle they act on whatever is there.
+  WindowId graph_prepare(CaptureOwner owner);
+  // PREPARE -> CAPTURE. With a cycle no longer this stream's: CaptureStateError, nothing changed.
+  void begin_capture(std::optional<WindowId> cycle = std::nullopt);
   // CAPTURE -> NO_CAPTURE, sealing a graph. From a thread other than the capturing one in
   // thread_local / global mode: CaptureStateError, nothing changed. When the driver's end fails
   // and the driver still captures, the window is discarded but the stream stays in CAPTURE
   // (driver_capturing()); the capturing thread's next end_capture or abort_capture ends it.
-  std::shared_ptr<Graph> end_capture(CaptureOwner caller);
+  // With a cycle no longer this stream's: CaptureStateError, nothing changed.
+  std::shared_ptr<Graph> end_capture(CaptureOwner caller, std::optional<WindowId> cycle = std::nullopt);
   // Back to NO_CAPTURE from anywhere, undoing the window. Refused like end_capture from another
   // thread (CaptureStateError); a DriverError when the driver still captures afterwards (the
   // stream then stays in CAPTURE: call it again); a DeviceLostError after a sticky status.
-  void abort_capture();
+  // With a cycle no longer this stream's: nothing (that capture already ended).
+  void abort_capture(std::optional<WindowId> cycle = std::nullopt);
   // The thread that began this stream's recording (outside relaxed mode) is exiting with it
   // still open: abort_capture from there, its errors dropped (nothing else could end it).
   void end_recording_of_exiting_thread() noexcept override;
   StreamCaptureState capture_state() const;
+  // Whether the stream still holds the capture `cycle` (graph_prepare's answer) names.
+  bool holds_capture(WindowId cycle) const;
   // Errors this stream ever queued for a later call to raise (never decreases).
   std::uint64_t errors_queued() const;
   // Whether the driver holds a capture on this stream (hardware graphs): true from a successful
@@ -245,6 +255,10 @@ class Stream : public std::enable_shared_from_this<Stream>, public RecordingOwne
   // CaptureStateError naming both threads when the calling thread may not end or abort the
   // recording (thread_local / global mode, another thread began it).
   void check_capture_thread(const char* op) const;
+  // Whether `cycle` (graph_prepare's answer) names the capture this stream holds; no cycle: yes.
+  bool holds_cycle(std::optional<WindowId> cycle) const noexcept;
+  // CaptureStateError, nothing changed, unless it does.
+  void require_cycle(const char* op, std::optional<WindowId> cycle) const;
   // CaptureStateError, nothing changed, when a recording on another stream forbids the calling
   // thread `op`, which `does` what the driver forbids while it records (runtime/capture_registry.hpp).
   void check_not_recording_elsewhere(const char* op, std::string_view does) const;
@@ -351,6 +365,7 @@ class Stream : public std::enable_shared_from_this<Stream>, public RecordingOwne
     bool driver_capturing = false;
     std::uint64_t thread = 0;  // capture_thread_ while recording, else 0
     std::string thread_text;
+    WindowId prepared_window = 0;
   };
   void publish_status() const noexcept;
 
@@ -374,6 +389,9 @@ class Stream : public std::enable_shared_from_this<Stream>, public RecordingOwne
   // has ended.
   bool joined_by_producer_ = false;
   WindowId window_ = 0;
+  // The window graph_prepare opened last: with state_ active, the capture the stream holds
+  // (window_ changes when a window is discarded while the driver still captures; this does not).
+  WindowId prepared_window_ = 0;
   // Buffers whose memory is a memory node of the open recording: they dangle if it is discarded.
   std::vector<std::weak_ptr<Buffer>> window_node_buffers_;
   // Foreign memory the open recording uses: the graph holds it for its life.
