@@ -439,3 +439,59 @@ def test_a_device_collected_during_another_devices_recording_leaves_it_whole(fak
     modes = ("global", "relaxed")
     result = run_fake(fake_hip, collected_during_recording_scenario("hip", modes))
     assert result == {f"{where}, {mode}": 1 for where in ("another thread", "the recording thread") for mode in modes}
+
+
+INVALIDATED_CAPTURE = """
+import ctypes, os
+fake = ctypes.CDLL(os.environ["LIFECORE_LIBHIP"])
+with lifecore.Device("hip", graphs="hardware") as dev:
+    s = dev.stream()
+    buf = s.alloc(64)
+    s.graph_prepare()
+    s.begin_capture()
+    s.fill(buf, 1)
+    fake.hipDeviceSynchronize()  # outside lifecore: the runtime invalidates the live capture
+    try:
+        s.end_capture()
+        result["end"] = "sealed"
+    except lifecore.CaptureRefusedError as error:
+        result["end"] = [error.cause, "invalidated" in str(error)]
+    result["after_end"] = [s.capture_state.variant.name, s.driver_capturing]
+    status = ctypes.c_int(-1)
+    ident = ctypes.c_ulonglong(0)
+    fake.hipStreamGetCaptureInfo(ctypes.c_void_p(s.handle), ctypes.byref(status), ctypes.byref(ident))
+    result["native"] = status.value
+    if s.driver_capturing:
+        try:
+            s.abort_capture()
+        except lifecore.DriverError as error:
+            result["abort"] = "still capturing" if s.driver_capturing else "ended"
+    else:
+        s.fill(buf, 0x01020304)
+        result["filled"] = s.read(buf) == bytes([4, 3, 2, 1]) * 16
+        graph = s.capture(lambda st: st.fill(buf, 9))
+        graph.replay()
+        result["replayed"] = s.read(buf) == bytes([9, 0, 0, 0]) * 16
+"""
+
+
+@pytest.mark.parametrize("rocm", ["ends it", "leaves it invalidated"])
+def test_an_invalidated_capture_leaves_the_stream_usable(fake_hip, rocm) -> None:
+    # ROCm before 7.0 refuses the end of an invalidated capture without ending it (the stream
+    # stays invalidated, and every call on it fails with 901); the backend ends it by hand.
+    env = {} if rocm == "ends it" else {"FAKE_HIP_INVALIDATED_STAYS": "1"}
+    result = run_fake(fake_hip, INVALIDATED_CAPTURE, **env)
+    assert result["end"] == ["invalidated", True]
+    assert result["after_end"] == ["NO_CAPTURE", False]
+    assert result["native"] == 0  # the runtime agrees: out of capture
+    assert result["filled"] is True and result["replayed"] is True
+
+
+def test_a_stream_rocm_keeps_invalidated_is_reported_in_capture(fake_hip) -> None:
+    # Where even the hand-made end cannot take the stream out of capture, the stream never says
+    # NO_CAPTURE while the runtime says otherwise: it stays in CAPTURE, driver_capturing.
+    result = run_fake(fake_hip, INVALIDATED_CAPTURE, FAKE_HIP_INVALIDATED_STAYS="2")
+    assert result["end"][0] == "driver_still_capturing"
+    assert result["after_end"] == ["CAPTURE", True]
+    assert result["native"] == 2
+    assert result["abort"] == "still capturing"

@@ -11,6 +11,11 @@
  *                           (default 0); any other address is hipErrorInvalidValue
  *   FAKE_HIP_PROC_VERSION=n the runtime's version as hipGetProcAddress counts it, 100 * major +
  *                           minor (default 601); a request for a newer one is refused
+ *   FAKE_HIP_INVALIDATED_STAYS=1  as ROCm before 7.0: hipStreamEndCapture refuses an invalidated
+ *                           capture (901, no graph) without ending it, so the stream stays
+ *                           invalidated (its capture query says so, and every call on it fails
+ *                           with 901) until a begin, which refuses only an active capture, and
+ *                           its end; =2: that begin is refused too (the stream cannot be freed)
  * fake_hip_proc_served() counts the entry points hipGetProcAddress handed out.
  * "Device memory" is host memory, so copies and memsets really move bytes; kernels do nothing
  * but are logged. A stream in capture records nodes instead of running them; hipDeviceSynchronize
@@ -138,9 +143,16 @@ struct graph { int count; int types[MAX_NODES]; };
 struct exec { int count; int launches; };
 
 /* ---- streams and events ---- */
-struct stream { int capturing; unsigned long long capture_id; struct graph* graph; };
+struct stream { int capturing; unsigned long long capture_id; struct graph* graph; int invalidated; };
 struct event { int recorded; unsigned flags; };
 enum { hipEventDisableTiming = 0x2 };
+
+/* As ROCm's captured calls before 7.0: one on a stream whose invalidated capture was never
+ * ended fails with 901. */
+#define REFUSE_ON_INVALIDATED(s) \
+  do { \
+    if ((s) && (s)->invalidated) return CAPTURE_INVALIDATED; \
+  } while (0)
 
 /* A node for a capturing stream; 1 when the operation was recorded rather than to be run. */
 static int record(struct stream* s, int type) {
@@ -251,10 +263,12 @@ EXPORT hipError_t hipPointerGetAttribute(void* data, int attribute, void* p) {
   return SUCCESS;
 }
 EXPORT hipError_t hipMallocAsync(void** out, size_t bytes, struct stream* s) {
+  REFUSE_ON_INVALIDATED(s);
   record(s, NODE_MEM_ALLOC);
   return hipMalloc(out, bytes);
 }
 EXPORT hipError_t hipFreeAsync(void* p, struct stream* s) {
+  REFUSE_ON_INVALIDATED(s);
   if (record(s, NODE_MEM_FREE)) return SUCCESS;
   return release_range(p);
 }
@@ -262,14 +276,17 @@ EXPORT hipError_t hipMemcpyHtoD(void* dst, void* src, size_t n) { memcpy(dst, sr
 EXPORT hipError_t hipMemcpyDtoH(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }
 EXPORT hipError_t hipMemcpyDtoD(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }
 EXPORT hipError_t hipMemcpyHtoDAsync(void* dst, void* src, size_t n, struct stream* s) {
+  REFUSE_ON_INVALIDATED(s);
   if (!record(s, NODE_MEMCPY)) memcpy(dst, src, n);
   return SUCCESS;
 }
 EXPORT hipError_t hipMemcpyDtoHAsync(void* dst, void* src, size_t n, struct stream* s) {
+  REFUSE_ON_INVALIDATED(s);
   if (!record(s, NODE_MEMCPY)) memcpy(dst, src, n);
   return SUCCESS;
 }
 EXPORT hipError_t hipMemcpyDtoDAsync(void* dst, void* src, size_t n, struct stream* s) {
+  REFUSE_ON_INVALIDATED(s);
   if (!record(s, NODE_MEMCPY)) memcpy(dst, src, n);
   return SUCCESS;
 }
@@ -278,6 +295,7 @@ EXPORT hipError_t hipMemsetD32(void* dst, int value, size_t count) {
   return SUCCESS;
 }
 EXPORT hipError_t hipMemsetD32Async(void* dst, int value, size_t count, struct stream* s) {
+  REFUSE_ON_INVALIDATED(s);
   if (!record(s, NODE_MEMSET)) hipMemsetD32(dst, value, count);
   return SUCCESS;
 }
@@ -304,6 +322,7 @@ EXPORT hipError_t hipModuleLaunchKernel(struct function* f, unsigned gx, unsigne
                                         unsigned by, unsigned bz, unsigned shared, struct stream* s, void** params,
                                         void** extra) {
   (void)gy; (void)gz; (void)by; (void)bz; (void)shared; (void)extra;
+  REFUSE_ON_INVALIDATED(s);
   if (record(s, NODE_KERNEL)) return SUCCESS;
   const char* path = getenv("FAKE_HIP_LOG");
   if (path && *path) {
@@ -322,6 +341,10 @@ EXPORT hipError_t hipModuleLaunchKernel(struct function* f, unsigned gx, unsigne
 EXPORT hipError_t hipStreamBeginCapture(struct stream* s, int mode) {
   (void)mode;
   if (s->capturing) return INVALID_VALUE;
+  if (s->invalidated) {
+    if (env_int("FAKE_HIP_INVALIDATED_STAYS", 0) == 2) return CAPTURE_INVALIDATED;
+    s->invalidated = 0;  /* only an active capture is refused: this one starts afresh */
+  }
   s->graph = calloc(1, sizeof(struct graph));
   if (!s->graph) return OUT_OF_MEMORY;
   s->capturing = 1;
@@ -337,6 +360,7 @@ EXPORT hipError_t hipStreamEndCapture(struct stream* s, struct graph** out) {
   if (s->capture_id < invalidated_before) {
     free(s->graph);
     s->graph = NULL;
+    if (env_int("FAKE_HIP_INVALIDATED_STAYS", 0)) s->invalidated = 1;  /* not ended: it stays invalidated */
     return CAPTURE_INVALIDATED;
   }
   *out = s->graph;
@@ -363,7 +387,7 @@ EXPORT hipError_t hipStreamGetCaptureInfo(struct stream* s, int* status, unsigne
     if (id) *id = 0;
     return SUCCESS;
   }
-  *status = s->capturing ? 1 : 0;
+  *status = s->capturing ? 1 : s->invalidated ? 2 : 0;
   if (id) *id = s->capturing ? s->capture_id : 0;
   return SUCCESS;
 }

@@ -47,6 +47,7 @@ inline constexpr unsigned hipEventDisableTiming = 0x2;
 inline constexpr hipStreamCaptureMode hipStreamCaptureModeRelaxed = 2;  // Global 0, ThreadLocal 1, as CUDA's
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusNone = 0;
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusActive = 1;
+inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusInvalidated = 2;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemAlloc = 10;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemFree = 11;
 inline constexpr hipDriverProcAddressQueryResult HIP_GET_PROC_ADDRESS_SUCCESS = 0;

@@ -243,7 +243,16 @@ class HipDriver final : public NativeDriver {
   Status stream_end_capture(StreamHandle handle, GraphHandle* out) override {
     *out = GraphHandle{0};
     hipGraph_t graph = nullptr;
-    Status status = on(streams_, handle, "hipStreamEndCapture", [&](hipStream_t s) { return api_.hipStreamEndCapture(s, &graph); });
+    bool left_invalidated = false;
+    Status status = on(streams_, handle, "hipStreamEndCapture", [&](hipStream_t s) {
+      const hipError_t e = api_.hipStreamEndCapture(s, &graph);
+      if (e == hip_native(Code::capture_invalidated) && graph == nullptr) left_invalidated = !end_invalidated_capture(s);
+      return e;
+    });
+    if (left_invalidated)  // not "ended": the runtime asks, finds the stream still in capture and says so
+      return hip_local_status(Code::unknown, "hipStreamEndCapture",
+                              "the capture was invalidated, and ROCm left the stream invalidated (ending it by hand, "
+                              "a relaxed begin and its end, did not take it out of capture)");
     if (graph == nullptr) {
       if (status.ok()) return hip_local_status(Code::capture_invalidated, "hipStreamEndCapture", "the capture produced no graph");
       return status;
@@ -254,6 +263,22 @@ class HipDriver final : public NativeDriver {
     }
     *out = graphs_.adopt(graph);
     return status;
+  }
+  // Before ROCm 7.0, hipStreamEndCapture refuses an invalidated capture (901, no graph) without
+  // ending it: the stream stays invalidated, and every call on it fails with 901. Where the
+  // stream says so, the capture is ended by hand: a begin (which refuses only an active capture)
+  // and its end. True once the stream is out of capture, or when it cannot be asked (as before).
+  bool end_invalidated_capture(hipStream_t s) {
+    hipStreamCaptureStatus status = hipStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    if (api_.hipStreamGetCaptureInfo(s, &status, &id) != hipSuccess || status != hipStreamCaptureStatusInvalidated)
+      return true;
+    if (api_.hipStreamBeginCapture(s, hipStreamCaptureModeRelaxed) == hipSuccess) {
+      hipGraph_t empty = nullptr;
+      (void)api_.hipStreamEndCapture(s, &empty);
+      if (empty != nullptr) (void)api_.hipGraphDestroy(empty);
+    }
+    return api_.hipStreamGetCaptureInfo(s, &status, &id) == hipSuccess && status == hipStreamCaptureStatusNone;
   }
   Status stream_capture_info(StreamHandle handle, CaptureStatus* capture_status, std::uint64_t* capture_id) override {
     hipStreamCaptureStatus native = hipStreamCaptureStatusNone;
