@@ -80,6 +80,46 @@ def test_a_table_out_exported_with_dimensions_but_no_shape_is_refused_not_read(c
     assert host.tolist() == coordinator.block_table([session], 4).ravel().tolist()
 
 
+def test_a_dlpack_export_of_bytes_at_a_null_pointer_is_refused_not_read(coordinator) -> None:
+    # step_all and DecodeTable.step crashed the process (they read the counts there), and
+    # from_array made a payload of 4 float64 elements and no bytes.
+    nowhere = Producer(0, [2], bits=64, code=0)
+    sessions = [coordinator.admit(name, 16, 64).resources.open_session() for name in "ab"]
+    table = coordinator.decode_table(2, 8)
+    before = repr(coordinator.capacity())
+    with pytest.raises(InvalidArgumentError, match=r"^step_all: argument 'tokens' describes 16 bytes at a null "
+                                                   r"data pointer"):
+        step_all(sessions, nowhere)
+    with pytest.raises(InvalidArgumentError, match=r"^DecodeTable\.step: argument 'tokens' describes 16 bytes"):
+        table.step(sessions, nowhere)
+    with pytest.raises(InvalidArgumentError, match=r"^CapturePayload\.from_array: argument 'array' describes 16 "
+                                                   r"bytes at a null data pointer"):
+        CapturePayload.from_array(Producer(0, [4]))
+    assert repr(coordinator.capacity()) == before
+    assert [s.backing.pages for s in sessions] == [1, 1]
+    # An empty export needs no memory, and the sessions step on.
+    assert CapturePayload.from_array(Producer(0, [0])).nbytes == 0
+    step_all(sessions, np.array([20, 33]))
+    assert [s.backing.pages for s in sessions] == [2, 3]
+
+
+def test_a_buffer_that_leaves_out_its_strides_is_read_as_the_array_it_is(coordinator) -> None:
+    # A ctypes array leaves its strides out of its buffer export, asked for them or not:
+    # step_all, DecodeTable.step and from_array crashed the process reading them.
+    import ctypes
+
+    sessions = [coordinator.admit(name, 16, 64).resources.open_session() for name in "ab"]
+    step_all(sessions, (ctypes.c_int64 * 2)(20, 33))
+    assert [s.backing.pages for s in sessions] == [2, 3]
+    table = coordinator.decode_table(2, 8)
+    table.step(sessions, (ctypes.c_int32 * 2)(40, 50))
+    assert [s.backing.pages for s in sessions] == [3, 4]
+    assert np.array_equal(table.table, coordinator.block_table(sessions, 8))
+    payload = CapturePayload.from_array((ctypes.c_float * 4)(1, 2, 3, 4))
+    assert payload.dtype == "float32" and list(payload.shape) == [4]
+    assert np.asarray(payload.tensor).tolist() == [1, 2, 3, 4]
+
+
 @pytest.mark.parametrize("call", [
     lambda c: Axis(SURROGATE, 4),
     lambda c: ObservationPoint(SURROGATE),
@@ -87,9 +127,16 @@ def test_a_table_out_exported_with_dimensions_but_no_shape_is_refused_not_read(c
     lambda c: c.grow_domain(SURROGATE, 1 << 20),
     lambda c: AdmissionCoordinator(None, domains={SURROGATE: PAGE}, page_bytes=PAGE, tokens_per_page=16,
                                    max_active_sequences=4),
-], ids=["Axis", "ObservationPoint", "num_blocks", "grow_domain", "AdmissionCoordinator"])
+    lambda c: lifecore.Device(SURROGATE),
+    lambda c: lifecore.Device("mock").inject_fault(SURROGATE, 1),
+    lambda c: lifecore.Device("mock").driver_calls(SURROGATE),
+    lambda c: lifecore.Module.from_ptx(lifecore.Device("mock"), SURROGATE),
+    lambda c: lifecore.Device("mock").stream().alloc(64).view(SURROGATE),
+], ids=["Axis", "ObservationPoint", "num_blocks", "grow_domain", "AdmissionCoordinator", "Device", "inject_fault",
+        "driver_calls", "Module.from_ptx", "Buffer.view"])
 def test_a_string_utf8_cannot_encode_is_an_invalid_argument(call, coordinator) -> None:
-    # It raised a bare UnicodeEncodeError.
+    # It raised a bare UnicodeEncodeError; the runtime's calls, a LifecoreTypeError saying that
+    # the arguments (str) matched none of their signatures.
     before = repr(coordinator.capacity())
     with pytest.raises(InvalidArgumentError, match="must be text UTF-8 can encode"):
         call(coordinator)
@@ -179,3 +226,31 @@ def test_an_error_of_the_callers_own_iteration_passes_unchanged() -> None:
         with pytest.raises(RuntimeError, match="a bug in the caller's code") as raised:
             buffer.view("uint8", Failing([64]))
         assert type(raised.value) is RuntimeError
+
+
+def test_a_view_whose_shape_frees_its_buffer_is_refused() -> None:
+    # The view was made of the buffer its shape's __index__ had freed.
+    with lifecore.Device("mock") as device:
+        buffer = device.stream().alloc(64)
+
+        class FreesIt:
+            def __index__(self) -> int:
+                buffer.free()
+                return 64
+
+        with pytest.raises(lifecore.ClosedError, match="view: the buffer was freed"):
+            buffer.view("uint8", [FreesIt()])
+
+
+def test_a_demand_of_more_tokens_than_any_count_holds_is_not_unpickled() -> None:
+    coordinator = AdmissionCoordinator(None, domains={"kv": PAGE}, page_bytes=PAGE, tokens_per_page=16,
+                                       max_active_sequences=4)
+    held = coordinator.admit("a", 16, 16)
+    demand = coordinator.admit("b", 16, 16).fit
+    state = demand.__reduce_ex__(2)[2]
+    restored = type(demand).__new__(type(demand))
+    with pytest.raises(lifecore.LifecoreOverflowError, match="tokens"):
+        restored.__setstate__((state[0], 2**63, 1, state[3]))
+    restored.__setstate__((state[0], 2**63 - 1, 1, state[3]))  # the largest count is one
+    assert restored.tokens == 2**63 - 1
+    del held

@@ -102,6 +102,15 @@ inline void refuse_null_address(const std::string& label, std::uintptr_t address
 // KeyboardInterrupt or SystemExit raised by the export passes as it is.
 inline void refuse_negative_view(nb::handle h, const std::string& label);  // below
 
+// A described tensor's bytes (its extents' product times its element's bytes), checked: a
+// description past 64 bits is refused as an overflow naming `label`.
+inline std::uint64_t dlpack_bytes(const DLTensor& tensor, const std::string& label) {
+  std::uint64_t bytes = (static_cast<std::uint64_t>(tensor.dtype.bits) * tensor.dtype.lanes + 7) / 8;
+  for (std::int32_t i = 0; i < tensor.ndim; ++i)
+    bytes = checked::mul_or_throw<std::uint64_t>(bytes, static_cast<std::uint64_t>(tensor.shape[i]), label + "'s bytes");
+  return bytes;
+}
+
 inline nb::object checked_for_caster(nb::handle object, const std::string& label) {
   // The usual arguments first, each a type check: a decode step's list of token counts pays no
   // failed attribute lookup. A subclass may override __dlpack__: it is exported here.
@@ -110,7 +119,16 @@ inline nb::object checked_for_caster(nb::handle object, const std::string& label
   // torch's negative bit: its DLPack export is the memory without the sign its reads apply.
   if (is_torch_tensor(object)) refuse_negative_view(object, label);
   if (is_exactly(object, torch_tensor_type())) return nb::borrow(object);
-  if (!nb::hasattr(object, "__dlpack__")) return nb::borrow(object);
+  if (!nb::hasattr(object, "__dlpack__")) {
+    // The caster reads a buffer's strides without looking: an exporter that leaves them out
+    // (ctypes arrays do, asked for them or not) is read through a memoryview, which fills them in.
+    if (!PyObject_CheckBuffer(object.ptr())) return nb::borrow(object);
+    PyObject* view = PyMemoryView_FromObject(object.ptr());
+    if (view) return nb::steal(view);
+    nb::python_error error;
+    if (!error.matches(PyExc_Exception)) throw error;
+    return nb::borrow(object);  // an export that fails: the caster refuses the object, as before
+  }
   nb::object capsule;
   try {
     capsule = object.attr("__dlpack__")();
@@ -121,6 +139,7 @@ inline nb::object checked_for_caster(nb::handle object, const std::string& label
   const DLTensor* tensor = capsule_tensor(capsule).tensor;
   if (!tensor) return nb::borrow(object);  // not a DLPack capsule: the caster refuses the object
   check_dlpack_dimensions(label, tensor->ndim, tensor->shape);
+  if (tensor->data == nullptr) refuse_null_address(label, 0, dlpack_bytes(*tensor, label));
   return capsule;
 }
 

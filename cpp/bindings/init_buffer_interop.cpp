@@ -438,7 +438,11 @@ void init_buffer_interop(nb::module_& m, nb::class_<Buffer>& buffer_class) {
           "view",
           [](std::shared_ptr<Buffer> b, nb::handle dtype, nb::handle shape) {
             (void)b->ptr("view");  // ClosedError once freed, as every other use of the buffer
-            return make_view(std::move(b), dtype, shape);
+            BufferView view = make_view(b, dtype, shape);
+            // Again: reading the dtype or the shape runs the caller's code (__index__), which may
+            // have freed it.
+            (void)b->ptr("view");
+            return view;
           },
           "dtype"_a = "uint8", "shape"_a.none() = nb::none(),
           nb::sig("def view(self, dtype: object = 'uint8', shape: collections.abc.Sequence[typing.SupportsIndex] | numpy.typing.NDArray[numpy.integer[typing.Any]] | None = None) -> BufferView"),

@@ -197,7 +197,7 @@ CapacityDemand report_from_state<CapacityDemand>(nb::handle state) {
   const StateReader r(state, "CapacityDemand", {"sequences", "tokens", "pages", "domains"});
   CapacityDemand d;
   d.sequences = static_cast<std::uint32_t>(r.count(0, 1));  // 1 for an admission, 0 for an extension
-  d.tokens = r.count(1);
+  d.tokens = r.count(1, static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()));  // as every token count
   d.pages = r.count(2);
   std::set<std::string> names;
   std::set<std::uint32_t> indices;

@@ -30,7 +30,7 @@ from . import _core
 # The binding's private entry points of the guard (generated stubs leave private names out).
 _guard_function: Any = getattr(_core, "_guard_function")
 _guard_type: Any = getattr(_core, "_guard_type")
-from .errors import DriverError, LifecoreOverflowError, LifecoreTypeError
+from .errors import DriverError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 
 _INDEX = {"typing.SupportsIndex", "SupportsIndex"}  # an int, or anything with __index__ (a NumPy integer)
 _NUMBER_ONLY = {"int", "float", "int | None", "float | None", "int | float", "float | int"} | _INDEX | {
@@ -284,6 +284,28 @@ def _index_failure(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, 
     return None
 
 
+def _unencodable_text(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]],
+                      converted_inside: bool = False) -> Optional[BaseException]:
+    """A str argument UTF-8 cannot encode (a lone surrogate), where a parameter of some
+    overload takes a str (any parameter, when the failed conversion was the binding's own, as
+    a dtype's name is): nanobind refuses it as if it were no str at all."""
+    overloads = _overloads_of(func)
+    for position, name, value in _arguments(args, kwargs):
+        if not isinstance(value, str):
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as error:
+            parameters = [o.parameter(position, name) for o in overloads]
+            taking = [p for p in parameters if p is not None and
+                      (converted_inside or "str" in _types(p.annotation).split(" | "))]
+            if taking or not overloads:
+                argument = f"argument '{taking[0].name}'" if taking else "a text argument"
+                return InvalidArgumentError(f"{_label(func)}: {argument} must be text UTF-8 can encode "
+                                            f"({type(error).__name__}: {error})")
+    return None
+
+
 def _numpy_bools() -> tuple[type, ...]:
     """NumPy's bool type, when NumPy is imported (a bool there is not a count either)."""
     numpy = sys.modules.get("numpy")
@@ -402,6 +424,10 @@ def explain(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]], 
     name = getattr(func, "__name__", "")
     if type(error) is LifecoreTypeError and str(error).startswith(_FLOOR):
         # The translator's floor for a value converted inside the binding: name the call.
+        unencodable = _unencodable_text(func, args, kwargs, converted_inside=True)
+        if unencodable is not None:
+            unencodable.__suppress_context__ = True
+            return unencodable
         expected = "; ".join(o.text for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text))
         named = LifecoreTypeError(f"{_label(func)}: {error} (expected {expected or 'its signature'})")
         named.__suppress_context__ = True
@@ -412,6 +438,10 @@ def explain(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]], 
     index_failure = _index_failure(func, args, kwargs)
     if index_failure is not None:
         return index_failure
+    unencodable = _unencodable_text(func, args, kwargs)
+    if unencodable is not None:
+        unencodable.__suppress_context__ = True
+        return unencodable
     # nanobind adds a one-argument __new__ overload beside nb::new_ (for unpickling): not one
     # the caller meant.
     overloads = tuple(o for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text)) or _overloads_of(func)
