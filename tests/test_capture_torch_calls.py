@@ -167,6 +167,31 @@ def test_a_forward_calling_the_module_fewer_times_than_expected_is_refused_when_
         assert session.take_step().record("c2").outcome == CaptureOutcome.MISSING
 
 
+@pytest.mark.parametrize("loops", [LOOPS + 1, LOOPS - 1], ids=["more", "fewer"])
+def test_a_block_whose_forward_calls_the_module_otherwise_than_its_discovery_says_which(tokens, loops):
+    # A capture block counts a module's calls in its own discovery forward: the refusal said
+    # "as calls= says" and told the caller to pass calls= to attach(), which a block never saw.
+    torch.manual_seed(0)
+    model = Shared().eval()
+    forwards = []
+
+    def after_the_discovery(module, args):
+        forwards.append(len(forwards))
+        if len(forwards) == 2:  # the block's pre-hook ran the discovery first: this is the captured forward
+            module.loops = loops
+
+    with pytest.raises(CaptureSessionError) as raised, torch.no_grad():
+        with capture(model, "layer", "summary"):
+            handle = model.register_forward_pre_hook(after_the_discovery)
+            try:
+                model(tokens)
+            finally:
+                handle.remove()
+    text = str(raised.value)
+    assert f"'layer' was called {loops} times" in text and "expects 3" in text
+    assert "discovery forward" in text and "calls=" not in text
+
+
 def test_calls_that_contradict_the_session_or_the_model_are_refused_at_attach(model, tokens):
     discovery = discover(model, tokens)
     session = session_for(CaptureSelection("c2", "layer#2", CaptureTransform.summary()),

@@ -93,15 +93,19 @@ def raise_routing_recompute(path: str) -> None:
 class Calls:
     """One module's calls in the forward under way: ``hooks`` maps a call to what handles it
     (calls with none pass untouched). ``expected`` is the count the attachment was told; None
-    when it was not, and then the forward must reach the highest call that has a hook."""
+    when it was not, and then the forward must reach the highest call that has a hook.
+    ``discovered``: that count is what a capture block's own discovery forward counted, not a
+    caller's ``calls=``."""
 
-    __slots__ = ("path", "expected", "count", "hooks", "elsewhere")
+    __slots__ = ("path", "expected", "count", "hooks", "elsewhere", "discovered")
 
-    def __init__(self, path: str, expected: Optional[int], elsewhere: Callable[[], bool] = never):
+    def __init__(self, path: str, expected: Optional[int], elsewhere: Callable[[], bool] = never,
+                 discovered: bool = False):
         self.path, self.expected = path, expected
         self.count = 0
         self.hooks: dict[int, Any] = {}
         self.elsewhere = elsewhere  # True for a call on a thread the attachment does not serve
+        self.discovered = discovered
 
     def next(self) -> Any:
         """The handler of the call now made (None for none); refuses a call past ``expected``
@@ -109,10 +113,14 @@ class Calls:
         call = self.count
         self.count = call + 1
         if self.expected is not None and call >= self.expected:
+            told = (f"the block's discovery forward called it {_times(self.expected)}, and the captured forward "
+                    f"must make the calls it counted: a model that calls it more often in this forward needs a "
+                    f"discovery of such a forward (discovery=lifecore.torch.discover(...))" if self.discovered else
+                    f"pass attach(..., calls={{{self.path!r}: n}}) for another count, from a discovery of such a "
+                    f"forward")
             raise CaptureSessionError(
                 f"module {self.path!r} was called {_times(call + 1)} in one forward; the attachment expects "
-                f"{self.expected} ({call_path(self.path, 0)} to {call_path(self.path, self.expected - 1)}): "
-                f"pass attach(..., calls={{{self.path!r}: n}}) for another count, from a discovery of such a forward")
+                f"{self.expected} ({call_path(self.path, 0)} to {call_path(self.path, self.expected - 1)}): {told}")
         return self.hooks.get(call)
 
     def shortfall(self) -> Optional[str]:
@@ -120,8 +128,8 @@ class Calls:
         needed = self.expected if self.expected is not None else max(self.hooks, default=-1) + 1
         if self.count >= needed:
             return None
-        why = "as calls= says" if self.expected is not None else \
-            f"the session names {call_path(self.path, needed - 1)}"
+        why = ("as the block's discovery forward counted" if self.discovered else "as calls= says") \
+            if self.expected is not None else f"the session names {call_path(self.path, needed - 1)}"
         return f"module {self.path!r} was called {_times(self.count)} in the forward; the attachment expects " \
                f"{needed} ({why})"
 
@@ -132,8 +140,9 @@ class CalledForward(Calls):
 
     __slots__ = ("intervening",)
 
-    def __init__(self, path: str, expected: Optional[int], elsewhere: Callable[[], bool] = never):
-        super().__init__(path, expected, elsewhere)
+    def __init__(self, path: str, expected: Optional[int], elsewhere: Callable[[], bool] = never,
+                 discovered: bool = False):
+        super().__init__(path, expected, elsewhere, discovered)
         self.intervening: set[int] = set()
 
     def __call__(self, module: Any, args: Any, output: Any) -> Any:
@@ -163,8 +172,8 @@ class CalledRouting(Calls):
     __slots__ = ("module", "policy", "route")
 
     def __init__(self, path: str, expected: Optional[int], module: Any, policy: Any, route: Any,
-                 elsewhere: Callable[[], bool] = never):
-        super().__init__(path, expected, elsewhere)
+                 elsewhere: Callable[[], bool] = never, discovered: bool = False):
+        super().__init__(path, expected, elsewhere, discovered)
         self.module, self.policy, self.route = module, policy, route
 
     def select(self, scores: Any, top_k: int) -> Any:

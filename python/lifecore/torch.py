@@ -594,7 +594,8 @@ class TorchAttachment:
     def __init__(self, session: CaptureSession, model: nn.Module, backend: Any, output_index: OutputIndex,
                  calls: Optional[Mapping[str, int]] = None, keep: Optional[list["TorchAttachment"]] = None,
                  thread: int = 0, paths: Optional[Iterable[str]] = None,
-                 serves: Optional[Callable[[], bool]] = None, elsewhere: Optional[Callable[[], bool]] = None):
+                 serves: Optional[Callable[[], bool]] = None, elsewhere: Optional[Callable[[], bool]] = None,
+                 discovered_calls: bool = False):
         self._session, self._backend, self._output_index = session, backend, output_index
         self._model = model
         # attach(paths=...): the points it hooks, intervention targets enabled later included.
@@ -616,6 +617,7 @@ class TorchAttachment:
         self._passed_over = passed_over if elsewhere is never else (lambda: passed_over() or elsewhere())
         self._modules = dict(model.named_modules())
         self._calls = dict(calls or {})
+        self._discovered_calls = discovered_calls  # the counts are a block's discovery's, not calls=
         # Every forward hook placed, noted before torch registers it (a Ctrl-C as a registration
         # returns would otherwise lose it): detach() removes them all.
         self._placed = PlacedHooks()
@@ -724,7 +726,7 @@ class TorchAttachment:
             if call is not None:
                 counted = self._counted.get(module)
                 if counted is None:
-                    counted = CalledForward(module, self._calls.get(module), self._elsewhere)
+                    counted = CalledForward(module, self._calls.get(module), self._elsewhere, self._discovered_calls)
                     self._placed.forward(self._modules[module], counted)
                     self._count(module, counted)
                 assert isinstance(counted, CalledForward)
@@ -750,7 +752,7 @@ class TorchAttachment:
                 counted = self._counted.get(module_path + ROUTING_SUFFIX)
                 if counted is None:
                     counted = CalledRouting(module_path, self._calls.get(module_path), module, policy, route,
-                                            self._elsewhere)
+                                            self._elsewhere, self._discovered_calls)
                     module.set_routing_hook(counted)  # claimed in _routing_set by _hook
                     self._count(module_path + ROUTING_SUFFIX, counted)
                 if call not in counted.hooks:
@@ -1060,7 +1062,7 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
             output_index: OutputIndex, calls: Optional[Mapping[str, int]],
             keep: Optional[list[TorchAttachment]], thread: int = 0,
             serves: Optional[Callable[[], bool]] = None,
-            elsewhere: Optional[Callable[[], bool]] = None) -> TorchAttachment:
+            elsewhere: Optional[Callable[[], bool]] = None, discovered_calls: bool = False) -> TorchAttachment:
     """:func:`attach`; the attachment also joins ``keep`` as soon as it exists (before any hook
     is placed), so an owner that loses the return value to a Ctrl-C still detaches it."""
     if not isinstance(session, CaptureSession):
@@ -1094,7 +1096,8 @@ def _attach(session: CaptureSession, model: nn.Module, backend: Any, paths: Opti
                         f"forward. Nothing was placed; detach the first (lifecore.torch.attachments(model) lists "
                         f"them), or attach another session")
             attachment = TorchAttachment(session, model, backend, output_index, calls, keep=made, thread=thread,
-                                         paths=paths, serves=serves, elsewhere=elsewhere)
+                                         paths=paths, serves=serves, elsewhere=elsewhere,
+                                         discovered_calls=discovered_calls)
             _LIVE_ATTACHMENTS.add(attachment)
         if keep is not None:
             keep.append(attachment)
@@ -1758,7 +1761,8 @@ class ModelCapture:
         # The calls the discovery saw are the calls this forward must make: counted exactly.
         self._calls = {path: n for path, n in call_counts(discovery).items() if path in self._model_paths}
         self._attachment = _attach(session, self._model, self._backend, None, self._output_index, self._calls,
-                                   keep=self._attachments, thread=self._thread, serves=self._serving())
+                                   keep=self._attachments, thread=self._thread, serves=self._serving(),
+                                   discovered_calls=True)
         session.begin_step(CapturePhase.PREFILL, 0)
         self._session = session
 
