@@ -9,7 +9,8 @@ torch = pytest.importorskip("torch", reason="torch is not installed")
 
 from engine_reference import generate as reference_generate  # noqa: E402
 
-from lifecore import InvalidArgumentError, LifecoreError, LifecoreOverflowError, LifecoreTypeError  # noqa: E402
+from lifecore import (EngineError, InvalidArgumentError, LifecoreError, LifecoreOverflowError,  # noqa: E402
+                      LifecoreTypeError)
 from lifecore.engine import PRESETS, CaptureOptions, Engine, Request, Transformer  # noqa: E402
 from lifecore.engine.scheduler import Scheduler  # noqa: E402
 
@@ -285,7 +286,7 @@ def test_a_scheduler_whose_head_waits_on_capacity_it_does_not_hold_raises():
     assert isinstance(outside, Admitted)
     scheduler = Bounded(engine.memory, engine, block_size=16, max_batch=2, max_blocks=engine.max_blocks)
     scheduler.add(Request("a", [1, 2, 3], 3))
-    with pytest.raises(RuntimeError, match="'a' waits for capacity that no sequence of this run holds"):
+    with pytest.raises(EngineError, match="'a' waits for capacity that no sequence of this run holds"):
         scheduler.run()
     outside.resources.close()
     assert_released(engine)
@@ -466,12 +467,12 @@ def test_a_second_generate_while_one_runs_is_refused_and_the_first_completes():
             try:
                 engine.generate([Request("other", [7, 8, 9], 3)])
                 seen["generate"] = "ran"
-            except RuntimeError as error:
-                seen["generate"] = str(error)
+            except EngineError as error:  # a lifecore error, and still the RuntimeError it was
+                seen["generate"] = str(error) if isinstance(error, RuntimeError) else "not a RuntimeError"
             try:
                 engine.close()
                 seen["close"] = "closed"
-            except RuntimeError as error:
+            except EngineError as error:
                 seen["close"] = str(error)
 
         thread = threading.Thread(target=other)
@@ -480,7 +481,7 @@ def test_a_second_generate_while_one_runs_is_refused_and_the_first_completes():
         try:
             engine.generate([Request("nested", [4, 5], 2)])
             seen["nested"] = "ran"
-        except RuntimeError as error:
+        except EngineError as error:
             seen["nested"] = str(error)
 
     batch = [Request(f"r{i}", [i + 1] * 5, 6) for i in range(3)]
@@ -539,7 +540,7 @@ def test_a_step_that_must_be_retried_is_never_taken_for_room():
             return BackingOutcome.RETRY_REQUIRED
 
     engine = Engine("tiny", num_blocks=8, max_batch=2)
-    with pytest.raises(RuntimeError, match="RETRY_REQUIRED .another thread took a frame"):
+    with pytest.raises(EngineError, match="RETRY_REQUIRED .another thread took a frame"):
         engine.memory.extend(Racing(), 17)
     engine.close()
 

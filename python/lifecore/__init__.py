@@ -79,6 +79,7 @@ __all__ = [
     "SessionStateError",
     "ClosedError",
     "CaptureSessionError",
+    "EngineError",
 ]
 
 

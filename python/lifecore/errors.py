@@ -24,6 +24,7 @@ __all__ = [
     "SessionStateError",
     "ClosedError",
     "CaptureSessionError",
+    "EngineError",
 ]
 
 
@@ -170,3 +171,10 @@ class ClosedError(LifecoreError):
 class CaptureSessionError(LifecoreError):
     """A capture-session rule was broken at run time (an undrained step, a point observed
     twice, an unsolicited routing result, ...)."""
+
+
+class EngineError(LifecoreError, RuntimeError):
+    """The reference engine cannot do what was asked (a generate or close called while one runs,
+    a request waiting for capacity that no sequence of the run holds, sequences of the engine's
+    used elsewhere); also a ``RuntimeError``, what the engine raised before it had a class of
+    its own."""

@@ -15,7 +15,7 @@ import torch
 
 from .._copy_protocol import _refusal
 from .._torch_hooks import finish_despite_interrupts
-from ..errors import ClosedError, DriverError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
+from ..errors import ClosedError, DriverError, EngineError, InvalidArgumentError, LifecoreOverflowError, LifecoreTypeError
 from ..sequence import AdmissionCoordinator, Admitted
 from .capture import CaptureOptions, EngineCapture
 from .graphs import DecodeGraphs
@@ -227,7 +227,7 @@ class Engine:
     def _hold_padding_block(self) -> int:
         decision = self.coordinator.admit(PAD_REQUEST, 1, 1)
         if not isinstance(decision, Admitted):
-            raise RuntimeError(f"Engine: no padding block: {decision}")
+            raise EngineError(f"Engine: no padding block: {decision}")
         session = decision.resources.open_session()
         frame = session.acquire_frame()
         self._padding = (session, frame)  # the live frame keeps the block's id ours
@@ -315,7 +315,7 @@ class Engine:
         callable included); ClosedError once closed. ``progress``, when given, is called with the
         number of tokens just generated (1, once per token: a count to add to a progress bar's). One generate
         runs at a time: a call while another runs (from another thread, or from a callback or
-        hook inside the running one) raises RuntimeError and leaves the running one alone."""
+        hook inside the running one) raises EngineError and leaves the running one alone."""
         return self._alone("Engine.generate: another generate is running on this engine (one runs at a time; "
                            "call again once it returns)", lambda: self._generate(requests, progress))
 
@@ -411,12 +411,12 @@ class Engine:
         """Graphs first (they read the cache), then the padding block and the capture hooks;
         ``generate`` is refused from then on, and a second close does nothing. The lifecore
         device (``lifecore_device``) stays open: the coordinator and the cache on its arena can
-        still be read. RuntimeError while a generate runs (the run reads the graphs and the
+        still be read. EngineError while a generate runs (the run reads the graphs and the
         capture hooks), with nothing closed."""
         self._alone("Engine.close: a generate is running on this engine; close it once that returns", self._close)
 
     def _alone(self, refusal: str, work: Callable[[], _T]) -> _T:
-        """``work()`` with the engine marked as running it, or RuntimeError(``refusal``) when a
+        """``work()`` with the engine marked as running it, or EngineError(``refusal``) when a
         generate or close runs. A mark cleared in a ``finally`` if it is still this call's, not
         a lock held: a Ctrl-C as a lock's acquire returned, before a ``try``, would keep that
         lock held for good."""
@@ -429,11 +429,11 @@ class Engine:
                 self._running = None
 
     def _claim(self, mine: object, refusal: str) -> None:
-        """Marks the engine as running ``mine``, or raises RuntimeError(``refusal``) when a
+        """Marks the engine as running ``mine``, or raises EngineError(``refusal``) when a
         generate or close runs."""
         with self._busy:
             if self._running is not None:
-                raise RuntimeError(refusal)
+                raise EngineError(refusal)
             self._running = mine
 
     def _close(self) -> None:

@@ -30,6 +30,7 @@ import numpy as np
 from ..sequence import (AdmissionCoordinator, AdmissionDeferred, Admitted, BackingOutcome, SequenceSession,
                         acquire_frames, commit_frames, preempt_for, step_all)
 from .. import _core
+from ..errors import EngineError
 from .kv_cache import KVCache
 
 __all__ = ["Request", "Running", "Memory", "LifecoreMemory", "Scheduler", "Stats", "ADMITTED", "DEFERRED",
@@ -44,12 +45,12 @@ _DEFERRED = BackingOutcome.BACKING_DEFERRED.value
 _RETRY = BackingOutcome.RETRY_REQUIRED.value
 
 
-def _frame_still_live(where: str) -> RuntimeError:
+def _frame_still_live(where: str) -> EngineError:
     # RETRY_REQUIRED extends nothing: decoding on would write past the sequence's blocks. A step
     # begun with a frame live raises SessionStateError instead; this answer means another thread
     # took a frame of the sequence, or moved its backing, while the step ran: the engine's
     # sessions are its own, so that is a caller sharing them.
-    return RuntimeError(f"{where}: a step answered RETRY_REQUIRED (another thread took a frame of the sequence or "
+    return EngineError(f"{where}: a step answered RETRY_REQUIRED (another thread took a frame of the sequence or "
                         "moved its backing while the step ran; nothing was extended): the engine's sessions must "
                         "not be used elsewhere")
 
@@ -353,7 +354,7 @@ class Scheduler:
         admitted = self._admit()
         if not admitted and not self.running and self.waiting and not any(r.cancelled for r in self.waiting):
             # Deferred with nothing of this run holding capacity: no release of ours can wake it.
-            raise RuntimeError(f"{self.waiting[0].request_id!r} waits for capacity that no sequence of this run "
+            raise EngineError(f"{self.waiting[0].request_id!r} waits for capacity that no sequence of this run "
                                "holds: nothing this run does can free it")
         if admitted:
             tokens = self.model.prefill([r.request for r in admitted], self._table(admitted, max(
@@ -447,7 +448,7 @@ class Scheduler:
             dropped = {id(v) for v in preempted}
             self.running[:] = running = [v for v in running if id(v) not in dropped]
             if satisfied and not self._timed(memory.extend, r.handle, r.cached + 1):
-                raise RuntimeError(f"{r.request.request_id}: the extension is deferred after a satisfied preemption")
+                raise EngineError(f"{r.request.request_id}: the extension is deferred after a satisfied preemption")
             if satisfied:
                 i += 1
 
