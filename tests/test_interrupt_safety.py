@@ -52,16 +52,24 @@ def test_capture_step_leaves_a_step_it_did_not_begin_alone() -> None:
 
 def test_an_interrupted_async_wait_never_writes_into_a_reused_descriptor(monkeypatch, tmp_path) -> None:
     # Before: the hook wrote to the pipe's number, which the wait closed without removing the
-    # hook; the next release wrote a byte into whatever file got that number.
+    # hook; the next release wrote a byte into whatever file got that number. Then the pipe
+    # itself leaked when the Ctrl-C landed as it was made (2 descriptors per wait): the channel
+    # is now one object whose end closes the pipe and removes the hook.
     coordinator = AdmissionCoordinator(None, domains={"kv": 2 * PAGE}, page_bytes=PAGE, tokens_per_page=16,
                                        max_active_sequences=8)
     held = coordinator.admit("a", 32, 32)
     waiting = coordinator.admit("b", 16, 16)
     assert isinstance(held, Admitted) and isinstance(waiting, AdmissionDeferred)
     registration = coordinator.register_waiter(waiting)
-    interrupting_after(CapacityWaitRegistration, "_add_wake_fd", monkeypatch)
-    with pytest.raises(KeyboardInterrupt):
-        asyncio.run(registration.wait_async(5.0))
+    loop = asyncio.new_event_loop()
+    descriptors = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    for _ in range(20):
+        interrupting_after(CapacityWaitRegistration, "_wake_channel", monkeypatch)
+        with pytest.raises(KeyboardInterrupt):
+            loop.run_until_complete(registration.wait_async(5.0))
+    loop.close()
+    if descriptors is not None:
+        assert len(os.listdir("/proc/self/fd")) == descriptors - 3  # the loop's own three closed with it
     files = [open(tmp_path / f"f{i}", "wb") for i in range(8)]  # the lowest free numbers: the pipe's
     held.resources.close()  # a release signals the registration
     for f in files:

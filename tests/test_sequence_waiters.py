@@ -376,7 +376,7 @@ def test_an_awaited_registration_learns_its_dropped_coordinator_closed():
 
 
 def test_an_await_past_the_descriptor_limit_is_an_os_error_and_leaves_the_registration_usable():
-    """Each pending await holds three descriptors; past the process's limit the await said
+    """Each pending await holds two descriptors; past the process's limit the await said
     InvalidArgumentError (a ValueError: the caller's mistake) where os.pipe says OSError."""
     import subprocess
     import sys
@@ -398,8 +398,7 @@ def test_an_await_past_the_descriptor_limit_is_an_os_error_and_leaves_the_regist
                 opened.append(os.open(os.devnull, os.O_RDONLY))
         except OSError:
             pass
-        os.close(opened.pop())
-        os.close(opened.pop())  # room for the pipe, none for the hook's copy of its write end
+        os.close(opened.pop())  # room for one descriptor: none for the wake pipe's two
         try:
             loop.run_until_complete(registration.wait_async(timeout=1))
         except LifecoreError as error:

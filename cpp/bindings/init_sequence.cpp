@@ -73,6 +73,73 @@ struct WakeDescriptor {
   ~WakeDescriptor() { ::close(fd); }
 };
 
+// wait_async's wake channel: a non-blocking pipe whose write end a hook on the registration
+// owns (a byte whenever it is signalled, cancelled or its coordinator closes) and whose read
+// end the event loop watches. Made in one call, and closed by its destructor too: a Ctrl-C that
+// lands as it is made, or before wait_async closes it, leaves no descriptor and no hook.
+class WakeChannel {
+ public:
+  WakeChannel(nb::object owner, CapacityWaitRegistration& registration) {
+    int fds[2];
+    if (::pipe(fds) != 0) raise_os_error();
+    for (int fd : fds)
+      if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
+        const int error = errno;
+        ::close(fds[0]);
+        ::close(fds[1]);
+        errno = error;
+        raise_os_error();
+      }
+    read_fd_ = fds[0];
+    try {
+      auto wake = std::make_shared<WakeDescriptor>(fds[1]);
+      // A byte on a non-blocking descriptor: no GIL, no lock, safe while the interpreter shuts
+      // down. A full pipe already holds a pending wake.
+      key_ = registration.add_notify([wake]() noexcept {
+        const char byte = 1;
+        while (::write(wake->fd, &byte, 1) < 0 && errno == EINTR) {}
+      });
+    } catch (...) {
+      ::close(read_fd_);  // the write end went with the hook's copy of it, or was never taken
+      throw;
+    }
+    registration_ = &registration;
+    owner_ = std::move(owner);  // keeps the registration the hook is on
+  }
+  WakeChannel(const WakeChannel&) = delete;
+  WakeChannel& operator=(const WakeChannel&) = delete;
+  ~WakeChannel() { close(); }
+
+  int fileno() const {
+    if (read_fd_ < 0) raise(ErrorKind::Closed, "wait_async: the wake channel is closed");
+    return read_fd_;
+  }
+  // Reads whatever wakes are pending (each a byte), without blocking.
+  void drain() const noexcept {
+    char bytes[256];
+    while (read_fd_ >= 0) {
+      const ssize_t n = ::read(read_fd_, bytes, sizeof bytes);
+      if (n <= 0 && !(n < 0 && errno == EINTR)) break;  // none left (EAGAIN), or the end
+    }
+  }
+  // The hook off the registration (never called after this returns), the pipe closed; again: nothing.
+  void close() noexcept {
+    if (registration_) std::exchange(registration_, nullptr)->remove_notify(key_);
+    if (read_fd_ >= 0) ::close(std::exchange(read_fd_, -1));
+  }
+
+ private:
+  [[noreturn]] static void raise_os_error() {
+    PyErr_SetFromErrno(PyExc_OSError);  // as os.pipe says it (the process's limit: EMFILE)
+    throw nb::python_error();
+  }
+
+  int read_fd_ = -1;
+  std::uint64_t key_ = 0;
+  CapacityWaitRegistration* registration_ = nullptr;
+  nb::object owner_;
+};
+
 // Python's hold on admitted resources; close() lets go before the object is collected. Once
 // the session they opened has closed, they are spent: the handle holds nothing and reads as
 // closed.
@@ -600,6 +667,10 @@ void bind_terminal_facts(nb::module_& m) {
 }
 
 void bind_waiters(nb::module_& m) {
+  nb::class_<WakeChannel>(m, "_WakeChannel", "wait_async's wake channel (private).")
+      .def("fileno", &WakeChannel::fileno, "The pipe's read end, for the event loop to watch.")
+      .def("drain", &WakeChannel::drain, "Reads the pending wakes, without blocking.")
+      .def("close", &WakeChannel::close, "Removes the hook and closes the pipe; again: nothing.");
   nb::class_<CapacityWaitRegistration>(m, "CapacityWaitRegistration",
                                        "A subscription to the exact sources of a deferral.")
       .def("should_retry", [](const CapacityWaitRegistration& r) { return r.should_retry(); },
@@ -630,32 +701,14 @@ void bind_waiters(nb::module_& m) {
                     CapacityWaitRegistration::SliceResult::retry;
            },
            "Without blocking: True once should_retry(); ClosedError if the coordinator, or its device, is closed.")
-      .def("_add_wake_fd", [](CapacityWaitRegistration& r, int fd) -> std::int64_t {
-             if (fd < 0) raise(ErrorKind::InvalidArgument, "_add_wake_fd: the descriptor must not be negative");
-             // The hook writes to a duplicate of its own, closed when the hook goes: a caller that
-             // closes `fd` without removing the hook (a Ctrl-C lost the key) never has a wake
-             // written into whatever file later gets that number.
-             const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-             if (own < 0) {
-               const int error = errno;
-               if (error == EBADF) raise(ErrorKind::InvalidArgument, "_add_wake_fd: the descriptor is not open");
-               return -static_cast<std::int64_t>(error);  // the caller raises OSError, as os.dup would
-             }
-             auto wake = std::make_shared<WakeDescriptor>(own);
-             // A byte on a non-blocking descriptor: no GIL, no lock, safe while the
-             // interpreter shuts down. A full pipe already holds a pending wake.
-             return static_cast<std::int64_t>(r.add_notify([wake]() noexcept {
-               const char byte = 1;
-               while (::write(wake->fd, &byte, 1) < 0 && errno == EINTR) {}
-             }));
+      .def("_wake_channel",
+           [](nb::handle self) {
+             return std::make_unique<WakeChannel>(nb::borrow(self), nb::cast<CapacityWaitRegistration&>(self));
            },
-           nb::arg("fd"),
-           "Write one byte to `fd` (non-blocking) whenever the registration is signalled, cancelled or its "
-           "coordinator (or its device) closes; returns the key _remove_wake_fd takes, or -errno when the "
-           "descriptor could not be duplicated (the process's limit). The hook writes to its own duplicate of "
-           "`fd`, closed once the hook is removed. For wait_async's event loop.")
-      .def("_remove_wake_fd", &CapacityWaitRegistration::remove_notify, nb::arg("key"),
-           "Remove the hook _add_wake_fd returned `key` for; it is never called after this returns.")
+           "wait_async's wake channel: a pipe the registration writes a byte to whenever it is signalled, "
+           "cancelled or its coordinator (or its device) closes. fileno() is the end to watch, drain() reads "
+           "the pending wakes, close() removes the hook and closes the pipe (so does the object's end). OSError "
+           "when no descriptor is left, as os.pipe says it.")
       .def("__repr__", [](const CapacityWaitRegistration& r) {
         const char* state = r.closed() ? "closed" : r.cancelled() ? "cancelled" : "registered";
         return "CapacityWaitRegistration(" + std::string(state) + ", sources=" + std::to_string(r.registered_epochs().size()) +

@@ -123,7 +123,6 @@ from __future__ import annotations
 import asyncio
 import math
 import numbers
-import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
@@ -243,7 +242,7 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
             raise InvalidArgumentError("wait_async: argument 'poll' must be positive, got 0")
         poll = checked_poll
     interval = poll if poll is not None else _CANCELLED_RECHECK  # between rechecks, when there are any
-    # _check, _add_wake_fd and _remove_wake_fd are the binding's private half of this method:
+    # _check and _wake_channel are the binding's private half of this method:
     # the generated stubs list public names only, so they are reached through an untyped name.
     registration: Any = self
     if registration._check():
@@ -268,11 +267,7 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
             done.set_exception(error)
 
     def woken() -> None:
-        try:
-            while os.read(read_fd, 4096):
-                pass
-        except BlockingIOError:
-            pass
+        channel.drain()
         check()
         if timer is None and not done.done() and registration.cancelled:
             tick()  # nothing signals it any more: recheck on a timer
@@ -288,19 +283,14 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
         if not done.done():
             timer = loop.call_later(interval, tick)
 
-    read_fd, write_fd = os.pipe()
+    # The wake channel is one object, made in one call, that closes its pipe and removes its
+    # hook when it goes: a Ctrl-C landing anywhere here (as it is made, too) leaves neither a
+    # descriptor nor a hook on the registration behind.
+    channel = registration._wake_channel()
     try:
-        os.set_blocking(read_fd, False)
-        os.set_blocking(write_fd, False)
-        key = None
+        read_fd = channel.fileno()
         try:
             loop.add_reader(read_fd, woken)
-            # The hook writes to a duplicate of write_fd it owns: a key a Ctrl-C lost leaves a
-            # hook that can never write into a file that reuses these numbers.
-            key = registration._add_wake_fd(write_fd)
-            if key < 0:  # no descriptor left for the hook's copy: the process's limit, as os.pipe says it
-                error, key = -key, None
-                raise OSError(error, os.strerror(error))
             check()  # a wake between the first check and the hook
             if poll is not None or registration.cancelled:
                 timer = loop.call_later(interval, tick)
@@ -308,17 +298,12 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
                 deadline_timer = loop.call_at(deadline, expire)
             return await done
         finally:
-            if key is not None:
-                registration._remove_wake_fd(key)  # never called after this
             loop.remove_reader(read_fd)
             for handle in (timer, deadline_timer):
                 if handle is not None:
                     handle.cancel()
     finally:
-        try:
-            os.close(read_fd)
-        finally:
-            os.close(write_fd)  # also after a Ctrl-C as the first close returned
+        channel.close()  # the hook is never called after this
 
 
 # Guarded here: the class is the core's, so no export list of this module reaches its method.
