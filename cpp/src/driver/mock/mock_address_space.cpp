@@ -53,6 +53,19 @@ DevicePtr AddressSpace::reserve(std::size_t bytes) {
   return ptr;
 }
 
+void AddressSpace::release(const std::vector<DevicePtr>& bases) {
+  std::lock_guard lock(mutex_);
+  for (DevicePtr base : bases) {
+    auto it = regions_.find(base);
+    if (it == regions_.end() || !it->second.graph_owned) continue;
+    if (it->second.state == State::live) {
+      it->second.graph_owned = false;
+    } else {
+      regions_.erase(it);
+    }
+  }
+}
+
 bool AddressSpace::back_locked(Region& region) {
   const std::size_t charged = charge(region.bytes);
   if (charged > limit_ || in_use_ > limit_ - charged) return false;

@@ -63,6 +63,10 @@ class AddressSpace {
   // and backed only between the node's execution and the matching free.
   // 0 once the address space is used up.
   DevicePtr reserve(std::size_t bytes);
+  // A graph's memory nodes once no graph, executable graph or capture holds them: a reserved
+  // address goes back to the space; an allocation still live (a launch made it, nothing freed
+  // it) is an ordinary one from now on, gone at its free.
+  void release(const std::vector<DevicePtr>& bases);
   // Marks every reservation as claimed by a launch, all or nothing. False (nothing changed)
   // when one is claimed or live already; *busy then names it.
   bool claim(const std::vector<DevicePtr>& bases, DevicePtr* busy);

@@ -192,7 +192,7 @@ MockDriver::MockDriver(int ordinal)
     : ordinal_(ordinal),
       uid_(next_driver_uid.fetch_add(1)),
       // Each ordinal's addresses start at its own TiB, so a pointer from another device fails.
-      memory_(DevicePtr(ordinal + 1) << 40, default_memory_limit) {}
+      memory_(std::make_shared<mock::AddressSpace>(DevicePtr(ordinal + 1) << 40, default_memory_limit)) {}
 
 MockDriver::~MockDriver() {
   worker_gate_.resume();
@@ -207,9 +207,9 @@ MockDriver::~MockDriver() {
 
 MockDriver* MockDriver::from(Driver* driver) { return dynamic_cast<MockDriver*>(driver); }
 
-void MockDriver::set_memory_limit(std::size_t bytes) { memory_.set_limit(bytes); }
-std::size_t MockDriver::memory_in_use() const { return memory_.in_use(); }
-std::size_t MockDriver::live_allocations() const { return memory_.live_allocations(); }
+void MockDriver::set_memory_limit(std::size_t bytes) { memory_->set_limit(bytes); }
+std::size_t MockDriver::memory_in_use() const { return memory_->in_use(); }
+std::size_t MockDriver::live_allocations() const { return memory_->live_allocations(); }
 std::size_t MockDriver::live_streams() const {
   std::lock_guard lock(mutex_);
   return streams_.size();
@@ -359,10 +359,10 @@ Status MockDriver::event_for_host_wait(Operation op, EventHandle handle, std::sh
 
 // Allocates at once (mem_alloc, and mem_alloc_async outside a capture).
 Status MockDriver::allocate_now(Operation op, std::size_t bytes, DevicePtr* out) {
-  if (memory_.allocate(bytes, out)) return {};
+  if (memory_->allocate(bytes, out)) return {};
   return fail(op, Code::out_of_memory,
               "allocating " + std::to_string(bytes) + " bytes would pass the device's memory (" +
-                  std::to_string(memory_.in_use()) + " of " + std::to_string(memory_.limit()) + " bytes in use)");
+                  std::to_string(memory_->in_use()) + " of " + std::to_string(memory_->limit()) + " bytes in use)");
 }
 
 void MockDriver::wait_device_idle() {
@@ -382,7 +382,7 @@ Status MockDriver::run_synchronous(Operation op, mock::WorkNode node) {
     if (Status status = check_unsafe_call_locked(op, nullptr); !status.ok()) return status;
   }
   wait_device_idle();
-  return mock::execute_node(node, mock::ExecContext{memory_, mock_call_name(op), Code::invalid_value});
+  return mock::execute_node(node, mock::ExecContext{*memory_, mock_call_name(op), Code::invalid_value});
 }
 
 // --- device ----------------------------------------------------------------------------
@@ -404,8 +404,8 @@ Status MockDriver::driver_version(int* out) {
 Status MockDriver::mem_info(std::size_t* free_bytes, std::size_t* total_bytes) {
   LIFECORE_MOCK_GATE(mem_info)
   if (!free_bytes || !total_bytes) return bad_value(Operation::mem_info, "an output pointer is null");
-  const std::size_t limit = memory_.limit();
-  const std::size_t used = memory_.in_use();
+  const std::size_t limit = memory_->limit();
+  const std::size_t used = memory_->in_use();
   *free_bytes = used < limit ? limit - used : 0;
   *total_bytes = limit;
   return {};
@@ -418,7 +418,7 @@ Status MockDriver::stream_create(StreamHandle* out) {
   if (!out) return bad_value(Operation::stream_create, "the output pointer is null");
   const std::uintptr_t id = new_handle();
   // Starts its thread: outside the lock. A kernel fault loses the device when it happens.
-  auto stream = std::make_shared<Stream>(id, &worker_gate_, &memory_, [this](const Status& fault) { note_status(fault); });
+  auto stream = std::make_shared<Stream>(id, &worker_gate_, memory_.get(), [this](const Status& fault) { note_status(fault); });
   {
     std::lock_guard lock(mutex_);
     streams_.emplace(id, std::move(stream));
@@ -593,7 +593,7 @@ Status MockDriver::mem_free(DevicePtr ptr) {
   constexpr Operation op = Operation::mem_free;
   if (Status status = check_unsafe_call(op); !status.ok()) return status;
   wait_device_idle();  // as cuMemFree: work in flight may still use the memory
-  if (memory_.free(ptr)) return {};
+  if (memory_->free(ptr)) return {};
   return not_live(op, ptr);
 }
 
@@ -607,12 +607,12 @@ Status MockDriver::mem_alloc_async(std::size_t bytes, StreamHandle handle, Devic
   Route route{};
   if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
   if (route == Route::capture) {
-    if (bytes > memory_.limit())
+    if (bytes > memory_->limit())
       return fail(op, Code::out_of_memory,
-                  std::to_string(bytes) + " bytes exceed the device's memory (" + std::to_string(memory_.limit()) +
+                  std::to_string(bytes) + " bytes exceed the device's memory (" + std::to_string(memory_->limit()) +
                       " bytes)");
     // A memory-alloc node: the address is fixed now, the memory exists only after a launch.
-    const DevicePtr ptr = memory_.reserve(bytes);
+    const DevicePtr ptr = memory_->reserve(bytes);
     if (ptr == 0) return fail(op, Code::out_of_memory, "the emulated device's address space is used up");
     stream->capture->graph->nodes.push_back(mock::MemAllocNode{ptr, bytes});
     *out = ptr;
@@ -632,11 +632,11 @@ Status MockDriver::mem_free_async(DevicePtr ptr, StreamHandle handle) {
     if (Status status = route_locked(op, handle, &stream, &route); !status.ok()) return status;
     if (route == Route::capture) {
       // A memory-free node; it may free a graph allocation this capture made.
-      if (!memory_.is_region_base(ptr)) return bad_value(op, hex(ptr) + " is not the start of an allocation");
+      if (!memory_->is_region_base(ptr)) return bad_value(op, hex(ptr) + " is not the start of an allocation");
       stream->capture->graph->nodes.push_back(mock::MemFreeNode{ptr});
       return {};
     }
-    if (!memory_.is_freeable(ptr))
+    if (!memory_->is_freeable(ptr))
       return not_live(op, ptr);
   }
   return submit(op, handle, mock::MemFreeNode{ptr});
@@ -812,6 +812,7 @@ Status MockDriver::stream_begin_capture(StreamHandle handle, CaptureMode mode) {
   capture.mode = mode;
   capture.thread = thread_token();
   capture.graph = std::make_shared<mock::GraphData>();
+  capture.graph->space = memory_;
   stream->capture = std::move(capture);
   return {};
 }
@@ -949,12 +950,12 @@ Status MockDriver::graph_launch(GraphExecHandle handle, StreamHandle stream_hand
     return fail(op, Code::not_supported,
                 "the mock does not record a graph launch into a capture (a child-graph node)");
   DevicePtr busy = 0;
-  if (!exec->allocations.empty() && !memory_.claim(exec->allocations, &busy))
+  if (!exec->allocations.empty() && !memory_->claim(exec->allocations, &busy))
     return bad_value(op, "the allocation at " + hex(busy) +
                              " made by this graph's memory-alloc node is still live (or a launch making it is "
                              "queued); free it before launching the graph again");
   exec->launch_enqueued();
-  mock::AddressSpace* memory = &memory_;
+  mock::AddressSpace* memory = memory_.get();
   // The whole graph is ONE work item: that is what makes a replay cheaper than its launches.
   const bool queued = stream->worker.enqueue([memory, exec, nodes = exec->nodes]() {
     Status status;
@@ -967,7 +968,7 @@ Status MockDriver::graph_launch(GraphExecHandle handle, StreamHandle stream_hand
     return status;
   });
   if (!queued) {
-    for (DevicePtr ptr : exec->allocations) memory_.unclaim(ptr);
+    for (DevicePtr ptr : exec->allocations) memory_->unclaim(ptr);
     exec->launch_finished();
     return bad_handle(op, "stream", raw(stream_handle));
   }
@@ -1074,7 +1075,7 @@ Status MockDriver::pointer_device(DevicePtr ptr, int* ordinal) {
   if (!ordinal) return bad_value(op, "the output pointer is null");
   // Each device's addresses are its own (their base is per ordinal): one this device does not
   // resolve is no memory it knows, as CUDA says of a host pointer.
-  if (!memory_.resolve(ptr, 1).data) return bad_value(op, hex(ptr) + " is not inside a live allocation or mapping");
+  if (!memory_->resolve(ptr, 1).data) return bad_value(op, hex(ptr) + " is not inside a live allocation or mapping");
   *ordinal = ordinal_;
   return {};
 }
@@ -1084,7 +1085,7 @@ Status MockDriver::host_view(DevicePtr ptr, std::size_t bytes, HostView* out) {
   constexpr Operation op = Operation::host_view;
   if (!out) return bad_value(op, "the output pointer is null");
   if (bytes == 0) return bad_value(op, "the range is empty");
-  mock::DeviceSpan span = memory_.resolve(ptr, bytes);
+  mock::DeviceSpan span = memory_->resolve(ptr, bytes);
   if (!span.data) return bad_value(op, "the range is not inside one live allocation");
   out->data = span.data;
   out->keep_alive = std::move(span.block);
@@ -1097,14 +1098,14 @@ Status MockDriver::map_host(void* host, std::size_t bytes, DevicePtr* out) {
   if (!out) return bad_value(op, "the output pointer is null");
   if (host == nullptr) return bad_value(op, "the host pointer is null");
   if (bytes == 0) return bad_value(op, "the range is empty");
-  if (!memory_.map(static_cast<std::byte*>(host), bytes, out)) return bad_value(op, "the range cannot be mapped");
+  if (!memory_->map(static_cast<std::byte*>(host), bytes, out)) return bad_value(op, "the range cannot be mapped");
   return {};
 }
 
 Status MockDriver::unmap_host(DevicePtr ptr) {
   LIFECORE_MOCK_GATE(unmap_host)
   constexpr Operation op = Operation::unmap_host;
-  if (!memory_.unmap(ptr)) return bad_value(op, hex(ptr) + " is not the start of a host mapping");
+  if (!memory_->unmap(ptr)) return bad_value(op, hex(ptr) + " is not the start of a host mapping");
   return {};
 }
 

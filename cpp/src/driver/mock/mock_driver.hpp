@@ -208,7 +208,7 @@ class MockDriver final : public Driver {
   const std::shared_ptr<const void> capture_domain_ = std::make_shared<const int>(0);
   mock::FaultGate faults_;
   mock::WorkerGate worker_gate_;
-  mock::AddressSpace memory_;
+  std::shared_ptr<mock::AddressSpace> memory_;  // shared: a graph gives back its memory nodes' addresses
   std::atomic<int> lost_code_{0};  // the sticky status that lost the device; 0 while usable
   mutable std::mutex lost_mutex_;  // orders the two below
   std::string lost_by_;            // that first failure: its call and message

@@ -1,10 +1,24 @@
 #include "driver/mock/mock_work.hpp"
+#include "driver/mock/mock_address_space.hpp"
 #include "driver/mock/mock_status.hpp"
 
 #include <cstring>
 #include <sstream>
 
 namespace lifecore::driver::mock {
+
+GraphData::~GraphData() {
+  const std::shared_ptr<AddressSpace> memory = space.lock();  // none once the driver went
+  if (!memory) return;
+  try {
+    std::vector<DevicePtr> bases;
+    for (const WorkNode& node : nodes)
+      if (const auto* alloc = std::get_if<MemAllocNode>(&node)) bases.push_back(alloc->ptr);
+    if (!bases.empty()) memory->release(bases);
+  } catch (...) {
+    // Out of memory for the list: the addresses stay reserved (the space is only the mock's).
+  }
+}
 namespace {
 
 template <class... Ts>

@@ -66,9 +66,19 @@ Status execute_node(const WorkNode& node, const ExecContext& context);
 Status run_graph(const std::vector<WorkNode>& nodes, const ExecContext& context);
 
 // A recorded graph. `live_execs` is guarded by the owning driver's table mutex.
+class AddressSpace;
+
 struct GraphData {
   std::vector<WorkNode> nodes;
   std::size_t live_execs = 0;
+  // Where its memory nodes' addresses were reserved: they go back when the last holder of the
+  // graph (its handle, an executable graph of it, or the capture recording it) lets go.
+  std::weak_ptr<AddressSpace> space;
+
+  GraphData() = default;
+  GraphData(const GraphData&) = delete;
+  GraphData& operator=(const GraphData&) = delete;
+  ~GraphData();
 
   GraphNodeCounts counts() const;
   bool has_memory_nodes() const;
