@@ -68,6 +68,8 @@ _HANDLES: dict[tuple[Any, str], tuple[str, str]] = {
     (_sequence, "DecodeTable"): ("it steps sessions of a coordinator in this process",
                                  "send its table (a NumPy array)"),
     (_sequence, "_SequenceBenchLoop"): (_HOLDS, "make one in the receiving process"),
+    (_sequence, "_WakeChannel"): ("it is a pipe of this process, written by a waiter's hook",
+                                  "await the receiving process's registration"),
 }
 
 _MOMENT = "it reports a coordinator of this process at one moment, and what it names means nothing elsewhere"
