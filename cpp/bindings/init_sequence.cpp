@@ -79,32 +79,47 @@ struct WakeDescriptor {
 // lands as it is made, or before wait_async closes it, leaves no descriptor and no hook.
 class WakeChannel {
  public:
-  WakeChannel(nb::object owner, CapacityWaitRegistration& registration) {
+  // The channel, or null with *error the errno a pipe could not be made with (the process's
+  // limit: EMFILE), which the caller raises as os.pipe would.
+  static std::unique_ptr<WakeChannel> open(nb::object owner, CapacityWaitRegistration& registration, int* error) {
     int fds[2];
-    if (::pipe(fds) != 0) raise_os_error();
+    if (::pipe(fds) != 0) {
+      *error = errno;
+      return nullptr;
+    }
     for (int fd : fds)
       if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
-        const int error = errno;
+        *error = errno;
         ::close(fds[0]);
         ::close(fds[1]);
-        errno = error;
-        raise_os_error();
+        return nullptr;
       }
-    read_fd_ = fds[0];
+    std::unique_ptr<WakeChannel> channel;
     try {
-      auto wake = std::make_shared<WakeDescriptor>(fds[1]);
-      // A byte on a non-blocking descriptor: no GIL, no lock, safe while the interpreter shuts
-      // down. A full pipe already holds a pending wake.
-      key_ = registration.add_notify([wake]() noexcept {
-        const char byte = 1;
-        while (::write(wake->fd, &byte, 1) < 0 && errno == EINTR) {}
-      });
+      channel.reset(new WakeChannel());
+      channel->read_fd_ = fds[0];
     } catch (...) {
-      ::close(read_fd_);  // the write end went with the hook's copy of it, or was never taken
+      ::close(fds[0]);
+      ::close(fds[1]);
       throw;
     }
-    registration_ = &registration;
-    owner_ = std::move(owner);  // keeps the registration the hook is on
+    // From here the channel closes the read end whatever fails, and the hook's copy the write end.
+    std::shared_ptr<WakeDescriptor> wake;
+    try {
+      wake = std::make_shared<WakeDescriptor>(fds[1]);
+    } catch (...) {
+      ::close(fds[1]);
+      throw;
+    }
+    channel->key_ = registration.add_notify([wake]() noexcept {
+      // A byte on a non-blocking descriptor: no GIL, no lock, safe while the interpreter
+      // shuts down. A full pipe already holds a pending wake.
+      const char byte = 1;
+      while (::write(wake->fd, &byte, 1) < 0 && errno == EINTR) {}
+    });
+    channel->registration_ = &registration;
+    channel->owner_ = std::move(owner);  // keeps the registration the hook is on
+    return channel;
   }
   WakeChannel(const WakeChannel&) = delete;
   WakeChannel& operator=(const WakeChannel&) = delete;
@@ -129,10 +144,7 @@ class WakeChannel {
   }
 
  private:
-  [[noreturn]] static void raise_os_error() {
-    PyErr_SetFromErrno(PyExc_OSError);  // as os.pipe says it (the process's limit: EMFILE)
-    throw nb::python_error();
-  }
+  WakeChannel() = default;
 
   int read_fd_ = -1;
   std::uint64_t key_ = 0;
@@ -702,13 +714,19 @@ void bind_waiters(nb::module_& m) {
            },
            "Without blocking: True once should_retry(); ClosedError if the coordinator, or its device, is closed.")
       .def("_wake_channel",
-           [](nb::handle self) {
-             return std::make_unique<WakeChannel>(nb::borrow(self), nb::cast<CapacityWaitRegistration&>(self));
+           [](nb::handle self) -> nb::object {
+             int error = 0;
+             std::unique_ptr<WakeChannel> channel =
+                 WakeChannel::open(nb::borrow(self), nb::cast<CapacityWaitRegistration&>(self), &error);
+             if (!channel) return nb::int_(-error);  // raised by wait_async as os.pipe would
+             nb::object made = nb::cast(channel.get(), nb::rv_policy::take_ownership);
+             (void)channel.release();  // Python's now
+             return made;
            },
            "wait_async's wake channel: a pipe the registration writes a byte to whenever it is signalled, "
            "cancelled or its coordinator (or its device) closes. fileno() is the end to watch, drain() reads "
-           "the pending wakes, close() removes the hook and closes the pipe (so does the object's end). OSError "
-           "when no descriptor is left, as os.pipe says it.")
+           "the pending wakes, close() removes the hook and closes the pipe (so does the object's end). "
+           "-errno when no pipe could be made (the process's limit).")
       .def("__repr__", [](const CapacityWaitRegistration& r) {
         const char* state = r.closed() ? "closed" : r.cancelled() ? "cancelled" : "registered";
         return "CapacityWaitRegistration(" + std::string(state) + ", sources=" + std::to_string(r.registered_epochs().size()) +

@@ -123,6 +123,7 @@ from __future__ import annotations
 import asyncio
 import math
 import numbers
+import os
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Optional
 
@@ -287,6 +288,8 @@ async def _wait_async(self: CapacityWaitRegistration, timeout: Optional[float] =
     # hook when it goes: a Ctrl-C landing anywhere here (as it is made, too) leaves neither a
     # descriptor nor a hook on the registration behind.
     channel = registration._wake_channel()
+    if isinstance(channel, int):  # no descriptor left for the pipe: the process's limit, as os.pipe says it
+        raise OSError(-channel, os.strerror(-channel))
     try:
         read_fd = channel.fileno()
         try:
