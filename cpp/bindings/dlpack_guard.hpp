@@ -102,13 +102,20 @@ inline void refuse_null_address(const std::string& label, std::uintptr_t address
 // KeyboardInterrupt or SystemExit raised by the export passes as it is.
 inline void refuse_negative_view(nb::handle h, const std::string& label);  // below
 
-// A described tensor's bytes (its extents' product times its element's bytes), checked: a
-// description past 64 bits is refused as an overflow naming `label`.
+// A described tensor's bytes, checked (its dimensions checked first): nanobind's nbytes()
+// multiplies the shape without a check, and a shape whose bytes pass 2**64 (2**62 + 4 rows of
+// 4) would wrap to a few bytes; refused as an overflow naming `label`. The bits of every
+// element (its lanes too) are rounded up to a byte once: 4-bit elements are packed two to a byte.
 inline std::uint64_t dlpack_bytes(const DLTensor& tensor, const std::string& label) {
-  std::uint64_t bytes = (static_cast<std::uint64_t>(tensor.dtype.bits) * tensor.dtype.lanes + 7) / 8;
-  for (std::int32_t i = 0; i < tensor.ndim; ++i)
-    bytes = checked::mul_or_throw<std::uint64_t>(bytes, static_cast<std::uint64_t>(tensor.shape[i]), label + "'s bytes");
-  return bytes;
+  std::uint64_t elements = 1;
+  for (std::int32_t i = 0; i < tensor.ndim; ++i) {
+    const auto next = checked::mul(elements, static_cast<std::uint64_t>(tensor.shape[i]));
+    if (!next) checked::overflow(label + ": the bytes of its shape");
+    elements = *next;
+  }
+  const auto bits = checked::mul(elements, std::uint64_t{tensor.dtype.bits} * tensor.dtype.lanes);
+  if (!bits) checked::overflow(label + ": the bytes of its shape");
+  return *bits / 8 + (*bits % 8 != 0);
 }
 
 inline nb::object checked_for_caster(nb::handle object, const std::string& label) {

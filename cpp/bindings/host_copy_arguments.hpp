@@ -60,19 +60,7 @@ inline bool host_tensor_bytes(nb::handle h, const char* call, const char* name, 
   const DLTensor* described = capsule_tensor(given).tensor;
   if (!described) raise(ErrorKind::InvalidArgument, label + " has a __dlpack__ that returned no DLPack capsule");
   check_dlpack_dimensions(label, described->ndim, described->shape);
-  // Its bytes, checked here: nanobind's nbytes() multiplies the shape without a check, and a
-  // shape whose bytes pass 2**64 (2**62 + 4 rows of 4) would wrap to a few bytes and be taken.
-  // The bits of every element (its lanes too), rounded up to a byte once: 4-bit elements are
-  // packed two to a byte.
-  std::uint64_t elements = 1;
-  for (std::int32_t i = 0; i < described->ndim; ++i) {
-    const auto next = checked::mul(elements, static_cast<std::uint64_t>(described->shape[i]));
-    if (!next) checked::overflow(label + ": the bytes of its shape");
-    elements = *next;
-  }
-  const auto bits = checked::mul(elements, std::uint64_t{described->dtype.bits} * described->dtype.lanes);
-  if (!bits) checked::overflow(label + ": the bytes of its shape");
-  const std::uint64_t bytes = *bits / 8 + (*bits % 8 != 0);
+  const std::uint64_t bytes = dlpack_bytes(*described, label);  // checked here, not by nanobind's nbytes()
   if (!dlpack_address(*described, bytes)) refuse_wrapped_address(label);
   refuse_null_address(label, reinterpret_cast<std::uintptr_t>(described->data), bytes);
   if (written) {
