@@ -82,35 +82,25 @@ class WakeChannel {
   // The channel, or null with *error the errno a pipe could not be made with (the process's
   // limit: EMFILE), which the caller raises as os.pipe would.
   static std::unique_ptr<WakeChannel> open(nb::object owner, CapacityWaitRegistration& registration, int* error) {
+    std::unique_ptr<WakeChannel> channel(new WakeChannel());  // first: nothing to close should it fail
     int fds[2];
     if (::pipe(fds) != 0) {
       *error = errno;
       return nullptr;
     }
+    channel->read_fd_ = fds[0];  // closed by the channel from here, whatever fails
+    std::shared_ptr<WakeDescriptor> wake;
+    try {
+      wake = std::make_shared<WakeDescriptor>(fds[1]);  // closed by the hook's copy from here
+    } catch (...) {
+      ::close(fds[1]);
+      throw;
+    }
     for (int fd : fds)
       if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0 || ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK) != 0) {
         *error = errno;
-        ::close(fds[0]);
-        ::close(fds[1]);
         return nullptr;
       }
-    std::unique_ptr<WakeChannel> channel;
-    try {
-      channel.reset(new WakeChannel());
-      channel->read_fd_ = fds[0];
-    } catch (...) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      throw;
-    }
-    // From here the channel closes the read end whatever fails, and the hook's copy the write end.
-    std::shared_ptr<WakeDescriptor> wake;
-    try {
-      wake = std::make_shared<WakeDescriptor>(fds[1]);
-    } catch (...) {
-      ::close(fds[1]);
-      throw;
-    }
     channel->key_ = registration.add_notify([wake]() noexcept {
       // A byte on a non-blocking descriptor: no GIL, no lock, safe while the interpreter
       // shuts down. A full pipe already holds a pending wake.

@@ -35,31 +35,35 @@ DevicePtr capture_an_allocation(MockDriver& d, StreamHandle s, GraphHandle* g) {
   return ptr;
 }
 
-void a_destroyed_graph_gives_its_addresses_back() {
+// A driver with a stream to capture on and one to probe from.
+struct Fixture {
   MockDriver d{0};
   StreamHandle s{}, probe{};
-  CHECK_OK(d.stream_create(&s));
-  CHECK_OK(d.stream_create(&probe));
+  Fixture() {
+    CHECK_OK(d.stream_create(&s));
+    CHECK_OK(d.stream_create(&probe));
+  }
+};
+
+void a_destroyed_graph_gives_its_addresses_back() {
+  Fixture f;
   GraphHandle g{};
-  const DevicePtr ptr = capture_an_allocation(d, s, &g);
-  CHECK(still_reserved(d, probe, ptr));
-  CHECK_OK(d.graph_destroy(g));
-  CHECK(!still_reserved(d, probe, ptr));
+  const DevicePtr ptr = capture_an_allocation(f.d, f.s, &g);
+  CHECK(still_reserved(f.d, f.probe, ptr));
+  CHECK_OK(f.d.graph_destroy(g));
+  CHECK(!still_reserved(f.d, f.probe, ptr));
 }
 
 void an_executable_graph_keeps_them_until_it_goes() {
-  MockDriver d{0};
-  StreamHandle s{}, probe{};
-  CHECK_OK(d.stream_create(&s));
-  CHECK_OK(d.stream_create(&probe));
+  Fixture f;
   GraphHandle g{};
-  const DevicePtr ptr = capture_an_allocation(d, s, &g);
+  const DevicePtr ptr = capture_an_allocation(f.d, f.s, &g);
   GraphExecHandle e{};
-  CHECK_OK(d.graph_instantiate(g, &e));
-  CHECK_OK(d.graph_destroy(g));
-  CHECK(still_reserved(d, probe, ptr));  // the executable graph may still launch it
-  CHECK_OK(d.graph_exec_destroy(e));
-  CHECK(!still_reserved(d, probe, ptr));
+  CHECK_OK(f.d.graph_instantiate(g, &e));
+  CHECK_OK(f.d.graph_destroy(g));
+  CHECK(still_reserved(f.d, f.probe, ptr));  // the executable graph may still launch it
+  CHECK_OK(f.d.graph_exec_destroy(e));
+  CHECK(!still_reserved(f.d, f.probe, ptr));
 }
 
 void an_allocation_a_launch_made_outlives_the_graph_until_its_free() {
@@ -81,10 +85,9 @@ void an_allocation_a_launch_made_outlives_the_graph_until_its_free() {
 }
 
 void a_capture_ended_invalidated_or_discarded_gives_them_back() {
-  MockDriver d{0};
-  StreamHandle s{}, probe{};
-  CHECK_OK(d.stream_create(&s));
-  CHECK_OK(d.stream_create(&probe));
+  Fixture f;
+  MockDriver& d = f.d;
+  const StreamHandle s = f.s, probe = f.probe;
   // Invalidated: another stream synchronized inside a global capture.
   CHECK_OK(d.stream_begin_capture(s, CaptureMode::global));
   DevicePtr ptr = 0;
