@@ -301,8 +301,10 @@ def _unencodable_text(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[An
                       (converted_inside or "str" in _types(p.annotation).split(" | "))]
             if taking or not overloads:
                 argument = f"argument '{taking[0].name}'" if taking else "a text argument"
-                return InvalidArgumentError(f"{_label(func)}: {argument} must be text UTF-8 can encode "
-                                            f"({type(error).__name__}: {error})")
+                refused = InvalidArgumentError(f"{_label(func)}: {argument} must be text UTF-8 can encode "
+                                               f"({type(error).__name__}: {error})")
+                refused.__suppress_context__ = True
+                return refused
     return None
 
 
@@ -426,7 +428,6 @@ def explain(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]], 
         # The translator's floor for a value converted inside the binding: name the call.
         unencodable = _unencodable_text(func, args, kwargs, converted_inside=True)
         if unencodable is not None:
-            unencodable.__suppress_context__ = True
             return unencodable
         expected = "; ".join(o.text for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text))
         named = LifecoreTypeError(f"{_label(func)}: {error} (expected {expected or 'its signature'})")
@@ -440,7 +441,6 @@ def explain(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]], 
         return index_failure
     unencodable = _unencodable_text(func, args, kwargs)
     if unencodable is not None:
-        unencodable.__suppress_context__ = True
         return unencodable
     # nanobind adds a one-argument __new__ overload beside nb::new_ (for unpickling): not one
     # the caller meant.

@@ -873,7 +873,7 @@ std::vector<std::unique_ptr<FrameHold>> acquire_frames(const std::vector<Sequenc
   if (std::adjacent_find(order.begin(), order.end()) != order.end())
     raise(ErrorKind::InvalidArgument, "acquire_frames: a session is named twice");
   // Declared before the locks: on a failure below, the locks go first, then the holds made
-  // so far end their frames (each takes its session's lock).
+  // so far go (each takes its session's lock, and finds no frame of its own to end).
   std::vector<std::unique_ptr<FrameHold>> holds;
   holds.reserve(states.size());
   // Lock in address order (no deadlock with another batch), check all, then acquire all.

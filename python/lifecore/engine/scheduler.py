@@ -51,8 +51,8 @@ def _frame_still_live(where: str) -> EngineError:
     # took a frame of the sequence, or moved its backing, while the step ran: the engine's
     # sessions are its own, so that is a caller sharing them.
     return EngineError(f"{where}: a step answered RETRY_REQUIRED (another thread took a frame of the sequence or "
-                        "moved its backing while the step ran; nothing was extended): the engine's sessions must "
-                        "not be used elsewhere")
+                       "moved its backing while the step ran; nothing was extended): the engine's sessions must "
+                       "not be used elsewhere")
 
 
 @dataclass
@@ -355,7 +355,7 @@ class Scheduler:
         if not admitted and not self.running and self.waiting and not any(r.cancelled for r in self.waiting):
             # Deferred with nothing of this run holding capacity: no release of ours can wake it.
             raise EngineError(f"{self.waiting[0].request_id!r} waits for capacity that no sequence of this run "
-                               "holds: nothing this run does can free it")
+                              "holds: nothing this run does can free it")
         if admitted:
             tokens = self.model.prefill([r.request for r in admitted], self._table(admitted, max(
                 len(r.request.tokens) for r in admitted)))
