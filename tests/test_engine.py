@@ -149,6 +149,12 @@ def test_a_byte_budget_skips_and_changes_no_token(tight):
     assert captured.generate(fresh(batch)).tokens == result.tokens
     assert used <= capture.used_bytes <= budget and capture.captured >= captured_points
     assert capture.skipped > skipped
+    # Skipped points are counted, not kept: the records are the captures, bounded by the budget.
+    assert len(capture.records) == capture.captured
+    assert all(payload is not None for _, _, _, payload in capture.records)
+    kept = len(capture.records)
+    captured.generate(fresh(batch))
+    assert len(capture.records) == kept == capture.captured and capture.skipped > skipped
     captured.close()
 
 

@@ -4,7 +4,8 @@ One capture session covers the engine's life: every forward of every ``generate`
 a decode iteration) is one capture step, and each layer's output (``layers.<i>``,
 ``[rows, d_model]``) is summarised under one cumulative byte budget (a second run adds to what
 the first used, and to its skips); a step that would pass the budget is recorded as skipped
-(``OnLimit.SKIP``), never as a failure. An optional intervention scales one layer's output,
+(``OnLimit.SKIP``), never as a failure, and only counted: the records the engine keeps are its
+captures, so the budget bounds them however long it runs. An optional intervention scales one layer's output,
 which changes the tokens the engine generates.
 """
 
@@ -91,14 +92,15 @@ class CaptureOptions:
 @dataclass
 class EngineCapture:
     """An Engine's capture (``Engine.capture``): one CaptureSession over the model's blocks, the
-    records of the steps taken so far (``records``: phase, prediction, selection id, payload or
-    None) and how many points were captured and skipped."""
+    points captured so far (``records``: phase, prediction, selection id and payload, in the
+    order the steps ran) and how many points were captured and skipped. A skipped point is only
+    counted, so ``records`` stays within the byte budget however many steps pass it."""
 
     model: Transformer
     options: CaptureOptions
     session: CaptureSession = field(init=False)
-    # (phase, prediction, selection id, payload or None) per record, in the order the steps ran
-    records: list[tuple[CapturePhase, int, str, Optional[CapturePayload]]] = field(default_factory=list)
+    # (phase, prediction, selection id, payload) per captured point, in the order the steps ran
+    records: list[tuple[CapturePhase, int, str, CapturePayload]] = field(default_factory=list)
     captured: int = 0
     skipped: int = 0
 
@@ -151,10 +153,11 @@ class EngineCapture:
         if step is None:
             return
         for record in step.records:
-            ok = record.outcome == CaptureOutcome.CAPTURED
-            self.captured += ok
-            self.skipped += not ok
-            self.records.append((step.phase, step.prediction, record.selection_id, record.payload if ok else None))
+            if record.outcome != CaptureOutcome.CAPTURED:
+                self.skipped += 1
+                continue
+            self.captured += 1
+            self.records.append((step.phase, step.prediction, record.selection_id, record.payload))
 
     @property
     def used_bytes(self) -> int:
