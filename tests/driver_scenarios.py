@@ -155,13 +155,16 @@ def collected_during_recording_scenario(backend: str, modes: tuple[str, ...]) ->
     """
 
 
-def build_fake_library(tmp_path_factory: pytest.TempPathFactory, source: str, what: str) -> Path:
-    """Compiles tests/fake_driver/<source> into a shared library, or skips saying why not."""
+def build_fake_library(tmp_path_factory: pytest.TempPathFactory, source: str, what: str,
+                       defines: tuple[str, ...] = ()) -> Path:
+    """Compiles tests/fake_driver/<source> (with -D``defines``) into a shared library, or skips
+    saying why not."""
     compiler = next((c for c in (os.environ.get("CC"), "cc", "gcc", "clang") if c and shutil.which(c)), None)
     if compiler is None:
         pytest.skip(f"no C compiler to build the {what}")
     library = tmp_path_factory.mktemp(Path(source).stem) / f"{Path(source).stem}.so"
-    built = subprocess.run([compiler, "-shared", "-fPIC", "-fvisibility=hidden", "-O1", "-o", str(library),
+    built = subprocess.run([compiler, "-shared", "-fPIC", "-fvisibility=hidden", "-O1",
+                            *(f"-D{name}" for name in defines), "-o", str(library),
                             str(FAKE_DRIVERS / source)], capture_output=True, text=True)
     if built.returncode != 0:
         pytest.skip(f"the {what} did not compile: {built.stderr.strip()[:400]}")

@@ -21,7 +21,7 @@ from backend_roles import EMULATED, unavailable
 
 # Entry points the backend can run without (each disables one operation or is a no-op).
 OPTIONAL = {"hipRuntimeGetVersion", "hipMallocAsync", "hipFreeAsync", "hipGraphInstantiateWithFlags",
-            "hipGraphUpload", "hipGraphExecUpdate", "hipPointerGetAttribute"}
+            "hipGraphUpload", "hipGraphExecUpdate", "hipPointerGetAttribute", "hipGraphAddMemAllocNode"}
 
 
 def hip_info():

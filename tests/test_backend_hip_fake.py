@@ -495,3 +495,48 @@ def test_a_stream_rocm_keeps_invalidated_is_reported_in_capture(fake_hip) -> Non
     assert result["after_end"] == ["CAPTURE", True]
     assert result["native"] == 2
     assert result["abort"] == "still capturing"
+
+
+SYMBOL_COPIES = """
+import ctypes, os
+hip = ctypes.CDLL(os.environ["LIFECORE_LIBHIP"])
+driver = _core._open_driver("hip")
+stream = driver.stream_create()
+native = ctypes.c_void_p(driver.stream_native_handle(stream))
+module = driver.module_load("builtin", b"")
+axpy = driver.module_get_function(module, "axpy_f32")
+x, symbol = driver.mem_alloc(64), driver.mem_alloc(64)
+driver.begin_capture(stream, "thread_local")
+driver.launch(axpy, (1, 1, 1), (16, 1, 1), stream, [("u32", 16), ("f32", 1.0), ("pointer", x), ("pointer", x)], 0)
+# another library's copies to and from a kernel's global, captured with lifecore's work
+hip.hipMemcpyToSymbolAsync(ctypes.c_void_p(symbol), ctypes.c_void_p(x), ctypes.c_size_t(16), ctypes.c_size_t(0), 1, native)
+hip.hipMemcpyFromSymbolAsync(ctypes.c_void_p(x), ctypes.c_void_p(symbol), ctypes.c_size_t(16), ctypes.c_size_t(0), 2, native)
+driver.memset_d32_async(x, 5, 16, stream)
+graph = driver.end_capture(stream)
+result["counts"] = driver.graph_node_counts(graph)
+driver.graph_destroy(graph)
+driver.close()
+
+device = lifecore.Device("hip")
+s = device.stream()
+buf = s.alloc(64)
+def step(st):
+    st.fill(buf, 9)
+    hip.hipMemcpyToSymbolAsync(ctypes.c_void_p(int(buf.ptr)), ctypes.c_void_p(int(buf.ptr)), ctypes.c_size_t(16),
+                               ctypes.c_size_t(0), 1, ctypes.c_void_p(st.handle))
+graph = s.capture(step)
+result["sealed"] = graph.node_count
+device.close()
+"""
+
+
+@pytest.mark.parametrize("runtime", ["with graph memory nodes", "before graph memory nodes"])
+def test_symbol_copies_are_never_read_as_memory_nodes(tmp_path_factory, fake_hip, runtime) -> None:
+    # Before graph memory nodes, HIP counted node types from 1: its symbol copies were 10 and 11,
+    # the numbers MemAlloc and MemFree have had since. Read with today's numbers, another
+    # library's captured symbol copy made a capture refused as holding memory nodes.
+    library = fake_hip if runtime == "with graph memory nodes" else build_fake_library(
+        tmp_path_factory, "fake_libamdhip64.c", "fake HIP runtime", ("FAKE_HIP_BEFORE_GRAPH_MEMORY",))
+    result = run_fake(library, SYMBOL_COPIES)
+    assert result["counts"] == [4, 0, 0]  # kernel, two symbol copies, memset; no memory node
+    assert result["sealed"] == 2

@@ -16,6 +16,9 @@
  *                           invalidated (its capture query says so, and every call on it fails
  *                           with 901) until a begin, which refuses only an active capture, and
  *                           its end; =2: that begin is refused too (the stream cannot be freed)
+ * Compiled with -DFAKE_HIP_BEFORE_GRAPH_MEMORY it is a runtime from before graph memory nodes:
+ * no hipGraphAddMemAllocNode, hipMallocAsync, hipFreeAsync or hipGetProcAddress, and node types
+ * counted from 1, so its symbol copies are types 10 and 11 (memory nodes' numbers since).
  * fake_hip_proc_served() counts the entry points hipGetProcAddress handed out.
  * "Device memory" is host memory, so copies and memsets really move bytes; kernels do nothing
  * but are logged. A stream in capture records nodes instead of running them; hipDeviceSynchronize
@@ -39,7 +42,14 @@ enum {
   INVALID_IMAGE = 200, INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNSUPPORTED = 900, CAPTURE_INVALIDATED = 901,
   CAPTURE_UNMATCHED = 903, UPDATE_FAILURE = 910
 };
-enum { NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_MEMSET = 2, NODE_MEM_ALLOC = 10, NODE_MEM_FREE = 11 };
+#ifdef FAKE_HIP_BEFORE_GRAPH_MEMORY
+enum { NODE_KERNEL = 1, NODE_MEMCPY = 2, NODE_MEMSET = 3, NODE_MEMCPY_FROM_SYMBOL = 10, NODE_MEMCPY_TO_SYMBOL = 11 };
+#else
+enum {
+  NODE_KERNEL = 0, NODE_MEMCPY = 1, NODE_MEMSET = 2, NODE_MEM_ALLOC = 10, NODE_MEM_FREE = 11,
+  NODE_MEMCPY_FROM_SYMBOL = 12, NODE_MEMCPY_TO_SYMBOL = 13
+};
+#endif
 #define MAX_NODES 64
 
 static int env_int(const char* name, int fallback) {
@@ -74,6 +84,7 @@ EXPORT const char* hipGetErrorString(hipError_t error) {
 /* ---- hipGetProcAddress: this library's own exports, for a hipVersion not newer than its own ---- */
 static long proc_served;
 EXPORT long fake_hip_proc_served(void) { return __atomic_load_n(&proc_served, __ATOMIC_SEQ_CST); }
+#ifndef FAKE_HIP_BEFORE_GRAPH_MEMORY
 EXPORT hipError_t hipGetProcAddress(const char* symbol, void** pfn, int hip_version, uint64_t flags, int* found) {
   (void)flags;
   *pfn = NULL;
@@ -93,6 +104,7 @@ EXPORT hipError_t hipGetProcAddress(const char* symbol, void** pfn, int hip_vers
   __atomic_add_fetch(&proc_served, 1, __ATOMIC_SEQ_CST);
   return SUCCESS;
 }
+#endif
 
 /* ---- device ---- */
 static __thread int current_device = 0;
@@ -262,6 +274,7 @@ EXPORT hipError_t hipPointerGetAttribute(void* data, int attribute, void* p) {
   *(int*)data = env_int("FAKE_HIP_POINTER_ORDINAL", 0);
   return SUCCESS;
 }
+#ifndef FAKE_HIP_BEFORE_GRAPH_MEMORY
 EXPORT hipError_t hipMallocAsync(void** out, size_t bytes, struct stream* s) {
   REFUSE_ON_INVALIDATED(s);
   record(s, NODE_MEM_ALLOC);
@@ -271,6 +284,25 @@ EXPORT hipError_t hipFreeAsync(void* p, struct stream* s) {
   REFUSE_ON_INVALIDATED(s);
   if (record(s, NODE_MEM_FREE)) return SUCCESS;
   return release_range(p);
+}
+/* Present, never called by lifecore: it tells a runtime with graph memory nodes. */
+EXPORT hipError_t hipGraphAddMemAllocNode(void** node, void* graph, void* dependencies, size_t count, void* params) {
+  (void)node; (void)graph; (void)dependencies; (void)count; (void)params;
+  return INVALID_VALUE;
+}
+#endif
+/* Another library's copies to and from a kernel's global (lifecore makes none). */
+EXPORT hipError_t hipMemcpyToSymbolAsync(void* symbol, void* src, size_t n, size_t offset, int kind, struct stream* s) {
+  (void)kind;
+  REFUSE_ON_INVALIDATED(s);
+  if (!record(s, NODE_MEMCPY_TO_SYMBOL)) memcpy((char*)symbol + offset, src, n);
+  return SUCCESS;
+}
+EXPORT hipError_t hipMemcpyFromSymbolAsync(void* dst, void* symbol, size_t n, size_t offset, int kind, struct stream* s) {
+  (void)kind;
+  REFUSE_ON_INVALIDATED(s);
+  if (!record(s, NODE_MEMCPY_FROM_SYMBOL)) memcpy(dst, (char*)symbol + offset, n);
+  return SUCCESS;
 }
 EXPORT hipError_t hipMemcpyHtoD(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }
 EXPORT hipError_t hipMemcpyDtoH(void* dst, void* src, size_t n) { memcpy(dst, src, n); return SUCCESS; }

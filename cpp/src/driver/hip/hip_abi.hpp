@@ -48,6 +48,9 @@ inline constexpr hipStreamCaptureMode hipStreamCaptureModeRelaxed = 2;  // Globa
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusNone = 0;
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusActive = 1;
 inline constexpr hipStreamCaptureStatus hipStreamCaptureStatusInvalidated = 2;
+// Since graph memory nodes came (with hipGraphAddMemAllocNode), kernels count from 0 and these
+// are 10 and 11. The runtimes before them count from 1: 10 and 11 are MemcpyFromSymbol and
+// MemcpyToSymbol there, and no graph can hold a memory node.
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemAlloc = 10;
 inline constexpr hipGraphNodeType hipGraphNodeTypeMemFree = 11;
 inline constexpr hipDriverProcAddressQueryResult HIP_GET_PROC_ADDRESS_SUCCESS = 0;
@@ -107,6 +110,10 @@ using PFN_hipStreamGetCaptureInfo = hipError_t (*)(hipStream_t stream, hipStream
 using PFN_hipThreadExchangeStreamCaptureMode = hipError_t (*)(hipStreamCaptureMode* mode);
 using PFN_hipGraphGetNodes = hipError_t (*)(hipGraph_t graph, hipGraphNode_t* nodes, std::size_t* count);
 using PFN_hipGraphNodeGetType = hipError_t (*)(hipGraphNode_t node, hipGraphNodeType* type);
+// Never called: its presence says the runtime has graph memory nodes (and numbers them as above).
+using PFN_hipGraphAddMemAllocNode = hipError_t (*)(hipGraphNode_t* node, hipGraph_t graph,
+                                                   const hipGraphNode_t* dependencies, std::size_t count,
+                                                   void* params);
 using PFN_hipGraphInstantiate = hipError_t (*)(hipGraphExec_t* exec, hipGraph_t graph, hipGraphNode_t* error_node,
                                                char* log, std::size_t log_size);
 using PFN_hipGraphInstantiateWithFlags = hipError_t (*)(hipGraphExec_t* exec, hipGraph_t graph, unsigned long long flags);

@@ -313,6 +313,8 @@ class HipDriver final : public NativeDriver {
     }
     GraphNodeCounts counts;
     counts.total = nodes.size();
+    // A runtime without graph memory nodes records none (and numbers symbol copies 10 and 11).
+    if (api_.hipGraphAddMemAllocNode == nullptr) nodes.clear();
     for (hipGraphNode_t node : nodes) {
       hipGraphNodeType type = 0;
       if (hipError_t e = api_.hipGraphNodeGetType(node, &type); e != hipSuccess) return hip_status(api_, e, "hipGraphNodeGetType");

@@ -50,6 +50,7 @@
   X(hipThreadExchangeStreamCaptureMode, true)                                 \
   X(hipGraphGetNodes, true)                                                   \
   X(hipGraphNodeGetType, true)                                                \
+  X(hipGraphAddMemAllocNode, false)                                           \
   X(hipGraphInstantiate, true)                                                \
   X(hipGraphInstantiateWithFlags, false)                                      \
   X(hipGraphUpload, false)                                                    \
