@@ -50,6 +50,41 @@ def test_capture_step_leaves_a_step_it_did_not_begin_alone() -> None:
     session.take_step()
 
 
+def test_capture_step_leaves_a_step_another_thread_began_meanwhile_alone() -> None:
+    # Before: capture_step checked step_pending, then began its step, and drained whatever was
+    # pending when it ended. A step another thread began between the check and the begin got
+    # the begin refused, and was then drained: that thread lost its records and its step. The
+    # other thread is played here by a trace hook, run just before capture_step's begin.
+    import sys
+
+    discovery = CaptureDiscovery("m", [ObservationPoint("p", [Axis("d", 8)])])
+    plan = CapturePlan([CaptureSelection("s", "p", CaptureTransform.summary())], unlimited())
+    session = CaptureSession(plan.admit(discovery, CaptureRequest(1, 4, 2)))
+    from lifecore.capture import CapturePhase
+
+    began_meanwhile = []
+
+    def other_thread(frame, event, arg):
+        if (event == "line" and frame.f_code.co_name == "capture_step" and not began_meanwhile
+                and "session.begin_step(phase, prediction)" in linecache.getline(frame.f_code.co_filename,
+                                                                                  frame.f_lineno)):
+            session.begin_step(CapturePhase.PREFILL, 0)
+            began_meanwhile.append(True)
+        return other_thread
+
+    import linecache
+
+    sys.settrace(other_thread)
+    try:
+        with pytest.raises(Exception, match="not been consumed"):
+            with capture_step(session, 1):
+                pass
+    finally:
+        sys.settrace(None)
+    assert began_meanwhile and session.step_pending  # the other thread's step, still its own
+    assert session.take_step().prediction == 0
+
+
 def test_an_interrupted_async_wait_never_writes_into_a_reused_descriptor(monkeypatch, tmp_path) -> None:
     # Before: the hook wrote to the pipe's number, which the wait closed without removing the
     # hook; the next release wrote a byte into whatever file got that number. Then the pipe

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from typing import Iterator, Optional
 
 from .._core.capture import CapturedStep, CapturePhase, CaptureSession
-from ..errors import LifecoreTypeError
+from ..errors import LifecoreError, LifecoreTypeError
 
 
 class StepResult:
@@ -33,15 +33,20 @@ def capture_step(session: CaptureSession, prediction: int, phase: Optional[Captu
     if phase is None:
         phase = CapturePhase.PREFILL if prediction == 0 else CapturePhase.DECODE
     result = StepResult()
-    if session.step_pending:
-        session.begin_step(phase, prediction)  # refused (the step before is not consumed): not this one's to drain
+    began = True
     try:
-        session.begin_step(phase, prediction)
+        try:
+            session.begin_step(phase, prediction)
+        except LifecoreError:
+            # Refused: a pending step is not this one's to drain (another thread may have begun
+            # it since a check made here). A Ctrl-C is no refusal: it may land as begin returns.
+            began = False
+            raise
         yield result
         if finish_interventions:
             session.finish_interventions()
     finally:
         # Whatever ended the block, a Ctrl-C as begin_step returned included: a step begun here
         # is drained, or the next could not begin.
-        if session.step_pending:
+        if began and session.step_pending:
             result.step = session.take_step()

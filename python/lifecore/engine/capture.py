@@ -153,11 +153,12 @@ class EngineCapture:
         if step is None:
             return
         for record in step.records:
-            if record.outcome != CaptureOutcome.CAPTURED:
+            payload = record.payload  # a captured summary always has one
+            if record.outcome != CaptureOutcome.CAPTURED or payload is None:
                 self.skipped += 1
                 continue
             self.captured += 1
-            self.records.append((step.phase, step.prediction, record.selection_id, record.payload))
+            self.records.append((step.phase, step.prediction, record.selection_id, payload))
 
     @property
     def used_bytes(self) -> int:
