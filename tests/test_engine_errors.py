@@ -559,6 +559,24 @@ def test_a_scale_factor_is_checked_in_the_dtype_of_the_model_given():
         Engine(model, capture=CaptureOptions(scale=(0, 70000)))
     engine = Engine(model, num_blocks=8, max_batch=2, capture=CaptureOptions(scale=(0, 60000)))  # within float16
     engine.close()
+    # Before: checked through torch's cast, which rounds into float16 through float32, twice:
+    # 65519.999 became 65520, then inf, though the backend rounds it once, to 65504, and applies it.
+    CaptureOptions(scale=(0, 65519.999)).check(2, torch.float16)
+    with pytest.raises(InvalidArgumentError, match=r"scale's factor 65520.0 is past what torch.float16"):
+        CaptureOptions(scale=(0, 65520.0)).check(2, torch.float16)
+
+
+def test_a_forward_that_raises_skips_no_point_of_the_budget():
+    # Before: the points a raising forward never reached were counted as skipped on the budget.
+    engine = Engine("tiny", num_blocks=8, max_batch=2, capture=CaptureOptions(budget_bytes=1 << 30))
+    hook = engine.model.layers[0].register_forward_hook(lambda *_: (_ for _ in ()).throw(RuntimeError("model bug")))
+    with pytest.raises(RuntimeError, match="model bug"):
+        engine.generate([Request("a", [1, 2, 3], 4)])
+    hook.remove()
+    assert engine.capture.skipped == 0
+    engine.generate([Request("b", [1, 2, 3], 4)])
+    assert engine.capture.skipped == 0 and engine.capture.captured == len(engine.capture.records) > 0
+    engine.close()
 
 
 def test_capture_options_check_refuses_a_dtype_that_is_no_floating_torch_dtype():

@@ -84,7 +84,11 @@ class CaptureOptions:
         if dtype is not None:
             import torch
 
-            if not bool(torch.isfinite(torch.tensor(value, dtype=torch.float64).to(dtype))):
+            from ..capture.backends.torch_backend import _rounded_once
+
+            # Rounded once, as the backend rounds it (torch's own cast rounds twice into half
+            # precision, and would refuse a factor the backend applies)
+            if not bool(torch.isfinite(_rounded_once([value], dtype)).all()):
                 raise InvalidArgumentError(f"CaptureOptions: scale's factor {factor!r} is past what {dtype} (the "
                                            f"model's dtype) holds; the scaled layer's output could not take it")
 
@@ -93,8 +97,9 @@ class CaptureOptions:
 class EngineCapture:
     """An Engine's capture (``Engine.capture``): one CaptureSession over the model's blocks, the
     points captured so far (``records``: phase, prediction, selection id and payload, in the
-    order the steps ran) and how many points were captured and skipped. A skipped point is only
-    counted, so ``records`` stays within the byte budget however many steps pass it."""
+    order the steps ran) and how many points were captured and skipped on the budget. A skipped
+    point is only counted, so ``records`` stays within the byte budget however many steps pass
+    it; a point a forward that raised never reached is neither."""
 
     model: Transformer
     options: CaptureOptions
@@ -155,7 +160,8 @@ class EngineCapture:
         for record in step.records:
             payload = record.payload  # a captured summary always has one
             if record.outcome != CaptureOutcome.CAPTURED or payload is None:
-                self.skipped += 1
+                # Only the budget skips; a point a raising forward never reached is no skip
+                self.skipped += record.outcome == CaptureOutcome.SKIPPED
                 continue
             self.captured += 1
             self.records.append((step.phase, step.prediction, record.selection_id, payload))
