@@ -37,6 +37,10 @@ from capture_builders import session_for
 PREFILL, DECODE = CapturePhase.PREFILL, CapturePhase.DECODE
 
 
+# How a shared argument check names its call (the builder's module path).
+IV = r"^lifecore\.capture\.interventions\."
+
+
 def session_with(ops, selections=(), limits=None, discovery=None):
     discovery = discovery or sample_discovery()
     session = session_for(*selections, limits=limits, discovery=discovery)
@@ -704,21 +708,21 @@ def test_helper_payloads_that_are_not_numbers_are_refused_where_they_are_built()
 
     # Before: None became a NaN payload (refused later as "not finite"), and an int past a
     # double raised Python's own OverflowError.
-    with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers, got NoneType"):
+    with pytest.raises(LifecoreTypeError, match=IV + r"add: argument 'tensor' must be an array of numbers, got NoneType"):
         iv.add("a", "p", None)
     with pytest.raises(LifecoreTypeError, match=r"holding NoneType"):
         iv.replace("a", "p", [1.0, None])
-    with pytest.raises(LifecoreOverflowError, match=r"^argument 'tensor' holds an int too large for a float"):
+    with pytest.raises(LifecoreOverflowError, match=IV + r"add: argument 'tensor' holds an int too large for a float"):
         iv.add("a", "p", [1, 10**400])
-    with pytest.raises(LifecoreOverflowError, match=r"^argument 'factor' is too large for a float"):
+    with pytest.raises(LifecoreOverflowError, match=IV + r"scale: argument 'factor' is too large for a float"):
         iv.scale("s", "p", 10**400)
-    with pytest.raises(LifecoreOverflowError, match=r"^argument 'biases' is too large for a float"):
+    with pytest.raises(LifecoreOverflowError, match=IV + r"bias_routing_scores: argument 'biases' is too large for a float"):
         iv.bias_routing_scores("b", "p", [0], [10**400])
     masked = np.ma.array([1.0, 2.0], mask=[True, False])
     import collections
 
     for given in (masked, [masked], (masked, masked), [1.0, np.ma.masked], collections.deque([masked])):
-        with pytest.raises(InvalidArgumentError, match=r"^argument 'tensor' is or holds a masked array"):
+        with pytest.raises(InvalidArgumentError, match=IV + r"add: argument 'tensor' is or holds a masked array"):
             iv.add("a", "p", given)
     # Ids and biases too (before: force_experts forced the masked expert, the other ids passed
     # their masked values, a masked bias was "not a number").
@@ -728,18 +732,35 @@ def test_helper_payloads_that_are_not_numbers_are_refused_where_they_are_built()
                        ("expert_ids", lambda: iv.zero_expert_contribution("z", "p", [ids])),
                        ("token_ids", lambda: iv.mask_logits("m", "p", ids)),
                        ("biases", lambda: iv.bias_routing_scores("b", "p", [0, 1], np.ma.array([1.0, 2.0], mask=[0, 1])))):
-        with pytest.raises(InvalidArgumentError, match=rf"^argument '{name}' is or holds a masked array"):
+        with pytest.raises(InvalidArgumentError, match=IV + rf"\w+: argument '{name}' is or holds a masked array"):
             call()
-    with pytest.raises(LifecoreTypeError, match=r"^argument 'evidence' is None, 'summary' or a preview size"):
+    with pytest.raises(LifecoreTypeError, match=IV + r"zero: argument 'evidence' is None, 'summary' or a preview size"):
         iv.zero("z", "p", evidence=np.ma.array(4, mask=True))  # before: taken as a preview of 4
-    with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers, got list holding "
+    with pytest.raises(LifecoreTypeError, match=IV + r"replace: argument 'tensor' must be an array of numbers, got list holding "
                                                 r"str"):
         iv.replace("r", "p", ["1"])
     with pytest.raises(LifecoreTypeError, match=r"datetime64"):
         iv.replace("r", "p", np.array(["2020-01-01"], dtype="datetime64[D]"))
     looped: list = [1.0]
     looped.append(looped)  # before: a RecursionError from the masked-array walk
-    with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers"):
+    with pytest.raises(LifecoreTypeError, match=IV + r"replace: argument 'tensor' must be an array of numbers"):
         iv.replace("r", "p", looped)
     # Numbers of any kind a list may hold still go through, as floats.
     assert iv.add("a", "p", [Fraction(1, 2), 2, np.float32(0.25)]).payload == [0.5, 2.0, 0.25]
+
+
+def test_every_builder_names_itself_and_the_argument_it_refuses():
+    # Before: a check the builders share named the argument alone ("argument 'factor' must be a
+    # number"), and force_experts(None) was an InvalidArgumentError naming neither.
+    from lifecore.capture import interventions as iv
+
+    for call, argument, build in (("scale", "factor", lambda: iv.scale("a", "p", "2")),
+                                  ("mask_logits", "token_ids", lambda: iv.mask_logits("a", "p", "3")),
+                                  ("add", "tensor", lambda: iv.add("a", "p", "x")),
+                                  ("exclude_experts", "expert_ids", lambda: iv.exclude_experts("a", "p", [1.5])),
+                                  ("force_experts", "expert_ids", lambda: iv.force_experts("a", "p", None))):
+        with pytest.raises(LifecoreTypeError, match=IV + rf"{call}: argument '{argument}' "):
+            build()
+    with pytest.raises(InvalidArgumentError, match=IV + r"force_experts: argument 'expert_ids' must be shaped "
+                                                        r"\[rows, top_k\], got 1 dimension"):
+        iv.force_experts("a", "p", [1, 2])

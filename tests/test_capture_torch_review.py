@@ -44,6 +44,10 @@ class Normed(nn.Module):
         return self.norm(self.lin(x))
 
 
+# How a shared argument check names its call (the builder's module path).
+IV = r"^lifecore\.capture\.interventions\."
+
+
 def test_a_block_warns_when_its_discovery_forward_would_change_a_model_in_training_mode():
     model, x = Normed(), torch.randn(1, 3, 4)
     with pytest.warns(UserWarning, match=r"run_with_capture: the discovery forward .* wrote in place into buffer "
@@ -310,7 +314,7 @@ def test_a_payload_may_be_a_torch_tensor_of_any_real_dtype_or_one_that_requires_
 
 
 def test_a_payload_torch_cannot_read_on_the_host_is_a_type_error():
-    with pytest.raises(LifecoreTypeError, match=r"^argument 'tensor' must be an array of numbers: Tensor \("):
+    with pytest.raises(LifecoreTypeError, match=IV + r"replace: argument 'tensor' must be an array of numbers: Tensor \("):
         iv.replace("patch", "lin", torch.ones(3, device="meta"))
 
 

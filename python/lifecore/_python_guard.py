@@ -9,7 +9,9 @@ at each observation (a guard would cost every call, and lifecore passes what the
 
 A wrapper costs a call nothing more until a ``TypeError`` escapes; only then is the signature
 read and bound, and the error becomes ``LifecoreTypeError`` when the binding fails (the
-function's body never ran). A ``TypeError`` from within the body is left as it is.
+function's body never ran). A ``TypeError`` from within the body is left as it is. A
+``LifecoreError`` whose message names an argument but no call (``argument 'x' ...``, from a
+check several functions share) gets the call's name in front.
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ def guarded(func: F, call: str) -> F:
     def guard(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except LifecoreError as error:
+            # A check shared by several calls names the argument alone: the call is named here,
+            # by the innermost guarded function it escapes (an outer one finds it named).
+            if error.args and isinstance(error.args[0], str) and error.args[0].startswith("argument '"):
+                error.args = (f"{call}: {error.args[0]}",) + error.args[1:]
+            raise
         except TypeError as error:
             if isinstance(error, LifecoreError) or _binds(func, args, kwargs):
                 raise

@@ -224,7 +224,11 @@ def force_experts(id: str, target: str, expert_ids: Any, *, schedule: CaptureSch
     except (TypeError, ValueError) as error:
         raise LifecoreTypeError(f"argument 'expert_ids' must be an array of ints: {error}") from error
     if ids.ndim != 2:
-        raise InvalidArgumentError("forced expert ids must be shaped [rows, top_k]")
+        if ids.ndim == 0 and not isinstance(expert_ids, (Real, np.number)):  # None, an object
+            raise LifecoreTypeError(f"argument 'expert_ids' must be an array of ints shaped [rows, top_k], got "
+                                    f"{type(expert_ids).__name__}")
+        raise InvalidArgumentError(f"argument 'expert_ids' must be shaped [rows, top_k], got {ids.ndim} "
+                                   f"dimension(s)")
     return _op(id, target, InterventionAction.FORCE_EXPERTS, schedule, slices, evidence,
                payload_shape=list(ids.shape), ids=_ids(ids.ravel().tolist(), "expert_ids"))
 
