@@ -318,3 +318,19 @@ def test_the_guard_names_the_call_of_a_nameless_wrong_type_and_leaves_callback_e
         with pytest.raises(TypeError, match="the callback's own") as caught:
             s.capture(callback)
         assert type(caught.value) is TypeError  # not rewritten into a lifecore error
+
+
+def test_a_refused_constructor_call_shows_the_class_call_it_expected() -> None:
+    # Before: "expected def __new__(cls: object, device: object | None = ..., *, domains: object
+    # | None, ...)": a call no one writes, and "| None" for arguments that refuse None.
+    from lifecore.sequence import AdmissionCoordinator
+
+    with pytest.raises(errors.LifecoreTypeError) as refused:
+        AdmissionCoordinator(None, domains={"kv": 4096}, page_bytes=4096, tokens_per_page=16)
+    assert str(refused.value) == (
+        "AdmissionCoordinator(): missing required argument 'max_active_sequences'; expected "
+        "AdmissionCoordinator(device=..., *, domains, page_bytes, tokens_per_page, max_active_sequences)")
+    with pytest.raises(errors.LifecoreTypeError) as refused:
+        lifecore.Device(bogus=1)
+    assert str(refused.value).endswith(
+        "expected Device(backend: str = ..., ordinal: int = ..., *, graphs: str = ..., capture_mode: str = ...)")

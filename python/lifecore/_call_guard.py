@@ -50,11 +50,12 @@ class _Parameter:
 
 @dataclass(frozen=True)
 class _Overload:
-    text: str
+    text: str  # as a message shows it (see _readable)
     positional: tuple[_Parameter, ...]  # in order, self / cls included
     keyword_only: tuple[_Parameter, ...]
     star_args: bool
     star_kwargs: bool
+    default_new: bool = False  # the one-argument __new__ nanobind adds beside nb::new_ (for unpickling)
 
     def parameter(self, position: Optional[int], name: Optional[str]) -> Optional[_Parameter]:
         if position is not None:
@@ -81,8 +82,24 @@ def _parse(text: str) -> Optional[_Overload]:
     first_default = len(ordered) - len(a.defaults)
     positional = tuple(_Parameter(p.arg, p.annotation, False, i < first_default) for i, p in enumerate(ordered))
     keyword_only = tuple(_Parameter(p.arg, p.annotation, True, d is None) for p, d in zip(a.kwonlyargs, a.kw_defaults))
-    shown = _PLACEHOLDER.sub("...", text)  # the default values are not in the text
-    return _Overload(shown, positional, keyword_only, a.vararg is not None, a.kwarg is not None)
+    shown = _readable(_PLACEHOLDER.sub("...", text))  # the default values are not in the text
+    return _Overload(shown, positional, keyword_only, a.vararg is not None, a.kwarg is not None,
+                     bool(_DEFAULT_NEW.match(text)))
+
+
+# An argument the binding reads and checks itself has no type in nanobind's signature
+# ("object | None" would say None is taken): shown by its name alone.
+_UNTYPED = re.compile(r"(\w+): object(?: \| None)?( = )?")
+_NEW = re.compile(r"^def __new__\(\w+(?:, )?(.*)\) -> (?:[\w.]+\.)?(\w+)$")
+
+
+def _readable(text: str) -> str:
+    """nanobind's signature text as a message shows it: a constructor as its class's call
+    (``Device(backend: str = ..., ...)``, not ``def __new__(cls: object, ...)``), an untyped
+    argument by its name."""
+    text = _UNTYPED.sub(lambda m: m[1] + ("=" if m[2] else ""), text)
+    made = _NEW.match(text)
+    return f"{made[2]}({made[1]})" if made else text
 
 
 def _overloads_of(func: Any) -> tuple[_Overload, ...]:
@@ -429,7 +446,7 @@ def explain(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]], 
         unencodable = _unencodable_text(func, args, kwargs, converted_inside=True)
         if unencodable is not None:
             return unencodable
-        expected = "; ".join(o.text for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text))
+        expected = "; ".join(o.text for o in _overloads_of(func) if not o.default_new)
         named = LifecoreTypeError(f"{_label(func)}: {error} (expected {expected or 'its signature'})")
         named.__suppress_context__ = True
         return named
@@ -444,7 +461,7 @@ def explain(func: Any, args: tuple[Any, ...], kwargs: Optional[dict[Any, Any]], 
         return unencodable
     # nanobind adds a one-argument __new__ overload beside nb::new_ (for unpickling): not one
     # the caller meant.
-    overloads = tuple(o for o in _overloads_of(func) if not _DEFAULT_NEW.match(o.text)) or _overloads_of(func)
+    overloads = tuple(o for o in _overloads_of(func) if not o.default_new) or _overloads_of(func)
     answers = [a for a in (_explain_overload(func, o, args, kwargs) for o in overloads) if a is not None]
     # The most specific answer: a wrong argument type or range before a wrong arity or keyword.
     answers.sort(key=lambda a: 0 if "must be" in str(a) or "out of the range" in str(a) else 1)
