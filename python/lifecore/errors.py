@@ -67,8 +67,10 @@ class CaptureStateError(LifecoreError):
 
 class CaptureRefusedError(LifecoreError):
     """``end_capture`` refused to seal the recording (memory nodes, an invalidated driver
-    capture, an error queued during the window). The stream is out of capture and usable.
-    ``cause`` names why (e.g. ``memory_nodes``, ``invalidated``, ``queued_error``); a refusal a
+    capture, an error queued during the window). The stream is out of capture and usable,
+    except where ``cause`` is ``driver_still_capturing`` (the driver's end failed and it still
+    captures): the stream stays in ``CAPTURE`` with ``driver_capturing`` true until an abort
+    ends it. ``cause`` names why (e.g. ``memory_nodes``, ``invalidated``, ``queued_error``); a refusal a
     driver status caused also carries that status's ``code``, ``status``, ``call`` and
     ``lifecore_status``."""
 

@@ -1786,7 +1786,8 @@ class ModelCapture:
                                      f"{[a.size for a in axes]}): the last row ranked would be the last sequence's"
                                      + ("; if that axis is the sequence (logits with no batch axis), pass "
                                         "discovery=lifecore.torch.discover(model, inputs, logits=[...]), which "
-                                        "names it" if len(axes) == 2 else ""))
+                                        "names it where the inputs have a batch axis of 1 (inputs with none "
+                                        "need one: inputs[None])" if len(axes) == 2 else ""))
 
     def _discover(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CaptureDiscovery:
         """The discovery's forward. Every hook lifecore placed on the thread's models (other
