@@ -134,13 +134,16 @@ CapturePayload payload_from_array(nb::handle given) {
   CapturePayload p;
   p.kind = PayloadKind::tensor;
   std::optional<std::uint64_t> size = 1;
+  bool empty = false;  // an empty extent empties the array, whatever the others' product would be
   for (std::size_t i = 0; i < view.ndim(); ++i) {
     if (view.shape(i) < 0)  // a producer's description is not trusted
       raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " has a negative extent (" +
                                             std::to_string(view.shape(i)) + ") at axis " + std::to_string(i));
     p.shape.push_back(static_cast<std::uint64_t>(view.shape(i)));
     size = checked::mul(size, static_cast<std::uint64_t>(view.shape(i)));
+    empty = empty || view.shape(i) == 0;
   }
+  if (empty) size = 0;
   auto bytes = checked::mul(size, itemsize(type->core));
   if (!bytes) raise(ErrorKind::InvalidArgument, argument_label(call, "array") + " has more bytes than a uint64 holds");
   nb::object array = nb::borrow(given);

@@ -209,6 +209,9 @@ void read_numpy_array_interface(nb::handle h, const std::string& label, ForeignR
       if (s % item != 0) refuse(label, "is not C-contiguous (a stride is not a whole number of elements)");
       strides.push_back(s / item);
     }
+    if (strides.size() != shape.size())  // read beside the shape, one per axis
+      refuse(label, "has " + std::to_string(strides.size()) + " strides for " + std::to_string(shape.size()) +
+                        " axes in its __array_interface__");
   }
   out->device_type = driver::dlpack_device::cpu;
   out->device_id = 0;

@@ -105,11 +105,15 @@ void check_transform(const CaptureSelection& sel, const ObservationPoint& point,
   const bool keeps_values =
       t.kind == TransformKind::full_tensor || t.kind == TransformKind::preview || t.kind == TransformKind::slice;
   if (keeps_values && point.dtype == ValueDtype::floating && point.itemsize != 0 && point.itemsize != 2 &&
-      point.itemsize != 4 && point.itemsize != 8)
+      point.itemsize != 4 && point.itemsize != 8) {
+    const auto bits = checked::mul(point.itemsize, std::uint64_t{8});  // a described size: any uint64
+    const std::string held = bits ? std::to_string(*bits) + "-bit floats"
+                                  : "floats of " + std::to_string(point.itemsize) + " bytes";
     refuse(std::string(to_string(t.kind)) + " of '" + sel.id + "' keeps values in their own type, but point '" +
-           sel.path + "' holds " + std::to_string(point.itemsize * 8) +
-           "-bit floats (float8), which a payload cannot keep (it keeps 16-, 32- and 64-bit floats); capture a "
-           "summary or histogram of it, or cast it in the model");
+           sel.path + "' holds " + held + (point.itemsize == 1 ? " (float8)" : "") +
+           ", which a payload cannot keep (it keeps 16-, 32- and 64-bit floats); capture a summary or histogram "
+           "of it, or cast it in the model");
+  }
   switch (t.kind) {
     case TransformKind::preview:
       if (t.max_elements == 0) refuse("preview of '" + sel.id + "' needs max_elements > 0");

@@ -1,5 +1,6 @@
 #include "capture/capture_geometry.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include "lifecore/checked.hpp"
@@ -84,6 +85,8 @@ std::optional<std::string> check_shape(const ObservationPoint& point, const std:
 }
 
 std::uint64_t element_count(const std::vector<std::uint64_t>& shape) noexcept {
+  // An empty extent empties the region, whatever the others' product would overflow to.
+  if (std::find(shape.begin(), shape.end(), std::uint64_t{0}) != shape.end()) return 0;
   std::optional<std::uint64_t> n = 1;
   for (auto d : shape) n = checked::mul(n, d);
   return n.value_or(UINT64_MAX);
