@@ -22,16 +22,18 @@
 // injected end failure leaves it open. A sticky status (CUDA's: 226, 700, 702, 710, 714-719, 721, 810, 911),
 // injected or asynchronous, loses the device: every later call fails with that status.
 // Beginning on a capturing stream, or ending on one that is not capturing, fails with 401
-// (CUDA_ERROR_ILLEGAL_STATE); a failed exec update with 910 (CUDA's
-// CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) and the reason in *result.
+// (CUDA_ERROR_ILLEGAL_STATE). An exec update the rules refuse succeeds with the reason in
+// *result, as the backends report CUDA's CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE (an answer, not
+// a failed call).
 //
 // Capture bookkeeping (live captures, each thread's capture mode) is per MockDriver instance:
 // a capture on one mock device never conflicts with calls on another. Mock-only knobs are the
 // public methods below; reach them with MockDriver::from(driver).
 //
 // Not modelled: launching a graph into a capture (child-graph node: not_supported), kernels'
-// y and z dimensions (threads = grid.x * block.x), cross-stream dependencies (there is no
-// stream-wait-event in the interface). stream_query reports not_ready / success only; the
+// y and z dimensions (threads = grid.x * block.x), a capture forked onto another stream (a
+// wait on a capturing stream, or for an event of a live capture, is refused: not_supported;
+// every other stream_wait_event is an eager wait). stream_query reports not_ready / success only; the
 // asynchronous error waits for stream_synchronize. Destroying a capturing stream discards
 // its capture.
 #pragma once

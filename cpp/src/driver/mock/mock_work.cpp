@@ -148,13 +148,8 @@ GraphUpdateResult compare_for_update(const std::vector<WorkNode>& current, const
       *why = "graphs with memory nodes cannot be updated";
       return GraphUpdateResult::not_supported;
     }
-    const auto* a = std::get_if<KernelNode>(&current[i]);
-    const auto* b = std::get_if<KernelNode>(&next[i]);
-    if (a && b && a->kernel != b->kernel) {
-      *why = "node " + std::to_string(i) + " runs " + std::string(a->kernel->signature->name) +
-             " in the executable graph and " + std::string(b->kernel->signature->name) + " in the new graph";
-      return GraphUpdateResult::function_changed;
-    }
+    // A kernel node may change its function (CUDA 11.2+, the version the mock reports): one
+    // device, one context, so nothing else limits it here.
   }
   return GraphUpdateResult::success;
 }

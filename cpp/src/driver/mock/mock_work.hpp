@@ -84,8 +84,8 @@ struct GraphData {
   bool has_memory_nodes() const;
 };
 
-// CUDA's exec-update rule: identical topology (node count, kinds in order, kernel functions);
-// parameters may change. *why explains a failure.
+// CUDA's exec-update rule: identical topology (node count, kinds in order); parameters, and a
+// kernel node's function, may change. *why explains a refusal.
 GraphUpdateResult compare_for_update(const std::vector<WorkNode>& current, const std::vector<WorkNode>& next,
                                      std::string* why);
 
