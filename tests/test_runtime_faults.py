@@ -127,6 +127,28 @@ def test_failing_launch_while_recording_refuses_the_capture(mock_hardware_device
     assert_recapturable(dev, s)
 
 
+def test_a_failure_the_driver_answers_by_invalidating_the_capture_is_still_the_cause(mock_hardware_device) -> None:
+    # A driver may invalidate a capture in which a call failed (the mock keeps it live; CUDA
+    # documents invalidation for the calls it forbids in a capture). Before: the end then
+    # refused as "invalidated" by "a call made outside lifecore", and the launch's own failure,
+    # the cause, was dropped. The driver's answer is played here by an injected end status.
+    dev = mock_hardware_device
+    s = dev.stream()
+    x, y = ones(s), ones(s)
+    s.graph_prepare()
+    step_for(x, y)(s)
+    s.begin_capture()
+    dev.inject_fault("launch_kernel", FAILED)
+    step_for(x, y)(s)
+    dev.inject_fault("stream_end_capture", 901)
+    with pytest.raises(CaptureRefusedError) as raised:
+        s.end_capture()
+    assert raised.value.cause == "queued_error" and raised.value.code == FAILED
+    assert "outside lifecore" not in str(raised.value)
+    assert "the driver invalidated the capture on it (" in str(raised.value)
+    assert_recapturable(dev, s)
+
+
 def test_a_refused_recording_counts_the_failures_after_the_first(mock_hardware_device) -> None:
     dev = mock_hardware_device
     s = dev.stream()

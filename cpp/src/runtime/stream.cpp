@@ -1292,8 +1292,11 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller, std::optional<Wi
   std::vector<QueuedError> window_errors = errors_.take_window(window_);
 
   if (ended.abandoned) refuse(abandoned_capture_message(ended), "abandoned");
-  if (!ended_status.ok()) {
-    if (ended_status.code == driver::Code::capture_invalidated)
+  // A driver may invalidate a capture in which a call failed (CUDA documents it for calls it
+  // forbids there): the window's own failure, then, is the cause to report.
+  const bool invalidated = ended_status.code == driver::Code::capture_invalidated;
+  if (!ended_status.ok() && !(invalidated && !window_errors.empty())) {
+    if (invalidated)
       refuse("end_capture: the driver invalidated the capture (" + driver::status_summary(ended_status) +
                       "): a call made outside lifecore that the driver cannot record, or forbids while a "
                       "capture records, ran inside the window (lifecore refuses its own up front); nothing was "
@@ -1309,6 +1312,7 @@ std::shared_ptr<Graph> Stream::end_capture(CaptureOwner caller, std::optional<Wi
                           "incomplete and nothing was sealed: " + first.message() +
                           describe_origin(window_errors.front());
     if (window_errors.size() > 1) message += " (and " + std::to_string(window_errors.size() - 1) + " more)";
+    if (invalidated) message += "; the driver invalidated the capture on it (" + driver::status_summary(ended_status) + ")";
     std::vector<ErrorAttribute> attributes{{"cause", std::string("queued_error")}};
     for (const auto& attribute : first.attributes())
       if (attribute.first != "cause") attributes.push_back(attribute);
