@@ -21,7 +21,8 @@ from backend_roles import EMULATED, unavailable
 
 # Entry points the backend can run without (each disables one operation or is a no-op).
 OPTIONAL = {"hipRuntimeGetVersion", "hipMallocAsync", "hipFreeAsync", "hipGraphInstantiateWithFlags",
-            "hipGraphUpload", "hipGraphExecUpdate", "hipPointerGetAttribute", "hipGraphAddMemAllocNode"}
+            "hipGraphUpload", "hipGraphExecUpdate", "hipPointerGetAttribute", "hipGraphAddMemAllocNode",
+            "hipStreamIsCapturing"}
 
 
 def hip_info():

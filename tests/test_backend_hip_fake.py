@@ -540,3 +540,23 @@ def test_symbol_copies_are_never_read_as_memory_nodes(tmp_path_factory, fake_hip
     result = run_fake(library, SYMBOL_COPIES)
     assert result["counts"] == [4, 0, 0]  # kernel, two symbol copies, memset; no memory node
     assert result["sealed"] == 2
+
+
+def test_the_null_streams_capture_state_on_a_runtime_that_cannot_tell_it(tmp_path_factory) -> None:
+    # ROCm 5.2's hipStreamGetCaptureInfo answers hipErrorUnknown (999) for the null stream:
+    # every use of the default stream as another library's (a plain __dlpack__() on ROCm) failed
+    # with it. Its hipStreamIsCapturing answers for the null stream, and is asked instead.
+    library = build_fake_library(tmp_path_factory, "fake_libamdhip64.c", "fake HIP runtime",
+                                 ("FAKE_HIP_BEFORE_GRAPH_MEMORY",))
+    body = """
+    driver = _core._open_driver("hip")
+    result["null_stream"] = [driver.stream_capture_status_native(0), driver.stream_capture_status_native(1)]
+    stream = driver.stream_create()
+    driver.begin_capture(stream, "relaxed")
+    result["capturing"] = driver.stream_capture_status_native(driver.stream_native_handle(stream))
+    driver.graph_destroy(driver.end_capture(stream))
+    driver.close()
+    """
+    result = run_fake(library, body)
+    assert result["null_stream"] == [0, 0]
+    assert result["capturing"] == 1  # another stream is still asked through hipStreamGetCaptureInfo

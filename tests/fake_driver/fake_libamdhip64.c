@@ -18,7 +18,9 @@
  *                           its end; =2: that begin is refused too (the stream cannot be freed)
  * Compiled with -DFAKE_HIP_BEFORE_GRAPH_MEMORY it is a runtime from before graph memory nodes:
  * no hipGraphAddMemAllocNode, hipMallocAsync, hipFreeAsync or hipGetProcAddress, and node types
- * counted from 1, so its symbol copies are types 10 and 11 (memory nodes' numbers since).
+ * counted from 1, so its symbol copies are types 10 and 11 (memory nodes' numbers since); and,
+ * as ROCm 5.2, hipStreamGetCaptureInfo answers hipErrorUnknown (999) for the null stream, which
+ * hipStreamIsCapturing answers.
  * fake_hip_proc_served() counts the entry points hipGetProcAddress handed out.
  * "Device memory" is host memory, so copies and memsets really move bytes; kernels do nothing
  * but are logged. A stream in capture records nodes instead of running them; hipDeviceSynchronize
@@ -40,7 +42,7 @@ typedef int hipError_t;
 enum {
   SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, NO_DEVICE = 100, INVALID_DEVICE = 101,
   INVALID_IMAGE = 200, INVALID_HANDLE = 400, NOT_FOUND = 500, CAPTURE_UNSUPPORTED = 900, CAPTURE_INVALIDATED = 901,
-  CAPTURE_UNMATCHED = 903, UPDATE_FAILURE = 910
+  CAPTURE_UNMATCHED = 903, UPDATE_FAILURE = 910, UNKNOWN = 999
 };
 #ifdef FAKE_HIP_BEFORE_GRAPH_MEMORY
 enum { NODE_KERNEL = 1, NODE_MEMCPY = 2, NODE_MEMSET = 3, NODE_MEMCPY_FROM_SYMBOL = 10, NODE_MEMCPY_TO_SYMBOL = 11 };
@@ -414,6 +416,9 @@ EXPORT hipError_t hipStreamGetCaptureInfo(struct stream* s, int* status, unsigne
     if (id) *id = foreign_capture_answer ? 7 : 0;
     return SUCCESS;
   }
+#ifdef FAKE_HIP_BEFORE_GRAPH_MEMORY
+  if (!s) return UNKNOWN;
+#endif
   if (!own_stream(s)) {  /* the null stream, or another library's */
     *status = 0;
     if (id) *id = 0;
@@ -421,6 +426,14 @@ EXPORT hipError_t hipStreamGetCaptureInfo(struct stream* s, int* status, unsigne
   }
   *status = s->capturing ? 1 : s->invalidated ? 2 : 0;
   if (id) *id = s->capturing ? s->capture_id : 0;
+  return SUCCESS;
+}
+EXPORT hipError_t hipStreamIsCapturing(struct stream* s, int* status) {
+  if (!own_stream(s)) {  /* the null stream, or another library's */
+    *status = 0;
+    return SUCCESS;
+  }
+  *status = s->capturing ? 1 : s->invalidated ? 2 : 0;
   return SUCCESS;
 }
 EXPORT hipError_t hipThreadExchangeStreamCaptureMode(int* mode) {

@@ -1,7 +1,8 @@
 // The subset of the HIP runtime ABI lifecore uses, declared here so that building needs no
 // ROCm. Numbers follow hip_runtime_api.h, which shares CUDA's numbering for everything
-// lifecore touches (errors 0..999, capture modes and statuses, graph node types, update
-// results); handle types reuse HIP's own struct tags.
+// lifecore touches (errors 0..999, capture modes and statuses, update results) but graph node
+// types before graph memory nodes (see hipGraphNodeTypeMemAlloc); handle types reuse HIP's own
+// struct tags.
 #pragma once
 
 #include <cstddef>
@@ -40,6 +41,7 @@ inline constexpr hipError_t hipErrorInvalidValue = 1;
 inline constexpr hipError_t hipErrorNoDevice = 100;
 inline constexpr hipError_t hipErrorInvalidDevice = 101;
 inline constexpr hipError_t hipErrorGraphExecUpdateFailure = 910;
+inline constexpr hipError_t hipErrorUnknown = 999;
 
 inline constexpr unsigned hipStreamNonBlocking = 0x1;
 inline constexpr unsigned hipEventDefault = 0x0;
@@ -107,6 +109,7 @@ using PFN_hipStreamBeginCapture = hipError_t (*)(hipStream_t stream, hipStreamCa
 using PFN_hipStreamEndCapture = hipError_t (*)(hipStream_t stream, hipGraph_t* graph);
 using PFN_hipStreamGetCaptureInfo = hipError_t (*)(hipStream_t stream, hipStreamCaptureStatus* status,
                                                    unsigned long long* id);
+using PFN_hipStreamIsCapturing = hipError_t (*)(hipStream_t stream, hipStreamCaptureStatus* status);
 using PFN_hipThreadExchangeStreamCaptureMode = hipError_t (*)(hipStreamCaptureMode* mode);
 using PFN_hipGraphGetNodes = hipError_t (*)(hipGraph_t graph, hipGraphNode_t* nodes, std::size_t* count);
 using PFN_hipGraphNodeGetType = hipError_t (*)(hipGraphNode_t node, hipGraphNodeType* type);

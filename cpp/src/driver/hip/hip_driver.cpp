@@ -389,6 +389,10 @@ class HipDriver final : public NativeDriver {
     hipStreamCaptureStatus native = hipStreamCaptureStatusNone;
     unsigned long long id = 0;
     Status status = current("hipStreamGetCaptureInfo", [&] { return api_.hipStreamGetCaptureInfo(stream, &native, &id); });
+    // ROCm 5's hipStreamGetCaptureInfo answers hipErrorUnknown for the null stream, which its
+    // hipStreamIsCapturing answers (as ROCm 6's hipStreamGetCaptureInfo does).
+    if (!status.ok() && stream == nullptr && status.native_code == hipErrorUnknown && api_.hipStreamIsCapturing)
+      status = current("hipStreamIsCapturing", [&] { return api_.hipStreamIsCapturing(stream, &native); });
     if (status.ok()) *capture_status = static_cast<CaptureStatus>(native);
     return status;
   }

@@ -47,6 +47,7 @@
   X(hipStreamBeginCapture, true)                                              \
   X(hipStreamEndCapture, true)                                                \
   X(hipStreamGetCaptureInfo, true)                                            \
+  X(hipStreamIsCapturing, false)                                              \
   X(hipThreadExchangeStreamCaptureMode, true)                                 \
   X(hipGraphGetNodes, true)                                                   \
   X(hipGraphNodeGetType, true)                                                \
