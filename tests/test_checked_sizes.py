@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import lifecore
-from lifecore import InvalidArgumentError, LifecoreError
+from lifecore import InvalidArgumentError, LifecoreError, LifecoreOverflowError
 from lifecore.capture import (Axis, CaptureDiscovery, CaptureOutcome, CapturePayload, CapturePhase, CapturePlan,
                               CaptureRequest, CaptureSelection, CaptureSession, CaptureTransform, ObservationPoint,
                               ValueDtype, unlimited)
@@ -68,19 +68,27 @@ def test_a_summary_of_an_empty_region_is_captured_in_any_order_of_its_extents():
 
 
 def test_an_empty_dlpack_tensor_reads_the_same_in_any_order_of_its_extents():
-    # Before: (2**40, 2**40, 0) was a LifecoreOverflowError where (0, 2**40, 2**40) was the
-    # plain refusal of a write of no bytes; and from_array said it had "more bytes than a
-    # uint64 holds".
+    # Before: (2**40, 2**40, 0) was refused as an overflow where (0, 2**40, 2**40) went on to
+    # the array caster, which multiplied 2**40 by 2**40 as int64 filling in the strides (an
+    # overflow, undefined). Both are refused now, before any caster, as the same overflow; an
+    # empty tensor whose other extents fit reads as empty in any order.
     memory = np.zeros(4, np.float32)
     orders = [(0, 2**40, 2**40), (2**40, 2**40, 0)]
     with lifecore.Device("mock") as device:
         stream = device.stream()
         buffer = stream.alloc(16)
-        written = [outcome(lambda: stream.write(buffer, Producer(memory.ctypes.data, shape))) for shape in orders]
-        assert written[0] == written[1] and written[0][0] != "LifecoreOverflowError"
+        for shape in orders:
+            with pytest.raises(LifecoreOverflowError, match=r"the product of its extents \(the empty ones left "
+                                                            r"out\) passes 2\*\*63 - 1"):
+                stream.write(buffer, Producer(memory.ctypes.data, shape))
+            with pytest.raises(LifecoreOverflowError, match=r"the product of its extents"):
+                CapturePayload.from_array(Producer(memory.ctypes.data, shape))
+        fitting = [(0, 2**20, 2**20), (2**20, 2**20, 0)]
+        written = [outcome(lambda: stream.write(buffer, Producer(memory.ctypes.data, shape))) for shape in fitting]
+        assert written[0] == written[1]
     made = [outcome(lambda: list(CapturePayload.from_array(Producer(memory.ctypes.data, shape)).shape))
-            for shape in orders]
-    assert made == [("accepted", list(shape)) for shape in orders]
+            for shape in fitting]
+    assert made == [("accepted", list(shape)) for shape in fitting]
 
 
 @pytest.mark.parametrize("itemsize, held", [(3, "24-bit floats, "), (1, "8-bit floats (float8), "),

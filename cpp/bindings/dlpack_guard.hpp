@@ -66,10 +66,19 @@ inline void check_dlpack_dimensions(const std::string& label, std::int32_t ndim,
     raise(ErrorKind::InvalidArgument, label + " has a negative number of dimensions (" + std::to_string(ndim) + ")");
   if (ndim > 0 && shape == nullptr)
     raise(ErrorKind::InvalidArgument, label + " has " + std::to_string(ndim) + " dimension(s) but no shape");
-  for (std::int32_t i = 0; i < ndim; ++i)
+  // nanobind multiplies the extents as int64 (a missing strides array, filled in C order): their
+  // product, the empty ones left out, must fit, or it overflows there, whatever order they come in.
+  std::uint64_t product = 1;
+  for (std::int32_t i = 0; i < ndim; ++i) {
     if (shape[i] < 0)
       raise(ErrorKind::InvalidArgument, label + " has a negative extent (" + std::to_string(shape[i]) + ") at axis " +
                                             std::to_string(i));
+    if (shape[i] == 0) continue;
+    const auto next = checked::mul(product, static_cast<std::uint64_t>(shape[i]));
+    if (!next || *next > static_cast<std::uint64_t>(INT64_MAX))
+      checked::overflow(label + ": the product of its extents (the empty ones left out) passes 2**63 - 1");
+    product = *next;
+  }
 }
 
 // A tensor description's first byte, data + byte_offset; nullopt where that sum, or the end of
