@@ -312,7 +312,8 @@ def test_a_kernel_writes_exactly_min_of_n_and_threads_elements(stream, name, n, 
 
 def test_a_host_tensor_whose_bytes_pass_2_64_is_refused_by_write_and_read_into(device, stream):
     """write and read_into took nanobind's unchecked product of the shape: 2**62 + 4 rows of 4
-    bytes wrapped to 16, and a 16-byte buffer took the tensor as a 16-byte one."""
+    bytes wrapped to 16, and a 16-byte buffer took the tensor as a 16-byte one. Its extents'
+    product passes 2**63 - 1 too, where nanobind's own int64 product would overflow: refused first."""
     import ctypes
 
     from dlpack_producer import Producer
@@ -323,6 +324,11 @@ def test_a_host_tensor_whose_bytes_pass_2_64_is_refused_by_write_and_read_into(d
     huge = Producer(ctypes.addressof(memory), [2**62 + 4, 4], bits=8)
     before = device.memory_stats()
     for call in (lambda: stream.write(buffer, huge), lambda: stream.read_into(buffer, huge)):
+        with pytest.raises(lifecore.LifecoreOverflowError, match=r"the product of its extents"):
+            call()
+    # 2**62 elements fit an int64, their 2**65 bits no uint64.
+    bits_past = Producer(ctypes.addressof(memory), [2**60, 4], bits=8)
+    for call in (lambda: stream.write(buffer, bits_past), lambda: stream.read_into(buffer, bits_past)):
         with pytest.raises(lifecore.LifecoreOverflowError, match="the bytes of its shape"):
             call()
     assert device.memory_stats() == before and stream.read(buffer) == struct.pack("<4I", 7, 7, 7, 7)
