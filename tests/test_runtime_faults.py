@@ -111,15 +111,23 @@ def test_failing_launch_in_warmup_surfaces_at_begin_capture(mock_device) -> None
     assert_recapturable(mock_device, s)
 
 
-def test_failing_launch_while_recording_refuses_the_capture(mock_hardware_device) -> None:
-    dev = mock_hardware_device
+def recording_with_failed_launches(dev, failures: int = 1, **prepare):
+    """A stream recording a window (graph_prepare(**prepare), one warmup pass) in which
+    `failures` passes' launches failed."""
     s = dev.stream()
     x, y = ones(s), ones(s)
-    s.graph_prepare(owner=4)
+    s.graph_prepare(**prepare)
     step_for(x, y)(s)
     s.begin_capture()
-    dev.inject_fault("launch_kernel", FAILED)
-    step_for(x, y)(s)
+    dev.inject_fault("launch_kernel", FAILED, times=failures)
+    for _ in range(failures):
+        step_for(x, y)(s)
+    return s
+
+
+def test_failing_launch_while_recording_refuses_the_capture(mock_hardware_device) -> None:
+    dev = mock_hardware_device
+    s = recording_with_failed_launches(dev, owner=4)
     with pytest.raises(CaptureRefusedError, match="owner 4") as raised:
         s.end_capture(4)
     assert raised.value.cause == "queued_error" and raised.value.code == FAILED
@@ -133,13 +141,7 @@ def test_a_failure_the_driver_answers_by_invalidating_the_capture_is_still_the_c
     # refused as "invalidated" by "a call made outside lifecore", and the launch's own failure,
     # the cause, was dropped. The driver's answer is played here by an injected end status.
     dev = mock_hardware_device
-    s = dev.stream()
-    x, y = ones(s), ones(s)
-    s.graph_prepare()
-    step_for(x, y)(s)
-    s.begin_capture()
-    dev.inject_fault("launch_kernel", FAILED)
-    step_for(x, y)(s)
+    s = recording_with_failed_launches(dev)
     dev.inject_fault("stream_end_capture", 901)
     with pytest.raises(CaptureRefusedError) as raised:
         s.end_capture()
@@ -151,14 +153,7 @@ def test_a_failure_the_driver_answers_by_invalidating_the_capture_is_still_the_c
 
 def test_a_refused_recording_counts_the_failures_after_the_first(mock_hardware_device) -> None:
     dev = mock_hardware_device
-    s = dev.stream()
-    x, y = ones(s), ones(s)
-    s.graph_prepare()
-    step_for(x, y)(s)
-    s.begin_capture()
-    dev.inject_fault("launch_kernel", FAILED, times=3)
-    for _ in range(3):
-        step_for(x, y)(s)
+    s = recording_with_failed_launches(dev, failures=3)
     with pytest.raises(CaptureRefusedError, match=r"\(and 2 more\)"):
         s.end_capture()
     assert_recapturable(dev, s)
