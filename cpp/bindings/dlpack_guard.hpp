@@ -116,8 +116,8 @@ inline void refuse_negative_view(nb::handle h, const std::string& label);  // be
 // 4) would wrap to a few bytes; refused as an overflow naming `label`. The bits of every
 // element (its lanes too) are rounded up to a byte once: 4-bit elements are packed two to a byte.
 inline std::uint64_t dlpack_bytes(const DLTensor& tensor, const std::string& label) {
-  for (std::int32_t i = 0; i < tensor.ndim; ++i)
-    if (tensor.shape[i] == 0) return 0;  // empty, whatever the other extents' product would be
+  // check_dlpack_dimensions bounds the non-empty extents' product: an empty extent, wherever it
+  // comes, makes this product 0 before any step of it could overflow.
   std::uint64_t elements = 1;
   for (std::int32_t i = 0; i < tensor.ndim; ++i) {
     const auto next = checked::mul(elements, static_cast<std::uint64_t>(tensor.shape[i]));
