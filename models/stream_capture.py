@@ -937,7 +937,10 @@ class DeviceModel:
         The state moves first, so every failure below leaves the stream in NO_CAPTURE.
         Order of the refusals (all CaptureRefusedError): an abandoned window; the driver's end
         failing; an operation refused lazily or failed inside
-        the window; counting the nodes failing; memory nodes; instantiation failing.
+        the window; counting the nodes failing; memory nodes; instantiation failing. One
+        exception the machine never injects (its statuses are 2, 801 and 999): an end the driver
+        answers by invalidating the capture (901) of a window where an operation failed reports
+        that operation, the cause, as the window's refusal.
         """
         s = self.streams[stream]
         end = s.state.end(caller)
